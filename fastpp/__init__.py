@@ -1,0 +1,48 @@
+"""fastpp: a fast, faithful simulator of pipeline-parallel training schedules.
+
+Symbols, used everywhere in fastpp (SCHEDULES.md section 1):
+
+=====  ==================================================================================
+``p``  pipeline devices (ranks)
+``n``  microbatches per iteration
+``m``  chunks (model pieces) per device; ``V = p*m`` virtual stages
+``s``  virtual stage index ``0..V-1`` in model order (the forward runs ``0 -> V-1``)
+``r``  device index ``0..p-1``
+``j``  microbatch index ``0..n-1``
+=====  ==================================================================================
+
+Times are per device of a plain pipeline (a chunk op takes ``f/m``); activation memory is in
+units of what one microbatch leaves on a device of a plain pipeline (``M_B``).
+
+>>> import fastpp
+>>> result = fastpp.simulate(fastpp.build_schedule("1f1b", p=4, n=8), fastpp.Costs(f=1, b=2))
+>>> result.makespan, result.peak_live.tolist()
+(33.0, [4, 3, 2, 1])
+"""
+
+from . import theory
+from .costs import Costs
+from .generators.registry import SCHEDULES, ScheduleSpec, build_schedule
+from .ops import Op
+from .schedule import Schedule, ScheduleError
+from .seed import Device, compute_theoretical_peak, gpipe_schedule, onef_oneb_schedule
+from .simulate import Result, simulate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SCHEDULES",
+    "Costs",
+    "Device",
+    "Op",
+    "Result",
+    "Schedule",
+    "ScheduleError",
+    "ScheduleSpec",
+    "build_schedule",
+    "compute_theoretical_peak",
+    "gpipe_schedule",
+    "onef_oneb_schedule",
+    "simulate",
+    "theory",
+]

@@ -1,0 +1,58 @@
+"""The one place that owns Numba's options.
+
+Every kernel is compiled with ``cache=True`` and without ``fastmath`` (which would reorder float
+sums and break exact agreement with the pure-Python reference in ``tests/``).
+
+Numba's on-disk cache keys a function on its own source file only: a kernel that inlines a
+helper from another module would keep its stale machine code after that helper changes. So all
+fastpp kernels share one cache folder named after a fingerprint of every module that holds
+jitted code; any edit to any of them selects a fresh folder. ``FASTPP_CACHE_DIR`` moves the
+root (default: ``$XDG_CACHE_HOME/fastpp`` or ``~/.cache/fastpp``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numba
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _jitted_sources() -> list[Path]:
+    """Modules whose jitted functions (and the op-code constants they freeze) call each other."""
+    return [_PACKAGE / "ops.py", _PACKAGE / "kernels.py", *sorted(_PACKAGE.glob("generators/*.py"))]
+
+
+def _cache_dir() -> str:
+    digest = hashlib.sha256(numba.__version__.encode())
+    for path in _jitted_sources():
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    root = os.environ.get("FASTPP_CACHE_DIR")
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(xdg, "fastpp")
+    return os.path.join(root, "numba-" + digest.hexdigest()[:16])
+
+
+CACHE_DIR = _cache_dir()
+
+
+def jit(func=None, *, parallel: bool = False):
+    """Compile ``func`` in nopython mode with fastpp's options (cache on, no fastmath).
+
+    Usable bare (``@jit``) or with ``parallel=True`` for kernels that use ``prange``.
+    """
+
+    def wrap(f):
+        saved = numba.config.CACHE_DIR
+        numba.config.CACHE_DIR = CACHE_DIR  # read by Numba's cache locator at decoration time
+        try:
+            return numba.njit(cache=True, parallel=parallel, fastmath=False)(f)
+        finally:
+            numba.config.CACHE_DIR = saved
+
+    return wrap if func is None else wrap(func)

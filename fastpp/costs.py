@@ -1,0 +1,122 @@
+"""Op costs and memory weights, in the units of SCHEDULES.md section 3."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .schedule import Schedule, ScheduleError
+
+
+class StageCosts(NamedTuple):
+    """Per-virtual-stage arrays the kernels read (length ``V``); see ``fastpp.kernels``."""
+
+    tf: np.ndarray
+    tb: np.ndarray
+    tw: np.ndarray
+    tfb: np.ndarray
+    comm: np.ndarray
+    unit: np.ndarray
+    gamma: np.ndarray
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Times and memory weights of a pipeline's ops.
+
+    Times are per device of a plain pipeline, per microbatch: in a schedule with ``m`` chunks
+    per device a chunk forward takes ``f/m``, so sweeping ``m`` keeps the model and hardware
+    fixed. Each field is a scalar, an array over devices (length ``p``) or an array over virtual
+    stages (length ``V``) for uneven stages.
+
+    Parameters
+    ----------
+    f : float or array_like
+        Forward time, > 0.
+    b : float or array_like
+        Full backward time (input grad and weight grad), > 0.
+    w : float or array_like
+        Weight-grad part of ``b``, ``0 <= w <= b``: a split backward runs ``I = b - w`` and
+        ``W = w``. Ignored by schedules that do not split the backward.
+    comm : float or array_like
+        Latency of each cross-device hand-off on the F and B/I chains, >= 0. Per stage ``s``:
+        the link between stages ``s`` and ``s+1``, both directions; per device: the links
+        from that device's stages to their next stages.
+    gamma : float or array_like
+        ``M_W / M_B``, in ``[0, 1]``: the part of a forward's activations that lives until
+        ``W`` (``I`` frees the rest). 1 gives PyTorch's plain live count.
+    fb : float or array_like, optional
+        Time of DualPipe's overlapped forward-and-backward pair, > 0, keyed by the pair's
+        forward stage. Default: ``f + b`` (overlap gains nothing).
+    """
+
+    f: ArrayLike
+    b: ArrayLike
+    w: ArrayLike = 0.0
+    comm: ArrayLike = 0.0
+    gamma: ArrayLike = 1.0
+    fb: ArrayLike | None = None
+
+    def __post_init__(self):
+        for name, lo, strict in (("f", 0.0, True), ("b", 0.0, True), ("w", 0.0, False),
+                                 ("comm", 0.0, False), ("gamma", 0.0, False)):
+            _check_values(name, getattr(self, name), lo, strict)
+        if self.fb is not None:
+            _check_values("fb", self.fb, 0.0, True)
+        if np.size(self.gamma) and np.max(self.gamma) > 1:
+            raise ScheduleError(f"costs.gamma must be in [0, 1] (got {_show(self.gamma)})")
+
+    def per_stage(self, schedule: Schedule) -> StageCosts:
+        """Expand to the per-virtual-stage arrays of ``schedule``, chunk times divided by ``m``.
+
+        Raises
+        ------
+        ScheduleError
+            If an array's length is neither ``p`` nor ``V``, or ``w > b`` somewhere.
+        """
+
+        def expand(name, value):
+            arr = np.asarray(value, dtype=np.float64)
+            if arr.ndim == 0:
+                return np.full(schedule.V, float(arr))
+            if arr.shape == (schedule.V,):
+                return arr.copy()
+            if arr.shape == (schedule.p,):
+                return arr[schedule.stage_to_device]
+            raise ScheduleError(
+                f"costs.{name} must be a scalar or an array of length p={schedule.p} or "
+                f"V={schedule.V} (got shape {arr.shape})")
+
+        m = schedule.m
+        tf = expand("f", self.f) / m
+        tb = expand("b", self.b) / m
+        tw = expand("w", self.w) / m
+        if np.any(tw > tb):
+            s = int(np.argmax(tw > tb))
+            raise ScheduleError(f"costs.w must be <= costs.b (got w={tw[s] * m}, b={tb[s] * m} "
+                                f"at stage {s})")
+        tfb = np.full(schedule.V, -1.0) if self.fb is None else expand("fb", self.fb) / m
+        return StageCosts(tf, tb, tw, tfb, expand("comm", self.comm),
+                          np.full(schedule.V, 1.0 / m), expand("gamma", self.gamma))
+
+
+def _show(value) -> str:
+    arr = np.asarray(value)
+    return str(arr.item()) if arr.ndim == 0 else str(arr.tolist()[:8])
+
+
+def _check_values(name: str, value, lo: float, strict: bool) -> None:
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ScheduleError(f"costs.{name} must be a number or an array of numbers "
+                            f"(got {value!r})") from None
+    if arr.ndim > 1 or arr.size == 0:
+        raise ScheduleError(f"costs.{name} must be a scalar or a 1-D array (got shape {arr.shape})")
+    bad = ~np.isfinite(arr) | ((arr <= lo) if strict else (arr < lo))
+    if np.any(bad):
+        need = "> 0" if strict else ">= 0"
+        raise ScheduleError(f"costs.{name} must be finite and {need} (got {_show(value)})")

@@ -1,0 +1,68 @@
+"""Schedules with ``m`` chunks per device on the loop placement (stage ``s`` on device ``s % p``).
+
+Chunk ``c`` of device ``r`` is virtual stage ``c*p + r``.
+"""
+
+import numpy as np
+
+from .._jit import jit
+from ._emit import B, F, put
+
+
+@jit
+def megatron_table(n, m, G):
+    """Megatron's order of forward "virtual microbatches" ``k = 0..n*m-1``.
+
+    Microbatches are taken in groups of ``G``; within a group, all of chunk 0, then all of
+    chunk 1, ...; the last group holds the remaining ``n mod G`` microbatches when ``G`` does
+    not divide ``n``. Returns the microbatch and the forward chunk of each ``k``.
+    """
+    table_mb = np.empty(n * m, np.int32)
+    table_chunk = np.empty(n * m, np.int32)
+    k = 0
+    for lo in range(0, n, G):
+        hi = min(lo + G, n)
+        for c in range(m):
+            for j in range(lo, hi):
+                table_mb[k] = j
+                table_chunk[k] = c
+                k += 1
+    return table_mb, table_chunk
+
+
+@jit
+def interleaved_1f1b(ops, length, p, n, m, G):
+    """Interleaved 1F1B (Megatron virtual pipeline); the backward of ``k`` runs chunk ``m-1-c``."""
+    table_mb, table_chunk = megatron_table(n, m, G)
+    total = n * m
+    for r in range(p):
+        k = 0
+        warmup = min(2 * (p - r - 1) + (m - 1) * G, total)
+        # warmup: F x min(2(p-r-1) + (m-1)G, n*m)
+        for v in range(warmup):
+            k = put(ops, r, k, F, table_chunk[v] * p + r, table_mb[v])
+        # steady: [F, B] x (n*m - warmup)
+        for i in range(total - warmup):
+            v = warmup + i
+            k = put(ops, r, k, F, table_chunk[v] * p + r, table_mb[v])
+            k = put(ops, r, k, B, (m - 1 - table_chunk[i]) * p + r, table_mb[i])
+        # cooldown: B x warmup
+        for v in range(total - warmup, total):
+            k = put(ops, r, k, B, (m - 1 - table_chunk[v]) * p + r, table_mb[v])
+        length[r] = k
+
+
+@jit
+def looped_bfs(ops, length, p, n, m):
+    """Looped BFS: every chunk's forwards breadth-first, then the backwards in reverse."""
+    for r in range(p):
+        k = 0
+        # forwards: for chunk 0..m-1, F x n (microbatches 0..n-1)
+        for c in range(m):
+            for j in range(n):
+                k = put(ops, r, k, F, c * p + r, j)
+        # backwards: for chunk m-1..0, B x n (microbatches n-1..0, as PyTorch runs it)
+        for c in range(m - 1, -1, -1):
+            for j in range(n - 1, -1, -1):
+                k = put(ops, r, k, B, c * p + r, j)
+        length[r] = k

@@ -1,0 +1,139 @@
+"""The public names of fastpp's schedules, their constraints and ``build_schedule``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..schedule import Schedule, ScheduleError, positive_int
+from . import FORWARD_ONLY, GPIPE, INTERLEAVED_1F1B, LOOPED_BFS, ONE_F_ONE_B, generate
+
+MAX_WORK = 4_000_000  # p * n * m: bounds the op block and the per-stage tables
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One constraint: ``ok(p, n, m, G)`` (vectorized) must hold, or ``param`` must be ``must``.
+
+    ``must`` is formatted with ``p, n, m, G``, e.g. ``"a multiple of p={p}"``.
+    """
+
+    param: str
+    must: str
+    ok: Callable
+
+
+def _rules(*rules: Rule) -> tuple[Rule, ...]:
+    return (Rule("p*n*m", f"at most {MAX_WORK:,}", lambda p, n, m, G: p * n * m <= MAX_WORK),
+            *rules)
+
+
+M_IS_1 = Rule("m", "1 (one stage per device)", lambda p, n, m, G: m == 1)
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """A registered schedule: its id for the jitted dispatcher and its constraints."""
+
+    name: str
+    sid: int
+    summary: str
+    placement: str = "loop"
+    split_backward: bool = False
+    forward_only: bool = False
+    rules: tuple[Rule, ...] = field(default_factory=_rules)
+    options: tuple[str, ...] = ()
+
+    def reasons(self, p, n, m, G) -> np.ndarray:
+        """Vectorized check: for each point, ``""`` if valid, else the first broken rule."""
+        p, n, m, G = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, np.int64))
+                                           for x in (p, n, m, G)))
+        out = np.full(p.shape, "", dtype=object)
+        for rule in self.rules:
+            bad = (out == "") & ~np.asarray(rule.ok(p, n, m, G), bool)
+            for i in np.flatnonzero(bad):
+                vals = {"p": int(p[i]), "n": int(n[i]), "m": int(m[i]), "G": int(G[i])}
+                got = vals.get(rule.param, vals["p"] * vals["n"] * vals["m"])
+                out[i] = (f"{rule.param} must be {rule.must.format(**vals)} for "
+                          f"'{self.name}' (got {rule.param}={got})")
+        return out
+
+    def check(self, p: int, n: int, m: int, G: int) -> None:
+        """Raise ``ScheduleError`` with the first broken constraint, if any."""
+        reason = self.reasons(p, n, m, G)[0]
+        if reason:
+            raise ScheduleError(reason)
+
+    def describe(self) -> str:
+        """One line: the constraints in words."""
+        text = "; ".join(f"{r.param} {r.must}" for r in self.rules[1:])
+        return text or "any p, n"
+
+
+SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
+    ScheduleSpec("gpipe", GPIPE, "GPipe: all forwards, then all backwards", rules=_rules(M_IS_1)),
+    ScheduleSpec("1f1b", ONE_F_ONE_B, "1F1B (PipeDream-Flush, Megatron, DeepSpeed)",
+                 rules=_rules(M_IS_1)),
+    ScheduleSpec(
+        "interleaved-1f1b", INTERLEAVED_1F1B,
+        "Interleaved 1F1B (Megatron virtual pipeline), microbatch groups of G (default p)",
+        rules=_rules(
+            Rule("m", "at least 2 (use '1f1b' for m=1)", lambda p, n, m, G: m >= 2),
+            Rule("G", "at least p={p}", lambda p, n, m, G: G >= p),
+            Rule("n", "at least G={G}", lambda p, n, m, G: n >= G),
+            Rule("n", "a multiple of G={G} or leave a remainder of at least p={p}",
+                 lambda p, n, m, G: (n % G == 0) | (n % G >= p)),
+        ),
+        options=("G",)),
+    ScheduleSpec("looped-bfs", LOOPED_BFS,
+                 "Looped BFS: breadth-first over m chunks per device, backwards reversed"),
+    ScheduleSpec("forward-only", FORWARD_ONLY, "Inference: forwards only",
+                 forward_only=True, rules=_rules(M_IS_1)),
+)}
+
+
+def get_spec(name: str) -> ScheduleSpec:
+    """The registered ``ScheduleSpec`` called ``name``."""
+    try:
+        return SCHEDULES[name]
+    except (KeyError, TypeError):
+        raise ScheduleError(f"schedule must be one of {sorted(SCHEDULES)} (got {name!r})") from None
+
+
+def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule:
+    """Build a registered schedule.
+
+    Parameters
+    ----------
+    name : str
+        A key of ``fastpp.SCHEDULES``, e.g. ``"1f1b"`` or ``"interleaved-1f1b"``.
+    p, n, m : int
+        Devices, microbatches, chunks per device.
+    **options
+        Schedule options: ``G`` (microbatch group size, default ``p``) for
+        ``"interleaved-1f1b"``.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    ScheduleError
+        If the name is unknown, an option is not the schedule's, or ``p, n, m`` break its
+        constraints; the message names the parameter, what it must be and what it got.
+    """
+    spec = get_spec(name)
+    p, n, m = (positive_int(v, k) for k, v in (("p", p), ("n", n), ("m", m)))
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise ScheduleError(f"options must be among {list(spec.options)} for '{name}' "
+                            f"(got {unknown})")
+    G = positive_int(options.get("G", p), "G")
+    spec.check(p, n, m, G)
+    ops, length, stage_device, first, last = generate(spec.sid, p, n, m, G)
+    ops = ops[:, :, : max(1, int(length.max()))]
+    return Schedule(ops, length, stage_device, n=n, m=m, name=name,
+                    routes=np.stack([first, last], axis=1), forward_only=spec.forward_only)

@@ -1,0 +1,59 @@
+"""Op kinds and their text form.
+
+An op is ``(kind, stage, microbatch)``; DualPipe's overlapped pair also carries the stage and
+microbatch of its backward half. The text form is PyTorch pipelining's action form:
+``0F0`` (stage 0, forward, microbatch 0), ``4I3``, ``5W2`` and ``(0F7;7B3)OVERLAP_F_B``.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+
+
+class Op(IntEnum):
+    """Op kinds, stored as small integers in a schedule's ``kind`` matrix."""
+
+    F = 0  #: forward
+    B = 1  #: full backward (input grad and weight grad together)
+    I = 2  #: input-grad backward of a split backward  # noqa: E741
+    W = 3  #: weight-grad backward of a split backward
+    FB = 4  #: overlapped pair: a forward and a full backward launched together
+
+
+# Plain ints for jitted code, which freezes module globals as constants.
+F, B, I, W, FB = (int(op) for op in Op)  # noqa: E741
+PAD = -1  # an empty slot past a device's last op
+
+_PLAIN = re.compile(r"^(\d+)([FBIW])(\d+)$")
+_PAIR = re.compile(r"^\((\d+)F(\d+);(\d+)B(\d+)\)OVERLAP_F_B$")
+
+
+def format_op(kind: int, stage: int, mb: int, stage2: int = -1, mb2: int = -1) -> str:
+    """Return the action text of one op, e.g. ``format_op(Op.F, 0, 3) == '0F3'``."""
+    if kind == FB:
+        return f"({stage}F{mb};{stage2}B{mb2})OVERLAP_F_B"
+    return f"{stage}{Op(kind).name}{mb}"
+
+
+def parse_op(token: str) -> tuple[int, int, int, int, int]:
+    """Parse one action token into ``(kind, stage, mb, stage2, mb2)``.
+
+    Raises
+    ------
+    ValueError
+        If the token is not of the form ``<stage><F|B|I|W><mb>`` or
+        ``(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B``.
+    """
+    text = token.strip()
+    plain = _PLAIN.match(text)
+    if plain:
+        stage, name, mb = plain.groups()
+        return int(Op[name]), int(stage), int(mb), -1, -1
+    pair = _PAIR.match(text)
+    if pair:
+        s1, j1, s2, j2 = (int(x) for x in pair.groups())
+        return FB, s1, j1, s2, j2
+    raise ValueError(
+        f"op token must look like '0F0', '4I3', '5W2' or '(0F7;7B3)OVERLAP_F_B' (got {token!r})"
+    )

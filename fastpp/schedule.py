@@ -1,0 +1,320 @@
+"""``Schedule``: a pipeline schedule as per-device integer op matrices, validated once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .ops import FB, PAD, B, F, I, Op, W, format_op, parse_op
+
+_FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
+MAX_OPS = 50_000_000  # slots in an op block (5 int32 fields): about 1 GB
+
+
+class ScheduleError(ValueError):
+    """A schedule, its parameters or its costs are not valid; the message names the problem."""
+
+
+class Schedule:
+    """A pipeline schedule: the ordered ops of every device.
+
+    Parameters
+    ----------
+    ops : array_like of int, shape (5, p, L)
+        Fields ``kind, stage, mb, stage2, mb2`` of op ``k`` on device ``r`` at ``ops[:, r, k]``;
+        ``stage2, mb2`` are the backward half of an overlapped pair (``Op.FB``), ``-1``
+        elsewhere. Slots at and past ``length[r]`` are ignored.
+    length : array_like of int, shape (p,)
+        Number of ops on each device.
+    stage_to_device : array_like of int, shape (V,)
+        Device of each virtual stage.
+    n : int
+        Microbatches.
+    m : int
+        Chunks per device in cost and memory units: a chunk op takes ``f/m`` and a forward
+        allocates ``1/m`` of the activation unit.
+    name : str
+        Shown in reports and errors.
+    routes : array_like of int, shape (n, 2), optional
+        First and last virtual stage of each microbatch's route (default: all stages); two-
+        direction schedules send half of the microbatches through a second model copy.
+    forward_only : bool
+        Inference: no backward ops; a forward frees its activations when it ends.
+
+    Attributes
+    ----------
+    p, n, m, V : int
+        Devices, microbatches, chunks per device, virtual stages.
+    kind, stage, mb, stage2, mb2 : ndarray of int32, shape (p, L)
+        Views of ``ops``.
+
+    Raises
+    ------
+    ScheduleError
+        Naming the first problem: a shape or id out of range, a missing, duplicated or
+        misplaced op, or ops out of order on a device.
+    """
+
+    def __init__(self, ops, length, stage_to_device, *, n: int, m: int = 1, name: str = "custom",
+                 routes=None, forward_only: bool = False):
+        self.name = str(name)
+        self.ops = _int_array(ops, "ops", ndim=3)
+        if self.ops.shape[0] != 5 or self.ops.shape[1] < 1:
+            raise ScheduleError(f"ops must have shape (5, p, L) with p >= 1 (got {self.ops.shape})")
+        self.p = self.ops.shape[1]
+        self.length = _int_array(length, "length", ndim=1)
+        self.stage_to_device = _int_array(stage_to_device, "stage_to_device", ndim=1)
+        self.n = positive_int(n, "n")
+        self.m = positive_int(m, "m")
+        self.V = len(self.stage_to_device)
+        if routes is None:
+            routes = np.tile(np.array([0, self.V - 1]), (self.n, 1))
+        routes = _int_array(routes, "routes", ndim=2)
+        self.route_first = np.ascontiguousarray(routes[:, 0]) if routes.shape[1:] == (2,) else None
+        self.route_last = np.ascontiguousarray(routes[:, 1]) if routes.shape[1:] == (2,) else None
+        self.forward_only = bool(forward_only)
+        self._validate(routes)
+        self.kind, self.stage, self.mb, self.stage2, self.mb2 = self.ops
+
+    # -- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def from_tokens(cls, rows: Sequence[Sequence[str | None]], stage_to_device=None, *,
+                    n: int | None = None, m: int | None = None, name: str = "custom",
+                    routes=None, forward_only: bool | None = None) -> Schedule:
+        """Build a schedule from per-device lists of action tokens.
+
+        Parameters
+        ----------
+        rows : sequence of sequences of str
+            ``rows[r]`` lists device ``r``'s ops in order, e.g. ``["0F0", "0F1", "0B0"]``.
+            Empty strings and ``None`` (idle steps in PyTorch's CSV) are skipped.
+        stage_to_device : array_like of int, optional
+            Device of each virtual stage; inferred from where each stage's ops appear.
+        n, m : int, optional
+            Microbatches (default: largest microbatch id + 1) and chunks per device (default:
+            ``V // p``).
+        name, routes :
+            As for ``Schedule``.
+        forward_only : bool, optional
+            Default: true when the schedule has no backward op at all.
+
+        Returns
+        -------
+        Schedule
+        """
+        p = len(rows)
+        if p < 1:
+            raise ScheduleError(f"rows must list at least one device (got {p})")
+        parsed = []
+        for r, row in enumerate(rows):
+            ops_r = []
+            for col, token in enumerate(row):
+                if token is None or (isinstance(token, str) and not token.strip()):
+                    continue
+                try:
+                    ops_r.append(parse_op(str(token)))
+                except ValueError as err:
+                    raise ScheduleError(f"device {r}, position {col}: {err}") from None
+            parsed.append(ops_r)
+        L = max(1, max(len(o) for o in parsed))
+        ops = np.full((5, p, L), PAD, np.int64)
+        for r, ops_r in enumerate(parsed):
+            if ops_r:
+                ops[:, r, : len(ops_r)] = np.array(ops_r, np.int64).T
+        length = [len(o) for o in parsed]
+        if stage_to_device is None:
+            stage_to_device = _infer_stage_to_device(parsed)
+        if n is None:
+            mbs = [j for o in parsed for op in o for j in (op[2], op[4])]
+            n = max(mbs, default=-1) + 1
+        if m is None:
+            m = max(1, len(stage_to_device) // p)
+        if forward_only is None:
+            forward_only = all(op[0] == F for o in parsed for op in o)
+        return cls(ops, length, stage_to_device, n=n, m=m, name=name, routes=routes,
+                   forward_only=forward_only)
+
+    # -- views ------------------------------------------------------------------------------
+
+    def token(self, r: int, k: int) -> str:
+        """Action text of op ``k`` on device ``r`` (``0F0`` form)."""
+        return format_op(*(int(x) for x in self.ops[:, r, k]))
+
+    def tokens(self) -> list[list[str]]:
+        """Per-device lists of action tokens, the inverse of ``from_tokens``."""
+        return [[self.token(r, k) for k in range(self.length[r])] for r in range(self.p)]
+
+    @property
+    def num_ops(self) -> int:
+        """Number of ops over all devices (an overlapped pair counts once)."""
+        return int(self.length.sum())
+
+    def __repr__(self) -> str:
+        return (f"Schedule(name={self.name!r}, p={self.p}, n={self.n}, m={self.m}, "
+                f"V={self.V}, ops={self.num_ops})")
+
+    def __str__(self) -> str:
+        return f"{self!r}\n{self.grid()}"
+
+    def grid(self, marks: dict[int, int] | None = None) -> str:
+        """The per-device grid of action tokens, one line per device.
+
+        ``marks`` maps a device to an op index to flag with ``>...<`` (used by deadlock errors).
+        """
+        marks = marks or {}
+        tokens = self.tokens()
+        width = max((len(t) for row in tokens for t in row), default=1) + 2
+        lines = []
+        for r, row in enumerate(tokens):
+            cells = [f">{t}<" if marks.get(r) == k else f" {t} " for k, t in enumerate(row)]
+            lines.append(f"device {r:>2}: " + "".join(c.ljust(width) for c in cells).rstrip())
+        return "\n".join(lines)
+
+    # -- validation -------------------------------------------------------------------------
+
+    def _validate(self, routes: np.ndarray) -> None:
+        p, n, V = self.p, self.n, self.V
+        L = self.ops.shape[2]
+        if self.ops.size > MAX_OPS:
+            raise ScheduleError(f"ops must hold at most {MAX_OPS} slots (got {self.ops.size})")
+        if self.length.shape != (p,) or self.length.min() < 0 or self.length.max() > L:
+            raise ScheduleError(
+                f"length must have shape ({p},) with values in 0..{L} "
+                f"(got shape {self.length.shape}, values {self.length.tolist()[:8]})")
+        if V < 1 or self.stage_to_device.min() < 0 or self.stage_to_device.max() >= p:
+            raise ScheduleError(f"stage_to_device must map every stage to a device in 0..{p - 1} "
+                                f"(got {self.stage_to_device.tolist()})")
+        if routes.shape != (n, 2) or routes.min() < 0 or routes.max() >= V or \
+                np.any(routes[:, 0] > routes[:, 1]):
+            raise ScheduleError(f"routes must have shape ({n}, 2) with 0 <= first <= last < "
+                                f"V={V} (got shape {routes.shape})")
+        r_idx, k_idx = np.nonzero(np.arange(L)[None, :] < self.length[:, None])
+        kind, s, j, s2, j2 = (f[r_idx, k_idx] for f in self.ops)
+
+        def fail(mask, what):
+            i = int(np.argmax(mask))
+            r, k = int(r_idx[i]), int(k_idx[i])
+            raw = self.ops[:, r, k].tolist()
+            text = format_op(*raw) if 0 <= raw[0] <= FB else str(raw)
+            raise ScheduleError(f"device {r}, op {k} ({text}): {what}")
+
+        def check(bad, what):
+            if np.any(bad):
+                fail(bad, what)
+
+        check((kind < 0) | (kind > FB), f"kind must be one of {[op.name for op in Op]} codes 0..4")
+        pair = kind == FB
+        for stage, mb, part in ((s, j, np.ones_like(pair)), (s2, j2, pair)):
+            check(part & ((stage < 0) | (stage >= V)), f"stage must be in 0..{V - 1}")
+            check(part & ((mb < 0) | (mb >= n)), f"microbatch must be in 0..{n - 1}")
+            check(part & (self.stage_to_device[np.clip(stage, 0, V - 1)] != r_idx),
+                  "stage is not on this device (misplaced op)")
+            jj = np.clip(mb, 0, n - 1)
+            check(part & ((stage < routes[jj, 0]) | (stage > routes[jj, 1])),
+                  "stage is outside the microbatch's route")
+        if self.forward_only:
+            check(kind != F, "a forward-only schedule has only forwards")
+
+        # counts and positions of every (stage, microbatch)
+        in_route = (np.arange(V)[:, None] >= routes[:, 0]) & (np.arange(V)[:, None] <= routes[:, 1])
+        counts = np.zeros((5, V, n), np.int64)
+        np.add.at(counts, (np.where(pair, F, kind), s, j), 1)
+        np.add.at(counts, (B, s2[pair], j2[pair]), 1)
+        step = k_idx.astype(np.int64)
+        pos = np.full((5, V, n), -1, np.int64)
+        pos[np.where(pair, F, kind), s, j] = step
+        pos[B, s2[pair], j2[pair]] = step[pair]
+        fwd, full, inp, wgt = counts[F], counts[B], counts[I], counts[W]
+        if self.forward_only:
+            problems = [(in_route & (fwd != 1), "exactly one F")]
+        else:
+            split = (inp > 0) | (wgt > 0)
+            problems = [
+                (in_route & (fwd != 1), "exactly one F"),
+                (in_route & ~split & (full != 1), "exactly one B (or one I and one W)"),
+                (in_route & split & ((inp != 1) | (wgt != 1) | (full != 0)),
+                 "one I and one W and no B"),
+            ]
+        for bad, what in problems:
+            if np.any(bad):
+                st, mb = (int(x) for x in np.argwhere(bad)[0])
+                got = ", ".join(f"{counts[op][st, mb]} {op.name}" for op in (Op.F, Op.B, Op.I, Op.W))
+                raise ScheduleError(f"stage {st}, microbatch {mb} on device "
+                                    f"{self.stage_to_device[st]} needs {what} (got {got})")
+        if not self.forward_only:
+            grad = np.maximum(pos[B], pos[I])
+            order = [(in_route & (pos[F] >= grad), "F must come before its B or I"),
+                     (in_route & (pos[I] >= 0) & (pos[I] >= pos[W]), "I must come before its W")]
+            for bad, what in order:
+                if np.any(bad):
+                    st, mb = (int(x) for x in np.argwhere(bad)[0])
+                    raise ScheduleError(f"stage {st}, microbatch {mb} on device "
+                                        f"{self.stage_to_device[st]}: {what}")
+
+    def deadlock_error(self, pointer: np.ndarray) -> ScheduleError:
+        """The error for a schedule that deadlocked with device ``r`` stuck at ``pointer[r]``."""
+        where = {}
+        for r in range(self.p):
+            for k in range(self.length[r]):
+                kind, s, j, s2, j2 = self.ops[:, r, k]
+                where[(F if kind == FB else kind, s, j)] = (r, k)
+                if kind == FB:
+                    where[(B, s2, j2)] = (r, k)
+        lines = []
+        for r in range(self.p):
+            k = int(pointer[r])
+            if k >= self.length[r]:
+                continue
+            kind, s, j, s2, j2 = (int(x) for x in self.ops[:, r, k])
+            waits = []
+            if kind in (F, FB) and s > self.route_first[j]:
+                waits.append((F, s - 1, j))
+            if kind in (B, I, FB):
+                sb, jb = (s2, j2) if kind == FB else (s, j)
+                grad = (B, sb + 1, jb) if sb < self.route_last[jb] else (F, sb, jb)
+                if grad[0] == B and grad not in where:
+                    grad = (I, sb + 1, jb)
+                waits.append(grad)
+            pending = [w for w in waits if where.get(w, (0, 0))[1] >= pointer[where[w][0]]]
+            text = ", ".join(
+                f"{format_op(*w)} on device {where[w][0]}" for w in pending) or "nothing"
+            lines.append(f"device {r} is stuck at op {k} ({self.token(r, k)}) waiting for {text}")
+        marks = {r: int(pointer[r]) for r in range(self.p)}
+        return ScheduleError(f"schedule {self.name!r} deadlocks:\n  " + "\n  ".join(lines)
+                             + "\n" + self.grid(marks))
+
+
+def _int_array(value, name: str, ndim: int) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+        raise ScheduleError(f"{name} must be an integer array (got dtype {arr.dtype})")
+    if arr.ndim != ndim:
+        raise ScheduleError(f"{name} must have {ndim} dimension(s) (got shape {arr.shape})")
+    if arr.size and (arr.min() < -(2**31) or arr.max() >= 2**31):
+        raise ScheduleError(f"{name} must fit in int32 (got values up to {arr.max()})")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ScheduleError(f"{name} must be a positive integer (got {name}={value!r})")
+    return int(value)
+
+
+def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
+    owner: dict[int, int] = {}
+    for r, ops_r in enumerate(parsed):
+        for kind, s, _, s2, _ in ops_r:
+            for stage in (s, s2) if kind == FB else (s,):
+                if owner.setdefault(stage, r) != r:
+                    raise ScheduleError(
+                        f"stage {stage} appears on devices {owner[stage]} and {r}; a stage "
+                        "must live on one device")
+    V = max(owner, default=-1) + 1
+    missing = [s for s in range(V) if s not in owner]
+    if V == 0 or missing:
+        raise ScheduleError(f"every stage 0..{V - 1} needs at least one op to infer "
+                            f"stage_to_device (missing {missing}); pass stage_to_device")
+    return np.array([owner[s] for s in range(V)])

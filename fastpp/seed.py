@@ -1,0 +1,111 @@
+"""The teaching chapter's API (``Device``, ``gpipe_schedule``, ``onef_oneb_schedule``,
+``compute_theoretical_peak``), running on fastpp's engine.
+
+The chapter simulated serially and reported the serial total (every op and hand-off added up),
+which cannot compare schedules' speed; the events here carry the real parallel times as well.
+One correction: the chapter's "1F1B peak = p-1" counts the activations held *between*
+steady-state pairs. The forward of each pair allocates before the backward frees, so the true
+peak on device 0 is ``min(n, p)``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .costs import Costs
+from .generators.registry import build_schedule
+from .ops import Op
+from .simulate import simulate
+from .theory import peak_live
+
+
+class Device:
+    """One pipeline stage as the chapter models it.
+
+    Parameters
+    ----------
+    name : str
+        Label, e.g. ``"GPU0"``.
+    layers : sequence
+        The layers the device holds (kept for reports; times are given directly).
+    comm_latency : float
+        Latency of the link to the next device (both directions).
+    fwd_time, bwd_time : float
+        Forward and full backward time of one microbatch on this device.
+    """
+
+    def __init__(self, name, layers, comm_latency=0.01, fwd_time=0.02, bwd_time=0.04):
+        self.name = name
+        self.layers = list(layers)
+        self.comm_latency = comm_latency
+        self.fwd_time = fwd_time
+        self.bwd_time = bwd_time
+
+    def __repr__(self) -> str:
+        return (f"Device({self.name!r}, layers={len(self.layers)}, "
+                f"fwd={self.fwd_time}, bwd={self.bwd_time}, comm={self.comm_latency})")
+
+
+class Event(NamedTuple):
+    """One op: ``start``/``end`` on the parallel clock, ``serial_time`` on the chapter's clock
+    (the running serial total when the op and its hand-off are done)."""
+
+    device: str
+    op: str  # "F" or "B"
+    microbatch: int
+    start: float
+    end: float
+    serial_time: float
+
+
+def _run(name: str, devices, num_microbatches: int):
+    devices = list(devices)
+    if not devices or not all(isinstance(d, Device) for d in devices):
+        raise ValueError(f"devices must be a non-empty list of Device (got {devices!r})")
+    costs = Costs(f=[d.fwd_time for d in devices], b=[d.bwd_time for d in devices],
+                  comm=[d.comm_latency for d in devices])
+    result = simulate(build_schedule(name, len(devices), num_microbatches), costs)
+    sched, p = result.schedule, len(devices)
+    order = sorted(((result.start[r, k], r, k) for r in range(p) for k in range(sched.length[r])))
+    clock, events = 0.0, []
+    for start, r, k in order:
+        kind = Op(sched.kind[r, k])
+        clock += result.end[r, k] - start
+        # the link between devices r and r+1 carries device r's latency, both ways
+        if kind == Op.F and r < p - 1:
+            clock += devices[r].comm_latency
+        elif kind == Op.B and r > 0:
+            clock += devices[r - 1].comm_latency
+        events.append(Event(devices[r].name, kind.name, int(sched.mb[r, k]), float(start),
+                            float(result.end[r, k]), clock))
+    return result.serial_time, events, result
+
+
+def gpipe_schedule(devices, num_microbatches):
+    """Run GPipe over ``devices``; return ``(serial_total, events)`` as the chapter does."""
+    total, events, _ = _run("gpipe", devices, num_microbatches)
+    return total, events
+
+
+def onef_oneb_schedule(devices, num_microbatches):
+    """Run 1F1B over ``devices``; return ``(serial_total, events)`` as the chapter does."""
+    total, events, _ = _run("1f1b", devices, num_microbatches)
+    return total, events
+
+
+def compute_theoretical_peak(schedule_type, num_microbatches, num_stages):
+    """Most microbatch activations one device holds at once (device 0).
+
+    GPipe: ``n``. 1F1B: ``min(n, p)`` (the chapter's ``p-1`` is the count between
+    steady-state pairs, one less than the true peak).
+
+    Raises
+    ------
+    ValueError
+        For a schedule type other than ``"gpipe"`` or ``"1f1b"``.
+    """
+    kind = str(schedule_type).lower().replace("_", "").replace("-", "")
+    names = {"gpipe": "gpipe", "1f1b": "1f1b", "onefoneb": "1f1b"}
+    if kind not in names:
+        raise ValueError(f"schedule_type must be 'gpipe' or '1f1b' (got {schedule_type!r})")
+    return int(peak_live(names[kind], int(num_stages), int(num_microbatches))[0])

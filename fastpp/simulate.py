@@ -1,0 +1,155 @@
+"""``simulate(schedule, costs) -> Result``: the public face of the kernels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import kernels
+from .costs import Costs
+from .schedule import Schedule
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    """Timeline and memory of one simulated schedule.
+
+    Arrays indexed ``[r, k]`` follow the schedule's op matrices (op ``k`` of device ``r``);
+    slots past ``schedule.length[r]`` hold nothing meaningful.
+
+    Attributes
+    ----------
+    schedule, costs :
+        What was simulated.
+    start, end : ndarray, shape (p, L)
+        Start and end time of every op.
+    makespan : float
+        Last end minus first start over all devices.
+    bubble_ratio : float
+        Makespan metric: ``1 - sum(busy) / (p * makespan)``.
+    span_bubble_ratio : float
+        Span metric (Zero Bubble section 5.3): ``1 - mean(busy) / max(span)``.
+    busy, span : ndarray, shape (p,)
+        Per device: time spent running ops; last end minus first start.
+    mem_start, mem_end : ndarray, shape (p, L)
+        Activation memory (units of ``M_B``) on the device just after op ``k`` starts / ends.
+    live_start, live_end : ndarray, shape (p, L)
+        Live (stage, microbatch) pairs, PyTorch's liveness count, at the same moments.
+    serial_time : float
+        The teaching chapter's serial total: every op and every cross-device hand-off added up.
+    """
+
+    schedule: Schedule
+    costs: Costs
+    start: np.ndarray
+    end: np.ndarray
+    makespan: float
+    bubble_ratio: float
+    span_bubble_ratio: float
+    busy: np.ndarray
+    span: np.ndarray
+    mem_start: np.ndarray
+    mem_end: np.ndarray
+    live_start: np.ndarray
+    live_end: np.ndarray
+    serial_time: float
+
+    @property
+    def idle(self) -> np.ndarray:
+        """Per device: ``makespan - busy``."""
+        return self.makespan - self.busy
+
+    @property
+    def throughput(self) -> float:
+        """Microbatches per unit time: ``n / makespan``."""
+        return self.schedule.n / self.makespan
+
+    @property
+    def peak_activations(self) -> np.ndarray:
+        """Per device: the largest activation memory held, in units of ``M_B``."""
+        return self._peak(self.mem_start)
+
+    @property
+    def peak_live(self) -> np.ndarray:
+        """Per device: the largest number of live (stage, microbatch) pairs."""
+        return self._peak(self.live_start).astype(np.int64)
+
+    def _peak(self, after_start: np.ndarray) -> np.ndarray:
+        # memory only grows when an op starts, so the peak is the largest value after a start
+        valid = np.arange(after_start.shape[1]) < self.schedule.length[:, None]
+        return np.where(valid, after_start, 0).max(axis=1, initial=0)
+
+    def memory_curve(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """Device ``r``'s activation memory as a step function.
+
+        Returns
+        -------
+        times, values : ndarray
+            ``values[i]`` holds from ``times[i]`` until ``times[i+1]``; the curve starts at 0
+            at time 0 and steps at every op start and end.
+        """
+        L = int(self.schedule.length[r])
+        times = np.empty(2 * L + 1)
+        values = np.empty(2 * L + 1)
+        times[0], values[0] = 0.0, 0.0
+        times[1::2], values[1::2] = self.start[r, :L], self.mem_start[r, :L]
+        times[2::2], values[2::2] = self.end[r, :L], self.mem_end[r, :L]
+        return times, values
+
+
+def simulate(schedule: Schedule, costs: Costs | None = None) -> Result:
+    """Simulate ``schedule`` under ``costs``: op times, bubbles and activation memory.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        From ``build_schedule``, ``Schedule.from_tokens`` or ``fastpp.io``.
+    costs : Costs, optional
+        Default ``Costs(f=1, b=2)``.
+
+    Returns
+    -------
+    Result
+
+    Raises
+    ------
+    ScheduleError
+        If the costs do not fit the schedule, or the schedule deadlocks (the message names the
+        op each stuck device waits for and shows the grid).
+    """
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule must be a fastpp.Schedule (got {type(schedule).__name__})")
+    costs = Costs(1.0, 2.0) if costs is None else costs
+    if not isinstance(costs, Costs):
+        raise TypeError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
+    c = costs.per_stage(schedule)
+    shape = schedule.kind.shape
+    start, end = np.zeros(shape), np.zeros(shape)
+    pointer = np.zeros(schedule.p, np.int64)
+    status = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
+                              schedule.route_first, schedule.route_last, schedule.n,
+                              c.tf, c.tb, c.tw, c.tfb, c.comm, start, end, pointer)
+    if status == kernels.DEADLOCK:
+        raise schedule.deadlock_error(pointer)
+    mem_start, mem_end = np.zeros(shape), np.zeros(shape)
+    live_start, live_end = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    kernels.memory(schedule.ops, schedule.length, c.unit, c.gamma, schedule.forward_only,
+                   mem_start, mem_end, live_start, live_end)
+    busy, span = np.zeros(schedule.p), np.zeros(schedule.p)
+    makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, busy, span)
+    serial = float(busy.sum()) + _handoff_latency(schedule, c.comm)
+    return Result(schedule, costs, start, end, float(makespan), float(bubble),
+                  float(span_bubble), busy, span, mem_start, mem_end, live_start, live_end,
+                  serial)
+
+
+def _handoff_latency(schedule: Schedule, comm: np.ndarray) -> float:
+    """Sum of the latencies of every cross-device hand-off on the F and B/I chains."""
+    s = np.arange(schedule.V - 1)
+    crosses = schedule.stage_to_device[s] != schedule.stage_to_device[s + 1]
+    # microbatches whose route contains the boundary between s and s+1
+    users = ((schedule.route_first[None, :] <= s[:, None])
+             & (schedule.route_last[None, :] > s[:, None])).sum(axis=1)
+    chains = 1 if schedule.forward_only else 2
+    return float(chains * np.sum(comm[:-1] * crosses * users))
