@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
+from . import kernels
 from .schedule import Schedule, ScheduleError
 
 
@@ -61,13 +62,14 @@ class Costs:
     fb: ArrayLike | None = None
 
     def __post_init__(self):
-        for name, lo, strict in (("f", 0.0, True), ("b", 0.0, True), ("w", 0.0, False),
-                                 ("comm", 0.0, False), ("gamma", 0.0, False)):
-            _check_values(name, getattr(self, name), lo, strict)
-        if self.fb is not None:
-            _check_values("fb", self.fb, 0.0, True)
-        if np.size(self.gamma) and np.max(self.gamma) > 1:
+        arrays = {}
+        for name, strict in (("f", True), ("b", True), ("w", False), ("comm", False),
+                             ("gamma", False), ("fb", True)):
+            if name != "fb" or self.fb is not None:
+                arrays[name] = _checked(name, getattr(self, name), strict)
+        if np.max(arrays["gamma"]) > 1:
             raise ScheduleError(f"costs.gamma must be in [0, 1] (got {_show(self.gamma)})")
+        object.__setattr__(self, "_arrays", arrays)  # validated float64 copies
 
     def per_stage(self, schedule: Schedule) -> StageCosts:
         """Expand to the per-virtual-stage arrays of ``schedule``, chunk times divided by ``m``.
@@ -78,29 +80,24 @@ class Costs:
             If an array's length is neither ``p`` nor ``V``, or ``w > b`` somewhere.
         """
 
-        def expand(name, value):
-            arr = np.asarray(value, dtype=np.float64)
-            if arr.ndim == 0:
-                return np.full(schedule.V, float(arr))
-            if arr.shape == (schedule.V,):
-                return arr.copy()
-            if arr.shape == (schedule.p,):
-                return arr[schedule.stage_to_device]
-            raise ScheduleError(
-                f"costs.{name} must be a scalar or an array of length p={schedule.p} or "
-                f"V={schedule.V} (got shape {arr.shape})")
-
-        m = schedule.m
-        tf = expand("f", self.f) / m
-        tb = expand("b", self.b) / m
-        tw = expand("w", self.w) / m
+        p, V = schedule.p, schedule.V
+        for name, arr in self._arrays.items():
+            if arr.ndim == 1 and len(arr) not in (p, V):
+                raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
+                                    f"or V={V} (got shape {arr.shape})")
+        a = {name: arr.reshape(-1) for name, arr in self._arrays.items()}  # scalars: 1 value
+        rows = kernels.stage_costs(a["f"], a["b"], a["w"], a.get("fb", _NO_VALUE), a["comm"],
+                                   a["gamma"], schedule.stage_to_device, schedule.m)
+        tb, tw = rows[1], rows[2]
         if np.any(tw > tb):
             s = int(np.argmax(tw > tb))
+            m = schedule.m
             raise ScheduleError(f"costs.w must be <= costs.b (got w={tw[s] * m}, b={tb[s] * m} "
                                 f"at stage {s})")
-        tfb = np.full(schedule.V, -1.0) if self.fb is None else expand("fb", self.fb) / m
-        return StageCosts(tf, tb, tw, tfb, expand("comm", self.comm),
-                          np.full(schedule.V, 1.0 / m), expand("gamma", self.gamma))
+        return StageCosts(*rows)
+
+
+_NO_VALUE = np.empty(0)
 
 
 def _show(value) -> str:
@@ -108,15 +105,15 @@ def _show(value) -> str:
     return str(arr.item()) if arr.ndim == 0 else str(arr.tolist()[:8])
 
 
-def _check_values(name: str, value, lo: float, strict: bool) -> None:
+def _checked(name: str, value, strict: bool) -> np.ndarray:
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        arr = np.array(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise ScheduleError(f"costs.{name} must be a number or an array of numbers "
                             f"(got {value!r})") from None
     if arr.ndim > 1 or arr.size == 0:
         raise ScheduleError(f"costs.{name} must be a scalar or a 1-D array (got shape {arr.shape})")
-    bad = ~np.isfinite(arr) | ((arr <= lo) if strict else (arr < lo))
-    if np.any(bad):
+    if np.any(~np.isfinite(arr) | ((arr <= 0) if strict else (arr < 0))):
         need = "> 0" if strict else ">= 0"
         raise ScheduleError(f"costs.{name} must be finite and {need} (got {_show(value)})")
+    return arr

@@ -1,7 +1,7 @@
 """Jitted kernels: timeline, activation memory and per-schedule reduction.
 
 Plain loops over arrays. They trust their inputs (``Schedule`` and ``Costs`` validated them) and
-report a deadlock through a return code instead of raising.
+report a deadlock through their return value instead of raising.
 
 Per-stage inputs (length ``V``): ``tf``, ``tb``, ``tw`` are chunk-op times (``I`` takes
 ``tb - tw``), ``tfb`` the overlapped pair's time (negative: ``tf[s_f] + tb[s_b]``), ``comm[s]``
@@ -13,25 +13,38 @@ split backward's ``W`` frees.
 import numpy as np
 
 from ._jit import jit
-from .ops import B, F, FB, I, W
-
-OK = 0
-DEADLOCK = 1
+from .ops import FB, B, F, I, W
 
 
 @jit
-def _op_time(kind, s, s2, tf, tb, tw, tfb):
-    if kind == F:
-        return tf[s]
-    if kind == B:
-        return tb[s]
-    if kind == I:
-        return tb[s] - tw[s]
-    if kind == W:
-        return tw[s]
-    if tfb[s] >= 0.0:
-        return tfb[s]
-    return tf[s] + tb[s2]
+def _pick(values, s, d, V):
+    """The value for stage ``s`` on device ``d``: one for all, one per stage or one per device."""
+    if values.shape[0] == 1:
+        return values[0]
+    if values.shape[0] == V:
+        return values[s]
+    return values[d]
+
+
+@jit
+def stage_costs(f, b, w, fb, comm, gamma, stage_device, m):
+    """Per-stage rows ``tf, tb, tw, tfb, comm, unit, gamma`` (see the module docstring).
+
+    Each input holds one value, one per stage or one per device; chunk times are divided by
+    ``m``. An empty ``fb`` means no pair time was given: ``tfb = -1``.
+    """
+    V = stage_device.shape[0]
+    out = np.empty((7, V))
+    for s in range(V):
+        d = stage_device[s]
+        out[0, s] = _pick(f, s, d, V) / m
+        out[1, s] = _pick(b, s, d, V) / m
+        out[2, s] = _pick(w, s, d, V) / m
+        out[3, s] = _pick(fb, s, d, V) / m if fb.shape[0] > 0 else -1.0
+        out[4, s] = _pick(comm, s, d, V)
+        out[5, s] = 1.0 / m
+        out[6, s] = _pick(gamma, s, d, V)
+    return out
 
 
 @jit
@@ -39,77 +52,102 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
              tf, tb, tw, tfb, comm, start, end, pointer):
     """Start and end of every op; each device runs its ops in order, one at a time.
 
-    An op starts at ``max(device free, inputs ready)``. Devices are swept round-robin (forward
-    then backward order, so both the F and the B chain advance every two sweeps), each running
-    as far as its inputs allow. A sweep with no progress while ops remain is a deadlock:
-    returns ``DEADLOCK`` with ``pointer[r]`` at each device's stuck op. Returns ``OK`` otherwise.
+    An op starts at ``max(device free, inputs ready)``. A worklist of devices drives it: a
+    device runs as far as its inputs allow, and a device is tried again only after an op whose
+    output it may wait for has finished, so the work is linear in the number of ops. An empty
+    worklist while ops remain is a deadlock: returns ``-1`` with ``pointer[r]`` at each
+    device's stuck op. Otherwise returns the summed latency of all cross-device hand-offs.
     """
     p = ops.shape[1]
     V = stage_device.shape[0]
     f_ready = np.full((V, n), np.nan)  # end of F(s, j)
     g_ready = np.full((V, n), np.nan)  # end of the B or I of (s, j): its input grad exists
     free = np.zeros(p)
-    pointer[:] = 0
     remaining = 0
     for r in range(p):
         remaining += length[r]
-    sweep = 0
-    while remaining > 0:
-        progress = False
-        for i in range(p):
-            r = i if sweep % 2 == 0 else p - 1 - i
-            while pointer[r] < length[r]:
-                k = pointer[r]
-                kind = ops[0, r, k]
-                s = ops[1, r, k]
-                j = ops[2, r, k]
-                t = free[r]
-                blocked = False
-                if kind == F or kind == FB:
-                    if s > route_first[j]:
-                        ready = f_ready[s - 1, j]
-                        if np.isnan(ready):
-                            blocked = True
-                        elif stage_device[s - 1] != r:
-                            ready += comm[s - 1]
-                        t = max(t, ready)
-                s2 = s
-                j2 = j
-                if kind == FB:
-                    s2 = ops[3, r, k]
-                    j2 = ops[4, r, k]
-                if not blocked and (kind == B or kind == I or kind == FB):
-                    if s2 < route_last[j2]:
-                        ready = g_ready[s2 + 1, j2]
-                        if np.isnan(ready):
-                            blocked = True
-                        elif stage_device[s2 + 1] != r:
-                            ready += comm[s2]
-                    else:
-                        ready = f_ready[s2, j2]
-                        blocked = np.isnan(ready)
+        pointer[r] = 0
+    # every finished op wakes at most two devices; each device starts on the list once
+    work = np.empty(p + 2 * remaining + 1, np.int64)
+    top = 0
+    for r in range(p - 1, -1, -1):
+        work[top] = r
+        top += 1
+    latency = 0.0
+    while top > 0:
+        top -= 1
+        r = work[top]
+        while pointer[r] < length[r]:
+            k = pointer[r]
+            kind = ops[0, r, k]
+            s = ops[1, r, k]
+            j = ops[2, r, k]
+            s2 = s
+            j2 = j
+            if kind == FB:
+                s2 = ops[3, r, k]
+                j2 = ops[4, r, k]
+            t = free[r]
+            lat = 0.0
+            if kind == F or kind == FB:
+                if s > route_first[j]:
+                    ready = f_ready[s - 1, j]
+                    if np.isnan(ready):
+                        break
+                    if stage_device[s - 1] != r:
+                        ready += comm[s - 1]
+                        lat += comm[s - 1]
                     t = max(t, ready)
-                if not blocked and kind == W:
-                    ready = g_ready[s, j]
-                    blocked = np.isnan(ready)
-                    t = max(t, ready)
-                if blocked:
+            if kind == B or kind == I or kind == FB:
+                if s2 < route_last[j2]:
+                    ready = g_ready[s2 + 1, j2]
+                    if np.isnan(ready):
+                        break
+                    if stage_device[s2 + 1] != r:
+                        ready += comm[s2]
+                        lat += comm[s2]
+                else:
+                    ready = f_ready[s2, j2]
+                    if np.isnan(ready):
+                        break
+                t = max(t, ready)
+            elif kind == W:
+                ready = g_ready[s, j]
+                if np.isnan(ready):
                     break
-                finish = t + _op_time(kind, s, s2, tf, tb, tw, tfb)
-                start[r, k] = t
-                end[r, k] = finish
-                free[r] = finish
-                if kind == F or kind == FB:
-                    f_ready[s, j] = finish
-                if kind == B or kind == I or kind == FB:
-                    g_ready[s2, j2] = finish
-                pointer[r] = k + 1
-                remaining -= 1
-                progress = True
-        if not progress:
-            return DEADLOCK
-        sweep += 1
-    return OK
+                t = max(t, ready)
+            if kind == F:
+                finish = t + tf[s]
+            elif kind == B:
+                finish = t + tb[s]
+            elif kind == I:
+                finish = t + (tb[s] - tw[s])
+            elif kind == W:
+                finish = t + tw[s]
+            elif tfb[s] >= 0.0:
+                finish = t + tfb[s]
+            else:
+                finish = t + (tf[s] + tb[s2])
+            start[r, k] = t
+            end[r, k] = finish
+            free[r] = finish
+            latency += lat
+            pointer[r] = k + 1
+            remaining -= 1
+            # wake the devices that may wait for this op's outputs
+            if kind == F or kind == FB:
+                f_ready[s, j] = finish
+                if s < route_last[j] and stage_device[s + 1] != r:
+                    work[top] = stage_device[s + 1]
+                    top += 1
+            if kind == B or kind == I or kind == FB:
+                g_ready[s2, j2] = finish
+                if s2 > route_first[j2] and stage_device[s2 - 1] != r:
+                    work[top] = stage_device[s2 - 1]
+                    top += 1
+    if remaining > 0:
+        return -1.0
+    return latency
 
 
 @jit

@@ -240,7 +240,8 @@ class Schedule:
         for bad, what in problems:
             if np.any(bad):
                 st, mb = (int(x) for x in np.argwhere(bad)[0])
-                got = ", ".join(f"{counts[op][st, mb]} {op.name}" for op in (Op.F, Op.B, Op.I, Op.W))
+                got = ", ".join(f"{counts[op][st, mb]} {op.name}"
+                                for op in (Op.F, Op.B, Op.I, Op.W))
                 raise ScheduleError(f"stage {st}, microbatch {mb} on device "
                                     f"{self.stage_to_device[st]} needs {what} (got {got})")
         if not self.forward_only:

@@ -58,7 +58,19 @@ class Event(NamedTuple):
     serial_time: float
 
 
-def _run(name: str, devices, num_microbatches: int):
+def run(schedule_type: str, devices, num_microbatches: int):
+    """Simulate ``"gpipe"`` or ``"1f1b"`` over the chapter's devices.
+
+    Returns
+    -------
+    serial_total : float
+        The chapter's serial time: every op and every cross-device hand-off added up.
+    events : list of Event
+        Every op, ordered by its parallel start time.
+    result : fastpp.Result
+        The full simulation (wall clock, bubbles, memory).
+    """
+    name = _schedule_name(schedule_type)
     devices = list(devices)
     if not devices or not all(isinstance(d, Device) for d in devices):
         raise ValueError(f"devices must be a non-empty list of Device (got {devices!r})")
@@ -66,7 +78,7 @@ def _run(name: str, devices, num_microbatches: int):
                   comm=[d.comm_latency for d in devices])
     result = simulate(build_schedule(name, len(devices), num_microbatches), costs)
     sched, p = result.schedule, len(devices)
-    order = sorted(((result.start[r, k], r, k) for r in range(p) for k in range(sched.length[r])))
+    order = sorted((result.start[r, k], r, k) for r in range(p) for k in range(sched.length[r]))
     clock, events = 0.0, []
     for start, r, k in order:
         kind = Op(sched.kind[r, k])
@@ -83,13 +95,13 @@ def _run(name: str, devices, num_microbatches: int):
 
 def gpipe_schedule(devices, num_microbatches):
     """Run GPipe over ``devices``; return ``(serial_total, events)`` as the chapter does."""
-    total, events, _ = _run("gpipe", devices, num_microbatches)
+    total, events, _ = run("gpipe", devices, num_microbatches)
     return total, events
 
 
 def onef_oneb_schedule(devices, num_microbatches):
     """Run 1F1B over ``devices``; return ``(serial_total, events)`` as the chapter does."""
-    total, events, _ = _run("1f1b", devices, num_microbatches)
+    total, events, _ = run("1f1b", devices, num_microbatches)
     return total, events
 
 
@@ -104,8 +116,13 @@ def compute_theoretical_peak(schedule_type, num_microbatches, num_stages):
     ValueError
         For a schedule type other than ``"gpipe"`` or ``"1f1b"``.
     """
+    return int(peak_live(_schedule_name(schedule_type), int(num_stages),
+                         int(num_microbatches))[0])
+
+
+def _schedule_name(schedule_type) -> str:
     kind = str(schedule_type).lower().replace("_", "").replace("-", "")
     names = {"gpipe": "gpipe", "1f1b": "1f1b", "onefoneb": "1f1b"}
     if kind not in names:
         raise ValueError(f"schedule_type must be 'gpipe' or '1f1b' (got {schedule_type!r})")
-    return int(peak_live(names[kind], int(num_stages), int(num_microbatches))[0])
+    return names[kind]

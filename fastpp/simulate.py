@@ -127,10 +127,10 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Result:
     shape = schedule.kind.shape
     start, end = np.zeros(shape), np.zeros(shape)
     pointer = np.zeros(schedule.p, np.int64)
-    status = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
-                              schedule.route_first, schedule.route_last, schedule.n,
-                              c.tf, c.tb, c.tw, c.tfb, c.comm, start, end, pointer)
-    if status == kernels.DEADLOCK:
+    latency = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
+                               schedule.route_first, schedule.route_last, schedule.n,
+                               c.tf, c.tb, c.tw, c.tfb, c.comm, start, end, pointer)
+    if latency < 0:
         raise schedule.deadlock_error(pointer)
     mem_start, mem_end = np.zeros(shape), np.zeros(shape)
     live_start, live_end = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
@@ -138,18 +138,8 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Result:
                    mem_start, mem_end, live_start, live_end)
     busy, span = np.zeros(schedule.p), np.zeros(schedule.p)
     makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, busy, span)
-    serial = float(busy.sum()) + _handoff_latency(schedule, c.comm)
+    serial = float(busy.sum()) + latency
     return Result(schedule, costs, start, end, float(makespan), float(bubble),
                   float(span_bubble), busy, span, mem_start, mem_end, live_start, live_end,
                   serial)
 
-
-def _handoff_latency(schedule: Schedule, comm: np.ndarray) -> float:
-    """Sum of the latencies of every cross-device hand-off on the F and B/I chains."""
-    s = np.arange(schedule.V - 1)
-    crosses = schedule.stage_to_device[s] != schedule.stage_to_device[s + 1]
-    # microbatches whose route contains the boundary between s and s+1
-    users = ((schedule.route_first[None, :] <= s[:, None])
-             & (schedule.route_last[None, :] > s[:, None])).sum(axis=1)
-    chains = 1 if schedule.forward_only else 2
-    return float(chains * np.sum(comm[:-1] * crosses * users))

@@ -42,7 +42,10 @@ def makespan(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2
 
 
 def bubble_fraction(name: str, p: int, n: int, m: int = 1) -> float | None:
-    """Idle share of total time, makespan metric: ``(p-1)/(n+p-1)``, interleaved ``(p-1)/(mn+p-1)``."""
+    """Idle share of total time (makespan metric).
+
+    ``(p-1)/(n+p-1)`` for GPipe and 1F1B, ``(p-1)/(mn+p-1)`` for interleaved 1F1B and looped BFS.
+    """
     if name in ("gpipe", "1f1b"):
         return (p - 1) / (n + p - 1)
     if name in ("interleaved-1f1b", "looped-bfs") and n % p == 0:

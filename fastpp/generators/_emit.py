@@ -7,7 +7,7 @@ device ``r`` in execution order, padded with ``PAD`` past ``length[r]``.
 import numpy as np
 
 from .._jit import jit
-from ..ops import B, F, FB, I, PAD, W  # noqa: F401  (re-exported for the generator modules)
+from ..ops import FB, PAD, B, F, I, W  # noqa: F401  (re-exported for the generator modules)
 
 KIND, STAGE, MB, STAGE2, MB2 = 0, 1, 2, 3, 4
 N_FIELDS = 5

@@ -1,0 +1,203 @@
+"""A slow, obviously-correct pipeline simulator, independent of fastpp's kernels.
+
+Discrete-event simulation: a global clock jumps from event to event (an op finishing, a message
+arriving); whenever a device is idle and every input of its next op has arrived, the op starts
+now. Memory is measured from the resulting times, by summing allocations and frees up to an
+instant. It reads a schedule only through its text tokens, stage map and routes, and expands
+the costs itself, so it shares no code path with the kernels.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+TOKEN = re.compile(r"^(\d+)([FBIW])(\d+)$")
+PAIR = re.compile(r"^\((\d+)F(\d+);(\d+)B(\d+)\)OVERLAP_F_B$")
+
+
+class Deadlock(Exception):
+    pass
+
+
+@dataclass
+class RefResult:
+    start: list[list[float]]
+    end: list[list[float]]
+    makespan: float
+    busy: list[float]
+    span: list[float]
+    bubble_ratio: float
+    span_bubble_ratio: float
+    serial_time: float
+    peak_activations: list[float]
+    peak_live: list[int]
+    memory_during: list[list[float | None]]  # activations while op k runs (None: zero length)
+
+
+def parse(token):
+    """-> list of parts (kind, stage, mb); an overlapped pair has two parts."""
+    plain = TOKEN.match(token)
+    if plain:
+        return [(plain.group(2), int(plain.group(1)), int(plain.group(3)))]
+    s1, j1, s2, j2 = (int(x) for x in PAIR.match(token).groups())
+    return [("F", s1, j1), ("B", s2, j2)]
+
+
+def per_stage(value, p, V, stage_device):
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        return [float(arr)] * V
+    if len(arr) == V:
+        return [float(x) for x in arr]
+    assert len(arr) == p
+    return [float(arr[stage_device[s]]) for s in range(V)]
+
+
+def simulate_reference(schedule, costs):
+    rows = [[parse(t) for t in row] for row in schedule.tokens()]
+    dev = [int(d) for d in schedule.stage_to_device]
+    p, V, m = schedule.p, schedule.V, schedule.m
+    first = [int(x) for x in schedule.route_first]
+    last = [int(x) for x in schedule.route_last]
+    f = [x / m for x in per_stage(costs.f, p, V, dev)]
+    b = [x / m for x in per_stage(costs.b, p, V, dev)]
+    w = [x / m for x in per_stage(costs.w, p, V, dev)]
+    fb = None if costs.fb is None else [x / m for x in per_stage(costs.fb, p, V, dev)]
+    comm = per_stage(costs.comm, p, V, dev)
+    gamma = per_stage(costs.gamma, p, V, dev)
+    unit = 1.0 / m
+
+    def duration(parts):
+        if len(parts) == 2:
+            return fb[parts[0][1]] if fb is not None else f[parts[0][1]] + b[parts[1][1]]
+        kind, s, _ = parts[0]
+        return {"F": f[s], "B": b[s], "I": b[s] - w[s], "W": w[s]}[kind]
+
+    def needs(kind, s, j):
+        """What an op part waits for: ('fwd_in', s, j) the activation arriving at stage s,
+        ('grad_in', s, j) the gradient arriving at stage s, ('f_done'/'g_done', s, j) the
+        stage's own F or B/I having finished on this device."""
+        if kind == "F":
+            return [("fwd_in", s, j)] if s > first[j] else []
+        if kind in ("B", "I"):
+            return [("grad_in", s, j)] if s < last[j] else [("f_done", s, j)]
+        return [("g_done", s, j)]  # W after its own I
+
+    arrived = set()
+    heap = []  # (time, seq, what, payload)
+    seq = 0
+    pos = [0] * p
+    busy_dev = [False] * p
+    start = [[None] * len(row) for row in rows]
+    end = [[None] * len(row) for row in rows]
+    serial = 0.0
+    clock = 0.0
+    remaining = sum(len(row) for row in rows)
+
+    def push(t, what, payload):
+        nonlocal seq
+        heapq.heappush(heap, (t, seq, what, payload))
+        seq += 1
+
+    while remaining:
+        started = True
+        while started:
+            started = False
+            for r in range(p):
+                if busy_dev[r] or pos[r] >= len(rows[r]):
+                    continue
+                parts = rows[r][pos[r]]
+                if all(msg in arrived for part in parts for msg in needs(*part)):
+                    k = pos[r]
+                    start[r][k] = clock
+                    end[r][k] = clock + duration(parts)
+                    busy_dev[r] = True
+                    push(end[r][k], "done", (r, k))
+                    started = True
+        if not heap:
+            raise Deadlock([rows[r][pos[r]] for r in range(p) if pos[r] < len(rows[r])])
+        clock = heap[0][0]
+        while heap and heap[0][0] == clock:
+            _, _, what, payload = heapq.heappop(heap)
+            if what == "arrive":
+                arrived.add(payload)
+                continue
+            r, k = payload
+            busy_dev[r] = False
+            pos[r] += 1
+            remaining -= 1
+            serial += end[r][k] - start[r][k]
+            for kind, s, j in rows[r][k]:
+                if kind == "F":
+                    arrived.add(("f_done", s, j))
+                    if s < last[j]:
+                        lat = comm[s] if dev[s + 1] != r else 0.0
+                        serial += lat
+                        push(end[r][k] + lat, "arrive", ("fwd_in", s + 1, j))
+                if kind in ("B", "I"):
+                    arrived.add(("g_done", s, j))
+                    if s > first[j]:
+                        lat = comm[s - 1] if dev[s - 1] != r else 0.0
+                        serial += lat
+                        push(end[r][k] + lat, "arrive", ("grad_in", s - 1, j))
+
+    busy = [sum(e - s for s, e in zip(start[r], end[r], strict=True)) for r in range(p)]
+    span = [end[r][-1] - start[r][0] if rows[r] else 0.0 for r in range(p)]
+    t0 = min(start[r][0] for r in range(p) if rows[r])
+    t1 = max(end[r][-1] for r in range(p) if rows[r])
+    makespan = t1 - t0
+
+    # memory: allocations at starts and frees at ends, summed up to an instant
+    peaks, lives, during = [], [], []
+    for r in range(p):
+        allocs, frees = [], []  # (time, activations, live count)
+        for k, parts in enumerate(rows[r]):
+            for kind, s, _ in parts:
+                if kind == "F":
+                    allocs.append((start[r][k], unit, 1))
+                    if schedule.forward_only:
+                        frees.append((end[r][k], unit, 1))
+                elif kind == "B":
+                    frees.append((end[r][k], unit, 1))
+                elif kind == "I":
+                    frees.append((end[r][k], (1 - gamma[s]) * unit, 0))
+                else:
+                    frees.append((end[r][k], gamma[s] * unit, 1))
+
+        def held(t, inclusive_free, field, allocs=allocs, frees=frees):
+            a = sum(x[field] for x in allocs if x[0] <= t)
+            fr = sum(x[field] for x in frees if (x[0] <= t if inclusive_free else x[0] < t))
+            return a - fr
+
+        f_starts = [start[r][k] for k, parts in enumerate(rows[r]) if parts[0][0] == "F"]
+        peaks.append(max([held(t, True, 1) for t in f_starts], default=0.0))
+        lives.append(max([held(t, True, 2) for t in f_starts], default=0))
+        during.append([held((s + e) / 2, True, 1) if e > s else None
+                       for s, e in zip(start[r], end[r], strict=True)])
+    return RefResult(start, end, makespan, busy, span,
+                     1 - sum(busy) / (p * makespan), 1 - (sum(busy) / p) / max(span),
+                     serial, peaks, lives, during)
+
+
+def assert_agrees(result, ref: RefResult):
+    """Every output of ``fastpp.simulate`` equals the reference's (times exactly)."""
+    sched = result.schedule
+    for r in range(sched.p):
+        L = sched.length[r]
+        np.testing.assert_array_equal(result.start[r, :L], ref.start[r], err_msg=f"start, dev {r}")
+        np.testing.assert_array_equal(result.end[r, :L], ref.end[r], err_msg=f"end, dev {r}")
+        for k, held in enumerate(ref.memory_during[r]):
+            if held is not None:
+                assert abs(result.mem_start[r, k] - held) < 1e-9, (r, k, held)
+    assert result.makespan == ref.makespan
+    np.testing.assert_allclose(result.busy, ref.busy, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(result.span, ref.span, rtol=1e-12, atol=1e-12)
+    assert abs(result.bubble_ratio - ref.bubble_ratio) < 1e-12
+    assert abs(result.span_bubble_ratio - ref.span_bubble_ratio) < 1e-12
+    assert abs(result.serial_time - ref.serial_time) < 1e-9 * max(1.0, ref.serial_time)
+    np.testing.assert_allclose(result.peak_activations, ref.peak_activations, atol=1e-9)
+    np.testing.assert_array_equal(result.peak_live, ref.peak_live)

@@ -1,0 +1,85 @@
+"""Generators: orders written out by hand from SCHEDULES.md, and the registry's constraints."""
+
+import numpy as np
+import pytest
+
+import fastpp
+from fastpp import ScheduleError, build_schedule
+
+
+def test_1f1b_order():
+    # device r: min(p-r-1, n) warmup forwards, then F/B pairs, then the remaining backwards
+    assert build_schedule("1f1b", 3, 4).tokens() == [
+        "0F0 0F1 0F2 0B0 0F3 0B1 0B2 0B3".split(),
+        "1F0 1F1 1B0 1F2 1B1 1F3 1B2 1B3".split(),
+        "2F0 2B0 2F1 2B1 2F2 2B2 2F3 2B3".split(),
+    ]
+    # fewer microbatches than devices: warmup capped at n
+    assert build_schedule("1f1b", 3, 1).tokens() == [["0F0", "0B0"], ["1F0", "1B0"],
+                                                      ["2F0", "2B0"]]
+
+
+def test_gpipe_and_forward_only_orders():
+    assert build_schedule("gpipe", 2, 3).tokens()[1] == "1F0 1F1 1F2 1B0 1B1 1B2".split()
+    fwd = build_schedule("forward-only", 2, 3)
+    assert fwd.tokens()[0] == "0F0 0F1 0F2".split()
+    assert fwd.forward_only
+
+
+def test_interleaved_order_follows_megatron():
+    # p=2, n=4, m=2, G=2: virtual microbatches k: (mb, chunk) = (0,0) (1,0) (0,1) (1,1) (2,0)
+    # (3,0) (2,1) (3,1); stage of chunk c on device r is c*p + r; backward chunk is m-1-c.
+    # device 0 warms up with 2(p-1) + (m-1)G = 4, device 1 with 2.
+    assert build_schedule("interleaved-1f1b", 2, 4, 2).tokens() == [
+        "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3".split(),
+        "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3".split(),
+    ]
+
+
+def test_interleaved_last_group_holds_the_remainder():
+    # G=3 with n=5 (p=2): groups {0,1,2}, {3,4}: the last group is ordered the same way
+    sched = build_schedule("interleaved-1f1b", 2, 5, 2, G=3)
+    forwards = [t for t in sched.tokens()[0] if "F" in t]
+    assert forwards == "0F0 0F1 0F2 2F0 2F1 2F2 0F3 0F4 2F3 2F4".split()
+
+
+def test_looped_bfs_order():
+    assert build_schedule("looped-bfs", 2, 2, 2).tokens()[1] == \
+        "1F0 1F1 3F0 3F1 3B1 3B0 1B1 1B0".split()
+
+
+@pytest.mark.parametrize("call, message", [
+    (("nope", 2, 2), r"schedule must be one of \[.*'1f1b'.*\] \(got 'nope'\)"),
+    (("1f1b", 0, 2), r"p must be a positive integer \(got p=0\)"),
+    (("1f1b", 2, -1), r"n must be a positive integer \(got n=-1\)"),
+    (("1f1b", 2, 2.0), r"n must be a positive integer \(got n=2\.0\)"),
+    (("1f1b", True, 2), r"p must be a positive integer \(got p=True\)"),
+    (("1f1b", 2, 2, 2), r"m must be 1 \(one stage per device\) for '1f1b' \(got m=2\)"),
+    (("gpipe", 2, 2, 3), r"m must be 1 .* for 'gpipe' \(got m=3\)"),
+    (("interleaved-1f1b", 4, 8, 1), r"m must be at least 2 \(use '1f1b' for m=1\) for "
+                                    r"'interleaved-1f1b' \(got m=1\)"),
+    (("interleaved-1f1b", 4, 6, 2), r"n must be a multiple of G=4 or leave a remainder of at "
+                                    r"least p=4 for 'interleaved-1f1b' \(got n=6\)"),
+    (("interleaved-1f1b", 4, 2, 2), r"n must be at least G=4 for 'interleaved-1f1b' \(got n=2\)"),
+    (("1f1b", 2000, 2001), r"p\*n\*m must be at most 4,000,000 for '1f1b' \(got p\*n\*m=4002000\)"),
+])
+def test_bad_parameters_are_named(call, message):
+    with pytest.raises(ScheduleError, match=message):
+        build_schedule(*call)
+
+
+def test_options():
+    with pytest.raises(ScheduleError, match=r"G must be at least p=4 .* \(got G=2\)"):
+        build_schedule("interleaved-1f1b", 4, 8, 2, G=2)
+    with pytest.raises(ScheduleError,
+                       match=r"options must be among \[\] for '1f1b' \(got \['G'\]\)"):
+        build_schedule("1f1b", 4, 8, G=4)
+
+
+def test_registry_reasons_are_vectorized():
+    spec = fastpp.SCHEDULES["interleaved-1f1b"]
+    reasons = spec.reasons(np.array([4, 4, 4]), np.array([8, 6, 8]), np.array([2, 2, 1]), 4)
+    assert reasons[0] == ""
+    assert "n must be a multiple of G=4" in reasons[1]
+    assert "m must be at least 2" in reasons[2]
+    assert all(spec.describe() for spec in fastpp.SCHEDULES.values())

@@ -1,0 +1,150 @@
+"""simulate() against the reference simulator, on every generator and on random schedules."""
+
+import numpy as np
+import pytest
+from conftest import random_legal_rows
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import Deadlock, assert_agrees, simulate_reference
+
+import fastpp
+from fastpp import Costs, Schedule, ScheduleError, build_schedule, simulate
+
+
+def valid_points(max_p=8):
+    """Every (name, p, n, m) with p 1..max_p, n 1..4p, m 1..4 that the registry accepts."""
+    for name, spec in fastpp.SCHEDULES.items():
+        for p in range(1, max_p + 1):
+            for n in range(1, 4 * p + 1):
+                for m in range(1, 5):
+                    if not spec.reasons(p, n, m, p)[0]:
+                        yield name, p, n, m
+
+
+POINTS = list(valid_points())
+
+
+def random_costs(rng, schedule, split=False):
+    """Uneven per-stage costs and latencies (or per-device ones, half of the time)."""
+    size = schedule.V if rng.random() < 0.5 else schedule.p
+    f = rng.uniform(0.5, 2.0, size)
+    b = rng.uniform(0.5, 3.0, size)
+    return Costs(f=f, b=b, w=b * rng.uniform(0, 1, size) if split else 0.0,
+                 comm=rng.uniform(0, 0.5, size), gamma=rng.uniform(0, 1))
+
+
+def test_grid_covers_every_schedule():
+    assert {name for name, *_ in POINTS} == set(fastpp.SCHEDULES)
+    assert len(POINTS) > 1000
+
+
+@pytest.mark.parametrize("name", sorted(fastpp.SCHEDULES))
+def test_generators_agree_with_reference(name, rng):
+    points = [pt for pt in POINTS if pt[0] == name]
+    for _, p, n, m in points:
+        sched = build_schedule(name, p, n, m)
+        for costs in (Costs(1.0, 2.0), random_costs(rng, sched)):
+            assert_agrees(simulate(sched, costs), simulate_reference(sched, costs))
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(1, 5), n=st.integers(1, 6),
+       m=st.integers(1, 3), vshape=st.booleans(), split=st.booleans(), pairs=st.booleans())
+def test_random_legal_schedules_agree(seed, p, n, m, vshape, split, pairs):
+    rng = np.random.default_rng(seed)
+    m = 2 if vshape else m
+    rows, device = random_legal_rows(rng, p, n, m, vshape=vshape, split=split, pairs=pairs)
+    sched = Schedule.from_tokens(rows, device, n=n, m=m)
+    costs = random_costs(rng, sched, split)
+    if pairs and rng.random() < 0.5:
+        costs = Costs(costs.f, costs.b, costs.w, costs.comm, costs.gamma,
+                      fb=rng.uniform(0.5, 4.0, sched.V))
+    assert_agrees(simulate(sched, costs), simulate_reference(sched, costs))
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 4), n=st.integers(1, 4))
+def test_shuffled_schedules_deadlock_exactly_when_the_reference_does(seed, p, n):
+    """Per-device orders shuffled (keeping F before B): a deadlock is reported, never a hang."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in range(p):
+        fwd = list(rng.permutation(n))
+        bwd = list(rng.permutation(n))
+        row, done_f = [], set()
+        while fwd or bwd:
+            ready_b = [j for j in bwd if j in done_f]
+            if fwd and (not ready_b or rng.random() < 0.5):
+                j = fwd.pop()
+                done_f.add(j)
+                row.append(f"{r}F{j}")
+            else:
+                j = ready_b[0]
+                bwd.remove(j)
+                row.append(f"{r}B{j}")
+        rows.append(row)
+    sched = Schedule.from_tokens(rows, n=n)
+    costs = Costs(1.0, 2.0, comm=0.1)
+    try:
+        ref = simulate_reference(sched, costs)
+    except Deadlock:
+        with pytest.raises(ScheduleError, match="deadlocks"):
+            simulate(sched, costs)
+    else:
+        assert_agrees(simulate(sched, costs), ref)
+
+
+def test_issue_figures():
+    """Hand-derived in SCHEDULES.md: 1F1B makespan (n+p-1)(f+b) = 33 and peaks min(n, p-r);
+    GPipe peak n; the interleaved worked example (chunk F=1, B=2): 57, peaks 11, 9, 7, 5."""
+    res = simulate(build_schedule("1f1b", 4, 8), Costs(f=1, b=2))
+    assert res.makespan == 33
+    assert res.peak_live.tolist() == [4, 3, 2, 1]
+    res = simulate(build_schedule("gpipe", 4, 8), Costs(f=1, b=2))
+    assert res.peak_live.tolist() == [8, 8, 8, 8]
+    res = simulate(build_schedule("interleaved-1f1b", 4, 8, 2), Costs(f=2, b=4))
+    assert res.makespan == 57
+    assert res.peak_live.tolist() == [11, 9, 7, 5]
+    assert res.peak_activations.tolist() == [5.5, 4.5, 3.5, 2.5]
+
+
+def test_memory_curve_steps_through_every_op():
+    res = simulate(build_schedule("gpipe", 2, 3), Costs(f=1, b=2))
+    times, values = res.memory_curve(0)
+    # device 0: F0 F1 F2 at 0, 1, 2; its backwards start when device 1's B arrive
+    assert times[:7].tolist() == [0, 0, 1, 1, 2, 2, 3]
+    assert values[:7].tolist() == [0, 1, 1, 2, 2, 3, 3]
+    assert values[-1] == 0
+    assert np.all(np.diff(times) >= 0)
+
+
+def test_forward_only_frees_at_forward_end():
+    res = simulate(build_schedule("forward-only", 4, 6), Costs(f=1, b=2))
+    assert res.makespan == 9  # (n + p - 1) f
+    assert res.peak_activations.tolist() == [1, 1, 1, 1]
+    assert res.throughput == 6 / 9
+
+
+def test_serial_time_adds_every_op_and_handoff():
+    p, n = 4, 5
+    res = simulate(build_schedule("1f1b", p, n), Costs(f=1, b=2, comm=0.25))
+    assert res.serial_time == n * p * 3 + 2 * n * (p - 1) * 0.25
+
+
+def test_split_backward_memory_uses_gamma():
+    # one device, one microbatch: F allocates 1, I frees 1 - gamma, W frees gamma
+    sched = Schedule.from_tokens([["0F0", "0I0", "0W0"]])
+    res = simulate(sched, Costs(f=1, b=2, w=1, gamma=0.25))
+    assert res.mem_end[0].tolist() == [1.0, 0.25, 0.0]
+    assert res.live_end[0].tolist() == [1, 1, 0]
+    assert res.makespan == 3
+
+
+def test_result_of_deadlock_shows_stuck_ops():
+    rows = [["0F0", "0B0", "0F1", "0B1"], ["1F1", "1B1", "1F0", "1B0"]]
+    with pytest.raises(ScheduleError) as err:
+        simulate(Schedule.from_tokens(rows))
+    text = str(err.value)
+    assert "device 0 is stuck at op 1 (0B0) waiting for 1B0 on device 1" in text
+    assert "device 1 is stuck at op 0 (1F1) waiting for 0F1 on device 0" in text
+    assert ">0B0<" in text and ">1F1<" in text
