@@ -4,8 +4,8 @@ Run for real with ``pytest bench --benchmark-enable``; the normal suite runs eac
 """
 
 import pytest
-from conftest import check_speedup, record
 from reference import simulate_reference
+from speedup import check_speedup, record
 
 from fastpp import Costs, build_schedule, simulate
 

@@ -1,24 +1,5 @@
-"""Shared benchmark helpers: speed-up targets checked against a baseline timed in the same run."""
-
 import os
 import sys
 
+# the reference simulator and the test helpers
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-
-_MIN_TIMES: dict[str, float] = {}
-
-
-def record(benchmark, key: str) -> None:
-    """Remember the fastest round of a finished benchmark (nothing when benchmarks are off)."""
-    if not benchmark.disabled:
-        _MIN_TIMES[key] = benchmark.stats.stats.min
-
-
-def check_speedup(benchmark, fast: str, slow: str, target: float) -> None:
-    """Assert ``slow / fast >= target`` from two benchmarks of this run, and report it."""
-    if benchmark.disabled or fast not in _MIN_TIMES or slow not in _MIN_TIMES:
-        return  # smoke run: nothing was measured
-    ratio = _MIN_TIMES[slow] / _MIN_TIMES[fast]
-    benchmark.extra_info[f"speedup {fast} vs {slow}"] = round(ratio, 1)
-    print(f"\nspeed-up of {fast} over {slow}: {ratio:.0f}x (target {target:.0f}x)")
-    assert ratio >= target, f"{fast} is only {ratio:.0f}x faster than {slow} (target {target}x)"

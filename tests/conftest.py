@@ -5,53 +5,7 @@ import zlib
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))  # tests/reference.py for bench/ too
-
-
-def random_legal_rows(rng: np.random.Generator, p: int, n: int, m: int, *, vshape=False,
-                      split=False, pairs=False):
-    """Per-device token rows of a random schedule that cannot deadlock.
-
-    Ops are picked one at a time, uniformly among those whose inputs are done (a random
-    topological order of the whole dependency graph), and each device keeps the order in which
-    its ops were picked. With ``pairs``, a device that has a ready F and a ready full B may run
-    them as one overlapped pair.
-    """
-    V = p * m
-    device = [(2 * p - 1 - s if vshape and s >= p else s % p) for s in range(V)]
-    done = set()
-    todo = {("F", s, j) for s in range(V) for j in range(n)}
-    backward = ("I", "W") if split else ("B",)
-    todo |= {(k, s, j) for s in range(V) for j in range(n) for k in backward}
-
-    def ready(op):
-        kind, s, j = op
-        if kind == "F":
-            return s == 0 or ("F", s - 1, j) in done
-        if kind in ("B", "I"):
-            up = ("B" if not split else "I", s + 1, j)
-            return ("F", s, j) in done and (s == V - 1 or up in done)
-        return ("I", s, j) in done
-
-    rows = [[] for _ in range(p)]
-    while todo:
-        candidates = sorted(op for op in todo if ready(op))
-        op = candidates[rng.integers(len(candidates))]
-        kind, s, j = op
-        r = device[s]
-        want = {"F": "B", "B": "F"}.get(kind)
-        mates = [c for c in candidates if c[0] == want and device[c[1]] == r] if pairs else []
-        if mates and rng.random() < 0.5:
-            other = mates[rng.integers(len(mates))]
-            fwd, bwd = (op, other) if kind == "F" else (other, op)
-            rows[r].append(f"({fwd[1]}F{fwd[2]};{bwd[1]}B{bwd[2]})OVERLAP_F_B")
-            done |= {fwd, bwd}
-            todo -= {fwd, bwd}
-            continue
-        rows[r].append(f"{s}{kind}{j}")
-        done.add(op)
-        todo.remove(op)
-    return rows, device
+sys.path.insert(0, os.path.dirname(__file__))  # reference.py and helpers.py, for bench/ too
 
 
 @pytest.fixture

@@ -2,35 +2,13 @@
 
 import numpy as np
 import pytest
-from conftest import random_legal_rows
+from helpers import POINTS, random_costs, random_legal_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import Deadlock, assert_agrees, simulate_reference
 
 import fastpp
 from fastpp import Costs, Schedule, ScheduleError, build_schedule, simulate
-
-
-def valid_points(max_p=8):
-    """Every (name, p, n, m) with p 1..max_p, n 1..4p, m 1..4 that the registry accepts."""
-    for name, spec in fastpp.SCHEDULES.items():
-        for p in range(1, max_p + 1):
-            for n in range(1, 4 * p + 1):
-                for m in range(1, 5):
-                    if not spec.reasons(p, n, m, p)[0]:
-                        yield name, p, n, m
-
-
-POINTS = list(valid_points())
-
-
-def random_costs(rng, schedule, split=False):
-    """Uneven per-stage costs and latencies (or per-device ones, half of the time)."""
-    size = schedule.V if rng.random() < 0.5 else schedule.p
-    f = rng.uniform(0.5, 2.0, size)
-    b = rng.uniform(0.5, 3.0, size)
-    return Costs(f=f, b=b, w=b * rng.uniform(0, 1, size) if split else 0.0,
-                 comm=rng.uniform(0, 0.5, size), gamma=rng.uniform(0, 1))
 
 
 def test_grid_covers_every_schedule():

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from test_simulate import POINTS
+from helpers import POINTS
 
 from fastpp import Costs, build_schedule, simulate, theory
 

@@ -1,0 +1,74 @@
+"""Test helpers: the grid of valid points, random costs, random legal schedules."""
+
+import numpy as np
+
+import fastpp
+from fastpp import Costs
+
+
+def valid_points(max_p=8):
+    """Every (name, p, n, m) with p 1..max_p, n 1..4p, m 1..4 that the registry accepts."""
+    for name, spec in fastpp.SCHEDULES.items():
+        for p in range(1, max_p + 1):
+            for n in range(1, 4 * p + 1):
+                for m in range(1, 5):
+                    if not spec.reasons(p, n, m, p)[0]:
+                        yield name, p, n, m
+
+
+POINTS = list(valid_points())
+
+
+def random_costs(rng, schedule, split=False):
+    """Uneven per-stage costs and latencies (or per-device ones, half of the time)."""
+    size = schedule.V if rng.random() < 0.5 else schedule.p
+    f = rng.uniform(0.5, 2.0, size)
+    b = rng.uniform(0.5, 3.0, size)
+    return Costs(f=f, b=b, w=b * rng.uniform(0, 1, size) if split else 0.0,
+                 comm=rng.uniform(0, 0.5, size), gamma=rng.uniform(0, 1))
+
+
+def random_legal_rows(rng: np.random.Generator, p: int, n: int, m: int, *, vshape=False,
+                      split=False, pairs=False):
+    """Per-device token rows of a random schedule that cannot deadlock.
+
+    Ops are picked one at a time, uniformly among those whose inputs are done (a random
+    topological order of the whole dependency graph), and each device keeps the order in which
+    its ops were picked. With ``pairs``, a device that has a ready F and a ready full B may run
+    them as one overlapped pair.
+    """
+    V = p * m
+    device = [(2 * p - 1 - s if vshape and s >= p else s % p) for s in range(V)]
+    done = set()
+    todo = {("F", s, j) for s in range(V) for j in range(n)}
+    backward = ("I", "W") if split else ("B",)
+    todo |= {(k, s, j) for s in range(V) for j in range(n) for k in backward}
+
+    def ready(op):
+        kind, s, j = op
+        if kind == "F":
+            return s == 0 or ("F", s - 1, j) in done
+        if kind in ("B", "I"):
+            up = ("B" if not split else "I", s + 1, j)
+            return ("F", s, j) in done and (s == V - 1 or up in done)
+        return ("I", s, j) in done
+
+    rows = [[] for _ in range(p)]
+    while todo:
+        candidates = sorted(op for op in todo if ready(op))
+        op = candidates[rng.integers(len(candidates))]
+        kind, s, j = op
+        r = device[s]
+        want = {"F": "B", "B": "F"}.get(kind)
+        mates = [c for c in candidates if c[0] == want and device[c[1]] == r] if pairs else []
+        if mates and rng.random() < 0.5:
+            other = mates[rng.integers(len(mates))]
+            fwd, bwd = (op, other) if kind == "F" else (other, op)
+            rows[r].append(f"({fwd[1]}F{fwd[2]};{bwd[1]}B{bwd[2]})OVERLAP_F_B")
+            done |= {fwd, bwd}
+            todo -= {fwd, bwd}
+            continue
+        rows[r].append(f"{s}{kind}{j}")
+        done.add(op)
+        todo.remove(op)
+    return rows, device
