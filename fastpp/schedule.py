@@ -147,6 +147,12 @@ class Schedule:
         return [[self.token(r, k) for k in range(self.length[r])] for r in range(self.p)]
 
     @property
+    def parameter_units(self) -> np.ndarray:
+        """Per device, the model parameters held, in units of a plain pipeline device's share:
+        1 for one model copy (any ``m``), 2 for two-direction schedules (DualPipe, Chimera)."""
+        return np.bincount(self.stage_to_device, minlength=self.p) / self.m
+
+    @property
     def num_ops(self) -> int:
         """Number of ops over all devices (an overlapped pair counts once)."""
         return int(self.length.sum())

@@ -8,13 +8,19 @@ import numpy as np
 
 from .._jit import jit
 from ._emit import LOOP, TWO_DIRECTIONS, VSHAPE, new_ops, placement, routes  # noqa: F401
+from .chimera import chimera
 from .classic import forward_only, gpipe, one_f_one_b
+from .dualpipe import dualpipe, dualpipev
 from .interleaved import interleaved_1f1b, looped_bfs
+from .vshape import v_shape
+from .zero_bubble import zb_h, zbv
 
 # schedule ids (the registry maps names to them)
-GPIPE, ONE_F_ONE_B, FORWARD_ONLY, INTERLEAVED_1F1B, LOOPED_BFS = range(5)
+(GPIPE, ONE_F_ONE_B, FORWARD_ONLY, INTERLEAVED_1F1B, LOOPED_BFS, ZB_H1, ZB_H2, ZBV, V_HALF,
+ V_MIN, DUALPIPE, DUALPIPEV, CHIMERA) = range(13)
 # placement of each schedule id
-PLACEMENT = np.array([LOOP, LOOP, LOOP, LOOP, LOOP], np.int32)
+PLACEMENT = np.array([LOOP, LOOP, LOOP, LOOP, LOOP, LOOP, LOOP, VSHAPE, VSHAPE, VSHAPE,
+                      TWO_DIRECTIONS, VSHAPE, TWO_DIRECTIONS], np.int32)
 
 
 @jit
@@ -32,6 +38,18 @@ def generate(sid, p, n, m, G):
         interleaved_1f1b(ops, length, p, n, m, G)
     elif sid == LOOPED_BFS:
         looped_bfs(ops, length, p, n, m)
+    elif sid == ZB_H1 or sid == ZB_H2:
+        zb_h(ops, length, p, n, 1 if sid == ZB_H1 else 2)
+    elif sid == ZBV:
+        zbv(ops, length, p, n)
+    elif sid == V_HALF or sid == V_MIN:
+        v_shape(ops, length, p, n, sid == V_HALF)
+    elif sid == DUALPIPE:
+        dualpipe(ops, length, p, n)
+    elif sid == DUALPIPEV:
+        dualpipev(ops, length, p, n)
+    elif sid == CHIMERA:
+        chimera(ops, length, p, n)
     stage_device = placement(PLACEMENT[sid], p, m)
     route_first, route_last = routes(PLACEMENT[sid], p, n, m)
     return ops, length, stage_device, route_first, route_last

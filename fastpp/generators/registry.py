@@ -8,7 +8,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..schedule import Schedule, ScheduleError, positive_int
-from . import FORWARD_ONLY, GPIPE, INTERLEAVED_1F1B, LOOPED_BFS, ONE_F_ONE_B, generate
+from . import (
+    CHIMERA,
+    DUALPIPE,
+    DUALPIPEV,
+    FORWARD_ONLY,
+    GPIPE,
+    INTERLEAVED_1F1B,
+    LOOPED_BFS,
+    ONE_F_ONE_B,
+    V_HALF,
+    V_MIN,
+    ZB_H1,
+    ZB_H2,
+    ZBV,
+    generate,
+)
 
 MAX_WORK = 4_000_000  # p * n * m: bounds the op block and the per-stage tables
 
@@ -31,6 +46,9 @@ def _rules(*rules: Rule) -> tuple[Rule, ...]:
 
 
 M_IS_1 = Rule("m", "1 (one stage per device)", lambda p, n, m, G: m == 1)
+M_IS_2 = Rule("m", "2 (V placement: two chunks per device)", lambda p, n, m, G: m == 2)
+M_IS_1_BOTH = Rule("m", "1 (one stage per device and direction)", lambda p, n, m, G: m == 1)
+P_EVEN = Rule("p", "even", lambda p, n, m, G: p % 2 == 0)
 
 
 @dataclass(frozen=True)
@@ -54,7 +72,8 @@ class ScheduleSpec:
         for rule in self.rules:
             bad = (out == "") & ~np.asarray(rule.ok(p, n, m, G), bool)
             for i in np.flatnonzero(bad):
-                vals = {"p": int(p[i]), "n": int(n[i]), "m": int(m[i]), "G": int(G[i])}
+                vals = {"p": int(p[i]), "n": int(n[i]), "m": int(m[i]), "G": int(G[i]),
+                        "two_p": 2 * int(p[i])}
                 got = vals.get(rule.param, vals["p"] * vals["n"] * vals["m"])
                 out[i] = (f"{rule.param} must be {rule.must.format(**vals)} for "
                           f"'{self.name}' (got {rule.param}={got})")
@@ -91,6 +110,32 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                  "Looped BFS: breadth-first over m chunks per device, backwards reversed"),
     ScheduleSpec("forward-only", FORWARD_ONLY, "Inference: forwards only",
                  forward_only=True, rules=_rules(M_IS_1)),
+    ScheduleSpec("zb-h1", ZB_H1, "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
+                 split_backward=True, rules=_rules(M_IS_1)),
+    ScheduleSpec("zb-h2", ZB_H2, "Zero Bubble ZB-H2: deeper warmup, no bubble for n >= 2p-1",
+                 split_backward=True, rules=_rules(M_IS_1)),
+    ScheduleSpec("zbv", ZBV, "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
+                 placement="v", split_backward=True, rules=_rules(M_IS_2)),
+    ScheduleSpec("v-half", V_HALF, "V-Half (controllable memory): about half of 1F1B's peak",
+                 placement="v", split_backward=True, rules=_rules(M_IS_2)),
+    ScheduleSpec("v-min", V_MIN, "V-Min (controllable memory): about a third of 1F1B's peak",
+                 placement="v", split_backward=True, rules=_rules(M_IS_2)),
+    ScheduleSpec("dualpipe", DUALPIPE,
+                 "DeepSeek DualPipe: two directions, overlapped F&B pairs, 2x parameters",
+                 placement="two-directions", split_backward=True, rules=_rules(
+                     M_IS_1_BOTH, P_EVEN,
+                     Rule("n", "even", lambda p, n, m, G: n % 2 == 0),
+                     Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p))),
+    ScheduleSpec("dualpipev", DUALPIPEV, "DualPipeV (PyTorch ScheduleDualPipeV): DualPipe on a V",
+                 placement="v", split_backward=True, rules=_rules(
+                     M_IS_2, Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p))),
+    ScheduleSpec("chimera", CHIMERA,
+                 "Chimera: two directions, the authors' overlapping units, 2x parameters",
+                 placement="two-directions", rules=_rules(
+                     M_IS_1_BOTH, P_EVEN,
+                     Rule("n", "a multiple of p={p}", lambda p, n, m, G: n % p == 0),
+                     # units of p/2 = 1 microbatch never start a later unit in the authors' walk
+                     Rule("n", "p when p=2", lambda p, n, m, G: (p != 2) | (n == p)))),
 )}
 
 

@@ -1,0 +1,252 @@
+"""V-Half and V-Min (Pipeline Parallelism with Controllable Memory, Qi et al. 2024).
+
+V placement, two chunks per device (chunk 0 is stage ``r``, chunk 1 is stage ``2p-1-r``), split
+backward. Each device's ops first sit in "slots" of unit length: one microbatch's building
+block (F0, F1, I1, I0 on every device) repeats every 6 slots, and each ``W`` takes the first
+free slot after its ``I``. Then the authors' greedy pass (``zbv_greedy.py`` in the Zero Bubble
+repository) squeezes the warmup and the cooldown: walking all ops in slot order, each moves to
+the earliest free slot after its inputs that does not raise the device's peak, first with the
+W's in place, then without them; the W's are placed again and the slot order is the schedule.
+
+Op types inside this module: 0 F(chunk 0), 1 F(chunk 1), 2 I(chunk 1), 3 I(chunk 0) and the W
+lists 4 and 5. With one W list (``W_ONE``), its k-th W follows the device's k-th I in time.
+"""
+
+import numpy as np
+
+from .._jit import jit
+from ._emit import F, I, W, put
+
+F0, F1, I1, I0, W_A, W_B = 0, 1, 2, 3, 4, 5
+W_NONE, W_ONE, W_SPLIT = 0, 1, 2  # how the W's are held: implied, one list, one per chunk
+ALLOC = np.array([1, 1, 0, 0, -1, -1])  # chunk activations taken by each type
+
+
+@jit
+def building_block(p, half):
+    """Slot of microbatch 0's F0, F1, I1, I0 on every device (V-Half or V-Min)."""
+    base = np.empty((p, 4), np.int64)
+    for i in range(p):
+        if half:
+            d = 3 if p % 2 == 0 else 0
+            base[i, 0], base[i, 1] = 2 * i, 3 * p - 2 - i
+            base[i, 2], base[i, 3] = 3 * p + d + 2 * i - 1, 6 * p + d - i - 2
+        else:
+            d = 2 if p % 3 == 0 else 0
+            base[i, 0], base[i, 1] = i, 2 * p - 1 - i
+            base[i, 2], base[i, 3] = 2 * p + d + i, 4 * p + d - 1 - i
+    return base
+
+
+@jit
+def _types(w_mode):
+    return 4 if w_mode == W_NONE else (5 if w_mode == W_ONE else 6)
+
+
+@jit
+def _slot_types(T, count, i, n_types):
+    """Device ``i``'s slots: the type in each (-1: free)."""
+    last = 0
+    for t in range(n_types):
+        if count[t] > 0:
+            last = max(last, T[i, t, count[t] - 1])
+    slots = np.full(last + 1, -1, np.int64)
+    for t in range(n_types):
+        for x in range(count[t]):
+            slots[T[i, t, x]] = t
+    return slots
+
+
+@jit
+def put_w(T, count, n, w_mode):
+    """Give every I a W in the first free slot after it (``W_ONE`` or ``W_SPLIT``)."""
+    p = T.shape[0]
+    count[W_A] = 0
+    count[W_B] = 0
+    for i in range(p):
+        slots = _slot_types(T, count, i, 4)
+        pending = np.zeros(2, np.int64)
+        na = nb = 0
+        for s in range(slots.shape[0]):
+            t = slots[s]
+            if t == I1 or t == I0:
+                pending[0 if (w_mode == W_ONE or t == I1) else 1] += 1
+            elif t < 0:
+                for w in range(2):
+                    if pending[w] > 0:
+                        if w == 0:
+                            T[i, W_A, na] = s
+                            na += 1
+                        else:
+                            T[i, W_B, nb] = s
+                            nb += 1
+                        pending[w] -= 1
+                        break
+        s = slots.shape[0] - 1
+        while pending[0] > 0:
+            s += 1
+            T[i, W_A, na] = s
+            na += 1
+            pending[0] -= 1
+        while pending[1] > 0:
+            s += 1
+            T[i, W_B, nb] = s
+            nb += 1
+            pending[1] -= 1
+        count[W_A] = na
+        count[W_B] = nb
+
+
+@jit
+def device_peak(T, count, i, w_mode):
+    """Peak chunk activations of device ``i``; with ``W_NONE`` a W runs in each free slot
+    while an I is waiting for one."""
+    slots = _slot_types(T, count, i, _types(w_mode))
+    cur = peak = waiting = 0
+    for s in range(slots.shape[0]):
+        t = slots[s]
+        if t >= 0:
+            cur += ALLOC[t]
+            if t == I1 or t == I0:
+                waiting += 1
+        elif w_mode == W_NONE and waiting > 0:
+            cur -= 1
+            waiting -= 1
+        peak = max(peak, cur)
+    return peak
+
+
+@jit
+def _next(T, count, head, n_types):
+    """The unvisited op with the smallest (slot, device, type)."""
+    best_slot, best_i, best_t = np.iinfo(np.int64).max, -1, -1
+    for i in range(T.shape[0]):
+        for t in range(n_types):
+            if head[i, t] < count[t] and T[i, t, head[i, t]] < best_slot:
+                best_slot, best_i, best_t = T[i, t, head[i, t]], i, t
+    return best_i, best_t
+
+
+@jit
+def _input_slot(T, i, t, x, n, p):
+    """The latest slot among the inputs of op ``x`` of type ``t`` on device ``i``
+    (-1 if none), as the authors count them."""
+    dep = -1
+    if (t == F0 or t == I1) and i > 0:
+        dep = max(dep, T[i - 1, t, x])
+    if (t == F1 or t == I0) and i + 1 < p:
+        dep = max(dep, T[i + 1, t, x])
+    if 0 < t < 4:
+        dep = max(dep, T[i, t - 1, x])
+    if t == W_A:  # the x-th I of the device in time
+        both = np.sort(np.concatenate((T[i, I1, :n], T[i, I0, :n])))
+        dep = max(dep, both[x])
+    if x > 0:
+        dep = max(dep, T[i, t, x - 1])
+    return dep
+
+
+@jit
+def squeeze(T, count, n, w_mode):
+    """The greedy pass: move ops of the warmup (only with ``W_ONE``) and of the cooldown into
+    earlier free slots while the devices' peak does not grow; the steady phase stays put."""
+    p = T.shape[0]
+    n_types = _types(w_mode)
+    limit = 0
+    for i in range(p):
+        limit = max(limit, device_peak(T, count, i, w_mode))
+    last = 0
+    for i in range(p):
+        for t in range(n_types):
+            last = max(last, T[i, t, count[t] - 1])
+    taken = np.zeros((p, last + 1), np.bool_)
+    head = np.zeros((p, n_types), np.int64)
+    phase = 0  # 0 warmup, 1 steady (until the last F0), 2 cooldown
+    total = 0
+    for t in range(n_types):
+        total += p * count[t]
+    for _ in range(total):
+        i, t = _next(T, count, head, n_types)
+        x = head[i, t]
+        head[i, t] += 1
+        if t == I0 and i == 0 and phase == 0:
+            phase = 1
+        keep = phase == 1 or (phase == 0 and w_mode != W_ONE)
+        if phase == 1 and t == F0 and x == count[F0] - 1:
+            phase = 2
+        if not keep:
+            old = T[i, t, x]
+            for s in range(_input_slot(T, i, t, x, n, p) + 1, old):
+                if not taken[i, s]:
+                    T[i, t, x] = s
+                    if device_peak(T, count, i, w_mode) <= limit:
+                        break
+                    T[i, t, x] = old
+        taken[i, T[i, t, x]] = True
+
+
+@jit
+def pack(T, count, n_types):
+    """Run every device's ops in slot order as early as their inputs allow, each taking one
+    slot; the slots become the start times."""
+    p = T.shape[0]
+    end = np.zeros_like(T)
+    free = np.zeros(p, np.int64)
+    head = np.zeros((p, n_types), np.int64)
+    total = 0
+    for t in range(n_types):
+        total += p * count[t]
+    for _ in range(total):
+        i, t = _next(T, count, head, n_types)
+        x = head[i, t]
+        head[i, t] += 1
+        ready = free[i]
+        if (t == F0 or t == I1) and i > 0:
+            ready = max(ready, end[i - 1, t, x])
+        if (t == F1 or t == I0) and i + 1 < p:
+            ready = max(ready, end[i + 1, t, x])
+        if 0 < t < 4:
+            ready = max(ready, end[i, t - 1, x])
+        if x > 0:
+            ready = max(ready, end[i, t, x - 1])
+        end[i, t, x] = ready + 1
+        free[i] = ready + 1
+    for i in range(p):
+        for t in range(n_types):
+            for x in range(count[t]):
+                T[i, t, x] = end[i, t, x] - 1
+
+
+@jit
+def v_shape(ops, length, p, n, half):
+    """V-Half (``half=True``) or V-Min: building block, greedy squeeze, slot order."""
+    base = building_block(p, half)
+    T = np.zeros((p, 6, 2 * n), np.int64)
+    count = np.array([n, n, n, n, 0, 0])
+    for i in range(p):
+        for t in range(4):
+            for x in range(n):
+                T[i, t, x] = base[i, t] + 6 * x
+    # squeeze with the W's in place, then without them
+    put_w(T, count, n, W_ONE)
+    squeeze(T, count, n, W_ONE)
+    pack(T, count, 5)
+    count[W_A] = 0
+    squeeze(T, count, n, W_NONE)
+    put_w(T, count, n, W_ONE)
+    pack(T, count, 5)
+    # the W's once more, one list per chunk; the slot order is the schedule
+    put_w(T, count, n, W_SPLIT)
+    kinds = np.array([F, F, I, I, W, W])
+    chunk1 = np.array([False, True, True, False, True, False])
+    for i in range(p):
+        slots = _slot_types(T, count, i, 6)
+        index = np.zeros(6, np.int64)
+        k = 0
+        for s in range(slots.shape[0]):
+            t = slots[s]
+            if t >= 0:
+                stage = 2 * p - 1 - i if chunk1[t] else i
+                k = put(ops, i, k, kinds[t], stage, index[t])
+                index[t] += 1
+        length[i] = k

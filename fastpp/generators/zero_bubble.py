@@ -1,0 +1,106 @@
+"""Zero Bubble schedules with a split backward (``I`` input grad, ``W`` weight grad).
+
+ZB-H1 and ZB-H2 (handcrafted, one stage per device) and ZB-V (V placement, two chunks per
+device: chunk 0 is stage ``r``, chunk 1 is stage ``2p-1-r``), as PyTorch runs it.
+"""
+
+from .._jit import jit
+from ._emit import F, I, W, put
+
+
+@jit
+def zb_h(ops, length, p, n, depth):
+    """ZB-H1 (``depth=1``) and ZB-H2 (``depth=2``).
+
+    Device ``r`` warms up with ``depth*(p-r-1)`` forwards; each step runs a forward (if any is
+    left), the input-backward of the oldest microbatch, and a weight-backward once more than
+    ``depth*r`` input-backwards are done; the remaining weight-backwards close the iteration.
+    """
+    for r in range(p):
+        k = 0
+        n_f = min(depth * (p - r - 1), n)
+        # warmup: F x min(depth*(p-r-1), n)
+        for j in range(n_f):
+            k = put(ops, r, k, F, r, j)
+        # steady: [F, I, W lagging depth*r behind] until every I is done
+        n_w = 0
+        for n_i in range(n):
+            if n_f < n:
+                k = put(ops, r, k, F, r, n_f)
+                n_f += 1
+            k = put(ops, r, k, I, r, n_i)
+            if n_i + 1 > depth * r:
+                k = put(ops, r, k, W, r, n_w)
+                n_w += 1
+        # cooldown: the remaining W
+        for j in range(n_w, n):
+            k = put(ops, r, k, W, r, j)
+        length[r] = k
+
+
+@jit
+def _put_if(ops, r, k, kind, s, j, n):
+    """Write the op only for a real microbatch (ZB-V is built for at least 2p-1)."""
+    if j < n:
+        return put(ops, r, k, kind, s, j)
+    return k
+
+
+@jit
+def zbv(ops, length, p, n):
+    """ZB-V (PyTorch ``ScheduleZBVZeroBubble``), built for ``n' = max(n, 2p-1)`` microbatches
+    with the ops of microbatches ``>= n`` dropped."""
+    n_built = max(n, 2 * p - 1)
+    for r in range(p):
+        c0 = r  # chunk 0's stage
+        c1 = 2 * p - 1 - r  # chunk 1's stage
+        k = 0
+        f0 = f1 = i0 = i1 = 0
+        # warmup 1: F(chunk 0) x (2(p-r) - 1)
+        for _ in range(2 * (p - r) - 1):
+            k = _put_if(ops, r, k, F, c0, f0, n)
+            f0 += 1
+        # warmup 2: [F(chunk 1), F(chunk 0)] x r
+        for _ in range(r):
+            k = _put_if(ops, r, k, F, c1, f1, n)
+            f1 += 1
+            k = _put_if(ops, r, k, F, c0, f0, n)
+            f0 += 1
+        # warmup 3: [F, I, W](chunk 1) x (p - r)
+        for _ in range(p - r):
+            k = _put_if(ops, r, k, F, c1, f1, n)
+            f1 += 1
+            k = _put_if(ops, r, k, I, c1, i1, n)
+            k = _put_if(ops, r, k, W, c1, i1, n)
+            i1 += 1
+        # steady: [F(chunk 0) while any is left, I, W (chunk 0), F, I, W (chunk 1)] x (n' - p)
+        while f1 < f0 or f0 < n_built:
+            if f0 < n_built:
+                k = _put_if(ops, r, k, F, c0, f0, n)
+                f0 += 1
+            k = _put_if(ops, r, k, I, c0, i0, n)
+            k = _put_if(ops, r, k, W, c0, i0, n)
+            i0 += 1
+            k = _put_if(ops, r, k, F, c1, f1, n)
+            f1 += 1
+            k = _put_if(ops, r, k, I, c1, i1, n)
+            k = _put_if(ops, r, k, W, c1, i1, n)
+            i1 += 1
+        # cooldown: [I(chunk 0), I(chunk 1)] x r, then [I, W](chunk 0) x (p - r)
+        w0, w1 = i0, i1
+        for _ in range(r):
+            k = _put_if(ops, r, k, I, c0, i0, n)
+            i0 += 1
+            k = _put_if(ops, r, k, I, c1, i1, n)
+            i1 += 1
+        for _ in range(p - r):
+            k = _put_if(ops, r, k, I, c0, i0, n)
+            i0 += 1
+            k = _put_if(ops, r, k, W, c0, w0, n)
+            w0 += 1
+        # the remaining W of chunk 1, then of chunk 0
+        for j in range(w1, i1):
+            k = _put_if(ops, r, k, W, c1, j, n)
+        for j in range(w0, i0):
+            k = _put_if(ops, r, k, W, c0, j, n)
+        length[r] = k
