@@ -23,7 +23,8 @@ _PACKAGE = Path(__file__).resolve().parent
 
 def _jitted_sources() -> list[Path]:
     """Modules whose jitted functions (and the op-code constants they freeze) call each other."""
-    return [_PACKAGE / "ops.py", _PACKAGE / "kernels.py", *sorted(_PACKAGE.glob("generators/*.py"))]
+    return [_PACKAGE / "ops.py", _PACKAGE / "kernels.py", _PACKAGE / "batch.py",
+            *sorted(_PACKAGE.glob("generators/*.py"))]
 
 
 def _cache_dir() -> str:
@@ -41,17 +42,23 @@ def _cache_dir() -> str:
 CACHE_DIR = _cache_dir()
 
 
-def jit(func=None, *, parallel: bool = False):
-    """Compile ``func`` in nopython mode with fastpp's options (cache on, no fastmath).
+def jit(func=None, *, signature=None):
+    """Compile ``func`` in nopython mode with fastpp's options.
 
-    Usable bare (``@jit``) or with ``parallel=True`` for kernels that use ``prange``.
+    ``cache=True``; no ``fastmath``; ``nogil=True`` so that sweeps run kernels on several
+    threads at once (Numba's ``parallel=True`` would add half a minute to a cold compile).
+    A ``signature`` compiles once, eagerly: small helpers called from many places with
+    constants and mixed int widths would otherwise compile once per combination of types.
     """
 
     def wrap(f):
         saved = numba.config.CACHE_DIR
         numba.config.CACHE_DIR = CACHE_DIR  # read by Numba's cache locator at decoration time
         try:
-            return numba.njit(cache=True, parallel=parallel, fastmath=False)(f)
+            options = {"cache": True, "nogil": True, "fastmath": False}
+            if signature is None:
+                return numba.njit(**options)(f)
+            return numba.njit(signature, **options)(f)
         finally:
             numba.config.CACHE_DIR = saved
 

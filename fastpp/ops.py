@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from enum import IntEnum
 
+import numpy as np
+
 
 class Op(IntEnum):
     """Op kinds, stored as small integers in a schedule's ``kind`` matrix."""
@@ -21,8 +23,9 @@ class Op(IntEnum):
     FB = 4  #: overlapped pair: a forward and a full backward launched together
 
 
-# Plain ints for jitted code, which freezes module globals as constants.
-F, B, I, W, FB = (int(op) for op in Op)  # noqa: E741
+# For jitted code. NumPy scalars, not ints: Numba compiles a callee once per distinct literal
+# int it is passed, so put(..., F, ...) and put(..., B, ...) would each compile put again.
+F, B, I, W, FB = (np.int64(op) for op in Op)  # noqa: E741
 PAD = -1  # an empty slot past a device's last op
 
 _PLAIN = re.compile(r"^(\d+)([FBIW])(\d+)$")

@@ -16,7 +16,11 @@ N_FIELDS = 5
 LOOP, VSHAPE, TWO_DIRECTIONS = 0, 1, 2
 
 
-@jit
+# the op block and the int64 arguments of the writers (see fastpp._jit.jit)
+_WRITE = "int64(int32[:, :, ::1], int64, int64, int64, int64, int64)"
+
+
+@jit(signature=_WRITE)
 def put(ops, r, k, kind, s, j):
     """Write op ``(kind, s, j)`` at slot ``k`` of device ``r``; return the next slot."""
     ops[KIND, r, k] = kind
@@ -25,7 +29,7 @@ def put(ops, r, k, kind, s, j):
     return k + 1
 
 
-@jit
+@jit(signature="int64(int32[:, :, ::1], int64, int64, int64, int64, int64, int64)")
 def put_pair(ops, r, k, s_f, j_f, s_b, j_b):
     """Write an overlapped pair: forward ``(s_f, j_f)`` with full backward ``(s_b, j_b)``."""
     ops[KIND, r, k] = FB

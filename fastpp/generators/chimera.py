@@ -19,7 +19,7 @@ from ._emit import B, F, put
 
 
 @jit
-def chimera(ops, length, p, n):
+def chimera(ops, length, p, n, m, G):
     half = p // 2
     n_units = 2 * n // p + 2
     unit_dir = np.zeros(n_units, np.int64)  # 0: down from device 0, 1: up from device p-1

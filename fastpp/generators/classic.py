@@ -1,11 +1,14 @@
-"""GPipe, 1F1B and forward-only (inference): one stage per device, stage ``r`` on device ``r``."""
+"""GPipe, 1F1B and forward-only (inference): one stage per device, stage ``r`` on device ``r``.
+
+Every generator takes ``(ops, length, p, n, m, G)`` and ignores what it does not use.
+"""
 
 from .._jit import jit
 from ._emit import B, F, put
 
 
 @jit
-def gpipe(ops, length, p, n):
+def gpipe(ops, length, p, n, m, G):
     """GPipe (DeepSpeed/PyTorch order): all forwards, then all backwards, oldest first."""
     for r in range(p):
         k = 0
@@ -19,7 +22,7 @@ def gpipe(ops, length, p, n):
 
 
 @jit
-def one_f_one_b(ops, length, p, n):
+def one_f_one_b(ops, length, p, n, m, G):
     """1F1B (PipeDream-Flush, Megatron, DeepSpeed)."""
     for r in range(p):
         k = 0
@@ -38,7 +41,7 @@ def one_f_one_b(ops, length, p, n):
 
 
 @jit
-def forward_only(ops, length, p, n):
+def forward_only(ops, length, p, n, m, G):
     """Inference: F x n on every device; activations are freed when the forward ends."""
     for r in range(p):
         k = 0

@@ -13,6 +13,9 @@ from ._emit import B, F, I, W, put, put_pair
 
 # slots of a device's generator state
 K, HEAD, TAIL, NF, NB = 0, 1, 2, 3, 5  # next op, W queue head and tail, F and B counts per phase
+# arguments of the phase helpers (NumPy scalars: see fastpp.ops)
+PH0, PH1 = np.int64(0), np.int64(1)
+FULL, SPLIT = np.False_, np.True_
 
 
 @jit
@@ -58,35 +61,35 @@ def dualpipe_device(ops, r, H, h, M, stages, first_mb):
     queue = np.empty((2, 2 * M), np.int32)
     # 1. F(0) x 2(H-h-1)
     for _ in range(2 * (H - h - 1)):
-        _forward(ops, r, st, stages, first_mb, 0)
+        _forward(ops, r, st, stages, first_mb, PH0)
     # 2. [F(0), F(1)] x (h+1)
     for _ in range(h + 1):
-        _forward(ops, r, st, stages, first_mb, 0)
-        _forward(ops, r, st, stages, first_mb, 1)
+        _forward(ops, r, st, stages, first_mb, PH0)
+        _forward(ops, r, st, stages, first_mb, PH1)
     # 3. [I(1), W, F(1)] x (H-h-1)
     for _ in range(H - h - 1):
-        _backward(ops, r, st, stages, first_mb, 1, True, queue)
+        _backward(ops, r, st, stages, first_mb, PH1, SPLIT, queue)
         _weight(ops, r, st, queue)
-        _forward(ops, r, st, stages, first_mb, 1)
+        _forward(ops, r, st, stages, first_mb, PH1)
     # 4. [F(0)&B(1), F(1)&B(0)] x (M-2H+h+1); the middle devices run the first pair unoverlapped
     for i in range(M - 2 * H + h + 1):
         if i == 0 and h == H - 1:
-            _forward(ops, r, st, stages, first_mb, 0)
-            _backward(ops, r, st, stages, first_mb, 1, False, queue)
+            _forward(ops, r, st, stages, first_mb, PH0)
+            _backward(ops, r, st, stages, first_mb, PH1, FULL, queue)
         else:
-            _pair(ops, r, st, stages, first_mb, 0, 1)
-        _pair(ops, r, st, stages, first_mb, 1, 0)
+            _pair(ops, r, st, stages, first_mb, PH0, PH1)
+        _pair(ops, r, st, stages, first_mb, PH1, PH0)
     # 5. [B(1), F(1)&B(0)] x (H-h-1)
     for _ in range(H - h - 1):
-        _backward(ops, r, st, stages, first_mb, 1, False, queue)
-        _pair(ops, r, st, stages, first_mb, 1, 0)
+        _backward(ops, r, st, stages, first_mb, PH1, FULL, queue)
+        _pair(ops, r, st, stages, first_mb, PH1, PH0)
     # 6. [back(1), back(0)] x (h+1): the first h+1 of these are full B, the rest I
     for t in range(2 * (h + 1)):
         _backward(ops, r, st, stages, first_mb, 1 - t % 2, t >= h + 1, queue)
     # 7. [W, I(0)] x (H-h-1)
     for _ in range(H - h - 1):
         _weight(ops, r, st, queue)
-        _backward(ops, r, st, stages, first_mb, 0, True, queue)
+        _backward(ops, r, st, stages, first_mb, PH0, SPLIT, queue)
     # 8. W x (h+1)
     for _ in range(h + 1):
         _weight(ops, r, st, queue)
@@ -94,7 +97,7 @@ def dualpipe_device(ops, r, H, h, M, stages, first_mb):
 
 
 @jit
-def dualpipe(ops, length, p, n):
+def dualpipe(ops, length, p, n, m, G):
     """DualPipe: microbatches ``0..n/2-1`` run stages ``0..p-1`` down the devices, the rest
     run stages ``p..2p-1`` up them; device ``r`` holds stages ``r`` and ``2p-1-r``."""
     H = p // 2
@@ -107,7 +110,7 @@ def dualpipe(ops, length, p, n):
 
 
 @jit
-def dualpipev(ops, length, p, n):
+def dualpipev(ops, length, p, n, m, G):
     """DualPipeV: phase ``c`` is chunk ``c`` (stage ``r``, then stage ``2p-1-r``)."""
     for r in range(p):
         length[r] = dualpipe_device(ops, r, p, r, n, np.array([r, 2 * p - 1 - r]),

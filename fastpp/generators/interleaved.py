@@ -53,7 +53,7 @@ def interleaved_1f1b(ops, length, p, n, m, G):
 
 
 @jit
-def looped_bfs(ops, length, p, n, m):
+def looped_bfs(ops, length, p, n, m, G):
     """Looped BFS: every chunk's forwards breadth-first, then the backwards in reverse."""
     for r in range(p):
         k = 0

@@ -13,17 +13,19 @@ from . import (
     DUALPIPE,
     DUALPIPEV,
     FORWARD_ONLY,
+    GENERATORS,
     GPIPE,
     INTERLEAVED_1F1B,
     LOOPED_BFS,
     ONE_F_ONE_B,
+    PLACEMENT,
     V_HALF,
     V_MIN,
     ZB_H1,
     ZB_H2,
     ZBV,
-    generate,
 )
+from ._emit import LOOP, VSHAPE, new_ops, placement, routes
 
 MAX_WORK = 4_000_000  # p * n * m: bounds the op block and the per-stage tables
 
@@ -58,7 +60,6 @@ class ScheduleSpec:
     name: str
     sid: int
     summary: str
-    placement: str = "loop"
     split_backward: bool = False
     forward_only: bool = False
     rules: tuple[Rule, ...] = field(default_factory=_rules)
@@ -84,6 +85,11 @@ class ScheduleSpec:
         reason = self.reasons(p, n, m, G)[0]
         if reason:
             raise ScheduleError(reason)
+
+    @property
+    def placement(self) -> str:
+        """``"loop"`` (stage ``s`` on device ``s % p``), ``"v"`` or ``"two-directions"``."""
+        return {LOOP: "loop", VSHAPE: "v"}.get(int(PLACEMENT[self.sid]), "two-directions")
 
     def describe(self) -> str:
         """One line: the constraints in words."""
@@ -115,23 +121,23 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
     ScheduleSpec("zb-h2", ZB_H2, "Zero Bubble ZB-H2: deeper warmup, no bubble for n >= 2p-1",
                  split_backward=True, rules=_rules(M_IS_1)),
     ScheduleSpec("zbv", ZBV, "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
-                 placement="v", split_backward=True, rules=_rules(M_IS_2)),
+                 split_backward=True, rules=_rules(M_IS_2)),
     ScheduleSpec("v-half", V_HALF, "V-Half (controllable memory): about half of 1F1B's peak",
-                 placement="v", split_backward=True, rules=_rules(M_IS_2)),
+                 split_backward=True, rules=_rules(M_IS_2)),
     ScheduleSpec("v-min", V_MIN, "V-Min (controllable memory): about a third of 1F1B's peak",
-                 placement="v", split_backward=True, rules=_rules(M_IS_2)),
+                 split_backward=True, rules=_rules(M_IS_2)),
     ScheduleSpec("dualpipe", DUALPIPE,
                  "DeepSeek DualPipe: two directions, overlapped F&B pairs, 2x parameters",
-                 placement="two-directions", split_backward=True, rules=_rules(
+                 split_backward=True, rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
                      Rule("n", "even", lambda p, n, m, G: n % 2 == 0),
                      Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p))),
     ScheduleSpec("dualpipev", DUALPIPEV, "DualPipeV (PyTorch ScheduleDualPipeV): DualPipe on a V",
-                 placement="v", split_backward=True, rules=_rules(
+                 split_backward=True, rules=_rules(
                      M_IS_2, Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p))),
     ScheduleSpec("chimera", CHIMERA,
                  "Chimera: two directions, the authors' overlapping units, 2x parameters",
-                 placement="two-directions", rules=_rules(
+                 rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
                      Rule("n", "a multiple of p={p}", lambda p, n, m, G: n % p == 0),
                      # units of p/2 = 1 microbatch never start a later unit in the authors' walk
@@ -178,7 +184,12 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
                             f"(got {unknown})")
     G = positive_int(options.get("G", p), "G")
     spec.check(p, n, m, G)
-    ops, length, stage_device, first, last = generate(spec.sid, p, n, m, G)
+    ops = new_ops(p, n, m)
+    length = np.zeros(p, np.int32)
+    GENERATORS[spec.sid](ops, length, p, n, m, G)
+    kind = PLACEMENT[spec.sid]
+    stage_device = placement(kind, p, m)
+    first, last = routes(kind, p, n, m)
     ops = ops[:, :, : max(1, int(length.max()))]
     return Schedule(ops, length, stage_device, n=n, m=m, name=name,
                     routes=np.stack([first, last], axis=1), forward_only=spec.forward_only)

@@ -18,7 +18,10 @@ from .._jit import jit
 from ._emit import F, I, W, put
 
 F0, F1, I1, I0, W_A, W_B = 0, 1, 2, 3, 4, 5
-W_NONE, W_ONE, W_SPLIT = 0, 1, 2  # how the W's are held: implied, one list, one per chunk
+# how the W's are held: implied, one list, one per chunk (NumPy scalars: see fastpp.ops)
+W_NONE, W_ONE, W_SPLIT = np.int64(0), np.int64(1), np.int64(2)
+HALF, MIN = np.True_, np.False_
+N_TYPES = np.array([4, 5, 6])  # op types present in each W mode
 ALLOC = np.array([1, 1, 0, 0, -1, -1])  # chunk activations taken by each type
 
 
@@ -36,11 +39,6 @@ def building_block(p, half):
             base[i, 0], base[i, 1] = i, 2 * p - 1 - i
             base[i, 2], base[i, 3] = 2 * p + d + i, 4 * p + d - 1 - i
     return base
-
-
-@jit
-def _types(w_mode):
-    return 4 if w_mode == W_NONE else (5 if w_mode == W_ONE else 6)
 
 
 @jit
@@ -64,7 +62,7 @@ def put_w(T, count, n, w_mode):
     count[W_A] = 0
     count[W_B] = 0
     for i in range(p):
-        slots = _slot_types(T, count, i, 4)
+        slots = _slot_types(T, count, i, N_TYPES[W_NONE])
         pending = np.zeros(2, np.int64)
         na = nb = 0
         for s in range(slots.shape[0]):
@@ -101,7 +99,7 @@ def put_w(T, count, n, w_mode):
 def device_peak(T, count, i, w_mode):
     """Peak chunk activations of device ``i``; with ``W_NONE`` a W runs in each free slot
     while an I is waiting for one."""
-    slots = _slot_types(T, count, i, _types(w_mode))
+    slots = _slot_types(T, count, i, N_TYPES[w_mode])
     cur = peak = waiting = 0
     for s in range(slots.shape[0]):
         t = slots[s]
@@ -119,7 +117,7 @@ def device_peak(T, count, i, w_mode):
 @jit
 def _next(T, count, head, n_types):
     """The unvisited op with the smallest (slot, device, type)."""
-    best_slot, best_i, best_t = np.iinfo(np.int64).max, -1, -1
+    best_slot, best_i, best_t = 2**62, -1, -1
     for i in range(T.shape[0]):
         for t in range(n_types):
             if head[i, t] < count[t] and T[i, t, head[i, t]] < best_slot:
@@ -128,22 +126,18 @@ def _next(T, count, head, n_types):
 
 
 @jit
-def _input_slot(T, i, t, x, n, p):
-    """The latest slot among the inputs of op ``x`` of type ``t`` on device ``i``
-    (-1 if none), as the authors count them."""
-    dep = -1
-    if (t == F0 or t == I1) and i > 0:
-        dep = max(dep, T[i - 1, t, x])
-    if (t == F1 or t == I0) and i + 1 < p:
-        dep = max(dep, T[i + 1, t, x])
-    if 0 < t < 4:
-        dep = max(dep, T[i, t - 1, x])
-    if t == W_A:  # the x-th I of the device in time
-        both = np.sort(np.concatenate((T[i, I1, :n], T[i, I0, :n])))
-        dep = max(dep, both[x])
-    if x > 0:
-        dep = max(dep, T[i, t, x - 1])
-    return dep
+def _xth_input_backward(T, i, x, n):
+    """Slot of device ``i``'s ``x``-th I in time (merging its two ordered I lists)."""
+    a = b = 0
+    while True:
+        if b >= n or (a < n and T[i, I1, a] < T[i, I0, b]):
+            if a + b == x:
+                return T[i, I1, a]
+            a += 1
+        else:
+            if a + b == x:
+                return T[i, I0, b]
+            b += 1
 
 
 @jit
@@ -151,7 +145,7 @@ def squeeze(T, count, n, w_mode):
     """The greedy pass: move ops of the warmup (only with ``W_ONE``) and of the cooldown into
     earlier free slots while the devices' peak does not grow; the steady phase stays put."""
     p = T.shape[0]
-    n_types = _types(w_mode)
+    n_types = N_TYPES[w_mode]
     limit = 0
     for i in range(p):
         limit = max(limit, device_peak(T, count, i, w_mode))
@@ -175,8 +169,20 @@ def squeeze(T, count, n, w_mode):
         if phase == 1 and t == F0 and x == count[F0] - 1:
             phase = 2
         if not keep:
+            # the latest slot among the op's inputs, as the authors count them
+            dep = -1
+            if (t == F0 or t == I1) and i > 0:
+                dep = T[i - 1, t, x]
+            if (t == F1 or t == I0) and i + 1 < p:
+                dep = T[i + 1, t, x]
+            if 0 < t < 4:
+                dep = max(dep, T[i, t - 1, x])
+            if t == W_A:
+                dep = max(dep, _xth_input_backward(T, i, x, n))
+            if x > 0:
+                dep = max(dep, T[i, t, x - 1])
             old = T[i, t, x]
-            for s in range(_input_slot(T, i, t, x, n, p) + 1, old):
+            for s in range(dep + 1, old):
                 if not taken[i, s]:
                     T[i, t, x] = s
                     if device_peak(T, count, i, w_mode) <= limit:
@@ -217,6 +223,17 @@ def pack(T, count, n_types):
                 T[i, t, x] = end[i, t, x] - 1
 
 
+# Plain Python: a jitted wrapper would compile v_shape's whole tree once more.
+def v_half(ops, length, p, n, m, G):
+    """V-Half: about half of 1F1B's activation memory."""
+    v_shape(ops, length, p, n, HALF)
+
+
+def v_min(ops, length, p, n, m, G):
+    """V-Min: about a third of 1F1B's activation memory."""
+    v_shape(ops, length, p, n, MIN)
+
+
 @jit
 def v_shape(ops, length, p, n, half):
     """V-Half (``half=True``) or V-Min: building block, greedy squeeze, slot order."""
@@ -230,17 +247,17 @@ def v_shape(ops, length, p, n, half):
     # squeeze with the W's in place, then without them
     put_w(T, count, n, W_ONE)
     squeeze(T, count, n, W_ONE)
-    pack(T, count, 5)
+    pack(T, count, N_TYPES[W_ONE])
     count[W_A] = 0
     squeeze(T, count, n, W_NONE)
     put_w(T, count, n, W_ONE)
-    pack(T, count, 5)
+    pack(T, count, N_TYPES[W_ONE])
     # the W's once more, one list per chunk; the slot order is the schedule
     put_w(T, count, n, W_SPLIT)
     kinds = np.array([F, F, I, I, W, W])
     chunk1 = np.array([False, True, True, False, True, False])
     for i in range(p):
-        slots = _slot_types(T, count, i, 6)
+        slots = _slot_types(T, count, i, N_TYPES[W_SPLIT])
         index = np.zeros(6, np.int64)
         k = 0
         for s in range(slots.shape[0]):

@@ -4,8 +4,23 @@ ZB-H1 and ZB-H2 (handcrafted, one stage per device) and ZB-V (V placement, two c
 device: chunk 0 is stage ``r``, chunk 1 is stage ``2p-1-r``), as PyTorch runs it.
 """
 
+import numpy as np
+
 from .._jit import jit
 from ._emit import F, I, W, put
+
+H1, H2 = np.int64(1), np.int64(2)  # warmup depth (NumPy scalars: see fastpp.ops)
+
+
+# Plain Python: a jitted wrapper would compile zb_h once more.
+def zb_h1(ops, length, p, n, m, G):
+    """ZB-H1: 1F1B's warmup, W lagging ``r`` behind."""
+    zb_h(ops, length, p, n, H1)
+
+
+def zb_h2(ops, length, p, n, m, G):
+    """ZB-H2: twice 1F1B's warmup, W lagging ``2r`` behind."""
+    zb_h(ops, length, p, n, H2)
 
 
 @jit
@@ -38,7 +53,7 @@ def zb_h(ops, length, p, n, depth):
         length[r] = k
 
 
-@jit
+@jit(signature="int64(int32[:, :, ::1], int64, int64, int64, int64, int64, int64)")
 def _put_if(ops, r, k, kind, s, j, n):
     """Write the op only for a real microbatch (ZB-V is built for at least 2p-1)."""
     if j < n:
@@ -47,7 +62,7 @@ def _put_if(ops, r, k, kind, s, j, n):
 
 
 @jit
-def zbv(ops, length, p, n):
+def zbv(ops, length, p, n, m, G):
     """ZB-V (PyTorch ``ScheduleZBVZeroBubble``), built for ``n' = max(n, 2p-1)`` microbatches
     with the ops of microbatches ``>= n`` dropped."""
     n_built = max(n, 2 * p - 1)
