@@ -1,31 +1,118 @@
-"""The main job: compare pipeline schedules (a fixed comparison until the sweep engine lands).
+"""The main job: sweep every registered schedule over a grid and summarize what is best.
 
-    python scripts/sweep.py [-p 8] [-n 32]
+    python scripts/sweep.py                     # the default grid, results under results/
+    python scripts/sweep.py -p 8 16 --n-per-p 2 4 --schedules 1f1b zbv dualpipev
+    python scripts/sweep.py --resume            # continue an interrupted sweep
+    python scripts/sweep.py --dask [ADDRESS]    # on a Dask cluster (a local one without ADDRESS)
+
+Prints, for each (p, n), the fastest schedule whose peak activation memory fits the budget
+(default: 1F1B's peak) and the Pareto front of bubble against peak memory; writes the table
+(results/sweep.parquet, and the per-chunk files of a resumable run) and PNG pictures.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
 
 import fastpp
+from fastpp.sweep import best_within_budget, pareto_front, sweep
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-p", type=int, default=8, help="devices (default 8)")
-    parser.add_argument("-n", type=int, default=32, help="microbatches (default 32)")
-    args = parser.parse_args(argv)
-    costs = fastpp.Costs(f=1.0, b=2.0, w=1.0, comm=0.05)
-    print(f"p={args.p}, n={args.n}, f=1, b=2, comm=0.05")
-    print(f"{'schedule':<18}{'m':>3}{'makespan':>10}{'bubble':>9}{'peak':>7}")
-    for name, spec in fastpp.SCHEDULES.items():
-        for m in (1, 2, 4):
-            if spec.reasons(args.p, args.n, m, args.p)[0]:
-                continue
-            res = fastpp.simulate(fastpp.build_schedule(name, args.p, args.n, m), costs)
-            print(f"{name:<18}{m:>3}{res.makespan:>10.2f}{res.bubble_ratio:>9.1%}"
-                  f"{res.peak_activations.max():>7.2f}")
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--schedules", nargs="+", default=list(fastpp.SCHEDULES),
+                    metavar="NAME", help="registered schedules (default: all)")
+    ap.add_argument("-p", nargs="+", type=int, default=[2, 4, 8, 16, 32], help="devices")
+    ap.add_argument("--n-per-p", nargs="+", type=int, default=[1, 2, 3, 4, 6, 8],
+                    help="microbatches as multiples of p (default 1 2 3 4 6 8)")
+    ap.add_argument("-m", nargs="+", type=int, default=[1, 2, 4], help="chunks per device")
+    ap.add_argument("--f", type=float, default=1.0, help="forward time per device (default 1)")
+    ap.add_argument("--b", type=float, default=2.0, help="full backward time (default 2)")
+    ap.add_argument("--w", type=float, default=1.0, help="weight-grad part of b (default 1)")
+    ap.add_argument("--comm", nargs="+", type=float, default=[0.0, 0.05, 0.2],
+                    help="hand-off latencies to sweep (default 0 0.05 0.2)")
+    ap.add_argument("--gamma", type=float, default=1.0, help="M_W / M_B (default 1)")
+    ap.add_argument("--summary-comm", type=float, default=None,
+                    help="latency the summary and pictures use (default: the middle one)")
+    ap.add_argument("--budget", default="1f1b",
+                    help="memory budget: a schedule name (its peak) or activation units")
+    ap.add_argument("--out", type=Path, default=Path("results"), help="output folder")
+    ap.add_argument("--resume", action="store_true", help="continue the sweep in --out")
+    ap.add_argument("--workers", type=int, default=None, help="threads or Dask workers")
+    ap.add_argument("--chunk-size", type=int, default=4096, help="points per chunk")
+    ap.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
+                    help="run on Dask: a scheduler ADDRESS, or a local cluster")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--no-plots", action="store_true", help="skip the PNG pictures")
+    args = ap.parse_args(argv)
+    try:
+        args.budget = float(args.budget)
+    except ValueError:
+        if args.budget not in fastpp.SCHEDULES:
+            ap.error(f"--budget must be a number or a schedule name (got {args.budget!r})")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    parts = args.out / "parts"
+    if parts.exists() and not args.resume:
+        shutil.rmtree(parts)  # a fresh run replaces the previous one; --resume continues it
+    t0 = time.perf_counter()
+    try:
+        df = sweep(args.schedules, p=args.p, n_per_p=args.n_per_p, m=args.m, f=args.f,
+                   b=args.b, w=args.w, comm=args.comm, gamma=args.gamma, out=parts,
+                   resume=args.resume, chunk_size=args.chunk_size, workers=args.workers,
+                   executor="threads" if args.dask is None else "dask",
+                   scheduler=None if args.dask in (None, "local") else args.dask,
+                   progress=not args.no_progress)
+    except fastpp.ScheduleError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    seconds = time.perf_counter() - t0
+    table = args.out / "sweep.parquet"
+    df.to_parquet(table, index=False)
+    print(f"{len(df):,} points simulated in {seconds:.2f} s ({df.attrs['skipped']:,} "
+          f"combinations skipped as invalid); table: {table}")
+
+    comms = sorted(df["comm"].unique())
+    comm = args.summary_comm if args.summary_comm is not None else comms[len(comms) // 2]
+    training = [name for name, spec in fastpp.SCHEDULES.items() if not spec.forward_only]
+    view = df[(df["comm"] == comm) & df["schedule"].isin(training)]  # inference apart
+    budget = args.budget
+    label = f"{budget}'s peak" if isinstance(budget, str) else f"{budget:g} units"
+    print(f"\nBest schedule per (p, n) within the memory budget ({label}), latency {comm:g}:")
+    best = best_within_budget(view, budget)
+    print(f"{'p':>4} {'n':>5}  {'schedule':<18}{'m':>2} {'makespan':>10} {'bubble':>8} "
+          f"{'peak':>7} {'budget':>7}")
+    for row in best.itertuples():
+        print(f"{row.p:>4} {row.n:>5}  {row.schedule:<18}{row.m:>2} {row.makespan:>10.2f} "
+              f"{row.bubble_ratio:>8.1%} {row.peak_activations_max:>7.2f} {row.budget:>7.2f}")
+
+    print("\nPareto front of bubble against peak memory (schedule/m: peak, bubble):")
+    for (p, n), group in view.groupby(["p", "n"]):
+        front = pareto_front(group)
+        cells = [f"{r.schedule}/{r.m}: {r.peak_activations_max:g}, {r.bubble_ratio:.1%}"
+                 for r in front.itertuples()]
+        print(f"  p={p:<3} n={n:<4} " + " | ".join(cells))
+
+    if not args.no_plots:
+        from fastpp import plot
+
+        heat = plot.bubble_heatmaps(view, args.out / "bubble_heatmap.png")
+        p_mid = sorted(view["p"].unique())[len(view["p"].unique()) // 2]
+        sub = view[(view["p"] == p_mid) & (view["n"] == view[view["p"] == p_mid]["n"].max())]
+        scatter = plot.pareto(sub, args.out / "pareto.png",
+                              title=f"p={p_mid}, n={int(sub['n'].iloc[0])}, latency {comm:g}")
+        print(f"\npictures: {heat}, {scatter}")
+    print(f"done in {time.perf_counter() - t0:.2f} s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

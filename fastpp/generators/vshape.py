@@ -143,7 +143,12 @@ def _xth_input_backward(T, i, x, n):
 @jit
 def squeeze(T, count, n, w_mode):
     """The greedy pass: move ops of the warmup (only with ``W_ONE``) and of the cooldown into
-    earlier free slots while the devices' peak does not grow; the steady phase stays put."""
+    earlier free slots while the devices' peak does not grow; the steady phase stays put.
+
+    With the W's in place (``W_ONE``) moving an op from slot ``old`` to ``s`` shifts the
+    device's memory curve by the op's allocation on ``[s, old)`` only, so the curve is kept
+    and updated instead of recomputed; with implied W's every try recomputes the peak.
+    """
     p = T.shape[0]
     n_types = N_TYPES[w_mode]
     limit = 0
@@ -154,6 +159,15 @@ def squeeze(T, count, n, w_mode):
         for t in range(n_types):
             last = max(last, T[i, t, count[t] - 1])
     taken = np.zeros((p, last + 1), np.bool_)
+    curve = np.zeros((p, last + 1), np.int64)  # memory after each slot (W_ONE only)
+    if w_mode == W_ONE:
+        for i in range(p):
+            slots = _slot_types(T, count, i, n_types)
+            cur = 0
+            for x in range(last + 1):
+                if x < slots.shape[0] and slots[x] >= 0:
+                    cur += ALLOC[slots[x]]
+                curve[i, x] = cur
     head = np.zeros((p, n_types), np.int64)
     phase = 0  # 0 warmup, 1 steady (until the last F0), 2 cooldown
     total = 0
@@ -182,12 +196,30 @@ def squeeze(T, count, n, w_mode):
             if x > 0:
                 dep = max(dep, T[i, t, x - 1])
             old = T[i, t, x]
-            for s in range(dep + 1, old):
-                if not taken[i, s]:
-                    T[i, t, x] = s
-                    if device_peak(T, count, i, w_mode) <= limit:
+            if w_mode == W_ONE:
+                # the earliest start from which the curve on [s, old) can take the op's
+                # allocation: the peak of [s, old) only grows as s moves earlier
+                lowest = dep + 1
+                if ALLOC[t] > 0:
+                    top = -(2**62)
+                    for s in range(old - 1, dep, -1):
+                        top = max(top, curve[i, s])
+                        if top + ALLOC[t] > limit:
+                            lowest = s + 1
+                            break
+                for s in range(lowest, old):
+                    if not taken[i, s]:
+                        T[i, t, x] = s
+                        for y in range(s, old):
+                            curve[i, y] += ALLOC[t]
                         break
-                    T[i, t, x] = old
+            else:
+                for s in range(dep + 1, old):
+                    if not taken[i, s]:
+                        T[i, t, x] = s
+                        if device_peak(T, count, i, w_mode) <= limit:
+                            break
+                        T[i, t, x] = old
         taken[i, T[i, t, x]] = True
 
 
