@@ -15,5 +15,5 @@ def check_speedup(benchmark, fast: str, slow: str, target: float) -> None:
         return  # smoke run: nothing was measured
     ratio = _MIN_TIMES[slow] / _MIN_TIMES[fast]
     benchmark.extra_info[f"speedup {fast} vs {slow}"] = round(ratio, 1)
-    print(f"\nspeed-up of {fast} over {slow}: {ratio:.0f}x (target {target:.0f}x)")
-    assert ratio >= target, f"{fast} is only {ratio:.0f}x faster than {slow} (target {target}x)"
+    print(f"\nspeed-up of {fast} over {slow}: {ratio:.2f}x (target {target:g}x)")
+    assert ratio >= target, f"{fast} is only {ratio:.2f}x faster than {slow} (target {target}x)"

@@ -120,9 +120,15 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=(1, 2), *, n_per_p=None, G=None
     try:
         if executor == "threads":
             with ThreadPoolExecutor(workers) as pool:
-                for c in todo:
-                    finished(c, *_run_chunk(plan.chunk(c, chunk_size), invalid, pool))
-                    bar.update(_chunk_len(c, chunk_size, plan.total))
+                # a pipeline: while one chunk runs on the pool, this thread writes the
+                # previous one and validates the next (the kernels release the GIL)
+                running = None
+                for c in [*todo, None]:
+                    started = None if c is None else _Chunk(plan.chunk(c, chunk_size), pool)
+                    if running is not None:
+                        finished(running[0], *running[1].result(invalid))
+                        bar.update(_chunk_len(running[0], chunk_size, plan.total))
+                    running = None if c is None else (c, started)
         else:
             for c, frame, reasons in _run_on_dask(plan, todo, chunk_size, invalid, workers,
                                                   scheduler):
@@ -135,7 +141,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=(1, 2), *, n_per_p=None, G=None
     for c in range(n_chunks):  # chunks done by an earlier run come from disk
         if c not in parts:
             parts[c], skipped[c] = store.read(c), store.skipped(c)
-    frames = [parts[c] for c in range(n_chunks)]
+    # chunks of only invalid points are empty: an empty CSV has no dtypes to keep
+    frames = [parts[c] for c in range(n_chunks) if len(parts[c])]
     df = pd.concat(frames, ignore_index=True) if frames else _empty_frame(invalid)
     reasons: dict[str, int] = {}
     for counts in skipped.values():
@@ -325,57 +332,62 @@ def _reasons(cols: dict[str, np.ndarray]) -> np.ndarray:
     return reasons
 
 
-def _simulate(cols: dict[str, np.ndarray], pool) -> np.ndarray:
-    """Rows of ``batch.COLUMNS`` for valid points, on the pool's threads (or this one)."""
-    count = len(cols["point"])
-    out = np.empty((count, len(batch.COLUMNS)))
-    # a fixed shuffle spreads large and small points over the slices
-    order = np.random.default_rng(count).permutation(count)
-    fb = np.where(np.isnan(cols["fb"]), -1.0, cols["fb"])
-    args = [np.ascontiguousarray(cols[k]) for k in ("schedule", "p", "n", "m", "G", "f", "b",
-                                                     "w", "comm", "gamma")]
+class _Chunk:
+    """One chunk: validated and started on construction, turned into a frame by ``result``."""
 
-    def run(index):
-        batch.simulate_points(*args, fb, index, out)
+    def __init__(self, cols: dict[str, np.ndarray], pool=None):
+        self.cols = cols
+        self.reasons = _reasons(cols)
+        self.ok = self.reasons == ""
+        valid = {k: v[self.ok] for k, v in cols.items()}
+        count = len(valid["point"])
+        self.values = np.empty((count, len(batch.COLUMNS)))
+        # a fixed shuffle spreads large and small points over the slices
+        order = np.random.default_rng(count).permutation(count)
+        fb = np.where(np.isnan(valid["fb"]), -1.0, valid["fb"])
+        args = [np.ascontiguousarray(valid[k]) for k in ("schedule", "p", "n", "m", "G", "f",
+                                                          "b", "w", "comm", "gamma")]
 
-    slices = [order[i: i + _SLICE] for i in range(0, count, _SLICE)]
-    if pool is None:
-        for s in slices:
-            run(s)
-    else:
-        list(pool.map(run, slices))
-    return out
+        def run(index):
+            batch.simulate_points(*args, fb, index, self.values)
 
+        slices = [order[i: i + _SLICE] for i in range(0, count, _SLICE)]
+        if pool is None:
+            for piece in slices:
+                run(piece)
+            self.jobs = []
+        else:
+            self.jobs = [pool.submit(run, piece) for piece in slices]
 
-def _run_chunk(cols: dict[str, np.ndarray], invalid: str, pool=None):
-    """Simulate one chunk; returns its frame and the count of each skip reason."""
-    import pandas as pd
+    def result(self, invalid: str):
+        """The chunk's frame and the count of each skip reason."""
+        import pandas as pd
 
-    reasons = _reasons(cols)
-    ok = reasons == ""
-    valid = {k: v[ok] for k, v in cols.items()}
-    values = _simulate(valid, pool)
-    if np.any(values[:, -1] != batch.OK):
-        raise RuntimeError("a generated schedule deadlocked: a fastpp bug, please report it")
-    skipped = pd.Series(reasons[~ok]).value_counts().to_dict()
-    keep = invalid == "keep"
-    rows = np.arange(len(reasons)) if keep else np.flatnonzero(ok)
-    frame = pd.DataFrame({
-        "point": cols["point"][rows],
-        "schedule": _NAMES[cols["schedule"][rows]],
-        **{k: cols[k][rows] for k in INPUTS[1:]},
-    })
-    metrics = np.full((len(rows), len(batch.COLUMNS) - 1), np.nan)
-    metrics[ok[rows] if keep else slice(None)] = values[:, :-1]
-    for i, name in enumerate(batch.COLUMNS[:-1]):
-        frame[name] = metrics[:, i]
-    for name in ("peak_live_max", "num_ops"):
-        if not keep:
-            frame[name] = frame[name].astype(np.int64)
-    frame.insert(frame.columns.get_loc("num_ops"), "throughput", frame["n"] / frame["makespan"])
-    if keep:
-        frame["reason"] = reasons[rows]
-    return frame, {k: int(v) for k, v in skipped.items()}
+        for job in self.jobs:
+            job.result()
+        cols, reasons, ok, values = self.cols, self.reasons, self.ok, self.values
+        if np.any(values[:, -1] != batch.OK):
+            raise RuntimeError("a generated schedule deadlocked: a fastpp bug, please report it")
+        skipped = pd.Series(reasons[~ok]).value_counts().to_dict()
+        keep = invalid == "keep"
+        rows = np.arange(len(reasons)) if keep else np.flatnonzero(ok)
+        frame = pd.DataFrame({
+            "point": cols["point"][rows],
+            "schedule": pd.Series(_NAMES[cols["schedule"][rows]], dtype=object).astype(str),
+            **{k: cols[k][rows] for k in INPUTS[1:]},
+        })
+        metrics = np.full((len(rows), len(batch.COLUMNS) - 1), np.nan)
+        metrics[ok[rows] if keep else slice(None)] = values[:, :-1]
+        for i, name in enumerate(batch.COLUMNS[:-1]):
+            frame[name] = metrics[:, i]
+        for name in ("peak_live_max", "num_ops"):
+            if not keep:
+                frame[name] = frame[name].astype(np.int64)
+        frame.insert(frame.columns.get_loc("num_ops"), "throughput",
+                     frame["n"] / frame["makespan"])
+        if keep:
+            frame["reason"] = reasons[rows]
+        return frame, {k: int(v) for k, v in skipped.items()}
 
 
 def _empty_frame(invalid: str):
@@ -413,12 +425,12 @@ def warm_up() -> bool:
             "m": np.array([1]), "G": np.array([1]), "f": np.array([1.0]),
             "b": np.array([2.0]), "w": np.array([0.0]), "comm": np.array([0.0]),
             "gamma": np.array([1.0]), "fb": np.array([np.nan]), "point": np.array([0])}
-    _simulate(cols, None)
+    _Chunk(cols)
     return True
 
 
 def _dask_task(cols, invalid):
-    return _run_chunk(cols, invalid)
+    return _Chunk(cols).result(invalid)
 
 
 def _run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator:
@@ -525,7 +537,9 @@ class _Store:
         import pandas as pd
 
         path = self._part(c)
-        return pd.read_parquet(path) if self.format == "parquet" else pd.read_csv(path)
+        if self.format == "parquet":
+            return pd.read_parquet(path)
+        return pd.read_csv(path, float_precision="round_trip")  # the exact floats written
 
     def skipped(self, c: int) -> dict[str, int]:
         return json.loads(self._meta(c).read_text())["skipped"]

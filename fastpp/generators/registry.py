@@ -70,15 +70,24 @@ class ScheduleSpec:
         p, n, m, G = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, np.int64))
                                            for x in (p, n, m, G)))
         out = np.full(p.shape, "", dtype=object)
+        valid = np.ones(p.shape, bool)
         for rule in self.rules:
-            bad = (out == "") & ~np.asarray(rule.ok(p, n, m, G), bool)
-            for i in np.flatnonzero(bad):
-                vals = {"p": int(p[i]), "n": int(n[i]), "m": int(m[i]), "G": int(G[i]),
-                        "two_p": 2 * int(p[i])}
-                got = vals.get(rule.param, vals["p"] * vals["n"] * vals["m"])
-                out[i] = (f"{rule.param} must be {rule.must.format(**vals)} for "
-                          f"'{self.name}' (got {rule.param}={got})")
+            bad = np.flatnonzero(valid & ~np.asarray(rule.ok(p, n, m, G), bool))
+            if bad.size == 0:
+                continue
+            valid[bad] = False
+            # one message per distinct (p, n, m, G): a grid repeats them many times
+            points, which = np.unique(np.stack([p[bad], n[bad], m[bad], G[bad]], axis=1),
+                                      axis=0, return_inverse=True)
+            texts = np.array([self._message(rule, *row) for row in points.tolist()], object)
+            out[bad] = texts[which.ravel()]
         return out
+
+    def _message(self, rule: Rule, p: int, n: int, m: int, G: int) -> str:
+        values = {"p": p, "n": n, "m": m, "G": G, "two_p": 2 * p}
+        got = values.get(rule.param, p * n * m)
+        return (f"{rule.param} must be {rule.must.format(**values)} for '{self.name}' "
+                f"(got {rule.param}={got})")
 
     def check(self, p: int, n: int, m: int, G: int) -> None:
         """Raise ``ScheduleError`` with the first broken constraint, if any."""

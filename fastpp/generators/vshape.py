@@ -96,33 +96,30 @@ def put_w(T, count, n, w_mode):
 
 
 @jit
-def device_peak(T, count, i, w_mode):
-    """Peak chunk activations of device ``i``; with ``W_NONE`` a W runs in each free slot
-    while an I is waiting for one."""
-    slots = _slot_types(T, count, i, N_TYPES[w_mode])
-    cur = peak = waiting = 0
-    for s in range(slots.shape[0]):
-        t = slots[s]
-        if t >= 0:
-            cur += ALLOC[t]
-            if t == I1 or t == I0:
-                waiting += 1
-        elif w_mode == W_NONE and waiting > 0:
-            cur -= 1
-            waiting -= 1
-        peak = max(peak, cur)
-    return peak
-
-
-@jit
-def _next(T, count, head, n_types):
-    """The unvisited op with the smallest (slot, device, type)."""
-    best_slot, best_i, best_t = 2**62, -1, -1
-    for i in range(T.shape[0]):
+def _in_slot_order(T, count, n_types):
+    """Every op as ``(device, type)`` by (slot, device, type), the order the authors walk in:
+    a device holds one op per slot, so reading the slot table slot by slot gives it."""
+    p = T.shape[0]
+    last = 0
+    for i in range(p):
         for t in range(n_types):
-            if head[i, t] < count[t] and T[i, t, head[i, t]] < best_slot:
-                best_slot, best_i, best_t = T[i, t, head[i, t]], i, t
-    return best_i, best_t
+            if count[t] > 0:
+                last = max(last, T[i, t, count[t] - 1])
+    table = np.full((last + 1, p), -1, np.int64)
+    total = 0
+    for i in range(p):
+        for t in range(n_types):
+            total += count[t]
+            for x in range(count[t]):
+                table[T[i, t, x], i] = t
+    order = np.empty((total, 2), np.int64)
+    k = 0
+    for s in range(last + 1):
+        for i in range(p):
+            if table[s, i] >= 0:
+                order[k, 0], order[k, 1] = i, table[s, i]
+                k += 1
+    return order
 
 
 @jit
@@ -141,40 +138,59 @@ def _xth_input_backward(T, i, x, n):
 
 
 @jit
+def _walk(slots, start, before, w_mode, limit, state):
+    """Replay a device's memory from slot ``start`` on, from ``before`` = (memory, waiting
+    I's, running peak) after slot ``start - 1``; fills ``state[x]`` with the same triple
+    after each slot and returns the peak, or ``limit + 1`` as soon as the limit is passed."""
+    cur, waiting, top = before[0], before[1], before[2]
+    for x in range(start, slots.shape[0]):
+        t = slots[x]
+        if t >= 0:
+            cur += ALLOC[t]
+            if t == I1 or t == I0:
+                waiting += 1
+        elif w_mode == W_NONE and waiting > 0:
+            cur -= 1
+            waiting -= 1
+        top = max(top, cur)
+        if top > limit:
+            return limit + 1
+        state[x, 0], state[x, 1], state[x, 2] = cur, waiting, top
+    return top
+
+
+@jit
 def squeeze(T, count, n, w_mode):
     """The greedy pass: move ops of the warmup (only with ``W_ONE``) and of the cooldown into
     earlier free slots while the devices' peak does not grow; the steady phase stays put.
 
-    With the W's in place (``W_ONE``) moving an op from slot ``old`` to ``s`` shifts the
-    device's memory curve by the op's allocation on ``[s, old)`` only, so the curve is kept
-    and updated instead of recomputed; with implied W's every try recomputes the peak.
+    Each device's slots and memory states are kept: a move from slot ``old`` to ``s`` only
+    replays the memory from ``s`` on (with implied W's a move can shift every later W).
     """
     p = T.shape[0]
     n_types = N_TYPES[w_mode]
-    limit = 0
-    for i in range(p):
-        limit = max(limit, device_peak(T, count, i, w_mode))
     last = 0
     for i in range(p):
         for t in range(n_types):
             last = max(last, T[i, t, count[t] - 1])
+    slots = np.full((p, last + 1), -1, np.int64)
+    for i in range(p):
+        for t in range(n_types):
+            for x in range(count[t]):
+                slots[i, T[i, t, x]] = t
+    state = np.zeros((p, last + 1, 3), np.int64)  # memory, waiting I's, running peak
+    zero = np.zeros(3, np.int64)
+    limit = 0
+    for i in range(p):
+        limit = max(limit, _walk(slots[i], 0, zero, w_mode, 2**62, state[i]))
+    trial = np.zeros((last + 1, 3), np.int64)
     taken = np.zeros((p, last + 1), np.bool_)
-    curve = np.zeros((p, last + 1), np.int64)  # memory after each slot (W_ONE only)
-    if w_mode == W_ONE:
-        for i in range(p):
-            slots = _slot_types(T, count, i, n_types)
-            cur = 0
-            for x in range(last + 1):
-                if x < slots.shape[0] and slots[x] >= 0:
-                    cur += ALLOC[slots[x]]
-                curve[i, x] = cur
     head = np.zeros((p, n_types), np.int64)
     phase = 0  # 0 warmup, 1 steady (until the last F0), 2 cooldown
-    total = 0
-    for t in range(n_types):
-        total += p * count[t]
-    for _ in range(total):
-        i, t = _next(T, count, head, n_types)
+    # ops not yet visited never move, so the visiting order is known from the start
+    order = _in_slot_order(T, count, n_types)
+    for k in range(order.shape[0]):
+        i, t = order[k, 0], order[k, 1]
         x = head[i, t]
         head[i, t] += 1
         if t == I0 and i == 0 and phase == 0:
@@ -196,30 +212,16 @@ def squeeze(T, count, n, w_mode):
             if x > 0:
                 dep = max(dep, T[i, t, x - 1])
             old = T[i, t, x]
-            if w_mode == W_ONE:
-                # the earliest start from which the curve on [s, old) can take the op's
-                # allocation: the peak of [s, old) only grows as s moves earlier
-                lowest = dep + 1
-                if ALLOC[t] > 0:
-                    top = -(2**62)
-                    for s in range(old - 1, dep, -1):
-                        top = max(top, curve[i, s])
-                        if top + ALLOC[t] > limit:
-                            lowest = s + 1
-                            break
-                for s in range(lowest, old):
-                    if not taken[i, s]:
-                        T[i, t, x] = s
-                        for y in range(s, old):
-                            curve[i, y] += ALLOC[t]
-                        break
-            else:
-                for s in range(dep + 1, old):
-                    if not taken[i, s]:
-                        T[i, t, x] = s
-                        if device_peak(T, count, i, w_mode) <= limit:
-                            break
-                        T[i, t, x] = old
+            for s in range(dep + 1, old):
+                if taken[i, s]:
+                    continue
+                slots[i, old], slots[i, s] = -1, t
+                before = state[i, s - 1] if s > 0 else zero
+                if _walk(slots[i], s, before, w_mode, limit, trial) <= limit:
+                    T[i, t, x] = s
+                    state[i, s:] = trial[s:]
+                    break
+                slots[i, s], slots[i, old] = -1, t
         taken[i, T[i, t, x]] = True
 
 
@@ -231,11 +233,9 @@ def pack(T, count, n_types):
     end = np.zeros_like(T)
     free = np.zeros(p, np.int64)
     head = np.zeros((p, n_types), np.int64)
-    total = 0
-    for t in range(n_types):
-        total += p * count[t]
-    for _ in range(total):
-        i, t = _next(T, count, head, n_types)
+    order = _in_slot_order(T, count, n_types)
+    for k in range(order.shape[0]):
+        i, t = order[k, 0], order[k, 1]
         x = head[i, t]
         head[i, t] += 1
         ready = free[i]

@@ -1,0 +1,254 @@
+"""fastpp.sweep: rows equal simulate(), invalid points, resume after a kill, Dask, the script."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fastpp
+from fastpp import Costs, ScheduleError, build_schedule, simulate
+from fastpp.sweep import best_within_budget, pareto_front, sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+GRID = dict(p=[2, 3, 4, 8], n_per_p=[1, 2, 3], m=[1, 2], w=[0.0, 0.5], comm=[0.0, 0.1],
+            gamma=0.5, progress=False)
+METRICS = ["makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_max",
+           "peak_activations_min", "peak_live_max", "throughput", "num_ops", "parameter_units"]
+
+
+@pytest.fixture(scope="module")
+def grid_frame():
+    return sweep(**GRID)
+
+
+def test_every_row_equals_simulate(grid_frame):
+    df = grid_frame
+    assert set(df["schedule"]) == set(fastpp.SCHEDULES)
+    assert len(df) > 300
+    for row in df.itertuples():
+        sched = build_schedule(row.schedule, row.p, row.n, row.m)
+        res = simulate(sched, Costs(row.f, row.b, row.w, row.comm, row.gamma))
+        got = (row.makespan, row.bubble_ratio, row.span_bubble_ratio, row.peak_activations_max,
+               row.peak_activations_min, row.peak_live_max, row.num_ops, row.parameter_units)
+        want = (res.makespan, res.bubble_ratio, res.span_bubble_ratio,
+                res.peak_activations.max(), res.peak_activations.min(), res.peak_live.max(),
+                sched.num_ops, sched.parameter_units.max())
+        assert got == want, row
+        assert row.throughput == row.n / row.makespan
+
+
+def test_invalid_points_are_counted_or_kept(grid_frame):
+    kept = sweep(**GRID, invalid="keep")
+    total = 13 * 4 * 3 * 2 * 2 * 2  # schedules x p x n_per_p x m x w x comm
+    assert len(kept) == total
+    assert grid_frame.attrs["skipped"] == total - len(grid_frame)
+    assert sum(grid_frame.attrs["skip_reasons"].values()) == grid_frame.attrs["skipped"]
+    bad = kept[kept["reason"] != ""]
+    assert bad["makespan"].isna().all() and kept[kept["reason"] == ""]["makespan"].notna().all()
+    reasons = set(bad["reason"])
+    assert "m must be 1 (one stage per device) for '1f1b' (got m=2)" in reasons
+    assert "p must be even for 'dualpipe' (got p=3)" in reasons
+    # the kept valid rows are the dropped run's rows
+    valid = kept[kept["reason"] == ""].drop(columns="reason").reset_index(drop=True)
+    pd.testing.assert_frame_equal(valid, grid_frame, check_dtype=False)
+
+
+def test_w_above_b_is_an_invalid_point():
+    df = sweep(["zb-h1"], p=2, n=4, m=1, b=[1.0, 2.0], w=1.5, progress=False, invalid="keep")
+    assert df["reason"].tolist() == ["w must be <= b", ""]
+
+
+def test_points_table(grid_frame):
+    table = grid_frame[["schedule", "p", "n", "m", "w", "comm"]].iloc[::7]
+    df = sweep(points=table, gamma=0.5, progress=False)
+    expected = grid_frame.iloc[::7].reset_index(drop=True)
+    assert df["point"].tolist() == list(range(len(table)))
+    pd.testing.assert_frame_equal(df.drop(columns="point"), expected.drop(columns="point"))
+
+
+def test_results_do_not_depend_on_threads_or_chunks(grid_frame):
+    one = sweep(**GRID, workers=1, chunk_size=17)
+    pd.testing.assert_frame_equal(one, grid_frame)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(schedules="nope"), r"schedule must be one of"),
+    (dict(f=-1.0), r"f must be finite and > 0 \(got -1.0\)"),
+    (dict(comm=[0.0, np.inf]), r"comm must be finite and >= 0 \(got inf\)"),
+    (dict(gamma=1.5), r"gamma must be in \[0, 1\] \(got 1.5\)"),
+    (dict(p=[2, 0]), r"p must hold positive integers \(got \[2, 0\]\)"),
+    (dict(n=4), r"give exactly one of n and n_per_p"),
+    (dict(m=[]), r"m must hold at least one value"),
+    (dict(chunk_size=0), r"chunk_size must be a positive integer \(got 0\)"),
+    (dict(executor="mpi"), r"executor must be 'threads' or 'dask' \(got 'mpi'\)"),
+    (dict(invalid="hide"), r"invalid must be 'drop' or 'keep' \(got 'hide'\)"),
+])
+def test_bad_arguments_are_named(kwargs, message):
+    args = dict(p=2, n_per_p=1, m=1, progress=False) | kwargs
+    with pytest.raises(ScheduleError, match=message):
+        sweep(**args)
+
+
+def test_bad_points_tables_are_named():
+    with pytest.raises(ScheduleError, match=r"points must have the columns schedule, p, n, m "
+                                            r"\(missing \['m'\]\)"):
+        sweep(points=pd.DataFrame({"schedule": ["1f1b"], "p": [2], "n": [2]}))
+    with pytest.raises(ScheduleError, match=r"points may only have the columns"):
+        sweep(points=pd.DataFrame({"schedule": ["1f1b"], "p": [2], "n": [2], "m": [1],
+                                   "speed": [1]}))
+    with pytest.raises(ScheduleError, match=r"schedule must be one of"):
+        sweep(points=pd.DataFrame({"schedule": ["x"], "p": [2], "n": [2], "m": [1]}))
+
+
+# -- output folder, kill and resume -----------------------------------------------------------
+
+SWEEP_SCRIPT = """
+import sys, fastpp.sweep as s
+s.sweep(p=[2, 4, 8, 16], n_per_p=[1, 2, 4, 8], m=[1, 2, 4], comm=[0.0, 0.05, 0.1, 0.2],
+        w=1.0, out=sys.argv[1], resume=len(sys.argv) > 2, chunk_size=40, progress=False)
+"""
+SWEEP_ARGS = dict(p=[2, 4, 8, 16], n_per_p=[1, 2, 4, 8], m=[1, 2, 4],
+                  comm=[0.0, 0.05, 0.1, 0.2], w=1.0, chunk_size=40, progress=False)
+
+
+@pytest.fixture(scope="module")
+def plain_run():
+    return sweep(**SWEEP_ARGS)
+
+
+def _parts(folder: Path) -> list[Path]:
+    return sorted(folder.glob("part-*.json"))
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.3, 0.8])
+def test_killed_and_resumed_sweep_equals_plain_run(tmp_path, plain_run, delay):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-c", SWEEP_SCRIPT, str(out)])
+    deadline = time.monotonic() + 120
+    while not _parts(out) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(_parts(out))
+    resumed = sweep(**SWEEP_ARGS, out=out, resume=True)
+    pd.testing.assert_frame_equal(resumed, plain_run)
+    assert resumed["point"].is_unique
+    assert resumed.attrs["skipped"] == plain_run.attrs["skipped"]
+    total_chunks = -(-13 * 4 * 4 * 3 * 4 // 40)
+    assert done_before <= total_chunks == len(_parts(out))
+
+
+def test_damaged_chunks_are_recomputed(tmp_path, plain_run):
+    out = tmp_path / "run"
+    sweep(**SWEEP_ARGS, out=out)
+    parquet = sorted(out.glob("part-*.parquet"))
+    data = parquet[3].read_bytes()
+    parquet[3].write_bytes(data[: len(data) // 2])  # truncated
+    parquet[5].write_bytes(b"garbage")
+    (out / parquet[7].name.replace(".parquet", ".json")).unlink()  # never finished
+    stamps = {p.name: p.stat().st_mtime_ns for p in parquet}
+    resumed = sweep(**SWEEP_ARGS, out=out, resume=True)
+    pd.testing.assert_frame_equal(resumed, plain_run)
+    rewritten = {p.name for p in out.glob("part-*.parquet")
+                 if p.stat().st_mtime_ns != stamps.get(p.name)}
+    assert rewritten == {parquet[i].name for i in (3, 5, 7)}
+
+
+def test_output_folder_guards(tmp_path):
+    out = tmp_path / "run"
+    first = sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
+    assert json.loads((out / "manifest.json").read_text())["points"] == 13  # schedules
+    with pytest.raises(ScheduleError, match="already holds a sweep; pass resume=True"):
+        sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
+    with pytest.raises(ScheduleError, match="holds a different sweep"):
+        sweep(p=4, n_per_p=1, m=1, progress=False, out=out, resume=True)
+    again = sweep(p=2, n_per_p=1, m=1, progress=False, out=out, resume=True)
+    pd.testing.assert_frame_equal(again, first)
+
+
+NO_PYARROW = """
+import sys
+
+class Block:  # an interpreter without pyarrow
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "pyarrow":
+            raise ModuleNotFoundError(name)
+
+sys.meta_path.insert(0, Block())
+import fastpp.sweep as s
+args = dict(p=[2, 4], n_per_p=[1, 2], m=1, progress=False, out=sys.argv[1], chunk_size=10)
+first = s.sweep(**args)
+again = s.sweep(**args, resume=True)
+assert len(first) > 20 and again.equals(first), (again.dtypes, first.dtypes)
+print(len(first))
+"""
+
+
+def test_csv_when_pyarrow_is_missing(tmp_path):
+    out = tmp_path / "run"
+    run = subprocess.run([sys.executable, "-c", NO_PYARROW, str(out)], capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stderr
+    assert sorted(out.glob("part-*.csv")) and not list(out.glob("part-*.parquet"))
+    assert json.loads((out / "manifest.json").read_text())["format"] == "csv"
+
+
+def test_dask_local_cluster_equals_threads(grid_frame):
+    pytest.importorskip("dask.distributed")
+    df = sweep(**GRID, executor="dask", workers=2, chunk_size=100)
+    pd.testing.assert_frame_equal(df, grid_frame)
+
+
+# -- summaries and the main job ---------------------------------------------------------------
+
+
+def test_pareto_front():
+    df = pd.DataFrame({"peak_activations_max": [1, 2, 2, 3, 4, 5],
+                       "bubble_ratio": [0.5, 0.4, 0.45, 0.4, 0.1, 0.1]})
+    front = pareto_front(df)
+    assert front.index.tolist() == [0, 1, 4]
+
+
+def test_best_within_budget():
+    df = pd.DataFrame({"p": [4] * 4, "n": [8] * 4,
+                       "schedule": ["1f1b", "gpipe", "zbv", "v-min"],
+                       "makespan": [33.0, 33.0, 30.0, 31.0],
+                       "peak_activations_max": [4.0, 8.0, 4.0, 2.0]})
+    best = best_within_budget(df)
+    assert best["schedule"].tolist() == ["zbv"] and best["budget"].tolist() == [4.0]
+    assert best_within_budget(df, budget=2.0)["schedule"].tolist() == ["v-min"]
+    assert best_within_budget(df, budget=1.0).empty
+
+
+def test_main_job(tmp_path):
+    out = tmp_path / "results"
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "4", "8",
+                          "--n-per-p", "1", "2", "--comm", "0.05", "--out", str(out),
+                          "--no-progress"], capture_output=True, text=True, check=True)
+    text = run.stdout
+    assert "Best schedule per (p, n) within the memory budget (1f1b's peak)" in text
+    assert "Pareto front of bubble against peak memory" in text
+    assert "p=8   n=16" in text
+    df = pd.read_parquet(out / "sweep.parquet")
+    assert len(df) == int(text.split(" points simulated")[0].replace(",", ""))
+    for name in ("bubble_heatmap.png", "pareto.png"):
+        png = out / name
+        assert png.stat().st_size > 10_000  # a picture with content, not an empty canvas
+    # --resume continues into the same folder and changes nothing
+    again = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "4", "8",
+                            "--n-per-p", "1", "2", "--comm", "0.05", "--out", str(out),
+                            "--no-progress", "--no-plots", "--resume"],
+                           capture_output=True, text=True, check=True)
+    assert again.stdout.split("\n", 1)[0].split(" in ")[0] == text.split("\n", 1)[0].split(
+        " in ")[0]
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "--schedules",
+                          "nope", "--out", str(tmp_path / "x"), "--no-progress"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: schedule must be one of")
