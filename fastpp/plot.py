@@ -1,10 +1,16 @@
-"""Pictures with matplotlib (the ``plot`` extra): sweep heat maps and Pareto fronts."""
+"""Pictures with matplotlib (the ``plot`` extra): a schedule's Gantt chart and memory, and
+sweep heat maps and Pareto fronts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .ops import Op
 from .sweep import pareto_front
+
+# one colour per op kind
+COLOURS = {Op.F: "#4C72B0", Op.B: "#55A868", Op.I: "#DD8452", Op.W: "#C44E52",
+           Op.FB: "#8172B3"}
 
 
 def _pyplot():
@@ -16,6 +22,81 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def gantt(result, path) -> Path:
+    """One row per device, each op a box at its simulated time, coloured by kind and labelled
+    with its microbatch; the gaps are idle time. Makespan and both bubbles in the title.
+
+    Parameters
+    ----------
+    result : Result
+        From ``fastpp.simulate``.
+    path : path
+        The PNG to write.
+
+    Returns
+    -------
+    Path
+    """
+    plt = _pyplot()
+    sched = result.schedule
+    width = min(40.0, 4.0 + 0.12 * sched.length.max())
+    fig, ax = plt.subplots(figsize=(width, 0.45 * sched.p + 1.4))
+    fig.subplots_adjust(left=0.06 if width > 8 else 0.12, right=0.99, bottom=0.12 + 0.5 / (
+        sched.p + 2), top=0.86)
+    for r in range(sched.p):
+        L = sched.length[r]
+        kinds = sched.kind[r, :L]
+        starts, ends = result.start[r, :L], result.end[r, :L]
+        ax.broken_barh(list(zip(starts, ends - starts, strict=True)), (r - 0.4, 0.8),
+                       facecolors=[COLOURS[Op(k)] for k in kinds], edgecolor="white",
+                       linewidth=0.5)
+        for k in range(L):
+            if ends[k] - starts[k] >= 0.012 * result.makespan:  # room for a label
+                label = (f"{sched.mb[r, k]}/{sched.mb2[r, k]}" if kinds[k] == Op.FB
+                         else str(sched.mb[r, k]))
+                ax.text((starts[k] + ends[k]) / 2, r, label, ha="center", va="center",
+                        fontsize=6, color="white")
+    ax.set_yticks(range(sched.p), [f"device {r}" for r in range(sched.p)], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, result.makespan)
+    ax.set_xlabel("time")
+    ax.set_title(f"{sched.name}: p={sched.p}, n={sched.n}, m={sched.m}; makespan "
+                 f"{result.makespan:g}, bubble {result.bubble_ratio:.1%} "
+                 f"(span {result.span_bubble_ratio:.1%})", fontsize=10)
+    used = sorted({Op(k) for r in range(sched.p) for k in sched.kind[r, :sched.length[r]]})
+    for op in used:
+        ax.bar(0, 0, color=COLOURS[op], label={"FB": "F&B"}.get(op.name, op.name))
+    ax.legend(loc="upper right", ncol=len(used), fontsize=7, frameon=False,
+              bbox_to_anchor=(1.0, 1.14))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def memory(result, path) -> Path:
+    """Each device's activation memory over time (units of one microbatch's activations).
+
+    Returns
+    -------
+    Path
+    """
+    plt = _pyplot()
+    sched = result.schedule
+    fig, ax = plt.subplots(figsize=(8, 4))
+    fig.subplots_adjust(left=0.09, right=0.8, bottom=0.13, top=0.9)
+    for r in range(sched.p):
+        times, values = result.memory_curve(r)
+        ax.step(times, values, where="post", label=f"device {r} (peak "
+                f"{result.peak_activations[r]:g})", lw=1.2)
+    ax.set_xlabel("time")
+    ax.set_ylabel("activations (units)")
+    ax.set_title(f"{sched.name}: activation memory, p={sched.p}, n={sched.n}, m={sched.m}")
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
 
 
 def bubble_heatmaps(df, path, metric: str = "bubble_ratio") -> Path:

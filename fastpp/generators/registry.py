@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -102,8 +103,10 @@ class ScheduleSpec:
 
     def describe(self) -> str:
         """One line: the constraints in words."""
-        text = "; ".join(f"{r.param} {r.must}" for r in self.rules[1:])
-        return text or "any p, n"
+        # "a multiple of p={p}" reads "a multiple of p" without numbers
+        text = "; ".join(r.param + " must be " + re.sub(r"=\{\w+\}", "", r.must)
+                         for r in self.rules[1:])
+        return text or "any p, n and m"
 
 
 SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (

@@ -1,0 +1,115 @@
+"""PyTorch's schedule CSV (compute-only format), as ``torch.distributed.pipelining`` and
+torchtitan read and write it: one row per rank, one action per cell (``0F0``, ``4I3``,
+``5W2``, ``(0F7;7B3)OVERLAP_F_B``), an empty cell for an idle step."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .generators._emit import LOOP, TWO_DIRECTIONS, VSHAPE
+from .generators._emit import placement as _placement
+from .generators._emit import routes as _routes
+from .generators.registry import SCHEDULES
+from .ops import parse_op
+from .schedule import Schedule, ScheduleError
+
+_PLACEMENTS = {"loop": LOOP, "v": VSHAPE, "two-directions": TWO_DIRECTIONS}
+_COMMS = re.compile(r"^\d+(SEND|RECV|UNSHARD|RESHARD|REDUCE_GRAD)")
+
+
+def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
+                   name: str | None = None) -> Schedule:
+    """Read a schedule from PyTorch's compute-only CSV.
+
+    Parameters
+    ----------
+    path : path
+        The CSV file: row ``r`` lists rank ``r``'s actions in order.
+    n : int, optional
+        Microbatches (default: the largest microbatch id + 1).
+    placement : str, optional
+        ``"loop"``, ``"v"``, ``"two-directions"`` or a registered schedule's name: the stage
+        map and routes to use. Default: the stage map PyTorch infers (each stage on the rank
+        whose row holds it), one route through all stages and ``m = V // p``.
+        Two-direction schedules (DualPipe, Chimera) need it: the file does not say which
+        microbatches run the second model copy.
+    name : str, optional
+        The schedule's name (default: the file's stem).
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    ScheduleError
+        Naming the row and column of a malformed cell, or what the schedule breaks.
+    """
+    path = Path(path)
+    try:
+        with open(path, newline="") as handle:
+            rows = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise ScheduleError(f"{path}: cannot be read as CSV ({err})") from None
+    while rows and not any(cell.strip() for cell in rows[-1]):
+        rows.pop()  # a trailing blank line is no rank
+    if not rows:
+        raise ScheduleError(f"{path}: must hold at least one row (one per rank); it is empty")
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            if not cell.strip():
+                continue
+            if _COMMS.match(cell.strip()):
+                raise ScheduleError(f"{path}: row {r + 1}, column {c + 1}: {cell.strip()!r} is "
+                                    "a communication action; fastpp reads the compute-only "
+                                    "format (dump it with format='compute_only')")
+            try:
+                parse_op(cell)
+            except ValueError as err:
+                raise ScheduleError(f"{path}: row {r + 1}, column {c + 1}: {err}") from None
+    name = name or path.stem
+    if placement is None:
+        try:
+            return Schedule.from_tokens(rows, n=n, name=name)
+        except ScheduleError as err:
+            raise ScheduleError(f"{path}: {err}; a two-direction schedule (DualPipe, Chimera) "
+                                "needs placement='two-directions'") from None
+    kind = _placement_kind(placement)
+    p = len(rows)
+    if n is None:
+        n = 1 + max(parse_op(cell)[i] for row in rows for cell in row if cell.strip()
+                    for i in (2, 4))
+    m = 2 if kind == VSHAPE else 1
+    if kind == LOOP:
+        stages = 1 + max(parse_op(cell)[i] for row in rows for cell in row if cell.strip()
+                         for i in (1, 3))
+        m = max(1, -(-stages // p))
+    first, last = _routes(kind, p, n, m)
+    return Schedule.from_tokens(rows, _placement(kind, p, m), n=n, m=m, name=name,
+                                routes=np.stack([first, last], axis=1))
+
+
+def _placement_kind(placement: str) -> int:
+    if placement in SCHEDULES:
+        placement = SCHEDULES[placement].placement
+    if placement not in _PLACEMENTS:
+        raise ScheduleError(f"placement must be one of {sorted(_PLACEMENTS)} or a schedule name "
+                            f"(got {placement!r})")
+    return _PLACEMENTS[placement]
+
+
+def write_torch_csv(schedule: Schedule, path) -> Path:
+    """Write ``schedule`` as PyTorch's compute-only CSV (one row per device, no idle cells).
+
+    Returns
+    -------
+    Path
+    """
+    path = Path(path)
+    with open(path, "w", newline="") as handle:
+        csv.writer(handle).writerows(schedule.tokens())
+    return path

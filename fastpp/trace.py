@@ -1,0 +1,94 @@
+"""Chrome / Perfetto traces of a simulated schedule, with the real op durations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .ops import FB, B, F, I, Op
+from .simulate import Result
+
+
+def chrome_trace(result: Result, time_scale: float = 1000.0) -> dict:
+    """The trace as a dict in the Chrome trace event format.
+
+    One process per device; one complete slice per op, named in the ``0F0`` form, at its
+    simulated start and duration, with stage, microbatch and kind as arguments; flow arrows
+    from every op to the op on another device that waits for its output; and a counter track
+    of each device's activation memory.
+
+    Parameters
+    ----------
+    result : Result
+        From ``fastpp.simulate``.
+    time_scale : float
+        Microseconds per unit of simulated time (default 1000: one unit shows as 1 ms).
+    """
+    sched = result.schedule
+    events: list[dict] = []
+    producer = {}  # (F or B, stage, mb) -> (device, op index)
+    for r in range(sched.p):
+        events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
+                       "args": {"name": f"device {r}"}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0,
+                       "args": {"sort_index": r}})
+        for k in range(sched.length[r]):
+            kind, s, j, s2, j2 = (int(x) for x in sched.ops[:, r, k])
+            start, end = result.start[r, k] * time_scale, result.end[r, k] * time_scale
+            args = {"kind": Op(kind).name, "stage": s, "microbatch": j}
+            if kind == FB:
+                args.update(backward_stage=s2, backward_microbatch=j2)
+            events.append({"ph": "X", "name": sched.token(r, k), "cat": Op(kind).name, "pid": r,
+                           "tid": 0, "ts": start, "dur": end - start, "args": args})
+            if kind in (F, FB):
+                producer[(F, s, j)] = (r, k)
+            if kind in (B, I):
+                producer[(B, s, j)] = (r, k)
+            if kind == FB:
+                producer[(B, s2, j2)] = (r, k)
+        times, values = result.memory_curve(r)
+        for t, v in zip(times, values, strict=True):
+            events.append({"ph": "C", "name": "activations", "pid": r, "ts": t * time_scale,
+                           "args": {"units": float(v)}})
+    flow = 0
+    for r in range(sched.p):
+        for k in range(sched.length[r]):
+            for source in _inputs(sched, r, k):
+                if source not in producer or producer[source][0] == r:
+                    continue
+                rp, kp = producer[source]
+                flow += 1
+                events.append({"ph": "s", "id": flow, "name": "hand-off", "cat": "hand-off",
+                               "pid": rp, "tid": 0, "ts": result.end[rp, kp] * time_scale})
+                events.append({"ph": "f", "bp": "e", "id": flow, "name": "hand-off",
+                               "cat": "hand-off", "pid": r, "tid": 0,
+                               "ts": result.start[r, k] * time_scale})
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"schedule": sched.name, "p": sched.p, "n": sched.n, "m": sched.m,
+                          "makespan": result.makespan, "bubble_ratio": result.bubble_ratio}}
+
+
+def _inputs(sched, r: int, k: int) -> list[tuple[int, int, int]]:
+    """The outputs op ``k`` of device ``r`` waits for, as ``(F or B, stage, mb)``."""
+    kind, s, j, s2, j2 = (int(x) for x in sched.ops[:, r, k])
+    needs = []
+    if kind in (F, FB) and s > sched.route_first[j]:
+        needs.append((F, s - 1, j))
+    if kind in (B, I, FB):
+        sb, jb = (s2, j2) if kind == FB else (s, j)
+        if sb < sched.route_last[jb]:
+            needs.append((B, sb + 1, jb))
+    return needs
+
+
+def write_chrome_trace(result: Result, path, time_scale: float = 1000.0) -> Path:
+    """Write ``chrome_trace(result)`` as JSON; open it in https://ui.perfetto.dev or
+    chrome://tracing.
+
+    Returns
+    -------
+    Path
+    """
+    path = Path(path)
+    path.write_text(json.dumps(chrome_trace(result, time_scale)))
+    return path

@@ -1,0 +1,91 @@
+"""PyTorch schedule CSV: round trips, PyTorch's own files, malformed files."""
+
+import pytest
+
+import fastpp
+from fastpp import ScheduleError, build_schedule, simulate
+from fastpp.io import read_torch_csv, write_torch_csv
+
+
+def _cases():
+    for name, spec in fastpp.SCHEDULES.items():
+        m = 2 if spec.placement == "v" or name in ("interleaved-1f1b", "looped-bfs") else 1
+        for p, n in ((2, 4), (4, 8), (6, 12)):
+            if not spec.reasons(p, n, m, p)[0]:
+                yield name, p, n, m
+
+
+@pytest.mark.parametrize("name, p, n, m", list(_cases()))
+def test_round_trip_is_exact(tmp_path, name, p, n, m):
+    sched = build_schedule(name, p, n, m)
+    path = write_torch_csv(sched, tmp_path / "s.csv")
+    again = read_torch_csv(path, n=n, placement=name, name=name)
+    assert again.tokens() == sched.tokens()
+    assert again.stage_to_device.tolist() == sched.stage_to_device.tolist()
+    assert again.route_first.tolist() == sched.route_first.tolist()
+    assert (again.n, again.m, again.V) == (sched.n, sched.m, sched.V)
+    assert simulate(again).makespan == simulate(sched).makespan
+    if fastpp.SCHEDULES[name].placement != "two-directions":  # the map PyTorch would infer
+        inferred = read_torch_csv(path)
+        assert inferred.tokens() == sched.tokens()
+        assert inferred.stage_to_device.tolist() == sched.stage_to_device.tolist()
+
+
+def test_idle_cells_and_trailing_blank_lines(tmp_path):
+    path = tmp_path / "s.csv"
+    path.write_text("0F0,,0B0\n1F0,1B0,\n\n")
+    sched = read_torch_csv(path)
+    assert sched.tokens() == [["0F0", "0B0"], ["1F0", "1B0"]]
+    assert sched.name == "s"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0F0,0X0\n", r"row 1, column 2: op token must look like"),
+    ("0F0,0B0\n1F0,1SEND_F0,1B0\n", r"row 2, column 2: '1SEND_F0' is a communication action"),
+    ("", r"must hold at least one row"),
+    ("0F0,0B0\n0F1,0B1\n", r"stage 0 appears on devices 0 and 1"),
+    ("0F0,0F1,0B0\n", r"stage 0, microbatch 1 on device 0 needs exactly one B"),
+    ("4F4,4B4\n", r"every stage 0\.\.4 needs at least one op"),
+])
+def test_malformed_files_are_named(tmp_path, text, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(ScheduleError, match=message):
+        read_torch_csv(path)
+
+
+def test_two_directions_needs_its_placement(tmp_path):
+    path = write_torch_csv(build_schedule("dualpipe", 4, 8), tmp_path / "d.csv")
+    with pytest.raises(ScheduleError, match="needs placement='two-directions'"):
+        read_torch_csv(path)
+    with pytest.raises(ScheduleError, match=r"placement must be one of"):
+        read_torch_csv(path, placement="ring")
+    assert read_torch_csv(path, placement="two-directions").num_ops == 62
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(ScheduleError, match="cannot be read as CSV"):
+        read_torch_csv(tmp_path / "missing.csv")
+    binary = tmp_path / "b.csv"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ScheduleError):
+        read_torch_csv(binary)
+
+
+def test_csv_written_by_pytorch_loads(tmp_path):
+    """PyTorch 2.13 dumps its own schedules (optional: needs torch)."""
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    for cls, p, n, name in ((schedules.ScheduleZBVZeroBubble, 4, 8, "zbv"),
+                            (schedules.ScheduleDualPipeV, 4, 8, "dualpipev"),
+                            (schedules.ScheduleInterleaved1F1B, 4, 8, "interleaved-1f1b")):
+        obj = cls.__new__(cls)
+        obj.pp_group_size, obj._n_microbatches, obj._stages = p, n, [None, None]
+        obj.n_local_stages, obj.num_stages = 2, 2 * p
+        obj.number_of_rounds, obj.microbatches_per_round = n // p, p
+        obj.pipeline_order = {r: obj._calculate_single_rank_operations(r) for r in range(p)}
+        path = tmp_path / f"{name}.csv"
+        schedules.PipelineScheduleMulti._dump_csv(obj, str(path))
+        assert ",," in path.read_text() or name == "dualpipev"  # idle steps as empty cells
+        loaded = read_torch_csv(path)
+        assert loaded.tokens() == build_schedule(name, p, n, 2).tokens()
+        assert simulate(loaded).makespan > 0

@@ -1,0 +1,115 @@
+"""Chrome traces, pictures and the command line."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fastpp import Costs, build_schedule, simulate
+from fastpp.trace import chrome_trace, write_chrome_trace
+
+
+@pytest.mark.parametrize("name, p, n, m", [("1f1b", 4, 8, 1), ("zbv", 4, 8, 2),
+                                           ("dualpipe", 4, 8, 1), ("chimera", 4, 8, 1)])
+def test_trace_structure(tmp_path, name, p, n, m):
+    res = simulate(build_schedule(name, p, n, m), Costs(1.0, 2.0, 1.0, comm=0.1, fb=2.5))
+    path = write_chrome_trace(res, tmp_path / "t.json", time_scale=1000.0)
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    sched = res.schedule
+    assert len(slices) == sched.num_ops  # one slice per op
+    for e in slices:
+        assert {"name", "pid", "tid", "ts", "dur", "args"} <= e.keys()
+    by_device = {r: [e for e in slices if e["pid"] == r] for r in range(sched.p)}
+    for r in range(sched.p):
+        L = sched.length[r]
+        assert [e["name"] for e in by_device[r]] == sched.tokens()[r]
+        np.testing.assert_allclose([e["ts"] for e in by_device[r]], res.start[r, :L] * 1000)
+        np.testing.assert_allclose([e["ts"] + e["dur"] for e in by_device[r]],
+                                   res.end[r, :L] * 1000)
+        counters = [e for e in events if e["ph"] == "C" and e["pid"] == r]
+        times, values = res.memory_curve(r)
+        assert [c["args"]["units"] for c in counters] == values.tolist()
+        np.testing.assert_allclose([c["ts"] for c in counters], times * 1000)
+    starts = [e for e in events if e["ph"] == "s"]
+    ends = [e for e in events if e["ph"] == "f"]
+    assert len(starts) == len(ends) > 0
+    crossings = sum(sched.stage_to_device[s] != sched.stage_to_device[s + 1]
+                    for s in range(sched.V - 1)
+                    for j in range(sched.n)
+                    if sched.route_first[j] <= s < sched.route_last[j])
+    assert len(starts) == 2 * crossings  # every hand-off, forward and backward
+    names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {f"device {r}" for r in range(sched.p)}
+
+
+def test_trace_flows_point_forward_in_time():
+    res = simulate(build_schedule("1f1b", 3, 4), Costs(1.0, 2.0, comm=0.5))
+    events = chrome_trace(res)["traceEvents"]
+    start = {e["id"]: e for e in events if e["ph"] == "s"}
+    for e in events:
+        if e["ph"] == "f":
+            assert e["ts"] >= start[e["id"]]["ts"] + 0.5 * 1000 - 1e-6
+            assert e["pid"] != start[e["id"]]["pid"]
+
+
+def _not_blank(path) -> bool:
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(path)
+    return path.stat().st_size > 5000 and float(pixels[..., :3].std()) > 0.05
+
+
+def test_pictures_are_written_and_not_blank(tmp_path):
+    pytest.importorskip("matplotlib")
+    from fastpp import plot
+
+    res = simulate(build_schedule("dualpipe", 4, 8), Costs(1.0, 2.0, 1.0, fb=2.5))
+    assert _not_blank(plot.gantt(res, tmp_path / "g.png"))
+    assert _not_blank(plot.memory(res, tmp_path / "m.png"))
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "fastpp", *args], capture_output=True,
+                          text=True)
+
+
+def test_cli_simulate_with_every_output(tmp_path):
+    run = _cli("simulate", "--schedule", "zbv", "-p", "4", "-n", "8", "--f", "2", "--b", "4",
+               "--w", "2", "--trace", str(tmp_path / "t.json"), "--gantt", str(tmp_path / "g.png"),
+               "--memory", str(tmp_path / "m.png"), "--csv", str(tmp_path / "s.csv"))
+    assert run.returncode == 0, run.stderr
+    assert "makespan 51, bubble 5.88% (span metric 0.00%)" in run.stdout
+    for name in ("t.json", "g.png", "m.png", "s.csv"):
+        assert (tmp_path / name).stat().st_size > 0
+    again = _cli("simulate", "--from-csv", str(tmp_path / "s.csv"), "--f", "2", "--b", "4",
+                 "--w", "2")
+    assert again.returncode == 0 and "makespan 51," in again.stdout
+
+
+def test_cli_show_and_list():
+    shown = _cli("show", "-s", "1f1b", "-p", "2", "-n", "2")
+    assert shown.stdout.splitlines()[1:] == ["device  0:  0F0  0F1  0B0  0B1",
+                                             "device  1:  1F0  1B0  1F1  1B1"]
+    listed = _cli("list").stdout
+    assert "dualpipe" in listed and "n must be at least 2p" in listed
+
+
+@pytest.mark.parametrize("args, message", [
+    (("simulate", "-s", "1f1b", "-p", "4", "-n", "6", "-m", "2"),
+     "error: m must be 1 (one stage per device) for '1f1b' (got m=2)"),
+    (("simulate", "-s", "nope", "-p", "4", "-n", "6"), "error: schedule must be one of"),
+    (("simulate", "-s", "1f1b", "-p", "4", "-n", "6", "--f", "-1"),
+     "error: costs.f must be finite and > 0"),
+    (("simulate", "--from-csv", "/nonexistent.csv"), "error: /nonexistent.csv: cannot be read"),
+    (("simulate", "-s", "1f1b", "-p", "4"), "--schedule needs -p and -n"),
+    (("simulate",), "one of the arguments --schedule/-s --from-csv is required"),
+])
+def test_cli_errors_are_one_line(args, message):
+    run = _cli(*args)
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr
