@@ -44,6 +44,7 @@ from .generators.zero_bubble import H1, H2, zb_h
 COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_max",
            "peak_activations_min", "peak_live_max", "num_ops", "parameter_units", "status")
 OK, DEADLOCK = 0.0, 1.0
+UNIT_ACT = np.ones(1)  # sweeps count activations in units of M_B
 
 
 @jit
@@ -91,7 +92,7 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
         ops = ops[:, :, :L]
         c = kernels.stage_costs(f[i:i + 1], b[i:i + 1], w[i:i + 1],
                                 fb[i:i + 1] if fb[i] >= 0.0 else fb[:0], comm[i:i + 1],
-                                gamma[i:i + 1], stage_device, M)
+                                gamma[i:i + 1], UNIT_ACT, stage_device, M)
         start = np.zeros((P, L))
         end = np.zeros((P, L))
         pointer = np.zeros(P, np.int64)

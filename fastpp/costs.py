@@ -52,6 +52,15 @@ class Costs:
     fb : float or array_like, optional
         Time of DualPipe's overlapped forward-and-backward pair, > 0, keyed by the pair's
         forward stage. Default: ``f + b`` (overlap gains nothing).
+    act : float or array_like
+        What one microbatch's forward leaves on a device of a plain pipeline, > 0: the unit
+        of every activation figure (default 1, the ``M_B`` unit; bytes give bytes). A chunk
+        forward leaves ``act/m``.
+    bandwidth : float or array_like, optional
+        Bytes per unit of time of the links, > 0: each hand-off then also takes
+        ``message_bytes / bandwidth`` after its latency ``comm``.
+    message_bytes : float or array_like
+        Bytes of each hand-off (an activation or its gradient), >= 0.
     """
 
     f: ArrayLike
@@ -60,12 +69,16 @@ class Costs:
     comm: ArrayLike = 0.0
     gamma: ArrayLike = 1.0
     fb: ArrayLike | None = None
+    act: ArrayLike = 1.0
+    bandwidth: ArrayLike | None = None
+    message_bytes: ArrayLike = 0.0
 
     def __post_init__(self):
         arrays = {}
         for name, strict in (("f", True), ("b", True), ("w", False), ("comm", False),
-                             ("gamma", False), ("fb", True)):
-            if name != "fb" or self.fb is not None:
+                             ("gamma", False), ("fb", True), ("act", True),
+                             ("bandwidth", True), ("message_bytes", False)):
+            if getattr(self, name) is not None:
                 arrays[name] = _checked(name, getattr(self, name), strict)
         if np.max(arrays["gamma"]) > 1:
             raise ScheduleError(f"costs.gamma must be in [0, 1] (got {_show(self.gamma)})")
@@ -87,7 +100,10 @@ class Costs:
                                     f"or V={V} (got shape {arr.shape})")
         a = {name: arr.reshape(-1) for name, arr in self._arrays.items()}  # scalars: 1 value
         rows = kernels.stage_costs(a["f"], a["b"], a["w"], a.get("fb", _NO_VALUE), a["comm"],
-                                   a["gamma"], schedule.stage_to_device, schedule.m)
+                                   a["gamma"], a["act"], schedule.stage_to_device, schedule.m)
+        if "bandwidth" in a:  # a hand-off takes its latency plus its bytes over the link
+            rows[4] += (_per_stage(self._arrays["message_bytes"], schedule)
+                        / _per_stage(self._arrays["bandwidth"], schedule))
         tb, tw = rows[1], rows[2]
         if np.any(tw > tb):
             s = int(np.argmax(tw > tb))
@@ -98,6 +114,13 @@ class Costs:
 
 
 _NO_VALUE = np.empty(0)
+
+
+def _per_stage(arr: np.ndarray, schedule: Schedule) -> np.ndarray:
+    """One value per virtual stage from one value, one per stage or one per device."""
+    if arr.ndim == 0:
+        return np.full(schedule.V, float(arr))
+    return arr if len(arr) == schedule.V else arr[schedule.stage_to_device]
 
 
 def _show(value) -> str:

@@ -27,11 +27,12 @@ def _pick(values, s, d, V):
 
 
 @jit
-def stage_costs(f, b, w, fb, comm, gamma, stage_device, m):
+def stage_costs(f, b, w, fb, comm, gamma, act, stage_device, m):
     """Per-stage rows ``tf, tb, tw, tfb, comm, unit, gamma`` (see the module docstring).
 
-    Each input holds one value, one per stage or one per device; chunk times are divided by
-    ``m``. An empty ``fb`` means no pair time was given: ``tfb = -1``.
+    Each input holds one value, one per stage or one per device; chunk times and the
+    activation ``act`` are divided by ``m``. An empty ``fb`` means no pair time was given:
+    ``tfb = -1``.
     """
     V = stage_device.shape[0]
     out = np.empty((7, V))
@@ -42,7 +43,7 @@ def stage_costs(f, b, w, fb, comm, gamma, stage_device, m):
         out[2, s] = _pick(w, s, d, V) / m
         out[3, s] = _pick(fb, s, d, V) / m if fb.shape[0] > 0 else -1.0
         out[4, s] = _pick(comm, s, d, V)
-        out[5, s] = 1.0 / m
+        out[5, s] = _pick(act, s, d, V) / m
         out[6, s] = _pick(gamma, s, d, V)
     return out
 

@@ -24,8 +24,12 @@ def random_costs(rng, schedule, split=False):
     size = schedule.V if rng.random() < 0.5 else schedule.p
     f = rng.uniform(0.5, 2.0, size)
     b = rng.uniform(0.5, 3.0, size)
+    links = {}
+    if rng.random() < 0.5:  # latency plus bytes over a bandwidth
+        links = {"bandwidth": rng.uniform(1.0, 4.0, size), "message_bytes": rng.uniform(0, 2)}
     return Costs(f=f, b=b, w=b * rng.uniform(0, 1, size) if split else 0.0,
-                 comm=rng.uniform(0, 0.5, size), gamma=rng.uniform(0, 1))
+                 comm=rng.uniform(0, 0.5, size), gamma=rng.uniform(0, 1),
+                 act=rng.uniform(0.5, 2.0, size), **links)
 
 
 def random_legal_rows(rng: np.random.Generator, p: int, n: int, m: int, *, vshape=False,

@@ -68,8 +68,12 @@ def simulate_reference(schedule, costs):
     w = [x / m for x in per_stage(costs.w, p, V, dev)]
     fb = None if costs.fb is None else [x / m for x in per_stage(costs.fb, p, V, dev)]
     comm = per_stage(costs.comm, p, V, dev)
+    if costs.bandwidth is not None:  # latency, then the message over the link
+        size = per_stage(costs.message_bytes, p, V, dev)
+        speed = per_stage(costs.bandwidth, p, V, dev)
+        comm = [c + x / y for c, x, y in zip(comm, size, speed, strict=True)]
     gamma = per_stage(costs.gamma, p, V, dev)
-    unit = 1.0 / m
+    unit_of = [a / m for a in per_stage(costs.act, p, V, dev)]
 
     def duration(parts):
         if len(parts) == 2:
@@ -157,6 +161,7 @@ def simulate_reference(schedule, costs):
         allocs, frees = [], []  # (time, activations, live count)
         for k, parts in enumerate(rows[r]):
             for kind, s, _ in parts:
+                unit = unit_of[s]
                 if kind == "F":
                     allocs.append((start[r][k], unit, 1))
                     if schedule.forward_only:
