@@ -68,6 +68,8 @@ class Schedule:
         self.n = positive_int(n, "n")
         self.m = positive_int(m, "m")
         self.V = len(self.stage_to_device)
+        if self.V * self.n > MAX_OPS:  # the kernels keep tables per (stage, microbatch)
+            raise ScheduleError(f"V*n must be at most {MAX_OPS} (got V={self.V}, n={self.n})")
         if routes is None:
             routes = np.tile(np.array([0, self.V - 1]), (self.n, 1))
         routes = _int_array(routes, "routes", ndim=2)

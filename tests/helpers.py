@@ -1,5 +1,7 @@
 """Test helpers: the grid of valid points, random costs, random legal schedules."""
 
+import os
+
 import numpy as np
 
 import fastpp
@@ -16,7 +18,8 @@ def valid_points(max_p=8):
                         yield name, p, n, m
 
 
-POINTS = list(valid_points())
+# FASTPP_SMALL=1 (the coverage run, with Numba's JIT off) keeps the grid small
+POINTS = list(valid_points(3 if os.environ.get("FASTPP_SMALL") else 8))
 
 
 def random_costs(rng, schedule, split=False):
@@ -76,3 +79,43 @@ def random_legal_rows(rng: np.random.Generator, p: int, n: int, m: int, *, vshap
         done.add(op)
         todo.remove(op)
     return rows, device
+
+
+def random_reorder(schedule, rng: np.random.Generator) -> list[list[str]]:
+    """The same ops per device as ``schedule``, in a random order that cannot deadlock.
+
+    Ops (an overlapped pair is one unit) are picked one at a time uniformly among those whose
+    inputs are done, i.e. a random topological order of the whole dependency graph, and each
+    device keeps the order in which its ops were picked.
+    """
+    F, B, I, W, FB = (int(op) for op in fastpp.Op)  # noqa: E741
+    units = []  # (device, token, parts), a part being (kind, stage, mb)
+    for r, row in enumerate(schedule.tokens()):
+        for token in row:
+            kind, s, j, s2, j2 = fastpp.ops.parse_op(token)
+            units.append((r, token, [(F, s, j), (B, s2, j2)] if kind == FB else [(kind, s, j)]))
+    first, last = schedule.route_first, schedule.route_last
+
+    def needs(kind, s, j):
+        if kind == F:
+            return [("F", s - 1, j)] if s > first[j] else []
+        if kind in (B, I):
+            return [("G", s + 1, j)] if s < last[j] else [("F", s, j)]
+        return [("G", s, j)]  # W after its own I
+
+    done: set = set()
+    rows = [[] for _ in range(schedule.p)]
+    todo = list(range(len(units)))
+    while todo:
+        ready = [u for u in todo
+                 if all(x in done for k, s, j in units[u][2] for x in needs(k, s, j))]
+        pick = ready[rng.integers(len(ready))]
+        r, token, parts = units[pick]
+        rows[r].append(token)
+        for k, s, j in parts:
+            if k == F:
+                done.add(("F", s, j))
+            elif k in (B, I):
+                done.add(("G", s, j))
+        todo.remove(pick)
+    return rows

@@ -83,3 +83,9 @@ def test_registry_reasons_are_vectorized():
     assert "n must be a multiple of G=4" in reasons[1]
     assert "m must be at least 2" in reasons[2]
     assert all(spec.describe() for spec in fastpp.SCHEDULES.values())
+
+
+def test_work_bound_does_not_wrap_around():
+    """p*n*m of huge values overflows int64; the bound must still hold (it once segfaulted)."""
+    with pytest.raises(ScheduleError, match=r"p\*n\*m must be at most 4,000,000"):
+        build_schedule("interleaved-1f1b", 7, 2**63 - 1, 2**63 - 1)

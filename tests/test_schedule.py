@@ -103,3 +103,9 @@ def test_bad_arrays_are_named():
 
 def test_scheduleerror_is_a_valueerror():
     assert issubclass(ScheduleError, ValueError)
+
+
+def test_huge_ids_are_refused_before_anything_is_allocated():
+    with pytest.raises(ScheduleError, match=r"V\*n must be at most 50000000 \(got V=1, "
+                                            r"n=1000000000\)"):
+        Schedule.from_tokens([["0F999999999", "0B999999999"]])

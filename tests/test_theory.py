@@ -1,5 +1,7 @@
 """SCHEDULES.md section 5's closed forms against the simulator (zero latency, uniform costs)."""
 
+import os
+
 import numpy as np
 import pytest
 from helpers import POINTS
@@ -35,7 +37,7 @@ def test_closed_forms_hold_on_the_grid(f, b, w):
         if (x := theory.bubble_fraction(name, p, n, m, f, b)) is not None:
             assert res.bubble_ratio == pytest.approx(x, abs=1e-12), where
             checked["bubble"] += 1
-    assert min(checked.values()) > 50, checked
+    assert min(checked.values()) > (10 if os.environ.get("FASTPP_SMALL") else 50), checked
 
 
 @pytest.mark.parametrize("p, n, m", [(4, 8, 2), (4, 16, 4), (8, 16, 2), (3, 9, 3)])

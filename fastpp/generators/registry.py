@@ -44,8 +44,9 @@ class Rule:
 
 
 def _rules(*rules: Rule) -> tuple[Rule, ...]:
-    return (Rule("p*n*m", f"at most {MAX_WORK:,}", lambda p, n, m, G: p * n * m <= MAX_WORK),
-            *rules)
+    # in floating point: an int64 product of huge values wraps around and would pass
+    return (Rule("p*n*m", f"at most {MAX_WORK:,}",
+                 lambda p, n, m, G: p.astype(np.float64) * n * m <= MAX_WORK), *rules)
 
 
 M_IS_1 = Rule("m", "1 (one stage per device)", lambda p, n, m, G: m == 1)

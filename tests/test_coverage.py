@@ -1,0 +1,34 @@
+"""Line coverage of the package with Numba's JIT off (the kernels run as Python), >= 90%.
+
+Runs the suite on small cases in a subprocess with ``NUMBA_DISABLE_JIT=1``; the subprocesses
+the suite starts itself (scripts, kills, Dask, bounds checks) are left out there.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULT = {}
+SLOW_WITHOUT_JIT = ("killed or dask or main_job or llama or demo or p16 or damaged or "
+                    "csv_when_pyarrow or cli_")
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="this is that run")
+def test_coverage_without_jit(tmp_path):
+    pytest.importorskip("pytest_cov")
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1", FASTPP_SMALL="1", FASTPP_FUZZ="40")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
+         "--cov=fastpp", "--cov-report=term", f"--cov-report=json:{tmp_path / 'cov.json'}",
+         "--ignore=tests/test_reliability.py", "--ignore=tests/test_malformed.py",
+         "--ignore=tests/test_coverage.py", "-k", f"not ({SLOW_WITHOUT_JIT})"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    total = float(re.search(r"^TOTAL.*?(\d+(?:\.\d+)?)%$", run.stdout, re.M).group(1))
+    RESULT["line coverage without JIT"] = f"{total:g}%"
+    assert total >= 90, run.stdout[-3000:]
