@@ -27,7 +27,6 @@ from .schedule import ScheduleError
 
 INPUTS = ("schedule", "p", "n", "m", "G", "f", "b", "w", "comm", "gamma", "fb")
 COSTS = ("f", "b", "w", "comm", "gamma", "fb")
-_INT_INPUTS = ("p", "n", "m", "G")
 _NAMES = np.array(list(SCHEDULES), dtype=object)
 _SLICE = 64  # points a thread takes at a time: small enough to keep both cores busy
 
@@ -116,7 +115,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=(1, 2), *, n_per_p=None, G=None
         if collect:
             parts[c] = frame
 
-    bar = _progress(plan.total, progress, done=(n_chunks - len(todo)) * chunk_size)
+    done = plan.total - sum(_chunk_len(c, chunk_size, plan.total) for c in todo)
+    bar = _progress(plan.total, progress, done=done)
     try:
         if executor == "threads":
             with ThreadPoolExecutor(workers) as pool:
@@ -404,8 +404,7 @@ def _progress(total: int, enabled: bool, done: int):
         enabled = False
     if not enabled:
         return _NoBar()
-    return tqdm(total=total, initial=min(done, total), unit="pt", desc="sweep",
-                dynamic_ncols=True)
+    return tqdm(total=total, initial=done, unit="pt", desc="sweep", dynamic_ncols=True)
 
 
 class _NoBar:

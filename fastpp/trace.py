@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .ops import FB, B, F, I, Op
+from .ops import FB, Op
 from .simulate import Result
 
 
@@ -26,7 +26,6 @@ def chrome_trace(result: Result, time_scale: float = 1000.0) -> dict:
     """
     sched = result.schedule
     events: list[dict] = []
-    producer = {}  # (F or B, stage, mb) -> (device, op index)
     for r in range(sched.p):
         events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
                        "args": {"name": f"device {r}"}})
@@ -40,23 +39,18 @@ def chrome_trace(result: Result, time_scale: float = 1000.0) -> dict:
                 args.update(backward_stage=s2, backward_microbatch=j2)
             events.append({"ph": "X", "name": sched.token(r, k), "cat": Op(kind).name, "pid": r,
                            "tid": 0, "ts": start, "dur": end - start, "args": args})
-            if kind in (F, FB):
-                producer[(F, s, j)] = (r, k)
-            if kind in (B, I):
-                producer[(B, s, j)] = (r, k)
-            if kind == FB:
-                producer[(B, s2, j2)] = (r, k)
         times, values = result.memory_curve(r)
         for t, v in zip(times, values, strict=True):
             events.append({"ph": "C", "name": "activations", "pid": r, "ts": t * time_scale,
                            "args": {"units": float(v)}})
+    producer = sched.producers()
     flow = 0
     for r in range(sched.p):
         for k in range(sched.length[r]):
-            for source in _inputs(sched, r, k):
-                if source not in producer or producer[source][0] == r:
-                    continue
+            for source in sched.inputs(r, k):
                 rp, kp = producer[source]
+                if rp == r:  # a hand-off only between devices
+                    continue
                 flow += 1
                 events.append({"ph": "s", "id": flow, "name": "hand-off", "cat": "hand-off",
                                "pid": rp, "tid": 0, "ts": result.end[rp, kp] * time_scale})
@@ -66,19 +60,6 @@ def chrome_trace(result: Result, time_scale: float = 1000.0) -> dict:
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"schedule": sched.name, "p": sched.p, "n": sched.n, "m": sched.m,
                           "makespan": result.makespan, "bubble_ratio": result.bubble_ratio}}
-
-
-def _inputs(sched, r: int, k: int) -> list[tuple[int, int, int]]:
-    """The outputs op ``k`` of device ``r`` waits for, as ``(F or B, stage, mb)``."""
-    kind, s, j, s2, j2 = (int(x) for x in sched.ops[:, r, k])
-    needs = []
-    if kind in (F, FB) and s > sched.route_first[j]:
-        needs.append((F, s - 1, j))
-    if kind in (B, I, FB):
-        sb, jb = (s2, j2) if kind == FB else (s, j)
-        if sb < sched.route_last[jb]:
-            needs.append((B, sb + 1, jb))
-    return needs
 
 
 def write_chrome_trace(result: Result, path, time_scale: float = 1000.0) -> Path:
