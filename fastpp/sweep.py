@@ -204,9 +204,12 @@ def _as_list(value, name: str) -> list:
 
 
 def _check_ints(name: str, values) -> np.ndarray:
+    """Positive and below 2**31, so that products like ``n_per_p * p`` cannot wrap."""
     arr = np.asarray(values)
-    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1):
-        raise ScheduleError(f"{name} must hold positive integers (got {list(values)[:8]})")
+    if (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1)
+            or np.any(arr >= 2**31)):
+        raise ScheduleError(f"{name} must hold positive integers below 2**31 (got "
+                            f"{list(values)[:8]})")
     return arr.astype(np.int64)
 
 
