@@ -59,6 +59,7 @@ def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
         rows.pop()  # a trailing blank line is no rank
     if not rows:
         raise ScheduleError(f"{path}: must hold at least one row (one per rank); it is empty")
+    ops = []  # every action, parsed once
     for r, row in enumerate(rows):
         for c, cell in enumerate(row):
             if not cell.strip():
@@ -68,26 +69,24 @@ def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
                                     "a communication action; fastpp reads the compute-only "
                                     "format (dump it with format='compute_only')")
             try:
-                parse_op(cell)
+                ops.append(parse_op(cell))
             except ValueError as err:
                 raise ScheduleError(f"{path}: row {r + 1}, column {c + 1}: {err}") from None
     name = name or path.stem
+    p = len(rows)
+    stages = 1 + max(op[i] for op in ops for i in (1, 3)) if ops else 0
     if placement is None:
         try:
             return Schedule.from_tokens(rows, n=n, name=name)
         except ScheduleError as err:
-            raise ScheduleError(f"{path}: {err}; a two-direction schedule (DualPipe, Chimera) "
-                                "needs placement='two-directions'") from None
+            if stages != 2 * p:
+                raise ScheduleError(f"{path}: {err}") from None
+            raise ScheduleError(f"{path}: {err}; if this is a two-direction schedule (DualPipe, "
+                                "Chimera), pass placement='two-directions'") from None
     kind = _placement_kind(placement)
-    p = len(rows)
     if n is None:
-        n = 1 + max(parse_op(cell)[i] for row in rows for cell in row if cell.strip()
-                    for i in (2, 4))
-    m = 2 if kind == VSHAPE else 1
-    if kind == LOOP:
-        stages = 1 + max(parse_op(cell)[i] for row in rows for cell in row if cell.strip()
-                         for i in (1, 3))
-        m = max(1, -(-stages // p))
+        n = 1 + max(op[i] for op in ops for i in (2, 4)) if ops else 1
+    m = {LOOP: max(1, -(-stages // p)), VSHAPE: 2}.get(kind, 1)
     first, last = _routes(kind, p, n, m)
     return Schedule.from_tokens(rows, _placement(kind, p, m), n=n, m=m, name=name,
                                 routes=np.stack([first, last], axis=1))

@@ -73,8 +73,11 @@ class Schedule:
         if routes is None:
             routes = np.tile(np.array([0, self.V - 1]), (self.n, 1))
         routes = _int_array(routes, "routes", ndim=2)
-        self.route_first = np.ascontiguousarray(routes[:, 0]) if routes.shape[1:] == (2,) else None
-        self.route_last = np.ascontiguousarray(routes[:, 1]) if routes.shape[1:] == (2,) else None
+        if routes.shape != (self.n, 2):
+            raise ScheduleError(f"routes must have shape ({self.n}, 2) with 0 <= first <= last "
+                                f"< V={self.V} (got shape {routes.shape})")
+        self.route_first = np.ascontiguousarray(routes[:, 0])
+        self.route_last = np.ascontiguousarray(routes[:, 1])
         self.forward_only = bool(forward_only)
         self._validate(routes)
         self.kind, self.stage, self.mb, self.stage2, self.mb2 = self.ops
@@ -194,8 +197,7 @@ class Schedule:
         if V < 1 or self.stage_to_device.min() < 0 or self.stage_to_device.max() >= p:
             raise ScheduleError(f"stage_to_device must map every stage to a device in 0..{p - 1} "
                                 f"(got {self.stage_to_device.tolist()})")
-        if routes.shape != (n, 2) or routes.min() < 0 or routes.max() >= V or \
-                np.any(routes[:, 0] > routes[:, 1]):
+        if routes.min() < 0 or routes.max() >= V or np.any(routes[:, 0] > routes[:, 1]):
             raise ScheduleError(f"routes must have shape ({n}, 2) with 0 <= first <= last < "
                                 f"V={V} (got shape {routes.shape})")
         r_idx, k_idx = np.nonzero(np.arange(L)[None, :] < self.length[:, None])

@@ -56,7 +56,7 @@ def test_malformed_files_are_named(tmp_path, text, message):
 
 def test_two_directions_needs_its_placement(tmp_path):
     path = write_torch_csv(build_schedule("dualpipe", 4, 8), tmp_path / "d.csv")
-    with pytest.raises(ScheduleError, match="needs placement='two-directions'"):
+    with pytest.raises(ScheduleError, match="pass placement='two-directions'"):
         read_torch_csv(path)
     with pytest.raises(ScheduleError, match=r"placement must be one of"):
         read_torch_csv(path, placement="ring")
