@@ -124,25 +124,30 @@ def _in_slot_order(T, count, n_types):
 
 @jit
 def _xth_input_backward(T, i, x, n):
-    """Slot of device ``i``'s ``x``-th I in time (merging its two ordered I lists)."""
-    a = b = 0
-    while True:
-        if b >= n or (a < n and T[i, I1, a] < T[i, I0, b]):
-            if a + b == x:
-                return T[i, I1, a]
-            a += 1
+    """Slot of device ``i``'s ``x``-th I in time: bisect how many of the first ``x + 1`` come
+    from its I1 list (both lists are in slot order)."""
+    k = x + 1
+    lo, hi = max(0, k - n), min(k, n)
+    while lo < hi:
+        a = (lo + hi) // 2
+        if T[i, I1, a] < T[i, I0, k - a - 1]:
+            lo = a + 1  # I1's a-th comes before the last I0 taken: take more from I1
         else:
-            if a + b == x:
-                return T[i, I0, b]
-            b += 1
+            hi = a
+    last = T[i, I1, lo - 1] if lo > 0 else -1
+    return max(last, T[i, I0, k - lo - 1]) if k > lo else last
 
 
 @jit
-def _walk(slots, start, before, w_mode, limit, state):
-    """Replay a device's memory from slot ``start`` on, from ``before`` = (memory, waiting
-    I's, running peak) after slot ``start - 1``; fills ``state[x]`` with the same triple
-    after each slot and returns the peak, or ``limit + 1`` as soon as the limit is passed."""
-    cur, waiting, top = before[0], before[1], before[2]
+def _walk(slots, start, old, state, w_mode, limit, trial):
+    """Replay a device's memory from slot ``start`` on, from its stored state after slot
+    ``start - 1``, after a move out of slot ``old``: fills ``trial[x]`` with (memory, waiting
+    I's) after each slot. Returns the last slot replayed, or ``-1 - x`` as soon as the memory
+    passes ``limit`` at slot ``x``. From slot ``old`` on, the replay stops where it meets the
+    stored state again: the rest is unchanged, and every stored state is within the limit."""
+    cur = waiting = 0
+    if start > 0:
+        cur, waiting = state[start - 1, 0], state[start - 1, 1]
     for x in range(start, slots.shape[0]):
         t = slots[x]
         if t >= 0:
@@ -152,11 +157,12 @@ def _walk(slots, start, before, w_mode, limit, state):
         elif w_mode == W_NONE and waiting > 0:
             cur -= 1
             waiting -= 1
-        top = max(top, cur)
-        if top > limit:
-            return limit + 1
-        state[x, 0], state[x, 1], state[x, 2] = cur, waiting, top
-    return top
+        if cur > limit:
+            return -1 - x
+        trial[x, 0], trial[x, 1] = cur, waiting
+        if x >= old and cur == state[x, 0] and waiting == state[x, 1]:
+            return x
+    return slots.shape[0] - 1
 
 
 @jit
@@ -165,7 +171,8 @@ def squeeze(T, count, n, w_mode):
     earlier free slots while the devices' peak does not grow; the steady phase stays put.
 
     Each device's slots and memory states are kept: a move from slot ``old`` to ``s`` only
-    replays the memory from ``s`` on (with implied W's a move can shift every later W).
+    replays the memory from ``s`` until it meets the stored states again (with implied W's a
+    move can shift every later W), and a failed try skips every start that must fail too.
     """
     p = T.shape[0]
     n_types = N_TYPES[w_mode]
@@ -178,12 +185,11 @@ def squeeze(T, count, n, w_mode):
         for t in range(n_types):
             for x in range(count[t]):
                 slots[i, T[i, t, x]] = t
-    state = np.zeros((p, last + 1, 3), np.int64)  # memory, waiting I's, running peak
-    zero = np.zeros(3, np.int64)
-    limit = 0
+    state = np.zeros((p, last + 1, 2), np.int64)  # memory, waiting I's
     for i in range(p):
-        limit = max(limit, _walk(slots[i], 0, zero, w_mode, 2**62, state[i]))
-    trial = np.zeros((last + 1, 3), np.int64)
+        _walk(slots[i], 0, last + 1, state[i], w_mode, 2**62, state[i])
+    limit = state[:, :, 0].max()  # the devices' peak, which no move may raise
+    trial = np.zeros((last + 1, 2), np.int64)
     taken = np.zeros((p, last + 1), np.bool_)
     head = np.zeros((p, n_types), np.int64)
     phase = 0  # 0 warmup, 1 steady (until the last F0), 2 cooldown
@@ -212,16 +218,21 @@ def squeeze(T, count, n, w_mode):
             if x > 0:
                 dep = max(dep, T[i, t, x - 1])
             old = T[i, t, x]
-            for s in range(dep + 1, old):
+            s = dep + 1
+            while s < old:
                 if taken[i, s]:
+                    s += 1
                     continue
                 slots[i, old], slots[i, s] = -1, t
-                before = state[i, s - 1] if s > 0 else zero
-                if _walk(slots[i], s, before, w_mode, limit, trial) <= limit:
+                end = _walk(slots[i], s, old, state[i], w_mode, limit, trial)
+                if end >= 0:
                     T[i, t, x] = s
-                    state[i, s:] = trial[s:]
+                    state[i, s:end + 1] = trial[s:end + 1]
                     break
                 slots[i, s], slots[i, old] = -1, t
+                # with explicit W's a move adds ALLOC[t] to every slot in [s, old), so every
+                # later start up to the slot that passed the limit passes it too
+                s = s + 1 if w_mode == W_NONE else -end
         taken[i, T[i, t, x]] = True
 
 
