@@ -52,44 +52,52 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
     """Build and simulate the points ``index``; row ``i`` of ``out`` gets point ``i``'s
     ``COLUMNS``. Forward-only schedules free a forward's activations when it ends.
 
-    The dispatch on the schedule id sits here rather than in a function of its own: every
-    jitted caller compiles its callees' code again, and this is the one caller of them all.
+    Generators do not read costs, so consecutive points with the same ``(schedule, p, n, m,
+    G)`` share one build (``fastpp.sweep`` orders points that way). The dispatch on the
+    schedule id sits here rather than in a function of its own: every jitted caller compiles
+    its callees' code again, and this is the one caller of them all.
     """
+    built = -1  # the point whose schedule is in block (the first point always builds)
+    block = new_ops(1, 1, 1)
+    length = stage_device = first = last = np.zeros(1, np.int32)
     for i in index:
         P, N, M, g = p[i], n[i], m[i], G[i]
-        ops = new_ops(P, N, M)
-        length = np.zeros(P, np.int32)
         kind = sid[i]
-        if kind == GPIPE:
-            gpipe(ops, length, P, N, M, g)
-        elif kind == ONE_F_ONE_B:
-            one_f_one_b(ops, length, P, N, M, g)
-        elif kind == INTERLEAVED_1F1B:
-            interleaved_1f1b(ops, length, P, N, M, g)
-        elif kind == LOOPED_BFS:
-            looped_bfs(ops, length, P, N, M, g)
-        elif kind == FORWARD_ONLY:
-            forward_only(ops, length, P, N, M, g)
-        elif kind == ZB_H1:
-            zb_h(ops, length, P, N, H1)
-        elif kind == ZB_H2:
-            zb_h(ops, length, P, N, H2)
-        elif kind == ZBV:
-            zbv(ops, length, P, N, M, g)
-        elif kind == V_HALF:
-            v_shape(ops, length, P, N, HALF)
-        elif kind == V_MIN:
-            v_shape(ops, length, P, N, MIN)
-        elif kind == DUALPIPE:
-            dualpipe(ops, length, P, N, M, g)
-        elif kind == DUALPIPEV:
-            dualpipev(ops, length, P, N, M, g)
-        elif kind == CHIMERA:
-            chimera(ops, length, P, N, M, g)
-        stage_device = placement(PLACEMENT[kind], P, M)
-        first, last = routes(PLACEMENT[kind], P, N, M)
+        if (built < 0 or kind != sid[built] or P != p[built] or N != n[built]
+                or M != m[built] or g != G[built]):
+            built = i
+            block = new_ops(P, N, M)
+            length = np.zeros(P, np.int32)
+            if kind == GPIPE:
+                gpipe(block, length, P, N, M, g)
+            elif kind == ONE_F_ONE_B:
+                one_f_one_b(block, length, P, N, M, g)
+            elif kind == INTERLEAVED_1F1B:
+                interleaved_1f1b(block, length, P, N, M, g)
+            elif kind == LOOPED_BFS:
+                looped_bfs(block, length, P, N, M, g)
+            elif kind == FORWARD_ONLY:
+                forward_only(block, length, P, N, M, g)
+            elif kind == ZB_H1:
+                zb_h(block, length, P, N, H1)
+            elif kind == ZB_H2:
+                zb_h(block, length, P, N, H2)
+            elif kind == ZBV:
+                zbv(block, length, P, N, M, g)
+            elif kind == V_HALF:
+                v_shape(block, length, P, N, HALF)
+            elif kind == V_MIN:
+                v_shape(block, length, P, N, MIN)
+            elif kind == DUALPIPE:
+                dualpipe(block, length, P, N, M, g)
+            elif kind == DUALPIPEV:
+                dualpipev(block, length, P, N, M, g)
+            elif kind == CHIMERA:
+                chimera(block, length, P, N, M, g)
+            stage_device = placement(PLACEMENT[kind], P, M)
+            first, last = routes(PLACEMENT[kind], P, N, M)
         L = max(1, length.max())
-        ops = ops[:, :, :L]
+        ops = block[:, :, :L]
         c = kernels.stage_costs(f[i:i + 1], b[i:i + 1], w[i:i + 1],
                                 fb[i:i + 1] if fb[i] >= 0.0 else fb[:0], comm[i:i + 1],
                                 gamma[i:i + 1], UNIT_ACT, stage_device, M)

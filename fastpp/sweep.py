@@ -345,8 +345,12 @@ class _Chunk:
         valid = {k: v[self.ok] for k, v in cols.items()}
         count = len(valid["point"])
         self.values = np.empty((count, len(batch.COLUMNS)))
-        # a fixed shuffle spreads large and small points over the slices
-        order = np.random.default_rng(count).permutation(count)
+        # points that share a schedule stay together (one build serves them all); a fixed
+        # shuffle of the schedules spreads large and small points over the slices
+        _, shared = np.unique(np.stack([valid[k] for k in ("schedule", "p", "n", "m", "G")]),
+                              axis=1, return_inverse=True)
+        rank = np.random.default_rng(count).permutation(shared.max() + 1 if count else 0)
+        order = np.argsort(rank[shared], kind="stable")
         fb = np.where(np.isnan(valid["fb"]), -1.0, valid["fb"])
         args = [np.ascontiguousarray(valid[k]) for k in ("schedule", "p", "n", "m", "G", "f",
                                                           "b", "w", "comm", "gamma")]

@@ -43,6 +43,30 @@ def test_every_row_equals_simulate(grid_frame):
         assert row.throughput == row.n / row.makespan
 
 
+def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same():
+    """The sweep kernel builds a schedule once for consecutive points with the same (schedule,
+    p, n, m, G); a change in any one of them, or none with other costs, must be seen."""
+    from fastpp import batch
+
+    steps = [("interleaved-1f1b", 4, 12, 2, 4), ("interleaved-1f1b", 4, 12, 2, 4),
+             ("looped-bfs", 4, 12, 2, 4), ("looped-bfs", 2, 12, 2, 4),
+             ("looped-bfs", 2, 10, 2, 4), ("looped-bfs", 2, 10, 3, 4),
+             ("interleaved-1f1b", 2, 10, 3, 4), ("interleaved-1f1b", 2, 10, 3, 2)]
+    sid = np.array([fastpp.SCHEDULES[name].sid for name, *_ in steps])
+    p, n, m, G = (np.array(col) for col in list(zip(*steps, strict=True))[1:])
+    comm = np.linspace(0.0, 0.3, len(steps))
+    ones = np.ones(len(steps))
+    out = np.empty((len(steps), len(batch.COLUMNS)))
+    batch.simulate_points(sid, p, n, m, G, ones, 2 * ones, 0 * ones, comm, ones, -ones,
+                          np.arange(len(steps)), out)
+    for (name, *point, g), row, latency in zip(steps, out, comm, strict=True):
+        sched = build_schedule(name, *point, G=g) if name == "interleaved-1f1b" else \
+            build_schedule(name, *point)
+        res = simulate(sched, Costs(1.0, 2.0, comm=latency))
+        assert (row[0], row[3], row[6]) == (res.makespan, res.peak_activations.max(),
+                                            sched.num_ops), (name, point, g)
+
+
 def test_invalid_points_are_counted_or_kept(grid_frame):
     kept = sweep(**GRID, invalid="keep")
     total = 13 * 4 * 3 * 2 * 2 * 2  # schedules x p x n_per_p x m x w x comm
