@@ -46,7 +46,8 @@ def jit(func=None, *, signature=None):
     """Compile ``func`` in nopython mode with fastpp's options.
 
     ``cache=True``; no ``fastmath``; ``nogil=True`` so that sweeps run kernels on several
-    threads at once (Numba's ``parallel=True`` would add half a minute to a cold compile).
+    threads at once (Numba's ``parallel=True`` would add half a minute to a cold compile); no
+    C callback wrapper, which nothing uses and every function would compile.
     A ``signature`` compiles once, eagerly: small helpers called from many places with
     constants and mixed int widths would otherwise compile once per combination of types.
     """
@@ -55,7 +56,7 @@ def jit(func=None, *, signature=None):
         saved = numba.config.CACHE_DIR
         numba.config.CACHE_DIR = CACHE_DIR  # read by Numba's cache locator at decoration time
         try:
-            options = {"cache": True, "nogil": True, "fastmath": False}
+            options = {"cache": True, "nogil": True, "fastmath": False, "no_cfunc_wrapper": True}
             if signature is None:
                 return numba.njit(**options)(f)
             return numba.njit(signature, **options)(f)

@@ -138,7 +138,7 @@ def _xth_input_backward(T, i, x, n):
     return max(last, T[i, I0, k - lo - 1]) if k > lo else last
 
 
-@jit
+@jit(signature="int64(int64[::1], int64, int64, int64[:, ::1], int64, int64, int64[:, ::1])")
 def _walk(slots, start, old, state, w_mode, limit, trial):
     """Replay a device's memory from slot ``start`` on, from its stored state after slot
     ``start - 1``, after a move out of slot ``old``: fills ``trial[x]`` with (memory, waiting
@@ -186,9 +186,11 @@ def squeeze(T, count, n, w_mode):
             for x in range(count[t]):
                 slots[i, T[i, t, x]] = t
     state = np.zeros((p, last + 1, 2), np.int64)  # memory, waiting I's
+    limit = 0  # the devices' peak, which no move may raise
     for i in range(p):
         _walk(slots[i], 0, last + 1, state[i], w_mode, 2**62, state[i])
-    limit = state[:, :, 0].max()  # the devices' peak, which no move may raise
+        for x in range(last + 1):
+            limit = max(limit, state[i, x, 0])
     trial = np.zeros((last + 1, 2), np.int64)
     taken = np.zeros((p, last + 1), np.bool_)
     head = np.zeros((p, n_types), np.int64)
@@ -227,7 +229,8 @@ def squeeze(T, count, n, w_mode):
                 end = _walk(slots[i], s, old, state[i], w_mode, limit, trial)
                 if end >= 0:
                     T[i, t, x] = s
-                    state[i, s:end + 1] = trial[s:end + 1]
+                    for y in range(s, end + 1):  # (a slice copy compiles its error text)
+                        state[i, y, 0], state[i, y, 1] = trial[y, 0], trial[y, 1]
                     break
                 slots[i, s], slots[i, old] = -1, t
                 # with explicit W's a move adds ALLOC[t] to every slot in [s, old), so every
