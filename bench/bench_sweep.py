@@ -112,7 +112,6 @@ def bench_main_job_cold_and_cached(benchmark, tmp_path):
                                 cached_sweep_s=warm_sweep)
     print(f"\ndefault main job: cold {cold:.1f} s, cached {warm:.2f} s "
           f"(of which the sweep {warm_sweep:.2f} s)")
-    assert warm_sweep <= 2.0
-    if cold > 30.0:  # a known miss, reported with its figure (see README)
-        pytest.xfail(f"cold start {cold:.1f} s > 30 s: Numba compiles every generator and "
-                     "kernel once per machine")
+    if not benchmark.disabled:  # a smoke run times nothing
+        assert warm_sweep <= 2.0, f"cached sweep {warm_sweep:.2f} s > 2 s"
+        assert cold <= 30.0, f"cold start {cold:.1f} s > 30 s"

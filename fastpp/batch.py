@@ -44,7 +44,6 @@ from .generators.zero_bubble import H1, H2, zb_h
 COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_max",
            "peak_activations_min", "peak_live_max", "num_ops", "parameter_units", "status")
 OK, DEADLOCK = 0.0, 1.0
-UNIT_ACT = np.ones(1)  # sweeps count activations in units of M_B
 
 
 @jit
@@ -58,7 +57,8 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
     its callees' code again, and this is the one caller of them all.
     """
     built = -1  # the point whose schedule is in block (the first point always builds)
-    block = new_ops(1, 1, 1)
+    unit_act = np.ones(1)  # sweeps count activations in units of M_B
+    block = np.zeros((1, 1, 1), np.int32)
     length = stage_device = first = last = np.zeros(1, np.int32)
     for i in index:
         P, N, M, g = p[i], n[i], m[i], G[i]
@@ -96,15 +96,18 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
                 chimera(block, length, P, N, M, g)
             stage_device = placement(PLACEMENT[kind], P, M)
             first, last = routes(PLACEMENT[kind], P, N, M)
-        L = max(1, length.max())
-        ops = block[:, :, :L]
+        L = total = 0
+        for r in range(P):  # (length.max() would compile NumPy's generic reduction)
+            L = max(L, length[r])
+            total += length[r]
+        L = max(1, L)
         c = kernels.stage_costs(f[i:i + 1], b[i:i + 1], w[i:i + 1],
                                 fb[i:i + 1] if fb[i] >= 0.0 else fb[:0], comm[i:i + 1],
-                                gamma[i:i + 1], UNIT_ACT, stage_device, M)
+                                gamma[i:i + 1], unit_act, stage_device, M)
         start = np.zeros((P, L))
         end = np.zeros((P, L))
         pointer = np.zeros(P, np.int64)
-        if kernels.timeline(ops, length, stage_device, first, last, N, c[0], c[1], c[2],
+        if kernels.timeline(block, length, stage_device, first, last, N, c[0], c[1], c[2],
                             c[3], c[4], start, end, pointer) < 0.0:
             out[i, :] = np.nan
             out[i, 8] = DEADLOCK
@@ -113,7 +116,7 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
         mem_end = np.zeros((P, L))
         live_start = np.zeros((P, L), np.int64)
         live_end = np.zeros((P, L), np.int64)
-        kernels.memory(ops, length, c[5], c[6], sid[i] == FORWARD_ONLY, mem_start, mem_end,
+        kernels.memory(block, length, c[5], c[6], sid[i] == FORWARD_ONLY, mem_start, mem_end,
                        live_start, live_end)
         busy = np.zeros(P)
         span = np.zeros(P)
@@ -128,6 +131,6 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
             peak_min = min(peak_min, peak)
         out[i, 0], out[i, 1], out[i, 2] = makespan, bubble, span_bubble
         out[i, 3], out[i, 4], out[i, 5] = peak_max, peak_min, live_max
-        out[i, 6] = length.sum()
+        out[i, 6] = total
         out[i, 7] = 2.0 if PLACEMENT[sid[i]] == TWO_DIRECTIONS else 1.0
         out[i, 8] = OK

@@ -14,15 +14,19 @@ import hashlib
 import itertools
 import json
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from . import batch
-from .generators.registry import SCHEDULES, get_spec
+from ._jit import CACHE_DIR
+from .generators.registry import SCHEDULES, build_schedule, get_spec
 from .schedule import ScheduleError
 
 INPUTS = ("schedule", "p", "n", "m", "G", "f", "b", "w", "comm", "gamma", "fb")
@@ -115,6 +119,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=(1, 2), *, n_per_p=None, G=None
         if collect:
             parts[c] = frame
 
+    if executor == "threads" and todo:
+        warm_up(announce=progress)
     done = plan.total - sum(_chunk_len(c, chunk_size, plan.total) for c in todo)
     bar = _progress(plan.total, progress, done=done)
     try:
@@ -422,17 +428,81 @@ class _NoBar:
         pass
 
 
-# -- Dask -----------------------------------------------------------------------------------
+# -- compiling ------------------------------------------------------------------------------
 
 
-def warm_up() -> bool:
-    """Compile or load the kernels in this process (run once on every Dask worker)."""
+# On an empty kernel cache a second process compiles these generators while this one compiles
+# the others and the simulation kernels: Numba compiles one function at a time per process.
+_SECOND_PROCESS = ("v-half", "dualpipe", "dualpipev")
+_warm = False
+
+
+def warm_up(announce: bool = False) -> bool:
+    """Compile the sweep kernel, or load it from the kernel cache, in this process.
+
+    Runs before a sweep's first chunk and once on every Dask worker. With an empty cache the
+    generators compile in two processes at once (a marker in the cache folder says when the
+    kernel is there), then the sweep kernel, which finds its callees in the cache: the same
+    functions with the same types as ``build_schedule`` and ``simulate`` compile.
+
+    Parameters
+    ----------
+    announce : bool
+        Say on stderr when the kernels compile (once per machine, about half a minute).
+
+    Returns
+    -------
+    bool
+        True (for ``dask.distributed.Client.run``).
+    """
+    global _warm
+    if _warm:
+        return True
+    ready = Path(CACHE_DIR) / "sweep-kernel.ready"
+    if not ready.exists():
+        if announce:
+            print("fastpp: compiling the kernels for this machine, once (about half a "
+                  "minute)", file=sys.stderr, flush=True)
+        helper = None
+        if sys.executable:  # the same fastpp, whatever the working folder
+            path = os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                    os.environ.get("PYTHONPATH", "")])
+            code = f"from fastpp.sweep import _build_small; _build_small({_SECOND_PROCESS!r})"
+            helper = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL,
+                                      env=dict(os.environ, PYTHONPATH=path))
+        _build_small([n for n in SCHEDULES if n not in _SECOND_PROCESS], run=True)
+        if helper is not None:
+            try:  # whatever it did not finish compiles in the kernel below
+                helper.wait(timeout=600)
+            except subprocess.TimeoutExpired:
+                helper.kill()
     cols = {"schedule": np.array([0]), "p": np.array([1]), "n": np.array([1]),
             "m": np.array([1]), "G": np.array([1]), "f": np.array([1.0]),
             "b": np.array([2.0]), "w": np.array([0.0]), "comm": np.array([0.0]),
             "gamma": np.array([1.0]), "fb": np.array([np.nan]), "point": np.array([0])}
     _Chunk(cols)
+    if not numba.config.DISABLE_JIT:  # (without the JIT nothing was compiled)
+        Path(CACHE_DIR).mkdir(parents=True, exist_ok=True)
+        ready.touch()
+    _warm = True
     return True
+
+
+def _build_small(names, run: bool = False) -> None:
+    """Build (and with ``run`` simulate) a small point of each schedule: compiles them."""
+    from .costs import Costs
+    from .simulate import simulate
+
+    for name in names:
+        spec = SCHEDULES[name]
+        m = next(m for m in (1, 2) if not spec.reasons(4, 8, m, 4)[0])
+        schedule = build_schedule(name, 4, 8, m)
+        if run:
+            simulate(schedule, Costs(1.0, 2.0, 1.0))
+
+
+# -- Dask -----------------------------------------------------------------------------------
 
 
 def _dask_task(cols, invalid):
@@ -449,6 +519,8 @@ def _run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterato
                                dashboard_address=None, processes=True)
     client = Client(scheduler if scheduler is not None else cluster)
     try:
+        if cluster is not None:
+            warm_up()  # compiled here once, the local workers load the kernels from the cache
         client.run(warm_up)  # every worker compiles or loads the kernels once
         pending = iter(todo)
         window = as_completed()

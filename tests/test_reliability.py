@@ -10,22 +10,34 @@ from fastpp import Costs, build_schedule, simulate
 
 SWEEP = """
 import sys, fastpp.sweep as s
+from fastpp import batch, kernels
 df = s.sweep(p=[2, 4], n_per_p=[1, 2], m=[1, 2], w=1.0, progress=False)
 df.to_parquet(sys.argv[1])
+# the warm-up compiled each callee of the sweep kernel with the kernel's own types
+callees = [v for module in (batch, kernels) for v in vars(module).values()
+           if hasattr(v, "signatures") and v.signatures]
+print(len(callees), max(len(f.signatures) for f in callees))
 """
 
 
 def test_two_sweeps_sharing_a_cold_cache(tmp_path):
-    """Both compile into the same empty cache at once; both finish with the same table."""
+    """Both compile into the same empty cache at once (each with its helper process); both
+    finish with the same table, and in both every function the sweep kernel calls was
+    compiled once, with the types the kernel uses (a second signature would mean the warm-up
+    compiled it in vain)."""
     env = dict(os.environ, FASTPP_CACHE_DIR=str(tmp_path / "cache"))
     procs = [subprocess.Popen([sys.executable, "-c", SWEEP, str(tmp_path / f"{i}.parquet")],
-                              env=env, stderr=subprocess.PIPE, text=True) for i in range(2)]
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in range(2)]
     for proc in procs:
-        _, err = proc.communicate(timeout=600)
+        out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
+        callees, most = (int(x) for x in out.split())
+        assert callees >= 15 and most == 1, out
     first, second = (pd.read_parquet(tmp_path / f"{i}.parquet") for i in range(2))
     pd.testing.assert_frame_equal(first, second)
     assert len(first) > 30
+    assert list((tmp_path / "cache").glob("numba-*/sweep-kernel.ready"))
 
 
 BOUNDS = """

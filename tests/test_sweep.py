@@ -67,6 +67,33 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
                                             sched.num_ops), (name, point, g)
 
 
+def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
+        monkeypatch, tmp_path, capsys):
+    import numba
+
+    import fastpp.sweep as module
+
+    helpers = []
+    popen = subprocess.Popen
+
+    def spy(args, **kwargs):
+        helpers.append(args)
+        return popen(args, **kwargs)
+
+    monkeypatch.setattr(module.subprocess, "Popen", spy)
+    monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))  # no marker there yet
+    monkeypatch.setattr(module, "_warm", False)
+    assert module.warm_up(announce=True)
+    assert len(helpers) == 1 and "_build_small(('v-half', 'dualpipe', 'dualpipev'))" in \
+        helpers[0][-1]
+    assert "compiling the kernels" in capsys.readouterr().err
+    if not numba.config.DISABLE_JIT:
+        assert (tmp_path / "cache" / "sweep-kernel.ready").exists()
+        monkeypatch.setattr(module, "_warm", False)  # a new process: the marker is there
+        module.warm_up(announce=True)
+        assert len(helpers) == 1 and capsys.readouterr().err == ""
+
+
 def test_invalid_points_are_counted_or_kept(grid_frame):
     kept = sweep(**GRID, invalid="keep")
     total = 13 * 4 * 3 * 2 * 2 * 2  # schedules x p x n_per_p x m x w x comm
