@@ -21,7 +21,8 @@ SLOW_WITHOUT_JIT = ("killed or dask or main_job or llama or demo or p16 or damag
 @pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="this is that run")
 def test_coverage_without_jit(tmp_path):
     pytest.importorskip("pytest_cov")
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1", FASTPP_SMALL="1", FASTPP_FUZZ="40")
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1", FASTPP_SMALL="1", FASTPP_FUZZ="40",
+               COVERAGE_FILE=str(tmp_path / ".coverage"))  # not in the work tree
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
          "--cov=fastpp", "--cov-report=term", f"--cov-report=json:{tmp_path / 'cov.json'}",
