@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,7 +33,7 @@ from .schedule import ScheduleError
 INPUTS = ("schedule", "p", "n", "m", "G", "f", "b", "w", "comm", "gamma", "fb")
 COSTS = ("f", "b", "w", "comm", "gamma", "fb")
 _NAMES = np.array(list(SCHEDULES), dtype=object)
-_SLICE = 64  # points a thread takes at a time: small enough to keep both cores busy
+_MIN_SLICE = 64  # the fewest points a thread takes at a time
 
 
 def sweep(schedules=None, p=(2, 4, 8), n=None, m=(1, 2), *, n_per_p=None, G=None,
@@ -130,7 +131,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=(1, 2), *, n_per_p=None, G=None
                 # previous one and validates the next (the kernels release the GIL)
                 running = None
                 for c in [*todo, None]:
-                    started = None if c is None else _Chunk(plan.chunk(c, chunk_size), pool)
+                    started = None if c is None else _Chunk(plan.chunk(c, chunk_size), pool,
+                                                            workers)
                     if running is not None:
                         finished(running[0], *running[1].result(invalid))
                         bar.update(_chunk_len(running[0], chunk_size, plan.total))
@@ -344,7 +346,7 @@ def _reasons(cols: dict[str, np.ndarray]) -> np.ndarray:
 class _Chunk:
     """One chunk: validated and started on construction, turned into a frame by ``result``."""
 
-    def __init__(self, cols: dict[str, np.ndarray], pool=None):
+    def __init__(self, cols: dict[str, np.ndarray], pool=None, threads: int = 1):
         self.cols = cols
         self.reasons = _reasons(cols)
         self.ok = self.reasons == ""
@@ -353,8 +355,14 @@ class _Chunk:
         self.values = np.empty((count, len(batch.COLUMNS)))
         # points that share a schedule stay together (one build serves them all); a fixed
         # shuffle of the schedules spreads large and small points over the slices
-        _, shared = np.unique(np.stack([valid[k] for k in ("schedule", "p", "n", "m", "G")]),
-                              axis=1, return_inverse=True)
+        by_key = np.lexsort([valid[k] for k in ("G", "m", "n", "p", "schedule")])
+        first = np.zeros(count, bool)  # a schedule's first point, in key order
+        first[:1] = True
+        for k in ("schedule", "p", "n", "m", "G"):
+            key = valid[k][by_key]
+            first[1:] |= key[1:] != key[:-1]
+        shared = np.empty(count, np.int64)
+        shared[by_key] = np.cumsum(first) - 1
         rank = np.random.default_rng(count).permutation(shared.max() + 1 if count else 0)
         order = np.argsort(rank[shared], kind="stable")
         fb = np.where(np.isnan(valid["fb"]), -1.0, valid["fb"])
@@ -364,13 +372,12 @@ class _Chunk:
         def run(index):
             batch.simulate_points(*args, fb, index, self.values)
 
-        slices = [order[i: i + _SLICE] for i in range(0, count, _SLICE)]
         if pool is None:
-            for piece in slices:
-                run(piece)
+            run(order)
             self.jobs = []
-        else:
-            self.jobs = [pool.submit(run, piece) for piece in slices]
+        else:  # about four slices per thread: each slice's end waits for the GIL
+            size = max(_MIN_SLICE, -(-count // (4 * threads)))
+            self.jobs = [pool.submit(run, order[i: i + size]) for i in range(0, count, size)]
 
     def result(self, invalid: str):
         """The chunk's frame and the count of each skip reason."""
@@ -381,26 +388,22 @@ class _Chunk:
         cols, reasons, ok, values = self.cols, self.reasons, self.ok, self.values
         if np.any(values[:, -1] != batch.OK):
             raise RuntimeError("a generated schedule deadlocked: a fastpp bug, please report it")
-        skipped = pd.Series(reasons[~ok]).value_counts().to_dict()
+        skipped = Counter(reasons[~ok].tolist())
         keep = invalid == "keep"
         rows = np.arange(len(reasons)) if keep else np.flatnonzero(ok)
-        frame = pd.DataFrame({
-            "point": cols["point"][rows],
-            "schedule": pd.Series(_NAMES[cols["schedule"][rows]], dtype=object).astype(str),
-            **{k: cols[k][rows] for k in INPUTS[1:]},
-        })
         metrics = np.full((len(rows), len(batch.COLUMNS) - 1), np.nan)
         metrics[ok[rows] if keep else slice(None)] = values[:, :-1]
-        for i, name in enumerate(batch.COLUMNS[:-1]):
-            frame[name] = metrics[:, i]
-        for name in ("peak_live_max", "num_ops"):
-            if not keep:
-                frame[name] = frame[name].astype(np.int64)
-        frame.insert(frame.columns.get_loc("num_ops"), "throughput",
-                     frame["n"] / frame["makespan"])
+        data = {"point": cols["point"][rows],
+                "schedule": pd.Series(_NAMES[cols["schedule"][rows]], dtype=object).astype(str),
+                **{k: cols[k][rows] for k in INPUTS[1:]}}
+        for i, name in enumerate(batch.COLUMNS[:-1]):  # one frame, built once: inserting
+            if name == "num_ops":                        # column by column costs ~1 ms each
+                data["throughput"] = data["n"] / data["makespan"]
+            integer = name in ("peak_live_max", "num_ops") and not keep
+            data[name] = metrics[:, i].astype(np.int64) if integer else metrics[:, i]
         if keep:
-            frame["reason"] = reasons[rows]
-        return frame, {k: int(v) for k, v in skipped.items()}
+            data["reason"] = reasons[rows]
+        return pd.DataFrame(data), dict(skipped)
 
 
 def _empty_frame(invalid: str):

@@ -79,10 +79,10 @@ class ScheduleSpec:
                 continue
             valid[bad] = False
             # one message per distinct (p, n, m, G): a grid repeats them many times
-            points, which = np.unique(np.stack([p[bad], n[bad], m[bad], G[bad]], axis=1),
-                                      axis=0, return_inverse=True)
-            texts = np.array([self._message(rule, *row) for row in points.tolist()], object)
-            out[bad] = texts[which.ravel()]
+            keys = list(zip(p[bad].tolist(), n[bad].tolist(), m[bad].tolist(),
+                            G[bad].tolist(), strict=True))
+            texts = {key: self._message(rule, *key) for key in set(keys)}
+            out[bad] = [texts[key] for key in keys]
         return out
 
     def _message(self, rule: Rule, p: int, n: int, m: int, G: int) -> str:
