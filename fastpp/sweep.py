@@ -331,13 +331,31 @@ def _chunk_len(c: int, size: int, total: int) -> int:
 # -- running a chunk ---------------------------------------------------------------------------
 
 
-def _reasons(cols: dict[str, np.ndarray]) -> np.ndarray:
-    """Per point, why it cannot run ("" when it can): the schedule's rules, then w <= b."""
-    reasons = np.full(len(cols["point"]), "", dtype=object)
-    for sid in np.unique(cols["schedule"]):
-        sel = cols["schedule"] == sid
-        reasons[sel] = SCHEDULES[_NAMES[sid]].reasons(cols["p"][sel], cols["n"][sel],
-                                                      cols["m"][sel], cols["G"][sel])
+def _by_schedule(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Group the points by schedule ``(schedule, p, n, m, G)``: each point's group, and one
+    point of each group. A grid's cost axes repeat every schedule many times."""
+    keys = [cols[k] for k in ("schedule", "p", "n", "m", "G")]
+    by_key = np.lexsort(keys[::-1])
+    first = np.zeros(len(by_key), bool)  # a group's first point, in key order
+    first[:1] = True
+    for key in keys:
+        ordered = key[by_key]
+        first[1:] |= ordered[1:] != ordered[:-1]
+    group = np.empty(len(by_key), np.int64)
+    group[by_key] = np.cumsum(first) - 1
+    return group, by_key[first]
+
+
+def _reasons(cols: dict[str, np.ndarray], group: np.ndarray, one: np.ndarray) -> np.ndarray:
+    """Per point, why it cannot run ("" when it can): the schedule's rules (checked once per
+    group), then w <= b."""
+    sid = cols["schedule"][one]
+    per_group = np.full(len(one), "", dtype=object)
+    for s in np.unique(sid):
+        sel = one[sid == s]
+        per_group[sid == s] = SCHEDULES[_NAMES[s]].reasons(cols["p"][sel], cols["n"][sel],
+                                                           cols["m"][sel], cols["G"][sel])
+    reasons = per_group[group]
     bad_w = (reasons == "") & (cols["w"] > cols["b"])
     reasons[bad_w] = "w must be <= b"
     return reasons
@@ -348,23 +366,16 @@ class _Chunk:
 
     def __init__(self, cols: dict[str, np.ndarray], pool=None, threads: int = 1):
         self.cols = cols
-        self.reasons = _reasons(cols)
+        group, one = _by_schedule(cols)
+        self.reasons = _reasons(cols, group, one)
         self.ok = self.reasons == ""
         valid = {k: v[self.ok] for k, v in cols.items()}
         count = len(valid["point"])
         self.values = np.empty((count, len(batch.COLUMNS)))
         # points that share a schedule stay together (one build serves them all); a fixed
         # shuffle of the schedules spreads large and small points over the slices
-        by_key = np.lexsort([valid[k] for k in ("G", "m", "n", "p", "schedule")])
-        first = np.zeros(count, bool)  # a schedule's first point, in key order
-        first[:1] = True
-        for k in ("schedule", "p", "n", "m", "G"):
-            key = valid[k][by_key]
-            first[1:] |= key[1:] != key[:-1]
-        shared = np.empty(count, np.int64)
-        shared[by_key] = np.cumsum(first) - 1
-        rank = np.random.default_rng(count).permutation(shared.max() + 1 if count else 0)
-        order = np.argsort(rank[shared], kind="stable")
+        rank = np.random.default_rng(count).permutation(len(one))
+        order = np.argsort(rank[group[self.ok]], kind="stable")
         fb = np.where(np.isnan(valid["fb"]), -1.0, valid["fb"])
         args = [np.ascontiguousarray(valid[k]) for k in ("schedule", "p", "n", "m", "G", "f",
                                                           "b", "w", "comm", "gamma")]
