@@ -447,7 +447,8 @@ class _NoBar:
 
 # On an empty kernel cache a second process compiles these generators while this one compiles
 # the others and the simulation kernels: Numba compiles one function at a time per process.
-_SECOND_PROCESS = ("v-half", "dualpipe", "dualpipev")
+# (V-Half and V-Min share one generator, as do DualPipe and DualPipeV.)
+_SECOND_PROCESS = ("v-half", "v-min", "dualpipe", "dualpipev")
 _warm = False
 
 

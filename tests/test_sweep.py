@@ -84,7 +84,7 @@ def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
     monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))  # no marker there yet
     monkeypatch.setattr(module, "_warm", False)
     assert module.warm_up(announce=True)
-    assert len(helpers) == 1 and "_build_small(('v-half', 'dualpipe', 'dualpipev'))" in \
+    assert len(helpers) == 1 and "_build_small(('v-half', 'v-min', 'dualpipe', 'dualpipev'))" in \
         helpers[0][-1]
     assert "compiling the kernels" in capsys.readouterr().err
     if not numba.config.DISABLE_JIT:
