@@ -1,6 +1,7 @@
 """fastpp.sweep: rows equal simulate(), invalid points, resume after a kill, Dask, the script."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -289,7 +290,9 @@ def test_main_job(tmp_path):
     assert "Pareto front of bubble against peak memory" in text
     assert "p=8   n=16" in text
     df = pd.read_parquet(out / "sweep.parquet")
-    assert len(df) == int(text.split(" points simulated")[0].replace(",", ""))
+    assert re.search(r"^kernels ready in [\d.]+ s$", text, re.M)
+    simulated = re.search(r"^([\d,]+) points simulated in", text, re.M).group(1)
+    assert len(df) == int(simulated.replace(",", ""))
     for name in ("bubble_heatmap.png", "pareto.png"):
         png = out / name
         assert png.stat().st_size > 10_000  # a picture with content, not an empty canvas
