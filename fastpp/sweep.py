@@ -27,8 +27,10 @@ import numpy as np
 
 from . import batch
 from ._jit import CACHE_DIR
+from .costs import Costs
 from .generators.registry import SCHEDULES, build_schedule, get_spec
 from .schedule import ScheduleError
+from .simulate import simulate
 
 INPUTS = ("schedule", "p", "n", "m", "G", "f", "b", "w", "comm", "gamma", "fb")
 COSTS = ("f", "b", "w", "comm", "gamma", "fb")
@@ -352,9 +354,10 @@ def _reasons(cols: dict[str, np.ndarray], group: np.ndarray, one: np.ndarray) ->
     sid = cols["schedule"][one]
     per_group = np.full(len(one), "", dtype=object)
     for s in np.unique(sid):
-        sel = one[sid == s]
-        per_group[sid == s] = SCHEDULES[_NAMES[s]].reasons(cols["p"][sel], cols["n"][sel],
-                                                           cols["m"][sel], cols["G"][sel])
+        mine = sid == s
+        sel = one[mine]
+        per_group[mine] = SCHEDULES[_NAMES[s]].reasons(cols["p"][sel], cols["n"][sel],
+                                                       cols["m"][sel], cols["G"][sel])
     reasons = per_group[group]
     bad_w = (reasons == "") & (cols["w"] > cols["b"])
     reasons[bad_w] = "w must be <= b"
@@ -506,9 +509,6 @@ def warm_up(announce: bool = False) -> bool:
 
 def _build_small(names, run: bool = False) -> None:
     """Build (and with ``run`` simulate) a small point of each schedule: compiles them."""
-    from .costs import Costs
-    from .simulate import simulate
-
     for name in names:
         spec = SCHEDULES[name]
         m = next(m for m in (1, 2) if not spec.reasons(4, 8, m, 4)[0])
