@@ -25,6 +25,7 @@ from .costs import Costs
 from .generators.registry import SCHEDULES, ScheduleSpec, build_schedule
 from .ops import Op
 from .schedule import Schedule, ScheduleError
+from .search import SearchResult, optimize
 from .seed import Device, compute_theoretical_peak, gpipe_schedule, onef_oneb_schedule
 from .simulate import Result, simulate
 
@@ -39,10 +40,12 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "ScheduleSpec",
+    "SearchResult",
     "build_schedule",
     "compute_theoretical_peak",
     "gpipe_schedule",
     "onef_oneb_schedule",
+    "optimize",
     "simulate",
     "theory",
 ]

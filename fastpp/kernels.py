@@ -161,32 +161,42 @@ def memory(ops, length, unit, gamma, forward_only, mem_start, mem_end, live_star
     a forward-only schedule a forward frees its own allocation when it ends. ``live_*`` count
     live (stage, microbatch) pairs the same way with ``gamma = 1`` (PyTorch's liveness count).
     """
-    p = ops.shape[1]
-    for r in range(p):
-        mem = 0.0
-        live = 0
-        for k in range(length[r]):
-            kind = ops[0, r, k]
-            s = ops[1, r, k]
-            if kind == F or kind == FB:
-                mem += unit[s]
-                live += 1
-            mem_start[r, k] = mem
-            live_start[r, k] = live
-            if kind == FB:
-                s2 = ops[3, r, k]
-                mem -= unit[s2]
-                live -= 1
-            elif kind == B or (kind == F and forward_only):
-                mem -= unit[s]
-                live -= 1
-            elif kind == I:
-                mem -= (1.0 - gamma[s]) * unit[s]
-            elif kind == W:
-                mem -= gamma[s] * unit[s]
-                live -= 1
-            mem_end[r, k] = mem
-            live_end[r, k] = live
+    for r in range(ops.shape[1]):
+        device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end, live_start,
+                      live_end)
+
+
+@jit
+def device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end, live_start,
+                  live_end):
+    """``memory`` for device ``r`` alone; returns its peak (the largest value after a start)."""
+    mem = 0.0
+    live = 0
+    peak = 0.0
+    for k in range(length[r]):
+        kind = ops[0, r, k]
+        s = ops[1, r, k]
+        if kind == F or kind == FB:
+            mem += unit[s]
+            live += 1
+        mem_start[r, k] = mem
+        live_start[r, k] = live
+        peak = max(peak, mem)
+        if kind == FB:
+            s2 = ops[3, r, k]
+            mem -= unit[s2]
+            live -= 1
+        elif kind == B or (kind == F and forward_only):
+            mem -= unit[s]
+            live -= 1
+        elif kind == I:
+            mem -= (1.0 - gamma[s]) * unit[s]
+        elif kind == W:
+            mem -= gamma[s] * unit[s]
+            live -= 1
+        mem_end[r, k] = mem
+        live_end[r, k] = live
+    return peak
 
 
 @jit

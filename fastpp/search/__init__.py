@@ -1,0 +1,13 @@
+"""Schedule search: the fastest order under a memory limit, with a proven bound.
+
+``optimize`` runs the layers below, each reading and producing plain ``Schedule``s:
+
+- ``heuristic`` (jitted): the Zero Bubble authors' greedy schedulers, loop and V placements;
+- ``improve`` (jitted): local search over device orders, evaluated by the engine's kernels;
+- ``exact``: a CP-SAT model (OR-Tools, optional), warm-started from the best known order;
+- ``bounds``: analytic lower bounds; ``problem``: the instance and its checks.
+"""
+
+from .optimizer import SearchResult, optimize
+
+__all__ = ["SearchResult", "optimize"]

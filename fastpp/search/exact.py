@@ -1,0 +1,207 @@
+"""Exact search with OR-Tools CP-SAT (the optional extra ``fastpp[search]``).
+
+The model of SEARCH.md section 3: an interval per op, no overlap on a device, precedences with
+hand-off latencies, and a reservoir per device for activation memory (``+unit`` at an ``F``'s
+start, ``-(1-gamma) unit`` at an ``I``'s end, ``-gamma unit`` at a ``W``'s end). CP-SAT needs
+integers: times are scaled and rounded *down*, and memory changes are scaled and rounded so that
+the model can only hold less than the engine; the model is then a relaxation, and its bound is
+a valid lower bound. Every order it returns is re-simulated by the engine with the real costs
+and kept only if it is within the memory limit and better than the warm start.
+
+Symmetry cuts: on each stage the ``F``s run in microbatch order, and so do the ``I``s and the
+``W``s (relabelling microbatches first-in-first-out along each chain keeps every time).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import kernels
+from ..ops import F, I, W
+from ..schedule import Schedule, ScheduleError
+from .problem import Problem
+
+MAX_SCALED = 10**7  # largest scaled duration: keeps CP-SAT's integer domains comfortable
+
+
+@dataclass
+class ExactOutcome:
+    """What the solver found: an order (or ``None``), its model value and the proven bound."""
+
+    ops: np.ndarray | None
+    length: np.ndarray | None
+    bound: float
+    status: str
+    log: list[tuple[float, float]]
+
+
+def available() -> bool:
+    """Whether OR-Tools is installed (imported only when a search uses it)."""
+    return importlib.util.find_spec("ortools") is not None
+
+
+def _scale(values: np.ndarray, limit: int = MAX_SCALED) -> tuple[float, bool]:
+    """A power of ten that makes ``values`` integers (``exact``), or the largest one that keeps
+    them under ``limit`` (then they are rounded down)."""
+    top = float(np.max(values, initial=0.0))
+    for k in range(7):
+        scale = 10.0**k
+        if top * scale > limit:
+            break
+        scaled = values * scale
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * np.maximum(1.0, np.abs(scaled))):
+            return scale, True
+    scale = 10.0 ** np.floor(np.log10(limit / top)) if top > 0 else 1.0
+    return scale, False
+
+
+def _floor(x: np.ndarray) -> np.ndarray:
+    return np.floor(x + 1e-9 * np.maximum(1.0, np.abs(x))).astype(np.int64)
+
+
+def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
+          workers: int | None = None) -> ExactOutcome:
+    """Minimize the problem's objective with CP-SAT, warm-started from ``warm``.
+
+    Raises
+    ------
+    ScheduleError
+        Without OR-Tools.
+    """
+    if not available():
+        raise ScheduleError("method='exact' needs OR-Tools: pip install 'fastpp[search]'")
+    from ortools.sat.python import cp_model
+
+    p, n, V = problem.p, problem.n, problem.V
+    device = problem.stage_to_device
+    comm = np.where(device[1:] != device[:-1], problem.comm[:-1], 0.0)  # hop s -> s+1
+    scale, _ = _scale(np.concatenate([problem.cost.ravel(), comm]))
+    dur = _floor(problem.cost * scale)
+    hop = _floor(comm * scale)
+    model = cp_model.CpModel()
+    horizon = int(dur.sum() * n + hop.sum() * 2 * n) + 1
+    start = np.empty((3, V, n), dtype=object)
+    end = np.empty((3, V, n), dtype=object)
+    per_device = [[] for _ in range(p)]
+    for k in range(3):
+        for s in range(V):
+            for j in range(n):
+                a = model.NewIntVar(0, horizon, f"s{k}_{s}_{j}")
+                z = model.NewIntVar(0, horizon, f"e{k}_{s}_{j}")
+                per_device[device[s]].append(
+                    model.NewIntervalVar(a, int(dur[k, s]), z, f"i{k}_{s}_{j}"))
+                start[k, s, j], end[k, s, j] = a, z
+    for r in range(p):
+        model.AddNoOverlap(per_device[r])
+    for j in range(n):
+        for s in range(V):
+            if s > 0:
+                model.Add(start[0, s, j] >= end[0, s - 1, j] + int(hop[s - 1]))
+            if s < V - 1:
+                model.Add(start[1, s, j] >= end[1, s + 1, j] + int(hop[s]))
+            else:
+                model.Add(start[1, s, j] >= end[0, s, j])
+            model.Add(start[2, s, j] >= end[1, s, j])
+            if j > 0:  # symmetry cuts
+                for k in range(3):
+                    model.Add(start[k, s, j] >= start[k, s, j - 1])
+    _memory(model, problem, start, end)
+    if problem.objective == "makespan":
+        goal = model.NewIntVar(0, horizon, "makespan")
+        for s in range(V):
+            model.Add(goal >= end[2, s, n - 1])
+    else:  # a device's first op is its first stage's F(0) and its last a W(n-1)
+        goal = model.NewIntVar(0, horizon, "span")
+        for s in range(V):
+            first = int(np.flatnonzero(device == device[s])[0])
+            model.Add(goal >= end[2, s, n - 1] - start[0, first, 0])
+    model.Minimize(goal)
+    _hint(model, problem, warm, dur, hop, start)
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, float(time_limit))
+    solver.parameters.num_workers = workers or max(1, min(8, os.cpu_count() or 1))
+    solver.parameters.random_seed = int(seed)
+    log: list[tuple[float, float]] = []
+    t0 = time.perf_counter()
+
+    class _Log(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self):
+            log.append((time.perf_counter() - t0, self.ObjectiveValue() / scale))
+
+    status = solver.Solve(model, _Log())
+    name = solver.StatusName(status)
+    bound = solver.BestObjectiveBound() / scale if status != cp_model.UNKNOWN else 0.0
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return ExactOutcome(None, None, bound, name, log)
+    ops, length = _order(problem, solver, start, end)
+    return ExactOutcome(ops, length, bound, name, log)
+
+
+def _memory(model, problem: Problem, start, end) -> None:
+    """One reservoir per device; changes scaled and rounded so the model never holds more
+    than the engine (allocations down, frees up)."""
+    if not np.all(np.isfinite(problem.cap)):
+        return
+    memd = problem.memd
+    scale, _ = _scale(np.concatenate([np.abs(memd).ravel(), problem.limit]))
+    alloc = _floor(memd[0] * scale)
+    free = _floor(memd[1:] * scale)  # negative changes rounded down: larger frees
+    device, n = problem.stage_to_device, problem.n
+    for r in range(problem.p):
+        times, changes = [], []
+        for s in np.flatnonzero(device == r):
+            for j in range(n):
+                times += [start[0, s, j], end[1, s, j], end[2, s, j]]
+                changes += [int(alloc[s]), int(free[0, s]), int(free[1, s])]
+        model.AddReservoirConstraint(times, changes, -(2**40),
+                                     int(_floor(np.array(problem.cap[r] * scale))))
+
+
+def _hint(model, problem: Problem, warm: Schedule, dur, hop, start) -> None:
+    """Hint the warm start's order, timed as the engine runs it with the scaled costs."""
+    V = problem.V
+    tf = dur[0].astype(np.float64)
+    tw = dur[2].astype(np.float64)
+    tb = (dur[1] + dur[2]).astype(np.float64)
+    comm = np.zeros(V)
+    comm[:-1] = hop
+    shape = warm.kind.shape
+    t0, t1 = np.zeros(shape), np.zeros(shape)
+    pointer = np.zeros(warm.p, np.int64)
+    if kernels.timeline(warm.ops, warm.length, warm.stage_to_device, warm.route_first,
+                        warm.route_last, warm.n, tf, tb, tw, np.full(V, -1.0), comm, t0, t1,
+                        pointer) < 0:
+        return
+    row = {F: 0, I: 1, W: 2}
+    for r in range(warm.p):
+        for k in range(warm.length[r]):
+            kind, s, j = (int(x) for x in warm.ops[:3, r, k])
+            model.AddHint(start[row[kind], s, j], int(round(t0[r, k])))
+
+
+def _order(problem: Problem, solver, start, end) -> tuple[np.ndarray, np.ndarray]:
+    """Each device's ops sorted by their solved start (ties: end, then F < I < W)."""
+    p, n = problem.p, problem.n
+    device = problem.stage_to_device
+    rows = [[] for _ in range(p)]
+    kinds = (F, I, W)
+    for k in range(3):
+        for s in range(problem.V):
+            for j in range(n):
+                a, z = solver.Value(start[k, s, j]), solver.Value(end[k, s, j])
+                rows[device[s]].append((a, z, k, s, j))
+    L = max(len(row) for row in rows)
+    ops = np.full((5, p, L), -1, np.int32)
+    length = np.zeros(p, np.int32)
+    for r, row in enumerate(rows):
+        row.sort()
+        for q, (_, _, k, s, j) in enumerate(row):
+            ops[:3, r, q] = (kinds[k], s, j)
+        length[r] = len(row)
+    return ops, length

@@ -1,0 +1,75 @@
+"""The greedy heuristics: run the kernels' settings, keep the best schedule that fits."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..generators._emit import new_ops
+from ..generators.registry import SCHEDULES, build_schedule
+from .heuristic import v_greedy, zb_greedy
+from .problem import Problem
+
+# the authors' order of the 8 runs: allow_bubble_before_first_b outermost, True before False
+ZB_SETTINGS = tuple(itertools.product((True, False), repeat=3))
+V_SETTINGS = tuple(itertools.product((True, False), repeat=2))  # (fill_b, fill_f)
+MAX_V_REPEATS = 100  # runs of one V setting, each widening the bubble budget (see v_candidates)
+
+
+def zb_runs(problem: Problem):
+    """The Zero Bubble authors' 8 runs: ``(setting, ops, length, span, makespan)`` for each run
+    that completes, in their order."""
+    p, n = problem.p, problem.n
+    for setting in ZB_SETTINGS:
+        ops, length = new_ops(p, n, 1), np.zeros(p, np.int32)
+        ok, span, makespan = zb_greedy(problem.cost, problem.memd, problem.comm, problem.cap, n,
+                                       *setting, ops, length)
+        if ok:
+            yield setting, ops, length, span, makespan
+
+
+def zb_heuristic(problem: Problem):
+    """The authors' choice among their runs: the smallest objective, ties to the first.
+
+    Returns ``(schedule, setting)``, or ``None`` when every run fails.
+    """
+    best = None
+    for setting, ops, length, span, makespan in zb_runs(problem):
+        value = span if problem.objective == "span" else makespan
+        if best is None or value < best[0]:
+            best = (value, setting, ops, length)
+    if best is None:
+        return None
+    _, setting, ops, length = best
+    return problem.schedule(ops, length, "zb-greedy"), setting
+
+
+def v_candidates(problem: Problem):
+    """The V greedy's runs: ``(name, schedule)`` for each setting that completes.
+
+    As in the authors' code, a run is repeated with the previous run's per-device idle as an
+    approved bubble budget while that lowers the largest idle; the last improvement is kept.
+    """
+    p, n = problem.p, problem.n
+    for fill_b, fill_f in V_SETTINGS:
+        approved = np.full(p, -1.0)
+        kept = None
+        for _ in range(MAX_V_REPEATS):
+            ops, length, bubble = new_ops(p, n, 2), np.zeros(p, np.int32), np.zeros(p)
+            ok, worst = v_greedy(problem.cost, problem.memd, problem.comm, problem.cap, n,
+                                 fill_f, fill_b, approved, ops, length, bubble)
+            if not ok or (kept is not None and worst >= kept[0]):
+                break
+            kept = (worst, ops, length)
+            approved = bubble
+        if kept is not None:
+            yield f"v-greedy(fill_b={fill_b}, fill_f={fill_f})", problem.schedule(
+                kept[1], kept[2], "v-greedy")
+
+
+def fixed_candidates(problem: Problem):
+    """The registered schedules of the placement that are valid for ``(p, n)``."""
+    for name in problem.fixed_schedules():
+        if not SCHEDULES[name].reasons(problem.p, problem.n, problem.m, problem.p)[0]:
+            yield name, build_schedule(name, problem.p, problem.n, problem.m)

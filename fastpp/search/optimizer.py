@@ -1,0 +1,274 @@
+"""``optimize()``: the fastest schedule under a memory limit, and how far from optimal it is."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..costs import Costs
+from ..schedule import Schedule, ScheduleError
+from ..simulate import Result
+from . import bounds, exact
+from .greedy import fixed_candidates, v_candidates, zb_heuristic
+from .improve import evaluate, local_search, seed_state
+from .problem import PLACEMENTS, Problem, sequential
+
+METHODS = ("auto", "heuristic", "improve", "exact")
+EXACT_AUTO_MAX = 64  # auto runs CP-SAT when V * n is at most this (p <= 4, n <= 16 on a loop)
+HISTORY = 50  # late acceptance: a move may be as bad as the value this many moves ago
+SLICE = 500  # evaluated moves per call of the local-search kernel between clock checks
+
+
+@dataclass(frozen=True, eq=False)
+class SearchResult:
+    """The best schedule a search found, its simulated result and a proven bound.
+
+    Attributes
+    ----------
+    schedule : Schedule
+        Usable wherever a built schedule is: ``simulate``, ``write_torch_csv``, traces, plots.
+    result : Result
+        ``simulate(schedule, costs)``; within the memory limit on every device.
+    value : float
+        The objective of ``result`` (makespan, or the largest per-device span).
+    lower_bound : float
+        No schedule of the placement within the memory limit does better (proven: the best of
+        the analytic bounds and, after an exact search, the solver's bound).
+    optimal : bool
+        ``value`` equals ``lower_bound``: the schedule is proven optimal.
+    method : str
+        What produced the schedule (e.g. ``"zb-greedy"``, ``"improve"``, ``"exact"``, or the
+        name of a registered schedule that was best).
+    objective, placement : str
+    memory : ndarray
+        The limit per device (``inf``: none).
+    log : tuple of (seconds, value, source)
+        Each improvement of the best value since the search started.
+    """
+
+    schedule: Schedule
+    result: Result
+    value: float
+    lower_bound: float
+    optimal: bool
+    method: str
+    objective: str
+    placement: str
+    memory: np.ndarray
+    log: tuple
+
+    @property
+    def gap(self) -> float:
+        """``(value - lower_bound) / value``: at most this far from optimal."""
+        return (self.value - self.lower_bound) / self.value
+
+    @property
+    def bubble(self) -> float:
+        """The bubble rate of the objective's metric (makespan or span, see ``Result``)."""
+        if self.objective == "makespan":
+            return self.result.bubble_ratio
+        return self.result.span_bubble_ratio
+
+    def __repr__(self) -> str:
+        return (f"SearchResult({self.objective}={self.value:.6g}, bound={self.lower_bound:.6g}, "
+                f"gap={self.gap:.2%}, optimal={self.optimal}, method={self.method!r}, "
+                f"peak={np.round(self.result.peak_activations, 4).tolist()})")
+
+
+def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
+             placement: str = "loop", objective: str = "makespan", method: str = "auto",
+             time_limit: float = 10.0, seed: int = 0, progress: bool = True) -> SearchResult:
+    """Find a fast schedule within a memory limit and prove how far from optimal it is.
+
+    Parameters
+    ----------
+    p, n : int
+        Devices and microbatches.
+    costs : Costs, optional
+        As for ``simulate`` (default ``Costs(1, 2)``); uneven per-stage arrays, latency,
+        bandwidth and ``gamma`` are honoured. With ``w = 0`` the ``W``s take no time.
+    memory : float or array_like, optional
+        Activation memory limit per device (one value, or one per device), in the units of
+        ``Result.peak_activations`` (bytes when ``costs.act`` is in bytes). ``None``: no limit.
+    placement : {"loop", "v"}
+        ``"loop"``: stage ``r`` on device ``r`` (``m = 1``); ``"v"``: stages ``r`` and
+        ``2p-1-r`` on device ``r`` (``m = 2``), as ZB-V, V-Half and V-Min.
+    objective : {"makespan", "span"}
+        Last end minus first start, or the largest per-device span (the Zero Bubble paper's).
+    method : {"auto", "heuristic", "improve", "exact"}
+        ``heuristic``: the Zero Bubble authors' greedy (loop) or its V counterpart, with the
+        registered V schedules as candidates; ``improve``: local search from the best of the
+        heuristic and the registered schedules that fit; ``exact``: CP-SAT warm-started from
+        that, returning the optimum when it proves it; ``auto``: heuristic, improve, then exact
+        where the instance is small (``V * n <= 64``) and OR-Tools is installed.
+    time_limit : float
+        Seconds for the whole search (the heuristics always run to the end).
+    seed : int
+        The local search's random seed: the same seed gives the same schedule when the search
+        stops on its own rather than on the clock.
+    progress : bool
+        Show a progress bar (tqdm, when installed) for searches longer than a second.
+
+    Returns
+    -------
+    SearchResult
+
+    Raises
+    ------
+    ScheduleError
+        For an unknown placement, objective or method, a non-positive time limit, a memory
+        limit below what any schedule needs (the message names the smallest that works), or
+        ``method="exact"`` without OR-Tools.
+    """
+    problem = Problem.build(p, n, costs, memory, placement, objective)
+    if method not in METHODS:
+        raise ScheduleError(f"method must be one of {list(METHODS)} (got {method!r})")
+    if (isinstance(time_limit, bool) or not isinstance(time_limit, int | float)
+            or not time_limit > 0 or not math.isfinite(time_limit)):
+        raise ScheduleError(f"time_limit must be a finite number of seconds > 0 "
+                            f"(got {time_limit!r})")
+    if method == "exact" and not exact.available():
+        raise ScheduleError("method='exact' needs OR-Tools: pip install 'fastpp[search]'")
+    search = _Search(problem, float(time_limit), progress)
+    try:
+        return search.run(method, int(seed))
+    finally:
+        search.close()
+
+
+class _Search:
+    """One run of ``optimize``: the clock, the best schedule so far and its log."""
+
+    def __init__(self, problem: Problem, time_limit: float, progress: bool):
+        self.problem = problem
+        self.t0 = time.perf_counter()
+        self.deadline = self.t0 + time_limit
+        self.best: tuple[float, Schedule, Result, str] | None = None
+        self.log: list[tuple[float, float, str]] = []
+        self.bound = bounds.lower_bound(problem)
+        self.bar = _progress_bar(time_limit) if progress else None
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def offer(self, schedule: Schedule, source: str) -> None:
+        """Keep ``schedule`` if it fits the memory limit and beats the best so far."""
+        outcome = self.problem.evaluate(schedule)
+        if outcome is None:
+            return
+        result, value = outcome
+        if self.best is None or value < self.best[0]:
+            self.best = (value, schedule, result, source)
+            self.log.append((self.elapsed(), value, source))
+            self.tick()
+
+    def proven(self) -> bool:
+        return self.best is not None and self.best[0] <= self.bound * (1 + 1e-12)
+
+    def tick(self) -> None:
+        if self.bar is not None:
+            self.bar.n = round(min(self.elapsed(), self.bar.total), 1)
+            if self.best is not None:
+                self.bar.set_postfix_str(f"best {self.best[0]:.6g}, bound {self.bound:.6g}",
+                                         refresh=False)
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def run(self, method: str, seed: int) -> SearchResult:
+        problem = self.problem
+        if problem.placement == "loop":
+            found = zb_heuristic(problem)
+            if found is not None:
+                self.offer(found[0], "zb-greedy")
+        else:
+            for name, schedule in v_candidates(problem):
+                self.offer(schedule, name)
+        if method != "heuristic" or problem.placement == "v":
+            for name, schedule in fixed_candidates(problem):
+                self.offer(schedule, name)
+        if self.best is None or method != "heuristic":
+            # one microbatch at a time fits whatever limit the problem accepted
+            self.offer(sequential(problem.p, problem.n, *PLACEMENTS[problem.placement]),
+                       "sequential")
+        small = problem.V * problem.n <= EXACT_AUTO_MAX and exact.available()
+        if method in ("improve", "auto") and not self.proven():
+            share = 0.3 if (method == "auto" and small) else 1.0
+            self.improve(self.t0 + share * (self.deadline - self.t0), seed)
+        if (method == "exact" or (method == "auto" and small)) and not self.proven():
+            self.exact(seed)
+        return self.finish()
+
+    def improve(self, until: float, seed: int) -> None:
+        """Local search from the best schedule until ``until`` or until it stops finding."""
+        problem = self.problem
+        value, start_schedule, _, _ = self.best
+        ops = np.ascontiguousarray(start_schedule.ops, dtype=np.int32).copy()
+        length = start_schedule.length.copy()
+        c = problem.costs.per_stage(start_schedule)
+        static = (start_schedule.stage_to_device, start_schedule.route_first,
+                  start_schedule.route_last, problem.n, c.tf, c.tb, c.tw, c.tfb, c.comm)
+        span = problem.objective == "span"
+        shape = (problem.p, ops.shape[2])
+        obj, tie = evaluate(ops, length, *static, span, np.zeros(shape), np.zeros(shape),
+                            np.zeros(problem.p, np.int64))
+        assert obj == value, (obj, value)  # the kernel and simulate() time alike
+        values = np.array([obj, tie, obj, tie])
+        best_ops = ops.copy()
+        state, stale = seed_state(seed), np.zeros(1, np.int64)
+        history = np.full(HISTORY, value)
+        total = int(length.sum())
+        patience = max(2000, 20 * total)
+        max_shift = max(1, min(int(length.max()) - 1, 4 * problem.p))
+        quiet = 0
+        while time.perf_counter() < until and quiet < 100 * patience:
+            found, done = local_search(ops, length, best_ops, *static, c.unit, c.gamma, problem.cap,
+                                 span, state, stale, values, history, SLICE, patience,
+                                       max_shift)
+            quiet = 0 if found else quiet + done
+            if done == 0:
+                break  # no legal move within the memory limit
+            if found:
+                self.offer(problem.schedule(best_ops.copy(), length, "improve"), "improve")
+                if self.proven():
+                    break
+            self.tick()
+
+    def exact(self, seed: int) -> None:
+        remaining = self.deadline - time.perf_counter()
+        if remaining <= 0:
+            return
+        outcome = exact.solve(self.problem, self.best[1], remaining, seed)
+        self.bound = max(self.bound, outcome.bound)
+        if outcome.ops is not None:
+            try:
+                schedule = self.problem.schedule(outcome.ops, outcome.length, "exact")
+            except ScheduleError:  # zero-length ops tied in time may sort into a bad order
+                return
+            self.offer(schedule, "exact")
+
+    def finish(self) -> SearchResult:
+        value, schedule, result, source = self.best
+        problem = self.problem
+        # never return what the engine does not confirm, nor a bound above a real value
+        assert np.all(result.peak_activations <= problem.cap), result.peak_activations
+        assert self.bound <= value * (1 + 1e-9), (self.bound, value)
+        bound = min(self.bound, value)  # equal up to rounding in the bound's sums
+        self.tick()
+        return SearchResult(schedule, result, value, bound, value <= bound * (1 + 1e-12),
+                            source, problem.objective, problem.placement, problem.limit.copy(),
+                            tuple(self.log))
+
+
+def _progress_bar(total: float):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=round(total, 1), desc="search", unit="s", delay=1.0, leave=False,
+                bar_format="{desc}: {bar} {n:.1f}/{total:.1f} s {postfix}")
