@@ -65,8 +65,10 @@ def _floor(x: np.ndarray) -> np.ndarray:
 
 
 def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
-          workers: int | None = None) -> ExactOutcome:
+          workers: int | None = None, symmetry: bool = True) -> ExactOutcome:
     """Minimize the problem's objective with CP-SAT, warm-started from ``warm``.
+
+    ``symmetry=False`` leaves out the symmetry cuts (a second formulation, for tests).
 
     Raises
     ------
@@ -107,19 +109,21 @@ def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
             else:
                 model.Add(start[1, s, j] >= end[0, s, j])
             model.Add(start[2, s, j] >= end[1, s, j])
-            if j > 0:  # symmetry cuts
+            if j > 0 and symmetry:
                 for k in range(3):
                     model.Add(start[k, s, j] >= start[k, s, j - 1])
     _memory(model, problem, start, end)
-    if problem.objective == "makespan":
-        goal = model.NewIntVar(0, horizon, "makespan")
-        for s in range(V):
-            model.Add(goal >= end[2, s, n - 1])
-    else:  # a device's first op is its first stage's F(0) and its last a W(n-1)
-        goal = model.NewIntVar(0, horizon, "span")
-        for s in range(V):
-            first = int(np.flatnonzero(device == device[s])[0])
-            model.Add(goal >= end[2, s, n - 1] - start[0, first, 0])
+    goal = model.NewIntVar(0, horizon, problem.objective)
+    for r in range(p):  # a device's first op is an F of its first stage, its last op a W
+        mine = np.flatnonzero(device == r)
+        last = model.NewIntVar(0, horizon, f"last{r}")
+        model.AddMaxEquality(last, [end[2, s, j] for s in mine for j in range(n)])
+        if problem.objective == "makespan":
+            model.Add(goal >= last)
+        else:
+            first = model.NewIntVar(0, horizon, f"first{r}")
+            model.AddMinEquality(first, [start[0, mine[0], j] for j in range(n)])
+            model.Add(goal >= last - first)
     model.Minimize(goal)
     _hint(model, problem, warm, dur, hop, start)
 

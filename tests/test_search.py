@@ -1,0 +1,339 @@
+"""Schedule search: the published heuristic reproduced, search results checked by the reference,
+exact optima against brute force, bounds, determinism and bad input."""
+
+import csv
+import itertools
+import os
+
+import numpy as np
+import pytest
+import zb_authors
+from reference import simulate_reference
+
+import fastpp
+from fastpp import Costs, Op, ScheduleError, build_schedule, kernels, optimize, simulate
+from fastpp.search import exact
+from fastpp.search.bounds import lower_bound
+from fastpp.search.greedy import zb_runs
+from fastpp.search.problem import Problem
+
+TABLE5 = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
+                      "zero_bubble_table5.csv")
+needs_ortools = pytest.mark.skipif(not exact.available(), reason="OR-Tools not installed")
+
+
+def table5_rows():
+    if not os.path.exists(TABLE5):
+        pytest.skip("shared/data/zero_bubble_table5.csv is not beside the repository")
+    with open(TABLE5) as fh:
+        return list(csv.DictReader(fh))
+
+
+def table5_setting(row):
+    """Costs and M_B of a Table 5 row, as SEARCH.md says the paper's figures were computed."""
+    h, a, seq = int(row["hidden"]), int(row["heads"]), int(row["seq"])
+    f, i, w, c = (round(1000 * float(row[k])) for k in ("T_F_ms", "T_B_ms", "T_W_ms",
+                                                          "T_comm_ms"))
+    m_b, m_w = 34 * h + 5 * a * seq, 32 * h
+    return Costs(f=f, b=i + w, w=w, comm=c, gamma=m_w / m_b, act=m_b), m_b, f + i + w
+
+
+@pytest.mark.parametrize("column, factor", [("bubble_zb_1p", 1), ("bubble_zb_2p", 2)])
+def test_table5_zero_bubble_figures(column, factor):
+    """All 24 ZB-1p and ZB-2p bubble rates of the paper's Table 5, to four decimals."""
+    rows = table5_rows()
+    assert len(rows) == 12
+    for row in rows:
+        p, n = int(row["p"]), int(row["n"])
+        costs, m_b, fiw = table5_setting(row)
+        found = optimize(p, n, costs, memory=factor * p * m_b, objective="span",
+                         method="heuristic", progress=False)
+        bubble = 1 - n * fiw / found.value
+        assert round(bubble, 4) == float(row[column]), (row["model"], p, n)
+        assert found.value == found.result.span.max()
+        assert np.all(found.result.peak_activations <= factor * p * m_b * (1 + 1e-9))
+        if factor == 1:  # ZB-1p equals ZB-H1 on every row
+            assert round(bubble, 4) == float(row["bubble_zb_h1"])
+
+
+def random_instance(rng, p=None, n=None, *, split_links=True):
+    """Uneven costs, latencies, gamma and activation sizes, and a limit from 1p to 3p units."""
+    p = p or int(rng.integers(2, 7))
+    n = n or int(rng.integers(1, 3 * p + 1))
+    f = rng.uniform(0.5, 2.0, p)
+    i = rng.uniform(0.5, 2.0, p)
+    w = rng.uniform(0.1, 1.5, p)
+    comm = rng.uniform(0, 0.3, p) if split_links else float(rng.uniform(0, 0.3))
+    costs = Costs(f=f, b=i + w, w=w, comm=comm, gamma=float(rng.uniform(0, 1)),
+                  act=rng.uniform(0.8, 1.2, p))
+    memory = float(rng.uniform(1.0, 3.0)) * p * 1.2
+    return p, n, costs, memory
+
+
+def transcription_inputs(problem):
+    cost, memd = problem.cost, problem.memd
+    return (*(list(row) for row in cost), list(problem.comm), *(list(row) for row in memd),
+            list(problem.cap))
+
+
+def tokens_of(orders):
+    names = {"F": "F", "B": "I", "W": "W"}
+    return [[f"{s}{names[kind]}{j}" for kind, j in row] for s, row in enumerate(orders)]
+
+
+def test_heuristic_equals_the_authors_algorithm(rng):
+    """On random uneven inputs, every run the authors' algorithm completes gives the identical
+    order in fastpp's kernel; on every input their code accepts (all 8 runs complete), the same
+    choice among the runs."""
+    compared = exempt = chosen = 0
+    for _ in range(150):
+        p, n, costs, memory = random_instance(rng)
+        if rng.random() < 0.2:
+            memory = float(rng.uniform(1.2, p * 1.2))  # tight: some runs fail
+        problem = Problem.build(p, n, costs, memory, "loop", "span")
+        args = transcription_inputs(problem)
+        ours = {setting: (ops, length, span) for setting, ops, length, span, _ in
+                zb_runs(problem)}
+        for setting in zb_authors.SETTINGS:
+            try:
+                orders, _, span = zb_authors.manual_order(*args, n, *setting)
+            except zb_authors.Failed:
+                exempt += setting in ours  # fastpp's cap completes a run theirs cannot
+                continue
+            assert setting in ours, (p, n, setting)
+            ops, length, our_span = ours[setting]
+            sched = problem.schedule(ops, length, "zb-greedy")
+            assert sched.tokens() == tokens_of(orders), (p, n, setting)
+            assert our_span == span
+            compared += 1
+        try:
+            authors = zb_authors.initial_solution(*args, n)
+        except zb_authors.Failed:
+            continue
+        found = optimize(p, n, costs, memory=memory, objective="span", method="heuristic",
+                         progress=False)
+        assert found.schedule.tokens() == tokens_of(authors[1])
+        chosen += 1
+    assert compared > 600 and chosen > 50
+    print(f"\n{compared} runs identical, {chosen} choices identical; {exempt} runs completed "
+          "only with fastpp's cap")
+
+
+def checked(found, costs, memory):
+    """The search result re-simulated by the reference: same value, within the limit."""
+    ref = simulate_reference(found.schedule, costs)
+    value = ref.makespan if found.objective == "makespan" else max(ref.span)
+    assert value == pytest.approx(found.value, rel=1e-12)
+    limit = np.broadcast_to(np.asarray(memory, float), (found.schedule.p,))
+    assert np.all(np.asarray(ref.peak_activations) <= limit * (1 + 1e-9) + 1e-12)
+    assert found.lower_bound <= found.value
+    return ref
+
+
+@pytest.mark.parametrize("placement", ["loop", "v"])
+@pytest.mark.parametrize("objective", ["makespan", "span"])
+def test_every_returned_schedule_checks_out(rng, placement, objective):
+    methods = ["heuristic", "improve"] + (["exact"] if exact.available() else [])
+    for _ in range(6):
+        p, n, costs, memory = random_instance(rng, p=int(rng.integers(2, 5)),
+                                              n=int(rng.integers(1, 7)))
+        if placement == "v":
+            memory = float(rng.uniform(1.0, 1.5 * p))
+        for method in methods:
+            found = optimize(p, n, costs, memory=memory, placement=placement,
+                             objective=objective, method=method, time_limit=0.5, seed=1,
+                             progress=False)
+            checked(found, costs, memory)
+            assert found.schedule.m == (2 if placement == "v" else 1)
+
+
+def brute_force(problem):
+    """The best objective over every order of every device (loop placement, tiny cases), each
+    run through the engine's kernels (checked against the reference elsewhere)."""
+    p, n = problem.p, problem.n
+    base = fastpp.Schedule.from_tokens(
+        [[f"{r}{k}{j}" for j in range(n) for k in "FIW"] for r in range(p)], list(range(p)),
+        n=n)
+    c = problem.costs.per_stage(base)
+    per_device = [[np.array(order, np.int32).T for order in
+                   interleavings([[(k, r, j) for k in (Op.F, Op.I, Op.W)] for j in range(n)])]
+                  for r in range(p)]
+    ops = np.full((5, p, 3 * n), -1, np.int32)
+    shape = (p, 3 * n)
+    start, end, pointer = np.zeros(shape), np.zeros(shape), np.zeros(p, np.int64)
+    mem = [np.zeros(shape), np.zeros(shape), np.zeros(shape, np.int64),
+           np.zeros(shape, np.int64)]
+    best = np.inf
+    for rows in itertools.product(*per_device):
+        for r, row in enumerate(rows):
+            ops[:3, r, :] = row
+        if kernels.timeline(ops, base.length, base.stage_to_device, base.route_first,
+                            base.route_last, n, c.tf, c.tb, c.tw, c.tfb, c.comm, start, end,
+                            pointer) < 0:
+            continue  # deadlock
+        kernels.memory(ops, base.length, c.unit, c.gamma, False, *mem)
+        if np.any(mem[0].max(axis=1) > problem.cap):
+            continue
+        value = (end.max() - start[:, 0].min() if problem.objective == "makespan"
+                 else (end[:, -1] - start[:, 0]).max())
+        best = min(best, value)
+    return best
+
+
+def interleavings(chains):
+    """Every merge of the chains that keeps each chain's order."""
+    if all(not c for c in chains):
+        yield ()
+        return
+    for q, chain in enumerate(chains):
+        if chain:
+            rest = chains[:q] + [chain[1:]] + chains[q + 1:]
+            for tail in interleavings(rest):
+                yield (chain[0], *tail)
+
+
+@needs_ortools
+@pytest.mark.parametrize("p, n", [(2, 2), (3, 2), (2, 1), (1, 3)])
+def test_exact_agrees_with_brute_force(rng, p, n):
+    for objective in ("makespan", "span"):
+        for _ in range(3):
+            _, _, costs, _ = random_instance(rng, p=p, n=n)
+            memory = float(rng.choice([1.0, 1.5, 2.0, 3.0])) * 1.2
+            problem = Problem.build(p, n, costs, memory, "loop", objective)
+            best = brute_force(problem)
+            found = optimize(p, n, costs, memory=memory, objective=objective, method="exact",
+                             time_limit=5, progress=False)
+            checked(found, costs, memory)
+            assert found.value == pytest.approx(best, rel=1e-12), objective
+            if objective == "makespan":  # exact but for times rounded down at 1e-6
+                assert found.gap < 1e-5
+
+
+@needs_ortools
+def test_exact_proves_small_cases_and_the_cuts_keep_the_optimum(rng):
+    """p <= 4, n <= 8 solve to proven optimality; without symmetry cuts (a second
+    formulation) CP-SAT finds the same optimum."""
+    for p, n in [(3, 4), (4, 4), (2, 6), (4, 8)]:
+        costs = Costs(f=np.round(rng.uniform(1, 3, p)), b=np.round(rng.uniform(3, 6, p)),
+                      w=1.0, comm=1.0, gamma=0.5)
+        memory = float(rng.choice([1.5, 2, p]))
+        found = optimize(p, n, costs, memory=memory, method="exact", time_limit=60,
+                         progress=False)
+        assert found.optimal, (p, n, found)
+        checked(found, costs, memory)
+        if p * n <= 12:
+            problem = Problem.build(p, n, costs, memory, "loop", "makespan")
+            uncut = exact.solve(problem, found.schedule, 60, symmetry=False)
+            assert uncut.status == "OPTIMAL"
+            assert uncut.bound == pytest.approx(found.value, rel=1e-9)
+
+
+def test_improve_never_worse_and_deterministic(rng):
+    for _ in range(5):
+        p, n, costs, memory = random_instance(rng, p=int(rng.integers(2, 5)),
+                                              n=int(rng.integers(2, 9)))
+        start = optimize(p, n, costs, memory=memory, method="heuristic", progress=False)
+        runs = [optimize(p, n, costs, memory=memory, method="improve", time_limit=60, seed=7,
+                         progress=False) for _ in range(2)]
+        assert runs[0].value <= start.value
+        assert runs[0].schedule.tokens() == runs[1].schedule.tokens()
+        assert [v for _, v, _ in runs[0].log] == [v for _, v, _ in runs[1].log]
+        values = [v for _, v, _ in runs[0].log]
+        assert values == sorted(values, reverse=True)
+
+
+FIXED = {"loop": ["1f1b", "zb-h1", "zb-h2"], "v": ["zbv", "v-half", "v-min"]}
+
+
+@pytest.mark.parametrize("placement", ["loop", "v"])
+def test_search_matches_the_fixed_schedules_at_their_memory(placement):
+    m = 1 if placement == "loop" else 2
+    for p, n in [(4, 8), (4, 12), (6, 12)]:
+        for costs in (Costs(f=1, b=2, w=1, comm=0.05, gamma=0.4),
+                      Costs(f=[1, 1.2, 0.9, 1.1, 1, 1.3][:p], b=2.5, w=1.1, comm=0.1)):
+            for name in FIXED[placement]:
+                fixed = simulate(build_schedule(name, p, n, m), costs)
+                memory = fixed.peak_activations
+                for objective in ("makespan", "span"):
+                    target = fixed.makespan if objective == "makespan" else fixed.span.max()
+                    methods = ["improve"] + (["heuristic"] if placement == "v" else [])
+                    for method in methods:
+                        found = optimize(p, n, costs, memory=memory, placement=placement,
+                                         objective=objective, method=method, time_limit=0.2,
+                                         progress=False)
+                        assert found.value <= target + 1e-9, (name, p, n, objective, method)
+
+
+def test_lower_bound_holds_for_random_orders(rng):
+    from helpers import random_reorder
+
+    for _ in range(40):
+        placement = "v" if rng.random() < 0.5 else "loop"
+        p, n, costs, _ = random_instance(rng, p=int(rng.integers(1, 5)),
+                                         n=int(rng.integers(1, 7)))
+        m = 2 if placement == "v" else 1
+        base = build_schedule("zbv" if m == 2 else "zb-h1", p, n, m)
+        sched = fastpp.Schedule.from_tokens(random_reorder(base, rng), base.stage_to_device,
+                                            n=n, m=m)
+        res = simulate(sched, costs)
+        for objective, value in (("makespan", res.makespan), ("span", res.span.max())):
+            problem = Problem.build(p, n, costs, None, placement, objective)
+            assert lower_bound(problem) <= value * (1 + 1e-12)
+
+
+def test_makespan_bound_is_tight_for_1f1b_shapes():
+    """With zero latency and F = I, W = 0 nothing beats 1F1B: the bound is its makespan."""
+    p, n = 4, 8
+    found = optimize(p, n, Costs(f=1, b=2, w=0.0), memory=p, method="heuristic",
+                     progress=False)
+    assert found.lower_bound == (n + p - 1) * (1 + 2)  # (n+p-1)(f+b), SCHEDULES.md
+    assert found.optimal
+
+
+def test_memory_below_any_schedule_names_the_smallest_limit():
+    costs = Costs(f=1, b=2, w=1, act=[2.0, 1.0, 1.0, 3.0])
+    with pytest.raises(ScheduleError, match=r"memory must be at least 3 .*device 0 needs 2"):
+        optimize(4, 8, costs, memory=1.5)
+    with pytest.raises(ScheduleError, match=r"device 3 needs 3"):
+        optimize(4, 8, costs, memory=[2, 2, 2, 2.5])
+    with pytest.raises(ScheduleError, match="memory must be at least 1 .*'v'"):
+        optimize(4, 8, Costs(f=1, b=2, w=1), memory=0.9, placement="v")
+    found = optimize(4, 8, Costs(f=1, b=2, w=1), memory=1.0, progress=False, time_limit=1)
+    assert np.all(found.result.peak_activations <= 1.0)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"placement": "two-directions"}, "placement must be one of"),
+    ({"objective": "throughput"}, "objective must be one of"),
+    ({"method": "ilp"}, "method must be one of"),
+    ({"time_limit": 0}, "time_limit must be"),
+    ({"time_limit": float("nan")}, "time_limit must be"),
+    ({"memory": -1}, "memory must be > 0"),
+    ({"memory": [1, 2]}, "memory must be > 0"),
+    ({"memory": "lots"}, "memory must be a number"),
+])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ScheduleError, match=match):
+        optimize(4, 8, Costs(f=1, b=2, w=1), **kwargs)
+
+
+def test_exact_without_ortools(monkeypatch):
+    monkeypatch.setattr(exact, "available", lambda: False)
+    with pytest.raises(ScheduleError, match=r"needs OR-Tools: pip install 'fastpp\[search\]'"):
+        optimize(2, 2, Costs(f=1, b=2, w=1), method="exact")
+    found = optimize(2, 2, Costs(f=1, b=2, w=1), method="auto", progress=False)  # skips it
+    assert found.method != "exact"
+
+
+def test_result_works_wherever_a_schedule_does(tmp_path):
+    from fastpp.io import read_torch_csv, write_torch_csv
+    from fastpp.trace import write_chrome_trace
+
+    found = optimize(4, 8, Costs(f=1, b=2, w=1, gamma=0.4), memory=2.5, placement="v",
+                     method="improve", time_limit=0.5, progress=False)
+    path = write_torch_csv(found.schedule, tmp_path / "s.csv")
+    back = read_torch_csv(path, placement="v")
+    assert back.tokens() == found.schedule.tokens()
+    assert simulate(back, found.result.costs).makespan == found.result.makespan
+    assert write_chrome_trace(found.result, tmp_path / "t.json").exists()
+    assert "gap" in repr(found) and 0 <= found.gap < 1
