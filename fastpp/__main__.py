@@ -1,11 +1,12 @@
-"""The command line: ``python -m fastpp {simulate, show, list}``."""
+"""The command line: ``python -m fastpp {simulate, optimize, show, list}``."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
-from . import SCHEDULES, Costs, ScheduleError, build_schedule, simulate
+from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
 
 
 def _schedule_args(ap: argparse.ArgumentParser) -> None:
@@ -35,22 +36,64 @@ def _schedule(args, ap):
     return build_schedule(args.schedule, args.p, args.n, m, **options)
 
 
+def _cost_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--f", type=float, default=1.0, help="forward time per device (1)")
+    ap.add_argument("--b", type=float, default=2.0, help="full backward time per device (2)")
+    ap.add_argument("--w", type=float, default=0.0, help="weight-grad part of b (0)")
+    ap.add_argument("--comm", type=float, default=0.0, help="hand-off latency (0)")
+    ap.add_argument("--gamma", type=float, default=1.0, help="M_W / M_B (1)")
+
+
+def _output_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace (JSON)")
+    ap.add_argument("--gantt", metavar="PNG", help="write a Gantt chart")
+    ap.add_argument("--memory-plot", dest="memory_png", metavar="PNG",
+                    help="write the memory curves")
+    ap.add_argument("--csv", metavar="FILE", help="write the schedule as PyTorch CSV")
+
+
+def _memory_limit(text: str | None, p: int):
+    """``--memory``: a number of units, or a multiple of p such as ``1.5p``; none: no limit."""
+    if text is None or text.lower() in ("none", "inf", "unlimited"):
+        return None
+    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(\*?\s*p)?\s*", text)
+    try:
+        value = float(match.group(1)) if match else None
+    except ValueError:
+        value = None
+    if value is None:
+        raise ScheduleError(f"--memory must be a number of units or a multiple of p such as "
+                            f"'1.5p' (got {text!r})")
+    return value * p if match.group(2) else value
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fastpp",
                                  description="Simulate pipeline-parallel training schedules.")
     sub = ap.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="simulate a schedule and report times and memory")
     _schedule_args(sim)
-    sim.add_argument("--f", type=float, default=1.0, help="forward time per device (1)")
-    sim.add_argument("--b", type=float, default=2.0, help="full backward time per device (2)")
-    sim.add_argument("--w", type=float, default=0.0, help="weight-grad part of b (0)")
-    sim.add_argument("--comm", type=float, default=0.0, help="hand-off latency (0)")
-    sim.add_argument("--gamma", type=float, default=1.0, help="M_W / M_B (1)")
+    _cost_args(sim)
     sim.add_argument("--fb", type=float, default=None, help="overlapped F&B pair (f + b)")
-    sim.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace (JSON)")
-    sim.add_argument("--gantt", metavar="PNG", help="write a Gantt chart")
-    sim.add_argument("--memory", metavar="PNG", help="write the memory curves")
-    sim.add_argument("--csv", metavar="FILE", help="write the schedule as PyTorch CSV")
+    _output_args(sim)
+    sim.add_argument("--memory", dest="memory_png", metavar="PNG", help=argparse.SUPPRESS)
+    opt = sub.add_parser("optimize", help="search the fastest schedule within a memory limit")
+    opt.add_argument("-p", type=int, required=True, help="devices")
+    opt.add_argument("-n", type=int, required=True, help="microbatches")
+    _cost_args(opt)
+    opt.add_argument("--memory", metavar="LIMIT", help="activation memory limit per device, in "
+                     "units of one microbatch's activations (M_B), or a multiple of p such as "
+                     "'1.5p' (default: none)")
+    opt.add_argument("--placement", choices=["loop", "v"], default="loop",
+                     help="loop (m=1) or v (m=2, as ZB-V) (loop)")
+    opt.add_argument("--objective", choices=["makespan", "span"], default="makespan",
+                     help="makespan, or the Zero Bubble paper's per-device span (makespan)")
+    opt.add_argument("--method", choices=["auto", "heuristic", "improve", "exact"],
+                     default="auto", help="search method (auto)")
+    opt.add_argument("--time-limit", type=float, default=10.0, help="seconds (10)")
+    opt.add_argument("--seed", type=int, default=0, help="local search seed (0)")
+    opt.add_argument("--quiet", action="store_true", help="no progress bar")
+    _output_args(opt)
     show = sub.add_parser("show", help="print a schedule's per-device grid")
     _schedule_args(show)
     sub.add_parser("list", help="list the registered schedules and their constraints")
@@ -63,11 +106,21 @@ def main(argv=None) -> int:
                 print(f"{name:<{width}}  {spec.summary}\n{'':<{width}}  constraints: "
                       f"{spec.describe()}")
             return 0
+        if args.command == "optimize":
+            costs = Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma)
+            found = optimize(args.p, args.n, costs, memory=_memory_limit(args.memory, args.p),
+                             placement=args.placement, objective=args.objective,
+                             method=args.method, time_limit=args.time_limit, seed=args.seed,
+                             progress=not args.quiet)
+            _report_search(found)
+            _write_outputs(args, found.result)
+            return 0
         sched = _schedule(args, ap)
         if args.command == "show":
             print(sched)
             return 0
-        res = simulate(sched, Costs(args.f, args.b, args.w, args.comm, args.gamma, args.fb))
+        res = simulate(sched, Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma,
+                                    fb=args.fb))
         _report(res)
         _write_outputs(args, res)
     except (ScheduleError, OSError) as err:
@@ -87,6 +140,23 @@ def _report(res) -> None:
               f"{res.peak_activations[r]:>10.4g} {res.peak_live[r]:>10}")
 
 
+def _report_search(found) -> None:
+    s = found.schedule
+    limit = found.memory
+    shown = "none" if not limit.size or not limit.max() < float("inf") else f"{limit.max():g}"
+    print(f"optimize: p={s.p}, n={s.n}, {found.placement} placement (m={s.m}), objective "
+          f"{found.objective}, memory limit {shown} per device")
+    print(f"best: {found.objective} {found.value:.6g} (bubble {found.bubble:.2%}), found by "
+          f"{found.method}")
+    print(f"lower bound {found.lower_bound:.6g}, gap {found.gap:.2%}, "
+          f"{'proven optimal' if found.optimal else 'not proven optimal'}")
+    res = found.result
+    print(f"{'device':>6} {'busy':>9} {'idle':>9} {'span':>9} {'peak act.':>10}")
+    for r in range(s.p):
+        print(f"{r:>6} {res.busy[r]:>9.4g} {res.idle[r]:>9.4g} {res.span[r]:>9.4g} "
+              f"{res.peak_activations[r]:>10.4g}")
+
+
 def _write_outputs(args, res) -> None:
     if args.trace:
         from .trace import write_chrome_trace
@@ -96,13 +166,13 @@ def _write_outputs(args, res) -> None:
         from .io import write_torch_csv
 
         print(f"schedule CSV: {write_torch_csv(res.schedule, args.csv)}")
-    if args.gantt or args.memory:
+    if args.gantt or args.memory_png:
         from . import plot
 
         if args.gantt:
             print(f"Gantt chart: {plot.gantt(res, args.gantt)}")
-        if args.memory:
-            print(f"memory curves: {plot.memory(res, args.memory)}")
+        if args.memory_png:
+            print(f"memory curves: {plot.memory(res, args.memory_png)}")
 
 
 if __name__ == "__main__":

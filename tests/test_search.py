@@ -337,3 +337,45 @@ def test_result_works_wherever_a_schedule_does(tmp_path):
     assert simulate(back, found.result.costs).makespan == found.result.makespan
     assert write_chrome_trace(found.result, tmp_path / "t.json").exists()
     assert "gap" in repr(found) and 0 <= found.gap < 1
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "fastpp", *args], capture_output=True,
+                          text=True)
+
+
+def test_cli_optimize_prints_value_bound_gap_and_peaks(tmp_path):
+    args = ["-p", "4", "-n", "8", "--f", "1", "--b", "2", "--w", "1", "--comm", "0.1",
+            "--gamma", "0.5", "--memory", "0.75p", "--placement", "v", "--objective", "span",
+            "--method", "heuristic"]
+    run = _cli("optimize", *args, "--csv", str(tmp_path / "s.csv"), "--gantt",
+               str(tmp_path / "g.png"), "--trace", str(tmp_path / "t.json"), "--quiet")
+    assert run.returncode == 0, run.stderr
+    costs = Costs(1, 2, w=1, comm=0.1, gamma=0.5)
+    found = optimize(4, 8, costs, memory=3.0, placement="v", objective="span",
+                     method="heuristic", progress=False)
+    lines = run.stdout.splitlines()
+    assert lines[0] == ("optimize: p=4, n=8, v placement (m=2), objective span, memory limit 3 "
+                        "per device")
+    assert f"best: span {found.value:.6g} (bubble {found.bubble:.2%}), found by" in lines[1]
+    assert lines[2].startswith(f"lower bound {found.lower_bound:.6g}, gap {found.gap:.2%}")
+    peaks = [float(line.split()[-1]) for line in lines[4:8]]
+    assert peaks == pytest.approx(found.result.peak_activations, abs=1e-3)
+    assert max(peaks) <= 3.0
+    for name in ("s.csv", "g.png", "t.json"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--memory", "0.5"), "error: memory must be at least 1 on every device"),
+    (("--memory", "lots"), "error: --memory must be a number of units or a multiple of p"),
+    (("--time-limit", "-1"), "error: time_limit must be a finite number of seconds > 0"),
+    (("--placement", "w"), "invalid choice: 'w'"),
+])
+def test_cli_optimize_errors_are_one_line(args, message):
+    run = _cli("optimize", "-p", "4", "-n", "8", *args)
+    assert run.returncode == 2
+    assert message in run.stderr and "Traceback" not in run.stderr

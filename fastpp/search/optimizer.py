@@ -169,12 +169,13 @@ class _Search:
         return self.best is not None and self.best[0] <= self.bound * (1 + 1e-12)
 
     def tick(self) -> None:
+        """Move the progress bar (tqdm redraws at most twice a second, after the first)."""
         if self.bar is not None:
             self.bar.n = round(min(self.elapsed(), self.bar.total), 1)
             if self.best is not None:
                 self.bar.set_postfix_str(f"best {self.best[0]:.6g}, bound {self.bound:.6g}",
                                          refresh=False)
-            self.bar.refresh()
+            self.bar.update(0)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -270,5 +271,5 @@ def _progress_bar(total: float):
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=round(total, 1), desc="search", unit="s", delay=1.0, leave=False,
-                bar_format="{desc}: {bar} {n:.1f}/{total:.1f} s {postfix}")
+    return tqdm(total=round(total, 1), desc="search", unit="s", delay=1.0, mininterval=0.5,
+                leave=False, bar_format="{desc}: {bar} {n:.1f}/{total:.1f} s, {postfix}")
