@@ -1,8 +1,12 @@
 """Analytic lower bounds on a search instance's objective (SEARCH.md section 3).
 
-They hold for every order and every memory limit: each device must run all of its work, cannot
-start before a forward reaches it, and its last ``I`` is followed by the gradient's way back to
-the first stage and that stage's ``W``.
+Each device must run all of its work, cannot start before a forward reaches it, and its last
+``I`` is followed by the gradient's way back to the first stage and that stage's ``W``. Under a
+memory limit, microbatch ``j`` holds stage ``s``'s activations (and those of the stages on the
+same device that enclose it on its route) from ``F(s, j)``'s start to ``I(s, j)``'s end, at
+least the round trip ``R_s``; at most ``k = floor(limit / held)`` such intervals overlap, and
+intervals with at most ``k`` overlapping split into ``k`` sets of disjoint ones (interval
+graphs are perfect), so one set chains ``ceil(n / k)`` round trips.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ def lower_bound(problem: Problem) -> float:
     - span: its work ``n sum(F+I+W)``, and the way from its first forward to its first ``I``
       (one microbatch alone) plus all of its ``I`` and ``W``;
     - makespan: also the earliest its first forward and its first ``I`` can start, and, after
-      all of its ``F`` and ``I``, the gradient's way to stage 0 and a ``W``.
+      all of its ``F`` and ``I``, the gradient's way to stage 0 and a ``W``;
+    - both, under a memory limit: ``ceil(n / k)`` round trips of a stage, then its ``W``.
     """
     cost, n, device = problem.cost, problem.n, problem.stage_to_device
     f_start, i_start = one_microbatch(problem)
@@ -46,11 +51,30 @@ def lower_bound(problem: Problem) -> float:
         work = n * cost[:, mine].sum()
         iw = n * cost[1:, mine].sum()
         first_f, first_i = f_start[mine].min(), i_start[mine].min()
+        trips = _round_trips(problem, mine, f_start, i_start)
         if problem.objective == "span":
-            best = max(best, work, first_i - first_f + iw)
+            best = max(best, work, first_i - first_f + iw, *(trips - first_f))
             continue
+        best = max(best, *trips)
         fi = n * cost[:2, mine].sum()
         tail = min(max(cost[2, s], i_end0 - (i_start[s] + cost[1, s]) + cost[2, 0])
                    for s in mine)
         best = max(best, first_f + work, first_i + iw, first_f + fi + tail)
     return float(best)
+
+
+def _round_trips(problem: Problem, mine: np.ndarray, f_start: np.ndarray,
+                 i_start: np.ndarray) -> np.ndarray:
+    """Per stage ``s`` of a device: the earliest ``F(s, .)`` start plus ``ceil(n / k)`` round
+    trips and a ``W``, with ``k`` the intervals its memory limit lets overlap (0 if none)."""
+    cost, unit, n = problem.cost, problem.memd[0], problem.n
+    cap = problem.cap[problem.stage_to_device[mine[0]]]
+    out = np.zeros(len(mine))
+    if not np.isfinite(cap):
+        return out
+    i_end = i_start + cost[1]
+    for q, s in enumerate(mine):
+        enclosing = mine[(f_start[mine] <= f_start[s]) & (i_end[mine] >= i_end[s])]
+        k = int(np.floor(cap / unit[enclosing].sum()))
+        out[q] = f_start[s] + np.ceil(n / k) * (i_end[s] - f_start[s]) + cost[2, s]
+    return out
