@@ -92,22 +92,24 @@ class Costs:
         ScheduleError
             If an array's length is neither ``p`` nor ``V``, or ``w > b`` somewhere.
         """
+        return self.for_placement(schedule.p, schedule.stage_to_device, schedule.m)
 
-        p, V = schedule.p, schedule.V
+    def for_placement(self, p: int, stage_to_device: np.ndarray, m: int) -> StageCosts:
+        """``per_stage`` for any schedule of ``p`` devices with this stage map and ``m``."""
+        V = len(stage_to_device)
         for name, arr in self._arrays.items():
             if arr.ndim == 1 and len(arr) not in (p, V):
                 raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
                                     f"or V={V} (got shape {arr.shape})")
         a = {name: arr.reshape(-1) for name, arr in self._arrays.items()}  # scalars: 1 value
         rows = kernels.stage_costs(a["f"], a["b"], a["w"], a.get("fb", _NO_VALUE), a["comm"],
-                                   a["gamma"], a["act"], schedule.stage_to_device, schedule.m)
+                                   a["gamma"], a["act"], stage_to_device, m)
         if "bandwidth" in a:  # a hand-off takes its latency plus its bytes over the link
-            rows[4] += (_per_stage(self._arrays["message_bytes"], schedule)
-                        / _per_stage(self._arrays["bandwidth"], schedule))
+            rows[4] += (_per_stage(self._arrays["message_bytes"], stage_to_device)
+                        / _per_stage(self._arrays["bandwidth"], stage_to_device))
         tb, tw = rows[1], rows[2]
         if np.any(tw > tb):
             s = int(np.argmax(tw > tb))
-            m = schedule.m
             raise ScheduleError(f"costs.w must be <= costs.b (got w={tw[s] * m}, b={tb[s] * m} "
                                 f"at stage {s})")
         return StageCosts(*rows)
@@ -116,11 +118,11 @@ class Costs:
 _NO_VALUE = np.empty(0)
 
 
-def _per_stage(arr: np.ndarray, schedule: Schedule) -> np.ndarray:
+def _per_stage(arr: np.ndarray, stage_to_device: np.ndarray) -> np.ndarray:
     """One value per virtual stage from one value, one per stage or one per device."""
     if arr.ndim == 0:
-        return np.full(schedule.V, float(arr))
-    return arr if len(arr) == schedule.V else arr[schedule.stage_to_device]
+        return np.full(len(stage_to_device), float(arr))
+    return arr if len(arr) == len(stage_to_device) else arr[stage_to_device]
 
 
 def _show(value) -> str:

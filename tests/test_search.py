@@ -264,6 +264,15 @@ def test_search_matches_the_fixed_schedules_at_their_memory(placement):
                         assert found.value <= target + 1e-9, (name, p, n, objective, method)
 
 
+@pytest.mark.parametrize("p, n", [(4, 8), (8, 24), (6, 11)])
+def test_v_greedy_has_no_span_bubble_at_zbv_memory(p, n):
+    """F = I = W per chunk, n >= 2p-1, p units of memory: zero span bubble, as ZB-V."""
+    found = optimize(p, n, Costs(f=1, b=2, w=1, gamma=0.5), memory=p, placement="v",
+                     objective="span", method="heuristic", progress=False)
+    assert found.method.startswith("v-greedy")
+    assert found.result.span_bubble_ratio == 0.0 and found.optimal
+
+
 def test_lower_bound_holds_for_random_orders(rng):
     from helpers import random_reorder
 

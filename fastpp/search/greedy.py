@@ -8,7 +8,7 @@ import numpy as np
 
 from ..generators._emit import new_ops
 from ..generators.registry import SCHEDULES, build_schedule
-from .heuristic import v_greedy, zb_greedy
+from .heuristic import v_greedy, zb_best, zb_greedy
 from .problem import Problem
 
 # the authors' order of the 8 runs: allow_bubble_before_first_b outermost, True before False
@@ -34,15 +34,13 @@ def zb_heuristic(problem: Problem):
 
     Returns ``(schedule, setting)``, or ``None`` when every run fails.
     """
-    best = None
-    for setting, ops, length, span, makespan in zb_runs(problem):
-        value = span if problem.objective == "span" else makespan
-        if best is None or value < best[0]:
-            best = (value, setting, ops, length)
-    if best is None:
+    p, n = problem.p, problem.n
+    ops, length = new_ops(p, n, 1), np.zeros(p, np.int32)
+    ok, chosen = zb_best(problem.cost, problem.memd, problem.comm, problem.cap, n,
+                         problem.objective == "span", ops, length)
+    if not ok:
         return None
-    _, setting, ops, length = best
-    return problem.schedule(ops, length, "zb-greedy"), setting
+    return problem.schedule(ops, length, "zb-greedy"), ZB_SETTINGS[chosen]
 
 
 def v_candidates(problem: Problem):
@@ -53,10 +51,10 @@ def v_candidates(problem: Problem):
     """
     p, n = problem.p, problem.n
     for fill_b, fill_f in V_SETTINGS:
-        approved = np.full(p, -1.0)
+        approved = np.full(p + 1, -1.0)  # per device, and their largest last
         kept = None
         for _ in range(MAX_V_REPEATS):
-            ops, length, bubble = new_ops(p, n, 2), np.zeros(p, np.int32), np.zeros(p)
+            ops, length, bubble = new_ops(p, n, 2), np.zeros(p, np.int32), np.zeros(p + 1)
             ok, worst = v_greedy(problem.cost, problem.memd, problem.comm, problem.cap, n,
                                  fill_f, fill_b, approved, ops, length, bubble)
             if not ok or (kept is not None and worst >= kept[0]):

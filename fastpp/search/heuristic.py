@@ -11,7 +11,9 @@ Inputs, per virtual stage ``s`` (length ``V``): ``cost[k, s]`` is the time of op
 running totals equal ``fastpp.kernels.memory`` to the bit), ``comm[s]`` the hand-off between
 stages ``s`` and ``s+1``; ``cap[r]`` the memory limit of device ``r`` (tolerance included).
 The kernels fill an op block and ``length`` and return ``False`` where the authors' code fails
-(a limit that a needed forward cannot fit).
+(a limit that a needed forward cannot fit). Their helpers are closures over the kernels' arrays:
+Numba inlines a closure without passing (and reference-counting) each array, which made the
+greedy seven times faster than helpers taking the arrays as arguments.
 """
 
 import numpy as np
@@ -20,27 +22,15 @@ from .._jit import jit
 from ..generators._emit import F as OP_F
 from ..generators._emit import I as OP_I
 from ..generators._emit import W as OP_W
-from ..generators._emit import put
 from ..ops import PAD
 
 KF, KI, KW = 0, 1, 2  # rows of ``cost`` and ``memd``; kinds in the greedies' own tables
-
-
-@jit
-def _place(r, k, j, s, cost, memd, ready, cnt, e, mem, bubble, t, ops, length):
-    """Run op kind ``k`` of stage ``s`` (its ``cnt``-th, microbatch ``j``) next on device ``r``
-    as soon as it can start; ``ready`` is when its cross-device input arrives (-1: none)."""
-    c = cost[k, s]
-    finish = e[r] + c
-    if ready >= 0.0:
-        finish = max(finish, ready + c)
-    if cnt[KF, r] > 0:  # idle time counts from the device's first forward on
-        bubble[r] += finish - (e[r] + c)
-    e[r] = finish
-    t[k, s, j] = finish
-    mem[r] += memd[k, s]
-    length[r] = put(ops, r, length[r], (OP_F, OP_I, OP_W)[k], s, j)
-    cnt[k, r] += 1
+# The loop greedy's inputs and state, packed into a few arrays that its helpers (closures,
+# which Numba inlines without reference counting) read.
+# table[...]: rows 0-2 op times (F, I, W), 3-5 memory changes, 6 the device's limit
+MEM, CAP = 3, 6
+# state[...]: rows 0 when each stage is next free, 1 its memory, 2 its idle (its largest last)
+FREE, HELD, IDLE = 0, 1, 2
 
 
 @jit
@@ -54,37 +44,117 @@ def zb_greedy(cost, memd, comm, cap, n, allow_bubble_before_first_b, prioritize_
     ``span`` is the authors' ``best``: the largest ``end of W(s, n-1) - start of F(s, 0)``.
     """
     p = cost.shape[1]
+    table = np.empty((7, p))
+    table[:3] = cost
+    table[MEM:CAP] = memd
+    table[CAP] = cap
     cnt = np.zeros((3, p), np.int64)  # F, I, W placed per stage
-    e = np.zeros(p)  # when each stage is next free
-    mem = np.zeros(p)
-    bubble = np.zeros(p)
+    state = np.zeros((3, p + 1))
     t = np.zeros((3, p, n))  # end time of each placed op
-    length[:] = 0
     ops[:] = PAD
     f_req = np.zeros(p, np.int64)
+    ok = _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_greedy,
+                    table, cnt, state, t, ops, f_req)
+    for s in range(p):
+        length[s] = cnt[KF, s] + cnt[KI, s] + cnt[KW, s]
+    if not ok:
+        return False, 0.0, 0.0
+    span = 0.0
+    makespan = 0.0
+    for s in range(p):
+        span = max(span, t[KW, s, n - 1] - t[KF, s, 0] + cost[KF, s])
+        makespan = max(makespan, state[FREE, s])
+    return True, span, makespan - (t[KF, 0, 0] - cost[KF, 0])
+
+
+@jit
+def zb_best(cost, memd, comm, cap, n, span_objective, ops, length):
+    """The authors' 8 runs of ``zb_greedy`` (``allow_bubble_before_first_b`` outermost, True
+    before False) and their choice: the smallest objective, ties to the first; runs that fail
+    are skipped. Fills ``ops`` and ``length`` with the choice and returns ``(ok, setting)``,
+    ``setting`` its index in that order."""
+    scratch = np.empty_like(ops)
+    scratch_length = np.empty_like(length)
+    best = np.inf
+    chosen = -1
+    for setting in range(8):
+        ok, span, makespan = zb_greedy(cost, memd, comm, cap, n, setting < 4,
+                                       (setting // 2) % 2 == 0, setting % 2 == 0, scratch,
+                                       scratch_length)
+        value = span if span_objective else makespan
+        if ok and value < best:
+            best = value
+            chosen = setting
+            ops[:] = scratch
+            length[:] = scratch_length
+    return chosen >= 0, chosen
+
+
+@jit
+def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_greedy, table,
+               cnt, state, t, ops, f_req):
+    """``zb_greedy``'s rounds; ``False`` where the authors' code fails."""
+    p = table.shape[1]
+    free, held, idle = state[FREE], state[HELD], state[IDLE]
+
+    def place(r, k, j, ready):
+        """Run op kind ``k`` of stage ``r`` (microbatch ``j``) next on device ``r`` as soon as
+        it can start; ``ready`` is when its cross-device input arrives (-1: none)."""
+        c = table[k, r]
+        finish = free[r] + c
+        if ready >= 0.0:
+            finish = max(finish, ready + c)
+        if cnt[KF, r] > 0:  # idle time counts from the device's first forward on
+            idle[r] += finish - (free[r] + c)
+            idle[-1] = max(idle[-1], idle[r])  # idle only grows: the running max is the max
+        free[r] = finish
+        held[r] += table[MEM + k, r]
+        t[k, r, j] = finish
+        q = cnt[KF, r] + cnt[KI, r] + cnt[KW, r]
+        ops[0, r, q] = (OP_F, OP_I, OP_W)[k]
+        ops[1, r, q] = r
+        ops[2, r, q] = j
+        cnt[k, r] += 1
+
+    def fill_w(s, k, ready):
+        """Before op kind ``k`` on stage ``s``: ``W``s until it fits in memory, the ``W``s that
+        end before its input arrives at ``ready``, and one more that overruns the arrival when
+        the wait would exceed the bubble budget (or, with ``no_bubble_greedy``, would not)."""
+        while held[s] + table[MEM + k, s] > table[CAP, s]:
+            if cnt[KW, s] >= cnt[KI, s]:
+                return False  # "cannot fit memory"
+            place(s, KW, cnt[KW, s], -1.0)
+        if ready < 0.0:
+            return True
+        while cnt[KW, s] < cnt[KI, s] and free[s] + table[KW, s] <= ready:
+            place(s, KW, cnt[KW, s], -1.0)
+        if cnt[KW, s] < cnt[KI, s] and free[s] < ready:
+            if ready - free[s] > idle[-1] - idle[s] or no_bubble_greedy:
+                place(s, KW, cnt[KW, s], -1.0)
+        return True
+
     for i in range(n):
         f_req[:] = 0
         if i == 0:
             # warm-up: F(s, 0) everywhere, then forwards while they fit before the first I
             for s in range(p):
-                if mem[s] + memd[KF, s] > cap[s]:
-                    return False, 0.0, 0.0
-                ready = t[KF, s - 1, 0] + comm[s - 1] if s > 0 else -1.0
-                _place(s, KF, 0, s, cost, memd, ready, cnt, e, mem, bubble, t, ops, length)
-            last_t = t[KF, p - 1, 0] + cost[KI, p - 1]  # when the last stage's I(0) ends
+                if held[s] + table[MEM + KF, s] > table[CAP, s]:
+                    return False
+                place(s, KF, 0, t[KF, s - 1, 0] + comm[s - 1] if s > 0 else -1.0)
+            last_t = t[KF, p - 1, 0] + table[KI, p - 1]  # when the last stage's I(0) ends
             for s in range(p - 2, -1, -1):
-                held = mem[s]
-                busy_until = e[s]
-                while cnt[KF, s] + f_req[s] < n and held + memd[KF, s] <= cap[s]:
+                mem = held[s]
+                busy_until = free[s]
+                while cnt[KF, s] + f_req[s] < n and mem + table[MEM + KF, s] <= table[CAP, s]:
                     if allow_bubble_before_first_b:
-                        if busy_until + cost[KF, s] > last_t + comm[s]:
+                        if busy_until + table[KF, s] > last_t + comm[s]:
                             break
                     elif busy_until >= last_t + comm[s]:
                         break
-                    held += memd[KF, s]
-                    busy_until += cost[KF, s]
+                    mem += table[MEM + KF, s]
+                    busy_until += table[KF, s]
                     f_req[s] += 1
-                last_t = max(busy_until, last_t + comm[s]) + cost[KI, s]
+                last_t = max(busy_until, last_t + comm[s]) + table[KI, s]
             # each stage fewer than the one before; capped at it when it would take them all
             for s in range(1, p):
                 while (f_req[s] > 0 and f_req[s] >= f_req[s - 1]
@@ -94,29 +164,27 @@ def zb_greedy(cost, memd, comm, cap, n, allow_bubble_before_first_b, prioritize_
             for s in range(p):
                 for _ in range(f_req[s]):
                     j = cnt[KF, s]
-                    ready = t[KF, s - 1, j] + comm[s - 1] if s > 0 else -1.0
-                    _place(s, KF, j, s, cost, memd, ready, cnt, e, mem, bubble, t, ops,
-                           length)
+                    place(s, KF, j, t[KF, s - 1, j] + comm[s - 1] if s > 0 else -1.0)
         else:
             for s in range(p):
                 if cnt[KF, s] >= n:
                     continue
                 if prioritize_b and s + 1 < p and cnt[KF, s] >= cnt[KF, s + 1] + 2:
                     # when the next I's input may arrive, if stage s+1 runs F then I next
-                    due = e[s + 1] + cost[KF, s + 1] + cost[KI, s + 1] + comm[s]
-                    if e[s] >= due:
+                    due = free[s + 1] + table[KF, s + 1] + table[KI, s + 1] + comm[s]
+                    if free[s] >= due:
                         continue
-                    held = mem[s] + memd[KF, s]
+                    mem = held[s] + table[MEM + KF, s]
                     w_cost = 0.0
                     w_cnt = 0
-                    while held > cap[s] and cnt[KW, s] + w_cnt < cnt[KI, s]:
-                        w_cost += cost[KW, s]
-                        held += memd[KW, s]
+                    while mem > table[CAP, s] and cnt[KW, s] + w_cnt < cnt[KI, s]:
+                        w_cost += table[KW, s]
+                        mem += table[MEM + KW, s]
                         w_cnt += 1
-                    if e[s] + cost[KF, s] + w_cost <= due:
+                    if free[s] + table[KF, s] + w_cost <= due:
                         f_req[s] = 1
                         continue
-                    if due - e[s] <= bubble.max() - bubble[s]:
+                    if due - free[s] <= idle[-1] - idle[s]:
                         continue
                 f_req[s] = 1
             for s in range(p - 2, -1, -1):  # a stage takes a forward only if all later ones do
@@ -126,146 +194,26 @@ def zb_greedy(cost, memd, comm, cap, n, allow_bubble_before_first_b, prioritize_
                     continue
                 j = cnt[KF, s]
                 ready = t[KF, s - 1, j] + comm[s - 1] if s > 0 else -1.0
-                if not _fill_w(s, KF, ready, no_bubble_greedy, cost, memd, cap, cnt, e, mem,
-                               bubble, t, ops, length):
-                    return False, 0.0, 0.0
-                _place(s, KF, j, s, cost, memd, ready, cnt, e, mem, bubble, t, ops, length)
+                if not fill_w(s, KF, ready):
+                    return False
+                place(s, KF, j, ready)
         for s in range(p - 1, -1, -1):
             ready = t[KI, s + 1, i] + comm[s] if s + 1 < p else -1.0
-            if not _fill_w(s, KI, ready, no_bubble_greedy, cost, memd, cap, cnt, e, mem, bubble,
-                           t, ops, length):
-                return False, 0.0, 0.0
+            if not fill_w(s, KI, ready):
+                return False
             if s == 0 and cnt[KF, 0] == n:  # the first stage drains its W's before each I
                 while cnt[KW, 0] < cnt[KI, 0]:
-                    _place_w(0, cost, memd, cnt, e, mem, bubble, t, ops, length)
-            _place(s, KI, i, s, cost, memd, ready, cnt, e, mem, bubble, t, ops, length)
+                    place(0, KW, cnt[KW, 0], -1.0)
+            place(s, KI, i, ready)
     for s in range(p):
         while cnt[KW, s] < n:
-            _place_w(s, cost, memd, cnt, e, mem, bubble, t, ops, length)
-    span = 0.0
-    makespan = 0.0
-    for s in range(p):
-        span = max(span, t[KW, s, n - 1] - t[KF, s, 0] + cost[KF, s])
-        makespan = max(makespan, e[s])
-    return True, span, makespan - (t[KF, 0, 0] - cost[KF, 0])
-
-
-@jit
-def _place_w(s, cost, memd, cnt, e, mem, bubble, t, ops, length):
-    """The oldest pending ``W`` of stage ``s`` (loop placement: device ``s``)."""
-    _place(s, KW, cnt[KW, s], s, cost, memd, -1.0, cnt, e, mem, bubble, t, ops, length)
-
-
-@jit
-def _fill_w(s, k, ready, no_bubble_greedy, cost, memd, cap, cnt, e, mem, bubble, t, ops, length):
-    """Before op kind ``k`` on stage ``s``: ``W``s until it fits in memory, the ``W``s that end
-    before its input arrives at ``ready``, and one more that overruns the arrival when the wait
-    would exceed the bubble budget (or, with ``no_bubble_greedy``, when it would not)."""
-    while mem[s] + memd[k, s] > cap[s]:
-        if cnt[KW, s] >= cnt[KI, s]:
-            return False  # "cannot fit memory"
-        _place_w(s, cost, memd, cnt, e, mem, bubble, t, ops, length)
-    if ready < 0.0:
-        return True
-    while cnt[KW, s] < cnt[KI, s] and e[s] + cost[KW, s] <= ready:
-        _place_w(s, cost, memd, cnt, e, mem, bubble, t, ops, length)
-    if cnt[KW, s] < cnt[KI, s] and e[s] < ready:
-        if ready - e[s] > bubble.max() - bubble[s] or no_bubble_greedy:
-            _place_w(s, cost, memd, cnt, e, mem, bubble, t, ops, length)
+            place(s, KW, cnt[KW, s], -1.0)
     return True
 
 
 # The V greedy's op slots on device r, in the order one microbatch meets them: F of chunk 0
 # (stage r, down the V), F of chunk 1 (stage 2p-1-r, up), I of chunk 1, I of chunk 0.
 VF0, VF1, VI1, VI0 = 0, 1, 2, 3
-
-
-@jit
-def _v_stage(x, r, p):
-    return r if x == VF0 or x == VI0 else 2 * p - 1 - r
-
-
-@jit
-def _v_ready(x, r, j, p, comm, t):
-    """When slot ``x`` of microbatch ``j`` on device ``r`` gets its cross-device input:
-    -1 if it has none (the bottom or the top of the V), -2 if that input is not placed yet."""
-    if x == VF0 or x == VI1:
-        if r == 0:
-            return -1.0
-        src = r - 1
-        link = r - 1 if x == VF0 else 2 * p - 1 - r  # stages r-1 -> r, or 2p-r -> 2p-1-r
-    else:
-        if r == p - 1:
-            return -1.0
-        src = r + 1
-        link = 2 * p - 2 - r if x == VF1 else r  # stages 2p-2-r -> 2p-1-r, or r+1 -> r
-    if t[x, src, j] < 0.0:
-        return -2.0
-    return t[x, src, j] + comm[link]
-
-
-@jit
-def _v_put(x, r, cost, memd, comm, cap, n, cnt, e, mem, bubble, t, pend, ops, length):
-    """Run slot ``x`` (``VF0..VI0``) of device ``r``'s next microbatch for it; ``False`` where
-    the authors' code asserts (no microbatch left, no memory, an input not placed)."""
-    p = cap.shape[0]
-    j = cnt[r, x]
-    if j >= n:
-        return False
-    s = _v_stage(x, r, p)
-    k = KF if x <= VF1 else KI
-    if mem[r] + memd[k, s] > cap[r]:
-        return False
-    if x > 0 and t[x - 1, r, j] < 0.0:  # this microbatch's previous slot on the device
-        return False
-    ready = _v_ready(x, r, j, p, comm, t)
-    if ready == -2.0:
-        return False
-    c = cost[k, s]
-    finish = e[r] + c
-    if ready >= 0.0:
-        finish = max(finish, ready + c)
-    if cnt[r, VF0] > 0:
-        bubble[r] += finish - (e[r] + c)
-    e[r] = finish
-    t[x, r, j] = finish
-    mem[r] += memd[k, s]
-    length[r] = put(ops, r, length[r], OP_F if k == KF else OP_I, s, j)
-    cnt[r, x] += 1
-    if k == KI:  # its W waits in the device's queue
-        pend[r, cnt[r, 4] + cnt[r, 5]] = x
-        cnt[r, 5] += 1
-    return True
-
-
-@jit
-def _v_put_w(r, cost, memd, cnt, e, mem, pend, wdone, ops, length):
-    """The oldest queued ``W`` of device ``r``."""
-    p = cnt.shape[0]
-    x = pend[r, cnt[r, 4]]
-    cnt[r, 4] += 1
-    cnt[r, 5] -= 1
-    s = _v_stage(x, r, p)
-    e[r] += cost[KW, s]
-    mem[r] += memd[KW, s]
-    side = 0 if x == VI1 else 1
-    length[r] = put(ops, r, length[r], OP_W, s, wdone[r, side])
-    wdone[r, side] += 1
-
-
-@jit
-def _v_fill(r, ready, fill, cost, memd, cnt, e, mem, bubble, approved, pend, wdone, ops,
-            length):
-    """Before an op whose input arrives at ``ready`` (-1: none): the queued ``W``s that end by
-    then, and one more when the wait exceeds the bubble budget and ``fill`` is set."""
-    p = cnt.shape[0]
-    if ready < 0.0:
-        return
-    while cnt[r, 5] > 0 and ready >= e[r] + cost[KW, _v_stage(pend[r, cnt[r, 4]], r, p)]:
-        _v_put_w(r, cost, memd, cnt, e, mem, pend, wdone, ops, length)
-    budget = max(bubble.max(), approved.max() - approved[r]) - bubble[r]
-    if cnt[r, 5] > 0 and ready - e[r] > budget and fill:
-        _v_put_w(r, cost, memd, cnt, e, mem, pend, wdone, ops, length)
 
 
 @jit
@@ -276,33 +224,115 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
     both chunks until every device is at least as far as the one before. Then ``2n`` rounds,
     each an ``I`` and (while any is left) a forward on every device, ``W``s filling the waits
     longer than the bubble budget (``fill_b``, ``fill_f``: also before ``I``s of chunk 1 and
-    forwards). ``approved`` (per device, -1: none) widens the budget to a previous run's
-    idle. Returns ``(ok, largest idle after a device's first forward)``; ``bubble`` gets each
-    device's idle.
+    forwards). ``approved`` (per device, -1: none; its largest last) widens the budget to a
+    previous run's idle. Returns ``(ok, largest idle after a device's first forward)``;
+    ``bubble`` gets each device's idle and their largest last.
     """
     p = cap.shape[0]
     cnt = np.zeros((p, 6), np.int64)  # per slot VF0..VI0; W's done; W's queued
     wdone = np.zeros((p, 2), np.int64)  # W's done for the stages of VI1 and VI0
     pend = np.zeros((p, 2 * n), np.int64)  # each device's queue of W's (as the slot of its I)
-    e = np.zeros(p)
-    mem = np.zeros(p)
-    t = np.full((4, p, n), -1.0)
+    free = np.zeros(p)
+    held = np.zeros(p)
+    t = np.full((4, p, n), -1.0)  # end of each slot's op, per device and microbatch
     bubble[:] = 0.0
     length[:] = 0
     ops[:] = PAD
-    args = (cost, memd, comm, cap, n, cnt, e, mem, bubble, t, pend, ops, length)
+
+    def stage(x, r):
+        return r if x == VF0 or x == VI0 else 2 * p - 1 - r
+
+    def ready_at(x, r, j):
+        """When slot ``x`` of microbatch ``j`` on device ``r`` gets its cross-device input:
+        -1 if it has none (the bottom or the top of the V), -2 if it is not placed yet."""
+        if x == VF0 or x == VI1:
+            if r == 0:
+                return -1.0
+            src = r - 1
+            link = r - 1 if x == VF0 else 2 * p - 1 - r  # stages r-1 -> r, 2p-r -> 2p-1-r
+        else:
+            if r == p - 1:
+                return -1.0
+            src = r + 1
+            link = 2 * p - 2 - r if x == VF1 else r  # stages 2p-2-r -> 2p-1-r, r+1 -> r
+        if t[x, src, j] < 0.0:
+            return -2.0
+        return t[x, src, j] + comm[link]
+
+    def write(r, kind, s, j):
+        q = length[r]
+        ops[0, r, q] = kind
+        ops[1, r, q] = s
+        ops[2, r, q] = j
+        length[r] = q + 1
+
+    def put_slot(x, r):
+        """Run slot ``x`` of device ``r``'s next microbatch for it; ``False`` where the
+        authors' code asserts (no microbatch left, no memory, an input not placed)."""
+        j = cnt[r, x]
+        if j >= n:
+            return False
+        s = stage(x, r)
+        k = KF if x <= VF1 else KI
+        if held[r] + memd[k, s] > cap[r]:
+            return False
+        if x > 0 and t[x - 1, r, j] < 0.0:  # this microbatch's previous slot on the device
+            return False
+        ready = ready_at(x, r, j)
+        if ready == -2.0:
+            return False
+        c = cost[k, s]
+        finish = free[r] + c
+        if ready >= 0.0:
+            finish = max(finish, ready + c)
+        if cnt[r, VF0] > 0:
+            bubble[r] += finish - (free[r] + c)
+            bubble[-1] = max(bubble[-1], bubble[r])
+        free[r] = finish
+        t[x, r, j] = finish
+        held[r] += memd[k, s]
+        write(r, OP_F if k == KF else OP_I, s, j)
+        cnt[r, x] += 1
+        if k == KI:  # its W waits in the device's queue
+            pend[r, cnt[r, 4] + cnt[r, 5]] = x
+            cnt[r, 5] += 1
+        return True
+
+    def put_w(r):
+        """The oldest queued ``W`` of device ``r``."""
+        x = pend[r, cnt[r, 4]]
+        cnt[r, 4] += 1
+        cnt[r, 5] -= 1
+        s = stage(x, r)
+        free[r] += cost[KW, s]
+        held[r] += memd[KW, s]
+        side = 0 if x == VI1 else 1
+        write(r, OP_W, s, wdone[r, side])
+        wdone[r, side] += 1
+
+    def fill(r, ready, always):
+        """Before an op whose input arrives at ``ready`` (-1: none): the queued ``W``s that end
+        by then, and one more when the wait exceeds the bubble budget and ``always`` is set."""
+        if ready < 0.0:
+            return
+        while cnt[r, 5] > 0 and ready >= free[r] + cost[KW, stage(pend[r, cnt[r, 4]], r)]:
+            put_w(r)
+        budget = max(bubble[-1], approved[-1] - approved[r]) - bubble[r]
+        if cnt[r, 5] > 0 and ready - free[r] > budget and always:
+            put_w(r)
+
     for r in range(p):
-        if not _v_put(VF0, r, *args):
+        if not put_slot(VF0, r):
             return False, 0.0
     for r in range(p - 1, -1, -1):
         if r < p - 1:
             due = t[VF1, r + 1, 0] + comm[2 * p - 2 - r]
-            while (mem[r] + memd[KF, r] * (2 + 2 * r) <= cap[r]
-                   and e[r] + cost[KF, r] <= due and cnt[r, VF0] < n):
+            while (held[r] + memd[KF, r] * (2 + 2 * r) <= cap[r]
+                   and free[r] + cost[KF, r] <= due and cnt[r, VF0] < n):
                 for q in range(r + 1):
-                    if not _v_put(VF0, q, *args):
+                    if not put_slot(VF0, q):
                         return False, 0.0
-        if not _v_put(VF1, r, *args):
+        if not put_slot(VF1, r):
             return False, 0.0
     chunk = 0
     for r in range(1, p):
@@ -312,16 +342,16 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
             stuck += 1
             for q in range(p - 1, r - 1, -1):
                 if cnt[q, chunk] < n:
-                    if not _v_put(chunk, q, *args):
+                    if not put_slot(chunk, q):
                         return False, 0.0
                     stuck = 0
             chunk = 1 - chunk
             if stuck == 2:  # neither chunk can move: the authors' loop would not end
                 return False, 0.0
     order = np.empty(p, np.int64)
+    up = np.zeros(p, np.bool_)
     for _ in range(2 * n):
-        # an I on every device: chunk 1's (VI1) ascending, then chunk 0's (VI0) descending
-        up = np.zeros(p, np.bool_)
+        # an I on every device: chunk 0's (VI0) descending where it may, then chunk 1's (VI1)
         for r in range(p):
             up[r] = cnt[r, VI0] < cnt[r, VI1] and (
                 r == p - 1 or t[VI0, r + 1, cnt[r, VI0]] >= 0.0 or cnt[r, VI1] >= n)
@@ -338,10 +368,9 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
         for q in range(p):
             r = order[q]
             x = VI0 if q < n_up else VI1
-            ready = _v_ready(x, r, cnt[r, x], p, comm, t) if cnt[r, x] < n else -1.0
-            _v_fill(r, ready, fill_b or x == VI0, cost, memd, cnt, e, mem, bubble, approved,
-                    pend, wdone, ops, length)
-            if not _v_put(x, r, *args):
+            fill(r, ready_at(x, r, cnt[r, x]) if cnt[r, x] < n else -1.0,
+                 fill_b or x == VI0)
+            if not put_slot(x, r):
                 return False, 0.0
         # a forward on every device that has one left and whose input is placed
         for r in range(p):
@@ -356,19 +385,16 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
                 x = VF0
             if x < 0:
                 continue
-            s = _v_stage(x, r, p)
-            while mem[r] + memd[KF, s] > cap[r]:
+            while held[r] + memd[KF, stage(x, r)] > cap[r]:
                 if cnt[r, 5] == 0:
                     return False, 0.0
-                _v_put_w(r, cost, memd, cnt, e, mem, pend, wdone, ops, length)
-            ready = _v_ready(x, r, cnt[r, x], p, comm, t)
-            _v_fill(r, ready, fill_f, cost, memd, cnt, e, mem, bubble, approved, pend, wdone,
-                    ops, length)
-            if not _v_put(x, r, *args):
+                put_w(r)
+            fill(r, ready_at(x, r, cnt[r, x]), fill_f)
+            if not put_slot(x, r):
                 return False, 0.0
     for r in range(p):
         while cnt[r, 5] > 0:
-            _v_put_w(r, cost, memd, cnt, e, mem, pend, wdone, ops, length)
+            put_w(r)
         if cnt[r, VI0] < n or cnt[r, VI1] < n:
             return False, 0.0
-    return True, bubble.max()
+    return True, bubble[-1]

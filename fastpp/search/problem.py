@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..costs import Costs
-from ..generators._emit import LOOP, VSHAPE, new_ops, placement
+from ..generators._emit import LOOP, VSHAPE, placement
 from ..ops import PAD, F, I, W
 from ..schedule import Schedule, ScheduleError, positive_int
 from ..simulate import Result, simulate
@@ -63,13 +63,13 @@ class Problem:
         if not isinstance(costs, Costs):
             raise ScheduleError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
         kind, m = PLACEMENTS[placement_name]
-        template = sequential(p, n, kind, m)
-        c = costs.per_stage(template)
+        stage_to_device = placement(kind, p, m)
+        c = costs.for_placement(p, stage_to_device, m)
         cost = np.stack([c.tf, c.tb - c.tw, c.tw])
         memd = np.stack([c.unit, -((1.0 - c.gamma) * c.unit), -(c.gamma * c.unit)])
         limit = _memory_limit(memory, p)
         # a device must hold one microbatch's forward through all of its stages
-        need = np.bincount(template.stage_to_device, weights=c.unit, minlength=p)
+        need = np.bincount(stage_to_device, weights=c.unit, minlength=p)
         short = np.flatnonzero(limit * (1 + MEMORY_RTOL) < need)
         if short.size:
             r = int(short[0])
@@ -77,7 +77,7 @@ class Problem:
                 f"memory must be at least {need.max():.6g} on every device: the smallest limit "
                 f"under which any '{placement_name}' schedule fits (device {r} needs "
                 f"{need[r]:.6g}, got memory={limit[r]:.6g})")
-        return cls(p, n, m, placement_name, objective, costs, template.stage_to_device, cost,
+        return cls(p, n, m, placement_name, objective, costs, stage_to_device, cost,
                    memd, np.ascontiguousarray(c.comm), limit, limit * (1 + MEMORY_RTOL))
 
     @property
@@ -124,18 +124,17 @@ def sequential(p: int, n: int, kind: int, m: int) -> Schedule:
     ``W`` back up. The least memory any schedule of the placement needs, so it always fits."""
     stage_device = placement(kind, p, m)
     V = p * m
-    ops = new_ops(p, n, m)
-    length = np.zeros(p, np.int64)
-    for j in range(n):
-        for s in range(V):
-            r = stage_device[s]
-            ops[:3, r, length[r]] = (F, s, j)
-            length[r] += 1
-        for s in range(V - 1, -1, -1):
-            r = stage_device[s]
-            ops[:3, r, length[r]] = (I, s, j)
-            ops[:3, r, length[r] + 1] = (W, s, j)
-            length[r] += 2
-    assert np.all(ops[0, :, length.max():] == PAD)
-    return Schedule(ops[:, :, : length.max()], length, stage_device, n=n, m=m,
-                    name="sequential")
+    # one microbatch's ops on each device, in the order they run: F down the route, I and W up
+    unit = []
+    for s in range(V):
+        unit.append((stage_device[s], F, s))
+    for s in range(V - 1, -1, -1):
+        unit += [(stage_device[s], I, s), (stage_device[s], W, s)]
+    unit = np.array(unit)
+    ops = np.full((5, p, 3 * m * n), PAD, np.int32)
+    for r in range(p):
+        mine = unit[unit[:, 0] == r]
+        ops[0, r] = np.tile(mine[:, 1], n)
+        ops[1, r] = np.tile(mine[:, 2], n)
+        ops[2, r] = np.repeat(np.arange(n), len(mine))
+    return Schedule(ops, np.full(p, 3 * m * n), stage_device, n=n, m=m, name="sequential")

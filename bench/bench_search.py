@@ -1,0 +1,137 @@
+"""Schedule search: the heuristic against a plain-Python transcription of the authors' algorithm,
+and the bubble that improve and exact reach against time.
+
+Run for real with ``pytest bench/bench_search.py --benchmark-enable -s``; the normal suite runs
+each once on a small input. Target: the heuristic (the authors' 8 runs and their choice, orders
+out) at least 100x faster than ``tests/zb_authors.py`` over the 24 Table 5 solves; both give
+identical orders. ``optimize(method="heuristic")`` end to end (problem set-up, the returned
+schedule validated and re-simulated, bounds) is reported beside it.
+"""
+
+import time
+
+import numpy as np
+import pytest
+import test_search
+import zb_authors
+from speedup import check_speedup, record
+
+from fastpp import Costs, optimize
+from fastpp.generators._emit import new_ops
+from fastpp.search import exact
+from fastpp.search.heuristic import zb_best
+from fastpp.search.problem import Problem
+
+TARGET = 100
+
+
+def table5_problems(small):
+    rows = test_search.table5_rows()
+    problems = []
+    for row in rows[:1] if small else rows:
+        p, n = int(row["p"]), int(row["n"])
+        costs, m_b, _ = test_search.table5_setting(row)
+        for factor in (1, 2):
+            problems.append(Problem.build(p, n, costs, factor * p * m_b, "loop", "span"))
+    return problems
+
+
+def run_fastpp(problems):
+    out = []
+    for pr in problems:
+        ops, length = new_ops(pr.p, pr.n, 1), np.zeros(pr.p, np.int32)
+        zb_best(pr.cost, pr.memd, pr.comm, pr.cap, pr.n, True, ops, length)
+        out.append((ops, length))
+    return out
+
+
+def run_python(problems):
+    return [zb_authors.initial_solution(*test_search.transcription_inputs(pr), pr.n)
+            for pr in problems]
+
+
+def run_optimize(problems):
+    return [optimize(pr.p, pr.n, pr.costs, memory=pr.limit, objective="span",
+                     method="heuristic", progress=False) for pr in problems]
+
+
+@pytest.mark.parametrize("engine", ["fastpp", "optimize", "python"])
+def bench_heuristic_table5(benchmark, engine):
+    benchmark.group = "zero-bubble heuristic, Table 5 (24 solves)"
+    problems = table5_problems(small=benchmark.disabled)
+    run = {"fastpp": run_fastpp, "optimize": run_optimize, "python": run_python}[engine]
+    run(problems[:1])  # compile or load the kernels
+    rounds = 1 if engine == "python" else 5
+    results = benchmark.pedantic(run, args=(problems,), rounds=rounds, iterations=1)
+    if engine == "python":  # identical orders, every solve
+        for pr, ours, theirs in zip(problems, run_fastpp(problems), results, strict=True):
+            sched = pr.schedule(*ours, "zb-greedy")
+            assert sched.tokens() == test_search.tokens_of(theirs[1])
+    record(benchmark, engine)
+    if engine == "python":
+        check_speedup(benchmark, "fastpp", "python", TARGET)
+        check_speedup(benchmark, "optimize", "python", 1)  # reported, not a target
+
+
+def quality_cases(small):
+    """Table 5 settings at 1p, 1.5p, 2p (both objectives), and small random uneven ones."""
+    cases = []
+    rows = test_search.table5_rows()
+    for row in rows[:1] if small else [r for r in rows if int(r["p"]) == 8]:
+        costs, m_b, _ = test_search.table5_setting(row)
+        p, n = int(row["p"]), int(row["n"])
+        for factor in ((1.5,) if small else (1, 1.5, 2)):
+            for objective in ("makespan", "span"):
+                cases.append((f"{row['model']} p={p} n={n} {factor}p {objective}", p, n, costs,
+                              factor * p * m_b, objective))
+    rng = np.random.default_rng(2024)
+    for q in range(1 if small else 12):
+        p, n = int(rng.integers(2, 5)), int(rng.integers(2, 9))
+        costs = Costs(f=np.round(rng.uniform(1, 3, p), 1), b=np.round(rng.uniform(3, 6, p), 1),
+                      w=np.round(rng.uniform(0.5, 2, p), 1), comm=0.2, gamma=0.5)
+        cases.append((f"random {q} p={p} n={n}", p, n, costs, float(rng.choice([1.5, 2, p])),
+                      "makespan"))
+    return cases
+
+
+def bench_search_quality(benchmark):
+    """Bubble reached against time: improve at growing budgets, exact on small instances."""
+    benchmark.group = "search quality"
+    small = benchmark.disabled
+    budgets = (0.05,) if small else (0.25, 1.0, 4.0)
+    lines, beat_improve, beat_exact, proven = [], [], [], []
+
+    def once():
+        for name, p, n, costs, memory, objective in quality_cases(small):
+            kw = dict(memory=memory, objective=objective, progress=False)
+            base = optimize(p, n, costs, method="heuristic", **kw)
+            row = [name, f"heuristic {base.value:.6g}"]
+            best = base
+            for budget in budgets:
+                t0 = time.perf_counter()
+                found = optimize(p, n, costs, method="improve", time_limit=budget, **kw)
+                row.append(f"improve {budget:g}s {found.value:.6g} "
+                           f"({time.perf_counter() - t0:.2f}s)")
+                best = found if found.value < best.value else best
+            beat_improve.append(1 - best.value / base.value)
+            if p * n <= 32 and exact.available():
+                found = optimize(p, n, costs, method="exact", time_limit=budgets[-1] * 5, **kw)
+                row.append(f"exact {found.value:.6g} optimal={found.optimal}")
+                beat_exact.append(1 - found.value / base.value)
+                proven.append(found.optimal)
+                best = found if found.value < best.value else best
+            row.append(f"bound {best.lower_bound:.6g} gap {best.gap:.2%}")
+            lines.append(" | ".join(row))
+
+    benchmark.pedantic(once, rounds=1, iterations=1)
+    better = [x for x in beat_improve if x > 1e-12]
+    summary = (f"improve beat the heuristic on {len(better)}/{len(beat_improve)} instances"
+               + (f", by {np.mean(better):.2%} on average (at most {max(better):.2%})"
+                  if better else ""))
+    if beat_exact:
+        exact_better = [x for x in beat_exact if x > 1e-12]
+        summary += (f"; exact beat it on {len(exact_better)}/{len(beat_exact)} small ones, "
+                    f"proved {sum(proven)} optimal")
+    benchmark.extra_info["summary"] = summary
+    print("\n" + "\n".join(lines) + "\n" + summary)
+    assert all(x >= 0 for x in beat_improve + beat_exact)  # never worse than the start
