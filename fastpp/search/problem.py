@@ -53,6 +53,14 @@ class Problem:
 
     @classmethod
     def build(cls, p, n, costs, memory, placement_name, objective) -> Problem:
+        """Validate ``optimize``'s arguments and expand the costs for the placement.
+
+        Raises
+        ------
+        ScheduleError
+            Naming the argument, what it must be and what it got; for a memory limit below
+            one microbatch's forward through a device's stages, the smallest limit that works.
+        """
         p, n = positive_int(p, "p"), positive_int(n, "n")
         if placement_name not in PLACEMENTS:
             raise ScheduleError(f"placement must be one of {list(PLACEMENTS)} "
