@@ -152,6 +152,19 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
 
 
 @jit
+def times(ops, length, stage_device, route_first, route_last, n, tf, tb, tw, tfb, comm, start,
+          end, pointer, busy, span):
+    """``timeline`` then ``reduce`` in one call; returns ``(latency, makespan, bubble_ratio,
+    span_bubble_ratio)``, latency ``-1`` on a deadlock (then nothing is reduced)."""
+    latency = timeline(ops, length, stage_device, route_first, route_last, n, tf, tb, tw, tfb,
+                       comm, start, end, pointer)
+    if latency < 0.0:
+        return latency, 0.0, 0.0, 0.0
+    makespan, bubble, span_bubble = reduce(start, end, length, busy, span)
+    return latency, makespan, bubble, span_bubble
+
+
+@jit
 def memory(ops, length, unit, gamma, forward_only, mem_start, mem_end, live_start, live_end):
     """Activation memory of each device after every op's start and after its end.
 
@@ -226,3 +239,90 @@ def reduce(start, end, length, busy, span):
         longest = max(longest, span[r])
     makespan = last - first
     return makespan, 1.0 - total / (p * makespan), 1.0 - total / p / longest
+
+
+# check_ops's findings, in the order the checks run (Schedule formats their messages)
+(OK, BAD_KIND, BAD_STAGE, BAD_MB, MISPLACED, OFF_ROUTE, BAD_STAGE2, BAD_MB2, MISPLACED2,
+ OFF_ROUTE2, NOT_FORWARD, COUNT_F, COUNT_B, COUNT_IW, F_AFTER_GRAD, W_BEFORE_I) = range(16)
+
+
+@jit
+def check_ops(ops, length, stage_device, route_first, route_last, n, forward_only, got):
+    """Validate every op of a schedule in one pass per rule; returns ``(finding, a, b)``.
+
+    ``finding`` is ``OK`` or the first rule broken: for an op rule, at op ``b`` of device ``a``
+    (rules in order: kind; then for the op and for an overlapped pair's backward half: stage
+    range, microbatch range, stage on this device, stage on the microbatch's route; forwards
+    only); for a count or order rule, at stage ``a`` and microbatch ``b``, with ``got`` its
+    counts of ``F, B, I, W``. Ranges are checked before anything indexes with them.
+    """
+    p = ops.shape[1]
+    V = stage_device.shape[0]
+    for r in range(p):
+        for k in range(length[r]):
+            if ops[0, r, k] < F or ops[0, r, k] > FB:
+                return BAD_KIND, r, k
+    for part in range(2):
+        for rule in range(4):
+            for r in range(p):
+                for k in range(length[r]):
+                    if part == 1 and ops[0, r, k] != FB:
+                        continue
+                    s = ops[1 + 2 * part, r, k]
+                    j = ops[2 + 2 * part, r, k]
+                    if rule == 0:
+                        bad = s < 0 or s >= V
+                    elif rule == 1:
+                        bad = j < 0 or j >= n
+                    elif rule == 2:
+                        bad = stage_device[s] != r
+                    else:
+                        bad = s < route_first[j] or s > route_last[j]
+                    if bad:
+                        return BAD_STAGE + 4 * part + rule, r, k
+    if forward_only:
+        for r in range(p):
+            for k in range(length[r]):
+                if ops[0, r, k] != F:
+                    return NOT_FORWARD, r, k
+    count = np.zeros((4, V, n), np.int64)  # F, B, I, W per (stage, microbatch)
+    pos = np.full((4, V, n), -1, np.int64)  # where on its device, the last one seen
+    for r in range(p):
+        for k in range(length[r]):
+            kind = ops[0, r, k]
+            first = F if kind == FB else kind
+            count[first, ops[1, r, k], ops[2, r, k]] += 1
+            pos[first, ops[1, r, k], ops[2, r, k]] = k
+            if kind == FB:
+                count[B, ops[3, r, k], ops[4, r, k]] += 1
+                pos[B, ops[3, r, k], ops[4, r, k]] = k
+    for rule in range(1 if forward_only else 3):
+        for s in range(V):
+            for j in range(n):
+                if s < route_first[j] or s > route_last[j]:
+                    continue
+                split = count[I, s, j] > 0 or count[W, s, j] > 0
+                if rule == 0:
+                    bad = count[F, s, j] != 1
+                elif rule == 1:
+                    bad = not split and count[B, s, j] != 1
+                else:
+                    bad = split and (count[I, s, j] != 1 or count[W, s, j] != 1
+                                     or count[B, s, j] != 0)
+                if bad:
+                    for q in range(4):
+                        got[q] = count[q, s, j]
+                    return COUNT_F + rule, s, j
+    if not forward_only:
+        for rule in range(2):
+            for s in range(V):
+                for j in range(n):
+                    if s < route_first[j] or s > route_last[j]:
+                        continue
+                    if rule == 0:
+                        bad = pos[F, s, j] >= max(pos[B, s, j], pos[I, s, j])
+                    else:
+                        bad = pos[I, s, j] >= 0 and pos[I, s, j] >= pos[W, s, j]
+                    if bad:
+                        return F_AFTER_GRAD + rule, s, j
+    return OK, 0, 0

@@ -6,10 +6,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import kernels
 from .ops import FB, PAD, B, F, I, Op, W, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
 MAX_OPS = 50_000_000  # slots in an op block (5 int32 fields): about 1 GB
+
+
+# what check_ops's findings say (see fastpp.kernels), formatted with the last stage and mb
+_STAGE_RULES = ("stage must be in 0..{last_s}", "microbatch must be in 0..{last_j}",
+                "stage is not on this device (misplaced op)",
+                "stage is outside the microbatch's route")
+_OP_RULES = {kernels.BAD_KIND: f"kind must be one of {[op.name for op in Op]} codes 0..4",
+             **{kernels.BAD_STAGE + q: rule for q, rule in enumerate(_STAGE_RULES)},
+             **{kernels.BAD_STAGE2 + q: rule for q, rule in enumerate(_STAGE_RULES)},
+             kernels.NOT_FORWARD: "a forward-only schedule has only forwards"}
+_COUNT_RULES = ("exactly one F", "exactly one B (or one I and one W)", "one I and one W and no B")
+_ORDER_RULES = ("F must come before its B or I", "I must come before its W")
 
 
 class ScheduleError(ValueError):
@@ -83,6 +96,21 @@ class Schedule:
         self.kind, self.stage, self.mb, self.stage2, self.mb2 = self.ops
 
     # -- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def trusted(cls, ops, length, stage_to_device, *, n: int, m: int, name: str,
+                route_first, route_last, forward_only: bool) -> Schedule:
+        """A schedule from fastpp's own generators, which are valid by construction: the
+        arrays are taken as they are (int32) and not checked op by op again."""
+        self = cls.__new__(cls)
+        self.name, self.n, self.m, self.forward_only = name, n, m, forward_only
+        self.ops = np.ascontiguousarray(ops)
+        self.length = length
+        self.stage_to_device = stage_to_device
+        self.route_first, self.route_last = route_first, route_last
+        self.p, self.V = self.ops.shape[1], len(stage_to_device)
+        self.kind, self.stage, self.mb, self.stage2, self.mb2 = self.ops
+        return self
 
     @classmethod
     def from_tokens(cls, rows: Sequence[Sequence[str | None]], stage_to_device=None, *,
@@ -200,69 +228,25 @@ class Schedule:
         if routes.min() < 0 or routes.max() >= V or np.any(routes[:, 0] > routes[:, 1]):
             raise ScheduleError(f"routes must have shape ({n}, 2) with 0 <= first <= last < "
                                 f"V={V} (got shape {routes.shape})")
-        r_idx, k_idx = np.nonzero(np.arange(L)[None, :] < self.length[:, None])
-        kind, s, j, s2, j2 = (f[r_idx, k_idx] for f in self.ops)
-
-        def fail(mask, what):
-            i = int(np.argmax(mask))
-            r, k = int(r_idx[i]), int(k_idx[i])
-            raw = self.ops[:, r, k].tolist()
+        got = np.zeros(4, np.int64)
+        finding, a, b = kernels.check_ops(self.ops, self.length, self.stage_to_device,
+                                          self.route_first, self.route_last, n,
+                                          self.forward_only, got)
+        if finding == kernels.OK:
+            return
+        if finding < kernels.COUNT_F:  # an op rule, at op b of device a
+            raw = self.ops[:, a, b].tolist()
             text = format_op(*raw) if 0 <= raw[0] <= FB else str(raw)
-            raise ScheduleError(f"device {r}, op {k} ({text}): {what}")
-
-        def check(bad, what):
-            if np.any(bad):
-                fail(bad, what)
-
-        check((kind < 0) | (kind > FB), f"kind must be one of {[op.name for op in Op]} codes 0..4")
-        pair = kind == FB
-        for stage, mb, part in ((s, j, np.ones_like(pair)), (s2, j2, pair)):
-            check(part & ((stage < 0) | (stage >= V)), f"stage must be in 0..{V - 1}")
-            check(part & ((mb < 0) | (mb >= n)), f"microbatch must be in 0..{n - 1}")
-            check(part & (self.stage_to_device[np.clip(stage, 0, V - 1)] != r_idx),
-                  "stage is not on this device (misplaced op)")
-            jj = np.clip(mb, 0, n - 1)
-            check(part & ((stage < routes[jj, 0]) | (stage > routes[jj, 1])),
-                  "stage is outside the microbatch's route")
-        if self.forward_only:
-            check(kind != F, "a forward-only schedule has only forwards")
-
-        # counts and positions of every (stage, microbatch)
-        in_route = (np.arange(V)[:, None] >= routes[:, 0]) & (np.arange(V)[:, None] <= routes[:, 1])
-        counts = np.zeros((5, V, n), np.int64)
-        np.add.at(counts, (np.where(pair, F, kind), s, j), 1)
-        np.add.at(counts, (B, s2[pair], j2[pair]), 1)
-        step = k_idx.astype(np.int64)
-        pos = np.full((5, V, n), -1, np.int64)
-        pos[np.where(pair, F, kind), s, j] = step
-        pos[B, s2[pair], j2[pair]] = step[pair]
-        fwd, full, inp, wgt = counts[F], counts[B], counts[I], counts[W]
-        if self.forward_only:
-            problems = [(in_route & (fwd != 1), "exactly one F")]
-        else:
-            split = (inp > 0) | (wgt > 0)
-            problems = [
-                (in_route & (fwd != 1), "exactly one F"),
-                (in_route & ~split & (full != 1), "exactly one B (or one I and one W)"),
-                (in_route & split & ((inp != 1) | (wgt != 1) | (full != 0)),
-                 "one I and one W and no B"),
-            ]
-        for bad, what in problems:
-            if np.any(bad):
-                st, mb = (int(x) for x in np.argwhere(bad)[0])
-                got = ", ".join(f"{counts[op][st, mb]} {op.name}"
-                                for op in (Op.F, Op.B, Op.I, Op.W))
-                raise ScheduleError(f"stage {st}, microbatch {mb} on device "
-                                    f"{self.stage_to_device[st]} needs {what} (got {got})")
-        if not self.forward_only:
-            grad = np.maximum(pos[B], pos[I])
-            order = [(in_route & (pos[F] >= grad), "F must come before its B or I"),
-                     (in_route & (pos[I] >= 0) & (pos[I] >= pos[W]), "I must come before its W")]
-            for bad, what in order:
-                if np.any(bad):
-                    st, mb = (int(x) for x in np.argwhere(bad)[0])
-                    raise ScheduleError(f"stage {st}, microbatch {mb} on device "
-                                        f"{self.stage_to_device[st]}: {what}")
+            rule = _OP_RULES[finding].format(last_s=V - 1, last_j=n - 1)
+            raise ScheduleError(f"device {a}, op {b} ({text}): {rule}")
+        where = f"stage {a}, microbatch {b} on device {self.stage_to_device[a]}"
+        if finding >= kernels.F_AFTER_GRAD:
+            raise ScheduleError(f"{where}: {_ORDER_RULES[finding - kernels.F_AFTER_GRAD]}")
+        counts = ", ".join(f"{c} {op.name}" for c, op in zip(got.tolist(),
+                                                            (Op.F, Op.B, Op.I, Op.W),
+                                                            strict=True))
+        rule = _COUNT_RULES[0 if self.forward_only else finding - kernels.COUNT_F]
+        raise ScheduleError(f"{where} needs {rule} (got {counts})")
 
     def inputs(self, r: int, k: int) -> list[tuple[int, int, int]]:
         """What op ``k`` of device ``r`` waits for, as ``(Op.F, stage, mb)`` (a forward's
@@ -309,6 +293,9 @@ class Schedule:
 
 
 def _int_array(value, name: str, ndim: int) -> np.ndarray:
+    if (type(value) is np.ndarray and value.dtype == np.int32 and value.ndim == ndim
+            and value.flags.c_contiguous):
+        return value  # already what the kernels read
     arr = np.asarray(value)
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
         raise ScheduleError(f"{name} must be an integer array (got dtype {arr.dtype})")

@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
+from helpers import POINTS
 
 import fastpp
-from fastpp import ScheduleError, build_schedule
+from fastpp import Schedule, ScheduleError, build_schedule
 
 
 def test_1f1b_order():
@@ -89,3 +90,16 @@ def test_work_bound_does_not_wrap_around():
     """p*n*m of huge values overflows int64; the bound must still hold (it once segfaulted)."""
     with pytest.raises(ScheduleError, match=r"p\*n\*m must be at most 4,000,000"):
         build_schedule("interleaved-1f1b", 7, 2**63 - 1, 2**63 - 1)
+
+
+def test_generated_schedules_pass_full_validation():
+    """build_schedule trusts its generators (Schedule.trusted): every schedule they build over
+    the grid the tests walk passes the full op-by-op validation of the public constructor."""
+    for name, p, n, m in POINTS:
+        sched = build_schedule(name, p, n, m)
+        checked = Schedule(sched.ops, sched.length, sched.stage_to_device, n=n, m=m, name=name,
+                           routes=np.stack([sched.route_first, sched.route_last], axis=1),
+                           forward_only=sched.forward_only)
+        assert checked.tokens() == sched.tokens()
+        assert sched.ops.dtype == sched.length.dtype == sched.stage_to_device.dtype == np.int32
+    assert len(POINTS) > 1000
