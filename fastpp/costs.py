@@ -83,6 +83,7 @@ class Costs:
         if np.max(arrays["gamma"]) > 1:
             raise ScheduleError(f"costs.gamma must be in [0, 1] (got {_show(self.gamma)})")
         object.__setattr__(self, "_arrays", arrays)  # validated float64 copies
+        object.__setattr__(self, "_expanded", {})  # for_placement's results, per stage map
 
     def per_stage(self, schedule: Schedule) -> StageCosts:
         """Expand to the per-virtual-stage arrays of ``schedule``, chunk times divided by ``m``.
@@ -95,7 +96,20 @@ class Costs:
         return self.for_placement(schedule.p, schedule.stage_to_device, schedule.m)
 
     def for_placement(self, p: int, stage_to_device: np.ndarray, m: int) -> StageCosts:
-        """``per_stage`` for any schedule of ``p`` devices with this stage map and ``m``."""
+        """``per_stage`` for any schedule of ``p`` devices with this stage map and ``m``.
+
+        Remembered per stage map (the arrays are shared: read them, do not write them), so a
+        loop that simulates many schedules with one ``Costs`` expands it once per placement.
+        """
+        key = (p, m, stage_to_device.tobytes())
+        found = self._expanded.get(key)
+        if found is None:
+            if len(self._expanded) >= 64:
+                self._expanded.clear()
+            found = self._expanded[key] = self._expand(p, stage_to_device, m)
+        return found
+
+    def _expand(self, p: int, stage_to_device: np.ndarray, m: int) -> StageCosts:
         V = len(stage_to_device)
         for name, arr in self._arrays.items():
             if arr.ndim == 1 and len(arr) not in (p, V):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from . import kernels
-from .costs import Costs
+from .costs import Costs, StageCosts
 from .schedule import Schedule
 
 
@@ -32,12 +33,13 @@ class Result:
         Span metric (Zero Bubble section 5.3): ``1 - mean(busy) / max(span)``.
     busy, span : ndarray, shape (p,)
         Per device: time spent running ops; last end minus first start.
-    mem_start, mem_end : ndarray, shape (p, L)
-        Activation memory (units of ``M_B``) on the device just after op ``k`` starts / ends.
-    live_start, live_end : ndarray, shape (p, L)
-        Live (stage, microbatch) pairs, PyTorch's liveness count, at the same moments.
     serial_time : float
         The teaching chapter's serial total: every op and every cross-device hand-off added up.
+    mem_start, mem_end : ndarray, shape (p, L)
+        Activation memory (units of ``M_B``) on the device just after op ``k`` starts / ends;
+        computed when first read, as are the peaks.
+    live_start, live_end : ndarray, shape (p, L)
+        Live (stage, microbatch) pairs, PyTorch's liveness count, at the same moments.
     """
 
     schedule: Schedule
@@ -49,11 +51,34 @@ class Result:
     span_bubble_ratio: float
     busy: np.ndarray
     span: np.ndarray
-    mem_start: np.ndarray
-    mem_end: np.ndarray
-    live_start: np.ndarray
-    live_end: np.ndarray
     serial_time: float
+    stage_costs: StageCosts = field(repr=False)
+
+    @cached_property
+    def _memory(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        s = self.schedule
+        shape = s.kind.shape
+        arrays = (np.zeros(shape), np.zeros(shape), np.zeros(shape, np.int64),
+                  np.zeros(shape, np.int64))
+        kernels.memory(s.ops, s.length, self.stage_costs.unit, self.stage_costs.gamma,
+                       s.forward_only, *arrays)
+        return arrays
+
+    @property
+    def mem_start(self) -> np.ndarray:
+        return self._memory[0]
+
+    @property
+    def mem_end(self) -> np.ndarray:
+        return self._memory[1]
+
+    @property
+    def live_start(self) -> np.ndarray:
+        return self._memory[2]
+
+    @property
+    def live_end(self) -> np.ndarray:
+        return self._memory[3]
 
     @property
     def idle(self) -> np.ndarray:
@@ -65,12 +90,12 @@ class Result:
         """Microbatches per unit time: ``n / makespan``."""
         return self.schedule.n / self.makespan
 
-    @property
+    @cached_property
     def peak_activations(self) -> np.ndarray:
         """Per device: the largest activation memory held, in units of ``M_B``."""
         return self._peak(self.mem_start)
 
-    @property
+    @cached_property
     def peak_live(self) -> np.ndarray:
         """Per device: the largest number of live (stage, microbatch) pairs."""
         return self._peak(self.live_start).astype(np.int64)
@@ -126,20 +151,13 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Result:
     c = costs.per_stage(schedule)
     shape = schedule.kind.shape
     start, end = np.zeros(shape), np.zeros(shape)
-    pointer = np.zeros(schedule.p, np.int64)
-    latency = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
-                               schedule.route_first, schedule.route_last, schedule.n,
-                               c.tf, c.tb, c.tw, c.tfb, c.comm, start, end, pointer)
+    pointer, busy, span = np.empty(schedule.p, np.int64), np.empty(schedule.p), np.empty(schedule.p)
+    latency, makespan, bubble, span_bubble = kernels.times(
+        schedule.ops, schedule.length, schedule.stage_to_device, schedule.route_first,
+        schedule.route_last, schedule.n, c.tf, c.tb, c.tw, c.tfb, c.comm, start, end, pointer,
+        busy, span)
     if latency < 0:
         raise schedule.deadlock_error(pointer)
-    mem_start, mem_end = np.zeros(shape), np.zeros(shape)
-    live_start, live_end = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
-    kernels.memory(schedule.ops, schedule.length, c.unit, c.gamma, schedule.forward_only,
-                   mem_start, mem_end, live_start, live_end)
-    busy, span = np.zeros(schedule.p), np.zeros(schedule.p)
-    makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, busy, span)
-    serial = float(busy.sum()) + latency
-    return Result(schedule, costs, start, end, float(makespan), float(bubble),
-                  float(span_bubble), busy, span, mem_start, mem_end, live_start, live_end,
-                  serial)
+    return Result(schedule, costs, start, end, makespan, bubble, span_bubble, busy, span,
+                  float(busy.sum()) + latency, c)
 
