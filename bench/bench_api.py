@@ -1,0 +1,64 @@
+"""A research script's point through the public API (``build_schedule`` + ``simulate`` + peak
+memory) against the same point in plain pure Python (``bench/plain.py``); target >= 200x, not
+met yet: it xfails with the measured figure (the plain loop takes about 1 ms for 1F1B 8x64, so
+200x would need about 5 us per point through a validating Python API).
+
+The plain simulator is given the op lists ready-made (its schedule generation is not timed), so
+the ratio is if anything conservative. Both results are checked against ``tests/reference.py``.
+Run for real with ``pytest bench/bench_api.py --benchmark-enable -s``.
+"""
+
+import pytest
+from plain import simulate_plain
+from reference import simulate_reference
+from speedup import check_speedup, record
+
+from fastpp import Costs, Op, build_schedule, simulate
+
+CASES = {"1f1b p=8 n=64": ("1f1b", 8, 64, 1),
+         "interleaved p=8 n=64 m=2": ("interleaved-1f1b", 8, 64, 2),
+         "zbv p=8 n=64": ("zbv", 8, 64, 2)}
+COSTS = dict(f=1.0, b=2.0, w=0.8, comm=0.05, gamma=0.4)
+TARGET = 200
+
+
+def fastpp_point(name, p, n, m, costs):
+    res = simulate(build_schedule(name, p, n, m), costs)
+    return res.makespan, res.peak_activations
+
+
+def plain_inputs(sched):
+    names = {int(op): op.name for op in Op}
+    ops = [[(names[int(k)], int(s), int(j)) for k, s, j in
+            zip(sched.kind[r, :L], sched.stage[r, :L], sched.mb[r, :L], strict=True)]
+           for r, L in enumerate(sched.length)]
+    return ops, sched.stage_to_device.tolist()
+
+
+@pytest.mark.parametrize("case, engine", [(case, engine) for case in CASES
+                                          for engine in ("fastpp", "plain")])
+def bench_point(benchmark, case, engine):
+    benchmark.group = f"one point {case}"
+    name, p, n, m = CASES[case]
+    sched = build_schedule(name, p, n, m)
+    costs = Costs(**COSTS)
+    ref = simulate_reference(sched, costs)
+    if engine == "fastpp":
+        fastpp_point(name, p, n, m, costs)  # compile or load the kernels
+        makespan, peaks = benchmark(fastpp_point, name, p, n, m, costs)
+    else:
+        ops, stage_device = plain_inputs(sched)
+        makespan, peaks = benchmark(simulate_plain, ops, stage_device, m=m, **COSTS)
+    assert makespan == pytest.approx(ref.makespan, rel=1e-12)
+    assert list(peaks) == pytest.approx(ref.peak_activations, abs=1e-9)
+    record(benchmark, f"{engine} {case}")
+    if engine == "plain":
+        if not benchmark.disabled:
+            print(f"\n{case}: fastpp {benchmark_min('fastpp', case) * 1e6:.1f} us per point")
+        check_speedup(benchmark, f"fastpp {case}", f"plain {case}", TARGET, open_target=True)
+
+
+def benchmark_min(engine, case):
+    from speedup import _MIN_TIMES
+
+    return _MIN_TIMES[f"{engine} {case}"]
