@@ -58,6 +58,8 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
     """
     built = -1  # the point whose schedule is in block (the first point always builds)
     unit_act = np.ones(1)  # sweeps count activations in units of M_B
+    none = np.zeros((0, 0))  # device_memory stores nothing: the peaks are all a sweep keeps
+    none_int = np.zeros((0, 0), np.int64)
     block = np.zeros((1, 1, 1), np.int32)
     length = stage_device = first = last = np.zeros(1, np.int32)
     for i in index:
@@ -112,23 +114,17 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
             out[i, :] = np.nan
             out[i, 8] = DEADLOCK
             continue
-        mem_start = np.zeros((P, L))
-        mem_end = np.zeros((P, L))
-        live_start = np.zeros((P, L), np.int64)
-        live_end = np.zeros((P, L), np.int64)
-        kernels.memory(block, length, c[5], c[6], sid[i] == FORWARD_ONLY, mem_start, mem_end,
-                       live_start, live_end)
         busy = np.zeros(P)
         span = np.zeros(P)
         makespan, bubble, span_bubble = kernels.reduce(start, end, length, busy, span)
         peak_max, peak_min, live_max = -np.inf, np.inf, 0
-        for r in range(P):
-            peak = 0.0
-            for k in range(length[r]):
-                peak = max(peak, mem_start[r, k])
-                live_max = max(live_max, live_start[r, k])
+        for r in range(P):  # peaks only: no per-op memory arrays
+            peak, live = kernels.device_memory(block, length, r, c[5], c[6],
+                                               sid[i] == FORWARD_ONLY, none, none, none_int,
+                                               none_int)
             peak_max = max(peak_max, peak)
             peak_min = min(peak_min, peak)
+            live_max = max(live_max, live)
         out[i, 0], out[i, 1], out[i, 2] = makespan, bubble, span_bubble
         out[i, 3], out[i, 4], out[i, 5] = peak_max, peak_min, live_max
         out[i, 6] = total

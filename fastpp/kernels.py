@@ -182,19 +182,24 @@ def memory(ops, length, unit, gamma, forward_only, mem_start, mem_end, live_star
 @jit
 def device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end, live_start,
                   live_end):
-    """``memory`` for device ``r`` alone; returns its peak (the largest value after a start)."""
+    """``memory`` for device ``r`` alone; returns its peaks (activations, live pairs: the
+    largest values after a start). Empty output arrays (shape ``(0, 0)``) store nothing."""
+    store = mem_start.shape[0] > 0
     mem = 0.0
     live = 0
     peak = 0.0
+    live_peak = 0
     for k in range(length[r]):
         kind = ops[0, r, k]
         s = ops[1, r, k]
         if kind == F or kind == FB:
             mem += unit[s]
             live += 1
-        mem_start[r, k] = mem
-        live_start[r, k] = live
-        peak = max(peak, mem)
+            peak = max(peak, mem)
+            live_peak = max(live_peak, live)
+        if store:
+            mem_start[r, k] = mem
+            live_start[r, k] = live
         if kind == FB:
             s2 = ops[3, r, k]
             mem -= unit[s2]
@@ -207,9 +212,10 @@ def device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end,
         elif kind == W:
             mem -= gamma[s] * unit[s]
             live -= 1
-        mem_end[r, k] = mem
-        live_end[r, k] = live
-    return peak
+        if store:
+            mem_end[r, k] = mem
+            live_end[r, k] = live
+    return peak, live_peak
 
 
 @jit

@@ -176,10 +176,8 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
     start = np.zeros(shape)
     end = np.zeros(shape)
     pointer = np.zeros(p, np.int64)
-    mem_start = np.zeros(shape)
-    mem_end = np.zeros(shape)
-    live_start = np.zeros(shape, np.int64)
-    live_end = np.zeros(shape, np.int64)
+    none = np.zeros((0, 0))  # device_memory stores nothing: only its peak is wanted
+    none_int = np.zeros((0, 0), np.int64)
     where = np.zeros((3, V, n), np.int64)
     total = 0
     for r in range(p):
@@ -201,8 +199,8 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
                 if b < 0 or not _order_ok(ops, r, a, b):
                     continue
                 _move(ops, r, a, b)
-                peak = kernels.device_memory(ops, length, r, unit, gamma, False, mem_start,
-                                             mem_end, live_start, live_end)
+                peak, _ = kernels.device_memory(ops, length, r, unit, gamma, False, none, none,
+                                                none_int, none_int)
                 obj, tie = evaluate(ops, length, stage_device, route_first, route_last, n, tf,
                                     tb, tw, tfb, comm, span_objective, start, end, pointer)
                 if peak > cap[r] or obj == np.inf:
@@ -234,8 +232,8 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
         if not _order_ok(ops, r, a, b):
             continue
         _move(ops, r, a, b)
-        peak = kernels.device_memory(ops, length, r, unit, gamma, False, mem_start, mem_end,
-                                     live_start, live_end)
+        peak, _ = kernels.device_memory(ops, length, r, unit, gamma, False, none, none,
+                                        none_int, none_int)
         if peak > cap[r]:
             _move(ops, r, b, a)
             continue
