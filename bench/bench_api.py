@@ -53,12 +53,4 @@ def bench_point(benchmark, case, engine):
     assert list(peaks) == pytest.approx(ref.peak_activations, abs=1e-9)
     record(benchmark, f"{engine} {case}")
     if engine == "plain":
-        if not benchmark.disabled:
-            print(f"\n{case}: fastpp {benchmark_min('fastpp', case) * 1e6:.1f} us per point")
         check_speedup(benchmark, f"fastpp {case}", f"plain {case}", TARGET, open_target=True)
-
-
-def benchmark_min(engine, case):
-    from speedup import _MIN_TIMES
-
-    return _MIN_TIMES[f"{engine} {case}"]

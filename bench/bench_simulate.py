@@ -1,9 +1,13 @@
-"""simulate() against the pure-Python reference on the same input; target >= 300x.
+"""simulate() on a built schedule against the plain pure-Python simulator (bench/plain.py) on
+the same ops; the ratio is reported (the per-point target lives in bench_api.py). Results are
+checked against tests/reference.py, which is a correctness oracle here, not a baseline.
 
 Run for real with ``pytest bench --benchmark-enable``; the normal suite runs each once.
 """
 
 import pytest
+from bench_api import plain_inputs
+from plain import simulate_plain
 from reference import simulate_reference
 from speedup import check_speedup, record
 
@@ -11,19 +15,23 @@ from fastpp import Costs, build_schedule, simulate
 
 CASES = {"1f1b p=8 n=64": ("1f1b", 8, 64, 1),
          "interleaved p=8 n=64 m=2": ("interleaved-1f1b", 8, 64, 2)}
-COSTS = Costs(f=1.0, b=2.0, comm=0.05)
-TARGET = 300
+COSTS = dict(f=1.0, b=2.0, comm=0.05)
 
 
 @pytest.mark.parametrize("case, engine", [(case, engine) for case in CASES
-                                          for engine in ("fastpp", "reference")])
+                                          for engine in ("fastpp", "plain")])
 def bench_simulate(benchmark, case, engine):
     benchmark.group = f"simulate {case}"
-    sched = build_schedule(*CASES[case])
-    run = simulate if engine == "fastpp" else simulate_reference
-    run(sched, COSTS)  # warm up: compile or load the kernels
-    result = benchmark(run, sched, COSTS)
-    assert result.makespan > 0
+    name, p, n, m = CASES[case]
+    sched = build_schedule(name, p, n, m)
+    costs = Costs(**COSTS)
+    if engine == "fastpp":
+        simulate(sched, costs)  # warm up: compile or load the kernels
+        makespan = benchmark(simulate, sched, costs).makespan
+    else:
+        ops, stage_device = plain_inputs(sched)
+        makespan = benchmark(simulate_plain, ops, stage_device, m=m, **COSTS)[0]
+    assert makespan == pytest.approx(simulate_reference(sched, costs).makespan, rel=1e-12)
     record(benchmark, f"{engine} {case}")
-    if engine == "reference":
-        check_speedup(benchmark, f"fastpp {case}", f"reference {case}", TARGET)
+    if engine == "plain":
+        check_speedup(benchmark, f"fastpp {case}", f"plain {case}", None)

@@ -180,6 +180,16 @@ def memory(ops, length, unit, gamma, forward_only, mem_start, mem_end, live_star
 
 
 @jit
+def peaks(ops, length, unit, gamma, forward_only, peak, live):
+    """Every device's peaks (activations, live pairs), without the per-op arrays."""
+    none = np.zeros((0, 0))
+    none_int = np.zeros((0, 0), np.int64)
+    for r in range(ops.shape[1]):
+        peak[r], live[r] = device_memory(ops, length, r, unit, gamma, forward_only, none, none,
+                                         none_int, none_int)
+
+
+@jit
 def device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end, live_start,
                   live_end):
     """``memory`` for device ``r`` alone; returns its peaks (activations, live pairs: the

@@ -91,19 +91,22 @@ class Result:
         return self.schedule.n / self.makespan
 
     @cached_property
-    def peak_activations(self) -> np.ndarray:
-        """Per device: the largest activation memory held, in units of ``M_B``."""
-        return self._peak(self.mem_start)
+    def _peaks(self) -> tuple[np.ndarray, np.ndarray]:
+        s = self.schedule
+        peak, live = np.zeros(s.p), np.zeros(s.p, np.int64)
+        kernels.peaks(s.ops, s.length, self.stage_costs.unit, self.stage_costs.gamma,
+                      s.forward_only, peak, live)
+        return peak, live
 
-    @cached_property
+    @property
+    def peak_activations(self) -> np.ndarray:
+        """Per device: the largest activation memory held, in units of ``M_B`` (or bytes)."""
+        return self._peaks[0]
+
+    @property
     def peak_live(self) -> np.ndarray:
         """Per device: the largest number of live (stage, microbatch) pairs."""
-        return self._peak(self.live_start).astype(np.int64)
-
-    def _peak(self, after_start: np.ndarray) -> np.ndarray:
-        # memory only grows when an op starts, so the peak is the largest value after a start
-        valid = np.arange(after_start.shape[1]) < self.schedule.length[:, None]
-        return np.where(valid, after_start, 0).max(axis=1, initial=0)
+        return self._peaks[1]
 
     def memory_curve(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """Device ``r``'s activation memory as a step function.
