@@ -152,6 +152,21 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
 
 
 @jit
+def memory(ops, length, unit, gamma, forward_only, mem_start, mem_end, live_start, live_end):
+    """Activation memory of each device after every op's start and after its end.
+
+    A forward allocates ``unit[s]`` when it starts; a ``B`` frees it all when it ends; a split
+    backward frees ``(1 - gamma)`` of it at the end of ``I`` and ``gamma`` at the end of ``W``;
+    an overlapped pair allocates its forward at the start and frees its backward at the end. In
+    a forward-only schedule a forward frees its own allocation when it ends. ``live_*`` count
+    live (stage, microbatch) pairs the same way with ``gamma = 1`` (PyTorch's liveness count).
+    """
+    for r in range(ops.shape[1]):
+        device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end, live_start,
+                      live_end)
+
+
+@jit
 def peaks(ops, length, unit, gamma, forward_only, peak, live):
     """Every device's peaks (activations, live pairs), without the per-op arrays."""
     none = np.zeros((0, 0))

@@ -102,4 +102,4 @@ def test_generated_schedules_pass_full_validation():
                            forward_only=sched.forward_only)
         assert checked.tokens() == sched.tokens()
         assert sched.ops.dtype == sched.length.dtype == sched.stage_to_device.dtype == np.int32
-    assert len(POINTS) > 1000
+    assert {name for name, *_ in POINTS} == set(fastpp.SCHEDULES)  # every generator walked
