@@ -14,7 +14,7 @@ import fastpp
 from fastpp import Costs, Op, ScheduleError, build_schedule, kernels, optimize, simulate
 from fastpp.search import exact
 from fastpp.search.bounds import lower_bound
-from fastpp.search.greedy import zb_runs
+from fastpp.search.greedy import list_candidates, zb_runs
 from fastpp.search.problem import Problem
 
 TABLE5 = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
@@ -262,6 +262,24 @@ def test_search_matches_the_fixed_schedules_at_their_memory(placement):
                                          objective=objective, method=method, time_limit=0.2,
                                          progress=False)
                         assert found.value <= target + 1e-9, (name, p, n, objective, method)
+
+
+@pytest.mark.parametrize("placement", ["loop", "v"])
+def test_list_scheduler_fits_every_accepted_limit(rng, placement):
+    """From the least any schedule needs to unlimited, both variants complete, and the
+    reference confirms the order's memory; the search keeps what is best."""
+    for _ in range(25):
+        p, n, costs, _ = random_instance(rng, p=int(rng.integers(1, 7)),
+                                         n=int(rng.integers(1, 13)))
+        least = Problem.build(p, n, costs, None, placement, "makespan")
+        need = np.bincount(least.stage_to_device, weights=least.memd[0], minlength=p)
+        memory = need.max() * float(rng.choice([1.0, 1.0 + 1e-9, 1.3, 2.0, 3.0, p]))
+        problem = Problem.build(p, n, costs, memory, placement, "makespan")
+        found = list(list_candidates(problem))
+        assert len(found) == 2, (p, n, memory)
+        for _, sched in found:
+            ref = simulate_reference(sched, costs)
+            assert max(ref.peak_activations) <= memory * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("p, n", [(4, 8), (8, 24), (6, 11)])

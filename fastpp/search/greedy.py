@@ -8,7 +8,7 @@ import numpy as np
 
 from ..generators._emit import new_ops
 from ..generators.registry import SCHEDULES, build_schedule
-from .heuristic import v_greedy, zb_best, zb_greedy
+from .heuristic import list_schedule, v_greedy, zb_best, zb_greedy
 from .problem import Problem
 
 # the authors' order of the 8 runs: allow_bubble_before_first_b outermost, True before False
@@ -64,6 +64,18 @@ def v_candidates(problem: Problem):
         if kept is not None:
             yield f"v-greedy(fill_b={fill_b}, fill_f={fill_f})", problem.schedule(
                 kept[1], kept[2], "v-greedy")
+
+
+def list_candidates(problem: Problem):
+    """The memory-aware list scheduler, backward first and forward first: ``(name, schedule)``
+    for each that completes (it fits any limit the problem accepts)."""
+    p, n = problem.p, problem.n
+    for i_first in (True, False):
+        ops, length = new_ops(p, n, problem.m), np.zeros(p, np.int32)
+        if list_schedule(problem.cost, problem.memd, problem.comm, problem.cap,
+                         problem.stage_to_device, n, i_first, ops, length):
+            yield f"list({'backward' if i_first else 'forward'} first)", problem.schedule(
+                ops, length, "list")
 
 
 def fixed_candidates(problem: Problem):

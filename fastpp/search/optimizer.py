@@ -12,7 +12,7 @@ from ..costs import Costs
 from ..schedule import Schedule, ScheduleError
 from ..simulate import Result
 from . import bounds, exact
-from .greedy import fixed_candidates, v_candidates, zb_heuristic
+from .greedy import fixed_candidates, list_candidates, v_candidates, zb_heuristic
 from .improve import evaluate, local_search, seed_state
 from .problem import PLACEMENTS, Problem, sequential
 
@@ -191,7 +191,7 @@ class _Search:
             for name, schedule in v_candidates(problem):
                 self.offer(schedule, name)
         if method != "heuristic" or problem.placement == "v":
-            for name, schedule in fixed_candidates(problem):
+            for name, schedule in (*fixed_candidates(problem), *list_candidates(problem)):
                 self.offer(schedule, name)
         if self.best is None or method != "heuristic":
             # one microbatch at a time fits whatever limit the problem accepted
