@@ -24,7 +24,7 @@ from . import theory
 from .costs import Costs
 from .generators.registry import SCHEDULES, ScheduleSpec, build_schedule
 from .ops import Op
-from .schedule import Schedule, ScheduleError
+from .schedule import Schedule, ScheduleError, ScheduleTypeError
 from .search import SearchResult, optimize
 from .seed import Device, compute_theoretical_peak, gpipe_schedule, onef_oneb_schedule
 from .simulate import Result, simulate
@@ -40,6 +40,7 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "ScheduleSpec",
+    "ScheduleTypeError",
     "SearchResult",
     "build_schedule",
     "compute_theoretical_peak",

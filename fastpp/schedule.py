@@ -26,7 +26,13 @@ _ORDER_RULES = ("F must come before its B or I", "I must come before its W")
 
 
 class ScheduleError(ValueError):
-    """A schedule, its parameters or its costs are not valid; the message names the problem."""
+    """The one base of every error fastpp raises on bad input: a schedule, its parameters, its
+    costs or a search's arguments are not valid. The message names the parameter, what it must
+    be and what it got."""
+
+
+class ScheduleTypeError(ScheduleError, TypeError):
+    """An argument of the wrong type (also a ``TypeError``)."""
 
 
 class Schedule:
@@ -147,9 +153,13 @@ class Schedule:
                 if token is None or (isinstance(token, str) and not token.strip()):
                     continue
                 try:
-                    ops_r.append(parse_op(str(token)))
+                    op = parse_op(str(token))
                 except ValueError as err:
                     raise ScheduleError(f"device {r}, position {col}: {err}") from None
+                if max(op) >= 2**31:
+                    raise ScheduleError(f"device {r}, position {col}: stage and microbatch ids "
+                                        f"must be below 2**31 (got {token!r})")
+                ops_r.append(op)
             parsed.append(ops_r)
         L = max(1, max(len(o) for o in parsed))
         ops = np.full((5, p, L), PAD, np.int64)

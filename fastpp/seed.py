@@ -15,6 +15,7 @@ from typing import NamedTuple
 from .costs import Costs
 from .generators.registry import build_schedule
 from .ops import Op
+from .schedule import ScheduleError
 from .simulate import simulate
 from .theory import peak_live
 
@@ -73,7 +74,7 @@ def run(schedule_type: str, devices, num_microbatches: int):
     name = _schedule_name(schedule_type)
     devices = list(devices)
     if not devices or not all(isinstance(d, Device) for d in devices):
-        raise ValueError(f"devices must be a non-empty list of Device (got {devices!r})")
+        raise ScheduleError(f"devices must be a non-empty list of Device (got {devices!r})")
     costs = Costs(f=[d.fwd_time for d in devices], b=[d.bwd_time for d in devices],
                   comm=[d.comm_latency for d in devices])
     result = simulate(build_schedule(name, len(devices), num_microbatches), costs)
@@ -124,5 +125,5 @@ def _schedule_name(schedule_type) -> str:
     kind = str(schedule_type).lower().replace("_", "").replace("-", "")
     names = {"gpipe": "gpipe", "1f1b": "1f1b", "onefoneb": "1f1b"}
     if kind not in names:
-        raise ValueError(f"schedule_type must be 'gpipe' or '1f1b' (got {schedule_type!r})")
+        raise ScheduleError(f"schedule_type must be 'gpipe' or '1f1b' (got {schedule_type!r})")
     return names[kind]

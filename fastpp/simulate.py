@@ -9,7 +9,7 @@ import numpy as np
 
 from . import kernels
 from .costs import Costs, StageCosts
-from .schedule import Schedule
+from .schedule import Schedule, ScheduleTypeError
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,10 +147,11 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Result:
         op each stuck device waits for and shows the grid).
     """
     if not isinstance(schedule, Schedule):
-        raise TypeError(f"schedule must be a fastpp.Schedule (got {type(schedule).__name__})")
+        raise ScheduleTypeError(f"schedule must be a fastpp.Schedule (got "
+                                f"{type(schedule).__name__})")
     costs = Costs(1.0, 2.0) if costs is None else costs
     if not isinstance(costs, Costs):
-        raise TypeError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
+        raise ScheduleTypeError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
     c = costs.per_stage(schedule)
     shape = schedule.kind.shape
     start, end = np.zeros(shape), np.zeros(shape)

@@ -3,15 +3,32 @@
 Times use the per-device costs of ``fastpp.Costs``: ``f``, the full backward ``b``, its
 weight part ``w`` (a split backward runs ``i = b - w``) and the overlapped pair ``fb``. Each
 function returns ``None`` where no closed form is known for the given parameters (for example
-ZB-H1's idle is exact only for ``n >= p``, ``w <= f`` and ``w <= i``). Per-device results are
-arrays indexed by device ``r``.
+ZB-H1's idle is exact only for ``n >= p``, ``w <= f`` and ``w <= i``) and raises
+``ScheduleError`` for a name that is not a registered schedule. Per-device results are arrays
+indexed by device ``r``.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from .generators.registry import get_spec
 
+
+def _registered(formula):
+    """A closed form of a registered schedule: an unknown name raises ``ScheduleError``."""
+
+    @functools.wraps(formula)
+    def checked(name, *args, **kwargs):
+        get_spec(name)
+        return formula(name, *args, **kwargs)
+
+    return checked
+
+
+@_registered
 def idle(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2.0,
          w: float = 0.0, fb: float | None = None, G: int | None = None) -> float | None:
     """The largest per-device idle time, ``makespan - busy`` (makespan metric).
@@ -50,6 +67,7 @@ def idle(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2.0,
     return None
 
 
+@_registered
 def span_idle(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2.0,
               w: float = 0.0) -> float | None:
     """``max(span) - busy`` of every device (Zero Bubble's span metric), where known."""
@@ -61,6 +79,7 @@ def span_idle(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 
     return None
 
 
+@_registered
 def makespan(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2.0,
              w: float = 0.0, G: int | None = None) -> float | None:
     """Makespan of schedules whose devices are all equally busy: ``n(f+b)`` plus the idle."""
@@ -72,6 +91,7 @@ def makespan(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2
     return None if extra is None else n * (f + b) + extra
 
 
+@_registered
 def bubble_fraction(name: str, p: int, n: int, m: int = 1, f: float = 1.0,
                     b: float = 2.0) -> float | None:
     """Idle share of total time (makespan metric).
@@ -88,6 +108,7 @@ def bubble_fraction(name: str, p: int, n: int, m: int = 1, f: float = 1.0,
     return None
 
 
+@_registered
 def peak_live(name: str, p: int, n: int, m: int = 1, G: int | None = None) -> np.ndarray | None:
     """Per device, the most live (stage, microbatch) pairs (chunks, for ``m > 1``)."""
     r = np.arange(p)
@@ -107,6 +128,7 @@ def peak_live(name: str, p: int, n: int, m: int = 1, G: int | None = None) -> np
     return per_device[name]() if name in per_device else None
 
 
+@_registered
 def max_peak_live(name: str, p: int, n: int, m: int = 1, G: int | None = None) -> int | None:
     """The largest per-device peak of live chunks, including V-Half's ``floor((p+2)/2)`` and
     V-Min's ``floor((p+4)/3)`` units (two chunks each), or ``n`` units when fewer."""
@@ -118,6 +140,7 @@ def max_peak_live(name: str, p: int, n: int, m: int = 1, G: int | None = None) -
     return None if live is None else int(live.max())
 
 
+@_registered
 def peak_activations(name: str, p: int, n: int, m: int = 1, G: int | None = None,
                      gamma: float = 1.0) -> np.ndarray | None:
     """Per device, the activation peak in units of ``M_B`` (a chunk holds ``1/m``).

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fastpp import Op, Schedule, ScheduleError, build_schedule
+from fastpp import Op, Schedule, ScheduleError, build_schedule, simulate
 from fastpp.ops import format_op, parse_op
 
 GOOD = [["0F0", "0F1", "0B0", "0B1"], ["1F0", "1B0", "1F1", "1B1"]]
@@ -109,3 +109,13 @@ def test_huge_ids_are_refused_before_anything_is_allocated():
     with pytest.raises(ScheduleError, match=r"V\*n must be at most 50000000 \(got V=1, "
                                             r"n=1000000000\)"):
         Schedule.from_tokens([["0F999999999", "0B999999999"]])
+
+
+def test_one_error_base():
+    """Bad input raises ScheduleError (a ValueError); a wrong type is also a TypeError."""
+    with pytest.raises(ScheduleError, match=r"device 0, position 0: stage and microbatch ids "
+                                            r"must be below 2\*\*31"):
+        Schedule.from_tokens([["0F99999999999999999999", "0B0"]])
+    with pytest.raises(ScheduleError, match="schedule must be a fastpp.Schedule") as caught:
+        simulate("1f1b")
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)

@@ -9,6 +9,7 @@ import pytest
 
 from fastpp import (
     Device,
+    ScheduleError,
     build_schedule,
     compute_theoretical_peak,
     gpipe_schedule,
@@ -63,9 +64,10 @@ def test_compute_theoretical_peak_is_corrected():
     assert compute_theoretical_peak("gpipe", 8, 4) == 8
     assert compute_theoretical_peak("1f1b", 8, 4) == 4  # the chapter said p-1 = 3
     assert compute_theoretical_peak("1F1B", 2, 4) == 2
-    with pytest.raises(ValueError, match=r"schedule_type must be 'gpipe' or '1f1b' \(got 'zb'\)"):
+    with pytest.raises(ScheduleError,
+                       match=r"schedule_type must be 'gpipe' or '1f1b' \(got 'zb'\)"):
         compute_theoretical_peak("zb", 8, 4)
-    with pytest.raises(ValueError, match="devices must be a non-empty list of Device"):
+    with pytest.raises(ScheduleError, match="devices must be a non-empty list of Device"):
         gpipe_schedule([], 4)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import POINTS
 
-from fastpp import Costs, build_schedule, simulate, theory
+from fastpp import Costs, ScheduleError, build_schedule, simulate, theory
 
 # (f, b, w) mixes; the zero-bubble forms need w <= f and w <= b - w
 MIXES = [(1.0, 2.0, 1.0), (1.5, 1.0, 0.25), (2.0, 3.0, 1.0), (1.0, 1.0, 0.5)]
@@ -57,3 +57,12 @@ def test_teaching_text_corrections():
     n = 8
     res = simulate(build_schedule("interleaved-1f1b", 4, n, 2), Costs(f=1, b=2))
     assert res.idle[0] / res.busy[0] == pytest.approx(3 / (2 * n))
+
+
+@pytest.mark.parametrize("formula", [theory.idle, theory.span_idle, theory.makespan,
+                                     theory.bubble_fraction, theory.peak_live,
+                                     theory.max_peak_live, theory.peak_activations])
+def test_unknown_names_raise(formula):
+    """None means "no closed form known"; a misspelt name is an error, not a None."""
+    with pytest.raises(ScheduleError, match=r"schedule must be one of .* \(got '1F1B'\)"):
+        formula("1F1B", 4, 8)
