@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,13 +30,12 @@ MAX_SCALED = 10**7  # largest scaled duration: keeps CP-SAT's integer domains co
 
 @dataclass
 class ExactOutcome:
-    """What the solver found: an order (or ``None``), its model value and the proven bound."""
+    """What the solver found: an order (or ``None``), the proven bound and CP-SAT's status."""
 
     ops: np.ndarray | None
     length: np.ndarray | None
     bound: float
     status: str
-    log: list[tuple[float, float]]
 
 
 def available() -> bool:
@@ -45,9 +43,9 @@ def available() -> bool:
     return importlib.util.find_spec("ortools") is not None
 
 
-def _scale(values: np.ndarray, limit: int = MAX_SCALED) -> tuple[float, bool]:
-    """A power of ten that makes ``values`` integers (``exact``), or the largest one that keeps
-    them under ``limit`` (then they are rounded down)."""
+def _scale(values: np.ndarray, limit: int = MAX_SCALED) -> float:
+    """A power of ten that makes ``values`` integers, or the largest one that keeps them under
+    ``limit`` (then they are rounded down)."""
     top = float(np.max(values, initial=0.0))
     for k in range(7):
         scale = 10.0**k
@@ -55,9 +53,8 @@ def _scale(values: np.ndarray, limit: int = MAX_SCALED) -> tuple[float, bool]:
             break
         scaled = values * scale
         if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * np.maximum(1.0, np.abs(scaled))):
-            return scale, True
-    scale = 10.0 ** np.floor(np.log10(limit / top)) if top > 0 else 1.0
-    return scale, False
+            return scale
+    return 10.0 ** np.floor(np.log10(limit / top)) if top > 0 else 1.0
 
 
 def _floor(x: np.ndarray) -> np.ndarray:
@@ -82,7 +79,7 @@ def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
     p, n, V = problem.p, problem.n, problem.V
     device = problem.stage_to_device
     comm = np.where(device[1:] != device[:-1], problem.comm[:-1], 0.0)  # hop s -> s+1
-    scale, _ = _scale(np.concatenate([problem.cost.ravel(), comm]))
+    scale = _scale(np.concatenate([problem.cost.ravel(), comm]))
     dur = _floor(problem.cost * scale)
     hop = _floor(comm * scale)
     model = cp_model.CpModel()
@@ -131,20 +128,13 @@ def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
     solver.parameters.max_time_in_seconds = max(0.01, float(time_limit))
     solver.parameters.num_workers = workers or max(1, min(8, os.cpu_count() or 1))
     solver.parameters.random_seed = int(seed)
-    log: list[tuple[float, float]] = []
-    t0 = time.perf_counter()
-
-    class _Log(cp_model.CpSolverSolutionCallback):
-        def on_solution_callback(self):
-            log.append((time.perf_counter() - t0, self.ObjectiveValue() / scale))
-
-    status = solver.Solve(model, _Log())
+    status = solver.Solve(model)
     name = solver.StatusName(status)
     bound = solver.BestObjectiveBound() / scale if status != cp_model.UNKNOWN else 0.0
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return ExactOutcome(None, None, bound, name, log)
+        return ExactOutcome(None, None, bound, name)
     ops, length = _order(problem, solver, start, end)
-    return ExactOutcome(ops, length, bound, name, log)
+    return ExactOutcome(ops, length, bound, name)
 
 
 def _memory(model, problem: Problem, start, end) -> None:
@@ -153,7 +143,7 @@ def _memory(model, problem: Problem, start, end) -> None:
     if not np.all(np.isfinite(problem.cap)):
         return
     memd = problem.memd
-    scale, _ = _scale(np.concatenate([np.abs(memd).ravel(), problem.limit]))
+    scale = _scale(np.concatenate([np.abs(memd).ravel(), problem.limit]))
     alloc = _floor(memd[0] * scale)
     free = _floor(memd[1:] * scale)  # negative changes rounded down: larger frees
     device, n = problem.stage_to_device, problem.n
