@@ -12,9 +12,11 @@ from reference import simulate_reference
 
 import fastpp
 from fastpp import Costs, Op, ScheduleError, build_schedule, kernels, optimize, simulate
+from fastpp.generators._emit import new_ops
 from fastpp.search import exact
 from fastpp.search.bounds import lower_bound
-from fastpp.search.greedy import list_candidates, zb_runs
+from fastpp.search.greedy import ZB_SETTINGS, list_candidates
+from fastpp.search.heuristic import zb_greedy
 from fastpp.search.problem import Problem
 
 TABLE5 = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
@@ -79,6 +81,18 @@ def transcription_inputs(problem):
 def tokens_of(orders):
     names = {"F": "F", "B": "I", "W": "W"}
     return [[f"{s}{names[kind]}{j}" for kind, j in row] for s, row in enumerate(orders)]
+
+
+def zb_runs(problem):
+    """fastpp's kernel for each of the authors' 8 runs that completes:
+    ``(setting, ops, length, span, makespan)``."""
+    p, n = problem.p, problem.n
+    for setting in ZB_SETTINGS:
+        ops, length = new_ops(p, n, 1), np.zeros(p, np.int32)
+        ok, span, makespan = zb_greedy(problem.cost, problem.memd, problem.comm, problem.cap, n,
+                                       *setting, ops, length)
+        if ok:
+            yield setting, ops, length, span, makespan
 
 
 def test_heuristic_equals_the_authors_algorithm(rng):

@@ -8,25 +8,13 @@ import numpy as np
 
 from ..generators._emit import new_ops
 from ..generators.registry import SCHEDULES, build_schedule
-from .heuristic import list_schedule, v_greedy, zb_best, zb_greedy
+from .heuristic import list_schedule, v_greedy, zb_best
 from .problem import Problem
 
 # the authors' order of the 8 runs: allow_bubble_before_first_b outermost, True before False
 ZB_SETTINGS = tuple(itertools.product((True, False), repeat=3))
 V_SETTINGS = tuple(itertools.product((True, False), repeat=2))  # (fill_b, fill_f)
 MAX_V_REPEATS = 100  # runs of one V setting, each widening the bubble budget (see v_candidates)
-
-
-def zb_runs(problem: Problem):
-    """The Zero Bubble authors' 8 runs: ``(setting, ops, length, span, makespan)`` for each run
-    that completes, in their order."""
-    p, n = problem.p, problem.n
-    for setting in ZB_SETTINGS:
-        ops, length = new_ops(p, n, 1), np.zeros(p, np.int32)
-        ok, span, makespan = zb_greedy(problem.cost, problem.memd, problem.comm, problem.cap, n,
-                                       *setting, ops, length)
-        if ok:
-            yield setting, ops, length, span, makespan
 
 
 def zb_heuristic(problem: Problem):
