@@ -9,11 +9,11 @@ Run for real with ``pytest bench/bench_api.py --benchmark-enable -s``.
 """
 
 import pytest
-from plain import simulate_plain
+from plain import ops_of, simulate_plain
 from reference import simulate_reference
 from speedup import check_speedup, record
 
-from fastpp import Costs, Op, build_schedule, simulate
+from fastpp import Costs, build_schedule, simulate
 
 CASES = {"1f1b p=8 n=64": ("1f1b", 8, 64, 1),
          "interleaved p=8 n=64 m=2": ("interleaved-1f1b", 8, 64, 2),
@@ -25,14 +25,6 @@ TARGET = 200
 def fastpp_point(name, p, n, m, costs):
     res = simulate(build_schedule(name, p, n, m), costs)
     return res.makespan, res.peak_activations
-
-
-def plain_inputs(sched):
-    names = {int(op): op.name for op in Op}
-    ops = [[(names[int(k)], int(s), int(j)) for k, s, j in
-            zip(sched.kind[r, :L], sched.stage[r, :L], sched.mb[r, :L], strict=True)]
-           for r, L in enumerate(sched.length)]
-    return ops, sched.stage_to_device.tolist()
 
 
 @pytest.mark.parametrize("case, engine", [(case, engine) for case in CASES
@@ -47,7 +39,7 @@ def bench_point(benchmark, case, engine):
         fastpp_point(name, p, n, m, costs)  # compile or load the kernels
         makespan, peaks = benchmark(fastpp_point, name, p, n, m, costs)
     else:
-        ops, stage_device = plain_inputs(sched)
+        ops, stage_device = ops_of(sched)
         makespan, peaks = benchmark(simulate_plain, ops, stage_device, m=m, **COSTS)
     assert makespan == pytest.approx(ref.makespan, rel=1e-12)
     assert list(peaks) == pytest.approx(ref.peak_activations, abs=1e-9)

@@ -6,8 +6,7 @@ Run for real with ``pytest bench --benchmark-enable``; the normal suite runs eac
 """
 
 import pytest
-from bench_api import plain_inputs
-from plain import simulate_plain
+from plain import ops_of, simulate_plain
 from reference import simulate_reference
 from speedup import check_speedup, record
 
@@ -29,7 +28,7 @@ def bench_simulate(benchmark, case, engine):
         simulate(sched, costs)  # warm up: compile or load the kernels
         makespan = benchmark(simulate, sched, costs).makespan
     else:
-        ops, stage_device = plain_inputs(sched)
+        ops, stage_device = ops_of(sched)
         makespan = benchmark(simulate_plain, ops, stage_device, m=m, **COSTS)[0]
     assert makespan == pytest.approx(simulate_reference(sched, costs).makespan, rel=1e-12)
     record(benchmark, f"{engine} {case}")

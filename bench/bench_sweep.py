@@ -141,13 +141,12 @@ def bench_plain_per_point(benchmark, grid):
     Points differ in size by 100x, so the plain loop's time per point is its time per op on
     the sample (steady across samples) times the grid's mean ops per point.
     """
-    from bench_api import plain_inputs
-    from plain import simulate_plain
+    from plain import ops_of, simulate_plain
 
     benchmark.group = "per point: plain Python on a sample"
     plain_ok = ~grid["schedule"].isin(["dualpipe", "dualpipev", "chimera"])
     sample = grid[plain_ok].sample(SAMPLE, random_state=0)
-    rows = [(r, *plain_inputs(build_schedule(r.schedule, r.p, r.n, r.m)))
+    rows = [(r, *ops_of(build_schedule(r.schedule, r.p, r.n, r.m)))
             for r in sample.itertuples()]
 
     def run():

@@ -56,3 +56,15 @@ def simulate_plain(ops, stage_device, f, b, w=0.0, comm=0.0, gamma=1.0, m=1):
                 held -= {"B": 1.0, "I": 1 - gamma, "W": gamma}[kind] / m
         peaks.append(peak)
     return makespan, peaks
+
+
+def ops_of(schedule):
+    """A fastpp schedule as this simulator's inputs: per-device op lists and the stage map
+    (for comparing the two on the same ops; building them is not part of the timing)."""
+    from fastpp import Op
+
+    names = {int(op): op.name for op in Op}
+    ops = [[(names[int(k)], int(s), int(j)) for k, s, j in
+            zip(schedule.kind[r, :L], schedule.stage[r, :L], schedule.mb[r, :L], strict=True)]
+           for r, L in enumerate(schedule.length)]
+    return ops, schedule.stage_to_device.tolist()
