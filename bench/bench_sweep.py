@@ -18,8 +18,7 @@ import numba
 import numpy as np
 import pytest
 
-from fastpp import build_schedule
-from fastpp.sweep import sweep
+from fastpp import build_schedule, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 # about 10,000 valid points: every schedule, p 2..16, n = 1..8 p, m 1..4, 28 cost settings

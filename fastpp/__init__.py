@@ -21,13 +21,15 @@ units of what one microbatch leaves on a device of a plain pipeline (``M_B``).
 """
 
 from . import theory
+from .checks import ScheduleError, ScheduleTypeError
 from .costs import Costs
 from .generators.registry import SCHEDULES, ScheduleSpec, build_schedule
 from .ops import Op
-from .schedule import Schedule, ScheduleError, ScheduleTypeError
+from .schedule import Schedule
 from .search import SearchResult, optimize
 from .seed import Device, compute_theoretical_peak, gpipe_schedule, onef_oneb_schedule
 from .simulate import Result, simulate
+from .sweeps import best_within_budget, pareto_front, sweep
 
 __version__ = "0.1.0"
 
@@ -42,11 +44,14 @@ __all__ = [
     "ScheduleSpec",
     "ScheduleTypeError",
     "SearchResult",
+    "best_within_budget",
     "build_schedule",
     "compute_theoretical_peak",
     "gpipe_schedule",
     "onef_oneb_schedule",
     "optimize",
+    "pareto_front",
     "simulate",
+    "sweep",
     "theory",
 ]

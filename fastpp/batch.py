@@ -1,7 +1,7 @@
 """Jitted sweeps: generation, simulation and reduction of many points.
 
 One point is ``(schedule id, p, n, m, G)`` with uniform costs ``(f, b, w, comm, gamma, fb)``
-(``fb < 0``: the pair takes ``f + b``). Kernels release the GIL, so ``fastpp.sweep`` runs
+(``fb`` NaN: the pair takes ``f + b``). Kernels release the GIL, so ``fastpp.sweep`` runs
 slices of points on several threads at once; every point is computed on its own, so results
 do not depend on the thread count. Per-op timelines live only while their point runs.
 """
@@ -10,40 +10,70 @@ import numpy as np
 
 from . import kernels
 from ._jit import jit
-from .generators import (
-    CHIMERA,
-    DUALPIPE,
-    DUALPIPEV,
-    FORWARD_ONLY,
-    GPIPE,
-    INTERLEAVED_1F1B,
-    LOOPED_BFS,
-    ONE_F_ONE_B,
-    PLACEMENT,
-    TWO_DIRECTIONS,
-    V_HALF,
-    V_MIN,
-    ZB_H1,
-    ZB_H2,
-    ZBV,
-    chimera,
-    dualpipe,
-    dualpipev,
-    forward_only,
-    gpipe,
-    interleaved_1f1b,
-    looped_bfs,
-    one_f_one_b,
-    zbv,
-)
-from .generators._emit import new_ops, placement, routes
+from .generators._emit import TWO_DIRECTIONS, new_ops, placement, routes
+from .generators.chimera import chimera
+from .generators.classic import forward_only, gpipe, one_f_one_b
+from .generators.dualpipe import dualpipe, dualpipev
+from .generators.interleaved import interleaved_1f1b, looped_bfs
+from .generators.registry import SCHEDULES
 from .generators.vshape import HALF, MIN, v_shape
-from .generators.zero_bubble import H1, H2, zb_h
+from .generators.zero_bubble import H1, H2, zb_h, zbv
 
-# columns of the output
+# what a point gives, in the order of simulate_points's output row
 COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_max",
            "peak_activations_min", "peak_live_max", "num_ops", "parameter_units", "status")
+(MAKESPAN, BUBBLE, SPAN_BUBBLE, PEAK_MAX, PEAK_MIN, LIVE_MAX, NUM_OPS, PARAMETER_UNITS,
+ STATUS) = range(len(COLUMNS))
 OK, DEADLOCK = 0.0, 1.0
+
+# the registry's ids, frozen into the kernel when it compiles
+_ID = {name: spec.sid for name, spec in SCHEDULES.items()}
+PLACEMENT = np.array([spec.kind for spec in SCHEDULES.values()], np.int64)
+FORWARD_ONLY = np.array([spec.forward_only for spec in SCHEDULES.values()])
+(_GPIPE, _1F1B, _INTERLEAVED, _LOOPED_BFS, _FORWARD_ONLY, _ZB_H1, _ZB_H2, _ZBV, _V_HALF,
+ _V_MIN, _DUALPIPE, _DUALPIPEV, _CHIMERA) = (
+    _ID[name] for name in ("gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "forward-only",
+                           "zb-h1", "zb-h2", "zbv", "v-half", "v-min", "dualpipe",
+                           "dualpipev", "chimera"))
+
+
+@jit
+def generate(kind, ops, length, p, n, m, G):
+    """Run schedule ``kind``'s generator: the registry's dispatch inside Numba.
+
+    A new schedule adds its line here (``tests/test_sweep.py`` checks that every registered
+    schedule reaches its own generator). Numba cannot call a table of functions without its
+    experimental first-class function types, hence the chain.
+    """
+    if kind == _GPIPE:
+        gpipe(ops, length, p, n, m, G)
+    elif kind == _1F1B:
+        one_f_one_b(ops, length, p, n, m, G)
+    elif kind == _INTERLEAVED:
+        interleaved_1f1b(ops, length, p, n, m, G)
+    elif kind == _LOOPED_BFS:
+        looped_bfs(ops, length, p, n, m, G)
+    elif kind == _FORWARD_ONLY:
+        forward_only(ops, length, p, n, m, G)
+    elif kind == _ZB_H1:
+        zb_h(ops, length, p, n, H1)
+    elif kind == _ZB_H2:
+        zb_h(ops, length, p, n, H2)
+    elif kind == _ZBV:
+        zbv(ops, length, p, n, m, G)
+    elif kind == _V_HALF:
+        v_shape(ops, length, p, n, HALF)
+    elif kind == _V_MIN:
+        v_shape(ops, length, p, n, MIN)
+    elif kind == _DUALPIPE:
+        dualpipe(ops, length, p, n, m, G)
+    elif kind == _DUALPIPEV:
+        dualpipev(ops, length, p, n, m, G)
+    elif kind == _CHIMERA:
+        chimera(ops, length, p, n, m, G)
+    else:
+        return False
+    return True
 
 
 @jit
@@ -52,9 +82,7 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
     ``COLUMNS``. Forward-only schedules free a forward's activations when it ends.
 
     Generators do not read costs, so consecutive points with the same ``(schedule, p, n, m,
-    G)`` share one build (``fastpp.sweep`` orders points that way). The dispatch on the
-    schedule id sits here rather than in a function of its own: every jitted caller compiles
-    its callees' code again, and this is the one caller of them all.
+    G)`` share one build (``fastpp.sweep`` orders points that way).
     """
     built = -1  # the point whose schedule is in block (the first point always builds)
     unit_act = np.ones(1)  # sweeps count activations in units of M_B
@@ -70,32 +98,7 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
             built = i
             block = new_ops(P, N, M)
             length = np.zeros(P, np.int32)
-            if kind == GPIPE:
-                gpipe(block, length, P, N, M, g)
-            elif kind == ONE_F_ONE_B:
-                one_f_one_b(block, length, P, N, M, g)
-            elif kind == INTERLEAVED_1F1B:
-                interleaved_1f1b(block, length, P, N, M, g)
-            elif kind == LOOPED_BFS:
-                looped_bfs(block, length, P, N, M, g)
-            elif kind == FORWARD_ONLY:
-                forward_only(block, length, P, N, M, g)
-            elif kind == ZB_H1:
-                zb_h(block, length, P, N, H1)
-            elif kind == ZB_H2:
-                zb_h(block, length, P, N, H2)
-            elif kind == ZBV:
-                zbv(block, length, P, N, M, g)
-            elif kind == V_HALF:
-                v_shape(block, length, P, N, HALF)
-            elif kind == V_MIN:
-                v_shape(block, length, P, N, MIN)
-            elif kind == DUALPIPE:
-                dualpipe(block, length, P, N, M, g)
-            elif kind == DUALPIPEV:
-                dualpipev(block, length, P, N, M, g)
-            elif kind == CHIMERA:
-                chimera(block, length, P, N, M, g)
+            generate(kind, block, length, P, N, M, g)
             stage_device = placement(PLACEMENT[kind], P, M)
             first, last = routes(PLACEMENT[kind], P, N, M)
         L = total = 0
@@ -103,30 +106,30 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
             L = max(L, length[r])
             total += length[r]
         L = max(1, L)
-        c = kernels.stage_costs(f[i:i + 1], b[i:i + 1], w[i:i + 1],
-                                fb[i:i + 1] if fb[i] >= 0.0 else fb[:0], comm[i:i + 1],
-                                gamma[i:i + 1], unit_act, stage_device, M)
+        c = kernels.stage_costs(f[i:i + 1], b[i:i + 1], w[i:i + 1], fb[i:i + 1],
+                                comm[i:i + 1], gamma[i:i + 1], unit_act, stage_device, M)
         start = np.zeros((P, L))
         end = np.zeros((P, L))
         pointer = np.zeros(P, np.int64)
-        if kernels.timeline(block, length, stage_device, first, last, N, c[0], c[1], c[2],
-                            c[3], c[4], start, end, pointer) < 0.0:
+        if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
+                            c[kernels.TB], c[kernels.TW], c[kernels.TFB], c[kernels.COMM],
+                            start, end, pointer) < 0.0:
             out[i, :] = np.nan
-            out[i, 8] = DEADLOCK
+            out[i, STATUS] = DEADLOCK
             continue
         busy = np.zeros(P)
         span = np.zeros(P)
         makespan, bubble, span_bubble = kernels.reduce(start, end, length, busy, span)
         peak_max, peak_min, live_max = -np.inf, np.inf, 0
         for r in range(P):  # peaks only: no per-op memory arrays
-            peak, live = kernels.device_memory(block, length, r, c[5], c[6],
-                                               sid[i] == FORWARD_ONLY, none, none, none_int,
-                                               none_int)
+            peak, live = kernels.device_memory(block, length, r, c[kernels.UNIT],
+                                               c[kernels.GAMMA], FORWARD_ONLY[kind], none,
+                                               none, none_int, none_int)
             peak_max = max(peak_max, peak)
             peak_min = min(peak_min, peak)
             live_max = max(live_max, live)
-        out[i, 0], out[i, 1], out[i, 2] = makespan, bubble, span_bubble
-        out[i, 3], out[i, 4], out[i, 5] = peak_max, peak_min, live_max
-        out[i, 6] = total
-        out[i, 7] = 2.0 if PLACEMENT[sid[i]] == TWO_DIRECTIONS else 1.0
-        out[i, 8] = OK
+        out[i, MAKESPAN], out[i, BUBBLE], out[i, SPAN_BUBBLE] = makespan, bubble, span_bubble
+        out[i, PEAK_MAX], out[i, PEAK_MIN], out[i, LIVE_MAX] = peak_max, peak_min, live_max
+        out[i, NUM_OPS] = total
+        out[i, PARAMETER_UNITS] = 2.0 if PLACEMENT[kind] == TWO_DIRECTIONS else 1.0
+        out[i, STATUS] = OK

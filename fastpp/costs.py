@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .schedule import Schedule, ScheduleError
+from .checks import ScheduleError, numbers
+from .schedule import Schedule
 
 
 class StageCosts(NamedTuple):
@@ -24,14 +25,24 @@ class StageCosts(NamedTuple):
     gamma: np.ndarray
 
 
-@dataclass(frozen=True)
+# each field's rule: must it be > 0 (else >= 0), and its upper bound; shared with fastpp.sweep
+FIELDS: dict[str, tuple[bool, float | None]] = {
+    "f": (True, None), "b": (True, None), "w": (False, None), "comm": (False, None),
+    "gamma": (False, 1.0), "fb": (True, None), "act": (True, None), "bandwidth": (True, None),
+    "message_bytes": (False, None)}
+OPTIONAL = ("fb", "bandwidth")  # None: not given (the arrays hold NaN)
+
+
+@dataclass(frozen=True, eq=False)
 class Costs:
     """Times and memory weights of a pipeline's ops.
 
     Times are per device of a plain pipeline, per microbatch: in a schedule with ``m`` chunks
     per device a chunk forward takes ``f/m``, so sweeping ``m`` keeps the model and hardware
     fixed. Each field is a scalar, an array over devices (length ``p``) or an array over virtual
-    stages (length ``V``) for uneven stages.
+    stages (length ``V``) for uneven stages. Fields after ``b`` are keyword-only. Two ``Costs``
+    are equal when their validated arrays are; a ``Costs`` is hashable (a dict key or a sweep
+    axis value).
 
     Parameters
     ----------
@@ -61,10 +72,18 @@ class Costs:
         ``message_bytes / bandwidth`` after its latency ``comm``.
     message_bytes : float or array_like
         Bytes of each hand-off (an activation or its gradient), >= 0.
+
+    Examples
+    --------
+    >>> Costs(1.0, 2.0, w=1.0) == Costs(f=1, b=2, w=1)
+    True
+    >>> Costs(1.0, 2.0).arrays["gamma"]
+    array(1.)
     """
 
     f: ArrayLike
     b: ArrayLike
+    _: KW_ONLY
     w: ArrayLike = 0.0
     comm: ArrayLike = 0.0
     gamma: ArrayLike = 1.0
@@ -75,15 +94,32 @@ class Costs:
 
     def __post_init__(self):
         arrays = {}
-        for name, strict in (("f", True), ("b", True), ("w", False), ("comm", False),
-                             ("gamma", False), ("fb", True), ("act", True),
-                             ("bandwidth", True), ("message_bytes", False)):
-            if getattr(self, name) is not None:
-                arrays[name] = _checked(name, getattr(self, name), strict)
-        if np.max(arrays["gamma"]) > 1:
-            raise ScheduleError(f"costs.gamma must be in [0, 1] (got {_show(self.gamma)})")
-        object.__setattr__(self, "_arrays", arrays)  # validated float64 copies
+        for name, (strict, upper) in FIELDS.items():
+            value = getattr(self, name)
+            arr = (np.array(np.nan) if value is None and name in OPTIONAL else
+                   numbers(value, f"costs.{name}", strict=strict, upper=upper))
+            if arr.ndim > 1 or arr.size == 0:
+                raise ScheduleError(f"costs.{name} must be a scalar or a 1-D array (got shape "
+                                    f"{arr.shape})")
+            arr.flags.writeable = False
+            arrays[name] = arr
+        object.__setattr__(self, "_arrays", arrays)
         object.__setattr__(self, "_expanded", {})  # for_placement's results, per stage map
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The validated fields as read-only float64 arrays (0-D for scalars; NaN where an
+        optional field is not given)."""
+        return dict(self._arrays)
+
+    def _key(self) -> tuple:
+        return tuple((a.shape, a.tobytes()) for a in self._arrays.values())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Costs) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     def per_stage(self, schedule: Schedule) -> StageCosts:
         """Expand to the per-virtual-stage arrays of ``schedule``, chunk times divided by ``m``.
@@ -112,16 +148,16 @@ class Costs:
     def _expand(self, p: int, stage_to_device: np.ndarray, m: int) -> StageCosts:
         V = len(stage_to_device)
         for name, arr in self._arrays.items():
-            if arr.ndim == 1 and len(arr) not in (p, V):
+            if arr.ndim == 1 and len(arr) not in (p, V) and getattr(self, name) is not None:
                 raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
                                     f"or V={V} (got shape {arr.shape})")
         a = {name: arr.reshape(-1) for name, arr in self._arrays.items()}  # scalars: 1 value
-        rows = kernels.stage_costs(a["f"], a["b"], a["w"], a.get("fb", _NO_VALUE), a["comm"],
-                                   a["gamma"], a["act"], stage_to_device, m)
-        if "bandwidth" in a:  # a hand-off takes its latency plus its bytes over the link
-            rows[4] += (_per_stage(self._arrays["message_bytes"], stage_to_device)
-                        / _per_stage(self._arrays["bandwidth"], stage_to_device))
-        tb, tw = rows[1], rows[2]
+        rows = kernels.stage_costs(a["f"], a["b"], a["w"], a["fb"], a["comm"], a["gamma"],
+                                   a["act"], stage_to_device, m)
+        if self.bandwidth is not None:  # a hand-off: its latency, then its bytes over the link
+            rows[kernels.COMM] += (_per_stage(self._arrays["message_bytes"], stage_to_device)
+                                  / _per_stage(self._arrays["bandwidth"], stage_to_device))
+        tb, tw = rows[kernels.TB], rows[kernels.TW]
         if np.any(tw > tb):
             s = int(np.argmax(tw > tb))
             raise ScheduleError(f"costs.w must be <= costs.b (got w={tw[s] * m}, b={tb[s] * m} "
@@ -129,30 +165,8 @@ class Costs:
         return StageCosts(*rows)
 
 
-_NO_VALUE = np.empty(0)
-
-
 def _per_stage(arr: np.ndarray, stage_to_device: np.ndarray) -> np.ndarray:
     """One value per virtual stage from one value, one per stage or one per device."""
     if arr.ndim == 0:
         return np.full(len(stage_to_device), float(arr))
     return arr if len(arr) == len(stage_to_device) else arr[stage_to_device]
-
-
-def _show(value) -> str:
-    arr = np.asarray(value)
-    return str(arr.item()) if arr.ndim == 0 else str(arr.tolist()[:8])
-
-
-def _checked(name: str, value, strict: bool) -> np.ndarray:
-    try:
-        arr = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ScheduleError(f"costs.{name} must be a number or an array of numbers "
-                            f"(got {value!r})") from None
-    if arr.ndim > 1 or arr.size == 0:
-        raise ScheduleError(f"costs.{name} must be a scalar or a 1-D array (got shape {arr.shape})")
-    if np.any(~np.isfinite(arr) | ((arr <= 0) if strict else (arr < 0))):
-        need = "> 0" if strict else ">= 0"
-        raise ScheduleError(f"costs.{name} must be finite and {need} (got {_show(value)})")
-    return arr

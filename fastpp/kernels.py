@@ -4,16 +4,18 @@ Plain loops over arrays. They trust their inputs (``Schedule`` and ``Costs`` val
 report a deadlock through their return value instead of raising.
 
 Per-stage inputs (length ``V``): ``tf``, ``tb``, ``tw`` are chunk-op times (``I`` takes
-``tb - tw``), ``tfb`` the overlapped pair's time (negative: ``tf[s_f] + tb[s_b]``), ``comm[s]``
-the latency of the hand-off between stages ``s`` and ``s+1`` (either direction, only across
-devices), ``unit[s]`` what one forward of stage ``s`` allocates, ``gamma[s]`` the part of it a
-split backward's ``W`` frees.
+``tb - tw``), ``tfb`` the overlapped pair's time (NaN when not given: ``tf[s_f] + tb[s_b]``),
+``comm[s]`` the latency of the hand-off between stages ``s`` and ``s+1`` (either direction,
+only across devices), ``unit[s]`` what one forward of stage ``s`` allocates, ``gamma[s]`` the
+part of it a split backward's ``W`` frees.
 """
 
 import numpy as np
 
 from ._jit import jit
 from .ops import FB, B, F, I, W
+
+TF, TB, TW, TFB, COMM, UNIT, GAMMA = range(7)  # the rows of stage_costs
 
 
 @jit
@@ -28,23 +30,22 @@ def _pick(values, s, d, V):
 
 @jit
 def stage_costs(f, b, w, fb, comm, gamma, act, stage_device, m):
-    """Per-stage rows ``tf, tb, tw, tfb, comm, unit, gamma`` (see the module docstring).
+    """Per-stage rows ``TF, TB, TW, TFB, COMM, UNIT, GAMMA`` (see the module docstring).
 
     Each input holds one value, one per stage or one per device; chunk times and the
-    activation ``act`` are divided by ``m``. An empty ``fb`` means no pair time was given:
-    ``tfb = -1``.
+    activation ``act`` are divided by ``m`` (a NaN ``fb``, not given, stays NaN).
     """
     V = stage_device.shape[0]
     out = np.empty((7, V))
     for s in range(V):
         d = stage_device[s]
-        out[0, s] = _pick(f, s, d, V) / m
-        out[1, s] = _pick(b, s, d, V) / m
-        out[2, s] = _pick(w, s, d, V) / m
-        out[3, s] = _pick(fb, s, d, V) / m if fb.shape[0] > 0 else -1.0
-        out[4, s] = _pick(comm, s, d, V)
-        out[5, s] = _pick(act, s, d, V) / m
-        out[6, s] = _pick(gamma, s, d, V)
+        out[TF, s] = _pick(f, s, d, V) / m
+        out[TB, s] = _pick(b, s, d, V) / m
+        out[TW, s] = _pick(w, s, d, V) / m
+        out[TFB, s] = _pick(fb, s, d, V) / m
+        out[COMM, s] = _pick(comm, s, d, V)
+        out[UNIT, s] = _pick(act, s, d, V) / m
+        out[GAMMA, s] = _pick(gamma, s, d, V)
     return out
 
 
@@ -125,7 +126,7 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
                 finish = t + (tb[s] - tw[s])
             elif kind == W:
                 finish = t + tw[s]
-            elif tfb[s] >= 0.0:
+            elif tfb[s] >= 0.0:  # (False for NaN: no pair time given)
                 finish = t + tfb[s]
             else:
                 finish = t + (tf[s] + tb[s2])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .ops import Op
-from .sweep import pareto_front
+from .sweeps import pareto_front
 
 # one colour per op kind
 COLOURS = {Op.F: "#4C72B0", Op.B: "#55A868", Op.I: "#DD8452", Op.W: "#C44E52",

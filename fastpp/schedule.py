@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import kernels
+from .checks import ScheduleError, ScheduleTypeError, positive_int  # noqa: F401 (re-exported)
 from .ops import FB, PAD, B, F, I, Op, W, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
@@ -23,16 +24,6 @@ _OP_RULES = {kernels.BAD_KIND: f"kind must be one of {[op.name for op in Op]} co
              kernels.NOT_FORWARD: "a forward-only schedule has only forwards"}
 _COUNT_RULES = ("exactly one F", "exactly one B (or one I and one W)", "one I and one W and no B")
 _ORDER_RULES = ("F must come before its B or I", "I must come before its W")
-
-
-class ScheduleError(ValueError):
-    """The one base of every error fastpp raises on bad input: a schedule, its parameters, its
-    costs or a search's arguments are not valid. The message names the parameter, what it must
-    be and what it got."""
-
-
-class ScheduleTypeError(ScheduleError, TypeError):
-    """An argument of the wrong type (also a ``TypeError``)."""
 
 
 class Schedule:
@@ -314,12 +305,6 @@ def _int_array(value, name: str, ndim: int) -> np.ndarray:
     if arr.size and (arr.min() < -(2**31) or arr.max() >= 2**31):
         raise ScheduleError(f"{name} must fit in int32 (got values up to {arr.max()})")
     return np.ascontiguousarray(arr, dtype=np.int32)
-
-
-def positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ScheduleError(f"{name} must be a positive integer (got {name}={value!r})")
-    return int(value)
 
 
 def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import fastpp
-from fastpp.sweep import best_within_budget, pareto_front, sweep, warm_up
+from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up
 
 
 def parse(argv):

@@ -13,7 +13,7 @@ def test_chunk_times_are_divided_by_m_and_expanded_per_stage():
     assert c.unit.tolist() == [0.5] * 4
     assert c.comm.tolist() == [0.5] * 4  # latency is not divided by m
     assert c.gamma.tolist() == [0.4] * 4
-    assert c.tfb.tolist() == [-1.0] * 4  # overlapped pair defaults to f + b
+    assert np.isnan(c.tfb).all()  # not given: the overlapped pair takes f + b
     per_stage = Costs(f=[1, 2, 3, 4], b=8).per_stage(sched)
     assert per_stage.tf.tolist() == [0.5, 1.0, 1.5, 2.0]
 
@@ -41,3 +41,16 @@ def test_costs_must_fit_the_schedule():
         Costs(f=[1, 1, 1], b=2).per_stage(sched)
     with pytest.raises(ScheduleError, match=r"costs\.w must be <= costs\.b \(got w=3\.0, b=2\.0"):
         Costs(f=1, b=2, w=3).per_stage(sched)
+
+
+def test_fields_after_b_are_keyword_only_and_costs_compare_by_value():
+    with pytest.raises(TypeError):
+        Costs(1.0, 2.0, 1.0)  # which of w, comm, gamma would 1.0 be?
+    a = Costs(1.0, [2.0, 3.0], w=1.0)
+    assert a == Costs(f=1, b=np.array([2, 3]), w=1) and hash(a) == hash(Costs(1, [2, 3], w=1))
+    assert a != Costs(1.0, [2.0, 3.0]) and a != Costs(1.0, [2.0, 3.0, 4.0], w=1.0)
+    assert a != (1.0, 2.0) and len({a, Costs(1, [2, 3], w=1), Costs(1, 2)}) == 2
+    arrays = a.arrays
+    assert arrays["b"].tolist() == [2.0, 3.0] and np.isnan(arrays["fb"])
+    with pytest.raises(ValueError, match="read-only"):
+        arrays["b"][0] = 5.0

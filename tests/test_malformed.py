@@ -70,7 +70,7 @@ def damaged_schedule():
         length[r] = ops.shape[2] + int(rng.integers(1, 5))
     sched = Schedule(ops, length, s.stage_to_device, n=s.n, m=s.m,
                      routes=np.stack([s.route_first, s.route_last], 1))
-    simulate(sched, Costs(1.0, 2.0, 0.5))
+    simulate(sched, Costs(1.0, 2.0, w=0.5))
 
 
 def bad_costs():
@@ -103,7 +103,7 @@ def garbled_csv():
     else:
         data = bytes(rng.integers(0, 256, 64, dtype=np.uint8))
     open(path, "wb").write(data)
-    simulate(read_torch_csv(path), Costs(1.0, 2.0, 0.5))
+    simulate(read_torch_csv(path), Costs(1.0, 2.0, w=0.5))
 
 
 job = {"schedule": damaged_schedule, "costs": bad_costs, "parameters": absurd_parameters,

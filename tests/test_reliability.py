@@ -9,7 +9,7 @@ import pandas as pd
 from fastpp import Costs, build_schedule, simulate
 
 SWEEP = """
-import sys, fastpp.sweep as s
+import sys, fastpp as s
 from fastpp import batch, kernels
 df = s.sweep(p=[2, 4], n_per_p=[1, 2], m=[1, 2], w=1.0, progress=False)
 df.to_parquet(sys.argv[1])
@@ -42,13 +42,13 @@ def test_two_sweeps_sharing_a_cold_cache(tmp_path):
 
 BOUNDS = """
 import numpy as np, fastpp
-from fastpp.sweep import sweep
+from fastpp import sweep
 from fastpp import Costs, build_schedule, simulate
 for name, spec in fastpp.SCHEDULES.items():
     m = 2 if spec.placement == "v" or name in ("interleaved-1f1b", "looped-bfs") else 1
     for p, n in ((2, 4), (4, 8)):
         if not spec.reasons(p, n, m, p)[0]:
-            simulate(build_schedule(name, p, n, m), Costs(1.0, 2.0, 0.5, comm=0.1, fb=2.0))
+            simulate(build_schedule(name, p, n, m), Costs(1.0, 2.0, w=0.5, comm=0.1, fb=2.0))
 print(len(sweep(p=[2, 4], n_per_p=[1, 2], m=[1, 2], w=1.0, progress=False)))
 """
 
@@ -65,7 +65,7 @@ def test_kernels_under_numba_boundscheck(tmp_path):
 
 def test_same_bits_every_time():
     sched = build_schedule("v-half", 4, 12, 2)
-    costs = Costs(1.3, 2.7, 0.9, comm=0.11, gamma=0.4)
+    costs = Costs(1.3, 2.7, w=0.9, comm=0.11, gamma=0.4)
     a, b = simulate(sched, costs), simulate(build_schedule("v-half", 4, 12, 2), costs)
     assert a.start.tobytes() == b.start.tobytes() and a.end.tobytes() == b.end.tobytes()
     assert a.mem_start.tobytes() == b.mem_start.tobytes()

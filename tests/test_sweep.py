@@ -13,8 +13,15 @@ import pandas as pd
 import pytest
 
 import fastpp
-from fastpp import Costs, ScheduleError, build_schedule, simulate
-from fastpp.sweep import best_within_budget, pareto_front, sweep
+from fastpp import (
+    Costs,
+    ScheduleError,
+    best_within_budget,
+    build_schedule,
+    pareto_front,
+    simulate,
+    sweep,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = dict(p=[2, 3, 4, 8], n_per_p=[1, 2, 3], m=[1, 2], w=[0.0, 0.5], comm=[0.0, 0.1],
@@ -34,7 +41,7 @@ def test_every_row_equals_simulate(grid_frame):
     assert len(df) > 300
     for row in df.itertuples():
         sched = build_schedule(row.schedule, row.p, row.n, row.m)
-        res = simulate(sched, Costs(row.f, row.b, row.w, row.comm, row.gamma))
+        res = simulate(sched, Costs(row.f, row.b, w=row.w, comm=row.comm, gamma=row.gamma))
         got = (row.makespan, row.bubble_ratio, row.span_bubble_ratio, row.peak_activations_max,
                row.peak_activations_min, row.peak_live_max, row.num_ops, row.parameter_units)
         want = (res.makespan, res.bubble_ratio, res.span_bubble_ratio,
@@ -58,7 +65,7 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
     comm = np.linspace(0.0, 0.3, len(steps))
     ones = np.ones(len(steps))
     out = np.empty((len(steps), len(batch.COLUMNS)))
-    batch.simulate_points(sid, p, n, m, G, ones, 2 * ones, 0 * ones, comm, ones, -ones,
+    batch.simulate_points(sid, p, n, m, G, ones, 2 * ones, 0 * ones, comm, ones, np.nan * ones,
                           np.arange(len(steps)), out)
     for (name, *point, g), row, latency in zip(steps, out, comm, strict=True):
         sched = build_schedule(name, *point, G=g) if name == "interleaved-1f1b" else \
@@ -72,7 +79,7 @@ def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
         monkeypatch, tmp_path, capsys):
     import numba
 
-    import fastpp.sweep as module
+    from fastpp.sweeps import warmup as module
 
     helpers = []
     popen = subprocess.Popen
@@ -85,7 +92,7 @@ def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
     monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))  # no marker there yet
     monkeypatch.setattr(module, "_warm", False)
     assert module.warm_up(announce=True)
-    assert len(helpers) == 1 and "_build_small(('v-half', 'v-min', 'dualpipe', 'dualpipev'))" in \
+    assert len(helpers) == 1 and "build_small(('v-half', 'v-min', 'dualpipe', 'dualpipev'))" in \
         helpers[0][-1]
     assert "compiling the kernels" in capsys.readouterr().err
     if not numba.config.DISABLE_JIT:
@@ -132,15 +139,17 @@ def test_results_do_not_depend_on_threads_or_chunks(grid_frame):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(schedules="nope"), r"schedule must be one of"),
     (dict(f=-1.0), r"f must be finite and > 0 \(got -1.0\)"),
-    (dict(comm=[0.0, np.inf]), r"comm must be finite and >= 0 \(got inf\)"),
+    (dict(comm=[0.0, np.inf]), r"comm must be finite and >= 0 \(got \[0.0, inf\]\)"),
     (dict(gamma=1.5), r"gamma must be in \[0, 1\] \(got 1.5\)"),
     (dict(p=[2, 0]), r"p must hold positive integers below 2\*\*31 \(got \[2, 0\]\)"),
     (dict(n_per_p=[2**62]), r"n_per_p must hold positive integers below 2\*\*31"),
-    (dict(n=4), r"give exactly one of n and n_per_p"),
+    (dict(n=4), r"give n or n_per_p, not both"),
     (dict(m=[]), r"m must hold at least one value"),
-    (dict(chunk_size=0), r"chunk_size must be a positive integer \(got 0\)"),
-    (dict(executor="mpi"), r"executor must be 'threads' or 'dask' \(got 'mpi'\)"),
-    (dict(invalid="hide"), r"invalid must be 'drop' or 'keep' \(got 'hide'\)"),
+    (dict(chunk_size=0), r"chunk_size must be a positive integer \(got chunk_size=0\)"),
+    (dict(workers=1.5), r"workers must be a positive integer \(got workers=1.5\)"),
+    (dict(executor="mpi"), r"executor must be one of \['threads', 'dask'\] \(got 'mpi'\)"),
+    (dict(invalid="hide"), r"invalid must be one of \['drop', 'keep'\] \(got 'hide'\)"),
+    (dict(out=3), r"out must be a folder path \(got 3\)"),
 ])
 def test_bad_arguments_are_named(kwargs, message):
     args = dict(p=2, n_per_p=1, m=1, progress=False) | kwargs
@@ -162,7 +171,7 @@ def test_bad_points_tables_are_named():
 # -- output folder, kill and resume -----------------------------------------------------------
 
 SWEEP_SCRIPT = """
-import sys, fastpp.sweep as s
+import sys, fastpp as s
 s.sweep(p=[2, 4, 8, 16], n_per_p=[1, 2, 4, 8], m=[1, 2, 4], comm=[0.0, 0.05, 0.1, 0.2],
         w=1.0, out=sys.argv[1], resume=len(sys.argv) > 2, chunk_size=40, progress=False)
 """
@@ -176,7 +185,7 @@ def plain_run():
 
 
 def _parts(folder: Path) -> list[Path]:
-    return sorted(folder.glob("part-*.json"))
+    return sorted(folder.glob("_fastpp/part-*.json"))
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.3, 0.8])
@@ -205,7 +214,7 @@ def test_damaged_chunks_are_recomputed(tmp_path, plain_run):
     data = parquet[3].read_bytes()
     parquet[3].write_bytes(data[: len(data) // 2])  # truncated
     parquet[5].write_bytes(b"garbage")
-    (out / parquet[7].name.replace(".parquet", ".json")).unlink()  # never finished
+    (out / "_fastpp" / parquet[7].name.replace(".parquet", ".json")).unlink()  # unfinished
     stamps = {p.name: p.stat().st_mtime_ns for p in parquet}
     resumed = sweep(**SWEEP_ARGS, out=out, resume=True)
     pd.testing.assert_frame_equal(resumed, plain_run)
@@ -217,13 +226,66 @@ def test_damaged_chunks_are_recomputed(tmp_path, plain_run):
 def test_output_folder_guards(tmp_path):
     out = tmp_path / "run"
     first = sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
-    assert json.loads((out / "manifest.json").read_text())["points"] == 13  # schedules
+    assert json.loads((out / "_fastpp" / "manifest.json").read_text())["points"] == 13
     with pytest.raises(ScheduleError, match="already holds a sweep; pass resume=True"):
         sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
     with pytest.raises(ScheduleError, match="holds a different sweep"):
         sweep(p=4, n_per_p=1, m=1, progress=False, out=out, resume=True)
     again = sweep(p=2, n_per_p=1, m=1, progress=False, out=out, resume=True)
     pd.testing.assert_frame_equal(again, first)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(ScheduleError, match="out must be a new or empty folder"):
+        sweep(p=2, n_per_p=1, m=1, progress=False, out=other)
+    with pytest.raises(ScheduleError, match="out must be a folder"):
+        sweep(p=2, n_per_p=1, m=1, progress=False, out=other / "notes.txt")
+    with pytest.raises(ScheduleError, match=r"out must be a folder path \(got 3\)"):
+        sweep(p=2, n_per_p=1, m=1, progress=False, out=3)
+
+
+# dask's Parquet reader still calls reset_index(inplace=...), which pandas 3.1 deprecates
+@pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame.reset_index")
+def test_output_folder_is_one_dataset_for_pandas_duckdb_and_dask(tmp_path, plain_run):
+    """The parts are the folder's only Parquet files: the readers take it as it is."""
+    out = tmp_path / "run"
+    sweep(**SWEEP_ARGS, out=out)
+    by_point = plain_run.sort_values("point").reset_index(drop=True)
+    read = pd.read_parquet(out).sort_values("point").reset_index(drop=True)
+    pd.testing.assert_frame_equal(read, by_point)
+    duckdb = pytest.importorskip("duckdb")
+    rows = duckdb.sql(f"select count(*), sum(makespan) from read_parquet('{out}/*.parquet')")
+    assert rows.fetchall() == [(len(plain_run), pytest.approx(plain_run["makespan"].sum()))]
+    dd = pytest.importorskip("dask.dataframe")
+    assert len(dd.read_parquet(out).compute()) == len(plain_run)
+
+
+def test_sweep_with_no_arguments_runs_a_small_grid_of_mostly_valid_points():
+    df = sweep(progress=False, invalid="keep")
+    assert set(df["schedule"]) == set(fastpp.SCHEDULES) and set(df["p"]) == {2, 4, 8}
+    assert set(df["n"] // df["p"]) == {1, 2, 4}
+    valid = df[df["reason"] == ""]
+    assert len(valid) >= 0.8 * len(df)  # only DualPipe's, Chimera's and G's own limits
+    # each schedule at its own chunk count: V-shapes at 2, 1F1B at 1
+    m = df.groupby("schedule")["m"].unique().map(list).to_dict()
+    assert m["zbv"] == [2] and m["1f1b"] == [1] and m["interleaved-1f1b"] == [2]
+
+
+def test_every_registered_schedule_reaches_its_generator_in_the_sweep_kernel():
+    """The kernel's dispatch chain is written by hand: each id must run its own generator."""
+    from fastpp import batch
+    from fastpp.generators._emit import new_ops
+
+    for name, spec in fastpp.SCHEDULES.items():
+        p, n, m = 4, 8, spec.default_m
+        want, got = new_ops(p, n, m), new_ops(p, n, m)
+        want_len, got_len = np.zeros(p, np.int32), np.zeros(p, np.int32)
+        spec.generator(want, want_len, p, n, m, p)
+        assert batch.generate(spec.sid, got, got_len, p, n, m, p), name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        np.testing.assert_array_equal(got_len, want_len, err_msg=name)
+        assert batch.PLACEMENT[spec.sid] == spec.kind
+    assert not batch.generate(len(fastpp.SCHEDULES), got, got_len, 4, 8, 1, 4)
 
 
 NO_PYARROW = """
@@ -235,7 +297,7 @@ class Block:  # an interpreter without pyarrow
             raise ModuleNotFoundError(name)
 
 sys.meta_path.insert(0, Block())
-import fastpp.sweep as s
+import fastpp as s
 args = dict(p=[2, 4], n_per_p=[1, 2], m=1, progress=False, out=sys.argv[1], chunk_size=10)
 first = s.sweep(**args)
 again = s.sweep(**args, resume=True)
@@ -250,7 +312,7 @@ def test_csv_when_pyarrow_is_missing(tmp_path):
                          text=True)
     assert run.returncode == 0, run.stderr
     assert sorted(out.glob("part-*.csv")) and not list(out.glob("part-*.parquet"))
-    assert json.loads((out / "manifest.json").read_text())["format"] == "csv"
+    assert json.loads((out / "_fastpp" / "manifest.json").read_text())["format"] == "csv"
 
 
 def test_dask_local_cluster_equals_threads(grid_frame):

@@ -14,7 +14,7 @@ from fastpp.trace import chrome_trace, write_chrome_trace
 @pytest.mark.parametrize("name, p, n, m", [("1f1b", 4, 8, 1), ("zbv", 4, 8, 2),
                                            ("dualpipe", 4, 8, 1), ("chimera", 4, 8, 1)])
 def test_trace_structure(tmp_path, name, p, n, m):
-    res = simulate(build_schedule(name, p, n, m), Costs(1.0, 2.0, 1.0, comm=0.1, fb=2.5))
+    res = simulate(build_schedule(name, p, n, m), Costs(1.0, 2.0, w=1.0, comm=0.1, fb=2.5))
     path = write_chrome_trace(res, tmp_path / "t.json", time_scale=1000.0)
     trace = json.loads(path.read_text())
     events = trace["traceEvents"]
@@ -67,7 +67,7 @@ def test_pictures_are_written_and_not_blank(tmp_path):
     pytest.importorskip("matplotlib")
     from fastpp import plot
 
-    res = simulate(build_schedule("dualpipe", 4, 8), Costs(1.0, 2.0, 1.0, fb=2.5))
+    res = simulate(build_schedule("dualpipe", 4, 8), Costs(1.0, 2.0, w=1.0, fb=2.5))
     assert _not_blank(plot.gantt(res, tmp_path / "g.png"))
     assert _not_blank(plot.memory(res, tmp_path / "m.png"))
 

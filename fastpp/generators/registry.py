@@ -1,4 +1,8 @@
-"""The public names of fastpp's schedules, their constraints and ``build_schedule``."""
+"""The public names of fastpp's schedules, their generators, constraints and ``build_schedule``.
+
+A schedule is one generator (a function ``(ops, length, p, n, m, G)`` filling an op block from
+``_emit.new_ops``) and one ``ScheduleSpec`` below; its id is its position here.
+"""
 
 from __future__ import annotations
 
@@ -8,25 +12,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..schedule import Schedule, ScheduleError, positive_int
-from . import (
-    CHIMERA,
-    DUALPIPE,
-    DUALPIPEV,
-    FORWARD_ONLY,
-    GENERATORS,
-    GPIPE,
-    INTERLEAVED_1F1B,
-    LOOPED_BFS,
-    ONE_F_ONE_B,
-    PLACEMENT,
-    V_HALF,
-    V_MIN,
-    ZB_H1,
-    ZB_H2,
-    ZBV,
-)
-from ._emit import LOOP, VSHAPE, new_ops, placement, routes
+from ..checks import ScheduleError, positive_int
+from ..schedule import Schedule
+from ._emit import LOOP, TWO_DIRECTIONS, VSHAPE, new_ops, placement, routes
+from .chimera import chimera
+from .classic import forward_only, gpipe, one_f_one_b
+from .dualpipe import dualpipe, dualpipev
+from .interleaved import interleaved_1f1b, looped_bfs
+from .vshape import v_half, v_min
+from .zero_bubble import zb_h1, zb_h2, zbv
 
 MAX_WORK = 4_000_000  # p * n * m: bounds the op block and the per-stage tables
 
@@ -57,15 +51,23 @@ P_EVEN = Rule("p", "even", lambda p, n, m, G: p % 2 == 0)
 
 @dataclass(frozen=True)
 class ScheduleSpec:
-    """A registered schedule: its id for the jitted dispatcher and its constraints."""
+    """A registered schedule: its generator, placement and constraints.
+
+    ``generator(ops, length, p, n, m, G)`` fills an op block; ``kind`` is the placement
+    (``_emit.LOOP``, ``VSHAPE`` or ``TWO_DIRECTIONS``); ``default_m`` the chunks per device a
+    sweep uses when it is not told; ``sid``, the id in jitted sweeps, is the registry position.
+    """
 
     name: str
-    sid: int
+    generator: Callable
+    kind: int
     summary: str
     split_backward: bool = False
     forward_only: bool = False
     rules: tuple[Rule, ...] = field(default_factory=_rules)
     options: tuple[str, ...] = ()
+    default_m: int = 1
+    sid: int = field(default=-1, compare=False)
 
     def reasons(self, p, n, m, G) -> np.ndarray:
         """Vectorized check: for each point, ``""`` if valid, else the first broken rule."""
@@ -100,7 +102,7 @@ class ScheduleSpec:
     @property
     def placement(self) -> str:
         """``"loop"`` (stage ``s`` on device ``s % p``), ``"v"`` or ``"two-directions"``."""
-        return {LOOP: "loop", VSHAPE: "v"}.get(int(PLACEMENT[self.sid]), "two-directions")
+        return {LOOP: "loop", VSHAPE: "v", TWO_DIRECTIONS: "two-directions"}[self.kind]
 
     def describe(self) -> str:
         """One line: the constraints in words."""
@@ -111,11 +113,12 @@ class ScheduleSpec:
 
 
 SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
-    ScheduleSpec("gpipe", GPIPE, "GPipe: all forwards, then all backwards", rules=_rules(M_IS_1)),
-    ScheduleSpec("1f1b", ONE_F_ONE_B, "1F1B (PipeDream-Flush, Megatron, DeepSpeed)",
+    ScheduleSpec("gpipe", gpipe, LOOP, "GPipe: all forwards, then all backwards",
+                 rules=_rules(M_IS_1)),
+    ScheduleSpec("1f1b", one_f_one_b, LOOP, "1F1B (PipeDream-Flush, Megatron, DeepSpeed)",
                  rules=_rules(M_IS_1)),
     ScheduleSpec(
-        "interleaved-1f1b", INTERLEAVED_1F1B,
+        "interleaved-1f1b", interleaved_1f1b, LOOP,
         "Interleaved 1F1B (Megatron virtual pipeline), microbatch groups of G (default p)",
         rules=_rules(
             Rule("m", "at least 2 (use '1f1b' for m=1)", lambda p, n, m, G: m >= 2),
@@ -124,31 +127,37 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
             Rule("n", "a multiple of G={G} or leave a remainder of at least p={p}",
                  lambda p, n, m, G: (n % G == 0) | (n % G >= p)),
         ),
-        options=("G",)),
-    ScheduleSpec("looped-bfs", LOOPED_BFS,
-                 "Looped BFS: breadth-first over m chunks per device, backwards reversed"),
-    ScheduleSpec("forward-only", FORWARD_ONLY, "Inference: forwards only",
+        options=("G",), default_m=2),
+    ScheduleSpec("looped-bfs", looped_bfs, LOOP,
+                 "Looped BFS: breadth-first over m chunks per device, backwards reversed",
+                 default_m=2),
+    ScheduleSpec("forward-only", forward_only, LOOP, "Inference: forwards only",
                  forward_only=True, rules=_rules(M_IS_1)),
-    ScheduleSpec("zb-h1", ZB_H1, "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
+    ScheduleSpec("zb-h1", zb_h1, LOOP, "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
                  split_backward=True, rules=_rules(M_IS_1)),
-    ScheduleSpec("zb-h2", ZB_H2, "Zero Bubble ZB-H2: deeper warmup, no bubble for n >= 2p-1",
+    ScheduleSpec("zb-h2", zb_h2, LOOP,
+                 "Zero Bubble ZB-H2: deeper warmup, no bubble for n >= 2p-1",
                  split_backward=True, rules=_rules(M_IS_1)),
-    ScheduleSpec("zbv", ZBV, "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
-                 split_backward=True, rules=_rules(M_IS_2)),
-    ScheduleSpec("v-half", V_HALF, "V-Half (controllable memory): about half of 1F1B's peak",
-                 split_backward=True, rules=_rules(M_IS_2)),
-    ScheduleSpec("v-min", V_MIN, "V-Min (controllable memory): about a third of 1F1B's peak",
-                 split_backward=True, rules=_rules(M_IS_2)),
-    ScheduleSpec("dualpipe", DUALPIPE,
+    ScheduleSpec("zbv", zbv, VSHAPE, "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
+                 split_backward=True, rules=_rules(M_IS_2), default_m=2),
+    ScheduleSpec("v-half", v_half, VSHAPE,
+                 "V-Half (controllable memory): about half of 1F1B's peak",
+                 split_backward=True, rules=_rules(M_IS_2), default_m=2),
+    ScheduleSpec("v-min", v_min, VSHAPE,
+                 "V-Min (controllable memory): about a third of 1F1B's peak",
+                 split_backward=True, rules=_rules(M_IS_2), default_m=2),
+    ScheduleSpec("dualpipe", dualpipe, TWO_DIRECTIONS,
                  "DeepSeek DualPipe: two directions, overlapped F&B pairs, 2x parameters",
                  split_backward=True, rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
                      Rule("n", "even", lambda p, n, m, G: n % 2 == 0),
                      Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p))),
-    ScheduleSpec("dualpipev", DUALPIPEV, "DualPipeV (PyTorch ScheduleDualPipeV): DualPipe on a V",
+    ScheduleSpec("dualpipev", dualpipev, VSHAPE,
+                 "DualPipeV (PyTorch ScheduleDualPipeV): DualPipe on a V",
                  split_backward=True, rules=_rules(
-                     M_IS_2, Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p))),
-    ScheduleSpec("chimera", CHIMERA,
+                     M_IS_2, Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p)),
+                 default_m=2),
+    ScheduleSpec("chimera", chimera, TWO_DIRECTIONS,
                  "Chimera: two directions, the authors' overlapping units, 2x parameters",
                  rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
@@ -156,6 +165,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                      # units of p/2 = 1 microbatch never start a later unit in the authors' walk
                      Rule("n", "p when p=2", lambda p, n, m, G: (p != 2) | (n == p)))),
 )}
+for _sid, _spec in enumerate(SCHEDULES.values()):
+    object.__setattr__(_spec, "sid", _sid)
 
 
 def get_spec(name: str) -> ScheduleSpec:
@@ -199,10 +210,9 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     spec.check(p, n, m, G)
     ops = new_ops(p, n, m)
     length = np.zeros(p, np.int32)
-    GENERATORS[spec.sid](ops, length, p, n, m, G)
-    kind = PLACEMENT[spec.sid]
-    first, last = routes(kind, p, n, m)
+    spec.generator(ops, length, p, n, m, G)
+    first, last = routes(spec.kind, p, n, m)
     # valid by construction (tests/test_generators.py re-checks every generator over a grid)
     return Schedule.trusted(ops[:, :, : max(1, int(length.max()))], length,
-                            placement(kind, p, m), n=n, m=m, name=name, route_first=first,
+                            placement(spec.kind, p, m), n=n, m=m, name=name, route_first=first,
                             route_last=last, forward_only=spec.forward_only)

@@ -1,0 +1,76 @@
+"""The error base and the checks every public entry point runs on its input, written once.
+
+A check names the parameter, what it must be and what it got, and raises ``ScheduleError``
+(a ``ValueError``), the one base of every error fastpp raises on bad input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_INT = 2**31  # counts stay below it, so that products like n_per_p * p cannot wrap
+
+
+class ScheduleError(ValueError):
+    """The one base of every error fastpp raises on bad input: a schedule, its parameters, its
+    costs, a sweep's, a search's or a plan's arguments are not valid. The message names the
+    parameter, what it must be and what it got."""
+
+
+class ScheduleTypeError(ScheduleError, TypeError):
+    """An argument of the wrong type (also a ``TypeError``)."""
+
+
+def show(value) -> str:
+    """A short rendering of a value for an error message (at most 8 elements)."""
+    if isinstance(value, np.generic):
+        return str(value.item())
+    if not isinstance(value, list | tuple | np.ndarray):
+        return repr(value)
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        return repr(list(arr.reshape(-1))[:8])
+    return str(arr.item()) if arr.ndim == 0 else str(arr.reshape(-1).tolist()[:8])
+
+
+def positive_int(value, name: str) -> int:
+    """``value`` as an ``int`` if it is a positive integer (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ScheduleError(f"{name} must be a positive integer (got {name}={value!r})")
+    return int(value)
+
+
+def positive_ints(values, name: str) -> np.ndarray:
+    """``values`` as int64 if every one is a positive integer below ``2**31``."""
+    arr = np.asarray(values)
+    if (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1)
+            or np.any(arr >= MAX_INT)):
+        raise ScheduleError(f"{name} must hold positive integers below 2**31 (got "
+                            f"{show(values)})")
+    return arr.astype(np.int64)
+
+
+def numbers(values, name: str, *, strict: bool = False, upper: float | None = None,
+            missing: bool = False) -> np.ndarray:
+    """``values`` as float64 if every one is finite and > 0 (``strict``) or >= 0, and at most
+    ``upper``; with ``missing``, NaN stands for "not given" and passes."""
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ScheduleError(f"{name} must be a number or an array of numbers (got "
+                            f"{show(values)})") from None
+    given = ~np.isnan(arr) if missing else np.ones(arr.shape, bool)
+    bad = given & (~np.isfinite(arr) | ((arr <= 0) if strict else (arr < 0)))
+    if upper is not None:
+        bad |= given & (arr > upper)
+    if np.any(bad):
+        low = "> 0" if strict else ">= 0"
+        need = f"in [0, {upper:g}]" if upper is not None else f"finite and {low}"
+        raise ScheduleError(f"{name} must be {need} (got {show(values)})")
+    return arr
+
+
+def one_of(value, name: str, choices) -> None:
+    """Raise unless ``value`` is one of ``choices``."""
+    if not isinstance(value, str | int | type(None)) or value not in choices:
+        raise ScheduleError(f"{name} must be one of {list(choices)} (got {value!r})")

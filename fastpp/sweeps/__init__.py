@@ -1,0 +1,19 @@
+"""Sweeps: thousands of ``(schedule, p, n, m, costs)`` points, simulated inside Numba.
+
+``fastpp.sweep`` takes a cartesian grid (each argument a value or a list) or an explicit table
+of points, cuts the points into chunks, simulates each chunk on a pool of threads (the kernels
+release the GIL) or on a Dask cluster, and returns one row per point. With ``out`` every chunk
+is written to its own file as it finishes, so an interrupted sweep resumed with
+``resume=True`` recomputes only the chunks that are missing or damaged and ends with every row
+exactly once. Needs the ``sweep`` extra (pandas, pyarrow, tqdm); pandas is imported only when
+a sweep runs.
+
+One module per job: ``points`` (the grid or table), ``run`` (chunks on threads),
+``cluster`` (Dask), ``store`` (the ``out`` folder), ``warmup`` (compiling), ``analysis``.
+"""
+
+from .analysis import best_within_budget, pareto_front
+from .run import COLUMNS, sweep
+from .warmup import warm_up
+
+__all__ = ["COLUMNS", "best_within_budget", "pareto_front", "sweep", "warm_up"]

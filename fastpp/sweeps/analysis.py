@@ -1,0 +1,56 @@
+"""What a sweep's table answers: the Pareto front and the best schedule within a budget."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio"):
+    """Rows of ``df`` not dominated in ``(x, y)`` (smaller is better in both), sorted by ``x``.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A sweep's table.
+    x, y : str
+        The two columns to minimize.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    ordered = df.sort_values([x, y], kind="stable")
+    values = ordered[y].to_numpy()
+    keep = np.r_[True, values[1:] < np.minimum.accumulate(values)[:-1]]
+    return ordered[keep]
+
+
+def best_within_budget(df, budget="1f1b", by=("p", "n")):
+    """Per group of ``by``, the fastest row whose peak activation memory fits the budget.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A sweep's table.
+    budget : str or float
+        A schedule name (its peak in the same group is the budget; default ``"1f1b"``), or a
+        number of activation units.
+    by : tuple of str
+        The columns that make a group.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per group with the best point and a ``budget`` column; groups where nothing
+        fits are left out.
+    """
+    by = list(by)
+    data = df.copy()
+    if isinstance(budget, str):
+        ref = data[data["schedule"] == budget].groupby(by)["peak_activations_max"].min()
+        data = data.join(ref.rename("budget"), on=by)
+    else:
+        data["budget"] = float(budget)
+    fits = data[data["peak_activations_max"] <= data["budget"] + 1e-12]
+    best = fits.sort_values(["makespan", "peak_activations_max"], kind="stable")
+    return best.groupby(by, sort=True).head(1).sort_values(by).reset_index(drop=True)

@@ -1,0 +1,48 @@
+"""Running a sweep's chunks on a Dask cluster."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+from .run import Chunk
+from .warmup import warm_up
+
+
+def _task(cols, invalid):
+    return Chunk(cols).result(invalid)
+
+
+def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator:
+    """Yield ``(chunk, frame, reasons)`` as the cluster finishes them, a few in flight."""
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, host="127.0.0.1",
+                               dashboard_address=None, processes=True)
+    client = Client(scheduler if scheduler is not None else cluster)
+    try:
+        if cluster is not None:
+            warm_up()  # compiled here once, the local workers load the kernels from the cache
+        client.run(warm_up)  # every worker compiles or loads the kernels once
+        pending = iter(todo)
+        window = as_completed()
+        for c in itertools.islice(pending, 2 * max(1, len(client.scheduler_info()["workers"]))):
+            window.add(_submit(client, plan, c, chunk_size, invalid))
+        for future in window:
+            c, (frame, reasons) = future.key_chunk, future.result()
+            yield c, frame, reasons
+            nxt = next(pending, None)
+            if nxt is not None:
+                window.add(_submit(client, plan, nxt, chunk_size, invalid))
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _submit(client, plan, c, chunk_size, invalid):
+    future = client.submit(_task, plan.chunk(c, chunk_size), invalid, pure=False)
+    future.key_chunk = c
+    return future

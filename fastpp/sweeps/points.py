@@ -1,0 +1,135 @@
+"""The points of a sweep: a cartesian grid or an explicit table, checked and cut into chunks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..checks import ScheduleError, numbers, positive_ints
+from ..costs import FIELDS
+from ..generators.registry import SCHEDULES, get_spec
+
+COSTS = ("f", "b", "w", "comm", "gamma", "fb")  # the cost columns a sweep point carries
+INPUTS = ("schedule", "p", "n", "m", "G", *COSTS)
+NAMES = np.array(list(SCHEDULES), dtype=object)  # schedule id -> name
+DEFAULT_M = np.array([spec.default_m for spec in SCHEDULES.values()], np.int64)
+DEFAULT_N_PER_P = (1, 2, 4)
+
+
+def as_list(value, name: str) -> list:
+    """A grid axis: a value or a sequence of values, at least one."""
+    values = list(value) if isinstance(value, Sequence | np.ndarray) and not isinstance(
+        value, str) else [value]
+    if not values:
+        raise ScheduleError(f"{name} must hold at least one value (got an empty list)")
+    return values
+
+
+def cost_column(name: str, values) -> np.ndarray:
+    """A cost column under ``fastpp.Costs``'s rules; ``fb`` NaN (or None) means "not given"."""
+    strict, upper = FIELDS[name]
+    if name == "fb" and values is None:
+        values = np.nan
+    elif name == "fb":
+        values = [np.nan if v is None else v for v in np.atleast_1d(np.asarray(values, object))]
+    return numbers(values, name, strict=strict, upper=upper, missing=name == "fb")
+
+
+class GridPlan:
+    """A cartesian grid, never materialized: chunk ``c`` unravels its own indices.
+
+    ``m=None`` gives each schedule its own ``default_m``; with neither ``n`` nor ``n_per_p``
+    the grid takes ``n_per_p = (1, 2, 4)``.
+    """
+
+    def __init__(self, schedules, p, n, n_per_p, m, G, costs):
+        names = list(SCHEDULES) if schedules is None else as_list(schedules, "schedules")
+        sids = [get_spec(name).sid for name in names]
+        if n is not None and n_per_p is not None:
+            raise ScheduleError(f"give n or n_per_p, not both (got n={n!r}, "
+                                f"n_per_p={n_per_p!r})")
+        if n is None and n_per_p is None:
+            n_per_p = DEFAULT_N_PER_P
+        self.relative = n is None
+        self.axes = {
+            "schedule": np.array(sids, np.int64),
+            "p": positive_ints(as_list(p, "p"), "p"),
+            "n": positive_ints(as_list(n_per_p if self.relative else n, "n"),
+                               "n_per_p" if self.relative else "n"),
+            # 0: each schedule's default_m
+            "m": np.zeros(1, np.int64) if m is None else positive_ints(as_list(m, "m"), "m"),
+        }
+        for name in COSTS:
+            as_list(costs[name], name)  # not empty
+            self.axes[name] = np.atleast_1d(cost_column(name, costs[name]))
+        self.G = None if G is None else int(positive_ints([G], "G")[0])
+        self.shape = tuple(len(v) for v in self.axes.values())
+        self.total = int(np.prod(self.shape))
+        key = {k: v.tolist() for k, v in self.axes.items()}
+        key.update(relative=self.relative, G=self.G, names=[NAMES[s] for s in sids])
+        self.fingerprint = digest(json.dumps(key, sort_keys=True, default=str))
+
+    def chunk(self, c: int, size: int) -> dict[str, np.ndarray]:
+        index = np.arange(c * size, min((c + 1) * size, self.total))
+        cols = {name: values[i] for (name, values), i in
+                zip(self.axes.items(), np.unravel_index(index, self.shape), strict=True)}
+        if self.relative:
+            cols["n"] = cols["n"] * cols["p"]
+        cols["m"] = np.where(cols["m"] == 0, DEFAULT_M[cols["schedule"]], cols["m"])
+        cols["G"] = cols["p"].copy() if self.G is None else np.full(len(index), self.G)
+        cols["point"] = index
+        return cols
+
+
+class TablePlan:
+    """An explicit table of points: columns ``schedule, p, n, m``, optionally ``G`` and costs."""
+
+    def __init__(self, points, costs):
+        import pandas as pd
+
+        if not isinstance(points, pd.DataFrame):
+            raise ScheduleError(f"points must be a pandas DataFrame (got {type(points).__name__})")
+        missing = [c for c in ("schedule", "p", "n", "m") if c not in points.columns]
+        if missing:
+            raise ScheduleError(f"points must have the columns schedule, p, n, m (missing "
+                                f"{missing})")
+        unknown = sorted(set(points.columns) - set(INPUTS))
+        if unknown:
+            raise ScheduleError(f"points may only have the columns {list(INPUTS)} (got "
+                                f"{unknown})")
+        self.total = len(points)
+        names = points["schedule"].to_numpy(dtype=object)
+        for name in pd.unique(names):
+            get_spec(name)
+        self.cols = {"schedule": np.array([SCHEDULES[x].sid for x in names], np.int64)}
+        for name in ("p", "n", "m"):
+            self.cols[name] = positive_ints(points[name].to_numpy(), name)
+        self.cols["G"] = (positive_ints(points["G"].to_numpy(), "G") if "G" in points else
+                          self.cols["p"].copy())
+        for name in COSTS:
+            if name in points:
+                self.cols[name] = cost_column(name, points[name].to_numpy())
+                continue
+            value = costs[name]
+            if not (value is None or np.isscalar(value)):
+                raise ScheduleError(f"{name} must be one value when points are given "
+                                    f"(got {value!r}); add a '{name}' column instead")
+            self.cols[name] = cost_column(name, [value] * self.total)
+        self.cols["point"] = np.arange(self.total)
+        frame = pd.DataFrame({k: self.cols[k] for k in (*INPUTS, "point")})
+        self.fingerprint = digest(pd.util.hash_pandas_object(frame, index=False).to_numpy())
+
+    def chunk(self, c: int, size: int) -> dict[str, np.ndarray]:
+        return {k: v[c * size: (c + 1) * size] for k, v in self.cols.items()}
+
+
+def digest(data) -> str:
+    raw = data.encode() if isinstance(data, str) else np.ascontiguousarray(data).tobytes()
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+def chunk_len(c: int, size: int, total: int) -> int:
+    return min((c + 1) * size, total) - c * size

@@ -1,0 +1,275 @@
+"""``sweep``: chunks of points validated, simulated on threads (or Dask) and gathered."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .. import batch
+from ..checks import ScheduleError, one_of, positive_int
+from ..generators.registry import SCHEDULES
+from .points import INPUTS, NAMES, GridPlan, TablePlan, chunk_len
+from .store import Store
+from .warmup import warm_up
+
+# the result columns, in order: the kernel's (without its status) and the throughput n/makespan
+RESULTS = (*batch.COLUMNS[:batch.NUM_OPS], "throughput",
+           *batch.COLUMNS[batch.NUM_OPS:batch.STATUS])
+COLUMNS = ("point", *INPUTS, *RESULTS)
+_INTEGER = ("peak_live_max", "num_ops")
+_MIN_SLICE = 64  # the fewest points a thread takes at a time
+
+
+def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
+          f=1.0, b=2.0, w=0.0, comm=0.0, gamma=1.0, fb=None, points=None, out=None,
+          resume: bool = False, chunk_size: int = 4096, workers: int | None = None,
+          executor: str = "threads", scheduler: str | None = None, progress: bool = True,
+          invalid: str = "drop", collect: bool = True):
+    """Simulate every point of a grid or a table and return one row per point.
+
+    With no arguments: every schedule at ``p`` in 2, 4, 8 and ``n`` = 1, 2, 4 times ``p``,
+    each with its own chunk count, ``f=1, b=2``.
+
+    Parameters
+    ----------
+    schedules : str or list of str, optional
+        Registered names (default: all of ``fastpp.SCHEDULES``).
+    p, n, m : int or list of int
+        Devices, microbatches, chunks per device: the grid's axes. ``m=None`` gives each
+        schedule its own (``ScheduleSpec.default_m``: 2 for V-shape and interleaved ones).
+    n_per_p : int or list of int, optional
+        Microbatches as multiples of ``p`` (``n = k * p``), instead of ``n``; the default
+        when neither is given is ``(1, 2, 4)``.
+    G : int, optional
+        Interleaved 1F1B's group size (default ``p``).
+    f, b, w, comm, gamma, fb : float or list of float
+        Costs, as for ``fastpp.Costs`` (``fb=None``: the overlapped pair takes ``f + b``).
+    points : pandas.DataFrame, optional
+        An explicit table instead of a grid: columns ``schedule, p, n, m`` and optionally
+        ``G`` and cost columns (missing costs take the keyword values).
+    out : path, optional
+        A new or empty folder for the results: one Parquet file per chunk (CSV without
+        pyarrow), readable as one dataset by ``pandas.read_parquet(out)``, DuckDB and Dask;
+        what resuming needs sits in ``out/_fastpp/``.
+    resume : bool
+        Continue the sweep already in ``out``, recomputing only missing or damaged chunks.
+    chunk_size : int
+        Points per chunk (a chunk is the unit of progress, of writing and of Dask tasks).
+    workers : int, optional
+        Threads (or Dask workers of a local cluster); default: the machine's cores.
+    executor : {"threads", "dask"}
+        Where chunks run. ``"dask"`` uses the cluster at ``scheduler``, or starts a
+        ``LocalCluster`` on 127.0.0.1.
+    scheduler : str, optional
+        Address of a Dask scheduler.
+    progress : bool
+        Show a progress bar.
+    invalid : {"drop", "keep"}
+        Points that break a schedule's constraints (or have ``w > b``) are dropped and counted
+        in ``df.attrs["skipped"]`` (with ``df.attrs["skip_reasons"]``), or kept with their
+        ``reason`` and no numbers.
+    collect : bool
+        Return the table; ``False`` returns ``None`` and leaves the rows only in ``out``
+        (memory stays bounded however many points there are).
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        Columns ``COLUMNS``: ``point`` (index in the grid or table), the inputs, ``makespan``,
+        ``bubble_ratio``, ``span_bubble_ratio``, ``peak_activations_max``,
+        ``peak_activations_min``, ``peak_live_max``, ``throughput`` (``n / makespan``),
+        ``num_ops``, ``parameter_units`` and, with ``invalid="keep"``, ``reason``.
+
+    Raises
+    ------
+    ScheduleError
+        For an unknown schedule, a cost that is negative or not finite, or bad options.
+
+    Examples
+    --------
+    >>> import fastpp
+    >>> df = fastpp.sweep(["1f1b", "zb-h1"], p=4, n=8, w=1.0, progress=False)
+    >>> df[["schedule", "makespan", "peak_activations_max"]].values.tolist()
+    [['1f1b', 33.0, 4.0], ['zb-h1', 30.0, 4.0]]
+    """
+    import pandas as pd
+
+    one_of(invalid, "invalid", ("drop", "keep"))
+    one_of(executor, "executor", ("threads", "dask"))
+    chunk_size = positive_int(chunk_size, "chunk_size")
+    workers = os.cpu_count() or 1 if workers is None else positive_int(workers, "workers")
+    costs = dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb)
+    plan = (TablePlan(points, costs) if points is not None else
+            GridPlan(schedules, p, n, n_per_p, m, G, costs))
+    store = (Store(out, plan.fingerprint, plan.total, chunk_size, resume)
+             if out is not None else None)
+    n_chunks = -(-plan.total // chunk_size)
+    todo = [c for c in range(n_chunks) if store is None or not store.has(c)]
+    parts: dict[int, pd.DataFrame] = {}
+    skipped: dict[int, dict[str, int]] = {}
+
+    def finished(c, frame, reasons):
+        if store is not None:
+            store.write(c, frame, reasons)
+        skipped[c] = reasons
+        if collect:
+            parts[c] = frame
+
+    if executor == "threads" and todo:
+        warm_up(announce=progress)
+    done = plan.total - sum(chunk_len(c, chunk_size, plan.total) for c in todo)
+    bar = _progress(plan.total, progress, done=done)
+    try:
+        if executor == "threads":
+            with ThreadPoolExecutor(workers) as pool:
+                # a pipeline: while one chunk runs on the pool, this thread writes the
+                # previous one and validates the next (the kernels release the GIL)
+                running = None
+                for c in [*todo, None]:
+                    started = None if c is None else Chunk(plan.chunk(c, chunk_size), pool,
+                                                           workers)
+                    if running is not None:
+                        finished(running[0], *running[1].result(invalid))
+                        bar.update(chunk_len(running[0], chunk_size, plan.total))
+                    running = None if c is None else (c, started)
+        else:
+            from .cluster import run_on_dask
+
+            for c, frame, reasons in run_on_dask(plan, todo, chunk_size, invalid, workers,
+                                                 scheduler):
+                finished(c, frame, reasons)
+                bar.update(chunk_len(c, chunk_size, plan.total))
+    finally:
+        bar.close()
+    if not collect:
+        return None
+    for c in range(n_chunks):  # chunks done by an earlier run come from disk
+        if c not in parts:
+            parts[c], skipped[c] = store.read(c), store.skipped(c)
+    # chunks of only invalid points are empty: an empty frame has no dtypes to keep
+    frames = [parts[c] for c in range(n_chunks) if parts[c] is not None and len(parts[c])]
+    df = pd.concat(frames, ignore_index=True) if frames else _empty_frame(invalid)
+    reasons: dict[str, int] = {}
+    for counts in skipped.values():
+        for reason, count in counts.items():
+            reasons[reason] = reasons.get(reason, 0) + count
+    df.attrs["skipped"] = sum(reasons.values())
+    df.attrs["skip_reasons"] = reasons
+    return df
+
+
+def _by_schedule(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Group the points by schedule ``(schedule, p, n, m, G)``: each point's group, and one
+    point of each group. A grid's cost axes repeat every schedule many times."""
+    keys = [cols[k] for k in ("schedule", "p", "n", "m", "G")]
+    by_key = np.lexsort(keys[::-1])
+    first = np.zeros(len(by_key), bool)  # a group's first point, in key order
+    first[:1] = True
+    for key in keys:
+        ordered = key[by_key]
+        first[1:] |= ordered[1:] != ordered[:-1]
+    group = np.empty(len(by_key), np.int64)
+    group[by_key] = np.cumsum(first) - 1
+    return group, by_key[first]
+
+
+def _reasons(cols: dict[str, np.ndarray], group: np.ndarray, one: np.ndarray) -> np.ndarray:
+    """Per point, why it cannot run ("" when it can): the schedule's rules (checked once per
+    group), then w <= b."""
+    sid = cols["schedule"][one]
+    per_group = np.full(len(one), "", dtype=object)
+    for s in np.unique(sid):
+        mine = sid == s
+        sel = one[mine]
+        per_group[mine] = SCHEDULES[NAMES[s]].reasons(cols["p"][sel], cols["n"][sel],
+                                                      cols["m"][sel], cols["G"][sel])
+    reasons = per_group[group]
+    bad_w = (reasons == "") & (cols["w"] > cols["b"])
+    reasons[bad_w] = "w must be <= b"
+    return reasons
+
+
+class Chunk:
+    """One chunk: validated and started on construction, turned into a frame by ``result``."""
+
+    def __init__(self, cols: dict[str, np.ndarray], pool=None, threads: int = 1):
+        self.cols = cols
+        group, one = _by_schedule(cols)
+        self.reasons = _reasons(cols, group, one)
+        self.ok = self.reasons == ""
+        valid = {k: v[self.ok] for k, v in cols.items()}
+        count = len(valid["point"])
+        self.values = np.empty((count, len(batch.COLUMNS)))
+        # points that share a schedule stay together (one build serves them all); a fixed
+        # shuffle of the schedules spreads large and small points over the slices
+        rank = np.random.default_rng(count).permutation(len(one))
+        order = np.argsort(rank[group[self.ok]], kind="stable")
+        args = [np.ascontiguousarray(valid[k]) for k in INPUTS]
+
+        def run(index):
+            batch.simulate_points(*args, index, self.values)
+
+        if pool is None:
+            run(order)
+            self.jobs = []
+        else:  # about four slices per thread: each slice's end waits for the GIL
+            size = max(_MIN_SLICE, -(-count // (4 * threads)))
+            self.jobs = [pool.submit(run, order[i: i + size]) for i in range(0, count, size)]
+
+    def result(self, invalid: str):
+        """The chunk's frame and the count of each skip reason."""
+        import pandas as pd
+
+        for job in self.jobs:
+            job.result()
+        cols, reasons, ok, values = self.cols, self.reasons, self.ok, self.values
+        stuck = np.flatnonzero(values[:, batch.STATUS] != batch.OK)
+        if stuck.size:
+            point = {k: v[self.ok][stuck[0]] for k, v in cols.items()}
+            point["schedule"] = NAMES[point["schedule"]]
+            raise ScheduleError(f"a generated schedule deadlocked at {point}: a fastpp bug, "
+                                "please report it")
+        skipped = Counter(reasons[~ok].tolist())
+        keep = invalid == "keep"
+        rows = np.arange(len(reasons)) if keep else np.flatnonzero(ok)
+        metrics = np.full((len(rows), batch.STATUS), np.nan)
+        metrics[ok[rows] if keep else slice(None)] = values[:, :batch.STATUS]
+        data = {"point": cols["point"][rows],
+                "schedule": pd.Series(NAMES[cols["schedule"][rows]], dtype=object).astype(str),
+                **{k: cols[k][rows] for k in INPUTS[1:]}}
+        for i, name in enumerate(batch.COLUMNS[:batch.STATUS]):
+            data[name] = (metrics[:, i].astype(np.int64) if name in _INTEGER and not keep
+                          else metrics[:, i])
+        data["throughput"] = data["n"] / data["makespan"]
+        # one frame, built once, in COLUMNS's order (inserting column by column costs ~1 ms)
+        frame = pd.DataFrame({k: data[k] for k in COLUMNS})
+        if keep:
+            frame["reason"] = reasons[rows]
+        return frame, dict(skipped)
+
+
+def _empty_frame(invalid: str):
+    import pandas as pd
+
+    return pd.DataFrame(columns=list(COLUMNS) + (["reason"] if invalid == "keep" else []))
+
+
+def _progress(total: int, enabled: bool, done: int):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # the bar is a nicety, not a requirement
+        enabled = False
+    if not enabled:
+        return _NoBar()
+    return tqdm(total=total, initial=done, unit="pt", desc="sweep", dynamic_ncols=True)
+
+
+class _NoBar:
+    def update(self, k):
+        pass
+
+    def close(self):
+        pass

@@ -1,0 +1,113 @@
+"""A sweep's ``out`` folder: a Parquet dataset that pandas, DuckDB and Dask open as it is.
+
+Chunk ``c`` is ``out/part-c.parquet`` (``.csv`` without pyarrow); what resuming needs sits in
+``out/_fastpp/``, which the readers skip (a leading underscore): ``manifest.json`` naming the
+sweep and ``part-c.json`` with the chunk's row count and skipped points. Each file is written
+through a temporary file (a leading dot, also skipped) and renamed, the JSON last. A chunk
+counts as done only when both exist and the part reads back with that row count, so a sweep
+killed at any moment, or a file damaged on disk, costs at most a recomputation. A chunk with
+no rows (all its points skipped) has no part file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+from ..checks import ScheduleError
+
+META = "_fastpp"
+
+
+class Store:
+    """The folder of one sweep; raises ``ScheduleError`` if ``folder`` holds anything else."""
+
+    def __init__(self, folder, fingerprint: str, total: int, chunk_size: int, resume: bool):
+        if not isinstance(folder, str | os.PathLike):
+            raise ScheduleError(f"out must be a folder path (got {folder!r})")
+        folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise ScheduleError(f"out must be a folder (got the file {str(folder)!r})")
+        try:
+            import pyarrow  # noqa: F401
+
+            fmt = "parquet"
+        except ImportError:
+            fmt = "csv"
+        manifest = {"fingerprint": fingerprint, "points": total, "chunk_size": chunk_size}
+        path = folder / META / "manifest.json"
+        if path.exists():
+            old = json.loads(path.read_text())
+            if not resume:
+                raise ScheduleError(f"out {str(folder)!r} already holds a sweep; pass "
+                                    "resume=True to continue it or choose another folder")
+            if {k: old.get(k) for k in manifest} != manifest:
+                raise ScheduleError(f"out {str(folder)!r} holds a different sweep (other "
+                                    "points or chunk size); resume needs the same arguments")
+            fmt = old["format"]
+        elif folder.exists() and any(folder.iterdir()):
+            raise ScheduleError(f"out must be a new or empty folder, or a fastpp sweep's (got "
+                                f"{str(folder)!r}, which holds other files)")
+        (folder / META).mkdir(parents=True, exist_ok=True)
+        manifest["format"] = fmt
+        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)))
+        self.folder, self.format = folder, fmt
+
+    def _part(self, c: int) -> Path:
+        return self.folder / f"part-{c:06d}.{self.format}"
+
+    def _meta(self, c: int) -> Path:
+        return self.folder / META / f"part-{c:06d}.json"
+
+    def has(self, c: int) -> bool:
+        """Is chunk ``c`` complete on disk? A damaged chunk is removed, to be recomputed."""
+        try:
+            rows = json.loads(self._meta(c).read_text())["rows"]
+            if rows == 0:
+                ok = not self._part(c).exists()
+            elif self.format == "parquet":
+                import pyarrow.parquet as pq
+
+                ok = pq.read_metadata(self._part(c)).num_rows == rows
+            else:
+                ok = len(self.read(c)) == rows
+        except Exception:  # missing, truncated or garbled
+            ok = False
+        if not ok:
+            self._part(c).unlink(missing_ok=True)
+            self._meta(c).unlink(missing_ok=True)
+        return ok
+
+    def write(self, c: int, frame, skipped: dict[str, int]) -> None:
+        if len(frame) and self.format == "parquet":
+            atomic_write(self._part(c), lambda tmp: frame.to_parquet(tmp, index=False))
+        elif len(frame):
+            atomic_write(self._part(c), lambda tmp: frame.to_csv(tmp, index=False))
+        meta = json.dumps({"rows": len(frame), "skipped": skipped})
+        atomic_write(self._meta(c), lambda tmp: tmp.write_text(meta))
+
+    def read(self, c: int):
+        """Chunk ``c``'s rows (``None`` for a chunk without rows)."""
+        import pandas as pd
+
+        path = self._part(c)
+        if not path.exists():
+            return None
+        if self.format == "parquet":
+            return pd.read_parquet(path)
+        return pd.read_csv(path, float_precision="round_trip")  # the exact floats written
+
+    def skipped(self, c: int) -> dict[str, int]:
+        return json.loads(self._meta(c).read_text())["skipped"]
+
+
+def atomic_write(path: Path, write) -> None:
+    """Write through a temporary file and rename it, so a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

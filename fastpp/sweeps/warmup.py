@@ -1,0 +1,83 @@
+"""Compiling the sweep kernel once per machine, in two processes when the cache is empty."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from .._jit import CACHE_DIR
+from ..costs import Costs
+from ..generators.registry import SCHEDULES, build_schedule
+from ..simulate import simulate
+
+# On an empty kernel cache a second process compiles these generators while this one compiles
+# the others and the simulation kernels: Numba compiles one function at a time per process.
+# (V-Half and V-Min share one generator, as do DualPipe and DualPipeV.)
+SECOND_PROCESS = ("v-half", "v-min", "dualpipe", "dualpipev")
+_warm = False
+
+
+def warm_up(announce: bool = False) -> bool:
+    """Compile the sweep kernel, or load it from the kernel cache, in this process.
+
+    Runs before a sweep's first chunk and once on every Dask worker. With an empty cache the
+    generators compile in two processes at once (a marker in the cache folder says when the
+    kernel is there), then the sweep kernel, which finds its callees in the cache: the same
+    functions with the same types as ``build_schedule`` and ``simulate`` compile.
+
+    Parameters
+    ----------
+    announce : bool
+        Say on stderr when the kernels compile (once per machine, about half a minute).
+
+    Returns
+    -------
+    bool
+        True (for ``dask.distributed.Client.run``).
+    """
+    global _warm
+    if _warm:
+        return True
+    from .run import Chunk  # (run imports this module)
+
+    ready = Path(CACHE_DIR) / "sweep-kernel.ready"
+    if not ready.exists():
+        if announce:
+            print("fastpp: compiling the kernels for this machine, once (about half a "
+                  "minute)", file=sys.stderr, flush=True)
+        helper = None
+        if sys.executable:  # the same fastpp, whatever the working folder
+            path = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                    os.environ.get("PYTHONPATH", "")])
+            code = (f"from fastpp.sweeps.warmup import build_small; "
+                    f"build_small({SECOND_PROCESS!r})")
+            helper = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL,
+                                      env=dict(os.environ, PYTHONPATH=path))
+        build_small([n for n in SCHEDULES if n not in SECOND_PROCESS], run=True)
+        if helper is not None:
+            try:  # whatever it did not finish compiles in the kernel below
+                helper.wait(timeout=600)
+            except subprocess.TimeoutExpired:
+                helper.kill()
+    one = {"schedule": [0], "p": [1], "n": [1], "m": [1], "G": [1], "f": [1.0], "b": [2.0],
+           "w": [0.0], "comm": [0.0], "gamma": [1.0], "fb": [np.nan], "point": [0]}
+    Chunk({k: np.array(v) for k, v in one.items()})
+    if not numba.config.DISABLE_JIT:  # (without the JIT nothing was compiled)
+        Path(CACHE_DIR).mkdir(parents=True, exist_ok=True)
+        ready.touch()
+    _warm = True
+    return True
+
+
+def build_small(names, run: bool = False) -> None:
+    """Build (and with ``run`` simulate) a small point of each schedule: compiles them."""
+    for name in names:
+        schedule = build_schedule(name, 4, 8, SCHEDULES[name].default_m)
+        if run:
+            simulate(schedule, Costs(1.0, 2.0, w=1.0))
