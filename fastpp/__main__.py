@@ -94,8 +94,11 @@ def main(argv=None) -> int:
     opt.add_argument("--seed", type=int, default=0, help="local search seed (0)")
     opt.add_argument("--quiet", action="store_true", help="no progress bar")
     _output_args(opt)
-    show = sub.add_parser("show", help="print a schedule's per-device grid")
+    show = sub.add_parser("show", help="print a schedule's ops laid out by time, bubbles as dots")
     _schedule_args(show)
+    _cost_args(show)
+    show.add_argument("--by-index", action="store_true",
+                      help="list each device's ops in order, without times")
     sub.add_parser("list", help="list the registered schedules and their constraints")
     args = ap.parse_args(argv)
 
@@ -116,11 +119,12 @@ def main(argv=None) -> int:
             _write_outputs(args, found.result)
             return 0
         sched = _schedule(args, ap)
+        costs = Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma,
+                      fb=getattr(args, "fb", None))
         if args.command == "show":
-            print(sched)
+            print(sched if args.by_index else f"{sched!r}\n{simulate(sched, costs).grid()}")
             return 0
-        res = simulate(sched, Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma,
-                                    fb=args.fb))
+        res = simulate(sched, costs)
         _report(res)
         _write_outputs(args, res)
     except (ScheduleError, OSError) as err:

@@ -108,6 +108,40 @@ class Result:
         """Per device: the largest number of live (stage, microbatch) pairs."""
         return self._peaks[1]
 
+    def grid(self, max_columns: int = 160) -> str:
+        """The devices' ops laid out by time, one text column per time step, idle steps ``.``.
+
+        A step is the shortest op's time (coarsened until the grid has at most
+        ``max_columns`` steps); an op fills the steps from its start to its end, rounded to the
+        nearest step, with its token in the first. Bubbles read as runs of dots, as in
+        PyTorch's pipeline visualizer.
+
+        Returns
+        -------
+        str
+            A header naming the step, then one line per device.
+        """
+        s = self.schedule
+        ends = [self.end[r, : s.length[r]] for r in range(s.p)]
+        starts = [self.start[r, : s.length[r]] for r in range(s.p)]
+        durations = np.concatenate([e - b for e, b in zip(ends, starts, strict=True)])
+        positive = durations[durations > 0]
+        step = float(positive.min()) if positive.size else 1.0
+        step = max(step, self.makespan / max_columns)
+        origin = min((float(b[0]) for b in starts if b.size), default=0.0)
+        columns = int(round((self.makespan) / step))
+        tokens = s.tokens()
+        width = max((len(t) for row in tokens for t in row), default=1) + 1
+        lines = [f"one column per {step:g} time units, '.' idle"]
+        for r in range(s.p):
+            cells = [".".center(width)] * columns
+            for k, token in enumerate(tokens[r]):
+                a = int(round((starts[r][k] - origin) / step))
+                b = max(a + 1, int(round((ends[r][k] - origin) / step)))
+                cells[a:b] = [token.ljust(width)] + [" " * width] * (b - a - 1)
+            lines.append(f"device {r:>2}: " + "".join(cells).rstrip())
+        return "\n".join(lines)
+
     def memory_curve(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """Device ``r``'s activation memory as a step function.
 

@@ -91,9 +91,17 @@ def test_cli_simulate_with_every_output(tmp_path):
 
 
 def test_cli_show_and_list():
+    listing = _cli("show", "-s", "1f1b", "-p", "2", "-n", "2", "--by-index")
+    assert listing.stdout.splitlines()[1:] == ["device  0:  0F0  0F1  0B0  0B1",
+                                               "device  1:  1F0  1B0  1F1  1B1"]
+    # by time (f=1, b=2): device 0's B0 waits for device 1's B0 (ends at 4), B1 for 1B1 (7)
     shown = _cli("show", "-s", "1f1b", "-p", "2", "-n", "2")
-    assert shown.stdout.splitlines()[1:] == ["device  0:  0F0  0F1  0B0  0B1",
-                                             "device  1:  1F0  1B0  1F1  1B1"]
+    assert shown.stdout.splitlines()[1:] == ["one column per 1 time units, '.' idle",
+                                             "device  0: 0F0 0F1  .   .  0B0      .  0B1",
+                                             "device  1:  .  1F0 1B0     1F1 1B1      .   ."]
+    # a step is the shortest op; ops that are not multiples of it round to the nearest step
+    odd = _cli("show", "-s", "zb-h1", "-p", "2", "-n", "2", "--w", "0.5").stdout
+    assert odd.splitlines()[1] == "one column per 0.5 time units, '.' idle"
     listed = _cli("list").stdout
     assert "dualpipe" in listed and "n must be at least 2p" in listed
 

@@ -89,7 +89,8 @@ def zbv(ops, length, p, n, m, G):
             k = _put_if(ops, r, k, W, c1, i1, n)
             i1 += 1
         # steady: [F(chunk 0) while any is left, I, W (chunk 0), F, I, W (chunk 1)] x (n' - p)
-        while f1 < f0 or f0 < n_built:
+        # (chunk 1 has had p forwards, chunk 0 2p-r-1 <= n': both reach n' together)
+        for _ in range(n_built - p):
             if f0 < n_built:
                 k = _put_if(ops, r, k, F, c0, f0, n)
                 f0 += 1
