@@ -101,7 +101,6 @@ class Costs:
             if arr.ndim > 1 or arr.size == 0:
                 raise ScheduleError(f"costs.{name} must be a scalar or a 1-D array (got shape "
                                     f"{arr.shape})")
-            arr.flags.writeable = False
             arrays[name] = arr
         object.__setattr__(self, "_arrays", arrays)
         object.__setattr__(self, "_expanded", {})  # for_placement's results, per stage map
@@ -110,7 +109,7 @@ class Costs:
     def arrays(self) -> dict[str, np.ndarray]:
         """The validated fields as read-only float64 arrays (0-D for scalars; NaN where an
         optional field is not given)."""
-        return dict(self._arrays)
+        return {name: _read_only(arr) for name, arr in self._arrays.items()}
 
     def _key(self) -> tuple:
         return tuple((a.shape, a.tobytes()) for a in self._arrays.values())
@@ -170,3 +169,11 @@ def _per_stage(arr: np.ndarray, stage_to_device: np.ndarray) -> np.ndarray:
     if arr.ndim == 0:
         return np.full(len(stage_to_device), float(arr))
     return arr if len(arr) == len(stage_to_device) else arr[stage_to_device]
+
+
+def _read_only(arr: np.ndarray) -> np.ndarray:
+    # a view: the kernels get the writable originals (Numba types read-only arrays apart,
+    # which would compile every kernel a second time)
+    view = arr.view()
+    view.flags.writeable = False
+    return view
