@@ -1,7 +1,8 @@
 """Jitted sweeps: generation, simulation and reduction of many points.
 
-One point is ``(schedule id, p, n, m, G)`` with uniform costs ``(f, b, w, comm, gamma, fb)``
-(``fb`` NaN: the pair takes ``f + b``). Kernels release the GIL, so ``fastpp.sweep`` runs
+One point is ``(schedule id, p, n, m, G)`` and its costs: ``fastpp.Costs``'s nine fields
+(``costs.FIELDS``), each one value, one per device or one per stage, read from a flat table
+``values`` at ``at[i, field] = (offset, count)``. Kernels release the GIL, so ``fastpp.sweep`` runs
 slices of points on several threads at once; every point is computed on its own, so results
 do not depend on the thread count. Per-op timelines live only while their point runs.
 """
@@ -10,6 +11,7 @@ import numpy as np
 
 from . import kernels
 from ._jit import jit
+from .costs import FIELDS as COST_FIELDS
 from .generators._emit import TWO_DIRECTIONS, new_ops, placement, routes
 from .generators.chimera import chimera
 from .generators.classic import forward_only, gpipe, one_f_one_b
@@ -24,7 +26,9 @@ COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_ma
            "peak_activations_min", "peak_live_max", "num_ops", "parameter_units", "status")
 (MAKESPAN, BUBBLE, SPAN_BUBBLE, PEAK_MAX, PEAK_MIN, LIVE_MAX, NUM_OPS, PARAMETER_UNITS,
  STATUS) = range(len(COLUMNS))
-OK, DEADLOCK = 0.0, 1.0
+# a point's status: simulated, or why not (BAD_LENGTH + k: field k has the wrong length)
+OK, DEADLOCK, W_ABOVE_B, BAD_LENGTH = 0, 1, 2, 10
+N_FIELDS = len(COST_FIELDS)
 
 # the registry's ids, frozen into the kernel when it compiles
 _ID = {name: spec.sid for name, spec in SCHEDULES.items()}
@@ -77,15 +81,20 @@ def generate(kind, ops, length, p, n, m, G):
 
 
 @jit
-def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
+def _field(values, at, i, k):
+    return values[at[i, k, 0]: at[i, k, 0] + at[i, k, 1]]
+
+
+@jit
+def simulate_points(sid, p, n, m, G, values, at, index, out):
     """Build and simulate the points ``index``; row ``i`` of ``out`` gets point ``i``'s
-    ``COLUMNS``. Forward-only schedules free a forward's activations when it ends.
+    ``COLUMNS`` (activations in the unit of ``act``). Forward-only schedules free a
+    forward's activations when it ends.
 
     Generators do not read costs, so consecutive points with the same ``(schedule, p, n, m,
     G)`` share one build (``fastpp.sweep`` orders points that way).
     """
     built = -1  # the point whose schedule is in block (the first point always builds)
-    unit_act = np.ones(1)  # sweeps count activations in units of M_B
     none = np.zeros((0, 0))  # device_memory stores nothing: the peaks are all a sweep keeps
     none_int = np.zeros((0, 0), np.int64)
     block = np.zeros((1, 1, 1), np.int32)
@@ -101,20 +110,38 @@ def simulate_points(sid, p, n, m, G, f, b, w, comm, gamma, fb, index, out):
             generate(kind, block, length, P, N, M, g)
             stage_device = placement(PLACEMENT[kind], P, M)
             first, last = routes(PLACEMENT[kind], P, N, M)
+        out[i, :] = np.nan
+        V = stage_device.shape[0]
+        bad = -1
+        for k in range(N_FIELDS):
+            count = at[i, k, 1]
+            if bad < 0 and count != 1 and count != P and count != V:
+                bad = k
+        if bad >= 0:
+            out[i, STATUS] = BAD_LENGTH + bad
+            continue
+        c = kernels.stage_costs(_field(values, at, i, 0), _field(values, at, i, 1),
+                                _field(values, at, i, 2), _field(values, at, i, 3),
+                                _field(values, at, i, 4), _field(values, at, i, 5),
+                                _field(values, at, i, 6), _field(values, at, i, 7),
+                                _field(values, at, i, 8), stage_device, M)
+        w_above_b = False
+        for s in range(V):
+            w_above_b |= c[kernels.TW, s] > c[kernels.TB, s]
+        if w_above_b:
+            out[i, STATUS] = W_ABOVE_B
+            continue
         L = total = 0
         for r in range(P):  # (length.max() would compile NumPy's generic reduction)
             L = max(L, length[r])
             total += length[r]
         L = max(1, L)
-        c = kernels.stage_costs(f[i:i + 1], b[i:i + 1], w[i:i + 1], fb[i:i + 1],
-                                comm[i:i + 1], gamma[i:i + 1], unit_act, stage_device, M)
         start = np.zeros((P, L))
         end = np.zeros((P, L))
         pointer = np.zeros(P, np.int64)
         if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
                             c[kernels.TB], c[kernels.TW], c[kernels.TFB], c[kernels.COMM],
                             start, end, pointer) < 0.0:
-            out[i, :] = np.nan
             out[i, STATUS] = DEADLOCK
             continue
         busy = np.zeros(P)

@@ -150,25 +150,14 @@ class Costs:
             if arr.ndim == 1 and len(arr) not in (p, V) and getattr(self, name) is not None:
                 raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
                                     f"or V={V} (got shape {arr.shape})")
-        a = {name: arr.reshape(-1) for name, arr in self._arrays.items()}  # scalars: 1 value
-        rows = kernels.stage_costs(a["f"], a["b"], a["w"], a["fb"], a["comm"], a["gamma"],
-                                   a["act"], stage_to_device, m)
-        if self.bandwidth is not None:  # a hand-off: its latency, then its bytes over the link
-            rows[kernels.COMM] += (_per_stage(self._arrays["message_bytes"], stage_to_device)
-                                  / _per_stage(self._arrays["bandwidth"], stage_to_device))
+        rows = kernels.stage_costs(*(arr.reshape(-1) for arr in self._arrays.values()),
+                                   stage_to_device, m)
         tb, tw = rows[kernels.TB], rows[kernels.TW]
         if np.any(tw > tb):
             s = int(np.argmax(tw > tb))
             raise ScheduleError(f"costs.w must be <= costs.b (got w={tw[s] * m}, b={tb[s] * m} "
                                 f"at stage {s})")
         return StageCosts(*rows)
-
-
-def _per_stage(arr: np.ndarray, stage_to_device: np.ndarray) -> np.ndarray:
-    """One value per virtual stage from one value, one per stage or one per device."""
-    if arr.ndim == 0:
-        return np.full(len(stage_to_device), float(arr))
-    return arr if len(arr) == len(stage_to_device) else arr[stage_to_device]
 
 
 def _read_only(arr: np.ndarray) -> np.ndarray:

@@ -29,11 +29,13 @@ def _pick(values, s, d, V):
 
 
 @jit
-def stage_costs(f, b, w, fb, comm, gamma, act, stage_device, m):
+def stage_costs(f, b, w, comm, gamma, fb, act, bandwidth, message_bytes, stage_device, m):
     """Per-stage rows ``TF, TB, TW, TFB, COMM, UNIT, GAMMA`` (see the module docstring).
 
-    Each input holds one value, one per stage or one per device; chunk times and the
-    activation ``act`` are divided by ``m`` (a NaN ``fb``, not given, stays NaN).
+    The inputs are ``fastpp.Costs``'s fields, in its order, each holding one value, one per
+    stage or one per device. Chunk times and the activation ``act`` are divided by ``m`` (a
+    NaN ``fb``, not given, stays NaN); a hand-off takes its latency ``comm`` plus
+    ``message_bytes / bandwidth`` when ``bandwidth`` is given (not NaN).
     """
     V = stage_device.shape[0]
     out = np.empty((7, V))
@@ -44,6 +46,9 @@ def stage_costs(f, b, w, fb, comm, gamma, act, stage_device, m):
         out[TW, s] = _pick(w, s, d, V) / m
         out[TFB, s] = _pick(fb, s, d, V) / m
         out[COMM, s] = _pick(comm, s, d, V)
+        link = _pick(bandwidth, s, d, V)
+        if not np.isnan(link):
+            out[COMM, s] += _pick(message_bytes, s, d, V) / link
         out[UNIT, s] = _pick(act, s, d, V) / m
         out[GAMMA, s] = _pick(gamma, s, d, V)
     return out

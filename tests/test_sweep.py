@@ -55,6 +55,7 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
     """The sweep kernel builds a schedule once for consecutive points with the same (schedule,
     p, n, m, G); a change in any one of them, or none with other costs, must be seen."""
     from fastpp import batch
+    from fastpp.sweeps.points import cost_table
 
     steps = [("interleaved-1f1b", 4, 12, 2, 4), ("interleaved-1f1b", 4, 12, 2, 4),
              ("looped-bfs", 4, 12, 2, 4), ("looped-bfs", 2, 12, 2, 4),
@@ -64,9 +65,11 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
     p, n, m, G = (np.array(col) for col in list(zip(*steps, strict=True))[1:])
     comm = np.linspace(0.0, 0.3, len(steps))
     ones = np.ones(len(steps))
+    cols = dict(f=ones, b=2 * ones, w=0 * ones, comm=comm, gamma=ones, fb=np.nan * ones,
+                point=np.arange(len(steps)))
+    values, at = cost_table(cols, None)
     out = np.empty((len(steps), len(batch.COLUMNS)))
-    batch.simulate_points(sid, p, n, m, G, ones, 2 * ones, 0 * ones, comm, ones, np.nan * ones,
-                          np.arange(len(steps)), out)
+    batch.simulate_points(sid, p, n, m, G, values, at, np.arange(len(steps)), out)
     for (name, *point, g), row, latency in zip(steps, out, comm, strict=True):
         sched = build_schedule(name, *point, G=g) if name == "interleaved-1f1b" else \
             build_schedule(name, *point)
@@ -121,6 +124,49 @@ def test_invalid_points_are_counted_or_kept(grid_frame):
 def test_w_above_b_is_an_invalid_point():
     df = sweep(["zb-h1"], p=2, n=4, m=1, b=[1.0, 2.0], w=1.5, progress=False, invalid="keep")
     assert df["reason"].tolist() == ["w must be <= b", ""]
+
+
+def test_costs_axis_takes_per_stage_arrays_and_bytes():
+    """Costs as a grid axis: per-device and per-stage arrays, bytes, links; rows equal
+    simulate() with the same Costs, and arrays that do not fit a point make it invalid."""
+    loop = Costs(1.0, 2.0, w=1.0, act=3e9)
+    uneven = Costs([1.0, 2.0, 1.5, 1.0], 2.0, w=[0.5, 1.0, 1.0, 1.0], act=[1e9, 2e9, 1e9, 1e9],
+                   bandwidth=1e10, message_bytes=1e8, comm=0.01, gamma=0.25)
+    per_stage = Costs(np.linspace(1.0, 2.0, 8), np.linspace(2.0, 3.0, 8), w=0.5, fb=2.5)
+    objects = [loop, uneven, per_stage]
+    df = sweep(["1f1b", "zbv", "interleaved-1f1b", "dualpipe"], p=[2, 4], n=8, m=None,
+               costs=objects, progress=False, invalid="keep")
+    assert len(df) == 4 * 2 * 3 and df.columns[12] == "costs"
+    ok = df[df["reason"] == ""]
+    assert len(ok) >= 12
+    for row in ok.itertuples():
+        res = simulate(build_schedule(row.schedule, row.p, row.n, row.m), objects[row.costs])
+        assert (row.makespan, row.peak_activations_max, row.span_bubble_ratio) == (
+            res.makespan, res.peak_activations.max(), res.span_bubble_ratio), row
+    assert ok[ok["costs"] == 0]["peak_activations_max"].min() >= 3e9 / 2  # bytes, chunk of m=2
+    # the scalar cost columns show scalars, NaN for arrays
+    assert df[df["costs"] == 1]["b"].eq(2.0).all() and df[df["costs"] == 1]["f"].isna().all()
+    # 1F1B with p=2 has V=2 stages: four values fit neither p nor V
+    bad = df[(df["schedule"] == "1f1b") & (df["p"] == 2) & (df["costs"] == 1)]
+    assert bad["reason"].tolist() == ["costs.f must be a scalar or an array of length p=2 or "
+                                      "V=2 (got 4)"]
+    with pytest.raises(ScheduleError, match=r"give costs or the scalar costs .* not both "
+                                            r"\(got costs and \['w'\]\)"):
+        sweep(costs=loop, w=1.0, progress=False)
+    with pytest.raises(TypeError, match="costs must hold fastpp.Costs"):
+        sweep(costs=[loop, 3.0], progress=False)
+
+
+def test_points_table_with_a_costs_column():
+    a, b = Costs(1.0, 2.0, w=1.0), Costs([1.0, 1.5], 2.0, w=1.0, comm=0.1)
+    table = pd.DataFrame({"schedule": ["zb-h1", "1f1b", "zb-h1"], "p": [2, 2, 2], "n": [4, 4, 6],
+                          "m": [1, 1, 1], "costs": [a, b, Costs(1.0, 2.0, w=1.0)]})
+    df = sweep(points=table, progress=False)
+    assert df["costs"].tolist() == [0, 1, 0]  # equal Costs are one
+    for row, c in zip(df.itertuples(), [a, b, a], strict=True):
+        assert row.makespan == simulate(build_schedule(row.schedule, 2, row.n), c).makespan
+    with pytest.raises(ScheduleError, match="a costs column or cost columns, not both"):
+        sweep(points=table.assign(f=1.0), progress=False)
 
 
 def test_points_table(grid_frame):

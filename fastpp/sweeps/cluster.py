@@ -9,8 +9,8 @@ from .run import Chunk
 from .warmup import warm_up
 
 
-def _task(cols, invalid):
-    return Chunk(cols).result(invalid)
+def _task(cols, objects, invalid):
+    return Chunk(cols, objects).result(invalid)
 
 
 def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator:
@@ -43,6 +43,6 @@ def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator
 
 
 def _submit(client, plan, c, chunk_size, invalid):
-    future = client.submit(_task, plan.chunk(c, chunk_size), invalid, pure=False)
+    future = client.submit(_task, plan.chunk(c, chunk_size), plan.objects, invalid, pure=False)
     future.key_chunk = c
     return future

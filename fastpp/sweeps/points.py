@@ -8,11 +8,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..checks import ScheduleError, numbers, positive_ints
-from ..costs import FIELDS
+from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_ints
+from ..costs import FIELDS, Costs
 from ..generators.registry import SCHEDULES, get_spec
 
 COSTS = ("f", "b", "w", "comm", "gamma", "fb")  # the cost columns a sweep point carries
+DEFAULTS = {"f": 1.0, "b": 2.0, "w": 0.0, "comm": 0.0, "gamma": 1.0, "fb": None}
+DEFAULTS_REST = {"act": 1.0, "bandwidth": np.nan, "message_bytes": 0.0}  # not sweep columns
 INPUTS = ("schedule", "p", "n", "m", "G", *COSTS)
 NAMES = np.array(list(SCHEDULES), dtype=object)  # schedule id -> name
 DEFAULT_M = np.array([spec.default_m for spec in SCHEDULES.values()], np.int64)
@@ -45,7 +47,7 @@ class GridPlan:
     the grid takes ``n_per_p = (1, 2, 4)``.
     """
 
-    def __init__(self, schedules, p, n, n_per_p, m, G, costs):
+    def __init__(self, schedules, p, n, n_per_p, m, G, costs, objects):
         names = list(SCHEDULES) if schedules is None else as_list(schedules, "schedules")
         sids = [get_spec(name).sid for name in names]
         if n is not None and n_per_p is not None:
@@ -62,14 +64,19 @@ class GridPlan:
             # 0: each schedule's default_m
             "m": np.zeros(1, np.int64) if m is None else positive_ints(as_list(m, "m"), "m"),
         }
-        for name in COSTS:
-            as_list(costs[name], name)  # not empty
-            self.axes[name] = np.atleast_1d(cost_column(name, costs[name]))
+        self.objects = None if objects is None else costs_list(as_list(objects, "costs"))
+        if self.objects is not None:
+            self.axes["costs"] = np.arange(len(self.objects))
+        else:
+            for name in COSTS:
+                as_list(costs[name], name)  # not empty
+                self.axes[name] = np.atleast_1d(cost_column(name, costs[name]))
         self.G = None if G is None else int(positive_ints([G], "G")[0])
         self.shape = tuple(len(v) for v in self.axes.values())
         self.total = int(np.prod(self.shape))
         key = {k: v.tolist() for k, v in self.axes.items()}
-        key.update(relative=self.relative, G=self.G, names=[NAMES[s] for s in sids])
+        key.update(relative=self.relative, G=self.G, names=[NAMES[s] for s in sids],
+                   costs=None if self.objects is None else [_key(c) for c in self.objects])
         self.fingerprint = digest(json.dumps(key, sort_keys=True, default=str))
 
     def chunk(self, c: int, size: int) -> dict[str, np.ndarray]:
@@ -81,13 +88,16 @@ class GridPlan:
         cols["m"] = np.where(cols["m"] == 0, DEFAULT_M[cols["schedule"]], cols["m"])
         cols["G"] = cols["p"].copy() if self.G is None else np.full(len(index), self.G)
         cols["point"] = index
+        if self.objects is not None:
+            cols.update(scalar_columns(self.objects, cols["costs"]))
         return cols
 
 
 class TablePlan:
-    """An explicit table of points: columns ``schedule, p, n, m``, optionally ``G`` and costs."""
+    """An explicit table of points: columns ``schedule, p, n, m``, optionally ``G`` and either
+    cost columns or a ``costs`` column of ``fastpp.Costs``."""
 
-    def __init__(self, points, costs):
+    def __init__(self, points, costs, objects):
         import pandas as pd
 
         if not isinstance(points, pd.DataFrame):
@@ -96,10 +106,13 @@ class TablePlan:
         if missing:
             raise ScheduleError(f"points must have the columns schedule, p, n, m (missing "
                                 f"{missing})")
-        unknown = sorted(set(points.columns) - set(INPUTS))
+        unknown = sorted(set(points.columns) - {*INPUTS, "costs"})
         if unknown:
-            raise ScheduleError(f"points may only have the columns {list(INPUTS)} (got "
+            raise ScheduleError(f"points may only have the columns {[*INPUTS, 'costs']} (got "
                                 f"{unknown})")
+        if objects is not None:
+            raise ScheduleError("costs must be a column of points when points are given (got "
+                                "costs= as well)")
         self.total = len(points)
         names = points["schedule"].to_numpy(dtype=object)
         for name in pd.unique(names):
@@ -109,7 +122,21 @@ class TablePlan:
             self.cols[name] = positive_ints(points[name].to_numpy(), name)
         self.cols["G"] = (positive_ints(points["G"].to_numpy(), "G") if "G" in points else
                           self.cols["p"].copy())
+        self.objects = None
+        if "costs" in points:
+            both = sorted(set(points.columns) & set(COSTS))
+            if both:
+                raise ScheduleError(f"points must have a costs column or cost columns, not both "
+                                    f"(got costs and {both})")
+            distinct: dict[Costs, int] = {}
+            ids = [distinct.setdefault(c, len(distinct))
+                   for c in costs_list(points["costs"].tolist())]
+            self.objects = list(distinct)
+            self.cols["costs"] = np.array(ids, np.int64)
+            self.cols.update(scalar_columns(self.objects, self.cols["costs"]))
         for name in COSTS:
+            if name in self.cols:
+                continue
             if name in points:
                 self.cols[name] = cost_column(name, points[name].to_numpy())
                 continue
@@ -120,14 +147,62 @@ class TablePlan:
             self.cols[name] = cost_column(name, [value] * self.total)
         self.cols["point"] = np.arange(self.total)
         frame = pd.DataFrame({k: self.cols[k] for k in (*INPUTS, "point")})
-        self.fingerprint = digest(pd.util.hash_pandas_object(frame, index=False).to_numpy())
+        data = pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()
+        if self.objects is not None:  # (hash() is salted per process: resume needs stable)
+            data += self.cols["costs"].tobytes() + json.dumps(
+                [_key(c) for c in self.objects]).encode()
+        self.fingerprint = digest(data)
 
     def chunk(self, c: int, size: int) -> dict[str, np.ndarray]:
         return {k: v[c * size: (c + 1) * size] for k, v in self.cols.items()}
 
 
+def costs_list(values) -> list[Costs]:
+    """``values`` if every one is a ``fastpp.Costs``."""
+    for i, c in enumerate(values):
+        if not isinstance(c, Costs):
+            raise ScheduleTypeError(f"costs must hold fastpp.Costs (got {type(c).__name__} at "
+                                    f"position {i})")
+    return list(values)
+
+
+def _key(c: Costs) -> list:
+    return [[name, arr.tolist()] for name, arr in c.arrays.items()]
+
+
+def scalar_columns(objects: list[Costs], ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The cost columns of points given as ``Costs``: a field's value, NaN if it is an array."""
+    table = np.array([[float(a) if (a := c.arrays[k]).ndim == 0 else np.nan for k in COSTS]
+                      for c in objects]).reshape(len(objects), len(COSTS))
+    return {k: table[ids, i] for i, k in enumerate(COSTS)}
+
+
+def cost_table(cols: dict[str, np.ndarray], objects: list[Costs] | None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's cost layout for the points ``cols``: flat ``values`` and ``at[i, field] =
+    (offset, count)`` (see ``fastpp.batch``). Scalar columns are used in place; each ``Costs``
+    is stored once, however many points share it."""
+    count = len(cols["point"])
+    at = np.ones((count, len(FIELDS), 2), np.int64)
+    if objects is None:
+        values = np.concatenate([*(cols[k] for k in COSTS), list(DEFAULTS_REST.values())])
+        for f, name in enumerate(FIELDS):
+            at[:, f, 0] = (COSTS.index(name) * count + np.arange(count) if name in COSTS else
+                           len(COSTS) * count + list(DEFAULTS_REST).index(name))
+        return values, at
+    parts, place = [], np.empty((len(objects), len(FIELDS), 2), np.int64)
+    offset = 0
+    for i, c in enumerate(objects):
+        for f, arr in enumerate(c.arrays.values()):
+            flat = arr.reshape(-1)
+            place[i, f] = offset, flat.size
+            parts.append(flat)
+            offset += flat.size
+    return np.concatenate(parts), np.ascontiguousarray(place[cols["costs"]])
+
+
 def digest(data) -> str:
-    raw = data.encode() if isinstance(data, str) else np.ascontiguousarray(data).tobytes()
+    raw = data.encode() if isinstance(data, str) else bytes(data)
     return hashlib.sha256(raw).hexdigest()[:32]
 
 

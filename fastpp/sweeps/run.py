@@ -11,7 +11,7 @@ import numpy as np
 from .. import batch
 from ..checks import ScheduleError, one_of, positive_int
 from ..generators.registry import SCHEDULES
-from .points import INPUTS, NAMES, GridPlan, TablePlan, chunk_len
+from .points import DEFAULTS, INPUTS, NAMES, GridPlan, TablePlan, chunk_len, cost_table
 from .store import Store
 from .warmup import warm_up
 
@@ -24,7 +24,8 @@ _MIN_SLICE = 64  # the fewest points a thread takes at a time
 
 
 def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
-          f=1.0, b=2.0, w=0.0, comm=0.0, gamma=1.0, fb=None, points=None, out=None,
+          costs=None, f=None, b=None, w=None, comm=None, gamma=None, fb=None, points=None,
+          out=None,
           resume: bool = False, chunk_size: int = 4096, workers: int | None = None,
           executor: str = "threads", scheduler: str | None = None, progress: bool = True,
           invalid: str = "drop", collect: bool = True):
@@ -45,11 +46,19 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
         when neither is given is ``(1, 2, 4)``.
     G : int, optional
         Interleaved 1F1B's group size (default ``p``).
+    costs : fastpp.Costs or list of fastpp.Costs, optional
+        Costs as a grid axis, any field an array over devices or stages, activations in any
+        unit (bytes give byte peaks); instead of the scalar keywords below. The rows then
+        have a ``costs`` column (the position in this list) and the scalar cost columns hold a
+        field's value, or NaN where it is an array. A point whose arrays do not fit its
+        ``p`` or ``V`` is an invalid point with its reason.
     f, b, w, comm, gamma, fb : float or list of float
-        Costs, as for ``fastpp.Costs`` (``fb=None``: the overlapped pair takes ``f + b``).
+        Scalar costs, as for ``fastpp.Costs`` (defaults 1, 2, 0, 0, 1 and ``None``: the
+        overlapped pair takes ``f + b``).
     points : pandas.DataFrame, optional
         An explicit table instead of a grid: columns ``schedule, p, n, m`` and optionally
-        ``G`` and cost columns (missing costs take the keyword values).
+        ``G`` and either cost columns (missing ones take the keyword values) or a ``costs``
+        column of ``fastpp.Costs``.
     out : path, optional
         A new or empty folder for the results: one Parquet file per chunk (CSV without
         pyarrow), readable as one dataset by ``pandas.read_parquet(out)``, DuckDB and Dask;
@@ -91,9 +100,9 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     Examples
     --------
     >>> import fastpp
-    >>> df = fastpp.sweep(["1f1b", "zb-h1"], p=4, n=8, w=1.0, progress=False)
+    >>> df = fastpp.sweep(["1f1b", "zb-h1"], p=4, n=8, w=1.0, progress=False)  # f=1, b=2
     >>> df[["schedule", "makespan", "peak_activations_max"]].values.tolist()
-    [['1f1b', 33.0, 4.0], ['zb-h1', 30.0, 4.0]]
+    [['1f1b', 33.0, 4.0], ['zb-h1', 27.0, 4.0]]
     """
     import pandas as pd
 
@@ -101,9 +110,13 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     one_of(executor, "executor", ("threads", "dask"))
     chunk_size = positive_int(chunk_size, "chunk_size")
     workers = os.cpu_count() or 1 if workers is None else positive_int(workers, "workers")
-    costs = dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb)
-    plan = (TablePlan(points, costs) if points is not None else
-            GridPlan(schedules, p, n, n_per_p, m, G, costs))
+    given = dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb)
+    if costs is not None and any(v is not None for v in given.values()):
+        raise ScheduleError(f"give costs or the scalar costs f, b, w, comm, gamma, fb, not both "
+                            f"(got costs and {[k for k, v in given.items() if v is not None]})")
+    scalars = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
+    plan = (TablePlan(points, scalars, costs) if points is not None else
+            GridPlan(schedules, p, n, n_per_p, m, G, scalars, costs))
     store = (Store(out, plan.fingerprint, plan.total, chunk_size, resume)
              if out is not None else None)
     n_chunks = -(-plan.total // chunk_size)
@@ -129,8 +142,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
                 # previous one and validates the next (the kernels release the GIL)
                 running = None
                 for c in [*todo, None]:
-                    started = None if c is None else Chunk(plan.chunk(c, chunk_size), pool,
-                                                           workers)
+                    started = None if c is None else Chunk(plan.chunk(c, chunk_size),
+                                                           plan.objects, pool, workers)
                     if running is not None:
                         finished(running[0], *running[1].result(invalid))
                         bar.update(chunk_len(running[0], chunk_size, plan.total))
@@ -151,7 +164,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
             parts[c], skipped[c] = store.read(c), store.skipped(c)
     # chunks of only invalid points are empty: an empty frame has no dtypes to keep
     frames = [parts[c] for c in range(n_chunks) if parts[c] is not None and len(parts[c])]
-    df = pd.concat(frames, ignore_index=True) if frames else _empty_frame(invalid)
+    df = (pd.concat(frames, ignore_index=True) if frames else
+          _empty_frame(invalid, plan.objects is not None))
     reasons: dict[str, int] = {}
     for counts in skipped.values():
         for reason, count in counts.items():
@@ -177,8 +191,7 @@ def _by_schedule(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _reasons(cols: dict[str, np.ndarray], group: np.ndarray, one: np.ndarray) -> np.ndarray:
-    """Per point, why it cannot run ("" when it can): the schedule's rules (checked once per
-    group), then w <= b."""
+    """Per point, which rule of its schedule it breaks ("" for none), checked once per group."""
     sid = cols["schedule"][one]
     per_group = np.full(len(one), "", dtype=object)
     for s in np.unique(sid):
@@ -186,31 +199,38 @@ def _reasons(cols: dict[str, np.ndarray], group: np.ndarray, one: np.ndarray) ->
         sel = one[mine]
         per_group[mine] = SCHEDULES[NAMES[s]].reasons(cols["p"][sel], cols["n"][sel],
                                                       cols["m"][sel], cols["G"][sel])
-    reasons = per_group[group]
-    bad_w = (reasons == "") & (cols["w"] > cols["b"])
-    reasons[bad_w] = "w must be <= b"
-    return reasons
+    return per_group[group]
+
+
+def _cost_reason(status: int, p: int, V: int, counts: np.ndarray) -> str:
+    """Why the kernel did not simulate a point (its status is not OK)."""
+    if status == batch.W_ABOVE_B:
+        return "w must be <= b"
+    k = status - batch.BAD_LENGTH
+    return (f"costs.{list(batch.COST_FIELDS)[k]} must be a scalar or an array of length p={p} "
+            f"or V={V} (got {counts[k]})")
 
 
 class Chunk:
     """One chunk: validated and started on construction, turned into a frame by ``result``."""
 
-    def __init__(self, cols: dict[str, np.ndarray], pool=None, threads: int = 1):
+    def __init__(self, cols: dict[str, np.ndarray], objects=None, pool=None, threads: int = 1):
         self.cols = cols
         group, one = _by_schedule(cols)
         self.reasons = _reasons(cols, group, one)
-        self.ok = self.reasons == ""
-        valid = {k: v[self.ok] for k, v in cols.items()}
-        count = len(valid["point"])
-        self.values = np.empty((count, len(batch.COLUMNS)))
+        self.ran = np.flatnonzero(self.reasons == "")  # the points the kernel gets
+        valid = {k: v[self.ran] for k, v in cols.items()}
+        self.values, self.at = cost_table(valid, objects)
+        count = len(self.ran)
+        self.out = np.empty((count, len(batch.COLUMNS)))
         # points that share a schedule stay together (one build serves them all); a fixed
         # shuffle of the schedules spreads large and small points over the slices
         rank = np.random.default_rng(count).permutation(len(one))
-        order = np.argsort(rank[group[self.ok]], kind="stable")
-        args = [np.ascontiguousarray(valid[k]) for k in INPUTS]
+        order = np.argsort(rank[group[self.ran]], kind="stable")
+        args = [np.ascontiguousarray(valid[k]) for k in INPUTS[:5]]
 
         def run(index):
-            batch.simulate_points(*args, index, self.values)
+            batch.simulate_points(*args, self.values, self.at, index, self.out)
 
         if pool is None:
             run(order)
@@ -225,36 +245,55 @@ class Chunk:
 
         for job in self.jobs:
             job.result()
-        cols, reasons, ok, values = self.cols, self.reasons, self.ok, self.values
-        stuck = np.flatnonzero(values[:, batch.STATUS] != batch.OK)
+        cols, reasons, out = self.cols, self.reasons, self.out
+        status = out[:, batch.STATUS].astype(np.int64)
+        stuck = np.flatnonzero(status == batch.DEADLOCK)
         if stuck.size:
-            point = {k: v[self.ok][stuck[0]] for k, v in cols.items()}
+            point = {k: v[self.ran[stuck[0]]] for k, v in cols.items()}
             point["schedule"] = NAMES[point["schedule"]]
             raise ScheduleError(f"a generated schedule deadlocked at {point}: a fastpp bug, "
                                 "please report it")
+        for i in np.flatnonzero(status != batch.OK):  # costs that do not fit the point
+            x = self.ran[i]
+            V = _stages(cols, x)
+            reasons[x] = _cost_reason(int(status[i]), int(cols["p"][x]), V, self.at[i, :, 1])
+        ok = reasons == ""
         skipped = Counter(reasons[~ok].tolist())
         keep = invalid == "keep"
         rows = np.arange(len(reasons)) if keep else np.flatnonzero(ok)
-        metrics = np.full((len(rows), batch.STATUS), np.nan)
-        metrics[ok[rows] if keep else slice(None)] = values[:, :batch.STATUS]
+        metrics = np.full((len(reasons), batch.STATUS), np.nan)
+        metrics[self.ran] = out[:, :batch.STATUS]
+        metrics = metrics[rows]
         data = {"point": cols["point"][rows],
                 "schedule": pd.Series(NAMES[cols["schedule"][rows]], dtype=object).astype(str),
-                **{k: cols[k][rows] for k in INPUTS[1:]}}
+                **{k: cols[k][rows] for k in (*INPUTS[1:], "costs") if k in cols}}
         for i, name in enumerate(batch.COLUMNS[:batch.STATUS]):
             data[name] = (metrics[:, i].astype(np.int64) if name in _INTEGER and not keep
                           else metrics[:, i])
         data["throughput"] = data["n"] / data["makespan"]
         # one frame, built once, in COLUMNS's order (inserting column by column costs ~1 ms)
-        frame = pd.DataFrame({k: data[k] for k in COLUMNS})
+        frame = pd.DataFrame({k: data[k] for k in _columns("costs" in cols)})
         if keep:
             frame["reason"] = reasons[rows]
         return frame, dict(skipped)
 
 
-def _empty_frame(invalid: str):
+def _stages(cols: dict[str, np.ndarray], x: int) -> int:
+    """Virtual stages of point ``x``: ``p * m``, twice that for two-direction schedules."""
+    two = batch.PLACEMENT[cols["schedule"][x]] == batch.TWO_DIRECTIONS
+    return int(cols["p"][x] * cols["m"][x] * (2 if two else 1))
+
+
+def _columns(with_costs: bool) -> tuple[str, ...]:
+    return COLUMNS if not with_costs else (*COLUMNS[:len(INPUTS) + 1], "costs",
+                                           *COLUMNS[len(INPUTS) + 1:])
+
+
+def _empty_frame(invalid: str, with_costs: bool):
     import pandas as pd
 
-    return pd.DataFrame(columns=list(COLUMNS) + (["reason"] if invalid == "keep" else []))
+    return pd.DataFrame(columns=list(_columns(with_costs)) + (["reason"] if invalid == "keep"
+                                                             else []))
 
 
 def _progress(total: int, enabled: bool, done: int):
