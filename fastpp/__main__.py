@@ -1,4 +1,4 @@
-"""The command line: ``python -m fastpp {simulate, optimize, show, list}``."""
+"""The command line: ``python -m fastpp {simulate, optimize, plan, show, list}``."""
 
 from __future__ import annotations
 
@@ -94,6 +94,8 @@ def main(argv=None) -> int:
     opt.add_argument("--seed", type=int, default=0, help="local search seed (0)")
     opt.add_argument("--quiet", action="store_true", help="no progress bar")
     _output_args(opt)
+    pl = sub.add_parser("plan", help="the fastest configurations of a model on N GPUs")
+    _plan_args(pl)
     show = sub.add_parser("show", help="print a schedule's ops laid out by time, bubbles as dots")
     _schedule_args(show)
     _cost_args(show)
@@ -109,6 +111,8 @@ def main(argv=None) -> int:
                 print(f"{name:<{width}}  {spec.summary}\n{'':<{width}}  constraints: "
                       f"{spec.describe()}")
             return 0
+        if args.command == "plan":
+            return _plan(args)
         if args.command == "optimize":
             costs = Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma)
             found = optimize(args.p, args.n, costs, memory=_memory_limit(args.memory, args.p),
@@ -130,6 +134,67 @@ def main(argv=None) -> int:
     except (ScheduleError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _plan_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--model", default="llama3-70b", help="a preset (llama3-70b; see "
+                    "fastpp.model.MODELS)")
+    ap.add_argument("--gpus", type=int, default=64, help="GPUs in all (64)")
+    ap.add_argument("--hardware", default="H100-80GB", help="a preset (H100-80GB)")
+    ap.add_argument("--seq", type=int, default=8192, help="sequence length (8192)")
+    ap.add_argument("--global-batch", type=int, default=512, help="sequences per step (512)")
+    ap.add_argument("--efficiency", type=float, default=None,
+                    help="fraction of the peak FLOP/s reached (the preset's: 0.5)")
+    ap.add_argument("--schedules", nargs="+", default=None, metavar="NAME")
+    for flag, what in (("--tp", "tensor-parallel degrees"), ("--pp", "pipeline degrees"),
+                       ("--microbatch", "sequences per microbatch"), ("-m", "chunks per device")):
+        ap.add_argument(flag, nargs="+", type=int, default=None, help=f"{what} (default: all)")
+    ap.add_argument("--recompute", nargs="+", default=None,
+                    choices=["none", "selective", "full"], help="(default: all)")
+    ap.add_argument("--zero", nargs="+", type=int, default=[1], help="ZeRO stages (1)")
+    ap.add_argument("--capacity-gb", type=float, default=None, help="GB per GPU (the preset's)")
+    ap.add_argument("--gradient-overlap", type=float, default=0.0,
+                    help="part of the gradient reduction hidden under the drain (0)")
+    ap.add_argument("--top", type=int, default=10, help="configurations to print (10)")
+    ap.add_argument("--out", default="results", help="folder for plan.parquet, plan.png")
+    ap.add_argument("--no-plots", action="store_true", help="skip the PNG")
+
+
+def _plan(args) -> int:
+    import time
+    from pathlib import Path
+
+    from .model import HARDWARE, plan
+    from .model.hardware import preset
+    from .model.plan import summary
+
+    hardware = preset(HARDWARE, args.hardware, "hardware")
+    if args.efficiency is not None:
+        hardware = hardware.with_efficiency(args.efficiency)
+    start = time.perf_counter()
+    df = plan(args.model, args.gpus, hardware, seq=args.seq, global_batch=args.global_batch,
+              schedules=args.schedules, tp=args.tp, pp=args.pp, microbatch=args.microbatch,
+              m=args.m, recompute=args.recompute, zero=args.zero,
+              capacity=None if args.capacity_gb is None else args.capacity_gb * 1e9,
+              gradient_overlap=args.gradient_overlap)
+    seconds = time.perf_counter() - start
+    ran = int(df["step_time"].notna().sum())
+    print(f"{args.model} on {args.gpus} x {hardware.name} ({hardware.efficiency:.0%} of peak), "
+          f"sequence {args.seq}, global batch {args.global_batch}: planned in {seconds:.2f} s "
+          f"({ran / seconds:,.0f} simulated configurations per second)\n")
+    print(summary(df, args.top))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(out / "plan.parquet", index=False)
+    print(f"\ntable: {out / 'plan.parquet'}")
+    if not args.no_plots:
+        from . import plot
+
+        capacity = hardware.memory_bytes if args.capacity_gb is None else args.capacity_gb * 1e9
+        png = plot.plan_scatter(df, out / "plan.png", capacity,
+                                title=f"{args.model} on {args.gpus} x {hardware.name}")
+        print(f"picture: {png}")
     return 0
 
 

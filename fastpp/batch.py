@@ -86,10 +86,11 @@ def _field(values, at, i, k):
 
 
 @jit
-def simulate_points(sid, p, n, m, G, values, at, index, out):
+def simulate_points(sid, p, n, m, G, values, at, index, out, peaks, peak_at):
     """Build and simulate the points ``index``; row ``i`` of ``out`` gets point ``i``'s
     ``COLUMNS`` (activations in the unit of ``act``). Forward-only schedules free a
-    forward's activations when it ends.
+    forward's activations when it ends. Unless ``peaks`` is empty, device ``r``'s peak
+    activations of point ``i`` also go to ``peaks[peak_at[i] + r]``.
 
     Generators do not read costs, so consecutive points with the same ``(schedule, p, n, m,
     G)`` share one build (``fastpp.sweep`` orders points that way).
@@ -152,6 +153,8 @@ def simulate_points(sid, p, n, m, G, values, at, index, out):
             peak, live = kernels.device_memory(block, length, r, c[kernels.UNIT],
                                                c[kernels.GAMMA], FORWARD_ONLY[kind], none,
                                                none, none_int, none_int)
+            if peaks.shape[0] > 0:
+                peaks[peak_at[i] + r] = peak
             peak_max = max(peak_max, peak)
             peak_min = min(peak_min, peak)
             live_max = max(live_max, live)

@@ -162,3 +162,30 @@ def pareto(df, path, x: str = "peak_activations_max", y: str = "bubble_ratio",
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
+
+
+def plan_scatter(df, path, capacity: float | None = None, title: str | None = None) -> Path:
+    """Tokens per second against bytes per GPU of a plan's configurations, those that fit
+    coloured by schedule, those that do not grey; the capacity as a vertical line."""
+    plt = _pyplot()
+    ran = df[df["step_time"].notna()]
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.12, top=0.92)
+    misses = ran[~ran["fits"]]
+    ax.scatter(misses["peak_memory"] / 1e9, misses["tokens_per_s"], s=10, color="#BBBBBB",
+               label="does not fit", alpha=0.6)
+    cmap = plt.get_cmap("tab20")
+    fits = ran[ran["fits"]]
+    for i, (name, group) in enumerate(fits.groupby("schedule", sort=True)):
+        ax.scatter(group["peak_memory"] / 1e9, group["tokens_per_s"], s=18, color=cmap(i % 20),
+                   label=name, alpha=0.9)
+    if capacity is not None:
+        ax.axvline(capacity / 1e9, color="black", lw=1, ls="--", label="capacity")
+    ax.set_xscale("log")  # misses run to many times the capacity
+    ax.set_xlabel("memory per GPU, GB (parameters, gradients, optimizer, activations)")
+    ax.set_ylabel("tokens per second")
+    ax.set_title(title or "configurations: throughput against memory")
+    ax.legend(fontsize=7, ncol=2, frameon=False)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)

@@ -1,69 +1,107 @@
-"""Real costs: formulas against hand calculations, uneven stages against the reference."""
+"""fastpp.model: formulas against hand calculations, plan rows against simulate()."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from reference import assert_agrees, simulate_reference
 
-from fastpp import Costs, ScheduleError, build_schedule, simulate
+from fastpp import ScheduleError, build_schedule, simulate
 from fastpp.model import (
-    HARDWARE,
-    LINKS,
+    MODELS,
+    PLAN_COLUMNS,
     Hardware,
     Link,
     Transformer,
-    model_sweep,
-    static_bytes,
+    chunk_layers,
+    device_bytes,
+    layer_costs,
+    plan,
     transformer_costs,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = Transformer(layers=4, hidden=8, heads=2, seq=16, microbatch=2, vocab=10)
-SLOW = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, efficiency=0.5)  # 5e5 FLOP/s
-WIRE = Link("toy", bandwidth=1000.0, latency=0.01)
+GPT = Transformer(layers=4, hidden=8, heads=2, vocab=10, dropout=True, flash_attention=False)
+LLAMA = Transformer(layers=4, hidden=8, heads=2, kv_heads=1, ffn=16, vocab=10, swiglu=True)
+WIRE = Link("toy-node", bandwidth=1000.0, latency=0.01)
+TOY = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=WIRE,
+               network=Link("toy-net", 100.0, 0.1), efficiency=0.5, gpus_per_node=4)
 
 
-def test_layer_formulas_by_hand():
-    # s*b*h = 16*2*8 = 256; 24h = 192, 4s = 64, 8s = 128
-    assert SMALL.layer_flops() == (256 * 256, 256 * 320, 256 * 192)
-    # M_B = s*b*(34h + 5as) = 32*(272 + 160), M_W = 32*s*b*h
-    assert SMALL.layer_activation_bytes() == (32 * 432, 32 * 256)
-    assert SMALL.layer_params() == 12 * 64 + 13 * 8
-    assert SMALL.message_bytes() == 256 * 2
-    flash = Transformer(layers=4, hidden=8, heads=2, seq=16, microbatch=2, flash_attention=True)
-    assert flash.layer_activation_bytes() == (32 * 272, 32 * 256)
+def test_parameters_by_hand():
+    # GPT: 12h^2 matrix parameters, two norms; untied here: embedding and output 2vh
+    assert GPT.matrix_params() == 12 * 64 and GPT.layer_params() == 768 + 16
+    # SwiGLU with GQA: Q and O 2h^2, K and V 2h*kv (kv = 1 * 8 / 2 = 4), MLP 3hF
+    assert LLAMA.kv == 4 and LLAMA.matrix_params() == 128 + 64 + 384
+    assert LLAMA.params() == 4 * (576 + 16) + 2 * 10 * 8
+    # the presets' published sizes
+    assert MODELS["llama2-7b"].params() == pytest.approx(6.74e9, rel=1e-3)
+    assert MODELS["llama3-70b"].params() == pytest.approx(70.55e9, rel=1e-3)
+    assert MODELS["llama3-405b"].params() == pytest.approx(405.85e9, rel=1e-3)
+    assert MODELS["gpt3-175b"].params() == pytest.approx(174.6e9, rel=1e-3)
+
+
+def test_layer_flops_and_bytes_by_hand():
+    # s*b*h = 16*2*8 = 256: the Zero Bubble paper's Table 1 and Korthikanti et al. 2022
+    c = layer_costs(GPT, 16, 2, 1, False, 0)
+    assert (c["forward"], c["input_grad"], c["weight_grad"]) == (256 * 256, 256 * 320,
+                                                                 256 * 192)
+    assert c["activations"] == 32 * (34 * 8 + 5 * 2 * 16)  # sb(34h + 5as)
+    assert c["gamma"] == pytest.approx(32 * 256 / (32 * 432))  # M_W / M_B = 32sbh / M_B
+    # t = 2: sbh(10 + 24/t + 5as/(ht)) without sequence parallelism, sbh(34/t + ...) with it
+    assert layer_costs(GPT, 16, 2, 2, False, 0)["activations"] == 256 * (10 + 12 + 10)
+    assert layer_costs(GPT, 16, 2, 2, True, 0)["activations"] == 256 * (17 + 10)
+    assert layer_costs(GPT, 16, 2, 2, False, 0)["forward"] == 256 * 256 / 2
+    # selective: no scores, their FLOPs again in the backward; full: the input, a forward
+    selective = layer_costs(GPT, 16, 2, 2, True, 1)
+    assert selective["activations"] == 256 * 17
+    assert selective["input_grad"] == (256 * 320 + 4 * 2 * 16 * 16 * 8) / 2
+    full = layer_costs(GPT, 16, 2, 2, True, 2)
+    assert full["activations"] == 2 * 256 / 2 and full["gamma"] == 1.0
+    assert full["input_grad"] == (256 * 320 + 256 * 256) / 2
+    assert full["collectives_backward"] == 4 and full["collectives_forward"] == 2
+    # SwiGLU stores 8F per sb in the MLP, GQA 4kv for K and V; FlashAttention no scores
+    assert layer_costs(LLAMA, 16, 2, 1, False, 0)["activations"] == 32 * (8 * 8 + 16 + 16 + 16
+                                                                          + 128)
 
 
 def test_stage_costs_by_hand():
     sched = build_schedule("1f1b", 2, 4)  # two layers per stage
-    c = transformer_costs(SMALL, sched, SLOW, WIRE).per_stage(sched)
-    out = 2 * 16 * 2 * 8 * 10  # 2sbhv FLOPs of the output layer, on the last stage
-    np.testing.assert_allclose(c.tf, [2 * 65536 / 5e5, (2 * 65536 + out) / 5e5])
-    np.testing.assert_allclose(c.tb, [2 * (81920 + 49152) / 5e5,
-                                      (2 * (81920 + 49152) + 2 * out) / 5e5])
-    np.testing.assert_allclose(c.tw, [2 * 49152 / 5e5, (2 * 49152 + out) / 5e5])
-    np.testing.assert_allclose(c.comm, 0.01 + 512 / 1000)  # latency + bytes / bandwidth
-    # activations: layers * M_B, plus the embedding's 2sbh and the fp32 logits' 4sbv bytes
-    np.testing.assert_allclose(c.unit, [2 * 13824 + 2 * 256, 2 * 13824 + 4 * 16 * 2 * 10])
-    np.testing.assert_allclose(c.gamma, [2 * 8192 / (2 * 13824 + 512),
-                                         2 * 8192 / (2 * 13824 + 1280)])
-    # parameters: 2 layers plus the embedding (first) or the output layer (last), 16 B each
-    assert static_bytes(SMALL, sched).tolist() == [(2 * 872 + 80) * 16] * 2
-    assert static_bytes(SMALL, sched, zero_shards=4).tolist() == [(2 * 872 + 80) * 7.0] * 2
+    c = transformer_costs(GPT, sched, TOY, seq=16, microbatch=2, tp=2).per_stage(sched)
+    ring = 2 * 1 / 2 * 512 / 1000 + 2 * 0.01  # two-rank ring of the 2sbh-byte output
+    layer = 256 * 256 / 2 / 5e5  # a layer's forward on one of two ranks, at 5e5 FLOP/s
+    logits = 2 * 256 * 10 / 2 / 5e5  # the output layer's forward, on the last stage
+    np.testing.assert_allclose(c.tf, [2 * layer + 4 * ring, 2 * layer + 4 * ring + logits])
+    assert c.tw[0] == pytest.approx(2 * 256 * 192 / 2 / 5e5)
+    # the whole pipeline (t d p = 4) sits in one node: hand-offs of sbh over NVLink
+    assert c.comm[0] == pytest.approx(0.01 + 2 * 256 / 2 / 1000)
+    # activations: two layers, the embedding's output (first) or fp32 logits (last)
+    act = 2 * 256 * 27
+    np.testing.assert_allclose(c.unit, [act + 2 * 256 / 2, act + 4 * 32 * 10 / 2])
 
 
-def test_chunk_split():
-    assert Transformer(layers=10, hidden=8, heads=2, seq=4).chunk_layers(4).tolist() == \
-        [2, 3, 3, 2]  # the remainder goes to the middle chunks
-    with pytest.raises(ScheduleError, match=r"split must give 2 chunks"):
-        Transformer(layers=4, hidden=8, heads=2, seq=4, split=(1, 1, 2)).chunk_layers(2)
-    with pytest.raises(ScheduleError, match=r"layers must be at least the model chunks 8"):
-        SMALL.chunk_layers(8)
-    with pytest.raises(ScheduleError, match=r"hidden must be a positive integer"):
-        Transformer(layers=4, hidden=0, heads=2, seq=4)
+def test_device_bytes_tp_and_zero_by_hand():
+    sched = build_schedule("1f1b", 2, 4)
+    one = device_bytes(GPT, sched, zero=0)
+    params = 2 * 784 + 80  # two layers plus the embedding (first) or the output layer (last)
+    assert one["parameter_bytes"].tolist() == [2 * params] * 2
+    assert one["optimizer_bytes"].tolist() == [12 * params] * 2
+    two = device_bytes(GPT, sched, tp=2, zero=0)
+    np.testing.assert_allclose(two["parameter_bytes"] * 2, one["parameter_bytes"])  # TP / t
+    z2 = device_bytes(GPT, sched, dp=4, zero=2)
+    assert z2["gradient_bytes"].tolist() == [2 * params / 4] * 2
+    assert z2["optimizer_bytes"].tolist() == [12 * params / 4] * 2
+    # a V of 4 one-layer chunks: device 0 holds chunks 0 and 3, so the embedding and the
+    # output layer; tied, they are one copy
+    tied = Transformer(4, 8, 2, vocab=10, tied_embeddings=True)
+    v = build_schedule("zbv", 2, 4, 2)
+    assert device_bytes(GPT, v, zero=0)["parameter_bytes"].tolist() == [2 * (2 * 784 + 160),
+                                                                         2 * 2 * 784]
+    assert device_bytes(tied, v, zero=0)["parameter_bytes"].tolist() == [2 * (2 * 784 + 80),
+                                                                          2 * 2 * 784]
 
 
 @pytest.mark.parametrize("name, p, n, m", [("1f1b", 2, 4, 1), ("interleaved-1f1b", 2, 4, 2),
@@ -71,47 +109,114 @@ def test_chunk_split():
                                            ("chimera", 2, 2, 1)])
 def test_uneven_stages_agree_with_the_reference(name, p, n, m):
     sched = build_schedule(name, p, n, m)
-    costs = transformer_costs(SMALL, sched, SLOW, WIRE)
+    costs = transformer_costs(GPT, sched, TOY, seq=16, microbatch=2, tp=2)
     res = simulate(sched, costs)
     assert_agrees(res, simulate_reference(sched, costs))
-    # a larger vocabulary loads the last stage of each route: the iteration gets longer
-    big = Transformer(layers=4, hidden=8, heads=2, seq=16, microbatch=2, vocab=2000)
-    assert simulate(sched, transformer_costs(big, sched, SLOW, WIRE)).makespan > res.makespan
+    big = Transformer(layers=4, hidden=8, heads=2, vocab=2000)  # loads the last stages
+    assert simulate(sched, transformer_costs(big, sched, TOY, seq=16, microbatch=2,
+                                             tp=2)).makespan > res.makespan
 
 
-def test_bandwidth_adds_bytes_over_the_link():
-    sched = build_schedule("1f1b", 4, 8)
-    a = simulate(sched, Costs(1.0, 2.0, comm=0.1, bandwidth=4.0, message_bytes=2.0))
-    b = simulate(sched, Costs(1.0, 2.0, comm=0.6))
-    assert a.makespan == b.makespan and a.serial_time == b.serial_time
-    assert a.serial_time == pytest.approx(8 * 4 * 3 + 2 * 8 * 3 * 0.6)  # ops and hand-offs
-    assert_agrees(a, simulate_reference(sched, a.costs))
+@pytest.fixture(scope="module")
+def toy_plan():
+    model = Transformer(layers=8, hidden=64, heads=8, kv_heads=4, ffn=160, vocab=500,
+                        swiglu=True, name="toy")
+    return model, plan(model, 16, TOY, seq=32, global_batch=64, capacity=4e6)
 
 
-def test_capacity_filters_with_the_reason():
-    df = model_sweep(SMALL, SLOW, WIRE, p=[2, 4], n=[4, 8], m=[1, 2],
-                     schedules=["gpipe", "1f1b", "v-min"], capacity=1.5e5)
-    assert set(df["schedule"]) == {"gpipe", "1f1b", "v-min"}
-    assert df["fits"].any() and (~df["fits"]).any()
-    bad = df[~df["fits"]]
-    assert bad["reason"].str.match(r"device \d+ needs [\d.]+ GB > capacity 0 GB").all()
-    assert (bad["total_gb"] * 1e9 > 1.5e5).all()
-    assert (df[df["fits"]]["total_gb"] * 1e9 <= 1.5e5).all()
+def test_plan_rows_equal_simulate(toy_plan):
+    model, df = toy_plan
+    assert list(df.columns) == list(PLAN_COLUMNS)
+    assert (df["t"] * df["p"] * df["d"] == 16).all() and set(df["t"]) == {1, 2, 4}
+    ran = df[df["step_time"].notna()]
+    assert df["fits"].any() and (~df["fits"] & df["step_time"].notna()).any()
+    for r in ran.sample(40, random_state=0).itertuples():
+        sched = build_schedule(r.schedule, r.p, r.n, r.m)
+        res = simulate(sched, transformer_costs(model, sched, TOY, seq=32,
+                                                microbatch=r.microbatch, tp=r.t, dp=r.d,
+                                                recompute=r.recompute))
+        by = device_bytes(model, sched, tp=r.t, dp=r.d, zero=r.zero)
+        total = sum(by.values()) + res.peak_activations
+        worst = int(np.argmax(total))
+        assert (r.makespan, r.bubble_ratio) == (res.makespan, res.bubble_ratio), r
+        assert (r.peak_memory, r.peak_activations) == (total[worst],
+                                                       res.peak_activations[worst]), r
+        assert r.tokens_per_s == pytest.approx(64 * 32 / r.step_time)
+        assert r.mfu == pytest.approx(r.tokens_per_s * model.flops_per_token(32) / 16 / 1e6)
+    # fastest that fits first; misses carry their reason
     fits = df[df["fits"]]
-    assert fits["tokens_per_s"].is_monotonic_decreasing
-    assert df.index[df["fits"]].max() < df.index[~df["fits"]].min()  # what fits comes first
-    gpipe = df[(df["schedule"] == "gpipe") & (df["p"] == 2) & (df["n"] == 8)].iloc[0]
-    one = df[(df["schedule"] == "1f1b") & (df["p"] == 2) & (df["n"] == 8)].iloc[0]
-    assert gpipe["activation_gb"] > one["activation_gb"]
+    assert fits["tokens_per_s"].is_monotonic_decreasing and df["fits"].iloc[0]
+    miss = ran[~ran["fits"]]
+    assert miss["reason"].str.match(r"needs [\d.]+ GB on device \d+ > capacity 0 GB").all()
+    assert (miss["peak_memory"] > 4e6).all() and (fits["peak_memory"] <= 4e6).all()
+    assert (df[df["step_time"].isna()]["reason"] != "").all()
 
 
-def test_presets():
-    assert HARDWARE["H100-80GB"].memory_bytes == 80e9 and HARDWARE["H200-141GB"].peak_flops > 0
-    assert LINKS["IB-400G"].bandwidth == 50e9
+def test_hand_checkable_facts(toy_plan):
+    model, _ = toy_plan
+    # weights alone (2 bytes each) beyond all GPUs' memory: nothing fits anywhere
+    nowhere = plan(model, 16, TOY, seq=32, global_batch=64,
+                   capacity=2 * model.params() / 16 * 0.99)
+    assert not nowhere["fits"].any()
+    # a larger global batch (more microbatches) shrinks 1F1B's bubble
+    args = dict(seq=32, schedules=["1f1b"], tp=1, pp=4, microbatch=1, recompute="none")
+    small, large = (plan(model, 16, TOY, global_batch=g, **args) for g in (16, 128))
+    assert large["bubble_ratio"].iloc[0] < small["bubble_ratio"].iloc[0]
+    assert (large["n"].iloc[0], small["n"].iloc[0]) == (32, 4)
 
 
-def test_llama70b_script():
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "llama70b.py")],
-                         capture_output=True, text=True, check=True)
-    assert "LLaMA-2-70B, seq 4096" in run.stdout and "fit in 80 GB, fastest first" in run.stdout
-    assert "closest miss" in run.stdout
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(gpus=0), r"gpus must be a positive integer \(got gpus=0\)"),
+    (dict(gpus=2.5), r"gpus must be a positive integer \(got gpus=2.5\)"),
+    (dict(tp=8), r"tp must be at most the GPUs per node 4 \(got tp=8\)"),
+    (dict(tp=3), r"tp must divide the heads 8 and KV heads 4 \(got tp=3\)"),
+    (dict(microbatch=3), r"microbatch must divide global_batch=64 \(got microbatch=3\)"),
+    (dict(tp=4, pp=8), r"gpus=16 has no factorization t \* p \* d with t in \[4\] and p in "
+                       r"\[8\]"),
+    (dict(model="llama-9"), r"model must be one of \[.*'llama3-70b'.*\] or a model object "
+                            r"\(got 'llama-9'\)"),
+    (dict(hardware="TPU"), r"hardware must be one of \['A100-80GB', 'B200-180GB', "),
+    (dict(capacity=-1.0), r"capacity must be finite and > 0 \(got -1.0\)"),
+    (dict(recompute="most"), r"recompute must be one of \['none', 'selective', 'full'\]"),
+    (dict(zero=3), r"zero must be one of \[0, 1, 2\] \(got 3\)"),
+    (dict(schedules=["forward-only"]), r"schedules must be training schedules"),
+])
+def test_bad_plan_arguments_are_named(toy_plan, kwargs, message):
+    model, _ = toy_plan
+    args = dict(model=model, gpus=16, hardware=TOY, seq=32, global_batch=64) | kwargs
+    with pytest.raises(ScheduleError, match=message):
+        plan(args.pop("model"), args.pop("gpus"), args.pop("hardware"), **args)
+
+
+def test_rows_that_cannot_run_have_reasons_not_exceptions(toy_plan):
+    _, df = toy_plan
+    reasons = set(df[df["step_time"].isna()]["reason"])
+    assert any(r.startswith("global_batch=64 must be a multiple of microbatch x d") or
+               r.startswith("layers=8 must be at least the model chunks") or
+               " for '" in r for r in reasons)
+    assert any("must be at least the model chunks" in r for r in reasons)
+
+
+def test_chunk_split():
+    assert chunk_layers(10, 4).tolist() == [2, 3, 3, 2]  # the remainder in the middle
+    with pytest.raises(ScheduleError, match=r"layers must be at least the model chunks 8"):
+        chunk_layers(4, 8)
+    with pytest.raises(ScheduleError, match=r"hidden must be a positive integer"):
+        Transformer(layers=4, hidden=0, heads=2)
+    with pytest.raises(ScheduleError, match=r"kv_heads must divide heads"):
+        Transformer(layers=4, hidden=8, heads=2, kv_heads=3)
+
+
+def test_plan_script(tmp_path):
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "plan.py"), "--model",
+                          "llama2-7b", "--gpus", "8", "--seq", "4096", "--global-batch", "64",
+                          "--out", str(tmp_path)], capture_output=True, text=True, check=True)
+    text = run.stdout
+    assert "llama2-7b on 8 x H100-80GB" in text and "fastest that fit" in text
+    assert "faster configurations that do not fit" in text
+    df = pd.read_parquet(tmp_path / "plan.parquet")
+    assert len(df) > 100 and df["fits"].any()
+    assert (tmp_path / "plan.png").stat().st_size > 10_000
+    bad = subprocess.run([sys.executable, "-m", "fastpp", "plan", "--model", "gpt-5"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: model must be one of")

@@ -69,13 +69,18 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
                 point=np.arange(len(steps)))
     values, at = cost_table(cols, None)
     out = np.empty((len(steps), len(batch.COLUMNS)))
-    batch.simulate_points(sid, p, n, m, G, values, at, np.arange(len(steps)), out)
+    peaks, peak_at = np.zeros(p.sum()), np.r_[0, np.cumsum(p)[:-1]]
+    batch.simulate_points(sid, p, n, m, G, values, at, np.arange(len(steps)), out, peaks,
+                          peak_at)
+    at_device = 0
     for (name, *point, g), row, latency in zip(steps, out, comm, strict=True):
         sched = build_schedule(name, *point, G=g) if name == "interleaved-1f1b" else \
             build_schedule(name, *point)
         res = simulate(sched, Costs(1.0, 2.0, comm=latency))
         assert (row[0], row[3], row[6]) == (res.makespan, res.peak_activations.max(),
                                             sched.num_ops), (name, point, g)
+        assert peaks[at_device:at_device + sched.p].tolist() == res.peak_activations.tolist()
+        at_device += sched.p
 
 
 def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(

@@ -21,6 +21,7 @@ RESULTS = (*batch.COLUMNS[:batch.NUM_OPS], "throughput",
 COLUMNS = ("point", *INPUTS, *RESULTS)
 _INTEGER = ("peak_live_max", "num_ops")
 _MIN_SLICE = 64  # the fewest points a thread takes at a time
+_NONE, _NO_INT = np.zeros(0), np.zeros(0, np.int64)  # no per-device peaks kept
 
 
 def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
@@ -230,7 +231,7 @@ class Chunk:
         args = [np.ascontiguousarray(valid[k]) for k in INPUTS[:5]]
 
         def run(index):
-            batch.simulate_points(*args, self.values, self.at, index, self.out)
+            batch.simulate_points(*args, self.values, self.at, index, self.out, _NONE, _NO_INT)
 
         if pool is None:
             run(order)

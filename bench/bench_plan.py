@@ -1,0 +1,86 @@
+"""The planner: configurations per second against the loop a user would write.
+
+Run for real with ``pytest bench/bench_plan.py --benchmark-enable -s``; the normal suite runs
+each once on a small job. The baseline is the old ``model_sweep`` loop: per configuration
+``build_schedule`` + ``transformer_costs`` + ``simulate`` + ``device_bytes``, the same numbers
+(checked equal on the sample it times). Targets: the default job (LLaMA-3-70B on 64 H100s) per
+configuration at least 20x faster than the loop; LLaMA-70B-sized configurations (``p <= 16``,
+``n <= 128``) at 5,000 or more per second on 2 threads.
+"""
+
+import functools
+
+import pytest
+from speedup import check_speedup, record
+
+from fastpp import build_schedule, simulate
+from fastpp.model import device_bytes, plan, transformer_costs
+
+DEFAULT = dict(model="llama3-70b", gpus=64, hardware="H100-80GB", seq=8192, global_batch=512)
+SMALL = dict(model="llama3-8b", gpus=8, hardware="H100-80GB", seq=2048, global_batch=32,
+             schedules=["1f1b", "zbv"], recompute="none")
+TARGET_RATIO = 20
+TARGET_RATE = 5000
+
+
+def loop(rows, args):
+    """The per-configuration loop (what fastpp.model.model_sweep did)."""
+    out = []
+    for r in rows.itertuples():
+        sched = build_schedule(r.schedule, r.p, r.n, r.m)
+        res = simulate(sched, transformer_costs(args["model"], sched, args["hardware"],
+                                                seq=args["seq"], microbatch=r.microbatch,
+                                                tp=r.t, dp=r.d, recompute=r.recompute))
+        by = device_bytes(args["model"], sched, tp=r.t, dp=r.d, zero=r.zero)
+        out.append((res.makespan, float((sum(by.values()) + res.peak_activations).max())))
+    return out
+
+
+@functools.cache
+def default_job(small: bool):
+    args = SMALL if small else DEFAULT
+    plan(**args)  # compile or load the kernels
+    return args, plan(**args)
+
+
+@pytest.mark.parametrize("engine", ["plan", "loop"])
+def bench_plan_per_configuration(benchmark, engine):
+    benchmark.group = "plan: seconds per simulated configuration"
+    args, df = default_job(benchmark.disabled)
+    ran = df[df["step_time"].notna()]
+    if engine == "plan":
+        count = len(ran)
+        result = benchmark.pedantic(plan, kwargs=args, rounds=3, iterations=1)
+        assert result["makespan"].notna().sum() == count
+    else:  # a sample: the loop takes about 5 ms a configuration
+        sample = ran.sample(min(len(ran), 60), random_state=0)
+        count = len(sample)
+        got = benchmark.pedantic(loop, args=(sample, args), rounds=1, iterations=1)
+        assert got == list(zip(sample["makespan"], sample["peak_memory"], strict=True))
+    if not benchmark.disabled:  # per configuration, so that the two compare
+        benchmark.stats.stats.min /= count
+        benchmark.extra_info["configurations"] = count
+        print(f"\n{engine}: {count} configurations, {benchmark.stats.stats.min * 1e6:.0f} us each")
+    record(benchmark, engine)
+    if engine == "loop":
+        check_speedup(benchmark, "plan", "loop", TARGET_RATIO)
+
+
+def bench_plan_70b_two_threads(benchmark):
+    """LLaMA-70B-sized configurations, p <= 16 and n <= 128, 2 threads: configurations/s."""
+    benchmark.group = "plan: LLaMA-70B configurations per second, 2 threads"
+    args = dict(model="llama3-70b", gpus=64, hardware="H100-80GB", seq=8192,
+                global_batch=128, pp=[4, 8, 16], workers=2)
+    if benchmark.disabled:
+        args |= dict(pp=[4], schedules=["1f1b"], recompute="none")
+    plan(**args)
+    df = benchmark.pedantic(plan, kwargs=args, rounds=3, iterations=1)
+    ran = df[df["step_time"].notna()]
+    assert ran["p"].max() <= 16 and ran["n"].max() <= 128
+    if benchmark.disabled:
+        return
+    rate = len(ran) / benchmark.stats.stats.min
+    benchmark.extra_info["configurations per second"] = round(rate)
+    print(f"\n{len(ran)} configurations in {benchmark.stats.stats.min:.3f} s: {rate:,.0f} per "
+          f"second (target {TARGET_RATE:,})")
+    assert rate >= TARGET_RATE, f"{rate:,.0f} configurations per second < {TARGET_RATE:,}"

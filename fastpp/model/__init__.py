@@ -1,0 +1,104 @@
+"""Real costs and real runs: a transformer on real hardware, in seconds and bytes.
+
+``transformer_costs`` turns a model, a microbatch and a tensor-parallel degree into the
+``fastpp.Costs`` of a schedule (per-stage times in seconds, activations in bytes, hand-offs
+over the link), so ``simulate`` and ``sweep`` price a real run exactly; ``plan`` walks every
+factorization of a GPU count into tensor, pipeline and data parallelism with every schedule,
+microbatch size and recomputation, each an exact pipeline timeline. The formulas and their
+sources are in ``fastpp.model.transformer``; presets in ``MODELS`` and ``HARDWARE``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..checks import ScheduleError, one_of, positive_int
+from ..costs import Costs
+from ..schedule import Schedule
+from .hardware import GB, HARDWARE, LINKS, Hardware, Link, preset
+from .plan import PLAN_COLUMNS, plan
+from .presets import MODELS
+from .stages import optimizer_split, stage_table
+from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
+
+__all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "Hardware", "Link",
+           "Transformer", "chunk_layers", "device_bytes", "layer_costs", "plan",
+           "transformer_costs"]
+
+
+def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequence_parallel,
+            recompute):
+    model = preset(MODELS, model, "model")
+    hardware = preset(HARDWARE, hardware, "hardware")
+    seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
+    tp, dp = positive_int(tp, "tp"), positive_int(dp, "dp")
+    one_of(recompute, "recompute", RECOMPUTE)
+    if model.heads % tp or model.kv_heads % tp:
+        raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
+                            f"{model.kv_heads} (got tp={tp})")
+    two = bool(np.any(schedule.route_first == schedule.p))  # a second copy runs up
+    chunks = schedule.V // 2 if two else schedule.V
+    chunk = np.arange(schedule.V) % chunks
+    layers = chunk_layers(model.layers, chunks)[chunk].astype(np.float64)
+    one = np.zeros(1, np.int64)
+    table = stage_table(model, hardware, seq, config=np.zeros(schedule.V, np.int64),
+                        chunk=chunk, chunks=chunks, layers=layers, microbatch=one + microbatch,
+                        t=one + tp, d=one + dp, p=one + schedule.p, m=one + schedule.m,
+                        sequence_parallel=sequence_parallel,
+                        recompute=one + RECOMPUTE.index(recompute))
+    return model, table, chunk, chunks
+
+
+def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: int,
+                      microbatch: int = 1, tp: int = 1, dp: int = 1,
+                      sequence_parallel: bool = True, recompute: str = "none") -> Costs:
+    """The ``Costs`` of running ``model`` on ``schedule``: seconds and bytes per stage.
+
+    Parameters
+    ----------
+    model : Transformer or str
+        A ``Transformer`` or a preset name (``MODELS``).
+    schedule : Schedule
+        Its virtual stages are the model's chunks (two copies for two-direction schedules),
+        layers split as ``chunk_layers`` says.
+    hardware : Hardware or str
+        A ``Hardware`` or a preset name (``HARDWARE``).
+    seq, microbatch : int
+        Sequence length and sequences per microbatch.
+    tp, dp : int
+        Tensor-parallel degree (its collectives on the critical path) and data-parallel
+        replicas (they decide whether the pipeline's hand-offs stay in a node).
+    sequence_parallel : bool
+        Megatron's sequence parallelism with ``tp > 1``.
+    recompute : {"none", "selective", "full"}
+
+    Returns
+    -------
+    Costs
+        ``f, b, w`` in seconds, ``act`` in bytes (``Result.peak_activations`` is then in
+        bytes), ``gamma`` per stage, hand-offs of ``latency + message_bytes / bandwidth``.
+    """
+    _, table, _, _ = _stages(model, hardware, schedule, seq, microbatch, tp, dp,
+                             sequence_parallel, recompute)
+    return Costs(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
+                 gamma=table["gamma"], act=table["act"],
+                 bandwidth=float(table["bandwidth"][0]),
+                 message_bytes=float(table["message_bytes"][0]))
+
+
+def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: int = 1
+                 ) -> dict[str, np.ndarray]:
+    """Per device: ``parameter_bytes``, ``gradient_bytes`` and ``optimizer_bytes`` of the
+    stages it holds (mixed-precision Adam, 2 + 2 + 12 bytes per parameter, ZeRO ``zero`` over
+    ``dp`` replicas; a tied output layer on the embedding's device is one copy)."""
+    one_of(zero, "zero", (0, 1, 2))
+    model, table, chunk, chunks = _stages(model, "H100-80GB", schedule, 1, 1, tp, dp, True,
+                                          "none")
+    params = np.bincount(schedule.stage_to_device, weights=table["params"],
+                         minlength=schedule.p)
+    first, last = 0, chunks - 1
+    if model.tied_embeddings and schedule.stage_to_device[first] == \
+            schedule.stage_to_device[last]:
+        params[schedule.stage_to_device[first]] -= model.vocab * model.hidden / tp
+    weights, grads, optimizer = optimizer_split(params, dp, zero)
+    return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}

@@ -1,0 +1,325 @@
+"""``plan``: every way to train a model on a number of GPUs, each an exact pipeline timeline."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .. import batch
+from ..checks import ScheduleError, numbers, one_of, positive_int, positive_ints
+from ..generators._emit import TWO_DIRECTIONS, placement
+from ..generators.registry import SCHEDULES, get_spec
+from .hardware import HARDWARE, Hardware, preset
+from .presets import MODELS
+from .stages import optimizer_split, stage_table
+from .transformer import RECOMPUTE, Transformer, chunk_layers
+
+GB = 1e9
+PLAN_COLUMNS = (
+    "model", "gpus", "t", "p", "d", "schedule", "m", "microbatch", "n", "recompute", "zero",
+    "step_time", "makespan", "gradient_sync", "tokens_per_s", "mfu", "bubble_ratio",
+    "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes", "peak_memory",
+    "fits", "reason")
+
+
+def divisors(x: int) -> list[int]:
+    return [k for k in range(1, x + 1) if x % k == 0]
+
+
+def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, schedules=None, tp=None,
+         pp=None, microbatch=None, m=None, recompute=None, zero=1, capacity=None,
+         sequence_parallel: bool = True, gradient_overlap: float = 0.0,
+         workers: int | None = None):
+    """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
+
+    Each row's pipeline is an exact timeline of the schedule with the model's per-stage
+    costs (``fastpp.model.transformer_costs``), simulated in the jitted sweep kernel.
+
+    Parameters
+    ----------
+    model : Transformer or str
+        A ``Transformer``, or a preset name (``fastpp.model.MODELS``).
+    gpus : int
+        GPUs in all: ``t * p * d``.
+    hardware : Hardware or str
+        A ``Hardware`` or a preset name (``fastpp.model.HARDWARE``).
+    seq, global_batch : int
+        Sequence length and sequences per step; ``n = global_batch / (microbatch * d)``.
+    schedules : list of str, optional
+        Registered training schedules (default: all).
+    tp, pp, microbatch, m : int or list of int, optional
+        Tensor-parallel and pipeline degrees, sequences per microbatch, chunks per device
+        (default: every ``t`` in a node dividing the heads, every ``p`` up to the layers,
+        microbatches 1, 2, 4, each schedule's own chunk counts).
+    recompute : str or list of str, optional
+        ``"none"``, ``"selective"``, ``"full"`` (default: all three).
+    zero : int or list of int
+        ZeRO stage over the ``d`` replicas: 0, 1 (optimizer states sharded) or 2 (and
+        gradients).
+    capacity : float, optional
+        Bytes per GPU (default: the hardware's memory).
+    sequence_parallel : bool
+        Megatron's sequence parallelism with ``t > 1``.
+    gradient_overlap : float
+        The part of the data-parallel gradient reduction (after the last backward) hidden
+        under the pipeline's drain, in [0, 1].
+    workers : int, optional
+        Threads (default: the machine's cores).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``PLAN_COLUMNS``: the configuration, ``step_time`` (s: the pipeline's ``makespan``
+        plus the exposed ``gradient_sync``), ``tokens_per_s``, ``mfu``, ``bubble_ratio`` and,
+        on the GPU with the most bytes, ``peak_activations``, ``parameter_bytes``,
+        ``gradient_bytes``, ``optimizer_bytes`` and their sum ``peak_memory``; ``fits``, and
+        ``reason``: why the configuration cannot run or does not fit ("" if it does).
+
+    Raises
+    ------
+    ScheduleError
+        For an unknown preset, a bad count, ``t`` beyond a node or not dividing the heads,
+        a microbatch that does not divide the global batch, or no factorization at all.
+    """
+    import pandas as pd
+
+    model = preset(MODELS, model, "model")
+    hardware = preset(HARDWARE, hardware, "hardware")
+    if not isinstance(model, Transformer):
+        raise ScheduleError(f"model must be a fastpp.model.Transformer or a preset name (got "
+                            f"{type(model).__name__})")
+    if not isinstance(hardware, Hardware):
+        raise ScheduleError(f"hardware must be a fastpp.model.Hardware or a preset name (got "
+                            f"{type(hardware).__name__})")
+    gpus = positive_int(gpus, "gpus")
+    seq = positive_int(seq, "seq")
+    global_batch = positive_int(global_batch, "global_batch")
+    capacity = float(numbers(hardware.memory_bytes if capacity is None else capacity,
+                             "capacity", strict=True))
+    overlap = float(numbers(gradient_overlap, "gradient_overlap", upper=1.0))
+    workers = os.cpu_count() or 1 if workers is None else positive_int(workers, "workers")
+    node = hardware.gpus_per_node
+    tps = _axis(tp, "tp", [x for x in divisors(gpus) if x <= node
+                           and model.heads % x == 0 and model.kv_heads % x == 0])
+    for x in tps:
+        if x > node:
+            raise ScheduleError(f"tp must be at most the GPUs per node {node} (got tp={x})")
+        if model.heads % x or model.kv_heads % x:
+            raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
+                                f"{model.kv_heads} (got tp={x})")
+    pps = _axis(pp, "pp", [x for x in divisors(gpus) if x <= model.layers])
+    mbs = _axis(microbatch, "microbatch", [x for x in (1, 2, 4) if global_batch % x == 0])
+    for x in mbs:
+        if global_batch % x:
+            raise ScheduleError(f"microbatch must divide global_batch={global_batch} (got "
+                                f"microbatch={x})")
+    rcs = [RECOMPUTE] if recompute is None else [_as_list(recompute)]
+    for x in rcs[0]:
+        one_of(x, "recompute", RECOMPUTE)
+    zeros = _as_list(zero)
+    for x in zeros:
+        one_of(x, "zero", (0, 1, 2))
+    names = ([k for k, spec in SCHEDULES.items() if not spec.forward_only]
+             if schedules is None else _as_list(schedules))
+    for name in names:
+        if get_spec(name).forward_only:
+            raise ScheduleError(f"schedules must be training schedules (got {name!r})")
+    shapes = [(t, p, gpus // (t * p)) for t in tps for p in pps if gpus % (t * p) == 0]
+    if not shapes:
+        raise ScheduleError(f"gpus={gpus} has no factorization t * p * d with t in {tps} and "
+                            f"p in {pps}")
+    chunk_counts = _axis(m, "m", None) if m is not None else None
+    sched = [(name, k) for name in names for k in (chunk_counts or _default_m(name))]
+    # without a pipeline (p = 1) every schedule is the same: one stands for them all
+    alone = [i for i, (name, k) in enumerate(sched) if k == 1][:1] or [0]
+    grid = np.array([(t, p, d, b, RECOMPUTE.index(r), z, i)
+                     for t, p, d in shapes for b in mbs for r in rcs[0] for z in zeros
+                     for i in (alone if p == 1 else range(len(sched)))],
+                    np.int64).reshape(-1, 7)
+    cols = {k: grid[:, i] for i, k in enumerate(("t", "p", "d", "microbatch", "recompute",
+                                                  "zero", "which"))}
+    cols["sid"] = np.array([SCHEDULES[name].sid for name, _ in sched], np.int64)[cols["which"]]
+    cols["m"] = np.array([k for _, k in sched], np.int64)[cols["which"]]
+    rows = _simulate(model, hardware, seq, global_batch, cols, capacity, overlap,
+                     sequence_parallel, workers)
+    frame = pd.DataFrame({
+        "model": model.name, "gpus": gpus, "t": cols["t"], "p": cols["p"], "d": cols["d"],
+        "schedule": np.array(list(SCHEDULES), object)[cols["sid"]], "m": cols["m"],
+        "microbatch": cols["microbatch"], "n": rows["n"],
+        "recompute": np.array(RECOMPUTE, object)[cols["recompute"]], "zero": cols["zero"],
+        **{k: rows[k] for k in PLAN_COLUMNS[11:]}})
+    order = np.lexsort((-frame["tokens_per_s"].fillna(-1).to_numpy(),
+                        ~frame["fits"].to_numpy()))
+    return frame.iloc[order].reset_index(drop=True)
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, list | tuple | np.ndarray) else [value]
+
+
+def _axis(value, name, default) -> list[int]:
+    if value is None:
+        return default
+    return positive_ints(_as_list(value), name).tolist()
+
+
+def _default_m(name: str) -> tuple[int, ...]:
+    spec = SCHEDULES[name]
+    return (2, 4) if name in ("interleaved-1f1b", "looped-bfs") else (spec.default_m,)
+
+
+def _simulate(model, hardware, seq, global_batch, cols, capacity, overlap, sequence_parallel,
+              workers) -> dict[str, np.ndarray]:
+    """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
+    count = len(cols["t"])
+    t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
+    per_replica = b * d
+    n = np.where(global_batch % per_replica == 0, global_batch // per_replica, 0)
+    reason = np.full(count, "", dtype=object)
+    reason[n == 0] = [f"global_batch={global_batch} must be a multiple of microbatch x d = "
+                      f"{x}" for x in per_replica[n == 0]]
+    two = batch.PLACEMENT[sid] == TWO_DIRECTIONS
+    V = p * m * np.where(two, 2, 1)
+    chunks = np.where(two, V // 2, V)
+    too_deep = (reason == "") & (chunks > model.layers)
+    reason[too_deep] = [f"layers={model.layers} must be at least the model chunks {x}"
+                        for x in chunks[too_deep]]
+    for s in np.unique(sid):
+        mine = np.flatnonzero((sid == s) & (reason == ""))
+        if mine.size:
+            reason[mine] = SCHEDULES[list(SCHEDULES)[s]].reasons(p[mine], n[mine], m[mine],
+                                                                  p[mine])
+    run = np.flatnonzero(reason == "")
+    out = {k: np.full(count, np.nan) for k in PLAN_COLUMNS[11:22]}
+    out["n"] = n
+    out["fits"] = np.zeros(count, bool)
+    out["reason"] = reason
+    if run.size == 0:
+        return out
+    # the stages of every configuration that runs, in one flat table
+    Vr = V[run]
+    config = np.repeat(np.arange(run.size), Vr)
+    first = np.r_[0, np.cumsum(Vr)[:-1]]
+    stage = np.arange(Vr.sum()) - first[config]
+    chunk = stage % chunks[run][config]
+    layers = np.empty(stage.size)
+    for c in np.unique(chunks[run]):
+        mine = chunks[run][config] == c
+        layers[mine] = chunk_layers(model.layers, int(c))[chunk[mine]]
+    table = stage_table(model, hardware, seq, config=config, chunk=chunk,
+                        chunks=chunks[run][config], layers=layers, microbatch=b[run],
+                        t=t[run], d=d[run], p=p[run], m=m[run],
+                        sequence_parallel=sequence_parallel, recompute=cols["recompute"][run])
+    values, at = _cost_layout(table, Vr, first)
+    # per-device peaks come back flat; the device of every stage from the placements
+    peak_at = np.r_[0, np.cumsum(p[run])[:-1]]
+    peaks = np.zeros(int(p[run].sum()))
+    result = np.empty((run.size, len(batch.COLUMNS)))
+    order = np.lexsort((m[run], n[run], p[run], sid[run]))  # shared builds stay together
+    args = [np.ascontiguousarray(x[run]) for x in (sid, p, n, m, p)]
+
+    def job(index):
+        batch.simulate_points(*args, values, at, index, result, peaks, peak_at)
+
+    size = max(16, -(-run.size // (4 * workers)))
+    with ThreadPoolExecutor(workers) as pool:
+        for future in [pool.submit(job, order[i:i + size]) for i in range(0, run.size, size)]:
+            future.result()
+    device = np.empty(stage.size, np.int64)
+    for key in {(int(sid[x]), int(p[x]), int(m[x])) for x in run}:
+        mine = np.flatnonzero((sid[run] == key[0]) & (p[run] == key[1]) & (m[run] == key[2]))
+        stage_device = placement(int(batch.PLACEMENT[key[0]]), key[1], key[2]).astype(np.int64)
+        at_stage = (first[mine][:, None] + np.arange(len(stage_device))).reshape(-1)
+        device[at_stage] = np.tile(stage_device, mine.size)
+    slot = peak_at[config] + device  # each stage's device in the flat per-device arrays
+    params = np.bincount(slot, weights=table["params"], minlength=peaks.size)
+    if model.tied_embeddings:  # first and last chunk on one device: one copy of the weights
+        last = first + chunks[run] - 1
+        shared = device[first] == device[last]
+        params[slot[first[shared]]] -= model.vocab * model.hidden / t[run][shared]
+    owner = np.repeat(np.arange(run.size), p[run])
+    weights, grads, optimizer = optimizer_split(params, d[run][owner], cols["zero"][run][owner])
+    total = weights + grads + optimizer + peaks
+    padded = np.full((run.size, int(p[run].max())), -np.inf)  # the device with most bytes
+    padded[owner, np.arange(peaks.size) - peak_at[owner]] = total
+    worst = peak_at + np.argmax(padded, axis=1)
+    status = result[:, batch.STATUS].astype(np.int64)
+    if np.any(status != batch.OK):
+        raise ScheduleError(f"the kernel rejected a generated configuration (status "
+                            f"{status[status != batch.OK][0]}): a fastpp bug, please report it")
+    makespan = result[:, batch.MAKESPAN]
+    in_node = t[run] * d[run] <= hardware.gpus_per_node
+    grad_bytes = np.maximum.reduceat(params, peak_at) * 2.0
+    sync = np.where(in_node, hardware.node.ring(grad_bytes, d[run]),
+                    hardware.network.ring(grad_bytes, d[run]))
+    step = makespan + (1.0 - overlap) * sync
+    tokens = global_batch * seq / step
+    out["step_time"][run] = step
+    out["makespan"][run] = makespan
+    out["gradient_sync"][run] = sync
+    out["tokens_per_s"][run] = tokens
+    out["mfu"][run] = tokens * model.flops_per_token(seq) / (t * p * d)[run] / \
+        hardware.peak_flops
+    out["bubble_ratio"][run] = result[:, batch.BUBBLE]
+    for k, arr in (("peak_activations", peaks), ("parameter_bytes", weights),
+                   ("gradient_bytes", grads), ("optimizer_bytes", optimizer),
+                   ("peak_memory", total)):
+        out[k][run] = arr[worst]
+    fits = total[worst] <= capacity
+    out["fits"][run] = fits
+    misfit = run[~fits]
+    out["reason"][misfit] = [
+        f"needs {x / GB:.1f} GB on device {r} > capacity {capacity / GB:.0f} GB"
+        for x, r in zip(total[worst][~fits], (worst - peak_at)[~fits], strict=True)]
+    return out
+
+
+def _cost_layout(table, Vr, first):
+    """The kernel's cost table (see ``fastpp.batch``): per-stage fields as stage arrays,
+    per-configuration fields one value each, ``fb`` not given."""
+    from ..costs import FIELDS
+
+    count, stages = len(Vr), int(Vr.sum())
+    parts, at, offset = [], np.empty((count, len(FIELDS), 2), np.int64), 0
+    for k, name in enumerate(FIELDS):
+        if name in ("f", "b", "w", "gamma", "act"):
+            at[:, k, 0], at[:, k, 1] = offset + first, Vr
+            parts.append(table[name])
+            offset += stages
+        elif name in ("comm", "bandwidth", "message_bytes"):
+            at[:, k, 0], at[:, k, 1] = offset + np.arange(count), 1
+            parts.append(np.broadcast_to(table[name], (count,)).astype(np.float64))
+            offset += count
+        else:  # fb: the overlapped pair takes f + b
+            at[:, k, 0], at[:, k, 1] = offset, 1
+            parts.append(np.array([np.nan]))
+            offset += 1
+    return np.concatenate(parts), at
+
+
+def summary(df, top: int = 10) -> str:
+    """The fastest configurations that fit, and the faster ones that do not (closest to
+    fitting first) with their reasons: text for a terminal."""
+    cols = (f"{'t':>2} {'p':>3} {'d':>3} {'schedule':<17}{'m':>2} {'mb':>3} {'n':>5} "
+            f"{'recompute':<10}{'step s':>8} {'tokens/s':>10} {'MFU':>6} {'bubble':>7} "
+            f"{'act GB':>7} {'GB/GPU':>7}")
+
+    def line(r):
+        return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
+                f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
+                f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
+                f"{r.peak_memory / GB:>7.1f}")
+
+    fits = df[df["fits"]]
+    ran = df[df["step_time"].notna()]
+    text = [f"{len(df):,} configurations: {len(ran):,} simulated, {len(fits):,} fit", "",
+            f"fastest that fit ({min(top, len(fits))} of {len(fits)}):", cols]
+    text += [line(r) for r in fits.head(top).itertuples()]
+    misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False)
+    text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
+    faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
+    for r in faster.sort_values("peak_memory").head(5).itertuples():
+        text += [line(r) + f"  {r.reason}"]
+    return "\n".join(text)
