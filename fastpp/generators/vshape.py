@@ -96,30 +96,56 @@ def put_w(T, count, n, w_mode):
 
 
 @jit
-def _in_slot_order(T, count, n_types):
-    """Every op as ``(device, type)`` by (slot, device, type), the order the authors walk in:
-    a device holds one op per slot, so reading the slot table slot by slot gives it."""
+def _slot_table(T, count, n_types):
+    """Every device's slots: ``table[i, slot]`` is the type there (-1: free)."""
     p = T.shape[0]
     last = 0
     for i in range(p):
         for t in range(n_types):
             if count[t] > 0:
                 last = max(last, T[i, t, count[t] - 1])
-    table = np.full((last + 1, p), -1, np.int64)
-    total = 0
+    table = np.full((p, last + 1), -1, np.int64)
     for i in range(p):
         for t in range(n_types):
-            total += count[t]
             for x in range(count[t]):
-                table[T[i, t, x], i] = t
+                table[i, T[i, t, x]] = t
+    return table
+
+
+@jit
+def _in_slot_order(table):
+    """Every op as ``(device, type)`` by (slot, device), the order the authors walk in: a
+    device holds one op per slot, so reading the slot table slot by slot gives it."""
+    p, n_slots = table.shape
+    total = 0
+    for i in range(p):
+        for s in range(n_slots):
+            total += table[i, s] >= 0
     order = np.empty((total, 2), np.int64)
     k = 0
-    for s in range(last + 1):
+    for s in range(n_slots):
         for i in range(p):
-            if table[s, i] >= 0:
-                order[k, 0], order[k, 1] = i, table[s, i]
+            if table[i, s] >= 0:
+                order[k, 0], order[k, 1] = i, table[i, s]
                 k += 1
     return order
+
+
+@jit
+def _latest_input(X, i, t, x):
+    """The latest of ``X`` (slots or end times) over the op's inputs on the F and I chains
+    and the same type's previous op (-1 if none): the dependency rule, written once."""
+    p = X.shape[0]
+    latest = -1
+    if (t == F0 or t == I1) and i > 0:
+        latest = X[i - 1, t, x]  # the previous device's op of this chunk
+    if (t == F1 or t == I0) and i + 1 < p:
+        latest = X[i + 1, t, x]  # down the V's second half: the next device's
+    if 0 < t < 4:
+        latest = max(latest, X[i, t - 1, x])  # F0 -> F1 -> I1 -> I0 on one device
+    if x > 0:
+        latest = max(latest, X[i, t, x - 1])
+    return latest
 
 
 @jit
@@ -176,15 +202,8 @@ def squeeze(T, count, n, w_mode):
     """
     p = T.shape[0]
     n_types = N_TYPES[w_mode]
-    last = 0
-    for i in range(p):
-        for t in range(n_types):
-            last = max(last, T[i, t, count[t] - 1])
-    slots = np.full((p, last + 1), -1, np.int64)
-    for i in range(p):
-        for t in range(n_types):
-            for x in range(count[t]):
-                slots[i, T[i, t, x]] = t
+    slots = _slot_table(T, count, n_types)
+    last = slots.shape[1] - 1
     state = np.zeros((p, last + 1, 2), np.int64)  # memory, waiting I's
     limit = 0  # the devices' peak, which no move may raise
     for i in range(p):
@@ -196,7 +215,7 @@ def squeeze(T, count, n, w_mode):
     head = np.zeros((p, n_types), np.int64)
     phase = 0  # 0 warmup, 1 steady (until the last F0), 2 cooldown
     # ops not yet visited never move, so the visiting order is known from the start
-    order = _in_slot_order(T, count, n_types)
+    order = _in_slot_order(slots)
     for k in range(order.shape[0]):
         i, t = order[k, 0], order[k, 1]
         x = head[i, t]
@@ -208,17 +227,9 @@ def squeeze(T, count, n, w_mode):
             phase = 2
         if not keep:
             # the latest slot among the op's inputs, as the authors count them
-            dep = -1
-            if (t == F0 or t == I1) and i > 0:
-                dep = T[i - 1, t, x]
-            if (t == F1 or t == I0) and i + 1 < p:
-                dep = T[i + 1, t, x]
-            if 0 < t < 4:
-                dep = max(dep, T[i, t - 1, x])
+            dep = _latest_input(T, i, t, x)
             if t == W_A:
                 dep = max(dep, _xth_input_backward(T, i, x, n))
-            if x > 0:
-                dep = max(dep, T[i, t, x - 1])
             old = T[i, t, x]
             s = dep + 1
             while s < old:
@@ -247,20 +258,12 @@ def pack(T, count, n_types):
     end = np.zeros_like(T)
     free = np.zeros(p, np.int64)
     head = np.zeros((p, n_types), np.int64)
-    order = _in_slot_order(T, count, n_types)
+    order = _in_slot_order(_slot_table(T, count, n_types))
     for k in range(order.shape[0]):
         i, t = order[k, 0], order[k, 1]
         x = head[i, t]
         head[i, t] += 1
-        ready = free[i]
-        if (t == F0 or t == I1) and i > 0:
-            ready = max(ready, end[i - 1, t, x])
-        if (t == F1 or t == I0) and i + 1 < p:
-            ready = max(ready, end[i + 1, t, x])
-        if 0 < t < 4:
-            ready = max(ready, end[i, t - 1, x])
-        if x > 0:
-            ready = max(ready, end[i, t, x - 1])
+        ready = max(free[i], _latest_input(end, i, t, x))
         end[i, t, x] = ready + 1
         free[i] = ready + 1
     for i in range(p):
