@@ -80,8 +80,10 @@ def generate(kind, ops, length, p, n, m, G):
     return True
 
 
-@jit
+# typed once: called with the constants 0..8, it would otherwise compile once per constant
+@jit(signature="float64[::1](float64[::1], int64[:, :, ::1], int64, int64)")
 def _field(values, at, i, k):
+    """Point ``i``'s cost field ``k``: its slice of the flat table."""
     return values[at[i, k, 0]: at[i, k, 0] + at[i, k, 1]]
 
 

@@ -198,6 +198,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Result:
     if latency < 0:
         raise schedule.deadlock_error(pointer)
     makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, busy, span)
-    return Result(schedule, costs, start, end, makespan, bubble, span_bubble, busy, span,
-                  float(busy.sum()) + latency, c)
+    # Python floats, with or without the JIT (NUMBA_DISABLE_JIT returns NumPy scalars)
+    return Result(schedule, costs, start, end, float(makespan), float(bubble),
+                  float(span_bubble), busy, span, float(busy.sum() + latency), c)
 

@@ -29,8 +29,8 @@ def test_two_sweeps_sharing_a_cold_cache(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", SWEEP, str(tmp_path / f"{i}.parquet")],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for i in range(2)]
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
+    finished = [proc.communicate(timeout=600) for proc in procs]  # both, whatever happens
+    for proc, (out, err) in zip(procs, finished, strict=True):
         assert proc.returncode == 0, err
         callees, most = (int(x) for x in out.split())
         assert callees >= 15 and most == 1, out
