@@ -142,6 +142,8 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
                     "fastpp.model.MODELS)")
     ap.add_argument("--gpus", type=int, default=64, help="GPUs in all (64)")
     ap.add_argument("--hardware", default="H100-80GB", help="a preset (H100-80GB)")
+    ap.add_argument("--link", default=None, help="inter-node link preset (the hardware's: "
+                    "IB-400G)")
     ap.add_argument("--seq", type=int, default=8192, help="sequence length (8192)")
     ap.add_argument("--global-batch", type=int, default=512, help="sequences per step (512)")
     ap.add_argument("--efficiency", type=float, default=None,
@@ -174,6 +176,7 @@ def _plan(args) -> int:
         hardware = hardware.with_efficiency(args.efficiency)
     start = time.perf_counter()
     df = plan(args.model, args.gpus, hardware, seq=args.seq, global_batch=args.global_batch,
+              link=args.link,
               schedules=args.schedules, tp=args.tp, pp=args.pp, microbatch=args.microbatch,
               m=args.m, recompute=args.recompute, zero=args.zero,
               capacity=None if args.capacity_gb is None else args.capacity_gb * 1e9,

@@ -180,12 +180,25 @@ def test_hand_checkable_facts(toy_plan):
     (dict(recompute="most"), r"recompute must be one of \['none', 'selective', 'full'\]"),
     (dict(zero=3), r"zero must be one of \[0, 1, 2\] \(got 3\)"),
     (dict(schedules=["forward-only"]), r"schedules must be training schedules"),
+    (dict(link="carrier-pigeon"), r"link must be one of \['IB-400G', 'NVLink3'"),
+    (dict(link=3), r"link must be a fastpp.model.Link or a preset name \(got int\)"),
 ])
 def test_bad_plan_arguments_are_named(toy_plan, kwargs, message):
     model, _ = toy_plan
     args = dict(model=model, gpus=16, hardware=TOY, seq=32, global_batch=64) | kwargs
     with pytest.raises(ScheduleError, match=message):
         plan(args.pop("model"), args.pop("gpus"), args.pop("hardware"), **args)
+
+
+def test_a_slower_network_slows_the_steps_that_cross_nodes(toy_plan):
+    model, df = toy_plan
+    slow = plan(model, 16, TOY, seq=32, global_batch=64, capacity=4e6,
+                link=Link("dial-up", 1.0, 1.0))
+    key = ["t", "p", "d", "schedule", "m", "microbatch", "recompute"]
+    both = df.merge(slow, on=key, suffixes=("", "_slow")).dropna(subset=["step_time"])
+    crossing = both["t"] * both["d"] * both["p"] > TOY.gpus_per_node
+    assert (both[crossing]["step_time_slow"] > both[crossing]["step_time"]).all()
+    assert (both[~crossing]["step_time_slow"] == both[~crossing]["step_time"]).all()
 
 
 def test_rows_that_cannot_run_have_reasons_not_exceptions(toy_plan):

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .. import batch
-from ..checks import ScheduleError, numbers, one_of, positive_int, positive_ints
+from ..checks import ScheduleError, ScheduleTypeError, numbers, one_of, positive_int, positive_ints
 from ..generators._emit import TWO_DIRECTIONS, placement
 from ..generators.registry import SCHEDULES, get_spec
-from .hardware import HARDWARE, Hardware, preset
+from .hardware import HARDWARE, LINKS, Hardware, Link, preset
 from .presets import MODELS
 from .stages import optimizer_split, stage_table
 from .transformer import RECOMPUTE, Transformer, chunk_layers
@@ -28,7 +29,8 @@ def divisors(x: int) -> list[int]:
     return [k for k in range(1, x + 1) if x % k == 0]
 
 
-def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, schedules=None, tp=None,
+def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, schedules=None,
+         tp=None,
          pp=None, microbatch=None, m=None, recompute=None, zero=1, capacity=None,
          sequence_parallel: bool = True, gradient_overlap: float = 0.0,
          workers: int | None = None):
@@ -47,6 +49,8 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, schedules=None
         A ``Hardware`` or a preset name (``fastpp.model.HARDWARE``).
     seq, global_batch : int
         Sequence length and sequences per step; ``n = global_batch / (microbatch * d)``.
+    link : Link or str, optional
+        The inter-node link, instead of the hardware's (a ``Link`` or a ``LINKS`` name).
     schedules : list of str, optional
         Registered training schedules (default: all).
     tp, pp, microbatch, m : int or list of int, optional
@@ -87,12 +91,18 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, schedules=None
 
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")
+    if link is not None:
+        link = preset(LINKS, link, "link")
+        if not isinstance(link, Link):
+            raise ScheduleTypeError(f"link must be a fastpp.model.Link or a preset name (got "
+                                    f"{type(link).__name__})")
+        hardware = dataclasses.replace(hardware, network=link)
     if not isinstance(model, Transformer):
-        raise ScheduleError(f"model must be a fastpp.model.Transformer or a preset name (got "
-                            f"{type(model).__name__})")
+        raise ScheduleTypeError(f"model must be a fastpp.model.Transformer or a preset name "
+                                f"(got {type(model).__name__})")
     if not isinstance(hardware, Hardware):
-        raise ScheduleError(f"hardware must be a fastpp.model.Hardware or a preset name (got "
-                            f"{type(hardware).__name__})")
+        raise ScheduleTypeError(f"hardware must be a fastpp.model.Hardware or a preset name "
+                                f"(got {type(hardware).__name__})")
     gpus = positive_int(gpus, "gpus")
     seq = positive_int(seq, "seq")
     global_batch = positive_int(global_batch, "global_batch")

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import ScheduleError, one_of
 from ..costs import Costs
-from ..schedule import Schedule, ScheduleError
+from ..schedule import Schedule
 from ..simulate import Result
 from . import bounds, exact
 from .greedy import fixed_candidates, list_candidates, v_candidates, zb_heuristic
@@ -124,8 +125,7 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         ``method="exact"`` without OR-Tools.
     """
     problem = Problem.build(p, n, costs, memory, placement, objective)
-    if method not in METHODS:
-        raise ScheduleError(f"method must be one of {list(METHODS)} (got {method!r})")
+    one_of(method, "method", METHODS)
     if (isinstance(time_limit, bool) or not isinstance(time_limit, int | float)
             or not time_limit > 0 or not math.isfinite(time_limit)):
         raise ScheduleError(f"time_limit must be a finite number of seconds > 0 "

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
 from ..costs import Costs
 from ..generators._emit import LOOP, VSHAPE, placement
 from ..ops import PAD, F, I, W
-from ..schedule import Schedule, ScheduleError, positive_int
+from ..schedule import Schedule
 from ..simulate import Result, simulate
 
 PLACEMENTS = {"loop": (LOOP, 1), "v": (VSHAPE, 2)}  # name -> (placement kind, m)
@@ -62,14 +63,12 @@ class Problem:
             one microbatch's forward through a device's stages, the smallest limit that works.
         """
         p, n = positive_int(p, "p"), positive_int(n, "n")
-        if placement_name not in PLACEMENTS:
-            raise ScheduleError(f"placement must be one of {list(PLACEMENTS)} "
-                                f"(got {placement_name!r})")
-        if objective not in OBJECTIVES:
-            raise ScheduleError(f"objective must be one of {list(OBJECTIVES)} (got {objective!r})")
+        one_of(placement_name, "placement", PLACEMENTS)
+        one_of(objective, "objective", OBJECTIVES)
         costs = Costs(1.0, 2.0) if costs is None else costs
         if not isinstance(costs, Costs):
-            raise ScheduleError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
+            raise ScheduleTypeError(f"costs must be a fastpp.Costs (got "
+                                    f"{type(costs).__name__})")
         kind, m = PLACEMENTS[placement_name]
         stage_to_device = placement(kind, p, m)
         c = costs.for_placement(p, stage_to_device, m)
