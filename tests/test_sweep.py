@@ -22,6 +22,7 @@ from fastpp import (
     simulate,
     sweep,
 )
+from fastpp.sweeps import load
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = dict(p=[2, 3, 4, 8], n_per_p=[1, 2, 3], m=[1, 2], w=[0.0, 0.5], comm=[0.0, 0.1],
@@ -309,6 +310,15 @@ def test_output_folder_is_one_dataset_for_pandas_duckdb_and_dask(tmp_path, plain
     assert rows.fetchall() == [(len(plain_run), pytest.approx(plain_run["makespan"].sum()))]
     dd = pytest.importorskip("dask.dataframe")
     assert len(dd.read_parquet(out).compute()) == len(plain_run)
+    # fastpp's own reader adds the skip counts, and says whether the sweep is complete
+    loaded = load(out)
+    pd.testing.assert_frame_equal(loaded, plain_run)
+    assert loaded.attrs == {**plain_run.attrs, "complete": True}
+    (out / "_fastpp" / "part-000002.json").unlink()  # as if chunk 2 were still running
+    partial = load(out)
+    assert not partial.attrs["complete"] and len(partial) < len(plain_run)
+    with pytest.raises(ScheduleError, match="out must be a sweep's folder"):
+        load(tmp_path)
 
 
 def test_sweep_with_no_arguments_runs_a_small_grid_of_mostly_valid_points():

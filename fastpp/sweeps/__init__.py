@@ -14,6 +14,7 @@ One module per job: ``points`` (the grid or table), ``run`` (chunks on threads),
 
 from .analysis import best_within_budget, pareto_front
 from .run import COLUMNS, sweep
+from .store import load
 from .warmup import warm_up
 
-__all__ = ["COLUMNS", "best_within_budget", "pareto_front", "sweep", "warm_up"]
+__all__ = ["COLUMNS", "best_within_budget", "load", "pareto_front", "sweep", "warm_up"]

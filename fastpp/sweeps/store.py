@@ -103,6 +103,55 @@ class Store:
         return json.loads(self._meta(c).read_text())["skipped"]
 
 
+def load(out):
+    """The rows of a sweep folder, finished or not, with what pandas alone does not give.
+
+    Parameters
+    ----------
+    out : path
+        A sweep's ``out`` folder (possibly still being written, or interrupted).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The finished chunks' rows in point order, with ``attrs["skipped"]`` and
+        ``attrs["skip_reasons"]`` as ``sweep`` gives them, and ``attrs["complete"]``: whether
+        every chunk is there.
+
+    Raises
+    ------
+    ScheduleError
+        If ``out`` is not a sweep's folder.
+    """
+    import pandas as pd
+
+    folder = Path(out)
+    path = folder / META / "manifest.json"
+    if not path.exists():
+        raise ScheduleError(f"out must be a sweep's folder (got {str(folder)!r}, which has no "
+                            f"{META}/manifest.json)")
+    manifest = json.loads(path.read_text())
+    chunks = -(-manifest["points"] // manifest["chunk_size"])
+    frames, reasons, done = [], {}, 0
+    for c in range(chunks):
+        meta = folder / META / f"part-{c:06d}.json"
+        part = folder / f"part-{c:06d}.{manifest['format']}"
+        try:
+            info = json.loads(meta.read_text())
+        except (OSError, ValueError):  # not finished yet
+            continue
+        if info["rows"]:
+            frames.append(pd.read_parquet(part) if manifest["format"] == "parquet" else
+                          pd.read_csv(part, float_precision="round_trip"))
+        for reason, count in info["skipped"].items():
+            reasons[reason] = reasons.get(reason, 0) + count
+        done += 1
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    df.attrs.update(skipped=sum(reasons.values()), skip_reasons=reasons,
+                    complete=done == chunks)
+    return df
+
+
 def atomic_write(path: Path, write) -> None:
     """Write through a temporary file and rename it, so a reader never sees half a file."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
