@@ -67,6 +67,7 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
     comm = np.linspace(0.0, 0.3, len(steps))
     ones = np.ones(len(steps))
     cols = dict(f=ones, b=2 * ones, w=0 * ones, comm=comm, gamma=ones, fb=np.nan * ones,
+                act=ones, bandwidth=np.nan * ones, message_bytes=0 * ones,
                 point=np.arange(len(steps)))
     values, at = cost_table(cols, None)
     out = np.empty((len(steps), len(batch.COLUMNS)))
@@ -142,7 +143,7 @@ def test_costs_axis_takes_per_stage_arrays_and_bytes():
     objects = [loop, uneven, per_stage]
     df = sweep(["1f1b", "zbv", "interleaved-1f1b", "dualpipe"], p=[2, 4], n=8, m=None,
                costs=objects, progress=False, invalid="keep")
-    assert len(df) == 4 * 2 * 3 and df.columns[12] == "costs"
+    assert len(df) == 4 * 2 * 3 and df.columns[15] == "costs"
     ok = df[df["reason"] == ""]
     assert len(ok) >= 12
     for row in ok.itertuples():
@@ -161,6 +162,23 @@ def test_costs_axis_takes_per_stage_arrays_and_bytes():
         sweep(costs=loop, w=1.0, progress=False)
     with pytest.raises(TypeError, match="costs must hold fastpp.Costs"):
         sweep(costs=[loop, 3.0], progress=False)
+
+
+def test_every_costs_field_is_a_sweep_axis():
+    """act (bytes in: byte peaks out), bandwidth and message_bytes as scalar axes."""
+    df = sweep(["1f1b", "zb-h1"], p=4, n=8, w=1.0, comm=0.1, act=[1.0, 2e9],
+               bandwidth=[None, 1e3], message_bytes=100.0, progress=False)
+    assert len(df) == 2 * 2 * 2 and df["bandwidth"].isna().sum() == 4
+    for r in df.itertuples():
+        c = Costs(1.0, 2.0, w=1.0, comm=0.1, act=r.act, message_bytes=r.message_bytes,
+                  bandwidth=None if np.isnan(r.bandwidth) else r.bandwidth)
+        res = simulate(build_schedule(r.schedule, 4, 8), c)
+        assert (r.makespan, r.peak_activations_max) == (res.makespan,
+                                                        res.peak_activations.max()), r
+    # 1F1B's first device holds p = 4 microbatches: 4 x 2e9 bytes; the link adds 0.1 s a hop
+    one = df[(df["schedule"] == "1f1b") & (df["act"] == 2e9)]
+    assert one["peak_activations_max"].tolist() == [8e9, 8e9]
+    assert one["makespan"].diff().iloc[1] > 0
 
 
 def test_points_table_with_a_costs_column():

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_ints
-from ..costs import FIELDS, Costs
+from ..costs import FIELDS, OPTIONAL, Costs
 from ..generators.registry import SCHEDULES, get_spec
 
-COSTS = ("f", "b", "w", "comm", "gamma", "fb")  # the cost columns a sweep point carries
-DEFAULTS = {"f": 1.0, "b": 2.0, "w": 0.0, "comm": 0.0, "gamma": 1.0, "fb": None}
-DEFAULTS_REST = {"act": 1.0, "bandwidth": np.nan, "message_bytes": 0.0}  # not sweep columns
+COSTS = tuple(FIELDS)  # every fastpp.Costs field is a sweep keyword and a column
+DEFAULTS = {"f": 1.0, "b": 2.0, "w": 0.0, "comm": 0.0, "gamma": 1.0, "fb": None, "act": 1.0,
+            "bandwidth": None, "message_bytes": 0.0}
 INPUTS = ("schedule", "p", "n", "m", "G", *COSTS)
 NAMES = np.array(list(SCHEDULES), dtype=object)  # schedule id -> name
 DEFAULT_M = np.array([spec.default_m for spec in SCHEDULES.values()], np.int64)
@@ -31,13 +31,15 @@ def as_list(value, name: str) -> list:
 
 
 def cost_column(name: str, values) -> np.ndarray:
-    """A cost column under ``fastpp.Costs``'s rules; ``fb`` NaN (or None) means "not given"."""
+    """A cost column under ``fastpp.Costs``'s rules; for ``fb`` and ``bandwidth``, NaN (or
+    None) means "not given"."""
     strict, upper = FIELDS[name]
-    if name == "fb" and values is None:
+    missing = name in OPTIONAL
+    if missing and values is None:
         values = np.nan
-    elif name == "fb":
+    elif missing:
         values = [np.nan if v is None else v for v in np.atleast_1d(np.asarray(values, object))]
-    return numbers(values, name, strict=strict, upper=upper, missing=name == "fb")
+    return numbers(values, name, strict=strict, upper=upper, missing=missing)
 
 
 class GridPlan:
@@ -185,10 +187,9 @@ def cost_table(cols: dict[str, np.ndarray], objects: list[Costs] | None
     count = len(cols["point"])
     at = np.ones((count, len(FIELDS), 2), np.int64)
     if objects is None:
-        values = np.concatenate([*(cols[k] for k in COSTS), list(DEFAULTS_REST.values())])
-        for f, name in enumerate(FIELDS):
-            at[:, f, 0] = (COSTS.index(name) * count + np.arange(count) if name in COSTS else
-                           len(COSTS) * count + list(DEFAULTS_REST).index(name))
+        values = np.concatenate([cols[k] for k in COSTS])
+        for f in range(len(COSTS)):
+            at[:, f, 0] = f * count + np.arange(count)
         return values, at
     parts, place = [], np.empty((len(objects), len(FIELDS), 2), np.int64)
     offset = 0

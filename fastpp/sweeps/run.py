@@ -25,8 +25,8 @@ _NONE, _NO_INT = np.zeros(0), np.zeros(0, np.int64)  # no per-device peaks kept
 
 
 def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
-          costs=None, f=None, b=None, w=None, comm=None, gamma=None, fb=None, points=None,
-          out=None,
+          costs=None, f=None, b=None, w=None, comm=None, gamma=None, fb=None, act=None,
+          bandwidth=None, message_bytes=None, points=None, out=None,
           resume: bool = False, chunk_size: int = 4096, workers: int | None = None,
           executor: str = "threads", scheduler: str | None = None, progress: bool = True,
           invalid: str = "drop", collect: bool = True):
@@ -53,9 +53,9 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
         have a ``costs`` column (the position in this list) and the scalar cost columns hold a
         field's value, or NaN where it is an array. A point whose arrays do not fit its
         ``p`` or ``V`` is an invalid point with its reason.
-    f, b, w, comm, gamma, fb : float or list of float
-        Scalar costs, as for ``fastpp.Costs`` (defaults 1, 2, 0, 0, 1 and ``None``: the
-        overlapped pair takes ``f + b``).
+    f, b, w, comm, gamma, fb, act, bandwidth, message_bytes : float or list of float
+        Scalar costs, each a grid axis, as for ``fastpp.Costs`` (defaults ``f=1, b=2``, the
+        rest ``Costs``'s own: ``fb`` and ``bandwidth`` not given).
     points : pandas.DataFrame, optional
         An explicit table instead of a grid: columns ``schedule, p, n, m`` and optionally
         ``G`` and either cost columns (missing ones take the keyword values) or a ``costs``
@@ -88,7 +88,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     Returns
     -------
     pandas.DataFrame or None
-        Columns ``COLUMNS``: ``point`` (index in the grid or table), the inputs, ``makespan``,
+        Columns ``COLUMNS``: ``point`` (index in the grid or table), the inputs (every cost
+        field among them), ``makespan``,
         ``bubble_ratio``, ``span_bubble_ratio``, ``peak_activations_max``,
         ``peak_activations_min``, ``peak_live_max``, ``throughput`` (``n / makespan``),
         ``num_ops``, ``parameter_units`` and, with ``invalid="keep"``, ``reason``.
@@ -111,9 +112,10 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     one_of(executor, "executor", ("threads", "dask"))
     chunk_size = positive_int(chunk_size, "chunk_size")
     workers = os.cpu_count() or 1 if workers is None else positive_int(workers, "workers")
-    given = dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb)
+    given = dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb, act=act, bandwidth=bandwidth,
+                 message_bytes=message_bytes)
     if costs is not None and any(v is not None for v in given.values()):
-        raise ScheduleError(f"give costs or the scalar costs f, b, w, comm, gamma, fb, not both "
+        raise ScheduleError(f"give costs or the scalar costs {', '.join(given)}, not both "
                             f"(got costs and {[k for k, v in given.items() if v is not None]})")
     scalars = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
     plan = (TablePlan(points, scalars, costs) if points is not None else
