@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import batch
 from ..checks import ScheduleError, ScheduleTypeError, numbers, one_of, positive_int, positive_ints
+from ..costs import FIELDS
 from ..generators._emit import TWO_DIRECTIONS, placement
 from ..generators.registry import SCHEDULES, get_spec
 from .hardware import HARDWARE, LINKS, Hardware, Link, preset
@@ -185,14 +186,74 @@ def _simulate(model, hardware, seq, global_batch, cols, capacity, overlap, seque
     """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
+    n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid)
+    out = {k: np.full(count, np.nan) for k in PLAN_COLUMNS[11:22]}
+    out.update(n=n, fits=np.zeros(count, bool), reason=reason)
+    run = np.flatnonzero(reason == "")
+    if run.size == 0:
+        return out
+    t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
+    two = batch.PLACEMENT[sid] == TWO_DIRECTIONS
+    V = chunks * np.where(two, 2, 1)
+    # the stages of every configuration that runs, in one flat table
+    config = np.repeat(np.arange(run.size), V)
+    first = np.r_[0, np.cumsum(V)[:-1]]
+    chunk = (np.arange(V.sum()) - first[config]) % chunks[config]
+    layers = np.empty(chunk.size)
+    for c in np.unique(chunks):
+        mine = chunks[config] == c
+        layers[mine] = chunk_layers(model.layers, int(c))[chunk[mine]]
+    table = stage_table(model, hardware, seq, config=config, chunk=chunk,
+                        chunks=chunks[config], layers=layers, microbatch=b, t=t, d=d, p=p, m=m,
+                        sequence_parallel=sequence_parallel, recompute=cols["recompute"][run])
+    # per-device peaks come back flat: device r of configuration i at peak_at[i] + r
+    peak_at = np.r_[0, np.cumsum(p)[:-1]]
+    peaks = np.zeros(int(p.sum()))
+    result = _run_kernel([sid, p, n, m, p], *_cost_layout(table, V, first), peaks, peak_at,
+                         workers)
+    slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
+    params = np.bincount(slot, weights=table["params"], minlength=peaks.size)
+    if model.tied_embeddings:  # first and last chunk on one device: one copy of the weights
+        last = first + chunks - 1
+        shared = slot[first] == slot[last]
+        params[slot[first[shared]]] -= model.vocab * model.hidden / t[shared]
+    owner = np.repeat(np.arange(run.size), p)
+    weights, grads, optimizer = optimizer_split(params, d[owner], cols["zero"][run][owner])
+    total = weights + grads + optimizer + peaks
+    padded = np.full((run.size, int(p.max())), -np.inf)  # the device with the most bytes
+    padded[owner, np.arange(peaks.size) - peak_at[owner]] = total
+    worst = peak_at + np.argmax(padded, axis=1)
+    # the gradient reduction after the last backward: a ring over d, in a node or across
+    grad_bytes = np.maximum.reduceat(params, peak_at) * 2.0
+    sync = np.where(t * d <= hardware.gpus_per_node, hardware.node.ring(grad_bytes, d),
+                    hardware.network.ring(grad_bytes, d))
+    makespan = result[:, batch.MAKESPAN]
+    step = makespan + (1.0 - overlap) * sync
+    tokens = global_batch * seq / step
+    values = {"step_time": step, "makespan": makespan, "gradient_sync": sync,
+              "tokens_per_s": tokens,
+              "mfu": tokens * model.flops_per_token(seq) / (t * p * d) / hardware.peak_flops,
+              "bubble_ratio": result[:, batch.BUBBLE], "peak_activations": peaks[worst],
+              "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
+              "optimizer_bytes": optimizer[worst], "peak_memory": total[worst]}
+    for k, arr in values.items():
+        out[k][run] = arr
+    fits = total[worst] <= capacity
+    out["fits"][run] = fits
+    out["reason"][run[~fits]] = [
+        f"needs {x / GB:.1f} GB on device {r} > capacity {capacity / GB:.0f} GB"
+        for x, r in zip(total[worst][~fits], (worst - peak_at)[~fits], strict=True)]
+    return out
+
+
+def _shape(model, global_batch, t, p, d, b, m, sid):
+    """Per configuration: ``n``, the model chunks, and why it cannot run ("" if it can)."""
     per_replica = b * d
     n = np.where(global_batch % per_replica == 0, global_batch // per_replica, 0)
-    reason = np.full(count, "", dtype=object)
+    reason = np.full(len(t), "", dtype=object)
     reason[n == 0] = [f"global_batch={global_batch} must be a multiple of microbatch x d = "
                       f"{x}" for x in per_replica[n == 0]]
-    two = batch.PLACEMENT[sid] == TWO_DIRECTIONS
-    V = p * m * np.where(two, 2, 1)
-    chunks = np.where(two, V // 2, V)
+    chunks = p * m  # a two-direction schedule holds these chunks twice
     too_deep = (reason == "") & (chunks > model.layers)
     reason[too_deep] = [f"layers={model.layers} must be at least the model chunks {x}"
                         for x in chunks[too_deep]]
@@ -201,96 +262,46 @@ def _simulate(model, hardware, seq, global_batch, cols, capacity, overlap, seque
         if mine.size:
             reason[mine] = SCHEDULES[list(SCHEDULES)[s]].reasons(p[mine], n[mine], m[mine],
                                                                   p[mine])
-    run = np.flatnonzero(reason == "")
-    out = {k: np.full(count, np.nan) for k in PLAN_COLUMNS[11:22]}
-    out["n"] = n
-    out["fits"] = np.zeros(count, bool)
-    out["reason"] = reason
-    if run.size == 0:
-        return out
-    # the stages of every configuration that runs, in one flat table
-    Vr = V[run]
-    config = np.repeat(np.arange(run.size), Vr)
-    first = np.r_[0, np.cumsum(Vr)[:-1]]
-    stage = np.arange(Vr.sum()) - first[config]
-    chunk = stage % chunks[run][config]
-    layers = np.empty(stage.size)
-    for c in np.unique(chunks[run]):
-        mine = chunks[run][config] == c
-        layers[mine] = chunk_layers(model.layers, int(c))[chunk[mine]]
-    table = stage_table(model, hardware, seq, config=config, chunk=chunk,
-                        chunks=chunks[run][config], layers=layers, microbatch=b[run],
-                        t=t[run], d=d[run], p=p[run], m=m[run],
-                        sequence_parallel=sequence_parallel, recompute=cols["recompute"][run])
-    values, at = _cost_layout(table, Vr, first)
-    # per-device peaks come back flat; the device of every stage from the placements
-    peak_at = np.r_[0, np.cumsum(p[run])[:-1]]
-    peaks = np.zeros(int(p[run].sum()))
-    result = np.empty((run.size, len(batch.COLUMNS)))
-    order = np.lexsort((m[run], n[run], p[run], sid[run]))  # shared builds stay together
-    args = [np.ascontiguousarray(x[run]) for x in (sid, p, n, m, p)]
+    return n, chunks, reason
+
+
+def _run_kernel(args, values, at, peaks, peak_at, workers) -> np.ndarray:
+    """The sweep kernel over every configuration, on ``workers`` threads; rows of
+    ``batch.COLUMNS``."""
+    args = [np.ascontiguousarray(x) for x in args]
+    sid, p, n, m, _ = args
+    count = len(sid)
+    result = np.empty((count, len(batch.COLUMNS)))
+    order = np.lexsort((m, n, p, sid))  # configurations that share a build stay together
 
     def job(index):
         batch.simulate_points(*args, values, at, index, result, peaks, peak_at)
 
-    size = max(16, -(-run.size // (4 * workers)))
+    size = max(16, -(-count // (4 * workers)))
     with ThreadPoolExecutor(workers) as pool:
-        for future in [pool.submit(job, order[i:i + size]) for i in range(0, run.size, size)]:
+        for future in [pool.submit(job, order[i:i + size]) for i in range(0, count, size)]:
             future.result()
-    device = np.empty(stage.size, np.int64)
-    for key in {(int(sid[x]), int(p[x]), int(m[x])) for x in run}:
-        mine = np.flatnonzero((sid[run] == key[0]) & (p[run] == key[1]) & (m[run] == key[2]))
-        stage_device = placement(int(batch.PLACEMENT[key[0]]), key[1], key[2]).astype(np.int64)
-        at_stage = (first[mine][:, None] + np.arange(len(stage_device))).reshape(-1)
-        device[at_stage] = np.tile(stage_device, mine.size)
-    slot = peak_at[config] + device  # each stage's device in the flat per-device arrays
-    params = np.bincount(slot, weights=table["params"], minlength=peaks.size)
-    if model.tied_embeddings:  # first and last chunk on one device: one copy of the weights
-        last = first + chunks[run] - 1
-        shared = device[first] == device[last]
-        params[slot[first[shared]]] -= model.vocab * model.hidden / t[run][shared]
-    owner = np.repeat(np.arange(run.size), p[run])
-    weights, grads, optimizer = optimizer_split(params, d[run][owner], cols["zero"][run][owner])
-    total = weights + grads + optimizer + peaks
-    padded = np.full((run.size, int(p[run].max())), -np.inf)  # the device with most bytes
-    padded[owner, np.arange(peaks.size) - peak_at[owner]] = total
-    worst = peak_at + np.argmax(padded, axis=1)
     status = result[:, batch.STATUS].astype(np.int64)
     if np.any(status != batch.OK):
         raise ScheduleError(f"the kernel rejected a generated configuration (status "
                             f"{status[status != batch.OK][0]}): a fastpp bug, please report it")
-    makespan = result[:, batch.MAKESPAN]
-    in_node = t[run] * d[run] <= hardware.gpus_per_node
-    grad_bytes = np.maximum.reduceat(params, peak_at) * 2.0
-    sync = np.where(in_node, hardware.node.ring(grad_bytes, d[run]),
-                    hardware.network.ring(grad_bytes, d[run]))
-    step = makespan + (1.0 - overlap) * sync
-    tokens = global_batch * seq / step
-    out["step_time"][run] = step
-    out["makespan"][run] = makespan
-    out["gradient_sync"][run] = sync
-    out["tokens_per_s"][run] = tokens
-    out["mfu"][run] = tokens * model.flops_per_token(seq) / (t * p * d)[run] / \
-        hardware.peak_flops
-    out["bubble_ratio"][run] = result[:, batch.BUBBLE]
-    for k, arr in (("peak_activations", peaks), ("parameter_bytes", weights),
-                   ("gradient_bytes", grads), ("optimizer_bytes", optimizer),
-                   ("peak_memory", total)):
-        out[k][run] = arr[worst]
-    fits = total[worst] <= capacity
-    out["fits"][run] = fits
-    misfit = run[~fits]
-    out["reason"][misfit] = [
-        f"needs {x / GB:.1f} GB on device {r} > capacity {capacity / GB:.0f} GB"
-        for x, r in zip(total[worst][~fits], (worst - peak_at)[~fits], strict=True)]
-    return out
+    return result
+
+
+def _stage_devices(sid, p, m, first, stages) -> np.ndarray:
+    """The device of every stage in the flat stage table (one placement per kind, p, m)."""
+    device = np.empty(stages, np.int64)
+    for key in set(zip(sid.tolist(), p.tolist(), m.tolist(), strict=True)):
+        mine = np.flatnonzero((sid == key[0]) & (p == key[1]) & (m == key[2]))
+        stage_device = placement(int(batch.PLACEMENT[key[0]]), key[1], key[2])
+        at_stage = (first[mine][:, None] + np.arange(len(stage_device))).reshape(-1)
+        device[at_stage] = np.tile(stage_device, mine.size)
+    return device
 
 
 def _cost_layout(table, Vr, first):
     """The kernel's cost table (see ``fastpp.batch``): per-stage fields as stage arrays,
     per-configuration fields one value each, ``fb`` not given."""
-    from ..costs import FIELDS
-
     count, stages = len(Vr), int(Vr.sum())
     parts, at, offset = [], np.empty((count, len(FIELDS), 2), np.int64), 0
     for k, name in enumerate(FIELDS):
