@@ -14,9 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = {}
-SLOW_WITHOUT_JIT = ("killed or dask or main_job or llama or demo or p16 or damaged or "
-                    "csv_when_pyarrow or cli_ or table5 or authors or deterministic or brute or "
-                    "fixed_schedules or exact_proves")
+SLOW_WITHOUT_JIT = ("killed or dask or main_job or demo or p16 or damaged or "
+                    "csv_when_pyarrow or cli_optimize or table5 or authors or deterministic or "
+                    "brute or fixed_schedules or exact_proves")
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="this is that run")

@@ -1,5 +1,7 @@
 """Chrome traces, pictures and the command line."""
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -8,6 +10,7 @@ import numpy as np
 import pytest
 
 from fastpp import Costs, build_schedule, simulate
+from fastpp.__main__ import main
 from fastpp.trace import chrome_trace, write_chrome_trace
 
 
@@ -73,8 +76,21 @@ def test_pictures_are_written_and_not_blank(tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "fastpp", *args], capture_output=True,
-                          text=True)
+    """``python -m fastpp ARGS`` in this process (so that coverage sees it): its exit code,
+    stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as stop:  # argparse's usage errors
+            code = stop.code
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def test_module_entry_point():
+    run = subprocess.run([sys.executable, "-m", "fastpp", "list"], capture_output=True,
+                         text=True, check=True)
+    assert "zbv" in run.stdout
 
 
 def test_cli_simulate_with_every_output(tmp_path):
@@ -121,3 +137,22 @@ def test_cli_errors_are_one_line(args, message):
     assert run.returncode == 2
     assert message in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_command_line_plan(tmp_path):
+    run = _cli("plan", "--model", "llama2-7b", "--gpus", "2", "--seq", "128",
+               "--global-batch", "4", "--tp", "1", "--pp", "2", "--microbatch", "1",
+               "--recompute", "none", "--schedules", "1f1b", "zbv", "--out", str(tmp_path),
+               "--efficiency", "0.4", "--link", "NVLink4", "--capacity-gb", "40")
+    assert run.returncode == 0, run.stderr
+    assert "llama2-7b on 2 x H100-80GB (40% of peak)" in run.stdout
+    # device 0: 16 layers of 202.4 M parameters and the 131 M embedding, 16 bytes each
+    assert "nothing fits" in run.stdout and "needs 54.5 GB on device 0" in run.stdout
+    roomy = _cli("plan", "--model", "llama2-7b", "--gpus", "2", "--seq", "128",
+                 "--global-batch", "4", "--tp", "1", "--pp", "2", "--microbatch", "1",
+                 "--recompute", "none", "--schedules", "1f1b", "zbv", "--out", str(tmp_path),
+                 "--no-plots")
+    assert "fastest that fit (2 of 2)" in roomy.stdout
+    assert (tmp_path / "plan.parquet").exists() and (tmp_path / "plan.png").exists()
+    bad = _cli("plan", "--model", "llama2-7b", "--gpus", "6", "--tp", "4")
+    assert bad.returncode == 2 and "error: gpus=6 has no factorization" in bad.stderr

@@ -335,9 +335,12 @@ def summary(df, top: int = 10) -> str:
 
     fits = df[df["fits"]]
     ran = df[df["step_time"].notna()]
-    text = [f"{len(df):,} configurations: {len(ran):,} simulated, {len(fits):,} fit", "",
-            f"fastest that fit ({min(top, len(fits))} of {len(fits)}):", cols]
-    text += [line(r) for r in fits.head(top).itertuples()]
+    text = [f"{len(df):,} configurations: {len(ran):,} simulated, {len(fits):,} fit", ""]
+    if len(fits):
+        text += [f"fastest that fit ({min(top, len(fits))} of {len(fits)}):", cols]
+        text += [line(r) for r in fits.head(top).itertuples()]
+    else:
+        text += ["nothing fits"]
     misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False)
     text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
     faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
