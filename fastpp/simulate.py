@@ -129,7 +129,7 @@ class Result:
         step = float(positive.min()) if positive.size else 1.0
         step = max(step, self.makespan / max_columns)
         origin = min((float(b[0]) for b in starts if b.size), default=0.0)
-        columns = int(round((self.makespan) / step))
+        columns = int(round(self.makespan / step))
         tokens = s.tokens()
         width = max((len(t) for row in tokens for t in row), default=1) + 1
         lines = [f"one column per {step:g} time units, '.' idle"]

@@ -110,7 +110,7 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     capacity = float(numbers(hardware.memory_bytes if capacity is None else capacity,
                              "capacity", strict=True))
     overlap = float(numbers(gradient_overlap, "gradient_overlap", upper=1.0))
-    workers = os.cpu_count() or 1 if workers is None else positive_int(workers, "workers")
+    workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     node = hardware.gpus_per_node
     tps = _axis(tp, "tp", [x for x in divisors(gpus) if x <= node
                            and model.heads % x == 0 and model.kv_heads % x == 0])

@@ -111,7 +111,7 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     one_of(invalid, "invalid", ("drop", "keep"))
     one_of(executor, "executor", ("threads", "dask"))
     chunk_size = positive_int(chunk_size, "chunk_size")
-    workers = os.cpu_count() or 1 if workers is None else positive_int(workers, "workers")
+    workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     given = dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb, act=act, bandwidth=bandwidth,
                  message_bytes=message_bytes)
     if costs is not None and any(v is not None for v in given.values()):
