@@ -1,10 +1,13 @@
-"""Jitted sweeps: generation, simulation and reduction of many points.
+"""Sweeps: many points built and simulated, the simulation and reduction inside Numba.
 
 One point is ``(schedule id, p, n, m, G)`` and its costs: ``fastpp.Costs``'s nine fields
 (``costs.FIELDS``), each one value, one per device or one per stage, read from a flat table
-``values`` at ``at[i, field] = (offset, count)``. Kernels release the GIL, so ``fastpp.sweep`` runs
-slices of points on several threads at once; every point is computed on its own, so results
-do not depend on the thread count. Per-op timelines live only while their point runs.
+``values`` at ``at[i, field] = (offset, count)``. ``simulate`` builds each run of consecutive
+points that share a schedule once, with the registry's own generator (so the kernel links no
+generator: it compiles in a fraction of the time, and a schedule is added in the registry
+alone), and hands the built schedules to the kernel ``simulate_points``. Kernels release the
+GIL, so ``fastpp.sweep`` runs slices of points on several threads at once; every point is
+computed on its own, so results do not depend on the thread count or the slicing.
 """
 
 import numpy as np
@@ -12,14 +15,9 @@ import numpy as np
 from . import kernels
 from ._jit import jit
 from .costs import FIELDS as COST_FIELDS
+from .generators._emit import N_FIELDS as OP_FIELDS
 from .generators._emit import TWO_DIRECTIONS, new_ops, placement, routes
-from .generators.chimera import chimera
-from .generators.classic import forward_only, gpipe, one_f_one_b
-from .generators.dualpipe import dualpipe, dualpipev
-from .generators.interleaved import interleaved_1f1b, looped_bfs
 from .generators.registry import SCHEDULES
-from .generators.vshape import HALF, MIN, v_shape
-from .generators.zero_bubble import H1, H2, zb_h, zbv
 
 # what a point gives, in the order of simulate_points's output row
 COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_max",
@@ -30,54 +28,71 @@ COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_ma
 OK, DEADLOCK, W_ABOVE_B, BAD_LENGTH = 0, 1, 2, 10
 N_FIELDS = len(COST_FIELDS)
 
-# the registry's ids, frozen into the kernel when it compiles
-_ID = {name: spec.sid for name, spec in SCHEDULES.items()}
-PLACEMENT = np.array([spec.kind for spec in SCHEDULES.values()], np.int64)
-FORWARD_ONLY = np.array([spec.forward_only for spec in SCHEDULES.values()])
-(_GPIPE, _1F1B, _INTERLEAVED, _LOOPED_BFS, _FORWARD_ONLY, _ZB_H1, _ZB_H2, _ZBV, _V_HALF,
- _V_MIN, _DUALPIPE, _DUALPIPEV, _CHIMERA) = (
-    _ID[name] for name in ("gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "forward-only",
-                           "zb-h1", "zb-h2", "zbv", "v-half", "v-min", "dualpipe",
-                           "dualpipev", "chimera"))
+SPECS = list(SCHEDULES.values())  # by id
+PLACEMENT = np.array([spec.kind for spec in SPECS], np.int64)
+FORWARD_ONLY = np.array([spec.forward_only for spec in SPECS])
+# a built schedule's row: its shape and where its arrays start in the flat tables
+P_, N_, M_, W_, V_, BLOCK, LENGTH, STAGES, ROUTES = range(9)
+BUDGET = 4_000_000  # op slots (16 bytes each with their times) built at once per thread
 
 
-@jit
-def generate(kind, ops, length, p, n, m, G):
-    """Run schedule ``kind``'s generator: the registry's dispatch inside Numba.
+def simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) -> None:
+    """Build and simulate the points ``index``: row ``i`` of ``out`` gets point ``i``'s
+    ``COLUMNS``; unless ``peaks`` is empty, device ``r``'s peak activations of point ``i`` go
+    to ``peaks[peak_at[i] + r]``.
 
-    A new schedule adds its line here (``tests/test_sweep.py`` checks that every registered
-    schedule reaches its own generator). Numba cannot call a table of functions without its
-    experimental first-class function types, hence the chain.
+    Consecutive points with the same ``(schedule, p, n, m, G)`` share one build (callers order
+    points that way); builds go to the kernel in batches of at most ``BUDGET`` op slots, so
+    memory stays bounded whatever the points.
     """
-    if kind == _GPIPE:
-        gpipe(ops, length, p, n, m, G)
-    elif kind == _1F1B:
-        one_f_one_b(ops, length, p, n, m, G)
-    elif kind == _INTERLEAVED:
-        interleaved_1f1b(ops, length, p, n, m, G)
-    elif kind == _LOOPED_BFS:
-        looped_bfs(ops, length, p, n, m, G)
-    elif kind == _FORWARD_ONLY:
-        forward_only(ops, length, p, n, m, G)
-    elif kind == _ZB_H1:
-        zb_h(ops, length, p, n, H1)
-    elif kind == _ZB_H2:
-        zb_h(ops, length, p, n, H2)
-    elif kind == _ZBV:
-        zbv(ops, length, p, n, m, G)
-    elif kind == _V_HALF:
-        v_shape(ops, length, p, n, HALF)
-    elif kind == _V_MIN:
-        v_shape(ops, length, p, n, MIN)
-    elif kind == _DUALPIPE:
-        dualpipe(ops, length, p, n, m, G)
-    elif kind == _DUALPIPEV:
-        dualpipev(ops, length, p, n, m, G)
-    elif kind == _CHIMERA:
-        chimera(ops, length, p, n, m, G)
-    else:
-        return False
-    return True
+    index = np.ascontiguousarray(index, np.int64)
+    if index.size == 0:
+        return
+    keys = [x[index] for x in (sid, p, n, m, G)]
+    new = np.zeros(index.size, bool)
+    new[0] = True
+    for key in keys:
+        new[1:] |= key[1:] != key[:-1]
+    first = np.flatnonzero(new)  # where each build's run of points starts
+    slot = np.cumsum(new) - 1  # each point's build
+    work = (keys[1] * keys[2] * keys[3])[first] * 3
+    b0 = 0
+    while b0 < first.size:
+        b1 = b0 + 1  # at least one build per batch, however large
+        total = work[b0]
+        while b1 < first.size and total + work[b1] <= BUDGET:
+            total += work[b1]
+            b1 += 1
+        e0, e1 = first[b0], first[b1] if b1 < first.size else index.size
+        tables = _build([k[first[b0:b1]] for k in keys])
+        simulate_points(sid, index[e0:e1], slot[e0:e1] - b0, *tables, values, at, out, peaks,
+                        peak_at)
+        b0 = b1
+
+
+def _build(keys):
+    """The schedules ``keys`` (arrays of schedule id, p, n, m, G), flat: the built rows and
+    the op blocks, lengths, stage maps and routes they point into."""
+    rows = np.empty((len(keys[0]), 9), np.int64)
+    blocks, lengths, stages, firsts, lasts = [], [], [], [], []
+    offsets = np.zeros(4, np.int64)
+    for g, (s, P, N, M, G) in enumerate(zip(*(k.tolist() for k in keys), strict=True)):
+        spec = SPECS[s]
+        ops = new_ops(P, N, M)
+        length = np.zeros(P, np.int32)
+        spec.generator(ops, length, P, N, M, G)
+        W = max(1, int(length.max()))
+        block = np.ascontiguousarray(ops[:, :, :W]).reshape(-1)
+        stage_device = placement(spec.kind, P, M)
+        first, last = routes(spec.kind, P, N, M)
+        rows[g] = (P, N, M, W, len(stage_device), *offsets)
+        for part, store in ((block, blocks), (length, lengths), (stage_device, stages)):
+            store.append(part)
+        firsts.append(first)
+        lasts.append(last)
+        offsets += (block.size, P, len(stage_device), N)
+    return (rows, np.concatenate(blocks), np.concatenate(lengths), np.concatenate(stages),
+            np.concatenate(firsts), np.concatenate(lasts))
 
 
 # typed once: called with the constants 0..8, it would otherwise compile once per constant
@@ -88,33 +103,26 @@ def _field(values, at, i, k):
 
 
 @jit
-def simulate_points(sid, p, n, m, G, values, at, index, out, peaks, peak_at):
-    """Build and simulate the points ``index``; row ``i`` of ``out`` gets point ``i``'s
-    ``COLUMNS`` (activations in the unit of ``act``). Forward-only schedules free a
-    forward's activations when it ends. Unless ``peaks`` is empty, device ``r``'s peak
-    activations of point ``i`` also go to ``peaks[peak_at[i] + r]``.
-
-    Generators do not read costs, so consecutive points with the same ``(schedule, p, n, m,
-    G)`` share one build (``fastpp.sweep`` orders points that way).
+def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, lasts, values,
+                    at, out, peaks, peak_at):
+    """Simulate the points ``index`` on their built schedules (point ``index[q]`` on row
+    ``slot[q]`` of ``built``; see ``simulate``). Forward-only schedules free a forward's
+    activations when it ends; activations are in the unit of ``act``.
     """
-    built = -1  # the point whose schedule is in block (the first point always builds)
     none = np.zeros((0, 0))  # device_memory stores nothing: the peaks are all a sweep keeps
     none_int = np.zeros((0, 0), np.int64)
-    block = np.zeros((1, 1, 1), np.int32)
-    length = stage_device = first = last = np.zeros(1, np.int32)
-    for i in index:
-        P, N, M, g = p[i], n[i], m[i], G[i]
+    for q in range(index.shape[0]):
+        i, g = index[q], slot[q]
         kind = sid[i]
-        if (built < 0 or kind != sid[built] or P != p[built] or N != n[built]
-                or M != m[built] or g != G[built]):
-            built = i
-            block = new_ops(P, N, M)
-            length = np.zeros(P, np.int32)
-            generate(kind, block, length, P, N, M, g)
-            stage_device = placement(PLACEMENT[kind], P, M)
-            first, last = routes(PLACEMENT[kind], P, N, M)
+        P, N, M = built[g, P_], built[g, N_], built[g, M_]
+        W, V = built[g, W_], built[g, V_]
+        at_block = built[g, BLOCK]
+        block = blocks[at_block: at_block + OP_FIELDS * P * W].reshape((OP_FIELDS, P, W))
+        length = lengths[built[g, LENGTH]: built[g, LENGTH] + P]
+        stage_device = stages[built[g, STAGES]: built[g, STAGES] + V]
+        first = firsts[built[g, ROUTES]: built[g, ROUTES] + N]
+        last = lasts[built[g, ROUTES]: built[g, ROUTES] + N]
         out[i, :] = np.nan
-        V = stage_device.shape[0]
         bad = -1
         for k in range(N_FIELDS):
             count = at[i, k, 1]
@@ -134,13 +142,11 @@ def simulate_points(sid, p, n, m, G, values, at, index, out, peaks, peak_at):
         if w_above_b:
             out[i, STATUS] = W_ABOVE_B
             continue
-        L = total = 0
-        for r in range(P):  # (length.max() would compile NumPy's generic reduction)
-            L = max(L, length[r])
+        total = 0
+        for r in range(P):
             total += length[r]
-        L = max(1, L)
-        start = np.zeros((P, L))
-        end = np.zeros((P, L))
+        start = np.zeros((P, W))
+        end = np.zeros((P, W))
         pointer = np.zeros(P, np.int64)
         if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
                             c[kernels.TB], c[kernels.TW], c[kernels.TFB], c[kernels.COMM],

@@ -13,9 +13,11 @@ import sys, fastpp as s
 from fastpp import batch, kernels
 df = s.sweep(p=[2, 4], n_per_p=[1, 2], m=[1, 2], w=1.0, progress=False)
 df.to_parquet(sys.argv[1])
-# the warm-up compiled each callee of the sweep kernel with the kernel's own types
+# the warm-up compiled each function a sweep calls with the sweep's own types
 callees = [v for module in (batch, kernels) for v in vars(module).values()
            if hasattr(v, "signatures") and v.signatures]
+callees += [spec.generator for spec in s.SCHEDULES.values()
+            if getattr(spec.generator, "signatures", None)]
 print(len(callees), max(len(f.signatures) for f in callees))
 """
 
@@ -23,7 +25,7 @@ print(len(callees), max(len(f.signatures) for f in callees))
 def test_two_sweeps_sharing_a_cold_cache(tmp_path):
     """Both compile into the same empty cache at once (each with its helper process); both
     finish with the same table, and in both every function the sweep kernel calls was
-    compiled once, with the types the kernel uses (a second signature would mean the warm-up
+    compiled once, with the types the sweep uses (a second signature would mean the warm-up
     compiled it in vain)."""
     env = dict(os.environ, FASTPP_CACHE_DIR=str(tmp_path / "cache"))
     procs = [subprocess.Popen([sys.executable, "-c", SWEEP, str(tmp_path / f"{i}.parquet")],

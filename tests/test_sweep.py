@@ -72,8 +72,7 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
     values, at = cost_table(cols, None)
     out = np.empty((len(steps), len(batch.COLUMNS)))
     peaks, peak_at = np.zeros(p.sum()), np.r_[0, np.cumsum(p)[:-1]]
-    batch.simulate_points(sid, p, n, m, G, values, at, np.arange(len(steps)), out, peaks,
-                          peak_at)
+    batch.simulate(sid, p, n, m, G, values, at, np.arange(len(steps)), out, peaks, peak_at)
     at_device = 0
     for (name, *point, g), row, latency in zip(steps, out, comm, strict=True):
         sched = build_schedule(name, *point, G=g) if name == "interleaved-1f1b" else \
@@ -350,21 +349,16 @@ def test_sweep_with_no_arguments_runs_a_small_grid_of_mostly_valid_points():
     assert m["zbv"] == [2] and m["1f1b"] == [1] and m["interleaved-1f1b"] == [2]
 
 
-def test_every_registered_schedule_reaches_its_generator_in_the_sweep_kernel():
-    """The kernel's dispatch chain is written by hand: each id must run its own generator."""
+def test_builds_are_batched_within_the_budget(monkeypatch):
+    """Builds go to the kernel in batches of at most BUDGET op slots (one build alone may
+    exceed it): the rows are the same however the points are batched."""
     from fastpp import batch
-    from fastpp.generators._emit import new_ops
 
-    for name, spec in fastpp.SCHEDULES.items():
-        p, n, m = 4, 8, spec.default_m
-        want, got = new_ops(p, n, m), new_ops(p, n, m)
-        want_len, got_len = np.zeros(p, np.int32), np.zeros(p, np.int32)
-        spec.generator(want, want_len, p, n, m, p)
-        assert batch.generate(spec.sid, got, got_len, p, n, m, p), name
-        np.testing.assert_array_equal(got, want, err_msg=name)
-        np.testing.assert_array_equal(got_len, want_len, err_msg=name)
-        assert batch.PLACEMENT[spec.sid] == spec.kind
-    assert not batch.generate(len(fastpp.SCHEDULES), got, got_len, 4, 8, 1, 4)
+    whole = sweep(["1f1b", "zbv", "chimera"], p=[2, 4], n_per_p=[1, 2], m=None, w=1.0,
+                  progress=False)
+    monkeypatch.setattr(batch, "BUDGET", 1)  # every build its own batch
+    pd.testing.assert_frame_equal(sweep(["1f1b", "zbv", "chimera"], p=[2, 4], n_per_p=[1, 2],
+                                        m=None, w=1.0, progress=False), whole)
 
 
 NO_PYARROW = """

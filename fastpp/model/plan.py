@@ -275,7 +275,7 @@ def _run_kernel(args, values, at, peaks, peak_at, workers) -> np.ndarray:
     order = np.lexsort((m, n, p, sid))  # configurations that share a build stay together
 
     def job(index):
-        batch.simulate_points(*args, values, at, index, result, peaks, peak_at)
+        batch.simulate(*args, values, at, index, result, peaks, peak_at)
 
     size = max(16, -(-count // (4 * workers)))
     with ThreadPoolExecutor(workers) as pool:

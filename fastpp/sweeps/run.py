@@ -233,7 +233,7 @@ class Chunk:
         args = [np.ascontiguousarray(valid[k]) for k in INPUTS[:5]]
 
         def run(index):
-            batch.simulate_points(*args, self.values, self.at, index, self.out, _NONE, _NO_INT)
+            batch.simulate(*args, self.values, self.at, index, self.out, _NONE, _NO_INT)
 
         if pool is None:
             run(order)
