@@ -3,7 +3,8 @@ against cached.
 
 Run for real with ``pytest bench --benchmark-enable``; the normal suite runs each once.
 Targets: >= 1.7x from 1 to 2 threads, within 1.5x of a minimal Numba loop per op (open), the
-default ``scripts/sweep.py`` sweeping in <= 2 s warm and finishing in <= 30 s cold.
+default ``scripts/sweep.py`` sweeping in <= 2 s warm and finishing in <= 30 s cold (asserted),
+and the whole run in <= 12 s cold and <= 2 s cached (reported as xfail when missed).
 """
 
 import os
@@ -200,3 +201,9 @@ def bench_main_job_cold_and_cached(benchmark, tmp_path):
     if not benchmark.disabled:  # a smoke run times nothing
         assert warm_sweep <= 2.0, f"cached sweep {warm_sweep:.2f} s > 2 s"
         assert cold <= 30.0, f"cold start {cold:.1f} s > 30 s"
+        # issue 12's targets: 12 s cold (met at 12.0 s on the 2-core machine, so within its
+        # noise), 2 s for the whole cached run (open)
+        missed = [f"{what} {got:.2f} s > {target:g} s" for what, got, target in
+                  (("cold", cold, 12.0), ("cached", warm, 2.0)) if got > target]
+        if missed:
+            pytest.xfail("; ".join(missed))
