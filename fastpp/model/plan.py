@@ -143,8 +143,10 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
                             f"p in {pps}")
     chunk_counts = _axis(m, "m", None) if m is not None else None
     sched = [(name, k) for name in names for k in (chunk_counts or _default_m(name))]
-    # without a pipeline (p = 1) every schedule is the same: one stands for them all
-    alone = [i for i, (name, k) in enumerate(sched) if k == 1][:1] or [0]
+    # without a pipeline (p = 1) every schedule is the same: one stands for them all (1F1B,
+    # the one people run, when it is asked for)
+    single = [i for i, (name, k) in enumerate(sched) if k == 1]
+    alone = [i for i in single if sched[i][0] == "1f1b"][:1] or single[:1] or [0]
     grid = np.array([(t, p, d, b, RECOMPUTE.index(r), z, i)
                      for t, p, d in shapes for b in mbs for r in rcs[0] for z in zeros
                      for i in (alone if p == 1 else range(len(sched)))],
