@@ -2,5 +2,6 @@
 
 Every generator fills an op block from ``_emit.new_ops`` and the per-device lengths, with the
 signature ``(ops, length, p, n, m, G)``. ``registry`` gives them their public names,
-placements and constraints; ``fastpp.batch`` dispatches on the registry's ids inside Numba.
+placements and constraints; ``build_schedule`` and sweeps (``fastpp.batch``) call them
+through it.
 """
