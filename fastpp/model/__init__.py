@@ -18,12 +18,21 @@ from ..schedule import Schedule
 from .hardware import GB, HARDWARE, LINKS, Hardware, Link, preset
 from .plan import PLAN_COLUMNS, plan
 from .presets import MODELS
-from .stages import optimizer_split, stage_table
+from .stages import optimizer_split, stage_params, stage_table
 from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
 
 __all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "Hardware", "Link",
            "Transformer", "chunk_layers", "device_bytes", "layer_costs", "plan",
            "transformer_costs"]
+
+
+def _chunks(model: Transformer, schedule: Schedule):
+    """Per virtual stage: its model chunk, the number of chunks (a two-direction schedule holds
+    a second copy of them) and its layers."""
+    two = bool(np.any(schedule.route_first == schedule.p))  # a second copy runs up
+    chunks = schedule.V // 2 if two else schedule.V
+    chunk = np.arange(schedule.V) % chunks
+    return chunk, chunks, chunk_layers(model.layers, chunks)[chunk].astype(np.float64)
 
 
 def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequence_parallel,
@@ -36,17 +45,13 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
     if model.heads % tp or model.kv_heads % tp:
         raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got tp={tp})")
-    two = bool(np.any(schedule.route_first == schedule.p))  # a second copy runs up
-    chunks = schedule.V // 2 if two else schedule.V
-    chunk = np.arange(schedule.V) % chunks
-    layers = chunk_layers(model.layers, chunks)[chunk].astype(np.float64)
+    chunk, chunks, layers = _chunks(model, schedule)
     one = np.zeros(1, np.int64)
-    table = stage_table(model, hardware, seq, config=np.zeros(schedule.V, np.int64),
-                        chunk=chunk, chunks=chunks, layers=layers, microbatch=one + microbatch,
-                        t=one + tp, d=one + dp, p=one + schedule.p, m=one + schedule.m,
-                        sequence_parallel=sequence_parallel,
-                        recompute=one + RECOMPUTE.index(recompute))
-    return model, table, chunk, chunks
+    return stage_table(model, hardware, seq, config=np.zeros(schedule.V, np.int64),
+                       chunk=chunk, chunks=chunks, layers=layers, microbatch=one + microbatch,
+                       t=one + tp, d=one + dp, p=one + schedule.p, m=one + schedule.m,
+                       sequence_parallel=sequence_parallel,
+                       recompute=one + RECOMPUTE.index(recompute))
 
 
 def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: int,
@@ -78,8 +83,8 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
         ``f, b, w`` in seconds, ``act`` in bytes (``Result.peak_activations`` is then in
         bytes), ``gamma`` per stage, hand-offs of ``latency + message_bytes / bandwidth``.
     """
-    _, table, _, _ = _stages(model, hardware, schedule, seq, microbatch, tp, dp,
-                             sequence_parallel, recompute)
+    table = _stages(model, hardware, schedule, seq, microbatch, tp, dp, sequence_parallel,
+                    recompute)
     return Costs(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
                  gamma=table["gamma"], act=table["act"],
                  bandwidth=float(table["bandwidth"][0]),
@@ -92,9 +97,11 @@ def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: i
     stages it holds (mixed-precision Adam, 2 + 2 + 12 bytes per parameter, ZeRO ``zero`` over
     ``dp`` replicas; a tied output layer on the embedding's device is one copy)."""
     one_of(zero, "zero", (0, 1, 2))
-    model, table, chunk, chunks = _stages(model, "H100-80GB", schedule, 1, 1, tp, dp, True,
-                                          "none")
-    params = np.bincount(schedule.stage_to_device, weights=table["params"],
+    model = preset(MODELS, model, "model")
+    tp, dp = positive_int(tp, "tp"), positive_int(dp, "dp")
+    chunk, chunks, layers = _chunks(model, schedule)
+    params = np.bincount(schedule.stage_to_device,
+                         weights=stage_params(model, chunk, chunks, layers, tp),
                          minlength=schedule.p)
     first, last = 0, chunks - 1
     if model.tied_embeddings and schedule.stage_to_device[first] == \

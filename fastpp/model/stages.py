@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .hardware import Hardware
-from .transformer import BYTES, Transformer, chunk_layers, layer_costs
+from .transformer import BYTES, Transformer, layer_costs
 
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
 # gradients, fp32 master weights, momentum and variance
@@ -44,8 +44,7 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, chu
            + ends * 4.0 * seq * b * model.vocab / tp)
     gamma = np.divide(layers * layer["activations"] * layer["gamma"], act,
                       out=np.zeros_like(act), where=act > 0)
-    head = model.vocab * model.hidden
-    params = (layers * model.layer_params() + starts * head + ends * head) / tp
+    params = stage_params(model, chunk, chunks, layers, tp)
     mm = m[config]
     # one node holds the whole pipeline, or hand-offs cross nodes (ranks: t fastest, then d, p)
     in_node = t * d * p <= hardware.gpus_per_node
@@ -66,6 +65,14 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, chu
     }
 
 
+def stage_params(model: Transformer, chunk, chunks, layers, t):
+    """Parameters of each stage on one tensor-parallel rank: its layers, plus the embedding
+    on a first chunk and the output layer on a last one."""
+    head = model.vocab * model.hidden
+    return (layers * model.layer_params() + (chunk == 0) * head
+            + (chunk == chunks - 1) * head) / t
+
+
 def optimizer_split(params, d, zero):
     """Weight, gradient and optimizer bytes of ``params`` parameters under ZeRO ``zero``
     over ``d`` replicas (all broadcast)."""
@@ -74,15 +81,3 @@ def optimizer_split(params, d, zero):
     grads = GRADIENT_BYTES / np.where(zero >= 2, d, 1.0)
     optimizer = OPTIMIZER_BYTES / np.where(zero >= 1, d, 1.0)
     return params * WEIGHT_BYTES, params * grads, params * optimizer
-
-
-def stage_chunks(V: int, two_directions: bool):
-    """Per virtual stage: its model chunk and the number of chunks (a two-direction schedule
-    holds a second copy of the ``V/2`` chunks)."""
-    chunks = V // 2 if two_directions else V
-    return np.arange(V) % chunks, chunks
-
-
-def split_layers(model: Transformer, chunks: int) -> np.ndarray:
-    """Layers per chunk (see ``transformer.chunk_layers``)."""
-    return chunk_layers(model.layers, chunks)
