@@ -27,7 +27,10 @@ def show(value) -> str:
         return str(value.item())
     if not isinstance(value, list | tuple | np.ndarray):
         return repr(value)
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except ValueError:  # ragged, e.g. [1, [2]]
+        return repr(value)[:80]
     if arr.dtype == object:
         return repr(list(arr.reshape(-1))[:8])
     return str(arr.item()) if arr.ndim == 0 else str(arr.reshape(-1).tolist()[:8])
@@ -50,15 +53,24 @@ def positive_ints(values, name: str) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def number_array(values, name: str) -> np.ndarray:
+    """``values`` as float64 if they are numbers (no strings or bools, which NumPy would
+    convert), any value; a ``ScheduleTypeError`` otherwise."""
+    try:
+        raw = np.asarray(values)
+    except ValueError:  # ragged
+        raw = None
+    if raw is None or raw.dtype.kind not in "iuf":
+        raise ScheduleTypeError(f"{name} must be a number or an array of numbers (got "
+                                f"{show(values)})")
+    return raw.astype(np.float64)
+
+
 def numbers(values, name: str, *, strict: bool = False, upper: float | None = None,
             missing: bool = False) -> np.ndarray:
     """``values`` as float64 if every one is finite and > 0 (``strict``) or >= 0, and at most
     ``upper``; with ``missing``, NaN stands for "not given" and passes."""
-    try:
-        arr = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ScheduleError(f"{name} must be a number or an array of numbers (got "
-                            f"{show(values)})") from None
+    arr = number_array(values, name)
     given = ~np.isnan(arr) if missing else np.ones(arr.shape, bool)
     bad = given & (~np.isfinite(arr) | ((arr <= 0) if strict else (arr < 0)))
     if upper is not None:

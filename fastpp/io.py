@@ -5,17 +5,19 @@ torchtitan read and write it: one row per rank, one action per cell (``0F0``, ``
 from __future__ import annotations
 
 import csv
+import os
 import re
 from pathlib import Path
 
 import numpy as np
 
+from .checks import ScheduleError, ScheduleTypeError, positive_int
 from .generators._emit import LOOP, TWO_DIRECTIONS, VSHAPE
 from .generators._emit import placement as _placement
 from .generators._emit import routes as _routes
 from .generators.registry import SCHEDULES
 from .ops import parse_op
-from .schedule import Schedule, ScheduleError
+from .schedule import Schedule
 
 _PLACEMENTS = {"loop": LOOP, "v": VSHAPE, "two-directions": TWO_DIRECTIONS}
 _COMMS = re.compile(r"^\d+(SEND|RECV|UNSHARD|RESHARD|REDUCE_GRAD)")
@@ -49,6 +51,13 @@ def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
     ScheduleError
         Naming the row and column of a malformed cell, or what the schedule breaks.
     """
+    if n is not None:
+        n = positive_int(n, "n")
+    if placement is not None and not isinstance(placement, str):
+        raise ScheduleTypeError(f"placement must be a string: one of {sorted(_PLACEMENTS)} or a "
+                                f"schedule name (got {placement!r})")
+    if not isinstance(path, str | os.PathLike):
+        raise ScheduleTypeError(f"path must be a file path (got {type(path).__name__})")
     path = Path(path)
     try:
         with open(path, newline="") as handle:

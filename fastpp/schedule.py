@@ -134,15 +134,24 @@ class Schedule:
         -------
         Schedule
         """
+        if isinstance(rows, str) or not isinstance(rows, Sequence | np.ndarray):
+            raise ScheduleTypeError(f"rows must be a list of per-device lists of action tokens "
+                                    f"(got {type(rows).__name__})")
         p = len(rows)
         if p < 1:
             raise ScheduleError(f"rows must list at least one device (got {p})")
         parsed = []
         for r, row in enumerate(rows):
+            if isinstance(row, str) or not isinstance(row, Sequence | np.ndarray):
+                raise ScheduleTypeError(f"rows[{r}] must be a list of action tokens such as "
+                                        f"'0F0' (got {type(row).__name__})")
             ops_r = []
             for col, token in enumerate(row):
                 if token is None or (isinstance(token, str) and not token.strip()):
                     continue
+                if not isinstance(token, str):
+                    raise ScheduleTypeError(f"device {r}, position {col}: a token must be a "
+                                            f"string such as '0F0' (got {token!r})")
                 try:
                     op = parse_op(str(token))
                 except ValueError as err:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .checks import ScheduleError, positive_int
 from .costs import Costs
 from .generators.registry import build_schedule
 from .ops import Op
-from .schedule import ScheduleError
 from .simulate import simulate
 from .theory import peak_live
 
@@ -117,8 +117,9 @@ def compute_theoretical_peak(schedule_type, num_microbatches, num_stages):
     ValueError
         For a schedule type other than ``"gpipe"`` or ``"1f1b"``.
     """
-    return int(peak_live(_schedule_name(schedule_type), int(num_stages),
-                         int(num_microbatches))[0])
+    name = _schedule_name(schedule_type)
+    return int(peak_live(name, positive_int(num_stages, "num_stages"),
+                         positive_int(num_microbatches, "num_microbatches"))[0])
 
 
 def _schedule_name(schedule_type) -> str:

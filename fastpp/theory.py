@@ -14,6 +14,7 @@ import functools
 
 import numpy as np
 
+from .checks import positive_int
 from .generators.registry import get_spec
 
 
@@ -23,6 +24,11 @@ def _registered(formula):
     @functools.wraps(formula)
     def checked(name, *args, **kwargs):
         get_spec(name)
+        counts = dict(zip(("p", "n", "m"), args, strict=False))
+        counts.update({k: v for k, v in kwargs.items() if k in ("p", "n", "m", "G")})
+        for key, value in counts.items():
+            if value is not None or key != "G":
+                positive_int(value, key)
         return formula(name, *args, **kwargs)
 
     return checked

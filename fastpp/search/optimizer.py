@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, one_of
+from ..checks import ScheduleError, ScheduleTypeError, one_of
 from ..costs import Costs
 from ..schedule import Schedule
 from ..simulate import Result
@@ -130,6 +130,10 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
             or not time_limit > 0 or not math.isfinite(time_limit)):
         raise ScheduleError(f"time_limit must be a finite number of seconds > 0 "
                             f"(got {time_limit!r})")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise ScheduleTypeError(f"seed must be an integer (got seed={seed!r})")
+    if not 0 <= seed < 2**63:
+        raise ScheduleError(f"seed must be in 0..2**63-1 (got seed={seed})")
     if method == "exact" and not exact.available():
         raise ScheduleError("method='exact' needs OR-Tools: pip install 'fastpp[search]'")
     search = _Search(problem, float(time_limit), progress)

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
+from ..checks import ScheduleError, ScheduleTypeError, number_array, one_of, positive_int, show
 from ..costs import Costs
 from ..generators._emit import LOOP, VSHAPE, placement
+from ..generators.registry import MAX_WORK
 from ..ops import PAD, F, I, W
 from ..schedule import Schedule
 from ..simulate import Result, simulate
@@ -64,6 +65,9 @@ class Problem:
         """
         p, n = positive_int(p, "p"), positive_int(n, "n")
         one_of(placement_name, "placement", PLACEMENTS)
+        if float(p) * n * PLACEMENTS[placement_name][1] > MAX_WORK:  # as build_schedule
+            raise ScheduleError(f"p*n*m must be at most {MAX_WORK:,} (got p={p}, n={n}, "
+                                f"m={PLACEMENTS[placement_name][1]})")
         one_of(objective, "objective", OBJECTIVES)
         costs = Costs(1.0, 2.0) if costs is None else costs
         if not isinstance(costs, Costs):
@@ -113,16 +117,12 @@ class Problem:
 def _memory_limit(memory, p: int) -> np.ndarray:
     if memory is None:
         return np.full(p, np.inf)
-    try:
-        arr = np.array(memory, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ScheduleError(f"memory must be a number or an array of {p} numbers "
-                            f"(got {memory!r})") from None
+    arr = number_array(memory, "memory")
     if arr.ndim == 0:
         arr = np.full(p, float(arr))
-    if arr.shape != (p,) or np.any(~(arr > 0)) or np.any(np.isnan(arr)):
+    if arr.shape != (p,) or np.any(~(arr > 0)):  # inf is no limit; NaN fails
         raise ScheduleError(f"memory must be > 0, as a number or an array of p={p} numbers "
-                            f"(got {np.asarray(memory).tolist()!r})")
+                            f"(got {show(memory)})")
     return arr
 
 
