@@ -197,8 +197,9 @@ def _simulate(model, hardware, seq, global_batch, cols, capacity, overlap, seque
     for c in np.unique(chunks):
         mine = chunks[config] == c
         layers[mine] = chunk_layers(model.layers, int(c))[chunk[mine]]
-    table = stage_table(model, hardware, seq, config=config, chunk=chunk,
-                        chunks=chunks[config], layers=layers, microbatch=b, t=t, d=d, p=p, m=m,
+    embedding, loss = chunk == 0, chunk == chunks[config] - 1
+    table = stage_table(model, hardware, seq, config=config, layers=layers, embedding=embedding,
+                        loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
                         sequence_parallel=sequence_parallel, recompute=cols["recompute"][run])
     rows = engine.run(sid, p, n, m, p, {k: v for k, v in table.items() if k in FIELDS},
                       first=first, V=V, workers=workers, peaks=True)
