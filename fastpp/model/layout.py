@@ -62,14 +62,15 @@ class Layout:
                  for k, e, lo, q in zip(self.layers, self.embedding, self.loss, self.mtp,
                                         strict=True)]
         out, s = [], 0
-        while s < len(texts):  # a run of equal stages (but the last) as "(...|)*k"
+        while s < len(texts):  # a run of equal stages (but the last) as "(...|)*k" if shorter
             k = 1
             while s + k < len(texts) - 1 and texts[s + k] == texts[s]:
                 k += 1
-            if k > 1:
-                out.append(f"({texts[s]}|)*{k}" + ("," if texts[s + k][:1] in SYMBOLS else ""))
-            else:
-                out.append(texts[s] + ("|" if s + 1 < len(texts) else ""))
+            plain = "|".join(texts[s: s + k]) + ("|" if s + k < len(texts) else "")
+            # (a comma, cosmetic, keeps "*29" from running into the next stage's symbols)
+            short = f"({texts[s]}|)*{k}" + ("," if texts[s + k][:1] in SYMBOLS else "") \
+                if k > 1 else plain
+            out.append(short if len(short) < len(plain) else plain)
             s += k
         return "".join(out)
 
