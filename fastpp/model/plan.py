@@ -177,7 +177,9 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         **{k: rows[k] for k in ("layout", *NUMBERS, "fits", "reason")}})
     order = np.lexsort((-frame["tokens_per_s"].fillna(-1).to_numpy(),
                         ~frame["fits"].to_numpy()))
-    return frame.iloc[order].reset_index(drop=True)
+    frame = frame.iloc[order].reset_index(drop=True)
+    frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
+    return frame
 
 
 def _as_list(value) -> list:
@@ -366,23 +368,46 @@ def summary(df, top: int = 10) -> str:
             f"{'recompute':<10}{'step s':>8} {'tokens/s':>10} {'MFU':>6} {'bubble':>7} "
             f"{'act GB':>7} {'GB/GPU':>7}")
 
+    layouts = df.attrs.get("layouts", False)  # asked for: each row's layout is shown
+    if layouts:
+        cols += "  layout"
+
     def line(r):
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
-                f"{r.peak_memory / GB:>7.1f}")
+                f"{r.peak_memory / GB:>7.1f}" + (f"  {r.layout}" if layouts else ""))
 
     fits = df[df["fits"]]
     ran = df[df["step_time"].notna()]
     text = [f"{len(df):,} configurations: {len(ran):,} simulated, {len(fits):,} fit", ""]
     if len(fits):
-        text += [f"fastest that fit ({min(top, len(fits))} of {len(fits)}):", cols]
-        text += [line(r) for r in fits.head(top).itertuples()]
+        shown = _fold_alike(fits)
+        text += [f"fastest that fit ({min(top, len(shown))} of {len(fits)}):", cols]
+        text += [line(r) for r in shown.head(top).itertuples()]
     else:
         text += ["nothing fits"]
     misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False)
     text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
     faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
-    for r in faster.sort_values("peak_memory").head(5).itertuples():
+    for r in _fold_alike(faster.sort_values("peak_memory")).head(5).itertuples():
         text += [line(r) + f"  {r.reason}"]
     return "\n".join(text)
+
+
+def _fold_alike(rows):
+    """Rows without a pipeline (p = 1) whose time and bytes equal the first such row's to four
+    digits, as one line ("1f1b (+5 alike)"): there many schedules run one timeline in the
+    same bytes."""
+    key = rows[["t", "p", "d", "microbatch", "recompute", "zero"]].assign(
+        **{k: rows[k].map(lambda x: f"{x:.4g}") for k in ("step_time", "peak_memory",
+                                                           "peak_activations")})
+    repeat = (rows["p"] == 1) & key.duplicated()
+    out = rows[~repeat].copy()
+    alike = key[rows["p"] == 1].groupby(list(key.columns), sort=False).ngroup()
+    count = alike.map(alike.value_counts())
+    more = count[~repeat[count.index]] - 1
+    more = more[more > 0]
+    out.loc[more.index, "schedule"] = [f"{name} (+{k} alike)" for name, k in
+                                       zip(out.loc[more.index, "schedule"], more, strict=True)]
+    return out
