@@ -4,26 +4,28 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import batch
+from .. import batch, engine
 from ..checks import ScheduleError, ScheduleTypeError, numbers, one_of, positive_int, positive_ints
 from ..costs import FIELDS
-from ..generators._emit import TWO_DIRECTIONS, placement
+from ..generators._emit import placement
 from ..generators.registry import SCHEDULES, get_spec
 from .hardware import HARDWARE, LINKS, Hardware, Link, preset
+from .layout import as_layout, check_layout, even_layers
 from .presets import MODELS
 from .stages import optimizer_split, stage_table
-from .transformer import RECOMPUTE, Transformer, chunk_layers
+from .transformer import RECOMPUTE, Transformer
 
 GB = 1e9
-PLAN_COLUMNS = (
-    "model", "gpus", "t", "p", "d", "schedule", "m", "microbatch", "n", "recompute", "zero",
-    "step_time", "makespan", "gradient_sync", "tokens_per_s", "mfu", "bubble_ratio",
-    "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes", "peak_memory",
-    "fits", "reason")
+# a row: its configuration, what the timeline and the bytes give, and whether it fits
+CONFIG_COLUMNS = ("model", "gpus", "t", "p", "d", "schedule", "m", "microbatch", "n",
+                  "recompute", "zero", "layout")
+NUMBERS = ("step_time", "makespan", "gradient_sync", "tokens_per_s", "mfu", "bubble_ratio",
+           "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes",
+           "peak_memory")
+PLAN_COLUMNS = (*CONFIG_COLUMNS, *NUMBERS, "fits", "reason")
 
 
 def divisors(x: int) -> list[int]:
@@ -33,8 +35,8 @@ def divisors(x: int) -> list[int]:
 def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, schedules=None,
          tp=None,
          pp=None, microbatch=None, m=None, recompute=None, zero=1, capacity=None,
-         sequence_parallel: bool = True, gradient_overlap: float = 0.0,
-         workers: int | None = None):
+         sequence_parallel: bool = True, gradient_overlap: float = 0.0, layout=None,
+         first_layers=None, last_layers=None, workers: int | None = None):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
     Each row's pipeline is an exact timeline of the schedule with the model's per-stage
@@ -70,13 +72,22 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     gradient_overlap : float
         The part of the data-parallel gradient reduction (after the last backward) hidden
         under the pipeline's drain, in [0, 1].
+    layout : str, Layout or list of them, optional
+        Layers per model chunk as Megatron's ``--pipeline-model-parallel-layout`` strings
+        (``fastpp.model.layout``): rows whose model chunks (``p * m``) are not the layout's
+        stages get a reason.
+    first_layers, last_layers : int or list of int, optional
+        Layers on the first model chunk (beside the embedding) and on the last (beside the
+        output layer and loss), the rest as even as can be: axes (default: every chunk as
+        even as can be, the remainder in the middle chunks).
     workers : int, optional
         Threads (default: the machine's cores).
 
     Returns
     -------
     pandas.DataFrame
-        ``PLAN_COLUMNS``: the configuration, ``step_time`` (s: the pipeline's ``makespan``
+        ``PLAN_COLUMNS``: the configuration (``layout``: its layers per model chunk as a
+        Megatron layout string), ``step_time`` (s: the pipeline's ``makespan``
         plus the exposed ``gradient_sync``), ``tokens_per_s``, ``mfu``, ``bubble_ratio`` and,
         on the GPU with the most bytes, ``peak_activations``, ``parameter_bytes``,
         ``gradient_bytes``, ``optimizer_bytes`` and their sum ``peak_memory``; ``fits``, and
@@ -86,7 +97,9 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     ------
     ScheduleError
         For an unknown preset, a bad count, ``t`` beyond a node or not dividing the heads,
-        a microbatch that does not divide the global batch, or no factorization at all.
+        a microbatch that does not divide the global batch, no factorization at all, a
+        layout that does not parse or does not hold the model's layers, or both a layout
+        and first or last counts.
     """
     import pandas as pd
 
@@ -141,31 +154,32 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     if not shapes:
         raise ScheduleError(f"gpus={gpus} has no factorization t * p * d with t in {tps} and "
                             f"p in {pps}")
-    chunk_counts = _axis(m, "m", None) if m is not None else None
-    sched = [(name, k) for name in names for k in (chunk_counts or _default_m(name))]
-    # without a pipeline (p = 1) every schedule is the same: one stands for them all (1F1B,
-    # the one people run, when it is asked for)
-    single = [i for i, (name, k) in enumerate(sched) if k == 1]
-    alone = [i for i in single if sched[i][0] == "1f1b"][:1] or single[:1] or [0]
-    grid = np.array([(t, p, d, b, RECOMPUTE.index(r), z, i)
+    splits = _splits(model, layout, first_layers, last_layers)
+    chunk_counts = _axis(m, "m", None)
+    # each schedule at each chunk count, at every p: p = 1 too, where the times agree but the
+    # memory does not (GPipe keeps every microbatch, 1F1B one)
+    sched = [(name, k) for name in names for k in (chunk_counts or SCHEDULES[name].m_choices)]
+    grid = np.array([(t, p, d, b, RECOMPUTE.index(r), z, i, k)
                      for t, p, d in shapes for b in mbs for r in rcs[0] for z in zeros
-                     for i in (alone if p == 1 else range(len(sched)))],
-                    np.int64).reshape(-1, 7)
+                     for i in range(len(sched)) for k in range(len(splits))],
+                    np.int64).reshape(-1, 8)
     cols = {k: grid[:, i] for i, k in enumerate(("t", "p", "d", "microbatch", "recompute",
-                                                  "zero", "which"))}
+                                                  "zero", "which", "split"))}
     cols["sid"] = np.array([SCHEDULES[name].sid for name, _ in sched], np.int64)[cols["which"]]
     cols["m"] = np.array([k for _, k in sched], np.int64)[cols["which"]]
-    rows = _simulate(model, hardware, seq, global_batch, cols, capacity, overlap,
+    rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overlap,
                      sequence_parallel, workers)
     frame = pd.DataFrame({
         "model": model.name, "gpus": gpus, "t": cols["t"], "p": cols["p"], "d": cols["d"],
         "schedule": np.array(list(SCHEDULES), object)[cols["sid"]], "m": cols["m"],
         "microbatch": cols["microbatch"], "n": rows["n"],
         "recompute": np.array(RECOMPUTE, object)[cols["recompute"]], "zero": cols["zero"],
-        **{k: rows[k] for k in PLAN_COLUMNS[11:]}})
+        **{k: rows[k] for k in ("layout", *NUMBERS, "fits", "reason")}})
     order = np.lexsort((-frame["tokens_per_s"].fillna(-1).to_numpy(),
                         ~frame["fits"].to_numpy()))
-    return frame.iloc[order].reset_index(drop=True)
+    frame = frame.iloc[order].reset_index(drop=True)
+    frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
+    return frame
 
 
 def _as_list(value) -> list:
@@ -178,41 +192,110 @@ def _axis(value, name, default) -> list[int]:
     return positive_ints(_as_list(value), name).tolist()
 
 
-def _default_m(name: str) -> tuple[int, ...]:
-    spec = SCHEDULES[name]
-    return (2, 4) if name in ("interleaved-1f1b", "looped-bfs") else (spec.default_m,)
+def _splits(model, layout, first_layers, last_layers) -> list[tuple]:
+    """The layer splits to try: ``(Layout, None, None)`` for each layout given, else
+    ``(None, first, last)`` for each pair of counts (None: as even as the rest)."""
+    if layout is not None:
+        if first_layers is not None or last_layers is not None:
+            raise ScheduleError(f"give layout or first_layers/last_layers, not both (got "
+                                f"layout={layout!r}, first_layers={first_layers!r}, "
+                                f"last_layers={last_layers!r})")
+        given = [as_layout(x) for x in _as_list(layout)]
+        for x in given:  # whatever the configuration, these must hold
+            check_layout(x, model.layers, x.stages)
+        return [(x, None, None) for x in given]
+    ends = [[None] if x is None else _counts(x, name)
+            for x, name in ((first_layers, "first_layers"), (last_layers, "last_layers"))]
+    return [(None, a, z) for a in ends[0] for z in ends[1]]
 
 
-def _simulate(model, hardware, seq, global_batch, cols, capacity, overlap, sequence_parallel,
-              workers) -> dict[str, np.ndarray]:
+def _counts(value, name) -> list[int]:
+    values = _as_list(value)
+    for x in values:
+        if isinstance(x, bool) or not isinstance(x, int | np.integer) or x < 0:
+            raise ScheduleError(f"{name} must be integers >= 0 (got {x!r})")
+    return [int(x) for x in values]
+
+
+def _layouts(model, chunks, split, splits, reason) -> tuple[np.ndarray, list]:
+    """Per configuration: the index of its ``Layout`` in the list returned (one per distinct
+    chunk count and split; -1 where it cannot run), with the reason where the split does not
+    fit its chunks."""
+    index, found = np.full(len(chunks), -1, np.int64), []
+    ok = reason == ""
+    for c, k in sorted(set(zip(chunks[ok].tolist(), split[ok].tolist(), strict=True))):
+        mine = np.flatnonzero((chunks == c) & (split == k) & ok)
+        given, first, last = splits[k]
+        try:
+            if given is None:
+                given = even_layers(model.layers, c, first, last)
+            else:
+                check_layout(given, model.layers, c)
+        except ScheduleError as error:
+            reason[mine] = str(error)
+            continue
+        index[mine] = len(found)
+        found.append(given)
+    return index, found
+
+
+def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel):
+    """The stages of the configurations ``run`` in one flat table: per configuration ``V``
+    and where its stages start, per stage its configuration, model chunk and costs
+    (``stage_table``), and which configurations have a stage that takes no time."""
+    t, p, d, b, m, sid, chunks = (x[run] for x in (cols["t"], cols["p"], cols["d"],
+                                                   cols["microbatch"], cols["m"], cols["sid"],
+                                                   chunks))
+    V = engine.stages(sid, p, m)
+    config = np.repeat(np.arange(run.size), V)
+    first = np.r_[0, np.cumsum(V)[:-1]].astype(np.int64)
+    chunk = (np.arange(V.sum()) - first[config]) % chunks[config]
+    stage_layout = which[run][config]
+    layers, embedding, loss = (np.empty(chunk.size, dtype) for dtype in (float, bool, bool))
+    for k, x in enumerate(layouts):
+        mine = np.flatnonzero(stage_layout == k)
+        layers[mine] = np.array(x.layers)[chunk[mine]]
+        embedding[mine] = np.array(x.embedding)[chunk[mine]]
+        loss[mine] = np.array(x.loss)[chunk[mine]]
+    table = stage_table(model, hardware, seq, config=config, layers=layers, embedding=embedding,
+                        loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
+                        sequence_parallel=sequence_parallel, recompute=cols["recompute"][run])
+    idle = np.zeros(run.size, bool)
+    np.logical_or.at(idle, config, (table["f"] <= 0) | (table["b"] <= 0))
+    return V, config, first, chunk, table, idle
+
+
+def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overlap,
+              sequence_parallel, workers) -> dict[str, np.ndarray]:
     """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid)
-    out = {k: np.full(count, np.nan) for k in PLAN_COLUMNS[11:22]}
-    out.update(n=n, fits=np.zeros(count, bool), reason=reason)
+    which, layouts = _layouts(model, chunks, cols["split"], splits, reason)
+    out = {k: np.full(count, np.nan) for k in NUMBERS}
+    out.update(n=n, fits=np.zeros(count, bool), reason=reason,
+               layout=np.array([*map(str, layouts), ""], object)[which])
     run = np.flatnonzero(reason == "")
     if run.size == 0:
         return out
+    V, config, first, chunk, table, idle = _stages(model, hardware, seq, cols, run, chunks,
+                                                   which, layouts, sequence_parallel)
+    if idle.any():  # a stage without work cannot run: its configurations get the reason
+        reason[run[idle]] = ("layout must give every stage work (got a stage whose ops take "
+                             "no time, which the engine cannot run)")
+        run = run[~idle]
+        if run.size == 0:
+            return out
+        V, config, first, chunk, table, _ = _stages(model, hardware, seq, cols, run, chunks,
+                                                    which, layouts, sequence_parallel)
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
-    two = batch.PLACEMENT[sid] == TWO_DIRECTIONS
-    V = chunks * np.where(two, 2, 1)
-    # the stages of every configuration that runs, in one flat table
-    config = np.repeat(np.arange(run.size), V)
-    first = np.r_[0, np.cumsum(V)[:-1]]
-    chunk = (np.arange(V.sum()) - first[config]) % chunks[config]
-    layers = np.empty(chunk.size)
-    for c in np.unique(chunks):
-        mine = chunks[config] == c
-        layers[mine] = chunk_layers(model.layers, int(c))[chunk[mine]]
-    table = stage_table(model, hardware, seq, config=config, chunk=chunk,
-                        chunks=chunks[config], layers=layers, microbatch=b, t=t, d=d, p=p, m=m,
-                        sequence_parallel=sequence_parallel, recompute=cols["recompute"][run])
-    # per-device peaks come back flat: device r of configuration i at peak_at[i] + r
-    peak_at = np.r_[0, np.cumsum(p)[:-1]]
-    peaks = np.zeros(int(p.sum()))
-    result = _run_kernel([sid, p, n, m, p], *_cost_layout(table, V, first), peaks, peak_at,
-                         workers)
+    rows = engine.run(sid, p, n, m, p, {k: v for k, v in table.items() if k in FIELDS},
+                      first=first, V=V, workers=workers, peaks=True)
+    if np.any(rows.status != batch.OK):
+        raise ScheduleError(f"the kernel rejected a generated configuration (status "
+                            f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
+                            f"report it")
+    peaks, peak_at = rows.peaks, rows.peak_at
     slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
     params = np.bincount(slot, weights=table["params"], minlength=peaks.size)
     if model.tied_embeddings:  # first and last chunk on one device: one copy of the weights
@@ -229,13 +312,13 @@ def _simulate(model, hardware, seq, global_batch, cols, capacity, overlap, seque
     grad_bytes = np.maximum.reduceat(params, peak_at) * 2.0
     sync = np.where(t * d <= hardware.gpus_per_node, hardware.node.ring(grad_bytes, d),
                     hardware.network.ring(grad_bytes, d))
-    makespan = result[:, batch.MAKESPAN]
+    makespan = rows.out[:, batch.MAKESPAN]
     step = makespan + (1.0 - overlap) * sync
     tokens = global_batch * seq / step
     values = {"step_time": step, "makespan": makespan, "gradient_sync": sync,
               "tokens_per_s": tokens,
               "mfu": tokens * model.flops_per_token(seq) / (t * p * d) / hardware.peak_flops,
-              "bubble_ratio": result[:, batch.BUBBLE], "peak_activations": peaks[worst],
+              "bubble_ratio": rows.out[:, batch.BUBBLE], "peak_activations": peaks[worst],
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
               "optimizer_bytes": optimizer[worst], "peak_memory": total[worst]}
     for k, arr in values.items():
@@ -262,32 +345,8 @@ def _shape(model, global_batch, t, p, d, b, m, sid):
     for s in np.unique(sid):
         mine = np.flatnonzero((sid == s) & (reason == ""))
         if mine.size:
-            reason[mine] = SCHEDULES[list(SCHEDULES)[s]].reasons(p[mine], n[mine], m[mine],
-                                                                  p[mine])
+            reason[mine] = batch.SPECS[s].reasons(p[mine], n[mine], m[mine], p[mine])
     return n, chunks, reason
-
-
-def _run_kernel(args, values, at, peaks, peak_at, workers) -> np.ndarray:
-    """The sweep kernel over every configuration, on ``workers`` threads; rows of
-    ``batch.COLUMNS``."""
-    args = [np.ascontiguousarray(x) for x in args]
-    sid, p, n, m, _ = args
-    count = len(sid)
-    result = np.empty((count, len(batch.COLUMNS)))
-    order = np.lexsort((m, n, p, sid))  # configurations that share a build stay together
-
-    def job(index):
-        batch.simulate(*args, values, at, index, result, peaks, peak_at)
-
-    size = max(16, -(-count // (4 * workers)))
-    with ThreadPoolExecutor(workers) as pool:
-        for future in [pool.submit(job, order[i:i + size]) for i in range(0, count, size)]:
-            future.result()
-    status = result[:, batch.STATUS].astype(np.int64)
-    if np.any(status != batch.OK):
-        raise ScheduleError(f"the kernel rejected a generated configuration (status "
-                            f"{status[status != batch.OK][0]}): a fastpp bug, please report it")
-    return result
 
 
 def _stage_devices(sid, p, m, first, stages) -> np.ndarray:
@@ -301,27 +360,6 @@ def _stage_devices(sid, p, m, first, stages) -> np.ndarray:
     return device
 
 
-def _cost_layout(table, Vr, first):
-    """The kernel's cost table (see ``fastpp.batch``): per-stage fields as stage arrays,
-    per-configuration fields one value each, ``fb`` not given."""
-    count, stages = len(Vr), int(Vr.sum())
-    parts, at, offset = [], np.empty((count, len(FIELDS), 2), np.int64), 0
-    for k, name in enumerate(FIELDS):
-        if name in ("f", "b", "w", "gamma", "act"):
-            at[:, k, 0], at[:, k, 1] = offset + first, Vr
-            parts.append(table[name])
-            offset += stages
-        elif name in ("comm", "bandwidth", "message_bytes"):
-            at[:, k, 0], at[:, k, 1] = offset + np.arange(count), 1
-            parts.append(np.broadcast_to(table[name], (count,)).astype(np.float64))
-            offset += count
-        else:  # fb: the overlapped pair takes f + b
-            at[:, k, 0], at[:, k, 1] = offset, 1
-            parts.append(np.array([np.nan]))
-            offset += 1
-    return np.concatenate(parts), at
-
-
 def summary(df, top: int = 10) -> str:
     """The fastest configurations that fit, and the faster ones that do not (closest to
     fitting first) with their reasons: text for a terminal."""
@@ -329,23 +367,46 @@ def summary(df, top: int = 10) -> str:
             f"{'recompute':<10}{'step s':>8} {'tokens/s':>10} {'MFU':>6} {'bubble':>7} "
             f"{'act GB':>7} {'GB/GPU':>7}")
 
+    layouts = df.attrs.get("layouts", False)  # asked for: each row's layout is shown
+    if layouts:
+        cols += "  layout"
+
     def line(r):
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
-                f"{r.peak_memory / GB:>7.1f}")
+                f"{r.peak_memory / GB:>7.1f}" + (f"  {r.layout}" if layouts else ""))
 
     fits = df[df["fits"]]
     ran = df[df["step_time"].notna()]
     text = [f"{len(df):,} configurations: {len(ran):,} simulated, {len(fits):,} fit", ""]
     if len(fits):
-        text += [f"fastest that fit ({min(top, len(fits))} of {len(fits)}):", cols]
-        text += [line(r) for r in fits.head(top).itertuples()]
+        shown = _fold_alike(fits)
+        text += [f"fastest that fit ({min(top, len(shown))} of {len(fits)}):", cols]
+        text += [line(r) for r in shown.head(top).itertuples()]
     else:
         text += ["nothing fits"]
     misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False)
     text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
     faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
-    for r in faster.sort_values("peak_memory").head(5).itertuples():
+    for r in _fold_alike(faster.sort_values("peak_memory")).head(5).itertuples():
         text += [line(r) + f"  {r.reason}"]
     return "\n".join(text)
+
+
+def _fold_alike(rows):
+    """Rows without a pipeline (p = 1) whose time and bytes equal the first such row's to four
+    digits, as one line ("1f1b (+5 alike)"): there many schedules run one timeline in the
+    same bytes."""
+    key = rows[["t", "p", "d", "microbatch", "recompute", "zero"]].assign(
+        **{k: rows[k].map(lambda x: f"{x:.4g}") for k in ("step_time", "peak_memory",
+                                                           "peak_activations")})
+    repeat = (rows["p"] == 1) & key.duplicated()
+    out = rows[~repeat].copy()
+    alike = key[rows["p"] == 1].groupby(list(key.columns), sort=False).ngroup()
+    count = alike.map(alike.value_counts())
+    more = count[~repeat[count.index]] - 1
+    more = more[more > 0]
+    out.loc[more.index, "schedule"] = [f"{name} (+{k} alike)" for name, k in
+                                       zip(out.loc[more.index, "schedule"], more, strict=True)]
+    return out
