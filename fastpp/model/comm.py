@@ -1,0 +1,62 @@
+"""Collectives and hand-offs: a bus-bandwidth model over NVLink or the network.
+
+A ring collective over ``r`` ranks moves, on every rank, ``2 (r-1)/r`` of the message for an
+all-reduce and ``(r-1)/r`` for a reduce-scatter or an all-gather (the message is the whole
+tensor; NCCL's "bus bandwidth" is defined so that these fractions at ``busbw`` give the time),
+plus one link latency per ring step (``2 (r-1)`` or ``r - 1``). A group inside one node runs
+at the node link's bus bandwidth; a group that spans nodes is limited by each GPU's network
+rail, the slowest hop of the ring. A pipeline hand-off is one message over one link.
+
+Ranks are ordered as Megatron orders them: tensor-parallel fastest, then data, then pipeline,
+so a tensor-parallel group of ``t`` ranks spans nodes when ``t > gpus_per_node``, a
+data-parallel one when ``t d > gpus_per_node``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .hardware import Hardware
+
+
+def _link(hardware: Hardware, spans_nodes):
+    spans = np.asarray(spans_nodes, bool)
+    return (np.where(spans, hardware.network.bandwidth, hardware.node.bandwidth),
+            np.where(spans, hardware.network.latency, hardware.node.latency))
+
+
+def all_reduce(hardware: Hardware, message_bytes, ranks, spans_nodes) -> np.ndarray:
+    """Seconds of a ring all-reduce of ``message_bytes`` over ``ranks`` (0 for one rank)."""
+    return _ring(hardware, message_bytes, ranks, spans_nodes, 2.0)
+
+
+def reduce_scatter(hardware: Hardware, message_bytes, ranks, spans_nodes) -> np.ndarray:
+    """Seconds of a ring reduce-scatter of a ``message_bytes`` tensor over ``ranks``."""
+    return _ring(hardware, message_bytes, ranks, spans_nodes, 1.0)
+
+
+all_gather = reduce_scatter  # the same bytes and steps: each rank ends with the whole tensor
+
+
+def _ring(hardware, message_bytes, ranks, spans_nodes, passes):
+    ranks = np.asarray(ranks, np.float64)
+    bandwidth, latency = _link(hardware, spans_nodes)
+    steps = passes * (ranks - 1.0)
+    return np.where(ranks > 1, steps / np.maximum(ranks, 1.0) * message_bytes / bandwidth
+                    + steps * latency, 0.0)
+
+
+def tensor_parallel_spans(hardware: Hardware, t) -> np.ndarray:
+    """Whether a tensor-parallel group of ``t`` ranks spans nodes."""
+    return np.asarray(t) > hardware.gpus_per_node
+
+
+def data_parallel_spans(hardware: Hardware, t, d) -> np.ndarray:
+    """Whether a data-parallel group (``d`` ranks, ``t`` apart) spans nodes."""
+    return np.asarray(t) * np.asarray(d) > hardware.gpus_per_node
+
+
+def pipeline_spans(hardware: Hardware, t, d, p) -> np.ndarray:
+    """Whether the pipeline's hand-offs cross nodes: all of them stay in a node only when the
+    whole ``t d p`` job does (between those, some hops cross; they are priced as crossing)."""
+    return np.asarray(t) * np.asarray(d) * np.asarray(p) > hardware.gpus_per_node
