@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .hardware import Hardware
-from .comm import (all_gather, all_reduce, data_parallel_spans, pipeline_spans, reduce_scatter,
-                   tensor_parallel_spans)
+from .comm import (all_gather, all_reduce, data_parallel_per_node, pipeline_spans,
+                   reduce_scatter, tensor_parallel_per_node)
 from .compute import head_times, layer_times, optimizer_time
 from .transformer import BYTES, Transformer, layer_costs
 
@@ -41,7 +41,7 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, chu
     head = head_times(model, hardware, seq, b, tp, sequence_parallel)
     sbh = seq * b * model.hidden
     starts, ends = chunk == 0, chunk == chunks - 1
-    spans = tensor_parallel_spans(hardware, tp)
+    spans = tensor_parallel_per_node(hardware, tp)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
     # an all-gather and a reduce-scatter each with sequence parallelism (the same bytes)
     exchange = (all_gather(hardware, BYTES * sbh, tp, spans)
@@ -108,8 +108,8 @@ BUCKET_PARAMS = 40e6  # Megatron's default gradient bucket, in parameters
 
 
 def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
-               embedding_spans=False, overlap: bool = False, window=0.0
-               ) -> dict[str, np.ndarray]:
+               embedding_per_node=2, overlap: bool = False, window=0.0,
+               reduce_bytes: float = REDUCE_BYTES               ) -> dict[str, np.ndarray]:
     """The step's time outside the pipeline, per configuration (arrays broadcast).
 
     Parameters
@@ -122,8 +122,8 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     embedding_params : array_like
         Parameters of a tied embedding held on two pipeline stages (0 if none): their
         gradients are all-reduced between the two.
-    embedding_spans : array_like of bool
-        Whether that all-reduce crosses nodes.
+    embedding_per_node : array_like
+        1 if that all-reduce crosses nodes, else 2.
     overlap : bool
         Megatron's ``--overlap-grad-reduce`` and ``--overlap-param-gather``: the gradient
         reduction runs in buckets of ``BUCKET_PARAMS`` under the last microbatch's backward
@@ -131,6 +131,8 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
         bucket of each stays exposed. Default: neither overlapped, as Megatron by default.
     window : array_like
         Seconds of backward the reduction can hide under.
+    reduce_bytes : float
+        Bytes per reduced gradient: 4 (fp32, Megatron with bf16), 2 (fp16 training).
 
     Returns
     -------
@@ -143,17 +145,17 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     params = np.asarray(params, np.float64)
     d = np.asarray(d, np.float64)
     zero = np.asarray(zero)
-    spans = data_parallel_spans(hardware, t, d)
+    spans = data_parallel_per_node(hardware, t, d)
     sharded = zero >= 1
-    reduce = np.where(sharded, reduce_scatter(hardware, REDUCE_BYTES * params, d, spans),
-                      all_reduce(hardware, REDUCE_BYTES * params, d, spans))
+    reduce = np.where(sharded, reduce_scatter(hardware, reduce_bytes * params, d, spans),
+                      all_reduce(hardware, reduce_bytes * params, d, spans))
     gather = np.where(sharded, all_gather(hardware, GATHER_BYTES * params, d, spans), 0.0)
     if overlap:
         last = np.minimum(1.0, BUCKET_PARAMS / np.maximum(params, 1.0))
         reduce = np.maximum(reduce - np.asarray(window, np.float64), last * reduce)
         gather = last * gather
-    embedding = all_reduce(hardware, REDUCE_BYTES * np.asarray(embedding_params, np.float64),
-                           2, embedding_spans)
+    embedding = all_reduce(hardware, reduce_bytes * np.asarray(embedding_params, np.float64),
+                           2, embedding_per_node)
     return {"gradient_sync": reduce, "parameter_gather": gather,
             "embedding_sync": embedding + 0.0 * params,
             "optimizer_step": optimizer_time(hardware, params / np.where(sharded, d, 1.0))}

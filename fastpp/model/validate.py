@@ -13,7 +13,8 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   embeddings, dropout, no FlashAttention), Megatron's fp32 gradients, no data parallelism.
 - ``narayanan_2021_table1.csv``: the same model family, full recomputation, no sequence
   parallelism; achieved TFLOP/s from the paper's own count ``96 B s L h^2 (1 + s/6h +
-  v/16Lh)``. Assumed (the paper does not say): microbatch 1, and the interleaved schedule with
+  v/16Lh)``, fp16 training (gradients all-reduced in fp16). Assumed (the paper does not say):
+  microbatch 1, and the interleaved schedule with
   the largest ``m <= 4`` dividing the layers per device (``NARAYANAN_CHUNKS``), plain 1F1B
   (``p = 1``: no pipeline) otherwise.
 - ``megatron_core_h100_weak_scaling.csv``: H100, GeLU GPT, untied embeddings, FlashAttention,
@@ -21,8 +22,8 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   reduction and parameter gather overlapped, TFLOP/s from Megatron's count ``72 B s L h^2 (1 +
   s/6h + v/12Lh)``. Assumed: microbatch 1, plain 1F1B (no interleaving).
 - ``zero_bubble_table4.csv``: 1.5B-28.3B GPT models on A100, pure pipeline parallelism, the
-  first and last stages one layer fewer (1F1B-I: the layers spread over its ``2p`` chunks as
-  ``chunk_layers`` does), vocabulary 50,304 (GPT-2's padded), dropout, no FlashAttention,
+  first and last stages one layer fewer (``zb_layers``; 1F1B-I with ``m = 2`` likewise over its
+  ``2p`` chunks), vocabulary 50,304 (GPT-2's padded), dropout, no FlashAttention,
   hand-offs over 200 Gb/s per GPU between nodes (RoCE, assumed as Selene's rail). Run twice:
   from the paper's Table 5 profiled per-stage costs, and from the model.
 
@@ -76,13 +77,13 @@ def _gpt(row, vocab, *, flash=False, tied=True, dropout=True) -> Transformer:
 
 def step_time(model: Transformer, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
               sequence_parallel=False, recompute="none", zero=0, overlap=False,
-              layers=None) -> float:
+              layers=None, reduce_bytes=4.0) -> float:
     """Seconds of one training step: the simulated pipeline plus ``step_terms``.
 
     ``layers`` (one count per virtual stage) defaults to ``chunk_layers``."""
     return _price(model, hardware, schedule, seq=seq, microbatch=microbatch, tp=tp, dp=dp,
                   sequence_parallel=sequence_parallel, recompute=recompute, zero=zero,
-                  overlap=overlap, layers=layers)[0]
+                  overlap=overlap, layers=layers, reduce_bytes=reduce_bytes)[0]
 
 
 def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
@@ -114,27 +115,27 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
 
 
 def _price(model, hardware, schedule, *, seq, microbatch, tp, dp, sequence_parallel,
-           recompute, zero, overlap, layers):
+           recompute, zero, overlap, layers, reduce_bytes):
     costs, table = model_costs(model, hardware, schedule, seq=seq, microbatch=microbatch,
                                tp=tp, dp=dp, sequence_parallel=sequence_parallel,
                                recompute=recompute, layers=layers)
     res = simulate(schedule, costs)
-    return res.makespan + _extras(model, hardware, schedule, table, tp, dp, zero, overlap), res
+    return res.makespan + _extras(model, hardware, schedule, table, tp, dp, zero, overlap,
+                                  reduce_bytes), res
 
 
-def _extras(model, hardware, schedule, table, tp, dp, zero, overlap):
+def _extras(model, hardware, schedule, table, tp, dp, zero, overlap, reduce_bytes=4.0):
     """``step_terms`` of one configuration: the fullest device's reduction and update."""
-    V = schedule.V
     params = np.bincount(schedule.stage_to_device, weights=table["params"],
                          minlength=schedule.p)
     tied = model.tied_embeddings and schedule.p > 1
     window = np.bincount(schedule.stage_to_device, weights=table["b"] / schedule.m,
                          minlength=schedule.p)
-    spans = tp * dp * schedule.p > hardware.gpus_per_node
+    spans = 1 if tp * dp * schedule.p > hardware.gpus_per_node else 2
     terms = step_terms(hardware, params.max(), tp, dp, zero,
                        embedding_params=model.vocab * model.hidden / tp if tied else 0.0,
-                       embedding_spans=spans, overlap=overlap, window=window.min())
-    del V
+                       embedding_per_node=spans, overlap=overlap, window=window.min(),
+                       reduce_bytes=reduce_bytes)
     return float(sum(np.max(v) for v in terms.values()))
 
 
@@ -183,8 +184,8 @@ def _korthikanti_layer(hw):
         sp, rc = modes[r["experiment"]]
         times = layer_times(model, hw, seq, b, t, sp, rc)
         counts = layer_costs(model, seq, b, t, sp, rc)
-        exchange = (all_gather(hw, message, t, False) + reduce_scatter(hw, message, t, False)
-                    if sp else all_reduce(hw, message, t, False))
+        exchange = (all_gather(hw, message, t, 8) + reduce_scatter(hw, message, t, 8)
+                    if sp else all_reduce(hw, message, t, 8))
         forward = times["forward"] + counts["collectives_forward"] * exchange
         backward = (times["input_grad"] + times["weight_grad"]
                     + counts["collectives_backward"] * exchange)
@@ -215,7 +216,7 @@ def _narayanan(hw):
         m = _narayanan_chunks(model.layers, p)
         sched = _schedule("interleaved-1f1b" if m > 1 else "1f1b", p, n, m)
         step = step_time(model, hw, sched, seq=seq, microbatch=b, tp=t, dp=d,
-                         recompute="full")
+                         recompute="full", reduce_bytes=2.0)
         L, h = model.layers, model.hidden
         flops = 96.0 * B * seq * L * h * h * (1 + seq / (6 * h) + vocab / (16 * L * h))
         rows.append(("narayanan_2021_table1", f"{r['params_b']}B", "tflops_per_gpu",
@@ -245,13 +246,12 @@ def _megatron_core(hw, which=None):
     return rows
 
 
-def zb_layers(layers: int, p: int) -> np.ndarray:
-    """Zero Bubble Table 4's stages: the first and last hold one layer fewer."""
-    per = (layers + 2) // p
-    counts = np.full(p, per)
+def zb_layers(layers: int, stages: int) -> np.ndarray:
+    """Zero Bubble Table 4's stages: the embedding and the output layer each count as a layer,
+    so the first and last stages hold one layer fewer (``layers + 2`` spread as
+    ``chunk_layers`` spreads them; a stage may hold none but the embedding or the loss)."""
+    counts = chunk_layers(layers + 2, stages)
     counts[[0, -1]] -= 1
-    if counts.sum() != layers:
-        raise ScheduleError(f"layers + 2 must be a multiple of p (got layers={layers}, p={p})")
     return counts
 
 
@@ -294,8 +294,8 @@ def _zero_bubble(hw):
         extra = _extras(model, hw, loop, table, 1, 1, 0, False)
         runs = _zb_runs(p, n, costs, np.asarray(costs.arrays["act"]) * p)
         inter = build_schedule("interleaved-1f1b", p, n, 2)
-        runs["1f1b_i"] = simulate(inter, model_costs(model, hw, inter, seq=seq,
-                                                     microbatch=b)[0])
+        runs["1f1b_i"] = simulate(inter, model_costs(model, hw, inter, seq=seq, microbatch=b,
+                                                     layers=zb_layers(model.layers, 2 * p))[0])
         for name in ZB_SCHEDULES:
             rows.append(("zero_bubble_table4_model", f"{label} {name}", "samples_per_gpu_s",
                          float(r[name]), samples / (runs[name].makespan + extra)))
