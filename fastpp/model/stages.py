@@ -18,14 +18,17 @@ ZERO = (0, 1, 2)  # stage 1 shards the optimizer states over d, stage 2 the grad
 
 
 def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, chunk, chunks,
-                layers, microbatch, t, d, p, m, sequence_parallel, recompute):
+                layers, microbatch, t, d, p, m, sequence_parallel, recompute,
+                tp_overlap: bool = False):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
     Per stage: ``config`` (its configuration), ``chunk`` (its model chunk of ``chunks``) and
     ``layers``; per configuration (indexed by ``config``): ``microbatch``, ``t``, ``d``,
     ``p``, ``m`` and ``recompute`` (an index into ``transformer.RECOMPUTE``). Times are the
     per-op model of ``fastpp.model.compute`` plus the tensor-parallel collectives of
-    ``fastpp.model.comm`` on the critical path.
+    ``fastpp.model.comm`` on the critical path; with ``tp_overlap`` (Transformer Engine's
+    ``--tp-comm-overlap``) a layer's collectives run under its own compute, only what exceeds
+    it exposed.
 
     Returns
     -------
@@ -49,6 +52,9 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, chu
                 else all_reduce(hardware, BYTES * sbh, tp, spans))
     tp_forward = layer["collectives_forward"] * exchange
     tp_backward = layer["collectives_backward"] * exchange
+    if tp_overlap:
+        tp_forward = np.maximum(tp_forward - times["forward"], 0.0)
+        tp_backward = np.maximum(tp_backward - times["input_grad"] - times["weight_grad"], 0.0)
     # the embedding's output and the logits' input cross the ranks once each way; the
     # vocabulary-parallel loss all-reduces its max, sum and target logit (4 bytes a token)
     edge = np.where(tp > 1, exchange, 0.0) / (2.0 if sequence_parallel else 1.0)

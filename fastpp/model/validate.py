@@ -19,7 +19,8 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   (``p = 1``: no pipeline) otherwise.
 - ``megatron_core_h100_weak_scaling.csv``: H100, GeLU GPT, untied embeddings, FlashAttention,
   sequence parallelism, no recomputation, the distributed optimizer (ZeRO-1) with gradient
-  reduction and parameter gather overlapped, TFLOP/s from Megatron's count ``72 B s L h^2 (1 +
+  reduction and parameter gather overlapped, tensor-parallel collectives overlapped with the
+  products (Transformer Engine's ``--tp-comm-overlap``), TFLOP/s from Megatron's count ``72 B s L h^2 (1 +
   s/6h + v/12Lh)``. Assumed: microbatch 1, plain 1F1B (no interleaving).
 - ``zero_bubble_table4.csv``: 1.5B-28.3B GPT models on A100, pure pipeline parallelism, the
   first and last stages one layer fewer (``zb_layers``; 1F1B-I with ``m = 2`` likewise over its
@@ -67,6 +68,7 @@ DATASETS = ("korthikanti_2022", "korthikanti_2022_layer", "narayanan_2021_table1
             "zero_bubble_table4_model")
 ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
 NARAYANAN_CHUNKS = (4, 3, 2)
+BLOCKING = 1.0  # Megatron before --overlap-p2p-communication
 
 
 def _gpt(row, vocab, *, flash=False, tied=True, dropout=True) -> Transformer:
@@ -77,17 +79,18 @@ def _gpt(row, vocab, *, flash=False, tied=True, dropout=True) -> Transformer:
 
 def step_time(model: Transformer, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
               sequence_parallel=False, recompute="none", zero=0, overlap=False,
-              layers=None, reduce_bytes=4.0) -> float:
+              layers=None, reduce_bytes=4.0, tp_overlap=False) -> float:
     """Seconds of one training step: the simulated pipeline plus ``step_terms``.
 
     ``layers`` (one count per virtual stage) defaults to ``chunk_layers``."""
     return _price(model, hardware, schedule, seq=seq, microbatch=microbatch, tp=tp, dp=dp,
                   sequence_parallel=sequence_parallel, recompute=recompute, zero=zero,
-                  overlap=overlap, layers=layers, reduce_bytes=reduce_bytes)[0]
+                  overlap=overlap, layers=layers, reduce_bytes=reduce_bytes,
+                  tp_overlap=tp_overlap)[0]
 
 
 def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
-                sequence_parallel=False, recompute="none", layers=None):
+                sequence_parallel=False, recompute="none", layers=None, tp_overlap=False):
     """The ``Costs`` of ``schedule`` (loop placement) and the stage table behind them, with
     each hand-off priced on the link it crosses."""
     V, p = schedule.V, schedule.p
@@ -100,14 +103,19 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
                         chunks=V, layers=layers.astype(np.float64), microbatch=one + microbatch,
                         t=one + tp, d=one + dp, p=one + p, m=one + schedule.m,
                         sequence_parallel=sequence_parallel,
-                        recompute=one + RECOMPUTE.index(recompute))
+                        recompute=one + RECOMPUTE.index(recompute), tp_overlap=tp_overlap)
     # pipeline rank r holds GPUs r t d ... (r+1) t d - 1: a hand-off crosses nodes when the
     # next stage's device starts on another node
     device = schedule.stage_to_device
     node = device * tp * dp // hardware.gpus_per_node
     crossing = np.r_[node[1:] != node[:-1], False]
     link = [hardware.network if x else hardware.node for x in crossing]
-    costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
+    # Megatron's hand-offs block the devices at both ends (a batched send and receive between
+    # two ops, no overlap with compute): each chunk op also pays one transfer
+    handoff = np.array([x.latency + float(table["message_bytes"][0]) / x.bandwidth
+                        for x in link]) * BLOCKING * (p > 1)
+    costs = Costs(f=table["f"] + schedule.m * handoff, b=table["b"] + schedule.m * handoff,
+                  w=table["w"], gamma=table["gamma"],
                   act=table["act"], comm=np.array([x.latency for x in link]),
                   bandwidth=np.array([x.bandwidth for x in link]),
                   message_bytes=float(table["message_bytes"][0]))
@@ -115,10 +123,10 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
 
 
 def _price(model, hardware, schedule, *, seq, microbatch, tp, dp, sequence_parallel,
-           recompute, zero, overlap, layers, reduce_bytes):
+           recompute, zero, overlap, layers, reduce_bytes, tp_overlap):
     costs, table = model_costs(model, hardware, schedule, seq=seq, microbatch=microbatch,
                                tp=tp, dp=dp, sequence_parallel=sequence_parallel,
-                               recompute=recompute, layers=layers)
+                               recompute=recompute, layers=layers, tp_overlap=tp_overlap)
     res = simulate(schedule, costs)
     return res.makespan + _extras(model, hardware, schedule, table, tp, dp, zero, overlap,
                                   reduce_bytes), res
@@ -238,7 +246,8 @@ def _megatron_core(hw, which=None):
         n = B // (d * b)
         sched = _schedule("1f1b", p, n)
         step = step_time(model, hw, sched, seq=seq, microbatch=b, tp=t, dp=d,
-                         sequence_parallel=t > 1, recompute="none", zero=1, overlap=True)
+                         sequence_parallel=t > 1, recompute="none", zero=1, overlap=True,
+                         tp_overlap=True)
         L, h, v = model.layers, model.hidden, model.vocab
         flops = 72.0 * B * seq * L * h * h * (1 + seq / (6 * h) + v / (12 * L * h))
         rows.append(("megatron_core_h100_weak_scaling", f"{r['model']}", "tflops_per_gpu",
@@ -310,9 +319,28 @@ def calibration_hardware():
 
 # fitted by ``calibrate``: A100 on korthikanti_2022_layer.csv, H100 on the odd rows of
 # megatron_core_h100_weak_scaling.csv (see the module)
-CALIBRATION = {"A100-80GB": {"efficiency": 0.8, "matmul_half": 128.0},
-               "H100-80GB": {"efficiency": 0.8, "matmul_half": 128.0}}
+CALIBRATION = {"A100-80GB": {"efficiency": 0.74, "matmul_half": 64.0},
+               "H100-80GB": {"efficiency": 0.78, "matmul_half": 384.0}}
 ZB_NETWORK = LINKS["IB-200G"]
+
+
+def calibrate(name: str, efficiencies=np.arange(0.50, 1.001, 0.02),
+              halves=(16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)) -> dict:
+    """Refit one GPU's curve (``efficiency``, ``matmul_half``) on its calibration rows: the
+    grid point of least mean absolute error. ``CALIBRATION`` holds its result."""
+    fits = {"A100-80GB": _korthikanti_layer,
+            "H100-80GB": lambda hw: _megatron_core(hw, which=0)}
+    if name not in fits:
+        raise ScheduleError(f"name must be one of {sorted(fits)} (got {name!r})")
+    best = (np.inf, None)
+    for e in efficiencies:
+        for c in halves:
+            hw = dataclasses.replace(HARDWARE[name], efficiency=round(float(e), 2),
+                                     matmul_half=float(c))
+            err = np.mean([abs(r[4] / r[3] - 1.0) for r in fits[name](hw)])
+            best = min(best, (err, {"efficiency": round(float(e), 2),
+                                    "matmul_half": float(c)}), key=lambda x: x[0])
+    return best[1]
 
 
 def validate(datasets=DATASETS):
