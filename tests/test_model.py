@@ -130,7 +130,11 @@ def test_plan_rows_equal_simulate(toy_plan):
     assert (df["t"] * df["p"] * df["d"] == 16).all() and set(df["t"]) == {1, 2, 4}
     ran = df[df["step_time"].notna()]
     assert df["fits"].any() and (~df["fits"] & df["step_time"].notna()).any()
-    for r in ran.sample(40, random_state=0).itertuples():
+    # a random sample, plus rows of three virtual stages and rows without a pipeline
+    three = ran[ran["m"] == 3].sample(8, random_state=1)
+    alone = ran[ran["p"] == 1].sample(8, random_state=2)
+    assert set(ran[ran["p"] == 1]["schedule"]) > {"gpipe", "1f1b", "zb-h1"}
+    for r in pd.concat([ran.sample(40, random_state=0), three, alone]).itertuples():
         sched = build_schedule(r.schedule, r.p, r.n, r.m)
         res = simulate(sched, transformer_costs(model, sched, TOY, seq=32,
                                                 microbatch=r.microbatch, tp=r.t, dp=r.d,
@@ -163,6 +167,58 @@ def test_hand_checkable_facts(toy_plan):
     small, large = (plan(model, 16, TOY, global_batch=g, **args) for g in (16, 128))
     assert large["bubble_ratio"].iloc[0] < small["bubble_ratio"].iloc[0]
     assert (large["n"].iloc[0], small["n"].iloc[0]) == (32, 4)
+
+
+def test_without_a_pipeline_each_schedule_has_its_own_memory():
+    """p = 1: one timeline's time for every schedule, but GPipe keeps all n microbatches'
+    activations and ZB-H1 one (the issue's example: 1.82 TB against 76 GB on 80 GB GPUs)."""
+    df = plan("llama3-70b", 64, seq=8192, global_batch=512, schedules=["gpipe", "zb-h1"], tp=8,
+              pp=1, microbatch=1, recompute="none")
+    assert sorted(df["schedule"]) == ["gpipe", "zb-h1"] and (df["p"] == 1).all()
+    gpipe, zb = (df[df["schedule"] == name].iloc[0] for name in ("gpipe", "zb-h1"))
+    assert gpipe.n == zb.n == 512 // 8
+    assert gpipe.makespan == pytest.approx(zb.makespan)
+    assert gpipe.peak_activations == pytest.approx(gpipe.n * zb.peak_activations)
+    assert gpipe.peak_memory / 1e12 == pytest.approx(1.82, abs=0.005) and not gpipe.fits
+    assert zb.peak_memory / 1e9 == pytest.approx(76.2, abs=0.05) and zb.fits
+    assert gpipe.reason.startswith("needs 1822.7 GB on device 0") and zb.reason == ""
+    for r in (gpipe, zb):  # each its own schedule's simulation
+        sched = build_schedule(r.schedule, 1, r.n)
+        res = simulate(sched, transformer_costs("llama3-70b", sched, seq=8192, tp=8, dp=8))
+        bytes_ = device_bytes("llama3-70b", sched, tp=8, dp=8, zero=1)
+        assert r.peak_memory == pytest.approx(sum(bytes_.values())[0]
+                                              + res.peak_activations[0], rel=1e-12)
+    # and the default search keeps both (it no longer lets one schedule stand for all)
+    every = plan("llama3-70b", 64, seq=8192, global_batch=512, schedules=["gpipe", "zb-h1"],
+                 tp=8, pp=1)
+    assert every[every["fits"]]["schedule"].iloc[0] == "zb-h1"
+    assert set(every["schedule"]) == {"gpipe", "zb-h1"}
+
+
+def test_three_virtual_stages_and_any_m(toy_plan):
+    """Interleaving with m = 3 by default (Korthikanti et al.'s 175B and 530B), any m on
+    request, the layers' limit as a reason, and the extra hand-offs priced: every chunk edge
+    crosses devices, so a slower link slows m = 3 more than m = 1."""
+    model, df = toy_plan
+    inter = df[df["schedule"] == "interleaved-1f1b"]
+    assert {2, 3, 4} <= set(inter["m"])
+    args = dict(seq=32, global_batch=64, schedules=["interleaved-1f1b"], tp=1, pp=2,
+                microbatch=1, recompute="none", zero=1)
+    odd = plan(model, 16, TOY, m=[3, 4], **args)
+    assert (odd["step_time"].notna()).all() and set(odd["m"]) == {3, 4}
+    deep = plan(model, 16, TOY, m=5, **args)
+    assert deep["reason"].iloc[0] == "layers=8 must be at least the model chunks 10"
+    slow = Hardware("slow", peak_flops=1e6, memory_bytes=1e5, node=Link("slow", 1e3, 1.0),
+                    network=Link("slower", 1e2, 1.0), efficiency=0.5, gpus_per_node=4)
+    hop = {}
+    for hw in (TOY, slow):
+        for name, k in (("1f1b", 1), ("interleaved-1f1b", 3)):
+            row = plan(model, 16, hw, m=k, **args | dict(schedules=[name])).iloc[0]
+            hop[hw.name, k] = row.makespan
+    # t d p = 16 spans nodes: each hand-off's latency goes from 0.1 s to 1 s. 1F1B's critical
+    # path crosses 8 of them (8 x 0.9 s); m = 3's chains cross 5 stage edges each, not 1
+    assert hop["slow", 1] - hop["toy", 1] == pytest.approx(8 * 0.9)
+    assert hop["slow", 3] - hop["toy", 3] > 3 * (hop["slow", 1] - hop["toy", 1])
 
 
 @pytest.mark.parametrize("kwargs, message", [

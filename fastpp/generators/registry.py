@@ -55,7 +55,8 @@ class ScheduleSpec:
 
     ``generator(ops, length, p, n, m, G)`` fills an op block; ``kind`` is the placement
     (``_emit.LOOP``, ``VSHAPE`` or ``TWO_DIRECTIONS``); ``default_m`` the chunks per device a
-    sweep uses when it is not told; ``sid``, the id in jitted sweeps, is the registry position.
+    sweep uses when it is not told, ``m_choices`` those ``fastpp.model.plan`` tries (default:
+    ``default_m`` alone); ``sid``, the id in jitted sweeps, is the registry position.
     """
 
     name: str
@@ -67,7 +68,12 @@ class ScheduleSpec:
     rules: tuple[Rule, ...] = field(default_factory=_rules)
     options: tuple[str, ...] = ()
     default_m: int = 1
+    m_choices: tuple[int, ...] = ()
     sid: int = field(default=-1, compare=False)
+
+    def __post_init__(self):
+        if not self.m_choices:
+            object.__setattr__(self, "m_choices", (self.default_m,))
 
     def reasons(self, p, n, m, G) -> np.ndarray:
         """Vectorized check: for each point, ``""`` if valid, else the first broken rule."""
@@ -127,10 +133,11 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
             Rule("n", "a multiple of G={G} or leave a remainder of at least p={p}",
                  lambda p, n, m, G: (n % G == 0) | (n % G >= p)),
         ),
-        options=("G",), default_m=2),
+        # three virtual stages: Korthikanti et al. 2022 train 175B and 530B so
+        options=("G",), default_m=2, m_choices=(2, 3, 4)),
     ScheduleSpec("looped-bfs", looped_bfs, LOOP,
                  "Looped BFS: breadth-first over m chunks per device, backwards reversed",
-                 default_m=2),
+                 default_m=2, m_choices=(2, 3, 4)),
     ScheduleSpec("forward-only", forward_only, LOOP, "Inference: forwards only",
                  forward_only=True, rules=_rules(M_IS_1)),
     ScheduleSpec("zb-h1", zb_h1, LOOP, "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",

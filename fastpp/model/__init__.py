@@ -27,12 +27,13 @@ __all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "Ha
 
 
 def _chunks(model: Transformer, schedule: Schedule):
-    """Per virtual stage: its model chunk, the number of chunks (a two-direction schedule holds
-    a second copy of them) and its layers."""
+    """Per virtual stage: its layers, and whether it holds the embedding or the output layer
+    and the loss (a two-direction schedule holds a second copy of the model's chunks)."""
     two = bool(np.any(schedule.route_first == schedule.p))  # a second copy runs up
     chunks = schedule.V // 2 if two else schedule.V
     chunk = np.arange(schedule.V) % chunks
-    return chunk, chunks, chunk_layers(model.layers, chunks)[chunk].astype(np.float64)
+    return (chunk_layers(model.layers, chunks)[chunk].astype(np.float64), chunk == 0,
+            chunk == chunks - 1)
 
 
 def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequence_parallel,
@@ -45,10 +46,10 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
     if model.heads % tp or model.kv_heads % tp:
         raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got tp={tp})")
-    chunk, chunks, layers = _chunks(model, schedule)
+    layers, embedding, loss = _chunks(model, schedule)
     one = np.zeros(1, np.int64)
     return stage_table(model, hardware, seq, config=np.zeros(schedule.V, np.int64),
-                       chunk=chunk, chunks=chunks, layers=layers, microbatch=one + microbatch,
+                       layers=layers, embedding=embedding, loss=loss, microbatch=one + microbatch,
                        t=one + tp, d=one + dp, p=one + schedule.p, m=one + schedule.m,
                        sequence_parallel=sequence_parallel,
                        recompute=one + RECOMPUTE.index(recompute))
@@ -99,13 +100,14 @@ def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: i
     one_of(zero, "zero", (0, 1, 2))
     model = preset(MODELS, model, "model")
     tp, dp = positive_int(tp, "tp"), positive_int(dp, "dp")
-    chunk, chunks, layers = _chunks(model, schedule)
+    layers, embedding, loss = _chunks(model, schedule)
     params = np.bincount(schedule.stage_to_device,
-                         weights=stage_params(model, chunk, chunks, layers, tp),
+                         weights=stage_params(model, layers, embedding, loss, tp),
                          minlength=schedule.p)
-    first, last = 0, chunks - 1
-    if model.tied_embeddings and schedule.stage_to_device[first] == \
-            schedule.stage_to_device[last]:
-        params[schedule.stage_to_device[first]] -= model.vocab * model.hidden / tp
+    if model.tied_embeddings:  # one copy where a device holds both ends of a model copy
+        ends = schedule.stage_to_device[np.flatnonzero(embedding)], \
+            schedule.stage_to_device[np.flatnonzero(loss)]
+        shared = ends[0][ends[0] == ends[1]]
+        np.subtract.at(params, shared, model.vocab * model.hidden / tp)
     weights, grads, optimizer = optimizer_split(params, dp, zero)
     return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}

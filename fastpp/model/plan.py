@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import batch
+from .. import batch, engine
 from ..checks import ScheduleError, ScheduleTypeError, numbers, one_of, positive_int, positive_ints
 from ..costs import FIELDS
-from ..generators._emit import TWO_DIRECTIONS, placement
+from ..generators._emit import placement
 from ..generators.registry import SCHEDULES, get_spec
 from .hardware import HARDWARE, LINKS, Hardware, Link, preset
 from .presets import MODELS
@@ -19,11 +18,13 @@ from .stages import optimizer_split, stage_table
 from .transformer import RECOMPUTE, Transformer, chunk_layers
 
 GB = 1e9
-PLAN_COLUMNS = (
-    "model", "gpus", "t", "p", "d", "schedule", "m", "microbatch", "n", "recompute", "zero",
-    "step_time", "makespan", "gradient_sync", "tokens_per_s", "mfu", "bubble_ratio",
-    "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes", "peak_memory",
-    "fits", "reason")
+# a row: its configuration, what the timeline and the bytes give, and whether it fits
+CONFIG_COLUMNS = ("model", "gpus", "t", "p", "d", "schedule", "m", "microbatch", "n",
+                  "recompute", "zero")
+NUMBERS = ("step_time", "makespan", "gradient_sync", "tokens_per_s", "mfu", "bubble_ratio",
+           "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes",
+           "peak_memory")
+PLAN_COLUMNS = (*CONFIG_COLUMNS, *NUMBERS, "fits", "reason")
 
 
 def divisors(x: int) -> list[int]:
@@ -141,16 +142,13 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     if not shapes:
         raise ScheduleError(f"gpus={gpus} has no factorization t * p * d with t in {tps} and "
                             f"p in {pps}")
-    chunk_counts = _axis(m, "m", None) if m is not None else None
-    sched = [(name, k) for name in names for k in (chunk_counts or _default_m(name))]
-    # without a pipeline (p = 1) every schedule is the same: one stands for them all (1F1B,
-    # the one people run, when it is asked for)
-    single = [i for i, (name, k) in enumerate(sched) if k == 1]
-    alone = [i for i in single if sched[i][0] == "1f1b"][:1] or single[:1] or [0]
+    chunk_counts = _axis(m, "m", None)
+    # each schedule at each chunk count, at every p: p = 1 too, where the times agree but the
+    # memory does not (GPipe keeps every microbatch, 1F1B one)
+    sched = [(name, k) for name in names for k in (chunk_counts or SCHEDULES[name].m_choices)]
     grid = np.array([(t, p, d, b, RECOMPUTE.index(r), z, i)
                      for t, p, d in shapes for b in mbs for r in rcs[0] for z in zeros
-                     for i in (alone if p == 1 else range(len(sched)))],
-                    np.int64).reshape(-1, 7)
+                     for i in range(len(sched))], np.int64).reshape(-1, 7)
     cols = {k: grid[:, i] for i, k in enumerate(("t", "p", "d", "microbatch", "recompute",
                                                   "zero", "which"))}
     cols["sid"] = np.array([SCHEDULES[name].sid for name, _ in sched], np.int64)[cols["which"]]
@@ -162,7 +160,7 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         "schedule": np.array(list(SCHEDULES), object)[cols["sid"]], "m": cols["m"],
         "microbatch": cols["microbatch"], "n": rows["n"],
         "recompute": np.array(RECOMPUTE, object)[cols["recompute"]], "zero": cols["zero"],
-        **{k: rows[k] for k in PLAN_COLUMNS[11:]}})
+        **{k: rows[k] for k in (*NUMBERS, "fits", "reason")}})
     order = np.lexsort((-frame["tokens_per_s"].fillna(-1).to_numpy(),
                         ~frame["fits"].to_numpy()))
     return frame.iloc[order].reset_index(drop=True)
@@ -178,25 +176,19 @@ def _axis(value, name, default) -> list[int]:
     return positive_ints(_as_list(value), name).tolist()
 
 
-def _default_m(name: str) -> tuple[int, ...]:
-    spec = SCHEDULES[name]
-    return (2, 4) if name in ("interleaved-1f1b", "looped-bfs") else (spec.default_m,)
-
-
 def _simulate(model, hardware, seq, global_batch, cols, capacity, overlap, sequence_parallel,
               workers) -> dict[str, np.ndarray]:
     """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid)
-    out = {k: np.full(count, np.nan) for k in PLAN_COLUMNS[11:22]}
+    out = {k: np.full(count, np.nan) for k in NUMBERS}
     out.update(n=n, fits=np.zeros(count, bool), reason=reason)
     run = np.flatnonzero(reason == "")
     if run.size == 0:
         return out
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
-    two = batch.PLACEMENT[sid] == TWO_DIRECTIONS
-    V = chunks * np.where(two, 2, 1)
+    V = engine.stages(sid, p, m)
     # the stages of every configuration that runs, in one flat table
     config = np.repeat(np.arange(run.size), V)
     first = np.r_[0, np.cumsum(V)[:-1]]
@@ -205,14 +197,17 @@ def _simulate(model, hardware, seq, global_batch, cols, capacity, overlap, seque
     for c in np.unique(chunks):
         mine = chunks[config] == c
         layers[mine] = chunk_layers(model.layers, int(c))[chunk[mine]]
-    table = stage_table(model, hardware, seq, config=config, chunk=chunk,
-                        chunks=chunks[config], layers=layers, microbatch=b, t=t, d=d, p=p, m=m,
+    embedding, loss = chunk == 0, chunk == chunks[config] - 1
+    table = stage_table(model, hardware, seq, config=config, layers=layers, embedding=embedding,
+                        loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
                         sequence_parallel=sequence_parallel, recompute=cols["recompute"][run])
-    # per-device peaks come back flat: device r of configuration i at peak_at[i] + r
-    peak_at = np.r_[0, np.cumsum(p)[:-1]]
-    peaks = np.zeros(int(p.sum()))
-    result = _run_kernel([sid, p, n, m, p], *_cost_layout(table, V, first), peaks, peak_at,
-                         workers)
+    rows = engine.run(sid, p, n, m, p, {k: v for k, v in table.items() if k in FIELDS},
+                      first=first, V=V, workers=workers, peaks=True)
+    if np.any(rows.status != batch.OK):
+        raise ScheduleError(f"the kernel rejected a generated configuration (status "
+                            f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
+                            f"report it")
+    peaks, peak_at = rows.peaks, rows.peak_at
     slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
     params = np.bincount(slot, weights=table["params"], minlength=peaks.size)
     if model.tied_embeddings:  # first and last chunk on one device: one copy of the weights
@@ -229,13 +224,13 @@ def _simulate(model, hardware, seq, global_batch, cols, capacity, overlap, seque
     grad_bytes = np.maximum.reduceat(params, peak_at) * 2.0
     sync = np.where(t * d <= hardware.gpus_per_node, hardware.node.ring(grad_bytes, d),
                     hardware.network.ring(grad_bytes, d))
-    makespan = result[:, batch.MAKESPAN]
+    makespan = rows.out[:, batch.MAKESPAN]
     step = makespan + (1.0 - overlap) * sync
     tokens = global_batch * seq / step
     values = {"step_time": step, "makespan": makespan, "gradient_sync": sync,
               "tokens_per_s": tokens,
               "mfu": tokens * model.flops_per_token(seq) / (t * p * d) / hardware.peak_flops,
-              "bubble_ratio": result[:, batch.BUBBLE], "peak_activations": peaks[worst],
+              "bubble_ratio": rows.out[:, batch.BUBBLE], "peak_activations": peaks[worst],
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
               "optimizer_bytes": optimizer[worst], "peak_memory": total[worst]}
     for k, arr in values.items():
@@ -262,32 +257,8 @@ def _shape(model, global_batch, t, p, d, b, m, sid):
     for s in np.unique(sid):
         mine = np.flatnonzero((sid == s) & (reason == ""))
         if mine.size:
-            reason[mine] = SCHEDULES[list(SCHEDULES)[s]].reasons(p[mine], n[mine], m[mine],
-                                                                  p[mine])
+            reason[mine] = batch.SPECS[s].reasons(p[mine], n[mine], m[mine], p[mine])
     return n, chunks, reason
-
-
-def _run_kernel(args, values, at, peaks, peak_at, workers) -> np.ndarray:
-    """The sweep kernel over every configuration, on ``workers`` threads; rows of
-    ``batch.COLUMNS``."""
-    args = [np.ascontiguousarray(x) for x in args]
-    sid, p, n, m, _ = args
-    count = len(sid)
-    result = np.empty((count, len(batch.COLUMNS)))
-    order = np.lexsort((m, n, p, sid))  # configurations that share a build stay together
-
-    def job(index):
-        batch.simulate(*args, values, at, index, result, peaks, peak_at)
-
-    size = max(16, -(-count // (4 * workers)))
-    with ThreadPoolExecutor(workers) as pool:
-        for future in [pool.submit(job, order[i:i + size]) for i in range(0, count, size)]:
-            future.result()
-    status = result[:, batch.STATUS].astype(np.int64)
-    if np.any(status != batch.OK):
-        raise ScheduleError(f"the kernel rejected a generated configuration (status "
-                            f"{status[status != batch.OK][0]}): a fastpp bug, please report it")
-    return result
 
 
 def _stage_devices(sid, p, m, first, stages) -> np.ndarray:
@@ -299,27 +270,6 @@ def _stage_devices(sid, p, m, first, stages) -> np.ndarray:
         at_stage = (first[mine][:, None] + np.arange(len(stage_device))).reshape(-1)
         device[at_stage] = np.tile(stage_device, mine.size)
     return device
-
-
-def _cost_layout(table, Vr, first):
-    """The kernel's cost table (see ``fastpp.batch``): per-stage fields as stage arrays,
-    per-configuration fields one value each, ``fb`` not given."""
-    count, stages = len(Vr), int(Vr.sum())
-    parts, at, offset = [], np.empty((count, len(FIELDS), 2), np.int64), 0
-    for k, name in enumerate(FIELDS):
-        if name in ("f", "b", "w", "gamma", "act"):
-            at[:, k, 0], at[:, k, 1] = offset + first, Vr
-            parts.append(table[name])
-            offset += stages
-        elif name in ("comm", "bandwidth", "message_bytes"):
-            at[:, k, 0], at[:, k, 1] = offset + np.arange(count), 1
-            parts.append(np.broadcast_to(table[name], (count,)).astype(np.float64))
-            offset += count
-        else:  # fb: the overlapped pair takes f + b
-            at[:, k, 0], at[:, k, 1] = offset, 1
-            parts.append(np.array([np.nan]))
-            offset += 1
-    return np.concatenate(parts), at
 
 
 def summary(df, top: int = 10) -> str:

@@ -17,13 +17,14 @@ WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
 ZERO = (0, 1, 2)  # stage 1 shards the optimizer states over d, stage 2 the gradients too
 
 
-def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, chunk, chunks,
-                layers, microbatch, t, d, p, m, sequence_parallel, recompute,
+def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, layers, embedding,
+                loss, microbatch, t, d, p, m, sequence_parallel, recompute,
                 tp_overlap: bool = False):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
-    Per stage: ``config`` (its configuration), ``chunk`` (its model chunk of ``chunks``) and
-    ``layers``; per configuration (indexed by ``config``): ``microbatch``, ``t``, ``d``,
+    Per stage: ``config`` (its configuration), ``layers`` (transformer layers), ``embedding``
+    and ``loss`` (whether it holds the embedding, or the output layer and the loss); per
+    configuration (indexed by ``config``): ``microbatch``, ``t``, ``d``,
     ``p``, ``m`` and ``recompute`` (an index into ``transformer.RECOMPUTE``). Times are the
     per-op model of ``fastpp.model.compute`` plus the tensor-parallel collectives of
     ``fastpp.model.comm`` on the critical path; with ``tp_overlap`` (Transformer Engine's
@@ -43,7 +44,7 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, chu
     times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc)
     head = head_times(model, hardware, seq, b, tp, sequence_parallel)
     sbh = seq * b * model.hidden
-    starts, ends = chunk == 0, chunk == chunks - 1
+    starts, ends = embedding, loss
     spans = tensor_parallel_per_node(hardware, tp)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
     # an all-gather and a reduce-scatter each with sequence parallelism (the same bytes)
@@ -71,7 +72,7 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, chu
            + ends * 4.0 * seq * b * model.vocab / tp)
     gamma = np.divide(layers * layer["activations"] * layer["gamma"], act,
                       out=np.zeros_like(act), where=act > 0)
-    params = stage_params(model, chunk, chunks, layers, tp)
+    params = stage_params(model, layers, embedding, loss, tp)
     mm = m[config]
     # one node holds the whole pipeline, or hand-offs cross nodes (ranks: t fastest, then d, p)
     crossing = pipeline_spans(hardware, t, d, p)
@@ -89,12 +90,12 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, chu
     }
 
 
-def stage_params(model: Transformer, chunk, chunks, layers, t):
+def stage_params(model: Transformer, layers, embedding, loss, t):
     """Parameters of each stage on one tensor-parallel rank: its layers, plus the embedding
-    on a first chunk and the output layer on a last one."""
+    and the output layer where it holds them."""
     head = model.vocab * model.hidden
-    return (layers * model.layer_params() + (chunk == 0) * head
-            + (chunk == chunks - 1) * head) / t
+    return (layers * model.layer_params() + np.asarray(embedding) * head
+            + np.asarray(loss) * head) / t
 
 
 def optimizer_split(params, d, zero):

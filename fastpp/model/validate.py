@@ -99,8 +99,10 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
         raise ScheduleError(f"layers must give {V} stages adding up to {model.layers} (got "
                             f"{layers.tolist()})")
     one = np.zeros(1, np.int64)
-    table = stage_table(model, hardware, seq, config=np.zeros(V, np.int64), chunk=np.arange(V),
-                        chunks=V, layers=layers.astype(np.float64), microbatch=one + microbatch,
+    stage = np.arange(V)
+    table = stage_table(model, hardware, seq, config=np.zeros(V, np.int64),
+                        layers=layers.astype(np.float64), embedding=stage == 0,
+                        loss=stage == V - 1, microbatch=one + microbatch,
                         t=one + tp, d=one + dp, p=one + p, m=one + schedule.m,
                         sequence_parallel=sequence_parallel,
                         recompute=one + RECOMPUTE.index(recompute), tp_overlap=tp_overlap)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_ints
 from ..costs import FIELDS, OPTIONAL, Costs
+from ..engine import cost_layout
 from ..generators.registry import SCHEDULES, get_spec
 
 COSTS = tuple(FIELDS)  # every fastpp.Costs field is a sweep keyword and a column
@@ -181,25 +182,18 @@ def scalar_columns(objects: list[Costs], ids: np.ndarray) -> dict[str, np.ndarra
 
 def cost_table(cols: dict[str, np.ndarray], objects: list[Costs] | None
                ) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel's cost layout for the points ``cols``: flat ``values`` and ``at[i, field] =
-    (offset, count)`` (see ``fastpp.batch``). Scalar columns are used in place; each ``Costs``
-    is stored once, however many points share it."""
+    """The kernel's cost layout for the points ``cols`` (``engine.cost_layout``): scalar
+    columns are used in place; each ``Costs`` is stored once, however many points share it."""
     count = len(cols["point"])
-    at = np.ones((count, len(FIELDS), 2), np.int64)
     if objects is None:
-        values = np.concatenate([cols[k] for k in COSTS])
-        for f in range(len(COSTS)):
-            at[:, f, 0] = f * count + np.arange(count)
-        return values, at
-    parts, place = [], np.empty((len(objects), len(FIELDS), 2), np.int64)
-    offset = 0
-    for i, c in enumerate(objects):
-        for f, arr in enumerate(c.arrays.values()):
-            flat = arr.reshape(-1)
-            place[i, f] = offset, flat.size
-            parts.append(flat)
-            offset += flat.size
-    return np.concatenate(parts), np.ascontiguousarray(place[cols["costs"]])
+        return cost_layout({k: cols[k] for k in COSTS}, count)
+    ids, fields = cols["costs"], {}
+    for name in COSTS:
+        arrays = [c.arrays[name].reshape(-1) for c in objects]
+        length = np.array([a.size for a in arrays], np.int64)
+        start = np.cumsum(length) - length
+        fields[name] = (np.concatenate(arrays), start[ids], length[ids])
+    return cost_layout(fields, count)
 
 
 def digest(data) -> str:

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import batch
+from .. import batch, engine
 from ..checks import ScheduleError, one_of, positive_int
 from ..generators.registry import SCHEDULES
 from .points import DEFAULTS, INPUTS, NAMES, GridPlan, TablePlan, chunk_len, cost_table
@@ -20,8 +20,6 @@ RESULTS = (*batch.COLUMNS[:batch.NUM_OPS], "throughput",
            *batch.COLUMNS[batch.NUM_OPS:batch.STATUS])
 COLUMNS = ("point", *INPUTS, *RESULTS)
 _INTEGER = ("peak_live_max", "num_ops")
-_MIN_SLICE = 64  # the fewest points a thread takes at a time
-_NONE, _NO_INT = np.zeros(0), np.zeros(0, np.int64)  # no per-device peaks kept
 
 
 def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
@@ -205,15 +203,6 @@ def _reasons(cols: dict[str, np.ndarray], group: np.ndarray, one: np.ndarray) ->
     return per_group[group]
 
 
-def _cost_reason(status: int, p: int, V: int, counts: np.ndarray) -> str:
-    """Why the kernel did not simulate a point (its status is not OK)."""
-    if status == batch.W_ABOVE_B:
-        return "w must be <= b"
-    k = status - batch.BAD_LENGTH
-    return (f"costs.{list(batch.COST_FIELDS)[k]} must be a scalar or an array of length p={p} "
-            f"or V={V} (got {counts[k]})")
-
-
 class Chunk:
     """One chunk: validated and started on construction, turned into a frame by ``result``."""
 
@@ -223,43 +212,21 @@ class Chunk:
         self.reasons = _reasons(cols, group, one)
         self.ran = np.flatnonzero(self.reasons == "")  # the points the kernel gets
         valid = {k: v[self.ran] for k, v in cols.items()}
-        self.values, self.at = cost_table(valid, objects)
-        count = len(self.ran)
-        self.out = np.empty((count, len(batch.COLUMNS)))
-        # points that share a schedule stay together (one build serves them all); a fixed
-        # shuffle of the schedules spreads large and small points over the slices
-        rank = np.random.default_rng(count).permutation(len(one))
-        order = np.argsort(rank[group[self.ran]], kind="stable")
-        args = [np.ascontiguousarray(valid[k]) for k in INPUTS[:5]]
-
-        def run(index):
-            batch.simulate(*args, self.values, self.at, index, self.out, _NONE, _NO_INT)
-
-        if pool is None:
-            run(order)
-            self.jobs = []
-        else:  # about four slices per thread: each slice's end waits for the GIL
-            size = max(_MIN_SLICE, -(-count // (4 * threads)))
-            self.jobs = [pool.submit(run, order[i: i + size]) for i in range(0, count, size)]
+        values, at = cost_table(valid, objects)
+        self.pending = engine.start(*(valid[k] for k in INPUTS[:5]), values, at, pool=pool,
+                                    threads=threads)
 
     def result(self, invalid: str):
         """The chunk's frame and the count of each skip reason."""
         import pandas as pd
 
-        for job in self.jobs:
-            job.result()
-        cols, reasons, out = self.cols, self.reasons, self.out
-        status = out[:, batch.STATUS].astype(np.int64)
-        stuck = np.flatnonzero(status == batch.DEADLOCK)
-        if stuck.size:
-            point = {k: v[self.ran[stuck[0]]] for k, v in cols.items()}
-            point["schedule"] = NAMES[point["schedule"]]
-            raise ScheduleError(f"a generated schedule deadlocked at {point}: a fastpp bug, "
-                                "please report it")
+        done = self.pending.result()
+        cols, reasons, out, status = self.cols, self.reasons, done.out, done.status
         for i in np.flatnonzero(status != batch.OK):  # costs that do not fit the point
             x = self.ran[i]
-            V = _stages(cols, x)
-            reasons[x] = _cost_reason(int(status[i]), int(cols["p"][x]), V, self.at[i, :, 1])
+            V = int(engine.stages(cols["schedule"][x], cols["p"][x], cols["m"][x]))
+            reasons[x] = engine.status_reason(int(status[i]), int(cols["p"][x]), V,
+                                              self.pending.at[i, :, 1])
         ok = reasons == ""
         skipped = Counter(reasons[~ok].tolist())
         keep = invalid == "keep"
@@ -279,12 +246,6 @@ class Chunk:
         if keep:
             frame["reason"] = reasons[rows]
         return frame, dict(skipped)
-
-
-def _stages(cols: dict[str, np.ndarray], x: int) -> int:
-    """Virtual stages of point ``x``: ``p * m``, twice that for two-direction schedules."""
-    two = batch.PLACEMENT[cols["schedule"][x]] == batch.TWO_DIRECTIONS
-    return int(cols["p"][x] * cols["m"][x] * (2 if two else 1))
 
 
 def _columns(with_costs: bool) -> tuple[str, ...]:
