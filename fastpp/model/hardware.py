@@ -136,16 +136,21 @@ LINKS = {link.name: link for link in (
     Link("IB-400G", 45e9, 8e-6),  # NDR 400 Gb/s per GPU, 90% of line rate
 )}
 
-# The curves' (efficiency, matmul_half) per GPU: calibrated as fastpp.model.validate states.
+# The curves (efficiency, matmul_half) are fitted by fastpp.model.validate.calibrate: A100's on
+# Korthikanti et al.'s layer table alone, H100's on the odd rows of the Megatron-Core table; the
+# other tables are the checks (README "How close to real runs"). H200 shares H100's compute,
+# so its curve; B200's is H100's too, unchecked: no B200 table yet.
+A100_CURVE = {"efficiency": 0.74, "matmul_half": 64.0}
+H100_CURVE = {"efficiency": 0.78, "matmul_half": 384.0}
 HARDWARE = {hw.name: hw for hw in (
     Hardware("A100-80GB", 312e12, 80 * GB, LINKS["NVLink3"], LINKS["IB-200G"],
-             memory_bandwidth=1.75e12),
+             memory_bandwidth=1.75e12, **A100_CURVE),
     Hardware("H100-80GB", 989e12, 80 * GB, LINKS["NVLink4"], LINKS["IB-400G"],
-             memory_bandwidth=2.9e12, fp8_flops=1979e12),
+             memory_bandwidth=2.9e12, fp8_flops=1979e12, **H100_CURVE),
     Hardware("H200-141GB", 989e12, 141 * GB, LINKS["NVLink4"], LINKS["IB-400G"],
-             memory_bandwidth=4.2e12, fp8_flops=1979e12),
+             memory_bandwidth=4.2e12, fp8_flops=1979e12, **H100_CURVE),
     Hardware("B200-180GB", 2250e12, 180 * GB, LINKS["NVLink5"], LINKS["IB-400G"],
-             memory_bandwidth=7.0e12, fp8_flops=4500e12),
+             memory_bandwidth=7.0e12, fp8_flops=4500e12, **H100_CURVE),
 )}
 
 

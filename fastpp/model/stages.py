@@ -59,10 +59,10 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     # the embedding's output and the logits' input cross the ranks once each way; the
     # vocabulary-parallel loss all-reduces its max, sum and target logit (4 bytes a token)
     edge = np.where(tp > 1, exchange, 0.0) / (2.0 if sequence_parallel else 1.0)
-    loss = 3.0 * all_reduce(hardware, 4.0 * seq * b, tp, spans)
+    loss_sync = 3.0 * all_reduce(hardware, 4.0 * seq * b, tp, spans)
     forward = (layers * (times["forward"] + tp_forward)
                + starts * (head["embed_forward"] + edge)
-               + ends * (head["head_forward"] + loss + (edge if sequence_parallel else 0.0)))
+               + ends * (head["head_forward"] + loss_sync + (edge if sequence_parallel else 0.0)))
     weight = layers * times["weight_grad"] + ends * head["head_weight_grad"] \
         + starts * head["embed_weight"]
     backward = (layers * (times["input_grad"] + tp_backward) + weight

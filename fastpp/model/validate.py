@@ -48,7 +48,7 @@ from ..costs import Costs
 from ..generators.registry import build_schedule
 from ..search import optimize
 from ..simulate import simulate
-from .hardware import HARDWARE, LINKS
+from .hardware import A100_CURVE, H100_CURVE, HARDWARE
 from .stages import stage_params, step_terms, stage_table
 from .transformer import RECOMPUTE, Transformer, chunk_layers
 
@@ -291,18 +291,25 @@ def _zero_bubble(hw):
         # from the profiled costs (ms per stage), the paper's memory units M_B, M_W
         m_b, m_w = 34.0 * h + 5.0 * a * seq, 32.0 * h
         f, i, w, c = (float(q[k]) / 1e3 for k in ("T_F_ms", "T_B_ms", "T_W_ms", "T_comm_ms"))
-        costs = Costs(f=f, b=i + w, w=w, comm=c, gamma=m_w / m_b, act=m_b)
-        runs = _zb_runs(p, n, costs, p * m_b)
-        runs["1f1b_i"] = simulate(build_schedule("interleaved-1f1b", p, n, 2), costs)
-        for name in ZB_SCHEDULES:
-            rows.append(("zero_bubble_table4_profiled", f"{label} {name}", "samples_per_gpu_s",
-                         float(r[name]), samples / runs[name].makespan))
-        # from first principles
         model = _gpt(r, 50304)
         loop = build_schedule("1f1b", p, n)
         costs, table = model_costs(model, hw, loop, seq=seq, microbatch=b,
                                    layers=zb_layers(model.layers, p))
         extra = _extras(model, hw, loop, table, 1, 1, 0, False)
+        runs = {}
+        for m in (1, 2):  # each chunk op's hand-off blocks its device, as in the model
+            block = BLOCKING * m * c
+            profiled = Costs(f=f + block, b=i + w + block, w=w, comm=c, gamma=m_w / m_b,
+                             act=m_b)
+            if m == 1:
+                runs = _zb_runs(p, n, profiled, p * m_b)
+            else:
+                runs["1f1b_i"] = simulate(build_schedule("interleaved-1f1b", p, n, 2),
+                                          profiled)
+        for name in ZB_SCHEDULES:
+            rows.append(("zero_bubble_table4_profiled", f"{label} {name}", "samples_per_gpu_s",
+                         float(r[name]), samples / (runs[name].makespan + extra)))
+        # from first principles
         runs = _zb_runs(p, n, costs, np.asarray(costs.arrays["act"]) * p)
         inter = build_schedule("interleaved-1f1b", p, n, 2)
         runs["1f1b_i"] = simulate(inter, model_costs(model, hw, inter, seq=seq, microbatch=b,
@@ -313,23 +320,15 @@ def _zero_bubble(hw):
     return rows
 
 
-def calibration_hardware():
-    """The presets with their calibrated curves (``CALIBRATION``)."""
-    return {name: dataclasses.replace(HARDWARE[name], **CALIBRATION[name])
-            for name in CALIBRATION}
-
-
-# fitted by ``calibrate``: A100 on korthikanti_2022_layer.csv, H100 on the odd rows of
-# megatron_core_h100_weak_scaling.csv (see the module)
-CALIBRATION = {"A100-80GB": {"efficiency": 0.74, "matmul_half": 64.0},
-               "H100-80GB": {"efficiency": 0.78, "matmul_half": 384.0}}
-ZB_NETWORK = LINKS["IB-200G"]
+# what ``calibrate`` fitted, held by the presets (``fastpp.model.hardware``)
+CALIBRATION = {"A100-80GB": A100_CURVE, "H100-80GB": H100_CURVE}
 
 
 def calibrate(name: str, efficiencies=np.arange(0.50, 1.001, 0.02),
               halves=(16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)) -> dict:
     """Refit one GPU's curve (``efficiency``, ``matmul_half``) on its calibration rows: the
-    grid point of least mean absolute error. ``CALIBRATION`` holds its result."""
+    grid point of least mean absolute error. ``CALIBRATION`` (the presets) holds its result.
+    """
     fits = {"A100-80GB": _korthikanti_layer,
             "H100-80GB": lambda hw: _megatron_core(hw, which=0)}
     if name not in fits:
@@ -366,9 +365,7 @@ def validate(datasets=DATASETS):
     unknown = [x for x in datasets if x not in DATASETS]
     if unknown:
         raise ScheduleError(f"datasets must be among {list(DATASETS)} (got {unknown[0]!r})")
-    hw = HARDWARE["A100-80GB"]
-    hw = dataclasses.replace(hw, **CALIBRATION["A100-80GB"])
-    h100 = dataclasses.replace(HARDWARE["H100-80GB"], **CALIBRATION["H100-80GB"])
+    hw, h100 = HARDWARE["A100-80GB"], HARDWARE["H100-80GB"]
     rows = []
     role = {}
     for name in datasets:
@@ -386,12 +383,12 @@ def validate(datasets=DATASETS):
         elif name == "zero_bubble_table4_profiled":
             continue  # both Zero Bubble runs come from one pass below
         else:
-            got = _zero_bubble(dataclasses.replace(hw, network=ZB_NETWORK))
+            got = _zero_bubble(hw)
             if "zero_bubble_table4_profiled" not in datasets:
                 got = [r for r in got if r[0] != "zero_bubble_table4_profiled"]
         rows += got
     if "zero_bubble_table4_profiled" in datasets and "zero_bubble_table4_model" not in datasets:
-        rows += [r for r in _zero_bubble(dataclasses.replace(hw, network=ZB_NETWORK))
+        rows += [r for r in _zero_bubble(hw)
                  if r[0] == "zero_bubble_table4_profiled"]
     frame = pd.DataFrame(rows, columns=["dataset", "row", "quantity", "measured", "predicted"])
     frame["error"] = frame["predicted"] / frame["measured"] - 1.0
