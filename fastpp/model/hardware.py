@@ -26,6 +26,13 @@ GB = 1e9
 PRECISIONS = ("bf16", "fp8")
 
 
+def _open_closed(value, name: str, upper: float) -> None:
+    """Raise unless ``value`` is a number in ``(0, upper]``."""
+    if (isinstance(value, bool) or not isinstance(value, int | float | np.number)
+            or not 0.0 < float(value) <= upper):
+        raise ScheduleError(f"{name} must be a number in (0, {upper:g}] (got {value!r})")
+
+
 @dataclass(frozen=True)
 class Link:
     """A link: bus bandwidth in bytes per second (what a ring collective reaches per rank)
@@ -97,11 +104,11 @@ class Hardware:
     def __post_init__(self):
         numbers(self.peak_flops, "peak_flops", strict=True)
         numbers(self.memory_bytes, "memory_bytes", strict=True)
-        numbers(self.efficiency, "efficiency", strict=True, upper=1.0)
+        _open_closed(self.efficiency, "efficiency", 1.0)
         positive_int(self.gpus_per_node, "gpus_per_node")
         numbers(self.memory_bandwidth, "memory_bandwidth", strict=True)
         numbers(self.op_overhead, "op_overhead")
-        numbers(self.matmul_half, "matmul_half", strict=True, upper=65536.0)
+        _open_closed(self.matmul_half, "matmul_half", 65536.0)
         one_of(self.precision, "precision", PRECISIONS)
         if self.fp8_flops is not None:
             numbers(self.fp8_flops, "fp8_flops", strict=True)

@@ -161,8 +161,9 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
         last = np.minimum(1.0, BUCKET_PARAMS / np.maximum(params, 1.0))
         reduce = np.maximum(reduce - np.asarray(window, np.float64), last * reduce)
         gather = last * gather
-    embedding = all_reduce(hardware, reduce_bytes * np.asarray(embedding_params, np.float64),
-                           2, embedding_per_node)
+    embedding_params = np.asarray(embedding_params, np.float64)
+    embedding = np.where(embedding_params > 0, all_reduce(
+        hardware, reduce_bytes * embedding_params, 2, embedding_per_node), 0.0)
     return {"gradient_sync": reduce, "parameter_gather": gather,
             "embedding_sync": embedding + 0.0 * params,
             "optimizer_step": optimizer_time(hardware, params / np.where(sharded, d, 1.0))}
