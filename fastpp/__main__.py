@@ -184,7 +184,8 @@ def _plan(args) -> int:
               gradient_overlap=args.gradient_overlap)
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
-    print(f"{args.model} on {args.gpus} x {hardware.name} (products up to {hardware.efficiency:.0%} of peak), "
+    print(f"{args.model} on {args.gpus} x {hardware.name} (products up to "
+          f"{hardware.efficiency:.0%} of peak), "
           f"sequence {args.seq}, global batch {args.global_batch}: planned in {seconds:.2f} s "
           f"({ran / seconds:,.0f} simulated configurations per second)\n")
     print(summary(df, args.top))

@@ -59,7 +59,8 @@ def picture(df, path: Path) -> None:
                                    ("tflops_per_gpu", "samples_per_gpu_s")), strict=True):
         part = df[df["quantity"].isin(quantity)]
         for name, group in part.groupby("dataset", sort=False):
-            ax.scatter(group["measured"], group["predicted"], s=18, label=LABELS[name])
+            ax.scatter(group["measured"], group["predicted"], s=18, label=LABELS[name],
+                       color=f"C{list(LABELS).index(name)}")
         low, high = part[["measured", "predicted"]].min().min(), part[
             ["measured", "predicted"]].max().max()
         line = [low / 1.2, high * 1.2]
@@ -73,7 +74,7 @@ def picture(df, path: Path) -> None:
         ax.legend(fontsize=7, loc="upper left")
     axes[0].set_title("times (s per iteration; ms per layer)", fontsize=9)
     axes[1].set_title("throughput (TFLOP/s per GPU; samples per GPU per s)", fontsize=9)
-    fig.suptitle("fastpp against published runs (dashed: +-5%)", fontsize=10)
+    fig.suptitle("fastpp against published runs (dashed: \u00b15%)", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -8,10 +8,20 @@ import pytest
 
 from fastpp import ScheduleError
 from fastpp.model import HARDWARE, Hardware, Link, Transformer, layer_costs
-from fastpp.model.comm import (all_gather, all_reduce, data_parallel_per_node, reduce_scatter,
-                               tensor_parallel_per_node)
-from fastpp.model.compute import (OPTIMIZER_STEP_BYTES, layer_times, matmul_efficiency,
-                                  matmul_time, optimizer_time)
+from fastpp.model.comm import (
+    all_gather,
+    all_reduce,
+    data_parallel_per_node,
+    reduce_scatter,
+    tensor_parallel_per_node,
+)
+from fastpp.model.compute import (
+    OPTIMIZER_STEP_BYTES,
+    layer_times,
+    matmul_efficiency,
+    matmul_time,
+    optimizer_time,
+)
 from fastpp.model.stages import BUCKET_PARAMS, step_terms
 
 NODE, NET = Link("node", 100e9, 1e-6), Link("net", 10e9, 5e-6)

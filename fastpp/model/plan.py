@@ -12,9 +12,9 @@ from ..checks import ScheduleError, ScheduleTypeError, numbers, one_of, positive
 from ..costs import FIELDS
 from ..generators._emit import placement
 from ..generators.registry import SCHEDULES, get_spec
+from .comm import pipeline_spans
 from .hardware import HARDWARE, LINKS, Hardware, Link, preset
 from .presets import MODELS
-from .comm import pipeline_spans
 from .stages import optimizer_split, stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
 
@@ -83,9 +83,10 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     pandas.DataFrame
         ``PLAN_COLUMNS``: the configuration, ``step_time`` (s: the pipeline's ``makespan``
         plus the exposed ``gradient_sync``: gradient reduction, ZeRO's all-gather and a tied
-        embedding's all-reduce, plus the ``optimizer_step``), ``tokens_per_s``, ``mfu``, ``bubble_ratio`` and,
-        on the GPU with the most bytes, ``peak_activations``, ``parameter_bytes``,
-        ``gradient_bytes``, ``optimizer_bytes`` and their sum ``peak_memory``; ``fits``, and
+        embedding's all-reduce, plus the ``optimizer_step``), ``tokens_per_s``, ``mfu``,
+        ``bubble_ratio`` and, on the GPU with the most bytes, ``peak_activations``,
+        ``parameter_bytes``, ``gradient_bytes``, ``optimizer_bytes`` and their sum
+        ``peak_memory``; ``fits``, and
         ``reason``: why the configuration cannot run or does not fit ("" if it does).
 
     Raises

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hardware import Hardware
-from .comm import (all_gather, all_reduce, data_parallel_per_node, pipeline_spans,
-                   reduce_scatter, tensor_parallel_per_node)
+from .comm import (
+    all_gather,
+    all_reduce,
+    data_parallel_per_node,
+    pipeline_spans,
+    reduce_scatter,
+    tensor_parallel_per_node,
+)
 from .compute import head_times, layer_times, optimizer_time
+from .hardware import Hardware
 from .transformer import BYTES, Transformer, layer_costs
 
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half

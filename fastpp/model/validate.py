@@ -21,8 +21,8 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
 - ``megatron_core_h100_weak_scaling.csv``: H100, GeLU GPT, untied embeddings, FlashAttention,
   sequence parallelism, no recomputation, the distributed optimizer (ZeRO-1) with gradient
   reduction and parameter gather overlapped, tensor-parallel collectives overlapped with the
-  products (Transformer Engine's ``--tp-comm-overlap``), TFLOP/s from Megatron's count ``72 B s L h^2 (1 +
-  s/6h + v/12Lh)``. Assumed: microbatch 1, plain 1F1B (no interleaving).
+  products (Transformer Engine's ``--tp-comm-overlap``), TFLOP/s from Megatron's count
+  ``72 B s L h^2 (1 + s/6h + v/12Lh)``. Assumed: microbatch 1, plain 1F1B (no interleaving).
 - ``zero_bubble_table4.csv``: 1.5B-28.3B GPT models on A100, pure pipeline parallelism, the
   first and last stages one layer fewer (``zb_layers``; 1F1B-I with ``m = 2`` likewise over its
   ``2p`` chunks), vocabulary 50,304 (GPT-2's padded), dropout, no FlashAttention,
@@ -50,8 +50,9 @@ from ..generators.registry import build_schedule
 from ..search import optimize
 from ..simulate import simulate
 from .hardware import A100_CURVE, H100_CURVE, HARDWARE
-from .stages import stage_params, step_terms, stage_table
+from .stages import stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
+
 
 def _data_folder() -> Path:
     """``$FASTPP_DATA``, or ``shared/data`` beside the repository (or beside its parent, for a
@@ -319,8 +320,11 @@ def _zero_bubble(hw):
 CALIBRATION = {"A100-80GB": A100_CURVE, "H100-80GB": H100_CURVE}
 
 
-def calibrate(name: str, efficiencies=np.arange(0.50, 1.001, 0.02),
-              halves=(16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)) -> dict:
+EFFICIENCIES = tuple(round(0.5 + 0.02 * k, 2) for k in range(26))  # calibrate's grid
+HALVES = (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+
+def calibrate(name: str, efficiencies=EFFICIENCIES, halves=HALVES) -> dict:
     """Refit one GPU's curve (``efficiency``, ``matmul_half``) on its calibration rows: the
     grid point of least mean absolute error. ``CALIBRATION`` (the presets) holds its result.
     """
