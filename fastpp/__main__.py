@@ -155,6 +155,12 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
         ap.add_argument(flag, nargs="+", type=int, default=None, help=f"{what} (default: all)")
     ap.add_argument("--recompute", nargs="+", default=None,
                     choices=["none", "selective", "full"], help="(default: all)")
+    ap.add_argument("--layout", nargs="+", default=None, metavar="LAYOUT",
+                    help="Megatron layout strings, e.g. 'Et*9|(t*10|)*6,t*11L' (default: "
+                    "even stages)")
+    for flag, where in (("--first-layers", "first"), ("--last-layers", "last")):
+        ap.add_argument(flag, nargs="+", type=int, default=None,
+                        help=f"layers on the {where} model chunk (default: even stages)")
     ap.add_argument("--zero", nargs="+", type=int, default=[1], help="ZeRO stages (1)")
     ap.add_argument("--capacity-gb", type=float, default=None, help="GB per GPU (the preset's)")
     ap.add_argument("--gradient-overlap", action="store_true",
@@ -179,7 +185,8 @@ def _plan(args) -> int:
     df = plan(args.model, args.gpus, hardware, seq=args.seq, global_batch=args.global_batch,
               link=args.link,
               schedules=args.schedules, tp=args.tp, pp=args.pp, microbatch=args.microbatch,
-              m=args.m, recompute=args.recompute, zero=args.zero,
+              m=args.m, recompute=args.recompute, zero=args.zero, layout=args.layout,
+              first_layers=args.first_layers, last_layers=args.last_layers,
               capacity=None if args.capacity_gb is None else args.capacity_gb * 1e9,
               gradient_overlap=args.gradient_overlap)
     seconds = time.perf_counter() - start

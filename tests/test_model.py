@@ -23,6 +23,7 @@ from fastpp.model import (
     plan,
     transformer_costs,
 )
+from fastpp.model.plan import summary
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT = Transformer(layers=4, hidden=8, heads=2, vocab=10, dropout=True, flash_attention=False)
@@ -197,6 +198,23 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
         bytes_ = device_bytes("llama3-70b", sched, tp=8, dp=8, zero=1)
         assert r.peak_memory == pytest.approx(sum(bytes_.values())[0]
                                               + res.peak_activations[0], rel=1e-12)
+    # more chunks on the one device: the same time, but not quite the same bytes (uneven
+    # chunks), so every chunk count is a row there too
+    model = Transformer(layers=8, hidden=64, heads=8, vocab=500, name="toy")
+    one = plan(model, 4, TOY, seq=32, global_batch=8, schedules=["interleaved-1f1b"],
+               m=[2, 3, 4], pp=1, tp=1, microbatch=1, recompute="none")
+    assert sorted(one["m"]) == [2, 3, 4]
+    np.testing.assert_allclose(one["makespan"], one["makespan"].iloc[0], rtol=1e-12)
+    for r in one.itertuples():
+        sched = build_schedule("interleaved-1f1b", 1, r.n, r.m)
+        res = simulate(sched, transformer_costs(model, sched, TOY, seq=32, dp=4))
+        assert (r.makespan, r.peak_activations) == (res.makespan, res.peak_activations[0])
+    assert one["peak_activations"].nunique() == 2  # m = 3 splits 8 layers 3, 3, 2
+    # the summary folds schedules alike without a pipeline into one line
+    text = summary(plan(model, 4, TOY, seq=32, global_batch=32, pp=1, tp=1, microbatch=1,
+                        recompute="none", schedules=["1f1b", "zb-h1", "gpipe"],
+                        capacity=1e9))
+    assert " 1f1b (+1 alike) " in text and " zb-h1 " not in text and " gpipe " in text
     # and the default search keeps both (it no longer lets one schedule stand for all)
     every = plan("llama3-70b", 64, seq=8192, global_batch=512, schedules=["gpipe", "zb-h1"],
                  tp=8, pp=1)

@@ -12,32 +12,50 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import ScheduleError, one_of, positive_int
+from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
 from ..costs import Costs
 from ..schedule import Schedule
 from .hardware import GB, HARDWARE, LINKS, Hardware, Link, preset
+from .layout import (
+    Layout,
+    as_layout,
+    check_layout,
+    even_layers,
+    megatron_layers,
+    parse_layout,
+    torchtitan_layers,
+)
 from .plan import PLAN_COLUMNS, plan
 from .presets import MODELS
 from .stages import optimizer_split, stage_params, stage_table
 from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
 
-__all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "Hardware", "Link",
-           "Transformer", "chunk_layers", "device_bytes", "layer_costs", "plan",
+__all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "Hardware",
+           "Layout", "Link", "Transformer", "chunk_layers", "device_bytes", "even_layers",
+           "layer_costs", "megatron_layers", "parse_layout", "plan", "torchtitan_layers",
            "transformer_costs"]
 
 
-def _chunks(model: Transformer, schedule: Schedule):
+def _chunks(model: Transformer, schedule, layout=None, layers=None):
     """Per virtual stage: its layers, and whether it holds the embedding or the output layer
     and the loss (a two-direction schedule holds a second copy of the model's chunks)."""
+    if not isinstance(schedule, Schedule):
+        raise ScheduleTypeError(f"schedule must be a fastpp.Schedule (got "
+                                f"{type(schedule).__name__})")
     two = bool(np.any(schedule.route_first == schedule.p))  # a second copy runs up
     chunks = schedule.V // 2 if two else schedule.V
     chunk = np.arange(schedule.V) % chunks
-    return (chunk_layers(model.layers, chunks)[chunk].astype(np.float64), chunk == 0,
-            chunk == chunks - 1)
+    given = as_layout(layout, layers)
+    if given is None:
+        return (chunk_layers(model.layers, chunks)[chunk].astype(np.float64), chunk == 0,
+                chunk == chunks - 1)
+    check_layout(given, model.layers, chunks)
+    return (np.array(given.layers, np.float64)[chunk], np.array(given.embedding)[chunk],
+            np.array(given.loss)[chunk])
 
 
 def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequence_parallel,
-            recompute):
+            recompute, layout, layers):
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")
     seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
@@ -46,18 +64,27 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
     if model.heads % tp or model.kv_heads % tp:
         raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got tp={tp})")
-    layers, embedding, loss = _chunks(model, schedule)
+    per_stage, embedding, loss = _chunks(model, schedule, layout, layers)
     one = np.zeros(1, np.int64)
-    return stage_table(model, hardware, seq, config=np.zeros(schedule.V, np.int64),
-                       layers=layers, embedding=embedding, loss=loss, microbatch=one + microbatch,
-                       t=one + tp, d=one + dp, p=one + schedule.p, m=one + schedule.m,
-                       sequence_parallel=sequence_parallel,
-                       recompute=one + RECOMPUTE.index(recompute))
+    table = stage_table(model, hardware, seq, config=np.zeros(schedule.V, np.int64),
+                        layers=per_stage, embedding=embedding, loss=loss,
+                        microbatch=one + microbatch, t=one + tp, d=one + dp,
+                        p=one + schedule.p, m=one + schedule.m,
+                        sequence_parallel=sequence_parallel,
+                        recompute=one + RECOMPUTE.index(recompute))
+    idle = np.flatnonzero((table["f"] <= 0) | (table["b"] <= 0))
+    if idle.size:
+        s = int(idle[0])
+        what = "only the embedding" if embedding[s] else "nothing"
+        raise ScheduleError(f"layout must give every stage work (got stage {s} holding {what}: "
+                            f"it takes no time, which the engine cannot run)")
+    return table
 
 
 def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: int,
                       microbatch: int = 1, tp: int = 1, dp: int = 1,
-                      sequence_parallel: bool = True, recompute: str = "none") -> Costs:
+                      sequence_parallel: bool = True, recompute: str = "none", layout=None,
+                      layers=None) -> Costs:
     """The ``Costs`` of running ``model`` on ``schedule``: seconds and bytes per stage.
 
     Parameters
@@ -66,7 +93,7 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
         A ``Transformer`` or a preset name (``MODELS``).
     schedule : Schedule
         Its virtual stages are the model's chunks (two copies for two-direction schedules),
-        layers split as ``chunk_layers`` says.
+        layers split as ``chunk_layers`` says unless ``layout`` or ``layers`` is given.
     hardware : Hardware or str
         A ``Hardware`` or a preset name (``HARDWARE``).
     seq, microbatch : int
@@ -77,32 +104,46 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
     sequence_parallel : bool
         Megatron's sequence parallelism with ``tp > 1``.
     recompute : {"none", "selective", "full"}
+    layout : str or Layout, optional
+        The layers, embedding and loss of each model chunk: a Megatron
+        ``--pipeline-model-parallel-layout`` string (``fastpp.model.layout``) or a ``Layout``
+        (from ``megatron_layers``, ``torchtitan_layers``, ``even_layers``).
+    layers : sequence of int, optional
+        Layers per model chunk instead, the embedding on the first, the loss on the last.
 
     Returns
     -------
     Costs
         ``f, b, w`` in seconds, ``act`` in bytes (``Result.peak_activations`` is then in
         bytes), ``gamma`` per stage, hand-offs of ``latency + message_bytes / bandwidth``.
+
+    Raises
+    ------
+    ScheduleError
+        For a bad count, a layout that does not parse (naming the position), one whose
+        stages are not the schedule's model chunks or whose layers are not the model's, or
+        one that leaves a stage without work.
     """
     table = _stages(model, hardware, schedule, seq, microbatch, tp, dp, sequence_parallel,
-                    recompute)
+                    recompute, layout, layers)
     return Costs(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
                  gamma=table["gamma"], act=table["act"],
                  bandwidth=float(table["bandwidth"][0]),
                  message_bytes=float(table["message_bytes"][0]))
 
 
-def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: int = 1
-                 ) -> dict[str, np.ndarray]:
+def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: int = 1,
+                 layout=None, layers=None) -> dict[str, np.ndarray]:
     """Per device: ``parameter_bytes``, ``gradient_bytes`` and ``optimizer_bytes`` of the
     stages it holds (mixed-precision Adam, 2 + 2 + 12 bytes per parameter, ZeRO ``zero`` over
-    ``dp`` replicas; a tied output layer on the embedding's device is one copy)."""
+    ``dp`` replicas; a tied output layer on the embedding's device is one copy), the layers
+    split by ``layout`` or ``layers`` as for ``transformer_costs``."""
     one_of(zero, "zero", (0, 1, 2))
     model = preset(MODELS, model, "model")
     tp, dp = positive_int(tp, "tp"), positive_int(dp, "dp")
-    layers, embedding, loss = _chunks(model, schedule)
+    per_stage, embedding, loss = _chunks(model, schedule, layout, layers)
     params = np.bincount(schedule.stage_to_device,
-                         weights=stage_params(model, layers, embedding, loss, tp),
+                         weights=stage_params(model, per_stage, embedding, loss, tp),
                          minlength=schedule.p)
     if model.tied_embeddings:  # one copy where a device holds both ends of a model copy
         ends = schedule.stage_to_device[np.flatnonzero(embedding)], \

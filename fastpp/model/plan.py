@@ -14,14 +14,15 @@ from ..generators._emit import placement
 from ..generators.registry import SCHEDULES, get_spec
 from .comm import pipeline_spans
 from .hardware import HARDWARE, LINKS, Hardware, Link, preset
+from .layout import as_layout, check_layout, even_layers
 from .presets import MODELS
 from .stages import optimizer_split, stage_table, step_terms
-from .transformer import RECOMPUTE, Transformer, chunk_layers
+from .transformer import RECOMPUTE, Transformer
 
 GB = 1e9
 # a row: its configuration, what the timeline and the bytes give, and whether it fits
 CONFIG_COLUMNS = ("model", "gpus", "t", "p", "d", "schedule", "m", "microbatch", "n",
-                  "recompute", "zero")
+                  "recompute", "zero", "layout")
 NUMBERS = ("step_time", "makespan", "gradient_sync", "optimizer_step", "tokens_per_s", "mfu",
            "bubble_ratio",
            "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes",
@@ -36,8 +37,8 @@ def divisors(x: int) -> list[int]:
 def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, schedules=None,
          tp=None,
          pp=None, microbatch=None, m=None, recompute=None, zero=1, capacity=None,
-         sequence_parallel: bool = True, gradient_overlap: bool = False,
-         workers: int | None = None):
+         sequence_parallel: bool = True, gradient_overlap: bool = False, layout=None,
+         first_layers=None, last_layers=None, workers: int | None = None):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
     Each row's pipeline is an exact timeline of the schedule with the model's per-stage
@@ -75,13 +76,22 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         reduction runs in buckets under the last microbatch's backward and ZeRO's parameter
         all-gather under the next forward (``fastpp.model.stages.step_terms``). Default: not
         overlapped, as Megatron by default.
+    layout : str, Layout or list of them, optional
+        Layers per model chunk as Megatron's ``--pipeline-model-parallel-layout`` strings
+        (``fastpp.model.layout``): rows whose model chunks (``p * m``) are not the layout's
+        stages get a reason.
+    first_layers, last_layers : int or list of int, optional
+        Layers on the first model chunk (beside the embedding) and on the last (beside the
+        output layer and loss), the rest as even as can be: axes (default: every chunk as
+        even as can be, the remainder in the middle chunks).
     workers : int, optional
         Threads (default: the machine's cores).
 
     Returns
     -------
     pandas.DataFrame
-        ``PLAN_COLUMNS``: the configuration, ``step_time`` (s: the pipeline's ``makespan``
+        ``PLAN_COLUMNS``: the configuration (``layout``: its layers per model chunk as a
+        Megatron layout string), ``step_time`` (s: the pipeline's ``makespan``
         plus the exposed ``gradient_sync``: gradient reduction, ZeRO's all-gather and a tied
         embedding's all-reduce, plus the ``optimizer_step``), ``tokens_per_s``, ``mfu``,
         ``bubble_ratio`` and, on the GPU with the most bytes, ``peak_activations``,
@@ -93,7 +103,9 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     ------
     ScheduleError
         For an unknown preset, a bad count, ``t`` beyond a node or not dividing the heads,
-        a microbatch that does not divide the global batch, or no factorization at all.
+        a microbatch that does not divide the global batch, no factorization at all, a
+        layout that does not parse or does not hold the model's layers, or both a layout
+        and first or last counts.
     """
     import pandas as pd
 
@@ -149,28 +161,32 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     if not shapes:
         raise ScheduleError(f"gpus={gpus} has no factorization t * p * d with t in {tps} and "
                             f"p in {pps}")
+    splits = _splits(model, layout, first_layers, last_layers)
     chunk_counts = _axis(m, "m", None)
     # each schedule at each chunk count, at every p: p = 1 too, where the times agree but the
     # memory does not (GPipe keeps every microbatch, 1F1B one)
     sched = [(name, k) for name in names for k in (chunk_counts or SCHEDULES[name].m_choices)]
-    grid = np.array([(t, p, d, b, RECOMPUTE.index(r), z, i)
+    grid = np.array([(t, p, d, b, RECOMPUTE.index(r), z, i, k)
                      for t, p, d in shapes for b in mbs for r in rcs[0] for z in zeros
-                     for i in range(len(sched))], np.int64).reshape(-1, 7)
+                     for i in range(len(sched)) for k in range(len(splits))],
+                    np.int64).reshape(-1, 8)
     cols = {k: grid[:, i] for i, k in enumerate(("t", "p", "d", "microbatch", "recompute",
-                                                  "zero", "which"))}
+                                                  "zero", "which", "split"))}
     cols["sid"] = np.array([SCHEDULES[name].sid for name, _ in sched], np.int64)[cols["which"]]
     cols["m"] = np.array([k for _, k in sched], np.int64)[cols["which"]]
-    rows = _simulate(model, hardware, seq, global_batch, cols, capacity, overlap,
+    rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overlap,
                      sequence_parallel, workers)
     frame = pd.DataFrame({
         "model": model.name, "gpus": gpus, "t": cols["t"], "p": cols["p"], "d": cols["d"],
         "schedule": np.array(list(SCHEDULES), object)[cols["sid"]], "m": cols["m"],
         "microbatch": cols["microbatch"], "n": rows["n"],
         "recompute": np.array(RECOMPUTE, object)[cols["recompute"]], "zero": cols["zero"],
-        **{k: rows[k] for k in (*NUMBERS, "fits", "reason")}})
+        **{k: rows[k] for k in ("layout", *NUMBERS, "fits", "reason")}})
     order = np.lexsort((-frame["tokens_per_s"].fillna(-1).to_numpy(),
                         ~frame["fits"].to_numpy()))
-    return frame.iloc[order].reset_index(drop=True)
+    frame = frame.iloc[order].reset_index(drop=True)
+    frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
+    return frame
 
 
 def _as_list(value) -> list:
@@ -183,31 +199,104 @@ def _axis(value, name, default) -> list[int]:
     return positive_ints(_as_list(value), name).tolist()
 
 
-def _simulate(model, hardware, seq, global_batch, cols, capacity, overlap, sequence_parallel,
-              workers) -> dict[str, np.ndarray]:
+def _splits(model, layout, first_layers, last_layers) -> list[tuple]:
+    """The layer splits to try: ``(Layout, None, None)`` for each layout given, else
+    ``(None, first, last)`` for each pair of counts (None: as even as the rest)."""
+    if layout is not None:
+        if first_layers is not None or last_layers is not None:
+            raise ScheduleError(f"give layout or first_layers/last_layers, not both (got "
+                                f"layout={layout!r}, first_layers={first_layers!r}, "
+                                f"last_layers={last_layers!r})")
+        given = [as_layout(x) for x in _as_list(layout)]
+        for x in given:  # whatever the configuration, these must hold
+            check_layout(x, model.layers, x.stages)
+        return [(x, None, None) for x in given]
+    ends = [[None] if x is None else _counts(x, name)
+            for x, name in ((first_layers, "first_layers"), (last_layers, "last_layers"))]
+    return [(None, a, z) for a in ends[0] for z in ends[1]]
+
+
+def _counts(value, name) -> list[int]:
+    values = _as_list(value)
+    for x in values:
+        if isinstance(x, bool) or not isinstance(x, int | np.integer) or x < 0:
+            raise ScheduleError(f"{name} must be integers >= 0 (got {x!r})")
+    return [int(x) for x in values]
+
+
+def _layouts(model, chunks, split, splits, reason) -> tuple[np.ndarray, list]:
+    """Per configuration: the index of its ``Layout`` in the list returned (one per distinct
+    chunk count and split; -1 where it cannot run), with the reason where the split does not
+    fit its chunks."""
+    index, found = np.full(len(chunks), -1, np.int64), []
+    ok = reason == ""
+    for c, k in sorted(set(zip(chunks[ok].tolist(), split[ok].tolist(), strict=True))):
+        mine = np.flatnonzero((chunks == c) & (split == k) & ok)
+        given, first, last = splits[k]
+        try:
+            if given is None:
+                given = even_layers(model.layers, c, first, last)
+            else:
+                check_layout(given, model.layers, c)
+        except ScheduleError as error:
+            reason[mine] = str(error)
+            continue
+        index[mine] = len(found)
+        found.append(given)
+    return index, found
+
+
+def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel):
+    """The stages of the configurations ``run`` in one flat table: per configuration ``V``
+    and where its stages start, per stage its configuration, model chunk and costs
+    (``stage_table``), and which configurations have a stage that takes no time."""
+    t, p, d, b, m, sid, chunks = (x[run] for x in (cols["t"], cols["p"], cols["d"],
+                                                   cols["microbatch"], cols["m"], cols["sid"],
+                                                   chunks))
+    V = engine.stages(sid, p, m)
+    config = np.repeat(np.arange(run.size), V)
+    first = np.r_[0, np.cumsum(V)[:-1]].astype(np.int64)
+    chunk = (np.arange(V.sum()) - first[config]) % chunks[config]
+    stage_layout = which[run][config]
+    layers, embedding, loss = (np.empty(chunk.size, dtype) for dtype in (float, bool, bool))
+    for k, x in enumerate(layouts):
+        mine = np.flatnonzero(stage_layout == k)
+        layers[mine] = np.array(x.layers)[chunk[mine]]
+        embedding[mine] = np.array(x.embedding)[chunk[mine]]
+        loss[mine] = np.array(x.loss)[chunk[mine]]
+    table = stage_table(model, hardware, seq, config=config, layers=layers, embedding=embedding,
+                        loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
+                        sequence_parallel=sequence_parallel, recompute=cols["recompute"][run])
+    idle = np.zeros(run.size, bool)
+    np.logical_or.at(idle, config, (table["f"] <= 0) | (table["b"] <= 0))
+    return V, config, first, chunk, table, idle
+
+
+def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overlap,
+              sequence_parallel, workers) -> dict[str, np.ndarray]:
     """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid)
+    which, layouts = _layouts(model, chunks, cols["split"], splits, reason)
     out = {k: np.full(count, np.nan) for k in NUMBERS}
-    out.update(n=n, fits=np.zeros(count, bool), reason=reason)
+    out.update(n=n, fits=np.zeros(count, bool), reason=reason,
+               layout=np.array([*map(str, layouts), ""], object)[which])
     run = np.flatnonzero(reason == "")
     if run.size == 0:
         return out
+    V, config, first, chunk, table, idle = _stages(model, hardware, seq, cols, run, chunks,
+                                                   which, layouts, sequence_parallel)
+    if idle.any():  # a stage without work cannot run: its configurations get the reason
+        reason[run[idle]] = ("layout must give every stage work (got a stage holding only the "
+                             "embedding or nothing: it takes no time, which the engine cannot "
+                             "run)")
+        run = run[~idle]
+        if run.size == 0:
+            return out
+        V, config, first, chunk, table, _ = _stages(model, hardware, seq, cols, run, chunks,
+                                                    which, layouts, sequence_parallel)
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
-    V = engine.stages(sid, p, m)
-    # the stages of every configuration that runs, in one flat table
-    config = np.repeat(np.arange(run.size), V)
-    first = np.r_[0, np.cumsum(V)[:-1]]
-    chunk = (np.arange(V.sum()) - first[config]) % chunks[config]
-    layers = np.empty(chunk.size)
-    for c in np.unique(chunks):
-        mine = chunks[config] == c
-        layers[mine] = chunk_layers(model.layers, int(c))[chunk[mine]]
-    embedding, loss = chunk == 0, chunk == chunks[config] - 1
-    table = stage_table(model, hardware, seq, config=config, layers=layers, embedding=embedding,
-                        loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
-                        sequence_parallel=sequence_parallel, recompute=cols["recompute"][run])
     rows = engine.run(sid, p, n, m, p, {k: v for k, v in table.items() if k in FIELDS},
                       first=first, V=V, workers=workers, peaks=True)
     if np.any(rows.status != batch.OK):
@@ -293,23 +382,46 @@ def summary(df, top: int = 10) -> str:
             f"{'recompute':<10}{'step s':>8} {'tokens/s':>10} {'MFU':>6} {'bubble':>7} "
             f"{'act GB':>7} {'GB/GPU':>7}")
 
+    layouts = df.attrs.get("layouts", False)  # asked for: each row's layout is shown
+    if layouts:
+        cols += "  layout"
+
     def line(r):
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
-                f"{r.peak_memory / GB:>7.1f}")
+                f"{r.peak_memory / GB:>7.1f}" + (f"  {r.layout}" if layouts else ""))
 
     fits = df[df["fits"]]
     ran = df[df["step_time"].notna()]
     text = [f"{len(df):,} configurations: {len(ran):,} simulated, {len(fits):,} fit", ""]
     if len(fits):
-        text += [f"fastest that fit ({min(top, len(fits))} of {len(fits)}):", cols]
-        text += [line(r) for r in fits.head(top).itertuples()]
+        shown = _fold_alike(fits)
+        text += [f"fastest that fit ({min(top, len(shown))} of {len(fits)}):", cols]
+        text += [line(r) for r in shown.head(top).itertuples()]
     else:
         text += ["nothing fits"]
     misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False)
     text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
     faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
-    for r in faster.sort_values("peak_memory").head(5).itertuples():
+    for r in _fold_alike(faster.sort_values("peak_memory")).head(5).itertuples():
         text += [line(r) + f"  {r.reason}"]
     return "\n".join(text)
+
+
+def _fold_alike(rows):
+    """Rows without a pipeline (p = 1) whose time and bytes equal the first such row's to four
+    digits, as one line ("1f1b (+5 alike)"): there many schedules run one timeline in the
+    same bytes."""
+    key = rows[["t", "p", "d", "microbatch", "recompute", "zero"]].assign(
+        **{k: rows[k].map(lambda x: f"{x:.4g}") for k in ("step_time", "peak_memory",
+                                                           "peak_activations")})
+    repeat = (rows["p"] == 1) & key.duplicated()
+    out = rows[~repeat].copy()
+    alike = key[rows["p"] == 1].groupby(list(key.columns), sort=False).ngroup()
+    count = alike.map(alike.value_counts())
+    more = count[~repeat[count.index]] - 1
+    more = more[more > 0]
+    out.loc[more.index, "schedule"] = [f"{name} (+{k} alike)" for name, k in
+                                       zip(out.loc[more.index, "schedule"], more, strict=True)]
+    return out
