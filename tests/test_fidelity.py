@@ -80,12 +80,12 @@ def test_the_presets_hold_what_calibrate_fits():
         calibrate("B200-180GB")
 
 
-def test_rows_are_the_engine_on_built_schedules():
+def test_rows_are_the_engine_on_built_schedules(frame):
     """A Zero Bubble row by hand: its uneven stages, fastpp's 1F1B, the simulated makespan."""
     assert zb_layers(22, 8).tolist() == [2, 3, 3, 3, 3, 3, 3, 2]
     assert zb_layers(62, 64).tolist() == [0] + [1] * 62 + [0]
-    frame = validate(["zero_bubble_table4_model"])
-    row = frame[frame["row"] == "1.5B n=24 1f1b"].iloc[0]
+    model_rows = frame[frame["dataset"] == "zero_bubble_table4_model"]
+    row = model_rows[model_rows["row"] == "1.5B n=24 1f1b"].iloc[0]
     model = _gpt({"layers": 22, "hidden": 2304, "heads": 24, "model": "1.5B"}, 50304)
     sched = build_schedule("1f1b", 8, 24)
     costs, table = model_costs(model, HARDWARE["A100-80GB"], sched, seq=1024, microbatch=6,
