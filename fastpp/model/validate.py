@@ -263,7 +263,8 @@ def zb_layers(layers: int, stages: int) -> np.ndarray:
 
 
 def _zb_runs(p, n, costs, limit):
-    """The four schedules of Table 4 on ``costs``: (schedule, result) by name."""
+    """ZB-2p, ZB-1p (the authors' heuristic within 2p and p microbatches' activations) and
+    1F1B on ``costs``: their ``Result`` by name."""
     runs = {}
     for name, factor in (("zb_2p", 2.0), ("zb_1p", 1.0)):
         found = optimize(p, n, costs, memory=factor * limit, objective="makespan",
@@ -271,6 +272,14 @@ def _zb_runs(p, n, costs, limit):
         runs[name] = found.result
     runs["1f1b"] = simulate(build_schedule("1f1b", p, n), costs)
     return runs
+
+
+def _profiled(row, m, m_b, m_w) -> Costs:
+    """Table 5's profiled costs (ms per stage, in seconds), each chunk op's hand-off blocking
+    its device as in the model."""
+    f, i, w, c = (float(row[k]) / 1e3 for k in ("T_F_ms", "T_B_ms", "T_W_ms", "T_comm_ms"))
+    return Costs(f=f + BLOCKING * m * c, b=i + w + BLOCKING * m * c, w=w, comm=c,
+                 gamma=m_w / m_b, act=m_b)
 
 
 def _zero_bubble(hw):
@@ -286,22 +295,14 @@ def _zero_bubble(hw):
         samples = n * b / p
         # from the profiled costs (ms per stage), the paper's memory units M_B, M_W
         m_b, m_w = 34.0 * h + 5.0 * a * seq, 32.0 * h
-        f, i, w, c = (float(q[k]) / 1e3 for k in ("T_F_ms", "T_B_ms", "T_W_ms", "T_comm_ms"))
         model = _gpt(r, 50304)
         loop = build_schedule("1f1b", p, n)
         costs, table = model_costs(model, hw, loop, seq=seq, microbatch=b,
                                    layers=zb_layers(model.layers, p))
         extra = _extras(model, hw, loop, table, 1, 1, 0, False)
-        runs = {}
-        for m in (1, 2):  # each chunk op's hand-off blocks its device, as in the model
-            block = BLOCKING * m * c
-            profiled = Costs(f=f + block, b=i + w + block, w=w, comm=c, gamma=m_w / m_b,
-                             act=m_b)
-            if m == 1:
-                runs = _zb_runs(p, n, profiled, p * m_b)
-            else:
-                runs["1f1b_i"] = simulate(build_schedule("interleaved-1f1b", p, n, 2),
-                                          profiled)
+        runs = _zb_runs(p, n, _profiled(q, 1, m_b, m_w), p * m_b)
+        runs["1f1b_i"] = simulate(build_schedule("interleaved-1f1b", p, n, 2),
+                                  _profiled(q, 2, m_b, m_w))
         for name in ZB_SCHEDULES:
             rows.append(("zero_bubble_table4_profiled", f"{label} {name}", "samples_per_gpu_s",
                          float(r[name]), samples / (runs[name].makespan + extra)))
@@ -365,30 +366,15 @@ def validate(datasets=DATASETS):
     if unknown:
         raise ScheduleError(f"datasets must be among {list(DATASETS)} (got {unknown[0]!r})")
     hw, h100 = HARDWARE["A100-80GB"], HARDWARE["H100-80GB"]
-    rows = []
-    role = {}
-    for name in datasets:
-        if name == "korthikanti_2022":
-            got = _korthikanti(hw)
-        elif name == "korthikanti_2022_layer":
-            got = _korthikanti_layer(hw)
-            role.update({(name, r[1], r[2]): "calibration" for r in got})
-        elif name == "narayanan_2021_table1":
-            got = _narayanan(hw)
-        elif name == "megatron_core_h100_weak_scaling":
-            fit = _megatron_core(h100, which=0)
-            role.update({(name, r[1], r[2]): "calibration" for r in fit})
-            got = _megatron_core(h100)
-        elif name == "zero_bubble_table4_profiled":
-            continue  # both Zero Bubble runs come from one pass below
-        else:
-            got = _zero_bubble(hw)
-            if "zero_bubble_table4_profiled" not in datasets:
-                got = [r for r in got if r[0] != "zero_bubble_table4_profiled"]
-        rows += got
-    if "zero_bubble_table4_profiled" in datasets and "zero_bubble_table4_model" not in datasets:
-        rows += [r for r in _zero_bubble(hw)
-                 if r[0] == "zero_bubble_table4_profiled"]
+    loaders = {"korthikanti_2022": lambda: _korthikanti(hw),
+               "korthikanti_2022_layer": lambda: _korthikanti_layer(hw),
+               "narayanan_2021_table1": lambda: _narayanan(hw),
+               "megatron_core_h100_weak_scaling": lambda: _megatron_core(h100)}
+    rows = [r for name in datasets if name in loaders for r in loaders[name]()]
+    if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass
+        rows += [r for r in _zero_bubble(hw) if r[0] in datasets]
+    fitted = _korthikanti_layer(hw) + _megatron_core(h100, which=0)
+    role = {(d, r, q): "calibration" for d, r, q, *_ in fitted}
     frame = pd.DataFrame(rows, columns=["dataset", "row", "quantity", "measured", "predicted"])
     frame["error"] = frame["predicted"] / frame["measured"] - 1.0
     frame["role"] = [role.get((d, r, q), "check") for d, r, q in
