@@ -45,12 +45,13 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
         one rank); per configuration ``comm`` (latency), ``bandwidth`` and ``message_bytes``
         of the pipeline's hand-offs.
     """
-    b, tp, rc = microbatch[config], t[config], recompute[config]
+    # a layer's costs depend on its configuration only: priced once per configuration
+    b, tp, rc = np.broadcast_arrays(np.asarray(microbatch), np.asarray(t),
+                                    np.asarray(recompute))
     layer = layer_costs(model, seq, b, tp, sequence_parallel, rc)
     times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc)
     head = head_times(model, hardware, seq, b, tp, sequence_parallel)
     sbh = seq * b * model.hidden
-    starts, ends = embedding, loss
     spans = tensor_parallel_per_node(hardware, tp)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
     # an all-gather and a reduce-scatter each with sequence parallelism (the same bytes)
@@ -66,19 +67,25 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     # vocabulary-parallel loss all-reduces its max, sum and target logit (4 bytes a token)
     edge = np.where(tp > 1, exchange, 0.0) / (2.0 if sequence_parallel else 1.0)
     loss_sync = 3.0 * all_reduce(hardware, 4.0 * seq * b, tp, spans)
-    forward = (layers * (times["forward"] + tp_forward)
-               + starts * (head["embed_forward"] + edge)
-               + ends * (head["head_forward"] + loss_sync + (edge if sequence_parallel else 0.0)))
-    weight = layers * times["weight_grad"] + ends * head["head_weight_grad"] \
-        + starts * head["embed_weight"]
-    backward = (layers * (times["input_grad"] + tp_backward) + weight
-                + ends * (head["head_input_grad"] + edge))
-    act = (layers * layer["activations"]
-           + starts * BYTES * sbh / np.where(sequence_parallel, tp, 1.0)
-           + ends * 4.0 * seq * b * model.vocab / tp)
-    gamma = np.divide(layers * layer["activations"] * layer["gamma"], act,
-                      out=np.zeros_like(act), where=act > 0)
-    params = stage_params(model, layers, embedding, loss, tp)
+
+    def per_stage(x):
+        return np.broadcast_to(x, b.shape)[config]
+
+    starts, ends = embedding, loss
+    forward = (layers * per_stage(times["forward"] + tp_forward)
+               + starts * per_stage(head["embed_forward"] + edge)
+               + ends * per_stage(head["head_forward"] + loss_sync
+                                  + (edge if sequence_parallel else 0.0)))
+    weight = (layers * per_stage(times["weight_grad"]) + ends * per_stage(head["head_weight_grad"])
+              + starts * per_stage(head["embed_weight"]))
+    backward = (layers * per_stage(times["input_grad"] + tp_backward) + weight
+                + ends * per_stage(head["head_input_grad"] + edge))
+    kept = layers * per_stage(layer["activations"])
+    act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, tp, 1.0))
+           + ends * per_stage(4.0 * seq * b * model.vocab / tp))
+    gamma = np.divide(kept * per_stage(layer["gamma"]), act, out=np.zeros_like(act),
+                      where=act > 0)
+    params = stage_params(model, layers, embedding, loss, per_stage(tp))
     mm = m[config]
     # one node holds the whole pipeline, or hand-offs cross nodes (ranks: t fastest, then d, p)
     crossing = pipeline_spans(hardware, t, d, p)
