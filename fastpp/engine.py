@@ -111,9 +111,24 @@ class Pending:
 
 def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
           threads: int = 1, peaks: bool = False) -> Pending:
-    """Start simulating the points ``(sid, p, n, m, G)`` with the costs ``values, at`` (from
-    ``cost_layout``): on ``pool`` (about four slices per thread of ``threads``), or here and
-    now without one.
+    """Start simulating points on ``pool``, or here and now without one.
+
+    Parameters
+    ----------
+    sid, p, n, m, G : array_like of int
+        Per point: the schedule id (``batch.SPECS``), devices, microbatches, chunks per
+        device and group size; checked against the schedule's rules by the caller.
+    values, at : numpy.ndarray
+        The points' costs, from ``cost_layout``.
+    pool : concurrent.futures.Executor, optional
+        Threads to run on, about four slices of points for each of ``threads``.
+    peaks : bool
+        Keep every device's peak activations.
+
+    Returns
+    -------
+    Pending
+        ``result()`` waits and gives the ``Rows``.
     """
     keys = [np.ascontiguousarray(x, np.int64) for x in (sid, p, n, m, G)]
     count = len(keys[0])
@@ -136,8 +151,25 @@ def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
 
 def run(sid, p, n, m, G, costs: dict, *, first=None, V=None, workers: int = 1,
         peaks: bool = False) -> Rows:
-    """Simulate every point on ``workers`` threads: ``cost_layout(costs, ...)``, ``start``
-    and ``result`` in one call."""
+    """Simulate every point on ``workers`` threads: ``cost_layout``, ``start`` and
+    ``result`` in one call.
+
+    Parameters
+    ----------
+    sid, p, n, m, G : array_like of int
+        The points, as for ``start``.
+    costs : dict
+        Their ``fastpp.Costs`` fields, as ``cost_layout`` takes them (per stage with
+        ``first`` and ``V``).
+    workers : int
+        Threads (kept between calls).
+    peaks : bool
+        Keep every device's peak activations.
+
+    Returns
+    -------
+    Rows
+    """
     values, at = cost_layout(costs, len(sid), first, V)
     if workers <= 1:
         return start(sid, p, n, m, G, values, at, peaks=peaks).result()

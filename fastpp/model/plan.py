@@ -288,9 +288,8 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
     V, config, first, chunk, table, idle = _stages(model, hardware, seq, cols, run, chunks,
                                                    which, layouts, sequence_parallel)
     if idle.any():  # a stage without work cannot run: its configurations get the reason
-        reason[run[idle]] = ("layout must give every stage work (got a stage holding only the "
-                             "embedding or nothing: it takes no time, which the engine cannot "
-                             "run)")
+        reason[run[idle]] = ("layout must give every stage work (got a stage whose ops take "
+                             "no time, which the engine cannot run)")
         run = run[~idle]
         if run.size == 0:
             return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -14,8 +15,9 @@ from ..engine import cost_layout
 from ..generators.registry import SCHEDULES, get_spec
 
 COSTS = tuple(FIELDS)  # every fastpp.Costs field is a sweep keyword and a column
-DEFAULTS = {"f": 1.0, "b": 2.0, "w": 0.0, "comm": 0.0, "gamma": 1.0, "fb": None, "act": 1.0,
-            "bandwidth": None, "message_bytes": 0.0}
+# Costs's own defaults (None: not given), and f=1, b=2 for the two it requires
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(Costs) if f.name in FIELDS} | {
+    "f": 1.0, "b": 2.0}
 INPUTS = ("schedule", "p", "n", "m", "G", *COSTS)
 NAMES = np.array(list(SCHEDULES), dtype=object)  # schedule id -> name
 DEFAULT_M = np.array([spec.default_m for spec in SCHEDULES.values()], np.int64)

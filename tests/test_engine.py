@@ -1,0 +1,80 @@
+"""fastpp.engine, the batch entry of sweeps and plan: every way of giving a cost field lays out
+the same numbers as fastpp.simulate with those Costs, on any number of threads."""
+
+import numpy as np
+import pytest
+
+import fastpp
+from fastpp import Costs, ScheduleError, batch, build_schedule, engine, simulate
+from fastpp.costs import FIELDS
+
+POINTS = [("1f1b", 4, 8, 1), ("interleaved-1f1b", 2, 4, 3), ("zbv", 3, 6, 2),
+          ("dualpipe", 2, 4, 1), ("gpipe", 1, 3, 1)]
+
+
+def keys(points=POINTS):
+    sid = np.array([fastpp.SCHEDULES[name].sid for name, *_ in points])
+    p, n, m = (np.array(col) for col in list(zip(*points, strict=True))[1:])
+    return sid, p, n, m, p.copy()
+
+
+def per_stage_costs(points=POINTS):
+    """Each point's Costs: f and act per stage, w per device, the rest one value."""
+    out = []
+    for k, (_, p, _, m) in enumerate(points):
+        V = int(engine.stages(fastpp.SCHEDULES[points[k][0]].sid, p, m))
+        out.append(Costs(f=1.0 + np.arange(V) / V, b=2.0 + k, w=np.full(p, 0.5), comm=0.01 * k,
+                         act=np.linspace(1.0, 2.0, V), message_bytes=3.0, bandwidth=100.0))
+    return out
+
+
+def test_stage_and_point_fields_give_simulates_numbers():
+    sid, p, n, m, G = keys()
+    V = engine.stages(sid, p, m)
+    first = np.r_[0, np.cumsum(V)[:-1]]
+    costs = per_stage_costs()
+    fields = {  # f and act per stage, w per device as segments, comm per point, b per point
+        "f": np.concatenate([c.arrays["f"] for c in costs]),
+        "act": np.concatenate([c.arrays["act"] for c in costs]),
+        "w": (np.concatenate([c.arrays["w"] for c in costs]), np.r_[0, np.cumsum(p)[:-1]], p),
+        "b": np.array([float(c.arrays["b"]) for c in costs]),
+        "comm": np.array([float(c.arrays["comm"]) for c in costs]),
+        "message_bytes": 3.0, "bandwidth": 100.0}  # gamma and fb: Costs's defaults
+    for workers in (1, 2):
+        rows = engine.run(sid, p, n, m, G, fields, first=first, V=V, workers=workers,
+                          peaks=True)
+        assert (rows.status == batch.OK).all()
+        for i, ((name, *point), c) in enumerate(zip(POINTS, costs, strict=True)):
+            res = simulate(build_schedule(name, *point), c)
+            assert rows.out[i, batch.MAKESPAN] == res.makespan
+            assert rows.out[i, batch.BUBBLE] == res.bubble_ratio
+            np.testing.assert_array_equal(
+                rows.peaks[rows.peak_at[i]: rows.peak_at[i] + point[0]], res.peak_activations)
+
+
+def test_the_layout_follows_costs_fields():
+    values, at = engine.cost_layout({"f": 1.0, "b": [2.0, 3.0]}, 2)
+    assert at.shape == (2, len(FIELDS), 2) and (at[:, :, 1] == 1).all()
+    given = {"f": [1.0, 1.0], "b": [2.0, 3.0]}
+    for k, name in enumerate(FIELDS):  # defaults are Costs's own: NaN where "not given"
+        want = given[name] if name in given else [engine.DEFAULTS[name]] * 2
+        np.testing.assert_array_equal(values[at[:, k, 0]], want)
+    with pytest.raises(ScheduleError, match=r"costs.f must be given \(it has no default\)"):
+        engine.cost_layout({"b": 2.0}, 2)
+    with pytest.raises(ScheduleError, match=r"costs.b must hold one value, one per point \(2\) "
+                                            r"or one per stage \(5\) \(got 3\)"):
+        engine.cost_layout({"f": 1.0, "b": [1.0, 2.0, 3.0]}, 2, np.array([0, 2]),
+                           np.array([2, 3]))
+
+
+def test_status_and_reasons():
+    sid, p, n, m, G = keys(POINTS[:1])
+    rows = engine.run(sid, p, n, m, G, {"f": 1.0, "b": 1.0, "w": 2.0})
+    assert rows.status.tolist() == [batch.W_ABOVE_B] and np.isnan(rows.out[0, 0])
+    assert engine.status_reason(batch.W_ABOVE_B, 4, 4, np.ones(9)) == "w must be <= b"
+    values, at = engine.cost_layout({"f": 1.0, "b": 2.0}, 1)
+    at[0, 0, 1] = 3  # f of length 3 on p = V = 4
+    rows = engine.start(sid, p, n, m, G, values, at).result()
+    assert rows.status.tolist() == [batch.BAD_LENGTH]
+    assert engine.status_reason(int(rows.status[0]), 4, 4, at[0, :, 1]) == (
+        "costs.f must be a scalar or an array of length p=4 or V=4 (got 3)")
