@@ -147,7 +147,8 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seq", type=int, default=8192, help="sequence length (8192)")
     ap.add_argument("--global-batch", type=int, default=512, help="sequences per step (512)")
     ap.add_argument("--efficiency", type=float, default=None,
-                    help="fraction of the peak FLOP/s reached (the preset's: 0.5)")
+                    help="fraction of the peak the largest matrix products reach (the "
+                         "preset's calibrated ceiling)")
     ap.add_argument("--schedules", nargs="+", default=None, metavar="NAME")
     for flag, what in (("--tp", "tensor-parallel degrees"), ("--pp", "pipeline degrees"),
                        ("--microbatch", "sequences per microbatch"), ("-m", "chunks per device")):
@@ -162,8 +163,8 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
                         help=f"layers on the {where} model chunk (default: even stages)")
     ap.add_argument("--zero", nargs="+", type=int, default=[1], help="ZeRO stages (1)")
     ap.add_argument("--capacity-gb", type=float, default=None, help="GB per GPU (the preset's)")
-    ap.add_argument("--gradient-overlap", type=float, default=0.0,
-                    help="part of the gradient reduction hidden under the drain (0)")
+    ap.add_argument("--gradient-overlap", action="store_true",
+                    help="overlap the gradient reduction with the backward, in buckets")
     ap.add_argument("--top", type=int, default=10, help="configurations to print (10)")
     ap.add_argument("--out", default="results", help="folder for plan.parquet, plan.png")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG")
@@ -190,7 +191,8 @@ def _plan(args) -> int:
               gradient_overlap=args.gradient_overlap)
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
-    print(f"{args.model} on {args.gpus} x {hardware.name} ({hardware.efficiency:.0%} of peak), "
+    print(f"{args.model} on {args.gpus} x {hardware.name} (products up to "
+          f"{hardware.efficiency:.0%} of peak), "
           f"sequence {args.seq}, global batch {args.global_batch}: planned in {seconds:.2f} s "
           f"({ran / seconds:,.0f} simulated configurations per second)\n")
     print(summary(df, args.top))

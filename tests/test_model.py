@@ -1,5 +1,6 @@
 """fastpp.model: formulas against hand calculations, plan rows against simulate()."""
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -28,8 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 GPT = Transformer(layers=4, hidden=8, heads=2, vocab=10, dropout=True, flash_attention=False)
 LLAMA = Transformer(layers=4, hidden=8, heads=2, kv_heads=1, ffn=16, vocab=10, swiglu=True)
 WIRE = Link("toy-node", bandwidth=1000.0, latency=0.01)
+# products at half the peak whatever their shape (a vanishing half-saturation size), memory
+# and launches free: the per-op model reduces to FLOPs / (0.5 peak), checkable by hand
 TOY = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=WIRE,
-               network=Link("toy-net", 100.0, 0.1), efficiency=0.5, gpus_per_node=4)
+               network=Link("toy-net", 100.0, 0.1), efficiency=0.5, gpus_per_node=4,
+               memory_bandwidth=1e30, op_overhead=0.0, matmul_half=1e-9)
 
 
 def test_parameters_by_hand():
@@ -75,8 +79,13 @@ def test_stage_costs_by_hand():
     ring = 2 * 1 / 2 * 512 / 1000 + 2 * 0.01  # two-rank ring of the 2sbh-byte output
     layer = 256 * 256 / 2 / 5e5  # a layer's forward on one of two ranks, at 5e5 FLOP/s
     logits = 2 * 256 * 10 / 2 / 5e5  # the output layer's forward, on the last stage
-    np.testing.assert_allclose(c.tf, [2 * layer + 4 * ring, 2 * layer + 4 * ring + logits])
-    assert c.tw[0] == pytest.approx(2 * 256 * 192 / 2 / 5e5)
+    # the embedding's output is reduce-scattered (half a ring); the last stage all-gathers
+    # the logits' input (half a ring) and all-reduces the loss's max, sum and target logit
+    # (4 bytes for each of the s b = 32 tokens)
+    loss = 3 * (2 * 1 / 2 * 4 * 32 / 1000 + 2 * 0.01)
+    np.testing.assert_allclose(c.tf, [2 * layer + 4.5 * ring,
+                                      2 * layer + 4.5 * ring + logits + loss], rtol=1e-9)
+    assert c.tw[0] == pytest.approx(2 * 256 * 192 / 2 / 5e5, rel=1e-9)
     # the whole pipeline (t d p = 4) sits in one node: hand-offs of sbh over NVLink
     assert c.comm[0] == pytest.approx(0.01 + 2 * 256 / 2 / 1000)
     # activations: two layers, the embedding's output (first) or fp32 logits (last)
@@ -226,8 +235,8 @@ def test_three_virtual_stages_and_any_m(toy_plan):
     assert (odd["step_time"].notna()).all() and set(odd["m"]) == {3, 4}
     deep = plan(model, 16, TOY, m=5, **args)
     assert deep["reason"].iloc[0] == "layers=8 must be at least the model chunks 10"
-    slow = Hardware("slow", peak_flops=1e6, memory_bytes=1e5, node=Link("slow", 1e3, 1.0),
-                    network=Link("slower", 1e2, 1.0), efficiency=0.5, gpus_per_node=4)
+    slow = dataclasses.replace(TOY, name="slow", node=Link("slow", 1e3, 1.0),
+                               network=Link("slower", 1e2, 1.0))
     hop = {}
     for hw in (TOY, slow):
         for name, k in (("1f1b", 1), ("interleaved-1f1b", 3)):
@@ -254,7 +263,7 @@ def test_three_virtual_stages_and_any_m(toy_plan):
     (dict(recompute="most"), r"recompute must be one of \['none', 'selective', 'full'\]"),
     (dict(zero=3), r"zero must be one of \[0, 1, 2\] \(got 3\)"),
     (dict(schedules=["forward-only"]), r"schedules must be training schedules"),
-    (dict(link="carrier-pigeon"), r"link must be one of \['IB-400G', 'NVLink3'"),
+    (dict(link="carrier-pigeon"), r"link must be one of \['IB-200G', 'IB-400G', 'NVLink3'"),
     (dict(link=3), r"link must be a fastpp.model.Link or a preset name \(got int\)"),
 ])
 def test_bad_plan_arguments_are_named(toy_plan, kwargs, message):

@@ -5,7 +5,9 @@
 over the link), so ``simulate`` and ``sweep`` price a real run exactly; ``plan`` walks every
 factorization of a GPU count into tensor, pipeline and data parallelism with every schedule,
 microbatch size and recomputation, each an exact pipeline timeline. The formulas and their
-sources are in ``fastpp.model.transformer``; presets in ``MODELS`` and ``HARDWARE``.
+sources are in ``fastpp.model.transformer`` (FLOPs, bytes), ``compute`` (per-op times) and
+``comm`` (collectives); presets in ``MODELS`` and ``HARDWARE``. ``validate`` holds the model
+against published training runs (README "How close to real runs").
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ from .plan import PLAN_COLUMNS, plan
 from .presets import MODELS
 from .stages import optimizer_split, stage_params, stage_table
 from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
+from .validate import validate
 
 __all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "Hardware",
            "Layout", "Link", "Transformer", "chunk_layers", "device_bytes", "even_layers",
            "layer_costs", "megatron_layers", "parse_layout", "plan", "torchtitan_layers",
-           "transformer_costs"]
+           "transformer_costs", "validate"]
 
 
 def _chunks(model: Transformer, schedule, layout=None, layers=None):

@@ -1,4 +1,18 @@
-"""Accelerators, links and the presets of both."""
+"""Accelerators, links and the presets of both.
+
+A ``Hardware`` carries what the per-op model (``fastpp.model.compute``) and the collectives
+(``fastpp.model.comm``) read: the dense peak of each precision, the memory bandwidth, a launch
+overhead per op, the matrix-product efficiency curve, and the two links.
+
+Sources of the presets (datasheets unless said otherwise): A100-SXM4-80GB 312 TFLOP/s bf16,
+2.04 TB/s HBM2e; H100-SXM5 989 / 1979 TFLOP/s bf16 / fp8, 3.35 TB/s HBM3; H200 4.8 TB/s HBM3e;
+B200 2.25 / 4.5 PFLOP/s, 8 TB/s. The memory bandwidths are what a streaming kernel reaches
+(about 85-90% of the datasheet, as STREAM-like copies measure). The links are the bus bandwidths
+NCCL's all-reduce reaches (nccl-tests ``busbw`` at large messages: about 230 GB/s on a DGX A100's
+NVLink3, 360 GB/s on a DGX H100's NVLink4), and one InfiniBand rail per GPU (Selene: 8 x HDR
+200 Gb/s per node; H100 clusters: NDR 400 Gb/s) at about 90% of its line rate. The efficiency
+curves' two parameters per GPU are calibrated (``fastpp.model.validate`` says on which tables).
+"""
 
 from __future__ import annotations
 
@@ -6,26 +20,39 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..checks import ScheduleError, numbers, positive_int
+from ..checks import ScheduleError, numbers, one_of, positive_int
 
 GB = 1e9
+PRECISIONS = ("bf16", "fp8")
+
+
+def _open_closed(value, name: str, upper: float) -> None:
+    """Raise unless ``value`` is a number in ``(0, upper]``."""
+    if (isinstance(value, bool) or not isinstance(value, int | float | np.number)
+            or not 0.0 < float(value) <= upper):
+        raise ScheduleError(f"{name} must be a number in (0, {upper:g}] (got {value!r})")
 
 
 @dataclass(frozen=True)
 class Link:
-    """A link: bandwidth in bytes per second (one direction) and latency in seconds."""
+    """A link: bus bandwidth in bytes per second (what a ring collective reaches per rank)
+    and latency in seconds per step."""
 
     name: str
     bandwidth: float
     latency: float
+
+    def __post_init__(self):
+        numbers(self.bandwidth, f"{self.name}.bandwidth", strict=True)
+        numbers(self.latency, f"{self.name}.latency")
 
     def ring(self, message_bytes, ranks):
         """Seconds of a ring all-reduce of ``message_bytes`` over ``ranks`` (0 for one rank):
         ``2 (ranks-1)/ranks`` of the message crosses each link, plus one latency per step."""
         ranks = np.asarray(ranks, np.float64)
         steps = 2.0 * (ranks - 1.0)
-        return np.where(ranks > 1, steps / ranks * message_bytes / self.bandwidth
-                        + steps * self.latency, 0.0)
+        return np.where(ranks > 1, steps / np.maximum(ranks, 1.0) * message_bytes
+                        / self.bandwidth + steps * self.latency, 0.0)
 
 
 @dataclass(frozen=True)
@@ -36,17 +63,29 @@ class Hardware:
     ----------
     name : str
     peak_flops : float
-        Dense half-precision FLOP/s.
+        Dense bf16 FLOP/s (MFU is measured against it).
     memory_bytes : float
         Device memory.
-    efficiency : float
-        The fraction of ``peak_flops`` the layers reach, in (0, 1].
     node : Link
         The intra-node link (NVLink): tensor parallelism and neighbours in one node.
     network : Link
         The inter-node link per GPU (InfiniBand).
+    efficiency : float
+        The fraction of the peak that the largest matrix products reach, in (0, 1]: the
+        ceiling of the efficiency curve (``fastpp.model.compute.matmul_efficiency``).
     gpus_per_node : int
-        Tensor parallelism stays inside a node.
+        The default search keeps tensor parallelism inside a node.
+    memory_bandwidth : float
+        Bytes per second a memory-bound kernel moves, > 0.
+    op_overhead : float
+        Seconds each op (a kernel) costs beyond its roofline time, >= 0.
+    matmul_half : float
+        The curve's half-saturation size in elements, > 0 and at most 65,536: each of a
+        product's three dimensions ``x`` scales the efficiency by ``x / (x + matmul_half)``.
+    precision : {"bf16", "fp8"}
+        The matrix products' precision; its peak is ``peak_flops`` or ``fp8_flops``.
+    fp8_flops : float, optional
+        Dense fp8 FLOP/s (``None``: the accelerator has no fp8 tensor cores).
     """
 
     name: str
@@ -54,36 +93,71 @@ class Hardware:
     memory_bytes: float
     node: Link
     network: Link
-    efficiency: float = 0.5
+    efficiency: float = 0.8
     gpus_per_node: int = 8
+    memory_bandwidth: float = 2.0e12
+    op_overhead: float = 4e-6
+    matmul_half: float = 128.0
+    precision: str = "bf16"
+    fp8_flops: float | None = None
 
     def __post_init__(self):
         numbers(self.peak_flops, "peak_flops", strict=True)
         numbers(self.memory_bytes, "memory_bytes", strict=True)
-        numbers(self.efficiency, "efficiency", strict=True, upper=1.0)
+        _open_closed(self.efficiency, "efficiency", 1.0)
         positive_int(self.gpus_per_node, "gpus_per_node")
+        numbers(self.memory_bandwidth, "memory_bandwidth", strict=True)
+        numbers(self.op_overhead, "op_overhead")
+        _open_closed(self.matmul_half, "matmul_half", 65536.0)
+        one_of(self.precision, "precision", PRECISIONS)
+        if self.fp8_flops is not None:
+            numbers(self.fp8_flops, "fp8_flops", strict=True)
+        elif self.precision == "fp8":
+            raise ScheduleError(f"precision='fp8' needs fp8_flops, the fp8 peak (got "
+                                f"fp8_flops=None for {self.name})")
+
+    @property
+    def peak(self) -> float:
+        """The matrix products' peak FLOP/s at ``precision``."""
+        return float(self.fp8_flops if self.precision == "fp8" else self.peak_flops)
 
     def seconds(self, flops):
-        """Time of ``flops`` at ``efficiency`` of the peak."""
-        return np.asarray(flops, dtype=np.float64) / (self.peak_flops * self.efficiency)
+        """Time of ``flops`` at ``efficiency`` of the peak (products too large to lose to
+        their shape)."""
+        return np.asarray(flops, dtype=np.float64) / (self.peak * self.efficiency)
 
     def with_efficiency(self, efficiency: float) -> Hardware:
-        """The same hardware at another efficiency."""
+        """The same hardware with another ceiling of the efficiency curve."""
         return replace(self, efficiency=efficiency)
+
+    def with_precision(self, precision: str) -> Hardware:
+        """The same hardware with its matrix products in another precision."""
+        return replace(self, precision=precision)
 
 
 LINKS = {link.name: link for link in (
-    Link("NVLink3", 300e9, 3e-6),  # A100: 600 GB/s both directions
-    Link("NVLink4", 450e9, 3e-6),  # H100, H200: 900 GB/s both directions
-    Link("NVLink5", 900e9, 3e-6),  # B200: 1.8 TB/s both directions
-    Link("IB-400G", 50e9, 5e-6),  # 400 Gb/s InfiniBand per GPU
+    Link("NVLink3", 230e9, 5e-6),  # A100 (600 GB/s both directions): NCCL busbw ~230 GB/s
+    Link("NVLink4", 360e9, 5e-6),  # H100, H200 (900 GB/s both directions): busbw ~360 GB/s
+    Link("NVLink5", 720e9, 5e-6),  # B200 (1.8 TB/s both directions): busbw ~720 GB/s
+    Link("IB-200G", 22.5e9, 8e-6),  # HDR 200 Gb/s per GPU (Selene), 90% of line rate
+    Link("IB-400G", 45e9, 8e-6),  # NDR 400 Gb/s per GPU, 90% of line rate
 )}
 
+# The curves (efficiency, matmul_half) are fitted by fastpp.model.validate.calibrate: A100's on
+# Korthikanti et al.'s layer table alone, H100's on the odd rows of the Megatron-Core table; the
+# other tables are the checks (README "How close to real runs"). H200 shares H100's compute,
+# so its curve; B200's is H100's too, unchecked: no B200 table yet.
+A100_CURVE = {"efficiency": 0.74, "matmul_half": 64.0}
+H100_CURVE = {"efficiency": 0.78, "matmul_half": 384.0}
 HARDWARE = {hw.name: hw for hw in (
-    Hardware("A100-80GB", 312e12, 80 * GB, LINKS["NVLink3"], LINKS["IB-400G"]),
-    Hardware("H100-80GB", 989e12, 80 * GB, LINKS["NVLink4"], LINKS["IB-400G"]),
-    Hardware("H200-141GB", 989e12, 141 * GB, LINKS["NVLink4"], LINKS["IB-400G"]),
-    Hardware("B200-180GB", 2250e12, 180 * GB, LINKS["NVLink5"], LINKS["IB-400G"]),
+    Hardware("A100-80GB", 312e12, 80 * GB, LINKS["NVLink3"], LINKS["IB-200G"],
+             memory_bandwidth=1.75e12, **A100_CURVE),
+    Hardware("H100-80GB", 989e12, 80 * GB, LINKS["NVLink4"], LINKS["IB-400G"],
+             memory_bandwidth=2.9e12, fp8_flops=1979e12, **H100_CURVE),
+    Hardware("H200-141GB", 989e12, 141 * GB, LINKS["NVLink4"], LINKS["IB-400G"],
+             memory_bandwidth=4.2e12, fp8_flops=1979e12, **H100_CURVE),
+    Hardware("B200-180GB", 2250e12, 180 * GB, LINKS["NVLink5"], LINKS["IB-400G"],
+             memory_bandwidth=7.0e12, fp8_flops=4500e12, **H100_CURVE),
 )}
 
 
@@ -96,3 +170,4 @@ def preset(table: dict, value, what: str):
     except KeyError:
         raise ScheduleError(f"{what} must be one of {sorted(table)} or a {what} object (got "
                             f"{value!r})") from None
+

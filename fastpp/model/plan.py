@@ -12,17 +12,19 @@ from ..checks import ScheduleError, ScheduleTypeError, numbers, one_of, positive
 from ..costs import FIELDS
 from ..generators._emit import placement
 from ..generators.registry import SCHEDULES, get_spec
+from .comm import pipeline_spans
 from .hardware import HARDWARE, LINKS, Hardware, Link, preset
 from .layout import as_layout, check_layout, even_layers
 from .presets import MODELS
-from .stages import optimizer_split, stage_table
+from .stages import optimizer_split, stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer
 
 GB = 1e9
 # a row: its configuration, what the timeline and the bytes give, and whether it fits
 CONFIG_COLUMNS = ("model", "gpus", "t", "p", "d", "schedule", "m", "microbatch", "n",
                   "recompute", "zero", "layout")
-NUMBERS = ("step_time", "makespan", "gradient_sync", "tokens_per_s", "mfu", "bubble_ratio",
+NUMBERS = ("step_time", "makespan", "gradient_sync", "optimizer_step", "tokens_per_s", "mfu",
+           "bubble_ratio",
            "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes",
            "peak_memory")
 PLAN_COLUMNS = (*CONFIG_COLUMNS, *NUMBERS, "fits", "reason")
@@ -35,7 +37,7 @@ def divisors(x: int) -> list[int]:
 def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, schedules=None,
          tp=None,
          pp=None, microbatch=None, m=None, recompute=None, zero=1, capacity=None,
-         sequence_parallel: bool = True, gradient_overlap: float = 0.0, layout=None,
+         sequence_parallel: bool = True, gradient_overlap: bool = False, layout=None,
          first_layers=None, last_layers=None, workers: int | None = None):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
@@ -69,9 +71,11 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         Bytes per GPU (default: the hardware's memory).
     sequence_parallel : bool
         Megatron's sequence parallelism with ``t > 1``.
-    gradient_overlap : float
-        The part of the data-parallel gradient reduction (after the last backward) hidden
-        under the pipeline's drain, in [0, 1].
+    gradient_overlap : bool
+        Megatron's ``--overlap-grad-reduce`` and ``--overlap-param-gather``: the gradient
+        reduction runs in buckets under the last microbatch's backward and ZeRO's parameter
+        all-gather under the next forward (``fastpp.model.stages.step_terms``). Default: not
+        overlapped, as Megatron by default.
     layout : str, Layout or list of them, optional
         Layers per model chunk as Megatron's ``--pipeline-model-parallel-layout`` strings
         (``fastpp.model.layout``): rows whose model chunks (``p * m``) are not the layout's
@@ -88,9 +92,11 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     pandas.DataFrame
         ``PLAN_COLUMNS``: the configuration (``layout``: its layers per model chunk as a
         Megatron layout string), ``step_time`` (s: the pipeline's ``makespan``
-        plus the exposed ``gradient_sync``), ``tokens_per_s``, ``mfu``, ``bubble_ratio`` and,
-        on the GPU with the most bytes, ``peak_activations``, ``parameter_bytes``,
-        ``gradient_bytes``, ``optimizer_bytes`` and their sum ``peak_memory``; ``fits``, and
+        plus the exposed ``gradient_sync``: gradient reduction, ZeRO's all-gather and a tied
+        embedding's all-reduce, plus the ``optimizer_step``), ``tokens_per_s``, ``mfu``,
+        ``bubble_ratio`` and, on the GPU with the most bytes, ``peak_activations``,
+        ``parameter_bytes``, ``gradient_bytes``, ``optimizer_bytes`` and their sum
+        ``peak_memory``; ``fits``, and
         ``reason``: why the configuration cannot run or does not fit ("" if it does).
 
     Raises
@@ -122,7 +128,8 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     global_batch = positive_int(global_batch, "global_batch")
     capacity = float(numbers(hardware.memory_bytes if capacity is None else capacity,
                              "capacity", strict=True))
-    overlap = float(numbers(gradient_overlap, "gradient_overlap", upper=1.0))
+    one_of(gradient_overlap, "gradient_overlap", (False, True))
+    overlap = bool(gradient_overlap)
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     node = hardware.gpus_per_node
     tps = _axis(tp, "tp", [x for x in divisors(gpus) if x <= node
@@ -308,14 +315,21 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
     padded = np.full((run.size, int(p.max())), -np.inf)  # the device with the most bytes
     padded[owner, np.arange(peaks.size) - peak_at[owner]] = total
     worst = peak_at + np.argmax(padded, axis=1)
-    # the gradient reduction after the last backward: a ring over d, in a node or across
-    grad_bytes = np.maximum.reduceat(params, peak_at) * 2.0
-    sync = np.where(t * d <= hardware.gpus_per_node, hardware.node.ring(grad_bytes, d),
-                    hardware.network.ring(grad_bytes, d))
+    # outside the pipeline: the gradient reduction, ZeRO's all-gather, the tied embedding's
+    # all-reduce and the optimizer step of the fullest device, each backward's window
+    window = np.bincount(slot, weights=(table["b"] / m[config]), minlength=peaks.size)
+    tied = model.tied_embeddings & (p > 1)
+    terms = step_terms(hardware, np.maximum.reduceat(params, peak_at), t, d,
+                       cols["zero"][run], overlap=overlap,
+                       window=np.minimum.reduceat(window, peak_at),
+                       embedding_params=tied * model.vocab * model.hidden / t,
+                       embedding_per_node=np.where(pipeline_spans(hardware, t, d, p), 1, 2))
+    sync = terms["gradient_sync"] + terms["parameter_gather"] + terms["embedding_sync"]
     makespan = rows.out[:, batch.MAKESPAN]
-    step = makespan + (1.0 - overlap) * sync
+    step = makespan + sync + terms["optimizer_step"]
     tokens = global_batch * seq / step
     values = {"step_time": step, "makespan": makespan, "gradient_sync": sync,
+              "optimizer_step": terms["optimizer_step"],
               "tokens_per_s": tokens,
               "mfu": tokens * model.flops_per_token(seq) / (t * p * d) / hardware.peak_flops,
               "bubble_ratio": rows.out[:, batch.BUBBLE], "peak_activations": peaks[worst],

@@ -1,0 +1,71 @@
+"""Collectives and hand-offs: a bus-bandwidth model over NVLink or the network.
+
+A ring collective over ``r`` ranks moves, on every rank, ``2 (r-1)/r`` of the message for an
+all-reduce and ``(r-1)/r`` for a reduce-scatter or an all-gather (the message is the whole
+tensor; NCCL's "bus bandwidth" is defined so that these fractions at ``busbw`` give the time),
+plus one link latency per ring step (``2 (r-1)`` or ``r - 1``). A group inside one node runs
+at the node link's bus bandwidth. A group that spans nodes with ``k`` members in each node runs
+NCCL's parallel rings, one per member's network rail: ``min(node, k x network)`` bus
+bandwidth, at the network's latency (a tensor-parallel group of all 8 GPUs of each node gets
+8 rails, a data-parallel group of one GPU per node one rail). A pipeline hand-off is one
+message over one link: each rank sends its slice over its own rail.
+
+Ranks are ordered as Megatron orders them: tensor-parallel fastest, then data, then pipeline,
+so a tensor-parallel group of ``t`` ranks spans nodes when ``t > gpus_per_node``, a
+data-parallel one when ``t d > gpus_per_node``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .hardware import Hardware
+
+
+def bus(hardware: Hardware, ranks, per_node):
+    """Bus bandwidth and latency of a group of ``ranks`` with ``per_node`` in each node."""
+    ranks = np.asarray(ranks, np.float64)
+    per_node = np.minimum(np.asarray(per_node, np.float64), ranks)
+    spans = ranks > per_node
+    return (np.where(spans, np.minimum(hardware.node.bandwidth,
+                                       per_node * hardware.network.bandwidth),
+                     hardware.node.bandwidth),
+            np.where(spans, hardware.network.latency, hardware.node.latency))
+
+
+def all_reduce(hardware: Hardware, message_bytes, ranks, per_node) -> np.ndarray:
+    """Seconds of a ring all-reduce of ``message_bytes`` over ``ranks`` (0 for one rank), a
+    group with ``per_node`` members in each node."""
+    return _ring(hardware, message_bytes, ranks, per_node, 2.0)
+
+
+def reduce_scatter(hardware: Hardware, message_bytes, ranks, per_node) -> np.ndarray:
+    """Seconds of a ring reduce-scatter of a ``message_bytes`` tensor over ``ranks``."""
+    return _ring(hardware, message_bytes, ranks, per_node, 1.0)
+
+
+all_gather = reduce_scatter  # the same bytes and steps: each rank ends with the whole tensor
+
+
+def _ring(hardware, message_bytes, ranks, per_node, passes):
+    ranks = np.asarray(ranks, np.float64)
+    bandwidth, latency = bus(hardware, ranks, per_node)
+    steps = passes * (ranks - 1.0)
+    return np.where(ranks > 1, steps / np.maximum(ranks, 1.0) * message_bytes / bandwidth
+                    + steps * latency, 0.0)
+
+
+def tensor_parallel_per_node(hardware: Hardware, t) -> np.ndarray:
+    """Members per node of a tensor-parallel group of ``t`` consecutive ranks."""
+    return np.minimum(np.asarray(t), hardware.gpus_per_node)
+
+
+def data_parallel_per_node(hardware: Hardware, t, d) -> np.ndarray:
+    """Members per node of a data-parallel group (``d`` ranks, ``t`` apart)."""
+    return np.minimum(np.maximum(hardware.gpus_per_node // np.asarray(t), 1), np.asarray(d))
+
+
+def pipeline_spans(hardware: Hardware, t, d, p) -> np.ndarray:
+    """Whether the pipeline's hand-offs cross nodes: all of them stay in a node only when the
+    whole ``t d p`` job does (between those, some hops cross; they are priced as crossing)."""
+    return np.asarray(t) * np.asarray(d) * np.asarray(p) > hardware.gpus_per_node

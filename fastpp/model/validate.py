@@ -1,0 +1,412 @@
+"""``validate``: the cost model against published training runs, row by row.
+
+Every row is priced the way ``plan`` prices a configuration: per-stage costs from
+``stage_table`` (the per-op model of ``fastpp.model.compute`` and the collectives of
+``fastpp.model.comm``), the schedule built by ``fastpp.build_schedule`` (or found by
+``fastpp.optimize`` for ZB-1p and ZB-2p) and simulated by ``fastpp.simulate``, plus the step's
+terms outside the pipeline (``stage_table``'s companion ``step_terms``).
+
+The tables (``/work/shared/data``, see its README) and what is assumed where a source is silent:
+
+- ``korthikanti_2022.csv``, both recomputation modes (full without sequence parallelism;
+  selective with it), and ``korthikanti_2022_layer.csv``: GPT-3 style models (GeLU, tied
+  embeddings, dropout, no FlashAttention), Megatron's fp32 gradients, no data parallelism.
+- ``narayanan_2021_table1.csv``: the same model family, full recomputation, no sequence
+  parallelism; achieved TFLOP/s from the paper's own count ``96 B s L h^2 (1 + s/6h +
+  v/16Lh)``, fp16 training (gradients all-reduced in fp16). Assumed (the paper does not say):
+  microbatch 1, and the interleaved schedule with ``m = 2`` chunks per device
+  (``NARAYANAN_CHUNKS``) where Megatron allows it (the layers a multiple of ``2p``), plain
+  1F1B otherwise (529.6B: 105 layers on 35 stages). Other readings move the MAPE by under a
+  point: the largest ``m <= 4`` dividing the layers per device gives 5.4%.
+- ``megatron_core_h100_weak_scaling.csv``: H100, GeLU GPT, untied embeddings, FlashAttention,
+  sequence parallelism, no recomputation, the distributed optimizer (ZeRO-1) with gradient
+  reduction and parameter gather overlapped, tensor-parallel collectives overlapped with the
+  products (Transformer Engine's ``--tp-comm-overlap``), TFLOP/s from Megatron's count
+  ``72 B s L h^2 (1 + s/6h + v/12Lh)``. Assumed: microbatch 1, plain 1F1B (no interleaving).
+- ``zero_bubble_table4.csv``: 1.5B-28.3B GPT models on A100, pure pipeline parallelism, the
+  first and last stages one layer fewer (``zb_layers``; 1F1B-I with ``m = 2`` likewise over its
+  ``2p`` chunks), vocabulary 50,304 (GPT-2's padded), dropout, no FlashAttention,
+  hand-offs over 200 Gb/s per GPU between nodes (RoCE, assumed as Selene's rail). Run twice:
+  from the paper's Table 5 profiled per-stage costs, and from the model.
+
+Calibration (``CALIBRATION``): A100's two curve parameters are fitted on
+``korthikanti_2022_layer.csv`` alone (one layer's forward and backward, ten numbers); every
+other A100 table is a check. H100's are fitted on the odd rows (first, third, ...) of
+``megatron_core_h100_weak_scaling.csv`` and checked on its even rows. Nothing else is fitted:
+bandwidths, latencies and overheads are the presets' (``fastpp.model.hardware``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..checks import ScheduleError
+from ..costs import Costs
+from ..generators.registry import build_schedule
+from ..search import optimize
+from ..simulate import simulate
+from .hardware import A100_CURVE, H100_CURVE, HARDWARE
+from .stages import stage_table, step_terms
+from .transformer import RECOMPUTE, Transformer, chunk_layers
+
+
+def _data_folder() -> Path:
+    """``$FASTPP_DATA``, or ``shared/data`` beside the repository (or beside its parent, for a
+    git worktree one level deeper)."""
+    if "FASTPP_DATA" in os.environ:
+        return Path(os.environ["FASTPP_DATA"])
+    root = Path(__file__).resolve().parents[2]
+    near = [up / "shared" / "data" for up in (root.parent, root.parent.parent)]
+    return next((x for x in near if x.is_dir()), near[0])
+
+
+DATA = _data_folder()
+DATASETS = ("korthikanti_2022", "korthikanti_2022_layer", "narayanan_2021_table1",
+            "megatron_core_h100_weak_scaling", "zero_bubble_table4_profiled",
+            "zero_bubble_table4_model")
+ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
+NARAYANAN_CHUNKS = 2  # assumed: the paper does not say (module docstring)
+BLOCKING = 1.0  # Megatron before --overlap-p2p-communication
+
+
+def _gpt(row, vocab, *, flash=False, tied=True, dropout=True) -> Transformer:
+    return Transformer(int(row["layers"]), int(row["hidden"]), int(row["heads"]),
+                       vocab=int(vocab), tied_embeddings=tied, dropout=dropout,
+                       flash_attention=flash, name=str(row.get("model", "")))
+
+
+def step_time(model: Transformer, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
+              sequence_parallel=False, recompute="none", zero=0, overlap=False,
+              layers=None, reduce_bytes=4.0, tp_overlap=False) -> float:
+    """Seconds of one training step: the simulated pipeline plus ``step_terms``.
+
+    ``layers`` (one count per virtual stage) defaults to ``chunk_layers``."""
+    return _price(model, hardware, schedule, seq=seq, microbatch=microbatch, tp=tp, dp=dp,
+                  sequence_parallel=sequence_parallel, recompute=recompute, zero=zero,
+                  overlap=overlap, layers=layers, reduce_bytes=reduce_bytes,
+                  tp_overlap=tp_overlap)[0]
+
+
+def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
+                sequence_parallel=False, recompute="none", layers=None, tp_overlap=False):
+    """The ``Costs`` of ``schedule`` (loop placement) and the stage table behind them, with
+    each hand-off priced on the link it crosses."""
+    V, p = schedule.V, schedule.p
+    layers = (chunk_layers(model.layers, V) if layers is None else np.asarray(layers))
+    if layers.sum() != model.layers or len(layers) != V:
+        raise ScheduleError(f"layers must give {V} stages adding up to {model.layers} (got "
+                            f"{layers.tolist()})")
+    one = np.zeros(1, np.int64)
+    stage = np.arange(V)
+    table = stage_table(model, hardware, seq, config=np.zeros(V, np.int64),
+                        layers=layers.astype(np.float64), embedding=stage == 0,
+                        loss=stage == V - 1, microbatch=one + microbatch,
+                        t=one + tp, d=one + dp, p=one + p, m=one + schedule.m,
+                        sequence_parallel=sequence_parallel,
+                        recompute=one + RECOMPUTE.index(recompute), tp_overlap=tp_overlap)
+    # pipeline rank r holds GPUs r t d ... (r+1) t d - 1: a hand-off crosses nodes when the
+    # next stage's device starts on another node
+    device = schedule.stage_to_device
+    node = device * tp * dp // hardware.gpus_per_node
+    crossing = np.r_[node[1:] != node[:-1], False]
+    link = [hardware.network if x else hardware.node for x in crossing]
+    # Megatron's hand-offs block the devices at both ends (a batched send and receive between
+    # two ops, no overlap with compute): each chunk op also pays one transfer
+    handoff = np.array([x.latency + float(table["message_bytes"][0]) / x.bandwidth
+                        for x in link]) * BLOCKING * (p > 1)
+    costs = Costs(f=table["f"] + schedule.m * handoff, b=table["b"] + schedule.m * handoff,
+                  w=table["w"], gamma=table["gamma"],
+                  act=table["act"], comm=np.array([x.latency for x in link]),
+                  bandwidth=np.array([x.bandwidth for x in link]),
+                  message_bytes=float(table["message_bytes"][0]))
+    return costs, table
+
+
+def _price(model, hardware, schedule, *, seq, microbatch, tp, dp, sequence_parallel,
+           recompute, zero, overlap, layers, reduce_bytes, tp_overlap):
+    costs, table = model_costs(model, hardware, schedule, seq=seq, microbatch=microbatch,
+                               tp=tp, dp=dp, sequence_parallel=sequence_parallel,
+                               recompute=recompute, layers=layers, tp_overlap=tp_overlap)
+    res = simulate(schedule, costs)
+    return res.makespan + _extras(model, hardware, schedule, table, tp, dp, zero, overlap,
+                                  reduce_bytes), res
+
+
+def _extras(model, hardware, schedule, table, tp, dp, zero, overlap, reduce_bytes=4.0):
+    """``step_terms`` of one configuration: the fullest device's reduction and update."""
+    params = np.bincount(schedule.stage_to_device, weights=table["params"],
+                         minlength=schedule.p)
+    tied = model.tied_embeddings and schedule.p > 1
+    window = np.bincount(schedule.stage_to_device, weights=table["b"] / schedule.m,
+                         minlength=schedule.p)
+    spans = 1 if tp * dp * schedule.p > hardware.gpus_per_node else 2
+    terms = step_terms(hardware, params.max(), tp, dp, zero,
+                       embedding_params=model.vocab * model.hidden / tp if tied else 0.0,
+                       embedding_per_node=spans, overlap=overlap, window=window.min(),
+                       reduce_bytes=reduce_bytes)
+    return float(sum(np.max(v) for v in terms.values()))
+
+
+def _schedule(name, p, n, m=1):
+    if p == 1:
+        return build_schedule("1f1b", 1, n)
+    return build_schedule(name, p, n, m) if m > 1 else build_schedule(name, p, n)
+
+
+def _korthikanti(hw):
+    import pandas as pd
+
+    df = pd.read_csv(DATA / "korthikanti_2022.csv")
+    rows = []
+    for r in df.to_dict("records"):
+        model = _gpt(r, r["vocab"])
+        p, m, b = int(r["p"]), int(r["interleave"]), int(r["microbatch"])
+        n = int(r["global_batch"]) // b
+        sched = _schedule("interleaved-1f1b" if m > 1 else "1f1b", p, n, m)
+        for mode, column, sp, rc in (("full", "iteration_s_full_recompute", False, "full"),
+                                     ("selective+sp", "iteration_s_selective_sp", True,
+                                      "selective")):
+            t = step_time(model, hw, sched, seq=int(r["seq"]), microbatch=b, tp=int(r["t"]),
+                          sequence_parallel=sp, recompute=rc)
+            rows.append(("korthikanti_2022", f"{r['model']} {mode}", "iteration_s",
+                         float(r[column]), t))
+    return rows
+
+
+def _korthikanti_layer(hw):
+    """One 22B layer (t = 8, sequence 2048, microbatch 4): forward and backward, in ms."""
+    import pandas as pd
+
+    from .comm import all_gather, all_reduce, reduce_scatter
+    from .compute import layer_times
+    from .transformer import BYTES, layer_costs
+
+    model = Transformer(48, 6144, 64, vocab=51200, dropout=True, flash_attention=False)
+    seq, b, t = 2048, 4, 8
+    modes = {"no recompute": (False, 0), "sequence parallel": (True, 0),
+             "full recompute": (False, 2), "selective recompute": (False, 1),
+             "selective + sequence parallel": (True, 1)}
+    message = BYTES * seq * b * model.hidden
+    rows = []
+    for r in pd.read_csv(DATA / "korthikanti_2022_layer.csv").to_dict("records"):
+        sp, rc = modes[r["experiment"]]
+        times = layer_times(model, hw, seq, b, t, sp, rc)
+        counts = layer_costs(model, seq, b, t, sp, rc)
+        exchange = (all_gather(hw, message, t, 8) + reduce_scatter(hw, message, t, 8)
+                    if sp else all_reduce(hw, message, t, 8))
+        forward = times["forward"] + counts["collectives_forward"] * exchange
+        backward = (times["input_grad"] + times["weight_grad"]
+                    + counts["collectives_backward"] * exchange)
+        rows.append(("korthikanti_2022_layer", r["experiment"], "forward_ms",
+                     float(r["forward_ms"]), 1e3 * float(forward)))
+        rows.append(("korthikanti_2022_layer", r["experiment"], "backward_ms",
+                     float(r["backward_ms"]), 1e3 * float(backward)))
+    return rows
+
+
+def _narayanan(hw):
+    import pandas as pd
+
+    rows = []
+    seq, vocab, b = 2048, 51200, 1
+    for r in pd.read_csv(DATA / "narayanan_2021_table1.csv").to_dict("records"):
+        model = _gpt(r, vocab)
+        t, p, gpus, B = int(r["t"]), int(r["p"]), int(r["gpus"]), int(r["global_batch"])
+        d = gpus // (t * p)
+        n = B // (d * b)
+        # Megatron interleaves only when the layers split evenly over p m chunks
+        m = NARAYANAN_CHUNKS if p > 1 and model.layers % (NARAYANAN_CHUNKS * p) == 0 else 1
+        sched = _schedule("interleaved-1f1b" if m > 1 else "1f1b", p, n, m)
+        step = step_time(model, hw, sched, seq=seq, microbatch=b, tp=t, dp=d,
+                         recompute="full", reduce_bytes=2.0)
+        L, h = model.layers, model.hidden
+        flops = 96.0 * B * seq * L * h * h * (1 + seq / (6 * h) + vocab / (16 * L * h))
+        rows.append(("narayanan_2021_table1", f"{r['params_b']}B", "tflops_per_gpu",
+                     float(r["tflops_per_gpu"]), flops / step / gpus / 1e12))
+    return rows
+
+
+def _megatron_core(hw, which=None):
+    import pandas as pd
+
+    rows = []
+    df = pd.read_csv(DATA / "megatron_core_h100_weak_scaling.csv")
+    for i, r in enumerate(df.to_dict("records")):
+        if which is not None and i % 2 != which:
+            continue
+        model = _gpt(r, r["vocab"], flash=True, tied=False, dropout=False)
+        t, p, gpus, B, seq = (int(r[k]) for k in ("t", "p", "gpus", "global_batch", "seq"))
+        d, b = gpus // (t * p), 1
+        n = B // (d * b)
+        sched = _schedule("1f1b", p, n)
+        step = step_time(model, hw, sched, seq=seq, microbatch=b, tp=t, dp=d,
+                         sequence_parallel=t > 1, recompute="none", zero=1, overlap=True,
+                         tp_overlap=True)
+        L, h, v = model.layers, model.hidden, model.vocab
+        flops = 72.0 * B * seq * L * h * h * (1 + seq / (6 * h) + v / (12 * L * h))
+        rows.append(("megatron_core_h100_weak_scaling", f"{r['model']}", "tflops_per_gpu",
+                     float(r["tflops_per_gpu"]), flops / step / gpus / 1e12))
+    return rows
+
+
+def zb_layers(layers: int, stages: int) -> np.ndarray:
+    """Zero Bubble Table 4's stages: the embedding and the output layer each count as a layer,
+    so the first and last stages hold one layer fewer (``layers + 2`` spread as
+    ``chunk_layers`` spreads them; a stage may hold none but the embedding or the loss)."""
+    counts = chunk_layers(layers + 2, stages)
+    counts[[0, -1]] -= 1
+    return counts
+
+
+def _zb_runs(p, n, costs, limit):
+    """ZB-2p, ZB-1p (the authors' heuristic within 2p and p microbatches' activations) and
+    1F1B on ``costs``: their ``Result`` by name."""
+    runs = {}
+    for name, factor in (("zb_2p", 2.0), ("zb_1p", 1.0)):
+        found = optimize(p, n, costs, memory=factor * limit, objective="makespan",
+                         method="heuristic", progress=False)
+        runs[name] = found.result
+    runs["1f1b"] = simulate(build_schedule("1f1b", p, n), costs)
+    return runs
+
+
+def _profiled(row, m, m_b, m_w) -> Costs:
+    """Table 5's profiled costs (ms per stage, in seconds), each chunk op's hand-off blocking
+    its device as in the model."""
+    f, i, w, c = (float(row[k]) / 1e3 for k in ("T_F_ms", "T_B_ms", "T_W_ms", "T_comm_ms"))
+    return Costs(f=f + BLOCKING * m * c, b=i + w + BLOCKING * m * c, w=w, comm=c,
+                 gamma=m_w / m_b, act=m_b)
+
+
+def _zero_bubble(hw):
+    import pandas as pd
+
+    t4 = pd.read_csv(DATA / "zero_bubble_table4.csv")
+    t5 = pd.read_csv(DATA / "zero_bubble_table5.csv")
+    rows = []
+    for r, q in zip(t4.to_dict("records"), t5.to_dict("records"), strict=True):
+        p, n, b, seq = int(r["p"]), int(r["n"]), int(r["microbatch"]), int(r["seq"])
+        h, a = int(r["hidden"]), int(r["heads"])
+        label = f"{r['model']} n={n}"
+        samples = n * b / p
+        # from the profiled costs (ms per stage), the paper's memory units M_B, M_W
+        m_b, m_w = 34.0 * h + 5.0 * a * seq, 32.0 * h
+        model = _gpt(r, 50304)
+        loop = build_schedule("1f1b", p, n)
+        costs, table = model_costs(model, hw, loop, seq=seq, microbatch=b,
+                                   layers=zb_layers(model.layers, p))
+        extra = _extras(model, hw, loop, table, 1, 1, 0, False)
+        runs = _zb_runs(p, n, _profiled(q, 1, m_b, m_w), p * m_b)
+        runs["1f1b_i"] = simulate(build_schedule("interleaved-1f1b", p, n, 2),
+                                  _profiled(q, 2, m_b, m_w))
+        for name in ZB_SCHEDULES:
+            rows.append(("zero_bubble_table4_profiled", f"{label} {name}", "samples_per_gpu_s",
+                         float(r[name]), samples / (runs[name].makespan + extra)))
+        # from first principles
+        runs = _zb_runs(p, n, costs, np.asarray(costs.arrays["act"]) * p)
+        inter = build_schedule("interleaved-1f1b", p, n, 2)
+        runs["1f1b_i"] = simulate(inter, model_costs(model, hw, inter, seq=seq, microbatch=b,
+                                                     layers=zb_layers(model.layers, 2 * p))[0])
+        for name in ZB_SCHEDULES:
+            rows.append(("zero_bubble_table4_model", f"{label} {name}", "samples_per_gpu_s",
+                         float(r[name]), samples / (runs[name].makespan + extra)))
+    return rows
+
+
+# what ``calibrate`` fitted, held by the presets (``fastpp.model.hardware``)
+CALIBRATION = {"A100-80GB": A100_CURVE, "H100-80GB": H100_CURVE}
+
+
+EFFICIENCIES = tuple(round(0.5 + 0.02 * k, 2) for k in range(26))  # calibrate's grid
+HALVES = (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+
+def calibrate(name: str, efficiencies=EFFICIENCIES, halves=HALVES) -> dict:
+    """Refit one GPU's curve (``efficiency``, ``matmul_half``) on its calibration rows: the
+    grid point of least mean absolute error. ``CALIBRATION`` (the presets) holds its result.
+    """
+    fits = {"A100-80GB": _korthikanti_layer,
+            "H100-80GB": lambda hw: _megatron_core(hw, which=0)}
+    if name not in fits:
+        raise ScheduleError(f"name must be one of {sorted(fits)} (got {name!r})")
+    best = (np.inf, None)
+    for e in efficiencies:
+        for c in halves:
+            hw = dataclasses.replace(HARDWARE[name], efficiency=round(float(e), 2),
+                                     matmul_half=float(c))
+            err = np.mean([abs(r[4] / r[3] - 1.0) for r in fits[name](hw)])
+            best = min(best, (err, {"efficiency": round(float(e), 2),
+                                    "matmul_half": float(c)}), key=lambda x: x[0])
+    return best[1]
+
+
+def validate(datasets=DATASETS):
+    """Predicted against measured for every row of the dense-training tables.
+
+    Parameters
+    ----------
+    datasets : sequence of str
+        Any of ``DATASETS``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per published number: ``dataset``, ``row``, ``quantity``, ``measured``,
+        ``predicted``, ``error`` (``predicted / measured - 1``) and ``role``
+        (``"calibration"`` for the rows the constants were fitted on, else ``"check"``).
+        ``mape(frame)`` gives the mean absolute error per dataset.
+    """
+    import pandas as pd
+
+    unknown = [x for x in datasets if x not in DATASETS]
+    if unknown:
+        raise ScheduleError(f"datasets must be among {list(DATASETS)} (got {unknown[0]!r})")
+    hw, h100 = HARDWARE["A100-80GB"], HARDWARE["H100-80GB"]
+    loaders = {"korthikanti_2022": lambda: _korthikanti(hw),
+               "korthikanti_2022_layer": lambda: _korthikanti_layer(hw),
+               "narayanan_2021_table1": lambda: _narayanan(hw),
+               "megatron_core_h100_weak_scaling": lambda: _megatron_core(h100)}
+    rows = [r for name in datasets if name in loaders for r in loaders[name]()]
+    if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass
+        rows += [r for r in _zero_bubble(hw) if r[0] in datasets]
+    fitted = _korthikanti_layer(hw) + _megatron_core(h100, which=0)
+    role = {(d, r, q): "calibration" for d, r, q, *_ in fitted}
+    frame = pd.DataFrame(rows, columns=["dataset", "row", "quantity", "measured", "predicted"])
+    frame["error"] = frame["predicted"] / frame["measured"] - 1.0
+    frame["role"] = [role.get((d, r, q), "check") for d, r, q in
+                     zip(frame["dataset"], frame["row"], frame["quantity"], strict=True)]
+    return frame
+
+
+def mape(frame, role=None):
+    """Mean absolute percentage error per dataset (``role``: only those rows)."""
+    if role is not None:
+        frame = frame[frame["role"] == role]
+    return (frame["error"].abs() * 100).groupby(frame["dataset"], sort=False).mean()
+
+
+def zb_ranking(frame):
+    """Per Zero Bubble setting and run: the four schedules fastest first, measured and
+    predicted, and whether the orders agree (a measured tie agrees with either order)."""
+    import pandas as pd
+
+    out = []
+    for dataset in ("zero_bubble_table4_profiled", "zero_bubble_table4_model"):
+        part = frame[frame["dataset"] == dataset]
+        if part.empty:
+            continue
+        setting = part["row"].str.rsplit(" ", n=1).str[0]
+        for key, group in part.groupby(setting, sort=False):
+            names = group["row"].str.rsplit(" ", n=1).str[1].to_numpy()
+            meas, pred = group["measured"].to_numpy(), group["predicted"].to_numpy()
+            agree = all((meas[i] - meas[j]) * (pred[i] - pred[j]) >= 0
+                        for i in range(4) for j in range(4))
+            out.append({"dataset": dataset, "setting": key,
+                        "measured": " > ".join(names[np.argsort(-meas, kind="stable")]),
+                        "predicted": " > ".join(names[np.argsort(-pred, kind="stable")]),
+                        "agree": agree})
+    return pd.DataFrame(out)

@@ -1,0 +1,110 @@
+"""How close to real runs: fastpp's cost model against published training measurements.
+
+    python scripts/fidelity.py                 # prints the tables, writes docs/fidelity.png
+    python scripts/fidelity.py --out results   # the picture elsewhere
+
+Every row of the dense-training tables in shared/data (Korthikanti et al. 2022 in both
+recomputation modes and its layer table, Narayanan et al. 2021, Megatron-Core's H100 weak
+scaling, Zero Bubble's Table 4 from its Table 5 profile and from the model), each published
+number beside fastpp's prediction and the error, as Calculon reports its validation; then the
+MAPE per dataset (all rows, and the check rows alone), the calibration, and the ranking of the
+four Zero Bubble schedules in each of the 12 settings. See fastpp.model.validate for what is
+assumed where a paper is silent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fastpp.model.validate import mape, validate, zb_ranking
+
+LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
+          "korthikanti_2022_layer": "Korthikanti 2022, Table 4 layer (A100)",
+          "narayanan_2021_table1": "Narayanan 2021, Table 1 (A100)",
+          "megatron_core_h100_weak_scaling": "Megatron-Core weak scaling (H100)",
+          "zero_bubble_table4_profiled": "Zero Bubble Table 4, from Table 5's profile (A100)",
+          "zero_bubble_table4_model": "Zero Bubble Table 4, from the model (A100)"}
+
+
+def table(df) -> str:
+    lines = [f"{'dataset':<32}{'row':<30}{'quantity':<18}{'measured':>10}{'predicted':>11}"
+             f"{'error':>8}  role"]
+    for r in df.itertuples():
+        lines.append(f"{r.dataset:<32}{r.row:<30}{r.quantity:<18}{r.measured:>10.3f}"
+                     f"{r.predicted:>11.3f}{r.error:>+8.1%}  {r.role}")
+    return "\n".join(lines)
+
+
+def summary(df) -> str:
+    every, checks = mape(df), mape(df, "check")
+    lines = [f"{'dataset':<54}{'rows':>5}{'MAPE':>7}{'checks':>8}{'worst':>8}"]
+    for name, value in every.items():
+        part = df[df["dataset"] == name]
+        check = f"{checks[name]:.1f}%" if name in checks else "-"
+        lines.append(f"{LABELS[name]:<54}{len(part):>5}{value:>6.1f}%{check:>8}"
+                     f"{part['error'].abs().max():>7.1%}")
+    return "\n".join(lines)
+
+
+def picture(df, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    for ax, quantity in zip(axes, (("iteration_s", "forward_ms", "backward_ms"),
+                                   ("tflops_per_gpu", "samples_per_gpu_s")), strict=True):
+        part = df[df["quantity"].isin(quantity)]
+        for name, group in part.groupby("dataset", sort=False):
+            ax.scatter(group["measured"], group["predicted"], s=18, label=LABELS[name],
+                       color=f"C{list(LABELS).index(name)}")
+        low, high = part[["measured", "predicted"]].min().min(), part[
+            ["measured", "predicted"]].max().max()
+        line = [low / 1.2, high * 1.2]
+        ax.plot(line, line, color="black", lw=0.8)
+        for k in (0.95, 1.05):
+            ax.plot(line, [x * k for x in line], color="grey", lw=0.5, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured")
+        ax.set_ylabel("predicted by fastpp")
+        ax.legend(fontsize=7, loc="upper left")
+    axes[0].set_title("times (s per iteration; ms per layer)", fontsize=9)
+    axes[1].set_title("throughput (TFLOP/s per GPU; samples per GPU per s)", fontsize=9)
+    fig.suptitle("fastpp against published runs (dashed: \u00b15%)", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="docs", help="folder for fidelity.png (docs)")
+    ap.add_argument("--no-plots", action="store_true", help="skip the PNG")
+    args = ap.parse_args(argv)
+    df = validate()
+    print(table(df), "\n")
+    print(summary(df), "\n")
+    print("calibration: A100's curve on korthikanti_2022_layer.csv (all its rows), H100's on "
+          "the odd rows of megatron_core_h100_weak_scaling.csv; every other row is a check\n")
+    ranks = zb_ranking(df)
+    for name, group in ranks.groupby("dataset", sort=False):
+        print(f"{LABELS[name]}: schedule ranking right in {int(group['agree'].sum())} of "
+              f"{len(group)} settings")
+        for r in group.itertuples():
+            print(f"  {r.setting:<12} measured {r.measured:<32} predicted {r.predicted:<32}"
+                  f"{'' if r.agree else 'differs'}")
+    if not args.no_plots:
+        path = Path(args.out) / "fidelity.png"
+        picture(df, path)
+        print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

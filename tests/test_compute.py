@@ -1,0 +1,148 @@
+"""fastpp.model's per-op compute, collectives and step terms against hand calculations, and
+the bad hardware they refuse."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from fastpp import ScheduleError
+from fastpp.model import HARDWARE, Hardware, Link, Transformer, layer_costs
+from fastpp.model.comm import (
+    all_gather,
+    all_reduce,
+    data_parallel_per_node,
+    reduce_scatter,
+    tensor_parallel_per_node,
+)
+from fastpp.model.compute import (
+    OPTIMIZER_STEP_BYTES,
+    layer_times,
+    matmul_efficiency,
+    matmul_time,
+    optimizer_time,
+)
+from fastpp.model.stages import BUCKET_PARAMS, step_terms
+
+NODE, NET = Link("node", 100e9, 1e-6), Link("net", 10e9, 5e-6)
+HW = Hardware("hand", peak_flops=1e12, memory_bytes=80e9, node=NODE, network=NET,
+              efficiency=0.5, matmul_half=64.0, memory_bandwidth=1e10, op_overhead=1e-6)
+
+
+def test_a_product_on_the_compute_side_of_the_roofline():
+    # 4096^3: 2 x 4096^3 FLOPs at 0.5 x (4096/4160)^3 of 1 TFLOP/s; its 3 x 4096^2 half
+    # elements would take 10 ms at 10 GB/s, far less
+    eff = 0.5 * (4096 / 4160) ** 3
+    assert matmul_efficiency(HW, 4096, 4096, 4096) == pytest.approx(eff, rel=1e-12)
+    flops = 2 * 4096**3
+    assert flops / (1e12 * eff) > 2 * 3 * 4096**2 / 1e10
+    assert matmul_time(HW, 4096, 4096, 4096) == pytest.approx(flops / (1e12 * eff) + 1e-6,
+                                                              rel=1e-12)
+    # a thin product (a TP slice of 64 columns) runs at a fraction of that efficiency
+    assert matmul_efficiency(HW, 4096, 64, 4096) == pytest.approx(0.5 * (4096 / 4160) ** 2
+                                                                  * 0.5, rel=1e-12)
+
+
+def test_a_product_on_the_memory_side_of_the_roofline():
+    # an outer-product-like 8192 x 4 x 8192 at a shape-blind 50%: 5.4e8 FLOPs take 1.07 ms,
+    # its 2 (8192 x 4 + 4 x 8192 + 8192^2) bytes 13.4 ms at 10 GB/s: memory-bound
+    hw = dataclasses.replace(HW, matmul_half=1e-9)
+    moved = 2 * (8192 * 4 + 4 * 8192 + 8192 * 8192)
+    assert 2 * 8192 * 4 * 8192 / 0.5e12 < moved / 1e10
+    assert matmul_time(hw, 8192, 8192, 4) == pytest.approx(moved / 1e10 + 1e-6, rel=1e-9)
+
+
+def test_layer_times_are_the_hand_checked_flops_at_a_shape_blind_peak():
+    """With free memory traffic and launches and a vanishing half-size, every op takes its
+    FLOPs at 50% of the peak: the per-op sums equal layer_costs' hand-checked FLOPs."""
+    hw = dataclasses.replace(HW, matmul_half=1e-9, memory_bandwidth=1e30, op_overhead=0.0)
+    gpt = Transformer(layers=4, hidden=8, heads=2, vocab=10, dropout=True,
+                      flash_attention=False)
+    for t, sp, rc in ((1, False, 0), (2, True, 1), (2, False, 2)):
+        times = layer_times(gpt, hw, 16, 2, t, sp, rc)
+        flops = layer_costs(gpt, 16, 2, t, sp, rc)
+        for k in ("forward", "input_grad", "weight_grad"):
+            assert times[k] == pytest.approx(flops[k] / 0.5e12, rel=1e-9), (t, sp, rc, k)
+
+
+def test_all_reduce_within_a_node_and_across_nodes():
+    # 8 ranks in one node: 2 x 7/8 of 1 GB at 100 GB/s, 14 steps of 1 us
+    assert all_reduce(HW, 1e9, 8, 8) == pytest.approx(2 * 7 / 8 * 1e9 / 100e9 + 14e-6)
+    # 16 ranks, 8 in each of 2 nodes: 8 rails of 10 GB/s (80 < 100), 30 steps of 5 us
+    assert all_reduce(HW, 1e9, 16, 8) == pytest.approx(2 * 15 / 16 * 1e9 / 80e9 + 30 * 5e-6)
+    # a data-parallel group of one GPU per node (t = 8): one rail
+    assert data_parallel_per_node(HW, 8, 4) == 1 and data_parallel_per_node(HW, 2, 8) == 4
+    assert all_reduce(HW, 1e9, 4, 1) == pytest.approx(2 * 3 / 4 * 1e9 / 10e9 + 6 * 5e-6)
+    # reduce-scatter and all-gather: half the all-reduce's bytes and steps; one rank: free
+    assert reduce_scatter(HW, 1e9, 8, 8) == all_gather(HW, 1e9, 8, 8) == pytest.approx(
+        7 / 8 * 1e9 / 100e9 + 7e-6)
+    assert all_reduce(HW, 1e9, 1, 1) == 0.0
+    # tensor parallelism beyond a node is priced over the network, not refused
+    assert tensor_parallel_per_node(HW, 16) == 8
+    assert all_reduce(HW, 1e9, 16, tensor_parallel_per_node(HW, 16)) > all_reduce(HW, 1e9, 8, 8)
+
+
+def test_optimizer_step_and_the_step_terms_by_hand():
+    # Adam: 34 bytes per parameter at 10 GB/s
+    assert OPTIMIZER_STEP_BYTES == 34.0
+    assert optimizer_time(HW, 1e9) == pytest.approx(34e9 / 1e10)
+    params = 1e9  # on the fullest device; t = 2, d = 4: one node
+    plain = step_terms(HW, params, 2, 4, 0)
+    assert plain["gradient_sync"] == pytest.approx(2 * 3 / 4 * 4e9 / 100e9 + 6e-6)  # fp32
+    assert plain["parameter_gather"] == 0.0 and plain["embedding_sync"] == 0.0
+    assert plain["optimizer_step"] == pytest.approx(34e9 / 1e10)
+    zero = step_terms(HW, params, 2, 4, 1)  # ZeRO-1: reduce-scatter, all-gather, 1/d update
+    assert zero["gradient_sync"] == pytest.approx(3 / 4 * 4e9 / 100e9 + 3e-6)
+    assert zero["parameter_gather"] == pytest.approx(3 / 4 * 2e9 / 100e9 + 3e-6)
+    assert zero["optimizer_step"] == pytest.approx(34e9 / 4 / 1e10)
+    # overlapped in 40M-parameter buckets under 10 ms of backward: the last bucket stays
+    over = step_terms(HW, params, 2, 4, 1, overlap=True, window=0.01)
+    last = BUCKET_PARAMS / params
+    assert over["gradient_sync"] == pytest.approx(max(zero["gradient_sync"] - 0.01,
+                                                      last * zero["gradient_sync"]))
+    assert over["parameter_gather"] == pytest.approx(last * zero["parameter_gather"])
+    # a tied embedding held by the first and last stages, on two nodes: one rail, fp32
+    tied = step_terms(HW, params, 8, 1, 0, embedding_params=1e8, embedding_per_node=1)
+    assert tied["embedding_sync"] == pytest.approx(2 * 1 / 2 * 4e8 / 10e9 + 2 * 5e-6)
+
+
+def test_precision_picks_the_peak():
+    h100 = HARDWARE["H100-80GB"]
+    assert h100.peak == 989e12 and h100.with_precision("fp8").peak == 1979e12
+    assert (matmul_time(h100.with_precision("fp8"), 8192, 8192, 8192)
+            < matmul_time(h100, 8192, 8192, 8192))
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(memory_bandwidth=-1.0), r"memory_bandwidth must be finite and > 0 \(got -1.0\)"),
+    (dict(memory_bandwidth=float("nan")), r"memory_bandwidth must be finite and > 0"),
+    (dict(op_overhead=float("inf")), r"op_overhead must be finite and >= 0 \(got inf\)"),
+    (dict(op_overhead=-1e-6), r"op_overhead must be finite and >= 0 \(got -1e-06\)"),
+    (dict(efficiency=1.5), r"efficiency must be a number in \(0, 1\] \(got 1.5\)"),
+    (dict(efficiency=0.0), r"efficiency must be a number in \(0, 1\] \(got 0.0\)"),
+    (dict(matmul_half=0.0), r"matmul_half must be a number in \(0, 65536\] \(got 0.0\)"),
+    (dict(matmul_half=1e6), r"matmul_half must be a number in \(0, 65536\] \(got 1000000.0\)"),
+    (dict(matmul_half=float("nan")), r"matmul_half must be a number in \(0, 65536\]"),
+    (dict(precision="fp16"), r"precision must be one of \['bf16', 'fp8'\] \(got 'fp16'\)"),
+    (dict(precision="fp8"), r"precision='fp8' needs fp8_flops, the fp8 peak \(got "
+                            r"fp8_flops=None for hand\)"),
+    (dict(fp8_flops=-2.0), r"fp8_flops must be finite and > 0 \(got -2.0\)"),
+])
+def test_bad_hardware_is_named(change, message):
+    with pytest.raises(ScheduleError, match=message):
+        dataclasses.replace(HW, **change)
+
+
+@pytest.mark.parametrize("bandwidth, latency, message", [
+    (-1.0, 0.0, r"bad.bandwidth must be finite and > 0 \(got -1.0\)"),
+    (float("inf"), 0.0, r"bad.bandwidth must be finite and > 0 \(got inf\)"),
+    (1e9, float("nan"), r"bad.latency must be finite and >= 0 \(got nan\)"),
+])
+def test_bad_links_are_named(bandwidth, latency, message):
+    with pytest.raises(ScheduleError, match=message):
+        Link("bad", bandwidth, latency)
+
+
+def test_every_preset_is_valid_and_priced():
+    for hw in HARDWARE.values():
+        assert np.isfinite(matmul_time(hw, 4096, 4096, 4096)) and hw.precision == "bf16"
