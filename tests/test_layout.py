@@ -180,14 +180,15 @@ def test_uneven_costs_by_hand():
     """Per stage: its layers' times, the output layer's on the stage with the loss; the same
     from a layout string, a Layout and a layers vector."""
     sched = build_schedule("1f1b", 2, 4)
-    even = transformer_costs(GPT, sched, TOY, seq=16, microbatch=2).per_stage(sched)
-    uneven = transformer_costs(GPT, sched, TOY, seq=16, microbatch=2, layout="Et|t*3L")
+    flat = dict(seq=16, microbatch=2, blocking_handoffs=False)  # compute alone, by hand
+    even = transformer_costs(GPT, sched, TOY, **flat).per_stage(sched)
+    uneven = transformer_costs(GPT, sched, TOY, **flat, layout="Et|t*3L")
     layer = 256 * 256 / 5e5  # a layer's forward at 5e5 FLOP/s (s b h = 256)
     logits = 2 * 256 * 10 / 5e5
     np.testing.assert_allclose(even.tf, [2 * layer, 2 * layer + logits])
     np.testing.assert_allclose(uneven.per_stage(sched).tf, [layer, 3 * layer + logits])
-    assert uneven == transformer_costs(GPT, sched, TOY, seq=16, microbatch=2, layers=[1, 3])
-    assert uneven == transformer_costs(GPT, sched, TOY, seq=16, microbatch=2,
+    assert uneven == transformer_costs(GPT, sched, TOY, **flat, layers=[1, 3])
+    assert uneven == transformer_costs(GPT, sched, TOY, **flat,
                                        layout=Layout.from_layers([1, 3]))
     by = device_bytes(GPT, sched, zero=0, layers=[1, 3])
     assert by["parameter_bytes"].tolist() == [2 * (784 + 80), 2 * (3 * 784 + 80)]
@@ -232,7 +233,8 @@ def test_bad_layouts_for_a_model(kwargs, message, bytes_too):
 
 def test_a_stage_with_only_the_loss_runs_one_with_nothing_does_not():
     sched = build_schedule("1f1b", 2, 4)
-    tf = transformer_costs(GPT, sched, TOY, seq=16, layout="Et*4|L").per_stage(sched).tf
+    tf = transformer_costs(GPT, sched, TOY, seq=16, layout="Et*4|L",
+                           blocking_handoffs=False).per_stage(sched).tf
     # s b h = 128: a layer sbh(24h + 4s) FLOPs, the output layer 2sbhv, at 5e5 FLOP/s
     np.testing.assert_allclose(tf, [4 * 128 * 256 / 5e5, 2 * 128 * 10 / 5e5])
     three = build_schedule("1f1b", 3, 6)

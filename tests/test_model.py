@@ -75,7 +75,8 @@ def test_layer_flops_and_bytes_by_hand():
 
 def test_stage_costs_by_hand():
     sched = build_schedule("1f1b", 2, 4)  # two layers per stage
-    c = transformer_costs(GPT, sched, TOY, seq=16, microbatch=2, tp=2).per_stage(sched)
+    c = transformer_costs(GPT, sched, TOY, seq=16, microbatch=2, tp=2,
+                          blocking_handoffs=False).per_stage(sched)
     ring = 2 * 1 / 2 * 512 / 1000 + 2 * 0.01  # two-rank ring of the 2sbh-byte output
     layer = 256 * 256 / 2 / 5e5  # a layer's forward on one of two ranks, at 5e5 FLOP/s
     logits = 2 * 256 * 10 / 2 / 5e5  # the output layer's forward, on the last stage
@@ -88,6 +89,12 @@ def test_stage_costs_by_hand():
     assert c.tw[0] == pytest.approx(2 * 256 * 192 / 2 / 5e5, rel=1e-9)
     # the whole pipeline (t d p = 4) sits in one node: hand-offs of sbh over NVLink
     assert c.comm[0] == pytest.approx(0.01 + 2 * 256 / 2 / 1000)
+    # Megatron's blocking hand-offs (the default): each chunk op also holds its device for
+    # one hand-off, latency and transfer; the weight gradient sends nothing
+    held = transformer_costs(GPT, sched, TOY, seq=16, microbatch=2, tp=2).per_stage(sched)
+    np.testing.assert_allclose(held.tf - c.tf, c.comm, rtol=1e-9)
+    np.testing.assert_allclose(held.tb - c.tb, c.comm, rtol=1e-9)
+    np.testing.assert_array_equal(held.tw, c.tw)
     # activations: two layers, the embedding's output (first) or fp32 logits (last)
     act = 2 * 256 * 27
     np.testing.assert_allclose(c.unit, [act + 2 * 256 / 2, act + 4 * 32 * 10 / 2])
@@ -230,7 +237,7 @@ def test_three_virtual_stages_and_any_m(toy_plan):
     inter = df[df["schedule"] == "interleaved-1f1b"]
     assert {2, 3, 4} <= set(inter["m"])
     args = dict(seq=32, global_batch=64, schedules=["interleaved-1f1b"], tp=1, pp=2,
-                microbatch=1, recompute="none", zero=1)
+                microbatch=1, recompute="none", zero=1, blocking_handoffs=False)
     odd = plan(model, 16, TOY, m=[3, 4], **args)
     assert (odd["step_time"].notna()).all() and set(odd["m"]) == {3, 4}
     deep = plan(model, 16, TOY, m=5, **args)

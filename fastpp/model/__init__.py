@@ -58,12 +58,14 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
 
 
 def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequence_parallel,
-            recompute, layout, layers):
+            recompute, layout, layers, blocking_handoffs=True, tp_overlap=False):
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")
     seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
     tp, dp = positive_int(tp, "tp"), positive_int(dp, "dp")
     one_of(recompute, "recompute", RECOMPUTE)
+    one_of(blocking_handoffs, "blocking_handoffs", (False, True))
+    one_of(tp_overlap, "tp_overlap", (False, True))
     if model.heads % tp or model.kv_heads % tp:
         raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got tp={tp})")
@@ -74,7 +76,8 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
                         microbatch=one + microbatch, t=one + tp, d=one + dp,
                         p=one + schedule.p, m=one + schedule.m,
                         sequence_parallel=sequence_parallel,
-                        recompute=one + RECOMPUTE.index(recompute))
+                        recompute=one + RECOMPUTE.index(recompute),
+                        blocking=bool(blocking_handoffs), tp_overlap=bool(tp_overlap))
     idle = np.flatnonzero((table["f"] <= 0) | (table["b"] <= 0))
     if idle.size:
         s = int(idle[0])
@@ -87,7 +90,8 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
 def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: int,
                       microbatch: int = 1, tp: int = 1, dp: int = 1,
                       sequence_parallel: bool = True, recompute: str = "none", layout=None,
-                      layers=None) -> Costs:
+                      layers=None, blocking_handoffs: bool = True,
+                      tp_overlap: bool = False) -> Costs:
     """The ``Costs`` of running ``model`` on ``schedule``: seconds and bytes per stage.
 
     Parameters
@@ -113,6 +117,9 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
         (from ``megatron_layers``, ``torchtitan_layers``, ``even_layers``).
     layers : sequence of int, optional
         Layers per model chunk instead, the embedding on the first, the loss on the last.
+    blocking_handoffs, tp_overlap : bool
+        As for ``plan``: Megatron's blocking pipeline hand-offs (default) and Transformer
+        Engine's tensor-parallel overlap.
 
     Returns
     -------
@@ -128,7 +135,7 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
         one that leaves a stage without work.
     """
     table = _stages(model, hardware, schedule, seq, microbatch, tp, dp, sequence_parallel,
-                    recompute, layout, layers)
+                    recompute, layout, layers, blocking_handoffs, tp_overlap)
     return Costs(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
                  gamma=table["gamma"], act=table["act"],
                  bandwidth=float(table["bandwidth"][0]),

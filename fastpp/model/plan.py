@@ -37,7 +37,8 @@ def divisors(x: int) -> list[int]:
 def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, schedules=None,
          tp=None,
          pp=None, microbatch=None, m=None, recompute=None, zero=1, capacity=None,
-         sequence_parallel: bool = True, gradient_overlap: bool = False, layout=None,
+         sequence_parallel: bool = True, gradient_overlap: bool = False,
+         blocking_handoffs: bool = True, tp_overlap: bool = False, layout=None,
          first_layers=None, last_layers=None, workers: int | None = None):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
@@ -76,6 +77,13 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         reduction runs in buckets under the last microbatch's backward and ZeRO's parameter
         all-gather under the next forward (``fastpp.model.stages.step_terms``). Default: not
         overlapped, as Megatron by default.
+    blocking_handoffs : bool
+        Megatron's pipeline hand-offs without ``--overlap-p2p-communication``: each chunk op
+        also holds its device for one hand-off's transfer (default, as validated in
+        ``fastpp.model.validate``). False: the hand-offs overlap with compute.
+    tp_overlap : bool
+        Transformer Engine's ``--tp-comm-overlap``: a layer's tensor-parallel collectives run
+        under its own products, only what exceeds them exposed.
     layout : str, Layout or list of them, optional
         Layers per model chunk as Megatron's ``--pipeline-model-parallel-layout`` strings
         (``fastpp.model.layout``): rows whose model chunks (``p * m``) are not the layout's
@@ -130,6 +138,9 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
                              "capacity", strict=True))
     one_of(gradient_overlap, "gradient_overlap", (False, True))
     overlap = bool(gradient_overlap)
+    one_of(blocking_handoffs, "blocking_handoffs", (False, True))
+    one_of(tp_overlap, "tp_overlap", (False, True))
+    pricing = {"blocking": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap)}
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     node = hardware.gpus_per_node
     tps = _axis(tp, "tp", [x for x in divisors(gpus) if x <= node
@@ -175,7 +186,7 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     cols["sid"] = np.array([SCHEDULES[name].sid for name, _ in sched], np.int64)[cols["which"]]
     cols["m"] = np.array([k for _, k in sched], np.int64)[cols["which"]]
     rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overlap,
-                     sequence_parallel, workers)
+                     sequence_parallel, pricing, workers)
     frame = pd.DataFrame({
         "model": model.name, "gpus": gpus, "t": cols["t"], "p": cols["p"], "d": cols["d"],
         "schedule": np.array(list(SCHEDULES), object)[cols["sid"]], "m": cols["m"],
@@ -246,7 +257,8 @@ def _layouts(model, chunks, split, splits, reason) -> tuple[np.ndarray, list]:
     return index, found
 
 
-def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel):
+def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel,
+            pricing):
     """The stages of the configurations ``run`` in one flat table: per configuration ``V``
     and where its stages start, per stage its configuration, model chunk and costs
     (``stage_table``), and which configurations have a stage that takes no time."""
@@ -266,14 +278,15 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
         loss[mine] = np.array(x.loss)[chunk[mine]]
     table = stage_table(model, hardware, seq, config=config, layers=layers, embedding=embedding,
                         loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
-                        sequence_parallel=sequence_parallel, recompute=cols["recompute"][run])
+                        sequence_parallel=sequence_parallel, recompute=cols["recompute"][run],
+                        **pricing)
     idle = np.zeros(run.size, bool)
     np.logical_or.at(idle, config, (table["f"] <= 0) | (table["b"] <= 0))
     return V, config, first, chunk, table, idle
 
 
 def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overlap,
-              sequence_parallel, workers) -> dict[str, np.ndarray]:
+              sequence_parallel, pricing, workers) -> dict[str, np.ndarray]:
     """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
@@ -286,7 +299,7 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
     if run.size == 0:
         return out
     V, config, first, chunk, table, idle = _stages(model, hardware, seq, cols, run, chunks,
-                                                   which, layouts, sequence_parallel)
+                                                   which, layouts, sequence_parallel, pricing)
     if idle.any():  # a stage without work cannot run: its configurations get the reason
         reason[run[idle]] = ("layout must give every stage work (got a stage whose ops take "
                              "no time, which the engine cannot run)")
@@ -294,7 +307,7 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
         if run.size == 0:
             return out
         V, config, first, chunk, table, _ = _stages(model, hardware, seq, cols, run, chunks,
-                                                    which, layouts, sequence_parallel)
+                                                    which, layouts, sequence_parallel, pricing)
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
     rows = engine.run(sid, p, n, m, p, {k: v for k, v in table.items() if k in FIELDS},
                       first=first, V=V, workers=workers, peaks=True)

@@ -25,7 +25,7 @@ ZERO = (0, 1, 2)  # stage 1 shards the optimizer states over d, stage 2 the grad
 
 def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, layers, embedding,
                 loss, microbatch, t, d, p, m, sequence_parallel, recompute,
-                tp_overlap: bool = False):
+                tp_overlap: bool = False, blocking: bool = False):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
     Per stage: ``config`` (its configuration), ``layers`` (transformer layers), ``embedding``
@@ -35,7 +35,9 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     per-op model of ``fastpp.model.compute`` plus the tensor-parallel collectives of
     ``fastpp.model.comm`` on the critical path; with ``tp_overlap`` (Transformer Engine's
     ``--tp-comm-overlap``) a layer's collectives run under its own compute, only what exceeds
-    it exposed.
+    it exposed. With ``blocking`` (Megatron without ``--overlap-p2p-communication``: a batched
+    send and receive between two ops), each chunk op with ``p > 1`` also holds its device for
+    one hand-off's transfer.
 
     Returns
     -------
@@ -89,17 +91,22 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     mm = m[config]
     # one node holds the whole pipeline, or hand-offs cross nodes (ranks: t fastest, then d, p)
     crossing = pipeline_spans(hardware, t, d, p)
+    latency = np.where(crossing, hardware.network.latency, hardware.node.latency)
+    bandwidth = np.where(crossing, hardware.network.bandwidth, hardware.node.bandwidth)
+    # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off)
+    message = BYTES * seq * microbatch * model.hidden / t
+    held = np.where(blocking & (np.asarray(p) > 1), latency + message / bandwidth, 0.0)
+    held = np.where(forward > 0, per_stage(held), 0.0)  # a stage without work stays refused
     return {
-        "f": forward * mm,
-        "b": backward * mm,
+        "f": (forward + held) * mm,
+        "b": (backward + held) * mm,
         "w": weight * mm,
         "act": np.maximum(act, 1.0) * mm,
         "gamma": gamma,
         "params": params,
-        "comm": np.where(crossing, hardware.network.latency, hardware.node.latency),
-        "bandwidth": np.where(crossing, hardware.network.bandwidth, hardware.node.bandwidth),
-        # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off)
-        "message_bytes": BYTES * seq * microbatch * model.hidden / t,
+        "comm": latency,
+        "bandwidth": bandwidth,
+        "message_bytes": message,
     }
 
 

@@ -93,8 +93,8 @@ def step_time(model: Transformer, hardware, schedule, *, seq, microbatch, tp=1, 
 
 def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
                 sequence_parallel=False, recompute="none", layers=None, tp_overlap=False):
-    """The ``Costs`` of ``schedule`` (loop placement) and the stage table behind them, with
-    each hand-off priced on the link it crosses."""
+    """The ``Costs`` of ``schedule`` (loop placement) and the stage table behind them, priced
+    as ``transformer_costs`` prices them for ``plan``, Megatron's hand-offs blocking."""
     V, p = schedule.V, schedule.p
     layers = (chunk_layers(model.layers, V) if layers is None else np.asarray(layers))
     if layers.sum() != model.layers or len(layers) != V:
@@ -107,21 +107,11 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
                         loss=stage == V - 1, microbatch=one + microbatch,
                         t=one + tp, d=one + dp, p=one + p, m=one + schedule.m,
                         sequence_parallel=sequence_parallel,
-                        recompute=one + RECOMPUTE.index(recompute), tp_overlap=tp_overlap)
-    # pipeline rank r holds GPUs r t d ... (r+1) t d - 1: a hand-off crosses nodes when the
-    # next stage's device starts on another node
-    device = schedule.stage_to_device
-    node = device * tp * dp // hardware.gpus_per_node
-    crossing = np.r_[node[1:] != node[:-1], False]
-    link = [hardware.network if x else hardware.node for x in crossing]
-    # Megatron's hand-offs block the devices at both ends (a batched send and receive between
-    # two ops, no overlap with compute): each chunk op also pays one transfer
-    handoff = np.array([x.latency + float(table["message_bytes"][0]) / x.bandwidth
-                        for x in link]) * BLOCKING * (p > 1)
-    costs = Costs(f=table["f"] + schedule.m * handoff, b=table["b"] + schedule.m * handoff,
-                  w=table["w"], gamma=table["gamma"],
-                  act=table["act"], comm=np.array([x.latency for x in link]),
-                  bandwidth=np.array([x.bandwidth for x in link]),
+                        recompute=one + RECOMPUTE.index(recompute), tp_overlap=tp_overlap,
+                        blocking=True)
+    costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
+                  act=table["act"], comm=float(table["comm"][0]),
+                  bandwidth=float(table["bandwidth"][0]),
                   message_bytes=float(table["message_bytes"][0]))
     return costs, table
 
