@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-
 from numpy.typing import ArrayLike
 
 from . import kernels
