@@ -31,6 +31,7 @@ from ..ops import B, F, parse_op
 
 # the actions PyTorch labels that are not compute (they post messages or manage weights)
 _OTHER_ACTIONS = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)\d*$")
+_SEND = re.compile(r"^\d+SEND_[FB]\d+$")
 _GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
 _RECV = re.compile(r"^\w+:recv\b")  # gloo:recv, nccl:recv ...: the work object of an irecv
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)")
@@ -66,9 +67,12 @@ class RankTrace:
         The op's range (microseconds).
     first_child : ndarray, shape (k,)
         Start of the first profiled operator inside the range (``end`` when none).
+    release : ndarray, shape (k,)
+        When the op's outputs left: the end of the sends posted right after it.
     ready : ndarray, shape (k,)
         When the op's wait for its inputs returned: the end of the last receive finishing in
-        the range before its first operator; NaN when none finished there.
+        the range (a receive's range ends when its ``wait()`` returns, and only the op that
+        needs it waits for it); NaN when none finished there.
     device_clock : bool
         Times are the device's (GPU ranges, CUDA events): a wait shows as a gap between ops,
         not inside one.
@@ -86,6 +90,7 @@ class RankTrace:
     end: np.ndarray
     first_child: np.ndarray
     ready: np.ndarray
+    release: np.ndarray
     device_clock: bool
 
 
@@ -156,7 +161,7 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     events = data["traceEvents"]
     if not isinstance(events, list):
         raise ScheduleError(f"{file}: rank {rank}: traceEvents must be a list of events")
-    cpu, gpu, children, recvs = [], [], [], []
+    cpu, gpu, children, recvs, actions = [], [], [], [], []
     other_labels = 0
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
@@ -175,6 +180,9 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
             text = name[3:]
             if _OTHER_ACTIONS.match(text):
                 other_labels += 1
+                if cat == "user_annotation" and _timed(e):
+                    actions.append((float(e["ts"]), float(e["ts"]) + float(e["dur"]),
+                                    bool(_SEND.match(text))))
                 continue
             try:
                 op = parse_op(text)
@@ -218,21 +226,40 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     threads = {r[2] for r in kept}
     first_child = end.copy()
     ready = np.full(len(kept), np.nan)
+    release = end.copy()
     if not device_clock:
+        release = _release(start, end, actions)
         ts = np.sort(np.array([t for tid, t in children if tid in threads and _num(t)], float))
         at = np.searchsorted(ts, start, side="left")
         has = at < len(ts)
         first_child[has] = np.minimum(end[has], ts[np.minimum(at, len(ts) - 1)[has]])
         ends = np.sort(np.array([t + d for tid, t, d in recvs if tid in threads and _num(t)
                                  and _num(d)], float))
-        last = np.searchsorted(ends, first_child, side="right") - 1
+        last = np.searchsorted(ends, end, side="right") - 1
         found = last >= 0
         found[found] = ends[last[found]] >= start[found]
         ready[found] = ends[last[found]]
     return RankTrace(str(file), rank, world if isinstance(world, int) else None,
                      str(data.get("host_name", "")), int(data.get("baseTimeNanoseconds", 0)),
                      [r[3] for r in kept], np.array([r[4] for r in kept], np.int64).reshape(-1, 5),
-                     np.zeros(len(kept), np.int64), start, end, first_child, ready, device_clock)
+                     np.zeros(len(kept), np.int64), start, end, first_child, ready, release,
+                     device_clock)
+
+
+def _release(start: np.ndarray, end: np.ndarray, actions: list[tuple]) -> np.ndarray:
+    """When each op's outputs left: the end of the ``SEND`` actions right after its range
+    (PyTorch posts an op's sends next), else its range's end."""
+    release = end.copy()
+    actions.sort()
+    a = 0
+    for k in range(len(start)):
+        nxt = start[k + 1] if k + 1 < len(start) else np.inf
+        while a < len(actions) and actions[a][0] < end[k]:
+            a += 1
+        while a < len(actions) and actions[a][2] and actions[a][0] < nxt:
+            release[k] = min(max(release[k], actions[a][1]), nxt)
+            a += 1
+    return release
 
 
 def _num(x) -> bool:
@@ -282,4 +309,4 @@ def _read_megatron(file: Path, data: dict) -> RankTrace:
     return RankTrace(str(file), rank, None, "", 0, [r[2] for r in rows],
                      np.array([r[3] for r in rows], np.int64).reshape(-1, 5),
                      np.array([r[4] for r in rows], np.int64), start, end, end.copy(),
-                     np.full(len(rows), np.nan), True)
+                     np.full(len(rows), np.nan), end.copy(), True)

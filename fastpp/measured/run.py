@@ -1,19 +1,29 @@
 """``MeasuredRun``: a real pipeline run as fastpp sees it, and ``read_torch_trace``.
 
-Each compute op's time on its device is split three ways (seconds):
+An op's outputs leave when the sends PyTorch posts right after it are posted: its ``release``.
+The device's time from one op's release to the next one's is split (seconds):
 
 - ``wait``: blocked on an input. PyTorch posts a receive in a ``RECV_*`` action and waits for it
-  at the start of the compute action that needs it; the receive's own profiler range
+  at the start of the compute action that needs it; the receive's profiler range
   (``gloo:recv``) ends when that wait returns. So ``wait`` is the receive's end minus the range
-  start, less the time every op spends before it reaches its wait (the device's smallest such
-  gap over its ops: one that did not block). With device clocks (GPU ranges, CUDA events) the
-  wait is the idle gap before an op that takes an input from another device.
+  start, less the time every op spends before it reaches its wait (the device's least over its
+  ops: one that did not block). With device clocks (GPU ranges, CUDA events) it is the idle gap
+  before an op that takes an input from another device. A device's first op also waits from
+  the run's start to its range.
 - ``compute``: the rest of the op's range (its operators and the Python around them).
-- ``overhead``: the device's time after the range until its next op's range: posting sends and
-  receives, the scheduler's bookkeeping. It is work, not waiting, so the replay charges it.
+- ``overhead``: the device's time outside ranges charged to the op: from the previous op's
+  release to this range (posting receives, the scheduler's bookkeeping, the process being
+  descheduled) and posting its own sends. Work, not waiting.
+- ``stall``: the part of ``wait`` that its producer's release plus the hand-off ``latency`` does
+  not explain. gloo moves a message only once both its send and its receive are posted, so an
+  input sent before its receive was posted still arrives a rendezvous after the receive; and
+  a descheduled process answers late. The device pays that wherever the op runs.
 
-The replay gives the engine ``compute + overhead`` for every op (``durations``), and the
-hand-off latency measured from the ops that blocked, so the engine re-derives the waits.
+A replay gives the engine ``compute + overhead + stall`` for every op (``durations``) and the
+run's ``latency``; the engine re-derives the rest of every wait from the ops' dependencies. It
+is exact op by op where each input's producer released it at least ``latency`` before its
+consumer's wait ended and before the consumer's pre-wait work began; where a producer released
+during that work, the engine's op (its wait first, then its work) ends late by the overlap.
 """
 
 from __future__ import annotations
@@ -48,7 +58,8 @@ class Comparison:
     ----------
     ops : DataFrame
         One row per op: ``device, position, label``, the measured and simulated ``start`` (the
-        op's inputs ready and its device free) and ``end`` (its device free again), and
+        device free and the op's inputs in, less its ``stall``) and ``end`` (its outputs sent:
+        the measured ``release``), and
         ``late``: how much later the measured op ended, ``lost``: how much of that this op
         added (``late`` minus its device's previous op's ``late``).
     measured, simulated : float
@@ -88,28 +99,34 @@ class MeasuredRun:
         Devices (ranks), microbatches, chunks per device.
     makespan : float
         First op start to last op end over all ranks.
-    start, end, wait, compute, overhead : ndarray, shape (p, L)
-        Per op, like ``schedule.kind``: its range, and its time split (module docstring).
+    start, end, release : ndarray, shape (p, L)
+        Per op, like ``schedule.kind``: its range, and when its sends were posted.
+    wait, compute, overhead, stall : ndarray, shape (p, L)
+        Its time split (module docstring): the device's time from the previous op's
+        ``release`` to this op's is ``wait + compute + overhead`` (from the run's start for a
+        device's first op).
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host.
     offset_residual : float
         How far the true offsets can be from ``offsets`` given the hand-offs (seconds).
     latency : float
-        The hand-off latency: median over the ops that blocked of the time from their
-        producer's device being free to them starting (seconds, >= 0).
+        The hand-off latency: the median, over the ops that blocked on an input still being
+        made when they began to wait, of the time from its producer's ``release`` to the wait's
+        end (seconds, >= 0).
     files : list of str
         Rank ``r``'s file at ``files[r]``.
     hosts : list of str
         Rank ``r``'s host.
     """
 
-    def __init__(self, schedule: Schedule, start, end, wait, compute, overhead, offsets,
-                 offset_residual: float, latency: float, files: list[str], hosts: list[str]):
+    def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
+                 latency: float, offsets, offset_residual: float, files: list[str],
+                 hosts: list[str]):
         self.schedule = schedule
         self.p, self.n, self.m = schedule.p, schedule.n, schedule.m
-        self.start, self.end, self.wait = start, end, wait
-        self.compute, self.overhead = compute, overhead
+        self.start, self.end, self.release = start, end, release
+        self.wait, self.compute, self.overhead, self.stall = wait, compute, overhead, stall
         self.offsets = offsets
         self.offset_residual = float(offset_residual)
         self.latency = float(latency)
@@ -123,15 +140,16 @@ class MeasuredRun:
 
     @property
     def durations(self) -> np.ndarray:
-        """Each op's time on its device without its wait: ``compute + overhead``, the
-        ``durations`` a replay simulates."""
-        return self.compute + self.overhead
+        """Each op's time on its device, less the part of its wait the engine re-derives from
+        its inputs: ``compute + overhead + stall``, the ``durations`` a replay simulates."""
+        return self.compute + self.overhead + self.stall
 
     @cached_property
     def ops(self) -> pd.DataFrame:
         """One row per op: ``device, position`` (its place in ``schedule``'s op matrix),
         ``label, kind, stage, microbatch, stage2, microbatch2`` (the backward half of an
-        overlapped pair, else -1), ``start, end, wait, compute, overhead`` (seconds)."""
+        overlapped pair, else -1), and in seconds ``start, end`` (its range), ``release`` (its
+        sends posted), ``wait, compute, overhead, stall`` (the module docstring)."""
         s = self.schedule
         used = _used(s)
         device, position = np.nonzero(used)
@@ -141,8 +159,9 @@ class MeasuredRun:
             "label": [s.token(r, k) for r, k in zip(device, position, strict=True)],
             "kind": kinds[s.kind[used]], "stage": s.stage[used], "microbatch": s.mb[used],
             "stage2": s.stage2[used], "microbatch2": s.mb2[used],
-            "start": self.start[used], "end": self.end[used], "wait": self.wait[used],
-            "compute": self.compute[used], "overhead": self.overhead[used]})
+            "start": self.start[used], "end": self.end[used], "release": self.release[used],
+            "wait": self.wait[used], "compute": self.compute[used],
+            "overhead": self.overhead[used], "stall": self.stall[used]})
 
     def costs(self, per: str = "device") -> Costs:
         """Costs calibrated from the run, in fastpp's units (seconds).
@@ -204,15 +223,16 @@ class MeasuredRun:
             raise ScheduleError(f"result must simulate this run's schedule (got "
                                 f"{result.schedule!r}, the run is {s!r})")
         used = _used(s)
-        busy_start = self.end - self.compute  # inputs ready, device free: the engine's start
-        free = self.end + self.overhead
+        before = np.concatenate([np.zeros((s.p, 1)), self.release[:, :-1]], axis=1)
+        begin = np.where(used, before + self.wait - self.stall, 0.0)  # as the engine sees it
+        free = self.release
         late = np.where(used, free - result.end, 0.0)
         lost = late - np.concatenate([np.zeros((s.p, 1)), late[:, :-1]], axis=1)
         device, position = np.nonzero(used)
         table = pd.DataFrame({
             "device": device, "position": position,
             "label": [s.token(r, k) for r, k in zip(device, position, strict=True)],
-            "measured_start": busy_start[used], "measured_end": free[used],
+            "measured_start": begin[used], "measured_end": free[used],
             "simulated_start": result.start[used], "simulated_end": result.end[used],
             "late": late[used], "lost": lost[used]})
         worst = int(np.argmax(table["lost"].to_numpy()))
@@ -273,12 +293,13 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     L = schedule.kind.shape[1]
     base = min(t.base_ns for t in traces)
     shape = (p, L)
-    start, end, child, ready = (np.full(shape, np.nan) for _ in range(4))
+    start, end, child, ready, release = (np.full(shape, np.nan) for _ in range(5))
     for t in traces:  # microseconds on each host's raw clock
         shift = (t.base_ns - base) / 1e3
         k = len(t.labels)
         start[t.rank, :k], end[t.rank, :k] = t.start + shift, t.end + shift
         child[t.rank, :k], ready[t.rank, :k] = t.first_child + shift, t.ready + shift
+        release[t.rank, :k] = t.release + shift
     device_clock = np.array([t.device_clock for t in traces])
     pro, con = _handoffs(schedule)
     # the latest a hand-off can have arrived: the receive's end, else the op's first operator
@@ -295,27 +316,51 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
 
     hosts = [t.host for t in traces]
     offsets, residual = align(hosts, pro[0], con[0], observed, describe)
-    for a in (start, end, child, ready, arrival):
-        a -= offsets[:, None]
-    origin = np.nanmin(start)
-    start, end, child, ready, arrival = ((a - origin) * 1e-6 for a in
-                                         (start, end, child, ready, arrival))
-    wait = _waits(schedule, start, end, ready, device_clock, con)
+    origin = np.nanmin(start - offsets[:, None])
     used = _used(schedule)
-    nxt = np.concatenate([start[:, 1:], np.full((p, 1), np.nan)], axis=1)
-    nxt_wait = np.concatenate([wait[:, 1:], np.zeros((p, 1))], axis=1)
-    last = np.arange(L)[None, :] == (schedule.length[:, None] - 1)
-    overhead = np.where(last, 0.0, nxt - end - np.where(device_clock[:, None], nxt_wait, 0.0))
-    overhead = np.where(used, np.maximum(overhead, 0.0), 0.0)
-    compute = np.where(used, end - start - np.where(device_clock[:, None], 0.0, wait), 0.0)
-    for a in (start, end, wait):
-        a[~used] = 0.0
-    busy_start = end - compute
-    blocked = wait[con] > BLOCKED
-    gaps = busy_start[con][blocked] - (end + overhead)[pro][blocked]
+    start, end, ready, release = (np.where(used, (a - offsets[:, None] - origin) * 1e-6, 0.0)
+                                  for a in (start, end, ready, release))
+    ready[~used] = np.nan
+    times = _split(schedule, start, end, ready, release, device_clock, pro, con)
+    return MeasuredRun(schedule, start, end, release, *times, offsets * 1e-6, residual * 1e-6,
+                       [t.file for t in traces], hosts)
+
+
+def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
+    """Each op's ``wait, compute, overhead, stall`` and the run's hand-off ``latency``
+    (seconds; the module docstring says what each is)."""
+    p, L = s.kind.shape
+    used = _used(s)
+    first = np.arange(L)[None, :] == 0
+    before = np.concatenate([np.zeros((p, 1)), release[:, :-1]], axis=1)  # device free
+    takes_input = np.zeros((p, L), bool)
+    takes_input[con] = True
+    gpu = np.broadcast_to(device_clock[:, None], (p, L))
+    # CPU: blocked inside the range, from its start to the receive's end, less the time every
+    # op spends before reaching its wait (the device's least over its ops: one that did not block)
+    reach = ready - start
+    least = np.array([np.nanmin(row) if np.any(np.isfinite(row)) else 0.0 for row in reach])
+    inside = np.where(np.isfinite(reach), np.maximum(reach - least[:, None], 0.0), 0.0)
+    inside = np.where(gpu, 0.0, inside)
+    gap = np.maximum(start - before, 0.0)  # before the range: posting receives, the scheduler
+    gap_wait = np.where(first | (gpu & takes_input), gap, 0.0)  # devices idle before an op
+    wait = np.where(used, inside + gap_wait, 0.0)
+    compute = np.where(used, end - start - inside, 0.0)
+    overhead = np.where(used, gap - gap_wait + np.maximum(release - end, 0.0), 0.0)
+    # the latency: ops that blocked on an input whose producer released it only after the op
+    # began waiting (the wait is then the hand-off's own)
+    latest = np.full((p, L), -np.inf)
+    np.maximum.at(latest, con, release[pro])
+    began = np.where(gpu | first, before, start)
+    busy = end - compute  # the wait over: inputs in, device free
+    blocked = used & (busy - began > BLOCKED) & (latest > began)
+    gaps = (busy - latest)[blocked]
     latency = max(0.0, float(np.median(gaps))) if gaps.size else 0.0
-    return MeasuredRun(schedule, start, end, wait, compute, overhead, offsets * 1e-6,
-                       residual * 1e-6, latency, [t.file for t in traces], hosts)
+    # the engine waits for the producer plus the latency; the rest of a wait (an input sent
+    # before its receive was posted comes a rendezvous later, ...) the device pays anyway
+    explained = np.where(np.isfinite(latest), np.clip(latest + latency - before, 0.0, wait), 0.0)
+    stall = wait - explained
+    return wait, compute, overhead, stall, latency
 
 
 def _ranked(traces: list[RankTrace]) -> list[RankTrace]:
@@ -463,22 +508,3 @@ def _handoffs(s: Schedule) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndar
     cross = rs[producer] != rs[consumer]
     producer, consumer = producer[cross], consumer[cross]
     return (rs[producer], ks[producer]), (rs[consumer], ks[consumer])
-
-
-def _waits(s: Schedule, start, end, ready, device_clock, con) -> np.ndarray:
-    """Each op's wait (seconds; module docstring)."""
-    wait = np.zeros(start.shape)
-    for r in range(s.p):
-        L = s.length[r]
-        if device_clock[r]:
-            before = np.concatenate([[0.0], end[r, : L - 1]])
-            takes_input = np.zeros(L, bool)
-            takes_input[con[1][con[0] == r]] = True
-            wait[r, :L] = np.where(takes_input, np.maximum(start[r, :L] - before, 0.0), 0.0)
-            continue
-        reach = ready[r, :L] - start[r, :L]
-        if np.all(np.isnan(reach)):
-            continue
-        wait[r, :L] = np.where(np.isnan(reach), 0.0, np.maximum(reach - np.nanmin(reach), 0.0))
-    return wait
-
