@@ -6,7 +6,7 @@ The device's time from one op's release to the next one's is split (seconds):
 - ``wait``: blocked on an input. PyTorch posts a receive in a ``RECV_*`` action and waits for it
   at the start of the compute action that needs it; the receive's profiler range
   (``gloo:recv``) ends when that wait returns. So ``wait`` is the receive's end minus the range
-  start, less the time every op spends before it reaches its wait (the device's least over its
+  start, less the time every op spends before it reaches its wait (the least over the run's
   ops: one that did not block). With device clocks (GPU ranges, CUDA events) it is the idle gap
   before an op that takes an input from another device. A device's first op also waits from
   the run's start to its range.
@@ -337,10 +337,12 @@ def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
     takes_input[con] = True
     gpu = np.broadcast_to(device_clock[:, None], (p, L))
     # CPU: blocked inside the range, from its start to the receive's end, less the time every
-    # op spends before reaching its wait (the device's least over its ops: one that did not block)
+    # op spends before reaching its wait: the least over the run (an op that did not block; the
+    # same runtime code on every rank, and a rank may block at every receive, as GPipe's last
+    # ones do in the forward)
     reach = ready - start
-    least = np.array([np.nanmin(row) if np.any(np.isfinite(row)) else 0.0 for row in reach])
-    inside = np.where(np.isfinite(reach), np.maximum(reach - least[:, None], 0.0), 0.0)
+    least = np.nanmin(reach) if np.any(np.isfinite(reach)) else 0.0
+    inside = np.where(np.isfinite(reach), np.maximum(reach - least, 0.0), 0.0)
     inside = np.where(gpu, 0.0, inside)
     gap = np.maximum(start - before, 0.0)  # before the range: posting receives, the scheduler
     gap_wait = np.where(first | (gpu & takes_input), gap, 0.0)  # devices idle before an op
