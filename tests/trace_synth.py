@@ -101,7 +101,7 @@ def write(folder, schedule, timeline, *, offsets=None, hosts=None, gz=False, wor
         events = [{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": r,
                    "tid": r, "ts": TS0, "dur": 1.0}]
 
-        def span(cat, name, a, b, r=r, us=us):
+        def span(cat, name, a, b, r=r, us=us, events=events):
             events.append({"ph": "X", "cat": cat, "name": name, "pid": 100 + r, "tid": 100 + r,
                            "ts": us(a), "dur": us(b) - us(a), "args": {}})
 
