@@ -422,19 +422,20 @@ def _schedule(traces: list[RankTrace], where: dict) -> Schedule:
     forwards = Counter(s for (kind, s, *_rest) in where if kind in (F, FB))
     n = Counter(forwards.values()).most_common(1)[0][0] if forwards else 0
     for t in traces:
-        for k, (kind, s, j, s2, j2) in enumerate(t.ops.tolist()):
-            parts = [(s, j)] + ([(s2, j2)] if kind == FB else [])
-            for stage, mb in parts:
-                if stage >= V:
-                    raise ScheduleError(
-                        f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at ts={t.start[k]:.3f}: "
-                        f"stage {stage} is out of range: the run's stages are 0..{V - 1} "
-                        f"(no op of stage {V} ran)")
-                if mb >= n:
-                    raise ScheduleError(
-                        f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at ts={t.start[k]:.3f}: "
-                        f"microbatch {mb} is out of range: most stages ran n={n} forwards "
+        pair = t.ops[:, 0] == FB
+        for stage, mb in ((t.ops[:, 1], t.ops[:, 2]),
+                          (np.where(pair, t.ops[:, 3], 0), np.where(pair, t.ops[:, 4], 0))):
+            k = int(np.argmax((stage >= V) | (mb >= n)))
+            if stage[k] >= V:
+                rule = (f"stage {stage[k]} is out of range: the run's stages are 0..{V - 1} (no "
+                        f"op of stage {V} ran)")
+            elif mb[k] >= n:
+                rule = (f"microbatch {mb[k]} is out of range: most stages ran n={n} forwards "
                         f"(microbatches 0..{n - 1})")
+            else:
+                continue
+            raise ScheduleError(f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at "
+                                f"ts={t.start[k]:.3f}: {rule}")
     owner: dict[int, int] = {}
     for (kind, s, _, s2, _), (r, k) in where.items():
         for stage in (s, s2) if kind == FB else (s,):
