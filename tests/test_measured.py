@@ -66,11 +66,12 @@ def test_synthetic_times_are_recovered_exactly(tmp_path, rng):
     assert row.wait == pytest.approx(truth["wait"][1, k], abs=EXACT)
 
 
-def test_injected_waits_are_the_stall_and_the_replay_is_exact(tmp_path, rng):
-    """Without gaps before the ops the engine's order of work and wait is the run's: the
-    latency (less the time to reach the wait) and every injected delay come back, and the
-    replay reproduces every op to float precision."""
-    s, truth = synthetic(rng, "interleaved-1f1b", 4, 8, 2, lead=False, extra=True)
+@pytest.mark.parametrize("lead", [False, True])
+def test_injected_waits_are_the_stall_and_the_replay_is_exact(tmp_path, rng, lead):
+    """The latency (less the time to reach the wait) and every injected delay come back, and
+    the replay reproduces every op to float precision, with or without work (posting
+    receives) before the ops' ranges."""
+    s, truth = synthetic(rng, "interleaved-1f1b", 4, 8, 2, lead=lead, extra=True)
     trace_synth.write(tmp_path, s, truth)
     run = read_torch_trace(tmp_path)
     assert_recovered(run, truth, s)

@@ -14,16 +14,18 @@ The device's time from one op's release to the next one's is split (seconds):
 - ``overhead``: the device's time outside ranges charged to the op: from the previous op's
   release to this range (posting receives, the scheduler's bookkeeping, the process being
   descheduled) and posting its own sends. Work, not waiting.
-- ``stall``: the part of ``wait`` that its producer's release plus the hand-off ``latency`` does
-  not explain. gloo moves a message only once both its send and its receive are posted, so an
-  input sent before its receive was posted still arrives a rendezvous after the receive; and
-  a descheduled process answers late. The device pays that wherever the op runs.
+- ``stall``: the part of ``wait`` that its inputs' producers' release plus the hand-off
+  ``latency`` does not explain. gloo moves a message only once both its send and its receive
+  are posted, so an input sent before its receive was posted still arrives a rendezvous after
+  the receive; and a descheduled process answers late. The device pays that wherever the op
+  runs.
 
-A replay gives the engine ``compute + overhead + stall`` for every op (``durations``) and the
-run's ``latency``; the engine re-derives the rest of every wait from the ops' dependencies. It
-is exact op by op where each input's producer released it at least ``latency`` before its
-consumer's wait ended and before the consumer's pre-wait work began; where a producer released
-during that work, the engine's op (its wait first, then its work) ends late by the overlap.
+A replay runs each op for its ``durations``: its whole slot, from the previous op's release to
+its own, less the time the engine idles for its inputs (their producers' release plus the run's
+``latency``, at most the op's wait and the work before it, which the wait overlaps in the run:
+receives are posted while inputs travel). Idle plus duration is then the op's slot, so the
+replay is exact op by op as long as no input came sooner after its producer than ``latency``;
+one that did makes its op end that much later in the replay.
 """
 
 from __future__ import annotations
@@ -57,9 +59,9 @@ class Comparison:
     Attributes
     ----------
     ops : DataFrame
-        One row per op: ``device, position, label``, the measured and simulated ``start`` (the
-        device free and the op's inputs in, less its ``stall``) and ``end`` (its outputs sent:
-        the measured ``release``), and
+        One row per op: ``device, position, label``, the measured and simulated ``start``
+        (measured: ``release - durations``, where the engine would start it) and ``end`` (its
+        outputs sent: the measured ``release``), and
         ``late``: how much later the measured op ended, ``lost``: how much of that this op
         added (``late`` minus its device's previous op's ``late``).
     measured, simulated : float
@@ -105,6 +107,8 @@ class MeasuredRun:
         Its time split (module docstring): the device's time from the previous op's
         ``release`` to this op's is ``wait + compute + overhead`` (from the run's start for a
         device's first op).
+    durations : ndarray, shape (p, L)
+        What a replay runs each op for (module docstring).
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host.
@@ -121,12 +125,13 @@ class MeasuredRun:
     """
 
     def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
-                 latency: float, offsets, offset_residual: float, files: list[str],
+                 durations, latency: float, offsets, offset_residual: float, files: list[str],
                  hosts: list[str]):
         self.schedule = schedule
         self.p, self.n, self.m = schedule.p, schedule.n, schedule.m
         self.start, self.end, self.release = start, end, release
         self.wait, self.compute, self.overhead, self.stall = wait, compute, overhead, stall
+        self.durations = durations
         self.offsets = offsets
         self.offset_residual = float(offset_residual)
         self.latency = float(latency)
@@ -137,12 +142,6 @@ class MeasuredRun:
     def __repr__(self) -> str:
         return (f"MeasuredRun(p={self.p}, n={self.n}, m={self.m}, ops={self.schedule.num_ops}, "
                 f"makespan={self.makespan:.6g} s)")
-
-    @property
-    def durations(self) -> np.ndarray:
-        """Each op's time on its device, less the part of its wait the engine re-derives from
-        its inputs: ``compute + overhead + stall``, the ``durations`` a replay simulates."""
-        return self.compute + self.overhead + self.stall
 
     @cached_property
     def ops(self) -> pd.DataFrame:
@@ -166,10 +165,11 @@ class MeasuredRun:
     def costs(self, per: str = "device") -> Costs:
         """Costs calibrated from the run, in fastpp's units (seconds).
 
-        ``f``, ``b``, ``w`` and ``fb`` are medians of the ops' ``durations`` (compute and
-        overhead) times ``m`` (a chunk op takes ``f/m``): ``b`` of the full backwards, or of
-        ``I`` plus ``W`` in a split schedule, ``w`` of the ``W`` ops (0 without); ``comm`` is
-        ``latency``. ``gamma`` and ``act`` keep their defaults (a trace has no memory).
+        ``f``, ``b``, ``w`` and ``fb`` are medians of the ops' ``durations`` (their time on
+        the device without the engine's idle) times ``m`` (a chunk op takes ``f/m``): ``b``
+        of the full backwards, or of ``I`` plus ``W`` in a split schedule, ``w`` of the ``W``
+        ops (0 without); ``comm`` is ``latency``. ``gamma`` and ``act`` keep their defaults
+        (a trace has no memory).
 
         Parameters
         ----------
@@ -223,8 +223,7 @@ class MeasuredRun:
             raise ScheduleError(f"result must simulate this run's schedule (got "
                                 f"{result.schedule!r}, the run is {s!r})")
         used = _used(s)
-        before = np.concatenate([np.zeros((s.p, 1)), self.release[:, :-1]], axis=1)
-        begin = np.where(used, before + self.wait - self.stall, 0.0)  # as the engine sees it
+        begin = np.where(used, self.release - self.durations, 0.0)  # as the engine sees it
         free = self.release
         late = np.where(used, free - result.end, 0.0)
         lost = late - np.concatenate([np.zeros((s.p, 1)), late[:, :-1]], axis=1)
@@ -327,8 +326,8 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
 
 
 def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
-    """Each op's ``wait, compute, overhead, stall`` and the run's hand-off ``latency``
-    (seconds; the module docstring says what each is)."""
+    """Each op's ``wait, compute, overhead, stall``, the ``durations`` a replay runs and the
+    run's hand-off ``latency`` (seconds; the module docstring says what each is)."""
     p, L = s.kind.shape
     used = _used(s)
     first = np.arange(L)[None, :] == 0
@@ -358,11 +357,15 @@ def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
     blocked = used & (busy - began > BLOCKED) & (latest > began)
     gaps = (busy - latest)[blocked]
     latency = max(0.0, float(np.median(gaps))) if gaps.size else 0.0
-    # the engine waits for the producer plus the latency; the rest of a wait (an input sent
-    # before its receive was posted comes a rendezvous later, ...) the device pays anyway
-    explained = np.where(np.isfinite(latest), np.clip(latest + latency - before, 0.0, wait), 0.0)
-    stall = wait - explained
-    return wait, compute, overhead, stall, latency
+    # the engine idles until the producer's release plus the latency, then runs the op's
+    # whole slot; that idle can stand for the op's wait and for the work before it (posting
+    # receives overlaps the wait). The rest of a wait (an input sent before its receive was
+    # posted comes a rendezvous later, ...) the device pays anyway: its stall.
+    due = latest + latency  # -inf without an input from another device
+    idle = np.where(used, np.clip(due - before, 0.0, busy - before), 0.0)
+    stall = np.where(used, np.clip(busy - due, 0.0, wait), 0.0)
+    durations = np.where(used, release - before - idle, 0.0)
+    return wait, compute, overhead, stall, durations, latency
 
 
 def _ranked(traces: list[RankTrace]) -> list[RankTrace]:
