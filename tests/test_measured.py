@@ -231,6 +231,23 @@ def test_calibrated_costs():
         run.costs(per="rank")
 
 
+def test_each_real_run_from_its_own_costs():
+    """Calibration, not replay: each run simulated with one cost per op kind and device and
+    one latency. The figures in MeasuredRun.costs's docstring."""
+    errors = {}
+    for statistic in ("median", "mean"):
+        for folder in REAL:
+            run = read_torch_trace(DATA / folder)
+            made = simulate(run.schedule, run.costs(statistic=statistic)).makespan
+            errors[statistic, folder] = made / run.makespan - 1
+        shown = ", ".join(f"{f} {errors[statistic, f]:+.1%}" for f in REAL)
+        print(f"{statistic}: {shown}")
+    means = [errors["mean", f] for f in REAL]
+    medians = [errors["median", f] for f in REAL]
+    assert -0.10 <= min(means) and max(means) <= 0.03
+    assert -0.42 <= min(medians) and max(medians) <= -0.02
+
+
 def test_compare_needs_the_runs_schedule():
     run = read_torch_trace(DATA / "gpipe")
     with pytest.raises(ScheduleError, match="result must simulate this run's schedule"):
