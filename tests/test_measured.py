@@ -411,3 +411,43 @@ def test_bad_paths(tmp_path):
 def test_public_names():
     assert fastpp.read_torch_trace is read_torch_trace
     assert "MeasuredRun" in fastpp.__all__ and "read_torch_trace" in fastpp.__all__
+
+
+def test_random_damage_is_a_clear_error_or_a_valid_run(tmp_path, rng):
+    """Events deleted, fields dropped or mistyped, names and times changed at random: every
+    read ends in a ScheduleError or a run whose schedule validated, never another error."""
+    data = real_copy(tmp_path)
+    original = [json.dumps(d) for d in data]
+    outcomes = {"error": 0, "valid": 0}
+    for _ in range(60):
+        r = int(rng.integers(2))
+        damaged = json.loads(original[r])
+        events_ = damaged["traceEvents"]
+        for _ in range(int(rng.integers(1, 4))):
+            i = int(rng.integers(len(events_)))
+            e = events_[i]
+            what = rng.integers(6)
+            if what == 0:
+                del events_[i]
+            elif what == 1 and isinstance(e, dict) and e:
+                del e[list(e)[int(rng.integers(len(e)))]]
+            elif what == 2 and isinstance(e, dict):
+                e["ts"] = ["not", "a", "number"][int(rng.integers(3))]
+            elif what == 3 and isinstance(e, dict):
+                e["name"] = str(rng.choice(["PP:0F0", "PP:9B9", "PP:", "PP:1SEND_F", "gloo:recv",
+                                            "Forward 7", "PP:(0F1;3B1)OVERLAP_F_B", 17]))
+            elif what == 4 and isinstance(e, dict) and isinstance(e.get("dur"), float):
+                e["dur"] = -e["dur"]
+            else:
+                events_[i] = "garbage"
+        rewrite(tmp_path, r, damaged)
+        try:
+            run = read_torch_trace(tmp_path)
+        except ScheduleError:
+            outcomes["error"] += 1
+        else:
+            assert run.schedule.num_ops > 0
+            outcomes["valid"] += 1
+        rewrite(tmp_path, r, json.loads(original[r]))
+    print(outcomes)
+    assert outcomes["error"] > 0

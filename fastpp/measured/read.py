@@ -210,7 +210,12 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     if not device_clock:
         threads = list({r[2] for r in kept})
         release = _release(start, end, sends)
-        ts = np.array(child_ts, float)[np.isin(np.array(child_tid, object), threads)]
+        try:
+            ts = np.array(child_ts, float)[np.isin(np.array(child_tid, object), threads)]
+        except (TypeError, ValueError):
+            bad = next(t for t in child_ts if not _num(t))
+            raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has ts={bad!r}, not a "
+                                f"number") from None
         ts.sort()
         at = np.searchsorted(ts, start, side="left")
         has = at < len(ts)
@@ -248,6 +253,9 @@ def _classify(file: Path, rank: int, marks: list[tuple]):
     for name, a, d, tid in marks:
         if not isinstance(name, str):
             continue
+        if d < 0:
+            raise ScheduleError(f"{file}: rank {rank}: event {name!r} at ts={a} has a negative "
+                                f"duration (dur={d})")
         if name.startswith("PP:"):
             plain = _PLAIN_PP.match(name)
             if plain:  # the common case, without parse_op's generality
