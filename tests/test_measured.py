@@ -166,6 +166,11 @@ def test_megatron_timer_files(tmp_path, rng):
             times[f"{key}-end"] = truth["end"][r, k] * 1e3
         name = f"event_times_PP2_VPP2_TPxCPxDP_rank_0_pp_rank_{r}_rank_{r * 4}.json"
         (tmp_path / name).write_text(json.dumps(times))
+        # a tensor-parallel replica of the same pipeline rank: left out of a folder
+        replica = tmp_path / name.replace("TPxCPxDP_rank_0", "TPxCPxDP_rank_1")
+        replica.write_text(json.dumps(times))
+    with pytest.raises(ScheduleError, match="a TPxCPxDP rank other than 0"):
+        read_torch_trace(replica)
     run = read_torch_trace(tmp_path)
     assert run.schedule.tokens() == s.tokens()
     assert run.makespan == pytest.approx(np.nanmax(truth["end"]), abs=EXACT)

@@ -106,7 +106,8 @@ def trace_files(path) -> list[Path]:
         p = Path(path)
         if p.is_dir():
             files = sorted(f for f in p.iterdir() if f.is_file()
-                           and (f.name.endswith(".json") or f.name.endswith(".json.gz")))
+                           and (f.name.endswith(".json") or f.name.endswith(".json.gz"))
+                           and not _replica(f))
             if not files:
                 raise ScheduleError(f"path {str(p)!r} holds no .json or .json.gz trace files")
             return files
@@ -127,6 +128,13 @@ def trace_files(path) -> list[Path]:
     return files
 
 
+def _replica(file: Path) -> bool:
+    """A Megatron timer file of a tensor/context/data-parallel replica (its TPxCPxDP rank is not
+    0): the same pipeline rank again, left out of a folder as PP-Schedule-Visualization does."""
+    tp = _MEGATRON_TP_RANK.search(file.name)
+    return bool(tp) and int(tp.group(1)) != 0
+
+
 def read_file(file: Path) -> RankTrace:
     """Parse one rank's file (either format)."""
     data = _load_json(file)
@@ -135,7 +143,8 @@ def read_file(file: Path) -> RankTrace:
     if isinstance(data, dict) and any(_MEGATRON_KEY.match(str(k)) for k in data):
         return _read_megatron(file, data)
     raise ScheduleError(f"{file}: not a profiler trace (no 'traceEvents') nor a Megatron PP-timer "
-                        f"file (no 'forward-...-start' keys)")
+                        f"file (no 'forward-...-start' keys); pass the trace files as a list if "
+                        f"their folder holds other JSON files")
 
 
 def _load_json(file: Path):
@@ -313,8 +322,7 @@ def _read_megatron(file: Path, data: dict) -> RankTrace:
     if rank is None:
         raise ScheduleError(f"{file}: no rank: a Megatron PP-timer file is named "
                             f"'event_times_..._pp_rank_<r>_rank_<g>.json'")
-    tp = _MEGATRON_TP_RANK.search(file.name)
-    if tp and int(tp.group(1)) != 0:
+    if _replica(file):
         raise ScheduleError(f"{file}: rank {rank}: a TPxCPxDP rank other than 0; pass only the "
                             f"files of TPxCPxDP rank 0 (one per pipeline rank)")
     times: dict[tuple, dict[str, float]] = {}
