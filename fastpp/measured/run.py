@@ -185,22 +185,15 @@ class MeasuredRun:
         """
         one_of(per, "per", ("device", "stage"))
         one_of(statistic, "statistic", ("median", "mean"))
-        reduce = np.median if statistic == "median" else np.mean
         s = self.schedule
         used = _used(s)
         group = (np.broadcast_to(np.arange(s.p)[:, None], s.kind.shape) if per == "device"
                  else s.stage)
         size = s.p if per == "device" else s.V
-        dur = self.durations
 
         def typical(kind) -> np.ndarray:
-            out = np.full(size, np.nan)
             pick = used & (s.kind == kind)
-            for g in range(size):
-                values = dur[pick & (group == g)]
-                if values.size:
-                    out[g] = reduce(values)
-            return out * s.m
+            return _by_group(group[pick], self.durations[pick], size, statistic) * s.m
 
         f, full, i, w, fb = typical(F), typical(B), typical(I), typical(W), typical(FB)
         split = np.isfinite(i) & np.isfinite(w)
@@ -245,6 +238,22 @@ class MeasuredRun:
         return Comparison(table, self.makespan, result.makespan,
                           result.makespan / self.makespan - 1.0, int(table["device"][worst]),
                           str(table["label"][worst]), float(table["lost"][worst]))
+
+
+def _by_group(keys: np.ndarray, values: np.ndarray, size: int, statistic: str) -> np.ndarray:
+    """The median or mean of ``values`` for each key ``0..size-1`` (NaN for a key without
+    values), all groups at once."""
+    count = np.bincount(keys, minlength=size)
+    out = np.full(size, np.nan)
+    has = count > 0
+    if statistic == "mean":
+        out[has] = np.bincount(keys, values, minlength=size)[has] / count[has]
+        return out
+    ordered = values[np.lexsort((values, keys))]
+    first = np.cumsum(count) - count
+    c = count[has]
+    out[has] = (ordered[first[has] + (c - 1) // 2] + ordered[first[has] + c // 2]) / 2
+    return out
 
 
 def _used(s: Schedule) -> np.ndarray:
