@@ -4,8 +4,9 @@
   JSON: each op's ``PP:`` range, one operator inside it, its receive, its send and receive
   actions), against what any reader must at least do: the standard library's ``json.loads``
   of every file. The issue's target is 2 s for the whole read.
-- ``replay``: ``MeasuredRun.replay()`` (``simulate`` with per-op durations) against
-  ``simulate`` of the same schedule with per-stage costs; the time per op is reported.
+- ``replay``: ``MeasuredRun.replay()`` (``simulate`` with per-op durations; the run's calibrated
+  costs, computed once per run, are cached) against ``simulate`` of the same schedule with
+  per-stage costs; the time per op is reported.
 
 The normal suite runs each once on a small run (``--benchmark-disable``); ``pytest bench
 --benchmark-enable -k measured`` measures the full size.

@@ -132,6 +132,7 @@ class MeasuredRun:
         self.start, self.end, self.release = start, end, release
         self.wait, self.compute, self.overhead, self.stall = wait, compute, overhead, stall
         self.durations = durations
+        self._costs: dict[tuple[str, str], Costs] = {}
         self.offsets = offsets
         self.offset_residual = float(offset_residual)
         self.latency = float(latency)
@@ -185,6 +186,11 @@ class MeasuredRun:
         """
         one_of(per, "per", ("device", "stage"))
         one_of(statistic, "statistic", ("median", "mean"))
+        if (per, statistic) not in self._costs:  # a run does not change: calibrate once
+            self._costs[per, statistic] = self._calibrate(per, statistic)
+        return self._costs[per, statistic]
+
+    def _calibrate(self, per: str, statistic: str) -> Costs:
         s = self.schedule
         used = _used(s)
         group = (np.broadcast_to(np.arange(s.p)[:, None], s.kind.shape) if per == "device"
