@@ -79,6 +79,9 @@ class RankTrace:
     sent : ndarray, shape (k,)
         The earliest its outputs can have left: the first send posted inside its range
         (``ScheduleGPipe`` posts its sends inside ``Forward {i}``), else its range's end.
+    operators : ndarray, shape (k,)
+        Time in the profiled operators inside the range (the ``aten::`` work, each counted
+        once); with device clocks the whole range.
     ready : ndarray, shape (k,)
         When the op's wait for its inputs returned: the end of the last receive finishing in
         the range (a receive's range ends when its ``wait()`` returns, and only the op that
@@ -102,6 +105,7 @@ class RankTrace:
     ready: np.ndarray
     release: np.ndarray
     sent: np.ndarray
+    operators: np.ndarray
     device_clock: bool
 
 
@@ -182,7 +186,7 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     if not isinstance(events, list):
         raise ScheduleError(f"{file}: rank {rank}: traceEvents must be a list of events")
     # one pass over every event, keeping little: real traces hold many operators per op
-    child_tid, child_ts = [], []
+    child_tid, child_ts, child_dur = [], [], []
     marks = {"user_annotation": [], "gpu_user_annotation": []}
     try:
         for e in events:
@@ -197,6 +201,7 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
                     continue
                 child_tid.append(e.get("tid"))
                 child_ts.append(e["ts"])
+                child_dur.append(e.get("dur", 0.0))
             elif cat in marks and e.get("ph") == "X":
                 marks[cat].append((e.get("name"), e["ts"], e["dur"], e.get("tid")))
     except (AttributeError, KeyError, TypeError):
@@ -229,6 +234,7 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     ready = np.full(len(kept), np.nan)
     release = end.copy()
     sent = end.copy()
+    operators = end - start
     if not device_clock:
         threads = list({r[2] for r in kept})
         release = _release(start, end, sends)
@@ -238,15 +244,18 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
         inside[inside] = posted[at[inside]] < end[inside]
         sent[inside] = posted[at[inside]]
         try:
-            ts = np.array(child_ts, float)[np.isin(np.array(child_tid, object), threads)]
+            mine = np.isin(np.array(child_tid, object), threads)
+            ts, dur = np.array(child_ts, float)[mine], np.array(child_dur, float)[mine]
         except (TypeError, ValueError):
-            bad = next(t for t in child_ts if not _num(t))
-            raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has ts={bad!r}, not a "
-                                f"number") from None
-        ts.sort()
+            bad = next(x for x in child_ts + child_dur if not _num(x))
+            raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has ts or dur {bad!r}, "
+                                f"not a number") from None
+        order = np.lexsort((-dur, ts))
+        ts, dur = ts[order], dur[order]
         at = np.searchsorted(ts, start, side="left")
         has = at < len(ts)
         first_child[has] = np.minimum(end[has], ts[np.minimum(at, len(ts) - 1)[has]])
+        operators = _outermost_time(ts, dur, start, end)
         ends = np.sort(np.array([b for tid, b in recvs if tid in threads], float))
         last = np.searchsorted(ends, end, side="right") - 1
         found = last >= 0
@@ -256,7 +265,21 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
                      str(data.get("host_name", "")), int(data.get("baseTimeNanoseconds", 0)),
                      [r[3] for r in kept], np.array([r[4] for r in kept], np.int64).reshape(-1, 5),
                      np.zeros(len(kept), np.int64), start, end, first_child, ready, release,
-                     sent, device_clock)
+                     sent, operators, device_clock)
+
+
+def _outermost_time(ts: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """Per range ``[start, end)``, the time in the profiled operators that start in it, each
+    counted once (the outermost; ``ts`` sorted, longer first at a tie)."""
+    if not len(ts):
+        return np.zeros(len(start))
+    ends = ts + dur
+    reach = np.maximum.accumulate(ends)
+    outer = np.concatenate([[True], ts[1:] >= reach[:-1]])
+    ts, dur = ts[outer], dur[outer]
+    total = np.concatenate([[0.0], np.cumsum(dur)])
+    return total[np.searchsorted(ts, end, side="left")] - total[np.searchsorted(ts, start,
+                                                                                side="left")]
 
 
 _KIND = {"F": F, "B": B, "I": I, "W": W}
@@ -370,4 +393,4 @@ def _read_megatron(file: Path, data: dict) -> RankTrace:
     return RankTrace(str(file), rank, None, "", 0, [r[2] for r in rows],
                      np.array([r[3] for r in rows], np.int64).reshape(-1, 5),
                      np.array([r[4] for r in rows], np.int64), start, end, end.copy(),
-                     np.full(len(rows), np.nan), end.copy(), end.copy(), True)
+                     np.full(len(rows), np.nan), end.copy(), end.copy(), end - start, True)
