@@ -1,0 +1,561 @@
+"""``MeasuredRun``: a real pipeline run as fastpp sees it, and ``read_torch_trace``.
+
+An op's outputs leave when the sends PyTorch posts right after it are posted: its ``release``.
+The device's time from one op's release to the next one's is split (seconds):
+
+- ``wait``: blocked on an input. PyTorch posts a receive in a ``RECV_*`` action and waits for it
+  at the start of the compute action that needs it; the receive's profiler range
+  (``gloo:recv``) ends when that wait returns. So ``wait`` is the receive's end minus the range
+  start, less the time every op spends before it reaches its wait (the least over the run's
+  ops: one that did not block). With device clocks (GPU ranges, CUDA events) it is the idle gap
+  before an op that takes an input from another device. A device's first op also waits from
+  the run's start to its range.
+- ``compute``: the rest of the op's range (its operators and the Python around them).
+- ``overhead``: the device's time outside ranges charged to the op: from the previous op's
+  release to this range (posting receives, the scheduler's bookkeeping, the process being
+  descheduled) and posting its own sends. Work, not waiting.
+- ``stall``: the part of ``wait`` that its inputs' producers' release plus the hand-off
+  ``latency`` does not explain. gloo moves a message only once both its send and its receive
+  are posted, so an input sent before its receive was posted still arrives a rendezvous after
+  the receive; and a descheduled process answers late. The device pays that wherever the op
+  runs.
+
+A replay runs each op for its ``durations``: its whole slot, from the previous op's release to
+its own, less the time the engine idles for its inputs (their producers' release plus the run's
+``latency``, at most the op's wait and the work before it, which the wait overlaps in the run:
+receives are posted while inputs travel). Idle plus duration is then the op's slot, so the
+replay is exact op by op as long as no input came sooner after its producer than ``latency``;
+one that did makes its op end that much later in the replay.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from ..checks import ScheduleError, one_of, positive_int
+from ..costs import Costs
+from ..ops import FB, PAD, B, F, I, Op, W, format_op
+from ..schedule import Schedule
+from ..simulate import Result, simulate
+from .align import align
+from .read import RankTrace, read_file, trace_files
+
+_SHOWN = 8  # at most this many items listed in an error message
+# An op blocked on its input when its wait exceeds this (seconds). On CPU the time from a range's
+# start to its wait call varies by ~20 us between ops that did not block (gloo, torch 2.13, the
+# sample traces: 11-30 us), so shorter waits are that noise, not a hand-off's latency.
+BLOCKED = 50e-6
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """A measured run against a simulated one, op by op.
+
+    Attributes
+    ----------
+    ops : DataFrame
+        One row per op: ``device, position, label``, the measured and simulated ``start``
+        (measured: ``release - durations``, where the engine would start it) and ``end`` (its
+        outputs sent: the measured ``release``), and
+        ``late``: how much later the measured op ended, ``lost``: how much of that this op
+        added (``late`` minus its device's previous op's ``late``).
+    measured, simulated : float
+        The makespans (seconds).
+    error : float
+        ``simulated / measured - 1``.
+    device, op : int, str
+        Where the most time was lost: the op with the largest ``lost``, and its device.
+    lost : float
+        That op's ``lost`` (seconds).
+    """
+
+    ops: pd.DataFrame
+    measured: float
+    simulated: float
+    error: float
+    device: int
+    op: str
+    lost: float
+
+    def __str__(self) -> str:
+        return (f"measured {self.measured * 1e3:.3f} ms, simulated {self.simulated * 1e3:.3f} ms "
+                f"({self.error:+.2%}); most time lost at {self.op} on device {self.device} "
+                f"({self.lost * 1e3:+.3f} ms)")
+
+
+class MeasuredRun:
+    """A real pipeline run read from its per-rank traces (``fastpp.read_torch_trace``).
+
+    Times are seconds from the run's start (its first op's start), on rank 0's host's clock.
+
+    Attributes
+    ----------
+    schedule : Schedule
+        The order each device ran its ops, validated.
+    p, n, m : int
+        Devices (ranks), microbatches, chunks per device.
+    makespan : float
+        First op start to last op end over all ranks.
+    start, end, release : ndarray, shape (p, L)
+        Per op, like ``schedule.kind``: its range, and when its sends were posted.
+    wait, compute, overhead, stall : ndarray, shape (p, L)
+        Its time split (module docstring): the device's time from the previous op's
+        ``release`` to this op's is ``wait + compute + overhead`` (from the run's start for a
+        device's first op).
+    durations : ndarray, shape (p, L)
+        What a replay runs each op for (module docstring).
+    operators : ndarray, shape (p, L)
+        The part of ``compute`` spent in the profiled operators (``aten::`` work), the part
+        that shrinks with a smaller chunk; the rest of an op's duration (Python, posting
+        messages) does not. With device clocks all of ``compute``.
+    offsets : ndarray, shape (p,)
+        How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
+        rank 0's host.
+    offset_residual : float
+        How far the true offsets can be from ``offsets`` given the hand-offs (seconds).
+    latency : float
+        The hand-off latency: the median, over the ops that blocked on an input still being
+        made when they began to wait, of the time from its producer's ``release`` to the wait's
+        end (seconds, >= 0).
+    files : list of str
+        Rank ``r``'s file at ``files[r]``.
+    hosts : list of str
+        Rank ``r``'s host.
+    """
+
+    def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
+                 durations, latency: float, offsets, offset_residual: float, files: list[str],
+                 hosts: list[str], operators):
+        self.schedule = schedule
+        self.p, self.n, self.m = schedule.p, schedule.n, schedule.m
+        self.start, self.end, self.release = start, end, release
+        self.wait, self.compute, self.overhead, self.stall = wait, compute, overhead, stall
+        self.durations, self.operators = durations, operators
+        self._costs: dict[tuple, Costs] = {}
+        self.offsets = offsets
+        self.offset_residual = float(offset_residual)
+        self.latency = float(latency)
+        self.files, self.hosts = files, hosts
+        used = _used(schedule)
+        self.makespan = float(end[used].max() - start[used].min())
+
+    def __repr__(self) -> str:
+        return (f"MeasuredRun(p={self.p}, n={self.n}, m={self.m}, ops={self.schedule.num_ops}, "
+                f"makespan={self.makespan:.6g} s)")
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        """One row per op: ``device, position`` (its place in ``schedule``'s op matrix),
+        ``label, kind, stage, microbatch, stage2, microbatch2`` (the backward half of an
+        overlapped pair, else -1), and in seconds ``start, end`` (its range), ``release`` (its
+        sends posted), ``wait, compute, overhead, stall`` (the module docstring), ``operators``
+        (of ``compute``, the time in profiled operators)."""
+        s = self.schedule
+        used = _used(s)
+        device, position = np.nonzero(used)
+        kinds = np.array([op.name for op in Op])
+        return pd.DataFrame({
+            "device": device, "position": position,
+            "label": [s.token(r, k) for r, k in zip(device, position, strict=True)],
+            "kind": kinds[s.kind[used]], "stage": s.stage[used], "microbatch": s.mb[used],
+            "stage2": s.stage2[used], "microbatch2": s.mb2[used],
+            "start": self.start[used], "end": self.end[used], "release": self.release[used],
+            "wait": self.wait[used], "compute": self.compute[used],
+            "overhead": self.overhead[used], "stall": self.stall[used],
+            "operators": self.operators[used]})
+
+    def costs(self, per: str = "device", statistic: str = "median", *,
+              m: int | None = None) -> Costs:
+        """Costs calibrated from the run, in fastpp's units (seconds).
+
+        ``f``, ``b``, ``w`` and ``fb`` are medians (or means) of the ops' ``durations`` (their
+        time on the device without the engine's idle) times ``m`` (a chunk op takes ``f/m``): ``b``
+        of the full backwards, or of ``I`` plus ``W`` in a split schedule, ``w`` of the ``W``
+        ops (0 without); ``comm`` is ``latency``. ``gamma`` and ``act`` keep their defaults
+        (a trace has no memory).
+
+        Parameters
+        ----------
+        per : {"device", "stage"}
+            ``"device"``: arrays over the ``p`` devices, which any schedule on ``p`` devices
+            accepts (with its own ``m``); ``"stage"``: arrays over the ``V`` virtual stages of
+            this run's placement.
+        statistic : {"median", "mean"}
+            The median resists the odd slow op; the mean keeps the run's total device time,
+            descheduled moments included: on a busy machine the better predictor of a whole
+            run (each of the six runs in tests/data simulated with its own calibrated costs:
+            -10%..+3% of its makespan with means, -41%..-3% with medians).
+        m : int, optional
+            Calibrate for schedules with ``m`` chunks per device (default: this run's). Only
+            an op's time in its profiled operators shrinks with the chunk; the rest of its
+            duration (the framework's Python, posting messages) stays per op. So ``f`` is
+            ``m_run`` times the typical operator time plus ``m`` times the typical rest, and
+            a chunk op of the other schedule takes ``f/m`` = its share of the operators plus
+            one op's fixed part. (The same for ``b``, ``w``, ``fb``.)
+        """
+        one_of(per, "per", ("device", "stage"))
+        one_of(statistic, "statistic", ("median", "mean"))
+        m = self.m if m is None else positive_int(m, "m")
+        key = (per, statistic, m)
+        if key not in self._costs:  # a run does not change: calibrate once
+            self._costs[key] = self._calibrate(per, statistic, m)
+        return self._costs[key]
+
+    def _calibrate(self, per: str, statistic: str, m: int) -> Costs:
+        s = self.schedule
+        used = _used(s)
+        group = (np.broadcast_to(np.arange(s.p)[:, None], s.kind.shape) if per == "device"
+                 else s.stage)
+        size = s.p if per == "device" else s.V
+
+        def typical(kind) -> np.ndarray:
+            pick = used & (s.kind == kind)
+            if m == s.m:
+                return _by_group(group[pick], self.durations[pick], size, statistic) * s.m
+            scaled = self.operators[pick]
+            fixed = self.durations[pick] - scaled
+            return (_by_group(group[pick], scaled, size, statistic) * s.m
+                    + _by_group(group[pick], fixed, size, statistic) * m)
+
+        f, full, i, w, fb = typical(F), typical(B), typical(I), typical(W), typical(FB)
+        split = np.isfinite(i) & np.isfinite(w)
+        b = np.where(np.isfinite(full), full, np.where(split, i + w, np.nan))
+        w = np.where(np.isfinite(w), np.minimum(w, b), 0.0)
+        tiny = 1e-12  # a positive floor: Costs needs f, b > 0 even where every op took 0
+        if not np.all(np.isfinite(f)) or not np.all(np.isfinite(b)):
+            # forward-only runs and stages without a backward: only what was measured counts
+            b = np.where(np.isfinite(b), b, f)
+        has_pair = np.isfinite(fb)
+        return Costs(np.maximum(f, tiny), np.maximum(b, tiny), w=w, comm=self.latency,
+                     fb=np.where(has_pair, np.maximum(fb, tiny), f + b) if has_pair.any()
+                     else None)
+
+    def replay(self) -> Result:
+        """The run's own schedule simulated with every op's measured ``durations`` and the
+        measured hand-off ``latency``."""
+        return simulate(self.schedule, self.costs(per="stage"), durations=self.durations)
+
+    def compare(self, result: Result) -> Comparison:
+        """Measured against simulated, op by op (``result`` simulates this run's schedule,
+        e.g. ``replay()``, or ``simulate(run.schedule, costs)`` for calibrated costs)."""
+        if not isinstance(result, Result):
+            raise ScheduleError(f"result must be a fastpp.Result (got {type(result).__name__})")
+        s = self.schedule
+        if result.schedule.tokens() != s.tokens():
+            raise ScheduleError(f"result must simulate this run's schedule (got "
+                                f"{result.schedule!r}, the run is {s!r})")
+        used = _used(s)
+        begin = np.where(used, self.release - self.durations, 0.0)  # as the engine sees it
+        free = self.release
+        late = np.where(used, free - result.end, 0.0)
+        lost = late - np.concatenate([np.zeros((s.p, 1)), late[:, :-1]], axis=1)
+        device, position = np.nonzero(used)
+        table = pd.DataFrame({
+            "device": device, "position": position,
+            "label": [s.token(r, k) for r, k in zip(device, position, strict=True)],
+            "measured_start": begin[used], "measured_end": free[used],
+            "simulated_start": result.start[used], "simulated_end": result.end[used],
+            "late": late[used], "lost": lost[used]})
+        worst = int(np.argmax(table["lost"].to_numpy()))
+        return Comparison(table, self.makespan, result.makespan,
+                          result.makespan / self.makespan - 1.0, int(table["device"][worst]),
+                          str(table["label"][worst]), float(table["lost"][worst]))
+
+
+def _by_group(keys: np.ndarray, values: np.ndarray, size: int, statistic: str) -> np.ndarray:
+    """The median or mean of ``values`` for each key ``0..size-1`` (NaN for a key without
+    values), all groups at once."""
+    count = np.bincount(keys, minlength=size)
+    out = np.full(size, np.nan)
+    has = count > 0
+    if statistic == "mean":
+        out[has] = np.bincount(keys, values, minlength=size)[has] / count[has]
+        return out
+    ordered = values[np.lexsort((values, keys))]
+    first = np.cumsum(count) - count
+    c = count[has]
+    out[has] = (ordered[first[has] + (c - 1) // 2] + ordered[first[has] + c // 2]) / 2
+    return out
+
+
+def _used(s: Schedule) -> np.ndarray:
+    return np.arange(s.kind.shape[1]) < s.length[:, None]
+
+
+def read_torch_trace(path) -> MeasuredRun:
+    """Read a real pipeline run from its per-rank PyTorch profiler traces.
+
+    Parameters
+    ----------
+    path : str, PathLike or list of them
+        A folder of per-rank traces (``*.json`` or ``*.json.gz``, e.g. torchtitan's
+        ``rank{r}_trace.json``), a list of files, or one file. Chrome/Kineto traces from
+        ``torch.profiler`` (``export_chrome_trace``) of ``torch.distributed.pipelining``
+        schedules, or PP-Schedule-Visualization's Megatron-LM timer files.
+
+    Returns
+    -------
+    MeasuredRun
+
+    Raises
+    ------
+    ScheduleError
+        Naming the file, the rank and the event: a file that is not JSON or truncated, no
+        pipeline labels, missing or duplicate ranks, duplicate or missing ops, an op out of
+        range, two runs in one folder, clocks that cannot be aligned.
+    """
+    files = trace_files(path)
+    return build_run([read_file(f) for f in files])
+
+
+def build_run(traces: list[RankTrace]) -> MeasuredRun:
+    """A ``MeasuredRun`` from the ranks' parsed traces (``read.read_file``)."""
+    traces = _ranked(traces)
+    p = len(traces)
+    _one_run(traces)
+    where: dict[tuple, tuple[int, int]] = {}  # op -> (rank, index in its trace)
+    for t in traces:
+        missing_stage = t.ops[:, 1] < 0
+        t.ops[missing_stage, 1] = t.chunk[missing_stage] * p + t.rank
+        for k, op in enumerate(map(tuple, t.ops.tolist())):
+            if op in where:
+                r0, k0 = where[op]
+                first = traces[r0]
+                raise ScheduleError(
+                    f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at ts={t.start[k]:.3f}: "
+                    f"duplicate op {format_op(*op)}, also at ts={first.start[k0]:.3f} on rank "
+                    f"{r0} ({first.file}). A trace of several steps? Profile one step.")
+            where[op] = (t.rank, k)
+    schedule = _schedule(traces, where)
+    L = schedule.kind.shape[1]
+    base = min(t.base_ns for t in traces)
+    shape = (p, L)
+    start, end, child, ready, release, sent = (np.full(shape, np.nan) for _ in range(6))
+    operators = np.zeros(shape)
+    for t in traces:  # microseconds on each host's raw clock
+        shift = (t.base_ns - base) / 1e3
+        k = len(t.labels)
+        start[t.rank, :k], end[t.rank, :k] = t.start + shift, t.end + shift
+        child[t.rank, :k], ready[t.rank, :k] = t.first_child + shift, t.ready + shift
+        release[t.rank, :k], sent[t.rank, :k] = t.release + shift, t.sent + shift
+        operators[t.rank, :k] = t.operators * 1e-6
+    device_clock = np.array([t.device_clock for t in traces])
+    pro, con = _handoffs(schedule)
+    # the latest a hand-off can have arrived: the receive's end, else the op's first operator
+    # (CPU ranges) or the op's start (device clocks)
+    arrival = np.where(np.isnan(ready), np.where(device_clock[:, None], start, child), ready)
+    observed = arrival[con] - sent[pro]
+
+    def describe(i: int) -> str:
+        (rp, kp), (rc, kc) = (pro[0][i], pro[1][i]), (con[0][i], con[1][i])
+        ts = arrival[rc, kc] - (traces[rc].base_ns - base) / 1e3  # in the file's own ts
+        return (f"{schedule.token(rc, kc)} on rank {rc} ({traces[rc].file}, event "
+                f"{traces[rc].labels[kc]!r}) had its input at ts={ts:.3f}, {observed[i]:.1f} us "
+                f"after {schedule.token(rp, kp)} sent it on rank {rp} ({traces[rp].file})")
+
+    hosts = [t.host for t in traces]
+    offsets, residual = align(hosts, pro[0], con[0], observed, describe)
+    origin = np.nanmin(start - offsets[:, None])
+    used = _used(schedule)
+    start, end, ready, release = (np.where(used, (a - offsets[:, None] - origin) * 1e-6, 0.0)
+                                  for a in (start, end, ready, release))
+    ready[~used] = np.nan
+    times = _split(schedule, start, end, ready, release, device_clock, pro, con)
+    return MeasuredRun(schedule, start, end, release, *times, offsets * 1e-6, residual * 1e-6,
+                       [t.file for t in traces], hosts, np.minimum(operators, times[1]))
+
+
+def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
+    """Each op's ``wait, compute, overhead, stall``, the ``durations`` a replay runs and the
+    run's hand-off ``latency`` (seconds; the module docstring says what each is)."""
+    p, L = s.kind.shape
+    used = _used(s)
+    first = np.arange(L)[None, :] == 0
+    before = np.concatenate([np.zeros((p, 1)), release[:, :-1]], axis=1)  # device free
+    takes_input = np.zeros((p, L), bool)
+    takes_input[con] = True
+    gpu = np.broadcast_to(device_clock[:, None], (p, L))
+    # CPU: blocked inside the range, from its start to the receive's end, less the time every
+    # op spends before reaching its wait: the least over the run (an op that did not block; the
+    # same runtime code on every rank, and a rank may block at every receive, as GPipe's last
+    # ones do in the forward)
+    reach = ready - start
+    least = np.nanmin(reach) if np.any(np.isfinite(reach)) else 0.0
+    inside = np.where(np.isfinite(reach), np.maximum(reach - least, 0.0), 0.0)
+    inside = np.where(gpu, 0.0, inside)
+    gap = np.maximum(start - before, 0.0)  # before the range: posting receives, the scheduler
+    gap_wait = np.where(first | (gpu & takes_input), gap, 0.0)  # devices idle before an op
+    wait = np.where(used, inside + gap_wait, 0.0)
+    compute = np.where(used, end - start - inside, 0.0)
+    overhead = np.where(used, gap - gap_wait + np.maximum(release - end, 0.0), 0.0)
+    # the latency: ops that blocked on an input whose producer released it only after the op
+    # began waiting (the wait is then the hand-off's own)
+    latest = np.full((p, L), -np.inf)
+    np.maximum.at(latest, con, release[pro])
+    began = np.where(gpu | first, before, start)
+    busy = end - compute  # the wait over: inputs in, device free
+    blocked = used & (busy - began > BLOCKED) & (latest > began)
+    gaps = (busy - latest)[blocked]
+    latency = max(0.0, float(np.median(gaps))) if gaps.size else 0.0
+    # the engine idles until the producer's release plus the latency, then runs the op's
+    # whole slot; that idle can stand for the op's wait and for the work before it (posting
+    # receives overlaps the wait). The rest of a wait (an input sent before its receive was
+    # posted comes a rendezvous later, ...) the device pays anyway: its stall.
+    due = latest + latency  # -inf without an input from another device
+    idle = np.where(used, np.clip(due - before, 0.0, busy - before), 0.0)
+    stall = np.where(used, np.clip(busy - due, 0.0, wait), 0.0)
+    durations = np.where(used, release - before - idle, 0.0)
+    return wait, compute, overhead, stall, durations, latency
+
+
+def _ranked(traces: list[RankTrace]) -> list[RankTrace]:
+    """The traces in rank order, every rank ``0..p-1`` once."""
+    by_rank: dict[int, RankTrace] = {}
+    for t in traces:
+        if t.rank in by_rank:
+            raise ScheduleError(f"{t.file}: rank {t.rank}: duplicate rank, also in "
+                                f"{by_rank[t.rank].file} (two runs in one folder?)")
+        by_rank[t.rank] = t
+    worlds = {t.world_size for t in traces if t.world_size is not None}
+    if len(worlds) > 1:
+        shown = ", ".join(f"{t.file} (world size {t.world_size})" for t in traces
+                          if t.world_size is not None)
+        raise ScheduleError(f"two runs mixed: the files' world sizes differ: {shown}")
+    p = worlds.pop() if worlds else max(by_rank) + 1
+    missing = [r for r in range(p) if r not in by_rank]
+    if missing:
+        raise ScheduleError(f"missing rank(s) {missing[:_SHOWN]} of world size {p}: found files "
+                            f"for ranks {sorted(by_rank)[:_SHOWN]} "
+                            f"({', '.join(t.file for t in traces[:_SHOWN])})")
+    extra = [r for r in by_rank if r >= p]
+    if extra:
+        raise ScheduleError(f"{by_rank[extra[0]].file}: rank {extra[0]}: out of range for world "
+                            f"size {p}")
+    return [by_rank[r] for r in range(p)]
+
+
+def _one_run(traces: list[RankTrace]) -> None:
+    """Ranks on one host share a clock, and one run's ranks are busy at overlapping times: a
+    gap between them longer than the longest rank's span means two runs."""
+    by_host: dict[str, list[RankTrace]] = {}
+    for t in traces:
+        by_host.setdefault(t.host, []).append(t)
+    for host, group in by_host.items():
+        spans = sorted(((t.base_ns / 1e3 + t.start.min(), t.base_ns / 1e3 + t.end.max(), t)
+                        for t in group if len(t.labels)), key=lambda x: x[0])
+        longest = max((b - a for a, b, _ in spans), default=0.0)
+        reach, owner = -np.inf, None
+        for a, b, t in spans:
+            if owner is not None and a - reach > longest:
+                raise ScheduleError(
+                    f"two runs mixed on host {host!r}: {t.file} (rank {t.rank}) starts "
+                    f"{(a - reach) * 1e-6:.3f} s after {owner.file} (rank {owner.rank}) ended, "
+                    f"more than one rank's whole span ({longest * 1e-6:.3f} s)")
+            if b > reach:
+                reach, owner = b, t
+
+
+def _schedule(traces: list[RankTrace], where: dict) -> Schedule:
+    """The devices' orders as a validated ``Schedule``, after naming what is out of range or
+    missing (the schedule's own check would only name the first problem)."""
+    p = len(traces)
+    stages = sorted({s for t in traces for s in t.ops[:, 1].tolist()}
+                    | {s for t in traces for s in t.ops[t.ops[:, 0] == FB, 3].tolist()})
+    V = next((v for v, s in enumerate(stages) if s != v), len(stages))
+    forwards = Counter(s for (kind, s, *_rest) in where if kind in (F, FB))
+    n = Counter(forwards.values()).most_common(1)[0][0] if forwards else 0
+    for t in traces:
+        pair = t.ops[:, 0] == FB
+        for stage, mb in ((t.ops[:, 1], t.ops[:, 2]),
+                          (np.where(pair, t.ops[:, 3], 0), np.where(pair, t.ops[:, 4], 0))):
+            k = int(np.argmax((stage >= V) | (mb >= n)))
+            if stage[k] >= V:
+                rule = (f"stage {stage[k]} is out of range: the run's stages are 0..{V - 1} (no "
+                        f"op of stage {V} ran)")
+            elif mb[k] >= n:
+                rule = (f"microbatch {mb[k]} is out of range: most stages ran n={n} forwards "
+                        f"(microbatches 0..{n - 1})")
+            else:
+                continue
+            raise ScheduleError(f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at "
+                                f"ts={t.start[k]:.3f}: {rule}")
+    owner: dict[int, int] = {}
+    for (kind, s, _, s2, _), (r, k) in where.items():
+        for stage in (s, s2) if kind == FB else (s,):
+            if owner.setdefault(stage, r) != r:
+                raise ScheduleError(
+                    f"{traces[r].file}: rank {r}: event {traces[r].labels[k]!r}: stage {stage} "
+                    f"also ran on rank {owner[stage]} ({traces[owner[stage]].file}); a stage "
+                    f"lives on one rank")
+    forward_only = not any(kind != F for (kind, *_rest) in where)
+    missing = _missing(where, V, n, forward_only)
+    if missing:
+        shown = ", ".join(f"{text} (rank {owner[s]}, {traces[owner[s]].file})"
+                          for text, s in missing[:_SHOWN])
+        more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
+        raise ScheduleError(f"the run is missing {len(missing)} op(s): {shown}{more} (a trace "
+                            f"cut short, or the profiler dropped events?)")
+    L = max(len(t.labels) for t in traces)
+    ops = np.full((5, p, max(L, 1)), PAD, np.int64)
+    for t in traces:
+        ops[:, t.rank, : len(t.labels)] = t.ops.T
+    m = max(1, round(V / p))
+    try:
+        return Schedule(ops, [len(t.labels) for t in traces], [owner[s] for s in range(V)], n=n,
+                        m=m, name="measured", forward_only=forward_only)
+    except ScheduleError as err:
+        raise ScheduleError(f"the ranks' orders ({', '.join(t.file for t in traces)}) are not "
+                            f"a valid schedule: {err}") from None
+
+
+def _missing(where: dict, V: int, n: int, forward_only: bool) -> list[tuple[str, int]]:
+    done = set()
+    for kind, s, j, s2, j2 in where:
+        if kind == FB:
+            done |= {(F, s, j), (B, s2, j2)}
+        else:
+            done.add((kind, s, j))
+    out = []
+    for s in range(V):
+        for j in range(n):
+            if (F, s, j) not in done:
+                out.append((format_op(F, s, j), s))
+            if forward_only:
+                continue
+            has_i, has_w = (I, s, j) in done, (W, s, j) in done
+            if (B, s, j) not in done and not (has_i or has_w):
+                out.append((format_op(B, s, j), s))
+            elif has_i != has_w:
+                out.append((format_op(W if has_i else I, s, j), s))
+    return out
+
+
+def _handoffs(s: Schedule) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Every cross-device hand-off: ``(producer (r, k), consumer (r, k))`` index arrays (the
+    inputs of ``Schedule.inputs``, for all ops at once)."""
+    rs, ks = np.nonzero(_used(s))
+    kind, st, mb, st2, mb2 = (x.astype(np.int64) for x in s.ops[:, rs, ks])
+    index = np.arange(len(rs))
+    fwd = np.full((s.V, s.n), -1)  # the op that made F(s, j)'s output
+    grad = np.full((s.V, s.n), -1)  # the op that made the input gradient of stage s, mb j
+    has_f = (kind == F) | (kind == FB)
+    fwd[st[has_f], mb[has_f]] = index[has_f]
+    has_g = (kind == B) | (kind == I)
+    grad[st[has_g], mb[has_g]] = index[has_g]
+    pair = kind == FB
+    grad[st2[pair], mb2[pair]] = index[pair]
+    first, last = s.route_first.astype(np.int64), s.route_last.astype(np.int64)
+    needs_f = has_f & (st > first[mb])
+    needs_g = has_g & (st < last[mb])
+    needs_pair_g = pair & (st2 < last[np.maximum(mb2, 0)])
+    producer = np.concatenate([fwd[st[needs_f] - 1, mb[needs_f]], grad[st[needs_g] + 1,
+                               mb[needs_g]], grad[st2[needs_pair_g] + 1, mb2[needs_pair_g]]])
+    consumer = np.concatenate([index[needs_f], index[needs_g], index[needs_pair_g]])
+    cross = rs[producer] != rs[consumer]
+    producer, consumer = producer[cross], consumer[cross]
+    return (rs[producer], ks[producer]), (rs[consumer], ks[consumer])
