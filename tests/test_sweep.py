@@ -295,7 +295,8 @@ def test_damaged_chunks_are_recomputed(tmp_path, plain_run):
 def test_output_folder_guards(tmp_path):
     out = tmp_path / "run"
     first = sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
-    assert json.loads((out / "_fastpp" / "manifest.json").read_text())["points"] == len(fastpp.SCHEDULES)
+    manifest = json.loads((out / "_fastpp" / "manifest.json").read_text())
+    assert manifest["points"] == len(fastpp.SCHEDULES)
     with pytest.raises(ScheduleError, match="already holds a sweep; pass resume=True"):
         sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
     with pytest.raises(ScheduleError, match="holds a different sweep"):
