@@ -1,0 +1,110 @@
+"""Real PyTorch pipeline runs (gloo on this machine's CPU, one process per rank), read back.
+
+One spawn runs every schedule (process start-up dominates such small runs): six PyTorch
+classes and fastpp's 1F1B through PyTorch's CSV runtime (``Schedule1F1B`` labels no op).
+This machine is shared and noisy: the replay is held to 3%, the predictions from another
+schedule's calibrated costs to a loose bound, their errors printed.
+"""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from fastpp import ScheduleError, build_schedule, simulate  # noqa: E402
+from fastpp.measured.runner import TORCH_CLASSES, measure, measure_many  # noqa: E402
+
+P, N = 2, 4
+# label -> what measure() runs, and the fastpp schedule and m whose order it must show
+RUNS = {cls: (cls, name, None) for cls, name in TORCH_CLASSES.items()}
+RUNS["1f1b"] = ("1f1b", "1f1b", None)
+PREDICTION_BOUND = 0.25  # loose: one step of a 2-core machine shared with other work
+
+_OP_LABEL = re.compile(r"^(PP:(\d+[FBIW]\d+|\(.*\)OVERLAP_F_B)|Forward \d+|Backward \d+)$")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("measured")
+    measured = measure_many({label: what for label, (what, _, _) in RUNS.items()}, P, N,
+                            out=out, layers=8, hidden=256, microbatch=4)
+    return out, measured
+
+
+def _expected(label):
+    name = RUNS[label][1]
+    from fastpp import SCHEDULES
+
+    return build_schedule(name, P, N, SCHEDULES[name].default_m)
+
+
+def _trace_span(folder) -> float:
+    """First op label's start to last op label's end over the rank traces, in seconds, read
+    straight from the JSON (one host: one clock)."""
+    begin, end = np.inf, -np.inf
+    for path in folder.glob("rank*_trace.json"):
+        for event in json.loads(path.read_text())["traceEvents"]:
+            if event.get("cat") == "user_annotation" and _OP_LABEL.match(event["name"]):
+                begin = min(begin, event["ts"])
+                end = max(end, event["ts"] + event["dur"])
+    return (end - begin) * 1e-6
+
+
+@pytest.mark.parametrize("label", list(RUNS))
+def test_order_is_the_generators(runs, label):
+    _, measured = runs
+    assert measured[label].schedule.tokens() == _expected(label).tokens()
+
+
+@pytest.mark.parametrize("label", list(RUNS))
+def test_makespan_is_the_traces_span(runs, label):
+    out, measured = runs
+    assert measured[label].makespan == pytest.approx(_trace_span(out / label), rel=1e-9)
+
+
+@pytest.mark.parametrize("label", list(RUNS))
+def test_replay_within_3_percent(runs, label):
+    _, measured = runs
+    run = measured[label]
+    error = run.replay().makespan / run.makespan - 1
+    print(f"{label}: measured {run.makespan * 1e3:.3f} ms, replay error {error:+.2%}")
+    assert abs(error) <= 0.03
+
+
+def test_predictions_from_1f1b_costs(runs):
+    _, measured = runs
+    costs = measured["1f1b"].costs()
+    errors = {}
+    for label in RUNS:
+        if label == "1f1b":
+            continue
+        predicted = simulate(_expected(label), costs).makespan
+        errors[label] = predicted / measured[label].makespan - 1
+    print("prediction from 1F1B's costs: " +
+          ", ".join(f"{label} {e:+.1%}" for label, e in errors.items()))
+    print(f"median |error| {np.median(np.abs(list(errors.values()))):.1%}")
+    assert max(abs(e) for e in errors.values()) <= PREDICTION_BOUND
+
+
+def test_bad_arguments_fail_before_any_process_starts(tmp_path):
+    with pytest.raises(ScheduleError, match=r"layers must be a multiple of the 4 virtual "
+                                            r"stages of 'zbv' \(got layers=6\)"):
+        measure("ScheduleZBVZeroBubble", 2, 4, layers=6, out=tmp_path)
+    with pytest.raises(ScheduleError, match="Schedule1F1B.*labels none of its ops.*'1f1b'"):
+        measure("Schedule1F1B", 2, 4, out=tmp_path)
+    with pytest.raises(ScheduleError, match=r"n must be a multiple of its rounds"):
+        measure("ScheduleInterleavedZeroBubble", 4, 9, out=tmp_path)
+    with pytest.raises(ScheduleError, match="one model copy"):
+        measure("dualpipe", 2, 4, out=tmp_path)
+    with pytest.raises(ScheduleError, match="device must be one of"):
+        measure("1f1b", device="tpu", out=tmp_path)
+
+
+def test_a_run_past_its_timeout_is_killed(tmp_path):
+    # the processes cannot even start in 0.2 s: they are killed, and the caller is told
+    with pytest.raises(ScheduleError, match=r"timeout: ranks \[0, 1\] were still running "
+                                            r"after 0.2 s and were killed"):
+        measure("1f1b", 2, 4, out=tmp_path, timeout=0.2)
