@@ -108,3 +108,21 @@ def test_a_run_past_its_timeout_is_killed(tmp_path):
     with pytest.raises(ScheduleError, match=r"timeout: ranks \[0, 1\] were still running "
                                             r"after 0.2 s and were killed"):
         measure("1f1b", 2, 4, out=tmp_path, timeout=0.2)
+
+
+def test_cli_measure_prints_measured_replayed_and_predicted(runs, tmp_path, capsys):
+    from fastpp.__main__ import main
+
+    out, _ = runs
+    code = main(["measure", "-s", "ScheduleZBVZeroBubble", "--out", str(tmp_path / "zbv"),
+                 "--costs-from", str(out / "1f1b"), "--trace", str(tmp_path / "both.json"),
+                 "--picture", str(tmp_path / "both.png")])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    for what in ("measured", "replayed", "predicted (this run's median costs)",
+                 f"predicted (costs of {out / '1f1b'})"):
+        assert what in text
+    trace = json.loads((tmp_path / "both.json").read_text())
+    threads = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert threads == {"measured", "simulated"}
+    assert (tmp_path / "both.png").stat().st_size > 0
