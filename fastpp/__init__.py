@@ -33,10 +33,23 @@ from .sweeps import best_within_budget, pareto_front, sweep
 
 __version__ = "0.1.0"
 
+# measured runs need pandas: imported when first used, so that `import fastpp` stays light
+_MEASURED = ("MeasuredRun", "read_torch_trace")
+
+
+def __getattr__(name: str):
+    if name in _MEASURED:
+        from . import measured
+
+        return getattr(measured, name)
+    raise AttributeError(f"module 'fastpp' has no attribute {name!r}")
+
+
 __all__ = [
     "SCHEDULES",
     "Costs",
     "Device",
+    "MeasuredRun",
     "Op",
     "Result",
     "Schedule",
@@ -51,6 +64,7 @@ __all__ = [
     "onef_oneb_schedule",
     "optimize",
     "pareto_front",
+    "read_torch_trace",
     "simulate",
     "sweep",
     "theory",

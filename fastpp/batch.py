@@ -150,7 +150,7 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         pointer = np.zeros(P, np.int64)
         if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
                             c[kernels.TB], c[kernels.TW], c[kernels.TFB], c[kernels.COMM],
-                            start, end, pointer) < 0.0:
+                            np.zeros((0, 0)), start, end, pointer) < 0.0:
             out[i, STATUS] = DEADLOCK
             continue
         busy = np.zeros(P)

@@ -56,10 +56,12 @@ def stage_costs(f, b, w, comm, gamma, fb, act, bandwidth, message_bytes, stage_d
 
 @jit
 def timeline(ops, length, stage_device, route_first, route_last, n,
-             tf, tb, tw, tfb, comm, start, end, pointer):
+             tf, tb, tw, tfb, comm, duration, start, end, pointer):
     """Start and end of every op; each device runs its ops in order, one at a time.
 
-    An op starts at ``max(device free, inputs ready)``. A worklist of devices drives it: a
+    An op starts at ``max(device free, inputs ready)`` and takes its stage's time, or
+    ``duration[r, k]`` when ``duration`` (shape ``(p, L)``, e.g. a measured run's) is given;
+    shape ``(0, 0)`` means "use the per-stage times". A worklist of devices drives it: a
     device runs as far as its inputs allow, and a device is tried again only after an op whose
     output it may wait for has finished, so the work is linear in the number of ops. An empty
     worklist while ops remain is a deadlock: returns ``-1`` with ``pointer[r]`` at each
@@ -81,6 +83,7 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
         work[top] = r
         top += 1
     latency = 0.0
+    per_op = duration.shape[0] > 0
     while top > 0:
         top -= 1
         r = work[top]
@@ -123,7 +126,9 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
                 if np.isnan(ready):
                     break
                 t = max(t, ready)
-            if kind == F:
+            if per_op:
+                finish = t + duration[r, k]
+            elif kind == F:
                 finish = t + tf[s]
             elif kind == B:
                 finish = t + tb[s]

@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import kernels
+from .checks import ScheduleError, show
 from .costs import Costs, StageCosts
 from .schedule import Schedule, ScheduleTypeError
 
@@ -40,6 +42,8 @@ class Result:
         computed when first read, as are the peaks.
     live_start, live_end : ndarray, shape (p, L)
         Live (stage, microbatch) pairs, PyTorch's liveness count, at the same moments.
+    durations : ndarray, shape (p, L), or None
+        The per-op compute times simulated, when given to ``simulate``.
     """
 
     schedule: Schedule
@@ -53,6 +57,7 @@ class Result:
     span: np.ndarray
     serial_time: float
     stage_costs: StageCosts = field(repr=False)
+    durations: np.ndarray | None = field(default=None, repr=False)
 
     @cached_property
     def _memory(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -160,7 +165,8 @@ class Result:
         return times, values
 
 
-def simulate(schedule: Schedule, costs: Costs | None = None) -> Result:
+def simulate(schedule: Schedule, costs: Costs | None = None, *,
+             durations: ArrayLike | None = None) -> Result:
     """Simulate ``schedule`` under ``costs``: op times, bubbles and activation memory.
 
     Parameters
@@ -169,6 +175,11 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Result:
         From ``build_schedule``, ``Schedule.from_tokens`` or ``fastpp.io``.
     costs : Costs, optional
         Default ``Costs(f=1, b=2)``.
+    durations : array_like, shape (p, L), optional
+        Compute time of every op, shaped like ``schedule.kind`` (op ``k`` of device ``r``;
+        slots past ``schedule.length[r]`` are ignored), finite and >= 0. Replaces the per-stage
+        op times of ``costs``; hand-offs still take ``costs``' latency (and bandwidth). A
+        measured run's replay (``MeasuredRun.replay``) passes each op's measured time.
 
     Returns
     -------
@@ -188,17 +199,40 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Result:
         raise ScheduleTypeError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
     c = costs.per_stage(schedule)
     shape = schedule.kind.shape
+    per_op = np.zeros((0, 0)) if durations is None else _durations(durations, schedule)
     start, end = np.zeros(shape), np.zeros(shape)
     pointer, busy, span = np.empty(schedule.p, np.int64), np.empty(schedule.p), np.empty(schedule.p)
     # two calls, not one fused kernel: these two are the sweep kernel's own callees, so a cold
     # start compiles them once (a fused kernel re-optimizes both: 3 s for a 2 us dispatch)
     latency = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
                                schedule.route_first, schedule.route_last, schedule.n, c.tf, c.tb,
-                               c.tw, c.tfb, c.comm, start, end, pointer)
+                               c.tw, c.tfb, c.comm, per_op, start, end, pointer)
     if latency < 0:
         raise schedule.deadlock_error(pointer)
     makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, busy, span)
     # Python floats, with or without the JIT (NUMBA_DISABLE_JIT returns NumPy scalars)
     return Result(schedule, costs, start, end, float(makespan), float(bubble),
-                  float(span_bubble), busy, span, float(busy.sum() + latency), c)
+                  float(span_bubble), busy, span, float(busy.sum() + latency), c,
+                  None if durations is None else per_op)
+
+
+def _durations(durations: ArrayLike, schedule: Schedule) -> np.ndarray:
+    """``durations`` as a float64 ``(p, L)`` array, its used slots finite and >= 0."""
+    shape = schedule.kind.shape
+    try:
+        arr = np.array(durations, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ScheduleError(f"durations must be an array of numbers of shape {shape} (got "
+                            f"{show(durations)})") from None
+    if arr.shape != shape:
+        raise ScheduleError(f"durations must have the shape of the schedule's op matrix "
+                            f"{shape} (got shape {arr.shape})")
+    used = np.arange(shape[1]) < schedule.length[:, None]
+    bad = used & ~(np.isfinite(arr) & (arr >= 0))
+    if np.any(bad):
+        r, k = (int(x) for x in np.argwhere(bad)[0])
+        raise ScheduleError(f"durations must be finite and >= 0 (got {float(arr[r, k])!r} for "
+                            f"op {k} ({schedule.token(r, k)}) of device {r})")
+    arr[~used] = 0.0
+    return arr
 

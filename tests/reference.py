@@ -57,7 +57,9 @@ def per_stage(value, p, V, stage_device):
     return [float(arr[stage_device[s]]) for s in range(V)]
 
 
-def simulate_reference(schedule, costs):
+def simulate_reference(schedule, costs, durations=None):
+    """``durations[r][k]``, when given, is op ``k`` of device ``r``'s time (costs then give
+    only the hand-off latencies)."""
     rows = [[parse(t) for t in row] for row in schedule.tokens()]
     dev = [int(d) for d in schedule.stage_to_device]
     p, V, m = schedule.p, schedule.V, schedule.m
@@ -75,7 +77,9 @@ def simulate_reference(schedule, costs):
     gamma = per_stage(costs.gamma, p, V, dev)
     unit_of = [a / m for a in per_stage(costs.act, p, V, dev)]
 
-    def duration(parts):
+    def duration(parts, r, k):
+        if durations is not None:
+            return float(durations[r][k])
         if len(parts) == 2:
             return fb[parts[0][1]] if fb is not None else f[parts[0][1]] + b[parts[1][1]]
         kind, s, _ = parts[0]
@@ -118,7 +122,7 @@ def simulate_reference(schedule, costs):
                 if all(msg in arrived for part in parts for msg in needs(*part)):
                     k = pos[r]
                     start[r][k] = clock
-                    end[r][k] = clock + duration(parts)
+                    end[r][k] = clock + duration(parts, r, k)
                     busy_dev[r] = True
                     push(end[r][k], "done", (r, k))
                     started = True

@@ -128,3 +128,46 @@ def test_result_of_deadlock_shows_stuck_ops():
     assert "device 0 is stuck at op 1 (0B0) waiting for 1B0 on device 1" in text
     assert "device 1 is stuck at op 0 (1F1) waiting for 0F1 on device 0" in text
     assert ">0B0<" in text and ">1F1<" in text
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(1, 5), n=st.integers(1, 6),
+       m=st.integers(1, 3), vshape=st.booleans(), split=st.booleans(), pairs=st.booleans())
+def test_per_op_durations_agree_with_reference(seed, p, n, m, vshape, split, pairs):
+    """Random per-op times replace the stage costs, in the kernel and in the reference alike;
+    the hand-offs keep the costs' latency. (Positive: the reference reads memory at instants,
+    which zero-length ops would tie.)"""
+    rng = np.random.default_rng(seed)
+    m = 2 if vshape else m
+    rows, device = random_legal_rows(rng, p, n, m, vshape=vshape, split=split, pairs=pairs)
+    sched = Schedule.from_tokens(rows, device, n=n, m=m)
+    durations = rng.uniform(0.05, 3.0, sched.kind.shape)
+    durations[np.arange(sched.kind.shape[1]) >= sched.length[:, None]] = np.nan  # ignored
+    costs = Costs(1.0, 2.0, comm=float(rng.uniform(0, 0.5)))
+    result = simulate(sched, costs, durations=durations)
+    ref = simulate_reference(sched, costs, durations)
+    assert_agrees(result, ref)
+    for r in range(p):
+        L = sched.length[r]
+        np.testing.assert_allclose(result.end[r, :L] - result.start[r, :L], durations[r, :L],
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_durations_equal_to_the_stage_costs_change_nothing():
+    sched = build_schedule("zbv", 4, 8, 2)
+    costs = Costs(3.0, 4.0, w=2.0, comm=0.5)
+    plain = simulate(sched, costs)
+    durations = plain.end - plain.start
+    assert_agrees(simulate(sched, costs, durations=durations), simulate_reference(sched, costs))
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.ones((2, 3)), r"durations must have the shape of the schedule's op matrix \(4, 4\)"),
+    (np.full((4, 4), -1.0), r"durations must be finite and >= 0 \(got -1.0 for op 0 \(0F0\)"),
+    (np.full((4, 4), np.inf), "durations must be finite and >= 0"),
+    ("abc", "durations must be an array of numbers"),
+])
+def test_bad_durations(bad, match):
+    sched = build_schedule("1f1b", 4, 2)
+    with pytest.raises(ScheduleError, match=match):
+        simulate(sched, durations=bad)

@@ -169,8 +169,8 @@ def _hint(model, problem: Problem, warm: Schedule, dur, hop, start) -> None:
     t0, t1 = np.zeros(shape), np.zeros(shape)
     pointer = np.zeros(warm.p, np.int64)
     if kernels.timeline(warm.ops, warm.length, warm.stage_to_device, warm.route_first,
-                        warm.route_last, warm.n, tf, tb, tw, np.full(V, np.nan), comm, t0, t1,
-                        pointer) < 0:
+                        warm.route_last, warm.n, tf, tb, tw, np.full(V, np.nan), comm,
+                        np.zeros((0, 0)), t0, t1, pointer) < 0:
         return
     row = {F: 0, I: 1, W: 2}
     for r in range(warm.p):

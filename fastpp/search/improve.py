@@ -95,7 +95,7 @@ def evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, tw, 
              span_objective, start, end, pointer):
     """Times of every op and ``(objective, tie-break)``; ``(inf, inf)`` on a deadlock."""
     if kernels.timeline(ops, length, stage_device, route_first, route_last, n, tf, tb, tw,
-                        tfb, comm, start, end, pointer) < 0.0:
+                        tfb, comm, np.zeros((0, 0)), start, end, pointer) < 0.0:
         return np.inf, np.inf
     return _score(start, end, length, span_objective)
 

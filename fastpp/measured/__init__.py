@@ -1,0 +1,10 @@
+"""Measured runs: real PyTorch pipeline runs read from their profiler traces, replayed op by op,
+and costs calibrated from them.
+
+Reading needs no torch (``read``, ``align``, ``run``); ``runner`` starts real
+``torch.distributed.pipelining`` ranks and is the only module that imports torch.
+"""
+
+from .run import Comparison, MeasuredRun, read_torch_trace
+
+__all__ = ["Comparison", "MeasuredRun", "read_torch_trace"]
