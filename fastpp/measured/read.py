@@ -33,6 +33,7 @@ from ..ops import B, F, parse_op
 _OTHER_ACTIONS = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)\d*$")
 _GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
 _RECV = re.compile(r"^\w+:recv\b")  # gloo:recv, nccl:recv ...: the work object of an irecv
+_SEND = re.compile(r"^(\w+:send|c10d::send)\b")  # the send op (it may block), its work object
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)")
 _MEGATRON_KEY = re.compile(r"^(forward|backward)-(\d+)(?:-(\d+))?-(start|end)$")
 _MEGATRON_FILE = re.compile(r"_pp_rank_(\d+)_rank_(\d+)\.json$")
@@ -72,6 +73,10 @@ class RankTrace:
     device_clock : bool
         Times are the device's (GPU ranges, CUDA events): a wait shows as a gap between ops,
         not inside one.
+    sent : ndarray, shape (k,), optional
+        When the op's output left: the start of the first send posted inside its range
+        (``ScheduleGPipe`` posts its sends inside ``Forward {i}``, so a receiver can have them
+        before the range ends); ``None``: at ``end``.
     """
 
     file: str
@@ -87,6 +92,7 @@ class RankTrace:
     first_child: np.ndarray
     ready: np.ndarray
     device_clock: bool
+    sent: np.ndarray | None = None
 
 
 def trace_files(path) -> list[Path]:
@@ -156,7 +162,7 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     events = data["traceEvents"]
     if not isinstance(events, list):
         raise ScheduleError(f"{file}: rank {rank}: traceEvents must be a list of events")
-    cpu, gpu, children, recvs = [], [], [], []
+    cpu, gpu, children, recvs, sends = [], [], [], [], []
     other_labels = 0
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
@@ -164,12 +170,21 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
         cat = e.get("cat")
         name = e.get("name")
         if cat == "cpu_op":
+            # posting a message is not the op's compute: ScheduleGPipe posts its receives and
+            # sends inside its ranges (c10d::recv_, c10d::send), the other schedules outside
+            if isinstance(name, str) and name.startswith("c10d::"):
+                if _SEND.match(name):
+                    sends.append((e.get("tid"), e.get("ts")))
+                continue
             children.append((e.get("tid"), e.get("ts")))
             continue
         if cat != "user_annotation" and cat != "gpu_user_annotation":
             continue
         if _RECV.match(name):
             recvs.append((e.get("tid"), e.get("ts"), e.get("dur")))
+            continue
+        if _SEND.match(name):
+            sends.append((e.get("tid"), e.get("ts")))
             continue
         if name.startswith("PP:"):
             text = name[3:]
@@ -229,10 +244,17 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
         found = last >= 0
         found[found] = ends[last[found]] >= start[found]
         ready[found] = ends[last[found]]
+        posted = np.sort(np.array([t for tid, t in sends if tid in threads and _num(t)], float))
+        at = np.searchsorted(posted, start, side="left")
+        inside = at < len(posted)
+        inside[inside] = posted[at[inside]] < end[inside]
+        sent = end.copy()
+        sent[inside] = posted[at[inside]]
     return RankTrace(str(file), rank, world if isinstance(world, int) else None,
                      str(data.get("host_name", "")), int(data.get("baseTimeNanoseconds", 0)),
                      [r[3] for r in kept], np.array([r[4] for r in kept], np.int64).reshape(-1, 5),
-                     np.zeros(len(kept), np.int64), start, end, first_child, ready, device_clock)
+                     np.zeros(len(kept), np.int64), start, end, first_child, ready, device_clock,
+                     None if device_clock else sent)
 
 
 def _num(x) -> bool:

@@ -273,18 +273,19 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     L = schedule.kind.shape[1]
     base = min(t.base_ns for t in traces)
     shape = (p, L)
-    start, end, child, ready = (np.full(shape, np.nan) for _ in range(4))
+    start, end, child, ready, sent = (np.full(shape, np.nan) for _ in range(5))
     for t in traces:  # microseconds on each host's raw clock
         shift = (t.base_ns - base) / 1e3
         k = len(t.labels)
         start[t.rank, :k], end[t.rank, :k] = t.start + shift, t.end + shift
+        sent[t.rank, :k] = (t.end if t.sent is None else t.sent) + shift
         child[t.rank, :k], ready[t.rank, :k] = t.first_child + shift, t.ready + shift
     device_clock = np.array([t.device_clock for t in traces])
     pro, con = _handoffs(schedule)
     # the latest a hand-off can have arrived: the receive's end, else the op's first operator
     # (CPU ranges) or the op's start (device clocks)
     arrival = np.where(np.isnan(ready), np.where(device_clock[:, None], start, child), ready)
-    observed = arrival[con] - end[pro]
+    observed = arrival[con] - sent[pro]
 
     def describe(i: int) -> str:
         (rp, kp), (rc, kc) = (pro[0][i], pro[1][i]), (con[0][i], con[1][i])
