@@ -254,6 +254,7 @@ def _rank_main(rank: int, p: int, port: int, jobs: list[Job], model: Model) -> N
 def _run_job(rank: int, job: Job, model: Model, device) -> None:
     """Build this rank's stages and the schedule, warm up, profile one step, write the trace."""
     import torch
+    import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage
     from torch.distributed.pipelining import schedules as torch_schedules
     from torch.profiler import ProfilerActivity, profile
@@ -289,6 +290,8 @@ def _run_job(rank: int, job: Job, model: Model, device) -> None:
     if model.device == "cuda":
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
+        # the ranks start the step together: a rank that came late would show as a wait
+        dist.barrier()
         sched.step(*args, **kwargs)
         if model.device == "cuda":
             torch.cuda.synchronize(device)
