@@ -225,13 +225,16 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
                     "CSV's)")
     ap.add_argument("-n", type=int, default=None, help="microbatches (4, or the CSV's)")
     ap.add_argument("-m", type=int, default=None, help="chunks per rank (the schedule's)")
-    ap.add_argument("--layers", type=int, default=8, help="MLP blocks, a multiple of p*m (8)")
+    ap.add_argument("--layers", type=int, default=16, help="MLP blocks, a multiple of p*m (16)")
     ap.add_argument("--hidden", type=int, default=256, help="units per block (256)")
-    ap.add_argument("--microbatch", type=int, default=4, help="samples per microbatch (4)")
+    ap.add_argument("--microbatch", type=int, default=256, help="samples per microbatch (256)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="cpu (gloo, one thread per rank) or cuda (NCCL, GPU r for rank r) "
                     "(cpu)")
     ap.add_argument("--warmup", type=int, default=1, help="steps before the profiled one (1)")
+    ap.add_argument("--realtime", action="store_true",
+                    help="run the ranks under the real-time scheduler (SCHED_FIFO; root), "
+                    "ahead of other processes on a shared machine")
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="seconds before hung ranks are killed (300)")
     ap.add_argument("--out", default="measured", help="folder for the traces (measured)")
@@ -255,7 +258,7 @@ def _measure(args) -> int:
         schedule = read_torch_csv(args.from_csv, n=args.n, placement=args.placement)
     run = measure(schedule, args.p, args.n, args.m, layers=args.layers, hidden=args.hidden,
                   microbatch=args.microbatch, out=args.out, device=args.device,
-                  warmup=args.warmup, timeout=args.timeout)
+                  warmup=args.warmup, realtime=args.realtime, timeout=args.timeout)
     replay = run.replay()
     own = simulate(run.schedule, run.costs())
     s = run.schedule

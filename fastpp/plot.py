@@ -202,8 +202,9 @@ def plan_scatter(df, path, capacity: float | None = None, title: str | None = No
 
 
 def measured_timelines(run, result, path, title: str | None = None) -> Path:
-    """A measured run above its simulation: per device, a row of the measured ops (their
-    waits for an input hatched grey before them) over a row of the simulated ones.
+    """A measured run above its simulation: per device, a row of the measured ops (each its
+    compute and the overhead after it, as the engine charges them; its wait for an input
+    hatched grey before it) over a row of the simulated ones.
 
     Parameters
     ----------
@@ -228,13 +229,13 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
     for r in range(p):
         mine = ops[ops["device"] == r]
         begin = (mine["end"] - mine["compute"]).to_numpy() * ms
-        colours = [COLOURS[Op[kind] if isinstance(kind, str) else Op(kind)]
-                   for kind in mine["kind"]]
+        busy = (mine["compute"] + mine["overhead"]).to_numpy() * ms  # what the engine charges
+        colours = [COLOURS[Op[kind]] for kind in mine["kind"]]
         # measured: the upper lane of the device's row; its waits just before the compute
         ax.broken_barh(list(zip(begin - mine["wait"].to_numpy() * ms, mine["wait"] * ms,
                                 strict=True)), (r - 0.42, 0.38), facecolors="none",
                        edgecolor="#999999", hatch="////", linewidth=0)
-        ax.broken_barh(list(zip(begin, mine["compute"] * ms, strict=True)), (r - 0.42, 0.38),
+        ax.broken_barh(list(zip(begin, busy, strict=True)), (r - 0.42, 0.38),
                        facecolors=colours, edgecolor="white", linewidth=0.4)
         # simulated: the lower lane
         L = sched.length[r]
@@ -249,15 +250,15 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
     ax.set_xlim(0, max(run.makespan, result.makespan) * ms)
     ax.set_xlabel("ms from the first op's start")
     error = result.makespan / run.makespan - 1
-    ax.set_title(title or f"{sched.name}: p={p}, n={sched.n}, m={sched.m}; measured "
+    ax.set_title(title or f"{run.schedule.name}: p={p}, n={sched.n}, m={sched.m}; measured "
                  f"{run.makespan * ms:.2f} ms, simulated {result.makespan * ms:.2f} ms "
-                 f"({error:+.1%})", fontsize=10)
+                 f"({error:+.1%})", fontsize=10, loc="left")
     used = sorted({Op(k) for r in range(p) for k in sched.kind[r, :sched.length[r]]})
     for op in used:
         ax.bar(0, 0, color=COLOURS[op], label={"FB": "F&B"}.get(op.name, op.name))
     ax.bar(0, 0, color="none", edgecolor="#999999", hatch="////", label="wait (measured)")
-    ax.legend(loc="upper right", ncol=len(used) + 1, fontsize=7, frameon=False,
-              bbox_to_anchor=(1.0, 1.16))
+    ax.legend(loc="lower right", ncol=len(used) + 1, fontsize=7, frameon=False,
+              bbox_to_anchor=(1.0, 1.0))
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)

@@ -4,7 +4,11 @@
 ``torch.profiler``, writes ``rank{r}_trace.json`` per rank and reads the traces back with
 ``fastpp.read_torch_trace``. The model is the same for every schedule: ``layers`` blocks of
 ``Linear(hidden, hidden)`` and ReLU, made from one seed and split evenly over the ``p * m``
-virtual stages. A schedule is a PyTorch class (``"ScheduleInterleaved1F1B"``) or a fastpp
+virtual stages. The defaults (256 units, microbatches of 256) keep the weights in cache and
+the backward about twice the forward, as in a real model; narrower microbatches of wider
+layers are bound by memory bandwidth, which a busy neighbour core takes away.
+
+A schedule is a PyTorch class (``"ScheduleInterleaved1F1B"``) or a fastpp
 schedule (a registered name or a ``Schedule``, for example one from ``fastpp.optimize``), run
 through PyTorch's ``_PipelineScheduleRuntime`` from the compute-only CSV that
 ``fastpp.io.write_torch_csv`` writes.
@@ -64,12 +68,13 @@ class Model:
     microbatch: int
     device: str
     warmup: int
+    realtime: bool = False
 
 
 def measure(schedule, p: int | None = None, n: int | None = None, m: int | None = None, *,
-            layers: int = 8,
-            hidden: int = 256, microbatch: int = 4, out="measured", device: str = "cpu",
-            warmup: int = 1, timeout: float = 300.0):
+            layers: int = 16,
+            hidden: int = 256, microbatch: int = 256, out="measured", device: str = "cpu",
+            warmup: int = 1, realtime: bool = False, timeout: float = 300.0):
     """Run one profiled step of ``schedule`` for real and read its traces back.
 
     Parameters
@@ -93,6 +98,11 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
         rank (a machine with ``p`` GPUs).
     warmup : int
         Unprofiled steps before the profiled one.
+    realtime : bool
+        Run the ranks under Linux's real-time scheduler (``SCHED_FIFO``; needs root or
+        ``CAP_SYS_NICE``), ahead of every other process: on a shared machine the others'
+        load otherwise inflates waits and op times several-fold. The kernel still leaves
+        other processes 5% of each second, and ``timeout`` holds.
     timeout : float
         Seconds before hung ranks are killed.
 
@@ -107,14 +117,15 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
     """
     from .. import read_torch_trace
 
-    job, model = _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup)
+    job, model = _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
+                      realtime)
     run_jobs([job], model, timeout)
     return read_torch_trace(job.out)
 
 
-def measure_many(schedules, p: int | None = None, n: int | None = None, *, layers: int = 8,
-                 hidden: int = 256, microbatch: int = 4, out="measured", device: str = "cpu",
-                 warmup: int = 1, timeout: float = 600.0) -> dict:
+def measure_many(schedules, p: int | None = None, n: int | None = None, *, layers: int = 16,
+                 hidden: int = 256, microbatch: int = 256, out="measured", device: str = "cpu",
+                 warmup: int = 1, realtime: bool = False, timeout: float = 600.0) -> dict:
     """``measure`` several schedules in one set of processes (they start once).
 
     ``schedules`` maps a label to what ``measure`` takes as ``schedule`` (each at its own
@@ -129,13 +140,14 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
     jobs = []
     for label, schedule in schedules.items():
         job, model = _job(schedule, p, n, None, layers, hidden, microbatch,
-                          Path(out) / str(label), device, warmup)
+                          Path(out) / str(label), device, warmup, realtime)
         jobs.append(job)
     run_jobs(jobs, model, timeout)
     return {label: read_torch_trace(job.out) for label, job in zip(schedules, jobs, strict=True)}
 
 
-def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup) -> tuple[Job, Model]:
+def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
+         realtime) -> tuple[Job, Model]:
     """Validate ``measure``'s arguments into a ``Job`` and a ``Model``."""
     if isinstance(schedule, Schedule):
         p = schedule.p if p is None else p
@@ -147,6 +159,10 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup) -> 
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ScheduleError(f"warmup must be a non-negative integer (got warmup={warmup!r})")
     one_of(device, "device", DEVICES)
+    if not isinstance(realtime, bool):
+        raise ScheduleTypeError(f"realtime must be True or False (got {realtime!r})")
+    if realtime and not hasattr(os, "SCHED_FIFO"):
+        raise ScheduleError("realtime must be False here: this system has no SCHED_FIFO")
     if p < 2:
         raise ScheduleError(f"p must be at least 2 for a real pipeline run (got p={p})")
     out = Path(out)
@@ -190,7 +206,7 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup) -> 
     stages = tuple(tuple(int(s) for s in range(V) if order.stage_to_device[s] == r)
                    for r in range(p))
     return (Job(runner, csv, p, n, stages, str(out)),
-            Model(layers, hidden, microbatch, device, warmup))
+            Model(layers, hidden, microbatch, device, warmup, realtime))
 
 
 def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
@@ -236,6 +252,9 @@ def _rank_main(rank: int, p: int, port: int, jobs: list[Job], model: Model) -> N
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
+    if model.realtime:  # threads started from here on (gloo's, the profiler's) inherit it
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(os.sched_get_priority_min(
+            os.SCHED_FIFO)))
     if model.device == "cuda":
         torch.cuda.set_device(rank)
         device = torch.device("cuda", rank)
