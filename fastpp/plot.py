@@ -223,8 +223,8 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
     plt = _pyplot()
     ops, sched = run.ops, result.schedule
     p = sched.p
-    fig, ax = plt.subplots(figsize=(12, 0.9 * p + 1.6))
-    fig.subplots_adjust(left=0.1, right=0.99, bottom=0.3 / (p + 1) + 0.12, top=0.84)
+    fig, ax = plt.subplots(figsize=(12, 0.9 * p + 1.8))
+    fig.subplots_adjust(left=0.1, right=0.99, bottom=0.5 / (p + 1) + 0.15, top=0.88)
     ms = 1e3
     for r in range(p):
         mine = ops[ops["device"] == r]
@@ -257,8 +257,8 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
     for op in used:
         ax.bar(0, 0, color=COLOURS[op], label={"FB": "F&B"}.get(op.name, op.name))
     ax.bar(0, 0, color="none", edgecolor="#999999", hatch="////", label="wait (measured)")
-    ax.legend(loc="lower right", ncol=len(used) + 1, fontsize=7, frameon=False,
-              bbox_to_anchor=(1.0, 1.0))
+    ax.legend(loc="upper right", ncol=len(used) + 1, fontsize=7, frameon=False,
+              bbox_to_anchor=(1.0, -0.1))  # below the axis: the title takes the top
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
