@@ -26,14 +26,20 @@ from pathlib import Path
 
 import numpy as np
 
+try:  # three times faster on big traces; the standard library's json otherwise
+    from orjson import JSONDecodeError as _OrjsonError
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover (the measured extra installs it)
+    _loads, _OrjsonError = json.loads, json.JSONDecodeError
+
 from ..checks import ScheduleError
-from ..ops import B, F, parse_op
+from ..ops import B, F, I, W, parse_op
 
 # the actions PyTorch labels that are not compute (they post messages or manage weights)
 _OTHER_ACTIONS = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)\d*$")
+_PLAIN_PP = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
 _GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
 _RECV = re.compile(r"^\w+:recv\b")  # gloo:recv, nccl:recv ...: the work object of an irecv
-_SEND = re.compile(r"^(\w+:send|c10d::send)\b")  # the send op (it may block), its work object
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)")
 _MEGATRON_KEY = re.compile(r"^(forward|backward)-(\d+)(?:-(\d+))?-(start|end)$")
 _MEGATRON_FILE = re.compile(r"_pp_rank_(\d+)_rank_(\d+)\.json$")
@@ -67,16 +73,15 @@ class RankTrace:
         The op's range (microseconds).
     first_child : ndarray, shape (k,)
         Start of the first profiled operator inside the range (``end`` when none).
+    release : ndarray, shape (k,)
+        When the op's outputs left: the end of the sends posted right after it.
     ready : ndarray, shape (k,)
         When the op's wait for its inputs returned: the end of the last receive finishing in
-        the range before its first operator; NaN when none finished there.
+        the range (a receive's range ends when its ``wait()`` returns, and only the op that
+        needs it waits for it); NaN when none finished there.
     device_clock : bool
         Times are the device's (GPU ranges, CUDA events): a wait shows as a gap between ops,
         not inside one.
-    sent : ndarray, shape (k,), optional
-        When the op's output left: the start of the first send posted inside its range
-        (``ScheduleGPipe`` posts its sends inside ``Forward {i}``, so a receiver can have them
-        before the range ends); ``None``: at ``end``.
     """
 
     file: str
@@ -91,8 +96,8 @@ class RankTrace:
     end: np.ndarray
     first_child: np.ndarray
     ready: np.ndarray
+    release: np.ndarray
     device_clock: bool
-    sent: np.ndarray | None = None
 
 
 def trace_files(path) -> list[Path]:
@@ -101,7 +106,8 @@ def trace_files(path) -> list[Path]:
         p = Path(path)
         if p.is_dir():
             files = sorted(f for f in p.iterdir() if f.is_file()
-                           and (f.name.endswith(".json") or f.name.endswith(".json.gz")))
+                           and (f.name.endswith(".json") or f.name.endswith(".json.gz"))
+                           and not _replica(f))
             if not files:
                 raise ScheduleError(f"path {str(p)!r} holds no .json or .json.gz trace files")
             return files
@@ -122,6 +128,13 @@ def trace_files(path) -> list[Path]:
     return files
 
 
+def _replica(file: Path) -> bool:
+    """A Megatron timer file of a tensor/context/data-parallel replica (its TPxCPxDP rank is not
+    0): the same pipeline rank again, left out of a folder as PP-Schedule-Visualization does."""
+    tp = _MEGATRON_TP_RANK.search(file.name)
+    return bool(tp) and int(tp.group(1)) != 0
+
+
 def read_file(file: Path) -> RankTrace:
     """Parse one rank's file (either format)."""
     data = _load_json(file)
@@ -130,7 +143,8 @@ def read_file(file: Path) -> RankTrace:
     if isinstance(data, dict) and any(_MEGATRON_KEY.match(str(k)) for k in data):
         return _read_megatron(file, data)
     raise ScheduleError(f"{file}: not a profiler trace (no 'traceEvents') nor a Megatron PP-timer "
-                        f"file (no 'forward-...-start' keys)")
+                        f"file (no 'forward-...-start' keys); pass the trace files as a list if "
+                        f"their folder holds other JSON files")
 
 
 def _load_json(file: Path):
@@ -140,8 +154,8 @@ def _load_json(file: Path):
                 raw = fh.read()
         else:
             raw = file.read_bytes()
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        return _loads(raw)
+    except (json.JSONDecodeError, _OrjsonError, UnicodeDecodeError) as err:
         raise ScheduleError(f"{file}: not valid JSON (truncated or not a trace?): {err}") from None
     except (OSError, EOFError, zlib.error) as err:
         raise ScheduleError(f"{file}: cannot be read (a truncated .gz?): {err}") from None
@@ -162,46 +176,22 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     events = data["traceEvents"]
     if not isinstance(events, list):
         raise ScheduleError(f"{file}: rank {rank}: traceEvents must be a list of events")
-    cpu, gpu, children, recvs, sends = [], [], [], [], []
-    other_labels = 0
-    for e in events:
-        if not isinstance(e, dict) or e.get("ph") != "X":
-            continue
-        cat = e.get("cat")
-        name = e.get("name")
-        if cat == "cpu_op":
-            # posting a message is not the op's compute: ScheduleGPipe posts its receives and
-            # sends inside its ranges (c10d::recv_, c10d::send), the other schedules outside
-            if isinstance(name, str) and name.startswith("c10d::"):
-                if _SEND.match(name):
-                    sends.append((e.get("tid"), e.get("ts")))
-                continue
-            children.append((e.get("tid"), e.get("ts")))
-            continue
-        if cat != "user_annotation" and cat != "gpu_user_annotation":
-            continue
-        if _RECV.match(name):
-            recvs.append((e.get("tid"), e.get("ts"), e.get("dur")))
-            continue
-        if _SEND.match(name):
-            sends.append((e.get("tid"), e.get("ts")))
-            continue
-        if name.startswith("PP:"):
-            text = name[3:]
-            if _OTHER_ACTIONS.match(text):
-                other_labels += 1
-                continue
-            try:
-                op = parse_op(text)
-            except ValueError:
-                raise ScheduleError(f"{file}: rank {rank}: event {name!r} at ts={e.get('ts')}: "
-                                    f"not a pipeline action PyTorch writes") from None
-        else:
-            gpipe = _GPIPE.match(name)
-            if gpipe is None:
-                continue
-            op = (F if gpipe.group(1) == "Forward" else B, -1, int(gpipe.group(2)), -1, -1)
-        (gpu if cat == "gpu_user_annotation" else cpu).append((name, e, op))
+    # one pass over every event, keeping little: real traces hold many operators per op
+    child_tid, child_ts = [], []
+    marks = {"user_annotation": [], "gpu_user_annotation": []}
+    try:
+        for e in events:
+            cat = e.get("cat")
+            if cat == "cpu_op":
+                child_tid.append(e.get("tid"))
+                child_ts.append(e["ts"])
+            elif cat in marks and e.get("ph") == "X":
+                marks[cat].append((e.get("name"), e["ts"], e["dur"], e.get("tid")))
+    except (AttributeError, KeyError, TypeError):
+        raise ScheduleError(f"{file}: rank {rank}: event {e!r:.200} is not a profiler event "
+                            f"(a dict with a numeric ts and dur)") from None
+    cpu, recvs, sends, other_labels = _annotations(file, rank, marks["user_annotation"])
+    gpu, _, _, _ = _annotations(file, rank, marks["gpu_user_annotation"])
     device_clock = bool(gpu)
     chosen = gpu or cpu
     if not chosen:
@@ -213,56 +203,113 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
             f"nothing: measure 1F1B by writing its order with fastpp.io.write_torch_csv and "
             f"running it through _PipelineScheduleRuntime (_load_csv(path, "
             f"format='compute_only')).")
-    try:
-        rows = [(float(e["ts"]), float(e["ts"]) + float(e["dur"]), e.get("tid"), name, op)
-                for name, e, op in chosen]
-    except (KeyError, TypeError, ValueError):
-        bad = next(name for name, e, _ in chosen if not _timed(e))
-        raise ScheduleError(f"{file}: rank {rank}: event {bad!r} has no numeric ts and dur"
-                            ) from None
-    rows.sort(key=lambda row: (row[0], -row[1]))
+    chosen.sort(key=lambda row: (row[0], -row[1]))
     # an overlapped pair may show its parts as ranges inside its own: keep the outermost
     kept, reach = [], -np.inf
-    for row in rows:
-        if row[1] <= reach and kept and row[2] == kept[-1][2]:
+    for row in chosen:
+        if row[1] <= reach and row[2] == kept[-1][2]:
             continue
         kept.append(row)
         reach = row[1]
     start = np.array([r[0] for r in kept])
     end = np.array([r[1] for r in kept])
-    threads = {r[2] for r in kept}
     first_child = end.copy()
     ready = np.full(len(kept), np.nan)
+    release = end.copy()
     if not device_clock:
-        ts = np.sort(np.array([t for tid, t in children if tid in threads and _num(t)], float))
+        threads = list({r[2] for r in kept})
+        release = _release(start, end, sends)
+        try:
+            ts = np.array(child_ts, float)[np.isin(np.array(child_tid, object), threads)]
+        except (TypeError, ValueError):
+            bad = next(t for t in child_ts if not _num(t))
+            raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has ts={bad!r}, not a "
+                                f"number") from None
+        ts.sort()
         at = np.searchsorted(ts, start, side="left")
         has = at < len(ts)
         first_child[has] = np.minimum(end[has], ts[np.minimum(at, len(ts) - 1)[has]])
-        ends = np.sort(np.array([t + d for tid, t, d in recvs if tid in threads and _num(t)
-                                 and _num(d)], float))
-        last = np.searchsorted(ends, first_child, side="right") - 1
+        ends = np.sort(np.array([b for tid, b in recvs if tid in threads], float))
+        last = np.searchsorted(ends, end, side="right") - 1
         found = last >= 0
         found[found] = ends[last[found]] >= start[found]
         ready[found] = ends[last[found]]
-        posted = np.sort(np.array([t for tid, t in sends if tid in threads and _num(t)], float))
-        at = np.searchsorted(posted, start, side="left")
-        inside = at < len(posted)
-        inside[inside] = posted[at[inside]] < end[inside]
-        sent = end.copy()
-        sent[inside] = posted[at[inside]]
     return RankTrace(str(file), rank, world if isinstance(world, int) else None,
                      str(data.get("host_name", "")), int(data.get("baseTimeNanoseconds", 0)),
                      [r[3] for r in kept], np.array([r[4] for r in kept], np.int64).reshape(-1, 5),
-                     np.zeros(len(kept), np.int64), start, end, first_child, ready, device_clock,
-                     None if device_clock else sent)
+                     np.zeros(len(kept), np.int64), start, end, first_child, ready, release,
+                     device_clock)
+
+
+_KIND = {"F": F, "B": B, "I": I, "W": W}
+
+
+def _annotations(file: Path, rank: int, marks: list[tuple]):
+    """The compute ops ``(start, end, tid, label, op)``, the receives' ``(tid, end)``, the
+    sends ``(start, end)`` and how many other actions there were, from annotation ranges
+    ``(name, ts, dur, tid)``."""
+    try:
+        return _classify(file, rank, marks)
+    except TypeError:  # a ts or dur that is not a number
+        bad = next(m for m in marks if not (_num(m[1]) and _num(m[2])))
+        raise ScheduleError(f"{file}: rank {rank}: event {bad[0]!r} has no numeric ts and "
+                            f"dur") from None
+
+
+def _classify(file: Path, rank: int, marks: list[tuple]):
+    ops, recvs, sends = [], [], []
+    others = 0
+    for name, a, d, tid in marks:
+        if not isinstance(name, str):
+            continue
+        if d < 0:
+            raise ScheduleError(f"{file}: rank {rank}: event {name!r} at ts={a} has a negative "
+                                f"duration (dur={d})")
+        if name.startswith("PP:"):
+            plain = _PLAIN_PP.match(name)
+            if plain:  # the common case, without parse_op's generality
+                ops.append((a, a + d, tid, name, (_KIND[plain.group(2)], int(plain.group(1)),
+                                                  int(plain.group(3)), -1, -1)))
+                continue
+            text = name[3:]
+            if _OTHER_ACTIONS.match(text):
+                others += 1
+                if "SEND_" in text:
+                    sends.append((a, a + d))
+                continue
+            try:
+                op = parse_op(text)
+            except ValueError:
+                raise ScheduleError(f"{file}: rank {rank}: event {name!r} at ts={a}: not a "
+                                    f"pipeline action PyTorch writes") from None
+            ops.append((a, a + d, tid, name, op))
+        elif name.endswith("recv") and _RECV.match(name):
+            recvs.append((tid, a + d))
+        elif name.startswith(("Forward ", "Backward ")):
+            gpipe = _GPIPE.match(name)
+            if gpipe:
+                ops.append((a, a + d, tid, name, (F if gpipe.group(1) == "Forward" else B, -1,
+                                                  int(gpipe.group(2)), -1, -1)))
+    return ops, recvs, sends, others
+
+
+def _release(start: np.ndarray, end: np.ndarray, sends: list[tuple]) -> np.ndarray:
+    """When each op's outputs left: the end of the last send posted between its range and the
+    next op's (PyTorch posts an op's sends right after it), else its range's end."""
+    release = end.copy()
+    if not sends:
+        return release
+    posted = np.array(sorted(sends))  # one thread posts them one after another
+    nxt = np.append(start[1:], np.inf)
+    last = np.searchsorted(posted[:, 0], nxt, side="left") - 1
+    found = last >= 0
+    found[found] = posted[last[found], 0] >= end[found]
+    release[found] = np.minimum(np.maximum(end[found], posted[last[found], 1]), nxt[found])
+    return release
 
 
 def _num(x) -> bool:
     return isinstance(x, int | float)
-
-
-def _timed(e: dict) -> bool:
-    return _num(e.get("ts")) and _num(e.get("dur"))
 
 
 def _read_megatron(file: Path, data: dict) -> RankTrace:
@@ -275,8 +322,7 @@ def _read_megatron(file: Path, data: dict) -> RankTrace:
     if rank is None:
         raise ScheduleError(f"{file}: no rank: a Megatron PP-timer file is named "
                             f"'event_times_..._pp_rank_<r>_rank_<g>.json'")
-    tp = _MEGATRON_TP_RANK.search(file.name)
-    if tp and int(tp.group(1)) != 0:
+    if _replica(file):
         raise ScheduleError(f"{file}: rank {rank}: a TPxCPxDP rank other than 0; pass only the "
                             f"files of TPxCPxDP rank 0 (one per pipeline rank)")
     times: dict[tuple, dict[str, float]] = {}
@@ -304,4 +350,4 @@ def _read_megatron(file: Path, data: dict) -> RankTrace:
     return RankTrace(str(file), rank, None, "", 0, [r[2] for r in rows],
                      np.array([r[3] for r in rows], np.int64).reshape(-1, 5),
                      np.array([r[4] for r in rows], np.int64), start, end, end.copy(),
-                     np.full(len(rows), np.nan), True)
+                     np.full(len(rows), np.nan), end.copy(), True)

@@ -1,19 +1,31 @@
 """``MeasuredRun``: a real pipeline run as fastpp sees it, and ``read_torch_trace``.
 
-Each compute op's time on its device is split three ways (seconds):
+An op's outputs leave when the sends PyTorch posts right after it are posted: its ``release``.
+The device's time from one op's release to the next one's is split (seconds):
 
 - ``wait``: blocked on an input. PyTorch posts a receive in a ``RECV_*`` action and waits for it
-  at the start of the compute action that needs it; the receive's own profiler range
+  at the start of the compute action that needs it; the receive's profiler range
   (``gloo:recv``) ends when that wait returns. So ``wait`` is the receive's end minus the range
-  start, less the time every op spends before it reaches its wait (the device's smallest such
-  gap over its ops: one that did not block). With device clocks (GPU ranges, CUDA events) the
-  wait is the idle gap before an op that takes an input from another device.
+  start, less the time every op spends before it reaches its wait (the least over the run's
+  ops: one that did not block). With device clocks (GPU ranges, CUDA events) it is the idle gap
+  before an op that takes an input from another device. A device's first op also waits from
+  the run's start to its range.
 - ``compute``: the rest of the op's range (its operators and the Python around them).
-- ``overhead``: the device's time after the range until its next op's range: posting sends and
-  receives, the scheduler's bookkeeping. It is work, not waiting, so the replay charges it.
+- ``overhead``: the device's time outside ranges charged to the op: from the previous op's
+  release to this range (posting receives, the scheduler's bookkeeping, the process being
+  descheduled) and posting its own sends. Work, not waiting.
+- ``stall``: the part of ``wait`` that its inputs' producers' release plus the hand-off
+  ``latency`` does not explain. gloo moves a message only once both its send and its receive
+  are posted, so an input sent before its receive was posted still arrives a rendezvous after
+  the receive; and a descheduled process answers late. The device pays that wherever the op
+  runs.
 
-The replay gives the engine ``compute + overhead`` for every op (``durations``), and the
-hand-off latency measured from the ops that blocked, so the engine re-derives the waits.
+A replay runs each op for its ``durations``: its whole slot, from the previous op's release to
+its own, less the time the engine idles for its inputs (their producers' release plus the run's
+``latency``, at most the op's wait and the work before it, which the wait overlaps in the run:
+receives are posted while inputs travel). Idle plus duration is then the op's slot, so the
+replay is exact op by op as long as no input came sooner after its producer than ``latency``;
+one that did makes its op end that much later in the replay.
 """
 
 from __future__ import annotations
@@ -47,8 +59,9 @@ class Comparison:
     Attributes
     ----------
     ops : DataFrame
-        One row per op: ``device, position, label``, the measured and simulated ``start`` (the
-        op's inputs ready and its device free) and ``end`` (its device free again), and
+        One row per op: ``device, position, label``, the measured and simulated ``start``
+        (measured: ``release - durations``, where the engine would start it) and ``end`` (its
+        outputs sent: the measured ``release``), and
         ``late``: how much later the measured op ended, ``lost``: how much of that this op
         added (``late`` minus its device's previous op's ``late``).
     measured, simulated : float
@@ -88,28 +101,38 @@ class MeasuredRun:
         Devices (ranks), microbatches, chunks per device.
     makespan : float
         First op start to last op end over all ranks.
-    start, end, wait, compute, overhead : ndarray, shape (p, L)
-        Per op, like ``schedule.kind``: its range, and its time split (module docstring).
+    start, end, release : ndarray, shape (p, L)
+        Per op, like ``schedule.kind``: its range, and when its sends were posted.
+    wait, compute, overhead, stall : ndarray, shape (p, L)
+        Its time split (module docstring): the device's time from the previous op's
+        ``release`` to this op's is ``wait + compute + overhead`` (from the run's start for a
+        device's first op).
+    durations : ndarray, shape (p, L)
+        What a replay runs each op for (module docstring).
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host.
     offset_residual : float
         How far the true offsets can be from ``offsets`` given the hand-offs (seconds).
     latency : float
-        The hand-off latency: median over the ops that blocked of the time from their
-        producer's device being free to them starting (seconds, >= 0).
+        The hand-off latency: the median, over the ops that blocked on an input still being
+        made when they began to wait, of the time from its producer's ``release`` to the wait's
+        end (seconds, >= 0).
     files : list of str
         Rank ``r``'s file at ``files[r]``.
     hosts : list of str
         Rank ``r``'s host.
     """
 
-    def __init__(self, schedule: Schedule, start, end, wait, compute, overhead, offsets,
-                 offset_residual: float, latency: float, files: list[str], hosts: list[str]):
+    def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
+                 durations, latency: float, offsets, offset_residual: float, files: list[str],
+                 hosts: list[str]):
         self.schedule = schedule
         self.p, self.n, self.m = schedule.p, schedule.n, schedule.m
-        self.start, self.end, self.wait = start, end, wait
-        self.compute, self.overhead = compute, overhead
+        self.start, self.end, self.release = start, end, release
+        self.wait, self.compute, self.overhead, self.stall = wait, compute, overhead, stall
+        self.durations = durations
+        self._costs: dict[tuple[str, str], Costs] = {}
         self.offsets = offsets
         self.offset_residual = float(offset_residual)
         self.latency = float(latency)
@@ -121,17 +144,12 @@ class MeasuredRun:
         return (f"MeasuredRun(p={self.p}, n={self.n}, m={self.m}, ops={self.schedule.num_ops}, "
                 f"makespan={self.makespan:.6g} s)")
 
-    @property
-    def durations(self) -> np.ndarray:
-        """Each op's time on its device without its wait: ``compute + overhead``, the
-        ``durations`` a replay simulates."""
-        return self.compute + self.overhead
-
     @cached_property
     def ops(self) -> pd.DataFrame:
         """One row per op: ``device, position`` (its place in ``schedule``'s op matrix),
         ``label, kind, stage, microbatch, stage2, microbatch2`` (the backward half of an
-        overlapped pair, else -1), ``start, end, wait, compute, overhead`` (seconds)."""
+        overlapped pair, else -1), and in seconds ``start, end`` (its range), ``release`` (its
+        sends posted), ``wait, compute, overhead, stall`` (the module docstring)."""
         s = self.schedule
         used = _used(s)
         device, position = np.nonzero(used)
@@ -141,16 +159,18 @@ class MeasuredRun:
             "label": [s.token(r, k) for r, k in zip(device, position, strict=True)],
             "kind": kinds[s.kind[used]], "stage": s.stage[used], "microbatch": s.mb[used],
             "stage2": s.stage2[used], "microbatch2": s.mb2[used],
-            "start": self.start[used], "end": self.end[used], "wait": self.wait[used],
-            "compute": self.compute[used], "overhead": self.overhead[used]})
+            "start": self.start[used], "end": self.end[used], "release": self.release[used],
+            "wait": self.wait[used], "compute": self.compute[used],
+            "overhead": self.overhead[used], "stall": self.stall[used]})
 
-    def costs(self, per: str = "device") -> Costs:
+    def costs(self, per: str = "device", statistic: str = "median") -> Costs:
         """Costs calibrated from the run, in fastpp's units (seconds).
 
-        ``f``, ``b``, ``w`` and ``fb`` are medians of the ops' ``durations`` (compute and
-        overhead) times ``m`` (a chunk op takes ``f/m``): ``b`` of the full backwards, or of
-        ``I`` plus ``W`` in a split schedule, ``w`` of the ``W`` ops (0 without); ``comm`` is
-        ``latency``. ``gamma`` and ``act`` keep their defaults (a trace has no memory).
+        ``f``, ``b``, ``w`` and ``fb`` are medians (or means) of the ops' ``durations`` (their
+        time on the device without the engine's idle) times ``m`` (a chunk op takes ``f/m``): ``b``
+        of the full backwards, or of ``I`` plus ``W`` in a split schedule, ``w`` of the ``W``
+        ops (0 without); ``comm`` is ``latency``. ``gamma`` and ``act`` keep their defaults
+        (a trace has no memory).
 
         Parameters
         ----------
@@ -158,25 +178,30 @@ class MeasuredRun:
             ``"device"``: arrays over the ``p`` devices, which any schedule on ``p`` devices
             accepts (with its own ``m``); ``"stage"``: arrays over the ``V`` virtual stages of
             this run's placement.
+        statistic : {"median", "mean"}
+            The median resists the odd slow op; the mean keeps the run's total device time,
+            descheduled moments included: on a busy machine the better predictor of a whole
+            run (each of the six runs in tests/data simulated with its own calibrated costs:
+            -10%..+3% of its makespan with means, -41%..-3% with medians).
         """
         one_of(per, "per", ("device", "stage"))
+        one_of(statistic, "statistic", ("median", "mean"))
+        if (per, statistic) not in self._costs:  # a run does not change: calibrate once
+            self._costs[per, statistic] = self._calibrate(per, statistic)
+        return self._costs[per, statistic]
+
+    def _calibrate(self, per: str, statistic: str) -> Costs:
         s = self.schedule
         used = _used(s)
         group = (np.broadcast_to(np.arange(s.p)[:, None], s.kind.shape) if per == "device"
                  else s.stage)
         size = s.p if per == "device" else s.V
-        dur = self.durations
 
-        def median(kind) -> np.ndarray:
-            out = np.full(size, np.nan)
+        def typical(kind) -> np.ndarray:
             pick = used & (s.kind == kind)
-            for g in range(size):
-                values = dur[pick & (group == g)]
-                if values.size:
-                    out[g] = np.median(values)
-            return out * s.m
+            return _by_group(group[pick], self.durations[pick], size, statistic) * s.m
 
-        f, full, i, w, fb = median(F), median(B), median(I), median(W), median(FB)
+        f, full, i, w, fb = typical(F), typical(B), typical(I), typical(W), typical(FB)
         split = np.isfinite(i) & np.isfinite(w)
         b = np.where(np.isfinite(full), full, np.where(split, i + w, np.nan))
         w = np.where(np.isfinite(w), np.minimum(w, b), 0.0)
@@ -204,21 +229,37 @@ class MeasuredRun:
             raise ScheduleError(f"result must simulate this run's schedule (got "
                                 f"{result.schedule!r}, the run is {s!r})")
         used = _used(s)
-        busy_start = self.end - self.compute  # inputs ready, device free: the engine's start
-        free = self.end + self.overhead
+        begin = np.where(used, self.release - self.durations, 0.0)  # as the engine sees it
+        free = self.release
         late = np.where(used, free - result.end, 0.0)
         lost = late - np.concatenate([np.zeros((s.p, 1)), late[:, :-1]], axis=1)
         device, position = np.nonzero(used)
         table = pd.DataFrame({
             "device": device, "position": position,
             "label": [s.token(r, k) for r, k in zip(device, position, strict=True)],
-            "measured_start": busy_start[used], "measured_end": free[used],
+            "measured_start": begin[used], "measured_end": free[used],
             "simulated_start": result.start[used], "simulated_end": result.end[used],
             "late": late[used], "lost": lost[used]})
         worst = int(np.argmax(table["lost"].to_numpy()))
         return Comparison(table, self.makespan, result.makespan,
                           result.makespan / self.makespan - 1.0, int(table["device"][worst]),
                           str(table["label"][worst]), float(table["lost"][worst]))
+
+
+def _by_group(keys: np.ndarray, values: np.ndarray, size: int, statistic: str) -> np.ndarray:
+    """The median or mean of ``values`` for each key ``0..size-1`` (NaN for a key without
+    values), all groups at once."""
+    count = np.bincount(keys, minlength=size)
+    out = np.full(size, np.nan)
+    has = count > 0
+    if statistic == "mean":
+        out[has] = np.bincount(keys, values, minlength=size)[has] / count[has]
+        return out
+    ordered = values[np.lexsort((values, keys))]
+    first = np.cumsum(count) - count
+    c = count[has]
+    out[has] = (ordered[first[has] + (c - 1) // 2] + ordered[first[has] + c // 2]) / 2
+    return out
 
 
 def _used(s: Schedule) -> np.ndarray:
@@ -273,19 +314,19 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     L = schedule.kind.shape[1]
     base = min(t.base_ns for t in traces)
     shape = (p, L)
-    start, end, child, ready, sent = (np.full(shape, np.nan) for _ in range(5))
+    start, end, child, ready, release = (np.full(shape, np.nan) for _ in range(5))
     for t in traces:  # microseconds on each host's raw clock
         shift = (t.base_ns - base) / 1e3
         k = len(t.labels)
         start[t.rank, :k], end[t.rank, :k] = t.start + shift, t.end + shift
-        sent[t.rank, :k] = (t.end if t.sent is None else t.sent) + shift
         child[t.rank, :k], ready[t.rank, :k] = t.first_child + shift, t.ready + shift
+        release[t.rank, :k] = t.release + shift
     device_clock = np.array([t.device_clock for t in traces])
     pro, con = _handoffs(schedule)
     # the latest a hand-off can have arrived: the receive's end, else the op's first operator
     # (CPU ranges) or the op's start (device clocks)
     arrival = np.where(np.isnan(ready), np.where(device_clock[:, None], start, child), ready)
-    observed = arrival[con] - sent[pro]
+    observed = arrival[con] - end[pro]
 
     def describe(i: int) -> str:
         (rp, kp), (rc, kc) = (pro[0][i], pro[1][i]), (con[0][i], con[1][i])
@@ -296,27 +337,57 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
 
     hosts = [t.host for t in traces]
     offsets, residual = align(hosts, pro[0], con[0], observed, describe)
-    for a in (start, end, child, ready, arrival):
-        a -= offsets[:, None]
-    origin = np.nanmin(start)
-    start, end, child, ready, arrival = ((a - origin) * 1e-6 for a in
-                                         (start, end, child, ready, arrival))
-    wait = _waits(schedule, start, end, ready, device_clock, con)
+    origin = np.nanmin(start - offsets[:, None])
     used = _used(schedule)
-    nxt = np.concatenate([start[:, 1:], np.full((p, 1), np.nan)], axis=1)
-    nxt_wait = np.concatenate([wait[:, 1:], np.zeros((p, 1))], axis=1)
-    last = np.arange(L)[None, :] == (schedule.length[:, None] - 1)
-    overhead = np.where(last, 0.0, nxt - end - np.where(device_clock[:, None], nxt_wait, 0.0))
-    overhead = np.where(used, np.maximum(overhead, 0.0), 0.0)
-    compute = np.where(used, end - start - np.where(device_clock[:, None], 0.0, wait), 0.0)
-    for a in (start, end, wait):
-        a[~used] = 0.0
-    busy_start = end - compute
-    blocked = wait[con] > BLOCKED
-    gaps = busy_start[con][blocked] - (end + overhead)[pro][blocked]
+    start, end, ready, release = (np.where(used, (a - offsets[:, None] - origin) * 1e-6, 0.0)
+                                  for a in (start, end, ready, release))
+    ready[~used] = np.nan
+    times = _split(schedule, start, end, ready, release, device_clock, pro, con)
+    return MeasuredRun(schedule, start, end, release, *times, offsets * 1e-6, residual * 1e-6,
+                       [t.file for t in traces], hosts)
+
+
+def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
+    """Each op's ``wait, compute, overhead, stall``, the ``durations`` a replay runs and the
+    run's hand-off ``latency`` (seconds; the module docstring says what each is)."""
+    p, L = s.kind.shape
+    used = _used(s)
+    first = np.arange(L)[None, :] == 0
+    before = np.concatenate([np.zeros((p, 1)), release[:, :-1]], axis=1)  # device free
+    takes_input = np.zeros((p, L), bool)
+    takes_input[con] = True
+    gpu = np.broadcast_to(device_clock[:, None], (p, L))
+    # CPU: blocked inside the range, from its start to the receive's end, less the time every
+    # op spends before reaching its wait: the least over the run (an op that did not block; the
+    # same runtime code on every rank, and a rank may block at every receive, as GPipe's last
+    # ones do in the forward)
+    reach = ready - start
+    least = np.nanmin(reach) if np.any(np.isfinite(reach)) else 0.0
+    inside = np.where(np.isfinite(reach), np.maximum(reach - least, 0.0), 0.0)
+    inside = np.where(gpu, 0.0, inside)
+    gap = np.maximum(start - before, 0.0)  # before the range: posting receives, the scheduler
+    gap_wait = np.where(first | (gpu & takes_input), gap, 0.0)  # devices idle before an op
+    wait = np.where(used, inside + gap_wait, 0.0)
+    compute = np.where(used, end - start - inside, 0.0)
+    overhead = np.where(used, gap - gap_wait + np.maximum(release - end, 0.0), 0.0)
+    # the latency: ops that blocked on an input whose producer released it only after the op
+    # began waiting (the wait is then the hand-off's own)
+    latest = np.full((p, L), -np.inf)
+    np.maximum.at(latest, con, release[pro])
+    began = np.where(gpu | first, before, start)
+    busy = end - compute  # the wait over: inputs in, device free
+    blocked = used & (busy - began > BLOCKED) & (latest > began)
+    gaps = (busy - latest)[blocked]
     latency = max(0.0, float(np.median(gaps))) if gaps.size else 0.0
-    return MeasuredRun(schedule, start, end, wait, compute, overhead, offsets * 1e-6,
-                       residual * 1e-6, latency, [t.file for t in traces], hosts)
+    # the engine idles until the producer's release plus the latency, then runs the op's
+    # whole slot; that idle can stand for the op's wait and for the work before it (posting
+    # receives overlaps the wait). The rest of a wait (an input sent before its receive was
+    # posted comes a rendezvous later, ...) the device pays anyway: its stall.
+    due = latest + latency  # -inf without an input from another device
+    idle = np.where(used, np.clip(due - before, 0.0, busy - before), 0.0)
+    stall = np.where(used, np.clip(busy - due, 0.0, wait), 0.0)
+    durations = np.where(used, release - before - idle, 0.0)
+    return wait, compute, overhead, stall, durations, latency
 
 
 def _ranked(traces: list[RankTrace]) -> list[RankTrace]:
@@ -376,19 +447,20 @@ def _schedule(traces: list[RankTrace], where: dict) -> Schedule:
     forwards = Counter(s for (kind, s, *_rest) in where if kind in (F, FB))
     n = Counter(forwards.values()).most_common(1)[0][0] if forwards else 0
     for t in traces:
-        for k, (kind, s, j, s2, j2) in enumerate(t.ops.tolist()):
-            parts = [(s, j)] + ([(s2, j2)] if kind == FB else [])
-            for stage, mb in parts:
-                if stage >= V:
-                    raise ScheduleError(
-                        f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at ts={t.start[k]:.3f}: "
-                        f"stage {stage} is out of range: the run's stages are 0..{V - 1} "
-                        f"(no op of stage {V} ran)")
-                if mb >= n:
-                    raise ScheduleError(
-                        f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at ts={t.start[k]:.3f}: "
-                        f"microbatch {mb} is out of range: most stages ran n={n} forwards "
+        pair = t.ops[:, 0] == FB
+        for stage, mb in ((t.ops[:, 1], t.ops[:, 2]),
+                          (np.where(pair, t.ops[:, 3], 0), np.where(pair, t.ops[:, 4], 0))):
+            k = int(np.argmax((stage >= V) | (mb >= n)))
+            if stage[k] >= V:
+                rule = (f"stage {stage[k]} is out of range: the run's stages are 0..{V - 1} (no "
+                        f"op of stage {V} ran)")
+            elif mb[k] >= n:
+                rule = (f"microbatch {mb[k]} is out of range: most stages ran n={n} forwards "
                         f"(microbatches 0..{n - 1})")
+            else:
+                continue
+            raise ScheduleError(f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at "
+                                f"ts={t.start[k]:.3f}: {rule}")
     owner: dict[int, int] = {}
     for (kind, s, _, s2, _), (r, k) in where.items():
         for stage in (s, s2) if kind == FB else (s,):
@@ -464,22 +536,3 @@ def _handoffs(s: Schedule) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndar
     cross = rs[producer] != rs[consumer]
     producer, consumer = producer[cross], consumer[cross]
     return (rs[producer], ks[producer]), (rs[consumer], ks[consumer])
-
-
-def _waits(s: Schedule, start, end, ready, device_clock, con) -> np.ndarray:
-    """Each op's wait (seconds; module docstring)."""
-    wait = np.zeros(start.shape)
-    for r in range(s.p):
-        L = s.length[r]
-        if device_clock[r]:
-            before = np.concatenate([[0.0], end[r, : L - 1]])
-            takes_input = np.zeros(L, bool)
-            takes_input[con[1][con[0] == r]] = True
-            wait[r, :L] = np.where(takes_input, np.maximum(start[r, :L] - before, 0.0), 0.0)
-            continue
-        reach = ready[r, :L] - start[r, :L]
-        if np.all(np.isnan(reach)):
-            continue
-        wait[r, :L] = np.where(np.isnan(reach), 0.0, np.maximum(reach - np.nanmin(reach), 0.0))
-    return wait
-

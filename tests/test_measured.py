@@ -1,0 +1,458 @@
+"""Measured runs: reading traces, the time split, clock alignment, replay, and bad input.
+
+Synthetic traces (tests/trace_synth.py) come from an event loop of their own with every time
+known; the real ones (tests/data/, see its README) are torch 2.13 runs on this machine.
+"""
+
+import gzip
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import trace_synth
+
+import fastpp
+from fastpp import ScheduleError, build_schedule, read_torch_trace, simulate
+
+DATA = Path(__file__).parent / "data"
+REAL = {"interleaved-1f1b": ("interleaved-1f1b", 2), "gpipe": ("gpipe", 1),
+        "looped-bfs": ("looped-bfs", 2), "zbv": ("zbv", 2), "dualpipev": ("dualpipev", 2),
+        "interleaved-zb": (None, 2)}  # PyTorch's ScheduleInterleavedZeroBubble
+# A trace's ts near 5e12 microseconds (the profiler's clock) holds times to about 1 ns (one float
+# step is 2**-10 us there): "exactly" means to a few such steps.
+EXACT = 5e-9
+COMPUTE = re.compile(r"^PP:(\d+[FBIW]\d+|\(\d+F\d+;\d+B\d+\)OVERLAP_F_B)$|^(Forward|Backward) \d+$")
+
+
+def synthetic(rng, name="1f1b", p=4, n=8, m=1, *, lead=True, extra=False, latency=3e-4,
+              o1=2e-5):
+    """A schedule and its true timeline: random compute (jitter), receive-posting gaps before
+    ops, injected extra delays on some hand-offs."""
+    s = build_schedule(name, p, n, m)
+    shape = s.kind.shape
+    compute = rng.uniform(5e-4, 2e-3, shape)
+    gaps = rng.uniform(1e-4, 6e-4, shape) if lead else np.zeros(shape)
+    gaps[0, 0] = 0.0  # the run starts with device 0's first op
+    delay = np.where(rng.random(shape) < 0.3, rng.uniform(1e-4, 1e-3, shape), 0.0) if extra \
+        else None
+    o1 = np.full(p, o1)  # the time from a range's start to its wait: the same runtime code
+    return s, trace_synth.run(s, compute, gaps, latency=latency, o1=o1, extra=delay)
+
+
+def assert_recovered(run, truth, schedule):
+    used = np.arange(schedule.kind.shape[1]) < schedule.length[:, None]
+    for name in ("start", "end", "release", "wait", "compute", "overhead"):
+        np.testing.assert_allclose(getattr(run, name)[used], truth[name][used], rtol=0,
+                                   atol=EXACT, err_msg=name)
+
+
+def test_synthetic_times_are_recovered_exactly(tmp_path, rng):
+    s, truth = synthetic(rng)
+    trace_synth.write(tmp_path, s, truth)
+    run = read_torch_trace(tmp_path)
+    assert run.schedule.tokens() == s.tokens()
+    assert (run.p, run.n, run.m) == (4, 8, 1)
+    assert_recovered(run, truth, s)
+    assert run.makespan == pytest.approx(np.nanmax(truth["end"]), abs=EXACT)
+    assert run.offsets.tolist() == [0, 0, 0, 0] and run.offset_residual == 0
+    table = run.ops
+    assert len(table) == s.num_ops
+    row = table[(table.device == 1) & (table.label == "1B2")].iloc[0]
+    k = s.tokens()[1].index("1B2")
+    assert (row.position, row.kind, row.stage, row.microbatch) == (k, "B", 1, 2)
+    assert row.wait == pytest.approx(truth["wait"][1, k], abs=EXACT)
+
+
+@pytest.mark.parametrize("lead", [False, True])
+def test_injected_waits_are_the_stall_and_the_replay_is_exact(tmp_path, rng, lead):
+    """The latency (less the time to reach the wait) and every injected delay come back, and
+    the replay reproduces every op to float precision, with or without work (posting
+    receives) before the ops' ranges."""
+    s, truth = synthetic(rng, "interleaved-1f1b", 4, 8, 2, lead=lead, extra=True)
+    trace_synth.write(tmp_path, s, truth)
+    run = read_torch_trace(tmp_path)
+    assert_recovered(run, truth, s)
+    # the engine counts the time an op takes to reach its wait (o1) as its compute, after the
+    # wait: so its latency is the true one less o1
+    assert run.latency == pytest.approx(3e-4 - 2e-5, abs=EXACT)
+    np.testing.assert_allclose(run.stall, truth["stall"], atol=EXACT)
+    used = np.arange(s.kind.shape[1]) < s.length[:, None]
+    late = truth["stall"] > 0
+    assert late.sum() > 5
+    replay = run.replay()
+    np.testing.assert_allclose(replay.end[used], truth["release"][used], atol=EXACT)
+    assert replay.makespan == pytest.approx(run.makespan, abs=EXACT)
+    comparison = run.compare(replay)
+    assert abs(comparison.error) < EXACT
+    assert np.abs(comparison.ops["late"]).max() < EXACT
+
+
+def test_clock_offsets_between_hosts_are_recovered(tmp_path, rng):
+    s, truth = synthetic(rng, "1f1b", 4, 8)
+    offsets = np.array([0.0, 0.0137, -0.25, 3.5])
+    trace_synth.write(tmp_path, s, truth, offsets=offsets, hosts=["a", "b", "c", "d"])
+    run = read_torch_trace(tmp_path)
+    # symmetric links, one latency: the fastest hand-offs each way are equally fast
+    np.testing.assert_allclose(run.offsets, offsets, atol=EXACT)
+    assert run.offset_residual > 0  # how far the offsets could be off: half the round trip
+    assert_recovered(run, truth, s)
+
+
+def test_ranks_on_one_host_are_not_shifted(tmp_path, rng):
+    s, truth = synthetic(rng, "1f1b", 4, 8)
+    trace_synth.write(tmp_path, s, truth, hosts=["a", "a", "b", "b"],
+                      offsets=np.array([0.0, 0.0, 0.02, 0.02]))
+    run = read_torch_trace(tmp_path)
+    np.testing.assert_allclose(run.offsets, [0, 0, 0.02, 0.02], atol=EXACT)
+
+
+def test_gz_gpipe_labels_and_a_list_of_files(tmp_path, rng):
+    s, truth = synthetic(rng, "gpipe", 3, 4)
+    paths = trace_synth.write(tmp_path, s, truth, gz=True, labels="gpipe")
+    run = read_torch_trace([str(x) for x in reversed(paths)])
+    assert run.schedule.tokens() == s.tokens()
+    assert_recovered(run, truth, s)
+    one = read_torch_trace(build_one(tmp_path / "one", rng))
+    assert one.p == 1
+
+
+def build_one(folder, rng):
+    s, truth = synthetic(rng, "1f1b", 1, 3)
+    return trace_synth.write(folder, s, truth)[0]
+
+
+def test_device_ranges_are_preferred(tmp_path, rng):
+    """A GPU trace: the gpu_user_annotation ranges over the kernels give the times (kernels
+    run once their inputs are in: the ranges hold no wait); the CPU ranges (launches) are
+    ignored. A wait is the idle gap before an op with an input from another device."""
+    s, truth = synthetic(rng, "1f1b", 2, 4)
+    trace_synth.write(tmp_path, s, truth)
+    busy = truth["end"] - truth["compute"]
+    for r, path in enumerate(sorted(tmp_path.iterdir())):
+        data = json.loads(path.read_text())
+        ranges = [e for e in data["traceEvents"]
+                  if e.get("cat") == "user_annotation" and COMPUTE.match(e["name"])]
+        for k, e in enumerate(ranges):
+            shift = (busy[r, k] - truth["start"][r, k]) * 1e6
+            data["traceEvents"].append({**e, "cat": "gpu_user_annotation", "ts": e["ts"] + shift,
+                                        "dur": e["dur"] - shift})
+            e["ts"] -= 30.0  # launched before
+        path.write_text(json.dumps(data))
+    run = read_torch_trace(tmp_path)
+    used = np.arange(s.kind.shape[1]) < s.length[:, None]
+    np.testing.assert_allclose(run.start[used], busy[used], atol=EXACT)
+    np.testing.assert_allclose(run.compute[used], truth["compute"][used], atol=EXACT)
+    before = np.concatenate([np.zeros((2, 1)), truth["end"][:, :-1]], axis=1)
+    takes_input = np.array([s.kind[0] == 1, s.kind[1] == 0])  # device 0's B, device 1's F
+    takes_input[:, 0] = True  # and a device's first op waits from the run's start
+    np.testing.assert_allclose(run.wait[used], np.where(takes_input, busy - before, 0.0)[used],
+                               atol=EXACT)
+
+
+def test_megatron_timer_files(tmp_path, rng):
+    """PP-Schedule-Visualization's Megatron patch: per pipeline rank, CUDA-event times in ms
+    after a barrier, ``forward-{chunk}-{mb}-start`` with virtual stages."""
+    s, truth = synthetic(rng, "interleaved-1f1b", 2, 4, 2)
+    busy = truth["end"] - truth["compute"]  # CUDA events time the kernels, after the wait
+    for r in range(2):
+        times = {}
+        for k in range(s.length[r]):
+            what = "forward" if s.kind[r, k] == 0 else "backward"
+            key = f"{what}-{s.stage[r, k] // 2}-{s.mb[r, k]}"
+            times[f"{key}-start"] = busy[r, k] * 1e3
+            times[f"{key}-end"] = truth["end"][r, k] * 1e3
+        name = f"event_times_PP2_VPP2_TPxCPxDP_rank_0_pp_rank_{r}_rank_{r * 4}.json"
+        (tmp_path / name).write_text(json.dumps(times))
+        # a tensor-parallel replica of the same pipeline rank: left out of a folder
+        replica = tmp_path / name.replace("TPxCPxDP_rank_0", "TPxCPxDP_rank_1")
+        replica.write_text(json.dumps(times))
+    with pytest.raises(ScheduleError, match="a TPxCPxDP rank other than 0"):
+        read_torch_trace(replica)
+    run = read_torch_trace(tmp_path)
+    assert run.schedule.tokens() == s.tokens()
+    assert run.makespan == pytest.approx(np.nanmax(truth["end"]), abs=EXACT)
+    used = np.arange(s.kind.shape[1]) < s.length[:, None]
+    np.testing.assert_allclose(run.compute[used], truth["compute"][used], atol=EXACT)
+
+
+def trace_span(folder: Path) -> float:
+    """First compute range start to last end over the files, read directly (seconds)."""
+    first, last = np.inf, -np.inf
+    for path in folder.iterdir():
+        with gzip.open(path) as fh:
+            data = json.load(fh)
+        base = (data["baseTimeNanoseconds"] - 1_790_857_026_000_000_000) / 1e3  # keep ns
+        for e in data["traceEvents"]:
+            if e.get("cat") == "user_annotation" and COMPUTE.match(e.get("name", "")):
+                first = min(first, base + e["ts"])
+                last = max(last, base + e["ts"] + e["dur"])
+    return (last - first) * 1e-6
+
+
+@pytest.mark.parametrize("folder", sorted(REAL))
+def test_real_runs(folder):
+    run = read_torch_trace(DATA / folder)
+    name, m = REAL[folder]
+    if name is not None:
+        assert run.schedule.tokens() == build_schedule(name, 2, 4, m).tokens()
+    assert (run.p, run.n, run.m) == (2, 4, m)
+    assert run.makespan == pytest.approx(trace_span(DATA / folder), rel=1e-12)
+    assert run.offsets.tolist() == [0.0, 0.0]
+    replay = run.replay()
+    comparison = run.compare(replay)
+    print(f"{folder}: {comparison}, latency {run.latency * 1e6:.0f} us")
+    assert abs(comparison.error) <= 0.03
+    # the split adds up: from one op's sends to the next op's, the device waited, computed
+    # or worked outside the ranges
+    used = np.arange(run.schedule.kind.shape[1]) < run.schedule.length[:, None]
+    before = np.concatenate([np.zeros((2, 1)), run.release[:, :-1]], axis=1)
+    np.testing.assert_allclose((run.wait + run.compute + run.overhead)[used],
+                               (run.release - before)[used], atol=1e-12)
+    assert np.all(run.wait >= 0) and np.all(run.stall >= 0) and np.all(run.stall <= run.wait)
+
+
+def test_calibrated_costs():
+    run = read_torch_trace(DATA / "interleaved-1f1b")
+    ops = run.ops
+    dur = run.durations[np.arange(run.durations.shape[1]) < run.schedule.length[:, None]]
+    device = run.costs()
+    for r in range(2):
+        pick = (ops.device == r).to_numpy()
+        for kind, field in (("F", "f"), ("B", "b")):
+            values = dur[pick & (ops.kind == kind).to_numpy()]
+            assert getattr(device, field)[r] == pytest.approx(2 * np.median(values), rel=1e-12)
+    assert device.comm == run.latency and device.w.tolist() == [0.0, 0.0]
+    stage = run.costs(per="stage")
+    assert len(stage.f) == 4
+    # any schedule on p = 2 takes the per-device costs, with its own m
+    for name, m in (("1f1b", 1), ("zbv", 2), ("interleaved-1f1b", 2)):
+        assert simulate(build_schedule(name, 2, 4, m), device).makespan > 0
+    split = read_torch_trace(DATA / "zbv").costs()
+    assert np.all(split.w > 0) and np.all(split.w <= split.b)
+    with pytest.raises(ScheduleError, match="per must be one of"):
+        run.costs(per="rank")
+
+
+def test_each_real_run_from_its_own_costs():
+    """Calibration, not replay: each run simulated with one cost per op kind and device and
+    one latency. The figures in MeasuredRun.costs's docstring."""
+    errors = {}
+    for statistic in ("median", "mean"):
+        for folder in REAL:
+            run = read_torch_trace(DATA / folder)
+            made = simulate(run.schedule, run.costs(statistic=statistic)).makespan
+            errors[statistic, folder] = made / run.makespan - 1
+        shown = ", ".join(f"{f} {errors[statistic, f]:+.1%}" for f in REAL)
+        print(f"{statistic}: {shown}")
+    means = [errors["mean", f] for f in REAL]
+    medians = [errors["median", f] for f in REAL]
+    assert -0.10 <= min(means) and max(means) <= 0.03
+    assert -0.42 <= min(medians) and max(medians) <= -0.02
+
+
+def test_compare_needs_the_runs_schedule():
+    run = read_torch_trace(DATA / "gpipe")
+    with pytest.raises(ScheduleError, match="result must simulate this run's schedule"):
+        run.compare(simulate(build_schedule("1f1b", 2, 4)))
+    with pytest.raises(ScheduleError, match="result must be a fastpp.Result"):
+        run.compare("replay")
+
+
+def test_import_fastpp_does_not_import_pandas():
+    import subprocess
+    import sys
+    code = "import sys, fastpp; assert 'pandas' not in sys.modules; fastpp.MeasuredRun"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+
+def real_copy(tmp_path, folder="interleaved-1f1b"):
+    """The real run as plain JSON files in ``tmp_path``; returns their parsed contents."""
+    out = []
+    for r in range(2):
+        with gzip.open(DATA / folder / f"rank{r}_trace.json.gz") as fh:
+            data = json.load(fh)
+        out.append(data)
+        (tmp_path / f"rank{r}_trace.json").write_text(json.dumps(data))
+    return out
+
+
+def rewrite(tmp_path, r, data):
+    (tmp_path / f"rank{r}_trace.json").write_text(json.dumps(data))
+
+
+def events(data, name):
+    return [e for e in data["traceEvents"] if e.get("name") == name]
+
+
+def test_truncated_and_non_json(tmp_path):
+    real_copy(tmp_path)
+    path = tmp_path / "rank1_trace.json"
+    path.write_text(path.read_text()[:5000])
+    with pytest.raises(ScheduleError, match=r"rank1_trace.json: not valid JSON \(truncated"):
+        read_torch_trace(tmp_path)
+    path.write_bytes(b"\x00\x01garbage")
+    with pytest.raises(ScheduleError, match="rank1_trace.json: not valid JSON"):
+        read_torch_trace(tmp_path)
+    path.write_text("[1, 2]")
+    with pytest.raises(ScheduleError, match="rank1_trace.json: not a profiler trace"):
+        read_torch_trace(tmp_path)
+    path.unlink()
+    zipped = tmp_path / "rank1_trace.json.gz"
+    zipped.write_bytes(gzip.compress(b'{"traceEvents": []}')[:15])
+    with pytest.raises(ScheduleError, match="rank1_trace.json.gz: cannot be read"):
+        read_torch_trace(tmp_path)
+
+
+def test_no_pipeline_labels_says_how_to_measure_1f1b(tmp_path):
+    data = real_copy(tmp_path)
+    data[1]["traceEvents"] = [e for e in data[1]["traceEvents"]
+                              if not str(e.get("name")).startswith("PP:")]
+    rewrite(tmp_path, 1, data[1])
+    with pytest.raises(ScheduleError, match=r"rank1_trace.json: rank 1: no pipeline labels.*"
+                                            r"Schedule1F1B labels nothing.*write_torch_csv.*"
+                                            r"_PipelineScheduleRuntime"):
+        read_torch_trace(tmp_path)
+
+
+def test_missing_and_duplicate_ranks(tmp_path):
+    real_copy(tmp_path)
+    with pytest.raises(ScheduleError, match=r"missing rank\(s\) \[1\] of world size 2"):
+        read_torch_trace(tmp_path / "rank0_trace.json")
+    shutil.copy(tmp_path / "rank0_trace.json", tmp_path / "copy_trace.json")
+    with pytest.raises(ScheduleError, match="rank 0: duplicate rank, also in"):
+        read_torch_trace(tmp_path)
+
+
+def test_duplicate_missing_and_out_of_range_ops(tmp_path):
+    data = real_copy(tmp_path)
+    original = json.dumps(data[0])
+    op = events(data[0], "PP:0F1")[0]
+    data[0]["traceEvents"].append({**op, "ts": op["ts"] + 1e5})
+    rewrite(tmp_path, 0, data[0])
+    with pytest.raises(ScheduleError, match=r"rank0_trace.json: rank 0: event 'PP:0F1' at "
+                                            r"ts=.*: duplicate op 0F1.*Profile one step"):
+        read_torch_trace(tmp_path)
+    for bad, match in (("PP:0F9", "microbatch 9 is out of range: most stages ran n=4"),
+                       ("PP:8F0", "stage 8 is out of range: the run's stages are 0..3"),
+                       ("PP:0X0", "not a pipeline action")):
+        data[0] = json.loads(original)
+        data[0]["traceEvents"].append({**op, "name": bad, "ts": op["ts"] + 1e5})
+        rewrite(tmp_path, 0, data[0])
+        with pytest.raises(ScheduleError, match=rf"rank0_trace.json: rank 0: event '{bad}'.*"
+                                                rf"{match}"):
+            read_torch_trace(tmp_path)
+    data[0] = json.loads(original)
+    data[1]["traceEvents"] = [e for e in data[1]["traceEvents"] if e.get("name") != "PP:1B3"]
+    rewrite(tmp_path, 0, data[0])
+    rewrite(tmp_path, 1, data[1])
+    with pytest.raises(ScheduleError, match=r"missing 1 op\(s\): 1B3 \(rank 1, .*rank1_trace"):
+        read_torch_trace(tmp_path)
+
+
+def test_a_stage_on_two_ranks(tmp_path):
+    data = real_copy(tmp_path)
+    moved = events(data[0], "PP:2F3")[0]
+    data[0]["traceEvents"].remove(moved)
+    data[1]["traceEvents"].append({**moved, "pid": 1, "tid": 1})
+    rewrite(tmp_path, 0, data[0])
+    rewrite(tmp_path, 1, data[1])
+    with pytest.raises(ScheduleError, match="stage 2 also ran on rank 0"):
+        read_torch_trace(tmp_path)
+
+
+def test_two_runs_mixed(tmp_path):
+    data = real_copy(tmp_path)
+    data[1]["distributedInfo"]["world_size"] = 4
+    rewrite(tmp_path, 1, data[1])
+    with pytest.raises(ScheduleError, match="two runs mixed: the files' world sizes differ"):
+        read_torch_trace(tmp_path)
+    data[1]["distributedInfo"]["world_size"] = 2
+    data[1]["baseTimeNanoseconds"] += 10**10  # the same host, ten seconds later
+    rewrite(tmp_path, 1, data[1])
+    with pytest.raises(ScheduleError, match=r"two runs mixed on host 'vm': .*rank1_trace.json "
+                                            r"\(rank 1\) starts 9.9\d+ s after"):
+        read_torch_trace(tmp_path)
+
+
+def test_clocks_that_cannot_be_aligned(tmp_path, rng):
+    data = real_copy(tmp_path)
+    data[1]["baseTimeNanoseconds"] -= 3 * 10**6  # rank 1's clock 3 ms behind on one host
+    rewrite(tmp_path, 1, data[1])
+    with pytest.raises(ScheduleError, match=r"clocks cannot be aligned: ranks 0 and 1 share "
+                                            r"host 'vm' \(one clock\), yet .* before it was sent"):
+        read_torch_trace(tmp_path)
+    # on two hosts, a negative latency makes every round trip negative: no offset helps
+    s, truth = synthetic(rng, "1f1b", 2, 4, latency=-5e-3)
+    trace_synth.write(tmp_path / "two", s, truth, hosts=["a", "b"])
+    with pytest.raises(ScheduleError, match="clocks cannot be aligned between hosts 'a' and 'b'"):
+        read_torch_trace(tmp_path / "two")
+    # forward only: hand-offs one way only, nothing to align two hosts by
+    s = build_schedule("forward-only", 2, 3)
+    shape = s.kind.shape
+    truth = trace_synth.run(s, np.full(shape, 1e-3), np.zeros(shape), latency=1e-4,
+                            o1=np.full(2, 1e-5))
+    trace_synth.write(tmp_path / "fwd", s, truth, hosts=["a", "b"])
+    with pytest.raises(ScheduleError, match=r"host\(s\) \['b'\] exchange no hand-offs in both"):
+        read_torch_trace(tmp_path / "fwd")
+
+
+def test_bad_paths(tmp_path):
+    with pytest.raises(ScheduleError, match="does not exist"):
+        read_torch_trace(tmp_path / "nothing")
+    with pytest.raises(ScheduleError, match="holds no .json or .json.gz trace files"):
+        read_torch_trace(tmp_path)
+    with pytest.raises(ScheduleError, match="must list at least one trace file"):
+        read_torch_trace([])
+    with pytest.raises(ScheduleError, match="path must be a trace file"):
+        read_torch_trace(3)
+
+
+def test_public_names():
+    assert fastpp.read_torch_trace is read_torch_trace
+    assert "MeasuredRun" in fastpp.__all__ and "read_torch_trace" in fastpp.__all__
+
+
+def test_random_damage_is_a_clear_error_or_a_valid_run(tmp_path, rng):
+    """Events deleted, fields dropped or mistyped, names and times changed at random: every
+    read ends in a ScheduleError or a run whose schedule validated, never another error."""
+    data = real_copy(tmp_path)
+    original = [json.dumps(d) for d in data]
+    outcomes = {"error": 0, "valid": 0}
+    for _ in range(60):
+        r = int(rng.integers(2))
+        damaged = json.loads(original[r])
+        events_ = damaged["traceEvents"]
+        for _ in range(int(rng.integers(1, 4))):
+            i = int(rng.integers(len(events_)))
+            e = events_[i]
+            what = rng.integers(6)
+            if what == 0:
+                del events_[i]
+            elif what == 1 and isinstance(e, dict) and e:
+                del e[list(e)[int(rng.integers(len(e)))]]
+            elif what == 2 and isinstance(e, dict):
+                e["ts"] = ["not", "a", "number"][int(rng.integers(3))]
+            elif what == 3 and isinstance(e, dict):
+                e["name"] = str(rng.choice(["PP:0F0", "PP:9B9", "PP:", "PP:1SEND_F", "gloo:recv",
+                                            "Forward 7", "PP:(0F1;3B1)OVERLAP_F_B", 17]))
+            elif what == 4 and isinstance(e, dict) and isinstance(e.get("dur"), float):
+                e["dur"] = -e["dur"]
+            else:
+                events_[i] = "garbage"
+        rewrite(tmp_path, r, damaged)
+        try:
+            run = read_torch_trace(tmp_path)
+        except ScheduleError:
+            outcomes["error"] += 1
+        else:
+            assert run.schedule.num_ops > 0
+            outcomes["valid"] += 1
+        rewrite(tmp_path, r, json.loads(original[r]))
+    print(outcomes)
+    assert outcomes["error"] > 0
