@@ -82,6 +82,11 @@ class RankTrace:
     device_clock : bool
         Times are the device's (GPU ranges, CUDA events): a wait shows as a gap between ops,
         not inside one.
+    sent : ndarray, shape (k,), optional
+        The earliest an op's output can have reached another rank: the first ``c10d::send``
+        inside its range (``ScheduleGPipe`` posts its sends inside ``Forward {i}`` and
+        ``Backward {i}``, so a receiver can have them before the range ends), else ``end``;
+        ``None``: ``end``.
     """
 
     file: str
@@ -98,6 +103,7 @@ class RankTrace:
     ready: np.ndarray
     release: np.ndarray
     device_clock: bool
+    sent: np.ndarray | None = None
 
 
 def trace_files(path) -> list[Path]:
@@ -177,7 +183,7 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     if not isinstance(events, list):
         raise ScheduleError(f"{file}: rank {rank}: traceEvents must be a list of events")
     # one pass over every event, keeping little: real traces hold many operators per op
-    child_tid, child_ts = [], []
+    child_tid, child_ts, send_ops = [], [], []
     marks = {"user_annotation": [], "gpu_user_annotation": []}
     try:
         for e in events:
@@ -185,6 +191,8 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
             if cat == "cpu_op":
                 child_tid.append(e.get("tid"))
                 child_ts.append(e["ts"])
+                if e.get("name") == "c10d::send":
+                    send_ops.append(e["ts"])
             elif cat in marks and e.get("ph") == "X":
                 marks[cat].append((e.get("name"), e["ts"], e["dur"], e.get("tid")))
     except (AttributeError, KeyError, TypeError):
@@ -216,7 +224,9 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     first_child = end.copy()
     ready = np.full(len(kept), np.nan)
     release = end.copy()
+    sent = None
     if not device_clock:
+        sent = _sent(start, end, send_ops)
         threads = list({r[2] for r in kept})
         release = _release(start, end, sends)
         try:
@@ -238,7 +248,7 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
                      str(data.get("host_name", "")), int(data.get("baseTimeNanoseconds", 0)),
                      [r[3] for r in kept], np.array([r[4] for r in kept], np.int64).reshape(-1, 5),
                      np.zeros(len(kept), np.int64), start, end, first_child, ready, release,
-                     device_clock)
+                     device_clock, sent)
 
 
 _KIND = {"F": F, "B": B, "I": I, "W": W}
@@ -291,6 +301,19 @@ def _classify(file: Path, rank: int, marks: list[tuple]):
                 ops.append((a, a + d, tid, name, (F if gpipe.group(1) == "Forward" else B, -1,
                                                   int(gpipe.group(2)), -1, -1)))
     return ops, recvs, sends, others
+
+
+def _sent(start: np.ndarray, end: np.ndarray, send_ops: list) -> np.ndarray:
+    """The first ``c10d::send`` starting inside each range, else the range's end."""
+    sent = end.copy()
+    if not send_ops:
+        return sent
+    posted = np.sort(np.array(send_ops, float))
+    at = np.searchsorted(posted, start, side="left")
+    inside = at < len(posted)
+    inside[inside] = posted[at[inside]] < end[inside]
+    sent[inside] = posted[at[inside]]
+    return sent
 
 
 def _release(start: np.ndarray, end: np.ndarray, sends: list[tuple]) -> np.ndarray:

@@ -314,19 +314,20 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     L = schedule.kind.shape[1]
     base = min(t.base_ns for t in traces)
     shape = (p, L)
-    start, end, child, ready, release = (np.full(shape, np.nan) for _ in range(5))
+    start, end, child, ready, release, sent = (np.full(shape, np.nan) for _ in range(6))
     for t in traces:  # microseconds on each host's raw clock
         shift = (t.base_ns - base) / 1e3
         k = len(t.labels)
         start[t.rank, :k], end[t.rank, :k] = t.start + shift, t.end + shift
         child[t.rank, :k], ready[t.rank, :k] = t.first_child + shift, t.ready + shift
         release[t.rank, :k] = t.release + shift
+        sent[t.rank, :k] = (t.end if t.sent is None else t.sent) + shift
     device_clock = np.array([t.device_clock for t in traces])
     pro, con = _handoffs(schedule)
     # the latest a hand-off can have arrived: the receive's end, else the op's first operator
     # (CPU ranges) or the op's start (device clocks)
     arrival = np.where(np.isnan(ready), np.where(device_clock[:, None], start, child), ready)
-    observed = arrival[con] - end[pro]
+    observed = arrival[con] - sent[pro]  # GPipe's ranges hold their sends: not end[pro]
 
     def describe(i: int) -> str:
         (rp, kp), (rc, kc) = (pro[0][i], pro[1][i]), (con[0][i], con[1][i])
