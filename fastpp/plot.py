@@ -202,9 +202,9 @@ def plan_scatter(df, path, capacity: float | None = None, title: str | None = No
 
 
 def measured_timelines(run, result, path, title: str | None = None) -> Path:
-    """A measured run above its simulation: per device, a row of the measured ops (each its
-    compute and the overhead after it, as the engine charges them; its wait for an input
-    hatched grey before it) over a row of the simulated ones.
+    """A measured run above its simulation: per device, a row of the measured ops (each from
+    the end of its wait for an input, hatched grey, to its release: its sends posted) over a
+    row of the simulated ones.
 
     Parameters
     ----------
@@ -228,15 +228,15 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
     ms = 1e3
     for r in range(p):
         mine = ops[ops["device"] == r]
-        begin = (mine["end"] - mine["compute"]).to_numpy() * ms
-        busy = (mine["compute"] + mine["overhead"]).to_numpy() * ms  # what the engine charges
+        # measured: the upper lane; the wait opens the op's range, its work runs to its release
+        # (its sends posted)
+        waits = (mine["start"] * ms).to_numpy(), (mine["wait"] * ms).to_numpy()
+        begin = waits[0] + waits[1]
         colours = [COLOURS[Op[kind]] for kind in mine["kind"]]
-        # measured: the upper lane of the device's row; its waits just before the compute
-        ax.broken_barh(list(zip(begin - mine["wait"].to_numpy() * ms, mine["wait"] * ms,
-                                strict=True)), (r - 0.42, 0.38), facecolors="none",
+        ax.broken_barh(list(zip(*waits, strict=True)), (r - 0.42, 0.38), facecolors="none",
                        edgecolor="#999999", hatch="////", linewidth=0)
-        ax.broken_barh(list(zip(begin, busy, strict=True)), (r - 0.42, 0.38),
-                       facecolors=colours, edgecolor="white", linewidth=0.4)
+        ax.broken_barh(list(zip(begin, mine["release"].to_numpy() * ms - begin, strict=True)),
+                       (r - 0.42, 0.38), facecolors=colours, edgecolor="white", linewidth=0.4)
         # simulated: the lower lane
         L = sched.length[r]
         starts, ends = result.start[r, :L] * ms, result.end[r, :L] * ms

@@ -77,8 +77,8 @@ def write_chrome_trace(result: Result, path, time_scale: float = 1000.0) -> Path
 
 def measured_trace(run, result) -> dict:
     """A measured run and a simulation of it in one Chrome trace: per device one process with
-    a ``measured`` track (each op's compute and overhead, as the engine charges them, and its
-    wait for an input as a ``wait`` slice before it) above a ``simulated`` track
+    a ``measured`` track (each op from the end of its wait for an input, a ``wait`` slice, to
+    its release: its sends posted) above a ``simulated`` track
     (``chrome_trace(result)``'s slices, flows and memory).
 
     Parameters
@@ -98,16 +98,15 @@ def measured_trace(run, result) -> dict:
             events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid,
                            "args": {"name": name}})
     for op in run.ops.itertuples(index=False):
-        begin = (op.end - op.compute) * 1e6
+        begin = (op.start + op.wait) * 1e6  # the wait opens the range
         args = {"kind": op.kind, "stage": int(op.stage), "microbatch": int(op.microbatch),
                 "compute_us": op.compute * 1e6, "overhead_us": op.overhead * 1e6,
-                "wait_us": op.wait * 1e6}
+                "wait_us": op.wait * 1e6, "stall_us": op.stall * 1e6}
         if op.wait > 0:
             events.append({"ph": "X", "name": "wait", "cat": "wait", "pid": int(op.device),
-                           "tid": 0, "ts": begin - op.wait * 1e6, "dur": op.wait * 1e6})
+                           "tid": 0, "ts": op.start * 1e6, "dur": op.wait * 1e6})
         events.append({"ph": "X", "name": op.label, "cat": op.kind, "pid": int(op.device),
-                       "tid": 0, "ts": begin, "dur": (op.compute + op.overhead) * 1e6,
-                       "args": args})
+                       "tid": 0, "ts": begin, "dur": op.release * 1e6 - begin, "args": args})
     trace["otherData"].update(measured_makespan=run.makespan)
     return trace
 
