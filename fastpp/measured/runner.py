@@ -72,9 +72,9 @@ class Model:
 
 
 def measure(schedule, p: int | None = None, n: int | None = None, m: int | None = None, *,
-            layers: int = 16,
-            hidden: int = 256, microbatch: int = 256, out="measured", device: str = "cpu",
-            warmup: int = 1, realtime: bool = False, timeout: float = 300.0):
+            layers: int = 16, hidden: int = 256, microbatch: int = 256, out="measured",
+            device: str = "cpu", warmup: int = 1, realtime: bool = False,
+            timeout: float = 300.0):
     """Run one profiled step of ``schedule`` for real and read its traces back.
 
     Parameters
