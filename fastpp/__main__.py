@@ -264,16 +264,17 @@ def _measure(args) -> int:
     s = run.schedule
     print(f"{args.schedule or args.from_csv}: p={s.p}, n={s.n}, m={s.m}, {s.num_ops} ops, "
           f"traces in {args.out}")
-    print(f"{'':<34} {'makespan':>10} {'error':>8}")
-    print(f"{'measured':<34} {run.makespan * 1e3:>8.3f}ms")
     rows = [("replayed (each op's measured time)", replay.makespan),
             ("predicted (this run's median costs)", own.makespan)]
     if args.costs_from:
         other = read_torch_trace(args.costs_from)
         rows.append((f"predicted (costs of {args.costs_from})",
                      simulate(s, other.costs()).makespan))
+    width = max(len(what) for what, _ in rows)
+    print(f"{'':<{width}} {'makespan':>10} {'error':>8}")
+    print(f"{'measured':<{width}} {run.makespan * 1e3:>8.3f}ms")
     for what, value in rows:
-        print(f"{what:<34} {value * 1e3:>8.3f}ms {value / run.makespan - 1:>+8.2%}")
+        print(f"{what:<{width}} {value * 1e3:>8.3f}ms {value / run.makespan - 1:>+8.2%}")
     if args.trace:
         from .trace import write_measured_trace
 

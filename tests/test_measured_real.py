@@ -136,3 +136,19 @@ def test_cli_measure_prints_measured_replayed_and_predicted(runs, tmp_path, caps
     threads = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert threads == {"measured", "simulated"}
     assert (tmp_path / "both.png").stat().st_size > 0
+
+
+def test_cli_measure_runs_a_schedule_csv(tmp_path, capsys):
+    # a schedule fastpp.optimize found, as `python -m fastpp optimize --csv` writes it
+    from fastpp import Costs, optimize
+    from fastpp.__main__ import main
+    from fastpp.io import write_torch_csv
+
+    found = optimize(P, N, Costs(1.0, 2.0, w=1.0), placement="v", time_limit=1.0,
+                     progress=False)
+    csv = write_torch_csv(found.schedule, tmp_path / "found.csv")
+    code = main(["measure", "--from-csv", str(csv), "--placement", "v", "--out",
+                 str(tmp_path / "run"), "--realtime" if MODEL["realtime"] else "--warmup=1"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "replayed" in text and f"p={P}, n={N}, m=2" in text
