@@ -56,6 +56,10 @@ def test_synthetic_times_are_recovered_exactly(tmp_path, rng):
     assert run.schedule.tokens() == s.tokens()
     assert (run.p, run.n, run.m) == (4, 8, 1)
     assert_recovered(run, truth, s)
+    # trace_synth writes one operator per op, from 1 us after its wait to 1 us before its end
+    inside = truth["end"] - np.where(np.isnan(truth["ready"]), truth["start"], truth["ready"])
+    used = np.arange(s.kind.shape[1]) < s.length[:, None]
+    np.testing.assert_allclose(run.operators[used], inside[used] - 2e-6, atol=EXACT)
     assert run.makespan == pytest.approx(np.nanmax(truth["end"]), abs=EXACT)
     assert run.offsets.tolist() == [0, 0, 0, 0] and run.offset_residual == 0
     table = run.ops
@@ -234,6 +238,24 @@ def test_calibrated_costs():
     assert np.all(split.w > 0) and np.all(split.w <= split.b)
     with pytest.raises(ScheduleError, match="per must be one of"):
         run.costs(per="rank")
+
+
+def test_costs_for_another_chunk_count():
+    """Only the operators' time shrinks with the chunk: calibrated for m = 2 from a run with
+    m = 1, a chunk forward is half the operators plus one op's whole fixed part."""
+    run = read_torch_trace(DATA / "gpipe")
+    used = np.arange(run.schedule.kind.shape[1]) < run.schedule.length[:, None]
+    assert run.costs(m=1) is run.costs()
+    two = run.costs(m=2)
+    for r in range(2):
+        pick = used[r] & (run.schedule.kind[r] == 0)
+        operators = run.operators[r][pick]
+        fixed = run.durations[r][pick] - operators
+        assert 0 < np.median(operators) < np.median(run.compute[r][pick])
+        assert two.f[r] == pytest.approx(np.median(operators) + 2 * np.median(fixed), rel=1e-12)
+    assert np.all(two.f > run.costs().f)  # the fixed part, once per chunk op
+    with pytest.raises(ScheduleError, match="m must be a positive integer"):
+        run.costs(m=0)
 
 
 def test_each_real_run_from_its_own_costs():

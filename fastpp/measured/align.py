@@ -2,9 +2,10 @@
 
 A hand-off from a producer op on one host to a consumer op on another gives one observation
 ``o = arrival - sent``, each read on its own host's clock: the consumer's wait returned (its
-receive ended) at ``arrival`` and the producer op ended at ``sent``. With host clocks
-``true + offset``, ``o = latency + offset[consumer] - offset[producer]`` and ``latency >= 0``,
-so every hand-off bounds the offset difference ``d = offset[b] - offset[a]`` of hosts ``a, b``:
+receive ended) at ``arrival``, and the producer op posted its send (or ended) at ``sent``.
+With host clocks ``true + offset``, ``o = latency + offset[consumer] - offset[producer]`` and
+``latency >= 0``, so every hand-off bounds the offset difference ``d = offset[b] - offset[a]``
+of hosts ``a, b``:
 ``d <= min o`` over hand-offs ``a -> b`` and ``d >= -min o`` over ``b -> a``. The estimate is
 the middle of that interval (the fastest hand-offs taken as equally fast both ways, as NTP
 does), and half its width is the residual: how far the true offset can be from it. An empty

@@ -40,6 +40,7 @@ _OTHER_ACTIONS = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|R
 _PLAIN_PP = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
 _GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
 _RECV = re.compile(r"^\w+:recv\b")  # gloo:recv, nccl:recv ...: the work object of an irecv
+_SEND = re.compile(r"^(\w+:send|c10d::send)\b")  # the send op (it may block), its work object
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)")
 _MEGATRON_KEY = re.compile(r"^(forward|backward)-(\d+)(?:-(\d+))?-(start|end)$")
 _MEGATRON_FILE = re.compile(r"_pp_rank_(\d+)_rank_(\d+)\.json$")
@@ -75,6 +76,12 @@ class RankTrace:
         Start of the first profiled operator inside the range (``end`` when none).
     release : ndarray, shape (k,)
         When the op's outputs left: the end of the sends posted right after it.
+    sent : ndarray, shape (k,)
+        The earliest its outputs can have left: the first send posted inside its range
+        (``ScheduleGPipe`` posts its sends inside ``Forward {i}``), else its range's end.
+    operators : ndarray, shape (k,)
+        Time in the profiled operators inside the range (the ``aten::`` work, each counted
+        once); with device clocks the whole range.
     ready : ndarray, shape (k,)
         When the op's wait for its inputs returned: the end of the last receive finishing in
         the range (a receive's range ends when its ``wait()`` returns, and only the op that
@@ -82,11 +89,6 @@ class RankTrace:
     device_clock : bool
         Times are the device's (GPU ranges, CUDA events): a wait shows as a gap between ops,
         not inside one.
-    sent : ndarray, shape (k,), optional
-        The earliest an op's output can have reached another rank: the first ``c10d::send``
-        inside its range (``ScheduleGPipe`` posts its sends inside ``Forward {i}`` and
-        ``Backward {i}``, so a receiver can have them before the range ends), else ``end``;
-        ``None``: ``end``.
     """
 
     file: str
@@ -102,8 +104,9 @@ class RankTrace:
     first_child: np.ndarray
     ready: np.ndarray
     release: np.ndarray
+    sent: np.ndarray
+    operators: np.ndarray
     device_clock: bool
-    sent: np.ndarray | None = None
 
 
 def trace_files(path) -> list[Path]:
@@ -183,23 +186,29 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     if not isinstance(events, list):
         raise ScheduleError(f"{file}: rank {rank}: traceEvents must be a list of events")
     # one pass over every event, keeping little: real traces hold many operators per op
-    child_tid, child_ts, send_ops = [], [], []
+    child_tid, child_ts, child_dur = [], [], []
     marks = {"user_annotation": [], "gpu_user_annotation": []}
     try:
         for e in events:
             cat = e.get("cat")
             if cat == "cpu_op":
+                name = e.get("name")
+                # posting a message is not the op's compute: ScheduleGPipe posts its receives
+                # and sends inside its ranges (c10d::recv_, c10d::send), the others outside
+                if isinstance(name, str) and name.startswith("c10d::"):
+                    if _SEND.match(name):
+                        marks["user_annotation"].append((name, e["ts"], 0.0, e.get("tid")))
+                    continue
                 child_tid.append(e.get("tid"))
                 child_ts.append(e["ts"])
-                if e.get("name") == "c10d::send":
-                    send_ops.append(e["ts"])
+                child_dur.append(e.get("dur", 0.0))
             elif cat in marks and e.get("ph") == "X":
                 marks[cat].append((e.get("name"), e["ts"], e["dur"], e.get("tid")))
     except (AttributeError, KeyError, TypeError):
         raise ScheduleError(f"{file}: rank {rank}: event {e!r:.200} is not a profiler event "
                             f"(a dict with a numeric ts and dur)") from None
-    cpu, recvs, sends, other_labels = _annotations(file, rank, marks["user_annotation"])
-    gpu, _, _, _ = _annotations(file, rank, marks["gpu_user_annotation"])
+    cpu, recvs, sends, posts, other_labels = _annotations(file, rank, marks["user_annotation"])
+    gpu = _annotations(file, rank, marks["gpu_user_annotation"])[0]
     device_clock = bool(gpu)
     chosen = gpu or cpu
     if not chosen:
@@ -224,21 +233,29 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     first_child = end.copy()
     ready = np.full(len(kept), np.nan)
     release = end.copy()
-    sent = None
+    sent = end.copy()
+    operators = end - start
     if not device_clock:
-        sent = _sent(start, end, send_ops)
         threads = list({r[2] for r in kept})
         release = _release(start, end, sends)
+        posted = np.sort(np.array([a for tid, a in posts if tid in threads], float))
+        at = np.searchsorted(posted, start, side="left")
+        inside = at < len(posted)
+        inside[inside] = posted[at[inside]] < end[inside]
+        sent[inside] = posted[at[inside]]
         try:
-            ts = np.array(child_ts, float)[np.isin(np.array(child_tid, object), threads)]
+            mine = np.isin(np.array(child_tid, object), threads)
+            ts, dur = np.array(child_ts, float)[mine], np.array(child_dur, float)[mine]
         except (TypeError, ValueError):
-            bad = next(t for t in child_ts if not _num(t))
-            raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has ts={bad!r}, not a "
-                                f"number") from None
-        ts.sort()
+            bad = next(x for x in child_ts + child_dur if not _num(x))
+            raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has ts or dur {bad!r}, "
+                                f"not a number") from None
+        order = np.lexsort((-dur, ts))
+        ts, dur = ts[order], dur[order]
         at = np.searchsorted(ts, start, side="left")
         has = at < len(ts)
         first_child[has] = np.minimum(end[has], ts[np.minimum(at, len(ts) - 1)[has]])
+        operators = _outermost_time(ts, dur, start, end)
         ends = np.sort(np.array([b for tid, b in recvs if tid in threads], float))
         last = np.searchsorted(ends, end, side="right") - 1
         found = last >= 0
@@ -248,7 +265,21 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
                      str(data.get("host_name", "")), int(data.get("baseTimeNanoseconds", 0)),
                      [r[3] for r in kept], np.array([r[4] for r in kept], np.int64).reshape(-1, 5),
                      np.zeros(len(kept), np.int64), start, end, first_child, ready, release,
-                     device_clock, sent)
+                     sent, operators, device_clock)
+
+
+def _outermost_time(ts: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """Per range ``[start, end)``, the time in the profiled operators that start in it, each
+    counted once (the outermost; ``ts`` sorted, longer first at a tie)."""
+    if not len(ts):
+        return np.zeros(len(start))
+    ends = ts + dur
+    reach = np.maximum.accumulate(ends)
+    outer = np.concatenate([[True], ts[1:] >= reach[:-1]])
+    ts, dur = ts[outer], dur[outer]
+    total = np.concatenate([[0.0], np.cumsum(dur)])
+    return total[np.searchsorted(ts, end, side="left")] - total[np.searchsorted(ts, start,
+                                                                                side="left")]
 
 
 _KIND = {"F": F, "B": B, "I": I, "W": W}
@@ -256,8 +287,8 @@ _KIND = {"F": F, "B": B, "I": I, "W": W}
 
 def _annotations(file: Path, rank: int, marks: list[tuple]):
     """The compute ops ``(start, end, tid, label, op)``, the receives' ``(tid, end)``, the
-    sends ``(start, end)`` and how many other actions there were, from annotation ranges
-    ``(name, ts, dur, tid)``."""
+    send actions ``(start, end)``, the sends posted ``(tid, start)`` and how many other actions
+    there were, from annotation ranges ``(name, ts, dur, tid)``."""
     try:
         return _classify(file, rank, marks)
     except TypeError:  # a ts or dur that is not a number
@@ -267,7 +298,7 @@ def _annotations(file: Path, rank: int, marks: list[tuple]):
 
 
 def _classify(file: Path, rank: int, marks: list[tuple]):
-    ops, recvs, sends = [], [], []
+    ops, recvs, sends, posts = [], [], [], []
     others = 0
     for name, a, d, tid in marks:
         if not isinstance(name, str):
@@ -295,25 +326,14 @@ def _classify(file: Path, rank: int, marks: list[tuple]):
             ops.append((a, a + d, tid, name, op))
         elif name.endswith("recv") and _RECV.match(name):
             recvs.append((tid, a + d))
+        elif _SEND.match(name):
+            posts.append((tid, a))
         elif name.startswith(("Forward ", "Backward ")):
             gpipe = _GPIPE.match(name)
             if gpipe:
                 ops.append((a, a + d, tid, name, (F if gpipe.group(1) == "Forward" else B, -1,
                                                   int(gpipe.group(2)), -1, -1)))
-    return ops, recvs, sends, others
-
-
-def _sent(start: np.ndarray, end: np.ndarray, send_ops: list) -> np.ndarray:
-    """The first ``c10d::send`` starting inside each range, else the range's end."""
-    sent = end.copy()
-    if not send_ops:
-        return sent
-    posted = np.sort(np.array(send_ops, float))
-    at = np.searchsorted(posted, start, side="left")
-    inside = at < len(posted)
-    inside[inside] = posted[at[inside]] < end[inside]
-    sent[inside] = posted[at[inside]]
-    return sent
+    return ops, recvs, sends, posts, others
 
 
 def _release(start: np.ndarray, end: np.ndarray, sends: list[tuple]) -> np.ndarray:
@@ -373,4 +393,4 @@ def _read_megatron(file: Path, data: dict) -> RankTrace:
     return RankTrace(str(file), rank, None, "", 0, [r[2] for r in rows],
                      np.array([r[3] for r in rows], np.int64).reshape(-1, 5),
                      np.array([r[4] for r in rows], np.int64), start, end, end.copy(),
-                     np.full(len(rows), np.nan), end.copy(), True)
+                     np.full(len(rows), np.nan), end.copy(), end.copy(), end - start, True)

@@ -37,7 +37,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ..checks import ScheduleError, one_of
+from ..checks import ScheduleError, one_of, positive_int
 from ..costs import Costs
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
 from ..schedule import Schedule
@@ -109,6 +109,10 @@ class MeasuredRun:
         device's first op).
     durations : ndarray, shape (p, L)
         What a replay runs each op for (module docstring).
+    operators : ndarray, shape (p, L)
+        The part of ``compute`` spent in the profiled operators (``aten::`` work), the part
+        that shrinks with a smaller chunk; the rest of an op's duration (Python, posting
+        messages) does not. With device clocks all of ``compute``.
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host.
@@ -126,13 +130,13 @@ class MeasuredRun:
 
     def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
                  durations, latency: float, offsets, offset_residual: float, files: list[str],
-                 hosts: list[str]):
+                 hosts: list[str], operators):
         self.schedule = schedule
         self.p, self.n, self.m = schedule.p, schedule.n, schedule.m
         self.start, self.end, self.release = start, end, release
         self.wait, self.compute, self.overhead, self.stall = wait, compute, overhead, stall
-        self.durations = durations
-        self._costs: dict[tuple[str, str], Costs] = {}
+        self.durations, self.operators = durations, operators
+        self._costs: dict[tuple, Costs] = {}
         self.offsets = offsets
         self.offset_residual = float(offset_residual)
         self.latency = float(latency)
@@ -149,7 +153,8 @@ class MeasuredRun:
         """One row per op: ``device, position`` (its place in ``schedule``'s op matrix),
         ``label, kind, stage, microbatch, stage2, microbatch2`` (the backward half of an
         overlapped pair, else -1), and in seconds ``start, end`` (its range), ``release`` (its
-        sends posted), ``wait, compute, overhead, stall`` (the module docstring)."""
+        sends posted), ``wait, compute, overhead, stall`` (the module docstring), ``operators``
+        (of ``compute``, the time in profiled operators)."""
         s = self.schedule
         used = _used(s)
         device, position = np.nonzero(used)
@@ -161,9 +166,11 @@ class MeasuredRun:
             "stage2": s.stage2[used], "microbatch2": s.mb2[used],
             "start": self.start[used], "end": self.end[used], "release": self.release[used],
             "wait": self.wait[used], "compute": self.compute[used],
-            "overhead": self.overhead[used], "stall": self.stall[used]})
+            "overhead": self.overhead[used], "stall": self.stall[used],
+            "operators": self.operators[used]})
 
-    def costs(self, per: str = "device", statistic: str = "median") -> Costs:
+    def costs(self, per: str = "device", statistic: str = "median", *,
+              m: int | None = None) -> Costs:
         """Costs calibrated from the run, in fastpp's units (seconds).
 
         ``f``, ``b``, ``w`` and ``fb`` are medians (or means) of the ops' ``durations`` (their
@@ -183,14 +190,23 @@ class MeasuredRun:
             descheduled moments included: on a busy machine the better predictor of a whole
             run (each of the six runs in tests/data simulated with its own calibrated costs:
             -10%..+3% of its makespan with means, -41%..-3% with medians).
+        m : int, optional
+            Calibrate for schedules with ``m`` chunks per device (default: this run's). Only
+            an op's time in its profiled operators shrinks with the chunk; the rest of its
+            duration (the framework's Python, posting messages) stays per op. So ``f`` is
+            ``m_run`` times the typical operator time plus ``m`` times the typical rest, and
+            a chunk op of the other schedule takes ``f/m`` = its share of the operators plus
+            one op's fixed part. (The same for ``b``, ``w``, ``fb``.)
         """
         one_of(per, "per", ("device", "stage"))
         one_of(statistic, "statistic", ("median", "mean"))
-        if (per, statistic) not in self._costs:  # a run does not change: calibrate once
-            self._costs[per, statistic] = self._calibrate(per, statistic)
-        return self._costs[per, statistic]
+        m = self.m if m is None else positive_int(m, "m")
+        key = (per, statistic, m)
+        if key not in self._costs:  # a run does not change: calibrate once
+            self._costs[key] = self._calibrate(per, statistic, m)
+        return self._costs[key]
 
-    def _calibrate(self, per: str, statistic: str) -> Costs:
+    def _calibrate(self, per: str, statistic: str, m: int) -> Costs:
         s = self.schedule
         used = _used(s)
         group = (np.broadcast_to(np.arange(s.p)[:, None], s.kind.shape) if per == "device"
@@ -199,7 +215,12 @@ class MeasuredRun:
 
         def typical(kind) -> np.ndarray:
             pick = used & (s.kind == kind)
-            return _by_group(group[pick], self.durations[pick], size, statistic) * s.m
+            if m == s.m:
+                return _by_group(group[pick], self.durations[pick], size, statistic) * s.m
+            scaled = self.operators[pick]
+            fixed = self.durations[pick] - scaled
+            return (_by_group(group[pick], scaled, size, statistic) * s.m
+                    + _by_group(group[pick], fixed, size, statistic) * m)
 
         f, full, i, w, fb = typical(F), typical(B), typical(I), typical(W), typical(FB)
         split = np.isfinite(i) & np.isfinite(w)
@@ -315,26 +336,27 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     base = min(t.base_ns for t in traces)
     shape = (p, L)
     start, end, child, ready, release, sent = (np.full(shape, np.nan) for _ in range(6))
+    operators = np.zeros(shape)
     for t in traces:  # microseconds on each host's raw clock
         shift = (t.base_ns - base) / 1e3
         k = len(t.labels)
         start[t.rank, :k], end[t.rank, :k] = t.start + shift, t.end + shift
         child[t.rank, :k], ready[t.rank, :k] = t.first_child + shift, t.ready + shift
-        release[t.rank, :k] = t.release + shift
-        sent[t.rank, :k] = (t.end if t.sent is None else t.sent) + shift
+        release[t.rank, :k], sent[t.rank, :k] = t.release + shift, t.sent + shift
+        operators[t.rank, :k] = t.operators * 1e-6
     device_clock = np.array([t.device_clock for t in traces])
     pro, con = _handoffs(schedule)
     # the latest a hand-off can have arrived: the receive's end, else the op's first operator
     # (CPU ranges) or the op's start (device clocks)
     arrival = np.where(np.isnan(ready), np.where(device_clock[:, None], start, child), ready)
-    observed = arrival[con] - sent[pro]  # GPipe's ranges hold their sends: not end[pro]
+    observed = arrival[con] - sent[pro]
 
     def describe(i: int) -> str:
         (rp, kp), (rc, kc) = (pro[0][i], pro[1][i]), (con[0][i], con[1][i])
         ts = arrival[rc, kc] - (traces[rc].base_ns - base) / 1e3  # in the file's own ts
         return (f"{schedule.token(rc, kc)} on rank {rc} ({traces[rc].file}, event "
                 f"{traces[rc].labels[kc]!r}) had its input at ts={ts:.3f}, {observed[i]:.1f} us "
-                f"after {schedule.token(rp, kp)} ended on rank {rp} ({traces[rp].file})")
+                f"after {schedule.token(rp, kp)} sent it on rank {rp} ({traces[rp].file})")
 
     hosts = [t.host for t in traces]
     offsets, residual = align(hosts, pro[0], con[0], observed, describe)
@@ -345,7 +367,7 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     ready[~used] = np.nan
     times = _split(schedule, start, end, ready, release, device_clock, pro, con)
     return MeasuredRun(schedule, start, end, release, *times, offsets * 1e-6, residual * 1e-6,
-                       [t.file for t in traces], hosts)
+                       [t.file for t in traces], hosts, np.minimum(operators, times[1]))
 
 
 def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
