@@ -10,7 +10,9 @@ on the same MLP (``--layers`` blocks of ``--hidden`` units, gloo, one process an
 per rank), ``--repeats`` profiled steps each, the schedules interleaved within each repeat so
 that the machine's load drifts hit them alike. Per schedule, the medians over the repeats of:
 the measured makespan, the replay's error (each op's measured compute) and the error of the
-prediction from the same repeat's 1F1B costs (``run.costs()``, then ``simulate``).
+prediction from the same repeat's 1F1B costs (``run.costs(m=...)``, calibrated for the
+schedule's chunks per device, then ``simulate``) and from the costs of the other schedule
+of the same kind (chunks per device, split backward or not).
 
 Then ``fastpp.optimize`` (V placement, the makespan, 1.5x 1F1B's activation memory) with the costs
 of the median ZB-V run, whose backward is split, and the schedule it finds runs for real
@@ -92,7 +94,7 @@ def main(argv=None) -> int:
         measured = np.array([run.makespan for run in repeats])
         replayed = np.array([run.replay().makespan for run in repeats])
         # each repeat's run predicted from the same repeat's other run: the load drifts
-        predicted = np.array([fastpp.simulate(sched, base.costs()).makespan
+        predicted = np.array([fastpp.simulate(sched, base.costs(m=sched.m)).makespan
                               for base in runs["1f1b"]])
         kin = np.array([fastpp.simulate(sched, base.costs()).makespan
                         for base in runs[SAME_KIND[label]]])
