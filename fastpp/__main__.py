@@ -1,4 +1,4 @@
-"""The command line: ``python -m fastpp {simulate, optimize, plan, show, list}``."""
+"""The command line: ``python -m fastpp {simulate, optimize, plan, measure, show, list}``."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def _schedule_args(ap: argparse.ArgumentParser) -> None:
     src.add_argument("--from-csv", metavar="FILE", help="a PyTorch compute-only schedule CSV")
     ap.add_argument("-p", type=int, help="devices (with --schedule)")
     ap.add_argument("-n", type=int, help="microbatches (with --schedule; optional with a CSV)")
-    ap.add_argument("-m", type=int, default=None, help="chunks per device (default: 1, or 2 "
-                    "for V schedules)")
+    ap.add_argument("-m", type=int, default=None, help="chunks per device (default: the "
+                    "schedule's, 2 for V and interleaved ones, else 1)")
     ap.add_argument("-G", type=int, default=None, help="interleaved 1F1B's group size")
     ap.add_argument("--placement", help="with --from-csv: loop, v, two-directions or a "
                     "schedule name")
@@ -31,7 +31,7 @@ def _schedule(args, ap):
     if args.p is None or args.n is None:
         ap.error("--schedule needs -p and -n")
     spec = SCHEDULES.get(args.schedule)
-    m = args.m if args.m is not None else (2 if spec and spec.placement == "v" else 1)
+    m = args.m if args.m is not None else (spec.default_m if spec else 1)
     options = {} if args.G is None else {"G": args.G}
     return build_schedule(args.schedule, args.p, args.n, m, **options)
 
@@ -96,6 +96,14 @@ def main(argv=None) -> int:
     _output_args(opt)
     pl = sub.add_parser("plan", help="the fastest configurations of a model on N GPUs")
     _plan_args(pl)
+    meas = sub.add_parser(
+        "measure", help="run a schedule for real in PyTorch, profile it, replay and predict it",
+        description="Run one profiled step of a torch.distributed.pipelining schedule, one "
+        "process per rank (CPU: gloo, one thread each), on an MLP of --layers blocks of "
+        "--hidden units split evenly over the p*m stages; write rank{r}_trace.json per rank "
+        "to --out, read them back and print the measured, replayed and predicted makespans. "
+        "On a machine with p GPUs, --device cuda runs NCCL with one GPU per rank.")
+    _measure_args(meas)
     show = sub.add_parser("show", help="print a schedule's ops laid out by time, bubbles as dots")
     _schedule_args(show)
     _cost_args(show)
@@ -113,6 +121,8 @@ def main(argv=None) -> int:
             return 0
         if args.command == "plan":
             return _plan(args)
+        if args.command == "measure":
+            return _measure(args)
         if args.command == "optimize":
             costs = Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma)
             found = optimize(args.p, args.n, costs, memory=_memory_limit(args.memory, args.p),
@@ -207,6 +217,82 @@ def _plan(args) -> int:
         png = plot.plan_scatter(df, out / "plan.png", capacity,
                                 title=f"{args.model} on {args.gpus} x {hardware.name}")
         print(f"picture: {png}")
+    return 0
+
+
+def _measure_args(ap: argparse.ArgumentParser) -> None:
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--schedule", "-s", metavar="NAME",
+                     help="a PyTorch class (ScheduleGPipe, ScheduleInterleaved1F1B, "
+                     "ScheduleLoopedBFS, ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, "
+                     "ScheduleDualPipeV) or a fastpp schedule (python -m fastpp list), run "
+                     "from its CSV; 1F1B is measured as '1f1b' (Schedule1F1B labels no op)")
+    src.add_argument("--from-csv", metavar="FILE", help="a compute-only schedule CSV to run, "
+                     "for example one that 'optimize --csv' wrote")
+    ap.add_argument("--placement", help="with --from-csv: loop, v or a schedule name")
+    ap.add_argument("-p", type=int, default=None, help="ranks, one process each (2, or the "
+                    "CSV's)")
+    ap.add_argument("-n", type=int, default=None, help="microbatches (4, or the CSV's)")
+    ap.add_argument("-m", type=int, default=None, help="chunks per rank (the schedule's)")
+    ap.add_argument("--layers", type=int, default=16, help="MLP blocks, a multiple of p*m (16)")
+    ap.add_argument("--hidden", type=int, default=256, help="units per block (256)")
+    ap.add_argument("--microbatch", type=int, default=256, help="samples per microbatch (256)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cpu (gloo, one thread per rank) or cuda (NCCL, GPU r for rank r) "
+                    "(cpu)")
+    ap.add_argument("--warmup", type=int, default=1, help="steps before the profiled one (1)")
+    ap.add_argument("--realtime", action="store_true",
+                    help="run the ranks under the real-time scheduler (SCHED_FIFO; root), "
+                    "ahead of other processes on a shared machine")
+    ap.add_argument("--timeout", type=float, default=300.0,
+                    help="seconds before hung ranks are killed (300)")
+    ap.add_argument("--out", default="measured", help="folder for the traces (measured)")
+    ap.add_argument("--costs-from", metavar="DIR",
+                    help="also predict the makespan from the costs calibrated on the traces "
+                    "in DIR (another schedule's run)")
+    ap.add_argument("--trace", metavar="FILE",
+                    help="write a Perfetto trace of the measured and replayed timelines")
+    ap.add_argument("--picture", metavar="PNG",
+                    help="write the measured timelines above the replayed ones")
+
+
+def _measure(args) -> int:
+    from . import read_torch_trace
+    from .measured.runner import measure
+
+    schedule = args.schedule
+    if args.from_csv:
+        from .io import read_torch_csv
+
+        schedule = read_torch_csv(args.from_csv, n=args.n, placement=args.placement)
+    run = measure(schedule, args.p, args.n, args.m, layers=args.layers, hidden=args.hidden,
+                  microbatch=args.microbatch, out=args.out, device=args.device,
+                  warmup=args.warmup, realtime=args.realtime, timeout=args.timeout)
+    replay = run.replay()
+    own = simulate(run.schedule, run.costs())
+    s = run.schedule
+    print(f"{args.schedule or args.from_csv}: p={s.p}, n={s.n}, m={s.m}, {s.num_ops} ops, "
+          f"traces in {args.out}")
+    rows = [("replayed (each op's measured time)", replay.makespan),
+            ("predicted (this run's median costs)", own.makespan)]
+    if args.costs_from:
+        other = read_torch_trace(args.costs_from)
+        rows.append((f"predicted (costs of {args.costs_from})",
+                     simulate(s, other.costs()).makespan))
+    width = max(len(what) for what, _ in rows)
+    print(f"{'':<{width}} {'makespan':>10} {'error':>8}")
+    print(f"{'measured':<{width}} {run.makespan * 1e3:>8.3f}ms")
+    for what, value in rows:
+        print(f"{what:<{width}} {value * 1e3:>8.3f}ms {value / run.makespan - 1:>+8.2%}")
+    if args.trace:
+        from .trace import write_measured_trace
+
+        print(f"trace: {write_measured_trace(run, replay, args.trace)} (open in "
+              f"ui.perfetto.dev)")
+    if args.picture:
+        from . import plot
+
+        print(f"picture: {plot.measured_timelines(run, replay, args.picture)}")
     return 0
 
 

@@ -199,3 +199,66 @@ def plan_scatter(df, path, capacity: float | None = None, title: str | None = No
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
+
+
+def measured_timelines(run, result, path, title: str | None = None) -> Path:
+    """A measured run above its simulation: per device, a row of the measured ops (each from
+    the end of its wait for an input, hatched grey, to its release: its sends posted) over a
+    row of the simulated ones.
+
+    Parameters
+    ----------
+    run : fastpp.MeasuredRun
+        From ``fastpp.read_torch_trace`` (times in seconds, drawn in ms).
+    result : Result
+        A simulation of ``run.schedule`` in seconds, e.g. ``run.replay()`` or
+        ``simulate(run.schedule, costs)``.
+    path : path
+        The PNG to write.
+
+    Returns
+    -------
+    Path
+    """
+    plt = _pyplot()
+    ops, sched = run.ops, result.schedule
+    p = sched.p
+    fig, ax = plt.subplots(figsize=(12, 0.9 * p + 1.8))
+    fig.subplots_adjust(left=0.1, right=0.99, bottom=0.5 / (p + 1) + 0.15, top=0.88)
+    ms = 1e3
+    for r in range(p):
+        mine = ops[ops["device"] == r]
+        # measured: the upper lane; the wait opens the op's range, its work runs to its release
+        # (its sends posted)
+        waits = (mine["start"] * ms).to_numpy(), (mine["wait"] * ms).to_numpy()
+        begin = waits[0] + waits[1]
+        colours = [COLOURS[Op[kind]] for kind in mine["kind"]]
+        ax.broken_barh(list(zip(*waits, strict=True)), (r - 0.42, 0.38), facecolors="none",
+                       edgecolor="#999999", hatch="////", linewidth=0)
+        ax.broken_barh(list(zip(begin, mine["release"].to_numpy() * ms - begin, strict=True)),
+                       (r - 0.42, 0.38), facecolors=colours, edgecolor="white", linewidth=0.4)
+        # simulated: the lower lane
+        L = sched.length[r]
+        starts, ends = result.start[r, :L] * ms, result.end[r, :L] * ms
+        ax.broken_barh(list(zip(starts, ends - starts, strict=True)), (r + 0.04, 0.38),
+                       facecolors=[COLOURS[Op(k)] for k in sched.kind[r, :L]],
+                       edgecolor="white", linewidth=0.4, alpha=0.75)
+    ax.set_yticks([y for r in range(p) for y in (r - 0.23, r + 0.23)],
+                  [f"{what} {r}" for r in range(p) for what in ("measured", "simulated")],
+                  fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(run.makespan, result.makespan) * ms)
+    ax.set_xlabel("ms from the first op's start")
+    error = result.makespan / run.makespan - 1
+    ax.set_title(title or f"{run.schedule.name}: p={p}, n={sched.n}, m={sched.m}; measured "
+                 f"{run.makespan * ms:.2f} ms, simulated {result.makespan * ms:.2f} ms "
+                 f"({error:+.1%})", fontsize=10, loc="left")
+    used = sorted({Op(k) for r in range(p) for k in sched.kind[r, :sched.length[r]]})
+    for op in used:
+        ax.bar(0, 0, color=COLOURS[op], label={"FB": "F&B"}.get(op.name, op.name))
+    ax.bar(0, 0, color="none", edgecolor="#999999", hatch="////", label="wait (measured)")
+    ax.legend(loc="upper right", ncol=len(used) + 1, fontsize=7, frameon=False,
+              bbox_to_anchor=(1.0, -0.1))  # below the axis: the title takes the top
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)

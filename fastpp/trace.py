@@ -73,3 +73,51 @@ def write_chrome_trace(result: Result, path, time_scale: float = 1000.0) -> Path
     path = Path(path)
     path.write_text(json.dumps(chrome_trace(result, time_scale)))
     return path
+
+
+def measured_trace(run, result) -> dict:
+    """A measured run and a simulation of it in one Chrome trace: per device one process with
+    a ``measured`` track (each op from the end of its wait for an input, a ``wait`` slice, to
+    its release: its sends posted) above a ``simulated`` track
+    (``chrome_trace(result)``'s slices, flows and memory).
+
+    Parameters
+    ----------
+    run : fastpp.MeasuredRun
+        From ``fastpp.read_torch_trace`` (seconds).
+    result : Result
+        A simulation of ``run.schedule`` in seconds, e.g. ``run.replay()``.
+    """
+    trace = chrome_trace(result, time_scale=1e6)  # seconds to microseconds
+    events = trace["traceEvents"]
+    for event in events:
+        if event["ph"] in ("X", "s", "f"):
+            event["tid"] = 1
+    for r in range(result.schedule.p):
+        for tid, name in ((0, "measured"), (1, "simulated")):
+            events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid,
+                           "args": {"name": name}})
+    for op in run.ops.itertuples(index=False):
+        begin = (op.start + op.wait) * 1e6  # the wait opens the range
+        args = {"kind": op.kind, "stage": int(op.stage), "microbatch": int(op.microbatch),
+                "compute_us": op.compute * 1e6, "overhead_us": op.overhead * 1e6,
+                "wait_us": op.wait * 1e6, "stall_us": op.stall * 1e6}
+        if op.wait > 0:
+            events.append({"ph": "X", "name": "wait", "cat": "wait", "pid": int(op.device),
+                           "tid": 0, "ts": op.start * 1e6, "dur": op.wait * 1e6})
+        events.append({"ph": "X", "name": op.label, "cat": op.kind, "pid": int(op.device),
+                       "tid": 0, "ts": begin, "dur": op.release * 1e6 - begin, "args": args})
+    trace["otherData"].update(measured_makespan=run.makespan)
+    return trace
+
+
+def write_measured_trace(run, result, path) -> Path:
+    """Write ``measured_trace(run, result)`` as JSON (open it in https://ui.perfetto.dev).
+
+    Returns
+    -------
+    Path
+    """
+    path = Path(path)
+    path.write_text(json.dumps(measured_trace(run, result)))
+    return path

@@ -9,7 +9,7 @@ from fastpp.io import read_torch_csv, write_torch_csv
 
 def _cases():
     for name, spec in fastpp.SCHEDULES.items():
-        m = 2 if spec.placement == "v" or name in ("interleaved-1f1b", "looped-bfs") else 1
+        m = spec.default_m
         for p, n in ((2, 4), (4, 8), (6, 12)):
             if not spec.reasons(p, n, m, p)[0]:
                 yield name, p, n, m

@@ -47,7 +47,7 @@ import numpy as np, fastpp
 from fastpp import sweep
 from fastpp import Costs, build_schedule, simulate
 for name, spec in fastpp.SCHEDULES.items():
-    m = 2 if spec.placement == "v" or name in ("interleaved-1f1b", "looped-bfs") else 1
+    m = spec.default_m
     for p, n in ((2, 4), (4, 8)):
         if not spec.reasons(p, n, m, p)[0]:
             simulate(build_schedule(name, p, n, m), Costs(1.0, 2.0, w=0.5, comm=0.1, fb=2.0))

@@ -113,7 +113,7 @@ def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
 
 def test_invalid_points_are_counted_or_kept(grid_frame):
     kept = sweep(**GRID, invalid="keep")
-    total = 13 * 4 * 3 * 2 * 2 * 2  # schedules x p x n_per_p x m x w x comm
+    total = len(fastpp.SCHEDULES) * 4 * 3 * 2 * 2 * 2  # schedules x p x n_per_p x m x w x comm
     assert len(kept) == total
     assert grid_frame.attrs["skipped"] == total - len(grid_frame)
     assert sum(grid_frame.attrs["skip_reasons"].values()) == grid_frame.attrs["skipped"]
@@ -272,7 +272,7 @@ def test_killed_and_resumed_sweep_equals_plain_run(tmp_path, plain_run, delay):
     pd.testing.assert_frame_equal(resumed, plain_run)
     assert resumed["point"].is_unique
     assert resumed.attrs["skipped"] == plain_run.attrs["skipped"]
-    total_chunks = -(-13 * 4 * 4 * 3 * 4 // 40)
+    total_chunks = -(-len(fastpp.SCHEDULES) * 4 * 4 * 3 * 4 // 40)
     assert done_before <= total_chunks == len(_parts(out))
 
 
@@ -295,7 +295,8 @@ def test_damaged_chunks_are_recomputed(tmp_path, plain_run):
 def test_output_folder_guards(tmp_path):
     out = tmp_path / "run"
     first = sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
-    assert json.loads((out / "_fastpp" / "manifest.json").read_text())["points"] == 13
+    manifest = json.loads((out / "_fastpp" / "manifest.json").read_text())
+    assert manifest["points"] == len(fastpp.SCHEDULES)
     with pytest.raises(ScheduleError, match="already holds a sweep; pass resume=True"):
         sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
     with pytest.raises(ScheduleError, match="holds a different sweep"):

@@ -55,3 +55,13 @@ def test_zbv(p, n):
 def test_dualpipev(p, n):
     expected = torch_rows(schedules.ScheduleDualPipeV, p, n, 2)
     assert build_schedule("dualpipev", p, n, 2).tokens() == expected
+
+
+@pytest.mark.parametrize("p, n", [(p, n) for p, n in CASES + [(4, 1), (4, 3), (8, 5), (4, 10)]
+                                  if n % max(1, n // p) == 0])
+@pytest.mark.parametrize("m", [2, 3, 4])
+def test_interleaved_zb(p, n, m):
+    rounds = max(1, n // p)
+    expected = torch_rows(schedules.ScheduleInterleavedZeroBubble, p, n, m,
+                          number_of_rounds=rounds, microbatches_per_round=n // rounds)
+    assert build_schedule("interleaved-zb", p, n, m).tokens() == expected

@@ -6,7 +6,7 @@ Chunk ``c`` of device ``r`` is virtual stage ``c*p + r``.
 import numpy as np
 
 from .._jit import jit
-from ._emit import B, F, put
+from ._emit import B, F, I, W, put
 
 
 @jit
@@ -65,4 +65,40 @@ def looped_bfs(ops, length, p, n, m, G):
         for c in range(m - 1, -1, -1):
             for j in range(n - 1, -1, -1):
                 k = put(ops, r, k, B, c * p + r, j)
+        length[r] = k
+
+
+
+@jit
+def interleaved_zb(ops, length, p, n, m, G):
+    """Interleaved Zero Bubble (ZB1P; PyTorch ``ScheduleInterleavedZeroBubble``).
+
+    Interleaved 1F1B's Megatron order in PyTorch's rounds of ``n // max(1, n // p)``
+    microbatches (``G`` is not used), with half its warmup and the backward split: each
+    ``I`` runs where interleaved 1F1B runs ``B`` and device ``r``'s weight-backwards trail its
+    input-backwards by ``r``, filling the bubbles of the shorter warmup.
+    """
+    G = n // max(1, n // p)
+    table_mb, table_chunk = megatron_table(n, m, G)
+    total = n * m
+    for r in range(p):
+        k = 0
+        warmup = min((p - r - 1) + (m - 1) * G, total)
+        n_w = 0
+        # warmup: F x min((p-r-1) + (m-1)G, n*m)
+        for v in range(warmup):
+            k = put(ops, r, k, F, table_chunk[v] * p + r, table_mb[v])
+        # steady: [F, I, then W of the backward r steps back once there is one] x (n*m - warmup)
+        # cooldown: [I, W likewise] x warmup
+        for i in range(total):
+            v = warmup + i
+            if v < total:
+                k = put(ops, r, k, F, table_chunk[v] * p + r, table_mb[v])
+            k = put(ops, r, k, I, (m - 1 - table_chunk[i]) * p + r, table_mb[i])
+            if i >= r:
+                k = put(ops, r, k, W, (m - 1 - table_chunk[n_w]) * p + r, table_mb[n_w])
+                n_w += 1
+        # the last min(r, n*m) W
+        for i in range(n_w, total):
+            k = put(ops, r, k, W, (m - 1 - table_chunk[i]) * p + r, table_mb[i])
         length[r] = k

@@ -18,7 +18,7 @@ from ._emit import LOOP, TWO_DIRECTIONS, VSHAPE, new_ops, placement, routes
 from .chimera import chimera
 from .classic import forward_only, gpipe, one_f_one_b
 from .dualpipe import dualpipe, dualpipev
-from .interleaved import interleaved_1f1b, looped_bfs
+from .interleaved import interleaved_1f1b, interleaved_zb, looped_bfs
 from .vshape import v_half, v_min
 from .zero_bubble import zb_h1, zb_h2, zbv
 
@@ -94,7 +94,7 @@ class ScheduleSpec:
         return out
 
     def _message(self, rule: Rule, p: int, n: int, m: int, G: int) -> str:
-        values = {"p": p, "n": n, "m": m, "G": G, "two_p": 2 * p}
+        values = {"p": p, "n": n, "m": m, "G": G, "two_p": 2 * p, "rounds": max(1, n // p)}
         got = values.get(rule.param, p * n * m)
         return (f"{rule.param} must be {rule.must.format(**values)} for '{self.name}' "
                 f"(got {rule.param}={got})")
@@ -145,6 +145,17 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
     ScheduleSpec("zb-h2", zb_h2, LOOP,
                  "Zero Bubble ZB-H2: deeper warmup, no bubble for n >= 2p-1",
                  split_backward=True, rules=_rules(M_IS_1)),
+    ScheduleSpec(
+        "interleaved-zb", interleaved_zb, LOOP,
+        "Interleaved Zero Bubble ZB1P (PyTorch ScheduleInterleavedZeroBubble)",
+        split_backward=True,
+        rules=_rules(
+            Rule("m", "at least 2 (use 'zb-h1' for m=1)", lambda p, n, m, G: m >= 2),
+            # PyTorch's rounds: n // p of them, each of n / rounds microbatches
+            Rule("n", "a multiple of its rounds max(1, n // p)={rounds}",
+                 lambda p, n, m, G: n % np.maximum(1, n // p) == 0),
+        ),
+        default_m=2),
     ScheduleSpec("zbv", zbv, VSHAPE, "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2),
     ScheduleSpec("v-half", v_half, VSHAPE,

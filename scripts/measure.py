@@ -1,0 +1,173 @@
+"""Measure every PyTorch schedule class on this machine; replay each run and predict it from
+the 1F1B run's calibrated costs; run a schedule found by fastpp.optimize for real.
+
+    PYTHONPATH=$PWD python scripts/measure.py                  # p=2, n=4, 5 repeats
+    PYTHONPATH=$PWD python scripts/measure.py --repeats 3 --hidden 512
+
+Every PyTorch class (GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble,
+DualPipeV) and fastpp's 1F1B through PyTorch's CSV runtime (Schedule1F1B labels no op) run
+on the same MLP (``--layers`` blocks of ``--hidden`` units, gloo, one process and one thread
+per rank), ``--repeats`` profiled steps each, the schedules interleaved within each repeat so
+that the machine's load drifts hit them alike. Per schedule, the medians over the repeats of:
+the measured makespan, the replay's error (each op's measured compute) and the error of the
+prediction from the same repeat's 1F1B costs (``run.costs(m=...)``, calibrated for the
+schedule's chunks per device, then ``simulate``) and from the costs of the other schedule
+of the same kind (chunks per device, split backward or not).
+
+Then ``fastpp.optimize`` (V placement, the makespan, 1.5x 1F1B's activation memory) with the costs
+of the median ZB-V run, whose backward is split, and the schedule it finds runs for real
+beside 1F1B and ZB-V: its measured gains over them against its predicted gains (1F1B
+predicted from its own median run's costs). Writes the table to results/measured/measured.csv, the
+measured against predicted timelines of the found schedule to docs/measured.png and a
+Perfetto trace holding both to results/measured-trace.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import fastpp
+from fastpp.measured.runner import TORCH_CLASSES, measure_many
+
+
+def parse(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-p", type=int, default=2, help="ranks (2)")
+    ap.add_argument("-n", type=int, default=4, help="microbatches (4)")
+    ap.add_argument("--layers", type=int, default=16, help="MLP blocks (16)")
+    ap.add_argument("--hidden", type=int, default=256, help="units per block (256)")
+    ap.add_argument("--microbatch", type=int, default=256, help="samples per microbatch (256)")
+    ap.add_argument("--no-realtime", dest="realtime", action="store_false",
+                    help="ranks under the normal scheduler (default: SCHED_FIFO when root)")
+    ap.add_argument("--repeats", type=int, default=5, help="profiled steps per schedule (5)")
+    ap.add_argument("--time-limit", type=float, default=5.0, help="optimize's seconds (5)")
+    ap.add_argument("--memory", type=float, default=None,
+                    help="optimize's activation memory per device, units of M_B (1.5p)")
+    ap.add_argument("--out", default="results/measured", help="folder for the traces")
+    ap.add_argument("--picture", default="docs/measured.png")
+    ap.add_argument("--trace", default="results/measured-trace.json")
+    return ap.parse_args(argv)
+
+
+def run_repeats(schedules: dict, args, out: Path) -> dict:
+    """``{label: [MeasuredRun per repeat]}``, every schedule once per repeat, in one spawn."""
+    jobs = {f"{label}@{k}": what for k in range(args.repeats) for label, what in
+            schedules.items()}
+    runs = measure_many(jobs, args.p, args.n, layers=args.layers, hidden=args.hidden,
+                        microbatch=args.microbatch, out=out, timeout=1800,
+                        realtime=args.realtime and os.geteuid() == 0)
+    return {label: [runs[f"{label}@{k}"] for k in range(args.repeats)] for label in schedules}
+
+
+# the other schedule of the same kind (chunks per device, split backward or not)
+SAME_KIND = {"ScheduleGPipe": "1f1b", "ScheduleInterleaved1F1B": "ScheduleLoopedBFS",
+             "ScheduleLoopedBFS": "ScheduleInterleaved1F1B",
+             "ScheduleInterleavedZeroBubble": "ScheduleZBVZeroBubble",
+             "ScheduleZBVZeroBubble": "ScheduleInterleavedZeroBubble",
+             "ScheduleDualPipeV": "ScheduleZBVZeroBubble", "1f1b": "ScheduleGPipe"}
+
+
+def expected(label: str, p: int, n: int) -> fastpp.Schedule:
+    name = TORCH_CLASSES.get(label, label)
+    return fastpp.build_schedule(name, p, n, fastpp.SCHEDULES[name].default_m)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    out = Path(args.out)
+    started = time.perf_counter()
+    schedules = {"1f1b": "1f1b", **{cls: cls for cls in TORCH_CLASSES}}
+    print(f"measuring {len(schedules)} schedules x {args.repeats} repeats: p={args.p}, "
+          f"n={args.n}, {args.layers} x {args.hidden} MLP, microbatch {args.microbatch}",
+          flush=True)
+    runs = run_repeats(schedules, args, out / "classes")
+    rows = []
+    for label, repeats in runs.items():
+        sched = expected(label, args.p, args.n)
+        measured = np.array([run.makespan for run in repeats])
+        replayed = np.array([run.replay().makespan for run in repeats])
+        # each repeat's run predicted from the same repeat's other run: the load drifts
+        predicted = np.array([fastpp.simulate(sched, base.costs(m=sched.m)).makespan
+                              for base in runs["1f1b"]])
+        kin = np.array([fastpp.simulate(sched, base.costs()).makespan
+                        for base in runs[SAME_KIND[label]]])
+        same_order = all(run.schedule.tokens() == sched.tokens() for run in repeats)
+        rows.append({"schedule": label, "fastpp": sched.name, "m": sched.m,
+                     "order_equal": same_order,
+                     "measured_ms": np.median(measured) * 1e3,
+                     "spread": (measured.max() - measured.min()) / np.median(measured),
+                     "replayed_ms": np.median(replayed) * 1e3,
+                     "replay_error": np.median(replayed / measured - 1),
+                     "predicted_ms": np.median(predicted) * 1e3,
+                     "prediction_error": np.median(predicted / measured - 1),
+                     "same_kind": SAME_KIND[label],
+                     "same_kind_error": np.median(kin / measured - 1)})
+    table = pd.DataFrame(rows)
+    with pd.option_context("display.width", 160, "display.float_format", "{:.4g}".format):
+        print(table.to_string(index=False))
+    replay = table["replay_error"].abs()
+    others = table[table["schedule"] != "1f1b"]["prediction_error"].abs()
+    kin = table["same_kind_error"].abs()
+    print(f"replay |error|: median {replay.median():.2%}, worst {replay.max():.2%}; "
+          f"prediction from 1F1B's costs |error|: median {others.median():.2%}, worst "
+          f"{others.max():.2%}; from the same kind's: median {kin.median():.2%}, worst "
+          f"{kin.max():.2%}")
+
+    # a schedule found by optimize on the ZB-V runs' costs within 1.5x 1F1B's activation memory
+    # (holding many more live activations slows every op here: they leave the cache),
+    # run for real beside 1F1B and ZB-V; 1F1B is predicted from its own runs' costs
+    def median_run(repeats):
+        return repeats[int(np.argsort([r.makespan for r in repeats])[len(repeats) // 2])]
+
+    costs = median_run(runs["ScheduleZBVZeroBubble"]).costs()
+    memory = 1.5 * args.p if args.memory is None else args.memory
+    found = fastpp.optimize(args.p, args.n, costs, memory=memory, placement="v",
+                            time_limit=args.time_limit, progress=False)
+    baseline = fastpp.simulate(expected("1f1b", args.p, args.n),
+                               median_run(runs["1f1b"]).costs()).makespan
+    zbv = fastpp.simulate(expected("ScheduleZBVZeroBubble", args.p, args.n), costs).makespan
+    predicted = found.result.makespan
+    print(f"optimize (V placement, ZB-V's costs, memory {memory:g} units): "
+          f"{found.schedule.name} by {found.method}, predicted {predicted * 1e3:.2f} ms; "
+          f"1F1B predicted {baseline * 1e3:.2f} ms from its own costs, ZB-V {zbv * 1e3:.2f} ms: "
+          f"gain over 1F1B {1 - predicted / baseline:+.1%}, over ZB-V {1 - predicted / zbv:+.1%}",
+          flush=True)
+    again = run_repeats({"1f1b": "1f1b", "ScheduleZBVZeroBubble": "ScheduleZBVZeroBubble",
+                         "optimized": found.schedule}, args, out / "optimized")
+    medians = {label: float(np.median([r.makespan for r in again[label]])) for label in again}
+    gains = {label: 1 - float(np.median([o.makespan / b.makespan for o, b in zip(
+        again["optimized"], again[label], strict=True)])) for label in ("1f1b",
+                                                                        "ScheduleZBVZeroBubble")}
+    print(f"measured: optimized {medians['optimized'] * 1e3:.2f} ms, 1F1B "
+          f"{medians['1f1b'] * 1e3:.2f} ms, ZB-V {medians['ScheduleZBVZeroBubble'] * 1e3:.2f} "
+          f"ms: gain over 1F1B {gains['1f1b']:+.1%}, over ZB-V "
+          f"{gains['ScheduleZBVZeroBubble']:+.1%} (medians over {args.repeats} paired repeats)")
+
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"table: {out / 'measured.csv'}")
+    table.to_csv(out / "measured.csv", index=False)
+    shown = median_run(again["optimized"])
+    prediction = fastpp.simulate(shown.schedule, costs)
+    from fastpp import plot
+    from fastpp.trace import write_measured_trace
+
+    Path(args.picture).parent.mkdir(parents=True, exist_ok=True)
+    title = (f"fastpp.optimize's schedule ({found.schedule.name}), p={args.p}, n={args.n}: "
+             f"measured {shown.makespan * 1e3:.1f} ms (upper rows), predicted from ZB-V's "
+             f"costs {prediction.makespan * 1e3:.1f} ms (lower rows)")
+    print(f"picture: {plot.measured_timelines(shown, prediction, args.picture, title)}")
+    Path(args.trace).parent.mkdir(parents=True, exist_ok=True)
+    print(f"trace: {write_measured_trace(shown, prediction, args.trace)}")
+    print(f"done in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
