@@ -155,7 +155,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
             Rule("n", "a multiple of its rounds max(1, n // p)={rounds}",
                  lambda p, n, m, G: n % np.maximum(1, n // p) == 0),
         ),
-        default_m=2),
+        default_m=2, m_choices=(2, 3, 4)),
     ScheduleSpec("zbv", zbv, VSHAPE, "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2),
     ScheduleSpec("v-half", v_half, VSHAPE,
