@@ -2,6 +2,7 @@
 
     python scripts/fidelity.py                 # prints the tables, writes docs/fidelity.png
     python scripts/fidelity.py --out results   # the picture elsewhere
+    python scripts/fidelity.py --markdown docs/fidelity-rows.md   # every row, for the docs
 
 Every row of the dense-training tables in shared/data (Korthikanti et al. 2022 in both
 recomputation modes and its layer table, Narayanan et al. 2021, Megatron-Core's H100 weak
@@ -48,6 +49,20 @@ def summary(df) -> str:
     return "\n".join(lines)
 
 
+def markdown(df) -> str:
+    """Every row as Markdown tables, one per dataset (``docs/fidelity-rows.md``)."""
+    text = ["# fastpp against every published row", "",
+            "Written by `python scripts/fidelity.py --markdown docs/fidelity-rows.md`; see "
+            "README \"How close to real runs\" for the calibration and the assumptions.", ""]
+    for name, part in df.groupby("dataset", sort=False):
+        text += [f"## {LABELS[name]}", "", "| row | quantity | measured | fastpp | error | role |",
+                 "|---|---|---:|---:|---:|---|"]
+        text += [f"| {r.row} | {r.quantity} | {r.measured:.4g} | {r.predicted:.4g} | "
+                 f"{r.error:+.1%} | {r.role} |" for r in part.itertuples()]
+        text.append("")
+    return "\n".join(text)
+
+
 def picture(df, path: Path) -> None:
     import matplotlib
 
@@ -86,6 +101,7 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="docs", help="folder for fidelity.png (docs)")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG")
+    ap.add_argument("--markdown", metavar="PATH", help="also write every row as Markdown")
     args = ap.parse_args(argv)
     df = validate()
     print(table(df), "\n")
@@ -99,6 +115,9 @@ def main(argv=None) -> int:
         for r in group.itertuples():
             print(f"  {r.setting:<12} measured {r.measured:<32} predicted {r.predicted:<32}"
                   f"{'' if r.agree else 'differs'}")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(df) + "\n", encoding="utf-8")
+        print(f"\nwrote {args.markdown}")
     if not args.no_plots:
         path = Path(args.out) / "fidelity.png"
         picture(df, path)
