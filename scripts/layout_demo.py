@@ -1,4 +1,5 @@
-"""The examples of the README's layout section (docs/layout.md), with their output.
+"""The examples of the README's "Layers per stage" (under "Plan a training run"), with
+their output.
 
     python scripts/layout_demo.py
 
