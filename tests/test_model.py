@@ -258,7 +258,6 @@ def test_three_virtual_stages_and_any_m(toy_plan):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(gpus=0), r"gpus must be a positive integer \(got gpus=0\)"),
     (dict(gpus=2.5), r"gpus must be a positive integer \(got gpus=2.5\)"),
-    (dict(tp=8), r"tp must be at most the GPUs per node 4 \(got tp=8\)"),
     (dict(tp=3), r"tp must divide the heads 8 and KV heads 4 \(got tp=3\)"),
     (dict(microbatch=3), r"microbatch must divide global_batch=64 \(got microbatch=3\)"),
     (dict(tp=4, pp=8), r"gpus=16 has no factorization t \* p \* d with t in \[4\] and p in "
@@ -278,6 +277,21 @@ def test_bad_plan_arguments_are_named(toy_plan, kwargs, message):
     args = dict(model=model, gpus=16, hardware=TOY, seq=32, global_batch=64) | kwargs
     with pytest.raises(ScheduleError, match=message):
         plan(args.pop("model"), args.pop("gpus"), args.pop("hardware"), **args)
+
+
+def test_an_explicit_tp_beyond_a_node_is_priced_not_refused(toy_plan):
+    """TOY has 4 GPUs a node: tp=8 runs its collectives over the network (100 B/s, 0.1 s),
+    so the same rows on a node of 8 GPUs (NVLink-like WIRE) are faster; the default search
+    keeps tp in a node."""
+    _, df = toy_plan
+    assert df["t"].max() <= TOY.gpus_per_node
+    model = Transformer(layers=8, hidden=64, heads=8, ffn=160, vocab=500, name="toy-mha")
+    args = dict(seq=32, global_batch=64, capacity=4e6, tp=8, pp=1, schedules=["1f1b"],
+                recompute="none", microbatch=1)
+    wide = plan(model, 16, TOY, **args)
+    big_node = plan(model, 16, dataclasses.replace(TOY, gpus_per_node=8), **args)
+    assert wide["step_time"].notna().all() and (wide["t"] == 8).all()
+    assert (wide["step_time"] > big_node["step_time"]).all()
 
 
 def test_a_slower_network_slows_the_steps_that_cross_nodes(toy_plan):
