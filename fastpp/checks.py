@@ -43,6 +43,13 @@ def positive_int(value, name: str) -> int:
     return int(value)
 
 
+def nonnegative_int(value, name: str) -> int:
+    """``value`` as an ``int`` if it is an integer >= 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ScheduleError(f"{name} must be an integer >= 0 (got {value!r})")
+    return int(value)
+
+
 def positive_ints(values, name: str) -> np.ndarray:
     """``values`` as int64 if every one is a positive integer below ``2**31``."""
     arr = np.asarray(values)
@@ -53,16 +60,16 @@ def positive_ints(values, name: str) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def number_array(values, name: str) -> np.ndarray:
+def number_array(values, name: str, must: str = "a number or an array of numbers"
+                 ) -> np.ndarray:
     """``values`` as float64 if they are numbers (no strings or bools, which NumPy would
-    convert), any value; a ``ScheduleTypeError`` otherwise."""
+    convert), any value; a ``ScheduleTypeError`` saying what they ``must`` be otherwise."""
     try:
         raw = np.asarray(values)
     except ValueError:  # ragged
         raw = None
     if raw is None or raw.dtype.kind not in "iuf":
-        raise ScheduleTypeError(f"{name} must be a number or an array of numbers (got "
-                                f"{show(values)})")
+        raise ScheduleTypeError(f"{name} must be {must} (got {show(values)})")
     return raw.astype(np.float64)
 
 
@@ -83,6 +90,10 @@ def numbers(values, name: str, *, strict: bool = False, upper: float | None = No
 
 
 def one_of(value, name: str, choices) -> None:
-    """Raise unless ``value`` is one of ``choices``."""
-    if not isinstance(value, str | int | type(None)) or value not in choices:
+    """Raise unless ``value`` is one of ``choices`` (a bool is not the number 0 or 1 here)."""
+    if isinstance(value, np.integer):
+        value = int(value)
+    bools = any(isinstance(c, bool) for c in choices)
+    if (not isinstance(value, str | int | type(None)) or isinstance(value, bool) != bools
+            and value is not None or value not in choices):
         raise ScheduleError(f"{name} must be one of {list(choices)} (got {value!r})")

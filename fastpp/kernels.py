@@ -252,7 +252,10 @@ def reduce(start, end, length, busy, span):
         total += busy[r]
         longest = max(longest, span[r])
     makespan = last - first
-    return makespan, 1.0 - total / (p * makespan), 1.0 - total / p / longest
+    # ops of zero duration (per-op durations may be 0) can leave nothing to divide by
+    bubble = 1.0 - total / (p * makespan) if makespan > 0.0 else 0.0
+    span_bubble = 1.0 - total / p / longest if longest > 0.0 else 0.0
+    return makespan, bubble, span_bubble
 
 
 # check_ops's findings, in the order the checks run (Schedule formats their messages)

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .checks import ScheduleError, show
+from .checks import ScheduleError, number_array
 from .costs import Costs, StageCosts
 from .schedule import Schedule, ScheduleTypeError
 
@@ -219,11 +219,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
 def _durations(durations: ArrayLike, schedule: Schedule) -> np.ndarray:
     """``durations`` as a float64 ``(p, L)`` array, its used slots finite and >= 0."""
     shape = schedule.kind.shape
-    try:
-        arr = np.array(durations, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ScheduleError(f"durations must be an array of numbers of shape {shape} (got "
-                            f"{show(durations)})") from None
+    arr = number_array(durations, "durations", f"an array of numbers of shape {shape}")
     if arr.shape != shape:
         raise ScheduleError(f"durations must have the shape of the schedule's op matrix "
                             f"{shape} (got shape {arr.shape})")

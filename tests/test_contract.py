@@ -76,3 +76,76 @@ def test_theory_still_answers_valid_counts():
 def test_compute_theoretical_peak_counts(n, p):
     with pytest.raises(ScheduleError, match=r"num_(microbatches|stages) must be a positive"):
         fastpp.compute_theoretical_peak("1f1b", n, p)  # once returned 0 for n=0
+
+
+def test_durations_of_zero_and_complex():
+    s = fastpp.build_schedule("1f1b", 2, 2)
+    zero = fastpp.simulate(s, durations=np.zeros(s.kind.shape))  # once a ZeroDivisionError
+    assert (zero.makespan, zero.bubble_ratio, zero.span_bubble_ratio) == (0.0, 0.0, 0.0)
+    with pytest.raises(ScheduleTypeError, match=r"durations must be an array of numbers"):
+        fastpp.simulate(s, durations=np.ones(s.kind.shape) * 1j)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("Et*99999999999|L", r"expand to at most 1,000,000 symbols"),  # once a MemoryError
+    ("E(t|)*99999999999L", r"expand to at most 1,000,000 symbols"),
+    ("Et*\u0663|L", r"follow '\*' with a count"),  # an Arabic-Indic 3 is not a count
+])
+def test_layout_counts(text, match):
+    from fastpp.model import parse_layout
+    with pytest.raises(ScheduleError, match=match):
+        parse_layout(text)
+
+
+def test_megatron_layer_counts_are_integers():
+    from fastpp.model import megatron_layers
+    for first in (2.5, "3", True, -1):  # 2.5 and "3" were once taken as 2 and 3
+        with pytest.raises(ScheduleError, match=r"decoder_first_pipeline_num_layers must be an "
+                                                r"integer >= 0"):
+            megatron_layers(8, 2, first=first)
+
+
+PLAN = dict(seq=1024, global_batch=8, tp=1, pp=2, microbatch=1, recompute="none",
+            schedules=["1f1b"])
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(first_layers=[]), ScheduleError, r"first_layers must hold at least one"),
+    (dict(schedules=[]), ScheduleError, r"schedules must hold at least one"),
+    (dict(zero=[]), ScheduleError, r"zero must hold at least one"),
+    (dict(recompute=[]), ScheduleError, r"recompute must hold at least one"),
+    (dict(zero=True), ScheduleError, r"zero must be one of \[0, 1, 2\] \(got True\)"),
+    (dict(sequence_parallel="no"), ScheduleError, r"sequence_parallel must be one of"),
+    (dict(capacity=[1e9, 2e9]), ScheduleError, r"capacity must be one number"),
+    (dict(hardware=5), ScheduleTypeError, r"hardware must be a fastpp.model.Hardware"),
+    (dict(link=5), ScheduleTypeError, r"link must be a fastpp.model.Link"),
+])
+def test_plan_arguments(kwargs, error, match):
+    from fastpp.model import plan
+    with pytest.raises(error, match=match):
+        plan("llama2-7b", 8, **(PLAN | kwargs))
+
+
+def test_plan_takes_numpy_integers_for_choices():
+    from fastpp.model import plan
+    assert len(plan("llama2-7b", 8, **(PLAN | dict(zero=np.int64(1))))) == 1
+
+
+def test_transformer_costs_types():
+    from fastpp.model import device_bytes, transformer_costs
+    s = fastpp.build_schedule("1f1b", 2, 4)
+    with pytest.raises(ScheduleTypeError, match=r"model must be a fastpp.model.Transformer"):
+        transformer_costs(3, s, seq=1024)  # once an AttributeError
+    with pytest.raises(ScheduleTypeError, match=r"hardware must be a fastpp.model.Hardware"):
+        transformer_costs("llama2-7b", s, 3, seq=1024)
+    with pytest.raises(ScheduleTypeError, match=r"model must be a fastpp.model.Transformer"):
+        device_bytes(3, s)
+    with pytest.raises(ScheduleError, match=r"sequence_parallel must be one of"):
+        transformer_costs("llama2-7b", s, seq=1024, sequence_parallel="no")
+
+
+def test_validate_names_its_datasets():
+    from fastpp.model import validate
+    for bad in ("korthikanti_2022", 3):  # a string once iterated its letters
+        with pytest.raises(ScheduleTypeError, match=r"datasets must be a list of names"):
+            validate(bad)

@@ -64,8 +64,9 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
     seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
     tp, dp = positive_int(tp, "tp"), positive_int(dp, "dp")
     one_of(recompute, "recompute", RECOMPUTE)
-    one_of(blocking_handoffs, "blocking_handoffs", (False, True))
-    one_of(tp_overlap, "tp_overlap", (False, True))
+    for flag, name in ((sequence_parallel, "sequence_parallel"),
+                       (blocking_handoffs, "blocking_handoffs"), (tp_overlap, "tp_overlap")):
+        one_of(flag, name, (False, True))
     if model.heads % tp or model.kv_heads % tp:
         raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got tp={tp})")

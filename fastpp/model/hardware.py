@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..checks import ScheduleError, numbers, one_of, positive_int
+from ..checks import ScheduleError, ScheduleTypeError, numbers, one_of, positive_int
 
 GB = 1e9
 PRECISIONS = ("bf16", "fp8")
@@ -162,9 +162,14 @@ HARDWARE = {hw.name: hw for hw in (
 
 
 def preset(table: dict, value, what: str):
-    """``value`` itself, or the preset it names; an unknown name lists the presets."""
-    if not isinstance(value, str):
+    """``value`` itself if it is of the presets' type, or the preset it names; an unknown name
+    lists the presets, another type is a ``ScheduleTypeError``."""
+    kind = type(next(iter(table.values())))
+    if isinstance(value, kind):
         return value
+    if not isinstance(value, str):
+        raise ScheduleTypeError(f"{what} must be a fastpp.model.{kind.__name__} or a preset name "
+                                f"(got {type(value).__name__})")
     try:
         return table[value]
     except KeyError:

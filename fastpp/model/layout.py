@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, positive_int
+from ..checks import ScheduleError, ScheduleTypeError, nonnegative_int, positive_int
 from .transformer import chunk_layers
 
 SYMBOLS = "EtmL"  # embedding, transformer layer, MTP layer, output layer and loss
@@ -141,7 +141,12 @@ def parse_layout(text: str) -> Layout:
                   tuple("L" in s for s in stages), tuple(s.count("m") for s in stages))
 
 
-_TOKEN = re.compile(r"[EtmL|()*,]|\d+|.", re.S)
+_TOKEN = re.compile(r"[EtmL|()*,]|[0-9]+|.", re.S)
+MAX_SYMBOLS = 1_000_000  # a layout expands to at most this many symbols (a model's layers)
+
+
+def _digits(tok: str) -> bool:
+    return tok.isascii() and tok.isdigit()  # not other scripts' digits
 
 
 def _expand(text: str) -> list[tuple[str, int]]:
@@ -150,7 +155,7 @@ def _expand(text: str) -> list[tuple[str, int]]:
     # commas are purely cosmetic, even between digits (Megatron drops them first)
     merged: list[tuple[str, int]] = []
     for tok, at in tokens:
-        if tok.isdigit() and merged and merged[-1][0].isdigit():
+        if _digits(tok) and merged and _digits(merged[-1][0]):
             merged[-1] = (merged[-1][0] + tok, merged[-1][1])
         else:
             merged.append((tok, at))
@@ -173,16 +178,18 @@ def _expand(text: str) -> list[tuple[str, int]]:
             count, k = _count(merged, k, text, "follow a group '(...)' with '*' and a count")
             if not group:
                 _fail(text, "repeat a group that holds something", opened)
+            _room(text, len(out) + len(group) * count, opened)
             out.extend(group * count)
             group = None
         elif tok == "*":
             if not target or target[-1][1] != merged[k - 1][1]:
                 _fail(text, "put '*' after a symbol or a group", at)
             count, k = _count(merged, k - 1, text, "follow '*' with a count")
+            _room(text, len(out) + len(target) + count, at)
             target.extend([target.pop()] * count)
         else:
             _fail(text, f"hold only {', '.join(SYMBOLS)}, '|', '*', '(', ')', ',' and counts"
-                  + (" after '*'" if tok.isdigit() else ""), at)
+                  + (" after '*'" if _digits(tok) else ""), at)
         k += 1
     if group is not None:
         _fail(text, "close every parenthesis", opened)
@@ -195,9 +202,15 @@ def _count(tokens, k: int, text: str, must: str) -> tuple[int, int]:
     digits = tokens[k + 2] if k + 2 < len(tokens) else ("", len(text))
     if star[0] != "*":
         _fail(text, must, star[1])
-    if not digits[0].isdigit():
+    if not _digits(digits[0]):
         _fail(text, must, digits[1])
     return int(digits[0]), k + 2
+
+
+def _room(text: str, size: int, at: int) -> None:
+    if size > MAX_SYMBOLS:
+        _fail(text, f"expand to at most {MAX_SYMBOLS:,} symbols (a repetition reaches {size:,})",
+              at)
 
 
 def _fail(text: str, must: str, at: int):
@@ -210,9 +223,8 @@ def even_layers(layers: int, stages: int, first: int | None = None,
     not given), the rest as even as ``chunk_layers`` makes it, the remainder in the middle."""
     layers, stages = positive_int(layers, "layers"), positive_int(stages, "stages")
     for x, name in ((first, "first_layers"), (last, "last_layers")):
-        if x is not None and (isinstance(x, bool) or not isinstance(x, int | np.integer)
-                              or x < 0):
-            raise ScheduleError(f"{name} must be an integer >= 0 (got {x!r})")
+        if x is not None:
+            nonnegative_int(x, name)
     if first is None and last is None:
         return Layout.from_layers(chunk_layers(layers, stages).tolist())
     if stages == 1:
@@ -243,13 +255,10 @@ def megatron_layers(layers: int, p: int, m: int = 1, first: int | None = None,
     layers, p, m = (positive_int(x, k) for x, k in ((layers, "layers"), (p, "p"), (m, "m")))
     per_device = np.zeros(p, np.int64)
     given = {0: first, p - 1: last}
-    ends = {r: int(x) for r, x in given.items() if x is not None}
+    ends = {r: nonnegative_int(x, f"decoder_{'first' if r == 0 else 'last'}_pipeline_num_layers")
+            for r, x in given.items() if x is not None}
     if p == 1 and ends:
         raise ScheduleError(f"decoder_first/last_pipeline_num_layers need p >= 2 (got p={p})")
-    for r, x in ends.items():
-        if x < 0:
-            raise ScheduleError(f"decoder_{'first' if r == 0 else 'last'}_pipeline_num_layers "
-                                f"must be >= 0 (got {x})")
     rest, middle = layers - sum(ends.values()), p - len(ends)
     if rest < 0 or (middle == 0 and rest) or (middle and rest % middle):
         raise ScheduleError(f"decoder_first/last_pipeline_num_layers must leave the other "
@@ -274,8 +283,7 @@ def torchtitan_layers(layers: int, stages: int, first_less: int = 1,
     layers, stages = positive_int(layers, "layers"), positive_int(stages, "stages")
     for x, name in ((first_less, "first_stage_less_layers"),
                     (last_less, "last_stage_less_layers")):
-        if isinstance(x, bool) or not isinstance(x, int | np.integer) or x < 0:
-            raise ScheduleError(f"{name} must be an integer >= 0 (got {x!r})")
+        nonnegative_int(x, name)
     if stages == 1:
         return Layout.from_layers([layers])
     weights = layers + first_less + last_less

@@ -8,18 +8,23 @@ import os
 import numpy as np
 
 from .. import batch, engine
-from ..checks import ScheduleError, ScheduleTypeError, numbers, one_of, positive_int, positive_ints
+from ..checks import (
+    ScheduleError,
+    numbers,
+    one_of,
+    positive_int,
+    positive_ints,
+)
 from ..costs import FIELDS
 from ..generators._emit import placement
 from ..generators.registry import SCHEDULES, get_spec
 from .comm import pipeline_spans
-from .hardware import HARDWARE, LINKS, Hardware, Link, preset
+from .hardware import GB, HARDWARE, LINKS, preset
 from .layout import as_layout, check_layout, even_layers
 from .presets import MODELS
 from .stages import optimizer_split, stage_table, step_terms
-from .transformer import RECOMPUTE, Transformer
+from .transformer import RECOMPUTE
 
-GB = 1e9
 # a row: its configuration, what the timeline and the bytes give, and whether it fits
 CONFIG_COLUMNS = ("model", "gpus", "t", "p", "d", "schedule", "m", "microbatch", "n",
                   "recompute", "zero", "layout")
@@ -120,22 +125,17 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")
     if link is not None:
-        link = preset(LINKS, link, "link")
-        if not isinstance(link, Link):
-            raise ScheduleTypeError(f"link must be a fastpp.model.Link or a preset name (got "
-                                    f"{type(link).__name__})")
-        hardware = dataclasses.replace(hardware, network=link)
-    if not isinstance(model, Transformer):
-        raise ScheduleTypeError(f"model must be a fastpp.model.Transformer or a preset name "
-                                f"(got {type(model).__name__})")
-    if not isinstance(hardware, Hardware):
-        raise ScheduleTypeError(f"hardware must be a fastpp.model.Hardware or a preset name "
-                                f"(got {type(hardware).__name__})")
+        hardware = dataclasses.replace(hardware, network=preset(LINKS, link, "link"))
     gpus = positive_int(gpus, "gpus")
     seq = positive_int(seq, "seq")
     global_batch = positive_int(global_batch, "global_batch")
-    capacity = float(numbers(hardware.memory_bytes if capacity is None else capacity,
-                             "capacity", strict=True))
+    capacity = numbers(hardware.memory_bytes if capacity is None else capacity, "capacity",
+                       strict=True)
+    if capacity.ndim:
+        raise ScheduleError(f"capacity must be one number of bytes per GPU (got shape "
+                            f"{capacity.shape})")
+    capacity = float(capacity)
+    one_of(sequence_parallel, "sequence_parallel", (False, True))
     one_of(gradient_overlap, "gradient_overlap", (False, True))
     overlap = bool(gradient_overlap)
     one_of(blocking_handoffs, "blocking_handoffs", (False, True))
@@ -155,14 +155,14 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         if global_batch % x:
             raise ScheduleError(f"microbatch must divide global_batch={global_batch} (got "
                                 f"microbatch={x})")
-    rcs = [RECOMPUTE] if recompute is None else [_as_list(recompute)]
+    rcs = [RECOMPUTE] if recompute is None else [_nonempty(recompute, "recompute")]
     for x in rcs[0]:
         one_of(x, "recompute", RECOMPUTE)
-    zeros = _as_list(zero)
+    zeros = _nonempty(zero, "zero")
     for x in zeros:
         one_of(x, "zero", (0, 1, 2))
     names = ([k for k, spec in SCHEDULES.items() if not spec.forward_only]
-             if schedules is None else _as_list(schedules))
+             if schedules is None else _nonempty(schedules, "schedules"))
     for name in names:
         if get_spec(name).forward_only:
             raise ScheduleError(f"schedules must be training schedules (got {name!r})")
@@ -202,6 +202,13 @@ def _as_list(value) -> list:
     return list(value) if isinstance(value, list | tuple | np.ndarray) else [value]
 
 
+def _nonempty(value, name) -> list:
+    values = _as_list(value)
+    if not values:
+        raise ScheduleError(f"{name} must hold at least one value (got an empty list)")
+    return values
+
+
 def _axis(value, name, default) -> list[int]:
     if value is None:
         return default
@@ -226,7 +233,7 @@ def _splits(model, layout, first_layers, last_layers) -> list[tuple]:
 
 
 def _counts(value, name) -> list[int]:
-    values = _as_list(value)
+    values = _nonempty(value, name)
     for x in values:
         if isinstance(x, bool) or not isinstance(x, int | np.integer) or x < 0:
             raise ScheduleError(f"{name} must be integers >= 0 (got {x!r})")

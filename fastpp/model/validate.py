@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import ScheduleError
+from ..checks import ScheduleError, ScheduleTypeError
 from ..costs import Costs
 from ..generators.registry import build_schedule
 from ..search import optimize
@@ -352,6 +352,9 @@ def validate(datasets=DATASETS):
     """
     import pandas as pd
 
+    if isinstance(datasets, str) or not isinstance(datasets, list | tuple):
+        raise ScheduleTypeError(f"datasets must be a list of names among {list(DATASETS)} (got "
+                                f"{datasets!r})")
     unknown = [x for x in datasets if x not in DATASETS]
     if unknown:
         raise ScheduleError(f"datasets must be among {list(DATASETS)} (got {unknown[0]!r})")
