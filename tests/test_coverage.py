@@ -1,7 +1,8 @@
 """Line coverage of the package with Numba's JIT off (the kernels run as Python), >= 90%.
 
 Runs the suite on small cases in a subprocess with ``NUMBA_DISABLE_JIT=1``; the subprocesses
-the suite starts itself (scripts, kills, Dask, bounds checks) are left out there.
+the suite starts itself (scripts, kills, Dask, bounds checks, real PyTorch ranks: timed under
+coverage's tracing, their predictions drift past the real-run test's bound) are left out there.
 """
 
 import os
@@ -28,7 +29,8 @@ def test_coverage_without_jit(tmp_path):
         [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
          "--cov=fastpp", "--cov-report=term", f"--cov-report=json:{tmp_path / 'cov.json'}",
          "--ignore=tests/test_reliability.py", "--ignore=tests/test_malformed.py",
-         "--ignore=tests/test_coverage.py", "-k", f"not ({SLOW_WITHOUT_JIT})"],
+         "--ignore=tests/test_coverage.py", "--ignore=tests/test_measured_real.py",
+         "-k", f"not ({SLOW_WITHOUT_JIT})"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     total = float(re.search(r"^TOTAL.*?(\d+(?:\.\d+)?)%$", run.stdout, re.M).group(1))
