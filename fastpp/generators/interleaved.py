@@ -78,14 +78,14 @@ def interleaved_zb(ops, length, p, n, m, G):
     ``I`` runs where interleaved 1F1B runs ``B`` and device ``r``'s weight-backwards trail its
     input-backwards by ``r``, filling the bubbles of the shorter warmup.
     """
-    G = n // max(1, n // p)
-    table_mb, table_chunk = megatron_table(n, m, G)
+    group = n // max(1, n // p)  # PyTorch's microbatches per round, not the argument G
+    table_mb, table_chunk = megatron_table(n, m, group)
     total = n * m
     for r in range(p):
         k = 0
-        warmup = min((p - r - 1) + (m - 1) * G, total)
+        warmup = min((p - r - 1) + (m - 1) * group, total)
         n_w = 0
-        # warmup: F x min((p-r-1) + (m-1)G, n*m)
+        # warmup: F x min((p-r-1) + (m-1) group, n*m)
         for v in range(warmup):
             k = put(ops, r, k, F, table_chunk[v] * p + r, table_mb[v])
         # steady: [F, I, then W of the backward r steps back once there is one] x (n*m - warmup)
