@@ -478,3 +478,38 @@ def test_random_damage_is_a_clear_error_or_a_valid_run(tmp_path, rng):
         rewrite(tmp_path, r, json.loads(original[r]))
     print(outcomes)
     assert outcomes["error"] > 0
+
+
+def test_measure_checks_every_argument_before_touching_out(tmp_path):
+    """A bad argument leaves ``out`` as it was (its old trace, no new CSV, no new folder); no
+    process starts, so torch is not needed."""
+    from fastpp.measured.runner import measure, measure_many
+
+    old = tmp_path / "rank0_trace.json"
+    old.write_text("{}")
+    bad = [({"schedule": "nope"}, r"schedule must be a PyTorch class .* \(got 'nope'\)"),
+           ({"schedule": "1f1b", "layers": 3}, r"layers must be a multiple of the 2 virtual"),
+           ({"schedule": "interleaved-1f1b", "layers": 6}, r"layers must be a multiple of the 4"),
+           ({"schedule": "1f1b", "timeout": 0}, r"timeout must be a finite number of seconds "
+                                                r"> 0 \(got timeout=0\)"),
+           ({"schedule": "1f1b", "timeout": float("nan")}, r"got timeout=nan"),
+           ({"schedule": "1f1b", "timeout": float("inf")}, r"got timeout=inf"),
+           ({"schedule": "1f1b", "timeout": True}, r"got timeout=True"),
+           ({"schedule": "1f1b", "timeout": "9"}, r"got timeout='9'")]
+    for kwargs, message in bad:
+        with pytest.raises(ScheduleError, match=message):
+            measure(**kwargs, out=tmp_path)
+        assert sorted(tmp_path.iterdir()) == [old], kwargs
+    with pytest.raises(ScheduleError, match="layers must be a multiple"):
+        measure("1f1b", layers=3, out=tmp_path / "new" / "run")
+    assert not (tmp_path / "new").exists()
+    # measure_many: a bad second schedule leaves the first one's folder unmade
+    with pytest.raises(ScheduleError, match=r"\(got 'nope'\)"):
+        measure_many({"a": "1f1b", "b": "nope"}, out=tmp_path / "many")
+    assert not (tmp_path / "many").exists()
+    with pytest.raises(ScheduleError, match=r"out must be a folder for the traces \(got "
+                                            r"'.*rank0_trace.json', a file\)"):
+        measure("1f1b", out=old)
+    with pytest.raises(ScheduleError, match=r"out must be a folder that can be made"):
+        measure("1f1b", out=old / "below", timeout=1.0)
+    assert old.read_text() == "{}"
