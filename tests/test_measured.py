@@ -513,3 +513,44 @@ def test_measure_checks_every_argument_before_touching_out(tmp_path):
     with pytest.raises(ScheduleError, match=r"out must be a folder that can be made"):
         measure("1f1b", out=old / "below", timeout=1.0)
     assert old.read_text() == "{}"
+
+
+def test_bad_rank_and_clock_fields_are_named(tmp_path):
+    data = real_copy(tmp_path)
+    for field, value, message in [
+            ("baseTimeNanoseconds", "soon", r"rank0_trace.json: rank 0: baseTimeNanoseconds "
+                                            r"must be an integer \(got 'soon'\)"),
+            ("baseTimeNanoseconds", 1.5e18, r"baseTimeNanoseconds must be an integer"),
+            ("rank", "0", r"rank0_trace.json: distributedInfo.rank must be an integer >= 0 "
+                          r"\(got '0'\)"),
+            ("rank", True, r"distributedInfo.rank must be an integer >= 0 \(got True\)"),
+            ("rank", -1, r"distributedInfo.rank must be an integer >= 0 \(got -1\)")]:
+        damaged = json.loads(json.dumps(data[0]))
+        if field == "rank":
+            damaged["distributedInfo"]["rank"] = value
+        else:
+            damaged[field] = value
+        rewrite(tmp_path, 0, damaged)
+        with pytest.raises(ScheduleError, match=message):
+            read_torch_trace(tmp_path)
+    # without distributedInfo.rank the file name gives the rank
+    del damaged["distributedInfo"]["rank"]
+    damaged["baseTimeNanoseconds"] = data[0]["baseTimeNanoseconds"]
+    rewrite(tmp_path, 0, damaged)
+    assert read_torch_trace(tmp_path).p == 2
+
+
+def test_megatron_end_before_start(tmp_path):
+    name = tmp_path / "event_times_PP2_TPxCPxDP_rank_0_pp_rank_1_rank_1.json"
+    name.write_text(json.dumps({"forward-0-start": 1, "forward-0-end": 0}))
+    with pytest.raises(ScheduleError, match=r"pp_rank_1_rank_1.json: rank 1: event 'forward-0' "
+                                            r"ends before it starts \(forward-0-end=0 ms < "
+                                            r"forward-0-start=1 ms\)"):
+        read_torch_trace([name])
+
+
+def test_a_directory_in_a_list_of_files(tmp_path):
+    real_copy(tmp_path)
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(ScheduleError, match=r"'.*sub' is a directory, not a trace file"):
+        read_torch_trace([tmp_path / "rank0_trace.json", tmp_path / "sub"])
