@@ -554,3 +554,30 @@ def test_a_directory_in_a_list_of_files(tmp_path):
     (tmp_path / "sub").mkdir()
     with pytest.raises(ScheduleError, match=r"'.*sub' is a directory, not a trace file"):
         read_torch_trace([tmp_path / "rank0_trace.json", tmp_path / "sub"])
+
+
+@pytest.mark.parametrize("folder", sorted(REAL))
+def test_measured_trace_slices_are_never_negative_nor_overlap(folder):
+    """A device's first op waits from the run's start, before its range; the trace draws that
+    wait before the op's work, not as a slice of negative length."""
+    from fastpp.trace import measured_trace
+
+    run = read_torch_trace(DATA / folder)
+    trace = measured_trace(run, run.replay())
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len([e for e in slices if e["tid"] == 0 and e["name"] != "wait"]) == len(run.ops)
+    assert min(e["dur"] for e in slices) >= 0
+    for r in range(run.p):  # a device's measured slices follow one another (1 ns: floats)
+        mine = sorted((e["ts"], e["ts"] + e["dur"]) for e in slices
+                      if e["pid"] == r and e["tid"] == 0)
+        assert mine[0][0] == pytest.approx(0, abs=1e-3)
+        assert all(a >= b - 1e-3 for (_, b), (a, _) in zip(mine[:-1], mine[1:], strict=True))
+    # every op's wait ends where its work begins, and the wait is the run's
+    waits = [e for e in slices if e["name"] == "wait"]
+    work = [e for e in slices if e["tid"] == 0 and e["name"] != "wait"]
+    assert len(waits) == (run.ops["wait"] > 0).sum() > 0
+    for w in waits:
+        op = min((e for e in work if e["pid"] == w["pid"]),
+                 key=lambda e: abs(e["ts"] - w["ts"] - w["dur"]))
+        assert op["ts"] == pytest.approx(w["ts"] + w["dur"], abs=1e-3)
+        assert w["dur"] == pytest.approx(op["args"]["wait_us"], abs=1e-3)
