@@ -216,6 +216,41 @@ def test_real_runs(folder):
     np.testing.assert_allclose((run.wait + run.compute + run.overhead)[used],
                                (run.release - before)[used], atol=1e-12)
     assert np.all(run.wait >= 0) and np.all(run.stall >= 0) and np.all(run.stall <= run.wait)
+    # an op hands its outputs on at its release, or earlier where a consumer had them sooner,
+    # never before its work began; the slots between these add up to the run
+    work = run.end - run.compute
+    assert np.all(run.handed[used] <= run.release[used])
+    assert np.all(run.handed[used] >= work[used] - 1e-12)
+    # each op within 0.8 ms of the run; before `handed`, ScheduleGPipe's 0B2 came 2.9 ms late
+    # in the replay: 1B2's range (its sends posted inside it) ended after 0B2 had its input
+    late = comparison.ops["late"].abs()
+    assert late.max() <= 0.8e-3
+
+
+def test_an_input_before_its_producers_release_is_charged_to_the_producer():
+    """tests/data/gpipe: 0B2 had its input at 17.28 ms, before 1B2's range ended (17.43 ms):
+    1B2's slot ends a latency before that, so 0B2 does not start late in the replay and the
+    time goes to 1B3 (1B2's next op), not to 0B2."""
+    run = read_torch_trace(DATA / "gpipe")
+    s = run.schedule
+    k1, k0 = s.tokens()[1].index("1B2"), s.tokens()[0].index("0B2")
+    start0 = run.end[0, k0] - run.compute[0, k0]
+    assert start0 < run.release[1, k1]
+    assert run.handed[1, k1] == pytest.approx(start0 - run.latency, abs=EXACT)
+    # the replay adds no error at 0B2 (it added -2.18 ms), nor at 1B2 or 1B3: each ends as
+    # late as the op before it on its device (errors made earlier, at 0B0 and 1F2)
+    comparison = run.compare(run.replay())
+    lost = comparison.ops.set_index("label")["lost"]
+    assert abs(lost["0B2"]) < 0.05e-3
+    assert lost["1B2"] == pytest.approx(0, abs=EXACT) and lost["1B3"] == pytest.approx(0, abs=EXACT)
+    # compare names the op that added the most error, either way: 0B0, whose input came 1.97 ms
+    # after 1B0's release, sooner than the run's latency (2.42 ms), so the replay starts it late
+    # (it named 0B3, the catch-up after 0B2)
+    k = s.tokens()[0].index("0B0")
+    came = run.end[0, k] - run.compute[0, k] - run.release[1, s.tokens()[1].index("1B0")]
+    assert came < run.latency
+    assert (comparison.op, comparison.device) == ("0B0", 0) and comparison.lost < 0
+    assert "largest op error at 0B0 on device 0 (-0." in str(comparison)
 
 
 def test_calibrated_costs():
