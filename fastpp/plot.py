@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .ops import Op
 from .sweeps import pareto_front
+from .trace import measured_slices
 
 # one colour per op kind
 COLOURS = {Op.F: "#4C72B0", Op.B: "#55A868", Op.I: "#DD8452", Op.W: "#C44E52",
@@ -228,14 +229,13 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
     ms = 1e3
     for r in range(p):
         mine = ops[ops["device"] == r]
-        # measured: the upper lane; the wait opens the op's range, its work runs to its release
-        # (its sends posted)
-        waits = (mine["start"] * ms).to_numpy(), (mine["wait"] * ms).to_numpy()
-        begin = waits[0] + waits[1]
+        # measured: the upper lane; the wait ends where the work begins, which runs to its
+        # release (its sends posted): as in the Chrome trace
+        waited, begin, release = (x * ms for x in measured_slices(mine))
         colours = [COLOURS[Op[kind]] for kind in mine["kind"]]
-        ax.broken_barh(list(zip(*waits, strict=True)), (r - 0.42, 0.38), facecolors="none",
-                       edgecolor="#999999", hatch="////", linewidth=0)
-        ax.broken_barh(list(zip(begin, mine["release"].to_numpy() * ms - begin, strict=True)),
+        ax.broken_barh(list(zip(waited, begin - waited, strict=True)), (r - 0.42, 0.38),
+                       facecolors="none", edgecolor="#999999", hatch="////", linewidth=0)
+        ax.broken_barh(list(zip(begin, release - begin, strict=True)),
                        (r - 0.42, 0.38), facecolors=colours, edgecolor="white", linewidth=0.4)
         # simulated: the lower lane
         L = sched.length[r]

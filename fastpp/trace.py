@@ -75,10 +75,24 @@ def write_chrome_trace(result: Result, path, time_scale: float = 1000.0) -> Path
     return path
 
 
+def measured_slices(ops):
+    """Where a measured op's wait ends and its work begins: ``end - compute`` for each row of
+    ``MeasuredRun.ops`` (seconds). The wait runs from ``begin - wait`` to ``begin``, the work
+    to ``release``: inside the op's range on CPU, before it for a device's first op (from the
+    run's start) and with device clocks (the idle gap), so neither slice is ever negative.
+
+    Returns
+    -------
+    wait_start, begin, release : ndarray
+    """
+    begin = (ops["end"] - ops["compute"]).to_numpy()
+    return begin - ops["wait"].to_numpy(), begin, ops["release"].to_numpy()
+
+
 def measured_trace(run, result) -> dict:
     """A measured run and a simulation of it in one Chrome trace: per device one process with
     a ``measured`` track (each op from the end of its wait for an input, a ``wait`` slice, to
-    its release: its sends posted) above a ``simulated`` track
+    its release: its sends posted; ``measured_slices``) above a ``simulated`` track
     (``chrome_trace(result)``'s slices, flows and memory).
 
     Parameters
@@ -97,16 +111,17 @@ def measured_trace(run, result) -> dict:
         for tid, name in ((0, "measured"), (1, "simulated")):
             events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid,
                            "args": {"name": name}})
-    for op in run.ops.itertuples(index=False):
-        begin = (op.start + op.wait) * 1e6  # the wait opens the range
+    slices = zip(*measured_slices(run.ops), strict=True)
+    for op, (waited, begin, release) in zip(run.ops.itertuples(index=False), slices, strict=True):
         args = {"kind": op.kind, "stage": int(op.stage), "microbatch": int(op.microbatch),
                 "compute_us": op.compute * 1e6, "overhead_us": op.overhead * 1e6,
                 "wait_us": op.wait * 1e6, "stall_us": op.stall * 1e6}
         if op.wait > 0:
             events.append({"ph": "X", "name": "wait", "cat": "wait", "pid": int(op.device),
-                           "tid": 0, "ts": op.start * 1e6, "dur": op.wait * 1e6})
+                           "tid": 0, "ts": waited * 1e6, "dur": (begin - waited) * 1e6})
         events.append({"ph": "X", "name": op.label, "cat": op.kind, "pid": int(op.device),
-                       "tid": 0, "ts": begin, "dur": op.release * 1e6 - begin, "args": args})
+                       "tid": 0, "ts": begin * 1e6, "dur": (release - begin) * 1e6,
+                       "args": args})
     trace["otherData"].update(measured_makespan=run.makespan)
     return trace
 

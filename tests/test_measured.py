@@ -216,6 +216,41 @@ def test_real_runs(folder):
     np.testing.assert_allclose((run.wait + run.compute + run.overhead)[used],
                                (run.release - before)[used], atol=1e-12)
     assert np.all(run.wait >= 0) and np.all(run.stall >= 0) and np.all(run.stall <= run.wait)
+    # an op hands its outputs on at its release, or earlier where a consumer had them sooner,
+    # never before its work began; the slots between these add up to the run
+    work = run.end - run.compute
+    assert np.all(run.handed[used] <= run.release[used])
+    assert np.all(run.handed[used] >= work[used] - 1e-12)
+    # each op within 0.8 ms of the run; before `handed`, ScheduleGPipe's 0B2 came 2.9 ms late
+    # in the replay: 1B2's range (its sends posted inside it) ended after 0B2 had its input
+    late = comparison.ops["late"].abs()
+    assert late.max() <= 0.8e-3
+
+
+def test_an_input_before_its_producers_release_is_charged_to_the_producer():
+    """tests/data/gpipe: 0B2 had its input at 17.28 ms, before 1B2's range ended (17.43 ms):
+    1B2's slot ends a latency before that, so 0B2 does not start late in the replay and the
+    time goes to 1B3 (1B2's next op), not to 0B2."""
+    run = read_torch_trace(DATA / "gpipe")
+    s = run.schedule
+    k1, k0 = s.tokens()[1].index("1B2"), s.tokens()[0].index("0B2")
+    start0 = run.end[0, k0] - run.compute[0, k0]
+    assert start0 < run.release[1, k1]
+    assert run.handed[1, k1] == pytest.approx(start0 - run.latency, abs=EXACT)
+    # the replay adds no error at 0B2 (it added -2.18 ms), nor at 1B2 or 1B3: each ends as
+    # late as the op before it on its device (errors made earlier, at 0B0 and 1F2)
+    comparison = run.compare(run.replay())
+    lost = comparison.ops.set_index("label")["lost"]
+    assert abs(lost["0B2"]) < 0.05e-3
+    assert lost["1B2"] == pytest.approx(0, abs=EXACT) and lost["1B3"] == pytest.approx(0, abs=EXACT)
+    # compare names the op that added the most error, either way: 0B0, whose input came 1.97 ms
+    # after 1B0's release, sooner than the run's latency (2.42 ms), so the replay starts it late
+    # (it named 0B3, the catch-up after 0B2)
+    k = s.tokens()[0].index("0B0")
+    came = run.end[0, k] - run.compute[0, k] - run.release[1, s.tokens()[1].index("1B0")]
+    assert came < run.latency
+    assert (comparison.op, comparison.device) == ("0B0", 0) and comparison.lost < 0
+    assert "largest op error at 0B0 on device 0 (-0." in str(comparison)
 
 
 def test_calibrated_costs():
@@ -478,3 +513,106 @@ def test_random_damage_is_a_clear_error_or_a_valid_run(tmp_path, rng):
         rewrite(tmp_path, r, json.loads(original[r]))
     print(outcomes)
     assert outcomes["error"] > 0
+
+
+def test_measure_checks_every_argument_before_touching_out(tmp_path):
+    """A bad argument leaves ``out`` as it was (its old trace, no new CSV, no new folder); no
+    process starts, so torch is not needed."""
+    from fastpp.measured.runner import measure, measure_many
+
+    old = tmp_path / "rank0_trace.json"
+    old.write_text("{}")
+    bad = [({"schedule": "nope"}, r"schedule must be a PyTorch class .* \(got 'nope'\)"),
+           ({"schedule": "1f1b", "layers": 3}, r"layers must be a multiple of the 2 virtual"),
+           ({"schedule": "interleaved-1f1b", "layers": 6}, r"layers must be a multiple of the 4"),
+           ({"schedule": "1f1b", "timeout": 0}, r"timeout must be a finite number of seconds "
+                                                r"> 0 \(got timeout=0\)"),
+           ({"schedule": "1f1b", "timeout": float("nan")}, r"got timeout=nan"),
+           ({"schedule": "1f1b", "timeout": float("inf")}, r"got timeout=inf"),
+           ({"schedule": "1f1b", "timeout": True}, r"got timeout=True"),
+           ({"schedule": "1f1b", "timeout": "9"}, r"got timeout='9'")]
+    for kwargs, message in bad:
+        with pytest.raises(ScheduleError, match=message):
+            measure(**kwargs, out=tmp_path)
+        assert sorted(tmp_path.iterdir()) == [old], kwargs
+    with pytest.raises(ScheduleError, match="layers must be a multiple"):
+        measure("1f1b", layers=3, out=tmp_path / "new" / "run")
+    assert not (tmp_path / "new").exists()
+    # measure_many: a bad second schedule leaves the first one's folder unmade
+    with pytest.raises(ScheduleError, match=r"\(got 'nope'\)"):
+        measure_many({"a": "1f1b", "b": "nope"}, out=tmp_path / "many")
+    assert not (tmp_path / "many").exists()
+    with pytest.raises(ScheduleError, match=r"out must be a folder for the traces \(got "
+                                            r"'.*rank0_trace.json', a file\)"):
+        measure("1f1b", out=old)
+    with pytest.raises(ScheduleError, match=r"out must be a folder that can be made"):
+        measure("1f1b", out=old / "below", timeout=1.0)
+    assert old.read_text() == "{}"
+
+
+def test_bad_rank_and_clock_fields_are_named(tmp_path):
+    data = real_copy(tmp_path)
+    for field, value, message in [
+            ("baseTimeNanoseconds", "soon", r"rank0_trace.json: rank 0: baseTimeNanoseconds "
+                                            r"must be an integer \(got 'soon'\)"),
+            ("baseTimeNanoseconds", 1.5e18, r"baseTimeNanoseconds must be an integer"),
+            ("rank", "0", r"rank0_trace.json: distributedInfo.rank must be an integer >= 0 "
+                          r"\(got '0'\)"),
+            ("rank", True, r"distributedInfo.rank must be an integer >= 0 \(got True\)"),
+            ("rank", -1, r"distributedInfo.rank must be an integer >= 0 \(got -1\)")]:
+        damaged = json.loads(json.dumps(data[0]))
+        if field == "rank":
+            damaged["distributedInfo"]["rank"] = value
+        else:
+            damaged[field] = value
+        rewrite(tmp_path, 0, damaged)
+        with pytest.raises(ScheduleError, match=message):
+            read_torch_trace(tmp_path)
+    # without distributedInfo.rank the file name gives the rank
+    del damaged["distributedInfo"]["rank"]
+    damaged["baseTimeNanoseconds"] = data[0]["baseTimeNanoseconds"]
+    rewrite(tmp_path, 0, damaged)
+    assert read_torch_trace(tmp_path).p == 2
+
+
+def test_megatron_end_before_start(tmp_path):
+    name = tmp_path / "event_times_PP2_TPxCPxDP_rank_0_pp_rank_1_rank_1.json"
+    name.write_text(json.dumps({"forward-0-start": 1, "forward-0-end": 0}))
+    with pytest.raises(ScheduleError, match=r"pp_rank_1_rank_1.json: rank 1: event 'forward-0' "
+                                            r"ends before it starts \(forward-0-end=0 ms < "
+                                            r"forward-0-start=1 ms\)"):
+        read_torch_trace([name])
+
+
+def test_a_directory_in_a_list_of_files(tmp_path):
+    real_copy(tmp_path)
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(ScheduleError, match=r"'.*sub' is a directory, not a trace file"):
+        read_torch_trace([tmp_path / "rank0_trace.json", tmp_path / "sub"])
+
+
+@pytest.mark.parametrize("folder", sorted(REAL))
+def test_measured_trace_slices_are_never_negative_nor_overlap(folder):
+    """A device's first op waits from the run's start, before its range; the trace draws that
+    wait before the op's work, not as a slice of negative length."""
+    from fastpp.trace import measured_trace
+
+    run = read_torch_trace(DATA / folder)
+    trace = measured_trace(run, run.replay())
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len([e for e in slices if e["tid"] == 0 and e["name"] != "wait"]) == len(run.ops)
+    assert min(e["dur"] for e in slices) >= 0
+    for r in range(run.p):  # a device's measured slices follow one another (1 ns: floats)
+        mine = sorted((e["ts"], e["ts"] + e["dur"]) for e in slices
+                      if e["pid"] == r and e["tid"] == 0)
+        assert mine[0][0] == pytest.approx(0, abs=1e-3)
+        assert all(a >= b - 1e-3 for (_, b), (a, _) in zip(mine[:-1], mine[1:], strict=True))
+    # every op's wait ends where its work begins, and the wait is the run's
+    waits = [e for e in slices if e["name"] == "wait"]
+    work = [e for e in slices if e["tid"] == 0 and e["name"] != "wait"]
+    assert len(waits) == (run.ops["wait"] > 0).sum() > 0
+    for w in waits:
+        op = min((e for e in work if e["pid"] == w["pid"]),
+                 key=lambda e: abs(e["ts"] - w["ts"] - w["dur"]))
+        assert op["ts"] == pytest.approx(w["ts"] + w["dur"], abs=1e-3)
+        assert w["dur"] == pytest.approx(op["args"]["wait_us"], abs=1e-3)

@@ -15,7 +15,13 @@ import pytest
 
 pytest.importorskip("torch")
 
-from fastpp import SCHEDULES, ScheduleError, build_schedule, simulate  # noqa: E402
+from fastpp import (  # noqa: E402
+    SCHEDULES,
+    ScheduleError,
+    build_schedule,
+    read_torch_trace,
+    simulate,
+)
 from fastpp.measured.runner import TORCH_CLASSES, measure, measure_many  # noqa: E402
 
 P, N = 2, 4
@@ -132,6 +138,12 @@ def test_cli_measure_prints_measured_replayed_and_predicted(runs, tmp_path, caps
     for what in ("measured", "replayed", "predicted (this run's median costs)",
                  f"predicted (costs of {out / '1f1b@0'})"):
         assert what in text
+    # the other run (m=1) calibrated for this schedule's m=2: m=1 costs predict it short
+    s = read_torch_trace(tmp_path / "zbv").schedule
+    other = read_torch_trace(out / "1f1b@0")
+    predicted = simulate(s, other.costs(m=s.m)).makespan
+    assert f"{predicted * 1e3:>8.3f}ms" in text.split(f"costs of {out / '1f1b@0'})")[1]
+    assert predicted != simulate(s, other.costs()).makespan
     trace = json.loads((tmp_path / "both.json").read_text())
     threads = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert threads == {"measured", "simulated"}

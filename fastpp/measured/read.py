@@ -132,6 +132,9 @@ def trace_files(path) -> list[Path]:
     if not files:
         raise ScheduleError("path must list at least one trace file (got an empty list)")
     for f in files:
+        if f.is_dir():
+            raise ScheduleError(f"trace file {str(f)!r} is a directory, not a trace file (pass "
+                                f"a folder alone, not in a list)")
         if not f.is_file():
             raise ScheduleError(f"trace file {str(f)!r} does not exist")
     return files
@@ -177,10 +180,22 @@ def _rank_from_name(file: Path) -> int | None:
 
 def _read_chrome(file: Path, data: dict) -> RankTrace:
     info = data.get("distributedInfo") or {}
-    rank = info.get("rank", _rank_from_name(file))
-    if not isinstance(rank, int) or rank < 0:
-        raise ScheduleError(f"{file}: no rank: the trace has no distributedInfo.rank and the "
-                            f"file name no 'rank<r>'")
+    if not isinstance(info, dict):
+        raise ScheduleError(f"{file}: distributedInfo must be a dict (got {info!r:.100})")
+    if "rank" in info:
+        rank = info["rank"]
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ScheduleError(f"{file}: distributedInfo.rank must be an integer >= 0 (got "
+                                f"{rank!r:.100})")
+    else:
+        rank = _rank_from_name(file)
+        if rank is None:
+            raise ScheduleError(f"{file}: no rank: the trace has no distributedInfo.rank and "
+                                f"the file name no 'rank<r>'")
+    base_ns = data.get("baseTimeNanoseconds", 0)
+    if isinstance(base_ns, bool) or not isinstance(base_ns, int):
+        raise ScheduleError(f"{file}: rank {rank}: baseTimeNanoseconds must be an integer (got "
+                            f"{base_ns!r:.100})")
     world = info.get("world_size")
     events = data["traceEvents"]
     if not isinstance(events, list):
@@ -262,7 +277,7 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
         found[found] = ends[last[found]] >= start[found]
         ready[found] = ends[last[found]]
     return RankTrace(str(file), rank, world if isinstance(world, int) else None,
-                     str(data.get("host_name", "")), int(data.get("baseTimeNanoseconds", 0)),
+                     str(data.get("host_name", "")), base_ns,
                      [r[3] for r in kept], np.array([r[4] for r in kept], np.int64).reshape(-1, 5),
                      np.zeros(len(kept), np.int64), start, end, first_child, ready, release,
                      sent, operators, device_clock)
@@ -385,6 +400,10 @@ def _read_megatron(file: Path, data: dict) -> RankTrace:
         if len(edges) != 2:
             missing = "end" if "start" in edges else "start"
             raise ScheduleError(f"{file}: rank {rank}: event {label!r} has no -{missing} time")
+        if edges["end"] < edges["start"]:
+            raise ScheduleError(f"{file}: rank {rank}: event {label!r} ends before it starts "
+                                f"({label}-end={edges['end'] / 1e3:g} ms < {label}-start="
+                                f"{edges['start'] / 1e3:g} ms)")
         rows.append((edges["start"], edges["end"], label,
                      (F if what == "forward" else B, -1, mb, -1, -1), chunk))
     rows.sort(key=lambda row: (row[0], -row[1]))

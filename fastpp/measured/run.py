@@ -14,18 +14,22 @@ The device's time from one op's release to the next one's is split (seconds):
 - ``overhead``: the device's time outside ranges charged to the op: from the previous op's
   release to this range (posting receives, the scheduler's bookkeeping, the process being
   descheduled) and posting its own sends. Work, not waiting.
-- ``stall``: the part of ``wait`` that its inputs' producers' release plus the hand-off
+- ``stall``: the part of ``wait`` that its inputs' producers' ``handed`` (below) plus the hand-off
   ``latency`` does not explain. gloo moves a message only once both its send and its receive
   are posted, so an input sent before its receive was posted still arrives a rendezvous after
   the receive; and a descheduled process answers late. The device pays that wherever the op
   runs.
 
-A replay runs each op for its ``durations``: its whole slot, from the previous op's release to
-its own, less the time the engine idles for its inputs (their producers' release plus the run's
-``latency``, at most the op's wait and the work before it, which the wait overlaps in the run:
-receives are posted while inputs travel). Idle plus duration is then the op's slot, so the
-replay is exact op by op as long as no input came sooner after its producer than ``latency``;
-one that did makes its op end that much later in the replay.
+A replay runs each op for its ``durations``: its whole slot, from the previous op's ``handed``
+to its own, less the time the engine idles for its inputs (their producers' ``handed`` plus the
+run's ``latency``, at most the op's wait and the work before it, which the wait overlaps in the
+run: receives are posted while inputs travel). An op's ``handed`` is its release, or earlier
+when a consumer on another device had its output before that (``ScheduleGPipe`` posts its
+sends inside its ranges, and a send's range may outlast the transfer): the consumer's input
+time less ``latency``, no earlier than the op's work began. Idle plus duration is then the
+op's slot, so the replay is exact op by op as long as no input came sooner after its
+producer's ``handed`` than ``latency``; one that did makes its op end that much later in the
+replay.
 """
 
 from __future__ import annotations
@@ -60,16 +64,17 @@ class Comparison:
     ----------
     ops : DataFrame
         One row per op: ``device, position, label``, the measured and simulated ``start``
-        (measured: ``release - durations``, where the engine would start it) and ``end`` (its
-        outputs sent: the measured ``release``), and
+        (measured: ``handed - durations``, where the engine would start it) and ``end`` (its
+        outputs handed on: the measured ``handed``), and
         ``late``: how much later the measured op ended, ``lost``: how much of that this op
-        added (``late`` minus its device's previous op's ``late``).
+        added (``late`` minus its device's previous op's ``late``; negative where the
+        simulation lost the time).
     measured, simulated : float
         The makespans (seconds).
     error : float
         ``simulated / measured - 1``.
     device, op : int, str
-        Where the most time was lost: the op with the largest ``lost``, and its device.
+        Where the simulation strayed most: the op with the largest ``|lost|``, and its device.
     lost : float
         That op's ``lost`` (seconds).
     """
@@ -84,7 +89,7 @@ class Comparison:
 
     def __str__(self) -> str:
         return (f"measured {self.measured * 1e3:.3f} ms, simulated {self.simulated * 1e3:.3f} ms "
-                f"({self.error:+.2%}); most time lost at {self.op} on device {self.device} "
+                f"({self.error:+.2%}); largest op error at {self.op} on device {self.device} "
                 f"({self.lost * 1e3:+.3f} ms)")
 
 
@@ -107,8 +112,9 @@ class MeasuredRun:
         Its time split (module docstring): the device's time from the previous op's
         ``release`` to this op's is ``wait + compute + overhead`` (from the run's start for a
         device's first op).
-    durations : ndarray, shape (p, L)
-        What a replay runs each op for (module docstring).
+    durations, handed : ndarray, shape (p, L)
+        What a replay runs each op for, and when it handed its outputs on as the replay sees it
+        (its ``release`` or earlier; module docstring).
     operators : ndarray, shape (p, L)
         The part of ``compute`` spent in the profiled operators (``aten::`` work), the part
         that shrinks with a smaller chunk; the rest of an op's duration (Python, posting
@@ -129,13 +135,13 @@ class MeasuredRun:
     """
 
     def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
-                 durations, latency: float, offsets, offset_residual: float, files: list[str],
-                 hosts: list[str], operators):
+                 durations, handed, latency: float, offsets, offset_residual: float,
+                 files: list[str], hosts: list[str], operators):
         self.schedule = schedule
         self.p, self.n, self.m = schedule.p, schedule.n, schedule.m
         self.start, self.end, self.release = start, end, release
         self.wait, self.compute, self.overhead, self.stall = wait, compute, overhead, stall
-        self.durations, self.operators = durations, operators
+        self.durations, self.handed, self.operators = durations, handed, operators
         self._costs: dict[tuple, Costs] = {}
         self.offsets = offsets
         self.offset_residual = float(offset_residual)
@@ -250,8 +256,8 @@ class MeasuredRun:
             raise ScheduleError(f"result must simulate this run's schedule (got "
                                 f"{result.schedule!r}, the run is {s!r})")
         used = _used(s)
-        begin = np.where(used, self.release - self.durations, 0.0)  # as the engine sees it
-        free = self.release
+        begin = np.where(used, self.handed - self.durations, 0.0)  # as the engine sees it
+        free = self.handed
         late = np.where(used, free - result.end, 0.0)
         lost = late - np.concatenate([np.zeros((s.p, 1)), late[:, :-1]], axis=1)
         device, position = np.nonzero(used)
@@ -261,7 +267,7 @@ class MeasuredRun:
             "measured_start": begin[used], "measured_end": free[used],
             "simulated_start": result.start[used], "simulated_end": result.end[used],
             "late": late[used], "lost": lost[used]})
-        worst = int(np.argmax(table["lost"].to_numpy()))
+        worst = int(np.argmax(np.abs(table["lost"].to_numpy())))
         return Comparison(table, self.makespan, result.makespan,
                           result.makespan / self.makespan - 1.0, int(table["device"][worst]),
                           str(table["label"][worst]), float(table["lost"][worst]))
@@ -371,8 +377,9 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
 
 
 def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
-    """Each op's ``wait, compute, overhead, stall``, the ``durations`` a replay runs and the
-    run's hand-off ``latency`` (seconds; the module docstring says what each is)."""
+    """Each op's ``wait, compute, overhead, stall``, the ``durations`` a replay runs, when it
+    ``handed`` its outputs on and the run's hand-off ``latency`` (seconds; the module docstring
+    says what each is)."""
     p, L = s.kind.shape
     used = _used(s)
     first = np.arange(L)[None, :] == 0
@@ -402,15 +409,25 @@ def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
     blocked = used & (busy - began > BLOCKED) & (latest > began)
     gaps = (busy - latest)[blocked]
     latency = max(0.0, float(np.median(gaps))) if gaps.size else 0.0
-    # the engine idles until the producer's release plus the latency, then runs the op's
+    # an output a consumer on another device had before its producer's release left earlier
+    # (sends posted inside the range, a send's range outlasting the transfer): the producer's
+    # slot ends in time for it to come after the latency, no earlier than its own work began
+    arrived = np.full((p, L), np.inf)
+    np.minimum.at(arrived, pro, busy[con])
+    handed = np.where(arrived < release, np.maximum(arrived - latency, busy), release)
+    handed = np.where(used, handed, 0.0)
+    opens = np.concatenate([np.zeros((p, 1)), handed[:, :-1]], axis=1)  # the op's slot
+    inputs = np.full((p, L), -np.inf)
+    np.maximum.at(inputs, con, handed[pro])
+    # the engine idles until the producer's handed plus the latency, then runs the op's
     # whole slot; that idle can stand for the op's wait and for the work before it (posting
     # receives overlaps the wait). The rest of a wait (an input sent before its receive was
     # posted comes a rendezvous later, ...) the device pays anyway: its stall.
-    due = latest + latency  # -inf without an input from another device
-    idle = np.where(used, np.clip(due - before, 0.0, busy - before), 0.0)
+    due = inputs + latency  # -inf without an input from another device
+    idle = np.where(used, np.clip(due - opens, 0.0, busy - opens), 0.0)
     stall = np.where(used, np.clip(busy - due, 0.0, wait), 0.0)
-    durations = np.where(used, release - before - idle, 0.0)
-    return wait, compute, overhead, stall, durations, latency
+    durations = np.where(used, handed - opens - idle, 0.0)
+    return wait, compute, overhead, stall, durations, handed, latency
 
 
 def _ranked(traces: list[RankTrace]) -> list[RankTrace]:

@@ -18,6 +18,7 @@ torch is imported inside the functions here: ``fastpp.measured`` imports without
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import tempfile
@@ -117,8 +118,10 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
     """
     from .. import read_torch_trace
 
-    job, model = _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
-                      realtime)
+    timeout = _timeout(timeout)
+    job, model, order = _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
+                             realtime)
+    _prepare(job, order)
     run_jobs([job], model, timeout)
     return read_torch_trace(job.out)
 
@@ -137,18 +140,32 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
     if not isinstance(schedules, dict) or not schedules:
         raise ScheduleTypeError(f"schedules must be a non-empty dict of label -> schedule "
                                 f"(got {type(schedules).__name__})")
-    jobs = []
-    for label, schedule in schedules.items():
-        job, model = _job(schedule, p, n, None, layers, hidden, microbatch,
-                          Path(out) / str(label), device, warmup, realtime)
+    timeout = _timeout(timeout)
+    jobs, orders = [], []
+    for label, schedule in schedules.items():  # every job checked before any folder is touched
+        job, model, order = _job(schedule, p, n, None, layers, hidden, microbatch,
+                                 Path(out) / str(label), device, warmup, realtime)
         jobs.append(job)
+        orders.append(order)
+    for job, order in zip(jobs, orders, strict=True):
+        _prepare(job, order)
     run_jobs(jobs, model, timeout)
     return {label: read_torch_trace(job.out) for label, job in zip(schedules, jobs, strict=True)}
 
 
+def _timeout(timeout) -> float:
+    """``timeout`` checked: a finite number of seconds above 0."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+            or not math.isfinite(timeout) or timeout <= 0:
+        raise ScheduleError(f"timeout must be a finite number of seconds > 0 (got "
+                            f"timeout={timeout!r})")
+    return float(timeout)
+
+
 def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
-         realtime) -> tuple[Job, Model]:
-    """Validate ``measure``'s arguments into a ``Job`` and a ``Model``."""
+         realtime) -> tuple[Job, Model, Schedule | None]:
+    """Validate ``measure``'s arguments into a ``Job``, a ``Model`` and the order to write as
+    the job's CSV (``None`` for a PyTorch class); touches no file (``_prepare`` does)."""
     if isinstance(schedule, Schedule):
         p = schedule.p if p is None else p
         n = schedule.n if n is None else n
@@ -166,9 +183,8 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
     if p < 2:
         raise ScheduleError(f"p must be at least 2 for a real pipeline run (got p={p})")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("rank*_trace.json"):
-        old.unlink()  # a folder must hold one run only
+    if out.exists() and not out.is_dir():
+        raise ScheduleError(f"out must be a folder for the traces (got {str(out)!r}, a file)")
     csv = ""
     if schedule == "Schedule1F1B":
         raise ScheduleError("schedule 'Schedule1F1B' labels none of its ops in the profiler; "
@@ -197,7 +213,7 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
         if order.stage_to_device.size != order.p * order.m or order.forward_only:
             raise ScheduleError(f"schedule must have one model copy and backwards to run in "
                                 f"PyTorch (got {order.name!r})")
-        csv = str(write_torch_csv(order, out / "schedule.csv"))
+        csv = str(out / "schedule.csv")
         runner = "csv"
     V = order.p * order.m
     if layers % V:
@@ -206,7 +222,21 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
     stages = tuple(tuple(int(s) for s in range(V) if order.stage_to_device[s] == r)
                    for r in range(p))
     return (Job(runner, csv, p, n, stages, str(out)),
-            Model(layers, hidden, microbatch, device, warmup, realtime))
+            Model(layers, hidden, microbatch, device, warmup, realtime), order if csv else None)
+
+
+def _prepare(job: Job, order: Schedule | None) -> None:
+    """Make ``job.out`` hold this run only: created, its old traces gone, the CSV written."""
+    out = Path(job.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a file in the way, no permission
+        raise ScheduleError(f"out must be a folder that can be made (got {str(out)!r}: "
+                            f"{err.strerror})") from None
+    for old in out.glob("rank*_trace.json"):
+        old.unlink()  # a folder must hold one run only
+    if order is not None:
+        write_torch_csv(order, job.csv)
 
 
 def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
