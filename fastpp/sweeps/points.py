@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_ints
+from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_int, positive_ints
 from ..costs import FIELDS, OPTIONAL, Costs
 from ..engine import cost_layout
 from ..generators.registry import SCHEDULES, get_spec
@@ -76,7 +76,7 @@ class GridPlan:
             for name in COSTS:
                 as_list(costs[name], name)  # not empty
                 self.axes[name] = np.atleast_1d(cost_column(name, costs[name]))
-        self.G = None if G is None else int(positive_ints([G], "G")[0])
+        self.G = None if G is None else positive_int(G, "G")  # one group size, not an axis
         self.shape = tuple(len(v) for v in self.axes.values())
         self.total = int(np.prod(self.shape))
         key = {k: v.tolist() for k, v in self.axes.items()}

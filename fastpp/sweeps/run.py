@@ -108,6 +108,11 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
 
     one_of(invalid, "invalid", ("drop", "keep"))
     one_of(executor, "executor", ("threads", "dask"))
+    if executor == "dask":
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            raise ScheduleError("executor='dask' needs Dask: pip install 'fastpp[dask]'") from None
     chunk_size = positive_int(chunk_size, "chunk_size")
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     given = dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb, act=act, bandwidth=bandwidth,
