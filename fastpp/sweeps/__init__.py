@@ -8,12 +8,14 @@ is written to its own file as it finishes, so an interrupted sweep resumed with
 exactly once. Needs the ``sweep`` extra (pandas, pyarrow, tqdm); pandas is imported only when
 a sweep runs.
 
-One module per job: ``points`` (the grid or table), ``run`` (chunks on threads),
-``cluster`` (Dask), ``store`` (the ``out`` folder), ``warmup`` (compiling), ``analysis``.
+One module per job, imports running one way: ``points`` (the grid or table), ``chunk`` (one
+chunk validated, started and turned into rows), ``warmup`` (compiling), ``cluster`` (Dask),
+``run`` (``sweep`` itself: chunks on threads), ``store`` (the ``out`` folder), ``analysis``.
 """
 
 from .analysis import best_within_budget, pareto_front
-from .run import COLUMNS, sweep
+from .chunk import COLUMNS
+from .run import sweep
 from .store import load
 from .warmup import warm_up
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from .run import Chunk
+from .chunk import Chunk
 from .warmup import warm_up
 
 

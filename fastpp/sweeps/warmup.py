@@ -14,6 +14,7 @@ from .._jit import CACHE_DIR
 from ..costs import Costs
 from ..generators.registry import SCHEDULES, build_schedule
 from ..simulate import simulate
+from .chunk import Chunk
 
 # On an empty kernel cache a second process compiles these generators while this one compiles
 # the others and the simulation kernels: Numba compiles one function at a time per process.
@@ -43,8 +44,6 @@ def warm_up(announce: bool = False) -> bool:
     global _warm
     if _warm:
         return True
-    from .run import Chunk  # (run imports this module)
-
     ready = Path(CACHE_DIR) / "sweep-kernel.ready"
     if not ready.exists():
         if announce:
