@@ -170,3 +170,14 @@ def test_sweep_on_dask_without_dask_names_the_extra():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
     assert "executor='dask' needs Dask: pip install 'fastpp[dask]'" in run.stdout
+
+
+def test_analyses_leave_inference_out():
+    """forward-only has no backward: it once headed every (p, n) of best_within_budget and the
+    Pareto front (the README's example)."""
+    df = fastpp.sweep(["1f1b", "forward-only", "zb-h1"], p=4, n_per_p=2, progress=False)
+    best = fastpp.best_within_budget(df)
+    assert set(best["schedule"]) <= {"1f1b", "zb-h1"} and len(best) == 1
+    assert "forward-only" not in set(fastpp.pareto_front(df)["schedule"])
+    assert "forward-only" in set(fastpp.pareto_front(df, inference=True)["schedule"])
+    assert fastpp.best_within_budget(df, inference=True)["schedule"].iloc[0] == "forward-only"

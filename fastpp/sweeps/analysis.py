@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..generators.registry import SCHEDULES
 
-def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio"):
+INFERENCE = tuple(name for name, spec in SCHEDULES.items() if spec.forward_only)
+
+
+def _training(df, inference: bool):
+    """``df`` without inference-only schedules, unless ``inference``: a forward-only row has
+    no backward, so it is not a way to train and would head every ranking."""
+    return df if inference else df[~df["schedule"].isin(INFERENCE)]
+
+
+def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *,
+                 inference: bool = False):
     """Rows of ``df`` not dominated in ``(x, y)`` (smaller is better in both), sorted by ``x``.
 
     Parameters
@@ -14,18 +25,20 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio"):
         A sweep's table.
     x, y : str
         The two columns to minimize.
+    inference : bool
+        Keep inference-only schedules (``forward-only``); left out by default.
 
     Returns
     -------
     pandas.DataFrame
     """
-    ordered = df.sort_values([x, y], kind="stable")
+    ordered = _training(df, inference).sort_values([x, y], kind="stable")
     values = ordered[y].to_numpy()
     keep = np.r_[True, values[1:] < np.minimum.accumulate(values)[:-1]]
     return ordered[keep]
 
 
-def best_within_budget(df, budget="1f1b", by=("p", "n")):
+def best_within_budget(df, budget="1f1b", by=("p", "n"), *, inference: bool = False):
     """Per group of ``by``, the fastest row whose peak activation memory fits the budget.
 
     Parameters
@@ -37,6 +50,8 @@ def best_within_budget(df, budget="1f1b", by=("p", "n")):
         number of activation units.
     by : tuple of str
         The columns that make a group.
+    inference : bool
+        Keep inference-only schedules (``forward-only``); left out by default.
 
     Returns
     -------
@@ -45,7 +60,7 @@ def best_within_budget(df, budget="1f1b", by=("p", "n")):
         fits are left out.
     """
     by = list(by)
-    data = df.copy()
+    data = _training(df, inference).copy()
     if isinstance(budget, str):
         ref = data[data["schedule"] == budget].groupby(by)["peak_activations_max"].min()
         data = data.join(ref.rename("budget"), on=by)
