@@ -12,7 +12,9 @@ INFERENCE = tuple(name for name, spec in SCHEDULES.items() if spec.forward_only)
 def _training(df, inference: bool):
     """``df`` without inference-only schedules, unless ``inference``: a forward-only row has
     no backward, so it is not a way to train and would head every ranking."""
-    return df if inference else df[~df["schedule"].isin(INFERENCE)]
+    if inference or "schedule" not in df:  # any table of points may be ranked
+        return df
+    return df[~df["schedule"].isin(INFERENCE)]
 
 
 def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *,
