@@ -93,7 +93,9 @@ def one_of(value, name: str, choices) -> None:
     """Raise unless ``value`` is one of ``choices`` (a bool is not the number 0 or 1 here)."""
     if isinstance(value, np.integer):
         value = int(value)
-    bools = any(isinstance(c, bool) for c in choices)
-    if (not isinstance(value, str | int | type(None)) or isinstance(value, bool) != bools
-            and value is not None or value not in choices):
+    wrong_type = not isinstance(value, str | int | type(None))
+    # True == 1 in Python: a bool answers only where the choices are bools, and only there
+    bool_mismatch = value is not None and isinstance(value, bool) != any(
+        isinstance(c, bool) for c in choices)
+    if wrong_type or bool_mismatch or value not in choices:
         raise ScheduleError(f"{name} must be one of {list(choices)} (got {value!r})")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -11,13 +10,13 @@ import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_int, positive_ints
 from ..costs import FIELDS, OPTIONAL, Costs
+from ..engine import DEFAULTS as ENGINE_DEFAULTS
 from ..engine import cost_layout
 from ..generators.registry import SCHEDULES, get_spec
 
 COSTS = tuple(FIELDS)  # every fastpp.Costs field is a sweep keyword and a column
-# Costs's own defaults (None: not given), and f=1, b=2 for the two it requires
-DEFAULTS = {f.name: f.default for f in dataclasses.fields(Costs) if f.name in FIELDS} | {
-    "f": 1.0, "b": 2.0}
+# Costs's own defaults (NaN: not given), and f=1, b=2 for the two it requires
+DEFAULTS = ENGINE_DEFAULTS | {"f": 1.0, "b": 2.0}
 INPUTS = ("schedule", "p", "n", "m", "G", *COSTS)
 NAMES = np.array(list(SCHEDULES), dtype=object)  # schedule id -> name
 DEFAULT_M = np.array([spec.default_m for spec in SCHEDULES.values()], np.int64)
