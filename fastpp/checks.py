@@ -6,6 +6,8 @@ A check names the parameter, what it must be and what it got, and raises ``Sched
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 MAX_INT = 2**31  # counts stay below it, so that products like n_per_p * p cannot wrap
@@ -52,7 +54,10 @@ def nonnegative_int(value, name: str) -> int:
 
 def positive_ints(values, name: str) -> np.ndarray:
     """``values`` as int64 if every one is a positive integer below ``2**31``."""
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except ValueError:  # ragged, e.g. [1, [2]]
+        arr = np.asarray([], object)
     if (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1)
             or np.any(arr >= MAX_INT)):
         raise ScheduleError(f"{name} must hold positive integers below 2**31 (got "
@@ -99,3 +104,61 @@ def one_of(value, name: str, choices) -> None:
         isinstance(c, bool) for c in choices)
     if wrong_type or bool_mismatch or value not in choices:
         raise ScheduleError(f"{name} must be one of {list(choices)} (got {value!r})")
+
+
+def flag(value, name: str) -> bool:
+    """``value`` as a ``bool`` if it is ``True`` or ``False`` (or NumPy's)."""
+    if isinstance(value, np.bool_):
+        value = bool(value)
+    one_of(value, name, (False, True))
+    return bool(value)
+
+
+def number(value, name: str, *, strict: bool = False) -> float:
+    """``value`` as a ``float`` if it is one finite number > 0 (``strict``) or >= 0."""
+    arr = numbers(value, name, strict=strict)
+    if arr.ndim:
+        raise ScheduleError(f"{name} must be one number (got {show(value)})")
+    return float(arr)
+
+
+def index(value, name: str, size: int) -> int:
+    """``value`` as an ``int`` if it is an integer in ``0..size-1``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) \
+            or not 0 <= value < size:
+        raise ScheduleError(f"{name} must be an integer in 0..{size - 1} (got {value!r})")
+    return int(value)
+
+
+def instance(value, cls, name: str, what: str):
+    """``value`` if it is a ``cls`` (``what`` names it in the message)."""
+    if not isinstance(value, cls):
+        raise ScheduleTypeError(f"{name} must be a {what} (got {type(value).__name__})")
+    return value
+
+
+def file_path(value, name: str = "path"):
+    """``value`` as a ``Path`` if it is a non-empty string or path."""
+    from pathlib import Path
+
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise ScheduleTypeError(f"{name} must be a file path (got {value!r})")
+    return Path(value)
+
+
+def table(df, name: str = "df", columns=()):
+    """``df`` if it is a pandas DataFrame with the ``columns``: a tuple of the names it must
+    have, or a dict of parameter -> the column that parameter names."""
+    import pandas as pd
+
+    instance(df, pd.DataFrame, name, "pandas.DataFrame")
+    if isinstance(columns, dict):
+        for param, col in columns.items():
+            if not isinstance(col, str) or col not in df.columns:
+                raise ScheduleError(f"{param} must be a column of {name}, one of "
+                                    f"{list(df.columns)[:12]} (got {col!r})")
+    missing = [c for c in columns if c not in df.columns] if not isinstance(columns, dict) else []
+    if missing:
+        raise ScheduleError(f"{name} must have the columns {missing} (got "
+                            f"{list(df.columns)[:12]})")
+    return df

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .checks import ScheduleError, numbers
+from .checks import ScheduleError, instance, numbers
 from .schedule import Schedule
 
 
@@ -128,6 +128,7 @@ class Costs:
         ScheduleError
             If an array's length is neither ``p`` nor ``V``, or ``w > b`` somewhere.
         """
+        instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         return self.for_placement(schedule.p, schedule.stage_to_device, schedule.m)
 
     def for_placement(self, p: int, stage_to_device: np.ndarray, m: int) -> StageCosts:

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import kernels
-from .checks import ScheduleError, ScheduleTypeError, positive_int  # noqa: F401 (re-exported)
+from .checks import (  # noqa: F401 (positive_int re-exported)
+    ScheduleError,
+    ScheduleTypeError,
+    flag,
+    index,
+    positive_int,
+    show,
+)
 from .ops import FB, PAD, B, F, I, Op, W, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
@@ -88,7 +95,7 @@ class Schedule:
                                 f"< V={self.V} (got shape {routes.shape})")
         self.route_first = np.ascontiguousarray(routes[:, 0])
         self.route_last = np.ascontiguousarray(routes[:, 1])
-        self.forward_only = bool(forward_only)
+        self.forward_only = flag(forward_only, "forward_only")
         self._validate(routes)
         self.kind, self.stage, self.mb, self.stage2, self.mb2 = self.ops
 
@@ -169,6 +176,7 @@ class Schedule:
         length = [len(o) for o in parsed]
         if stage_to_device is None:
             stage_to_device = _infer_stage_to_device(parsed)
+        stage_to_device = _int_array(stage_to_device, "stage_to_device", ndim=1)
         if n is None:
             mbs = [j for o in parsed for op in o for j in (op[2], op[4])]
             n = max(mbs, default=-1) + 1
@@ -176,6 +184,7 @@ class Schedule:
             m = max(1, len(stage_to_device) // p)
         if forward_only is None:
             forward_only = all(op[0] == F for o in parsed for op in o)
+        forward_only = flag(forward_only, "forward_only")
         return cls(ops, length, stage_to_device, n=n, m=m, name=name, routes=routes,
                    forward_only=forward_only)
 
@@ -183,6 +192,8 @@ class Schedule:
 
     def token(self, r: int, k: int) -> str:
         """Action text of op ``k`` on device ``r`` (``0F0`` form)."""
+        r = index(r, "r", self.p)
+        k = index(k, "k", self.ops.shape[2])
         return format_op(*(int(x) for x in self.ops[:, r, k]))
 
     def tokens(self) -> list[list[str]]:
@@ -212,6 +223,9 @@ class Schedule:
 
         ``marks`` maps a device to an op index to flag with ``>...<`` (used by deadlock errors).
         """
+        if marks is not None and not isinstance(marks, dict):
+            raise ScheduleTypeError(f"marks must be a dict of device -> op index (got "
+                                    f"{type(marks).__name__})")
         marks = marks or {}
         tokens = self.tokens()
         width = max((len(t) for row in tokens for t in row), default=1) + 2
@@ -306,9 +320,12 @@ def _int_array(value, name: str, ndim: int) -> np.ndarray:
     if (type(value) is np.ndarray and value.dtype == np.int32 and value.ndim == ndim
             and value.flags.c_contiguous):
         return value  # already what the kernels read
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except ValueError:  # ragged
+        raise ScheduleTypeError(f"{name} must be an integer array (got {show(value)})") from None
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
-        raise ScheduleError(f"{name} must be an integer array (got dtype {arr.dtype})")
+        raise ScheduleTypeError(f"{name} must be an integer array (got dtype {arr.dtype})")
     if arr.ndim != ndim:
         raise ScheduleError(f"{name} must have {ndim} dimension(s) (got shape {arr.shape})")
     if arr.size and (arr.min() < -(2**31) or arr.max() >= 2**31):

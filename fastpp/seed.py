@@ -10,14 +10,17 @@ peak on device 0 is ``min(n, p)``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
-from .checks import ScheduleError, positive_int
+import numpy as np
+
+from .checks import ScheduleError, ScheduleTypeError, instance, number, positive_int
 from .costs import Costs
 from .generators.registry import build_schedule
 from .ops import Op
 from .simulate import simulate
-from .theory import peak_live
+from .theory import MAX_P, peak_live
 
 
 class Device:
@@ -36,11 +39,13 @@ class Device:
     """
 
     def __init__(self, name, layers, comm_latency=0.01, fwd_time=0.02, bwd_time=0.04):
-        self.name = name
+        self.name = instance(name, str, "name", "string")
+        if isinstance(layers, str) or not isinstance(layers, Sequence | np.ndarray):
+            raise ScheduleTypeError(f"layers must be a sequence (got {type(layers).__name__})")
         self.layers = list(layers)
-        self.comm_latency = comm_latency
-        self.fwd_time = fwd_time
-        self.bwd_time = bwd_time
+        self.comm_latency = number(comm_latency, "comm_latency")
+        self.fwd_time = number(fwd_time, "fwd_time")
+        self.bwd_time = number(bwd_time, "bwd_time")
 
     def __repr__(self) -> str:
         return (f"Device({self.name!r}, layers={len(self.layers)}, "
@@ -72,7 +77,8 @@ def run(schedule_type: str, devices, num_microbatches: int):
         The full simulation (wall clock, bubbles, memory).
     """
     name = _schedule_name(schedule_type)
-    devices = list(devices)
+    num_microbatches = positive_int(num_microbatches, "num_microbatches")
+    devices = list(devices) if isinstance(devices, Sequence) else []
     if not devices or not all(isinstance(d, Device) for d in devices):
         raise ScheduleError(f"devices must be a non-empty list of Device (got {devices!r})")
     costs = Costs(f=[d.fwd_time for d in devices], b=[d.bwd_time for d in devices],
@@ -118,7 +124,9 @@ def compute_theoretical_peak(schedule_type, num_microbatches, num_stages):
         For a schedule type other than ``"gpipe"`` or ``"1f1b"``.
     """
     name = _schedule_name(schedule_type)
-    return int(peak_live(name, positive_int(num_stages, "num_stages"),
+    if positive_int(num_stages, "num_stages") > MAX_P:
+        raise ScheduleError(f"num_stages must be at most {MAX_P:,} (got {num_stages})")
+    return int(peak_live(name, num_stages,
                          positive_int(num_microbatches, "num_microbatches"))[0])
 
 

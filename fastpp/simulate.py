@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .checks import ScheduleError, number_array
+from .checks import ScheduleError, index, number_array, positive_int
 from .costs import Costs, StageCosts
 from .schedule import Schedule, ScheduleTypeError
 
@@ -126,6 +126,7 @@ class Result:
         str
             A header naming the step, then one line per device.
         """
+        max_columns = positive_int(max_columns, "max_columns")
         s = self.schedule
         ends = [self.end[r, : s.length[r]] for r in range(s.p)]
         starts = [self.start[r, : s.length[r]] for r in range(s.p)]
@@ -156,7 +157,7 @@ class Result:
             ``values[i]`` holds from ``times[i]`` until ``times[i+1]``; the curve starts at 0
             at time 0 and steps at every op start and end.
         """
-        L = int(self.schedule.length[r])
+        L = int(self.schedule.length[index(r, "r", self.schedule.p)])
         times = np.empty(2 * L + 1)
         values = np.empty(2 * L + 1)
         times[0], values[0] = 0.0, 0.0

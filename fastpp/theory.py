@@ -11,25 +11,40 @@ indexed by device ``r``.
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
-from .checks import positive_int
+from .checks import ScheduleError, ScheduleTypeError, number, positive_int
 from .generators.registry import get_spec
 
 
+MAX_P = 1_000_000  # the per-device closed forms return one value per device
+
+
 def _registered(formula):
-    """A closed form of a registered schedule: an unknown name raises ``ScheduleError``."""
+    """A closed form of a registered schedule: an unknown name, a count that is not a positive
+    integer or a cost that is not a finite number >= 0 raises ``ScheduleError``."""
+    signature = inspect.signature(formula)
 
     @functools.wraps(formula)
-    def checked(name, *args, **kwargs):
-        get_spec(name)
-        counts = dict(zip(("p", "n", "m"), args, strict=False))
-        counts.update({k: v for k, v in kwargs.items() if k in ("p", "n", "m", "G")})
-        for key, value in counts.items():
-            if value is not None or key != "G":
+    def checked(*args, **kwargs):
+        try:
+            given = signature.bind(*args, **kwargs).arguments
+        except TypeError as err:
+            raise ScheduleTypeError(f"{formula.__name__}: {err}") from None
+        get_spec(given["name"])
+        for key, value in given.items():
+            if key in ("p", "n", "m") or (key == "G" and value is not None):
                 positive_int(value, key)
-        return formula(name, *args, **kwargs)
+            elif key in ("f", "b", "w", "gamma") or (key == "fb" and value is not None):
+                number(value, key)
+        if given["p"] > MAX_P:
+            raise ScheduleError(f"p must be at most {MAX_P:,} (got p={given['p']})")
+        if "w" in given and given["w"] > given.get("b", 2.0):
+            raise ScheduleError(f"w must be at most b (got w={given['w']}, "
+                                f"b={given.get('b', 2.0)})")
+        return formula(*args, **kwargs)
 
     return checked
 

@@ -35,8 +35,9 @@ NUMBERS = ("step_time", "makespan", "gradient_sync", "optimizer_step", "tokens_p
 PLAN_COLUMNS = (*CONFIG_COLUMNS, *NUMBERS, "fits", "reason")
 
 
-def divisors(x: int) -> list[int]:
-    return [k for k in range(1, x + 1) if x % k == 0]
+def divisors(x: int, upper: int) -> list[int]:
+    """The divisors of ``x`` up to ``upper`` (a loop to ``x`` itself hangs on a huge x)."""
+    return [k for k in range(1, min(x, upper) + 1) if x % k == 0]
 
 
 def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, schedules=None,
@@ -143,13 +144,13 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     pricing = {"blocking": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap)}
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     node = hardware.gpus_per_node
-    tps = _axis(tp, "tp", [x for x in divisors(gpus) if x <= node
-                           and model.heads % x == 0 and model.kv_heads % x == 0])
+    tps = _axis(tp, "tp", [x for x in divisors(gpus, node) if model.heads % x == 0
+                           and model.kv_heads % x == 0])
     for x in tps:  # an explicit tp beyond a node is priced (its collectives on the network)
         if model.heads % x or model.kv_heads % x:
             raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
                                 f"{model.kv_heads} (got tp={x})")
-    pps = _axis(pp, "pp", [x for x in divisors(gpus) if x <= model.layers])
+    pps = _axis(pp, "pp", divisors(gpus, model.layers))
     mbs = _axis(microbatch, "microbatch", [x for x in (1, 2, 4) if global_batch % x == 0])
     for x in mbs:
         if global_batch % x:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, one_of
+from ..checks import ScheduleError, ScheduleTypeError, flag, one_of
 from ..costs import Costs
 from ..schedule import Schedule
 from ..simulate import Result
@@ -126,6 +126,7 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
     """
     problem = Problem.build(p, n, costs, memory, placement, objective)
     one_of(method, "method", METHODS)
+    progress = flag(progress, "progress")
     if (isinstance(time_limit, bool) or not isinstance(time_limit, int | float)
             or not time_limit > 0 or not math.isfinite(time_limit)):
         raise ScheduleError(f"time_limit must be a finite number of seconds > 0 "

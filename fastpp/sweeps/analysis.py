@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import ScheduleTypeError, flag, number, table
 from ..generators.registry import SCHEDULES
 
 INFERENCE = tuple(name for name, spec in SCHEDULES.items() if spec.forward_only)
@@ -34,7 +35,8 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *
     -------
     pandas.DataFrame
     """
-    ordered = _training(df, inference).sort_values([x, y], kind="stable")
+    table(df, "df", {"x": x, "y": y})
+    ordered = _training(df, flag(inference, "inference")).sort_values([x, y], kind="stable")
     values = ordered[y].to_numpy()
     keep = np.r_[True, values[1:] < np.minimum.accumulate(values)[:-1]]
     return ordered[keep]
@@ -61,13 +63,20 @@ def best_within_budget(df, budget="1f1b", by=("p", "n"), *, inference: bool = Fa
         One row per group with the best point and a ``budget`` column; groups where nothing
         fits are left out.
     """
+    by = [by] if isinstance(by, str) else by
+    if not isinstance(by, list | tuple) or not by:
+        raise ScheduleTypeError(f"by must be a non-empty list of column names (got {by!r})")
     by = list(by)
-    data = _training(df, inference).copy()
+    for col in by:
+        table(df, "df", {"by": col})
+    table(df, "df", ("peak_activations_max", "makespan"))
+    data = _training(df, flag(inference, "inference")).copy()
     if isinstance(budget, str):
+        table(df, "df", {"budget": "schedule"})
         ref = data[data["schedule"] == budget].groupby(by)["peak_activations_max"].min()
         data = data.join(ref.rename("budget"), on=by)
     else:
-        data["budget"] = float(budget)
+        data["budget"] = number(budget, "budget")
     fits = data[data["peak_activations_max"] <= data["budget"] + 1e-12]
     best = fits.sort_values(["makespan", "peak_activations_max"], kind="stable")
     return best.groupby(by, sort=True).head(1).sort_values(by).reset_index(drop=True)

@@ -63,7 +63,8 @@ class GridPlan:
         self.axes = {
             "schedule": np.array(sids, np.int64),
             "p": positive_ints(as_list(p, "p"), "p"),
-            "n": positive_ints(as_list(n_per_p if self.relative else n, "n"),
+            "n": positive_ints(as_list(n_per_p if self.relative else n,
+                                       "n_per_p" if self.relative else "n"),
                                "n_per_p" if self.relative else "n"),
             # 0: each schedule's default_m
             "m": np.zeros(1, np.int64) if m is None else positive_ints(as_list(m, "m"), "m"),

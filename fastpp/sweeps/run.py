@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ..checks import ScheduleError, one_of, positive_int
+from ..checks import ScheduleError, flag, one_of, positive_int
 from .chunk import Chunk, empty_frame
 from .cluster import run_on_dask
 from .points import DEFAULTS, GridPlan, TablePlan, chunk_len
@@ -99,6 +99,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
 
     one_of(invalid, "invalid", ("drop", "keep"))
     one_of(executor, "executor", ("threads", "dask"))
+    progress, collect = flag(progress, "progress"), flag(collect, "collect")
+    resume = flag(resume, "resume")
     if executor == "dask":
         try:
             import dask.distributed  # noqa: F401

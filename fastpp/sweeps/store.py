@@ -16,7 +16,7 @@ import os
 import uuid
 from pathlib import Path
 
-from ..checks import ScheduleError
+from ..checks import ScheduleError, file_path
 
 META = "_fastpp"
 
@@ -125,7 +125,7 @@ def load(out):
     """
     import pandas as pd
 
-    folder = Path(out)
+    folder = file_path(out, "out")
     path = folder / META / "manifest.json"
     if not path.exists():
         raise ScheduleError(f"out must be a sweep's folder (got {str(folder)!r}, which has no "
