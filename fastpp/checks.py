@@ -6,6 +6,7 @@ A check names the parameter, what it must be and what it got, and raises ``Sched
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -130,6 +131,18 @@ def index(value, name: str, size: int) -> int:
     return int(value)
 
 
+def indices(values, name: str, size: int) -> np.ndarray:
+    """``values`` as int64 if every one is an integer in ``0..size-1``."""
+    try:
+        arr = np.asarray(values)
+    except ValueError:  # ragged
+        arr = np.asarray([], object)
+    if (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 0)
+            or np.any(arr >= size)):
+        raise ScheduleError(f"{name} must hold integers in 0..{size - 1} (got {show(values)})")
+    return arr.astype(np.int64)
+
+
 def instance(value, cls, name: str, what: str):
     """``value`` if it is a ``cls`` (``what`` names it in the message)."""
     if not isinstance(value, cls):
@@ -146,7 +159,7 @@ def file_path(value, name: str = "path"):
     return Path(value)
 
 
-def table(df, name: str = "df", columns=()):
+def dataframe(df, name: str = "df", columns=()):
     """``df`` if it is a pandas DataFrame with the ``columns``: a tuple of the names it must
     have, or a dict of parameter -> the column that parameter names."""
     import pandas as pd
@@ -162,3 +175,21 @@ def table(df, name: str = "df", columns=()):
         raise ScheduleError(f"{name} must have the columns {missing} (got "
                             f"{list(df.columns)[:12]})")
     return df
+
+
+@contextlib.contextmanager
+def writable(path, name: str = "path"):
+    """An ``OSError`` while writing ``path`` (a folder, a missing parent, no permission)
+    raised as a ``ScheduleError`` naming the parameter."""
+    try:
+        yield
+    except OSError as err:
+        raise ScheduleError(f"{name} must be a file path that can be written (got "
+                            f"{str(path)!r}: {err.strerror or err})") from None
+
+
+def optional_text(value, name: str) -> str | None:
+    """``value`` if it is a string or ``None``."""
+    if value is not None and not isinstance(value, str):
+        raise ScheduleTypeError(f"{name} must be a string or None (got {type(value).__name__})")
+    return value

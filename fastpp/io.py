@@ -11,7 +11,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .checks import ScheduleError, ScheduleTypeError, positive_int
+from .checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    file_path,
+    instance,
+    optional_text,
+    positive_int,
+    writable,
+)
 from .generators._emit import LOOP, TWO_DIRECTIONS, VSHAPE
 from .generators._emit import placement as _placement
 from .generators._emit import routes as _routes
@@ -56,8 +64,9 @@ def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
     if placement is not None and not isinstance(placement, str):
         raise ScheduleTypeError(f"placement must be a string: one of {sorted(_PLACEMENTS)} or a "
                                 f"schedule name (got {placement!r})")
-    if not isinstance(path, str | os.PathLike):
-        raise ScheduleTypeError(f"path must be a file path (got {type(path).__name__})")
+    name = optional_text(name, "name")
+    if not isinstance(path, str | os.PathLike) or not str(path):
+        raise ScheduleTypeError(f"path must be a file path (got {path!r})")
     path = Path(path)
     try:
         with open(path, newline="") as handle:
@@ -117,7 +126,8 @@ def write_torch_csv(schedule: Schedule, path) -> Path:
     -------
     Path
     """
-    path = Path(path)
-    with open(path, "w", newline="") as handle:
+    instance(schedule, Schedule, "schedule", "fastpp.Schedule")
+    path = file_path(path)
+    with writable(path), open(path, "w", newline="") as handle:
         csv.writer(handle).writerows(schedule.tokens())
     return path

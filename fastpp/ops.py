@@ -12,6 +12,8 @@ from enum import IntEnum
 
 import numpy as np
 
+from .checks import ScheduleError, ScheduleTypeError
+
 
 class Op(IntEnum):
     """Op kinds, stored as small integers in a schedule's ``kind`` matrix."""
@@ -44,10 +46,12 @@ def parse_op(token: str) -> tuple[int, int, int, int, int]:
 
     Raises
     ------
-    ValueError
+    ScheduleError
         If the token is not of the form ``<stage><F|B|I|W><mb>`` or
-        ``(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B``.
+        ``(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B`` (``ScheduleTypeError``: not a string).
     """
+    if not isinstance(token, str):
+        raise ScheduleTypeError(f"token must be a string such as '0F0' (got {token!r})")
     text = token.strip()
     plain = _PLAIN.match(text)
     if plain:
@@ -57,6 +61,6 @@ def parse_op(token: str) -> tuple[int, int, int, int, int]:
     if pair:
         s1, j1, s2, j2 = (int(x) for x in pair.groups())
         return FB, s1, j1, s2, j2
-    raise ValueError(
+    raise ScheduleError(
         f"op token must look like '0F0', '4I3', '5W2' or '(0F7;7B3)OVERLAP_F_B' (got {token!r})"
     )

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .checks import dataframe, file_path, instance, number, optional_text, writable
 from .ops import Op
+from .simulate import Result
 from .sweeps import pareto_front
-from .trace import measured_slices
+from .trace import check_run, measured_slices
 
 # one colour per op kind
 COLOURS = {Op.F: "#4C72B0", Op.B: "#55A868", Op.I: "#DD8452", Op.W: "#C44E52",
@@ -25,6 +27,20 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, path: Path) -> Path:
+    """Write ``fig`` to ``path`` and close it, also when writing fails."""
+    try:
+        with writable(path):
+            fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _result(result) -> Result:
+    return instance(result, Result, "result", "fastpp.Result")
+
+
 def gantt(result, path) -> Path:
     """One row per device, each op a box at its simulated time, coloured by kind and labelled
     with its microbatch; the gaps are idle time. Makespan and both bubbles in the title.
@@ -40,6 +56,7 @@ def gantt(result, path) -> Path:
     -------
     Path
     """
+    result, path = _result(result), file_path(path)
     plt = _pyplot()
     sched = result.schedule
     width = min(40.0, 4.0 + 0.12 * sched.length.max())
@@ -71,9 +88,7 @@ def gantt(result, path) -> Path:
         ax.bar(0, 0, color=COLOURS[op], label={"FB": "F&B"}.get(op.name, op.name))
     ax.legend(loc="upper right", ncol=len(used), fontsize=7, frameon=False,
               bbox_to_anchor=(1.0, 1.14))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path)
 
 
 def memory(result, path) -> Path:
@@ -83,6 +98,7 @@ def memory(result, path) -> Path:
     -------
     Path
     """
+    result, path = _result(result), file_path(path)
     plt = _pyplot()
     sched = result.schedule
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -95,9 +111,7 @@ def memory(result, path) -> Path:
     ax.set_ylabel("activations (units)")
     ax.set_title(f"{sched.name}: activation memory, p={sched.p}, n={sched.n}, m={sched.m}")
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path)
 
 
 def bubble_heatmaps(df, path, metric: str = "bubble_ratio") -> Path:
@@ -114,6 +128,9 @@ def bubble_heatmaps(df, path, metric: str = "bubble_ratio") -> Path:
     -------
     Path
     """
+    dataframe(df, "df", ("schedule", "p", "n"))
+    dataframe(df, "df", {"metric": metric})
+    path = file_path(path)
     plt = _pyplot()
     data = df.assign(n_per_p=df["n"] / df["p"])
     names = list(dict.fromkeys(data["schedule"]))
@@ -150,14 +167,15 @@ def bubble_heatmaps(df, path, metric: str = "bubble_ratio") -> Path:
         fig.colorbar(image, cax=fig.add_axes((0.91, 0.15, 0.015, 0.7)),
                      label=metric.replace("_", " "))
     fig.suptitle(f"{metric.replace('_', ' ')} (best over m)")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path)
 
 
 def pareto(df, path, x: str = "peak_activations_max", y: str = "bubble_ratio",
            title: str | None = None) -> Path:
     """Scatter of every point in ``(x, y)``, coloured by schedule, with the Pareto front."""
+    dataframe(df, "df", ("schedule",))
+    dataframe(df, "df", {"x": x, "y": y})
+    path, title = file_path(path), optional_text(title, "title")
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     fig.subplots_adjust(left=0.1, right=0.97, bottom=0.12, top=0.92)
@@ -170,14 +188,15 @@ def pareto(df, path, x: str = "peak_activations_max", y: str = "bubble_ratio",
     ax.set_ylabel(y.replace("_", " "))
     ax.set_title(title or "bubble against peak activation memory")
     ax.legend(fontsize=7, ncol=2, frameon=False)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path)
 
 
 def plan_scatter(df, path, capacity: float | None = None, title: str | None = None) -> Path:
     """Tokens per second against bytes per GPU of a plan's configurations, those that fit
     coloured by schedule, those that do not grey; the capacity as a vertical line."""
+    dataframe(df, "df", ("step_time", "schedule", "fits", "peak_memory", "tokens_per_s"))
+    path, title = file_path(path), optional_text(title, "title")
+    capacity = None if capacity is None else number(capacity, "capacity", strict=True)
     plt = _pyplot()
     ran = df[df["step_time"].notna()]
     fig, ax = plt.subplots(figsize=(8, 4.8))
@@ -197,9 +216,7 @@ def plan_scatter(df, path, capacity: float | None = None, title: str | None = No
     ax.set_ylabel("tokens per second")
     ax.set_title(title or "configurations: throughput against memory")
     ax.legend(fontsize=7, ncol=2, frameon=False)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path)
 
 
 def measured_timelines(run, result, path, title: str | None = None) -> Path:
@@ -221,6 +238,8 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
     -------
     Path
     """
+    run, result, path = check_run(run), _result(result), file_path(path)
+    title = optional_text(title, "title")
     plt = _pyplot()
     ops, sched = run.ops, result.schedule
     p = sched.p
@@ -259,6 +278,4 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
     ax.bar(0, 0, color="none", edgecolor="#999999", hatch="////", label="wait (measured)")
     ax.legend(loc="upper right", ncol=len(used) + 1, fontsize=7, frameon=False,
               bbox_to_anchor=(1.0, -0.1))  # below the axis: the title takes the top
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path)

@@ -18,7 +18,6 @@ import numpy as np
 from .checks import ScheduleError, ScheduleTypeError, number, positive_int
 from .generators.registry import get_spec
 
-
 MAX_P = 1_000_000  # the per-device closed forms return one value per device
 
 

@@ -5,8 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .checks import file_path, instance, number, writable
 from .ops import FB, Op
 from .simulate import Result
+
+
+def check_run(run):
+    """``run`` if it is a ``fastpp.MeasuredRun`` (pandas imported only here)."""
+    from .measured import MeasuredRun
+
+    return instance(run, MeasuredRun, "run", "fastpp.MeasuredRun")
 
 
 def chrome_trace(result: Result, time_scale: float = 1000.0) -> dict:
@@ -24,6 +32,8 @@ def chrome_trace(result: Result, time_scale: float = 1000.0) -> dict:
     time_scale : float
         Microseconds per unit of simulated time (default 1000: one unit shows as 1 ms).
     """
+    instance(result, Result, "result", "fastpp.Result")
+    time_scale = number(time_scale, "time_scale", strict=True)
     sched = result.schedule
     events: list[dict] = []
     for r in range(sched.p):
@@ -70,8 +80,10 @@ def write_chrome_trace(result: Result, path, time_scale: float = 1000.0) -> Path
     -------
     Path
     """
-    path = Path(path)
-    path.write_text(json.dumps(chrome_trace(result, time_scale)))
+    path = file_path(path)
+    text = json.dumps(chrome_trace(result, time_scale))
+    with writable(path):
+        path.write_text(text)
     return path
 
 
@@ -102,6 +114,7 @@ def measured_trace(run, result) -> dict:
     result : Result
         A simulation of ``run.schedule`` in seconds, e.g. ``run.replay()``.
     """
+    check_run(run)
     trace = chrome_trace(result, time_scale=1e6)  # seconds to microseconds
     events = trace["traceEvents"]
     for event in events:
@@ -133,6 +146,8 @@ def write_measured_trace(run, result, path) -> Path:
     -------
     Path
     """
-    path = Path(path)
-    path.write_text(json.dumps(measured_trace(run, result)))
+    path = file_path(path)
+    text = json.dumps(measured_trace(run, result))
+    with writable(path):
+        path.write_text(text)
     return path

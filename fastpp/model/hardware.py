@@ -20,7 +20,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, numbers, one_of, positive_int
+from ..checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    instance,
+    numbers,
+    one_of,
+    positive_int,
+    positive_ints,
+)
 
 GB = 1e9
 PRECISIONS = ("bf16", "fp8")
@@ -43,13 +51,15 @@ class Link:
     latency: float
 
     def __post_init__(self):
+        instance(self.name, str, "name", "string")
         numbers(self.bandwidth, f"{self.name}.bandwidth", strict=True)
         numbers(self.latency, f"{self.name}.latency")
 
     def ring(self, message_bytes, ranks):
         """Seconds of a ring all-reduce of ``message_bytes`` over ``ranks`` (0 for one rank):
         ``2 (ranks-1)/ranks`` of the message crosses each link, plus one latency per step."""
-        ranks = np.asarray(ranks, np.float64)
+        ranks = positive_ints(ranks, "ranks").astype(np.float64)
+        message_bytes = numbers(message_bytes, "message_bytes")
         steps = 2.0 * (ranks - 1.0)
         return np.where(ranks > 1, steps / np.maximum(ranks, 1.0) * message_bytes
                         / self.bandwidth + steps * self.latency, 0.0)
@@ -102,6 +112,9 @@ class Hardware:
     fp8_flops: float | None = None
 
     def __post_init__(self):
+        instance(self.name, str, "name", "string")
+        instance(self.node, Link, "node", "fastpp.model.Link")
+        instance(self.network, Link, "network", "fastpp.model.Link")
         numbers(self.peak_flops, "peak_flops", strict=True)
         numbers(self.memory_bytes, "memory_bytes", strict=True)
         _open_closed(self.efficiency, "efficiency", 1.0)
@@ -124,7 +137,7 @@ class Hardware:
     def seconds(self, flops):
         """Time of ``flops`` at ``efficiency`` of the peak (products too large to lose to
         their shape)."""
-        return np.asarray(flops, dtype=np.float64) / (self.peak * self.efficiency)
+        return numbers(flops, "flops") / (self.peak * self.efficiency)
 
     def with_efficiency(self, efficiency: float) -> Hardware:
         """The same hardware with another ceiling of the efficiency curve."""

@@ -253,7 +253,6 @@ def megatron_layers(layers: int, p: int, m: int = 1, first: int | None = None,
     device's layers even over its chunks (chunk ``c`` of device ``r`` is stage ``c p + r``).
     Megatron asserts the divisions exact; so does this."""
     layers, p, m = (positive_int(x, k) for x, k in ((layers, "layers"), (p, "p"), (m, "m")))
-    per_device = np.zeros(p, np.int64)
     given = {0: first, p - 1: last}
     ends = {r: nonnegative_int(x, f"decoder_{'first' if r == 0 else 'last'}_pipeline_num_layers")
             for r, x in given.items() if x is not None}
@@ -264,7 +263,7 @@ def megatron_layers(layers: int, p: int, m: int = 1, first: int | None = None,
         raise ScheduleError(f"decoder_first/last_pipeline_num_layers must leave the other "
                             f"{middle} devices the rest of layers={layers} evenly (got "
                             f"first={first}, last={last}: {rest} left)")
-    per_device[:] = rest // middle if middle else 0
+    per_device = np.full(p, rest // middle if middle else 0, np.int64)  # p is checked by now
     for r, x in ends.items():
         per_device[r] = x
     if np.any(per_device % m):

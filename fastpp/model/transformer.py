@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, positive_int
+from ..checks import ScheduleError, flag, indices, instance, positive_int, positive_ints
 
 BYTES = 2  # half precision
 RECOMPUTE = ("none", "selective", "full")
@@ -92,6 +92,9 @@ class Transformer:
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "vocab"):
             positive_int(getattr(self, name), name)
+        for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention"):
+            flag(getattr(self, name), name)
+        instance(self.name, str, "name", "string")
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.ffn is None:
@@ -125,6 +128,7 @@ class Transformer:
     def flops_per_token(self, seq: int) -> float:
         """Model FLOPs of one token's forward and backward, without recomputation:
         ``3 (2 P_mm L + 4 s h L + 2 h v)``, i.e. ``6N + 12 L h s`` (PaLM's MFU count)."""
+        seq = positive_int(seq, "seq")
         return 3.0 * (2.0 * self.matrix_params() * self.layers
                       + 4.0 * seq * self.hidden * self.layers + 2.0 * self.hidden * self.vocab)
 
@@ -138,10 +142,12 @@ def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: 
     ``activations`` (bytes on one rank), ``gamma``, ``collectives_forward`` and
     ``collectives_backward`` (how many ``2sbh`` collectives, see the module).
     """
-    s, h, a = float(seq), float(model.hidden), float(model.heads)
-    b = np.asarray(microbatch, np.float64)
-    t = np.asarray(t, np.float64)
-    rc = np.asarray(recompute)
+    instance(model, Transformer, "model", "fastpp.model.Transformer")
+    flag(sequence_parallel, "sequence_parallel")
+    rc = indices(recompute, "recompute", len(RECOMPUTE))  # into RECOMPUTE
+    s, h, a = float(positive_int(seq, "seq")), float(model.hidden), float(model.heads)
+    b = positive_ints(microbatch, "microbatch").astype(np.float64)
+    t = positive_ints(t, "t").astype(np.float64)
     sb = s * b
     p_mm = model.matrix_params()
     scores_flops = 4.0 * b * s * s * h / t
@@ -167,6 +173,7 @@ def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: 
 def chunk_layers(layers: int, chunks: int) -> np.ndarray:
     """Layers of each of ``chunks`` model chunks: as even as possible, the remainder on the
     middle chunks, away from the embedding and the output layer."""
+    layers, chunks = positive_int(layers, "layers"), positive_int(chunks, "chunks")
     if chunks > layers:
         raise ScheduleError(f"layers must be at least the model chunks {chunks} (got "
                             f"layers={layers})")

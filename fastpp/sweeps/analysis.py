@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import ScheduleTypeError, flag, number, table
+from ..checks import ScheduleTypeError, dataframe, flag, number
 from ..generators.registry import SCHEDULES
 
 INFERENCE = tuple(name for name, spec in SCHEDULES.items() if spec.forward_only)
@@ -35,7 +35,7 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *
     -------
     pandas.DataFrame
     """
-    table(df, "df", {"x": x, "y": y})
+    dataframe(df, "df", {"x": x, "y": y})
     ordered = _training(df, flag(inference, "inference")).sort_values([x, y], kind="stable")
     values = ordered[y].to_numpy()
     keep = np.r_[True, values[1:] < np.minimum.accumulate(values)[:-1]]
@@ -68,11 +68,11 @@ def best_within_budget(df, budget="1f1b", by=("p", "n"), *, inference: bool = Fa
         raise ScheduleTypeError(f"by must be a non-empty list of column names (got {by!r})")
     by = list(by)
     for col in by:
-        table(df, "df", {"by": col})
-    table(df, "df", ("peak_activations_max", "makespan"))
+        dataframe(df, "df", {"by": col})
+    dataframe(df, "df", ("peak_activations_max", "makespan"))
     data = _training(df, flag(inference, "inference")).copy()
     if isinstance(budget, str):
-        table(df, "df", {"budget": "schedule"})
+        dataframe(df, "df", {"budget": "schedule"})
         ref = data[data["schedule"] == budget].groupby(by)["peak_activations_max"].min()
         data = data.join(ref.rename("budget"), on=by)
     else:
