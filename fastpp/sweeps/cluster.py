@@ -27,11 +27,14 @@ def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator
             warm_up()  # compiled here once, the local workers load the kernels from the cache
         client.run(warm_up)  # every worker compiles or loads the kernels once
         pending = iter(todo)
-        window = as_completed()
+        # results gathered by as_completed on the client's own loop: a future's own result()
+        # fails ("bound to a different event loop") once a killed worker's chunk is rerun
+        # while another client lives in this process. Dask reruns a lost chunk elsewhere.
+        window = as_completed(with_results=True)
         for c in itertools.islice(pending, 2 * max(1, len(client.scheduler_info()["workers"]))):
             window.add(_submit(client, plan, c, chunk_size, invalid))
-        for future in window:
-            c, (frame, reasons) = future.key_chunk, future.result()
+        for future, (frame, reasons) in window:
+            c = future.key_chunk
             yield c, frame, reasons
             nxt = next(pending, None)
             if nxt is not None:
