@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..checks import ScheduleError, positive_int
+from ..checks import ScheduleError, number_array, positive_int, show
 from ..schedule import Schedule
 from ._emit import LOOP, TWO_DIRECTIONS, VSHAPE, new_ops, placement, routes
 from .chimera import chimera
@@ -49,6 +49,17 @@ M_IS_1_BOTH = Rule("m", "1 (one stage per device and direction)", lambda p, n, m
 P_EVEN = Rule("p", "even", lambda p, n, m, G: p % 2 == 0)
 
 
+def _integers(values, name: str) -> np.ndarray:
+    """``values`` (one or a 1-D array) as int64 if they are positive integers (below 2**62:
+    a rule on ``p*n*m`` then says a huge count is too large instead of wrapping)."""
+    arr = np.atleast_1d(number_array(values, name, "an integer or an array of integers"))
+    if (arr.ndim != 1 or not np.all(np.isfinite(arr) & (arr == np.round(arr)))
+            or np.any(arr < 1) or np.any(arr >= 2**62)):
+        raise ScheduleError(f"{name} must be a positive integer or a 1-D array of them (got "
+                            f"{show(values)})")
+    return arr.astype(np.int64)
+
+
 @dataclass(frozen=True)
 class ScheduleSpec:
     """A registered schedule: its generator, placement and constraints.
@@ -77,8 +88,8 @@ class ScheduleSpec:
 
     def reasons(self, p, n, m, G) -> np.ndarray:
         """Vectorized check: for each point, ``""`` if valid, else the first broken rule."""
-        p, n, m, G = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, np.int64))
-                                           for x in (p, n, m, G)))
+        p, n, m, G = np.broadcast_arrays(*(_integers(x, k)
+                                           for x, k in zip((p, n, m, G), "pnmG", strict=True)))
         out = np.full(p.shape, "", dtype=object)
         valid = np.ones(p.shape, bool)
         for rule in self.rules:
@@ -101,6 +112,7 @@ class ScheduleSpec:
 
     def check(self, p: int, n: int, m: int, G: int) -> None:
         """Raise ``ScheduleError`` with the first broken constraint, if any."""
+        p, n, m, G = (positive_int(x, k) for x, k in zip((p, n, m, G), "pnmG", strict=True))
         for rule in self.rules:  # on plain ints: one point needs no arrays
             if not rule.ok(p, n, m, G):
                 raise ScheduleError(self._message(rule, p, n, m, G))

@@ -26,7 +26,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
+from ..checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    file_path,
+    instance,
+    one_of,
+    positive_int,
+)
 from ..generators.registry import SCHEDULES, build_schedule
 from ..io import write_torch_csv
 from ..schedule import Schedule
@@ -166,6 +173,8 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
          realtime) -> tuple[Job, Model, Schedule | None]:
     """Validate ``measure``'s arguments into a ``Job``, a ``Model`` and the order to write as
     the job's CSV (``None`` for a PyTorch class); touches no file (``_prepare`` does)."""
+    instance(schedule, str | Schedule, "schedule", "PyTorch class name, schedule name or "
+             "fastpp.Schedule")
     if isinstance(schedule, Schedule):
         p = schedule.p if p is None else p
         n = schedule.n if n is None else n
@@ -182,7 +191,7 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
         raise ScheduleError("realtime must be False here: this system has no SCHED_FIFO")
     if p < 2:
         raise ScheduleError(f"p must be at least 2 for a real pipeline run (got p={p})")
-    out = Path(out)
+    out = file_path(out, "out")
     if out.exists() and not out.is_dir():
         raise ScheduleError(f"out must be a folder for the traces (got {str(out)!r}, a file)")
     csv = ""

@@ -224,7 +224,7 @@ def _splits(model, layout, first_layers, last_layers) -> list[tuple]:
             raise ScheduleError(f"give layout or first_layers/last_layers, not both (got "
                                 f"layout={layout!r}, first_layers={first_layers!r}, "
                                 f"last_layers={last_layers!r})")
-        given = [as_layout(x) for x in _as_list(layout)]
+        given = [as_layout(x) for x in _nonempty(layout, "layout")]
         for x in given:  # whatever the configuration, these must hold
             check_layout(x, model.layers, x.stages)
         return [(x, None, None) for x in given]

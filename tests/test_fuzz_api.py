@@ -1,0 +1,348 @@
+"""The error contract fuzzed over every public function's arguments.
+
+Each entry of ``CALLS`` is a public function with arguments that work; every argument in turn
+takes each value of ``BAD`` (wrong types, bools, signs, zero, huge, NaN, infinity, empty,
+strings, None, nested and ragged lists, wrong shapes). A call then either succeeds with a sane
+result or raises ``ScheduleError`` (``ScheduleTypeError`` for a type) whose message names the
+parameter; never NumPy's, Numba's or Python's own error, a MemoryError, a call slower than
+``SLOW`` seconds, or NaN or infinity out of finite input. The table is fixed, so the run is
+the same every time.
+
+``python tests/test_fuzz_api.py`` prints every escape and the counts.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import fastpp
+from fastpp import ScheduleError
+
+SLOW = 5.0  # seconds: a call slower than this on bad input is a failure (a hang, bounded)
+HERE = Path(__file__).resolve().parent
+
+BAD = {
+    "None": None, "True": True, "False": False, "-1": -1, "0": 0, "10**9": 10**9,
+    "10**18": 10**18, "-10**18": -10**18, "1.5": 1.5, "-2.5": -2.5, "nan": math.nan,
+    "inf": math.inf, "-inf": -math.inf, "''": "", "'x'": "x", "'2'": "2", "[]": [],
+    "[1, [2]]": [1, [2]], "[[1, 2], [3]]": [[1, 2], [3]], "ones((2, 2))": np.ones((2, 2)),
+    "[nan]": [math.nan], "1j": 1j, "{}": {}, "object()": object(),
+    "int64(-3)": np.int64(-3),
+}
+
+
+# where a message names an argument as the domain does (a schedule, a token, Megatron's and
+# torchtitan's flags) or names what it broke (a forward-only schedule with a backward)
+SEED_N = {"num_microbatches": ("num_microbatches", "p*n*m")}
+NAMES = {
+    "build_schedule": {"name": ("schedule",)}, "sweep": {"schedules": ("schedule",)},
+    **{f"theory.{f}": {"name": ("schedule",)} for f in (
+        "bubble_fraction", "idle", "makespan", "max_peak_live", "peak_live", "peak_activations",
+        "span_idle")},
+    "Schedule": {"forward_only": ("forward_only", "forward-only")},
+    "Schedule.from_tokens": {"rows": ("rows", "token"),
+                             "forward_only": ("forward_only", "forward-only")},
+    "gpipe_schedule": SEED_N, "onef_oneb_schedule": SEED_N, "seed.run": SEED_N,
+    "io.read_torch_csv": {"path": ("path", "cannot be read")},
+    "model.even_layers": {"stages": ("stages", "chunks")},
+    "model.torchtitan_layers": {"first_less": ("first_stage_less_layers",),
+                                "last_less": ("last_stage_less_layers",)},
+    "model.parse_layout": {"text": ("layout",)},
+    "model.plan": {"pp": ("pp", "p in"), "schedules": ("schedule",)},
+}
+# constructors: the result holds the arguments, so a negative there is no computed number
+ECHO = {"Costs", "Device", "model.Hardware", "model.Link", "model.Transformer", "Schedule",
+        "Schedule.from_tokens", "Layout.from_layers"}
+
+
+@dataclass
+class Call:
+    """A public function, arguments with which it works, and the ones not fuzzed (with why)."""
+    label: str
+    function: object
+    kwargs: dict
+    skip: tuple = ()
+    names: dict = field(default_factory=dict)  # argument -> the names its message may use
+    echo: bool = False  # the result holds the arguments (a constructor): no sanity flags
+    baseline_flags: set = field(default_factory=set)
+
+
+def calls(tmp: Path) -> list[Call]:
+    """Every public function with arguments that work (objects built once, files in tmp)."""
+    from fastpp import io, model, plot, seed, sweeps, theory, trace
+    from fastpp.measured import read_torch_trace
+    from fastpp.measured.runner import _job
+
+    s = fastpp.build_schedule("1f1b", 2, 4)
+    res = fastpp.simulate(s, fastpp.Costs(f=1, b=2))
+    df = fastpp.sweep(["1f1b", "zb-h1"], p=[2, 4], n_per_p=[1, 2], progress=False)
+    csv = io.write_torch_csv(s, tmp / "s.csv")
+    run = read_torch_trace(HERE / "data" / "interleaved-1f1b")
+    llama = model.MODELS["llama2-7b"]
+    h100 = model.HARDWARE["H100-80GB"]
+    plan_kw = dict(model="llama2-7b", gpus=8, seq=1024, global_batch=8, tp=1, pp=2,
+                   microbatch=1, recompute="none", schedules=["1f1b"])
+    plan_df = model.plan(**plan_kw)
+    out = tmp / "sweep"
+    fastpp.sweep("1f1b", p=2, n=2, out=out, progress=False)
+    costs = dict(f=1.0, b=2.0, w=0.0, comm=0.0, gamma=1.0, fb=None, act=1.0, bandwidth=None,
+                 message_bytes=0.0)
+    theory_kw = dict(name="1f1b", p=4, n=8, m=1)
+    return [
+        Call("Costs", fastpp.Costs, costs, names={k: (f"costs.{k}",) for k in costs}),
+        Call("Costs.per_stage", fastpp.Costs(1, 2).per_stage, dict(schedule=s)),
+        Call("build_schedule", fastpp.build_schedule, dict(name="interleaved-1f1b", p=2, n=4,
+                                                           m=2)),
+        Call("simulate", fastpp.simulate, dict(schedule=s, costs=fastpp.Costs(1, 2),
+                                               durations=None)),
+        Call("simulate(durations)", fastpp.simulate, dict(schedule=s,
+                                                          durations=np.ones(s.kind.shape))),
+        Call("Schedule", fastpp.Schedule, dict(ops=s.ops, length=s.length,
+                                               stage_to_device=s.stage_to_device, n=s.n, m=1,
+                                               name="x", routes=None, forward_only=False)),
+        Call("Schedule.from_tokens", fastpp.Schedule.from_tokens,
+             dict(rows=s.tokens(), stage_to_device=None, n=None, m=None, name="x",
+                  routes=None, forward_only=None)),
+        Call("Schedule.token", s.token, dict(r=0, k=0)),
+        Call("Schedule.grid", s.grid, dict(marks=None)),
+        Call("Result.grid", res.grid, dict(max_columns=160)),
+        Call("Result.memory_curve", res.memory_curve, dict(r=0)),
+        Call("ScheduleSpec.check", fastpp.SCHEDULES["interleaved-1f1b"].check,
+             dict(p=2, n=4, m=2, G=2)),
+        Call("ScheduleSpec.reasons", fastpp.SCHEDULES["interleaved-1f1b"].reasons,
+             dict(p=2, n=4, m=2, G=2)),
+        Call("optimize", fastpp.optimize, dict(p=2, n=3, costs=None, memory=None,
+                                               placement="loop", objective="makespan",
+                                               method="heuristic", time_limit=1.0, seed=0,
+                                               progress=False)),
+        Call("sweep", fastpp.sweep, dict(schedules="1f1b", p=2, n=None, m=None, n_per_p=1,
+                                         G=None, costs=None, f=1.0, b=2.0, w=None, comm=None,
+                                         gamma=None, fb=None, act=None, bandwidth=None,
+                                         message_bytes=None, points=None, out=None,
+                                         resume=False, chunk_size=64, workers=1,
+                                         executor="threads", scheduler=None, progress=False,
+                                         invalid="drop", collect=True),
+             skip=("executor",)),  # "dask" starts a cluster: tests/test_dask*.py
+        Call("best_within_budget", fastpp.best_within_budget,
+             dict(df=df, budget="1f1b", by=("p", "n"), inference=False)),
+        Call("pareto_front", fastpp.pareto_front,
+             dict(df=df, x="peak_activations_max", y="bubble_ratio", inference=False)),
+        Call("sweeps.load", sweeps.load, dict(out=out)),
+        Call("read_torch_trace", fastpp.read_torch_trace,
+             dict(path=HERE / "data" / "interleaved-1f1b")),
+        Call("MeasuredRun.costs", run.costs, dict(per="device", statistic="median", m=None)),
+        Call("MeasuredRun.compare", run.compare, dict(result=run.replay())),
+        Call("measure (its checks)", _job,
+             dict(schedule="1f1b", p=2, n=4, m=None, layers=4, hidden=8, microbatch=2,
+                  out=tmp / "measured", device="cpu", warmup=1, realtime=False)),
+        Call("compute_theoretical_peak", fastpp.compute_theoretical_peak,
+             dict(schedule_type="1f1b", num_microbatches=8, num_stages=4)),
+        Call("gpipe_schedule", fastpp.gpipe_schedule,
+             dict(devices=[fastpp.Device("d0", ["l"]), fastpp.Device("d1", ["l"])],
+                  num_microbatches=4)),
+        Call("onef_oneb_schedule", fastpp.onef_oneb_schedule,
+             dict(devices=[fastpp.Device("d0", ["l"]), fastpp.Device("d1", ["l"])],
+                  num_microbatches=4)),
+        Call("Device", fastpp.Device, dict(name="d", layers=["l"], comm_latency=0.01,
+                                           fwd_time=0.02, bwd_time=0.04)),
+        Call("seed.run", seed.run, dict(schedule_type="1f1b",
+                                        devices=[fastpp.Device("d0", ["l"])], num_microbatches=4)),
+        *[Call(f"theory.{f}", getattr(theory, f), theory_kw | extra) for f, extra in [
+            ("bubble_fraction", dict(f=1.0, b=2.0)),
+            ("idle", dict(f=1.0, b=2.0, w=0.0, fb=None, G=None)),
+            ("makespan", dict(f=1.0, b=2.0, w=0.0, G=None)),
+            ("max_peak_live", dict(G=None)), ("peak_live", dict(G=None)),
+            ("peak_activations", dict(G=None, gamma=1.0)),
+            ("span_idle", dict(f=1.0, b=2.0, w=0.0))]],
+        Call("io.read_torch_csv", io.read_torch_csv, dict(path=csv, n=None, placement=None,
+                                                         name=None)),
+        Call("io.write_torch_csv", io.write_torch_csv, dict(schedule=s, path=tmp / "w.csv")),
+        Call("io.parse_op", io.parse_op, dict(token="0F1")),
+        Call("trace.chrome_trace", trace.chrome_trace, dict(result=res, time_scale=1000.0)),
+        Call("trace.write_chrome_trace", trace.write_chrome_trace,
+             dict(result=res, path=tmp / "t.json", time_scale=1000.0)),
+        Call("trace.measured_trace", trace.measured_trace, dict(run=run, result=run.replay())),
+        Call("trace.write_measured_trace", trace.write_measured_trace,
+             dict(run=run, result=run.replay(), path=tmp / "m.json")),
+        Call("plot.gantt", plot.gantt, dict(result=res, path=tmp / "g.png")),
+        Call("plot.memory", plot.memory, dict(result=res, path=tmp / "mem.png")),
+        Call("plot.bubble_heatmaps", plot.bubble_heatmaps,
+             dict(df=df, path=tmp / "h.png", metric="bubble_ratio")),
+        Call("plot.pareto", plot.pareto, dict(df=df, path=tmp / "p.png",
+                                              x="peak_activations_max", y="bubble_ratio",
+                                              title=None)),
+        Call("plot.plan_scatter", plot.plan_scatter, dict(df=plan_df, path=tmp / "ps.png",
+                                                          capacity=None, title=None)),
+        Call("plot.measured_timelines", plot.measured_timelines,
+             dict(run=run, result=run.replay(), path=tmp / "mt.png", title=None)),
+        Call("model.Hardware", model.Hardware,
+             dict(name="h", peak_flops=1e15, memory_bytes=8e10, node=h100.node,
+                  network=h100.network, efficiency=0.8, gpus_per_node=8,
+                  memory_bandwidth=2e12, op_overhead=4e-6, matmul_half=128.0,
+                  precision="bf16", fp8_flops=None)),
+        Call("Hardware.seconds", h100.seconds, dict(flops=1e12)),
+        Call("Hardware.with_efficiency", h100.with_efficiency, dict(efficiency=0.5)),
+        Call("Hardware.with_precision", h100.with_precision, dict(precision="bf16")),
+        Call("model.Link", model.Link, dict(name="l", bandwidth=1e10, latency=1e-6)),
+        Call("Link.ring", h100.node.ring, dict(message_bytes=1e6, ranks=4)),
+        Call("model.Transformer", model.Transformer,
+             dict(layers=4, hidden=64, heads=4, kv_heads=None, ffn=None, vocab=1000,
+                  swiglu=False, tied_embeddings=False, dropout=False, flash_attention=True,
+                  name="t")),
+        Call("Transformer.flops_per_token", llama.flops_per_token, dict(seq=1024)),
+        Call("model.chunk_layers", model.chunk_layers, dict(layers=8, chunks=4)),
+        Call("model.even_layers", model.even_layers, dict(layers=8, stages=4, first=None,
+                                                         last=None)),
+        Call("model.megatron_layers", model.megatron_layers,
+             dict(layers=8, p=2, m=1, first=None, last=None)),
+        Call("model.torchtitan_layers", model.torchtitan_layers,
+             dict(layers=8, stages=4, first_less=1, last_less=1)),
+        Call("model.parse_layout", model.parse_layout, dict(text="Et*3|t*3L")),
+        Call("Layout.from_layers", model.Layout.from_layers, dict(layers=[2, 2])),
+        Call("model.layer_costs", model.layer_costs,
+             dict(model=llama, seq=1024, microbatch=1, t=1, sequence_parallel=True,
+                  recompute=0)),
+        Call("model.device_bytes", model.device_bytes,
+             dict(model="llama2-7b", schedule=s, tp=1, dp=1, zero=1, layout=None,
+                  layers=None)),
+        Call("model.transformer_costs", model.transformer_costs,
+             dict(model="llama2-7b", schedule=s, hardware="H100-80GB", seq=1024,
+                  microbatch=1, tp=1, dp=1, sequence_parallel=True, recompute="none",
+                  layout=None, layers=None, blocking_handoffs=True, tp_overlap=False)),
+        Call("model.plan", model.plan, plan_kw | dict(
+            hardware="H100-80GB", link=None, m=None, zero=1, capacity=None,
+            sequence_parallel=True, gradient_overlap=False, blocking_handoffs=True,
+            tp_overlap=False, layout=None, first_layers=None, last_layers=None, workers=1)),
+        Call("model.validate", model.validate, dict(datasets=["korthikanti_2022"])),
+    ]
+
+
+def _numbers(value, depth: int = 0):
+    """The numeric arrays a result holds (a Result's times, a table's numeric columns,
+    fields of a dataclass, items of a dict or list)."""
+    import pandas as pd
+
+    if depth > 3 or isinstance(value, bool | str | Path) or value is None:
+        return
+    if isinstance(value, int | float | np.number):
+        yield np.asarray([value], np.float64)
+    elif isinstance(value, np.ndarray):
+        if value.dtype.kind in "iuf":
+            yield value.astype(np.float64).reshape(-1)
+    elif isinstance(value, pd.DataFrame):
+        if "reason" in value:  # a row with a reason has no numbers (NaN), by design
+            value = value[value["reason"].fillna("") == ""]
+        yield value.select_dtypes("number").to_numpy(np.float64).reshape(-1)
+    elif isinstance(value, dict):
+        for v in list(value.values())[:50]:
+            yield from _numbers(v, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value[:50]:
+            yield from _numbers(v, depth + 1)
+    elif hasattr(value, "__dict__") and type(value).__module__.startswith("fastpp"):
+        for v in vars(value).values():
+            yield from _numbers(v, depth + 1)
+
+
+def _flags(value) -> set[str]:
+    """What a result holds that finite input should not give: NaN, infinity, negatives."""
+    found = set()
+    for arr in _numbers(value):
+        if np.isnan(arr).any():
+            found.add("NaN")
+        if np.isinf(arr).any():
+            found.add("inf")
+        if (arr < 0).any():
+            found.add("negative")
+    return found
+
+
+def outcome(call: Call, arg: str, bad) -> tuple[str, str]:
+    """("ok" | "error" | an escape's kind, detail) of ``call`` with ``arg`` set to ``bad``."""
+    kwargs = call.kwargs | {arg: bad}
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            value = call.function(**kwargs)
+    except ScheduleError as err:
+        took = time.perf_counter() - start
+        names = call.names.get(arg, (arg,))
+        if took > SLOW:
+            return "slow", f"{took:.1f} s to raise"
+        if not any(name in str(err) for name in names):
+            return "unnamed", f"{type(err).__name__}: {err}"[:300]
+        return "error", ""
+    except BaseException as err:  # noqa: BLE001 - every other error is an escape
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        return "escape", f"{type(err).__name__}: {err}"[:300]
+    took = time.perf_counter() - start
+    if took > SLOW:
+        return "slow", f"{took:.1f} s"
+    new = set() if call.echo else _flags(value) - call.baseline_flags
+    return ("ok", "") if not new else ("wrong", f"returned {sorted(new)}")
+
+
+def run(tmp: Path, labels=None, out=sys.stdout, verbose=False) -> dict:
+    """Every call of ``calls`` with each argument set to each bad value in turn."""
+    counts = {"calls": 0, "ok": 0, "error": 0}
+    lines = []
+    for call in calls(tmp):
+        if labels is not None and call.label not in labels:
+            continue
+        call.names = call.names | NAMES.get(call.label, {})
+        call.echo = call.echo or call.label in ECHO
+        call.baseline_flags = _flags(call.function(**call.kwargs))
+        grouped, start = {}, time.perf_counter()
+        for arg in call.kwargs:
+            if arg in call.skip:
+                continue
+            for shown, bad in BAD.items():
+                if verbose:
+                    print(f"{call.label}({arg}={shown})", file=sys.stderr, flush=True)
+                kind, detail = outcome(call, arg, bad)
+                counts["calls"] += 1
+                counts[kind] = counts.get(kind, 0) + 1
+                if kind not in ("ok", "error"):
+                    where = f"{call.label}({arg}=...): {kind}: {detail[:150]}"
+                    grouped.setdefault(where, []).append(shown)
+        lines += [f"{where}  <- {', '.join(shown)}" for where, shown in grouped.items()]
+        if verbose:
+            print(f"TIME {call.label} {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        if grouped:
+            print("\n".join(lines[-len(grouped):]), file=out, flush=True)
+    return {"counts": counts, "escapes": lines}
+
+
+def test_every_public_function_keeps_the_error_contract(tmp_path):
+    """The whole table in a fresh interpreter with a time limit (a hang or a crash fails the
+    test instead of stopping the suite), in an empty folder (bad paths such as 'x' are
+    written there)."""
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent), MPLBACKEND="Agg")
+    run_ = subprocess.run([sys.executable, __file__, "--json"], capture_output=True, text=True,
+                          timeout=240, cwd=tmp_path, env=env)
+    assert run_.returncode == 0, run_.stderr[-3000:]
+    report = json.loads(run_.stdout.splitlines()[-1])
+    print(report["counts"])
+    assert report["counts"]["calls"] > 7000
+    assert not report["escapes"], "\n".join(report["escapes"])
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        as_json = "--json" in sys.argv
+        labels = set(sys.argv[1:]) - {"--json"}
+        report = run(Path(folder), labels=labels or None, out=sys.stderr if as_json
+                     else sys.stdout, verbose=not as_json)
+    print(json.dumps(report) if as_json else report["counts"])
