@@ -39,10 +39,13 @@ def show(value) -> str:
     return str(arr.item()) if arr.ndim == 0 else str(arr.reshape(-1).tolist()[:8])
 
 
-def positive_int(value, name: str) -> int:
-    """``value`` as an ``int`` if it is a positive integer (not a bool)."""
+def positive_int(value, name: str, upper: int | None = None, why: str = "") -> int:
+    """``value`` as an ``int`` if it is a positive integer (not a bool), at most ``upper``
+    (``why`` says why, in the message)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ScheduleError(f"{name} must be a positive integer (got {name}={value!r})")
+    if upper is not None and value > upper:
+        raise ScheduleError(f"{name} must be at most {upper:,}{why} (got {name}={value})")
     return int(value)
 
 

@@ -265,9 +265,10 @@ def _flags(value) -> set[str]:
     return found
 
 
-def outcome(call: Call, arg: str, bad) -> tuple[str, str]:
-    """("ok" | "error" | an escape's kind, detail) of ``call`` with ``arg`` set to ``bad``."""
-    kwargs = call.kwargs | {arg: bad}
+def outcome(call: Call, arg: str, bad, also=None) -> tuple[str, str]:
+    """("ok" | "error" | an escape's kind, detail) of ``call`` with ``arg`` set to ``bad``
+    (and the arguments of ``also`` set as it says)."""
+    kwargs = call.kwargs | {arg: bad} | (also or {})
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():
@@ -275,7 +276,7 @@ def outcome(call: Call, arg: str, bad) -> tuple[str, str]:
             value = call.function(**kwargs)
     except ScheduleError as err:
         took = time.perf_counter() - start
-        names = call.names.get(arg, (arg,))
+        names = [n for a in (arg, *(also or {})) for n in call.names.get(a, (a,))]
         if took > SLOW:
             return "slow", f"{took:.1f} s to raise"
         if not any(name in str(err) for name in names):
@@ -315,6 +316,20 @@ def run(tmp: Path, labels=None, out=sys.stdout, verbose=False) -> dict:
                 if kind not in ("ok", "error"):
                     where = f"{call.label}({arg}=...): {kind}: {detail[:150]}"
                     grouped.setdefault(where, []).append(shown)
+        # each pair of counts huge at once: sizes are products (p * n * m), not one value
+        counts_ = [a for a, v in call.kwargs.items() if type(v) is int and a not in call.skip]
+        for i, a in enumerate(counts_):
+            for z in counts_[i + 1:]:
+                for huge in (10**5, 10**9):
+                    if verbose:
+                        print(f"{call.label}({a}={huge}, {z}={huge})", file=sys.stderr,
+                              flush=True)
+                    kind, detail = outcome(call, a, huge, {z: huge})
+                    counts["calls"] += 1
+                    counts[kind] = counts.get(kind, 0) + 1
+                    if kind not in ("ok", "error"):
+                        where = f"{call.label}({a}=..., {z}=...): {kind}: {detail[:150]}"
+                        grouped.setdefault(where, []).append(str(huge))
         lines += [f"{where}  <- {', '.join(shown)}" for where, shown in grouped.items()]
         if verbose:
             print(f"TIME {call.label} {time.perf_counter() - start:.1f} s", file=sys.stderr)

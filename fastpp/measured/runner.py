@@ -67,6 +67,9 @@ class Job:
     out: str
 
 
+MAX_RANKS = 1024
+
+
 @dataclass(frozen=True)
 class Model:
     """The MLP every schedule runs, and the run's settings."""
@@ -189,8 +192,9 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
         raise ScheduleTypeError(f"realtime must be True or False (got {realtime!r})")
     if realtime and not hasattr(os, "SCHED_FIFO"):
         raise ScheduleError("realtime must be False here: this system has no SCHED_FIFO")
-    if p < 2:
-        raise ScheduleError(f"p must be at least 2 for a real pipeline run (got p={p})")
+    if not 2 <= p <= MAX_RANKS:  # one process per rank
+        raise ScheduleError(f"p must be in 2..{MAX_RANKS} for a real pipeline run, one process "
+                            f"per rank (got p={p})")
     out = file_path(out, "out")
     if out.exists() and not out.is_dir():
         raise ScheduleError(f"out must be a folder for the traces (got {str(out)!r}, a file)")

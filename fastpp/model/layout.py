@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, nonnegative_int, positive_int
-from .transformer import chunk_layers
+from .transformer import MAX_CHUNKS, chunk_layers
 
 SYMBOLS = "EtmL"  # embedding, transformer layer, MTP layer, output layer and loss
 
@@ -221,7 +221,8 @@ def even_layers(layers: int, stages: int, first: int | None = None,
                 last: int | None = None) -> Layout:
     """``first`` layers on the first stage and ``last`` on the last (as even as the rest when
     not given), the rest as even as ``chunk_layers`` makes it, the remainder in the middle."""
-    layers, stages = positive_int(layers, "layers"), positive_int(stages, "stages")
+    layers = positive_int(layers, "layers")
+    stages = positive_int(stages, "stages", MAX_CHUNKS, " (one count per stage)")
     for x, name in ((first, "first_layers"), (last, "last_layers")):
         if x is not None:
             nonnegative_int(x, name)
@@ -253,6 +254,7 @@ def megatron_layers(layers: int, p: int, m: int = 1, first: int | None = None,
     device's layers even over its chunks (chunk ``c`` of device ``r`` is stage ``c p + r``).
     Megatron asserts the divisions exact; so does this."""
     layers, p, m = (positive_int(x, k) for x, k in ((layers, "layers"), (p, "p"), (m, "m")))
+    positive_int(p * m, "p*m", MAX_CHUNKS, " (one count per stage)")
     given = {0: first, p - 1: last}
     ends = {r: nonnegative_int(x, f"decoder_{'first' if r == 0 else 'last'}_pipeline_num_layers")
             for r, x in given.items() if x is not None}
@@ -279,7 +281,8 @@ def torchtitan_layers(layers: int, stages: int, first_less: int = 1,
     ``last_less`` (``pipeline_parallel_first_stage_less_layers`` and ``..._last_...``), the
     ``layers + first_less + last_less`` weights even over the stages, the remainder on the
     first ones; its checks (no empty stage, a weight at most a stage's share) hold."""
-    layers, stages = positive_int(layers, "layers"), positive_int(stages, "stages")
+    layers = positive_int(layers, "layers")
+    stages = positive_int(stages, "stages", MAX_CHUNKS, " (one count per stage)")
     for x, name in ((first_less, "first_stage_less_layers"),
                     (last_less, "last_stage_less_layers")):
         nonnegative_int(x, name)

@@ -48,6 +48,7 @@ from ..checks import ScheduleError, flag, indices, instance, positive_int, posit
 
 BYTES = 2  # half precision
 RECOMPUTE = ("none", "selective", "full")
+MAX_CHUNKS = 1_000_000  # model chunks of a layout: a count each, far past any pipeline
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,8 @@ def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: 
 def chunk_layers(layers: int, chunks: int) -> np.ndarray:
     """Layers of each of ``chunks`` model chunks: as even as possible, the remainder on the
     middle chunks, away from the embedding and the output layer."""
-    layers, chunks = positive_int(layers, "layers"), positive_int(chunks, "chunks")
+    layers = positive_int(layers, "layers")
+    chunks = positive_int(chunks, "chunks", MAX_CHUNKS, " (one count per chunk)")
     if chunks > layers:
         raise ScheduleError(f"layers must be at least the model chunks {chunks} (got "
                             f"layers={layers})")
