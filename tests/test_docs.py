@@ -80,8 +80,11 @@ def test_readme_python_blocks(monkeypatch, tmp_path):
     The ``measure`` block is left out: it runs PyTorch for real (tests/test_measured_real.py
     runs ``measure``)."""
     import ast
+    import os
     from pathlib import Path
 
+    if os.environ.get("NUMBA_DISABLE_JIT") == "1":  # tests/test_coverage.py's run
+        pytest.skip("the README's sweeps, plans and searches take minutes without the JIT")
     root = Path(__file__).resolve().parents[1]
     blocks = _python_blocks((root / "README.md").read_text())
     assert len(blocks) >= 8
