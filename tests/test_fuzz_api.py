@@ -1,13 +1,13 @@
 """The error contract fuzzed over every public function's arguments.
 
-Each entry of ``CALLS`` is a public function with arguments that work; every argument in turn
-takes each value of ``BAD`` (wrong types, bools, signs, zero, huge, NaN, infinity, empty,
-strings, None, nested and ragged lists, wrong shapes). A call then either succeeds with a sane
-result or raises ``ScheduleError`` (``ScheduleTypeError`` for a type) whose message names the
-parameter; never NumPy's, Numba's or Python's own error, a MemoryError, a call slower than
-``SLOW`` seconds (``SLOW_VALID`` for a call that succeeds), or NaN or infinity out of finite
-input. The table is fixed, so the run is
-the same every time.
+Each entry of ``calls()`` is a public function with arguments that work; every argument in
+turn takes each value of ``BAD`` (wrong types, bools, signs, zero, huge, NaN, infinity, empty,
+strings, None, nested and ragged lists, wrong shapes), and each pair of integer arguments
+takes 10**5 and 10**9 at once. A call then either succeeds with a sane result or raises
+``ScheduleError`` (``ScheduleTypeError`` for a type) whose message names the parameter; never
+NumPy's, Numba's or Python's own error, a MemoryError, a call slower than ``SLOW`` seconds
+(``SLOW_VALID`` for a call that succeeds), or NaN or infinity out of finite input. The table
+is fixed, so the run is the same every time.
 
 ``python tests/test_fuzz_api.py`` prints every escape and the counts.
 """
