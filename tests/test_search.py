@@ -12,7 +12,7 @@ from reference import simulate_reference
 
 import fastpp
 from fastpp import Costs, Op, ScheduleError, build_schedule, kernels, optimize, simulate
-from fastpp.generators._emit import new_ops
+from fastpp.ops import new_ops
 from fastpp.search import exact
 from fastpp.search.bounds import lower_bound
 from fastpp.search.greedy import ZB_SETTINGS, list_candidates

@@ -1,7 +1,7 @@
 """The public names of fastpp's schedules, their generators, constraints and ``build_schedule``.
 
 A schedule is one generator (a function ``(ops, length, p, n, m, G)`` filling an op block from
-``_emit.new_ops``) and one ``ScheduleSpec`` below; its id is its position here.
+``fastpp.ops.new_ops``) and one ``ScheduleSpec`` below; its id is its position here.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import placement as placements
 from ..checks import ScheduleError, positive_int
+from ..ops import new_ops
 from ..schedule import Schedule
-from ._emit import LOOP, TWO_DIRECTIONS, VSHAPE, new_ops, placement, routes
 from .chimera import chimera
 from .classic import forward_only, gpipe, one_f_one_b
 from .dualpipe import dualpipe, dualpipev
@@ -53,15 +54,16 @@ P_EVEN = Rule("p", "even", lambda p, n, m, G: p % 2 == 0)
 class ScheduleSpec:
     """A registered schedule: its generator, placement and constraints.
 
-    ``generator(ops, length, p, n, m, G)`` fills an op block; ``kind`` is the placement
-    (``_emit.LOOP``, ``VSHAPE`` or ``TWO_DIRECTIONS``); ``default_m`` the chunks per device a
-    sweep uses when it is not told, ``m_choices`` those ``fastpp.model.plan`` tries (default:
-    ``default_m`` alone); ``sid``, the id in jitted sweeps, is the registry position.
+    ``generator(ops, length, p, n, m, G)`` fills an op block; ``placement`` is a name of
+    ``fastpp.placement.NAMES`` (``"loop"``, ``"v"`` or ``"two-directions"``); ``default_m``
+    the chunks per device a sweep uses when it is not told, ``m_choices`` those
+    ``fastpp.model.plan`` tries (default: ``default_m`` alone); ``sid``, the id in jitted
+    sweeps, is the registry position.
     """
 
     name: str
     generator: Callable
-    kind: int
+    placement: str
     summary: str
     split_backward: bool = False
     forward_only: bool = False
@@ -72,6 +74,7 @@ class ScheduleSpec:
     sid: int = field(default=-1, compare=False)
 
     def __post_init__(self):
+        assert self.placement in placements.CODES, self.placement
         if not self.m_choices:
             object.__setattr__(self, "m_choices", (self.default_m,))
 
@@ -106,9 +109,9 @@ class ScheduleSpec:
                 raise ScheduleError(self._message(rule, p, n, m, G))
 
     @property
-    def placement(self) -> str:
-        """``"loop"`` (stage ``s`` on device ``s % p``), ``"v"`` or ``"two-directions"``."""
-        return {LOOP: "loop", VSHAPE: "v", TWO_DIRECTIONS: "two-directions"}[self.kind]
+    def placement_code(self) -> int:
+        """The placement's code (``fastpp.placement.CODES``), for jitted code."""
+        return placements.CODES[self.placement]
 
     def describe(self) -> str:
         """One line: the constraints in words."""
@@ -119,12 +122,12 @@ class ScheduleSpec:
 
 
 SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
-    ScheduleSpec("gpipe", gpipe, LOOP, "GPipe: all forwards, then all backwards",
+    ScheduleSpec("gpipe", gpipe, "loop", "GPipe: all forwards, then all backwards",
                  rules=_rules(M_IS_1)),
-    ScheduleSpec("1f1b", one_f_one_b, LOOP, "1F1B (PipeDream-Flush, Megatron, DeepSpeed)",
+    ScheduleSpec("1f1b", one_f_one_b, "loop", "1F1B (PipeDream-Flush, Megatron, DeepSpeed)",
                  rules=_rules(M_IS_1)),
     ScheduleSpec(
-        "interleaved-1f1b", interleaved_1f1b, LOOP,
+        "interleaved-1f1b", interleaved_1f1b, "loop",
         "Interleaved 1F1B (Megatron virtual pipeline), microbatch groups of G (default p)",
         rules=_rules(
             Rule("m", "at least 2 (use '1f1b' for m=1)", lambda p, n, m, G: m >= 2),
@@ -135,18 +138,18 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
         ),
         # three virtual stages: Korthikanti et al. 2022 train 175B and 530B so
         options=("G",), default_m=2, m_choices=(2, 3, 4)),
-    ScheduleSpec("looped-bfs", looped_bfs, LOOP,
+    ScheduleSpec("looped-bfs", looped_bfs, "loop",
                  "Looped BFS: breadth-first over m chunks per device, backwards reversed",
                  default_m=2, m_choices=(2, 3, 4)),
-    ScheduleSpec("forward-only", forward_only, LOOP, "Inference: forwards only",
+    ScheduleSpec("forward-only", forward_only, "loop", "Inference: forwards only",
                  forward_only=True, rules=_rules(M_IS_1)),
-    ScheduleSpec("zb-h1", zb_h1, LOOP, "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
+    ScheduleSpec("zb-h1", zb_h1, "loop", "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
                  split_backward=True, rules=_rules(M_IS_1)),
-    ScheduleSpec("zb-h2", zb_h2, LOOP,
+    ScheduleSpec("zb-h2", zb_h2, "loop",
                  "Zero Bubble ZB-H2: deeper warmup, no bubble for n >= 2p-1",
                  split_backward=True, rules=_rules(M_IS_1)),
     ScheduleSpec(
-        "interleaved-zb", interleaved_zb, LOOP,
+        "interleaved-zb", interleaved_zb, "loop",
         "Interleaved Zero Bubble ZB1P (PyTorch ScheduleInterleavedZeroBubble)",
         split_backward=True,
         rules=_rules(
@@ -156,26 +159,26 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                  lambda p, n, m, G: n % np.maximum(1, n // p) == 0),
         ),
         default_m=2, m_choices=(2, 3, 4)),
-    ScheduleSpec("zbv", zbv, VSHAPE, "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
+    ScheduleSpec("zbv", zbv, "v", "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2),
-    ScheduleSpec("v-half", v_half, VSHAPE,
+    ScheduleSpec("v-half", v_half, "v",
                  "V-Half (controllable memory): about half of 1F1B's peak",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2),
-    ScheduleSpec("v-min", v_min, VSHAPE,
+    ScheduleSpec("v-min", v_min, "v",
                  "V-Min (controllable memory): about a third of 1F1B's peak",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2),
-    ScheduleSpec("dualpipe", dualpipe, TWO_DIRECTIONS,
+    ScheduleSpec("dualpipe", dualpipe, "two-directions",
                  "DeepSeek DualPipe: two directions, overlapped F&B pairs, 2x parameters",
                  split_backward=True, rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
                      Rule("n", "even", lambda p, n, m, G: n % 2 == 0),
                      Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p))),
-    ScheduleSpec("dualpipev", dualpipev, VSHAPE,
+    ScheduleSpec("dualpipev", dualpipev, "v",
                  "DualPipeV (PyTorch ScheduleDualPipeV): DualPipe on a V",
                  split_backward=True, rules=_rules(
                      M_IS_2, Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p)),
                  default_m=2),
-    ScheduleSpec("chimera", chimera, TWO_DIRECTIONS,
+    ScheduleSpec("chimera", chimera, "two-directions",
                  "Chimera: two directions, the authors' overlapping units, 2x parameters",
                  rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
@@ -229,8 +232,9 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     ops = new_ops(p, n, m)
     length = np.zeros(p, np.int32)
     spec.generator(ops, length, p, n, m, G)
-    first, last = routes(spec.kind, p, n, m)
+    code = spec.placement_code
+    first, last = placements.routes(code, p, n, m)
     # valid by construction (tests/test_generators.py re-checks every generator over a grid)
     return Schedule.trusted(ops[:, :, : max(1, int(length.max()))], length,
-                            placement(spec.kind, p, m), n=n, m=m, name=name, route_first=first,
-                            route_last=last, forward_only=spec.forward_only)
+                            placements.stage_map(code, p, m), n=n, m=m, name=name,
+                            route_first=first, route_last=last, forward_only=spec.forward_only)

@@ -16,8 +16,8 @@ from ..checks import (
     positive_ints,
 )
 from ..costs import FIELDS
-from ..generators._emit import placement
 from ..generators.registry import SCHEDULES, get_spec
+from ..placement import stage_map
 from .comm import pipeline_spans
 from .hardware import GB, HARDWARE, LINKS, preset
 from .layout import as_layout, check_layout, even_layers
@@ -382,11 +382,11 @@ def _shape(model, global_batch, t, p, d, b, m, sid):
 
 
 def _stage_devices(sid, p, m, first, stages) -> np.ndarray:
-    """The device of every stage in the flat stage table (one placement per kind, p, m)."""
+    """The device of every stage in the flat stage table (one stage map per schedule, p, m)."""
     device = np.empty(stages, np.int64)
     for key in set(zip(sid.tolist(), p.tolist(), m.tolist(), strict=True)):
         mine = np.flatnonzero((sid == key[0]) & (p == key[1]) & (m == key[2]))
-        stage_device = placement(int(batch.PLACEMENT[key[0]]), key[1], key[2])
+        stage_device = stage_map(int(batch.PLACEMENT_CODE[key[0]]), key[1], key[2])
         at_stage = (first[mine][:, None] + np.arange(len(stage_device))).reshape(-1)
         device[at_stage] = np.tile(stage_device, mine.size)
     return device

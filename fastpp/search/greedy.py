@@ -6,8 +6,8 @@ import itertools
 
 import numpy as np
 
-from ..generators._emit import new_ops
 from ..generators.registry import SCHEDULES, build_schedule
+from ..ops import new_ops
 from .heuristic import list_schedule, v_greedy, zb_best
 from .problem import Problem
 

@@ -19,12 +19,8 @@ greedy seven times faster than helpers taking the arrays as arguments.
 import numpy as np
 
 from .._jit import jit
-from ..generators._emit import F as OP_F
-from ..generators._emit import I as OP_I
-from ..generators._emit import W as OP_W
-from ..ops import PAD
+from ..ops import PAD, ROW_F, ROW_I, ROW_W, SPLIT_KINDS
 
-KF, KI, KW = 0, 1, 2  # rows of ``cost`` and ``memd``; kinds in the greedies' own tables
 # The loop greedy's inputs and state, packed into a few arrays that its helpers (closures,
 # which Numba inlines without reference counting) read.
 # table[...]: rows 0-2 op times (F, I, W), 3-5 memory changes, 6 the device's limit
@@ -56,15 +52,15 @@ def zb_greedy(cost, memd, comm, cap, n, allow_bubble_before_first_b, prioritize_
     ok = _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_greedy,
                     table, cnt, state, t, ops, f_req)
     for s in range(p):
-        length[s] = cnt[KF, s] + cnt[KI, s] + cnt[KW, s]
+        length[s] = cnt[ROW_F, s] + cnt[ROW_I, s] + cnt[ROW_W, s]
     if not ok:
         return False, 0.0, 0.0
     span = 0.0
     makespan = 0.0
     for s in range(p):
-        span = max(span, t[KW, s, n - 1] - t[KF, s, 0] + cost[KF, s])
+        span = max(span, t[ROW_W, s, n - 1] - t[ROW_F, s, 0] + cost[ROW_F, s])
         makespan = max(makespan, state[FREE, s])
-    return True, span, makespan - (t[KF, 0, 0] - cost[KF, 0])
+    return True, span, makespan - (t[ROW_F, 0, 0] - cost[ROW_F, 0])
 
 
 @jit
@@ -104,14 +100,14 @@ def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_gre
         finish = free[r] + c
         if ready >= 0.0:
             finish = max(finish, ready + c)
-        if cnt[KF, r] > 0:  # idle time counts from the device's first forward on
+        if cnt[ROW_F, r] > 0:  # idle time counts from the device's first forward on
             idle[r] += finish - (free[r] + c)
             idle[-1] = max(idle[-1], idle[r])  # idle only grows: the running max is the max
         free[r] = finish
         held[r] += table[MEM + k, r]
         t[k, r, j] = finish
-        q = cnt[KF, r] + cnt[KI, r] + cnt[KW, r]
-        ops[0, r, q] = (OP_F, OP_I, OP_W)[k]
+        q = cnt[ROW_F, r] + cnt[ROW_I, r] + cnt[ROW_W, r]
+        ops[0, r, q] = SPLIT_KINDS[k]
         ops[1, r, q] = r
         ops[2, r, q] = j
         cnt[k, r] += 1
@@ -121,16 +117,16 @@ def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_gre
         end before its input arrives at ``ready``, and one more that overruns the arrival when
         the wait would exceed the bubble budget (or, with ``no_bubble_greedy``, would not)."""
         while held[s] + table[MEM + k, s] > table[CAP, s]:
-            if cnt[KW, s] >= cnt[KI, s]:
+            if cnt[ROW_W, s] >= cnt[ROW_I, s]:
                 return False  # "cannot fit memory"
-            place(s, KW, cnt[KW, s], -1.0)
+            place(s, ROW_W, cnt[ROW_W, s], -1.0)
         if ready < 0.0:
             return True
-        while cnt[KW, s] < cnt[KI, s] and free[s] + table[KW, s] <= ready:
-            place(s, KW, cnt[KW, s], -1.0)
-        if cnt[KW, s] < cnt[KI, s] and free[s] < ready:
+        while cnt[ROW_W, s] < cnt[ROW_I, s] and free[s] + table[ROW_W, s] <= ready:
+            place(s, ROW_W, cnt[ROW_W, s], -1.0)
+        if cnt[ROW_W, s] < cnt[ROW_I, s] and free[s] < ready:
             if ready - free[s] > idle[-1] - idle[s] or no_bubble_greedy:
-                place(s, KW, cnt[KW, s], -1.0)
+                place(s, ROW_W, cnt[ROW_W, s], -1.0)
         return True
 
     for i in range(n):
@@ -138,50 +134,50 @@ def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_gre
         if i == 0:
             # warm-up: F(s, 0) everywhere, then forwards while they fit before the first I
             for s in range(p):
-                if held[s] + table[MEM + KF, s] > table[CAP, s]:
+                if held[s] + table[MEM + ROW_F, s] > table[CAP, s]:
                     return False
-                place(s, KF, 0, t[KF, s - 1, 0] + comm[s - 1] if s > 0 else -1.0)
-            last_t = t[KF, p - 1, 0] + table[KI, p - 1]  # when the last stage's I(0) ends
+                place(s, ROW_F, 0, t[ROW_F, s - 1, 0] + comm[s - 1] if s > 0 else -1.0)
+            last_t = t[ROW_F, p - 1, 0] + table[ROW_I, p - 1]  # when the last stage's I(0) ends
             for s in range(p - 2, -1, -1):
                 mem = held[s]
                 busy_until = free[s]
-                while cnt[KF, s] + f_req[s] < n and mem + table[MEM + KF, s] <= table[CAP, s]:
+                while cnt[ROW_F, s] + f_req[s] < n and mem + table[MEM + ROW_F, s] <= table[CAP, s]:
                     if allow_bubble_before_first_b:
-                        if busy_until + table[KF, s] > last_t + comm[s]:
+                        if busy_until + table[ROW_F, s] > last_t + comm[s]:
                             break
                     elif busy_until >= last_t + comm[s]:
                         break
-                    mem += table[MEM + KF, s]
-                    busy_until += table[KF, s]
+                    mem += table[MEM + ROW_F, s]
+                    busy_until += table[ROW_F, s]
                     f_req[s] += 1
-                last_t = max(busy_until, last_t + comm[s]) + table[KI, s]
+                last_t = max(busy_until, last_t + comm[s]) + table[ROW_I, s]
             # each stage fewer than the one before; capped at it when it would take them all
             for s in range(1, p):
                 while (f_req[s] > 0 and f_req[s] >= f_req[s - 1]
-                       and cnt[KF, s] + f_req[s] < n):
+                       and cnt[ROW_F, s] + f_req[s] < n):
                     f_req[s] -= 1
                 f_req[s] = min(f_req[s], f_req[s - 1])
             for s in range(p):
                 for _ in range(f_req[s]):
-                    j = cnt[KF, s]
-                    place(s, KF, j, t[KF, s - 1, j] + comm[s - 1] if s > 0 else -1.0)
+                    j = cnt[ROW_F, s]
+                    place(s, ROW_F, j, t[ROW_F, s - 1, j] + comm[s - 1] if s > 0 else -1.0)
         else:
             for s in range(p):
-                if cnt[KF, s] >= n:
+                if cnt[ROW_F, s] >= n:
                     continue
-                if prioritize_b and s + 1 < p and cnt[KF, s] >= cnt[KF, s + 1] + 2:
+                if prioritize_b and s + 1 < p and cnt[ROW_F, s] >= cnt[ROW_F, s + 1] + 2:
                     # when the next I's input may arrive, if stage s+1 runs F then I next
-                    due = free[s + 1] + table[KF, s + 1] + table[KI, s + 1] + comm[s]
+                    due = free[s + 1] + table[ROW_F, s + 1] + table[ROW_I, s + 1] + comm[s]
                     if free[s] >= due:
                         continue
-                    mem = held[s] + table[MEM + KF, s]
+                    mem = held[s] + table[MEM + ROW_F, s]
                     w_cost = 0.0
                     w_cnt = 0
-                    while mem > table[CAP, s] and cnt[KW, s] + w_cnt < cnt[KI, s]:
-                        w_cost += table[KW, s]
-                        mem += table[MEM + KW, s]
+                    while mem > table[CAP, s] and cnt[ROW_W, s] + w_cnt < cnt[ROW_I, s]:
+                        w_cost += table[ROW_W, s]
+                        mem += table[MEM + ROW_W, s]
                         w_cnt += 1
-                    if free[s] + table[KF, s] + w_cost <= due:
+                    if free[s] + table[ROW_F, s] + w_cost <= due:
                         f_req[s] = 1
                         continue
                     if due - free[s] <= idle[-1] - idle[s]:
@@ -192,22 +188,22 @@ def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_gre
             for s in range(p):
                 if f_req[s] == 0:
                     continue
-                j = cnt[KF, s]
-                ready = t[KF, s - 1, j] + comm[s - 1] if s > 0 else -1.0
-                if not fill_w(s, KF, ready):
+                j = cnt[ROW_F, s]
+                ready = t[ROW_F, s - 1, j] + comm[s - 1] if s > 0 else -1.0
+                if not fill_w(s, ROW_F, ready):
                     return False
-                place(s, KF, j, ready)
+                place(s, ROW_F, j, ready)
         for s in range(p - 1, -1, -1):
-            ready = t[KI, s + 1, i] + comm[s] if s + 1 < p else -1.0
-            if not fill_w(s, KI, ready):
+            ready = t[ROW_I, s + 1, i] + comm[s] if s + 1 < p else -1.0
+            if not fill_w(s, ROW_I, ready):
                 return False
-            if s == 0 and cnt[KF, 0] == n:  # the first stage drains its W's before each I
-                while cnt[KW, 0] < cnt[KI, 0]:
-                    place(0, KW, cnt[KW, 0], -1.0)
-            place(s, KI, i, ready)
+            if s == 0 and cnt[ROW_F, 0] == n:  # the first stage drains its W's before each I
+                while cnt[ROW_W, 0] < cnt[ROW_I, 0]:
+                    place(0, ROW_W, cnt[ROW_W, 0], -1.0)
+            place(s, ROW_I, i, ready)
     for s in range(p):
-        while cnt[KW, s] < n:
-            place(s, KW, cnt[KW, s], -1.0)
+        while cnt[ROW_W, s] < n:
+            place(s, ROW_W, cnt[ROW_W, s], -1.0)
     return True
 
 
@@ -273,7 +269,7 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
         if j >= n:
             return False
         s = stage(x, r)
-        k = KF if x <= VF1 else KI
+        k = ROW_F if x <= VF1 else ROW_I
         if held[r] + memd[k, s] > cap[r]:
             return False
         if x > 0 and t[x - 1, r, j] < 0.0:  # this microbatch's previous slot on the device
@@ -291,9 +287,9 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
         free[r] = finish
         t[x, r, j] = finish
         held[r] += memd[k, s]
-        write(r, OP_F if k == KF else OP_I, s, j)
+        write(r, SPLIT_KINDS[k], s, j)
         cnt[r, x] += 1
-        if k == KI:  # its W waits in the device's queue
+        if k == ROW_I:  # its W waits in the device's queue
             pend[r, cnt[r, 4] + cnt[r, 5]] = x
             cnt[r, 5] += 1
         return True
@@ -304,10 +300,10 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
         cnt[r, 4] += 1
         cnt[r, 5] -= 1
         s = stage(x, r)
-        free[r] += cost[KW, s]
-        held[r] += memd[KW, s]
+        free[r] += cost[ROW_W, s]
+        held[r] += memd[ROW_W, s]
         side = 0 if x == VI1 else 1
-        write(r, OP_W, s, wdone[r, side])
+        write(r, SPLIT_KINDS[ROW_W], s, wdone[r, side])
         wdone[r, side] += 1
 
     def fill(r, ready, always):
@@ -315,7 +311,7 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
         by then, and one more when the wait exceeds the bubble budget and ``always`` is set."""
         if ready < 0.0:
             return
-        while cnt[r, 5] > 0 and ready >= free[r] + cost[KW, stage(pend[r, cnt[r, 4]], r)]:
+        while cnt[r, 5] > 0 and ready >= free[r] + cost[ROW_W, stage(pend[r, cnt[r, 4]], r)]:
             put_w(r)
         budget = max(bubble[-1], approved[-1] - approved[r]) - bubble[r]
         if cnt[r, 5] > 0 and ready - free[r] > budget and always:
@@ -327,8 +323,8 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
     for r in range(p - 1, -1, -1):
         if r < p - 1:
             due = t[VF1, r + 1, 0] + comm[2 * p - 2 - r]
-            while (held[r] + memd[KF, r] * (2 + 2 * r) <= cap[r]
-                   and free[r] + cost[KF, r] <= due and cnt[r, VF0] < n):
+            while (held[r] + memd[ROW_F, r] * (2 + 2 * r) <= cap[r]
+                   and free[r] + cost[ROW_F, r] <= due and cnt[r, VF0] < n):
                 for q in range(r + 1):
                     if not put_slot(VF0, q):
                         return False, 0.0
@@ -385,7 +381,7 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
                 x = VF0
             if x < 0:
                 continue
-            while held[r] + memd[KF, stage(x, r)] > cap[r]:
+            while held[r] + memd[ROW_F, stage(x, r)] > cap[r]:
                 if cnt[r, 5] == 0:
                     return False, 0.0
                 put_w(r)
@@ -431,7 +427,7 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
     for s in range(V):
         r = stage_device[s]
         if s != first[r]:
-            later[r] += memd[KF, s]
+            later[r] += memd[ROW_F, s]
     waiting = np.zeros(p, np.int64)  # microbatches past the first stage, not past the last
     length[:] = 0
     ops[:] = PAD
@@ -461,7 +457,7 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
                     if s < V - 1 and stage_device[s + 1] != r:
                         ready += comm[s]
                     if ready <= t:
-                        pick_kind, pick_s = KI, s
+                        pick_kind, pick_s = ROW_I, s
                     else:
                         arrival = min(arrival, ready)
                 else:
@@ -475,17 +471,17 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
                             continue
                         if stage_device[s - 1] != r:
                             ready += comm[s - 1]
-                    room = held[r] + memd[KF, s]
+                    room = held[r] + memd[ROW_F, s]
                     if s == first[r]:  # and the later stages of this and every waiting one
                         room += later[r] * (waiting[r] + 1)
                     if room > cap[r]:
                         continue
                     if ready <= t:
-                        pick_kind, pick_s = KF, s
+                        pick_kind, pick_s = ROW_F, s
                     else:
                         arrival = min(arrival, ready)
         if pick_kind < 0 and w_head[r] < w_tail[r]:
-            pick_kind = KW
+            pick_kind = ROW_W
         if pick_kind < 0:
             if arrival == np.inf:  # nothing arrives until another device moves: wait for it
                 idle += 1
@@ -499,30 +495,30 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
             free[r] = arrival
             continue
         idle = 0
-        if pick_kind == KW:
+        if pick_kind == ROW_W:
             s = w_queue[r, w_head[r], 0]
             j = w_queue[r, w_head[r], 1]
             w_head[r] += 1
         else:
             s = pick_s
-            j = next_f[s] if pick_kind == KF else next_i[s]
+            j = next_f[s] if pick_kind == ROW_F else next_i[s]
         finish = t + cost[pick_kind, s]
         held[r] += memd[pick_kind, s]
-        if pick_kind == KF:
+        if pick_kind == ROW_F:
             f_end[s, j] = finish
             next_f[s] += 1
             if s == first[r]:
                 waiting[r] += 1
             elif s == V - 1 or stage_device[s + 1] != r:  # its last stage on this device
                 waiting[r] -= 1
-        elif pick_kind == KI:
+        elif pick_kind == ROW_I:
             i_end[s, j] = finish
             next_i[s] += 1
             w_queue[r, w_tail[r], 0] = s
             w_queue[r, w_tail[r], 1] = j
             w_tail[r] += 1
         q = length[r]
-        ops[0, r, q] = (OP_F, OP_I, OP_W)[pick_kind]
+        ops[0, r, q] = SPLIT_KINDS[pick_kind]
         ops[1, r, q] = s
         ops[2, r, q] = j
         length[r] = q + 1

@@ -15,7 +15,7 @@ from ..simulate import Result
 from . import bounds, exact
 from .greedy import fixed_candidates, list_candidates, v_candidates, zb_heuristic
 from .improve import evaluate, local_search, seed_state
-from .problem import PLACEMENTS, Problem, sequential
+from .problem import Problem, sequential
 
 METHODS = ("auto", "heuristic", "improve", "exact")
 EXACT_AUTO_MAX = 64  # auto runs CP-SAT when V * n is at most this (p <= 4, n <= 16 on a loop)
@@ -199,8 +199,7 @@ class _Search:
                 self.offer(schedule, name)
         if self.best is None or method != "heuristic":
             # one microbatch at a time fits whatever limit the problem accepted
-            self.offer(sequential(problem.p, problem.n, *PLACEMENTS[problem.placement]),
-                       "sequential")
+            self.offer(sequential(problem.p, problem.n, problem.stage_to_device), "sequential")
         small = problem.V * problem.n <= EXACT_AUTO_MAX and exact.available()
         if method in ("improve", "auto") and not self.proven():
             share = 0.3 if (method == "auto" and small) else 1.0
