@@ -7,6 +7,11 @@ import re
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
+from .placement import NAMES as PLACEMENTS
+from .search.problem import CHUNKS as SEARCH_PLACEMENTS
+
+# the PyTorch classes `measure` runs (the registry's torch_class)
+TORCH_CLASSES = [spec.torch_class for spec in SCHEDULES.values() if spec.torch_class]
 
 
 def _schedule_args(ap: argparse.ArgumentParser) -> None:
@@ -19,7 +24,7 @@ def _schedule_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("-m", type=int, default=None, help="chunks per device (default: the "
                     "schedule's, 2 for V and interleaved ones, else 1)")
     ap.add_argument("-G", type=int, default=None, help="interleaved 1F1B's group size")
-    ap.add_argument("--placement", help="with --from-csv: loop, v, two-directions or a "
+    ap.add_argument("--placement", help=f"with --from-csv: {', '.join(PLACEMENTS)} or a "
                     "schedule name")
 
 
@@ -84,8 +89,9 @@ def main(argv=None) -> int:
     opt.add_argument("--memory", metavar="LIMIT", help="activation memory limit per device, in "
                      "units of one microbatch's activations (M_B), or a multiple of p such as "
                      "'1.5p' (default: none)")
-    opt.add_argument("--placement", choices=["loop", "v"], default="loop",
-                     help="loop (m=1) or v (m=2, as ZB-V) (loop)")
+    opt.add_argument("--placement", choices=list(SEARCH_PLACEMENTS), default="loop",
+                     help=" or ".join(f"{k} (m={m})" for k, m in SEARCH_PLACEMENTS.items())
+                     + " (loop)")
     opt.add_argument("--objective", choices=["makespan", "span"], default="makespan",
                      help="makespan, or the Zero Bubble paper's per-device span (makespan)")
     opt.add_argument("--method", choices=["auto", "heuristic", "improve", "exact"],
@@ -223,13 +229,13 @@ def _plan(args) -> int:
 def _measure_args(ap: argparse.ArgumentParser) -> None:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--schedule", "-s", metavar="NAME",
-                     help="a PyTorch class (ScheduleGPipe, ScheduleInterleaved1F1B, "
-                     "ScheduleLoopedBFS, ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, "
-                     "ScheduleDualPipeV) or a fastpp schedule (python -m fastpp list), run "
-                     "from its CSV; 1F1B is measured as '1f1b' (Schedule1F1B labels no op)")
+                     help=f"a PyTorch class ({', '.join(TORCH_CLASSES)}) or a fastpp schedule "
+                     "(python -m fastpp list), run from its CSV; 1F1B is measured as fastpp's "
+                     "own (Schedule1F1B labels no op)")
     src.add_argument("--from-csv", metavar="FILE", help="a compute-only schedule CSV to run, "
                      "for example one that 'optimize --csv' wrote")
-    ap.add_argument("--placement", help="with --from-csv: loop, v or a schedule name")
+    ap.add_argument("--placement", help=f"with --from-csv: {', '.join(PLACEMENTS)} or a "
+                    "schedule name")
     ap.add_argument("-p", type=int, default=None, help="ranks, one process each (2, or the "
                     "CSV's)")
     ap.add_argument("-n", type=int, default=None, help="microbatches (4, or the CSV's)")

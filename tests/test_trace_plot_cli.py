@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from fastpp import Costs, build_schedule, simulate
+from fastpp import SCHEDULES, Costs, build_schedule, simulate
 from fastpp.__main__ import main
 from fastpp.trace import chrome_trace, write_chrome_trace
 
@@ -104,6 +104,30 @@ def test_cli_simulate_with_every_output(tmp_path):
     again = _cli("simulate", "--from-csv", str(tmp_path / "s.csv"), "--f", "2", "--b", "4",
                  "--w", "2")
     assert again.returncode == 0 and "makespan 51," in again.stdout
+
+
+@pytest.mark.parametrize("name", ["interleaved-1f1b", "zbv", "1f1b"])
+def test_cli_takes_the_registry_default_m(name):
+    """Without -m the CLI builds the registry's default_m (interleaved 1F1B once failed with
+    "m must be at least 2"): the same makespan as the API at that m."""
+    spec = SCHEDULES[name]
+    run = _cli("simulate", "-s", name, "-p", "4", "-n", "8")
+    assert run.returncode == 0, run.stderr
+    assert f"m={spec.default_m}," in run.stdout
+    made = simulate(build_schedule(name, 4, 8, spec.default_m), Costs(1.0, 2.0)).makespan
+    assert f"makespan {made:g}," in run.stdout
+
+
+def test_search_candidates_and_torch_classes_come_from_the_registry():
+    from fastpp.measured.runner import TORCH_CLASSES
+    from fastpp.search.problem import Problem
+
+    loop = Problem.build(4, 8, None, None, "loop", "makespan")
+    v = Problem.build(4, 8, None, None, "v", "makespan")
+    assert loop.fixed_schedules() == ["zb-h1", "zb-h2"]
+    assert v.fixed_schedules() == ["zbv", "v-half", "v-min"]
+    assert TORCH_CLASSES["ScheduleZBVZeroBubble"] == "zbv"
+    assert "Schedule1F1B" not in TORCH_CLASSES  # it labels no op: measured from fastpp's CSV
 
 
 def test_cli_show_and_list():

@@ -52,12 +52,19 @@ P_EVEN = Rule("p", "even", lambda p, n, m, G: p % 2 == 0)
 
 @dataclass(frozen=True)
 class ScheduleSpec:
-    """A registered schedule: its generator, placement and constraints.
+    """A registered schedule: its generator, placement, constraints, and what the rest of
+    fastpp needs to know of it (so that no other module spells a schedule's name).
 
     ``generator(ops, length, p, n, m, G)`` fills an op block; ``placement`` is a name of
-    ``fastpp.placement.NAMES`` (``"loop"``, ``"v"`` or ``"two-directions"``); ``default_m``
-    the chunks per device a sweep uses when it is not told, ``m_choices`` those
-    ``fastpp.model.plan`` tries (default: ``default_m`` alone); ``sid``, the id in jitted
+    ``fastpp.placement.NAMES`` (``"loop"``, ``"v"`` or ``"two-directions"``).
+    ``forward_only``: an inference schedule (the analyses and ``plan`` leave it out, the
+    memory kernel frees a forward's activations when it ends); otherwise a training one.
+    ``default_m`` is the chunks per device the CLI and sweeps use when not told, ``m_choices``
+    those ``fastpp.model.plan`` tries (default: ``default_m`` alone). ``search_candidate``:
+    ``fastpp.optimize`` offers it on its placement as a fixed candidate. ``torch_class``: the
+    PyTorch pipelining class that runs the same order (``fastpp.measured`` runs it).
+    ``compile_apart``: compiled by the second process of the sweeps' warm-up on an empty cache
+    (``fastpp.sweeps.warmup``), to split the compile time in two. ``sid``, the id in jitted
     sweeps, is the registry position.
     """
 
@@ -71,6 +78,9 @@ class ScheduleSpec:
     options: tuple[str, ...] = ()
     default_m: int = 1
     m_choices: tuple[int, ...] = ()
+    search_candidate: bool = False
+    torch_class: str | None = None
+    compile_apart: bool = False
     sid: int = field(default=-1, compare=False)
 
     def __post_init__(self):
@@ -123,7 +133,7 @@ class ScheduleSpec:
 
 SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
     ScheduleSpec("gpipe", gpipe, "loop", "GPipe: all forwards, then all backwards",
-                 rules=_rules(M_IS_1)),
+                 rules=_rules(M_IS_1), torch_class="ScheduleGPipe"),
     ScheduleSpec("1f1b", one_f_one_b, "loop", "1F1B (PipeDream-Flush, Megatron, DeepSpeed)",
                  rules=_rules(M_IS_1)),
     ScheduleSpec(
@@ -137,17 +147,17 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                  lambda p, n, m, G: (n % G == 0) | (n % G >= p)),
         ),
         # three virtual stages: Korthikanti et al. 2022 train 175B and 530B so
-        options=("G",), default_m=2, m_choices=(2, 3, 4)),
+        options=("G",), default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleaved1F1B"),
     ScheduleSpec("looped-bfs", looped_bfs, "loop",
                  "Looped BFS: breadth-first over m chunks per device, backwards reversed",
-                 default_m=2, m_choices=(2, 3, 4)),
+                 default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleLoopedBFS"),
     ScheduleSpec("forward-only", forward_only, "loop", "Inference: forwards only",
                  forward_only=True, rules=_rules(M_IS_1)),
     ScheduleSpec("zb-h1", zb_h1, "loop", "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
-                 split_backward=True, rules=_rules(M_IS_1)),
+                 split_backward=True, rules=_rules(M_IS_1), search_candidate=True),
     ScheduleSpec("zb-h2", zb_h2, "loop",
                  "Zero Bubble ZB-H2: deeper warmup, no bubble for n >= 2p-1",
-                 split_backward=True, rules=_rules(M_IS_1)),
+                 split_backward=True, rules=_rules(M_IS_1), search_candidate=True),
     ScheduleSpec(
         "interleaved-zb", interleaved_zb, "loop",
         "Interleaved Zero Bubble ZB1P (PyTorch ScheduleInterleavedZeroBubble)",
@@ -158,26 +168,31 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
             Rule("n", "a multiple of its rounds max(1, n // p)={rounds}",
                  lambda p, n, m, G: n % np.maximum(1, n // p) == 0),
         ),
-        default_m=2, m_choices=(2, 3, 4)),
+        default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleavedZeroBubble"),
     ScheduleSpec("zbv", zbv, "v", "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
-                 split_backward=True, rules=_rules(M_IS_2), default_m=2),
+                 split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
+                 torch_class="ScheduleZBVZeroBubble"),
+    # V-Half and V-Min share one generator, as do DualPipe and DualPipeV: compiled apart
     ScheduleSpec("v-half", v_half, "v",
                  "V-Half (controllable memory): about half of 1F1B's peak",
-                 split_backward=True, rules=_rules(M_IS_2), default_m=2),
+                 split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
+                 compile_apart=True),
     ScheduleSpec("v-min", v_min, "v",
                  "V-Min (controllable memory): about a third of 1F1B's peak",
-                 split_backward=True, rules=_rules(M_IS_2), default_m=2),
+                 split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
+                 compile_apart=True),
     ScheduleSpec("dualpipe", dualpipe, "two-directions",
                  "DeepSeek DualPipe: two directions, overlapped F&B pairs, 2x parameters",
                  split_backward=True, rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
                      Rule("n", "even", lambda p, n, m, G: n % 2 == 0),
-                     Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p))),
+                     Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p)),
+                 compile_apart=True),
     ScheduleSpec("dualpipev", dualpipev, "v",
                  "DualPipeV (PyTorch ScheduleDualPipeV): DualPipe on a V",
                  split_backward=True, rules=_rules(
                      M_IS_2, Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p)),
-                 default_m=2),
+                 default_m=2, torch_class="ScheduleDualPipeV", compile_apart=True),
     ScheduleSpec("chimera", chimera, "two-directions",
                  "Chimera: two directions, the authors' overlapping units, 2x parameters",
                  rules=_rules(

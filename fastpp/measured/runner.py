@@ -31,15 +31,9 @@ from ..generators.registry import SCHEDULES, build_schedule
 from ..io import write_torch_csv
 from ..schedule import Schedule
 
-# PyTorch's schedule classes and the fastpp schedule whose order each one runs.
-TORCH_CLASSES = {
-    "ScheduleGPipe": "gpipe",
-    "ScheduleInterleaved1F1B": "interleaved-1f1b",
-    "ScheduleLoopedBFS": "looped-bfs",
-    "ScheduleInterleavedZeroBubble": "interleaved-zb",
-    "ScheduleZBVZeroBubble": "zbv",
-    "ScheduleDualPipeV": "dualpipev",
-}
+# PyTorch's schedule classes and the fastpp schedule whose order each one runs (the registry's
+# torch_class).
+TORCH_CLASSES = {spec.torch_class: name for name, spec in SCHEDULES.items() if spec.torch_class}
 SINGLE_STAGE = ("ScheduleGPipe",)  # classes built on one stage object, not a list
 DEVICES = ("cpu", "cuda")
 

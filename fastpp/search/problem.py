@@ -13,7 +13,7 @@ import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, number_array, one_of, positive_int, show
 from ..costs import Costs
-from ..generators.registry import MAX_WORK
+from ..generators.registry import MAX_WORK, SCHEDULES
 from ..ops import OP_FIELDS, PAD, F, I, W
 from ..placement import CODES, stage_map
 from ..schedule import Schedule
@@ -110,8 +110,9 @@ class Problem:
         return result, objective_value(result, self.objective)
 
     def fixed_schedules(self) -> list[str]:
-        """The registered schedules of this placement that split the backward."""
-        return ["zb-h1", "zb-h2"] if self.placement == "loop" else ["zbv", "v-half", "v-min"]
+        """The registered search candidates of this placement, in registry order."""
+        return [name for name, spec in SCHEDULES.items()
+                if spec.search_candidate and spec.placement == self.placement]
 
 
 def _memory_limit(memory, p: int) -> np.ndarray:
