@@ -16,8 +16,8 @@ from fastpp.ops import new_ops
 from fastpp.search import exact
 from fastpp.search.bounds import lower_bound
 from fastpp.search.greedy import ZB_SETTINGS, list_candidates
-from fastpp.search.heuristic import zb_greedy
 from fastpp.search.problem import Problem
+from fastpp.search.zb_greedy import zb_greedy
 
 TABLE5 = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
                       "zero_bubble_table5.csv")
