@@ -554,7 +554,7 @@ def _missing(where: dict, V: int, n: int, forward_only: bool) -> list[tuple[str,
 
 def _handoffs(s: Schedule) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """Every cross-device hand-off: ``(producer (r, k), consumer (r, k))`` index arrays (the
-    inputs of ``Schedule.inputs``, for all ops at once)."""
+    inputs of ``fastpp.dependencies.inputs``, for all ops at once)."""
     rs, ks = np.nonzero(_used(s))
     kind, st, mb, st2, mb2 = (x.astype(np.int64) for x in s.ops[:, rs, ks])
     index = np.arange(len(rs))
