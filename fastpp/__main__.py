@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 
@@ -58,7 +59,8 @@ def _output_args(ap: argparse.ArgumentParser) -> None:
 
 
 def _memory_limit(text: str | None, p: int):
-    """``--memory``: a number of units, or a multiple of p such as ``1.5p``; none: no limit."""
+    """``--memory-limit``: a number of units, or a multiple of p such as ``1.5p``; none: no
+    limit."""
     if text is None or text.lower() in ("none", "inf", "unlimited"):
         return None
     match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(\*?\s*p)?\s*", text)
@@ -67,7 +69,7 @@ def _memory_limit(text: str | None, p: int):
     except ValueError:
         value = None
     if value is None:
-        raise ScheduleError(f"--memory must be a number of units or a multiple of p such as "
+        raise ScheduleError(f"--memory-limit must be a number of units or a multiple of p such as "
                             f"'1.5p' (got {text!r})")
     return value * p if match.group(2) else value
 
@@ -75,20 +77,22 @@ def _memory_limit(text: str | None, p: int):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fastpp",
                                  description="Simulate pipeline-parallel training schedules.")
-    sub = ap.add_subparsers(dest="command", required=True)
+    # no abbreviations: '--memory' would otherwise still mean --memory-plot or --memory-limit
+    sub = ap.add_subparsers(dest="command", required=True,
+                            parser_class=functools.partial(argparse.ArgumentParser,
+                                                           allow_abbrev=False))
     sim = sub.add_parser("simulate", help="simulate a schedule and report times and memory")
     _schedule_args(sim)
     _cost_args(sim)
     sim.add_argument("--fb", type=float, default=None, help="overlapped F&B pair (f + b)")
     _output_args(sim)
-    sim.add_argument("--memory", dest="memory_png", metavar="PNG", help=argparse.SUPPRESS)
     opt = sub.add_parser("optimize", help="search the fastest schedule within a memory limit")
     opt.add_argument("-p", type=int, required=True, help="devices")
     opt.add_argument("-n", type=int, required=True, help="microbatches")
     _cost_args(opt)
-    opt.add_argument("--memory", metavar="LIMIT", help="activation memory limit per device, in "
-                     "units of one microbatch's activations (M_B), or a multiple of p such as "
-                     "'1.5p' (default: none)")
+    opt.add_argument("--memory-limit", metavar="LIMIT", help="activation memory limit per "
+                     "device, in units of one microbatch's activations (M_B), or a multiple of "
+                     "p such as '1.5p' (default: none)")
     opt.add_argument("--placement", choices=list(SEARCH_PLACEMENTS), default="loop",
                      help=" or ".join(f"{k} (m={m})" for k, m in SEARCH_PLACEMENTS.items())
                      + " (loop)")
@@ -131,7 +135,7 @@ def main(argv=None) -> int:
             return _measure(args)
         if args.command == "optimize":
             costs = Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma)
-            found = optimize(args.p, args.n, costs, memory=_memory_limit(args.memory, args.p),
+            found = optimize(args.p, args.n, costs, memory=_memory_limit(args.memory_limit, args.p),
                              placement=args.placement, objective=args.objective,
                              method=args.method, time_limit=args.time_limit, seed=args.seed,
                              progress=not args.quiet)

@@ -2,12 +2,12 @@
 
 One point is ``(schedule id, p, n, m, G)`` and its costs: ``fastpp.Costs``'s nine fields
 (``costs.FIELDS``), each one value, one per device or one per stage, read from a flat table
-``values`` at ``at[i, field] = (offset, count)``. ``simulate`` builds each run of consecutive
-points that share a schedule once, with the registry's own generator (so the kernel links no
-generator: it compiles in a fraction of the time, and a schedule is added in the registry
-alone), and hands the built schedules to the kernel ``simulate_points``. Kernels release the
-GIL, so ``fastpp.sweep`` runs slices of points on several threads at once; every point is
-computed on its own, so results do not depend on the thread count or the slicing.
+``values`` at ``at[i, field] = (offset, count)``. ``build_and_simulate`` builds each run of
+consecutive points that share a schedule once, with the registry's own generator (so the
+kernel links no generator: it compiles in a fraction of the time, and a schedule is added in
+the registry alone), and hands the built schedules to the kernel ``simulate_points``. Kernels
+release the GIL, so ``fastpp.sweep`` runs slices of points on several threads at once; every
+point is computed on its own, so results do not depend on the thread count or the slicing.
 """
 
 import numpy as np
@@ -36,7 +36,7 @@ P_, N_, M_, W_, V_, BLOCK, LENGTH, STAGES, ROUTES = range(9)
 BUDGET = 4_000_000  # op slots (16 bytes each with their times) built at once per thread
 
 
-def simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) -> None:
+def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) -> None:
     """Build and simulate the points ``index``: row ``i`` of ``out`` gets point ``i``'s
     ``COLUMNS``; unless ``peaks`` is empty, device ``r``'s peak activations of point ``i`` go
     to ``peaks[peak_at[i] + r]``.
@@ -106,7 +106,7 @@ def _field(values, at, i, k):
 def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, lasts, values,
                     at, out, peaks, peak_at):
     """Simulate the points ``index`` on their built schedules (point ``index[q]`` on row
-    ``slot[q]`` of ``built``; see ``simulate``). Forward-only schedules free a forward's
+    ``slot[q]`` of ``built``; see ``build_and_simulate``). Forward-only schedules free a forward's
     activations when it ends; activations are in the unit of ``act``.
     """
     none = np.zeros((0, 0))  # device_memory stores nothing: the peaks are all a sweep keeps

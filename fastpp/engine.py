@@ -139,7 +139,7 @@ def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
     order = _order(keys)
 
     def run(index):
-        batch.simulate(*keys, values, at, index, out, device_peaks, peak_at)
+        batch.build_and_simulate(*keys, values, at, index, out, device_peaks, peak_at)
 
     if pool is None or count == 0:
         run(order)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import kernels
-from .checks import ScheduleError, ScheduleTypeError, positive_int  # noqa: F401 (re-exported)
+from .checks import ScheduleError, ScheduleTypeError, positive_int
 from .ops import FB, PAD, F, Op, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")

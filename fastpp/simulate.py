@@ -9,10 +9,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .checks import ScheduleError, number_array
+from .checks import ScheduleError, ScheduleTypeError, number_array
 from .costs import Costs, StageCosts
 from .dependencies import deadlock_error
-from .schedule import Schedule, ScheduleTypeError
+from .schedule import Schedule
 
 
 @dataclass(frozen=True, eq=False)

@@ -48,7 +48,7 @@ def parse(argv=None):
                     help="ranks under the normal scheduler (default: SCHED_FIFO when root)")
     ap.add_argument("--repeats", type=int, default=5, help="profiled steps per schedule (5)")
     ap.add_argument("--time-limit", type=float, default=5.0, help="optimize's seconds (5)")
-    ap.add_argument("--memory", type=float, default=None,
+    ap.add_argument("--memory-limit", type=float, default=None,
                     help="optimize's activation memory per device, units of M_B (1.5p)")
     ap.add_argument("--out", default="results/measured", help="folder for the traces")
     ap.add_argument("--picture", default="docs/measured.png")
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
         return repeats[int(np.argsort([r.makespan for r in repeats])[len(repeats) // 2])]
 
     costs = median_run(runs["ScheduleZBVZeroBubble"]).costs()
-    memory = 1.5 * args.p if args.memory is None else args.memory
+    memory = 1.5 * args.p if args.memory_limit is None else args.memory_limit
     found = fastpp.optimize(args.p, args.n, costs, memory=memory, placement="v",
                             time_limit=args.time_limit, progress=False)
     baseline = fastpp.simulate(expected("1f1b", args.p, args.n),

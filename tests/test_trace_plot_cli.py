@@ -96,7 +96,7 @@ def test_module_entry_point():
 def test_cli_simulate_with_every_output(tmp_path):
     run = _cli("simulate", "--schedule", "zbv", "-p", "4", "-n", "8", "--f", "2", "--b", "4",
                "--w", "2", "--trace", str(tmp_path / "t.json"), "--gantt", str(tmp_path / "g.png"),
-               "--memory", str(tmp_path / "m.png"), "--csv", str(tmp_path / "s.csv"))
+               "--memory-plot", str(tmp_path / "m.png"), "--csv", str(tmp_path / "s.csv"))
     assert run.returncode == 0, run.stderr
     assert "makespan 51, bubble 5.88% (span metric 0.00%)" in run.stdout
     for name in ("t.json", "g.png", "m.png", "s.csv"):
@@ -128,6 +128,14 @@ def test_search_candidates_and_torch_classes_come_from_the_registry():
     assert v.fixed_schedules() == ["zbv", "v-half", "v-min"]
     assert TORCH_CLASSES["ScheduleZBVZeroBubble"] == "zbv"
     assert "Schedule1F1B" not in TORCH_CLASSES  # it labels no op: measured from fastpp's CSV
+
+
+@pytest.mark.parametrize("command", [["simulate", "-s", "1f1b"], ["optimize"]])
+def test_cli_memory_has_no_old_spelling(command, tmp_path):
+    """'--memory' meant a PNG on simulate and a limit on optimize: now --memory-plot and
+    --memory-limit, and no abbreviation lets the old spelling through."""
+    run = _cli(*command, "-p", "2", "-n", "2", "--memory", str(tmp_path / "m.png"))
+    assert run.returncode == 2 and "unrecognized arguments: --memory" in run.stderr
 
 
 def test_cli_show_and_list():

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import kernels
+from ..checks import ScheduleError
 from ..ops import OP_FIELDS, PAD, SPLIT_KINDS, SPLIT_ROW
-from ..schedule import Schedule, ScheduleError
+from ..schedule import Schedule
 from .problem import Problem
 
 MAX_SCALED = 10**7  # largest scaled duration: keeps CP-SAT's integer domains comfortable
