@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .checks import require
 from .ops import Op
 from .sweeps import pareto_front
 from .trace import measured_slices
@@ -15,10 +16,7 @@ COLOURS = {Op.F: "#4C72B0", Op.B: "#55A868", Op.I: "#DD8452", Op.W: "#C44E52",
 
 
 def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError("fastpp.plot needs matplotlib: pip install 'fastpp[plot]'") from None
+    matplotlib = require("matplotlib", "plot", "fastpp.plot")
     matplotlib.use("Agg")  # files only, no screen needed
     import matplotlib.pyplot as plt
 

@@ -39,15 +39,16 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
-from ..checks import ScheduleError, one_of, positive_int
+from ..checks import ScheduleError, one_of, positive_int, require
 from ..costs import Costs
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
 from ..schedule import Schedule
 from ..simulate import Result, simulate
 from .align import align
 from .read import RankTrace, read_file, trace_files
+
+pd = require("pandas", "measured", "fastpp.measured")
 
 _SHOWN = 8  # at most this many items listed in an error message
 # An op blocked on its input when its wait exceeds this (seconds). On CPU the time from a range's

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
+from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int, require
 from ..generators.registry import SCHEDULES, build_schedule
 from ..io import write_torch_csv
 from ..schedule import Schedule
@@ -236,7 +236,7 @@ def _prepare(job: Job, order: Schedule | None) -> None:
 def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
     """Run ``jobs`` in order in one process per rank; raise ``ScheduleError`` if a rank fails
     or the whole takes longer than ``timeout`` seconds (then every rank is killed)."""
-    import torch.multiprocessing as mp
+    mp = require("torch.multiprocessing", "torch", "fastpp.measured.measure", "torch")
 
     p = jobs[0].p
     port = _free_port()

@@ -14,6 +14,7 @@ from ..checks import (
     one_of,
     positive_int,
     positive_ints,
+    require,
 )
 from ..costs import FIELDS
 from ..generators.registry import SCHEDULES, get_spec
@@ -120,7 +121,7 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         layout that does not parse or does not hold the model's layers, or both a layout
         and first or last counts.
     """
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.model.plan")
 
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")

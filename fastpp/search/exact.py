@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import kernels
-from ..checks import ScheduleError
+from ..checks import missing_extra
 from ..ops import OP_FIELDS, PAD, SPLIT_KINDS, SPLIT_ROW
 from ..schedule import Schedule
 from .problem import Problem
@@ -74,7 +74,7 @@ def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
         Without OR-Tools.
     """
     if not available():
-        raise ScheduleError("method='exact' needs OR-Tools: pip install 'fastpp[search]'")
+        raise missing_extra("method='exact'", "OR-Tools", "search")
     from ortools.sat.python import cp_model
 
     p, n, V = problem.p, problem.n, problem.V

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, one_of
+from ..checks import ScheduleError, ScheduleTypeError, missing_extra, one_of
 from ..costs import Costs
 from ..schedule import Schedule
 from ..simulate import Result
@@ -135,7 +135,7 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
     if not 0 <= seed < 2**63:
         raise ScheduleError(f"seed must be in 0..2**63-1 (got seed={seed})")
     if method == "exact" and not exact.available():
-        raise ScheduleError("method='exact' needs OR-Tools: pip install 'fastpp[search]'")
+        raise missing_extra("method='exact'", "OR-Tools", "search")
     search = _Search(problem, float(time_limit), progress)
     try:
         return search.run(method, int(seed))
