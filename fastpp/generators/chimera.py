@@ -21,7 +21,9 @@ from ._emit import B, F, put
 @jit
 def chimera(ops, length, p, n, m, G):
     half = p // 2
-    n_units = 2 * n // p + 2
+    # a unit per p/2 microbatches, each direction's first unit included: n is a multiple of p
+    # (the registry's rule), so exactly 2n/p units ever start
+    n_units = 2 * n // p
     unit_dir = np.zeros(n_units, np.int64)  # 0: down from device 0, 1: up from device p-1
     unit_first = np.zeros(n_units, np.int64)  # global id of the unit's first microbatch
     unit_count = np.zeros(n_units, np.int64)
