@@ -30,6 +30,7 @@ from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int, req
 from ..generators.registry import SCHEDULES, build_schedule
 from ..io import write_torch_csv
 from ..schedule import Schedule
+from .run import read_torch_trace
 
 # PyTorch's schedule classes and the fastpp schedule whose order each one runs (the registry's
 # torch_class).
@@ -110,8 +111,6 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
     ScheduleError
         On bad arguments, a rank that fails (with its error) or a run past ``timeout``.
     """
-    from .. import read_torch_trace
-
     timeout = _timeout(timeout)
     job, model, order = _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
                              realtime)
@@ -129,8 +128,6 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
     default ``m``); the traces of each go to ``out/<label>``. Returns the ``MeasuredRun`` of
     each label.
     """
-    from .. import read_torch_trace
-
     if not isinstance(schedules, dict) or not schedules:
         raise ScheduleTypeError(f"schedules must be a non-empty dict of label -> schedule "
                                 f"(got {type(schedules).__name__})")
