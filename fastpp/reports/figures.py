@@ -364,7 +364,7 @@ def measured_sections(run, label: str) -> list[dict]:
     for what, result in (("replay (each op's measured time)", replay),
                          ("prediction from the run's median costs", predicted)):
         error = result.makespan / run.makespan - 1
-        title = (f"{run.schedule.name}: measured {run.makespan * ms:.3f} ms against the "
+        title = (f"measured {run.makespan * ms:.3f} ms against the "
                  f"{what.split(' (')[0]} {result.makespan * ms:.3f} ms ({error:+.2%})")
         options.append({"label": what, "item": timeline.measured(run, result, title)})
     text = (f"p={run.p}, n={run.n}, m={run.m}, {run.schedule.num_ops} ops; times in seconds. "
