@@ -121,16 +121,13 @@ def test_sweep_report_in_chromium(browser, small_sweep, tmp_path):
     page.check_offline()
 
 
-def _plan():
-    from fastpp.model import plan
-
-    return plan("llama3-8b", 8, "H100-80GB", seq=2048, global_batch=16)
-
-
-def test_plan_report_sorts_and_filters(browser, tmp_path):
-    df = _plan()
-    df.to_parquet(tmp_path / "plan.parquet")
-    path = fastpp.report(tmp_path / "plan.parquet", output=tmp_path / "plan.html")
+def test_plan_report_sorts_and_filters(browser, tmp_path, capsys):
+    # the plan command writes its report beside its table
+    assert cli(["plan", "--model", "llama3-8b", "--gpus", "8", "--seq", "2048",
+                "--global-batch", "16", "--out", str(tmp_path), "--top", "1"]) == 0
+    assert f"report: {tmp_path / 'plan.html'}" in capsys.readouterr().out
+    df = pd.read_parquet(tmp_path / "plan.parquet")
+    path = tmp_path / "plan.html"
     page = Opened(browser, path)
     assert page.drawn == 1
     info = page.page.locator(".fastpp-table p")
@@ -147,6 +144,21 @@ def test_plan_report_sorts_and_filters(browser, tmp_path):
     first = page.page.locator(".fastpp-table tbody tr").first.locator("td")
     best = df[df["fits"] & (df["peak_memory"] / 1e9 < 40)]["tokens_per_s"].max()
     assert first.nth(names.index("tokens/s")).text_content() == f"{round(best):,}"
+    page.check_offline()
+
+
+def test_main_job_writes_its_report(browser, tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import sweep
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert sweep.main(["--schedules", *SCHEDULES, "-p", "2", "4", "--n-per-p", "1", "2",
+                       "-m", "1", "2", "--comm", "0", "0.1", "--out", str(tmp_path),
+                       "--no-progress"]) == 0
+    assert f"report: {tmp_path / 'report.html'}" in capsys.readouterr().out
+    page = Opened(browser, tmp_path / "report.html")
+    assert page.drawn == 3 + 1 + 1 + len(SCHEDULES)  # every schedule runs at p=4, n=8
     page.check_offline()
 
 
