@@ -250,6 +250,10 @@ def test_bad_arguments(small_sweep, tmp_path, capsys):
         fastpp.report(42, output=tmp_path / "r.html")
     with pytest.raises(fastpp.ScheduleError, match="existing folder"):
         fastpp.report(small_sweep, output=tmp_path / "nowhere" / "r.html")
+    with pytest.raises(fastpp.ScheduleError, match="existing folder"):
+        fastpp.report(small_sweep, output=tmp_path)  # a folder, not a file
+    with pytest.raises(fastpp.ScheduleError, match="must hold numbers in its sweep's column 'p'"):
+        fastpp.report(small_sweep.assign(p="two"), output=tmp_path / "r.html")
     assert cli(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html")]) == 2
     assert "must be a readable path" in capsys.readouterr().err
 

@@ -62,17 +62,21 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
         from plotly.offline import get_plotlyjs
     except ImportError:
         raise ImportError("fastpp.report needs plotly: pip install 'fastpp[report]'") from None
+    path = Path(output)
+    if not path.parent.is_dir() or path.is_dir():
+        raise ScheduleError(f"output must be a file in an existing folder (got {str(path)!r})")
     loaded = [load(item, i) for i, item in enumerate(inputs)]
     sections = []
     for kind, label, data in loaded:
         builder = BUILDERS[kind]
         sections += builder(data, label, schedules) if kind == "sweep" else builder(data, label)
-    path = Path(output)
-    if path.parent and not path.parent.exists():
-        raise ScheduleError(f"output must be in an existing folder (got {str(path)!r})")
     described = ", ".join(f"{kind} {label}" for kind, label, _ in loaded)
-    page.write(path, "fastpp report", described, {"kinds": KINDS, "sections": sections},
-               get_plotlyjs())
+    try:
+        page.write(path, "fastpp report", described, {"kinds": KINDS, "sections": sections},
+                   get_plotlyjs())
+    except OSError as err:
+        raise ScheduleError(f"output must be a writable file (got {str(path)!r}: "
+                            f"{err.strerror})") from err
     return path
 
 

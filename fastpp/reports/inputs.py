@@ -15,6 +15,7 @@ COLUMNS = {
     "sweep": ("schedule", "p", "n", "m", "makespan", "bubble_ratio", "peak_activations_max",
               "throughput"),
 }
+TEXT = ("schedule", "placement", "kind")
 EXPECTED = ("a sweep folder or table, a plan table, a frontier table (Parquet or CSV) or a "
             "measured-run folder (rank{r}_trace.json)")
 
@@ -74,8 +75,15 @@ def _table(df, label: str):
     if df.empty:
         raise ScheduleError(f"input {label!r} must hold rows of {EXPECTED} (got an empty "
                             f"table)")
+    import pandas as pd
+
     for kind, needed in COLUMNS.items():
         if set(needed) <= set(df.columns):
+            for col in needed:
+                if col not in TEXT and not (pd.api.types.is_numeric_dtype(df[col])
+                                            or pd.api.types.is_bool_dtype(df[col])):
+                    raise ScheduleError(f"input {label!r} must hold numbers in its {kind}'s "
+                                        f"column {col!r} (got {df[col].dtype})")
             return kind, label, df
     wanted = "; ".join(f"a {kind}'s {', '.join(cols)}" for kind, cols in COLUMNS.items())
     raise ScheduleError(f"input {label!r} must be a table of a known kind, with {wanted} (got "
