@@ -229,8 +229,8 @@ def sweep_sections(df, label: str, schedules) -> list[dict]:
                              f"{' and the named schedules' if schedules else ''}, "
                              "re-simulated: one row per device, hover an op for its times, "
                              "microbatch and stage, each device's activation memory beneath. "
-                             "Drag to zoom, shift-drag or the mode bar to pan, double-click "
-                             "to reset.",
+                             "Drag (or scroll) to zoom, pan with the mode bar's pan tool, "
+                             "double-click to reset.",
                      "items": [table(best, [("p", "p", "d"), ("n", "n", "d"),
                                             ("schedule", "schedule", "str"), ("m", "m", "d"),
                                             ("makespan", "makespan", ".6g"),
