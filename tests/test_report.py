@@ -172,6 +172,8 @@ def test_frontier_script_and_measured_run(browser, tmp_path, monkeypatch):
                           "--threads", "1", "--out", str(tmp_path)]) == 0
     page = Opened(browser, tmp_path / "frontier.html")
     assert page.drawn == 1
+    # each placement's search without a memory limit
+    assert page.page.locator(".fastpp-table td", has_text="unlimited").count() == 2
     page.check_offline()
     # a measured run: both simulations, chosen in the drop-down
     out = tmp_path / "measured.html"

@@ -41,16 +41,17 @@ def plot(data, layout) -> dict:
     return {"type": "plot", "figure": {"data": data, "layout": layout}}
 
 
-def table(df, columns) -> dict:
+def table(df, columns, missing: dict | None = None) -> dict:
     """``columns``: ``(column, heading, format)``; formats ``d``, ``,d``, ``%``, ``.Ng``,
-    ``str``, ``bool``; a column may be scaled by giving ``(column, scale)``."""
+    ``str``, ``bool``; a column may be scaled by giving ``(column, scale)``. ``missing``: per
+    heading, what an empty (NaN or infinite) cell says."""
     cols, rows = [], []
     for col, heading, fmt in columns:
         name, scale = col if isinstance(col, tuple) else (col, None)
         if name not in df:
             continue
         values = df[name] if scale is None else df[name] / scale
-        cols.append({"name": heading, "format": fmt})
+        cols.append({"name": heading, "format": fmt, "missing": (missing or {}).get(heading, "")})
         rows.append(_clean(values))
     return {"type": "table", "columns": cols, "rows": [list(r) for r in zip(*rows, strict=True)]}
 
@@ -350,7 +351,7 @@ def frontier_sections(df, label: str) -> list[dict]:
                ("gap", "gap", "%"), ("optimal", "optimal", "bool")]
     return [{"title": f"Frontier: {label}", "text": "Searches at each memory budget (the "
              "line: the best at or under each peak) and the registered schedules (diamonds).",
-             "items": [plot(traces, layout), table(df, columns)]}]
+             "items": [plot(traces, layout), table(df, columns, {"limit": "unlimited"})]}]
 
 
 # ---------------------------------------------------------------------------- measured runs

@@ -179,7 +179,8 @@ function renderTable(parent, item) {
   const LIMIT = 500;
   const cols = item.columns;
   const fmts = cols.map((c) => formatter(c.format));
-  const shown = item.rows.map((r) => r.map((v, j) => (v === null ? "" : fmts[j](v))));
+  const shown = item.rows.map((r) => r.map((v, j) => (v === null ? cols[j].missing
+    : fmts[j](v))));
   const order = item.rows.map((_, i) => i);
   const filters = cols.map(() => null);
   let sortCol = -1, sortDir = 1;
