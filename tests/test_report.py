@@ -172,8 +172,11 @@ def test_frontier_script_and_measured_run(browser, tmp_path, monkeypatch):
                           "--threads", "1", "--out", str(tmp_path)]) == 0
     page = Opened(browser, tmp_path / "frontier.html")
     assert page.drawn == 1
-    # each placement's search without a memory limit
-    assert page.page.locator(".fastpp-table td", has_text="unlimited").count() == 2
+    # the rows without a memory limit: each placement's last search, every fixed schedule
+    table = pd.read_parquet(tmp_path / "frontier.parquet")
+    unlimited = int(np.isinf(table["memory_limit"]).sum())
+    assert unlimited == 2 + int((table["kind"] == "fixed").sum())
+    assert page.page.locator(".fastpp-table td", has_text="unlimited").count() == unlimited
     page.check_offline()
     # a measured run: both simulations, chosen in the drop-down
     out = tmp_path / "measured.html"
