@@ -1,4 +1,5 @@
-"""The command line: ``python -m fastpp {simulate, optimize, plan, measure, show, list}``."""
+"""The command line: ``python -m fastpp {simulate, optimize, plan, measure, report, show,
+list}``."""
 
 from __future__ import annotations
 
@@ -114,6 +115,18 @@ def main(argv=None) -> int:
         "to --out, read them back and print the measured, replayed and predicted makespans. "
         "On a machine with p GPUs, --device cuda runs NCCL with one GPU per rank.")
     _measure_args(meas)
+    rep = sub.add_parser("report", help="write an interactive HTML report of sweeps, plans, "
+                         "frontiers and measured runs",
+                         description="One self-contained HTML file (it opens offline): a "
+                         "sweep's heat maps, Pareto fronts and timelines, a plan's table and "
+                         "scatter, a frontier, a measured run against its simulations.")
+    rep.add_argument("paths", nargs="+", metavar="PATH", help="a sweep folder or table, a plan "
+                     "or frontier table (Parquet or CSV), or a measured-run folder")
+    rep.add_argument("-o", "--output", default="report.html", help="the HTML file "
+                     "(report.html)")
+    rep.add_argument("--schedules", nargs="+", default=None, metavar="NAME",
+                     help="schedules whose timelines a sweep's report also shows at every "
+                     "(p, n)")
     show = sub.add_parser("show", help="print a schedule's ops laid out by time, bubbles as dots")
     _schedule_args(show)
     _cost_args(show)
@@ -133,6 +146,11 @@ def main(argv=None) -> int:
             return _plan(args)
         if args.command == "measure":
             return _measure(args)
+        if args.command == "report":
+            from .reports import report
+
+            print(f"report: {report(*args.paths, output=args.output, schedules=args.schedules)}")
+            return 0
         if args.command == "optimize":
             costs = Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma)
             found = optimize(args.p, args.n, costs, memory=_memory_limit(args.memory_limit, args.p),
@@ -227,6 +245,7 @@ def _plan(args) -> int:
         png = plot.plan_scatter(df, out / "plan.png", capacity,
                                 title=f"{args.model} on {args.gpus} x {hardware.name}")
         print(f"picture: {png}")
+        write_report(out / "plan.parquet", out / "plan.html")
     return 0
 
 
@@ -267,6 +286,8 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
 
 
 def _measure(args) -> int:
+    from pathlib import Path
+
     from . import read_torch_trace
     from .measured.runner import measure
 
@@ -303,7 +324,18 @@ def _measure(args) -> int:
         from . import plot
 
         print(f"picture: {plot.measured_timelines(run, replay, args.picture)}")
+    write_report(run, Path(args.out) / "report.html")
     return 0
+
+
+def write_report(what, path) -> None:
+    """The interactive report of a script's or command's result, or a note without plotly."""
+    try:
+        from .reports import report
+
+        print(f"report: {report(what, output=path)}")
+    except ImportError as err:
+        print(f"no report ({err})")
 
 
 def _report(res) -> None:

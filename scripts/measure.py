@@ -19,7 +19,8 @@ of the median ZB-V run, whose backward is split, and the schedule it finds runs 
 beside 1F1B and ZB-V: its measured gains over them against its predicted gains (1F1B
 predicted from its own median run's costs). Writes the table to results/measured/measured.csv, the
 measured against predicted timelines of the found schedule to docs/measured.png and a
-Perfetto trace holding both to results/measured-trace.json.
+Perfetto trace holding both to results/measured-trace.json, and the found schedule's run as an
+interactive report to results/measured/report.html.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 import fastpp
+from fastpp.__main__ import write_report
 from fastpp.measured.runner import TORCH_CLASSES, measure_many
 
 
@@ -165,6 +167,7 @@ def main(argv=None) -> int:
     print(f"picture: {plot.measured_timelines(shown, prediction, args.picture, title)}")
     Path(args.trace).parent.mkdir(parents=True, exist_ok=True)
     print(f"trace: {write_measured_trace(shown, prediction, args.trace)}")
+    write_report(shown, out / "report.html")
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 
