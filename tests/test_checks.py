@@ -23,6 +23,8 @@ WITHOUT = [
      "fastpp.plot needs matplotlib: pip install 'fastpp[plot]'"),
     ("dask", "fastpp.sweep('1f1b', p=2, n=2, executor='dask', progress=False)",
      "executor='dask' needs Dask: pip install 'fastpp[dask]'"),
+    ("plotly", "fastpp.report(fastpp.sweep('1f1b', p=2, n=2, progress=False))",
+     "fastpp.report needs plotly: pip install 'fastpp[report]'"),
 ]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checks import ScheduleError, ScheduleTypeError, one_of
+from ..checks import ScheduleError, ScheduleTypeError, one_of, require
 from ..generators.registry import SCHEDULES
 from . import figures, page
 from .inputs import load
@@ -42,8 +42,8 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
     ScheduleError
         If an input cannot be read, is an empty table or a table of an unknown kind (the
         message names the input and what was expected), or a schedule is not registered.
-    ImportError
-        If plotly is not installed (``pip install 'fastpp[report]'``).
+    MissingExtraError
+        If plotly is not installed (``pip install 'fastpp[report]'``); also an ImportError.
     """
     if not inputs:
         raise ScheduleError("inputs must be at least one path, table or measured run (got "
@@ -58,10 +58,7 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
             one_of(name, "schedules", list(SCHEDULES))
     if not isinstance(output, (str, Path)):
         raise ScheduleTypeError(f"output must be a path (got {type(output).__name__})")
-    try:
-        from plotly.offline import get_plotlyjs
-    except ImportError:
-        raise ImportError("fastpp.report needs plotly: pip install 'fastpp[report]'") from None
+    get_plotlyjs = require("plotly.offline", "report", "fastpp.report", "plotly").get_plotlyjs
     path = Path(output)
     if not path.parent.is_dir() or path.is_dir():
         raise ScheduleError(f"output must be a file in an existing folder (got {str(path)!r})")
