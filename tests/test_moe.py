@@ -259,3 +259,17 @@ def test_dense_models_keep_their_numbers():
     with pytest.raises(ScheduleError, match="ep must hold positive integers"):
         plan("llama3-8b", 8, seq=2048, global_batch=16, ep=[0])
     assert np.isfinite(df["tflops_per_gpu"]).all()
+
+
+def test_a_dense_layer_is_its_two_halves():
+    """layer_times adds a dense layer's halves in one fixed order; the halves that
+    layer_parts reads sum to it."""
+    from fastpp.model.compute import attention_times, layer_times, mlp_times
+
+    for name in ("gpt3-175b", "llama3-70b"):
+        model, hw = MODELS[name], HARDWARE["H100-80GB"]
+        for sp in (False, True):
+            whole = layer_times(model, hw, 2048, 2, 4, sp, 0)
+            halves = [f(model, hw, 2048, 2, 4, sp) for f in (attention_times, mlp_times)]
+            for k in ("forward", "input_grad", "weight_grad"):
+                assert whole[k] == pytest.approx(halves[0][k] + halves[1][k], rel=1e-12)

@@ -197,6 +197,8 @@ def layer_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
     into ``RECOMPUTE``) broadcast. ``mlp``: the MLP half's times (default the dense MLP's,
     ``mlp_times``; ``fastpp.model.moe`` gives the experts')."""
     rc = np.asarray(recompute)
+    if mlp is None and not model.mla:
+        return _dense_layer_times(model, hardware, seq, microbatch, t, sequence_parallel, rc)
     attention = attention_times(model, hardware, seq, microbatch, t, sequence_parallel)
     if mlp is None:
         mlp = mlp_times(model, hardware, seq, microbatch, t, sequence_parallel)
@@ -207,6 +209,37 @@ def layer_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
     zero = 0.0 * rc
     return {"forward": forward + zero, "input_grad": input_grad + zero,
             "weight_grad": attention["weight_grad"] + mlp["weight_grad"] + zero}
+
+
+def _dense_layer_times(model: Transformer, hw: Hardware, seq: int, microbatch, t,
+                       sequence_parallel: bool, rc) -> dict[str, np.ndarray]:
+    """``layer_times`` of a standard dense layer: the sum of ``attention_times`` and
+    ``mlp_times`` added in one fixed order, the order the validated figures were computed in
+    (a reordered sum moves the last bits, and the Zero Bubble heuristic's ties with them)."""
+    s, h, F = float(seq), float(model.hidden), float(model.ffn)
+    b = np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
+    T = s * b
+    rows = T / t if sequence_parallel else T  # the norms' and residuals' rows
+    G = 2.0 if model.swiglu else 1.0
+    (qkv, _), (_, out) = _attention_shapes(model, t)[0]
+    drop = 0.5 if model.dropout else 0.0
+    norms = 2.0 * memory_time(hw, 2.0 * BYTES * rows * h)
+    residuals = 2.0 * memory_time(hw, (3.0 + drop) * BYTES * rows * h)
+    act_fwd = memory_time(hw, (G + 1.0) * BYTES * T * F / t)
+    core_fwd, core_bwd = _attention(hw, model, s, b, t)
+    forward = (norms + residuals + act_fwd + core_fwd
+               + matmul_time(hw, T, qkv, h) + matmul_time(hw, T, h, out)
+               + matmul_time(hw, T, G * F / t, h) + matmul_time(hw, T, h, F / t))
+    input_grad = (1.5 * norms + (2.0 + drop) / (3.0 + drop) * residuals
+                  + memory_time(hw, (G + 2.0) * BYTES * T * F / t) + core_bwd
+                  + matmul_time(hw, T, h, qkv) + matmul_time(hw, T, out, h)
+                  + matmul_time(hw, T, h, G * F / t) + matmul_time(hw, T, F / t, h))
+    weight_grad = (matmul_time(hw, h, qkv, T) + matmul_time(hw, out, h, T)
+                   + matmul_time(hw, h, G * F / t, T) + matmul_time(hw, F / t, h, T))
+    input_grad = input_grad + np.where(rc == 1, core_fwd, np.where(rc == 2, forward, 0.0))
+    return {"forward": forward + 0.0 * b, "input_grad": input_grad + 0.0 * b,
+            "weight_grad": weight_grad + 0.0 * b}
 
 
 def head_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,

@@ -108,8 +108,9 @@ def _tokens(model: Transformer, seq, microbatch, t, etp, imbalance, cp=1):
 def expert_costs(model: Transformer, seq, microbatch, t, etp, imbalance=1.0, cp=1):
     """An MoE layer's MLP half for one microbatch on one GPU, as
     ``fastpp.model.transformer.mlp_costs`` gives a dense one (FLOPs ``forward`` =
-    ``weight_grad``, bytes ``whole`` and ``split`` of the shared experts and the MLP's input),
-    plus ``fixed``: the router's and the routed experts' stored bytes, already per GPU."""
+    ``weight_grad``, bytes per token ``whole`` and ``split`` of the MLP's input and the shared
+    experts), plus ``fixed``: the router's and the routed experts' stored bytes, already per
+    GPU."""
     s, h = float(seq), float(model.hidden)
     b = np.asarray(microbatch, np.float64)
     t = np.asarray(t, np.float64)
@@ -120,7 +121,7 @@ def expert_costs(model: Transformer, seq, microbatch, t, etp, imbalance=1.0, cp=
     inside = (8.0 if model.swiglu else 4.0) * model.expert_ffn
     whole = 4.0 * h + (h if model.dropout else 0.0)
     return {"forward": routed + router + shared, "weight_grad": routed + router + shared,
-            "whole": s * b / cp * whole, "split": s * b / cp * model.shared_experts * inside,
+            "whole": whole, "split": model.shared_experts * inside,
             "fixed": (ROUTER_BYTES * owned * model.experts
                       + received * (4.0 * h + inside / np.asarray(etp, np.float64)))}
 
@@ -133,9 +134,8 @@ def moe_layer_costs(model: Transformer, seq: int, microbatch, t, etp, sequence_p
                                         np.asarray(t, np.float64),
                                         np.asarray(etp, np.float64), np.asarray(recompute))
     experts = expert_costs(model, seq, b, t, etp, imbalance)
-    inputs = BYTES * seq * b * model.hidden / (t if sequence_parallel else 1.0)
-    return combine(attention_costs(model, seq, b, t), experts, t, sequence_parallel, rc,
-                   inputs, experts["fixed"])
+    return combine(attention_costs(model, seq, b, t), experts, float(seq) * b, t,
+                   sequence_parallel, rc, experts["fixed"])
 
 
 def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, ep, etp,

@@ -302,8 +302,9 @@ def attention_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np
     """The attention half of a layer (its norm, projections and core) for one microbatch on
     one tensor-parallel rank: ``forward`` and ``weight_grad`` FLOPs of the projections (the
     input grad equals the forward), ``core`` (the core's forward FLOPs; its input grad is
-    twice that), stored bytes ``whole`` (on every rank without sequence parallelism) and
-    ``split`` (over ``t``), and the scores' bytes ``scores`` (unless FlashAttention)."""
+    twice that), stored bytes per token ``whole`` (on every rank without sequence
+    parallelism) and ``split`` (over ``t``), and the scores' bytes ``scores`` (unless
+    FlashAttention)."""
     s, h, a = float(seq), float(model.hidden), float(model.heads)
     d, dv = float(model.head_dim), float(model.v_head_dim)
     b = np.asarray(microbatch, np.float64)
@@ -322,27 +323,27 @@ def attention_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np
     mm = 2.0 * sb * (split_params / t + duplicated)
     scores = 0.0 if model.flash_attention else (5.0 if model.dropout else 2.0) * a * s * sb / t
     return {"forward": mm, "weight_grad": mm, "core": 2.0 * b * s * s * model.core_width() / t,
-            "whole": sb * whole, "split": sb * split, "scores": scores + 0.0 * b}
+            "hidden": h,
+            "whole": whole, "split": split, "scores": scores + 0.0 * b}
 
 
 def mlp_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np.ndarray]:
     """The dense MLP half of a layer (its norm and matrices) as ``attention_costs`` gives the
     attention's: ``forward`` (= input grad = ``weight_grad``) FLOPs, ``whole`` and ``split``
-    bytes."""
+    bytes per token."""
     s, h = float(seq), float(model.hidden)
     b = np.asarray(microbatch, np.float64)
     t = np.asarray(t, np.float64)
     mm = 2.0 * s * b * model.mlp_params() / t
     whole = 4.0 * h + (h if model.dropout else 0.0)
     split = (8.0 if model.swiglu else 4.0) * model.ffn
-    return {"forward": mm, "weight_grad": mm, "whole": s * b * whole, "split": s * b * split}
+    return {"forward": mm, "weight_grad": mm, "whole": whole, "split": split}
 
 
-def combine(attention, mlp, t, sequence_parallel: bool, recompute, inputs, fixed=0.0):
+def combine(attention, mlp, sb, t, sequence_parallel: bool, recompute, fixed=0.0):
     """A layer's FLOPs, stored bytes and ``gamma`` from its two halves (``attention_costs``
-    and ``mlp_costs`` or ``fastpp.model.moe``'s experts), as ``layer_costs`` returns them;
-    ``inputs`` the layer input's bytes (what full recomputation keeps), ``fixed`` bytes
-    already per rank (the routed experts')."""
+    and ``mlp_costs`` or ``fastpp.model.moe``'s experts) over ``sb`` tokens, as
+    ``layer_costs`` returns them; ``fixed`` bytes already per rank (the routed experts')."""
     t = np.asarray(t, np.float64)
     rc = np.asarray(recompute)
     core = attention["core"]
@@ -352,8 +353,9 @@ def combine(attention, mlp, t, sequence_parallel: bool, recompute, inputs, fixed
     input_grad = input_grad + np.where(rc == 1, core, np.where(rc == 2, forward, 0.0))
     whole = attention["whole"] + mlp["whole"]
     split = attention["split"] + mlp["split"]
-    kept = (whole + split) / t if sequence_parallel else whole + split / t
+    kept = sb * (whole + split) / t if sequence_parallel else sb * (whole + split / t)
     kept = kept + fixed
+    inputs = BYTES * sb * attention["hidden"] / (t if sequence_parallel else 1.0)
     stored = np.where(rc == 0, kept + attention["scores"], kept)
     activations = np.where(rc == 2, inputs, stored)
     gamma = np.where(rc == 2, 1.0, 32.0 / 34.0 * kept / activations)
@@ -376,9 +378,8 @@ def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: 
     """
     b, t, rc = np.broadcast_arrays(np.asarray(microbatch, np.float64),
                                    np.asarray(t, np.float64), np.asarray(recompute))
-    inputs = BYTES * seq * b * model.hidden / (t if sequence_parallel else 1.0)
-    return combine(attention_costs(model, seq, b, t), mlp_costs(model, seq, b, t), t,
-                   sequence_parallel, rc, inputs)
+    return combine(attention_costs(model, seq, b, t), mlp_costs(model, seq, b, t),
+                   float(seq) * b, t, sequence_parallel, rc)
 
 
 def chunk_layers(layers: int, chunks: int) -> np.ndarray:
