@@ -470,6 +470,9 @@ def summary(df, top: int = 10) -> str:
             f"{'act GB':>7} {'GB/GPU':>7}")
 
     layouts = df.attrs.get("layouts", False)  # asked for: each row's layout is shown
+    experts = bool(len(df)) and bool((df["ep"] > 1).any())  # an MoE plan: ep is shown
+    if experts:
+        cols += f" {'ep':>4}"
     if layouts:
         cols += "  layout"
 
@@ -477,7 +480,8 @@ def summary(df, top: int = 10) -> str:
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
-                f"{r.peak_memory / GB:>7.1f}" + (f"  {r.layout}" if layouts else ""))
+                f"{r.peak_memory / GB:>7.1f}" + (f" {r.ep:>4}" if experts else "")
+                + (f"  {r.layout}" if layouts else ""))
 
     fits = df[df["fits"]]
     ran = df[df["step_time"].notna()]
@@ -500,7 +504,8 @@ def _fold_alike(rows):
     """Rows without a pipeline (p = 1) whose time and bytes equal the first such row's to four
     digits, as one line ("1f1b (+5 alike)"): there many schedules run one timeline in the
     same bytes."""
-    key = rows[["t", "p", "d", "microbatch", "recompute", "zero"]].assign(
+    key = rows[["t", "p", "d", "ep", "etp", "microbatch", "recompute", "zero",
+                 "precision"]].assign(
         **{k: rows[k].map(lambda x: f"{x:.4g}") for k in ("step_time", "peak_memory",
                                                            "peak_activations")})
     repeat = (rows["p"] == 1) & key.duplicated()
