@@ -16,6 +16,7 @@ import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
 from ..costs import Costs
+from ..ops import FB
 from ..schedule import Schedule
 from .hardware import GB, HARDWARE, LINKS, Hardware, Link, preset
 from .layout import (
@@ -27,9 +28,19 @@ from .layout import (
     parse_layout,
     torchtitan_layers,
 )
+from .overlap import overlap_reason
 from .plan import PLAN_COLUMNS, plan
 from .presets import MODELS
-from .stages import optimizer_split, stage_params, stage_table
+from .stages import (
+    CP_COMMS,
+    IN_FLIGHT_LAYERS,
+    ZERO,
+    ZERO3_GATHERS,
+    check_cp,
+    optimizer_split,
+    stage_params,
+    stage_table,
+)
 from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
 from .validate import validate
 
@@ -57,13 +68,36 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
             np.array(given.loss)[chunk])
 
 
+def pair_partner(schedule: Schedule) -> np.ndarray:
+    """Per stage, the stage of its overlapped pairs' backward half: the device's other stage
+    where each device holds two (DualPipe, DualPipeV: stages ``r`` and ``V-1-r``), else the
+    stage itself."""
+    stages = np.arange(schedule.V)
+    if schedule.V == 2 * schedule.p and np.array_equal(
+            schedule.stage_to_device[::-1], schedule.stage_to_device):
+        return stages[::-1].copy()
+    return stages
+
+
 def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequence_parallel,
-            recompute, layout, layers, blocking_handoffs=True, tp_overlap=False):
+            recompute, layout, layers, blocking_handoffs=True, tp_overlap=False, cp=1,
+            cp_comm="all-gather", zero=0, zero3="layer", overlap=False):
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")
     seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
-    tp, dp = positive_int(tp, "tp"), positive_int(dp, "dp")
+    tp, dp, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
     one_of(recompute, "recompute", RECOMPUTE)
+    one_of(cp_comm, "cp_comm", CP_COMMS)
+    one_of(zero, "zero", ZERO)
+    one_of(zero3, "zero3", ZERO3_GATHERS)
+    one_of(overlap, "overlap", (False, True))
+    check_cp(seq, cp)
+    pairs = bool(np.any(schedule.kind == FB)) if isinstance(schedule, Schedule) else False
+    if overlap or schedule.name == "combined-1f1b":
+        # Megatron's combined 1F1B is its overlap: it refuses full recomputation as well
+        reason = overlap_reason(schedule.name, pairs or not overlap, recompute)
+        if reason:
+            raise ScheduleError(reason)
     for flag, name in ((sequence_parallel, "sequence_parallel"),
                        (blocking_handoffs, "blocking_handoffs"), (tp_overlap, "tp_overlap")):
         one_of(flag, name, (False, True))
@@ -78,7 +112,9 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
                         p=one + schedule.p, m=one + schedule.m,
                         sequence_parallel=sequence_parallel,
                         recompute=one + RECOMPUTE.index(recompute),
-                        blocking=bool(blocking_handoffs), tp_overlap=bool(tp_overlap))
+                        blocking=bool(blocking_handoffs), tp_overlap=bool(tp_overlap),
+                        c=one + cp, zero=one + zero, overlap=one + bool(overlap),
+                        cp_comm=cp_comm, zero3=zero3, partner=pair_partner(schedule))
     idle = np.flatnonzero((table["f"] <= 0) | (table["b"] <= 0))
     if idle.size:
         s = int(idle[0])
@@ -92,7 +128,8 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
                       microbatch: int = 1, tp: int = 1, dp: int = 1,
                       sequence_parallel: bool = True, recompute: str = "none", layout=None,
                       layers=None, blocking_handoffs: bool = True,
-                      tp_overlap: bool = False) -> Costs:
+                      tp_overlap: bool = False, cp: int = 1, cp_comm: str = "all-gather",
+                      zero: int = 0, zero3: str = "layer", overlap: bool = False) -> Costs:
     """The ``Costs`` of running ``model`` on ``schedule``: seconds and bytes per stage.
 
     Parameters
@@ -121,37 +158,58 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
     blocking_handoffs, tp_overlap : bool
         As for ``plan``: Megatron's blocking pipeline hand-offs (default) and Transformer
         Engine's tensor-parallel overlap.
+    cp : int
+        Context-parallel degree: each sequence in ``2 cp`` chunks, two per rank
+        (``fastpp.model.stages.stage_table``); ``seq`` must be a multiple of ``2 cp``.
+    cp_comm : {"all-gather", "ring"}
+        How K and V reach every context-parallel rank: all-gathered per layer (Llama 3) or
+        passed round a ring under the attention.
+    zero : {0, 1, 2, 3}
+        ZeRO stage over the ``dp * cp`` replicas; only ZeRO-3 changes the pipeline's times.
+    zero3 : {"layer", "step"}
+        ZeRO-3's weight all-gathers: per layer in each forward and backward, or once per step.
+    overlap : bool
+        Price the schedule's overlapped pairs with ``fastpp.model.overlap`` (``Costs.fb``):
+        DualPipe, DualPipeV and combined 1F1B. Without it a pair takes ``f + b``, the
+        all-to-alls inside each.
 
     Returns
     -------
     Costs
         ``f, b, w`` in seconds, ``act`` in bytes (``Result.peak_activations`` is then in
-        bytes), ``gamma`` per stage, hand-offs of ``latency + message_bytes / bandwidth``.
+        bytes), ``gamma`` per stage, hand-offs of ``latency + message_bytes / bandwidth``,
+        ``fb`` with ``overlap``.
 
     Raises
     ------
     ScheduleError
         For a bad count, a layout that does not parse (naming the position), one whose
         stages are not the schedule's model chunks or whose layers are not the model's, or
-        one that leaves a stage without work.
+        one that leaves a stage without work; ``cp`` not splitting ``seq`` into ``2 cp``
+        chunks; an overlap asked of a schedule without pairs or with ``recompute="full"``
+        (which ``"combined-1f1b"`` refuses in any case).
     """
     table = _stages(model, hardware, schedule, seq, microbatch, tp, dp, sequence_parallel,
-                    recompute, layout, layers, blocking_handoffs, tp_overlap)
+                    recompute, layout, layers, blocking_handoffs, tp_overlap, cp, cp_comm,
+                    zero, zero3, overlap)
     return Costs(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
                  gamma=table["gamma"], act=table["act"],
                  bandwidth=float(table["bandwidth"][0]),
-                 message_bytes=float(table["message_bytes"][0]))
+                 message_bytes=float(table["message_bytes"][0]), fb=table.get("fb"))
 
 
 def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: int = 1,
-                 layout=None, layers=None) -> dict[str, np.ndarray]:
+                 layout=None, layers=None, cp: int = 1,
+                 zero3: str = "layer") -> dict[str, np.ndarray]:
     """Per device: ``parameter_bytes``, ``gradient_bytes`` and ``optimizer_bytes`` of the
     stages it holds (mixed-precision Adam, 2 + 2 + 12 bytes per parameter, ZeRO ``zero`` over
-    ``dp`` replicas; a tied output layer on the embedding's device is one copy), the layers
-    split by ``layout`` or ``layers`` as for ``transformer_costs``."""
-    one_of(zero, "zero", (0, 1, 2))
+    the ``dp * cp`` replicas; a tied output layer on the embedding's device is one copy), the
+    layers split by ``layout`` or ``layers`` as for ``transformer_costs``; ZeRO-3 as
+    ``fastpp.model.stages.optimizer_split`` holds it (``zero3``)."""
+    one_of(zero, "zero", ZERO)
+    one_of(zero3, "zero3", ZERO3_GATHERS)
     model = preset(MODELS, model, "model")
-    tp, dp = positive_int(tp, "tp"), positive_int(dp, "dp")
+    tp, dp, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
     per_stage, embedding, loss = _chunks(model, schedule, layout, layers)
     params = np.bincount(schedule.stage_to_device,
                          weights=stage_params(model, per_stage, embedding, loss, tp),
@@ -161,5 +219,6 @@ def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: i
             schedule.stage_to_device[np.flatnonzero(loss)]
         shared = ends[0][ends[0] == ends[1]]
         np.subtract.at(params, shared, model.vocab * model.hidden / tp)
-    weights, grads, optimizer = optimizer_split(params, dp, zero)
+    weights, grads, optimizer = optimizer_split(
+        params, dp * cp, zero, zero3, IN_FLIGHT_LAYERS * model.layer_params() / tp)
     return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}

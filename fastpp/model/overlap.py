@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..checks import ScheduleError, positive_int
+from ..generators.registry import SCHEDULES
 
 # DeepSeek-V3 report section 3.2.2: 20 of the H800's 132 SMs run the all-to-alls
 COMM_SMS, SMS = 20, 132
@@ -100,3 +101,15 @@ def saving(parts: LayerParts, *, comm_sms: int = COMM_SMS, sms: int = SMS) -> np
     """``serial_time - pair_time``: what the overlap saves per layer (negative when the SMs
     it reserves cost more than the communication it hides)."""
     return serial_time(parts) - pair_time(parts, comm_sms=comm_sms, sms=sms)
+
+
+def overlap_reason(name: str, pairs: bool, recompute: str) -> str:
+    """Why the pair overlap cannot run on a schedule (``""`` if it can)."""
+    if not pairs:
+        paired = [k for k, spec in SCHEDULES.items() if spec.pairs]
+        return (f"overlap needs a schedule with overlapped forward-and-backward pairs, one of "
+                f"{paired} (got {name!r})")
+    if recompute == "full":
+        return (f"overlap cannot run with recompute='full' (the pair needs the forward's "
+                f"activations; Megatron refuses it too) (got schedule {name!r})")
+    return ""
