@@ -92,12 +92,6 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
     one_of(zero3, "zero3", ZERO3_GATHERS)
     one_of(overlap, "overlap", (False, True))
     check_cp(seq, cp)
-    pairs = bool(np.any(schedule.kind == FB)) if isinstance(schedule, Schedule) else False
-    if overlap or schedule.name == "combined-1f1b":
-        # Megatron's combined 1F1B is its overlap: it refuses full recomputation as well
-        reason = overlap_reason(schedule.name, pairs or not overlap, recompute)
-        if reason:
-            raise ScheduleError(reason)
     for flag, name in ((sequence_parallel, "sequence_parallel"),
                        (blocking_handoffs, "blocking_handoffs"), (tp_overlap, "tp_overlap")):
         one_of(flag, name, (False, True))
@@ -105,6 +99,12 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
         raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got tp={tp})")
     per_stage, embedding, loss = _chunks(model, schedule, layout, layers)
+    if overlap or schedule.name == "combined-1f1b":
+        # Megatron's combined 1F1B is its overlap: it refuses full recomputation as well
+        pairs = bool(np.any(schedule.kind == FB))
+        reason = overlap_reason(schedule.name, pairs or not overlap, recompute)
+        if reason:
+            raise ScheduleError(reason)
     one = np.zeros(1, np.int64)
     table = stage_table(model, hardware, seq, config=np.zeros(schedule.V, np.int64),
                         layers=per_stage, embedding=embedding, loss=loss,

@@ -125,7 +125,7 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
                 + ends * per_stage(head["head_input_grad"] + edge))
     kept = layers * per_stage(layer["activations"])
     act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, tp, 1.0))
-           + ends * per_stage(4.0 * seq * b * model.vocab / tp))
+           + ends * per_stage(4.0 * seq * share * model.vocab / tp))
     gamma = np.divide(kept * per_stage(layer["gamma"]), act, out=np.zeros_like(act),
                       where=act > 0)
     params = stage_params(model, layers, embedding, loss, per_stage(tp))
