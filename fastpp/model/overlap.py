@@ -103,7 +103,7 @@ def saving(parts: LayerParts, *, comm_sms: int = COMM_SMS, sms: int = SMS) -> np
     return serial_time(parts) - pair_time(parts, comm_sms=comm_sms, sms=sms)
 
 
-def overlap_reason(name: str, pairs: bool, recompute: str) -> str:
+def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1) -> str:
     """Why the pair overlap cannot run on a schedule (``""`` if it can)."""
     if not pairs:
         paired = [k for k, spec in SCHEDULES.items() if spec.pairs]
@@ -112,4 +112,8 @@ def overlap_reason(name: str, pairs: bool, recompute: str) -> str:
     if recompute == "full":
         return (f"overlap cannot run with recompute='full' (the pair needs the forward's "
                 f"activations; Megatron refuses it too) (got schedule {name!r})")
+    if cp > 1:
+        # not modelled: the pair's parts are priced for whole sequences (Megatron advises
+        # against CP with its EP overlap on Hopper as well)
+        return f"overlap is not modelled with context parallelism (got cp={cp})"
     return ""

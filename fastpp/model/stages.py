@@ -15,10 +15,11 @@ from .comm import (
     reduce_scatter,
     tensor_parallel_per_node,
 )
-from .compute import _attention, head_times, layer_times, optimizer_time
+from .compute import _attention, head_times, layer_times, matmul_time, optimizer_time
 from .hardware import Hardware
-from .overlap import LayerParts, saving
-from .transformer import BYTES, Transformer, layer_costs
+from .moe import all_to_all_times, expert_times, layer_parts, moe_layer_costs
+from .overlap import saving
+from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
 # gradients, fp32 master weights, momentum and variance
@@ -37,7 +38,9 @@ IN_FLIGHT_LAYERS = 2  # ZeRO-3 per layer: the layer computed and the next one pr
 
 def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, layers, embedding,
                 loss, microbatch, t, d, p, m, sequence_parallel, recompute,
-                tp_overlap: bool = False, blocking: bool = False, c=1, zero=0, overlap=False,
+                tp_overlap: bool = False, blocking: bool = False, moe_layers=0.0, mtp=0.0,
+                ep=1, etp=1, precision: str | None = None, node_limit=None,
+                imbalance: float = 1.0, c=1, zero=0, overlap=False,
                 cp_comm: str = "all-gather", zero3: str = "layer", partner=None):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
@@ -77,24 +80,36 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     send and receive between two ops), each chunk op with ``p > 1`` also holds its device for
     one hand-off's transfer.
 
+    With experts (``fastpp.model.moe``): per stage ``moe_layers`` (how many of its ``layers``
+    have experts) and ``mtp`` (multi-token-prediction modules it holds), per configuration
+    ``ep`` and ``etp``; the products in ``precision`` (default the hardware's), DeepSeek's
+    ``node_limit`` and the token ``imbalance``. An MoE layer's all-to-alls sit inside its
+    forward and input-grad backward (no overlap). An MTP module costs a layer, its ``2h x h``
+    projection, and the output layer and loss again.
+
     Returns
     -------
     dict
         Per stage ``f, b, w`` (seconds, per device of a plain pipeline: ``m`` times a chunk's
-        time), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma`` and ``params`` (on
-        one rank), ``fb`` when any configuration overlaps; per configuration ``comm``
-        (latency), ``bandwidth`` and ``message_bytes`` of the pipeline's hand-offs.
+        time), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma``, ``params`` (on
+        one rank; reduced over ``d``) and ``expert_params`` (the routed experts' on one GPU,
+        reduced over ``edp``), ``fb`` where a configuration's pairs save time; per
+        configuration ``comm`` (latency), ``bandwidth`` and ``message_bytes`` of the
+        pipeline's hand-offs.
     """
+    if precision is not None:
+        hardware = hardware.with_precision(precision)
     # a layer's costs depend on its configuration only: priced once per configuration
     b, tp, rc, cp, z, ov = np.broadcast_arrays(*(np.asarray(x) for x in (
         microbatch, t, recompute, c, zero, overlap)))
-    share = b / cp  # context parallelism: the sequences' share one rank prices (see above)
-    layer = layer_costs(model, seq, share, tp, sequence_parallel, rc)
-    times = layer_times(model, hardware, seq, share, tp, sequence_parallel, rc)
-    head = head_times(model, hardware, seq, share, tp, sequence_parallel)
-    cp_forward, cp_backward = context_parallel_times(model, hardware, seq, b, tp, cp, cp_comm)
+    whole, b = b, b / cp  # context parallelism: the sequences' share one rank prices (above)
+    layer = layer_costs(model, seq, b, tp, sequence_parallel, rc)
+    times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc)
+    head = head_times(model, hardware, seq, b, tp, sequence_parallel)
+    cp_forward, cp_backward = context_parallel_times(model, hardware, seq, whole, tp, cp,
+                                                     cp_comm)
     cp_backward = cp_backward + np.where(rc == 2, cp_forward, 0.0)  # a full recompute repeats
-    sbh = seq * share * model.hidden
+    sbh = seq * b * model.hidden
     spans = tensor_parallel_per_node(hardware, tp)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
     # an all-gather and a reduce-scatter each with sequence parallelism (the same bytes)
@@ -109,26 +124,66 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     # the embedding's output and the logits' input cross the ranks once each way; the
     # vocabulary-parallel loss all-reduces its max, sum and target logit (4 bytes a token)
     edge = np.where(tp > 1, exchange, 0.0) / (2.0 if sequence_parallel else 1.0)
-    loss_sync = 3.0 * all_reduce(hardware, 4.0 * seq * share, tp, spans)
+    loss_sync = 3.0 * all_reduce(hardware, 4.0 * seq * b, tp, spans)
 
     def per_stage(x):
         return np.broadcast_to(x, b.shape)[config]
 
     starts, ends = embedding, loss
-    forward = (layers * per_stage(times["forward"] + tp_forward + cp_forward)
+    dense = layers - moe_layers
+    # every layer's attention (dense or MoE) exchanges K and V across the CP ranks
+    forward = (dense * per_stage(times["forward"] + tp_forward) + layers * per_stage(cp_forward)
                + starts * per_stage(head["embed_forward"] + edge)
                + ends * per_stage(head["head_forward"] + loss_sync
                                   + (edge if sequence_parallel else 0.0)))
-    weight = (layers * per_stage(times["weight_grad"]) + ends * per_stage(head["head_weight_grad"])
+    weight = (dense * per_stage(times["weight_grad"])
+              + ends * per_stage(head["head_weight_grad"])
               + starts * per_stage(head["embed_weight"]))
-    backward = (layers * per_stage(times["input_grad"] + tp_backward + cp_backward) + weight
+    backward = (dense * per_stage(times["input_grad"] + tp_backward)
+                + layers * per_stage(cp_backward) + weight
                 + ends * per_stage(head["head_input_grad"] + edge))
-    kept = layers * per_stage(layer["activations"])
+    kept = dense * per_stage(layer["activations"])
+    held_by_w = kept * per_stage(layer["gamma"])
     act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, tp, 1.0))
-           + ends * per_stage(4.0 * seq * share * model.vocab / tp))
-    gamma = np.divide(kept * per_stage(layer["gamma"]), act, out=np.zeros_like(act),
-                      where=act > 0)
-    params = stage_params(model, layers, embedding, loss, per_stage(tp))
+           + ends * per_stage(4.0 * seq * b * model.vocab / tp))
+    if model.moe or model.mtp_depth:
+        moe_layers, mtp = np.asarray(moe_layers, np.float64), np.asarray(mtp, np.float64)
+        ep, etp = (np.broadcast_to(np.asarray(x), b.shape) for x in (ep, etp))
+        one = {"forward": times["forward"] + tp_forward, "input_grad": times["input_grad"]
+               + tp_backward, "weight_grad": times["weight_grad"],
+               "activations": layer["activations"], "gamma": layer["gamma"]}
+        if model.moe:
+            one = _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel,
+                             layer, exchange, tp_overlap, node_limit, imbalance)
+            forward = forward + moe_layers * per_stage(one["forward"])
+            w = moe_layers * per_stage(one["weight_grad"])
+            weight = weight + w
+            backward = backward + moe_layers * per_stage(one["input_grad"]) + w
+            moe_kept = moe_layers * per_stage(one["activations"])
+            kept, act = kept + moe_kept, act + moe_kept
+            held_by_w = held_by_w + moe_kept * per_stage(one["gamma"])
+        # an MTP module: a layer, its projection (split like a column-parallel matrix), the
+        # output layer and the loss again
+        T, h = seq * b, model.hidden
+        proj = [matmul_time(hardware, T, h / tp, 2.0 * h), matmul_time(hardware, T, 2.0 * h,
+                                                                          h / tp),
+                matmul_time(hardware, 2.0 * h, h / tp, T)]
+        forward = forward + mtp * per_stage(one["forward"] + proj[0] + head["embed_forward"]
+                                            + head["head_forward"] + loss_sync)
+        w = mtp * per_stage(one["weight_grad"] + proj[2] + head["head_weight_grad"])
+        weight = weight + w
+        backward = backward + w + mtp * per_stage(one["input_grad"] + proj[1]
+                                                  + head["head_input_grad"])
+        mtp_kept = mtp * per_stage(one["activations"] + BYTES * 2.0 * sbh / tp)
+        kept = kept + mtp_kept
+        held_by_w = held_by_w + mtp_kept * per_stage(one["gamma"])
+        act = act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / tp)
+    gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
+    params = stage_params(model, layers, embedding, loss, per_stage(tp), moe_layers, mtp)
+    experts = expert_stage_params(model, moe_layers, mtp, per_stage(np.broadcast_to(
+        np.asarray(ep), b.shape)), per_stage(np.broadcast_to(np.asarray(etp), b.shape)))
+    # ZeRO-3 gathers and reduces the weights but the routed experts' (kept as ZeRO-1/2 keeps
+    # them, over their own edp replicas)
     gather, scatter = zero3_times(hardware, params, layers + starts + ends, per_stage(tp),
                                   per_stage(d * cp), per_stage(z), zero3)
     forward = forward + np.maximum(gather - forward, 0.0)
@@ -151,17 +206,26 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
         "act": np.maximum(act, 1.0) * mm,
         "gamma": gamma,
         "params": params,
+        "expert_params": experts,
         "comm": latency,
         "bandwidth": bandwidth,
         "message_bytes": message,
     }
-    parts = layer_parts(model, hardware, seq, share, tp, sequence_parallel, rc) \
-        if np.any(ov) else None
-    if parts is not None:  # else each pair takes its own two halves' f + b, as by default
+    if model.moe and np.any(ov):  # a dense layer has no all-to-all: its pairs save nothing
+        # the MoE layers' pair saving, per configuration (recompute none or selective: full
+        # recomputation refuses the overlap)
+        ep, etp = (np.broadcast_to(np.asarray(x), b.shape) for x in (ep, etp))
+        saved = np.zeros(b.shape)
+        for r in np.unique(rc[ov]):
+            parts = layer_parts(model, hardware, seq=seq, microbatch=whole, tp=tp, ep=ep,
+                                etp=etp, sequence_parallel=sequence_parallel,
+                                recompute=RECOMPUTE[r], precision=hardware.precision,
+                                node_limit=node_limit, imbalance=imbalance)
+            saved = np.where(ov & (rc == r), saving(parts), saved)
         mate = np.arange(config.size) if partner is None else np.asarray(partner)
-        saved = np.where(ov, saving(parts), 0.0)
+        moe = np.broadcast_to(moe_layers, layers.shape)
         table["fb"] = (table["f"] + table["b"][mate]
-                       - np.minimum(layers, layers[mate]) * per_stage(saved) * mm)
+                       - np.minimum(moe, moe[mate]) * per_stage(saved) * mm)
     return table
 
 
@@ -170,13 +234,6 @@ def check_cp(seq: int, cp: int) -> None:
     if seq % (2 * cp):
         raise ScheduleError(f"cp must split seq into 2 x cp equal chunks: seq must be a "
                             f"multiple of 2*cp={2 * cp} (got seq={seq}, cp={cp})")
-
-
-def layer_parts(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
-                sequence_parallel: bool, recompute) -> LayerParts | None:
-    """One layer's ``LayerParts`` for the pair model, or ``None`` for a layer without
-    all-to-alls (a dense layer: the pair overlap has nothing to hide)."""
-    return None
 
 
 def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, c,
@@ -217,12 +274,69 @@ def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero
     return (np.where(three & (zero3 == "layer"), gather, 0.0), np.where(three, scatter, 0.0))
 
 
-def stage_params(model: Transformer, layers, embedding, loss, t):
-    """Parameters of each stage on one tensor-parallel rank: its layers, plus the embedding
-    and the output layer where it holds them."""
+def _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel, dense, exchange,
+               tp_overlap, node_limit, imbalance):
+    """An MoE layer's seconds, bytes and ``gamma`` per configuration, its four all-to-alls
+    inside the forward and the input-grad backward (the recomputed forward's too)."""
+    layer = moe_layer_costs(model, seq, b, tp, etp, sequence_parallel, rc, imbalance)
+    times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc,
+                        mlp=expert_times(model, hardware, seq, b, tp, ep, etp,
+                                         sequence_parallel, imbalance))
+    a2a = all_to_all_times(model, hardware, seq, b, tp, ep, etp, hardware.precision,
+                           node_limit, imbalance)
+    ahead = a2a["dispatch_f"] + a2a["combine_f"]
+    behind = a2a["dispatch_b"] + a2a["combine_b"] + np.where(rc == 2, ahead, 0.0)
+    tp_forward = layer["collectives_forward"] * exchange
+    tp_backward = layer["collectives_backward"] * exchange
+    if tp_overlap:
+        tp_forward = np.maximum(tp_forward - times["forward"], 0.0)
+        tp_backward = np.maximum(tp_backward - times["input_grad"] - times["weight_grad"], 0.0)
+    return {"forward": times["forward"] + tp_forward + ahead,
+            "input_grad": times["input_grad"] + tp_backward + behind,
+            "weight_grad": times["weight_grad"], "activations": layer["activations"],
+            "gamma": layer["gamma"]}
+
+
+def chunk_kinds(model: Transformer, layers, loss, mtp) -> tuple[np.ndarray, np.ndarray]:
+    """Per model chunk (in model order): its MoE layers (the model's first ``dense_layers``
+    are dense) and its MTP modules (the layout's, or all on the chunk holding the loss when
+    the layout places none)."""
+    layers = np.asarray(layers, np.float64)
+    start = np.cumsum(layers) - layers
+    if model.moe:
+        dense = np.clip(model.dense_layers - start, 0.0, layers)
+        moe = layers - dense
+    else:
+        moe = 0.0 * layers
+    mtp = np.asarray(mtp, np.float64)
+    if model.mtp_depth and not mtp.sum():
+        mtp = np.where(np.asarray(loss, bool), float(model.mtp_depth), 0.0)
+    return moe, mtp
+
+
+def stage_params(model: Transformer, layers, embedding, loss, t, moe_layers=0.0, mtp=0.0):
+    """Parameters of each stage on one tensor-parallel rank but the routed experts': its
+    layers (an MoE layer's attention, norms, router and shared experts), its MTP modules,
+    plus the embedding and the output layer where it holds them. (The router, replicated
+    over ``t``, is split with the rest here: 0.03% of DeepSeek-V3's layer.)"""
     head = model.vocab * model.hidden
-    return (layers * model.layer_params() + np.asarray(embedding) * head
-            + np.asarray(loss) * head) / t
+    if not model.moe and not model.mtp_depth:
+        return (layers * model.layer_params() + np.asarray(embedding) * head
+                + np.asarray(loss) * head) / t
+    routed = model.experts * model.expert_params()
+    moe = model.layer_params(True) - routed if model.moe else 0.0
+    mtp_dense = model.mtp_params() - (routed if model.moe else 0.0)
+    return ((layers - moe_layers) * model.layer_params() + moe_layers * moe
+            + mtp * mtp_dense + np.asarray(embedding) * head + np.asarray(loss) * head) / t
+
+
+def expert_stage_params(model: Transformer, moe_layers, mtp, ep, etp):
+    """The routed experts' parameters of each stage on one GPU: ``E / ep`` experts a layer
+    (the MTP modules' too), each split over ``etp``."""
+    if not model.moe:
+        return 0.0 * np.asarray(moe_layers, np.float64) + 0.0 * np.asarray(ep, np.float64)
+    return ((np.asarray(moe_layers, np.float64) + mtp) * model.experts * model.expert_params()
+            / (np.asarray(ep, np.float64) * etp))
 
 
 def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0):
