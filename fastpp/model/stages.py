@@ -102,6 +102,7 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     # a layer's costs depend on its configuration only: priced once per configuration
     b, tp, rc, cp, z, ov = np.broadcast_arrays(*(np.asarray(x) for x in (
         microbatch, t, recompute, c, zero, overlap)))
+    ov = ov.astype(bool)
     whole, b = b, b / cp  # context parallelism: the sequences' share one rank prices (above)
     layer = layer_costs(model, seq, b, tp, sequence_parallel, rc)
     times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc)
@@ -224,8 +225,10 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
             saved = np.where(ov & (rc == r), saving(parts), saved)
         mate = np.arange(config.size) if partner is None else np.asarray(partner)
         moe = np.broadcast_to(moe_layers, layers.shape)
-        table["fb"] = (table["f"] + table["b"][mate]
-                       - np.minimum(moe, moe[mate]) * per_stage(saved) * mm)
+        # NaN (not given) where a configuration does not overlap: its pairs then take their
+        # own two halves' f + b, as by default
+        table["fb"] = np.where(per_stage(ov), table["f"] + table["b"][mate]
+                               - np.minimum(moe, moe[mate]) * per_stage(saved) * mm, np.nan)
     return table
 
 
