@@ -106,6 +106,13 @@ def test_overlap_refuses_full_recomputation():
                               recompute="full", **kwargs)
 
 
+def test_combined_1f1b_needs_expert_parallelism():
+    with pytest.raises(ScheduleError, match=r"'combined-1f1b' needs expert parallelism: "
+                                            r"Megatron's EP overlap asserts "
+                                            r"expert_model_parallel_size > 1 \(got ep=1\)"):
+        transformer_costs(MODEL, build_schedule("combined-1f1b", 2, 4, 2), TOY, seq=32)
+
+
 def test_overlap_of_a_dense_model_keeps_each_pair_at_f_plus_b():
     # no all-to-all to hide: the pair model saves nothing, the pairs keep the kernel's f + b
     sched = build_schedule("dualpipev", 2, 4, 2)
@@ -129,8 +136,7 @@ def test_plan_rows_equal_simulate_with_cp_zero3_overlap(wide_plan):
     ran = df[df["step_time"].notna()]
     picks = [ran[(ran["cp"] > 1) & (ran["p"] > 1)].sample(12, random_state=0),
              ran[(ran["zero"] == 3) & (ran["p"] > 1)].sample(12, random_state=1),
-             ran[ran["overlap"]].sample(8, random_state=2),
-             ran[ran["schedule"] == "combined-1f1b"].sample(6, random_state=3)]
+             ran[(ran["schedule"] == "dualpipe") & (ran["zero"] == 3)].sample(6, random_state=2)]
     for r in pd.concat(picks).itertuples():
         sched = build_schedule(r.schedule, r.p, r.n, r.m)
         costs = transformer_costs(MODEL, sched, TOY, seq=32, microbatch=r.microbatch, tp=r.t,
@@ -151,7 +157,8 @@ def test_plan_reasons(wide_plan):
     for name, asked, recompute, start in (
             ("1f1b", True, "none", "overlap needs a schedule"),
             ("dualpipev", True, "full", "overlap cannot run with recompute='full'"),
-            ("combined-1f1b", False, "full", "overlap cannot run with recompute='full'")):
+            ("combined-1f1b", False, "full", "overlap cannot run with recompute='full'"),
+            ("combined-1f1b", False, "none", "'combined-1f1b' needs expert parallelism")):
         rows = df[(df["schedule"] == name) & (df["overlap"] == asked)
                   & (df["recompute"] == recompute)]
         # never run; the overlap's reason wherever no earlier one (n, the layers) applies

@@ -133,7 +133,7 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
         # Megatron's combined 1F1B is its overlap: it refuses full recomputation as well
         pairs = bool(np.any(schedule.kind == FB))
         reason = overlap_reason(schedule.name, pairs or not overlap, recompute,
-                                cp if overlap else 1)
+                                cp if overlap else 1, ep)
         if reason:
             raise ScheduleError(reason)
     one = np.zeros(1, np.int64)

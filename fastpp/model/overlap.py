@@ -103,8 +103,10 @@ def saving(parts: LayerParts, *, comm_sms: int = COMM_SMS, sms: int = SMS) -> np
     return serial_time(parts) - pair_time(parts, comm_sms=comm_sms, sms=sms)
 
 
-def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1) -> str:
-    """Why the pair overlap cannot run on a schedule (``""`` if it can)."""
+def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1, ep: int = 2) -> str:
+    """Why the pair overlap cannot run on a schedule (``""`` if it can): ``pairs`` says
+    whether the schedule has overlapped pairs; ``"combined-1f1b"`` is Megatron's overlap
+    itself, with its rules whether or not the overlap is priced."""
     if not pairs:
         paired = [k for k, spec in SCHEDULES.items() if spec.pairs]
         return (f"overlap needs a schedule with overlapped forward-and-backward pairs, one of "
@@ -112,6 +114,9 @@ def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1) -> str:
     if recompute == "full":
         return (f"overlap cannot run with recompute='full' (the pair needs the forward's "
                 f"activations; Megatron refuses it too) (got schedule {name!r})")
+    if name == "combined-1f1b" and ep == 1:
+        return ("'combined-1f1b' needs expert parallelism: Megatron's EP overlap asserts "
+                "expert_model_parallel_size > 1 (got ep=1)")
     if cp > 1:
         # not modelled: the pair's parts are priced for whole sequences (Megatron advises
         # against CP with its EP overlap on Hopper as well)

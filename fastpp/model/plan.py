@@ -483,19 +483,17 @@ def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
             check_cp(seq, int(c))
         except ScheduleError as error:
             reason[mine] = str(error)
-    for s in np.unique(sid):
+    # combined 1F1B is Megatron's overlap itself: its rules hold whether or not it is priced
+    combined = np.array([spec.name == "combined-1f1b" for spec in batch.SPECS])[sid]
+    ask = (cols["overlap"] == 1) | combined
+    keys = np.stack([sid, cols["overlap"], cols["recompute"], cols["cp"], cols["ep"]], axis=1)
+    for key in {tuple(k) for k in keys[ask & (reason == "")].tolist()}:
+        s, asked, r, c, e = key
         spec = batch.SPECS[s]
-        for asked in (False, True):
-            if not asked and spec.name != "combined-1f1b":
-                continue
-            for r in np.unique(cols["recompute"]):
-                for c in np.unique(cols["cp"]) if asked else [1]:
-                    text = overlap_reason(spec.name, spec.pairs or not asked, RECOMPUTE[r],
-                                          int(c))
-                    mine = (sid == s) & (cols["overlap"] == asked) & (cols["recompute"] == r)
-                    mine &= (reason == "") & ((cols["cp"] == c) | (not asked))
-                    if text and mine.any():
-                        reason[mine] = text
+        text = overlap_reason(spec.name, spec.pairs or not asked, RECOMPUTE[r],
+                              c if asked else 1, e)
+        if text:
+            reason[ask & (reason == "") & np.all(keys == key, axis=1)] = text
 
 
 def _shape(model, global_batch, t, p, d, b, m, sid, cols_ep_etp, cp):

@@ -67,12 +67,15 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     gathered once per step (``step_terms``) and kept whole, the gradients reduce-scattered
     in each backward.
 
-    With ``overlap``, ``fb`` is the overlapped pair's time: ``f + b`` less, per layer, what
-    ``fastpp.model.overlap`` saves (the layer's ``LayerParts``: a dense layer has no
-    all-to-all and saves nothing) over the layers both halves hold. It is keyed by the pair's
-    forward stage; ``partner`` gives each stage the stage of its pairs' backward half (in
-    DualPipe and DualPipeV the device's other stage; default: the stage itself, as for
-    combined 1F1B, whose pairs mix a device's chunks). Times are the
+    With ``overlap``, ``fb`` is the overlapped pair's time: the forward's ``f`` plus the
+    backward half's ``b``, less what ``fastpp.model.overlap`` saves on each MoE layer both
+    halves hold (``fastpp.model.moe.layer_parts``; a dense layer has no all-to-all and saves
+    nothing: a dense model gets no ``fb``, its pairs take ``f + b``). It is keyed by the
+    pair's forward stage; ``partner`` gives each stage the stage of its pairs' backward half
+    (in DualPipe and DualPipeV the device's other stage; default: the stage itself, as for
+    combined 1F1B, whose pairs mix a device's chunks: exact where they hold the same layers).
+    The pair's parts are priced for whole sequences: the overlap with ``c > 1`` is refused
+    upstream (``overlap_reason``). Times are the
     per-op model of ``fastpp.model.compute`` plus the tensor-parallel collectives of
     ``fastpp.model.comm`` on the critical path; with ``tp_overlap`` (Transformer Engine's
     ``--tp-comm-overlap``) a layer's collectives run under its own compute, only what exceeds
