@@ -16,19 +16,30 @@ from ..checks import (
     positive_ints,
 )
 from ..costs import FIELDS
-from ..generators._emit import placement
+from ..generators._emit import LOOP, placement
 from ..generators.registry import SCHEDULES, get_spec
 from .comm import pipeline_spans
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
 from .moe import expert_reasons
+from .overlap import overlap_reason
 from .presets import MODELS
-from .stages import chunk_kinds, optimizer_split, stage_table, step_terms
+from .stages import (
+    CP_COMMS,
+    IN_FLIGHT_LAYERS,
+    ZERO,
+    ZERO3_GATHERS,
+    check_cp,
+    chunk_kinds,
+    optimizer_split,
+    stage_table,
+    step_terms,
+)
 from .transformer import RECOMPUTE
 
 # a row: its configuration, what the timeline and the bytes give, and whether it fits
-CONFIG_COLUMNS = ("model", "gpus", "t", "p", "d", "ep", "etp", "schedule", "m", "microbatch",
-                  "n", "recompute", "zero", "precision", "layout")
+CONFIG_COLUMNS = ("model", "gpus", "t", "cp", "p", "d", "ep", "etp", "schedule", "m",
+                  "microbatch", "n", "recompute", "zero", "overlap", "precision", "layout")
 NUMBERS = ("step_time", "makespan", "gradient_sync", "optimizer_step", "tokens_per_s", "mfu",
            "tflops_per_gpu", "bubble_ratio",
            "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes",
@@ -46,7 +57,8 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
          sequence_parallel: bool = True, gradient_overlap: bool = False,
          blocking_handoffs: bool = True, tp_overlap: bool = False, layout=None,
          first_layers=None, last_layers=None, ep=None, etp=1, precision=None,
-         node_limit=None, imbalance: float = 1.0, workers: int | None = None):
+         node_limit=None, imbalance: float = 1.0, workers: int | None = None, cp=None,
+         cp_comm: str = "all-gather", zero3: str = "layer", overlap=False):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
     Each row's pipeline is an exact timeline of the schedule with the model's per-stage
@@ -57,7 +69,7 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     model : Transformer or str
         A ``Transformer``, or a preset name (``fastpp.model.MODELS``).
     gpus : int
-        GPUs in all: ``t * p * d``.
+        GPUs in all: ``t * cp * p * d``.
     hardware : Hardware or str
         A ``Hardware`` or a preset name (``fastpp.model.HARDWARE``).
     seq, global_batch : int
@@ -73,8 +85,8 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     recompute : str or list of str, optional
         ``"none"``, ``"selective"``, ``"full"`` (default: all three).
     zero : int or list of int
-        ZeRO stage over the ``d`` replicas: 0, 1 (optimizer states sharded) or 2 (and
-        gradients).
+        ZeRO stage over the ``d * cp`` replicas: 0, 1 (optimizer states sharded), 2 (and
+        gradients) or 3 (and weights: ZeRO-3, FSDP; ``zero3`` says how they are gathered).
     capacity : float, optional
         Bytes per GPU (default: the hardware's memory).
     sequence_parallel : bool
@@ -113,6 +125,16 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         The busiest expert-parallel rank's tokens over the mean (>= 1).
     workers : int, optional
         Threads (default: the machine's cores).
+    cp : int or list of int, optional
+        Context-parallel degrees (default 1): each sequence in ``2 cp`` chunks; rows whose
+        ``cp`` does not split ``seq`` so get a reason.
+    cp_comm : {"all-gather", "ring"}
+        Context parallelism's K and V exchange (``fastpp.model.stages.stage_table``).
+    zero3 : {"layer", "step"}
+        ZeRO-3's weight all-gathers: per layer in each forward and backward, or once per step.
+    overlap : bool or list of bool
+        The overlapped pair priced by ``fastpp.model.overlap`` (an axis): rows asking it of a
+        schedule without pairs or with ``recompute="full"`` get a reason.
 
     Returns
     -------
@@ -153,7 +175,7 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     capacity = float(capacity)
     one_of(sequence_parallel, "sequence_parallel", (False, True))
     one_of(gradient_overlap, "gradient_overlap", (False, True))
-    overlap = bool(gradient_overlap)
+    grad_overlap = bool(gradient_overlap)
     one_of(blocking_handoffs, "blocking_handoffs", (False, True))
     one_of(tp_overlap, "tp_overlap", (False, True))
     pricing = {"blocking": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap)}
@@ -171,6 +193,12 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         if global_batch % x:
             raise ScheduleError(f"microbatch must divide global_batch={global_batch} (got "
                                 f"microbatch={x})")
+    cps = _axis(cp, "cp", [1])
+    one_of(cp_comm, "cp_comm", CP_COMMS)
+    one_of(zero3, "zero3", ZERO3_GATHERS)
+    overlaps = _nonempty(overlap, "overlap")
+    for x in overlaps:
+        one_of(x, "overlap", (False, True))
     rcs = [RECOMPUTE] if recompute is None else [_nonempty(recompute, "recompute")]
     for x in rcs[0]:
         one_of(x, "recompute", RECOMPUTE)
@@ -185,39 +213,43 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     moe_pricing = _moe_pricing(node_limit, imbalance)
     zeros = _nonempty(zero, "zero")
     for x in zeros:
-        one_of(x, "zero", (0, 1, 2))
+        one_of(x, "zero", ZERO)
     names = ([k for k, spec in SCHEDULES.items() if not spec.forward_only]
              if schedules is None else _nonempty(schedules, "schedules"))
     for name in names:
         if get_spec(name).forward_only:
             raise ScheduleError(f"schedules must be training schedules (got {name!r})")
-    shapes = [(t, p, gpus // (t * p)) for t in tps for p in pps if gpus % (t * p) == 0]
+    shapes = [(t, c, p, gpus // (t * c * p)) for t in tps for c in cps for p in pps
+              if gpus % (t * c * p) == 0]
     if not shapes:
-        raise ScheduleError(f"gpus={gpus} has no factorization t * p * d with t in {tps} and "
-                            f"p in {pps}")
+        raise ScheduleError(f"gpus={gpus} has no factorization t * cp * p * d with t in {tps}, "
+                            f"cp in {cps} and p in {pps}")
     splits = _splits(model, layout, first_layers, last_layers)
     chunk_counts = _axis(m, "m", None)
     # each schedule at each chunk count, at every p: p = 1 too, where the times agree but the
     # memory does not (GPipe keeps every microbatch, 1F1B one)
     sched = [(name, k) for name in names for k in (chunk_counts or SCHEDULES[name].m_choices)]
-    grid = np.array([(t, p, d, e, et, PRECISIONS.index(q), b, RECOMPUTE.index(r), z, i, k)
-                     for t, p, d in shapes for e in eps for et in etps for q in precisions
-                     for b in mbs for r in rcs[0] for z in zeros
+    grid = np.array([(t, c, p, d, e, et, PRECISIONS.index(q), b, RECOMPUTE.index(r), z,
+                      int(o), i, k)
+                     for t, c, p, d in shapes for e in eps for et in etps for q in precisions
+                     for b in mbs for r in rcs[0] for z in zeros for o in overlaps
                      for i in range(len(sched)) for k in range(len(splits))],
-                    np.int64).reshape(-1, 11)
-    cols = {k: grid[:, i] for i, k in enumerate(("t", "p", "d", "ep", "etp", "precision",
-                                                  "microbatch", "recompute", "zero", "which",
-                                                  "split"))}
+                    np.int64).reshape(-1, 13)
+    cols = {k: grid[:, i] for i, k in enumerate(("t", "cp", "p", "d", "ep", "etp", "precision",
+                                                  "microbatch", "recompute", "zero", "overlap",
+                                                  "which", "split"))}
     cols["sid"] = np.array([SCHEDULES[name].sid for name, _ in sched], np.int64)[cols["which"]]
     cols["m"] = np.array([k for _, k in sched], np.int64)[cols["which"]]
-    rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overlap,
+    pricing.update(cp_comm=cp_comm, zero3=zero3)
+    rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
                      sequence_parallel, {**pricing, **moe_pricing}, workers)
     frame = pd.DataFrame({
-        "model": model.name, "gpus": gpus, "t": cols["t"], "p": cols["p"], "d": cols["d"],
-        "ep": cols["ep"], "etp": cols["etp"],
+        "model": model.name, "gpus": gpus, "t": cols["t"], "cp": cols["cp"], "p": cols["p"],
+        "d": cols["d"], "ep": cols["ep"], "etp": cols["etp"],
         "schedule": np.array(list(SCHEDULES), object)[cols["sid"]], "m": cols["m"],
         "microbatch": cols["microbatch"], "n": rows["n"],
         "recompute": np.array(RECOMPUTE, object)[cols["recompute"]], "zero": cols["zero"],
+        "overlap": cols["overlap"].astype(bool),
         "precision": np.array(PRECISIONS, object)[cols["precision"]],
         **{k: rows[k] for k in ("layout", *NUMBERS, "fits", "reason")}})
     order = np.lexsort((-frame["tokens_per_s"].fillna(-1).to_numpy(),
@@ -313,7 +345,12 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
     V = engine.stages(sid, p, m)
     config = np.repeat(np.arange(run.size), V)
     first = np.r_[0, np.cumsum(V)[:-1]].astype(np.int64)
-    chunk = (np.arange(V.sum()) - first[config]) % chunks[config]
+    local = np.arange(V.sum()) - first[config]
+    chunk = local % chunks[config]
+    # a pair's backward half: the device's other stage on the V and two-direction placements
+    # (stages r and V-1-r), else the stage itself (fastpp.model.pair_partner)
+    mirrored = batch.PLACEMENT[sid][config] != LOOP
+    partner = np.where(mirrored, first[config] + V[config] - 1 - local, np.arange(V.sum()))
     stage_layout = which[run][config]
     layers, embedding, loss, moe, mtp = (np.empty(chunk.size, dtype) for dtype in
                                          (float, bool, bool, float, float))
@@ -330,7 +367,9 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
                           embedding=embedding, loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
                           sequence_parallel=sequence_parallel,
                           recompute=cols["recompute"][run], moe_layers=moe, mtp=mtp, ep=ep,
-                          etp=etp, precision=PRECISIONS[q], **pricing)
+                          etp=etp, precision=PRECISIONS[q], c=cols["cp"][run],
+                          zero=cols["zero"][run], overlap=cols["overlap"][run].astype(bool),
+                          partner=partner, **pricing)
         if table is None:
             table = one
             continue
@@ -343,13 +382,14 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
     return V, config, first, chunk, table, idle
 
 
-def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overlap,
+def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
               sequence_parallel, pricing, workers) -> dict[str, np.ndarray]:
     """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid,
-                               (cols["ep"], cols["etp"]))
+                               (cols["ep"], cols["etp"]), cols["cp"])
+    _context_and_overlap_reasons(seq, cols, sid, reason)
     which, layouts = _layouts(model, chunks, cols["split"], splits, reason)
     out = {k: np.full(count, np.nan) for k in NUMBERS}
     out.update(n=n, fits=np.zeros(count, bool), reason=reason,
@@ -369,6 +409,8 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
                                                     which, layouts, sequence_parallel, pricing)
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
     ep, etp = cols["ep"][run], cols["etp"][run]
+    c = cols["cp"][run]
+    zero3 = pricing["zero3"]
     rows = engine.run(sid, p, n, m, p, {k: v for k, v in table.items() if k in FIELDS},
                       first=first, V=V, workers=workers, peaks=True)
     if np.any(rows.status != batch.OK):
@@ -383,11 +425,13 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
         shared = slot[first] == slot[last]
         params[slot[first[shared]]] -= model.vocab * model.hidden / t[shared]
     owner = np.repeat(np.arange(run.size), p)
-    edp = t * d // (etp * ep)
+    edp = t * c * d // (etp * ep)
     experts = np.bincount(slot, weights=table["expert_params"], minlength=peaks.size)
     weights, grads, optimizer = (a + e for a, e in zip(
-        optimizer_split(params, d[owner], cols["zero"][run][owner]),
-        optimizer_split(experts, edp[owner], cols["zero"][run][owner]), strict=True))
+        optimizer_split(params, (d * c)[owner], cols["zero"][run][owner], zero3,
+                        (IN_FLIGHT_LAYERS * model.layer_params() / t)[owner]),
+        optimizer_split(experts, edp[owner], np.minimum(cols["zero"][run][owner], 2)),
+        strict=True))
     total = weights + grads + optimizer + peaks
     padded = np.full((run.size, int(p.max())), -np.inf)  # the device with the most bytes
     padded[owner, np.arange(peaks.size) - peak_at[owner]] = total
@@ -396,14 +440,15 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
     # all-reduce and the optimizer step of the fullest device, each backward's window
     window = np.bincount(slot, weights=(table["b"] / m[config]), minlength=peaks.size)
     tied = model.tied_embeddings & (p > 1)
-    terms = step_terms(hardware, np.maximum.reduceat(params, peak_at), t, d,
-                       cols["zero"][run], overlap=overlap,
+    terms = step_terms(hardware, np.maximum.reduceat(params, peak_at), t, d * c,
+                       cols["zero"][run], overlap=grad_overlap,
                        window=np.minimum.reduceat(window, peak_at),
                        embedding_params=tied * model.vocab * model.hidden / t,
-                       embedding_per_node=np.where(pipeline_spans(hardware, t, d, p), 1, 2))
+                       embedding_per_node=np.where(pipeline_spans(hardware, t * c, d, p), 1, 2),
+                       zero3=zero3)
     if model.moe:  # the routed experts' gradients reduce over edp, ranks etp x ep apart
         more = step_terms(hardware, np.maximum.reduceat(experts, peak_at), etp * ep, edp,
-                          cols["zero"][run], overlap=overlap,
+                          np.minimum(cols["zero"][run], 2), overlap=grad_overlap,
                           window=np.minimum.reduceat(window, peak_at))
         terms = {k: v + more[k] for k, v in terms.items()}
     sync = terms["gradient_sync"] + terms["parameter_gather"] + terms["embedding_sync"]
@@ -413,8 +458,8 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
     values = {"step_time": step, "makespan": makespan, "gradient_sync": sync,
               "optimizer_step": terms["optimizer_step"],
               "tokens_per_s": tokens,
-              "mfu": tokens * model.flops_per_token(seq) / (t * p * d) / hardware.peak_flops,
-              "tflops_per_gpu": tokens * model.megatron_flops_per_token(seq) / (t * p * d)
+              "mfu": tokens * model.flops_per_token(seq) / (t * c * p * d) / hardware.peak_flops,
+              "tflops_per_gpu": tokens * model.megatron_flops_per_token(seq) / (t * c * p * d)
               / 1e12,
               "bubble_ratio": rows.out[:, batch.BUBBLE], "peak_activations": peaks[worst],
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
@@ -429,7 +474,29 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
     return out
 
 
-def _shape(model, global_batch, t, p, d, b, m, sid, cols_ep_etp):
+def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
+    """Rows whose ``cp`` does not split ``seq`` into ``2 cp`` chunks, and rows asking the pair
+    overlap where it cannot run (``fastpp.model.overlap_reason``), get their reason."""
+    for c in np.unique(cols["cp"]):
+        mine = np.flatnonzero((cols["cp"] == c) & (reason == ""))
+        try:
+            check_cp(seq, int(c))
+        except ScheduleError as error:
+            reason[mine] = str(error)
+    # combined 1F1B is Megatron's overlap itself: its rules hold whether or not it is priced
+    combined = np.array([spec.name == "combined-1f1b" for spec in batch.SPECS])[sid]
+    ask = (cols["overlap"] == 1) | combined
+    keys = np.stack([sid, cols["overlap"], cols["recompute"], cols["cp"], cols["ep"]], axis=1)
+    for key in {tuple(k) for k in keys[ask & (reason == "")].tolist()}:
+        s, asked, r, c, e = key
+        spec = batch.SPECS[s]
+        text = overlap_reason(spec.name, spec.pairs or not asked, RECOMPUTE[r],
+                              c if asked else 1, e)
+        if text:
+            reason[ask & (reason == "") & np.all(keys == key, axis=1)] = text
+
+
+def _shape(model, global_batch, t, p, d, b, m, sid, cols_ep_etp, cp):
     """Per configuration: ``n``, the model chunks, and why it cannot run ("" if it can)."""
     per_replica = b * d
     n = np.where(global_batch % per_replica == 0, global_batch // per_replica, 0)
@@ -438,9 +505,9 @@ def _shape(model, global_batch, t, p, d, b, m, sid, cols_ep_etp):
                       f"{x}" for x in per_replica[n == 0]]
     chunks = p * m  # a two-direction schedule holds these chunks twice
     if model.moe or np.any(cols_ep_etp[0] > 1) or np.any(cols_ep_etp[1] > 1):
-        bad = (reason == "") & (expert_reasons(model, t, d, *cols_ep_etp) != "")
+        bad = (reason == "") & (expert_reasons(model, t, d, *cols_ep_etp, cp) != "")
         reason[bad] = expert_reasons(model, t[bad], d[bad], cols_ep_etp[0][bad],
-                                     cols_ep_etp[1][bad])
+                                     cols_ep_etp[1][bad], cp[bad])
     too_deep = (reason == "") & (chunks > model.layers)
     reason[too_deep] = [f"layers={model.layers} must be at least the model chunks {x}"
                         for x in chunks[too_deep]]
