@@ -486,14 +486,16 @@ def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
     # combined 1F1B is Megatron's overlap itself: its rules hold whether or not it is priced
     combined = np.array([spec.name == "combined-1f1b" for spec in batch.SPECS])[sid]
     ask = (cols["overlap"] == 1) | combined
-    keys = np.stack([sid, cols["overlap"], cols["recompute"], cols["cp"], cols["ep"]], axis=1)
-    for key in {tuple(k) for k in keys[ask & (reason == "")].tolist()}:
-        s, asked, r, c, e = key
+    rows = np.flatnonzero(ask & (reason == ""))  # each row has one key: one pass suffices
+    keys = np.stack([sid, cols["overlap"], cols["recompute"], cols["cp"], cols["ep"]],
+                    axis=1)[rows]
+    unique, which = np.unique(keys, axis=0, return_inverse=True)
+    for k, (s, asked, r, c, e) in enumerate(unique.tolist()):
         spec = batch.SPECS[s]
         text = overlap_reason(spec.name, spec.pairs or not asked, RECOMPUTE[r],
                               c if asked else 1, e)
         if text:
-            reason[ask & (reason == "") & np.all(keys == key, axis=1)] = text
+            reason[rows[which.reshape(-1) == k]] = text
 
 
 def _shape(model, global_batch, t, p, d, b, m, sid, cols_ep_etp, cp):
