@@ -6,7 +6,7 @@ Chunk ``c`` of device ``r`` is virtual stage ``c*p + r``.
 import numpy as np
 
 from .._jit import jit
-from ._emit import B, F, I, W, put
+from ._emit import B, F, I, W, put, put_pair
 
 
 @jit
@@ -101,4 +101,34 @@ def interleaved_zb(ops, length, p, n, m, G):
         # the last min(r, n*m) W
         for i in range(n_w, total):
             k = put(ops, r, k, W, (m - 1 - table_chunk[i]) * p + r, table_mb[i])
+        length[r] = k
+
+
+@jit
+def combined_1f1b(ops, length, p, n, m, G):
+    """Megatron's combined 1F1B (``--overlap-moe-expert-parallel-comm``).
+
+    Interleaved 1F1B's order (Megatron's ``get_schedule_table``) with one more warm-up
+    forward, so that each steady-state forward and backward are independent; each such pair
+    runs as one overlapped op (``combined_1f1b_schedule_for_interleaved_pipelining``, which
+    ``forward_backward_pipelining_with_interleaving`` calls with the forward ``k + warmup``
+    and the backward ``k``). With ``p = 1`` this is Megatron's no-pipelining order: the first
+    forward alone, then ``F(j+1)`` with ``B(j)``, then the last backward alone.
+    """
+    table_mb, table_chunk = megatron_table(n, m, G)
+    total = n * m
+    for r in range(p):
+        k = 0
+        warmup = min(2 * (p - r - 1) + (m - 1) * G + 1, total)
+        # warmup: F x min(2(p-r-1) + (m-1)G + 1, n*m)
+        for v in range(warmup):
+            k = put(ops, r, k, F, table_chunk[v] * p + r, table_mb[v])
+        # steady: [F(warmup + i) & B(i)] x (n*m - warmup), each an overlapped pair
+        for i in range(total - warmup):
+            v = warmup + i
+            k = put_pair(ops, r, k, table_chunk[v] * p + r, table_mb[v],
+                         (m - 1 - table_chunk[i]) * p + r, table_mb[i])
+        # cooldown: B x warmup
+        for v in range(total - warmup, total):
+            k = put(ops, r, k, B, (m - 1 - table_chunk[v]) * p + r, table_mb[v])
         length[r] = k

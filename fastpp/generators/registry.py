@@ -19,7 +19,7 @@ from ..schedule import Schedule
 from .chimera import chimera
 from .classic import forward_only, gpipe, one_f_one_b
 from .dualpipe import dualpipe, dualpipev
-from .interleaved import interleaved_1f1b, interleaved_zb, looped_bfs
+from .interleaved import combined_1f1b, interleaved_1f1b, interleaved_zb, looped_bfs
 from .vshape import v_half, v_min
 from .zero_bubble import zb_h1, zb_h2, zbv
 
@@ -48,6 +48,13 @@ M_IS_1 = Rule("m", "1 (one stage per device)", lambda p, n, m, G: m == 1)
 M_IS_2 = Rule("m", "2 (V placement: two chunks per device)", lambda p, n, m, G: m == 2)
 M_IS_1_BOTH = Rule("m", "1 (one stage per device and direction)", lambda p, n, m, G: m == 1)
 P_EVEN = Rule("p", "even", lambda p, n, m, G: p % 2 == 0)
+# Megatron's microbatch groups of G for interleaving (get_schedule_table's constraints)
+MEGATRON_GROUPS = (
+    Rule("G", "at least p={p}", lambda p, n, m, G: G >= p),
+    Rule("n", "at least G={G}", lambda p, n, m, G: n >= G),
+    Rule("n", "a multiple of G={G} or leave a remainder of at least p={p}",
+         lambda p, n, m, G: (n % G == 0) | (n % G >= p)),
+)
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,11 @@ class ScheduleSpec:
     ``forward_only``: an inference schedule (the analyses and ``plan`` leave it out, the
     memory kernel frees a forward's activations when it ends); otherwise a training one.
     ``default_m`` is the chunks per device the CLI and sweeps use when not told, ``m_choices``
-    those ``fastpp.model.plan`` tries (default: ``default_m`` alone). ``search_candidate``:
-    ``fastpp.optimize`` offers it on its placement as a fixed candidate. ``torch_class``: the
-    PyTorch pipelining class that runs the same order (``fastpp.measured`` runs it).
+    those ``fastpp.model.plan`` tries (default: ``default_m`` alone). ``pairs``: it runs
+    overlapped forward-and-backward pairs (``Costs.fb``, priced by ``fastpp.model.overlap``).
+    ``search_candidate``: ``fastpp.optimize`` offers it on its placement as a fixed candidate.
+    ``torch_class``: the PyTorch pipelining class that runs the same order (``fastpp.measured``
+    runs it).
     ``compile_apart``: compiled by the second process of the sweeps' warm-up on an empty cache
     (``fastpp.sweeps.warmup``), to split the compile time in two. ``sid``, the id in jitted
     sweeps, is the registry position.
@@ -81,6 +90,7 @@ class ScheduleSpec:
     search_candidate: bool = False
     torch_class: str | None = None
     compile_apart: bool = False
+    pairs: bool = False
     sid: int = field(default=-1, compare=False)
 
     def __post_init__(self):
@@ -141,11 +151,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
         "Interleaved 1F1B (Megatron virtual pipeline), microbatch groups of G (default p)",
         rules=_rules(
             Rule("m", "at least 2 (use '1f1b' for m=1)", lambda p, n, m, G: m >= 2),
-            Rule("G", "at least p={p}", lambda p, n, m, G: G >= p),
-            Rule("n", "at least G={G}", lambda p, n, m, G: n >= G),
-            Rule("n", "a multiple of G={G} or leave a remainder of at least p={p}",
-                 lambda p, n, m, G: (n % G == 0) | (n % G >= p)),
-        ),
+            *MEGATRON_GROUPS),
         # three virtual stages: Korthikanti et al. 2022 train 175B and 530B so
         options=("G",), default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleaved1F1B"),
     ScheduleSpec("looped-bfs", looped_bfs, "loop",
@@ -183,14 +189,14 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                  compile_apart=True),
     ScheduleSpec("dualpipe", dualpipe, "two-directions",
                  "DeepSeek DualPipe: two directions, overlapped F&B pairs, 2x parameters",
-                 split_backward=True, rules=_rules(
+                 split_backward=True, pairs=True, rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
                      Rule("n", "even", lambda p, n, m, G: n % 2 == 0),
                      Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p)),
                  compile_apart=True),
     ScheduleSpec("dualpipev", dualpipev, "v",
                  "DualPipeV (PyTorch ScheduleDualPipeV): DualPipe on a V",
-                 split_backward=True, rules=_rules(
+                 split_backward=True, pairs=True, rules=_rules(
                      M_IS_2, Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p)),
                  default_m=2, torch_class="ScheduleDualPipeV", compile_apart=True),
     ScheduleSpec("chimera", chimera, "two-directions",
@@ -200,6 +206,15 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                      Rule("n", "a multiple of p={p}", lambda p, n, m, G: n % p == 0),
                      # units of p/2 = 1 microbatch never start a later unit in the authors' walk
                      Rule("n", "p when p=2", lambda p, n, m, G: (p != 2) | (n == p)))),
+    ScheduleSpec(
+        "combined-1f1b", combined_1f1b, "loop",
+        "Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B, "
+        "one more warm-up forward, steady-state F&B as overlapped pairs",
+        pairs=True, rules=_rules(
+            Rule("m", "at least 2 when p > 1 (Megatron's EP overlap needs interleaving)",
+                 lambda p, n, m, G: (p == 1) | (m >= 2)),
+            *MEGATRON_GROUPS),
+        options=("G",), default_m=2, m_choices=(2, 3, 4)),
 )}
 for _sid, _spec in enumerate(SCHEDULES.values()):
     object.__setattr__(_spec, "sid", _sid)
@@ -224,7 +239,7 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
         Devices, microbatches, chunks per device.
     **options
         Schedule options: ``G`` (microbatch group size, default ``p``) for
-        ``"interleaved-1f1b"``.
+        ``"interleaved-1f1b"`` and ``"combined-1f1b"``.
 
     Returns
     -------
