@@ -537,6 +537,9 @@ def summary(df, top: int = 10) -> str:
             f"{'act GB':>7} {'GB/GPU':>7}")
 
     layouts = df.attrs.get("layouts", False)  # asked for: each row's layout is shown
+    # context parallelism, ZeRO and the pair overlap: shown where the plan varies them
+    extra = [k for k in ("cp", "zero", "overlap") if k in df and df[k].nunique() > 1]
+    cols += "".join(f" {k:>7}" for k in extra)
     if layouts:
         cols += "  layout"
 
@@ -544,7 +547,9 @@ def summary(df, top: int = 10) -> str:
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
-                f"{r.peak_memory / GB:>7.1f}" + (f"  {r.layout}" if layouts else ""))
+                f"{r.peak_memory / GB:>7.1f}"
+                + "".join(f" {str(getattr(r, k)):>7}" for k in extra)
+                + (f"  {r.layout}" if layouts else ""))
 
     fits = df[df["fits"]]
     ran = df[df["step_time"].notna()]
@@ -567,7 +572,8 @@ def _fold_alike(rows):
     """Rows without a pipeline (p = 1) whose time and bytes equal the first such row's to four
     digits, as one line ("1f1b (+5 alike)"): there many schedules run one timeline in the
     same bytes."""
-    key = rows[["t", "p", "d", "microbatch", "recompute", "zero"]].assign(
+    key = rows[[k for k in ("t", "cp", "p", "d", "microbatch", "recompute", "zero", "overlap")
+                if k in rows]].assign(
         **{k: rows[k].map(lambda x: f"{x:.4g}") for k in ("step_time", "peak_memory",
                                                            "peak_activations")})
     repeat = (rows["p"] == 1) & key.duplicated()
