@@ -1,9 +1,10 @@
 """Planning DeepSeek-V3: configurations per second against the loop a user would write.
 
 Run for real with ``pytest bench/bench_moe_plan.py --benchmark-enable -s``; the normal suite
-runs each once on a small job. The job (issue 20): every tp x pp x ep x schedule x microbatch
-(x recomputation) of DeepSeek-V3 that can exist on 2048 H800s, sequence 4K, FP8, DeepSeek's
-first global batch (3,072 sequences), node-limited routing to 4 nodes. The baseline is the
+runs each once on a small job. The job (issue 20): every tp x pp x ep x cp x schedule x
+microbatch (x recomputation, x the overlapped pair) of DeepSeek-V3 that can exist on 2048
+H800s, sequence 4K, FP8, DeepSeek's first global batch (3,072 sequences), node-limited routing
+to 4 nodes. The baseline is the
 per-configuration loop, ``build_schedule`` + ``transformer_costs`` + ``simulate`` +
 ``device_bytes`` (the same numbers, checked equal on the sample it times), timed in the same
 run. Target: 5,000 configurations per second on 2 threads.
@@ -19,8 +20,8 @@ from fastpp import build_schedule, simulate
 from fastpp.model import device_bytes, plan, transformer_costs
 
 JOB = dict(model="deepseek-v3", gpus=2048, hardware="H800-80GB", seq=4096, global_batch=3072,
-           precision="fp8", node_limit=4, workers=2)
-SMALL = JOB | dict(pp=[16], tp=[1], ep=[64], schedules=["1f1b", "dualpipev"],
+           precision="fp8", node_limit=4, cp=[1, 2, 4], overlap=[False, True], workers=2)
+SMALL = JOB | dict(pp=[16], tp=[1], ep=[64], cp=[1], schedules=["1f1b", "dualpipev"],
                    recompute="none", microbatch=[1])
 TARGET_RATE = 5_000
 
@@ -33,8 +34,8 @@ def loop(rows, args):
         res = simulate(sched, transformer_costs(
             args["model"], sched, args["hardware"], seq=args["seq"], microbatch=r.microbatch,
             tp=r.t, dp=r.d, recompute=r.recompute, ep=r.ep, precision=args["precision"],
-            node_limit=args["node_limit"]))
-        by = device_bytes(args["model"], sched, tp=r.t, dp=r.d, zero=r.zero, ep=r.ep)
+            node_limit=args["node_limit"], cp=r.cp, zero=r.zero, overlap=r.overlap))
+        by = device_bytes(args["model"], sched, tp=r.t, dp=r.d, zero=r.zero, ep=r.ep, cp=r.cp)
         out.append((res.makespan, float((sum(by.values()) + res.peak_activations).max())))
     return out
 

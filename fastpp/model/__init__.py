@@ -5,8 +5,9 @@
 over the link), so ``simulate`` and ``sweep`` price a real run exactly; ``plan`` walks every
 factorization of a GPU count into tensor, pipeline and data parallelism with every schedule,
 microbatch size and recomputation, each an exact pipeline timeline. The formulas and their
-sources are in ``fastpp.model.transformer`` (FLOPs, bytes), ``compute`` (per-op times) and
-``comm`` (collectives); presets in ``MODELS`` and ``HARDWARE``. ``validate`` holds the model
+sources are in ``fastpp.model.transformer`` (FLOPs, bytes), ``compute`` (per-op times),
+``comm`` (collectives) and ``moe`` (experts, expert parallelism, the all-to-alls and one
+layer's ``LayerParts``); presets in ``MODELS`` and ``HARDWARE``. ``validate`` holds the model
 against published training runs (README "How close to real runs").
 """
 

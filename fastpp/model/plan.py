@@ -486,14 +486,16 @@ def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
     # combined 1F1B is Megatron's overlap itself: its rules hold whether or not it is priced
     combined = np.array([spec.name == "combined-1f1b" for spec in batch.SPECS])[sid]
     ask = (cols["overlap"] == 1) | combined
-    keys = np.stack([sid, cols["overlap"], cols["recompute"], cols["cp"], cols["ep"]], axis=1)
-    for key in {tuple(k) for k in keys[ask & (reason == "")].tolist()}:
-        s, asked, r, c, e = key
+    rows = np.flatnonzero(ask & (reason == ""))  # each row has one key: one pass suffices
+    keys = np.stack([sid, cols["overlap"], cols["recompute"], cols["cp"], cols["ep"]],
+                    axis=1)[rows]
+    unique, which = np.unique(keys, axis=0, return_inverse=True)
+    for k, (s, asked, r, c, e) in enumerate(unique.tolist()):
         spec = batch.SPECS[s]
         text = overlap_reason(spec.name, spec.pairs or not asked, RECOMPUTE[r],
                               c if asked else 1, e)
         if text:
-            reason[ask & (reason == "") & np.all(keys == key, axis=1)] = text
+            reason[rows[which.reshape(-1) == k]] = text
 
 
 def _shape(model, global_batch, t, p, d, b, m, sid, cols_ep_etp, cp):
@@ -537,6 +539,9 @@ def summary(df, top: int = 10) -> str:
             f"{'act GB':>7} {'GB/GPU':>7}")
 
     layouts = df.attrs.get("layouts", False)  # asked for: each row's layout is shown
+    experts = bool(len(df)) and bool((df["ep"] > 1).any())  # an MoE plan: ep is shown
+    if experts:
+        cols += f" {'ep':>4}"
     # context parallelism, ZeRO and the pair overlap: shown where the plan varies them
     extra = [k for k in ("cp", "zero", "overlap") if k in df and df[k].nunique() > 1]
     cols += "".join(f" {k:>7}" for k in extra)
@@ -547,7 +552,7 @@ def summary(df, top: int = 10) -> str:
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
-                f"{r.peak_memory / GB:>7.1f}"
+                f"{r.peak_memory / GB:>7.1f}" + (f" {r.ep:>4}" if experts else "")
                 + "".join(f" {str(getattr(r, k)):>7}" for k in extra)
                 + (f"  {r.layout}" if layouts else ""))
 
@@ -572,8 +577,8 @@ def _fold_alike(rows):
     """Rows without a pipeline (p = 1) whose time and bytes equal the first such row's to four
     digits, as one line ("1f1b (+5 alike)"): there many schedules run one timeline in the
     same bytes."""
-    key = rows[[k for k in ("t", "cp", "p", "d", "microbatch", "recompute", "zero", "overlap")
-                if k in rows]].assign(
+    key = rows[["t", "cp", "p", "d", "ep", "etp", "microbatch", "recompute", "zero",
+                 "overlap", "precision"]].assign(
         **{k: rows[k].map(lambda x: f"{x:.4g}") for k in ("step_time", "peak_memory",
                                                            "peak_activations")})
     repeat = (rows["p"] == 1) & key.duplicated()

@@ -284,11 +284,11 @@ class Transformer:
     def megatron_flops_per_token(self, seq: int) -> float:
         """Megatron-LM's count of one token's training FLOPs (``num_floating_point_operations``
         in ``megatron/training/training.py``, 2025), what its ``TFLOP/s/GPU`` reports: ``3 x
-        2`` times the projections, the dense MLPs, the ``top_k`` routed and the shared
-        experts (the router left out; MLA's latent norms in, as Megatron counts them), the
-        causal core ``s a (d_qk + d_v) / 2``, each MTP
-        module's layer (an MoE layer when the last layer has experts), norms ``3h`` and
-        projection ``2h^2``, and the logits ``hv`` once per head."""
+        2`` times the projections (MLA's latent norms in, as Megatron counts them), the dense
+        MLPs, the ``top_k`` routed and the shared experts (the router left out), the causal
+        core ``s a (d_qk + d_v) / 2``, each MTP module's layer (an MoE layer when the last
+        layer has experts), norms ``3h`` and projection ``2h^2``, and the logits ``hv`` once
+        per head."""
         h, D = float(self.hidden), float(self.mtp_depth)
         dense = self.layers - self.moe_layers + (0.0 if self.moe else D)
         moe = self.moe_layers + (D if self.moe else 0.0)
