@@ -200,6 +200,15 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
         ap.add_argument(flag, nargs="+", type=int, default=None,
                         help=f"layers on the {where} model chunk (default: even stages)")
     ap.add_argument("--zero", nargs="+", type=int, default=[1], help="ZeRO stages (1)")
+    ap.add_argument("--zero3", default="layer", choices=["layer", "step"],
+                    help="ZeRO-3's weight all-gathers: per layer, or once per step (layer)")
+    ap.add_argument("--cp", nargs="+", type=int, default=None,
+                    help="context-parallel degrees (1)")
+    ap.add_argument("--cp-comm", default="all-gather", choices=["all-gather", "ring"],
+                    help="context parallelism's K and V exchange (all-gather)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="also price the overlapped forward-and-backward pairs (DualPipe, "
+                         "DualPipeV, combined 1F1B) with the pair model")
     ap.add_argument("--capacity-gb", type=float, default=None, help="GB per GPU (the preset's)")
     ap.add_argument("--gradient-overlap", action="store_true",
                     help="overlap the gradient reduction with the backward, in buckets")
@@ -226,7 +235,8 @@ def _plan(args) -> int:
               m=args.m, recompute=args.recompute, zero=args.zero, layout=args.layout,
               first_layers=args.first_layers, last_layers=args.last_layers,
               capacity=None if args.capacity_gb is None else args.capacity_gb * 1e9,
-              gradient_overlap=args.gradient_overlap)
+              gradient_overlap=args.gradient_overlap, cp=args.cp, cp_comm=args.cp_comm,
+              zero3=args.zero3, overlap=[False, True] if args.overlap else False)
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
     print(f"{args.model} on {args.gpus} x {hardware.name} (products up to "

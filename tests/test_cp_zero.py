@@ -167,3 +167,16 @@ def test_plan_reasons(wide_plan):
     odd = plan(MODEL, 12, TOY, seq=32, global_batch=48, cp=3, schedules=["1f1b"], tp=1,
                microbatch=1, recompute="none")
     assert odd["reason"].str.startswith("cp must split seq into 2 x cp equal chunks").all()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(cp=0), r"cp must hold positive integers below 2\*\*31 \(got \[0\]\)"),
+    (dict(cp_comm="p2p"), r"cp_comm must be one of"),
+    (dict(zero3="never"), r"zero3 must be one of"),
+    (dict(overlap="yes"), r"overlap must be one of"),
+    (dict(overlap=[]), r"overlap must hold at least one value"),
+    (dict(zero=[4]), r"zero must be one of \[0, 1, 2, 3\] \(got 4\)"),
+])
+def test_bad_plan_input(kwargs, message):
+    with pytest.raises(ScheduleError, match=message):
+        plan(MODEL, 16, TOY, seq=32, global_batch=64, **kwargs)

@@ -108,12 +108,15 @@ def interleaved_zb(ops, length, p, n, m, G):
 def combined_1f1b(ops, length, p, n, m, G):
     """Megatron's combined 1F1B (``--overlap-moe-expert-parallel-comm``).
 
-    Interleaved 1F1B's order (Megatron's ``get_schedule_table``) with one more warm-up
-    forward, so that each steady-state forward and backward are independent; each such pair
-    runs as one overlapped op (``combined_1f1b_schedule_for_interleaved_pipelining``, which
-    ``forward_backward_pipelining_with_interleaving`` calls with the forward ``k + warmup``
-    and the backward ``k``). With ``p = 1`` this is Megatron's no-pipelining order: the first
-    forward alone, then ``F(j+1)`` with ``B(j)``, then the last backward alone.
+    Interleaved 1F1B's order (``get_schedule_table`` in Megatron-LM's
+    ``megatron/core/pipeline_parallel/schedules.py``) with one more warm-up forward
+    (``get_pp_rank_microbatches``: "to ensure the forward and backward computations are
+    independent in all 1f1b steps"); each steady-state pair runs as one overlapped op
+    (``combined_1f1b_schedule_for_interleaved_pipelining`` in ``combined_1f1b.py``, called
+    with the forward ``k + warmup`` and the backward ``k``). With ``p = 1`` this is
+    ``combined_1f1b_schedule_for_no_pipelining``: the first forward alone, then ``F(j+1)``
+    with ``B(j)``, then the last backward alone. Megatron also asserts ``p = 1`` or
+    interleaving, expert parallelism and no full recomputation (``TransformerConfig``).
     """
     table_mb, table_chunk = megatron_table(n, m, G)
     total = n * m

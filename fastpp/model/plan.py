@@ -543,6 +543,9 @@ def summary(df, top: int = 10) -> str:
     experts = bool(len(df)) and bool((df["ep"] > 1).any())  # an MoE plan: ep is shown
     if experts:
         cols += f" {'ep':>4}"
+    # context parallelism, ZeRO and the pair overlap: shown where the plan varies them
+    extra = [k for k in ("cp", "zero", "overlap") if k in df and df[k].nunique() > 1]
+    cols += "".join(f" {k:>7}" for k in extra)
     if layouts:
         cols += "  layout"
 
@@ -551,6 +554,7 @@ def summary(df, top: int = 10) -> str:
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
                 f"{r.peak_memory / GB:>7.1f}" + (f" {r.ep:>4}" if experts else "")
+                + "".join(f" {str(getattr(r, k)):>7}" for k in extra)
                 + (f"  {r.layout}" if layouts else ""))
 
     fits = df[df["fits"]]
@@ -574,8 +578,8 @@ def _fold_alike(rows):
     """Rows without a pipeline (p = 1) whose time and bytes equal the first such row's to four
     digits, as one line ("1f1b (+5 alike)"): there many schedules run one timeline in the
     same bytes."""
-    key = rows[["t", "p", "d", "ep", "etp", "microbatch", "recompute", "zero",
-                 "precision"]].assign(
+    key = rows[["t", "cp", "p", "d", "ep", "etp", "microbatch", "recompute", "zero",
+                 "overlap", "precision"]].assign(
         **{k: rows[k].map(lambda x: f"{x:.4g}") for k in ("step_time", "peak_memory",
                                                            "peak_activations")})
     repeat = (rows["p"] == 1) & key.duplicated()
