@@ -200,6 +200,17 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
         ap.add_argument(flag, nargs="+", type=int, default=None,
                         help=f"layers on the {where} model chunk (default: even stages)")
     ap.add_argument("--zero", nargs="+", type=int, default=[1], help="ZeRO stages (1)")
+    for flag, what in (("--ep", "expert-parallel degrees (default: every one that divides "
+                                "the experts and the GPUs)"),
+                       ("--etp", "expert tensor-parallel degrees (1)")):
+        ap.add_argument(flag, nargs="+", type=int, default=None, help=what)
+    ap.add_argument("--precision", nargs="+", default=None, choices=["bf16", "fp8"],
+                    help="the products' precision (the hardware's)")
+    ap.add_argument("--node-limit", type=int, default=None,
+                    help="DeepSeek's node-limited routing: a token goes to at most this many "
+                         "nodes (default: no limit)")
+    ap.add_argument("--imbalance", type=float, default=1.0,
+                    help="tokens on the busiest expert over the mean (1.0)")
     ap.add_argument("--zero3", default="layer", choices=["layer", "step"],
                     help="ZeRO-3's weight all-gathers: per layer, or once per step (layer)")
     ap.add_argument("--cp", nargs="+", type=int, default=None,
@@ -236,7 +247,9 @@ def _plan(args) -> int:
               first_layers=args.first_layers, last_layers=args.last_layers,
               capacity=None if args.capacity_gb is None else args.capacity_gb * 1e9,
               gradient_overlap=args.gradient_overlap, cp=args.cp, cp_comm=args.cp_comm,
-              zero3=args.zero3, overlap=[False, True] if args.overlap else False)
+              zero3=args.zero3, overlap=[False, True] if args.overlap else False, ep=args.ep,
+              etp=1 if args.etp is None else args.etp, precision=args.precision,
+              node_limit=args.node_limit, imbalance=args.imbalance)
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
     print(f"{args.model} on {args.gpus} x {hardware.name} (products up to "

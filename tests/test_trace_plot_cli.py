@@ -188,3 +188,25 @@ def test_command_line_plan(tmp_path):
     assert (tmp_path / "plan.parquet").exists() and (tmp_path / "plan.png").exists()
     bad = _cli("plan", "--model", "llama2-7b", "--gpus", "6", "--tp", "4")
     assert bad.returncode == 2 and "error: gpus=6 has no factorization" in bad.stderr
+
+
+def test_command_line_plan_moe(tmp_path):
+    """The MoE flags reach plan: every row at the asked ep and precision."""
+    import pandas as pd
+
+    run = _cli("plan", "--model", "mixtral-8x7b", "--gpus", "16", "--seq", "1024",
+               "--global-batch", "32", "--tp", "1", "--pp", "2", "--microbatch", "1",
+               "--recompute", "none", "--schedules", "1f1b", "--ep", "4", "8",
+               "--precision", "fp8", "--node-limit", "1", "--imbalance", "1.2",
+               "--out", str(tmp_path), "--no-plots")
+    assert run.returncode == 0, run.stderr
+    df = pd.read_parquet(tmp_path / "plan.parquet")
+    assert sorted(set(df["ep"])) == [4, 8] and set(df["precision"]) == {"fp8"}
+    # inside a plan, an ep that does not divide the 8 experts is a row with its reason
+    odd = _cli("plan", "--model", "mixtral-8x7b", "--gpus", "12", "--seq", "1024",
+               "--global-batch", "12", "--tp", "1", "--pp", "2", "--microbatch", "1",
+               "--schedules", "1f1b",
+               "--ep", "3", "--out", str(tmp_path), "--no-plots")
+    assert odd.returncode == 0 and "nothing fits" in odd.stdout
+    reasons = set(pd.read_parquet(tmp_path / "plan.parquet")["reason"])
+    assert reasons and all("ep=3" in r for r in reasons), reasons
