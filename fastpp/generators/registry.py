@@ -67,6 +67,8 @@ class ScheduleSpec:
     ``search_candidate``: ``fastpp.optimize`` offers it on its placement as a fixed candidate.
     ``torch_class``: the PyTorch pipelining class that runs the same order (``fastpp.measured``
     runs it).
+    ``memory_reference``: the schedule whose peak is the default memory budget of
+    ``fastpp.best_within_budget`` and the reports (exactly one has it).
     ``compile_apart``: compiled by the second process of the sweeps' warm-up on an empty cache
     (``fastpp.sweeps.warmup``), to split the compile time in two. ``sid``, the id in jitted
     sweeps, is the registry position.
@@ -93,6 +95,7 @@ class ScheduleSpec:
     search_candidate: bool = False
     torch_class: str | None = None
     compile_apart: bool = False
+    memory_reference: bool = False
     pairs: bool = False
     idle: Callable | None = None
     span_idle: Callable | None = None
@@ -157,6 +160,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                  bubble=classic.flush_bubble, peak_live=classic.gpipe_peak_live),
     ScheduleSpec("1f1b", classic.one_f_one_b, "loop",
                  "1F1B (PipeDream-Flush, Megatron, DeepSpeed)", rules=_rules(M_IS_1),
+                 memory_reference=True,
                  idle=classic.flush_idle, bubble=classic.flush_bubble,
                  peak_live=classic.one_f_one_b_peak_live),
     ScheduleSpec(
@@ -249,6 +253,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
 )}
 for _sid, _spec in enumerate(SCHEDULES.values()):
     object.__setattr__(_spec, "sid", _sid)
+# the default memory budget: 1F1B's peak, the one every schedule paper compares with
+(MEMORY_REFERENCE,) = (name for name, spec in SCHEDULES.items() if spec.memory_reference)
 
 
 def get_spec(name: str) -> ScheduleSpec:
