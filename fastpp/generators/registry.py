@@ -67,6 +67,10 @@ class ScheduleSpec:
     ``search_candidate``: ``fastpp.optimize`` offers it on its placement as a fixed candidate.
     ``torch_class``: the PyTorch pipelining class that runs the same order (``fastpp.measured``
     runs it).
+    ``expert_overlap``: the schedule is Megatron's EP all-to-all overlap itself: it needs
+    ``ep > 1`` and refuses full recomputation whether or not the overlap is priced
+    (``fastpp.model.overlap``), and ``plan`` leaves it out for a model without experts unless
+    named.
     ``memory_reference``: the schedule whose peak is the default memory budget of
     ``fastpp.best_within_budget`` and the reports (exactly one has it).
     ``compile_apart``: compiled by the second process of the sweeps' warm-up on an empty cache
@@ -96,6 +100,7 @@ class ScheduleSpec:
     torch_class: str | None = None
     compile_apart: bool = False
     memory_reference: bool = False
+    expert_overlap: bool = False
     pairs: bool = False
     idle: Callable | None = None
     span_idle: Callable | None = None
@@ -245,7 +250,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
         "combined-1f1b", interleaved.combined_1f1b, "loop",
         "Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B, "
         "one more warm-up forward, steady-state F&B as overlapped pairs",
-        pairs=True, rules=_rules(
+        pairs=True, expert_overlap=True, rules=_rules(
             Rule("m", "at least 2 when p > 1 (Megatron's EP overlap needs interleaving)",
                  lambda p, n, m, G: (p == 1) | (m >= 2)),
             *MEGATRON_GROUPS),
