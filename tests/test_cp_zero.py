@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fastpp import ScheduleError, build_schedule, simulate
+from fastpp import SCHEDULES, ScheduleError, build_schedule, simulate
 from fastpp.model import Hardware, Link, Transformer, device_bytes, plan, transformer_costs
 from fastpp.model.stages import context_parallel_times
 
@@ -167,6 +167,24 @@ def test_plan_reasons(wide_plan):
     odd = plan(MODEL, 12, TOY, seq=32, global_batch=48, cp=3, schedules=["1f1b"], tp=1,
                microbatch=1, recompute="none")
     assert odd["reason"].str.startswith("cp must split seq into 2 x cp equal chunks").all()
+
+
+def test_plan_default_schedules_leave_expert_overlap_out_of_dense_models():
+    """By default a dense model is not offered a schedule that is Megatron's EP overlap (it
+    could only give reason rows); an MoE model is, and naming one for a dense model still
+    gives its reasons (test_plan_reasons)."""
+    overlap = {k for k, spec in SCHEDULES.items() if spec.expert_overlap}
+    assert overlap == {"combined-1f1b"}
+    small = dict(seq=32, global_batch=16, tp=1, pp=2, microbatch=1, recompute="none")
+    dense = plan(MODEL, 4, TOY, **small)
+    assert set(dense["schedule"]) == {k for k, spec in SCHEDULES.items()
+                                      if not spec.forward_only} - overlap
+    moe = Transformer(layers=8, hidden=64, heads=8, kv_heads=4, ffn=160, expert_ffn=32,
+                      experts=4, top_k=2, vocab=500, name="toy-moe")
+    rows = plan(moe, 4, TOY, **small)
+    assert overlap <= set(rows["schedule"])
+    ran = rows[(rows["schedule"] == "combined-1f1b") & rows["step_time"].notna()]
+    assert len(ran) and (ran["ep"] > 1).all()  # it runs only with expert parallelism
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -93,3 +93,17 @@ def chimera(ops, length, p, n, m, G):
         j = label[rec[2, e]]
         s = r if j < n // 2 else 2 * p - 1 - r
         length[r] = put(ops, r, length[r], rec[1, e], s, j)
+
+
+# Closed forms (SCHEDULES.md section 5; zero latency, uniform costs), read by fastpp.theory
+# through the registry. Each returns None where no closed form is known.
+
+
+def chimera_idle(p, n, m, f, b, w, fb, G):
+    """Chimera's basic unit (``n = p``, ``f = b``) runs in ``3p-2`` slots (Li and Hoefler)."""
+    return (3 * p - 2) * f - n * (f + b) if n == p and f == b else None
+
+
+def chimera_bubble(p, n, m, f, b):
+    """Chimera's basic unit's bubble fraction ``(p-2)/(2n+p-2)`` (``n = p``, ``f = b``)."""
+    return (p - 2) / (2 * n + p - 2) if n == p and f == b else None

@@ -135,3 +135,35 @@ def combined_1f1b(ops, length, p, n, m, G):
         for v in range(total - warmup, total):
             k = put(ops, r, k, B, (m - 1 - table_chunk[v]) * p + r, table_mb[v])
         length[r] = k
+
+
+# Closed forms (SCHEDULES.md section 5; zero latency, uniform costs), read by fastpp.theory
+# through the registry. Each returns None where no closed form is known.
+
+
+def interleaved_idle(p, n, m, f, b, w, fb, G):
+    """Interleaved 1F1B's ramp is ``1/m`` of 1F1B's (Narayanan et al. 2021), for groups of
+    ``G = p`` and ``n`` a multiple of ``p``."""
+    return (p - 1) * (f + b) / m if G == p and n % p == 0 else None
+
+
+def interleaved_bubble(p, n, m, f, b):
+    """Interleaved 1F1B's and looped BFS's bubble fraction ``(p-1)/(mn+p-1)`` (``p | n``)."""
+    return (p - 1) / (m * n + p - 1) if n % p == 0 else None
+
+
+def interleaved_peak_live(p, n, m, G):
+    """Megatron's warm-up: ``2(p-r-1) + (m-1)G`` forwards before the first backward, plus
+    the one in flight, at most every chunk of every microbatch."""
+    r = np.arange(p)
+    return np.minimum(2 * (p - r - 1) + (m - 1) * G + 1, n * m)
+
+
+def looped_bfs_idle(p, n, m, f, b, w, fb, G):
+    """Looped BFS's ramp, as interleaved 1F1B's, for ``n >= p``."""
+    return (p - 1) * (f + b) / m if n >= p else None
+
+
+def looped_bfs_peak_live(p, n, m, G):
+    """Breadth first: every chunk of every microbatch is live before the backwards start."""
+    return np.full(p, n * m)

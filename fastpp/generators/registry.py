@@ -16,12 +16,7 @@ from .. import placement as placements
 from ..checks import ScheduleError, positive_int
 from ..ops import new_ops
 from ..schedule import Schedule
-from .chimera import chimera
-from .classic import forward_only, gpipe, one_f_one_b
-from .dualpipe import dualpipe, dualpipev
-from .interleaved import combined_1f1b, interleaved_1f1b, interleaved_zb, looped_bfs
-from .vshape import v_half, v_min
-from .zero_bubble import zb_h1, zb_h2, zbv
+from . import chimera, classic, dualpipe, interleaved, vshape, zero_bubble
 
 MAX_WORK = 4_000_000  # p * n * m: bounds the op block and the per-stage tables
 
@@ -72,9 +67,23 @@ class ScheduleSpec:
     ``search_candidate``: ``fastpp.optimize`` offers it on its placement as a fixed candidate.
     ``torch_class``: the PyTorch pipelining class that runs the same order (``fastpp.measured``
     runs it).
+    ``expert_overlap``: the schedule is Megatron's EP all-to-all overlap itself: it needs
+    ``ep > 1`` and refuses full recomputation whether or not the overlap is priced
+    (``fastpp.model.overlap``), and ``plan`` leaves it out for a model without experts unless
+    named.
+    ``memory_reference``: the schedule whose peak is the default memory budget of
+    ``fastpp.best_within_budget`` and the reports (exactly one has it).
     ``compile_apart``: compiled by the second process of the sweeps' warm-up on an empty cache
     (``fastpp.sweeps.warmup``), to split the compile time in two. ``sid``, the id in jitted
     sweeps, is the registry position.
+
+    The closed forms ``fastpp.theory`` reads, written beside the generators, None where none
+    is known: ``idle(p, n, m, f, b, w, fb, G)`` (makespan metric), ``span_idle(p, n, m, f, b,
+    w)`` (Zero Bubble's span metric), ``makespan(p, n, m, f, b, w, G)`` (when it is not
+    ``n(f+b)`` plus the idle), ``bubble(p, n, m, f, b)``, ``peak_live(p, n, m, G)`` (per
+    device), ``max_peak_live(p, n, m, G)`` (when not the largest ``peak_live``) and
+    ``peak_activations(p, n, m, G, gamma)`` (when not ``peak_live / m``). Each may itself
+    return None for parameters outside its closed form.
     """
 
     name: str
@@ -90,7 +99,16 @@ class ScheduleSpec:
     search_candidate: bool = False
     torch_class: str | None = None
     compile_apart: bool = False
+    memory_reference: bool = False
+    expert_overlap: bool = False
     pairs: bool = False
+    idle: Callable | None = None
+    span_idle: Callable | None = None
+    makespan: Callable | None = None
+    bubble: Callable | None = None
+    peak_live: Callable | None = None
+    max_peak_live: Callable | None = None
+    peak_activations: Callable | None = None
     sid: int = field(default=-1, compare=False)
 
     def __post_init__(self):
@@ -142,30 +160,45 @@ class ScheduleSpec:
 
 
 SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
-    ScheduleSpec("gpipe", gpipe, "loop", "GPipe: all forwards, then all backwards",
-                 rules=_rules(M_IS_1), torch_class="ScheduleGPipe"),
-    ScheduleSpec("1f1b", one_f_one_b, "loop", "1F1B (PipeDream-Flush, Megatron, DeepSpeed)",
-                 rules=_rules(M_IS_1)),
+    ScheduleSpec("gpipe", classic.gpipe, "loop", "GPipe: all forwards, then all backwards",
+                 rules=_rules(M_IS_1), torch_class="ScheduleGPipe", idle=classic.flush_idle,
+                 bubble=classic.flush_bubble, peak_live=classic.gpipe_peak_live),
+    ScheduleSpec("1f1b", classic.one_f_one_b, "loop",
+                 "1F1B (PipeDream-Flush, Megatron, DeepSpeed)", rules=_rules(M_IS_1),
+                 memory_reference=True,
+                 idle=classic.flush_idle, bubble=classic.flush_bubble,
+                 peak_live=classic.one_f_one_b_peak_live),
     ScheduleSpec(
-        "interleaved-1f1b", interleaved_1f1b, "loop",
+        "interleaved-1f1b", interleaved.interleaved_1f1b, "loop",
         "Interleaved 1F1B (Megatron virtual pipeline), microbatch groups of G (default p)",
         rules=_rules(
             Rule("m", "at least 2 (use '1f1b' for m=1)", lambda p, n, m, G: m >= 2),
             *MEGATRON_GROUPS),
         # three virtual stages: Korthikanti et al. 2022 train 175B and 530B so
-        options=("G",), default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleaved1F1B"),
-    ScheduleSpec("looped-bfs", looped_bfs, "loop",
+        options=("G",), default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleaved1F1B",
+        idle=interleaved.interleaved_idle, bubble=interleaved.interleaved_bubble,
+        peak_live=interleaved.interleaved_peak_live),
+    ScheduleSpec("looped-bfs", interleaved.looped_bfs, "loop",
                  "Looped BFS: breadth-first over m chunks per device, backwards reversed",
-                 default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleLoopedBFS"),
-    ScheduleSpec("forward-only", forward_only, "loop", "Inference: forwards only",
-                 forward_only=True, rules=_rules(M_IS_1)),
-    ScheduleSpec("zb-h1", zb_h1, "loop", "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
-                 split_backward=True, rules=_rules(M_IS_1), search_candidate=True),
-    ScheduleSpec("zb-h2", zb_h2, "loop",
+                 default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleLoopedBFS",
+                 idle=interleaved.looped_bfs_idle, bubble=interleaved.interleaved_bubble,
+                 peak_live=interleaved.looped_bfs_peak_live),
+    ScheduleSpec("forward-only", classic.forward_only, "loop", "Inference: forwards only",
+                 forward_only=True, rules=_rules(M_IS_1), idle=classic.forward_only_idle,
+                 makespan=classic.forward_only_makespan,
+                 peak_live=classic.forward_only_peak_live),
+    ScheduleSpec("zb-h1", zero_bubble.zb_h1, "loop",
+                 "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
+                 split_backward=True, rules=_rules(M_IS_1), search_candidate=True,
+                 idle=zero_bubble.zb_h1_idle, peak_live=zero_bubble.zb_h1_peak_live,
+                 peak_activations=zero_bubble.zb_h1_peak_activations),
+    ScheduleSpec("zb-h2", zero_bubble.zb_h2, "loop",
                  "Zero Bubble ZB-H2: deeper warmup, no bubble for n >= 2p-1",
-                 split_backward=True, rules=_rules(M_IS_1), search_candidate=True),
+                 split_backward=True, rules=_rules(M_IS_1), search_candidate=True,
+                 span_idle=zero_bubble.zb_h2_span_idle, peak_live=zero_bubble.zb_h2_peak_live,
+                 peak_activations=zero_bubble.zb_h2_peak_activations),
     ScheduleSpec(
-        "interleaved-zb", interleaved_zb, "loop",
+        "interleaved-zb", interleaved.interleaved_zb, "loop",
         "Interleaved Zero Bubble ZB1P (PyTorch ScheduleInterleavedZeroBubble)",
         split_backward=True,
         rules=_rules(
@@ -175,42 +208,49 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                  lambda p, n, m, G: n % np.maximum(1, n // p) == 0),
         ),
         default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleavedZeroBubble"),
-    ScheduleSpec("zbv", zbv, "v", "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
+    ScheduleSpec("zbv", zero_bubble.zbv, "v", "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
-                 torch_class="ScheduleZBVZeroBubble"),
+                 torch_class="ScheduleZBVZeroBubble", span_idle=zero_bubble.zbv_span_idle,
+                 peak_live=zero_bubble.zbv_peak_live,
+                 peak_activations=zero_bubble.zbv_peak_activations),
     # V-Half and V-Min share one generator, as do DualPipe and DualPipeV: compiled apart
-    ScheduleSpec("v-half", v_half, "v",
+    ScheduleSpec("v-half", vshape.v_half, "v",
                  "V-Half (controllable memory): about half of 1F1B's peak",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
-                 compile_apart=True),
-    ScheduleSpec("v-min", v_min, "v",
+                 compile_apart=True, max_peak_live=vshape.v_half_max_peak_live),
+    ScheduleSpec("v-min", vshape.v_min, "v",
                  "V-Min (controllable memory): about a third of 1F1B's peak",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
-                 compile_apart=True),
-    ScheduleSpec("dualpipe", dualpipe, "two-directions",
+                 compile_apart=True, max_peak_live=vshape.v_min_max_peak_live),
+    ScheduleSpec("dualpipe", dualpipe.dualpipe, "two-directions",
                  "DeepSeek DualPipe: two directions, overlapped F&B pairs, 2x parameters",
                  split_backward=True, pairs=True, rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
                      Rule("n", "even", lambda p, n, m, G: n % 2 == 0),
                      Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p)),
-                 compile_apart=True),
-    ScheduleSpec("dualpipev", dualpipev, "v",
+                 compile_apart=True, idle=dualpipe.dualpipe_idle,
+                 makespan=dualpipe.dualpipe_makespan, peak_live=dualpipe.dualpipe_peak_live,
+                 peak_activations=dualpipe.dualpipe_peak_activations),
+    ScheduleSpec("dualpipev", dualpipe.dualpipev, "v",
                  "DualPipeV (PyTorch ScheduleDualPipeV): DualPipe on a V",
                  split_backward=True, pairs=True, rules=_rules(
                      M_IS_2, Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p)),
-                 default_m=2, torch_class="ScheduleDualPipeV", compile_apart=True),
-    ScheduleSpec("chimera", chimera, "two-directions",
+                 default_m=2, torch_class="ScheduleDualPipeV", compile_apart=True,
+                 peak_live=dualpipe.dualpipev_peak_live,
+                 peak_activations=dualpipe.dualpipev_peak_activations),
+    ScheduleSpec("chimera", chimera.chimera, "two-directions",
                  "Chimera: two directions, the authors' overlapping units, 2x parameters",
                  rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
                      Rule("n", "a multiple of p={p}", lambda p, n, m, G: n % p == 0),
                      # units of p/2 = 1 microbatch never start a later unit in the authors' walk
-                     Rule("n", "p when p=2", lambda p, n, m, G: (p != 2) | (n == p)))),
+                     Rule("n", "p when p=2", lambda p, n, m, G: (p != 2) | (n == p))),
+                 idle=chimera.chimera_idle, bubble=chimera.chimera_bubble),
     ScheduleSpec(
-        "combined-1f1b", combined_1f1b, "loop",
+        "combined-1f1b", interleaved.combined_1f1b, "loop",
         "Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B, "
         "one more warm-up forward, steady-state F&B as overlapped pairs",
-        pairs=True, rules=_rules(
+        pairs=True, expert_overlap=True, rules=_rules(
             Rule("m", "at least 2 when p > 1 (Megatron's EP overlap needs interleaving)",
                  lambda p, n, m, G: (p == 1) | (m >= 2)),
             *MEGATRON_GROUPS),
@@ -218,6 +258,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
 )}
 for _sid, _spec in enumerate(SCHEDULES.values()):
     object.__setattr__(_spec, "sid", _sid)
+# the default memory budget: 1F1B's peak, the one every schedule paper compares with
+(MEMORY_REFERENCE,) = (name for name, spec in SCHEDULES.items() if spec.memory_reference)
 
 
 def get_spec(name: str) -> ScheduleSpec:

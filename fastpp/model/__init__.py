@@ -30,7 +30,7 @@ from .layout import (
     torchtitan_layers,
 )
 from .moe import expert_data_parallel, expert_reasons, layer_parts
-from .overlap import overlap_reason
+from .overlap import expert_overlap, overlap_reason
 from .plan import PLAN_COLUMNS, plan
 from .presets import MODELS
 from .stages import (
@@ -130,7 +130,7 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
                             f"{model.kv_heads} (got tp={tp})")
     experts = _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance, cp)
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
-    if overlap or schedule.name == "combined-1f1b":
+    if overlap or expert_overlap(schedule.name):
         # Megatron's combined 1F1B is its overlap: it refuses full recomputation as well
         pairs = bool(np.any(schedule.kind == FB))
         reason = overlap_reason(schedule.name, pairs or not overlap, recompute,

@@ -103,10 +103,18 @@ def saving(parts: LayerParts, *, comm_sms: int = COMM_SMS, sms: int = SMS) -> np
     return serial_time(parts) - pair_time(parts, comm_sms=comm_sms, sms=sms)
 
 
+def expert_overlap(name: str) -> bool:
+    """Whether the registered schedule ``name`` is Megatron's EP all-to-all overlap itself
+    (``ScheduleSpec.expert_overlap``): its rules hold whether or not the overlap is priced."""
+    spec = SCHEDULES.get(name)
+    return spec is not None and spec.expert_overlap
+
+
 def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1, ep: int = 2) -> str:
     """Why the pair overlap cannot run on a schedule (``""`` if it can): ``pairs`` says
-    whether the schedule has overlapped pairs; ``"combined-1f1b"`` is Megatron's overlap
-    itself, with its rules whether or not the overlap is priced."""
+    whether the schedule has overlapped pairs; a schedule that is Megatron's overlap itself
+    (``expert_overlap``, e.g. ``"combined-1f1b"``) has its rules whether or not the overlap
+    is priced."""
     if not pairs:
         paired = [k for k, spec in SCHEDULES.items() if spec.pairs]
         return (f"overlap needs a schedule with overlapped forward-and-backward pairs, one of "
@@ -114,8 +122,8 @@ def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1, ep: int 
     if recompute == "full":
         return (f"overlap cannot run with recompute='full' (the pair needs the forward's "
                 f"activations; Megatron refuses it too) (got schedule {name!r})")
-    if name == "combined-1f1b" and ep == 1:
-        return ("'combined-1f1b' needs expert parallelism: Megatron's EP overlap asserts "
+    if expert_overlap(name) and ep == 1:
+        return (f"{name!r} needs expert parallelism: Megatron's EP overlap asserts "
                 "expert_model_parallel_size > 1 (got ep=1)")
     if cp > 1:
         # not modelled: the pair's parts are priced for whole sequences (Megatron advises

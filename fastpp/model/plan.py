@@ -78,7 +78,9 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     link : Link or str, optional
         The inter-node link, instead of the hardware's (a ``Link`` or a ``LINKS`` name).
     schedules : list of str, optional
-        Registered training schedules (default: all).
+        Registered training schedules (default: all; for a model without experts, all but
+        those that are Megatron's expert-parallel overlap, e.g. ``"combined-1f1b"``, which
+        could only give reason rows: named, they give them).
     tp, pp, microbatch, m : int or list of int, optional
         Tensor-parallel and pipeline degrees, sequences per microbatch, chunks per device
         (default: every ``t`` in a node dividing the heads, every ``p`` up to the layers,
@@ -215,7 +217,9 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     zeros = _nonempty(zero, "zero")
     for x in zeros:
         one_of(x, "zero", ZERO)
-    names = ([k for k, spec in SCHEDULES.items() if not spec.forward_only]
+    # by default no schedule that needs experts on a dense model: it would only give reasons
+    names = ([k for k, spec in SCHEDULES.items()
+              if not spec.forward_only and (model.moe or not spec.expert_overlap)]
              if schedules is None else _nonempty(schedules, "schedules"))
     for name in names:
         if get_spec(name).forward_only:
@@ -484,8 +488,8 @@ def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
             check_cp(seq, int(c))
         except ScheduleError as error:
             reason[mine] = str(error)
-    # combined 1F1B is Megatron's overlap itself: its rules hold whether or not it is priced
-    combined = np.array([spec.name == "combined-1f1b" for spec in batch.SPECS])[sid]
+    # a schedule that is Megatron's overlap itself: its rules hold whether or not it is priced
+    combined = np.array([spec.expert_overlap for spec in batch.SPECS])[sid]
     ask = (cols["overlap"] == 1) | combined
     rows = np.flatnonzero(ask & (reason == ""))  # each row has one key: one pass suffices
     keys = np.stack([sid, cols["overlap"], cols["recompute"], cols["cp"], cols["ep"]],

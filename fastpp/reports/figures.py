@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..costs import Costs
-from ..generators.registry import SCHEDULES, build_schedule
+from ..generators.registry import MEMORY_REFERENCE, SCHEDULES, build_schedule
 from ..simulate import simulate
 from ..sweeps import best_within_budget, pareto_front
 from . import timeline
@@ -213,9 +213,10 @@ def sweep_sections(df, label: str, schedules) -> list[dict]:
                      "items": [{"type": "choice", "label": "p, n", "options": [
                          {"label": f"p={p}, n={n}", "item": pareto(groups[p, n], p, n)}
                          for p, n in pairs]}]})
-    budget = "1f1b" if "1f1b" in set(training["schedule"]) else float("inf")
+    budget = (MEMORY_REFERENCE if MEMORY_REFERENCE in set(training["schedule"])
+              else float("inf"))
     best = best_within_budget(training, budget)
-    said = "1F1B's peak" if budget == "1f1b" else "no memory limit"
+    said = "1F1B's peak" if budget == MEMORY_REFERENCE else "no memory limit"
     options = [{"label": f"p={int(r.p)}, n={int(r.n)}: {r.schedule} (m={int(r.m)})",
                 "item": _timeline_item(r, "fastest within budget: ")}
                for r in best.itertuples()]
