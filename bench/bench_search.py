@@ -17,10 +17,10 @@ import zb_authors
 from speedup import check_speedup, record
 
 from fastpp import Costs, optimize
-from fastpp.generators._emit import new_ops
+from fastpp.ops import new_ops
 from fastpp.search import exact
-from fastpp.search.heuristic import zb_best
 from fastpp.search.problem import Problem
+from fastpp.search.zb_greedy import zb_best
 
 TARGET = 100
 

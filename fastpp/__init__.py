@@ -33,7 +33,8 @@ from .sweeps import best_within_budget, pareto_front, sweep
 
 __version__ = "0.1.0"
 
-# measured runs need pandas: imported when first used, so that `import fastpp` stays light
+# measured runs and reports need pandas: imported when first used, so that `import fastpp`
+# stays light
 _MEASURED = ("MeasuredRun", "read_torch_trace")
 
 
@@ -42,6 +43,10 @@ def __getattr__(name: str):
         from . import measured
 
         return getattr(measured, name)
+    if name == "report":
+        from .reports import report
+
+        return report
     raise AttributeError(f"module 'fastpp' has no attribute {name!r}")
 
 
@@ -65,6 +70,7 @@ __all__ = [
     "optimize",
     "pareto_front",
     "read_torch_trace",
+    "report",
     "simulate",
     "sweep",
     "theory",

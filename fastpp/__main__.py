@@ -1,12 +1,19 @@
-"""The command line: ``python -m fastpp {simulate, optimize, plan, measure, show, list}``."""
+"""The command line: ``python -m fastpp {simulate, optimize, plan, measure, report, show,
+list}``."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
+from .placement import NAMES as PLACEMENTS
+from .search.problem import CHUNKS as SEARCH_PLACEMENTS
+
+# the PyTorch classes `measure` runs (the registry's torch_class)
+TORCH_CLASSES = [spec.torch_class for spec in SCHEDULES.values() if spec.torch_class]
 
 
 def _schedule_args(ap: argparse.ArgumentParser) -> None:
@@ -19,7 +26,7 @@ def _schedule_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("-m", type=int, default=None, help="chunks per device (default: the "
                     "schedule's, 2 for V and interleaved ones, else 1)")
     ap.add_argument("-G", type=int, default=None, help="interleaved 1F1B's group size")
-    ap.add_argument("--placement", help="with --from-csv: loop, v, two-directions or a "
+    ap.add_argument("--placement", help=f"with --from-csv: {', '.join(PLACEMENTS)} or a "
                     "schedule name")
 
 
@@ -53,7 +60,8 @@ def _output_args(ap: argparse.ArgumentParser) -> None:
 
 
 def _memory_limit(text: str | None, p: int):
-    """``--memory``: a number of units, or a multiple of p such as ``1.5p``; none: no limit."""
+    """``--memory-limit``: a number of units, or a multiple of p such as ``1.5p``; none: no
+    limit."""
     if text is None or text.lower() in ("none", "inf", "unlimited"):
         return None
     match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(\*?\s*p)?\s*", text)
@@ -62,7 +70,7 @@ def _memory_limit(text: str | None, p: int):
     except ValueError:
         value = None
     if value is None:
-        raise ScheduleError(f"--memory must be a number of units or a multiple of p such as "
+        raise ScheduleError(f"--memory-limit must be a number of units or a multiple of p such as "
                             f"'1.5p' (got {text!r})")
     return value * p if match.group(2) else value
 
@@ -70,22 +78,25 @@ def _memory_limit(text: str | None, p: int):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fastpp",
                                  description="Simulate pipeline-parallel training schedules.")
-    sub = ap.add_subparsers(dest="command", required=True)
+    # no abbreviations: '--memory' would otherwise still mean --memory-plot or --memory-limit
+    sub = ap.add_subparsers(dest="command", required=True,
+                            parser_class=functools.partial(argparse.ArgumentParser,
+                                                           allow_abbrev=False))
     sim = sub.add_parser("simulate", help="simulate a schedule and report times and memory")
     _schedule_args(sim)
     _cost_args(sim)
     sim.add_argument("--fb", type=float, default=None, help="overlapped F&B pair (f + b)")
     _output_args(sim)
-    sim.add_argument("--memory", dest="memory_png", metavar="PNG", help=argparse.SUPPRESS)
     opt = sub.add_parser("optimize", help="search the fastest schedule within a memory limit")
     opt.add_argument("-p", type=int, required=True, help="devices")
     opt.add_argument("-n", type=int, required=True, help="microbatches")
     _cost_args(opt)
-    opt.add_argument("--memory", metavar="LIMIT", help="activation memory limit per device, in "
-                     "units of one microbatch's activations (M_B), or a multiple of p such as "
-                     "'1.5p' (default: none)")
-    opt.add_argument("--placement", choices=["loop", "v"], default="loop",
-                     help="loop (m=1) or v (m=2, as ZB-V) (loop)")
+    opt.add_argument("--memory-limit", metavar="LIMIT", help="activation memory limit per "
+                     "device, in units of one microbatch's activations (M_B), or a multiple of "
+                     "p such as '1.5p' (default: none)")
+    opt.add_argument("--placement", choices=list(SEARCH_PLACEMENTS), default="loop",
+                     help=" or ".join(f"{k} (m={m})" for k, m in SEARCH_PLACEMENTS.items())
+                     + " (loop)")
     opt.add_argument("--objective", choices=["makespan", "span"], default="makespan",
                      help="makespan, or the Zero Bubble paper's per-device span (makespan)")
     opt.add_argument("--method", choices=["auto", "heuristic", "improve", "exact"],
@@ -104,6 +115,18 @@ def main(argv=None) -> int:
         "to --out, read them back and print the measured, replayed and predicted makespans. "
         "On a machine with p GPUs, --device cuda runs NCCL with one GPU per rank.")
     _measure_args(meas)
+    rep = sub.add_parser("report", help="write an interactive HTML report of sweeps, plans, "
+                         "frontiers and measured runs",
+                         description="One self-contained HTML file (it opens offline): a "
+                         "sweep's heat maps, Pareto fronts and timelines, a plan's table and "
+                         "scatter, a frontier, a measured run against its simulations.")
+    rep.add_argument("paths", nargs="+", metavar="PATH", help="a sweep folder or table, a plan "
+                     "or frontier table (Parquet or CSV), or a measured-run folder")
+    rep.add_argument("-o", "--output", default="report.html", help="the HTML file "
+                     "(report.html)")
+    rep.add_argument("--schedules", nargs="+", default=None, metavar="NAME",
+                     help="schedules whose timelines a sweep's report also shows at every "
+                     "(p, n)")
     show = sub.add_parser("show", help="print a schedule's ops laid out by time, bubbles as dots")
     _schedule_args(show)
     _cost_args(show)
@@ -123,9 +146,14 @@ def main(argv=None) -> int:
             return _plan(args)
         if args.command == "measure":
             return _measure(args)
+        if args.command == "report":
+            from .reports import report
+
+            print(f"report: {report(*args.paths, output=args.output, schedules=args.schedules)}")
+            return 0
         if args.command == "optimize":
             costs = Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma)
-            found = optimize(args.p, args.n, costs, memory=_memory_limit(args.memory, args.p),
+            found = optimize(args.p, args.n, costs, memory=_memory_limit(args.memory_limit, args.p),
                              placement=args.placement, objective=args.objective,
                              method=args.method, time_limit=args.time_limit, seed=args.seed,
                              progress=not args.quiet)
@@ -172,6 +200,26 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
         ap.add_argument(flag, nargs="+", type=int, default=None,
                         help=f"layers on the {where} model chunk (default: even stages)")
     ap.add_argument("--zero", nargs="+", type=int, default=[1], help="ZeRO stages (1)")
+    for flag, what in (("--ep", "expert-parallel degrees (default: every one that divides "
+                                "the experts and the GPUs)"),
+                       ("--etp", "expert tensor-parallel degrees (1)")):
+        ap.add_argument(flag, nargs="+", type=int, default=None, help=what)
+    ap.add_argument("--precision", nargs="+", default=None, choices=["bf16", "fp8"],
+                    help="the products' precision (the hardware's)")
+    ap.add_argument("--node-limit", type=int, default=None,
+                    help="DeepSeek's node-limited routing: a token goes to at most this many "
+                         "nodes (default: no limit)")
+    ap.add_argument("--imbalance", type=float, default=1.0,
+                    help="tokens on the busiest expert over the mean (1.0)")
+    ap.add_argument("--zero3", default="layer", choices=["layer", "step"],
+                    help="ZeRO-3's weight all-gathers: per layer, or once per step (layer)")
+    ap.add_argument("--cp", nargs="+", type=int, default=None,
+                    help="context-parallel degrees (1)")
+    ap.add_argument("--cp-comm", default="all-gather", choices=["all-gather", "ring"],
+                    help="context parallelism's K and V exchange (all-gather)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="also price the overlapped forward-and-backward pairs (DualPipe, "
+                         "DualPipeV, combined 1F1B) with the pair model")
     ap.add_argument("--capacity-gb", type=float, default=None, help="GB per GPU (the preset's)")
     ap.add_argument("--gradient-overlap", action="store_true",
                     help="overlap the gradient reduction with the backward, in buckets")
@@ -198,7 +246,10 @@ def _plan(args) -> int:
               m=args.m, recompute=args.recompute, zero=args.zero, layout=args.layout,
               first_layers=args.first_layers, last_layers=args.last_layers,
               capacity=None if args.capacity_gb is None else args.capacity_gb * 1e9,
-              gradient_overlap=args.gradient_overlap)
+              gradient_overlap=args.gradient_overlap, cp=args.cp, cp_comm=args.cp_comm,
+              zero3=args.zero3, overlap=[False, True] if args.overlap else False, ep=args.ep,
+              etp=1 if args.etp is None else args.etp, precision=args.precision,
+              node_limit=args.node_limit, imbalance=args.imbalance)
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
     print(f"{args.model} on {args.gpus} x {hardware.name} (products up to "
@@ -217,19 +268,20 @@ def _plan(args) -> int:
         png = plot.plan_scatter(df, out / "plan.png", capacity,
                                 title=f"{args.model} on {args.gpus} x {hardware.name}")
         print(f"picture: {png}")
+        write_report(out / "plan.parquet", out / "plan.html")
     return 0
 
 
 def _measure_args(ap: argparse.ArgumentParser) -> None:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--schedule", "-s", metavar="NAME",
-                     help="a PyTorch class (ScheduleGPipe, ScheduleInterleaved1F1B, "
-                     "ScheduleLoopedBFS, ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, "
-                     "ScheduleDualPipeV) or a fastpp schedule (python -m fastpp list), run "
-                     "from its CSV; 1F1B is measured as '1f1b' (Schedule1F1B labels no op)")
+                     help=f"a PyTorch class ({', '.join(TORCH_CLASSES)}) or a fastpp schedule "
+                     "(python -m fastpp list), run from its CSV; 1F1B is measured as fastpp's "
+                     "own (Schedule1F1B labels no op)")
     src.add_argument("--from-csv", metavar="FILE", help="a compute-only schedule CSV to run, "
                      "for example one that 'optimize --csv' wrote")
-    ap.add_argument("--placement", help="with --from-csv: loop, v or a schedule name")
+    ap.add_argument("--placement", help=f"with --from-csv: {', '.join(PLACEMENTS)} or a "
+                    "schedule name")
     ap.add_argument("-p", type=int, default=None, help="ranks, one process each (2, or the "
                     "CSV's)")
     ap.add_argument("-n", type=int, default=None, help="microbatches (4, or the CSV's)")
@@ -257,6 +309,8 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
 
 
 def _measure(args) -> int:
+    from pathlib import Path
+
     from . import read_torch_trace
     from .measured.runner import measure
 
@@ -293,7 +347,18 @@ def _measure(args) -> int:
         from . import plot
 
         print(f"picture: {plot.measured_timelines(run, replay, args.picture)}")
+    write_report(run, Path(args.out) / "report.html")
     return 0
+
+
+def write_report(what, path) -> None:
+    """The interactive report of a script's or command's result, or a note without plotly."""
+    try:
+        from .reports import report
+
+        print(f"report: {report(what, output=path)}")
+    except ImportError as err:
+        print(f"no report ({err})")
 
 
 def _report(res) -> None:

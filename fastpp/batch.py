@@ -2,12 +2,12 @@
 
 One point is ``(schedule id, p, n, m, G)`` and its costs: ``fastpp.Costs``'s nine fields
 (``costs.FIELDS``), each one value, one per device or one per stage, read from a flat table
-``values`` at ``at[i, field] = (offset, count)``. ``simulate`` builds each run of consecutive
-points that share a schedule once, with the registry's own generator (so the kernel links no
-generator: it compiles in a fraction of the time, and a schedule is added in the registry
-alone), and hands the built schedules to the kernel ``simulate_points``. Kernels release the
-GIL, so ``fastpp.sweep`` runs slices of points on several threads at once; every point is
-computed on its own, so results do not depend on the thread count or the slicing.
+``values`` at ``at[i, field] = (offset, count)``. ``build_and_simulate`` builds each run of
+consecutive points that share a schedule once, with the registry's own generator (so the
+kernel links no generator: it compiles in a fraction of the time, and a schedule is added in
+the registry alone), and hands the built schedules to the kernel ``simulate_points``. Kernels
+release the GIL, so ``fastpp.sweep`` runs slices of points on several threads at once; every
+point is computed on its own, so results do not depend on the thread count or the slicing.
 """
 
 import numpy as np
@@ -15,9 +15,9 @@ import numpy as np
 from . import kernels
 from ._jit import jit
 from .costs import FIELDS as COST_FIELDS
-from .generators._emit import N_FIELDS as OP_FIELDS
-from .generators._emit import TWO_DIRECTIONS, new_ops, placement, routes
 from .generators.registry import SCHEDULES
+from .ops import OP_FIELDS, new_ops
+from .placement import TWO_DIRECTIONS, routes, stage_map
 
 # what a point gives, in the order of simulate_points's output row
 COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_max",
@@ -26,17 +26,17 @@ COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_ma
  STATUS) = range(len(COLUMNS))
 # a point's status: simulated, or why not (BAD_LENGTH + k: field k has the wrong length)
 OK, DEADLOCK, W_ABOVE_B, BAD_LENGTH = 0, 1, 2, 10
-N_FIELDS = len(COST_FIELDS)
+N_COSTS = len(COST_FIELDS)
 
 SPECS = list(SCHEDULES.values())  # by id
-PLACEMENT = np.array([spec.kind for spec in SPECS], np.int64)
+PLACEMENT_CODE = np.array([spec.placement_code for spec in SPECS], np.int64)
 FORWARD_ONLY = np.array([spec.forward_only for spec in SPECS])
 # a built schedule's row: its shape and where its arrays start in the flat tables
 P_, N_, M_, W_, V_, BLOCK, LENGTH, STAGES, ROUTES = range(9)
 BUDGET = 4_000_000  # op slots (16 bytes each with their times) built at once per thread
 
 
-def simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) -> None:
+def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) -> None:
     """Build and simulate the points ``index``: row ``i`` of ``out`` gets point ``i``'s
     ``COLUMNS``; unless ``peaks`` is empty, device ``r``'s peak activations of point ``i`` go
     to ``peaks[peak_at[i] + r]``.
@@ -83,8 +83,8 @@ def _build(keys):
         spec.generator(ops, length, P, N, M, G)
         W = max(1, int(length.max()))
         block = np.ascontiguousarray(ops[:, :, :W]).reshape(-1)
-        stage_device = placement(spec.kind, P, M)
-        first, last = routes(spec.kind, P, N, M)
+        stage_device = stage_map(spec.placement_code, P, M)
+        first, last = routes(spec.placement_code, P, N, M)
         rows[g] = (P, N, M, W, len(stage_device), *offsets)
         for part, store in ((block, blocks), (length, lengths), (stage_device, stages)):
             store.append(part)
@@ -106,14 +106,14 @@ def _field(values, at, i, k):
 def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, lasts, values,
                     at, out, peaks, peak_at):
     """Simulate the points ``index`` on their built schedules (point ``index[q]`` on row
-    ``slot[q]`` of ``built``; see ``simulate``). Forward-only schedules free a forward's
+    ``slot[q]`` of ``built``; see ``build_and_simulate``). Forward-only schedules free a forward's
     activations when it ends; activations are in the unit of ``act``.
     """
     none = np.zeros((0, 0))  # device_memory stores nothing: the peaks are all a sweep keeps
     none_int = np.zeros((0, 0), np.int64)
     for q in range(index.shape[0]):
         i, g = index[q], slot[q]
-        kind = sid[i]
+        schedule = sid[i]
         P, N, M = built[g, P_], built[g, N_], built[g, M_]
         W, V = built[g, W_], built[g, V_]
         at_block = built[g, BLOCK]
@@ -124,7 +124,7 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         last = lasts[built[g, ROUTES]: built[g, ROUTES] + N]
         out[i, :] = np.nan
         bad = -1
-        for k in range(N_FIELDS):
+        for k in range(N_COSTS):
             count = at[i, k, 1]
             if bad < 0 and count != 1 and count != P and count != V:
                 bad = k
@@ -159,7 +159,7 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         peak_max, peak_min, live_max = -np.inf, np.inf, 0
         for r in range(P):  # peaks only: no per-op memory arrays
             peak, live = kernels.device_memory(block, length, r, c[kernels.UNIT],
-                                               c[kernels.GAMMA], FORWARD_ONLY[kind], none,
+                                               c[kernels.GAMMA], FORWARD_ONLY[schedule], none,
                                                none, none_int, none_int)
             if peaks.shape[0] > 0:
                 peaks[peak_at[i] + r] = peak
@@ -169,5 +169,5 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         out[i, MAKESPAN], out[i, BUBBLE], out[i, SPAN_BUBBLE] = makespan, bubble, span_bubble
         out[i, PEAK_MAX], out[i, PEAK_MIN], out[i, LIVE_MAX] = peak_max, peak_min, live_max
         out[i, NUM_OPS] = total
-        out[i, PARAMETER_UNITS] = 2.0 if PLACEMENT[kind] == TWO_DIRECTIONS else 1.0
+        out[i, PARAMETER_UNITS] = 2.0 if PLACEMENT_CODE[schedule] == TWO_DIRECTIONS else 1.0
         out[i, STATUS] = OK

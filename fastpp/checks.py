@@ -24,6 +24,28 @@ class ScheduleTypeError(ScheduleError, TypeError):
     """An argument of the wrong type (also a ``TypeError``)."""
 
 
+class MissingExtraError(ScheduleError, ImportError):
+    """An optional dependency is not installed (also an ``ImportError``); the message names
+    the extra that installs it, e.g. ``pip install 'fastpp[plot]'``."""
+
+
+def missing_extra(what: str, package: str, extra: str) -> MissingExtraError:
+    """The one message for a missing optional dependency: "``what`` needs ``package``: pip
+    install 'fastpp[extra]'"."""
+    return MissingExtraError(f"{what} needs {package}: pip install 'fastpp[{extra}]'")
+
+
+def require(module: str, extra: str, what: str, package: str | None = None):
+    """Import and return ``module``, or raise ``missing_extra(what, package, extra)``
+    (``package`` defaults to the module's top name)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise missing_extra(what, package or module.split(".")[0], extra) from None
+
+
 def show(value) -> str:
     """A short rendering of a value for an error message (at most 8 elements)."""
     if isinstance(value, np.generic):

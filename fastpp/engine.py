@@ -21,6 +21,7 @@ import numpy as np
 from . import batch
 from .checks import ScheduleError
 from .costs import FIELDS, Costs
+from .placement import TWO_DIRECTIONS
 
 # a field not given takes Costs's default (None: not given, NaN for the kernel)
 DEFAULTS = {f.name: (np.nan if f.default is None else f.default)
@@ -46,7 +47,7 @@ class Rows(NamedTuple):
 def stages(sid, p, m) -> np.ndarray:
     """Virtual stages ``V`` of each point: ``p * m``, ``2p`` for two-direction schedules."""
     sid, p, m = (np.asarray(x, np.int64) for x in (sid, p, m))
-    return np.where(batch.PLACEMENT[sid] == batch.TWO_DIRECTIONS, 2 * p, p * m)
+    return np.where(batch.PLACEMENT_CODE[sid] == TWO_DIRECTIONS, 2 * p, p * m)
 
 
 def cost_layout(fields: dict, count: int, first=None, V=None) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +139,7 @@ def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
     order = _order(keys)
 
     def run(index):
-        batch.simulate(*keys, values, at, index, out, device_peaks, peak_at)
+        batch.build_and_simulate(*keys, values, at, index, out, device_peaks, peak_at)
 
     if pool is None or count == 0:
         run(order)

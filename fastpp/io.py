@@ -20,14 +20,11 @@ from .checks import (
     positive_int,
     writable,
 )
-from .generators._emit import LOOP, TWO_DIRECTIONS, VSHAPE
-from .generators._emit import placement as _placement
-from .generators._emit import routes as _routes
 from .generators.registry import SCHEDULES
 from .ops import parse_op
+from .placement import CODES, LOOP, VSHAPE, routes, stage_map
 from .schedule import Schedule
 
-_PLACEMENTS = {"loop": LOOP, "v": VSHAPE, "two-directions": TWO_DIRECTIONS}
 _COMMS = re.compile(r"^\d+(SEND|RECV|UNSHARD|RESHARD|REDUCE_GRAD)")
 
 
@@ -62,7 +59,7 @@ def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
     if n is not None:
         n = positive_int(n, "n")
     if placement is not None and not isinstance(placement, str):
-        raise ScheduleTypeError(f"placement must be a string: one of {sorted(_PLACEMENTS)} or a "
+        raise ScheduleTypeError(f"placement must be a string: one of {sorted(CODES)} or a "
                                 f"schedule name (got {placement!r})")
     name = optional_text(name, "name")
     if not isinstance(path, str | os.PathLike) or not str(path):
@@ -101,22 +98,22 @@ def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
                 raise ScheduleError(f"{path}: {err}") from None
             raise ScheduleError(f"{path}: {err}; if this is a two-direction schedule (DualPipe, "
                                 "Chimera), pass placement='two-directions'") from None
-    kind = _placement_kind(placement)
+    code = _placement_code(placement)
     if n is None:
         n = 1 + max(op[i] for op in ops for i in (2, 4)) if ops else 1
-    m = {LOOP: max(1, -(-stages // p)), VSHAPE: 2}.get(kind, 1)
-    first, last = _routes(kind, p, n, m)
-    return Schedule.from_tokens(rows, _placement(kind, p, m), n=n, m=m, name=name,
+    m = {LOOP: max(1, -(-stages // p)), VSHAPE: 2}.get(code, 1)
+    first, last = routes(code, p, n, m)
+    return Schedule.from_tokens(rows, stage_map(code, p, m), n=n, m=m, name=name,
                                 routes=np.stack([first, last], axis=1))
 
 
-def _placement_kind(placement: str) -> int:
+def _placement_code(placement: str) -> int:
     if placement in SCHEDULES:
         placement = SCHEDULES[placement].placement
-    if placement not in _PLACEMENTS:
-        raise ScheduleError(f"placement must be one of {sorted(_PLACEMENTS)} or a schedule name "
+    if placement not in CODES:
+        raise ScheduleError(f"placement must be one of {sorted(CODES)} or a schedule name "
                             f"(got {placement!r})")
-    return _PLACEMENTS[placement]
+    return CODES[placement]
 
 
 def write_torch_csv(schedule: Schedule, path) -> Path:

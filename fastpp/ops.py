@@ -1,7 +1,9 @@
 """Op kinds and their text form.
 
 An op is ``(kind, stage, microbatch)``; DualPipe's overlapped pair also carries the stage and
-microbatch of its backward half. The text form is PyTorch pipelining's action form:
+microbatch of its backward half. A schedule's ops live in one int32 block ``ops[field, r, k]``
+(fields ``KIND, STAGE, MB, STAGE2, MB2``): op ``k`` of device ``r`` in execution order, padded
+with ``PAD`` past the device's length. The text form is PyTorch pipelining's action form:
 ``0F0`` (stage 0, forward, microbatch 0), ``4I3``, ``5W2`` and ``(0F7;7B3)OVERLAP_F_B``.
 """
 
@@ -30,8 +32,24 @@ class Op(IntEnum):
 F, B, I, W, FB = (np.int64(op) for op in Op)  # noqa: E741
 PAD = -1  # an empty slot past a device's last op
 
+# the op block's fields (its first axis)
+KIND, STAGE, MB, STAGE2, MB2 = range(5)
+OP_FIELDS = 5
+
+# The kinds of a split backward, in the order one (stage, microbatch) runs them. The search
+# keeps one row per kind in its cost and memory tables: SPLIT_KINDS[row] is the op code,
+# SPLIT_ROW[code] the row (-1 for B and FB, which the search does not place).
+ROW_F, ROW_I, ROW_W = 0, 1, 2
+SPLIT_KINDS = np.array([F, I, W], np.int64)
+SPLIT_ROW = np.array([ROW_F, -1, ROW_I, ROW_W, -1], np.int64)
+
 _PLAIN = re.compile(r"^(\d+)([FBIW])(\d+)$")
 _PAIR = re.compile(r"^\((\d+)F(\d+);(\d+)B(\d+)\)OVERLAP_F_B$")
+
+
+def new_ops(p: int, n: int, m: int) -> np.ndarray:
+    """An empty op block big enough for any schedule: at most 3 ops per (stage, microbatch)."""
+    return np.full((OP_FIELDS, p, 3 * n * m), PAD, np.int32)
 
 
 def format_op(kind: int, stage: int, mb: int, stage2: int = -1, mb2: int = -1) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checks import dataframe, file_path, instance, number, optional_text, writable
+from .checks import dataframe, file_path, instance, number, optional_text, require, writable
 from .ops import Op
 from .simulate import Result
 from .sweeps import pareto_front
@@ -17,10 +17,7 @@ COLOURS = {Op.F: "#4C72B0", Op.B: "#55A868", Op.I: "#DD8452", Op.W: "#C44E52",
 
 
 def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError("fastpp.plot needs matplotlib: pip install 'fastpp[plot]'") from None
+    matplotlib = require("matplotlib", "plot", "fastpp.plot")
     matplotlib.use("Agg")  # files only, no screen needed
     import matplotlib.pyplot as plt
 

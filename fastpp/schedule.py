@@ -7,15 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import kernels
-from .checks import (  # noqa: F401 (positive_int re-exported)
-    ScheduleError,
-    ScheduleTypeError,
-    flag,
-    index,
-    positive_int,
-    show,
-)
-from .ops import FB, PAD, B, F, I, Op, W, format_op, parse_op
+from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
+from .ops import FB, PAD, F, Op, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
 MAX_OPS = 50_000_000  # slots in an op block (5 int32 fields): about 1 GB
@@ -271,49 +264,6 @@ class Schedule:
                                                             strict=True))
         rule = _COUNT_RULES[0 if self.forward_only else finding - kernels.COUNT_F]
         raise ScheduleError(f"{where} needs {rule} (got {counts})")
-
-    def inputs(self, r: int, k: int) -> list[tuple[int, int, int]]:
-        """What op ``k`` of device ``r`` waits for, as ``(Op.F, stage, mb)`` (a forward's
-        output) or ``(Op.B, stage, mb)`` (an input gradient, from a ``B`` or an ``I``)."""
-        kind, s, j, s2, j2 = (int(x) for x in self.ops[:, r, k])
-        needs = []
-        if kind in (F, FB) and s > self.route_first[j]:
-            needs.append((F, s - 1, j))
-        if kind in (B, I, FB):
-            sb, jb = (s2, j2) if kind == FB else (s, j)
-            needs.append((B, sb + 1, jb) if sb < self.route_last[jb] else (F, sb, jb))
-        if kind == W:
-            needs.append((B, s, j))
-        return needs
-
-    def producers(self) -> dict[tuple[int, int, int], tuple[int, int]]:
-        """Where each output of ``inputs`` is made: ``(Op.F or Op.B, stage, mb) -> (r, k)``."""
-        where = {}
-        for r in range(self.p):
-            for k in range(self.length[r]):
-                kind, s, j, s2, j2 = (int(x) for x in self.ops[:, r, k])
-                if kind in (F, FB):
-                    where[(F, s, j)] = (r, k)
-                if kind in (B, I):
-                    where[(B, s, j)] = (r, k)
-                if kind == FB:
-                    where[(B, s2, j2)] = (r, k)
-        return where
-
-    def deadlock_error(self, pointer: np.ndarray) -> ScheduleError:
-        """The error for a schedule that deadlocked with device ``r`` stuck at ``pointer[r]``."""
-        where = self.producers()
-        lines = []
-        for r in range(self.p):
-            k = int(pointer[r])
-            if k >= self.length[r]:
-                continue
-            pending = [where[x] for x in self.inputs(r, k) if where[x][1] >= pointer[where[x][0]]]
-            text = ", ".join(f"{self.token(*at)} on device {at[0]}" for at in pending) or "nothing"
-            lines.append(f"device {r} is stuck at op {k} ({self.token(r, k)}) waiting for {text}")
-        marks = {r: int(pointer[r]) for r in range(self.p)}
-        return ScheduleError(f"schedule {self.name!r} deadlocks:\n  " + "\n  ".join(lines)
-                             + "\n" + self.grid(marks))
 
 
 def _int_array(value, name: str, ndim: int) -> np.ndarray:

@@ -9,9 +9,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .checks import ScheduleError, index, number_array, positive_int
+from .checks import ScheduleError, ScheduleTypeError, index, number_array, positive_int
 from .costs import Costs, StageCosts
-from .schedule import Schedule, ScheduleTypeError
+from .dependencies import deadlock_error
+from .schedule import Schedule
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,7 +210,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
                                schedule.route_first, schedule.route_last, schedule.n, c.tf, c.tb,
                                c.tw, c.tfb, c.comm, per_op, start, end, pointer)
     if latency < 0:
-        raise schedule.deadlock_error(pointer)
+        raise deadlock_error(schedule, pointer)
     makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, busy, span)
     # Python floats, with or without the JIT (NUMBA_DISABLE_JIT returns NumPy scalars)
     return Result(schedule, costs, start, end, float(makespan), float(bubble),

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from .checks import file_path, instance, number, writable
+from .dependencies import inputs, producers
 from .ops import FB, Op
 from .simulate import Result
 
@@ -53,11 +54,11 @@ def chrome_trace(result: Result, time_scale: float = 1000.0) -> dict:
         for t, v in zip(times, values, strict=True):
             events.append({"ph": "C", "name": "activations", "pid": r, "ts": t * time_scale,
                            "args": {"units": float(v)}})
-    producer = sched.producers()
+    producer = producers(sched)
     flow = 0
     for r in range(sched.p):
         for k in range(sched.length[r]):
-            for source in sched.inputs(r, k):
+            for source in inputs(sched, r, k):
                 rp, kp = producer[source]
                 if rp == r:  # a hand-off only between devices
                     continue

@@ -9,7 +9,8 @@ For the loop placement (one stage per device) and the V placement (two, as ZB-V)
 from the smallest that any schedule fits to unlimited, and simulates the registered schedules
 (1F1B, ZB-H1, ZB-H2, interleaved 1F1B, ZB-V, V-Half, V-Min, DualPipeV) as points on the same
 axes. Memory is in units of one microbatch's activations on a device of a plain pipeline (the
-paper's M_B). Prints the table, writes results/frontier.parquet and results/frontier.png.
+paper's M_B). Prints the table, writes results/frontier.parquet, results/frontier.png and the
+interactive report results/frontier.html.
 Defaults: the paper's profiled 1.5B model (appendix table; milliseconds), its sequence 1024.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import fastpp
+from fastpp.__main__ import write_report
 
 FIXED = {"loop": [("1f1b", 1), ("zb-h1", 1), ("zb-h2", 1), ("interleaved-1f1b", 2)],
          "v": [("zbv", 2), ("v-half", 2), ("v-min", 2), ("dualpipev", 2)]}
@@ -127,6 +129,7 @@ def main(argv=None) -> int:
               .to_string(index=False, float_format=lambda x: f"{x:.4f}", na_rep="-"))
     picture(table, args.out / "frontier.png", p, n, args.objective)
     print(f"table: {args.out / 'frontier.parquet'}; picture: {args.out / 'frontier.png'}")
+    write_report(args.out / "frontier.parquet", args.out / "frontier.html")
     return 0
 
 

@@ -19,7 +19,8 @@ of the median ZB-V run, whose backward is split, and the schedule it finds runs 
 beside 1F1B and ZB-V: its measured gains over them against its predicted gains (1F1B
 predicted from its own median run's costs). Writes the table to results/measured/measured.csv, the
 measured against predicted timelines of the found schedule to docs/measured.png and a
-Perfetto trace holding both to results/measured-trace.json.
+Perfetto trace holding both to results/measured-trace.json, and the found schedule's run as an
+interactive report to results/measured/report.html.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 import fastpp
+from fastpp.__main__ import write_report
 from fastpp.measured.runner import TORCH_CLASSES, measure_many
 
 
@@ -48,7 +50,7 @@ def parse(argv=None):
                     help="ranks under the normal scheduler (default: SCHED_FIFO when root)")
     ap.add_argument("--repeats", type=int, default=5, help="profiled steps per schedule (5)")
     ap.add_argument("--time-limit", type=float, default=5.0, help="optimize's seconds (5)")
-    ap.add_argument("--memory", type=float, default=None,
+    ap.add_argument("--memory-limit", type=float, default=None,
                     help="optimize's activation memory per device, units of M_B (1.5p)")
     ap.add_argument("--out", default="results/measured", help="folder for the traces")
     ap.add_argument("--picture", default="docs/measured.png")
@@ -127,7 +129,7 @@ def main(argv=None) -> int:
         return repeats[int(np.argsort([r.makespan for r in repeats])[len(repeats) // 2])]
 
     costs = median_run(runs["ScheduleZBVZeroBubble"]).costs()
-    memory = 1.5 * args.p if args.memory is None else args.memory
+    memory = 1.5 * args.p if args.memory_limit is None else args.memory_limit
     found = fastpp.optimize(args.p, args.n, costs, memory=memory, placement="v",
                             time_limit=args.time_limit, progress=False)
     baseline = fastpp.simulate(expected("1f1b", args.p, args.n),
@@ -165,6 +167,7 @@ def main(argv=None) -> int:
     print(f"picture: {plot.measured_timelines(shown, prediction, args.picture, title)}")
     Path(args.trace).parent.mkdir(parents=True, exist_ok=True)
     print(f"trace: {write_measured_trace(shown, prediction, args.trace)}")
+    write_report(shown, out / "report.html")
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 

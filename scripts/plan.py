@@ -7,8 +7,8 @@
 Every factorization t x p x d = GPUs (tensor parallelism inside a node), every training
 schedule and chunk count, microbatch sizes 1, 2, 4 and every recomputation, each an exact
 pipeline timeline. Prints the fastest configurations that fit and the faster ones that do not
-with their reasons; writes results/plan.parquet and results/plan.png (tokens/s against
-memory per GPU).
+with their reasons; writes results/plan.parquet, results/plan.png (tokens/s against
+memory per GPU) and the interactive report results/plan.html.
 """
 
 from __future__ import annotations

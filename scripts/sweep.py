@@ -7,7 +7,8 @@
 
 Prints, for each (p, n), the fastest schedule whose peak activation memory fits the budget
 (default: 1F1B's peak) and the Pareto front of bubble against peak memory; writes the table
-(results/sweep.parquet, and the per-chunk files of a resumable run) and PNG pictures.
+(results/sweep.parquet, and the per-chunk files of a resumable run), PNG pictures and the
+interactive report (results/report.html; fastpp.report).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 import fastpp
+from fastpp.__main__ import write_report
 from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up
 
 
@@ -48,7 +50,8 @@ def parse(argv):
     ap.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
                     help="run on Dask: a scheduler ADDRESS, or a local cluster")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ap.add_argument("--no-plots", action="store_true", help="skip the PNG pictures")
+    ap.add_argument("--no-plots", action="store_true",
+                    help="skip the PNG pictures and the HTML report")
     args = ap.parse_args(argv)
     try:
         args.budget = float(args.budget)
@@ -114,6 +117,7 @@ def main(argv=None) -> int:
         scatter = plot.pareto(sub, args.out / "pareto.png",
                               title=f"p={p_mid}, n={int(sub['n'].iloc[0])}, latency {comm:g}")
         print(f"\npictures: {heat}, {scatter}")
+        write_report(table, args.out / "report.html")
     print(f"done in {time.perf_counter() - t0:.2f} s")
     return 0
 

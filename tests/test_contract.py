@@ -117,7 +117,7 @@ PLAN = dict(seq=1024, global_batch=8, tp=1, pp=2, microbatch=1, recompute="none"
     (dict(schedules=[]), ScheduleError, r"schedules must hold at least one"),
     (dict(zero=[]), ScheduleError, r"zero must hold at least one"),
     (dict(recompute=[]), ScheduleError, r"recompute must hold at least one"),
-    (dict(zero=True), ScheduleError, r"zero must be one of \[0, 1, 2\] \(got True\)"),
+    (dict(zero=True), ScheduleError, r"zero must be one of \[0, 1, 2, 3\] \(got True\)"),
     (dict(sequence_parallel="no"), ScheduleError, r"sequence_parallel must be one of"),
     (dict(capacity=[1e9, 2e9]), ScheduleError, r"capacity must be one number"),
     (dict(hardware=5), ScheduleTypeError, r"hardware must be a fastpp.model.Hardware"),

@@ -78,7 +78,7 @@ def test_readme_python_blocks(monkeypatch, tmp_path):
     """The README's plain ``python`` blocks run, in order, in one namespace (a block uses what
     an earlier one defined), and a line ``expression  # value`` shows the expression's value.
     The ``measure`` block is left out: it runs PyTorch for real (tests/test_measured_real.py
-    runs ``measure``)."""
+    runs ``measure``), and so is a block reading the scripts' ``results/`` files."""
     import ast
     import os
     from pathlib import Path
@@ -91,7 +91,7 @@ def test_readme_python_blocks(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # files a block writes land here
     namespace, checked, wrong = {}, 0, []
     for block in blocks:
-        if "measure(" in block:
+        if "measure(" in block or "results/" in block:  # a real run, or the scripts' files
             continue
         for node in ast.parse(block).body:
             code = ast.get_source_segment(block, node)
@@ -131,8 +131,9 @@ def _cli_lines(text: str) -> list[list[str]]:
 def test_readme_commands(monkeypatch, tmp_path, capsys):
     """Every ``python -m fastpp`` command in the README parses; ``list``, ``show`` and
     ``simulate`` run for real (in an empty folder, where their files land). ``optimize``,
-    ``plan`` and ``measure`` (seconds to minutes, PyTorch for ``measure``) are checked as far
-    as their arguments: their work is replaced by recording what it was given."""
+    ``plan``, ``measure`` and ``report`` (seconds to minutes, PyTorch for ``measure``, the
+    scripts' files for ``report``) are checked as far as their arguments: their work is
+    replaced by recording what it was given."""
     from pathlib import Path
 
     import fastpp.__main__ as cli
@@ -150,6 +151,9 @@ def test_readme_commands(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(cli, "optimize", optimize)
     monkeypatch.setattr(cli, "_plan", lambda args: given.append(("plan", args)) or 0)
     monkeypatch.setattr(cli, "_measure", lambda args: given.append(("measure", args)) or 0)
+    import fastpp.reports  # report reads the scripts' results/ files: its arguments only
+
+    monkeypatch.setattr(fastpp.reports, "report", lambda *a, **k: given.append(("report", a)))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "docs").mkdir()
     for argv in commands:
@@ -159,6 +163,6 @@ def test_readme_commands(monkeypatch, tmp_path, capsys):
             code = stop.code
         assert code == 0, f"python -m fastpp {' '.join(argv)}: exit {code}\n" \
                           f"{capsys.readouterr().err}"
-    assert {g[0] for g in given} == {"optimize", "plan", "measure"}
+    assert {g[0] for g in given} >= {"optimize", "plan", "measure"}
     for script in ("sweep.py", "plan.py", "measure.py"):  # the scripts the README runs
         assert (root / "scripts" / script).is_file()

@@ -260,16 +260,17 @@ def test_three_virtual_stages_and_any_m(toy_plan):
     (dict(gpus=2.5), r"gpus must be a positive integer \(got gpus=2.5\)"),
     (dict(tp=3), r"tp must divide the heads 8 and KV heads 4 \(got tp=3\)"),
     (dict(microbatch=3), r"microbatch must divide global_batch=64 \(got microbatch=3\)"),
-    (dict(tp=4, pp=8), r"gpus=16 has no factorization t \* p \* d with t in \[4\] and p in "
-                       r"\[8\]"),
+    (dict(tp=4, pp=8), r"gpus=16 has no factorization t \* cp \* p \* d with t in \[4\], cp "
+                       r"in \[1\] and p in \[8\]"),
     (dict(model="llama-9"), r"model must be one of \[.*'llama3-70b'.*\] or a model object "
                             r"\(got 'llama-9'\)"),
     (dict(hardware="TPU"), r"hardware must be one of \['A100-80GB', 'B200-180GB', "),
     (dict(capacity=-1.0), r"capacity must be finite and > 0 \(got -1.0\)"),
     (dict(recompute="most"), r"recompute must be one of \['none', 'selective', 'full'\]"),
-    (dict(zero=3), r"zero must be one of \[0, 1, 2\] \(got 3\)"),
+    (dict(zero=4), r"zero must be one of \[0, 1, 2, 3\] \(got 4\)"),
     (dict(schedules=["forward-only"]), r"schedules must be training schedules"),
-    (dict(link="carrier-pigeon"), r"link must be one of \['IB-200G', 'IB-400G', 'NVLink3'"),
+    (dict(link="carrier-pigeon"),
+     r"link must be one of \['IB-200G', 'IB-400G', 'IB-400G-H800', 'NVLink3'"),
     (dict(link=3), r"link must be a fastpp.model.Link or a preset name \(got int\)"),
 ])
 def test_bad_plan_arguments_are_named(toy_plan, kwargs, message):

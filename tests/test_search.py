@@ -12,12 +12,12 @@ from reference import simulate_reference
 
 import fastpp
 from fastpp import Costs, Op, ScheduleError, build_schedule, kernels, optimize, simulate
-from fastpp.generators._emit import new_ops
+from fastpp.ops import new_ops
 from fastpp.search import exact
 from fastpp.search.bounds import lower_bound
 from fastpp.search.greedy import ZB_SETTINGS, list_candidates
-from fastpp.search.heuristic import zb_greedy
 from fastpp.search.problem import Problem
+from fastpp.search.zb_greedy import zb_greedy
 
 TABLE5 = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
                       "zero_bubble_table5.csv")
@@ -391,7 +391,7 @@ def _cli(*args):
 
 def test_cli_optimize_prints_value_bound_gap_and_peaks(tmp_path):
     args = ["-p", "4", "-n", "8", "--f", "1", "--b", "2", "--w", "1", "--comm", "0.1",
-            "--gamma", "0.5", "--memory", "0.75p", "--placement", "v", "--objective", "span",
+            "--gamma", "0.5", "--memory-limit", "0.75p", "--placement", "v", "--objective", "span",
             "--method", "heuristic"]
     run = _cli("optimize", *args, "--csv", str(tmp_path / "s.csv"), "--gantt",
                str(tmp_path / "g.png"), "--trace", str(tmp_path / "t.json"), "--quiet")
@@ -412,8 +412,9 @@ def test_cli_optimize_prints_value_bound_gap_and_peaks(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--memory", "0.5"), "error: memory must be at least 1 on every device"),
-    (("--memory", "lots"), "error: --memory must be a number of units or a multiple of p"),
+    (("--memory-limit", "0.5"), "error: memory must be at least 1 on every device"),
+    (("--memory-limit", "lots"),
+     "error: --memory-limit must be a number of units or a multiple of p"),
     (("--time-limit", "-1"), "error: time_limit must be a finite number of seconds > 0"),
     (("--placement", "w"), "invalid choice: 'w'"),
 ])

@@ -72,7 +72,8 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
     values, at = cost_table(cols, None)
     out = np.empty((len(steps), len(batch.COLUMNS)))
     peaks, peak_at = np.zeros(p.sum()), np.r_[0, np.cumsum(p)[:-1]]
-    batch.simulate(sid, p, n, m, G, values, at, np.arange(len(steps)), out, peaks, peak_at)
+    batch.build_and_simulate(sid, p, n, m, G, values, at, np.arange(len(steps)), out, peaks,
+                             peak_at)
     at_device = 0
     for (name, *point, g), row, latency in zip(steps, out, comm, strict=True):
         sched = build_schedule(name, *point, G=g) if name == "interleaved-1f1b" else \

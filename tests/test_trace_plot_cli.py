@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from fastpp import Costs, build_schedule, simulate
+from fastpp import SCHEDULES, Costs, build_schedule, simulate
 from fastpp.__main__ import main
 from fastpp.trace import chrome_trace, write_chrome_trace
 
@@ -96,7 +96,7 @@ def test_module_entry_point():
 def test_cli_simulate_with_every_output(tmp_path):
     run = _cli("simulate", "--schedule", "zbv", "-p", "4", "-n", "8", "--f", "2", "--b", "4",
                "--w", "2", "--trace", str(tmp_path / "t.json"), "--gantt", str(tmp_path / "g.png"),
-               "--memory", str(tmp_path / "m.png"), "--csv", str(tmp_path / "s.csv"))
+               "--memory-plot", str(tmp_path / "m.png"), "--csv", str(tmp_path / "s.csv"))
     assert run.returncode == 0, run.stderr
     assert "makespan 51, bubble 5.88% (span metric 0.00%)" in run.stdout
     for name in ("t.json", "g.png", "m.png", "s.csv"):
@@ -104,6 +104,38 @@ def test_cli_simulate_with_every_output(tmp_path):
     again = _cli("simulate", "--from-csv", str(tmp_path / "s.csv"), "--f", "2", "--b", "4",
                  "--w", "2")
     assert again.returncode == 0 and "makespan 51," in again.stdout
+
+
+@pytest.mark.parametrize("name", ["interleaved-1f1b", "zbv", "1f1b"])
+def test_cli_takes_the_registry_default_m(name):
+    """Without -m the CLI builds the registry's default_m (interleaved 1F1B once failed with
+    "m must be at least 2"): the same makespan as the API at that m."""
+    spec = SCHEDULES[name]
+    run = _cli("simulate", "-s", name, "-p", "4", "-n", "8")
+    assert run.returncode == 0, run.stderr
+    assert f"m={spec.default_m}," in run.stdout
+    made = simulate(build_schedule(name, 4, 8, spec.default_m), Costs(1.0, 2.0)).makespan
+    assert f"makespan {made:g}," in run.stdout
+
+
+def test_search_candidates_and_torch_classes_come_from_the_registry():
+    from fastpp.measured.runner import TORCH_CLASSES
+    from fastpp.search.problem import Problem
+
+    loop = Problem.build(4, 8, None, None, "loop", "makespan")
+    v = Problem.build(4, 8, None, None, "v", "makespan")
+    assert loop.fixed_schedules() == ["zb-h1", "zb-h2"]
+    assert v.fixed_schedules() == ["zbv", "v-half", "v-min"]
+    assert TORCH_CLASSES["ScheduleZBVZeroBubble"] == "zbv"
+    assert "Schedule1F1B" not in TORCH_CLASSES  # it labels no op: measured from fastpp's CSV
+
+
+@pytest.mark.parametrize("command", [["simulate", "-s", "1f1b"], ["optimize"]])
+def test_cli_memory_has_no_old_spelling(command, tmp_path):
+    """'--memory' meant a PNG on simulate and a limit on optimize: now --memory-plot and
+    --memory-limit, and no abbreviation lets the old spelling through."""
+    run = _cli(*command, "-p", "2", "-n", "2", "--memory", str(tmp_path / "m.png"))
+    assert run.returncode == 2 and "unrecognized arguments: --memory" in run.stderr
 
 
 def test_cli_show_and_list():
@@ -156,3 +188,25 @@ def test_command_line_plan(tmp_path):
     assert (tmp_path / "plan.parquet").exists() and (tmp_path / "plan.png").exists()
     bad = _cli("plan", "--model", "llama2-7b", "--gpus", "6", "--tp", "4")
     assert bad.returncode == 2 and "error: gpus=6 has no factorization" in bad.stderr
+
+
+def test_command_line_plan_moe(tmp_path):
+    """The MoE flags reach plan: every row at the asked ep and precision."""
+    import pandas as pd
+
+    run = _cli("plan", "--model", "mixtral-8x7b", "--gpus", "16", "--seq", "1024",
+               "--global-batch", "32", "--tp", "1", "--pp", "2", "--microbatch", "1",
+               "--recompute", "none", "--schedules", "1f1b", "--ep", "4", "8",
+               "--precision", "fp8", "--node-limit", "1", "--imbalance", "1.2",
+               "--out", str(tmp_path), "--no-plots")
+    assert run.returncode == 0, run.stderr
+    df = pd.read_parquet(tmp_path / "plan.parquet")
+    assert sorted(set(df["ep"])) == [4, 8] and set(df["precision"]) == {"fp8"}
+    # inside a plan, an ep that does not divide the 8 experts is a row with its reason
+    odd = _cli("plan", "--model", "mixtral-8x7b", "--gpus", "12", "--seq", "1024",
+               "--global-batch", "12", "--tp", "1", "--pp", "2", "--microbatch", "1",
+               "--schedules", "1f1b",
+               "--ep", "3", "--out", str(tmp_path), "--no-plots")
+    assert odd.returncode == 0 and "nothing fits" in odd.stdout
+    reasons = set(pd.read_parquet(tmp_path / "plan.parquet")["reason"])
+    assert reasons and all("ep=3" in r for r in reasons), reasons

@@ -102,8 +102,9 @@ def test_agrees_with_reference_up_to_p16(name, rng):
     tried = 0
     while tried < 3:
         p, n = int(rng.integers(9, 17)), int(rng.integers(1, 49))
-        m = 2 if spec.placement == "v" else (int(rng.integers(2, 4)) if "interleaved" in name
-                                               or "bfs" in name else 1)
+        # the V's two chunks; two or three where the schedule interleaves chunks; else one
+        m = 2 if spec.placement == "v" else (int(rng.integers(2, 4)) if spec.default_m > 1
+                                               else 1)
         if spec.reasons(p, n, m, p)[0]:
             continue
         sched = build_schedule(name, p, n, m)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fastpp import dependencies
+
 BASE_NS = 1_790_857_026_000_000_000
 TS0 = 5_255_937_000_000.0  # microseconds: the profiler's ts are large, as in real traces
 
@@ -33,12 +35,12 @@ def run(schedule, compute, lead, *, latency, o1, send_gap=20e-6, send_post=60e-6
     s = schedule
     p, L = s.kind.shape
     extra = np.zeros((p, L)) if extra is None else extra
-    where = s.producers()
+    where = dependencies.producers(s)
     feeds = set()  # ops with a consumer on another device
     needs = {}
     for r in range(p):
         for k in range(s.length[r]):
-            cross = [where[x] for x in s.inputs(r, k) if where[x][0] != r]
+            cross = [where[x] for x in dependencies.inputs(s, r, k) if where[x][0] != r]
             needs[(r, k)] = cross
             feeds.update(cross)
     t = {name: np.full((p, L), np.nan) for name in ("start", "end", "ready", "release", "due")}

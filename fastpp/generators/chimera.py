@@ -21,7 +21,9 @@ from ._emit import B, F, put
 @jit
 def chimera(ops, length, p, n, m, G):
     half = p // 2
-    n_units = 2 * n // p + 2
+    # a unit per p/2 microbatches, each direction's first unit included: n is a multiple of p
+    # (the registry's rule), so exactly 2n/p units ever start
+    n_units = 2 * n // p
     unit_dir = np.zeros(n_units, np.int64)  # 0: down from device 0, 1: up from device p-1
     unit_first = np.zeros(n_units, np.int64)  # global id of the unit's first microbatch
     unit_count = np.zeros(n_units, np.int64)
@@ -91,3 +93,17 @@ def chimera(ops, length, p, n, m, G):
         j = label[rec[2, e]]
         s = r if j < n // 2 else 2 * p - 1 - r
         length[r] = put(ops, r, length[r], rec[1, e], s, j)
+
+
+# Closed forms (SCHEDULES.md section 5; zero latency, uniform costs), read by fastpp.theory
+# through the registry. Each returns None where no closed form is known.
+
+
+def chimera_idle(p, n, m, f, b, w, fb, G):
+    """Chimera's basic unit (``n = p``, ``f = b``) runs in ``3p-2`` slots (Li and Hoefler)."""
+    return (3 * p - 2) * f - n * (f + b) if n == p and f == b else None
+
+
+def chimera_bubble(p, n, m, f, b):
+    """Chimera's basic unit's bubble fraction ``(p-2)/(2n+p-2)`` (``n = p``, ``f = b``)."""
+    return (p - 2) / (2 * n + p - 2) if n == p and f == b else None

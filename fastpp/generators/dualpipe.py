@@ -115,3 +115,38 @@ def dualpipev(ops, length, p, n, m, G):
     for r in range(p):
         length[r] = dualpipe_device(ops, r, p, r, n, np.array([r, 2 * p - 1 - r]),
                                     np.array([0, 0]))
+
+
+# Closed forms (SCHEDULES.md section 5; zero latency, uniform costs), read by fastpp.theory
+# through the registry. Each returns None where no closed form is known.
+
+
+def dualpipe_idle(p, n, m, f, b, w, fb, G):
+    """DualPipe's bubble ``(p/2-1)(fb+b-3w)`` (DeepSeek-V3 report, table 2), for ``f = i``
+    and ``w <= f``."""
+    return (p / 2 - 1) * (fb + b - 3 * w) if np.isclose(f, b - w) and w <= f else None
+
+
+def dualpipe_makespan(p, n, m, f, b, w, G):
+    """None: overlapped pairs make the busy time differ between devices."""
+    return None
+
+
+def dualpipe_peak_live(p, n, m, G):
+    """DualPipe holds ``p+1`` stage activations per device."""
+    return np.full(p, p + 1)
+
+
+def dualpipev_peak_live(p, n, m, G):
+    """DualPipeV holds ``2p+1`` chunk activations per device."""
+    return np.full(p, 2 * p + 1)
+
+
+def dualpipe_peak_activations(p, n, m, G, gamma):
+    """DualPipe's peak, known only when a pending weight grad holds a whole stage."""
+    return dualpipe_peak_live(p, n, m, G) / m if gamma == 1.0 else None
+
+
+def dualpipev_peak_activations(p, n, m, G, gamma):
+    """DualPipeV's peak, known only when a pending weight grad holds a whole chunk."""
+    return dualpipev_peak_live(p, n, m, G) / m if gamma == 1.0 else None

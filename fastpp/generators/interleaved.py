@@ -6,7 +6,7 @@ Chunk ``c`` of device ``r`` is virtual stage ``c*p + r``.
 import numpy as np
 
 from .._jit import jit
-from ._emit import B, F, I, W, put
+from ._emit import B, F, I, W, put, put_pair
 
 
 @jit
@@ -102,3 +102,68 @@ def interleaved_zb(ops, length, p, n, m, G):
         for i in range(n_w, total):
             k = put(ops, r, k, W, (m - 1 - table_chunk[i]) * p + r, table_mb[i])
         length[r] = k
+
+
+@jit
+def combined_1f1b(ops, length, p, n, m, G):
+    """Megatron's combined 1F1B (``--overlap-moe-expert-parallel-comm``).
+
+    Interleaved 1F1B's order (``get_schedule_table`` in Megatron-LM's
+    ``megatron/core/pipeline_parallel/schedules.py``) with one more warm-up forward
+    (``get_pp_rank_microbatches``: "to ensure the forward and backward computations are
+    independent in all 1f1b steps"); each steady-state pair runs as one overlapped op
+    (``combined_1f1b_schedule_for_interleaved_pipelining`` in ``combined_1f1b.py``, called
+    with the forward ``k + warmup`` and the backward ``k``). With ``p = 1`` this is
+    ``combined_1f1b_schedule_for_no_pipelining``: the first forward alone, then ``F(j+1)``
+    with ``B(j)``, then the last backward alone. Megatron also asserts ``p = 1`` or
+    interleaving, expert parallelism and no full recomputation (``TransformerConfig``).
+    """
+    table_mb, table_chunk = megatron_table(n, m, G)
+    total = n * m
+    for r in range(p):
+        k = 0
+        warmup = min(2 * (p - r - 1) + (m - 1) * G + 1, total)
+        # warmup: F x min(2(p-r-1) + (m-1)G + 1, n*m)
+        for v in range(warmup):
+            k = put(ops, r, k, F, table_chunk[v] * p + r, table_mb[v])
+        # steady: [F(warmup + i) & B(i)] x (n*m - warmup), each an overlapped pair
+        for i in range(total - warmup):
+            v = warmup + i
+            k = put_pair(ops, r, k, table_chunk[v] * p + r, table_mb[v],
+                         (m - 1 - table_chunk[i]) * p + r, table_mb[i])
+        # cooldown: B x warmup
+        for v in range(total - warmup, total):
+            k = put(ops, r, k, B, (m - 1 - table_chunk[v]) * p + r, table_mb[v])
+        length[r] = k
+
+
+# Closed forms (SCHEDULES.md section 5; zero latency, uniform costs), read by fastpp.theory
+# through the registry. Each returns None where no closed form is known.
+
+
+def interleaved_idle(p, n, m, f, b, w, fb, G):
+    """Interleaved 1F1B's ramp is ``1/m`` of 1F1B's (Narayanan et al. 2021), for groups of
+    ``G = p`` and ``n`` a multiple of ``p``."""
+    return (p - 1) * (f + b) / m if G == p and n % p == 0 else None
+
+
+def interleaved_bubble(p, n, m, f, b):
+    """Interleaved 1F1B's and looped BFS's bubble fraction ``(p-1)/(mn+p-1)`` (``p | n``)."""
+    return (p - 1) / (m * n + p - 1) if n % p == 0 else None
+
+
+def interleaved_peak_live(p, n, m, G):
+    """Megatron's warm-up: ``2(p-r-1) + (m-1)G`` forwards before the first backward, plus
+    the one in flight, at most every chunk of every microbatch."""
+    r = np.arange(p)
+    return np.minimum(2 * (p - r - 1) + (m - 1) * G + 1, n * m)
+
+
+def looped_bfs_idle(p, n, m, f, b, w, fb, G):
+    """Looped BFS's ramp, as interleaved 1F1B's, for ``n >= p``."""
+    return (p - 1) * (f + b) / m if n >= p else None
+
+
+def looped_bfs_peak_live(p, n, m, G):
+    """Breadth first: every chunk of every microbatch is live before the backwards start."""
+    return np.full(p, n * m)

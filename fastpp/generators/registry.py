@@ -1,7 +1,7 @@
 """The public names of fastpp's schedules, their generators, constraints and ``build_schedule``.
 
 A schedule is one generator (a function ``(ops, length, p, n, m, G)`` filling an op block from
-``_emit.new_ops``) and one ``ScheduleSpec`` below; its id is its position here.
+``fastpp.ops.new_ops``) and one ``ScheduleSpec`` below; its id is its position here.
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import placement as placements
 from ..checks import ScheduleError, number_array, positive_int, show
+from ..ops import new_ops
 from ..schedule import Schedule
-from ._emit import LOOP, TWO_DIRECTIONS, VSHAPE, new_ops, placement, routes
-from .chimera import chimera
-from .classic import forward_only, gpipe, one_f_one_b
-from .dualpipe import dualpipe, dualpipev
-from .interleaved import interleaved_1f1b, interleaved_zb, looped_bfs
-from .vshape import v_half, v_min
-from .zero_bubble import zb_h1, zb_h2, zbv
+from . import chimera, classic, dualpipe, interleaved, vshape, zero_bubble
 
 MAX_WORK = 4_000_000  # p * n * m: bounds the op block and the per-stage tables
 
@@ -47,6 +43,13 @@ M_IS_1 = Rule("m", "1 (one stage per device)", lambda p, n, m, G: m == 1)
 M_IS_2 = Rule("m", "2 (V placement: two chunks per device)", lambda p, n, m, G: m == 2)
 M_IS_1_BOTH = Rule("m", "1 (one stage per device and direction)", lambda p, n, m, G: m == 1)
 P_EVEN = Rule("p", "even", lambda p, n, m, G: p % 2 == 0)
+# Megatron's microbatch groups of G for interleaving (get_schedule_table's constraints)
+MEGATRON_GROUPS = (
+    Rule("G", "at least p={p}", lambda p, n, m, G: G >= p),
+    Rule("n", "at least G={G}", lambda p, n, m, G: n >= G),
+    Rule("n", "a multiple of G={G} or leave a remainder of at least p={p}",
+         lambda p, n, m, G: (n % G == 0) | (n % G >= p)),
+)
 
 
 def _integers(values, name: str) -> np.ndarray:
@@ -62,17 +65,41 @@ def _integers(values, name: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ScheduleSpec:
-    """A registered schedule: its generator, placement and constraints.
+    """A registered schedule: its generator, placement, constraints, and what the rest of
+    fastpp needs to know of it (so that no other module spells a schedule's name).
 
-    ``generator(ops, length, p, n, m, G)`` fills an op block; ``kind`` is the placement
-    (``_emit.LOOP``, ``VSHAPE`` or ``TWO_DIRECTIONS``); ``default_m`` the chunks per device a
-    sweep uses when it is not told, ``m_choices`` those ``fastpp.model.plan`` tries (default:
-    ``default_m`` alone); ``sid``, the id in jitted sweeps, is the registry position.
+    ``generator(ops, length, p, n, m, G)`` fills an op block; ``placement`` is a name of
+    ``fastpp.placement.NAMES`` (``"loop"``, ``"v"`` or ``"two-directions"``).
+    ``forward_only``: an inference schedule (the analyses and ``plan`` leave it out, the
+    memory kernel frees a forward's activations when it ends); otherwise a training one.
+    ``default_m`` is the chunks per device the CLI and sweeps use when not told, ``m_choices``
+    those ``fastpp.model.plan`` tries (default: ``default_m`` alone). ``pairs``: it runs
+    overlapped forward-and-backward pairs (``Costs.fb``, priced by ``fastpp.model.overlap``).
+    ``search_candidate``: ``fastpp.optimize`` offers it on its placement as a fixed candidate.
+    ``torch_class``: the PyTorch pipelining class that runs the same order (``fastpp.measured``
+    runs it).
+    ``expert_overlap``: the schedule is Megatron's EP all-to-all overlap itself: it needs
+    ``ep > 1`` and refuses full recomputation whether or not the overlap is priced
+    (``fastpp.model.overlap``), and ``plan`` leaves it out for a model without experts unless
+    named.
+    ``memory_reference``: the schedule whose peak is the default memory budget of
+    ``fastpp.best_within_budget`` and the reports (exactly one has it).
+    ``compile_apart``: compiled by the second process of the sweeps' warm-up on an empty cache
+    (``fastpp.sweeps.warmup``), to split the compile time in two. ``sid``, the id in jitted
+    sweeps, is the registry position.
+
+    The closed forms ``fastpp.theory`` reads, written beside the generators, None where none
+    is known: ``idle(p, n, m, f, b, w, fb, G)`` (makespan metric), ``span_idle(p, n, m, f, b,
+    w)`` (Zero Bubble's span metric), ``makespan(p, n, m, f, b, w, G)`` (when it is not
+    ``n(f+b)`` plus the idle), ``bubble(p, n, m, f, b)``, ``peak_live(p, n, m, G)`` (per
+    device), ``max_peak_live(p, n, m, G)`` (when not the largest ``peak_live``) and
+    ``peak_activations(p, n, m, G, gamma)`` (when not ``peak_live / m``). Each may itself
+    return None for parameters outside its closed form.
     """
 
     name: str
     generator: Callable
-    kind: int
+    placement: str
     summary: str
     split_backward: bool = False
     forward_only: bool = False
@@ -80,9 +107,23 @@ class ScheduleSpec:
     options: tuple[str, ...] = ()
     default_m: int = 1
     m_choices: tuple[int, ...] = ()
+    search_candidate: bool = False
+    torch_class: str | None = None
+    compile_apart: bool = False
+    memory_reference: bool = False
+    expert_overlap: bool = False
+    pairs: bool = False
+    idle: Callable | None = None
+    span_idle: Callable | None = None
+    makespan: Callable | None = None
+    bubble: Callable | None = None
+    peak_live: Callable | None = None
+    max_peak_live: Callable | None = None
+    peak_activations: Callable | None = None
     sid: int = field(default=-1, compare=False)
 
     def __post_init__(self):
+        assert self.placement in placements.CODES, self.placement
         if not self.m_choices:
             object.__setattr__(self, "m_choices", (self.default_m,))
 
@@ -118,9 +159,9 @@ class ScheduleSpec:
                 raise ScheduleError(self._message(rule, p, n, m, G))
 
     @property
-    def placement(self) -> str:
-        """``"loop"`` (stage ``s`` on device ``s % p``), ``"v"`` or ``"two-directions"``."""
-        return {LOOP: "loop", VSHAPE: "v", TWO_DIRECTIONS: "two-directions"}[self.kind]
+    def placement_code(self) -> int:
+        """The placement's code (``fastpp.placement.CODES``), for jitted code."""
+        return placements.CODES[self.placement]
 
     def describe(self) -> str:
         """One line: the constraints in words."""
@@ -131,34 +172,45 @@ class ScheduleSpec:
 
 
 SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
-    ScheduleSpec("gpipe", gpipe, LOOP, "GPipe: all forwards, then all backwards",
-                 rules=_rules(M_IS_1)),
-    ScheduleSpec("1f1b", one_f_one_b, LOOP, "1F1B (PipeDream-Flush, Megatron, DeepSpeed)",
-                 rules=_rules(M_IS_1)),
+    ScheduleSpec("gpipe", classic.gpipe, "loop", "GPipe: all forwards, then all backwards",
+                 rules=_rules(M_IS_1), torch_class="ScheduleGPipe", idle=classic.flush_idle,
+                 bubble=classic.flush_bubble, peak_live=classic.gpipe_peak_live),
+    ScheduleSpec("1f1b", classic.one_f_one_b, "loop",
+                 "1F1B (PipeDream-Flush, Megatron, DeepSpeed)", rules=_rules(M_IS_1),
+                 memory_reference=True,
+                 idle=classic.flush_idle, bubble=classic.flush_bubble,
+                 peak_live=classic.one_f_one_b_peak_live),
     ScheduleSpec(
-        "interleaved-1f1b", interleaved_1f1b, LOOP,
+        "interleaved-1f1b", interleaved.interleaved_1f1b, "loop",
         "Interleaved 1F1B (Megatron virtual pipeline), microbatch groups of G (default p)",
         rules=_rules(
             Rule("m", "at least 2 (use '1f1b' for m=1)", lambda p, n, m, G: m >= 2),
-            Rule("G", "at least p={p}", lambda p, n, m, G: G >= p),
-            Rule("n", "at least G={G}", lambda p, n, m, G: n >= G),
-            Rule("n", "a multiple of G={G} or leave a remainder of at least p={p}",
-                 lambda p, n, m, G: (n % G == 0) | (n % G >= p)),
-        ),
+            *MEGATRON_GROUPS),
         # three virtual stages: Korthikanti et al. 2022 train 175B and 530B so
-        options=("G",), default_m=2, m_choices=(2, 3, 4)),
-    ScheduleSpec("looped-bfs", looped_bfs, LOOP,
+        options=("G",), default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleaved1F1B",
+        idle=interleaved.interleaved_idle, bubble=interleaved.interleaved_bubble,
+        peak_live=interleaved.interleaved_peak_live),
+    ScheduleSpec("looped-bfs", interleaved.looped_bfs, "loop",
                  "Looped BFS: breadth-first over m chunks per device, backwards reversed",
-                 default_m=2, m_choices=(2, 3, 4)),
-    ScheduleSpec("forward-only", forward_only, LOOP, "Inference: forwards only",
-                 forward_only=True, rules=_rules(M_IS_1)),
-    ScheduleSpec("zb-h1", zb_h1, LOOP, "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
-                 split_backward=True, rules=_rules(M_IS_1)),
-    ScheduleSpec("zb-h2", zb_h2, LOOP,
+                 default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleLoopedBFS",
+                 idle=interleaved.looped_bfs_idle, bubble=interleaved.interleaved_bubble,
+                 peak_live=interleaved.looped_bfs_peak_live),
+    ScheduleSpec("forward-only", classic.forward_only, "loop", "Inference: forwards only",
+                 forward_only=True, rules=_rules(M_IS_1), idle=classic.forward_only_idle,
+                 makespan=classic.forward_only_makespan,
+                 peak_live=classic.forward_only_peak_live),
+    ScheduleSpec("zb-h1", zero_bubble.zb_h1, "loop",
+                 "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
+                 split_backward=True, rules=_rules(M_IS_1), search_candidate=True,
+                 idle=zero_bubble.zb_h1_idle, peak_live=zero_bubble.zb_h1_peak_live,
+                 peak_activations=zero_bubble.zb_h1_peak_activations),
+    ScheduleSpec("zb-h2", zero_bubble.zb_h2, "loop",
                  "Zero Bubble ZB-H2: deeper warmup, no bubble for n >= 2p-1",
-                 split_backward=True, rules=_rules(M_IS_1)),
+                 split_backward=True, rules=_rules(M_IS_1), search_candidate=True,
+                 span_idle=zero_bubble.zb_h2_span_idle, peak_live=zero_bubble.zb_h2_peak_live,
+                 peak_activations=zero_bubble.zb_h2_peak_activations),
     ScheduleSpec(
-        "interleaved-zb", interleaved_zb, LOOP,
+        "interleaved-zb", interleaved.interleaved_zb, "loop",
         "Interleaved Zero Bubble ZB1P (PyTorch ScheduleInterleavedZeroBubble)",
         split_backward=True,
         rules=_rules(
@@ -167,36 +219,59 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
             Rule("n", "a multiple of its rounds max(1, n // p)={rounds}",
                  lambda p, n, m, G: n % np.maximum(1, n // p) == 0),
         ),
-        default_m=2, m_choices=(2, 3, 4)),
-    ScheduleSpec("zbv", zbv, VSHAPE, "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
-                 split_backward=True, rules=_rules(M_IS_2), default_m=2),
-    ScheduleSpec("v-half", v_half, VSHAPE,
+        default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleavedZeroBubble"),
+    ScheduleSpec("zbv", zero_bubble.zbv, "v", "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
+                 split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
+                 torch_class="ScheduleZBVZeroBubble", span_idle=zero_bubble.zbv_span_idle,
+                 peak_live=zero_bubble.zbv_peak_live,
+                 peak_activations=zero_bubble.zbv_peak_activations),
+    # V-Half and V-Min share one generator, as do DualPipe and DualPipeV: compiled apart
+    ScheduleSpec("v-half", vshape.v_half, "v",
                  "V-Half (controllable memory): about half of 1F1B's peak",
-                 split_backward=True, rules=_rules(M_IS_2), default_m=2),
-    ScheduleSpec("v-min", v_min, VSHAPE,
+                 split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
+                 compile_apart=True, max_peak_live=vshape.v_half_max_peak_live),
+    ScheduleSpec("v-min", vshape.v_min, "v",
                  "V-Min (controllable memory): about a third of 1F1B's peak",
-                 split_backward=True, rules=_rules(M_IS_2), default_m=2),
-    ScheduleSpec("dualpipe", dualpipe, TWO_DIRECTIONS,
+                 split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
+                 compile_apart=True, max_peak_live=vshape.v_min_max_peak_live),
+    ScheduleSpec("dualpipe", dualpipe.dualpipe, "two-directions",
                  "DeepSeek DualPipe: two directions, overlapped F&B pairs, 2x parameters",
-                 split_backward=True, rules=_rules(
+                 split_backward=True, pairs=True, rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
                      Rule("n", "even", lambda p, n, m, G: n % 2 == 0),
-                     Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p))),
-    ScheduleSpec("dualpipev", dualpipev, VSHAPE,
+                     Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p)),
+                 compile_apart=True, idle=dualpipe.dualpipe_idle,
+                 makespan=dualpipe.dualpipe_makespan, peak_live=dualpipe.dualpipe_peak_live,
+                 peak_activations=dualpipe.dualpipe_peak_activations),
+    ScheduleSpec("dualpipev", dualpipe.dualpipev, "v",
                  "DualPipeV (PyTorch ScheduleDualPipeV): DualPipe on a V",
-                 split_backward=True, rules=_rules(
+                 split_backward=True, pairs=True, rules=_rules(
                      M_IS_2, Rule("n", "at least 2p={two_p}", lambda p, n, m, G: n >= 2 * p)),
-                 default_m=2),
-    ScheduleSpec("chimera", chimera, TWO_DIRECTIONS,
+                 default_m=2, torch_class="ScheduleDualPipeV", compile_apart=True,
+                 peak_live=dualpipe.dualpipev_peak_live,
+                 peak_activations=dualpipe.dualpipev_peak_activations),
+    ScheduleSpec("chimera", chimera.chimera, "two-directions",
                  "Chimera: two directions, the authors' overlapping units, 2x parameters",
                  rules=_rules(
                      M_IS_1_BOTH, P_EVEN,
                      Rule("n", "a multiple of p={p}", lambda p, n, m, G: n % p == 0),
                      # units of p/2 = 1 microbatch never start a later unit in the authors' walk
-                     Rule("n", "p when p=2", lambda p, n, m, G: (p != 2) | (n == p)))),
+                     Rule("n", "p when p=2", lambda p, n, m, G: (p != 2) | (n == p))),
+                 idle=chimera.chimera_idle, bubble=chimera.chimera_bubble),
+    ScheduleSpec(
+        "combined-1f1b", interleaved.combined_1f1b, "loop",
+        "Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B, "
+        "one more warm-up forward, steady-state F&B as overlapped pairs",
+        pairs=True, expert_overlap=True, rules=_rules(
+            Rule("m", "at least 2 when p > 1 (Megatron's EP overlap needs interleaving)",
+                 lambda p, n, m, G: (p == 1) | (m >= 2)),
+            *MEGATRON_GROUPS),
+        options=("G",), default_m=2, m_choices=(2, 3, 4)),
 )}
 for _sid, _spec in enumerate(SCHEDULES.values()):
     object.__setattr__(_spec, "sid", _sid)
+# the default memory budget: 1F1B's peak, the one every schedule paper compares with
+(MEMORY_REFERENCE,) = (name for name, spec in SCHEDULES.items() if spec.memory_reference)
 
 
 def get_spec(name: str) -> ScheduleSpec:
@@ -218,7 +293,7 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
         Devices, microbatches, chunks per device.
     **options
         Schedule options: ``G`` (microbatch group size, default ``p``) for
-        ``"interleaved-1f1b"``.
+        ``"interleaved-1f1b"`` and ``"combined-1f1b"``.
 
     Returns
     -------
@@ -241,8 +316,9 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     ops = new_ops(p, n, m)
     length = np.zeros(p, np.int32)
     spec.generator(ops, length, p, n, m, G)
-    first, last = routes(spec.kind, p, n, m)
+    code = spec.placement_code
+    first, last = placements.routes(code, p, n, m)
     # valid by construction (tests/test_generators.py re-checks every generator over a grid)
     return Schedule.trusted(ops[:, :, : max(1, int(length.max()))], length,
-                            placement(spec.kind, p, m), n=n, m=m, name=name, route_first=first,
-                            route_last=last, forward_only=spec.forward_only)
+                            placements.stage_map(code, p, m), n=n, m=m, name=name,
+                            route_first=first, route_last=last, forward_only=spec.forward_only)

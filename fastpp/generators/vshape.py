@@ -316,3 +316,17 @@ def v_shape(ops, length, p, n, half):
                 k = put(ops, i, k, kinds[t], stage, index[t])
                 index[t] += 1
         length[i] = k
+
+
+# Closed forms (SCHEDULES.md section 5; zero latency, uniform costs), read by fastpp.theory
+# through the registry. Each returns None where no closed form is known.
+
+
+def v_half_max_peak_live(p, n, m, G):
+    """V-Half's peak: ``floor((p+2)/2)`` units of two chunks, or ``n`` when fewer."""
+    return 2 * min(n, (p + 2) // 2)
+
+
+def v_min_max_peak_live(p, n, m, G):
+    """V-Min's peak: ``floor((p+4)/3)`` units of two chunks, or ``n`` when fewer."""
+    return 2 * min(n, (p + 4) // 3)

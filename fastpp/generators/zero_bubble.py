@@ -120,3 +120,58 @@ def zbv(ops, length, p, n, m, G):
         for j in range(w0, i0):
             k = _put_if(ops, r, k, W, c0, j, n)
         length[r] = k
+
+
+# Closed forms (SCHEDULES.md section 5; zero latency, uniform costs), read by fastpp.theory
+# through the registry. Each returns None where no closed form is known.
+
+
+def zb_h1_idle(p, n, m, f, b, w, fb, G):
+    """ZB-H1's idle ``(p-1)(f+i-w)`` (Qi et al. 2024), for ``n >= p``, ``w <= f``, ``w <= i``."""
+    i = b - w
+    return (p - 1) * (f + i - w) if n >= p and w <= f and w <= i else None
+
+
+def zb_h1_peak_live(p, n, m, G):
+    """ZB-H1 keeps 1F1B's warm-up depth: ``p`` on every device (``n >= p``)."""
+    return np.full(p, p) if n >= p else None
+
+
+def zb_h1_peak_activations(p, n, m, G, gamma):
+    """ZB-H1's ``(p-r) + r*gamma``: a pending weight grad holds ``gamma`` (``n >= p``)."""
+    r = np.arange(p)
+    return (p - r) + r * gamma if n >= p else None
+
+
+def zb_h2_span_idle(p, n, m, f, b, w):
+    """ZB-H2's span idle ``(p-1)(f+i-2w)``, for ``n >= 2p-1``, ``w <= f``, ``w <= i``."""
+    i = b - w
+    return (p - 1) * (f + i - 2 * w) if n >= 2 * p - 1 and w <= f and w <= i else None
+
+
+def zb_h2_peak_live(p, n, m, G):
+    """ZB-H2 warms up twice as deep: ``2p-1`` on every device (``n >= 2p-1``)."""
+    return np.full(p, 2 * p - 1) if n >= 2 * p - 1 else None
+
+
+def zb_h2_peak_activations(p, n, m, G, gamma):
+    """ZB-H2's ``(2p-2r-1) + 2r*gamma`` (``n >= 2p-1``)."""
+    r = np.arange(p)
+    return (2 * p - 2 * r - 1) + 2 * r * gamma if n >= 2 * p - 1 else None
+
+
+def zbv_span_idle(p, n, m, f, b, w):
+    """ZB-V has no bubble for ``n >= 2p-1`` when ``f = i = w``."""
+    i = b - w
+    return 0.0 if n >= 2 * p - 1 and np.isclose(f, i) and np.isclose(f, w) else None
+
+
+def zbv_peak_live(p, n, m, G):
+    """ZB-V holds ``2p`` chunks on every device (``n >= 2p-1``): 1F1B's peak."""
+    return np.full(p, 2 * p) if n >= 2 * p - 1 else None
+
+
+def zbv_peak_activations(p, n, m, G, gamma):
+    """ZB-V's peak is known only when a pending weight grad holds a whole chunk."""
+    live = zbv_peak_live(p, n, m, G)
+    return None if live is None or gamma != 1.0 else live / m

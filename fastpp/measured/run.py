@@ -39,15 +39,16 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
-from ..checks import ScheduleError, one_of, positive_int
+from ..checks import ScheduleError, one_of, positive_int, require
 from ..costs import Costs
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
 from ..schedule import Schedule
 from ..simulate import Result, simulate
 from .align import align
 from .read import RankTrace, read_file, trace_files
+
+pd = require("pandas", "measured", "fastpp.measured")
 
 _SHOWN = 8  # at most this many items listed in an error message
 # An op blocked on its input when its wait exceeds this (seconds). On CPU the time from a range's
@@ -554,7 +555,7 @@ def _missing(where: dict, V: int, n: int, forward_only: bool) -> list[tuple[str,
 
 def _handoffs(s: Schedule) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """Every cross-device hand-off: ``(producer (r, k), consumer (r, k))`` index arrays (the
-    inputs of ``Schedule.inputs``, for all ops at once)."""
+    inputs of ``fastpp.dependencies.inputs``, for all ops at once)."""
     rs, ks = np.nonzero(_used(s))
     kind, st, mb, st2, mb2 = (x.astype(np.int64) for x in s.ops[:, rs, ks])
     index = np.arange(len(rs))

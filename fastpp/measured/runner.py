@@ -33,20 +33,16 @@ from ..checks import (
     instance,
     one_of,
     positive_int,
+    require,
 )
 from ..generators.registry import SCHEDULES, build_schedule
 from ..io import write_torch_csv
 from ..schedule import Schedule
+from .run import read_torch_trace
 
-# PyTorch's schedule classes and the fastpp schedule whose order each one runs.
-TORCH_CLASSES = {
-    "ScheduleGPipe": "gpipe",
-    "ScheduleInterleaved1F1B": "interleaved-1f1b",
-    "ScheduleLoopedBFS": "looped-bfs",
-    "ScheduleInterleavedZeroBubble": "interleaved-zb",
-    "ScheduleZBVZeroBubble": "zbv",
-    "ScheduleDualPipeV": "dualpipev",
-}
+# PyTorch's schedule classes and the fastpp schedule whose order each one runs (the registry's
+# torch_class).
+TORCH_CLASSES = {spec.torch_class: name for name, spec in SCHEDULES.items() if spec.torch_class}
 SINGLE_STAGE = ("ScheduleGPipe",)  # classes built on one stage object, not a list
 DEVICES = ("cpu", "cuda")
 
@@ -126,8 +122,6 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
     ScheduleError
         On bad arguments, a rank that fails (with its error) or a run past ``timeout``.
     """
-    from .. import read_torch_trace
-
     timeout = _timeout(timeout)
     job, model, order = _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
                              realtime)
@@ -145,8 +139,6 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
     default ``m``); the traces of each go to ``out/<label>``. Returns the ``MeasuredRun`` of
     each label.
     """
-    from .. import read_torch_trace
-
     if not isinstance(schedules, dict) or not schedules:
         raise ScheduleTypeError(f"schedules must be a non-empty dict of label -> schedule "
                                 f"(got {type(schedules).__name__})")
@@ -255,7 +247,7 @@ def _prepare(job: Job, order: Schedule | None) -> None:
 def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
     """Run ``jobs`` in order in one process per rank; raise ``ScheduleError`` if a rank fails
     or the whole takes longer than ``timeout`` seconds (then every rank is killed)."""
-    import torch.multiprocessing as mp
+    mp = require("torch.multiprocessing", "torch", "fastpp.measured.measure", "torch")
 
     p = jobs[0].p
     port = _free_port()

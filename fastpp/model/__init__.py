@@ -5,8 +5,9 @@
 over the link), so ``simulate`` and ``sweep`` price a real run exactly; ``plan`` walks every
 factorization of a GPU count into tensor, pipeline and data parallelism with every schedule,
 microbatch size and recomputation, each an exact pipeline timeline. The formulas and their
-sources are in ``fastpp.model.transformer`` (FLOPs, bytes), ``compute`` (per-op times) and
-``comm`` (collectives); presets in ``MODELS`` and ``HARDWARE``. ``validate`` holds the model
+sources are in ``fastpp.model.transformer`` (FLOPs, bytes), ``compute`` (per-op times),
+``comm`` (collectives) and ``moe`` (experts, expert parallelism, the all-to-alls and one
+layer's ``LayerParts``); presets in ``MODELS`` and ``HARDWARE``. ``validate`` holds the model
 against published training runs (README "How close to real runs").
 """
 
@@ -16,8 +17,9 @@ import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
 from ..costs import Costs
+from ..ops import FB
 from ..schedule import Schedule
-from .hardware import GB, HARDWARE, LINKS, Hardware, Link, preset
+from .hardware import GB, HARDWARE, LINKS, PRECISIONS, Hardware, Link, preset
 from .layout import (
     Layout,
     as_layout,
@@ -27,21 +29,35 @@ from .layout import (
     parse_layout,
     torchtitan_layers,
 )
+from .moe import expert_data_parallel, expert_reasons, layer_parts
+from .overlap import expert_overlap, overlap_reason
 from .plan import PLAN_COLUMNS, plan
 from .presets import MODELS
-from .stages import optimizer_split, stage_params, stage_table
+from .stages import (
+    CP_COMMS,
+    IN_FLIGHT_LAYERS,
+    ZERO,
+    ZERO3_GATHERS,
+    check_cp,
+    chunk_kinds,
+    expert_stage_params,
+    optimizer_split,
+    stage_params,
+    stage_table,
+)
 from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
 from .validate import validate
 
 __all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "Hardware",
            "Layout", "Link", "Transformer", "chunk_layers", "device_bytes", "even_layers",
-           "layer_costs", "megatron_layers", "parse_layout", "plan", "torchtitan_layers",
-           "transformer_costs", "validate"]
+           "layer_costs", "layer_parts", "megatron_layers", "parse_layout", "plan",
+           "torchtitan_layers", "transformer_costs", "validate"]
 
 
 def _chunks(model: Transformer, schedule, layout=None, layers=None):
-    """Per virtual stage: its layers, and whether it holds the embedding or the output layer
-    and the loss (a two-direction schedule holds a second copy of the model's chunks)."""
+    """Per virtual stage: its layers, whether it holds the embedding or the output layer
+    and the loss (a two-direction schedule holds a second copy of the model's chunks), its
+    MoE layers and its MTP modules (``stages.chunk_kinds``)."""
     if not isinstance(schedule, Schedule):
         raise ScheduleTypeError(f"schedule must be a fastpp.Schedule (got "
                                 f"{type(schedule).__name__})")
@@ -50,27 +66,77 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
     chunk = np.arange(schedule.V) % chunks
     given = as_layout(layout, layers)
     if given is None:
-        return (chunk_layers(model.layers, chunks)[chunk].astype(np.float64), chunk == 0,
-                chunk == chunks - 1)
-    check_layout(given, model.layers, chunks)
-    return (np.array(given.layers, np.float64)[chunk], np.array(given.embedding)[chunk],
-            np.array(given.loss)[chunk])
+        counts = chunk_layers(model.layers, chunks).astype(np.float64)
+        starts, ends, mtp = np.arange(chunks) == 0, np.arange(chunks) == chunks - 1, 0.0
+    else:
+        check_layout(given, model.layers, chunks, model.mtp_depth)
+        counts, starts, ends, mtp = (np.array(x) for x in (given.layers, given.embedding,
+                                                            given.loss, given.mtp))
+        counts = counts.astype(np.float64)
+    moe, mtp = chunk_kinds(model, counts, ends, mtp + 0.0 * counts)
+    return counts[chunk], starts[chunk], ends[chunk], moe[chunk], mtp[chunk]
+
+
+def _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance,
+             cp=1) -> dict:
+    """The MoE pricing arguments of ``stage_table``, checked."""
+    ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
+    reason = expert_reasons(model, tp, dp, ep, etp, positive_int(cp, "cp")).item()
+    if reason:
+        raise ScheduleError(reason)
+    if precision is not None:
+        one_of(precision, "precision", PRECISIONS)
+        hardware.with_precision(precision)  # raises for fp8 without an fp8 peak
+    if node_limit is not None:
+        positive_int(node_limit, "node_limit")
+    if (isinstance(imbalance, bool) or not isinstance(imbalance, int | float | np.number)
+            or not 1.0 <= float(imbalance) < float("inf")):
+        raise ScheduleError(f"imbalance must be a number >= 1, the busiest expert-parallel "
+                            f"rank's tokens over the mean (got {imbalance!r})")
+    return {"ep": np.array([ep]), "etp": np.array([etp]), "precision": precision,
+            "node_limit": node_limit, "imbalance": float(imbalance)}
+
+
+def pair_partner(schedule: Schedule) -> np.ndarray:
+    """Per stage, the stage of its overlapped pairs' backward half: the device's other stage
+    where each device holds two (DualPipe, DualPipeV: stages ``r`` and ``V-1-r``), else the
+    stage itself."""
+    stages = np.arange(schedule.V)
+    if schedule.V == 2 * schedule.p and np.array_equal(
+            schedule.stage_to_device[::-1], schedule.stage_to_device):
+        return stages[::-1].copy()
+    return stages
 
 
 def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequence_parallel,
-            recompute, layout, layers, blocking_handoffs=True, tp_overlap=False):
+            recompute, layout, layers, blocking_handoffs=True, tp_overlap=False, ep=1, etp=1,
+            precision=None, node_limit=None, imbalance=1.0, cp=1, cp_comm="all-gather",
+            zero=0, zero3="layer", overlap=False):
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")
     seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
-    tp, dp = positive_int(tp, "tp"), positive_int(dp, "dp")
+    tp, dp, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
     one_of(recompute, "recompute", RECOMPUTE)
+    one_of(cp_comm, "cp_comm", CP_COMMS)
+    one_of(zero, "zero", ZERO)
+    one_of(zero3, "zero3", ZERO3_GATHERS)
+    one_of(overlap, "overlap", (False, True))
+    check_cp(seq, cp)
     for flag, name in ((sequence_parallel, "sequence_parallel"),
                        (blocking_handoffs, "blocking_handoffs"), (tp_overlap, "tp_overlap")):
         one_of(flag, name, (False, True))
     if model.heads % tp or model.kv_heads % tp:
         raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got tp={tp})")
-    per_stage, embedding, loss = _chunks(model, schedule, layout, layers)
+    experts = _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance, cp)
+    per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
+    if overlap or expert_overlap(schedule.name):
+        # Megatron's combined 1F1B is its overlap: it refuses full recomputation as well
+        pairs = bool(np.any(schedule.kind == FB))
+        reason = overlap_reason(schedule.name, pairs or not overlap, recompute,
+                                cp if overlap else 1, ep)
+        if reason:
+            raise ScheduleError(reason)
     one = np.zeros(1, np.int64)
     table = stage_table(model, hardware, seq, config=np.zeros(schedule.V, np.int64),
                         layers=per_stage, embedding=embedding, loss=loss,
@@ -78,7 +144,10 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
                         p=one + schedule.p, m=one + schedule.m,
                         sequence_parallel=sequence_parallel,
                         recompute=one + RECOMPUTE.index(recompute),
-                        blocking=bool(blocking_handoffs), tp_overlap=bool(tp_overlap))
+                        blocking=bool(blocking_handoffs), tp_overlap=bool(tp_overlap),
+                        moe_layers=moe, mtp=mtp, **experts, c=one + cp, zero=one + zero,
+                        overlap=one + bool(overlap), cp_comm=cp_comm, zero3=zero3,
+                        partner=pair_partner(schedule))
     idle = np.flatnonzero((table["f"] <= 0) | (table["b"] <= 0))
     if idle.size:
         s = int(idle[0])
@@ -92,7 +161,10 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
                       microbatch: int = 1, tp: int = 1, dp: int = 1,
                       sequence_parallel: bool = True, recompute: str = "none", layout=None,
                       layers=None, blocking_handoffs: bool = True,
-                      tp_overlap: bool = False) -> Costs:
+                      tp_overlap: bool = False, ep: int = 1, etp: int = 1,
+                      precision: str | None = None, node_limit: int | None = None,
+                      imbalance: float = 1.0, cp: int = 1, cp_comm: str = "all-gather",
+                      zero: int = 0, zero3: str = "layer", overlap: bool = False) -> Costs:
     """The ``Costs`` of running ``model`` on ``schedule``: seconds and bytes per stage.
 
     Parameters
@@ -121,45 +193,87 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
     blocking_handoffs, tp_overlap : bool
         As for ``plan``: Megatron's blocking pipeline hand-offs (default) and Transformer
         Engine's tensor-parallel overlap.
+    ep, etp : int
+        Expert-parallel and expert-tensor-parallel degrees (``fastpp.model.moe``: Megatron's
+        MoE parallel folding, ``etp ep`` dividing ``tp dp``; ``ep`` dividing the experts).
+    precision : {"bf16", "fp8"}, optional
+        The products' and the dispatch's precision (default: the hardware's).
+    node_limit : int, optional
+        DeepSeek's node-limited routing: each token reaches at most this many nodes.
+    imbalance : float
+        The busiest expert-parallel rank's tokens over the mean (>= 1; 1 balanced).
+    cp : int
+        Context-parallel degree: each sequence in ``2 cp`` chunks, two per rank
+        (``fastpp.model.stages.stage_table``); ``seq`` must be a multiple of ``2 cp``.
+    cp_comm : {"all-gather", "ring"}
+        How K and V reach every context-parallel rank: all-gathered per layer (Llama 3) or
+        passed round a ring under the attention.
+    zero : {0, 1, 2, 3}
+        ZeRO stage over the ``dp * cp`` replicas; only ZeRO-3 changes the pipeline's times.
+    zero3 : {"layer", "step"}
+        ZeRO-3's weight all-gathers: per layer in each forward and backward, or once per step.
+    overlap : bool
+        Price the schedule's overlapped pairs with ``fastpp.model.overlap`` (``Costs.fb``):
+        DualPipe, DualPipeV and combined 1F1B. Without it a pair takes ``f + b``, the
+        all-to-alls inside each.
 
     Returns
     -------
     Costs
         ``f, b, w`` in seconds, ``act`` in bytes (``Result.peak_activations`` is then in
-        bytes), ``gamma`` per stage, hand-offs of ``latency + message_bytes / bandwidth``.
+        bytes), ``gamma`` per stage, hand-offs of ``latency + message_bytes / bandwidth``,
+        ``fb`` with ``overlap``.
 
     Raises
     ------
     ScheduleError
         For a bad count, a layout that does not parse (naming the position), one whose
         stages are not the schedule's model chunks or whose layers are not the model's, or
-        one that leaves a stage without work.
+        one that leaves a stage without work; ``ep`` not dividing the experts or ``etp ep``
+        not dividing ``tp cp dp``; fp8 on hardware without an fp8 peak; ``cp`` not splitting
+        ``seq`` into ``2 cp`` chunks; an overlap asked of a schedule without pairs, with
+        ``recompute="full"`` (which ``"combined-1f1b"`` refuses in any case) or with
+        ``cp > 1``.
     """
     table = _stages(model, hardware, schedule, seq, microbatch, tp, dp, sequence_parallel,
-                    recompute, layout, layers, blocking_handoffs, tp_overlap)
+                    recompute, layout, layers, blocking_handoffs, tp_overlap, ep, etp,
+                    precision, node_limit, imbalance, cp, cp_comm, zero, zero3, overlap)
     return Costs(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
                  gamma=table["gamma"], act=table["act"],
                  bandwidth=float(table["bandwidth"][0]),
-                 message_bytes=float(table["message_bytes"][0]))
+                 message_bytes=float(table["message_bytes"][0]), fb=table.get("fb"))
 
 
 def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: int = 1,
-                 layout=None, layers=None) -> dict[str, np.ndarray]:
+                 layout=None, layers=None, ep: int = 1, etp: int = 1, cp: int = 1,
+                 zero3: str = "layer") -> dict[str, np.ndarray]:
     """Per device: ``parameter_bytes``, ``gradient_bytes`` and ``optimizer_bytes`` of the
     stages it holds (mixed-precision Adam, 2 + 2 + 12 bytes per parameter, ZeRO ``zero`` over
-    ``dp`` replicas; a tied output layer on the embedding's device is one copy), the layers
-    split by ``layout`` or ``layers`` as for ``transformer_costs``."""
-    one_of(zero, "zero", (0, 1, 2))
+    the ``dp * cp`` replicas, the routed experts' over the ``edp`` expert-data-parallel ones;
+    a tied output layer on the embedding's device is one copy), the layers split by
+    ``layout`` or ``layers`` as for ``transformer_costs``; ZeRO-3 as
+    ``fastpp.model.stages.optimizer_split`` holds it (``zero3``; the routed experts stay as
+    ZeRO-2 keeps them)."""
+    one_of(zero, "zero", ZERO)
+    one_of(zero3, "zero3", ZERO3_GATHERS)
     model = preset(MODELS, model, "model")
-    tp, dp = positive_int(tp, "tp"), positive_int(dp, "dp")
-    per_stage, embedding, loss = _chunks(model, schedule, layout, layers)
+    tp, dp, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
+    ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
+    edp = int(expert_data_parallel(model, tp, dp, ep, etp, cp))
+    per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
     params = np.bincount(schedule.stage_to_device,
-                         weights=stage_params(model, per_stage, embedding, loss, tp),
+                         weights=stage_params(model, per_stage, embedding, loss, tp, moe, mtp),
                          minlength=schedule.p)
     if model.tied_embeddings:  # one copy where a device holds both ends of a model copy
         ends = schedule.stage_to_device[np.flatnonzero(embedding)], \
             schedule.stage_to_device[np.flatnonzero(loss)]
         shared = ends[0][ends[0] == ends[1]]
         np.subtract.at(params, shared, model.vocab * model.hidden / tp)
-    weights, grads, optimizer = optimizer_split(params, dp, zero)
-    return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}
+    experts = np.bincount(schedule.stage_to_device,
+                          weights=expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp),
+                          minlength=schedule.p)
+    weights, grads, optimizer = optimizer_split(
+        params, dp * cp, zero, zero3, IN_FLIGHT_LAYERS * model.layer_params() / tp)
+    more = optimizer_split(experts, edp, min(zero, 2))
+    return {"parameter_bytes": weights + more[0], "gradient_bytes": grads + more[1],
+            "optimizer_bytes": optimizer + more[2]}

@@ -10,9 +10,10 @@ bandwidth, at the network's latency (a tensor-parallel group of all 8 GPUs of ea
 8 rails, a data-parallel group of one GPU per node one rail). A pipeline hand-off is one
 message over one link: each rank sends its slice over its own rail.
 
-Ranks are ordered as Megatron orders them: tensor-parallel fastest, then data, then pipeline,
-so a tensor-parallel group of ``t`` ranks spans nodes when ``t > gpus_per_node``, a
-data-parallel one when ``t d > gpus_per_node``.
+Ranks are ordered as Megatron orders them: tensor-parallel fastest, then context, data, then
+pipeline, so a tensor-parallel group of ``t`` ranks spans nodes when ``t > gpus_per_node``, a
+context-parallel one of ``c`` when ``t c > gpus_per_node``, a data-parallel one when
+``t c d > gpus_per_node`` (callers pass ``t c`` as the data-parallel group's stride).
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def _ring(hardware, message_bytes, ranks, per_node, passes):
 def tensor_parallel_per_node(hardware: Hardware, t) -> np.ndarray:
     """Members per node of a tensor-parallel group of ``t`` consecutive ranks."""
     return np.minimum(np.asarray(t), hardware.gpus_per_node)
+
+
+def context_parallel_per_node(hardware: Hardware, t, c) -> np.ndarray:
+    """Members per node of a context-parallel group (``c`` ranks, ``t`` apart)."""
+    return np.minimum(np.maximum(hardware.gpus_per_node // np.asarray(t), 1), np.asarray(c))
 
 
 def data_parallel_per_node(hardware: Hardware, t, d) -> np.ndarray:

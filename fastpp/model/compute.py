@@ -87,12 +87,16 @@ def optimizer_time(hardware: Hardware, params) -> np.ndarray:
 
 
 def _attention(hw: Hardware, model: Transformer, s, b, t):
-    """Forward and input-grad seconds of the attention core (scores to context)."""
-    h, a, kv = float(model.hidden), float(model.heads), float(model.kv)
-    d = h / a
+    """Forward and input-grad seconds of the attention core (scores to context), in bf16 even
+    when the products run in fp8 (DeepSeek-V3's and Transformer Engine's FP8 recipes)."""
+    if hw.precision != "bf16":
+        hw = hw.with_precision("bf16")
+    a, d = float(model.heads), float(model.head_dim + model.rope_dim)
+    q, o = a * d, a * float(model.v_head_dim)  # Q (and K with MLA) and V (and the output)
+    keys = q + o if model.mla else 2.0 * float(model.kv)  # K and V
     if model.flash_attention:
-        flops = 2.0 * b * s * s * h / t  # causal: half of the 4 b s^2 h of the full square
-        moved = BYTES * s * b * (2.0 * h + 2.0 * kv) / t
+        flops = b * s * s * model.core_width() / t  # causal: half of the full square's
+        moved = BYTES * s * b * (q + o + keys) / t
         eff = matmul_efficiency(hw, s, s, d)
         forward = roofline(hw, flops, moved, eff)
         return forward, roofline(hw, 2.5 * flops, 2.0 * moved, eff)
@@ -108,34 +112,130 @@ def _attention(hw: Hardware, model: Transformer, s, b, t):
     return forward, backward
 
 
+def _products(hw: Hardware, shapes, T):
+    """Forward, input-grad and weight-grad seconds of products ``T x k -> n`` (``shapes`` a
+    list of ``(n, k)``): ``T x k -> n``, its data gradient ``T x n -> k`` and its weight
+    gradient ``k x T -> n``."""
+    forward = sum(matmul_time(hw, T, n, k) for n, k in shapes)
+    input_grad = sum(matmul_time(hw, T, k, n) for n, k in shapes)
+    weight_grad = sum(matmul_time(hw, k, n, T) for n, k in shapes)
+    return forward, input_grad, weight_grad
+
+
+def _attention_shapes(model: Transformer, t):
+    """The attention's products ``(n, k)`` on one rank, and MLA's latent widths (their norms)."""
+    h, a = float(model.hidden), float(model.heads)
+    d, dv, r = float(model.head_dim), float(model.v_head_dim), float(model.rope_dim)
+    if not model.mla:
+        return [(a * d / t + 2.0 * model.kv / t, h), (h, a * dv / t)], []
+    q, kv = float(model.q_rank), float(model.kv_rank)
+    query = [(q, h), (a * (d + r) / t, q)] if q else [(a * (d + r) / t, h)]
+    return query + [(kv + r, h), (a * (d + dv) / t, kv), (h, a * dv / t)], \
+        [q, kv] if q else [kv]
+
+
+def attention_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
+                    sequence_parallel: bool) -> dict[str, np.ndarray]:
+    """Seconds of the attention half of a layer (its norm, projections, core and residual add)
+    for one microbatch on one tensor-parallel rank: ``forward``, ``input_grad`` (without
+    recomputation), ``weight_grad``, and ``core`` (the core's forward, what selective
+    recomputation repeats)."""
+    hw = hardware
+    s, h = float(seq), float(model.hidden)
+    b = np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
+    T = s * b
+    rows = T / t if sequence_parallel else T  # the norms' and residuals' rows
+    drop = 0.5 if model.dropout else 0.0  # a one-byte mask per element, in half elements
+    norm = memory_time(hw, 2.0 * BYTES * rows * h)
+    residual = memory_time(hw, (3.0 + drop) * BYTES * rows * h)
+    core_fwd, core_bwd = _attention(hw, model, s, b, t)
+    shapes, latents = _attention_shapes(model, t)
+    forward, input_grad, weight_grad = _products(hw, shapes, T)
+    for width in latents:  # MLA's latent norms, whole on every rank
+        forward = forward + memory_time(hw, 2.0 * BYTES * T * width)
+        input_grad = input_grad + memory_time(hw, 3.0 * BYTES * T * width)
+    return {"forward": norm + residual + core_fwd + forward + 0.0 * b,
+            "input_grad": (1.5 * norm + (2.0 + drop) / (3.0 + drop) * residual + core_bwd
+                           + input_grad + 0.0 * b),
+            "weight_grad": weight_grad + 0.0 * b, "core": core_fwd + 0.0 * b}
+
+
+def mlp_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
+              sequence_parallel: bool, width=None) -> dict[str, np.ndarray]:
+    """Seconds of a dense MLP half (its norm, two or three matrices of ``width`` (default
+    ``ffn``; 0: none), the activation and the residual add), as ``attention_times``."""
+    hw = hardware
+    s, h = float(seq), float(model.hidden)
+    F = float(model.ffn if width is None else width)
+    b = np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
+    T = s * b
+    rows = T / t if sequence_parallel else T
+    G = 2.0 if model.swiglu else 1.0
+    drop = 0.5 if model.dropout else 0.0
+    norm = memory_time(hw, 2.0 * BYTES * rows * h)
+    residual = memory_time(hw, (3.0 + drop) * BYTES * rows * h)
+    if F == 0:  # the norm and residual add alone (an MoE layer without shared experts)
+        return {"forward": norm + residual + 0.0 * b,
+                "input_grad": 1.5 * norm + (2.0 + drop) / (3.0 + drop) * residual + 0.0 * b,
+                "weight_grad": 0.0 * b}
+    forward, input_grad, weight_grad = _products(hw, [(G * F / t, h), (h, F / t)], T)
+    return {"forward": norm + residual + memory_time(hw, (G + 1.0) * BYTES * T * F / t)
+            + forward + 0.0 * b,
+            "input_grad": (1.5 * norm + (2.0 + drop) / (3.0 + drop) * residual
+                           + memory_time(hw, (G + 2.0) * BYTES * T * F / t) + input_grad
+                           + 0.0 * b),
+            "weight_grad": weight_grad + 0.0 * b}
+
+
 def layer_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
-                sequence_parallel: bool, recompute) -> dict[str, np.ndarray]:
+                sequence_parallel: bool, recompute, mlp=None) -> dict[str, np.ndarray]:
     """Compute seconds of one layer and one microbatch on one tensor-parallel rank:
     ``forward``, ``input_grad`` (with recomputation) and ``weight_grad``; collectives are
     not included (``fastpp.model.comm``). ``microbatch``, ``t`` and ``recompute`` (an index
-    into ``RECOMPUTE``) broadcast."""
-    hw = hardware
-    s, h, kv, F = float(seq), float(model.hidden), float(model.kv), float(model.ffn)
+    into ``RECOMPUTE``) broadcast. ``mlp``: the MLP half's times (default the dense MLP's,
+    ``mlp_times``; ``fastpp.model.moe`` gives the experts')."""
+    rc = np.asarray(recompute)
+    if mlp is None and not model.mla:
+        return _dense_layer_times(model, hardware, seq, microbatch, t, sequence_parallel, rc)
+    attention = attention_times(model, hardware, seq, microbatch, t, sequence_parallel)
+    if mlp is None:
+        mlp = mlp_times(model, hardware, seq, microbatch, t, sequence_parallel)
+    forward = attention["forward"] + mlp["forward"]
+    input_grad = attention["input_grad"] + mlp["input_grad"]
+    input_grad = input_grad + np.where(rc == 1, attention["core"],
+                                       np.where(rc == 2, forward, 0.0))
+    zero = 0.0 * rc
+    return {"forward": forward + zero, "input_grad": input_grad + zero,
+            "weight_grad": attention["weight_grad"] + mlp["weight_grad"] + zero}
+
+
+def _dense_layer_times(model: Transformer, hw: Hardware, seq: int, microbatch, t,
+                       sequence_parallel: bool, rc) -> dict[str, np.ndarray]:
+    """``layer_times`` of a standard dense layer: the sum of ``attention_times`` and
+    ``mlp_times`` added in one fixed order, the order the validated figures were computed in
+    (a reordered sum moves the last bits, and the Zero Bubble heuristic's ties with them)."""
+    s, h, F = float(seq), float(model.hidden), float(model.ffn)
     b = np.asarray(microbatch, np.float64)
     t = np.asarray(t, np.float64)
-    rc = np.asarray(recompute)
     T = s * b
     rows = T / t if sequence_parallel else T  # the norms' and residuals' rows
     G = 2.0 if model.swiglu else 1.0
-    qkv = (h + 2.0 * kv) / t
-    drop = 0.5 if model.dropout else 0.0  # a one-byte mask per element, in half elements
+    (qkv, _), (_, out) = _attention_shapes(model, t)[0]
+    drop = 0.5 if model.dropout else 0.0
     norms = 2.0 * memory_time(hw, 2.0 * BYTES * rows * h)
     residuals = 2.0 * memory_time(hw, (3.0 + drop) * BYTES * rows * h)
     act_fwd = memory_time(hw, (G + 1.0) * BYTES * T * F / t)
     core_fwd, core_bwd = _attention(hw, model, s, b, t)
     forward = (norms + residuals + act_fwd + core_fwd
-               + matmul_time(hw, T, qkv, h) + matmul_time(hw, T, h, h / t)
+               + matmul_time(hw, T, qkv, h) + matmul_time(hw, T, h, out)
                + matmul_time(hw, T, G * F / t, h) + matmul_time(hw, T, h, F / t))
     input_grad = (1.5 * norms + (2.0 + drop) / (3.0 + drop) * residuals
                   + memory_time(hw, (G + 2.0) * BYTES * T * F / t) + core_bwd
-                  + matmul_time(hw, T, h, qkv) + matmul_time(hw, T, h / t, h)
+                  + matmul_time(hw, T, h, qkv) + matmul_time(hw, T, out, h)
                   + matmul_time(hw, T, h, G * F / t) + matmul_time(hw, T, F / t, h))
-    weight_grad = (matmul_time(hw, h, qkv, T) + matmul_time(hw, h / t, h, T)
+    weight_grad = (matmul_time(hw, h, qkv, T) + matmul_time(hw, out, h, T)
                    + matmul_time(hw, h, G * F / t, T) + matmul_time(hw, F / t, h, T))
     input_grad = input_grad + np.where(rc == 1, core_fwd, np.where(rc == 2, forward, 0.0))
     return {"forward": forward + 0.0 * b, "input_grad": input_grad + 0.0 * b,

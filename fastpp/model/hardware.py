@@ -6,7 +6,14 @@ overhead per op, the matrix-product efficiency curve, and the two links.
 
 Sources of the presets (datasheets unless said otherwise): A100-SXM4-80GB 312 TFLOP/s bf16,
 2.04 TB/s HBM2e; H100-SXM5 989 / 1979 TFLOP/s bf16 / fp8, 3.35 TB/s HBM3; H200 4.8 TB/s HBM3e;
-B200 2.25 / 4.5 PFLOP/s, 8 TB/s. The memory bandwidths are what a streaming kernel reaches
+B200 2.25 / 4.5 PFLOP/s, 8 TB/s. H800-80GB: H100-SXM5's compute and memory with the
+export-limited NVLink (400 GB/s both directions); its links are what DeepSeek-V3's report
+(Liu et al. 2024, section 3.2.2) says its all-to-all kernels reach, about 160 GB/s over NVLink
+and 50 GB/s per GPU over InfiniBand (CX7 400 Gb/s). GB200 (one Blackwell GPU of a GB200
+NVL72 rack, NVIDIA's datasheet): 2.5 / 5 PFLOP/s dense bf16 / fp8, 186 GB of HBM3e at 8 TB/s,
+72 GPUs in one NVLink5 domain (``gpus_per_node=72``), one 400 Gb/s rail per GPU beyond the
+rack; assumed: the NVLink5 bus bandwidth of B200 and H100's efficiency curve (no GB200 table
+to check them on). The memory bandwidths are what a streaming kernel reaches
 (about 85-90% of the datasheet, as STREAM-like copies measure). The links are the bus bandwidths
 NCCL's all-reduce reaches (nccl-tests ``busbw`` at large messages: about 230 GB/s on a DGX A100's
 NVLink3, 360 GB/s on a DGX H100's NVLink4), and one InfiniBand rail per GPU (Selene: 8 x HDR
@@ -152,8 +159,10 @@ LINKS = {link.name: link for link in (
     Link("NVLink3", 230e9, 5e-6),  # A100 (600 GB/s both directions): NCCL busbw ~230 GB/s
     Link("NVLink4", 360e9, 5e-6),  # H100, H200 (900 GB/s both directions): busbw ~360 GB/s
     Link("NVLink5", 720e9, 5e-6),  # B200 (1.8 TB/s both directions): busbw ~720 GB/s
+    Link("NVLink4-H800", 160e9, 5e-6),  # H800 (400 GB/s both directions): DeepSeek's ~160 GB/s
     Link("IB-200G", 22.5e9, 8e-6),  # HDR 200 Gb/s per GPU (Selene), 90% of line rate
     Link("IB-400G", 45e9, 8e-6),  # NDR 400 Gb/s per GPU, 90% of line rate
+    Link("IB-400G-H800", 50e9, 8e-6),  # CX7 400 Gb/s per GPU as DeepSeek-V3 reports it
 )}
 
 # The curves (efficiency, matmul_half) are fitted by fastpp.model.validate.calibrate: A100's on
@@ -171,6 +180,10 @@ HARDWARE = {hw.name: hw for hw in (
              memory_bandwidth=4.2e12, fp8_flops=1979e12, **H100_CURVE),
     Hardware("B200-180GB", 2250e12, 180 * GB, LINKS["NVLink5"], LINKS["IB-400G"],
              memory_bandwidth=7.0e12, fp8_flops=4500e12, **H100_CURVE),
+    Hardware("H800-80GB", 989e12, 80 * GB, LINKS["NVLink4-H800"], LINKS["IB-400G-H800"],
+             memory_bandwidth=2.9e12, fp8_flops=1979e12, **H100_CURVE),
+    Hardware("GB200", 2500e12, 186 * GB, LINKS["NVLink5"], LINKS["IB-400G"], gpus_per_node=72,
+             memory_bandwidth=7.0e12, fp8_flops=5000e12, **H100_CURVE),
 )}
 
 

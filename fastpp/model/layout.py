@@ -313,14 +313,15 @@ def as_layout(layout=None, layers=None) -> Layout | None:
     return parse_layout(layout)
 
 
-def check_layout(layout: Layout, layers: int, stages: int) -> None:
-    """A layout fit for a model of ``layers`` transformer layers on ``stages`` model chunks."""
+def check_layout(layout: Layout, layers: int, stages: int, mtp: int = 0) -> None:
+    """A layout fit for a model of ``layers`` transformer layers on ``stages`` model chunks
+    (and ``mtp`` multi-token-prediction modules: its ``m`` layers are none or all of them)."""
     if layout.stages != stages:
         raise ScheduleError(f"layout must have {stages} stages, the schedule's model chunks (got "
                             f"{layout.stages}: {str(layout)!r})")
     if sum(layout.layers) != layers:
         raise ScheduleError(f"layout must hold the model's layers={layers} (got "
                             f"{sum(layout.layers)}: {str(layout)!r})")
-    if any(layout.mtp):
-        raise ScheduleError(f"layout must have no MTP layers 'm': a fastpp.model.Transformer "
-                            f"has none (got {sum(layout.mtp)}: {str(layout)!r})")
+    if sum(layout.mtp) not in (0, mtp):
+        raise ScheduleError(f"layout must have no MTP layers 'm' or the model's mtp_depth={mtp} "
+                            f"(got {sum(layout.mtp)}: {str(layout)!r})")

@@ -1,11 +1,38 @@
 """The overlapped forward-and-backward pair: one microbatch's compute beside the other's
-all-to-alls (DeepSeek-V3's DualPipe, DualPipeV, Megatron's combined 1F1B)."""
+all-to-alls (DeepSeek-V3's DualPipe, DualPipeV, Megatron's combined 1F1B).
+
+A pair runs one layer of microbatch A's forward and one layer of microbatch B's backward in
+four slots (DeepSeek-V3 report, Figure 4; ``deepseek_v3_dualpipe_pair.csv``), each taking the
+longer of its compute and its communication:
+
+====  ==========================  ===============
+slot  compute                     communication
+====  ==========================  ===============
+1     attention (F)               combine (B)
+2     MLP input grad (B)          dispatch (F)
+3     MLP weight grad + MLP (F)   dispatch (B)
+4     attention input + weight    combine (F)
+====  ==========================  ===============
+
+While an all-to-all runs, its kernels hold ``comm_sms`` of the GPU's ``sms`` streaming
+multiprocessors (DeepSeek: 20 of an H800's 132), so the compute beside it runs on the rest,
+``sms / (sms - comm_sms)`` times slower. Without the overlap each all-to-all sits inside its
+own F or B, in series with the compute (``serial_time``).
+"""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import numpy as np
+
+from ..checks import ScheduleError, positive_int
+from ..generators.registry import SCHEDULES
+
+# DeepSeek-V3 report section 3.2.2: 20 of the H800's 132 SMs run the all-to-alls
+COMM_SMS, SMS = 20, 132
+SLOTS = ("attn(F) | combine(B)", "mlp(B) | dispatch(F)", "mlp(W)+mlp(F) | dispatch(B)",
+         "attn(B)+attn(W) | combine(F)")
 
 
 class LayerParts(NamedTuple):
@@ -26,3 +53,80 @@ class LayerParts(NamedTuple):
     combine_f: np.ndarray
     dispatch_b: np.ndarray
     combine_b: np.ndarray
+
+
+def slots(parts: LayerParts) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The four slots' compute and communication seconds (``SLOTS``' order), unslowed."""
+    x = LayerParts(*(np.asarray(v, np.float64) for v in parts))
+    compute = [x.attention_f, x.mlp_i, x.mlp_w + x.mlp_f, x.attention_i + x.attention_w]
+    communication = [x.combine_b, x.dispatch_f, x.dispatch_b, x.combine_f]
+    return compute, communication
+
+
+def pair_time(parts: LayerParts, *, comm_sms: int = COMM_SMS, sms: int = SMS) -> np.ndarray:
+    """Seconds of one layer of an overlapped pair: the sum over the four slots of
+    ``max(compute x slowdown, communication)``.
+
+    Parameters
+    ----------
+    parts : LayerParts
+        The layer's compute parts, timed on the whole GPU, and its all-to-alls.
+    comm_sms, sms : int
+        SMs the all-to-alls hold, of the GPU's ``sms``: a slot with communication runs its
+        compute ``sms / (sms - comm_sms)`` times slower (a slot without any, at full speed).
+        ``comm_sms=0`` takes the compute times as already measured beside the communication.
+
+    Raises
+    ------
+    ScheduleError
+        If ``comm_sms`` is not in ``0..sms-1``.
+    """
+    sms = positive_int(sms, "sms")
+    if isinstance(comm_sms, bool) or not isinstance(comm_sms, int | np.integer) \
+            or not 0 <= comm_sms < sms:
+        raise ScheduleError(f"comm_sms must be an integer in 0..{sms - 1} (got {comm_sms!r})")
+    slow = sms / (sms - comm_sms)
+    compute, communication = slots(parts)
+    return sum(np.maximum(np.where(c > 0, a * slow, a), c)
+               for a, c in zip(compute, communication, strict=True))
+
+
+def serial_time(parts: LayerParts) -> np.ndarray:
+    """Seconds of one layer's forward plus its backward without overlap: every part in
+    series (the all-to-alls inside F and B, the compute on the whole GPU)."""
+    return sum(np.asarray(v, np.float64) for v in parts)
+
+
+def saving(parts: LayerParts, *, comm_sms: int = COMM_SMS, sms: int = SMS) -> np.ndarray:
+    """``serial_time - pair_time``: what the overlap saves per layer (negative when the SMs
+    it reserves cost more than the communication it hides)."""
+    return serial_time(parts) - pair_time(parts, comm_sms=comm_sms, sms=sms)
+
+
+def expert_overlap(name: str) -> bool:
+    """Whether the registered schedule ``name`` is Megatron's EP all-to-all overlap itself
+    (``ScheduleSpec.expert_overlap``): its rules hold whether or not the overlap is priced."""
+    spec = SCHEDULES.get(name)
+    return spec is not None and spec.expert_overlap
+
+
+def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1, ep: int = 2) -> str:
+    """Why the pair overlap cannot run on a schedule (``""`` if it can): ``pairs`` says
+    whether the schedule has overlapped pairs; a schedule that is Megatron's overlap itself
+    (``expert_overlap``, e.g. ``"combined-1f1b"``) has its rules whether or not the overlap
+    is priced."""
+    if not pairs:
+        paired = [k for k, spec in SCHEDULES.items() if spec.pairs]
+        return (f"overlap needs a schedule with overlapped forward-and-backward pairs, one of "
+                f"{paired} (got {name!r})")
+    if recompute == "full":
+        return (f"overlap cannot run with recompute='full' (the pair needs the forward's "
+                f"activations; Megatron refuses it too) (got schedule {name!r})")
+    if expert_overlap(name) and ep == 1:
+        return (f"{name!r} needs expert parallelism: Megatron's EP overlap asserts "
+                "expert_model_parallel_size > 1 (got ep=1)")
+    if cp > 1:
+        # not modelled: the pair's parts are priced for whole sequences (Megatron advises
+        # against CP with its EP overlap on Hopper as well)
+        return f"overlap is not modelled with context parallelism (got cp={cp})"
+    return ""

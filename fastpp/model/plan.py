@@ -14,22 +14,35 @@ from ..checks import (
     one_of,
     positive_int,
     positive_ints,
+    require,
 )
 from ..costs import FIELDS
-from ..generators._emit import placement
 from ..generators.registry import SCHEDULES, get_spec
+from ..placement import LOOP, stage_map
 from .comm import pipeline_spans
-from .hardware import GB, HARDWARE, LINKS, preset
+from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
+from .moe import expert_reasons
+from .overlap import overlap_reason
 from .presets import MODELS
-from .stages import optimizer_split, stage_table, step_terms
+from .stages import (
+    CP_COMMS,
+    IN_FLIGHT_LAYERS,
+    ZERO,
+    ZERO3_GATHERS,
+    check_cp,
+    chunk_kinds,
+    optimizer_split,
+    stage_table,
+    step_terms,
+)
 from .transformer import RECOMPUTE
 
 # a row: its configuration, what the timeline and the bytes give, and whether it fits
-CONFIG_COLUMNS = ("model", "gpus", "t", "p", "d", "schedule", "m", "microbatch", "n",
-                  "recompute", "zero", "layout")
+CONFIG_COLUMNS = ("model", "gpus", "t", "cp", "p", "d", "ep", "etp", "schedule", "m",
+                  "microbatch", "n", "recompute", "zero", "overlap", "precision", "layout")
 NUMBERS = ("step_time", "makespan", "gradient_sync", "optimizer_step", "tokens_per_s", "mfu",
-           "bubble_ratio",
+           "tflops_per_gpu", "bubble_ratio",
            "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes",
            "peak_memory")
 PLAN_COLUMNS = (*CONFIG_COLUMNS, *NUMBERS, "fits", "reason")
@@ -45,7 +58,9 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
          pp=None, microbatch=None, m=None, recompute=None, zero=1, capacity=None,
          sequence_parallel: bool = True, gradient_overlap: bool = False,
          blocking_handoffs: bool = True, tp_overlap: bool = False, layout=None,
-         first_layers=None, last_layers=None, workers: int | None = None):
+         first_layers=None, last_layers=None, ep=None, etp=1, precision=None,
+         node_limit=None, imbalance: float = 1.0, workers: int | None = None, cp=None,
+         cp_comm: str = "all-gather", zero3: str = "layer", overlap=False):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
     Each row's pipeline is an exact timeline of the schedule with the model's per-stage
@@ -56,7 +71,7 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     model : Transformer or str
         A ``Transformer``, or a preset name (``fastpp.model.MODELS``).
     gpus : int
-        GPUs in all: ``t * p * d``.
+        GPUs in all: ``t * cp * p * d``.
     hardware : Hardware or str
         A ``Hardware`` or a preset name (``fastpp.model.HARDWARE``).
     seq, global_batch : int
@@ -64,7 +79,9 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     link : Link or str, optional
         The inter-node link, instead of the hardware's (a ``Link`` or a ``LINKS`` name).
     schedules : list of str, optional
-        Registered training schedules (default: all).
+        Registered training schedules (default: all; for a model without experts, all but
+        those that are Megatron's expert-parallel overlap, e.g. ``"combined-1f1b"``, which
+        could only give reason rows: named, they give them).
     tp, pp, microbatch, m : int or list of int, optional
         Tensor-parallel and pipeline degrees, sequences per microbatch, chunks per device
         (default: every ``t`` in a node dividing the heads, every ``p`` up to the layers,
@@ -72,8 +89,8 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     recompute : str or list of str, optional
         ``"none"``, ``"selective"``, ``"full"`` (default: all three).
     zero : int or list of int
-        ZeRO stage over the ``d`` replicas: 0, 1 (optimizer states sharded) or 2 (and
-        gradients).
+        ZeRO stage over the ``d * cp`` replicas: 0, 1 (optimizer states sharded), 2 (and
+        gradients) or 3 (and weights: ZeRO-3, FSDP; ``zero3`` says how they are gathered).
     capacity : float, optional
         Bytes per GPU (default: the hardware's memory).
     sequence_parallel : bool
@@ -98,8 +115,30 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         Layers on the first model chunk (beside the embedding) and on the last (beside the
         output layer and loss), the rest as even as can be: axes (default: every chunk as
         even as can be, the remainder in the middle chunks).
+    ep, etp : int or list of int, optional
+        Expert-parallel and expert-tensor-parallel degrees (``fastpp.model.moe``; default:
+        every ``ep`` dividing the experts and the GPUs, ``etp = 1``; 1 for a dense model):
+        rows where ``ep`` does not divide the experts or ``etp ep`` the ``t d`` GPUs of a
+        stage get a reason.
+    precision : str or list of str, optional
+        ``"bf16"`` or ``"fp8"``: the products' and the MoE dispatch's precision (default:
+        the hardware's).
+    node_limit : int, optional
+        DeepSeek's node-limited routing (each token to at most this many nodes).
+    imbalance : float
+        The busiest expert-parallel rank's tokens over the mean (>= 1).
     workers : int, optional
         Threads (default: the machine's cores).
+    cp : int or list of int, optional
+        Context-parallel degrees (default 1): each sequence in ``2 cp`` chunks; rows whose
+        ``cp`` does not split ``seq`` so get a reason.
+    cp_comm : {"all-gather", "ring"}
+        Context parallelism's K and V exchange (``fastpp.model.stages.stage_table``).
+    zero3 : {"layer", "step"}
+        ZeRO-3's weight all-gathers: per layer in each forward and backward, or once per step.
+    overlap : bool or list of bool
+        The overlapped pair priced by ``fastpp.model.overlap`` (an axis): rows asking it of a
+        schedule without pairs or with ``recompute="full"`` get a reason.
 
     Returns
     -------
@@ -107,7 +146,9 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         ``PLAN_COLUMNS``: the configuration (``layout``: its layers per model chunk as a
         Megatron layout string), ``step_time`` (s: the pipeline's ``makespan``
         plus the exposed ``gradient_sync``: gradient reduction, ZeRO's all-gather and a tied
-        embedding's all-reduce, plus the ``optimizer_step``), ``tokens_per_s``, ``mfu``,
+        embedding's all-reduce, plus the ``optimizer_step``), ``tokens_per_s``, ``mfu``
+        (``Transformer.flops_per_token`` over the bf16 peak), ``tflops_per_gpu`` (Megatron's
+        count, ``Transformer.megatron_flops_per_token``, per GPU and second),
         ``bubble_ratio`` and, on the GPU with the most bytes, ``peak_activations``,
         ``parameter_bytes``, ``gradient_bytes``, ``optimizer_bytes`` and their sum
         ``peak_memory``; ``fits``, and
@@ -121,7 +162,7 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         layout that does not parse or does not hold the model's layers, or both a layout
         and first or last counts.
     """
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.model.plan")
 
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")
@@ -138,7 +179,7 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     capacity = float(capacity)
     one_of(sequence_parallel, "sequence_parallel", (False, True))
     one_of(gradient_overlap, "gradient_overlap", (False, True))
-    overlap = bool(gradient_overlap)
+    grad_overlap = bool(gradient_overlap)
     one_of(blocking_handoffs, "blocking_handoffs", (False, True))
     one_of(tp_overlap, "tp_overlap", (False, True))
     pricing = {"blocking": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap)}
@@ -156,41 +197,66 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         if global_batch % x:
             raise ScheduleError(f"microbatch must divide global_batch={global_batch} (got "
                                 f"microbatch={x})")
+    cps = _axis(cp, "cp", [1])
+    one_of(cp_comm, "cp_comm", CP_COMMS)
+    one_of(zero3, "zero3", ZERO3_GATHERS)
+    overlaps = _nonempty(overlap, "overlap")
+    for x in overlaps:
+        one_of(x, "overlap", (False, True))
     rcs = [RECOMPUTE] if recompute is None else [_nonempty(recompute, "recompute")]
     for x in rcs[0]:
         one_of(x, "recompute", RECOMPUTE)
+    eps = _axis(ep, "ep", [x for x in divisors(gpus, model.experts) if model.experts % x == 0]
+                if model.moe else [1])
+    etps = _axis(etp, "etp", [1])
+    precisions = [hardware.precision] if precision is None else _nonempty(precision,
+                                                                          "precision")
+    for x in precisions:
+        one_of(x, "precision", PRECISIONS)
+        hardware.with_precision(x)  # raises for fp8 without an fp8 peak
+    moe_pricing = _moe_pricing(node_limit, imbalance)
     zeros = _nonempty(zero, "zero")
     for x in zeros:
-        one_of(x, "zero", (0, 1, 2))
-    names = ([k for k, spec in SCHEDULES.items() if not spec.forward_only]
+        one_of(x, "zero", ZERO)
+    # by default no schedule that needs experts on a dense model: it would only give reasons
+    names = ([k for k, spec in SCHEDULES.items()
+              if not spec.forward_only and (model.moe or not spec.expert_overlap)]
              if schedules is None else _nonempty(schedules, "schedules"))
     for name in names:
         if get_spec(name).forward_only:
             raise ScheduleError(f"schedules must be training schedules (got {name!r})")
-    shapes = [(t, p, gpus // (t * p)) for t in tps for p in pps if gpus % (t * p) == 0]
+    shapes = [(t, c, p, gpus // (t * c * p)) for t in tps for c in cps for p in pps
+              if gpus % (t * c * p) == 0]
     if not shapes:
-        raise ScheduleError(f"gpus={gpus} has no factorization t * p * d with t in {tps} and "
-                            f"p in {pps}")
+        raise ScheduleError(f"gpus={gpus} has no factorization t * cp * p * d with t in {tps}, "
+                            f"cp in {cps} and p in {pps}")
     splits = _splits(model, layout, first_layers, last_layers)
     chunk_counts = _axis(m, "m", None)
     # each schedule at each chunk count, at every p: p = 1 too, where the times agree but the
     # memory does not (GPipe keeps every microbatch, 1F1B one)
     sched = [(name, k) for name in names for k in (chunk_counts or SCHEDULES[name].m_choices)]
-    grid = np.array([(t, p, d, b, RECOMPUTE.index(r), z, i, k)
-                     for t, p, d in shapes for b in mbs for r in rcs[0] for z in zeros
+    grid = np.array([(t, c, p, d, e, et, PRECISIONS.index(q), b, RECOMPUTE.index(r), z,
+                      int(o), i, k)
+                     for t, c, p, d in shapes for e in eps for et in etps for q in precisions
+                     for b in mbs for r in rcs[0] for z in zeros for o in overlaps
                      for i in range(len(sched)) for k in range(len(splits))],
-                    np.int64).reshape(-1, 8)
-    cols = {k: grid[:, i] for i, k in enumerate(("t", "p", "d", "microbatch", "recompute",
-                                                  "zero", "which", "split"))}
+                    np.int64).reshape(-1, 13)
+    cols = {k: grid[:, i] for i, k in enumerate(("t", "cp", "p", "d", "ep", "etp", "precision",
+                                                  "microbatch", "recompute", "zero", "overlap",
+                                                  "which", "split"))}
     cols["sid"] = np.array([SCHEDULES[name].sid for name, _ in sched], np.int64)[cols["which"]]
     cols["m"] = np.array([k for _, k in sched], np.int64)[cols["which"]]
-    rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overlap,
-                     sequence_parallel, pricing, workers)
+    pricing.update(cp_comm=cp_comm, zero3=zero3)
+    rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
+                     sequence_parallel, {**pricing, **moe_pricing}, workers)
     frame = pd.DataFrame({
-        "model": model.name, "gpus": gpus, "t": cols["t"], "p": cols["p"], "d": cols["d"],
+        "model": model.name, "gpus": gpus, "t": cols["t"], "cp": cols["cp"], "p": cols["p"],
+        "d": cols["d"], "ep": cols["ep"], "etp": cols["etp"],
         "schedule": np.array(list(SCHEDULES), object)[cols["sid"]], "m": cols["m"],
         "microbatch": cols["microbatch"], "n": rows["n"],
         "recompute": np.array(RECOMPUTE, object)[cols["recompute"]], "zero": cols["zero"],
+        "overlap": cols["overlap"].astype(bool),
+        "precision": np.array(PRECISIONS, object)[cols["precision"]],
         **{k: rows[k] for k in ("layout", *NUMBERS, "fits", "reason")}})
     order = np.lexsort((-frame["tokens_per_s"].fillna(-1).to_numpy(),
                         ~frame["fits"].to_numpy()))
@@ -201,6 +267,17 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
 
 def _as_list(value) -> list:
     return list(value) if isinstance(value, list | tuple | np.ndarray) else [value]
+
+
+def _moe_pricing(node_limit, imbalance) -> dict:
+    """``stage_table``'s MoE knobs, checked."""
+    if node_limit is not None:
+        positive_int(node_limit, "node_limit")
+    if (isinstance(imbalance, bool) or not isinstance(imbalance, int | float | np.number)
+            or not 1.0 <= float(imbalance) < float("inf")):
+        raise ScheduleError(f"imbalance must be a number >= 1, the busiest expert-parallel "
+                            f"rank's tokens over the mean (got {imbalance!r})")
+    return {"node_limit": node_limit, "imbalance": float(imbalance)}
 
 
 def _nonempty(value, name) -> list:
@@ -226,7 +303,7 @@ def _splits(model, layout, first_layers, last_layers) -> list[tuple]:
                                 f"last_layers={last_layers!r})")
         given = [as_layout(x) for x in _nonempty(layout, "layout")]
         for x in given:  # whatever the configuration, these must hold
-            check_layout(x, model.layers, x.stages)
+            check_layout(x, model.layers, x.stages, model.mtp_depth)
         return [(x, None, None) for x in given]
     ends = [[None] if x is None else _counts(x, name)
             for x, name in ((first_layers, "first_layers"), (last_layers, "last_layers"))]
@@ -254,7 +331,7 @@ def _layouts(model, chunks, split, splits, reason) -> tuple[np.ndarray, list]:
             if given is None:
                 given = even_layers(model.layers, c, first, last)
             else:
-                check_layout(given, model.layers, c)
+                check_layout(given, model.layers, c, model.mtp_depth)
         except ScheduleError as error:
             reason[mine] = str(error)
             continue
@@ -268,35 +345,57 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
     """The stages of the configurations ``run`` in one flat table: per configuration ``V``
     and where its stages start, per stage its configuration, model chunk and costs
     (``stage_table``), and which configurations have a stage that takes no time."""
-    t, p, d, b, m, sid, chunks = (x[run] for x in (cols["t"], cols["p"], cols["d"],
-                                                   cols["microbatch"], cols["m"], cols["sid"],
-                                                   chunks))
+    t, p, d, b, m, sid, chunks, ep, etp, precision = (
+        x[run] for x in (cols["t"], cols["p"], cols["d"], cols["microbatch"], cols["m"],
+                         cols["sid"], chunks, cols["ep"], cols["etp"], cols["precision"]))
     V = engine.stages(sid, p, m)
     config = np.repeat(np.arange(run.size), V)
     first = np.r_[0, np.cumsum(V)[:-1]].astype(np.int64)
-    chunk = (np.arange(V.sum()) - first[config]) % chunks[config]
+    local = np.arange(V.sum()) - first[config]
+    chunk = local % chunks[config]
+    # a pair's backward half: the device's other stage on the V and two-direction placements
+    # (stages r and V-1-r), else the stage itself (fastpp.model.pair_partner)
+    mirrored = batch.PLACEMENT_CODE[sid][config] != LOOP
+    partner = np.where(mirrored, first[config] + V[config] - 1 - local, np.arange(V.sum()))
     stage_layout = which[run][config]
-    layers, embedding, loss = (np.empty(chunk.size, dtype) for dtype in (float, bool, bool))
+    layers, embedding, loss, moe, mtp = (np.empty(chunk.size, dtype) for dtype in
+                                         (float, bool, bool, float, float))
     for k, x in enumerate(layouts):
         mine = np.flatnonzero(stage_layout == k)
         layers[mine] = np.array(x.layers)[chunk[mine]]
         embedding[mine] = np.array(x.embedding)[chunk[mine]]
         loss[mine] = np.array(x.loss)[chunk[mine]]
-    table = stage_table(model, hardware, seq, config=config, layers=layers, embedding=embedding,
-                        loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
-                        sequence_parallel=sequence_parallel, recompute=cols["recompute"][run],
-                        **pricing)
+        kinds = chunk_kinds(model, x.layers, x.loss, x.mtp)
+        moe[mine], mtp[mine] = kinds[0][chunk[mine]], kinds[1][chunk[mine]]
+    table = None
+    for q in np.unique(precision):  # a table per precision, each configuration's kept
+        one = stage_table(model, hardware, seq, config=config, layers=layers,
+                          embedding=embedding, loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
+                          sequence_parallel=sequence_parallel,
+                          recompute=cols["recompute"][run], moe_layers=moe, mtp=mtp, ep=ep,
+                          etp=etp, precision=PRECISIONS[q], c=cols["cp"][run],
+                          zero=cols["zero"][run], overlap=cols["overlap"][run].astype(bool),
+                          partner=partner, **pricing)
+        if table is None:
+            table = one
+            continue
+        mine = precision == q
+        for key, value in one.items():
+            table[key] = np.where(mine[config] if value.size == config.size else mine, value,
+                                  table[key])
     idle = np.zeros(run.size, bool)
     np.logical_or.at(idle, config, (table["f"] <= 0) | (table["b"] <= 0))
     return V, config, first, chunk, table, idle
 
 
-def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overlap,
+def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
               sequence_parallel, pricing, workers) -> dict[str, np.ndarray]:
     """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
-    n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid)
+    n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid,
+                               (cols["ep"], cols["etp"]), cols["cp"])
+    _context_and_overlap_reasons(seq, cols, sid, reason)
     which, layouts = _layouts(model, chunks, cols["split"], splits, reason)
     out = {k: np.full(count, np.nan) for k in NUMBERS}
     out.update(n=n, fits=np.zeros(count, bool), reason=reason,
@@ -315,6 +414,9 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
         V, config, first, chunk, table, _ = _stages(model, hardware, seq, cols, run, chunks,
                                                     which, layouts, sequence_parallel, pricing)
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
+    ep, etp = cols["ep"][run], cols["etp"][run]
+    c = cols["cp"][run]
+    zero3 = pricing["zero3"]
     rows = engine.run(sid, p, n, m, p, {k: v for k, v in table.items() if k in FIELDS},
                       first=first, V=V, workers=workers, peaks=True)
     if np.any(rows.status != batch.OK):
@@ -329,7 +431,13 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
         shared = slot[first] == slot[last]
         params[slot[first[shared]]] -= model.vocab * model.hidden / t[shared]
     owner = np.repeat(np.arange(run.size), p)
-    weights, grads, optimizer = optimizer_split(params, d[owner], cols["zero"][run][owner])
+    edp = t * c * d // (etp * ep)
+    experts = np.bincount(slot, weights=table["expert_params"], minlength=peaks.size)
+    weights, grads, optimizer = (a + e for a, e in zip(
+        optimizer_split(params, (d * c)[owner], cols["zero"][run][owner], zero3,
+                        (IN_FLIGHT_LAYERS * model.layer_params() / t)[owner]),
+        optimizer_split(experts, edp[owner], np.minimum(cols["zero"][run][owner], 2)),
+        strict=True))
     total = weights + grads + optimizer + peaks
     padded = np.full((run.size, int(p.max())), -np.inf)  # the device with the most bytes
     padded[owner, np.arange(peaks.size) - peak_at[owner]] = total
@@ -338,11 +446,17 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
     # all-reduce and the optimizer step of the fullest device, each backward's window
     window = np.bincount(slot, weights=(table["b"] / m[config]), minlength=peaks.size)
     tied = model.tied_embeddings & (p > 1)
-    terms = step_terms(hardware, np.maximum.reduceat(params, peak_at), t, d,
-                       cols["zero"][run], overlap=overlap,
+    terms = step_terms(hardware, np.maximum.reduceat(params, peak_at), t, d * c,
+                       cols["zero"][run], overlap=grad_overlap,
                        window=np.minimum.reduceat(window, peak_at),
                        embedding_params=tied * model.vocab * model.hidden / t,
-                       embedding_per_node=np.where(pipeline_spans(hardware, t, d, p), 1, 2))
+                       embedding_per_node=np.where(pipeline_spans(hardware, t * c, d, p), 1, 2),
+                       zero3=zero3)
+    if model.moe:  # the routed experts' gradients reduce over edp, ranks etp x ep apart
+        more = step_terms(hardware, np.maximum.reduceat(experts, peak_at), etp * ep, edp,
+                          np.minimum(cols["zero"][run], 2), overlap=grad_overlap,
+                          window=np.minimum.reduceat(window, peak_at))
+        terms = {k: v + more[k] for k, v in terms.items()}
     sync = terms["gradient_sync"] + terms["parameter_gather"] + terms["embedding_sync"]
     makespan = rows.out[:, batch.MAKESPAN]
     step = makespan + sync + terms["optimizer_step"]
@@ -350,7 +464,9 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
     values = {"step_time": step, "makespan": makespan, "gradient_sync": sync,
               "optimizer_step": terms["optimizer_step"],
               "tokens_per_s": tokens,
-              "mfu": tokens * model.flops_per_token(seq) / (t * p * d) / hardware.peak_flops,
+              "mfu": tokens * model.flops_per_token(seq) / (t * c * p * d) / hardware.peak_flops,
+              "tflops_per_gpu": tokens * model.megatron_flops_per_token(seq) / (t * c * p * d)
+              / 1e12,
               "bubble_ratio": rows.out[:, batch.BUBBLE], "peak_activations": peaks[worst],
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
               "optimizer_bytes": optimizer[worst], "peak_memory": total[worst]}
@@ -364,7 +480,31 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, overla
     return out
 
 
-def _shape(model, global_batch, t, p, d, b, m, sid):
+def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
+    """Rows whose ``cp`` does not split ``seq`` into ``2 cp`` chunks, and rows asking the pair
+    overlap where it cannot run (``fastpp.model.overlap_reason``), get their reason."""
+    for c in np.unique(cols["cp"]):
+        mine = np.flatnonzero((cols["cp"] == c) & (reason == ""))
+        try:
+            check_cp(seq, int(c))
+        except ScheduleError as error:
+            reason[mine] = str(error)
+    # a schedule that is Megatron's overlap itself: its rules hold whether or not it is priced
+    combined = np.array([spec.expert_overlap for spec in batch.SPECS])[sid]
+    ask = (cols["overlap"] == 1) | combined
+    rows = np.flatnonzero(ask & (reason == ""))  # each row has one key: one pass suffices
+    keys = np.stack([sid, cols["overlap"], cols["recompute"], cols["cp"], cols["ep"]],
+                    axis=1)[rows]
+    unique, which = np.unique(keys, axis=0, return_inverse=True)
+    for k, (s, asked, r, c, e) in enumerate(unique.tolist()):
+        spec = batch.SPECS[s]
+        text = overlap_reason(spec.name, spec.pairs or not asked, RECOMPUTE[r],
+                              c if asked else 1, e)
+        if text:
+            reason[rows[which.reshape(-1) == k]] = text
+
+
+def _shape(model, global_batch, t, p, d, b, m, sid, cols_ep_etp, cp):
     """Per configuration: ``n``, the model chunks, and why it cannot run ("" if it can)."""
     per_replica = b * d
     n = np.where(global_batch % per_replica == 0, global_batch // per_replica, 0)
@@ -372,6 +512,10 @@ def _shape(model, global_batch, t, p, d, b, m, sid):
     reason[n == 0] = [f"global_batch={global_batch} must be a multiple of microbatch x d = "
                       f"{x}" for x in per_replica[n == 0]]
     chunks = p * m  # a two-direction schedule holds these chunks twice
+    if model.moe or np.any(cols_ep_etp[0] > 1) or np.any(cols_ep_etp[1] > 1):
+        bad = (reason == "") & (expert_reasons(model, t, d, *cols_ep_etp, cp) != "")
+        reason[bad] = expert_reasons(model, t[bad], d[bad], cols_ep_etp[0][bad],
+                                     cols_ep_etp[1][bad], cp[bad])
     too_deep = (reason == "") & (chunks > model.layers)
     reason[too_deep] = [f"layers={model.layers} must be at least the model chunks {x}"
                         for x in chunks[too_deep]]
@@ -383,11 +527,11 @@ def _shape(model, global_batch, t, p, d, b, m, sid):
 
 
 def _stage_devices(sid, p, m, first, stages) -> np.ndarray:
-    """The device of every stage in the flat stage table (one placement per kind, p, m)."""
+    """The device of every stage in the flat stage table (one stage map per schedule, p, m)."""
     device = np.empty(stages, np.int64)
     for key in set(zip(sid.tolist(), p.tolist(), m.tolist(), strict=True)):
         mine = np.flatnonzero((sid == key[0]) & (p == key[1]) & (m == key[2]))
-        stage_device = placement(int(batch.PLACEMENT[key[0]]), key[1], key[2])
+        stage_device = stage_map(int(batch.PLACEMENT_CODE[key[0]]), key[1], key[2])
         at_stage = (first[mine][:, None] + np.arange(len(stage_device))).reshape(-1)
         device[at_stage] = np.tile(stage_device, mine.size)
     return device
@@ -401,6 +545,12 @@ def summary(df, top: int = 10) -> str:
             f"{'act GB':>7} {'GB/GPU':>7}")
 
     layouts = df.attrs.get("layouts", False)  # asked for: each row's layout is shown
+    experts = bool(len(df)) and bool((df["ep"] > 1).any())  # an MoE plan: ep is shown
+    if experts:
+        cols += f" {'ep':>4}"
+    # context parallelism, ZeRO and the pair overlap: shown where the plan varies them
+    extra = [k for k in ("cp", "zero", "overlap") if k in df and df[k].nunique() > 1]
+    cols += "".join(f" {k:>7}" for k in extra)
     if layouts:
         cols += "  layout"
 
@@ -408,7 +558,9 @@ def summary(df, top: int = 10) -> str:
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
-                f"{r.peak_memory / GB:>7.1f}" + (f"  {r.layout}" if layouts else ""))
+                f"{r.peak_memory / GB:>7.1f}" + (f" {r.ep:>4}" if experts else "")
+                + "".join(f" {str(getattr(r, k)):>7}" for k in extra)
+                + (f"  {r.layout}" if layouts else ""))
 
     fits = df[df["fits"]]
     ran = df[df["step_time"].notna()]
@@ -431,7 +583,8 @@ def _fold_alike(rows):
     """Rows without a pipeline (p = 1) whose time and bytes equal the first such row's to four
     digits, as one line ("1f1b (+5 alike)"): there many schedules run one timeline in the
     same bytes."""
-    key = rows[["t", "p", "d", "microbatch", "recompute", "zero"]].assign(
+    key = rows[["t", "cp", "p", "d", "ep", "etp", "microbatch", "recompute", "zero",
+                 "overlap", "precision"]].assign(
         **{k: rows[k].map(lambda x: f"{x:.4g}") for k in ("step_time", "peak_memory",
                                                            "peak_activations")})
     repeat = (rows["p"] == 1) & key.duplicated()

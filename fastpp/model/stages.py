@@ -5,33 +5,77 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import ScheduleError
 from .comm import (
     all_gather,
     all_reduce,
+    context_parallel_per_node,
     data_parallel_per_node,
     pipeline_spans,
     reduce_scatter,
     tensor_parallel_per_node,
 )
-from .compute import head_times, layer_times, optimizer_time
+from .compute import _attention, head_times, layer_times, matmul_time, optimizer_time
 from .hardware import Hardware
-from .transformer import BYTES, Transformer, layer_costs
+from .moe import all_to_all_times, expert_times, layer_parts, moe_layer_costs
+from .overlap import saving
+from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
 # gradients, fp32 master weights, momentum and variance
 WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
-ZERO = (0, 1, 2)  # stage 1 shards the optimizer states over d, stage 2 the gradients too
+# stage 1 shards the optimizer states over the data-parallel ranks, 2 the gradients too, 3
+# (ZeRO-3, FSDP) the weights too
+ZERO = (0, 1, 2, 3)
+# ZeRO-3's weight all-gathers: per layer in the forward and again in the backward (FSDP's
+# reshard after forward), or once per step, the weights then kept whole (Llama 3)
+ZERO3_GATHERS = ("layer", "step")
+# context parallelism's K and V: all-gathered per layer (Llama 3), or passed round a ring of
+# the CP ranks under the attention (Megatron's ring attention)
+CP_COMMS = ("all-gather", "ring")
+IN_FLIGHT_LAYERS = 2  # ZeRO-3 per layer: the layer computed and the next one prefetched
 
 
 def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, layers, embedding,
                 loss, microbatch, t, d, p, m, sequence_parallel, recompute,
-                tp_overlap: bool = False, blocking: bool = False):
+                tp_overlap: bool = False, blocking: bool = False, moe_layers=0.0, mtp=0.0,
+                ep=1, etp=1, precision: str | None = None, node_limit=None,
+                imbalance: float = 1.0, c=1, zero=0, overlap=False,
+                cp_comm: str = "all-gather", zero3: str = "layer", partner=None):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
     Per stage: ``config`` (its configuration), ``layers`` (transformer layers), ``embedding``
     and ``loss`` (whether it holds the embedding, or the output layer and the loss); per
     configuration (indexed by ``config``): ``microbatch``, ``t``, ``d``,
-    ``p``, ``m`` and ``recompute`` (an index into ``transformer.RECOMPUTE``). Times are the
+    ``p``, ``m``, ``recompute`` (an index into ``transformer.RECOMPUTE``), ``c`` (context-
+    parallel degree), ``zero`` (ZeRO stage) and ``overlap`` (the pair overlap). Ranks are
+    ordered as Megatron orders them: tensor, context, data, pipeline.
+
+    Context parallelism splits each sequence into ``2c`` chunks, two per rank (the first and
+    the last ones paired, for causal balance): a rank holds ``seq / c`` tokens of each
+    sequence, which prices exactly as ``microbatch / c`` sequences (its products, its bytes
+    and its share ``1/c`` of the causal attention's FLOPs). Each layer's attention needs the
+    whole sequence's K and V: ``cp_comm="all-gather"`` gathers them before the attention and
+    reduce-scatters their gradients in the backward, exposed (Llama 3); ``"ring"`` passes each
+    rank's chunk round the ``c`` ranks in ``c - 1`` steps under the attention core, only what
+    exceeds it exposed (the backward passes K, V and their gradients: twice the bytes).
+
+    ZeRO-3 (``zero=3``) shards the weights over the ``d c`` replicas too: with
+    ``zero3="layer"`` each layer's weights are all-gathered in its forward and again in its
+    backward, and its gradients reduce-scattered in the backward, each microbatch, under the
+    layer's compute (FSDP's prefetch), only what exceeds it exposed; with ``"step"`` they are
+    gathered once per step (``step_terms``) and kept whole, the gradients reduce-scattered
+    in each backward.
+
+    With ``overlap``, ``fb`` is the overlapped pair's time: the forward's ``f`` plus the
+    backward half's ``b``, less what ``fastpp.model.overlap`` saves on each MoE layer both
+    halves hold (``fastpp.model.moe.layer_parts``; a dense layer has no all-to-all and saves
+    nothing: a dense model gets no ``fb``, its pairs take ``f + b``). It is keyed by the
+    pair's forward stage; ``partner`` gives each stage the stage of its pairs' backward half
+    (in DualPipe and DualPipeV the device's other stage; default: the stage itself, as for
+    combined 1F1B, whose pairs mix a device's chunks: exact where they hold the same layers).
+    The pair's parts are priced for whole sequences: the overlap with ``c > 1`` is refused
+    upstream (``overlap_reason``). Times are the
     per-op model of ``fastpp.model.compute`` plus the tensor-parallel collectives of
     ``fastpp.model.comm`` on the critical path; with ``tp_overlap`` (Transformer Engine's
     ``--tp-comm-overlap``) a layer's collectives run under its own compute, only what exceeds
@@ -39,20 +83,36 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     send and receive between two ops), each chunk op with ``p > 1`` also holds its device for
     one hand-off's transfer.
 
+    With experts (``fastpp.model.moe``): per stage ``moe_layers`` (how many of its ``layers``
+    have experts) and ``mtp`` (multi-token-prediction modules it holds), per configuration
+    ``ep`` and ``etp``; the products in ``precision`` (default the hardware's), DeepSeek's
+    ``node_limit`` and the token ``imbalance``. An MoE layer's all-to-alls sit inside its
+    forward and input-grad backward (no overlap). An MTP module costs a layer, its ``2h x h``
+    projection, and the output layer and loss again.
+
     Returns
     -------
     dict
         Per stage ``f, b, w`` (seconds, per device of a plain pipeline: ``m`` times a chunk's
-        time), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma`` and ``params`` (on
-        one rank); per configuration ``comm`` (latency), ``bandwidth`` and ``message_bytes``
-        of the pipeline's hand-offs.
+        time), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma``, ``params`` (on
+        one rank; reduced over ``d``) and ``expert_params`` (the routed experts' on one GPU,
+        reduced over ``edp``), ``fb`` where a configuration's pairs save time; per
+        configuration ``comm`` (latency), ``bandwidth`` and ``message_bytes`` of the
+        pipeline's hand-offs.
     """
+    if precision is not None:
+        hardware = hardware.with_precision(precision)
     # a layer's costs depend on its configuration only: priced once per configuration
-    b, tp, rc = np.broadcast_arrays(np.asarray(microbatch), np.asarray(t),
-                                    np.asarray(recompute))
+    b, tp, rc, cp, z, ov = np.broadcast_arrays(*(np.asarray(x) for x in (
+        microbatch, t, recompute, c, zero, overlap)))
+    ov = ov.astype(bool)
+    whole, b = b, b / cp  # context parallelism: the sequences' share one rank prices (above)
     layer = layer_costs(model, seq, b, tp, sequence_parallel, rc)
     times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc)
     head = head_times(model, hardware, seq, b, tp, sequence_parallel)
+    cp_forward, cp_backward = context_parallel_times(model, hardware, seq, whole, tp, cp,
+                                                     cp_comm)
+    cp_backward = cp_backward + np.where(rc == 2, cp_forward, 0.0)  # a full recompute repeats
     sbh = seq * b * model.hidden
     spans = tensor_parallel_per_node(hardware, tp)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
@@ -74,58 +134,232 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
         return np.broadcast_to(x, b.shape)[config]
 
     starts, ends = embedding, loss
-    forward = (layers * per_stage(times["forward"] + tp_forward)
+    dense = layers - moe_layers
+    # every layer's attention (dense or MoE) exchanges K and V across the CP ranks
+    forward = (dense * per_stage(times["forward"] + tp_forward) + layers * per_stage(cp_forward)
                + starts * per_stage(head["embed_forward"] + edge)
                + ends * per_stage(head["head_forward"] + loss_sync
                                   + (edge if sequence_parallel else 0.0)))
-    weight = (layers * per_stage(times["weight_grad"]) + ends * per_stage(head["head_weight_grad"])
+    weight = (dense * per_stage(times["weight_grad"])
+              + ends * per_stage(head["head_weight_grad"])
               + starts * per_stage(head["embed_weight"]))
-    backward = (layers * per_stage(times["input_grad"] + tp_backward) + weight
+    backward = (dense * per_stage(times["input_grad"] + tp_backward)
+                + layers * per_stage(cp_backward) + weight
                 + ends * per_stage(head["head_input_grad"] + edge))
-    kept = layers * per_stage(layer["activations"])
+    kept = dense * per_stage(layer["activations"])
+    held_by_w = kept * per_stage(layer["gamma"])
     act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, tp, 1.0))
            + ends * per_stage(4.0 * seq * b * model.vocab / tp))
-    gamma = np.divide(kept * per_stage(layer["gamma"]), act, out=np.zeros_like(act),
-                      where=act > 0)
-    params = stage_params(model, layers, embedding, loss, per_stage(tp))
+    if model.moe or model.mtp_depth:
+        moe_layers, mtp = np.asarray(moe_layers, np.float64), np.asarray(mtp, np.float64)
+        ep, etp = (np.broadcast_to(np.asarray(x), b.shape) for x in (ep, etp))
+        one = {"forward": times["forward"] + tp_forward, "input_grad": times["input_grad"]
+               + tp_backward, "weight_grad": times["weight_grad"],
+               "activations": layer["activations"], "gamma": layer["gamma"]}
+        if model.moe:
+            one = _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel,
+                             layer, exchange, tp_overlap, node_limit, imbalance)
+            forward = forward + moe_layers * per_stage(one["forward"])
+            w = moe_layers * per_stage(one["weight_grad"])
+            weight = weight + w
+            backward = backward + moe_layers * per_stage(one["input_grad"]) + w
+            moe_kept = moe_layers * per_stage(one["activations"])
+            kept, act = kept + moe_kept, act + moe_kept
+            held_by_w = held_by_w + moe_kept * per_stage(one["gamma"])
+        # an MTP module: a layer, its projection (split like a column-parallel matrix), the
+        # output layer and the loss again
+        T, h = seq * b, model.hidden
+        proj = [matmul_time(hardware, T, h / tp, 2.0 * h), matmul_time(hardware, T, 2.0 * h,
+                                                                          h / tp),
+                matmul_time(hardware, 2.0 * h, h / tp, T)]
+        forward = forward + mtp * per_stage(one["forward"] + proj[0] + head["embed_forward"]
+                                            + head["head_forward"] + loss_sync)
+        w = mtp * per_stage(one["weight_grad"] + proj[2] + head["head_weight_grad"])
+        weight = weight + w
+        backward = backward + w + mtp * per_stage(one["input_grad"] + proj[1]
+                                                  + head["head_input_grad"])
+        mtp_kept = mtp * per_stage(one["activations"] + BYTES * 2.0 * sbh / tp)
+        kept = kept + mtp_kept
+        held_by_w = held_by_w + mtp_kept * per_stage(one["gamma"])
+        act = act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / tp)
+    gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
+    params = stage_params(model, layers, embedding, loss, per_stage(tp), moe_layers, mtp)
+    experts = expert_stage_params(model, moe_layers, mtp, per_stage(np.broadcast_to(
+        np.asarray(ep), b.shape)), per_stage(np.broadcast_to(np.asarray(etp), b.shape)))
+    # ZeRO-3 gathers and reduces the weights but the routed experts' (kept as ZeRO-1/2 keeps
+    # them, over their own edp replicas)
+    gather, scatter = zero3_times(hardware, params, layers + starts + ends, per_stage(tp),
+                                  per_stage(d * cp), per_stage(z), zero3)
+    forward = forward + np.maximum(gather - forward, 0.0)
+    backward = backward + np.maximum(np.where(zero3 == "layer", gather, 0.0) + scatter
+                                     - backward, 0.0)
     mm = m[config]
-    # one node holds the whole pipeline, or hand-offs cross nodes (ranks: t fastest, then d, p)
-    crossing = pipeline_spans(hardware, t, d, p)
+    # one node holds the whole pipeline, or hand-offs cross nodes (ranks: t, c, d, then p)
+    crossing = pipeline_spans(hardware, np.asarray(t) * np.asarray(c), d, p)
     latency = np.where(crossing, hardware.network.latency, hardware.node.latency)
     bandwidth = np.where(crossing, hardware.network.bandwidth, hardware.node.bandwidth)
-    # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off)
-    message = BYTES * seq * microbatch * model.hidden / t
+    # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off) of
+    # its seq/c tokens
+    message = BYTES * seq * microbatch / np.asarray(c) * model.hidden / t
     held = np.where(blocking & (np.asarray(p) > 1), latency + message / bandwidth, 0.0)
     held = np.where(forward > 0, per_stage(held), 0.0)  # a stage without work stays refused
-    return {
+    table = {
         "f": (forward + held) * mm,
         "b": (backward + held) * mm,
         "w": weight * mm,
         "act": np.maximum(act, 1.0) * mm,
         "gamma": gamma,
         "params": params,
+        "expert_params": experts,
         "comm": latency,
         "bandwidth": bandwidth,
         "message_bytes": message,
     }
+    if model.moe and np.any(ov):  # a dense layer has no all-to-all: its pairs save nothing
+        # the MoE layers' pair saving, per configuration (recompute none or selective: full
+        # recomputation refuses the overlap)
+        ep, etp = (np.broadcast_to(np.asarray(x), b.shape) for x in (ep, etp))
+        saved = np.zeros(b.shape)
+        for r in np.unique(rc[ov]):
+            parts = layer_parts(model, hardware, seq=seq, microbatch=whole, tp=tp, ep=ep,
+                                etp=etp, sequence_parallel=sequence_parallel,
+                                recompute=RECOMPUTE[r], precision=hardware.precision,
+                                node_limit=node_limit, imbalance=imbalance)
+            saved = np.where(ov & (rc == r), saving(parts), saved)
+        mate = np.arange(config.size) if partner is None else np.asarray(partner)
+        moe = np.broadcast_to(moe_layers, layers.shape)
+        # NaN (not given) where a configuration does not overlap: its pairs then take their
+        # own two halves' f + b, as by default
+        table["fb"] = np.where(per_stage(ov), table["f"] + table["b"][mate]
+                               - np.minimum(moe, moe[mate]) * per_stage(saved) * mm, np.nan)
+    return table
 
 
-def stage_params(model: Transformer, layers, embedding, loss, t):
-    """Parameters of each stage on one tensor-parallel rank: its layers, plus the embedding
-    and the output layer where it holds them."""
+def check_cp(seq: int, cp: int) -> None:
+    """Context parallelism splits each sequence into ``2 cp`` equal chunks."""
+    if seq % (2 * cp):
+        raise ScheduleError(f"cp must split seq into 2 x cp equal chunks: seq must be a "
+                            f"multiple of 2*cp={2 * cp} (got seq={seq}, cp={cp})")
+
+
+def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, c,
+                           cp_comm: str):
+    """Exposed seconds per layer of context parallelism's K and V exchange, forward and
+    backward, per configuration (``microbatch`` whole sequences over ``c`` ranks; see
+    ``stage_table``). Zero for ``c = 1``."""
+    b = np.asarray(microbatch, np.float64)
+    c = np.asarray(c, np.float64)
+    t = np.asarray(t, np.float64)
+    kv_bytes = 2.0 * BYTES * seq * b * model.kv / t  # the whole sequences' K and V, one rank
+    per_node = context_parallel_per_node(hardware, t, c)
+    if cp_comm == "all-gather":
+        return (all_gather(hardware, kv_bytes, c, per_node),
+                reduce_scatter(hardware, kv_bytes, c, per_node))
+    # the ring: c - 1 hops of one rank's chunk, each over one link (a node's NVLink, or a
+    # network rail when the ring leaves the node), under the attention core
+    spans = c > per_node
+    link = np.where(spans, hardware.network.bandwidth, hardware.node.bandwidth)
+    latency = np.where(spans, hardware.network.latency, hardware.node.latency)
+    hops = (c - 1.0) * (kv_bytes / c / link + latency)
+    core_forward, core_backward = _attention(hardware, model, seq, b / c, t)
+    return (np.maximum(hops - core_forward, 0.0),
+            np.maximum(2.0 * hops - core_backward, 0.0))
+
+
+def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero3: str):
+    """Per stage, ZeRO-3's seconds of one microbatch: the weights' all-gather (of one pass)
+    and the gradients' reduce-scatter, ``collectives`` of each (one per layer, the embedding
+    and the output layer), over ``replicas`` ranks (0 where ``zero < 3``)."""
+    collectives = np.maximum(np.asarray(collectives, np.float64), 1.0)
+    spans = data_parallel_per_node(hardware, t, replicas)
+    three = np.asarray(zero) == 3
+    gather = collectives * all_gather(hardware, GATHER_BYTES * params / collectives, replicas,
+                                      spans)
+    scatter = collectives * reduce_scatter(hardware, REDUCE_BYTES * params / collectives,
+                                           replicas, spans)
+    return (np.where(three & (zero3 == "layer"), gather, 0.0), np.where(three, scatter, 0.0))
+
+
+def _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel, dense, exchange,
+               tp_overlap, node_limit, imbalance):
+    """An MoE layer's seconds, bytes and ``gamma`` per configuration, its four all-to-alls
+    inside the forward and the input-grad backward (the recomputed forward's too)."""
+    layer = moe_layer_costs(model, seq, b, tp, etp, sequence_parallel, rc, imbalance)
+    times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc,
+                        mlp=expert_times(model, hardware, seq, b, tp, ep, etp,
+                                         sequence_parallel, imbalance))
+    a2a = all_to_all_times(model, hardware, seq, b, tp, ep, etp, hardware.precision,
+                           node_limit, imbalance)
+    ahead = a2a["dispatch_f"] + a2a["combine_f"]
+    behind = a2a["dispatch_b"] + a2a["combine_b"] + np.where(rc == 2, ahead, 0.0)
+    tp_forward = layer["collectives_forward"] * exchange
+    tp_backward = layer["collectives_backward"] * exchange
+    if tp_overlap:
+        tp_forward = np.maximum(tp_forward - times["forward"], 0.0)
+        tp_backward = np.maximum(tp_backward - times["input_grad"] - times["weight_grad"], 0.0)
+    return {"forward": times["forward"] + tp_forward + ahead,
+            "input_grad": times["input_grad"] + tp_backward + behind,
+            "weight_grad": times["weight_grad"], "activations": layer["activations"],
+            "gamma": layer["gamma"]}
+
+
+def chunk_kinds(model: Transformer, layers, loss, mtp) -> tuple[np.ndarray, np.ndarray]:
+    """Per model chunk (in model order): its MoE layers (the model's first ``dense_layers``
+    are dense) and its MTP modules (the layout's, or all on the chunk holding the loss when
+    the layout places none)."""
+    layers = np.asarray(layers, np.float64)
+    start = np.cumsum(layers) - layers
+    if model.moe:
+        dense = np.clip(model.dense_layers - start, 0.0, layers)
+        moe = layers - dense
+    else:
+        moe = 0.0 * layers
+    mtp = np.asarray(mtp, np.float64)
+    if model.mtp_depth and not mtp.sum():
+        mtp = np.where(np.asarray(loss, bool), float(model.mtp_depth), 0.0)
+    return moe, mtp
+
+
+def stage_params(model: Transformer, layers, embedding, loss, t, moe_layers=0.0, mtp=0.0):
+    """Parameters of each stage on one tensor-parallel rank but the routed experts': its
+    layers (an MoE layer's attention, norms, router and shared experts), its MTP modules,
+    plus the embedding and the output layer where it holds them. (The router, replicated
+    over ``t``, is split with the rest here: 0.03% of DeepSeek-V3's layer.)"""
     head = model.vocab * model.hidden
-    return (layers * model.layer_params() + np.asarray(embedding) * head
-            + np.asarray(loss) * head) / t
+    if not model.moe and not model.mtp_depth:
+        return (layers * model.layer_params() + np.asarray(embedding) * head
+                + np.asarray(loss) * head) / t
+    routed = model.experts * model.expert_params()
+    moe = model.layer_params(True) - routed if model.moe else 0.0
+    mtp_dense = model.mtp_params() - (routed if model.moe else 0.0)
+    return ((layers - moe_layers) * model.layer_params() + moe_layers * moe
+            + mtp * mtp_dense + np.asarray(embedding) * head + np.asarray(loss) * head) / t
 
 
-def optimizer_split(params, d, zero):
+def expert_stage_params(model: Transformer, moe_layers, mtp, ep, etp):
+    """The routed experts' parameters of each stage on one GPU: ``E / ep`` experts a layer
+    (the MTP modules' too), each split over ``etp``."""
+    if not model.moe:
+        return 0.0 * np.asarray(moe_layers, np.float64) + 0.0 * np.asarray(ep, np.float64)
+    return ((np.asarray(moe_layers, np.float64) + mtp) * model.experts * model.expert_params()
+            / (np.asarray(ep, np.float64) * etp))
+
+
+def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0):
     """Weight, gradient and optimizer bytes of ``params`` parameters under ZeRO ``zero``
-    over ``d`` replicas (all broadcast)."""
+    over ``d`` replicas (all broadcast; with context parallelism ``d`` is ``d c``). ZeRO-3
+    shards the weights too; gathered per layer (``zero3="layer"``) a device also holds
+    ``in_flight`` parameters whole (``IN_FLIGHT_LAYERS`` layers), gathered per step it holds
+    all its weights whole through the step."""
     d = np.asarray(d, np.float64)
     zero = np.asarray(zero)
     grads = GRADIENT_BYTES / np.where(zero >= 2, d, 1.0)
     optimizer = OPTIMIZER_BYTES / np.where(zero >= 1, d, 1.0)
-    return params * WEIGHT_BYTES, params * grads, params * optimizer
+    weights = params * WEIGHT_BYTES
+    if zero3 == "layer":
+        weights = np.where(zero == 3, weights / d + WEIGHT_BYTES * np.asarray(in_flight),
+                           weights)
+    return weights, params * grads, params * optimizer
 
 
 # gradients are reduced in fp32 (Megatron accumulates and reduces them so in bf16 training);
@@ -136,7 +370,8 @@ BUCKET_PARAMS = 40e6  # Megatron's default gradient bucket, in parameters
 
 def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
                embedding_per_node=2, overlap: bool = False, window=0.0,
-               reduce_bytes: float = REDUCE_BYTES               ) -> dict[str, np.ndarray]:
+               reduce_bytes: float = REDUCE_BYTES, zero3: str = "layer"
+               ) -> dict[str, np.ndarray]:
     """The step's time outside the pipeline, per configuration (arrays broadcast).
 
     Parameters
@@ -145,7 +380,10 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     params : array_like
         Parameters on the fullest device (one tensor-parallel rank).
     t, d, zero : array_like
-        Tensor-parallel degree, data-parallel replicas and ZeRO stage.
+        Tensor-parallel degree, data-parallel replicas (times the context-parallel degree:
+        gradients are reduced over both) and ZeRO stage. ZeRO-3 reduces its gradients in
+        each backward (``stage_table``): none here; gathered per step (``zero3="step"``), its
+        weights' all-gather is here, once.
     embedding_params : array_like
         Parameters of a tied embedding held on two pipeline stages (0 if none): their
         gradients are all-reduced between the two.
@@ -160,6 +398,8 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
         Seconds of backward the reduction can hide under.
     reduce_bytes : float
         Bytes per reduced gradient: 4 (fp32, Megatron with bf16), 2 (fp16 training).
+    zero3 : {"layer", "step"}
+        ZeRO-3's weight all-gathers (``ZERO3_GATHERS``).
 
     Returns
     -------
@@ -174,9 +414,12 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     zero = np.asarray(zero)
     spans = data_parallel_per_node(hardware, t, d)
     sharded = zero >= 1
-    reduce = np.where(sharded, reduce_scatter(hardware, reduce_bytes * params, d, spans),
-                      all_reduce(hardware, reduce_bytes * params, d, spans))
-    gather = np.where(sharded, all_gather(hardware, GATHER_BYTES * params, d, spans), 0.0)
+    three = zero == 3
+    reduce = np.where(three, 0.0, np.where(
+        sharded, reduce_scatter(hardware, reduce_bytes * params, d, spans),
+        all_reduce(hardware, reduce_bytes * params, d, spans)))
+    gather = np.where(sharded & ~(three & (zero3 == "layer")),
+                      all_gather(hardware, GATHER_BYTES * params, d, spans), 0.0)
     if overlap:
         last = np.minimum(1.0, BUCKET_PARAMS / np.maximum(params, 1.0))
         reduce = np.maximum(reduce - np.asarray(window, np.float64), last * reduce)

@@ -33,6 +33,26 @@ per element) throughout.
   reduce-scatter plus all-gather with sequence parallelism: the same bytes), each a ring
   moving ``2(t-1)/t`` of the message over the intra-node link; a full recomputation repeats the
   forward's.
+- Head widths: ``d`` per head (``head_dim``, default ``h/a``; Qwen3's 128 with ``a d != h``),
+  so Q is ``a d`` wide and K, V ``kv = g d``; for a model with ``a d = h`` every formula above is
+  the one written in ``h``. The attention core's FLOPs are ``2 b s^2 a (d_qk + d_v)`` forward
+  (``4 b s^2 h`` when both are ``h/a``).
+- DeepSeek's multi-head latent attention (MLA, ``kv_rank > 0``): queries through a
+  ``q_rank`` latent (``h x q_rank``, a norm, ``q_rank x a (d + r)``; or ``h x a (d + r)`` when
+  ``q_rank = 0``), keys and values through a ``kv_rank`` latent plus one shared RoPE key of
+  ``r = rope_dim`` (``h x (kv_rank + r)``, a norm, ``kv_rank x a (d + d_v)``), output
+  ``a d_v x h``: trained as Megatron trains it, the latents expanded (no weight absorption), so
+  the core is plain attention with ``d_qk = d + r``. The two down-projections are not split
+  over ``t`` (Megatron duplicates them); the stored bytes count the latents and the expanded
+  Q, K, V as a standard layer counts Q, K, V.
+- Mixture of experts (``experts > 0``; ``fastpp.model.moe`` prices them): every layer after
+  the first ``dense_layers`` replaces the MLP by a router (``h x E``, not split), ``E`` routed
+  experts of width ``F_e = expert_ffn`` of which each token uses ``top_k``, and
+  ``shared_experts`` always used; ``parameters`` counts them all, ``active_parameters`` what
+  one token uses. ``mtp_depth`` multi-token-prediction modules (DeepSeek-V3) each add one MoE
+  layer, a ``2h x h`` projection and two norms, sharing the embedding and the output layer
+  (their logits and loss computed again): trained and in ``params()``, not in ``parameters``
+  (the model cards count them apart).
 - The embedding (``vh`` parameters, its ``2sbh`` output stored) sits on the first stage of
   each route, the output layer (``vh`` parameters unless tied) and the loss on the last: its
   forward, input grad and weight grad each ``2sbhv/t`` FLOPs, fp32 logits ``4sbv/t`` bytes.
@@ -44,7 +64,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, flag, indices, instance, positive_int, positive_ints
+from ..checks import (
+    ScheduleError,
+    flag,
+    indices,
+    instance,
+    nonnegative_int,
+    numbers,
+    positive_int,
+)
 
 BYTES = 2  # half precision
 RECOMPUTE = ("none", "selective", "full")
@@ -76,6 +104,22 @@ class Transformer:
         Attention scores are not stored.
     name : str
         For tables and messages.
+    head_dim : int, optional
+        Per-head width ``d`` of Q and K (MLA: the part without RoPE); default ``h / a``.
+    v_head_dim : int, optional
+        Per-head width of V; default ``head_dim``.
+    experts, top_k, shared_experts : int
+        Routed experts ``E`` (0: a dense model), experts per token ``k`` (1 to ``E``) and
+        shared experts every token uses.
+    expert_ffn : int, optional
+        Each expert's MLP width ``F_e``; default ``ffn``.
+    dense_layers : int
+        With experts, the first layers keep a dense MLP of width ``ffn`` (DeepSeek-V3: 3).
+    mtp_depth : int
+        Multi-token-prediction modules after the last layer (DeepSeek-V3: 1).
+    q_rank, kv_rank, rope_dim : int
+        MLA's query and key-value compression ranks and decoupled RoPE head width
+        (``kv_rank = 0``: standard attention; ``q_rank = 0``: queries uncompressed).
     """
 
     layers: int
@@ -89,6 +133,17 @@ class Transformer:
     dropout: bool = False
     flash_attention: bool = True
     name: str = "transformer"
+    head_dim: int | None = None
+    v_head_dim: int | None = None
+    experts: int = 0
+    top_k: int = 0
+    shared_experts: int = 0
+    expert_ffn: int | None = None
+    dense_layers: int = 0
+    mtp_depth: int = 0
+    q_rank: int = 0
+    kv_rank: int = 0
+    rope_dim: int = 0
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "vocab"):
@@ -102,66 +157,219 @@ class Transformer:
             object.__setattr__(self, "ffn", 4 * self.hidden)
         positive_int(self.kv_heads, "kv_heads")
         positive_int(self.ffn, "ffn")
-        if self.heads % self.kv_heads or self.hidden % self.heads:
+        if self.heads % self.kv_heads or (self.head_dim is None and self.hidden % self.heads):
             raise ScheduleError(f"kv_heads must divide heads and heads must divide hidden (got "
                                 f"heads={self.heads}, kv_heads={self.kv_heads}, "
                                 f"hidden={self.hidden})")
+        if self.head_dim is None:
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+        if self.v_head_dim is None:
+            object.__setattr__(self, "v_head_dim", self.head_dim)
+        if self.expert_ffn is None:
+            object.__setattr__(self, "expert_ffn", self.ffn)
+        for name in ("head_dim", "v_head_dim", "expert_ffn"):
+            positive_int(getattr(self, name), name)
+        for name in ("experts", "top_k", "shared_experts", "dense_layers", "mtp_depth",
+                     "q_rank", "kv_rank", "rope_dim"):
+            nonnegative_int(getattr(self, name), name)
+        if self.experts and not 1 <= self.top_k <= self.experts:
+            raise ScheduleError(f"top_k must be from 1 to the experts {self.experts} (got "
+                                f"top_k={self.top_k})")
+        if not self.experts and (self.top_k or self.shared_experts or self.dense_layers):
+            raise ScheduleError(f"top_k, shared_experts and dense_layers need experts > 0 (got "
+                                f"experts=0, top_k={self.top_k}, shared_experts="
+                                f"{self.shared_experts}, dense_layers={self.dense_layers})")
+        if self.dense_layers > self.layers:
+            raise ScheduleError(f"dense_layers must be at most the layers {self.layers} (got "
+                                f"dense_layers={self.dense_layers})")
+        if (self.q_rank or self.rope_dim) and not self.kv_rank:
+            raise ScheduleError(f"q_rank and rope_dim are MLA's: they need kv_rank > 0 (got "
+                                f"q_rank={self.q_rank}, rope_dim={self.rope_dim}, kv_rank=0)")
 
     @property
     def kv(self) -> int:
-        """Width of K (and of V): ``g h / a``."""
-        return self.kv_heads * self.hidden // self.heads
+        """Width of K (and of V): ``g d`` (``g h / a`` with the default head width)."""
+        return self.kv_heads * self.head_dim
 
-    def matrix_params(self) -> float:
-        """``P_mm``: one layer's matrix parameters."""
-        h, F = self.hidden, self.ffn
-        return 2.0 * h * h + 2.0 * h * self.kv + (3.0 if self.swiglu else 2.0) * h * F
+    @property
+    def moe(self) -> bool:
+        """Whether the model has routed experts."""
+        return self.experts > 0
 
-    def layer_params(self) -> float:
+    @property
+    def mla(self) -> bool:
+        """Whether attention is DeepSeek's latent attention."""
+        return self.kv_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts (the rest, the first ``dense_layers``, are dense)."""
+        return self.layers - self.dense_layers if self.moe else 0
+
+    @property
+    def gates(self) -> float:
+        """Matrices of an MLP per ``h x F``: 3 with SwiGLU, else 2."""
+        return 3.0 if self.swiglu else 2.0
+
+    def attention_params(self) -> float:
+        """One layer's attention matrices (and MLA's two latent norms)."""
+        h, a, d, dv = (float(x) for x in (self.hidden, self.heads, self.head_dim,
+                                           self.v_head_dim))
+        if not self.mla:
+            return h * a * d + 2.0 * h * self.kv + a * dv * h
+        q, kv, r = float(self.q_rank), float(self.kv_rank), float(self.rope_dim)
+        query = h * q + q + q * a * (d + r) if q else h * a * (d + r)
+        return query + h * (kv + r) + kv + kv * a * (d + dv) + a * dv * h
+
+    def expert_params(self) -> float:
+        """One expert's matrices: ``3 h F_e`` (SwiGLU) or ``2 h F_e``."""
+        return self.gates * self.hidden * self.expert_ffn
+
+    def mlp_params(self, moe: bool = False, active: bool = False) -> float:
+        """One layer's MLP: dense ``3hF``/``2hF``; with experts the router ``hE``, the shared
+        experts and all routed experts (``active``: the ``top_k`` one token uses)."""
+        if not moe:
+            return self.gates * self.hidden * self.ffn
+        routed = self.top_k if active else self.experts
+        return (float(self.hidden) * self.experts
+                + (routed + self.shared_experts) * self.expert_params())
+
+    def matrix_params(self, moe: bool = False, active: bool = False) -> float:
+        """``P_mm``: one layer's matrix parameters (a dense layer unless ``moe``)."""
+        return self.attention_params() + self.mlp_params(moe, active)
+
+    def layer_params(self, moe: bool = False) -> float:
         """One layer's parameters: ``P_mm`` plus two norms."""
-        return self.matrix_params() + 2.0 * self.hidden
+        return self.matrix_params(moe) + 2.0 * self.hidden
+
+    def mtp_params(self) -> float:
+        """One multi-token-prediction module without the shared embedding and output layer:
+        a layer (with experts if the model has them), the ``2h x h`` projection, two norms."""
+        h = float(self.hidden)
+        return self.layer_params(self.moe) + 2.0 * h * h + 2.0 * h
+
+    def _layers_params(self, active: bool) -> float:
+        dense = self.layers - self.moe_layers
+        return (dense * self.layer_params() + self.moe_layers
+                * (self.matrix_params(True, active) + 2.0 * self.hidden))
 
     def params(self) -> float:
-        """All parameters: layers, the embedding and (untied) the output layer."""
+        """All trained parameters: layers, the MTP modules, the embedding and (untied) the
+        output layer."""
         heads = 1 if self.tied_embeddings else 2
-        return self.layers * self.layer_params() + heads * self.vocab * self.hidden
+        return (self._layers_params(False) + self.mtp_depth * self.mtp_params()
+                + heads * self.vocab * self.hidden)
+
+    @property
+    def parameters(self) -> float:
+        """Total parameters as model cards count them: layers, embedding, output layer (the
+        MTP modules apart)."""
+        heads = 1 if self.tied_embeddings else 2
+        return self._layers_params(False) + heads * self.vocab * self.hidden
+
+    @property
+    def active_parameters(self) -> float:
+        """Parameters one token uses: as ``parameters`` with only ``top_k`` routed experts."""
+        heads = 1 if self.tied_embeddings else 2
+        return self._layers_params(True) + heads * self.vocab * self.hidden
+
+    def core_width(self) -> float:
+        """``a (d_qk + d_v)``: the attention core's FLOPs are ``2 b s^2`` times it forward
+        (``2h`` for standard heads of ``h/a``)."""
+        return float(self.heads) * (self.head_dim + self.rope_dim + self.v_head_dim)
 
     def flops_per_token(self, seq: int) -> float:
         """Model FLOPs of one token's forward and backward, without recomputation:
-        ``3 (2 P_mm L + 4 s h L + 2 h v)``, i.e. ``6N + 12 L h s`` (PaLM's MFU count)."""
+        ``3 (2 P_mm L + 4 s h L + 2 h v)``, i.e. ``6N + 12 L h s`` (PaLM's MFU count) for a
+        dense model. With experts ``P_mm`` is what a token uses (``top_k`` routed experts),
+        the core ``2 s a (d_qk + d_v)`` per layer (``4sh`` for standard heads), and each MTP
+        module adds a layer, its projection and the logits again."""
         seq = positive_int(seq, "seq")
-        return 3.0 * (2.0 * self.matrix_params() * self.layers
-                      + 4.0 * seq * self.hidden * self.layers + 2.0 * self.hidden * self.vocab)
+        dense = self.layers - self.moe_layers
+        core = 2.0 * seq * self.core_width()
+        mtp = self.mtp_depth * (2.0 * self.matrix_params(self.moe, True) + core
+                                + 4.0 * self.hidden * self.hidden
+                                + 2.0 * self.hidden * self.vocab)
+        return 3.0 * (2.0 * self.matrix_params() * dense
+                      + 2.0 * self.matrix_params(True, True) * self.moe_layers
+                      + core * self.layers + 2.0 * self.hidden * self.vocab + mtp)
+
+    def megatron_flops_per_token(self, seq: int) -> float:
+        """Megatron-LM's count of one token's training FLOPs (``num_floating_point_operations``
+        in ``megatron/training/training.py``, 2025), what its ``TFLOP/s/GPU`` reports: ``3 x
+        2`` times the projections (MLA's latent norms in, as Megatron counts them), the dense
+        MLPs, the ``top_k`` routed and the shared experts (the router left out), the causal
+        core ``s a (d_qk + d_v) / 2``, each MTP module's layer (an MoE layer when the last
+        layer has experts), norms ``3h`` and projection ``2h^2``, and the logits ``hv`` once
+        per head."""
+        h, D = float(self.hidden), float(self.mtp_depth)
+        dense = self.layers - self.moe_layers + (0.0 if self.moe else D)
+        moe = self.moe_layers + (D if self.moe else 0.0)
+        experts = (self.top_k + self.shared_experts) * self.expert_params()
+        attention = self.attention_params() + seq * self.core_width() / 2.0
+        return 6.0 * (dense * self.mlp_params() + moe * experts + (self.layers + D) * attention
+                      + D * (3.0 * h + 2.0 * h * h) + (1.0 + D) * h * self.vocab)
 
 
-def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: bool,
-                recompute) -> dict[str, np.ndarray]:
-    """One layer's FLOPs, stored bytes, ``gamma`` and collective bytes for one microbatch.
-
-    ``microbatch``, ``t`` and ``recompute`` (an index into ``RECOMPUTE``) broadcast; the
-    result holds arrays ``forward, input_grad, weight_grad`` (FLOPs on one rank),
-    ``activations`` (bytes on one rank), ``gamma``, ``collectives_forward`` and
-    ``collectives_backward`` (how many ``2sbh`` collectives, see the module).
-    """
-    instance(model, Transformer, "model", "fastpp.model.Transformer")
-    flag(sequence_parallel, "sequence_parallel")
-    rc = indices(recompute, "recompute", len(RECOMPUTE))  # into RECOMPUTE
-    s, h, a = float(positive_int(seq, "seq")), float(model.hidden), float(model.heads)
-    b = positive_ints(microbatch, "microbatch").astype(np.float64)
-    t = positive_ints(t, "t").astype(np.float64)
+def attention_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np.ndarray]:
+    """The attention half of a layer (its norm, projections and core) for one microbatch on
+    one tensor-parallel rank: ``forward`` and ``weight_grad`` FLOPs of the projections (the
+    input grad equals the forward), ``core`` (the core's forward FLOPs; its input grad is
+    twice that), stored bytes per token ``whole`` (on every rank without sequence
+    parallelism) and ``split`` (over ``t``), and the scores' bytes ``scores`` (unless
+    FlashAttention)."""
+    s, h, a = float(seq), float(model.hidden), float(model.heads)
+    d, dv = float(model.head_dim), float(model.v_head_dim)
+    b = np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
     sb = s * b
-    p_mm = model.matrix_params()
-    scores_flops = 4.0 * b * s * s * h / t
-    forward = 2.0 * sb * p_mm / t + scores_flops
-    weight = 2.0 * sb * p_mm / t
-    input_grad = weight + 2.0 * scores_flops
-    input_grad = input_grad + np.where(rc == 1, scores_flops, np.where(rc == 2, forward, 0.0))
-    whole = 8.0 * h + (2.0 * h if model.dropout else 0.0)
-    split = 2.0 * h + 4.0 * model.kv + 2.0 * h + (8.0 if model.swiglu else 4.0) * model.ffn
-    kept = sb * (whole + split) / t if sequence_parallel else sb * (whole + split / t)
+    whole = 4.0 * h + (h if model.dropout else 0.0)  # the norm's and the projections' input
+    if model.mla:  # the down-projections run whole on every rank (Megatron duplicates them)
+        q, kv, r = float(model.q_rank), float(model.kv_rank), float(model.rope_dim)
+        duplicated = h * q + h * (kv + r)
+        split_params = model.attention_params() - duplicated
+        whole += 4.0 * q + 2.0 * (kv + r) + 2.0 * kv  # the latents, before and after norms
+        split = 4.0 * a * (d + r) + 4.0 * a * dv  # expanded Q, K; V; the output's input
+    else:
+        duplicated, split_params = 0.0, model.attention_params()
+        split = 2.0 * a * d + 4.0 * model.kv + 2.0 * a * dv
+    mm = 2.0 * sb * (split_params / t + duplicated)
     scores = 0.0 if model.flash_attention else (5.0 if model.dropout else 2.0) * a * s * sb / t
-    stored = np.where(rc == 0, kept + scores, kept)
-    inputs = BYTES * sb * h / (t if sequence_parallel else 1.0)
+    return {"forward": mm, "weight_grad": mm, "core": 2.0 * b * s * s * model.core_width() / t,
+            "hidden": h,
+            "whole": whole, "split": split, "scores": scores + 0.0 * b}
+
+
+def mlp_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np.ndarray]:
+    """The dense MLP half of a layer (its norm and matrices) as ``attention_costs`` gives the
+    attention's: ``forward`` (= input grad = ``weight_grad``) FLOPs, ``whole`` and ``split``
+    bytes per token."""
+    s, h = float(seq), float(model.hidden)
+    b = np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
+    mm = 2.0 * s * b * model.mlp_params() / t
+    whole = 4.0 * h + (h if model.dropout else 0.0)
+    split = (8.0 if model.swiglu else 4.0) * model.ffn
+    return {"forward": mm, "weight_grad": mm, "whole": whole, "split": split}
+
+
+def combine(attention, mlp, sb, t, sequence_parallel: bool, recompute, fixed=0.0):
+    """A layer's FLOPs, stored bytes and ``gamma`` from its two halves (``attention_costs``
+    and ``mlp_costs`` or ``fastpp.model.moe``'s experts) over ``sb`` tokens, as
+    ``layer_costs`` returns them; ``fixed`` bytes already per rank (the routed experts')."""
+    t = np.asarray(t, np.float64)
+    rc = np.asarray(recompute)
+    core = attention["core"]
+    forward = attention["forward"] + mlp["forward"] + core
+    weight = attention["weight_grad"] + mlp["weight_grad"]
+    input_grad = attention["forward"] + mlp["forward"] + 2.0 * core
+    input_grad = input_grad + np.where(rc == 1, core, np.where(rc == 2, forward, 0.0))
+    whole = attention["whole"] + mlp["whole"]
+    split = attention["split"] + mlp["split"]
+    kept = sb * (whole + split) / t if sequence_parallel else sb * (whole + split / t)
+    kept = kept + fixed
+    inputs = BYTES * sb * attention["hidden"] / (t if sequence_parallel else 1.0)
+    stored = np.where(rc == 0, kept + attention["scores"], kept)
     activations = np.where(rc == 2, inputs, stored)
     gamma = np.where(rc == 2, 1.0, 32.0 / 34.0 * kept / activations)
     tp = t > 1
@@ -169,6 +377,26 @@ def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: 
             "activations": activations, "gamma": gamma,
             "collectives_forward": np.where(tp, 2.0, 0.0),
             "collectives_backward": np.where(tp, np.where(rc == 2, 4.0, 2.0), 0.0)}
+
+
+def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: bool,
+                recompute) -> dict[str, np.ndarray]:
+    """One dense layer's FLOPs, stored bytes, ``gamma`` and collective bytes for one
+    microbatch.
+
+    ``microbatch``, ``t`` and ``recompute`` (an index into ``RECOMPUTE``) broadcast; the
+    result holds arrays ``forward, input_grad, weight_grad`` (FLOPs on one rank),
+    ``activations`` (bytes on one rank), ``gamma``, ``collectives_forward`` and
+    ``collectives_backward`` (how many ``2sbh`` collectives, see the module).
+    """
+    instance(model, Transformer, "model", "fastpp.model.Transformer")
+    seq = positive_int(seq, "seq")
+    flag(sequence_parallel, "sequence_parallel")
+    b, t, rc = np.broadcast_arrays(numbers(microbatch, "microbatch", strict=True),
+                                   numbers(t, "t", strict=True),
+                                   indices(recompute, "recompute", len(RECOMPUTE)))
+    return combine(attention_costs(model, seq, b, t), mlp_costs(model, seq, b, t),
+                   float(seq) * b, t, sequence_parallel, rc)
 
 
 def chunk_layers(layers: int, chunks: int) -> np.ndarray:

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError
+from ..checks import ScheduleError, ScheduleTypeError, require
 from ..costs import Costs
 from ..generators.registry import build_schedule
 from ..search import optimize
@@ -148,7 +148,7 @@ def _schedule(name, p, n, m=1):
 
 
 def _korthikanti(hw):
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.model.validate")
 
     df = pd.read_csv(DATA / "korthikanti_2022.csv")
     rows = []
@@ -169,7 +169,7 @@ def _korthikanti(hw):
 
 def _korthikanti_layer(hw):
     """One 22B layer (t = 8, sequence 2048, microbatch 4): forward and backward, in ms."""
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.model.validate")
 
     from .comm import all_gather, all_reduce, reduce_scatter
     from .compute import layer_times
@@ -199,7 +199,7 @@ def _korthikanti_layer(hw):
 
 
 def _narayanan(hw):
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.model.validate")
 
     rows = []
     seq, vocab, b = 2048, 51200, 1
@@ -221,7 +221,7 @@ def _narayanan(hw):
 
 
 def _megatron_core(hw, which=None):
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.model.validate")
 
     rows = []
     df = pd.read_csv(DATA / "megatron_core_h100_weak_scaling.csv")
@@ -273,7 +273,7 @@ def _profiled(row, m, m_b, m_w) -> Costs:
 
 
 def _zero_bubble(hw):
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.model.validate")
 
     t4 = pd.read_csv(DATA / "zero_bubble_table4.csv")
     t5 = pd.read_csv(DATA / "zero_bubble_table5.csv")
@@ -350,7 +350,7 @@ def validate(datasets=DATASETS):
         (``"calibration"`` for the rows the constants were fitted on, else ``"check"``).
         ``mape(frame)`` gives the mean absolute error per dataset.
     """
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.model.validate")
 
     if isinstance(datasets, str) or not isinstance(datasets, list | tuple):
         raise ScheduleTypeError(f"datasets must be a list of names among {list(DATASETS)} (got "
@@ -385,7 +385,7 @@ def mape(frame, role=None):
 def zb_ranking(frame):
     """Per Zero Bubble setting and run: the four schedules fastest first, measured and
     predicted, and whether the orders agree (a measured tie agrees with either order)."""
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.model.validate")
 
     out = []
     for dataset in ("zero_bubble_table4_profiled", "zero_bubble_table4_model"):

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import kernels
-from ..ops import F, I, W
-from ..schedule import Schedule, ScheduleError
+from ..checks import missing_extra
+from ..ops import OP_FIELDS, PAD, SPLIT_KINDS, SPLIT_ROW
+from ..schedule import Schedule
 from .problem import Problem
 
 MAX_SCALED = 10**7  # largest scaled duration: keeps CP-SAT's integer domains comfortable
@@ -73,7 +74,7 @@ def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
         Without OR-Tools.
     """
     if not available():
-        raise ScheduleError("method='exact' needs OR-Tools: pip install 'fastpp[search]'")
+        raise missing_extra("method='exact'", "OR-Tools", "search")
     from ortools.sat.python import cp_model
 
     p, n, V = problem.p, problem.n, problem.V
@@ -172,11 +173,10 @@ def _hint(model, problem: Problem, warm: Schedule, dur, hop, start) -> None:
                         warm.route_last, warm.n, tf, tb, tw, np.full(V, np.nan), comm,
                         np.zeros((0, 0)), t0, t1, pointer) < 0:
         return
-    row = {F: 0, I: 1, W: 2}
     for r in range(warm.p):
         for k in range(warm.length[r]):
             kind, s, j = (int(x) for x in warm.ops[:3, r, k])
-            model.AddHint(start[row[kind], s, j], int(round(t0[r, k])))
+            model.AddHint(start[SPLIT_ROW[kind], s, j], int(round(t0[r, k])))
 
 
 def _order(problem: Problem, solver, start, end) -> tuple[np.ndarray, np.ndarray]:
@@ -184,18 +184,17 @@ def _order(problem: Problem, solver, start, end) -> tuple[np.ndarray, np.ndarray
     p, n = problem.p, problem.n
     device = problem.stage_to_device
     rows = [[] for _ in range(p)]
-    kinds = (F, I, W)
     for k in range(3):
         for s in range(problem.V):
             for j in range(n):
                 a, z = solver.Value(start[k, s, j]), solver.Value(end[k, s, j])
                 rows[device[s]].append((a, z, k, s, j))
     L = max(len(row) for row in rows)
-    ops = np.full((5, p, L), -1, np.int32)
+    ops = np.full((OP_FIELDS, p, L), PAD, np.int32)
     length = np.zeros(p, np.int32)
     for r, row in enumerate(rows):
         row.sort()
         for q, (_, _, k, s, j) in enumerate(row):
-            ops[:3, r, q] = (kinds[k], s, j)
+            ops[:3, r, q] = (SPLIT_KINDS[k], s, j)
         length[r] = len(row)
     return ops, length

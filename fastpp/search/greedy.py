@@ -6,10 +6,12 @@ import itertools
 
 import numpy as np
 
-from ..generators._emit import new_ops
 from ..generators.registry import SCHEDULES, build_schedule
-from .heuristic import list_schedule, v_greedy, zb_best
+from ..ops import new_ops
+from .list_scheduler import list_schedule
 from .problem import Problem
+from .v_greedy import v_greedy
+from .zb_greedy import zb_best
 
 # the authors' order of the 8 runs: allow_bubble_before_first_b outermost, True before False
 ZB_SETTINGS = tuple(itertools.product((True, False), repeat=3))
@@ -39,10 +41,10 @@ def v_candidates(problem: Problem):
     """
     p, n = problem.p, problem.n
     for fill_b, fill_f in V_SETTINGS:
-        approved = np.full(p + 1, -1.0)  # per device, and their largest last
+        approved = np.full(p, -1.0)  # per device
         kept = None
         for _ in range(MAX_V_REPEATS):
-            ops, length, bubble = new_ops(p, n, 2), np.zeros(p, np.int32), np.zeros(p + 1)
+            ops, length, bubble = new_ops(p, n, 2), np.zeros(p, np.int32), np.zeros(p)
             ok, worst = v_greedy(problem.cost, problem.memd, problem.comm, problem.cap, n,
                                  fill_f, fill_b, approved, ops, length, bubble)
             if not ok or (kept is not None and worst >= kept[0]):

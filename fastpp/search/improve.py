@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import kernels
 from .._jit import jit
-from ..ops import F, I, W
+from ..ops import ROW_F, ROW_I, SPLIT_ROW, F, I, W
 
 # value[]: the best value and its tie-break, the current value and its tie-break
 BEST, BEST_TIE, CUR, CUR_TIE = 0, 1, 2, 3
@@ -102,12 +102,12 @@ def evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, tw, 
 
 @jit
 def _index(ops, length, where):
-    """``where[k, s, j]``: the position of op kind ``k`` (0 F, 1 I, 2 W) of ``(s, j)`` on its
-    device."""
+    """``where[row, s, j]``: the position of the op of ``(s, j)`` of row ``row`` (``ROW_F``,
+    ``ROW_I``, ``ROW_W``) on its device."""
     for r in range(ops.shape[1]):
         for k in range(length[r]):
             kind = ops[0, r, k]
-            where[0 if kind == F else (1 if kind == I else 2), ops[1, r, k], ops[2, r, k]] = k
+            where[SPLIT_ROW[kind], ops[1, r, k], ops[2, r, k]] = k
 
 
 @jit
@@ -146,12 +146,12 @@ def _critical(ops, length, stage_device, route_last, start, end, where, span_obj
             if s == 0 or (span_objective and k == 0):
                 break
             s -= 1
-            row = 0
+            row = ROW_F
         elif kind == I:
-            row = 1 if s < route_last[j] else 0
+            row = ROW_I if s < route_last[j] else ROW_F
             s = s + 1 if s < route_last[j] else s
         else:
-            row = 1
+            row = ROW_I
         r = stage_device[s]
         k = where[row, s, j]
     return count

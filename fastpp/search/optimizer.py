@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, flag, one_of
+from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, one_of
 from ..costs import Costs
 from ..schedule import Schedule
 from ..simulate import Result
 from . import bounds, exact
 from .greedy import fixed_candidates, list_candidates, v_candidates, zb_heuristic
 from .improve import evaluate, local_search, seed_state
-from .problem import PLACEMENTS, Problem, sequential
+from .problem import Problem, sequential
 
 METHODS = ("auto", "heuristic", "improve", "exact")
 EXACT_AUTO_MAX = 64  # auto runs CP-SAT when V * n is at most this (p <= 4, n <= 16 on a loop)
@@ -136,7 +136,7 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
     if not 0 <= seed < 2**63:
         raise ScheduleError(f"seed must be in 0..2**63-1 (got seed={seed})")
     if method == "exact" and not exact.available():
-        raise ScheduleError("method='exact' needs OR-Tools: pip install 'fastpp[search]'")
+        raise missing_extra("method='exact'", "OR-Tools", "search")
     search = _Search(problem, float(time_limit), progress)
     try:
         return search.run(method, int(seed))
@@ -200,8 +200,7 @@ class _Search:
                 self.offer(schedule, name)
         if self.best is None or method != "heuristic":
             # one microbatch at a time fits whatever limit the problem accepted
-            self.offer(sequential(problem.p, problem.n, *PLACEMENTS[problem.placement]),
-                       "sequential")
+            self.offer(sequential(problem.p, problem.n, problem.stage_to_device), "sequential")
         small = problem.V * problem.n <= EXACT_AUTO_MAX and exact.available()
         if method in ("improve", "auto") and not self.proven():
             share = 0.3 if (method == "auto" and small) else 1.0

@@ -13,13 +13,13 @@ import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, number_array, one_of, positive_int, show
 from ..costs import Costs
-from ..generators._emit import LOOP, VSHAPE, placement
-from ..generators.registry import MAX_WORK
-from ..ops import PAD, F, I, W
+from ..generators.registry import MAX_WORK, SCHEDULES
+from ..ops import OP_FIELDS, PAD, F, I, W
+from ..placement import CODES, stage_map
 from ..schedule import Schedule
 from ..simulate import Result, simulate
 
-PLACEMENTS = {"loop": (LOOP, 1), "v": (VSHAPE, 2)}  # name -> (placement kind, m)
+CHUNKS = {"loop": 1, "v": 2}  # the placements the search knows, and their m
 OBJECTIVES = ("makespan", "span")
 # Memory is compared with this relative slack: the engine's running sums of (1-gamma)*unit and
 # gamma*unit differ from exact arithmetic by a few ulps, real differences by far more.
@@ -64,17 +64,17 @@ class Problem:
             one microbatch's forward through a device's stages, the smallest limit that works.
         """
         p, n = positive_int(p, "p"), positive_int(n, "n")
-        one_of(placement_name, "placement", PLACEMENTS)
-        if float(p) * n * PLACEMENTS[placement_name][1] > MAX_WORK:  # as build_schedule
+        one_of(placement_name, "placement", CHUNKS)
+        m = CHUNKS[placement_name]
+        if float(p) * n * m > MAX_WORK:  # as build_schedule
             raise ScheduleError(f"p*n*m must be at most {MAX_WORK:,} (got p={p}, n={n}, "
-                                f"m={PLACEMENTS[placement_name][1]})")
+                                f"m={m})")
         one_of(objective, "objective", OBJECTIVES)
         costs = Costs(1.0, 2.0) if costs is None else costs
         if not isinstance(costs, Costs):
             raise ScheduleTypeError(f"costs must be a fastpp.Costs (got "
                                     f"{type(costs).__name__})")
-        kind, m = PLACEMENTS[placement_name]
-        stage_to_device = placement(kind, p, m)
+        stage_to_device = stage_map(CODES[placement_name], p, m)
         c = costs.for_placement(p, stage_to_device, m)
         cost = np.stack([c.tf, c.tb - c.tw, c.tw])
         memd = np.stack([c.unit, -((1.0 - c.gamma) * c.unit), -(c.gamma * c.unit)])
@@ -110,8 +110,9 @@ class Problem:
         return result, objective_value(result, self.objective)
 
     def fixed_schedules(self) -> list[str]:
-        """The registered schedules of this placement that split the backward."""
-        return ["zb-h1", "zb-h2"] if self.placement == "loop" else ["zbv", "v-half", "v-min"]
+        """The registered search candidates of this placement, in registry order."""
+        return [name for name, spec in SCHEDULES.items()
+                if spec.search_candidate and spec.placement == self.placement]
 
 
 def _memory_limit(memory, p: int) -> np.ndarray:
@@ -126,11 +127,12 @@ def _memory_limit(memory, p: int) -> np.ndarray:
     return arr
 
 
-def sequential(p: int, n: int, kind: int, m: int) -> Schedule:
+def sequential(p: int, n: int, stage_device: np.ndarray) -> Schedule:
     """One microbatch at a time: its forwards down the pipeline, then each stage's ``I`` and
-    ``W`` back up. The least memory any schedule of the placement needs, so it always fits."""
-    stage_device = placement(kind, p, m)
-    V = p * m
+    ``W`` back up. The least memory any schedule of the placement (the device of each stage,
+    one route) needs, so it always fits."""
+    V = len(stage_device)
+    m = V // p
     # one microbatch's ops on each device, in the order they run: F down the route, I and W up
     unit = []
     for s in range(V):
@@ -138,7 +140,7 @@ def sequential(p: int, n: int, kind: int, m: int) -> Schedule:
     for s in range(V - 1, -1, -1):
         unit += [(stage_device[s], I, s), (stage_device[s], W, s)]
     unit = np.array(unit)
-    ops = np.full((5, p, 3 * m * n), PAD, np.int32)
+    ops = np.full((OP_FIELDS, p, 3 * m * n), PAD, np.int32)
     for r in range(p):
         mine = unit[unit[:, 0] == r]
         ops[0, r] = np.tile(mine[:, 1], n)

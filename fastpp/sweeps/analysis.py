@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import ScheduleTypeError, dataframe, flag, number
-from ..generators.registry import SCHEDULES
+from ..generators.registry import MEMORY_REFERENCE, SCHEDULES
 
 INFERENCE = tuple(name for name, spec in SCHEDULES.items() if spec.forward_only)
 
@@ -42,7 +42,7 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *
     return ordered[keep]
 
 
-def best_within_budget(df, budget="1f1b", by=("p", "n"), *, inference: bool = False):
+def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference: bool = False):
     """Per group of ``by``, the fastest row whose peak activation memory fits the budget.
 
     Parameters
@@ -50,8 +50,8 @@ def best_within_budget(df, budget="1f1b", by=("p", "n"), *, inference: bool = Fa
     df : pandas.DataFrame
         A sweep's table.
     budget : str or float
-        A schedule name (its peak in the same group is the budget; default ``"1f1b"``), or a
-        number of activation units.
+        A schedule name (its peak in the same group is the budget; default ``"1f1b"``, the
+        registry's ``memory_reference``), or a number of activation units.
     by : tuple of str
         The columns that make a group.
     inference : bool

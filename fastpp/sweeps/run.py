@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ..checks import ScheduleError, flag, one_of, positive_int
+from ..checks import ScheduleError, flag, one_of, positive_int, require
 from .chunk import Chunk, empty_frame
 from .cluster import run_on_dask
 from .points import DEFAULTS, GridPlan, TablePlan, chunk_len
@@ -95,17 +95,14 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     >>> df[["schedule", "makespan", "peak_activations_max"]].values.tolist()
     [['1f1b', 33.0, 4.0], ['zb-h1', 27.0, 4.0]]
     """
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.sweep")
 
     one_of(invalid, "invalid", ("drop", "keep"))
     one_of(executor, "executor", ("threads", "dask"))
     progress, collect = flag(progress, "progress"), flag(collect, "collect")
     resume = flag(resume, "resume")
     if executor == "dask":
-        try:
-            import dask.distributed  # noqa: F401
-        except ImportError:
-            raise ScheduleError("executor='dask' needs Dask: pip install 'fastpp[dask]'") from None
+        require("dask.distributed", "dask", "executor='dask'", "Dask")
     chunk_size = positive_int(chunk_size, "chunk_size")
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     given = dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb, act=act, bandwidth=bandwidth,

@@ -16,7 +16,7 @@ import os
 import uuid
 from pathlib import Path
 
-from ..checks import ScheduleError, file_path
+from ..checks import ScheduleError, file_path, require
 
 META = "_fastpp"
 
@@ -123,7 +123,7 @@ def load(out):
     ScheduleError
         If ``out`` is not a sweep's folder.
     """
-    import pandas as pd
+    pd = require("pandas", "sweep", "fastpp.sweeps.load")
 
     folder = file_path(out, "out")
     path = folder / META / "manifest.json"

@@ -16,10 +16,10 @@ from ..generators.registry import SCHEDULES, build_schedule
 from ..simulate import simulate
 from .chunk import Chunk
 
-# On an empty kernel cache a second process compiles these generators while this one compiles
-# the others and the simulation kernels: Numba compiles one function at a time per process.
-# (V-Half and V-Min share one generator, as do DualPipe and DualPipeV.)
-SECOND_PROCESS = ("v-half", "v-min", "dualpipe", "dualpipev")
+# On an empty kernel cache a second process compiles these generators (the registry's
+# compile_apart) while this one compiles the others and the simulation kernels: Numba compiles
+# one function at a time per process.
+SECOND_PROCESS = tuple(name for name, spec in SCHEDULES.items() if spec.compile_apart)
 _warm = False
 
 

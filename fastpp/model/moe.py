@@ -1,0 +1,334 @@
+"""Mixture-of-experts layers under expert parallelism: the experts' FLOPs, bytes and times,
+the dispatch and combine all-to-alls, and one layer's ``LayerParts``.
+
+Layout: Megatron's MoE parallel folding. The ``t cp d`` GPUs of one pipeline stage run
+attention as tensor x context x data parallelism and the experts as expert-tensor x expert x
+expert-data parallelism, ``etp ep edp = t cp d`` (ranks ordered ``etp`` fastest, then ``ep``,
+then ``edp``). Each expert-parallel rank (a group of ``etp`` GPUs) holds ``E / ep`` experts,
+each expert's matrices split over ``etp``; the expert parameters' gradients are reduced over
+the ``edp`` replicas, the attention's over ``d``.
+
+Tokens, per GPU and microbatch (``T = s b``): a GPU owns ``N = T / (t cp)`` (sequence
+parallelism, or Megatron's split of the tokens over the tensor-parallel ranks before the
+dispatch without it) and routes them, ``N k`` copies for top-``k`` routing. Balanced, each
+expert-parallel rank receives ``N k etp`` copies (the ``d T k`` copies of a stage over ``edp
+ep`` ranks; ``etp ep edp = t cp d``), all of them gathered on each of its ``etp`` GPUs. With
+``imbalance`` (the busiest rank's tokens over the mean, >= 1) the busiest rank receives that
+many times more: it sets the pace of the experts and of the all-to-alls. The routed FLOPs per
+GPU are then ``2 N k imbalance P_e`` (``P_e = 3 h F_e`` with SwiGLU): the same share ``1/t``
+of the layer as tensor parallelism gives a dense MLP.
+
+- Experts (forward): the router ``N x h -> E`` (not split) and its fp32 softmax and top-k;
+  the permutation of the received copies into expert order and back (read and write ``2h``
+  bytes a copy each way); one grouped product per matrix over the ``E / ep`` local experts,
+  each ``(R / (E/ep)) x h -> G F_e / etp`` and back (``R`` the copies received); the
+  activation; the shared experts as a dense MLP of width ``S F_e`` split over ``t``. The
+  input-grad and weight-grad backwards follow ``fastpp.model.compute``'s rules.
+- Stored bytes: the router's fp32 logits and probabilities (``8E`` a token owned); per copy
+  received the expert input and output (``4h``) and the inside (``8 F_e`` SwiGLU, else
+  ``4 F_e``, over ``etp``); the shared experts as a dense MLP.
+- All-to-alls: the dispatch sends each owned token's ``k`` copies of ``h`` elements, in bf16
+  (2 bytes) or FP8 (1 byte plus one fp32 scale per 128 elements, DeepSeek-V3's tile-wise
+  quantization); the combine returns them in bf16, as do both backwards (DeepSeek-V3 keeps
+  them in bf16). An expert-parallel group of ``ep`` ranks has ``q = min(ep, gpus_per_node /
+  etp)`` members in a node and spans ``ceil(ep / q)`` nodes. Without node-limited routing
+  (Megatron's all-to-all dispatcher) each copy travels alone: ``1 - q/ep`` of them over the
+  network, ``(q-1)/ep`` over NVLink. With DeepSeek's node-limited routing (``node_limit = M``)
+  each token goes once to each node it uses, at most ``M`` (the expected distinct nodes of
+  ``k`` experts spread evenly, ``n (1 - (1 - 1/n)^k)``, capped at ``M``), ``(n-1)/n`` of
+  them remote, and is forwarded inside the node over NVLink (``(q-1)/q`` of the copies).
+  Each GPU sends over its own network rail and its NVLink at once: the slower of the two,
+  plus that link's latency, times ``imbalance``. With ``etp > 1`` the received copies are
+  then all-gathered over the ``etp`` GPUs (and reduce-scattered at the combine).
+- Tensor-parallel collectives stay in the compute parts: the attention's pair and the MLP's
+  (the shared experts' or the token gather of ``t > 1``), as ``fastpp.model.stages``
+  prices a dense layer's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..checks import ScheduleError, numbers, one_of, positive_int
+from .comm import all_gather, all_reduce, reduce_scatter, tensor_parallel_per_node
+from .compute import attention_times, matmul_time, memory_time, mlp_times
+from .hardware import PRECISIONS, Hardware
+from .overlap import LayerParts
+from .transformer import BYTES, Transformer, attention_costs, combine
+
+# bytes per dispatched element: bf16, or FP8 with one fp32 scale per 128 (1 x 128 tiles)
+DISPATCH_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / 128.0}
+COMBINE_BYTES = 2.0  # the combine and both backwards stay in bf16
+ROUTER_BYTES = 8.0  # fp32 logits and probabilities per expert and token
+
+
+def expert_data_parallel(model: Transformer, t, d, ep, etp, cp=1) -> np.ndarray:
+    """``edp = t cp d / (etp ep)``, the expert-data-parallel replicas (arrays broadcast);
+    raises ``ScheduleError`` unless ``ep`` divides the experts and ``etp ep`` the GPUs of a
+    stage."""
+    t, d, ep, etp, cp = (np.asarray(x, np.int64) for x in (t, d, ep, etp, cp))
+    reason = expert_reasons(model, t, d, ep, etp, cp)
+    bad = np.flatnonzero(np.atleast_1d(reason != ""))
+    if bad.size:
+        raise ScheduleError(str(np.atleast_1d(reason)[bad[0]]))
+    return t * cp * d // (etp * ep)
+
+
+def expert_reasons(model: Transformer, t, d, ep, etp, cp=1) -> np.ndarray:
+    """Per configuration, why its expert layout cannot exist ("" if it can)."""
+    t, d, ep, etp, cp = np.broadcast_arrays(*(np.asarray(x, np.int64)
+                                              for x in (t, d, ep, etp, cp)))
+    reason = np.full(t.shape, "", dtype=object)
+    if not model.moe:
+        dense = (ep > 1) | (etp > 1)
+        reason[dense] = (f"ep and etp must be 1 for a dense model ({model.name} has no "
+                         f"experts)")
+        return reason
+    gpus = t * cp * d
+    bad = (model.experts % ep) != 0
+    reason[bad] = [f"ep must divide the experts {model.experts} (got ep={x})" for x in ep[bad]]
+    bad = (reason == "") & (gpus % (etp * ep) != 0)
+    reason[bad] = [f"etp x ep = {a * b} must divide the GPUs of a stage t x cp x d = {g} (got "
+                   f"ep={b}, etp={a})" for a, b, g in zip(etp[bad], ep[bad], gpus[bad],
+                                                         strict=True)]
+    bad = (reason == "") & (model.expert_ffn % etp != 0)
+    reason[bad] = [f"etp must divide the expert width {model.expert_ffn} (got etp={x})"
+                   for x in etp[bad]]
+    return reason
+
+
+def _tokens(model: Transformer, seq, microbatch, t, etp, imbalance, cp=1):
+    """Tokens owned by one GPU ``N`` and token copies its expert-parallel rank receives
+    ``R`` (the busiest, ``imbalance`` times the mean)."""
+    owned = float(seq) * np.asarray(microbatch, np.float64) / (np.asarray(t, np.float64)
+                                                               * np.asarray(cp, np.float64))
+    return owned, owned * model.top_k * np.asarray(etp, np.float64) * imbalance
+
+
+def expert_costs(model: Transformer, seq, microbatch, t, etp, imbalance=1.0, cp=1):
+    """An MoE layer's MLP half for one microbatch on one GPU, as
+    ``fastpp.model.transformer.mlp_costs`` gives a dense one (FLOPs ``forward`` =
+    ``weight_grad``, bytes per token ``whole`` and ``split`` of the MLP's input and the shared
+    experts), plus ``fixed``: the router's and the routed experts' stored bytes, already per
+    GPU."""
+    s, h = float(seq), float(model.hidden)
+    b = np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
+    owned, received = _tokens(model, seq, b, t, etp, imbalance, cp)
+    routed = 2.0 * received / np.asarray(etp, np.float64) * model.expert_params()
+    router = 2.0 * owned * h * model.experts
+    shared = 2.0 * s * b / cp * model.shared_experts * model.expert_params() / t
+    inside = (8.0 if model.swiglu else 4.0) * model.expert_ffn
+    whole = 4.0 * h + (h if model.dropout else 0.0)
+    return {"forward": routed + router + shared, "weight_grad": routed + router + shared,
+            "whole": whole, "split": model.shared_experts * inside,
+            "fixed": (ROUTER_BYTES * owned * model.experts
+                      + received * (4.0 * h + inside / np.asarray(etp, np.float64)))}
+
+
+def moe_layer_costs(model: Transformer, seq: int, microbatch, t, etp, sequence_parallel: bool,
+                    recompute, imbalance=1.0) -> dict[str, np.ndarray]:
+    """One MoE layer's FLOPs, stored bytes and ``gamma`` on one GPU, as
+    ``fastpp.model.transformer.layer_costs`` gives a dense layer's."""
+    b, t, etp, rc = np.broadcast_arrays(np.asarray(microbatch, np.float64),
+                                        np.asarray(t, np.float64),
+                                        np.asarray(etp, np.float64), np.asarray(recompute))
+    experts = expert_costs(model, seq, b, t, etp, imbalance)
+    return combine(attention_costs(model, seq, b, t), experts, float(seq) * b, t,
+                   sequence_parallel, rc, experts["fixed"])
+
+
+def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, ep, etp,
+                 sequence_parallel: bool, imbalance=1.0) -> dict[str, np.ndarray]:
+    """Seconds of an MoE layer's MLP half (norm, router, permutations, routed and shared
+    experts, residual add) for one microbatch on one GPU: ``forward``, ``input_grad``,
+    ``weight_grad`` (the module's ops)."""
+    hw = hardware
+    h, E, Fe = float(model.hidden), float(model.experts), float(model.expert_ffn)
+    b = np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
+    ep, etp = np.asarray(ep, np.float64), np.asarray(etp, np.float64)
+    owned, received = _tokens(model, seq, b, t, etp, imbalance)
+    local = E / ep  # experts on this GPU
+    rows = received / local  # copies per local expert
+    G = 2.0 if model.swiglu else 1.0
+    width = Fe / etp
+    shared = mlp_times(model, hw, seq, b, t, sequence_parallel,
+                       width=model.shared_experts * model.expert_ffn)
+    router = memory_time(hw, ROUTER_BYTES * owned * E)  # softmax and top-k in fp32
+    permute = 2.0 * memory_time(hw, 2.0 * BYTES * received * h)  # into expert order, back
+    forward = (matmul_time(hw, owned, E, h) + router + permute
+               + matmul_time(hw, rows, G * width, h, local) + matmul_time(hw, rows, h, width, local)
+               + memory_time(hw, (G + 1.0) * BYTES * received * width))
+    input_grad = (matmul_time(hw, owned, h, E) + router + permute
+                  + matmul_time(hw, rows, h, G * width, local)
+                  + matmul_time(hw, rows, width, h, local)
+                  + memory_time(hw, (G + 2.0) * BYTES * received * width))
+    weight_grad = (matmul_time(hw, h, E, owned) + matmul_time(hw, h, G * width, rows, local)
+                   + matmul_time(hw, width, h, rows, local))
+    return {"forward": shared["forward"] + forward, "input_grad": shared["input_grad"]
+            + input_grad, "weight_grad": shared["weight_grad"] + weight_grad}
+
+
+def all_to_all_bytes(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp,
+                     element_bytes, node_limit=None, cp=1) -> dict[str, np.ndarray]:
+    """Bytes one GPU sends in one dispatch (or combine) all-to-all, balanced: ``network``
+    (to other nodes) and ``nvlink`` (inside its node), the module's rules."""
+    h, k = float(model.hidden), float(model.top_k)
+    ep, etp = np.asarray(ep, np.float64), np.asarray(etp, np.float64)
+    owned, _ = _tokens(model, seq, microbatch, t, etp, 1.0, cp)
+    q = np.minimum(ep, np.maximum(hardware.gpus_per_node // etp, 1.0))  # EP ranks per node
+    nodes = np.ceil(ep / q)
+    copies = owned * k * h * element_bytes
+    if node_limit is None:
+        return {"network": copies * (1.0 - q / ep), "nvlink": copies * (q - 1.0) / ep}
+    distinct = np.minimum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** k), float(node_limit))
+    return {"network": owned * h * element_bytes * distinct * (nodes - 1.0) / nodes,
+            "nvlink": copies * (q - 1.0) / q}
+
+
+def all_to_all_time(hardware: Hardware, sent: dict, imbalance=1.0) -> np.ndarray:
+    """Seconds of one all-to-all whose per-GPU bytes are ``sent`` (``all_to_all_bytes``):
+    the network rail and NVLink at once, the slower with its latency, times ``imbalance``."""
+    net, nvl = sent["network"], sent["nvlink"]
+    return imbalance * np.maximum(
+        np.where(net > 0, net / hardware.network.bandwidth + hardware.network.latency, 0.0),
+        np.where(nvl > 0, nvl / hardware.node.bandwidth + hardware.node.latency, 0.0))
+
+
+def all_to_all_times(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp,
+                     precision="bf16", node_limit=None, imbalance=1.0, cp=1
+                     ) -> dict[str, np.ndarray]:
+    """Seconds of an MoE layer's four all-to-alls on one GPU for one microbatch:
+    ``dispatch_f`` (in ``precision``), ``combine_f``, and the backwards ``dispatch_b`` (the
+    dispatched tokens' gradients sent home) and ``combine_b`` (the output's gradients sent to
+    the experts), with the expert-tensor-parallel gather and scatter of ``etp > 1``."""
+    fast = all_to_all_time(hardware, all_to_all_bytes(
+        model, hardware, seq, microbatch, t, ep, etp, DISPATCH_BYTES[precision], node_limit,
+        cp), imbalance)
+    slow = all_to_all_time(hardware, all_to_all_bytes(
+        model, hardware, seq, microbatch, t, ep, etp, COMBINE_BYTES, node_limit, cp),
+        imbalance)
+    _, received = _tokens(model, seq, microbatch, t, etp, imbalance, cp)
+    per_node = tensor_parallel_per_node(hardware, etp)
+    gather = all_gather(hardware, DISPATCH_BYTES[precision] * received * model.hidden, etp,
+                        per_node)
+    scatter = reduce_scatter(hardware, COMBINE_BYTES * received * model.hidden, etp, per_node)
+    return {"dispatch_f": fast + gather, "combine_f": slow + scatter,
+            "dispatch_b": slow + scatter, "combine_b": slow + all_gather(
+                hardware, COMBINE_BYTES * received * model.hidden, etp, per_node)}
+
+
+def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_parallel):
+    """Seconds of one tensor-parallel exchange of a ``2sbh`` activation (an all-gather plus a
+    reduce-scatter with sequence parallelism, else an all-reduce): each layer half has one
+    each way, as ``fastpp.model.stages`` prices them."""
+    message = BYTES * float(seq) * np.asarray(microbatch, np.float64) * hidden
+    spans = tensor_parallel_per_node(hardware, t)
+    if sequence_parallel:
+        return (all_gather(hardware, message, t, spans)
+                + reduce_scatter(hardware, message, t, spans))
+    return all_reduce(hardware, message, t, spans)
+
+
+def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=1, tp=1,
+                ep=1, etp=1, moe: bool | None = None, sequence_parallel: bool = True,
+                recompute: str = "none", precision: str = "bf16", node_limit=None,
+                imbalance: float = 1.0) -> LayerParts:
+    """One layer's ``LayerParts`` for one microbatch on one GPU, in seconds.
+
+    Parameters
+    ----------
+    model : Transformer
+    hardware : Hardware
+        Its ``precision`` is replaced by ``precision``.
+    seq, microbatch, tp, ep, etp : int or array_like
+        Sequence length, sequences per microbatch, tensor-parallel, expert-parallel and
+        expert-tensor-parallel degrees (the last four broadcast).
+    moe : bool, optional
+        An MoE layer (default: whether the model has experts); ``False`` gives a dense layer
+        (DeepSeek-V3's first three), its all-to-alls zero.
+    sequence_parallel : bool
+    recompute : {"none", "selective", "full"}
+        Selective adds the attention core's forward to ``attention_i``; full adds each
+        forward part to its backward (the all-to-alls too: the recomputed forward repeats
+        them).
+    precision : {"bf16", "fp8"}
+        The products' and the dispatch's precision.
+    node_limit : int, optional
+        DeepSeek's node-limited routing: each token reaches at most this many nodes, once
+        each (default: Megatron's all-to-all, every copy alone).
+    imbalance : float
+        The busiest expert-parallel rank's tokens over the mean (>= 1).
+
+    Returns
+    -------
+    LayerParts
+        ``attention_*`` (norm, projections, core, residual, router-free; with the attention's
+        tensor-parallel exchange), ``mlp_*`` (router, permutations, routed and shared experts;
+        with the MLP's tensor-parallel exchange), the four all-to-alls.
+    """
+    from .transformer import RECOMPUTE
+
+    one_of(precision, "precision", PRECISIONS)
+    one_of(recompute, "recompute", RECOMPUTE)
+    one_of(sequence_parallel, "sequence_parallel", (False, True))
+    positive_int(seq, "seq")
+    imbalance = float(numbers(imbalance, "imbalance", strict=True))
+    if imbalance < 1.0:
+        raise ScheduleError(f"imbalance must be >= 1, the busiest rank's tokens over the mean "
+                            f"(got {imbalance!r})")
+    if node_limit is not None:
+        positive_int(node_limit, "node_limit")
+    moe = model.moe if moe is None else moe
+    one_of(moe, "moe", (False, True))
+    if moe and not model.moe:
+        raise ScheduleError(f"moe=True needs a model with experts ({model.name} has none)")
+    hw = hardware.with_precision(precision)
+    b, t, ep, etp = np.broadcast_arrays(*(np.asarray(x) for x in (microbatch, tp, ep, etp)))
+    for x, name in ((b, "microbatch"), (t, "tp"), (ep, "ep"), (etp, "etp")):
+        if x.dtype == bool or not np.issubdtype(x.dtype, np.integer) or np.any(x < 1):
+            raise ScheduleError(f"{name} must hold positive integers (got {x.tolist()!r})")
+    if moe:
+        bad = (model.experts % ep) != 0
+        if np.any(bad):
+            raise ScheduleError(f"ep must divide the experts {model.experts} (got "
+                                f"ep={int(ep[bad].flat[0])})")
+    attention = attention_times(model, hw, seq, b, t, sequence_parallel)
+    exchange = np.where(t > 1, tensor_exchange(hw, seq, b, t, model.hidden,
+                                               sequence_parallel), 0.0)
+    if moe:
+        mlp = expert_times(model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance)
+        comm = all_to_all_times(model, hw, seq, b, t, ep, etp, precision, node_limit,
+                                imbalance)
+    else:
+        mlp = mlp_times(model, hw, seq, b, t, sequence_parallel)
+        comm = dict.fromkeys(("dispatch_f", "combine_f", "dispatch_b", "combine_b"),
+                             np.zeros(b.shape))
+    parts = {"attention_f": attention["forward"] + exchange,
+             "attention_i": attention["input_grad"] + exchange,
+             "attention_w": attention["weight_grad"],
+             "mlp_f": mlp["forward"] + exchange, "mlp_i": mlp["input_grad"] + exchange,
+             "mlp_w": mlp["weight_grad"], **comm}
+    if recompute == "selective":
+        parts["attention_i"] = parts["attention_i"] + attention["core"]
+    elif recompute == "full":
+        for k in ("attention", "mlp"):
+            parts[f"{k}_i"] = parts[f"{k}_i"] + parts[f"{k}_f"]
+        parts["dispatch_b"] = parts["dispatch_b"] + parts["dispatch_f"]
+        parts["combine_b"] = parts["combine_b"] + parts["combine_f"]
+    return LayerParts(**{k: np.asarray(v, np.float64) for k, v in parts.items()})
+
+
+def layer_seconds(parts: LayerParts) -> dict[str, np.ndarray]:
+    """A layer's ``forward``, ``input_grad`` and ``weight_grad`` without overlap: each the sum
+    of its parts, the all-to-alls inside the forward and the input-grad backward."""
+    return {"forward": parts.attention_f + parts.dispatch_f + parts.mlp_f + parts.combine_f,
+            "input_grad": (parts.combine_b + parts.mlp_i + parts.dispatch_b
+                           + parts.attention_i),
+            "weight_grad": parts.attention_w + parts.mlp_w}
+
+
+__all__ = ["COMBINE_BYTES", "DISPATCH_BYTES", "all_to_all_bytes", "all_to_all_times",
+           "expert_costs", "expert_data_parallel", "expert_reasons", "expert_times",
+           "layer_parts", "layer_seconds", "moe_layer_costs"]

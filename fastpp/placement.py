@@ -1,0 +1,52 @@
+"""Placements: which device runs each virtual stage, and which stages each microbatch runs.
+
+SCHEDULES.md section 1. A placement has a name (the public word: ``"loop"``, ``"v"``,
+``"two-directions"``) and a code (the same thing as a small integer, for jitted code and the
+sweeps' per-schedule tables); ``NAMES[code]`` and ``CODES[name]`` are the one table between
+them.
+
+- ``loop``: stage ``s`` on device ``s % p`` (``m`` chunks per device, one route ``0 -> V-1``).
+- ``v``: ``m = 2``; stage ``s < p`` on device ``s``, stage ``s >= p`` on device ``2p-1-s``.
+- ``two-directions``: two model copies of ``p`` stages, the first down the devices, the second
+  up; the first half of the microbatches runs the first copy, the second half the second.
+"""
+
+import numpy as np
+
+from ._jit import jit
+
+LOOP, VSHAPE, TWO_DIRECTIONS = 0, 1, 2
+NAMES = ("loop", "v", "two-directions")  # by code
+CODES = {name: code for code, name in enumerate(NAMES)}
+
+
+@jit
+def stage_map(code, p, m):
+    """The device of each virtual stage for placement ``code`` (an int32 array)."""
+    if code == TWO_DIRECTIONS:
+        stage_device = np.empty(2 * p, np.int32)
+        for s in range(p):
+            stage_device[s] = s  # first copy runs down the devices
+            stage_device[p + s] = p - 1 - s  # second copy runs up
+        return stage_device
+    stage_device = np.empty(p * m, np.int32)
+    for s in range(p * m):
+        if code == VSHAPE and s >= p:
+            stage_device[s] = 2 * p - 1 - s
+        else:
+            stage_device[s] = s % p
+    return stage_device
+
+
+@jit
+def routes(code, p, n, m):
+    """First and last virtual stage of each microbatch's route for placement ``code``."""
+    first = np.zeros(n, np.int32)
+    last = np.full(n, p * m - 1, np.int32)
+    if code == TWO_DIRECTIONS:
+        for j in range(n // 2, n):  # the second half of the microbatches runs the second copy
+            first[j] = p
+            last[j] = 2 * p - 1
+        for j in range(n // 2):
+            last[j] = p - 1
+    return first, last

@@ -1,0 +1,80 @@
+"""An interactive report in one self-contained HTML file: a sweep's heat maps, Pareto fronts
+and timelines, a plan's table and scatter, a frontier, a measured run against its simulations
+(``fastpp.report``; ``python -m fastpp report PATH...``). Needs plotly (the ``report`` extra),
+whose JavaScript is inlined once, so the file opens offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..checks import ScheduleError, ScheduleTypeError, one_of, require
+from ..generators.registry import SCHEDULES
+from . import figures, page
+from .inputs import load
+from .timeline import KINDS
+
+BUILDERS = {"sweep": figures.sweep_sections, "plan": figures.plan_sections,
+            "frontier": figures.frontier_sections, "measured": figures.measured_sections}
+
+
+def report(*inputs, output="report.html", schedules=None) -> Path:
+    """Write an interactive HTML report of sweeps, plans, frontiers and measured runs.
+
+    Parameters
+    ----------
+    *inputs : path, pandas.DataFrame or MeasuredRun
+        Each a sweep (its ``out`` folder, its table as Parquet or CSV, or its DataFrame), a
+        plan's table (``fastpp.model.plan``), a frontier's table (``scripts/frontier.py``) or
+        a measured run (a folder of ``rank{r}_trace.json``, or a ``MeasuredRun``). The kind is
+        told from the columns (or the folder's contents).
+    output : path
+        The HTML file to write.
+    schedules : list of str, optional
+        Registered schedules whose timelines a sweep's report also shows at every ``(p, n)``,
+        and that its side-by-side view is limited to.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ScheduleError
+        If an input cannot be read, is an empty table or a table of an unknown kind (the
+        message names the input and what was expected), or a schedule is not registered.
+    MissingExtraError
+        If plotly is not installed (``pip install 'fastpp[report]'``); also an ImportError.
+    """
+    if not inputs:
+        raise ScheduleError("inputs must be at least one path, table or measured run (got "
+                            "none)")
+    if isinstance(schedules, str):
+        schedules = [schedules]
+    if schedules is not None:
+        if not isinstance(schedules, (list, tuple)):
+            raise ScheduleTypeError(f"schedules must be a list of schedule names (got "
+                                    f"{type(schedules).__name__})")
+        for name in schedules:
+            one_of(name, "schedules", list(SCHEDULES))
+    if not isinstance(output, (str, Path)):
+        raise ScheduleTypeError(f"output must be a path (got {type(output).__name__})")
+    get_plotlyjs = require("plotly.offline", "report", "fastpp.report", "plotly").get_plotlyjs
+    path = Path(output)
+    if not path.parent.is_dir() or path.is_dir():
+        raise ScheduleError(f"output must be a file in an existing folder (got {str(path)!r})")
+    loaded = [load(item, i) for i, item in enumerate(inputs)]
+    sections = []
+    for kind, label, data in loaded:
+        builder = BUILDERS[kind]
+        sections += builder(data, label, schedules) if kind == "sweep" else builder(data, label)
+    described = ", ".join(f"{kind} {label}" for kind, label, _ in loaded)
+    try:
+        page.write(path, "fastpp report", described, {"kinds": KINDS, "sections": sections},
+                   get_plotlyjs())
+    except OSError as err:
+        raise ScheduleError(f"output must be a writable file (got {str(path)!r}: "
+                            f"{err.strerror})") from err
+    return path
+
+
+__all__ = ["report"]

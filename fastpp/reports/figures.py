@@ -1,0 +1,376 @@
+"""The report's sections, built as plain Plotly figure dicts (no plotly import: the page's
+plotly.js draws them) and the timelines' compact columns.
+
+A section is ``{"title", "text", "items"}``; an item is a ``plot`` (a figure), a ``timeline``,
+a ``choice`` among items (a drop-down; only the chosen one is drawn), a ``group`` of items
+drawn one under another, a ``table`` (sortable and filterable in the page) or ``text``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..costs import Costs
+from ..generators.registry import MEMORY_REFERENCE, SCHEDULES, build_schedule
+from ..simulate import simulate
+from ..sweeps import best_within_budget, pareto_front
+from . import timeline
+
+# sweep columns that describe the costs: a report shows one setting of them at a time
+COST_COLUMNS = ("f", "b", "w", "comm", "gamma", "fb", "act", "bandwidth", "message_bytes",
+                "costs")
+HEAT = (("bubble_ratio", "bubble ratio", "min", ".1%"),
+        ("peak_activations_max", "peak activation memory (units of M_B)", "min", ".3g"),
+        ("throughput", "throughput (microbatches per unit time)", "max", ".4g"))
+PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3",
+           "#8C8C8C", "#CCB974", "#64B5CD", "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728",
+           "#9467BD", "#8C564B"]
+
+
+def _clean(values) -> list:
+    """A column as JSON-ready values: NaN and infinities as None."""
+    out = []
+    for v in values.tolist() if hasattr(values, "tolist") else values:
+        out.append(None if isinstance(v, float) and not math.isfinite(v) else v)
+    return out
+
+
+def plot(data, layout) -> dict:
+    return {"type": "plot", "figure": {"data": data, "layout": layout}}
+
+
+def table(df, columns, missing: dict | None = None) -> dict:
+    """``columns``: ``(column, heading, format)``; formats ``d``, ``,d``, ``%``, ``.Ng``,
+    ``str``, ``bool``; a column may be scaled by giving ``(column, scale)``. ``missing``: per
+    heading, what an empty (NaN or infinite) cell says."""
+    cols, rows = [], []
+    for col, heading, fmt in columns:
+        name, scale = col if isinstance(col, tuple) else (col, None)
+        if name not in df:
+            continue
+        values = df[name] if scale is None else df[name] / scale
+        cols.append({"name": heading, "format": fmt, "missing": (missing or {}).get(heading, "")})
+        rows.append(_clean(values))
+    return {"type": "table", "columns": cols, "rows": [list(r) for r in zip(*rows, strict=True)]}
+
+
+# ---------------------------------------------------------------------------- sweeps
+
+
+def _one_setting(df):
+    """The rows of one cost setting: the middle value of every cost column that varies (the
+    main job's summary takes the middle latency too), and its description."""
+    view, chosen = df, []
+    if "reason" in view:  # a sweep run with invalid="keep"
+        view = view[view["reason"].fillna("") == ""]
+    for col in COST_COLUMNS:
+        if col in view and view[col].nunique(dropna=True) > 1:
+            values = sorted(view[col].dropna().unique())
+            middle = values[len(values) // 2]
+            view = view[view[col] == middle]
+            chosen.append(f"{col}={middle:g}" if isinstance(middle, float) else
+                          f"{col}={middle}")
+    return view, ", ".join(chosen)
+
+
+def _grid(count: int, cols: int, gap: float = 0.06):
+    """Domains of a ``rows x cols`` grid of panels, the first row on top."""
+    rows = -(-count // cols)
+    width, height = (1 - gap * (cols - 1)) / cols, (1 - gap * 1.6 * (rows - 1)) / rows
+    for q in range(count):
+        r, c = divmod(q, cols)
+        x0, y1 = c * (width + gap), 1 - r * (height + gap * 1.6)
+        yield [round(x0, 4), round(x0 + width, 4)], [round(y1 - height, 4), round(y1, 4)]
+
+
+def heatmaps(view, metric, title, better, fmt) -> dict:
+    """One heat map per schedule of ``metric`` by ``p`` and ``n/p``, the best over ``m``."""
+    data = view.assign(n_per_p=view["n"] / view["p"])
+    names = list(dict.fromkeys(data["schedule"]))
+    ps = sorted(data["p"].unique())
+    ks = sorted(data["n_per_p"].unique())
+    pick = "idxmin" if better == "min" else "idxmax"
+    best = data.loc[getattr(data.groupby(["schedule", "p", "n"])[metric], pick)()]
+    cols = min(4, len(names))
+    traces, layout = [], {"height": 230 * -(-len(names) // cols) + 80,
+                          "margin": {"t": 60, "l": 50, "r": 30, "b": 40}, "annotations": [],
+                          "title": {"text": f"{title}, best over m"},
+                          "coloraxis": {"colorscale": "Viridis",
+                                        "reversescale": better == "min",
+                                        "colorbar": {"title": {"text": metric}}}}
+    for q, (name, (xd, yd)) in enumerate(zip(names, _grid(len(names), cols), strict=True)):
+        mine = best[best["schedule"] == name]
+        cell = {(p, k): row for p, k, row in zip(mine["p"], mine["n_per_p"],
+                                                  mine.itertuples(), strict=True)}
+        z = [[_clean([getattr(cell[p, k], metric)])[0] if (p, k) in cell else None
+              for k in ks] for p in ps]
+        custom = [[[int(cell[p, k].m), int(cell[p, k].n)] if (p, k) in cell else [None, None]
+                   for k in ks] for p in ps]
+        axis = "" if q == 0 else str(q + 1)
+        traces.append({"type": "heatmap", "x": [f"{k:g}" for k in ks],
+                       "y": [str(p) for p in ps], "z": z, "customdata": custom,
+                       "coloraxis": "coloraxis", "xaxis": f"x{axis}", "yaxis": f"y{axis}",
+                       "hovertemplate": f"<b>{name}</b><br>p=%{{y}}, n=%{{customdata[1]}} "
+                       f"(n/p=%{{x}}), best m=%{{customdata[0]}}<br>{metric} "
+                       f"%{{z:{fmt}}}<extra></extra>"})
+        layout[f"xaxis{axis}"] = {"domain": xd, "anchor": f"y{axis}", "type": "category",
+                                  "title": {"text": "n / p"}, "tickfont": {"size": 9}}
+        layout[f"yaxis{axis}"] = {"domain": yd, "anchor": f"x{axis}", "type": "category",
+                                  "title": {"text": "p"}, "tickfont": {"size": 9}}
+        layout["annotations"].append({"text": name, "x": sum(xd) / 2, "y": yd[1],
+                                      "xref": "paper", "yref": "paper", "showarrow": False,
+                                      "yanchor": "bottom", "font": {"size": 12}})
+    return plot(traces, layout)
+
+
+def pareto(group, p, n) -> dict:
+    """Every point of one ``(p, n)`` by peak memory and bubble, per schedule, and the front."""
+    traces = []
+    for i, (name, rows) in enumerate(group.groupby("schedule", sort=False)):
+        traces.append({"type": "scatter", "mode": "markers", "name": name,
+                       "x": _clean(rows["peak_activations_max"]),
+                       "y": _clean(rows["bubble_ratio"]),
+                       "customdata": [[int(m), mk] for m, mk in zip(rows["m"], rows["makespan"],
+                                                                    strict=True)],
+                       "marker": {"color": PALETTE[i % len(PALETTE)], "size": 9},
+                       "hovertemplate": f"<b>{name}</b> m=%{{customdata[0]}}<br>peak "
+                       "%{x:.4g}, bubble %{y:.2%}<br>makespan %{customdata[1]:.5g}"
+                       "<extra></extra>"})
+    front = pareto_front(group)
+    traces.append({"type": "scatter", "mode": "lines", "name": "Pareto front",
+                   "x": _clean(front["peak_activations_max"]), "y": _clean(front["bubble_ratio"]),
+                   "line": {"shape": "hv", "color": "black", "width": 1.5},
+                   "text": [f"{s} m={m}" for s, m in zip(front["schedule"], front["m"],
+                                                          strict=True)],
+                   "hovertemplate": "front: %{text}<br>peak %{x:.4g}, bubble %{y:.2%}"
+                   "<extra></extra>"})
+    return plot(traces, {"title": {"text": f"bubble against peak activation memory, p={p}, "
+                                           f"n={n}"}, "height": 460,
+                         "xaxis": {"title": {"text": "peak activation memory (units of M_B)"}},
+                         "yaxis": {"title": {"text": "bubble ratio"}, "tickformat": ".0%"},
+                         "hovermode": "closest"})
+
+
+def _value(row, name, default):
+    value = getattr(row, name, default)
+    return default if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else value
+
+
+def resimulate(row):
+    """The timeline of a sweep row: its schedule built and simulated with the row's costs
+    (the table holds only reductions), or None when the row's costs were arrays."""
+    if "costs" in row._fields:
+        return None  # a costs= list: the arrays are not in the table
+    spec = SCHEDULES.get(row.schedule)
+    if spec is None:
+        return None
+    options = {"G": int(row.G)} if "G" in spec.options and "G" in row._fields else {}
+    sched = build_schedule(row.schedule, int(row.p), int(row.n), int(row.m), **options)
+    costs = Costs(_value(row, "f", 1.0), _value(row, "b", 2.0), w=_value(row, "w", 0.0),
+                  comm=_value(row, "comm", 0.0), gamma=_value(row, "gamma", 1.0),
+                  fb=_value(row, "fb", None), act=_value(row, "act", 1.0),
+                  bandwidth=_value(row, "bandwidth", None),
+                  message_bytes=_value(row, "message_bytes", 0.0))
+    return simulate(sched, costs)
+
+
+def _title(row, result, what: str = "") -> str:
+    text = (f"{what}{row.schedule} (m={int(row.m)}), p={int(row.p)}, n={int(row.n)}: makespan "
+            f"{result.makespan:.6g}, bubble {result.bubble_ratio:.1%}, peak "
+            f"{result.peak_activations.max():.4g}")
+    if not math.isclose(result.makespan, row.makespan, rel_tol=1e-9, abs_tol=1e-12):
+        text += f" (the table says {row.makespan:.6g})"
+    return text
+
+
+def _timeline_item(row, what="", memory=True):
+    result = resimulate(row)
+    if result is None:
+        return None
+    return timeline.simulated(result, _title(row, result, what), memory)
+
+
+def sweep_sections(df, label: str, schedules) -> list[dict]:
+    df = df.copy()
+    df.attrs = {}  # pandas deep-copies attrs (a sweep's skip reasons) on every selection
+    view, setting = _one_setting(df)
+    where = f" ({setting})" if setting else ""
+    sections = [{"title": f"Heat maps: {label}{where}",
+                 "text": "Each schedule's best over m at every p and n/p; hover a cell for the "
+                         "point.",
+                 "items": [heatmaps(view, *spec) for spec in HEAT]}]
+    training = view[~view["schedule"].map(lambda s: SCHEDULES[s].forward_only
+                                          if s in SCHEDULES else False)]
+    pairs = sorted({(int(p), int(n)) for p, n in zip(training["p"], training["n"],
+                                                     strict=True)})
+    groups = {key: g for key, g in training.groupby(["p", "n"])}
+    sections.append({"title": f"Pareto fronts{where}",
+                     "text": "Bubble against peak activation memory at each (p, n): every "
+                             "schedule and m, and the points no other beats in both.",
+                     "items": [{"type": "choice", "label": "p, n", "options": [
+                         {"label": f"p={p}, n={n}", "item": pareto(groups[p, n], p, n)}
+                         for p, n in pairs]}]})
+    budget = (MEMORY_REFERENCE if MEMORY_REFERENCE in set(training["schedule"])
+              else float("inf"))
+    best = best_within_budget(training, budget)
+    said = "1F1B's peak" if budget == MEMORY_REFERENCE else "no memory limit"
+    options = [{"label": f"p={int(r.p)}, n={int(r.n)}: {r.schedule} (m={int(r.m)})",
+                "item": _timeline_item(r, "fastest within budget: ")}
+               for r in best.itertuples()]
+    for name in schedules or ():
+        mine = training[training["schedule"] == name].sort_values("makespan", kind="stable")
+        for r in mine.groupby(["p", "n"]).head(1).sort_values(["p", "n"]).itertuples():
+            options.append({"label": f"{name}: p={int(r.p)}, n={int(r.n)} (m={int(r.m)})",
+                            "item": _timeline_item(r)})
+    options = [o for o in options if o["item"] is not None]
+    sections.append({"title": f"Timelines{where}",
+                     "text": f"The fastest schedule of each (p, n) within {said}"
+                             f"{' and the named schedules' if schedules else ''}, "
+                             "re-simulated: one row per device, hover an op for its times, "
+                             "microbatch and stage, each device's activation memory beneath. "
+                             "Drag (or scroll) to zoom, pan with the mode bar's pan tool, "
+                             "double-click to reset.",
+                     "items": [table(best, [("p", "p", "d"), ("n", "n", "d"),
+                                            ("schedule", "schedule", "str"), ("m", "m", "d"),
+                                            ("makespan", "makespan", ".6g"),
+                                            ("bubble_ratio", "bubble", "%"),
+                                            ("peak_activations_max", "peak", ".4g"),
+                                            ("budget", "budget", ".4g")])]
+                     + ([{"type": "choice", "label": "timeline", "options": options}]
+                        if options else [{"type": "text", "text": "No timeline: the rows' "
+                                          "costs were arrays the table does not hold."}])})
+    if pairs:
+        ps = sorted({p for p, _ in pairs})
+        p = ps[len(ps) // 2]
+        ns = sorted(n for q, n in pairs if q == p)
+        n = ns[len(ns) // 2]
+        here = groups[p, n].sort_values("makespan", kind="stable").groupby("schedule",
+                                                                            sort=False).head(1)
+        if schedules:
+            here = here[here["schedule"].isin(schedules)]
+        items = [_timeline_item(r, memory=False) for r in here.itertuples()]
+        items = [i for i in items if i is not None]
+        if items:
+            span = float(here["makespan"].max())
+            for i in items:
+                i["range"] = [0, span]
+            sections.append({"title": f"Schedules side by side at p={p}, n={n}{where}",
+                             "text": "Fastest first, each at its best m, on one time axis.",
+                             "items": [{"type": "group", "items": items}]})
+    return sections
+
+
+# ---------------------------------------------------------------------------- plans
+
+
+PLAN_TABLE = [("t", "t", "d"), ("p", "p", "d"), ("d", "d", "d"), ("schedule", "schedule", "str"),
+              ("m", "m", "d"), ("microbatch", "mb", "d"), ("n", "n", "d"),
+              ("recompute", "recompute", "str"), ("layout", "layout", "str"),
+              ("step_time", "step s", ".4g"), ("tokens_per_s", "tokens/s", ",d"),
+              ("mfu", "MFU", "%"), ("bubble_ratio", "bubble", "%"),
+              (("peak_activations", 1e9), "act GB", ".3g"),
+              (("peak_memory", 1e9), "GB/GPU", ".3g"), ("fits", "fits", "bool"),
+              ("reason", "reason", "str")]
+
+
+def plan_sections(df, label: str) -> list[dict]:
+    ran = df[df["step_time"].notna()]
+    config = ["t", "p", "d", "schedule", "m", "microbatch", "n", "recompute"]
+    config = [c for c in config if c in df]
+
+    def custom(rows):
+        return [[" ".join(f"{c}={v}" for c, v in zip(config, values, strict=True)), step]
+                for values, step in zip(rows[config].itertuples(index=False, name=None),
+                                        rows["step_time"], strict=True)]
+
+    misses = ran[~ran["fits"].astype(bool)]
+    hover = ("%{customdata[0]}<br>%{y:,.0f} tokens/s, %{x:.4g} GB per GPU<br>step "
+             "%{customdata[1]:.4g} s<extra>%{fullData.name}</extra>")
+    traces = [{"type": "scatter", "mode": "markers", "name": "does not fit",
+               "x": _clean(misses["peak_memory"] / 1e9), "y": _clean(misses["tokens_per_s"]),
+               "customdata": custom(misses), "hovertemplate": hover,
+               "marker": {"color": "#BBBBBB", "size": 5}}]
+    fits = ran[ran["fits"].astype(bool)]
+    for i, (name, rows) in enumerate(fits.groupby("schedule", sort=True)):
+        traces.append({"type": "scatter", "mode": "markers", "name": name,
+                       "x": _clean(rows["peak_memory"] / 1e9), "y": _clean(rows["tokens_per_s"]),
+                       "customdata": custom(rows), "hovertemplate": hover,
+                       "marker": {"color": PALETTE[i % len(PALETTE)], "size": 7}})
+    layout = {"title": {"text": f"{label}: throughput against memory per GPU"}, "height": 480,
+              "xaxis": {"type": "log", "title": {"text": "GB per GPU (weights, gradients, "
+                                                         "optimizer, activations)"}},
+              "yaxis": {"title": {"text": "tokens per second"}}, "hovermode": "closest"}
+    text = (f"{len(df):,} configurations, {len(ran):,} simulated, {int(fits.shape[0]):,} fit. "
+            "Click a heading to sort; type in the boxes under the headings to filter "
+            "(text, or a comparison such as >50000 or <=80).")
+    return [{"title": f"Plan: {label}", "text": text,
+             "items": [plot(traces, layout), table(df, PLAN_TABLE)]}]
+
+
+# ---------------------------------------------------------------------------- frontiers
+
+
+def frontier_sections(df, label: str) -> list[dict]:
+    objective = df["objective"].iloc[0] if "objective" in df else "makespan"
+    metric = "span_bubble_ratio" if objective == "span" and "span_bubble_ratio" in df \
+        else "bubble_ratio"
+    traces = []
+    for i, (placement, rows) in enumerate(df.groupby("placement", sort=False)):
+        colour = PALETTE[i % len(PALETTE)]
+        found = rows[rows["kind"] == "search"].sort_values("peak_activations_max")
+        limits = ["unlimited" if not math.isfinite(x) else f"{x:g}"
+                  for x in found["memory_limit"]]
+        custom = [[s, lim] for s, lim in zip(found["schedule"], limits, strict=True)]
+        traces.append({"type": "scatter", "mode": "lines", "name": f"best found, {placement}",
+                       "x": _clean(found["peak_activations_max"]),
+                       "y": _clean(np.minimum.accumulate(found[metric].to_numpy())),
+                       "line": {"shape": "hv", "color": colour}, "hoverinfo": "skip"})
+        traces.append({"type": "scatter", "mode": "markers", "name": f"searches, {placement}",
+                       "x": _clean(found["peak_activations_max"]), "y": _clean(found[metric]),
+                       "customdata": custom, "marker": {"color": colour, "size": 6},
+                       "hovertemplate": "%{customdata[0]}, limit %{customdata[1]}<br>peak "
+                       "%{x:.4g}, bubble %{y:.2%}<extra>%{fullData.name}</extra>"})
+        fixed = rows[rows["kind"] != "search"]
+        traces.append({"type": "scatter", "mode": "markers+text", "name": f"fixed, {placement}",
+                       "x": _clean(fixed["peak_activations_max"]), "y": _clean(fixed[metric]),
+                       "text": list(fixed["schedule"]), "textposition": "top right",
+                       "marker": {"color": colour, "symbol": "diamond", "size": 10,
+                                  "line": {"color": "black", "width": 1}},
+                       "hovertemplate": "%{text}<br>peak %{x:.4g}, bubble %{y:.2%}"
+                       "<extra>%{fullData.name}</extra>"})
+    layout = {"title": {"text": f"{label}: best {metric.replace('_', ' ')} at each memory "
+                                f"budget"}, "height": 480, "hovermode": "closest",
+              "xaxis": {"title": {"text": "peak activation memory per device (units of M_B)"}},
+              "yaxis": {"title": {"text": metric.replace("_", " ")}, "tickformat": ".0%"}}
+    columns = [("placement", "placement", "str"), ("kind", "kind", "str"),
+               ("schedule", "schedule", "str"), ("memory_limit", "limit", ".4g"),
+               ("peak_activations_max", "peak", ".4g"), ("makespan", "makespan", ".6g"),
+               ("bubble_ratio", "bubble", "%"), ("span_bubble_ratio", "span bubble", "%"),
+               ("gap", "gap", "%"), ("optimal", "optimal", "bool")]
+    return [{"title": f"Frontier: {label}", "text": "Searches at each memory budget (the "
+             "line: the best at or under each peak) and the registered schedules (diamonds).",
+             "items": [plot(traces, layout), table(df, columns, {"limit": "unlimited"})]}]
+
+
+# ---------------------------------------------------------------------------- measured runs
+
+
+def measured_sections(run, label: str) -> list[dict]:
+    replay = run.replay()
+    predicted = simulate(run.schedule, run.costs())
+    ms = 1e3
+    options = []
+    for what, result in (("replay (each op's measured time)", replay),
+                         ("prediction from the run's median costs", predicted)):
+        error = result.makespan / run.makespan - 1
+        title = (f"measured {run.makespan * ms:.3f} ms against the "
+                 f"{what.split(' (')[0]} {result.makespan * ms:.3f} ms ({error:+.2%})")
+        options.append({"label": what, "item": timeline.measured(run, result, title)})
+    text = (f"p={run.p}, n={run.n}, m={run.m}, {run.schedule.num_ops} ops; times in seconds. "
+            "Each device's upper row is the measured run (grey: the wait for an input), the "
+            "lower the simulation.")
+    return [{"title": f"Measured run: {label}", "text": text,
+             "items": [{"type": "choice", "label": "simulation", "options": options}]}]

@@ -1,0 +1,90 @@
+"""What each input of a report is: a sweep, a plan, a frontier or a measured run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..checks import ScheduleError, ScheduleTypeError
+
+# the columns that tell a table's kind, checked in this order (a plan row also has a schedule,
+# p, n and m; a frontier row a schedule and bubble_ratio)
+COLUMNS = {
+    "plan": ("t", "p", "d", "schedule", "step_time", "tokens_per_s", "peak_memory", "fits"),
+    "frontier": ("placement", "kind", "schedule", "memory_limit", "peak_activations_max",
+                 "bubble_ratio"),
+    "sweep": ("schedule", "p", "n", "m", "makespan", "bubble_ratio", "peak_activations_max",
+              "throughput"),
+}
+TEXT = ("schedule", "placement", "kind")
+EXPECTED = ("a sweep folder or table, a plan table, a frontier table (Parquet or CSV) or a "
+            "measured-run folder (rank{r}_trace.json)")
+
+
+def load(item, position: int):
+    """``(kind, label, data)`` of one input: a DataFrame for a table, a ``MeasuredRun``."""
+    import pandas as pd
+
+    from ..measured import MeasuredRun
+
+    if isinstance(item, MeasuredRun):
+        return "measured", f"measured run {position}", item
+    if isinstance(item, pd.DataFrame):
+        return _table(item, f"table {position}")
+    if not isinstance(item, (str, Path)):
+        raise ScheduleTypeError(f"inputs must be paths, DataFrames or MeasuredRuns (got "
+                                f"{type(item).__name__} at position {position})")
+    path = Path(item)
+    if not path.exists():
+        raise ScheduleError(f"input {str(path)!r} must be a readable path: {EXPECTED} (got no "
+                            f"such file or folder)")
+    if path.is_dir():
+        return _folder(path)
+    return _table(_read(path, path.suffix.lower()), str(path))
+
+
+def _folder(path: Path):
+    from ..measured import read_torch_trace
+    from ..sweeps import load as load_sweep
+
+    label = str(path)
+    if (path / "_fastpp" / "manifest.json").exists():
+        return _table(load_sweep(path), label)
+    if any(path.glob("rank*_trace.json*")):
+        return "measured", label, read_torch_trace(path)
+    if any(path.glob("*.parquet")):
+        return _table(_read(path, ".parquet"), label)
+    raise ScheduleError(f"input {label!r} must be {EXPECTED} (got a folder with neither a "
+                        f"sweep's _fastpp/manifest.json, nor rank traces, nor Parquet files)")
+
+
+def _read(path: Path, suffix: str):
+    import pandas as pd
+
+    readers = {".parquet": pd.read_parquet, ".csv": pd.read_csv}
+    if suffix not in readers:
+        raise ScheduleError(f"input {str(path)!r} must be {EXPECTED} (got a {suffix or 'plain'}"
+                            f" file)")
+    try:
+        return readers[suffix](path)
+    except Exception as err:  # pyarrow's, pandas' and the OS's errors alike: the file is bad
+        raise ScheduleError(f"input {str(path)!r} must be a readable {suffix[1:]} table "
+                            f"(got {type(err).__name__}: {err})") from err
+
+
+def _table(df, label: str):
+    if df.empty:
+        raise ScheduleError(f"input {label!r} must hold rows of {EXPECTED} (got an empty "
+                            f"table)")
+    import pandas as pd
+
+    for kind, needed in COLUMNS.items():
+        if set(needed) <= set(df.columns):
+            for col in needed:
+                if col not in TEXT and not (pd.api.types.is_numeric_dtype(df[col])
+                                            or pd.api.types.is_bool_dtype(df[col])):
+                    raise ScheduleError(f"input {label!r} must hold numbers in its {kind}'s "
+                                        f"column {col!r} (got {df[col].dtype})")
+            return kind, label, df
+    wanted = "; ".join(f"a {kind}'s {', '.join(cols)}" for kind, cols in COLUMNS.items())
+    raise ScheduleError(f"input {label!r} must be a table of a known kind, with {wanted} (got "
+                        f"columns {list(df.columns)[:12]})")

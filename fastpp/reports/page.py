@@ -1,0 +1,52 @@
+"""The page: one HTML file holding plotly.js once, the sections as JSON, and the script that
+draws them (``page.js``), so that it opens offline."""
+
+from __future__ import annotations
+
+import html
+import json
+from importlib import resources
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 0; color: #222; }
+header { background: #2d3e50; color: white; padding: 12px 24px; }
+header h1 { margin: 0; font-size: 20px; }
+header p { margin: 4px 0 0; font-size: 13px; opacity: 0.85; }
+nav { position: sticky; top: 0; background: #f4f6f8; padding: 6px 24px; z-index: 10;
+      border-bottom: 1px solid #ddd; font-size: 13px; }
+nav a { margin-right: 14px; color: #2d5d8a; text-decoration: none; }
+main { padding: 0 24px 40px; }
+section { margin-top: 18px; }
+h2 { font-size: 17px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+.fastpp-plot { min-height: 200px; margin: 8px 0; }
+.fastpp-table { max-height: 520px; overflow: auto; font-size: 12px; margin: 8px 0; }
+.fastpp-table table { border-collapse: collapse; }
+.fastpp-table th, .fastpp-table td { padding: 2px 8px; border-bottom: 1px solid #eee;
+      text-align: right; white-space: nowrap; }
+.fastpp-table thead th { position: sticky; background: white; cursor: pointer; }
+.fastpp-table thead tr:first-child th { top: 0; }
+.fastpp-table thead tr:nth-child(2) th { top: 22px; cursor: default; }
+.fastpp-table th.asc::after { content: " \\25B2"; }
+.fastpp-table th.desc::after { content: " \\25BC"; }
+.fastpp-table input { width: 70px; font-size: 11px; }
+select { margin: 6px 0; }
+"""
+
+
+def _json(data) -> str:
+    """JSON safe inside a <script> element."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return text.replace("</", "<\\/")
+
+
+def write(path, title: str, subtitle: str, data: dict, plotly_js: str) -> None:
+    script = resources.files(__package__).joinpath("page.js").read_text()
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                  f"<title>{html.escape(title)}</title><style>{STYLE}</style>"
+                  f"<script>{plotly_js}</script></head>\n<body><header><h1>"
+                  f"{html.escape(title)}</h1><p>{html.escape(subtitle)}</p></header>"
+                  "<nav id=\"fastpp-nav\"></nav><main id=\"fastpp-main\"></main>\n"
+                  "<script type=\"application/json\" id=\"fastpp-data\">")
+        out.write(_json(data))
+        out.write(f"</script>\n<script>{script}</script></body></html>\n")

@@ -1,0 +1,200 @@
+"""Context parallelism, ZeRO-3 and the pair overlap in transformer_costs and plan: volumes and
+times by hand, bad input, and plan rows against simulate(build_schedule, transformer_costs)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fastpp import SCHEDULES, ScheduleError, build_schedule, simulate
+from fastpp.model import Hardware, Link, Transformer, device_bytes, plan, transformer_costs
+from fastpp.model.stages import context_parallel_times
+
+WIRE = Link("toy-node", bandwidth=1000.0, latency=0.01)
+# products at half the peak whatever their shape, memory and launches free (as test_model.py)
+TOY = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=WIRE,
+               network=Link("toy-net", 100.0, 0.1), efficiency=0.5, gpus_per_node=4,
+               memory_bandwidth=1e30, op_overhead=0.0, matmul_half=1e-9)
+MODEL = Transformer(layers=8, hidden=64, heads=8, kv_heads=4, ffn=160, vocab=500, swiglu=True,
+                    name="toy")
+
+
+def test_context_parallel_all_gather_by_hand():
+    # K and V of the whole sequences: 2 x 2 bytes x seq 32 x 2 sequences x kv 32 = 8192 bytes;
+    # all-gathered over 2 ranks in one node: (2-1)/2 of it at 1000 B/s plus one 0.01 s step
+    forward, backward = context_parallel_times(MODEL, TOY, 32, 2, 1, 2, "all-gather")
+    assert float(forward) == pytest.approx(0.5 * 8192 / 1000 + 0.01)
+    assert float(backward) == pytest.approx(float(forward))  # the gradients' reduce-scatter
+    # 8 ranks over 4-GPU nodes: the ring crosses nodes at the network's 100 B/s per rail x 4
+    forward, _ = context_parallel_times(MODEL, TOY, 32, 2, 1, 8, "all-gather")
+    assert float(forward) == pytest.approx(7 / 8 * 8192 / min(1000, 4 * 100) + 7 * 0.1)
+    assert context_parallel_times(MODEL, TOY, 32, 2, 1, 1, "all-gather") == (0.0, 0.0)
+
+
+def test_context_parallel_splits_the_tokens():
+    """cp = 2 with 2 sequences per microbatch prices each rank's 32 tokens of each sequence
+    exactly as cp = 1 with one sequence (products, causal attention share, bytes, hand-offs),
+    plus the K and V all-gather in every layer's forward and its reduce-scatter backward."""
+    sched = build_schedule("1f1b", 2, 4)
+    one = transformer_costs(MODEL, sched, TOY, seq=64, microbatch=1)
+    two = transformer_costs(MODEL, sched, TOY, seq=64, microbatch=2, cp=2)
+    forward, backward = context_parallel_times(MODEL, TOY, 64, 2, 1, 2, "all-gather")
+    layers = MODEL.layers / 2
+    assert np.allclose(two.arrays["f"], one.arrays["f"] + layers * forward)
+    assert np.allclose(two.arrays["b"], one.arrays["b"] + layers * backward)
+    assert np.allclose(two.arrays["act"], one.arrays["act"])  # activations: per rank, seq/cp
+    assert two.arrays["message_bytes"] == one.arrays["message_bytes"]
+    # the ring hides the hops under the attention core: never more exposed than the gather's
+    ring = transformer_costs(MODEL, sched, TOY, seq=64, microbatch=2, cp=2, cp_comm="ring")
+    assert np.all(ring.arrays["f"] <= two.arrays["f"] + 1e-12)
+
+
+def test_zero3_bytes_and_times_by_hand():
+    sched = build_schedule("1f1b", 2, 4)
+    layer = MODEL.layer_params()
+    # device 0: 4 layers and the embedding; ZeRO-3 over 8 replicas holds 1/8 of each byte,
+    # plus two whole layers gathered at once (the one computed, the one prefetched)
+    params = 4 * layer + MODEL.vocab * MODEL.hidden
+    by = device_bytes(MODEL, sched, dp=8, zero=3)
+    assert by["parameter_bytes"][0] == pytest.approx(2 * params / 8 + 2 * 2 * layer)
+    assert by["gradient_bytes"][0] == pytest.approx(2 * params / 8)
+    assert by["optimizer_bytes"][0] == pytest.approx(12 * params / 8)
+    # gathered once per step: the weights whole through the step
+    step = device_bytes(MODEL, sched, dp=8, zero=3, zero3="step")
+    assert step["parameter_bytes"][0] == pytest.approx(2 * params)
+    # context parallelism shards over d x cp
+    assert device_bytes(MODEL, sched, dp=4, cp=2, zero=3)["gradient_bytes"][0] == \
+        pytest.approx(2 * params / 8)
+    # times: 5 all-gathers (4 layers, the embedding) of 2 bytes x params / 5 over 2 ranks in a
+    # node, beside the forward's compute, only the excess exposed; the backward adds the
+    # 4-byte gradients' reduce-scatter
+    base = transformer_costs(MODEL, sched, TOY, seq=32, dp=2)
+    z3 = transformer_costs(MODEL, sched, TOY, seq=32, dp=2, zero=3)
+    gather = 5 * (0.5 * 2 * params / 5 / 1000 + 0.01)
+    scatter = 5 * (0.5 * 4 * params / 5 / 1000 + 0.01)
+    held = 0.01 + 2 * 32 * 64 / 1000  # the blocking hand-off in f and b, not hidden
+    f0, b0 = base.arrays["f"][0] - held, base.arrays["b"][0] - held
+    assert z3.arrays["f"][0] == pytest.approx(max(f0, gather) + held)
+    assert z3.arrays["b"][0] == pytest.approx(max(b0, gather + scatter) + held)
+    assert gather > f0  # the case checked is the one where the gather shows
+    # per step: only the gradients' reduce-scatter in each backward
+    z3s = transformer_costs(MODEL, sched, TOY, seq=32, dp=2, zero=3, zero3="step")
+    assert z3s.arrays["f"][0] == base.arrays["f"][0]
+    assert z3s.arrays["b"][0] == pytest.approx(max(b0, scatter) + held)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(cp=3), r"cp must split seq into 2 x cp equal chunks: seq must be a multiple of "
+                 r"2\*cp=6 \(got seq=32, cp=3\)"),
+    (dict(cp=0), r"cp must be a positive integer \(got cp=0\)"),
+    (dict(zero=4), r"zero must be one of"),
+    (dict(cp_comm="p2p"), r"cp_comm must be one of"),
+    (dict(zero3="never"), r"zero3 must be one of"),
+    (dict(overlap=True), r"overlap needs a schedule with overlapped forward-and-backward "
+                         r"pairs, one of \['dualpipe', 'dualpipev', 'combined-1f1b'\] "
+                         r"\(got '1f1b'\)"),
+])
+def test_bad_input(kwargs, message):
+    with pytest.raises(ScheduleError, match=message):
+        transformer_costs(MODEL, build_schedule("1f1b", 2, 4), TOY, seq=32, **kwargs)
+
+
+def test_overlap_refuses_full_recomputation():
+    for name, m, kwargs in (("dualpipev", 2, dict(overlap=True)),
+                            ("combined-1f1b", 2, {})):  # combined 1F1B is Megatron's overlap
+        with pytest.raises(ScheduleError, match=r"overlap cannot run with recompute='full'"):
+            transformer_costs(MODEL, build_schedule(name, 2, 4, m), TOY, seq=32,
+                              recompute="full", **kwargs)
+
+
+def test_combined_1f1b_needs_expert_parallelism():
+    with pytest.raises(ScheduleError, match=r"'combined-1f1b' needs expert parallelism: "
+                                            r"Megatron's EP overlap asserts "
+                                            r"expert_model_parallel_size > 1 \(got ep=1\)"):
+        transformer_costs(MODEL, build_schedule("combined-1f1b", 2, 4, 2), TOY, seq=32)
+
+
+def test_overlap_of_a_dense_model_keeps_each_pair_at_f_plus_b():
+    # no all-to-all to hide: the pair model saves nothing, the pairs keep the kernel's f + b
+    sched = build_schedule("dualpipev", 2, 4, 2)
+    plain = transformer_costs(MODEL, sched, TOY, seq=32)
+    paired = transformer_costs(MODEL, sched, TOY, seq=32, overlap=True)
+    assert simulate(sched, plain).makespan == simulate(sched, paired).makespan
+
+
+@pytest.fixture(scope="module")
+def wide_plan():
+    return plan(MODEL, 16, TOY, seq=32, global_batch=64, capacity=4e6, cp=[1, 2, 4],
+                zero=[1, 3], overlap=[False, True], recompute=["none", "full"],
+                schedules=["1f1b", "interleaved-1f1b", "dualpipe", "dualpipev",
+                           "combined-1f1b"], microbatch=[1, 2])
+
+
+def test_plan_rows_equal_simulate_with_cp_zero3_overlap(wide_plan):
+    df = wide_plan
+    assert (df["t"] * df["cp"] * df["p"] * df["d"] == 16).all()
+    assert set(df["cp"]) == {1, 2, 4} and set(df["zero"]) == {1, 3}
+    ran = df[df["step_time"].notna()]
+    picks = [ran[(ran["cp"] > 1) & (ran["p"] > 1)].sample(12, random_state=0),
+             ran[(ran["zero"] == 3) & (ran["p"] > 1)].sample(12, random_state=1),
+             ran[(ran["schedule"] == "dualpipe") & (ran["zero"] == 3)].sample(6, random_state=2)]
+    for r in pd.concat(picks).itertuples():
+        sched = build_schedule(r.schedule, r.p, r.n, r.m)
+        costs = transformer_costs(MODEL, sched, TOY, seq=32, microbatch=r.microbatch, tp=r.t,
+                                  dp=r.d, cp=r.cp, zero=r.zero, recompute=r.recompute,
+                                  overlap=r.overlap)
+        res = simulate(sched, costs)
+        by = device_bytes(MODEL, sched, tp=r.t, dp=r.d, cp=r.cp, zero=r.zero)
+        total = sum(by.values()) + res.peak_activations
+        worst = int(np.argmax(total))
+        assert (r.makespan, r.bubble_ratio) == pytest.approx((res.makespan, res.bubble_ratio),
+                                                             rel=1e-12), r
+        assert r.peak_memory == pytest.approx(total[worst], rel=1e-12), r
+        assert r.mfu == pytest.approx(r.tokens_per_s * MODEL.flops_per_token(32) / 16 / 1e6)
+
+
+def test_plan_reasons(wide_plan):
+    df = wide_plan
+    for name, asked, recompute, start in (
+            ("1f1b", True, "none", "overlap needs a schedule"),
+            ("dualpipev", True, "full", "overlap cannot run with recompute='full'"),
+            ("combined-1f1b", False, "full", "overlap cannot run with recompute='full'"),
+            ("combined-1f1b", False, "none", "'combined-1f1b' needs expert parallelism")):
+        rows = df[(df["schedule"] == name) & (df["overlap"] == asked)
+                  & (df["recompute"] == recompute)]
+        # never run; the overlap's reason wherever no earlier one (n, the layers) applies
+        assert rows["step_time"].isna().all()
+        assert rows["reason"].str.startswith(start).mean() > 0.5
+    odd = plan(MODEL, 12, TOY, seq=32, global_batch=48, cp=3, schedules=["1f1b"], tp=1,
+               microbatch=1, recompute="none")
+    assert odd["reason"].str.startswith("cp must split seq into 2 x cp equal chunks").all()
+
+
+def test_plan_default_schedules_leave_expert_overlap_out_of_dense_models():
+    """By default a dense model is not offered a schedule that is Megatron's EP overlap (it
+    could only give reason rows); an MoE model is, and naming one for a dense model still
+    gives its reasons (test_plan_reasons)."""
+    overlap = {k for k, spec in SCHEDULES.items() if spec.expert_overlap}
+    assert overlap == {"combined-1f1b"}
+    small = dict(seq=32, global_batch=16, tp=1, pp=2, microbatch=1, recompute="none")
+    dense = plan(MODEL, 4, TOY, **small)
+    assert set(dense["schedule"]) == {k for k, spec in SCHEDULES.items()
+                                      if not spec.forward_only} - overlap
+    moe = Transformer(layers=8, hidden=64, heads=8, kv_heads=4, ffn=160, expert_ffn=32,
+                      experts=4, top_k=2, vocab=500, name="toy-moe")
+    rows = plan(moe, 4, TOY, **small)
+    assert overlap <= set(rows["schedule"])
+    ran = rows[(rows["schedule"] == "combined-1f1b") & rows["step_time"].notna()]
+    assert len(ran) and (ran["ep"] > 1).all()  # it runs only with expert parallelism
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(cp=0), r"cp must hold positive integers below 2\*\*31 \(got \[0\]\)"),
+    (dict(cp_comm="p2p"), r"cp_comm must be one of"),
+    (dict(zero3="never"), r"zero3 must be one of"),
+    (dict(overlap="yes"), r"overlap must be one of"),
+    (dict(overlap=[]), r"overlap must hold at least one value"),
+    (dict(zero=[4]), r"zero must be one of \[0, 1, 2, 3\] \(got 4\)"),
+])
+def test_bad_plan_input(kwargs, message):
+    with pytest.raises(ScheduleError, match=message):
+        plan(MODEL, 16, TOY, seq=32, global_batch=64, **kwargs)

@@ -1,0 +1,280 @@
+"""fastpp.report in a real browser: Debian's chromium driven by Playwright (never downloaded).
+
+One browser for the module; each report is opened, every figure scrolled into view until
+Plotly has drawn it, and the page must log no error and request nothing but its own file.
+Skipped only where no browser can be installed; in CI (``CI`` set) a missing one fails.
+"""
+
+import base64
+import os
+import shutil
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fastpp
+from fastpp.__main__ import main as cli
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+DATA = Path(__file__).parent / "data"
+SCHEDULES = ["1f1b", "zbv", "interleaved-1f1b", "dualpipev"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def small_sweep():
+    return fastpp.sweep(SCHEDULES, p=[2, 4], n_per_p=[1, 2], m=[1, 2], comm=[0.0, 0.1],
+                        progress=False)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A fresh headless chromium, or a skip where none can be installed (a failure in CI)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if sync_playwright is None or not os.path.exists(CHROMIUM):
+        why = f"no Playwright or no {CHROMIUM} (apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the browser tests: {why}")
+        pytest.skip(why)
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM,
+            args=ARGS, headless=True, viewport={"width": 1300, "height": 900})
+        yield context
+        context.close()
+
+
+class Opened:
+    """A report opened in a page, with the console errors and the requests it made."""
+
+    def __init__(self, browser, path):
+        self.page = browser.new_page()
+        self.errors, self.requests = [], []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error"
+                     else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.goto(Path(path).resolve().as_uri())
+        self.drawn = self.draw_all()
+
+    def draw_all(self) -> int:
+        """Scroll every figure into view until Plotly has drawn it; how many hold an SVG."""
+        count = self.page.eval_on_selector_all(".fastpp-plot", "els => els.length")
+        for i in range(count):
+            self.page.eval_on_selector_all(".fastpp-plot", f"els => els[{i}].scrollIntoView()")
+            self.page.wait_for_function(
+                f"document.querySelectorAll('.fastpp-plot')[{i}].dataset.rendered",
+                timeout=20000)
+        return self.page.eval_on_selector_all(
+            ".fastpp-plot", "els => els.filter(e => e.querySelector('svg.main-svg')).length")
+
+    def check_offline(self):
+        assert self.errors == []
+        assert self.requests, "the page itself is a request"
+        assert all(url.startswith(("file:", "data:", "blob:")) for url in self.requests), \
+            self.requests
+
+
+def test_sweep_report_in_chromium(browser, small_sweep, tmp_path):
+    path = fastpp.report(small_sweep, output=tmp_path / "r.html", schedules=["1f1b", "zbv"])
+    text = path.read_text()
+    assert text.count("plotly.js v") == 1  # the bundle's banner: inlined once, not per figure
+    assert "<script src" not in text
+    page = Opened(browser, path)
+    # 3 heat maps, a Pareto front, a timeline, the two named schedules side by side at
+    # p=4, n=8 (the middle p and its middle n)
+    assert page.drawn == 7
+    heat = page.page.eval_on_selector_all(
+        ".fastpp-plot", "els => els.slice(0, 3).map(e => e.querySelectorAll('g.hm').length)")
+    assert heat == [4, 4, 4]  # one heat map per schedule
+    titles = page.page.eval_on_selector_all(".fastpp-plot .gtitle", "els => els.map("
+                                            "e => e.textContent)")
+    assert any("zbv (m=2), p=4, n=8" in t for t in titles)
+    # every re-simulated timeline has the makespan of its sweep row
+    assert titles and not any("the table says" in t for t in titles)
+    # a named schedule's timeline: 1F1B p=2, n=4 at latency 0.1 (the middle of 0, 0.1); by
+    # hand, device 1's first op 1F0 starts when 0F0 (f=1) has ended and been handed on
+    select = page.page.locator("select").nth(1)
+    select.select_option(label="1f1b: p=2, n=4 (m=1)")
+    page.draw_all()
+    box = page.page.evaluate("""() => {
+        const gd = [...document.querySelectorAll('.fastpp-plot')].find(
+            e => e.layout && e.layout.title.text.startsWith('1f1b (m=1), p=2, n=4'));
+        gd.scrollIntoView();
+        const fl = gd._fullLayout, rect = gd.getBoundingClientRect();
+        return {x: rect.left + fl.xaxis._offset + fl.xaxis.l2p(1.6),
+                y: rect.top + fl.yaxis._offset + fl.yaxis.d2p('device 1')};
+    }""")
+    page.page.mouse.move(box["x"] - 5, box["y"])
+    page.page.mouse.move(box["x"], box["y"])
+    hover = page.page.wait_for_selector(".hoverlayer .hovertext", timeout=5000)
+    label = hover.text_content()
+    assert "1F0" in label and "start 1.1" in label and "end 2.1" in label
+    assert "microbatch 0, stage 1" in label
+    page.check_offline()
+
+
+def test_plan_report_sorts_and_filters(browser, tmp_path, capsys):
+    # the plan command writes its report beside its table
+    assert cli(["plan", "--model", "llama3-8b", "--gpus", "8", "--seq", "2048",
+                "--global-batch", "16", "--out", str(tmp_path), "--top", "1"]) == 0
+    assert f"report: {tmp_path / 'plan.html'}" in capsys.readouterr().out
+    df = pd.read_parquet(tmp_path / "plan.parquet")
+    path = tmp_path / "plan.html"
+    page = Opened(browser, path)
+    assert page.drawn == 1
+    info = page.page.locator(".fastpp-table p")
+    assert info.text_content().startswith(f"{len(df):,} of {len(df):,} rows")
+    headings = page.page.locator(".fastpp-table thead tr").first.locator("th")
+    names = headings.all_text_contents()
+    boxes = page.page.locator(".fastpp-table thead tr").nth(1).locator("input")
+    boxes.nth(names.index("fits")).fill("yes")
+    assert info.text_content().startswith(f"{int(df['fits'].sum()):,} of")
+    boxes.nth(names.index("GB/GPU")).fill("<40")
+    both = int((df["fits"] & (df["peak_memory"] / 1e9 < 40)).sum())
+    assert info.text_content().startswith(f"{both:,} of")
+    headings.nth(names.index("tokens/s")).click()  # numbers sort largest first
+    first = page.page.locator(".fastpp-table tbody tr").first.locator("td")
+    best = df[df["fits"] & (df["peak_memory"] / 1e9 < 40)]["tokens_per_s"].max()
+    assert first.nth(names.index("tokens/s")).text_content() == f"{round(best):,}"
+    page.check_offline()
+
+
+def test_main_job_writes_its_report(browser, tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import sweep
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert sweep.main(["--schedules", *SCHEDULES, "-p", "2", "4", "--n-per-p", "1", "2",
+                       "-m", "1", "2", "--comm", "0", "0.1", "--out", str(tmp_path),
+                       "--no-progress"]) == 0
+    assert f"report: {tmp_path / 'report.html'}" in capsys.readouterr().out
+    page = Opened(browser, tmp_path / "report.html")
+    assert page.drawn == 3 + 1 + 1 + len(SCHEDULES)  # every schedule runs at p=4, n=8
+    page.check_offline()
+
+
+def test_frontier_script_and_measured_run(browser, tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import frontier
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert frontier.main(["-p", "4", "-n", "8", "--budgets", "2", "--time-limit", "0.05",
+                          "--threads", "1", "--out", str(tmp_path)]) == 0
+    page = Opened(browser, tmp_path / "frontier.html")
+    assert page.drawn == 1
+    # the rows without a memory limit: each placement's last search, every fixed schedule
+    table = pd.read_parquet(tmp_path / "frontier.parquet")
+    unlimited = int(np.isinf(table["memory_limit"]).sum())
+    assert unlimited == 2 + int((table["kind"] == "fixed").sum())
+    assert page.page.locator(".fastpp-table td", has_text="unlimited").count() == unlimited
+    page.check_offline()
+    # a measured run: both simulations, chosen in the drop-down
+    out = tmp_path / "measured.html"
+    assert cli(["report", str(DATA / "zbv"), "-o", str(out)]) == 0
+    page = Opened(browser, out)
+    assert page.drawn == 1
+    page.page.locator("select").select_option(index=1)
+    assert page.draw_all() == 1
+    title = page.page.locator(".fastpp-plot .gtitle").text_content()
+    run = fastpp.read_torch_trace(DATA / "zbv")
+    assert f"measured {run.makespan * 1e3:.3f} ms" in title
+    page.check_offline()
+
+
+def _decode(item):
+    """The timeline item's ops as the page expands them (start, end per op in row order)."""
+    count = sum(item["length"])
+    raw = np.frombuffer(zlib.decompress(base64.b64decode(item["blob"])), "<i4")
+    cols = dict(zip(item["columns"], raw.reshape(len(item["columns"]), count), strict=True))
+    start, end, i = np.empty(count), np.empty(count), 0
+    for n in item["length"]:
+        clock = np.cumsum(np.ravel(np.column_stack([cols["gap"][i:i + n],
+                                                    cols["dur"][i:i + n]])))
+        start[i:i + n], end[i:i + n] = clock[0::2] * item["q"], clock[1::2] * item["q"]
+        i += n
+    return cols, start, end
+
+
+def test_timelines_keep_every_op_time():
+    from fastpp.reports import timeline
+
+    res = fastpp.simulate(fastpp.build_schedule("dualpipev", 4, 8, 2),
+                          fastpp.Costs(1.3, 2.9, w=1.1, comm=0.07))
+    item = timeline.simulated(res, "t")
+    cols, start, end = _decode(item)
+    used = np.arange(res.schedule.kind.shape[1]) < res.schedule.length[:, None]
+    order = np.lexsort((res.start[used], np.nonzero(used)[0]))
+    tol = item["q"] / 2 * 1.001 * 2  # each time rounded to q once, a sum of two rounded steps
+    np.testing.assert_allclose(start, res.start[used][order], atol=tol, rtol=0)
+    np.testing.assert_allclose(end, res.end[used][order], atol=tol, rtol=0)
+    np.testing.assert_array_equal(cols["kind"], res.schedule.kind[used][order])
+    np.testing.assert_allclose(cols["done"] * item["mq"], res.mem_end[used][order],
+                               atol=item["mq"])
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("missing.parquet", "must be a readable path"),
+    ("notes.txt", "got a .txt file"),
+    ("broken.parquet", "must be a readable parquet table"),
+    ("empty.csv", "must be a readable csv table"),
+    ("header.csv", "got an empty table"),
+    ("other.csv", "must be a table of a known kind"),
+    ("folder", "got a folder with neither"),
+])
+def test_bad_inputs_name_the_path(tmp_path, bad, message):
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "broken.parquet").write_bytes(b"PAR1 not really")
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "header.csv").write_text("schedule,p,n\n")
+    pd.DataFrame({"a": [1], "b": [2]}).to_csv(tmp_path / "other.csv", index=False)
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(fastpp.ScheduleError, match=message) as err:
+        fastpp.report(tmp_path / bad, output=tmp_path / "r.html")
+    assert str(tmp_path / bad) in str(err.value)
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_bad_arguments(small_sweep, tmp_path, capsys):
+    with pytest.raises(fastpp.ScheduleError, match="got an empty table"):
+        fastpp.report(pd.DataFrame(), output=tmp_path / "r.html")
+    with pytest.raises(fastpp.ScheduleError, match="schedules must be one of"):
+        fastpp.report(small_sweep, output=tmp_path / "r.html", schedules=["1f2b"])
+    with pytest.raises(fastpp.ScheduleError, match="at least one"):
+        fastpp.report(output=tmp_path / "r.html")
+    with pytest.raises(fastpp.ScheduleTypeError, match="inputs must be paths"):
+        fastpp.report(42, output=tmp_path / "r.html")
+    with pytest.raises(fastpp.ScheduleError, match="existing folder"):
+        fastpp.report(small_sweep, output=tmp_path / "nowhere" / "r.html")
+    with pytest.raises(fastpp.ScheduleError, match="existing folder"):
+        fastpp.report(small_sweep, output=tmp_path)  # a folder, not a file
+    with pytest.raises(fastpp.ScheduleError, match="must hold numbers in its sweep's column 'p'"):
+        fastpp.report(small_sweep.assign(p="two"), output=tmp_path / "r.html")
+    assert cli(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html")]) == 2
+    assert "must be a readable path" in capsys.readouterr().err
+
+
+def test_sweep_folder_and_csv_read_alike(small_sweep, tmp_path):
+    folder = tmp_path / "sweep"
+    fastpp.sweep(SCHEDULES, p=[2], n_per_p=[1, 2], m=[1, 2], out=folder, progress=False)
+    small_sweep.to_csv(tmp_path / "sweep.csv", index=False)
+    for source in (folder, tmp_path / "sweep.csv"):
+        path = fastpp.report(source, output=tmp_path / "r.html")
+        assert f"sweep {source}" in path.read_text()
+
+
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="not a Debian-like machine")
+def test_ci_installs_chromium_when_missing():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "/usr/bin/chromium" in script and "apt-get install -y chromium" in script
