@@ -26,6 +26,7 @@ import numpy as np
 
 import fastpp
 from fastpp import ScheduleError
+from fastpp.costs import OPTIONAL
 
 SLOW = 5.0  # seconds: bad input must fail faster than this (a hang, bounded)
 # a valid call this slow fails too; more time, as the valid calls include huge ones such as
@@ -84,6 +85,8 @@ def calls(tmp: Path) -> list[Call]:
     from fastpp import io, model, plot, seed, sweeps, theory, trace
     from fastpp.measured import read_torch_trace
     from fastpp.measured.runner import _job
+    from fastpp.model.moe import layer_parts
+    from fastpp.model.overlap import pair_time
 
     s = fastpp.build_schedule("1f1b", 2, 4)
     res = fastpp.simulate(s, fastpp.Costs(f=1, b=2))
@@ -100,6 +103,9 @@ def calls(tmp: Path) -> list[Call]:
     costs = dict(f=1.0, b=2.0, w=0.0, comm=0.0, gamma=1.0, fb=None, act=1.0, bandwidth=None,
                  message_bytes=0.0)
     theory_kw = dict(name="1f1b", p=4, n=8, m=1)
+    pairs = fastpp.build_schedule("dualpipev", 2, 4, 2)
+    mixtral = model.MODELS["mixtral-8x7b"]
+    parts = layer_parts(mixtral, h100, seq=1024, ep=2)
     return [
         Call("Costs", fastpp.Costs, costs, names={k: (f"costs.{k}",) for k in costs}),
         Call("Costs.per_stage", fastpp.Costs(1, 2).per_stage, dict(schedule=s)),
@@ -226,6 +232,37 @@ def calls(tmp: Path) -> list[Call]:
             sequence_parallel=True, gradient_overlap=False, blocking_handoffs=True,
             tp_overlap=False, layout=None, first_layers=None, last_layers=None, workers=1)),
         Call("model.validate", model.validate, dict(datasets=["korthikanti_2022"])),
+        # mixture of experts, context parallelism, ZeRO-3 and the overlapped pair
+        Call("model.Transformer(moe)", model.Transformer,
+             dict(layers=4, hidden=64, heads=4, vocab=1000, experts=8, top_k=2,
+                  shared_experts=1, expert_ffn=32, dense_layers=1, mtp_depth=1, q_rank=16,
+                  kv_rank=16, rope_dim=8, name="m"), echo=True),
+        Call("model.transformer_costs(moe)", model.transformer_costs,
+             dict(model="mixtral-8x7b", schedule=pairs, hardware="H800-80GB", seq=1024,
+                  microbatch=1, tp=1, dp=4, ep=2, etp=1, precision="fp8", node_limit=1,
+                  imbalance=1.2, cp=1, cp_comm="ring", zero=3, zero3="step", overlap=True)),
+        Call("model.transformer_costs(cp)", model.transformer_costs,
+             dict(model="llama2-7b", schedule=s, seq=1024, cp=2, cp_comm="all-gather",
+                  zero=3, zero3="layer")),
+        Call("model.device_bytes(moe)", model.device_bytes,
+             dict(model="mixtral-8x7b", schedule=pairs, tp=1, dp=4, zero=3, ep=2, etp=1, cp=1,
+                  zero3="layer")),
+        Call("model.plan(moe)", model.plan,
+             dict(model="mixtral-8x7b", gpus=8, hardware="H800-80GB", seq=1024, global_batch=8,
+                  tp=1, pp=2, microbatch=1, recompute="none", schedules=["dualpipev"], ep=2,
+                  etp=1, precision="fp8", node_limit=None, imbalance=1.0, cp=1,
+                  cp_comm="all-gather", zero=1, zero3="layer", overlap=[False, True],
+                  workers=1),
+             names={"pp": ("pp", "p in"), "schedules": ("schedule",)}),
+        Call("model.layer_parts", layer_parts,
+             dict(model=mixtral, hardware=h100, seq=1024, microbatch=1, tp=1, ep=2, etp=1,
+                  sequence_parallel=True, recompute="none", precision="bf16", node_limit=None,
+                  imbalance=1.0)),
+        Call("overlap.pair_time", pair_time, dict(parts=parts, comm_sms=20, sms=132)),
+        Call("report", lambda table, output, schedules: fastpp.report(
+            table, output=output, schedules=schedules),
+             dict(table=plan_df, output=tmp / "report.html", schedules=None),
+             names={"table": ("input", "table", "path"), "output": ("output",)}),
     ]
 
 
@@ -251,6 +288,10 @@ def _numbers(value, depth: int = 0):
     elif isinstance(value, list | tuple):
         for v in value[:50]:
             yield from _numbers(v, depth + 1)
+    elif isinstance(value, fastpp.Costs):  # an optional field not given is NaN, by design
+        for k, v in value.arrays.items():
+            if k not in OPTIONAL or not np.all(np.isnan(v)):
+                yield np.asarray(v, np.float64).reshape(-1)
     elif hasattr(value, "__dict__") and type(value).__module__.startswith("fastpp"):
         for v in vars(value).values():
             yield from _numbers(v, depth + 1)

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import ScheduleError, numbers, one_of, positive_int
+from ..checks import ScheduleError, instance, number, one_of, positive_int, positive_ints
 from .comm import all_gather, all_reduce, reduce_scatter, tensor_parallel_per_node
 from .compute import attention_times, matmul_time, memory_time, mlp_times
 from .hardware import PRECISIONS, Hardware
@@ -270,11 +270,13 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     """
     from .transformer import RECOMPUTE
 
+    instance(model, Transformer, "model", "fastpp.model.Transformer")
+    instance(hardware, Hardware, "hardware", "fastpp.model.Hardware")
     one_of(precision, "precision", PRECISIONS)
     one_of(recompute, "recompute", RECOMPUTE)
     one_of(sequence_parallel, "sequence_parallel", (False, True))
     positive_int(seq, "seq")
-    imbalance = float(numbers(imbalance, "imbalance", strict=True))
+    imbalance = number(imbalance, "imbalance", strict=True)
     if imbalance < 1.0:
         raise ScheduleError(f"imbalance must be >= 1, the busiest rank's tokens over the mean "
                             f"(got {imbalance!r})")
@@ -285,10 +287,13 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     if moe and not model.moe:
         raise ScheduleError(f"moe=True needs a model with experts ({model.name} has none)")
     hw = hardware.with_precision(precision)
-    b, t, ep, etp = np.broadcast_arrays(*(np.asarray(x) for x in (microbatch, tp, ep, etp)))
-    for x, name in ((b, "microbatch"), (t, "tp"), (ep, "ep"), (etp, "etp")):
-        if x.dtype == bool or not np.issubdtype(x.dtype, np.integer) or np.any(x < 1):
-            raise ScheduleError(f"{name} must hold positive integers (got {x.tolist()!r})")
+    counts = [positive_ints(x, name) for x, name in
+              ((microbatch, "microbatch"), (tp, "tp"), (ep, "ep"), (etp, "etp"))]
+    try:
+        b, t, ep, etp = np.broadcast_arrays(*counts)
+    except ValueError:
+        raise ScheduleError(f"microbatch, tp, ep and etp must broadcast together (got shapes "
+                            f"{[x.shape for x in counts]})") from None
     if moe:
         bad = (model.experts % ep) != 0
         if np.any(bad):

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..checks import ScheduleError, positive_int
+from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_int
 from ..generators.registry import SCHEDULES
 
 # DeepSeek-V3 report section 3.2.2: 20 of the H800's 132 SMs run the all-to-alls
@@ -55,9 +55,18 @@ class LayerParts(NamedTuple):
     combine_b: np.ndarray
 
 
+def _seconds(parts) -> LayerParts:
+    """``parts`` as float64 arrays, if it is a ``LayerParts`` of finite times >= 0."""
+    if not isinstance(parts, LayerParts):
+        raise ScheduleTypeError(f"parts must be a LayerParts (fastpp.model.moe.layer_parts) "
+                                f"(got {type(parts).__name__})")
+    return LayerParts(*(numbers(v, f"parts.{k}") for k, v in zip(parts._fields, parts,
+                                                                   strict=True)))
+
+
 def slots(parts: LayerParts) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The four slots' compute and communication seconds (``SLOTS``' order), unslowed."""
-    x = LayerParts(*(np.asarray(v, np.float64) for v in parts))
+    x = _seconds(parts)
     compute = [x.attention_f, x.mlp_i, x.mlp_w + x.mlp_f, x.attention_i + x.attention_w]
     communication = [x.combine_b, x.dispatch_f, x.dispatch_b, x.combine_f]
     return compute, communication
@@ -94,7 +103,7 @@ def pair_time(parts: LayerParts, *, comm_sms: int = COMM_SMS, sms: int = SMS) ->
 def serial_time(parts: LayerParts) -> np.ndarray:
     """Seconds of one layer's forward plus its backward without overlap: every part in
     series (the all-to-alls inside F and B, the compute on the whole GPU)."""
-    return sum(np.asarray(v, np.float64) for v in parts)
+    return sum(_seconds(parts))
 
 
 def saving(parts: LayerParts, *, comm_sms: int = COMM_SMS, sms: int = SMS) -> np.ndarray:
