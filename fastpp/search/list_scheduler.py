@@ -5,13 +5,8 @@ multiprocessing anomalies", Bell System Technical Journal 45, 1966: whenever a m
 it takes a ready job by a fixed priority), with a memory limit per device and a rule that keeps
 it from deadlocking on memory. ``fastpp.optimize`` runs it backward first and forward first.
 
-Inputs, per virtual stage ``s``: ``cost[row, s]`` is the time of the op of row ``row``
-(``fastpp.ops.ROW_F``, ``ROW_I``, ``ROW_W``), ``memd[row, s]`` what it adds to its device's
-memory (``+unit`` for ``F``, ``-(1-gamma) unit`` for ``I``, ``-gamma unit`` for ``W``: the
-engine's arithmetic, so the running totals equal ``fastpp.kernels.memory`` to the bit),
-``comm[s]`` the hand-off between stages ``s`` and ``s+1``; ``cap[r]`` the memory limit of device
-``r`` (tolerance included); see ``fastpp.search.problem.Problem``. The kernel fills an op block
-and ``length``.
+Inputs: the per-stage arrays of ``fastpp.search.problem`` (``cost``, ``memd``, ``comm``,
+``cap``). The kernel fills an op block and ``length``.
 """
 
 import numpy as np

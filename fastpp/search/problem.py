@@ -3,6 +3,14 @@
 SEARCH.md section 1 states the problem: choose every device's op order (``F``, ``I``, ``W`` for
 every stage and microbatch) so that the schedule, run as ``simulate`` runs it, minimizes the
 objective and never holds more activation memory than the limit.
+
+The search kernels (``zb_greedy``, ``v_greedy``, ``list_scheduler``) take ``Problem``'s arrays,
+per virtual stage ``s``: ``cost[row, s]`` is the time of the op of row ``row``
+(``fastpp.ops.ROW_F``, ``ROW_I``, ``ROW_W``), ``memd[row, s]`` what it adds to its device's
+memory (``+unit`` for ``F``, ``-(1-gamma) unit`` for ``I``, ``-gamma unit`` for ``W``: the
+engine's arithmetic, so the running totals equal ``fastpp.kernels.memory`` to the bit),
+``comm[s]`` the hand-off between stages ``s`` and ``s+1``; ``cap[r]`` the memory limit of device
+``r`` (tolerance included).
 """
 
 from __future__ import annotations

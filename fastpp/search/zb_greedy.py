@@ -6,16 +6,11 @@ scheduling) and appendix; the authors' code, sail-sg/zero-bubble-pipeline-parall
 algorithm's description in ``SEARCH.md`` section 2, with per-stage costs and links. Loop
 placement, one stage per device; the authors' "B" is fastpp's ``I``.
 
-Inputs, per virtual stage ``s``: ``cost[row, s]`` is the time of the op of row ``row``
-(``fastpp.ops.ROW_F``, ``ROW_I``, ``ROW_W``), ``memd[row, s]`` what it adds to its device's
-memory (``+unit`` for ``F``, ``-(1-gamma) unit`` for ``I``, ``-gamma unit`` for ``W``: the
-engine's arithmetic, so the running totals equal ``fastpp.kernels.memory`` to the bit),
-``comm[s]`` the hand-off between stages ``s`` and ``s+1``; ``cap[r]`` the memory limit of device
-``r`` (tolerance included); see ``fastpp.search.problem.Problem``. The kernel fills an op block
-and ``length``, and returns ``False`` where the authors' code fails (a limit that a needed
-forward cannot fit). Its helpers are closures over the kernel's arrays: Numba inlines a closure
-without passing (and reference-counting) each array, which made the greedy seven times faster
-than helpers taking the arrays as arguments.
+Inputs: the per-stage arrays of ``fastpp.search.problem`` (``cost``, ``memd``, ``comm``,
+``cap``). The kernel fills an op block and ``length``, and returns ``False`` where the authors'
+code fails (a limit that a needed forward cannot fit). Its helpers are closures over the
+kernel's arrays: Numba inlines a closure without passing (and reference-counting) each array,
+which made the greedy seven times faster than helpers taking the arrays as arguments.
 """
 
 import numpy as np
