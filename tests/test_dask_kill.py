@@ -6,6 +6,7 @@ A real ``LocalCluster`` of worker processes; a thread kills one worker with SIGK
 first chunks are on disk, while the others are in flight.
 """
 
+import faulthandler
 import os
 import signal
 import threading
@@ -36,6 +37,16 @@ def _killer(out, pids, state):
 
 
 def test_sweep_survives_a_killed_worker(tmp_path):
+    # a sweep that waits forever on a lost chunk is the failure this test is for: end the run
+    # with every thread's stack rather than hang CI
+    faulthandler.dump_traceback_later(180, exit=True)
+    try:
+        _survives(tmp_path)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _survives(tmp_path):
     serial = fastpp.sweep(**GRID, progress=False, workers=1)
     total = len(serial) + serial.attrs["skipped"]
     chunks = -(-total // CHUNK)

@@ -15,7 +15,7 @@ def _task(cols, objects, invalid):
 
 def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator:
     """Yield ``(chunk, frame, reasons)`` as the cluster finishes them, a few in flight."""
-    from dask.distributed import Client, LocalCluster, as_completed
+    from dask.distributed import Client, LocalCluster, wait
 
     cluster = None
     if scheduler is None:
@@ -27,18 +27,21 @@ def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator
             warm_up()  # compiled here once, the local workers load the kernels from the cache
         client.run(warm_up)  # every worker compiles or loads the kernels once
         pending = iter(todo)
-        # results gathered by as_completed on the client's own loop: a future's own result()
-        # fails ("bound to a different event loop") once a killed worker's chunk is rerun
-        # while another client lives in this process. Dask reruns a lost chunk elsewhere.
-        window = as_completed(with_results=True)
-        for c in itertools.islice(pending, 2 * max(1, len(client.scheduler_info()["workers"]))):
-            window.add(_submit(client, plan, c, chunk_size, invalid))
-        for future, (frame, reasons) in window:
-            c = future.key_chunk
-            yield c, frame, reasons
-            nxt = next(pending, None)
-            if nxt is not None:
-                window.add(_submit(client, plan, nxt, chunk_size, invalid))
+        window = {_submit(client, plan, c, chunk_size, invalid) for c in itertools.islice(
+            pending, 2 * max(1, len(client.scheduler_info()["workers"])))}
+        while window:
+            # on this client's loop: wait() takes the process's default client, and a sweep
+            # inside a caller's own Client to another cluster would wait on that one's loop
+            # ("bound to a different event loop"; as_completed could hang there)
+            with client.as_current():
+                done, window = wait(window, return_when="FIRST_COMPLETED")
+            for future in done:
+                # a result lost with a killed worker is computed again before gather returns
+                frame, reasons = client.gather(future)
+                yield future.key_chunk, frame, reasons
+                nxt = next(pending, None)
+                if nxt is not None:
+                    window.add(_submit(client, plan, nxt, chunk_size, invalid))
     finally:
         client.close()
         if cluster is not None:
