@@ -6,6 +6,7 @@ Skipped only where no browser can be installed; in CI (``CI`` set) a missing one
 """
 
 import base64
+import importlib
 import os
 import shutil
 import sys
@@ -149,12 +150,17 @@ def test_plan_report_sorts_and_filters(browser, tmp_path, capsys):
     page.check_offline()
 
 
-def test_main_job_writes_its_report(browser, tmp_path, capsys):
+def _script(name: str):
+    """A module of scripts/, imported as the scripts import each other."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        import sweep
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "scripts"))
+
+
+def test_main_job_writes_its_report(browser, tmp_path, capsys):
+    sweep = _script("sweep")
     assert sweep.main(["--schedules", *SCHEDULES, "-p", "2", "4", "--n-per-p", "1", "2",
                        "-m", "1", "2", "--comm", "0", "0.1", "--out", str(tmp_path),
                        "--no-progress"]) == 0
@@ -165,11 +171,7 @@ def test_main_job_writes_its_report(browser, tmp_path, capsys):
 
 
 def test_frontier_script_and_measured_run(browser, tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import frontier
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    frontier = _script("frontier")
     assert frontier.main(["-p", "4", "-n", "8", "--budgets", "2", "--time-limit", "0.05",
                           "--threads", "1", "--out", str(tmp_path)]) == 0
     page = Opened(browser, tmp_path / "frontier.html")
