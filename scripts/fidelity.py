@@ -3,6 +3,7 @@
     python scripts/fidelity.py                 # prints the tables, writes docs/fidelity.png
     python scripts/fidelity.py --out results   # the picture elsewhere
     python scripts/fidelity.py --markdown docs/fidelity-rows.md   # every row, for the docs
+    python scripts/fidelity.py --errorbars   # rewrite fastpp/model/errorbars.json
 
 Every row of the dense-training tables in shared/data (Korthikanti et al. 2022 in both
 recomputation modes and its layer table, Narayanan et al. 2021, Megatron-Core's H100 weak
@@ -16,9 +17,11 @@ assumed where a paper is silent.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
+from fastpp.model.errorbar import TABLE, regime_table
 from fastpp.model.validate import mape, validate, zb_ranking
 
 LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
@@ -63,6 +66,24 @@ def markdown(df) -> str:
     return "\n".join(text)
 
 
+def regimes(df) -> str:
+    """The error bars by regime (``fastpp.model.errorbar``): check rows, RMS and bias."""
+    lines = [f"{'gpu':<6}{'size':<9}{'seq':<8}{'arch':<7}{'tp':<14}{'rows':>5}{'RMS':>7}"
+             f"{'bias':>8}  datasets"]
+    for g in regime_table(df):
+        lines.append(f"{g['gpu']:<6}{g['size']:<9}{g['seq']:<8}{g['arch']:<7}{g['tp']:<14}"
+                     f"{g['rows']:>5}{g['rms']:>7.1%}{g['bias']:>+8.1%}  "
+                     f"{', '.join(g['datasets'])}")
+    return "\n".join(lines)
+
+
+def write_errorbars(df, path: Path = TABLE) -> None:
+    """The regime table the package ships (``fastpp.model.errorbar.TABLE``)."""
+    text = json.dumps({"written_by": "python scripts/fidelity.py --errorbars",
+                       "regimes": regime_table(df)}, indent=1)
+    path.write_text(text + "\n", encoding="utf-8")
+
+
 def picture(df, path: Path) -> None:
     import matplotlib
 
@@ -102,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="docs", help="folder for fidelity.png (docs)")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG")
     ap.add_argument("--markdown", metavar="PATH", help="also write every row as Markdown")
+    ap.add_argument("--errorbars", action="store_true",
+                    help=f"also rewrite the shipped error bars ({TABLE.name})")
     args = ap.parse_args(argv)
     df = validate()
     print(table(df), "\n")
@@ -115,6 +138,11 @@ def main(argv=None) -> int:
         for r in group.itertuples():
             print(f"  {r.setting:<12} measured {r.measured:<32} predicted {r.predicted:<32}"
                   f"{'' if r.agree else 'differs'}")
+    print("error bars by regime (check rows of the cost model; fastpp.model.errorbar):")
+    print(regimes(df), "\n")
+    if args.errorbars:
+        write_errorbars(df)
+        print(f"wrote {TABLE}")
     if args.markdown:
         Path(args.markdown).write_text(markdown(df) + "\n", encoding="utf-8")
         print(f"\nwrote {args.markdown}")

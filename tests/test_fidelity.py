@@ -113,3 +113,15 @@ def test_fidelity_script(tmp_path):
     assert (tmp_path / "fidelity.png").stat().st_size > 20_000
     # the docs' row-by-row tables are this code's output, not an older model's
     assert rows.read_text() == (ROOT / "docs" / "fidelity-rows.md").read_text()
+
+
+def test_the_shipped_error_bars_are_what_the_model_gives_now(frame):
+    """fastpp/model/errorbars.json is regime_table(validate()): a change to the cost model
+    that moves a residual must rewrite it (python scripts/fidelity.py --errorbars)."""
+    import json
+
+    from fastpp.model.errorbar import FACTS, TABLE, regime_table
+
+    assert frame[list(FACTS)].notna().all().all()
+    shipped = json.loads(TABLE.read_text())["regimes"]
+    assert shipped == regime_table(frame)

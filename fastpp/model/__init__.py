@@ -13,10 +13,13 @@ against published training runs (README "How close to real runs").
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
 from ..costs import Costs
+from .errorbar import ErrorBar, error_bar, regime
 from ..ops import FB
 from ..schedule import Schedule
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, Hardware, Link, preset
@@ -48,8 +51,8 @@ from .stages import (
 from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
 from .validate import validate
 
-__all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "Hardware",
-           "Layout", "Link", "Transformer", "chunk_layers", "device_bytes", "even_layers",
+__all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "ErrorBar",
+           "Hardware", "Layout", "Link", "ModelCosts", "Transformer", "chunk_layers", "device_bytes", "even_layers",
            "layer_costs", "layer_parts", "megatron_layers", "parse_layout", "plan",
            "torchtitan_layers", "transformer_costs", "validate"]
 
@@ -157,6 +160,16 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
     return table
 
 
+@dataclass(frozen=True, eq=False)
+class ModelCosts(Costs):
+    """``Costs`` priced by the cost model, with the ``error_bar`` of the step time they give
+    (``fastpp.model.errorbar.ErrorBar``: the expected relative error from ``validate``'s
+    residuals in the configuration's regime, and whether it is extrapolated). Equal to a
+    ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
+
+    error_bar: ErrorBar | None = None
+
+
 def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: int,
                       microbatch: int = 1, tp: int = 1, dp: int = 1,
                       sequence_parallel: bool = True, recompute: str = "none", layout=None,
@@ -219,10 +232,11 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
 
     Returns
     -------
-    Costs
-        ``f, b, w`` in seconds, ``act`` in bytes (``Result.peak_activations`` is then in
-        bytes), ``gamma`` per stage, hand-offs of ``latency + message_bytes / bandwidth``,
-        ``fb`` with ``overlap``.
+    ModelCosts
+        A ``Costs``: ``f, b, w`` in seconds, ``act`` in bytes (``Result.peak_activations`` is
+        then in bytes), ``gamma`` per stage, hand-offs of ``latency + message_bytes /
+        bandwidth``, ``fb`` with ``overlap``; and its ``error_bar``, the expected relative
+        error of the step time priced with it (``fastpp.model.errorbar``).
 
     Raises
     ------
@@ -238,10 +252,12 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
     table = _stages(model, hardware, schedule, seq, microbatch, tp, dp, sequence_parallel,
                     recompute, layout, layers, blocking_handoffs, tp_overlap, ep, etp,
                     precision, node_limit, imbalance, cp, cp_comm, zero, zero3, overlap)
-    return Costs(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
-                 gamma=table["gamma"], act=table["act"],
-                 bandwidth=float(table["bandwidth"][0]),
-                 message_bytes=float(table["message_bytes"][0]), fb=table.get("fb"))
+    model, hardware = preset(MODELS, model, "model"), preset(HARDWARE, hardware, "hardware")
+    return ModelCosts(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
+                      gamma=table["gamma"], act=table["act"],
+                      bandwidth=float(table["bandwidth"][0]),
+                      message_bytes=float(table["message_bytes"][0]), fb=table.get("fb"),
+                      error_bar=error_bar(regime(model, hardware, seq, tp)))
 
 
 def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: int = 1,

@@ -36,6 +36,7 @@ from .stages import (
     stage_table,
     step_terms,
 )
+from .errorbar import error_bar, regime
 from .transformer import RECOMPUTE
 
 # a row: its configuration, what the timeline and the bytes give, and whether it fits
@@ -45,7 +46,10 @@ NUMBERS = ("step_time", "makespan", "gradient_sync", "optimizer_step", "tokens_p
            "tflops_per_gpu", "bubble_ratio",
            "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes",
            "peak_memory")
-PLAN_COLUMNS = (*CONFIG_COLUMNS, *NUMBERS, "fits", "reason")
+# the step time's expected relative error and, outside every validated regime, what is missing
+# (fastpp.model.errorbar)
+ERROR_COLUMNS = ("expected_error", "extrapolated")
+PLAN_COLUMNS = (*CONFIG_COLUMNS, *NUMBERS, *ERROR_COLUMNS, "fits", "reason")
 
 
 def divisors(x: int, upper: int) -> list[int]:
@@ -151,7 +155,10 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         count, ``Transformer.megatron_flops_per_token``, per GPU and second),
         ``bubble_ratio`` and, on the GPU with the most bytes, ``peak_activations``,
         ``parameter_bytes``, ``gradient_bytes``, ``optimizer_bytes`` and their sum
-        ``peak_memory``; ``fits``, and
+        ``peak_memory``; ``expected_error`` (the step time's expected relative error from
+        ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``) and
+        ``extrapolated`` ("" inside a validated regime, else the facts no validated row
+        shares); ``fits``, and
         ``reason``: why the configuration cannot run or does not fit ("" if it does).
 
     Raises
@@ -257,12 +264,21 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         "recompute": np.array(RECOMPUTE, object)[cols["recompute"]], "zero": cols["zero"],
         "overlap": cols["overlap"].astype(bool),
         "precision": np.array(PRECISIONS, object)[cols["precision"]],
-        **{k: rows[k] for k in ("layout", *NUMBERS, "fits", "reason")}})
+        **{k: rows[k] for k in ("layout", *NUMBERS)},
+        **_error_bars(model, hardware, seq, cols["t"]),
+        **{k: rows[k] for k in ("fits", "reason")}})
     order = np.lexsort((-frame["tokens_per_s"].fillna(-1).to_numpy(),
                         ~frame["fits"].to_numpy()))
     frame = frame.iloc[order].reset_index(drop=True)
     frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
     return frame
+
+
+def _error_bars(model, hardware, seq, t) -> dict[str, np.ndarray]:
+    """``ERROR_COLUMNS`` of every row: of the ``t`` values' regimes (the rest is the call's)."""
+    bars = {x: error_bar(regime(model, hardware, seq, x)) for x in np.unique(t).tolist()}
+    return {"expected_error": np.array([bars[x].expected for x in t.tolist()]),
+            "extrapolated": np.array([bars[x].extrapolated for x in t.tolist()], object)}
 
 
 def _as_list(value) -> list:

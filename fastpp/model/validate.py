@@ -50,6 +50,7 @@ from ..generators.registry import build_schedule
 from ..search import optimize
 from ..simulate import simulate
 from .hardware import A100_CURVE, H100_CURVE, HARDWARE
+from .errorbar import Regime, regime
 from .stages import stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
 
@@ -163,7 +164,7 @@ def _korthikanti(hw):
             t = step_time(model, hw, sched, seq=int(r["seq"]), microbatch=b, tp=int(r["t"]),
                           sequence_parallel=sp, recompute=rc)
             rows.append(("korthikanti_2022", f"{r['model']} {mode}", "iteration_s",
-                         float(r[column]), t))
+                         float(r[column]), t, regime(model, hw, int(r["seq"]), int(r["t"]))))
     return rows
 
 
@@ -191,10 +192,11 @@ def _korthikanti_layer(hw):
         forward = times["forward"] + counts["collectives_forward"] * exchange
         backward = (times["input_grad"] + times["weight_grad"]
                     + counts["collectives_backward"] * exchange)
+        where = regime(model, hw, seq, t)
         rows.append(("korthikanti_2022_layer", r["experiment"], "forward_ms",
-                     float(r["forward_ms"]), 1e3 * float(forward)))
+                     float(r["forward_ms"]), 1e3 * float(forward), where))
         rows.append(("korthikanti_2022_layer", r["experiment"], "backward_ms",
-                     float(r["backward_ms"]), 1e3 * float(backward)))
+                     float(r["backward_ms"]), 1e3 * float(backward), where))
     return rows
 
 
@@ -216,7 +218,8 @@ def _narayanan(hw):
         L, h = model.layers, model.hidden
         flops = 96.0 * B * seq * L * h * h * (1 + seq / (6 * h) + vocab / (16 * L * h))
         rows.append(("narayanan_2021_table1", f"{r['params_b']}B", "tflops_per_gpu",
-                     float(r["tflops_per_gpu"]), flops / step / gpus / 1e12))
+                     float(r["tflops_per_gpu"]), flops / step / gpus / 1e12,
+                     regime(model, hw, seq, t)))
     return rows
 
 
@@ -239,7 +242,8 @@ def _megatron_core(hw, which=None):
         L, h, v = model.layers, model.hidden, model.vocab
         flops = 72.0 * B * seq * L * h * h * (1 + seq / (6 * h) + v / (12 * L * h))
         rows.append(("megatron_core_h100_weak_scaling", f"{r['model']}", "tflops_per_gpu",
-                     float(r["tflops_per_gpu"]), flops / step / gpus / 1e12))
+                     float(r["tflops_per_gpu"]), flops / step / gpus / 1e12,
+                     regime(model, hw, seq, t)))
     return rows
 
 
@@ -286,6 +290,7 @@ def _zero_bubble(hw):
         # from the profiled costs (ms per stage), the paper's memory units M_B, M_W
         m_b, m_w = 34.0 * h + 5.0 * a * seq, 32.0 * h
         model = _gpt(r, 50304)
+        where = regime(model, hw, seq)
         loop = build_schedule("1f1b", p, n)
         costs, table = model_costs(model, hw, loop, seq=seq, microbatch=b,
                                    layers=zb_layers(model.layers, p))
@@ -295,7 +300,7 @@ def _zero_bubble(hw):
                                   _profiled(q, 2, m_b, m_w))
         for name in ZB_SCHEDULES:
             rows.append(("zero_bubble_table4_profiled", f"{label} {name}", "samples_per_gpu_s",
-                         float(r[name]), samples / (runs[name].makespan + extra)))
+                         float(r[name]), samples / (runs[name].makespan + extra), where))
         # from first principles
         runs = _zb_runs(p, n, costs, np.asarray(costs.arrays["act"]) * p)
         inter = build_schedule("interleaved-1f1b", p, n, 2)
@@ -303,7 +308,7 @@ def _zero_bubble(hw):
                                                      layers=zb_layers(model.layers, 2 * p))[0])
         for name in ZB_SCHEDULES:
             rows.append(("zero_bubble_table4_model", f"{label} {name}", "samples_per_gpu_s",
-                         float(r[name]), samples / (runs[name].makespan + extra)))
+                         float(r[name]), samples / (runs[name].makespan + extra), where))
     return rows
 
 
@@ -347,7 +352,9 @@ def validate(datasets=DATASETS):
     pandas.DataFrame
         One row per published number: ``dataset``, ``row``, ``quantity``, ``measured``,
         ``predicted``, ``error`` (``predicted / measured - 1``) and ``role``
-        (``"calibration"`` for the rows the constants were fitted on, else ``"check"``).
+        (``"calibration"`` for the rows the constants were fitted on, else ``"check"``), and
+        the row's regime (``fastpp.model.errorbar.Regime``: ``gpu``, ``size``, ``seq``,
+        ``arch``, ``tp``), by which ``errorbar.regime_table`` groups the residuals.
         ``mape(frame)`` gives the mean absolute error per dataset.
     """
     pd = require("pandas", "sweep", "fastpp.model.validate")
@@ -368,7 +375,9 @@ def validate(datasets=DATASETS):
         rows += [r for r in _zero_bubble(hw) if r[0] in datasets]
     fitted = _korthikanti_layer(hw) + _megatron_core(h100, which=0)
     role = {(d, r, q): "calibration" for d, r, q, *_ in fitted}
-    frame = pd.DataFrame(rows, columns=["dataset", "row", "quantity", "measured", "predicted"])
+    frame = pd.DataFrame([r[:5] + tuple(r[5]) for r in rows],
+                         columns=["dataset", "row", "quantity", "measured", "predicted",
+                                  *Regime._fields])
     frame["error"] = frame["predicted"] / frame["measured"] - 1.0
     frame["role"] = [role.get((d, r, q), "check") for d, r, q in
                      zip(frame["dataset"], frame["row"], frame["quantity"], strict=True)]

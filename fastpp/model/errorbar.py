@@ -1,0 +1,150 @@
+"""The error bar of a prediction: ``validate``'s residuals, grouped by regime.
+
+A prediction of the cost model is as good as the published runs it was checked on that
+resemble it. A *regime* is five coarse facts about a configuration (``Regime``): the GPU
+generation, the model's size, the sequence length, dense or mixture-of-experts, and whether
+tensor parallelism stays inside a node. ``validate``'s check rows (never its calibration
+rows, whose errors are in-sample, and never rows priced from a paper's own profiled costs)
+are grouped by regime; each group's root-mean-square relative error of the step time is the
+expected error of every prediction in that regime (``ErrorBar.expected``; the signed mean is
+its ``bias``). Throughput rows count as step times: a throughput predicted ``e`` high is a
+step time ``1/(1+e) - 1`` low.
+
+A regime with fewer than ``MIN_ROWS`` check rows borrows the groups nearest to it (those that
+differ in one fact, then two, ...) until ``MIN_ROWS`` rows pool. A configuration whose regime
+has no check row at all is *extrapolated*: ``ErrorBar.extrapolated`` names each fact that no
+validated row shares (e.g. ``"seq >64K"``; or the combination, when each fact was validated
+apart), and its expected error is the worst single error among the nearest groups' rows:
+outside what was checked, fastpp claims no more than its worst check nearby.
+
+The groups are computed by ``regime_table(validate())`` and shipped with the package as
+``errorbars.json`` (written by ``python scripts/fidelity.py --errorbars``; a test checks that
+the file is what the current model gives), so that pricing a configuration never reruns the
+validation.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from .hardware import Hardware
+
+TABLE = Path(__file__).with_name("errorbars.json")
+MIN_ROWS = 3  # fewer check rows than this in a regime: its RMS says too little on its own
+FACTS = ("gpu", "size", "seq", "arch", "tp")
+# the datasets whose predictions are not the cost model's (the paper's profiled op times)
+NOT_MODEL = ("zero_bubble_table4_profiled", "korthikanti_2022_layer")
+THROUGHPUT = ("tflops_per_gpu", "samples_per_gpu_s", "tokens_per_s_per_gpu")
+
+# GPU generations by preset name prefix; any other hardware is its own (unvalidated) regime
+GENERATIONS = (("A100", "A100"), ("H100", "H100"), ("H200", "H100"), ("H800", "H100"),
+               ("B200", "B200"), ("GB200", "B200"), ("GB300", "B200"))
+SIZES = ((3e9, "<3B"), (30e9, "3-30B"), (200e9, "30-200B"), (np.inf, ">=200B"))
+SEQS = ((8192, "<=8K"), (65536, "8K-64K"), (np.inf, ">64K"))
+
+
+class Regime(NamedTuple):
+    """The five facts a prediction's error bar is looked up by (see the module)."""
+
+    gpu: str
+    size: str
+    seq: str
+    arch: str
+    tp: str
+
+
+class ErrorBar(NamedTuple):
+    """A prediction's expected relative error of the step time.
+
+    ``expected``: the RMS relative error of the check rows behind it (0.05: about 5%);
+    ``bias``: their mean signed error (> 0: the model predicts slower steps than measured);
+    ``rows``: how many check rows; ``regime``; ``extrapolated``: "" inside a validated
+    regime, else the facts no validated row within reach shares, ``"; "``-separated.
+    """
+
+    expected: float
+    bias: float
+    rows: int
+    regime: Regime
+    extrapolated: str
+
+
+def generation(hardware: Hardware) -> str:
+    """``hardware``'s GPU generation (``"A100"``, ``"H100"``, ``"B200"``) or its own name."""
+    name = hardware.name
+    return next((gen for prefix, gen in GENERATIONS if name.startswith(prefix)), name)
+
+
+def _bucket(value: float, edges) -> str:
+    return next(label for edge, label in edges if value <= edge)
+
+
+def regime(model, hardware: Hardware, seq: int, tp: int = 1) -> Regime:
+    """The regime of ``model`` (a ``Transformer``) on ``hardware`` at sequence ``seq`` and
+    tensor-parallel degree ``tp``."""
+    return Regime(generation(hardware), _bucket(model.parameters, SIZES),
+                  _bucket(seq, SEQS), "moe" if model.moe else "dense",
+                  "in node" if tp <= hardware.gpus_per_node else "across nodes")
+
+
+def step_error(error: np.ndarray, quantity) -> np.ndarray:
+    """Relative errors of a published quantity as relative errors of the step time."""
+    error = np.asarray(error, np.float64)
+    rate = np.isin(np.asarray(quantity, object), THROUGHPUT)
+    return np.where(rate, 1.0 / (1.0 + error) - 1.0, error)
+
+
+def regime_table(frame) -> list[dict]:
+    """Per regime of ``validate()``'s check rows of the cost model: ``rows``, ``rms``,
+    ``bias`` and ``worst`` (the largest absolute; relative step-time errors) and the
+    datasets behind them; sorted by regime."""
+    part = frame[(frame["role"] == "check") & ~frame["dataset"].isin(NOT_MODEL)]
+    errors = step_error(part["error"].to_numpy(), part["quantity"].to_numpy())
+    out = []
+    for key, idx in part.groupby(list(FACTS), sort=True).indices.items():
+        e = errors[idx]
+        out.append({**dict(zip(FACTS, key, strict=True)), "rows": int(len(e)),
+                    "rms": round(float(np.sqrt(np.mean(e * e))), 4),
+                    "bias": round(float(np.mean(e)), 4),
+                    "worst": round(float(np.max(np.abs(e))), 4),
+                    "datasets": sorted(set(part["dataset"].iloc[idx]))})
+    return out
+
+
+@cache
+def _groups() -> tuple[dict, ...]:
+    return tuple(json.loads(TABLE.read_text())["regimes"])
+
+
+def error_bar(where: Regime, groups=None) -> ErrorBar:
+    """The ``ErrorBar`` of a prediction in regime ``where`` (see the module for the rule).
+
+    ``groups`` defaults to the shipped table (``regime_table``'s rows)."""
+    groups = _groups() if groups is None else tuple(groups)
+    if not groups:
+        return ErrorBar(np.nan, np.nan, 0, where, "no validated regime at all")
+    differ = np.array([sum(g[f] != v for f, v in zip(FACTS, where, strict=True))
+                       for g in groups])
+    rows = np.array([g["rows"] for g in groups])
+    # the nearest groups that hold MIN_ROWS check rows between them (or all of them)
+    k = next((k for k in range(len(FACTS) + 1) if rows[differ <= k].sum() >= MIN_ROWS),
+             len(FACTS))
+    near = differ <= k
+    rms = np.array([g["rms"] for g in groups])
+    bias = np.array([g["bias"] for g in groups])
+    expected = float(np.sqrt(np.sum(rms[near] ** 2 * rows[near]) / rows[near].sum()))
+    mean = float(np.sum(bias[near] * rows[near]) / rows[near].sum())
+    if (differ == 0).any():
+        return ErrorBar(round(expected, 4), round(mean, 4), int(rows[near].sum()), where, "")
+    unseen = [f"{f} {v}" for f, v in zip(FACTS, where, strict=True)
+              if all(g[f] != v for g in groups)]
+    missing = "; ".join(unseen) if unseen else (
+        "the combination " + ", ".join(where) + " (each fact validated apart)")
+    worst = max(g["worst"] for g, pooled in zip(groups, near, strict=True) if pooled)
+    return ErrorBar(round(max(expected, worst), 4), round(mean, 4), int(rows[near].sum()),
+                    where, missing)

@@ -1,0 +1,105 @@
+"""fastpp.model.errorbar: the error bar of a prediction from validate()'s residuals by regime.
+
+The shipped table against a fresh validate() is checked in test_fidelity.py (it needs the
+published data); here the lookup rules on hand-made groups, and that plan rows and
+transformer_costs carry the bar of their regime."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fastpp
+from fastpp.model import HARDWARE, MODELS, ModelCosts, plan, transformer_costs
+from fastpp.model.errorbar import (
+    MIN_ROWS,
+    Regime,
+    error_bar,
+    regime,
+    regime_table,
+    step_error,
+)
+
+H100 = Regime("H100", "3-30B", "<=8K", "dense", "in node")
+
+
+def group(where, rows, rms, bias=0.0, worst=None):
+    return {**where._asdict(), "rows": rows, "rms": rms, "bias": bias,
+            "worst": rms if worst is None else worst, "datasets": ["x"]}
+
+
+def test_a_regime_with_enough_rows_gives_its_own_rms():
+    groups = [group(H100, MIN_ROWS, 0.04, -0.01),
+              group(H100._replace(gpu="A100"), 50, 0.20)]
+    bar = error_bar(H100, groups)
+    assert (bar.expected, bar.bias, bar.rows, bar.extrapolated) == (0.04, -0.01, MIN_ROWS, "")
+
+
+def test_a_thin_regime_pools_its_nearest_neighbours_and_is_not_extrapolated():
+    groups = [group(H100, 1, 0.10), group(H100._replace(size="<3B"), 2, 0.04),
+              group(H100._replace(size="<3B", gpu="A100"), 40, 0.50)]
+    bar = error_bar(H100, groups)
+    assert bar.extrapolated == "" and bar.rows == 3
+    assert bar.expected == pytest.approx(np.sqrt((0.10 ** 2 + 2 * 0.04 ** 2) / 3), abs=1e-4)
+
+
+def test_an_unseen_fact_is_named_and_gets_the_worst_nearby_error():
+    long = H100._replace(seq=">64K")
+    groups = [group(H100, 5, 0.04, worst=0.09), group(H100._replace(gpu="A100"), 9, 0.03,
+                                                      worst=0.30)]
+    bar = error_bar(long, groups)
+    assert bar.extrapolated == "seq >64K"
+    assert bar.expected == 0.09  # the worst row of the nearest group, not the far one's
+
+
+def test_an_unseen_combination_of_seen_facts_says_so():
+    groups = [group(H100._replace(gpu="A100"), 5, 0.04),
+              group(H100._replace(arch="moe", gpu="A100"), 5, 0.05),
+              group(H100._replace(size="<3B"), 5, 0.06)]
+    bar = error_bar(H100._replace(size="<3B", gpu="A100"), groups)
+    assert bar.extrapolated.startswith("the combination A100, <3B")
+
+
+def test_throughput_errors_count_as_step_time_errors():
+    # a throughput predicted 25% high is a step time 20% short
+    assert step_error([0.25, 0.25], ["tflops_per_gpu", "iteration_s"]).tolist() == \
+        pytest.approx([-0.2, 0.25])
+
+
+def test_regime_table_keeps_check_rows_of_the_model_only():
+    where = tuple(H100)
+    frame = pd.DataFrame(
+        [("a", "r1", "iteration_s", 1.0, 1.1, "check", *where),
+         ("a", "r2", "iteration_s", 1.0, 0.9, "check", *where),
+         ("a", "r3", "iteration_s", 1.0, 2.0, "calibration", *where),
+         ("zero_bubble_table4_profiled", "r4", "iteration_s", 1.0, 3.0, "check", *where)],
+        columns=["dataset", "row", "quantity", "measured", "predicted", "role",
+                 *Regime._fields])
+    frame["error"] = frame["predicted"] / frame["measured"] - 1
+    (only,) = regime_table(frame)
+    assert only["rows"] == 2 and only["rms"] == pytest.approx(0.1)
+    assert only["bias"] == pytest.approx(0.0) and only["worst"] == pytest.approx(0.1)
+
+
+def test_regimes_of_presets():
+    assert regime(MODELS["llama2-7b"], HARDWARE["A100-80GB"], 2048, 8) == \
+        Regime("A100", "3-30B", "<=8K", "dense", "in node")
+    assert regime(MODELS["deepseek-v3"], HARDWARE["H800-80GB"], 131072, 16) == \
+        Regime("H100", ">=200B", ">64K", "moe", "across nodes")
+
+
+def test_plan_rows_and_transformer_costs_carry_their_regimes_bar():
+    df = plan("llama2-7b", 32, seq=4096, global_batch=64, tp=[2, 16], pp=[1, 2],
+              microbatch=1, recompute="none", schedules=["1f1b"])
+    for t, part in df.groupby("t"):
+        bar = error_bar(regime(MODELS["llama2-7b"], HARDWARE["H100-80GB"], 4096, t))
+        assert (part["expected_error"] == bar.expected).all()
+        assert (part["extrapolated"] == bar.extrapolated).all()
+    assert set(df.loc[df["t"] == 16, "extrapolated"]) == {"tp across nodes"}
+    costs = transformer_costs("llama2-7b", fastpp.build_schedule("1f1b", 2, 4), seq=4096,
+                              tp=2)
+    assert isinstance(costs, ModelCosts) and isinstance(costs, fastpp.Costs)
+    assert costs.error_bar == error_bar(regime(MODELS["llama2-7b"], HARDWARE["H100-80GB"],
+                                               4096, 2))
+    assert costs == fastpp.Costs(costs.f, costs.b, w=costs.w, comm=costs.comm,
+                                 gamma=costs.gamma, act=costs.act, bandwidth=costs.bandwidth,
+                                 message_bytes=costs.message_bytes)
