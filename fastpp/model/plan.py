@@ -555,10 +555,11 @@ def _stage_devices(sid, p, m, first, stages) -> np.ndarray:
 
 def summary(df, top: int = 10) -> str:
     """The fastest configurations that fit, and the faster ones that do not (closest to
-    fitting first) with their reasons: text for a terminal."""
+    fitting first) with their reasons: text for a terminal. ``error`` is the step time's
+    expected error (``expected_error``), starred where the row is extrapolated."""
     cols = (f"{'t':>2} {'p':>3} {'d':>3} {'schedule':<17}{'m':>2} {'mb':>3} {'n':>5} "
             f"{'recompute':<10}{'step s':>8} {'tokens/s':>10} {'MFU':>6} {'bubble':>7} "
-            f"{'act GB':>7} {'GB/GPU':>7}")
+            f"{'act GB':>7} {'GB/GPU':>7} {'error':>7}")
 
     layouts = df.attrs.get("layouts", False)  # asked for: each row's layout is shown
     experts = bool(len(df)) and bool((df["ep"] > 1).any())  # an MoE plan: ep is shown
@@ -574,7 +575,7 @@ def summary(df, top: int = 10) -> str:
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
-                f"{r.peak_memory / GB:>7.1f}" + (f" {r.ep:>4}" if experts else "")
+                f"{r.peak_memory / GB:>7.1f} {_bar(r):>7}" + (f" {r.ep:>4}" if experts else "")
                 + "".join(f" {str(getattr(r, k)):>7}" for k in extra)
                 + (f"  {r.layout}" if layouts else ""))
 
@@ -587,12 +588,21 @@ def summary(df, top: int = 10) -> str:
         text += [line(r) for r in shown.head(top).itertuples()]
     else:
         text += ["nothing fits"]
+    outside = sorted(set(ran["extrapolated"]) - {""})
+    if outside:
+        text += ["", "* extrapolated (starred rows): no validated run shares " + "; ".join(outside)]
     misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False)
     text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
     faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
     for r in _fold_alike(faster.sort_values("peak_memory")).head(5).itertuples():
         text += [line(r) + f"  {r.reason}"]
     return "\n".join(text)
+
+
+def _bar(r) -> str:
+    """A row's error bar for the summary: ``±4.4%``, starred where extrapolated."""
+    return f"±{r.expected_error:.1%}" + ("*" if r.extrapolated else "") if np.isfinite(
+        r.expected_error) else "?"
 
 
 def _fold_alike(rows):
