@@ -238,17 +238,17 @@ def test_deepseek_v3_published_throughput():
     assert abs(error) < 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="predicted 171 against 245 TFLOP/s/GPU (-30%): the "
-                   "per-op curve prices FlashAttention's s x s x 128 products at 16% of the "
-                   "peak, and the all-to-alls (without DeepEP's per-node deduplication) at "
-                   "45 GB/s a rail take half the step; nothing fitted on this row")
 def test_qwen3_published_throughput_without_overlap():
+    """Megatron-Core's Qwen3-235B-A22B on 256 H100 without the EP overlap: 245 TFLOP/s a GPU.
+    The row does not name its dispatcher; the ModelZoo's Qwen3 H100 recipes run DeepEP, the
+    flex dispatcher (each token once to each node it uses). Nothing fitted on this row. With
+    Megatron's all-to-all dispatcher instead the model gives 171 (-30%)."""
     row = _published("Qwen3-235B-A22B", "without")
-    got = _predict(row, "qwen3-235b-a22b")
+    got = _predict(row, "qwen3-235b-a22b", dispatcher="flex")
     error = got.tflops_per_gpu / row.tflops_per_gpu - 1
     print(f"Qwen3-235B-A22B 256 H100 bf16: measured {row.tflops_per_gpu} TFLOP/s/GPU, "
           f"predicted {got.tflops_per_gpu:.0f} ({error:+.1%})")
-    assert abs(error) < 0.15
+    assert abs(error) < 0.10
 
 
 def test_dense_models_keep_their_numbers():

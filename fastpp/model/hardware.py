@@ -103,6 +103,8 @@ class Hardware:
         The matrix products' precision; its peak is ``peak_flops`` or ``fp8_flops``.
     fp8_flops : float, optional
         Dense fp8 FLOP/s (``None``: the accelerator has no fp8 tensor cores).
+    host_bandwidth : float
+        Bytes per second one way between the GPU and host memory (activation offloading).
     """
 
     name: str
@@ -117,6 +119,7 @@ class Hardware:
     matmul_half: float = 128.0
     precision: str = "bf16"
     fp8_flops: float | None = None
+    host_bandwidth: float = 50e9
 
     def __post_init__(self):
         instance(self.name, str, "name", "string")
@@ -130,6 +133,7 @@ class Hardware:
         numbers(self.op_overhead, "op_overhead")
         _open_closed(self.matmul_half, "matmul_half", 65536.0)
         one_of(self.precision, "precision", PRECISIONS)
+        numbers(self.host_bandwidth, "host_bandwidth", strict=True)
         if self.fp8_flops is not None:
             numbers(self.fp8_flops, "fp8_flops", strict=True)
         elif self.precision == "fp8":
