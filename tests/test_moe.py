@@ -43,6 +43,7 @@ TOY = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=Link("toy-node", 10
     ("mixtral-8x7b", 46.7e9, 12.9e9, 0.01),
     ("mixtral-8x22b", 141e9, 39e9, 0.01),
     ("qwen3-235b-a22b", 235e9, 22e9, 0.01),
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9, 0.02),  # the card's "30.5B, 3.3B activated"
     ("llama3.1-405b", 405e9, 405e9, 0.01),
 ])
 def test_presets_match_the_model_cards(name, total, active, rel):

@@ -144,7 +144,8 @@ def test_deepseek_v3_fits_with_its_recipe():
           f"{ds.tokens_per_s / 2048:.0f} tokens/s a GPU against {DEEPSEEK_TOKENS:.0f} "
           f"({error:+.1%})")
     assert abs(error) < 0.15
-    assert ds.step_time > plain.step_time  # the recomputation costs time
+    # the recomputation costs time, little of it (the report: "minimal overhead"; 1.6% here)
+    assert plain.step_time < ds.step_time < 1.05 * plain.step_time
 
 
 @pytest.mark.parametrize("call, message", [

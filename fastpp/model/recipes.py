@@ -111,7 +111,7 @@ class Recipe:
 
 
 RECIPES = {r.name: r for r in (
-    Recipe(("core_attn", "layernorm", "mla_up_proj", "moe_act"), fp8_cache=True,
+    Recipe(("layernorm", "mla_up_proj", "moe_act"), fp8_cache=True,
            name="deepseek-v3"),
 )}
 
