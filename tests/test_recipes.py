@@ -9,7 +9,7 @@ import pytest
 from fastpp import ScheduleError, build_schedule
 from fastpp.model import Hardware, Link, Recipe, Transformer, plan, transformer_costs
 from fastpp.model.moe import all_to_all_bytes, all_to_all_times, layer_parts
-from fastpp.model.recipes import make_recipe, recipe_terms
+from fastpp.model.recipes import make_recipe, parts_with_recipe, recipe_terms
 
 # h = 64, a = 4 heads of d = 16 (+ r = 8 RoPE), d_v = 16, MLA ranks q 32 / kv 16; experts
 # of F_e = 32, top 2 of 4, one shared; SwiGLU (G = 2)
@@ -97,8 +97,9 @@ def test_recipe_prices_the_backward_and_the_bytes():
     plain = transformer_costs(SMALL, sched, TOY, **kw)
     ds = transformer_costs(SMALL, sched, TOY, **kw, recipe="deepseek-v3")
     assert np.allclose(ds.f, plain.f) and np.all(ds.b > plain.b) and np.all(ds.act < plain.act)
-    parts = [layer_parts(SMALL, TOY, seq=S, recompute="selective", ep=2, recipe=r)
-             for r in (None, make_recipe("deepseek-v3"))]
+    plain = layer_parts(SMALL, TOY, seq=S, recompute="selective", ep=2)
+    parts = [plain, parts_with_recipe(plain, SMALL, TOY, make_recipe("deepseek-v3"), seq=S,
+                                      ep=2)]
     assert parts[1].attention_i > parts[0].attention_i and parts[1].mlp_i > parts[0].mlp_i
     assert parts[1].attention_f == parts[0].attention_f
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not (DATA / "moe_published_more.csv").exists(),
 
 @pytest.fixture(scope="module")
 def split():
-    done, out = validate_moe._priced()
+    done, out = validate_moe._priced(DATA)
     return done, out
 
 
@@ -50,7 +50,7 @@ def test_the_exclusions_and_their_reasons(split):
     assert any(r["model"] == "DeepSeekV3" and r["gpu_type"] == "DGX-GB300" for r in old)
     # a layout plan refuses (32 stages x 3 chunks > 94 layers)
     assert any(reason.startswith("plan refuses it: layers=94") for reason in why.values())
-    table = validate_moe.excluded()
+    table = validate_moe.excluded(DATA)
     assert list(table.columns) == ["source", "row", "reason"] and len(table) == len(out)
 
 

@@ -31,9 +31,9 @@ from .layout import (
 )
 from .moe import expert_data_parallel, expert_reasons, layer_parts
 from .overlap import expert_overlap, overlap_reason
-from .recipes import RECIPES, Recipe, recipe_pricing
 from .plan import PLAN_COLUMNS, plan
 from .presets import MODELS
+from .recipes import RECIPES, Recipe, recipe_pricing
 from .stages import (
     CP_COMMS,
     IN_FLIGHT_LAYERS,

@@ -21,11 +21,13 @@ DGX B300 / HGX B300: 8 a node, NVLink5, ConnectX-8 800 Gb/s a GPU): B200's 2.25 
 PFLOP/s dense, 288 GB at 8 TB/s. The Grace-hosted GPUs (GB200, GB300) reach host memory over
 NVLink-C2C (900 GB/s both directions, 450 each way: ``host_bandwidth``); the others over PCIe
 Gen5 x16 (64 GB/s a direction, about 50 reached). Blackwell's curve is H100's, checked on the
-MoE rows only (``fastpp.model.validate_moe``). The memory bandwidths are what a streaming kernel reaches
-(about 85-90% of the datasheet, as STREAM-like copies measure). The links are the bus bandwidths
-NCCL's all-reduce reaches (nccl-tests ``busbw`` at large messages: about 230 GB/s on a DGX A100's
-NVLink3, 360 GB/s on a DGX H100's NVLink4), and one InfiniBand rail per GPU (Selene: 8 x HDR
-200 Gb/s per node; H100 clusters: NDR 400 Gb/s) at about 90% of its line rate. The efficiency
+MoE rows only (``fastpp.model.validate_moe``).
+
+The memory bandwidths are what a streaming kernel reaches (about 85-90% of the datasheet, as
+STREAM-like copies measure). The links are the bus bandwidths NCCL's all-reduce reaches
+(nccl-tests ``busbw`` at large messages: about 230 GB/s on a DGX A100's NVLink3, 360 GB/s on
+a DGX H100's NVLink4), and one InfiniBand rail per GPU (Selene: 8 x HDR 200 Gb/s per node;
+H100 clusters: NDR 400 Gb/s) at about 90% of its line rate. The efficiency
 curves' two parameters per GPU are calibrated (``fastpp.model.validate`` says on which tables).
 """
 

@@ -266,8 +266,7 @@ def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_par
 def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=1, tp=1,
                 ep=1, etp=1, moe: bool | None = None, sequence_parallel: bool = True,
                 recompute: str = "none", precision: str = "bf16", node_limit=None,
-                imbalance: float = 1.0, dispatcher: str = "alltoall",
-                recipe=None) -> LayerParts:
+                imbalance: float = 1.0, dispatcher: str = "alltoall") -> LayerParts:
     """One layer's ``LayerParts`` for one microbatch on one GPU, in seconds.
 
     Parameters
@@ -294,11 +293,8 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     imbalance : float
         The busiest expert-parallel rank's tokens over the mean (>= 1).
     dispatcher : {"alltoall", "allgather", "flex"}
-        The token dispatcher (the module's rules).
-    recipe : fastpp.model.recipes.Recipe, optional
-        A memory recipe: its recomputation added to ``attention_i`` and ``mlp_i`` (and the
-        ``moe`` module's repeated dispatch and combine to ``dispatch_b`` and ``combine_b``),
-        its exposed host copies to ``mlp_f`` and ``mlp_i``.
+        The token dispatcher (the module's rules). A memory recipe's terms are added by
+        ``fastpp.model.recipes.parts_with_recipe``.
 
     Returns
     -------
@@ -362,19 +358,6 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
             parts[f"{k}_i"] = parts[f"{k}_i"] + parts[f"{k}_f"]
         parts["dispatch_b"] = parts["dispatch_b"] + parts["dispatch_f"]
         parts["combine_b"] = parts["combine_b"] + parts["combine_f"]
-    if recipe is not None:
-        from .recipes import recipe_terms
-        whole = {k: attention[k] + mlp[k] for k in ("forward", "input_grad")}
-        terms = recipe_terms(model, hw, recipe, seq, b, t, RECOMPUTE.index(recompute),
-                             sequence_parallel, moe=moe, ep=ep, etp=etp, imbalance=imbalance,
-                             a2a=comm, forward=whole["forward"],
-                             input_grad=whole["input_grad"])
-        parts["attention_i"] = parts["attention_i"] + terms["attention"]
-        parts["mlp_i"] = parts["mlp_i"] + terms["mlp"] + terms["offload_b"]
-        parts["mlp_f"] = parts["mlp_f"] + terms["offload_f"]
-        if moe and "moe" in recipe.recompute_modules and recompute == "selective":
-            parts["dispatch_b"] = parts["dispatch_b"] + comm["dispatch_f"]
-            parts["combine_b"] = parts["combine_b"] + comm["combine_f"]
     return LayerParts(**{k: np.asarray(v, np.float64) for k, v in parts.items()})
 
 

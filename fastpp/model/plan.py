@@ -24,8 +24,8 @@ from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
 from .moe import expert_reasons
 from .overlap import overlap_reason
-from .recipes import recipe_pricing
 from .presets import MODELS
+from .recipes import recipe_pricing
 from .stages import (
     CP_COMMS,
     IN_FLIGHT_LAYERS,

@@ -65,7 +65,9 @@ import numpy as np
 
 from ..checks import ScheduleError, instance, one_of
 from .compute import attention_times, matmul_time, memory_time, mlp_times
-from .transformer import BYTES, Transformer
+from .moe import DISPATCHERS, _tokens, all_to_all_times, expert_costs, expert_times
+from .overlap import LayerParts
+from .transformer import BYTES, RECOMPUTE, Transformer, attention_costs
 
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
                      "shared_experts")
@@ -143,8 +145,6 @@ def recipe_pricing(dispatcher: str = "alltoall", recipe=None, recompute_modules=
                    fp8_cache=False, offload_modules=None) -> dict:
     """The ``stage_table`` arguments ``dispatcher`` and ``recipe`` from a call's options,
     checked (``make_recipe``)."""
-    from .moe import DISPATCHERS
-
     one_of(dispatcher, "dispatcher", DISPATCHERS)
     return {"dispatcher": dispatcher,
             "recipe": make_recipe(recipe, recompute_modules, fp8_cache, offload_modules)}
@@ -179,8 +179,6 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
         ``mlp`` and ``comm`` (seconds the backward recomputes, by part), ``offload_f`` and
         ``offload_b`` (exposed seconds of the host copies, forward and backward).
     """
-    from .moe import _tokens, expert_costs, expert_times
-
     s, h = float(seq), float(model.hidden)
     b = np.asarray(microbatch, np.float64)
     t = np.asarray(t, np.float64)
@@ -207,7 +205,6 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
 
     norm = memory_time(hw, 2.0 * BYTES * whole * h)
     if "core_attn" not in mods:  # the default selective's scores and core recompute undone
-        from .transformer import attention_costs
         saved = saved - np.where(selective, attention_costs(model, seq, b, t)["scores"], 0.0)
         attention_s = attention_s - np.where(selective, att["core"], 0.0)
     on("layernorm", 2.0 * BYTES * whole * h, norm)
@@ -279,5 +276,37 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
             "offload_b": np.maximum(copy - input_grad, 0.0) + zero}
 
 
-__all__ = ["FP8_CACHED", "recipe_pricing", "OFFLOAD_MODULES", "OUTPUT_DISCARDING", "RECIPES", "RECOMPUTE_MODULES",
-           "Recipe", "make_recipe", "recipe_terms"]
+def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: Recipe, *,
+                      seq: int, microbatch=1, tp=1, ep=1, etp=1, moe: bool | None = None,
+                      sequence_parallel: bool = True, recompute: str = "selective",
+                      node_limit=None, imbalance: float = 1.0,
+                      dispatcher: str = "alltoall") -> LayerParts:
+    """One layer's ``LayerParts`` (``fastpp.model.moe.layer_parts``, called with the same
+    arguments) with a recipe's terms: its recomputation added to ``attention_i`` and
+    ``mlp_i`` (the ``moe`` module's repeated dispatch and combine to ``dispatch_b`` and
+    ``combine_b``), its exposed host copies to ``mlp_f`` and ``mlp_i``."""
+    moe = model.moe if moe is None else moe
+    rc = RECOMPUTE.index(recompute)
+    att = attention_times(model, hardware, seq, microbatch, tp, sequence_parallel)
+    if moe:
+        mlp = expert_times(model, hardware, seq, microbatch, tp, ep, etp, sequence_parallel,
+                           imbalance)
+        a2a = all_to_all_times(model, hardware, seq, microbatch, tp, ep, etp,
+                               hardware.precision, node_limit, imbalance, dispatcher=dispatcher)
+    else:
+        mlp, a2a = mlp_times(model, hardware, seq, microbatch, tp, sequence_parallel), None
+    terms = recipe_terms(model, hardware, recipe, seq, microbatch, tp, rc, sequence_parallel,
+                         moe=moe, ep=ep, etp=etp, imbalance=imbalance, a2a=a2a,
+                         forward=att["forward"] + mlp["forward"],
+                         input_grad=att["input_grad"] + mlp["input_grad"])
+    again = moe and rc == 1 and "moe" in recipe.recompute_modules
+    out = {"attention_i": parts.attention_i + terms["attention"],
+           "mlp_i": parts.mlp_i + terms["mlp"] + terms["offload_b"],
+           "mlp_f": parts.mlp_f + terms["offload_f"],
+           "dispatch_b": parts.dispatch_b + (parts.dispatch_f if again else 0.0),
+           "combine_b": parts.combine_b + (parts.combine_f if again else 0.0)}
+    return parts._replace(**{k: np.asarray(v, np.float64) for k, v in out.items()})
+
+
+__all__ = ["FP8_CACHED", "OFFLOAD_MODULES", "OUTPUT_DISCARDING", "RECIPES", "RECOMPUTE_MODULES",
+           "Recipe", "make_recipe", "parts_with_recipe", "recipe_pricing", "recipe_terms"]

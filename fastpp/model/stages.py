@@ -19,7 +19,7 @@ from .compute import _attention, head_times, layer_times, matmul_time, optimizer
 from .hardware import Hardware
 from .moe import all_to_all_times, expert_times, layer_parts, moe_layer_costs
 from .overlap import saving
-from .recipes import recipe_terms
+from .recipes import parts_with_recipe, recipe_terms
 from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
@@ -234,7 +234,13 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
                                 etp=etp, sequence_parallel=sequence_parallel,
                                 recompute=RECOMPUTE[r], precision=hardware.precision,
                                 node_limit=node_limit, imbalance=imbalance,
-                                dispatcher=dispatcher, recipe=recipe)
+                                dispatcher=dispatcher)
+            if recipe is not None:
+                parts = parts_with_recipe(parts, model, hardware, recipe, seq=seq,
+                                          microbatch=whole, tp=tp, ep=ep, etp=etp,
+                                          sequence_parallel=sequence_parallel,
+                                          recompute=RECOMPUTE[r], node_limit=node_limit,
+                                          imbalance=imbalance, dispatcher=dispatcher)
             saved = np.where(ov & (rc == r), saving(parts), saved)
         mate = np.arange(config.size) if partner is None else np.asarray(partner)
         moe = np.broadcast_to(moe_layers, layers.shape)

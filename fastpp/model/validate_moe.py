@@ -16,8 +16,8 @@ stated); no recomputation unless stated; the EP overlap (``combined-1f1b``) wher
 notes or Megatron-Bridge's DeepSeek-V3 MXFP8 configs on GB200, GB300 and B300 turn it on;
 DeepSeek-V3's routing to at most 4 nodes (its router's 4 of 8 groups); force-balanced routing
 (``imbalance=1``, every table's footnote); ZeRO-1 (the distributed optimizer), or ZeRO-3 where
-the row runs FSDP (NeMo AutoModel's FSDP2, the ModelZoo's Megatron-FSDP); MXFP8, FP8-CS and FP8 as ``fp8``; a GB200 or GB300
-"node" of the ModelZoo is a 4-GPU compute tray.
+the row runs FSDP (NeMo AutoModel's FSDP2, the ModelZoo's Megatron-FSDP); MXFP8, FP8-CS and
+FP8 as ``fp8``; a GB200 or GB300 "node" of the ModelZoo is a 4-GPU compute tray.
 
 Rows that cannot be priced are listed by ``excluded()`` with the reason: the models fastpp
 cannot represent (hybrid Mamba, linear-attention or sliding-window layers), token-dropping
@@ -92,13 +92,13 @@ def _release(text) -> tuple:
     return tuple(int(x) for x in found)
 
 
-def _rows():
-    """Both tables as one list of dicts with the fields the pricing reads, in file order."""
+def _rows(data):
+    """Both tables of the folder ``data`` as one list of dicts with the fields the pricing
+    reads, in file order."""
     pd = require("pandas", "sweep", "fastpp.model.validate_moe")
-    from .validate import DATA
 
     out = []
-    for r in pd.read_csv(DATA / "moe_published.csv").to_dict("records"):
+    for r in pd.read_csv(data / "moe_published.csv").to_dict("records"):
         overlap = "--overlap" in str(r["note"])
         out.append({"source": "moe_published.csv", "model": r["model"],
                     "gpu_type": r["hardware"], "gpus": _number(r["gpus"]),
@@ -111,7 +111,7 @@ def _rows():
                     "value": _number(r["tflops_per_gpu"]), "overlap": overlap,
                     "routing": "", "label": f"{r['model']} {r['gpus']} {r['hardware']} "
                                             f"{'overlap' if overlap else 'no overlap'}"})
-    for i, r in enumerate(pd.read_csv(DATA / "moe_published_more.csv").to_dict("records")):
+    for i, r in enumerate(pd.read_csv(data / "moe_published_more.csv").to_dict("records")):
         gpus = str(r["gpus"])
         nodes = re.fullmatch(r"(\d+) nodes", gpus)
         note = str(r["note"])
@@ -186,12 +186,13 @@ def _split(rows):
     return [r for r, _ in priced], [(r, why) for r, why in excluded]
 
 
-def excluded():
-    """The rows not priced, with the reason: a ``pandas.DataFrame`` with ``source``,
-    ``row`` (the label) and ``reason``."""
+def excluded(data):
+    """The rows of the tables in the folder ``data`` (``fastpp.model.validate.DATA``) not
+    priced, with the reason: a ``pandas.DataFrame`` with ``source``, ``row`` (the label) and
+    ``reason``."""
     pd = require("pandas", "sweep", "fastpp.model.validate_moe")
 
-    _, out = _priced()
+    _, out = _priced(data)
     return pd.DataFrame([(r["source"], r["label"], why) for r, why in out],
                         columns=["source", "row", "reason"])
 
@@ -236,9 +237,9 @@ def predict(r) -> tuple[float, str]:
     return float(row["tflops_per_gpu"]), reason
 
 
-def _priced():
+def _priced(data):
     """The priced rows with their predictions, and the excluded rows with their reasons."""
-    priced, out = _split(_rows())
+    priced, out = _split(_rows(data))
     done = []
     for r in priced:
         value, why = predict(r)
@@ -249,10 +250,10 @@ def _priced():
     return done, out
 
 
-def rows():
+def rows(data):
     """``fastpp.model.validate``'s rows: ``(dataset, row, quantity, measured, predicted)``
-    for every priced row."""
-    done, _ = _priced()
+    for every priced row of the tables in the folder ``data``."""
+    done, _ = _priced(data)
     return [(DATASET, r["label"], "tflops_per_gpu", float(r["value"]), value)
             for r, value in done]
 
