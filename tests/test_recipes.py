@@ -61,6 +61,10 @@ def test_each_recompute_module_by_hand():
     moe = terms(["core_attn", "moe"])
     assert moe["bytes"] == pytest.approx(8 * 4 * S + 64 * (2 * 64 + 8 * 32) + 8 * 32 * S
                                          + 2 * 64 * 64)
+    a2a = {"dispatch_f": 3.0, "combine_f": 5.0, "dispatch_b": 7.0, "combine_b": 11.0}
+    again = recipe_terms(SMALL, TOY, Recipe(("core_attn", "moe")), S, 1, 1, 1, True, moe=True,
+                         a2a=a2a)
+    assert again["comm"] == 3.0 + 5.0  # the forward's dispatch and combine, once more
     # core_attn left out: FlashAttention keeps no scores, but its core is not recomputed
     nothing = terms([])
     assert nothing["bytes"] == base["bytes"] and nothing["attention"] < 0
