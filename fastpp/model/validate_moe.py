@@ -11,9 +11,10 @@ hardware curves are the dense tables' (H100's; Blackwell's assumed equal to it,
 
 Where a row is silent, these settings are assumed (``ASSUMED``): the dispatcher is DeepEP's
 or HybridEP's flex dispatcher (Megatron-Bridge's performance configs set
-``moe_flex_dispatcher_backend`` for every MoE workload; a stated dispatcher is used as
-stated); no recomputation unless stated; the EP overlap (``combined-1f1b``) where the table's
-notes or Megatron-Bridge's DeepSeek-V3 MXFP8 configs on GB200, GB300 and B300 turn it on;
+``moe_flex_dispatcher_backend`` for most MoE workloads, the ModelZoo's Qwen3 H100 script
+``DISPATCHER=deepep``; a stated dispatcher is used as stated, and for the NeMo tables what
+Megatron-Bridge's config for the workload sets, ``BRIDGE``); no recomputation unless stated;
+the EP overlap (``combined-1f1b``) where the table's notes or ``BRIDGE`` turn it on;
 DeepSeek-V3's routing to at most 4 nodes (its router's 4 of 8 groups); force-balanced routing
 (``imbalance=1``, every table's footnote); ZeRO-1 (the distributed optimizer), or ZeRO-3 where
 the row runs FSDP (NeMo AutoModel's FSDP2, the ModelZoo's Megatron-FSDP); MXFP8, FP8-CS and
@@ -67,16 +68,24 @@ RECOMPUTE = {"full": ("full", None), "none listed": ("none", None),
                                                         "shared_experts"]),
              "mlp moe_act": ("selective", ["mlp", "moe_act"]),
              "mlp up_proj": ("selective", ["mlp", "mla_up_proj"])}
-# Megatron-Bridge scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
-# (commit 0426418): the MXFP8 DeepSeek-V3 workloads on GB300, GB200 and B300 run
-# moe_a2a_overlap=True, and GB300's and the H100 one's pp_layout
-OVERLAP_ON = {("deepseek-v3", "GB300"), ("deepseek-v3", "GB200"), ("deepseek-v3", "B300-288GB"),
-              ("deepseek-v3", "B200-180GB")}
+# What Megatron-Bridge's performance configs set for the NeMo tables' workloads, where it
+# differs from the defaults above: scripts/performance/configs/deepseek/
+# deepseek_workload_base_configs.py (commit 0426418: the FP8 DeepSeek-V3 workloads on GB300,
+# GB200, B300 and B200 run moe_a2a_overlap=True; the pp_layouts below) and configs/qwen/
+# qwen3_workload_base_configs.py (commit 01b2977: Qwen3-235B on B300 and B200 with the
+# all-to-all dispatcher, on H100 with it and moe_a2a_overlap=True)
+BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True}, ("deepseek-v3", "GB200"): {"overlap": True},
+          ("deepseek-v3", "B300-288GB"): {"overlap": True},
+          ("deepseek-v3", "B200-180GB"): {"overlap": True},
+          ("qwen3-235b-a22b", "B300-288GB"): {"dispatcher": "alltoall"},
+          ("qwen3-235b-a22b", "B200-180GB"): {"dispatcher": "alltoall"},
+          ("qwen3-235b-a22b", "H100-80GB"): {"dispatcher": "alltoall", "overlap": True}}
 LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "Et*4|(t*4|)*14tmL",
            ("deepseek-v3", 8, 4): "Et|(tt|)*30mL"}
-ASSUMED = ("dispatcher flex unless stated; no recomputation unless stated; EP overlap as the "
-           "notes or Megatron-Bridge's DeepSeek-V3 MXFP8 configs say; DeepSeek-V3 routed to "
-           "at most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 over FSDP for AutoModel)")
+ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
+           "recomputation unless stated; EP overlap as the notes or Megatron-Bridge's configs "
+           "say; DeepSeek-V3 routed to at most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 "
+           "with FSDP)")
 
 
 def _number(value):
@@ -206,7 +215,9 @@ def settings(r) -> dict:
     hardware = HARDWARE_NAMES[r["gpu_type"]]
     t, p, ep = int(r["t"]), int(r["p"]), int(r["ep"])
     vp = int(r["vp"]) if np.isfinite(r["vp"]) and r["vp"] > 1 else 1
-    overlap = bool(r["overlap"]) or ((model.name, hardware) in OVERLAP_ON and vp > 1
+    bridge = (BRIDGE.get((model.name, hardware), {}) if str(r["release"]).startswith("NeMo")
+              else {})
+    overlap = bool(r["overlap"]) or (bridge.get("overlap", False) and vp > 1
                                      and str(r["precision"]).lower() != "bf16")
     recompute, modules = RECOMPUTE.get(str(r["recompute"]).strip().lower(), ("none", None))
     if recompute == "full":
@@ -219,7 +230,8 @@ def settings(r) -> dict:
            "microbatch": int(r["microbatch"]), "recompute": recompute,
            "zero": 3 if np.isfinite(fsdp) and fsdp > 1 else 1, "schedules": [schedule],
            "precision": PRECISION[str(r["precision"]).lower()], "overlap": overlap,
-           "dispatcher": DISPATCHER.get(str(r["dispatcher"]).lower(), "flex"),
+           "dispatcher": DISPATCHER.get(str(r["dispatcher"]).lower(),
+                                        bridge.get("dispatcher", "flex")),
            "recompute_modules": modules, "layout": LAYOUTS.get((model.name, p, vp)),
            "node_limit": 4 if model.name.startswith("deepseek-v3") else None}
     return out
