@@ -211,6 +211,12 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
                          "nodes (default: no limit)")
     ap.add_argument("--imbalance", type=float, default=1.0,
                     help="tokens on the busiest expert over the mean (1.0)")
+    ap.add_argument("--dispatcher", default="alltoall", choices=["alltoall", "allgather", "flex"],
+                    help="Megatron's token dispatcher; flex is DeepEP's (alltoall)")
+    ap.add_argument("--recipe", default=None, choices=["deepseek-v3"],
+                    help="a memory recipe by name (fastpp.model.recipes)")
+    ap.add_argument("--recompute-modules", nargs="+", default=None,
+                    help="Megatron's --recompute-modules, for --recompute selective")
     ap.add_argument("--zero3", default="layer", choices=["layer", "step"],
                     help="ZeRO-3's weight all-gathers: per layer, or once per step (layer)")
     ap.add_argument("--cp", nargs="+", type=int, default=None,
@@ -249,7 +255,9 @@ def _plan(args) -> int:
               gradient_overlap=args.gradient_overlap, cp=args.cp, cp_comm=args.cp_comm,
               zero3=args.zero3, overlap=[False, True] if args.overlap else False, ep=args.ep,
               etp=1 if args.etp is None else args.etp, precision=args.precision,
-              node_limit=args.node_limit, imbalance=args.imbalance)
+              node_limit=args.node_limit, imbalance=args.imbalance,
+              dispatcher=args.dispatcher, recipe=args.recipe,
+              recompute_modules=args.recompute_modules)
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
     print(f"{args.model} on {args.gpus} x {hardware.name} (products up to "

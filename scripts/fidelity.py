@@ -29,7 +29,8 @@ LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
           "narayanan_2021_table1": "Narayanan 2021, Table 1 (A100)",
           "megatron_core_h100_weak_scaling": "Megatron-Core weak scaling (H100)",
           "zero_bubble_table4_profiled": "Zero Bubble Table 4, from Table 5's profile (A100)",
-          "zero_bubble_table4_model": "Zero Bubble Table 4, from the model (A100)"}
+          "zero_bubble_table4_model": "Zero Bubble Table 4, from the model (A100)",
+          "moe_published": "MoE: Megatron-Core, -Bridge, ModelZoo, AutoModel (H100-GB300)"}
 
 
 def table(df) -> str:
@@ -68,10 +69,10 @@ def markdown(df) -> str:
 
 def regimes(df) -> str:
     """The error bars by regime (``fastpp.model.errorbar``): check rows, RMS and bias."""
-    lines = [f"{'gpu':<6}{'size':<9}{'seq':<8}{'arch':<7}{'tp':<14}{'rows':>5}{'RMS':>7}"
+    lines = [f"{'gpu':<8}{'size':<9}{'seq':<8}{'arch':<7}{'tp':<14}{'rows':>5}{'RMS':>7}"
              f"{'bias':>8}  datasets"]
     for g in regime_table(df):
-        lines.append(f"{g['gpu']:<6}{g['size']:<9}{g['seq']:<8}{g['arch']:<7}{g['tp']:<14}"
+        lines.append(f"{g['gpu']:<8}{g['size']:<9}{g['seq']:<8}{g['arch']:<7}{g['tp']:<14}"
                      f"{g['rows']:>5}{g['rms']:>7.1%}{g['bias']:>+8.1%}  "
                      f"{', '.join(g['datasets'])}")
     return "\n".join(lines)

@@ -270,7 +270,7 @@ def test_three_virtual_stages_and_any_m(toy_plan):
     (dict(zero=4), r"zero must be one of \[0, 1, 2, 3\] \(got 4\)"),
     (dict(schedules=["forward-only"]), r"schedules must be training schedules"),
     (dict(link="carrier-pigeon"),
-     r"link must be one of \['IB-200G', 'IB-400G', 'IB-400G-H800', 'NVLink3'"),
+     r"link must be one of \['IB-200G', 'IB-400G', 'IB-400G-H800', 'IB-800G', 'NVLink3'"),
     (dict(link=3), r"link must be a fastpp.model.Link or a preset name \(got int\)"),
 ])
 def test_bad_plan_arguments_are_named(toy_plan, kwargs, message):

@@ -43,6 +43,7 @@ TOY = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=Link("toy-node", 10
     ("mixtral-8x7b", 46.7e9, 12.9e9, 0.01),
     ("mixtral-8x22b", 141e9, 39e9, 0.01),
     ("qwen3-235b-a22b", 235e9, 22e9, 0.01),
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9, 0.02),  # the card's "30.5B, 3.3B activated"
     ("llama3.1-405b", 405e9, 405e9, 0.01),
 ])
 def test_presets_match_the_model_cards(name, total, active, rel):
@@ -238,17 +239,17 @@ def test_deepseek_v3_published_throughput():
     assert abs(error) < 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="predicted 171 against 245 TFLOP/s/GPU (-30%): the "
-                   "per-op curve prices FlashAttention's s x s x 128 products at 16% of the "
-                   "peak, and the all-to-alls (without DeepEP's per-node deduplication) at "
-                   "45 GB/s a rail take half the step; nothing fitted on this row")
 def test_qwen3_published_throughput_without_overlap():
+    """Megatron-Core's Qwen3-235B-A22B on 256 H100 without the EP overlap: 245 TFLOP/s a GPU.
+    The row does not name its dispatcher; the ModelZoo's Qwen3 H100 recipes run DeepEP, the
+    flex dispatcher (each token once to each node it uses). Nothing fitted on this row. With
+    Megatron's all-to-all dispatcher instead the model gives 171 (-30%)."""
     row = _published("Qwen3-235B-A22B", "without")
-    got = _predict(row, "qwen3-235b-a22b")
+    got = _predict(row, "qwen3-235b-a22b", dispatcher="flex")
     error = got.tflops_per_gpu / row.tflops_per_gpu - 1
     print(f"Qwen3-235B-A22B 256 H100 bf16: measured {row.tflops_per_gpu} TFLOP/s/GPU, "
           f"predicted {got.tflops_per_gpu:.0f} ({error:+.1%})")
-    assert abs(error) < 0.15
+    assert abs(error) < 0.10
 
 
 def test_dense_models_keep_their_numbers():

@@ -36,6 +36,7 @@ from .moe import expert_data_parallel, expert_reasons, layer_parts
 from .overlap import expert_overlap, overlap_reason
 from .plan import PLAN_COLUMNS, plan
 from .presets import MODELS
+from .recipes import RECIPES, Recipe, recipe_pricing
 from .stages import (
     CP_COMMS,
     IN_FLIGHT_LAYERS,
@@ -51,8 +52,9 @@ from .stages import (
 from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
 from .validate import validate
 
-__all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "ErrorBar",
-           "Hardware", "Layout", "Link", "ModelCosts", "Transformer", "chunk_layers", "device_bytes", "even_layers",
+__all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECIPES", "RECOMPUTE",
+           "ErrorBar", "Hardware", "Layout", "Link", "ModelCosts", "Recipe", "Transformer",
+           "chunk_layers", "device_bytes", "even_layers",
            "layer_costs", "layer_parts", "megatron_layers", "parse_layout", "plan",
            "torchtitan_layers", "transformer_costs", "validate"]
 
@@ -81,7 +83,7 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
 
 
 def _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance,
-             cp=1) -> dict:
+             cp=1, recipes=None) -> dict:
     """The MoE pricing arguments of ``stage_table``, checked."""
     ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
     reason = expert_reasons(model, tp, dp, ep, etp, positive_int(cp, "cp")).item()
@@ -97,7 +99,8 @@ def _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance,
         raise ScheduleError(f"imbalance must be a number >= 1, the busiest expert-parallel "
                             f"rank's tokens over the mean (got {imbalance!r})")
     return {"ep": np.array([ep]), "etp": np.array([etp]), "precision": precision,
-            "node_limit": node_limit, "imbalance": float(imbalance)}
+            "node_limit": node_limit, "imbalance": float(imbalance),
+            **recipe_pricing(**(recipes or {}))}
 
 
 def pair_partner(schedule: Schedule) -> np.ndarray:
@@ -114,7 +117,7 @@ def pair_partner(schedule: Schedule) -> np.ndarray:
 def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequence_parallel,
             recompute, layout, layers, blocking_handoffs=True, tp_overlap=False, ep=1, etp=1,
             precision=None, node_limit=None, imbalance=1.0, cp=1, cp_comm="all-gather",
-            zero=0, zero3="layer", overlap=False):
+            zero=0, zero3="layer", overlap=False, recipes=None):
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")
     seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
@@ -131,7 +134,8 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
     if model.heads % tp or model.kv_heads % tp:
         raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got tp={tp})")
-    experts = _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance, cp)
+    experts = _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance, cp,
+                       recipes)
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
     if overlap or expert_overlap(schedule.name):
         # Megatron's combined 1F1B is its overlap: it refuses full recomputation as well
@@ -177,7 +181,9 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
                       tp_overlap: bool = False, ep: int = 1, etp: int = 1,
                       precision: str | None = None, node_limit: int | None = None,
                       imbalance: float = 1.0, cp: int = 1, cp_comm: str = "all-gather",
-                      zero: int = 0, zero3: str = "layer", overlap: bool = False) -> Costs:
+                      zero: int = 0, zero3: str = "layer", overlap: bool = False,
+                      dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
+                      fp8_cache: bool = False, offload_modules=None) -> Costs:
     """The ``Costs`` of running ``model`` on ``schedule``: seconds and bytes per stage.
 
     Parameters
@@ -229,6 +235,19 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
         Price the schedule's overlapped pairs with ``fastpp.model.overlap`` (``Costs.fb``):
         DualPipe, DualPipeV and combined 1F1B. Without it a pair takes ``f + b``, the
         all-to-alls inside each.
+    dispatcher : {"alltoall", "allgather", "flex"}
+        Megatron's token dispatcher (``fastpp.model.moe``): flex is DeepEP's, each token
+        sent once to each node it uses.
+    recipe : Recipe or str, optional
+        A memory recipe (``fastpp.model.recipes``; ``"deepseek-v3"`` for DeepSeek-V3's),
+        instead of the next three.
+    recompute_modules : list of str, optional
+        Megatron's ``--recompute-modules`` for ``recompute="selective"`` (default
+        ``["core_attn"]``).
+    fp8_cache : bool
+        The experts' dispatched tokens and SwiGLU inputs stored in FP8.
+    offload_modules : list of str, optional
+        Megatron's ``--offload-modules``: those activations kept in host memory.
 
     Returns
     -------
@@ -251,7 +270,10 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
     """
     table = _stages(model, hardware, schedule, seq, microbatch, tp, dp, sequence_parallel,
                     recompute, layout, layers, blocking_handoffs, tp_overlap, ep, etp,
-                    precision, node_limit, imbalance, cp, cp_comm, zero, zero3, overlap)
+                    precision, node_limit, imbalance, cp, cp_comm, zero, zero3, overlap,
+                    {"dispatcher": dispatcher, "recipe": recipe,
+                     "recompute_modules": recompute_modules, "fp8_cache": fp8_cache,
+                     "offload_modules": offload_modules})
     model, hardware = preset(MODELS, model, "model"), preset(HARDWARE, hardware, "hardware")
     return ModelCosts(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
                       gamma=table["gamma"], act=table["act"],

@@ -43,7 +43,7 @@ THROUGHPUT = ("tflops_per_gpu", "samples_per_gpu_s", "tokens_per_s_per_gpu")
 
 # GPU generations by preset name prefix; any other hardware is its own (unvalidated) regime
 GENERATIONS = (("A100", "A100"), ("H100", "H100"), ("H200", "H100"), ("H800", "H100"),
-               ("B200", "B200"), ("GB200", "B200"), ("GB300", "B200"))
+               ("B200", "B200"), ("B300", "B200"), ("GB200", "B200"), ("GB300", "B200"))
 SIZES = ((3e9, "<3B"), (30e9, "3-30B"), (200e9, "30-200B"), (np.inf, ">=200B"))
 SEQS = ((8192, "<=8K"), (65536, "8K-64K"), (np.inf, ">64K"))
 

@@ -13,11 +13,21 @@ and 50 GB/s per GPU over InfiniBand (CX7 400 Gb/s). GB200 (one Blackwell GPU of 
 NVL72 rack, NVIDIA's datasheet): 2.5 / 5 PFLOP/s dense bf16 / fp8, 186 GB of HBM3e at 8 TB/s,
 72 GPUs in one NVLink5 domain (``gpus_per_node=72``), one 400 Gb/s rail per GPU beyond the
 rack; assumed: the NVLink5 bus bandwidth of B200 and H100's efficiency curve (no GB200 table
-to check them on). The memory bandwidths are what a streaming kernel reaches
-(about 85-90% of the datasheet, as STREAM-like copies measure). The links are the bus bandwidths
-NCCL's all-reduce reaches (nccl-tests ``busbw`` at large messages: about 230 GB/s on a DGX A100's
-NVLink3, 360 GB/s on a DGX H100's NVLink4), and one InfiniBand rail per GPU (Selene: 8 x HDR
-200 Gb/s per node; H100 clusters: NDR 400 Gb/s) at about 90% of its line rate. The efficiency
+to check them on). GB300 (one Blackwell Ultra GPU of a GB300 NVL72 rack, NVIDIA's GB300 NVL72
+datasheet: 360 / 720 PFLOP/s dense bf16 / fp8 a rack of 72, the same per GPU as GB200; its
+gains are FP4 and the attention's exponentials), 288 GB of HBM3e at 8 TB/s, one NVLink5
+domain of 72, one ConnectX-8 800 Gb/s rail per GPU beyond the rack. B300-288GB (one GPU of a
+DGX B300 / HGX B300: 8 a node, NVLink5, ConnectX-8 800 Gb/s a GPU): B200's 2.25 / 4.5
+PFLOP/s dense, 288 GB at 8 TB/s. The Grace-hosted GPUs (GB200, GB300) reach host memory over
+NVLink-C2C (900 GB/s both directions, 450 each way: ``host_bandwidth``); the others over PCIe
+Gen5 x16 (64 GB/s a direction, about 50 reached). Blackwell's curve is H100's, checked on the
+MoE rows only (``fastpp.model.validate_moe``).
+
+The memory bandwidths are what a streaming kernel reaches (about 85-90% of the datasheet, as
+STREAM-like copies measure). The links are the bus bandwidths NCCL's all-reduce reaches
+(nccl-tests ``busbw`` at large messages: about 230 GB/s on a DGX A100's NVLink3, 360 GB/s on
+a DGX H100's NVLink4), and one InfiniBand rail per GPU (Selene: 8 x HDR 200 Gb/s per node;
+H100 clusters: NDR 400 Gb/s) at about 90% of its line rate. The efficiency
 curves' two parameters per GPU are calibrated (``fastpp.model.validate`` says on which tables).
 """
 
@@ -103,6 +113,8 @@ class Hardware:
         The matrix products' precision; its peak is ``peak_flops`` or ``fp8_flops``.
     fp8_flops : float, optional
         Dense fp8 FLOP/s (``None``: the accelerator has no fp8 tensor cores).
+    host_bandwidth : float
+        Bytes per second one way between the GPU and host memory (activation offloading).
     """
 
     name: str
@@ -117,6 +129,7 @@ class Hardware:
     matmul_half: float = 128.0
     precision: str = "bf16"
     fp8_flops: float | None = None
+    host_bandwidth: float = 50e9
 
     def __post_init__(self):
         instance(self.name, str, "name", "string")
@@ -130,6 +143,7 @@ class Hardware:
         numbers(self.op_overhead, "op_overhead")
         _open_closed(self.matmul_half, "matmul_half", 65536.0)
         one_of(self.precision, "precision", PRECISIONS)
+        numbers(self.host_bandwidth, "host_bandwidth", strict=True)
         if self.fp8_flops is not None:
             numbers(self.fp8_flops, "fp8_flops", strict=True)
         elif self.precision == "fp8":
@@ -163,6 +177,7 @@ LINKS = {link.name: link for link in (
     Link("IB-200G", 22.5e9, 8e-6),  # HDR 200 Gb/s per GPU (Selene), 90% of line rate
     Link("IB-400G", 45e9, 8e-6),  # NDR 400 Gb/s per GPU, 90% of line rate
     Link("IB-400G-H800", 50e9, 8e-6),  # CX7 400 Gb/s per GPU as DeepSeek-V3 reports it
+    Link("IB-800G", 90e9, 8e-6),  # ConnectX-8 800 Gb/s per GPU (B300, GB300), 90% of line rate
 )}
 
 # The curves (efficiency, matmul_half) are fitted by fastpp.model.validate.calibrate: A100's on
@@ -183,7 +198,11 @@ HARDWARE = {hw.name: hw for hw in (
     Hardware("H800-80GB", 989e12, 80 * GB, LINKS["NVLink4-H800"], LINKS["IB-400G-H800"],
              memory_bandwidth=2.9e12, fp8_flops=1979e12, **H100_CURVE),
     Hardware("GB200", 2500e12, 186 * GB, LINKS["NVLink5"], LINKS["IB-400G"], gpus_per_node=72,
-             memory_bandwidth=7.0e12, fp8_flops=5000e12, **H100_CURVE),
+             memory_bandwidth=7.0e12, fp8_flops=5000e12, host_bandwidth=450e9, **H100_CURVE),
+    Hardware("GB300", 2500e12, 288 * GB, LINKS["NVLink5"], LINKS["IB-800G"], gpus_per_node=72,
+             memory_bandwidth=7.0e12, fp8_flops=5000e12, host_bandwidth=450e9, **H100_CURVE),
+    Hardware("B300-288GB", 2250e12, 288 * GB, LINKS["NVLink5"], LINKS["IB-800G"],
+             memory_bandwidth=7.0e12, fp8_flops=4500e12, **H100_CURVE),
 )}
 
 

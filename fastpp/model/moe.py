@@ -40,6 +40,14 @@ of the layer as tensor parallelism gives a dense MLP.
   Each GPU sends over its own network rail and its NVLink at once: the slower of the two,
   plus that link's latency, times ``imbalance``. With ``etp > 1`` the received copies are
   then all-gathered over the ``etp`` GPUs (and reduce-scattered at the combine).
+- Dispatchers (Megatron's ``--moe-token-dispatcher-type``, its ``token_dispatcher.py``):
+  ``"alltoall"`` as above; ``"flex"`` (DeepEP, and NVIDIA's HybridEP) sends each token once
+  to each node it uses, deduplicated, and forwards it inside the node over NVLink: the
+  node-limited volume above with ``M`` the nodes of the group unless ``node_limit`` is
+  smaller; ``"allgather"`` all-gathers every GPU's ``N`` tokens over the ``etp ep`` GPUs of
+  the group (each then keeps the copies its experts take) and reduce-scatters the outputs at
+  the combine, ``(etp ep - 1) N h`` elements a GPU each way, a ring over NVLink inside a node
+  and the rail across nodes.
 - Tensor-parallel collectives stay in the compute parts: the attention's pair and the MLP's
   (the shared experts' or the token gather of ``t > 1``), as ``fastpp.model.stages``
   prices a dense layer's.
@@ -60,6 +68,7 @@ from .transformer import BYTES, Transformer, attention_costs, combine
 DISPATCH_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / 128.0}
 COMBINE_BYTES = 2.0  # the combine and both backwards stay in bf16
 ROUTER_BYTES = 8.0  # fp32 logits and probabilities per expert and token
+DISPATCHERS = ("alltoall", "allgather", "flex")
 
 
 def expert_data_parallel(model: Transformer, t, d, ep, etp, cp=1) -> np.ndarray:
@@ -171,18 +180,21 @@ def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t
 
 
 def all_to_all_bytes(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp,
-                     element_bytes, node_limit=None, cp=1) -> dict[str, np.ndarray]:
+                     element_bytes, node_limit=None, cp=1, dispatcher: str = "alltoall"
+                     ) -> dict[str, np.ndarray]:
     """Bytes one GPU sends in one dispatch (or combine) all-to-all, balanced: ``network``
-    (to other nodes) and ``nvlink`` (inside its node), the module's rules."""
+    (to other nodes) and ``nvlink`` (inside its node), the module's rules (the all-to-all
+    and flex dispatchers; ``all_to_all_times`` prices the all-gather one)."""
     h, k = float(model.hidden), float(model.top_k)
     ep, etp = np.asarray(ep, np.float64), np.asarray(etp, np.float64)
     owned, _ = _tokens(model, seq, microbatch, t, etp, 1.0, cp)
     q = np.minimum(ep, np.maximum(hardware.gpus_per_node // etp, 1.0))  # EP ranks per node
     nodes = np.ceil(ep / q)
     copies = owned * k * h * element_bytes
-    if node_limit is None:
+    if node_limit is None and dispatcher != "flex":
         return {"network": copies * (1.0 - q / ep), "nvlink": copies * (q - 1.0) / ep}
-    distinct = np.minimum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** k), float(node_limit))
+    limit = nodes if node_limit is None else np.minimum(nodes, float(node_limit))
+    distinct = np.minimum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** k), limit)
     return {"network": owned * h * element_bytes * distinct * (nodes - 1.0) / nodes,
             "nvlink": copies * (q - 1.0) / q}
 
@@ -197,18 +209,22 @@ def all_to_all_time(hardware: Hardware, sent: dict, imbalance=1.0) -> np.ndarray
 
 
 def all_to_all_times(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp,
-                     precision="bf16", node_limit=None, imbalance=1.0, cp=1
-                     ) -> dict[str, np.ndarray]:
+                     precision="bf16", node_limit=None, imbalance=1.0, cp=1,
+                     dispatcher: str = "alltoall") -> dict[str, np.ndarray]:
     """Seconds of an MoE layer's four all-to-alls on one GPU for one microbatch:
     ``dispatch_f`` (in ``precision``), ``combine_f``, and the backwards ``dispatch_b`` (the
     dispatched tokens' gradients sent home) and ``combine_b`` (the output's gradients sent to
-    the experts), with the expert-tensor-parallel gather and scatter of ``etp > 1``."""
+    the experts), with the expert-tensor-parallel gather and scatter of ``etp > 1``; by the
+    ``dispatcher`` (``DISPATCHERS``, the module's rules)."""
+    if dispatcher == "allgather":
+        return _all_gather_dispatch(model, hardware, seq, microbatch, t, ep, etp, precision,
+                                    imbalance, cp)
     fast = all_to_all_time(hardware, all_to_all_bytes(
         model, hardware, seq, microbatch, t, ep, etp, DISPATCH_BYTES[precision], node_limit,
-        cp), imbalance)
+        cp, dispatcher), imbalance)
     slow = all_to_all_time(hardware, all_to_all_bytes(
-        model, hardware, seq, microbatch, t, ep, etp, COMBINE_BYTES, node_limit, cp),
-        imbalance)
+        model, hardware, seq, microbatch, t, ep, etp, COMBINE_BYTES, node_limit, cp,
+        dispatcher), imbalance)
     _, received = _tokens(model, seq, microbatch, t, etp, imbalance, cp)
     per_node = tensor_parallel_per_node(hardware, etp)
     gather = all_gather(hardware, DISPATCH_BYTES[precision] * received * model.hidden, etp,
@@ -217,6 +233,22 @@ def all_to_all_times(model: Transformer, hardware: Hardware, seq, microbatch, t,
     return {"dispatch_f": fast + gather, "combine_f": slow + scatter,
             "dispatch_b": slow + scatter, "combine_b": slow + all_gather(
                 hardware, COMBINE_BYTES * received * model.hidden, etp, per_node)}
+
+
+def _all_gather_dispatch(model, hardware, seq, microbatch, t, ep, etp, precision, imbalance,
+                         cp):
+    """Megatron's all-gather dispatcher: every GPU's tokens gathered over the ``etp ep``
+    GPUs of the group (forward dispatch, backward combine), the outputs reduce-scattered
+    (forward combine, backward dispatch); ``imbalance`` plays no part (every GPU gets all)."""
+    owned, _ = _tokens(model, seq, microbatch, t, etp, 1.0, cp)
+    group = np.asarray(ep, np.float64) * np.asarray(etp, np.float64)
+    per_node = tensor_parallel_per_node(hardware, group)
+    gathered = owned * group * model.hidden
+    dispatch = all_gather(hardware, DISPATCH_BYTES[precision] * gathered, group, per_node)
+    back = all_gather(hardware, COMBINE_BYTES * gathered, group, per_node)
+    combine = reduce_scatter(hardware, COMBINE_BYTES * gathered, group, per_node)
+    return {"dispatch_f": dispatch, "combine_f": combine, "dispatch_b": combine,
+            "combine_b": back}
 
 
 def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_parallel):
@@ -234,7 +266,7 @@ def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_par
 def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=1, tp=1,
                 ep=1, etp=1, moe: bool | None = None, sequence_parallel: bool = True,
                 recompute: str = "none", precision: str = "bf16", node_limit=None,
-                imbalance: float = 1.0) -> LayerParts:
+                imbalance: float = 1.0, dispatcher: str = "alltoall") -> LayerParts:
     """One layer's ``LayerParts`` for one microbatch on one GPU, in seconds.
 
     Parameters
@@ -260,6 +292,9 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
         each (default: Megatron's all-to-all, every copy alone).
     imbalance : float
         The busiest expert-parallel rank's tokens over the mean (>= 1).
+    dispatcher : {"alltoall", "allgather", "flex"}
+        The token dispatcher (the module's rules). A memory recipe's terms are added by
+        ``fastpp.model.recipes.parts_with_recipe``.
 
     Returns
     -------
@@ -275,6 +310,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     one_of(precision, "precision", PRECISIONS)
     one_of(recompute, "recompute", RECOMPUTE)
     one_of(sequence_parallel, "sequence_parallel", (False, True))
+    one_of(dispatcher, "dispatcher", DISPATCHERS)
     positive_int(seq, "seq")
     imbalance = number(imbalance, "imbalance", strict=True)
     if imbalance < 1.0:
@@ -305,7 +341,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     if moe:
         mlp = expert_times(model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance)
         comm = all_to_all_times(model, hw, seq, b, t, ep, etp, precision, node_limit,
-                                imbalance)
+                                imbalance, dispatcher=dispatcher)
     else:
         mlp = mlp_times(model, hw, seq, b, t, sequence_parallel)
         comm = dict.fromkeys(("dispatch_f", "combine_f", "dispatch_b", "combine_b"),
@@ -334,6 +370,6 @@ def layer_seconds(parts: LayerParts) -> dict[str, np.ndarray]:
             "weight_grad": parts.attention_w + parts.mlp_w}
 
 
-__all__ = ["COMBINE_BYTES", "DISPATCH_BYTES", "all_to_all_bytes", "all_to_all_times",
+__all__ = ["COMBINE_BYTES", "DISPATCHERS", "DISPATCH_BYTES", "all_to_all_bytes", "all_to_all_times",
            "expert_costs", "expert_data_parallel", "expert_reasons", "expert_times",
            "layer_parts", "layer_seconds", "moe_layer_costs"]

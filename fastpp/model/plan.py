@@ -25,6 +25,7 @@ from .layout import as_layout, check_layout, even_layers
 from .moe import expert_reasons
 from .overlap import overlap_reason
 from .presets import MODELS
+from .recipes import recipe_pricing
 from .stages import (
     CP_COMMS,
     IN_FLIGHT_LAYERS,
@@ -64,7 +65,9 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
          blocking_handoffs: bool = True, tp_overlap: bool = False, layout=None,
          first_layers=None, last_layers=None, ep=None, etp=1, precision=None,
          node_limit=None, imbalance: float = 1.0, workers: int | None = None, cp=None,
-         cp_comm: str = "all-gather", zero3: str = "layer", overlap=False):
+         cp_comm: str = "all-gather", zero3: str = "layer", overlap=False,
+         dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
+         fp8_cache: bool = False, offload_modules=None):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
     Each row's pipeline is an exact timeline of the schedule with the model's per-stage
@@ -143,6 +146,10 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     overlap : bool or list of bool
         The overlapped pair priced by ``fastpp.model.overlap`` (an axis): rows asking it of a
         schedule without pairs or with ``recompute="full"`` get a reason.
+    dispatcher, recipe, recompute_modules, fp8_cache, offload_modules
+        The token dispatcher and the memory recipe, as ``fastpp.model.transformer_costs``
+        takes them (one each, not axes; the recompute modules act on the rows with
+        ``recompute="selective"``).
 
     Returns
     -------
@@ -221,7 +228,8 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
     for x in precisions:
         one_of(x, "precision", PRECISIONS)
         hardware.with_precision(x)  # raises for fp8 without an fp8 peak
-    moe_pricing = _moe_pricing(node_limit, imbalance)
+    moe_pricing = {**_moe_pricing(node_limit, imbalance), **recipe_pricing(
+        dispatcher, recipe, recompute_modules, fp8_cache, offload_modules)}
     zeros = _nonempty(zero, "zero")
     for x in zeros:
         one_of(x, "zero", ZERO)

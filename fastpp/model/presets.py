@@ -27,6 +27,15 @@ MODELS = {model.name: model for model in (
     # layer) left out
     Transformer(94, 4096, 64, kv_heads=4, head_dim=128, ffn=12288, expert_ffn=1536,
                 vocab=151936, swiglu=True, experts=128, top_k=8, name="qwen3-235b-a22b"),
+    # Qwen3-30B-A3B (config.json): 128 experts of 768, top 8, no shared expert, 32 query
+    # heads of 128 (a d = 4096 != h) and 4 KV heads
+    Transformer(48, 2048, 32, kv_heads=4, head_dim=128, ffn=6144, expert_ffn=768,
+                vocab=151936, swiglu=True, experts=128, top_k=8, name="qwen3-30b-a3b"),
+    # Kimi K2 (config.json): DeepSeek-V3's shape with 64 heads, 384 routed experts of 2048 (top
+    # 8) and one shared, one dense layer first, no MTP module, vocabulary 163,840
+    Transformer(61, 7168, 64, head_dim=128, v_head_dim=128, ffn=18432, expert_ffn=2048,
+                vocab=163840, swiglu=True, experts=384, top_k=8, shared_experts=1,
+                dense_layers=1, q_rank=1536, kv_rank=512, rope_dim=64, name="kimi-k2"),
     # DeepSeek-V3 (Liu et al. 2024, config.json): MLA (q_rank 1536, kv_rank 512, heads of
     # 128 + 64 RoPE, V 128), 3 dense layers of 18,432 then 58 MoE layers of 256 routed experts
     # of 2048 (top 8) and one shared, one MTP module; its router's bias (256) left out

@@ -19,6 +19,7 @@ from .compute import _attention, head_times, layer_times, matmul_time, optimizer
 from .hardware import Hardware
 from .moe import all_to_all_times, expert_times, layer_parts, moe_layer_costs
 from .overlap import saving
+from .recipes import parts_with_recipe, recipe_terms
 from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
@@ -41,7 +42,8 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
                 tp_overlap: bool = False, blocking: bool = False, moe_layers=0.0, mtp=0.0,
                 ep=1, etp=1, precision: str | None = None, node_limit=None,
                 imbalance: float = 1.0, c=1, zero=0, overlap=False,
-                cp_comm: str = "all-gather", zero3: str = "layer", partner=None):
+                cp_comm: str = "all-gather", zero3: str = "layer", partner=None,
+                dispatcher: str = "alltoall", recipe=None):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
     Per stage: ``config`` (its configuration), ``layers`` (transformer layers), ``embedding``
@@ -86,7 +88,9 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     With experts (``fastpp.model.moe``): per stage ``moe_layers`` (how many of its ``layers``
     have experts) and ``mtp`` (multi-token-prediction modules it holds), per configuration
     ``ep`` and ``etp``; the products in ``precision`` (default the hardware's), DeepSeek's
-    ``node_limit`` and the token ``imbalance``. An MoE layer's all-to-alls sit inside its
+    ``node_limit``, the token ``imbalance`` and the token ``dispatcher``
+    (``fastpp.model.moe.DISPATCHERS``); a memory ``recipe`` (``fastpp.model.recipes``)
+    changes every layer's bytes and backward. An MoE layer's all-to-alls sit inside its
     forward and input-grad backward (no overlap). An MTP module costs a layer, its ``2h x h``
     projection, and the output layer and loss again.
 
@@ -109,6 +113,10 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     whole, b = b, b / cp  # context parallelism: the sequences' share one rank prices (above)
     layer = layer_costs(model, seq, b, tp, sequence_parallel, rc)
     times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc)
+    if recipe is not None:  # fastpp.model.recipes: a dense layer's terms
+        layer, times = with_recipe(layer, times, recipe_terms(
+            model, hardware, recipe, seq, b, tp, rc, sequence_parallel, moe=False,
+            forward=times["forward"], input_grad=times["input_grad"]))
     head = head_times(model, hardware, seq, b, tp, sequence_parallel)
     cp_forward, cp_backward = context_parallel_times(model, hardware, seq, whole, tp, cp,
                                                      cp_comm)
@@ -158,7 +166,8 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
                "activations": layer["activations"], "gamma": layer["gamma"]}
         if model.moe:
             one = _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel,
-                             layer, exchange, tp_overlap, node_limit, imbalance)
+                             layer, exchange, tp_overlap, node_limit, imbalance, dispatcher,
+                             recipe)
             forward = forward + moe_layers * per_stage(one["forward"])
             w = moe_layers * per_stage(one["weight_grad"])
             weight = weight + w
@@ -224,7 +233,14 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
             parts = layer_parts(model, hardware, seq=seq, microbatch=whole, tp=tp, ep=ep,
                                 etp=etp, sequence_parallel=sequence_parallel,
                                 recompute=RECOMPUTE[r], precision=hardware.precision,
-                                node_limit=node_limit, imbalance=imbalance)
+                                node_limit=node_limit, imbalance=imbalance,
+                                dispatcher=dispatcher)
+            if recipe is not None:
+                parts = parts_with_recipe(parts, model, hardware, recipe, seq=seq,
+                                          microbatch=whole, tp=tp, ep=ep, etp=etp,
+                                          sequence_parallel=sequence_parallel,
+                                          recompute=RECOMPUTE[r], node_limit=node_limit,
+                                          imbalance=imbalance, dispatcher=dispatcher)
             saved = np.where(ov & (rc == r), saving(parts), saved)
         mate = np.arange(config.size) if partner is None else np.asarray(partner)
         moe = np.broadcast_to(moe_layers, layers.shape)
@@ -280,8 +296,20 @@ def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero
     return (np.where(three & (zero3 == "layer"), gather, 0.0), np.where(three, scatter, 0.0))
 
 
+def with_recipe(layer: dict, times: dict, terms: dict) -> tuple[dict, dict]:
+    """A layer's ``layer_costs`` and ``layer_times`` with a recipe's terms
+    (``fastpp.model.recipes.recipe_terms``): its bytes less what the recipe saves (``gamma``,
+    the share ``W`` keeps, unchanged), the recomputation and the exposed host copies added to
+    its forward and input-grad backward."""
+    layer = {**layer, "activations": np.maximum(layer["activations"] - terms["bytes"], 0.0)}
+    times = {**times, "forward": times["forward"] + terms["offload_f"],
+             "input_grad": times["input_grad"] + terms["attention"] + terms["mlp"]
+             + terms["offload_b"]}
+    return layer, times
+
+
 def _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel, dense, exchange,
-               tp_overlap, node_limit, imbalance):
+               tp_overlap, node_limit, imbalance, dispatcher="alltoall", recipe=None):
     """An MoE layer's seconds, bytes and ``gamma`` per configuration, its four all-to-alls
     inside the forward and the input-grad backward (the recomputed forward's too)."""
     layer = moe_layer_costs(model, seq, b, tp, etp, sequence_parallel, rc, imbalance)
@@ -289,9 +317,15 @@ def _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel, dens
                         mlp=expert_times(model, hardware, seq, b, tp, ep, etp,
                                          sequence_parallel, imbalance))
     a2a = all_to_all_times(model, hardware, seq, b, tp, ep, etp, hardware.precision,
-                           node_limit, imbalance)
+                           node_limit, imbalance, dispatcher=dispatcher)
     ahead = a2a["dispatch_f"] + a2a["combine_f"]
     behind = a2a["dispatch_b"] + a2a["combine_b"] + np.where(rc == 2, ahead, 0.0)
+    if recipe is not None:
+        terms = recipe_terms(model, hardware, recipe, seq, b, tp, rc, sequence_parallel,
+                             moe=True, ep=ep, etp=etp, imbalance=imbalance, a2a=a2a,
+                             forward=times["forward"], input_grad=times["input_grad"])
+        layer, times = with_recipe(layer, times, terms)
+        behind = behind + terms["comm"]
     tp_forward = layer["collectives_forward"] * exchange
     tp_backward = layer["collectives_backward"] * exchange
     if tp_overlap:

@@ -1,0 +1,312 @@
+"""Memory recipes: Megatron's recompute modules, FP8 caching of the experts' activations,
+activation offloading to the host, and DeepSeek-V3's recipe by name.
+
+A recipe changes what one layer stores for its backward and what its backward recomputes;
+``fastpp.model.stages.stage_table`` adds its terms to each layer's bytes and seconds. Every
+figure is per layer, microbatch and GPU, in the units of ``fastpp.model.transformer`` (``T =
+s b`` tokens; ``whole`` bytes per token split over ``t`` only with sequence parallelism,
+``split`` bytes over ``t``; ``R`` the token copies an MoE layer's GPU receives).
+
+Recompute modules (Megatron's ``--recompute-granularity selective --recompute-modules``; they
+act on rows with ``recompute="selective"``; Megatron's default is ``["core_attn"]``, which is
+what ``"selective"`` means without a recipe). Output-discarding checkpointing frees a module's
+output once its consumer has run and recomputes it before the consumer's backward; normal
+checkpointing keeps the module's input and frees everything inside it:
+
+- ``core_attn`` (normal): the attention scores (none with FlashAttention); recomputes the core.
+- ``layernorm`` (output-discarding): the two norms' outputs, ``4h`` whole; recomputes two norms.
+- ``mla_up_proj`` (output-discarding, MLA only): the expanded Q and K (``2a(d+r)`` each) and V
+  (``2a d_v``), split; recomputes the two up-projections.
+- ``moe_act`` (output-discarding): the routed experts' activation output (SiLU and product,
+  ``4 F_e / etp`` a copy; the gate and up products, its input, stay); recomputes the activation.
+- ``mlp`` (normal, dense layers): the MLP's inside (``8F`` SwiGLU, ``4F``), split; recomputes
+  the MLP's forward.
+- ``shared_experts`` (normal): the shared experts' inside; recomputes them.
+- ``moe`` (normal): the whole MoE block but its input: the router's bytes, every received
+  copy's and the shared experts'; recomputes router, experts and the dispatch and combine
+  all-to-alls (supersedes ``moe_act`` and ``shared_experts``).
+
+With any recipe the experts are counted as current Megatron-Core runs them: the routing
+probabilities are applied inside the activation (its weighted SwiGLU), so the combine keeps no
+copy of the experts' outputs (``2h`` a copy fewer than the default count, which keeps them as
+the older unpermute-with-probabilities did).
+
+FP8 caching (``fp8_cache``, DeepSeek-V3's report, section 3.3.3): the dispatched tokens (the
+experts' first product's input, ``2h`` a copy) and the SwiGLU's input (``2 G F_e / etp``) are
+kept in FP8 with one fp32 scale per 128 elements (``1 + 4/128`` bytes an element), where they
+are kept at all (not under ``moe`` recomputation).
+
+Offloading (``offload_modules``, Megatron's ``--fine-grained-activation-offloading
+--offload-modules``): the named tensors go to host memory during the forward and come back
+before the backward, over ``Hardware.host_bandwidth`` each way. The copy runs beside the
+layer's compute: only what exceeds the layer's forward (out) or input-grad backward (in) is
+exposed. The layer being computed holds its own tensors until the copy ends; the bytes
+counted off are those of the layers in flight (the module's saving, as Megatron states it).
+
+- ``attn_norm``: the attention norm's input (``2h`` whole); ``qkv_linear``: the QKV product's
+  input (the norm's output, ``2h`` whole, unless ``layernorm`` frees it); ``core_attn``: Q, K
+  and V (what ``mla_up_proj`` left); ``attn_proj``: the output projection's input (``2a d_v``);
+  ``mlp_norm``: the MLP norm's input (``2h`` whole); ``expert_fc1``: the dispatched copies;
+  ``moe_act``: the activation's input (the gate and up products).
+
+DeepSeek-V3's recipe (``RECIPES["deepseek-v3"]``, report section 3.2.3): recomputed RMSNorm
+(``layernorm``) and MLA up-projections (``mla_up_proj``), the SwiGLU recomputed from its
+FP8-cached input (``moe_act`` with ``fp8_cache``). Its other two items are how fastpp counts
+already: the EMA of the weights lives on the host (no GPU bytes), and the MTP module shares
+the embedding and the output layer on the device that holds both (``Transformer.mtp_params``
+holds neither; DualPipe puts the first and the last stage on one device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checks import ScheduleError, instance, one_of
+from .compute import attention_times, matmul_time, memory_time, mlp_times
+from .moe import DISPATCHERS, _tokens, all_to_all_times, expert_costs, expert_times
+from .overlap import LayerParts
+from .transformer import BYTES, RECOMPUTE, Transformer, attention_costs
+
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                     "shared_experts")
+OUTPUT_DISCARDING = ("moe_act", "layernorm", "mla_up_proj")  # the others: normal checkpoints
+OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm",
+                   "expert_fc1", "moe_act")
+FP8_CACHED = 1.0 + 4.0 / 128.0  # bytes an element: FP8 plus one fp32 scale per 128
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A memory recipe (see the module).
+
+    Parameters
+    ----------
+    recompute_modules : tuple of str
+        Megatron's recompute modules (``RECOMPUTE_MODULES``), for ``recompute="selective"``.
+    fp8_cache : bool
+        The experts' dispatched tokens and SwiGLU inputs kept in FP8.
+    offload_modules : tuple of str
+        Tensors sent to host memory (``OFFLOAD_MODULES``).
+    name : str
+    """
+
+    recompute_modules: tuple = ("core_attn",)
+    fp8_cache: bool = False
+    offload_modules: tuple = ()
+    name: str = "recipe"
+
+    def __post_init__(self):
+        for field, allowed in (("recompute_modules", RECOMPUTE_MODULES),
+                               ("offload_modules", OFFLOAD_MODULES)):
+            value = getattr(self, field)
+            if isinstance(value, str) or not isinstance(value, tuple | list):
+                raise ScheduleError(f"{field} must be a list of names from {allowed} (got "
+                                    f"{value!r})")
+            bad = [x for x in value if x not in allowed]
+            if bad:
+                raise ScheduleError(f"{field} must hold names from {allowed} (got {bad[0]!r})")
+            object.__setattr__(self, field, tuple(value))
+        if self.fp8_cache not in (False, True):
+            raise ScheduleError(f"fp8_cache must be True or False (got {self.fp8_cache!r})")
+
+
+RECIPES = {r.name: r for r in (
+    Recipe(("layernorm", "mla_up_proj", "moe_act"), fp8_cache=True,
+           name="deepseek-v3"),
+)}
+
+
+def make_recipe(recipe=None, recompute_modules=None, fp8_cache=False, offload_modules=None):
+    """The ``Recipe`` a call's arguments name: ``recipe`` (a ``Recipe`` or a name in
+    ``RECIPES``), else one built from the three options; ``None`` when none is given (the
+    default accounting)."""
+    if recipe is not None:
+        if recompute_modules is not None or fp8_cache or offload_modules:
+            raise ScheduleError("recipe sets recompute_modules, fp8_cache and offload_modules: "
+                                "give either recipe or those (got both)")
+        if isinstance(recipe, Recipe):
+            return recipe
+        instance(recipe, str, "recipe", "Recipe or a name")
+        if recipe not in RECIPES:
+            raise ScheduleError(f"recipe must be one of {sorted(RECIPES)} or a Recipe (got "
+                                f"{recipe!r})")
+        return RECIPES[recipe]
+    if recompute_modules is None and not fp8_cache and not offload_modules:
+        return None
+    modules, offload = (x if x is None or isinstance(x, str) else tuple(x)
+                        for x in (recompute_modules, offload_modules))
+    return Recipe(("core_attn",) if modules is None else modules, fp8_cache,
+                  () if offload is None else offload)
+
+
+def recipe_pricing(dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
+                   fp8_cache=False, offload_modules=None) -> dict:
+    """The ``stage_table`` arguments ``dispatcher`` and ``recipe`` from a call's options,
+    checked (``make_recipe``)."""
+    one_of(dispatcher, "dispatcher", DISPATCHERS)
+    return {"dispatcher": dispatcher,
+            "recipe": make_recipe(recipe, recompute_modules, fp8_cache, offload_modules)}
+
+
+def _attention_split(model: Transformer):
+    """Per token, the split bytes of Q, K, V (``qkv``) and of the output projection's input
+    (``out``); with MLA, of the expanded Q, K, V that ``mla_up_proj`` frees (``up``)."""
+    a, d, dv = float(model.heads), float(model.head_dim), float(model.v_head_dim)
+    if model.mla:
+        r = float(model.rope_dim)
+        qkv = 4.0 * a * (d + r) + 2.0 * a * dv
+        return {"qkv": qkv, "out": 2.0 * a * dv, "up": qkv}
+    return {"qkv": 2.0 * a * d + 4.0 * model.kv, "out": 2.0 * a * dv, "up": 0.0}
+
+
+def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microbatch, t, rc,
+                 sequence_parallel: bool, *, moe: bool, ep=1, etp=1, imbalance=1.0,
+                 a2a=None, forward=0.0, input_grad=0.0) -> dict[str, np.ndarray]:
+    """One layer's recipe terms for one microbatch on one GPU, per configuration.
+
+    ``rc`` indexes ``transformer.RECOMPUTE`` (the modules act where it is 1, selective; no
+    term under full recomputation, which stores only the layer's input). ``moe``: an MoE
+    layer (its experts' terms) or a dense one. ``a2a``: the MoE layer's all-to-all seconds
+    (``fastpp.model.moe.all_to_all_times``), repeated by ``moe`` recomputation. ``forward``
+    and ``input_grad``: the layer's seconds, under which offloading hides.
+
+    Returns
+    -------
+    dict
+        ``bytes`` (stored bytes saved; negative where the recipe keeps more), ``attention``,
+        ``mlp`` and ``comm`` (seconds the backward recomputes, by part), ``offload_f`` and
+        ``offload_b`` (exposed seconds of the host copies, forward and backward).
+    """
+    s, h = float(seq), float(model.hidden)
+    b = np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
+    rc = np.asarray(rc)
+    T = s * b
+    whole = T / t if sequence_parallel else T  # rows of the whole-stored tensors
+    hw = hardware
+    mods = set(recipe.recompute_modules)
+    selective = rc == 1
+    zero = 0.0 * (b + t + rc)
+    att = attention_times(model, hw, seq, b, t, sequence_parallel)
+    split = _attention_split(model)
+    saved, attention_s, mlp_s, comm_s = zero, zero, zero, zero
+
+    def on(name, byte, seconds=0.0, side="attention"):
+        nonlocal saved, attention_s, mlp_s
+        if name in mods:
+            saved = saved + np.where(selective, byte, 0.0)
+            extra = np.where(selective, seconds, 0.0)
+            if side == "attention":
+                attention_s = attention_s + extra
+            else:
+                mlp_s = mlp_s + extra
+
+    norm = memory_time(hw, 2.0 * BYTES * whole * h)
+    if "core_attn" not in mods:  # the default selective's scores and core recompute undone
+        saved = saved - np.where(selective, attention_costs(model, seq, b, t)["scores"], 0.0)
+        attention_s = attention_s - np.where(selective, att["core"], 0.0)
+    on("layernorm", 2.0 * BYTES * whole * h, norm)
+    on("layernorm", 0.0, norm, side="mlp")
+    if model.mla:
+        a, r = float(model.heads), float(model.rope_dim)
+        up = matmul_time(hw, T, a * (model.head_dim + model.v_head_dim) / t, model.kv_rank)
+        if model.q_rank:
+            up = up + matmul_time(hw, T, a * (model.head_dim + r) / t, model.q_rank)
+        on("mla_up_proj", split["up"] * T / t, up)
+    G = 2.0 if model.swiglu else 1.0
+    off = zero
+    names = set(recipe.offload_modules)
+    layernorm_freed = selective & ("layernorm" in mods)
+    up_freed = selective & ("mla_up_proj" in mods)
+    if "attn_norm" in names:
+        off = off + BYTES * whole * h
+    if "qkv_linear" in names:
+        off = off + np.where(layernorm_freed, 0.0, BYTES * whole * h)
+    if "core_attn" in names:
+        off = off + np.where(up_freed, split["qkv"] - split["up"], split["qkv"]) * T / t
+    if "attn_proj" in names:
+        off = off + split["out"] * T / t
+    if "mlp_norm" in names:
+        off = off + BYTES * whole * h
+    if not moe:
+        inside = (8.0 if model.swiglu else 4.0) * model.ffn
+        on("mlp", inside * T / t, mlp_times(model, hw, seq, b, t, sequence_parallel)[
+            "forward"], side="mlp")
+    else:
+        owned, received = _tokens(model, seq, b, t, etp, imbalance)
+        etp_ = np.asarray(etp, np.float64)
+        Fe = float(model.expert_ffn)
+        width = model.shared_experts * model.expert_ffn
+        # current Megatron-Core keeps no copy of the experts' outputs (probabilities applied
+        # inside the activation): the default count's 2h a copy
+        saved = saved + np.where(rc == 2, 0.0, BYTES * h * received)
+        experts = expert_costs(model, seq, b, t, etp, imbalance)
+        shared_bytes = experts["split"] * T / t
+        if "moe" in mods:
+            routed = experts["fixed"] - BYTES * h * received  # what the recipe still counts
+            on("moe", routed + shared_bytes, expert_times(
+                model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance)["forward"],
+                side="mlp")
+            if a2a is not None:
+                comm_s = comm_s + np.where(selective, a2a["dispatch_f"] + a2a["combine_f"],
+                                           0.0)
+        moe_recomputed = selective & ("moe" in mods)
+        if "moe" not in mods:
+            act = memory_time(hw, (G + 1.0) * BYTES * received * Fe / etp_)
+            on("moe_act", 2.0 * BYTES * received * Fe / etp_, act, side="mlp")
+            if width:
+                on("shared_experts", shared_bytes, mlp_times(
+                    model, hw, seq, b, t, sequence_parallel, width=width)["forward"],
+                    side="mlp")
+        if recipe.fp8_cache:
+            per_copy = (BYTES - FP8_CACHED) * (h + G * Fe / etp_)
+            saved = saved + np.where((rc == 2) | moe_recomputed, 0.0, per_copy * received)
+        fc1_in = np.where(recipe.fp8_cache, FP8_CACHED, BYTES) * h * received
+        if "expert_fc1" in names:
+            off = off + np.where(moe_recomputed, 0.0, fc1_in)
+        if "moe_act" in names:
+            gate_up = np.where(recipe.fp8_cache, FP8_CACHED, BYTES) * G * Fe / etp_ * received
+            off = off + np.where(moe_recomputed, 0.0, gate_up)
+    off = np.where(rc == 2, 0.0, off)
+    copy = off / hw.host_bandwidth
+    return {"bytes": saved + off, "attention": attention_s, "mlp": mlp_s, "comm": comm_s,
+            "offload_f": np.maximum(copy - forward, 0.0) + zero,
+            "offload_b": np.maximum(copy - input_grad, 0.0) + zero}
+
+
+def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: Recipe, *,
+                      seq: int, microbatch=1, tp=1, ep=1, etp=1, moe: bool | None = None,
+                      sequence_parallel: bool = True, recompute: str = "selective",
+                      node_limit=None, imbalance: float = 1.0,
+                      dispatcher: str = "alltoall") -> LayerParts:
+    """One layer's ``LayerParts`` (``fastpp.model.moe.layer_parts``, called with the same
+    arguments) with a recipe's terms: its recomputation added to ``attention_i`` and
+    ``mlp_i`` (the ``moe`` module's repeated dispatch and combine to ``dispatch_b`` and
+    ``combine_b``), its exposed host copies to ``mlp_f`` and ``mlp_i``."""
+    moe = model.moe if moe is None else moe
+    rc = RECOMPUTE.index(recompute)
+    att = attention_times(model, hardware, seq, microbatch, tp, sequence_parallel)
+    if moe:
+        mlp = expert_times(model, hardware, seq, microbatch, tp, ep, etp, sequence_parallel,
+                           imbalance)
+        a2a = all_to_all_times(model, hardware, seq, microbatch, tp, ep, etp,
+                               hardware.precision, node_limit, imbalance, dispatcher=dispatcher)
+    else:
+        mlp, a2a = mlp_times(model, hardware, seq, microbatch, tp, sequence_parallel), None
+    terms = recipe_terms(model, hardware, recipe, seq, microbatch, tp, rc, sequence_parallel,
+                         moe=moe, ep=ep, etp=etp, imbalance=imbalance, a2a=a2a,
+                         forward=att["forward"] + mlp["forward"],
+                         input_grad=att["input_grad"] + mlp["input_grad"])
+    again = moe and rc == 1 and "moe" in recipe.recompute_modules
+    out = {"attention_i": parts.attention_i + terms["attention"],
+           "mlp_i": parts.mlp_i + terms["mlp"] + terms["offload_b"],
+           "mlp_f": parts.mlp_f + terms["offload_f"],
+           "dispatch_b": parts.dispatch_b + (parts.dispatch_f if again else 0.0),
+           "combine_b": parts.combine_b + (parts.combine_f if again else 0.0)}
+    return parts._replace(**{k: np.asarray(v, np.float64) for k, v in out.items()})
+
+
+__all__ = ["FP8_CACHED", "OFFLOAD_MODULES", "OUTPUT_DISCARDING", "RECIPES", "RECOMPUTE_MODULES",
+           "Recipe", "make_recipe", "parts_with_recipe", "recipe_pricing", "recipe_terms"]

@@ -1,0 +1,279 @@
+"""Published MoE training throughput against fastpp: ``moe_published.csv`` and
+``moe_published_more.csv`` (Megatron-Bridge's performance tables, NeMo 25.09-26.08; the
+Megatron-MoE ModelZoo; Megatron-Core's MoE README and its DeepSeek-V3 GB200 guide; NeMo
+AutoModel).
+
+Each row is priced by ``fastpp.model.plan`` with its own layout (GPUs, ``t``, ``p``, ``vp``,
+``ep``, ``etp``, microbatch, global batch, sequence, precision) and reported as Megatron's
+TFLOP/s a GPU (``tflops_per_gpu``) against the table's. Nothing is fitted on these rows: the
+hardware curves are the dense tables' (H100's; Blackwell's assumed equal to it,
+``fastpp.model.hardware``), so every row is a check.
+
+Where a row is silent, these settings are assumed (``ASSUMED``): the dispatcher is DeepEP's
+or HybridEP's flex dispatcher (Megatron-Bridge's performance configs set
+``moe_flex_dispatcher_backend`` for most MoE workloads, the ModelZoo's Qwen3 H100 script
+``DISPATCHER=deepep``; a stated dispatcher is used as stated, and for the NeMo tables what
+Megatron-Bridge's config for the workload sets, ``BRIDGE``); no recomputation unless stated;
+the EP overlap (``combined-1f1b``) where the table's notes or ``BRIDGE`` turn it on;
+DeepSeek-V3's routing to at most 4 nodes (its router's 4 of 8 groups); force-balanced routing
+(``imbalance=1``, every table's footnote); ZeRO-1 (the distributed optimizer), or ZeRO-3 where
+the row runs FSDP (NeMo AutoModel's FSDP2, the ModelZoo's Megatron-FSDP); MXFP8, FP8-CS and
+FP8 as ``fp8``; a GB200 or GB300 "node" of the ModelZoo is a 4-GPU compute tray.
+
+Rows that cannot be priced are listed by ``excluded()`` with the reason: the models fastpp
+cannot represent (hybrid Mamba, linear-attention or sliding-window layers), token-dropping
+runs, NVFP4, rows without a layout or a throughput, and older releases of a configuration a
+later release re-measured (the software's own gains between releases are not in the model:
+the newest figure is the one checked).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+
+from ..checks import require
+from .errorbar import regime
+from .hardware import HARDWARE
+from .presets import MODELS
+
+DATASET = "moe_published"
+
+MODEL_NAMES = {
+    "DeepSeekV3": "deepseek-v3", "DeepSeek-V3": "deepseek-v3", "DeepSeek-V3 671B": "deepseek-v3",
+    "DeepSeekV3 (w/ MTP)": "deepseek-v3", "DeepSeekV3 (w/o MTP)": "deepseek-v3/no-mtp",
+    "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3-MoE-30B": "qwen3-30b-a3b",
+    "Qwen3_235B_a22B": "qwen3-235b-a22b", "Qwen3-235B-A22B": "qwen3-235b-a22b",
+    "Kimi_K2": "kimi-k2", "Kimi K2": "kimi-k2", "Mixtral-8x7B (dropless)": "mixtral-8x7b",
+}
+UNREPRESENTABLE = {
+    "GPT OSS": "sliding-window attention in half the layers and attention sinks",
+    "GPT-OSS": "sliding-window attention in half the layers and attention sinks",
+    "Nemotron": "hybrid Mamba-Transformer layers",
+    "Qwen3-Next": "gated DeltaNet linear-attention layers",
+    "DeepSeekV4": "its architecture is in no preset (not published beside the table)",
+}
+HARDWARE_NAMES = {
+    "DGX-GB300": "GB300", "GB300 NVL72": "GB300", "DGX-GB200": "GB200", "GB200 NVL72": "GB200",
+    "DGX-B300": "B300-288GB", "DGX-B200": "B200-180GB", "DGX-H100": "H100-80GB",
+    "H100 (IB 8x50 GB/s)": "H100-80GB", "H100-80GB": "H100-80GB",
+    "H100-80GB (8/node, NVLink4, IB 8x400Gb/s)": "H100-80GB",
+}
+PRECISION = {"mxfp8": "fp8", "fp8-mx": "fp8", "fp8-cs": "fp8", "fp8": "fp8", "bf16": "bf16"}
+DISPATCHER = {"a2a": "alltoall", "alltoall": "alltoall", "all-to-all": "alltoall",
+              "deepep": "flex", "hybridep": "flex", "te + deepep": "flex"}
+RECOMPUTE = {"full": ("full", None), "none listed": ("none", None),
+             "norm, act": ("selective", ["layernorm", "moe_act"]),
+             "norm, act, shared_expert": ("selective", ["layernorm", "moe_act",
+                                                        "shared_experts"]),
+             "mlp moe_act": ("selective", ["mlp", "moe_act"]),
+             "mlp up_proj": ("selective", ["mlp", "mla_up_proj"])}
+# What Megatron-Bridge's performance configs set for the NeMo tables' workloads, where it
+# differs from the defaults above: scripts/performance/configs/deepseek/
+# deepseek_workload_base_configs.py (commit 0426418: the FP8 DeepSeek-V3 workloads on GB300,
+# GB200, B300 and B200 run moe_a2a_overlap=True; the pp_layouts below) and configs/qwen/
+# qwen3_workload_base_configs.py (commit 01b2977: Qwen3-235B on B300 and B200 with the
+# all-to-all dispatcher, on H100 with it and moe_a2a_overlap=True)
+BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True}, ("deepseek-v3", "GB200"): {"overlap": True},
+          ("deepseek-v3", "B300-288GB"): {"overlap": True},
+          ("deepseek-v3", "B200-180GB"): {"overlap": True},
+          ("qwen3-235b-a22b", "B300-288GB"): {"dispatcher": "alltoall"},
+          ("qwen3-235b-a22b", "B200-180GB"): {"dispatcher": "alltoall"},
+          ("qwen3-235b-a22b", "H100-80GB"): {"dispatcher": "alltoall", "overlap": True}}
+LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "Et*4|(t*4|)*14tmL",
+           ("deepseek-v3", 8, 4): "Et|(tt|)*30mL"}
+ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
+           "recomputation unless stated; EP overlap as the notes or Megatron-Bridge's configs "
+           "say; DeepSeek-V3 routed to at most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 "
+           "with FSDP)")
+
+
+def _number(value):
+    """A table cell as a float, NaN where it is empty or not a plain number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _release(text) -> tuple:
+    found = re.findall(r"\d+", str(text)) if str(text).startswith("NeMo") else []
+    return tuple(int(x) for x in found)
+
+
+def _rows(data):
+    """Both tables of the folder ``data`` as one list of dicts with the fields the pricing
+    reads, in file order."""
+    pd = require("pandas", "sweep", "fastpp.model.validate_moe")
+
+    out = []
+    for r in pd.read_csv(data / "moe_published.csv").to_dict("records"):
+        overlap = "--overlap" in str(r["note"])
+        out.append({"source": "moe_published.csv", "model": r["model"],
+                    "gpu_type": r["hardware"], "gpus": _number(r["gpus"]),
+                    "release": "", "precision": r["precision"], "seq": _number(r["seq"]),
+                    "global_batch": _number(r["global_batch"]),
+                    "microbatch": _number(r["microbatch"]), "t": _number(r["t"]),
+                    "p": _number(r["p"]), "cp": _number(r["cp"]), "vp": _number(r["vp"]),
+                    "ep": _number(r["ep"]), "etp": 1.0, "fsdp": "", "dispatcher": "",
+                    "recompute": "", "metric": "model_tflops_per_gpu",
+                    "value": _number(r["tflops_per_gpu"]), "overlap": overlap,
+                    "routing": "", "label": f"{r['model']} {r['gpus']} {r['hardware']} "
+                                            f"{'overlap' if overlap else 'no overlap'}"})
+    for i, r in enumerate(pd.read_csv(data / "moe_published_more.csv").to_dict("records")):
+        gpus = str(r["gpus"])
+        nodes = re.fullmatch(r"(\d+) nodes", gpus)
+        note = str(r["note"])
+        out.append({"source": "moe_published_more.csv", "model": r["model"],
+                    "gpu_type": r["gpu_type"],
+                    "gpus": 4.0 * int(nodes[1]) if nodes else _number(gpus),
+                    "release": str(r["release"]), "precision": str(r["precision"]),
+                    "seq": _number(r["seq_len"]), "global_batch": _number(r["global_batch_seqs"]),
+                    "microbatch": _number(r["micro_batch"]), "t": _number(r["tp"]),
+                    "p": _number(r["pp"]), "cp": _number(r["cp"]), "vp": _number(r["vp"]),
+                    "ep": _number(r["ep"]), "etp": _number(r["etp"]),
+                    "fsdp": str(r["fsdp"]), "dispatcher": str(r["dispatcher"]),
+                    "recompute": str(r["recompute"]), "metric": str(r["metric"]),
+                    "value": _number(r["value"]), "routing": str(r["routing"]),
+                    "overlap": "A2A overlap on" in note,
+                    "label": f"{r['model']} {gpus} {r['gpu_type']} {r['precision']} "
+                             f"{r['release']} row {i + 2}"})
+    return out
+
+
+def _reason(r) -> str:
+    """Why a row cannot be priced ("" if it can)."""
+    name = str(r["model"])
+    for prefix, why in UNREPRESENTABLE.items():
+        if name.startswith(prefix):
+            return f"model not representable: {why}"
+    if "tokendrop" in name or "drop" in str(r["routing"]).replace("dropless", ""):
+        return "token-dropping run: the capacity factor is not modelled"
+    if r["metric"] != "model_tflops_per_gpu" or not np.isfinite(r["value"]):
+        return f"no TFLOP/s a GPU with a layout (metric {r['metric']})"
+    if name not in MODEL_NAMES:
+        return "model in no preset"
+    if r["gpu_type"] not in HARDWARE_NAMES:
+        return f"hardware {r['gpu_type']!r} in no preset"
+    if str(r["precision"]).lower() not in PRECISION:
+        return f"precision {r['precision']} not modelled (no FP4 peak)"
+    for k in ("gpus", "seq", "global_batch", "microbatch", "t", "p", "ep"):
+        if not np.isfinite(r[k]):
+            return f"{k} not stated"
+    return ""
+
+
+def _key(r):
+    """A row's workload: a NeMo table's model on a GPU type in a precision (a later release
+    may change the layout too), a guide's steps on one layout; else the row alone."""
+    release = str(r["release"])
+    if release.startswith(("NeMo", "MCore")):
+        return (MODEL_NAMES.get(r["model"], r["model"]), r["gpu_type"],
+                PRECISION.get(str(r["precision"]).lower()), release[:4])
+    return r["label"]
+
+
+def _split(rows):
+    """The rows priced and the rows excluded with their reasons (the newest release of a
+    configuration kept; file order breaks ties, the later row kept)."""
+    latest = {}
+    for i, r in enumerate(rows):
+        if not _reason(r):
+            key = _key(r)
+            rank = (_release(r["release"]), i)
+            if key not in latest or rank > latest[key][0]:
+                latest[key] = (rank, i)
+    keep = {i for _, i in latest.values()}
+    priced, excluded = [], []
+    for i, r in enumerate(rows):
+        why = _reason(r)
+        if not why and i not in keep:
+            newer = rows[latest[_key(r)][1]]
+            why = (f"superseded by {newer['release'] or 'a later row'} for the same model, "
+                   f"GPU and precision (software gains between releases are not modelled)")
+        (excluded if why else priced).append((r, why))
+    return [r for r, _ in priced], [(r, why) for r, why in excluded]
+
+
+def excluded(data):
+    """The rows of the tables in the folder ``data`` (``fastpp.model.validate.DATA``) not
+    priced, with the reason: a ``pandas.DataFrame`` with ``source``, ``row`` (the label) and
+    ``reason``."""
+    pd = require("pandas", "sweep", "fastpp.model.validate_moe")
+
+    _, out = _priced(data)
+    return pd.DataFrame([(r["source"], r["label"], why) for r, why in out],
+                        columns=["source", "row", "reason"])
+
+
+def settings(r) -> dict:
+    """The ``plan`` arguments of a priced row (the module's assumptions where it is
+    silent)."""
+    name = MODEL_NAMES[r["model"]]
+    model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
+             if name == "deepseek-v3/no-mtp" else MODELS[name])
+    hardware = HARDWARE_NAMES[r["gpu_type"]]
+    t, p, ep = int(r["t"]), int(r["p"]), int(r["ep"])
+    vp = int(r["vp"]) if np.isfinite(r["vp"]) and r["vp"] > 1 else 1
+    bridge = (BRIDGE.get((model.name, hardware), {}) if str(r["release"]).startswith("NeMo")
+              else {})
+    overlap = bool(r["overlap"]) or (bridge.get("overlap", False) and vp > 1
+                                     and str(r["precision"]).lower() != "bf16")
+    recompute, modules = RECOMPUTE.get(str(r["recompute"]).strip().lower(), ("none", None))
+    if recompute == "full":
+        overlap = False  # Megatron refuses the overlap with full recomputation
+    schedule = "combined-1f1b" if overlap else ("interleaved-1f1b" if vp > 1 else "1f1b")
+    fsdp = 2.0 if str(r["fsdp"]).strip().lower() == "on" else _number(r["fsdp"])
+    out = {"model": model, "gpus": int(r["gpus"]), "hardware": hardware, "seq": int(r["seq"]),
+           "global_batch": int(r["global_batch"]), "tp": t, "pp": p, "ep": ep,
+           "etp": int(r["etp"]) if np.isfinite(r["etp"]) else 1, "m": vp,
+           "microbatch": int(r["microbatch"]), "recompute": recompute,
+           "zero": 3 if np.isfinite(fsdp) and fsdp > 1 else 1, "schedules": [schedule],
+           "precision": PRECISION[str(r["precision"]).lower()], "overlap": overlap,
+           "dispatcher": DISPATCHER.get(str(r["dispatcher"]).lower(),
+                                        bridge.get("dispatcher", "flex")),
+           "recompute_modules": modules, "layout": LAYOUTS.get((model.name, p, vp)),
+           "node_limit": 4 if model.name.startswith("deepseek-v3") else None}
+    return out
+
+
+def predict(r) -> tuple[float, str]:
+    """A priced row's predicted TFLOP/s a GPU (Megatron's FLOP count), and ``plan``'s reason
+    where it cannot run the layout (the prediction then NaN). A row that does not fit in
+    the GPU's memory is still priced (the tables ran it; the reason says by how much)."""
+    from .plan import plan
+
+    kw = settings(r)
+    row = plan(kw.pop("model"), kw.pop("gpus"), kw.pop("hardware"), workers=1, **kw).iloc[0]
+    reason = "" if np.isfinite(row["tflops_per_gpu"]) else f"plan refuses it: {row['reason']}"
+    return float(row["tflops_per_gpu"]), reason
+
+
+def _priced(data):
+    """The priced rows with their predictions, and the excluded rows with their reasons."""
+    priced, out = _split(_rows(data))
+    done = []
+    for r in priced:
+        value, why = predict(r)
+        if why:
+            out.append((r, why))
+        else:
+            done.append((r, value))
+    return done, out
+
+
+def rows(data):
+    """``fastpp.model.validate``'s rows: ``(dataset, row, quantity, measured, predicted,
+    regime)`` for every priced row of the tables in the folder ``data``."""
+    done, _ = _priced(data)
+    out = []
+    for r, value in done:
+        kw = settings(r)
+        where = regime(kw["model"], HARDWARE[kw["hardware"]], kw["seq"], kw["tp"])
+        out.append((DATASET, r["label"], "tflops_per_gpu", float(r["value"]), value, where))
+    return out
+
+
+__all__ = ["ASSUMED", "DATASET", "excluded", "predict", "rows", "settings"]

@@ -1,0 +1,168 @@
+"""Memory recipes and token dispatchers (fastpp.model.recipes, fastpp.model.moe): each recompute
+module's bytes and recomputed seconds by hand on a small MLA + MoE model, FP8 caching,
+offloading's host copies, the dispatchers' volumes, DeepSeek-V3's own configuration with its
+recipe against its report, and bad input."""
+
+import numpy as np
+import pytest
+
+from fastpp import ScheduleError, build_schedule
+from fastpp.model import Hardware, Link, Recipe, Transformer, plan, transformer_costs
+from fastpp.model.moe import all_to_all_bytes, all_to_all_times, layer_parts
+from fastpp.model.recipes import make_recipe, parts_with_recipe, recipe_terms
+
+# h = 64, a = 4 heads of d = 16 (+ r = 8 RoPE), d_v = 16, MLA ranks q 32 / kv 16; experts
+# of F_e = 32, top 2 of 4, one shared; SwiGLU (G = 2)
+SMALL = Transformer(layers=2, hidden=64, heads=4, head_dim=16, v_head_dim=16, ffn=128,
+                    expert_ffn=32, experts=4, top_k=2, shared_experts=1, vocab=256,
+                    swiglu=True, q_rank=32, kv_rank=16, rope_dim=8, name="small-mla-moe")
+# products at 2 m n k / (1e6 x 0.5) s, memory ops at bytes / 1000 s, no overheads; host link
+# 100 B/s
+TOY = Hardware("toy", peak_flops=1e6, memory_bytes=1e9, node=Link("toy-node", 1000.0, 0.0),
+               network=Link("toy-net", 100.0, 0.0), efficiency=0.5, gpus_per_node=4,
+               memory_bandwidth=1000.0, op_overhead=0.0, matmul_half=1e-9,
+               host_bandwidth=100.0)
+S = 32  # tokens of the one sequence; t = 1: R = 32 x 2 = 64 copies received
+
+
+def terms(modules, rc=1, moe=True, **kw):
+    recipe = Recipe(tuple(modules), **kw)
+    return recipe_terms(SMALL, TOY, recipe, S, 1, 1, rc, True, moe=moe)
+
+
+def test_each_recompute_module_by_hand():
+    base = terms(["core_attn"])  # Megatron's default; an MoE layer's outputs 2h x 64 copies
+    assert base["bytes"] == pytest.approx(2 * 64 * 64)
+    assert base["attention"] == 0 and base["mlp"] == 0
+    # layernorm: the two norms' outputs, 2 x 2 x 64 bytes a token; two norms recomputed, each
+    # reading and writing 32 x 64 x 2 bytes at 1000 B/s
+    ln = terms(["core_attn", "layernorm"])
+    assert ln["bytes"] - base["bytes"] == pytest.approx(4 * 64 * S)
+    assert ln["attention"] == pytest.approx(2 * 2 * S * 64 / 1000)
+    assert ln["mlp"] == pytest.approx(2 * 2 * S * 64 / 1000)
+    # mla_up_proj: Q and K of 4 x (16 + 8), V of 4 x 16, 2 bytes each; the two up-projections
+    # 32 -> 96 and 16 -> 128 recomputed, each the slower of its FLOPs and its operands' bytes
+    up = terms(["core_attn", "mla_up_proj"])
+    assert up["bytes"] - base["bytes"] == pytest.approx(2 * (2 * 96 + 64) * S)
+    products = [(S, 96, 32), (S, 128, 16)]
+    assert up["attention"] == pytest.approx(sum(
+        max(2 * m * n * k / 5e5, 2 * (m * k + k * n + m * n) / 1000) for m, n, k in products))
+    # moe_act: SiLU and product, 2 x 32 elements a copy; the activation reads the gate and up
+    # products and writes its output, (2 + 1) x 2 x 32 bytes a copy
+    act = terms(["core_attn", "moe_act"])
+    assert act["bytes"] - base["bytes"] == pytest.approx(2 * 2 * 32 * 64)
+    assert act["mlp"] == pytest.approx(3 * 2 * 32 * 64 / 1000)
+    # shared_experts: its inside 8 F_e a token; its forward recomputed
+    shared = terms(["core_attn", "shared_experts"])
+    assert shared["bytes"] - base["bytes"] == pytest.approx(8 * 32 * S)
+    assert shared["mlp"] > 0
+    # moe: the router's 8 E a token and each copy's input and inside (2h + 8 F_e), the shared
+    # inside; the dispatch and combine repeated
+    moe = terms(["core_attn", "moe"])
+    assert moe["bytes"] == pytest.approx(8 * 4 * S + 64 * (2 * 64 + 8 * 32) + 8 * 32 * S
+                                         + 2 * 64 * 64)
+    a2a = {"dispatch_f": 3.0, "combine_f": 5.0, "dispatch_b": 7.0, "combine_b": 11.0}
+    again = recipe_terms(SMALL, TOY, Recipe(("core_attn", "moe")), S, 1, 1, 1, True, moe=True,
+                         a2a=a2a)
+    assert again["comm"] == 3.0 + 5.0  # the forward's dispatch and combine, once more
+    # core_attn left out: FlashAttention keeps no scores, but its core is not recomputed
+    nothing = terms([])
+    assert nothing["bytes"] == base["bytes"] and nothing["attention"] < 0
+    # mlp acts on dense layers: the inside 8F a token
+    dense = terms(["core_attn", "mlp"], moe=False)
+    assert dense["bytes"] == pytest.approx(8 * 128 * S) and dense["mlp"] > 0
+    # no term under full recomputation or without selective
+    for rc in (0, 2):
+        assert terms(["core_attn", "layernorm", "moe_act"], rc=rc)["mlp"] == 0
+    assert terms(["core_attn"], rc=2)["bytes"] == 0
+
+
+def test_fp8_cache_and_offload_by_hand():
+    base = terms(["core_attn"])
+    # each copy's input (h) and SwiGLU input (2 F_e) at 1 + 4/128 bytes instead of 2
+    fp8 = terms(["core_attn"], fp8_cache=True)
+    assert fp8["bytes"] - base["bytes"] == pytest.approx((2 - 1.03125) * (64 + 64) * 64)
+    # the attention norm's input (2h a token) and the copies' inputs (2h each) to the host,
+    # 4096 + 8192 bytes at 100 B/s each way, exposed beyond the layer's 50 s / 10 s
+    off = Recipe(("core_attn",), offload_modules=("attn_norm", "expert_fc1"))
+    got = recipe_terms(SMALL, TOY, off, S, 1, 1, 1, True, moe=True, forward=50.0,
+                       input_grad=200.0)
+    moved = 2 * 64 * S + 2 * 64 * 64
+    assert got["bytes"] - base["bytes"] == pytest.approx(moved)
+    assert got["offload_f"] == pytest.approx(moved / 100 - 50)
+    assert got["offload_b"] == 0  # hidden under the 200 s backward
+
+
+def test_recipe_prices_the_backward_and_the_bytes():
+    """The recomputation lands in the backward, the saving in the stored bytes, the forward
+    unchanged; the pair's parts carry the same terms."""
+    sched = build_schedule("1f1b", p=2, n=4)
+    kw = dict(seq=S, ep=2, tp=1, dp=2, recompute="selective")
+    plain = transformer_costs(SMALL, sched, TOY, **kw)
+    ds = transformer_costs(SMALL, sched, TOY, **kw, recipe="deepseek-v3")
+    assert np.allclose(ds.f, plain.f) and np.all(ds.b > plain.b) and np.all(ds.act < plain.act)
+    plain = layer_parts(SMALL, TOY, seq=S, recompute="selective", ep=2)
+    parts = [plain, parts_with_recipe(plain, SMALL, TOY, make_recipe("deepseek-v3"), seq=S,
+                                      ep=2)]
+    assert parts[1].attention_i > parts[0].attention_i and parts[1].mlp_i > parts[0].mlp_i
+    assert parts[1].attention_f == parts[0].attention_f
+
+
+def test_dispatcher_volumes_by_hand():
+    """ep = 8 over two nodes of 4: N = 32 tokens, k = 2, h = 64, bf16."""
+    one = dict(seq=S, microbatch=1, t=1, ep=4 * 2, etp=1, element_bytes=2.0)
+    big = Transformer(layers=2, hidden=64, heads=4, ffn=128, expert_ffn=32, experts=8, top_k=2,
+                      vocab=256, swiglu=True)
+    a2a = all_to_all_bytes(big, TOY, **one)
+    # every copy alone: half of the 64 copies to the other node, 3/8 to the three neighbours
+    assert a2a["network"] == pytest.approx(64 * 64 * 2 / 2)
+    assert a2a["nvlink"] == pytest.approx(64 * 64 * 2 * 3 / 8)
+    flex = all_to_all_bytes(big, TOY, **one, dispatcher="flex")
+    # once per node used: 2 (1 - (1/2)^2) = 1.5 nodes, half of them remote; 3/4 forwarded
+    assert flex["network"] == pytest.approx(32 * 64 * 2 * 1.5 / 2)
+    assert flex["nvlink"] == pytest.approx(64 * 64 * 2 * 3 / 4)
+    # all-gather: the 8 GPUs' 32 tokens gathered, 7/8 of 8 x 32 x 64 x 2 bytes, rings over
+    # the 4 rails of a node (min(1000, 4 x 100) = 400 B/s, fastpp.model.comm)
+    ag = all_to_all_times(big, TOY, S, 1, 1, 8, 1, "bf16", dispatcher="allgather")
+    assert ag["dispatch_f"] == pytest.approx(7 / 8 * 8 * 32 * 64 * 2 / 400)
+    assert ag["combine_f"] == pytest.approx(ag["dispatch_f"])
+
+
+# DeepSeek-V3's report: 180K H800 GPU hours per trillion tokens (section 1), 1,543 tokens/s
+# a GPU; its configuration (section 3.2): 2048 H800, PP16 DualPipe, EP64, ZeRO-1, FP8, 4K,
+# routing to 4 nodes, the final batch of 15,360
+DEEPSEEK_TOKENS = 1e12 / (180e3 * 3600)
+
+
+def test_deepseek_v3_fits_with_its_recipe():
+    df = plan("deepseek-v3", 2048, "H800-80GB", seq=4096, global_batch=15360, tp=1, pp=16,
+              ep=64, schedules=["dualpipe"], microbatch=1, recompute=["none", "selective"],
+              zero=1, precision="fp8", node_limit=4, overlap=True, recipe="deepseek-v3",
+              workers=2)
+    plain = df[df.recompute == "none"].iloc[0]
+    ds = df[df.recompute == "selective"].iloc[0]
+    # without the recomputation (FP8 caching and Megatron-Core's count alone) it does not fit
+    assert plain.peak_memory > 120e9
+    assert ds.peak_memory < 80e9 and ds.reason == ""
+    error = ds.tokens_per_s / 2048 / DEEPSEEK_TOKENS - 1
+    print(f"DeepSeek-V3 with its recipe: {ds.peak_memory / 1e9:.1f} GB, "
+          f"{ds.tokens_per_s / 2048:.0f} tokens/s a GPU against {DEEPSEEK_TOKENS:.0f} "
+          f"({error:+.1%})")
+    assert abs(error) < 0.15
+    # the recomputation costs time, little of it (the report: "minimal overhead"; 1.6% here)
+    assert plain.step_time < ds.step_time < 1.05 * plain.step_time
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: Recipe(("core_attn", "attention")), "recompute_modules must hold names"),
+    (lambda: Recipe("layernorm"), "recompute_modules must be a list"),
+    (lambda: Recipe(offload_modules=("mlp",)), "offload_modules must hold names"),
+    (lambda: Recipe(fp8_cache="yes"), "fp8_cache must be True or False"),
+    (lambda: make_recipe("llama"), "recipe must be one of"),
+    (lambda: make_recipe("deepseek-v3", ["moe"]), "give either recipe or those"),
+    (lambda: transformer_costs(SMALL, build_schedule("1f1b", p=2, n=4), TOY, seq=S, ep=2,
+                               dp=2, dispatcher="deepep"), "dispatcher must be one of"),
+])
+def test_bad_recipe_input_is_a_schedule_error(call, message):
+    with pytest.raises(ScheduleError, match=message):
+        call()

@@ -1,0 +1,90 @@
+"""The MoE validation set (fastpp.model.validate_moe): which published rows are priced, which
+are excluded and why, how each is priced, and the error against the tables (nothing fitted on
+them)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fastpp.model import validate_moe
+from fastpp.model.validate import DATA, mape, validate
+
+pytestmark = pytest.mark.skipif(not (DATA / "moe_published_more.csv").exists(),
+                                reason="shared/data is not beside the repository")
+
+
+@pytest.fixture(scope="module")
+def split():
+    done, out = validate_moe._priced(DATA)
+    return done, out
+
+
+def test_every_row_is_priced_or_excluded_once(split):
+    done, out = split
+    total = (len(pd.read_csv(DATA / "moe_published.csv"))
+             + len(pd.read_csv(DATA / "moe_published_more.csv")))
+    labels = [r["label"] for r, _ in done] + [r["label"] for r, _ in out]
+    assert len(labels) == total == len(set(labels))
+    assert all(why for _, why in out)
+    assert len(done) >= 30  # the checked rows (34 today)
+
+
+def test_the_exclusions_and_their_reasons(split):
+    _, out = split
+    why = {r["label"]: reason for r, reason in out}
+    by_model = {}
+    for r, reason in out:
+        by_model.setdefault(str(r["model"]).split("_")[0].split(" ")[0], set()).add(reason)
+    # hybrid and sliding-window models, every row of them
+    assert by_model["Nemotron"] == {"model not representable: hybrid Mamba-Transformer layers"}
+    assert all(x.startswith("model not representable: sliding-window") for x in
+               by_model["GPT"] | by_model["GPT-OSS-20B"] | by_model["GPT-OSS-120B"])
+    # token dropping, FP4, a guide without its sequence length, abstracts without a layout
+    drops = [k for k in why if "tokendrop" in k]
+    assert len(drops) == 8 and all("token-dropping" in why[k] for k in drops)
+    assert not any(r["precision"] == "NVFP4" for r, _ in split[0])
+    guide = [r for r, _ in out if str(r["release"]).startswith("MCore")]
+    assert len(guide) == 13 and all(why[r["label"]] == "seq not stated" for r in guide)
+    # an older release of a workload gives way to the newest one
+    old = [r for r, reason in out if reason.startswith("superseded by NeMo 26.08")]
+    assert any(r["model"] == "DeepSeekV3" and r["gpu_type"] == "DGX-GB300" for r in old)
+    # a layout plan refuses (32 stages x 3 chunks > 94 layers)
+    assert any(reason.startswith("plan refuses it: layers=94") for reason in why.values())
+    table = validate_moe.excluded(DATA)
+    assert list(table.columns) == ["source", "row", "reason"] and len(table) == len(out)
+
+
+def test_a_row_priced_as_stated_and_assumed(split):
+    """DeepSeek-V3 on 256 GB300 (NeMo 26.08): Megatron-Bridge's layout for pp 2 x vp 8, the EP
+    overlap its MXFP8 config turns on, the flex dispatcher, fp8, DeepSeek's 4-node routing."""
+    done, _ = split
+    r = next(r for r, _ in done if r["model"] == "DeepSeekV3" and r["gpu_type"] == "DGX-GB300")
+    kw = validate_moe.settings(r)
+    assert (kw["hardware"], kw["tp"], kw["pp"], kw["m"], kw["ep"], kw["microbatch"]) == (
+        "GB300", 1, 2, 8, 32, 1)
+    assert kw["layout"] == "Et*4|(t*4|)*14tmL" and kw["schedules"] == ["combined-1f1b"]
+    assert (kw["dispatcher"], kw["precision"], kw["node_limit"], kw["zero"]) == (
+        "flex", "fp8", 4, 1)
+    # a stated dispatcher and recompute are used as stated (the ModelZoo's Qwen3 on H100)
+    r = next(r for r, _ in done if r["release"] == "moe_dev/main" and r["recompute"] == "full")
+    kw = validate_moe.settings(r)
+    assert (kw["recompute"], kw["overlap"], kw["zero"], kw["dispatcher"]) == (
+        "full", False, 3, "flex")
+
+
+def test_moe_rows_against_the_tables():
+    """Nothing fitted on these rows. The issue's target is 10% MAPE; today 16.6%, held back
+    by the Qwen3-30B-A3B single-node rows (23.6% mean), the GB300 rows (17.5%, predicted
+    8% low on average: the same datasheet peak as GB200 but measured 11-28% faster) and the
+    H100 rows (19.1%: the ModelZoo's moe_dev rows 30%, AutoModel's 18%, NeMo's Qwen3 with
+    Megatron-Bridge's all-to-all dispatcher and overlap +32%). The bound guards against
+    regressions; the per-row errors are in docs/fidelity-rows.md."""
+    frame = validate([validate_moe.DATASET])
+    got = mape(frame)[validate_moe.DATASET]
+    print(f"MoE rows: {len(frame)} checked, MAPE {got:.1f}%")
+    assert (frame["role"] == "check").all()
+    assert np.isfinite(frame["predicted"]).all()
+    assert got < 18.0
+    # the three rows of moe_published.csv, each within 10%
+    first = frame[~frame["row"].str.contains("row ")]
+    assert len(first) == 3 and (first["error"].abs() < 0.10).all()
