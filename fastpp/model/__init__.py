@@ -20,6 +20,7 @@ from ..costs import Costs
 from ..ops import FB
 from ..schedule import Schedule
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, Hardware, Link, preset
+from .hf import from_hf
 from .layout import (
     Layout,
     as_layout,
@@ -49,7 +50,7 @@ from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
 from .validate import validate
 
 __all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "Hardware",
-           "Layout", "Link", "Transformer", "chunk_layers", "device_bytes", "even_layers",
+           "Layout", "Link", "Transformer", "chunk_layers", "device_bytes", "even_layers", "from_hf",
            "layer_costs", "layer_parts", "megatron_layers", "parse_layout", "plan",
            "torchtitan_layers", "transformer_costs", "validate"]
 
