@@ -48,14 +48,15 @@ from .stages import (
     stage_params,
     stage_table,
 )
+from .torchtitan import from_torchtitan, to_torchtitan
 from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
 from .validate import validate
 
 __all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECOMPUTE", "Hardware",
            "Layout", "Link", "RunConfig", "Transformer", "chunk_layers", "device_bytes",
            "even_layers", "from_hf", "from_megatron", "layer_costs", "layer_parts",
-           "megatron_layers", "parse_layout", "plan", "to_megatron",
-           "torchtitan_layers", "transformer_costs", "validate"]
+           "megatron_layers", "parse_layout", "plan", "to_megatron", "to_torchtitan",
+           "from_torchtitan", "torchtitan_layers", "transformer_costs", "validate"]
 
 
 def _chunks(model: Transformer, schedule, layout=None, layers=None):
