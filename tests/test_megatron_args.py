@@ -244,3 +244,54 @@ def test_round_trip(seed):
 def test_to_megatron_refuses_what_megatron_cannot_run():
     with pytest.raises(ScheduleError, match="Megatron-LM runs 1f1b"):
         to_megatron(RunConfig(seq=512, global_batch=8, p=2, m=2, schedule="zbv"))
+
+
+def fidelity_errors() -> dict[str, float]:
+    """The fidelity table's error of each Table 1 row (docs/fidelity-rows.md), as fractions."""
+    text = (Path(__file__).parent.parent / "docs" / "fidelity-rows.md").read_text()
+    section = text.split("## Narayanan 2021")[1].split("##")[0]
+    out = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[1] == "tflops_per_gpu":
+            out[cells[0]] = float(cells[4].rstrip("%")) / 100
+    return out
+
+
+def test_explain_predicts_table1():
+    """Through explain, each Table 1 script's TFLOP/s per GPU (the paper's count,
+    ``96 B s L h^2 (1 + s/6h + V/16Lh)``, V = 51,200) is within its fidelity-table error of
+    the measured figure (half a point of slack: the scripts' vocabularies are Megatron's
+    padding of GPT-2's for t < 8, the fidelity table's 51,200 for all)."""
+    from fastpp.model.explain import explain
+
+    errors = fidelity_errors()
+    assert len(errors) == 10
+    for row in pd.read_csv(TABLE1).to_dict("records"):
+        model, config = from_megatron(script(f"narayanan_{row['params_b']}b.sh"))
+        step = explain(model, config, "A100-80GB", neighbours=0, workers=1).row["step_time"]
+        L, h, s, B = model.layers, model.hidden, config.seq, config.global_batch
+        flops = 96.0 * B * s * L * h * h * (1 + s / (6 * h) + 51200 / (16 * L * h))
+        error = flops / step / config.gpus / 1e12 / row["tflops_per_gpu"] - 1
+        assert abs(error) <= abs(errors[f"{row['params_b']}B"]) + 0.005, row["params_b"]
+
+
+def test_explain_cli(capsys, tmp_path):
+    from fastpp.__main__ import main
+
+    assert main(["explain", "--megatron-script", str(DATA / "gpt3_175b.sh"), "--hardware",
+                 "A100-80GB", "--neighbours", "2", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    for part in ("step time", "TFLOP/s per GPU", "MFU", "bubble", "gradient sync",
+                 "optimizer bytes", "peak activations", "faster and fits", "not modelled"):
+        assert part in out, part
+    hf = str(Path(__file__).parent / "data" / "hf" / "qwen3-8b.json")
+    assert main(["explain", "--hf", hf, "--gpus", "16", "--tp", "2", "--pp", "2",
+                 "--global-batch", "64", "--seq", "4096", "--neighbours", "0"]) == 0
+    assert "on 16 x H100-80GB: t=2 cp=1 p=2 d=4" in capsys.readouterr().out
+    assert main(["explain", "--megatron", BASE]) == 2  # no GPU count
+    assert "GPU count must be given" in capsys.readouterr().err
+    assert main(["plan", "--model", hf, "--gpus", "8", "--seq", "2048", "--global-batch", "16",
+                 "--tp", "2", "--pp", "2", "--schedules", "1f1b", "--no-plots", "--out",
+                 str(tmp_path)]) == 0  # plan's --model takes a config.json too
+    assert set(pd.read_parquet(tmp_path / "plan.parquet")["model"]) == {"qwen3-8b"}

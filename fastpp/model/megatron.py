@@ -74,6 +74,7 @@ TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}
 CP_COMM = {"p2p": "ring", "a2a": "all-gather", "allgather": "all-gather",
            "a2a+p2p": "ring"}
 SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+SCHEDULES = ("1f1b", "interleaved-1f1b")  # what Megatron-LM runs: m = 1, and m > 1
 
 
 @dataclass(frozen=True)
@@ -369,7 +370,7 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         seq=a["seq_length"], global_batch=a["global_batch_size"] or a["micro_batch_size"] * d,
         t=t, cp=cp, p=p, d=d, ep=a["expert_model_parallel_size"],
         etp=a["expert_tensor_parallel_size"] or t if model.moe else 1,
-        schedule="interleaved-1f1b" if m > 1 else "1f1b", m=m,
+        schedule=SCHEDULES[m > 1], m=m,
         microbatch=a["micro_batch_size"], recompute=recompute,
         recompute_method=a["recompute_method"], recompute_layers=a["recompute_num_layers"],
         recompute_modules=None if a["recompute_modules"] is None else tuple(
@@ -587,8 +588,7 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
              "--context-parallel-size", c.cp, "--expert-model-parallel-size", c.ep,
              "--expert-tensor-parallel-size", c.etp, "--micro-batch-size", c.microbatch,
              "--global-batch-size", c.global_batch, "--seq-length", c.seq]
-    if c.schedule not in ("1f1b", "interleaved-1f1b") or (c.m > 1) != (
-            c.schedule == "interleaved-1f1b"):
+    if c.schedule != SCHEDULES[c.m > 1]:
         raise ScheduleError(f"Megatron-LM runs 1f1b (m=1) or interleaved-1f1b (m>1) (got "
                             f"schedule={c.schedule!r}, m={c.m})")
     layout = c.layout
