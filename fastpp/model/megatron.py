@@ -135,7 +135,7 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     values, ignored, launcher = _read(args, env or {})
     a = {dest: _typed(dest, values[dest]) if dest in values else default
          for dest, (_, default) in FLAGS.items()}
-    _contradictions(a, values)
+    _contradictions(a)
     model = _model(a, vocab, name)
     config = _run(a, model, gpus if gpus is not None else launcher)
     extra = ("fp32 (no --bf16 or --fp16): priced as bf16",) if not (
@@ -261,7 +261,7 @@ def _typed(dest: str, raw):
     return value
 
 
-def _contradictions(a: dict, given: dict) -> None:
+def _contradictions(a: dict) -> None:
     """Two flags that cannot both hold: a ScheduleError naming both."""
     pairs = [("bf16", "fp16"),
              ("num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank"),
@@ -286,7 +286,6 @@ def _contradictions(a: dict, given: dict) -> None:
         if a[name] is None:
             raise ScheduleError(f"--{name.replace('_', '-')} must be given (Megatron has no "
                                 f"default for it)")
-    del given
 
 
 def _model(a: dict, vocab: int | None, name: str) -> Transformer:
@@ -626,11 +625,11 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     flags += ["--grad-reduce-in-bf16"] * (c.reduce_bytes == 2.0)
     flags += ["--cp-comm-type", {"ring": "p2p", "all-gather": "allgather"}[c.cp_comm]]
     if model is not None:
-        flags += _model_flags(model, c.t)
+        flags += _model_flags(model)
     return [str(x) for x in flags]
 
 
-def _model_flags(model: Transformer, t: int) -> list:
+def _model_flags(model: Transformer) -> list:
     """A ``Transformer`` as Megatron's model arguments (vocabulary already padded: divisible
     by 1)."""
     m = model
@@ -657,5 +656,4 @@ def _model_flags(model: Transformer, t: int) -> list:
             flags += ["--moe-shared-expert-intermediate-size", m.shared_experts * m.expert_ffn]
     if m.mtp_depth:
         flags += ["--mtp-num-layers", m.mtp_depth]
-    del t
     return flags
