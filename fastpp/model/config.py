@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..checks import ScheduleError, flag, one_of, positive_int
+from ..checks import ScheduleError, ScheduleTypeError, flag, number, one_of, positive_int
 from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from .hardware import PRECISIONS
 from .layout import as_layout, even_layers
 from .stages import CP_COMMS, REDUCE_BYTES, ZERO, ZERO3_GATHERS
-from .transformer import RECOMPUTE
+from .transformer import RECOMPUTE, Transformer
 
 DEGREES = ("t", "cp", "p", "d", "ep", "etp")
 # the plan row's configuration columns this object carries (plan.CONFIG_COLUMNS but "model")
@@ -132,7 +132,8 @@ class RunConfig:
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         one_of(self.cp_comm, "cp_comm", CP_COMMS)
         one_of(self.precision, "precision", (None, *PRECISIONS))
-        if isinstance(self.reduce_bytes, bool) or self.reduce_bytes not in (2, 4):
+        if not isinstance(self.reduce_bytes, int | float) or isinstance(
+                self.reduce_bytes, bool) or self.reduce_bytes not in (2, 4):
             raise ScheduleError(f"reduce_bytes must be 2 or 4 (bytes per gradient; got "
                                 f"{self.reduce_bytes!r})")
         object.__setattr__(self, "reduce_bytes", float(self.reduce_bytes))
@@ -143,7 +144,14 @@ class RunConfig:
             if getattr(self, name) is not None:
                 positive_int(getattr(self, name), name)
         if self.recompute_modules is not None:
-            object.__setattr__(self, "recompute_modules", tuple(self.recompute_modules))
+            modules = self.recompute_modules
+            if isinstance(modules, str) or not isinstance(modules, list | tuple) or not all(
+                    isinstance(x, str) for x in modules):
+                raise ScheduleTypeError(f"recompute_modules must be a list of module names "
+                                        f"(got {modules!r})")
+            object.__setattr__(self, "recompute_modules", tuple(modules))
+        if number(self.imbalance, "imbalance") < 1:
+            raise ScheduleError(f"imbalance must be >= 1 (got {self.imbalance!r})")
         if self.layout is not None:
             as_layout(self.layout)  # parses, or names the position
             if self.first_layers is not None or self.last_layers is not None:
@@ -247,3 +255,19 @@ def data_parallel(gpus: int, t: int, cp: int, p: int) -> int:
         raise ScheduleError(f"t * cp * p = {rest} must divide the gpus (got gpus={gpus}, "
                             f"t={t}, cp={cp}, p={p})")
     return gpus // rest
+
+
+def as_run(config, name: str = "config") -> RunConfig:
+    """``config`` if it is a ``RunConfig``, else a ``ScheduleTypeError`` naming ``name``."""
+    if not isinstance(config, RunConfig):
+        raise ScheduleTypeError(f"{name} must be a fastpp.model.RunConfig (got "
+                                f"{type(config).__name__})")
+    return config
+
+
+def as_model(model, name: str = "model"):
+    """``model`` if it is a ``Transformer`` (or None), else a ``ScheduleTypeError``."""
+    if model is not None and not isinstance(model, Transformer):
+        raise ScheduleTypeError(f"{name} must be a fastpp.model.Transformer (got "
+                                f"{type(model).__name__})")
+    return model

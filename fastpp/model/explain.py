@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..checks import ScheduleError, positive_int
-from .config import RunConfig
+from ..checks import ScheduleError, nonnegative_int
+from .config import RunConfig, as_run
 from .hardware import HARDWARE, preset
 from .megatron import SCHEDULES as MEGATRON_SCHEDULES
 from .megatron import to_megatron
@@ -97,10 +97,8 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     """
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")
-    if not isinstance(config, RunConfig):
-        raise ScheduleError(f"config must be a fastpp.model.RunConfig (got "
-                            f"{type(config).__name__})")
-    count = 0 if neighbours == 0 else positive_int(neighbours, "neighbours")
+    config = as_run(config)
+    count = nonnegative_int(neighbours, "neighbours")
     rows = plan(model, hardware=hardware, config=config, workers=workers,
                 capacity=1e30)  # the run itself, whether it fits or not
     row = rows.iloc[0].to_dict()

@@ -182,7 +182,7 @@ def from_hf(config, name: str | None = None) -> Transformer:
     # n_inner and intermediate_size may be null (GPT-2: 4h)
     shape["ffn"] = cfg.int(names["ffn"], None if kind == "gpt2" else _MISSING)
     shape.update(_experts(kind, family, cfg, shape["layers"]))
-    return Transformer(name=str(name or _name(data, where, kind)), **shape)
+    return Transformer(name=_name(data, where, kind) if name is None else name, **shape)
 
 
 def _name(data: dict, where: str, kind: str) -> str:

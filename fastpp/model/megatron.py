@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from ..checks import ScheduleError, ScheduleTypeError
-from .config import RunConfig, data_parallel
+from .config import RunConfig, as_model, as_run, data_parallel
 from .layout import megatron_layers, parse_layout
 from .transformer import Transformer
 
@@ -132,6 +132,8 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         two that contradict (naming both), a variable that cannot be resolved (naming it), a
         degree that does not divide the GPUs.
     """
+    if env is not None and not isinstance(env, dict):
+        raise ScheduleTypeError(f"env must be a dict of variables (got {type(env).__name__})")
     values, ignored, launcher = _read(args, env or {})
     a = {dest: _typed(dest, values[dest]) if dest in values else default
          for dest, (_, default) in FLAGS.items()}
@@ -582,7 +584,7 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     ``first_layers``/``last_layers`` with ``m > 1`` (per model chunk, which Megatron's
     per-device flags are not) are written as the layout they make, which needs ``model``.
     """
-    c = config
+    c, model = as_run(config), as_model(model)
     flags = ["--tensor-model-parallel-size", c.t, "--pipeline-model-parallel-size", c.p,
              "--context-parallel-size", c.cp, "--expert-model-parallel-size", c.ep,
              "--expert-tensor-parallel-size", c.etp, "--micro-batch-size", c.microbatch,

@@ -14,7 +14,7 @@ import os
 import tomllib
 
 from ..checks import ScheduleError, ScheduleTypeError
-from .config import RunConfig, data_parallel
+from .config import RunConfig, as_model, as_run, data_parallel
 from .hf import from_hf
 from .presets import MODELS
 from .transformer import Transformer
@@ -105,6 +105,9 @@ def _model(table: dict, model, where: str) -> Transformer:
         return model
     if isinstance(model, str) and model in MODELS:
         return MODELS[model]
+    if not isinstance(model, str | os.PathLike | dict | type(None)):
+        raise ScheduleTypeError(f"model must be a Transformer, a preset name or a config.json "
+                                f"(got {type(model).__name__})")
     if model is not None:
         return from_hf(model)
     assets = table.get("hf_assets_path")
@@ -171,7 +174,7 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     it back. With ``model``, ``m`` stages per rank are written as
     ``pipeline_parallel_layers_per_stage``."""
     names = {v: k for k, v in SCHEDULES.items()}
-    c = config
+    c, model = as_run(config), as_model(model)
     if c.schedule not in names:
         raise ScheduleError(f"torchtitan runs {sorted(names)} (got schedule={c.schedule!r})")
     if c.zero not in (0, 3):
