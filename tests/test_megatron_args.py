@@ -87,13 +87,29 @@ def test_shell():
         --y "two words"
     )
     X=1 python train.py \\
-        ${ARGS[@]} --z $C --w $D --v $UNKNOWN
+        "${ARGS[@]}" --z $C --w $D --v $UNKNOWN
     """
     words = script_words(text)
     assert words[:2] == ["python", "train.py"]
     assert words[2:11] == ["--x", "4", "--y", "two words", "--z", "7", "--w", "8", "--v"]
     assert words[11].unresolved == "UNKNOWN"
     assert script_words("--a $B", env={"B": 3}) == ["--a", "3"]
+    # unquoted, an array's elements split; += appends; if/elif/else on string tests
+    text = """
+    MODE="fp8"
+    EXTRA=()
+    if [[ "$MODE" == "bf16" ]]; then
+        EXTRA+=("--bf16")
+    elif [[ "$MODE" == "fp8" ]] || [[ -z "$MODE" ]]; then
+        EXTRA+=("--fp8-format hybrid")
+    else
+        EXTRA+=("--fp16")
+    fi
+    if [ -n "$NOT_SET" ]; then EXTRA+=(--never); fi
+    if [ -z "$NOT_SET" ]; then EXTRA+=(--always); fi
+    python train.py ${EXTRA[@]}
+    """
+    assert script_words(text) == ["python", "train.py", "--fp8-format", "hybrid", "--always"]
 
 
 BASE = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 512 "

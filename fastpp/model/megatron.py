@@ -28,7 +28,8 @@ FLAGS = {
     "group_query_attention": (BOOL, False), "num_query_groups": (INT, 1),
     "swiglu": (BOOL, False), "untie_embeddings_and_output_weights": (BOOL, False),
     "vocab_size": (INT, None), "make_vocab_size_divisible_by": (INT, 128),
-    "tokenizer_type": (STR, None), "attention_dropout": (FLOAT, 0.1),
+    "tokenizer_type": (STR, None), "merge_file": (STR, None),
+    "attention_dropout": (FLOAT, 0.1),
     "hidden_dropout": (FLOAT, 0.1), "use_flash_attn": (BOOL, False),
     "attention_backend": (STR, "auto"), "num_experts": (INT, None),
     "moe_ffn_hidden_size": (INT, None), "moe_router_topk": (INT, 2),
@@ -71,6 +72,7 @@ ALIASES = {"encoder_seq_length": "seq_length", "num_moe_experts": "num_experts",
            "use_custom_fsdp": "use_megatron_fsdp"}
 # Megatron's vocabulary for tokenizers whose size the script does not say
 TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}
+PRESENCE = {"merge_file"}  # flags read for being there (a BPE merges file: GPT-2's tokenizer)
 CP_COMM = {"p2p": "ring", "a2a": "all-gather", "allgather": "all-gather",
            "a2a+p2p": "ring"}
 SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
@@ -205,7 +207,7 @@ def _flags(words) -> tuple[dict, list, int | None]:
         if kind is None:
             ignored.append("--" + key)
             continue
-        for w in taken:
+        for w in taken if dest not in PRESENCE else ():
             if getattr(w, "unresolved", None):
                 raise ScheduleError(f"--{key}'s value {str(w)!r} needs the variable "
                                     f"{w.unresolved!r}, which the script does not set (give "
@@ -294,9 +296,10 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
     """The ``Transformer`` of Megatron's model arguments, its defaults where absent."""
     h, heads, t = a["hidden_size"], a["num_attention_heads"], a["tensor_model_parallel_size"]
     ffn = a["ffn_hidden_size"] or (int(8 * h / 3 / 64) * 64 if a["swiglu"] else 4 * h)
-    size = a["vocab_size"] or vocab or TOKENIZER_VOCAB.get(a["tokenizer_type"])
+    tokenizer = a["tokenizer_type"] or ("GPT2BPETokenizer" if a["merge_file"] else None)
+    size = a["vocab_size"] or vocab or TOKENIZER_VOCAB.get(tokenizer)
     if size is None:
-        raise ScheduleError(f"--vocab-size must be given for tokenizer {a['tokenizer_type']!r} "
+        raise ScheduleError(f"--vocab-size must be given for tokenizer {tokenizer!r} "
                             f"(or from_megatron(..., vocab=N))")
     multiple = a["make_vocab_size_divisible_by"] * t
     shape = {"layers": a["num_layers"], "hidden": h, "heads": heads, "ffn": ffn,
@@ -413,36 +416,100 @@ def _chunks(a: dict, model: Transformer, p: int):
 
 # ---- the shell: a launch script's words as bash expands them ----
 
-_ASSIGN = re.compile(r"^(?:export\s+|declare\s+-a\s+|local\s+)?([A-Za-z_]\w*)=(.*)$", re.S)
+_ASSIGN = re.compile(r"^(?:export\s+|declare\s+-a\s+|local\s+)?([A-Za-z_]\w*)(\+?)=(.*)$",
+                     re.S)
 _VAR = re.compile(r"\$(?:\{([^}]*)\}|\(\((.*?)\)\)|([A-Za-z_]\w*|[0-9@*#?]))")
+_CONTROL = ("then", "do", "done", "for", "while")
 
 
 def script_words(text: str, env: dict | None = None) -> list[_Word]:
     """The words of ``text``'s training command (the last statement naming a ``.py`` file, or
-    every statement that is not an assignment), variables and arrays expanded."""
+    every statement that is not an assignment), variables and arrays expanded; ``if`` blocks
+    on string tests (``[[ "$X" == y ]]``, ``-z``, ``-n``) followed, other tests taken as true."""
     scope = {k: str(v) for k, v in (env or {}).items()}
     arrays: dict[str, list[_Word]] = {}
-    commands = []
+    commands, branches = [], []  # branches: (this branch runs, some branch of the if ran)
     for statement in _statements(text):
+        head, _, rest = statement.partition(" ")
+        if head in ("then", "do", "else") and rest.strip():  # a command after its keyword
+            if head == "else":
+                _branch(head, head, branches, scope, arrays)
+            statement = rest.strip()
+            head = statement.split(None, 1)[0]
+        if head in ("if", "elif", "else", "fi"):
+            _branch(head, statement, branches, scope, arrays)
+            continue
+        if head in _CONTROL or not all(runs for runs, _ in branches):
+            continue
         match = _ASSIGN.match(statement)
-        words = _split(match.group(2)) if match else []
-        if match and len(words) > 1 and not match.group(2).startswith("("):
+        words = _split(match.group(3)) if match else []
+        if match and len(words) > 1 and not match.group(3).startswith("("):
             # X=1 command ...: the command (X set for it alone, not read here)
-            statement = match.group(2)[len(words[0][0]):].strip()
+            statement = match.group(3)[len(words[0][0]):].strip()
         elif match:
-            key, value = match.groups()
-            if value.startswith("("):
-                arrays[key] = _expand_words(_split(value[1:value.rfind(")")]), scope, arrays)
-            else:
-                word = _expand_words(_split(value), scope, arrays, join=True)
-                if word and not getattr(word[0], "unresolved", None):
-                    scope[key] = str(word[0])
-                else:
-                    scope.pop(key, None)
+            _assign(*match.groups(), scope, arrays)
             continue
         commands.append(_expand_words(_split(statement), scope, arrays))
     ran = [c for c in commands if any(w.endswith(".py") for w in c)]
     return ran[-1] if ran else [w for c in commands for w in c]
+
+
+def _assign(key: str, append: str, value: str, scope: dict, arrays: dict) -> None:
+    """``X=value``, ``X=(...)`` or ``X+=(...)``: a scalar (dropped if unresolved) or an array."""
+    if value.startswith("("):
+        items = _expand_words(_split(value[1:value.rfind(")")]), scope, arrays)
+        arrays[key] = (arrays.get(key, []) if append else []) + items
+        return
+    word = _expand_words(_split(value), scope, arrays, join=True)
+    if word and not getattr(word[0], "unresolved", None):
+        scope[key] = (scope.get(key, "") if append else "") + str(word[0])
+    else:
+        scope.pop(key, None)
+
+
+def _branch(head: str, statement: str, branches: list, scope: dict, arrays: dict) -> None:
+    """Follow ``if``/``elif``/``else``/``fi``: each branch runs when its test holds and no
+    earlier one ran."""
+    if head == "if":
+        test = _test(statement[2:], scope, arrays)
+        branches.append((test, test))
+    elif not branches:
+        raise ScheduleError(f"the script's {head!r} has no 'if'")
+    elif head == "fi":
+        branches.pop()
+    else:
+        ran = branches[-1][1]
+        test = not ran and (head == "else" or _test(statement[4:], scope, arrays))
+        branches[-1] = (test, ran or test)
+
+
+def _test(text: str, scope: dict, arrays: dict) -> bool:
+    """A bash test of strings joined by ``||`` and ``&&`` (left to right); a test this does
+    not read (files, numbers) counts as true."""
+    result, join = None, "||"
+    for part in re.split(r"(\|\||&&)", text):
+        if part in ("||", "&&"):
+            join = part
+            continue
+        # an unset variable is empty, as bash expands it
+        words = ["" if w.unresolved else str(w) for w in _expand_words(
+            _split(part.strip().strip("[]").strip()), scope, arrays)]
+        value = _one_test(words)
+        result = value if result is None else (result or value) if join == "||" \
+            else (result and value)
+    return True if result is None else result
+
+
+def _one_test(words: list[str]) -> bool:
+    negate = bool(words) and words[0] == "!"
+    words = words[1:] if negate else words
+    if len(words) == 3 and words[1] in ("==", "=", "!="):
+        value = (words[0] == words[2]) == (words[1] != "!=")
+    elif len(words) == 2 and words[0] in ("-z", "-n"):
+        value = (words[1] == "") == (words[0] == "-z")
+    else:
+        value = True
+    return value != negate
 
 
 def _statements(text: str) -> list[str]:
@@ -461,10 +528,10 @@ def _statements(text: str) -> list[str]:
         if not line:
             continue
         match = _ASSIGN.match(line)
-        if match and match.group(2).startswith("(") and not _closes(line):
+        if match and match.group(3).startswith("(") and not _closes(line):
             open_array = line
             continue
-        out.extend(s.strip() for s in re.split(r"\s*(?:;|&&)\s*", line) if s.strip())
+        out.extend(s.strip() for s in re.split(r"\s*;\s*", line) if s.strip())
     if open_array is not None:
         raise ScheduleError(f"the script's array is not closed: {open_array[:60]!r}")
     return out
@@ -497,8 +564,9 @@ def _expand_words(words, scope: dict, arrays: dict, join: bool = False) -> list[
     out = []
     for word, quoted in words:
         array = re.fullmatch(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?', word)
-        if array:
-            out.extend(arrays.get(array.group(1), []))
+        if array:  # "${A[@]}" keeps each element one word; ${A[@]} splits them
+            for item in arrays.get(array.group(1), []):
+                out.extend([item] if quoted else _resplit(item))
             continue
         value, unresolved = _expand(word, scope, arrays)
         parts = [value] if quoted or join else value.split()
@@ -507,6 +575,15 @@ def _expand_words(words, scope: dict, arrays: dict, join: bool = False) -> list[
             w.unresolved = unresolved
             out.append(w)
     return out
+
+
+def _resplit(word: _Word) -> list[_Word]:
+    parts = []
+    for part in str(word).split():
+        w = _Word(part)
+        w.unresolved = word.unresolved
+        parts.append(w)
+    return parts
 
 
 def _expand(word: str, scope: dict, arrays: dict) -> tuple[str, str | None]:
