@@ -443,6 +443,8 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
                     "script does not say --vocab-size")
     ap.add_argument("--neighbours", type=int, default=5, help="faster runs to list (5)")
     ap.add_argument("--workers", type=int, help="threads for the search")
+    ap.add_argument("--report", metavar="HTML", help="also write the run and its neighbours "
+                    "as a report page (a plan table)")
     run = ap.add_argument_group("run flags (with --hf)")
     for flag, kind, default in (("--tp", int, 1), ("--pp", int, 1), ("--cp", int, 1),
                                 ("--ep", int, 1), ("--etp", int, 1), ("--m", int, 1),
@@ -489,6 +491,14 @@ def _explain(args) -> int:
     print(found.table())
     if ignored:
         print(f"\n  not modelled: {' '.join(ignored)}")
+    if args.report:
+        import pandas as pd
+
+        from .model import PLAN_COLUMNS
+        from .reports import report
+
+        rows = pd.DataFrame([found.row, *found.neighbours])[list(PLAN_COLUMNS)]
+        print(f"\nreport: {report(rows, output=args.report)}")
     return 0
 
 
