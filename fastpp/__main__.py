@@ -445,6 +445,8 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--workers", type=int, help="threads for the search")
     ap.add_argument("--report", metavar="HTML", help="also write the run and its neighbours "
                     "as a report page (a plan table)")
+    ap.add_argument("--timeline", action="store_true", help="also print the pipeline's "
+                    "timeline, bubbles as dots")
     run = ap.add_argument_group("run flags (with --hf)")
     for flag, kind, default in (("--tp", int, 1), ("--pp", int, 1), ("--cp", int, 1),
                                 ("--ep", int, 1), ("--etp", int, 1), ("--m", int, 1),
@@ -489,6 +491,8 @@ def _explain(args) -> int:
     found = explain(model, config, args.hardware, neighbours=args.neighbours,
                     workers=args.workers)
     print(found.table())
+    if args.timeline:
+        print("\n" + found.timeline())
     if ignored:
         print(f"\n  not modelled: {' '.join(ignored)}")
     if args.report:
@@ -497,7 +501,7 @@ def _explain(args) -> int:
         from .model import PLAN_COLUMNS
         from .reports import report
 
-        rows = pd.DataFrame([found.row, *found.neighbours])[list(PLAN_COLUMNS)]
+        rows = pd.DataFrame([found.row, *(found.neighbours or [])])[list(PLAN_COLUMNS)]
         print(f"\nreport: {report(rows, output=args.report)}")
     return 0
 

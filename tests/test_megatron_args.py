@@ -304,8 +304,9 @@ def test_explain_cli(capsys, tmp_path):
     hf = str(Path(__file__).parent / "data" / "hf" / "qwen3-8b.json")
     assert main(["explain", "--hf", hf, "--gpus", "16", "--tp", "2", "--pp", "2",
                  "--global-batch", "64", "--seq", "4096", "--neighbours", "1", "--report",
-                 str(tmp_path / "explain.html")]) == 0
-    assert "on 16 x H100-80GB: t=2 cp=1 p=2 d=4" in capsys.readouterr().out
+                 str(tmp_path / "explain.html"), "--timeline"]) == 0
+    out = capsys.readouterr().out
+    assert "on 16 x H100-80GB: t=2 cp=1 p=2 d=4" in out and "device  1:" in out
     assert "<title>fastpp report</title>" in (tmp_path / "explain.html").read_text()
     assert main(["explain", "--megatron", BASE]) == 2  # no GPU count
     assert "GPU count must be given" in capsys.readouterr().err

@@ -28,7 +28,8 @@ class Explanation:
     """``row``: the run's plan row (``PLAN_COLUMNS``); ``recompute_tflops_per_gpu``: the
     hardware's FLOP/s with a full recomputation's extra forward counted (Narayanan 2021's
     count); ``neighbours``: faster configurations that fit, each a plan row with ``changes``
-    (the flags or fields to change) and ``changed`` (how many choices differ)."""
+    (the flags or fields to change) and ``changed`` (how many choices differ); None when
+    none were asked for."""
 
     model: object
     config: RunConfig
@@ -66,7 +67,9 @@ class Explanation:
         lines += [f"    {'total':<18} {r['peak_memory'] / gb:8.1f} GB of "
                   f"{self.hardware.memory_bytes / gb:.0f}"
                   + ("" if r["fits"] else f"   DOES NOT FIT: {r['reason']}"), ""]
-        if not self.neighbours:
+        if self.neighbours is None:  # not searched
+            pass
+        elif not self.neighbours:
             lines.append("  no faster configuration that fits nearby")
         else:
             lines.append("  faster and fits (fewest changes first)")
@@ -74,6 +77,15 @@ class Explanation:
                 lines.append(f"    {n['step_time']:8.3f} s  {step / n['step_time']:5.2f}x  "
                              f"{n['peak_memory'] / gb:5.1f} GB  {n['changes']}")
         return "\n".join(lines)
+
+    def timeline(self, max_columns: int = 120) -> str:
+        """The run's pipeline timeline as text (``Result.grid``): each device's ops by time,
+        bubbles as dots."""
+        from .. import simulate
+        from . import transformer_costs
+
+        costs = transformer_costs(self.model, hardware=self.hardware, config=self.config)
+        return simulate(self.config.build_schedule(), costs).grid(max_columns)
 
 
 def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int = 5,
@@ -105,7 +117,7 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     if row["reason"]:
         raise ScheduleError(f"the run cannot be priced: {row['reason']}")
     row["fits"] = bool(row["peak_memory"] <= hardware.memory_bytes)
-    found = _neighbours(model, hardware, config, row, count, workers) if count else []
+    found = _neighbours(model, hardware, config, row, count, workers) if count else None
     return Explanation(model, config, hardware, row, _recompute_tflops(model, config, row),
                        found)
 
