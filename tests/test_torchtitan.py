@@ -24,6 +24,17 @@ def test_llama3_job():
     assert hf == from_hf(DATA / "hf" / "llama-3.1-8b.json")
 
 
+def test_model_from_the_assets_folder(tmp_path):
+    """[model] hf_assets_path holding a config.json: the model is read from it."""
+    assets = tmp_path / "Qwen3-8B"
+    assets.mkdir()
+    (assets / "config.json").write_text((DATA / "hf" / "qwen3-8b.json").read_text())
+    job = f'[model]\nname = "qwen3"\nflavor = "8B"\nhf_assets_path = "{assets}"\n'
+    model, config = from_torchtitan(job, gpus=8)
+    assert model == from_hf(assets) and model.head_dim == 128
+    assert (config.d, config.zero) == (8, 3)
+
+
 @pytest.mark.parametrize("config", [
     RunConfig(seq=4096, global_batch=64, t=2, p=4, d=4, m=2, schedule="interleaved-1f1b",
               microbatch=2, recompute="full", zero=3, zero3="step", precision="fp8",
