@@ -133,6 +133,9 @@ def main(argv=None) -> int:
     show.add_argument("--by-index", action="store_true",
                       help="list each device's ops in order, without times")
     sub.add_parser("list", help="list the registered schedules and their constraints")
+    _explain_args(sub.add_parser(
+        "explain", help="predict one run given as users write it (Megatron flags or script, "
+        "torchtitan TOML, HF config.json) and list faster runs near it"))
     args = ap.parse_args(argv)
 
     try:
@@ -144,6 +147,8 @@ def main(argv=None) -> int:
             return 0
         if args.command == "plan":
             return _plan(args)
+        if args.command == "explain":
+            return _explain(args)
         if args.command == "measure":
             return _measure(args)
         if args.command == "report":
@@ -177,7 +182,7 @@ def main(argv=None) -> int:
 
 def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", default="llama3-70b", help="a preset (llama3-70b; see "
-                    "fastpp.model.MODELS)")
+                    "fastpp.model.MODELS) or a Hugging Face config.json (or its folder)")
     ap.add_argument("--gpus", type=int, default=64, help="GPUs in all (64)")
     ap.add_argument("--hardware", default="H100-80GB", help="a preset (H100-80GB)")
     ap.add_argument("--link", default=None, help="inter-node link preset (the hardware's: "
@@ -246,7 +251,8 @@ def _plan(args) -> int:
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)
     start = time.perf_counter()
-    df = plan(args.model, args.gpus, hardware, seq=args.seq, global_batch=args.global_batch,
+    df = plan(model_arg(args.model), args.gpus, hardware, seq=args.seq,
+              global_batch=args.global_batch,
               link=args.link,
               schedules=args.schedules, tp=args.tp, pp=args.pp, microbatch=args.microbatch,
               m=args.m, recompute=args.recompute, zero=args.zero, layout=args.layout,
@@ -413,6 +419,99 @@ def _write_outputs(args, res) -> None:
             print(f"Gantt chart: {plot.gantt(res, args.gantt)}")
         if args.memory_png:
             print(f"memory curves: {plot.memory(res, args.memory_png)}")
+
+
+
+# ---- explain: one run as users write it (issue 28) ----
+
+def model_arg(text: str):
+    """A preset name, or a Hugging Face ``config.json`` (or a folder holding one)."""
+    import os
+
+    from .model import MODELS, from_hf
+
+    if text in MODELS or not (text.endswith(".json") or os.path.isdir(text)):
+        return text
+    return from_hf(text)
+
+
+def _explain_args(ap: argparse.ArgumentParser) -> None:
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--megatron", metavar="ARGS", help="Megatron-LM arguments in one string")
+    src.add_argument("--megatron-script", metavar="FILE", help="a Megatron-LM launch script")
+    src.add_argument("--torchtitan", metavar="FILE", help="a torchtitan TOML job config")
+    src.add_argument("--hf", metavar="CONFIG", help="a Hugging Face config.json (or its "
+                     "folder), with the run flags below")
+    ap.add_argument("--gpus", type=int, help="GPUs in all (default: the script's torchrun "
+                    "--nproc_per_node x --nnodes)")
+    ap.add_argument("--hardware", default="H100-80GB", help="a preset (H100-80GB)")
+    ap.add_argument("--model", help="the model instead of the one the run gives: a preset or "
+                    "a config.json")
+    ap.add_argument("--vocab", type=int, help="the tokenizer's vocabulary when a Megatron "
+                    "script does not say --vocab-size")
+    ap.add_argument("--neighbours", type=int, default=5, help="faster runs to list (5)")
+    ap.add_argument("--workers", type=int, help="threads for the search")
+    ap.add_argument("--report", metavar="HTML", help="also write the run and its neighbours "
+                    "as a report page (a plan table)")
+    ap.add_argument("--timeline", action="store_true", help="also print the pipeline's "
+                    "timeline, bubbles as dots")
+    run = ap.add_argument_group("run flags (with --hf)")
+    for flag, kind, default in (("--tp", int, 1), ("--pp", int, 1), ("--cp", int, 1),
+                                ("--ep", int, 1), ("--etp", int, 1), ("--m", int, 1),
+                                ("--microbatch", int, 1), ("--global-batch", int, None),
+                                ("--seq", int, 4096), ("--zero", int, 1)):
+        run.add_argument(flag, type=kind, default=default)
+    run.add_argument("--schedule", default=None, help="1f1b, or interleaved-1f1b with --m > 1")
+    run.add_argument("--recompute", default="none", choices=["none", "selective", "full"])
+
+
+def _explain(args) -> int:
+    from pathlib import Path
+
+    from .model import RunConfig, from_hf, from_megatron, from_torchtitan
+    from .model.explain import explain
+    from .model.megatron import SCHEDULES as MEGATRON_SCHEDULES
+
+    ignored = ()
+    if args.megatron is not None or args.megatron_script is not None:
+        text = args.megatron if args.megatron is not None else \
+            Path(args.megatron_script).read_text()
+        imported = from_megatron(text, args.gpus, vocab=args.vocab)
+        model, config, ignored = imported.model, imported.config, imported.ignored
+    elif args.torchtitan is not None:
+        if args.gpus is None:
+            raise ScheduleError("--torchtitan needs --gpus")
+        model, config = from_torchtitan(args.torchtitan, args.gpus, model=args.model)
+    else:
+        if args.gpus is None:
+            raise ScheduleError("--hf needs --gpus")
+        model = from_hf(args.hf)
+        schedule = args.schedule or MEGATRON_SCHEDULES[args.m > 1]
+        fields = dict(seq=args.seq, t=args.tp, p=args.pp, cp=args.cp, ep=args.ep,
+                      etp=args.etp, m=args.m, schedule=schedule, microbatch=args.microbatch,
+                      recompute=args.recompute, zero=args.zero)
+        rest = args.tp * args.pp * args.cp
+        d = args.gpus // rest if rest and args.gpus % rest == 0 else 1
+        fields["global_batch"] = args.global_batch or args.microbatch * d
+        config = RunConfig.for_gpus(args.gpus, **fields)
+    if args.model is not None and args.torchtitan is None:
+        model = model_arg(args.model)
+    found = explain(model, config, args.hardware, neighbours=args.neighbours,
+                    workers=args.workers)
+    print(found.table())
+    if args.timeline:
+        print("\n" + found.timeline())
+    if ignored:
+        print(f"\n  not modelled: {' '.join(ignored)}")
+    if args.report:
+        import pandas as pd
+
+        from .model import PLAN_COLUMNS
+        from .reports import report
+
+        rows = pd.DataFrame([found.row, *(found.neighbours or [])])[list(PLAN_COLUMNS)]
+        print(f"\nreport: {report(rows, output=args.report)}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -259,10 +259,51 @@ def calls(tmp: Path) -> list[Call]:
                   sequence_parallel=True, recompute="none", precision="bf16", node_limit=None,
                   imbalance=1.0)),
         Call("overlap.pair_time", pair_time, dict(parts=parts, comm_sms=20, sms=132)),
+        *config_calls(),
         Call("report", lambda table, output, schedules: fastpp.report(
             table, output=output, schedules=schedules),
              dict(table=plan_df, output=tmp / "report.html", schedules=None),
              names={"table": ("input", "table", "path"), "output": ("output",)}),
+    ]
+
+
+def config_calls() -> list[Call]:
+    """The run configuration's importers, exporters and explain (issue 28)."""
+    from fastpp import model
+    from fastpp.model.explain import explain
+
+    qwen = {"model_type": "qwen3_moe", "hidden_size": 256, "num_hidden_layers": 4,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+            "intermediate_size": 512, "moe_intermediate_size": 128, "num_experts": 8,
+            "num_experts_per_tok": 2, "vocab_size": 1024}
+    flags = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 512 "
+             "--vocab-size 1000 --tensor-model-parallel-size 2")
+    run = model.RunConfig(seq=512, global_batch=8, t=2, p=2, d=2)
+    tiny = model.Transformer(4, 256, 8, vocab=1024)
+    job = '[parallelism]\ntensor_parallel_degree = 2\n[training]\nseq_len = 512\n'
+    return [
+        Call("model.from_hf", model.from_hf, dict(config=qwen, name="q")),
+        Call("model.from_megatron", model.from_megatron,
+             dict(args=flags, gpus=8, vocab=None, env=None, name="m"),
+             names={"args": ("args", "--")}),
+        Call("model.RunConfig", model.RunConfig,
+             dict(seq=512, global_batch=8, t=1, cp=1, p=2, d=2, ep=1, etp=1, schedule="1f1b",
+                  m=1, microbatch=1, recompute="full", recompute_method="uniform",
+                  recompute_layers=1, recompute_modules=None, sequence_parallel=True, zero=1,
+                  zero3="layer", overlap=False, gradient_overlap=False, tp_overlap=False,
+                  blocking_handoffs=True, precision="bf16", layout=None, first_layers=None,
+                  last_layers=None, cp_comm="all-gather", node_limit=None, imbalance=1.0,
+                  reduce_bytes=4.0),
+             echo=True, names={"global_batch": ("global_batch", "microbatch"),
+                               "d": ("d", "microbatch"), "microbatch": ("microbatch",)}),
+        Call("model.to_megatron", model.to_megatron, dict(config=run, model=tiny)),
+        Call("model.from_torchtitan", model.from_torchtitan,
+             dict(job=job, gpus=8, model="llama3-8b"),
+             names={"model": ("model", "config"), "gpus": ("gpus",)}),
+        Call("model.to_torchtitan", model.to_torchtitan,
+             dict(config=run.replace(zero=0), model=tiny)),
+        Call("model.explain", explain,
+             dict(model=tiny, config=run, hardware="H100-80GB", neighbours=1, workers=1)),
     ]
 
 

@@ -9,8 +9,10 @@ from fastpp import SCHEDULES
 PACKAGE = Path(__file__).resolve().parents[1] / "fastpp"
 # generators/ (the registry included) owns the names; seed.py's teaching-chapter mapping is
 # that chapter's public API, and model/validate.py's tables say which schedule a published
-# run used
-ALLOWED = ("generators/", "seed.py", "model/validate.py")
+# run used; the run configuration's importers and exporters translate Megatron-LM's and
+# torchtitan's own names (and RunConfig defaults to Megatron's)
+ALLOWED = ("generators/", "seed.py", "model/validate.py", "model/config.py",
+           "model/megatron.py", "model/torchtitan.py")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

@@ -19,10 +19,12 @@ import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
 from ..costs import Costs
-from .errorbar import ErrorBar, error_bar, regime
 from ..ops import FB
 from ..schedule import Schedule
+from .config import RunConfig
+from .errorbar import ErrorBar, error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, Hardware, Link, preset
+from .hf import from_hf
 from .layout import (
     Layout,
     as_layout,
@@ -32,6 +34,7 @@ from .layout import (
     parse_layout,
     torchtitan_layers,
 )
+from .megatron import from_megatron, to_megatron
 from .moe import expert_data_parallel, expert_reasons, layer_parts
 from .overlap import expert_overlap, overlap_reason
 from .plan import PLAN_COLUMNS, plan
@@ -49,14 +52,16 @@ from .stages import (
     stage_params,
     stage_table,
 )
+from .torchtitan import from_torchtitan, to_torchtitan
 from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
 from .validate import validate
 
 __all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECIPES", "RECOMPUTE",
-           "ErrorBar", "Hardware", "Layout", "Link", "ModelCosts", "Recipe", "Transformer",
-           "chunk_layers", "device_bytes", "even_layers",
-           "layer_costs", "layer_parts", "megatron_layers", "parse_layout", "plan",
-           "torchtitan_layers", "transformer_costs", "validate"]
+           "ErrorBar", "Hardware", "Layout", "Link", "ModelCosts", "Recipe", "RunConfig",
+           "Transformer", "chunk_layers", "device_bytes", "even_layers", "from_hf",
+           "from_megatron", "from_torchtitan", "layer_costs", "layer_parts", "megatron_layers",
+           "parse_layout", "plan", "to_megatron", "to_torchtitan", "torchtitan_layers",
+           "transformer_costs", "validate"]
 
 
 def _chunks(model: Transformer, schedule, layout=None, layers=None):
@@ -174,16 +179,17 @@ class ModelCosts(Costs):
     error_bar: ErrorBar | None = None
 
 
-def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: int,
-                      microbatch: int = 1, tp: int = 1, dp: int = 1,
+def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80GB", *,
+                      seq: int | None = None, microbatch: int = 1, tp: int = 1, dp: int = 1,
                       sequence_parallel: bool = True, recompute: str = "none", layout=None,
                       layers=None, blocking_handoffs: bool = True,
                       tp_overlap: bool = False, ep: int = 1, etp: int = 1,
                       precision: str | None = None, node_limit: int | None = None,
                       imbalance: float = 1.0, cp: int = 1, cp_comm: str = "all-gather",
-                      zero: int = 0, zero3: str = "layer", overlap: bool = False,
+                      zero: int = 1, zero3: str = "layer", overlap: bool = False,
                       dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
-                      fp8_cache: bool = False, offload_modules=None) -> Costs:
+                      fp8_cache: bool = False, offload_modules=None,
+                      config: RunConfig | None = None) -> Costs:
     """The ``Costs`` of running ``model`` on ``schedule``: seconds and bytes per stage.
 
     Parameters
@@ -228,7 +234,8 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
         How K and V reach every context-parallel rank: all-gathered per layer (Llama 3) or
         passed round a ring under the attention.
     zero : {0, 1, 2, 3}
-        ZeRO stage over the ``dp * cp`` replicas; only ZeRO-3 changes the pipeline's times.
+        ZeRO stage over the ``dp * cp`` replicas; only ZeRO-3 changes the pipeline's times
+        (default 1, as ``RunConfig``, ``device_bytes`` and ``plan``).
     zero3 : {"layer", "step"}
         ZeRO-3's weight all-gathers: per layer in each forward and backward, or once per step.
     overlap : bool
@@ -248,6 +255,9 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
         The experts' dispatched tokens and SwiGLU inputs stored in FP8.
     offload_modules : list of str, optional
         Megatron's ``--offload-modules``: those activations kept in host memory.
+    config : RunConfig, optional
+        The run as one object: its fields replace every keyword above, and its schedule
+        (``RunConfig.build_schedule``) is used when ``schedule`` is None.
 
     Returns
     -------
@@ -268,6 +278,12 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
         ``recompute="full"`` (which ``"combined-1f1b"`` refuses in any case) or with
         ``cp > 1``.
     """
+    if config is not None:  # the one-object form: a thin layer over the keywords
+        model = preset(MODELS, model, "model")
+        return transformer_costs(model, config.build_schedule() if schedule is None
+                                 else schedule, hardware, **config.costs_keywords(model))
+    if schedule is None:
+        raise ScheduleError("schedule must be a Schedule (got None; give one, or config=)")
     table = _stages(model, hardware, schedule, seq, microbatch, tp, dp, sequence_parallel,
                     recompute, layout, layers, blocking_handoffs, tp_overlap, ep, etp,
                     precision, node_limit, imbalance, cp, cp_comm, zero, zero3, overlap,
@@ -282,16 +298,24 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
                       error_bar=error_bar(regime(model, hardware, seq, tp)))
 
 
-def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: int = 1,
-                 layout=None, layers=None, ep: int = 1, etp: int = 1, cp: int = 1,
-                 zero3: str = "layer") -> dict[str, np.ndarray]:
+def device_bytes(model, schedule: Schedule | None = None, *, tp: int = 1, dp: int = 1,
+                 zero: int = 1, layout=None, layers=None, ep: int = 1, etp: int = 1,
+                 cp: int = 1, zero3: str = "layer",
+                 config: RunConfig | None = None) -> dict[str, np.ndarray]:
     """Per device: ``parameter_bytes``, ``gradient_bytes`` and ``optimizer_bytes`` of the
     stages it holds (mixed-precision Adam, 2 + 2 + 12 bytes per parameter, ZeRO ``zero`` over
     the ``dp * cp`` replicas, the routed experts' over the ``edp`` expert-data-parallel ones;
     a tied output layer on the embedding's device is one copy), the layers split by
     ``layout`` or ``layers`` as for ``transformer_costs``; ZeRO-3 as
     ``fastpp.model.stages.optimizer_split`` holds it (``zero3``; the routed experts stay as
-    ZeRO-2 keeps them)."""
+    ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords and gives the
+    schedule when ``schedule`` is None."""
+    if config is not None:
+        model = preset(MODELS, model, "model")
+        return device_bytes(model, config.build_schedule() if schedule is None else schedule,
+                            **config.bytes_keywords(model))
+    if schedule is None:
+        raise ScheduleError("schedule must be a Schedule (got None; give one, or config=)")
     one_of(zero, "zero", ZERO)
     one_of(zero3, "zero3", ZERO3_GATHERS)
     model = preset(MODELS, model, "model")

@@ -20,6 +20,7 @@ from ..costs import FIELDS
 from ..generators.registry import SCHEDULES, get_spec
 from ..placement import LOOP, stage_map
 from .comm import pipeline_spans
+from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
 from .moe import expert_reasons
@@ -29,6 +30,7 @@ from .recipes import recipe_pricing
 from .stages import (
     CP_COMMS,
     IN_FLIGHT_LAYERS,
+    REDUCE_BYTES,
     ZERO,
     ZERO3_GATHERS,
     check_cp,
@@ -37,7 +39,6 @@ from .stages import (
     stage_table,
     step_terms,
 )
-from .errorbar import error_bar, regime
 from .transformer import RECOMPUTE
 
 # a row: its configuration, what the timeline and the bytes give, and whether it fits
@@ -58,16 +59,17 @@ def divisors(x: int, upper: int) -> list[int]:
     return [k for k in range(1, min(x, upper) + 1) if x % k == 0]
 
 
-def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, schedules=None,
-         tp=None,
-         pp=None, microbatch=None, m=None, recompute=None, zero=1, capacity=None,
+def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None, link=None,
+         schedules=None, tp=None, pp=None, microbatch=None, m=None, recompute=None, zero=1,
+         capacity=None,
          sequence_parallel: bool = True, gradient_overlap: bool = False,
          blocking_handoffs: bool = True, tp_overlap: bool = False, layout=None,
          first_layers=None, last_layers=None, ep=None, etp=1, precision=None,
          node_limit=None, imbalance: float = 1.0, workers: int | None = None, cp=None,
          cp_comm: str = "all-gather", zero3: str = "layer", overlap=False,
          dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
-         fp8_cache: bool = False, offload_modules=None):
+         fp8_cache: bool = False, offload_modules=None, config=None,
+         t=None, p=None, reduce_bytes: float = REDUCE_BYTES):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
     Each row's pipeline is an exact timeline of the schedule with the model's per-stage
@@ -151,6 +153,17 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         takes them (one each, not axes; the recompute modules act on the rows with
         ``recompute="selective"``).
 
+    config : RunConfig, optional
+        One run as every axis's only value (``RunConfig.plan_keywords``; ``gpus`` its
+        ``t cp p d``); axes also given here (``t``, ``p``, ``microbatch``, ``m``,
+        ``recompute``, ``schedules``, ``cp``, ``ep``; not None) replace its value, ``d``
+        following from ``gpus``.
+    t, p : int or list of int, optional
+        The columns' names for ``tp`` and ``pp`` (either spelling; not both).
+    reduce_bytes : float
+        Bytes per gradient in the data-parallel reduction: 4 (fp32, Megatron's default) or 2
+        (fp16 training without fp32 accumulation, or ``--grad-reduce-in-bf16``).
+
     Returns
     -------
     pandas.DataFrame
@@ -177,6 +190,17 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
         and first or last counts.
     """
     pd = require("pandas", "sweep", "fastpp.model.plan")
+    tp, pp = _spelling(t, tp, "t", "tp"), _spelling(p, pp, "p", "pp")
+    if config is not None:  # the one-object form: a thin layer over the keywords
+        axes = {"tp": tp, "pp": pp, "microbatch": microbatch, "m": m, "recompute": recompute,
+                "schedules": schedules, "cp": cp, "ep": ep}
+        run = {**config.plan_keywords(), **{k: v for k, v in axes.items() if v is not None}}
+        gpus = run.pop("gpus") if gpus is None else gpus
+        return plan(model, gpus, hardware, link=link, capacity=capacity, workers=workers,
+                    **run)
+    if gpus is None or seq is None or global_batch is None:
+        raise ScheduleError(f"plan needs gpus, seq and global_batch, or config= (got gpus="
+                            f"{gpus}, seq={seq}, global_batch={global_batch})")
 
     model = preset(MODELS, model, "model")
     hardware = preset(HARDWARE, hardware, "hardware")
@@ -261,7 +285,8 @@ def plan(model, gpus, hardware="H100-80GB", *, seq, global_batch, link=None, sch
                                                   "which", "split"))}
     cols["sid"] = np.array([SCHEDULES[name].sid for name, _ in sched], np.int64)[cols["which"]]
     cols["m"] = np.array([k for _, k in sched], np.int64)[cols["which"]]
-    pricing.update(cp_comm=cp_comm, zero3=zero3)
+    pricing.update(cp_comm=cp_comm, zero3=zero3,
+                   reduce_bytes=float(numbers(reduce_bytes, "reduce_bytes", strict=True)))
     rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
                      sequence_parallel, {**pricing, **moe_pricing}, workers)
     frame = pd.DataFrame({
@@ -287,6 +312,14 @@ def _error_bars(model, hardware, seq, t) -> dict[str, np.ndarray]:
     bars = {x: error_bar(regime(model, hardware, seq, x)) for x in np.unique(t).tolist()}
     return {"expected_error": np.array([bars[x].expected for x in t.tolist()]),
             "extrapolated": np.array([bars[x].extrapolated for x in t.tolist()], object)}
+
+
+def _spelling(short, long, short_name: str, long_name: str):
+    """One of two spellings of an axis (the column's ``t`` or the older ``tp``), not both."""
+    if short is not None and long is not None:
+        raise ScheduleError(f"give {short_name} or {long_name}, not both (got {short_name}="
+                            f"{short!r}, {long_name}={long!r})")
+    return long if short is None else short
 
 
 def _as_list(value) -> list:
@@ -415,6 +448,8 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
 def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
               sequence_parallel, pricing, workers) -> dict[str, np.ndarray]:
     """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
+    pricing = dict(pricing)
+    reduce_bytes = pricing.pop("reduce_bytes", REDUCE_BYTES)  # the step's, not stage_table's
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid,
@@ -475,11 +510,11 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
                        window=np.minimum.reduceat(window, peak_at),
                        embedding_params=tied * model.vocab * model.hidden / t,
                        embedding_per_node=np.where(pipeline_spans(hardware, t * c, d, p), 1, 2),
-                       zero3=zero3)
+                       zero3=zero3, reduce_bytes=reduce_bytes)
     if model.moe:  # the routed experts' gradients reduce over edp, ranks etp x ep apart
         more = step_terms(hardware, np.maximum.reduceat(experts, peak_at), etp * ep, edp,
                           np.minimum(cols["zero"][run], 2), overlap=grad_overlap,
-                          window=np.minimum.reduceat(window, peak_at))
+                          window=np.minimum.reduceat(window, peak_at), reduce_bytes=reduce_bytes)
         terms = {k: v + more[k] for k, v in terms.items()}
     sync = terms["gradient_sync"] + terms["parameter_gather"] + terms["embedding_sync"]
     makespan = rows.out[:, batch.MAKESPAN]

@@ -51,8 +51,8 @@ from ..generators.registry import build_schedule
 from ..search import optimize
 from ..simulate import simulate
 from . import validate_moe
-from .hardware import A100_CURVE, H100_CURVE, HARDWARE
 from .errorbar import Regime, regime
+from .hardware import A100_CURVE, H100_CURVE, HARDWARE
 from .stages import stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
 

@@ -1,0 +1,273 @@
+"""``RunConfig``: one training run's choices, named as ``plan``'s rows name them.
+
+The importers (``from_megatron``, ``from_torchtitan``) give one; ``transformer_costs``,
+``device_bytes`` and ``plan`` take one (``config=``); a plan row converts to one and back
+(``RunConfig.from_row``, ``RunConfig.to_row``); ``to_megatron`` and ``to_torchtitan`` write
+one as flags or a TOML snippet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..checks import ScheduleError, ScheduleTypeError, flag, number, one_of, positive_int
+from ..generators.registry import SCHEDULES, build_schedule, get_spec
+from .hardware import PRECISIONS
+from .layout import as_layout, even_layers
+from .stages import CP_COMMS, REDUCE_BYTES, ZERO, ZERO3_GATHERS
+from .transformer import RECOMPUTE, Transformer
+
+DEGREES = ("t", "cp", "p", "d", "ep", "etp")
+# the plan row's configuration columns this object carries (plan.CONFIG_COLUMNS but "model")
+ROW = ("gpus", "t", "cp", "p", "d", "ep", "etp", "schedule", "m", "microbatch", "n",
+       "recompute", "zero", "overlap", "precision", "layout")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """A training run: parallelism, batch, sequence, recomputation, memory and overlap.
+
+    Field names are ``plan``'s column names (``t``, ``p``, ``d``: the tensor-parallel,
+    pipeline and data-parallel degrees); ``gpus`` and ``n`` are derived as the rows give them.
+
+    Parameters
+    ----------
+    seq, global_batch : int
+        Sequence length and sequences per step.
+    t, cp, p, d : int
+        Tensor-parallel, context-parallel, pipeline and data-parallel degrees
+        (``gpus = t cp p d``).
+    ep, etp : int
+        Expert-parallel and expert-tensor-parallel degrees.
+    schedule : str
+        A registered training schedule (``fastpp.generators.registry.SCHEDULES``); Megatron's
+        is ``"1f1b"``, or ``"interleaved-1f1b"`` with virtual stages.
+    m : int
+        Model chunks per device (Megatron's virtual pipeline stages).
+    microbatch : int
+        Sequences per microbatch; ``n = global_batch / (microbatch d)`` microbatches a step.
+    recompute : {"none", "selective", "full"}
+    recompute_method, recompute_layers, recompute_modules : optional
+        Megatron's ``--recompute-method`` (``"uniform"`` or ``"block"``),
+        ``--recompute-num-layers`` and ``--recompute-modules``: carried for the round trip;
+        the cost model prices ``recompute`` over every layer.
+    sequence_parallel : bool
+        Megatron's sequence parallelism with ``t > 1`` (default True, as ``plan``).
+    zero : {0, 1, 2, 3}
+        ZeRO stage over the ``d cp`` replicas. Default 1 (Megatron's distributed optimizer),
+        as ``plan`` and ``device_bytes`` had it; ``transformer_costs`` had 0, which priced the
+        same (only ZeRO-3 changes the times) and now is 1 too.
+    zero3 : {"layer", "step"}
+        ZeRO-3's weight all-gathers.
+    overlap : bool
+        The schedule's overlapped forward-backward pairs (``fastpp.model.overlap``).
+    gradient_overlap, tp_overlap : bool
+        Megatron's ``--overlap-grad-reduce``/``--overlap-param-gather`` and
+        ``--tp-comm-overlap``.
+    blocking_handoffs : bool
+        Pipeline hand-offs hold their device (Megatron without
+        ``--overlap-p2p-communication``).
+    precision : {"bf16", "fp8"}, optional
+        Default: the hardware's.
+    layout : str, optional
+        Megatron's ``--pipeline-model-parallel-layout`` string.
+    first_layers, last_layers : int, optional
+        Layers on the first and last model chunk (the rest as even as can be).
+    cp_comm : {"all-gather", "ring"}
+    node_limit : int, optional
+    imbalance : float
+        As for ``transformer_costs``.
+    reduce_bytes : float
+        Bytes per gradient in the data-parallel reduction: 4 (fp32, Megatron's default) or 2
+        (fp16 without fp32 accumulation, or ``--grad-reduce-in-bf16``).
+    """
+
+    seq: int
+    global_batch: int
+    t: int = 1
+    cp: int = 1
+    p: int = 1
+    d: int = 1
+    ep: int = 1
+    etp: int = 1
+    schedule: str = "1f1b"
+    m: int = 1
+    microbatch: int = 1
+    recompute: str = "none"
+    recompute_method: str | None = None
+    recompute_layers: int | None = None
+    recompute_modules: tuple[str, ...] | None = None
+    sequence_parallel: bool = True
+    zero: int = 1
+    zero3: str = "layer"
+    overlap: bool = False
+    gradient_overlap: bool = False
+    tp_overlap: bool = False
+    blocking_handoffs: bool = True
+    precision: str | None = None
+    layout: str | None = None
+    first_layers: int | None = None
+    last_layers: int | None = None
+    cp_comm: str = "all-gather"
+    node_limit: int | None = None
+    imbalance: float = 1.0
+    reduce_bytes: float = REDUCE_BYTES
+
+    def __post_init__(self):
+        for name in ("seq", "global_batch", *DEGREES, "m", "microbatch"):
+            positive_int(getattr(self, name), name)
+        if self.global_batch % (self.microbatch * self.d):
+            raise ScheduleError(f"global_batch must be a multiple of microbatch * d = "
+                                f"{self.microbatch} * {self.d} (got global_batch="
+                                f"{self.global_batch})")
+        if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES \
+                or get_spec(self.schedule).forward_only:
+            raise ScheduleError(f"schedule must be one of the training schedules "
+                                f"{[k for k, s in SCHEDULES.items() if not s.forward_only]} "
+                                f"(got {self.schedule!r})")
+        one_of(self.recompute, "recompute", RECOMPUTE)
+        one_of(self.recompute_method, "recompute_method", (None, "uniform", "block"))
+        one_of(self.zero, "zero", ZERO)
+        one_of(self.zero3, "zero3", ZERO3_GATHERS)
+        one_of(self.cp_comm, "cp_comm", CP_COMMS)
+        one_of(self.precision, "precision", (None, *PRECISIONS))
+        if not isinstance(self.reduce_bytes, int | float) or isinstance(
+                self.reduce_bytes, bool) or self.reduce_bytes not in (2, 4):
+            raise ScheduleError(f"reduce_bytes must be 2 or 4 (bytes per gradient; got "
+                                f"{self.reduce_bytes!r})")
+        object.__setattr__(self, "reduce_bytes", float(self.reduce_bytes))
+        for name in ("sequence_parallel", "overlap", "gradient_overlap", "tp_overlap",
+                     "blocking_handoffs"):
+            flag(getattr(self, name), name)
+        for name in ("recompute_layers", "first_layers", "last_layers", "node_limit"):
+            if getattr(self, name) is not None:
+                positive_int(getattr(self, name), name)
+        if self.recompute_modules is not None:
+            modules = self.recompute_modules
+            if isinstance(modules, str) or not isinstance(modules, list | tuple) or not all(
+                    isinstance(x, str) for x in modules):
+                raise ScheduleTypeError(f"recompute_modules must be a list of module names "
+                                        f"(got {modules!r})")
+            object.__setattr__(self, "recompute_modules", tuple(modules))
+        if number(self.imbalance, "imbalance") < 1:
+            raise ScheduleError(f"imbalance must be >= 1 (got {self.imbalance!r})")
+        if self.layout is not None:
+            as_layout(self.layout)  # parses, or names the position
+            if self.first_layers is not None or self.last_layers is not None:
+                raise ScheduleError(f"give layout or first_layers/last_layers, not both (got "
+                                    f"layout={self.layout!r}, first_layers="
+                                    f"{self.first_layers}, last_layers={self.last_layers})")
+
+    @property
+    def gpus(self) -> int:
+        """``t cp p d``."""
+        return self.t * self.cp * self.p * self.d
+
+    @property
+    def n(self) -> int:
+        """Microbatches per step on each pipeline: ``global_batch / (microbatch d)``."""
+        return self.global_batch // (self.microbatch * self.d)
+
+    def replace(self, **changes) -> RunConfig:
+        """A copy with ``changes`` (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def for_gpus(cls, gpus: int, **fields) -> RunConfig:
+        """With ``d`` the GPUs left after ``t cp p`` (which must divide ``gpus``)."""
+        d = data_parallel(gpus, fields.get("t", 1), fields.get("cp", 1), fields.get("p", 1))
+        return cls(**{**fields, "d": d})
+
+    @classmethod
+    def from_row(cls, row, **fields) -> RunConfig:
+        """A ``plan`` row (a mapping or a pandas row) as a ``RunConfig``; ``fields`` give what
+        rows do not carry (``seq`` at least). ``global_batch`` is ``n * microbatch * d``."""
+        get = row.get if hasattr(row, "get") else row.__getitem__
+        values = {k: _plain(get(k)) for k in ROW if k not in ("gpus", "n")}
+        values["global_batch"] = int(get("n")) * values["microbatch"] * values["d"]
+        values["layout"] = values["layout"] or None
+        config = cls(**{**values, **fields})
+        if config.gpus != int(get("gpus")):
+            raise ScheduleError(f"row's gpus must be t * cp * p * d = {config.gpus} (got "
+                                f"gpus={get('gpus')})")
+        return config
+
+    def to_row(self) -> dict:
+        """The plan row's configuration columns (``ROW``) of this run (no layout: ``""``, as
+        plan writes it on a row that gives a reason)."""
+        return {**{k: getattr(self, k) for k in ROW}, "layout": self.layout or ""}
+
+    def build_schedule(self):
+        """The ``Schedule`` of ``schedule`` on ``p`` devices, ``n`` microbatches, ``m``
+        chunks each."""
+        return build_schedule(self.schedule, self.p, self.n, self.m)
+
+    def costs_keywords(self, model) -> dict:
+        """``transformer_costs``'s keywords for this run (``first_layers``/``last_layers`` as
+        a ``layout`` of ``model``'s layers)."""
+        return {"seq": self.seq, "microbatch": self.microbatch, "tp": self.t, "dp": self.d,
+                "sequence_parallel": self.sequence_parallel, "recompute": self.recompute,
+                "layout": self.chunk_layout(model), "blocking_handoffs": self.blocking_handoffs,
+                "tp_overlap": self.tp_overlap, "ep": self.ep, "etp": self.etp,
+                "precision": self.precision, "node_limit": self.node_limit,
+                "imbalance": self.imbalance, "cp": self.cp, "cp_comm": self.cp_comm,
+                "zero": self.zero, "zero3": self.zero3, "overlap": self.overlap}
+
+    def bytes_keywords(self, model) -> dict:
+        """``device_bytes``'s keywords for this run."""
+        return {"tp": self.t, "dp": self.d, "zero": self.zero,
+                "layout": self.chunk_layout(model), "ep": self.ep, "etp": self.etp,
+                "cp": self.cp, "zero3": self.zero3}
+
+    def plan_keywords(self) -> dict:
+        """``plan``'s keywords giving this run as its only configuration."""
+        return {"gpus": self.gpus, "seq": self.seq, "global_batch": self.global_batch,
+                "schedules": [self.schedule], "tp": [self.t], "pp": [self.p],
+                "microbatch": [self.microbatch], "m": [self.m], "recompute": [self.recompute],
+                "zero": [self.zero], "sequence_parallel": self.sequence_parallel,
+                "gradient_overlap": self.gradient_overlap,
+                "blocking_handoffs": self.blocking_handoffs, "tp_overlap": self.tp_overlap,
+                "layout": self.layout, "first_layers": self.first_layers,
+                "last_layers": self.last_layers, "ep": [self.ep], "etp": [self.etp],
+                "precision": None if self.precision is None else [self.precision],
+                "node_limit": self.node_limit, "imbalance": self.imbalance, "cp": [self.cp],
+                "cp_comm": self.cp_comm, "zero3": self.zero3, "overlap": [self.overlap],
+                "reduce_bytes": self.reduce_bytes}
+
+    def chunk_layout(self, model):
+        """``layout``, or ``first_layers``/``last_layers`` as one over ``p m`` chunks."""
+        if self.layout is not None or (self.first_layers is None and self.last_layers is None):
+            return self.layout
+        return even_layers(model.layers, self.p * self.m, self.first_layers, self.last_layers)
+
+
+def _plain(value):
+    """NumPy scalars as Python's (a row read from a DataFrame holds them)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def data_parallel(gpus: int, t: int, cp: int, p: int) -> int:
+    """``d = gpus / (t cp p)``, or a ScheduleError when ``t cp p`` does not divide ``gpus``."""
+    gpus = positive_int(gpus, "gpus")
+    rest = positive_int(t, "t") * positive_int(cp, "cp") * positive_int(p, "p")
+    if gpus % rest:
+        raise ScheduleError(f"t * cp * p = {rest} must divide the gpus (got gpus={gpus}, "
+                            f"t={t}, cp={cp}, p={p})")
+    return gpus // rest
+
+
+def as_run(config, name: str = "config") -> RunConfig:
+    """``config`` if it is a ``RunConfig``, else a ``ScheduleTypeError`` naming ``name``."""
+    if not isinstance(config, RunConfig):
+        raise ScheduleTypeError(f"{name} must be a fastpp.model.RunConfig (got "
+                                f"{type(config).__name__})")
+    return config
+
+
+def as_model(model, name: str = "model"):
+    """``model`` if it is a ``Transformer`` (or None), else a ``ScheduleTypeError``."""
+    if model is not None and not isinstance(model, Transformer):
+        raise ScheduleTypeError(f"{name} must be a fastpp.model.Transformer (got "
+                                f"{type(model).__name__})")
+    return model

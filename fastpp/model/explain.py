@@ -1,0 +1,181 @@
+"""``explain``: one run's prediction, what its step is made of, and faster runs near it.
+
+The run is priced by ``plan`` (``config=``): one exact pipeline timeline plus the step's
+terms outside it. The neighbours are ``plan``'s rows over the same GPUs, global batch and
+sequence that fit and are faster, fewest changed choices first, each written as the Megatron
+flags (or the fields) to change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..checks import ScheduleError, nonnegative_int
+from .config import RunConfig, as_run
+from .hardware import HARDWARE, preset
+from .megatron import SCHEDULES as MEGATRON_SCHEDULES
+from .megatron import to_megatron
+from .plan import plan
+from .presets import MODELS
+
+# the choices a neighbour may change, each a plan axis; the rest stay as the run has them
+CHANGED = ("t", "p", "m", "schedule", "microbatch", "recompute", "zero")
+PARTS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "peak_activations")
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """``row``: the run's plan row (``PLAN_COLUMNS``); ``recompute_tflops_per_gpu``: the
+    hardware's FLOP/s with a full recomputation's extra forward counted (Narayanan 2021's
+    count); ``neighbours``: faster configurations that fit, each a plan row with ``changes``
+    (the flags or fields to change) and ``changed`` (how many choices differ); None when
+    none were asked for."""
+
+    model: object
+    config: RunConfig
+    hardware: object
+    row: dict
+    recompute_tflops_per_gpu: float
+    neighbours: list
+
+    def table(self) -> str:
+        """The terminal table: the prediction, the step's parts, memory per GPU by part and
+        the faster neighbours."""
+        r, gb = self.row, 1e9
+        step = r["step_time"]
+        bubble = r["makespan"] * r["bubble_ratio"]
+        lines = [f"{self.model.name} on {self.config.gpus} x {self.hardware.name}: t={r['t']} "
+                 f"cp={r['cp']} p={r['p']} d={r['d']} ep={r['ep']} {r['schedule']} m={r['m']} "
+                 f"microbatch={r['microbatch']} n={r['n']} recompute={r['recompute']} "
+                 f"zero={r['zero']} {r['precision']}", "",
+                 f"  step time          {step:10.3f} s",
+                 f"  tokens/s           {r['tokens_per_s']:10.0f}",
+                 f"  TFLOP/s per GPU    {r['tflops_per_gpu']:10.1f}   (Megatron's count; "
+                 f"{self.recompute_tflops_per_gpu:.1f} with recomputation)",
+                 f"  MFU                {r['mfu']:10.1%}",
+                 f"  bubble             {r['bubble_ratio']:10.1%}", "",
+                 "  where the step goes",
+                 f"    pipeline compute {r['makespan'] - bubble:10.3f} s "
+                 f"{(r['makespan'] - bubble) / step:6.1%}",
+                 f"    pipeline bubble  {bubble:10.3f} s {bubble / step:6.1%}",
+                 f"    gradient sync    {r['gradient_sync']:10.3f} s "
+                 f"{r['gradient_sync'] / step:6.1%}   (exposed)",
+                 f"    optimizer step   {r['optimizer_step']:10.3f} s "
+                 f"{r['optimizer_step'] / step:6.1%}", "",
+                 "  memory per GPU (the fullest)"]
+        lines += [f"    {k.replace('_', ' '):<18} {r[k] / gb:8.1f} GB" for k in PARTS]
+        lines += [f"    {'total':<18} {r['peak_memory'] / gb:8.1f} GB of "
+                  f"{self.hardware.memory_bytes / gb:.0f}"
+                  + ("" if r["fits"] else f"   DOES NOT FIT: {r['reason']}"), ""]
+        if self.neighbours is None:  # not searched
+            pass
+        elif not self.neighbours:
+            lines.append("  no faster configuration that fits nearby")
+        else:
+            lines.append("  faster and fits (fewest changes first)")
+            for n in self.neighbours:
+                lines.append(f"    {n['step_time']:8.3f} s  {step / n['step_time']:5.2f}x  "
+                             f"{n['peak_memory'] / gb:5.1f} GB  {n['changes']}")
+        return "\n".join(lines)
+
+    def timeline(self, max_columns: int = 120) -> str:
+        """The run's pipeline timeline as text (``Result.grid``): each device's ops by time,
+        bubbles as dots."""
+        from .. import simulate
+        from . import transformer_costs
+
+        costs = transformer_costs(self.model, hardware=self.hardware, config=self.config)
+        return simulate(self.config.build_schedule(), costs).grid(max_columns)
+
+
+def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int = 5,
+            workers: int | None = None) -> Explanation:
+    """The prediction of one run and the nearest faster runs that fit.
+
+    Parameters
+    ----------
+    model : Transformer or str
+    config : RunConfig
+    hardware : Hardware or str
+    neighbours : int
+        How many faster configurations to list (0: none, no search).
+    workers : int, optional
+        ``plan``'s threads.
+
+    Returns
+    -------
+    Explanation
+        ``.table()`` for the terminal.
+    """
+    model = preset(MODELS, model, "model")
+    hardware = preset(HARDWARE, hardware, "hardware")
+    config = as_run(config)
+    count = nonnegative_int(neighbours, "neighbours")
+    rows = plan(model, hardware=hardware, config=config, workers=workers,
+                capacity=1e30)  # the run itself, whether it fits or not
+    row = rows.iloc[0].to_dict()
+    if row["reason"]:
+        raise ScheduleError(f"the run cannot be priced: {row['reason']}")
+    row["fits"] = bool(row["peak_memory"] <= hardware.memory_bytes)
+    found = _neighbours(model, hardware, config, row, count, workers) if count else None
+    return Explanation(model, config, hardware, row, _recompute_tflops(model, config, row),
+                       found)
+
+
+def _recompute_tflops(model, config: RunConfig, row: dict) -> float:
+    """Megatron's count plus full recomputation's second forward of the layers (not of the
+    logits): the FLOPs the GPUs ran, as Narayanan et al. count them."""
+    if config.recompute != "full":
+        return float(row["tflops_per_gpu"])
+    logits = 6.0 * model.hidden * model.vocab * (1 + model.mtp_depth)
+    layers = model.megatron_flops_per_token(config.seq) - logits
+    return float(row["tflops_per_gpu"] * (layers * 4 / 3 + logits)
+                 / (layers + logits))
+
+
+def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, workers):
+    """Faster rows that fit, over the run's GPUs, batch and sequence, fewest changes first."""
+    megatron = config.schedule in MEGATRON_SCHEDULES
+    schedules = list(MEGATRON_SCHEDULES) if megatron else None
+    rows = plan(model, config.gpus, hardware, seq=config.seq, global_batch=config.global_batch,
+                schedules=schedules, zero=sorted({config.zero, 1}), cp=[config.cp],
+                ep=[config.ep], etp=[config.etp],
+                precision=None if config.precision is None else [config.precision],
+                sequence_parallel=config.sequence_parallel,
+                gradient_overlap=config.gradient_overlap,
+                blocking_handoffs=config.blocking_handoffs, tp_overlap=config.tp_overlap,
+                cp_comm=config.cp_comm, zero3=config.zero3, reduce_bytes=config.reduce_bytes,
+                workers=workers)
+    faster = rows[rows["fits"] & (rows["step_time"] < row["step_time"] * 0.995)]
+    out = []
+    for _, r in faster.iterrows():
+        other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
+            "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "blocking_handoffs",
+            "cp_comm", "zero3", "reduce_bytes", "precision")}, layout=None)
+        changed = sum(getattr(other, k) != getattr(config, k) for k in (*CHANGED, "d"))
+        out.append({**r.to_dict(), "changed": changed,
+                    "changes": _changes(config, other, megatron)})
+    out.sort(key=lambda x: (x["changed"], x["step_time"]))
+    return out[:count]
+
+
+def _changes(old: RunConfig, new: RunConfig, megatron: bool) -> str:
+    """The Megatron flags that differ (set, or ``no --flag``), else the fields that differ."""
+    if megatron:
+        before, after = _flag_map(to_megatron(old)), _flag_map(to_megatron(new))
+        sets = [f"{k} {v}".strip() for k, v in after.items() if before.get(k) != v]
+        drops = [f"no {k}" for k in before if k not in after]
+        return " ".join(sets + drops)
+    return " ".join(f"{k}={getattr(new, k)}" for k in CHANGED
+                    if getattr(new, k) != getattr(old, k))
+
+
+def _flag_map(flags: list[str]) -> dict[str, str]:
+    out, key = {}, None
+    for word in flags:
+        if word.startswith("--"):
+            key = word
+            out[key] = ""
+        elif key is not None:
+            out[key] = (out[key] + " " + word).strip()
+    return out

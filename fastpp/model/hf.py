@@ -1,0 +1,228 @@
+"""``from_hf``: a Hugging Face ``config.json`` as a ``Transformer``.
+
+One table, ``FAMILIES``, says per ``model_type`` how the architecture's fields are spelled
+and what its configuration class assumes when a field is absent (the traps: three names for
+the expert count; ``intermediate_size`` the expert width for Mixtral and gpt-oss but the dense
+width elsewhere; ``head_dim`` apart from ``hidden / heads`` on Gemma and Qwen3; the class's own
+``tie_word_embeddings`` default; GPT-2's ``n_embd``; the model nested under ``text_config``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from ..checks import ScheduleError, ScheduleTypeError
+from .transformer import Transformer
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one ``model_type`` spells its fields, and its configuration class's defaults."""
+
+    tied: bool                      # the class's tie_word_embeddings default
+    gated: bool = True              # three MLP matrices (SwiGLU, GeGLU) or two (GeLU)
+    names: dict = field(default_factory=dict)  # our name -> the config's key(s)
+    head_dim: int | None = None     # the class's head_dim default when absent
+    moe: str = ""                   # "", "mixtral", "qwen" or "deepseek": how experts read
+    note: str = ""                  # what Transformer approximates for this family
+
+
+LLAMA_NAMES = {"layers": "num_hidden_layers", "hidden": "hidden_size",
+               "heads": "num_attention_heads", "kv_heads": "num_key_value_heads",
+               "ffn": "intermediate_size", "vocab": "vocab_size"}
+GPT2_NAMES = {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head", "ffn": "n_inner",
+              "vocab": "vocab_size"}
+SLIDING = ("sliding-window layers priced as full attention (their parameters are the same; "
+           "their attention FLOPs over long sequences are overestimated)")
+
+FAMILIES = {
+    "llama": Family(tied=False),
+    "mistral": Family(tied=False),
+    "qwen2": Family(tied=False),
+    "qwen3": Family(tied=False, note="per-head Q/K norms (2 d a layer) left out"),
+    "olmo2": Family(tied=False, note="Q/K norms (h + kv a layer) left out"),
+    "phi3": Family(tied=False),
+    "gemma": Family(tied=True, head_dim=256),
+    "gemma2": Family(tied=True, head_dim=256,
+                     note="four norms a layer counted as two; " + SLIDING),
+    "gemma3_text": Family(tied=True, head_dim=256,
+                          note="four norms and Q/K norms counted as two norms; " + SLIDING),
+    "mixtral": Family(tied=False, moe="mixtral",
+                      note="sliding-window attention, if set, priced as full"),
+    "gpt_oss": Family(tied=False, head_dim=64, moe="mixtral",
+                      note="the alternating sliding-window layers priced as full attention, "
+                           "the attention sinks and biases left out"),
+    "qwen2_moe": Family(tied=False, moe="qwen",
+                        note="the shared expert's sigmoid gate (h a layer) left out"),
+    "qwen3_moe": Family(tied=False, moe="qwen", note="per-head Q/K norms left out"),
+    "deepseek_v2": Family(tied=False, moe="deepseek"),
+    "deepseek_v3": Family(tied=False, moe="deepseek",
+                          note="the router's correction bias (E a layer) left out"),
+    "gpt2": Family(tied=True, gated=False, names=GPT2_NAMES,
+                   note="the learned position embedding and the biases left out (0.7% of "
+                        "GPT-2 small)"),
+    "gpt_neox": Family(tied=False, gated=False, note="biases left out"),
+}
+# multimodal wrappers whose text model's model_type is not written inside text_config
+TEXT_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}
+DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop",
+            "hidden_dropout_prob", "attention_probs_dropout_prob")
+_MISSING = object()
+
+
+class _Config:
+    """A config dict and where it came from, reading fields that name both when absent."""
+
+    def __init__(self, data: dict, where: str):
+        self.data, self.where = data, where
+
+    def get(self, key, default=_MISSING):
+        value = self.data.get(key)
+        if value is None:
+            if default is _MISSING:
+                raise ScheduleError(f"{self.where} has no {key!r}: a {self.data['model_type']!r} "
+                                    f"config.json must give it")
+            return default
+        return value
+
+    def int(self, key, default=_MISSING) -> int:
+        value = self.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ScheduleError(f"{self.where}: {key!r} must be an integer >= 0 (got {value!r})")
+        return value
+
+
+def read_config(config) -> tuple[dict, str]:
+    """A config as a dict and a name for messages: a dict, a path to a JSON file, or a folder
+    holding ``config.json``."""
+    if isinstance(config, dict):
+        return config, "the config"
+    if not isinstance(config, str | os.PathLike):
+        raise ScheduleTypeError(f"config must be a dict, a path to a config.json or a folder "
+                                f"holding one (got {type(config).__name__})")
+    path = os.fspath(config)
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ScheduleError(f"config must be a config.json or a folder holding one (no file "
+                            f"{path})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ScheduleError(f"{path} is not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ScheduleError(f"{path} must hold a JSON object (got {type(data).__name__})")
+    return data, path
+
+
+def _text_model(data: dict, where: str) -> dict:
+    """The language model's fields: ``text_config`` over the outer ones for multimodal files."""
+    inner = data.get("text_config")
+    if not isinstance(inner, dict):
+        return data
+    merged = {**data, **inner}
+    if "model_type" not in inner:
+        outer = data.get("model_type")
+        merged["model_type"] = TEXT_TYPES.get(outer, outer)
+    return merged
+
+
+def from_hf(config, name: str | None = None) -> Transformer:
+    """The ``Transformer`` a Hugging Face ``config.json`` describes.
+
+    Parameters
+    ----------
+    config : str, os.PathLike or dict
+        A path to a ``config.json``, a folder holding one, or its contents as a dict. A
+        multimodal file's language model is read from its ``text_config``.
+    name : str, optional
+        The model's name in tables (default: ``_name_or_path``, else the folder's name, else
+        the ``model_type``).
+
+    Returns
+    -------
+    Transformer
+        With the class defaults of each family where a field is absent (``FAMILIES``).
+        Approximations, none changing the parameter count by more than 0.7%:
+
+        - a mixture of experts whose dense layers are not the first ones (Qwen's
+          ``mlp_only_layers`` and ``decoder_sparse_step``, DeepSeek's ``moe_layer_freq``) keeps
+          as many dense layers, placed first (``Transformer.dense_layers``);
+        - sliding-window attention (Gemma 2 and 3, gpt-oss's alternate layers, Mistral's) is
+          priced as full attention;
+        - norms beyond two a layer, Q/K norms, biases, GPT-2's learned positions, gpt-oss's
+          attention sinks and the routers' biases are left out.
+
+    Raises
+    ------
+    ScheduleError
+        A file that is not JSON (naming it), an unknown ``model_type`` (listing those known),
+        a missing or non-integer field (naming it).
+    """
+    data, where = read_config(config)
+    data = _text_model(data, where)
+    kind = data.get("model_type")
+    if kind not in FAMILIES:
+        raise ScheduleError(f"{where}: model_type must be one of {sorted(FAMILIES)} (got "
+                            f"{kind!r})")
+    family, cfg = FAMILIES[kind], _Config(data, where)
+    names = {**LLAMA_NAMES, **family.names}
+    hidden, heads = cfg.int(names["hidden"]), cfg.int(names["heads"])
+    shape = {"layers": cfg.int(names["layers"]), "hidden": hidden, "heads": heads,
+             "kv_heads": cfg.int(names["kv_heads"], heads),
+             "vocab": cfg.int(names["vocab"]), "swiglu": family.gated,
+             "tied_embeddings": bool(cfg.get("tie_word_embeddings", family.tied)),
+             "dropout": any(float(data.get(k) or 0) > 0 for k in DROPOUTS),
+             "head_dim": cfg.int("head_dim", family.head_dim)}
+    # n_inner and intermediate_size may be null (GPT-2: 4h)
+    shape["ffn"] = cfg.int(names["ffn"], None if kind == "gpt2" else _MISSING)
+    shape.update(_experts(kind, family, cfg, shape["layers"]))
+    return Transformer(name=_name(data, where, kind) if name is None else name, **shape)
+
+
+def _name(data: dict, where: str, kind: str) -> str:
+    """``_name_or_path``, else the folder of a ``config.json`` or the file's stem."""
+    if data.get("_name_or_path"):
+        return data["_name_or_path"]
+    if where == "the config":
+        return kind
+    stem = os.path.splitext(os.path.basename(where))[0]
+    return os.path.basename(os.path.dirname(os.path.abspath(where))) if stem == "config" else stem
+
+
+def _experts(kind: str, family: Family, cfg: _Config, layers: int) -> dict:
+    """The mixture of experts' and MLA's fields of ``Transformer``."""
+    if family.moe == "mixtral":  # intermediate_size is each expert's width
+        return {"experts": cfg.int("num_local_experts"),
+                "top_k": cfg.int("num_experts_per_tok", cfg.get("experts_per_token", 2)),
+                "expert_ffn": cfg.int("intermediate_size")}
+    if family.moe == "qwen":
+        experts, step = cfg.int("num_experts"), cfg.int("decoder_sparse_step", 1)
+        dense_only = set(cfg.get("mlp_only_layers", []))
+        sparse = sum(1 for i in range(layers)
+                     if i not in dense_only and experts > 0 and (i + 1) % max(step, 1) == 0)
+        width = cfg.int("moe_intermediate_size")
+        shared = cfg.int("shared_expert_intermediate_size", 0)
+        return {"experts": experts, "top_k": cfg.int("num_experts_per_tok"),
+                "expert_ffn": width, "shared_experts": round(shared / width),
+                "dense_layers": layers - sparse}
+    if family.moe == "deepseek":
+        experts = cfg.int("n_routed_experts", 0)
+        first, freq = cfg.int("first_k_dense_replace", 0), cfg.int("moe_layer_freq", 1)
+        sparse = sum(1 for i in range(layers) if experts and i >= first and i % max(freq, 1) == 0)
+        nope = cfg.int("qk_nope_head_dim")
+        mla = {"head_dim": nope, "v_head_dim": cfg.int("v_head_dim"),
+               "q_rank": cfg.int("q_lora_rank", 0), "kv_rank": cfg.int("kv_lora_rank"),
+               "rope_dim": cfg.int("qk_rope_head_dim"),
+               "mtp_depth": cfg.int("num_nextn_predict_layers", 0)}
+        if not experts:
+            return mla
+        return {**mla, "experts": experts, "top_k": cfg.int("num_experts_per_tok"),
+                "expert_ffn": cfg.int("moe_intermediate_size"),
+                "shared_experts": cfg.int("n_shared_experts", 0), "dense_layers": layers - sparse}
+    return {}

@@ -1,0 +1,738 @@
+"""``from_megatron`` and ``to_megatron``: Megatron-LM's arguments as a model and a run.
+
+``FLAGS`` is the one table: each modelled argument's ``dest`` (the snake_case name Megatron's
+argparse gives it, and NeMo's, Megatron-Bridge's and ``MODEL_ARGS`` YAML's key), its type and
+Megatron's default where the flag is absent (``megatron/training/arguments.py``). The shell
+layer (``script_words``) reads a launch script as bash would for what matters here: comments,
+line continuations, variables (``$X``, ``${X}``, ``${X:-default}``, ``$((arithmetic))``) and
+arrays (``X=(...)``, ``${X[@]}``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from ..checks import ScheduleError, ScheduleTypeError
+from .config import RunConfig, as_model, as_run, data_parallel
+from .layout import megatron_layers, parse_layout
+from .transformer import Transformer
+
+INT, FLOAT, STR, BOOL, LIST = int, float, str, bool, list
+# dest: (type, Megatron's default). Bools are store_true flags (False when absent).
+FLAGS = {
+    # the model
+    "num_layers": (INT, None), "hidden_size": (INT, None), "num_attention_heads": (INT, None),
+    "ffn_hidden_size": (INT, None), "kv_channels": (INT, None),
+    "group_query_attention": (BOOL, False), "num_query_groups": (INT, 1),
+    "swiglu": (BOOL, False), "untie_embeddings_and_output_weights": (BOOL, False),
+    "vocab_size": (INT, None), "make_vocab_size_divisible_by": (INT, 128),
+    "tokenizer_type": (STR, None), "merge_file": (STR, None),
+    "attention_dropout": (FLOAT, 0.1),
+    "hidden_dropout": (FLOAT, 0.1), "use_flash_attn": (BOOL, False),
+    "attention_backend": (STR, "auto"), "num_experts": (INT, None),
+    "moe_ffn_hidden_size": (INT, None), "moe_router_topk": (INT, 2),
+    "moe_shared_expert_intermediate_size": (INT, None), "moe_layer_freq": (STR, "1"),
+    "multi_latent_attention": (BOOL, False), "q_lora_rank": (INT, None),
+    "kv_lora_rank": (INT, 32), "qk_head_dim": (INT, 128), "qk_pos_emb_head_dim": (INT, 64),
+    "v_head_dim": (INT, 128), "mtp_num_layers": (INT, None), "seq_length": (INT, None),
+    # parallelism
+    "tensor_model_parallel_size": (INT, 1), "pipeline_model_parallel_size": (INT, 1),
+    "num_layers_per_virtual_pipeline_stage": (INT, None),
+    "num_virtual_stages_per_pipeline_rank": (INT, None),
+    "virtual_pipeline_model_parallel_size": (INT, None),
+    "pipeline_model_parallel_layout": (STR, None),
+    "decoder_first_pipeline_num_layers": (INT, None),
+    "decoder_last_pipeline_num_layers": (INT, None),
+    "context_parallel_size": (INT, 1), "cp_comm_type": (STR, "p2p"),
+    "expert_model_parallel_size": (INT, 1), "expert_tensor_parallel_size": (INT, None),
+    "sequence_parallel": (BOOL, False),
+    # batch
+    "micro_batch_size": (INT, 1), "global_batch_size": (INT, None),
+    # recomputation
+    "recompute_granularity": (STR, None), "recompute_activations": (BOOL, False),
+    "recompute_method": (STR, None), "recompute_num_layers": (INT, None),
+    "recompute_modules": (LIST, None),
+    # memory, overlap, precision
+    "use_distributed_optimizer": (BOOL, False), "data_parallel_sharding_strategy": (STR, None),
+    "use_torch_fsdp2": (BOOL, False), "use_megatron_fsdp": (BOOL, False),
+    "overlap_grad_reduce": (BOOL, False),
+    "overlap_param_gather": (BOOL, False), "tp_comm_overlap": (BOOL, False),
+    "overlap_p2p_communication": (BOOL, False), "no_overlap_p2p_communication": (BOOL, False),
+    "bf16": (BOOL, False), "fp16": (BOOL, False), "fp8_format": (STR, None),
+    "accumulate_allreduce_grads_in_fp32": (BOOL, False), "grad_reduce_in_bf16": (BOOL, False),
+}
+# other spellings of the same argument: Megatron's older flags, NeMo's and Megatron-Core's keys
+ALIASES = {"encoder_seq_length": "seq_length", "num_moe_experts": "num_experts",
+           "activations_checkpoint_granularity": "recompute_granularity",
+           "activations_checkpoint_method": "recompute_method",
+           "activations_checkpoint_num_layers": "recompute_num_layers",
+           "gated_linear_unit": "swiglu", "fp8": "fp8_format", "padded_vocab_size": "vocab_size",
+           "use_custom_fsdp": "use_megatron_fsdp"}
+# Megatron's vocabulary for tokenizers whose size the script does not say
+TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}
+PRESENCE = {"merge_file"}  # flags read for being there (a BPE merges file: GPT-2's tokenizer)
+CP_COMM = {"p2p": "ring", "a2a": "all-gather", "allgather": "all-gather",
+           "a2a+p2p": "ring"}
+SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+SCHEDULES = ("1f1b", "interleaved-1f1b")  # what Megatron-LM runs: m = 1, and m > 1
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What ``from_megatron`` read: unpacks as ``model, config``; ``ignored`` lists the flags
+    it does not model and ``gpus`` the launcher's GPU count (None if it gave none)."""
+
+    model: Transformer
+    config: RunConfig
+    ignored: tuple[str, ...] = ()
+    gpus: int | None = None
+
+    def __iter__(self):
+        return iter((self.model, self.config))
+
+
+def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
+                  env: dict | None = None, name: str = "megatron") -> Imported:
+    """The model and the run a Megatron-LM launch describes.
+
+    Parameters
+    ----------
+    args : str, list of str or dict
+        A launch script's text or a command string (bash: comments, ``\\`` continuations,
+        variables and arrays set above the command and expanded), a list of arguments, or a
+        dict of snake_case keys (NeMo, Megatron-Bridge, ``MODEL_ARGS`` YAML; a ``model``
+        section is read too).
+    gpus : int, optional
+        GPUs in all (default: the launcher's ``--nproc_per_node`` times ``--nnodes``);
+        ``d = gpus / (t cp p)``.
+    vocab : int, optional
+        The tokenizer's vocabulary when the script does not give ``--vocab-size`` (Megatron
+        pads it to a multiple of ``--make-vocab-size-divisible-by`` times ``t``).
+    env : dict, optional
+        Values of variables the script reads from its environment or arguments (``$1``).
+    name : str
+        The model's name.
+
+    Returns
+    -------
+    Imported
+        ``model, config = from_megatron(...)``; ``.ignored`` the flags not modelled.
+        Megatron's defaults where a flag is absent: embeddings tied unless
+        ``--untie-embeddings-and-output-weights``; ``--num-query-groups`` read only with
+        ``--group-query-attention``; ``--moe-router-topk`` 2; the vocabulary padded to a
+        multiple of ``128 t``; ``ffn`` ``4h``, or with ``--swiglu`` ``int(8h/3/64)*64``;
+        dropout 0.1; ZeRO 0 without ``--use-distributed-optimizer``; fp32 without ``--bf16``
+        or ``--fp16`` (priced as bf16, and listed in ``ignored``).
+
+    Raises
+    ------
+    ScheduleError
+        Naming the flag: a value of the wrong type, a required one missing
+        (``--num-layers``, ``--hidden-size``, ``--num-attention-heads``, ``--seq-length``),
+        two that contradict (naming both), a variable that cannot be resolved (naming it), a
+        degree that does not divide the GPUs.
+    """
+    if env is not None and not isinstance(env, dict):
+        raise ScheduleTypeError(f"env must be a dict of variables (got {type(env).__name__})")
+    values, ignored, launcher = _read(args, env or {})
+    a = {dest: _typed(dest, values[dest]) if dest in values else default
+         for dest, (_, default) in FLAGS.items()}
+    _contradictions(a)
+    model = _model(a, vocab, name)
+    config = _run(a, model, gpus if gpus is not None else launcher)
+    extra = ("fp32 (no --bf16 or --fp16): priced as bf16",) if not (
+        a["bf16"] or a["fp16"] or a["fp8_format"]) else ()
+    return Imported(model, config, tuple(ignored) + extra, launcher)
+
+
+def _read(args, env: dict) -> tuple[dict, list, int | None]:
+    """The arguments as ``{dest: raw value}``, the flags not modelled, the launcher's GPUs."""
+    if isinstance(args, dict):
+        flat = {**{k: v for k, v in args.items() if not isinstance(v, dict)},
+                **(args.get("model") if isinstance(args.get("model"), dict) else {})}
+        values, ignored = {}, []
+        for key, value in flat.items():
+            dest = ALIASES.get(key, key)
+            if dest in FLAGS:
+                values[dest] = value
+            elif key == "share_embeddings_and_output_weights":
+                values["untie_embeddings_and_output_weights"] = not value
+            else:
+                ignored.append(key)
+        return values, ignored, None
+    if isinstance(args, str):
+        words = script_words(args, env)
+    elif isinstance(args, list | tuple) and all(isinstance(x, str) for x in args):
+        words = [_Word(x) for x in args]
+    else:
+        raise ScheduleTypeError(f"args must be a script or command string, a list of strings "
+                                f"or a dict (got {type(args).__name__})")
+    return _flags(words)
+
+
+class _Word(str):
+    """A word of the command; ``unresolved`` names a variable its expansion could not read."""
+
+    unresolved: str | None = None
+
+
+def _flags(words) -> tuple[dict, list, int | None]:
+    """``--flag value`` pairs after the training script (the launcher's flags before it)."""
+    start = next((i + 1 for i, w in enumerate(words) if w.endswith(".py")), 0)
+    launcher = _launcher(words[:start])
+    values, ignored, i = {}, [], start
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("--"):
+            i += 1  # a stray word (a value of a flag we do not know takes no room here)
+            continue
+        key, _, inline = word[2:].partition("=")
+        dest = key.replace("-", "_")
+        dest = ALIASES.get(dest, dest)
+        kind = FLAGS.get(dest, (None,))[0]
+        taken = []
+        if inline:
+            taken = [inline]
+        elif kind is not BOOL:
+            j = i + 1
+            while j < len(words) and not words[j].startswith("--"):
+                taken.append(words[j])
+                j += 1
+                if kind not in (LIST, None):
+                    break
+            i = j - 1
+        i += 1
+        if kind is None:
+            ignored.append("--" + key)
+            continue
+        for w in taken if dest not in PRESENCE else ():
+            if getattr(w, "unresolved", None):
+                raise ScheduleError(f"--{key}'s value {str(w)!r} needs the variable "
+                                    f"{w.unresolved!r}, which the script does not set (give "
+                                    f"it in env=)")
+        if kind is BOOL:
+            values[dest] = True if not inline else inline
+        elif kind is LIST:
+            values[dest] = taken
+        elif not taken:
+            raise ScheduleError(f"--{key} needs a value")
+        else:
+            values[dest] = taken[0]
+    return values, ignored, launcher
+
+
+def _launcher(words) -> int | None:
+    """``torchrun``'s ``--nproc_per_node`` times ``--nnodes`` (None if not both integers)."""
+    found = {}
+    for i, w in enumerate(words):
+        key, _, inline = w.lstrip("-").partition("=")
+        key = key.replace("-", "_")
+        if key in ("nproc_per_node", "nnodes"):
+            value = inline or (words[i + 1] if i + 1 < len(words) else "")
+            if value.isdigit():
+                found[key] = int(value)
+    if "nproc_per_node" in found:
+        return found["nproc_per_node"] * found.get("nnodes", 1)
+    return None
+
+
+def _typed(dest: str, raw):
+    """``raw`` (a word or a YAML value) as ``dest``'s type, or a ScheduleError naming it."""
+    kind, flag = FLAGS[dest][0], "--" + dest.replace("_", "-")
+    if kind is LIST:
+        return [str(x) for x in (raw if isinstance(raw, list | tuple) else [raw])]
+    if kind is BOOL:
+        if isinstance(raw, bool):
+            return raw
+        if str(raw).lower() in ("true", "1", "yes"):
+            return True
+        if str(raw).lower() in ("false", "0", "no"):
+            return False
+        raise ScheduleError(f"{flag} must be a switch (true or false) (got {raw!r})")
+    if kind is STR:
+        return None if raw is None else str(raw)
+    try:
+        if isinstance(raw, bool):
+            raise ValueError
+        value = kind(raw) if not isinstance(raw, str) or kind is FLOAT else int(raw, 10)
+    except (TypeError, ValueError):
+        raise ScheduleError(f"{flag} must be {'an integer' if kind is INT else 'a number'} "
+                            f"(got {raw!r})") from None
+    if kind is INT and isinstance(raw, float) and raw != int(raw):
+        raise ScheduleError(f"{flag} must be an integer (got {raw!r})")
+    return value
+
+
+def _contradictions(a: dict) -> None:
+    """Two flags that cannot both hold: a ScheduleError naming both."""
+    pairs = [("bf16", "fp16"),
+             ("num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank"),
+             ("pipeline_model_parallel_layout", "decoder_first_pipeline_num_layers"),
+             ("pipeline_model_parallel_layout", "decoder_last_pipeline_num_layers"),
+             ("overlap_p2p_communication", "no_overlap_p2p_communication")]
+    for x, y in pairs:
+        if a[x] and a[y]:
+            raise ScheduleError(f"--{x.replace('_', '-')} and --{y.replace('_', '-')} "
+                                f"contradict: give one")
+    if a["recompute_activations"] and a["recompute_granularity"] not in (None, "selective"):
+        raise ScheduleError(f"--recompute-activations (selective) and --recompute-granularity "
+                            f"{a['recompute_granularity']} contradict: give one")
+    if a["recompute_method"] and a["recompute_granularity"] != "full":
+        raise ScheduleError(f"--recompute-method needs --recompute-granularity full (got "
+                            f"--recompute-granularity {a['recompute_granularity']})")
+    v = a["virtual_pipeline_model_parallel_size"]
+    if v and a["num_virtual_stages_per_pipeline_rank"] not in (None, v):
+        raise ScheduleError("--virtual-pipeline-model-parallel-size and "
+                            "--num-virtual-stages-per-pipeline-rank contradict: give one")
+    for name in ("num_layers", "hidden_size", "num_attention_heads", "seq_length"):
+        if a[name] is None:
+            raise ScheduleError(f"--{name.replace('_', '-')} must be given (Megatron has no "
+                                f"default for it)")
+
+
+def _model(a: dict, vocab: int | None, name: str) -> Transformer:
+    """The ``Transformer`` of Megatron's model arguments, its defaults where absent."""
+    h, heads, t = a["hidden_size"], a["num_attention_heads"], a["tensor_model_parallel_size"]
+    ffn = a["ffn_hidden_size"] or (int(8 * h / 3 / 64) * 64 if a["swiglu"] else 4 * h)
+    tokenizer = a["tokenizer_type"] or ("GPT2BPETokenizer" if a["merge_file"] else None)
+    size = a["vocab_size"] or vocab or TOKENIZER_VOCAB.get(tokenizer)
+    if size is None:
+        raise ScheduleError(f"--vocab-size must be given for tokenizer {tokenizer!r} "
+                            f"(or from_megatron(..., vocab=N))")
+    multiple = a["make_vocab_size_divisible_by"] * t
+    shape = {"layers": a["num_layers"], "hidden": h, "heads": heads, "ffn": ffn,
+             "vocab": -(-size // multiple) * multiple, "swiglu": a["swiglu"],
+             "tied_embeddings": not a["untie_embeddings_and_output_weights"],
+             "dropout": a["attention_dropout"] > 0 or a["hidden_dropout"] > 0,
+             "flash_attention": a["use_flash_attn"] or a["attention_backend"] not in (
+                 "unfused", "local"),
+             "kv_heads": a["num_query_groups"] if a["group_query_attention"] else heads,
+             "head_dim": a["kv_channels"], "mtp_depth": a["mtp_num_layers"] or 0, "name": name}
+    if a["multi_latent_attention"]:
+        shape.update(kv_heads=heads, head_dim=a["qk_head_dim"], v_head_dim=a["v_head_dim"],
+                     q_rank=a["q_lora_rank"] or 0, kv_rank=a["kv_lora_rank"],
+                     rope_dim=a["qk_pos_emb_head_dim"])
+    if a["num_experts"]:
+        width = a["moe_ffn_hidden_size"] or ffn
+        moe = _moe_layers(a["moe_layer_freq"], a["num_layers"])
+        shape.update(experts=a["num_experts"], top_k=a["moe_router_topk"], expert_ffn=width,
+                     shared_experts=round((a["moe_shared_expert_intermediate_size"] or 0)
+                                          / width),
+                     dense_layers=a["num_layers"] - moe)
+    return Transformer(**shape)
+
+
+def _moe_layers(freq: str, layers: int) -> int:
+    """MoE layers of ``--moe-layer-freq``: every k-th layer, or a pattern like
+    ``([0]*3+[1]*58)`` or ``[0,1,1]`` of one 0/1 per layer."""
+    text = str(freq).strip()
+    if text.isdigit():
+        k = int(text)
+        if k < 1:
+            raise ScheduleError(f"--moe-layer-freq must be >= 1 or a pattern (got {freq!r})")
+        return len(range(0, layers, k))
+    try:
+        pattern = _pattern(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError):
+        raise ScheduleError(f"--moe-layer-freq must be an integer or a list pattern such as "
+                            f"([0]*3+[1]*58) (got {freq!r})") from None
+    if len(pattern) != layers or set(pattern) - {0, 1}:
+        raise ScheduleError(f"--moe-layer-freq's pattern must give 0 or 1 for each of the "
+                            f"{layers} layers (got {len(pattern)} values)")
+    return sum(pattern)
+
+
+def _pattern(node) -> list:
+    """A list expression of literals, ``+`` and ``*`` (no names, no calls)."""
+    if isinstance(node, ast.List):
+        return [_pattern(x) if not isinstance(x, ast.Constant) else x.value for x in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _pattern(node.left) + _pattern(node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) \
+            and isinstance(node.right, ast.Constant) and isinstance(node.right.value, int):
+        return _pattern(node.left) * node.right.value
+    raise ValueError(node)
+
+
+def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
+    """The ``RunConfig`` of Megatron's run arguments."""
+    t, p, cp = (a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"],
+                a["context_parallel_size"])
+    m, layout, first, last = _chunks(a, model, p)
+    if gpus is None:
+        raise ScheduleError("the GPU count must be given: from_megatron(..., gpus=N), or "
+                            "torchrun's --nproc_per_node (and --nnodes) in the script")
+    d = data_parallel(gpus, t, cp, p)
+    recompute = ("selective" if a["recompute_activations"] else
+                 a["recompute_granularity"] or "none")
+    zero = (SHARDING.get(a["data_parallel_sharding_strategy"], 0)
+            if a["data_parallel_sharding_strategy"] else
+            3 if a["use_torch_fsdp2"] else 1 if a["use_distributed_optimizer"] else 0)
+    return RunConfig(
+        seq=a["seq_length"], global_batch=a["global_batch_size"] or a["micro_batch_size"] * d,
+        t=t, cp=cp, p=p, d=d, ep=a["expert_model_parallel_size"],
+        etp=a["expert_tensor_parallel_size"] or t if model.moe else 1,
+        schedule=SCHEDULES[m > 1], m=m,
+        microbatch=a["micro_batch_size"], recompute=recompute,
+        recompute_method=a["recompute_method"], recompute_layers=a["recompute_num_layers"],
+        recompute_modules=None if a["recompute_modules"] is None else tuple(
+            a["recompute_modules"]),
+        sequence_parallel=a["sequence_parallel"], zero=zero,
+        gradient_overlap=a["overlap_grad_reduce"], tp_overlap=a["tp_comm_overlap"],
+        blocking_handoffs=not a["overlap_p2p_communication"],
+        precision="fp8" if a["fp8_format"] else "bf16", layout=layout, first_layers=first,
+        last_layers=last, cp_comm=CP_COMM.get(a["cp_comm_type"], "ring"),
+        reduce_bytes=2.0 if a["grad_reduce_in_bf16"] or (
+            a["fp16"] and not a["accumulate_allreduce_grads_in_fp32"]) else 4.0)
+
+
+def _chunks(a: dict, model: Transformer, p: int):
+    """Chunks per device ``m`` from any of Megatron's three virtual-stage flags or the layout
+    string, and the layout (Megatron's first/last counts with ``m > 1`` as a layout)."""
+    layout = a["pipeline_model_parallel_layout"]
+    per_stage = a["num_layers_per_virtual_pipeline_stage"]
+    if layout is not None:
+        stages = parse_layout(layout).stages
+        if stages % p:
+            raise ScheduleError(f"--pipeline-model-parallel-layout must give a multiple of "
+                                f"--pipeline-model-parallel-size {p} stages (got {stages})")
+        return stages // p, layout, None, None
+    if per_stage is not None:
+        if model.layers % (per_stage * p):
+            raise ScheduleError(f"--num-layers-per-virtual-pipeline-stage {per_stage} times "
+                                f"--pipeline-model-parallel-size {p} must divide --num-layers "
+                                f"{model.layers}")
+        m = model.layers // (per_stage * p)
+    else:
+        m = (a["num_virtual_stages_per_pipeline_rank"]
+             or a["virtual_pipeline_model_parallel_size"] or 1)
+    first, last = a["decoder_first_pipeline_num_layers"], a["decoder_last_pipeline_num_layers"]
+    if m > 1 and (first is not None or last is not None):
+        return m, str(megatron_layers(model.layers, p, m, first, last)), None, None
+    return m, None, first, last
+
+
+# ---- the shell: a launch script's words as bash expands them ----
+
+_ASSIGN = re.compile(r"^(?:export\s+|declare\s+-a\s+|local\s+)?([A-Za-z_]\w*)(\+?)=(.*)$",
+                     re.S)
+_VAR = re.compile(r"\$(?:\{([^}]*)\}|\(\((.*?)\)\)|([A-Za-z_]\w*|[0-9@*#?]))")
+_CONTROL = ("then", "do", "done", "for", "while")
+
+
+def script_words(text: str, env: dict | None = None) -> list[_Word]:
+    """The words of ``text``'s training command (the last statement naming a ``.py`` file, or
+    every statement that is not an assignment), variables and arrays expanded; ``if`` blocks
+    on string tests (``[[ "$X" == y ]]``, ``-z``, ``-n``) followed, other tests taken as true."""
+    scope = {k: str(v) for k, v in (env or {}).items()}
+    arrays: dict[str, list[_Word]] = {}
+    commands, branches = [], []  # branches: (this branch runs, some branch of the if ran)
+    for statement in _statements(text):
+        head, _, rest = statement.partition(" ")
+        if head in ("then", "do", "else") and rest.strip():  # a command after its keyword
+            if head == "else":
+                _branch(head, head, branches, scope, arrays)
+            statement = rest.strip()
+            head = statement.split(None, 1)[0]
+        if head in ("if", "elif", "else", "fi"):
+            _branch(head, statement, branches, scope, arrays)
+            continue
+        if head in _CONTROL or not all(runs for runs, _ in branches):
+            continue
+        match = _ASSIGN.match(statement)
+        words = _split(match.group(3)) if match else []
+        if match and len(words) > 1 and not match.group(3).startswith("("):
+            # X=1 command ...: the command (X set for it alone, not read here)
+            statement = match.group(3)[len(words[0][0]):].strip()
+        elif match:
+            _assign(*match.groups(), scope, arrays)
+            continue
+        commands.append(_expand_words(_split(statement), scope, arrays))
+    ran = [c for c in commands if any(w.endswith(".py") for w in c)]
+    return ran[-1] if ran else [w for c in commands for w in c]
+
+
+def _assign(key: str, append: str, value: str, scope: dict, arrays: dict) -> None:
+    """``X=value``, ``X=(...)`` or ``X+=(...)``: a scalar (dropped if unresolved) or an array."""
+    if value.startswith("("):
+        items = _expand_words(_split(value[1:value.rfind(")")]), scope, arrays)
+        arrays[key] = (arrays.get(key, []) if append else []) + items
+        return
+    word = _expand_words(_split(value), scope, arrays, join=True)
+    if word and not getattr(word[0], "unresolved", None):
+        scope[key] = (scope.get(key, "") if append else "") + str(word[0])
+    else:
+        scope.pop(key, None)
+
+
+def _branch(head: str, statement: str, branches: list, scope: dict, arrays: dict) -> None:
+    """Follow ``if``/``elif``/``else``/``fi``: each branch runs when its test holds and no
+    earlier one ran."""
+    if head == "if":
+        test = _test(statement[2:], scope, arrays)
+        branches.append((test, test))
+    elif not branches:
+        raise ScheduleError(f"the script's {head!r} has no 'if'")
+    elif head == "fi":
+        branches.pop()
+    else:
+        ran = branches[-1][1]
+        test = not ran and (head == "else" or _test(statement[4:], scope, arrays))
+        branches[-1] = (test, ran or test)
+
+
+def _test(text: str, scope: dict, arrays: dict) -> bool:
+    """A bash test of strings joined by ``||`` and ``&&`` (left to right); a test this does
+    not read (files, numbers) counts as true."""
+    result, join = None, "||"
+    for part in re.split(r"(\|\||&&)", text):
+        if part in ("||", "&&"):
+            join = part
+            continue
+        # an unset variable is empty, as bash expands it
+        words = ["" if w.unresolved else str(w) for w in _expand_words(
+            _split(part.strip().strip("[]").strip()), scope, arrays)]
+        value = _one_test(words)
+        result = value if result is None else (result or value) if join == "||" \
+            else (result and value)
+    return True if result is None else result
+
+
+def _one_test(words: list[str]) -> bool:
+    negate = bool(words) and words[0] == "!"
+    words = words[1:] if negate else words
+    if len(words) == 3 and words[1] in ("==", "=", "!="):
+        value = (words[0] == words[2]) == (words[1] != "!=")
+    elif len(words) == 2 and words[0] in ("-z", "-n"):
+        value = (words[1] == "") == (words[0] == "-z")
+    else:
+        value = True
+    return value != negate
+
+
+def _statements(text: str) -> list[str]:
+    """Statements with comments dropped, continuations joined and an array's lines as one."""
+    lines = [_uncomment(line) for line in text.replace("\\\r\n", " ").replace("\\\n", " ")
+             .splitlines()]
+    out, open_array = [], None
+    for line in lines:
+        line = line.strip()
+        if open_array is not None:
+            open_array += " " + line
+            if _closes(open_array):
+                out.append(open_array)
+                open_array = None
+            continue
+        if not line:
+            continue
+        match = _ASSIGN.match(line)
+        if match and match.group(3).startswith("(") and not _closes(line):
+            open_array = line
+            continue
+        out.extend(s.strip() for s in re.split(r"\s*;\s*", line) if s.strip())
+    if open_array is not None:
+        raise ScheduleError(f"the script's array is not closed: {open_array[:60]!r}")
+    return out
+
+
+def _closes(text: str) -> bool:
+    return text.count("(") <= text.count(")")
+
+
+def _uncomment(line: str) -> str:
+    """``line`` without a ``#`` comment (a ``#`` starting a word outside quotes)."""
+    quote = None
+    for i, c in enumerate(line):
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i]
+    return line
+
+
+def _split(text: str) -> list[tuple[str, bool]]:
+    """Words and whether each was quoted (quoted words do not split after expansion)."""
+    words = re.findall(r"""(?:"[^"]*"|'[^']*'|\$\(\(.*?\)\)|\$\([^)]*\)|[^\s"'])+""", text)
+    return [(w, w[:1] in "'\"") for w in words]
+
+
+def _expand_words(words, scope: dict, arrays: dict, join: bool = False) -> list[_Word]:
+    out = []
+    for word, quoted in words:
+        array = re.fullmatch(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?', word)
+        if array:  # "${A[@]}" keeps each element one word; ${A[@]} splits them
+            for item in arrays.get(array.group(1), []):
+                out.extend([item] if quoted else _resplit(item))
+            continue
+        value, unresolved = _expand(word, scope, arrays)
+        parts = [value] if quoted or join else value.split()
+        for part in parts:
+            w = _Word(part)
+            w.unresolved = unresolved
+            out.append(w)
+    return out
+
+
+def _resplit(word: _Word) -> list[_Word]:
+    parts = []
+    for part in str(word).split():
+        w = _Word(part)
+        w.unresolved = word.unresolved
+        parts.append(w)
+    return parts
+
+
+def _expand(word: str, scope: dict, arrays: dict) -> tuple[str, str | None]:
+    """One word with its variables replaced and its quotes removed; the first variable that
+    could not be resolved, if any."""
+    missing = []
+
+    def one(match):
+        brace, arith, plain = match.groups()
+        if arith is not None:
+            return _arithmetic(arith, scope, missing)
+        parts = re.fullmatch(r"([A-Za-z_]\w*(?:\[\w+\])?|[0-9@*#?])(?::?[-=](.*))?",
+                             brace if brace is not None else plain, re.S)
+        if parts is None:  # ${#X}, ${X/a/b} and the like: not read here
+            return _missing(brace, missing)
+        key, default = parts.groups()
+        if key.endswith("]"):  # ${ARR[0]}
+            base, index = key[:-1].split("[", 1)
+            items = arrays.get(base, [])
+            return str(items[int(index)]) if index.isdigit() and int(index) < len(items) \
+                else _missing(key, missing)
+        if key in scope:
+            return scope[key]
+        if default is not None:
+            return _expand(default, scope, arrays)[0]
+        return _missing(key, missing)
+
+    if "'" in word and word.startswith("'"):
+        return word.strip("'"), None
+    text = _VAR.sub(one, word).replace('"', "").replace("'", "")
+    if "$(" in text:
+        missing.append(text[text.index("$("):].split(")")[0] + ")")
+    return text, missing[0] if missing else None
+
+
+def _missing(name: str, missing: list) -> str:
+    missing.append(name)
+    return "$" + name
+
+
+def _arithmetic(expr: str, scope: dict, missing: list) -> str:
+    """Bash's ``$((...))`` on integers: + - * / % and parentheses, variables by name."""
+    def value(match):
+        name = match.group(1)
+        return scope[name] if name in scope else _missing(name, missing)
+
+    text = re.sub(r"\$?\{?([A-Za-z_]\w*)\}?", value, expr)
+    if missing or not re.fullmatch(r"[\d\s+\-*/%()]+", text):
+        return "$((" + expr + "))"
+    try:
+        return str(_integer(ast.parse(text.strip().replace("/", "//"), mode="eval").body))
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        missing.append(f"$(({expr}))")
+        return "$((" + expr + "))"
+
+
+def _integer(node) -> int:
+    ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__,
+           ast.FloorDiv: int.__floordiv__, ast.Mod: int.__mod__}
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        return ops[type(node.op)](_integer(node.left), _integer(node.right))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_integer(node.operand)
+    raise ValueError(node)
+
+
+# ---- export ----
+
+def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str]:
+    """``config`` (and ``model``, if given) as Megatron-LM arguments;
+    ``from_megatron(to_megatron(c, model), gpus=c.gpus)`` gives ``model, c`` back.
+
+    ``first_layers``/``last_layers`` with ``m > 1`` (per model chunk, which Megatron's
+    per-device flags are not) are written as the layout they make, which needs ``model``.
+    """
+    c, model = as_run(config), as_model(model)
+    flags = ["--tensor-model-parallel-size", c.t, "--pipeline-model-parallel-size", c.p,
+             "--context-parallel-size", c.cp, "--expert-model-parallel-size", c.ep,
+             "--expert-tensor-parallel-size", c.etp, "--micro-batch-size", c.microbatch,
+             "--global-batch-size", c.global_batch, "--seq-length", c.seq]
+    if c.schedule != SCHEDULES[c.m > 1]:
+        raise ScheduleError(f"Megatron-LM runs 1f1b (m=1) or interleaved-1f1b (m>1) (got "
+                            f"schedule={c.schedule!r}, m={c.m})")
+    layout = c.layout
+    if c.m > 1 and (c.first_layers is not None or c.last_layers is not None):
+        if model is None:
+            raise ScheduleError("to_megatron needs the model to write first_layers/last_layers "
+                                "with m > 1 (as a layout)")
+        layout = str(c.chunk_layout(model))
+    if layout is not None:
+        flags += ["--pipeline-model-parallel-layout", layout]
+    elif c.m > 1:
+        flags += ["--num-virtual-stages-per-pipeline-rank", c.m]
+    else:
+        flags += [f for name, v in (("first", c.first_layers), ("last", c.last_layers))
+                  if v is not None for f in (f"--decoder-{name}-pipeline-num-layers", v)]
+    if c.recompute == "selective":
+        flags += ["--recompute-granularity", "selective"]
+    elif c.recompute == "full":
+        flags += ["--recompute-granularity", "full",
+                  "--recompute-method", c.recompute_method or "uniform",
+                  "--recompute-num-layers", c.recompute_layers or 1]
+    if c.recompute_modules is not None:
+        flags += ["--recompute-modules", *c.recompute_modules]
+    if c.zero in (2, 3):
+        flags += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+                  {2: "optim_grads", 3: "optim_grads_params"}[c.zero]]
+    switches = {"--sequence-parallel": c.sequence_parallel,
+                "--use-distributed-optimizer": c.zero == 1,
+                "--overlap-grad-reduce": c.gradient_overlap,
+                "--overlap-param-gather": c.gradient_overlap and c.zero >= 1,
+                "--tp-comm-overlap": c.tp_overlap,
+                "--overlap-p2p-communication": not c.blocking_handoffs}
+    flags += [k for k, on in switches.items() if on]
+    flags += ["--bf16"] + (["--fp8-format", "hybrid"] if c.precision == "fp8" else [])
+    flags += ["--grad-reduce-in-bf16"] * (c.reduce_bytes == 2.0)
+    flags += ["--cp-comm-type", {"ring": "p2p", "all-gather": "allgather"}[c.cp_comm]]
+    if model is not None:
+        flags += _model_flags(model)
+    return [str(x) for x in flags]
+
+
+def _model_flags(model: Transformer) -> list:
+    """A ``Transformer`` as Megatron's model arguments (vocabulary already padded: divisible
+    by 1)."""
+    m = model
+    flags = ["--num-layers", m.layers, "--hidden-size", m.hidden, "--num-attention-heads",
+             m.heads, "--ffn-hidden-size", m.ffn, "--vocab-size", m.vocab,
+             "--make-vocab-size-divisible-by", 1, "--attention-dropout", 0.1 if m.dropout else 0,
+             "--hidden-dropout", 0.1 if m.dropout else 0]
+    flags += ["--swiglu"] * m.swiglu + ["--untie-embeddings-and-output-weights"] * (
+        not m.tied_embeddings)
+    flags += [] if m.flash_attention else ["--attention-backend", "unfused"]
+    if m.mla:
+        flags += ["--multi-latent-attention", "--qk-head-dim", m.head_dim, "--v-head-dim",
+                  m.v_head_dim, "--kv-lora-rank", m.kv_rank, "--qk-pos-emb-head-dim",
+                  m.rope_dim] + (["--q-lora-rank", m.q_rank] if m.q_rank else [])
+    else:
+        flags += ["--kv-channels", m.head_dim]
+        if m.kv_heads != m.heads:
+            flags += ["--group-query-attention", "--num-query-groups", m.kv_heads]
+    if m.moe:
+        flags += ["--num-experts", m.experts, "--moe-router-topk", m.top_k,
+                  "--moe-ffn-hidden-size", m.expert_ffn,
+                  "--moe-layer-freq", f"([0]*{m.dense_layers}+[1]*{m.moe_layers})"]
+        if m.shared_experts:
+            flags += ["--moe-shared-expert-intermediate-size", m.shared_experts * m.expert_ffn]
+    if m.mtp_depth:
+        flags += ["--mtp-num-layers", m.mtp_depth]
+    return flags

@@ -1,0 +1,207 @@
+"""``from_torchtitan`` and ``to_torchtitan``: torchtitan's TOML job config (v0.2) as a run.
+
+Read: ``[model]`` (``name``, ``flavor``, ``hf_assets_path``, ``converters``), ``[training]``
+(``local_batch_size``, ``global_batch_size``, ``seq_len``), ``[parallelism]`` (the degrees,
+``pipeline_parallel_schedule``, ``pipeline_parallel_microbatch_size``,
+``pipeline_parallel_layers_per_stage``, ``fsdp_reshard_after_forward``,
+``context_parallel_rotate_method``) and ``[activation_checkpoint]`` (``mode``,
+``selective_ac_option``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+
+from ..checks import ScheduleError, ScheduleTypeError
+from .config import RunConfig, as_model, as_run, data_parallel
+from .hf import from_hf
+from .presets import MODELS
+from .transformer import Transformer
+
+# torchtitan's schedule names (torch.distributed.pipelining's classes without "Schedule")
+SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved-1f1b",
+             "LoopedBFS": "looped-bfs", "InterleavedZeroBubble": "interleaved-zb",
+             "ZBVZeroBubble": "zbv", "DualPipeV": "dualpipev"}
+SINGLE_STAGE = ("1F1B", "GPipe")
+# torchtitan's flavors with a preset of the same published shape
+FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
+           ("llama3", "405B"): "llama3-405b", ("deepseek_v3", "671B"): "deepseek-v3",
+           ("llama2", "7B"): "llama2-7b", ("llama2", "13B"): "llama2-13b",
+           ("llama2", "70B"): "llama2-70b"}
+
+
+def read_toml(job) -> tuple[dict, str]:
+    """A job config as a dict: a path to a TOML file, its text, or the dict itself."""
+    if isinstance(job, dict):
+        return job, "the job config"
+    if not isinstance(job, str | os.PathLike):
+        raise ScheduleTypeError(f"job must be a TOML path, TOML text or a dict (got "
+                                f"{type(job).__name__})")
+    text, where = str(job), "the job config"
+    if "\n" not in text and (text.endswith(".toml") or os.path.exists(text)):
+        where = os.fspath(job)
+        try:
+            with open(where, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ScheduleError(f"job must be a readable TOML file ({where}: {e})") from None
+    try:
+        return tomllib.loads(text), where
+    except tomllib.TOMLDecodeError as e:
+        raise ScheduleError(f"{where} is not TOML ({e})") from None
+
+
+def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
+                    ) -> tuple[Transformer, RunConfig]:
+    """The model and run of a torchtitan job config.
+
+    Parameters
+    ----------
+    job : str, os.PathLike or dict
+        A ``.toml`` path, TOML text, or its parsed dict.
+    gpus : int
+        GPUs in all: ``data_parallel_shard_degree = -1`` takes what the other degrees leave.
+    model : Transformer or str, optional
+        The model (a ``Transformer``, a preset name or a ``config.json`` path). Default: the
+        ``config.json`` under ``[model] hf_assets_path`` if there is one, else the preset of
+        ``name`` and ``flavor`` (``FLAVORS``).
+
+    Returns
+    -------
+    (Transformer, RunConfig)
+        FSDP (a shard degree above 1) is ZeRO-3, gathered per layer (``zero3="layer"``) or,
+        with ``fsdp_reshard_after_forward = "never"``, once per step; replicas only, ZeRO-0.
+        A ``float8`` converter is fp8. Layer-wise selective checkpointing
+        (``selective_ac_option`` a number ``k``) is priced as full recomputation of every
+        layer when ``k = 1`` and as none otherwise.
+
+    Raises
+    ------
+    ScheduleError
+        A file that is not TOML, an unknown schedule name (listing torchtitan's), a value of
+        the wrong type (naming the key), degrees that do not divide the GPUs, an unknown
+        flavor without ``model``.
+    """
+    data, where = read_toml(job)
+    section = {name: data.get(name, {}) for name in ("model", "training", "parallelism",
+                                                     "activation_checkpoint")}
+    for name, table in section.items():
+        if not isinstance(table, dict):
+            raise ScheduleError(f"{where}: [{name}] must be a table (got {table!r})")
+    model = _model(section["model"], model, where)
+    return model, _run(section, model, gpus, where)
+
+
+def _int(table: dict, key: str, default, where: str, section: str) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScheduleError(f"{where}: [{section}] {key} must be an integer (got {value!r})")
+    return value
+
+
+def _model(table: dict, model, where: str) -> Transformer:
+    if isinstance(model, Transformer):
+        return model
+    if isinstance(model, str) and model in MODELS:
+        return MODELS[model]
+    if not isinstance(model, str | os.PathLike | dict | type(None)):
+        raise ScheduleTypeError(f"model must be a Transformer, a preset name or a config.json "
+                                f"(got {type(model).__name__})")
+    if model is not None:
+        return from_hf(model)
+    assets = table.get("hf_assets_path")
+    if isinstance(assets, str) and os.path.exists(os.path.join(assets, "config.json")):
+        return from_hf(assets)
+    key = (table.get("name"), str(table.get("flavor")))
+    if key not in FLAVORS:
+        raise ScheduleError(f"{where}: [model] name and flavor must be one of "
+                            f"{sorted(FLAVORS)} (got {key}), or give the model")
+    return MODELS[FLAVORS[key]]
+
+
+def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
+    par, train, ac = section["parallelism"], section["training"], section["activation_checkpoint"]
+
+    def degree(key, default=1):
+        return _int(par, key, default, where, "parallelism")
+
+    t, p, cp = (degree("tensor_parallel_degree"), degree("pipeline_parallel_degree"),
+                degree("context_parallel_degree"))
+    replicate, shard = degree("data_parallel_replicate_degree"), degree(
+        "data_parallel_shard_degree", -1)
+    d = data_parallel(gpus, t, cp, p)
+    if shard != -1 and replicate * shard != d:
+        raise ScheduleError(f"{where}: data_parallel_replicate_degree * "
+                            f"data_parallel_shard_degree = {replicate * shard} must be the "
+                            f"{d} GPUs left by t * cp * p (got gpus={gpus})")
+    name = par.get("pipeline_parallel_schedule", "1F1B")
+    if name not in SCHEDULES:
+        raise ScheduleError(f"{where}: pipeline_parallel_schedule must be one of "
+                            f"{sorted(SCHEDULES)} (got {name!r})")
+    per_stage = par.get("pipeline_parallel_layers_per_stage")
+    m = 1 if name in SINGLE_STAGE else 2
+    if per_stage is not None and name not in SINGLE_STAGE:
+        per_stage = _int(par, "pipeline_parallel_layers_per_stage", None, where, "parallelism")
+        m = max(1, -(-model.layers // (per_stage * p)))
+    local = _int(train, "local_batch_size", train.get("batch_size", 8), where, "training")
+    global_batch = _int(train, "global_batch_size", -1, where, "training")
+    reshard = par.get("fsdp_reshard_after_forward", "default")
+    mode = ac.get("mode", "selective")
+    option = str(ac.get("selective_ac_option", "2"))
+    recompute = {"none": "none", "full": "full"}.get(
+        mode, "selective" if option == "op" else "full" if option == "1" else "none")
+    converters = section["model"].get("converters", [])
+    return RunConfig(
+        seq=_int(train, "seq_len", 2048, where, "training"),
+        global_batch=local * d if global_batch == -1 else global_batch, t=t, cp=cp, p=p, d=d,
+        ep=degree("expert_parallel_degree"), etp=degree("expert_tensor_parallel_degree"),
+        schedule=SCHEDULES[name], m=m,
+        microbatch=_int(par, "pipeline_parallel_microbatch_size", 1, where, "parallelism"),
+        recompute=recompute, sequence_parallel=t > 1,
+        zero=3 if (shard == -1 and d // replicate > 1) or shard > 1 else 0,
+        zero3="step" if reshard == "never" else "layer",
+        tp_overlap=bool(par.get("enable_async_tensor_parallel", False)),
+        blocking_handoffs=False,
+        precision="fp8" if "float8" in converters else "bf16",
+        cp_comm="ring" if par.get("context_parallel_rotate_method") == "alltoall"
+        else "all-gather")
+
+
+def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
+    """``config`` as a torchtitan TOML snippet (``[parallelism]``, ``[training]``,
+    ``[activation_checkpoint]``, ``[model]`` converters for fp8); ``from_torchtitan`` reads
+    it back. With ``model``, ``m`` stages per rank are written as
+    ``pipeline_parallel_layers_per_stage``."""
+    names = {v: k for k, v in SCHEDULES.items()}
+    c, model = as_run(config), as_model(model)
+    if c.schedule not in names:
+        raise ScheduleError(f"torchtitan runs {sorted(names)} (got schedule={c.schedule!r})")
+    if c.zero not in (0, 3):
+        raise ScheduleError(f"torchtitan shards with FSDP (ZeRO-3) or not at all (got "
+                            f"zero={c.zero})")
+    lines = ["[parallelism]",
+             f"data_parallel_replicate_degree = {1 if c.zero == 3 else c.d}",
+             f"data_parallel_shard_degree = {c.d if c.zero == 3 else 1}",
+             f'fsdp_reshard_after_forward = "{"never" if c.zero3 == "step" else "default"}"',
+             f"tensor_parallel_degree = {c.t}",
+             f"enable_async_tensor_parallel = {str(c.tp_overlap).lower()}",
+             f"pipeline_parallel_degree = {c.p}",
+             f'pipeline_parallel_schedule = "{names[c.schedule]}"',
+             f"pipeline_parallel_microbatch_size = {c.microbatch}",
+             f"context_parallel_degree = {c.cp}",
+             f'context_parallel_rotate_method = '
+             f'"{"alltoall" if c.cp_comm == "ring" else "allgather"}"',
+             f"expert_parallel_degree = {c.ep}",
+             f"expert_tensor_parallel_degree = {c.etp}", "",
+             "[training]", f"local_batch_size = {c.global_batch // c.d}",
+             f"global_batch_size = {c.global_batch}", f"seq_len = {c.seq}", "",
+             "[activation_checkpoint]",
+             f'mode = "{c.recompute}"']
+    if c.recompute == "selective":
+        lines.append('selective_ac_option = "op"')
+    if c.m > 1 and model is not None and model.layers % (c.p * c.m) == 0:
+        lines.insert(9, f"pipeline_parallel_layers_per_stage = {model.layers // (c.p * c.m)}")
+    if c.precision == "fp8":
+        lines += ["", "[model]", 'converters = ["float8"]']
+    return "\n".join(lines) + "\n"

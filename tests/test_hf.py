@@ -1,0 +1,161 @@
+"""``fastpp.model.from_hf``: published config.json files give their model cards' counts."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fastpp import ScheduleError
+from fastpp.model import MODELS, Transformer, from_hf
+
+DATA = Path(__file__).parent / "data" / "hf"
+
+# file, total, active (billions) as the model cards (or the papers they cite) state them,
+# whether the card's active count includes the input embedding (DeepSeek's README and
+# OpenAI's gpt-oss card count the output head but not the embedding lookup), and the source.
+# A card that gives fewer digits than 1% resolves is checked to its last stated digit.
+CARDS = [
+    ("llama-2-7b.json", 6.74, None, True, "HF page: 6.74B params"),
+    ("llama-3.1-8b.json", 8.03, None, True, "HF page: 8.03B params"),
+    ("llama-3.1-70b.json", 70.6, None, True, "HF page: 70.6B params"),
+    ("mistral-7b-v0.1.json", 7.24, None, True, "HF page: 7.24B params"),
+    ("mixtral-8x7b-v0.1.json", 46.7, 12.9, True, "Mixtral paper: 47B total, 13B active; "
+                                                  "HF page 46.7B"),
+    ("qwen2-7b.json", 7.62, None, True, "HF page: 7.62B params"),
+    ("qwen1.5-moe-a2.7b.json", 14.3, 2.7, True, "card: 14.3B total, 2.7B activated"),
+    ("qwen3-0.6b.json", 0.6, None, True, "card: 0.6B, 0.44B non-embedding"),
+    ("qwen3-8b.json", 8.2, None, True, "card: 8.2B, 6.95B non-embedding"),
+    ("qwen3-30b-a3b.json", 30.5, 3.3, True, "card: 30.5B total, 3.3B activated"),
+    ("deepseek-v2-lite.json", 15.7, 2.4, False, "DeepSeek-V2 paper: 15.7B total, 2.4B"),
+    ("deepseek-v3.json", 671, 36.7, False, "README_WEIGHTS: 671B main model, 36.7B "
+                                           "activated including 0.9B output head"),
+    ("gemma-7b.json", 8.54, None, True, "HF page: 8.54B params"),
+    ("gemma-2-9b.json", 9.24, None, True, "HF page: 9.24B params"),
+    ("gemma-3-1b.json", 1.0, None, True, "HF page: 1,000M params"),
+    ("phi-3-mini-4k.json", 3.82, None, True, "HF page: 3.82B params"),
+    ("olmo-2-1124-7b.json", 7.3, None, True, "HF page: 7.3B params"),
+    ("gpt-oss-20b.json", 20.91, 3.61, False, "gpt-oss model card Table 1: 20.91B total, "
+                                             "3.61B active"),
+    ("gpt2.json", 0.124, None, True, "card: 124M parameters"),
+    ("gpt-neox-20b.json", 20.55, None, True, "GPT-NeoX-20B paper: 20,554,567,680"),
+]
+
+
+def tolerance(card: float) -> float:
+    """1% of the card's figure, or one unit of its last stated digit when that is coarser."""
+    digits = str(card).split(".")[1] if "." in str(card) else ""
+    return max(0.01 * card, 10.0 ** -len(digits))
+
+
+@pytest.mark.parametrize("file, total, active, embedding, source", CARDS,
+                         ids=[c[0] for c in CARDS])
+def test_cards(file, total, active, embedding, source):
+    model = from_hf(DATA / file)
+    assert abs(model.parameters / 1e9 - total) <= tolerance(total), source
+    if active is None:  # a dense model: every parameter active
+        assert model.active_parameters == model.parameters
+        return
+    ours = model.active_parameters - (0 if embedding else model.vocab * model.hidden)
+    assert abs(ours / 1e9 - active) <= tolerance(active), source
+    assert model.moe
+
+
+def test_at_least_ten_models():
+    assert len({c[0] for c in CARDS}) >= 10
+    assert len(list(DATA.glob("*.json"))) == len(CARDS)
+
+
+def test_presets_agree():
+    """The hand-written presets and the config.json files describe the same models."""
+    for file, preset in (("mixtral-8x7b-v0.1.json", "mixtral-8x7b"),
+                         ("deepseek-v3.json", "deepseek-v3")):
+        ours, theirs = from_hf(DATA / file), MODELS[preset]
+        for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts",
+                     "top_k", "expert_ffn", "shared_experts", "dense_layers", "mtp_depth",
+                     "q_rank", "kv_rank", "rope_dim", "head_dim", "v_head_dim",
+                     "tied_embeddings", "swiglu"):
+            assert getattr(ours, name) == getattr(theirs, name), (file, name)
+
+
+def load(file):
+    return json.loads((DATA / file).read_text())
+
+
+def test_traps():
+    # head_dim apart from hidden / heads
+    assert from_hf(DATA / "qwen3-8b.json").head_dim == 128
+    gemma = from_hf(DATA / "gemma-7b.json")
+    assert gemma.head_dim == 256 and gemma.heads * gemma.head_dim != gemma.hidden
+    # the class default of tie_word_embeddings: True for Gemma, GPT-2; False for Llama
+    assert gemma.tied_embeddings and "tie_word_embeddings" not in load("gemma-7b.json")
+    assert from_hf(DATA / "gpt2.json").tied_embeddings
+    assert not from_hf(DATA / "llama-2-7b.json").tied_embeddings
+    # GemmaConfig's head_dim default (256) when absent
+    config = load("gemma-7b.json")
+    del config["head_dim"]
+    assert from_hf(config).head_dim == 256
+    # intermediate_size is the expert width for Mixtral and gpt-oss
+    assert from_hf(DATA / "gpt-oss-20b.json").expert_ffn == 2880
+    assert from_hf(DATA / "qwen3-30b-a3b.json").expert_ffn == 768
+    # GPT-2's names, its n_inner null meaning 4h, dropout read from the *_pdrop fields
+    gpt2 = from_hf(DATA / "gpt2.json")
+    assert (gpt2.layers, gpt2.hidden, gpt2.heads, gpt2.ffn) == (12, 768, 12, 3072)
+    assert gpt2.dropout and not gpt2.swiglu
+    # DeepSeek: first_k_dense_replace, MLA ranks (q_lora_rank null: queries uncompressed), MTP
+    lite = from_hf(DATA / "deepseek-v2-lite.json")
+    assert (lite.dense_layers, lite.q_rank, lite.kv_rank, lite.shared_experts) == (1, 0, 512, 2)
+    assert from_hf(DATA / "deepseek-v3.json").mtp_depth == 1
+
+
+def test_layer_patterns_count_dense_layers():
+    """Dense layers anywhere (Qwen's mlp_only_layers, decoder_sparse_step; DeepSeek's
+    moe_layer_freq) keep their number (placed first) and so the parameter count."""
+    config = load("qwen3-30b-a3b.json")
+    config["decoder_sparse_step"] = 2
+    alternate = from_hf(config)
+    assert alternate.dense_layers == 24 and alternate.moe_layers == 24
+    config["decoder_sparse_step"], config["mlp_only_layers"] = 1, [0, 5, 47]
+    assert from_hf(config).dense_layers == 3
+    config = load("deepseek-v3.json")
+    config["moe_layer_freq"] = 2  # MoE on even layers from the 4th: 4, 6, ..., 60
+    assert from_hf(config).moe_layers == len(range(4, 61, 2))
+
+
+def test_text_config_nesting():
+    inner = load("gemma-3-1b.json")
+    wrapped = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+               "text_config": {k: v for k, v in inner.items() if k != "model_type"},
+               "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}}
+    assert from_hf(wrapped, name="x") == from_hf(inner, name="x")
+
+
+def test_folder_and_name(tmp_path):
+    (tmp_path / "Llama-3.1-8B").mkdir()
+    (tmp_path / "Llama-3.1-8B" / "config.json").write_text((DATA / "llama-3.1-8b.json")
+                                                           .read_text())
+    model = from_hf(tmp_path / "Llama-3.1-8B")
+    assert isinstance(model, Transformer) and model.name == "Llama-3.1-8B"
+    assert from_hf(str(tmp_path / "Llama-3.1-8B" / "config.json")) == model
+
+
+def test_bad_input(tmp_path):
+    with pytest.raises(ScheduleError, match=r"model_type must be one of \[.*'llama'.*got "
+                                            r"'mamba'"):
+        from_hf({"model_type": "mamba"})
+    config = load("llama-2-7b.json")
+    del config["intermediate_size"]
+    with pytest.raises(ScheduleError, match="no 'intermediate_size'"):
+        from_hf(config)
+    config["intermediate_size"] = "11008"
+    with pytest.raises(ScheduleError, match="'intermediate_size' must be an integer"):
+        from_hf(config)
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(ScheduleError, match=f"{bad} is not JSON"):
+        from_hf(tmp_path)
+    with pytest.raises(ScheduleError, match="no file"):
+        from_hf(tmp_path / "missing.json")
+    with pytest.raises(ScheduleError, match="must be a dict, a path"):
+        from_hf(3)
+    with pytest.raises(ScheduleError, match="model_type must be one of"):
+        from_hf({"hidden_size": 8})

@@ -1,0 +1,316 @@
+"""``from_megatron`` / ``to_megatron``: launch scripts as users write them, and back."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fastpp import ScheduleError
+from fastpp.model import RunConfig, Transformer, parse_layout
+from fastpp.model.megatron import FLAGS, from_megatron, script_words, to_megatron
+
+DATA = Path(__file__).parent / "data" / "megatron"
+TABLE1 = Path("/work/shared/data/narayanan_2021_table1.csv")
+
+
+def script(name):
+    return (DATA / name).read_text()
+
+
+def test_gpt3_175b():
+    model, config = imported = from_megatron(script("gpt3_175b.sh"))
+    # GPT-3: 4h GeLU MLP, tied embeddings, dropout 0.1 (Megatron's defaults where absent),
+    # GPT-2's 50,257 tokens padded to a multiple of 128 * 8
+    assert (model.layers, model.hidden, model.heads, model.kv_heads, model.ffn) == (
+        96, 12288, 96, 96, 4 * 12288)
+    assert model.vocab == 51200 and model.tied_embeddings and model.dropout
+    assert not model.swiglu and not model.flash_attention
+    assert abs(model.parameters / 175e9 - 1) < 0.01
+    assert config == RunConfig(seq=2048, global_batch=1536, t=8, p=16, d=8, microbatch=1,
+                               sequence_parallel=True, zero=1, precision="bf16",
+                               cp_comm="ring")
+    assert imported.gpus == 1024 and config.n == 192
+    assert {"--lr", "--data-path", "--save", "--split"} <= set(imported.ignored)
+    assert not {"--num-layers", "--bf16"} & set(imported.ignored)
+
+
+def test_llama3_8b():
+    # the tokenizer is read from a file Megatron loads: its size is given here
+    model, config = from_megatron(script("llama3_8b.sh"), vocab=128256)
+    assert model == Transformer(32, 4096, 32, kv_heads=8, ffn=14336, vocab=128256,
+                                swiglu=True, name="megatron")
+    assert abs(model.parameters / 8.03e9 - 1) < 0.01
+    assert config == RunConfig(seq=8192, global_batch=128, t=2, cp=2, p=1, d=2,
+                               recompute="selective", sequence_parallel=True, zero=1,
+                               gradient_overlap=True, precision="fp8", cp_comm="ring")
+
+
+def test_mixtral_with_expert_parallelism():
+    imported = from_megatron(script("mixtral_8x7b.sh"))
+    model, config = imported
+    assert (model.experts, model.top_k, model.expert_ffn, model.kv_heads) == (8, 2, 14336, 8)
+    assert abs(model.parameters / 46.7e9 - 1) < 0.01
+    assert abs(model.active_parameters / 12.9e9 - 1) < 0.01
+    # 32 layers, 4 a chunk on 4 devices: 2 chunks each, Megatron's interleaved schedule
+    assert config == RunConfig(seq=4096, global_batch=256, p=4, d=16, ep=8, etp=1, m=2,
+                               schedule="interleaved-1f1b", recompute="full",
+                               recompute_method="uniform", recompute_layers=1,
+                               sequence_parallel=False, zero=1, precision="bf16",
+                               cp_comm="ring")
+    assert "--moe-grouped-gemm" in imported.ignored
+
+
+@pytest.mark.parametrize("row", pd.read_csv(TABLE1).to_dict("records"),
+                         ids=lambda r: f"{r['params_b']}B")
+def test_narayanan_table1_scripts(row):
+    """Each script gives its row's layout (the CSV is the independent source)."""
+    model, config = from_megatron(script(f"narayanan_{row['params_b']}b.sh"))
+    assert (model.layers, model.hidden, model.heads) == (row["layers"], row["hidden"],
+                                                         row["heads"])
+    assert (config.t, config.p, config.gpus, config.global_batch) == (
+        row["t"], row["p"], row["gpus"], row["global_batch"])
+    assert config.recompute == "full" and config.zero == 0 and config.reduce_bytes == 2.0
+    assert config.m == (2 if row["p"] > 1 and row["layers"] % (2 * row["p"]) == 0 else 1)
+    # the paper counts position embeddings and biases too; its sizes have one decimal
+    assert abs(model.parameters / 1e9 - row["params_b"]) <= max(0.03 * row["params_b"], 0.1)
+
+
+def test_shell():
+    text = """
+    # a comment line
+    A=4 ; B=${A}                 # B copies A
+    C=${UNSET:-7}
+    D=$(( A * (B + 2) / 3 ))     # 8
+    ARGS=(
+        --x $A        # after a flag
+        --y "two words"
+    )
+    X=1 python train.py \\
+        "${ARGS[@]}" --z $C --w $D --v $UNKNOWN
+    """
+    words = script_words(text)
+    assert words[:2] == ["python", "train.py"]
+    assert words[2:11] == ["--x", "4", "--y", "two words", "--z", "7", "--w", "8", "--v"]
+    assert words[11].unresolved == "UNKNOWN"
+    assert script_words("--a $B", env={"B": 3}) == ["--a", "3"]
+    # unquoted, an array's elements split; += appends; if/elif/else on string tests
+    text = """
+    MODE="fp8"
+    EXTRA=()
+    if [[ "$MODE" == "bf16" ]]; then
+        EXTRA+=("--bf16")
+    elif [[ "$MODE" == "fp8" ]] || [[ -z "$MODE" ]]; then
+        EXTRA+=("--fp8-format hybrid")
+    else
+        EXTRA+=("--fp16")
+    fi
+    if [ -n "$NOT_SET" ]; then EXTRA+=(--never); fi
+    if [ -z "$NOT_SET" ]; then EXTRA+=(--always); fi
+    python train.py ${EXTRA[@]}
+    """
+    assert script_words(text) == ["python", "train.py", "--fp8-format", "hybrid", "--always"]
+
+
+BASE = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 512 "
+        "--vocab-size 1000 ")
+
+
+def test_forms_agree():
+    """A command string, an argument list and a dict of snake_case keys give one result."""
+    flags = BASE + "--tensor-model-parallel-size 2 --swiglu --sequence-parallel"
+    as_string = from_megatron(flags, gpus=8)
+    assert from_megatron(flags.split(), gpus=8) == as_string
+    keys = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+            "vocab_size": 1000, "tensor_model_parallel_size": 2, "swiglu": True,
+            "sequence_parallel": True, "lr": 3e-4}
+    from_dict = from_megatron(keys, gpus=8)
+    assert (from_dict.model, from_dict.config) == (as_string.model, as_string.config)
+    assert from_dict.ignored == ("lr", "fp32 (no --bf16 or --fp16): priced as bf16")
+    # NeMo's spellings, a model section
+    nemo = from_megatron({"model": {"num_layers": 4, "hidden_size": 256,
+                                    "num_attention_heads": 8, "encoder_seq_length": 512,
+                                    "padded_vocab_size": 1024,
+                                    "share_embeddings_and_output_weights": False}}, gpus=1)
+    assert nemo.config.seq == 512 and not nemo.model.tied_embeddings
+
+
+def test_megatron_defaults():
+    model, config = from_megatron(BASE + "--swiglu --num-query-groups 2 --num-experts 4",
+                                  gpus=4)
+    assert model.ffn == int(8 * 256 / 3 / 64) * 64 == 640
+    assert model.kv_heads == 8  # --num-query-groups only with --group-query-attention
+    assert model.top_k == 2 and model.tied_embeddings
+    assert model.vocab == 1024  # 1000 padded to a multiple of 128 * t
+    assert config.d == 4 and config.global_batch == 4 and config.zero == 0
+    assert from_megatron(BASE + "--tensor-model-parallel-size 4",
+                         gpus=4).model.vocab == 1024
+    assert from_megatron(BASE + "--tensor-model-parallel-size 8",
+                         gpus=8).model.vocab == 1024
+    model, _ = from_megatron(BASE + "--group-query-attention --num-query-groups 2", gpus=1)
+    assert model.kv_heads == 2 and model.ffn == 1024
+
+
+def test_virtual_stages_three_ways_and_layouts():
+    pp = BASE.replace("--num-layers 4", "--num-layers 8") + "--pipeline-model-parallel-size 2 "
+    for flag in ("--num-layers-per-virtual-pipeline-stage 2",
+                 "--num-virtual-stages-per-pipeline-rank 2",
+                 "--virtual-pipeline-model-parallel-size 2",
+                 "--pipeline-model-parallel-layout Ett|tt|tt|ttL"):
+        config = from_megatron(pp + flag, gpus=2).config
+        assert (config.m, config.schedule) == (2, "interleaved-1f1b"), flag
+    uneven = from_megatron(pp + "--decoder-first-pipeline-num-layers 3", gpus=2).config
+    assert (uneven.m, uneven.first_layers) == (1, 3)
+    chunks = from_megatron(pp + "--num-virtual-stages-per-pipeline-rank 2 "
+                                "--decoder-first-pipeline-num-layers 2", gpus=2).config
+    # device 0 (stages 0 and 2): 2 layers over its 2 chunks; device 1 the other 6
+    assert parse_layout(chunks.layout).layers == (1, 3, 1, 3)
+
+
+def test_mla_and_moe_patterns():
+    model, _ = from_megatron(BASE + "--multi-latent-attention --kv-lora-rank 64 "
+                             "--qk-head-dim 32 --qk-pos-emb-head-dim 16 --v-head-dim 32 "
+                             "--num-experts 8 --moe-ffn-hidden-size 128 "
+                             "--moe-shared-expert-intermediate-size 256 "
+                             "--moe-layer-freq ([0]*1+[1]*3) --mtp-num-layers 1", gpus=1)
+    assert (model.kv_rank, model.q_rank, model.rope_dim, model.head_dim) == (64, 0, 16, 32)
+    assert (model.dense_layers, model.shared_experts, model.mtp_depth) == (1, 2, 1)
+    assert from_megatron(BASE + "--num-experts 8 --moe-layer-freq 2",
+                         gpus=1).model.dense_layers == 2
+
+
+def test_bad_input():
+    with pytest.raises(ScheduleError, match="--num-layers must be an integer .got 'four'"):
+        from_megatron(BASE + "--num-layers four", gpus=1)
+    with pytest.raises(ScheduleError, match="--bf16 and --fp16 contradict"):
+        from_megatron(BASE + "--bf16 --fp16", gpus=1)
+    with pytest.raises(ScheduleError, match="--num-layers-per-virtual-pipeline-stage and "
+                                            "--num-virtual-stages-per-pipeline-rank"):
+        from_megatron(BASE + "--num-layers-per-virtual-pipeline-stage 1 "
+                      "--num-virtual-stages-per-pipeline-rank 2", gpus=1)
+    with pytest.raises(ScheduleError, match="--recompute-method needs --recompute-granularity"):
+        from_megatron(BASE + "--recompute-method block", gpus=1)
+    with pytest.raises(ScheduleError, match="variable 'TP'"):
+        from_megatron("torchrun pretrain_gpt.py " + BASE + "--tensor-model-parallel-size $TP",
+                      gpus=1)
+    with pytest.raises(ScheduleError, match="t \\* cp \\* p = 3 must divide the gpus"):
+        from_megatron(BASE + "--pipeline-model-parallel-size 3", gpus=8)
+    with pytest.raises(ScheduleError, match="--seq-length must be given"):
+        from_megatron(BASE.replace("--seq-length 512", ""), gpus=1)
+    with pytest.raises(ScheduleError, match="GPU count must be given"):
+        from_megatron(BASE)
+    with pytest.raises(ScheduleError, match="--vocab-size must be given"):
+        from_megatron(BASE.replace("--vocab-size 1000", ""), gpus=1)
+    with pytest.raises(ScheduleError, match="--moe-layer-freq must be"):
+        from_megatron(BASE + "--num-experts 2 --moe-layer-freq __import__('os')", gpus=1)
+    with pytest.raises(ScheduleError, match="args must be"):
+        from_megatron(42)
+
+
+def test_flag_table_defaults_have_their_types():
+    for dest, (kind, default) in FLAGS.items():
+        assert default is None or isinstance(default, kind), dest
+
+
+def random_configs(seed, count):
+    """Valid (model, RunConfig) pairs Megatron can run: 1F1B or interleaved 1F1B."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        t, p, cp = (int(rng.choice(x)) for x in ([1, 2, 4], [1, 2, 4], [1, 2]))
+        m = int(rng.choice([1, 2])) if p > 1 else 1
+        moe = bool(rng.integers(2))
+        model = Transformer(int(8 * p * m), 512, 8, kv_heads=int(rng.choice([2, 8])),
+                            ffn=int(rng.choice([1024, 1536])), vocab=4096,
+                            swiglu=bool(rng.integers(2)), tied_embeddings=bool(rng.integers(2)),
+                            experts=8 if moe else 0, top_k=2 if moe else 0,
+                            expert_ffn=256 if moe else None,
+                            dense_layers=int(rng.integers(2)) if moe else 0,
+                            dropout=bool(rng.integers(2)), name="megatron")
+        d = int(rng.choice([1, 2, 4]))
+        microbatch = int(rng.choice([1, 2]))
+        recompute = str(rng.choice(["none", "selective", "full"]))
+        config = RunConfig(
+            seq=1024, global_batch=microbatch * d * int(rng.choice([4, 8])), t=t, cp=cp, p=p,
+            d=d, ep=int(rng.choice([1, 2])) if moe else 1, etp=1, m=m,
+            schedule="interleaved-1f1b" if m > 1 else "1f1b", microbatch=microbatch,
+            recompute=recompute,
+            recompute_method="block" if recompute == "full" else None,
+            recompute_layers=1 if recompute == "full" else None,
+            sequence_parallel=bool(rng.integers(2)) and t > 1, zero=int(rng.choice([0, 1, 2, 3])),
+            gradient_overlap=bool(rng.integers(2)), tp_overlap=bool(rng.integers(2)),
+            blocking_handoffs=bool(rng.integers(2)), precision=str(rng.choice(["bf16", "fp8"])),
+            first_layers=int(rng.integers(1, 4)) if m == 1 and p > 1 and rng.integers(2)
+            else None,
+            cp_comm=str(rng.choice(["ring", "all-gather"])),
+            reduce_bytes=float(rng.choice([2.0, 4.0])))
+        yield model, config
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_round_trip(seed):
+    """from_megatron(to_megatron(c)) == c, the model too (written as flags beside it)."""
+    for model, config in random_configs(seed, 50):
+        flags = to_megatron(config, model)
+        back = from_megatron(flags, gpus=config.gpus)
+        assert back.config == config, flags
+        assert back.model == model, flags
+        assert back.ignored == ()
+
+
+def test_to_megatron_refuses_what_megatron_cannot_run():
+    with pytest.raises(ScheduleError, match="Megatron-LM runs 1f1b"):
+        to_megatron(RunConfig(seq=512, global_batch=8, p=2, m=2, schedule="zbv"))
+
+
+def fidelity_errors() -> dict[str, float]:
+    """The fidelity table's error of each Table 1 row (docs/fidelity-rows.md), as fractions."""
+    text = (Path(__file__).parent.parent / "docs" / "fidelity-rows.md").read_text()
+    section = text.split("## Narayanan 2021")[1].split("##")[0]
+    out = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[1] == "tflops_per_gpu":
+            out[cells[0]] = float(cells[4].rstrip("%")) / 100
+    return out
+
+
+def test_explain_predicts_table1():
+    """Through explain, each Table 1 script's TFLOP/s per GPU (the paper's count,
+    ``96 B s L h^2 (1 + s/6h + V/16Lh)``, V = 51,200) is within its fidelity-table error of
+    the measured figure (half a point of slack: the scripts' vocabularies are Megatron's
+    padding of GPT-2's for t < 8, the fidelity table's 51,200 for all)."""
+    from fastpp.model.explain import explain
+
+    errors = fidelity_errors()
+    assert len(errors) == 10
+    for row in pd.read_csv(TABLE1).to_dict("records"):
+        model, config = from_megatron(script(f"narayanan_{row['params_b']}b.sh"))
+        step = explain(model, config, "A100-80GB", neighbours=0, workers=1).row["step_time"]
+        L, h, s, B = model.layers, model.hidden, config.seq, config.global_batch
+        flops = 96.0 * B * s * L * h * h * (1 + s / (6 * h) + 51200 / (16 * L * h))
+        error = flops / step / config.gpus / 1e12 / row["tflops_per_gpu"] - 1
+        assert abs(error) <= abs(errors[f"{row['params_b']}B"]) + 0.005, row["params_b"]
+
+
+def test_explain_cli(capsys, tmp_path):
+    from fastpp.__main__ import main
+
+    assert main(["explain", "--megatron-script", str(DATA / "gpt3_175b.sh"), "--hardware",
+                 "A100-80GB", "--neighbours", "2", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    for part in ("step time", "TFLOP/s per GPU", "MFU", "bubble", "gradient sync",
+                 "optimizer bytes", "peak activations", "faster and fits", "not modelled"):
+        assert part in out, part
+    hf = str(Path(__file__).parent / "data" / "hf" / "qwen3-8b.json")
+    assert main(["explain", "--hf", hf, "--gpus", "16", "--tp", "2", "--pp", "2",
+                 "--global-batch", "64", "--seq", "4096", "--neighbours", "1", "--report",
+                 str(tmp_path / "explain.html"), "--timeline"]) == 0
+    out = capsys.readouterr().out
+    assert "on 16 x H100-80GB: t=2 cp=1 p=2 d=4" in out and "device  1:" in out
+    assert "<title>fastpp report</title>" in (tmp_path / "explain.html").read_text()
+    assert main(["explain", "--megatron", BASE]) == 2  # no GPU count
+    assert "GPU count must be given" in capsys.readouterr().err
+    assert main(["plan", "--model", hf, "--gpus", "8", "--seq", "2048", "--global-batch", "16",
+                 "--tp", "2", "--pp", "2", "--schedules", "1f1b", "--no-plots", "--out",
+                 str(tmp_path)]) == 0  # plan's --model takes a config.json too
+    assert set(pd.read_parquet(tmp_path / "plan.parquet")["model"]) == {"qwen3-8b"}

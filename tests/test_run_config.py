@@ -1,0 +1,106 @@
+"""``RunConfig``: one object through the cost model, named as plan's rows are."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+from fastpp import ScheduleError
+from fastpp.model import (
+    PLAN_COLUMNS,
+    RunConfig,
+    Transformer,
+    device_bytes,
+    plan,
+    transformer_costs,
+)
+from fastpp.model.config import ROW
+
+TINY = Transformer(8, 512, 8, vocab=1024, swiglu=True, name="tiny")
+
+
+def test_fields_are_plan_columns():
+    fields = set(RunConfig.__dataclass_fields__) | {"gpus", "n"}
+    assert set(ROW) <= fields and set(ROW) == set(PLAN_COLUMNS[:len(ROW) + 1]) - {"model"}
+
+
+def test_one_zero_default():
+    """transformer_costs, device_bytes, plan and RunConfig agree: ZeRO-1."""
+    defaults = {f.__name__: inspect.signature(f).parameters["zero"].default
+                for f in (transformer_costs, device_bytes, plan)}
+    assert set(defaults.values()) == {RunConfig.__dataclass_fields__["zero"].default} == {1}
+
+
+def test_rows_round_trip():
+    rows = plan(TINY, 8, seq=512, global_batch=32, workers=1, recompute=["none", "full"],
+                schedules=["1f1b", "interleaved-1f1b", "zbv"], zero=[1, 3])
+    assert len(rows) > 20
+    for _, row in rows.iterrows():
+        config = RunConfig.from_row(row, seq=512)
+        assert config.to_row() == {k: row[k] for k in ROW}
+        assert RunConfig.from_row(config.to_row(), seq=512) == config
+
+
+def test_config_form_equals_keywords():
+    config = RunConfig(seq=1024, global_batch=16, t=2, p=2, d=2, schedule="interleaved-1f1b",
+                       m=2, microbatch=2, recompute="selective", zero=3)
+    schedule = config.build_schedule()
+    assert (schedule.p, schedule.n) == (2, 4)
+    ours = transformer_costs(TINY, config=config)
+    theirs = transformer_costs(TINY, schedule, seq=1024, microbatch=2, tp=2, dp=2,
+                               recompute="selective", zero=3)
+    for name in ("f", "b", "w", "act"):
+        assert np.array_equal(getattr(ours, name), getattr(theirs, name))
+    ours, theirs = device_bytes(TINY, config=config), device_bytes(TINY, schedule, tp=2,
+                                                                   dp=2, zero=3)
+    assert all(np.array_equal(ours[k], theirs[k]) for k in ours)
+    row = plan(TINY, config=config, workers=1)
+    assert len(row) == 1 and RunConfig.from_row(row.iloc[0], seq=1024,
+                                                precision=None) == config.replace(
+        layout=row["layout"][0])
+    keywords = plan(TINY, 8, seq=1024, global_batch=16, tp=2, pp=2, m=2, microbatch=2,
+                    schedules=["interleaved-1f1b"], recompute="selective", zero=3, workers=1)
+    assert row["step_time"][0] == keywords["step_time"][0]
+
+
+def test_first_last_layers_become_a_layout():
+    config = RunConfig(seq=512, global_batch=8, p=2, first_layers=3)
+    assert str(config.chunk_layout(TINY)) == "Et*3|t*5L"
+    costs = transformer_costs(TINY, config=config)
+    assert costs.f[0] < costs.f[1]
+
+
+def test_plan_axis_spellings():
+    a = plan(TINY, 8, seq=512, global_batch=16, t=2, p=[2], schedules=["1f1b"], workers=1,
+             recompute="none", microbatch=1)
+    b = plan(TINY, 8, seq=512, global_batch=16, tp=2, pp=[2], schedules=["1f1b"], workers=1,
+             recompute="none", microbatch=1)
+    assert a["step_time"].tolist() == b["step_time"].tolist()
+    with pytest.raises(ScheduleError, match="give t or tp, not both"):
+        plan(TINY, 8, seq=512, global_batch=16, t=2, tp=2)
+    with pytest.raises(ScheduleError, match="plan needs gpus, seq and global_batch"):
+        plan(TINY, 8, seq=512)
+    # an axis given beside config replaces its value, d following from the GPUs
+    rows = plan(TINY, config=RunConfig(seq=512, global_batch=16, t=2, d=4), t=[1, 2],
+                workers=1)
+    assert sorted(zip(rows["t"], rows["d"], strict=True)) == [(1, 8), (2, 4)]
+
+
+def test_bad_configs():
+    with pytest.raises(ScheduleError, match="global_batch must be a multiple of microbatch"):
+        RunConfig(seq=512, global_batch=10, d=4)
+    with pytest.raises(ScheduleError, match="schedule must be one of the training"):
+        RunConfig(seq=512, global_batch=8, schedule="forward-only")
+    with pytest.raises(ScheduleError, match="t \\* cp \\* p = 24 must divide the gpus"):
+        RunConfig.for_gpus(64, seq=512, global_batch=64, t=8, p=3)
+    assert RunConfig.for_gpus(64, seq=512, global_batch=64, t=8, p=2).d == 4
+    with pytest.raises(ScheduleError, match="recompute"):
+        RunConfig(seq=512, global_batch=8, recompute="most")
+    with pytest.raises(ScheduleError, match="give layout or first_layers"):
+        RunConfig(seq=512, global_batch=8, layout="Et|tL", first_layers=1)
+    with pytest.raises(ScheduleError, match="layout must"):
+        RunConfig(seq=512, global_batch=8, layout="Ex|tL")
+    with pytest.raises(ScheduleError, match="schedule must be a Schedule"):
+        transformer_costs(TINY, seq=512)
+    with pytest.raises(TypeError):
+        RunConfig(512, 8)  # keywords only: no positional mix-ups of t, p, d

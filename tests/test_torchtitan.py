@@ -1,0 +1,71 @@
+"""``from_torchtitan`` / ``to_torchtitan``: torchtitan's TOML job config (v0.2)."""
+
+from pathlib import Path
+
+import pytest
+
+from fastpp import ScheduleError
+from fastpp.model import MODELS, RunConfig, from_hf
+from fastpp.model.torchtitan import from_torchtitan, to_torchtitan
+
+DATA = Path(__file__).parent / "data"
+JOB = DATA / "torchtitan" / "llama3_8b.toml"
+
+
+def test_llama3_job():
+    model, config = from_torchtitan(JOB, gpus=64)
+    assert model == MODELS["llama3-8b"]  # the flavor's preset (no assets folder here)
+    # 64 GPUs / (t 2 * p 2): FSDP over the 16 left, 2 sequences each
+    assert config == RunConfig(seq=8192, global_batch=32, t=2, p=2, d=16, m=2,
+                               schedule="interleaved-1f1b", microbatch=1,
+                               recompute="selective", sequence_parallel=True, zero=3,
+                               blocking_handoffs=False, precision="bf16")
+    hf = from_torchtitan(JOB, gpus=64, model=DATA / "hf" / "llama-3.1-8b.json")[0]
+    assert hf == from_hf(DATA / "hf" / "llama-3.1-8b.json")
+
+
+def test_model_from_the_assets_folder(tmp_path):
+    """[model] hf_assets_path holding a config.json: the model is read from it."""
+    assets = tmp_path / "Qwen3-8B"
+    assets.mkdir()
+    (assets / "config.json").write_text((DATA / "hf" / "qwen3-8b.json").read_text())
+    job = f'[model]\nname = "qwen3"\nflavor = "8B"\nhf_assets_path = "{assets}"\n'
+    model, config = from_torchtitan(job, gpus=8)
+    assert model == from_hf(assets) and model.head_dim == 128
+    assert (config.d, config.zero) == (8, 3)
+
+
+@pytest.mark.parametrize("config", [
+    RunConfig(seq=4096, global_batch=64, t=2, p=4, d=4, m=2, schedule="interleaved-1f1b",
+              microbatch=2, recompute="full", zero=3, zero3="step", precision="fp8",
+              blocking_handoffs=False),
+    RunConfig(seq=2048, global_batch=16, p=2, d=8, m=2, schedule="zbv", zero=0,
+              sequence_parallel=False, blocking_handoffs=False, precision="bf16"),
+    RunConfig(seq=8192, global_batch=8, t=4, cp=2, d=1, zero=0, recompute="selective",
+              cp_comm="ring", blocking_handoffs=False, precision="bf16", tp_overlap=True),
+])
+def test_round_trip(config):
+    model = MODELS["llama3-8b"]
+    assert from_torchtitan(to_torchtitan(config, model), gpus=config.gpus,
+                           model=model)[1] == config
+
+
+def test_bad_jobs(tmp_path):
+    with pytest.raises(ScheduleError, match="pipeline_parallel_schedule must be one of .*"
+                                            "'Interleaved1F1B'.*got 'Zigzag'"):
+        from_torchtitan('[parallelism]\npipeline_parallel_schedule = "Zigzag"\n', gpus=8,
+                        model="llama3-8b")
+    with pytest.raises(ScheduleError, match="tensor_parallel_degree must be an integer"):
+        from_torchtitan('[parallelism]\ntensor_parallel_degree = "2"\n', gpus=8,
+                        model="llama3-8b")
+    with pytest.raises(ScheduleError, match="t \\* cp \\* p = 3 must divide the gpus"):
+        from_torchtitan('[parallelism]\npipeline_parallel_degree = 3\n', gpus=8,
+                        model="llama3-8b")
+    bad = tmp_path / "job.toml"
+    bad.write_text("[parallelism\n")
+    with pytest.raises(ScheduleError, match="job.toml is not TOML"):
+        from_torchtitan(bad, gpus=8, model="llama3-8b")
+    with pytest.raises(ScheduleError, match="name and flavor must be one of"):
+        from_torchtitan('[model]\nname = "llama4"\nflavor = "17bx16e"\n', gpus=8)
+    with pytest.raises(ScheduleError, match="torchtitan shards with FSDP"):
+        to_torchtitan(RunConfig(seq=512, global_batch=8, zero=1))
