@@ -31,9 +31,9 @@ pytestmark = pytest.mark.skipif(not (DATA / "korthikanti_2022.csv").exists(),
 
 # README "How close to real runs": MAPE in percent per dataset, all rows (one decimal)
 README_MAPE = {"korthikanti_2022": 3.9, "korthikanti_2022_layer": 1.5,
-               "narayanan_2021_table1": 4.5, "megatron_core_h100_weak_scaling": 3.1,
+               "narayanan_2021_table1": 4.5, "megatron_core_h100_weak_scaling": 4.8,
                "zero_bubble_table4_profiled": 3.2, "zero_bubble_table4_model": 3.4}
-README_CHECK_MAPE = {"megatron_core_h100_weak_scaling": 5.6}  # its held-out even rows
+README_CHECK_MAPE = {"megatron_core_h100_weak_scaling": 7.6}  # its held-out even rows
 README_RANKINGS = {"zero_bubble_table4_profiled": 11, "zero_bubble_table4_model": 8}
 
 
