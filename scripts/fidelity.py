@@ -26,7 +26,8 @@ LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
           "narayanan_2021_table1": "Narayanan 2021, Table 1 (A100)",
           "megatron_core_h100_weak_scaling": "Megatron-Core weak scaling (H100)",
           "zero_bubble_table4_profiled": "Zero Bubble Table 4, from Table 5's profile (A100)",
-          "zero_bubble_table4_model": "Zero Bubble Table 4, from the model (A100)"}
+          "zero_bubble_table4_model": "Zero Bubble Table 4, from the model (A100)",
+          "long_context_published": "Long context with CP (NeMo FP8, H100 and B200)"}
 
 
 def table(df) -> str:

@@ -55,7 +55,8 @@ def test_every_published_row_is_there_once(frame):
     counts = frame.groupby("dataset").size().to_dict()
     assert counts == {"korthikanti_2022": 8, "korthikanti_2022_layer": 10,
                       "narayanan_2021_table1": 10, "megatron_core_h100_weak_scaling": 9,
-                      "zero_bubble_table4_profiled": 48, "zero_bubble_table4_model": 48}
+                      "zero_bubble_table4_profiled": 48, "zero_bubble_table4_model": 48,
+                      "long_context_published": 17}
     assert set(frame["dataset"]) == set(DATASETS)
     assert np.allclose(frame["error"], frame["predicted"] / frame["measured"] - 1)
     # calibration rows: the whole layer table and Megatron-Core's odd rows, nothing else
