@@ -130,3 +130,31 @@ def test_long_context_mape_bounds(long):
 def test_long_context_rows_within_ten_percent(long):
     rows, _ = long
     assert np.mean([abs(r[4] / r[3] - 1) for r in rows]) < 0.10
+
+
+def test_plan_holds_the_exchange_buffers():
+    """A plan row with context parallelism: its peak activations are the engine's peak plus
+    one layer's exchange buffers (the ring's four blocks, the all-gather's whole K, V and
+    their gradients), and a row without context parallelism holds none."""
+    from fastpp import build_schedule, simulate
+    from fastpp.model import plan, transformer_costs
+    from fastpp.model.stages import cp_buffer_bytes
+
+    model = MODELS["llama2-7b"]
+    # K and V of 2 sequences of 8192 over t = 2: 2 x 2 bytes x 8192 x 2 x 4096 / 2 bytes
+    kv = 2 * 2 * 8192 * 2 * 4096 / 2
+    assert float(cp_buffer_bytes(model, 8192, 2, 2, 4, "ring")) == pytest.approx(4 * kv / 4)
+    assert float(cp_buffer_bytes(model, 8192, 2, 2, 4, "all-gather")) == pytest.approx(2 * kv)
+    assert float(cp_buffer_bytes(model, 8192, 2, 2, 1, "ring")) == 0.0
+    for comm in ("ring", "all-gather"):
+        row = plan(model, 16, "H100-80GB", seq=8192, global_batch=8, tp=2, pp=2, cp=[1, 4],
+                   microbatch=2, schedules=["1f1b"], recompute="none", cp_comm=comm,
+                   workers=1)
+        for c in (1, 4):
+            got = row[row.cp == c].iloc[0]
+            costs = transformer_costs(model, build_schedule("1f1b", 2, got.n), "H100-80GB",
+                                      seq=8192, microbatch=2, tp=2, dp=got.d, cp=c,
+                                      cp_comm=comm)
+            engine = simulate(build_schedule("1f1b", 2, got.n), costs).peak_activations
+            assert got.peak_activations == pytest.approx(
+                float(np.max(engine) + cp_buffer_bytes(model, 8192, 2, 2, c, comm)), rel=1e-9)

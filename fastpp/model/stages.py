@@ -290,6 +290,20 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
     return forward, backward
 
 
+def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, c, cp_comm: str):
+    """Bytes one rank holds for context parallelism's K and V exchange beyond its activations,
+    during one layer's attention backward (the peak): the ring's double buffers of a block and
+    of its gradients, ``4`` blocks of ``s/c`` tokens' K and V (Transformer Engine alternates
+    two receive buffers); the all-gather's whole sequences' K and V and their gradients.
+    Activations themselves are ``1/c`` of a rank's without context parallelism (its
+    ``seq/c`` tokens, ``stage_table``). Zero for ``c = 1``."""
+    c = np.asarray(c, np.float64)
+    kv_bytes = 2.0 * BYTES * seq * np.asarray(microbatch, np.float64) * model.kv / np.asarray(
+        t, np.float64)
+    held = 4.0 * kv_bytes / c if cp_comm == "ring" else 2.0 * kv_bytes
+    return np.where(c > 1, held, 0.0)
+
+
 def ring_steps(model: Transformer, hardware: Hardware, seq: int, microbatch, t, c) -> dict:
     """Seconds of one ring step's attention, forward and backward: ``first_*`` step 0 (the
     local chunks, causal), the others a block of ``s/2c`` keys for ``s/c`` queries or ``s/c``

@@ -42,7 +42,7 @@ from ..costs import Costs
 from ..simulate import simulate
 from .hardware import HARDWARE
 from .presets import MODELS
-from .stages import step_terms
+from .stages import cp_buffer_bytes, step_terms
 
 DATASET = "long_context_published"
 # the runs priced: (model column, gpu_type column prefix) -> (preset model, preset hardware)
@@ -105,7 +105,8 @@ def price(model, hardware, *, seq, global_batch, tp, pp, cp, dp, precision,
     step = res.makespan + float(sum(np.max(v) for v in terms.values()))
     by = device_bytes(model, sched, tp=t, dp=dp, zero=1, cp=cp)
     fixed = max(by["parameter_bytes"] + by["gradient_bytes"] + by["optimizer_bytes"])
-    return step, float(fixed + np.max(res.peak_activations))
+    buffers = cp_buffer_bytes(model, seq, microbatch, t, cp, cp_comm)
+    return step, float(fixed + np.max(res.peak_activations) + buffers)
 
 
 def long_rows(frame=None):
