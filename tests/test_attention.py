@@ -125,3 +125,19 @@ def test_a_gpu_without_a_kernel_keeps_the_product_curve():
     assert float(forward) == pytest.approx(
         max(flops / (toy.peak * eff), 2 * 1024 * 4 * 1024 / toy.memory_bandwidth)
         + toy.op_overhead)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: kernel_tflops("V100", "cuDNN", "forward", True, 128, 4096),
+     r"\(gpu, implementation\) must be a measured kernel"),
+    (lambda: kernel_tflops("H100", "cuDNN", "sideways", True, 128, 4096), r"kind must be one of"),
+    (lambda: kernel_tflops("H100", "cuDNN", "forward", True, 128, -1.0), r"s must be finite"),
+    (lambda: kernel_tflops("H100", "cuDNN", "forward", True, np.nan, 4096), r"d must be finite"),
+    (lambda: attention_efficiency(HARDWARE["H100-80GB"], "forward+backward", 4096, 128),
+     r"kind must be one of"),
+])
+def test_bad_input_names_the_parameter(call, message):
+    from fastpp import ScheduleError
+
+    with pytest.raises(ScheduleError, match=message):
+        call()

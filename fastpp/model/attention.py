@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import ScheduleError, numbers, one_of
+
 # (gpu, implementation, pass, causal, head_dim): (E in TFLOP/s, c in tokens), fitted by
 # ``fit_kernels`` on the fit lengths (512, 2048, 8192); tests/test_attention.py refits them
 FITS = {
@@ -151,7 +153,13 @@ def kernel_tflops(gpu: str, implementation: str, kind: str, causal: bool, d, s, 
     two passes (time ``F / forward + 2.5 F / backward``); a single pass of a kernel measured
     only forward and backward together at that curve's speed."""
     fits = FITS if fits is None else fits
-    s = np.asarray(s, np.float64)
+    kernels = sorted({k[:2] for k in fits})
+    if (gpu, implementation) not in kernels:
+        raise ScheduleError(f"(gpu, implementation) must be a measured kernel, one of "
+                            f"{kernels} (got {(gpu, implementation)!r})")
+    one_of(kind, "kind", PASSES)
+    s = numbers(s, "s", strict=True)
+    d = numbers(d, "d", strict=True)
     have = {k[2:4] for k in fits if k[:2] == (gpu, implementation)}
     if (kind, causal) in have:
         return _curve(fits, gpu, implementation, kind, causal, d, s)
@@ -179,6 +187,7 @@ def attention_efficiency(hardware, kind: str, s, d, causal: bool = True):
     """The fraction of ``hardware``'s dense bf16 peak its attention kernel reaches on a pass
     (``kind``: "forward" or "backward") over sequences of ``s`` keys with head dimension
     ``d``; ``None`` for a GPU without a measured kernel (``kernel_of``)."""
+    one_of(kind, "kind", PASSES[:2])
     kernel = kernel_of(hardware)
     if kernel is None:
         return None
