@@ -28,9 +28,10 @@ GPT-175B speedup figure (GPU count, batch, PP and DP not stated; speedups over a
 not in the table); Qwen3-235B (MoE runs: forced-balance and dropless routing with DeepEP and
 HybridEP, priced by ``fastpp.model.moe`` but not checked here); USP, DeepSpeed-Ulysses,
 Megatron-SP under DeepSpeed and FPDT (Ulysses all-to-all sequence parallelism and FPDT's
-offloading, which fastpp does not model; layouts not stated); llm-foundry's MPT rows (FSDP
-with Triton or FlashAttention-2 kernels, MFU counted with llm-foundry's own formula; not
-priced here).
+offloading, which fastpp does not model; layouts not stated); llm-foundry's MPT rows (FSDP;
+MPT's ALiBi attention ran a Triton kernel that the kernel table does not hold: priced as
+FSDP with the FlashAttention-2 or cuDNN kernel and llm-foundry's MFU count, they come out
+25% to 150% over, which measures the kernel's difference, not a check of this model).
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def _reason(row) -> str:
     if model.startswith("Qwen3"):
         return "MoE run (DeepEP/HybridEP dispatch, routing): not checked in this dataset"
     if model.startswith("MPT"):
-        return "llm-foundry FSDP run: its kernels and MFU formula are not modeled here"
+        return ("llm-foundry FSDP run: MPT's ALiBi attention runs a Triton kernel, not in the "
+                "kernel table (priced with FA2/cuDNN these rows come out 25-150% over)")
     if not any(model == m and gpu.startswith(g) for m, g in PRICED):
         return (f"framework not modeled ({row['framework']}, {row['sp_method']}): Ulysses "
                 f"all-to-all or offloaded sequence parallelism, layout not stated")
