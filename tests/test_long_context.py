@@ -6,7 +6,12 @@ import pytest
 
 from fastpp.model import HARDWARE, MODELS, Hardware, Link, Transformer
 from fastpp.model.compute import _attention
-from fastpp.model.stages import context_parallel_times, ring_exposed, ring_steps
+from fastpp.model.stages import (
+    context_parallel_times,
+    ring_backward_exposed,
+    ring_exposed,
+    ring_steps,
+)
 from fastpp.model.validate import DATA
 
 WIRE = Link("toy-node", bandwidth=1000.0, latency=0.01)
@@ -16,6 +21,14 @@ TOY = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=WIRE,
                memory_bandwidth=1e30, op_overhead=0.0, matmul_half=1e-9)
 MODEL = Transformer(layers=8, hidden=64, heads=8, kv_heads=4, ffn=160, vocab=500, swiglu=True,
                     name="toy")
+
+
+def test_ring_backward_exposed_by_hand():
+    # c = 4: step 0 sends a block (3 s hop under its 1 s), steps 1-2 a block and gradients
+    # (6 s under 2 s each), step 3 the gradients (3 s under 2 s)
+    assert float(ring_backward_exposed(3.0, 1.0, 2.0, 4)) == pytest.approx(2 + 2 * 4 + 1)
+    assert float(ring_backward_exposed(0.5, 1.0, 2.0, 4)) == 0.0
+    assert float(ring_backward_exposed(3.0, 1.0, 2.0, 1)) == 0.0
 
 
 def test_ring_exposed_by_hand():
@@ -30,14 +43,14 @@ def test_ring_by_hand_on_a_small_case():
     sequences: 2 x 2 bytes x 16 x 2 x kv 32 = 4096 bytes a hop, 4.096 s at 1000 B/s plus the
     0.01 s step. Each of the 2 steps computes 1/2 of the rank's causal FLOPs: 2/4 sequences'
     worth, 32^2 x core width 128 x 1/2 = 65,536 FLOPs, 0.131 s at half of 1e6 FLOP/s. One hop
-    under step 0: forward exposed 4.106 - 0.131; the backward's hop carries K, V and their
-    gradients (twice) under 2.5 times the step."""
+    under step 0: forward exposed 4.106 - 0.131. Backward (Transformer Engine's order): step 0
+    sends K and V, the last step their gradients, each one hop under 2.5 times the step."""
     step = 2 / 4 * 32 * 32 * 128 / (1e6 * 0.5)
     hop = 2 * 2 * 16 * 2 * 32 / 1000 + 0.01
     forward, backward = context_parallel_times(MODEL, TOY, 32, 2, 1, 2, "ring")
     # on "toy" every block runs at the same efficiency: the repriced core adds nothing
     assert float(forward) == pytest.approx(hop - step)
-    assert float(backward) == pytest.approx(2 * hop - 2.5 * step)
+    assert float(backward) == pytest.approx(2 * (hop - 2.5 * step))
     steps = ring_steps(MODEL, TOY, 32, 2, 1, 2)
     assert float(steps["first_forward"]) == pytest.approx(step)
     assert float(steps["forward"]) == pytest.approx(step)

@@ -263,7 +263,8 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
     load balance), non-causal. While step ``k`` computes, the block for step ``k + 1``
     travels to the next rank (one hop of ``s/c`` tokens' K and V, over the node's link or one
     network rail): only a hop longer than its step is exposed, ``c - 1`` hops in all. The
-    backward passes K, V and their gradients (twice the bytes) under each step's backward.
+    backward passes K, V and their gradients under each step's backward
+    (``ring_backward_exposed``).
     """
     b = np.asarray(microbatch, np.float64)
     c = np.asarray(c, np.float64)
@@ -284,9 +285,8 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
                        - plain_forward
                        + ring_exposed(hop, steps["first_forward"], steps["forward"], c), 0.0)
     backward = np.where(ring, steps["first_backward"] + (c - 1.0) * steps["backward"]
-                        - plain_backward
-                        + ring_exposed(2.0 * hop, steps["first_backward"], steps["backward"],
-                                       c), 0.0)
+                        - plain_backward + ring_backward_exposed(
+                            hop, steps["first_backward"], steps["backward"], c), 0.0)
     return forward, backward
 
 
@@ -317,6 +317,17 @@ def ring_steps(model: Transformer, hardware: Hardware, seq: int, microbatch, t, 
     long = _attention(hardware, model, seq, share, t, length=block, causal=False)
     return {"first_forward": first[0], "first_backward": first[1],
             "forward": 0.5 * (short[0] + long[0]), "backward": 0.5 * (short[1] + long[1])}
+
+
+def ring_backward_exposed(hop, first, step, c):
+    """Exposed seconds of the ring's backward exchange (Transformer Engine's order): each of
+    the ``c`` steps sends at its start, under its own compute, step 0 a K, V block
+    (``hop``), the middle ones a block and the gradients of the last (``2 hop``), the last
+    step the gradients alone (``hop``)."""
+    c = np.asarray(c, np.float64)
+    return np.where(c > 1, np.maximum(hop - first, 0.0)
+                    + np.maximum(c - 2.0, 0.0) * np.maximum(2.0 * hop - step, 0.0)
+                    + np.maximum(hop - step, 0.0), 0.0)
 
 
 def ring_exposed(hop, first, step, c):
