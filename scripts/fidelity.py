@@ -30,7 +30,8 @@ LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
           "megatron_core_h100_weak_scaling": "Megatron-Core weak scaling (H100)",
           "zero_bubble_table4_profiled": "Zero Bubble Table 4, from Table 5's profile (A100)",
           "zero_bubble_table4_model": "Zero Bubble Table 4, from the model (A100)",
-          "moe_published": "MoE: Megatron-Core, -Bridge, ModelZoo, AutoModel (H100-GB300)"}
+          "moe_published": "MoE: Megatron-Core, -Bridge, ModelZoo, AutoModel (H100-GB300)",
+          "long_context_published": "Long context with CP (NeMo FP8, H100 and B200)"}
 
 
 def table(df) -> str:

@@ -31,9 +31,9 @@ pytestmark = pytest.mark.skipif(not (DATA / "korthikanti_2022.csv").exists(),
 
 # README "How close to real runs": MAPE in percent per dataset, all rows (one decimal)
 README_MAPE = {"korthikanti_2022": 3.9, "korthikanti_2022_layer": 1.5,
-               "narayanan_2021_table1": 4.5, "megatron_core_h100_weak_scaling": 3.1,
+               "narayanan_2021_table1": 4.5, "megatron_core_h100_weak_scaling": 4.8,
                "zero_bubble_table4_profiled": 3.2, "zero_bubble_table4_model": 3.4}
-README_CHECK_MAPE = {"megatron_core_h100_weak_scaling": 5.6}  # its held-out even rows
+README_CHECK_MAPE = {"megatron_core_h100_weak_scaling": 7.6}  # its held-out even rows
 README_RANKINGS = {"zero_bubble_table4_profiled": 11, "zero_bubble_table4_model": 8}
 
 
@@ -56,7 +56,8 @@ def test_every_published_row_is_there_once(frame):
     assert counts == {"korthikanti_2022": 8, "korthikanti_2022_layer": 10,
                       "narayanan_2021_table1": 10, "megatron_core_h100_weak_scaling": 9,
                       "zero_bubble_table4_profiled": 48, "zero_bubble_table4_model": 48,
-                      "moe_published": 34}
+                      "moe_published": 34,
+                      "long_context_published": 17}
     assert set(frame["dataset"]) == set(DATASETS)
     assert np.allclose(frame["error"], frame["predicted"] / frame["measured"] - 1)
     # calibration rows: the whole layer table and Megatron-Core's odd rows, nothing else

@@ -18,7 +18,8 @@ sequence-parallel regions), ``d = h/a`` per head, gate ``G = 2`` for SwiGLU (els
 
 - forward: two norms (read and write ``Th``); the QKV product ``T x h -> (h + 2kv)/t``; the
   attention core, either FlashAttention (one kernel, ``2 b s^2 h / t`` FLOPs for a causal mask,
-  shaped ``s x s x d``, reading Q, K, V and writing the output) or the unfused
+  at the kernel's measured speed by length, head dimension and mask, ``fastpp.model.attention``,
+  reading Q, K, V and writing the output) or the unfused
   ``QK^T``, scale-mask-softmax, dropout and ``PV`` (``b a / t`` products ``s x s x d``, the
   ``b a s^2 / t`` scores read and written by each elementwise op); the output projection
   ``T x h/t -> h``; two fused bias-dropout-residual adds; the MLP's ``T x h -> G F/t``, its
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .attention import attention_efficiency
 from .hardware import Hardware
 from .transformer import BYTES, Transformer
 
@@ -86,9 +88,13 @@ def optimizer_time(hardware: Hardware, params) -> np.ndarray:
     return np.asarray(params, np.float64) * OPTIMIZER_STEP_BYTES / hardware.memory_bandwidth
 
 
-def _attention(hw: Hardware, model: Transformer, s, b, t):
+def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=True):
     """Forward and input-grad seconds of the attention core (scores to context), in bf16 even
-    when the products run in fp8 (DeepSeek-V3's and Transformer Engine's FP8 recipes)."""
+    when the products run in fp8 (DeepSeek-V3's and Transformer Engine's FP8 recipes).
+
+    FlashAttention's FLOPs are ``b`` causal sequences' of length ``s``; its kernel runs at the
+    measured speed (``fastpp.model.attention``) of ``length`` keys (default ``s``; context
+    parallelism's blocks are shorter) with or without a ``causal`` mask."""
     if hw.precision != "bf16":
         hw = hw.with_precision("bf16")
     a, d = float(model.heads), float(model.head_dim + model.rope_dim)
@@ -97,9 +103,14 @@ def _attention(hw: Hardware, model: Transformer, s, b, t):
     if model.flash_attention:
         flops = b * s * s * model.core_width() / t  # causal: half of the full square's
         moved = BYTES * s * b * (q + o + keys) / t
-        eff = matmul_efficiency(hw, s, s, d)
+        length = s if length is None else length
+        eff = attention_efficiency(hw, "forward", length, d, causal)
+        if eff is None:  # no measured kernel for this GPU: the dense-product curve
+            eff = eff_b = matmul_efficiency(hw, length, length, d)
+        else:
+            eff_b = attention_efficiency(hw, "backward", length, d, causal)
         forward = roofline(hw, flops, moved, eff)
-        return forward, roofline(hw, 2.5 * flops, 2.0 * moved, eff)
+        return forward, roofline(hw, 2.5 * flops, 2.0 * moved, eff_b)
     count = b * a / t
     scores = BYTES * count * s * s  # bytes of one score tensor
     mask = 0.5 * scores if model.dropout else 0.0  # one byte per score

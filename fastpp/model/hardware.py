@@ -182,10 +182,13 @@ LINKS = {link.name: link for link in (
 
 # The curves (efficiency, matmul_half) are fitted by fastpp.model.validate.calibrate: A100's on
 # Korthikanti et al.'s layer table alone, H100's on the odd rows of the Megatron-Core table; the
-# other tables are the checks (README "How close to real runs"). H200 shares H100's compute,
-# so its curve; B200's is H100's too, unchecked: no B200 table yet.
+# other tables are the checks (README "How close to real runs"); H100's refit when
+# FlashAttention's core left this curve for the measured kernel (fastpp.model.attention).
+# H200 shares H100's compute, so its curve; B200's is H100's too, checked only by
+# NeMo's Llama 3 8B FP8 long-context rows (fastpp.model.validate_long: +22% at 8K, where the
+# products dominate).
 A100_CURVE = {"efficiency": 0.74, "matmul_half": 64.0}
-H100_CURVE = {"efficiency": 0.78, "matmul_half": 384.0}
+H100_CURVE = {"efficiency": 0.96, "matmul_half": 1024.0}
 HARDWARE = {hw.name: hw for hw in (
     Hardware("A100-80GB", 312e12, 80 * GB, LINKS["NVLink3"], LINKS["IB-200G"],
              memory_bandwidth=1.75e12, **A100_CURVE),

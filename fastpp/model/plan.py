@@ -35,6 +35,7 @@ from .stages import (
     ZERO3_GATHERS,
     check_cp,
     chunk_kinds,
+    cp_buffer_bytes,
     optimizer_split,
     stage_table,
     step_terms,
@@ -173,7 +174,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         embedding's all-reduce, plus the ``optimizer_step``), ``tokens_per_s``, ``mfu``
         (``Transformer.flops_per_token`` over the bf16 peak), ``tflops_per_gpu`` (Megatron's
         count, ``Transformer.megatron_flops_per_token``, per GPU and second),
-        ``bubble_ratio`` and, on the GPU with the most bytes, ``peak_activations``,
+        ``bubble_ratio`` and, on the GPU with the most bytes, ``peak_activations`` (with
+        ``cp > 1`` one layer's K and V exchange buffers too, ``stages.cp_buffer_bytes``),
         ``parameter_bytes``, ``gradient_bytes``, ``optimizer_bytes`` and their sum
         ``peak_memory``; ``expected_error`` (the step time's expected relative error from
         ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``) and
@@ -483,6 +485,7 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
                             f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
                             f"report it")
     peaks, peak_at = rows.peaks, rows.peak_at
+    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, c, pricing["cp_comm"]), p)
     slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
     params = np.bincount(slot, weights=table["params"], minlength=peaks.size)
     if model.tied_embeddings:  # first and last chunk on one device: one copy of the weights

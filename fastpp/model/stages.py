@@ -120,7 +120,8 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     head = head_times(model, hardware, seq, b, tp, sequence_parallel)
     cp_forward, cp_backward = context_parallel_times(model, hardware, seq, whole, tp, cp,
                                                      cp_comm)
-    cp_backward = cp_backward + np.where(rc == 2, cp_forward, 0.0)  # a full recompute repeats
+    # a full recompute repeats it, and so does the selective one (the core with its exchange)
+    cp_backward = cp_backward + np.where(rc >= 1, cp_forward, 0.0)
     sbh = seq * b * model.hidden
     spans = tensor_parallel_per_node(hardware, tp)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
@@ -260,9 +261,27 @@ def check_cp(seq: int, cp: int) -> None:
 
 def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, c,
                            cp_comm: str):
-    """Exposed seconds per layer of context parallelism's K and V exchange, forward and
-    backward, per configuration (``microbatch`` whole sequences over ``c`` ranks; see
-    ``stage_table``). Zero for ``c = 1``."""
+    """Seconds per layer that context parallelism adds, forward and backward, per
+    configuration (``microbatch`` whole sequences over ``c`` ranks; see ``stage_table``):
+    the K and V exchange's exposed part, and with the ring the attention core repriced in
+    its blocks. Zero for ``c = 1``.
+
+    ``"all-gather"`` (Llama 3): K and V of the whole sequences gathered before the attention,
+    their gradients reduce-scattered after its backward, both exposed; each rank's queries
+    then attend causally over keys as long as the sequence, as without context parallelism.
+
+    ``"ring"`` (Megatron with Transformer Engine's p2p context parallelism): the sequence in
+    ``2c`` chunks, rank ``i`` holding chunks ``i`` and ``2c - 1 - i``; ``c`` steps, step 0
+    the local chunks' causal attention (``s/c`` queries and keys), each later step one
+    received K, V block against the local queries: rank ``i`` at step ``k <= i`` attends with
+    its ``s/c`` queries to the block's first half (``s/2c`` keys), after it with its second
+    chunk's ``s/2c`` queries to the whole block: every step ``1/c`` of the causal FLOPs (the
+    load balance), non-causal. While step ``k`` computes, the block for step ``k + 1``
+    travels to the next rank (one hop of ``s/c`` tokens' K and V, over the node's link or one
+    network rail): only a hop longer than its step is exposed, ``c - 1`` hops in all. The
+    backward passes K, V and their gradients under each step's backward
+    (``ring_backward_exposed``).
+    """
     b = np.asarray(microbatch, np.float64)
     c = np.asarray(c, np.float64)
     t = np.asarray(t, np.float64)
@@ -271,15 +290,68 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
     if cp_comm == "all-gather":
         return (all_gather(hardware, kv_bytes, c, per_node),
                 reduce_scatter(hardware, kv_bytes, c, per_node))
-    # the ring: c - 1 hops of one rank's chunk, each over one link (a node's NVLink, or a
-    # network rail when the ring leaves the node), under the attention core
     spans = c > per_node
     link = np.where(spans, hardware.network.bandwidth, hardware.node.bandwidth)
     latency = np.where(spans, hardware.network.latency, hardware.node.latency)
-    hops = (c - 1.0) * (kv_bytes / c / link + latency)
-    core_forward, core_backward = _attention(hardware, model, seq, b / c, t)
-    return (np.maximum(hops - core_forward, 0.0),
-            np.maximum(2.0 * hops - core_backward, 0.0))
+    hop = kv_bytes / c / link + latency
+    steps = ring_steps(model, hardware, seq, b, t, c)
+    plain_forward, plain_backward = _attention(hardware, model, seq, b / c, t)
+    ring = c > 1
+    forward = np.where(ring, steps["first_forward"] + (c - 1.0) * steps["forward"]
+                       - plain_forward
+                       + ring_exposed(hop, steps["first_forward"], steps["forward"], c), 0.0)
+    backward = np.where(ring, steps["first_backward"] + (c - 1.0) * steps["backward"]
+                        - plain_backward + ring_backward_exposed(
+                            hop, steps["first_backward"], steps["backward"], c), 0.0)
+    return forward, backward
+
+
+def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, c, cp_comm: str):
+    """Bytes one rank holds for context parallelism's K and V exchange beyond its activations,
+    during one layer's attention backward (the peak): the ring's double buffers of a block and
+    of its gradients, ``4`` blocks of ``s/c`` tokens' K and V (Transformer Engine alternates
+    two receive buffers); the all-gather's whole sequences' K and V and their gradients.
+    Activations themselves are ``1/c`` of a rank's without context parallelism (its
+    ``seq/c`` tokens, ``stage_table``). Zero for ``c = 1``."""
+    c = np.asarray(c, np.float64)
+    kv_bytes = 2.0 * BYTES * seq * np.asarray(microbatch, np.float64) * model.kv / np.asarray(
+        t, np.float64)
+    held = 4.0 * kv_bytes / c if cp_comm == "ring" else 2.0 * kv_bytes
+    return np.where(c > 1, held, 0.0)
+
+
+def ring_steps(model: Transformer, hardware: Hardware, seq: int, microbatch, t, c) -> dict:
+    """Seconds of one ring step's attention, forward and backward: ``first_*`` step 0 (the
+    local chunks, causal), the others a block of ``s/2c`` keys for ``s/c`` queries or ``s/c``
+    keys for ``s/2c`` queries (half the ranks each, their mean), each ``1/c`` of the FLOPs
+    (``context_parallel_times``)."""
+    b, c = np.asarray(microbatch, np.float64), np.asarray(c, np.float64)
+    share = b / (c * c)  # 1/c of the 1/c of the sequences' causal FLOPs a rank computes
+    block = seq / c
+    first = _attention(hardware, model, seq, share, t, length=block, causal=True)
+    short = _attention(hardware, model, seq, share, t, length=block / 2.0, causal=False)
+    long = _attention(hardware, model, seq, share, t, length=block, causal=False)
+    return {"first_forward": first[0], "first_backward": first[1],
+            "forward": 0.5 * (short[0] + long[0]), "backward": 0.5 * (short[1] + long[1])}
+
+
+def ring_backward_exposed(hop, first, step, c):
+    """Exposed seconds of the ring's backward exchange (Transformer Engine's order): each of
+    the ``c`` steps sends at its start, under its own compute, step 0 a K, V block
+    (``hop``), the middle ones a block and the gradients of the last (``2 hop``), the last
+    step the gradients alone (``hop``)."""
+    c = np.asarray(c, np.float64)
+    return np.where(c > 1, np.maximum(hop - first, 0.0)
+                    + np.maximum(c - 2.0, 0.0) * np.maximum(2.0 * hop - step, 0.0)
+                    + np.maximum(hop - step, 0.0), 0.0)
+
+
+def ring_exposed(hop, first, step, c):
+    """Exposed seconds of a ring's ``c - 1`` hops, hop ``k + 1`` under step ``k``'s compute
+    (``first`` for step 0, ``step`` for the others)."""
+    c = np.asarray(c, np.float64)
+    return np.where(c > 1, np.maximum(hop - first, 0.0)
+                    + np.maximum(c - 2.0, 0.0) * np.maximum(hop - step, 0.0), 0.0)
 
 
 def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero3: str):

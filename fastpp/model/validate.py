@@ -29,6 +29,8 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   hand-offs over 200 Gb/s per GPU between nodes (RoCE, assumed as Selene's rail). Run twice:
   from the paper's Table 5 profiled per-stage costs, and from the model.
 - ``moe_published``: the MoE tables, priced and assumed as ``fastpp.model.validate_moe`` says.
+- ``long_context_published.csv``: ``fastpp.model.validate_long`` (its rows, assumptions and
+  exclusions).
 
 Calibration (``CALIBRATION``): A100's two curve parameters are fitted on
 ``korthikanti_2022_layer.csv`` alone (one layer's forward and backward, ten numbers); every
@@ -55,6 +57,7 @@ from .errorbar import Regime, regime
 from .hardware import A100_CURVE, H100_CURVE, HARDWARE
 from .stages import stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
+from .validate_long import long_rows
 
 
 def _data_folder() -> Path:
@@ -70,7 +73,7 @@ def _data_folder() -> Path:
 DATA = _data_folder()
 DATASETS = ("korthikanti_2022", "korthikanti_2022_layer", "narayanan_2021_table1",
             "megatron_core_h100_weak_scaling", "zero_bubble_table4_profiled",
-            "zero_bubble_table4_model", validate_moe.DATASET)
+            "zero_bubble_table4_model", validate_moe.DATASET, "long_context_published")
 ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
 NARAYANAN_CHUNKS = 2  # assumed: the paper does not say (module docstring)
 BLOCKING = 1.0  # Megatron before --overlap-p2p-communication
@@ -372,7 +375,8 @@ def validate(datasets=DATASETS):
                "korthikanti_2022_layer": lambda: _korthikanti_layer(hw),
                "narayanan_2021_table1": lambda: _narayanan(hw),
                "megatron_core_h100_weak_scaling": lambda: _megatron_core(h100),
-               validate_moe.DATASET: lambda: validate_moe.rows(DATA)}
+               validate_moe.DATASET: lambda: validate_moe.rows(DATA),
+               "long_context_published": lambda: long_rows()[0]}
     rows = [r for name in datasets if name in loaders for r in loaders[name]()]
     if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass
         rows += [r for r in _zero_bubble(hw) if r[0] in datasets]

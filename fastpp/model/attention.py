@@ -1,0 +1,195 @@
+"""The attention core's kernel: FlashAttention's measured speed by sequence length, head
+dimension, causal mask and pass.
+
+A fused attention kernel (FlashAttention-2 and -3, cuDNN's) is not a dense product: its speed
+grows with the length each query tile loops over (the pipeline's fill and the softmax's
+rescaling amortized over more key tiles) and saturates, and a causal mask costs the diagonal
+tiles and the idle tail of the grid. Each kernel's TFLOP/s is a saturating curve in the
+sequence length ``s``
+
+    TFLOP/s(s) = E s / (s + c)
+
+per pass and head dimension ``d`` (FLOPs as the FlashAttention papers count them: forward
+``4 s^2 d a`` per sequence, halved with a causal mask; backward 2.5 times the forward),
+``E`` and ``c`` a least-squares fit of ``1 / TFLOP/s`` against ``1 / s`` (linear in both).
+Between the measured head dimensions ``E`` and ``c`` are interpolated in ``log d``, and held
+at the nearest one outside them.
+
+The data (``shared/data/attention_kernels.csv``, ``fit_kernels``): FlashAttention-3's paper,
+Figures 5 and 6 (H100 SXM5 at a fixed 1830 MHz, 16k tokens per batch), and FlashAttention-2's
+README figure for A100. What fits and what checks (``kernel_rows``):
+
+- fitted: the sequence lengths 512, 2048 and 8192 of each curve;
+- checked: 1024, 4096 and 16384 (held out of every fit), and the causal transfer below.
+
+The kernel per GPU (``KERNEL_OF``):
+
+- H100, H200, H800: FlashAttention-3 (bf16), forward and backward measured separately;
+  FlashAttention-3's backward was measured without a mask only, so a causal backward is its
+  non-causal curve times the forward's causal-over-non-causal ratio at the same ``s`` and
+  ``d``. That transfer is checked on FlashAttention-2 on H100, whose causal forward-and-
+  backward was measured (README figure): predicted from its separate forward and backward
+  curves, held out of them.
+- A100: FlashAttention-2, measured only forward and backward together: both passes at that
+  curve's efficiency.
+- B200 and GB200: no measured kernel here; assumed H100's FlashAttention-3 at the same
+  fraction of the dense bf16 peak (a Blackwell kernel, cuDNN's or FlashAttention-4, has its
+  own curve; none to check it on).
+- any other ``Hardware`` (a user's, a test's): the dense-product curve of
+  ``fastpp.model.compute`` at ``s x s x d``, as before this model.
+
+The fraction of the peak is the kernel's TFLOP/s over the GPU's dense bf16 peak (989 TFLOP/s
+for H100 at its 1980 MHz boost clock; the paper fixed 1830 MHz, so the measured fractions are
+what a clock-throttled training run reaches). The attention runs in bf16 under an fp8 recipe
+(Transformer Engine's default): the fp8 rows of the table are not used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..checks import ScheduleError, numbers, one_of
+
+# (gpu, implementation, pass, causal, head_dim): (E in TFLOP/s, c in tokens), fitted by
+# ``fit_kernels`` on the fit lengths (512, 2048, 8192); tests/test_attention.py refits them
+FITS = {
+    ('A100', 'FlashAttention-2', 'forward+backward', False, 64): (178, 177),
+    ('A100', 'FlashAttention-2', 'forward+backward', False, 128): (206, 210),
+    ('A100', 'FlashAttention-2', 'forward+backward', True, 64): (175, 506),
+    ('A100', 'FlashAttention-2', 'forward+backward', True, 128): (192, 482),
+    ('H100', 'FlashAttention-2', 'backward', False, 64): (296, 254),
+    ('H100', 'FlashAttention-2', 'backward', False, 128): (329, 276),
+    ('H100', 'FlashAttention-2', 'forward', False, 64): (328, 82),
+    ('H100', 'FlashAttention-2', 'forward', False, 128): (378, 114),
+    ('H100', 'FlashAttention-2', 'forward', False, 256): (332, 105),
+    ('H100', 'FlashAttention-2', 'forward', True, 64): (308, 365),
+    ('H100', 'FlashAttention-2', 'forward', True, 128): (356, 441),
+    ('H100', 'FlashAttention-2', 'forward', True, 256): (308, 246),
+    ('H100', 'FlashAttention-2', 'forward+backward', False, 64): (301, 206),
+    ('H100', 'FlashAttention-2', 'forward+backward', False, 128): (347, 203),
+    ('H100', 'FlashAttention-2', 'forward+backward', True, 64): (293, 551),
+    ('H100', 'FlashAttention-2', 'forward+backward', True, 128): (330, 524),
+    ('H100', 'FlashAttention-3', 'backward', False, 64): (504, 435),
+    ('H100', 'FlashAttention-3', 'backward', False, 128): (601, 460),
+    ('H100', 'FlashAttention-3', 'forward', False, 64): (518, 283),
+    ('H100', 'FlashAttention-3', 'forward', False, 128): (678, 228),
+    ('H100', 'FlashAttention-3', 'forward', False, 256): (797, 331),
+    ('H100', 'FlashAttention-3', 'forward', True, 64): (513, 818),
+    ('H100', 'FlashAttention-3', 'forward', True, 128): (668, 656),
+    ('H100', 'FlashAttention-3', 'forward', True, 256): (709, 753),
+    ('H100', 'cuDNN', 'backward', False, 64): (458, 368),
+    ('H100', 'cuDNN', 'backward', False, 128): (551, 411),
+    ('H100', 'cuDNN', 'forward', False, 64): (419, 128),
+    ('H100', 'cuDNN', 'forward', False, 128): (630, 133),
+    ('H100', 'cuDNN', 'forward', False, 256): (604, 143),
+    ('H100', 'cuDNN', 'forward', True, 64): (398, 393),
+    ('H100', 'cuDNN', 'forward', True, 128): (567, 407),
+    ('H100', 'cuDNN', 'forward', True, 256): (523, 357),
+}
+
+FIT_LENGTHS = (512, 2048, 8192)
+KERNEL_OF = (("A100", ("A100", "FlashAttention-2", 312e12)),
+             ("H100", ("H100", "cuDNN", 989e12)),
+             ("H200", ("H100", "cuDNN", 989e12)),
+             ("H800", ("H100", "cuDNN", 989e12)),
+             ("B200", ("H100", "cuDNN", 989e12)),
+             ("GB200", ("H100", "cuDNN", 989e12)))
+PASSES = ("forward", "backward", "forward+backward")
+IMPLEMENTATIONS = ("FlashAttention-2", "FlashAttention-3", "cuDNN")
+
+
+def kernel_rows(path):
+    """The bf16 FlashAttention-2 and -3 rows of ``attention_kernels.csv`` (TFLOP/s): a list of
+    dicts with ``gpu``, ``implementation``, ``pass``, ``causal``, ``d``, ``s``, ``tflops``,
+    ``role`` (``"fit"`` at ``FIT_LENGTHS``, else ``"check"``)."""
+    import csv
+
+    rows = []
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            if (r["precision"] != "fp16/bf16" or r["unit"] != "TFLOP/s"
+                    or r["implementation"] not in IMPLEMENTATIONS):
+                continue
+            s = int(r["seq_len"])
+            rows.append({"gpu": r["hardware"][:4], "implementation": r["implementation"],
+                         "pass": r["pass"], "causal": r["causal"] == "True",
+                         "d": int(r["head_dim"]), "s": s, "tflops": float(r["value"]),
+                         "role": "fit" if s in FIT_LENGTHS else "check"})
+    return rows
+
+
+def fit_kernels(rows) -> dict:
+    """``FITS`` from ``kernel_rows``' fit rows: per curve, ``1/y = 1/E + (c/E)/s`` by least
+    squares (rounded: E to 1 TFLOP/s, c to 1 token)."""
+    groups: dict = {}
+    for r in rows:
+        if r["role"] == "fit":
+            key = (r["gpu"], r["implementation"], r["pass"], r["causal"], r["d"])
+            groups.setdefault(key, []).append((r["s"], r["tflops"]))
+    fits = {}
+    for key, points in sorted(groups.items()):
+        s, y = np.array(points, np.float64).T
+        slope, intercept = np.polyfit(1.0 / s, 1.0 / y, 1)
+        fits[key] = (round(1.0 / intercept), round(slope / intercept))
+    return fits
+
+
+def _curve(fits, gpu, implementation, kind, causal, d, s):
+    """TFLOP/s of one measured pass at head dimension ``d`` (interpolated in ``log d``)."""
+    dims = sorted(k[4] for k in fits if k[:4] == (gpu, implementation, kind, causal))
+    x = np.log2(np.clip(np.asarray(d, np.float64), dims[0], dims[-1]))
+    logs = np.log2(np.asarray(dims, np.float64))
+    e = np.interp(x, logs, [fits[(gpu, implementation, kind, causal, k)][0] for k in dims])
+    c = np.interp(x, logs, [fits[(gpu, implementation, kind, causal, k)][1] for k in dims])
+    return e * s / (s + c)
+
+
+def kernel_tflops(gpu: str, implementation: str, kind: str, causal: bool, d, s, fits=None):
+    """TFLOP/s of ``implementation`` on ``gpu`` ("H100", "A100") for one pass (``kind``:
+    "forward", "backward" or "forward+backward") at head dimension ``d`` and length ``s``.
+
+    A pass not measured with the mask is derived (see the module): a causal backward from the
+    non-causal one times the forward's causal ratio; forward and backward together from the
+    two passes (time ``F / forward + 2.5 F / backward``); a single pass of a kernel measured
+    only forward and backward together at that curve's speed."""
+    fits = FITS if fits is None else fits
+    kernels = sorted({k[:2] for k in fits})
+    if (gpu, implementation) not in kernels:
+        raise ScheduleError(f"(gpu, implementation) must be a measured kernel, one of "
+                            f"{kernels} (got {(gpu, implementation)!r})")
+    one_of(kind, "kind", PASSES)
+    s = numbers(s, "s", strict=True)
+    d = numbers(d, "d", strict=True)
+    have = {k[2:4] for k in fits if k[:2] == (gpu, implementation)}
+    if (kind, causal) in have:
+        return _curve(fits, gpu, implementation, kind, causal, d, s)
+    if kind == "forward+backward":
+        forward = kernel_tflops(gpu, implementation, "forward", causal, d, s, fits)
+        backward = kernel_tflops(gpu, implementation, "backward", causal, d, s, fits)
+        return 3.5 / (1.0 / forward + 2.5 / backward)
+    if ("forward+backward", causal) in have:  # A100: the passes measured only together
+        return _curve(fits, gpu, implementation, "forward+backward", causal, d, s)
+    ratio = (_curve(fits, gpu, implementation, "forward", True, d, s)
+             / _curve(fits, gpu, implementation, "forward", False, d, s))
+    return ratio * _curve(fits, gpu, implementation, kind, False, d, s)
+
+
+def kernel_of(hardware):
+    """``(gpu, implementation, peak)`` of the measured kernel ``hardware`` runs, or ``None``
+    (a GPU without one: the dense-product curve prices its attention)."""
+    for prefix, kernel in KERNEL_OF:
+        if hardware.name.startswith(prefix):
+            return kernel
+    return None
+
+
+def attention_efficiency(hardware, kind: str, s, d, causal: bool = True):
+    """The fraction of ``hardware``'s dense bf16 peak its attention kernel reaches on a pass
+    (``kind``: "forward" or "backward") over sequences of ``s`` keys with head dimension
+    ``d``; ``None`` for a GPU without a measured kernel (``kernel_of``)."""
+    one_of(kind, "kind", PASSES[:2])
+    kernel = kernel_of(hardware)
+    if kernel is None:
+        return None
+    gpu, implementation, peak = kernel
+    return 1e12 * kernel_tflops(gpu, implementation, kind, causal, d, s) / peak

@@ -1,0 +1,173 @@
+"""Context parallelism's ring by hand, and the long-context dataset
+(shared/data/long_context_published.csv) against the model: its rows, exclusions and bounds."""
+
+import numpy as np
+import pytest
+
+from fastpp.model import HARDWARE, MODELS, Hardware, Link, Transformer
+from fastpp.model.compute import _attention
+from fastpp.model.stages import (
+    context_parallel_times,
+    ring_backward_exposed,
+    ring_exposed,
+    ring_steps,
+)
+from fastpp.model.validate import DATA
+
+WIRE = Link("toy-node", bandwidth=1000.0, latency=0.01)
+# products and attention at half the peak whatever their shape (no measured kernel for "toy")
+TOY = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=WIRE,
+               network=Link("toy-net", 100.0, 0.1), efficiency=0.5, gpus_per_node=4,
+               memory_bandwidth=1e30, op_overhead=0.0, matmul_half=1e-9)
+MODEL = Transformer(layers=8, hidden=64, heads=8, kv_heads=4, ffn=160, vocab=500, swiglu=True,
+                    name="toy")
+
+
+def test_ring_backward_exposed_by_hand():
+    # c = 4: step 0 sends a block (3 s hop under its 1 s), steps 1-2 a block and gradients
+    # (6 s under 2 s each), step 3 the gradients (3 s under 2 s)
+    assert float(ring_backward_exposed(3.0, 1.0, 2.0, 4)) == pytest.approx(2 + 2 * 4 + 1)
+    assert float(ring_backward_exposed(0.5, 1.0, 2.0, 4)) == 0.0
+    assert float(ring_backward_exposed(3.0, 1.0, 2.0, 1)) == 0.0
+
+
+def test_ring_exposed_by_hand():
+    # hop k + 1 under step k: the first under step 0 (1 s), the other two under 2 s steps
+    assert float(ring_exposed(3.0, 1.0, 2.0, 4)) == pytest.approx((3 - 1) + 2 * (3 - 2))
+    assert float(ring_exposed(1.5, 1.0, 2.0, 4)) == pytest.approx(0.5)  # the first only
+    assert float(ring_exposed(3.0, 1.0, 2.0, 1)) == 0.0  # no ring
+
+
+def test_ring_by_hand_on_a_small_case():
+    """seq 32, 2 sequences, 2 ranks, one node. K and V of one rank's 16 tokens of both
+    sequences: 2 x 2 bytes x 16 x 2 x kv 32 = 4096 bytes a hop, 4.096 s at 1000 B/s plus the
+    0.01 s step. Each of the 2 steps computes 1/2 of the rank's causal FLOPs: 2/4 sequences'
+    worth, 32^2 x core width 128 x 1/2 = 65,536 FLOPs, 0.131 s at half of 1e6 FLOP/s. One hop
+    under step 0: forward exposed 4.106 - 0.131. Backward (Transformer Engine's order): step 0
+    sends K and V, the last step their gradients, each one hop under 2.5 times the step."""
+    step = 2 / 4 * 32 * 32 * 128 / (1e6 * 0.5)
+    hop = 2 * 2 * 16 * 2 * 32 / 1000 + 0.01
+    forward, backward = context_parallel_times(MODEL, TOY, 32, 2, 1, 2, "ring")
+    # on "toy" every block runs at the same efficiency: the repriced core adds nothing
+    assert float(forward) == pytest.approx(hop - step)
+    assert float(backward) == pytest.approx(2 * (hop - 2.5 * step))
+    steps = ring_steps(MODEL, TOY, 32, 2, 1, 2)
+    assert float(steps["first_forward"]) == pytest.approx(step)
+    assert float(steps["forward"]) == pytest.approx(step)
+    # a fast link hides every hop: nothing added
+    fast = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=Link("nv", 1e12, 0.0),
+                    network=Link("ib", 1e11, 0.0), efficiency=0.5, gpus_per_node=4,
+                    memory_bandwidth=1e30, op_overhead=0.0, matmul_half=1e-9)
+    forward, backward = context_parallel_times(MODEL, fast, 32, 2, 1, 2, "ring")
+    assert float(forward) == pytest.approx(0.0, abs=1e-9)
+    assert float(backward) == pytest.approx(0.0, abs=1e-9)
+    assert context_parallel_times(MODEL, TOY, 32, 2, 1, 1, "ring") == (0.0, 0.0)
+
+
+def test_ring_blocks_run_at_the_kernel_speed_of_their_length():
+    """On H100 the ring's steps are the measured kernel's: step 0 causal over s/c keys, the
+    others non-causal blocks of s/2c or s/c keys (their mean), each 1/c of the FLOPs; the
+    exchange hidden (NVLink, 7B at 128K over 4 ranks), the core costs what its blocks cost."""
+    model, h100 = MODELS["llama2-7b"], HARDWARE["H100-80GB"]
+    seq, c, t = 131072, 4, 1
+    steps = ring_steps(model, h100, seq, 1, t, c)
+    share = 1 / c ** 2
+    assert float(steps["first_forward"]) == pytest.approx(float(_attention(
+        h100, model, seq, share, t, length=seq / c, causal=True)[0]))
+    half, whole = (float(_attention(h100, model, seq, share, t, length=k, causal=False)[0])
+                   for k in (seq / (2 * c), seq / c))
+    assert float(steps["forward"]) == pytest.approx((half + whole) / 2)
+    forward, backward = context_parallel_times(model, h100, seq, 1, t, c, "ring")
+    plain = _attention(h100, model, seq, 1 / c, t)
+    assert float(forward) == pytest.approx(float(steps["first_forward"] + 3 * steps["forward"]
+                                                 - plain[0]))
+    assert float(backward) == pytest.approx(float(steps["first_backward"]
+                                                  + 3 * steps["backward"] - plain[1]))
+    # non-causal blocks of 16-32K keys run faster than one causal 128K pass
+    assert float(forward) < 0 and float(backward) < 0
+
+
+LONG = DATA / "long_context_published.csv"
+needs_data = pytest.mark.skipif(not LONG.exists(), reason="shared/data is not beside the repo")
+
+
+@pytest.fixture(scope="module")
+def long():
+    from fastpp.model.validate_long import long_rows
+
+    return long_rows()
+
+
+@needs_data
+def test_exclusions_are_the_listed_ones():
+    import pandas as pd
+
+    from fastpp.model.validate_long import excluded
+
+    frame = pd.read_csv(LONG)
+    out = excluded(frame)
+    assert len(frame) == 108 and len(out) == 91
+    kinds = out["reason"].str.split(" ").str[0].value_counts().to_dict()
+    assert kinds == {"layout": 16, "GPU": 7, "framework": 31, "MoE": 9, "llm-foundry": 28}
+    assert set(out[out["reason"].str.startswith("MoE")]["model"]) == {"Qwen3-235B-A22B (MoE)"}
+    assert set(out[out["reason"].str.startswith("layout")]["metric"]) == {
+        "model_tflops_per_gpu_without_cp"}
+
+
+@needs_data
+def test_long_rows_are_the_nemo_cp_runs_and_fit_memory(long):
+    rows, memory = long
+    assert len(rows) == 17
+    assert sum("H100" in r[1] for r in rows) == 9 and sum("B200" in r[1] for r in rows) == 8
+    for label, peak in memory.items():
+        capacity = HARDWARE["H100-80GB" if "H100" in label else "B200-180GB"].memory_bytes
+        assert peak < capacity, label
+
+
+@needs_data
+def test_long_context_mape_bounds(long):
+    """Measured with the module's assumptions, nothing fitted on these rows: Llama 2 7B on
+    H100 within 11% MAPE, Llama 3 8B on B200 within 19%."""
+    rows, _ = long
+    err = {gpu: np.mean([abs(r[4] / r[3] - 1) for r in rows if gpu in r[1]])
+           for gpu in ("H100", "B200")}
+    assert err["H100"] < 0.11, err
+    assert err["B200"] < 0.19, err
+
+
+@needs_data
+@pytest.mark.xfail(strict=True, reason=(
+    "14.4% MAPE: the 4K-16K rows over by 10-23% (fp8 products at the bf16 curve's fraction of "
+    "the fp8 peak, no casts priced), B200's 128K-1M rows under by 19-30% (its attention "
+    "assumed at H100's fraction of the peak)"))
+def test_long_context_rows_within_ten_percent(long):
+    rows, _ = long
+    assert np.mean([abs(r[4] / r[3] - 1) for r in rows]) < 0.10
+
+
+def test_plan_holds_the_exchange_buffers():
+    """A plan row with context parallelism: its peak activations are the engine's peak plus
+    one layer's exchange buffers (the ring's four blocks, the all-gather's whole K, V and
+    their gradients), and a row without context parallelism holds none."""
+    from fastpp import build_schedule, simulate
+    from fastpp.model import plan, transformer_costs
+    from fastpp.model.stages import cp_buffer_bytes
+
+    model = MODELS["llama2-7b"]
+    # K and V of 2 sequences of 8192 over t = 2: 2 x 2 bytes x 8192 x 2 x 4096 / 2 bytes
+    kv = 2 * 2 * 8192 * 2 * 4096 / 2
+    assert float(cp_buffer_bytes(model, 8192, 2, 2, 4, "ring")) == pytest.approx(4 * kv / 4)
+    assert float(cp_buffer_bytes(model, 8192, 2, 2, 4, "all-gather")) == pytest.approx(2 * kv)
+    assert float(cp_buffer_bytes(model, 8192, 2, 2, 1, "ring")) == 0.0
+    for comm in ("ring", "all-gather"):
+        row = plan(model, 16, "H100-80GB", seq=8192, global_batch=8, tp=2, pp=2, cp=[1, 4],
+                   microbatch=2, schedules=["1f1b"], recompute="none", cp_comm=comm,
+                   workers=1)
+        for c in (1, 4):
+            got = row[row.cp == c].iloc[0]
+            costs = transformer_costs(model, build_schedule("1f1b", 2, got.n), "H100-80GB",
+                                      seq=8192, microbatch=2, tp=2, dp=got.d, cp=c,
+                                      cp_comm=comm)
+            engine = simulate(build_schedule("1f1b", 2, got.n), costs).peak_activations
+            assert got.peak_activations == pytest.approx(
+                float(np.max(engine) + cp_buffer_bytes(model, 8192, 2, 2, c, comm)), rel=1e-9)
