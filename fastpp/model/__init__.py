@@ -238,10 +238,10 @@ def transformer_costs(model, schedule: Schedule, hardware="H100-80GB", *, seq: i
     table = _stages(model, hardware, schedule, seq, microbatch, tp, dp, sequence_parallel,
                     recompute, layout, layers, blocking_handoffs, tp_overlap, ep, etp,
                     precision, node_limit, imbalance, cp, cp_comm, zero, zero3, overlap)
-    return Costs(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
+    return Costs(f=table["f"], b=table["b"], w=table["w"], comm=table["comm"],
                  gamma=table["gamma"], act=table["act"],
-                 bandwidth=float(table["bandwidth"][0]),
-                 message_bytes=float(table["message_bytes"][0]), fb=table.get("fb"))
+                 bandwidth=table["bandwidth"],
+                 message_bytes=table["message_bytes"], fb=table.get("fb"))
 
 
 def device_bytes(model, schedule: Schedule, *, tp: int = 1, dp: int = 1, zero: int = 1,

@@ -52,6 +52,7 @@ from ..simulate import simulate
 from .hardware import A100_CURVE, H100_CURVE, HARDWARE
 from .stages import stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
+from .validate_small import VTRAIN, vtrain_roles, vtrain_rows
 
 
 def _data_folder() -> Path:
@@ -68,6 +69,7 @@ DATA = _data_folder()
 DATASETS = ("korthikanti_2022", "korthikanti_2022_layer", "narayanan_2021_table1",
             "megatron_core_h100_weak_scaling", "zero_bubble_table4_profiled",
             "zero_bubble_table4_model")
+DATASETS += (VTRAIN,)  # small models on one node: fastpp.model.validate_small
 ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
 NARAYANAN_CHUNKS = 2  # assumed: the paper does not say (module docstring)
 BLOCKING = 1.0  # Megatron before --overlap-p2p-communication
@@ -110,9 +112,9 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
                         recompute=one + RECOMPUTE.index(recompute), tp_overlap=tp_overlap,
                         blocking=True)
     costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
-                  act=table["act"], comm=float(table["comm"][0]),
-                  bandwidth=float(table["bandwidth"][0]),
-                  message_bytes=float(table["message_bytes"][0]))
+                  act=table["act"], comm=table["comm"],
+                  bandwidth=table["bandwidth"],
+                  message_bytes=table["message_bytes"])
     return costs, table
 
 
@@ -362,12 +364,13 @@ def validate(datasets=DATASETS):
     loaders = {"korthikanti_2022": lambda: _korthikanti(hw),
                "korthikanti_2022_layer": lambda: _korthikanti_layer(hw),
                "narayanan_2021_table1": lambda: _narayanan(hw),
-               "megatron_core_h100_weak_scaling": lambda: _megatron_core(h100)}
+               "megatron_core_h100_weak_scaling": lambda: _megatron_core(h100),
+               VTRAIN: lambda: vtrain_rows(hw, DATA)}
     rows = [r for name in datasets if name in loaders for r in loaders[name]()]
     if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass
         rows += [r for r in _zero_bubble(hw) if r[0] in datasets]
     fitted = _korthikanti_layer(hw) + _megatron_core(h100, which=0)
-    role = {(d, r, q): "calibration" for d, r, q, *_ in fitted}
+    role = {(d, r, q): "calibration" for d, r, q, *_ in fitted} | vtrain_roles(DATA)
     frame = pd.DataFrame(rows, columns=["dataset", "row", "quantity", "measured", "predicted"])
     frame["error"] = frame["predicted"] / frame["measured"] - 1.0
     frame["role"] = [role.get((d, r, q), "check") for d, r, q in
