@@ -119,8 +119,8 @@ def test_each_hop_on_its_own_link_by_hand():
     share node 0, ranks 2 and 3 node 1. Hops 0->1 and 2->3 stay on NVLink, 1->2 crosses (and
     3->0, the wrap an interleaved schedule's chunks take)."""
     hw = dataclasses.replace(A100, handoff=7e-6)
-    node = hw.node.latency + 7e-6, hw.node.bandwidth
-    net = hw.network.latency + 7e-6, hw.network.bandwidth
+    node = hw.node.latency, hw.node.bandwidth
+    net = hw.network.latency, hw.network.bandwidth
     expect = [node, net, node, net]
     latency, bandwidth = handoff_links(hw, np.zeros(4, np.int64), np.full(4, 4), np.full(4, 4))
     np.testing.assert_allclose(latency, [e[0] for e in expect])

@@ -210,9 +210,11 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off) of
     # its seq/c tokens
     message = per_stage(BYTES * seq * microbatch / np.asarray(c) * model.hidden / t)
-    # a blocking op holds its device for its hand-offs, the slower of its two hops
+    # a blocking op holds its device for its hand-offs, the slower of its two hops, and for
+    # the device synchronize after them (``Hardware.handoff``: the GPU idles until the CPU
+    # issues again)
     hop = latency + message / bandwidth
-    held = np.maximum(hop, incoming(config, hop))
+    held = np.maximum(hop, incoming(config, hop)) + hardware.handoff
     held = np.where(blocking & (per_stage(p) > 1) & (forward > 0), held, 0.0)
     table = {
         "f": (forward + held) * mm,
@@ -271,14 +273,13 @@ def handoff_links(hardware: Hardware, config, stride, p):
     """Per stage: latency and bandwidth of its hand-off to the next stage, each hop over its
     own link (``fastpp.model.comm.hop_crosses``; stage ``v`` on pipeline rank ``v mod p``,
     the loop placement; ``stride = t c d`` per stage): NVLink inside a node, the network
-    where the hop leaves it. The latency adds ``Hardware.handoff``, the fixed cost of
-    Megatron's synchronized send and receive."""
+    where the hop leaves it."""
     position = stage_positions(config)
     p = np.asarray(p, np.int64)
     crossing = hop_crosses(hardware, stride, position % p, (position + 1) % p)
     latency = np.where(crossing, hardware.network.latency, hardware.node.latency)
     bandwidth = np.where(crossing, hardware.network.bandwidth, hardware.node.bandwidth)
-    return latency + hardware.handoff, bandwidth
+    return latency, bandwidth
 
 
 def check_cp(seq: int, cp: int) -> None:
