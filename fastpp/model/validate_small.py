@@ -142,10 +142,11 @@ def fast_error(parts, host_layer, host_backward, host_microbatch, host_step, han
 
 def calibrate_overheads(hardware, data, grid=None, rounds: int = 10) -> dict:
     """Fit the fixed costs (``Hardware.host_layer``, ``host_backward``, ``host_microbatch``,
-    ``host_step``; ``handoff`` on a grid of its own) on the calibration rows (even rows) of ``vtrain_single_node_a.csv``:
-    coordinate descent over ``grid`` (default ``OVERHEAD_GRID``) from zero, each constant in
-    turn set to its grid value of least mean absolute error, until a pass changes nothing
-    (at most ``rounds`` passes). The A100 preset holds the result."""
+    ``host_step``; ``handoff`` on a grid of its own) on the calibration rows (even rows) of
+    ``vtrain_single_node_a.csv``: coordinate descent over ``grid`` (default
+    ``OVERHEAD_GRID``) from zero, each constant in turn set to its grid value of least mean
+    absolute error, until a pass changes nothing (at most ``rounds`` passes). The A100
+    preset holds the result."""
     grid = OVERHEAD_GRID if grid is None else grid
     parts = gpu_parts(hardware, data)
     best = {k: 0.0 for k in grid}
