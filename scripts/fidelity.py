@@ -7,7 +7,8 @@
 
 Every row of the dense-training tables in shared/data (Korthikanti et al. 2022 in both
 recomputation modes and its layer table, Narayanan et al. 2021, Megatron-Core's H100 weak
-scaling, Zero Bubble's Table 4 from its Table 5 profile and from the model), each published
+scaling, Zero Bubble's Table 4 from its Table 5 profile and from the model, vTrain's small
+models on one node), each published
 number beside fastpp's prediction and the error, as Calculon reports its validation; then the
 MAPE per dataset (all rows, and the check rows alone), the calibration, and the ranking of the
 four Zero Bubble schedules in each of the 12 settings. See fastpp.model.validate for what is
@@ -31,7 +32,8 @@ LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
           "zero_bubble_table4_profiled": "Zero Bubble Table 4, from Table 5's profile (A100)",
           "zero_bubble_table4_model": "Zero Bubble Table 4, from the model (A100)",
           "moe_published": "MoE: Megatron-Core, -Bridge, ModelZoo, AutoModel (H100-GB300)",
-          "long_context_published": "Long context with CP (NeMo FP8, H100 and B200)"}
+          "long_context_published": "Long context with CP (NeMo FP8, H100 and B200)",
+          "vtrain_single_node_a": "vTrain single node, half A (A100, small models)"}
 
 
 def table(df) -> str:
@@ -93,7 +95,7 @@ def picture(df, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 5))
-    for ax, quantity in zip(axes, (("iteration_s", "forward_ms", "backward_ms"),
+    for ax, quantity in zip(axes, (("iteration_s", "forward_ms", "backward_ms", "iteration_ms"),
                                    ("tflops_per_gpu", "samples_per_gpu_s")), strict=True):
         part = df[df["quantity"].isin(quantity)]
         for name, group in part.groupby("dataset", sort=False):
@@ -110,7 +112,7 @@ def picture(df, path: Path) -> None:
         ax.set_xlabel("measured")
         ax.set_ylabel("predicted by fastpp")
         ax.legend(fontsize=7, loc="upper left")
-    axes[0].set_title("times (s per iteration; ms per layer)", fontsize=9)
+    axes[0].set_title("times (s or ms per iteration; ms per layer)", fontsize=9)
     axes[1].set_title("throughput (TFLOP/s per GPU; samples per GPU per s)", fontsize=9)
     fig.suptitle("fastpp against published runs (dashed: \u00b15%)", fontsize=10)
     fig.tight_layout()
@@ -132,7 +134,8 @@ def main(argv=None) -> int:
     print(table(df), "\n")
     print(summary(df), "\n")
     print("calibration: A100's curve on korthikanti_2022_layer.csv (all its rows), H100's on "
-          "the odd rows of megatron_core_h100_weak_scaling.csv; every other row is a check\n")
+          "the odd rows of megatron_core_h100_weak_scaling.csv, A100's fixed costs on the even "
+          "rows of vtrain_single_node_a.csv; every other row is a check\n")
     ranks = zb_ranking(df)
     for name, group in ranks.groupby("dataset", sort=False):
         print(f"{LABELS[name]}: schedule ranking right in {int(group['agree'].sum())} of "

@@ -291,10 +291,10 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                      "recompute_modules": recompute_modules, "fp8_cache": fp8_cache,
                      "offload_modules": offload_modules})
     model, hardware = preset(MODELS, model, "model"), preset(HARDWARE, hardware, "hardware")
-    return ModelCosts(f=table["f"], b=table["b"], w=table["w"], comm=float(table["comm"][0]),
+    return ModelCosts(f=table["f"], b=table["b"], w=table["w"], comm=table["comm"],
                       gamma=table["gamma"], act=table["act"],
-                      bandwidth=float(table["bandwidth"][0]),
-                      message_bytes=float(table["message_bytes"][0]), fb=table.get("fb"),
+                      bandwidth=table["bandwidth"],
+                      message_bytes=table["message_bytes"], fb=table.get("fb"),
                       error_bar=error_bar(regime(model, hardware, seq, tp)))
 
 

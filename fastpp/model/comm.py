@@ -8,7 +8,9 @@ at the node link's bus bandwidth. A group that spans nodes with ``k`` members in
 NCCL's parallel rings, one per member's network rail: ``min(node, k x network)`` bus
 bandwidth, at the network's latency (a tensor-parallel group of all 8 GPUs of each node gets
 8 rails, a data-parallel group of one GPU per node one rail). A pipeline hand-off is one
-message over one link: each rank sends its slice over its own rail.
+message over one link: each rank sends its slice over its own rail; each hop is priced by its
+own link (``hop_crosses``): NVLink between two stages in one node, the network only where
+the hop leaves the node.
 
 Ranks are ordered as Megatron orders them: tensor-parallel fastest, then context, data, then
 pipeline, so a tensor-parallel group of ``t`` ranks spans nodes when ``t > gpus_per_node``, a
@@ -52,8 +54,24 @@ def _ring(hardware, message_bytes, ranks, per_node, passes):
     ranks = np.asarray(ranks, np.float64)
     bandwidth, latency = bus(hardware, ranks, per_node)
     steps = passes * (ranks - 1.0)
-    return np.where(ranks > 1, steps / np.maximum(ranks, 1.0) * message_bytes / bandwidth
-                    + steps * latency, 0.0)
+    fraction = steps / np.maximum(ranks, 1.0)
+    spans = ranks > np.minimum(np.asarray(per_node, np.float64), ranks)
+    inside = link_time(hardware.node, message_bytes, steps, fraction)
+    across = fraction * message_bytes / bandwidth + steps * latency
+    return np.where(ranks > 1, np.where(spans, across, inside), 0.0)
+
+
+def link_time(link, message_bytes, steps, fraction) -> np.ndarray:
+    """Seconds of ``steps`` ring steps over ``link`` moving ``fraction`` of ``message_bytes``
+    through each rank: the fastest of the link's NCCL protocols (``Link.protocols``), each
+    ``base + steps hop + fraction bytes / bandwidth``, or without them ``steps latency +
+    fraction bytes / bandwidth``."""
+    message_bytes, steps, fraction = (np.asarray(x, np.float64) for x in (
+        message_bytes, steps, fraction))
+    if not link.protocols:
+        return steps * link.latency + fraction * message_bytes / link.bandwidth
+    return np.min([base + steps * hop + fraction * message_bytes / bandwidth
+                   for base, hop, bandwidth in link.protocols], axis=0)
 
 
 def tensor_parallel_per_node(hardware: Hardware, t) -> np.ndarray:
@@ -69,6 +87,18 @@ def context_parallel_per_node(hardware: Hardware, t, c) -> np.ndarray:
 def data_parallel_per_node(hardware: Hardware, t, d) -> np.ndarray:
     """Members per node of a data-parallel group (``d`` ranks, ``t`` apart)."""
     return np.minimum(np.maximum(hardware.gpus_per_node // np.asarray(t), 1), np.asarray(d))
+
+
+def hop_crosses(hardware: Hardware, stride, device, following) -> np.ndarray:
+    """Whether the hand-off from pipeline rank ``device`` to ``following`` crosses nodes: the
+    ranks ``device stride + j`` and ``following stride + j`` (``j < stride``; ``stride = t c
+    d`` as Megatron orders ranks) sit in different nodes for some ``j`` (exact where the
+    stride and the node size divide one another: the first and the last ``j`` decide)."""
+    g = hardware.gpus_per_node
+    stride, device, following = (np.asarray(x, np.int64) for x in (stride, device, following))
+    first = (device * stride) // g != (following * stride) // g
+    last = (device * stride + stride - 1) // g != (following * stride + stride - 1) // g
+    return first | last
 
 
 def pipeline_spans(hardware: Hardware, t, d, p) -> np.ndarray:

@@ -82,6 +82,21 @@ def roofline(hardware: Hardware, flops, moved, efficiency) -> np.ndarray:
             + hardware.op_overhead)
 
 
+def host_times(hardware: Hardware, layers, recompute, ends=False
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """CPU seconds to issue a stage's forward and backward over ``layers`` layers
+    (``Hardware.host_layer`` and ``host_backward`` per layer; full recomputation, ``recompute
+    == 2``, issues the forward again in the backward), plus ``host_microbatch`` in the
+    forward of a stage that ``ends`` the pipeline (holds the embedding or the loss). The
+    framework runs ahead of the GPU only while the GPU's queue lasts: a stretch of ops takes
+    ``max(GPU time, CPU time)``, not their sum, and Megatron's synchronized hand-offs end each
+    stretch."""
+    layers = np.asarray(layers, np.float64)
+    again = np.where(np.asarray(recompute) == 2, hardware.host_layer, 0.0)
+    ends = np.where(np.asarray(ends, bool), hardware.host_microbatch, 0.0)
+    return layers * hardware.host_layer + ends, layers * (hardware.host_backward + again)
+
+
 def optimizer_time(hardware: Hardware, params) -> np.ndarray:
     """Seconds of the Adam step over ``params`` parameters on one device (memory-bound; a
     handful of fused multi-tensor kernels, their overheads negligible)."""

@@ -49,6 +49,8 @@ from ..checks import (
 
 GB = 1e9
 PRECISIONS = ("bf16", "fp8")
+# the fixed costs' fields (fitted for A100 by fastpp.model.validate_small)
+HOST = ("host_layer", "host_backward", "host_microbatch", "host_step", "handoff")
 
 
 def _open_closed(value, name: str, upper: float) -> None:
@@ -61,16 +63,31 @@ def _open_closed(value, name: str, upper: float) -> None:
 @dataclass(frozen=True)
 class Link:
     """A link: bus bandwidth in bytes per second (what a ring collective reaches per rank)
-    and latency in seconds per step."""
+    and latency in seconds per step.
+
+    ``protocols`` (optional): NCCL's protocols on this link as ``(base, hop, bandwidth)``
+    triples, an alpha-beta model each (NCCL's own tuning model, ``src/graph/tuning.cc``: a
+    base latency, a latency per ring step, a bus bandwidth). A ring collective in one node
+    then takes the fastest protocol's ``base + steps hop + fraction bytes / bandwidth``, as
+    NCCL's tuner picks it; without them, ``steps latency + fraction bytes / bandwidth``."""
 
     name: str
     bandwidth: float
     latency: float
+    protocols: tuple = ()
 
     def __post_init__(self):
         instance(self.name, str, "name", "string")
         numbers(self.bandwidth, f"{self.name}.bandwidth", strict=True)
         numbers(self.latency, f"{self.name}.latency")
+        instance(self.protocols, tuple, f"{self.name}.protocols", "tuple of (base, hop, "
+                 "bandwidth) triples")
+        for k, triple in enumerate(self.protocols):
+            if (not isinstance(triple, tuple) or len(triple) != 3):
+                raise ScheduleError(f"{self.name}.protocols[{k}] must be a (base, hop, "
+                                    f"bandwidth) triple (got {triple!r})")
+            numbers(triple[:2], f"{self.name}.protocols[{k}] latencies")
+            numbers(triple[2], f"{self.name}.protocols[{k}] bandwidth", strict=True)
 
     def ring(self, message_bytes, ranks):
         """Seconds of a ring all-reduce of ``message_bytes`` over ``ranks`` (0 for one rank):
@@ -115,6 +132,23 @@ class Hardware:
         Dense fp8 FLOP/s (``None``: the accelerator has no fp8 tensor cores).
     host_bandwidth : float
         Bytes per second one way between the GPU and host memory (activation offloading).
+    host_layer : float
+        Seconds the framework's CPU takes to issue one transformer layer's forward (Python,
+        PyTorch's dispatcher, the kernel launches), >= 0. A stretch of work takes the longer
+        of its GPU time and its CPU time (``fastpp.model.compute.host_times``).
+    host_backward : float
+        Likewise for one layer's backward (autograd), without a recomputed forward, >= 0.
+    host_microbatch : float
+        CPU seconds per microbatch on a stage holding the embedding or the loss, beside its
+        layers' (the batch's fetch and broadcast, the loss function, the schedule's
+        bookkeeping), >= 0.
+    host_step : float
+        Seconds per iteration outside the pipeline's ops on the CPU (the optimizer's launches,
+        the gradient norm and loss-scale checks, the iteration's bookkeeping), >= 0.
+    handoff : float
+        Fixed seconds each op with blocking hand-offs holds its device beyond their transfer,
+        >= 0: Megatron synchronizes the device after each batched send and receive, and the
+        GPU idles until the CPU issues again (not a latency on the pipeline's chain).
     """
 
     name: str
@@ -130,6 +164,11 @@ class Hardware:
     precision: str = "bf16"
     fp8_flops: float | None = None
     host_bandwidth: float = 50e9
+    host_layer: float = 0.0
+    host_backward: float = 0.0
+    host_microbatch: float = 0.0
+    host_step: float = 0.0
+    handoff: float = 0.0
 
     def __post_init__(self):
         instance(self.name, str, "name", "string")
@@ -144,6 +183,8 @@ class Hardware:
         _open_closed(self.matmul_half, "matmul_half", 65536.0)
         one_of(self.precision, "precision", PRECISIONS)
         numbers(self.host_bandwidth, "host_bandwidth", strict=True)
+        for name in HOST:
+            numbers(getattr(self, name), name)
         if self.fp8_flops is not None:
             numbers(self.fp8_flops, "fp8_flops", strict=True)
         elif self.precision == "fp8":
@@ -169,8 +210,16 @@ class Hardware:
         return replace(self, precision=precision)
 
 
+# NCCL's protocols on NVLink3 (LL, LL128, Simple) from nccl-tests' all-reduce on 8 A100s
+# (small_model_overheads.csv, 64 B to 16 MiB). Each protocol's hop is NCCL's own per-step
+# latency on NVLink rings (src/graph/tuning.cc: 0.47, 1.9, 3.4 us); its base and bandwidth are
+# fitted (validate_small.fit_protocols) on the sizes where NCCL picks it: <= 1 MiB, 2-4 MiB,
+# 8-16 MiB (1.4% mean error; Simple's 248 GB/s is 5% above the 235 GB/s the same run reaches
+# at 8 GiB)
+NVLINK3_PROTOCOLS = ((25.3e-6, 0.47e-6, 38.0e9), (63.7e-6, 1.9e-6, 166e9),
+                     (78.9e-6, 3.4e-6, 248e9))
 LINKS = {link.name: link for link in (
-    Link("NVLink3", 230e9, 5e-6),  # A100 (600 GB/s both directions): NCCL busbw ~230 GB/s
+    Link("NVLink3", 230e9, 5e-6, NVLINK3_PROTOCOLS),  # A100 (600 GB/s both ways): busbw ~230
     Link("NVLink4", 360e9, 5e-6),  # H100, H200 (900 GB/s both directions): busbw ~360 GB/s
     Link("NVLink5", 720e9, 5e-6),  # B200 (1.8 TB/s both directions): busbw ~720 GB/s
     Link("NVLink4-H800", 160e9, 5e-6),  # H800 (400 GB/s both directions): DeepSeek's ~160 GB/s
@@ -188,10 +237,17 @@ LINKS = {link.name: link for link in (
 # NeMo's Llama 3 8B FP8 long-context rows (fastpp.model.validate_long: +22% at 8K, where the
 # products dominate).
 A100_CURVE = {"efficiency": 0.74, "matmul_half": 64.0}
+# A100's fixed costs, fitted by fastpp.model.validate_small.calibrate_overheads on the even
+# rows of vtrain_single_node_a.csv (Megatron on a DGX A100, vTrain's host); its odd rows check
+# them. The hand-off's is not fitted (OVERHEAD_GRID): fitted, 0.3 ms gains vTrain 0.1 point
+# and flips one of Zero Bubble's rankings. The other presets have none: no table of theirs
+# is launch- or latency-bound.
+A100_OVERHEADS = {"host_layer": 1.75e-3, "host_backward": 0.0, "host_microbatch": 1.75e-3,
+                  "host_step": 2.0e-3, "handoff": 0.0}
 H100_CURVE = {"efficiency": 0.96, "matmul_half": 1024.0}
 HARDWARE = {hw.name: hw for hw in (
     Hardware("A100-80GB", 312e12, 80 * GB, LINKS["NVLink3"], LINKS["IB-200G"],
-             memory_bandwidth=1.75e12, **A100_CURVE),
+             memory_bandwidth=1.75e12, **A100_CURVE, **A100_OVERHEADS),
     Hardware("H100-80GB", 989e12, 80 * GB, LINKS["NVLink4"], LINKS["IB-400G"],
              memory_bandwidth=2.9e12, fp8_flops=1979e12, **H100_CURVE),
     Hardware("H200-141GB", 989e12, 141 * GB, LINKS["NVLink4"], LINKS["IB-400G"],

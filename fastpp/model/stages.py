@@ -11,11 +11,18 @@ from .comm import (
     all_reduce,
     context_parallel_per_node,
     data_parallel_per_node,
-    pipeline_spans,
+    hop_crosses,
     reduce_scatter,
     tensor_parallel_per_node,
 )
-from .compute import _attention, head_times, layer_times, matmul_time, optimizer_time
+from .compute import (
+    _attention,
+    head_times,
+    host_times,
+    layer_times,
+    matmul_time,
+    optimizer_time,
+)
 from .hardware import Hardware
 from .moe import all_to_all_times, expert_times, layer_parts, moe_layer_costs
 from .overlap import saving
@@ -100,9 +107,9 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
         Per stage ``f, b, w`` (seconds, per device of a plain pipeline: ``m`` times a chunk's
         time), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma``, ``params`` (on
         one rank; reduced over ``d``) and ``expert_params`` (the routed experts' on one GPU,
-        reduced over ``edp``), ``fb`` where a configuration's pairs save time; per
-        configuration ``comm`` (latency), ``bandwidth`` and ``message_bytes`` of the
-        pipeline's hand-offs.
+        reduced over ``edp``), ``fb`` where a configuration's pairs save time, and ``comm``
+        (latency), ``bandwidth`` and ``message_bytes`` of each stage's hand-off to the next,
+        each hop over its own link (``handoff_links``).
     """
     if precision is not None:
         hardware = hardware.with_precision(precision)
@@ -203,16 +210,22 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     forward = forward + np.maximum(gather - forward, 0.0)
     backward = backward + np.maximum(np.where(zero3 == "layer", gather, 0.0) + scatter
                                      - backward, 0.0)
+    # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
+    host_forward, host_backward = host_times(hardware, layers, per_stage(rc),
+                                             np.asarray(starts) | np.asarray(ends))
+    forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
     mm = m[config]
-    # one node holds the whole pipeline, or hand-offs cross nodes (ranks: t, c, d, then p)
-    crossing = pipeline_spans(hardware, np.asarray(t) * np.asarray(c), d, p)
-    latency = np.where(crossing, hardware.network.latency, hardware.node.latency)
-    bandwidth = np.where(crossing, hardware.network.bandwidth, hardware.node.bandwidth)
+    latency, bandwidth = handoff_links(hardware, config, per_stage(np.asarray(t) * c * d),
+                                       per_stage(p))
     # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off) of
     # its seq/c tokens
-    message = BYTES * seq * microbatch / np.asarray(c) * model.hidden / t
-    held = np.where(blocking & (np.asarray(p) > 1), latency + message / bandwidth, 0.0)
-    held = np.where(forward > 0, per_stage(held), 0.0)  # a stage without work stays refused
+    message = per_stage(BYTES * seq * microbatch / np.asarray(c) * model.hidden / t)
+    # a blocking op holds its device for its hand-offs, the slower of its two hops, and for
+    # the device synchronize after them (``Hardware.handoff``: the GPU idles until the CPU
+    # issues again)
+    hop = latency + message / bandwidth
+    held = np.maximum(hop, incoming(config, hop)) + hardware.handoff
+    held = np.where(blocking & (per_stage(p) > 1) & (forward > 0), held, 0.0)
     table = {
         "f": (forward + held) * mm,
         "b": (backward + held) * mm,
@@ -250,6 +263,40 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
         table["fb"] = np.where(per_stage(ov), table["f"] + table["b"][mate]
                                - np.minimum(moe, moe[mate]) * per_stage(saved) * mm, np.nan)
     return table
+
+
+def stage_positions(config) -> np.ndarray:
+    """Each stage's index among its own configuration's stages (``config`` per stage)."""
+    config = np.asarray(config, np.int64)
+    order = np.argsort(config, kind="stable")
+    counts = np.bincount(config)
+    position = np.empty_like(config)
+    position[order] = np.arange(config.size) - (np.cumsum(counts) - counts)[config[order]]
+    return position
+
+
+def incoming(config, values) -> np.ndarray:
+    """Per stage, ``values`` of the stage before it in its configuration (its own for a
+    configuration's first stage)."""
+    config = np.asarray(config, np.int64)
+    order = np.argsort(config, kind="stable")
+    out = np.array(values, np.float64, copy=True)
+    follows = stage_positions(config)[order][1:] > 0
+    out[order[1:][follows]] = np.asarray(values)[order[:-1][follows]]
+    return out
+
+
+def handoff_links(hardware: Hardware, config, stride, p):
+    """Per stage: latency and bandwidth of its hand-off to the next stage, each hop over its
+    own link (``fastpp.model.comm.hop_crosses``; stage ``v`` on pipeline rank ``v mod p``,
+    the loop placement; ``stride = t c d`` per stage): NVLink inside a node, the network
+    where the hop leaves it."""
+    position = stage_positions(config)
+    p = np.asarray(p, np.int64)
+    crossing = hop_crosses(hardware, stride, position % p, (position + 1) % p)
+    latency = np.where(crossing, hardware.network.latency, hardware.node.latency)
+    bandwidth = np.where(crossing, hardware.network.bandwidth, hardware.node.bandwidth)
+    return latency, bandwidth
 
 
 def check_cp(seq: int, cp: int) -> None:
@@ -513,7 +560,8 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
         ``gradient_sync`` (exposed seconds of the gradient reduction, an all-reduce, or a
         reduce-scatter under ZeRO), ``parameter_gather`` (ZeRO's all-gather of the updated
         weights, exposed), ``embedding_sync`` and ``optimizer_step`` (Adam over the device's
-        share, memory-bound), each in seconds.
+        share, memory-bound, plus the iteration's fixed CPU time ``Hardware.host_step``), each
+        in seconds.
     """
     params = np.asarray(params, np.float64)
     d = np.asarray(d, np.float64)
@@ -535,4 +583,5 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
         hardware, reduce_bytes * embedding_params, 2, embedding_per_node), 0.0)
     return {"gradient_sync": reduce, "parameter_gather": gather,
             "embedding_sync": embedding + 0.0 * params,
-            "optimizer_step": optimizer_time(hardware, params / np.where(sharded, d, 1.0))}
+            "optimizer_step": optimizer_time(hardware, params / np.where(sharded, d, 1.0))
+            + hardware.host_step}

@@ -58,6 +58,7 @@ from .hardware import A100_CURVE, H100_CURVE, HARDWARE
 from .stages import stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
 from .validate_long import long_rows
+from .validate_small import VTRAIN, vtrain_roles, vtrain_rows
 
 
 def _data_folder() -> Path:
@@ -74,6 +75,7 @@ DATA = _data_folder()
 DATASETS = ("korthikanti_2022", "korthikanti_2022_layer", "narayanan_2021_table1",
             "megatron_core_h100_weak_scaling", "zero_bubble_table4_profiled",
             "zero_bubble_table4_model", validate_moe.DATASET, "long_context_published")
+DATASETS += (VTRAIN,)  # small models on one node: fastpp.model.validate_small
 ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
 NARAYANAN_CHUNKS = 2  # assumed: the paper does not say (module docstring)
 BLOCKING = 1.0  # Megatron before --overlap-p2p-communication
@@ -116,9 +118,9 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
                         recompute=one + RECOMPUTE.index(recompute), tp_overlap=tp_overlap,
                         blocking=True)
     costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
-                  act=table["act"], comm=float(table["comm"][0]),
-                  bandwidth=float(table["bandwidth"][0]),
-                  message_bytes=float(table["message_bytes"][0]))
+                  act=table["act"], comm=table["comm"],
+                  bandwidth=table["bandwidth"],
+                  message_bytes=table["message_bytes"])
     return costs, table
 
 
@@ -376,12 +378,13 @@ def validate(datasets=DATASETS):
                "narayanan_2021_table1": lambda: _narayanan(hw),
                "megatron_core_h100_weak_scaling": lambda: _megatron_core(h100),
                validate_moe.DATASET: lambda: validate_moe.rows(DATA),
-               "long_context_published": lambda: long_rows()[0]}
+               "long_context_published": lambda: long_rows()[0],
+               VTRAIN: lambda: vtrain_rows(hw, DATA)}
     rows = [r for name in datasets if name in loaders for r in loaders[name]()]
     if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass
         rows += [r for r in _zero_bubble(hw) if r[0] in datasets]
     fitted = _korthikanti_layer(hw) + _megatron_core(h100, which=0)
-    role = {(d, r, q): "calibration" for d, r, q, *_ in fitted}
+    role = {(d, r, q): "calibration" for d, r, q, *_ in fitted} | vtrain_roles(DATA)
     frame = pd.DataFrame([r[:5] + tuple(r[5]) for r in rows],
                          columns=["dataset", "row", "quantity", "measured", "predicted",
                                   *Regime._fields])

@@ -1,0 +1,182 @@
+"""Small models on one node: ``vtrain_single_node_a.csv`` (``fastpp.model.validate``).
+
+Half of the single-node ground truth published with vTrain (Bang et al., MICRO 2024): 746
+measured iteration times of Megatron GPT models on one DGX A100 (1-8 GPUs, hidden 1024 or
+2048, 12-24 layers, 16 heads, sequence 1024, full activation recomputation, 1F1B). What vTrain
+ran where the file is silent (its configuration class, ``src/config.py``, and its validation
+configurations): GPT-2's vocabulary of 50,257 padded by Megatron to a multiple of ``128 t``;
+tied embeddings, dropout, the unfused attention (no FlashAttention); the gradient all-reduce
+after the last backward, not overlapped (``use_gradient_bucket`` false); fp16 training, its
+gradients all-reduced in fp16 (assumed, as for Narayanan et al.). The microbatch is the file's.
+
+Small models are bound by fixed costs: kernel launches, the framework's time on the CPU and the
+collectives' latencies are much of the step. The split is by row parity in the file's order:
+the even rows (first, third, ...) calibrate the launch and host constants of the A100 preset
+(``calibrate_overheads``), the odd rows check them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..checks import require
+from .errorbar import regime
+
+VTRAIN = "vtrain_single_node_a"
+GPT2_VOCAB = 50257
+COLUMNS = ["gpus", "global_batch", "microbatch", "hidden", "heads", "layers", "seq", "t", "d",
+           "p", "iteration_ms"]
+
+
+def padded_vocab(vocab: int, t: int, multiple: int = 128) -> int:
+    """Megatron's padded vocabulary: the next multiple of ``multiple x t``."""
+    step = multiple * t
+    return -(-vocab // step) * step
+
+
+def vtrain_frame(data):
+    """The file as a frame with short column names and each row's ``role`` (row parity)."""
+    pd = require("pandas", "sweep", "fastpp.model.validate")
+
+    df = pd.read_csv(data / f"{VTRAIN}.csv")
+    df.columns = COLUMNS
+    df["role"] = np.where(np.arange(len(df)) % 2 == 0, "calibration", "check")
+    return df
+
+
+def row_label(i: int, r) -> str:
+    """A row's name: its index in the file and its configuration."""
+    return (f"#{i} h{r['hidden']} L{r['layers']} t{r['t']} d{r['d']} p{r['p']} "
+            f"B{r['global_batch']} b{r['microbatch']}")
+
+
+def vtrain_roles(data) -> dict:
+    """``validate``'s role of each row fitted on: ``{(dataset, row, quantity): role}``
+    (none without the file)."""
+    if not (data / f"{VTRAIN}.csv").exists():
+        return {}
+    frame = vtrain_frame(data)
+    return {(VTRAIN, row_label(i, r), "iteration_ms"): "calibration"
+            for i, r in enumerate(frame.to_dict("records")) if r["role"] == "calibration"}
+
+
+def vtrain_rows(hw, data, which=None):
+    """``validate`` rows (dataset, row, quantity, measured, predicted, regime) of the file's
+    ``which`` rows (``"calibration"``, ``"check"`` or all), iteration times in ms."""
+    from .validate import _gpt, _schedule, step_time
+
+    rows = []
+    for i, r in enumerate(vtrain_frame(data).to_dict("records")):
+        if which is not None and r["role"] != which:
+            continue
+        t, d, p, b = (int(r[k]) for k in ("t", "d", "p", "microbatch"))
+        model = _gpt(r, padded_vocab(GPT2_VOCAB, t))
+        n = int(r["global_batch"]) // (d * b)
+        step = step_time(model, hw, _schedule("1f1b", p, n), seq=int(r["seq"]), microbatch=b,
+                         tp=t, dp=d, recompute="full", reduce_bytes=2.0)
+        rows.append((VTRAIN, row_label(i, r), "iteration_ms", float(r["iteration_ms"]),
+                     1e3 * step, regime(model, hw, int(r["seq"]), t)))
+    return rows
+
+
+# calibrate_overheads' grid per constant, in seconds
+OVERHEAD_GRID = {
+    "host_layer": tuple(x * 1e-6 for x in range(0, 2001, 50)),
+    "host_backward": tuple(x * 1e-6 for x in range(0, 2001, 50)),
+    "host_microbatch": tuple(x * 1e-3 for x in np.arange(0, 10.01, 0.25)),
+    "host_step": tuple(x * 1e-3 for x in range(0, 41)),
+    "handoff": (0.0,),  # not fitted: see the A100 preset (hardware.A100_OVERHEADS)
+}
+HOST_FREE = dict.fromkeys(OVERHEAD_GRID, 0.0)
+
+
+def gpu_parts(hardware, data, which="calibration"):
+    """Per row of ``which``: what the fixed costs leave alone, priced once (the hardware
+    without them): the schedule, the GPU's forward and backward per stage, the weight
+    gradients, the hand-offs (``comm``, bandwidth, bytes, the time a blocking op holds),
+    layers per stage, the step's other terms, the measured ms."""
+    import dataclasses
+
+    from .transformer import chunk_layers
+    from .validate import _extras, _gpt, _schedule, model_costs
+
+    hw = dataclasses.replace(hardware, **HOST_FREE)
+    parts = []
+    for r in vtrain_frame(data).to_dict("records"):
+        if r["role"] != which:
+            continue
+        t, d, p, b = (int(r[k]) for k in ("t", "d", "p", "microbatch"))
+        model = _gpt(r, padded_vocab(GPT2_VOCAB, t))
+        sched = _schedule("1f1b", p, int(r["global_batch"]) // (d * b))
+        costs, table = model_costs(model, hw, sched, seq=int(r["seq"]), microbatch=b, tp=t,
+                                   dp=d, recompute="full")
+        held = np.where(p > 1, table["comm"] + table["message_bytes"] / table["bandwidth"],
+                        0.0)
+        extra = _extras(model, hw, sched, table, t, d, 0, False, 2.0)
+        ends = np.isin(np.arange(p), [0, p - 1])
+        parts.append((sched, table["f"] - held, table["b"] - held, table["w"], table,
+                      held, chunk_layers(model.layers, p), ends, extra,
+                      float(r["iteration_ms"])))
+    return parts
+
+
+def fast_error(parts, host_layer, host_backward, host_microbatch, host_step, handoff
+               ) -> float:
+    """Mean absolute error of ``gpu_parts`` rows under these fixed costs: each stage's pass
+    the longer of its GPU and CPU times (full recomputation), each blocking op ``handoff``
+    longer, ``host_step`` per iteration; ``vtrain_rows`` prices the same (a test checks)."""
+    from ..costs import Costs
+    from ..simulate import simulate
+
+    errors = []
+    for sched, forward, backward, weight, table, held, layers, ends, extra, measured in parts:
+        more = np.where(held > 0, handoff, 0.0)
+        f = np.maximum(forward, layers * host_layer + ends * host_microbatch) + held + more
+        b = np.maximum(backward, layers * (host_backward + host_layer)) + held + more
+        costs = Costs(f=f, b=b, w=weight, gamma=table["gamma"], act=table["act"],
+                      comm=table["comm"], bandwidth=table["bandwidth"],
+                      message_bytes=table["message_bytes"])
+        step = simulate(sched, costs).makespan + extra + host_step
+        errors.append(abs(1e3 * step / measured - 1.0))
+    return float(np.mean(errors))
+
+
+def calibrate_overheads(hardware, data, grid=None, rounds: int = 10) -> dict:
+    """Fit the fixed costs (``Hardware.host_layer``, ``host_backward``, ``host_microbatch``,
+    ``host_step``; ``handoff`` on a grid of its own) on the calibration rows (even rows) of
+    ``vtrain_single_node_a.csv``: coordinate descent over ``grid`` (default
+    ``OVERHEAD_GRID``) from zero, each constant in turn set to its grid value of least mean
+    absolute error, until a pass changes nothing (at most ``rounds`` passes). The A100
+    preset holds the result."""
+    grid = OVERHEAD_GRID if grid is None else grid
+    parts = gpu_parts(hardware, data)
+    best = {k: 0.0 for k in grid}
+    for _ in range(rounds):
+        before = dict(best)
+        for name, values in grid.items():
+            best[name] = min((fast_error(parts, **(best | {name: v})), v) for v in values)[1]
+        if best == before:
+            break
+    return {k: round(float(v), 7) for k, v in best.items()}
+
+
+MiB = 2**20
+NCCL_RING_HOPS = (0.47e-6, 1.9e-6, 3.4e-6)  # NCCL's NVLink ring latency per step, per protocol
+
+
+def fit_protocols(size, seconds, ranks: int = 8) -> tuple:
+    """NCCL's three protocols ``(base, hop, bandwidth)`` (``Link.protocols``) from measured
+    ring all-reduce times (``size`` bytes, ``seconds``) over ``ranks`` ranks of one node:
+    each hop NCCL's (``NCCL_RING_HOPS``), each base and bandwidth by relative least squares
+    on the sizes where NCCL picks the protocol (up to 1 MiB, 2-4 MiB, 8-16 MiB)."""
+    size, seconds = np.asarray(size, np.float64), np.asarray(seconds, np.float64)
+    steps, fraction = 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks
+    out = []
+    for hop, (low, high) in zip(NCCL_RING_HOPS, ((0, MiB), (2 * MiB, 4 * MiB),
+                                                 (8 * MiB, 16 * MiB)), strict=True):
+        mine = (size >= low) & (size <= high)
+        weight = 1.0 / seconds[mine]
+        design = np.c_[np.ones(mine.sum()), fraction * size[mine]] * weight[:, None]
+        (fixed, slope), *_ = np.linalg.lstsq(design, seconds[mine] * weight, rcond=None)
+        out.append((float(fixed - steps * hop), hop, float(1.0 / slope)))
+    return tuple(out)
