@@ -136,7 +136,7 @@ class Costs:
     @property
     def arrays(self) -> dict[str, np.ndarray]:
         """The validated fields as read-only float64 arrays (0-D for scalars; NaN where an
-        optional field is not given)."""
+        optional field is not given; ``overhead`` one row per kind ``F, B, I, W``)."""
         return {name: _read_only(arr) for name, arr in self._arrays.items()}
 
     def _key(self) -> tuple:
