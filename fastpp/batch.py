@@ -1,8 +1,9 @@
 """Sweeps: many points built and simulated, the simulation and reduction inside Numba.
 
-One point is ``(schedule id, p, n, m, G)`` and its costs: ``fastpp.Costs``'s nine fields
-(``costs.FIELDS``), each one value, one per device or one per stage, read from a flat table
-``values`` at ``at[i, field] = (offset, count)``. ``build_and_simulate`` builds each run of
+One point is ``(schedule id, p, n, m, G)`` and its costs: the kernel's cost inputs
+(``costs.SLOTS``: ``fastpp.Costs``'s fields, its ``overhead`` once per op kind), each one
+value, one per device or one per stage, read from a flat table ``values`` at ``at[i, slot] =
+(offset, count)``. ``build_and_simulate`` builds each run of
 consecutive points that share a schedule once, with the registry's own generator (so the
 kernel links no generator: it compiles in a fraction of the time, and a schedule is added in
 the registry alone), and hands the built schedules to the kernel ``simulate_points``. Kernels
@@ -14,7 +15,7 @@ import numpy as np
 
 from . import kernels
 from ._jit import jit
-from .costs import FIELDS as COST_FIELDS
+from .costs import SLOTS
 from .generators.registry import SCHEDULES
 from .ops import OP_FIELDS, new_ops
 from .placement import TWO_DIRECTIONS, routes, stage_map
@@ -24,9 +25,9 @@ COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_ma
            "peak_activations_min", "peak_live_max", "num_ops", "parameter_units", "status")
 (MAKESPAN, BUBBLE, SPAN_BUBBLE, PEAK_MAX, PEAK_MIN, LIVE_MAX, NUM_OPS, PARAMETER_UNITS,
  STATUS) = range(len(COLUMNS))
-# a point's status: simulated, or why not (BAD_LENGTH + k: field k has the wrong length)
+# a point's status: simulated, or why not (BAD_LENGTH + k: input k has the wrong length)
 OK, DEADLOCK, W_ABOVE_B, BAD_LENGTH = 0, 1, 2, 10
-N_COSTS = len(COST_FIELDS)
+N_COSTS = len(SLOTS)
 
 SPECS = list(SCHEDULES.values())  # by id
 PLACEMENT_CODE = np.array([spec.placement_code for spec in SPECS], np.int64)
@@ -95,10 +96,10 @@ def _build(keys):
             np.concatenate(firsts), np.concatenate(lasts))
 
 
-# typed once: called with the constants 0..8, it would otherwise compile once per constant
+# typed once: called with the constants 0..12, it would otherwise compile once per constant
 @jit(signature="float64[::1](float64[::1], int64[:, :, ::1], int64, int64)")
 def _field(values, at, i, k):
-    """Point ``i``'s cost field ``k``: its slice of the flat table."""
+    """Point ``i``'s cost input ``k``: its slice of the flat table."""
     return values[at[i, k, 0]: at[i, k, 0] + at[i, k, 1]]
 
 
@@ -135,11 +136,11 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
                                 _field(values, at, i, 2), _field(values, at, i, 3),
                                 _field(values, at, i, 4), _field(values, at, i, 5),
                                 _field(values, at, i, 6), _field(values, at, i, 7),
-                                _field(values, at, i, 8), stage_device, M)
-        w_above_b = False
-        for s in range(V):
-            w_above_b |= c[kernels.TW, s] > c[kernels.TB, s]
-        if w_above_b:
+                                _field(values, at, i, 8), _field(values, at, i, 9),
+                                _field(values, at, i, 10), _field(values, at, i, 11),
+                                _field(values, at, i, 12), stage_device, M)
+        if kernels.w_above_b(_field(values, at, i, 1), _field(values, at, i, 2),
+                             stage_device) >= 0:
             out[i, STATUS] = W_ABOVE_B
             continue
         total = 0
@@ -149,7 +150,8 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         end = np.zeros((P, W))
         pointer = np.zeros(P, np.int64)
         if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
-                            c[kernels.TB], c[kernels.TW], c[kernels.TFB], c[kernels.COMM],
+                            c[kernels.TB], c[kernels.TI], c[kernels.TW], c[kernels.TFB],
+                            c[kernels.COMM],
                             np.zeros((0, 0)), start, end, pointer) < 0.0:
             out[i, STATUS] = DEADLOCK
             continue

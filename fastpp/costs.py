@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import NamedTuple
 
@@ -18,6 +19,7 @@ class StageCosts(NamedTuple):
 
     tf: np.ndarray
     tb: np.ndarray
+    ti: np.ndarray
     tw: np.ndarray
     tfb: np.ndarray
     comm: np.ndarray
@@ -29,8 +31,20 @@ class StageCosts(NamedTuple):
 FIELDS: dict[str, tuple[bool, float | None]] = {
     "f": (True, None), "b": (True, None), "w": (False, None), "comm": (False, None),
     "gamma": (False, 1.0), "fb": (True, None), "act": (True, None), "bandwidth": (True, None),
-    "message_bytes": (False, None)}
+    "message_bytes": (False, None), "overhead": (False, None)}
 OPTIONAL = ("fb", "bandwidth")  # None: not given (the arrays hold NaN)
+KINDS = ("F", "B", "I", "W")  # the op kinds ``overhead`` is given for, in its rows' order
+# the kernel's cost inputs (``kernels.stage_costs``): each field, ``overhead`` once per kind
+SLOTS: tuple[tuple[str, str | None], ...] = (
+    *((name, None) for name in FIELDS if name != "overhead"),
+    *(("overhead", kind) for kind in KINDS))
+
+
+def slot_name(k: int) -> str:
+    """The parameter behind the kernel's cost input ``k``, for messages: ``costs.f``,
+    ``costs.overhead['B']``."""
+    name, kind = SLOTS[k]
+    return f"costs.{name}" if kind is None else f"costs.{name}[{kind!r}]"
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,8 +53,9 @@ class Costs:
 
     Times are per device of a plain pipeline, per microbatch: in a schedule with ``m`` chunks
     per device a chunk forward takes ``f/m``, so sweeping ``m`` keeps the model and hardware
-    fixed. Each field is a scalar, an array over devices (length ``p``) or an array over virtual
-    stages (length ``V``) for uneven stages. Fields after ``b`` are keyword-only. Two ``Costs``
+    fixed; only ``overhead`` is a time per op, whatever the chunk. Each field is a scalar, an
+    array over devices (length ``p``) or an array over virtual stages (length ``V``) for uneven
+    stages. Fields after ``b`` are keyword-only. Two ``Costs``
     are equal when their validated arrays are; a ``Costs`` is hashable (a dict key or a sweep
     axis value).
 
@@ -72,6 +87,16 @@ class Costs:
         ``message_bytes / bandwidth`` after its latency ``comm``.
     message_bytes : float or array_like
         Bytes of each hand-off (an activation or its gradient), >= 0.
+    overhead : float, array_like or mapping
+        A fixed time every op takes whatever its chunk's size (launches, the framework's own
+        time), >= 0, added undivided by ``m``: a chunk forward takes ``f/m + overhead``. One
+        value (or array) for every kind, or a mapping from op kind to its value (or array),
+        keys among ``"F", "B", "I", "W"``, a missing kind 0. A full backward takes the ``B``
+        overhead, a split backward's ``I`` and ``W`` each their own (so a split backward pays
+        ``I + W``), and DualPipe's overlapped pair both the ``F`` and the ``B`` overheads
+        (those of its forward's stage when ``fb`` is given). The kinds' arrays share one
+        length. ``arrays["overhead"]`` holds one row per kind, in the order ``F, B, I, W``:
+        shape ``(4,)``, or ``(4, p)`` or ``(4, V)``.
 
     Examples
     --------
@@ -79,6 +104,8 @@ class Costs:
     True
     >>> Costs(1.0, 2.0).arrays["gamma"]
     array(1.)
+    >>> Costs(1.0, 2.0, overhead={"F": 0.1, "B": 0.2}).arrays["overhead"]
+    array([0.1, 0.2, 0. , 0. ])
     """
 
     f: ArrayLike
@@ -91,16 +118,17 @@ class Costs:
     act: ArrayLike = 1.0
     bandwidth: ArrayLike | None = None
     message_bytes: ArrayLike = 0.0
+    overhead: ArrayLike | Mapping[str, ArrayLike] = 0.0
 
     def __post_init__(self):
         arrays = {}
         for name, (strict, upper) in FIELDS.items():
             value = getattr(self, name)
+            if name == "overhead":
+                arrays[name] = _overhead(value)
+                continue
             arr = (np.array(np.nan) if value is None and name in OPTIONAL else
-                   numbers(value, f"costs.{name}", strict=strict, upper=upper))
-            if arr.ndim > 1 or arr.size == 0:
-                raise ScheduleError(f"costs.{name} must be a scalar or a 1-D array (got shape "
-                                    f"{arr.shape})")
+                   _field(value, f"costs.{name}", strict, upper))
             arrays[name] = arr
         object.__setattr__(self, "_arrays", arrays)
         object.__setattr__(self, "_expanded", {})  # for_placement's results, per stage map
@@ -108,7 +136,7 @@ class Costs:
     @property
     def arrays(self) -> dict[str, np.ndarray]:
         """The validated fields as read-only float64 arrays (0-D for scalars; NaN where an
-        optional field is not given)."""
+        optional field is not given; ``overhead`` one row per kind ``F, B, I, W``)."""
         return {name: _read_only(arr) for name, arr in self._arrays.items()}
 
     def _key(self) -> tuple:
@@ -148,17 +176,55 @@ class Costs:
     def _expand(self, p: int, stage_to_device: np.ndarray, m: int) -> StageCosts:
         V = len(stage_to_device)
         for name, arr in self._arrays.items():
-            if arr.ndim == 1 and len(arr) not in (p, V) and getattr(self, name) is not None:
+            size = arr.shape[-1] if arr.ndim == (2 if name == "overhead" else 1) else None
+            if size is not None and size not in (p, V):
                 raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
                                     f"or V={V} (got shape {arr.shape})")
-        rows = kernels.stage_costs(*(arr.reshape(-1) for arr in self._arrays.values()),
-                                   stage_to_device, m)
-        tb, tw = rows[kernels.TB], rows[kernels.TW]
-        if np.any(tw > tb):
-            s = int(np.argmax(tw > tb))
-            raise ScheduleError(f"costs.w must be <= costs.b (got w={tw[s] * m}, b={tb[s] * m} "
-                                f"at stage {s})")
-        return StageCosts(*rows)
+        b, w = self._arrays["b"].reshape(-1), self._arrays["w"].reshape(-1)
+        s = kernels.w_above_b(b, w, stage_to_device)
+        if s >= 0:
+            pick = (lambda a: a[0] if a.size == 1 else a[s] if a.size == V
+                    else a[stage_to_device[s]])
+            raise ScheduleError(f"costs.w must be <= costs.b (got w={pick(w)}, b={pick(b)} at "
+                                f"stage {s})")
+        return StageCosts(*kernels.stage_costs(*self.kernel_inputs(), stage_to_device, m))
+
+    def kernel_inputs(self) -> list[np.ndarray]:
+        """The flat arrays ``kernels.stage_costs`` takes, in ``SLOTS`` order (shared: read
+        them, do not write them)."""
+        out = [arr.reshape(-1) for name, arr in self._arrays.items() if name != "overhead"]
+        per_kind = self._arrays["overhead"]
+        return out + [np.ascontiguousarray(row).reshape(-1) for row in per_kind]
+
+
+def _field(value, name: str, strict: bool, upper) -> np.ndarray:
+    arr = numbers(value, name, strict=strict, upper=upper)
+    if arr.ndim > 1 or arr.size == 0:
+        raise ScheduleError(f"{name} must be a scalar or a 1-D array (got shape {arr.shape})")
+    return arr
+
+
+def _overhead(value) -> np.ndarray:
+    """``Costs.overhead`` as one row per kind (``KINDS``): shape ``(4,)`` or ``(4, k)``."""
+    if isinstance(value, Mapping):
+        unknown = [key for key in value if key not in KINDS]
+        if unknown:
+            raise ScheduleError(f"costs.overhead's keys must be among {list(KINDS)} (op kinds; "
+                                f"got {unknown[0]!r})")
+        rows = [_field(value.get(kind, 0.0), f"costs.overhead[{kind!r}]", False, None)
+                for kind in KINDS]
+    else:
+        rows = [_field(value, "costs.overhead", False, None)] * len(KINDS)
+    sizes = {row.size for row in rows if row.ndim == 1}
+    if len(sizes) > 1:
+        shown = ", ".join(f"{kind}: {row.size}" for kind, row in zip(KINDS, rows, strict=True)
+                          if row.ndim == 1)
+        raise ScheduleError(f"costs.overhead's kinds must be scalars or arrays of one length "
+                            f"(got lengths {shown})")
+    if not sizes:
+        return np.array([float(row) for row in rows])
+    size = sizes.pop()
+    return np.stack([np.broadcast_to(row, (size,)) for row in rows])
 
 
 def _read_only(arr: np.ndarray) -> np.ndarray:

@@ -1,12 +1,13 @@
 """The batch entry that sweeps and ``plan`` share: points and their costs in, rows out.
 
 A point is ``(schedule id, p, n, m, G)`` and its ``fastpp.Costs`` fields. ``cost_layout`` lays
-the fields out for the kernel (``fastpp.batch``), iterating ``costs.FIELDS``, so a new cost
-field is one edit there; ``start`` hands the points to the kernel on threads (points that share
-a schedule stay together, one build serves them all) and ``Pending.result`` gives each point's
-``batch.COLUMNS``, its status and, if asked, every device's peak activations. A point whose
-costs do not fit it is a status with its reason (``status_reason``); a generated schedule that
-deadlocks is a fastpp bug and raises.
+the fields out for the kernel (``fastpp.batch``), iterating ``costs.SLOTS`` (the fields, the
+per-kind ``overhead`` once per kind), so a new cost field is one edit there; ``start`` hands
+the points to the kernel on threads (points that share a schedule stay together, one build
+serves them all) and ``Pending.result`` gives each point's ``batch.COLUMNS``, its status and,
+if asked, every device's peak activations. A point whose costs do not fit it is a status with
+its reason (``status_reason``); a generated schedule that deadlocks is a fastpp bug and
+raises.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from . import batch
 from .checks import ScheduleError
-from .costs import FIELDS, Costs
+from .costs import FIELDS, SLOTS, Costs, slot_name
 from .placement import TWO_DIRECTIONS
 
 # a field not given takes Costs's default (None: not given, NaN for the kernel)
@@ -52,20 +53,24 @@ def stages(sid, p, m) -> np.ndarray:
 
 def cost_layout(fields: dict, count: int, first=None, V=None) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's cost table for ``count`` points: flat ``values`` and ``at[i, k] = (offset,
-    length)`` of point ``i``'s field ``k`` (``costs.FIELDS`` order).
+    length)`` of point ``i``'s input ``k`` (``costs.SLOTS`` order).
 
     Each field of ``fields`` is one value for every point, an array with one value per point,
     an array with one value per stage of every point (stages of point ``i`` at ``first[i]``,
     ``V[i]`` of them), or ``(flat, start, length)``: point ``i``'s field is ``flat[start[i]:
-    start[i] + length[i]]``. A field not given takes ``fastpp.Costs``'s default.
+    start[i] + length[i]]``. ``overhead`` is one of these for every op kind, or a dict from
+    kind (``costs.KINDS``) to one of these (a missing kind 0). A field not given takes
+    ``fastpp.Costs``'s default.
     """
-    at = np.empty((count, len(FIELDS), 2), np.int64)
+    at = np.empty((count, len(SLOTS), 2), np.int64)
     parts, offset = [], 0
     total = None if V is None else int(np.sum(V))
-    for k, name in enumerate(FIELDS):
+    for k, (name, kind) in enumerate(SLOTS):
         given = fields.get(name, DEFAULTS.get(name))
         if given is None:
             raise ScheduleError(f"costs.{name} must be given (it has no default)")
+        if kind is not None and isinstance(given, dict):
+            given = given.get(kind, 0.0)
         if isinstance(given, tuple):
             flat, start, length = given
             flat = np.asarray(flat, np.float64).reshape(-1)
@@ -79,8 +84,8 @@ def cost_layout(fields: dict, count: int, first=None, V=None) -> tuple[np.ndarra
             elif flat.size == total:
                 at[:, k, 0], at[:, k, 1] = offset + np.asarray(first), V
             else:
-                raise ScheduleError(f"costs.{name} must hold one value, one per point ({count}) "
-                                    f"or one per stage ({total}) (got {flat.size})")
+                raise ScheduleError(f"{slot_name(k)} must hold one value, one per point "
+                                    f"({count}) or one per stage ({total}) (got {flat.size})")
         parts.append(flat)
         offset += flat.size
     return np.concatenate(parts), at
@@ -193,8 +198,8 @@ def status_reason(status: int, p: int, V: int, lengths: np.ndarray) -> str:
     if status == batch.W_ABOVE_B:
         return "w must be <= b"
     k = status - batch.BAD_LENGTH
-    return (f"costs.{list(FIELDS)[k]} must be a scalar or an array of length p={p} or V={V} "
-            f"(got {lengths[k]})")
+    return (f"{slot_name(k)} must be a scalar or an array of length p={p} or V={V} (got "
+            f"{lengths[k]})")
 
 
 def _order(keys) -> np.ndarray:

@@ -3,8 +3,9 @@
 Plain loops over arrays. They trust their inputs (``Schedule`` and ``Costs`` validated them) and
 report a deadlock through their return value instead of raising.
 
-Per-stage inputs (length ``V``): ``tf``, ``tb``, ``tw`` are chunk-op times (``I`` takes
-``tb - tw``), ``tfb`` the overlapped pair's time (NaN when not given: ``tf[s_f] + tb[s_b]``),
+Per-stage inputs (length ``V``): ``tf``, ``tb``, ``ti``, ``tw`` are the times of a chunk's
+``F``, full ``B``, ``I`` and ``W`` (each with its op's fixed overhead), ``tfb`` the overlapped
+pair's time (NaN when not given: ``tf[s_f] + tb[s_b]``),
 ``comm[s]`` the latency of the hand-off between stages ``s`` and ``s+1`` (either direction,
 only across devices), ``unit[s]`` what one forward of stage ``s`` allocates, ``gamma[s]`` the
 part of it a split backward's ``W`` frees.
@@ -15,7 +16,7 @@ import numpy as np
 from ._jit import jit
 from .ops import FB, B, F, I, W
 
-TF, TB, TW, TFB, COMM, UNIT, GAMMA = range(7)  # the rows of stage_costs
+TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA = range(8)  # the rows of stage_costs
 
 
 @jit
@@ -29,22 +30,28 @@ def _pick(values, s, d, V):
 
 
 @jit
-def stage_costs(f, b, w, comm, gamma, fb, act, bandwidth, message_bytes, stage_device, m):
-    """Per-stage rows ``TF, TB, TW, TFB, COMM, UNIT, GAMMA`` (see the module docstring).
+def stage_costs(f, b, w, comm, gamma, fb, act, bandwidth, message_bytes, overhead_f, overhead_b,
+                overhead_i, overhead_w, stage_device, m):
+    """Per-stage rows ``TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA`` (see the module docstring).
 
-    The inputs are ``fastpp.Costs``'s fields, in its order, each holding one value, one per
-    stage or one per device. Chunk times and the activation ``act`` are divided by ``m`` (a
-    NaN ``fb``, not given, stays NaN); a hand-off takes its latency ``comm`` plus
+    The inputs are ``fastpp.Costs``'s fields, in its order (its ``overhead`` as one input per
+    kind ``F, B, I, W``), each holding one value, one per stage or one per device. Chunk times
+    and the activation ``act`` are divided by ``m``, then each op kind's fixed overhead is added
+    undivided: ``I`` takes ``(b - w)/m``, an overlapped pair ``fb/m`` plus the ``F`` and ``B``
+    overheads (a NaN ``fb``, not given, stays NaN). A hand-off takes its latency ``comm`` plus
     ``message_bytes / bandwidth`` when ``bandwidth`` is given (not NaN).
     """
     V = stage_device.shape[0]
-    out = np.empty((7, V))
+    out = np.empty((8, V))
     for s in range(V):
         d = stage_device[s]
-        out[TF, s] = _pick(f, s, d, V) / m
-        out[TB, s] = _pick(b, s, d, V) / m
-        out[TW, s] = _pick(w, s, d, V) / m
-        out[TFB, s] = _pick(fb, s, d, V) / m
+        tf, tb, tw = _pick(f, s, d, V) / m, _pick(b, s, d, V) / m, _pick(w, s, d, V) / m
+        of, ob = _pick(overhead_f, s, d, V), _pick(overhead_b, s, d, V)
+        out[TF, s] = tf + of
+        out[TB, s] = tb + ob
+        out[TI, s] = (tb - tw) + _pick(overhead_i, s, d, V)
+        out[TW, s] = tw + _pick(overhead_w, s, d, V)
+        out[TFB, s] = _pick(fb, s, d, V) / m + of + ob
         out[COMM, s] = _pick(comm, s, d, V)
         link = _pick(bandwidth, s, d, V)
         if not np.isnan(link):
@@ -55,8 +62,19 @@ def stage_costs(f, b, w, comm, gamma, fb, act, bandwidth, message_bytes, stage_d
 
 
 @jit
+def w_above_b(b, w, stage_device):
+    """The first stage whose ``w`` exceeds its ``b`` (inputs as for ``stage_costs``), or -1."""
+    V = stage_device.shape[0]
+    for s in range(V):
+        d = stage_device[s]
+        if _pick(w, s, d, V) > _pick(b, s, d, V):
+            return s
+    return -1
+
+
+@jit
 def timeline(ops, length, stage_device, route_first, route_last, n,
-             tf, tb, tw, tfb, comm, duration, start, end, pointer):
+             tf, tb, ti, tw, tfb, comm, duration, start, end, pointer):
     """Start and end of every op; each device runs its ops in order, one at a time.
 
     An op starts at ``max(device free, inputs ready)`` and takes its stage's time, or
@@ -133,7 +151,7 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
             elif kind == B:
                 finish = t + tb[s]
             elif kind == I:
-                finish = t + (tb[s] - tw[s])
+                finish = t + ti[s]
             elif kind == W:
                 finish = t + tw[s]
             elif tfb[s] >= 0.0:  # (False for NaN: no pair time given)

@@ -208,7 +208,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     # start compiles them once (a fused kernel re-optimizes both: 3 s for a 2 us dispatch)
     latency = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
                                schedule.route_first, schedule.route_last, schedule.n, c.tf, c.tb,
-                               c.tw, c.tfb, c.comm, per_op, start, end, pointer)
+                               c.ti, c.tw, c.tfb, c.comm, per_op, start, end, pointer)
     if latency < 0:
         raise deadlock_error(schedule, pointer)
     makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, busy, span)

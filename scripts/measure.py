@@ -10,9 +10,10 @@ on the same MLP (``--layers`` blocks of ``--hidden`` units, gloo, one process an
 per rank), ``--repeats`` profiled steps each, the schedules interleaved within each repeat so
 that the machine's load drifts hit them alike. Per schedule, the medians over the repeats of:
 the measured makespan, the replay's error (each op's measured compute) and the error of the
-prediction from the same repeat's 1F1B costs (``run.costs(m=...)``, calibrated for the
-schedule's chunks per device, then ``simulate``) and from the costs of the other schedule
-of the same kind (chunks per device, split backward or not).
+prediction from the same repeat's 1F1B costs (``run.costs()``: one calibrated ``Costs`` for
+every schedule and every ``m``, the operators' time scaled by the chunk and each op kind's
+fixed time in ``overhead``, then ``simulate``) and from the costs of the other schedule of the
+same kind (chunks per device, split backward or not).
 
 Then ``fastpp.optimize`` (V placement, the makespan, 1.5x 1F1B's activation memory) with the costs
 of the median ZB-V run, whose backward is split, and the schedule it finds runs for real
@@ -96,7 +97,7 @@ def main(argv=None) -> int:
         measured = np.array([run.makespan for run in repeats])
         replayed = np.array([run.replay().makespan for run in repeats])
         # each repeat's run predicted from the same repeat's other run: the load drifts
-        predicted = np.array([fastpp.simulate(sched, base.costs(m=sched.m)).makespan
+        predicted = np.array([fastpp.simulate(sched, base.costs()).makespan
                               for base in runs["1f1b"]])
         kin = np.array([fastpp.simulate(sched, base.costs()).makespan
                         for base in runs[SAME_KIND[label]]])
@@ -121,6 +122,9 @@ def main(argv=None) -> int:
           f"prediction from 1F1B's costs |error|: median {others.median():.2%}, worst "
           f"{others.max():.2%}; from the same kind's: median {kin.median():.2%}, worst "
           f"{kin.max():.2%}")
+    late = table.loc[others[others > 0.05].index, "schedule"].tolist()
+    print(f"every class within 5% (median over the repeats) from 1F1B's one costs(): "
+          f"{'yes' if not late else 'no: ' + ', '.join(late)}")
 
     # a schedule found by optimize on the ZB-V runs' costs within 1.5x 1F1B's activation memory
     # (holding many more live activations slows every op here: they leave the cache),

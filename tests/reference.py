@@ -76,14 +76,22 @@ def simulate_reference(schedule, costs, durations=None):
         comm = [c + x / y for c, x, y in zip(comm, size, speed, strict=True)]
     gamma = per_stage(costs.gamma, p, V, dev)
     unit_of = [a / m for a in per_stage(costs.act, p, V, dev)]
+    # the fixed time of each op kind, not divided by m; one value for all kinds or a mapping
+    given = costs.overhead if isinstance(costs.overhead, dict) else dict.fromkeys(
+        "FBIW", costs.overhead)
+    fixed = {kind: per_stage(given.get(kind, 0.0), p, V, dev) for kind in "FBIW"}
 
     def duration(parts, r, k):
         if durations is not None:
             return float(durations[r][k])
-        if len(parts) == 2:
-            return fb[parts[0][1]] if fb is not None else f[parts[0][1]] + b[parts[1][1]]
+        if len(parts) == 2:  # the pair: both halves' fixed times (the forward stage's with fb)
+            (_, s1, _), (_, s2, _) = parts
+            if fb is not None:
+                return fb[s1] + fixed["F"][s1] + fixed["B"][s1]
+            return (f[s1] + fixed["F"][s1]) + (b[s2] + fixed["B"][s2])
         kind, s, _ = parts[0]
-        return {"F": f[s], "B": b[s], "I": b[s] - w[s], "W": w[s]}[kind]
+        scaled = {"F": f[s], "B": b[s], "I": b[s] - w[s], "W": w[s]}[kind]
+        return scaled + fixed[kind][s]
 
     def needs(kind, s, j):
         """What an op part waits for: ('fwd_in', s, j) the activation arriving at stage s,

@@ -1,7 +1,9 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
-from fastpp import Costs, ScheduleError, build_schedule
+from fastpp import Costs, Schedule, ScheduleError, build_schedule, simulate
 
 
 def test_chunk_times_are_divided_by_m_and_expanded_per_stage():
@@ -54,3 +56,67 @@ def test_fields_after_b_are_keyword_only_and_costs_compare_by_value():
     assert arrays["b"].tolist() == [2.0, 3.0] and np.isnan(arrays["fb"])
     with pytest.raises(ValueError, match="read-only"):
         arrays["b"][0] = 5.0
+
+
+def test_overhead_is_added_to_every_op_undivided_by_m():
+    sched = build_schedule("interleaved-1f1b", 2, 4, 2)
+    c = Costs(f=[2.0, 4.0], b=4.0, w=1.0, fb=6.0,
+              overhead={"F": 0.25, "B": [0.5, 1.0], "W": 0.125}).per_stage(sched)
+    assert c.tf.tolist() == [1.25, 2.25, 1.25, 2.25]  # f/m + the F overhead
+    assert c.tb.tolist() == [2.5, 3.0, 2.5, 3.0]  # per device, stage s on device s % p
+    assert c.ti.tolist() == [1.5] * 4  # (b - w)/m, no I overhead given
+    assert c.tw.tolist() == [0.625] * 4
+    assert c.tfb.tolist() == [3.75, 4.25, 3.75, 4.25]  # fb/m and both the F and B overheads
+    same = Costs(f=[2.0, 4.0], b=4.0, w=1.0, overhead=0.5).per_stage(sched)
+    assert same.tf.tolist() == [1.5, 2.5, 1.5, 2.5] and same.ti.tolist() == [2.0] * 4
+
+
+def test_each_op_kind_takes_its_own_overhead():
+    """One device, one microbatch: the makespan is the ops' times end to end."""
+    f, b, w = 1.0, 2.0, 0.5
+    fixed = {"F": 0.1, "B": 0.2, "I": 0.3, "W": 0.4}
+    costs = Costs(f, b, w=w, overhead=fixed)
+    assert simulate(build_schedule("1f1b", 1, 1), costs).makespan == pytest.approx(
+        f + 0.1 + b + 0.2)  # a full backward: the B overhead
+    assert simulate(build_schedule("zb-h1", 1, 1), costs).makespan == pytest.approx(
+        f + 0.1 + (b - w) + 0.3 + w + 0.4)  # a split backward pays I's and W's
+    # an overlapped pair takes the F and the B overheads, with fb given or not
+    pair = Schedule.from_tokens([["0F0", "(0F1;0B0)OVERLAP_F_B", "0B1"]], [0], n=2, m=1)
+    ends = f + 0.1 + b + 0.2
+    assert simulate(pair, costs).makespan == pytest.approx(2 * ends)
+    assert simulate(pair, dataclasses.replace(costs, fb=2.5)).makespan == pytest.approx(
+        ends + 2.5 + 0.1 + 0.2)
+    assert simulate(build_schedule("1f1b", 1, 1), Costs(f, b, overhead={"I": 9.0})
+                    ).makespan == f + b  # a missing kind takes 0
+
+
+@pytest.mark.parametrize("overhead, message", [
+    (-0.1, r"costs\.overhead must be finite and >= 0 \(got -0\.1\)"),
+    ({"F": [0.1, np.nan]}, r"costs\.overhead\['F'\] must be finite and >= 0"),
+    ({"X": 0.1}, r"costs\.overhead's keys must be among \['F', 'B', 'I', 'W'\] \(op kinds; "
+                 r"got 'X'\)"),
+    ({"FB": 0.1}, r"costs\.overhead's keys must be among"),
+    ({"F": [0.1, 0.2], "B": [0.1, 0.2, 0.3]}, r"costs\.overhead's kinds must be scalars or "
+                                              r"arrays of one length \(got lengths F: 2, B: 3\)"),
+    ([[0.1]], r"costs\.overhead must be a scalar or a 1-D array \(got shape \(1, 1\)\)"),
+    ("slow", r"costs\.overhead must be a number or an array of numbers"),
+])
+def test_bad_overheads_are_named(overhead, message):
+    with pytest.raises(ScheduleError, match=message):
+        Costs(1.0, 2.0, overhead=overhead)
+
+
+def test_overhead_must_fit_the_schedule_and_compares_by_value():
+    sched = build_schedule("1f1b", 4, 4)
+    with pytest.raises(ScheduleError, match=r"costs\.overhead must be a scalar or an array of "
+                                            r"length p=4 or V=4 \(got shape \(4, 3\)\)"):
+        Costs(1.0, 2.0, overhead={"W": [0.1, 0.2, 0.3]}).per_stage(sched)
+    a = Costs(1.0, 2.0, overhead=0.1)
+    same = Costs(1.0, 2.0, overhead=dict.fromkeys("FBIW", 0.1))
+    assert a == same and hash(a) == hash(same) and len({a, same}) == 1
+    assert a != Costs(1.0, 2.0) and a != Costs(1.0, 2.0, overhead={"F": 0.1})
+    assert Costs(1.0, 2.0).arrays["overhead"].tolist() == [0.0] * 4
+    per_device = Costs(1.0, 2.0, overhead={"B": [0.1, 0.2], "I": 0.3}).arrays["overhead"]
+    assert per_device.tolist() == [[0, 0], [0.1, 0.2], [0.3, 0.3], [0, 0]]
+    with pytest.raises(ValueError, match="read-only"):
+        per_device[0, 0] = 1.0

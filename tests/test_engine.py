@@ -1,12 +1,14 @@
 """fastpp.engine, the batch entry of sweeps and plan: every way of giving a cost field lays out
 the same numbers as fastpp.simulate with those Costs, on any number of threads."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import fastpp
 from fastpp import Costs, ScheduleError, batch, build_schedule, engine, simulate
-from fastpp.costs import FIELDS
+from fastpp.costs import KINDS, SLOTS
 
 POINTS = [("1f1b", 4, 8, 1), ("interleaved-1f1b", 2, 4, 3), ("zbv", 3, 6, 2),
           ("dualpipe", 2, 4, 1), ("gpipe", 1, 3, 1)]
@@ -28,18 +30,23 @@ def per_stage_costs(points=POINTS):
     return out
 
 
-def test_stage_and_point_fields_give_simulates_numbers():
-    sid, p, n, m, G = keys()
-    V = engine.stages(sid, p, m)
-    first = np.r_[0, np.cumsum(V)[:-1]]
-    costs = per_stage_costs()
-    fields = {  # f and act per stage, w per device as segments, comm per point, b per point
+def layout_fields(costs, p):
+    """``per_stage_costs``'s fields as ``engine.cost_layout`` takes them."""
+    return {  # f and act per stage, w per device as segments, comm per point, b per point
         "f": np.concatenate([c.arrays["f"] for c in costs]),
         "act": np.concatenate([c.arrays["act"] for c in costs]),
         "w": (np.concatenate([c.arrays["w"] for c in costs]), np.r_[0, np.cumsum(p)[:-1]], p),
         "b": np.array([float(c.arrays["b"]) for c in costs]),
         "comm": np.array([float(c.arrays["comm"]) for c in costs]),
         "message_bytes": 3.0, "bandwidth": 100.0}  # gamma and fb: Costs's defaults
+
+
+def test_stage_and_point_fields_give_simulates_numbers():
+    sid, p, n, m, G = keys()
+    V = engine.stages(sid, p, m)
+    first = np.r_[0, np.cumsum(V)[:-1]]
+    costs = per_stage_costs()
+    fields = layout_fields(costs, p)
     for workers in (1, 2):
         rows = engine.run(sid, p, n, m, G, fields, first=first, V=V, workers=workers,
                           peaks=True)
@@ -54,17 +61,43 @@ def test_stage_and_point_fields_give_simulates_numbers():
 
 def test_the_layout_follows_costs_fields():
     values, at = engine.cost_layout({"f": 1.0, "b": [2.0, 3.0]}, 2)
-    assert at.shape == (2, len(FIELDS), 2) and (at[:, :, 1] == 1).all()
+    assert at.shape == (2, len(SLOTS), 2) and (at[:, :, 1] == 1).all()
     given = {"f": [1.0, 1.0], "b": [2.0, 3.0]}
-    for k, name in enumerate(FIELDS):  # defaults are Costs's own: NaN where "not given"
+    for k, (name, _) in enumerate(SLOTS):  # defaults are Costs's own: NaN where "not given"
         want = given[name] if name in given else [engine.DEFAULTS[name]] * 2
         np.testing.assert_array_equal(values[at[:, k, 0]], want)
+    # overhead: one input per op kind, from one value for all or a dict by kind (missing: 0)
+    values, at = engine.cost_layout({"f": 1.0, "b": 2.0, "overhead": {"B": [0.5, 0.25]}}, 2)
+    kinds = [k for k, (name, _) in enumerate(SLOTS) if name == "overhead"]
+    assert [SLOTS[k][1] for k in kinds] == list(KINDS)
+    assert [values[at[:, k, 0]].tolist() for k in kinds] == [[0, 0], [0.5, 0.25], [0, 0], [0, 0]]
     with pytest.raises(ScheduleError, match=r"costs.f must be given \(it has no default\)"):
         engine.cost_layout({"b": 2.0}, 2)
     with pytest.raises(ScheduleError, match=r"costs.b must hold one value, one per point \(2\) "
                                             r"or one per stage \(5\) \(got 3\)"):
         engine.cost_layout({"f": 1.0, "b": [1.0, 2.0, 3.0]}, 2, np.array([0, 2]),
                            np.array([2, 3]))
+
+
+def test_overhead_per_kind_gives_simulates_numbers():
+    """The batch entry carries each op kind's fixed time: per stage, per point or per kind."""
+    sid, p, n, m, G = keys()
+    V = engine.stages(sid, p, m)
+    first = np.r_[0, np.cumsum(V)[:-1]]
+    costs = per_stage_costs()
+    fixed = [{"F": 0.1 * (k + 1), "B": np.linspace(0.2, 0.4, int(V[k])), "I": 0.3, "W": 0.05}
+             for k in range(len(POINTS))]
+    fields = layout_fields(costs, p)
+    fields["overhead"] = {"F": np.array([o["F"] for o in fixed]),
+                          "B": np.concatenate([o["B"] for o in fixed]), "I": 0.3, "W": 0.05}
+    rows = engine.run(sid, p, n, m, G, fields, first=first, V=V, peaks=True)
+    assert (rows.status == batch.OK).all()
+    for i, ((name, *point), c) in enumerate(zip(POINTS, costs, strict=True)):
+        with_fixed = dataclasses.replace(c, overhead=fixed[i])
+        res = simulate(build_schedule(name, *point), with_fixed)
+        assert res.makespan > simulate(build_schedule(name, *point), c).makespan
+        assert rows.out[i, batch.MAKESPAN] == res.makespan
+        assert rows.out[i, batch.BUBBLE] == res.bubble_ratio
 
 
 def test_status_and_reasons():
@@ -78,3 +111,7 @@ def test_status_and_reasons():
     assert rows.status.tolist() == [batch.BAD_LENGTH]
     assert engine.status_reason(int(rows.status[0]), 4, 4, at[0, :, 1]) == (
         "costs.f must be a scalar or an array of length p=4 or V=4 (got 3)")
+    at[0, 0, 1], at[0, -2, 1] = 1, 3  # overhead of I
+    rows = engine.start(sid, p, n, m, G, values, at).result()
+    assert engine.status_reason(int(rows.status[0]), 4, 4, at[0, :, 1]) == (
+        "costs.overhead['I'] must be a scalar or an array of length p=4 or V=4 (got 3)")

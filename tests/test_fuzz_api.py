@@ -101,7 +101,7 @@ def calls(tmp: Path) -> list[Call]:
     out = tmp / "sweep"
     fastpp.sweep("1f1b", p=2, n=2, out=out, progress=False)
     costs = dict(f=1.0, b=2.0, w=0.0, comm=0.0, gamma=1.0, fb=None, act=1.0, bandwidth=None,
-                 message_bytes=0.0)
+                 message_bytes=0.0, overhead=0.0)
     theory_kw = dict(name="1f1b", p=4, n=8, m=1)
     pairs = fastpp.build_schedule("dualpipev", 2, 4, 2)
     mixtral = model.MODELS["mixtral-8x7b"]
@@ -136,7 +136,8 @@ def calls(tmp: Path) -> list[Call]:
         Call("sweep", fastpp.sweep, dict(schedules="1f1b", p=2, n=None, m=None, n_per_p=1,
                                          G=None, costs=None, f=1.0, b=2.0, w=None, comm=None,
                                          gamma=None, fb=None, act=None, bandwidth=None,
-                                         message_bytes=None, points=None, out=None,
+                                         message_bytes=None, overhead=None, points=None,
+                                         out=None,
                                          resume=False, chunk_size=64, workers=1,
                                          executor="threads", scheduler=None, progress=False,
                                          invalid="drop", collect=True),
@@ -148,7 +149,7 @@ def calls(tmp: Path) -> list[Call]:
         Call("sweeps.load", sweeps.load, dict(out=out)),
         Call("read_torch_trace", fastpp.read_torch_trace,
              dict(path=HERE / "data" / "interleaved-1f1b")),
-        Call("MeasuredRun.costs", run.costs, dict(per="device", statistic="median", m=None)),
+        Call("MeasuredRun.costs", run.costs, dict(per="device", statistic="median")),
         Call("MeasuredRun.compare", run.compare, dict(result=run.replay())),
         Call("measure (its checks)", _job,
              dict(schedule="1f1b", p=2, n=4, m=None, layers=4, hidden=8, microbatch=2,

@@ -254,43 +254,58 @@ def test_an_input_before_its_producers_release_is_charged_to_the_producer():
 
 
 def test_calibrated_costs():
+    """Per kind and device: the typical operators' time times m in f and b, the rest of the
+    typical duration in overhead, so that a chunk op of this run's m takes its typical
+    duration."""
     run = read_torch_trace(DATA / "interleaved-1f1b")
     ops = run.ops
-    dur = run.durations[np.arange(run.durations.shape[1]) < run.schedule.length[:, None]]
+    used = np.arange(run.durations.shape[1]) < run.schedule.length[:, None]
+    dur, operators = run.durations[used], run.operators[used]
     device = run.costs()
+    overhead = device.arrays["overhead"]  # rows F, B, I, W
     for r in range(2):
         pick = (ops.device == r).to_numpy()
-        for kind, field in (("F", "f"), ("B", "b")):
-            values = dur[pick & (ops.kind == kind).to_numpy()]
-            assert getattr(device, field)[r] == pytest.approx(2 * np.median(values), rel=1e-12)
+        for row, kind, field in ((0, "F", "f"), (1, "B", "b")):
+            mine = pick & (ops.kind == kind).to_numpy()
+            typical, scaled = np.median(dur[mine]), np.median(operators[mine])
+            assert 0 < scaled < typical
+            assert getattr(device, field)[r] == pytest.approx(2 * scaled, rel=1e-12)
+            assert overhead[row, r] == pytest.approx(typical - scaled, rel=1e-12)
+        # no split backward ran: I and W each take the full backward's fixed time
+        assert overhead[2, r] == overhead[3, r] == overhead[1, r]
     assert device.comm == run.latency and device.w.tolist() == [0.0, 0.0]
     stage = run.costs(per="stage")
-    assert len(stage.f) == 4
+    assert len(stage.f) == 4 and stage.arrays["overhead"].shape == (4, 4)
     # any schedule on p = 2 takes the per-device costs, with its own m
     for name, m in (("1f1b", 1), ("zbv", 2), ("interleaved-1f1b", 2)):
         assert simulate(build_schedule(name, 2, 4, m), device).makespan > 0
     split = read_torch_trace(DATA / "zbv").costs()
     assert np.all(split.w > 0) and np.all(split.w <= split.b)
+    assert np.all(split.arrays["overhead"] > 0)  # B takes the I's fixed time
+    assert (split.arrays["overhead"][1] == split.arrays["overhead"][2]).all()
     with pytest.raises(ScheduleError, match="per must be one of"):
         run.costs(per="rank")
+    with pytest.raises(TypeError):
+        run.costs(m=2)  # one Costs serves every m
 
 
-def test_costs_for_another_chunk_count():
-    """Only the operators' time shrinks with the chunk: calibrated for m = 2 from a run with
-    m = 1, a chunk forward is half the operators plus one op's whole fixed part."""
+def test_one_costs_for_every_chunk_count():
+    """Only the operators' time shrinks with the chunk: from a run with m = 1, a chunk forward
+    of an m = 2 schedule takes half the typical operators' time plus one op's whole fixed
+    part, and one of this run's own m its typical duration."""
     run = read_torch_trace(DATA / "gpipe")
     used = np.arange(run.schedule.kind.shape[1]) < run.schedule.length[:, None]
-    assert run.costs(m=1) is run.costs()
-    two = run.costs(m=2)
+    costs = run.costs()
+    assert costs is run.costs()  # calibrated once
+    own = costs.per_stage(run.schedule)
+    two = costs.per_stage(build_schedule("interleaved-1f1b", 2, 4, 2))
     for r in range(2):
         pick = used[r] & (run.schedule.kind[r] == 0)
-        operators = run.operators[r][pick]
-        fixed = run.durations[r][pick] - operators
-        assert 0 < np.median(operators) < np.median(run.compute[r][pick])
-        assert two.f[r] == pytest.approx(np.median(operators) + 2 * np.median(fixed), rel=1e-12)
-    assert np.all(two.f > run.costs().f)  # the fixed part, once per chunk op
-    with pytest.raises(ScheduleError, match="m must be a positive integer"):
-        run.costs(m=0)
+        operators = np.median(run.operators[r][pick])
+        typical = np.median(run.durations[r][pick])
+        assert 0 < operators < typical
+        assert own.tf[r] == pytest.approx(typical, rel=1e-12)
+        assert two.tf[r] == pytest.approx(operators / 2 + (typical - operators), rel=1e-12)
 
 
 def test_each_real_run_from_its_own_costs():

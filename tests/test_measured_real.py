@@ -2,8 +2,9 @@
 
 One spawn runs every schedule (process start-up dominates such small runs), three times:
 six PyTorch classes and fastpp's 1F1B through PyTorch's CSV runtime (``Schedule1F1B`` labels
-no op). This machine is shared and noisy: the replay is held to 3% and the predictions from
-1F1B's calibrated costs to a loose bound, each the median over the repeats, errors printed.
+no op). This machine is shared and noisy: the replay is held to 3%, the predictions from
+1F1B's one calibrated ``costs()`` to 5% median over the classes and a loose bound each, each
+the median over the repeats, errors printed.
 """
 
 import json
@@ -31,8 +32,14 @@ MODEL = {"layers": 16, "hidden": 256, "microbatch": 256,
 REPEATS = 3  # the assertions take the median over the repeats: one step can be preempted
 # label -> what measure() runs; its order must be the fastpp schedule's of the same name
 RUNS = {**{cls: cls for cls in TORCH_CLASSES}, "1f1b": "1f1b"}
-# Loose: 1F1B's costs (calibrated for m = 2 with costs(m=)) do not know that a split backward's
-# I + W takes 1.2-1.3 x B here, and the machine is shared: measured -9% to +7%.
+# One run's costs() predict every class and m (the fixed part per op in Costs.overhead): the
+# median |error| over the six classes within 5%, the target. Measured on a heavily loaded
+# machine in three sessions: 2.0%, 7.6% and 5.0% (costs(m=), which was told the m: 3.2% and
+# 9.5% in the first and third). What misses is the work, not the fixed part: the other classes'
+# profiled operators ran 0.94-1.22 x 1F1B's in the same repeat (each class's own work with
+# 1F1B's fixed times: -5%..+3% in the third session). Each class alone only within a loose 25%
+# (worst measured: 13-17%).
+PREDICTION_MEDIAN_BOUND = 0.05
 PREDICTION_BOUND = 0.25
 
 _OP_LABEL = re.compile(r"^(PP:(\d+[FBIW]\d+|\(.*\)OVERLAP_F_B)|Forward \d+|Backward \d+)$")
@@ -94,14 +101,16 @@ def test_predictions_from_1f1b_costs(runs):
     for label in RUNS:
         if label == "1f1b":
             continue
-        # each repeat's 1F1B costs predict the same repeat's run (the machine's load drifts)
+        # each repeat's 1F1B costs (m = 1) predict the same repeat's run (the machine's load
+        # drifts), whatever its m: no argument says which
         errors[label] = np.median([
-            simulate(_expected(label), base.costs(m=_expected(label).m)).makespan
+            simulate(_expected(label), base.costs()).makespan
             / run.makespan - 1
             for base, run in zip(measured["1f1b"], measured[label], strict=True)])
     print("prediction from 1F1B's costs (median over repeats): " +
           ", ".join(f"{label} {e:+.1%}" for label, e in errors.items()))
     print(f"median |error| {np.median(np.abs(list(errors.values()))):.1%}")
+    assert np.median(np.abs(list(errors.values()))) <= PREDICTION_MEDIAN_BOUND
     assert max(abs(e) for e in errors.values()) <= PREDICTION_BOUND
 
 
@@ -138,12 +147,10 @@ def test_cli_measure_prints_measured_replayed_and_predicted(runs, tmp_path, caps
     for what in ("measured", "replayed", "predicted (this run's median costs)",
                  f"predicted (costs of {out / '1f1b@0'})"):
         assert what in text
-    # the other run (m=1) calibrated for this schedule's m=2: m=1 costs predict it short
+    # the other run (m=1) predicts this schedule (m=2) from its one calibrated Costs
     s = read_torch_trace(tmp_path / "zbv").schedule
-    other = read_torch_trace(out / "1f1b@0")
-    predicted = simulate(s, other.costs(m=s.m)).makespan
+    predicted = simulate(s, read_torch_trace(out / "1f1b@0").costs()).makespan
     assert f"{predicted * 1e3:>8.3f}ms" in text.split(f"costs of {out / '1f1b@0'})")[1]
-    assert predicted != simulate(s, other.costs()).makespan
     trace = json.loads((tmp_path / "both.json").read_text())
     threads = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert threads == {"measured", "simulated"}

@@ -161,6 +161,23 @@ def test_every_returned_schedule_checks_out(rng, placement, objective):
             assert found.schedule.m == (2 if placement == "v" else 1)
 
 
+def test_search_times_each_kinds_fixed_overhead(rng):
+    """Costs.overhead reaches the search's tables (F, I, W each its own) and its timelines:
+    every method's value is the reference's for the returned schedule."""
+    import dataclasses
+
+    methods = ["heuristic", "improve"] + (["exact"] if exact.available() else [])
+    for placement in ("loop", "v"):
+        p, n, costs, memory = random_instance(rng, p=3, n=4)
+        costs = dataclasses.replace(costs, overhead={"F": 0.2, "I": rng.uniform(0, 0.5, p),
+                                                     "W": 0.1})
+        memory = 1.5 * p if placement == "v" else memory
+        for method in methods:
+            found = optimize(p, n, costs, memory=memory, placement=placement, method=method,
+                             time_limit=0.5, seed=1, progress=False)
+            checked(found, costs, memory)
+
+
 def brute_force(problem):
     """The best objective over every order of every device (loop placement, tiny cases), each
     run through the engine's kernels (checked against the reference elsewhere)."""
@@ -182,7 +199,7 @@ def brute_force(problem):
         for r, row in enumerate(rows):
             ops[:3, r, :] = row
         if kernels.timeline(ops, base.length, base.stage_to_device, base.route_first,
-                            base.route_last, n, c.tf, c.tb, c.tw, c.tfb, c.comm,
+                            base.route_last, n, c.tf, c.tb, c.ti, c.tw, c.tfb, c.comm,
                             np.zeros((0, 0)), start, end, pointer) < 0:
             continue  # deadlock
         kernels.memory(ops, base.length, c.unit, c.gamma, False, *mem)

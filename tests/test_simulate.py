@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 import pytest
-from helpers import POINTS, random_costs, random_legal_rows
+from helpers import POINTS, random_costs, random_legal_rows, random_overhead
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import Deadlock, assert_agrees, simulate_reference
@@ -24,7 +24,10 @@ def test_generators_agree_with_reference(name, rng):
     points = [pt for pt in POINTS if pt[0] == name]
     for _, p, n, m in points:
         sched = build_schedule(name, p, n, m)
-        for costs in (Costs(1.0, 2.0), random_costs(rng, sched)):
+        split = fastpp.SCHEDULES[name].split_backward
+        with_overhead = dataclasses.replace(random_costs(rng, sched, split),
+                                            overhead=random_overhead(rng, sched))
+        for costs in (Costs(1.0, 2.0), random_costs(rng, sched), with_overhead):
             assert_agrees(simulate(sched, costs), simulate_reference(sched, costs))
 
 
@@ -39,6 +42,8 @@ def test_random_legal_schedules_agree(seed, p, n, m, vshape, split, pairs):
     costs = random_costs(rng, sched, split)
     if pairs and rng.random() < 0.5:
         costs = dataclasses.replace(costs, fb=rng.uniform(0.5, 4.0, sched.V))
+    if rng.random() < 0.5:  # a fixed time per op, per kind
+        costs = dataclasses.replace(costs, overhead=random_overhead(rng, sched))
     assert_agrees(simulate(sched, costs), simulate_reference(sched, costs))
 
 

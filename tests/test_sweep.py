@@ -67,7 +67,7 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
     comm = np.linspace(0.0, 0.3, len(steps))
     ones = np.ones(len(steps))
     cols = dict(f=ones, b=2 * ones, w=0 * ones, comm=comm, gamma=ones, fb=np.nan * ones,
-                act=ones, bandwidth=np.nan * ones, message_bytes=0 * ones,
+                act=ones, bandwidth=np.nan * ones, message_bytes=0 * ones, overhead=0 * ones,
                 point=np.arange(len(steps)))
     values, at = cost_table(cols, None)
     out = np.empty((len(steps), len(batch.COLUMNS)))
@@ -143,7 +143,7 @@ def test_costs_axis_takes_per_stage_arrays_and_bytes():
     objects = [loop, uneven, per_stage]
     df = sweep(["1f1b", "zbv", "interleaved-1f1b", "dualpipe"], p=[2, 4], n=8, m=None,
                costs=objects, progress=False, invalid="keep")
-    assert len(df) == 4 * 2 * 3 and df.columns[15] == "costs"
+    assert len(df) == 4 * 2 * 3 and df.columns[16] == "costs"
     ok = df[df["reason"] == ""]
     assert len(ok) >= 12
     for row in ok.itertuples():
@@ -179,6 +179,26 @@ def test_every_costs_field_is_a_sweep_axis():
     one = df[(df["schedule"] == "1f1b") & (df["act"] == 2e9)]
     assert one["peak_activations_max"].tolist() == [8e9, 8e9]
     assert one["makespan"].diff().iloc[1] > 0
+
+
+def test_overhead_is_a_sweep_axis_and_a_costs_field():
+    """A scalar ``overhead`` axis (every op kind alike) and Costs with one per kind: rows equal
+    simulate(), and the ``overhead`` column holds the value, NaN when the kinds differ."""
+    df = sweep(["1f1b", "zb-h1"], p=4, n=8, w=1.0, overhead=[0.0, 0.25], progress=False)
+    assert df["overhead"].tolist() == [0.0, 0.25, 0.0, 0.25]
+    for r in df.itertuples():
+        res = simulate(build_schedule(r.schedule, 4, 8), Costs(1.0, 2.0, w=1.0,
+                                                                overhead=r.overhead))
+        assert r.makespan == res.makespan
+    assert (df.groupby("schedule")["makespan"].diff().dropna() > 0).all()
+    objects = [Costs(1.0, 2.0, w=1.0, overhead=0.25),
+               Costs(1.0, 2.0, w=1.0, overhead={"F": 0.1, "I": [0.2, 0.3, 0.2, 0.3], "W": 0.4})]
+    df = sweep(["1f1b", "zb-h1", "zbv"], p=4, n=8, costs=objects, progress=False)
+    for r in df.itertuples():
+        res = simulate(build_schedule(r.schedule, 4, 8, r.m), objects[r.costs])
+        assert r.makespan == res.makespan, r
+    assert df[df["costs"] == 0]["overhead"].eq(0.25).all()
+    assert df[df["costs"] == 1]["overhead"].isna().all()
 
 
 def test_points_table_with_a_costs_column():

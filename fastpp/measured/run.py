@@ -40,7 +40,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..checks import ScheduleError, one_of, positive_int, require
+from ..checks import ScheduleError, one_of, require
 from ..costs import Costs
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
 from ..schedule import Schedule
@@ -176,15 +176,22 @@ class MeasuredRun:
             "overhead": self.overhead[used], "stall": self.stall[used],
             "operators": self.operators[used]})
 
-    def costs(self, per: str = "device", statistic: str = "median", *,
-              m: int | None = None) -> Costs:
-        """Costs calibrated from the run, in fastpp's units (seconds).
+    def costs(self, per: str = "device", statistic: str = "median") -> Costs:
+        """Costs calibrated from the run, in fastpp's units (seconds), for any schedule and
+        any ``m``.
 
-        ``f``, ``b``, ``w`` and ``fb`` are medians (or means) of the ops' ``durations`` (their
-        time on the device without the engine's idle) times ``m`` (a chunk op takes ``f/m``): ``b``
-        of the full backwards, or of ``I`` plus ``W`` in a split schedule, ``w`` of the ``W``
-        ops (0 without); ``comm`` is ``latency``. ``gamma`` and ``act`` keep their defaults
-        (a trace has no memory).
+        Each op's ``durations`` (its time on the device without the engine's idle) splits into
+        its time in profiled operators (``operators``), which shrinks with the chunk, and the
+        rest (the framework's Python, posting messages), which every op pays whatever its
+        chunk. Per op kind, the typical operators' time times this run's ``m`` goes to ``f``,
+        ``b``, ``w`` (a chunk op of a schedule with ``m`` chunks takes its ``1/m`` share) and
+        the typical rest to ``Costs.overhead`` (undivided; not this run's ``overhead``, the
+        time outside the ranges), so that the two add up to the typical duration: ``b`` of the full backwards, or of ``I`` plus ``W`` in a split schedule,
+        ``w`` of the ``W`` ops (0 without). A kind the run lacks takes the backward's fixed
+        time: ``I`` and ``W`` each ``B``'s, ``B`` the ``I``'s (on the traces in tests/data, the
+        fixed parts of ``B``, ``I`` and ``W`` are all 0.36-0.57 ms). An overlapped pair's
+        ``fb`` is its typical duration less the ``F`` and ``B`` overheads it takes. ``comm``
+        is ``latency``. ``gamma`` and ``act`` keep their defaults (a trace has no memory).
 
         Parameters
         ----------
@@ -197,50 +204,45 @@ class MeasuredRun:
             descheduled moments included: on a busy machine the better predictor of a whole
             run (each of the six runs in tests/data simulated with its own calibrated costs:
             -10%..+3% of its makespan with means, -41%..-3% with medians).
-        m : int, optional
-            Calibrate for schedules with ``m`` chunks per device (default: this run's). Only
-            an op's time in its profiled operators shrinks with the chunk; the rest of its
-            duration (the framework's Python, posting messages) stays per op. So ``f`` is
-            ``m_run`` times the typical operator time plus ``m`` times the typical rest, and
-            a chunk op of the other schedule takes ``f/m`` = its share of the operators plus
-            one op's fixed part. (The same for ``b``, ``w``, ``fb``.)
         """
         one_of(per, "per", ("device", "stage"))
         one_of(statistic, "statistic", ("median", "mean"))
-        m = self.m if m is None else positive_int(m, "m")
-        key = (per, statistic, m)
+        key = (per, statistic)
         if key not in self._costs:  # a run does not change: calibrate once
-            self._costs[key] = self._calibrate(per, statistic, m)
+            self._costs[key] = self._calibrate(per, statistic)
         return self._costs[key]
 
-    def _calibrate(self, per: str, statistic: str, m: int) -> Costs:
+    def _calibrate(self, per: str, statistic: str) -> Costs:
         s = self.schedule
         used = _used(s)
         group = (np.broadcast_to(np.arange(s.p)[:, None], s.kind.shape) if per == "device"
                  else s.stage)
         size = s.p if per == "device" else s.V
-
-        def typical(kind) -> np.ndarray:
+        scaled, fixed = {}, {}
+        for kind in (F, B, I, W, FB):  # per group: the typical chunk-scaled and fixed times
             pick = used & (s.kind == kind)
-            if m == s.m:
-                return _by_group(group[pick], self.durations[pick], size, statistic) * s.m
-            scaled = self.operators[pick]
-            fixed = self.durations[pick] - scaled
-            return (_by_group(group[pick], scaled, size, statistic) * s.m
-                    + _by_group(group[pick], fixed, size, statistic) * m)
-
-        f, full, i, w, fb = typical(F), typical(B), typical(I), typical(W), typical(FB)
-        split = np.isfinite(i) & np.isfinite(w)
-        b = np.where(np.isfinite(full), full, np.where(split, i + w, np.nan))
-        w = np.where(np.isfinite(w), np.minimum(w, b), 0.0)
+            whole = _by_group(group[pick], self.durations[pick], size, statistic)
+            operators = _by_group(group[pick], self.operators[pick], size, statistic)
+            fixed[kind] = np.clip(whole - operators, 0.0, whole)
+            scaled[kind] = whole - fixed[kind]
+        f = scaled[F] * s.m
+        split = np.isfinite(scaled[I]) & np.isfinite(scaled[W])
+        b = np.where(np.isfinite(scaled[B]), scaled[B], np.where(
+            split, scaled[I] + scaled[W], np.nan)) * s.m
+        w = np.where(np.isfinite(scaled[W]), np.minimum(scaled[W] * s.m, b), 0.0)
         tiny = 1e-12  # a positive floor: Costs needs f, b > 0 even where every op took 0
         if not np.all(np.isfinite(f)) or not np.all(np.isfinite(b)):
             # forward-only runs and stages without a backward: only what was measured counts
             b = np.where(np.isfinite(b), b, f)
-        has_pair = np.isfinite(fb)
+        # a kind the run lacks takes the backward's fixed time (I and W each B's, B the I's)
+        overhead = {"F": fixed[F], "B": _either(fixed[B], fixed[I]),
+                    "I": _either(fixed[I], fixed[B]), "W": _either(fixed[W], fixed[B])}
+        overhead = {kind: np.nan_to_num(value) for kind, value in overhead.items()}
+        has_pair = np.isfinite(scaled[FB])
+        pair = (scaled[FB] + fixed[FB] - overhead["F"] - overhead["B"]) * s.m
         return Costs(np.maximum(f, tiny), np.maximum(b, tiny), w=w, comm=self.latency,
-                     fb=np.where(has_pair, np.maximum(fb, tiny), f + b) if has_pair.any()
-                     else None)
+                     fb=np.where(has_pair, np.maximum(pair, tiny), f + b) if has_pair.any()
+                     else None, overhead=overhead)
 
     def replay(self) -> Result:
         """The run's own schedule simulated with every op's measured ``durations`` and the
@@ -272,6 +274,11 @@ class MeasuredRun:
         return Comparison(table, self.makespan, result.makespan,
                           result.makespan / self.makespan - 1.0, int(table["device"][worst]),
                           str(table["label"][worst]), float(table["lost"][worst]))
+
+
+def _either(value: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """``value``, or ``other`` where ``value`` is NaN (not measured)."""
+    return np.where(np.isfinite(value), value, other)
 
 
 def _by_group(keys: np.ndarray, values: np.ndarray, size: int, statistic: str) -> np.ndarray:

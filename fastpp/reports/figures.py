@@ -20,7 +20,7 @@ from . import timeline
 
 # sweep columns that describe the costs: a report shows one setting of them at a time
 COST_COLUMNS = ("f", "b", "w", "comm", "gamma", "fb", "act", "bandwidth", "message_bytes",
-                "costs")
+                "overhead", "costs")
 HEAT = (("bubble_ratio", "bubble ratio", "min", ".1%"),
         ("peak_activations_max", "peak activation memory (units of M_B)", "min", ".3g"),
         ("throughput", "throughput (microbatches per unit time)", "max", ".4g"))
@@ -173,7 +173,8 @@ def resimulate(row):
                   comm=_value(row, "comm", 0.0), gamma=_value(row, "gamma", 1.0),
                   fb=_value(row, "fb", None), act=_value(row, "act", 1.0),
                   bandwidth=_value(row, "bandwidth", None),
-                  message_bytes=_value(row, "message_bytes", 0.0))
+                  message_bytes=_value(row, "message_bytes", 0.0),
+                  overhead=_value(row, "overhead", 0.0))
     return simulate(sched, costs)
 
 

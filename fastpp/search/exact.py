@@ -163,14 +163,15 @@ def _hint(model, problem: Problem, warm: Schedule, dur, hop, start) -> None:
     V = problem.V
     tf = dur[0].astype(np.float64)
     tw = dur[2].astype(np.float64)
-    tb = (dur[1] + dur[2]).astype(np.float64)
+    ti = dur[1].astype(np.float64)
+    tb = ti + tw  # (no full backward in a searched schedule)
     comm = np.zeros(V)
     comm[:-1] = hop
     shape = warm.kind.shape
     t0, t1 = np.zeros(shape), np.zeros(shape)
     pointer = np.zeros(warm.p, np.int64)
     if kernels.timeline(warm.ops, warm.length, warm.stage_to_device, warm.route_first,
-                        warm.route_last, warm.n, tf, tb, tw, np.full(V, np.nan), comm,
+                        warm.route_last, warm.n, tf, tb, ti, tw, np.full(V, np.nan), comm,
                         np.zeros((0, 0)), t0, t1, pointer) < 0:
         return
     for r in range(warm.p):

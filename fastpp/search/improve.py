@@ -91,10 +91,10 @@ def _score(start, end, length, span_objective):
 
 
 @jit
-def evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, tw, tfb, comm,
+def evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw, tfb, comm,
              span_objective, start, end, pointer):
     """Times of every op and ``(objective, tie-break)``; ``(inf, inf)`` on a deadlock."""
-    if kernels.timeline(ops, length, stage_device, route_first, route_last, n, tf, tb, tw,
+    if kernels.timeline(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw,
                         tfb, comm, np.zeros((0, 0)), start, end, pointer) < 0.0:
         return np.inf, np.inf
     return _score(start, end, length, span_objective)
@@ -158,7 +158,7 @@ def _critical(ops, length, stage_device, route_last, start, end, where, span_obj
 
 
 @jit
-def local_search(ops, length, best_ops, stage_device, route_first, route_last, n, tf, tb, tw,
+def local_search(ops, length, best_ops, stage_device, route_first, route_last, n, tf, tb, ti, tw,
                  tfb, comm, unit, gamma, cap, span_objective, state, stale, value, history,
                  evals, patience, max_shift):
     """Evaluate ``evals`` moves (timelines run; moves refused earlier do not count, up to
@@ -202,7 +202,7 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
                 peak, _ = kernels.device_memory(ops, length, r, unit, gamma, False, none, none,
                                                 none_int, none_int)
                 obj, tie = evaluate(ops, length, stage_device, route_first, route_last, n, tf,
-                                    tb, tw, tfb, comm, span_objective, start, end, pointer)
+                                    tb, ti, tw, tfb, comm, span_objective, start, end, pointer)
                 if peak > cap[r] or obj == np.inf:
                     _move(ops, r, b, a)
                 else:
@@ -210,7 +210,7 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
                     value[CUR_TIE] = tie
             n_crit = -1
         if n_crit < 0:
-            evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, tw, tfb,
+            evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw, tfb,
                      comm, span_objective, start, end, pointer)
             _index(ops, length, where)
             n_crit = _critical(ops, length, stage_device, route_last, start, end, where,
@@ -237,7 +237,7 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
         if peak > cap[r]:
             _move(ops, r, b, a)
             continue
-        obj, tie = evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, tw,
+        obj, tie = evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw,
                             tfb, comm, span_objective, start, end, pointer)
         slot = stale[0] % history.shape[0]
         done += 1

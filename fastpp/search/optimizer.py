@@ -217,7 +217,7 @@ class _Search:
         length = start_schedule.length.copy()
         c = problem.costs.per_stage(start_schedule)
         static = (start_schedule.stage_to_device, start_schedule.route_first,
-                  start_schedule.route_last, problem.n, c.tf, c.tb, c.tw, c.tfb, c.comm)
+                  start_schedule.route_last, problem.n, c.tf, c.tb, c.ti, c.tw, c.tfb, c.comm)
         span = problem.objective == "span"
         shape = (problem.p, ops.shape[2])
         obj, tie = evaluate(ops, length, *static, span, np.zeros(shape), np.zeros(shape),

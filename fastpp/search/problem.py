@@ -84,7 +84,7 @@ class Problem:
                                     f"{type(costs).__name__})")
         stage_to_device = stage_map(CODES[placement_name], p, m)
         c = costs.for_placement(p, stage_to_device, m)
-        cost = np.stack([c.tf, c.tb - c.tw, c.tw])
+        cost = np.stack([c.tf, c.ti, c.tw])
         memd = np.stack([c.unit, -((1.0 - c.gamma) * c.unit), -(c.gamma * c.unit)])
         limit = _memory_limit(memory, p)
         # a device must hold one microbatch's forward through all of its stages

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_int, positive_ints
-from ..costs import FIELDS, OPTIONAL, Costs
+from ..costs import FIELDS, KINDS, OPTIONAL, Costs
 from ..engine import DEFAULTS as ENGINE_DEFAULTS
 from ..engine import cost_layout
 from ..generators.registry import SCHEDULES, get_spec
@@ -176,10 +176,17 @@ def _key(c: Costs) -> list:
 
 
 def scalar_columns(objects: list[Costs], ids: np.ndarray) -> dict[str, np.ndarray]:
-    """The cost columns of points given as ``Costs``: a field's value, NaN if it is an array."""
-    table = np.array([[float(a) if (a := c.arrays[k]).ndim == 0 else np.nan for k in COSTS]
+    """The cost columns of points given as ``Costs``: a field's value, NaN if it is an array
+    (``overhead``: its value if every kind has that one value)."""
+    table = np.array([[_scalar(c.arrays[k], k) for k in COSTS]
                       for c in objects]).reshape(len(objects), len(COSTS))
     return {k: table[ids, i] for i, k in enumerate(COSTS)}
+
+
+def _scalar(arr: np.ndarray, name: str) -> float:
+    if name == "overhead":  # one row per kind
+        return float(arr[0]) if arr.ndim == 1 and np.all(arr == arr[0]) else np.nan
+    return float(arr) if arr.ndim == 0 else np.nan
 
 
 def cost_table(cols: dict[str, np.ndarray], objects: list[Costs] | None
@@ -190,11 +197,18 @@ def cost_table(cols: dict[str, np.ndarray], objects: list[Costs] | None
     if objects is None:
         return cost_layout({k: cols[k] for k in COSTS}, count)
     ids, fields = cols["costs"], {}
-    for name in COSTS:
-        arrays = [c.arrays[name].reshape(-1) for c in objects]
+
+    def stored(arrays):
         length = np.array([a.size for a in arrays], np.int64)
         start = np.cumsum(length) - length
-        fields[name] = (np.concatenate(arrays), start[ids], length[ids])
+        return np.concatenate(arrays), start[ids], length[ids]
+
+    for name in COSTS:
+        if name == "overhead":  # one row per kind
+            fields[name] = {kind: stored([c.arrays[name][k].reshape(-1) for c in objects])
+                            for k, kind in enumerate(KINDS)}
+        else:
+            fields[name] = stored([c.arrays[name].reshape(-1) for c in objects])
     return cost_layout(fields, count)
 
 

@@ -15,7 +15,7 @@ from .warmup import warm_up
 
 def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
           costs=None, f=None, b=None, w=None, comm=None, gamma=None, fb=None, act=None,
-          bandwidth=None, message_bytes=None, points=None, out=None,
+          bandwidth=None, message_bytes=None, overhead=None, points=None, out=None,
           resume: bool = False, chunk_size: int = 4096, workers: int | None = None,
           executor: str = "threads", scheduler: str | None = None, progress: bool = True,
           invalid: str = "drop", collect: bool = True):
@@ -42,9 +42,10 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
         have a ``costs`` column (the position in this list) and the scalar cost columns hold a
         field's value, or NaN where it is an array. A point whose arrays do not fit its
         ``p`` or ``V`` is an invalid point with its reason.
-    f, b, w, comm, gamma, fb, act, bandwidth, message_bytes : float or list of float
+    f, b, w, comm, gamma, fb, act, bandwidth, message_bytes, overhead : float or list of float
         Scalar costs, each a grid axis, as for ``fastpp.Costs`` (defaults ``f=1, b=2``, the
-        rest ``Costs``'s own: ``fb`` and ``bandwidth`` not given).
+        rest ``Costs``'s own: ``fb`` and ``bandwidth`` not given); ``overhead`` the same for
+        every op kind (a ``Costs`` axis gives one per kind).
     points : pandas.DataFrame, optional
         An explicit table instead of a grid: columns ``schedule, p, n, m`` and optionally
         ``G`` and either cost columns (missing ones take the keyword values) or a ``costs``
@@ -106,7 +107,7 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     chunk_size = positive_int(chunk_size, "chunk_size")
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     given = dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb, act=act, bandwidth=bandwidth,
-                 message_bytes=message_bytes)
+                 message_bytes=message_bytes, overhead=overhead)
     if costs is not None and any(v is not None for v in given.values()):
         raise ScheduleError(f"give costs or the scalar costs {', '.join(given)}, not both "
                             f"(got costs and {[k for k, v in given.items() if v is not None]})")

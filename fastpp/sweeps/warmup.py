@@ -66,7 +66,7 @@ def warm_up(announce: bool = False) -> bool:
                 helper.kill()
     one = {"schedule": [0], "p": [1], "n": [1], "m": [1], "G": [1], "f": [1.0], "b": [2.0],
            "w": [0.0], "comm": [0.0], "gamma": [1.0], "fb": [np.nan], "act": [1.0],
-           "bandwidth": [np.nan], "message_bytes": [0.0], "point": [0]}
+           "bandwidth": [np.nan], "message_bytes": [0.0], "overhead": [0.0], "point": [0]}
     Chunk({k: np.array(v) for k, v in one.items()})
     if not numba.config.DISABLE_JIT:  # (without the JIT nothing was compiled)
         Path(CACHE_DIR).mkdir(parents=True, exist_ok=True)
