@@ -41,6 +41,9 @@ def check(sched, costs_list, durations=None):
         per_op = np.ascontiguousarray(np.stack([d[used] for d in durations], axis=1)
                                       [np.argsort(compiled.index[used])])
     batch = evaluate(compiled, [c.per_stage(sched) for c in costs_list], per_op)
+    lean = evaluate(compiled, [c.per_stage(sched) for c in costs_list], per_op, times=False)
+    for name in ("makespan", "busy", "span", "serial_time", "peak_activations"):
+        np.testing.assert_array_equal(getattr(lean, name), getattr(batch, name))
     for b, costs in enumerate(costs_list):
         given = None if durations is None else durations[b]
         assert_column_equals(batch, compiled, b, simulate(sched, costs, durations=given))
