@@ -36,15 +36,18 @@ The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguou
   latencies ``handoff[:, b]`` (``[V, B]``). An op starts at the max of its device's previous
   end and each producer's end (plus ``handoff[link]`` across devices), exactly as
   ``kernels.timeline``: the same float operations, so equal bit for bit.
-- ``reduce_batch(device_ops, device_first, start, end, busy, span, out)``: per column,
-  ``busy`` and ``span`` ``[p, B]`` and ``out[0:3, b] = makespan, bubble_ratio,
-  span_bubble_ratio`` (``kernels.reduce``'s arithmetic, bit for bit).
-- ``latency_batch(link, handoff, out)``: ``out[b]``, the summed latency of every cross-device
-  hand-off (``serial_time = busy.sum() + latency``; summed in another order than
-  ``kernels.timeline``: equal to about 1e-15 relative).
-- ``peaks_batch(kind, stage, stage2, device_ops, device_first, unit, gamma, forward_only,
-  peak, live)``: per column, each device's peak activations ``peak[p, B]`` from ``unit`` and
-  ``gamma`` ``[V, B]``, and its peak live pairs ``live[p]`` (cost-free), as ``kernels.peaks``.
+- ``evaluate_batch(previous, producer, link, device, kind, stage, stage2, forward_only, rows,
+  durations, start, end, busy, first, last, peak, live, latency)``: the same pass with every
+  per-device sum folded in: each op's time from the stage rows ``rows[7, V, B]``
+  (``kernels.TF ... GAMMA``) or from ``durations[N, B]`` (when not empty, shape ``(0, 0)``);
+  ``start`` stored unless empty; per device and column ``busy``, ``first`` (its first op's
+  start), ``last`` (its last op's end), ``peak`` activations ``[p, B]``; ``live[p]`` the peak
+  live pairs; ``latency[B]`` every cross-device hand-off summed (``serial_time = busy.sum() +
+  latency``, summed in another order than ``kernels.timeline``: equal to about 1e-15
+  relative). A device's ops come in position order, so busy and memory add in the order of
+  ``kernels.reduce`` and ``kernels.device_memory``: equal bit for bit.
+- ``finish_batch(device_first, busy, first, last, span, out)``: ``span[p, B]`` and
+  ``out[:, b] = makespan, bubble_ratio, span_bubble_ratio`` (``kernels.reduce``'s arithmetic).
 
 ``evaluate(compiled, stage_costs, durations=None, times=True)`` runs them all for a list of
 ``fastpp.StageCosts`` (or their rows stacked ``[7, V, B]``; or a given ``durations[N, B]``)
@@ -64,6 +67,7 @@ from . import kernels
 from ._jit import jit
 from .checks import ScheduleError
 from .dependencies import deadlock_error
+from .kernels import COMM, GAMMA, TB, TF, TFB, TW, UNIT
 from .ops import FB, B, F, I, W
 
 
@@ -261,26 +265,22 @@ def _scratch(slot: int, N: int, width: int) -> np.ndarray:
 
 def _evaluate(c: Compiled, rows, durations, out: Batch, c0: int, c1: int) -> None:
     """Columns ``c0:c1`` of ``evaluate`` (``rows`` and ``durations`` those columns only)."""
-    N, width = c.num_ops, c1 - c0
-    if durations is None:
-        durations = _scratch(0, N, width)
-        op_durations(c.kind, c.stage, c.stage2, rows[kernels.TF], rows[kernels.TB],
-                     rows[kernels.TW], rows[kernels.TFB], durations)
-    if out.start is not None:
-        start, end = out.start, out.end
-    else:
-        start, end = _scratch(1, N, width), _scratch(2, N, width)
-    timeline_batch(c.previous, c.producer, c.link, durations, rows[kernels.COMM], start, end)
-    busy, span, flat = np.empty((c.p, width)), np.empty((c.p, width)), np.empty((3, width))
-    reduce_batch(c.device_ops, c.device_first, start, end, busy, span, flat)
-    latency = np.empty(width)
-    latency_batch(c.link, rows[kernels.COMM], latency)
-    peak = np.empty((c.p, width))
-    peaks_batch(c.kind, c.stage, c.stage2, c.device_ops, c.device_first, rows[kernels.UNIT],
-                rows[kernels.GAMMA], c.forward_only, peak, out.peak_live)
+    N, p, width = c.num_ops, c.p, c1 - c0
+    start = out.start if out.start is not None else _NONE
+    end = out.end if out.end is not None else _scratch(0, N, width)
+    busy, first, last, peak = (np.empty((p, width)) for _ in range(4))
+    latency, flat = np.empty(width), np.empty((3, width))
+    evaluate_batch(c.previous, c.producer, c.link, c.device, c.kind, c.stage, c.stage2,
+                   c.forward_only, rows, _NONE if durations is None else durations, start, end,
+                   busy, first, last, peak, out.peak_live, latency)
+    span = np.empty((p, width))
+    finish_batch(c.device_first, busy, first, last, span, flat)
     out.makespan[c0:c1], out.bubble_ratio[c0:c1], out.span_bubble_ratio[c0:c1] = flat
     out.serial_time[c0:c1] = busy.sum(axis=0) + latency
     out.busy[:, c0:c1], out.span[:, c0:c1], out.peak_activations[:, c0:c1] = busy, span, peak
+
+
+_NONE = np.zeros((0, 0))
 
 
 @jit
@@ -332,92 +332,130 @@ def timeline_batch(previous, producer, link, durations, handoff, start, end):
 
 
 @jit
-def reduce_batch(device_ops, device_first, start, end, busy, span, out):
-    """Per column: ``busy``, ``span`` ``[p, B]`` and ``out[:, b] = makespan, bubble_ratio,
-    span_bubble_ratio`` (``kernels.reduce``, column by column)."""
-    p = device_first.shape[0] - 1
-    columns = start.shape[1]
-    first = np.full(columns, np.inf)
-    last = np.full(columns, -np.inf)
+def evaluate_batch(previous, producer, link, device, kind, stage, stage2, forward_only, rows,
+                   durations, start, end, busy, first, last, peak, live, latency):
+    """``timeline_batch`` and every per-device sum in the same pass (module docstring).
+
+    Each op's time comes from ``durations[N, B]`` or, when that is empty (shape ``(0, 0)``),
+    from the stage rows ``rows[7, V, B]``; ``start`` is stored unless empty. Per device and
+    column: ``busy``, ``first`` (its first op's start), ``last`` (its last op's end) and
+    ``peak`` activations; ``live[r]`` its peak live pairs; ``latency[b]`` the cross-device
+    hand-offs summed. A device's ops come in position order, so every sum adds in
+    ``kernels.reduce``'s and ``kernels.device_memory``'s order: equal bit for bit.
+    """
+    p, columns = busy.shape
+    mem = np.zeros((p, columns))
+    count = np.zeros(p, np.int64)
+    t = np.empty(columns)
+    d = np.empty(columns)
+    busy[:] = 0.0
+    peak[:] = 0.0
+    live[:] = 0
+    latency[:] = 0.0
+    for i in range(previous.shape[0]):
+        r = device[i]
+        if durations.shape[0] > 0:
+            d[:] = durations[i]
+        else:
+            _op_time(kind[i], stage[i], stage2[i], rows, d)
+        a = previous[i]
+        for b in range(columns):
+            t[b] = end[a, b] if a >= 0 else 0.0
+        for q in range(2):
+            u = producer[i, q]
+            s = link[i, q]
+            if u < 0:
+                continue
+            if s >= 0:
+                for b in range(columns):
+                    t[b] = max(t[b], end[u, b] + rows[COMM, s, b])
+                    latency[b] += rows[COMM, s, b]
+            else:
+                for b in range(columns):
+                    t[b] = max(t[b], end[u, b])
+        for b in range(columns):
+            e = t[b] + d[b]
+            end[i, b] = e
+            busy[r, b] += e - t[b]
+            last[r, b] = e
+        if start.shape[0] > 0:
+            start[i] = t
+        if a < 0:
+            first[r] = t
+        started, count[r] = _memory_step(kind[i], stage[i], stage2[i], forward_only, rows,
+                                         mem[r], peak[r], count[r])
+        live[r] = max(live[r], started)
+
+
+@jit
+def _op_time(kind, s, s2, rows, d):
+    """One op's time per column into ``d``, from the stage rows (``op_durations``)."""
+    if kind == F:
+        d[:] = rows[TF, s]
+    elif kind == B:
+        d[:] = rows[TB, s]
+    elif kind == I:
+        for b in range(d.shape[0]):
+            d[b] = rows[TB, s, b] - rows[TW, s, b]
+    elif kind == W:
+        d[:] = rows[TW, s]
+    else:
+        for b in range(d.shape[0]):
+            pair = rows[TFB, s, b]
+            d[b] = pair if pair >= 0.0 else rows[TF, s, b] + rows[TB, s2, b]
+
+
+@jit
+def _memory_step(kind, s, s2, forward_only, rows, mem, peak, count):
+    """One op on a device: its activations ``mem`` per column after the op's end and the peak
+    after its start (``kernels.device_memory``); returns the live pairs after its start and
+    after its end."""
+    if kind == F or kind == FB:
+        count += 1
+        for b in range(mem.shape[0]):
+            mem[b] += rows[UNIT, s, b]
+            peak[b] = max(peak[b], mem[b])
+    started = count
+    if kind == FB:
+        count -= 1
+        for b in range(mem.shape[0]):
+            mem[b] -= rows[UNIT, s2, b]
+    elif kind == B or (kind == F and forward_only):
+        count -= 1
+        for b in range(mem.shape[0]):
+            mem[b] -= rows[UNIT, s, b]
+    elif kind == I:
+        for b in range(mem.shape[0]):
+            mem[b] -= (1.0 - rows[GAMMA, s, b]) * rows[UNIT, s, b]
+    elif kind == W:
+        count -= 1
+        for b in range(mem.shape[0]):
+            mem[b] -= rows[GAMMA, s, b] * rows[UNIT, s, b]
+    return started, count
+
+
+@jit
+def finish_batch(device_first, busy, first, last, span, out):
+    """Per column: ``span`` and ``out[:, b] = makespan, bubble_ratio, span_bubble_ratio`` from
+    ``evaluate_batch``'s sums (``kernels.reduce``'s arithmetic)."""
+    p, columns = busy.shape
+    lowest = np.full(columns, np.inf)
+    highest = np.full(columns, -np.inf)
     total = np.zeros(columns)
     longest = np.zeros(columns)
     for r in range(p):
-        for b in range(columns):
-            busy[r, b] = 0.0
-            span[r, b] = 0.0
-        a, z = device_first[r], device_first[r + 1]
-        if a == z:
+        span[r] = 0.0
+        if device_first[r] == device_first[r + 1]:
             continue
-        for k in range(a, z):
-            i = device_ops[k]
-            for b in range(columns):
-                busy[r, b] += end[i, b] - start[i, b]
-        i0, i1 = device_ops[a], device_ops[z - 1]
         for b in range(columns):
-            span[r, b] = end[i1, b] - start[i0, b]
-            first[b] = min(first[b], start[i0, b])
-            last[b] = max(last[b], end[i1, b])
+            span[r, b] = last[r, b] - first[r, b]
+            lowest[b] = min(lowest[b], first[r, b])
+            highest[b] = max(highest[b], last[r, b])
             total[b] += busy[r, b]
             longest[b] = max(longest[b], span[r, b])
     for b in range(columns):
-        makespan = last[b] - first[b]
+        makespan = highest[b] - lowest[b]
         out[0, b] = makespan
         # ops of zero duration (per-op durations may be 0) can leave nothing to divide by
         out[1, b] = 1.0 - total[b] / (p * makespan) if makespan > 0.0 else 0.0
         out[2, b] = 1.0 - total[b] / p / longest[b] if longest[b] > 0.0 else 0.0
-
-
-@jit
-def latency_batch(link, handoff, out):
-    """``out[b]``: the latency summed over every cross-device hand-off of column ``b``."""
-    for b in range(out.shape[0]):
-        out[b] = 0.0
-    for i in range(link.shape[0]):
-        for q in range(2):
-            s = link[i, q]
-            if s >= 0:
-                for b in range(out.shape[0]):
-                    out[b] += handoff[s, b]
-
-
-@jit
-def peaks_batch(kind, stage, stage2, device_ops, device_first, unit, gamma, forward_only, peak,
-                live):
-    """Per column, every device's peak activations ``peak[p, B]`` (units ``unit``, split
-    fraction ``gamma``, both ``[V, B]``) and its peak live pairs ``live[p]``
-    (``kernels.device_memory``'s rules and arithmetic)."""
-    p = device_first.shape[0] - 1
-    columns = unit.shape[1]
-    mem = np.empty(columns)
-    for r in range(p):
-        mem[:] = 0.0
-        count = 0
-        live_peak = 0
-        for b in range(columns):
-            peak[r, b] = 0.0
-        for k in range(device_first[r], device_first[r + 1]):
-            i = device_ops[k]
-            what = kind[i]
-            s = stage[i]
-            if what == F or what == FB:
-                count += 1
-                live_peak = max(live_peak, count)
-                for b in range(columns):
-                    mem[b] += unit[s, b]
-                    peak[r, b] = max(peak[r, b], mem[b])
-            if what == FB:
-                count -= 1
-                for b in range(columns):
-                    mem[b] -= unit[stage2[i], b]
-            elif what == B or (what == F and forward_only):
-                count -= 1
-                for b in range(columns):
-                    mem[b] -= unit[s, b]
-            elif what == I:
-                for b in range(columns):
-                    mem[b] -= (1.0 - gamma[s, b]) * unit[s, b]
-            elif what == W:
-                count -= 1
-                for b in range(columns):
-                    mem[b] -= gamma[s, b] * unit[s, b]
-        live[r] = live_peak
