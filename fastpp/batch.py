@@ -69,7 +69,8 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
 
 
 GROUP = 16  # the fewest points of one schedule that share a pass of its compiled form
-_COMPILED: dict[tuple, Compiled] = {}  # the last few hundred compiled (sid, p, n, m, G)
+_COMPILED: dict[tuple, Compiled] = {}  # compiled (sid, p, n, m, G), for the next call
+CACHED_OPS = 1_000_000  # ops kept compiled at most (about 120 bytes each)
 
 
 def _simulate_group(key, index, values, at, out, peaks, peak_at) -> None:
@@ -80,7 +81,7 @@ def _simulate_group(key, index, values, at, out, peaks, peak_at) -> None:
         spec = SPECS[s]
         options = {"G": G} if "G" in spec.options else {}
         found = build_schedule(spec.name, P, N, M, **options).compiled()
-        if len(_COMPILED) >= 256:
+        if sum(c.num_ops for c in _COMPILED.values()) + found.num_ops > CACHED_OPS:
             _COMPILED.clear()
         _COMPILED[key] = found
     P, M = key[1], key[3]
