@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 from helpers import POINTS, random_costs, random_legal_rows
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from reference import assert_agrees, simulate_reference
 
@@ -165,3 +165,30 @@ def test_engine_groups_give_the_per_point_kernels_numbers(monkeypatch, rng, work
     np.testing.assert_array_equal(grouped.status, apart.status)
     np.testing.assert_array_equal(grouped.peaks, apart.peaks)
     assert np.sum(apart.status == batch.W_ABOVE_B) > 0 and np.sum(apart.status == batch.OK) > 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 4), n=st.integers(1, 5),
+       split=st.booleans())
+def test_reordered_schedules_deadlock_in_compiled_exactly_as_in_simulate(seed, p, n, split):
+    """Two ops of one device swapped: either both deadlock with the same message, or both run
+    and agree."""
+    rng = np.random.default_rng(seed)
+    rows, device = random_legal_rows(rng, p, n, 1, split=split)
+    r = int(rng.integers(p))
+    a, b = sorted(rng.choice(len(rows[r]), 2, replace=False))
+    rows[r][a], rows[r][b] = rows[r][b], rows[r][a]
+    try:
+        sched = Schedule.from_tokens(rows, device, n=n, m=1)
+    except ScheduleError:  # F after its B, or I after its W: not a schedule at all
+        assume(False)
+    costs = random_costs(rng, sched, split)
+    try:
+        expected = simulate(sched, costs)
+    except ScheduleError as err:
+        with pytest.raises(ScheduleError) as got:
+            sched.compiled()
+        assert str(got.value) == str(err)
+    else:
+        check(sched, [costs])
+        assert expected.makespan > 0
