@@ -2,8 +2,9 @@
 
 ``fastpp.kernels.timeline`` states the same rule inside its loop (as ``f_ready`` and
 ``g_ready``); this is its readable twin for the places that need the edges themselves rather
-than the times: the deadlock report, the trace's hand-off arrows and the tests' synthetic
-traces. An op's inputs are named by what they are, not by the op that makes them:
+than the times: the deadlock report, the trace's hand-off arrows, the tests' synthetic
+traces, a measured run's hand-offs and the compiled schedule (``edges``, every op at once). Each function takes a ``fastpp.Schedule`` (not imported: ``Schedule.compiled`` uses this
+module). An op's inputs are named by what they are, not by the op that makes them:
 
 - ``(Op.F, s, j)``: the output of the forward of stage ``s``, microbatch ``j``;
 - ``(Op.B, s, j)``: the input gradient of stage ``s``, microbatch ``j`` (made by its ``B``,
@@ -16,18 +17,14 @@ its own stage's input gradient. An overlapped pair needs both halves' inputs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from . import kernels
 from .checks import ScheduleError
 from .ops import FB, B, F, I, W
 
-if TYPE_CHECKING:
-    from .schedule import Schedule
 
-
-def inputs(schedule: Schedule, r: int, k: int) -> list[tuple[int, int, int]]:
+def inputs(schedule, r: int, k: int) -> list[tuple[int, int, int]]:
     """What op ``k`` of device ``r`` waits for, as ``(Op.F, stage, mb)`` (a forward's output)
     or ``(Op.B, stage, mb)`` (an input gradient, from a ``B`` or an ``I``)."""
     kind, s, j, s2, j2 = (int(x) for x in schedule.ops[:, r, k])
@@ -42,7 +39,7 @@ def inputs(schedule: Schedule, r: int, k: int) -> list[tuple[int, int, int]]:
     return needs
 
 
-def producers(schedule: Schedule) -> dict[tuple[int, int, int], tuple[int, int]]:
+def producers(schedule) -> dict[tuple[int, int, int], tuple[int, int]]:
     """Where each output of ``inputs`` is made: ``(Op.F or Op.B, stage, mb) -> (r, k)``."""
     where = {}
     for r in range(schedule.p):
@@ -57,7 +54,25 @@ def producers(schedule: Schedule) -> dict[tuple[int, int, int], tuple[int, int]]
     return where
 
 
-def deadlock_error(schedule: Schedule, pointer: np.ndarray) -> ScheduleError:
+def edges(schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rule of ``inputs`` for every op at once, as arrays.
+
+    Ops are numbered device by device in position order (op ``k`` of device ``r`` is number
+    ``length[:r].sum() + k``). Returns ``(device, position, producer)``: the device and
+    position of each op, and ``producer[i, 0]`` the number of the op that made op ``i``'s
+    forward input (a forward's or an overlapped pair's), ``producer[i, 1]`` the one that made its
+    gradient input (a ``B``'s, ``I``'s or ``W``'s, or an overlapped pair's backward half); ``-1``
+    where it has none. A ``B`` or ``I`` at the end of its route waits for its own forward.
+    """
+    used = np.arange(schedule.ops.shape[2]) < schedule.length[:, None]
+    rs, ks = np.nonzero(used)
+    producer = np.empty((len(rs), 2), np.int64)
+    kernels.producers(schedule.ops, schedule.length, schedule.V, schedule.n,
+                      schedule.route_first, schedule.route_last, producer)
+    return rs.astype(np.int64), ks.astype(np.int64), producer
+
+
+def deadlock_error(schedule, pointer: np.ndarray) -> ScheduleError:
     """The error for a schedule that deadlocked with device ``r`` stuck at ``pointer[r]``
     (``kernels.timeline``'s finding): each stuck op, what it waits for, and the grid."""
     where = producers(schedule)
