@@ -35,7 +35,8 @@ __version__ = "0.1.0"
 
 # measured runs and reports need pandas: imported when first used, so that `import fastpp`
 # stays light
-_MEASURED = ("MeasuredRun", "read_torch_trace")
+_MEASURED = ("MeasuredJob", "MeasuredRun", "WhatIf", "read_op_table", "read_torch_trace",
+             "whatif")
 
 
 def __getattr__(name: str):
@@ -54,6 +55,7 @@ __all__ = [
     "SCHEDULES",
     "Costs",
     "Device",
+    "MeasuredJob",
     "MeasuredRun",
     "Op",
     "Result",
@@ -62,6 +64,7 @@ __all__ = [
     "ScheduleSpec",
     "ScheduleTypeError",
     "SearchResult",
+    "WhatIf",
     "best_within_budget",
     "build_schedule",
     "compute_theoretical_peak",
@@ -69,9 +72,11 @@ __all__ = [
     "onef_oneb_schedule",
     "optimize",
     "pareto_front",
+    "read_op_table",
     "read_torch_trace",
     "report",
     "simulate",
     "sweep",
     "theory",
+    "whatif",
 ]
