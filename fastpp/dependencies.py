@@ -2,8 +2,9 @@
 
 ``fastpp.kernels.timeline`` states the same rule inside its loop (as ``f_ready`` and
 ``g_ready``); this is its readable twin for the places that need the edges themselves rather
-than the times: the deadlock report, the trace's hand-off arrows and the tests' synthetic
-traces. An op's inputs are named by what they are, not by the op that makes them:
+than the times: the deadlock report, the trace's hand-off arrows, the tests' synthetic
+traces, a measured run's hand-offs and the compiled schedule (``edges``, every op at once). Each function takes a ``fastpp.Schedule`` (not imported: ``Schedule.compiled`` uses this
+module). An op's inputs are named by what they are, not by the op that makes them:
 
 - ``(Op.F, s, j)``: the output of the forward of stage ``s``, microbatch ``j``;
 - ``(Op.B, s, j)``: the input gradient of stage ``s``, microbatch ``j`` (made by its ``B``,
@@ -16,18 +17,13 @@ its own stage's input gradient. An overlapped pair needs both halves' inputs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from .checks import ScheduleError
 from .ops import FB, B, F, I, W
 
-if TYPE_CHECKING:
-    from .schedule import Schedule
 
-
-def inputs(schedule: Schedule, r: int, k: int) -> list[tuple[int, int, int]]:
+def inputs(schedule, r: int, k: int) -> list[tuple[int, int, int]]:
     """What op ``k`` of device ``r`` waits for, as ``(Op.F, stage, mb)`` (a forward's output)
     or ``(Op.B, stage, mb)`` (an input gradient, from a ``B`` or an ``I``)."""
     kind, s, j, s2, j2 = (int(x) for x in schedule.ops[:, r, k])
@@ -42,7 +38,7 @@ def inputs(schedule: Schedule, r: int, k: int) -> list[tuple[int, int, int]]:
     return needs
 
 
-def producers(schedule: Schedule) -> dict[tuple[int, int, int], tuple[int, int]]:
+def producers(schedule) -> dict[tuple[int, int, int], tuple[int, int]]:
     """Where each output of ``inputs`` is made: ``(Op.F or Op.B, stage, mb) -> (r, k)``."""
     where = {}
     for r in range(schedule.p):
@@ -57,7 +53,45 @@ def producers(schedule: Schedule) -> dict[tuple[int, int, int], tuple[int, int]]
     return where
 
 
-def deadlock_error(schedule: Schedule, pointer: np.ndarray) -> ScheduleError:
+def edges(schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rule of ``inputs`` for every op at once, as arrays.
+
+    Ops are numbered device by device in position order (op ``k`` of device ``r`` is number
+    ``length[:r].sum() + k``). Returns ``(device, position, producer)``: the device and
+    position of each op, and ``producer[i, 0]`` the number of the op that made op ``i``'s
+    forward input (a forward's or an overlapped pair's), ``producer[i, 1]`` the one that made its
+    gradient input (a ``B``'s, ``I``'s or ``W``'s, or an overlapped pair's backward half); ``-1``
+    where it has none. A ``B`` or ``I`` at the end of its route waits for its own forward.
+    """
+    used = np.arange(schedule.ops.shape[2]) < schedule.length[:, None]
+    rs, ks = np.nonzero(used)
+    kind, st, mb, st2, mb2 = (x.astype(np.int64) for x in schedule.ops[:, rs, ks])
+    number = np.arange(len(rs))
+    fwd = np.full((schedule.V, schedule.n), -1)  # the op that made F(s, j)'s output
+    grad = np.full((schedule.V, schedule.n), -1)  # the op that made stage s's input gradient
+    has_f = (kind == F) | (kind == FB)
+    fwd[st[has_f], mb[has_f]] = number[has_f]
+    pair = kind == FB
+    has_g = (kind == B) | (kind == I)
+    grad[st[has_g], mb[has_g]] = number[has_g]
+    grad[st2[pair], mb2[pair]] = number[pair]
+    first, last = schedule.route_first.astype(np.int64), schedule.route_last.astype(np.int64)
+    producer = np.full((len(rs), 2), -1, np.int64)
+    needs_f = has_f & (st > first[mb])
+    producer[needs_f, 0] = fwd[st[needs_f] - 1, mb[needs_f]]
+    # the backward half: the stage's own (s, j) or, for a pair, its (s2, j2)
+    sb, jb = np.where(pair, st2, st), np.where(pair, mb2, mb)
+    backward = has_g | pair
+    end = backward & (sb == last[np.maximum(jb, 0)])
+    inner = backward & ~end
+    producer[inner, 1] = grad[sb[inner] + 1, jb[inner]]
+    producer[end, 1] = fwd[sb[end], jb[end]]
+    is_w = kind == W
+    producer[is_w, 1] = grad[st[is_w], mb[is_w]]
+    return rs.astype(np.int64), ks.astype(np.int64), producer
+
+
+def deadlock_error(schedule, pointer: np.ndarray) -> ScheduleError:
     """The error for a schedule that deadlocked with device ``r`` stuck at ``pointer[r]``
     (``kernels.timeline``'s finding): each stuck op, what it waits for, and the grid."""
     where = producers(schedule)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import kernels
+from .compiled import Compiled, compile_schedule
 from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
 from .ops import FB, PAD, F, Op, format_op, parse_op
 
@@ -192,6 +193,20 @@ class Schedule:
     def tokens(self) -> list[list[str]]:
         """Per-device lists of action tokens, the inverse of ``from_tokens``."""
         return [[self.token(r, k) for k in range(self.length[r])] for r in range(self.p)]
+
+    def compiled(self) -> Compiled:
+        """The dependency graph in topological order, for one-pass timelines over many cost
+        vectors (``fastpp.compiled``); built on the first call and kept.
+
+        Raises
+        ------
+        ScheduleError
+            If the schedule deadlocks (``simulate``'s message).
+        """
+        found = self.__dict__.get("_compiled")
+        if found is None:
+            found = self._compiled = compile_schedule(self)
+        return found
 
     @property
     def parameter_units(self) -> np.ndarray:

@@ -42,6 +42,7 @@ import numpy as np
 
 from ..checks import ScheduleError, one_of, positive_int, require
 from ..costs import Costs
+from ..dependencies import edges
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
 from ..schedule import Schedule
 from ..simulate import Result, simulate
@@ -555,25 +556,12 @@ def _missing(where: dict, V: int, n: int, forward_only: bool) -> list[tuple[str,
 
 def _handoffs(s: Schedule) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """Every cross-device hand-off: ``(producer (r, k), consumer (r, k))`` index arrays (the
-    inputs of ``fastpp.dependencies.inputs``, for all ops at once)."""
-    rs, ks = np.nonzero(_used(s))
-    kind, st, mb, st2, mb2 = (x.astype(np.int64) for x in s.ops[:, rs, ks])
-    index = np.arange(len(rs))
-    fwd = np.full((s.V, s.n), -1)  # the op that made F(s, j)'s output
-    grad = np.full((s.V, s.n), -1)  # the op that made the input gradient of stage s, mb j
-    has_f = (kind == F) | (kind == FB)
-    fwd[st[has_f], mb[has_f]] = index[has_f]
-    has_g = (kind == B) | (kind == I)
-    grad[st[has_g], mb[has_g]] = index[has_g]
-    pair = kind == FB
-    grad[st2[pair], mb2[pair]] = index[pair]
-    first, last = s.route_first.astype(np.int64), s.route_last.astype(np.int64)
-    needs_f = has_f & (st > first[mb])
-    needs_g = has_g & (st < last[mb])
-    needs_pair_g = pair & (st2 < last[np.maximum(mb2, 0)])
-    producer = np.concatenate([fwd[st[needs_f] - 1, mb[needs_f]], grad[st[needs_g] + 1,
-                               mb[needs_g]], grad[st2[needs_pair_g] + 1, mb2[needs_pair_g]]])
-    consumer = np.concatenate([index[needs_f], index[needs_g], index[needs_pair_g]])
+    edges of ``fastpp.dependencies.edges`` that cross devices)."""
+    rs, ks, producer = edges(s)
+    consumer = np.repeat(np.arange(len(rs)), 2)
+    producer = producer.reshape(-1)
+    has = producer >= 0
+    producer, consumer = producer[has], consumer[has]
     cross = rs[producer] != rs[consumer]
     producer, consumer = producer[cross], consumer[cross]
     return (rs[producer], ks[producer]), (rs[consumer], ks[consumer])

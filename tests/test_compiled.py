@@ -1,0 +1,117 @@
+"""The compiled schedule's one-pass batch timeline against ``simulate`` (bit for bit) and the
+reference simulator, on every generator and on random schedules, one and many cost columns."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from helpers import POINTS, random_costs, random_legal_rows
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import assert_agrees, simulate_reference
+
+import fastpp
+from fastpp import Costs, Schedule, ScheduleError, build_schedule, simulate
+from fastpp.compiled import evaluate
+
+
+def assert_column_equals(batch, compiled, b, result):
+    """Column ``b`` of ``batch`` is ``result`` (a ``simulate`` output), times bit for bit."""
+    sched = result.schedule
+    used = np.arange(sched.kind.shape[1]) < sched.length[:, None]
+    at = compiled.index[used]
+    np.testing.assert_array_equal(batch.start[at, b], result.start[used])
+    np.testing.assert_array_equal(batch.end[at, b], result.end[used])
+    assert batch.makespan[b] == result.makespan
+    assert batch.bubble_ratio[b] == result.bubble_ratio
+    assert batch.span_bubble_ratio[b] == result.span_bubble_ratio
+    np.testing.assert_array_equal(batch.busy[:, b], result.busy)
+    np.testing.assert_array_equal(batch.span[:, b], result.span)
+    assert abs(batch.serial_time[b] - result.serial_time) <= 1e-12 * result.serial_time
+    np.testing.assert_array_equal(batch.peak_activations[:, b], result.peak_activations)
+    np.testing.assert_array_equal(batch.peak_live, result.peak_live)
+
+
+def check(sched, costs_list, durations=None):
+    """Evaluate ``costs_list`` in one batch and compare every column with ``simulate``."""
+    compiled = sched.compiled()
+    per_op = None
+    if durations is not None:
+        used = np.arange(sched.kind.shape[1]) < sched.length[:, None]
+        per_op = np.ascontiguousarray(np.stack([d[used] for d in durations], axis=1)
+                                      [np.argsort(compiled.index[used])])
+    batch = evaluate(compiled, [c.per_stage(sched) for c in costs_list], per_op)
+    for b, costs in enumerate(costs_list):
+        given = None if durations is None else durations[b]
+        assert_column_equals(batch, compiled, b, simulate(sched, costs, durations=given))
+    return batch
+
+
+def test_order_is_topological():
+    sched = build_schedule("dualpipe", 4, 8)
+    c = sched.compiled()
+    assert c is sched.compiled()  # cached
+    here = np.arange(c.num_ops)
+    assert np.all(c.previous < here)
+    assert np.all(c.producer < here[:, None])
+    assert np.all((c.producer >= 0).sum(axis=1)[c.kind == fastpp.Op.FB] >= 1)
+    # a pair op inside the route has both inputs, each over a link when across devices
+    assert np.any((c.producer >= 0).all(axis=1) & (c.kind == fastpp.Op.FB))
+    assert np.all(c.link[c.producer < 0] == -1)
+
+
+@pytest.mark.parametrize("name", sorted(fastpp.SCHEDULES))
+def test_generators_agree_with_simulate(name, rng):
+    points = [pt for pt in POINTS if pt[0] == name]
+    for _, p, n, m in points[:: max(1, len(points) // 60)]:
+        sched = build_schedule(name, p, n, m)
+        check(sched, [Costs(1.0, 2.0), random_costs(rng, sched), random_costs(rng, sched, True)])
+        check(sched, [random_costs(rng, sched, True)])  # B = 1
+
+
+@settings(max_examples=120, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(1, 5), n=st.integers(1, 6),
+       m=st.integers(1, 3), vshape=st.booleans(), split=st.booleans(), pairs=st.booleans(),
+       columns=st.integers(1, 5))
+def test_random_schedules_agree_with_simulate_and_reference(seed, p, n, m, vshape, split, pairs,
+                                                            columns):
+    rng = np.random.default_rng(seed)
+    m = 2 if vshape else m
+    rows, device = random_legal_rows(rng, p, n, m, vshape=vshape, split=split, pairs=pairs)
+    sched = Schedule.from_tokens(rows, device, n=n, m=m)
+    costs_list = []
+    for _ in range(columns):
+        costs = random_costs(rng, sched, split)
+        if pairs and rng.random() < 0.5:
+            costs = dataclasses.replace(costs, fb=rng.uniform(0.5, 4.0, sched.V))
+        costs_list.append(costs)
+    check(sched, costs_list)
+    assert_agrees(simulate(sched, costs_list[-1]), simulate_reference(sched, costs_list[-1]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(1, 5), n=st.integers(1, 6),
+       split=st.booleans(), pairs=st.booleans(), columns=st.integers(1, 4))
+def test_per_op_durations_agree(seed, p, n, split, pairs, columns):
+    rng = np.random.default_rng(seed)
+    rows, device = random_legal_rows(rng, p, n, 1, split=split, pairs=pairs)
+    sched = Schedule.from_tokens(rows, device, n=n, m=1)
+    costs_list = [Costs(1.0, 2.0, comm=float(rng.uniform(0, 0.5))) for _ in range(columns)]
+    durations = [rng.uniform(0.05, 3.0, sched.kind.shape) for _ in range(columns)]
+    check(sched, costs_list, durations)
+
+
+def test_deadlock_raises_simulates_error():
+    rows = [["0F0", "0B0", "0F1", "0B1"], ["1F1", "1B1", "1F0", "1B0"]]
+    sched = Schedule.from_tokens(rows)
+    with pytest.raises(ScheduleError) as compiled_error:
+        sched.compiled()
+    with pytest.raises(ScheduleError) as simulate_error:
+        simulate(sched)
+    assert str(compiled_error.value) == str(simulate_error.value)
+    assert "deadlocks" in str(compiled_error.value)
+
+
+def test_evaluate_needs_a_column():
+    with pytest.raises(ScheduleError, match="stage_costs"):
+        evaluate(build_schedule("1f1b", 2, 2).compiled(), [])
