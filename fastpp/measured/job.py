@@ -24,7 +24,8 @@ replica 0's first step, as the artifact does):
 
 A compute op takes its ``duration``; a collective member its transfer time (its end less the
 group's latest start, as measured). Replayed, the graph is one flat pass over the ops in
-topological order, every step (and every what-if variant) a column of the batch.
+topological order on fastpp's compiled kernel (``fastpp.compiled.timeline_batch``), every step
+(and every what-if variant) a column of the batch.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..checks import ScheduleError, file_path, require
+from ..compiled import timeline_batch
 
 pd = require("pandas", "measured", "fastpp.read_op_table")
 
@@ -56,21 +58,22 @@ _SHOWN = 6
 
 @dataclass(frozen=True)
 class Graph:
-    """A job's step as a dependency graph, ops in topological order.
+    """A job's step laid out for the compiled kernel (``fastpp.compiled.timeline_batch``).
 
-    Node ``i < ops`` is op ``i`` of ``MeasuredJob.ops``; the nodes after them are the
-    collectives' rendezvous (duration 0, waiting for every member's inputs). Node ``order[k]``
-    runs ``k``-th; its predecessors are ``pred[pred_at[v]:pred_at[v + 1]]``.
+    Nodes in topological order, each waiting for ``previous[i]`` and ``producer[i, :]`` (``-1``:
+    none; ``link`` is all ``-1``, no hand-off latency). Node ``at[o]`` is op ``o`` of
+    ``MeasuredJob.ops``; the other nodes take no time: the collectives' rendezvous (waiting for
+    every member's inputs) and joins that split a wait on more than three nodes.
     """
 
-    order: np.ndarray
-    pred_at: np.ndarray
-    pred: np.ndarray
-    ops: int
+    previous: np.ndarray
+    producer: np.ndarray
+    link: np.ndarray
+    at: np.ndarray
 
     @property
     def nodes(self) -> int:
-        return len(self.pred_at) - 1
+        return len(self.previous)
 
 
 class MeasuredJob:
@@ -132,9 +135,16 @@ class MeasuredJob:
         return self.ops.optype.isin(COMM_OPTYPES).to_numpy()
 
     def replay(self, durations) -> np.ndarray:
-        """Step times of the graph under ``durations`` (shape ``(ops, B)``): ``(B,)``."""
-        ends = replay_graph(self.graph, np.asarray(durations, np.float64))
-        return ends[: self.graph.ops].max(axis=0)
+        """Step times under ``durations`` (shape ``(ops, B)``, a column per step or variant):
+        ``(B,)``, one pass of fastpp's compiled kernel over every column."""
+        g = self.graph
+        durations = np.asarray(durations, np.float64)
+        columns = durations.shape[1]
+        times = np.zeros((g.nodes, columns))
+        times[g.at] = durations
+        start, end = np.empty_like(times), np.empty_like(times)
+        timeline_batch(g.previous, g.producer, g.link, times, np.zeros((1, columns)), start, end)
+        return end[g.at].max(axis=0)
 
 
 def read_op_table(path, meta=None) -> MeasuredJob:
@@ -348,21 +358,44 @@ def _assemble(job, ids, edges, groups):
         for v in members:
             preds[v] = [T + len(rendezvous) - 1]
     preds += rendezvous
-    pred_at = np.zeros(len(preds) + 1, np.int64)
-    pred_at[1:] = np.cumsum([len(x) for x in preds])
-    pred = np.array([u for x in preds for u in x], np.int64)
-    order = _topological(pred_at, pred)
-    return Graph(order, pred_at, pred, T), members_of
+    order = _topological(preds)
+    return _layout(preds, order, T), members_of
 
 
-def _topological(pred_at: np.ndarray, pred: np.ndarray) -> np.ndarray:
+def _layout(preds: list[list[int]], order: np.ndarray, T: int) -> Graph:
+    """The nodes in ``order`` as the kernel's arrays: a node waits for at most three others
+    (its device's previous op and two producers), so a longer wait becomes a chain of joins
+    that take no time."""
+    previous, producer, ops = [], [], []
+    place = np.empty(len(preds), np.int64)
+    for v in order:
+        waits = [int(place[u]) for u in preds[v]]
+        while len(waits) > 3:  # join the first three, then wait for the join
+            previous.append(waits[0])
+            producer.append(waits[1:3])
+            ops.append(-1)
+            waits = [len(previous) - 1, *waits[3:]]
+        waits += [-1] * (3 - len(waits))
+        previous.append(waits[0])
+        producer.append(waits[1:])
+        ops.append(int(v) if v < T else -1)
+        place[v] = len(previous) - 1
+    ops = np.array(ops)
+    at = np.empty(T, np.int64)
+    at[ops[ops >= 0]] = np.flatnonzero(ops >= 0)
+    producer = np.array(producer, np.int64).reshape(-1, 2)
+    return Graph(np.array(previous, np.int64), producer, np.full(producer.shape, -1, np.int64),
+                 at)
+
+
+def _topological(preds: list[list[int]]) -> np.ndarray:
     """Kahn's order of the nodes; a cycle is a ScheduleError (the trace's order contradicts
     the dependency model)."""
-    N = len(pred_at) - 1
-    waiting = np.diff(pred_at).copy()
+    N = len(preds)
+    waiting = np.array([len(x) for x in preds])
     after: list[list[int]] = [[] for _ in range(N)]
-    for v in range(N):
-        for u in pred[pred_at[v]:pred_at[v + 1]]:
+    for v, x in enumerate(preds):
+        for u in x:
             after[u].append(v)
     ready = [v for v in range(N) if waiting[v] == 0]
     order = []
@@ -394,19 +427,3 @@ def _transfers(t, members_of: list[np.ndarray], job: MeasuredJob) -> np.ndarray:
     transfer[comm] = t.end_ts[comm] - latest
     transfer[transfer <= TRANSFER_FLOOR] = 0.0
     return transfer.to_numpy()
-
-
-def replay_graph(graph: Graph, durations: np.ndarray) -> np.ndarray:
-    """End of every node for each column of ``durations`` (``(graph.ops, B)``; rendezvous
-    nodes take 0): one pass in topological order, the batch innermost."""
-    B = durations.shape[1]
-    ends = np.zeros((graph.nodes, B))
-    dur = np.zeros((graph.nodes, B))
-    dur[: graph.ops] = durations
-    for v in graph.order:
-        lo, hi = graph.pred_at[v], graph.pred_at[v + 1]
-        if hi > lo:
-            ends[v] = ends[graph.pred[lo:hi]].max(axis=0) + dur[v]
-        else:
-            ends[v] = dur[v]
-    return ends
