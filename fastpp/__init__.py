@@ -24,6 +24,8 @@ from . import theory
 from .checks import ScheduleError, ScheduleTypeError
 from .costs import Costs
 from .generators.registry import SCHEDULES, ScheduleSpec, build_schedule
+from .montecarlo import MonteCarlo
+from .noise import Noise
 from .ops import Op
 from .schedule import Schedule
 from .search import SearchResult, optimize
@@ -57,6 +59,8 @@ __all__ = [
     "Device",
     "MeasuredJob",
     "MeasuredRun",
+    "MonteCarlo",
+    "Noise",
     "Op",
     "Result",
     "Schedule",
