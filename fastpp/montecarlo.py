@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from . import noise as noise_module
-from .checks import ScheduleError, number, positive_int
+from .checks import ScheduleError, number, number_array, positive_int
 from .compiled import op_durations, reduce_batch, timeline_batch
 from .costs import Costs
 from .noise import Noise
@@ -65,8 +65,8 @@ class MonteCarlo:
 
     def quantile(self, q) -> float | np.ndarray:
         """The makespans' ``q`` quantile(s) (``q`` in [0, 1]; linear interpolation)."""
-        q = np.asarray(q, np.float64)
-        if q.dtype.kind not in "f" or np.any(~(q >= 0) | ~(q <= 1)):
+        q = number_array(q, "q", "a number or an array of numbers in [0, 1]")
+        if np.any(~(q >= 0) | ~(q <= 1)):
             raise ScheduleError(f"q must be in [0, 1] (got {q.tolist()!r})")
         out = np.quantile(self.makespan, q)
         return float(out) if out.ndim == 0 else out

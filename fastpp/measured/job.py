@@ -169,9 +169,13 @@ def read_op_table(path, meta=None) -> MeasuredJob:
         disagreeing with the table, or a schedule the dependency model does not cover
         (virtual stages, unpaired sends).
     """
-    path = file_path(path, "path")
+    path = _existing(file_path(path, "path"), "path")
     meta = _meta(path, meta)
-    table = pd.read_parquet(path)
+    try:
+        table = pd.read_parquet(path)
+    except Exception as err:  # pyarrow's errors have no common base  # noqa: BLE001
+        raise ScheduleError(f"path must be a Parquet op table (got {str(path)!r}: "
+                            f"{type(err).__name__})") from None
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
         raise ScheduleError(f"op table {path.name} must have columns {list(COLUMNS)} (missing "
@@ -188,13 +192,22 @@ def _meta(path: Path, meta) -> dict:
         return dict(meta)
     if meta is None:
         meta = path.with_name(path.name.replace("trace-", "meta-", 1)).with_suffix(".yaml")
-    meta = file_path(meta, "meta")
+    meta = _existing(file_path(meta, "meta"), "meta")
     yaml = require("yaml", "measured", "fastpp.read_op_table's meta file", "pyyaml")
-    data = yaml.safe_load(meta.read_text())
+    try:
+        data = yaml.safe_load(meta.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ScheduleError(f"meta must be a YAML file (got {str(meta)!r}: {err})") from None
     if not isinstance(data, dict):
         raise ScheduleError(f"meta file {meta.name} must be a mapping of sizes (got "
                             f"{type(data).__name__})")
     return data
+
+
+def _existing(path: Path, name: str) -> Path:
+    if not path.is_file():
+        raise ScheduleError(f"{name} must be an existing file (got {str(path)!r})")
+    return path
 
 
 def _check(t, meta: dict) -> None:
