@@ -1,9 +1,11 @@
 """The Monte Carlo of a schedule under ``fastpp.Noise``: ``simulate(..., noise=, samples=)``.
 
-The samples are the columns of one batch of the compiled kernel (``fastpp.compiled``): the
-draws fill every op's time for every sample (``noise.draw``), one pass of ``timeline_batch``
-times them all, ``reduce_batch`` gives each sample's makespan, busy times and spans. The
-critical paths are walked back from the same timelines (``noise.critical``).
+One jitted call (``noise.run_samples``) computes every sample on the compiled schedule
+(``fastpp.compiled``): block by block of samples, the draws fill every op's time, one pass of
+``timeline_batch`` times the block (samples innermost), ``reduce_batch`` gives each sample's
+makespan, busy times and spans. Nothing of size ops x samples is kept: the draws are keyed by
+sample, so the critical paths (``noise.critical_samples``) and the delayed variants of the
+absorption thresholds draw the very same samples again.
 """
 
 from __future__ import annotations
@@ -14,15 +16,14 @@ from functools import cached_property
 import numpy as np
 
 from . import noise as noise_module
-from .checks import ScheduleError, number, number_array, positive_int
-from .compiled import op_durations, reduce_batch, timeline_batch
+from .checks import ScheduleError, index, number, number_array, positive_int
+from .compiled import op_durations
 from .costs import Costs
 from .noise import Noise
 from .ops import Op
 from .schedule import Schedule
 
-MAX_SAMPLE_OPS = 200_000_000  # ops x samples: three float64 tables of this size (~5 GB)
-
+MAX_SAMPLES = 10**8
 
 @dataclass(frozen=True, eq=False)
 class MonteCarlo:
@@ -73,12 +74,26 @@ class MonteCarlo:
 
     @cached_property
     def _paths(self):
-        compiled, durations, handoff, start, end = self._state
+        compiled, draws, handoff = self._state
         N, V = compiled.num_ops, compiled.V
         on_path, crossings, stage_ops = np.zeros(N, np.int64), np.zeros(V), np.zeros(V)
-        noise_module.critical(compiled.previous, compiled.producer, compiled.link, handoff,
-                              start, end, compiled.stage, on_path, crossings, stage_ops)
+        noise_module.critical_samples(*draws, compiled.previous, compiled.producer,
+                                      compiled.link, handoff, self.samples, on_path, crossings,
+                                      stage_ops)
         return on_path, crossings / self.samples, stage_ops / self.samples
+
+    def op_times(self, first: int = 0, count: int | None = None) -> np.ndarray:
+        """The drawn time of every op in samples ``first .. first + count - 1`` (default:
+        all), shaped ``(p, L, count)`` like the schedule's op matrices."""
+        first = index(first, "first", self.samples)
+        count = self.samples - first if count is None else positive_int(
+            count, "count", self.samples - first)
+        compiled, draws, _ = self._state
+        out = np.empty((compiled.num_ops, count))
+        noise_module.draw(*draws, first, out)
+        full = np.zeros((*self.schedule.kind.shape, count))
+        full[compiled.device, compiled.position] = out
+        return full
 
     @property
     def criticality(self) -> np.ndarray:
@@ -106,26 +121,25 @@ class MonteCarlo:
         or stage pays it), each step one pass of the kernel over the same draws."""
         tolerance = number(tolerance, "tolerance", strict=True)
         steps = positive_int(steps, "steps", 40)
-        compiled, durations, handoff, _, _ = self._state
+        compiled, _, handoff = self._state
         limit = (1.0 + tolerance) * self.mean
         out: dict = {"links": {}, "stages": {}}
         links: dict = {}
         for s, pair in _boundaries(self.schedule):
             links.setdefault(pair, []).append(s)
+        none = np.zeros(compiled.V)
         for pair, bounds in links.items():
             def delayed(delay, bounds=bounds):
                 h = handoff.copy()
                 h[bounds] += delay
-                return _mean(compiled, durations, h)
+                return _samples(self._state, h, none, self.samples)[0].mean()
 
             out["links"][pair] = _bisect(delayed, limit, steps)
         for s in range(compiled.V):
-            mine = compiled.stage == s
-
-            def slower(delay, mine=mine):
-                d = durations.copy()
-                d[mine] += delay
-                return _mean(compiled, d, handoff)
+            def slower(delay, s=s):
+                extra = none.copy()
+                extra[s] = delay
+                return _samples(self._state, handoff, extra, self.samples)[0].mean()
 
             out["stages"][s] = _bisect(slower, limit, steps)
         return out
@@ -133,14 +147,11 @@ class MonteCarlo:
 
 def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteCarlo:
     """``samples`` timelines of ``schedule`` under ``costs`` and ``noise`` (module docstring)."""
-    samples = positive_int(samples, "samples")
+    samples = positive_int(samples, "samples", MAX_SAMPLES)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
         raise ScheduleError(f"seed must be an integer in [0, 2**64) (got {seed!r})")
     compiled = schedule.compiled()
     N, V, p = compiled.num_ops, compiled.V, compiled.p
-    if N * samples > MAX_SAMPLE_OPS:
-        raise ScheduleError(f"ops x samples must be at most {MAX_SAMPLE_OPS:,} (got {N} ops x "
-                            f"{samples} samples)")
     c = costs.per_stage(schedule)
     base = np.empty((N, 1))
     op_durations(compiled.kind, compiled.stage, compiled.stage2, c.tf[:, None], c.tb[:, None],
@@ -157,19 +168,24 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
                                 f"{compiled.device[i]} to draw from (the run has none)")
     else:
         pool, pool_at = np.zeros(0), np.zeros((p, 5, 2), np.int64)
-    durations = np.empty((N, samples))
-    noise_module.draw(np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, base[:, 0],
-                      slow, shapes, noise.dist == "gamma", step_shape, noise.spike[0],
-                      noise.spike[1], pool, pool_at, compiled.device, durations)
-    handoff = np.repeat((c.comm + noise.stage_delays(schedule.stage_to_device))[:, None],
-                        samples, axis=1)
-    start, end = np.empty((N, samples)), np.empty((N, samples))
-    timeline_batch(compiled.previous, compiled.producer, compiled.link, durations, handoff,
-                   start, end)
-    busy, span, out = np.empty((p, samples)), np.empty((p, samples)), np.empty((3, samples))
-    reduce_batch(compiled.device_ops, compiled.device_first, start, end, busy, span, out)
-    return MonteCarlo(schedule, costs, noise, int(seed), out[0].copy(), busy, span,
-                      (compiled, durations, handoff, start, end))
+    draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, compiled.device,
+             base[:, 0].copy(), slow, shapes, noise.dist == "gamma", step_shape, noise.spike[0],
+             noise.spike[1], pool, pool_at)
+    handoff = c.comm + noise.stage_delays(schedule.stage_to_device)
+    state = (compiled, draws, handoff)
+    makespan, busy, span = _samples(state, handoff, np.zeros(V), samples)
+    return MonteCarlo(schedule, costs, noise, int(seed), makespan, busy, span, state)
+
+
+def _samples(state, handoff, extra, samples):
+    """``run_samples`` of ``state`` with these hand-offs and per-stage extra op times."""
+    compiled, draws, _ = state
+    makespan, busy, span = (np.empty(samples), np.empty((compiled.p, samples)),
+                            np.empty((compiled.p, samples)))
+    noise_module.run_samples(*draws, compiled.previous, compiled.producer, compiled.link,
+                             compiled.device_ops, compiled.device_first, handoff, extra,
+                             makespan, busy, span)
+    return makespan, busy, span
 
 
 def _boundaries(schedule: Schedule) -> list[tuple[int, tuple[int, int]]]:
@@ -177,14 +193,6 @@ def _boundaries(schedule: Schedule) -> list[tuple[int, tuple[int, int]]]:
     d = schedule.stage_to_device
     return [(s, (int(min(d[s], d[s + 1])), int(max(d[s], d[s + 1]))))
             for s in range(len(d) - 1) if d[s] != d[s + 1]]
-
-
-def _mean(compiled, durations, handoff) -> float:
-    N, K = durations.shape
-    start, end = np.empty((N, K)), np.empty((N, K))
-    timeline_batch(compiled.previous, compiled.producer, compiled.link, durations, handoff,
-                   start, end)
-    return float(end.max(axis=0).mean() - start.min(axis=0).mean())
 
 
 def _bisect(mean_at, limit: float, steps: int) -> float:

@@ -11,8 +11,10 @@ times independent factors, plus a link's delay on each message it receives:
 - per-link delays: every message between two devices, either direction, takes that much more.
 
 Common random numbers: every draw is a pure function of ``(seed, stage, kind, microbatch,
-sample)`` (a counter-based generator, Philox-4x32-10 as in Salmon et al., "Parallel random
-numbers: as easy as 1, 2, 3", SC'11), not of a generator's state. Two schedules of the same
+sample)``, not of a generator's state: Philox-4x32-10 (Salmon et al., "Parallel random
+numbers: as easy as 1, 2, 3", SC'11) hashes ``(seed, stage, kind, microbatch)`` into the op's
+key once, and SplitMix64's output number ``sample`` under that key gives the sample's
+uniforms (a counter-based stream, cheap per sample). Two schedules of the same
 stages and microbatches see the same noise on the same op, so their difference has low
 variance; and the draws do not depend on the order or the threads that make them.
 """
@@ -26,6 +28,7 @@ import numpy as np
 
 from ._jit import jit
 from .checks import ScheduleError, ScheduleTypeError, nonnegative_int, number, one_of
+from .compiled import reduce_batch, timeline_batch
 from .ops import FB, F, Op
 
 DISTS = ("lognormal", "gamma")
@@ -37,6 +40,8 @@ _W0, _W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
 _LOW = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
 _TWO32 = 4294967296.0
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 class Noise:
@@ -258,36 +263,58 @@ def philox(k0, k1, c0, c1, c2, c3):
 
 
 @jit
-def uniforms(seed, stage, code, mb, sample):
-    """Four uniforms in (0, 1) keyed by ``(seed; stage, code, mb, sample)``."""
+def op_key(seed, stage, code, mb):
+    """The 64-bit key of one op's draws: Philox of ``(stage, code, mb)`` under ``seed``."""
     k0 = np.uint64(seed) & _LOW
     k1 = (np.uint64(seed) >> _SHIFT) & _LOW
-    w0, w1, w2, w3 = philox(k0, k1, np.uint64(stage) & _LOW, np.uint64(code) & _LOW,
-                            np.uint64(mb) & _LOW, np.uint64(sample) & _LOW)
-    return ((np.float64(w0) + 0.5) / _TWO32, (np.float64(w1) + 0.5) / _TWO32,
-            (np.float64(w2) + 0.5) / _TWO32, (np.float64(w3) + 0.5) / _TWO32)
+    w0, w1, _, _ = philox(k0, k1, np.uint64(stage) & _LOW, np.uint64(code) & _LOW,
+                          np.uint64(mb) & _LOW, np.uint64(0))
+    return (w0 << _SHIFT) | w1
 
 
 @jit
-def factor(seed, stage, code, mb, sample, shape, gamma):
-    """A mean-1 factor keyed as ``uniforms``: lognormal with log-sigma ``shape``, or gamma of
-    shape ``shape`` (Marsaglia and Tsang's method; each try draws under its own counter)."""
-    if shape <= 0.0:
-        return 1.0
-    if not gamma:
-        u1, u2, _, _ = uniforms(seed, stage, code, mb, sample)
-        z = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
-        return math.exp(shape * z - 0.5 * shape * shape)
+def uniforms(key, counter):
+    """Two uniforms in (0, 1): the ``counter``-th output of SplitMix64 seeded with ``key``
+    (Steele et al., OOPSLA'14), a pure function of both."""
+    z = key + (np.uint64(counter) + np.uint64(1)) * _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    z = z ^ (z >> np.uint64(31))
+    return ((np.float64(z >> _SHIFT) + 0.5) / _TWO32,
+            (np.float64(z & _LOW) + 0.5) / _TWO32)
+
+
+@jit
+def normal_pair(key, counter):
+    """Two standard normals (Marsaglia's polar method; each try under its own counter
+    ``counter * 2**16 + try``)."""
+    attempt = 0
+    while True:
+        u, v = uniforms(key, (counter << 16) + attempt)
+        x = 2.0 * u - 1.0
+        y = 2.0 * v - 1.0
+        r = x * x + y * y
+        if r < 1.0 and r > 0.0:
+            break
+        attempt += 1
+    scale = math.sqrt(-2.0 * math.log(r) / r)
+    return x * scale, y * scale
+
+
+@jit
+def gamma_factor(key, sample, shape):
+    """A gamma factor of shape ``shape`` and mean 1 for a sample (Marsaglia and Tsang's
+    method; each try under its own counter)."""
     a = shape if shape >= 1.0 else shape + 1.0
     d = a - 1.0 / 3.0
     c = 1.0 / math.sqrt(9.0 * d)
-    for attempt in range(1000):
-        u1, u2, u3, u4 = uniforms(seed, stage, code + (attempt << 16), mb, sample)
-        z = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+    for attempt in range(1 << 15):
+        z, _ = normal_pair(key, (sample << 16) + 2 * attempt)
         v = 1.0 + c * z
         if v <= 0.0:
             continue
         v = v * v * v
+        u3, u4 = uniforms(key, (((sample << 16) + 2 * attempt + 1) << 16))
         if math.log(u3) < 0.5 * z * z + d - d * v + d * math.log(v):
             x = d * v
             if shape < 1.0:  # gamma(a) = gamma(a + 1) * U^(1/a)
@@ -297,9 +324,37 @@ def factor(seed, stage, code, mb, sample, shape, gamma):
 
 
 @jit
-def draw(seed, kind, stage, mb, base, slow, shapes, gamma, step_shape, spike_p, spike_x,
-         pool, pool_at, device, out):
-    """Every op's noisy time for every sample: ``out[i, b]`` (``[N, K]``).
+def factors(key, first, shape, gamma, out):
+    """``out[b]``: the mean-1 factor of sample ``first + b`` (1 where ``shape`` is 0):
+    lognormal of log-sigma ``shape`` (normals in pairs: samples ``2 c`` and ``2 c + 1`` share
+    counter ``c``) or gamma of shape ``shape``."""
+    K = out.shape[0]
+    if shape <= 0.0:
+        for b in range(K):
+            out[b] = 1.0
+        return
+    if gamma:
+        for b in range(K):
+            out[b] = gamma_factor(key, first + b, shape)
+        return
+    shift = -0.5 * shape * shape
+    b = 0
+    while b < K:
+        sample = first + b
+        z0, z1 = normal_pair(key, sample >> 1)
+        if sample & 1 == 0:
+            out[b] = math.exp(shape * z0 + shift)
+            b += 1
+        if b < K:
+            out[b] = math.exp(shape * z1 + shift)
+            b += 1
+
+
+@jit
+def draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
+         spike_x, pool, pool_at, first, out):
+    """Every op's noisy time for samples ``first .. first + K - 1``: ``out[i, b]``
+    (``[N, K]``).
 
     ``base[i]`` is op ``i``'s time (used when ``pool`` is empty) and ``slow[i]`` its persistent
     factor; ``pool[pool_at[r, kind, 0]:...+pool_at[r, kind, 1]]`` the measured times an op of
@@ -307,27 +362,96 @@ def draw(seed, kind, stage, mb, base, slow, shapes, gamma, step_shape, spike_p, 
     """
     N, K = out.shape
     per_step = np.empty(K)
-    for b in range(K):
-        per_step[b] = factor(seed, 0, STEP, 0, b, step_shape, gamma)
+    factors(op_key(seed, 0, STEP << 8, 0), first, step_shape, gamma, per_step)
+    jitter = np.empty(K)
     empirical = pool.shape[0] > 0
     for i in range(N):
         k = kind[i]
         s = stage[i]
         j = mb[i]
-        shape = shapes[k]
+        factors(op_key(seed, s, k + (JITTER << 8), j), first, shapes[k], gamma, jitter)
+        events = op_key(seed, s, k + (EVENT << 8), j)
         for b in range(K):
             t = base[i]
             if empirical or spike_p > 0.0:
-                u1, u2, _, _ = uniforms(seed, s, k + (EVENT << 8), j, b)
+                u1, u2 = uniforms(events, first + b)
                 if empirical:
                     count = pool_at[device[i], k, 1]
                     pick = min(int(u2 * count), count - 1)
                     t = pool[pool_at[device[i], k, 0] + pick]
                 if u1 < spike_p:
                     t *= spike_x
-            out[i, b] = t * slow[i] * per_step[b] * factor(seed, s, k + (JITTER << 8), j, b,
-                                                            shape, gamma)
+            out[i, b] = t * slow[i] * per_step[b] * jitter[b]
 
+
+BLOCK = 64  # samples per block: a block's three [N, BLOCK] tables stay in cache
+
+
+@jit
+def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
+                spike_x, pool, pool_at, previous, producer, link, device_ops, device_first,
+                handoff, extra, makespan, busy, span):
+    """The whole Monte Carlo in one call: for each block of samples, the draws (plus
+    ``extra[stage]`` on every op of a stage), one ``timeline_batch`` pass with hand-offs
+    ``handoff[V]``, and ``reduce_batch``; fills ``makespan[K]``, ``busy`` and ``span``
+    ``[p, K]``."""
+    N = kind.shape[0]
+    K = makespan.shape[0]
+    V = handoff.shape[0]
+    p = busy.shape[0]
+    size = 0
+    dur = start = end = hand = np.empty((0, 0))
+    out = busy_b = span_b = np.empty((0, 0))
+    for first in range(0, K, BLOCK):
+        if min(BLOCK, K - first) != size:  # the first block, and a shorter last one
+            size = min(BLOCK, K - first)
+            dur, start, end = np.empty((N, size)), np.empty((N, size)), np.empty((N, size))
+            hand = _columns(handoff, size)
+            out, busy_b, span_b = np.empty((3, size)), np.empty((p, size)), np.empty((p, size))
+        draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
+             spike_x, pool, pool_at, first, dur)
+        for i in range(N):
+            if extra[stage[i]] != 0.0:
+                for b in range(size):
+                    dur[i, b] += extra[stage[i]]
+        timeline_batch(previous, producer, link, dur, hand, start, end)
+        reduce_batch(device_ops, device_first, start, end, busy_b, span_b, out)
+        for b in range(size):
+            makespan[first + b] = out[0, b]
+            for r in range(p):
+                busy[r, first + b] = busy_b[r, b]
+                span[r, first + b] = span_b[r, b]
+
+
+@jit
+def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape,
+                     spike_p, spike_x, pool, pool_at, previous, producer, link, handoff, K,
+                     on_path, crossings, stage_ops):
+    """The same samples as ``run_samples`` (the draws are keyed, so drawn again), each
+    sample's critical path counted by ``critical``."""
+    N = kind.shape[0]
+    size = 0
+    dur = start = end = hand = np.empty((0, 0))
+    for first in range(0, K, BLOCK):
+        if min(BLOCK, K - first) != size:
+            size = min(BLOCK, K - first)
+            dur, start, end = np.empty((N, size)), np.empty((N, size)), np.empty((N, size))
+            hand = _columns(handoff, size)
+        draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
+             spike_x, pool, pool_at, first, dur)
+        timeline_batch(previous, producer, link, dur, hand, start, end)
+        critical(previous, producer, link, hand, start, end, stage, on_path, crossings,
+                 stage_ops)
+
+
+@jit
+def _columns(values, size):
+    """``values[V]`` repeated as ``size`` columns: ``[V, size]``."""
+    out = np.empty((values.shape[0], size))
+    for s in range(values.shape[0]):
+        for b in range(size):
+            out[s, b] = values[s]
+    return out
 
 
 @jit

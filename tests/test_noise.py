@@ -20,14 +20,14 @@ stats = pytest.importorskip("scipy.stats")
 KS_ALPHA = 1e-3  # a K-S test at this level fails a right answer 1 time in 1,000
 
 
-def draws(noise, K, seed=3, stage=0, kind=0, mb=0):
+def draws(noise, K, seed=3, stage=0, kind=0, mb=0, first=0):
     """K draws of one op's factor (base time 1)."""
     shapes, step_shape = noise.shapes()
     out = np.empty((1, K))
     one = np.array([0], np.int64)
-    noise_module.draw(np.uint64(seed), one + kind, one + stage, one + mb, np.ones(1), np.ones(1),
-                      shapes, noise.dist == "gamma", step_shape, noise.spike[0], noise.spike[1],
-                      np.zeros(0), np.zeros((1, 5, 2), np.int64), one, out)
+    noise_module.draw(np.uint64(seed), one + kind, one + stage, one + mb, one, np.ones(1),
+                      np.ones(1), shapes, noise.dist == "gamma", step_shape, noise.spike[0],
+                      noise.spike[1], np.zeros(0), np.zeros((1, 5, 2), np.int64), first, out)
     return out[0]
 
 
@@ -60,6 +60,10 @@ def test_draws_are_keyed_not_streamed():
     noise = Noise(0.3, "gamma")
     a = draws(noise, 50)
     assert np.array_equal(draws(noise, 7), a[:7])
+    assert np.array_equal(draws(noise, 9, first=13), a[13:22])
+    lognormal = Noise(0.3)
+    b = draws(lognormal, 50)
+    assert np.array_equal(draws(lognormal, 9, first=13), b[13:22])
     assert not np.array_equal(draws(noise, 50, seed=4), a)
     assert not np.array_equal(draws(noise, 50, stage=1), a)
     assert not np.array_equal(draws(noise, 50, mb=1), a)
@@ -84,10 +88,12 @@ def test_common_random_numbers_across_schedules():
             for name in ("gpipe", "1f1b")]
     times = []
     for mc in runs:
-        compiled, durations = mc._state[0], mc._state[1]
-        key = np.lexsort((compiled.mb, compiled.stage, compiled.kind))
-        times.append(durations[key])
+        s = mc.schedule
+        used = np.arange(s.kind.shape[1]) < s.length[:, None]
+        key = np.lexsort((s.mb[used], s.stage[used], s.kind[used]))
+        times.append(mc.op_times()[used][key])
     assert np.array_equal(times[0], times[1])
+    assert np.array_equal(runs[0].op_times(150, 20), runs[0].op_times()[:, :, 150:170])
     # so their difference varies less than with independent draws (here about half as much)
     other = simulate(build_schedule("1f1b", 4, 8), c, noise=noise, samples=200, seed=10)
     paired = runs[0].makespan - runs[1].makespan
@@ -239,14 +245,15 @@ def test_empirical_noise_bootstraps_a_real_run():
     run = fastpp.read_torch_trace(DATA / "gpipe")
     s = run.schedule
     mc = simulate(s, Costs(f=1, b=2), noise=Noise(empirical=run), samples=300)
-    compiled, durations = mc._state[0], mc._state[1]
+    times = mc.op_times()
     for r in range(run.p):
         for kind in (0, 1):
-            measured = run.durations[r, : s.length[r]][s.kind[r, : s.length[r]] == kind]
-            mine = (compiled.device == r) & (compiled.kind == kind)
-            assert np.isin(durations[mine], measured).all()
+            mine = s.kind[r, : s.length[r]] == kind
+            measured = run.durations[r, : s.length[r]][mine]
+            drawn = times[r, : s.length[r]][mine]
+            assert np.isin(drawn, measured).all()
             # a bootstrap: every measured time turns up
-            assert set(np.unique(durations[mine])) == set(np.unique(measured))
+            assert set(np.unique(drawn)) == set(np.unique(measured))
     with pytest.raises(ScheduleError, match=f"run with the schedule's p={run.p + 2}"):
         simulate(build_schedule("1f1b", run.p + 2, 8), Costs(f=1, b=2),
                  noise=Noise(empirical=run))
