@@ -74,12 +74,12 @@ class MonteCarlo:
 
     @cached_property
     def _paths(self):
-        compiled, draws, handoff = self._state
+        compiled, draws, handoff, extra = self._state
         N, V = compiled.num_ops, compiled.V
         on_path, crossings, stage_ops = np.zeros(N, np.int64), np.zeros(V), np.zeros(V)
         noise_module.critical_samples(*draws, compiled.previous, compiled.producer,
-                                      compiled.link, handoff, self.samples, on_path, crossings,
-                                      stage_ops)
+                                      compiled.link, handoff, extra, self.samples, on_path,
+                                      crossings, stage_ops)
         return on_path, crossings / self.samples, stage_ops / self.samples
 
     def op_times(self, first: int = 0, count: int | None = None) -> np.ndarray:
@@ -88,9 +88,10 @@ class MonteCarlo:
         first = index(first, "first", self.samples)
         count = self.samples - first if count is None else positive_int(
             count, "count", self.samples - first)
-        compiled, draws, _ = self._state
+        compiled, draws, _, extra = self._state
         out = np.empty((compiled.num_ops, count))
         noise_module.draw(*draws, first, out)
+        out += extra[:, None]
         full = np.zeros((*self.schedule.kind.shape, count))
         full[compiled.device, compiled.position] = out
         return full
@@ -121,25 +122,23 @@ class MonteCarlo:
         or stage pays it), each step one pass of the kernel over the same draws."""
         tolerance = number(tolerance, "tolerance", strict=True)
         steps = positive_int(steps, "steps", 40)
-        compiled, _, handoff = self._state
+        compiled, _, handoff, extra = self._state
         limit = (1.0 + tolerance) * self.mean
         out: dict = {"links": {}, "stages": {}}
         links: dict = {}
         for s, pair in _boundaries(self.schedule):
             links.setdefault(pair, []).append(s)
-        none = np.zeros(compiled.V)
         for pair, bounds in links.items():
             def delayed(delay, bounds=bounds):
                 h = handoff.copy()
                 h[bounds] += delay
-                return _samples(self._state, h, none, self.samples)[0].mean()
+                return _samples(self._state, h, extra, self.samples)[0].mean()
 
             out["links"][pair] = _bisect(delayed, limit, steps)
         for s in range(compiled.V):
-            def slower(delay, s=s):
-                extra = none.copy()
-                extra[s] = delay
-                return _samples(self._state, handoff, extra, self.samples)[0].mean()
+            def slower(delay, mine=compiled.stage == s):
+                return _samples(self._state, handoff, extra + delay * mine,
+                                self.samples)[0].mean()
 
             out["stages"][s] = _bisect(slower, limit, steps)
         return out
@@ -171,15 +170,21 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, compiled.device,
              base[:, 0].copy(), slow, shapes, noise.dist == "gamma", step_shape, noise.spike[0],
              noise.spike[1], pool, pool_at)
-    handoff = c.comm + noise.stage_delays(schedule.stage_to_device)
-    state = (compiled, draws, handoff)
-    makespan, busy, span = _samples(state, handoff, np.zeros(V), samples)
+    delays = noise.stage_delays(schedule.stage_to_device)
+    extra = np.zeros(N)
+    if noise.blocking:  # the sender of each message over a delayed link holds it
+        crossing = compiled.link >= 0
+        np.add.at(extra, compiled.producer[crossing], delays[compiled.link[crossing]])
+        delays = np.zeros(V)
+    handoff = c.comm + delays
+    state = (compiled, draws, handoff, extra)
+    makespan, busy, span = _samples(state, handoff, extra, samples)
     return MonteCarlo(schedule, costs, noise, int(seed), makespan, busy, span, state)
 
 
 def _samples(state, handoff, extra, samples):
     """``run_samples`` of ``state`` with these hand-offs and per-stage extra op times."""
-    compiled, draws, _ = state
+    compiled, draws = state[0], state[1]
     makespan, busy, span = (np.empty(samples), np.empty((compiled.p, samples)),
                             np.empty((compiled.p, samples)))
     noise_module.run_samples(*draws, compiled.previous, compiled.producer, compiled.link,

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._jit import jit
-from .checks import ScheduleError, ScheduleTypeError, nonnegative_int, number, one_of
+from .checks import ScheduleError, ScheduleTypeError, flag, nonnegative_int, number, one_of
 from .compiled import reduce_batch, timeline_batch
 from .ops import FB, F, Op
 
@@ -60,6 +60,10 @@ class Noise:
         ``{(r1, r2): seconds}``: every message between devices ``r1`` and ``r2``, either
         direction, takes that much longer (>= 0). The link must carry a hand-off of the
         simulated schedule.
+    blocking : bool, default False
+        The sender waits the link delay out before the message leaves (a sleep before each
+        send, as PipeMorph and ``--link-delay`` of the measure runner inject it): the sending
+        op takes that much longer. Otherwise the delay is latency, and the sender goes on.
     step : float, default 0
         CoV of one factor per sample that scales every op (same ``dist``).
     spike : (float, float), optional
@@ -78,8 +82,8 @@ class Noise:
     """
 
     def __init__(self, cov=None, dist: str = "lognormal", *, slow_devices=None,
-                 slow_stages=None, link_delay=None, step: float = 0.0, spike=None,
-                 empirical=None):
+                 slow_stages=None, link_delay=None, blocking: bool = False, step: float = 0.0,
+                 spike=None, empirical=None):
         one_of(dist, "dist", DISTS)
         self.dist = dist
         if cov is None:
@@ -88,6 +92,7 @@ class Noise:
         self.slow_devices = _factors(slow_devices, "slow_devices")
         self.slow_stages = _factors(slow_stages, "slow_stages")
         self.link_delay = _links(link_delay)
+        self.blocking = flag(blocking, "blocking")
         self.step = number(step, "step")
         if spike is None:
             spike = (0.0, 1.0)
@@ -114,6 +119,8 @@ class Noise:
         for name in ("slow_devices", "slow_stages", "link_delay"):
             if getattr(self, name):
                 parts.append(f"{name}={getattr(self, name)}")
+        if self.blocking:
+            parts.append("blocking=True")
         if self.step:
             parts.append(f"step={self.step}")
         if self.spike[0]:
@@ -392,9 +399,9 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
                 spike_x, pool, pool_at, previous, producer, link, device_ops, device_first,
                 handoff, extra, makespan, busy, span):
     """The whole Monte Carlo in one call: for each block of samples, the draws (plus
-    ``extra[stage]`` on every op of a stage), one ``timeline_batch`` pass with hand-offs
-    ``handoff[V]``, and ``reduce_batch``; fills ``makespan[K]``, ``busy`` and ``span``
-    ``[p, K]``."""
+    ``extra[i]`` on op ``i``: a blocking send, a delayed stage), one ``timeline_batch`` pass
+    with hand-offs ``handoff[V]``, and ``reduce_batch``; fills ``makespan[K]``, ``busy`` and
+    ``span`` ``[p, K]``."""
     N = kind.shape[0]
     K = makespan.shape[0]
     V = handoff.shape[0]
@@ -411,9 +418,9 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
         draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
              spike_x, pool, pool_at, first, dur)
         for i in range(N):
-            if extra[stage[i]] != 0.0:
+            if extra[i] != 0.0:
                 for b in range(size):
-                    dur[i, b] += extra[stage[i]]
+                    dur[i, b] += extra[i]
         timeline_batch(previous, producer, link, dur, hand, start, end)
         reduce_batch(device_ops, device_first, start, end, busy_b, span_b, out)
         for b in range(size):
@@ -425,8 +432,8 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
 
 @jit
 def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape,
-                     spike_p, spike_x, pool, pool_at, previous, producer, link, handoff, K,
-                     on_path, crossings, stage_ops):
+                     spike_p, spike_x, pool, pool_at, previous, producer, link, handoff, extra,
+                     K, on_path, crossings, stage_ops):
     """The same samples as ``run_samples`` (the draws are keyed, so drawn again), each
     sample's critical path counted by ``critical``."""
     N = kind.shape[0]
@@ -439,6 +446,10 @@ def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, s
             hand = _columns(handoff, size)
         draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
              spike_x, pool, pool_at, first, dur)
+        for i in range(N):
+            if extra[i] != 0.0:
+                for b in range(size):
+                    dur[i, b] += extra[i]
         timeline_batch(previous, producer, link, dur, hand, start, end)
         critical(previous, producer, link, hand, start, end, stage, on_path, crossings,
                  stage_ops)

@@ -123,6 +123,36 @@ def test_link_delay_is_a_handoff_latency():
     assert delayed.makespan[0] == simulate(s, Costs(f=1.0, b=2.0, comm=comm)).makespan
 
 
+def test_blocking_link_delay_holds_the_sender():
+    """A sleep before each send on a link: the op whose output crosses it takes that much
+    longer (as simulate with those durations), and a zero-bubble schedule, best without the
+    delay, loses to 1F1B with it (its ops have no slack to hide it in)."""
+    from fastpp.ops import B, F, I
+
+    c = Costs(f=1.0, b=2.0, w=1.0)
+    for name in ("1f1b", "zb-h2", "interleaved-1f1b"):
+        s = build_schedule(name, 8, 32, 2 if name.startswith("interleaved") else 1)
+        base = simulate(s, c)
+        durations = base.end - base.start
+        d = s.stage_to_device
+        for r in range(s.p):
+            for k in range(s.length[r]):
+                st, kind = s.stage[r, k], s.kind[r, k]
+                if kind == F and st + 1 < s.V and {d[st], d[st + 1]} == {3, 4}:
+                    durations[r, k] += 2.0
+                if kind in (B, I) and st > 0 and {d[st], d[st - 1]} == {3, 4}:
+                    durations[r, k] += 2.0
+        noisy = simulate(s, c, noise=Noise(0.0, link_delay={(3, 4): 2.0}, blocking=True),
+                         samples=2)
+        assert noisy.makespan[0] == pytest.approx(simulate(s, c, durations=durations).makespan,
+                                                  rel=1e-12), name
+    one, zb = build_schedule("1f1b", 8, 32), build_schedule("zb-h2", 8, 32)
+    slow = Noise(0.0, link_delay={(3, 4): 4.0}, blocking=True)
+    assert simulate(zb, c).makespan < simulate(one, c).makespan
+    assert simulate(zb, c, noise=slow, samples=1).mean > simulate(one, c, noise=slow,
+                                                                  samples=1).mean
+
+
 def test_quantiles_mean_std():
     mc = simulate(build_schedule("1f1b", 4, 8), Costs(f=1, b=2), noise=Noise(0.1), samples=400)
     assert mc.samples == 400
@@ -213,6 +243,7 @@ def test_one_microbatch_is_a_gamma_sum():
     ({"link_delay": {(1, 1): 0.1}}, "must join two devices"),
     ({"link_delay": {(0, 1): -0.1}}, "must be finite and >= 0"),
     ({"step": -1}, "step must be finite and >= 0"),
+    ({"blocking": 1}, "blocking must be one of"),
 ])
 def test_bad_noise(kwargs, match):
     with pytest.raises(ScheduleError, match=match):
