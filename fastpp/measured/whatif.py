@@ -101,7 +101,7 @@ def whatif(job: MeasuredJob) -> WhatIf:
     mean_ideal = t_ideal.mean()
     decompose, per_step = {}, {}
     for name, labels in groups.items():
-        decompose[name] = {_key(label): times[(name, label)].mean() / mean_ideal
+        decompose[name] = {_key(label): float(times[(name, label)].mean() / mean_ideal)
                            for label in _labels(labels)}
         per_step[name] = pd.DataFrame({_key(label): times[(name, label)] / t_ideal
                                        for label in _labels(labels)}, index=job.steps)
