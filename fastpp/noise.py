@@ -69,10 +69,11 @@ class Noise:
     spike : (float, float), optional
         ``(probability, magnitude)``: each op independently takes ``magnitude`` (>= 1) times
         as long with that probability (in [0, 1]).
-    empirical : MeasuredRun, optional
+    empirical : MeasuredRun or MeasuredJob, optional
         Draw each op's time from the run's measured times of the same device and kind (a
-        bootstrap), instead of ``Costs``; the run must have the schedule's ``p``. The jitter
-        (``cov``) is then 0 unless given.
+        bootstrap), instead of ``Costs``; the run must have the schedule's ``p`` (a job: its
+        stages, each device drawing from its stage's forward and backward computes over every
+        replica and step). The jitter (``cov``) is then 0 unless given.
 
     Raises
     ------
@@ -106,11 +107,11 @@ class Noise:
             raise ScheduleError(f"spike magnitude must be >= 1 (got {magnitude!r})")
         self.spike = (probability, magnitude)
         if empirical is not None:
-            from .measured.run import MeasuredRun  # pandas only when a run is given
+            from .measured import MeasuredJob, MeasuredRun  # pandas only when a run is given
 
-            if not isinstance(empirical, MeasuredRun):
-                raise ScheduleTypeError(f"empirical must be a fastpp.MeasuredRun (got "
-                                        f"{type(empirical).__name__})")
+            if not isinstance(empirical, MeasuredRun | MeasuredJob):
+                raise ScheduleTypeError(f"empirical must be a fastpp.MeasuredRun or "
+                                        f"MeasuredJob (got {type(empirical).__name__})")
         self.empirical = empirical
 
     def __repr__(self) -> str:
@@ -231,24 +232,45 @@ def _shape(cov: np.ndarray, dist: str) -> np.ndarray:
 
 
 def empirical_pools(run, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """A measured run's op times per (device, kind): ``values`` and ``at[r, kind] = (offset,
-    count)``."""
-    if run.p != p:
+    """A measured run's (or job's) op times per (device, kind): ``values`` and ``at[r, kind] =
+    (offset, count)``."""
+    times = _job_times(run) if hasattr(run, "pp") else _run_times(run)
+    if len(times) != p:
         raise ScheduleError(f"empirical noise must come from a run with the schedule's p={p} "
-                            f"(the run has p={run.p})")
-    s = run.schedule
+                            f"(the run has p={len(times)})")
     at = np.zeros((p, 5, 2), np.int64)
     values = []
     offset = 0
     for r in range(p):
-        kinds = s.kind[r, : s.length[r]]
-        times = run.durations[r, : s.length[r]]
         for k in range(5):
-            mine = times[kinds == k]
+            mine = np.asarray(times[r][k], np.float64)
             at[r, k] = offset, len(mine)
             values.append(mine)
             offset += len(mine)
-    return np.concatenate(values).astype(np.float64), at
+    return np.concatenate(values), at
+
+
+def _run_times(run) -> list[list[np.ndarray]]:
+    """Per device and op code: a ``MeasuredRun``'s op durations."""
+    s = run.schedule
+    kinds = [s.kind[r, : s.length[r]] for r in range(run.p)]
+    return [[run.durations[r, : s.length[r]][kinds[r] == k] for k in range(5)]
+            for r in range(run.p)]
+
+
+def _job_times(job) -> list[list[np.ndarray]]:
+    """Per stage and op code: a ``MeasuredJob``'s forward and backward compute durations
+    (every replica and step); no ``I``, ``W`` or pairs."""
+    from .measured.job import BACKWARD, FORWARD
+
+    out = []
+    for stage in range(job.pp):
+        rows = job.ops.stage.to_numpy() == stage
+        kinds = job.ops.optype.to_numpy()
+        out.append([job.durations[rows & (kinds == FORWARD)].ravel(),
+                    job.durations[rows & (kinds == BACKWARD)].ravel(),
+                    np.zeros(0), np.zeros(0), np.zeros(0)])
+    return out
 
 
 # -- jitted: the counter-based generator and the draws ------------------------------------------

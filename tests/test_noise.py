@@ -290,3 +290,25 @@ def test_empirical_noise_bootstraps_a_real_run():
                  noise=Noise(empirical=run))
     with pytest.raises(fastpp.ScheduleTypeError, match="empirical must be a fastpp.MeasuredRun"):
         Noise(empirical="trace.json")
+
+
+def test_empirical_noise_from_a_job():
+    """A what-if job's computes feed the Monte Carlo of another schedule on its stages."""
+    pytest.importorskip("yaml")
+    from fastpp.model.validate import DATA
+
+    trace = DATA / "whatif_st" / "trace-ST.parquet"
+    if not trace.exists():
+        pytest.skip("shared/data/whatif_st is not beside the repository")
+    job = fastpp.read_op_table(trace)
+    s = build_schedule("1f1b", job.pp, 8)
+    mc = simulate(s, Costs(f=1, b=2), noise=Noise(empirical=job), samples=200)
+    times = mc.op_times()
+    last = (job.ops.stage == 3).to_numpy() & (job.ops.optype == "forward-compute").to_numpy()
+    drawn = times[3, : s.length[3]][s.kind[3, : s.length[3]] == 0]
+    assert np.isin(drawn, job.durations[last]).all()
+    # the long last stage: its forwards are about twice the others'
+    assert drawn.mean() > 1.5 * times[0, : s.length[0]][s.kind[0, : s.length[0]] == 0].mean()
+    with pytest.raises(ScheduleError, match="needs a measured I op on device"):
+        simulate(build_schedule("zb-h1", job.pp, 8), Costs(f=1, b=2, w=1),
+                 noise=Noise(empirical=job))
