@@ -312,3 +312,18 @@ def test_empirical_noise_from_a_job():
     with pytest.raises(ScheduleError, match="needs a measured I op on device"):
         simulate(build_schedule("zb-h1", job.pp, 8), Costs(f=1, b=2, w=1),
                  noise=Noise(empirical=job))
+
+
+def test_pictures(tmp_path):
+    pytest.importorskip("matplotlib")
+    from fastpp import plot
+
+    c, noise = Costs(f=1, b=2, w=1), Noise(0.1)
+    runs = [simulate(build_schedule(name, 4, 8), c, noise=noise, samples=100)
+            for name in ("1f1b", "zb-h1")]
+    assert plot.makespan_cdf(runs, tmp_path / "cdf.png").stat().st_size > 5000
+    assert plot.criticality(runs[1], tmp_path / "crit.png").stat().st_size > 5000
+    with pytest.raises(fastpp.ScheduleTypeError, match=r"results\[0\] must be a fastpp.Monte"):
+        plot.makespan_cdf([1.0], tmp_path / "x.png")
+    with pytest.raises(ScheduleError, match="results must hold at least one"):
+        plot.makespan_cdf([], tmp_path / "x.png")
