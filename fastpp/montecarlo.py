@@ -51,6 +51,11 @@ class MonteCarlo:
     span: np.ndarray
     _state: tuple = field(repr=False)
 
+    def __repr__(self) -> str:
+        return (f"MonteCarlo({self.schedule.name!r}, p={self.schedule.p}, n={self.schedule.n}, "
+                f"samples={self.samples}, mean={self.mean:.6g}, std={self.std:.4g}, "
+                f"p95={self.quantile(0.95):.6g})")
+
     @property
     def samples(self) -> int:
         return len(self.makespan)
