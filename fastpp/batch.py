@@ -14,8 +14,9 @@ import numpy as np
 
 from . import kernels
 from ._jit import jit
+from .compiled import Compiled, evaluate
 from .costs import FIELDS as COST_FIELDS
-from .generators.registry import SCHEDULES
+from .generators.registry import SCHEDULES, build_schedule
 from .ops import OP_FIELDS, new_ops
 from .placement import TWO_DIRECTIONS, routes, stage_map
 
@@ -42,8 +43,10 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
     to ``peaks[peak_at[i] + r]``.
 
     Consecutive points with the same ``(schedule, p, n, m, G)`` share one build (callers order
-    points that way); builds go to the kernel in batches of at most ``BUDGET`` op slots, so
-    memory stays bounded whatever the points.
+    points that way). A run of at least ``GROUP`` of them goes through the schedule's compiled
+    form, all its cost vectors in one pass (``fastpp.compiled``); the other builds go to the
+    kernel in batches of at most ``BUDGET`` op slots, so memory stays bounded whatever the
+    points.
     """
     index = np.ascontiguousarray(index, np.int64)
     if index.size == 0:
@@ -54,6 +57,61 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
     for key in keys:
         new[1:] |= key[1:] != key[:-1]
     first = np.flatnonzero(new)  # where each build's run of points starts
+    size = np.diff(np.r_[first, index.size])
+    for a, z in zip(first[size >= GROUP].tolist(), (first + size)[size >= GROUP].tolist(),
+                    strict=True):
+        _simulate_group(tuple(int(k[a]) for k in keys), index[a:z], values, at, out, peaks,
+                        peak_at)
+    rest = np.repeat(size < GROUP, size)
+    if np.any(rest):
+        _simulate_apart(sid, p, n, m, G, values, at, index[rest], new[rest], out, peaks,
+                        peak_at)
+
+
+GROUP = 16  # the fewest points of one schedule that share a pass of its compiled form
+_COMPILED: dict[tuple, Compiled] = {}  # the last few hundred compiled (sid, p, n, m, G)
+
+
+def _simulate_group(key, index, values, at, out, peaks, peak_at) -> None:
+    """Points ``index``, all of schedule ``key``, in one pass of its compiled form."""
+    found = _COMPILED.get(key)
+    if found is None:
+        s, P, N, M, G = key
+        spec = SPECS[s]
+        options = {"G": G} if "G" in spec.options else {}
+        found = build_schedule(spec.name, P, N, M, **options).compiled()
+        if len(_COMPILED) >= 256:
+            _COMPILED.clear()
+        _COMPILED[key] = found
+    P, M = key[1], key[3]
+    stage_device = stage_map(SPECS[key[0]].placement_code, P, M)
+    rows = np.empty((7, found.V, index.size))
+    status = np.empty(index.size, np.int64)
+    group_costs(index, values, at, P, stage_device, M, rows, status)
+    ok = status == OK
+    out[index] = np.nan
+    out[index, STATUS] = status
+    if not np.any(ok):
+        return
+    index = index[ok]
+    got = evaluate(found, np.ascontiguousarray(rows[:, :, ok]), times=False)
+    out[index, MAKESPAN], out[index, BUBBLE] = got.makespan, got.bubble_ratio
+    out[index, SPAN_BUBBLE] = got.span_bubble_ratio
+    out[index, PEAK_MAX] = got.peak_activations.max(axis=0)
+    out[index, PEAK_MIN] = got.peak_activations.min(axis=0)
+    out[index, LIVE_MAX] = got.peak_live.max()
+    out[index, NUM_OPS] = found.num_ops
+    out[index, PARAMETER_UNITS] = 2.0 if PLACEMENT_CODE[key[0]] == TWO_DIRECTIONS else 1.0
+    out[index, STATUS] = OK
+    if peaks.shape[0] > 0:
+        peaks[peak_at[index][:, None] + np.arange(P)] = got.peak_activations.T
+
+
+def _simulate_apart(sid, p, n, m, G, values, at, index, new, out, peaks, peak_at) -> None:
+    """Points ``index`` (a new build where ``new``) on the per-point kernel, the builds in
+    batches of at most ``BUDGET`` op slots."""
+    keys = [x[index] for x in (sid, p, n, m, G)]
+    first = np.flatnonzero(new)
     slot = np.cumsum(new) - 1  # each point's build
     work = (keys[1] * keys[2] * keys[3])[first] * 3
     b0 = 0
@@ -103,6 +161,36 @@ def _field(values, at, i, k):
 
 
 @jit
+def point_costs(values, at, i, P, stage_device, M):
+    """Point ``i``'s ``(status, kernels.stage_costs rows)``: ``OK``, or ``BAD_LENGTH + k``
+    when its field ``k`` has neither one, ``P`` nor ``V`` values, or ``W_ABOVE_B``."""
+    V = stage_device.shape[0]
+    for k in range(N_COSTS):
+        count = at[i, k, 1]
+        if count != 1 and count != P and count != V:
+            return BAD_LENGTH + k, np.empty((7, V))
+    c = kernels.stage_costs(_field(values, at, i, 0), _field(values, at, i, 1),
+                            _field(values, at, i, 2), _field(values, at, i, 3),
+                            _field(values, at, i, 4), _field(values, at, i, 5),
+                            _field(values, at, i, 6), _field(values, at, i, 7),
+                            _field(values, at, i, 8), stage_device, M)
+    for s in range(V):
+        if c[kernels.TW, s] > c[kernels.TB, s]:
+            return W_ABOVE_B, c
+    return OK, c
+
+
+@jit
+def group_costs(index, values, at, P, stage_device, M, rows, status):
+    """``point_costs`` of the points ``index``, all of one schedule: point ``index[q]``'s
+    status at ``status[q]``, its rows at ``rows[:, :, q]``."""
+    for q in range(index.shape[0]):
+        status[q], c = point_costs(values, at, index[q], P, stage_device, M)
+        if status[q] == OK:
+            rows[:, :, q] = c
+
+
+@jit
 def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, lasts, values,
                     at, out, peaks, peak_at):
     """Simulate the points ``index`` on their built schedules (point ``index[q]`` on row
@@ -123,24 +211,9 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         first = firsts[built[g, ROUTES]: built[g, ROUTES] + N]
         last = lasts[built[g, ROUTES]: built[g, ROUTES] + N]
         out[i, :] = np.nan
-        bad = -1
-        for k in range(N_COSTS):
-            count = at[i, k, 1]
-            if bad < 0 and count != 1 and count != P and count != V:
-                bad = k
-        if bad >= 0:
-            out[i, STATUS] = BAD_LENGTH + bad
-            continue
-        c = kernels.stage_costs(_field(values, at, i, 0), _field(values, at, i, 1),
-                                _field(values, at, i, 2), _field(values, at, i, 3),
-                                _field(values, at, i, 4), _field(values, at, i, 5),
-                                _field(values, at, i, 6), _field(values, at, i, 7),
-                                _field(values, at, i, 8), stage_device, M)
-        w_above_b = False
-        for s in range(V):
-            w_above_b |= c[kernels.TW, s] > c[kernels.TB, s]
-        if w_above_b:
-            out[i, STATUS] = W_ABOVE_B
+        status, c = point_costs(values, at, i, P, stage_device, M)
+        if status != OK:
+            out[i, STATUS] = status
             continue
         total = 0
         for r in range(P):

@@ -23,9 +23,8 @@ The compiled form (``Compiled``, every array int64, ``N`` ops, ``i`` an op's pla
   ``device_ops[device_first[r]:device_first[r + 1]]`` (for the reductions).
 - ``p, V, n, forward_only``: as on the schedule.
 
-The rules are SCHEDULES.md section 2's, taken from ``fastpp.dependencies.edges``; the order is
-the order in which ``kernels.timeline`` starts the ops when every op takes one time unit, so a
-schedule that deadlocks raises ``simulate``'s ``ScheduleError`` from ``compiled()``.
+The rules are SCHEDULES.md section 2's, from ``kernels.producers`` (``dependencies.edges``);
+a schedule that deadlocks raises ``simulate``'s ``ScheduleError`` from ``compiled()``.
 
 The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguous float64)
 ------------------------------------------------------------------------------------------
@@ -37,22 +36,29 @@ The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguou
   latencies ``handoff[:, b]`` (``[V, B]``). An op starts at the max of its device's previous
   end and each producer's end (plus ``handoff[link]`` across devices), exactly as
   ``kernels.timeline``: the same float operations, so equal bit for bit.
-- ``reduce_batch(device_ops, device_first, start, end, busy, span, out)``: per column,
-  ``busy`` and ``span`` ``[p, B]`` and ``out[0:3, b] = makespan, bubble_ratio,
-  span_bubble_ratio`` (``kernels.reduce``'s arithmetic, bit for bit).
-- ``latency_batch(link, handoff, out)``: ``out[b]``, the summed latency of every cross-device
-  hand-off (``serial_time = busy.sum() + latency``; summed in another order than
-  ``kernels.timeline``: equal to about 1e-15 relative).
-- ``peaks_batch(kind, stage, stage2, device_ops, device_first, unit, gamma, forward_only,
-  peak, live)``: per column, each device's peak activations ``peak[p, B]`` from ``unit`` and
-  ``gamma`` ``[V, B]``, and its peak live pairs ``live[p]`` (cost-free), as ``kernels.peaks``.
+- ``evaluate_batch(previous, producer, link, device, kind, stage, stage2, forward_only, rows,
+  durations, start, end, busy, first, last, peak, live, latency)``: the same pass with every
+  per-device sum folded in: each op's time from the stage rows ``rows[7, V, B]``
+  (``kernels.TF ... GAMMA``) or from ``durations[N, B]`` (when not empty, shape ``(0, 0)``);
+  ``start`` stored unless empty; per device and column ``busy``, ``first`` (its first op's
+  start), ``last`` (its last op's end), ``peak`` activations ``[p, B]``; ``live[p]`` the peak
+  live pairs; ``latency[B]`` every cross-device hand-off summed (``serial_time = busy.sum() +
+  latency``, summed in another order than ``kernels.timeline``: equal to about 1e-15
+  relative). A device's ops come in position order, so busy and memory add in the order of
+  ``kernels.reduce`` and ``kernels.device_memory``: equal bit for bit.
+- ``finish_batch(device_first, busy, first, last, span, out)``: ``span[p, B]`` and
+  ``out[:, b] = makespan, bubble_ratio, span_bubble_ratio`` (``kernels.reduce``'s arithmetic).
 
-``evaluate(compiled, stage_costs, durations=None)`` runs them all for a list of
-``fastpp.StageCosts`` (or a given ``durations[N, B]``) and returns a ``Batch``.
+``evaluate(compiled, stage_costs, durations=None, times=True)`` runs them all for a list of
+``fastpp.StageCosts`` (or their rows stacked ``[7, V, B]``; or a given ``durations[N, B]``)
+and returns a ``Batch``; ``times=False`` keeps only the reductions and runs the columns a
+slice at a time, in buffers that stay in cache (a fresh ``[N, B]`` array costs more in page
+faults than the pass that fills it).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -60,7 +66,8 @@ import numpy as np
 from . import kernels
 from ._jit import jit
 from .checks import ScheduleError
-from .dependencies import deadlock_error, edges
+from .dependencies import deadlock_error
+from .kernels import COMM, GAMMA, TB, TF, TFB, TW, UNIT
 from .ops import FB, B, F, I, W
 
 
@@ -93,7 +100,8 @@ class Compiled(NamedTuple):
 
 class Batch(NamedTuple):
     """``evaluate``'s output, one column per cost vector: ``start, end [N, B]`` in the compiled
-    order (``start[compiled.index[r, k]]`` is op ``k`` of device ``r``), ``makespan,
+    order (``start[compiled.index[r, k]]`` is op ``k`` of device ``r``; ``None`` unless
+    ``times``), ``makespan,
     bubble_ratio, span_bubble_ratio, serial_time [B]``, ``busy, span, peak_activations
     [p, B]`` and ``peak_live [p]``."""
 
@@ -117,85 +125,162 @@ def compile_schedule(schedule) -> Compiled:
     ScheduleError
         If the schedule deadlocks (the message of ``simulate``).
     """
-    p, V, shape = schedule.p, schedule.V, schedule.kind.shape
-    # one timeline with every op one unit long and no latency: an op starts strictly after
-    # each of its inputs, so sorting by start is a topological order
-    start, end = np.zeros(shape), np.zeros(shape)
-    pointer = np.empty(p, np.int64)
-    zero = np.zeros(V)
-    unit = np.ones(shape)
-    if kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
-                        schedule.route_first, schedule.route_last, schedule.n, zero, zero, zero,
-                        zero, zero, unit, start, end, pointer) < 0:
+    p, length = schedule.p, schedule.length
+    N = int(length.sum())
+    made = np.empty((N, 2), np.int64)  # device-major numbering (dependencies.edges)
+    kernels.producers(schedule.ops, length, schedule.V, schedule.n, schedule.route_first,
+                      schedule.route_last, made)
+    order, pointer = np.empty(N, np.int64), np.empty(p, np.int64)
+    if _order(length, made, order, pointer) < N:
         raise deadlock_error(schedule, pointer)
-    rs, ks, producer = edges(schedule)
-    order = np.argsort(start[rs, ks], kind="stable")
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    producer = producer[order]
-    producer = np.where(producer >= 0, rank[np.maximum(producer, 0)], -1)
-    device, position = rs[order], ks[order]
-    ops = schedule.ops[:, device, position].astype(np.int64)
-    pair = ops[0] == FB
-    stage2 = np.where(pair, ops[3], -1)
-    mb2 = np.where(pair, ops[4], -1)
-    index = np.full(shape, -1, np.int64)
-    index[device, position] = np.arange(len(order))
-    previous = np.where(position > 0, index[device, np.maximum(position - 1, 0)], -1)
-    # the link an edge crosses: a forward input comes over stage s-1's, a gradient over s2's
-    backward_stage = np.where(pair, stage2, ops[1])
-    crosses = (producer >= 0) & (device[np.maximum(producer, 0)] != device[:, None])
-    link = np.full((len(order), 2), -1, np.int64)
-    link[:, 0] = np.where(crosses[:, 0], ops[1] - 1, -1)
-    link[:, 1] = np.where(crosses[:, 1], backward_stage, -1)
-    used = np.arange(shape[1]) < schedule.length[:, None]
-    device_ops = index[used]
-    device_first = np.r_[0, np.cumsum(schedule.length)].astype(np.int64)
-    return Compiled(device, position, ops[0], ops[1], ops[2], stage2, mb2, previous, producer,
-                    link, index, device_ops, device_first, p, V, schedule.n,
+    device, position, kind, stage, mb, stage2, mb2, previous, device_ops = (
+        np.empty(N, np.int64) for _ in range(9))
+    producer, link = np.empty((N, 2), np.int64), np.empty((N, 2), np.int64)
+    index = np.full(schedule.kind.shape, -1, np.int64)
+    _lay_out(schedule.ops, length, made, order, device, position, kind, stage, mb, stage2, mb2,
+             previous, producer, link, index, device_ops)
+    device_first = np.zeros(p + 1, np.int64)
+    np.cumsum(length, out=device_first[1:])
+    return Compiled(device, position, kind, stage, mb, stage2, mb2, previous, producer, link,
+                    index, device_ops, device_first, p, schedule.V, schedule.n,
                     bool(schedule.forward_only))
 
 
-def evaluate(compiled: Compiled, stage_costs, durations=None) -> Batch:
+@jit
+def _order(length, made, order, pointer):
+    """A topological order of the ops (device-major numbers, producers ``made``) into
+    ``order``: sweep the devices, each running as far as its inputs are done, until none
+    moves. Returns how many were ordered; fewer than all is a deadlock, with ``pointer[r]``
+    at each device's stuck op (the ops ``kernels.timeline`` gets stuck at: both run every op
+    whose inputs can be done)."""
+    p = length.shape[0]
+    first = np.zeros(p, np.int64)
+    for r in range(1, p):
+        first[r] = first[r - 1] + length[r - 1]
+    done = np.zeros(order.shape[0], np.bool_)
+    count = 0
+    moved = True
+    pointer[:] = 0
+    while moved:
+        moved = False
+        for r in range(p):
+            while pointer[r] < length[r]:
+                i = first[r] + pointer[r]
+                u, v = made[i, 0], made[i, 1]
+                if (u >= 0 and not done[u]) or (v >= 0 and not done[v]):
+                    break
+                done[i] = True
+                order[count] = i
+                count += 1
+                pointer[r] += 1
+                moved = True
+    return count
+
+
+@jit
+def _lay_out(ops, length, made, order, device, position, kind, stage, mb, stage2, mb2, previous,
+             producer, link, index, device_ops):
+    """Fill the ``Compiled`` arrays from the device-major producers ``made`` and ``order``."""
+    N = order.shape[0]
+    rank = np.empty(N, np.int64)
+    owner = np.empty(N, np.int64)  # device of each device-major number
+    for q in range(N):
+        rank[order[q]] = q
+    i = 0
+    for r in range(length.shape[0]):
+        for k in range(length[r]):
+            owner[i] = r
+            i += 1
+    i = 0
+    for r in range(length.shape[0]):
+        for k in range(length[r]):
+            q = rank[i]
+            device[q], position[q], index[r, k], device_ops[i] = r, k, q, q
+            kind[q], stage[q], mb[q] = ops[0, r, k], ops[1, r, k], ops[2, r, k]
+            pair = kind[q] == FB
+            stage2[q] = ops[3, r, k] if pair else -1
+            mb2[q] = ops[4, r, k] if pair else -1
+            previous[q] = rank[i - 1] if k > 0 else -1
+            # a forward input comes over stage s-1's link, a gradient over the backward's own
+            crossed = (stage[q] - 1, stage2[q] if pair else stage[q])
+            for e in range(2):
+                u = made[i, e]
+                producer[q, e] = rank[u] if u >= 0 else -1
+                link[q, e] = crossed[e] if u >= 0 and owner[u] != r else -1
+            i += 1
+
+
+def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = True) -> Batch:
     """Timelines, reductions and peaks of ``compiled`` under each of ``stage_costs``.
 
     Parameters
     ----------
     compiled : Compiled
         From ``Schedule.compiled()``.
-    stage_costs : sequence of fastpp.StageCosts
-        One per column (from ``Costs.per_stage``), all for this schedule.
+    stage_costs : sequence of fastpp.StageCosts, or ndarray, shape (7, V, B)
+        One per column (from ``Costs.per_stage``), all for this schedule; or their rows
+        stacked (``kernels.TF ... kernels.GAMMA``, one column per cost vector).
     durations : ndarray, shape (N, B), optional
         Every op's time per column (in the compiled order), in place of the stage times; the
         hand-offs still take ``stage_costs``' latencies.
+    times : bool
+        Keep every op's ``start`` and ``end``; without them (``None`` in the ``Batch``) the
+        columns run a slice at a time in buffers that stay in cache.
 
     Returns
     -------
     Batch
     """
-    columns = len(stage_costs)
-    if columns == 0:
-        raise ScheduleError("stage_costs must hold at least one StageCosts (got none)")
-    rows = np.stack([np.asarray(c, np.float64) for c in stage_costs], axis=2)  # [7, V, B]
-    rows = np.ascontiguousarray(rows)
+    rows = stage_costs
+    if not isinstance(rows, np.ndarray):
+        if len(rows) == 0:
+            raise ScheduleError("stage_costs must hold at least one StageCosts (got none)")
+        rows = np.stack([np.asarray(c, np.float64) for c in stage_costs], axis=2)
+    columns = rows.shape[2]
     N, p = compiled.num_ops, compiled.p
-    if durations is None:
-        durations = np.empty((N, columns))
-        op_durations(compiled.kind, compiled.stage, compiled.stage2, rows[kernels.TF],
-                     rows[kernels.TB], rows[kernels.TW], rows[kernels.TFB], durations)
-    start, end = np.empty((N, columns)), np.empty((N, columns))
-    timeline_batch(compiled.previous, compiled.producer, compiled.link, durations,
-                   rows[kernels.COMM], start, end)
-    busy, span, out = np.empty((p, columns)), np.empty((p, columns)), np.empty((3, columns))
-    reduce_batch(compiled.device_ops, compiled.device_first, start, end, busy, span, out)
-    latency = np.empty(columns)
-    latency_batch(compiled.link, rows[kernels.COMM], latency)
-    peak, live = np.empty((p, columns)), np.empty(p, np.int64)
-    peaks_batch(compiled.kind, compiled.stage, compiled.stage2, compiled.device_ops,
-                compiled.device_first, rows[kernels.UNIT], rows[kernels.GAMMA],
-                compiled.forward_only, peak, live)
-    return Batch(start, end, out[0], out[1], out[2], busy.sum(axis=0) + latency, busy, span,
-                 peak, live)
+    out = Batch(*(np.empty((N, columns)) if times else None for _ in range(2)),
+                *(np.empty(columns) for _ in range(4)),
+                *(np.empty((p, columns)) for _ in range(3)), np.empty(p, np.int64))
+    step = columns if times else max(1, min(columns, SLICE // max(N, 1)))
+    for c0 in range(0, columns, step):
+        c1 = min(columns, c0 + step)
+        part = np.ascontiguousarray(rows[:, :, c0:c1])
+        given = None if durations is None else np.ascontiguousarray(durations[:, c0:c1])
+        _evaluate(compiled, part, given, out, c0, c1)
+    return out
+
+
+SLICE = 1 << 17  # op-columns a slice of ``evaluate`` times at once: 1 MB per array
+_SCRATCH = threading.local()
+
+
+def _scratch(slot: int, N: int, width: int) -> np.ndarray:
+    """A C-contiguous ``[N, width]`` float64 buffer kept per thread between calls: a fresh
+    array of a megabyte costs more in page faults than the pass over it."""
+    buffers = _SCRATCH.__dict__.setdefault("buffers", [np.empty(0) for _ in range(3)])
+    if buffers[slot].size < N * width:
+        buffers[slot] = np.empty(max(N * width, 2 * buffers[slot].size))
+    return buffers[slot][: N * width].reshape(N, width)
+
+
+def _evaluate(c: Compiled, rows, durations, out: Batch, c0: int, c1: int) -> None:
+    """Columns ``c0:c1`` of ``evaluate`` (``rows`` and ``durations`` those columns only)."""
+    N, p, width = c.num_ops, c.p, c1 - c0
+    start = out.start if out.start is not None else _NONE
+    end = out.end if out.end is not None else _scratch(0, N, width)
+    busy, first, last, peak = (np.empty((p, width)) for _ in range(4))
+    latency, flat = np.empty(width), np.empty((3, width))
+    evaluate_batch(c.previous, c.producer, c.link, c.device, c.kind, c.stage, c.stage2,
+                   c.forward_only, rows, _NONE if durations is None else durations, start, end,
+                   busy, first, last, peak, out.peak_live, latency)
+    span = np.empty((p, width))
+    finish_batch(c.device_first, busy, first, last, span, flat)
+    out.makespan[c0:c1], out.bubble_ratio[c0:c1], out.span_bubble_ratio[c0:c1] = flat
+    out.serial_time[c0:c1] = busy.sum(axis=0) + latency
+    out.busy[:, c0:c1], out.span[:, c0:c1], out.peak_activations[:, c0:c1] = busy, span, peak
+
+
+_NONE = np.zeros((0, 0))
 
 
 @jit
@@ -247,92 +332,130 @@ def timeline_batch(previous, producer, link, durations, handoff, start, end):
 
 
 @jit
-def reduce_batch(device_ops, device_first, start, end, busy, span, out):
-    """Per column: ``busy``, ``span`` ``[p, B]`` and ``out[:, b] = makespan, bubble_ratio,
-    span_bubble_ratio`` (``kernels.reduce``, column by column)."""
-    p = device_first.shape[0] - 1
-    columns = start.shape[1]
-    first = np.full(columns, np.inf)
-    last = np.full(columns, -np.inf)
+def evaluate_batch(previous, producer, link, device, kind, stage, stage2, forward_only, rows,
+                   durations, start, end, busy, first, last, peak, live, latency):
+    """``timeline_batch`` and every per-device sum in the same pass (module docstring).
+
+    Each op's time comes from ``durations[N, B]`` or, when that is empty (shape ``(0, 0)``),
+    from the stage rows ``rows[7, V, B]``; ``start`` is stored unless empty. Per device and
+    column: ``busy``, ``first`` (its first op's start), ``last`` (its last op's end) and
+    ``peak`` activations; ``live[r]`` its peak live pairs; ``latency[b]`` the cross-device
+    hand-offs summed. A device's ops come in position order, so every sum adds in
+    ``kernels.reduce``'s and ``kernels.device_memory``'s order: equal bit for bit.
+    """
+    p, columns = busy.shape
+    mem = np.zeros((p, columns))
+    count = np.zeros(p, np.int64)
+    t = np.empty(columns)
+    d = np.empty(columns)
+    busy[:] = 0.0
+    peak[:] = 0.0
+    live[:] = 0
+    latency[:] = 0.0
+    for i in range(previous.shape[0]):
+        r = device[i]
+        if durations.shape[0] > 0:
+            d[:] = durations[i]
+        else:
+            _op_time(kind[i], stage[i], stage2[i], rows, d)
+        a = previous[i]
+        for b in range(columns):
+            t[b] = end[a, b] if a >= 0 else 0.0
+        for q in range(2):
+            u = producer[i, q]
+            s = link[i, q]
+            if u < 0:
+                continue
+            if s >= 0:
+                for b in range(columns):
+                    t[b] = max(t[b], end[u, b] + rows[COMM, s, b])
+                    latency[b] += rows[COMM, s, b]
+            else:
+                for b in range(columns):
+                    t[b] = max(t[b], end[u, b])
+        for b in range(columns):
+            e = t[b] + d[b]
+            end[i, b] = e
+            busy[r, b] += e - t[b]
+            last[r, b] = e
+        if start.shape[0] > 0:
+            start[i] = t
+        if a < 0:
+            first[r] = t
+        started, count[r] = _memory_step(kind[i], stage[i], stage2[i], forward_only, rows,
+                                         mem[r], peak[r], count[r])
+        live[r] = max(live[r], started)
+
+
+@jit
+def _op_time(kind, s, s2, rows, d):
+    """One op's time per column into ``d``, from the stage rows (``op_durations``)."""
+    if kind == F:
+        d[:] = rows[TF, s]
+    elif kind == B:
+        d[:] = rows[TB, s]
+    elif kind == I:
+        for b in range(d.shape[0]):
+            d[b] = rows[TB, s, b] - rows[TW, s, b]
+    elif kind == W:
+        d[:] = rows[TW, s]
+    else:
+        for b in range(d.shape[0]):
+            pair = rows[TFB, s, b]
+            d[b] = pair if pair >= 0.0 else rows[TF, s, b] + rows[TB, s2, b]
+
+
+@jit
+def _memory_step(kind, s, s2, forward_only, rows, mem, peak, count):
+    """One op on a device: its activations ``mem`` per column after the op's end and the peak
+    after its start (``kernels.device_memory``); returns the live pairs after its start and
+    after its end."""
+    if kind == F or kind == FB:
+        count += 1
+        for b in range(mem.shape[0]):
+            mem[b] += rows[UNIT, s, b]
+            peak[b] = max(peak[b], mem[b])
+    started = count
+    if kind == FB:
+        count -= 1
+        for b in range(mem.shape[0]):
+            mem[b] -= rows[UNIT, s2, b]
+    elif kind == B or (kind == F and forward_only):
+        count -= 1
+        for b in range(mem.shape[0]):
+            mem[b] -= rows[UNIT, s, b]
+    elif kind == I:
+        for b in range(mem.shape[0]):
+            mem[b] -= (1.0 - rows[GAMMA, s, b]) * rows[UNIT, s, b]
+    elif kind == W:
+        count -= 1
+        for b in range(mem.shape[0]):
+            mem[b] -= rows[GAMMA, s, b] * rows[UNIT, s, b]
+    return started, count
+
+
+@jit
+def finish_batch(device_first, busy, first, last, span, out):
+    """Per column: ``span`` and ``out[:, b] = makespan, bubble_ratio, span_bubble_ratio`` from
+    ``evaluate_batch``'s sums (``kernels.reduce``'s arithmetic)."""
+    p, columns = busy.shape
+    lowest = np.full(columns, np.inf)
+    highest = np.full(columns, -np.inf)
     total = np.zeros(columns)
     longest = np.zeros(columns)
     for r in range(p):
-        for b in range(columns):
-            busy[r, b] = 0.0
-            span[r, b] = 0.0
-        a, z = device_first[r], device_first[r + 1]
-        if a == z:
+        span[r] = 0.0
+        if device_first[r] == device_first[r + 1]:
             continue
-        for k in range(a, z):
-            i = device_ops[k]
-            for b in range(columns):
-                busy[r, b] += end[i, b] - start[i, b]
-        i0, i1 = device_ops[a], device_ops[z - 1]
         for b in range(columns):
-            span[r, b] = end[i1, b] - start[i0, b]
-            first[b] = min(first[b], start[i0, b])
-            last[b] = max(last[b], end[i1, b])
+            span[r, b] = last[r, b] - first[r, b]
+            lowest[b] = min(lowest[b], first[r, b])
+            highest[b] = max(highest[b], last[r, b])
             total[b] += busy[r, b]
             longest[b] = max(longest[b], span[r, b])
     for b in range(columns):
-        makespan = last[b] - first[b]
+        makespan = highest[b] - lowest[b]
         out[0, b] = makespan
         # ops of zero duration (per-op durations may be 0) can leave nothing to divide by
         out[1, b] = 1.0 - total[b] / (p * makespan) if makespan > 0.0 else 0.0
         out[2, b] = 1.0 - total[b] / p / longest[b] if longest[b] > 0.0 else 0.0
-
-
-@jit
-def latency_batch(link, handoff, out):
-    """``out[b]``: the latency summed over every cross-device hand-off of column ``b``."""
-    for b in range(out.shape[0]):
-        out[b] = 0.0
-    for i in range(link.shape[0]):
-        for q in range(2):
-            s = link[i, q]
-            if s >= 0:
-                for b in range(out.shape[0]):
-                    out[b] += handoff[s, b]
-
-
-@jit
-def peaks_batch(kind, stage, stage2, device_ops, device_first, unit, gamma, forward_only, peak,
-                live):
-    """Per column, every device's peak activations ``peak[p, B]`` (units ``unit``, split
-    fraction ``gamma``, both ``[V, B]``) and its peak live pairs ``live[p]``
-    (``kernels.device_memory``'s rules and arithmetic)."""
-    p = device_first.shape[0] - 1
-    columns = unit.shape[1]
-    mem = np.empty(columns)
-    for r in range(p):
-        mem[:] = 0.0
-        count = 0
-        live_peak = 0
-        for b in range(columns):
-            peak[r, b] = 0.0
-        for k in range(device_first[r], device_first[r + 1]):
-            i = device_ops[k]
-            what = kind[i]
-            s = stage[i]
-            if what == F or what == FB:
-                count += 1
-                live_peak = max(live_peak, count)
-                for b in range(columns):
-                    mem[b] += unit[s, b]
-                    peak[r, b] = max(peak[r, b], mem[b])
-            if what == FB:
-                count -= 1
-                for b in range(columns):
-                    mem[b] -= unit[stage2[i], b]
-            elif what == B or (what == F and forward_only):
-                count -= 1
-                for b in range(columns):
-                    mem[b] -= unit[s, b]
-            elif what == I:
-                for b in range(columns):
-                    mem[b] -= (1.0 - gamma[s, b]) * unit[s, b]
-            elif what == W:
-                count -= 1
-                for b in range(columns):
-                    mem[b] -= gamma[s, b] * unit[s, b]
-        live[r] = live_peak

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import kernels
 from .checks import ScheduleError
 from .ops import FB, B, F, I, W
 
@@ -65,29 +66,9 @@ def edges(schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """
     used = np.arange(schedule.ops.shape[2]) < schedule.length[:, None]
     rs, ks = np.nonzero(used)
-    kind, st, mb, st2, mb2 = (x.astype(np.int64) for x in schedule.ops[:, rs, ks])
-    number = np.arange(len(rs))
-    fwd = np.full((schedule.V, schedule.n), -1)  # the op that made F(s, j)'s output
-    grad = np.full((schedule.V, schedule.n), -1)  # the op that made stage s's input gradient
-    has_f = (kind == F) | (kind == FB)
-    fwd[st[has_f], mb[has_f]] = number[has_f]
-    pair = kind == FB
-    has_g = (kind == B) | (kind == I)
-    grad[st[has_g], mb[has_g]] = number[has_g]
-    grad[st2[pair], mb2[pair]] = number[pair]
-    first, last = schedule.route_first.astype(np.int64), schedule.route_last.astype(np.int64)
-    producer = np.full((len(rs), 2), -1, np.int64)
-    needs_f = has_f & (st > first[mb])
-    producer[needs_f, 0] = fwd[st[needs_f] - 1, mb[needs_f]]
-    # the backward half: the stage's own (s, j) or, for a pair, its (s2, j2)
-    sb, jb = np.where(pair, st2, st), np.where(pair, mb2, mb)
-    backward = has_g | pair
-    end = backward & (sb == last[np.maximum(jb, 0)])
-    inner = backward & ~end
-    producer[inner, 1] = grad[sb[inner] + 1, jb[inner]]
-    producer[end, 1] = fwd[sb[end], jb[end]]
-    is_w = kind == W
-    producer[is_w, 1] = grad[st[is_w], mb[is_w]]
+    producer = np.empty((len(rs), 2), np.int64)
+    kernels.producers(schedule.ops, schedule.length, schedule.V, schedule.n,
+                      schedule.route_first, schedule.route_last, producer)
     return rs.astype(np.int64), ks.astype(np.int64), producer
 
 

@@ -343,3 +343,43 @@ def check_ops(ops, length, stage_device, route_first, route_last, n, forward_onl
                     if bad:
                         return F_AFTER_GRAD + rule, s, j
     return OK, 0, 0
+
+
+@jit
+def producers(ops, length, V, n, route_first, route_last, producer):
+    """Which op made each op's inputs (``fastpp.dependencies.edges``, the rule of ``timeline``
+    as edges). Ops are numbered device by device in position order; ``producer[i, 0]`` made op
+    ``i``'s forward input, ``producer[i, 1]`` its gradient input (a ``B``/``I`` at the end of
+    its route: its own forward), ``-1`` where it has none or its producer is missing."""
+    p = ops.shape[1]
+    fwd = np.full((V, n), -1, np.int64)  # the op that made F(s, j)'s output
+    grad = np.full((V, n), -1, np.int64)  # the op that made stage s's input gradient, mb j
+    i = 0
+    for r in range(p):
+        for k in range(length[r]):
+            kind = ops[0, r, k]
+            if kind == F or kind == FB:
+                fwd[ops[1, r, k], ops[2, r, k]] = i
+            if kind == B or kind == I:
+                grad[ops[1, r, k], ops[2, r, k]] = i
+            elif kind == FB:
+                grad[ops[3, r, k], ops[4, r, k]] = i
+            i += 1
+    i = 0
+    for r in range(p):
+        for k in range(length[r]):
+            kind = ops[0, r, k]
+            s = ops[1, r, k]
+            j = ops[2, r, k]
+            producer[i, 0] = -1
+            producer[i, 1] = -1
+            if (kind == F or kind == FB) and s > route_first[j]:
+                producer[i, 0] = fwd[s - 1, j]
+            if kind == FB:
+                s = ops[3, r, k]
+                j = ops[4, r, k]
+            if kind == B or kind == I or kind == FB:
+                producer[i, 1] = grad[s + 1, j] if s < route_last[j] else fwd[s, j]
+            elif kind == W:
+                producer[i, 1] = grad[s, j]
+            i += 1

@@ -2,10 +2,10 @@
 
 One jitted call (``noise.run_samples``) computes every sample on the compiled schedule
 (``fastpp.compiled``): block by block of samples, the draws fill every op's time, one pass of
-``timeline_batch`` times the block (samples innermost), ``reduce_batch`` gives each sample's
-makespan, busy times and spans. Nothing of size ops x samples is kept: the draws are keyed by
-sample, so the critical paths (``noise.critical_samples``) and the delayed variants of the
-absorption thresholds draw the very same samples again.
+``evaluate_batch`` times the block (samples innermost) and sums each device's busy time, and
+``finish_batch`` gives each sample's makespan and spans. Nothing of size ops x samples is
+kept: the draws are keyed by sample, so the critical paths (``noise.critical_samples``) and
+the delayed variants of the absorption thresholds draw the very same samples again.
 """
 
 from __future__ import annotations
@@ -193,8 +193,8 @@ def _samples(state, handoff, extra, samples):
     makespan, busy, span = (np.empty(samples), np.empty((compiled.p, samples)),
                             np.empty((compiled.p, samples)))
     noise_module.run_samples(*draws, compiled.previous, compiled.producer, compiled.link,
-                             compiled.device_ops, compiled.device_first, handoff, extra,
-                             makespan, busy, span)
+                             compiled.stage2, compiled.device_first, handoff, extra, makespan,
+                             busy, span)
     return makespan, busy, span
 
 

@@ -28,7 +28,8 @@ import numpy as np
 
 from ._jit import jit
 from .checks import ScheduleError, ScheduleTypeError, flag, nonnegative_int, number, one_of
-from .compiled import reduce_batch, timeline_batch
+from .compiled import evaluate_batch, finish_batch, timeline_batch
+from .kernels import COMM
 from .ops import FB, F, Op
 
 DISTS = ("lognormal", "gamma")
@@ -418,38 +419,47 @@ BLOCK = 64  # samples per block: a block's three [N, BLOCK] tables stay in cache
 
 @jit
 def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-                spike_x, pool, pool_at, previous, producer, link, device_ops, device_first,
+                spike_x, pool, pool_at, previous, producer, link, stage2, device_first,
                 handoff, extra, makespan, busy, span):
     """The whole Monte Carlo in one call: for each block of samples, the draws (plus
-    ``extra[i]`` on op ``i``: a blocking send, a delayed stage), one ``timeline_batch`` pass
-    with hand-offs ``handoff[V]``, and ``reduce_batch``; fills ``makespan[K]``, ``busy`` and
-    ``span`` ``[p, K]``."""
+    ``extra[i]`` on op ``i``: a blocking send, a delayed stage), one pass of
+    ``evaluate_batch`` with hand-offs ``handoff[V]``, and ``finish_batch``; fills
+    ``makespan[K]``, ``busy`` and ``span`` ``[p, K]``."""
     N = kind.shape[0]
     K = makespan.shape[0]
     V = handoff.shape[0]
     p = busy.shape[0]
     size = 0
-    dur = start = end = hand = np.empty((0, 0))
-    out = busy_b = span_b = np.empty((0, 0))
-    for first in range(0, K, BLOCK):
-        if min(BLOCK, K - first) != size:  # the first block, and a shorter last one
-            size = min(BLOCK, K - first)
-            dur, start, end = np.empty((N, size)), np.empty((N, size)), np.empty((N, size))
-            hand = _columns(handoff, size)
-            out, busy_b, span_b = np.empty((3, size)), np.empty((p, size)), np.empty((p, size))
+    none = np.empty((0, 0))
+    dur = end = none
+    rows = np.empty((0, 0, 0))
+    out = busy_b = span_b = first_b = last_b = peak_b = none
+    live = np.empty(p, np.int64)
+    latency = np.empty(0)
+    for at in range(0, K, BLOCK):
+        if min(BLOCK, K - at) != size:  # the first block, and a shorter last one
+            size = min(BLOCK, K - at)
+            dur, end = np.empty((N, size)), np.empty((N, size))
+            rows = np.zeros((7, V, size))  # only the hand-offs: op times are given
+            rows[COMM] = _columns(handoff, size)
+            out = np.empty((3, size))
+            busy_b, span_b = np.empty((p, size)), np.empty((p, size))
+            first_b, last_b, peak_b = np.empty((p, size)), np.empty((p, size)), np.empty((p, size))
+            latency = np.empty(size)
         draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-             spike_x, pool, pool_at, first, dur)
+             spike_x, pool, pool_at, at, dur)
         for i in range(N):
             if extra[i] != 0.0:
                 for b in range(size):
                     dur[i, b] += extra[i]
-        timeline_batch(previous, producer, link, dur, hand, start, end)
-        reduce_batch(device_ops, device_first, start, end, busy_b, span_b, out)
+        evaluate_batch(previous, producer, link, device, kind, stage, stage2, False, rows, dur,
+                       none, end, busy_b, first_b, last_b, peak_b, live, latency)
+        finish_batch(device_first, busy_b, first_b, last_b, span_b, out)
         for b in range(size):
-            makespan[first + b] = out[0, b]
+            makespan[at + b] = out[0, b]
             for r in range(p):
-                busy[r, first + b] = busy_b[r, b]
-                span[r, first + b] = span_b[r, b]
+                busy[r, at + b] = busy_b[r, b]
+                span[r, at + b] = span_b[r, b]
 
 
 @jit

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from reference import assert_agrees, simulate_reference
 
 import fastpp
-from fastpp import Costs, Schedule, ScheduleError, build_schedule, simulate
-from fastpp.compiled import evaluate
+from fastpp import Costs, Schedule, ScheduleError, batch, build_schedule, engine, simulate
+from fastpp import kernels
+from fastpp.compiled import evaluate, op_durations, timeline_batch
 
 
 def assert_column_equals(batch, compiled, b, result):
@@ -32,6 +33,22 @@ def assert_column_equals(batch, compiled, b, result):
     np.testing.assert_array_equal(batch.peak_live, result.peak_live)
 
 
+def assert_plain_pass_agrees(compiled, costs_list, sched, per_op, batch):
+    """``op_durations`` then ``timeline_batch``, the kernels alone, give ``evaluate``'s times."""
+    rows = np.stack([np.asarray(c.per_stage(sched)) for c in costs_list], axis=2)
+    N, columns = compiled.num_ops, len(costs_list)
+    if per_op is None:
+        per_op = np.empty((N, columns))
+        op_durations(compiled.kind, compiled.stage, compiled.stage2, *(
+            np.ascontiguousarray(rows[k]) for k in (kernels.TF, kernels.TB, kernels.TW,
+                                                    kernels.TFB)), per_op)
+    start, end = np.empty((N, columns)), np.empty((N, columns))
+    timeline_batch(compiled.previous, compiled.producer, compiled.link, per_op,
+                   np.ascontiguousarray(rows[kernels.COMM]), start, end)
+    np.testing.assert_array_equal(start, batch.start)
+    np.testing.assert_array_equal(end, batch.end)
+
+
 def check(sched, costs_list, durations=None):
     """Evaluate ``costs_list`` in one batch and compare every column with ``simulate``."""
     compiled = sched.compiled()
@@ -41,6 +58,10 @@ def check(sched, costs_list, durations=None):
         per_op = np.ascontiguousarray(np.stack([d[used] for d in durations], axis=1)
                                       [np.argsort(compiled.index[used])])
     batch = evaluate(compiled, [c.per_stage(sched) for c in costs_list], per_op)
+    assert_plain_pass_agrees(compiled, costs_list, sched, per_op, batch)
+    lean = evaluate(compiled, [c.per_stage(sched) for c in costs_list], per_op, times=False)
+    for name in ("makespan", "busy", "span", "serial_time", "peak_activations"):
+        np.testing.assert_array_equal(getattr(lean, name), getattr(batch, name))
     for b, costs in enumerate(costs_list):
         given = None if durations is None else durations[b]
         assert_column_equals(batch, compiled, b, simulate(sched, costs, durations=given))
@@ -115,3 +136,32 @@ def test_deadlock_raises_simulates_error():
 def test_evaluate_needs_a_column():
     with pytest.raises(ScheduleError, match="stage_costs"):
         evaluate(build_schedule("1f1b", 2, 2).compiled(), [])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_engine_groups_give_the_per_point_kernels_numbers(monkeypatch, rng, workers):
+    """Points sharing a schedule go through its compiled form (``batch.GROUP`` or more of
+    them) or the per-point kernel: the same rows, statuses and peaks, bit for bit."""
+    names = ["1f1b", "interleaved-1f1b", "zbv", "dualpipe", "zb-h1", "gpipe"]
+    chunks = {"zbv": 2, "interleaved-1f1b": 2}
+    points = [(name, p, n, chunks.get(name, 1)) for name in names for p in (2, 3)
+              for n in (4, 6) if not fastpp.SCHEDULES[name].reasons(p, n, chunks.get(name, 1),
+                                                                    p)[0]]
+    points = [pt for pt in points for _ in range(int(rng.integers(1, 9)))]
+    sid = np.array([fastpp.SCHEDULES[name].sid for name, *_ in points])
+    p, n, m = (np.array(col) for col in list(zip(*points, strict=True))[1:])
+    count = len(points)
+    assert len({pt for pt in points}) >= 15
+    costs = {"f": rng.uniform(0.5, 2.0, count), "b": rng.uniform(2.0, 3.0, count),
+             "w": rng.uniform(0.0, 1.0, count), "comm": rng.uniform(0.0, 0.3, count),
+             "act": rng.uniform(0.5, 2.0, count), "gamma": rng.uniform(0.0, 1.0, count)}
+    costs["w"][::7] = 5.0  # w > b: a status, not a number
+    got = {}
+    for group in (1, 10**9):
+        monkeypatch.setattr(batch, "GROUP", group)
+        got[group] = engine.run(sid, p, n, m, p.copy(), costs, workers=workers, peaks=True)
+    grouped, apart = got[1], got[10**9]
+    np.testing.assert_array_equal(grouped.out, apart.out)
+    np.testing.assert_array_equal(grouped.status, apart.status)
+    np.testing.assert_array_equal(grouped.peaks, apart.peaks)
+    assert np.sum(apart.status == batch.W_ABOVE_B) > 0 and np.sum(apart.status == batch.OK) > 0
