@@ -192,6 +192,9 @@ def _meta(path: Path, meta) -> dict:
         return dict(meta)
     if meta is None:
         meta = path.with_name(path.name.replace("trace-", "meta-", 1)).with_suffix(".yaml")
+        if not meta.is_file():
+            raise ScheduleError(f"meta must be given, or be {meta.name} beside path "
+                                f"{str(path)!r} (there is no such file)")
     meta = _existing(file_path(meta, "meta"), "meta")
     yaml = require("yaml", "measured", "fastpp.read_op_table's meta file", "pyyaml")
     try:
