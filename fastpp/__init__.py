@@ -24,6 +24,8 @@ from . import theory
 from .checks import ScheduleError, ScheduleTypeError
 from .costs import Costs
 from .generators.registry import SCHEDULES, ScheduleSpec, build_schedule
+from .montecarlo import MonteCarlo
+from .noise import Noise
 from .ops import Op
 from .schedule import Schedule
 from .search import SearchResult, optimize
@@ -35,7 +37,8 @@ __version__ = "0.1.0"
 
 # measured runs and reports need pandas: imported when first used, so that `import fastpp`
 # stays light
-_MEASURED = ("MeasuredRun", "read_torch_trace")
+_MEASURED = ("MeasuredJob", "MeasuredRun", "WhatIf", "read_op_table", "read_torch_trace",
+             "whatif")
 
 
 def __getattr__(name: str):
@@ -54,7 +57,10 @@ __all__ = [
     "SCHEDULES",
     "Costs",
     "Device",
+    "MeasuredJob",
     "MeasuredRun",
+    "MonteCarlo",
+    "Noise",
     "Op",
     "Result",
     "Schedule",
@@ -62,6 +68,7 @@ __all__ = [
     "ScheduleSpec",
     "ScheduleTypeError",
     "SearchResult",
+    "WhatIf",
     "best_within_budget",
     "build_schedule",
     "compute_theoretical_peak",
@@ -69,9 +76,11 @@ __all__ = [
     "onef_oneb_schedule",
     "optimize",
     "pareto_front",
+    "read_op_table",
     "read_torch_trace",
     "report",
     "simulate",
     "sweep",
     "theory",
+    "whatif",
 ]

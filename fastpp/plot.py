@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checks import dataframe, file_path, instance, number, optional_text, require, writable
+from .checks import (
+    ScheduleError,
+    dataframe,
+    file_path,
+    instance,
+    number,
+    optional_text,
+    require,
+    writable,
+)
 from .ops import Op
 from .simulate import Result
 from .sweeps import pareto_front
@@ -275,4 +284,88 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
     ax.bar(0, 0, color="none", edgecolor="#999999", hatch="////", label="wait (measured)")
     ax.legend(loc="upper right", ncol=len(used) + 1, fontsize=7, frameon=False,
               bbox_to_anchor=(1.0, -0.1))  # below the axis: the title takes the top
+    return _save(plt, fig, path)
+
+
+def makespan_cdf(results, path, title: str | None = None) -> Path:
+    """The distribution of each Monte Carlo's makespan (``simulate(..., noise=)``) as an
+    empirical CDF, one line per result, labelled with its schedule, mean and p95.
+
+    Parameters
+    ----------
+    results : MonteCarlo or sequence of MonteCarlo
+        Best drawn with the same ``noise`` and ``seed`` (common random numbers).
+    path : path
+        The PNG to write.
+    title : str, optional
+
+    Returns
+    -------
+    Path
+    """
+    import numpy as np
+
+    from .montecarlo import MonteCarlo
+
+    results = [results] if isinstance(results, MonteCarlo) else list(
+        results if isinstance(results, list | tuple) else [results])
+    if not results:
+        raise ScheduleError("results must hold at least one MonteCarlo (got none)")
+    for k, mc in enumerate(results):
+        instance(mc, MonteCarlo, f"results[{k}]", "fastpp.MonteCarlo")
+    path, title = file_path(path), optional_text(title, "title")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.13, top=0.9)
+    for mc in results:
+        x = np.sort(mc.makespan)
+        ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", lw=1.4,
+                label=f"{mc.schedule.name}: mean {mc.mean:.4g}, p95 {mc.quantile(0.95):.4g}")
+    ax.axhline(0.95, color="grey", lw=0.6, ls=":")
+    ax.set_xlabel("makespan")
+    ax.set_ylabel("share of samples")
+    ax.set_title(title or f"makespan distribution ({results[0].samples} samples)", fontsize=10)
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    return _save(plt, fig, path)
+
+
+def criticality(mc, path) -> Path:
+    """The schedule's noise-free timeline, each op shaded by its criticality: the share of a
+    Monte Carlo's samples whose critical path runs through it (dark: always).
+
+    Parameters
+    ----------
+    mc : MonteCarlo
+        From ``simulate(..., noise=)``.
+    path : path
+        The PNG to write.
+
+    Returns
+    -------
+    Path
+    """
+    from .montecarlo import MonteCarlo
+    from .simulate import simulate
+
+    mc = instance(mc, MonteCarlo, "mc", "fastpp.MonteCarlo")
+    path = file_path(path)
+    plt = _pyplot()
+    result = simulate(mc.schedule, mc.costs)
+    sched, share = mc.schedule, mc.criticality
+    fig, ax = plt.subplots(figsize=(min(40.0, 4.0 + 0.12 * sched.length.max()),
+                                    0.45 * sched.p + 1.4))
+    fig.subplots_adjust(left=0.12, right=0.99, bottom=0.2, top=0.86)
+    cmap = plt.get_cmap("Reds")
+    for r in range(sched.p):
+        L = sched.length[r]
+        starts, ends = result.start[r, :L], result.end[r, :L]
+        ax.broken_barh(list(zip(starts, ends - starts, strict=True)), (r - 0.4, 0.8),
+                       facecolors=[cmap(0.1 + 0.9 * x) for x in share[r, :L]],
+                       edgecolor="white", linewidth=0.5)
+    ax.set_yticks(range(sched.p), [f"device {r}" for r in range(sched.p)], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, result.makespan)
+    ax.set_xlabel("time (noise-free timeline)")
+    ax.set_title(f"{sched.name}: criticality over {mc.samples} samples (dark: on every "
+                 f"critical path)", fontsize=10)
     return _save(plt, fig, path)

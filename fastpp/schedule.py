@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import kernels
-from .compiled import Compiled, compile_schedule
 from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
+from .compiled import Compiled, compile_schedule
 from .ops import FB, PAD, F, Op, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")

@@ -168,8 +168,14 @@ class Result:
 
 
 def simulate(schedule: Schedule, costs: Costs | None = None, *,
-             durations: ArrayLike | None = None) -> Result:
+             durations: ArrayLike | None = None, noise=None, samples: int = 1000,
+             seed: int = 0):
     """Simulate ``schedule`` under ``costs``: op times, bubbles and activation memory.
+
+    With ``noise`` (a ``fastpp.Noise``), a Monte Carlo instead: ``samples`` noisy timelines in
+    one pass of the compiled kernel, returned as a ``fastpp.MonteCarlo`` (makespans,
+    quantiles, criticality, sensitivities). Without it, ``samples`` and ``seed`` are unused
+    and the result is the deterministic one.
 
     Parameters
     ----------
@@ -182,10 +188,18 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
         slots past ``schedule.length[r]`` are ignored), finite and >= 0. Replaces the per-stage
         op times of ``costs``; hand-offs still take ``costs``' latency (and bandwidth). A
         measured run's replay (``MeasuredRun.replay``) passes each op's measured time.
+        Not with ``noise``.
+    noise : fastpp.Noise, optional
+        The variability to sample.
+    samples : int, default 1000
+        Monte Carlo samples (with ``noise``), >= 1.
+    seed : int, default 0
+        The draws' key (with ``noise``): the same seed gives the same draws to every op of
+        the same stage, kind and microbatch, in any schedule.
 
     Returns
     -------
-    Result
+    Result, or MonteCarlo with ``noise``
 
     Raises
     ------
@@ -199,6 +213,16 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     costs = Costs(1.0, 2.0) if costs is None else costs
     if not isinstance(costs, Costs):
         raise ScheduleTypeError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
+    if noise is not None:
+        from .montecarlo import run
+        from .noise import Noise
+
+        if not isinstance(noise, Noise):
+            raise ScheduleTypeError(f"noise must be a fastpp.Noise (got {type(noise).__name__})")
+        if durations is not None:
+            raise ScheduleError("durations and noise cannot be given together (noise draws "
+                                "each op's time; Noise(empirical=run) draws measured ones)")
+        return run(schedule, costs, noise, samples, seed)
     c = costs.per_stage(schedule)
     shape = schedule.kind.shape
     per_op = np.zeros((0, 0)) if durations is None else _durations(durations, schedule)

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from reference import assert_agrees, simulate_reference
 
 import fastpp
-from fastpp import Costs, Schedule, ScheduleError, batch, build_schedule, engine, simulate
-from fastpp import kernels
+from fastpp import Costs, Schedule, ScheduleError, batch, build_schedule, engine, kernels, simulate
 from fastpp.compiled import evaluate, op_durations, timeline_batch
 
 

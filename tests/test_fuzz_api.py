@@ -106,6 +106,9 @@ def calls(tmp: Path) -> list[Call]:
     pairs = fastpp.build_schedule("dualpipev", 2, 4, 2)
     mixtral = model.MODELS["mixtral-8x7b"]
     parts = layer_parts(mixtral, h100, seq=1024, ep=2)
+    monte_carlo = fastpp.simulate(s, fastpp.Costs(1, 2), noise=fastpp.Noise(), samples=20)
+    op_table = _op_table(tmp)
+    job = fastpp.read_op_table(op_table)
     return [
         Call("Costs", fastpp.Costs, costs, names={k: (f"costs.{k}",) for k in costs}),
         Call("Costs.per_stage", fastpp.Costs(1, 2).per_stage, dict(schedule=s)),
@@ -265,6 +268,25 @@ def calls(tmp: Path) -> list[Call]:
             table, output=output, schedules=schedules),
              dict(table=plan_df, output=tmp / "report.html", schedules=None),
              names={"table": ("input", "table", "path"), "output": ("output",)}),
+        Call("Noise", fastpp.Noise,
+             dict(cov=0.05, dist="lognormal", slow_devices={1: 1.5}, slow_stages=None,
+                  link_delay={(0, 1): 0.1}, blocking=True, step=0.01, spike=(0.01, 2.0),
+                  empirical=None),
+             names={"spike": ("spike",), "slow_devices": ("slow_devices",),
+                    "link_delay": ("link_delay",)}, echo=True),
+        Call("simulate(noise)", fastpp.simulate,
+             dict(schedule=s, costs=fastpp.Costs(1, 2), noise=fastpp.Noise(0.1), samples=20,
+                  seed=0),
+             skip=("noise",)),  # None is the deterministic Result (its NaN: costs not given)
+        Call("MonteCarlo.quantile", monte_carlo.quantile, dict(q=0.9)),
+        Call("MonteCarlo.absorption", monte_carlo.absorption, dict(tolerance=0.01, steps=4)),
+        Call("MonteCarlo.op_times", monte_carlo.op_times, dict(first=2, count=3)),
+        Call("plot.makespan_cdf", plot.makespan_cdf,
+             dict(results=[monte_carlo], path=tmp / "cdf.png", title=None)),
+        Call("plot.criticality", plot.criticality, dict(mc=monte_carlo, path=tmp / "crit.png")),
+        Call("read_op_table", fastpp.read_op_table, dict(path=op_table, meta=None),
+             names={"path": ("path", "op table"), "meta": ("meta",)}),
+        Call("whatif", fastpp.whatif, dict(job=job)),
     ]
 
 
@@ -306,6 +328,22 @@ def config_calls() -> list[Call]:
         Call("model.explain", explain,
              dict(model=tiny, config=run, hardware="H100-80GB", neighbours=1, workers=1)),
     ]
+
+
+def _op_table(tmp: Path) -> Path:
+    """A small op table in the what-if format: two steps of trace ST (shared/data), or of
+    a copy written here."""
+    import pandas as pd
+
+    from fastpp.model.validate import DATA
+
+    folder = DATA / "whatif_st"
+    table = pd.read_parquet(folder / "trace-ST.parquet")
+    table = table[table.step.isin(sorted(table.step.unique())[:2])]
+    path = tmp / "trace-small.parquet"
+    table.to_parquet(path)
+    (tmp / "meta-small.yaml").write_text((folder / "meta-ST.yaml").read_text())
+    return path
 
 
 def _numbers(value, depth: int = 0):

@@ -1,0 +1,226 @@
+"""The Monte Carlo of a schedule under ``fastpp.Noise``: ``simulate(..., noise=, samples=)``.
+
+One jitted call (``noise.run_samples``) computes every sample on the compiled schedule
+(``fastpp.compiled``): block by block of samples, the draws fill every op's time, one pass of
+``evaluate_batch`` times the block (samples innermost) and sums each device's busy time, and
+``finish_batch`` gives each sample's makespan and spans. Nothing of size ops x samples is
+kept: the draws are keyed by sample, so the critical paths (``noise.critical_samples``) and
+the delayed variants of the absorption thresholds draw the very same samples again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from . import noise as noise_module
+from .checks import ScheduleError, index, number, number_array, positive_int
+from .compiled import op_durations
+from .costs import Costs
+from .noise import Noise
+from .ops import Op
+from .schedule import Schedule
+
+MAX_SAMPLES = 10**8
+
+@dataclass(frozen=True, eq=False)
+class MonteCarlo:
+    """``samples`` noisy timelines of one schedule (``fastpp.simulate`` with ``noise``).
+
+    Attributes
+    ----------
+    schedule, costs, noise, seed :
+        What was simulated.
+    makespan : ndarray, shape (K,)
+        Each sample's makespan.
+    busy, span : ndarray, shape (p, K)
+        Each sample's per-device busy time and span.
+    criticality : ndarray, shape (p, L)
+        Per op (the schedule's op matrices): the share of samples whose critical path runs
+        through it.
+    """
+
+    schedule: Schedule
+    costs: Costs
+    noise: Noise
+    seed: int
+    makespan: np.ndarray
+    busy: np.ndarray
+    span: np.ndarray
+    _state: tuple = field(repr=False)
+
+    def __repr__(self) -> str:
+        return (f"MonteCarlo({self.schedule.name!r}, p={self.schedule.p}, n={self.schedule.n}, "
+                f"samples={self.samples}, mean={self.mean:.6g}, std={self.std:.4g}, "
+                f"p95={self.quantile(0.95):.6g})")
+
+    @property
+    def samples(self) -> int:
+        return len(self.makespan)
+
+    @property
+    def mean(self) -> float:
+        return float(self.makespan.mean())
+
+    @property
+    def std(self) -> float:
+        """The makespans' standard deviation (``ddof=1``; 0 for one sample)."""
+        return float(self.makespan.std(ddof=1)) if self.samples > 1 else 0.0
+
+    def quantile(self, q) -> float | np.ndarray:
+        """The makespans' ``q`` quantile(s) (``q`` in [0, 1]; linear interpolation)."""
+        q = number_array(q, "q", "a number or an array of numbers in [0, 1]")
+        if np.any(~(q >= 0) | ~(q <= 1)):
+            raise ScheduleError(f"q must be in [0, 1] (got {q.tolist()!r})")
+        out = np.quantile(self.makespan, q)
+        return float(out) if out.ndim == 0 else out
+
+    @cached_property
+    def _paths(self):
+        compiled, draws, handoff, extra = self._state
+        N, V = compiled.num_ops, compiled.V
+        on_path, crossings, stage_ops = np.zeros(N, np.int64), np.zeros(V), np.zeros(V)
+        noise_module.critical_samples(*draws, compiled.previous, compiled.producer,
+                                      compiled.link, handoff, extra, self.samples, on_path,
+                                      crossings, stage_ops)
+        return on_path, crossings / self.samples, stage_ops / self.samples
+
+    def op_times(self, first: int = 0, count: int | None = None) -> np.ndarray:
+        """The drawn time of every op in samples ``first .. first + count - 1`` (default:
+        all), shaped ``(p, L, count)`` like the schedule's op matrices."""
+        first = index(first, "first", self.samples)
+        count = self.samples - first if count is None else positive_int(
+            count, "count", self.samples - first)
+        compiled, draws, _, extra = self._state
+        out = np.empty((compiled.num_ops, count))
+        noise_module.draw(*draws, first, out)
+        out += extra[:, None]
+        full = np.zeros((*self.schedule.kind.shape, count))
+        full[compiled.device, compiled.position] = out
+        return full
+
+    @property
+    def criticality(self) -> np.ndarray:
+        compiled = self._state[0]
+        out = np.zeros(self.schedule.kind.shape)
+        out[compiled.device, compiled.position] = self._paths[0] / self.samples
+        return out
+
+    @property
+    def sensitivity(self) -> dict:
+        """``d mean makespan / d delay``: ``{"links": {(r1, r2): ...}, "stages": {s: ...}}``
+        for a delay on every message of a link, or on every op of a stage. It is the mean
+        number of the link's hand-offs, or the stage's ops, on the samples' critical paths."""
+        _, crossings, stage_ops = self._paths
+        links: dict = {}
+        for s, (r1, r2) in _boundaries(self.schedule):
+            links[(r1, r2)] = links.get((r1, r2), 0.0) + float(crossings[s])
+        return {"links": links, "stages": {s: float(x) for s, x in enumerate(stage_ops)}}
+
+    def absorption(self, tolerance: float = 0.01, steps: int = 12) -> dict:
+        """The largest delay on each link (every message) and on each stage (every op) that
+        keeps the mean makespan within ``tolerance`` of this one's: ``{"links": {(r1, r2):
+        seconds}, "stages": {s: seconds}}``, to ``2**-steps`` of each. Found by bisection
+        below ``(1 + tolerance) * mean`` (no delay can exceed it: every path through the link
+        or stage pays it), each step one pass of the kernel over the same draws."""
+        tolerance = number(tolerance, "tolerance", strict=True)
+        steps = positive_int(steps, "steps", 40)
+        compiled, _, handoff, extra = self._state
+        limit = (1.0 + tolerance) * self.mean
+        out: dict = {"links": {}, "stages": {}}
+        links: dict = {}
+        for s, pair in _boundaries(self.schedule):
+            links.setdefault(pair, []).append(s)
+        for pair, bounds in links.items():
+            def delayed(delay, bounds=bounds):
+                h = handoff.copy()
+                h[bounds] += delay
+                return _samples(self._state, h, extra, self.samples)[0].mean()
+
+            out["links"][pair] = _bisect(delayed, limit, steps)
+        for s in range(compiled.V):
+            def slower(delay, mine=compiled.stage == s):
+                return _samples(self._state, handoff, extra + delay * mine,
+                                self.samples)[0].mean()
+
+            out["stages"][s] = _bisect(slower, limit, steps)
+        return out
+
+
+def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteCarlo:
+    """``samples`` timelines of ``schedule`` under ``costs`` and ``noise`` (module docstring)."""
+    samples = positive_int(samples, "samples", MAX_SAMPLES)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
+        raise ScheduleError(f"seed must be an integer in [0, 2**64) (got {seed!r})")
+    compiled = schedule.compiled()
+    N, V, p = compiled.num_ops, compiled.V, compiled.p
+    c = costs.per_stage(schedule)
+    base = np.empty((N, 1))
+    op_durations(compiled.kind, compiled.stage, compiled.stage2, c.tf[:, None], c.tb[:, None],
+                 c.ti[:, None], c.tw[:, None], c.tfb[:, None], base)
+    slow = noise.op_factors(compiled.device, compiled.stage, p, V)
+    shapes, step_shape = noise.shapes()
+    if noise.empirical is not None:
+        pool, pool_at = noise_module.empirical_pools(noise.empirical, p)
+        empty = pool_at[compiled.device, compiled.kind, 1] == 0
+        if np.any(empty):
+            i = int(np.flatnonzero(empty)[0])
+            kind = Op(int(compiled.kind[i])).name
+            raise ScheduleError(f"empirical noise needs a measured {kind} op on device "
+                                f"{compiled.device[i]} to draw from (the run has none)")
+    else:
+        pool, pool_at = np.zeros(0), np.zeros((p, 5, 2), np.int64)
+    draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, compiled.device,
+             base[:, 0].copy(), slow, shapes, noise.dist == "gamma", step_shape, noise.spike[0],
+             noise.spike[1], pool, pool_at)
+    delays = noise.stage_delays(schedule.stage_to_device)
+    extra = np.zeros(N)
+    if noise.blocking:  # the sender of each message over a delayed link holds it
+        crossing = compiled.link >= 0
+        np.add.at(extra, compiled.producer[crossing], delays[compiled.link[crossing]])
+        delays = np.zeros(V)
+    handoff = c.comm + delays
+    state = (compiled, draws, handoff, extra)
+    makespan, busy, span = _samples(state, handoff, extra, samples)
+    return MonteCarlo(schedule, costs, noise, int(seed), makespan, busy, span, state)
+
+
+def _samples(state, handoff, extra, samples):
+    """``run_samples`` of ``state`` with these hand-offs and per-stage extra op times."""
+    compiled, draws = state[0], state[1]
+    makespan, busy, span = (np.empty(samples), np.empty((compiled.p, samples)),
+                            np.empty((compiled.p, samples)))
+    noise_module.run_samples(*draws, compiled.previous, compiled.producer, compiled.link,
+                             compiled.stage2, compiled.device_first, handoff, extra, makespan,
+                             busy, span)
+    return makespan, busy, span
+
+
+def _boundaries(schedule: Schedule) -> list[tuple[int, tuple[int, int]]]:
+    """Each stage boundary ``s`` that crosses devices, with its link ``(r1, r2)``, r1 < r2."""
+    d = schedule.stage_to_device
+    return [(s, (int(min(d[s], d[s + 1])), int(max(d[s], d[s + 1]))))
+            for s in range(len(d) - 1) if d[s] != d[s + 1]]
+
+
+def _bisect(mean_at, limit: float, steps: int) -> float:
+    """The largest delay in ``[0, limit]`` with ``mean_at(delay) <= limit``: halve from
+    ``limit`` until a delay passes, then bisect between it and its double ``steps`` times (to
+    ``2**-steps`` of the answer; 0 if even ``limit * 2**-40`` fails)."""
+    high = limit
+    if mean_at(high) <= limit:
+        return high
+    low = high / 2
+    while mean_at(low) > limit:
+        high, low = low, low / 2
+        if low < limit * 2.0**-40:
+            return 0.0
+    for _ in range(steps):
+        middle = 0.5 * (low + high)
+        if mean_at(middle) <= limit:
+            low = middle
+        else:
+            high = middle
+    return low

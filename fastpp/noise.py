@@ -1,0 +1,532 @@
+"""``Noise``: how much real op times vary, as data for the Monte Carlo (``fastpp.simulate``).
+
+A noisy op time is its deterministic time (from ``Costs``, or bootstrapped from a measured run)
+times independent factors, plus a link's delay on each message it receives:
+
+- jitter by kind (``F``, ``B``, ``I``, ``W``): a factor of mean 1 and coefficient of variation
+  ``cov`` (lognormal, or gamma; gamma with CoV 1 is the exponential);
+- a persistent slow factor per device or per stage (a straggler), the same in every sample;
+- one factor per sample shared by all ops (clock throttling, garbage collection), CoV ``step``;
+- rare spikes: with probability ``spike[0]`` an op takes ``spike[1]`` times as long;
+- per-link delays: every message between two devices, either direction, takes that much more.
+
+Common random numbers: every draw is a pure function of ``(seed, stage, kind, microbatch,
+sample)``, not of a generator's state: Philox-4x32-10 (Salmon et al., "Parallel random
+numbers: as easy as 1, 2, 3", SC'11) hashes ``(seed, stage, kind, microbatch)`` into the op's
+key once, and SplitMix64's output number ``sample`` under that key gives the sample's
+uniforms (a counter-based stream, cheap per sample). Two schedules of the same
+stages and microbatches see the same noise on the same op, so their difference has low
+variance; and the draws do not depend on the order or the threads that make them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from ._jit import jit
+from .checks import ScheduleError, ScheduleTypeError, flag, nonnegative_int, number, one_of
+from .compiled import evaluate_batch, finish_batch, timeline_batch
+from .kernels import COMM
+from .ops import FB, F, Op
+
+DISTS = ("lognormal", "gamma")
+KINDS = ("F", "B", "I", "W")
+# streams of the counter: each draw's purpose, so that they never share a counter
+JITTER, EVENT, STEP = 0, 1, 2
+_M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+_W0, _W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
+_LOW = np.uint64(0xFFFFFFFF)
+_SHIFT = np.uint64(32)
+_TWO32 = 4294967296.0
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+class Noise:
+    """A composable, seeded model of op-time variability (module docstring).
+
+    Parameters
+    ----------
+    cov : float or mapping, default 0.05
+        Coefficient of variation of every op's jitter, or per kind: ``{"F": 0.05, "B": 0.08}``
+        (kinds not named have none; an overlapped pair takes its forward's). >= 0.
+    dist : {"lognormal", "gamma"}
+        The jitter's distribution (mean 1).
+    slow_devices, slow_stages : mapping, optional
+        Persistent factors: ``{device: factor}``, ``{stage: factor}`` (> 0; 1.5 is 50% slow).
+    link_delay : mapping, optional
+        ``{(r1, r2): seconds}``: every message between devices ``r1`` and ``r2``, either
+        direction, takes that much longer (>= 0). The link must carry a hand-off of the
+        simulated schedule.
+    blocking : bool, default False
+        The sender waits the link delay out before the message leaves (a sleep before each
+        send, as PipeMorph and ``--link-delay`` of the measure runner inject it): the sending
+        op takes that much longer. Otherwise the delay is latency, and the sender goes on.
+    step : float, default 0
+        CoV of one factor per sample that scales every op (same ``dist``).
+    spike : (float, float), optional
+        ``(probability, magnitude)``: each op independently takes ``magnitude`` (>= 1) times
+        as long with that probability (in [0, 1]).
+    empirical : MeasuredRun or MeasuredJob, optional
+        Draw each op's time from the run's measured times of the same device and kind (a
+        bootstrap), instead of ``Costs``; the run must have the schedule's ``p`` (a job: its
+        stages, each device drawing from its stage's forward and backward computes over every
+        replica and step). The jitter (``cov``) is then 0 unless given.
+
+    Raises
+    ------
+    ScheduleError
+        A negative CoV, a probability outside [0, 1], a factor <= 0, an unknown kind or
+        distribution.
+    """
+
+    def __init__(self, cov=None, dist: str = "lognormal", *, slow_devices=None,
+                 slow_stages=None, link_delay=None, blocking: bool = False, step: float = 0.0,
+                 spike=None, empirical=None):
+        one_of(dist, "dist", DISTS)
+        self.dist = dist
+        if cov is None:
+            cov = 0.0 if empirical is not None else 0.05
+        self.cov = _per_kind(cov)
+        self.slow_devices = _factors(slow_devices, "slow_devices")
+        self.slow_stages = _factors(slow_stages, "slow_stages")
+        self.link_delay = _links(link_delay)
+        self.blocking = flag(blocking, "blocking")
+        self.step = number(step, "step")
+        if spike is None:
+            spike = (0.0, 1.0)
+        if not isinstance(spike, tuple | list) or len(spike) != 2:
+            raise ScheduleError(f"spike must be (probability, magnitude) (got {spike!r})")
+        probability = number(spike[0], "spike probability")
+        if probability > 1:
+            raise ScheduleError(f"spike probability must be in [0, 1] (got {probability!r})")
+        magnitude = number(spike[1], "spike magnitude")
+        if magnitude < 1:
+            raise ScheduleError(f"spike magnitude must be >= 1 (got {magnitude!r})")
+        self.spike = (probability, magnitude)
+        if empirical is not None:
+            from .measured import MeasuredJob, MeasuredRun  # pandas only when a run is given
+
+            if not isinstance(empirical, MeasuredRun | MeasuredJob):
+                raise ScheduleTypeError(f"empirical must be a fastpp.MeasuredRun or "
+                                        f"MeasuredJob (got {type(empirical).__name__})")
+        self.empirical = empirical
+
+    def __repr__(self) -> str:
+        parts = [f"cov={dict(zip(KINDS, self.cov[:4].tolist(), strict=True))}",
+                 f"dist={self.dist!r}"]
+        for name in ("slow_devices", "slow_stages", "link_delay"):
+            if getattr(self, name):
+                parts.append(f"{name}={getattr(self, name)}")
+        if self.blocking:
+            parts.append("blocking=True")
+        if self.step:
+            parts.append(f"step={self.step}")
+        if self.spike[0]:
+            parts.append(f"spike={self.spike}")
+        if self.empirical is not None:
+            parts.append(f"empirical={self.empirical!r}")
+        return f"Noise({', '.join(parts)})"
+
+    def with_link_delay(self, link_delay) -> Noise:
+        """A copy with other link delays (for sweeps over a delay)."""
+        other = object.__new__(Noise)
+        other.__dict__.update(self.__dict__)
+        other.link_delay = _links(link_delay)
+        return other
+
+    # -- what the kernels read ----------------------------------------------------------------
+
+    def op_factors(self, device: np.ndarray, stage: np.ndarray, p: int, V: int) -> np.ndarray:
+        """Per op (arrays of its device and stage): the persistent slow factor."""
+        factor = np.ones(len(device))
+        for r, x in self.slow_devices.items():
+            if r >= p:
+                raise ScheduleError(f"slow_devices names device {r}, but the schedule has "
+                                    f"devices 0..{p - 1}")
+            factor[device == r] *= x
+        for s, x in self.slow_stages.items():
+            if s >= V:
+                raise ScheduleError(f"slow_stages names stage {s}, but the schedule has "
+                                    f"stages 0..{V - 1}")
+            factor[stage == s] *= x
+        return factor
+
+    def stage_delays(self, stage_to_device: np.ndarray) -> np.ndarray:
+        """Per stage boundary ``s`` (between stages ``s`` and ``s + 1``): the link delay its
+        messages pay (length ``V``; the last entry is never read)."""
+        V = len(stage_to_device)
+        out = np.zeros(V)
+        a, b = stage_to_device[:-1], stage_to_device[1:]
+        for (r1, r2), delay in self.link_delay.items():
+            hit = ((a == r1) & (b == r2)) | ((a == r2) & (b == r1))
+            if not hit.any():
+                used = sorted({(int(min(x, y)), int(max(x, y)))
+                               for x, y in zip(a, b, strict=True) if x != y})
+                raise ScheduleError(f"link_delay names link {(r1, r2)}, which carries no "
+                                    f"hand-off of this schedule (its links: {used[:8]})")
+            out[:-1][hit] += delay
+        return out
+
+    def shapes(self) -> tuple[np.ndarray, float]:
+        """The jitter's per-kind parameter (``sigma`` of the log for lognormal, the shape for
+        gamma; 0: none) for codes ``F, B, I, W, FB``, and the step factor's."""
+        return _shape(self.cov, self.dist), float(_shape(np.array([self.step]), self.dist)[0])
+
+
+def _per_kind(cov) -> np.ndarray:
+    """CoV per op code ``F, B, I, W, FB`` (the pair takes its forward's)."""
+    if isinstance(cov, Mapping):
+        out = np.zeros(5)
+        for kind, value in cov.items():
+            if kind not in KINDS:
+                raise ScheduleError(f"cov keys must be kinds among {list(KINDS)} (got {kind!r})")
+            out[int(Op[kind])] = number(value, f"cov[{kind!r}]")
+        out[FB] = out[F]
+        return out
+    return np.full(5, number(cov, "cov"))
+
+
+def _factors(mapping, name: str) -> dict:
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise ScheduleTypeError(f"{name} must be a mapping of index -> factor (got "
+                                f"{type(mapping).__name__})")
+    out = {}
+    for key, value in mapping.items():
+        out[nonnegative_int(key, f"{name} key")] = number(value, f"{name}[{key}]", strict=True)
+    return out
+
+
+def _links(mapping) -> dict:
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise ScheduleTypeError(f"link_delay must be a mapping of (r1, r2) -> seconds (got "
+                                f"{type(mapping).__name__})")
+    out = {}
+    for key, value in mapping.items():
+        if not isinstance(key, tuple) or len(key) != 2:
+            raise ScheduleError(f"link_delay keys must be device pairs (r1, r2) (got {key!r})")
+        r1, r2 = (nonnegative_int(r, "link_delay device") for r in key)
+        if r1 == r2:
+            raise ScheduleError(f"link_delay keys must join two devices (got {key!r})")
+        link = (min(r1, r2), max(r1, r2))
+        out[link] = out.get(link, 0.0) + number(value, f"link_delay[{key}]")
+    return out
+
+
+def _shape(cov: np.ndarray, dist: str) -> np.ndarray:
+    """The distribution's parameter for each CoV (0 where the CoV is 0: no draw)."""
+    cov = np.asarray(cov, np.float64)
+    out = np.zeros(cov.shape)
+    some = cov > 0
+    if dist == "lognormal":
+        out[some] = np.sqrt(np.log1p(cov[some] ** 2))
+    else:
+        out[some] = 1.0 / cov[some] ** 2
+    return out
+
+
+def empirical_pools(run, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """A measured run's (or job's) op times per (device, kind): ``values`` and ``at[r, kind] =
+    (offset, count)``."""
+    times = _job_times(run) if hasattr(run, "pp") else _run_times(run)
+    if len(times) != p:
+        raise ScheduleError(f"empirical noise must come from a run with the schedule's p={p} "
+                            f"(the run has p={len(times)})")
+    at = np.zeros((p, 5, 2), np.int64)
+    values = []
+    offset = 0
+    for r in range(p):
+        for k in range(5):
+            mine = np.asarray(times[r][k], np.float64)
+            at[r, k] = offset, len(mine)
+            values.append(mine)
+            offset += len(mine)
+    return np.concatenate(values), at
+
+
+def _run_times(run) -> list[list[np.ndarray]]:
+    """Per device and op code: a ``MeasuredRun``'s op durations."""
+    s = run.schedule
+    kinds = [s.kind[r, : s.length[r]] for r in range(run.p)]
+    return [[run.durations[r, : s.length[r]][kinds[r] == k] for k in range(5)]
+            for r in range(run.p)]
+
+
+def _job_times(job) -> list[list[np.ndarray]]:
+    """Per stage and op code: a ``MeasuredJob``'s forward and backward compute durations
+    (every replica and step); no ``I``, ``W`` or pairs."""
+    from .measured.job import BACKWARD, FORWARD
+
+    out = []
+    for stage in range(job.pp):
+        rows = job.ops.stage.to_numpy() == stage
+        kinds = job.ops.optype.to_numpy()
+        out.append([job.durations[rows & (kinds == FORWARD)].ravel(),
+                    job.durations[rows & (kinds == BACKWARD)].ravel(),
+                    np.zeros(0), np.zeros(0), np.zeros(0)])
+    return out
+
+
+# -- jitted: the counter-based generator and the draws ------------------------------------------
+
+
+@jit
+def philox(k0, k1, c0, c1, c2, c3):
+    """Philox-4x32-10 of counter ``(c0, c1, c2, c3)`` under key ``(k0, k1)`` (all uint64 holding
+    32-bit words): four independent uniform 32-bit words."""
+    for _ in range(10):
+        p0 = _M0 * c0
+        p1 = _M1 * c2
+        h0, l0 = p0 >> _SHIFT, p0 & _LOW
+        h1, l1 = p1 >> _SHIFT, p1 & _LOW
+        c0, c1, c2, c3 = (h1 ^ c1 ^ k0) & _LOW, l1, (h0 ^ c3 ^ k1) & _LOW, l0
+        k0 = (k0 + _W0) & _LOW
+        k1 = (k1 + _W1) & _LOW
+    return c0, c1, c2, c3
+
+
+@jit
+def op_key(seed, stage, code, mb):
+    """The 64-bit key of one op's draws: Philox of ``(stage, code, mb)`` under ``seed``."""
+    k0 = np.uint64(seed) & _LOW
+    k1 = (np.uint64(seed) >> _SHIFT) & _LOW
+    w0, w1, _, _ = philox(k0, k1, np.uint64(stage) & _LOW, np.uint64(code) & _LOW,
+                          np.uint64(mb) & _LOW, np.uint64(0))
+    return (w0 << _SHIFT) | w1
+
+
+@jit
+def uniforms(key, counter):
+    """Two uniforms in (0, 1): the ``counter``-th output of SplitMix64 seeded with ``key``
+    (Steele et al., OOPSLA'14), a pure function of both."""
+    z = key + (np.uint64(counter) + np.uint64(1)) * _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    z = z ^ (z >> np.uint64(31))
+    return ((np.float64(z >> _SHIFT) + 0.5) / _TWO32,
+            (np.float64(z & _LOW) + 0.5) / _TWO32)
+
+
+@jit
+def normal_pair(key, counter):
+    """Two standard normals (Marsaglia's polar method; each try under its own counter
+    ``counter * 2**16 + try``)."""
+    attempt = 0
+    while True:
+        u, v = uniforms(key, (counter << 16) + attempt)
+        x = 2.0 * u - 1.0
+        y = 2.0 * v - 1.0
+        r = x * x + y * y
+        if r < 1.0 and r > 0.0:
+            break
+        attempt += 1
+    scale = math.sqrt(-2.0 * math.log(r) / r)
+    return x * scale, y * scale
+
+
+@jit
+def gamma_factor(key, sample, shape):
+    """A gamma factor of shape ``shape`` and mean 1 for a sample (Marsaglia and Tsang's
+    method; each try under its own counter)."""
+    a = shape if shape >= 1.0 else shape + 1.0
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    for attempt in range(1 << 15):
+        z, _ = normal_pair(key, (sample << 16) + 2 * attempt)
+        v = 1.0 + c * z
+        if v <= 0.0:
+            continue
+        v = v * v * v
+        u3, u4 = uniforms(key, (((sample << 16) + 2 * attempt + 1) << 16))
+        if math.log(u3) < 0.5 * z * z + d - d * v + d * math.log(v):
+            x = d * v
+            if shape < 1.0:  # gamma(a) = gamma(a + 1) * U^(1/a)
+                x *= u4 ** (1.0 / shape)
+            return x / shape  # scale 1/shape: mean 1
+    return 1.0
+
+
+@jit
+def factors(key, first, shape, gamma, out):
+    """``out[b]``: the mean-1 factor of sample ``first + b`` (1 where ``shape`` is 0):
+    lognormal of log-sigma ``shape`` (normals in pairs: samples ``2 c`` and ``2 c + 1`` share
+    counter ``c``) or gamma of shape ``shape``."""
+    K = out.shape[0]
+    if shape <= 0.0:
+        for b in range(K):
+            out[b] = 1.0
+        return
+    if gamma:
+        for b in range(K):
+            out[b] = gamma_factor(key, first + b, shape)
+        return
+    shift = -0.5 * shape * shape
+    b = 0
+    while b < K:
+        sample = first + b
+        z0, z1 = normal_pair(key, sample >> 1)
+        if sample & 1 == 0:
+            out[b] = math.exp(shape * z0 + shift)
+            b += 1
+        if b < K:
+            out[b] = math.exp(shape * z1 + shift)
+            b += 1
+
+
+@jit
+def draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
+         spike_x, pool, pool_at, first, out):
+    """Every op's noisy time for samples ``first .. first + K - 1``: ``out[i, b]``
+    (``[N, K]``).
+
+    ``base[i]`` is op ``i``'s time (used when ``pool`` is empty) and ``slow[i]`` its persistent
+    factor; ``pool[pool_at[r, kind, 0]:...+pool_at[r, kind, 1]]`` the measured times an op of
+    that kind on device ``r`` is bootstrapped from. Keys: ``(stage, kind, mb, sample)``.
+    """
+    N, K = out.shape
+    per_step = np.empty(K)
+    factors(op_key(seed, 0, STEP << 8, 0), first, step_shape, gamma, per_step)
+    jitter = np.empty(K)
+    empirical = pool.shape[0] > 0
+    for i in range(N):
+        k = kind[i]
+        s = stage[i]
+        j = mb[i]
+        factors(op_key(seed, s, k + (JITTER << 8), j), first, shapes[k], gamma, jitter)
+        events = op_key(seed, s, k + (EVENT << 8), j)
+        for b in range(K):
+            t = base[i]
+            if empirical or spike_p > 0.0:
+                u1, u2 = uniforms(events, first + b)
+                if empirical:
+                    count = pool_at[device[i], k, 1]
+                    pick = min(int(u2 * count), count - 1)
+                    t = pool[pool_at[device[i], k, 0] + pick]
+                if u1 < spike_p:
+                    t *= spike_x
+            out[i, b] = t * slow[i] * per_step[b] * jitter[b]
+
+
+BLOCK = 64  # samples per block: a block's three [N, BLOCK] tables stay in cache
+
+
+@jit
+def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
+                spike_x, pool, pool_at, previous, producer, link, stage2, device_first,
+                handoff, extra, makespan, busy, span):
+    """The whole Monte Carlo in one call: for each block of samples, the draws (plus
+    ``extra[i]`` on op ``i``: a blocking send, a delayed stage), one pass of
+    ``evaluate_batch`` with hand-offs ``handoff[V]``, and ``finish_batch``; fills
+    ``makespan[K]``, ``busy`` and ``span`` ``[p, K]``."""
+    N = kind.shape[0]
+    K = makespan.shape[0]
+    V = handoff.shape[0]
+    p = busy.shape[0]
+    size = 0
+    none = np.empty((0, 0))
+    dur = end = none
+    rows = np.empty((0, 0, 0))
+    out = busy_b = span_b = first_b = last_b = peak_b = none
+    live = np.empty(p, np.int64)
+    latency = np.empty(0)
+    for at in range(0, K, BLOCK):
+        if min(BLOCK, K - at) != size:  # the first block, and a shorter last one
+            size = min(BLOCK, K - at)
+            dur, end = np.empty((N, size)), np.empty((N, size))
+            rows = np.zeros((8, V, size))  # only the hand-offs: op times are given
+            rows[COMM] = _columns(handoff, size)
+            out = np.empty((3, size))
+            busy_b, span_b = np.empty((p, size)), np.empty((p, size))
+            first_b, last_b, peak_b = np.empty((p, size)), np.empty((p, size)), np.empty((p, size))
+            latency = np.empty(size)
+        draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
+             spike_x, pool, pool_at, at, dur)
+        for i in range(N):
+            if extra[i] != 0.0:
+                for b in range(size):
+                    dur[i, b] += extra[i]
+        evaluate_batch(previous, producer, link, device, kind, stage, stage2, False, rows, dur,
+                       none, end, busy_b, first_b, last_b, peak_b, live, latency)
+        finish_batch(device_first, busy_b, first_b, last_b, span_b, out)
+        for b in range(size):
+            makespan[at + b] = out[0, b]
+            for r in range(p):
+                busy[r, at + b] = busy_b[r, b]
+                span[r, at + b] = span_b[r, b]
+
+
+@jit
+def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape,
+                     spike_p, spike_x, pool, pool_at, previous, producer, link, handoff, extra,
+                     K, on_path, crossings, stage_ops):
+    """The same samples as ``run_samples`` (the draws are keyed, so drawn again), each
+    sample's critical path counted by ``critical``."""
+    N = kind.shape[0]
+    size = 0
+    dur = start = end = hand = np.empty((0, 0))
+    for first in range(0, K, BLOCK):
+        if min(BLOCK, K - first) != size:
+            size = min(BLOCK, K - first)
+            dur, start, end = np.empty((N, size)), np.empty((N, size)), np.empty((N, size))
+            hand = _columns(handoff, size)
+        draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
+             spike_x, pool, pool_at, first, dur)
+        for i in range(N):
+            if extra[i] != 0.0:
+                for b in range(size):
+                    dur[i, b] += extra[i]
+        timeline_batch(previous, producer, link, dur, hand, start, end)
+        critical(previous, producer, link, hand, start, end, stage, on_path, crossings,
+                 stage_ops)
+
+
+@jit
+def _columns(values, size):
+    """``values[V]`` repeated as ``size`` columns: ``[V, size]``."""
+    out = np.empty((values.shape[0], size))
+    for s in range(values.shape[0]):
+        for b in range(size):
+            out[s, b] = values[s]
+    return out
+
+
+@jit
+def critical(previous, producer, link, handoff, start, end, stage, on_path, crossings, stage_ops):
+    """Walk back each sample's critical path from its last-ending op, through the input that
+    set each op's start (a producer before the device's previous op on ties), and count: per
+    op the samples it is on the path (``on_path[N]``), per stage boundary the hand-offs the
+    paths cross (``crossings[V]``), per stage its ops on the paths (``stage_ops[V]``)."""
+    N, K = end.shape
+    for b in range(K):
+        i = 0
+        for v in range(1, N):
+            if end[v, b] > end[i, b]:
+                i = v
+        while i >= 0:
+            on_path[i] += 1
+            stage_ops[stage[i]] += 1
+            t = start[i, b]
+            after = -1
+            for q in range(2):
+                u = producer[i, q]
+                if u < 0:
+                    continue
+                s = link[i, q]
+                ready = end[u, b] + handoff[s, b] if s >= 0 else end[u, b]
+                if ready == t:
+                    after = u
+                    if s >= 0:
+                        crossings[s] += 1
+                    break
+            if after < 0:
+                a = previous[i]
+                if a >= 0 and end[a, b] == t:
+                    after = a
+            i = after

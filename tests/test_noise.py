@@ -1,0 +1,329 @@
+"""The noise model and the Monte Carlo: draws, common random numbers, closed forms, bad input.
+
+The checks that can fail on a wrong answer: the draws' distributions (Kolmogorov-Smirnov
+against scipy), GPipe's forward phase under Exp(1) op times against Johansson's asymptotic
+closed form (last-passage percolation, arXiv math/9903134), the exact gamma sums of p = 1 and
+n = 1, and a zero-noise Monte Carlo against the deterministic kernel bit for bit.
+"""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fastpp
+from fastpp import Costs, Noise, ScheduleError, build_schedule, simulate
+from fastpp import noise as noise_module
+
+stats = pytest.importorskip("scipy.stats")
+KS_ALPHA = 1e-3  # a K-S test at this level fails a right answer 1 time in 1,000
+
+
+def draws(noise, K, seed=3, stage=0, kind=0, mb=0, first=0):
+    """K draws of one op's factor (base time 1)."""
+    shapes, step_shape = noise.shapes()
+    out = np.empty((1, K))
+    one = np.array([0], np.int64)
+    noise_module.draw(np.uint64(seed), one + kind, one + stage, one + mb, one, np.ones(1),
+                      np.ones(1), shapes, noise.dist == "gamma", step_shape, noise.spike[0],
+                      noise.spike[1], np.zeros(0), np.zeros((1, 5, 2), np.int64), first, out)
+    return out[0]
+
+
+@pytest.mark.parametrize("dist", ["lognormal", "gamma"])
+@pytest.mark.parametrize("cov", [0.05, 0.5, 1.0, 3.0])
+def test_jitter_has_mean_one_and_the_distribution_asked(dist, cov):
+    x = draws(Noise(cov, dist), 20_000)
+    if dist == "lognormal":
+        sigma = math.sqrt(math.log1p(cov**2))
+        ref = stats.lognorm(s=sigma, scale=math.exp(-sigma**2 / 2))
+    else:
+        ref = stats.gamma(a=1 / cov**2, scale=cov**2)
+    assert ref.mean() == pytest.approx(1.0) and ref.std() == pytest.approx(cov)
+    assert stats.kstest(x, ref.cdf).pvalue > KS_ALPHA
+
+
+def test_spikes_and_per_kind_cov():
+    x = draws(Noise(0.0, spike=(0.1, 4.0)), 20_000)
+    assert set(np.unique(x)) == {1.0, 4.0}
+    share = np.mean(x == 4.0)
+    assert abs(share - 0.1) < 4 * math.sqrt(0.1 * 0.9 / 20_000)
+    noise = Noise({"B": 0.2})
+    assert np.all(draws(noise, 100, kind=0) == 1.0)  # F has no jitter
+    assert draws(noise, 5000, kind=1).std() == pytest.approx(0.2, rel=0.1)
+
+
+def test_draws_are_keyed_not_streamed():
+    """A draw depends on (seed, stage, kind, microbatch, sample) only: any subset of samples,
+    in any call, gets the same numbers."""
+    noise = Noise(0.3, "gamma")
+    a = draws(noise, 50)
+    assert np.array_equal(draws(noise, 7), a[:7])
+    assert np.array_equal(draws(noise, 9, first=13), a[13:22])
+    lognormal = Noise(0.3)
+    b = draws(lognormal, 50)
+    assert np.array_equal(draws(lognormal, 9, first=13), b[13:22])
+    assert not np.array_equal(draws(noise, 50, seed=4), a)
+    assert not np.array_equal(draws(noise, 50, stage=1), a)
+    assert not np.array_equal(draws(noise, 50, mb=1), a)
+
+
+def test_no_noise_is_the_deterministic_kernel_bit_for_bit():
+    for name, p, n, m in [("1f1b", 4, 8, 1), ("zb-h1", 4, 8, 1), ("interleaved-1f1b", 4, 8, 2),
+                          ("dualpipev", 4, 8, 2)]:
+        s = build_schedule(name, p, n, m)
+        c = Costs(f=1.0, b=2.0, w=0.7, comm=0.13)
+        det = simulate(s, c)
+        mc = simulate(s, c, noise=Noise(0.0), samples=3)
+        assert np.all(mc.makespan == det.makespan), name
+        assert np.array_equal(mc.busy[:, 1], det.busy) and np.array_equal(mc.span[:, 2],
+                                                                           det.span)
+
+
+def test_common_random_numbers_across_schedules():
+    """GPipe and 1F1B run the same (stage, kind, microbatch) ops: they draw the same times."""
+    c, noise = Costs(f=1.0, b=2.0), Noise(0.2)
+    runs = [simulate(build_schedule(name, 4, 8), c, noise=noise, samples=200, seed=9)
+            for name in ("gpipe", "1f1b")]
+    times = []
+    for mc in runs:
+        s = mc.schedule
+        used = np.arange(s.kind.shape[1]) < s.length[:, None]
+        key = np.lexsort((s.mb[used], s.stage[used], s.kind[used]))
+        times.append(mc.op_times()[used][key])
+    assert np.array_equal(times[0], times[1])
+    assert np.array_equal(runs[0].op_times(150, 20), runs[0].op_times()[:, :, 150:170])
+    # so their difference varies less than with independent draws (here about half as much)
+    other = simulate(build_schedule("1f1b", 4, 8), c, noise=noise, samples=200, seed=10)
+    paired = runs[0].makespan - runs[1].makespan
+    independent = runs[0].makespan - other.makespan
+    assert paired.std() < 0.7 * independent.std()
+
+
+def test_persistent_slow_factors_and_step_factor():
+    s, c = build_schedule("1f1b", 4, 8), Costs(f=1.0, b=2.0)
+    slow = simulate(s, c, noise=Noise(0.0, slow_stages={3: 1.5}), samples=2)
+    assert slow.makespan[0] == simulate(s, Costs(f=[1, 1, 1, 1.5], b=[2, 2, 2, 3])).makespan
+    device = simulate(s, c, noise=Noise(0.0, slow_devices={3: 1.5}), samples=2)
+    assert device.makespan[0] == slow.makespan[0]
+    step = simulate(s, c, noise=Noise(0.0, step=0.1), samples=500)
+    det = simulate(s, c).makespan
+    # one factor for the whole sample: the makespan scales with it
+    assert np.allclose(step.busy / step.busy[:, :1], step.makespan / step.makespan[0])
+    assert step.mean == pytest.approx(det, rel=0.02) and step.std == pytest.approx(0.1 * det,
+                                                                                    rel=0.15)
+
+
+def test_link_delay_is_a_handoff_latency():
+    s = build_schedule("1f1b", 4, 8)
+    delayed = simulate(s, Costs(f=1.0, b=2.0), noise=Noise(0.0, link_delay={(1, 2): 0.4}),
+                       samples=2)
+    comm = np.array([0.0, 0.4, 0.0, 0.0])
+    assert delayed.makespan[0] == simulate(s, Costs(f=1.0, b=2.0, comm=comm)).makespan
+
+
+def test_blocking_link_delay_holds_the_sender():
+    """A sleep before each send on a link: the op whose output crosses it takes that much
+    longer (as simulate with those durations), and a zero-bubble schedule, best without the
+    delay, loses to 1F1B with it (its ops have no slack to hide it in)."""
+    from fastpp.ops import B, F, I
+
+    c = Costs(f=1.0, b=2.0, w=1.0)
+    for name in ("1f1b", "zb-h2", "interleaved-1f1b"):
+        s = build_schedule(name, 8, 32, 2 if name.startswith("interleaved") else 1)
+        base = simulate(s, c)
+        durations = base.end - base.start
+        d = s.stage_to_device
+        for r in range(s.p):
+            for k in range(s.length[r]):
+                st, kind = s.stage[r, k], s.kind[r, k]
+                if kind == F and st + 1 < s.V and {d[st], d[st + 1]} == {3, 4}:
+                    durations[r, k] += 2.0
+                if kind in (B, I) and st > 0 and {d[st], d[st - 1]} == {3, 4}:
+                    durations[r, k] += 2.0
+        noisy = simulate(s, c, noise=Noise(0.0, link_delay={(3, 4): 2.0}, blocking=True),
+                         samples=2)
+        assert noisy.makespan[0] == pytest.approx(simulate(s, c, durations=durations).makespan,
+                                                  rel=1e-12), name
+    one, zb = build_schedule("1f1b", 8, 32), build_schedule("zb-h2", 8, 32)
+    slow = Noise(0.0, link_delay={(3, 4): 4.0}, blocking=True)
+    assert simulate(zb, c).makespan < simulate(one, c).makespan
+    assert simulate(zb, c, noise=slow, samples=1).mean > simulate(one, c, noise=slow,
+                                                                  samples=1).mean
+
+
+def test_quantiles_mean_std():
+    mc = simulate(build_schedule("1f1b", 4, 8), Costs(f=1, b=2), noise=Noise(0.1), samples=400)
+    assert mc.samples == 400
+    assert mc.mean == pytest.approx(mc.makespan.mean())
+    assert mc.quantile(0.5) == pytest.approx(np.median(mc.makespan))
+    assert mc.quantile(0) == mc.makespan.min() and mc.quantile(1) == mc.makespan.max()
+    assert mc.quantile([0.05, 0.95]).tolist() == sorted(mc.quantile([0.05, 0.95]).tolist())
+
+
+def test_criticality_and_sensitivity():
+    s = build_schedule("1f1b", 4, 8)
+    mc = simulate(s, Costs(f=1, b=2, comm=0.05), noise=Noise(0.1), samples=300)
+    crit = mc.criticality
+    # the first forward and the last backward are on every critical path
+    assert crit[0, 0] == 1.0 and crit[0, s.length[0] - 1] == 1.0
+    assert np.all((crit >= 0) & (crit <= 1))
+    sens = mc.sensitivity
+    # every path from 0F0 to the end crosses each link at least twice (down and back up)
+    assert set(sens["links"]) == {(0, 1), (1, 2), (2, 3)}
+    assert all(v >= 2 for v in sens["links"].values())
+    # the derivative is the slope: a small delay moves the mean by about that much
+    h = 1e-4
+    noisy = Noise(0.1, link_delay={(1, 2): h})
+    slope = (simulate(s, Costs(f=1, b=2, comm=0.05), noise=noisy, samples=300).mean
+             - mc.mean) / h
+    assert slope == pytest.approx(sens["links"][(1, 2)], rel=0.05)
+
+
+def test_absorption_threshold():
+    s, c = build_schedule("1f1b", 4, 8), Costs(f=1, b=2)
+    mc = simulate(s, c, noise=Noise(0.05), samples=100)
+    found = mc.absorption(tolerance=0.01, steps=10)
+    for link, delay in found["links"].items():
+        at = simulate(s, c, noise=Noise(0.05, link_delay={link: delay}), samples=100).mean
+        over = simulate(s, c, noise=Noise(0.05, link_delay={link: delay * 1.01}),
+                        samples=100).mean
+        assert at <= 1.01 * mc.mean < over
+
+
+# -- closed forms ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, p", [(16, 16), (32, 16), (64, 32)])
+def test_johansson_gpipe_forward_phase(n, p):
+    """GPipe's forward phase with i.i.d. Exp(1) op times is last-passage percolation on an
+    n x p grid: E[T] ~ (sqrt n + sqrt p)^2 - 1.7711 (sqrt n + sqrt p)^(4/3) (n p)^(-1/6)."""
+    s = build_schedule("forward-only", p, n)
+    mc = simulate(s, Costs(f=1.0, b=1.0), noise=Noise(1.0, "gamma"), samples=2000, seed=5)
+    root = math.sqrt(n) + math.sqrt(p)
+    expected = root**2 - 1.7711 * root ** (4 / 3) * (n * p) ** (-1 / 6)
+    assert mc.mean == pytest.approx(expected, rel=0.02)
+
+
+@pytest.mark.parametrize("dist, cov", [("gamma", 0.5), ("gamma", 1.0)])
+def test_one_device_is_a_gamma_sum(dist, cov):
+    """p = 1: the step is the sum of n forwards and n backwards, i.i.d. gamma of shape k:
+    a gamma of shape 2 n k (f = b)."""
+    n = 6
+    mc = simulate(build_schedule("1f1b", 1, n), Costs(f=1.0, b=1.0), noise=Noise(cov, dist),
+                  samples=4000)
+    k = 1 / cov**2
+    ref = stats.gamma(a=2 * n * k, scale=1 / k)
+    assert stats.kstest(mc.makespan, ref.cdf).pvalue > KS_ALPHA
+
+
+def test_one_microbatch_is_a_gamma_sum():
+    """n = 1: one forward chain and one backward chain through p stages, nothing overlaps."""
+    p, cov = 5, 0.7
+    mc = simulate(build_schedule("1f1b", p, 1), Costs(f=1.0, b=1.0), noise=Noise(cov, "gamma"),
+                  samples=4000, seed=11)
+    k = 1 / cov**2
+    assert stats.kstest(mc.makespan, stats.gamma(a=2 * p * k, scale=1 / k).cdf).pvalue \
+        > KS_ALPHA
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"cov": -0.1}, "cov must be finite and >= 0"),
+    ({"cov": {"B": -1}}, r"cov\['B'\] must be"),
+    ({"cov": {"X": 1}}, "cov keys must be kinds"),
+    ({"dist": "normal"}, "dist must be one of"),
+    ({"spike": (1.5, 2.0)}, r"spike probability must be in \[0, 1\]"),
+    ({"spike": (-0.1, 2.0)}, "spike probability must be finite and >= 0"),
+    ({"spike": (0.1, 0.5)}, "spike magnitude must be >= 1"),
+    ({"slow_stages": {0: 0}}, r"slow_stages\[0\] must be finite and > 0"),
+    ({"link_delay": {(1, 1): 0.1}}, "must join two devices"),
+    ({"link_delay": {(0, 1): -0.1}}, "must be finite and >= 0"),
+    ({"step": -1}, "step must be finite and >= 0"),
+    ({"blocking": 1}, "blocking must be one of"),
+])
+def test_bad_noise(kwargs, match):
+    with pytest.raises(ScheduleError, match=match):
+        Noise(**kwargs)
+
+
+def test_bad_monte_carlo():
+    s, c = build_schedule("1f1b", 4, 8), Costs(f=1, b=2)
+    with pytest.raises(ScheduleError, match="samples must be a positive integer"):
+        simulate(s, c, noise=Noise(), samples=0)
+    with pytest.raises(ScheduleError, match=r"link_delay names link \(0, 2\), which carries"):
+        simulate(s, c, noise=Noise(link_delay={(0, 2): 0.1}))
+    with pytest.raises(ScheduleError, match="slow_devices names device 7"):
+        simulate(s, c, noise=Noise(slow_devices={7: 2.0}))
+    with pytest.raises(ScheduleError, match="seed must be an integer"):
+        simulate(s, c, noise=Noise(), seed=-1)
+    with pytest.raises(fastpp.ScheduleTypeError, match="noise must be a fastpp.Noise"):
+        simulate(s, c, noise=0.1)
+    mc = simulate(s, c, noise=Noise(), samples=10)
+    with pytest.raises(ScheduleError, match=r"q must be in \[0, 1\]"):
+        mc.quantile(1.5)
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_empirical_noise_bootstraps_a_real_run():
+    """Each op's time is drawn from the run's measured times of the same device and kind."""
+    pytest.importorskip("pandas")
+    run = fastpp.read_torch_trace(DATA / "gpipe")
+    s = run.schedule
+    mc = simulate(s, Costs(f=1, b=2), noise=Noise(empirical=run), samples=300)
+    times = mc.op_times()
+    for r in range(run.p):
+        for kind in (0, 1):
+            mine = s.kind[r, : s.length[r]] == kind
+            measured = run.durations[r, : s.length[r]][mine]
+            drawn = times[r, : s.length[r]][mine]
+            assert np.isin(drawn, measured).all()
+            # a bootstrap: every measured time turns up
+            assert set(np.unique(drawn)) == set(np.unique(measured))
+    with pytest.raises(ScheduleError, match=f"run with the schedule's p={run.p + 2}"):
+        simulate(build_schedule("1f1b", run.p + 2, 8), Costs(f=1, b=2),
+                 noise=Noise(empirical=run))
+    with pytest.raises(fastpp.ScheduleTypeError, match="empirical must be a fastpp.MeasuredRun"):
+        Noise(empirical="trace.json")
+
+
+def test_empirical_noise_from_a_job():
+    """A what-if job's computes feed the Monte Carlo of another schedule on its stages."""
+    pytest.importorskip("yaml")
+    from fastpp.model.validate import DATA
+
+    trace = DATA / "whatif_st" / "trace-ST.parquet"
+    if not trace.exists():
+        pytest.skip("shared/data/whatif_st is not beside the repository")
+    job = fastpp.read_op_table(trace)
+    s = build_schedule("1f1b", job.pp, 8)
+    mc = simulate(s, Costs(f=1, b=2), noise=Noise(empirical=job), samples=200)
+    times = mc.op_times()
+    last = (job.ops.stage == 3).to_numpy() & (job.ops.optype == "forward-compute").to_numpy()
+    drawn = times[3, : s.length[3]][s.kind[3, : s.length[3]] == 0]
+    assert np.isin(drawn, job.durations[last]).all()
+    # the long last stage: its forwards are about twice the others'
+    assert drawn.mean() > 1.5 * times[0, : s.length[0]][s.kind[0, : s.length[0]] == 0].mean()
+    with pytest.raises(ScheduleError, match="needs a measured I op on device"):
+        simulate(build_schedule("zb-h1", job.pp, 8), Costs(f=1, b=2, w=1),
+                 noise=Noise(empirical=job))
+
+
+def test_pictures(tmp_path):
+    pytest.importorskip("matplotlib")
+    from fastpp import plot
+
+    c, noise = Costs(f=1, b=2, w=1), Noise(0.1)
+    runs = [simulate(build_schedule(name, 4, 8), c, noise=noise, samples=100)
+            for name in ("1f1b", "zb-h1")]
+    assert plot.makespan_cdf(runs, tmp_path / "cdf.png").stat().st_size > 5000
+    assert plot.criticality(runs[1], tmp_path / "crit.png").stat().st_size > 5000
+    with pytest.raises(fastpp.ScheduleTypeError, match=r"results\[0\] must be a fastpp.Monte"):
+        plot.makespan_cdf([1.0], tmp_path / "x.png")
+    with pytest.raises(ScheduleError, match="results must hold at least one"):
+        plot.makespan_cdf([], tmp_path / "x.png")

@@ -1,0 +1,164 @@
+"""The what-if analysis of a real job (Lin et al., OSDI'25) against its authors' own results.
+
+Trace ST of the artifact (ByteDance-Seed/StragglerAnalysis; /work/shared/data/whatif_st, a
+Megatron job with DP2 PP4 and a long last stage) and the results its authors published with
+it: the step times replayed and ideal, the slowdown S, its decompositions by DP rank, stage and
+op type (overall and per step), M_S and M_W. Nothing is calibrated: the replay takes the
+trace's times and the paper's dependency model. The issue's bound is 1%; fastpp agrees to
+float32 rounding (the table's times are float32), so the tests hold it to 1e-5.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import fastpp
+from fastpp import ScheduleError
+from fastpp.model.validate import DATA as SHARED
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("yaml")
+DATA = SHARED / "whatif_st"  # $FASTPP_DATA or shared/data beside the repository
+TRACE, META = DATA / "trace-ST.parquet", DATA / "meta-ST.yaml"
+TOL = 1e-5  # relative; the issue asks for 1%
+
+pytestmark = pytest.mark.skipif(not TRACE.exists(),
+                                reason="shared/data/whatif_st is not beside the repository")
+
+
+@pytest.fixture(scope="module")
+def expected():
+    return {name: json.loads((DATA / f"{name}-ST.json").read_text())
+            for name in ("result", "ms", "mw")}
+
+
+@pytest.fixture(scope="module")
+def job():
+    return fastpp.read_op_table(TRACE)
+
+
+@pytest.fixture(scope="module")
+def result(job):
+    return fastpp.whatif(job)
+
+
+def close(got, want, tol=TOL):
+    assert got == pytest.approx(want, rel=tol), (got, want)
+
+
+def test_reads_the_job(job):
+    assert (job.dp, job.pp, job.tp, job.vpp) == (2, 4, 1, 1)
+    assert len(job.steps) == 32
+    assert job.durations.shape == (len(job.ops), 32)
+    # every step runs the same 212 ops (2 replicas x 4 stages)
+    assert len(job.ops) == len(job.table) // 32
+
+
+def test_step_times_match_the_artifact(result, expected):
+    want = expected["result"]
+    steps = result.steps.set_index("step")
+    for column, key in (("measured", "step_t_base"), ("replayed", "step_t_nodelay"),
+                        ("ideal", "step_t_noblk")):
+        got = steps[column].to_numpy()
+        ref = np.array([want[key][str(s)] for s in steps.index])
+        np.testing.assert_allclose(got, ref, rtol=TOL, err_msg=column)
+
+
+def test_slowdown_and_its_decompositions(result, expected):
+    want = expected["result"]
+    close(result.slowdown, want["blocking_slowdown"])
+    for name, key in (("by_dp_rank", "dp_rank"), ("by_stage", "stage"), ("by_op", "optype")):
+        ref = want[f"blocking_decompose_by_{key}"]
+        got = getattr(result, name)
+        assert sorted(map(str, got)) == sorted(ref), name
+        for label, value in got.items():
+            close(value, ref[str(label)])
+    # the long last stage is the straggler: it alone makes most of S
+    assert max(result.by_stage, key=result.by_stage.get) == 3
+
+
+def test_per_step_figures(result, expected):
+    want = expected["result"]
+    for step, value in want["blocking_step_slowdown"].items():
+        close(result.steps.set_index("step").slowdown[int(step)], value)
+    for name, key in (("by_dp_rank_per_step", "dp_rank"), ("by_stage_per_step", "stage"),
+                      ("by_op_per_step", "optype")):
+        table = getattr(result, name)
+        for step, row in want[f"blocking_decompose_by_{key}_per_step"].items():
+            for label, value in row.items():
+                column = int(label) if key != "optype" else label
+                close(table.loc[int(step), column], value)
+
+
+def test_ms_and_mw(result, expected):
+    close(result.ms, expected["ms"]["Ms"])
+    assert result.ms > 1  # the artifact's readme: "M_S should be large (~120%)" for ST
+    # M_W is a small difference of step times (3% of S - 1): float32 rounding weighs more
+    close(result.mw, expected["mw"]["Mw"], 1e-4)
+    assert result.worst_ranks == [7]  # DP rank 1's last stage
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def table():
+    return pd.read_parquet(TRACE)
+
+
+def write(tmp_path, table, meta=None):
+    path = tmp_path / "trace-X.parquet"
+    table.to_parquet(path)
+    (tmp_path / "meta-X.yaml").write_text(
+        META.read_text() if meta is None else meta)
+    return path
+
+
+def test_missing_column(tmp_path, table):
+    with pytest.raises(ScheduleError, match=r"missing \['mb_id'\]"):
+        fastpp.read_op_table(write(tmp_path, table.drop(columns="mb_id")))
+
+
+def test_duplicate_op(tmp_path, table):
+    with pytest.raises(ScheduleError, match="duplicate op: dp_rank=0, stage=0, step=23"):
+        fastpp.read_op_table(write(tmp_path, pd.concat([table, table.iloc[:1]])))
+
+
+def test_steps_with_different_op_counts(tmp_path, table):
+    odd = table.drop(index=table[(table.step == 25) & (table.optype == "gc")].index[:1])
+    with pytest.raises(ScheduleError, match="every step must have the same ops: step 25"):
+        fastpp.read_op_table(write(tmp_path, odd))
+
+
+def test_steps_with_different_ops(tmp_path, table):
+    odd = table.copy()
+    row = odd[(odd.step == 25) & (odd.optype == "gc")].index[0]
+    odd.loc[row, "seq_id"] = 7
+    with pytest.raises(ScheduleError, match="step 25 and step 23 differ"):
+        fastpp.read_op_table(write(tmp_path, odd))
+
+
+@pytest.mark.parametrize("change, match", [
+    (("dp_size: 2", "dp_size: 4"), "meta world_size must be"),
+    (("pp_size: 4", "pp_size: 2"), "meta world_size must be"),
+    (("vpp_size: 1", "vpp_size: 2"), "vpp_size must be 1"),
+])
+def test_meta_disagreeing_with_the_table(tmp_path, table, change, match):
+    meta = META.read_text().replace(*change)
+    with pytest.raises(ScheduleError, match=match):
+        fastpp.read_op_table(write(tmp_path, table, meta))
+
+
+def test_meta_sizes_disagreeing_with_the_table(tmp_path, table):
+    meta = META.read_text().replace("dp_size: 2", "dp_size: 4").replace("world_size: 8",
+                                                                       "world_size: 16")
+    with pytest.raises(ScheduleError, match=r"meta dp_size=4 disagrees with the table"):
+        fastpp.read_op_table(write(tmp_path, table, meta))
+    with pytest.raises(ScheduleError, match=r"meta pp_size=3 disagrees"):
+        fastpp.read_op_table(TRACE, {"dp_size": 2, "pp_size": 3})
+
+
+def test_not_a_job():
+    with pytest.raises(fastpp.ScheduleTypeError, match="job must be a fastpp.MeasuredJob"):
+        fastpp.whatif("trace-ST.parquet")
