@@ -73,12 +73,15 @@ def test_no_noise_is_the_deterministic_kernel_bit_for_bit():
     for name, p, n, m in [("1f1b", 4, 8, 1), ("zb-h1", 4, 8, 1), ("interleaved-1f1b", 4, 8, 2),
                           ("dualpipev", 4, 8, 2)]:
         s = build_schedule(name, p, n, m)
-        c = Costs(f=1.0, b=2.0, w=0.7, comm=0.13)
-        det = simulate(s, c)
-        mc = simulate(s, c, noise=Noise(0.0), samples=3)
-        assert np.all(mc.makespan == det.makespan), name
-        assert np.array_equal(mc.busy[:, 1], det.busy) and np.array_equal(mc.span[:, 2],
-                                                                           det.span)
+        # each kind's fixed overhead too: I must take its own, not b - w's
+        for c in (Costs(f=1.0, b=2.0, w=0.7, comm=0.13),
+                  Costs(f=1.0, b=2.0, w=0.7, comm=0.13,
+                        overhead={"F": 0.05, "B": 0.11, "I": 0.17, "W": 0.23})):
+            det = simulate(s, c)
+            mc = simulate(s, c, noise=Noise(0.0), samples=3)
+            assert np.all(mc.makespan == det.makespan), name
+            assert np.array_equal(mc.busy[:, 1], det.busy) and np.array_equal(mc.span[:, 2],
+                                                                               det.span)
 
 
 def test_common_random_numbers_across_schedules():
