@@ -28,3 +28,43 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", "reliability")
         for line in lines:
             terminalreporter.write_line(line)
+    left = getattr(terminalreporter.config, "_tree_left", None)
+    if left:
+        terminalreporter.write_sep("!", "the tests left these in the working tree", red=True)
+        for line in left:
+            terminalreporter.write_line(line)
+
+
+def tree_status(root) -> set[str] | None:
+    """``git status --porcelain`` of the checkout holding ``root`` (untracked files listed one
+    by one; ignored ones left out), or ``None`` outside a git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                              "--untracked-files=all"], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError):  # no git here
+        return None
+    return set(out.stdout.splitlines()) if out.returncode == 0 else None
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_sessionstart(session):
+    session.config._tree_before = tree_status(ROOT)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The suite leaves the working tree as it found it: a file a test wrote outside its
+    ``tmp_path`` (x.png, 2/, report.html at the root were once committed) fails the run."""
+    before = getattr(session.config, "_tree_before", None)
+    if before is None:  # not a git checkout (an unpacked sdist): nothing to compare
+        return
+    after = tree_status(ROOT) or set()
+    new = sorted(after - before)
+    if new:
+        session.config._tree_left = new
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

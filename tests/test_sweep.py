@@ -313,6 +313,33 @@ def test_output_folder_guards(tmp_path):
         sweep(p=2, n_per_p=1, m=1, progress=False, out=other / "notes.txt")
     with pytest.raises(ScheduleError, match=r"out must be a folder path \(got 3\)"):
         sweep(p=2, n_per_p=1, m=1, progress=False, out=3)
+    with pytest.raises(ScheduleError, match=r"out must be a folder path \(got ''\)"):
+        sweep(p=2, n_per_p=1, m=1, progress=False, out="")  # not the working directory
+
+
+@pytest.mark.parametrize("damage", ["{not json", "[1, 2]", '{"points": "4", "chunk_size": 1}',
+                                    '{"points": 4, "chunk_size": 0, "format": "parquet"}'])
+def test_damaged_manifest_is_a_schedule_error(tmp_path, damage):
+    """JSONDecodeError, TypeError and ZeroDivisionError were escapes, in load and resume."""
+    out = tmp_path / "run"
+    sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
+    (out / "_fastpp" / "manifest.json").write_text(damage)
+    with pytest.raises(ScheduleError, match="manifest.json is damaged"):
+        fastpp.sweeps.load(out)
+    with pytest.raises(ScheduleError, match="manifest.json is damaged"):
+        sweep(p=2, n_per_p=1, m=1, progress=False, out=out, resume=True)
+
+
+def test_damaged_part_is_a_schedule_error_in_load(tmp_path):
+    """load reads what is there (resume recomputes it): a garbled part names the chunk."""
+    out = tmp_path / "run"
+    sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
+    next(out.glob("part-*.parquet")).write_bytes(b"garbage")  # pyarrow's ArrowInvalid
+    with pytest.raises(ScheduleError, match="damaged chunk 0"):
+        fastpp.sweeps.load(out)
+    (out / "_fastpp" / "part-000000.json").write_text('{"rows": 1, "skipped": 3}')
+    with pytest.raises(ScheduleError, match="damaged chunk 0"):
+        fastpp.sweeps.load(out)
 
 
 # dask's Parquet reader still calls reset_index(inplace=...), which pandas 3.1 deprecates
