@@ -550,6 +550,27 @@ def test_measure_checks_every_argument_before_touching_out(tmp_path):
     assert old.read_text() == "{}"
 
 
+def test_measure_without_torch_leaves_out_alone(tmp_path, monkeypatch):
+    """Without torch, measure says so before it deletes anything (it once removed the old
+    traces first); with it, a new run removes the old ``.json`` and ``.json.gz`` traces
+    alike, so that two runs never mix in one folder."""
+    import sys
+
+    from fastpp.measured.runner import _job, _prepare, measure
+
+    old = [tmp_path / "rank0_trace.json", tmp_path / "rank1_trace.json.gz"]
+    for path in old:
+        path.write_text("{}")
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "torch.multiprocessing", None)  # import fails: no torch
+        with pytest.raises(ScheduleError, match="torch"):
+            measure("1f1b", out=tmp_path)
+    assert sorted(tmp_path.iterdir()) == old
+    job, _, order = _job("1f1b", 2, 4, None, 16, 8, 8, tmp_path, "cpu", 0, False)
+    _prepare(job, order)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["schedule.csv"]
+
+
 def test_bad_rank_and_clock_fields_are_named(tmp_path):
     data = real_copy(tmp_path)
     for field, value, message in [
