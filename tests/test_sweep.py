@@ -1,6 +1,7 @@
 """fastpp.sweep: rows equal simulate(), invalid points, resume after a kill, Dask, the script."""
 
 import json
+import math
 import re
 import signal
 import subprocess
@@ -442,6 +443,15 @@ def test_best_within_budget():
     assert best["schedule"].tolist() == ["zbv"] and best["budget"].tolist() == [4.0]
     assert best_within_budget(df, budget=2.0)["schedule"].tolist() == ["v-min"]
     assert best_within_budget(df, budget=1.0).empty
+    assert best_within_budget(df, budget=math.inf)["schedule"].tolist() == ["zbv"]
+    for bad in ("nope", "1f1b-v"):  # once silently empty
+        with pytest.raises(ScheduleError, match=r"budget must be a number or a schedule of df,"
+                                                r" one of \['1f1b', 'gpipe', 'v-min', 'zbv'\]"):
+            best_within_budget(df, budget=bad)
+    for bad in (math.nan, -1.0, "", None):
+        with pytest.raises(ScheduleError, match="budget"):
+            best_within_budget(df, budget=bad)
+    assert pareto_front(df.iloc[:0], y="makespan").empty  # was an IndexError
 
 
 def test_main_job(tmp_path):
