@@ -172,6 +172,11 @@ def test_expert_parameters_fold_over_edp():
     (lambda: transformer_costs("mixtral-8x7b", build_schedule("1f1b", 2, 4), "A100-80GB",
                                seq=128, precision="fp8"), r"precision='fp8' needs fp8_flops"),
     (lambda: layer_parts(TINY, TOY, seq=16, imbalance=0.5), r"imbalance must be >= 1"),
+    # the busiest rank holds at most every token: 1e308 once overflowed into "deadlocked"
+    (lambda: plan(TINY, 4, TOY, seq=16, global_batch=8, imbalance=1e308),
+     r"imbalance must be a number in \[1, 4\] \(the experts\).* \(got 1e\+308\)"),
+    (lambda: plan(TINY, 4, TOY, seq=16, global_batch=8, imbalance=4.5),
+     r"imbalance must be a number in \[1, 4\]"),
 ])
 def test_bad_moe_input_is_a_schedule_error(call, message):
     with pytest.raises(ScheduleError, match=message):
