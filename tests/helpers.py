@@ -119,3 +119,22 @@ def random_reorder(schedule, rng: np.random.Generator) -> list[list[str]]:
                 done.add(("G", s, j))
         todo.remove(pick)
     return rows
+
+
+def in_ci() -> bool:
+    """Is this a CI run (``CI=true``, as .ci/run and every CI service set it)?"""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def needs_data(*names):
+    """Skip a test whose published files (``shared/data`` beside the repository, or
+    ``$FASTPP_DATA``) are missing, except in CI: there it runs, and fails on the missing file,
+    so that the fidelity checks are never skipped silently where they must run."""
+    import pytest
+
+    from fastpp.model.validate import DATA
+
+    missing = [name for name in names if not (DATA / name).exists()]
+    return pytest.mark.skipif(bool(missing) and not in_ci(),
+                              reason=f"{', '.join(missing)} not in {DATA} (shared/data beside "
+                                     "the repository)")

@@ -41,3 +41,17 @@ def test_no_junk_at_the_root():
     top = {Path(f).parts[0] for f in tracked}
     assert top <= {"fastpp", "bench", "tests", "scripts", "docs", "pyproject.toml",
                    "README.md", ".ci", ".gitignore"}, top
+
+
+def test_missing_data_skips_here_but_fails_in_ci(monkeypatch):
+    """needs_data skips a test whose published file is missing, except with CI=true, where
+    the test runs (and fails on the missing file); .ci/run sets CI and checks the folder."""
+    from helpers import needs_data
+
+    monkeypatch.delenv("CI", raising=False)
+    assert needs_data("no_such_table.csv").args == (True,)
+    assert needs_data().args == (False,)  # nothing missing: never skipped
+    monkeypatch.setenv("CI", "true")
+    assert needs_data("no_such_table.csv").args == (False,)
+    script = (Path(ROOT) / ".ci" / "run").read_text()
+    assert "export CI=true" in script and "korthikanti_2022.csv" in script

@@ -6,6 +6,7 @@ import csv
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import needs_data
 from reference import assert_agrees, simulate_reference
 
 import fastpp
@@ -44,11 +45,10 @@ def _published(model_name, note):
     return rows[(rows["model"] == model_name) & rows["note"].str.contains(note)].iloc[0]
 
 
-needs_data = pytest.mark.skipif(not PAIR_FILE.exists(), reason="shared/data is not beside the "
-                                                                "repository")
+published = needs_data(PAIR_FILE.name, "moe_published.csv")
 
 
-@needs_data
+@published
 def test_pair_from_the_published_slots_within_5_percent():
     parts, rows = published_parts()
     compute, communication = slots(parts)
@@ -167,7 +167,11 @@ def _qwen3_row(schedule, overlap):
     return row, df.iloc[0]
 
 
-@needs_data
+@published
+@pytest.mark.xfail(strict=True, reason="predicted gain of the overlap 1.45x against 1.13x "
+                   "measured: the throughput alone passed (-10%) because two errors cancel, "
+                   "the run without overlap priced 30% low (its twin in test_moe.py) and the "
+                   "overlap hiding much of what is overpriced; nothing fitted on these rows")
 def test_qwen3_published_throughput_with_overlap():
     """Megatron-Core's Qwen3-235B-A22B on 256 H100 with --overlap-moe-expert-parallel-comm:
     276 TFLOP/s a GPU, as combined-1f1b (vp 4) with the pair model; nothing fitted to the
@@ -176,12 +180,14 @@ def test_qwen3_published_throughput_with_overlap():
     gives the overlap (+46%) is far above the measured one (+13%)."""
     row, got = _qwen3_row("combined-1f1b", True)
     error = got.tflops_per_gpu / row.tflops_per_gpu - 1
-    _, plain = _qwen3_row("interleaved-1f1b", False)
+    without, plain = _qwen3_row("interleaved-1f1b", False)
     gain = got.tflops_per_gpu / plain.tflops_per_gpu
+    measured = row.tflops_per_gpu / without.tflops_per_gpu
     print(f"\nQwen3-235B-A22B 256 H100 bf16 with overlap: measured {row.tflops_per_gpu} "
           f"TFLOP/s/GPU, predicted {got.tflops_per_gpu:.0f} ({error:+.1%}); gain over "
-          f"interleaved 1F1B without it: predicted {gain:.2f}x, measured {276 / 245:.2f}x")
+          f"interleaved 1F1B without it: predicted {gain:.2f}x, measured {measured:.2f}x")
     assert abs(error) < 0.15
+    assert abs(gain / measured - 1) < 0.15  # the gain, not only the sum of two errors
 
 
 def test_moe_plan_rows_with_overlap_equal_simulate():
