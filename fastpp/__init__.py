@@ -36,9 +36,15 @@ __version__ = "0.1.0"
 # measured runs and reports need pandas: imported when first used, so that `import fastpp`
 # stays light
 _MEASURED = ("MeasuredRun", "read_torch_trace")
+# subpackages reached as attributes (``fastpp.model.plan``), imported on first use likewise
+_LAZY = ("io", "measured", "model", "plot", "reports", "trace")
 
 
 def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     if name in _MEASURED:
         from . import measured
 

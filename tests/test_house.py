@@ -55,3 +55,20 @@ def test_missing_data_skips_here_but_fails_in_ci(monkeypatch):
     assert needs_data("no_such_table.csv").args == (False,)
     script = (Path(ROOT) / ".ci" / "run").read_text()
     assert "export CI=true" in script and "korthikanti_2022.csv" in script
+
+
+def test_subpackages_load_on_first_use():
+    """``import fastpp; fastpp.model`` works (it was an AttributeError while ``report``
+    loaded lazily), and ``import fastpp`` alone still imports neither pandas nor the model."""
+    import sys
+
+    code = ("import sys, fastpp; assert 'pandas' not in sys.modules; "
+            "assert 'fastpp.model' not in sys.modules; "
+            "print(fastpp.model.plan.__name__, fastpp.io.read_torch_csv.__name__, "
+            "fastpp.trace.__name__, fastpp.measured.__name__, fastpp.reports.__name__); "
+            "fastpp.nope")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert run.stdout.split() == ["plan", "read_torch_csv", "fastpp.trace", "fastpp.measured",
+                                  "fastpp.reports"], run.stderr
+    assert "AttributeError: module 'fastpp' has no attribute 'nope'" in run.stderr

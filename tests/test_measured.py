@@ -423,6 +423,32 @@ def test_a_stage_on_two_ranks(tmp_path):
         read_torch_trace(tmp_path)
 
 
+def test_a_range_inside_another_is_a_part_of_its_pair_or_an_error(tmp_path):
+    """A copy of ``PP:0B0`` inside ``PP:0F0`` was dropped silently as if it were a part of an
+    overlapped pair; only a pair's own forward and backward nest in its range."""
+    data = real_copy(tmp_path)
+    outer = events(data[0], "PP:0F0")[0]
+    inner = {**events(data[0], "PP:0B0")[0], "ts": outer["ts"] + 1, "dur": 1}
+    data[0]["traceEvents"].append(inner)
+    rewrite(tmp_path, 0, data[0])
+    with pytest.raises(ScheduleError, match=r"range 'PP:0B0' at ts=.* lies inside 'PP:0F0' "
+                                            r"at ts=.*, of which it is no part"):
+        read_torch_trace(tmp_path)
+    # the pair's own parts nest: relabel 0F0 as a pair of 0F0 and 0B0, its parts inside
+    from fastpp.measured.read import read_file
+
+    data = real_copy(tmp_path)
+    outer = events(data[0], "PP:0F0")[0]
+    before = len(read_file(tmp_path / "rank0_trace.json").labels)
+    outer["name"] = "PP:(0F0;0B0)OVERLAP_F_B"
+    for part in ("PP:0F0", "PP:0B0"):
+        data[0]["traceEvents"].append({**outer, "name": part, "ts": outer["ts"] + 1, "dur": 1})
+    rewrite(tmp_path, 0, data[0])
+    labels = read_file(tmp_path / "rank0_trace.json").labels
+    assert "PP:(0F0;0B0)OVERLAP_F_B" in labels and "PP:0F0" not in labels
+    assert len(labels) == before  # the parts kept out, the pair in 0F0's place
+
+
 def test_two_runs_mixed(tmp_path):
     data = real_copy(tmp_path)
     data[1]["distributedInfo"]["world_size"] = 4
