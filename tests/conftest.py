@@ -21,11 +21,13 @@ def pytest_terminal_summary(terminalreporter):
         counts = getattr(sys.modules.get(module), "COUNTS", None)
         if counts and any(counts.values()):
             lines.append(f"{module}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    for page, reason in (getattr(sys.modules.get("test_docs"), "NOT_RUN", None) or {}).items():
+        lines.append(f"not run: {page} ({reason})")
     coverage = getattr(sys.modules.get("test_coverage"), "RESULT", None)
     if coverage:
         lines.append(", ".join(f"{k}: {v}" for k, v in coverage.items()))
     if lines:
-        terminalreporter.write_sep("-", "reliability")
+        terminalreporter.write_sep("-", "reliability, and documentation blocks not run")
         for line in lines:
             terminalreporter.write_line(line)
     left = getattr(terminalreporter.config, "_tree_left", None)
