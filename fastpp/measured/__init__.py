@@ -6,6 +6,8 @@ Reading needs no torch (``read``, ``align``, ``run``); ``runner`` starts real
 """
 
 from .run import Comparison, MeasuredRun, read_torch_trace
+from .predict import predictions
 from .runner import measure, measure_many
 
-__all__ = ["Comparison", "MeasuredRun", "measure", "measure_many", "read_torch_trace"]
+__all__ = ["Comparison", "MeasuredRun", "measure", "measure_many", "predictions",
+           "read_torch_trace"]
