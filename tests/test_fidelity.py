@@ -14,7 +14,6 @@ from fastpp import ScheduleError, build_schedule, simulate
 from fastpp.model import HARDWARE, Transformer
 from fastpp.model.validate import (
     CALIBRATION,
-    DATA,
     DATASETS,
     _extras,
     _gpt,

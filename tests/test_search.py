@@ -12,12 +12,12 @@ from reference import simulate_reference
 
 import fastpp
 from fastpp import Costs, Op, ScheduleError, build_schedule, kernels, optimize, simulate
+from fastpp.model.validate import DATA
 from fastpp.ops import new_ops
 from fastpp.search import exact
 from fastpp.search.bounds import lower_bound
 from fastpp.search.greedy import ZB_SETTINGS, list_candidates
 from fastpp.search.problem import Problem
-from fastpp.model.validate import DATA
 from fastpp.search.zb_greedy import zb_greedy
 
 TABLE5 = DATA / "zero_bubble_table5.csv"

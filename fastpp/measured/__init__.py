@@ -5,8 +5,8 @@ Reading needs no torch (``read``, ``align``, ``run``); ``runner`` starts real
 ``torch.distributed.pipelining`` ranks and is the only module that imports torch.
 """
 
-from .run import Comparison, MeasuredRun, read_torch_trace
 from .predict import predictions
+from .run import Comparison, MeasuredRun, read_torch_trace
 from .runner import measure, measure_many
 
 __all__ = ["Comparison", "MeasuredRun", "measure", "measure_many", "predictions",
