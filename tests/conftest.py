@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # reference.py and helpers.py, for bench/ too
+from helpers import ROOT, tree_status  # noqa: E402 (found through the path above)
 
 
 @pytest.fixture
@@ -35,23 +36,6 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("!", "the tests left these in the working tree", red=True)
         for line in left:
             terminalreporter.write_line(line)
-
-
-def tree_status(root) -> set[str] | None:
-    """``git status --porcelain`` of the checkout holding ``root`` (untracked files listed one
-    by one; ignored ones left out), or ``None`` outside a git checkout."""
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
-                              "--untracked-files=all"], capture_output=True, text=True,
-                             timeout=60)
-    except (OSError, subprocess.SubprocessError):  # no git here
-        return None
-    return set(out.stdout.splitlines()) if out.returncode == 0 else None
-
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def pytest_sessionstart(session):

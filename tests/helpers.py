@@ -138,3 +138,20 @@ def needs_data(*names):
     return pytest.mark.skipif(bool(missing) and not in_ci(),
                               reason=f"{', '.join(missing)} not in {DATA} (shared/data beside "
                                      "the repository)")
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tree_status(root) -> set[str] | None:
+    """``git status --porcelain`` of the checkout holding ``root`` (untracked files listed one
+    by one; ignored ones left out), or ``None`` outside a git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                              "--untracked-files=all"], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError):  # no git here
+        return None
+    return set(out.stdout.splitlines()) if out.returncode == 0 else None

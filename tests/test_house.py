@@ -5,7 +5,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, tree_status
+from helpers import ROOT, tree_status
 
 
 def test_tree_status_sees_a_new_file(tmp_path):
