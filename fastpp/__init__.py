@@ -39,9 +39,15 @@ __version__ = "0.1.0"
 # stays light
 _MEASURED = ("MeasuredJob", "MeasuredRun", "WhatIf", "read_op_table", "read_torch_trace",
              "whatif")
+# subpackages reached as attributes (``fastpp.model.plan``), imported on first use likewise
+_LAZY = ("io", "measured", "model", "plot", "reports", "trace")
 
 
 def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     if name in _MEASURED:
         from . import measured
 

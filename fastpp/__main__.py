@@ -5,15 +5,36 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import re
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
+from .model.hardware import PRECISIONS
+from .model.moe import DISPATCHERS
+from .model.recipes import RECIPES
+from .model.stages import CP_COMMS, ZERO3_GATHERS
+from .model.transformer import RECOMPUTE
 from .placement import NAMES as PLACEMENTS
+from .search import optimizer
+from .search.optimizer import METHODS
 from .search.problem import CHUNKS as SEARCH_PLACEMENTS
+from .search.problem import OBJECTIVES
 
-# the PyTorch classes `measure` runs (the registry's torch_class)
-TORCH_CLASSES = [spec.torch_class for spec in SCHEDULES.values() if spec.torch_class]
+# the command line is a thin layer: its choices are the library's vocabularies (above), its
+# defaults the library functions' own (below), and its work the library's
+
+
+def _defaults(function) -> dict:
+    """The keyword defaults of a library function, for its flags."""
+    return {k: v.default for k, v in inspect.signature(function).parameters.items()
+            if v.default is not inspect.Parameter.empty}
+
+
+def _torch_classes() -> list[str]:
+    """The PyTorch classes ``measure`` runs: the registry's ``torch_class``, without
+    importing ``fastpp.measured`` (pandas) for every command."""
+    return [spec.torch_class for spec in SCHEDULES.values() if spec.torch_class]
 
 
 def _schedule_args(ap: argparse.ArgumentParser) -> None:
@@ -75,7 +96,8 @@ def _memory_limit(text: str | None, p: int):
     return value * p if match.group(2) else value
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """Every subcommand's flags."""
     ap = argparse.ArgumentParser(prog="python -m fastpp",
                                  description="Simulate pipeline-parallel training schedules.")
     # no abbreviations: '--memory' would otherwise still mean --memory-plot or --memory-limit
@@ -94,15 +116,20 @@ def main(argv=None) -> int:
     opt.add_argument("--memory-limit", metavar="LIMIT", help="activation memory limit per "
                      "device, in units of one microbatch's activations (M_B), or a multiple of "
                      "p such as '1.5p' (default: none)")
-    opt.add_argument("--placement", choices=list(SEARCH_PLACEMENTS), default="loop",
+    given = _defaults(optimizer.optimize)
+    opt.add_argument("--placement", choices=list(SEARCH_PLACEMENTS),
+                     default=given["placement"],
                      help=" or ".join(f"{k} (m={m})" for k, m in SEARCH_PLACEMENTS.items())
-                     + " (loop)")
-    opt.add_argument("--objective", choices=["makespan", "span"], default="makespan",
-                     help="makespan, or the Zero Bubble paper's per-device span (makespan)")
-    opt.add_argument("--method", choices=["auto", "heuristic", "improve", "exact"],
-                     default="auto", help="search method (auto)")
-    opt.add_argument("--time-limit", type=float, default=10.0, help="seconds (10)")
-    opt.add_argument("--seed", type=int, default=0, help="local search seed (0)")
+                     + f" ({given['placement']})")
+    opt.add_argument("--objective", choices=OBJECTIVES, default=given["objective"],
+                     help="makespan, or the Zero Bubble paper's per-device span "
+                          f"({given['objective']})")
+    opt.add_argument("--method", choices=METHODS, default=given["method"],
+                     help=f"search method ({given['method']})")
+    opt.add_argument("--time-limit", type=float, default=given["time_limit"],
+                     help=f"seconds ({given['time_limit']:g})")
+    opt.add_argument("--seed", type=int, default=given["seed"],
+                     help=f"local search seed ({given['seed']})")
     opt.add_argument("--quiet", action="store_true", help="no progress bar")
     _output_args(opt)
     pl = sub.add_parser("plan", help="the fastest configurations of a model on N GPUs")
@@ -136,8 +163,12 @@ def main(argv=None) -> int:
     _explain_args(sub.add_parser(
         "explain", help="predict one run given as users write it (Megatron flags or script, "
         "torchtitan TOML, HF config.json) and list faster runs near it"))
-    args = ap.parse_args(argv)
+    return ap
 
+
+def main(argv=None) -> int:
+    ap = _parser()
+    args = ap.parse_args(argv)
     try:
         if args.command == "list":
             width = max(map(len, SCHEDULES))
@@ -180,60 +211,85 @@ def main(argv=None) -> int:
     return 0
 
 
+# the default job of `plan` and scripts/plan.py (plan itself has no default model or size)
+DEFAULT_JOB = {"model": "llama3-70b", "gpus": 64, "seq": 8192, "global_batch": 512}
+
+
 def _plan_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--model", default="llama3-70b", help="a preset (llama3-70b; see "
-                    "fastpp.model.MODELS) or a Hugging Face config.json (or its folder)")
-    ap.add_argument("--gpus", type=int, default=64, help="GPUs in all (64)")
-    ap.add_argument("--hardware", default="H100-80GB", help="a preset (H100-80GB)")
-    ap.add_argument("--link", default=None, help="inter-node link preset (the hardware's: "
-                    "IB-400G)")
-    ap.add_argument("--seq", type=int, default=8192, help="sequence length (8192)")
-    ap.add_argument("--global-batch", type=int, default=512, help="sequences per step (512)")
+    from .model.plan import plan  # the function (fastpp.model.plan names it too)
+
+    given = {**_defaults(plan), **DEFAULT_JOB}
+    ap.add_argument("--model", default=given["model"], help=f"a preset ({given['model']}; "
+                    "see fastpp.model.MODELS) or a Hugging Face config.json (or its folder)")
+    ap.add_argument("--gpus", type=int, default=given["gpus"],
+                    help=f"GPUs in all ({given['gpus']})")
+    ap.add_argument("--hardware", default=given["hardware"],
+                    help=f"a preset ({given['hardware']})")
+    ap.add_argument("--link", default=given["link"], help="inter-node link preset (the "
+                    "hardware's)")
+    ap.add_argument("--seq", type=int, default=given["seq"],
+                    help=f"sequence length ({given['seq']})")
+    ap.add_argument("--global-batch", type=int, default=given["global_batch"],
+                    help=f"sequences per step ({given['global_batch']})")
     ap.add_argument("--efficiency", type=float, default=None,
                     help="fraction of the peak the largest matrix products reach (the "
                          "preset's calibrated ceiling)")
-    ap.add_argument("--schedules", nargs="+", default=None, metavar="NAME")
+    ap.add_argument("--schedules", nargs="+", default=given["schedules"], metavar="NAME")
     for flag, what in (("--tp", "tensor-parallel degrees"), ("--pp", "pipeline degrees"),
                        ("--microbatch", "sequences per microbatch"), ("-m", "chunks per device")):
         ap.add_argument(flag, nargs="+", type=int, default=None, help=f"{what} (default: all)")
-    ap.add_argument("--recompute", nargs="+", default=None,
-                    choices=["none", "selective", "full"], help="(default: all)")
-    ap.add_argument("--layout", nargs="+", default=None, metavar="LAYOUT",
+    ap.add_argument("--recompute", nargs="+", default=given["recompute"], choices=RECOMPUTE,
+                    help="(default: all)")
+    ap.add_argument("--layout", nargs="+", default=given["layout"], metavar="LAYOUT",
                     help="Megatron layout strings, e.g. 'Et*9|(t*10|)*6,t*11L' (default: "
                     "even stages)")
     for flag, where in (("--first-layers", "first"), ("--last-layers", "last")):
         ap.add_argument(flag, nargs="+", type=int, default=None,
                         help=f"layers on the {where} model chunk (default: even stages)")
-    ap.add_argument("--zero", nargs="+", type=int, default=[1], help="ZeRO stages (1)")
-    for flag, what in (("--ep", "expert-parallel degrees (default: every one that divides "
-                                "the experts and the GPUs)"),
-                       ("--etp", "expert tensor-parallel degrees (1)")):
-        ap.add_argument(flag, nargs="+", type=int, default=None, help=what)
-    ap.add_argument("--precision", nargs="+", default=None, choices=["bf16", "fp8"],
+    ap.add_argument("--zero", nargs="+", type=int, default=[given["zero"]],
+                    help=f"ZeRO stages ({given['zero']})")
+    ap.add_argument("--ep", nargs="+", type=int, default=given["ep"],
+                    help="expert-parallel degrees (default: every one that divides the experts "
+                         "and the GPUs)")
+    ap.add_argument("--etp", nargs="+", type=int, default=[given["etp"]],
+                    help=f"expert tensor-parallel degrees ({given['etp']})")
+    ap.add_argument("--precision", nargs="+", default=given["precision"], choices=PRECISIONS,
                     help="the products' precision (the hardware's)")
-    ap.add_argument("--node-limit", type=int, default=None,
+    ap.add_argument("--node-limit", type=int, default=given["node_limit"],
                     help="DeepSeek's node-limited routing: a token goes to at most this many "
                          "nodes (default: no limit)")
-    ap.add_argument("--imbalance", type=float, default=1.0,
-                    help="tokens on the busiest expert over the mean (1.0)")
-    ap.add_argument("--dispatcher", default="alltoall", choices=["alltoall", "allgather", "flex"],
-                    help="Megatron's token dispatcher; flex is DeepEP's (alltoall)")
-    ap.add_argument("--recipe", default=None, choices=["deepseek-v3"],
+    ap.add_argument("--imbalance", type=float, default=given["imbalance"],
+                    help=f"tokens on the busiest expert over the mean ({given['imbalance']})")
+    ap.add_argument("--dispatcher", default=given["dispatcher"], choices=DISPATCHERS,
+                    help=f"Megatron's token dispatcher; flex is DeepEP's ({given['dispatcher']})")
+    ap.add_argument("--recipe", default=None, choices=sorted(RECIPES),
                     help="a memory recipe by name (fastpp.model.recipes)")
     ap.add_argument("--recompute-modules", nargs="+", default=None,
                     help="Megatron's --recompute-modules, for --recompute selective")
-    ap.add_argument("--zero3", default="layer", choices=["layer", "step"],
-                    help="ZeRO-3's weight all-gathers: per layer, or once per step (layer)")
-    ap.add_argument("--cp", nargs="+", type=int, default=None,
+    ap.add_argument("--zero3", default=given["zero3"], choices=ZERO3_GATHERS,
+                    help=f"ZeRO-3's weight all-gathers: per layer, or once per step "
+                         f"({given['zero3']})")
+    ap.add_argument("--cp", nargs="+", type=int, default=given["cp"],
                     help="context-parallel degrees (1)")
-    ap.add_argument("--cp-comm", default="all-gather", choices=["all-gather", "ring"],
-                    help="context parallelism's K and V exchange (all-gather)")
+    ap.add_argument("--cp-comm", default=given["cp_comm"], choices=CP_COMMS,
+                    help=f"context parallelism's K and V exchange ({given['cp_comm']})")
     ap.add_argument("--overlap", action="store_true",
                     help="also price the overlapped forward-and-backward pairs (DualPipe, "
                          "DualPipeV, combined 1F1B) with the pair model")
     ap.add_argument("--capacity-gb", type=float, default=None, help="GB per GPU (the preset's)")
-    ap.add_argument("--gradient-overlap", action="store_true",
-                    help="overlap the gradient reduction with the backward, in buckets")
+    # the Megatron-Core setting the model was validated on, stated flag by flag
+    for flag, key, what in (
+            ("--gradient-overlap", "gradient_overlap", "overlap the gradient reduction with "
+                                                       "the backward, in buckets"),
+            ("--sequence-parallel", "sequence_parallel", "Megatron's sequence parallelism "
+                                                         "with tensor parallelism"),
+            ("--blocking-handoffs", "blocking_handoffs", "Megatron's blocking pipeline "
+                                                         "hand-offs (else overlapped)"),
+            ("--tp-overlap", "tp_overlap", "overlap tensor parallelism's collectives with "
+                                           "the products (TE's userbuffers)")):
+        shown = "on" if given[key] else "off"
+        ap.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction,
+                        default=given[key], help=f"{what} ({shown})")
     ap.add_argument("--top", type=int, default=10, help="configurations to print (10)")
     ap.add_argument("--out", default="results", help="folder for plan.parquet, plan.png")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG")
@@ -251,17 +307,16 @@ def _plan(args) -> int:
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)
     start = time.perf_counter()
-    df = plan(model_arg(args.model), args.gpus, hardware, seq=args.seq,
-              global_batch=args.global_batch,
-              link=args.link,
-              schedules=args.schedules, tp=args.tp, pp=args.pp, microbatch=args.microbatch,
-              m=args.m, recompute=args.recompute, zero=args.zero, layout=args.layout,
-              first_layers=args.first_layers, last_layers=args.last_layers,
+    df = plan(model_arg(args.model), args.gpus, hardware, seq=args.seq, global_batch=args.global_batch,
+              link=args.link, schedules=args.schedules, tp=args.tp, pp=args.pp,
+              microbatch=args.microbatch, m=args.m, recompute=args.recompute, zero=args.zero,
+              layout=args.layout, first_layers=args.first_layers, last_layers=args.last_layers,
               capacity=None if args.capacity_gb is None else args.capacity_gb * 1e9,
-              gradient_overlap=args.gradient_overlap, cp=args.cp, cp_comm=args.cp_comm,
-              zero3=args.zero3, overlap=[False, True] if args.overlap else False, ep=args.ep,
-              etp=1 if args.etp is None else args.etp, precision=args.precision,
-              node_limit=args.node_limit, imbalance=args.imbalance,
+              gradient_overlap=args.gradient_overlap, sequence_parallel=args.sequence_parallel,
+              blocking_handoffs=args.blocking_handoffs, tp_overlap=args.tp_overlap,
+              cp=args.cp, cp_comm=args.cp_comm, zero3=args.zero3,
+              overlap=[False, True] if args.overlap else False, ep=args.ep, etp=args.etp,
+              precision=args.precision, node_limit=args.node_limit, imbalance=args.imbalance,
               dispatcher=args.dispatcher, recipe=args.recipe,
               recompute_modules=args.recompute_modules)
     seconds = time.perf_counter() - start
@@ -286,12 +341,24 @@ def _plan(args) -> int:
     return 0
 
 
+# measure()'s keyword arguments the command passes on when given; left out, measure's own
+# defaults hold (fastpp.measured imports pandas: not for every command's parser)
+MEASURE_FLAGS = {"layers": (int, "MLP blocks, a multiple of p*m"),
+                 "hidden": (int, "units per block"),
+                 "microbatch": (int, "samples per microbatch"),
+                 "device": (str, "cpu (gloo, one thread per rank) or cuda (NCCL, GPU r for "
+                                 "rank r)"),
+                 "warmup": (int, "steps before the profiled one"),
+                 "timeout": (float, "seconds before hung ranks are killed"),
+                 "out": (str, "folder for the traces")}
+
+
 def _measure_args(ap: argparse.ArgumentParser) -> None:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--schedule", "-s", metavar="NAME",
-                     help=f"a PyTorch class ({', '.join(TORCH_CLASSES)}) or a fastpp schedule "
-                     "(python -m fastpp list), run from its CSV; 1F1B is measured as fastpp's "
-                     "own (Schedule1F1B labels no op)")
+                     help=f"a PyTorch class ({', '.join(_torch_classes())}) or a fastpp "
+                     "schedule (python -m fastpp list), run from its CSV; 1F1B is measured as "
+                     "fastpp's own (Schedule1F1B labels no op)")
     src.add_argument("--from-csv", metavar="FILE", help="a compute-only schedule CSV to run, "
                      "for example one that 'optimize --csv' wrote")
     ap.add_argument("--placement", help=f"with --from-csv: {', '.join(PLACEMENTS)} or a "
@@ -300,19 +367,12 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
                     "CSV's)")
     ap.add_argument("-n", type=int, default=None, help="microbatches (4, or the CSV's)")
     ap.add_argument("-m", type=int, default=None, help="chunks per rank (the schedule's)")
-    ap.add_argument("--layers", type=int, default=16, help="MLP blocks, a multiple of p*m (16)")
-    ap.add_argument("--hidden", type=int, default=256, help="units per block (256)")
-    ap.add_argument("--microbatch", type=int, default=256, help="samples per microbatch (256)")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                    help="cpu (gloo, one thread per rank) or cuda (NCCL, GPU r for rank r) "
-                    "(cpu)")
-    ap.add_argument("--warmup", type=int, default=1, help="steps before the profiled one (1)")
+    for key, (kind, what) in MEASURE_FLAGS.items():
+        ap.add_argument(f"--{key}", type=kind, default=None,
+                        help=f"{what} (default: fastpp.measured.measure's)")
     ap.add_argument("--realtime", action="store_true",
                     help="run the ranks under the real-time scheduler (SCHED_FIFO; root), "
                     "ahead of other processes on a shared machine")
-    ap.add_argument("--timeout", type=float, default=300.0,
-                    help="seconds before hung ranks are killed (300)")
-    ap.add_argument("--out", default="measured", help="folder for the traces (measured)")
     ap.add_argument("--costs-from", metavar="DIR",
                     help="also predict the makespan from the costs calibrated on the traces "
                     "in DIR (another schedule's run)")
@@ -322,31 +382,30 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
                     help="write the measured timelines above the replayed ones")
 
 
+# how `measure` prints each of fastpp.measured.predictions
+SAID = {"replayed": "replayed (each op's measured time)",
+        "predicted": "predicted (this run's median costs)",
+        "predicted from": "predicted (costs of {})"}
+
+
 def _measure(args) -> int:
     from pathlib import Path
 
-    from . import read_torch_trace
-    from .measured.runner import measure
+    from .measured import measure, predictions
 
     schedule = args.schedule
     if args.from_csv:
         from .io import read_torch_csv
 
         schedule = read_torch_csv(args.from_csv, n=args.n, placement=args.placement)
-    run = measure(schedule, args.p, args.n, args.m, layers=args.layers, hidden=args.hidden,
-                  microbatch=args.microbatch, out=args.out, device=args.device,
-                  warmup=args.warmup, realtime=args.realtime, timeout=args.timeout)
-    replay = run.replay()
-    own = simulate(run.schedule, run.costs())
+    given = {k: getattr(args, k) for k in MEASURE_FLAGS if getattr(args, k) is not None}
+    run = measure(schedule, args.p, args.n, args.m, realtime=args.realtime, **given)
     s = run.schedule
+    out = Path(run.files[0]).parent if run.files else args.out
     print(f"{args.schedule or args.from_csv}: p={s.p}, n={s.n}, m={s.m}, {s.num_ops} ops, "
-          f"traces in {args.out}")
-    rows = [("replayed (each op's measured time)", replay.makespan),
-            ("predicted (this run's median costs)", own.makespan)]
-    if args.costs_from:
-        other = read_torch_trace(args.costs_from)
-        rows.append((f"predicted (costs of {args.costs_from})",
-                     simulate(s, other.costs()).makespan))  # any m: the fixed part per op
+          f"traces in {out}")
+    rows = [(SAID[k].format(args.costs_from), v)
+            for k, v in predictions(run, args.costs_from).items()]
     width = max(len(what) for what, _ in rows)
     print(f"{'':<{width}} {'makespan':>10} {'error':>8}")
     print(f"{'measured':<{width}} {run.makespan * 1e3:>8.3f}ms")
@@ -355,13 +414,13 @@ def _measure(args) -> int:
     if args.trace:
         from .trace import write_measured_trace
 
-        print(f"trace: {write_measured_trace(run, replay, args.trace)} (open in "
+        print(f"trace: {write_measured_trace(run, run.replay(), args.trace)} (open in "
               f"ui.perfetto.dev)")
     if args.picture:
         from . import plot
 
-        print(f"picture: {plot.measured_timelines(run, replay, args.picture)}")
-    write_report(run, Path(args.out) / "report.html")
+        print(f"picture: {plot.measured_timelines(run, run.replay(), args.picture)}")
+    write_report(run, Path(out) / "report.html")
     return 0
 
 

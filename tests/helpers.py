@@ -133,3 +133,39 @@ def random_reorder(schedule, rng: np.random.Generator) -> list[list[str]]:
                 done.add(("G", s, j))
         todo.remove(pick)
     return rows
+
+
+def in_ci() -> bool:
+    """Is this a CI run (``CI=true``, as .ci/run and every CI service set it)?"""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def needs_data(*names):
+    """Skip a test whose published files (``shared/data`` beside the repository, or
+    ``$FASTPP_DATA``) are missing, except in CI: there it runs, and fails on the missing file,
+    so that the fidelity checks are never skipped silently where they must run."""
+    import pytest
+
+    from fastpp.model.validate import DATA
+
+    missing = [name for name in names if not (DATA / name).exists()]
+    return pytest.mark.skipif(bool(missing) and not in_ci(),
+                              reason=f"{', '.join(missing)} not in {DATA} (shared/data beside "
+                                     "the repository)")
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tree_status(root) -> set[str] | None:
+    """``git status --porcelain`` of the checkout holding ``root`` (untracked files listed one
+    by one; ignored ones left out), or ``None`` outside a git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                              "--untracked-files=all"], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError):  # no git here
+        return None
+    return set(out.stdout.splitlines()) if out.returncode == 0 else None

@@ -1,12 +1,29 @@
-"""The examples in fastpp's docstrings run and print what they say."""
+"""The examples in fastpp's docstrings and on every documentation page (README.md and
+docs/*.md) run and print what they say, the site builds without a warning, and every
+``python -m fastpp`` command shown parses."""
 
+import ast
 import doctest
 import importlib
+import os
 import pkgutil
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import fastpp
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+NAMES = [p.relative_to(ROOT).as_posix() for p in PAGES]
+# a block that cannot run here says why in a comment right above it; the test lists them
+# (a fence may be indented, inside a list item)
+NO_RUN = re.compile(r"<!-- no-run: (.+?) -->[ \t]*\n( *)```python\n(.*?)^\2```", re.S | re.M)
+BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```", re.S | re.M)
+NOT_RUN: dict[str, str] = {}  # "page: first line" -> reason, printed in the test summary
 
 MODULES = sorted(info.name for info in pkgutil.walk_packages(fastpp.__path__, "fastpp.")
                  if info.name != "fastpp.__main__")
@@ -19,21 +36,32 @@ def test_docstring_examples(name):
     assert failed == 0, name
 
 
-def test_readme_examples(monkeypatch):
-    """The README's ``>>>`` examples (reading, replaying and calibrating a recorded run) print
-    what the README says; run from the repository root, where their paths point."""
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
-    monkeypatch.chdir(root)
+def _page(name: str) -> str:
+    return (ROOT / name).read_text()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_page_examples(monkeypatch, name):
+    """A page's ``>>>`` examples (reading, replaying and calibrating a recorded run) print
+    what the page says; run from the repository root, where their paths point."""
+    monkeypatch.chdir(ROOT)
     # a code fence closes an example's expected output
     text = "\n".join("" if line.strip().startswith("```") else line
-                     for line in (root / "README.md").read_text().splitlines())
-    test = doctest.DocTestParser().get_doctest(text, {}, "README.md", "README.md", 0)
-    assert len(test.examples) >= 10
+                     for line in _page(name).splitlines())
+    test = doctest.DocTestParser().get_doctest(text, {}, name, name, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
     runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+def test_pages_have_their_examples():
+    """The examples are still there (a page that lost its blocks would pass the tests)."""
+    def doctests(name):
+        return len(doctest.DocTestParser().get_examples(_page(name)))
+
+    assert sum(map(doctests, NAMES)) >= 10
+    assert sum(len(_python_blocks(_page(n))[0]) for n in NAMES) >= 7
 
 
 def _shown(comment: str):
@@ -67,56 +95,86 @@ def _agrees(value, shown) -> bool:
     return False
 
 
-def _python_blocks(text: str) -> list[str]:
-    import re
+def _python_blocks(text: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """A page's plain ``python`` blocks that run, and ``(reason, block)`` of those marked
+    ``<!-- no-run: reason -->``."""
+    import textwrap
 
-    return [b for b in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
-            if not b.lstrip().startswith(">>>")]  # the doctest blocks run above
+    skipped = [(reason, textwrap.dedent(block)) for reason, _, block in NO_RUN.findall(text)]
+    marked = {block for _, block in skipped}
+    blocks = [textwrap.dedent(b) for _, b in BLOCK.findall(text)]
+    blocks = [b for b in blocks if not b.lstrip().startswith(">>>")  # doctests run above
+              and b not in marked]
+    return blocks, skipped
 
 
-def test_readme_python_blocks(monkeypatch, tmp_path):
-    """The README's plain ``python`` blocks run, in order, in one namespace (a block uses what
-    an earlier one defined), and a line ``expression  # value`` shows the expression's value.
-    The ``measure`` block is left out: it runs PyTorch for real (tests/test_measured_real.py
-    runs ``measure``), and so is a block reading the scripts' ``results/`` files."""
-    import ast
-    import os
-    from pathlib import Path
-
-    if os.environ.get("NUMBA_DISABLE_JIT") == "1":  # tests/test_coverage.py's run
-        pytest.skip("the README's sweeps, plans and searches take minutes without the JIT")
-    root = Path(__file__).resolve().parents[1]
-    blocks = _python_blocks((root / "README.md").read_text())
-    assert len(blocks) >= 8
-    monkeypatch.chdir(tmp_path)  # files a block writes land here
+def _run_blocks(blocks: list[str], name: str) -> tuple[dict, int, list[str]]:
+    """Run ``blocks`` in order in one namespace; check each ``expression  # value`` line."""
     namespace, checked, wrong = {}, 0, []
     for block in blocks:
-        if "measure(" in block or "results/" in block:  # a real run, or the scripts' files
-            continue
         for node in ast.parse(block).body:
             code = ast.get_source_segment(block, node)
             line = block.splitlines()[node.end_lineno - 1]
             comment = line.split("  # ", 1)[1] if "  # " in line else ""
             if isinstance(node, ast.Expr) and comment:
                 shown = _shown(comment)
-                value = eval(compile(ast.Expression(node.value), "README", "eval"), namespace)
+                value = eval(compile(ast.Expression(node.value), name, "eval"), namespace)
                 if shown is not None and not isinstance(shown, str) or "|" in str(shown):
                     if not _agrees(value, shown):
                         wrong.append(f"{code}  # {comment} (is {value})")
                     checked += 1
             else:
-                exec(compile(ast.Module([node], []), "README", "exec"), namespace)
-    assert not wrong, "the README shows other values:\n" + "\n".join(wrong)
-    # optimize's small example: the log its comment spells out in words
-    assert [(round(v, 1), source) for _, v, source in namespace["small"].log] == [
-        (66.2, "zb-greedy"), (51.1, "list(backward first)"), (48.7, "list(forward first)")]
-    assert checked >= 5
+                exec(compile(ast.Module([node], []), name, "exec"), namespace)
+    return namespace, checked, wrong
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if _python_blocks(_page(n))[0]])
+def test_page_python_blocks(monkeypatch, tmp_path, name):
+    """A page's plain ``python`` blocks run, in order, in one namespace (a block uses what an
+    earlier one on the page defined), and a line ``expression  # value`` shows the
+    expression's value at the precision shown. Files a block writes land in a temporary
+    folder."""
+    if os.environ.get("NUMBA_DISABLE_JIT") == "1":  # tests/test_coverage.py's run
+        pytest.skip("the pages' sweeps, plans and searches take minutes without the JIT")
+    blocks, _ = _python_blocks(_page(name))
+    monkeypatch.chdir(tmp_path)
+    namespace, checked, wrong = _run_blocks(blocks, name)
+    assert not wrong, f"{name} shows other values:\n" + "\n".join(wrong)
+    if name == "docs/search.md":  # optimize's small example: the log its comment spells out
+        assert [(round(v, 1), source) for _, v, source in namespace["small"].log] == [
+            (66.2, "zb-greedy"), (51.1, "list(backward first)"), (48.7, "list(forward first)")]
+    print(f"{name}: {len(blocks)} blocks, {checked} values checked")
+
+
+def test_blocks_that_do_not_run_say_why():
+    """Every block left out is marked with its reason, and listed in the test summary."""
+    for name in NAMES:
+        for reason, block in _python_blocks(_page(name))[1]:
+            assert len(reason.split()) >= 3, (name, block)
+            NOT_RUN[f"{name}: {block.strip().splitlines()[-1][:60]}"] = reason
+    assert NOT_RUN  # the measure() and report() examples at least
+
+
+def test_site_builds_without_warnings(tmp_path):
+    """``mkdocs build --strict`` (the Material theme, mkdocstrings' API reference from the
+    numpydoc docstrings) into a temporary folder: a broken link, a missing page in the nav or a
+    docstring griffe cannot read fails the build."""
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
+                          str(ROOT / "docs" / "mkdocs" / "mkdocs.yml"), "-d",
+                          str(tmp_path / "site")], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "WARNING" not in run.stderr, run.stderr[-3000:]
+    for page in ("index.html", "api/index.html", "plan/index.html", "moe/index.html"):
+        assert (tmp_path / "site" / page).is_file(), page
+    api = (tmp_path / "site" / "api" / "index.html").read_text()
+    assert "fastpp.model.plan" in api and "Parameters" in api
 
 
 def _cli_lines(text: str) -> list[list[str]]:
-    """The ``python -m fastpp ...`` commands of the README's shell blocks as argument lists:
+    """The ``python -m fastpp ...`` commands of a page's shell blocks as argument lists:
     continuation lines joined, comments dropped, optional ``[...]`` groups given."""
-    import re
     import shlex
 
     commands = []
@@ -128,18 +186,15 @@ def _cli_lines(text: str) -> list[list[str]]:
     return commands
 
 
-def test_readme_commands(monkeypatch, tmp_path, capsys):
-    """Every ``python -m fastpp`` command in the README parses; ``list``, ``show`` and
+def test_page_commands(monkeypatch, tmp_path, capsys):
+    """Every ``python -m fastpp`` command on the pages parses; ``list``, ``show`` and
     ``simulate`` run for real (in an empty folder, where their files land). ``optimize``,
     ``plan``, ``measure`` and ``report`` (seconds to minutes, PyTorch for ``measure``, the
     scripts' files for ``report``) are checked as far as their arguments: their work is
     replaced by recording what it was given."""
-    from pathlib import Path
-
     import fastpp.__main__ as cli
 
-    root = Path(__file__).resolve().parents[1]
-    commands = _cli_lines((root / "README.md").read_text())
+    commands = [c for name in NAMES for c in _cli_lines(_page(name))]
     assert {c[0] for c in commands} >= {"list", "show", "simulate", "optimize", "plan",
                                         "measure"}
     given = []
@@ -164,5 +219,5 @@ def test_readme_commands(monkeypatch, tmp_path, capsys):
         assert code == 0, f"python -m fastpp {' '.join(argv)}: exit {code}\n" \
                           f"{capsys.readouterr().err}"
     assert {g[0] for g in given} >= {"optimize", "plan", "measure"}
-    for script in ("sweep.py", "plan.py", "measure.py"):  # the scripts the README runs
-        assert (root / "scripts" / script).is_file()
+    for script in ("sweep.py", "plan.py", "measure.py"):  # the scripts the pages run
+        assert (ROOT / "scripts" / script).is_file()

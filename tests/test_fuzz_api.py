@@ -414,7 +414,9 @@ def outcome(call: Call, arg: str, bad, also=None) -> tuple[str, str]:
     took = time.perf_counter() - start
     if took > SLOW_VALID:
         return "slow", f"{took:.1f} s"
-    new = set() if call.echo else _flags(value) - call.baseline_flags
+    # infinity or NaN given may come back where it means something (budget=inf: no limit)
+    given = _flags(bad) & {"inf", "NaN"} if not isinstance(bad, str) else set()
+    new = set() if call.echo else _flags(value) - call.baseline_flags - given
     return ("ok", "") if not new else ("wrong", f"returned {sorted(new)}")
 
 
@@ -484,8 +486,15 @@ if __name__ == "__main__":
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
-        as_json = "--json" in sys.argv
-        labels = set(sys.argv[1:]) - {"--json"}
-        report = run(Path(folder), labels=labels or None, out=sys.stderr if as_json
-                     else sys.stdout, verbose=not as_json)
+        # a bad value such as 'x' or '2' given as a path writes x/ or 2.png: here, not in the
+        # caller's folder (they were once committed at the repository's root)
+        home = os.getcwd()
+        os.chdir(folder)
+        try:
+            as_json = "--json" in sys.argv
+            labels = set(sys.argv[1:]) - {"--json"}
+            report = run(Path(folder), labels=labels or None, out=sys.stderr if as_json
+                         else sys.stdout, verbose=not as_json)
+        finally:
+            os.chdir(home)
     print(json.dumps(report) if as_json else report["counts"])

@@ -438,6 +438,32 @@ def test_a_stage_on_two_ranks(tmp_path):
         read_torch_trace(tmp_path)
 
 
+def test_a_range_inside_another_is_a_part_of_its_pair_or_an_error(tmp_path):
+    """A copy of ``PP:0B0`` inside ``PP:0F0`` was dropped silently as if it were a part of an
+    overlapped pair; only a pair's own forward and backward nest in its range."""
+    data = real_copy(tmp_path)
+    outer = events(data[0], "PP:0F0")[0]
+    inner = {**events(data[0], "PP:0B0")[0], "ts": outer["ts"] + 1, "dur": 1}
+    data[0]["traceEvents"].append(inner)
+    rewrite(tmp_path, 0, data[0])
+    with pytest.raises(ScheduleError, match=r"range 'PP:0B0' at ts=.* lies inside 'PP:0F0' "
+                                            r"at ts=.*, of which it is no part"):
+        read_torch_trace(tmp_path)
+    # the pair's own parts nest: relabel 0F0 as a pair of 0F0 and 0B0, its parts inside
+    from fastpp.measured.read import read_file
+
+    data = real_copy(tmp_path)
+    outer = events(data[0], "PP:0F0")[0]
+    before = len(read_file(tmp_path / "rank0_trace.json").labels)
+    outer["name"] = "PP:(0F0;0B0)OVERLAP_F_B"
+    for part in ("PP:0F0", "PP:0B0"):
+        data[0]["traceEvents"].append({**outer, "name": part, "ts": outer["ts"] + 1, "dur": 1})
+    rewrite(tmp_path, 0, data[0])
+    labels = read_file(tmp_path / "rank0_trace.json").labels
+    assert "PP:(0F0;0B0)OVERLAP_F_B" in labels and "PP:0F0" not in labels
+    assert len(labels) == before  # the parts kept out, the pair in 0F0's place
+
+
 def test_two_runs_mixed(tmp_path):
     data = real_copy(tmp_path)
     data[1]["distributedInfo"]["world_size"] = 4
@@ -563,6 +589,27 @@ def test_measure_checks_every_argument_before_touching_out(tmp_path):
     with pytest.raises(ScheduleError, match=r"out must be a folder that can be made"):
         measure("1f1b", out=old / "below", timeout=1.0)
     assert old.read_text() == "{}"
+
+
+def test_measure_without_torch_leaves_out_alone(tmp_path, monkeypatch):
+    """Without torch, measure says so before it deletes anything (it once removed the old
+    traces first); with it, a new run removes the old ``.json`` and ``.json.gz`` traces
+    alike, so that two runs never mix in one folder."""
+    import sys
+
+    from fastpp.measured.runner import _job, _prepare, measure
+
+    old = [tmp_path / "rank0_trace.json", tmp_path / "rank1_trace.json.gz"]
+    for path in old:
+        path.write_text("{}")
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "torch.multiprocessing", None)  # import fails: no torch
+        with pytest.raises(ScheduleError, match="torch"):
+            measure("1f1b", out=tmp_path)
+    assert sorted(tmp_path.iterdir()) == old
+    job, _, order = _job("1f1b", 2, 4, None, 16, 8, 8, tmp_path, "cpu", 0, False)
+    _prepare(job, order)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["schedule.csv"]
 
 
 def test_bad_rank_and_clock_fields_are_named(tmp_path):

@@ -338,3 +338,28 @@ def test_plan_script(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "fastpp", "plan", "--model", "gpt-5"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: model must be one of")
+
+
+def test_summary_says_why_nothing_ran():
+    """A plan where every configuration is refused once printed "0 simulated ... nothing
+    fits" alone; the summary gives the reasons with their counts."""
+    model = Transformer(layers=4, hidden=64, heads=8, vocab=500, name="toy")
+    df = plan(model, 4, TOY, seq=32, global_batch=8, schedules=["interleaved-1f1b"],
+              m=[4], pp=4, tp=1, microbatch=1, recompute="none")
+    assert df["step_time"].isna().all()
+    text = summary(df)
+    assert "0 simulated" in text and "nothing fits" in text
+    reasons = df["reason"].value_counts()
+    assert f"{reasons.iloc[0]:>7,} x {reasons.index[0]}" in text
+    assert "faster configurations" not in text
+
+
+def test_odd_sequence_without_context_parallelism():
+    """cp = 1 splits no sequence: any length runs (1023 was refused as not a multiple of
+    2 cp); cp = 2 still needs a multiple of 4."""
+    sched = build_schedule("1f1b", 4, 8)
+    odd = transformer_costs("llama2-7b", sched, seq=1023)
+    even = transformer_costs("llama2-7b", sched, seq=1024)
+    assert np.all(odd.f < even.f) and np.all(odd.f > 0.99 * even.f)
+    with pytest.raises(ScheduleError, match=r"multiple of 2\*cp=4 \(got seq=1022, cp=2\)"):
+        transformer_costs("llama2-7b", sched, seq=1022, cp=2)

@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import needs_data
 
 from fastpp import ScheduleError, build_schedule, simulate
 from fastpp.model import (
@@ -173,6 +174,11 @@ def test_expert_parameters_fold_over_edp():
     (lambda: transformer_costs("mixtral-8x7b", build_schedule("1f1b", 2, 4), "A100-80GB",
                                seq=128, precision="fp8"), r"precision='fp8' needs fp8_flops"),
     (lambda: layer_parts(TINY, TOY, seq=16, imbalance=0.5), r"imbalance must be >= 1"),
+    # the busiest rank holds at most every token: 1e308 once overflowed into "deadlocked"
+    (lambda: plan(TINY, 4, TOY, seq=16, global_batch=8, imbalance=1e308),
+     r"imbalance must be a number in \[1, 4\] \(the experts\).* \(got 1e\+308\)"),
+    (lambda: plan(TINY, 4, TOY, seq=16, global_batch=8, imbalance=4.5),
+     r"imbalance must be a number in \[1, 4\]"),
 ])
 def test_bad_moe_input_is_a_schedule_error(call, message):
     with pytest.raises(ScheduleError, match=message):
@@ -226,6 +232,7 @@ def _predict(row, model, **extra):
     return df.iloc[0]
 
 
+@needs_data("moe_published.csv")
 def test_deepseek_v3_published_throughput():
     """Megatron-Core's DeepSeek-V3 on 1024 H100, FP8: 338 TFLOP/s a GPU. Node-limited routing
     to 4 nodes is the model's own router (8 groups, the top 4 used; EP64 puts one group on

@@ -6,6 +6,7 @@ import csv
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import needs_data
 from reference import assert_agrees, simulate_reference
 
 import fastpp
@@ -44,11 +45,10 @@ def _published(model_name, note):
     return rows[(rows["model"] == model_name) & rows["note"].str.contains(note)].iloc[0]
 
 
-needs_data = pytest.mark.skipif(not PAIR_FILE.exists(), reason="shared/data is not beside the "
-                                                                "repository")
+published = needs_data(PAIR_FILE.name, "moe_published.csv")
 
 
-@needs_data
+@published
 def test_pair_from_the_published_slots_within_5_percent():
     parts, rows = published_parts()
     compute, communication = slots(parts)
@@ -171,7 +171,7 @@ def _qwen3_row(schedule, overlap):
     return row, df.iloc[0]
 
 
-@needs_data
+@published
 def test_qwen3_published_throughput_with_overlap():
     """Megatron-Core's Qwen3-235B-A22B on 256 H100 with --overlap-moe-expert-parallel-comm:
     276 TFLOP/s a GPU, as combined-1f1b (vp 4) with the pair model and DeepEP's flex

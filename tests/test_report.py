@@ -263,8 +263,20 @@ def test_bad_arguments(small_sweep, tmp_path, capsys):
         fastpp.report(small_sweep, output=tmp_path)  # a folder, not a file
     with pytest.raises(fastpp.ScheduleError, match="must hold numbers in its sweep's column 'p'"):
         fastpp.report(small_sweep.assign(p="two"), output=tmp_path / "r.html")
+    with pytest.raises(fastpp.ScheduleError, match=r"whole numbers in its sweep's column 'm' "
+                                                   r"\(got nan in row 3\)"):
+        fastpp.report(small_sweep.assign(m=small_sweep["m"].where(
+            small_sweep.index != 3)), output=tmp_path / "r.html")
     assert cli(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html")]) == 2
     assert "must be a readable path" in capsys.readouterr().err
+
+
+def test_sweep_without_1f1b(tmp_path):
+    """The timelines' budget is 1F1B's peak when the sweep has 1F1B, else no limit (it was
+    'budget must be finite (got inf)')."""
+    df = fastpp.sweep(["zb-h1", "gpipe"], p=[2, 4], n_per_p=[1, 2], progress=False)
+    page = fastpp.report(df, output=tmp_path / "r.html").read_text()
+    assert "within no memory limit" in page
 
 
 def test_sweep_folder_and_csv_read_alike(small_sweep, tmp_path):

@@ -1,6 +1,7 @@
 """fastpp.sweep: rows equal simulate(), invalid points, resume after a kill, Dask, the script."""
 
 import json
+import math
 import re
 import signal
 import subprocess
@@ -333,6 +334,33 @@ def test_output_folder_guards(tmp_path):
         sweep(p=2, n_per_p=1, m=1, progress=False, out=other / "notes.txt")
     with pytest.raises(ScheduleError, match=r"out must be a folder path \(got 3\)"):
         sweep(p=2, n_per_p=1, m=1, progress=False, out=3)
+    with pytest.raises(ScheduleError, match=r"out must be a folder path \(got ''\)"):
+        sweep(p=2, n_per_p=1, m=1, progress=False, out="")  # not the working directory
+
+
+@pytest.mark.parametrize("damage", ["{not json", "[1, 2]", '{"points": "4", "chunk_size": 1}',
+                                    '{"points": 4, "chunk_size": 0, "format": "parquet"}'])
+def test_damaged_manifest_is_a_schedule_error(tmp_path, damage):
+    """JSONDecodeError, TypeError and ZeroDivisionError were escapes, in load and resume."""
+    out = tmp_path / "run"
+    sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
+    (out / "_fastpp" / "manifest.json").write_text(damage)
+    with pytest.raises(ScheduleError, match="manifest.json is damaged"):
+        fastpp.sweeps.load(out)
+    with pytest.raises(ScheduleError, match="manifest.json is damaged"):
+        sweep(p=2, n_per_p=1, m=1, progress=False, out=out, resume=True)
+
+
+def test_damaged_part_is_a_schedule_error_in_load(tmp_path):
+    """load reads what is there (resume recomputes it): a garbled part names the chunk."""
+    out = tmp_path / "run"
+    sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
+    next(out.glob("part-*.parquet")).write_bytes(b"garbage")  # pyarrow's ArrowInvalid
+    with pytest.raises(ScheduleError, match="damaged chunk 0"):
+        fastpp.sweeps.load(out)
+    (out / "_fastpp" / "part-000000.json").write_text('{"rows": 1, "skipped": 3}')
+    with pytest.raises(ScheduleError, match="damaged chunk 0"):
+        fastpp.sweeps.load(out)
 
 
 # dask's Parquet reader still calls reset_index(inplace=...), which pandas 3.1 deprecates
@@ -435,6 +463,15 @@ def test_best_within_budget():
     assert best["schedule"].tolist() == ["zbv"] and best["budget"].tolist() == [4.0]
     assert best_within_budget(df, budget=2.0)["schedule"].tolist() == ["v-min"]
     assert best_within_budget(df, budget=1.0).empty
+    assert best_within_budget(df, budget=math.inf)["schedule"].tolist() == ["zbv"]
+    for bad in ("nope", "1f1b-v"):  # once silently empty
+        with pytest.raises(ScheduleError, match=r"budget must be a number or a schedule of df,"
+                                                r" one of \['1f1b', 'gpipe', 'v-min', 'zbv'\]"):
+            best_within_budget(df, budget=bad)
+    for bad in (math.nan, -1.0, "", None):
+        with pytest.raises(ScheduleError, match="budget"):
+            best_within_budget(df, budget=bad)
+    assert pareto_front(df.iloc[:0], y="makespan").empty  # was an IndexError
 
 
 def test_main_job(tmp_path):

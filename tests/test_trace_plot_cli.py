@@ -210,3 +210,64 @@ def test_command_line_plan_moe(tmp_path):
     assert odd.returncode == 0 and "nothing fits" in odd.stdout
     reasons = set(pd.read_parquet(tmp_path / "plan.parquet")["reason"])
     assert reasons and all("ep=3" in r for r in reasons), reasons
+
+
+def test_cli_takes_vocabularies_and_defaults_from_the_library(monkeypatch):
+    """The command line retypes no vocabulary and no default of plan or optimize, and states
+    the Megatron-Core setting (tp_overlap, blocking hand-offs, sequence parallelism)."""
+    import inspect
+
+    import fastpp.__main__ as cli
+    import fastpp.model
+    from fastpp.model.hardware import PRECISIONS
+    from fastpp.model.stages import CP_COMMS, ZERO3_GATHERS
+    from fastpp.model.transformer import RECOMPUTE
+    from fastpp.search.optimizer import METHODS
+    from fastpp.search.problem import OBJECTIVES
+
+    sub = next(a for a in cli._parser()._actions if a.dest == "command").choices
+    choices = {(name, a.dest): tuple(a.choices) for name, parser in sub.items()
+               for a in parser._actions if a.choices}
+    assert choices[("plan", "recompute")] == RECOMPUTE
+    assert choices[("plan", "precision")] == PRECISIONS
+    assert choices[("plan", "zero3")] == ZERO3_GATHERS
+    assert choices[("plan", "cp_comm")] == CP_COMMS
+    assert choices[("optimize", "method")] == METHODS
+    assert choices[("optimize", "objective")] == OBJECTIVES
+    given = {}
+    real_plan = fastpp.model.plan
+
+    def plan(*args, **kwargs):
+        given.update(kwargs)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(fastpp.model, "plan", plan)
+    with pytest.raises(SystemExit):
+        cli.main(["plan", "--model", "llama2-7b", "--gpus", "8"])
+    defaults = {k: v.default for k, v in inspect.signature(real_plan).parameters.items()}
+    for key in ("sequence_parallel", "blocking_handoffs", "tp_overlap", "gradient_overlap",
+                "imbalance", "zero3", "cp_comm", "link", "node_limit", "hardware"):
+        assert given.get(key, given.get("args", {}).get(key)) == defaults[key] or (
+            key == "hardware"), key
+    given.clear()
+    with pytest.raises(SystemExit):
+        cli.main(["plan", "--tp-overlap", "--no-blocking-handoffs", "--no-sequence-parallel"])
+    assert (given["tp_overlap"], given["blocking_handoffs"], given["sequence_parallel"]) == (
+        True, False, False)
+
+
+def test_measure_predictions_come_from_the_library():
+    """What ``measure`` prints beside the measured makespan: fastpp.measured.predictions."""
+    from pathlib import Path
+
+    from fastpp.measured import predictions, read_torch_trace
+
+    data = Path(__file__).parent / "data"
+    run = read_torch_trace(data / "interleaved-1f1b")
+    got = predictions(run, data / "zbv")
+    assert list(got) == ["replayed", "predicted", "predicted from"]
+    assert got["replayed"] == run.replay().makespan
+    assert got["predicted"] == simulate(run.schedule, run.costs()).makespan
+    other = read_torch_trace(data / "zbv")
+    assert got["predicted from"] == simulate(run.schedule, other.costs()).makespan
+    assert predictions(run, other) == got

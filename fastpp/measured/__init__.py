@@ -7,9 +7,10 @@ Reading needs no torch (``read``, ``align``, ``run``); ``runner`` starts real
 """
 
 from .job import MeasuredJob, read_op_table
+from .predict import predictions
 from .run import Comparison, MeasuredRun, read_torch_trace
 from .runner import measure, measure_many
 from .whatif import WhatIf, whatif
 
 __all__ = ["Comparison", "MeasuredJob", "MeasuredRun", "WhatIf", "measure", "measure_many",
-           "read_op_table", "read_torch_trace", "whatif"]
+           "predictions", "read_op_table", "read_torch_trace", "whatif"]

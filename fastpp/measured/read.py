@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover (the measured extra installs it)
     _loads, _OrjsonError = json.loads, json.JSONDecodeError
 
 from ..checks import ScheduleError
-from ..ops import B, F, I, W, parse_op
+from ..ops import FB, B, F, I, W, parse_op
 
 # the actions PyTorch labels that are not compute (they post messages or manage weights)
 _OTHER_ACTIONS = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)\d*$")
@@ -240,6 +240,7 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     kept, reach = [], -np.inf
     for row in chosen:
         if row[1] <= reach and row[2] == kept[-1][2]:
+            _check_part(file, rank, kept[-1], row)
             continue
         kept.append(row)
         reach = row[1]
@@ -281,6 +282,19 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
                      [r[3] for r in kept], np.array([r[4] for r in kept], np.int64).reshape(-1, 5),
                      np.zeros(len(kept), np.int64), start, end, first_child, ready, release,
                      sent, operators, device_clock)
+
+
+def _check_part(file: Path, rank: int, outer: tuple, inner: tuple) -> None:
+    """A range inside another on its thread must be a part of that overlapped pair (its
+    forward, or its backward whole or split); anything else (``PP:0B0`` inside ``PP:0F0``)
+    is a damaged trace, never an op to drop silently."""
+    kind, s1, j1, s2, j2 = outer[4]
+    part = inner[4][:3]
+    if kind == FB and (part == (F, s1, j1) or (part[0] in (B, I, W) and part[1:] == (s2, j2))):
+        return
+    raise ScheduleError(f"{file}: rank {rank}: range {inner[3]!r} at ts={inner[0]} lies inside "
+                        f"{outer[3]!r} at ts={outer[0]}, of which it is no part: only an "
+                        f"overlapped pair's forward and backward nest in its range")
 
 
 def _outermost_time(ts: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.ndarray):

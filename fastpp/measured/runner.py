@@ -125,6 +125,7 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
     timeout = _timeout(timeout)
     job, model, order = _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
                              realtime)
+    _torch()  # before out is touched: a run without torch must not delete the old traces
     _prepare(job, order)
     run_jobs([job], model, timeout)
     return read_torch_trace(job.out)
@@ -149,6 +150,7 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
                                  Path(out) / str(label), device, warmup, realtime)
         jobs.append(job)
         orders.append(order)
+    _torch()
     for job, order in zip(jobs, orders, strict=True):
         _prepare(job, order)
     run_jobs(jobs, model, timeout)
@@ -238,8 +240,8 @@ def _prepare(job: Job, order: Schedule | None) -> None:
     except OSError as err:  # a file in the way, no permission
         raise ScheduleError(f"out must be a folder that can be made (got {str(out)!r}: "
                             f"{err.strerror})") from None
-    for old in out.glob("rank*_trace.json"):
-        old.unlink()  # a folder must hold one run only
+    for old in [*out.glob("rank*_trace.json"), *out.glob("rank*_trace.json.gz")]:
+        old.unlink()  # a folder must hold one run only (the reader takes both)
     if order is not None:
         write_torch_csv(order, job.csv)
 
@@ -247,8 +249,7 @@ def _prepare(job: Job, order: Schedule | None) -> None:
 def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
     """Run ``jobs`` in order in one process per rank; raise ``ScheduleError`` if a rank fails
     or the whole takes longer than ``timeout`` seconds (then every rank is killed)."""
-    mp = require("torch.multiprocessing", "torch", "fastpp.measured.measure", "torch")
-
+    mp = _torch()
     p = jobs[0].p
     port = _free_port()
     ctx = mp.start_processes(_rank_main, args=(p, port, jobs, model), nprocs=p, join=False,
@@ -270,6 +271,11 @@ def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+
+
+def _torch():
+    """``torch.multiprocessing``, or the ``ScheduleError`` saying which extra to install."""
+    return require("torch.multiprocessing", "torch", "fastpp.measured.measure", "torch")
 
 
 def _free_port() -> int:

@@ -254,7 +254,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     for x in precisions:
         one_of(x, "precision", PRECISIONS)
         hardware.with_precision(x)  # raises for fp8 without an fp8 peak
-    moe_pricing = {**_moe_pricing(node_limit, imbalance), **recipe_pricing(
+    moe_pricing = {**_moe_pricing(node_limit, imbalance, model), **recipe_pricing(
         dispatcher, recipe, recompute_modules, fp8_cache, offload_modules)}
     zeros = _nonempty(zero, "zero")
     for x in zeros:
@@ -328,13 +328,17 @@ def _as_list(value) -> list:
     return list(value) if isinstance(value, list | tuple | np.ndarray) else [value]
 
 
-def _moe_pricing(node_limit, imbalance) -> dict:
-    """``stage_table``'s MoE knobs, checked."""
+def _moe_pricing(node_limit, imbalance, model) -> dict:
+    """``stage_table``'s MoE knobs, checked. The busiest of ``ep`` ranks receives at most every
+    token, ``ep`` times the mean, and ``ep`` is at most the experts: a larger imbalance is no
+    routing (1e308 once overflowed into a 'deadlocked' timeline)."""
     if node_limit is not None:
         positive_int(node_limit, "node_limit")
+    most = float(model.experts) if model.moe else float("inf")
     if (isinstance(imbalance, bool) or not isinstance(imbalance, int | float | np.number)
-            or not 1.0 <= float(imbalance) < float("inf")):
-        raise ScheduleError(f"imbalance must be a number >= 1, the busiest expert-parallel "
+            or not 1.0 <= float(imbalance) <= most or not np.isfinite(imbalance)):
+        within = f"in [1, {most:g}] (the experts)" if model.moe else ">= 1"
+        raise ScheduleError(f"imbalance must be a number {within}, the busiest expert-parallel "
                             f"rank's tokens over the mean (got {imbalance!r})")
     return {"node_limit": node_limit, "imbalance": float(imbalance)}
 
@@ -634,9 +638,13 @@ def summary(df, top: int = 10) -> str:
         text += [line(r) for r in shown.head(top).itertuples()]
     else:
         text += ["nothing fits"]
+        text += _why_not_simulated(df[df["step_time"].isna()])
+    if not len(ran):
+        return "\n".join(text)
     outside = sorted(set(ran["extrapolated"]) - {""})
     if outside:
-        text += ["", "* extrapolated (starred rows): no validated run shares " + "; ".join(outside)]
+        text += ["", "* extrapolated (starred rows): no validated run shares "
+                 + "; ".join(outside)]
     misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False)
     text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
     faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
@@ -649,6 +657,18 @@ def _bar(r) -> str:
     """A row's error bar for the summary: ``±4.4%``, starred where extrapolated."""
     return f"±{r.expected_error:.1%}" + ("*" if r.extrapolated else "") if np.isfinite(
         r.expected_error) else "?"
+
+
+def _why_not_simulated(rows, top: int = 5) -> list[str]:
+    """The commonest reasons why ``rows`` were not simulated, with their counts."""
+    if not len(rows):
+        return []
+    counts = rows["reason"].fillna("no reason given").value_counts()
+    lines = ["", "not simulated (the commonest reasons):"]
+    lines += [f"{k:>7,} x {reason}" for reason, k in counts.head(top).items()]
+    if len(counts) > top:
+        lines += [f"{counts.iloc[top:].sum():>7,} x {len(counts) - top} other reasons"]
+    return lines
 
 
 def _fold_alike(rows):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ..checks import ScheduleError, ScheduleTypeError
 
 # the columns that tell a table's kind, checked in this order (a plan row also has a schedule,
@@ -16,6 +18,7 @@ COLUMNS = {
               "throughput"),
 }
 TEXT = ("schedule", "placement", "kind")
+COUNTS = ("p", "n", "m", "t", "d")  # whole numbers, each row's (a NaN m cannot be drawn)
 EXPECTED = ("a sweep folder or table, a plan table, a frontier table (Parquet or CSV) or a "
             "measured-run folder (rank{r}_trace.json)")
 
@@ -84,6 +87,14 @@ def _table(df, label: str):
                                             or pd.api.types.is_bool_dtype(df[col])):
                     raise ScheduleError(f"input {label!r} must hold numbers in its {kind}'s "
                                         f"column {col!r} (got {df[col].dtype})")
+                if col in COUNTS:
+                    values = df[col].to_numpy(dtype=float)
+                    bad = ~np.isfinite(values) | (values != np.round(values))
+                    if bad.any():
+                        raise ScheduleError(f"input {label!r} must hold whole numbers in its "
+                                            f"{kind}'s column {col!r} (got "
+                                            f"{float(values[bad][0])!r} in row "
+                                            f"{int(bad.argmax())})")
             return kind, label, df
     wanted = "; ".join(f"a {kind}'s {', '.join(cols)}" for kind, cols in COLUMNS.items())
     raise ScheduleError(f"input {label!r} must be a table of a known kind, with {wanted} (got "

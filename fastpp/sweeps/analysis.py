@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..checks import ScheduleTypeError, dataframe, flag, number
+from ..checks import ScheduleError, ScheduleTypeError, dataframe, flag, number
 from ..generators.registry import MEMORY_REFERENCE, SCHEDULES
 
 INFERENCE = tuple(name for name, spec in SCHEDULES.items() if spec.forward_only)
@@ -37,6 +39,8 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *
     """
     dataframe(df, "df", {"x": x, "y": y})
     ordered = _training(df, flag(inference, "inference")).sort_values([x, y], kind="stable")
+    if ordered.empty:  # np.r_[True, ...] below needs a first row
+        return ordered
     values = ordered[y].to_numpy()
     keep = np.r_[True, values[1:] < np.minimum.accumulate(values)[:-1]]
     return ordered[keep]
@@ -50,8 +54,9 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
     df : pandas.DataFrame
         A sweep's table.
     budget : str or float
-        A schedule name (its peak in the same group is the budget; default ``"1f1b"``, the
-        registry's ``memory_reference``), or a number of activation units.
+        A schedule name of ``df`` (its peak in the same group is the budget; default
+        ``"1f1b"``, the registry's ``memory_reference``), or a number of activation units
+        (``math.inf``: no limit).
     by : tuple of str
         The columns that make a group.
     inference : bool
@@ -73,8 +78,15 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
     data = _training(df, flag(inference, "inference")).copy()
     if isinstance(budget, str):
         dataframe(df, "df", {"budget": "schedule"})
+        names = sorted(set(data["schedule"]))
+        if budget not in names:  # else every group would be left out, silently
+            raise ScheduleError(f"budget must be a number or a schedule of df, one of "
+                                f"{names[:12]} (got {budget!r})")
         ref = data[data["schedule"] == budget].groupby(by)["peak_activations_max"].min()
         data = data.join(ref.rename("budget"), on=by)
+    elif isinstance(budget, int | float) and not isinstance(budget, bool) \
+            and budget == math.inf:
+        data["budget"] = math.inf
     else:
         data["budget"] = number(budget, "budget")
     fits = data[data["peak_activations_max"] <= data["budget"] + 1e-12]

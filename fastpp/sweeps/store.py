@@ -25,7 +25,8 @@ class Store:
     """The folder of one sweep; raises ``ScheduleError`` if ``folder`` holds anything else."""
 
     def __init__(self, folder, fingerprint: str, total: int, chunk_size: int, resume: bool):
-        if not isinstance(folder, str | os.PathLike):
+        if not isinstance(folder, str | os.PathLike) or not str(folder):
+            # '' would be Path('.'): the working directory, never what was meant
             raise ScheduleError(f"out must be a folder path (got {folder!r})")
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
@@ -39,7 +40,7 @@ class Store:
         manifest = {"fingerprint": fingerprint, "points": total, "chunk_size": chunk_size}
         path = folder / META / "manifest.json"
         if path.exists():
-            old = json.loads(path.read_text())
+            old = read_manifest(path)
             if not resume:
                 raise ScheduleError(f"out {str(folder)!r} already holds a sweep; pass "
                                     "resume=True to continue it or choose another folder")
@@ -130,7 +131,7 @@ def load(out):
     if not path.exists():
         raise ScheduleError(f"out must be a sweep's folder (got {str(folder)!r}, which has no "
                             f"{META}/manifest.json)")
-    manifest = json.loads(path.read_text())
+    manifest = read_manifest(path)
     chunks = -(-manifest["points"] // manifest["chunk_size"])
     frames, reasons, done = [], {}, 0
     for c in range(chunks):
@@ -140,16 +141,40 @@ def load(out):
             info = json.loads(meta.read_text())
         except (OSError, ValueError):  # not finished yet
             continue
-        if info["rows"]:
-            frames.append(pd.read_parquet(part) if manifest["format"] == "parquet" else
-                          pd.read_csv(part, float_precision="round_trip"))
-        for reason, count in info["skipped"].items():
-            reasons[reason] = reasons.get(reason, 0) + count
+        try:
+            if info["rows"]:
+                frames.append(pd.read_parquet(part) if manifest["format"] == "parquet" else
+                              pd.read_csv(part, float_precision="round_trip"))
+            for reason, count in info["skipped"].items():
+                reasons[reason] = reasons.get(reason, 0) + int(count)
+        except Exception as error:  # pyarrow's ArrowInvalid, pandas' ParserError, a bad key
+            raise ScheduleError(f"out {str(folder)!r} has a damaged chunk {c} ({part.name} or "
+                                f"{META}/{meta.name}: {type(error).__name__}); run the sweep "
+                                "again with resume=True to recompute it") from error
         done += 1
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     df.attrs.update(skipped=sum(reasons.values()), skip_reasons=reasons,
                     complete=done == chunks)
     return df
+
+
+def read_manifest(path: Path) -> dict:
+    """A sweep's ``manifest.json``, checked: ``ScheduleError`` if it is damaged."""
+    try:
+        manifest = json.loads(path.read_text())
+        ok = (isinstance(manifest, dict)
+              and all(type(manifest.get(k)) is int for k in ("points", "chunk_size"))
+              and manifest["points"] >= 0 and manifest["chunk_size"] >= 1
+              and manifest.get("format") in ("parquet", "csv"))
+    except (OSError, ValueError) as error:  # unreadable, or not JSON (JSONDecodeError)
+        raise ScheduleError(f"out's {META}/manifest.json is damaged ({error}); remove the "
+                            f"folder {str(path.parent.parent)!r} to start the sweep again") \
+            from error
+    if not ok:
+        raise ScheduleError(f"out's {META}/manifest.json is damaged (got {manifest!r:.200}); "
+                            f"remove the folder {str(path.parent.parent)!r} to start the "
+                            "sweep again")
+    return manifest
 
 
 def atomic_write(path: Path, write) -> None:
