@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from fastpp import ScheduleError
-from fastpp.model import RunConfig, Transformer, parse_layout
+from fastpp.model import HARDWARE, RunConfig, Transformer, parse_layout
+from fastpp.model.errorbar import error_bar, regime
 from fastpp.model.megatron import FLAGS, from_megatron, script_words, to_megatron
 
 DATA = Path(__file__).parent / "data" / "megatron"
@@ -301,6 +302,11 @@ def test_explain_cli(capsys, tmp_path):
     for part in ("step time", "TFLOP/s per GPU", "MFU", "bubble", "gradient sync",
                  "optimizer bytes", "peak activations", "faster and fits", "not modelled"):
         assert part in out, part
+    # the step time's error bar: GPT-3 175B on A100 in a node's tensor parallelism is a
+    # validated regime (fastpp.model.errorbar)
+    bar = error_bar(regime(from_megatron(script("gpt3_175b.sh")).model,
+                           HARDWARE["A100-80GB"], 2048, 8))
+    assert bar.extrapolated == "" and f"± {bar.expected:.1%} expected error" in out
     hf = str(Path(__file__).parent / "data" / "hf" / "qwen3-8b.json")
     assert main(["explain", "--hf", hf, "--gpus", "16", "--tp", "2", "--pp", "2",
                  "--global-batch", "64", "--seq", "4096", "--neighbours", "1", "--report",

@@ -39,8 +39,8 @@ class Explanation:
     neighbours: list
 
     def table(self) -> str:
-        """The terminal table: the prediction, the step's parts, memory per GPU by part and
-        the faster neighbours."""
+        """The terminal table: the prediction with its error bar (``fastpp.model.errorbar``),
+        the step's parts, memory per GPU by part and the faster neighbours."""
         r, gb = self.row, 1e9
         step = r["step_time"]
         bubble = r["makespan"] * r["bubble_ratio"]
@@ -48,7 +48,9 @@ class Explanation:
                  f"cp={r['cp']} p={r['p']} d={r['d']} ep={r['ep']} {r['schedule']} m={r['m']} "
                  f"microbatch={r['microbatch']} n={r['n']} recompute={r['recompute']} "
                  f"zero={r['zero']} {r['precision']}", "",
-                 f"  step time          {step:10.3f} s",
+                 f"  step time          {step:10.3f} s   ± {r['expected_error']:.1%} expected "
+                 f"error" + (f" (extrapolated: no validated run shares {r['extrapolated']})"
+                             if r["extrapolated"] else " (validate's checks in its regime)"),
                  f"  tokens/s           {r['tokens_per_s']:10.0f}",
                  f"  TFLOP/s per GPU    {r['tflops_per_gpu']:10.1f}   (Megatron's count; "
                  f"{self.recompute_tflops_per_gpu:.1f} with recomputation)",
