@@ -307,7 +307,8 @@ def _plan(args) -> int:
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)
     start = time.perf_counter()
-    df = plan(model_arg(args.model), args.gpus, hardware, seq=args.seq, global_batch=args.global_batch,
+    df = plan(model_arg(args.model), args.gpus, hardware, seq=args.seq,
+              global_batch=args.global_batch,
               link=args.link, schedules=args.schedules, tp=args.tp, pp=args.pp,
               microbatch=args.microbatch, m=args.m, recompute=args.recompute, zero=args.zero,
               layout=args.layout, first_layers=args.first_layers, last_layers=args.last_layers,

@@ -188,7 +188,7 @@ def _lay_out(ops, length, made, order, device, position, kind, stage, mb, stage2
         rank[order[q]] = q
     i = 0
     for r in range(length.shape[0]):
-        for k in range(length[r]):
+        for _ in range(length[r]):
             owner[i] = r
             i += 1
     i = 0

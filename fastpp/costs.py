@@ -183,8 +183,9 @@ class Costs:
         b, w = self._arrays["b"].reshape(-1), self._arrays["w"].reshape(-1)
         s = kernels.w_above_b(b, w, stage_to_device)
         if s >= 0:
-            pick = (lambda a: a[0] if a.size == 1 else a[s] if a.size == V
-                    else a[stage_to_device[s]])
+            def pick(a):
+                return a[0] if a.size == 1 else a[s] if a.size == V else a[stage_to_device[s]]
+
             raise ScheduleError(f"costs.w must be <= costs.b (got w={pick(w)}, b={pick(b)} at "
                                 f"stage {s})")
         return StageCosts(*kernels.stage_costs(*self.kernel_inputs(), stage_to_device, m))

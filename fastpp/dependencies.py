@@ -3,7 +3,8 @@
 ``fastpp.kernels.timeline`` states the same rule inside its loop (as ``f_ready`` and
 ``g_ready``); this is its readable twin for the places that need the edges themselves rather
 than the times: the deadlock report, the trace's hand-off arrows, the tests' synthetic
-traces, a measured run's hand-offs and the compiled schedule (``edges``, every op at once). Each function takes a ``fastpp.Schedule`` (not imported: ``Schedule.compiled`` uses this
+traces, a measured run's hand-offs and the compiled schedule (``edges``, every op at once).
+Each function takes a ``fastpp.Schedule`` (not imported: ``Schedule.compiled`` uses this
 module). An op's inputs are named by what they are, not by the op that makes them:
 
 - ``(Op.F, s, j)``: the output of the forward of stage ``s``, microbatch ``j``;

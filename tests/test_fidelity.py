@@ -16,6 +16,7 @@ from fastpp.model import HARDWARE, Transformer
 from fastpp.model.hardware import A100_OVERHEADS
 from fastpp.model.validate import (
     CALIBRATION,
+    DATA,
     DATASETS,
     _extras,
     _gpt,

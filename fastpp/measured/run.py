@@ -187,7 +187,8 @@ class MeasuredRun:
         chunk. Per op kind, the typical operators' time times this run's ``m`` goes to ``f``,
         ``b``, ``w`` (a chunk op of a schedule with ``m`` chunks takes its ``1/m`` share) and
         the typical rest to ``Costs.overhead`` (undivided; not this run's ``overhead``, the
-        time outside the ranges), so that the two add up to the typical duration: ``b`` of the full backwards, or of ``I`` plus ``W`` in a split schedule,
+        time outside the ranges), so that the two add up to the typical duration: ``b`` of
+        the full backwards, or of ``I`` plus ``W`` in a split schedule,
         ``w`` of the ``W`` ops (0 without). A kind the run lacks takes the backward's fixed
         time: ``I`` and ``W`` each ``B``'s, ``B`` the ``I``'s (on the traces in tests/data, the
         fixed parts of ``B``, ``I`` and ``W`` are all 0.36-0.57 ms). An overlapped pair's

@@ -143,7 +143,7 @@ def _worst_ranks(job: MeasuredJob, decompose: dict) -> list:
     ranks = job.ops.drop_duplicates("rank")
     score = [min(decompose["dp_rank"][int(d)], decompose["stage"][int(s)])
              for d, s in zip(ranks.dp_rank, ranks.stage, strict=True)]
-    order = sorted(zip(score, ranks["rank"]), key=lambda x: (-x[0], x[1]))
+    order = sorted(zip(score, ranks["rank"], strict=True), key=lambda x: (-x[0], x[1]))
     count = math.ceil(len(order) * WORST_RANKS)
     return [int(r) for _, r in order[:count]]
 
