@@ -85,6 +85,8 @@ def _agrees(value, shown) -> bool:
         value = value[0]  # "a, b  # 10.16 s; b in bytes ...": the comment takes them in turn
     if isinstance(shown, str):
         return str(value) == shown
+    if isinstance(shown, bool):
+        return isinstance(value, bool | np.bool_) and bool(value) is shown
     if isinstance(shown, list | tuple):
         value = np.asarray(value, dtype=float).tolist() if not isinstance(
             value, tuple) else list(value)
