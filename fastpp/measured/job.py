@@ -39,7 +39,7 @@ import numpy as np
 from ..checks import ScheduleError, file_path, require
 from ..compiled import timeline_batch
 
-pd = require("pandas", "measured", "fastpp.read_op_table")
+pd = require("pandas", "measured", "fastpp.measured")
 
 COLUMNS = ("dp_rank", "stage", "rank", "step", "optype", "start_ts", "duration", "seq_id", "mc",
            "mb_id", "gmc")
