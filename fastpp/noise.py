@@ -107,12 +107,11 @@ class Noise:
         if magnitude < 1:
             raise ScheduleError(f"spike magnitude must be >= 1 (got {magnitude!r})")
         self.spike = (probability, magnitude)
-        if empirical is not None:
-            from .measured import MeasuredJob, MeasuredRun  # pandas only when a run is given
-
-            if not isinstance(empirical, MeasuredRun | MeasuredJob):
-                raise ScheduleTypeError(f"empirical must be a fastpp.MeasuredRun or "
-                                        f"MeasuredJob (got {type(empirical).__name__})")
+        # a MeasuredRun or MeasuredJob, known by what it offers (fastpp.measured sits above
+        # the engine: importing it here would close an import circle)
+        if empirical is not None and not callable(getattr(empirical, "op_times_by_kind", None)):
+            raise ScheduleTypeError(f"empirical must be a fastpp.MeasuredRun or MeasuredJob "
+                                    f"(got {type(empirical).__name__})")
         self.empirical = empirical
 
     def __repr__(self) -> str:
@@ -235,7 +234,7 @@ def _shape(cov: np.ndarray, dist: str) -> np.ndarray:
 def empirical_pools(run, p: int) -> tuple[np.ndarray, np.ndarray]:
     """A measured run's (or job's) op times per (device, kind): ``values`` and ``at[r, kind] =
     (offset, count)``."""
-    times = _job_times(run) if hasattr(run, "pp") else _run_times(run)
+    times = run.op_times_by_kind()
     if len(times) != p:
         raise ScheduleError(f"empirical noise must come from a run with the schedule's p={p} "
                             f"(the run has p={len(times)})")
@@ -249,29 +248,6 @@ def empirical_pools(run, p: int) -> tuple[np.ndarray, np.ndarray]:
             values.append(mine)
             offset += len(mine)
     return np.concatenate(values), at
-
-
-def _run_times(run) -> list[list[np.ndarray]]:
-    """Per device and op code: a ``MeasuredRun``'s op durations."""
-    s = run.schedule
-    kinds = [s.kind[r, : s.length[r]] for r in range(run.p)]
-    return [[run.durations[r, : s.length[r]][kinds[r] == k] for k in range(5)]
-            for r in range(run.p)]
-
-
-def _job_times(job) -> list[list[np.ndarray]]:
-    """Per stage and op code: a ``MeasuredJob``'s forward and backward compute durations
-    (every replica and step); no ``I``, ``W`` or pairs."""
-    from .measured.job import BACKWARD, FORWARD
-
-    out = []
-    for stage in range(job.pp):
-        rows = job.ops.stage.to_numpy() == stage
-        kinds = job.ops.optype.to_numpy()
-        out.append([job.durations[rows & (kinds == FORWARD)].ravel(),
-                    job.durations[rows & (kinds == BACKWARD)].ravel(),
-                    np.zeros(0), np.zeros(0), np.zeros(0)])
-    return out
 
 
 # -- jitted: the counter-based generator and the draws ------------------------------------------

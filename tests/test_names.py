@@ -11,7 +11,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fastpp"
 # that chapter's public API, and model/validate.py's tables say which schedule a published
 # run used; the run configuration's importers and exporters translate Megatron-LM's and
 # torchtitan's own names (and RunConfig defaults to Megatron's)
-ALLOWED = ("generators/", "seed.py", "model/validate.py", "model/config.py",
+# the published runs' loaders name the schedule each run used, as the importers name the
+# frameworks' schedules
+ALLOWED = ("generators/", "seed.py", "model/validate.py", "model/validate_long.py",
+           "model/validate_moe.py", "model/validate_small.py", "model/config.py",
            "model/megatron.py", "model/torchtitan.py")
 
 

@@ -134,6 +134,19 @@ class MeasuredJob:
         """Per op: whether it is communication in the paper's sense (its ideal is a median)."""
         return self.ops.optype.isin(COMM_OPTYPES).to_numpy()
 
+    def op_times_by_kind(self) -> list[list[np.ndarray]]:
+        """Per stage, per op code (``fastpp.ops.Op``: F, B, I, W, FB): the forward and backward
+        compute durations of every replica and step (no ``I``, ``W`` or pairs), what
+        ``fastpp.Noise(empirical=job)`` draws from."""
+        kinds = self.ops.optype.to_numpy()
+        out = []
+        for stage in range(self.pp):
+            rows = self.ops.stage.to_numpy() == stage
+            out.append([self.durations[rows & (kinds == FORWARD)].ravel(),
+                        self.durations[rows & (kinds == BACKWARD)].ravel(),
+                        np.zeros(0), np.zeros(0), np.zeros(0)])
+        return out
+
     def replay(self, durations) -> np.ndarray:
         """Step times under ``durations`` (shape ``(ops, B)``, a column per step or variant):
         ``(B,)``, one pass of fastpp's compiled kernel over every column."""

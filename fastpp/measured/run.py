@@ -246,6 +246,14 @@ class MeasuredRun:
                      fb=np.where(has_pair, np.maximum(pair, tiny), f + b) if has_pair.any()
                      else None, overhead=overhead)
 
+    def op_times_by_kind(self) -> list[list[np.ndarray]]:
+        """Per device, per op code (``fastpp.ops.Op``: F, B, I, W, FB): the measured durations
+        of its ops of that kind (what ``fastpp.Noise(empirical=run)`` draws from)."""
+        s = self.schedule
+        kinds = [s.kind[r, : s.length[r]] for r in range(self.p)]
+        return [[self.durations[r, : s.length[r]][kinds[r] == k] for k in range(5)]
+                for r in range(self.p)]
+
     def replay(self) -> Result:
         """The run's own schedule simulated with every op's measured ``durations`` and the
         measured hand-off ``latency``."""
