@@ -42,13 +42,13 @@ from .presets import MODELS
 from .recipes import RECIPES, Recipe, recipe_pricing
 from .stages import (
     CP_COMMS,
-    IN_FLIGHT_LAYERS,
     ZERO,
     ZERO3_GATHERS,
     check_cp,
     chunk_kinds,
+    device_memory,
+    device_parameters,
     expert_stage_params,
-    optimizer_split,
     stage_params,
     stage_table,
 )
@@ -323,19 +323,10 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = 1, dp: in
     ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
     edp = int(expert_data_parallel(model, tp, dp, ep, etp, cp))
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
-    params = np.bincount(schedule.stage_to_device,
-                         weights=stage_params(model, per_stage, embedding, loss, tp, moe, mtp),
-                         minlength=schedule.p)
-    if model.tied_embeddings:  # one copy where a device holds both ends of a model copy
-        ends = schedule.stage_to_device[np.flatnonzero(embedding)], \
-            schedule.stage_to_device[np.flatnonzero(loss)]
-        shared = ends[0][ends[0] == ends[1]]
-        np.subtract.at(params, shared, model.vocab * model.hidden / tp)
-    experts = np.bincount(schedule.stage_to_device,
-                          weights=expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp),
-                          minlength=schedule.p)
-    weights, grads, optimizer = optimizer_split(
-        params, dp * cp, zero, zero3, IN_FLIGHT_LAYERS * model.layer_params() / tp)
-    more = optimizer_split(experts, edp, min(zero, 2))
-    return {"parameter_bytes": weights + more[0], "gradient_bytes": grads + more[1],
-            "optimizer_bytes": optimizer + more[2]}
+    params, experts = device_parameters(
+        model, schedule.stage_to_device, schedule.p,
+        stage_params(model, per_stage, embedding, loss, tp, moe, mtp),
+        expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp), embedding, loss, tp)
+    weights, grads, optimizer = device_memory(model, params, experts, tp, dp * cp, edp, zero,
+                                              zero3)
+    return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}

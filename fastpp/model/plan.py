@@ -29,14 +29,14 @@ from .presets import MODELS
 from .recipes import recipe_pricing
 from .stages import (
     CP_COMMS,
-    IN_FLIGHT_LAYERS,
     REDUCE_BYTES,
     ZERO,
     ZERO3_GATHERS,
     check_cp,
     chunk_kinds,
     cp_buffer_bytes,
-    optimizer_split,
+    device_memory,
+    device_parameters,
     stage_table,
     step_terms,
 )
@@ -407,7 +407,8 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
             pricing):
     """The stages of the configurations ``run`` in one flat table: per configuration ``V``
     and where its stages start, per stage its configuration, model chunk and costs
-    (``stage_table``), and which configurations have a stage that takes no time."""
+    (``stage_table``), which configurations have a stage that takes no time, and which stages
+    hold the embedding and which the loss."""
     t, p, d, b, m, sid, chunks, ep, etp, precision = (
         x[run] for x in (cols["t"], cols["p"], cols["d"], cols["microbatch"], cols["m"],
                          cols["sid"], chunks, cols["ep"], cols["etp"], cols["precision"]))
@@ -448,7 +449,7 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
                                   table[key])
     idle = np.zeros(run.size, bool)
     np.logical_or.at(idle, config, (table["f"] <= 0) | (table["b"] <= 0))
-    return V, config, first, chunk, table, idle
+    return V, config, first, chunk, table, idle, (embedding, loss)
 
 
 def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
@@ -468,16 +469,16 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     run = np.flatnonzero(reason == "")
     if run.size == 0:
         return out
-    V, config, first, chunk, table, idle = _stages(model, hardware, seq, cols, run, chunks,
-                                                   which, layouts, sequence_parallel, pricing)
+    V, config, first, chunk, table, idle, ends = _stages(
+        model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel, pricing)
     if idle.any():  # a stage without work cannot run: its configurations get the reason
         reason[run[idle]] = ("layout must give every stage work (got a stage whose ops take "
                              "no time, which the engine cannot run)")
         run = run[~idle]
         if run.size == 0:
             return out
-        V, config, first, chunk, table, _ = _stages(model, hardware, seq, cols, run, chunks,
-                                                    which, layouts, sequence_parallel, pricing)
+        V, config, first, chunk, table, _, ends = _stages(
+            model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel, pricing)
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
     ep, etp = cols["ep"][run], cols["etp"][run]
     c = cols["cp"][run]
@@ -491,19 +492,12 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     peaks, peak_at = rows.peaks, rows.peak_at
     peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, c, pricing["cp_comm"]), p)
     slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
-    params = np.bincount(slot, weights=table["params"], minlength=peaks.size)
-    if model.tied_embeddings:  # first and last chunk on one device: one copy of the weights
-        last = first + chunks - 1
-        shared = slot[first] == slot[last]
-        params[slot[first[shared]]] -= model.vocab * model.hidden / t[shared]
     owner = np.repeat(np.arange(run.size), p)
     edp = t * c * d // (etp * ep)
-    experts = np.bincount(slot, weights=table["expert_params"], minlength=peaks.size)
-    weights, grads, optimizer = (a + e for a, e in zip(
-        optimizer_split(params, (d * c)[owner], cols["zero"][run][owner], zero3,
-                        (IN_FLIGHT_LAYERS * model.layer_params() / t)[owner]),
-        optimizer_split(experts, edp[owner], np.minimum(cols["zero"][run][owner], 2)),
-        strict=True))
+    params, experts = device_parameters(model, slot, peaks.size, table["params"],
+                                        table["expert_params"], *ends, t[config])
+    weights, grads, optimizer = device_memory(model, params, experts, t[owner], (d * c)[owner],
+                                              edp[owner], cols["zero"][run][owner], zero3)
     total = weights + grads + optimizer + peaks
     padded = np.full((run.size, int(p.max())), -np.inf)  # the device with the most bytes
     padded[owner, np.arange(peaks.size) - peak_at[owner]] = total
