@@ -20,6 +20,7 @@ import numpy as np
 from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
 from ..costs import Costs
 from ..ops import FB
+from ..placement import code_of, copies, mirrored
 from ..schedule import Schedule
 from .config import RunConfig
 from .errorbar import ErrorBar, error_bar, regime
@@ -71,8 +72,7 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
     if not isinstance(schedule, Schedule):
         raise ScheduleTypeError(f"schedule must be a fastpp.Schedule (got "
                                 f"{type(schedule).__name__})")
-    two = bool(np.any(schedule.route_first == schedule.p))  # a second copy runs up
-    chunks = schedule.V // 2 if two else schedule.V
+    chunks = schedule.V // int(copies(code_of(schedule)))  # two directions: a second copy
     chunk = np.arange(schedule.V) % chunks
     given = as_layout(layout, layers)
     if given is None:
@@ -110,11 +110,10 @@ def _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance,
 
 def pair_partner(schedule: Schedule) -> np.ndarray:
     """Per stage, the stage of its overlapped pairs' backward half: the device's other stage
-    where each device holds two (DualPipe, DualPipeV: stages ``r`` and ``V-1-r``), else the
-    stage itself."""
+    where each device holds stages ``r`` and ``V-1-r`` (DualPipeV, DualPipe;
+    ``fastpp.placement.mirrored``), else the stage itself."""
     stages = np.arange(schedule.V)
-    if schedule.V == 2 * schedule.p and np.array_equal(
-            schedule.stage_to_device[::-1], schedule.stage_to_device):
+    if mirrored(code_of(schedule), schedule.p, schedule.m):
         return stages[::-1].copy()
     return stages
 

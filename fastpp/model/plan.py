@@ -18,7 +18,7 @@ from ..checks import (
 )
 from ..costs import FIELDS
 from ..generators.registry import SCHEDULES, get_spec
-from ..placement import LOOP, stage_map
+from ..placement import mirrored, stage_map
 from .comm import pipeline_spans
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
@@ -417,10 +417,10 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
     first = np.r_[0, np.cumsum(V)[:-1]].astype(np.int64)
     local = np.arange(V.sum()) - first[config]
     chunk = local % chunks[config]
-    # a pair's backward half: the device's other stage on the V and two-direction placements
-    # (stages r and V-1-r), else the stage itself (fastpp.model.pair_partner)
-    mirrored = batch.PLACEMENT_CODE[sid][config] != LOOP
-    partner = np.where(mirrored, first[config] + V[config] - 1 - local, np.arange(V.sum()))
+    # a pair's backward half: the device's other stage where each device holds stages r and
+    # V-1-r, else the stage itself (fastpp.model.pair_partner)
+    partner = np.where(mirrored(batch.PLACEMENT_CODE[sid], p, m)[config],
+                       first[config] + V[config] - 1 - local, np.arange(V.sum()))
     stage_layout = which[run][config]
     layers, embedding, loss, moe, mtp = (np.empty(chunk.size, dtype) for dtype in
                                          (float, bool, bool, float, float))
