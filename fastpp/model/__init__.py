@@ -50,6 +50,8 @@ from .stages import (
     device_memory,
     device_parameters,
     expert_stage_params,
+    idle_reason,
+    idle_stages,
     stage_params,
     stage_table,
 )
@@ -159,12 +161,11 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
                         moe_layers=moe, mtp=mtp, **experts, c=one + cp, zero=one + zero,
                         overlap=one + bool(overlap), cp_comm=cp_comm, zero3=zero3,
                         partner=pair_partner(schedule))
-    idle = np.flatnonzero((table["f"] <= 0) | (table["b"] <= 0))
+    idle = np.flatnonzero(idle_stages(table))
     if idle.size:
         s = int(idle[0])
         what = "only the embedding" if embedding[s] else "nothing"
-        raise ScheduleError(f"layout must give every stage work (got stage {s} holding {what}: "
-                            f"it takes no time, which the engine cannot run)")
+        raise ScheduleError(idle_reason(f"stage {s} holding {what}: it takes no time"))
     return table
 
 

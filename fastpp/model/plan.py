@@ -37,6 +37,8 @@ from .stages import (
     cp_buffer_bytes,
     device_memory,
     device_parameters,
+    idle_reason,
+    idle_stages,
     stage_table,
     step_terms,
 )
@@ -448,7 +450,7 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
             table[key] = np.where(mine[config] if value.size == config.size else mine, value,
                                   table[key])
     idle = np.zeros(run.size, bool)
-    np.logical_or.at(idle, config, (table["f"] <= 0) | (table["b"] <= 0))
+    np.logical_or.at(idle, config, idle_stages(table))
     return V, config, first, chunk, table, idle, (embedding, loss)
 
 
@@ -472,8 +474,7 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     V, config, first, chunk, table, idle, ends = _stages(
         model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel, pricing)
     if idle.any():  # a stage without work cannot run: its configurations get the reason
-        reason[run[idle]] = ("layout must give every stage work (got a stage whose ops take "
-                             "no time, which the engine cannot run)")
+        reason[run[idle]] = idle_reason()
         run = run[~idle]
         if run.size == 0:
             return out

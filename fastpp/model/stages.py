@@ -265,6 +265,17 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     return table
 
 
+def idle_stages(table: dict) -> np.ndarray:
+    """Per stage of ``stage_table``'s ``table``: whether its forward or backward takes no
+    time (a layout leaving it nothing, or only the embedding), which the engine cannot run."""
+    return (table["f"] <= 0) | (table["b"] <= 0)
+
+
+def idle_reason(got: str = "a stage whose ops take no time") -> str:
+    """The reason a configuration with an idle stage (``idle_stages``) cannot run."""
+    return f"layout must give every stage work (got {got}, which the engine cannot run)"
+
+
 def stage_positions(config) -> np.ndarray:
     """Each stage's index among its own configuration's stages (``config`` per stage)."""
     config = np.asarray(config, np.int64)
