@@ -18,6 +18,39 @@ from ._jit import jit
 LOOP, VSHAPE, TWO_DIRECTIONS = 0, 1, 2
 NAMES = ("loop", "v", "two-directions")  # by code
 CODES = {name: code for code, name in enumerate(NAMES)}
+PLAIN_M = (1, 2, 1)  # by code: m of each placement's plain form (a loop takes any m)
+
+
+def copies(code) -> np.ndarray:
+    """Model copies the virtual stages hold: two for two-directions, else one (arrays too).
+    A copy has ``p m`` model chunks, virtual stage ``s`` holding chunk ``s % (p m)``."""
+    return np.where(np.asarray(code) == TWO_DIRECTIONS, 2, 1)
+
+
+def mirrored(code, p, m) -> np.ndarray:
+    """Whether the device of each virtual stage ``s`` also holds stage ``V-1-s`` (the stage of
+    an overlapped pair's backward half), for codes or arrays: v and two-directions, and a loop
+    of two chunks on one device (``p = 1, m = 2``; on more devices a loop's stage map does not
+    read the same both ways)."""
+    code = np.asarray(code)
+    return (code != LOOP) | ((np.asarray(p) == 1) & (np.asarray(m) == 2))
+
+
+def code_of(schedule) -> int:
+    """The placement code of a built ``Schedule``: its registered schedule's, else read from
+    its stage map and routes (a route starting at stage ``p``: two directions; ``V = 2p``
+    stages whose devices read the same both ways: v; else loop)."""
+    from .generators.registry import SCHEDULES  # the registry imports this module
+
+    spec = SCHEDULES.get(schedule.name)
+    if spec is not None:
+        return spec.placement_code
+    if np.any(schedule.route_first == schedule.p):
+        return TWO_DIRECTIONS
+    if schedule.V == 2 * schedule.p and np.array_equal(schedule.stage_to_device[::-1],
+                                                       schedule.stage_to_device):
+        return VSHAPE
+    return LOOP
 
 
 @jit

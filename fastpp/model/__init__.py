@@ -20,6 +20,7 @@ import numpy as np
 from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
 from ..costs import Costs
 from ..ops import FB
+from ..placement import code_of, copies, mirrored
 from ..schedule import Schedule
 from .config import RunConfig
 from .errorbar import ErrorBar, error_bar, regime
@@ -42,13 +43,15 @@ from .presets import MODELS
 from .recipes import RECIPES, Recipe, recipe_pricing
 from .stages import (
     CP_COMMS,
-    IN_FLIGHT_LAYERS,
     ZERO,
     ZERO3_GATHERS,
     check_cp,
     chunk_kinds,
+    device_memory,
+    device_parameters,
     expert_stage_params,
-    optimizer_split,
+    idle_reason,
+    idle_stages,
     stage_params,
     stage_table,
 )
@@ -71,8 +74,7 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
     if not isinstance(schedule, Schedule):
         raise ScheduleTypeError(f"schedule must be a fastpp.Schedule (got "
                                 f"{type(schedule).__name__})")
-    two = bool(np.any(schedule.route_first == schedule.p))  # a second copy runs up
-    chunks = schedule.V // 2 if two else schedule.V
+    chunks = schedule.V // int(copies(code_of(schedule)))  # two directions: a second copy
     chunk = np.arange(schedule.V) % chunks
     given = as_layout(layout, layers)
     if given is None:
@@ -110,11 +112,10 @@ def _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance,
 
 def pair_partner(schedule: Schedule) -> np.ndarray:
     """Per stage, the stage of its overlapped pairs' backward half: the device's other stage
-    where each device holds two (DualPipe, DualPipeV: stages ``r`` and ``V-1-r``), else the
-    stage itself."""
+    where each device holds stages ``r`` and ``V-1-r`` (DualPipeV, DualPipe;
+    ``fastpp.placement.mirrored``), else the stage itself."""
     stages = np.arange(schedule.V)
-    if schedule.V == 2 * schedule.p and np.array_equal(
-            schedule.stage_to_device[::-1], schedule.stage_to_device):
+    if mirrored(code_of(schedule), schedule.p, schedule.m):
         return stages[::-1].copy()
     return stages
 
@@ -160,12 +161,11 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
                         moe_layers=moe, mtp=mtp, **experts, c=one + cp, zero=one + zero,
                         overlap=one + bool(overlap), cp_comm=cp_comm, zero3=zero3,
                         partner=pair_partner(schedule))
-    idle = np.flatnonzero((table["f"] <= 0) | (table["b"] <= 0))
+    idle = np.flatnonzero(idle_stages(table))
     if idle.size:
         s = int(idle[0])
         what = "only the embedding" if embedding[s] else "nothing"
-        raise ScheduleError(f"layout must give every stage work (got stage {s} holding {what}: "
-                            f"it takes no time, which the engine cannot run)")
+        raise ScheduleError(idle_reason(f"stage {s} holding {what}: it takes no time"))
     return table
 
 
@@ -323,19 +323,10 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = 1, dp: in
     ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
     edp = int(expert_data_parallel(model, tp, dp, ep, etp, cp))
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
-    params = np.bincount(schedule.stage_to_device,
-                         weights=stage_params(model, per_stage, embedding, loss, tp, moe, mtp),
-                         minlength=schedule.p)
-    if model.tied_embeddings:  # one copy where a device holds both ends of a model copy
-        ends = schedule.stage_to_device[np.flatnonzero(embedding)], \
-            schedule.stage_to_device[np.flatnonzero(loss)]
-        shared = ends[0][ends[0] == ends[1]]
-        np.subtract.at(params, shared, model.vocab * model.hidden / tp)
-    experts = np.bincount(schedule.stage_to_device,
-                          weights=expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp),
-                          minlength=schedule.p)
-    weights, grads, optimizer = optimizer_split(
-        params, dp * cp, zero, zero3, IN_FLIGHT_LAYERS * model.layer_params() / tp)
-    more = optimizer_split(experts, edp, min(zero, 2))
-    return {"parameter_bytes": weights + more[0], "gradient_bytes": grads + more[1],
-            "optimizer_bytes": optimizer + more[2]}
+    params, experts = device_parameters(
+        model, schedule.stage_to_device, schedule.p,
+        stage_params(model, per_stage, embedding, loss, tp, moe, mtp),
+        expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp), embedding, loss, tp)
+    weights, grads, optimizer = device_memory(model, params, experts, tp, dp * cp, edp, zero,
+                                              zero3)
+    return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}

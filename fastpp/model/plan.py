@@ -18,7 +18,7 @@ from ..checks import (
 )
 from ..costs import FIELDS
 from ..generators.registry import SCHEDULES, get_spec
-from ..placement import LOOP, stage_map
+from ..placement import mirrored, stage_map
 from .comm import pipeline_spans
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
@@ -29,14 +29,16 @@ from .presets import MODELS
 from .recipes import recipe_pricing
 from .stages import (
     CP_COMMS,
-    IN_FLIGHT_LAYERS,
     REDUCE_BYTES,
     ZERO,
     ZERO3_GATHERS,
     check_cp,
     chunk_kinds,
     cp_buffer_bytes,
-    optimizer_split,
+    device_memory,
+    device_parameters,
+    idle_reason,
+    idle_stages,
     stage_table,
     step_terms,
 )
@@ -407,7 +409,8 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
             pricing):
     """The stages of the configurations ``run`` in one flat table: per configuration ``V``
     and where its stages start, per stage its configuration, model chunk and costs
-    (``stage_table``), and which configurations have a stage that takes no time."""
+    (``stage_table``), which configurations have a stage that takes no time, and which stages
+    hold the embedding and which the loss."""
     t, p, d, b, m, sid, chunks, ep, etp, precision = (
         x[run] for x in (cols["t"], cols["p"], cols["d"], cols["microbatch"], cols["m"],
                          cols["sid"], chunks, cols["ep"], cols["etp"], cols["precision"]))
@@ -416,10 +419,10 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
     first = np.r_[0, np.cumsum(V)[:-1]].astype(np.int64)
     local = np.arange(V.sum()) - first[config]
     chunk = local % chunks[config]
-    # a pair's backward half: the device's other stage on the V and two-direction placements
-    # (stages r and V-1-r), else the stage itself (fastpp.model.pair_partner)
-    mirrored = batch.PLACEMENT_CODE[sid][config] != LOOP
-    partner = np.where(mirrored, first[config] + V[config] - 1 - local, np.arange(V.sum()))
+    # a pair's backward half: the device's other stage where each device holds stages r and
+    # V-1-r, else the stage itself (fastpp.model.pair_partner)
+    partner = np.where(mirrored(batch.PLACEMENT_CODE[sid], p, m)[config],
+                       first[config] + V[config] - 1 - local, np.arange(V.sum()))
     stage_layout = which[run][config]
     layers, embedding, loss, moe, mtp = (np.empty(chunk.size, dtype) for dtype in
                                          (float, bool, bool, float, float))
@@ -447,8 +450,8 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
             table[key] = np.where(mine[config] if value.size == config.size else mine, value,
                                   table[key])
     idle = np.zeros(run.size, bool)
-    np.logical_or.at(idle, config, (table["f"] <= 0) | (table["b"] <= 0))
-    return V, config, first, chunk, table, idle
+    np.logical_or.at(idle, config, idle_stages(table))
+    return V, config, first, chunk, table, idle, (embedding, loss)
 
 
 def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
@@ -468,16 +471,15 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     run = np.flatnonzero(reason == "")
     if run.size == 0:
         return out
-    V, config, first, chunk, table, idle = _stages(model, hardware, seq, cols, run, chunks,
-                                                   which, layouts, sequence_parallel, pricing)
+    V, config, first, chunk, table, idle, ends = _stages(
+        model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel, pricing)
     if idle.any():  # a stage without work cannot run: its configurations get the reason
-        reason[run[idle]] = ("layout must give every stage work (got a stage whose ops take "
-                             "no time, which the engine cannot run)")
+        reason[run[idle]] = idle_reason()
         run = run[~idle]
         if run.size == 0:
             return out
-        V, config, first, chunk, table, _ = _stages(model, hardware, seq, cols, run, chunks,
-                                                    which, layouts, sequence_parallel, pricing)
+        V, config, first, chunk, table, _, ends = _stages(
+            model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel, pricing)
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
     ep, etp = cols["ep"][run], cols["etp"][run]
     c = cols["cp"][run]
@@ -491,19 +493,12 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     peaks, peak_at = rows.peaks, rows.peak_at
     peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, c, pricing["cp_comm"]), p)
     slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
-    params = np.bincount(slot, weights=table["params"], minlength=peaks.size)
-    if model.tied_embeddings:  # first and last chunk on one device: one copy of the weights
-        last = first + chunks - 1
-        shared = slot[first] == slot[last]
-        params[slot[first[shared]]] -= model.vocab * model.hidden / t[shared]
     owner = np.repeat(np.arange(run.size), p)
     edp = t * c * d // (etp * ep)
-    experts = np.bincount(slot, weights=table["expert_params"], minlength=peaks.size)
-    weights, grads, optimizer = (a + e for a, e in zip(
-        optimizer_split(params, (d * c)[owner], cols["zero"][run][owner], zero3,
-                        (IN_FLIGHT_LAYERS * model.layer_params() / t)[owner]),
-        optimizer_split(experts, edp[owner], np.minimum(cols["zero"][run][owner], 2)),
-        strict=True))
+    params, experts = device_parameters(model, slot, peaks.size, table["params"],
+                                        table["expert_params"], *ends, t[config])
+    weights, grads, optimizer = device_memory(model, params, experts, t[owner], (d * c)[owner],
+                                              edp[owner], cols["zero"][run][owner], zero3)
     total = weights + grads + optimizer + peaks
     padded = np.full((run.size, int(p.max())), -np.inf)  # the device with the most bytes
     padded[owner, np.arange(peaks.size) - peak_at[owner]] = total

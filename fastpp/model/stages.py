@@ -265,6 +265,17 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     return table
 
 
+def idle_stages(table: dict) -> np.ndarray:
+    """Per stage of ``stage_table``'s ``table``: whether its forward or backward takes no
+    time (a layout leaving it nothing, or only the embedding), which the engine cannot run."""
+    return (table["f"] <= 0) | (table["b"] <= 0)
+
+
+def idle_reason(got: str = "a stage whose ops take no time") -> str:
+    """The reason a configuration with an idle stage (``idle_stages``) cannot run."""
+    return f"layout must give every stage work (got {got}, which the engine cannot run)"
+
+
 def stage_positions(config) -> np.ndarray:
     """Each stage's index among its own configuration's stages (``config`` per stage)."""
     config = np.asarray(config, np.int64)
@@ -514,6 +525,41 @@ def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0):
         weights = np.where(zero == 3, weights / d + WEIGHT_BYTES * np.asarray(in_flight),
                            weights)
     return weights, params * grads, params * optimizer
+
+
+
+def device_parameters(model: Transformer, device, devices: int, params, expert_params,
+                      embedding, loss, t) -> tuple[np.ndarray, np.ndarray]:
+    """Per device: the parameters of the stages it holds, and those of their routed experts.
+
+    ``device`` gives each stage's device (below ``devices``; several configurations may share
+    one flat table), ``params`` and ``expert_params`` each stage's (``stage_params``,
+    ``expert_stage_params``), ``embedding`` and ``loss`` which stages hold each model copy's
+    two ends (one of each per copy, in order), ``t`` the tensor-parallel degree (per stage or
+    one). A tied output layer on its embedding's device is one copy: the weight is shared
+    there, and a second copy is kept only on another device."""
+    device = np.asarray(device)
+    held = np.bincount(device, weights=params, minlength=devices)
+    if model.tied_embeddings:
+        ends = np.flatnonzero(embedding), np.flatnonzero(loss)
+        shared = ends[0][device[ends[0]] == device[ends[1]]]
+        t = np.broadcast_to(np.asarray(t, np.float64), device.shape)
+        np.subtract.at(held, device[shared], model.vocab * model.hidden / t[shared])
+    experts = np.bincount(device, weights=expert_params, minlength=devices)
+    return held, experts
+
+
+def device_memory(model: Transformer, params, experts, t, replicas, edp, zero,
+                  zero3: str = "layer") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weight, gradient and optimizer bytes per device holding ``params`` dense and
+    ``experts`` routed-expert parameters (``device_parameters``): the dense ones under ZeRO
+    ``zero`` over ``replicas`` (``d c``) with ZeRO-3's ``IN_FLIGHT_LAYERS`` layers whole, the
+    routed experts' over ``edp`` expert-data-parallel replicas under at most ZeRO-2 (ZeRO-3
+    does not shard them). Arrays broadcast."""
+    dense = optimizer_split(params, replicas, zero, zero3,
+                            IN_FLIGHT_LAYERS * model.layer_params() / np.asarray(t))
+    routed = optimizer_split(experts, edp, np.minimum(zero, 2))
+    return tuple(a + e for a, e in zip(dense, routed, strict=True))
 
 
 # gradients are reduced in fp32 (Megatron accumulates and reduces them so in bf16 training);

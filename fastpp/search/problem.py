@@ -23,11 +23,12 @@ from ..checks import ScheduleError, ScheduleTypeError, number_array, one_of, pos
 from ..costs import Costs
 from ..generators.registry import MAX_WORK, SCHEDULES
 from ..ops import OP_FIELDS, PAD, F, I, W
-from ..placement import CODES, stage_map
+from ..placement import CODES, PLAIN_M, stage_map
 from ..schedule import Schedule
 from ..simulate import Result, simulate
 
-CHUNKS = {"loop": 1, "v": 2}  # the placements the search knows, and their m
+# the placements the search knows, and their m: each one's plain form (fastpp.placement)
+CHUNKS = {name: PLAIN_M[CODES[name]] for name in ("loop", "v")}
 OBJECTIVES = ("makespan", "span")
 # Memory is compared with this relative slack: the engine's running sums of (1-gamma)*unit and
 # gamma*unit differ from exact arithmetic by a few ulps, real differences by far more.

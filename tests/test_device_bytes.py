@@ -1,0 +1,48 @@
+"""Bytes per device have one rule (``stages.device_parameters`` and ``device_memory``): a plan
+row's weight, gradient and optimizer bytes are ``device_bytes``' on the row's fullest device."""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fastpp import build_schedule, simulate
+from fastpp.model import Hardware, Link, Transformer, device_bytes, plan, transformer_costs
+
+TOY = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=Link("toy-node", 1000.0, 0.01),
+               network=Link("toy-net", 100.0, 0.1), efficiency=0.5, gpus_per_node=4,
+               memory_bandwidth=1e30, op_overhead=0.0, matmul_half=1e-9)
+DENSE = Transformer(layers=8, hidden=32, heads=4, ffn=64, vocab=400, swiglu=True, name="dense")
+MOE = Transformer(layers=8, hidden=32, heads=4, ffn=64, expert_ffn=16, experts=4, top_k=2,
+                  shared_experts=1, dense_layers=1, vocab=400, swiglu=True, name="moe")
+BYTES = ("parameter_bytes", "gradient_bytes", "optimizer_bytes")
+
+
+@pytest.mark.parametrize("model", [DENSE, dataclasses.replace(DENSE, tied_embeddings=True),
+                                   dataclasses.replace(MOE, tied_embeddings=True)],
+                         ids=["untied", "tied", "tied-moe"])
+def test_plan_bytes_equal_device_bytes(model):
+    df = plan(model, 8, TOY, seq=32, global_batch=32, capacity=1e9, zero=[0, 1, 2, 3],
+              ep=[1, 2] if model.moe else None,
+              schedules=["1f1b", "interleaved-1f1b", "zbv", "dualpipe"], microbatch=[1],
+              recompute=["none"], workers=1)
+    ran = df[df["step_time"].notna()]
+    picks = [ran[ran["p"] == 1], ran[ran["schedule"] == "zbv"].sample(6, random_state=0),
+             ran[ran["schedule"] == "dualpipe"].sample(4, random_state=1),
+             ran[ran["p"] > 1].sample(12, random_state=2)]
+    rows = pd.concat(picks).drop_duplicates()
+    # the cases the rule tells apart are all there
+    assert set(rows["zero"]) == {0, 1, 2, 3} and (rows["p"] == 1).any()
+    assert (rows["schedule"] == "interleaved-1f1b").any() and (rows["schedule"] == "zbv").any()
+    if model.moe:
+        assert (rows["ep"] > 1).any()
+    for r in rows.itertuples():
+        sched = build_schedule(r.schedule, r.p, r.n, r.m)
+        res = simulate(sched, transformer_costs(model, sched, TOY, seq=32, microbatch=1,
+                                                tp=r.t, dp=r.d, ep=r.ep))
+        by = device_bytes(model, sched, tp=r.t, dp=r.d, zero=r.zero, ep=r.ep)
+        worst = int(np.argmax(sum(by.values()) + res.peak_activations))
+        for k in BYTES:
+            assert getattr(r, k) == pytest.approx(by[k][worst], rel=1e-12), (k, r)
+
