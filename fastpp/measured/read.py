@@ -16,11 +16,13 @@ Times stay in each rank's own clock here (microseconds); ``fastpp.measured.run``
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
 import re
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +140,21 @@ def trace_files(path) -> list[Path]:
         if not f.is_file():
             raise ScheduleError(f"trace file {str(f)!r} does not exist")
     return files
+
+
+@contextmanager
+def collector_paused():
+    """Python's cycle collector off while a run is read: a trace parses into hundreds of
+    thousands of small dicts, none in a cycle, and the collector's passes over them took as
+    long as the parse itself (measured on the 64-rank, 100,000-op trace of
+    bench/bench_measured.py)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _replica(file: Path) -> bool:
@@ -259,30 +276,28 @@ _MISSING = object()  # a key an event lacks
 def _event_tables(file: Path, rank: int, events: list):
     """The events this reader uses, as columns: the profiled operators ``(tid, ts, dur)`` and
     the CPU and GPU annotation ranges ``(name, ts, dur, tid)`` (the CPU's with the sends the
-    operators post, as ranges of no duration). Each column is one comprehension over the
-    events, not a branch per event (a trace holds hundreds of thousands)."""
+    operators post, as ranges of no duration). A trace holds hundreds of thousands of events:
+    each is touched by one comprehension that codes its category, then only the events of a
+    category by one that takes their fields, with no branch per event."""
     try:
-        cats = [e.get("cat") for e in events]
-        cpu = [e for e, c in zip(events, cats, strict=True) if c == "cpu_op"]
-        user = [e for e, c in zip(events, cats, strict=True) if c == "user_annotation"]
-        gpu = [e for e, c in zip(events, cats, strict=True) if c == "gpu_user_annotation"]
-        user = [e for e in user if e.get("ph") == "X"]
-        gpu = [e for e in gpu if e.get("ph") == "X"]
-        names = [e.get("name") for e in cpu]
-        ts = [e.get("ts", _MISSING) for e in cpu]
-        tids = [e.get("tid") for e in cpu]
+        category = np.array([_CATEGORY.get(e.get("cat"), 0) for e in events], np.int8)
+        cpu, user, gpu = ([events[k] for k in np.flatnonzero(category == c).tolist()]
+                          for c in (1, 2, 3))
+        names, ts, tids, durs = _columns([(e.get("name"), e.get("ts", _MISSING), e.get("tid"),
+                                           e.get("dur", 0.0)) for e in cpu])
         # posting a message is not the op's compute: ScheduleGPipe posts its receives and
         # sends inside its ranges (c10d::recv_, c10d::send), the others outside; one look per
         # distinct name
         kinds = {name: _cpu_kind(name) for name in set(n for n in names if isinstance(n, str))}
         kind = [kinds.get(n, 0) if isinstance(n, str) else 0 for n in names]
-        child = [k == 0 for k in kind]
         if any(t is _MISSING for t, k in zip(ts, kind, strict=True) if k != 2):
             raise KeyError("ts")
-        children = ([t for t, c in zip(tids, child, strict=True) if c],
-                    [t for t, c in zip(ts, child, strict=True) if c],
-                    [e.get("dur", 0.0) for e, c in zip(cpu, child, strict=True) if c])
-        tables = [_marks(user), _marks(gpu)]
+        child = [k == 0 for k in kind]
+        children = tuple([v for v, c in zip(values, child, strict=True) if c]
+                         for values in (tids, ts, durs))
+        tables = [dict(zip(("name", "ts", "dur", "tid"), _columns(
+            [(e.get("name"), e["ts"], e["dur"], e.get("tid")) for e in group
+             if e.get("ph") == "X"]), strict=True)) for group in (user, gpu)]
         posted = [k == 1 for k in kind]
         for column, values in (("name", names), ("ts", ts), ("tid", tids)):
             tables[0][column] += [v for v, c in zip(values, posted, strict=True) if c]
@@ -294,16 +309,19 @@ def _event_tables(file: Path, rank: int, events: list):
     return children, *tables
 
 
+_CATEGORY = {"cpu_op": 1, "user_annotation": 2, "gpu_user_annotation": 3}
+
+
+def _columns(rows: list[tuple]) -> list[list]:
+    """Rows of four fields as four column lists."""
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], [], []]
+
+
 def _cpu_kind(name: str) -> int:
     """A profiled operator's role: 0 the op's compute, 1 a send posted, 2 another message."""
     if not name.startswith("c10d::"):
         return 0
     return 1 if _SEND.match(name) else 2
-
-
-def _marks(events: list) -> dict:
-    return {"name": [e.get("name") for e in events], "ts": [e["ts"] for e in events],
-            "dur": [e["dur"] for e in events], "tid": [e.get("tid") for e in events]}
 
 
 def _bad_event(events: list):
@@ -316,7 +334,7 @@ def _bad_event(events: list):
                 if isinstance(name, str) and name.startswith("c10d::") and not _SEND.match(name):
                     continue
                 e["ts"]
-            elif cat in ("user_annotation", "gpu_user_annotation") and e.get("ph") == "X":
+            elif cat in _CATEGORY and e.get("ph") == "X":
                 e["ts"], e["dur"]
         except (AttributeError, KeyError, TypeError):
             return e
@@ -365,9 +383,8 @@ def _annotations(file: Path, rank: int, marks: dict):
         table.clear()
         codes = np.array([table.setdefault(n if isinstance(n, str) else None, len(table))
                           for n in names], np.int64)
-    parsed = [_parse_label(n) for n in table]
-    role = np.array([r for r, _ in parsed], np.int64)[codes]
-    ops = np.array([op for _, op in parsed], np.int64).reshape(-1, 5)
+    role, ops = _roles(list(table))
+    role = role[codes]
     named = np.array([isinstance(n, str) for n in table], bool)[codes]
     a, d = _times(file, rank, marks, named)
     bad = np.flatnonzero(named & ((d < 0) | (role == _BAD)))
@@ -408,6 +425,35 @@ def _times(file: Path, rank: int, marks: dict, named: np.ndarray):
     a = np.array([x if good else np.nan for x, good in zip(marks["ts"], ok, strict=True)], float)
     d = np.array([x if good else np.nan for x, good in zip(marks["dur"], ok, strict=True)], float)
     return a, d
+
+
+# the common labels, one per line of the names joined: a plain op (stage, kind, mb), a send
+# action, another action; any other line matches the empty last branch
+_LABELS = re.compile(r"^(?:PP:(\d+)([FBIW])(\d+)|PP:\d+(SEND_[FB])\d*|"
+                     r"PP:\d+(RECV_[FB]|UNSHARD|RESHARD|REDUCE_GRAD)\d*|.*)$", re.M)
+_KIND_OF_LETTER = np.zeros(256, np.int64)
+_KIND_OF_LETTER[[ord(k) for k in _KIND]] = list(_KIND.values())
+
+
+def _roles(names: list) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct name's role and op (``-1`` where none): the common labels by one regular
+    expression over all the names at once, the rest one by one (``_parse_label``)."""
+    text = "\n".join(n if isinstance(n, str) and "\n" not in n else "" for n in names)
+    found = _LABELS.findall(text) if names else []
+    role = np.full(len(names), -1, np.int64)
+    ops = np.full((len(names), 5), -1, np.int64)
+    if len(found) == len(names) and found:
+        stage, kind, mb, send, other = (np.array(column) for column in zip(*found, strict=True))
+        plain = np.flatnonzero(kind != "")
+        role[plain] = _OP
+        ops[plain, 0] = _KIND_OF_LETTER[np.frombuffer("".join(kind[plain]).encode(), np.uint8)]
+        ops[plain, 1] = stage[plain].astype(np.int64)
+        ops[plain, 2] = mb[plain].astype(np.int64)
+        role[send != ""] = _SEND_ACTION
+        role[other != ""] = _OTHER
+    for k in np.flatnonzero(role < 0).tolist():
+        role[k], ops[k] = _parse_label(names[k])
+    return role, ops
 
 
 def _parse_label(name) -> tuple[int, tuple]:
