@@ -16,11 +16,13 @@ Times stay in each rank's own clock here (microseconds); ``fastpp.measured.run``
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
 import re
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,6 +142,21 @@ def trace_files(path) -> list[Path]:
     return files
 
 
+@contextmanager
+def collector_paused():
+    """Python's cycle collector off while a run is read: a trace parses into hundreds of
+    thousands of small dicts, none in a cycle, and the collector's passes over them took as
+    long as the parse itself (measured on the 64-rank, 100,000-op trace of
+    bench/bench_measured.py)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _replica(file: Path) -> bool:
     """A Megatron timer file of a tensor/context/data-parallel replica (its TPxCPxDP rank is not
     0): the same pipeline rank again, left out of a folder as PP-Schedule-Visualization does."""
@@ -200,33 +217,12 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
     events = data["traceEvents"]
     if not isinstance(events, list):
         raise ScheduleError(f"{file}: rank {rank}: traceEvents must be a list of events")
-    # one pass over every event, keeping little: real traces hold many operators per op
-    child_tid, child_ts, child_dur = [], [], []
-    marks = {"user_annotation": [], "gpu_user_annotation": []}
-    try:
-        for e in events:
-            cat = e.get("cat")
-            if cat == "cpu_op":
-                name = e.get("name")
-                # posting a message is not the op's compute: ScheduleGPipe posts its receives
-                # and sends inside its ranges (c10d::recv_, c10d::send), the others outside
-                if isinstance(name, str) and name.startswith("c10d::"):
-                    if _SEND.match(name):
-                        marks["user_annotation"].append((name, e["ts"], 0.0, e.get("tid")))
-                    continue
-                child_tid.append(e.get("tid"))
-                child_ts.append(e["ts"])
-                child_dur.append(e.get("dur", 0.0))
-            elif cat in marks and e.get("ph") == "X":
-                marks[cat].append((e.get("name"), e["ts"], e["dur"], e.get("tid")))
-    except (AttributeError, KeyError, TypeError):
-        raise ScheduleError(f"{file}: rank {rank}: event {e!r:.200} is not a profiler event "
-                            f"(a dict with a numeric ts and dur)") from None
-    cpu, recvs, sends, posts, other_labels = _annotations(file, rank, marks["user_annotation"])
-    gpu = _annotations(file, rank, marks["gpu_user_annotation"])[0]
-    device_clock = bool(gpu)
-    chosen = gpu or cpu
-    if not chosen:
+    children, marks, gpu_marks = _event_tables(file, rank, events)
+    cpu, recvs, sends, posts, other_labels = _annotations(file, rank, marks)
+    gpu = _annotations(file, rank, gpu_marks)[0]
+    device_clock = bool(gpu["start"].size)
+    chosen = gpu if device_clock else cpu
+    if not chosen["start"].size:
         hint = (" (it labels only sends and receives)" if other_labels else "")
         raise ScheduleError(
             f"{file}: rank {rank}: no pipeline labels{hint}: expected user_annotation events "
@@ -235,30 +231,21 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
             f"nothing: measure 1F1B by writing its order with fastpp.io.write_torch_csv and "
             f"running it through _PipelineScheduleRuntime (_load_csv(path, "
             f"format='compute_only')).")
-    chosen.sort(key=lambda row: (row[0], -row[1]))
-    # an overlapped pair may show its parts as ranges inside its own: keep the outermost
-    kept, reach = [], -np.inf
-    for row in chosen:
-        if row[1] <= reach and row[2] == kept[-1][2]:
-            _check_part(file, rank, kept[-1], row)
-            continue
-        kept.append(row)
-        reach = row[1]
-    start = np.array([r[0] for r in kept])
-    end = np.array([r[1] for r in kept])
+    start, end, tid, labels, ops = _outermost(file, rank, chosen)
     first_child = end.copy()
-    ready = np.full(len(kept), np.nan)
+    ready = np.full(len(start), np.nan)
     release = end.copy()
     sent = end.copy()
     operators = end - start
     if not device_clock:
-        threads = list({r[2] for r in kept})
+        threads = list(set(tid))
         release = _release(start, end, sends)
-        posted = np.sort(np.array([a for tid, a in posts if tid in threads], float))
+        posted = np.sort(np.array([a for t, a in posts if t in threads], float))
         at = np.searchsorted(posted, start, side="left")
         inside = at < len(posted)
         inside[inside] = posted[at[inside]] < end[inside]
         sent[inside] = posted[at[inside]]
+        child_tid, child_ts, child_dur = children
         try:
             mine = np.isin(np.array(child_tid, object), threads)
             ts, dur = np.array(child_ts, float)[mine], np.array(child_dur, float)[mine]
@@ -272,16 +259,228 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
         has = at < len(ts)
         first_child[has] = np.minimum(end[has], ts[np.minimum(at, len(ts) - 1)[has]])
         operators = _outermost_time(ts, dur, start, end)
-        ends = np.sort(np.array([b for tid, b in recvs if tid in threads], float))
+        ends = np.sort(np.array([b for t, b in recvs if t in threads], float))
         last = np.searchsorted(ends, end, side="right") - 1
         found = last >= 0
         found[found] = ends[last[found]] >= start[found]
         ready[found] = ends[last[found]]
     return RankTrace(str(file), rank, world if isinstance(world, int) else None,
-                     str(data.get("host_name", "")), base_ns,
-                     [r[3] for r in kept], np.array([r[4] for r in kept], np.int64).reshape(-1, 5),
-                     np.zeros(len(kept), np.int64), start, end, first_child, ready, release,
+                     str(data.get("host_name", "")), base_ns, labels, ops,
+                     np.zeros(len(start), np.int64), start, end, first_child, ready, release,
                      sent, operators, device_clock)
+
+
+_MISSING = object()  # a key an event lacks
+
+
+def _event_tables(file: Path, rank: int, events: list):
+    """The events this reader uses, as columns: the profiled operators ``(tid, ts, dur)`` and
+    the CPU and GPU annotation ranges ``(name, ts, dur, tid)`` (the CPU's with the sends the
+    operators post, as ranges of no duration). A trace holds hundreds of thousands of events:
+    each is touched by one comprehension that codes its category, then only the events of a
+    category by one that takes their fields, with no branch per event."""
+    try:
+        category = np.array([_CATEGORY.get(e.get("cat"), 0) for e in events], np.int8)
+        cpu, user, gpu = ([events[k] for k in np.flatnonzero(category == c).tolist()]
+                          for c in (1, 2, 3))
+        names, ts, tids, durs = _columns([(e.get("name"), e.get("ts", _MISSING), e.get("tid"),
+                                           e.get("dur", 0.0)) for e in cpu])
+        # posting a message is not the op's compute: ScheduleGPipe posts its receives and
+        # sends inside its ranges (c10d::recv_, c10d::send), the others outside; one look per
+        # distinct name
+        kinds = {name: _cpu_kind(name) for name in set(n for n in names if isinstance(n, str))}
+        kind = [kinds.get(n, 0) if isinstance(n, str) else 0 for n in names]
+        if any(t is _MISSING for t, k in zip(ts, kind, strict=True) if k != 2):
+            raise KeyError("ts")
+        child = [k == 0 for k in kind]
+        children = tuple([v for v, c in zip(values, child, strict=True) if c]
+                         for values in (tids, ts, durs))
+        tables = [dict(zip(("name", "ts", "dur", "tid"), _columns(
+            [(e.get("name"), e["ts"], e["dur"], e.get("tid")) for e in group
+             if e.get("ph") == "X"]), strict=True)) for group in (user, gpu)]
+        posted = [k == 1 for k in kind]
+        for column, values in (("name", names), ("ts", ts), ("tid", tids)):
+            tables[0][column] += [v for v, c in zip(values, posted, strict=True) if c]
+        tables[0]["dur"] += [0.0] * sum(posted)
+    except (AttributeError, KeyError, TypeError):
+        bad = _bad_event(events)
+        raise ScheduleError(f"{file}: rank {rank}: event {bad!r:.200} is not a profiler event "
+                            f"(a dict with a numeric ts and dur)") from None
+    return children, *tables
+
+
+_CATEGORY = {"cpu_op": 1, "user_annotation": 2, "gpu_user_annotation": 3}
+
+
+def _columns(rows: list[tuple]) -> list[list]:
+    """Rows of four fields as four column lists."""
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], [], []]
+
+
+def _cpu_kind(name: str) -> int:
+    """A profiled operator's role: 0 the op's compute, 1 a send posted, 2 another message."""
+    if not name.startswith("c10d::"):
+        return 0
+    return 1 if _SEND.match(name) else 2
+
+
+def _bad_event(events: list):
+    """The first event the reader cannot use (for the message)."""
+    for e in events:
+        try:
+            cat = e.get("cat")
+            if cat == "cpu_op":
+                name = e.get("name")
+                if isinstance(name, str) and name.startswith("c10d::") and not _SEND.match(name):
+                    continue
+                e["ts"]
+            elif cat in _CATEGORY and e.get("ph") == "X":
+                e["ts"], e["dur"]
+        except (AttributeError, KeyError, TypeError):
+            return e
+    return None
+
+
+def _outermost(file: Path, rank: int, chosen: dict):
+    """The ops in the order they ran (by start, longer first at a tie): an overlapped pair
+    may show its parts as ranges inside its own, of which the outermost is kept."""
+    order = np.lexsort((-chosen["end"], chosen["start"]))
+    start, end = chosen["start"][order], chosen["end"][order]
+    tid = [chosen["tid"][k] for k in order]
+    labels = [chosen["label"][k] for k in order]
+    ops = chosen["op"][order]
+    if not np.any(end[1:] <= np.maximum.accumulate(end)[:-1]):
+        return start, end, tid, labels, ops  # nothing nests: the common case
+    kept, reach = [], -np.inf
+    for k in range(len(start)):
+        if end[k] <= reach and tid[k] == tid[kept[-1]]:
+            _check_part(file, rank, (float(start[kept[-1]]), float(end[kept[-1]]), tid[kept[-1]],
+                                     labels[kept[-1]], tuple(ops[kept[-1]].tolist())),
+                        (float(start[k]), float(end[k]), tid[k], labels[k], tuple(ops[k].tolist())))
+            continue
+        kept.append(k)
+        reach = end[k]
+    return start[kept], end[kept], [tid[k] for k in kept], [labels[k] for k in kept], ops[kept]
+
+
+_KIND = {"F": F, "B": B, "I": I, "W": W}
+# what an annotation range is, by its name
+_SKIP, _OP, _OTHER, _SEND_ACTION, _RECV_END, _POST, _BAD = range(7)
+
+
+def _annotations(file: Path, rank: int, marks: dict):
+    """The compute ops (columns ``start, end, tid, label, op``), the receives' ``(tid, end)``,
+    the send actions ``(start, end)``, the sends posted ``(tid, start)`` and how many other
+    actions there were, from annotation ranges (columns ``name, ts, dur, tid``).
+
+    The names are interned as integer codes (as Holistic Trace Analysis's symbol table does):
+    each distinct name is parsed once, and each range's role is an array lookup."""
+    names = marks["name"]
+    table: dict = {}
+    try:
+        codes = np.array([table.setdefault(n, len(table)) for n in names], np.int64)
+    except TypeError:  # a name that is not hashable: not a label
+        table.clear()
+        codes = np.array([table.setdefault(n if isinstance(n, str) else None, len(table))
+                          for n in names], np.int64)
+    role, ops = _roles(list(table))
+    role = role[codes]
+    named = np.array([isinstance(n, str) for n in table], bool)[codes]
+    a, d = _times(file, rank, marks, named)
+    bad = np.flatnonzero(named & ((d < 0) | (role == _BAD)))
+    if bad.size:
+        k = bad[0]
+        if d[k] < 0:
+            raise ScheduleError(f"{file}: rank {rank}: event {names[k]!r} at ts={marks['ts'][k]} "
+                                f"has a negative duration (dur={marks['dur'][k]})")
+        raise ScheduleError(f"{file}: rank {rank}: event {names[k]!r} at ts={marks['ts'][k]}: "
+                            f"not a pipeline action PyTorch writes")
+    b = a + d
+    tids = marks["tid"]
+    mine = np.flatnonzero(role == _OP)
+    chosen = {"start": a[mine], "end": b[mine], "tid": [tids[k] for k in mine],
+              "label": [names[k] for k in mine], "op": ops[codes[mine]]}
+    recvs = [(tids[k], e) for k, e in zip(np.flatnonzero(role == _RECV_END).tolist(),
+                                          b[role == _RECV_END].tolist(), strict=True)]
+    sending = role == _SEND_ACTION
+    sends = list(zip(a[sending].tolist(), b[sending].tolist(), strict=True))
+    posts = [(tids[k], s) for k, s in zip(np.flatnonzero(role == _POST).tolist(),
+                                          a[role == _POST].tolist(), strict=True)]
+    others = int(np.count_nonzero((role == _OTHER) | (role == _SEND_ACTION)))
+    return chosen, recvs, sends, posts, others
+
+
+def _times(file: Path, rank: int, marks: dict, named: np.ndarray):
+    """The ranges' ``ts`` and ``dur`` as float arrays; a labelled range without numeric ones is
+    an error (an unlabelled one is skipped)."""
+    a, d = np.array(marks["ts"]), np.array(marks["dur"])
+    if a.dtype.kind in "biuf" and d.dtype.kind in "biuf":
+        return a.astype(float), d.astype(float)
+    ok = np.array([_num(x) and _num(y)
+                   for x, y in zip(marks["ts"], marks["dur"], strict=True)], bool)
+    if np.any(named & ~ok):
+        k = int(np.argmax(named & ~ok))
+        raise ScheduleError(f"{file}: rank {rank}: event {marks['name'][k]!r} has no numeric ts "
+                            f"and dur")
+    a = np.array([x if good else np.nan for x, good in zip(marks["ts"], ok, strict=True)], float)
+    d = np.array([x if good else np.nan for x, good in zip(marks["dur"], ok, strict=True)], float)
+    return a, d
+
+
+# the common labels, one per line of the names joined: a plain op (stage, kind, mb), a send
+# action, another action; any other line matches the empty last branch
+_LABELS = re.compile(r"^(?:PP:(\d+)([FBIW])(\d+)|PP:\d+(SEND_[FB])\d*|"
+                     r"PP:\d+(RECV_[FB]|UNSHARD|RESHARD|REDUCE_GRAD)\d*|.*)$", re.M)
+_KIND_OF_LETTER = np.zeros(256, np.int64)
+_KIND_OF_LETTER[[ord(k) for k in _KIND]] = list(_KIND.values())
+
+
+def _roles(names: list) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct name's role and op (``-1`` where none): the common labels by one regular
+    expression over all the names at once, the rest one by one (``_parse_label``)."""
+    text = "\n".join(n if isinstance(n, str) and "\n" not in n else "" for n in names)
+    found = _LABELS.findall(text) if names else []
+    role = np.full(len(names), -1, np.int64)
+    ops = np.full((len(names), 5), -1, np.int64)
+    if len(found) == len(names) and found:
+        stage, kind, mb, send, other = (np.array(column) for column in zip(*found, strict=True))
+        plain = np.flatnonzero(kind != "")
+        role[plain] = _OP
+        ops[plain, 0] = _KIND_OF_LETTER[np.frombuffer("".join(kind[plain]).encode(), np.uint8)]
+        ops[plain, 1] = stage[plain].astype(np.int64)
+        ops[plain, 2] = mb[plain].astype(np.int64)
+        role[send != ""] = _SEND_ACTION
+        role[other != ""] = _OTHER
+    for k in np.flatnonzero(role < 0).tolist():
+        role[k], ops[k] = _parse_label(names[k])
+    return role, ops
+
+
+def _parse_label(name) -> tuple[int, tuple]:
+    """What an annotation range named ``name`` is, and the op when it is one."""
+    none = (-1, -1, -1, -1, -1)
+    if not isinstance(name, str):
+        return _SKIP, none
+    if name.startswith("PP:"):
+        plain = _PLAIN_PP.match(name)
+        if plain:  # the common case, without parse_op's generality
+            return _OP, (_KIND[plain.group(2)], int(plain.group(1)), int(plain.group(3)), -1, -1)
+        text = name[3:]
+        if _OTHER_ACTIONS.match(text):
+            return (_SEND_ACTION if "SEND_" in text else _OTHER), none
+        try:
+            return _OP, tuple(parse_op(text))
+        except ValueError:
+            return _BAD, none
+    if name.endswith("recv") and _RECV.match(name):
+        return _RECV_END, none
+    if _SEND.match(name):
+        return _POST, none
+    if name.startswith(("Forward ", "Backward ")):
+        gpipe = _GPIPE.match(name)
+        if gpipe:
+            return _OP, (F if gpipe.group(1) == "Forward" else B, -1, int(gpipe.group(2)), -1, -1)
+    return _SKIP, none
 
 
 def _check_part(file: Path, rank: int, outer: tuple, inner: tuple) -> None:
@@ -309,60 +508,6 @@ def _outermost_time(ts: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.
     total = np.concatenate([[0.0], np.cumsum(dur)])
     return total[np.searchsorted(ts, end, side="left")] - total[np.searchsorted(ts, start,
                                                                                 side="left")]
-
-
-_KIND = {"F": F, "B": B, "I": I, "W": W}
-
-
-def _annotations(file: Path, rank: int, marks: list[tuple]):
-    """The compute ops ``(start, end, tid, label, op)``, the receives' ``(tid, end)``, the
-    send actions ``(start, end)``, the sends posted ``(tid, start)`` and how many other actions
-    there were, from annotation ranges ``(name, ts, dur, tid)``."""
-    try:
-        return _classify(file, rank, marks)
-    except TypeError:  # a ts or dur that is not a number
-        bad = next(m for m in marks if not (_num(m[1]) and _num(m[2])))
-        raise ScheduleError(f"{file}: rank {rank}: event {bad[0]!r} has no numeric ts and "
-                            f"dur") from None
-
-
-def _classify(file: Path, rank: int, marks: list[tuple]):
-    ops, recvs, sends, posts = [], [], [], []
-    others = 0
-    for name, a, d, tid in marks:
-        if not isinstance(name, str):
-            continue
-        if d < 0:
-            raise ScheduleError(f"{file}: rank {rank}: event {name!r} at ts={a} has a negative "
-                                f"duration (dur={d})")
-        if name.startswith("PP:"):
-            plain = _PLAIN_PP.match(name)
-            if plain:  # the common case, without parse_op's generality
-                ops.append((a, a + d, tid, name, (_KIND[plain.group(2)], int(plain.group(1)),
-                                                  int(plain.group(3)), -1, -1)))
-                continue
-            text = name[3:]
-            if _OTHER_ACTIONS.match(text):
-                others += 1
-                if "SEND_" in text:
-                    sends.append((a, a + d))
-                continue
-            try:
-                op = parse_op(text)
-            except ValueError:
-                raise ScheduleError(f"{file}: rank {rank}: event {name!r} at ts={a}: not a "
-                                    f"pipeline action PyTorch writes") from None
-            ops.append((a, a + d, tid, name, op))
-        elif name.endswith("recv") and _RECV.match(name):
-            recvs.append((tid, a + d))
-        elif _SEND.match(name):
-            posts.append((tid, a))
-        elif name.startswith(("Forward ", "Backward ")):
-            gpipe = _GPIPE.match(name)
-            if gpipe:
-                ops.append((a, a + d, tid, name, (F if gpipe.group(1) == "Forward" else B, -1,
-                                                  int(gpipe.group(2)), -1, -1)))
-    return ops, recvs, sends, posts, others
 
 
 def _release(start: np.ndarray, end: np.ndarray, sends: list[tuple]) -> np.ndarray:

@@ -47,7 +47,7 @@ from ..ops import FB, PAD, B, F, I, Op, W, format_op
 from ..schedule import Schedule
 from ..simulate import Result, simulate
 from .align import align
-from .read import RankTrace, read_file, trace_files
+from .read import RankTrace, collector_paused, read_file, trace_files
 
 pd = require("pandas", "measured", "fastpp.measured")
 
@@ -334,7 +334,8 @@ def read_torch_trace(path) -> MeasuredRun:
         range, two runs in one folder, clocks that cannot be aligned.
     """
     files = trace_files(path)
-    return build_run([read_file(f) for f in files])
+    with collector_paused():
+        return build_run([read_file(f) for f in files])
 
 
 def build_run(traces: list[RankTrace]) -> MeasuredRun:
