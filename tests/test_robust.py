@@ -1,0 +1,72 @@
+"""Robust objectives: sweeps, budgets and the optimizer under ``fastpp.Noise``."""
+
+import math
+
+import numpy as np
+import pytest
+
+import fastpp
+from fastpp import Costs, Noise, ScheduleError, best_within_budget, build_schedule, simulate
+
+SLOW = Noise(0.05, link_delay={(3, 4): 4.0}, blocking=True)
+
+
+def test_sweep_without_noise_is_unchanged():
+    plain = fastpp.sweep(["1f1b", "zb-h1"], p=4, n=8, w=1.0, progress=False)
+    assert "makespan_p95" not in plain
+    assert plain["makespan"].tolist() == [33.0, 27.0]  # closed forms: (n+p-1)(f+b), ZB-H1
+
+
+def test_sweep_rows_match_simulate():
+    df = fastpp.sweep(["1f1b", "zb-h1", "interleaved-1f1b"], p=4, n=8, w=[0.5, 1.0],
+                      progress=False, noise=Noise(0.1), samples=50, seed=3)
+    assert len(df) == 6
+    for row in df.itertuples():
+        m = 2 if row.schedule == "interleaved-1f1b" else 1
+        mc = simulate(build_schedule(row.schedule, 4, 8, m), Costs(f=1.0, b=2.0, w=row.w),
+                      noise=Noise(0.1), samples=50, seed=3)
+        assert row.makespan_mean == mc.mean and row.makespan_std == mc.std
+        assert row.makespan_p95 == mc.quantile(0.95)
+        assert row.makespan_p50 == mc.quantile(0.5)
+        assert row.makespan_p95 >= row.makespan_p50
+
+
+def test_sweep_costs_objects_under_noise():
+    costs = [Costs(f=1.0, b=2.0), Costs(f=[1.0, 1.0, 1.0, 2.0], b=2.0)]
+    df = fastpp.sweep("1f1b", p=4, n=8, costs=costs, progress=False, noise=Noise(0.05),
+                      samples=20)
+    slow = df[df["costs"] == 1]["makespan_mean"].iloc[0]
+    assert slow > df[df["costs"] == 0]["makespan_mean"].iloc[0] * 1.2  # a 2x-slow stage
+
+
+def test_budget_ranks_by_p95_under_a_slow_link():
+    # zero-bubble is fastest without noise, 1F1B under a blocking slow link (docs/variability)
+    df = fastpp.sweep(["1f1b", "zb-h2"], p=8, n=32, w=1.0, progress=False, noise=SLOW,
+                      samples=40)
+    assert best_within_budget(df, math.inf)["schedule"].item() == "zb-h2"
+    for objective in ("p95", "mean", "mean+std"):
+        best = best_within_budget(df, math.inf, objective=objective)
+        assert best["schedule"].item() == "1f1b", objective
+    for lam in (0.0, 1.0, 1e4):  # the row minimizing mean + lam * std, whatever lam
+        score = df["makespan_mean"] + lam * df["makespan_std"]
+        best = best_within_budget(df, math.inf, objective="mean+std", lam=lam)
+        assert best["schedule"].item() == df["schedule"][score.idxmin()]
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    ({"samples": 0}, "samples"), ({"seed": -1}, "seed"), ({"noise": 0.1}, "noise")])
+def test_sweep_bad_noise_input(kwargs, word):
+    kwargs = {"noise": Noise(0.1), **kwargs}
+    with pytest.raises(ScheduleError, match=word):
+        fastpp.sweep("1f1b", p=2, n=4, progress=False, **kwargs)
+
+
+def test_budget_bad_objective():
+    df = fastpp.sweep("1f1b", p=2, n=4, progress=False)
+    with pytest.raises(ScheduleError, match="objective"):
+        best_within_budget(df, objective="p99")
+    with pytest.raises(ScheduleError, match="makespan_p95"):
+        best_within_budget(df, objective="p95")  # no noisy columns
+    with pytest.raises(ScheduleError, match="lam"):
+        best_within_budget(df, objective="makespan", lam=-1.0)
+    assert np.isfinite(best_within_budget(df)["makespan"]).all()
