@@ -70,3 +70,49 @@ def test_budget_bad_objective():
     with pytest.raises(ScheduleError, match="lam"):
         best_within_budget(df, objective="makespan", lam=-1.0)
     assert np.isfinite(best_within_budget(df)["makespan"]).all()
+
+
+PLAN = dict(seq=2048, global_batch=64, schedules=["1f1b", "zb-h1", "interleaved-1f1b"], tp=2,
+            pp=[4, 8])
+
+
+def test_plan_noise_keeps_the_rows_and_rebuilds_each_pipeline():
+    from fastpp.model import plan
+
+    plain = plan("llama2-7b", 16, **PLAN)
+    # no jitter: each row's Monte Carlo is its deterministic pipeline (its stage costs rebuilt)
+    still = plan("llama2-7b", 16, **PLAN, noise=Noise(0.0), samples=2)
+    assert still[list(plain.columns)].equals(plain)
+    ran = still["makespan"].notna()
+    assert ran.sum() > 10
+    np.testing.assert_allclose(still["makespan_mean"][ran], still["makespan"][ran], rtol=1e-12)
+    assert (still["makespan_std"][ran] == 0).all()
+
+
+def test_plan_orders_by_p95_under_a_straggler():
+    from fastpp.model import plan
+
+    df = plan("llama2-7b", 16, **PLAN, noise=Noise(0.1, slow_devices={3: 1.3}), samples=16,
+              objective="p95")
+    fits = df[df["fits"]]
+    assert fits["step_time_p95"].is_monotonic_increasing
+    assert not df["fits"].iloc[: len(fits)].eq(False).any()  # fitting rows first
+    outside = fits["step_time"] - fits["makespan"]
+    np.testing.assert_allclose(fits["step_time_p95"] - fits["makespan_p95"], outside,
+                               rtol=1e-9, atol=1e-12)
+    assert (fits["makespan_p95"] > fits["makespan"]).all()  # a 30% straggler only slows
+    mixed = plan("llama2-7b", 16, **PLAN, noise=Noise(0.1), samples=8, objective="mean+std",
+                 lam=2.0)
+    score = (mixed["step_time_mean"] + 2.0 * mixed["makespan_std"])[mixed["fits"]]
+    assert score.is_monotonic_increasing
+
+
+def test_plan_bad_objective():
+    from fastpp.model import plan
+
+    with pytest.raises(ScheduleError, match="noise"):
+        plan("llama2-7b", 16, **PLAN, objective="p95")
+    with pytest.raises(ScheduleError, match="objective"):
+        plan("llama2-7b", 16, **PLAN, noise=Noise(0.1), samples=2, objective="worst")
+    with pytest.raises(ScheduleError, match="samples"):
+        plan("llama2-7b", 16, **PLAN, noise=Noise(0.1), samples=0)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, number, one_of, positive_int
-from ..costs import Costs
+from ..costs import OPTIONAL, SLOTS, Costs
 from ..generators.registry import SCHEDULES
 from .points import COSTS
 
@@ -34,46 +34,70 @@ def add_noise(frame, noise, samples: int, seed: int, objects=None):
     """``frame`` (a sweep chunk's rows) with ``NOISE_COLUMNS``: one Monte Carlo per row, the
     schedule built once per ``(schedule, p, n, m, G)`` group (common random numbers: every
     row draws the same seed)."""
-    from .. import build_schedule
-    from ..montecarlo import run
-
+    ok = np.isfinite(frame["makespan"].to_numpy(float))  # not an invalid kept row
+    rows = frame[ok]
+    if objects is not None and "costs" in rows:
+        costs = [objects[int(k)] for k in rows["costs"]]
+    else:
+        costs = [Costs(**{k: v for k, v in zip(COSTS, values, strict=True)
+                          if not math.isnan(v)})
+                 for values in rows[list(COSTS)].itertuples(index=False)]
+    some = noise_rows(*(rows[k].to_numpy() for k in ("schedule", "p", "n", "m", "G")), costs,
+                      noise, samples, seed)
     out = {k: np.full(len(frame), np.nan) for k in NOISE_COLUMNS}
-    built: dict[tuple, object] = {}
-    for i, row in enumerate(frame.itertuples(index=False)):
-        if not math.isfinite(getattr(row, "makespan", math.nan)):  # an invalid kept row
-            continue
-        key = (row.schedule, int(row.p), int(row.n), int(row.m), int(row.G))
-        if key not in built:
-            spec = SCHEDULES[row.schedule]
-            options = {"G": key[4]} if "G" in spec.options else {}
-            built[key] = build_schedule(row.schedule, key[1], key[2], m=key[3], **options)
-        if objects is not None and "costs" in frame:
-            costs = objects[int(row.costs)]
-        else:
-            costs = Costs(**{k: getattr(row, k) for k in COSTS
-                             if not math.isnan(getattr(row, k))})
-        mc = run(built[key], costs, noise, samples, seed)
-        out["makespan_mean"][i], out["makespan_std"][i] = mc.mean, mc.std
-        out["makespan_p50"][i], out["makespan_p95"][i] = mc.quantile([0.5, 0.95])
+    for k, v in some.items():
+        out[k][ok] = v
     frame = frame.copy()
     for k, v in out.items():
         frame[k] = v
     return frame
 
 
-def objective_values(df, objective: str, lam: float):
-    """The column to rank ``df``'s rows by (smaller is better): ``"makespan"`` (no noise),
-    ``"mean"``, ``"p50"``, ``"p95"`` or ``"mean+std"`` (``makespan_mean + lam *
-    makespan_std``)."""
+def objective_values(df, objective: str, lam: float, base: str = "makespan"):
+    """The column to rank ``df``'s rows by (smaller is better): ``"makespan"`` (no noise: the
+    deterministic ``base``), ``"mean"``, ``"p50"``, ``"p95"`` (``{base}_mean`` ...) or
+    ``"mean+std"`` (``{base}_mean + lam * makespan_std``; a plan's step differs from its
+    makespan by a constant, so the spread is the makespan's)."""
     one_of(objective, "objective", OBJECTIVES)
     lam = number(lam, "lam")
     if objective == "makespan":
-        return df["makespan"]
-    need = "makespan_p95" if objective == "p95" else "makespan_mean"
+        return df[base]
+    need = f"{base}_p95" if objective == "p95" else f"{base}_mean"
     if need not in df:
         raise ScheduleError(f"objective={objective!r} needs rows with {need} (a sweep or plan "
                             f"run with noise=); the rows have none")
     if objective == "mean+std":
-        return df["makespan_mean"] + lam * df["makespan_std"]
-    return df[{"mean": "makespan_mean", "p50": "makespan_p50", "p95": "makespan_p95"}[
-        objective]]
+        return df[f"{base}_mean"] + lam * df["makespan_std"]
+    return df[f"{base}_{objective}"]
+
+def costs_of(values: np.ndarray, at: np.ndarray, i: int) -> Costs:
+    """Point ``i``'s ``Costs`` from a kernel cost table (``engine.cost_layout``)."""
+    fields: dict = {}
+    for k, (name, kind) in enumerate(SLOTS):
+        start, length = at[i, k]
+        arr = values[start:start + length]
+        value = float(arr[0]) if length == 1 else arr.copy()
+        if kind is not None:
+            fields.setdefault("overhead", {})[kind] = value
+        elif not (name in OPTIONAL and np.all(np.isnan(arr))):
+            fields[name] = value
+    return Costs(**fields)
+
+
+def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int) -> dict:
+    """``NOISE_COLUMNS`` for points given by arrays ``names, p, n, m, G`` and their ``Costs``
+    (one Monte Carlo each, common seed; a schedule built once per group)."""
+    from .. import build_schedule
+    from ..montecarlo import run
+
+    out = {k: np.full(len(costs), np.nan) for k in NOISE_COLUMNS}
+    built: dict[tuple, object] = {}
+    for i, c in enumerate(costs):
+        key = (str(names[i]), int(p[i]), int(n[i]), int(m[i]), int(G[i]))
+        if key not in built:
+            options = {"G": key[4]} if "G" in SCHEDULES[key[0]].options else {}
+            built[key] = build_schedule(key[0], key[1], key[2], m=key[3], **options)
+        mc = run(built[key], c, noise, samples, seed)
+        out["makespan_mean"][i], out["makespan_std"][i] = mc.mean, mc.std
+        out["makespan_p50"][i], out["makespan_p95"][i] = mc.quantile([0.5, 0.95])
+    return out
