@@ -116,3 +116,38 @@ def test_plan_bad_objective():
         plan("llama2-7b", 16, **PLAN, noise=Noise(0.1), samples=2, objective="worst")
     with pytest.raises(ScheduleError, match="samples"):
         plan("llama2-7b", 16, **PLAN, noise=Noise(0.1), samples=0)
+
+
+def _link(delay):
+    return Noise(0.05, link_delay={(1, 2): delay}, blocking=True)
+
+
+def test_optimize_p95_picks_the_least_p95_candidate():
+    costs = Costs(f=1.0, b=2.0, w=1.0)
+    plain = fastpp.optimize(4, 12, costs, method="heuristic", progress=False)
+    calm = fastpp.optimize(4, 12, costs, method="heuristic", progress=False, objective="p95",
+                           noise=_link(0.0), samples=32)
+    slow = fastpp.optimize(4, 12, costs, method="heuristic", progress=False, objective="p95",
+                           noise=_link(2.0), samples=32)
+    assert calm.schedule.ops.tobytes() == plain.schedule.ops.tobytes()  # no delay: no change
+    assert slow.method != plain.method  # a slow link makes another schedule the most robust
+    for result, delay in ((calm, 0.0), (slow, 2.0)):
+        assert result.value == result.robust.quantile(0.95)
+        assert math.isnan(result.lower_bound) and not result.optimal
+        for name in ("1f1b", "zb-h1", "zb-h2"):  # registered candidates, same draws
+            mc = simulate(build_schedule(name, 4, 12), costs, noise=_link(delay), samples=32)
+            assert result.value <= mc.quantile(0.95)
+        greedy = simulate(plain.schedule, costs, noise=_link(delay), samples=32)
+        assert result.value <= greedy.quantile(0.95)
+    mixed = fastpp.optimize(4, 12, costs, method="heuristic", progress=False,
+                            objective="mean+std", noise=_link(2.0), samples=16, lam=3.0)
+    assert mixed.value == pytest.approx(mixed.robust.mean + 3.0 * mixed.robust.std, rel=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    ({"objective": "p95"}, "noise"), ({"noise": Noise(0.1)}, "objective"),
+    ({"objective": "p99", "noise": Noise(0.1)}, "objective"),
+    ({"objective": "p95", "noise": Noise(0.1), "samples": 0}, "samples")])
+def test_optimize_bad_noise_input(kwargs, word):
+    with pytest.raises(ScheduleError, match=word):
+        fastpp.optimize(2, 4, method="heuristic", progress=False, **kwargs)
