@@ -211,3 +211,14 @@ def test_injected_delays_show_in_the_measured_ops(tmp_path):
 def test_injected_delays_bad_input(tmp_path, kwargs, word):
     with pytest.raises(ScheduleError, match=word):
         measure("1f1b", P, N, out=tmp_path / "x", **kwargs)
+
+
+@pytest.mark.parametrize("flags, word", [
+    (["--delay", "5:F:0.05"], "delay stage"), (["--delay", "0:F:0.1:-1"], "probability"),
+    (["--link-delay", "0.1:x"], "--link-delay"), (["--link-delay", "0.1:0"], "--link-delay"),
+    (["--steps", "0"], "steps")])
+def test_measure_command_rejects_bad_delays(tmp_path, capsys, flags, word):
+    from fastpp.__main__ import main
+
+    code = main(["measure", "-s", "1f1b", "--out", str(tmp_path / "x"), *flags])
+    assert code != 0 and word in capsys.readouterr().err
