@@ -374,6 +374,14 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--realtime", action="store_true",
                     help="run the ranks under the real-time scheduler (SCHED_FIFO; root), "
                     "ahead of other processes on a shared machine")
+    ap.add_argument("--delay", action="append", default=[], metavar="STAGE:KIND:SECONDS[:PROB]",
+                    help="sleep SECONDS inside each KIND (F or B) op of virtual stage STAGE, "
+                    "with probability PROB (default 1); repeatable")
+    ap.add_argument("--link-delay", metavar="SECONDS[:R1:R2]",
+                    help="sleep SECONDS before each send over the link between ranks R1 and "
+                    "R2 (default the middle link, p//2-1 and p//2), either direction")
+    ap.add_argument("--steps", type=int, default=1,
+                    help="profiled steps (more than 1: out/step{k} each, the last reported)")
     ap.add_argument("--costs-from", metavar="DIR",
                     help="also predict the makespan from the costs calibrated on the traces "
                     "in DIR (another schedule's run)")
@@ -400,7 +408,12 @@ def _measure(args) -> int:
 
         schedule = read_torch_csv(args.from_csv, n=args.n, placement=args.placement)
     given = {k: getattr(args, k) for k in MEASURE_FLAGS if getattr(args, k) is not None}
-    run = measure(schedule, args.p, args.n, args.m, realtime=args.realtime, **given)
+    run = measure(schedule, args.p, args.n, args.m, realtime=args.realtime,
+                  delay=args.delay, link_delay=_link_delay(args.link_delay), steps=args.steps,
+                  **given)
+    if isinstance(run, list):  # one MeasuredRun per step
+        print("steps: " + ", ".join(f"{r.makespan * 1e3:.3f}ms" for r in run))
+        run = run[-1]
     s = run.schedule
     out = Path(run.files[0]).parent if run.files else args.out
     print(f"{args.schedule or args.from_csv}: p={s.p}, n={s.n}, m={s.m}, {s.num_ops} ops, "
@@ -423,6 +436,20 @@ def _measure(args) -> int:
         print(f"picture: {plot.measured_timelines(run, run.replay(), args.picture)}")
     write_report(run, Path(out) / "report.html")
     return 0
+
+
+def _link_delay(text):
+    """``--link-delay SECONDS[:R1:R2]`` as ``measure``'s ``link_delay``."""
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        values = [float(parts[0]), *(int(x) for x in parts[1:])]
+    except ValueError:
+        raise ScheduleError(f"--link-delay must be SECONDS[:R1:R2] (got {text!r})") from None
+    if len(values) not in (1, 3):
+        raise ScheduleError(f"--link-delay must be SECONDS[:R1:R2] (got {text!r})")
+    return values[0] if len(values) == 1 else tuple(values)
 
 
 def write_report(what, path) -> None:

@@ -173,3 +173,52 @@ def test_cli_measure_runs_a_schedule_csv(tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == 0, text
     assert "replayed" in text and f"p={P}, n={N}, m=2" in text
+
+
+def _durations(run, r, kind):
+    s = run.schedule
+    return run.durations[r, : s.length[r]][s.kind[r, : s.length[r]] == kind]
+
+
+def test_injected_delays_show_in_the_measured_ops(tmp_path):
+    """A sleep injected in stage 1's forwards lies inside each of them; a slow link slows the
+    step by at least the two crossings every 1F1B critical path makes; N steps give N runs."""
+    from fastpp.ops import B, F
+
+    delay = 0.1  # well above this machine's op times (1-40 ms under load)
+    small = {"layers": 4, "hidden": 64, "microbatch": 32}
+    base = measure("1f1b", P, N, out=tmp_path / "base", **small)
+    slow = measure("1f1b", P, N, out=tmp_path / "op", delay=f"1:F:{delay}", **small)
+    hit, other = _durations(slow, 1, F), _durations(slow, 0, F)
+    assert len(hit) == N and hit.min() >= delay  # the sleep is inside the labelled op
+    assert np.median(other) < delay / 2
+    assert np.median(_durations(slow, 1, B)) < delay / 2  # only the forwards
+    linked = measure("1f1b", P, N, out=tmp_path / "link", link_delay=delay, **small)
+    assert linked.makespan - base.makespan >= 2 * delay
+    steps = measure("1f1b", P, N, out=tmp_path / "steps", steps=2,
+                    delay=[(0, "B", delay, 1.0)], **small)
+    assert len(steps) == 2
+    for run in steps:
+        assert _durations(run, 0, B).min() >= delay
+        assert np.median(_durations(run, 1, B)) < delay / 2
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    ({"delay": "1:F:-0.1"}, "delay seconds"), ({"delay": "1:F:0.1:1.5"}, "probability"),
+    ({"delay": "2:F:0.1"}, "delay stage"), ({"delay": "0:W:0.1"}, "delay kind"),
+    ({"delay": "0:F"}, "STAGE:KIND"), ({"link_delay": -1.0}, "link_delay seconds"),
+    ({"link_delay": (0.1, 0, 2)}, "link_delay rank"), ({"steps": 0}, "steps")])
+def test_injected_delays_bad_input(tmp_path, kwargs, word):
+    with pytest.raises(ScheduleError, match=word):
+        measure("1f1b", P, N, out=tmp_path / "x", **kwargs)
+
+
+@pytest.mark.parametrize("flags, word", [
+    (["--delay", "5:F:0.05"], "delay stage"), (["--delay", "0:F:0.1:-1"], "probability"),
+    (["--link-delay", "0.1:x"], "--link-delay"), (["--link-delay", "0.1:0"], "--link-delay"),
+    (["--steps", "0"], "steps")])
+def test_measure_command_rejects_bad_delays(tmp_path, capsys, flags, word):
+    from fastpp.__main__ import main
+
+    code = main(["measure", "-s", "1f1b", "--out", str(tmp_path / "x"), *flags])
+    assert code != 0 and word in capsys.readouterr().err

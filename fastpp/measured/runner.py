@@ -18,8 +18,10 @@ torch is imported inside the functions here: ``fastpp.measured`` imports without
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import random
 import socket
 import tempfile
 import time
@@ -30,7 +32,9 @@ from ..checks import (
     ScheduleError,
     ScheduleTypeError,
     file_path,
+    index,
     instance,
+    number,
     one_of,
     positive_int,
     require,
@@ -76,12 +80,16 @@ class Model:
     device: str
     warmup: int
     realtime: bool = False
+    # injected variability: (stage, kind, seconds, probability) per delay; (seconds, r1, r2)
+    delays: tuple = ()
+    link: tuple | None = None
+    steps: int = 1
 
 
 def measure(schedule, p: int | None = None, n: int | None = None, m: int | None = None, *,
             layers: int = 16, hidden: int = 256, microbatch: int = 256, out="measured",
             device: str = "cpu", warmup: int = 1, realtime: bool = False,
-            timeout: float = 300.0):
+            timeout: float = 300.0, delay=(), link_delay=None, steps: int = 1):
     """Run one profiled step of ``schedule`` for real and read its traces back.
 
     Parameters
@@ -112,10 +120,25 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
         other processes 5% of each second, and ``timeout`` holds.
     timeout : float
         Seconds before hung ranks are killed.
+    delay : sequence of (stage, kind, seconds, probability)
+        Injected stragglers: each op of ``kind`` (``"F"`` or ``"B"``) of virtual stage
+        ``stage`` sleeps ``seconds`` with that probability (a ``str`` ``"STAGE:KIND:SECONDS[:
+        PROB]"`` too, as ``--delay`` takes it). A forward sleeps before its module runs, a
+        backward as it starts (an identity on the stage's output whose backward sleeps), so
+        the sleep lies inside the op the profiler labels. Each rank draws from its own
+        seeded generator: the same run twice delays the same ops.
+    link_delay : float or (seconds, r1, r2), optional
+        A slow link: the rank sending over the link between ranks ``r1`` and ``r2``
+        (default the middle link, ``p//2 - 1`` and ``p//2``) sleeps ``seconds`` before each
+        send over it, either direction, as PipeMorph injects it (``fastpp.Noise(link_delay=
+        {(r1, r2): seconds}, blocking=True)`` models it). The sleep falls between the ops.
+    steps : int
+        Profiled steps: 1 writes the traces to ``out``; more write step ``k``'s to
+        ``out/step{k}`` and return one ``MeasuredRun`` per step.
 
     Returns
     -------
-    fastpp.MeasuredRun
+    fastpp.MeasuredRun, or a list of them (``steps > 1``)
 
     Raises
     ------
@@ -125,10 +148,64 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
     timeout = _timeout(timeout)
     job, model, order = _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
                              realtime)
+    V = sum(len(x) for x in job.stages)
+    model = dataclasses.replace(model, delays=_delays(delay, V),
+                                link=_link(link_delay, job.p),
+                                steps=positive_int(steps, "steps"))
     _torch()  # before out is touched: a run without torch must not delete the old traces
     _prepare(job, order)
+    for k in range(model.steps if model.steps > 1 else 0):
+        _prepare(dataclasses.replace(job, out=str(Path(job.out) / f"step{k}")), None)
     run_jobs([job], model, timeout)
-    return read_torch_trace(job.out)
+    if model.steps == 1:
+        return read_torch_trace(job.out)
+    return [read_torch_trace(Path(job.out) / f"step{k}") for k in range(model.steps)]
+
+
+def _delays(delay, V: int) -> tuple:
+    """``delay`` checked: ``(stage, kind, seconds, probability)`` tuples."""
+    if isinstance(delay, str) or (isinstance(delay, tuple) and delay
+                                  and not isinstance(delay[0], tuple | list | str)):
+        delay = [delay]  # one delay, not a list of them
+    out = []
+    for item in delay:
+        if isinstance(item, str):
+            parts = item.split(":")
+            if len(parts) not in (3, 4):
+                raise ScheduleError(f"delay must be STAGE:KIND:SECONDS[:PROB] (got {item!r})")
+            try:
+                item = (int(parts[0]), parts[1], *(float(x) for x in parts[2:]))
+            except ValueError:
+                raise ScheduleError(f"delay must be STAGE:KIND:SECONDS[:PROB] with an integer "
+                                    f"stage and numbers (got {item!r})") from None
+        if not isinstance(item, tuple | list) or len(item) not in (3, 4):
+            raise ScheduleError(f"delay must be (stage, kind, seconds[, probability]) (got "
+                                f"{item!r})")
+        stage, kind, seconds, prob = (*item, 1.0) if len(item) == 3 else item
+        stage = int(index(stage, "delay stage", V))
+        one_of(kind, "delay kind", ("F", "B"))
+        seconds = number(seconds, "delay seconds")
+        prob = number(prob, "delay probability")
+        if prob > 1:
+            raise ScheduleError(f"delay probability must be in [0, 1] (got {prob!r})")
+        out.append((stage, kind, seconds, prob))
+    return tuple(out)
+
+
+def _link(link_delay, p: int) -> tuple | None:
+    """``link_delay`` checked: ``(seconds, r1, r2)`` or ``None``."""
+    if link_delay is None:
+        return None
+    if isinstance(link_delay, int | float) and not isinstance(link_delay, bool):
+        link_delay = (link_delay, p // 2 - 1, p // 2)
+    if not isinstance(link_delay, tuple | list) or len(link_delay) != 3:
+        raise ScheduleError(f"link_delay must be seconds or (seconds, r1, r2) (got "
+                            f"{link_delay!r})")
+    seconds = number(link_delay[0], "link_delay seconds")
+    r1, r2 = (int(index(r, "link_delay rank", p)) for r in link_delay[1:])
+    if r1 == r2:
+        raise ScheduleError(f"link_delay must join two ranks (got {r1} and {r2})")
+    return (seconds, r1, r2)
 
 
 def measure_many(schedules, p: int | None = None, n: int | None = None, *, layers: int = 16,
@@ -325,8 +402,11 @@ def _run_job(rank: int, job: Job, model: Model, device) -> None:
     blocks = [torch.nn.Sequential(torch.nn.Linear(model.hidden, model.hidden), torch.nn.ReLU())
               for _ in range(model.layers)]
     mine = job.stages[rank]
-    stages = [PipelineStage(torch.nn.Sequential(*blocks[s * per:(s + 1) * per]).to(device), s,
-                            V, device) for s in mine]
+    stages = [PipelineStage(_delayed(torch.nn.Sequential(*blocks[s * per:(s + 1) * per]),
+                                     s, model.delays).to(device), s, V, device)
+              for s in mine]
+    if model.link is not None:
+        _slow_link(stages, job.stages, rank, model.link)
 
     def loss_fn(y, target):
         return ((y - target) ** 2).mean()
@@ -349,15 +429,73 @@ def _run_job(rank: int, job: Job, model: Model, device) -> None:
     activities = [ProfilerActivity.CPU]
     if model.device == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities) as prof:
-        # the ranks start the step together: a rank that came late would show as a wait
-        dist.barrier()
-        sched.step(*args, **kwargs)
-        if model.device == "cuda":
-            torch.cuda.synchronize(device)
-    # write to a temporary name first: a reader never sees half a trace
-    path = Path(job.out) / f"rank{rank}_trace.json"
-    with tempfile.NamedTemporaryFile(dir=job.out, suffix=".tmp", delete=False) as tmp:
-        pass
-    prof.export_chrome_trace(tmp.name)
-    os.replace(tmp.name, path)
+    for k in range(model.steps):
+        with profile(activities=activities) as prof:
+            # the ranks start the step together: a rank that came late would show as a wait
+            dist.barrier()
+            sched.step(*args, **kwargs)
+            if model.device == "cuda":
+                torch.cuda.synchronize(device)
+        folder = Path(job.out) / (f"step{k}" if model.steps > 1 else "")
+        # write to a temporary name first: a reader never sees half a trace
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as tmp:
+            pass
+        prof.export_chrome_trace(tmp.name)
+        os.replace(tmp.name, folder / f"rank{rank}_trace.json")
+
+
+def _delayed(module, stage: int, delays: tuple):
+    """``module`` with the injected delays of ``stage``: a forward sleep before it runs, a
+    backward one in an identity on its output (the first node its backward reaches)."""
+    import torch
+
+    mine = [(kind, seconds, prob) for s, kind, seconds, prob in delays if s == stage]
+    if not mine:
+        return module
+    draw = random.Random(stage)  # seeded: the same run delays the same ops
+
+    def sleep(kind):
+        for k, seconds, prob in mine:
+            if k == kind and draw.random() < prob:
+                time.sleep(seconds)
+
+    class SleepInBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, y):
+            return y.view_as(y)
+
+        @staticmethod
+        def backward(ctx, grad):
+            sleep("B")
+            return grad
+
+    class Delayed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = module
+
+        def forward(self, x):
+            sleep("F")
+            return SleepInBackward.apply(self.inner(x))
+
+    return Delayed()
+
+
+def _slow_link(stages, held, rank: int, link: tuple) -> None:
+    """Make each of ``stages`` sleep before preparing a send to a stage on the other end of
+    the slow link (forward sends to the next stage, backward ones to the previous)."""
+    seconds, r1, r2 = link
+    if rank not in (r1, r2):
+        return
+    other = set(held[r2 if rank == r1 else r1])
+    for stage in stages:
+        for method, peer in (("get_fwd_send_ops", stage.stage_index + 1),
+                             ("get_bwd_send_ops", stage.stage_index - 1)):
+            if peer in other:
+                plain = getattr(stage, method)
+
+                def sending(*args, plain=plain, **kwargs):
+                    time.sleep(seconds)
+                    return plain(*args, **kwargs)
+
+                setattr(stage, method, sending)

@@ -19,6 +19,15 @@ from ..checks import (
 from ..costs import FIELDS
 from ..generators.registry import SCHEDULES, get_spec
 from ..placement import mirrored, stage_map
+from ..sweeps.robust import (
+    DEFAULT_SAMPLES,
+    NOISE_COLUMNS,
+    OBJECTIVES,
+    check_noise,
+    costs_of,
+    noise_rows,
+    objective_values,
+)
 from .comm import pipeline_spans
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
@@ -51,6 +60,8 @@ NUMBERS = ("step_time", "makespan", "gradient_sync", "optimizer_step", "tokens_p
            "tflops_per_gpu", "bubble_ratio",
            "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes",
            "peak_memory")
+# a plan with noise=: the pipeline's Monte Carlo and the step's figures under it
+NOISY = (*NOISE_COLUMNS, "step_time_mean", "step_time_p50", "step_time_p95")
 # the step time's expected relative error and, outside every validated regime, what is missing
 # (fastpp.model.errorbar)
 ERROR_COLUMNS = ("expected_error", "extrapolated")
@@ -69,7 +80,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
          blocking_handoffs: bool = True, tp_overlap: bool = False, layout=None,
          first_layers=None, last_layers=None, ep=None, etp=1, precision=None,
          node_limit=None, imbalance: float = 1.0, workers: int | None = None, cp=None,
-         cp_comm: str = "all-gather", zero3: str = "layer", overlap=False,
+         cp_comm: str = "all-gather", zero3: str = "layer", overlap=False, noise=None,
+         samples: int = DEFAULT_SAMPLES, seed: int = 0, objective: str | None = None,
+         lam: float = 1.0,
          dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
          fp8_cache: bool = False, offload_modules=None, config=None,
          t=None, p=None, reduce_bytes: float = REDUCE_BYTES):
@@ -166,6 +179,21 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     reduce_bytes : float
         Bytes per gradient in the data-parallel reduction: 4 (fp32, Megatron's default) or 2
         (fp16 training without fp32 accumulation, or ``--grad-reduce-in-bf16``).
+    noise : fastpp.Noise, optional
+        Also run each configuration's Monte Carlo (``fastpp.simulate`` with ``noise``,
+        ``samples`` and ``seed``) on its pipeline: the rows gain ``makespan_mean``,
+        ``makespan_std``, ``makespan_p50``, ``makespan_p95`` and the step's
+        ``step_time_mean``, ``step_time_p50``, ``step_time_p95`` (the makespan's plus the
+        same gradient sync and optimizer step). Without it nothing changes.
+    samples : int, default 64
+        Monte Carlo samples per configuration (with ``noise``).
+    seed : int, default 0
+        The Monte Carlo's seed (with ``noise``; common to every configuration).
+    objective : {"mean", "p50", "p95", "mean+std"}, optional
+        Order the rows that fit by this noisy step time (``"mean+std"``: ``step_time_mean +
+        lam * makespan_std``) instead of by ``tokens_per_s``; needs ``noise``.
+    lam : float, default 1
+        The weight of the standard deviation in ``"mean+std"``.
 
     Returns
     -------
@@ -201,6 +229,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         run = {**config.plan_keywords(), **{k: v for k, v in axes.items() if v is not None}}
         gpus = run.pop("gpus") if gpus is None else gpus
         return plan(model, gpus, hardware, link=link, capacity=capacity, workers=workers,
+                    noise=noise, samples=samples, seed=seed, objective=objective, lam=lam,
                     **run)
     if gpus is None or seq is None or global_batch is None:
         raise ScheduleError(f"plan needs gpus, seq and global_batch, or config= (got gpus="
@@ -291,8 +320,16 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     cols["m"] = np.array([k for _, k in sched], np.int64)[cols["which"]]
     pricing.update(cp_comm=cp_comm, zero3=zero3,
                    reduce_bytes=float(numbers(reduce_bytes, "reduce_bytes", strict=True)))
+    if noise is not None:
+        samples, seed = check_noise(noise, samples, seed)
+    if objective is not None:
+        one_of(objective, "objective", OBJECTIVES[1:])
+    if objective is not None and noise is None:
+        raise ScheduleError(f"objective={objective!r} ranks by the step time under noise: give "
+                            f"noise= too (got noise=None)")
     rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
-                     sequence_parallel, {**pricing, **moe_pricing}, workers)
+                     sequence_parallel, {**pricing, **moe_pricing}, workers,
+                     None if noise is None else (noise, samples, seed))
     frame = pd.DataFrame({
         "model": model.name, "gpus": gpus, "t": cols["t"], "cp": cols["cp"], "p": cols["p"],
         "d": cols["d"], "ep": cols["ep"], "etp": cols["etp"],
@@ -303,12 +340,26 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         "precision": np.array(PRECISIONS, object)[cols["precision"]],
         **{k: rows[k] for k in ("layout", *NUMBERS)},
         **_error_bars(model, hardware, seq, cols["t"]),
-        **{k: rows[k] for k in ("fits", "reason")}})
-    order = np.lexsort((-frame["tokens_per_s"].fillna(-1).to_numpy(),
-                        ~frame["fits"].to_numpy()))
+        **{k: rows[k] for k in ("fits", "reason")},
+        **{k: rows[k] for k in NOISY if k in rows}})
+    rank = -frame["tokens_per_s"].fillna(-1).to_numpy()
+    if objective is not None:
+        rank = objective_values(frame, objective, lam, "step_time").fillna(np.inf).to_numpy()
+    order = np.lexsort((rank, ~frame["fits"].to_numpy()))
     frame = frame.iloc[order].reset_index(drop=True)
     frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
     return frame
+
+
+def _noisy(sid, p, n, m, fields, first, V, outside, noisy) -> dict[str, np.ndarray]:
+    """``NOISY`` columns of the configurations run: each pipeline's Monte Carlo on its own
+    stage costs, and the step's figures (the makespan's plus what lies ``outside`` it)."""
+    values, at = engine.cost_layout(fields, len(sid), first, V)
+    costs = [costs_of(values, at, i) for i in range(len(sid))]
+    out = noise_rows(np.array(list(SCHEDULES), object)[sid], p, n, m, p, costs, *noisy)
+    for q in ("mean", "p50", "p95"):
+        out[f"step_time_{q}"] = out[f"makespan_{q}"] + outside
+    return out
 
 
 def _error_bars(model, hardware, seq, t) -> dict[str, np.ndarray]:
@@ -455,7 +506,7 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
 
 
 def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
-              sequence_parallel, pricing, workers) -> dict[str, np.ndarray]:
+              sequence_parallel, pricing, workers, noisy=None) -> dict[str, np.ndarray]:
     """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
     pricing = dict(pricing)
     reduce_bytes = pricing.pop("reduce_bytes", REDUCE_BYTES)  # the step's, not stage_table's
@@ -465,7 +516,7 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
                                (cols["ep"], cols["etp"]), cols["cp"])
     _context_and_overlap_reasons(seq, cols, sid, reason)
     which, layouts = _layouts(model, chunks, cols["split"], splits, reason)
-    out = {k: np.full(count, np.nan) for k in NUMBERS}
+    out = {k: np.full(count, np.nan) for k in (*NUMBERS, *(NOISY if noisy else ()))}
     out.update(n=n, fits=np.zeros(count, bool), reason=reason,
                layout=np.array([*map(str, layouts), ""], object)[which])
     run = np.flatnonzero(reason == "")
@@ -484,8 +535,8 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     ep, etp = cols["ep"][run], cols["etp"][run]
     c = cols["cp"][run]
     zero3 = pricing["zero3"]
-    rows = engine.run(sid, p, n, m, p, {k: v for k, v in table.items() if k in FIELDS},
-                      first=first, V=V, workers=workers, peaks=True)
+    fields = {k: v for k, v in table.items() if k in FIELDS}
+    rows = engine.run(sid, p, n, m, p, fields, first=first, V=V, workers=workers, peaks=True)
     if np.any(rows.status != batch.OK):
         raise ScheduleError(f"the kernel rejected a generated configuration (status "
                             f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
@@ -531,6 +582,8 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
               "bubble_ratio": rows.out[:, batch.BUBBLE], "peak_activations": peaks[worst],
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
               "optimizer_bytes": optimizer[worst], "peak_memory": total[worst]}
+    if noisy is not None:
+        values.update(_noisy(sid, p, n, m, fields, first, V, step - makespan, noisy))
     for k, arr in values.items():
         out[k][run] = arr
     fits = total[worst] <= capacity

@@ -8,16 +8,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, one_of
+from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, number, one_of
 from ..costs import Costs
 from ..schedule import Schedule
 from ..simulate import Result
+from ..sweeps.robust import DEFAULT_SAMPLES, check_noise
 from . import bounds, exact
 from .greedy import fixed_candidates, list_candidates, v_candidates, zb_heuristic
 from .improve import evaluate, local_search, seed_state
-from .problem import Problem, sequential
+from .problem import OBJECTIVES, Problem, sequential
 
 METHODS = ("auto", "heuristic", "improve", "exact")
+ROBUST = ("p95", "mean", "mean+std")  # objectives under noise: the makespan's distribution
 EXACT_AUTO_MAX = 64  # auto runs CP-SAT when V * n is at most this (p <= 4, n <= 16 on a loop)
 HISTORY = 50  # late acceptance: a move may be as bad as the value this many moves ago
 SLICE = 500  # evaluated moves per call of the local-search kernel between clock checks
@@ -48,6 +50,9 @@ class SearchResult:
         The limit per device (``inf``: none).
     log : tuple of (seconds, value, source)
         Each improvement of the best value since the search started.
+    robust : MonteCarlo or None
+        With a noisy objective: the chosen schedule's Monte Carlo (``value`` is its p95,
+        mean or mean + lam * std; ``lower_bound`` is NaN: no bound is proven under noise).
     """
 
     schedule: Schedule
@@ -60,6 +65,7 @@ class SearchResult:
     placement: str
     memory: np.ndarray
     log: tuple
+    robust: object = None
 
     @property
     def gap(self) -> float:
@@ -69,7 +75,7 @@ class SearchResult:
     @property
     def bubble(self) -> float:
         """The bubble rate of the objective's metric (makespan or span, see ``Result``)."""
-        if self.objective == "makespan":
+        if self.objective != "span":
             return self.result.bubble_ratio
         return self.result.span_bubble_ratio
 
@@ -81,7 +87,9 @@ class SearchResult:
 
 def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
              placement: str = "loop", objective: str = "makespan", method: str = "auto",
-             time_limit: float = 10.0, seed: int = 0, progress: bool = True) -> SearchResult:
+             time_limit: float = 10.0, seed: int = 0, progress: bool = True, noise=None,
+             samples: int = DEFAULT_SAMPLES, noise_seed: int = 0,
+             lam: float = 1.0) -> SearchResult:
     """Find a fast schedule within a memory limit and prove how far from optimal it is.
 
     Parameters
@@ -97,8 +105,17 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
     placement : {"loop", "v"}
         ``"loop"``: stage ``r`` on device ``r`` (``m = 1``); ``"v"``: stages ``r`` and
         ``2p-1-r`` on device ``r`` (``m = 2``), as ZB-V, V-Half and V-Min.
-    objective : {"makespan", "span"}
-        Last end minus first start, or the largest per-device span (the Zero Bubble paper's).
+    objective : {"makespan", "span", "p95", "mean", "mean+std"}
+        Last end minus first start, or the largest per-device span (the Zero Bubble paper's);
+        or, with ``noise``, the makespan's 95th percentile, mean, or mean + ``lam`` * std
+        under it. A noisy objective searches as ``"makespan"`` does (the heuristics, the
+        local search and the solver, deterministic as without noise), keeps every schedule
+        the search offers that fits the memory limit (each improvement, the registered
+        schedules of the placement and the list schedules, whatever the method), and
+        returns the one whose Monte Carlo (``samples`` samples, seed ``noise_seed``) is
+        best: every candidate sees the same draws (common random numbers), so the choice is
+        not a noise artefact. The local search itself still follows the deterministic
+        makespan: a schedule no deterministic search reaches is not considered.
     method : {"auto", "heuristic", "improve", "exact"}
         ``heuristic``: the Zero Bubble authors' greedy (loop) or its V counterpart, with the
         registered V schedules as candidates; ``improve``: local search from the best of the
@@ -112,6 +129,14 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         stops on its own rather than on the clock.
     progress : bool
         Show a progress bar (tqdm, when installed) for searches longer than a second.
+    noise : fastpp.Noise, optional
+        The noise of a noisy objective (required by one, refused without one).
+    samples : int, default 64
+        Monte Carlo samples per candidate.
+    noise_seed : int, default 0
+        The Monte Carlo's seed (``seed`` is the local search's).
+    lam : float, default 1
+        The weight of the standard deviation in ``"mean+std"``.
 
     Returns
     -------
@@ -124,7 +149,18 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         limit below what any schedule needs (the message names the smallest that works), or
         ``method="exact"`` without OR-Tools.
     """
-    problem = Problem.build(p, n, costs, memory, placement, objective)
+    one_of(objective, "objective", (*OBJECTIVES, *ROBUST))
+    robust = objective in ROBUST
+    if robust:
+        if noise is None:
+            raise ScheduleError(f"objective={objective!r} ranks schedules under noise: give "
+                                f"noise= too (got noise=None)")
+        samples, noise_seed = check_noise(noise, samples, noise_seed)
+        lam = number(lam, "lam")
+    elif noise is not None:
+        raise ScheduleError(f"noise= needs a noisy objective among {list(ROBUST)} (got "
+                            f"objective={objective!r})")
+    problem = Problem.build(p, n, costs, memory, placement, "makespan" if robust else objective)
     one_of(method, "method", METHODS)
     progress = flag(progress, "progress")
     if (isinstance(time_limit, bool) or not isinstance(time_limit, int | float)
@@ -137,18 +173,44 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         raise ScheduleError(f"seed must be in 0..2**63-1 (got seed={seed})")
     if method == "exact" and not exact.available():
         raise missing_extra("method='exact'", "OR-Tools", "search")
-    search = _Search(problem, float(time_limit), progress)
+    search = _Search(problem, float(time_limit), progress, keep=robust)
     try:
-        return search.run(method, int(seed))
+        found = search.run(method, int(seed))
     finally:
         search.close()
+    if not robust:
+        return found
+    return _most_robust(search, found, objective, noise, samples, noise_seed, lam)
+
+
+def _most_robust(search, found: SearchResult, objective: str, noise, samples: int, seed: int,
+                 lam: float) -> SearchResult:
+    """Of the candidates ``search`` kept, the one with the best noisy objective."""
+    from ..montecarlo import run
+
+    problem = search.problem
+    for name, schedule in (*fixed_candidates(problem), *list_candidates(problem)):
+        search.offer(schedule, name)  # a robust schedule may be slower without noise
+    best = None
+    for schedule, result, source in search.kept:
+        mc = run(schedule, problem.costs, noise, samples, seed)
+        value = (mc.quantile(0.95) if objective == "p95" else
+                 mc.mean if objective == "mean" else mc.mean + lam * mc.std)
+        if best is None or value < best[0]:
+            best = (value, schedule, result, source, mc)
+    value, schedule, result, source, mc = best
+    return SearchResult(schedule, result, float(value), math.nan, False, source, objective,
+                        found.placement, found.memory, found.log, mc)
 
 
 class _Search:
     """One run of ``optimize``: the clock, the best schedule so far and its log."""
 
-    def __init__(self, problem: Problem, time_limit: float, progress: bool):
+    def __init__(self, problem: Problem, time_limit: float, progress: bool, keep: bool = False):
         self.problem = problem
+        # with a noisy objective: every distinct schedule offered that fits
+        self.kept: list[tuple[Schedule, Result, str]] | None = [] if keep else None
+        self.seen: set[bytes] = set()
         self.t0 = time.perf_counter()
         self.deadline = self.t0 + time_limit
         self.best: tuple[float, Schedule, Result, str] | None = None
@@ -165,6 +227,11 @@ class _Search:
         if outcome is None:
             return
         result, value = outcome
+        if self.kept is not None:
+            key = schedule.ops.tobytes() + schedule.length.tobytes()
+            if key not in self.seen:
+                self.seen.add(key)
+                self.kept.append((schedule, result, source))
         if self.best is None or value < self.best[0]:
             self.best = (value, schedule, result, source)
             self.log.append((self.elapsed(), value, source))

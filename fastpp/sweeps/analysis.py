@@ -8,6 +8,7 @@ import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, dataframe, flag, number
 from ..generators.registry import MEMORY_REFERENCE, SCHEDULES
+from .robust import objective_values
 
 INFERENCE = tuple(name for name, spec in SCHEDULES.items() if spec.forward_only)
 
@@ -46,7 +47,8 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *
     return ordered[keep]
 
 
-def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference: bool = False):
+def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference: bool = False,
+                       objective: str = "makespan", lam: float = 1.0):
     """Per group of ``by``, the fastest row whose peak activation memory fits the budget.
 
     Parameters
@@ -61,6 +63,13 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
         The columns that make a group.
     inference : bool
         Keep inference-only schedules (``forward-only``); left out by default.
+    objective : {"makespan", "mean", "p50", "p95", "mean+std"}
+        What "fastest" means: the deterministic ``makespan``, or, for rows of a sweep run
+        with ``noise=``, the noisy makespan's mean, median, 95th percentile, or
+        ``makespan_mean + lam * makespan_std``. Ties go to the smaller ``makespan``, then the
+        smaller peak.
+    lam : float, default 1
+        The weight of the standard deviation in ``"mean+std"`` (>= 0).
 
     Returns
     -------
@@ -89,6 +98,11 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
         data["budget"] = math.inf
     else:
         data["budget"] = number(budget, "budget")
+    if objective != "makespan" or lam != 1.0:
+        data["_objective"] = objective_values(data, objective, lam)
     fits = data[data["peak_activations_max"] <= data["budget"] + 1e-12]
-    best = fits.sort_values(["makespan", "peak_activations_max"], kind="stable")
+    keys = ["makespan", "peak_activations_max"]
+    if "_objective" in data:
+        keys = ["_objective", *keys]
+    best = fits.sort_values(keys, kind="stable").drop(columns="_objective", errors="ignore")
     return best.groupby(by, sort=True).head(1).sort_values(by).reset_index(drop=True)

@@ -9,6 +9,7 @@ from ..checks import ScheduleError, flag, one_of, positive_int, require
 from .chunk import Chunk, empty_frame
 from .cluster import run_on_dask
 from .points import DEFAULTS, GridPlan, TablePlan, chunk_len
+from .robust import DEFAULT_SAMPLES, NOISE_COLUMNS, add_noise, check_noise
 from .store import Store
 from .warmup import warm_up
 
@@ -18,7 +19,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
           bandwidth=None, message_bytes=None, overhead=None, points=None, out=None,
           resume: bool = False, chunk_size: int = 4096, workers: int | None = None,
           executor: str = "threads", scheduler: str | None = None, progress: bool = True,
-          invalid: str = "drop", collect: bool = True):
+          invalid: str = "drop", collect: bool = True, noise=None,
+          samples: int = DEFAULT_SAMPLES, seed: int = 0):
     """Simulate every point of a grid or a table and return one row per point.
 
     With no arguments: every schedule at ``p`` in 2, 4, 8 and ``n`` = 1, 2, 4 times ``p``,
@@ -74,6 +76,15 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     collect : bool
         Return the table; ``False`` returns ``None`` and leaves the rows only in ``out``
         (memory stays bounded however many points there are).
+    noise : fastpp.Noise, optional
+        Also run each point's Monte Carlo (``fastpp.simulate`` with ``noise``, ``samples``
+        and ``seed``; the schedule built once per ``(schedule, p, n, m, G)``): the rows gain
+        ``makespan_mean``, ``makespan_std``, ``makespan_p50`` and ``makespan_p95``. Every
+        point draws under the same seed (common random numbers). Without it nothing changes.
+    samples : int, default 64
+        Monte Carlo samples per point (with ``noise``).
+    seed : int, default 0
+        The Monte Carlo's seed (with ``noise``).
 
     Returns
     -------
@@ -82,7 +93,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
         field among them), ``makespan``,
         ``bubble_ratio``, ``span_bubble_ratio``, ``peak_activations_max``,
         ``peak_activations_min``, ``peak_live_max``, ``throughput`` (``n / makespan``),
-        ``num_ops``, ``parameter_units`` and, with ``invalid="keep"``, ``reason``.
+        ``num_ops``, ``parameter_units``, with ``invalid="keep"``, ``reason``, and with
+        ``noise`` the ``NOISE_COLUMNS`` above.
 
     Raises
     ------
@@ -114,6 +126,11 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     scalars = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
     plan = (TablePlan(points, scalars, costs) if points is not None else
             GridPlan(schedules, p, n, n_per_p, m, G, scalars, costs))
+    if noise is not None:
+        samples, seed = check_noise(noise, samples, seed)
+        if out is not None:  # the store's fingerprint knows the points, not the noise
+            raise ScheduleError("noise cannot be combined with out= (a stored sweep holds "
+                                "deterministic rows only); got both")
     store = (Store(out, plan.fingerprint, plan.total, chunk_size, resume)
              if out is not None else None)
     n_chunks = -(-plan.total // chunk_size)
@@ -122,6 +139,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     skipped: dict[int, dict[str, int]] = {}
 
     def finished(c, frame, reasons):
+        if noise is not None:
+            frame = add_noise(frame, noise, samples, seed, plan.objects)
         if store is not None:
             store.write(c, frame, reasons)
         skipped[c] = reasons
@@ -161,6 +180,8 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     frames = [parts[c] for c in range(n_chunks) if parts[c] is not None and len(parts[c])]
     df = (pd.concat(frames, ignore_index=True) if frames else
           empty_frame(invalid, plan.objects is not None))
+    if noise is not None and not frames:
+        df = df.assign(**{k: [] for k in NOISE_COLUMNS})
     reasons: dict[str, int] = {}
     for counts in skipped.values():
         for reason, count in counts.items():

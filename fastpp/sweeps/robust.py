@@ -1,0 +1,103 @@
+"""Sweep rows under ``fastpp.Noise``: each point's makespan distribution by Monte Carlo, and the
+robust objectives that rank rows by it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..checks import ScheduleError, ScheduleTypeError, number, one_of, positive_int
+from ..costs import OPTIONAL, SLOTS, Costs
+from ..generators.registry import SCHEDULES
+from .points import COSTS
+
+# the columns a noisy sweep adds: one name per quantity, as ``MonteCarlo`` names them
+NOISE_COLUMNS = ("makespan_mean", "makespan_std", "makespan_p50", "makespan_p95")
+OBJECTIVES = ("makespan", "mean", "p50", "p95", "mean+std")
+DEFAULT_SAMPLES = 64  # enough for a p95 of a few percent; small enough for quick sweeps
+
+
+def check_noise(noise, samples, seed) -> tuple[int, int]:
+    """Validate ``noise=``'s companions; the samples and the seed."""
+    from ..noise import Noise
+
+    if not isinstance(noise, Noise):
+        raise ScheduleTypeError(f"noise must be a fastpp.Noise (got {type(noise).__name__})")
+    samples = positive_int(samples, "samples")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
+        raise ScheduleError(f"seed must be an integer in [0, 2**64) (got {seed!r})")
+    return samples, int(seed)
+
+
+def add_noise(frame, noise, samples: int, seed: int, objects=None):
+    """``frame`` (a sweep chunk's rows) with ``NOISE_COLUMNS``: one Monte Carlo per row, the
+    schedule built once per ``(schedule, p, n, m, G)`` group (common random numbers: every
+    row draws the same seed)."""
+    ok = np.isfinite(frame["makespan"].to_numpy(float))  # not an invalid kept row
+    rows = frame[ok]
+    if objects is not None and "costs" in rows:
+        costs = [objects[int(k)] for k in rows["costs"]]
+    else:
+        costs = [Costs(**{k: v for k, v in zip(COSTS, values, strict=True)
+                          if not math.isnan(v)})
+                 for values in rows[list(COSTS)].itertuples(index=False)]
+    some = noise_rows(*(rows[k].to_numpy() for k in ("schedule", "p", "n", "m", "G")), costs,
+                      noise, samples, seed)
+    out = {k: np.full(len(frame), np.nan) for k in NOISE_COLUMNS}
+    for k, v in some.items():
+        out[k][ok] = v
+    frame = frame.copy()
+    for k, v in out.items():
+        frame[k] = v
+    return frame
+
+
+def objective_values(df, objective: str, lam: float, base: str = "makespan"):
+    """The column to rank ``df``'s rows by (smaller is better): ``"makespan"`` (no noise: the
+    deterministic ``base``), ``"mean"``, ``"p50"``, ``"p95"`` (``{base}_mean`` ...) or
+    ``"mean+std"`` (``{base}_mean + lam * makespan_std``; a plan's step differs from its
+    makespan by a constant, so the spread is the makespan's)."""
+    one_of(objective, "objective", OBJECTIVES)
+    lam = number(lam, "lam")
+    if objective == "makespan":
+        return df[base]
+    need = f"{base}_p95" if objective == "p95" else f"{base}_mean"
+    if need not in df:
+        raise ScheduleError(f"objective={objective!r} needs rows with {need} (a sweep or plan "
+                            f"run with noise=); the rows have none")
+    if objective == "mean+std":
+        return df[f"{base}_mean"] + lam * df["makespan_std"]
+    return df[f"{base}_{objective}"]
+
+def costs_of(values: np.ndarray, at: np.ndarray, i: int) -> Costs:
+    """Point ``i``'s ``Costs`` from a kernel cost table (``engine.cost_layout``)."""
+    fields: dict = {}
+    for k, (name, kind) in enumerate(SLOTS):
+        start, length = at[i, k]
+        arr = values[start:start + length]
+        value = float(arr[0]) if length == 1 else arr.copy()
+        if kind is not None:
+            fields.setdefault("overhead", {})[kind] = value
+        elif not (name in OPTIONAL and np.all(np.isnan(arr))):
+            fields[name] = value
+    return Costs(**fields)
+
+
+def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int) -> dict:
+    """``NOISE_COLUMNS`` for points given by arrays ``names, p, n, m, G`` and their ``Costs``
+    (one Monte Carlo each, common seed; a schedule built once per group)."""
+    from .. import build_schedule
+    from ..montecarlo import run
+
+    out = {k: np.full(len(costs), np.nan) for k in NOISE_COLUMNS}
+    built: dict[tuple, object] = {}
+    for i, c in enumerate(costs):
+        key = (str(names[i]), int(p[i]), int(n[i]), int(m[i]), int(G[i]))
+        if key not in built:
+            options = {"G": key[4]} if "G" in SCHEDULES[key[0]].options else {}
+            built[key] = build_schedule(key[0], key[1], key[2], m=key[3], **options)
+        mc = run(built[key], c, noise, samples, seed)
+        out["makespan_mean"][i], out["makespan_std"][i] = mc.mean, mc.std
+        out["makespan_p50"][i], out["makespan_p95"][i] = mc.quantile([0.5, 0.95])
+    return out
