@@ -36,23 +36,6 @@ def mirrored(code, p, m) -> np.ndarray:
     return (code != LOOP) | ((np.asarray(p) == 1) & (np.asarray(m) == 2))
 
 
-def code_of(schedule) -> int:
-    """The placement code of a built ``Schedule``: its registered schedule's, else read from
-    its stage map and routes (a route starting at stage ``p``: two directions; ``V = 2p``
-    stages whose devices read the same both ways: v; else loop)."""
-    from .generators.registry import SCHEDULES  # the registry imports this module
-
-    spec = SCHEDULES.get(schedule.name)
-    if spec is not None:
-        return spec.placement_code
-    if np.any(schedule.route_first == schedule.p):
-        return TWO_DIRECTIONS
-    if schedule.V == 2 * schedule.p and np.array_equal(schedule.stage_to_device[::-1],
-                                                       schedule.stage_to_device):
-        return VSHAPE
-    return LOOP
-
-
 @jit
 def stage_map(code, p, m):
     """The device of each virtual stage for placement ``code`` (an int32 array)."""

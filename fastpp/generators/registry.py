@@ -322,3 +322,18 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     return Schedule.trusted(ops[:, :, : max(1, int(length.max()))], length,
                             placements.stage_map(code, p, m), n=n, m=m, name=name,
                             route_first=first, route_last=last, forward_only=spec.forward_only)
+
+
+def code_of(schedule) -> int:
+    """The placement code of a built ``Schedule``: its registered schedule's, else read from
+    its stage map and routes (a route starting at stage ``p``: two directions; ``V = 2p``
+    stages whose devices read the same both ways: v; else loop)."""
+    spec = SCHEDULES.get(schedule.name)
+    if spec is not None:
+        return spec.placement_code
+    if np.any(schedule.route_first == schedule.p):
+        return placements.TWO_DIRECTIONS
+    if schedule.V == 2 * schedule.p and np.array_equal(schedule.stage_to_device[::-1],
+                                                       schedule.stage_to_device):
+        return placements.VSHAPE
+    return placements.LOOP

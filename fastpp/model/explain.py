@@ -84,7 +84,7 @@ class Explanation:
         """The run's pipeline timeline as text (``Result.grid``): each device's ops by time,
         bubbles as dots."""
         from .. import simulate
-        from . import transformer_costs
+        from .pricing import transformer_costs
 
         costs = transformer_costs(self.model, hardware=self.hardware, config=self.config)
         return simulate(self.config.build_schedule(), costs).grid(max_columns)

@@ -75,7 +75,7 @@ def excluded(frame=None):
     """The rows not priced: a DataFrame of ``model``, ``seq_len``, ``gpus``, ``metric`` and
     ``reason``."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
-    from .validate import DATA
+    from .published import DATA
 
     frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
     reasons = frame.apply(_reason, axis=1)
@@ -89,7 +89,7 @@ def price(model, hardware, *, seq, global_batch, tp, pp, cp, dp, precision,
     """Seconds of one step of a NeMo/Megatron run with context parallelism (the module's
     assumptions) and its peak bytes on the fullest device."""
     from ..generators.registry import build_schedule
-    from . import _stages, device_bytes
+    from .pricing import _stages, device_bytes
 
     n = global_batch // (dp * microbatch)
     sched = build_schedule("1f1b", pp, n)
@@ -116,7 +116,7 @@ def long_rows(frame=None):
     """``(dataset, row, quantity, measured, predicted, regime)`` of every priced row, and the peak
     bytes per GPU each run needs (``memory``, by row label)."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
-    from .validate import DATA
+    from .published import DATA
 
     frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
     rows, memory = [], {}

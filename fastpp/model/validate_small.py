@@ -63,7 +63,7 @@ def vtrain_roles(data) -> dict:
 def vtrain_rows(hw, data, which=None):
     """``validate`` rows (dataset, row, quantity, measured, predicted, regime) of the file's
     ``which`` rows (``"calibration"``, ``"check"`` or all), iteration times in ms."""
-    from .validate import _gpt, _schedule, step_time
+    from .published import _gpt, _schedule, step_time
 
     rows = []
     for i, r in enumerate(vtrain_frame(data).to_dict("records")):
@@ -97,8 +97,8 @@ def gpu_parts(hardware, data, which="calibration"):
     layers per stage, the step's other terms, the measured ms."""
     import dataclasses
 
+    from .published import _extras, _gpt, _schedule, model_costs
     from .transformer import chunk_layers
-    from .validate import _extras, _gpt, _schedule, model_costs
 
     hw = dataclasses.replace(hardware, **HOST_FREE)
     parts = []

@@ -87,7 +87,7 @@ def costs_of(values: np.ndarray, at: np.ndarray, i: int) -> Costs:
 def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int) -> dict:
     """``NOISE_COLUMNS`` for points given by arrays ``names, p, n, m, G`` and their ``Costs``
     (one Monte Carlo each, common seed; a schedule built once per group)."""
-    from .. import build_schedule
+    from ..generators.registry import build_schedule
     from ..montecarlo import run
 
     out = {k: np.full(len(costs), np.nan) for k in NOISE_COLUMNS}

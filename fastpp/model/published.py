@@ -1,0 +1,105 @@
+"""Pricing a published training run: where the published tables are (``DATA``), the GPT model
+of the dense tables, and one configuration's step time from ``stage_table``, the engine and
+``step_terms``. Shared by ``validate`` and its loaders (``validate_small``, ``validate_long``),
+which it would otherwise import back."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..checks import ScheduleError
+from ..costs import Costs
+from ..generators.registry import build_schedule
+from ..simulate import simulate
+from .stages import stage_table, step_terms
+from .transformer import RECOMPUTE, Transformer, chunk_layers
+
+
+def _data_folder() -> Path:
+    """``$FASTPP_DATA``, or ``shared/data`` beside the repository (or beside its parent, for a
+    git worktree one level deeper)."""
+    if "FASTPP_DATA" in os.environ:
+        return Path(os.environ["FASTPP_DATA"])
+    root = Path(__file__).resolve().parents[2]
+    near = [up / "shared" / "data" for up in (root.parent, root.parent.parent)]
+    return next((x for x in near if x.is_dir()), near[0])
+
+
+DATA = _data_folder()
+
+
+def _gpt(row, vocab, *, flash=False, tied=True, dropout=True) -> Transformer:
+    return Transformer(int(row["layers"]), int(row["hidden"]), int(row["heads"]),
+                       vocab=int(vocab), tied_embeddings=tied, dropout=dropout,
+                       flash_attention=flash, name=str(row.get("model", "")))
+
+
+def step_time(model: Transformer, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
+              sequence_parallel=False, recompute="none", zero=0, overlap=False,
+              layers=None, reduce_bytes=4.0, tp_overlap=False) -> float:
+    """Seconds of one training step: the simulated pipeline plus ``step_terms``.
+
+    ``layers`` (one count per virtual stage) defaults to ``chunk_layers``."""
+    return _price(model, hardware, schedule, seq=seq, microbatch=microbatch, tp=tp, dp=dp,
+                  sequence_parallel=sequence_parallel, recompute=recompute, zero=zero,
+                  overlap=overlap, layers=layers, reduce_bytes=reduce_bytes,
+                  tp_overlap=tp_overlap)[0]
+
+
+def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
+                sequence_parallel=False, recompute="none", layers=None, tp_overlap=False):
+    """The ``Costs`` of ``schedule`` (loop placement) and the stage table behind them, priced
+    as ``transformer_costs`` prices them for ``plan``, Megatron's hand-offs blocking."""
+    V, p = schedule.V, schedule.p
+    layers = (chunk_layers(model.layers, V) if layers is None else np.asarray(layers))
+    if layers.sum() != model.layers or len(layers) != V:
+        raise ScheduleError(f"layers must give {V} stages adding up to {model.layers} (got "
+                            f"{layers.tolist()})")
+    one = np.zeros(1, np.int64)
+    stage = np.arange(V)
+    table = stage_table(model, hardware, seq, config=np.zeros(V, np.int64),
+                        layers=layers.astype(np.float64), embedding=stage == 0,
+                        loss=stage == V - 1, microbatch=one + microbatch,
+                        t=one + tp, d=one + dp, p=one + p, m=one + schedule.m,
+                        sequence_parallel=sequence_parallel,
+                        recompute=one + RECOMPUTE.index(recompute), tp_overlap=tp_overlap,
+                        blocking=True)
+    costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
+                  act=table["act"], comm=table["comm"],
+                  bandwidth=table["bandwidth"],
+                  message_bytes=table["message_bytes"])
+    return costs, table
+
+
+def _price(model, hardware, schedule, *, seq, microbatch, tp, dp, sequence_parallel,
+           recompute, zero, overlap, layers, reduce_bytes, tp_overlap):
+    costs, table = model_costs(model, hardware, schedule, seq=seq, microbatch=microbatch,
+                               tp=tp, dp=dp, sequence_parallel=sequence_parallel,
+                               recompute=recompute, layers=layers, tp_overlap=tp_overlap)
+    res = simulate(schedule, costs)
+    return res.makespan + _extras(model, hardware, schedule, table, tp, dp, zero, overlap,
+                                  reduce_bytes), res
+
+
+def _extras(model, hardware, schedule, table, tp, dp, zero, overlap, reduce_bytes=4.0):
+    """``step_terms`` of one configuration: the fullest device's reduction and update."""
+    params = np.bincount(schedule.stage_to_device, weights=table["params"],
+                         minlength=schedule.p)
+    tied = model.tied_embeddings and schedule.p > 1
+    window = np.bincount(schedule.stage_to_device, weights=table["b"] / schedule.m,
+                         minlength=schedule.p)
+    spans = 1 if tp * dp * schedule.p > hardware.gpus_per_node else 2
+    terms = step_terms(hardware, params.max(), tp, dp, zero,
+                       embedding_params=model.vocab * model.hidden / tp if tied else 0.0,
+                       embedding_per_node=spans, overlap=overlap, window=window.min(),
+                       reduce_bytes=reduce_bytes)
+    return float(sum(np.max(v) for v in terms.values()))
+
+
+def _schedule(name, p, n, m=1):
+    if p == 1:
+        return build_schedule("1f1b", 1, n)
+    return build_schedule(name, p, n, m) if m > 1 else build_schedule(name, p, n)
