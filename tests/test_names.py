@@ -13,7 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fastpp"
 # torchtitan's own names (and RunConfig defaults to Megatron's)
 # the published runs' loaders name the schedule each run used, as the importers name the
 # frameworks' schedules
-ALLOWED = ("generators/", "seed.py", "model/validate.py", "model/validate_long.py",
+ALLOWED = ("generators/", "seed.py", "model/published.py", "model/validate.py",
+           "model/validate_long.py",
            "model/validate_moe.py", "model/validate_small.py", "model/config.py",
            "model/megatron.py", "model/torchtitan.py")
 

@@ -16,6 +16,10 @@ import fastpp
 from fastpp import Costs, Noise, ScheduleError, build_schedule, simulate
 from fastpp import noise as noise_module
 
+# the counter-based hashes (Philox, SplitMix64) wrap around uint64 by design: Numba wraps
+# silently, NumPy warns in the pure-Python run of tests/test_coverage.py (NUMBA_DISABLE_JIT)
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+
 stats = pytest.importorskip("scipy.stats")
 KS_ALPHA = 1e-3  # a K-S test at this level fails a right answer 1 time in 1,000
 

@@ -8,6 +8,10 @@ import pytest
 import fastpp
 from fastpp import Costs, Noise, ScheduleError, best_within_budget, build_schedule, simulate
 
+# the counter-based hashes (Philox, SplitMix64) wrap around uint64 by design: Numba wraps
+# silently, NumPy warns in the pure-Python run of tests/test_coverage.py (NUMBA_DISABLE_JIT)
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+
 SLOW = Noise(0.05, link_delay={(3, 4): 4.0}, blocking=True)
 
 
