@@ -132,37 +132,43 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
         if w_queued[r] > 0 and ready - free[r] > budget and always:
             put_w(r)
 
-    for r in range(p):
-        if not put_slot(VF0, r):
-            return False, 0.0
-    for r in range(p - 1, -1, -1):
-        if r < p - 1:
-            due = t[VF1, r + 1, 0] + comm[2 * p - 2 - r]
-            while (held[r] + memd[ROW_F, r] * (2 + 2 * r) <= cap[r]
-                   and free[r] + cost[ROW_F, r] <= due and placed[r, VF0] < n):
-                for q in range(r + 1):
-                    if not put_slot(VF0, q):
-                        return False, 0.0
-        if not put_slot(VF1, r):
-            return False, 0.0
-    chunk = 0
-    for r in range(1, p):
-        stuck = 0
-        while (placed[r, VF0] + placed[r, VF1] < placed[r - 1, VF0] + placed[r - 1, VF1]
-               or placed[r, VF1] <= placed[r - 1, VF1] < n):
-            stuck += 1
-            for q in range(p - 1, r - 1, -1):
-                if placed[q, chunk] < n:
-                    if not put_slot(chunk, q):
-                        return False, 0.0
-                    stuck = 0
-            chunk = 1 - chunk
-            if stuck == 2:  # neither chunk can move: the authors' loop would not end
-                return False, 0.0
+    def warm_up():
+        """Chunk 0's forwards while they fit before chunk 1's first arrives, then both chunks
+        until every device is at least as far as the one before it."""
+        for r in range(p):
+            if not put_slot(VF0, r):
+                return False
+        for r in range(p - 1, -1, -1):
+            if r < p - 1:
+                due = t[VF1, r + 1, 0] + comm[2 * p - 2 - r]
+                while (held[r] + memd[ROW_F, r] * (2 + 2 * r) <= cap[r]
+                       and free[r] + cost[ROW_F, r] <= due and placed[r, VF0] < n):
+                    for q in range(r + 1):
+                        if not put_slot(VF0, q):
+                            return False
+            if not put_slot(VF1, r):
+                return False
+        chunk = 0
+        for r in range(1, p):
+            stuck = 0
+            while (placed[r, VF0] + placed[r, VF1] < placed[r - 1, VF0] + placed[r - 1, VF1]
+                   or placed[r, VF1] <= placed[r - 1, VF1] < n):
+                stuck += 1
+                for q in range(p - 1, r - 1, -1):
+                    if placed[q, chunk] < n:
+                        if not put_slot(chunk, q):
+                            return False
+                        stuck = 0
+                chunk = 1 - chunk
+                if stuck == 2:  # neither chunk can move: the authors' loop would not end
+                    return False
+        return True
+
     order = np.empty(p, np.int64)
     up = np.zeros(p, np.bool_)
-    for _ in range(2 * n):
-        # an I on every device: chunk 0's (VI0) descending where it may, then chunk 1's (VI1)
+
+    def backward_round():
+        """An I on every device: chunk 0's (VI0) descending where it may, then chunk 1's."""
         for r in range(p):
             up[r] = placed[r, VI0] < placed[r, VI1] and (
                 r == p - 1 or t[VI0, r + 1, placed[r, VI0]] >= 0.0 or placed[r, VI1] >= n)
@@ -182,8 +188,11 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
             fill(r, ready_at(x, r, placed[r, x]) if placed[r, x] < n else -1.0,
                  fill_b or x == VI0)
             if not put_slot(x, r):
-                return False, 0.0
-        # a forward on every device that has one left and whose input is placed
+                return False
+        return True
+
+    def forward_round():
+        """A forward on every device that has one left and whose input is placed."""
         for r in range(p):
             if placed[r, VF1] >= n:
                 continue
@@ -198,11 +207,18 @@ def v_greedy(cost, memd, comm, cap, n, fill_f, fill_b, approved, ops, length, bu
                 continue
             while held[r] + memd[ROW_F, stage(x, r)] > cap[r]:
                 if w_queued[r] == 0:
-                    return False, 0.0
+                    return False
                 put_w(r)
             fill(r, ready_at(x, r, placed[r, x]), fill_f)
             if not put_slot(x, r):
-                return False, 0.0
+                return False
+        return True
+
+    if not warm_up():
+        return False, 0.0
+    for _ in range(2 * n):
+        if not backward_round() or not forward_round():
+            return False, 0.0
     for r in range(p):
         while w_queued[r] > 0:
             put_w(r)
