@@ -70,6 +70,19 @@ def test_a_row_priced_as_stated_and_assumed(split):
     kw = validate_moe.settings(r)
     assert (kw["recompute"], kw["overlap"], kw["zero"], kw["dispatcher"]) == (
         "full", False, 3, "flex")
+    # a recipe in a row's note (the ModelZoo's Qwen3 GB200 MXFP8 command), and Megatron-
+    # Bridge's recompute modules for a NeMo 26 FP8 row (DeepSeek-V3 on GB200: mla_up_proj)
+    r = next(r for r, _ in done if r["gpu_type"] == "GB200 NVL72" and r["precision"] == "mxfp8")
+    kw = validate_moe.settings(r)
+    assert (kw["recompute"], kw["recompute_modules"], kw["offload_modules"]) == (
+        "selective", ["moe_act", "layernorm"], ["expert_fc1", "moe_act"])
+    r = next(r for r, _ in done if r["model"] == "DeepSeekV3" and r["gpu_type"] == "DGX-GB200")
+    kw = validate_moe.settings(r)
+    assert (kw["recompute"], kw["recompute_modules"]) == ("selective", ["mla_up_proj"])
+    # the NeMo 25 rows ran older configs: read as stated (nothing recomputed)
+    r = next(r for r, _ in done if r["release"] == "NeMo 25.11" and r["precision"] == "FP8-MX"
+             and r["gpu_type"] == "DGX-GB200")
+    assert validate_moe.settings(r)["recompute"] == "none"
 
 
 def test_moe_rows_against_the_tables():
