@@ -24,6 +24,8 @@ from fastpp.model.moe import (
     all_to_all_bytes,
     all_to_all_times,
     expert_data_parallel,
+    expert_times,
+    fp8_casts,
     layer_seconds,
     moe_layer_costs,
 )
@@ -122,6 +124,29 @@ def test_all_to_all_volumes_by_hand():
     assert ds["network"] == pytest.approx(4096 * 7168 * 1.03125 * 4 * 7 / 8)
     assert ds["network"] / 1e6 == pytest.approx(105.97, abs=0.01)
     assert ds["nvlink"] == pytest.approx(4096 * 8 * 7168 * 1.03125 * 7 / 8)
+
+
+def test_fp8_casts_by_hand():
+    # the memory-bound toy: 4 GB/s, no overhead, an fp8 peak; TINY's GQA attention products
+    # (qkv 8 + 2 x 8 <- 8, 8 <- 8), one shared expert of 4, SwiGLU (G = 2)
+    slow = dataclasses.replace(TOY, memory_bandwidth=4e9, fp8_flops=2e6)
+    T, received = 16 * 2, 40.0  # one microbatch of 2 sequences of 16; 40 copies received
+    got = fp8_casts(TINY, slow.with_precision("fp8"), 16, 2, 1, received, 1)
+    cast = 2.0 + 2.0 * (1.0 + 1.0 / 32.0)  # read bf16, write row- and column-wise FP8
+    inputs = T * (8 + 8 + 8 + 4) + received * (8 + 4)  # each product's input
+    outputs = T * (24 + 8 + 8 + 2 * 4) + received * (8 + 2 * 4)  # each output's gradient
+    assert got["forward"] == pytest.approx(cast * inputs / 4e9)
+    assert got["input_grad"] == pytest.approx(cast * outputs / 4e9)
+    # none in bf16; with products free, fp8's expert times are bf16's plus the casts of
+    # N k = 32 x 2 = 64 copies each GPU receives (balanced)
+    assert fp8_casts(TINY, slow, 16, 2, 1, received, 1)["forward"] == 0.0
+    free = dataclasses.replace(slow, peak_flops=1e30, fp8_flops=1e30)
+    bf16 = expert_times(TINY, free, 16, 2, 1, 2, 1, True)
+    fp8 = expert_times(TINY, free.with_precision("fp8"), 16, 2, 1, 2, 1, True)
+    casts = fp8_casts(TINY, free.with_precision("fp8"), 16, 2, 1, 64.0, 1)
+    assert fp8["forward"] == pytest.approx(bf16["forward"] + casts["forward"])
+    assert fp8["input_grad"] == pytest.approx(bf16["input_grad"] + casts["input_grad"])
+    assert fp8["weight_grad"] == pytest.approx(bf16["weight_grad"])
 
 
 def test_layer_parts_are_the_pipeline_costs_without_overlap():

@@ -14,11 +14,14 @@ NVL72 rack, NVIDIA's datasheet): 2.5 / 5 PFLOP/s dense bf16 / fp8, 186 GB of HBM
 72 GPUs in one NVLink5 domain (``gpus_per_node=72``), one 400 Gb/s rail per GPU beyond the
 rack; assumed: the NVLink5 bus bandwidth of B200 and H100's efficiency curve (no GB200 table
 to check them on). GB300 (one Blackwell Ultra GPU of a GB300 NVL72 rack, NVIDIA's GB300 NVL72
-datasheet: 360 / 720 PFLOP/s dense bf16 / fp8 a rack of 72, the same per GPU as GB200; its
-gains are FP4 and the attention's exponentials), 288 GB of HBM3e at 8 TB/s, one NVLink5
-domain of 72, one ConnectX-8 800 Gb/s rail per GPU beyond the rack. B300-288GB (one GPU of a
-DGX B300 / HGX B300: 8 a node, NVLink5, ConnectX-8 800 Gb/s a GPU): B200's 2.25 / 4.5
-PFLOP/s dense, 288 GB at 8 TB/s. The Grace-hosted GPUs (GB200, GB300) reach host memory over
+datasheet: 360 / 720 PFLOP/s bf16 / fp8 a rack of 72 with sparsity, "360 PF FP8 for
+training" dense, so 2.5 / 5 PFLOP/s dense a GPU, the same as GB200; its gains are dense FP4
+(15 against 10 PFLOP/s) and the attention's exponentials: the SFU's 10.7 against Blackwell's
+5 TeraExponentials/s, NVIDIA's "2x attention-layer acceleration", which the dense peaks do
+not carry), 288 GB of HBM3e at 8 TB/s, one NVLink5 domain of 72, one ConnectX-8 800 Gb/s rail
+per GPU beyond the rack. B300-288GB (one GPU of a DGX B300 / HGX B300: 8 a node, NVLink5,
+ConnectX-8 800 Gb/s a GPU; HGX B300's datasheet: 72 / 36 PFLOP/s fp8 / bf16 with sparsity
+for 8 GPUs): B200's 2.25 / 4.5 PFLOP/s dense, 288 GB at 8 TB/s. The Grace-hosted GPUs (GB200, GB300) reach host memory over
 NVLink-C2C (900 GB/s both directions, 450 each way: ``host_bandwidth``); the others over PCIe
 Gen5 x16 (64 GB/s a direction, about 50 reached). Blackwell's curve is H100's, checked on the
 MoE rows only (``fastpp.model.validate_moe``).

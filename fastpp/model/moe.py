@@ -59,7 +59,7 @@ import numpy as np
 
 from ..checks import ScheduleError, instance, number, one_of, positive_int, positive_ints
 from .comm import all_gather, all_reduce, reduce_scatter, tensor_parallel_per_node
-from .compute import attention_times, matmul_time, memory_time, mlp_times
+from .compute import _attention_shapes, attention_times, matmul_time, memory_time, mlp_times
 from .hardware import PRECISIONS, Hardware
 from .overlap import LayerParts
 from .transformer import BYTES, Transformer, attention_costs, combine
@@ -67,6 +67,10 @@ from .transformer import BYTES, Transformer, attention_costs, combine
 # bytes per dispatched element: bf16, or FP8 with one fp32 scale per 128 (1 x 128 tiles)
 DISPATCH_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / 128.0}
 COMBINE_BYTES = 2.0  # the combine and both backwards stay in bf16
+# an FP8 product's operand cast: the bf16 tensor read (2 bytes an element) and written twice
+# in FP8 (1 byte each, with a scale per 32 or 128 elements), row-wise for the product and
+# column-wise for the other gradient's (MXFP8 on Blackwell; Hopper's FP8 needs the transpose)
+CAST_BYTES = 2.0 + 2.0 * (1.0 + 1.0 / 32.0)
 ROUTER_BYTES = 8.0  # fp32 logits and probabilities per expert and token
 DISPATCHERS = ("alltoall", "allgather", "flex")
 
@@ -166,17 +170,46 @@ def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t
                        width=model.shared_experts * model.expert_ffn)
     router = memory_time(hw, ROUTER_BYTES * owned * E)  # softmax and top-k in fp32
     permute = 2.0 * memory_time(hw, 2.0 * BYTES * received * h)  # into expert order, back
-    forward = (matmul_time(hw, owned, E, h) + router + permute
+    gate = hw.with_precision("bf16")  # the router's product stays out of the FP8 recipe
+    forward = (matmul_time(gate, owned, E, h) + router + permute
                + matmul_time(hw, rows, G * width, h, local) + matmul_time(hw, rows, h, width, local)
                + memory_time(hw, (G + 1.0) * BYTES * received * width))
-    input_grad = (matmul_time(hw, owned, h, E) + router + permute
+    input_grad = (matmul_time(gate, owned, h, E) + router + permute
                   + matmul_time(hw, rows, h, G * width, local)
                   + matmul_time(hw, rows, width, h, local)
                   + memory_time(hw, (G + 2.0) * BYTES * received * width))
-    weight_grad = (matmul_time(hw, h, E, owned) + matmul_time(hw, h, G * width, rows, local)
+    weight_grad = (matmul_time(gate, h, E, owned) + matmul_time(hw, h, G * width, rows, local)
                    + matmul_time(hw, width, h, rows, local))
-    return {"forward": shared["forward"] + forward, "input_grad": shared["input_grad"]
-            + input_grad, "weight_grad": shared["weight_grad"] + weight_grad}
+    casts = fp8_casts(model, hw, seq, b, t, received, etp)
+    return {"forward": shared["forward"] + forward + casts["forward"],
+            "input_grad": shared["input_grad"] + input_grad + casts["input_grad"],
+            "weight_grad": shared["weight_grad"] + weight_grad}
+
+
+def fp8_casts(model: Transformer, hardware: Hardware, seq: int, microbatch, t, received, etp
+              ) -> dict[str, np.ndarray]:
+    """Seconds of an MoE layer's FP8 casts for one microbatch on one GPU (zero in bf16):
+    ``forward`` casts each FP8 product's input, ``input_grad`` its output's gradient
+    (``CAST_BYTES`` an element; Transformer Engine quantizes both before each product and
+    caches the weights' casts over a step's microbatches). The products are the attention's
+    projections, the routed experts' (``received`` copies) and the shared experts'; the
+    router's stays in bf16, the attention core too (``fastpp.model.compute``). They are
+    priced with the MLP half, in the layer's forward and input-grad backward."""
+    zero = 0.0 * np.asarray(received, np.float64)
+    if hardware.precision == "bf16":
+        return {"forward": zero, "input_grad": zero}
+    h, G = float(model.hidden), 2.0 if model.swiglu else 1.0
+    T = float(seq) * np.asarray(microbatch, np.float64)
+    t, etp = np.asarray(t, np.float64), np.asarray(etp, np.float64)
+    width = float(model.expert_ffn) / etp
+    shared = float(model.shared_experts * model.expert_ffn) / t
+    shapes, _ = _attention_shapes(model, t)
+    inputs = T * (sum(k for _, k in shapes) + (h + shared if model.shared_experts else 0.0))
+    outputs = T * (sum(n for n, _ in shapes) + (h + G * shared if model.shared_experts
+                                                else 0.0))
+    return {"forward": memory_time(hardware, CAST_BYTES * (inputs + received * (h + width))),
+            "input_grad": memory_time(hardware, CAST_BYTES * (outputs
+                                                              + received * (h + G * width)))}
 
 
 def all_to_all_bytes(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp,
@@ -370,6 +403,7 @@ def layer_seconds(parts: LayerParts) -> dict[str, np.ndarray]:
             "weight_grad": parts.attention_w + parts.mlp_w}
 
 
-__all__ = ["COMBINE_BYTES", "DISPATCHERS", "DISPATCH_BYTES", "all_to_all_bytes", "all_to_all_times",
-           "expert_costs", "expert_data_parallel", "expert_reasons", "expert_times",
+__all__ = ["CAST_BYTES", "COMBINE_BYTES", "DISPATCHERS", "DISPATCH_BYTES", "all_to_all_bytes",
+           "all_to_all_times", "expert_costs", "expert_data_parallel", "expert_reasons",
+           "expert_times", "fp8_casts",
            "layer_parts", "layer_seconds", "moe_layer_costs"]

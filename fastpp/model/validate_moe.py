@@ -13,7 +13,8 @@ Where a row is silent, these settings are assumed (``ASSUMED``): the dispatcher 
 or HybridEP's flex dispatcher (Megatron-Bridge's performance configs set
 ``moe_flex_dispatcher_backend`` for most MoE workloads, the ModelZoo's Qwen3 H100 script
 ``DISPATCHER=deepep``; a stated dispatcher is used as stated, and for the NeMo tables what
-Megatron-Bridge's config for the workload sets, ``BRIDGE``); no recomputation unless stated;
+Megatron-Bridge's config for the workload sets, ``BRIDGE``); no recomputation unless the row,
+its note (``NOTES``) or, for a NeMo 26 FP8 row, Megatron-Bridge's config states it;
 the EP overlap (``combined-1f1b``) where the table's notes or ``BRIDGE`` turn it on;
 DeepSeek-V3's routing to at most 4 nodes (its router's 4 of 8 groups); force-balanced routing
 (``imbalance=1``, every table's footnote); ZeRO-1 (the distributed optimizer), or ZeRO-3 where
@@ -75,19 +76,28 @@ RECOMPUTE = {"full": ("full", None), "none listed": ("none", None),
 # deepseek_workload_base_configs.py (commit 0426418: the FP8 DeepSeek-V3 workloads on GB300,
 # GB200, B300 and B200 run moe_a2a_overlap=True; the pp_layouts below) and configs/qwen/
 # qwen3_workload_base_configs.py (commit 01b2977: Qwen3-235B on B300 and B200 with the
-# all-to-all dispatcher, on H100 with it and moe_a2a_overlap=True)
-BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True}, ("deepseek-v3", "GB200"): {"overlap": True},
-          ("deepseek-v3", "B300-288GB"): {"overlap": True},
-          ("deepseek-v3", "B200-180GB"): {"overlap": True},
+# all-to-all dispatcher, on H100 with it and moe_a2a_overlap=True). Their recompute_modules
+# (commit 0426418 for DeepSeek-V3's MXFP8 workloads, kimi_workload_base_configs.py at
+# 013180a for Kimi K2's GB300 one) are read for the NeMo 26 releases' FP8 rows, those the
+# configs ran; the NeMo 25 rows ran older configs and are read without
+BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
+          ("deepseek-v3", "GB200"): {"overlap": True, "modules": ["mla_up_proj"]},
+          ("deepseek-v3", "B300-288GB"): {"overlap": True, "modules": ["mla_up_proj"]},
+          ("deepseek-v3", "B200-180GB"): {"overlap": True, "modules": ["mla_up_proj", "mlp"]},
+          ("kimi-k2", "GB300"): {"modules": ["mla_up_proj"]},
           ("qwen3-235b-a22b", "B300-288GB"): {"dispatcher": "alltoall"},
           ("qwen3-235b-a22b", "B200-180GB"): {"dispatcher": "alltoall"},
           ("qwen3-235b-a22b", "H100-80GB"): {"dispatcher": "alltoall", "overlap": True}}
+# what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
+# --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
+NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
+         "activation offloading required": {"offload": ["expert_fc1", "moe_act"]}}
 LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "Et*4|(t*4|)*14tmL",
            ("deepseek-v3", 8, 4): "Et|(tt|)*30mL"}
 ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
-           "recomputation unless stated; EP overlap as the notes or Megatron-Bridge's configs "
-           "say; DeepSeek-V3 routed to at most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 "
-           "with FSDP)")
+           "recomputation unless the row, its note or Megatron-Bridge's config states it; EP "
+           "overlap as the notes or Megatron-Bridge's configs say; DeepSeek-V3 routed to at "
+           "most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 with FSDP)")
 
 
 def _number(value):
@@ -120,7 +130,8 @@ def _rows(data):
                     "ep": _number(r["ep"]), "etp": 1.0, "fsdp": "", "dispatcher": "",
                     "recompute": "", "metric": "model_tflops_per_gpu",
                     "value": _number(r["tflops_per_gpu"]), "overlap": overlap,
-                    "routing": "", "label": f"{r['model']} {r['gpus']} {r['hardware']} "
+                    "routing": "", "note": str(r["note"]),
+                    "label": f"{r['model']} {r['gpus']} {r['hardware']} "
                                             f"{'overlap' if overlap else 'no overlap'}"})
     for i, r in enumerate(pd.read_csv(data / "moe_published_more.csv").to_dict("records")):
         gpus = str(r["gpus"])
@@ -137,7 +148,7 @@ def _rows(data):
                     "fsdp": str(r["fsdp"]), "dispatcher": str(r["dispatcher"]),
                     "recompute": str(r["recompute"]), "metric": str(r["metric"]),
                     "value": _number(r["value"]), "routing": str(r["routing"]),
-                    "overlap": "A2A overlap on" in note,
+                    "overlap": "A2A overlap on" in note, "note": note,
                     "label": f"{r['model']} {gpus} {r['gpu_type']} {r['precision']} "
                              f"{r['release']} row {i + 2}"})
     return out
@@ -222,6 +233,13 @@ def settings(r) -> dict:
     overlap = bool(r["overlap"]) or (bridge.get("overlap", False) and vp > 1
                                      and str(r["precision"]).lower() != "bf16")
     recompute, modules = RECOMPUTE.get(str(r["recompute"]).strip().lower(), ("none", None))
+    noted = {k: v for phrase, said in NOTES.items() if phrase in str(r["note"])
+             for k, v in said.items()}
+    if (recompute == "none" and str(r["release"]).startswith("NeMo 26")
+            and str(r["precision"]).lower() != "bf16" and "modules" in bridge):
+        noted.setdefault("modules", bridge["modules"])
+    if recompute == "none" and "modules" in noted:
+        recompute, modules = "selective", noted["modules"]
     if recompute == "full":
         overlap = False  # Megatron refuses the overlap with full recomputation
     schedule = "combined-1f1b" if overlap else ("interleaved-1f1b" if vp > 1 else "1f1b")
@@ -234,7 +252,8 @@ def settings(r) -> dict:
            "precision": PRECISION[str(r["precision"]).lower()], "overlap": overlap,
            "dispatcher": DISPATCHER.get(str(r["dispatcher"]).lower(),
                                         bridge.get("dispatcher", "flex")),
-           "recompute_modules": modules, "layout": LAYOUTS.get((model.name, p, vp)),
+           "recompute_modules": modules, "offload_modules": noted.get("offload"),
+           "layout": LAYOUTS.get((model.name, p, vp)),
            "node_limit": 4 if model.name.startswith("deepseek-v3") else None}
     return out
 
