@@ -32,7 +32,7 @@ The kernel per GPU (``KERNEL_OF``):
   curves, held out of them.
 - A100: FlashAttention-2, measured only forward and backward together: both passes at that
   curve's efficiency.
-- B200 and GB200: no measured kernel here; assumed H100's FlashAttention-3 at the same
+- B200, GB200, B300 and GB300: no measured kernel here; assumed H100's FlashAttention-3 at the same
   fraction of the dense bf16 peak (a Blackwell kernel, cuDNN's or FlashAttention-4, has its
   own curve; none to check it on).
 - any other ``Hardware`` (a user's, a test's): the dense-product curve of
@@ -93,7 +93,9 @@ KERNEL_OF = (("A100", ("A100", "FlashAttention-2", 312e12)),
              ("H200", ("H100", "cuDNN", 989e12)),
              ("H800", ("H100", "cuDNN", 989e12)),
              ("B200", ("H100", "cuDNN", 989e12)),
-             ("GB200", ("H100", "cuDNN", 989e12)))
+             ("GB200", ("H100", "cuDNN", 989e12)),
+             ("B300", ("H100", "cuDNN", 989e12)),
+             ("GB300", ("H100", "cuDNN", 989e12)))
 PASSES = ("forward", "backward", "forward+backward")
 IMPLEMENTATIONS = ("FlashAttention-2", "FlashAttention-3", "cuDNN")
 
