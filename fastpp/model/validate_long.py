@@ -28,9 +28,10 @@ Rows priced (``PRICED``), and what is assumed where the source is silent:
 
 - NeMo's Llama 2 7B FP8 on DGX-H100 (NeMo 24.03.01), the runs with context parallelism,
   4K to 1M tokens: the ``llama2-7b`` preset; context parallelism as Transformer Engine's
-  p2p ring (``cp_comm="ring"``); fp8 products, bf16 attention (Transformer Engine's default
-  recipe); assumed (the page does not say): microbatch 1, no recomputation, sequence
-  parallelism and Transformer Engine's tensor-parallel overlap where ``tp > 1``, the
+  p2p ring (``cp_comm="ring"``); fp8 products with Transformer Engine's casts
+  (``compute.fp8_cast_times``), bf16 attention (its default recipe); assumed (the page
+  does not say): microbatch 1, no recomputation, sequence parallelism and Transformer
+  Engine's tensor-parallel overlap where ``tp > 1``, the
   distributed optimizer (ZeRO-1) with its gradient reduction overlapped (NeMo's defaults),
   plain 1F1B where ``pp > 1`` (no virtual stages stated).
 - NeMo's Llama 3 8B FP8 on DGX-B200 (NeMo 25.04), 8K to 1M: likewise with the ``llama3-8b``
