@@ -114,10 +114,14 @@ def test_flash_path_prices_the_kernel():
     assert float(matmul_efficiency(h100, s, s, 128)) < 0.5 * eff_f
 
 
-def test_a_gpu_without_a_kernel_keeps_the_product_curve():
+def _toy():
     from fastpp.model import Hardware, Link
 
-    toy = Hardware("toy", 1e15, 1e10, Link("a", 1e11, 0.0), Link("b", 1e10, 0.0))
+    return Hardware("toy", 1e15, 1e10, Link("a", 1e11, 0.0), Link("b", 1e10, 0.0))
+
+
+def test_a_gpu_without_a_kernel_keeps_the_product_curve():
+    toy = _toy()
     assert kernel_of(toy) is None and attention_efficiency(toy, "forward", 1024, 64) is None
     model = Transformer(2, 1024, 16, flash_attention=True, dropout=False)
     forward, _ = _attention(toy, model, 1024.0, 1.0, 1.0)
@@ -149,6 +153,7 @@ def test_a_stack_scales_the_attention_alone():
     (lambda: with_attention_speed(HARDWARE["H100-80GB"], 0.0), r"attention_speed must be"),
     (lambda: with_attention_speed(HARDWARE["H100-80GB"], "fast"), r"attention_speed must be"),
     (lambda: with_attention_speed("H100-80GB", 0.5), r"hardware must be a fastpp.model.Hardware"),
+    (lambda: with_attention_speed(_toy(), 0.5), r"hardware must run a measured attention kernel"),
     (lambda: kernel_tflops("V100", "cuDNN", "forward", True, 128, 4096),
      r"\(gpu, implementation\) must be a measured kernel"),
     (lambda: kernel_tflops("H100", "cuDNN", "sideways", True, 128, 4096), r"kind must be one of"),

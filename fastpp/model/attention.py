@@ -124,10 +124,15 @@ class StackHardware(Hardware):
 
 def with_attention_speed(hardware: Hardware, speed: float) -> StackHardware:
     """``hardware`` with its attention kernel at ``speed`` times its measured curve (the
-    products, links and everything else unchanged)."""
+    products, links and everything else unchanged); ``hardware`` must run a measured kernel
+    (``kernel_of``)."""
     if not isinstance(hardware, Hardware):
         raise ScheduleError(f"hardware must be a fastpp.model.Hardware (got "
                             f"{type(hardware).__name__})")
+    if kernel_of(hardware) is None:
+        raise ScheduleError(f"hardware must run a measured attention kernel (a name starting "
+                            f"with one of {[p for p, _ in KERNEL_OF]}) to set its speed (got "
+                            f"{hardware.name!r})")
     values = {f.name: getattr(hardware, f.name) for f in fields(Hardware)}
     return StackHardware(**values, attention_speed=speed)
 
