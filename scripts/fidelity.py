@@ -135,7 +135,8 @@ def main(argv=None) -> int:
     print(summary(df), "\n")
     print("calibration: A100's curve on korthikanti_2022_layer.csv (all its rows), H100's on "
           "the odd rows of megatron_core_h100_weak_scaling.csv, A100's fixed costs on the even "
-          "rows of vtrain_single_node_a.csv; every other row is a check\n")
+          "rows of vtrain_single_node_a.csv, each NeMo long-context table's attention speed on "
+          "its 1M row; every other row is a check\n")
     ranks = zb_ranking(df)
     for name, group in ranks.groupby("dataset", sort=False):
         print(f"{LABELS[name]}: schedule ranking right in {int(group['agree'].sum())} of "

@@ -13,6 +13,7 @@ from fastpp.model.attention import (
     kernel_of,
     kernel_rows,
     kernel_tflops,
+    with_attention_speed,
 )
 from fastpp.model.compute import _attention, matmul_efficiency
 from fastpp.model.validate import DATA
@@ -113,10 +114,14 @@ def test_flash_path_prices_the_kernel():
     assert float(matmul_efficiency(h100, s, s, 128)) < 0.5 * eff_f
 
 
-def test_a_gpu_without_a_kernel_keeps_the_product_curve():
+def _toy():
     from fastpp.model import Hardware, Link
 
-    toy = Hardware("toy", 1e15, 1e10, Link("a", 1e11, 0.0), Link("b", 1e10, 0.0))
+    return Hardware("toy", 1e15, 1e10, Link("a", 1e11, 0.0), Link("b", 1e10, 0.0))
+
+
+def test_a_gpu_without_a_kernel_keeps_the_product_curve():
+    toy = _toy()
     assert kernel_of(toy) is None and attention_efficiency(toy, "forward", 1024, 64) is None
     model = Transformer(2, 1024, 16, flash_attention=True, dropout=False)
     forward, _ = _attention(toy, model, 1024.0, 1.0, 1.0)
@@ -127,7 +132,28 @@ def test_a_gpu_without_a_kernel_keeps_the_product_curve():
         + toy.op_overhead)
 
 
+def test_a_stack_scales_the_attention_alone():
+    """``with_attention_speed``: the attention core's compute time over the speed, the
+    products and the rest of the hardware as before (a plain preset is at speed 1)."""
+    h100 = HARDWARE["H100-80GB"]
+    slow = with_attention_speed(h100.with_precision("fp8"), 0.5)
+    assert slow.with_precision("bf16").attention_speed == 0.5 and slow.fp8_flops == h100.fp8_flops
+    assert float(attention_efficiency(slow, "backward", 65536, 128)) == pytest.approx(
+        0.5 * float(attention_efficiency(h100, "backward", 65536, 128)))
+    assert float(matmul_efficiency(slow, 4096, 4096, 4096)) == float(
+        matmul_efficiency(h100, 4096, 4096, 4096))
+    model = Transformer(4, 4096, 32, flash_attention=True, dropout=False)
+    for base, half in zip(_attention(h100, model, 65536.0, 1.0, 1.0),
+                          _attention(slow, model, 65536.0, 1.0, 1.0), strict=True):
+        assert float(half - h100.op_overhead) == pytest.approx(
+            2 * float(base - h100.op_overhead))
+
+
 @pytest.mark.parametrize("call, message", [
+    (lambda: with_attention_speed(HARDWARE["H100-80GB"], 0.0), r"attention_speed must be"),
+    (lambda: with_attention_speed(HARDWARE["H100-80GB"], "fast"), r"attention_speed must be"),
+    (lambda: with_attention_speed("H100-80GB", 0.5), r"hardware must be a fastpp.model.Hardware"),
+    (lambda: with_attention_speed(_toy(), 0.5), r"hardware must run a measured attention kernel"),
     (lambda: kernel_tflops("V100", "cuDNN", "forward", True, 128, 4096),
      r"\(gpu, implementation\) must be a measured kernel"),
     (lambda: kernel_tflops("H100", "cuDNN", "sideways", True, 128, 4096), r"kind must be one of"),

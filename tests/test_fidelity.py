@@ -93,10 +93,13 @@ def test_every_published_row_is_there_once(frame):
                       VTRAIN: 746}
     assert set(frame["dataset"]) == set(DATASETS)
     assert np.allclose(frame["error"], frame["predicted"] / frame["measured"] - 1)
-    # calibration rows: the whole layer table, Megatron-Core's odd rows, vTrain's even rows
+    # calibration rows: the whole layer table, Megatron-Core's odd rows, vTrain's even rows,
+    # the long-context tables' 1M rows (their attention's speed)
     fit = frame[frame["role"] == "calibration"]
     assert set(fit["dataset"]) == {"korthikanti_2022_layer", "megatron_core_h100_weak_scaling",
-                                   VTRAIN}
+                                   VTRAIN, "long_context_published"}
+    assert fit[fit["dataset"] == "long_context_published"]["row"].str.contains(
+        " 1024K ").sum() == 2 == (fit["dataset"] == "long_context_published").sum()
     small = frame[frame["dataset"] == VTRAIN]
     assert (small["role"] == "calibration").tolist() == [i % 2 == 0 for i in range(746)]
     assert fit[fit["dataset"] == "megatron_core_h100_weak_scaling"]["row"].tolist() == [

@@ -124,25 +124,72 @@ def test_long_rows_are_the_nemo_cp_runs_and_fit_memory(long):
         assert peak < capacity, label
 
 
+def _errors(rows, gpu="", role=None):
+    from fastpp.model.validate_long import long_roles
+
+    roles = long_roles()
+    return np.array([r[4] / r[3] - 1 for r in rows if gpu in r[1]
+                     and (role is None or roles.get(r[:3], "check") == role)])
+
+
+@needs_data
+def test_nemo_count_is_the_full_square():
+    """NeMo's summary tables print tokens and TFLOP/s per GPU side by side: their ratio is
+    the full-square count within 0.1%, and Megatron's causal count misses it by 7-11%."""
+    from fastpp.model.validate_long import NEMO_SUMMARY, nemo_flops_per_token
+
+    for name, seq, tokens, tflops in NEMO_SUMMARY:
+        model = MODELS[name]
+        assert nemo_flops_per_token(model, seq) * tokens / 1e12 == pytest.approx(tflops,
+                                                                                 rel=1e-3)
+        assert model.megatron_flops_per_token(seq) * tokens / 1e12 < 0.95 * tflops
+
+
+@needs_data
+def test_attention_speed_is_the_fit_on_the_longest_rows():
+    from fastpp.model.validate_long import ATTENTION_SPEED, calibrate, long_roles
+
+    assert calibrate() == ATTENTION_SPEED
+    assert [k[1] for k in long_roles()] == ["Llama2-7B H100-80GB 1024K cp32",
+                                            "Llama3-8B B200 1024K cp16"]
+
+
 @needs_data
 def test_long_context_mape_bounds(long):
-    """Measured with the module's assumptions, nothing fitted on these rows: Llama 2 7B on
-    H100 within 11% MAPE, Llama 3 8B on B200 within 19%."""
+    """The attention's speed fitted per table on its 1M row, the 15 other rows checks:
+    Llama 2 7B on H100 within 5% MAPE, Llama 3 8B on B200 within 12%, the checks together
+    within 10% (the issue's bound; no priced row was read from a figure)."""
     rows, _ = long
-    err = {gpu: np.mean([abs(r[4] / r[3] - 1) for r in rows if gpu in r[1]])
-           for gpu in ("H100", "B200")}
-    assert err["H100"] < 0.11, err
-    assert err["B200"] < 0.19, err
+    assert np.abs(_errors(rows, "H100", "check")).mean() < 0.05
+    assert np.abs(_errors(rows, "B200", "check")).mean() < 0.12
+    assert len(_errors(rows, role="calibration")) == 2
+    assert np.abs(_errors(rows, role="check")).mean() < 0.10
+
+
+def test_fp8_casts_by_hand():
+    """Transformer Engine's casts in a dense fp8 layer, T = 10 tokens, t = 2 (toy model: Q
+    64 wide, K and V 32 each, FFN 160 with SwiGLU): forward, the QKV and FC1 inputs'
+    transposes (2 B x 64 each), the output projection's cast and transpose (4 B x 64/2), FC2's
+    input transpose (2 B x 160/2); backward, the output gradients' casts and transposes
+    (4 B x 128/2 for QKV, x 64 for the output projection and FC2; FC1's 2 B x 2 x 160/2),
+    each a kernel with its overhead; nothing in bf16."""
+    from fastpp.model.compute import fp8_cast_times
+
+    hw = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=WIRE,
+                  network=Link("toy-net", 100.0, 0.1), memory_bandwidth=1e6, op_overhead=0.01,
+                  fp8_flops=2e6)
+    forward, backward = fp8_cast_times(hw.with_precision("fp8"), MODEL, 10.0, 2.0)
+    assert float(forward) == pytest.approx(10 * (2 * 64 + 4 * 32 + 2 * 64 + 2 * 80) / 1e6
+                                           + 4 * 0.01)
+    assert float(backward) == pytest.approx(10 * (4 * 64 + 4 * 64 + 2 * 160 + 4 * 64) / 1e6
+                                            + 4 * 0.01)
+    assert fp8_cast_times(hw, MODEL, 10.0, 2.0) == (0.0, 0.0)
 
 
 @needs_data
-@pytest.mark.xfail(strict=True, reason=(
-    "14.4% MAPE: the 4K-16K rows over by 10-23% (fp8 products at the bf16 curve's fraction of "
-    "the fp8 peak, no casts priced), B200's 128K-1M rows under by 19-30% (its attention "
-    "assumed at H100's fraction of the peak)"))
 def test_long_context_rows_within_ten_percent(long):
     rows, _ = long
-    assert np.mean([abs(r[4] / r[3] - 1) for r in rows]) < 0.10
+    assert np.abs(_errors(rows)).mean() < 0.10
 
 
 def test_plan_holds_the_exchange_buffers():

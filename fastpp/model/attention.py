@@ -38,6 +38,11 @@ The kernel per GPU (``KERNEL_OF``):
 - any other ``Hardware`` (a user's, a test's): the dense-product curve of
   ``fastpp.model.compute`` at ``s x s x d``, as before this model.
 
+A run's software stack can be slower or faster than the kernels the table measured (an older
+cuDNN, a framework's wrappers round each call): ``with_attention_speed`` gives a
+``Hardware`` whose kernel runs at a stated multiple of its curve (``StackHardware``;
+``fastpp.model.validate_long`` calibrates NeMo's on its longest rows).
+
 The fraction of the peak is the kernel's TFLOP/s over the GPU's dense bf16 peak (989 TFLOP/s
 for H100 at its 1980 MHz boost clock; the paper fixed 1830 MHz, so the measured fractions are
 what a clock-throttled training run reaches). The attention runs in bf16 under an fp8 recipe
@@ -46,9 +51,12 @@ what a clock-throttled training run reaches). The attention runs in bf16 under a
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+
 import numpy as np
 
 from ..checks import ScheduleError, numbers, one_of
+from .hardware import Hardware
 
 # (gpu, implementation, pass, causal, head_dim): (E in TFLOP/s, c in tokens), fitted by
 # ``fit_kernels`` on the fit lengths (512, 2048, 8192); tests/test_attention.py refits them
@@ -98,6 +106,37 @@ KERNEL_OF = (("A100", ("A100", "FlashAttention-2", 312e12)),
              ("GB300", ("H100", "cuDNN", 989e12)))
 PASSES = ("forward", "backward", "forward+backward")
 IMPLEMENTATIONS = ("FlashAttention-2", "FlashAttention-3", "cuDNN")
+
+
+@dataclass(frozen=True)
+class StackHardware(Hardware):
+    """A ``Hardware`` whose attention kernel runs at ``attention_speed`` times its measured
+    curve (``kernel_of``), a number in (0, 2]: the attention of one software stack."""
+
+    attention_speed: float = 1.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if (isinstance(self.attention_speed, bool)
+                or not isinstance(self.attention_speed, int | float | np.number)
+                or not 0.0 < float(self.attention_speed) <= 2.0):
+            raise ScheduleError(f"attention_speed must be a number in (0, 2] (got "
+                                f"{self.attention_speed!r})")
+
+
+def with_attention_speed(hardware: Hardware, speed: float) -> StackHardware:
+    """``hardware`` with its attention kernel at ``speed`` times its measured curve (the
+    products, links and everything else unchanged); ``hardware`` must run a measured kernel
+    (``kernel_of``)."""
+    if not isinstance(hardware, Hardware):
+        raise ScheduleError(f"hardware must be a fastpp.model.Hardware (got "
+                            f"{type(hardware).__name__})")
+    if kernel_of(hardware) is None:
+        raise ScheduleError(f"hardware must run a measured attention kernel (a name starting "
+                            f"with one of {[p for p, _ in KERNEL_OF]}) to set its speed (got "
+                            f"{hardware.name!r})")
+    values = {f.name: getattr(hardware, f.name) for f in fields(Hardware)}
+    return StackHardware(**values, attention_speed=speed)
 
 
 def kernel_rows(path):
@@ -188,10 +227,12 @@ def kernel_of(hardware):
 def attention_efficiency(hardware, kind: str, s, d, causal: bool = True):
     """The fraction of ``hardware``'s dense bf16 peak its attention kernel reaches on a pass
     (``kind``: "forward" or "backward") over sequences of ``s`` keys with head dimension
-    ``d``; ``None`` for a GPU without a measured kernel (``kernel_of``)."""
+    ``d`` (times a ``StackHardware``'s ``attention_speed``); ``None`` for a GPU without a
+    measured kernel (``kernel_of``)."""
     one_of(kind, "kind", PASSES[:2])
     kernel = kernel_of(hardware)
     if kernel is None:
         return None
     gpu, implementation, peak = kernel
-    return 1e12 * kernel_tflops(gpu, implementation, kind, causal, d, s) / peak
+    speed = getattr(hardware, "attention_speed", 1.0)
+    return speed * 1e12 * kernel_tflops(gpu, implementation, kind, causal, d, s) / peak

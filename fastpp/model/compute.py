@@ -37,7 +37,9 @@ sequence-parallel regions), ``d = h/a`` per head, gate ``G = 2`` for SwiGLU (els
   cross-entropy (the half-precision logits read, 4-byte copies written and read by the max,
   exp-sum and loss passes: 18 bytes per logit forward, 6 backward);
 - the optimizer step: Adam over the fp32 master weights, ``OPTIMIZER_STEP_BYTES`` per
-  parameter the device updates.
+  parameter the device updates;
+- with fp8 products, a dense layer's Transformer Engine casts and transposes
+  (``fp8_cast_times``); the attention core stays in bf16.
 """
 
 from __future__ import annotations
@@ -135,6 +137,27 @@ def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=Tr
     if model.dropout:
         forward = forward + memory_time(hw, 2.0 * scores + mask)
         backward = backward + memory_time(hw, 2.0 * scores + mask)
+    return forward, backward
+
+
+def fp8_cast_times(hw: Hardware, model: Transformer, T, t) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and input-grad seconds of Transformer Engine's fp8 casts in one dense layer
+    (zero unless ``hw.precision`` is "fp8"), one memory-bound kernel each. Per product, bytes
+    per element: its input cast with the transpose kept for the weight gradient (read 2, write
+    1 + 1) where no kernel before it writes fp8 (the output projection's input), the
+    transpose alone (read 1, write 1) where one does (the norms before QKV and FC1, the
+    activation before FC2); in the backward each output gradient's cast and transpose (4),
+    FC1's fused into the activation's backward (2). The weights' casts, once a step, and
+    the scaling factors' updates are left out."""
+    if hw.precision != "fp8":
+        return 0.0, 0.0
+    h, F = float(model.hidden), float(model.ffn)
+    G = 2.0 if model.swiglu else 1.0
+    (qkv, _), (_, out) = _attention_shapes(model, t)[0]
+    forward = sum(memory_time(hw, k * T * w) for k, w in
+                  ((2.0, h), (4.0, out), (2.0, h), (2.0, F / t)))
+    backward = sum(memory_time(hw, k * T * w) for k, w in
+                   ((4.0, qkv), (4.0, h), (2.0, G * F / t), (4.0, h)))
     return forward, backward
 
 
@@ -263,6 +286,8 @@ def _dense_layer_times(model: Transformer, hw: Hardware, seq: int, microbatch, t
                   + matmul_time(hw, T, h, G * F / t) + matmul_time(hw, T, F / t, h))
     weight_grad = (matmul_time(hw, h, qkv, T) + matmul_time(hw, out, h, T)
                    + matmul_time(hw, h, G * F / t, T) + matmul_time(hw, F / t, h, T))
+    casts_fwd, casts_bwd = fp8_cast_times(hw, model, T, t)
+    forward, input_grad = forward + casts_fwd, input_grad + casts_bwd
     input_grad = input_grad + np.where(rc == 1, core_fwd, np.where(rc == 2, forward, 0.0))
     return {"forward": forward + 0.0 * b, "input_grad": input_grad + 0.0 * b,
             "weight_grad": weight_grad + 0.0 * b}

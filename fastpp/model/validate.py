@@ -63,7 +63,7 @@ from .published import (  # noqa: F401 (validate's names, as they were)
     step_time,
 )
 from .transformer import Transformer, chunk_layers
-from .validate_long import long_rows
+from .validate_long import long_roles, long_rows
 from .validate_small import VTRAIN, vtrain_roles, vtrain_rows
 
 DATASETS = ("korthikanti_2022", "korthikanti_2022_layer", "narayanan_2021_table1",
@@ -305,6 +305,8 @@ def validate(datasets=DATASETS):
         rows += [r for r in _zero_bubble(hw) if r[0] in datasets]
     fitted = _korthikanti_layer(hw) + _megatron_core(h100, which=0)
     role = {(d, r, q): "calibration" for d, r, q, *_ in fitted} | vtrain_roles(DATA)
+    if "long_context_published" in datasets:
+        role |= long_roles()
     frame = pd.DataFrame([r[:5] + tuple(r[5]) for r in rows],
                          columns=["dataset", "row", "quantity", "measured", "predicted",
                                   *Regime._fields])

@@ -3,24 +3,40 @@
 Each row is priced as ``validate`` prices a configuration: the per-stage costs of
 ``stage_table`` with the row's layout (tensor, pipeline, context and data parallelism, its
 precision), the schedule built and simulated by ``fastpp.simulate``, plus ``step_terms``
-(the gradient reduction over the ``dp cp`` replicas, the optimizer step). Nothing is fitted
-to these rows: the attention kernel is ``fastpp.model.attention``'s (fitted on the kernel
-table's fit lengths), the rest the presets' (``fastpp.model.hardware``). Every row is a check.
+(the gradient reduction over the ``dp cp`` replicas, the optimizer step). The attention kernel
+is ``fastpp.model.attention``'s (fitted on the kernel table's fit lengths), the rest the
+presets' (``fastpp.model.hardware``).
 
-Rows priced (``LONG_ROWS``), and what is assumed where the source is silent:
+What is counted (``nemo_flops_per_token``): NeMo's TFLOP/s per GPU count the attention's core
+as the full square, not halved by the causal mask. NeMo's formulas (``calculate_tflops`` of
+its auto-configurator, 2024; ``nemo/utils/flops_formulas.py`` from January 2025) halve it only
+from "Discount FLOPs in dot-product att" (NeMo #14424, 9 August 2025), after both tables here
+were published (October 2024 and May 2025); and NeMo's own summary tables, which print tokens
+and TFLOP/s per GPU side by side, fit the full count to 0.1% (``NEMO_SUMMARY``). Counted
+halved, the B200 rows at 512K-1M would put its attention at 82% of the bf16 peak.
+
+What is calibrated (``ATTENTION_SPEED``, ``calibrate``): one constant per table, the speed
+of its attention kernel against the kernel table's curve (``attention.with_attention_speed``),
+fitted on the table's longest row (1M tokens, the attention 97% of the step); the other rows
+of each table are checks (``long_roles``). NeMo 24.03's Transformer Engine (1.4) runs cuDNN's
+fused attention on Hopper, a cuDNN release before the one FlashAttention-3's paper measured:
+its fitted speed, 0.55 of that cuDNN curve, is near FlashAttention-2's on H100 (0.61 of
+cuDNN's at long lengths, the same table). B200's is against the assumed kernel, H100's cuDNN
+at the same fraction of the peak (0.73 of it: 42% of B200's bf16 peak at long lengths).
+
+Rows priced (``PRICED``), and what is assumed where the source is silent:
 
 - NeMo's Llama 2 7B FP8 on DGX-H100 (NeMo 24.03.01), the runs with context parallelism,
   4K to 1M tokens: the ``llama2-7b`` preset; context parallelism as Transformer Engine's
-  p2p ring (``cp_comm="ring"``); fp8 products, bf16 attention (Transformer Engine's default
-  recipe); assumed (the page does not say): microbatch 1, no recomputation, sequence
-  parallelism and Transformer Engine's tensor-parallel overlap where ``tp > 1``, the
+  p2p ring (``cp_comm="ring"``); fp8 products with Transformer Engine's casts
+  (``compute.fp8_cast_times``), bf16 attention (its default recipe); assumed (the page
+  does not say): microbatch 1, no recomputation, sequence parallelism and Transformer
+  Engine's tensor-parallel overlap where ``tp > 1``, the
   distributed optimizer (ZeRO-1) with its gradient reduction overlapped (NeMo's defaults),
-  plain 1F1B where ``pp > 1`` (no virtual stages stated). TFLOP/s per GPU counted as NeMo's
-  ``flops_formulas`` count Llama (``Transformer.megatron_flops_per_token``: the causal core
-  halved; whether NeMo 24.03 halved it is not stated).
+  plain 1F1B where ``pp > 1`` (no virtual stages stated).
 - NeMo's Llama 3 8B FP8 on DGX-B200 (NeMo 25.04), 8K to 1M: likewise with the ``llama3-8b``
   preset and the ``B200-180GB`` preset (its product curve and attention kernel are H100's,
-  at B200's peaks: no B200 table calibrates them, so these rows check that assumption).
+  at B200's peaks: no B200 table calibrates the products, so the short rows check that).
 
 Rows excluded, each with its reason (``excluded``): the runs without context parallelism
 (their layout is not stated: "the best non-CP layout within memory"); Megatron-Core's
@@ -41,6 +57,7 @@ import numpy as np
 from ..checks import require
 from ..costs import Costs
 from ..simulate import simulate
+from .attention import with_attention_speed
 from .errorbar import regime
 from .hardware import HARDWARE
 from .presets import MODELS
@@ -51,6 +68,20 @@ DATASET = "long_context_published"
 PRICED = {("Llama2-7B", "H100"): ("llama2-7b", "H100-80GB"),
           ("Llama3-8B", "B200"): ("llama3-8b", "B200-180GB")}
 MICROBATCH = 1  # assumed: NeMo's long-context table does not say
+# each table's attention kernel against the kernel table's curve, fitted by ``calibrate`` on
+# the row CALIBRATION names (tests/test_long_context.py refits it)
+ATTENTION_SPEED = {"H100": 0.55, "B200": 0.73}
+CALIBRATION = 1048576  # the sequence length of each table's calibration row
+# NeMo's summary tables (DGX-H100, FP8): (preset, seq, tokens/s/GPU, TFLOP/s/GPU) as printed
+# (NeMo 24.09 performance summary: LLAMA2-7B 8 GPUs GBS 128; LLAMA3-8B 8 GPUs GBS 128 CP 2)
+NEMO_SUMMARY = (("llama2-7b", 4096, 16934, 780), ("llama3-8b", 8192, 12273, 711))
+
+
+def nemo_flops_per_token(model, seq: int) -> float:
+    """NeMo's count of one token's training FLOPs (see the module): Megatron's
+    (``Transformer.megatron_flops_per_token``) with the attention core as the full square,
+    ``6 s a (d_qk + d_v) / 2`` per layer, not half of it."""
+    return model.megatron_flops_per_token(seq) + 3.0 * model.layers * seq * model.core_width()
 
 
 def _reason(row) -> str:
@@ -112,28 +143,76 @@ def price(model, hardware, *, seq, global_batch, tp, pp, cp, dp, precision,
     return step, float(fixed + np.max(res.peak_activations) + buffers)
 
 
+def _runs(frame):
+    """Per priced row: its label, table (``"H100"`` or ``"B200"``), model, hardware preset,
+    layout keywords for ``price``, GPUs and the published TFLOP/s per GPU."""
+    for r in frame.to_dict("records"):
+        if _reason(r):
+            continue
+        (name, hw_name), table = next((v, g) for (m, g), v in PRICED.items()
+                                      if r["model"] == m and str(r["gpu_type"]).startswith(g))
+        seq = int(r["seq_len"])
+        layout = {k: int(r[k]) for k in ("tp", "pp", "cp", "dp")}
+        label = f"{r['model']} {r['gpu_type'].split()[0]} {seq // 1024}K cp{layout['cp']}"
+        yield (label, table, MODELS[name], HARDWARE[hw_name],
+               {"seq": seq, "global_batch": int(r["global_batch_seqs"]), **layout,
+                "precision": "fp8" if r["precision"] == "fp8" else "bf16"},
+               int(np.prod(list(layout.values()))), float(r["value"]))
+
+
+def _tflops(model, hardware, run, gpus, speed):
+    """Predicted TFLOP/s per GPU (NeMo's count) of one run, and its peak bytes per GPU."""
+    step, peak = price(model, with_attention_speed(hardware, speed), **run)
+    flops = nemo_flops_per_token(model, run["seq"]) * run["seq"] * run["global_batch"]
+    return flops / step / gpus / 1e12, peak
+
+
+def calibrate(frame=None) -> dict:
+    """``ATTENTION_SPEED``: per table, the attention kernel's speed (rounded to 0.01) at which
+    the predicted TFLOP/s of its ``CALIBRATION`` row equals the published one (secant steps on
+    the step time, which the speed moves only through the attention)."""
+    pd = require("pandas", "sweep", "fastpp.model.validate_long")
+    from .published import DATA
+
+    frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
+    out = {}
+    for _, table, model, hw, run, gpus, measured in _runs(frame):
+        if run["seq"] != CALIBRATION:
+            continue
+        lo, hi = 0.5, 1.0
+        f_lo, f_hi = (1.0 / _tflops(model, hw, run, gpus, x)[0] - 1.0 / measured
+                      for x in (lo, hi))
+        for _ in range(6):  # the step is nearly affine in 1/speed: a few secant steps
+            if f_hi == f_lo:
+                break
+            x = 1.0 / (1.0 / hi - f_hi * (1.0 / hi - 1.0 / lo) / (f_hi - f_lo))
+            lo, f_lo, hi = hi, f_hi, x
+            f_hi = 1.0 / _tflops(model, hw, run, gpus, x)[0] - 1.0 / measured
+        out[table] = round(hi, 2)
+    return out
+
+
+def long_roles(frame=None) -> dict:
+    """``{(dataset, row, quantity): "calibration"}`` of the rows ``calibrate`` fits."""
+    pd = require("pandas", "sweep", "fastpp.model.validate_long")
+    from .published import DATA
+
+    frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
+    return {(DATASET, label, "tflops_per_gpu"): "calibration"
+            for label, _, _, _, run, _, _ in _runs(frame) if run["seq"] == CALIBRATION}
+
+
 def long_rows(frame=None):
-    """``(dataset, row, quantity, measured, predicted, regime)`` of every priced row, and the peak
-    bytes per GPU each run needs (``memory``, by row label)."""
+    """``(dataset, row, quantity, measured, predicted, regime)`` of every priced row (the
+    attention at its table's ``ATTENTION_SPEED``), and the peak bytes per GPU each run needs
+    (``memory``, by row label)."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
     from .published import DATA
 
     frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
     rows, memory = [], {}
-    for r in frame.to_dict("records"):
-        if _reason(r):
-            continue
-        name, hw_name = next(v for (m, g), v in PRICED.items()
-                             if r["model"] == m and str(r["gpu_type"]).startswith(g))
-        model, hw = MODELS[name], HARDWARE[hw_name]
-        seq, gbs = int(r["seq_len"]), int(r["global_batch_seqs"])
-        tp, pp, cp, dp = (int(r[k]) for k in ("tp", "pp", "cp", "dp"))
-        step, peak = price(model, hw, seq=seq, global_batch=gbs, tp=tp, pp=pp, cp=cp, dp=dp,
-                           precision="fp8" if r["precision"] == "fp8" else "bf16")
-        gpus = tp * pp * cp * dp
-        flops = model.megatron_flops_per_token(seq) * seq * gbs
-        label = f"{r['model']} {r['gpu_type'].split()[0]} {seq // 1024}K cp{cp}"
-        rows.append((DATASET, label, "tflops_per_gpu", float(r["value"]),
-                     flops / step / gpus / 1e12, regime(model, hw, seq, tp)))
-        memory[label] = peak
+    for label, table, model, hw, run, gpus, measured in _runs(frame):
+        predicted, memory[label] = _tflops(model, hw, run, gpus, ATTENTION_SPEED[table])
+        rows.append((DATASET, label, "tflops_per_gpu", measured, predicted,
+                     regime(model, hw, run["seq"], run["tp"])))
     return rows, memory
