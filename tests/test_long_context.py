@@ -168,21 +168,24 @@ def test_long_context_mape_bounds(long):
 
 def test_fp8_casts_by_hand():
     """Transformer Engine's casts in a dense fp8 layer, T = 10 tokens, t = 2 (toy model: Q
-    64 wide, K and V 32 each, FFN 160 with SwiGLU): forward, the QKV and FC1 inputs'
-    transposes (2 B x 64 each), the output projection's cast and transpose (4 B x 64/2), FC2's
-    input transpose (2 B x 160/2); backward, the output gradients' casts and transposes
-    (4 B x 128/2 for QKV, x 64 for the output projection and FC2; FC1's 2 B x 2 x 160/2),
-    each a kernel with its overhead; nothing in bf16."""
+    64 wide, K and V 32 each, FFN 160 with SwiGLU), a full cast 2 + 2 x (1 + 1/32) bytes an
+    element (read bf16, write fp8 row- and column-wise with their scales), the column-wise
+    copy alone half of it: forward, the QKV and FC1 inputs' copies (half x 64 each), the
+    output projection's full cast (x 64/2), FC2's input copy (half x 160/2); backward, the
+    output gradients' full casts (x 128/2 for QKV, x 64 for the output projection and FC2;
+    FC1's half x 2 x 160/2), each a kernel with its overhead; nothing in bf16."""
     from fastpp.model.compute import fp8_cast_times
 
+    full = 2 + 2 * (1 + 1 / 32)
+    half = full / 2
     hw = Hardware("toy", peak_flops=1e6, memory_bytes=1e5, node=WIRE,
                   network=Link("toy-net", 100.0, 0.1), memory_bandwidth=1e6, op_overhead=0.01,
                   fp8_flops=2e6)
     forward, backward = fp8_cast_times(hw.with_precision("fp8"), MODEL, 10.0, 2.0)
-    assert float(forward) == pytest.approx(10 * (2 * 64 + 4 * 32 + 2 * 64 + 2 * 80) / 1e6
-                                           + 4 * 0.01)
-    assert float(backward) == pytest.approx(10 * (4 * 64 + 4 * 64 + 2 * 160 + 4 * 64) / 1e6
-                                            + 4 * 0.01)
+    assert float(forward) == pytest.approx(10 * (half * 64 + full * 32 + half * 64 + half * 80)
+                                           / 1e6 + 4 * 0.01)
+    assert float(backward) == pytest.approx(10 * (full * 64 + full * 64 + half * 160
+                                                  + full * 64) / 1e6 + 4 * 0.01)
     assert fp8_cast_times(hw, MODEL, 10.0, 2.0) == (0.0, 0.0)
 
 

@@ -53,6 +53,11 @@ from .transformer import BYTES, Transformer
 # Adam per parameter: read the fp32 gradient, master weight, momentum and variance (16 bytes),
 # write the last three and the half-precision weight (14), read the gradient again for its norm
 OPTIMIZER_STEP_BYTES = 34.0
+# an FP8 product's operand cast: the bf16 tensor read (2 bytes an element) and written twice
+# in FP8 (1 byte each, with a scale per 32 or 128 elements), row-wise for the product and
+# column-wise for the other gradient's (MXFP8 on Blackwell; Hopper's FP8 needs the transpose);
+# where a kernel before it already wrote FP8, only the column-wise copy: half of it
+CAST_BYTES = 2.0 + 2.0 * (1.0 + 1.0 / 32.0)
 LOSS_FORWARD_BYTES, LOSS_BACKWARD_BYTES = 18.0, 6.0  # per logit, see the module
 
 
@@ -143,21 +148,21 @@ def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=Tr
 def fp8_cast_times(hw: Hardware, model: Transformer, T, t) -> tuple[np.ndarray, np.ndarray]:
     """Forward and input-grad seconds of Transformer Engine's fp8 casts in one dense layer
     (zero unless ``hw.precision`` is "fp8"), one memory-bound kernel each. Per product, bytes
-    per element: its input cast with the transpose kept for the weight gradient (read 2, write
-    1 + 1) where no kernel before it writes fp8 (the output projection's input), the
-    transpose alone (read 1, write 1) where one does (the norms before QKV and FC1, the
-    activation before FC2); in the backward each output gradient's cast and transpose (4),
-    FC1's fused into the activation's backward (2). The weights' casts, once a step, and
-    the scaling factors' updates are left out."""
+    per element: its input's full cast (``CAST_BYTES``) where no kernel before it writes fp8
+    (the output projection's input), the column-wise copy alone (half) where one does (the
+    norms before QKV and FC1, the activation before FC2); in the backward each output
+    gradient's full cast, FC1's fused into the activation's backward (half). The weights'
+    casts, once a step, and the scaling factors' updates are left out."""
     if hw.precision != "fp8":
         return 0.0, 0.0
     h, F = float(model.hidden), float(model.ffn)
     G = 2.0 if model.swiglu else 1.0
     (qkv, _), (_, out) = _attention_shapes(model, t)[0]
+    full, half = CAST_BYTES, CAST_BYTES / 2.0
     forward = sum(memory_time(hw, k * T * w) for k, w in
-                  ((2.0, h), (4.0, out), (2.0, h), (2.0, F / t)))
+                  ((half, h), (full, out), (half, h), (half, F / t)))
     backward = sum(memory_time(hw, k * T * w) for k, w in
-                   ((4.0, qkv), (4.0, h), (2.0, G * F / t), (4.0, h)))
+                   ((full, qkv), (full, h), (half, G * F / t), (full, h)))
     return forward, backward
 
 

@@ -21,10 +21,11 @@ training" dense, so 2.5 / 5 PFLOP/s dense a GPU, the same as GB200; its gains ar
 not carry), 288 GB of HBM3e at 8 TB/s, one NVLink5 domain of 72, one ConnectX-8 800 Gb/s rail
 per GPU beyond the rack. B300-288GB (one GPU of a DGX B300 / HGX B300: 8 a node, NVLink5,
 ConnectX-8 800 Gb/s a GPU; HGX B300's datasheet: 72 / 36 PFLOP/s fp8 / bf16 with sparsity
-for 8 GPUs): B200's 2.25 / 4.5 PFLOP/s dense, 288 GB at 8 TB/s. The Grace-hosted GPUs (GB200, GB300) reach host memory over
-NVLink-C2C (900 GB/s both directions, 450 each way: ``host_bandwidth``); the others over PCIe
-Gen5 x16 (64 GB/s a direction, about 50 reached). Blackwell's curve is H100's, checked on the
-MoE rows only (``fastpp.model.validate_moe``).
+for 8 GPUs): B200's 2.25 / 4.5 PFLOP/s dense, 288 GB at 8 TB/s. The Grace-hosted GPUs
+(GB200, GB300) reach host memory over NVLink-C2C (900 GB/s both directions, 450 each way:
+``host_bandwidth``); the others over PCIe Gen5 x16 (64 GB/s a direction, about 50
+reached). Blackwell's curve is H100's, checked on the MoE rows only
+(``fastpp.model.validate_moe``).
 
 The memory bandwidths are what a streaming kernel reaches (about 85-90% of the datasheet, as
 STREAM-like copies measure). The links are the bus bandwidths NCCL's all-reduce reaches

@@ -59,7 +59,14 @@ import numpy as np
 
 from ..checks import ScheduleError, instance, number, one_of, positive_int, positive_ints
 from .comm import all_gather, all_reduce, reduce_scatter, tensor_parallel_per_node
-from .compute import _attention_shapes, attention_times, matmul_time, memory_time, mlp_times
+from .compute import (
+    CAST_BYTES,
+    _attention_shapes,
+    attention_times,
+    matmul_time,
+    memory_time,
+    mlp_times,
+)
 from .hardware import PRECISIONS, Hardware
 from .overlap import LayerParts
 from .transformer import BYTES, Transformer, attention_costs, combine
@@ -67,10 +74,6 @@ from .transformer import BYTES, Transformer, attention_costs, combine
 # bytes per dispatched element: bf16, or FP8 with one fp32 scale per 128 (1 x 128 tiles)
 DISPATCH_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / 128.0}
 COMBINE_BYTES = 2.0  # the combine and both backwards stay in bf16
-# an FP8 product's operand cast: the bf16 tensor read (2 bytes an element) and written twice
-# in FP8 (1 byte each, with a scale per 32 or 128 elements), row-wise for the product and
-# column-wise for the other gradient's (MXFP8 on Blackwell; Hopper's FP8 needs the transpose)
-CAST_BYTES = 2.0 + 2.0 * (1.0 + 1.0 / 32.0)
 ROUTER_BYTES = 8.0  # fp32 logits and probabilities per expert and token
 DISPATCHERS = ("alltoall", "allgather", "flex")
 
