@@ -37,8 +37,8 @@ __version__ = "0.1.0"
 
 # measured runs and reports need pandas: imported when first used, so that `import fastpp`
 # stays light
-_MEASURED = ("MeasuredJob", "MeasuredRun", "WhatIf", "read_op_table", "read_torch_trace",
-             "whatif")
+_MEASURED = ("MeasuredJob", "MeasuredRun", "MeasuredSteps", "WhatIf", "read_op_table",
+             "read_torch_trace", "whatif")
 # subpackages reached as attributes (``fastpp.model.plan``), imported on first use likewise
 _LAZY = ("io", "measured", "model", "plot", "reports", "trace")
 
@@ -65,6 +65,7 @@ __all__ = [
     "Device",
     "MeasuredJob",
     "MeasuredRun",
+    "MeasuredSteps",
     "MonteCarlo",
     "Noise",
     "Op",

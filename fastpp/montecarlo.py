@@ -174,7 +174,7 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
         pool, pool_at = np.zeros(0), np.zeros((p, 5, 2), np.int64)
     draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, compiled.device,
              base[:, 0].copy(), slow, shapes, noise.dist == "gamma", step_shape, noise.spike[0],
-             noise.spike[1], pool, pool_at)
+             noise.spike[1], pool, pool_at, noise.relative, noise.step_factors)
     delays = noise.stage_delays(schedule.stage_to_device)
     extra = np.zeros(N)
     if noise.blocking:  # the sender of each message over a delayed link holds it

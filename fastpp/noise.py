@@ -70,11 +70,15 @@ class Noise:
     spike : (float, float), optional
         ``(probability, magnitude)``: each op independently takes ``magnitude`` (>= 1) times
         as long with that probability (in [0, 1]).
-    empirical : MeasuredRun or MeasuredJob, optional
+    empirical : MeasuredRun, MeasuredJob or MeasuredSteps, optional
         Draw each op's time from the run's measured times of the same device and kind (a
         bootstrap), instead of ``Costs``; the run must have the schedule's ``p`` (a job: its
         stages, each device drawing from its stage's forward and backward computes over every
-        replica and step). The jitter (``cov``) is then 0 unless given.
+        replica and step). The jitter (``cov``) is then 0 unless given. ``MeasuredSteps``
+        (several steps of one schedule) bootstraps factors on the ``Costs`` times instead,
+        so that any schedule and any ``m`` can be drawn: each sample one step's shared factor
+        (``MeasuredSteps.step_factors``), each op a factor of its device and kind
+        (``MeasuredSteps.op_ratios_by_kind``); ``step`` is then unused.
 
     Raises
     ------
@@ -110,9 +114,14 @@ class Noise:
         # a MeasuredRun or MeasuredJob, known by what it offers (fastpp.measured sits above
         # the engine: importing it here would close an import circle)
         if empirical is not None and not callable(getattr(empirical, "op_times_by_kind", None)):
-            raise ScheduleTypeError(f"empirical must be a fastpp.MeasuredRun or MeasuredJob "
+            raise ScheduleTypeError(f"empirical must be a fastpp.MeasuredRun, MeasuredJob or "
+                                    f"MeasuredSteps "
                                     f"(got {type(empirical).__name__})")
         self.empirical = empirical
+        # several measured steps: factors on the Costs times, and the steps' shared factors
+        self.relative = callable(getattr(empirical, "op_ratios_by_kind", None))
+        self.step_factors = (np.asarray(empirical.step_factors(), np.float64) if self.relative
+                             else np.zeros(0))
 
     def __repr__(self) -> str:
         parts = [f"cov={dict(zip(KINDS, self.cov[:4].tolist(), strict=True))}",
@@ -232,9 +241,10 @@ def _shape(cov: np.ndarray, dist: str) -> np.ndarray:
 
 
 def empirical_pools(run, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """A measured run's (or job's) op times per (device, kind): ``values`` and ``at[r, kind] =
-    (offset, count)``."""
-    times = run.op_times_by_kind()
+    """A measured run's (or job's) op times per (device, kind), or several steps' op factors:
+    ``values`` and ``at[r, kind] = (offset, count)``."""
+    times = run.op_ratios_by_kind() if callable(getattr(run, "op_ratios_by_kind", None)) \
+        else run.op_times_by_kind()
     if len(times) != p:
         raise ScheduleError(f"empirical noise must come from a run with the schedule's p={p} "
                             f"(the run has p={len(times)})")
@@ -358,17 +368,25 @@ def factors(key, first, shape, gamma, out):
 
 @jit
 def draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-         spike_x, pool, pool_at, first, out):
+         spike_x, pool, pool_at, relative, step_pool, first, out):
     """Every op's noisy time for samples ``first .. first + K - 1``: ``out[i, b]``
     (``[N, K]``).
 
     ``base[i]`` is op ``i``'s time (used when ``pool`` is empty) and ``slow[i]`` its persistent
     factor; ``pool[pool_at[r, kind, 0]:...+pool_at[r, kind, 1]]`` the measured times an op of
-    that kind on device ``r`` is bootstrapped from. Keys: ``(stage, kind, mb, sample)``.
+    that kind on device ``r`` is bootstrapped from (with ``relative``, factors on ``base[i]``).
+    A non-empty ``step_pool`` gives the per-sample factor, bootstrapped, instead of
+    ``step_shape``. Keys: ``(stage, kind, mb, sample)``.
     """
     N, K = out.shape
     per_step = np.empty(K)
-    factors(op_key(seed, 0, STEP << 8, 0), first, step_shape, gamma, per_step)
+    step_key = op_key(seed, 0, STEP << 8, 0)
+    if step_pool.shape[0] > 0:
+        for b in range(K):
+            u, _ = uniforms(step_key, first + b)
+            per_step[b] = step_pool[min(int(u * step_pool.shape[0]), step_pool.shape[0] - 1)]
+    else:
+        factors(step_key, first, step_shape, gamma, per_step)
     jitter = np.empty(K)
     empirical = pool.shape[0] > 0
     for i in range(N):
@@ -384,7 +402,7 @@ def draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, s
                 if empirical:
                     count = pool_at[device[i], k, 1]
                     pick = min(int(u2 * count), count - 1)
-                    t = pool[pool_at[device[i], k, 0] + pick]
+                    t = pool[pool_at[device[i], k, 0] + pick] * (base[i] if relative else 1.0)
                 if u1 < spike_p:
                     t *= spike_x
             out[i, b] = t * slow[i] * per_step[b] * jitter[b]
@@ -395,8 +413,8 @@ BLOCK = 64  # samples per block: a block's three [N, BLOCK] tables stay in cache
 
 @jit
 def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-                spike_x, pool, pool_at, previous, producer, link, stage2, device_first,
-                handoff, extra, makespan, busy, span):
+                spike_x, pool, pool_at, relative, step_pool, previous, producer, link, stage2,
+                device_first, handoff, extra, makespan, busy, span):
     """The whole Monte Carlo in one call: for each block of samples, the draws (plus
     ``extra[i]`` on op ``i``: a blocking send, a delayed stage), one pass of
     ``evaluate_batch`` with hand-offs ``handoff[V]``, and ``finish_batch``; fills
@@ -423,7 +441,7 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
             first_b, last_b, peak_b = np.empty((p, size)), np.empty((p, size)), np.empty((p, size))
             latency = np.empty(size)
         draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-             spike_x, pool, pool_at, at, dur)
+             spike_x, pool, pool_at, relative, step_pool, at, dur)
         for i in range(N):
             if extra[i] != 0.0:
                 for b in range(size):
@@ -440,8 +458,8 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
 
 @jit
 def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape,
-                     spike_p, spike_x, pool, pool_at, previous, producer, link, handoff, extra,
-                     K, on_path, crossings, stage_ops):
+                     spike_p, spike_x, pool, pool_at, relative, step_pool, previous, producer,
+                     link, handoff, extra, K, on_path, crossings, stage_ops):
     """The same samples as ``run_samples`` (the draws are keyed, so drawn again), each
     sample's critical path counted by ``critical``."""
     N = kind.shape[0]
@@ -453,7 +471,7 @@ def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, s
             dur, start, end = np.empty((N, size)), np.empty((N, size)), np.empty((N, size))
             hand = _columns(handoff, size)
         draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-             spike_x, pool, pool_at, first, dur)
+             spike_x, pool, pool_at, relative, step_pool, first, dur)
         for i in range(N):
             if extra[i] != 0.0:
                 for b in range(size):

@@ -582,6 +582,8 @@ def test_measure_checks_every_argument_before_touching_out(tmp_path):
     # measure_many: a bad second schedule leaves the first one's folder unmade
     with pytest.raises(ScheduleError, match=r"\(got 'nope'\)"):
         measure_many({"a": "1f1b", "b": "nope"}, out=tmp_path / "many")
+    with pytest.raises(ScheduleError, match=r"steps must be"):
+        measure_many({"a": "1f1b"}, out=tmp_path / "many", steps=0)
     assert not (tmp_path / "many").exists()
     with pytest.raises(ScheduleError, match=r"out must be a folder for the traces \(got "
                                             r"'.*rank0_trace.json', a file\)"):

@@ -31,7 +31,8 @@ def draws(noise, K, seed=3, stage=0, kind=0, mb=0, first=0):
     one = np.array([0], np.int64)
     noise_module.draw(np.uint64(seed), one + kind, one + stage, one + mb, one, np.ones(1),
                       np.ones(1), shapes, noise.dist == "gamma", step_shape, noise.spike[0],
-                      noise.spike[1], np.zeros(0), np.zeros((1, 5, 2), np.int64), first, out)
+                      noise.spike[1], np.zeros(0), np.zeros((1, 5, 2), np.int64), False,
+                      np.zeros(0), first, out)
     return out[0]
 
 
@@ -334,3 +335,47 @@ def test_pictures(tmp_path):
         plot.makespan_cdf([1.0], tmp_path / "x.png")
     with pytest.raises(ScheduleError, match="results must hold at least one"):
         plot.makespan_cdf([], tmp_path / "x.png")
+
+
+def test_empirical_noise_from_several_steps():
+    """Several steps of one schedule: each op is its Costs time times its step's factor
+    times its own factor, and another schedule (another m) draws from both."""
+    pytest.importorskip("pandas")
+    from fastpp import MeasuredSteps
+
+    first, second = (fastpp.read_torch_trace(DATA / "gpipe") for _ in range(2))
+    second.durations = second.durations * 1.5  # a step on a slower machine, every op alike
+    steps = MeasuredSteps([first, second])
+    factors = steps.step_factors()
+    assert factors[1] / factors[0] == pytest.approx(1.5, rel=1e-12)
+    s = steps.schedule
+    result = simulate(s, steps.costs())
+    base = result.end - result.start
+    ratios = steps.op_ratios_by_kind()
+    for k, run in enumerate(steps):
+        for r in range(s.p):
+            kinds = s.kind[r, : s.length[r]]
+            for kind in (0, 1):
+                mine = run.durations[r, : s.length[r]][kinds == kind]
+                drawn = ratios[r][kind][k * mine.size:(k + 1) * mine.size]
+                made = base[r, : s.length[r]][kinds == kind] * factors[k] * drawn
+                np.testing.assert_allclose(made, mine, rtol=1e-9)
+    # ZB-V (m = 2, I and W ops the run lacks: they take B's factors) on the same p
+    other = build_schedule("zbv", s.p, 8, 2)
+    costs = steps.costs()
+    mc = simulate(other, costs, noise=steps.noise(), samples=200)
+    plain = simulate(other, costs, noise=Noise(cov=0.0), samples=1).op_times()[..., 0]
+    times = mc.op_times()
+    for r in range(s.p):  # each op's factor: a step's times one of its device's B or F
+        mine = plain[r] > 0
+        made = times[r][mine] / plain[r][mine][:, None]
+        products = np.concatenate([np.outer(factors, ratios[r][kind]).ravel()
+                                   for kind in (0, 1)])
+        assert np.isin(np.round(made, 9), np.round(products, 9)).all()
+    assert mc.quantile(0.95) > simulate(other, costs).makespan
+    one = simulate(other, first.costs(), noise=first.noise(), samples=50)  # one step alone
+    assert one.makespan.std() > 0 and one.noise.step_factors.size == 1
+    with pytest.raises(ScheduleError, match="at least one MeasuredRun"):
+        MeasuredSteps([])
+    with pytest.raises(ScheduleError, match="step 1 ran another order"):
+        MeasuredSteps([first, fastpp.read_torch_trace(DATA / "zbv")])

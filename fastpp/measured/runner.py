@@ -43,6 +43,7 @@ from ..generators.registry import SCHEDULES, build_schedule
 from ..io import write_torch_csv
 from ..schedule import Schedule
 from .run import read_torch_trace
+from .steps import MeasuredSteps
 
 # PyTorch's schedule classes and the fastpp schedule whose order each one runs (the registry's
 # torch_class).
@@ -138,7 +139,8 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
 
     Returns
     -------
-    fastpp.MeasuredRun, or a list of them (``steps > 1``)
+    fastpp.MeasuredRun, or ``fastpp.MeasuredSteps`` (a list of them, with the costs and
+    empirical noise they calibrate) for ``steps > 1``
 
     Raises
     ------
@@ -159,7 +161,8 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
     run_jobs([job], model, timeout)
     if model.steps == 1:
         return read_torch_trace(job.out)
-    return [read_torch_trace(Path(job.out) / f"step{k}") for k in range(model.steps)]
+    return MeasuredSteps(read_torch_trace(Path(job.out) / f"step{k}")
+                         for k in range(model.steps))
 
 
 def _delays(delay, V: int) -> tuple:
@@ -210,28 +213,40 @@ def _link(link_delay, p: int) -> tuple | None:
 
 def measure_many(schedules, p: int | None = None, n: int | None = None, *, layers: int = 16,
                  hidden: int = 256, microbatch: int = 256, out="measured", device: str = "cpu",
-                 warmup: int = 1, realtime: bool = False, timeout: float = 600.0) -> dict:
+                 warmup: int = 1, realtime: bool = False, timeout: float = 600.0,
+                 steps: int = 1) -> dict:
     """``measure`` several schedules in one set of processes (they start once).
 
     ``schedules`` maps a label to what ``measure`` takes as ``schedule`` (each at its own
-    default ``m``); the traces of each go to ``out/<label>``. Returns the ``MeasuredRun`` of
-    each label.
+    default ``m``); the traces of each go to ``out/<label>`` (``out/<label>/step{k}`` with
+    ``steps > 1``). Returns the ``MeasuredRun`` of each label, or its ``MeasuredSteps``
+    (``steps > 1``). The jobs run in the dict's order: repeating labels in rounds (``"a@0", "b@0",
+    "a@1", ...``) spreads the machine's drifting load over the schedules alike.
     """
     if not isinstance(schedules, dict) or not schedules:
         raise ScheduleTypeError(f"schedules must be a non-empty dict of label -> schedule "
                                 f"(got {type(schedules).__name__})")
     timeout = _timeout(timeout)
+    steps = positive_int(steps, "steps")
     jobs, orders = [], []
     for label, schedule in schedules.items():  # every job checked before any folder is touched
         job, model, order = _job(schedule, p, n, None, layers, hidden, microbatch,
                                  Path(out) / str(label), device, warmup, realtime)
         jobs.append(job)
         orders.append(order)
+    model = dataclasses.replace(model, steps=steps)
     _torch()
     for job, order in zip(jobs, orders, strict=True):
         _prepare(job, order)
+        for k in range(steps if steps > 1 else 0):
+            _prepare(dataclasses.replace(job, out=str(Path(job.out) / f"step{k}")), None)
     run_jobs(jobs, model, timeout)
-    return {label: read_torch_trace(job.out) for label, job in zip(schedules, jobs, strict=True)}
+    if steps == 1:
+        return {label: read_torch_trace(job.out)
+                for label, job in zip(schedules, jobs, strict=True)}
+    return {label: MeasuredSteps(read_torch_trace(Path(job.out) / f"step{k}")
+                                 for k in range(steps))
+            for label, job in zip(schedules, jobs, strict=True)}
 
 
 def _timeout(timeout) -> float:

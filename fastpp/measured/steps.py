@@ -1,0 +1,135 @@
+"""``MeasuredSteps``: several profiled steps of one schedule (``measure(..., steps=N)``), and what
+they calibrate: ``costs()`` and the empirical ``noise()`` that predict any schedule's
+step-time distribution with ``simulate(other, costs, noise=noise, samples=K)``.
+
+Each op's measured time in step ``k`` is split into three factors:
+
+- its ``Costs`` time (``costs()``: calibrated on the typical step, every per-op figure the
+  median over the steps), which carries over to another schedule and another ``m``;
+- the step's shared factor ``step_factors()[k]``: the median over the step's ops of measured
+  over ``Costs`` time (the machine's load that step: a busy neighbour, the clock);
+- the op's own factor, the rest (``op_ratios_by_kind()``), pooled per device and kind.
+
+``Noise(empirical=steps)`` bootstraps both factors on another schedule's ``Costs`` times: each
+sample one step's factor, each op one factor of its device and kind.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from ..checks import ScheduleError
+from ..costs import Costs
+from ..noise import Noise
+from ..ops import FB, B, F, I, W
+from ..simulate import simulate
+from .run import MeasuredRun, _used
+
+# a kind the calibration schedule lacks takes the factors of these kinds (by op code)
+_STAND_INS = {F: (F,), B: (B, I, W), I: (I, B, W), W: (W, B, I), FB: (FB, F)}
+
+
+class MeasuredSteps(list):
+    """The ``MeasuredRun`` of each profiled step of one schedule, in order (a list).
+
+    Raises
+    ------
+    ScheduleError
+        No step, or steps that ran different orders.
+    """
+
+    def __init__(self, runs):
+        super().__init__(runs)
+        if not self:
+            raise ScheduleError("MeasuredSteps needs at least one MeasuredRun (got none)")
+        for k, run in enumerate(self):
+            if not isinstance(run, MeasuredRun):
+                raise ScheduleError(f"MeasuredSteps holds MeasuredRun objects (got "
+                                    f"{type(run).__name__} at step {k})")
+            if run.schedule.tokens() != self[0].schedule.tokens():
+                raise ScheduleError(f"step {k} ran another order than step 0 "
+                                    f"({run.schedule!r} against {self[0].schedule!r})")
+
+    def __repr__(self) -> str:
+        s = self[0].schedule
+        return (f"MeasuredSteps({len(self)} steps, p={s.p}, n={s.n}, m={s.m}, makespan p50="
+                f"{np.median(self.makespans):.6g} s)")
+
+    @property
+    def schedule(self):
+        """The schedule every step ran."""
+        return self[0].schedule
+
+    @property
+    def makespans(self) -> np.ndarray:
+        """Each step's measured makespan (seconds)."""
+        return np.array([run.makespan for run in self])
+
+    @cached_property
+    def typical(self) -> MeasuredRun:
+        """The typical step: a ``MeasuredRun`` whose every per-op figure (times, splits,
+        ``durations``, ``operators``) and ``latency`` is the median over the steps."""
+        first = self[0]
+        median = {name: np.median(np.stack([getattr(run, name) for run in self]), axis=0)
+                  for name in ("start", "end", "release", "wait", "compute", "overhead",
+                               "stall", "durations", "handed", "operators", "offsets")}
+        return MeasuredRun(first.schedule, median["start"], median["end"], median["release"],
+                           median["wait"], median["compute"], median["overhead"],
+                           median["stall"], median["durations"], median["handed"],
+                           float(np.median([run.latency for run in self])), median["offsets"],
+                           max(run.offset_residual for run in self), first.files, first.hosts,
+                           median["operators"])
+
+    def costs(self, per: str = "device", statistic: str = "median") -> Costs:
+        """``MeasuredRun.costs`` of the typical step: for any schedule and any ``m``."""
+        return self.typical.costs(per=per, statistic=statistic)
+
+    @cached_property
+    def _factors(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(step factor per step, op factor [steps, p, L])`` against ``costs()``."""
+        s = self.schedule
+        used = _used(s)
+        base = simulate(s, self.costs(), noise=Noise(cov=0.0), samples=1).op_times()[..., 0]
+        measured = np.stack([run.durations for run in self])
+        ratio = np.where(used, measured / np.where(used, base, 1.0), 1.0)
+        step = np.median(ratio[:, used], axis=1)
+        return step, ratio / step[:, None, None]
+
+    def step_factors(self) -> np.ndarray:
+        """Per step: the median over its ops of the measured time over the ``Costs`` time
+        (the load the whole step saw)."""
+        return self._factors[0].copy()
+
+    def op_ratios_by_kind(self) -> list[list[np.ndarray]]:
+        """Per device, per op code (F, B, I, W, FB): every step's factors of its ops of that
+        kind, measured time over ``Costs`` time over the step's factor. A kind this schedule
+        lacks takes the device's factors of the first kind it has of its stand-ins (``I``,
+        ``W``: ``B``'s, then ``I`` or ``W``'s; ``B``: ``I``'s, then ``W``'s; ``FB``: ``F``'s)."""
+        s = self.schedule
+        ratio = self._factors[1]
+        out = []
+        for r in range(s.p):
+            kinds = s.kind[r, : s.length[r]]
+            mine = {k: ratio[:, r, : s.length[r]][:, kinds == k].ravel() for k in range(5)}
+            row = []
+            for k in range(5):
+                pool = next((mine[x] for x in _STAND_INS[k] if mine[x].size), None)
+                if pool is None:
+                    pool = np.concatenate([mine[x] for x in _STAND_INS[k]])
+                row.append(pool)
+            out.append(row)
+        return out
+
+    def op_times_by_kind(self) -> list[list[np.ndarray]]:
+        """Per device, per op code: the measured durations of its ops of that kind over
+        every step."""
+        per_step = [run.op_times_by_kind() for run in self]
+        return [[np.concatenate([times[r][k] for times in per_step]) for k in range(5)]
+                for r in range(self.schedule.p)]
+
+    def noise(self) -> Noise:
+        """The empirical noise of these steps, ``Noise(empirical=self)``: with ``costs()`` it
+        predicts another schedule's step-time distribution on the same ``p``."""
+        return Noise(empirical=self)
