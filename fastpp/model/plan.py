@@ -242,22 +242,64 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     gpus = positive_int(gpus, "gpus")
     seq = positive_int(seq, "seq")
     global_batch = positive_int(global_batch, "global_batch")
+    capacity = _capacity(hardware, capacity)
+    for name, value in (("sequence_parallel", sequence_parallel),
+                        ("gradient_overlap", gradient_overlap),
+                        ("blocking_handoffs", blocking_handoffs), ("tp_overlap", tp_overlap)):
+        one_of(value, name, (False, True))
+    one_of(cp_comm, "cp_comm", CP_COMMS)
+    one_of(zero3, "zero3", ZERO3_GATHERS)
+    pricing = {"blocking": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
+               "cp_comm": cp_comm, "zero3": zero3,
+               "reduce_bytes": float(numbers(reduce_bytes, "reduce_bytes", strict=True)),
+               **_moe_pricing(node_limit, imbalance, model),
+               **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,
+                                offload_modules)}
+    workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
+    axes = _axes(model, hardware, gpus, global_batch, tp=tp, pp=pp, microbatch=microbatch,
+                 cp=cp, overlap=overlap, recompute=recompute, ep=ep, etp=etp,
+                 precision=precision, zero=zero, schedules=schedules)
+    splits = _splits(model, layout, first_layers, last_layers)
+    chunk_counts = _axis(m, "m", None)
+    sched = [(name, k) for name in axes.pop("schedules")
+             for k in (chunk_counts or SCHEDULES[name].m_choices)]
+    cols = _grid(axes, sched, len(splits))
+    if noise is not None:
+        samples, seed = check_noise(noise, samples, seed)
+    if objective is not None:
+        one_of(objective, "objective", OBJECTIVES[1:])
+    if objective is not None and noise is None:
+        raise ScheduleError(f"objective={objective!r} ranks by the step time under noise: give "
+                            f"noise= too (got noise=None)")
+    rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity,
+                     bool(gradient_overlap), sequence_parallel, pricing, workers,
+                     None if noise is None else (noise, samples, seed))
+    frame = _table(pd, model, hardware, seq, gpus, cols, rows)
+    rank = -frame["tokens_per_s"].fillna(-1).to_numpy()
+    if objective is not None:
+        rank = objective_values(frame, objective, lam, "step_time").fillna(np.inf).to_numpy()
+    order = np.lexsort((rank, ~frame["fits"].to_numpy()))
+    frame = frame.iloc[order].reset_index(drop=True)
+    frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
+    return frame
+
+
+def _capacity(hardware, capacity) -> float:
+    """Bytes per GPU: the hardware's, or one number given."""
     capacity = numbers(hardware.memory_bytes if capacity is None else capacity, "capacity",
                        strict=True)
     if capacity.ndim:
         raise ScheduleError(f"capacity must be one number of bytes per GPU (got shape "
                             f"{capacity.shape})")
-    capacity = float(capacity)
-    one_of(sequence_parallel, "sequence_parallel", (False, True))
-    one_of(gradient_overlap, "gradient_overlap", (False, True))
-    grad_overlap = bool(gradient_overlap)
-    one_of(blocking_handoffs, "blocking_handoffs", (False, True))
-    one_of(tp_overlap, "tp_overlap", (False, True))
-    pricing = {"blocking": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap)}
-    workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
-    node = hardware.gpus_per_node
-    tps = _axis(tp, "tp", [x for x in divisors(gpus, node) if model.heads % x == 0
-                           and model.kv_heads % x == 0])
+    return float(capacity)
+
+
+def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overlap, recompute,
+          ep, etp, precision, zero, schedules) -> dict:
+    """Each axis of the grid as a checked list (the default where not given): ``shapes`` the
+    ``(t, cp, p, d)`` that multiply to ``gpus``, the others as named, ``schedules`` names."""
+    tps = _axis(tp, "tp", [x for x in divisors(gpus, hardware.gpus_per_node)
+                           if model.heads % x == 0 and model.kv_heads % x == 0])
     for x in tps:  # an explicit tp beyond a node is priced (its collectives on the network)
         if model.heads % x or model.kv_heads % x:
             raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
@@ -269,24 +311,19 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
             raise ScheduleError(f"microbatch must divide global_batch={global_batch} (got "
                                 f"microbatch={x})")
     cps = _axis(cp, "cp", [1])
-    one_of(cp_comm, "cp_comm", CP_COMMS)
-    one_of(zero3, "zero3", ZERO3_GATHERS)
     overlaps = _nonempty(overlap, "overlap")
     for x in overlaps:
         one_of(x, "overlap", (False, True))
-    rcs = [RECOMPUTE] if recompute is None else [_nonempty(recompute, "recompute")]
-    for x in rcs[0]:
+    rcs = RECOMPUTE if recompute is None else _nonempty(recompute, "recompute")
+    for x in rcs:
         one_of(x, "recompute", RECOMPUTE)
     eps = _axis(ep, "ep", [x for x in divisors(gpus, model.experts) if model.experts % x == 0]
                 if model.moe else [1])
-    etps = _axis(etp, "etp", [1])
     precisions = [hardware.precision] if precision is None else _nonempty(precision,
                                                                           "precision")
     for x in precisions:
         one_of(x, "precision", PRECISIONS)
         hardware.with_precision(x)  # raises for fp8 without an fp8 peak
-    moe_pricing = {**_moe_pricing(node_limit, imbalance, model), **recipe_pricing(
-        dispatcher, recipe, recompute_modules, fp8_cache, offload_modules)}
     zeros = _nonempty(zero, "zero")
     for x in zeros:
         one_of(x, "zero", ZERO)
@@ -302,35 +339,36 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     if not shapes:
         raise ScheduleError(f"gpus={gpus} has no factorization t * cp * p * d with t in {tps}, "
                             f"cp in {cps} and p in {pps}")
-    splits = _splits(model, layout, first_layers, last_layers)
-    chunk_counts = _axis(m, "m", None)
-    # each schedule at each chunk count, at every p: p = 1 too, where the times agree but the
-    # memory does not (GPipe keeps every microbatch, 1F1B one)
-    sched = [(name, k) for name in names for k in (chunk_counts or SCHEDULES[name].m_choices)]
-    grid = np.array([(t, c, p, d, e, et, PRECISIONS.index(q), b, RECOMPUTE.index(r), z,
-                      int(o), i, k)
-                     for t, c, p, d in shapes for e in eps for et in etps for q in precisions
-                     for b in mbs for r in rcs[0] for z in zeros for o in overlaps
-                     for i in range(len(sched)) for k in range(len(splits))],
+    return {"shapes": shapes, "ep": eps, "etp": _axis(etp, "etp", [1]),
+            "precision": [PRECISIONS.index(q) for q in precisions], "microbatch": mbs,
+            "recompute": [RECOMPUTE.index(r) for r in rcs], "zero": zeros,
+            "overlap": [int(o) for o in overlaps], "schedules": names}
+
+
+def _grid(axes: dict, sched: list, n_splits: int) -> dict[str, np.ndarray]:
+    """The configurations, one column per axis: every combination of ``axes``, each
+    ``(schedule, m)`` of ``sched`` (``which``, ``sid``, ``m``) and each layout ``split``.
+
+    Each schedule runs at each chunk count and every p, p = 1 too: there the times agree but
+    the memory does not (GPipe keeps every microbatch, 1F1B one)."""
+    grid = np.array([(t, c, p, d, e, et, q, b, r, z, o, i, k)
+                     for t, c, p, d in axes["shapes"] for e in axes["ep"]
+                     for et in axes["etp"] for q in axes["precision"]
+                     for b in axes["microbatch"] for r in axes["recompute"]
+                     for z in axes["zero"] for o in axes["overlap"]
+                     for i in range(len(sched)) for k in range(n_splits)],
                     np.int64).reshape(-1, 13)
     cols = {k: grid[:, i] for i, k in enumerate(("t", "cp", "p", "d", "ep", "etp", "precision",
                                                   "microbatch", "recompute", "zero", "overlap",
                                                   "which", "split"))}
     cols["sid"] = np.array([SCHEDULES[name].sid for name, _ in sched], np.int64)[cols["which"]]
     cols["m"] = np.array([k for _, k in sched], np.int64)[cols["which"]]
-    pricing.update(cp_comm=cp_comm, zero3=zero3,
-                   reduce_bytes=float(numbers(reduce_bytes, "reduce_bytes", strict=True)))
-    if noise is not None:
-        samples, seed = check_noise(noise, samples, seed)
-    if objective is not None:
-        one_of(objective, "objective", OBJECTIVES[1:])
-    if objective is not None and noise is None:
-        raise ScheduleError(f"objective={objective!r} ranks by the step time under noise: give "
-                            f"noise= too (got noise=None)")
-    rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
-                     sequence_parallel, {**pricing, **moe_pricing}, workers,
-                     None if noise is None else (noise, samples, seed))
-    frame = pd.DataFrame({
+    return cols
+
+
+def _table(pd, model, hardware, seq, gpus, cols, rows):
+    """The plan's frame (``PLAN_COLUMNS``, and ``NOISY`` under noise), in grid order."""
+    return pd.DataFrame({
         "model": model.name, "gpus": gpus, "t": cols["t"], "cp": cols["cp"], "p": cols["p"],
         "d": cols["d"], "ep": cols["ep"], "etp": cols["etp"],
         "schedule": np.array(list(SCHEDULES), object)[cols["sid"]], "m": cols["m"],
@@ -342,13 +380,6 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         **_error_bars(model, hardware, seq, cols["t"]),
         **{k: rows[k] for k in ("fits", "reason")},
         **{k: rows[k] for k in NOISY if k in rows}})
-    rank = -frame["tokens_per_s"].fillna(-1).to_numpy()
-    if objective is not None:
-        rank = objective_values(frame, objective, lam, "step_time").fillna(np.inf).to_numpy()
-    order = np.lexsort((rank, ~frame["fits"].to_numpy()))
-    frame = frame.iloc[order].reset_index(drop=True)
-    frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
-    return frame
 
 
 def _noisy(sid, p, n, m, fields, first, V, outside, noisy) -> dict[str, np.ndarray]:
