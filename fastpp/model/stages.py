@@ -169,36 +169,19 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     if model.moe or model.mtp_depth:
         moe_layers, mtp = np.asarray(moe_layers, np.float64), np.asarray(mtp, np.float64)
         ep, etp = (np.broadcast_to(np.asarray(x), b.shape) for x in (ep, etp))
-        one = {"forward": times["forward"] + tp_forward, "input_grad": times["input_grad"]
-               + tp_backward, "weight_grad": times["weight_grad"],
-               "activations": layer["activations"], "gamma": layer["gamma"]}
-        if model.moe:
-            one = _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel,
-                             layer, exchange, tp_overlap, node_limit, imbalance, dispatcher,
-                             recipe)
-            forward = forward + moe_layers * per_stage(one["forward"])
-            w = moe_layers * per_stage(one["weight_grad"])
-            weight = weight + w
-            backward = backward + moe_layers * per_stage(one["input_grad"]) + w
-            moe_kept = moe_layers * per_stage(one["activations"])
-            kept, act = kept + moe_kept, act + moe_kept
-            held_by_w = held_by_w + moe_kept * per_stage(one["gamma"])
-        # an MTP module: a layer, its projection (split like a column-parallel matrix), the
-        # output layer and the loss again
-        T, h = seq * b, model.hidden
-        proj = [matmul_time(hardware, T, h / tp, 2.0 * h), matmul_time(hardware, T, 2.0 * h,
-                                                                          h / tp),
-                matmul_time(hardware, 2.0 * h, h / tp, T)]
-        forward = forward + mtp * per_stage(one["forward"] + proj[0] + head["embed_forward"]
-                                            + head["head_forward"] + loss_sync)
-        w = mtp * per_stage(one["weight_grad"] + proj[2] + head["head_weight_grad"])
-        weight = weight + w
-        backward = backward + w + mtp * per_stage(one["input_grad"] + proj[1]
-                                                  + head["head_input_grad"])
-        mtp_kept = mtp * per_stage(one["activations"] + BYTES * 2.0 * sbh / tp)
-        kept = kept + mtp_kept
-        held_by_w = held_by_w + mtp_kept * per_stage(one["gamma"])
-        act = act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / tp)
+        dense_one = {"forward": times["forward"] + tp_forward,
+                     "input_grad": times["input_grad"] + tp_backward,
+                     "weight_grad": times["weight_grad"], "activations": layer["activations"],
+                     "gamma": layer["gamma"]}
+        totals = _expert_and_mtp_terms(
+            model, hardware, seq, b, tp, rc, sequence_parallel, layer, exchange, tp_overlap,
+            dense_one, head, loss_sync, per_stage, moe_layers, mtp,
+            {"forward": forward, "backward": backward, "weight": weight, "kept": kept,
+             "act": act, "held_by_w": held_by_w},
+            ep=ep, etp=etp, node_limit=node_limit, imbalance=imbalance, dispatcher=dispatcher,
+            recipe=recipe)
+        forward, backward, weight = totals["forward"], totals["backward"], totals["weight"]
+        kept, act, held_by_w = totals["kept"], totals["act"], totals["held_by_w"]
     gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
     params = stage_params(model, layers, embedding, loss, per_stage(tp), moe_layers, mtp)
     experts = expert_stage_params(model, moe_layers, mtp, per_stage(np.broadcast_to(
@@ -239,30 +222,74 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
         "message_bytes": message,
     }
     if model.moe and np.any(ov):  # a dense layer has no all-to-all: its pairs save nothing
-        # the MoE layers' pair saving, per configuration (recompute none or selective: full
-        # recomputation refuses the overlap)
-        ep, etp = (np.broadcast_to(np.asarray(x), b.shape) for x in (ep, etp))
-        saved = np.zeros(b.shape)
-        for r in np.unique(rc[ov]):
-            parts = layer_parts(model, hardware, seq=seq, microbatch=whole, tp=tp, ep=ep,
-                                etp=etp, sequence_parallel=sequence_parallel,
-                                recompute=RECOMPUTE[r], precision=hardware.precision,
-                                node_limit=node_limit, imbalance=imbalance,
-                                dispatcher=dispatcher)
-            if recipe is not None:
-                parts = parts_with_recipe(parts, model, hardware, recipe, seq=seq,
-                                          microbatch=whole, tp=tp, ep=ep, etp=etp,
-                                          sequence_parallel=sequence_parallel,
-                                          recompute=RECOMPUTE[r], node_limit=node_limit,
-                                          imbalance=imbalance, dispatcher=dispatcher)
-            saved = np.where(ov & (rc == r), saving(parts), saved)
-        mate = np.arange(config.size) if partner is None else np.asarray(partner)
-        moe = np.broadcast_to(moe_layers, layers.shape)
-        # NaN (not given) where a configuration does not overlap: its pairs then take their
-        # own two halves' f + b, as by default
-        table["fb"] = np.where(per_stage(ov), table["f"] + table["b"][mate]
-                               - np.minimum(moe, moe[mate]) * per_stage(saved) * mm, np.nan)
+        table["fb"] = _pair_times(model, hardware, seq, whole, tp, rc, ov, sequence_parallel,
+                                  table, config, partner, layers, moe_layers, per_stage, mm,
+                                  ep=ep, etp=etp, node_limit=node_limit, imbalance=imbalance,
+                                  dispatcher=dispatcher, recipe=recipe)
     return table
+
+
+def _expert_and_mtp_terms(model, hardware, seq, b, tp, rc, sequence_parallel, layer, exchange,
+                          tp_overlap, one, head, loss_sync, per_stage, moe_layers, mtp, totals,
+                          *, ep, etp, node_limit, imbalance, dispatcher, recipe) -> dict:
+    """``totals`` (a stage's ``forward``, ``backward``, ``weight``, ``kept``, ``act`` and
+    ``held_by_w``) with its MoE layers and MTP modules added. ``one`` is a dense layer's
+    terms: an MTP module's layer where the model has no experts."""
+    forward, backward, weight, kept, act, held_by_w = (totals[k] for k in (
+        "forward", "backward", "weight", "kept", "act", "held_by_w"))
+    if model.moe:
+        one = _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel, layer,
+                         exchange, tp_overlap, node_limit, imbalance, dispatcher, recipe)
+        forward = forward + moe_layers * per_stage(one["forward"])
+        w = moe_layers * per_stage(one["weight_grad"])
+        weight = weight + w
+        backward = backward + moe_layers * per_stage(one["input_grad"]) + w
+        moe_kept = moe_layers * per_stage(one["activations"])
+        kept, act = kept + moe_kept, act + moe_kept
+        held_by_w = held_by_w + moe_kept * per_stage(one["gamma"])
+    # an MTP module: a layer, its projection (split like a column-parallel matrix), the output
+    # layer and the loss again
+    T, h = seq * b, model.hidden
+    sbh = seq * b * model.hidden
+    proj = [matmul_time(hardware, T, h / tp, 2.0 * h), matmul_time(hardware, T, 2.0 * h, h / tp),
+            matmul_time(hardware, 2.0 * h, h / tp, T)]
+    forward = forward + mtp * per_stage(one["forward"] + proj[0] + head["embed_forward"]
+                                        + head["head_forward"] + loss_sync)
+    w = mtp * per_stage(one["weight_grad"] + proj[2] + head["head_weight_grad"])
+    weight = weight + w
+    backward = backward + w + mtp * per_stage(one["input_grad"] + proj[1]
+                                              + head["head_input_grad"])
+    mtp_kept = mtp * per_stage(one["activations"] + BYTES * 2.0 * sbh / tp)
+    return {"forward": forward, "backward": backward, "weight": weight,
+            "kept": kept + mtp_kept, "held_by_w": held_by_w + mtp_kept * per_stage(one["gamma"]),
+            "act": act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / tp)}
+
+
+def _pair_times(model, hardware, seq, whole, tp, rc, ov, sequence_parallel, table, config,
+                partner, layers, moe_layers, per_stage, mm, *, ep, etp, node_limit, imbalance,
+                dispatcher, recipe) -> np.ndarray:
+    """Per stage, the overlapped pair's time ``fb``: its two halves' ``f + b`` less what the
+    MoE layers both hold save (``fastpp.model.overlap``); NaN where its configuration does not
+    overlap. Priced per configuration at each recomputation (none or selective: full
+    recomputation refuses the overlap)."""
+    ep, etp = (np.broadcast_to(np.asarray(x), whole.shape) for x in (ep, etp))
+    saved = np.zeros(whole.shape)
+    for r in np.unique(rc[ov]):
+        parts = layer_parts(model, hardware, seq=seq, microbatch=whole, tp=tp, ep=ep, etp=etp,
+                            sequence_parallel=sequence_parallel, recompute=RECOMPUTE[r],
+                            precision=hardware.precision, node_limit=node_limit,
+                            imbalance=imbalance, dispatcher=dispatcher)
+        if recipe is not None:
+            parts = parts_with_recipe(parts, model, hardware, recipe, seq=seq,
+                                      microbatch=whole, tp=tp, ep=ep, etp=etp,
+                                      sequence_parallel=sequence_parallel,
+                                      recompute=RECOMPUTE[r], node_limit=node_limit,
+                                      imbalance=imbalance, dispatcher=dispatcher)
+        saved = np.where(ov & (rc == r), saving(parts), saved)
+    mate = np.arange(config.size) if partner is None else np.asarray(partner)
+    moe = np.broadcast_to(moe_layers, layers.shape)
+    return np.where(per_stage(ov), table["f"] + table["b"][mate]
+                    - np.minimum(moe, moe[mate]) * per_stage(saved) * mm, np.nan)
 
 
 def idle_stages(table: dict) -> np.ndarray:
