@@ -248,7 +248,7 @@ A100_CURVE = {"efficiency": 0.74, "matmul_half": 64.0}
 # is launch- or latency-bound.
 A100_OVERHEADS = {"host_layer": 1.75e-3, "host_backward": 0.0, "host_microbatch": 1.75e-3,
                   "host_step": 2.0e-3, "handoff": 0.0}
-H100_CURVE = {"efficiency": 0.96, "matmul_half": 1024.0}
+H100_CURVE = {"efficiency": 0.92, "matmul_half": 1024.0}
 HARDWARE = {hw.name: hw for hw in (
     Hardware("A100-80GB", 312e12, 80 * GB, LINKS["NVLink3"], LINKS["IB-200G"],
              memory_bandwidth=1.75e12, **A100_CURVE, **A100_OVERHEADS),

@@ -22,7 +22,13 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   sequence parallelism, no recomputation, the distributed optimizer (ZeRO-1) with gradient
   reduction and parameter gather overlapped, tensor-parallel collectives overlapped with the
   products (Transformer Engine's ``--tp-comm-overlap``), TFLOP/s from Megatron's count
-  ``72 B s L h^2 (1 + s/6h + v/12Lh)``. Assumed: microbatch 1, plain 1F1B (no interleaving).
+  ``72 B s L h^2 (1 + s/6h + v/12Lh)``. Assumed: microbatch 1, plain 1F1B (no interleaving),
+  and the gradients reduce-scattered in bf16 (``MEGATRON_CORE_REDUCE_BYTES``), not in fp32 as
+  Megatron does by default with bf16: in fp32 the 32B row's reduce-scatter alone (4B
+  parameters a GPU, 15.8 GB over one 400 Gb/s rail, ``d = 48`` one GPU a node) takes 0.35 s
+  against its last microbatch's 0.13 s of backward, so at least 0.2 s of a 0.90 s step would
+  be exposed, and its published 46% MFU (its neighbours' 49%) is out of reach; priced so, the
+  fit of the t=8 rows made the t=1-2 rows 5-10% fast and that row 16% slow.
 - ``zero_bubble_table4.csv``: 1.5B-28.3B GPT models on A100, pure pipeline parallelism, the
   first and last stages one layer fewer (``zb_layers``; 1F1B-I with ``m = 2`` likewise over its
   ``2p`` chunks), vocabulary 50,304 (GPT-2's padded), dropout, no FlashAttention,
@@ -73,6 +79,7 @@ DATASETS += (VTRAIN,)  # small models on one node: fastpp.model.validate_small
 ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
 NARAYANAN_CHUNKS = 2  # assumed: the paper does not say (module docstring)
 BLOCKING = 1.0  # Megatron before --overlap-p2p-communication
+MEGATRON_CORE_REDUCE_BYTES = 2.0  # bf16 gradients (assumed: module docstring)
 
 
 def _korthikanti(hw):
@@ -165,7 +172,7 @@ def _megatron_core(hw, which=None):
         sched = _schedule("1f1b", p, n)
         step = step_time(model, hw, sched, seq=seq, microbatch=b, tp=t, dp=d,
                          sequence_parallel=t > 1, recompute="none", zero=1, overlap=True,
-                         tp_overlap=True)
+                         tp_overlap=True, reduce_bytes=MEGATRON_CORE_REDUCE_BYTES)
         L, h, v = model.layers, model.hidden, model.vocab
         flops = 72.0 * B * seq * L * h * h * (1 + seq / (6 * h) + v / (12 * L * h))
         rows.append(("megatron_core_h100_weak_scaling", f"{r['model']}", "tflops_per_gpu",
