@@ -5,11 +5,16 @@ One jitted call (``noise.run_samples``) computes every sample on the compiled sc
 ``evaluate_batch`` times the block (samples innermost) and sums each device's busy time, and
 ``finish_batch`` gives each sample's makespan and spans. Nothing of size ops x samples is
 kept: the draws are keyed by sample, so the critical paths (``noise.critical_samples``) and
-the delayed variants of the absorption thresholds draw the very same samples again.
+the delayed variants of the absorption thresholds draw the very same samples again. For the
+same reason the samples split into contiguous runs, one per core, on threads (the kernels
+release the GIL), with results bit for bit those of one run.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -24,6 +29,8 @@ from .ops import Op
 from .schedule import Schedule
 
 MAX_SAMPLES = 10**8
+_LOCK = threading.Lock()
+_POOL: list[ThreadPoolExecutor] = []  # made on first use, kept: starting threads costs
 
 @dataclass(frozen=True, eq=False)
 class MonteCarlo:
@@ -81,10 +88,16 @@ class MonteCarlo:
     def _paths(self):
         compiled, draws, handoff, extra = self._state
         N, V = compiled.num_ops, compiled.V
-        on_path, crossings, stage_ops = np.zeros(N, np.int64), np.zeros(V), np.zeros(V)
-        noise_module.critical_samples(*draws, compiled.previous, compiled.producer,
-                                      compiled.link, handoff, extra, self.samples, on_path,
-                                      crossings, stage_ops)
+
+        def count(first, size):
+            out = np.zeros(N, np.int64), np.zeros(V), np.zeros(V)
+            noise_module.critical_samples(*draws, compiled.previous, compiled.producer,
+                                          compiled.link, handoff, extra, first, size, *out)
+            return out
+
+        # whole counts, so the per-thread sums add up exactly
+        on_path, crossings, stage_ops = (sum(x) for x in zip(*_on_threads(count, self.samples),
+                                                             strict=True))
         return on_path, crossings / self.samples, stage_ops / self.samples
 
     def op_times(self, first: int = 0, count: int | None = None) -> np.ndarray:
@@ -190,12 +203,35 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
 def _samples(state, handoff, extra, samples):
     """``run_samples`` of ``state`` with these hand-offs and per-stage extra op times."""
     compiled, draws = state[0], state[1]
-    makespan, busy, span = (np.empty(samples), np.empty((compiled.p, samples)),
-                            np.empty((compiled.p, samples)))
-    noise_module.run_samples(*draws, compiled.previous, compiled.producer, compiled.link,
-                             compiled.stage2, compiled.device_first, handoff, extra, makespan,
-                             busy, span)
-    return makespan, busy, span
+
+    def part(first, size):
+        makespan, busy, span = (np.empty(size), np.empty((compiled.p, size)),
+                                np.empty((compiled.p, size)))
+        noise_module.run_samples(*draws, compiled.previous, compiled.producer, compiled.link,
+                                 compiled.stage2, compiled.device_first, handoff, extra, first,
+                                 makespan, busy, span)
+        return makespan, busy, span
+
+    parts = _on_threads(part, samples)
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate(x, axis=-1) for x in zip(*parts, strict=True))
+
+
+def _on_threads(work, samples: int) -> list:
+    """``work(first, size)`` over contiguous runs of whole blocks of samples, one per core
+    (each at least one block), the first on this thread: their results in sample order."""
+    block = noise_module.BLOCK
+    threads = max(1, min(os.cpu_count() or 1, samples // block))
+    size = -(-samples // threads // block) * block if threads > 1 else samples
+    runs = [(first, min(size, samples - first)) for first in range(0, samples, size)]
+    if len(runs) == 1:
+        return [work(0, samples)]
+    with _LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(thread_name_prefix="fastpp-mc"))
+    pending = [_POOL[0].submit(work, *run) for run in runs[1:]]
+    return [work(*runs[0]), *(job.result() for job in pending)]
 
 
 def _boundaries(schedule: Schedule) -> list[tuple[int, tuple[int, int]]]:

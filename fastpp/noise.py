@@ -414,10 +414,10 @@ BLOCK = 64  # samples per block: a block's three [N, BLOCK] tables stay in cache
 @jit
 def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
                 spike_x, pool, pool_at, relative, step_pool, previous, producer, link, stage2,
-                device_first, handoff, extra, makespan, busy, span):
-    """The whole Monte Carlo in one call: for each block of samples, the draws (plus
-    ``extra[i]`` on op ``i``: a blocking send, a delayed stage), one pass of
-    ``evaluate_batch`` with hand-offs ``handoff[V]``, and ``finish_batch``; fills
+                device_first, handoff, extra, first, makespan, busy, span):
+    """The whole Monte Carlo of samples ``first .. first + K - 1`` in one call: for each block
+    of samples, the draws (plus ``extra[i]`` on op ``i``: a blocking send, a delayed stage),
+    one pass of ``evaluate_batch`` with hand-offs ``handoff[V]``, and ``finish_batch``; fills
     ``makespan[K]``, ``busy`` and ``span`` ``[p, K]``."""
     N = kind.shape[0]
     K = makespan.shape[0]
@@ -441,7 +441,7 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
             first_b, last_b, peak_b = np.empty((p, size)), np.empty((p, size)), np.empty((p, size))
             latency = np.empty(size)
         draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-             spike_x, pool, pool_at, relative, step_pool, at, dur)
+             spike_x, pool, pool_at, relative, step_pool, first + at, dur)
         for i in range(N):
             if extra[i] != 0.0:
                 for b in range(size):
@@ -459,19 +459,19 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
 @jit
 def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape,
                      spike_p, spike_x, pool, pool_at, relative, step_pool, previous, producer,
-                     link, handoff, extra, K, on_path, crossings, stage_ops):
-    """The same samples as ``run_samples`` (the draws are keyed, so drawn again), each
-    sample's critical path counted by ``critical``."""
+                     link, handoff, extra, first, K, on_path, crossings, stage_ops):
+    """The same samples ``first .. first + K - 1`` as ``run_samples`` (the draws are keyed,
+    so drawn again), each sample's critical path counted by ``critical``."""
     N = kind.shape[0]
     size = 0
     dur = start = end = hand = np.empty((0, 0))
-    for first in range(0, K, BLOCK):
-        if min(BLOCK, K - first) != size:
-            size = min(BLOCK, K - first)
+    for at in range(0, K, BLOCK):
+        if min(BLOCK, K - at) != size:
+            size = min(BLOCK, K - at)
             dur, start, end = np.empty((N, size)), np.empty((N, size)), np.empty((N, size))
             hand = _columns(handoff, size)
         draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-             spike_x, pool, pool_at, relative, step_pool, first, dur)
+             spike_x, pool, pool_at, relative, step_pool, first + at, dur)
         for i in range(N):
             if extra[i] != 0.0:
                 for b in range(size):

@@ -89,6 +89,36 @@ def test_no_noise_is_the_deterministic_kernel_bit_for_bit():
                                                                                det.span)
 
 
+def test_samples_on_threads_are_one_run_bit_for_bit(monkeypatch):
+    """The samples split into runs on threads (and a run from any first sample) give exactly
+    what one run over all of them gives: makespans, busy, spans and critical-path counts."""
+    monkeypatch.setattr(fastpp.montecarlo.os, "cpu_count", lambda: 4)
+    s, c = build_schedule("interleaved-1f1b", 4, 8, 2), Costs(f=1.0, b=2.0, comm=0.05)
+    K = 3 * noise_module.BLOCK + 5
+    mc = simulate(s, c, noise=Noise(0.2, step=0.1, spike=(0.05, 3.0)), samples=K, seed=11)
+    compiled, draws, handoff, extra = mc._state
+    tail = ("previous", "producer", "link", "stage2", "device_first")
+
+    def one_run(first, size):
+        out = np.empty(size), np.empty((s.p, size)), np.empty((s.p, size))
+        noise_module.run_samples(*draws, *(getattr(compiled, k) for k in tail), handoff, extra,
+                                 first, *out)
+        return out
+
+    whole = one_run(0, K)
+    for mine, theirs in zip((mc.makespan, mc.busy, mc.span), whole, strict=True):
+        assert np.array_equal(mine, theirs)
+    # an odd first sample splits a pair of normals
+    for mine, theirs in zip(one_run(37, 100), whole, strict=True):
+        assert np.array_equal(mine, theirs[..., 37:137])
+    counts = np.zeros(compiled.num_ops, np.int64), np.zeros(compiled.V), np.zeros(compiled.V)
+    noise_module.critical_samples(*draws, compiled.previous, compiled.producer, compiled.link,
+                                  handoff, extra, 0, K, *counts)
+    assert np.array_equal(mc._paths[0], counts[0])
+    assert np.array_equal(mc._paths[1], counts[1] / K)
+    assert counts[0].max() == K  # the paths were walked: the first forward is on every one
+
+
 def test_common_random_numbers_across_schedules():
     """GPipe and 1F1B run the same (stage, kind, microbatch) ops: they draw the same times."""
     c, noise = Costs(f=1.0, b=2.0), Noise(0.2)
