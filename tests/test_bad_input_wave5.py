@@ -152,6 +152,9 @@ CASES = {
                                    "RunConfig has no field 'tp'"),
     "RunConfig global batch past 2**31": (lambda: RunConfig(seq=1, global_batch=2**40),
                                           "global_batch must be at most"),
+    "RunConfig layout of other chunks": (
+        lambda: RunConfig(seq=1, global_batch=4, p=2, layout="Et*8|t*8|t*8|t*8L"),
+        r"layout must give p \* m = 2 \* 1 = 2 model chunks \(got 4"),
     "RunConfig.from_row missing column": (lambda: RunConfig.from_row({"t": 1}, seq=1),
                                           "row must have the plan columns"),
     "RunConfig.from_row an int": (lambda: RunConfig.from_row(5, seq=1),

@@ -154,11 +154,15 @@ class RunConfig:
         if number(self.imbalance, "imbalance") < 1:
             raise ScheduleError(f"imbalance must be >= 1 (got {self.imbalance!r})")
         if self.layout is not None:
-            as_layout(self.layout)  # parses, or names the position
+            stages = as_layout(self.layout).stages  # parses, or names the position
             if self.first_layers is not None or self.last_layers is not None:
                 raise ScheduleError(f"give layout or first_layers/last_layers, not both (got "
                                     f"layout={self.layout!r}, first_layers="
                                     f"{self.first_layers}, last_layers={self.last_layers})")
+            if stages != self.p * self.m:
+                raise ScheduleError(f"layout must give p * m = {self.p} * {self.m} = "
+                                    f"{self.p * self.m} model chunks (got {stages} in "
+                                    f"layout={self.layout!r})")
 
     @property
     def gpus(self) -> int:
