@@ -103,6 +103,12 @@ CASES = {
                                "seq_length": 128, "vocab_size": 100,
                                "share_embeddings_and_output_weights": "no"}, gpus=2),
         "share_embeddings_and_output_weights must be true or false"),
+    "megatron unresolved --nnodes": (
+        lambda: from_megatron("torchrun --nproc_per_node 8 --nnodes $NN train.py " + MEGATRON),
+        "torchrun's --nnodes needs the variable 'NN', which the script does not set"),
+    "megatron unresolved --nproc_per_node=": (
+        lambda: from_megatron("torchrun --nproc_per_node=$G train.py " + MEGATRON),
+        "--nproc_per_node needs the variable 'G'"),
     # torchtitan: every key read is checked for its type and values
     "torchtitan schedule a list": (torchtitan('pipeline_parallel_schedule = ["1F1B"]'),
                                    "pipeline_parallel_schedule must be one of"),

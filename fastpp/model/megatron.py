@@ -150,6 +150,10 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
          for dest, (_, default) in FLAGS.items()}
     _contradictions(a)
     model = _model(a, vocab, name)
+    if gpus is None and isinstance(launcher, str):
+        raise ScheduleError(f"the GPU count must be given: torchrun's {launcher}, which the "
+                            f"script does not set (give it in env=, or gpus=N)")
+    launcher = launcher if isinstance(launcher, int) else None
     config = _run(a, model, gpus if gpus is not None else launcher)
     extra = ("fp32 (no --bf16 or --fp16): priced as bf16",) if not (
         a["bf16"] or a["fp16"] or a["fp8_format"]) else ()
@@ -235,14 +239,17 @@ def _flags(words) -> tuple[dict, list, int | None]:
     return values, ignored, launcher
 
 
-def _launcher(words) -> int | None:
-    """``torchrun``'s ``--nproc_per_node`` times ``--nnodes`` (None if not both integers)."""
+def _launcher(words) -> int | str | None:
+    """``torchrun``'s ``--nproc_per_node`` times ``--nnodes`` (None if not both integers), or
+    the flag and variable it could not resolve (``--nnodes $NNODES``: not read as 1 node)."""
     found = {}
     for i, w in enumerate(words):
         key, _, inline = w.lstrip("-").partition("=")
         key = key.replace("-", "_")
         if key in ("nproc_per_node", "nnodes"):
             value = inline or (words[i + 1] if i + 1 < len(words) else "")
+            if getattr(w if inline else value, "unresolved", None):
+                return f"--{key} needs the variable {(w if inline else value).unresolved!r}"
             if value.isdigit():
                 found[key] = int(value)
     if "nproc_per_node" in found:
