@@ -194,20 +194,25 @@ META = {"dp_size": 1, "pp_size": 1}
 
 
 def op_table(tmp_path, **columns):
-    """A one-op table with every column, ``columns`` replacing some."""
+    """A one-op table with every column, ``columns`` replacing some (``empty=True``: no
+    rows)."""
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
     table = pd.DataFrame({"dp_rank": [0], "stage": [0], "rank": [0], "step": [0],
                           "optype": ["forward-compute"], "start_ts": [0.0], "duration": [1.0],
                           "seq_id": [0], "mc": [0], "mb_id": [0], "gmc": [0]})
+    empty = columns.pop("empty", False)
     for name, values in columns.items():
         table[name] = values
+    if empty:
+        table = table.iloc[:0]
     path = tmp_path / "trace-X.parquet"
     table.to_parquet(path)
     return path
 
 
 @pytest.mark.parametrize("columns, meta, match", [
+    ({"empty": True}, META, "op table trace-X.parquet must hold ops .it has none"),
     ({"start_ts": ["a"]}, META, "start_ts must hold numbers"),
     ({"duration": ["a"]}, META, "duration must hold numbers"),
     ({"start_ts": [np.nan]}, META, "start_ts must be finite"),

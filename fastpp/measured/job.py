@@ -193,6 +193,8 @@ def read_op_table(path, meta=None) -> MeasuredJob:
     if missing:
         raise ScheduleError(f"op table {path.name} must have columns {list(COLUMNS)} (missing "
                             f"{missing})")
+    if table.empty:
+        raise ScheduleError(f"op table {path.name} must hold ops (it has none)")
     table = table[list(COLUMNS)].copy()
     _column_types(table, path)
     table["optype"] = table.optype.astype(str)
