@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from fastpp import ScheduleError, ScheduleTypeError
+from fastpp import Costs, Noise, ScheduleError, ScheduleTypeError, build_schedule, simulate
 from fastpp.__main__ import main
 from fastpp.model import RunConfig, from_hf, from_megatron, from_torchtitan
 
@@ -147,6 +147,18 @@ CASES = {
         "gpus=1000000000 gives d=500000000 replicas of local_batch_size=8"),
     "megatron gpus past the batch": (megatron("", gpus=10**18),
                                      "gpus=1000000000000000000 gives d="),
+    # Noise: a CoV whose distribution overflows; finite factors whose products do
+    "noise CoV past 10": (lambda: Noise(1e300), r"cov must be in \[0, 10\]"),
+    "noise per-kind CoV past 10": (lambda: Noise({"B": 1e300}), r"cov\['B'\] must be in"),
+    "noise step CoV past 10": (lambda: Noise(step=1e300), r"step must be in \[0, 10\]"),
+    "noise overflowing spikes": (
+        lambda: simulate(build_schedule("1f1b", 2, 4), Costs(1.0, 2.0),
+                         noise=Noise(spike=(1.0, 1e308)), samples=2),
+        "noise must keep op times finite"),
+    "noise overflowing link delay": (
+        lambda: simulate(build_schedule("1f1b", 2, 4), Costs(1.0, 2.0),
+                         noise=Noise(link_delay={(0, 1): 1e308}), samples=2),
+        "noise must keep op times finite"),
     # RunConfig: the dataclass's own TypeErrors and a plan row missing its columns
     "RunConfig unknown field": (lambda: RunConfig(seq=1, global_batch=1, q=3),
                                 "RunConfig has no field 'q'"),
