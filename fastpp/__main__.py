@@ -552,8 +552,19 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
     run.add_argument("--recompute", default="none", choices=["none", "selective", "full"])
 
 
-def _explain(args) -> int:
+def _script(path: str) -> str:
+    """A launch script's text, or a ScheduleError naming ``--megatron-script``."""
     from pathlib import Path
+
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        why = getattr(err, "strerror", None) or str(err)
+        raise ScheduleError(f"--megatron-script must be a readable text file (got {path!r}: "
+                            f"{why})") from None
+
+
+def _explain(args) -> int:
 
     from .model import RunConfig, from_hf, from_megatron, from_torchtitan
     from .model.explain import explain
@@ -561,8 +572,7 @@ def _explain(args) -> int:
 
     ignored = ()
     if args.megatron is not None or args.megatron_script is not None:
-        text = args.megatron if args.megatron is not None else \
-            Path(args.megatron_script).read_text()
+        text = args.megatron if args.megatron is not None else _script(args.megatron_script)
         imported = from_megatron(text, args.gpus, vocab=args.vocab)
         model, config, ignored = imported.model, imported.config, imported.ignored
     elif args.torchtitan is not None:

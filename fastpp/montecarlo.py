@@ -197,6 +197,10 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     handoff = c.comm + delays
     state = (compiled, draws, handoff, extra)
     makespan, busy, span = _samples(state, handoff, extra, samples)
+    if not np.isfinite(makespan).all():  # finite inputs whose products overflow float64
+        raise ScheduleError(f"noise must keep op times finite (got {noise!r}, whose slow "
+                            f"factors, spike magnitude or link delays overflow with costs "
+                            f"{costs!r})")
     return MonteCarlo(schedule, costs, noise, int(seed), makespan, busy, span, state)
 
 

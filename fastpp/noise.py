@@ -33,6 +33,7 @@ from .kernels import COMM
 from .ops import FB, F, Op
 
 DISTS = ("lognormal", "gamma")
+MAX_COV = 10.0  # a CoV of 1000%; past about 1e154 the distributions' parameters overflow
 KINDS = ("F", "B", "I", "W")
 # streams of the counter: each draw's purpose, so that they never share a counter
 JITTER, EVENT, STEP = 0, 1, 2
@@ -52,7 +53,7 @@ class Noise:
     ----------
     cov : float or mapping, default 0.05
         Coefficient of variation of every op's jitter, or per kind: ``{"F": 0.05, "B": 0.08}``
-        (kinds not named have none; an overlapped pair takes its forward's). >= 0.
+        (kinds not named have none; an overlapped pair takes its forward's). In [0, 10].
     dist : {"lognormal", "gamma"}
         The jitter's distribution (mean 1).
     slow_devices, slow_stages : mapping, optional
@@ -66,7 +67,7 @@ class Noise:
         send, as PipeMorph and ``--link-delay`` of the measure runner inject it): the sending
         op takes that much longer. Otherwise the delay is latency, and the sender goes on.
     step : float, default 0
-        CoV of one factor per sample that scales every op (same ``dist``).
+        CoV of one factor per sample that scales every op (same ``dist``), in [0, 10].
     spike : (float, float), optional
         ``(probability, magnitude)``: each op independently takes ``magnitude`` (>= 1) times
         as long with that probability (in [0, 1]).
@@ -83,8 +84,8 @@ class Noise:
     Raises
     ------
     ScheduleError
-        A negative CoV, a probability outside [0, 1], a factor <= 0, an unknown kind or
-        distribution.
+        A CoV outside [0, 10], a probability outside [0, 1], a factor <= 0, an unknown kind
+        or distribution; at ``simulate``, factors and delays whose times overflow.
     """
 
     def __init__(self, cov=None, dist: str = "lognormal", *, slow_devices=None,
@@ -99,7 +100,7 @@ class Noise:
         self.slow_stages = _factors(slow_stages, "slow_stages")
         self.link_delay = _links(link_delay)
         self.blocking = flag(blocking, "blocking")
-        self.step = number(step, "step")
+        self.step = _cov(step, "step")
         if spike is None:
             spike = (0.0, 1.0)
         if not isinstance(spike, tuple | list) or len(spike) != 2:
@@ -192,10 +193,19 @@ def _per_kind(cov) -> np.ndarray:
         for kind, value in cov.items():
             if kind not in KINDS:
                 raise ScheduleError(f"cov keys must be kinds among {list(KINDS)} (got {kind!r})")
-            out[int(Op[kind])] = number(value, f"cov[{kind!r}]")
+            out[int(Op[kind])] = _cov(value, f"cov[{kind!r}]")
         out[FB] = out[F]
         return out
-    return np.full(5, number(cov, "cov"))
+    return np.full(5, _cov(cov, "cov"))
+
+
+def _cov(value, name: str) -> float:
+    """A coefficient of variation in ``[0, MAX_COV]``."""
+    out = number(value, name)
+    if out > MAX_COV:
+        raise ScheduleError(f"{name} must be in [0, {MAX_COV:g}] (a coefficient of variation; "
+                            f"got {value!r})")
+    return out
 
 
 def _factors(mapping, name: str) -> dict:

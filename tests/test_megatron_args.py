@@ -181,7 +181,8 @@ def test_mla_and_moe_patterns():
 
 
 def test_bad_input():
-    with pytest.raises(ScheduleError, match="--num-layers must be an integer .got 'four'"):
+    with pytest.raises(ScheduleError,
+                       match=r"--num-layers must be an integer in 1..2\*\*31-1 .got 'four'"):
         from_megatron(BASE + "--num-layers four", gpus=1)
     with pytest.raises(ScheduleError, match="--bf16 and --fp16 contradict"):
         from_megatron(BASE + "--bf16 --fp16", gpus=1)

@@ -193,7 +193,10 @@ def read_op_table(path, meta=None) -> MeasuredJob:
     if missing:
         raise ScheduleError(f"op table {path.name} must have columns {list(COLUMNS)} (missing "
                             f"{missing})")
+    if table.empty:
+        raise ScheduleError(f"op table {path.name} must hold ops (it has none)")
     table = table[list(COLUMNS)].copy()
+    _column_types(table, path)
     table["optype"] = table.optype.astype(str)
     _check(table, meta)
     table["end_ts"] = table.start_ts.astype(np.float64) + table.duration.astype(np.float64)
@@ -226,10 +229,29 @@ def _existing(path: Path, name: str) -> Path:
     return path
 
 
+def _column_types(t, path: Path) -> None:
+    """Integer columns hold integers and the times finite numbers (before any arithmetic on
+    them: a NaN rank or a string time would otherwise surface as NumPy's or pandas' error, a
+    NaN start as a silently wrong order)."""
+    for column in ("start_ts", "duration"):
+        if not pd.api.types.is_numeric_dtype(t[column]) or pd.api.types.is_bool_dtype(t[column]):
+            raise ScheduleError(f"op table {path.name}: {column} must hold numbers (got dtype "
+                                f"{t[column].dtype})")
+    if not np.isfinite(t.start_ts.to_numpy(np.float64)).all():
+        raise ScheduleError(f"op table {path.name}: start_ts must be finite (the table has NaN "
+                            f"or infinite values)")
+    for column in set(COLUMNS) - {"start_ts", "duration", "optype"}:
+        if not pd.api.types.is_integer_dtype(t[column]) or pd.api.types.is_bool_dtype(t[column]):
+            raise ScheduleError(f"op table {path.name}: {column} must hold integers (got dtype "
+                                f"{t[column].dtype})")
+
+
 def _check(t, meta: dict) -> None:
     """The table's own consistency and its agreement with ``meta``."""
-    for key in ("dp_size", "pp_size"):
-        if not isinstance(meta.get(key), int) or meta[key] < 1:
+    for key in ("dp_size", "pp_size", "tp_size", "vpp_size", "dsp_size", "world_size"):
+        value = meta.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (
+                key in ("dp_size", "pp_size") and key not in meta):
             raise ScheduleError(f"meta {key} must be a positive integer (got {meta.get(key)!r})")
     sizes = {k: meta.get(k, 1) for k in ("tp_size", "vpp_size", "dsp_size")}
     if meta.get("vpp_size", 1) != 1:

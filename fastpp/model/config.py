@@ -9,9 +9,10 @@ one as flags or a TOML snippet.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
-from ..checks import ScheduleError, ScheduleTypeError, flag, number, one_of, positive_int
+from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, flag, number, one_of, positive_int
 from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from .hardware import PRECISIONS
 from .layout import as_layout, even_layers
@@ -116,7 +117,7 @@ class RunConfig:
 
     def __post_init__(self):
         for name in ("seq", "global_batch", *DEGREES, "m", "microbatch"):
-            positive_int(getattr(self, name), name)
+            positive_int(getattr(self, name), name, MAX_INT - 1)
         if self.global_batch % (self.microbatch * self.d):
             raise ScheduleError(f"global_batch must be a multiple of microbatch * d = "
                                 f"{self.microbatch} * {self.d} (got global_batch="
@@ -153,11 +154,15 @@ class RunConfig:
         if number(self.imbalance, "imbalance") < 1:
             raise ScheduleError(f"imbalance must be >= 1 (got {self.imbalance!r})")
         if self.layout is not None:
-            as_layout(self.layout)  # parses, or names the position
+            stages = as_layout(self.layout).stages  # parses, or names the position
             if self.first_layers is not None or self.last_layers is not None:
                 raise ScheduleError(f"give layout or first_layers/last_layers, not both (got "
                                     f"layout={self.layout!r}, first_layers="
                                     f"{self.first_layers}, last_layers={self.last_layers})")
+            if stages != self.p * self.m:
+                raise ScheduleError(f"layout must give p * m = {self.p} * {self.m} = "
+                                    f"{self.p * self.m} model chunks (got {stages} in "
+                                    f"layout={self.layout!r})")
 
     @property
     def gpus(self) -> int:
@@ -183,7 +188,14 @@ class RunConfig:
     def from_row(cls, row, **fields) -> RunConfig:
         """A ``plan`` row (a mapping or a pandas row) as a ``RunConfig``; ``fields`` give what
         rows do not carry (``seq`` at least). ``global_batch`` is ``n * microbatch * d``."""
-        get = row.get if hasattr(row, "get") else row.__getitem__
+        if not hasattr(row, "get") or not hasattr(row, "keys"):
+            raise ScheduleTypeError(f"row must be a mapping or a pandas row of a plan table "
+                                    f"(got {type(row).__name__})")
+        missing = [k for k in ROW if k not in row.keys()]
+        if missing:
+            raise ScheduleError(f"row must have the plan columns {missing} (got "
+                                f"{list(row.keys())[:12]})")
+        get = row.get
         values = {k: _plain(get(k)) for k in ROW if k not in ("gpus", "n")}
         values["global_batch"] = int(get("n")) * values["microbatch"] * values["d"]
         values["layout"] = values["layout"] or None
@@ -242,6 +254,34 @@ class RunConfig:
         return even_layers(model.layers, self.p * self.m, self.first_layers, self.last_layers)
 
 
+def _known_fields(init):
+    """``RunConfig``'s constructor, naming an unknown, a missing or a positional field in a
+    ``ScheduleTypeError`` (the dataclass's own is a bare ``TypeError``)."""
+    names = [f.name for f in dataclasses.fields(RunConfig)]
+    required = [f.name for f in dataclasses.fields(RunConfig)
+                if f.default is dataclasses.MISSING]
+
+    @functools.wraps(init)
+    def __init__(self, *args, **fields):
+        if args:
+            raise ScheduleTypeError(f"RunConfig takes its fields by name, e.g. "
+                                    f"RunConfig(seq=4096, global_batch=512) (got {len(args)} "
+                                    f"positional)")
+        unknown = [k for k in fields if k not in names]
+        if unknown:
+            raise ScheduleTypeError(f"RunConfig has no field {unknown[0]!r} (its fields: "
+                                    f"{', '.join(names)})")
+        missing = [k for k in required if k not in fields]
+        if missing:
+            raise ScheduleTypeError(f"RunConfig needs {' and '.join(missing)} (no default)")
+        init(self, **fields)
+
+    return __init__
+
+
+RunConfig.__init__ = _known_fields(RunConfig.__init__)
+
+
 def _plain(value):
     """NumPy scalars as Python's (a row read from a DataFrame holds them)."""
     return value.item() if hasattr(value, "item") else value
@@ -255,6 +295,17 @@ def data_parallel(gpus: int, t: int, cp: int, p: int) -> int:
         raise ScheduleError(f"t * cp * p = {rest} must divide the gpus (got gpus={gpus}, "
                             f"t={t}, cp={cp}, p={p})")
     return gpus // rest
+
+
+def global_batch_of(per_replica: int, d: int, gpus: int, what: str) -> int:
+    """An importer's global batch when the file gives none: ``per_replica`` (``what``) times
+    ``d``, or a ScheduleError naming the GPUs when that passes ``2**31 - 1``."""
+    batch = per_replica * d
+    if batch >= MAX_INT:
+        raise ScheduleError(f"gpus={gpus} gives d={d} replicas of {what}={per_replica}: a "
+                            f"global batch of {batch:,}, which must be below 2**31 (give "
+                            f"fewer gpus, or the global batch)")
+    return batch
 
 
 def as_run(config, name: str = "config") -> RunConfig:

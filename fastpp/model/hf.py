@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from ..checks import ScheduleError, ScheduleTypeError
+from ..checks import MAX_INT, ScheduleError, ScheduleTypeError
 from .transformer import Transformer
 
 
@@ -87,13 +87,40 @@ class _Config:
             return default
         return value
 
-    def int(self, key, default=_MISSING) -> int:
+    def int(self, key, default=_MISSING, low: int = 0) -> int:
+        """An integer field in ``low..2**31 - 1`` (a bool or a float is not one)."""
         value = self.get(key, default)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ScheduleError(f"{self.where}: {key!r} must be an integer >= 0 (got {value!r})")
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value < MAX_INT:
+            raise ScheduleError(f"{self.where}: {key!r} must be an integer in {low}..2**31-1 "
+                                f"(got {value!r})")
         return value
+
+    def flag(self, key, default) -> bool:
+        """A true/false field (JSON's ``true``, not the string ``"false"``)."""
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise ScheduleError(f"{self.where}: {key!r} must be true or false (got {value!r})")
+        return value
+
+    def fraction(self, key) -> float:
+        """A probability field such as a dropout rate, in [0, 1] (0 when absent)."""
+        value = self.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not 0 <= value <= 1:
+            raise ScheduleError(f"{self.where}: {key!r} must be a number in [0, 1] (got "
+                                f"{value!r})")
+        return float(value)
+
+    def layers(self, key) -> set:
+        """A list of layer indices (empty when absent)."""
+        value = self.get(key, [])
+        if not isinstance(value, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+            raise ScheduleError(f"{self.where}: {key!r} must be a list of layer indices (got "
+                                f"{value!r})")
+        return set(value)
 
 
 def read_config(config) -> tuple[dict, str]:
@@ -167,20 +194,20 @@ def from_hf(config, name: str | None = None) -> Transformer:
     data, where = read_config(config)
     data = _text_model(data, where)
     kind = data.get("model_type")
-    if kind not in FAMILIES:
+    if not isinstance(kind, str) or kind not in FAMILIES:
         raise ScheduleError(f"{where}: model_type must be one of {sorted(FAMILIES)} (got "
                             f"{kind!r})")
     family, cfg = FAMILIES[kind], _Config(data, where)
     names = {**LLAMA_NAMES, **family.names}
-    hidden, heads = cfg.int(names["hidden"]), cfg.int(names["heads"])
-    shape = {"layers": cfg.int(names["layers"]), "hidden": hidden, "heads": heads,
-             "kv_heads": cfg.int(names["kv_heads"], heads),
-             "vocab": cfg.int(names["vocab"]), "swiglu": family.gated,
-             "tied_embeddings": bool(cfg.get("tie_word_embeddings", family.tied)),
-             "dropout": any(float(data.get(k) or 0) > 0 for k in DROPOUTS),
-             "head_dim": cfg.int("head_dim", family.head_dim)}
+    hidden, heads = cfg.int(names["hidden"], low=1), cfg.int(names["heads"], low=1)
+    shape = {"layers": cfg.int(names["layers"], low=1), "hidden": hidden, "heads": heads,
+             "kv_heads": cfg.int(names["kv_heads"], heads, low=1),
+             "vocab": cfg.int(names["vocab"], low=1), "swiglu": family.gated,
+             "tied_embeddings": cfg.flag("tie_word_embeddings", family.tied),
+             "dropout": any(cfg.fraction(k) > 0 for k in DROPOUTS),
+             "head_dim": cfg.int("head_dim", family.head_dim, low=1)}
     # n_inner and intermediate_size may be null (GPT-2: 4h)
-    shape["ffn"] = cfg.int(names["ffn"], None if kind == "gpt2" else _MISSING)
+    shape["ffn"] = cfg.int(names["ffn"], None if kind == "gpt2" else _MISSING, low=1)
     shape.update(_experts(kind, family, cfg, shape["layers"]))
     return Transformer(name=_name(data, where, kind) if name is None else name, **shape)
 
@@ -203,10 +230,10 @@ def _experts(kind: str, family: Family, cfg: _Config, layers: int) -> dict:
                 "expert_ffn": cfg.int("intermediate_size")}
     if family.moe == "qwen":
         experts, step = cfg.int("num_experts"), cfg.int("decoder_sparse_step", 1)
-        dense_only = set(cfg.get("mlp_only_layers", []))
+        dense_only = cfg.layers("mlp_only_layers")
         sparse = sum(1 for i in range(layers)
                      if i not in dense_only and experts > 0 and (i + 1) % max(step, 1) == 0)
-        width = cfg.int("moe_intermediate_size")
+        width = cfg.int("moe_intermediate_size", low=1)
         shared = cfg.int("shared_expert_intermediate_size", 0)
         return {"experts": experts, "top_k": cfg.int("num_experts_per_tok"),
                 "expert_ffn": width, "shared_experts": round(shared / width),

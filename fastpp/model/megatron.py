@@ -14,8 +14,8 @@ import ast
 import re
 from dataclasses import dataclass
 
-from ..checks import ScheduleError, ScheduleTypeError
-from .config import RunConfig, as_model, as_run, data_parallel
+from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, one_of, positive_int
+from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .layout import megatron_layers, parse_layout
 from .transformer import Transformer
 
@@ -77,6 +77,13 @@ CP_COMM = {"p2p": "ring", "a2a": "all-gather", "allgather": "all-gather",
            "a2a+p2p": "ring"}
 SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 SCHEDULES = ("1f1b", "interleaved-1f1b")  # what Megatron-LM runs: m = 1, and m > 1
+# integer flags for which 0 means "none" (every other integer flag is a count or size >= 1)
+ZERO_OK = {"num_experts", "moe_shared_expert_intermediate_size", "mtp_num_layers",
+           "q_lora_rank"}
+# string flags whose values Megatron's argparse restricts (choices=)
+CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tuple(SHARDING),
+           "recompute_granularity": ("full", "selective"),
+           "recompute_method": ("uniform", "block")}
 
 
 @dataclass(frozen=True)
@@ -136,11 +143,17 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     """
     if env is not None and not isinstance(env, dict):
         raise ScheduleTypeError(f"env must be a dict of variables (got {type(env).__name__})")
+    if vocab is not None:
+        positive_int(vocab, "vocab")
     values, ignored, launcher = _read(args, env or {})
     a = {dest: _typed(dest, values[dest]) if dest in values else default
          for dest, (_, default) in FLAGS.items()}
     _contradictions(a)
     model = _model(a, vocab, name)
+    if gpus is None and isinstance(launcher, str):
+        raise ScheduleError(f"the GPU count must be given: torchrun's {launcher}, which the "
+                            f"script does not set (give it in env=, or gpus=N)")
+    launcher = launcher if isinstance(launcher, int) else None
     config = _run(a, model, gpus if gpus is not None else launcher)
     extra = ("fp32 (no --bf16 or --fp16): priced as bf16",) if not (
         a["bf16"] or a["fp16"] or a["fp8_format"]) else ()
@@ -158,6 +171,9 @@ def _read(args, env: dict) -> tuple[dict, list, int | None]:
             if dest in FLAGS:
                 values[dest] = value
             elif key == "share_embeddings_and_output_weights":
+                if not isinstance(value, bool):
+                    raise ScheduleError(f"share_embeddings_and_output_weights must be true or "
+                                        f"false (got {value!r})")
                 values["untie_embeddings_and_output_weights"] = not value
             else:
                 ignored.append(key)
@@ -223,14 +239,17 @@ def _flags(words) -> tuple[dict, list, int | None]:
     return values, ignored, launcher
 
 
-def _launcher(words) -> int | None:
-    """``torchrun``'s ``--nproc_per_node`` times ``--nnodes`` (None if not both integers)."""
+def _launcher(words) -> int | str | None:
+    """``torchrun``'s ``--nproc_per_node`` times ``--nnodes`` (None if not both integers), or
+    the flag and variable it could not resolve (``--nnodes $NNODES``: not read as 1 node)."""
     found = {}
     for i, w in enumerate(words):
         key, _, inline = w.lstrip("-").partition("=")
         key = key.replace("-", "_")
         if key in ("nproc_per_node", "nnodes"):
             value = inline or (words[i + 1] if i + 1 < len(words) else "")
+            if getattr(w if inline else value, "unresolved", None):
+                return f"--{key} needs the variable {(w if inline else value).unresolved!r}"
             if value.isdigit():
                 found[key] = int(value)
     if "nproc_per_node" in found:
@@ -252,16 +271,26 @@ def _typed(dest: str, raw):
             return False
         raise ScheduleError(f"{flag} must be a switch (true or false) (got {raw!r})")
     if kind is STR:
+        if raw is not None and dest in CHOICES:
+            one_of(str(raw), flag, CHOICES[dest])
         return None if raw is None else str(raw)
+    if kind is FLOAT:  # the dropout rates: probabilities
+        try:
+            value = float(raw) if not isinstance(raw, bool) else None
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not 0 <= value <= 1:
+            raise ScheduleError(f"{flag} must be a number in [0, 1] (got {raw!r})")
+        return value
+    low = 0 if dest in ZERO_OK else 1
     try:
-        if isinstance(raw, bool):
+        if isinstance(raw, bool) or isinstance(raw, float) and raw != int(raw):
             raise ValueError
-        value = kind(raw) if not isinstance(raw, str) or kind is FLOAT else int(raw, 10)
-    except (TypeError, ValueError):
-        raise ScheduleError(f"{flag} must be {'an integer' if kind is INT else 'a number'} "
-                            f"(got {raw!r})") from None
-    if kind is INT and isinstance(raw, float) and raw != int(raw):
-        raise ScheduleError(f"{flag} must be an integer (got {raw!r})")
+        value = int(raw, 10) if isinstance(raw, str) else int(raw)
+    except (TypeError, ValueError, OverflowError):
+        value = None
+    if value is None or not low <= value < MAX_INT:
+        raise ScheduleError(f"{flag} must be an integer in {low}..2**31-1 (got {raw!r})")
     return value
 
 
@@ -334,26 +363,32 @@ def _moe_layers(freq: str, layers: int) -> int:
             raise ScheduleError(f"--moe-layer-freq must be >= 1 or a pattern (got {freq!r})")
         return len(range(0, layers, k))
     try:
-        pattern = _pattern(ast.parse(text, mode="eval").body)
-    except (SyntaxError, ValueError):
+        pattern = _pattern(ast.parse(text, mode="eval").body, layers)
+    except (SyntaxError, ValueError, RecursionError):
         raise ScheduleError(f"--moe-layer-freq must be an integer or a list pattern such as "
                             f"([0]*3+[1]*58) (got {freq!r})") from None
-    if len(pattern) != layers or set(pattern) - {0, 1}:
+    if len(pattern) != layers or any(x not in (0, 1) or isinstance(x, bool) for x in pattern):
         raise ScheduleError(f"--moe-layer-freq's pattern must give 0 or 1 for each of the "
                             f"{layers} layers (got {len(pattern)} values)")
     return sum(pattern)
 
 
-def _pattern(node) -> list:
-    """A list expression of literals, ``+`` and ``*`` (no names, no calls)."""
-    if isinstance(node, ast.List):
-        return [_pattern(x) if not isinstance(x, ast.Constant) else x.value for x in node.elts]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _pattern(node.left) + _pattern(node.right)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) \
-            and isinstance(node.right, ast.Constant) and isinstance(node.right.value, int):
-        return _pattern(node.left) * node.right.value
-    raise ValueError(node)
+def _pattern(node, layers: int) -> list:
+    """A list expression of literals, ``+`` and ``*`` (no names, no calls), refused once it
+    grows past ``layers`` entries (``[0]*10**12`` would not fit in memory)."""
+    if isinstance(node, ast.List) and all(isinstance(x, ast.Constant) for x in node.elts):
+        out = [x.value for x in node.elts]
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        out = _pattern(node.left, layers) + _pattern(node.right, layers)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) \
+            and isinstance(node.right, ast.Constant) and type(node.right.value) is int \
+            and 0 <= node.right.value <= layers:
+        out = _pattern(node.left, layers) * node.right.value
+    else:
+        raise ValueError(node)
+    if len(out) > layers:
+        raise ValueError(node)
+    return out
 
 
 def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
@@ -371,7 +406,8 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
             if a["data_parallel_sharding_strategy"] else
             3 if a["use_torch_fsdp2"] else 1 if a["use_distributed_optimizer"] else 0)
     return RunConfig(
-        seq=a["seq_length"], global_batch=a["global_batch_size"] or a["micro_batch_size"] * d,
+        seq=a["seq_length"], global_batch=a["global_batch_size"] or global_batch_of(
+            a["micro_batch_size"], d, gpus, "--micro-batch-size"),
         t=t, cp=cp, p=p, d=d, ep=a["expert_model_parallel_size"],
         etp=a["expert_tensor_parallel_size"] or t if model.moe else 1,
         schedule=SCHEDULES[m > 1], m=m,

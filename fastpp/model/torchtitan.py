@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import tomllib
 
-from ..checks import ScheduleError, ScheduleTypeError
-from .config import RunConfig, as_model, as_run, data_parallel
+from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, one_of
+from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hf import from_hf
 from .presets import MODELS
 from .transformer import Transformer
@@ -44,7 +44,7 @@ def read_toml(job) -> tuple[dict, str]:
         try:
             with open(where, encoding="utf-8") as f:
                 text = f.read()
-        except OSError as e:
+        except (OSError, UnicodeDecodeError) as e:
             raise ScheduleError(f"job must be a readable TOML file ({where}: {e})") from None
     try:
         return tomllib.loads(text), where
@@ -93,10 +93,26 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
     return model, _run(section, model, gpus, where)
 
 
-def _int(table: dict, key: str, default, where: str, section: str) -> int:
+def _int(table: dict, key: str, default, where: str, section: str, low: int = 1) -> int:
+    """An integer >= ``low``; -1 passes too where it is the default (torchtitan's "the
+    rest" or "not set")."""
     value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ScheduleError(f"{where}: [{section}] {key} must be an integer (got {value!r})")
+    if isinstance(value, bool) or not isinstance(value, int) or not (
+            low <= value < MAX_INT or value == default == -1):
+        more = ", or -1" if default == -1 else ""
+        raise ScheduleError(f"{where}: [{section}] {key} must be an integer in "
+                            f"{low}..2**31-1{more} (got {value!r})")
+    return value
+
+
+def _choice(table: dict, key: str, default, choices, where: str, section: str):
+    """One of ``choices`` (a string, or a bool where the choices are bools)."""
+    value = table.get(key, default)
+    try:
+        one_of(value, key, choices)
+    except ScheduleError:
+        raise ScheduleError(f"{where}: [{section}] {key} must be one of {list(choices)} (got "
+                            f"{value!r})") from None
     return value
 
 
@@ -131,12 +147,15 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     replicate, shard = degree("data_parallel_replicate_degree"), degree(
         "data_parallel_shard_degree", -1)
     d = data_parallel(gpus, t, cp, p)
+    if d % replicate:
+        raise ScheduleError(f"{where}: [parallelism] data_parallel_replicate_degree must divide "
+                            f"the {d} GPUs left by t * cp * p (got {replicate}, gpus={gpus})")
     if shard != -1 and replicate * shard != d:
         raise ScheduleError(f"{where}: data_parallel_replicate_degree * "
                             f"data_parallel_shard_degree = {replicate * shard} must be the "
                             f"{d} GPUs left by t * cp * p (got gpus={gpus})")
     name = par.get("pipeline_parallel_schedule", "1F1B")
-    if name not in SCHEDULES:
+    if not isinstance(name, str) or name not in SCHEDULES:
         raise ScheduleError(f"{where}: pipeline_parallel_schedule must be one of "
                             f"{sorted(SCHEDULES)} (got {name!r})")
     per_stage = par.get("pipeline_parallel_layers_per_stage")
@@ -146,26 +165,38 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         m = max(1, -(-model.layers // (per_stage * p)))
     local = _int(train, "local_batch_size", train.get("batch_size", 8), where, "training")
     global_batch = _int(train, "global_batch_size", -1, where, "training")
-    reshard = par.get("fsdp_reshard_after_forward", "default")
-    mode = ac.get("mode", "selective")
+    reshard = _choice(par, "fsdp_reshard_after_forward", "default",
+                      ("default", "always", "never"), where, "parallelism")
+    mode = _choice(ac, "mode", "selective", ("none", "selective", "full"), where,
+                   "activation_checkpoint")
     option = str(ac.get("selective_ac_option", "2"))
+    if option != "op" and not (option.isdigit() and int(option) >= 1):
+        raise ScheduleError(f"{where}: [activation_checkpoint] selective_ac_option must be "
+                            f"'op' or a layer interval >= 1 (got {ac['selective_ac_option']!r})")
     recompute = {"none": "none", "full": "full"}.get(
         mode, "selective" if option == "op" else "full" if option == "1" else "none")
     converters = section["model"].get("converters", [])
+    if not isinstance(converters, list) or not all(isinstance(c, str) for c in converters):
+        raise ScheduleError(f"{where}: [model] converters must be a list of names (got "
+                            f"{converters!r})")
+    async_tp = _choice(par, "enable_async_tensor_parallel", False, (False, True), where,
+                       "parallelism")
+    rotate = _choice(par, "context_parallel_rotate_method", "allgather",
+                     ("allgather", "alltoall"), where, "parallelism")
     return RunConfig(
         seq=_int(train, "seq_len", 2048, where, "training"),
-        global_batch=local * d if global_batch == -1 else global_batch, t=t, cp=cp, p=p, d=d,
+        global_batch=global_batch_of(local, d, gpus, "local_batch_size")
+        if global_batch == -1 else global_batch, t=t, cp=cp, p=p, d=d,
         ep=degree("expert_parallel_degree"), etp=degree("expert_tensor_parallel_degree"),
         schedule=SCHEDULES[name], m=m,
         microbatch=_int(par, "pipeline_parallel_microbatch_size", 1, where, "parallelism"),
         recompute=recompute, sequence_parallel=t > 1,
         zero=3 if (shard == -1 and d // replicate > 1) or shard > 1 else 0,
         zero3="step" if reshard == "never" else "layer",
-        tp_overlap=bool(par.get("enable_async_tensor_parallel", False)),
+        tp_overlap=async_tp,
         blocking_handoffs=False,
         precision="fp8" if "float8" in converters else "bf16",
-        cp_comm="ring" if par.get("context_parallel_rotate_method") == "alltoall"
-        else "all-gather")
+        cp_comm="ring" if rotate == "alltoall" else "all-gather")
 
 
 def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
