@@ -16,7 +16,14 @@ import pytest
 
 from fastpp import Costs, Noise, ScheduleError, ScheduleTypeError, build_schedule, simulate
 from fastpp.__main__ import main
-from fastpp.model import RunConfig, from_hf, from_megatron, from_torchtitan
+from fastpp.model import (
+    RunConfig,
+    from_hf,
+    from_megatron,
+    from_torchtitan,
+    to_megatron,
+    to_torchtitan,
+)
 
 LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
          "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 1000}
@@ -265,3 +272,29 @@ def test_explain_names_a_binary_toml(tmp_path, capsys):
     job.write_bytes(b"\xff\xfe\x00")
     assert main(["explain", "--torchtitan", str(job), "--gpus", "2"]) == 2
     assert "error: job must be a readable TOML file" in capsys.readouterr().err
+
+
+def test_expert_groups_must_fit_a_stage():
+    """Megatron-LM's own Mixtral example (EP 8, PP 4) on its default single node of 8 GPUs:
+    a stage has t * cp * d = 2 GPUs, too few for 8 expert-parallel ranks."""
+    with pytest.raises(ScheduleError, match=r"ep \* etp = 8 must divide the GPUs of a "
+                                            r"pipeline stage t \* cp \* d = 2"):
+        RunConfig(seq=4096, global_batch=256, t=1, p=4, d=2, ep=8)
+    assert RunConfig(seq=4096, global_batch=256, t=1, p=4, d=16, ep=8).ep == 8
+
+
+@pytest.mark.parametrize("field, value", [("overlap", True), ("node_limit", 4),
+                                          ("imbalance", 1.2)])
+def test_exports_refuse_what_they_cannot_state(field, value):
+    """A field no Megatron-LM flag or torchtitan key states is refused, never dropped (the
+    round trip from_megatron(to_megatron(c)) == c would silently lose it)."""
+    config = RunConfig(seq=4096, global_batch=64, t=2, p=2, d=2, **{field: value})
+    with pytest.raises(ScheduleError, match=f"to_megatron cannot state {field}="):
+        to_megatron(config)
+    with pytest.raises(ScheduleError, match=f"to_torchtitan cannot state {field}="):
+        to_torchtitan(config.replace(blocking_handoffs=False, zero=3))
+    with pytest.raises(ScheduleError, match="to_torchtitan cannot state blocking_handoffs="):
+        to_torchtitan(RunConfig(seq=4096, global_batch=64, t=2, p=2, d=2, zero=3))
+    with pytest.raises(ScheduleError, match="to_megatron cannot state zero3='step'"):
+        to_megatron(RunConfig(seq=4096, global_batch=64, t=2, p=2, d=2, zero=3,
+                              zero3="step"))

@@ -233,7 +233,7 @@ def random_configs(seed, count):
         recompute = str(rng.choice(["none", "selective", "full"]))
         config = RunConfig(
             seq=1024, global_batch=microbatch * d * int(rng.choice([4, 8])), t=t, cp=cp, p=p,
-            d=d, ep=int(rng.choice([1, 2])) if moe else 1, etp=1, m=m,
+            d=d, ep=int(rng.choice([1, 2])) if moe and t * cp * d % 2 == 0 else 1, etp=1, m=m,
             schedule="interleaved-1f1b" if m > 1 else "1f1b", microbatch=microbatch,
             recompute=recompute,
             recompute_method="block" if recompute == "full" else None,

@@ -87,10 +87,10 @@ def test_a_row_priced_as_stated_and_assumed(split):
 
 def test_moe_rows_against_the_tables():
     """Nothing fitted on these rows. The issue's target is 10% MAPE (the strict xfail below);
-    15.9% (16.5% before H100's curve was refit; 26.4% before the FP8 casts, the rows' recompute modules and B300's and GB300's
-    attention kernel), held back by the B200 rows of an older release (+35%) and H100's FP8
-    rows (docs/moe.md). The bound guards against regressions; the per-row
-    errors are in docs/fidelity-rows.md."""
+    15.9% (16.5% before H100's curve was refit; 26.4% before the FP8 casts, the rows'
+    recompute modules and B300's and GB300's attention kernel), held back by the B200 rows of
+    an older release (+35%) and H100's FP8 rows (docs/moe.md). The bound guards against
+    regressions; the per-row errors are in docs/fidelity-rows.md."""
     frame = validate([validate_moe.DATASET])
     got = mape(frame)[validate_moe.DATASET]
     print(f"MoE rows: {len(frame)} checked, MAPE {got:.1f}%")

@@ -122,6 +122,11 @@ class RunConfig:
             raise ScheduleError(f"global_batch must be a multiple of microbatch * d = "
                                 f"{self.microbatch} * {self.d} (got global_batch="
                                 f"{self.global_batch})")
+        stage = self.t * self.cp * self.d
+        if stage % (self.ep * self.etp):  # Megatron's expert groups fold into a stage's GPUs
+            raise ScheduleError(f"ep * etp = {self.ep * self.etp} must divide the GPUs of a "
+                                f"pipeline stage t * cp * d = {stage} (got ep={self.ep}, "
+                                f"etp={self.etp})")
         if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES \
                 or get_spec(self.schedule).forward_only:
             raise ScheduleError(f"schedule must be one of the training schedules "

@@ -698,6 +698,15 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     per-device flags are not) are written as the layout they make, which needs ``model``.
     """
     c, model = as_run(config), as_model(model)
+    # fields no Megatron-LM flag states (fastpp's pricing assumptions or another framework's
+    # choice): written silently they would not come back
+    unwritable = {"overlap": (c.overlap, False), "node_limit": (c.node_limit, None),
+                  "imbalance": (c.imbalance, 1.0),
+                  "zero3": (c.zero3 if c.zero == 3 else "layer", "layer")}
+    for name, (value, default) in unwritable.items():
+        if value != default:
+            raise ScheduleError(f"to_megatron cannot state {name}={value!r} as a Megatron-LM "
+                                f"flag (it must be {default!r})")
     flags = ["--tensor-model-parallel-size", c.t, "--pipeline-model-parallel-size", c.p,
              "--context-parallel-size", c.cp, "--expert-model-parallel-size", c.ep,
              "--expert-tensor-parallel-size", c.etp, "--micro-batch-size", c.microbatch,

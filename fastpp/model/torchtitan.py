@@ -211,6 +211,14 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     if c.zero not in (0, 3):
         raise ScheduleError(f"torchtitan shards with FSDP (ZeRO-3) or not at all (got "
                             f"zero={c.zero})")
+    # torchtitan's pipeline sends asynchronously; the rest are fastpp's pricing assumptions
+    unwritable = {"blocking_handoffs": (c.blocking_handoffs, False),
+                  "overlap": (c.overlap, False), "node_limit": (c.node_limit, None),
+                  "imbalance": (c.imbalance, 1.0)}
+    for name, (value, default) in unwritable.items():
+        if value != default:
+            raise ScheduleError(f"to_torchtitan cannot state {name}={value!r} in a torchtitan "
+                                f"job config (it must be {default!r})")
     lines = ["[parallelism]",
              f"data_parallel_replicate_degree = {1 if c.zero == 3 else c.d}",
              f"data_parallel_shard_degree = {c.d if c.zero == 3 else 1}",
