@@ -103,3 +103,17 @@ def test_generated_schedules_pass_full_validation():
         assert checked.tokens() == sched.tokens()
         assert sched.ops.dtype == sched.length.dtype == sched.stage_to_device.dtype == np.int32
     assert {name for name, *_ in POINTS} == set(fastpp.SCHEDULES)  # every generator walked
+
+
+def test_a_schedule_built_again_is_the_same_and_its_own():
+    """build_schedule keeps a built schedule's arrays for the next call with the same
+    arguments; each call gets copies, so writing into one schedule leaves the next intact."""
+    first = build_schedule("interleaved-1f1b", 2, 8, 2, G=2)
+    kept = first.ops.copy()
+    first.ops[:] = 0
+    first.length[:] = 0
+    again = build_schedule("interleaved-1f1b", 2, 8, 2, G=2)
+    assert np.array_equal(again.ops, kept) and again.length.min() > 0
+    assert not np.array_equal(build_schedule("interleaved-1f1b", 2, 8, 2, G=4).ops, kept)
+    with pytest.raises(ScheduleError, match="G must be"):  # validated on every call
+        build_schedule("interleaved-1f1b", 4, 8, 2, G=2)

@@ -19,6 +19,10 @@ from ..schedule import Schedule
 from . import chimera, classic, dualpipe, interleaved, vshape, zero_bubble
 
 MAX_WORK = 4_000_000  # p * n * m: bounds the op block and the per-stage tables
+# built schedules' arrays by (name, p, n, m, G): a script that builds the same schedule for
+# every cost it tries pays the generator once (it was 60% of an API point); bounded in ops
+_BUILT: dict[tuple, tuple] = {}
+BUILT_OPS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -312,16 +316,30 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
         raise ScheduleError(f"options must be among {list(spec.options)} for '{name}' "
                             f"(got {unknown})")
     G = positive_int(options.get("G", p), "G")
-    spec.check(p, n, m, G)
+    key = (spec.name, p, n, m, G)
+    built = _BUILT.get(key)
+    if built is None:
+        spec.check(p, n, m, G)  # a key in _BUILT passed it
+        built = _generate(spec, p, n, m, G)
+        if sum(b[0].size for b in _BUILT.values()) + built[0].size > 5 * BUILT_OPS:
+            _BUILT.clear()
+        _BUILT[key] = built
+    # each call its own arrays: a caller may write into a schedule it was given
+    ops, length, stage_map, first, last = (a.copy() for a in built)
+    # valid by construction (tests/test_generators.py re-checks every generator over a grid)
+    return Schedule.trusted(ops, length, stage_map, n=n, m=m, name=name, route_first=first,
+                            route_last=last, forward_only=spec.forward_only)
+
+
+def _generate(spec: ScheduleSpec, p: int, n: int, m: int, G: int) -> tuple:
+    """The arrays of a schedule, from its generator: ops, length, stage map, routes."""
     ops = new_ops(p, n, m)
     length = np.zeros(p, np.int32)
     spec.generator(ops, length, p, n, m, G)
     code = spec.placement_code
     first, last = placements.routes(code, p, n, m)
-    # valid by construction (tests/test_generators.py re-checks every generator over a grid)
-    return Schedule.trusted(ops[:, :, : max(1, int(length.max()))], length,
-                            placements.stage_map(code, p, m), n=n, m=m, name=name,
-                            route_first=first, route_last=last, forward_only=spec.forward_only)
+    return (np.ascontiguousarray(ops[:, :, : max(1, int(length.max()))]), length,
+            placements.stage_map(code, p, m), first, last)
 
 
 def code_of(schedule) -> int:

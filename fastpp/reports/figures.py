@@ -102,12 +102,13 @@ def heatmaps(view, metric, title, better, fmt) -> dict:
                                         "colorbar": {"title": {"text": metric}}}}
     for q, (name, (xd, yd)) in enumerate(zip(names, _grid(len(names), cols), strict=True)):
         mine = best[best["schedule"] == name]
-        cell = {(p, k): row for p, k, row in zip(mine["p"], mine["n_per_p"],
-                                                  mine.itertuples(), strict=True)}
-        z = [[_clean([getattr(cell[p, k], metric)])[0] if (p, k) in cell else None
-              for k in ks] for p in ps]
-        custom = [[[int(cell[p, k].m), int(cell[p, k].n)] if (p, k) in cell else [None, None]
-                   for k in ks] for p in ps]
+        # the three columns read, not itertuples (pandas builds a Series per column per call)
+        cell = {(p, k): (value, int(m), int(n)) for p, k, value, m, n in zip(
+            mine["p"], mine["n_per_p"], _clean(mine[metric]), mine["m"], mine["n"],
+            strict=True)}
+        z = [[cell[p, k][0] if (p, k) in cell else None for k in ks] for p in ps]
+        custom = [[list(cell[p, k][1:]) if (p, k) in cell else [None, None] for k in ks]
+                  for p in ps]
         axis = "" if q == 0 else str(q + 1)
         traces.append({"type": "heatmap", "x": [f"{k:g}" for k in ks],
                        "y": [str(p) for p in ps], "z": z, "customdata": custom,

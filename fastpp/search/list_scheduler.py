@@ -34,7 +34,9 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
     next_i = np.zeros(V, np.int64)
     free = np.zeros(p)
     held = np.zeros(p)
-    w_queue = np.zeros((p, V * n, 2), np.int64)  # each device's pending W's: (stage, mb)
+    # each device's pending W's, (stage, mb): at most its V // p stages' n each (p*V*n
+    # entries were 480 GB at p=10**5)
+    w_queue = np.zeros((p, (V // p) * n, 2), np.int64)
     w_head = np.zeros(p, np.int64)
     w_tail = np.zeros(p, np.int64)
     first = np.full(p, V, np.int64)  # each device's first stage on the route

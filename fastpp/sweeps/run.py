@@ -10,7 +10,7 @@ from .chunk import Chunk, empty_frame
 from .cluster import run_on_dask
 from .points import DEFAULTS, GridPlan, TablePlan, chunk_len
 from .robust import DEFAULT_SAMPLES, NOISE_COLUMNS, add_noise, check_noise
-from .store import Store
+from .store import SkipReasons, Store
 from .warmup import warm_up
 
 
@@ -187,16 +187,16 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
         for reason, count in counts.items():
             reasons[reason] = reasons.get(reason, 0) + count
     df.attrs["skipped"] = sum(reasons.values())
-    df.attrs["skip_reasons"] = reasons
+    df.attrs["skip_reasons"] = SkipReasons(reasons)
     return df
 
 
 def _progress(total: int, enabled: bool, done: int):
+    if not enabled:  # before importing tqdm, which costs a fifth of a warm sweep's CPU
+        return _NoBar()
     try:
         from tqdm.auto import tqdm
     except ImportError:  # the bar is a nicety, not a requirement
-        enabled = False
-    if not enabled:
         return _NoBar()
     return tqdm(total=total, initial=done, unit="pt", desc="sweep", dynamic_ncols=True)
 
