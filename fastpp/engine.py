@@ -13,6 +13,7 @@ raises.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
@@ -32,6 +33,8 @@ MIN_SLICE = 64  # the fewest points a thread takes at a time
 _NONE, _NO_INT = np.zeros(0), np.zeros(0, np.int64)
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
+# a forked child inherits the pools but not their threads: work sent to them would never run
+os.register_at_fork(after_in_child=_POOLS.clear)
 
 
 class Rows(NamedTuple):

@@ -31,6 +31,8 @@ from .schedule import Schedule
 MAX_SAMPLES = 10**8
 _LOCK = threading.Lock()
 _POOL: list[ThreadPoolExecutor] = []  # made on first use, kept: starting threads costs
+# a forked child inherits the pool but not its threads: work sent to it would never run
+os.register_at_fork(after_in_child=_POOL.clear)
 
 @dataclass(frozen=True, eq=False)
 class MonteCarlo:
@@ -226,7 +228,7 @@ def _on_threads(work, samples: int) -> list:
     """``work(first, size)`` over contiguous runs of whole blocks of samples, one per core
     (each at least one block), the first on this thread: their results in sample order."""
     block = noise_module.BLOCK
-    threads = max(1, min(os.cpu_count() or 1, samples // block))
+    threads = max(1, min(len(os.sched_getaffinity(0)), samples // block))
     size = -(-samples // threads // block) * block if threads > 1 else samples
     runs = [(first, min(size, samples - first)) for first in range(0, samples, size)]
     if len(runs) == 1:

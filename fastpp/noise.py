@@ -121,6 +121,9 @@ class Noise:
         self.empirical = empirical
         # several measured steps: factors on the Costs times, and the steps' shared factors
         self.relative = callable(getattr(empirical, "op_ratios_by_kind", None))
+        if self.relative and self.step > 0:
+            raise ScheduleError(f"step must be 0 with empirical measured steps, whose own "
+                                f"step factors are drawn (got step={self.step})")
         self.step_factors = (np.asarray(empirical.step_factors(), np.float64) if self.relative
                              else np.zeros(0))
 

@@ -7,6 +7,8 @@ n = 1, and a zero-noise Monte Carlo against the deterministic kernel bit for bit
 """
 
 import math
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -409,3 +411,22 @@ def test_empirical_noise_from_several_steps():
         MeasuredSteps([])
     with pytest.raises(ScheduleError, match="step 1 ran another order"):
         MeasuredSteps([first, fastpp.read_torch_trace(DATA / "zbv")])
+    with pytest.raises(ScheduleError, match="step must be 0 with empirical measured steps"):
+        Noise(step=0.5, empirical=steps)
+    with pytest.raises(AttributeError):  # a tuple: its cached figures stay its steps'
+        steps.append(first)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX's")
+def test_monte_carlo_in_a_forked_child():
+    """A child forked after a threaded Monte Carlo runs its own (the pool's threads do not
+    survive the fork; work sent to the inherited pool would wait forever)."""
+    s, c = build_schedule("1f1b", 4, 16), Costs(f=1.0, b=2.0)
+    want = simulate(s, c, noise=Noise(0.1), samples=256).makespan
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if it computes the same samples, killed after 60 s
+        signal.alarm(60)
+        got = simulate(s, c, noise=Noise(0.1), samples=256).makespan
+        os._exit(0 if np.array_equal(got, want) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

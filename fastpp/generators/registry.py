@@ -7,6 +7,7 @@ A schedule is one generator (a function ``(ops, length, p, n, m, G)`` filling an
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from .. import placement as placements
 from ..checks import ScheduleError, number_array, positive_int, show
-from ..ops import new_ops
+from ..ops import OP_FIELDS, new_ops
 from ..schedule import Schedule
 from . import chimera, classic, dualpipe, interleaved, vshape, zero_bubble
 
@@ -22,6 +23,7 @@ MAX_WORK = 4_000_000  # p * n * m: bounds the op block and the per-stage tables
 # built schedules' arrays by (name, p, n, m, G): a script that builds the same schedule for
 # every cost it tries pays the generator once (it was 60% of an API point); bounded in ops
 _BUILT: dict[tuple, tuple] = {}
+_BUILT_LOCK = threading.Lock()  # sweeps build schedules on several threads
 BUILT_OPS = 1_000_000
 
 
@@ -321,9 +323,10 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     if built is None:
         spec.check(p, n, m, G)  # a key in _BUILT passed it
         built = _generate(spec, p, n, m, G)
-        if sum(b[0].size for b in _BUILT.values()) + built[0].size > 5 * BUILT_OPS:
-            _BUILT.clear()
-        _BUILT[key] = built
+        with _BUILT_LOCK:
+            if sum(b[0].size for b in _BUILT.values()) + built[0].size > OP_FIELDS * BUILT_OPS:
+                _BUILT.clear()
+            _BUILT[key] = built
     # each call its own arrays: a caller may write into a schedule it was given
     ops, length, stage_map, first, last = (a.copy() for a in built)
     # valid by construction (tests/test_generators.py re-checks every generator over a grid)

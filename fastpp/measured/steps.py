@@ -31,8 +31,9 @@ from .run import MeasuredRun, _used
 _STAND_INS = {F: (F,), B: (B, I, W), I: (I, B, W), W: (W, B, I), FB: (FB, F)}
 
 
-class MeasuredSteps(list):
-    """The ``MeasuredRun`` of each profiled step of one schedule, in order (a list).
+class MeasuredSteps(tuple):
+    """The ``MeasuredRun`` of each profiled step of one schedule, in order (a tuple: its
+    cached figures stay those of its steps).
 
     Raises
     ------
@@ -40,8 +41,8 @@ class MeasuredSteps(list):
         No step, or steps that ran different orders.
     """
 
-    def __init__(self, runs):
-        super().__init__(runs)
+    def __new__(cls, runs):
+        self = super().__new__(cls, runs)
         if not self:
             raise ScheduleError("MeasuredSteps needs at least one MeasuredRun (got none)")
         for k, run in enumerate(self):
@@ -51,6 +52,7 @@ class MeasuredSteps(list):
             if run.schedule.tokens() != self[0].schedule.tokens():
                 raise ScheduleError(f"step {k} ran another order than step 0 "
                                     f"({run.schedule!r} against {self[0].schedule!r})")
+        return self
 
     def __repr__(self) -> str:
         s = self[0].schedule

@@ -10,6 +10,7 @@ Read: ``[model]`` (``name``, ``flavor``, ``hf_assets_path``, ``converters``), ``
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 
@@ -211,14 +212,19 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     if c.zero not in (0, 3):
         raise ScheduleError(f"torchtitan shards with FSDP (ZeRO-3) or not at all (got "
                             f"zero={c.zero})")
-    # torchtitan's pipeline sends asynchronously; the rest are fastpp's pricing assumptions
-    unwritable = {"blocking_handoffs": (c.blocking_handoffs, False),
-                  "overlap": (c.overlap, False), "node_limit": (c.node_limit, None),
-                  "imbalance": (c.imbalance, 1.0)}
-    for name, (value, default) in unwritable.items():
-        if value != default:
-            raise ScheduleError(f"to_torchtitan cannot state {name}={value!r} in a torchtitan "
-                                f"job config (it must be {default!r})")
+    # what a torchtitan job config cannot say comes back as from_torchtitan reads it: its
+    # pipeline sends asynchronously, TP always shards the sequence, the rest take RunConfig's
+    # defaults (fastpp's pricing assumptions, Megatron's recomputation details)
+    defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+    fixed = {"sequence_parallel": c.t > 1, "blocking_handoffs": False,
+             **{k: defaults[k] for k in ("gradient_overlap", "reduce_bytes", "layout",
+                                         "first_layers", "last_layers", "recompute_method",
+                                         "recompute_layers", "recompute_modules", "overlap",
+                                         "node_limit", "imbalance")}}
+    for name, value in fixed.items():
+        if getattr(c, name) != value:
+            raise ScheduleError(f"to_torchtitan cannot state {name}={getattr(c, name)!r} in a "
+                                f"torchtitan job config (it must be {value!r})")
     lines = ["[parallelism]",
              f"data_parallel_replicate_degree = {1 if c.zero == 3 else c.d}",
              f"data_parallel_shard_degree = {c.d if c.zero == 3 else 1}",
