@@ -216,7 +216,8 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     # pipeline sends asynchronously, TP always shards the sequence, the rest take RunConfig's
     # defaults (fastpp's pricing assumptions, Megatron's recomputation details)
     defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
-    fixed = {"sequence_parallel": c.t > 1, "blocking_handoffs": False,
+    # (sequence parallelism without tensor parallelism changes nothing: either is written)
+    fixed = {"sequence_parallel": c.sequence_parallel or c.t > 1, "blocking_handoffs": False,
              **{k: defaults[k] for k in ("gradient_overlap", "reduce_bytes", "layout",
                                          "first_layers", "last_layers", "recompute_method",
                                          "recompute_layers", "recompute_modules", "overlap",
