@@ -10,9 +10,10 @@ from fastpp import ScheduleError
 from fastpp.model import HARDWARE, RunConfig, Transformer, parse_layout
 from fastpp.model.errorbar import error_bar, regime
 from fastpp.model.megatron import FLAGS, from_megatron, script_words, to_megatron
+from fastpp.model.validate import DATA as PUBLISHED
 
 DATA = Path(__file__).parent / "data" / "megatron"
-TABLE1 = Path("/work/shared/data/narayanan_2021_table1.csv")
+TABLE1 = PUBLISHED / "narayanan_2021_table1.csv"  # beside the repository, or $FASTPP_DATA
 
 
 def script(name):
