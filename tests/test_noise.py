@@ -405,7 +405,8 @@ def test_empirical_noise_from_several_steps():
                                    for kind in (0, 1)])
         assert np.isin(np.round(made, 9), np.round(products, 9)).all()
     assert mc.quantile(0.95) > simulate(other, costs).makespan
-    one = simulate(other, first.costs(), noise=first.noise(), samples=50)  # one step alone
+    alone = MeasuredSteps([first])  # one step: no step-to-step spread
+    one = simulate(other, first.costs(), noise=alone.noise(), samples=50)
     assert one.makespan.std() > 0 and one.noise.step_factors.size == 1
     with pytest.raises(ScheduleError, match="at least one MeasuredRun"):
         MeasuredSteps([])

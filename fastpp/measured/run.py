@@ -254,15 +254,6 @@ class MeasuredRun:
         return [[self.durations[r, : s.length[r]][kinds[r] == k] for k in range(5)]
                 for r in range(self.p)]
 
-    def noise(self):
-        """The empirical noise of this one step, ``MeasuredSteps([self]).noise()``: each op's
-        factor over its ``costs()`` time, by device and kind, bootstrapped on any schedule's
-        ``Costs`` times. One step has no step-to-step spread: profile several
-        (``measure(..., steps=N)``) for that."""
-        from .steps import MeasuredSteps
-
-        return MeasuredSteps([self]).noise()
-
     def replay(self) -> Result:
         """The run's own schedule simulated with every op's measured ``durations`` and the
         measured hand-off ``latency``."""
