@@ -297,8 +297,6 @@ def test_exports_refuse_what_they_cannot_state(field, value):
         with pytest.raises(ScheduleError, match=f"to_torchtitan cannot state {name}="):
             to_torchtitan(RunConfig(seq=4096, global_batch=64, t=2, p=2, d=2, zero=3,
                                     blocking_handoffs=False, **{name: other}))
-    with pytest.raises(ScheduleError, match="to_torchtitan cannot state blocking_handoffs="):
-        to_torchtitan(RunConfig(seq=4096, global_batch=64, t=2, p=2, d=2, zero=3))
     with pytest.raises(ScheduleError, match="to_megatron cannot state zero3='step'"):
         to_megatron(RunConfig(seq=4096, global_batch=64, t=2, p=2, d=2, zero=3,
                               zero3="step"))

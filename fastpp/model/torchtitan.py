@@ -203,8 +203,11 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
 def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     """``config`` as a torchtitan TOML snippet (``[parallelism]``, ``[training]``,
     ``[activation_checkpoint]``, ``[model]`` converters for fp8); ``from_torchtitan`` reads
-    it back. With ``model``, ``m`` stages per rank are written as
-    ``pipeline_parallel_layers_per_stage``."""
+    it back, with torchtitan's asynchronous hand-offs and, with ``t > 1``, its sequence
+    parallelism. A field a job config cannot state (``reduce_bytes``, ``gradient_overlap``,
+    a layout, Megatron's recomputation details, fastpp's ``overlap``, ``node_limit`` and
+    ``imbalance``) must keep its default: a ``ScheduleError`` names it otherwise. With
+    ``model``, ``m`` stages per rank are written as ``pipeline_parallel_layers_per_stage``."""
     names = {v: k for k, v in SCHEDULES.items()}
     c, model = as_run(config), as_model(model)
     if c.schedule not in names:
@@ -212,13 +215,12 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     if c.zero not in (0, 3):
         raise ScheduleError(f"torchtitan shards with FSDP (ZeRO-3) or not at all (got "
                             f"zero={c.zero})")
-    # what a torchtitan job config cannot say comes back as from_torchtitan reads it: its
-    # pipeline sends asynchronously, TP always shards the sequence, the rest take RunConfig's
-    # defaults (fastpp's pricing assumptions, Megatron's recomputation details)
+    # what a torchtitan job config cannot say is refused, never dropped: fastpp's pricing
+    # assumptions and Megatron's recomputation details must be RunConfig's defaults. How the
+    # pipeline sends (asynchronously) and that TP shards the sequence are torchtitan's own,
+    # not a job config's: from_torchtitan reads them back as torchtitan runs
     defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
-    # (sequence parallelism without tensor parallelism changes nothing: either is written)
-    fixed = {"sequence_parallel": c.sequence_parallel or c.t > 1, "blocking_handoffs": False,
-             **{k: defaults[k] for k in ("gradient_overlap", "reduce_bytes", "layout",
+    fixed = {**{k: defaults[k] for k in ("gradient_overlap", "reduce_bytes", "layout",
                                          "first_layers", "last_layers", "recompute_method",
                                          "recompute_layers", "recompute_modules", "overlap",
                                          "node_limit", "imbalance")}}
