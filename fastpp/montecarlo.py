@@ -213,9 +213,12 @@ def _samples(state, handoff, extra, samples):
     def part(first, size):
         makespan, busy, span = (np.empty(size), np.empty((compiled.p, size)),
                                 np.empty((compiled.p, size)))
-        noise_module.run_samples(*draws, compiled.previous, compiled.producer, compiled.link,
-                                 compiled.stage2, compiled.device_first, handoff, extra, first,
-                                 makespan, busy, span)
+        # an overflow gives inf (and inf - inf NaN), which run() refuses; without the JIT NumPy
+        # would also warn
+        with np.errstate(over="ignore", invalid="ignore"):
+            noise_module.run_samples(*draws, compiled.previous, compiled.producer,
+                                     compiled.link, compiled.stage2, compiled.device_first,
+                                     handoff, extra, first, makespan, busy, span)
         return makespan, busy, span
 
     parts = _on_threads(part, samples)
