@@ -30,9 +30,12 @@ from .schedule import Schedule
 
 MAX_SAMPLES = 10**8
 _LOCK = threading.Lock()
-_POOL: list[ThreadPoolExecutor] = []  # made on first use, kept: starting threads costs
+# made on first use, kept (starting threads costs); not the engine's pools, because a Monte
+# Carlo may run inside a task on one of those and would then wait on its own pool's threads
+_POOL: list[ThreadPoolExecutor] = []
 # a forked child inherits the pool but not its threads: work sent to it would never run
 os.register_at_fork(after_in_child=_POOL.clear)
+
 
 @dataclass(frozen=True, eq=False)
 class MonteCarlo:
