@@ -45,8 +45,9 @@ BASELINE_MAPE = {"korthikanti_2022": 3.93, "korthikanti_2022_layer": 1.52,
 BASELINE_CHECK_MAPE = {"megatron_core_h100_weak_scaling": 5.62}  # its held-out even rows
 # Zero Bubble rankings that agree with the paper's (of 12 each): at least the published count
 README_RANKINGS = {"zero_bubble_table4_profiled": 12, "zero_bubble_table4_model": 10}
-# vTrain's small models on one node: both halves, each within this bound (issue 26 asks 5%)
-VTRAIN_BOUND = 8.0
+# vTrain's small models on one node: both halves, each within this bound (7.2% and 7.4%
+# before Megatron's softmax fallback was priced; issue 26 asks 5%: the strict xfail below)
+VTRAIN_BOUND = 7.5
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +77,14 @@ def test_small_models_on_one_node(frame):
     # the errors are spread, not one side: a fixed cost missing would bias them all
     errors = frame[frame["dataset"] == VTRAIN]["error"]
     assert abs(errors.mean()) < 0.03
+
+
+@pytest.mark.xfail(strict=True, reason="vTrain half A at 6.2% (calibration) and 6.7% (check) "
+                   "MAPE against issue 26's 5%: per (t, hidden, microbatch) offsets of -17% to "
+                   "+22%, tight within each group (docs/fidelity-small.md)")
+def test_small_models_within_the_target(frame):
+    fitted, checked = (mape(frame, role)[VTRAIN] for role in ("calibration", "check"))
+    assert fitted <= 5.0 and checked <= 5.0
 
 
 def test_every_published_row_is_there_once(frame):

@@ -73,6 +73,9 @@ def test_narayanan_table1_scripts(row):
     assert (config.t, config.p, config.gpus, config.global_batch) == (
         row["t"], row["p"], row["gpus"], row["global_batch"])
     assert config.recompute == "full" and config.zero == 0 and config.reduce_bytes == 2.0
+    # validate's microbatch: 1, or 2 where one sequence's heads per rank leave the fused
+    # softmax's shape (fastpp.model.compute.fused_softmax)
+    assert config.microbatch == (1 if row["heads"] // row["t"] % 4 == 0 else 2)
     assert config.m == (2 if row["p"] > 1 and row["layers"] % (2 * row["p"]) == 0 else 1)
     # the paper counts position embeddings and biases too; its sizes have one decimal
     assert abs(model.parameters / 1e9 - row["params_b"]) <= max(0.03 * row["params_b"], 0.1)

@@ -9,7 +9,16 @@ import pytest
 from fastpp import ScheduleError, build_schedule, simulate
 from fastpp.model import HARDWARE, Hardware, Link, Transformer, transformer_costs
 from fastpp.model.comm import all_reduce, hop_crosses, link_time
-from fastpp.model.compute import host_times
+from fastpp.model.compute import (
+    EAGER_SOFTMAX_BACKWARD,
+    EAGER_SOFTMAX_FORWARD,
+    _attention,
+    eager_ops,
+    fused_softmax,
+    host_times,
+    matmul_time,
+    memory_time,
+)
 from fastpp.model.hardware import NVLINK3_PROTOCOLS
 from fastpp.model.stages import handoff_links, incoming, stage_positions, stage_table
 from fastpp.model.validate import DATA
@@ -106,12 +115,46 @@ def test_the_cpu_hides_behind_a_longer_gpu_pass_only():
             assert table["f"][0] == gpu["f"][0] and table["b"][0] == gpu["b"][0]
 
 
-def _one_stage(model, hw):
-    """One stage of four layers, no embedding nor loss, microbatch 1, full recomputation."""
+def test_megatrons_fused_softmax_takes_only_its_shapes():
+    """``FusedScaleMaskSoftmax.is_kernel_available`` by hand: 16 < s <= 4096, s a multiple of
+    4, the score matrices (microbatch x heads per rank) a multiple of 4 (of 8 up to 128
+    keys); otherwise PyTorch's softmax, four more ops and 18 (20 backward) score tensors'
+    bytes in five kernels against 2 (3) in one."""
+    assert fused_softmax(1024, [4, 8, 2, 6]).tolist() == [True, True, False, False]
+    assert fused_softmax([16, 20, 4096, 8192, 1026], 8).tolist() == [False, True, True, False,
+                                                                     False]
+    assert fused_softmax(128, [4, 8]).tolist() == [False, True]
+    model = Transformer(4, 1024, 16, vocab=1024, flash_attention=False)
+    # 16 heads on 8 ranks, microbatch 1: two score matrices, PyTorch's path
+    assert eager_ops(model, 1024, [1, 2], 8).tolist() == [4.0, 0.0]
+    assert eager_ops(dataclasses.replace(model, flash_attention=True), 1024, 1, 8) == 0.0
+    s, d = 1024.0, 64.0
+    for b, eager in ((1.0, True), (2.0, False)):
+        count = b * 16 / 8
+        scores = 2.0 * count * s * s
+        product = matmul_time(A100, s, s, d, count)
+        forward, backward = _attention(A100, model, s, b, 8.0)
+        kernels = (EAGER_SOFTMAX_FORWARD, EAGER_SOFTMAX_BACKWARD) if eager else ((2.0,), (3.0,))
+        assert forward == pytest.approx(2 * product + sum(memory_time(A100, k * scores)
+                                                          for k in kernels[0]))
+        assert backward == pytest.approx(4 * product + sum(memory_time(A100, k * scores)
+                                                           for k in kernels[1]))
+    # the CPU: each more op in the forward, its recomputation and its backward
+    hw = dataclasses.replace(A100, host_layer=1e-3, host_backward=2e-4, host_op=1e-4)
+    forward, backward = host_times(hw, [2.0, 2.0], [2, 0], False, [4.0, 4.0])
+    np.testing.assert_allclose(forward, [2 * 1.4e-3] * 2)
+    np.testing.assert_allclose(backward, [2 * (2e-4 + 4e-4 + 1.4e-3), 2 * 6e-4])
+    cpu_bound = [_one_stage(model, hw, t=8, microbatch=b)["f"][0] for b in (1, 2)]
+    assert cpu_bound == pytest.approx([4 * 1.4e-3, 4 * 1e-3])
+
+
+def _one_stage(model, hw, t=1, microbatch=1):
+    """One stage of four layers, no embedding nor loss, full recomputation."""
     one = np.ones(1, np.int64)
     return stage_table(model, hw, 1024, config=one - 1, layers=np.array([4.0]),
-                       embedding=np.array([False]), loss=np.array([False]), microbatch=one,
-                       t=one, d=one, p=one, m=one, sequence_parallel=False, recompute=one + 1)
+                       embedding=np.array([False]), loss=np.array([False]),
+                       microbatch=one * microbatch, t=one * t, d=one, p=one, m=one,
+                       sequence_parallel=False, recompute=one + 1)
 
 
 def test_each_hop_on_its_own_link_by_hand():

@@ -21,7 +21,9 @@ sequence-parallel regions), ``d = h/a`` per head, gate ``G = 2`` for SwiGLU (els
   at the kernel's measured speed by length, head dimension and mask, ``fastpp.model.attention``,
   reading Q, K, V and writing the output) or the unfused
   ``QK^T``, scale-mask-softmax, dropout and ``PV`` (``b a / t`` products ``s x s x d``, the
-  ``b a s^2 / t`` scores read and written by each elementwise op); the output projection
+  ``b a s^2 / t`` scores read and written by each elementwise op; the softmax Megatron's fused
+  kernel where it takes the shape, else PyTorch's five kernels in fp32, ``fused_softmax``,
+  whose extra ops also cost the framework's CPU, ``Hardware.host_op``); the output projection
   ``T x h/t -> h``; two fused bias-dropout-residual adds; the MLP's ``T x h -> G F/t``, its
   activation and ``T x F/t -> h``;
 - input-grad backward: each product's data gradient (same FLOPs, transposed shape), the
@@ -59,6 +61,14 @@ OPTIMIZER_STEP_BYTES = 34.0
 # where a kernel before it already wrote FP8, only the column-wise copy: half of it
 CAST_BYTES = 2.0 + 2.0 * (1.0 + 1.0 / 32.0)
 LOSS_FORWARD_BYTES, LOSS_BACKWARD_BYTES = 18.0, 6.0  # per logit, see the module
+# PyTorch's softmax path where Megatron's fused kernel refuses the shape: per kernel, the
+# bytes it moves in half-precision score tensors. Forward: the fp32 cast (read 2 bytes a
+# score, write 4), the scale, the in-place mask, the softmax (each read 4, write 4), the cast
+# back (read 4, write 2); backward: each one's autograd node (the softmax's reads its output
+# and the gradient). The fused kernel moves 2 (3 backward) in one kernel.
+EAGER_SOFTMAX_FORWARD = (3.0, 4.0, 4.0, 4.0, 3.0)
+EAGER_SOFTMAX_BACKWARD = (3.0, 6.0, 4.0, 4.0, 3.0)
+EAGER_SOFTMAX_OPS = len(EAGER_SOFTMAX_FORWARD) - 1  # the ops the framework issues beyond one
 
 
 def matmul_efficiency(hardware: Hardware, m, n, k) -> np.ndarray:
@@ -89,19 +99,43 @@ def roofline(hardware: Hardware, flops, moved, efficiency) -> np.ndarray:
             + hardware.op_overhead)
 
 
-def host_times(hardware: Hardware, layers, recompute, ends=False
+def host_times(hardware: Hardware, layers, recompute, ends=False, ops=0.0
                ) -> tuple[np.ndarray, np.ndarray]:
     """CPU seconds to issue a stage's forward and backward over ``layers`` layers
     (``Hardware.host_layer`` and ``host_backward`` per layer; full recomputation, ``recompute
     == 2``, issues the forward again in the backward), plus ``host_microbatch`` in the
-    forward of a stage that ``ends`` the pipeline (holds the embedding or the loss). The
-    framework runs ahead of the GPU only while the GPU's queue lasts: a stretch of ops takes
-    ``max(GPU time, CPU time)``, not their sum, and Megatron's synchronized hand-offs end each
-    stretch."""
+    forward of a stage that ``ends`` the pipeline (holds the embedding or the loss), plus
+    ``Hardware.host_op`` for each of ``ops`` more ops a layer's forward issues (and its
+    backward as many autograd nodes, and its recomputed forward again). The framework runs
+    ahead of the GPU only while the GPU's queue lasts: a stretch of ops takes ``max(GPU time,
+    CPU time)``, not their sum, and Megatron's synchronized hand-offs end each stretch."""
     layers = np.asarray(layers, np.float64)
-    again = np.where(np.asarray(recompute) == 2, hardware.host_layer, 0.0)
+    full = np.asarray(recompute) == 2
+    more = np.asarray(ops, np.float64) * hardware.host_op
+    again = np.where(full, hardware.host_layer + more, 0.0)
     ends = np.where(np.asarray(ends, bool), hardware.host_microbatch, 0.0)
-    return layers * hardware.host_layer + ends, layers * (hardware.host_backward + again)
+    return (layers * (hardware.host_layer + more) + ends,
+            layers * (hardware.host_backward + more + again))
+
+
+def fused_softmax(seq, batches) -> np.ndarray:
+    """Whether Megatron's fused causal scale-mask-softmax kernel takes ``batches`` score
+    matrices (microbatch times heads per rank) of ``seq`` keys (``FusedScaleMaskSoftmax.
+    is_kernel_available``): 16 < seq <= 4096, seq a multiple of 4, and the batches a multiple
+    of the kernel's batches per block (4: one per warp of a 128-thread block; 8 up to 128 keys,
+    two per warp). Otherwise PyTorch's softmax runs (``EAGER_SOFTMAX_FORWARD``)."""
+    seq = np.asarray(seq, np.float64)
+    per_block = np.where(seq <= 128, 8.0, 4.0)
+    return (seq > 16) & (seq <= 4096) & (np.mod(seq, 4) == 0) & (
+        np.mod(np.asarray(batches, np.float64), per_block) == 0)
+
+
+def eager_ops(model: Transformer, seq, microbatch, t) -> np.ndarray:
+    """Ops a layer's forward issues beyond the fused layer's: PyTorch's softmax path where
+    the unfused attention's fused kernel refuses the shape (``fused_softmax``), else none."""
+    batches = np.asarray(microbatch, np.float64) * model.heads / np.asarray(t, np.float64)
+    eager = (not model.flash_attention) & ~fused_softmax(seq, batches)
+    return np.where(eager, float(EAGER_SOFTMAX_OPS), 0.0)
 
 
 def optimizer_time(hardware: Hardware, params) -> np.ndarray:
@@ -137,8 +171,13 @@ def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=Tr
     scores = BYTES * count * s * s  # bytes of one score tensor
     mask = 0.5 * scores if model.dropout else 0.0  # one byte per score
     product = matmul_time(hw, s, s, d, count)  # QK^T (s x d x s) or PV (s x s x d): same
-    forward = 2.0 * product + memory_time(hw, 2.0 * scores)
-    backward = 4.0 * product + memory_time(hw, 3.0 * scores)
+    fused = fused_softmax(s, count)
+    softmax = np.where(fused, memory_time(hw, 2.0 * scores),
+                       sum(memory_time(hw, k * scores) for k in EAGER_SOFTMAX_FORWARD))
+    softmax_grad = np.where(fused, memory_time(hw, 3.0 * scores),
+                            sum(memory_time(hw, k * scores) for k in EAGER_SOFTMAX_BACKWARD))
+    forward = 2.0 * product + softmax
+    backward = 4.0 * product + softmax_grad
     if model.dropout:
         forward = forward + memory_time(hw, 2.0 * scores + mask)
         backward = backward + memory_time(hw, 2.0 * scores + mask)

@@ -17,6 +17,7 @@ from .comm import (
 )
 from .compute import (
     _attention,
+    eager_ops,
     head_times,
     host_times,
     layer_times,
@@ -195,7 +196,8 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
                                      - backward, 0.0)
     # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
     host_forward, host_backward = host_times(hardware, layers, per_stage(rc),
-                                             np.asarray(starts) | np.asarray(ends))
+                                             np.asarray(starts) | np.asarray(ends),
+                                             per_stage(eager_ops(model, seq, b, tp)))
     forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
     mm = m[config]
     latency, bandwidth = handoff_links(hardware, config, per_stage(np.asarray(t) * c * d),

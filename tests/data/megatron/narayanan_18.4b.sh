@@ -30,7 +30,7 @@ PARALLEL_ARGS=(
 )
 
 TRAIN_ARGS=(
-    --micro-batch-size 1
+    --micro-batch-size 2            # not stated; 1 would leave the fused softmax's shape
     --global-batch-size $GLOBAL_BATCH
     --recompute-granularity full    # recompute each layer's forward in its backward
     --recompute-method uniform
