@@ -96,6 +96,32 @@ def _memory_limit(text: str | None, p: int):
     return value * p if match.group(2) else value
 
 
+def _optimize_args(ap: argparse.ArgumentParser) -> None:
+    """``optimize``'s flags, its defaults taken from ``fastpp.optimize``."""
+    ap.add_argument("-p", type=int, required=True, help="devices")
+    ap.add_argument("-n", type=int, required=True, help="microbatches")
+    _cost_args(ap)
+    ap.add_argument("--memory-limit", metavar="LIMIT", help="activation memory limit per "
+                    "device, in units of one microbatch's activations (M_B), or a multiple of "
+                    "p such as '1.5p' (default: none)")
+    given = _defaults(optimizer.optimize)
+    ap.add_argument("--placement", choices=list(SEARCH_PLACEMENTS),
+                    default=given["placement"],
+                    help=" or ".join(f"{k} (m={m})" for k, m in SEARCH_PLACEMENTS.items())
+                    + f" ({given['placement']})")
+    ap.add_argument("--objective", choices=OBJECTIVES, default=given["objective"],
+                    help="makespan, or the Zero Bubble paper's per-device span "
+                         f"({given['objective']})")
+    ap.add_argument("--method", choices=METHODS, default=given["method"],
+                    help=f"search method ({given['method']})")
+    ap.add_argument("--time-limit", type=float, default=given["time_limit"],
+                    help=f"seconds ({given['time_limit']:g})")
+    ap.add_argument("--seed", type=int, default=given["seed"],
+                    help=f"local search seed ({given['seed']})")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    _output_args(ap)
+
+
 def _parser() -> argparse.ArgumentParser:
     """Every subcommand's flags."""
     ap = argparse.ArgumentParser(prog="python -m fastpp",
@@ -109,29 +135,8 @@ def _parser() -> argparse.ArgumentParser:
     _cost_args(sim)
     sim.add_argument("--fb", type=float, default=None, help="overlapped F&B pair (f + b)")
     _output_args(sim)
-    opt = sub.add_parser("optimize", help="search the fastest schedule within a memory limit")
-    opt.add_argument("-p", type=int, required=True, help="devices")
-    opt.add_argument("-n", type=int, required=True, help="microbatches")
-    _cost_args(opt)
-    opt.add_argument("--memory-limit", metavar="LIMIT", help="activation memory limit per "
-                     "device, in units of one microbatch's activations (M_B), or a multiple of "
-                     "p such as '1.5p' (default: none)")
-    given = _defaults(optimizer.optimize)
-    opt.add_argument("--placement", choices=list(SEARCH_PLACEMENTS),
-                     default=given["placement"],
-                     help=" or ".join(f"{k} (m={m})" for k, m in SEARCH_PLACEMENTS.items())
-                     + f" ({given['placement']})")
-    opt.add_argument("--objective", choices=OBJECTIVES, default=given["objective"],
-                     help="makespan, or the Zero Bubble paper's per-device span "
-                          f"({given['objective']})")
-    opt.add_argument("--method", choices=METHODS, default=given["method"],
-                     help=f"search method ({given['method']})")
-    opt.add_argument("--time-limit", type=float, default=given["time_limit"],
-                     help=f"seconds ({given['time_limit']:g})")
-    opt.add_argument("--seed", type=int, default=given["seed"],
-                     help=f"local search seed ({given['seed']})")
-    opt.add_argument("--quiet", action="store_true", help="no progress bar")
-    _output_args(opt)
+    _optimize_args(sub.add_parser("optimize",
+                                  help="search the fastest schedule within a memory limit"))
     pl = sub.add_parser("plan", help="the fastest configurations of a model on N GPUs")
     _plan_args(pl)
     meas = sub.add_parser(

@@ -82,18 +82,12 @@ def expected(label: str, p: int, n: int) -> fastpp.Schedule:
     return fastpp.build_schedule(name, p, n, fastpp.SCHEDULES[name].default_m)
 
 
-def main(argv=None) -> int:
-    args = parse(argv)
-    out = Path(args.out)
-    started = time.perf_counter()
-    schedules = {"1f1b": "1f1b", **{cls: cls for cls in TORCH_CLASSES}}
-    print(f"measuring {len(schedules)} schedules x {args.repeats} repeats: p={args.p}, "
-          f"n={args.n}, {args.layers} x {args.hidden} MLP, microbatch {args.microbatch}",
-          flush=True)
-    runs = run_repeats(schedules, args, out / "classes")
+def class_table(runs: dict, p: int, n: int) -> pd.DataFrame:
+    """One row per schedule: the medians over the repeats of the measured makespan, the
+    replay's error, the error of the prediction from 1F1B's costs and from the same kind's."""
     rows = []
     for label, repeats in runs.items():
-        sched = expected(label, args.p, args.n)
+        sched = expected(label, p, n)
         measured = np.array([run.makespan for run in repeats])
         replayed = np.array([run.replay().makespan for run in repeats])
         # each repeat's run predicted from the same repeat's other run: the load drifts
@@ -112,7 +106,11 @@ def main(argv=None) -> int:
                      "prediction_error": np.median(predicted / measured - 1),
                      "same_kind": SAME_KIND[label],
                      "same_kind_error": np.median(kin / measured - 1)})
-    table = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def print_table(table: pd.DataFrame) -> None:
+    """The table, the errors' medians and worst cases, and whether every class is within 5%."""
     with pd.option_context("display.width", 160, "display.float_format", "{:.4g}".format):
         print(table.to_string(index=False))
     replay = table["replay_error"].abs()
@@ -126,12 +124,17 @@ def main(argv=None) -> int:
     print(f"every class within 5% (median over the repeats) from 1F1B's one costs(): "
           f"{'yes' if not late else 'no: ' + ', '.join(late)}")
 
-    # a schedule found by optimize on the ZB-V runs' costs within 1.5x 1F1B's activation memory
-    # (holding many more live activations slows every op here: they leave the cache),
-    # run for real beside 1F1B and ZB-V; 1F1B is predicted from its own runs' costs
-    def median_run(repeats):
-        return repeats[int(np.argsort([r.makespan for r in repeats])[len(repeats) // 2])]
 
+def median_run(repeats):
+    """The run of median makespan among ``repeats``."""
+    return repeats[int(np.argsort([r.makespan for r in repeats])[len(repeats) // 2])]
+
+
+def run_optimized(runs: dict, args, out: Path):
+    """A schedule found by optimize on the ZB-V runs' costs within 1.5x 1F1B's activation
+    memory (holding many more live activations slows every op here: they leave the cache),
+    run for real beside 1F1B and ZB-V, its predicted and measured gains printed (1F1B
+    predicted from its own runs' costs). Returns ``(found, ZB-V's costs, the new runs)``."""
     costs = median_run(runs["ScheduleZBVZeroBubble"]).costs()
     memory = 1.5 * args.p if args.memory_limit is None else args.memory_limit
     found = fastpp.optimize(args.p, args.n, costs, memory=memory, placement="v",
@@ -155,7 +158,12 @@ def main(argv=None) -> int:
           f"{medians['1f1b'] * 1e3:.2f} ms, ZB-V {medians['ScheduleZBVZeroBubble'] * 1e3:.2f} "
           f"ms: gain over 1F1B {gains['1f1b']:+.1%}, over ZB-V "
           f"{gains['ScheduleZBVZeroBubble']:+.1%} (medians over {args.repeats} paired repeats)")
+    return found, costs, again
 
+
+def write_outputs(table: pd.DataFrame, found, costs, again: dict, args, out: Path) -> None:
+    """The table as CSV; the found schedule's median run against its prediction from ZB-V's
+    costs as a picture, a Perfetto trace and an interactive report."""
     out.mkdir(parents=True, exist_ok=True)
     print(f"table: {out / 'measured.csv'}")
     table.to_csv(out / "measured.csv", index=False)
@@ -172,6 +180,21 @@ def main(argv=None) -> int:
     Path(args.trace).parent.mkdir(parents=True, exist_ok=True)
     print(f"trace: {write_measured_trace(shown, prediction, args.trace)}")
     write_report(shown, out / "report.html")
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    out = Path(args.out)
+    started = time.perf_counter()
+    schedules = {"1f1b": "1f1b", **{cls: cls for cls in TORCH_CLASSES}}
+    print(f"measuring {len(schedules)} schedules x {args.repeats} repeats: p={args.p}, "
+          f"n={args.n}, {args.layers} x {args.hidden} MLP, microbatch {args.microbatch}",
+          flush=True)
+    runs = run_repeats(schedules, args, out / "classes")
+    table = class_table(runs, args.p, args.n)
+    print_table(table)
+    found, costs, again = run_optimized(runs, args, out)
+    write_outputs(table, found, costs, again, args, out)
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -20,6 +20,28 @@ from ._emit import B, F, put
 
 @jit
 def chimera(ops, length, p, n, m, G):
+    rec, n_rec, direction_of = _walk(p, n)
+    # number each direction's microbatches in the order they were injected
+    label = np.empty(n, np.int64)
+    seen = np.zeros(2, np.int64)
+    for g in range(n):
+        d = direction_of[g]
+        label[g] = d * (n // 2) + seen[d]
+        seen[d] += 1
+    for r in range(p):
+        length[r] = 0
+    for e in range(n_rec):
+        r = rec[0, e]
+        j = label[rec[2, e]]
+        s = r if j < n // 2 else 2 * p - 1 - r
+        length[r] = put(ops, r, length[r], rec[1, e], s, j)
+
+
+@jit
+def _walk(p, n):
+    """The authors' step-by-step walk: ``(rec, n_rec, direction_of)``, the ops as ``(device,
+    kind, global id)`` in ``rec[:, :n_rec]`` in the order they run, and each microbatch's
+    direction (0: down from device 0, 1: up from device p-1) by global id."""
     half = p // 2
     # a unit per p/2 microbatches, each direction's first unit included: n is a multiple of p
     # (the registry's rule), so exactly 2n/p units ever start
@@ -32,7 +54,6 @@ def chimera(ops, length, p, n, m, G):
     unit_hi = np.zeros(n_units, np.int64)
     dist = np.zeros((n_units, half), np.int64)  # devices travelled from the direction's start
     going = np.zeros((n_units, half), np.bool_)  # forward (True) or backward
-    # the walk, recorded as (device, kind, global id) before microbatches are renumbered
     rec = np.empty((3, 2 * n * p), np.int64)
     n_rec = 0
     direction_of = np.zeros(n, np.int64)
@@ -79,20 +100,7 @@ def chimera(ops, length, p, n, m, G):
                 taken += count
                 units += 1
             u += 1
-    # number each direction's microbatches in the order they were injected
-    label = np.empty(n, np.int64)
-    seen = np.zeros(2, np.int64)
-    for g in range(n):
-        d = direction_of[g]
-        label[g] = d * (n // 2) + seen[d]
-        seen[d] += 1
-    for r in range(p):
-        length[r] = 0
-    for e in range(n_rec):
-        r = rec[0, e]
-        j = label[rec[2, e]]
-        s = r if j < n // 2 else 2 * p - 1 - r
-        length[r] = put(ops, r, length[r], rec[1, e], s, j)
+    return rec, n_rec, direction_of
 
 
 # Closed forms (SCHEDULES.md section 5; zero latency, uniform costs), read by fastpp.theory

@@ -215,6 +215,18 @@ def sweep_sections(df, label: str, schedules) -> list[dict]:
                      "items": [{"type": "choice", "label": "p, n", "options": [
                          {"label": f"p={p}, n={n}", "item": pareto(groups[p, n], p, n)}
                          for p, n in pairs]}]})
+    sections.append(_timelines_section(training, schedules, where))
+    if pairs:
+        side = _side_by_side_section(groups, pairs, schedules, where)
+        if side is not None:
+            sections.append(side)
+    return sections
+
+
+def _timelines_section(training, schedules, where: str) -> dict:
+    """The fastest schedule of each ``(p, n)`` within 1F1B's peak (or no limit without 1F1B)
+    as a table, and its timeline and the named ``schedules``' best at each ``(p, n)`` to
+    choose from."""
     budget = (MEMORY_REFERENCE if MEMORY_REFERENCE in set(training["schedule"])
               else float("inf"))
     best = best_within_budget(training, budget)
@@ -228,41 +240,45 @@ def sweep_sections(df, label: str, schedules) -> list[dict]:
             options.append({"label": f"{name}: p={int(r.p)}, n={int(r.n)} (m={int(r.m)})",
                             "item": _timeline_item(r)})
     options = [o for o in options if o["item"] is not None]
-    sections.append({"title": f"Timelines{where}",
-                     "text": f"The fastest schedule of each (p, n) within {said}"
-                             f"{' and the named schedules' if schedules else ''}, "
-                             "re-simulated: one row per device, hover an op for its times, "
-                             "microbatch and stage, each device's activation memory beneath. "
-                             "Drag (or scroll) to zoom, pan with the mode bar's pan tool, "
-                             "double-click to reset.",
-                     "items": [table(best, [("p", "p", "d"), ("n", "n", "d"),
-                                            ("schedule", "schedule", "str"), ("m", "m", "d"),
-                                            ("makespan", "makespan", ".6g"),
-                                            ("bubble_ratio", "bubble", "%"),
-                                            ("peak_activations_max", "peak", ".4g"),
-                                            ("budget", "budget", ".4g")])]
-                     + ([{"type": "choice", "label": "timeline", "options": options}]
-                        if options else [{"type": "text", "text": "No timeline: the rows' "
-                                          "costs were arrays the table does not hold."}])})
-    if pairs:
-        ps = sorted({p for p, _ in pairs})
-        p = ps[len(ps) // 2]
-        ns = sorted(n for q, n in pairs if q == p)
-        n = ns[len(ns) // 2]
-        here = groups[p, n].sort_values("makespan", kind="stable").groupby("schedule",
-                                                                            sort=False).head(1)
-        if schedules:
-            here = here[here["schedule"].isin(schedules)]
-        items = [_timeline_item(r, memory=False) for r in here.itertuples()]
-        items = [i for i in items if i is not None]
-        if items:
-            span = float(here["makespan"].max())
-            for i in items:
-                i["range"] = [0, span]
-            sections.append({"title": f"Schedules side by side at p={p}, n={n}{where}",
-                             "text": "Fastest first, each at its best m, on one time axis.",
-                             "items": [{"type": "group", "items": items}]})
-    return sections
+    return {"title": f"Timelines{where}",
+            "text": f"The fastest schedule of each (p, n) within {said}"
+                    f"{' and the named schedules' if schedules else ''}, "
+                    "re-simulated: one row per device, hover an op for its times, "
+                    "microbatch and stage, each device's activation memory beneath. "
+                    "Drag (or scroll) to zoom, pan with the mode bar's pan tool, "
+                    "double-click to reset.",
+            "items": [table(best, [("p", "p", "d"), ("n", "n", "d"),
+                                   ("schedule", "schedule", "str"), ("m", "m", "d"),
+                                   ("makespan", "makespan", ".6g"),
+                                   ("bubble_ratio", "bubble", "%"),
+                                   ("peak_activations_max", "peak", ".4g"),
+                                   ("budget", "budget", ".4g")])]
+            + ([{"type": "choice", "label": "timeline", "options": options}]
+               if options else [{"type": "text", "text": "No timeline: the rows' "
+                                 "costs were arrays the table does not hold."}])}
+
+
+def _side_by_side_section(groups, pairs, schedules, where: str) -> dict | None:
+    """At the middle ``(p, n)``, each schedule's fastest row (of the named ``schedules`` if
+    given) re-simulated on one time axis, fastest first; ``None`` if none can be."""
+    ps = sorted({p for p, _ in pairs})
+    p = ps[len(ps) // 2]
+    ns = sorted(n for q, n in pairs if q == p)
+    n = ns[len(ns) // 2]
+    here = groups[p, n].sort_values("makespan", kind="stable").groupby("schedule",
+                                                                        sort=False).head(1)
+    if schedules:
+        here = here[here["schedule"].isin(schedules)]
+    items = [_timeline_item(r, memory=False) for r in here.itertuples()]
+    items = [i for i in items if i is not None]
+    if not items:
+        return None
+    span = float(here["makespan"].max())
+    for i in items:
+        i["range"] = [0, span]
+    return {"title": f"Schedules side by side at p={p}, n={n}{where}",
+            "text": "Fastest first, each at its best m, on one time axis.",
+            "items": [{"type": "group", "items": items}]}
 
 
 # ---------------------------------------------------------------------------- plans

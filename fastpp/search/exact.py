@@ -77,7 +77,7 @@ def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
         raise missing_extra("method='exact'", "OR-Tools", "search")
     from ortools.sat.python import cp_model
 
-    p, n, V = problem.p, problem.n, problem.V
+    p, n = problem.p, problem.n
     device = problem.stage_to_device
     comm = np.where(device[1:] != device[:-1], problem.comm[:-1], 0.0)  # hop s -> s+1
     scale = _scale(np.concatenate([problem.cost.ravel(), comm]))
@@ -85,43 +85,10 @@ def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
     hop = _floor(comm * scale)
     model = cp_model.CpModel()
     horizon = int(dur.sum() * n + hop.sum() * 2 * n) + 1
-    start = np.empty((3, V, n), dtype=object)
-    end = np.empty((3, V, n), dtype=object)
-    per_device = [[] for _ in range(p)]
-    for k in range(3):
-        for s in range(V):
-            for j in range(n):
-                a = model.NewIntVar(0, horizon, f"s{k}_{s}_{j}")
-                z = model.NewIntVar(0, horizon, f"e{k}_{s}_{j}")
-                per_device[device[s]].append(
-                    model.NewIntervalVar(a, int(dur[k, s]), z, f"i{k}_{s}_{j}"))
-                start[k, s, j], end[k, s, j] = a, z
-    for r in range(p):
-        model.AddNoOverlap(per_device[r])
-    for j in range(n):
-        for s in range(V):
-            if s > 0:
-                model.Add(start[0, s, j] >= end[0, s - 1, j] + int(hop[s - 1]))
-            if s < V - 1:
-                model.Add(start[1, s, j] >= end[1, s + 1, j] + int(hop[s]))
-            else:
-                model.Add(start[1, s, j] >= end[0, s, j])
-            model.Add(start[2, s, j] >= end[1, s, j])
-            if j > 0 and symmetry:
-                for k in range(3):
-                    model.Add(start[k, s, j] >= start[k, s, j - 1])
+    start, end = _intervals(model, device, p, dur, n, horizon)
+    _precedences(model, start, end, hop, symmetry)
     _memory(model, problem, start, end)
-    goal = model.NewIntVar(0, horizon, problem.objective)
-    for r in range(p):  # a device's first op is an F of its first stage, its last op a W
-        mine = np.flatnonzero(device == r)
-        last = model.NewIntVar(0, horizon, f"last{r}")
-        model.AddMaxEquality(last, [end[2, s, j] for s in mine for j in range(n)])
-        if problem.objective == "makespan":
-            model.Add(goal >= last)
-        else:
-            first = model.NewIntVar(0, horizon, f"first{r}")
-            model.AddMinEquality(first, [start[0, mine[0], j] for j in range(n)])
-            model.Add(goal >= last - first)
+    goal = _goal(model, problem, start, end, horizon)
     model.Minimize(goal)
     _hint(model, problem, warm, dur, hop, start)
 
@@ -136,6 +103,64 @@ def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
         return ExactOutcome(None, None, bound, name)
     ops, length = _order(problem, solver, start, end)
     return ExactOutcome(ops, length, bound, name)
+
+
+def _intervals(model, device, p: int, dur, n: int, horizon: int):
+    """An interval per op (start and end variables ``[k, s, j]``, rows ``F, I, W``), none
+    overlapping another on its device."""
+    V = len(device)
+    start = np.empty((3, V, n), dtype=object)
+    end = np.empty((3, V, n), dtype=object)
+    per_device = [[] for _ in range(p)]
+    for k in range(3):
+        for s in range(V):
+            for j in range(n):
+                a = model.NewIntVar(0, horizon, f"s{k}_{s}_{j}")
+                z = model.NewIntVar(0, horizon, f"e{k}_{s}_{j}")
+                per_device[device[s]].append(
+                    model.NewIntervalVar(a, int(dur[k, s]), z, f"i{k}_{s}_{j}"))
+                start[k, s, j], end[k, s, j] = a, z
+    for intervals in per_device:
+        model.AddNoOverlap(intervals)
+    return start, end
+
+
+def _precedences(model, start, end, hop, symmetry: bool) -> None:
+    """The dependency rule with the hand-offs ``hop[s]`` (stage ``s`` to ``s+1``): a forward
+    after the previous stage's, an ``I`` after the next stage's (the last stage's after its
+    own forward), a ``W`` after its ``I``; with ``symmetry``, each kind of a stage in
+    microbatch order."""
+    _, V, n = start.shape
+    for j in range(n):
+        for s in range(V):
+            if s > 0:
+                model.Add(start[0, s, j] >= end[0, s - 1, j] + int(hop[s - 1]))
+            if s < V - 1:
+                model.Add(start[1, s, j] >= end[1, s + 1, j] + int(hop[s]))
+            else:
+                model.Add(start[1, s, j] >= end[0, s, j])
+            model.Add(start[2, s, j] >= end[1, s, j])
+            if j > 0 and symmetry:
+                for k in range(3):
+                    model.Add(start[k, s, j] >= start[k, s, j - 1])
+
+
+def _goal(model, problem: Problem, start, end, horizon: int):
+    """The objective's variable: at least every device's last end (``makespan``), or its last
+    end minus its first start (``span``)."""
+    device, n = problem.stage_to_device, problem.n
+    goal = model.NewIntVar(0, horizon, problem.objective)
+    for r in range(problem.p):  # a device's first op is an F of its first stage, its last a W
+        mine = np.flatnonzero(device == r)
+        last = model.NewIntVar(0, horizon, f"last{r}")
+        model.AddMaxEquality(last, [end[2, s, j] for s in mine for j in range(n)])
+        if problem.objective == "makespan":
+            model.Add(goal >= last)
+        else:
+            first = model.NewIntVar(0, horizon, f"first{r}")
+            model.AddMinEquality(first, [start[0, mine[0], j] for j in range(n)])
+            model.Add(goal >= last - first)
+    return goal
 
 
 def _memory(model, problem: Problem, start, end) -> None:

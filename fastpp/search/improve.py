@@ -183,38 +183,49 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
     for r in range(p):
         total += length[r]
     crit = np.zeros((total, 2), np.int64)
-    n_crit = -1  # the current order's chain is not known yet
-    found = 0
-    done = 0
-    for _ in range(20 * evals):
-        if done == evals:
-            break
-        if stale[0] >= patience:  # restart from the best, shaken by a few legal moves
-            stale[0] = 0
-            ops[:] = best_ops
-            value[CUR] = value[BEST]
-            value[CUR_TIE] = value[BEST_TIE]
-            for _kick in range(1 + _random(state, 4)):
-                r, a, b = _pick_move(ops, length, total, max_shift, state)
-                if b < 0 or not _order_ok(ops, r, a, b):
-                    continue
-                _move(ops, r, a, b)
-                peak, _ = kernels.device_memory(ops, length, r, unit, gamma, False, none, none,
-                                                none_int, none_int)
-                obj, tie = evaluate(ops, length, stage_device, route_first, route_last, n, tf,
-                                    tb, ti, tw, tfb, comm, span_objective, start, end, pointer)
-                if peak > cap[r] or obj == np.inf:
-                    _move(ops, r, b, a)
-                else:
-                    value[CUR] = obj
-                    value[CUR_TIE] = tie
-            n_crit = -1
-        if n_crit < 0:
-            evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw, tfb,
-                     comm, span_objective, start, end, pointer)
-            _index(ops, length, where)
-            n_crit = _critical(ops, length, stage_device, route_last, start, end, where,
-                               span_objective, crit)
+
+    def timed():
+        """Time the order in ``ops``: ``(objective, tie-break)``, inf if it deadlocks."""
+        return evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw,
+                        tfb, comm, span_objective, start, end, pointer)
+
+    def chain():
+        """Index the order's ops and find its critical chain (after ``timed``): its length
+        in ``crit``."""
+        _index(ops, length, where)
+        return _critical(ops, length, stage_device, route_last, start, end, where,
+                         span_objective, crit)
+
+    def over(r):
+        """Whether device ``r``'s peak exceeds its memory limit."""
+        peak, _ = kernels.device_memory(ops, length, r, unit, gamma, False, none, none,
+                                        none_int, none_int)
+        return peak > cap[r]
+
+    def restart():
+        """Back to the best order, shaken by a few legal moves that fit and do not
+        deadlock."""
+        stale[0] = 0
+        ops[:] = best_ops
+        value[CUR] = value[BEST]
+        value[CUR_TIE] = value[BEST_TIE]
+        for _kick in range(1 + _random(state, 4)):
+            r, a, b = _pick_move(ops, length, total, max_shift, state)
+            if b < 0 or not _order_ok(ops, r, a, b):
+                continue
+            _move(ops, r, a, b)
+            too_big = over(r)
+            obj, tie = timed()
+            if too_big or obj == np.inf:
+                _move(ops, r, b, a)
+            else:
+                value[CUR] = obj
+                value[CUR_TIE] = tie
+
+    def propose(n_crit):
+        """A move ``(r, a, b)``: half the time along the critical chain (the waiting op
+        earlier, or the op it waits for later), else random; ``b = -1`` if it falls off the
+        device."""
         if n_crit > 0 and _random(state, 2) == 0:
             q = _random(state, n_crit)
             r = crit[q, 0]
@@ -223,22 +234,31 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
                 a, b = crit[q, 1], crit[q, 1] - shift  # the waiting op earlier
             else:
                 a, b = crit[q, 1] - 1, crit[q, 1] - 1 + shift  # the op it waits for later
-            if b < 0 or b >= length[r]:
-                continue
-        else:
-            r, a, b = _pick_move(ops, length, total, max_shift, state)
-            if b < 0:
-                continue
-        if not _order_ok(ops, r, a, b):
+            if b >= length[r]:
+                b = -1
+            return r, a, b
+        return _pick_move(ops, length, total, max_shift, state)
+
+    n_crit = -1  # the current order's chain is not known yet
+    found = 0
+    done = 0
+    for _ in range(20 * evals):
+        if done == evals:
+            break
+        if stale[0] >= patience:  # restart from the best, shaken by a few legal moves
+            restart()
+            n_crit = -1
+        if n_crit < 0:
+            timed()
+            n_crit = chain()
+        r, a, b = propose(n_crit)
+        if b < 0 or not _order_ok(ops, r, a, b):
             continue
         _move(ops, r, a, b)
-        peak, _ = kernels.device_memory(ops, length, r, unit, gamma, False, none, none,
-                                        none_int, none_int)
-        if peak > cap[r]:
+        if over(r):
             _move(ops, r, b, a)
             continue
-        obj, tie = evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw,
-                            tfb, comm, span_objective, start, end, pointer)
+        obj, tie = timed()
         slot = stale[0] % history.shape[0]
         done += 1
         stale[0] += 1
@@ -250,9 +270,7 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
         history[slot] = min(value[CUR], obj)
         value[CUR] = obj
         value[CUR_TIE] = tie
-        _index(ops, length, where)
-        n_crit = _critical(ops, length, stage_device, route_last, start, end, where,
-                           span_objective, crit)
+        n_crit = chain()
         if obj < value[BEST] or (obj == value[BEST] and tie < value[BEST_TIE]):
             value[BEST] = obj
             value[BEST_TIE] = tie

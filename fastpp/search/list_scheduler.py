@@ -39,19 +39,96 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
     w_queue = np.zeros((p, (V // p) * n, 2), np.int64)
     w_head = np.zeros(p, np.int64)
     w_tail = np.zeros(p, np.int64)
-    first = np.full(p, V, np.int64)  # each device's first stage on the route
-    later = np.zeros(p)  # memory one microbatch takes on a device's later stages
-    for s in range(V):
-        r = stage_device[s]
-        if s < first[r]:
-            first[r] = s
-    for s in range(V):
-        r = stage_device[s]
-        if s != first[r]:
-            later[r] += memd[ROW_F, s]
+    first, later = _first_stages(stage_device, memd, p)
     waiting = np.zeros(p, np.int64)  # microbatches past the first stage, not past the last
     length[:] = 0
     ops[:] = PAD
+
+    def i_input(s, r):
+        """When the next ``I`` of stage ``s`` (on device ``r``) has its input: the ``I`` of
+        stage ``s+1`` (the last stage: its own forward); -1 if none is left or not yet."""
+        j = next_i[s]
+        if j >= n:
+            return -1.0
+        ready = i_end[s + 1, j] if s < V - 1 else f_end[s, j]
+        if ready < 0.0:
+            return -1.0
+        if s < V - 1 and stage_device[s + 1] != r:
+            ready += comm[s]
+        return ready
+
+    def f_input(s, r):
+        """When the next forward of stage ``s`` (on device ``r``) has its input; -1 if none is
+        left, its input is not yet placed, or it does not fit in memory."""
+        j = next_f[s]
+        if j >= n:
+            return -1.0
+        ready = 0.0
+        if s > 0:
+            ready = f_end[s - 1, j]
+            if ready < 0.0:
+                return -1.0
+            if stage_device[s - 1] != r:
+                ready += comm[s - 1]
+        room = held[r] + memd[ROW_F, s]
+        if s == first[r]:  # and the later stages of this and every waiting one
+            room += later[r] * (waiting[r] + 1)
+        if room > cap[r]:
+            return -1.0
+        return ready
+
+    def pick(r, t):
+        """The op device ``r`` starts at ``t``: ``(row, stage, arrival)``, the row ``ROW_I`` or
+        ``ROW_F`` of a ready op by the priority, else ``ROW_W`` if a ``W`` is pending (its
+        stage comes from the queue), else -1; ``arrival`` the next input arrival seen on the
+        device (inf: none)."""
+        arrival = np.inf
+        for phase in range(2):
+            row = ROW_I if (phase == 0) == i_first else ROW_F
+            for s in range(V - 1, -1, -1):
+                if stage_device[s] != r:
+                    continue
+                ready = i_input(s, r) if row == ROW_I else f_input(s, r)
+                if ready < 0.0:
+                    continue
+                if ready <= t:
+                    return row, s, arrival
+                arrival = min(arrival, ready)
+        if w_head[r] < w_tail[r]:
+            return ROW_W, -1, arrival
+        return -1, -1, arrival
+
+    def run(r, row, s, t):
+        """Device ``r`` runs the op of ``row`` from ``t`` (a ``W``: the oldest pending) and
+        writes it to the op block."""
+        if row == ROW_W:
+            s = w_queue[r, w_head[r], 0]
+            j = w_queue[r, w_head[r], 1]
+            w_head[r] += 1
+        else:
+            j = next_f[s] if row == ROW_F else next_i[s]
+        finish = t + cost[row, s]
+        held[r] += memd[row, s]
+        if row == ROW_F:
+            f_end[s, j] = finish
+            next_f[s] += 1
+            if s == first[r]:
+                waiting[r] += 1
+            elif s == V - 1 or stage_device[s + 1] != r:  # its last stage on this device
+                waiting[r] -= 1
+        elif row == ROW_I:
+            i_end[s, j] = finish
+            next_i[s] += 1
+            w_queue[r, w_tail[r], 0] = s
+            w_queue[r, w_tail[r], 1] = j
+            w_tail[r] += 1
+        q = length[r]
+        ops[0, r, q] = SPLIT_KINDS[row]
+        ops[1, r, q] = s
+        ops[2, r, q] = j
+        length[r] = q + 1
+        free[r] = finish
+
     left = 3 * V * n
     idle = 0  # devices in a row that could only wait: all of them twice is a deadlock
     while left > 0:
@@ -60,50 +137,8 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
             if length[d] < 3 * n * (V // p) and (r < 0 or free[d] < free[r]):
                 r = d
         t = free[r]
-        pick_row = -1
-        pick_s = -1
-        arrival = np.inf  # the next input arrival on this device, if it must wait
-        for phase in range(2):
-            want_i = (phase == 0) == i_first
-            for s in range(V - 1, -1, -1):
-                if stage_device[s] != r or pick_row >= 0:
-                    continue
-                if want_i:
-                    j = next_i[s]
-                    if j >= n:
-                        continue
-                    ready = i_end[s + 1, j] if s < V - 1 else f_end[s, j]
-                    if ready < 0.0:
-                        continue
-                    if s < V - 1 and stage_device[s + 1] != r:
-                        ready += comm[s]
-                    if ready <= t:
-                        pick_row, pick_s = ROW_I, s
-                    else:
-                        arrival = min(arrival, ready)
-                else:
-                    j = next_f[s]
-                    if j >= n:
-                        continue
-                    ready = 0.0
-                    if s > 0:
-                        ready = f_end[s - 1, j]
-                        if ready < 0.0:
-                            continue
-                        if stage_device[s - 1] != r:
-                            ready += comm[s - 1]
-                    room = held[r] + memd[ROW_F, s]
-                    if s == first[r]:  # and the later stages of this and every waiting one
-                        room += later[r] * (waiting[r] + 1)
-                    if room > cap[r]:
-                        continue
-                    if ready <= t:
-                        pick_row, pick_s = ROW_F, s
-                    else:
-                        arrival = min(arrival, ready)
-        if pick_row < 0 and w_head[r] < w_tail[r]:
-            pick_row = ROW_W
-        if pick_row < 0:
+        row, s, arrival = pick(r, t)
+        if row < 0:
             if arrival == np.inf:  # nothing arrives until another device moves: wait for it
                 idle += 1
                 if idle > 4 * p + 4:
@@ -116,33 +151,24 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
             free[r] = arrival
             continue
         idle = 0
-        if pick_row == ROW_W:
-            s = w_queue[r, w_head[r], 0]
-            j = w_queue[r, w_head[r], 1]
-            w_head[r] += 1
-        else:
-            s = pick_s
-            j = next_f[s] if pick_row == ROW_F else next_i[s]
-        finish = t + cost[pick_row, s]
-        held[r] += memd[pick_row, s]
-        if pick_row == ROW_F:
-            f_end[s, j] = finish
-            next_f[s] += 1
-            if s == first[r]:
-                waiting[r] += 1
-            elif s == V - 1 or stage_device[s + 1] != r:  # its last stage on this device
-                waiting[r] -= 1
-        elif pick_row == ROW_I:
-            i_end[s, j] = finish
-            next_i[s] += 1
-            w_queue[r, w_tail[r], 0] = s
-            w_queue[r, w_tail[r], 1] = j
-            w_tail[r] += 1
-        q = length[r]
-        ops[0, r, q] = SPLIT_KINDS[pick_row]
-        ops[1, r, q] = s
-        ops[2, r, q] = j
-        length[r] = q + 1
-        free[r] = finish
+        run(r, row, s, t)
         left -= 1
     return True
+
+
+@jit
+def _first_stages(stage_device, memd, p):
+    """Each device's first stage on the route, and the memory one microbatch's forwards take
+    on the device's later stages."""
+    V = stage_device.shape[0]
+    first = np.full(p, V, np.int64)
+    later = np.zeros(p)
+    for s in range(V):
+        r = stage_device[s]
+        if s < first[r]:
+            first[r] = s
+    for s in range(V):
+        r = stage_device[s]
+        if s != first[r]:
+            later[r] += memd[ROW_F, s]
+    return first, later

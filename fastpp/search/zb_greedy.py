@@ -127,71 +127,92 @@ def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_gre
                 place(s, ROW_W, placed[ROW_W, s], -1.0)
         return True
 
-    for i in range(n):
-        f_req[:] = 0
-        if i == 0:
-            # warm-up: F(s, 0) everywhere, then forwards while they fit before the first I
-            for s in range(p):
-                if held[s] + table[MEM + ROW_F, s] > table[CAP, s]:
-                    return False
-                place(s, ROW_F, 0, t[ROW_F, s - 1, 0] + comm[s - 1] if s > 0 else -1.0)
-            last_t = t[ROW_F, p - 1, 0] + table[ROW_I, p - 1]  # when the last stage's I(0) ends
-            for s in range(p - 2, -1, -1):
-                mem = held[s]
-                busy_until = free[s]
-                while (placed[ROW_F, s] + f_req[s] < n
-                       and mem + table[MEM + ROW_F, s] <= table[CAP, s]):
-                    if allow_bubble_before_first_b:
-                        if busy_until + table[ROW_F, s] > last_t + comm[s]:
-                            break
-                    elif busy_until >= last_t + comm[s]:
+    def warm_up_counts():
+        """``f_req[s]``: the forwards stage ``s`` runs after ``F(s, 0)`` and before its first
+        ``I``, from the next-to-last stage to the first: those that fit in memory and start
+        (``allow_bubble_before_first_b``: end) before that ``I``'s input can arrive; then each
+        stage fewer than the one before, capped at it when it would take them all."""
+        last_t = t[ROW_F, p - 1, 0] + table[ROW_I, p - 1]  # when the last stage's I(0) ends
+        for s in range(p - 2, -1, -1):
+            mem = held[s]
+            busy_until = free[s]
+            while (placed[ROW_F, s] + f_req[s] < n
+                   and mem + table[MEM + ROW_F, s] <= table[CAP, s]):
+                if allow_bubble_before_first_b:
+                    if busy_until + table[ROW_F, s] > last_t + comm[s]:
                         break
-                    mem += table[MEM + ROW_F, s]
-                    busy_until += table[ROW_F, s]
-                    f_req[s] += 1
-                last_t = max(busy_until, last_t + comm[s]) + table[ROW_I, s]
-            # each stage fewer than the one before; capped at it when it would take them all
-            for s in range(1, p):
-                while (f_req[s] > 0 and f_req[s] >= f_req[s - 1]
-                       and placed[ROW_F, s] + f_req[s] < n):
-                    f_req[s] -= 1
-                f_req[s] = min(f_req[s], f_req[s - 1])
-            for s in range(p):
-                for _ in range(f_req[s]):
-                    j = placed[ROW_F, s]
-                    place(s, ROW_F, j, t[ROW_F, s - 1, j] + comm[s - 1] if s > 0 else -1.0)
-        else:
-            for s in range(p):
-                if placed[ROW_F, s] >= n:
-                    continue
-                if prioritize_b and s + 1 < p and placed[ROW_F, s] >= placed[ROW_F, s + 1] + 2:
-                    # when the next I's input may arrive, if stage s+1 runs F then I next
-                    due = free[s + 1] + table[ROW_F, s + 1] + table[ROW_I, s + 1] + comm[s]
-                    if free[s] >= due:
-                        continue
-                    mem = held[s] + table[MEM + ROW_F, s]
-                    w_cost = 0.0
-                    w_cnt = 0
-                    while mem > table[CAP, s] and placed[ROW_W, s] + w_cnt < placed[ROW_I, s]:
-                        w_cost += table[ROW_W, s]
-                        mem += table[MEM + ROW_W, s]
-                        w_cnt += 1
-                    if free[s] + table[ROW_F, s] + w_cost <= due:
-                        f_req[s] = 1
-                        continue
-                    if due - free[s] <= most_idle[0] - idle[s]:
-                        continue
-                f_req[s] = 1
-            for s in range(p - 2, -1, -1):  # a stage takes a forward only if all later ones do
-                f_req[s] = min(f_req[s], f_req[s + 1])
-            for s in range(p):
-                if f_req[s] == 0:
-                    continue
+                elif busy_until >= last_t + comm[s]:
+                    break
+                mem += table[MEM + ROW_F, s]
+                busy_until += table[ROW_F, s]
+                f_req[s] += 1
+            last_t = max(busy_until, last_t + comm[s]) + table[ROW_I, s]
+        for s in range(1, p):
+            while (f_req[s] > 0 and f_req[s] >= f_req[s - 1]
+                   and placed[ROW_F, s] + f_req[s] < n):
+                f_req[s] -= 1
+            f_req[s] = min(f_req[s], f_req[s - 1])
+
+    def warm_up():
+        """Round 0's forwards: ``F(s, 0)`` on every stage, then the forwards ``warm_up_counts``
+        gives each stage; ``False`` where ``F(s, 0)`` does not fit."""
+        for s in range(p):
+            if held[s] + table[MEM + ROW_F, s] > table[CAP, s]:
+                return False
+            place(s, ROW_F, 0, t[ROW_F, s - 1, 0] + comm[s - 1] if s > 0 else -1.0)
+        warm_up_counts()
+        for s in range(p):
+            for _ in range(f_req[s]):
                 j = placed[ROW_F, s]
-                ready = t[ROW_F, s - 1, j] + comm[s - 1] if s > 0 else -1.0
-                if not fill_w(s, ROW_F, ready):
-                    return False
-                place(s, ROW_F, j, ready)
+                place(s, ROW_F, j, t[ROW_F, s - 1, j] + comm[s - 1] if s > 0 else -1.0)
+        return True
+
+    def wants_forward(s):
+        """1 if stage ``s`` takes a forward in this round, by its own state: it has one left
+        and (with ``prioritize_b``, when it is two or more forwards ahead of stage ``s+1``) the
+        forward, with the ``W``s it needs for memory, ends before the next ``I``'s input may
+        arrive, or the wait for that input would exceed the bubble budget."""
+        if placed[ROW_F, s] >= n:
+            return 0
+        if prioritize_b and s + 1 < p and placed[ROW_F, s] >= placed[ROW_F, s + 1] + 2:
+            # when the next I's input may arrive, if stage s+1 runs F then I next
+            due = free[s + 1] + table[ROW_F, s + 1] + table[ROW_I, s + 1] + comm[s]
+            if free[s] >= due:
+                return 0
+            mem = held[s] + table[MEM + ROW_F, s]
+            w_cost = 0.0
+            w_cnt = 0
+            while mem > table[CAP, s] and placed[ROW_W, s] + w_cnt < placed[ROW_I, s]:
+                w_cost += table[ROW_W, s]
+                mem += table[MEM + ROW_W, s]
+                w_cnt += 1
+            if free[s] + table[ROW_F, s] + w_cost <= due:
+                return 1
+            if due - free[s] <= most_idle[0] - idle[s]:
+                return 0
+        return 1
+
+    def forward_round():
+        """A later round's forwards: on each stage that wants one and whose later stages all
+        take one, after the ``W``s it needs; ``False`` where one cannot fit."""
+        for s in range(p):
+            f_req[s] = wants_forward(s)
+        for s in range(p - 2, -1, -1):  # a stage takes a forward only if all later ones do
+            f_req[s] = min(f_req[s], f_req[s + 1])
+        for s in range(p):
+            if f_req[s] == 0:
+                continue
+            j = placed[ROW_F, s]
+            ready = t[ROW_F, s - 1, j] + comm[s - 1] if s > 0 else -1.0
+            if not fill_w(s, ROW_F, ready):
+                return False
+            place(s, ROW_F, j, ready)
+        return True
+
+    def backward_round(i):
+        """``I(s, i)`` on every stage, from the last one up, after the ``W``s it needs (the
+        first stage, once its forwards are all placed, drains its ``W``s first); ``False``
+        where one cannot fit."""
         for s in range(p - 1, -1, -1):
             ready = t[ROW_I, s + 1, i] + comm[s] if s + 1 < p else -1.0
             if not fill_w(s, ROW_I, ready):
@@ -200,7 +221,15 @@ def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_gre
                 while placed[ROW_W, 0] < placed[ROW_I, 0]:
                     place(0, ROW_W, placed[ROW_W, 0], -1.0)
             place(s, ROW_I, i, ready)
-    for s in range(p):
+        return True
+
+    for i in range(n):
+        f_req[:] = 0
+        if not (warm_up() if i == 0 else forward_round()):
+            return False
+        if not backward_round(i):
+            return False
+    for s in range(p):  # the W's left run at the end
         while placed[ROW_W, s] < n:
             place(s, ROW_W, placed[ROW_W, s], -1.0)
     return True

@@ -118,14 +118,9 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
         require("dask.distributed", "dask", "executor='dask'", "Dask")
     chunk_size = positive_int(chunk_size, "chunk_size")
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
-    given = dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb, act=act, bandwidth=bandwidth,
-                 message_bytes=message_bytes, overhead=overhead)
-    if costs is not None and any(v is not None for v in given.values()):
-        raise ScheduleError(f"give costs or the scalar costs {', '.join(given)}, not both "
-                            f"(got costs and {[k for k, v in given.items() if v is not None]})")
-    scalars = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
-    plan = (TablePlan(points, scalars, costs) if points is not None else
-            GridPlan(schedules, p, n, n_per_p, m, G, scalars, costs))
+    plan = _points(schedules, p, n, n_per_p, m, G, points, costs,
+                   dict(f=f, b=b, w=w, comm=comm, gamma=gamma, fb=fb, act=act,
+                        bandwidth=bandwidth, message_bytes=message_bytes, overhead=overhead))
     if noise is not None:
         samples, seed = check_noise(noise, samples, seed)
         if out is not None:  # the store's fingerprint knows the points, not the noise
@@ -153,17 +148,7 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     bar = _progress(plan.total, progress, done=done)
     try:
         if executor == "threads":
-            with ThreadPoolExecutor(workers) as pool:
-                # a pipeline: while one chunk runs on the pool, this thread writes the
-                # previous one and validates the next (the kernels release the GIL)
-                running = None
-                for c in [*todo, None]:
-                    started = None if c is None else Chunk(plan.chunk(c, chunk_size),
-                                                           plan.objects, pool, workers)
-                    if running is not None:
-                        finished(running[0], *running[1].result(invalid))
-                        bar.update(chunk_len(running[0], chunk_size, plan.total))
-                    running = None if c is None else (c, started)
+            _run_on_threads(plan, todo, chunk_size, invalid, workers, finished, bar)
         else:
             for c, frame, reasons in run_on_dask(plan, todo, chunk_size, invalid, workers,
                                                  scheduler):
@@ -176,14 +161,53 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
     for c in range(n_chunks):  # chunks done by an earlier run come from disk
         if c not in parts:
             parts[c], skipped[c] = store.read(c), store.skipped(c)
+    return _gather([parts[c] for c in range(n_chunks)], skipped.values(), invalid,
+                   plan.objects is not None, noise is not None)
+
+
+def _points(schedules, p, n, n_per_p, m, G, points, costs, given):
+    """The sweep's points: a ``TablePlan`` of ``points`` or a ``GridPlan`` of the axes, the
+    scalar costs not ``given`` (``None``) taking their defaults; costs and scalars exclude
+    each other."""
+    if costs is not None and any(v is not None for v in given.values()):
+        raise ScheduleError(f"give costs or the scalar costs {', '.join(given)}, not both "
+                            f"(got costs and {[k for k, v in given.items() if v is not None]})")
+    scalars = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
+    return (TablePlan(points, scalars, costs) if points is not None else
+            GridPlan(schedules, p, n, n_per_p, m, G, scalars, costs))
+
+
+def _run_on_threads(plan, todo, chunk_size, invalid, workers, finished, bar):
+    """Run the chunks ``todo`` on a thread pool, handing each chunk's ``(frame, reasons)`` to
+    ``finished`` in order.
+
+    A pipeline: while one chunk runs on the pool, this thread hands on the previous one and
+    validates the next (the kernels release the GIL).
+    """
+    with ThreadPoolExecutor(workers) as pool:
+        running = None
+        for c in [*todo, None]:
+            started = None if c is None else Chunk(plan.chunk(c, chunk_size), plan.objects,
+                                                   pool, workers)
+            if running is not None:
+                finished(running[0], *running[1].result(invalid))
+                bar.update(chunk_len(running[0], chunk_size, plan.total))
+            running = None if c is None else (c, started)
+
+
+def _gather(parts, skipped, invalid, objects, noise):
+    """One frame of the chunks' frames ``parts`` (in chunk order), with the skipped points'
+    counts (``df.attrs["skipped"]`` and ``df.attrs["skip_reasons"]``) summed over the chunks'
+    ``skipped`` counts by reason."""
+    import pandas as pd  # sweep has required it
+
     # chunks of only invalid points are empty: an empty frame has no dtypes to keep
-    frames = [parts[c] for c in range(n_chunks) if parts[c] is not None and len(parts[c])]
-    df = (pd.concat(frames, ignore_index=True) if frames else
-          empty_frame(invalid, plan.objects is not None))
-    if noise is not None and not frames:
+    frames = [part for part in parts if part is not None and len(part)]
+    df = pd.concat(frames, ignore_index=True) if frames else empty_frame(invalid, objects)
+    if noise and not frames:
         df = df.assign(**{k: [] for k in NOISE_COLUMNS})
     reasons: dict[str, int] = {}
-    for counts in skipped.values():
+    for counts in skipped:
         for reason, count in counts.items():
             reasons[reason] = reasons.get(reason, 0) + count
     df.attrs["skipped"] = sum(reasons.values())
