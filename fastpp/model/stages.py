@@ -119,6 +119,77 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
         microbatch, t, recompute, c, zero, overlap)))
     ov = ov.astype(bool)
     whole, b = b, b / cp  # context parallelism: the sequences' share one rank prices (above)
+    prices = _layer_prices(model, hardware, seq, b, whole, tp, rc, cp, sequence_parallel,
+                           tp_overlap, cp_comm, recipe)
+
+    def per_stage(x):
+        return np.broadcast_to(x, b.shape)[config]
+
+    starts, ends = embedding, loss
+    totals = _dense_terms(model, seq, b, tp, sequence_parallel, prices, per_stage,
+                          layers - moe_layers, layers, starts, ends)
+    if model.moe or model.mtp_depth:
+        moe_layers, mtp = np.asarray(moe_layers, np.float64), np.asarray(mtp, np.float64)
+        ep, etp = (np.broadcast_to(np.asarray(x), b.shape) for x in (ep, etp))
+        times, layer = prices["times"], prices["layer"]
+        dense_one = {"forward": times["forward"] + prices["tp_forward"],
+                     "input_grad": times["input_grad"] + prices["tp_backward"],
+                     "weight_grad": times["weight_grad"], "activations": layer["activations"],
+                     "gamma": layer["gamma"]}
+        totals = _expert_and_mtp_terms(
+            model, hardware, seq, b, tp, rc, sequence_parallel, layer, prices["exchange"],
+            tp_overlap, dense_one, prices["head"], prices["loss_sync"], per_stage, moe_layers,
+            mtp, totals, ep=ep, etp=etp, node_limit=node_limit, imbalance=imbalance,
+            dispatcher=dispatcher, recipe=recipe)
+    forward, backward, weight = totals["forward"], totals["backward"], totals["weight"]
+    act, held_by_w = totals["act"], totals["held_by_w"]
+    gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
+    params = stage_params(model, layers, embedding, loss, per_stage(tp), moe_layers, mtp)
+    experts = expert_stage_params(model, moe_layers, mtp, per_stage(np.broadcast_to(
+        np.asarray(ep), b.shape)), per_stage(np.broadcast_to(np.asarray(etp), b.shape)))
+    # ZeRO-3 gathers and reduces the weights but the routed experts' (kept as ZeRO-1/2 keeps
+    # them, over their own edp replicas)
+    gather, scatter = zero3_times(hardware, params, layers + starts + ends, per_stage(tp),
+                                  per_stage(d * cp), per_stage(z), zero3)
+    forward = forward + np.maximum(gather - forward, 0.0)
+    backward = backward + np.maximum(np.where(zero3 == "layer", gather, 0.0) + scatter
+                                     - backward, 0.0)
+    # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
+    host_forward, host_backward = host_times(hardware, layers, per_stage(rc),
+                                             np.asarray(starts) | np.asarray(ends),
+                                             per_stage(eager_ops(model, seq, b, tp)))
+    forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
+    mm = m[config]
+    latency, bandwidth, message, held = _handoff_terms(hardware, config, seq, model.hidden,
+                                                       microbatch, t, c, d, p, blocking,
+                                                       forward, per_stage)
+    table = {
+        "f": (forward + held) * mm,
+        "b": (backward + held) * mm,
+        "w": weight * mm,
+        "act": np.maximum(act, 1.0) * mm,
+        "gamma": gamma,
+        "params": params,
+        "expert_params": experts,
+        "comm": latency,
+        "bandwidth": bandwidth,
+        "message_bytes": message,
+    }
+    if model.moe and np.any(ov):  # a dense layer has no all-to-all: its pairs save nothing
+        table["fb"] = _pair_times(model, hardware, seq, whole, tp, rc, ov, sequence_parallel,
+                                  table, config, partner, layers, moe_layers, per_stage, mm,
+                                  ep=ep, etp=etp, node_limit=node_limit, imbalance=imbalance,
+                                  dispatcher=dispatcher, recipe=recipe)
+    return table
+
+
+def _layer_prices(model, hardware, seq, b, whole, tp, rc, cp, sequence_parallel, tp_overlap,
+                  cp_comm, recipe) -> dict:
+    """Per configuration: one dense layer's costs (``layer``) and times (``times``), the
+    embedding's and the head's (``head``), the context-parallel exchange's forward and
+    backward, the tensor-parallel exchange of a layer's output (``exchange``) and what of it
+    a layer's forward and backward expose, the embedding's and logits' crossing (``edge``) and
+    the loss's synchronisation."""
     layer = layer_costs(model, seq, b, tp, sequence_parallel, rc)
     times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc)
     if recipe is not None:  # fastpp.model.recipes: a dense layer's terms
@@ -146,89 +217,54 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     # vocabulary-parallel loss all-reduces its max, sum and target logit (4 bytes a token)
     edge = np.where(tp > 1, exchange, 0.0) / (2.0 if sequence_parallel else 1.0)
     loss_sync = 3.0 * all_reduce(hardware, 4.0 * seq * b, tp, spans)
+    return {"layer": layer, "times": times, "head": head, "cp_forward": cp_forward,
+            "cp_backward": cp_backward, "exchange": exchange, "tp_forward": tp_forward,
+            "tp_backward": tp_backward, "edge": edge, "loss_sync": loss_sync}
 
-    def per_stage(x):
-        return np.broadcast_to(x, b.shape)[config]
 
-    starts, ends = embedding, loss
-    dense = layers - moe_layers
+def _dense_terms(model, seq, b, tp, sequence_parallel, prices, per_stage, dense, layers,
+                 starts, ends) -> dict:
+    """Per stage: the forward, backward and weight-gradient times of its ``dense`` layers, the
+    attention exchange of all its ``layers``, its embedding (``starts``) and its output layer
+    and loss (``ends``); the activations it keeps (``kept``, ``act``) and those the weight
+    gradient holds (``held_by_w``)."""
+    times, head, layer, edge = prices["times"], prices["head"], prices["layer"], prices["edge"]
     # every layer's attention (dense or MoE) exchanges K and V across the CP ranks
-    forward = (dense * per_stage(times["forward"] + tp_forward) + layers * per_stage(cp_forward)
+    forward = (dense * per_stage(times["forward"] + prices["tp_forward"])
+               + layers * per_stage(prices["cp_forward"])
                + starts * per_stage(head["embed_forward"] + edge)
-               + ends * per_stage(head["head_forward"] + loss_sync
+               + ends * per_stage(head["head_forward"] + prices["loss_sync"]
                                   + (edge if sequence_parallel else 0.0)))
     weight = (dense * per_stage(times["weight_grad"])
               + ends * per_stage(head["head_weight_grad"])
               + starts * per_stage(head["embed_weight"]))
-    backward = (dense * per_stage(times["input_grad"] + tp_backward)
-                + layers * per_stage(cp_backward) + weight
+    backward = (dense * per_stage(times["input_grad"] + prices["tp_backward"])
+                + layers * per_stage(prices["cp_backward"]) + weight
                 + ends * per_stage(head["head_input_grad"] + edge))
     kept = dense * per_stage(layer["activations"])
-    held_by_w = kept * per_stage(layer["gamma"])
+    sbh = seq * b * model.hidden
     act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, tp, 1.0))
            + ends * per_stage(4.0 * seq * b * model.vocab / tp))
-    if model.moe or model.mtp_depth:
-        moe_layers, mtp = np.asarray(moe_layers, np.float64), np.asarray(mtp, np.float64)
-        ep, etp = (np.broadcast_to(np.asarray(x), b.shape) for x in (ep, etp))
-        dense_one = {"forward": times["forward"] + tp_forward,
-                     "input_grad": times["input_grad"] + tp_backward,
-                     "weight_grad": times["weight_grad"], "activations": layer["activations"],
-                     "gamma": layer["gamma"]}
-        totals = _expert_and_mtp_terms(
-            model, hardware, seq, b, tp, rc, sequence_parallel, layer, exchange, tp_overlap,
-            dense_one, head, loss_sync, per_stage, moe_layers, mtp,
-            {"forward": forward, "backward": backward, "weight": weight, "kept": kept,
-             "act": act, "held_by_w": held_by_w},
-            ep=ep, etp=etp, node_limit=node_limit, imbalance=imbalance, dispatcher=dispatcher,
-            recipe=recipe)
-        forward, backward, weight = totals["forward"], totals["backward"], totals["weight"]
-        kept, act, held_by_w = totals["kept"], totals["act"], totals["held_by_w"]
-    gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
-    params = stage_params(model, layers, embedding, loss, per_stage(tp), moe_layers, mtp)
-    experts = expert_stage_params(model, moe_layers, mtp, per_stage(np.broadcast_to(
-        np.asarray(ep), b.shape)), per_stage(np.broadcast_to(np.asarray(etp), b.shape)))
-    # ZeRO-3 gathers and reduces the weights but the routed experts' (kept as ZeRO-1/2 keeps
-    # them, over their own edp replicas)
-    gather, scatter = zero3_times(hardware, params, layers + starts + ends, per_stage(tp),
-                                  per_stage(d * cp), per_stage(z), zero3)
-    forward = forward + np.maximum(gather - forward, 0.0)
-    backward = backward + np.maximum(np.where(zero3 == "layer", gather, 0.0) + scatter
-                                     - backward, 0.0)
-    # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
-    host_forward, host_backward = host_times(hardware, layers, per_stage(rc),
-                                             np.asarray(starts) | np.asarray(ends),
-                                             per_stage(eager_ops(model, seq, b, tp)))
-    forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
-    mm = m[config]
+    return {"forward": forward, "backward": backward, "weight": weight, "kept": kept,
+            "act": act, "held_by_w": kept * per_stage(layer["gamma"])}
+
+
+def _handoff_terms(hardware, config, seq, hidden, microbatch, t, c, d, p, blocking, forward,
+                   per_stage):
+    """Per stage: its hand-off's latency, bandwidth and message, each hop over its own link,
+    and what a blocking op holds its device for them (``held``)."""
     latency, bandwidth = handoff_links(hardware, config, per_stage(np.asarray(t) * c * d),
                                        per_stage(p))
     # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off) of
     # its seq/c tokens
-    message = per_stage(BYTES * seq * microbatch / np.asarray(c) * model.hidden / t)
+    message = per_stage(BYTES * seq * microbatch / np.asarray(c) * hidden / t)
     # a blocking op holds its device for its hand-offs, the slower of its two hops, and for
     # the device synchronize after them (``Hardware.handoff``: the GPU idles until the CPU
     # issues again)
     hop = latency + message / bandwidth
     held = np.maximum(hop, incoming(config, hop)) + hardware.handoff
     held = np.where(blocking & (per_stage(p) > 1) & (forward > 0), held, 0.0)
-    table = {
-        "f": (forward + held) * mm,
-        "b": (backward + held) * mm,
-        "w": weight * mm,
-        "act": np.maximum(act, 1.0) * mm,
-        "gamma": gamma,
-        "params": params,
-        "expert_params": experts,
-        "comm": latency,
-        "bandwidth": bandwidth,
-        "message_bytes": message,
-    }
-    if model.moe and np.any(ov):  # a dense layer has no all-to-all: its pairs save nothing
-        table["fb"] = _pair_times(model, hardware, seq, whole, tp, rc, ov, sequence_parallel,
-                                  table, config, partner, layers, moe_layers, per_stage, mm,
-                                  ep=ep, etp=etp, node_limit=node_limit, imbalance=imbalance,
-                                  dispatcher=dispatcher, recipe=recipe)
-    return table
+    return latency, bandwidth, message, held
 
 
 def _expert_and_mtp_terms(model, hardware, seq, b, tp, rc, sequence_parallel, layer, exchange,
