@@ -11,6 +11,8 @@ release the GIL, so ``fastpp.sweep`` runs slices of points on several threads at
 point is computed on its own, so results do not depend on the thread count or the slicing.
 """
 
+import threading
+
 import numpy as np
 
 from . import kernels
@@ -71,6 +73,7 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
 
 GROUP = 16  # the fewest points of one schedule that share a pass of its compiled form
 _COMPILED: dict[tuple, Compiled] = {}  # compiled (sid, p, n, m, G), for the next call
+_COMPILED_LOCK = threading.Lock()  # the sweep's threads share it
 CACHED_OPS = 1_000_000  # ops kept compiled at most (about 120 bytes each)
 
 
@@ -82,9 +85,10 @@ def _simulate_group(key, index, values, at, out, peaks, peak_at) -> None:
         spec = SPECS[s]
         options = {"G": G} if "G" in spec.options else {}
         found = build_schedule(spec.name, P, N, M, **options).compiled()
-        if sum(c.num_ops for c in _COMPILED.values()) + found.num_ops > CACHED_OPS:
-            _COMPILED.clear()
-        _COMPILED[key] = found
+        with _COMPILED_LOCK:
+            if sum(c.num_ops for c in _COMPILED.values()) + found.num_ops > CACHED_OPS:
+                _COMPILED.clear()
+            _COMPILED[key] = found
     P, M = key[1], key[3]
     stage_device = stage_map(SPECS[key[0]].placement_code, P, M)
     rows = np.empty((8, found.V, index.size))

@@ -9,10 +9,14 @@ from fastpp import Costs
 
 
 def valid_points(max_p=8):
-    """Every (name, p, n, m) with p 1..max_p, n 1..4p, m 1..4 that the registry accepts."""
+    """Every (name, p, n, m) with p 1..max_p, m 1..4 and n 1..4p (above p = 4, the n where a
+    schedule's phases change shape: 1, 2, around p and 2p, 3p + 1 and 4p) that the registry
+    accepts."""
     for name, spec in fastpp.SCHEDULES.items():
         for p in range(1, max_p + 1):
-            for n in range(1, 4 * p + 1):
+            every = range(1, 4 * p + 1)
+            edges = sorted({1, 2, p - 1, p, p + 1, 2 * p - 1, 2 * p, 2 * p + 1, 3 * p + 1, 4 * p})
+            for n in every if p <= 4 else edges:
                 for m in range(1, 5):
                     if not spec.reasons(p, n, m, p)[0]:
                         yield name, p, n, m

@@ -1,12 +1,21 @@
-"""Line coverage of the package with Numba's JIT off (the kernels run as Python), >= 90%.
+"""Line coverage of the package, >= 90%, the jitted kernels' lines included.
 
-Runs the suite on small cases in a subprocess with ``NUMBA_DISABLE_JIT=1``; the subprocesses
-the suite starts itself (scripts, kills, Dask, bounds checks, real PyTorch ranks: timed under
-coverage's tracing, their predictions drift past the real-run test's bound) are left out there.
+With Numba's JIT on, coverage sees no line of a jitted function: Numba runs its own machine
+code. So the floor is measured in two parts over the same package and combined:
+
+- the suite itself, under ``pytest --cov`` (``.ci/run``; the source and the floor are in
+  pyproject.toml), measures every line that runs as Python;
+- this test reruns the tests that drive the kernels with ``NUMBA_DISABLE_JIT=1`` (the kernels
+  run as Python, on small cases) under coverage, and leaves its data beside the suite's, which
+  pytest-cov combines before it applies the floor.
+
+The test itself asserts the part it owns: the modules that hold jitted code, measured without
+the JIT, at >= 90% of their lines (in any run, with or without ``--cov``).
 """
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,25 +24,43 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = {}
-SLOW_WITHOUT_JIT = ("killed or dask or main_job or demo or p16 or damaged or "
-                    "csv_when_pyarrow or cli_optimize or table5 or authors or deterministic or "
-                    "brute or fixed_schedules or exact_proves")
+# the tests that drive the kernels (generators, timelines, memory, batches, search, noise)
+KERNEL_TESTS = ("test_compiled.py", "test_engine.py", "test_generators.py", "test_noise.py",
+                "test_placement.py", "test_schedule.py", "test_search.py", "test_simulate.py",
+                "test_vshape.py")
+# checks whose size is the point (closed forms over thousands of Monte Carlo samples, the
+# published tables, brute force, the CLI's search): without them the jitted modules are still
+# covered at 95% without the JIT (measured: 181 tests, 110 s of CPU); the suite makes them
+SLOW_WITHOUT_JIT = ("deterministic or johansson or gamma_sum or table5 or authors or brute or "
+                    "fixed_schedules or exact_proves or cli_optimize")
+
+
+def _jitted_modules() -> list[str]:
+    """The package's modules that hold jitted code (as ``fastpp/_jit.py`` finds them)."""
+    uses_jit = re.compile(r"^from \.+_jit import jit$", re.MULTILINE)
+    return sorted(str(path) for path in (ROOT / "fastpp").rglob("*.py")
+                  if uses_jit.search(path.read_text(encoding="utf-8")))
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="this is that run")
-def test_coverage_without_jit(tmp_path):
-    pytest.importorskip("pytest_cov")
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1", FASTPP_SMALL="1", FASTPP_FUZZ="40",
-               COVERAGE_FILE=str(tmp_path / ".coverage"))  # not in the work tree
+def test_kernels_covered_without_jit(tmp_path):
+    coverage = pytest.importorskip("coverage")
+    data = tmp_path / ".coverage"  # not in the work tree
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1", FASTPP_SMALL="1", COVERAGE_FILE=str(data))
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
-         "--cov=fastpp", "--cov-report=term", f"--cov-report=json:{tmp_path / 'cov.json'}",
-         "--ignore=tests/test_reliability.py", "--ignore=tests/test_malformed.py",
-         "--ignore=tests/test_coverage.py", "--ignore=tests/test_measured_real.py",
-         "--ignore=tests/test_variability_real.py",
-         "-k", f"not ({SLOW_WITHOUT_JIT})"],
+        [sys.executable, "-m", "coverage", "run", "--parallel-mode", "--source=fastpp",
+         "-m", "pytest", *(f"tests/{name}" for name in KERNEL_TESTS), "-q",
+         "-p", "no:cacheprovider", "-n", "0", "-k", f"not ({SLOW_WITHOUT_JIT})"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    total = float(re.search(r"^TOTAL.*?(\d+(?:\.\d+)?)%$", run.stdout, re.M).group(1))
-    RESULT["line coverage without JIT"] = f"{total:g}%"
-    assert total >= 90, run.stdout[-3000:]
+    combined = coverage.Coverage(data_file=str(data), source=["fastpp"])
+    combined.combine(strict=True)
+    combined.save()
+    with open(os.devnull, "w") as quiet:
+        kernels = combined.report(include=_jitted_modules(), file=quiet)
+    RESULT["line coverage of the jitted modules without JIT"] = f"{kernels:.1f}%"
+    # the suite's own coverage run (pytest --cov) combines every data file beside its own
+    suite = coverage.Coverage.current()
+    if suite is not None:
+        shutil.copy(data, f"{os.path.abspath(suite.config.data_file)}.nojit.{os.getpid()}")
+    assert kernels >= 90

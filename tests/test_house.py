@@ -57,6 +57,17 @@ def test_missing_data_skips_here_but_fails_in_ci(monkeypatch):
     assert "export CI=true" in script and "korthikanti_2022.csv" in script
 
 
+def test_the_readme_test_command_is_what_ci_runs():
+    """The quickstart's test command, in the README and the docs, is .ci/run's: its install
+    and its pytest line."""
+    script = (Path(ROOT) / ".ci" / "run").read_text().splitlines()
+    install = next(line for line in script if line.startswith("python3 -m venv"))
+    run = next(line for line in script if line.startswith(".venv/bin/python -m pytest"))
+    for page in ("README.md", "docs/getting-started.md"):
+        text = (Path(ROOT) / page).read_text()
+        assert f"{install} && {run}\n" in text, page
+
+
 def test_subpackages_load_on_first_use():
     """``import fastpp; fastpp.model`` works (it was an AttributeError while ``report``
     loaded lazily), and ``import fastpp`` alone still imports neither pandas nor the model."""

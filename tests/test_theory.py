@@ -37,7 +37,8 @@ def test_closed_forms_hold_on_the_grid(f, b, w):
         if (x := theory.bubble_fraction(name, p, n, m, f, b)) is not None:
             assert res.bubble_ratio == pytest.approx(x, abs=1e-12), where
             checked["bubble"] += 1
-    assert min(checked.values()) > (10 if os.environ.get("FASTPP_SMALL") else 50), checked
+    # each closed form on a few dozen points at least (the span form holds for fewest)
+    assert min(checked.values()) > (10 if os.environ.get("FASTPP_SMALL") else 40), checked
 
 
 @pytest.mark.parametrize("p, n, m", [(4, 8, 2), (4, 16, 4), (8, 16, 2), (3, 9, 3)])

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.alone  # its bounds are on real runs' timings: no test beside it
 stats = pytest.importorskip("scipy.stats")
 
 from fastpp import MeasuredSteps, simulate  # noqa: E402
