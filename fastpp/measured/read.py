@@ -24,6 +24,8 @@ import re
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -277,14 +279,16 @@ def _event_tables(file: Path, rank: int, events: list):
     """The events this reader uses, as columns: the profiled operators ``(tid, ts, dur)`` and
     the CPU and GPU annotation ranges ``(name, ts, dur, tid)`` (the CPU's with the sends the
     operators post, as ranges of no duration). A trace holds hundreds of thousands of events:
-    each is touched by one comprehension that codes its category, then only the events of a
-    category by one that takes their fields, with no branch per event."""
+    each field is taken from every event of a category at once by ``map`` over ``dict.get``,
+    a loop in C (a comprehension building a tuple per event took most of the read), and only
+    the events of a category are visited for its fields."""
     try:
-        category = np.array([_CATEGORY.get(e.get("cat"), 0) for e in events], np.int8)
-        cpu, user, gpu = ([events[k] for k in np.flatnonzero(category == c).tolist()]
-                          for c in (1, 2, 3))
-        names, ts, tids, durs = _columns([(e.get("name"), e.get("ts", _MISSING), e.get("tid"),
-                                           e.get("dur", 0.0)) for e in cpu])
+        category = np.fromiter(map(_CATEGORY.get, map(dict.get, events, repeat("cat")),
+                                   repeat(0)), np.int8, len(events))
+        cpu, user, gpu = (list(compress(events, (category == c).tolist())) for c in (1, 2, 3))
+        names, ts, tids, durs = (list(map(dict.get, cpu, repeat(key), repeat(default)))
+                                 for key, default in (("name", None), ("ts", _MISSING),
+                                                      ("tid", None), ("dur", 0.0)))
         # posting a message is not the op's compute: ScheduleGPipe posts its receives and
         # sends inside its ranges (c10d::recv_, c10d::send), the others outside; one look per
         # distinct name
@@ -293,14 +297,11 @@ def _event_tables(file: Path, rank: int, events: list):
         if any(t is _MISSING for t, k in zip(ts, kind, strict=True) if k != 2):
             raise KeyError("ts")
         child = [k == 0 for k in kind]
-        children = tuple([v for v, c in zip(values, child, strict=True) if c]
-                         for values in (tids, ts, durs))
-        tables = [dict(zip(("name", "ts", "dur", "tid"), _columns(
-            [(e.get("name"), e["ts"], e["dur"], e.get("tid")) for e in group
-             if e.get("ph") == "X"]), strict=True)) for group in (user, gpu)]
+        children = tuple(list(compress(values, child)) for values in (tids, ts, durs))
+        tables = [_ranges(group) for group in (user, gpu)]
         posted = [k == 1 for k in kind]
         for column, values in (("name", names), ("ts", ts), ("tid", tids)):
-            tables[0][column] += [v for v, c in zip(values, posted, strict=True) if c]
+            tables[0][column] += compress(values, posted)
         tables[0]["dur"] += [0.0] * sum(posted)
     except (AttributeError, KeyError, TypeError):
         bad = _bad_event(events)
@@ -309,12 +310,17 @@ def _event_tables(file: Path, rank: int, events: list):
     return children, *tables
 
 
+def _ranges(group: list[dict]) -> dict[str, list]:
+    """The complete ranges (``ph`` ``X``) of annotation events, as the columns ``name, ts, dur,
+    tid``; a range without ``ts`` or ``dur`` raises ``KeyError``."""
+    complete = list(compress(group, [ph == "X" for ph in map(dict.get, group, repeat("ph"))]))
+    return {"name": list(map(dict.get, complete, repeat("name"))),
+            "ts": list(map(itemgetter("ts"), complete)),
+            "dur": list(map(itemgetter("dur"), complete)),
+            "tid": list(map(dict.get, complete, repeat("tid")))}
+
+
 _CATEGORY = {"cpu_op": 1, "user_annotation": 2, "gpu_user_annotation": 3}
-
-
-def _columns(rows: list[tuple]) -> list[list]:
-    """Rows of four fields as four column lists."""
-    return [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], [], []]
 
 
 def _cpu_kind(name: str) -> int:
@@ -375,14 +381,13 @@ def _annotations(file: Path, rank: int, marks: dict):
 
     The names are interned as integer codes (as Holistic Trace Analysis's symbol table does):
     each distinct name is parsed once, and each range's role is an array lookup."""
-    names = marks["name"]
-    table: dict = {}
+    names = keys = marks["name"]
     try:
-        codes = np.array([table.setdefault(n, len(table)) for n in names], np.int64)
+        table = {n: k for k, n in enumerate(dict.fromkeys(keys))}
     except TypeError:  # a name that is not hashable: not a label
-        table.clear()
-        codes = np.array([table.setdefault(n if isinstance(n, str) else None, len(table))
-                          for n in names], np.int64)
+        keys = [n if isinstance(n, str) else None for n in names]
+        table = {n: k for k, n in enumerate(dict.fromkeys(keys))}
+    codes = np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
     role, ops = _roles(list(table))
     role = role[codes]
     named = np.array([isinstance(n, str) for n in table], bool)[codes]
@@ -438,19 +443,22 @@ _KIND_OF_LETTER[[ord(k) for k in _KIND]] = list(_KIND.values())
 def _roles(names: list) -> tuple[np.ndarray, np.ndarray]:
     """Each distinct name's role and op (``-1`` where none): the common labels by one regular
     expression over all the names at once, the rest one by one (``_parse_label``)."""
-    text = "\n".join(n if isinstance(n, str) and "\n" not in n else "" for n in names)
+    try:  # a name with a line break in it makes more lines than names: each is parsed alone
+        text = "\n".join(names)
+    except TypeError:
+        text = "\n".join(n if isinstance(n, str) else "" for n in names)
     found = _LABELS.findall(text) if names else []
     role = np.full(len(names), -1, np.int64)
     ops = np.full((len(names), 5), -1, np.int64)
     if len(found) == len(names) and found:
-        stage, kind, mb, send, other = (np.array(column) for column in zip(*found, strict=True))
-        plain = np.flatnonzero(kind != "")
+        stage, kind, mb, send, other = zip(*found, strict=True)  # "" where a group is not
+        plain = np.array(kind, bool)
         role[plain] = _OP
-        ops[plain, 0] = _KIND_OF_LETTER[np.frombuffer("".join(kind[plain]).encode(), np.uint8)]
-        ops[plain, 1] = stage[plain].astype(np.int64)
-        ops[plain, 2] = mb[plain].astype(np.int64)
-        role[send != ""] = _SEND_ACTION
-        role[other != ""] = _OTHER
+        ops[plain, 0] = _KIND_OF_LETTER[np.frombuffer("".join(kind).encode(), np.uint8)]
+        ops[plain, 1] = np.array(list(compress(stage, plain)), np.int64)
+        ops[plain, 2] = np.array(list(compress(mb, plain)), np.int64)
+        role[np.array(send, bool)] = _SEND_ACTION
+        role[np.array(other, bool)] = _OTHER
     for k in np.flatnonzero(role < 0).tolist():
         role[k], ops[k] = _parse_label(names[k])
     return role, ops
