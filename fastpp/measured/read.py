@@ -509,39 +509,69 @@ def _times(file: Path, rank: int, marks: dict, named: np.ndarray):
     return a, d
 
 
-# the common labels, one per line of the names joined: a plain op (stage, kind, mb), a send
-# action, another action; any other line matches the empty last branch
-_LABELS = re.compile(r"^(?:PP:(\d+)([FBIW])(\d+)|PP:\d+(SEND_[FB])\d*|"
-                     r"PP:\d+(RECV_[FB]|UNSHARD|RESHARD|REDUCE_GRAD)\d*|.*)$", re.M)
-_KIND_OF_LETTER = np.zeros(256, np.int64)
-_KIND_OF_LETTER[[ord(k) for k in _KIND]] = list(_KIND.values())
+# a name with each ASCII digit made 0: its shape. Whether a name "PP:..." is an op, an action or
+# neither depends only on where its digits are (the patterns of _parse_label's "PP:" branch and
+# of parse_op read digits as \d), so each distinct shape of those is parsed once
+_SHAPE = str.maketrans("123456789", "000000000")
+_DIGITS = 18  # the most digits an int64 surely holds
 
 
 def _roles(names: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each distinct name's role and op (``-1`` where none), and whether it is a string: the
-    common labels by one regular expression over all the names at once, the rest one by one
-    (``_parse_label``)."""
+    """Each distinct name's role and op (``-1`` where none), and whether it is a string. The
+    names are grouped by their shape (``PP:0F00``), each ``PP:`` shape parsed once
+    (``_parse_label``) and the numbers of the plain ops (``PP:<stage><kind><mb>``) read from
+    the names' bytes at once; other ops (pairs) and other names (``gloo:recv``, GPipe's
+    ``Forward 3``) are parsed one by one."""
     named = np.ones(len(names), bool)
-    try:  # a name with a line break in it makes more lines than names: each is parsed alone
+    role = np.full(len(names), -1, np.int64)
+    ops = np.full((len(names), 5), -1, np.int64)
+    try:
         text = "\n".join(names)
     except TypeError:
         named = np.array([isinstance(n, str) for n in names], bool)
-        text = "\n".join(n if isinstance(n, str) else "" for n in names)
-    found = _LABELS.findall(text) if names else []
-    role = np.full(len(names), -1, np.int64)
-    ops = np.full((len(names), 5), -1, np.int64)
-    if len(found) == len(names) and found:
-        stage, kind, mb, send, other = zip(*found, strict=True)  # "" where a group is not
-        plain = np.array(kind, bool)
-        role[plain] = _OP
-        ops[plain, 0] = _KIND_OF_LETTER[np.frombuffer("".join(kind).encode(), np.uint8)]
-        ops[plain, 1] = np.array(list(compress(stage, plain)), np.int64)
-        ops[plain, 2] = np.array(list(compress(mb, plain)), np.int64)
-        role[np.array(send, bool)] = _SEND_ACTION
-        role[np.array(other, bool)] = _OTHER
-    for k in np.flatnonzero(role < 0).tolist():
-        role[k], ops[k] = _parse_label(names[k])
+        text = "\n".join(n if isinstance(n, str) else "" for n in names)  # "": skipped
+    shapes = text.translate(_SHAPE).split("\n") if names else []
+    if len(shapes) != len(names):  # a name with a line break in it
+        _parse_each(names, np.arange(len(names)), role, ops)
+        return role, ops, named
+    distinct = list(dict.fromkeys(shapes))
+    index = dict(zip(distinct, range(len(distinct)), strict=True))
+    code = np.fromiter(map(index.__getitem__, shapes), np.int64, len(shapes))
+    order = np.argsort(code, kind="stable")
+    bounds = np.searchsorted(code[order], np.arange(len(distinct) + 1))
+    for c, shape in enumerate(distinct):
+        at = order[bounds[c]:bounds[c + 1]]
+        if not shape.startswith("PP:"):
+            _parse_each(names, at, role, ops)
+            continue
+        kind, _ = _parse_label(shape)
+        plain = _PLAIN_PP.match(shape)
+        if kind == _OP and plain and max(len(plain.group(1)), len(plain.group(3))) <= _DIGITS:
+            role[at] = _OP
+            ops[at, :3] = _plain_ops([names[k] for k in at.tolist()], plain)
+        elif kind == _OP:
+            _parse_each(names, at, role, ops)
+        else:
+            role[at] = kind
     return role, ops, named
+
+
+def _plain_ops(names: list[str], shape: re.Match) -> np.ndarray:
+    """``kind, stage, mb`` of plain op labels of one shape (its match of ``_PLAIN_PP``), from
+    their ASCII bytes: the digits at the shape's places, as numbers."""
+    digits = np.array(names, "S").view(np.uint8).reshape(len(names), -1) - ord("0")
+    out = np.empty((len(names), 3), np.int64)
+    out[:, 0] = _KIND[shape.group(2)]
+    for column, group in ((1, 1), (2, 3)):
+        a, b = shape.span(group)
+        out[:, column] = digits[:, a:b].astype(np.int64) @ 10 ** np.arange(b - a - 1, -1, -1)
+    return out
+
+
+def _parse_each(names: list, at: np.ndarray, role: np.ndarray, ops: np.ndarray) -> None:
+    """``role`` and ``ops`` of the names at ``at``, one by one."""
+    for k in at.tolist():
+        role[k], ops[k] = _parse_label(names[k])
 
 
 def _parse_label(name) -> tuple[int, tuple]:
