@@ -312,7 +312,7 @@ def _read_chrome(file: Path, data: dict, field) -> RankTrace:
     if not device_clock:
         threads = list(set(tid))
         release = _release(start, end, sends)
-        posted = np.sort(np.array([a for t, a in posts if t in threads], float))
+        posted = np.sort(_on(threads, *posts))
         at = np.searchsorted(posted, start, side="left")
         inside = at < len(posted)
         inside[inside] = posted[at[inside]] < end[inside]
@@ -331,7 +331,7 @@ def _read_chrome(file: Path, data: dict, field) -> RankTrace:
         has = at < len(ts)
         first_child[has] = np.minimum(end[has], ts[np.minimum(at, len(ts) - 1)[has]])
         operators = _outermost_time(ts, dur, start, end)
-        ends = np.sort(np.array([b for t, b in recvs if t in threads], float))
+        ends = np.sort(_on(threads, *recvs))
         last = np.searchsorted(ends, end, side="right") - 1
         found = last >= 0
         found[found] = ends[last[found]] >= start[found]
@@ -352,7 +352,7 @@ def _event_tables(file: Path, rank: int, events: list, field):
     try:
         category = np.fromiter(map(_CATEGORY.get, field(events, "cat"), repeat(0)), np.int8,
                                len(events))
-        cpu, user, gpu = (list(compress(events, (category == c).tolist())) for c in (1, 2, 3))
+        cpu, user, gpu = _split(events, category)
         names, ts, tids, durs = (field(cpu, key) for key in ("name", "ts", "tid", "dur"))
         if _MISSING in durs:
             durs = [0.0 if d is _MISSING else d for d in durs]
@@ -382,6 +382,15 @@ def _event_tables(file: Path, rank: int, events: list, field):
         raise ScheduleError(f"{file}: rank {rank}: event {bad!r:.200} is not a profiler event "
                             f"(a dict with a numeric ts and dur)") from None
     return children, *tables
+
+
+def _split(events: list, category: np.ndarray) -> list[list]:
+    """The events of categories 1, 2 and 3, each in the order of ``events``."""
+    used = np.flatnonzero(category)
+    order = used[np.argsort(category[used], kind="stable")]
+    ordered = _take(events, order)
+    bounds = np.cumsum(np.bincount(category[used], minlength=4)).tolist()
+    return [ordered[bounds[c - 1]:bounds[c]] for c in (1, 2, 3)]
 
 
 def _ranges(group: list, field) -> dict[str, list]:
@@ -448,9 +457,10 @@ _SKIP, _OP, _OTHER, _SEND_ACTION, _RECV_END, _POST, _BAD = range(7)
 
 
 def _annotations(file: Path, rank: int, marks: dict):
-    """The compute ops (columns ``start, end, tid, label, op``), the receives' ``(tid, end)``,
-    the send actions ``(start, end)``, the sends posted ``(tid, start)`` and how many other
-    actions there were, from annotation ranges (columns ``name, ts, dur, tid``).
+    """The compute ops (columns ``start, end, tid, label, op``), the receives' ``tid, end``
+    columns, the send actions' ``start, end`` rows, the sends posted's ``tid, start`` columns
+    and how many other actions there were, from annotation ranges (columns ``name, ts, dur,
+    tid``).
 
     The names are interned as integer codes (as Holistic Trace Analysis's symbol table does):
     each distinct name is parsed once, and each range's role is an array lookup."""
@@ -479,12 +489,17 @@ def _annotations(file: Path, rank: int, marks: dict):
     chosen = {"start": a[mine], "end": b[mine], "tid": _take(tids, mine),
               "label": _take(names, mine), "op": ops[codes[mine]]}
     recv, post = np.flatnonzero(role == _RECV_END), np.flatnonzero(role == _POST)
-    recvs = list(zip(_take(tids, recv), b[recv].tolist(), strict=True))
+    recvs = _take(tids, recv), b[recv]
     sending = role == _SEND_ACTION
     sends = np.stack([a[sending], b[sending]], axis=1)
-    posts = list(zip(_take(tids, post), a[post].tolist(), strict=True))
+    posts = _take(tids, post), a[post]
     others = int(np.count_nonzero((role == _OTHER) | (role == _SEND_ACTION)))
     return chosen, recvs, sends, posts, others
+
+
+def _on(threads: list, tids: list, times: np.ndarray) -> np.ndarray:
+    """The ``times`` of the events on one of the ``threads`` (``tids`` their threads)."""
+    return times[np.fromiter(map(threads.__contains__, tids), bool, len(tids))]
 
 
 def _take(values: list, at: np.ndarray) -> list:
