@@ -563,7 +563,7 @@ def _roles(names: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         plain = _PLAIN_PP.match(shape)
         if kind == _OP and plain and max(len(plain.group(1)), len(plain.group(3))) <= _DIGITS:
             role[at] = _OP
-            ops[at, :3] = _plain_ops([names[k] for k in at.tolist()], plain)
+            ops[at, :3] = _plain_ops(_take(names, at), plain)
         elif kind == _OP:
             _parse_each(names, at, role, ops)
         else:
