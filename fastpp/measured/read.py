@@ -573,8 +573,10 @@ def _roles(names: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _plain_ops(names: list[str], shape: re.Match) -> np.ndarray:
     """``kind, stage, mb`` of plain op labels of one shape (its match of ``_PLAIN_PP``), from
-    their ASCII bytes: the digits at the shape's places, as numbers."""
-    digits = np.array(names, "S").view(np.uint8).reshape(len(names), -1) - ord("0")
+    their ASCII bytes (all as long as the shape): the digits at the shape's places, as
+    numbers."""
+    text = "".join(names).encode("ascii")
+    digits = np.frombuffer(text, np.uint8).reshape(len(names), len(shape.string)) - ord("0")
     out = np.empty((len(names), 3), np.int64)
     out[:, 0] = _KIND[shape.group(2)]
     for column, group in ((1, 1), (2, 3)):
