@@ -24,7 +24,7 @@ import re
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import compress, count, repeat
 from operator import attrgetter, eq
 from pathlib import Path
 from typing import Any
@@ -464,14 +464,11 @@ def _annotations(file: Path, rank: int, marks: dict):
 
     The names are interned as integer codes (as Holistic Trace Analysis's symbol table does):
     each distinct name is parsed once, and each range's role is an array lookup."""
-    names = keys = marks["name"]
+    names = marks["name"]
     try:
-        distinct = list(dict.fromkeys(keys))
+        distinct, codes = _intern(names)
     except TypeError:  # a name that is not hashable: not a label
-        keys = [n if isinstance(n, str) else None for n in names]
-        distinct = list(dict.fromkeys(keys))
-    index = dict(zip(distinct, range(len(distinct)), strict=True))
-    codes = np.fromiter(map(index.__getitem__, keys), np.int64, len(keys))
+        distinct, codes = _intern([n if isinstance(n, str) else None for n in names])
     role, ops, named = _roles(distinct)
     role, named = role[codes], named[codes]
     a, d = _times(file, rank, marks, named)
@@ -495,6 +492,16 @@ def _annotations(file: Path, rank: int, marks: dict):
     posts = _take(tids, post), a[post]
     others = int(np.count_nonzero((role == _OTHER) | (role == _SEND_ACTION)))
     return chosen, recvs, sends, posts, others
+
+
+def _intern(keys: list) -> tuple[list, np.ndarray]:
+    """The distinct ``keys`` in order of first use, and each key's index among them (one
+    dictionary pass: ``setdefault`` gives each key the place of its first use)."""
+    first: dict = {}
+    at = np.fromiter(map(first.setdefault, keys, count()), np.int64, len(keys))
+    index = np.zeros(len(keys), np.int64)
+    index[np.fromiter(first.values(), np.int64, len(first))] = np.arange(len(first))
+    return list(first), index[at]
 
 
 def _on(threads: list, tids: list, times: np.ndarray) -> np.ndarray:
