@@ -76,6 +76,8 @@ def damaged(data):
         "unlabelled range without dur": lambda ev: ev.append({**op(ev), "name": None,
                                                              "dur": "x"}),
         "a stray range inside": lambda ev: nested(ev, "PP:0B0"),
+        "an instant mark without dur": lambda ev: ev.append(
+            {**{k: v for k, v in op(ev).items() if k != "dur"}, "ph": "i", "ts": 1.0}),
         "no labels": lambda ev: ev.__setitem__(slice(None), [e for e in ev if not str(
             e.get("name")).startswith("PP:")]),
     }

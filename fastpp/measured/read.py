@@ -396,8 +396,11 @@ def _split(events: list, category: np.ndarray) -> list[list]:
 def _ranges(group: list, field) -> dict[str, list]:
     """The complete ranges (``ph`` ``X``) of annotation events, as the columns ``name, ts, dur,
     tid``; a range without ``ts`` or ``dur`` raises ``KeyError``."""
-    complete = list(compress(group, map(eq, field(group, "ph"), repeat("X"))))
-    columns = {key: field(complete, key) for key in ("name", "ts", "dur", "tid")}
+    phase = field(group, "ph")
+    columns = {key: field(group, key) for key in ("name", "ts", "dur", "tid")}
+    if phase.count("X") < len(phase):  # instants, counters...: dropped
+        complete = list(map(eq, phase, repeat("X")))
+        columns = {key: list(compress(values, complete)) for key, values in columns.items()}
     if _MISSING in columns["ts"] or _MISSING in columns["dur"]:
         raise KeyError("ts or dur")
     return columns
