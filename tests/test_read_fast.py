@@ -76,6 +76,8 @@ def damaged(data):
         "unlabelled range without dur": lambda ev: ev.append({**op(ev), "name": None,
                                                              "dur": "x"}),
         "a stray range inside": lambda ev: nested(ev, "PP:0B0"),
+        "an instant mark without dur": lambda ev: ev.append(
+            {**{k: v for k, v in op(ev).items() if k != "dur"}, "ph": "i", "ts": 1.0}),
         "no labels": lambda ev: ev.__setitem__(slice(None), [e for e in ev if not str(
             e.get("name")).startswith("PP:")]),
     }
@@ -98,3 +100,22 @@ def test_damaged_traces_read_or_fail_as_before(tmp_path, damage):
     else:
         assert old is not None
         assert_same(file)
+
+
+@pytest.mark.parametrize("damage", ["none", *damaged(None)])
+def test_without_msgspec_events_read_as_dicts_as_before(tmp_path, monkeypatch, damage):
+    """Without msgspec (part of the measured extra) the events are read as orjson's dicts: the
+    same fields, and the same message on each damaged trace."""
+    monkeypatch.setattr(read, "msgspec", None)
+    if damage == "none":
+        for file in REAL[:2]:
+            assert_same(file)
+    else:
+        test_damaged_traces_read_or_fail_as_before(tmp_path, damage)
+
+
+def test_msgspec_reads_the_events():
+    """The fast path is the one taken on a plain trace (not a silent fall back to dicts)."""
+    raw = gzip.decompress(REAL[0].read_bytes())
+    trace = read._decode_trace(raw)
+    assert trace is not None and len(trace["traceEvents"]) == len(json.loads(raw)["traceEvents"])

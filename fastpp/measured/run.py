@@ -34,7 +34,6 @@ replay.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -343,20 +342,14 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     traces = _ranked(traces)
     p = len(traces)
     _one_run(traces)
-    where: dict[tuple, tuple[int, int]] = {}  # op -> (rank, index in its trace)
     for t in traces:
         missing_stage = t.ops[:, 1] < 0
         t.ops[missing_stage, 1] = t.chunk[missing_stage] * p + t.rank
-        for k, op in enumerate(map(tuple, t.ops.tolist())):
-            if op in where:
-                r0, k0 = where[op]
-                first = traces[r0]
-                raise ScheduleError(
-                    f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at ts={t.start[k]:.3f}: "
-                    f"duplicate op {format_op(*op)}, also at ts={first.start[k0]:.3f} on rank "
-                    f"{r0} ({first.file}). A trace of several steps? Profile one step.")
-            where[op] = (t.rank, k)
-    schedule = _schedule(traces, where)
+    ops = np.concatenate([t.ops for t in traces])  # every op in rank order, as in the files
+    rank = np.repeat(np.arange(p), [len(t.ops) for t in traces])
+    index = np.concatenate([np.arange(len(t.ops)) for t in traces])
+    _each_once(traces, ops, rank, index)
+    schedule = _schedule(traces, ops, rank, index)
     L = schedule.kind.shape[1]
     base = min(t.base_ns for t in traces)
     shape = (p, L)
@@ -496,15 +489,34 @@ def _one_run(traces: list[RankTrace]) -> None:
                 reach, owner = b, t
 
 
-def _schedule(traces: list[RankTrace], where: dict) -> Schedule:
+def _each_once(traces: list[RankTrace], ops: np.ndarray, rank: np.ndarray, index: np.ndarray):
+    """Each op once in the run (``ops`` rows in rank order, each with its ``rank`` and
+    ``index`` in its trace): the first repeat in that order is named, with its first copy."""
+    order = np.lexsort(ops.T[::-1])  # stable: equal ops stay in rank order
+    repeats = order[1:][np.all(ops[order[1:]] == ops[order[:-1]], axis=1)]
+    if not repeats.size:
+        return
+    again = repeats.min()
+    first = np.flatnonzero(np.all(ops == ops[again], axis=1))[0]
+    t, k = traces[rank[again]], index[again]
+    r0, k0 = rank[first], index[first]
+    raise ScheduleError(
+        f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at ts={t.start[k]:.3f}: duplicate op "
+        f"{format_op(*ops[again].tolist())}, also at ts={traces[r0].start[k0]:.3f} on rank {r0} "
+        f"({traces[r0].file}). A trace of several steps? Profile one step.")
+
+
+def _schedule(traces: list[RankTrace], ops: np.ndarray, rank: np.ndarray,
+              index: np.ndarray) -> Schedule:
     """The devices' orders as a validated ``Schedule``, after naming what is out of range or
-    missing (the schedule's own check would only name the first problem)."""
+    missing (the schedule's own check would only name the first problem). ``ops`` holds every
+    op once, in rank order, with its ``rank`` and ``index`` in its trace."""
     p = len(traces)
-    stages = sorted({s for t in traces for s in t.ops[:, 1].tolist()}
-                    | {s for t in traces for s in t.ops[t.ops[:, 0] == FB, 3].tolist()})
-    V = next((v for v, s in enumerate(stages) if s != v), len(stages))
-    forwards = Counter(s for (kind, s, *_rest) in where if kind in (F, FB))
-    n = Counter(forwards.values()).most_common(1)[0][0] if forwards else 0
+    pair = ops[:, 0] == FB
+    stages = np.unique(np.concatenate([ops[:, 1], ops[pair, 3]]))
+    gaps = np.flatnonzero(stages != np.arange(len(stages)))
+    V = int(gaps[0]) if gaps.size else len(stages)
+    n = _forwards(ops)
     for t in traces:
         pair = t.ops[:, 0] == FB
         for stage, mb in ((t.ops[:, 1], t.ops[:, 2]),
@@ -520,55 +532,88 @@ def _schedule(traces: list[RankTrace], where: dict) -> Schedule:
                 continue
             raise ScheduleError(f"{t.file}: rank {t.rank}: event {t.labels[k]!r} at "
                                 f"ts={t.start[k]:.3f}: {rule}")
-    owner: dict[int, int] = {}
-    for (kind, s, _, s2, _), (r, k) in where.items():
-        for stage in (s, s2) if kind == FB else (s,):
-            if owner.setdefault(stage, r) != r:
-                raise ScheduleError(
-                    f"{traces[r].file}: rank {r}: event {traces[r].labels[k]!r}: stage {stage} "
-                    f"also ran on rank {owner[stage]} ({traces[owner[stage]].file}); a stage "
-                    f"lives on one rank")
-    forward_only = not any(kind != F for (kind, *_rest) in where)
-    missing = _missing(where, V, n, forward_only)
-    if missing:
+    owner = _owners(traces, ops, rank, index, V)
+    forward_only = bool(np.all(ops[:, 0] == F))
+    count, missing = _missing(ops, V, n, forward_only)
+    if count:
         shown = ", ".join(f"{text} (rank {owner[s]}, {traces[owner[s]].file})"
-                          for text, s in missing[:_SHOWN])
-        more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
-        raise ScheduleError(f"the run is missing {len(missing)} op(s): {shown}{more} (a trace "
+                          for text, s in missing)
+        more = f" and {count - _SHOWN} more" if count > _SHOWN else ""
+        raise ScheduleError(f"the run is missing {count} op(s): {shown}{more} (a trace "
                             f"cut short, or the profiler dropped events?)")
     L = max(len(t.labels) for t in traces)
-    ops = np.full((5, p, max(L, 1)), PAD, np.int64)
+    block = np.full((5, p, max(L, 1)), PAD, np.int64)
     for t in traces:
-        ops[:, t.rank, : len(t.labels)] = t.ops.T
+        block[:, t.rank, : len(t.labels)] = t.ops.T
     m = max(1, round(V / p))
     try:
-        return Schedule(ops, [len(t.labels) for t in traces], [owner[s] for s in range(V)], n=n,
-                        m=m, name="measured", forward_only=forward_only)
+        return Schedule(block, [len(t.labels) for t in traces], owner.tolist(), n=n, m=m,
+                        name="measured", forward_only=forward_only)
     except ScheduleError as err:
         raise ScheduleError(f"the ranks' orders ({', '.join(t.file for t in traces)}) are not "
                             f"a valid schedule: {err}") from None
 
 
-def _missing(where: dict, V: int, n: int, forward_only: bool) -> list[tuple[str, int]]:
-    done = set()
-    for kind, s, j, s2, j2 in where:
-        if kind == FB:
-            done |= {(F, s, j), (B, s2, j2)}
+def _forwards(ops: np.ndarray) -> int:
+    """``n``: the number of forwards most stages ran (of equally common counts, the one of the
+    stage that ran first in rank order)."""
+    forward = ops[np.isin(ops[:, 0], (F, FB)), 1]
+    if not forward.size:
+        return 0
+    stages, first, counts = np.unique(forward, return_index=True, return_counts=True)
+    counts = counts[np.argsort(first)]  # the stages by their first forward
+    values, seen, often = np.unique(counts, return_index=True, return_counts=True)
+    return int(values[np.lexsort((seen, -often))[0]])
+
+
+def _owners(traces: list[RankTrace], ops: np.ndarray, rank: np.ndarray, index: np.ndarray,
+            V: int) -> np.ndarray:
+    """The rank of each stage ``0..V-1``; a stage on two ranks is named at its first op on the
+    second (a pair's backward stage counts after its forward stage)."""
+    pair = np.flatnonzero(ops[:, 0] == FB)
+    at = np.concatenate([np.arange(len(ops)), pair])
+    stage = np.concatenate([ops[:, 1], ops[pair, 3]])
+    order = np.lexsort((np.arange(len(at)) >= len(ops), at))
+    at, stage = at[order], stage[order]
+    owner = np.zeros(V, np.int64)
+    _, first = np.unique(stage, return_index=True)  # every stage 0..V-1 ran
+    owner[stage[first]] = rank[at[first]]
+    clash = np.flatnonzero(rank[at] != owner[stage])
+    if clash.size:
+        i = at[clash[0]]
+        r, k, s = rank[i], index[i], stage[clash[0]]
+        raise ScheduleError(
+            f"{traces[r].file}: rank {r}: event {traces[r].labels[k]!r}: stage {s} also ran on "
+            f"rank {owner[s]} ({traces[owner[s]].file}); a stage lives on one rank")
+    return owner
+
+
+def _missing(ops: np.ndarray, V: int, n: int, forward_only: bool) -> tuple[int, list]:
+    """How many ops the run lacks (every stage ``0..V-1`` runs microbatches ``0..n-1``), and the
+    first ``_SHOWN`` of them, by stage then microbatch, as ``(text, stage)``."""
+    kind, s, j, s2, j2 = ops.T
+    pair = kind == FB
+    done = np.zeros((4, V, n), bool)  # by kind F, B, I, W
+    done[kind[~pair], s[~pair], j[~pair]] = True
+    done[F, s[pair], j[pair]] = True
+    done[B, s2[pair], j2[pair]] = True
+    has_f, has_b, has_i, has_w = done
+    lacks = np.zeros((V, n, 2), bool)  # the forward; the backward or a half of a split one
+    lacks[..., 0] = ~has_f
+    if not forward_only:
+        lacks[..., 1] = (~has_b & ~has_i & ~has_w) | (has_i != has_w)
+    found = np.flatnonzero(lacks)
+    shown = []
+    for at in found[:_SHOWN].tolist():
+        stage, mb, half = at // (2 * n), at // 2 % n, at % 2
+        if not half:
+            what = F
+        elif has_i[stage, mb] or has_w[stage, mb]:
+            what = W if has_i[stage, mb] else I
         else:
-            done.add((kind, s, j))
-    out = []
-    for s in range(V):
-        for j in range(n):
-            if (F, s, j) not in done:
-                out.append((format_op(F, s, j), s))
-            if forward_only:
-                continue
-            has_i, has_w = (I, s, j) in done, (W, s, j) in done
-            if (B, s, j) not in done and not (has_i or has_w):
-                out.append((format_op(B, s, j), s))
-            elif has_i != has_w:
-                out.append((format_op(W if has_i else I, s, j), s))
-    return out
+            what = B
+        shown.append((format_op(what, stage, mb), stage))
+    return len(found), shown
 
 
 def _handoffs(s: Schedule) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
