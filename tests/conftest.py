@@ -45,6 +45,18 @@ def _share_of_the_machine(config, alone: bool):
             fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
+# the longest files first (each about a minute or more on 2 cores), so that under pytest-xdist
+# the workers end together instead of one running the kernels' coverage rerun alone at the end
+FIRST = ("test_coverage.py", "test_reliability.py", "test_measured_real.py", "test_simulate.py",
+         "test_variability_real.py", "test_docs.py", "test_fidelity.py", "test_sweep.py",
+         "test_report.py", "test_fuzz_api.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Setup (module fixtures included), call and teardown under the test's share."""
