@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("torch")
+# its runs use both cores, and its bounds are on their timings: no test beside it
+pytestmark = pytest.mark.alone
 
 from fastpp import (  # noqa: E402
     SCHEDULES,
@@ -73,7 +75,6 @@ def _trace_span(folder) -> float:
     return (end - begin) * 1e-6
 
 
-@pytest.mark.alone  # its real runs' timings are what it checks
 @pytest.mark.parametrize("label", list(RUNS))
 def test_order_is_the_generators(runs, label):
     _, measured = runs
@@ -81,7 +82,6 @@ def test_order_is_the_generators(runs, label):
         assert run.schedule.tokens() == _expected(label).tokens()
 
 
-@pytest.mark.alone  # its real runs' timings are what it checks
 @pytest.mark.parametrize("label", list(RUNS))
 def test_makespan_is_the_traces_span(runs, label):
     out, measured = runs
@@ -89,7 +89,6 @@ def test_makespan_is_the_traces_span(runs, label):
         assert run.makespan == pytest.approx(_trace_span(out / f"{label}@{k}"), rel=1e-9)
 
 
-@pytest.mark.alone  # its real runs' timings are what it checks
 @pytest.mark.parametrize("label", list(RUNS))
 def test_replay_within_3_percent(runs, label):
     _, measured = runs
@@ -100,7 +99,6 @@ def test_replay_within_3_percent(runs, label):
     assert abs(np.median(errors)) <= 0.03
 
 
-@pytest.mark.alone  # its real runs' timings are what it checks
 def test_predictions_from_1f1b_costs(runs):
     _, measured = runs
     errors = {}
@@ -141,7 +139,6 @@ def test_a_run_past_its_timeout_is_killed(tmp_path):
         measure("1f1b", 2, 4, out=tmp_path, timeout=0.2)
 
 
-@pytest.mark.alone  # its real runs' timings are what it checks
 def test_cli_measure_prints_measured_replayed_and_predicted(runs, tmp_path, capsys):
     from fastpp.__main__ import main
 
