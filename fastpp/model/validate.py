@@ -16,7 +16,8 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   v/16Lh)``, fp16 training (gradients all-reduced in fp16). Assumed (the paper does not say):
   microbatch 1, or 2 where one sequence's heads per rank are no multiple of 4 (18.4B and
   76.1B: Megatron's fused softmax refuses that shape, and PyTorch's path would cost 18.4B 23%
-  and the table 6.9% MAPE, against a published 43% of peak in line with its neighbours'),
+  and the table 6.9% MAPE, against a published 43% of peak in line with its neighbours':
+  chosen with those two rows in view, so they are no clean check of it),
   and the interleaved schedule with ``m = 2`` chunks per device
   (``NARAYANAN_CHUNKS``) where Megatron allows it (the layers a multiple of ``2p``), plain
   1F1B otherwise (529.6B: 105 layers on 35 stages). Other readings move the MAPE by under a
