@@ -22,17 +22,19 @@ import numba
 _PACKAGE = Path(__file__).resolve().parent
 
 
-def _jitted_sources() -> list[Path]:
-    """Modules that hold jitted code, and the two whose constants they freeze (op codes in
-    ``ops.py``, schedule ids and placements in ``generators/__init__.py``).
-
-    Derived from the package: a module counts when it imports ``jit`` from this one, so a new
-    kernel module is covered and an edit to a module without kernels keeps the cache warm.
-    """
+def jitted_modules() -> list[Path]:
+    """The package's modules that hold jitted code: those that import ``jit`` from this one
+    (derived, so that a new kernel module counts)."""
     uses_jit = re.compile(r"^from \.+_jit import jit$", re.MULTILINE)
-    found = [path for path in sorted(_PACKAGE.rglob("*.py"))
-             if uses_jit.search(path.read_text(encoding="utf-8"))]
-    return [_PACKAGE / "ops.py", _PACKAGE / "generators" / "__init__.py", *found]
+    return [path for path in sorted(_PACKAGE.rglob("*.py"))
+            if uses_jit.search(path.read_text(encoding="utf-8"))]
+
+
+def _jitted_sources() -> list[Path]:
+    """The jitted modules, and the two whose constants they freeze (op codes in ``ops.py``,
+    schedule ids and placements in ``generators/__init__.py``): a new kernel module is
+    covered, and an edit to a module without kernels keeps the cache warm."""
+    return [_PACKAGE / "ops.py", _PACKAGE / "generators" / "__init__.py", *jitted_modules()]
 
 
 def _cache_dir() -> str:

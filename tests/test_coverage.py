@@ -14,13 +14,14 @@ the JIT, at >= 90% of their lines (in any run, with or without ``--cov``).
 """
 
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from fastpp._jit import jitted_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = {}
@@ -33,13 +34,6 @@ KERNEL_TESTS = ("test_compiled.py", "test_engine.py", "test_generators.py", "tes
 # covered at 95% without the JIT (measured: 181 tests, 110 s of CPU); the suite makes them
 SLOW_WITHOUT_JIT = ("deterministic or johansson or gamma_sum or table5 or authors or brute or "
                     "fixed_schedules or exact_proves or cli_optimize")
-
-
-def _jitted_modules() -> list[str]:
-    """The package's modules that hold jitted code (as ``fastpp/_jit.py`` finds them)."""
-    uses_jit = re.compile(r"^from \.+_jit import jit$", re.MULTILINE)
-    return sorted(str(path) for path in (ROOT / "fastpp").rglob("*.py")
-                  if uses_jit.search(path.read_text(encoding="utf-8")))
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="this is that run")
@@ -57,7 +51,8 @@ def test_kernels_covered_without_jit(tmp_path):
     combined.combine(strict=True)
     combined.save()
     with open(os.devnull, "w") as quiet:
-        kernels = combined.report(include=_jitted_modules(), file=quiet)
+        kernels = combined.report(include=[str(p) for p in jitted_modules()],
+                                  file=quiet)
     RESULT["line coverage of the jitted modules without JIT"] = f"{kernels:.1f}%"
     # the suite's own coverage run (pytest --cov) combines every data file beside its own
     suite = coverage.Coverage.current()
