@@ -605,7 +605,7 @@ def test_measure_without_torch_leaves_out_alone(tmp_path, monkeypatch):
     for path in old:
         path.write_text("{}")
     with monkeypatch.context() as patch:
-        patch.setitem(sys.modules, "torch.multiprocessing", None)  # import fails: no torch
+        patch.setitem(sys.modules, "torch", None)  # import fails: no torch
         with pytest.raises(ScheduleError, match="torch"):
             measure("1f1b", out=tmp_path)
     assert sorted(tmp_path.iterdir()) == old

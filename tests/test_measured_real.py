@@ -184,23 +184,25 @@ def _durations(run, r, kind):
 
 def test_injected_delays_show_in_the_measured_ops(tmp_path):
     """A sleep injected in stage 1's forwards lies inside each of them; a slow link slows the
-    step by at least the two crossings every 1F1B critical path makes; N steps give N runs."""
+    step by at least the two crossings every 1F1B critical path makes; N steps give N runs.
+    The four runs share one set of processes, each with its own delays."""
     from fastpp.ops import B, F
 
     delay = 0.1  # well above this machine's op times (1-40 ms under load)
-    small = {"layers": 4, "hidden": 64, "microbatch": 32}
-    base = measure("1f1b", P, N, out=tmp_path / "base", **small)
-    slow = measure("1f1b", P, N, out=tmp_path / "op", delay=f"1:F:{delay}", **small)
-    hit, other = _durations(slow, 1, F), _durations(slow, 0, F)
-    assert len(hit) == N and hit.min() >= delay  # the sleep is inside the labelled op
-    assert np.median(other) < delay / 2
-    assert np.median(_durations(slow, 1, B)) < delay / 2  # only the forwards
-    linked = measure("1f1b", P, N, out=tmp_path / "link", link_delay=delay, **small)
-    assert linked.makespan - base.makespan >= 2 * delay
-    steps = measure("1f1b", P, N, out=tmp_path / "steps", steps=2,
-                    delay=[(0, "B", delay, 1.0)], **small)
-    assert len(steps) == 2
-    for run in steps:
+    runs = measure_many(
+        {"base": "1f1b", "op": "1f1b", "link": "1f1b", "backward": "1f1b"}, P, N,
+        out=tmp_path, layers=4, hidden=64, microbatch=32, steps=2,
+        delay={"op": f"1:F:{delay}", "backward": [(0, "B", delay, 1.0)]},
+        link_delay={"link": delay})
+    assert all(len(steps) == 2 for steps in runs.values())
+    for slow in runs["op"]:
+        hit, other = _durations(slow, 1, F), _durations(slow, 0, F)
+        assert len(hit) == N and hit.min() >= delay  # the sleep is inside the labelled op
+        assert np.median(other) < delay / 2
+        assert np.median(_durations(slow, 1, B)) < delay / 2  # only the forwards
+    for base, linked in zip(runs["base"], runs["link"], strict=True):
+        assert linked.makespan - base.makespan >= 2 * delay
+    for run in runs["backward"]:
         assert _durations(run, 0, B).min() >= delay
         assert np.median(_durations(run, 1, B)) < delay / 2
 
@@ -213,6 +215,17 @@ def test_injected_delays_show_in_the_measured_ops(tmp_path):
 def test_injected_delays_bad_input(tmp_path, kwargs, word):
     with pytest.raises(ScheduleError, match=word):
         measure("1f1b", P, N, out=tmp_path / "x", **kwargs)
+    with pytest.raises(ScheduleError, match=word):  # the same checks for one job of many
+        measure_many({"a": "1f1b", "b": "gpipe"}, P, N, out=tmp_path / "y",
+                     **{key: {"b": value} for key, value in kwargs.items()
+                        if key != "steps"} or kwargs)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_delays_by_label_name_the_labels(tmp_path):
+    with pytest.raises(ScheduleError, match=r"delay must be keyed by the labels of schedules "
+                                            r"\['a'\] \(got 'b'\)"):
+        measure_many({"a": "1f1b"}, P, N, out=tmp_path, delay={"b": "0:F:0.1"})
 
 
 @pytest.mark.parametrize("flags, word", [

@@ -13,16 +13,20 @@ schedule (a registered name or a ``Schedule``, for example one from ``fastpp.opt
 through PyTorch's ``_PipelineScheduleRuntime`` from the compute-only CSV that
 ``fastpp.io.write_torch_csv`` writes.
 
-torch is imported inside the functions here: ``fastpp.measured`` imports without it.
+Each rank's process runs ``rank.py`` as a script, which imports torch and not fastpp; this
+module never imports torch: ``fastpp.measured`` imports without it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
 import math
 import os
-import random
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -34,10 +38,10 @@ from ..checks import (
     file_path,
     index,
     instance,
+    missing_extra,
     number,
     one_of,
     positive_int,
-    require,
 )
 from ..generators.registry import SCHEDULES, build_schedule
 from ..io import write_torch_csv
@@ -48,13 +52,13 @@ from .steps import MeasuredSteps
 # PyTorch's schedule classes and the fastpp schedule whose order each one runs (the registry's
 # torch_class).
 TORCH_CLASSES = {spec.torch_class: name for name, spec in SCHEDULES.items() if spec.torch_class}
-SINGLE_STAGE = ("ScheduleGPipe",)  # classes built on one stage object, not a list
 DEVICES = ("cpu", "cuda")
+RANK_SCRIPT = Path(__file__).with_name("rank.py")  # each rank's process runs it
 
 
 @dataclass(frozen=True)
 class Job:
-    """One schedule to run and profile (picklable: it goes to every rank's process).
+    """One schedule to run and profile (as JSON, it goes to every rank's process).
 
     ``runner`` is a PyTorch class name, or ``"csv"`` to load ``csv`` into
     ``_PipelineScheduleRuntime``; ``stages[r]`` are the virtual stages rank ``r`` holds.
@@ -66,6 +70,9 @@ class Job:
     n: int
     stages: tuple[tuple[int, ...], ...]
     out: str
+    # injected variability: (stage, kind, seconds, probability) per delay; (seconds, r1, r2)
+    delays: tuple = ()
+    link: tuple | None = None
 
 
 MAX_RANKS = 1024
@@ -81,9 +88,6 @@ class Model:
     device: str
     warmup: int
     realtime: bool = False
-    # injected variability: (stage, kind, seconds, probability) per delay; (seconds, r1, r2)
-    delays: tuple = ()
-    link: tuple | None = None
     steps: int = 1
 
 
@@ -150,19 +154,30 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
     timeout = _timeout(timeout)
     job, model, order = _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
                              realtime)
+    job = _injected(job, delay, link_delay)
+    model = dataclasses.replace(model, steps=positive_int(steps, "steps"))
+    return _run([job], [order], model, timeout)[0]
+
+
+def _injected(job: Job, delay, link_delay) -> Job:
+    """``job`` with its delays and slow link, checked."""
     V = sum(len(x) for x in job.stages)
-    model = dataclasses.replace(model, delays=_delays(delay, V),
-                                link=_link(link_delay, job.p),
-                                steps=positive_int(steps, "steps"))
+    return dataclasses.replace(job, delays=_delays(delay, V), link=_link(link_delay, job.p))
+
+
+def _run(jobs: list[Job], orders: list, model: Model, timeout: float) -> list:
+    """Prepare each job's folder, run the jobs in one set of processes and read them back:
+    a ``MeasuredRun`` per job, or its ``MeasuredSteps`` (``model.steps > 1``)."""
     _torch()  # before out is touched: a run without torch must not delete the old traces
-    _prepare(job, order)
-    for k in range(model.steps if model.steps > 1 else 0):
-        _prepare(dataclasses.replace(job, out=str(Path(job.out) / f"step{k}")), None)
-    run_jobs([job], model, timeout)
+    for job, order in zip(jobs, orders, strict=True):
+        _prepare(job, order)
+        for k in range(model.steps if model.steps > 1 else 0):
+            _prepare(dataclasses.replace(job, out=str(Path(job.out) / f"step{k}")), None)
+    run_jobs(jobs, model, timeout)
     if model.steps == 1:
-        return read_torch_trace(job.out)
-    return MeasuredSteps(read_torch_trace(Path(job.out) / f"step{k}")
-                         for k in range(model.steps))
+        return [read_torch_trace(job.out) for job in jobs]
+    return [MeasuredSteps(read_torch_trace(Path(job.out) / f"step{k}")
+                          for k in range(model.steps)) for job in jobs]
 
 
 def _delays(delay, V: int) -> tuple:
@@ -214,14 +229,16 @@ def _link(link_delay, p: int) -> tuple | None:
 def measure_many(schedules, p: int | None = None, n: int | None = None, *, layers: int = 16,
                  hidden: int = 256, microbatch: int = 256, out="measured", device: str = "cpu",
                  warmup: int = 1, realtime: bool = False, timeout: float = 600.0,
-                 steps: int = 1) -> dict:
+                 delay=(), link_delay=None, steps: int = 1) -> dict:
     """``measure`` several schedules in one set of processes (they start once).
 
     ``schedules`` maps a label to what ``measure`` takes as ``schedule`` (each at its own
     default ``m``); the traces of each go to ``out/<label>`` (``out/<label>/step{k}`` with
-    ``steps > 1``). Returns the ``MeasuredRun`` of each label, or its ``MeasuredSteps``
-    (``steps > 1``). The jobs run in the dict's order: repeating labels in rounds (``"a@0", "b@0",
-    "a@1", ...``) spreads the machine's drifting load over the schedules alike.
+    ``steps > 1``). ``delay`` and ``link_delay`` are ``measure``'s, for every job, or a dict
+    of them by label (the labels it leaves out run without). Returns the ``MeasuredRun`` of
+    each label, or its ``MeasuredSteps`` (``steps > 1``). The jobs run in the dict's order:
+    repeating labels in rounds (``"a@0", "b@0", "a@1", ...``) spreads the machine's drifting
+    load over the schedules alike.
     """
     if not isinstance(schedules, dict) or not schedules:
         raise ScheduleTypeError(f"schedules must be a non-empty dict of label -> schedule "
@@ -232,21 +249,22 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
     for label, schedule in schedules.items():  # every job checked before any folder is touched
         job, model, order = _job(schedule, p, n, None, layers, hidden, microbatch,
                                  Path(out) / str(label), device, warmup, realtime)
-        jobs.append(job)
+        jobs.append(_injected(job, _of_label(delay, label, schedules, "delay", ()),
+                              _of_label(link_delay, label, schedules, "link_delay", None)))
         orders.append(order)
     model = dataclasses.replace(model, steps=steps)
-    _torch()
-    for job, order in zip(jobs, orders, strict=True):
-        _prepare(job, order)
-        for k in range(steps if steps > 1 else 0):
-            _prepare(dataclasses.replace(job, out=str(Path(job.out) / f"step{k}")), None)
-    run_jobs(jobs, model, timeout)
-    if steps == 1:
-        return {label: read_torch_trace(job.out)
-                for label, job in zip(schedules, jobs, strict=True)}
-    return {label: MeasuredSteps(read_torch_trace(Path(job.out) / f"step{k}")
-                                 for k in range(steps))
-            for label, job in zip(schedules, jobs, strict=True)}
+    return dict(zip(schedules, _run(jobs, orders, model, timeout), strict=True))
+
+
+def _of_label(value, label, schedules: dict, name: str, none):
+    """``value`` for ``label``: the dict's entry (``none`` if it has none), else ``value``."""
+    if not isinstance(value, dict):
+        return value
+    unknown = [key for key in value if key not in schedules]
+    if unknown:
+        raise ScheduleError(f"{name} must be keyed by the labels of schedules "
+                            f"{list(schedules)} (got {unknown[0]!r})")
+    return value.get(label, none)
 
 
 def _timeout(timeout) -> float:
@@ -341,33 +359,57 @@ def _prepare(job: Job, order: Schedule | None) -> None:
 def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
     """Run ``jobs`` in order in one process per rank; raise ``ScheduleError`` if a rank fails
     or the whole takes longer than ``timeout`` seconds (then every rank is killed)."""
-    mp = _torch()
     p = jobs[0].p
     port = _free_port()
-    ctx = mp.start_processes(_rank_main, args=(p, port, jobs, model), nprocs=p, join=False,
-                             start_method="spawn")
+    with tempfile.TemporaryDirectory(prefix="fastpp-ranks-") as folder:
+        procs = []
+        try:
+            for rank in range(p):
+                spec = Path(folder) / f"rank{rank}.json"
+                spec.write_text(json.dumps({
+                    "rank": rank, "p": p, "port": port, "model": dataclasses.asdict(model),
+                    "jobs": [dataclasses.asdict(job) for job in jobs]}))
+                with open(Path(folder) / f"rank{rank}.err", "w") as err:
+                    procs.append(subprocess.Popen(
+                        [sys.executable, "-P", str(RANK_SCRIPT), str(spec)],
+                        stdin=subprocess.DEVNULL, stderr=err))
+            _wait(procs, folder, timeout)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+
+def _wait(procs: list, folder: str, timeout: float) -> None:
+    """Wait for every rank; the first to fail (or the timeout) raises, naming it."""
     deadline = time.monotonic() + timeout
-    try:
-        while not ctx.join(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
-            if time.monotonic() >= deadline:
-                hung = [r for r, proc in enumerate(ctx.processes) if proc.is_alive()]
-                raise ScheduleError(f"timeout: ranks {hung} were still running after "
-                                    f"{timeout:g} s and were killed")
-    except mp.ProcessRaisedException as err:
-        raise ScheduleError(f"rank {err.error_index} failed: {err.msg.strip()}") from None
-    except mp.ProcessExitedException as err:
-        raise ScheduleError(f"rank {err.error_index} exited with code {err.exit_code}") \
-            from None
-    finally:
-        for proc in ctx.processes:
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+    while True:
+        codes = [proc.poll() for proc in procs]
+        for rank, code in enumerate(codes):
+            if code:  # the ranks left would wait for it forever
+                raise ScheduleError(f"rank {rank} failed: "
+                                    f"{_last_error(Path(folder) / f'rank{rank}.err')}")
+        if all(code == 0 for code in codes):
+            return
+        if time.monotonic() >= deadline:
+            hung = [r for r, code in enumerate(codes) if code is None]
+            raise ScheduleError(f"timeout: ranks {hung} were still running after "
+                                f"{timeout:g} s and were killed")
+        time.sleep(0.05)
 
 
-def _torch():
-    """``torch.multiprocessing``, or the ``ScheduleError`` saying which extra to install."""
-    return require("torch.multiprocessing", "torch", "fastpp.measured.measure", "torch")
+def _last_error(path: Path) -> str:
+    """The end of a rank's standard error: its traceback's last lines."""
+    lines = path.read_text(errors="replace").strip().splitlines()
+    return "\n".join(lines[-12:]) or "no error printed (killed by a signal?)"
+
+
+def _torch() -> None:
+    """Raise the ``ScheduleError`` saying which extra to install if torch is missing (the
+    ranks import it; this process need not)."""
+    if importlib.util.find_spec("torch") is None:
+        raise missing_extra("fastpp.measured.measure", "torch", "torch")
 
 
 def _free_port() -> int:
@@ -375,142 +417,3 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _rank_main(rank: int, p: int, port: int, jobs: list[Job], model: Model) -> None:
-    """One rank's process: join the group, then run and profile each job."""
-    import torch
-    import torch.distributed as dist
-
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
-    if model.realtime:  # threads started from here on (gloo's, the profiler's) inherit it
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(os.sched_get_priority_min(
-            os.SCHED_FIFO)))
-    if model.device == "cuda":
-        torch.cuda.set_device(rank)
-        device = torch.device("cuda", rank)
-        dist.init_process_group("nccl", rank=rank, world_size=p, device_id=device)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", rank=rank, world_size=p)
-    try:
-        for job in jobs:
-            _run_job(rank, job, model, device)
-            dist.barrier()
-    finally:
-        dist.destroy_process_group()
-
-
-def _run_job(rank: int, job: Job, model: Model, device) -> None:
-    """Build this rank's stages and the schedule, warm up, profile one step, write the trace."""
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.pipelining import PipelineStage
-    from torch.distributed.pipelining import schedules as torch_schedules
-    from torch.profiler import ProfilerActivity, profile
-
-    V = sum(len(s) for s in job.stages)
-    per = model.layers // V
-    torch.manual_seed(0)  # the same weights on every rank, for every schedule
-    blocks = [torch.nn.Sequential(torch.nn.Linear(model.hidden, model.hidden), torch.nn.ReLU())
-              for _ in range(model.layers)]
-    mine = job.stages[rank]
-    stages = [PipelineStage(_delayed(torch.nn.Sequential(*blocks[s * per:(s + 1) * per]),
-                                     s, model.delays).to(device), s, V, device)
-              for s in mine]
-    if model.link is not None:
-        _slow_link(stages, job.stages, rank, model.link)
-
-    def loss_fn(y, target):
-        return ((y - target) ** 2).mean()
-
-    if job.runner == "csv":
-        sched = torch_schedules._PipelineScheduleRuntime(stages, job.n, loss_fn=loss_fn)
-        sched._load_csv(job.csv, format="compute_only")
-    elif job.runner in SINGLE_STAGE:
-        sched = getattr(torch_schedules, job.runner)(stages[0], job.n, loss_fn=loss_fn)
-    else:
-        sched = getattr(torch_schedules, job.runner)(stages, job.n, loss_fn=loss_fn)
-    data = torch.Generator().manual_seed(1)
-    x = torch.randn(job.n * model.microbatch, model.hidden, generator=data).to(device)
-    target = torch.randn(job.n * model.microbatch, model.hidden, generator=data).to(device)
-    args = (x,) if 0 in mine else ()
-    kwargs = {"target": target} if V - 1 in mine else {}
-
-    for _ in range(model.warmup):
-        sched.step(*args, **kwargs)
-    activities = [ProfilerActivity.CPU]
-    if model.device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    for k in range(model.steps):
-        with profile(activities=activities) as prof:
-            # the ranks start the step together: a rank that came late would show as a wait
-            dist.barrier()
-            sched.step(*args, **kwargs)
-            if model.device == "cuda":
-                torch.cuda.synchronize(device)
-        folder = Path(job.out) / (f"step{k}" if model.steps > 1 else "")
-        # write to a temporary name first: a reader never sees half a trace
-        with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as tmp:
-            pass
-        prof.export_chrome_trace(tmp.name)
-        os.replace(tmp.name, folder / f"rank{rank}_trace.json")
-
-
-def _delayed(module, stage: int, delays: tuple):
-    """``module`` with the injected delays of ``stage``: a forward sleep before it runs, a
-    backward one in an identity on its output (the first node its backward reaches)."""
-    import torch
-
-    mine = [(kind, seconds, prob) for s, kind, seconds, prob in delays if s == stage]
-    if not mine:
-        return module
-    draw = random.Random(stage)  # seeded: the same run delays the same ops
-
-    def sleep(kind):
-        for k, seconds, prob in mine:
-            if k == kind and draw.random() < prob:
-                time.sleep(seconds)
-
-    class SleepInBackward(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, y):
-            return y.view_as(y)
-
-        @staticmethod
-        def backward(ctx, grad):
-            sleep("B")
-            return grad
-
-    class Delayed(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inner = module
-
-        def forward(self, x):
-            sleep("F")
-            return SleepInBackward.apply(self.inner(x))
-
-    return Delayed()
-
-
-def _slow_link(stages, held, rank: int, link: tuple) -> None:
-    """Make each of ``stages`` sleep before preparing a send to a stage on the other end of
-    the slow link (forward sends to the next stage, backward ones to the previous)."""
-    seconds, r1, r2 = link
-    if rank not in (r1, r2):
-        return
-    other = set(held[r2 if rank == r1 else r1])
-    for stage in stages:
-        for method, peer in (("get_fwd_send_ops", stage.stage_index + 1),
-                             ("get_bwd_send_ops", stage.stage_index - 1)):
-            if peer in other:
-                plain = getattr(stage, method)
-
-                def sending(*args, plain=plain, **kwargs):
-                    time.sleep(seconds)
-                    return plain(*args, **kwargs)
-
-                setattr(stage, method, sending)

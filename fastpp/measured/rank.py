@@ -1,0 +1,162 @@
+"""One rank's process of ``fastpp.measured.measure``, run as a script:
+``python -P rank.py SPEC.json``.
+
+As a script it imports torch and the standard library only: importing fastpp (NumPy, Numba,
+pandas, the generators' compiled code) would cost every rank about 3.7 s of CPU before its
+first op. ``-P`` keeps this folder, whose modules are fastpp's, off ``sys.path``. The spec is
+written by ``runner.run_jobs``: this rank, ``p``, the port, the ``Model`` and the ``Job``s, as
+JSON.
+"""
+
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+import torch.distributed as dist
+from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining import schedules as torch_schedules
+from torch.profiler import ProfilerActivity, profile
+
+SINGLE_STAGE = ("ScheduleGPipe",)  # classes built on one stage object, not a list
+
+
+def main(path: str) -> None:
+    """One rank's process: join the group, then run and profile each job of the spec."""
+    with open(path) as f:
+        spec = json.load(f)
+    rank, p, model = spec["rank"], spec["p"], SimpleNamespace(**spec["model"])
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(spec["port"])
+    torch.set_num_threads(1)
+    if model.realtime:  # threads started from here on (gloo's, the profiler's) inherit it
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(os.sched_get_priority_min(
+            os.SCHED_FIFO)))
+    if model.device == "cuda":
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
+        dist.init_process_group("nccl", rank=rank, world_size=p, device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", rank=rank, world_size=p)
+    try:
+        for job in spec["jobs"]:
+            _run_job(rank, SimpleNamespace(**job), model, device)
+            dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _run_job(rank: int, job, model, device) -> None:
+    """Build this rank's stages and the schedule (``job``, ``model``: the spec's ``Job`` and
+    ``Model`` as namespaces), warm up, profile each step and write its trace."""
+    V = sum(len(s) for s in job.stages)
+    per = model.layers // V
+    torch.manual_seed(0)  # the same weights on every rank, for every schedule
+    blocks = [torch.nn.Sequential(torch.nn.Linear(model.hidden, model.hidden), torch.nn.ReLU())
+              for _ in range(model.layers)]
+    mine = job.stages[rank]
+    stages = [PipelineStage(_delayed(torch.nn.Sequential(*blocks[s * per:(s + 1) * per]),
+                                     s, job.delays).to(device), s, V, device)
+              for s in mine]
+    if job.link is not None:
+        _slow_link(stages, job.stages, rank, job.link)
+
+    def loss_fn(y, target):
+        return ((y - target) ** 2).mean()
+
+    if job.runner == "csv":
+        sched = torch_schedules._PipelineScheduleRuntime(stages, job.n, loss_fn=loss_fn)
+        sched._load_csv(job.csv, format="compute_only")
+    elif job.runner in SINGLE_STAGE:
+        sched = getattr(torch_schedules, job.runner)(stages[0], job.n, loss_fn=loss_fn)
+    else:
+        sched = getattr(torch_schedules, job.runner)(stages, job.n, loss_fn=loss_fn)
+    data = torch.Generator().manual_seed(1)
+    x = torch.randn(job.n * model.microbatch, model.hidden, generator=data).to(device)
+    target = torch.randn(job.n * model.microbatch, model.hidden, generator=data).to(device)
+    args = (x,) if 0 in mine else ()
+    kwargs = {"target": target} if V - 1 in mine else {}
+
+    for _ in range(model.warmup):
+        sched.step(*args, **kwargs)
+    activities = [ProfilerActivity.CPU]
+    if model.device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    for k in range(model.steps):
+        with profile(activities=activities) as prof:
+            # the ranks start the step together: a rank that came late would show as a wait
+            dist.barrier()
+            sched.step(*args, **kwargs)
+            if model.device == "cuda":
+                torch.cuda.synchronize(device)
+        folder = Path(job.out) / (f"step{k}" if model.steps > 1 else "")
+        # write to a temporary name first: a reader never sees half a trace
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as tmp:
+            pass
+        prof.export_chrome_trace(tmp.name)
+        os.replace(tmp.name, folder / f"rank{rank}_trace.json")
+
+
+def _delayed(module, stage: int, delays: tuple):
+    """``module`` with the injected delays of ``stage``: a forward sleep before it runs, a
+    backward one in an identity on its output (the first node its backward reaches)."""
+    mine = [(kind, seconds, prob) for s, kind, seconds, prob in delays if s == stage]
+    if not mine:
+        return module
+    draw = random.Random(stage)  # seeded: the same run delays the same ops
+
+    def sleep(kind):
+        for k, seconds, prob in mine:
+            if k == kind and draw.random() < prob:
+                time.sleep(seconds)
+
+    class SleepInBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, y):
+            return y.view_as(y)
+
+        @staticmethod
+        def backward(ctx, grad):
+            sleep("B")
+            return grad
+
+    class Delayed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = module
+
+        def forward(self, x):
+            sleep("F")
+            return SleepInBackward.apply(self.inner(x))
+
+    return Delayed()
+
+
+def _slow_link(stages, held, rank: int, link: tuple) -> None:
+    """Make each of ``stages`` sleep before preparing a send to a stage on the other end of
+    the slow link (forward sends to the next stage, backward ones to the previous)."""
+    seconds, r1, r2 = link
+    if rank not in (r1, r2):
+        return
+    other = set(held[r2 if rank == r1 else r1])
+    for stage in stages:
+        for method, peer in (("get_fwd_send_ops", stage.stage_index + 1),
+                             ("get_bwd_send_ops", stage.stage_index - 1)):
+            if peer in other:
+                plain = getattr(stage, method)
+
+                def sending(*args, plain=plain, **kwargs):
+                    time.sleep(seconds)
+                    return plain(*args, **kwargs)
+
+                setattr(stage, method, sending)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
