@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fastpp import ScheduleError
 from fastpp.model import validate_moe
 from fastpp.model.validate import DATA, mape, validate
 
@@ -108,3 +109,28 @@ def test_moe_rows_against_the_tables():
 def test_moe_rows_within_the_target():
     frame = validate([validate_moe.DATASET])
     assert mape(frame)[validate_moe.DATASET] <= 10.0
+
+
+def test_the_residuals_by_group(split):
+    """The groups the residuals are read by (docs/moe.md), and the table of one group: every
+    checked row counted once, and the groups' MAPEs weighted by their rows give the whole
+    MAPE."""
+    done, _ = split
+    r = next(r for r, _ in done if r["model"] == "Qwen3_235B_a22B"
+             and r["gpu_type"] == "DGX-B200")
+    assert validate_moe.groups(r) == {
+        "hardware": "B200-180GB", "precision": "MXFP8", "dispatcher": "alltoall",
+        "microbatch": 1, "cuda_graphs": False, "release": "NeMo 26.04.01"}
+    zoo = [validate_moe.groups(r) for r, _ in done if r["release"].startswith("ModelZoo")]
+    assert sum(g["cuda_graphs"] for g in zoo) == 2  # the notes of two of its three rows
+    first = next(r for r, _ in done if r["source"] == "moe_published.csv")
+    assert validate_moe.groups(first)["release"] == "moe_published.csv"
+    frame = pd.DataFrame({"dataset": validate_moe.DATASET, "row": [r["label"] for r, _ in done],
+                          "error": [v / r["value"] - 1.0 for r, v in done]})
+    for group in validate_moe.GROUPS:
+        table = validate_moe.by_group(frame, DATA, group)
+        assert table["rows"].sum() == len(done)
+        whole = 100.0 * frame["error"].abs().mean()
+        assert abs((table["rows"] * table["mape"]).sum() / len(done) - whole) < 0.1
+    with pytest.raises(ScheduleError, match="group must be one of"):
+        validate_moe.by_group(frame, DATA, "gpu")

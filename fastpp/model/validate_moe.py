@@ -35,7 +35,7 @@ import re
 
 import numpy as np
 
-from ..checks import require
+from ..checks import one_of, require
 from .errorbar import regime
 from .hardware import HARDWARE
 from .presets import MODELS
@@ -258,6 +258,38 @@ def settings(r) -> dict:
     return out
 
 
+GROUPS = ("hardware", "precision", "dispatcher", "microbatch", "cuda_graphs", "release")
+
+
+def groups(r) -> dict:
+    """A priced row's groups (``GROUPS``), to read the residuals by: the hardware preset, the
+    table's precision as it names the recipe (FP8 on H100 is Transformer Engine's current
+    scaling, MXFP8 Blackwell's), the dispatcher and microbatch it is priced with, whether its
+    note states CUDA graphs, and its release (a NeMo container, or the source's)."""
+    kw = settings(r)
+    return {"hardware": kw["hardware"], "precision": str(r["precision"]).upper(),
+            "dispatcher": kw["dispatcher"], "microbatch": kw["microbatch"],
+            "cuda_graphs": "cuda graph" in str(r["note"]).lower(),
+            "release": str(r["release"]) if r["release"] == r["release"] and r["release"]
+            not in ("", "nan") else str(r["source"])}
+
+
+def by_group(frame, data, group: str):
+    """``validate``'s MoE rows (``frame``) by one of ``GROUPS``: a ``pandas.DataFrame`` of
+    ``rows``, ``mape`` (%) and ``mean_error`` (%) per value of the group, worst first. The
+    groups are read from the tables in the folder ``data``, unpriced."""
+    pd = require("pandas", "sweep", "fastpp.model.validate_moe")
+    one_of(group, "group", GROUPS)
+    priced, _ = _split(_rows(data))
+    key = {r["label"]: groups(r)[group] for r in priced}
+    rows = frame[frame["dataset"] == DATASET]
+    error = 100.0 * rows["error"].to_numpy()
+    table = pd.DataFrame({group: [key[x] for x in rows["row"]], "error": error})
+    out = table.groupby(group)["error"].agg(
+        rows="size", mape=lambda x: float(np.abs(x).mean()), mean_error="mean")
+    return out.sort_values("mape", ascending=False).round(1)
+
+
 def predict(r) -> tuple[float, str]:
     """A priced row's predicted TFLOP/s a GPU (Megatron's FLOP count), and ``plan``'s reason
     where it cannot run the layout (the prediction then NaN). A row that does not fit in
@@ -295,4 +327,5 @@ def rows(data):
     return out
 
 
-__all__ = ["ASSUMED", "DATASET", "excluded", "predict", "rows", "settings"]
+__all__ = ["ASSUMED", "DATASET", "GROUPS", "by_group", "excluded", "groups", "predict", "rows",
+           "settings"]
