@@ -166,10 +166,15 @@ def test_layer_parts_are_the_pipeline_costs_without_overlap():
     assert min(parts) > 0
     dense = layer_parts(model, hw, seq=4096, ep=64, precision="fp8", moe=False)
     assert dense.dispatch_f == dense.combine_b == 0 and dense.mlp_f < parts.mlp_f
-    # FP8 halves the dispatch's bytes (plus scales), not the combine's
+    # Megatron-Core dispatches the bf16 tokens whatever the products' precision; quantized
+    # before the dispatch (DeepSeek-V3's recipe), FP8 halves its bytes (plus scales), not
+    # the combine's
     bf16 = layer_parts(model, hw, seq=4096, ep=64, node_limit=4)
-    assert bf16.combine_f == pytest.approx(parts.combine_f)
-    assert bf16.dispatch_f > 1.8 * parts.dispatch_f
+    assert bf16.dispatch_f == pytest.approx(parts.dispatch_f)
+    wire = layer_parts(model, hw, seq=4096, ep=64, precision="fp8", node_limit=4,
+                       dispatch="fp8")
+    assert wire.combine_f == pytest.approx(parts.combine_f)
+    assert parts.dispatch_f > 1.8 * wire.dispatch_f
 
 
 def test_expert_parameters_fold_over_edp():
@@ -199,6 +204,7 @@ def test_expert_parameters_fold_over_edp():
     (lambda: transformer_costs("mixtral-8x7b", build_schedule("1f1b", 2, 4), "A100-80GB",
                                seq=128, precision="fp8"), r"precision='fp8' needs fp8_flops"),
     (lambda: layer_parts(TINY, TOY, seq=16, imbalance=0.5), r"imbalance must be >= 1"),
+    (lambda: layer_parts(TINY, TOY, seq=16, dispatch="fp4"), r"dispatch must be one of"),
     # the busiest rank holds at most every token: 1e308 once overflowed into "deadlocked"
     (lambda: plan(TINY, 4, TOY, seq=16, global_batch=8, imbalance=1e308),
      r"imbalance must be a number in \[1, 4\] \(the experts\).* \(got 1e\+308\)"),
