@@ -79,7 +79,13 @@ RECOMPUTE = {"full": ("full", None), "none listed": ("none", None),
 # all-to-all dispatcher, on H100 with it and moe_a2a_overlap=True). Their recompute_modules
 # (commit 0426418 for DeepSeek-V3's MXFP8 workloads, kimi_workload_base_configs.py at
 # 013180a for Kimi K2's GB300 one) are read for the NeMo 26 releases' FP8 rows, those the
-# configs ran; the NeMo 25 rows ran older configs and are read without
+# configs ran; the NeMo 25 rows ran older configs and are read without. From NeMo 26.06
+# (``since``) the Qwen3 FP8-MX configs on Blackwell run moe_a2a_overlap=True with
+# full-iteration CUDA graphs, the CuTe DSL fused grouped MLP and FP8 attention (commits
+# 06117fd, 98c1e00 and b654301 of 9 June 2026, "Enable Qwen3 ... FP8-MX full-iter CG fusion";
+# v0.5.1's qwen3_workload_base_configs.py): Qwen3-30B-A3B on GB300, GB200, B300 and B200,
+# Qwen3-235B-A22B at 256 GPUs on GB300 and GB200 (and B200, whose rows predate it)
+SINCE_26_06 = {"overlap": True, "since": (26, 6)}
 BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
           ("deepseek-v3", "GB200"): {"overlap": True, "modules": ["mla_up_proj"]},
           ("deepseek-v3", "B300-288GB"): {"overlap": True, "modules": ["mla_up_proj"]},
@@ -87,7 +93,10 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
           ("kimi-k2", "GB300"): {"modules": ["mla_up_proj"]},
           ("qwen3-235b-a22b", "B300-288GB"): {"dispatcher": "alltoall"},
           ("qwen3-235b-a22b", "B200-180GB"): {"dispatcher": "alltoall"},
-          ("qwen3-235b-a22b", "H100-80GB"): {"dispatcher": "alltoall", "overlap": True}}
+          ("qwen3-235b-a22b", "H100-80GB"): {"dispatcher": "alltoall", "overlap": True},
+          ("qwen3-235b-a22b", "GB300"): SINCE_26_06, ("qwen3-235b-a22b", "GB200"): SINCE_26_06,
+          **{("qwen3-30b-a3b", hw): SINCE_26_06 for hw in ("GB300", "GB200", "B300-288GB",
+                                                          "B200-180GB")}}
 # what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
 NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
@@ -230,7 +239,12 @@ def settings(r) -> dict:
     vp = int(r["vp"]) if np.isfinite(r["vp"]) and r["vp"] > 1 else 1
     bridge = (BRIDGE.get((model.name, hardware), {}) if str(r["release"]).startswith("NeMo")
               else {})
-    overlap = bool(r["overlap"]) or (bridge.get("overlap", False) and vp > 1
+    if _release(r["release"]) < bridge.get("since", ()):
+        bridge = {}  # a release before the config set it
+    # Megatron runs the EP overlap with interleaved stages, or without a pipeline
+    # (TransformerConfig: "virtual_pipeline_model_parallel_size must be specified when
+    # pipeline_model_parallel_size > 1")
+    overlap = bool(r["overlap"]) or (bridge.get("overlap", False) and (vp > 1 or p == 1)
                                      and str(r["precision"]).lower() != "bf16")
     recompute, modules = RECOMPUTE.get(str(r["recompute"]).strip().lower(), ("none", None))
     noted = {k: v for phrase, said in NOTES.items() if phrase in str(r["note"])
