@@ -147,6 +147,12 @@ def test_fp8_casts_by_hand():
     assert fp8["forward"] == pytest.approx(bf16["forward"] + casts["forward"])
     assert fp8["input_grad"] == pytest.approx(bf16["input_grad"] + casts["input_grad"])
     assert fp8["weight_grad"] == pytest.approx(bf16["weight_grad"])
+    # per-tensor current scaling reads each cast's bf16 input once more first, for its amax:
+    # 2 bytes an element more
+    current = dataclasses.replace(slow, fp8_current_scaling=True).with_precision("fp8")
+    got = fp8_casts(TINY, current, 16, 2, 1, received, 1)
+    assert got["forward"] == pytest.approx((cast + 2.0) * inputs / 4e9)
+    assert got["input_grad"] == pytest.approx((cast + 2.0) * outputs / 4e9)
 
 
 def test_layer_parts_are_the_pipeline_costs_without_overlap():

@@ -37,9 +37,10 @@ of the layer as tensor parallelism gives a dense MLP.
   ``all_to_all`` of the permuted tokens, DeepEP's ``buffer.dispatch`` given them as they are
   and HybridEP's (``fused_a2a.py``: "we do not support fp8 dispatch"); an FP8 payload needs
   ``moe_dispatch_fwd_dtype="mxfp8"`` on the NCCL-EP backend (``TransformerConfig``, from
-  August 2026), after every published table here. An expert-parallel group of ``ep`` ranks has ``q = min(ep, gpus_per_node /
-  etp)`` members in a node and spans ``ceil(ep / q)`` nodes. Without node-limited routing
-  (Megatron's all-to-all dispatcher) each copy travels alone: ``1 - q/ep`` of them over the
+  August 2026), after every published table here. An expert-parallel group of ``ep`` ranks
+  has ``q = min(ep, gpus_per_node / etp)`` members in a node and spans ``ceil(ep / q)``
+  nodes. Without node-limited routing (Megatron's all-to-all dispatcher) each copy travels
+  alone: ``1 - q/ep`` of them over the
   network, ``(q-1)/ep`` over NVLink. With DeepSeek's node-limited routing (``node_limit = M``)
   each token goes once to each node it uses, at most ``M`` (the expected distinct nodes of
   ``k`` experts spread evenly, ``n (1 - (1 - 1/n)^k)``, capped at ``M``), ``(n-1)/n`` of
@@ -69,6 +70,7 @@ from .comm import all_gather, all_reduce, reduce_scatter, tensor_parallel_per_no
 from .compute import (
     CAST_BYTES,
     _attention_shapes,
+    amax_bytes,
     attention_times,
     matmul_time,
     memory_time,
@@ -200,7 +202,8 @@ def fp8_casts(model: Transformer, hardware: Hardware, seq: int, microbatch, t, r
               ) -> dict[str, np.ndarray]:
     """Seconds of an MoE layer's FP8 casts for one microbatch on one GPU (zero in bf16):
     ``forward`` casts each FP8 product's input, ``input_grad`` its output's gradient
-    (``CAST_BYTES`` an element; Transformer Engine quantizes both before each product and
+    (``CAST_BYTES`` an element, plus current scaling's amax pass, ``amax_bytes``;
+    Transformer Engine quantizes both before each product and
     caches the weights' casts over a step's microbatches). The products are the attention's
     projections, the routed experts' (``received`` copies) and the shared experts'; the
     router's stays in bf16, the attention core too (``fastpp.model.compute``). They are
@@ -217,9 +220,9 @@ def fp8_casts(model: Transformer, hardware: Hardware, seq: int, microbatch, t, r
     inputs = T * (sum(k for _, k in shapes) + (h + shared if model.shared_experts else 0.0))
     outputs = T * (sum(n for n, _ in shapes) + (h + G * shared if model.shared_experts
                                                 else 0.0))
-    return {"forward": memory_time(hardware, CAST_BYTES * (inputs + received * (h + width))),
-            "input_grad": memory_time(hardware, CAST_BYTES * (outputs
-                                                              + received * (h + G * width)))}
+    cast = CAST_BYTES + amax_bytes(hardware)  # with current scaling's amax pass
+    return {"forward": memory_time(hardware, cast * (inputs + received * (h + width))),
+            "input_grad": memory_time(hardware, cast * (outputs + received * (h + G * width)))}
 
 
 def dispatch_precision(precision: str, recipe=None) -> str:

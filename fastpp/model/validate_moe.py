@@ -101,6 +101,12 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
 NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
          "activation offloading required": {"offload": ["expert_fc1", "moe_act"]}}
+# The rows whose FP8 casts run Transformer Engine's per-tensor current scaling (an amax pass
+# before each cast, ``Hardware.fp8_current_scaling``): "FP8-CS" as the table names it, and
+# the NeMo tables' plain "FP8", which only their H100 rows carry and Megatron-Bridge's H100
+# configs run as fp8_cs (perf_recipes/qwen/h100/qwen3_moe.py at 067f987:
+# qwen3_30b_a3b_pretrain_16gpu_h100_fp8cs_config, qwen3_235b_a22b_..._h100_fp8cs_config)
+CURRENT_SCALING = ("fp8-cs",)
 LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "Et*4|(t*4|)*14tmL",
            ("deepseek-v3", 8, 4): "Et|(tt|)*30mL"}
 ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
@@ -230,7 +236,7 @@ def excluded(data):
 
 def settings(r) -> dict:
     """The ``plan`` arguments of a priced row (the module's assumptions where it is
-    silent)."""
+    silent), and ``fp8_current_scaling``: the hardware's (``CURRENT_SCALING``)."""
     name = MODEL_NAMES[r["model"]]
     model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
              if name == "deepseek-v3/no-mtp" else MODELS[name])
@@ -268,8 +274,16 @@ def settings(r) -> dict:
                                         bridge.get("dispatcher", "flex")),
            "recompute_modules": modules, "offload_modules": noted.get("offload"),
            "layout": LAYOUTS.get((model.name, p, vp)),
-           "node_limit": 4 if model.name.startswith("deepseek-v3") else None}
+           "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
+           "fp8_current_scaling": _current_scaling(r)}
     return out
+
+
+def _current_scaling(r) -> bool:
+    """Whether a row's FP8 recipe is per-tensor current scaling (``CURRENT_SCALING``)."""
+    precision = str(r["precision"]).lower()
+    return precision in CURRENT_SCALING or (precision == "fp8"
+                                            and str(r["release"]).startswith("NeMo"))
 
 
 GROUPS = ("hardware", "precision", "dispatcher", "microbatch", "cuda_graphs", "release")
@@ -311,7 +325,10 @@ def predict(r) -> tuple[float, str]:
     from .plan import plan
 
     kw = settings(r)
-    row = plan(kw.pop("model"), kw.pop("gpus"), kw.pop("hardware"), workers=1, **kw).iloc[0]
+    hardware = HARDWARE[kw.pop("hardware")]
+    if kw.pop("fp8_current_scaling"):
+        hardware = dataclasses.replace(hardware, fp8_current_scaling=True)
+    row = plan(kw.pop("model"), kw.pop("gpus"), hardware, workers=1, **kw).iloc[0]
     reason = "" if np.isfinite(row["tflops_per_gpu"]) else f"plan refuses it: {row['reason']}"
     return float(row["tflops_per_gpu"]), reason
 
