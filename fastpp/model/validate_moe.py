@@ -19,7 +19,11 @@ the EP overlap (``combined-1f1b``) where the table's notes or ``BRIDGE`` turn it
 DeepSeek-V3's routing to at most 4 nodes (its router's 4 of 8 groups); force-balanced routing
 (``imbalance=1``, every table's footnote); ZeRO-1 (the distributed optimizer), or ZeRO-3 where
 the row runs FSDP (NeMo AutoModel's FSDP2, the ModelZoo's Megatron-FSDP); MXFP8, FP8-CS and
-FP8 as ``fp8``; a GB200 or GB300 "node" of the ModelZoo is a 4-GPU compute tray.
+FP8 as ``fp8``; a GB200 or GB300 "node" of the ModelZoo is a 4-GPU compute tray; the
+gradient reduction and ZeRO's parameter gather overlapped (``gradient_overlap``: Megatron's
+``--overlap-grad-reduce --overlap-param-gather``, which Megatron-Bridge's
+``_pretrain_common`` sets for every pretraining recipe and the ModelZoo's benchmarking
+configs pass; FSDP overlaps them by design).
 
 Rows that cannot be priced are listed by ``excluded()`` with the reason: the models fastpp
 cannot represent (hybrid Mamba, linear-attention or sliding-window layers), token-dropping
@@ -112,7 +116,8 @@ LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "E
 ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
            "recomputation unless the row, its note or Megatron-Bridge's config states it; EP "
            "overlap as the notes or Megatron-Bridge's configs say; DeepSeek-V3 routed to at "
-           "most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 with FSDP)")
+           "most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 with FSDP); the gradient "
+           "reduction and parameter gather overlapped")
 
 
 def _number(value):
@@ -275,7 +280,7 @@ def settings(r) -> dict:
            "recompute_modules": modules, "offload_modules": noted.get("offload"),
            "layout": LAYOUTS.get((model.name, p, vp)),
            "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
-           "fp8_current_scaling": _current_scaling(r)}
+           "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r)}
     return out
 
 
