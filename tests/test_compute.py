@@ -127,6 +127,7 @@ def test_precision_picks_the_peak():
     (dict(precision="fp8"), r"precision='fp8' needs fp8_flops, the fp8 peak \(got "
                             r"fp8_flops=None for hand\)"),
     (dict(fp8_flops=-2.0), r"fp8_flops must be finite and > 0 \(got -2.0\)"),
+    (dict(fp8_current_scaling=1), r"fp8_current_scaling must be one of \[False, True\]"),
 ])
 def test_bad_hardware_is_named(change, message):
     with pytest.raises(ScheduleError, match=message):

@@ -1,6 +1,8 @@
 """Context parallelism's ring by hand, and the long-context dataset
 (shared/data/long_context_published.csv) against the model: its rows, exclusions and bounds."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -187,6 +189,12 @@ def test_fp8_casts_by_hand():
     assert float(backward) == pytest.approx(10 * (full * 64 + full * 64 + half * 160
                                                   + full * 64) / 1e6 + 4 * 0.01)
     assert fp8_cast_times(hw, MODEL, 10.0, 2.0) == (0.0, 0.0)
+    # per-tensor current scaling: each of the eight casts reads its input once more (2 bytes
+    # an element) for the amax
+    current = dataclasses.replace(hw, fp8_current_scaling=True).with_precision("fp8")
+    more_f, more_b = fp8_cast_times(current, MODEL, 10.0, 2.0)
+    assert float(more_f - forward) == pytest.approx(10 * 2 * (64 + 32 + 64 + 80) / 1e6)
+    assert float(more_b - backward) == pytest.approx(10 * 2 * (64 + 64 + 160 + 64) / 1e6)
 
 
 def test_plan_holds_the_exchange_buffers():

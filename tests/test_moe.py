@@ -147,6 +147,12 @@ def test_fp8_casts_by_hand():
     assert fp8["forward"] == pytest.approx(bf16["forward"] + casts["forward"])
     assert fp8["input_grad"] == pytest.approx(bf16["input_grad"] + casts["input_grad"])
     assert fp8["weight_grad"] == pytest.approx(bf16["weight_grad"])
+    # per-tensor current scaling reads each cast's bf16 input once more first, for its amax:
+    # 2 bytes an element more
+    current = dataclasses.replace(slow, fp8_current_scaling=True).with_precision("fp8")
+    got = fp8_casts(TINY, current, 16, 2, 1, received, 1)
+    assert got["forward"] == pytest.approx((cast + 2.0) * inputs / 4e9)
+    assert got["input_grad"] == pytest.approx((cast + 2.0) * outputs / 4e9)
 
 
 def test_layer_parts_are_the_pipeline_costs_without_overlap():
@@ -166,10 +172,15 @@ def test_layer_parts_are_the_pipeline_costs_without_overlap():
     assert min(parts) > 0
     dense = layer_parts(model, hw, seq=4096, ep=64, precision="fp8", moe=False)
     assert dense.dispatch_f == dense.combine_b == 0 and dense.mlp_f < parts.mlp_f
-    # FP8 halves the dispatch's bytes (plus scales), not the combine's
+    # Megatron-Core dispatches the bf16 tokens whatever the products' precision; quantized
+    # before the dispatch (DeepSeek-V3's recipe), FP8 halves its bytes (plus scales), not
+    # the combine's
     bf16 = layer_parts(model, hw, seq=4096, ep=64, node_limit=4)
-    assert bf16.combine_f == pytest.approx(parts.combine_f)
-    assert bf16.dispatch_f > 1.8 * parts.dispatch_f
+    assert bf16.dispatch_f == pytest.approx(parts.dispatch_f)
+    wire = layer_parts(model, hw, seq=4096, ep=64, precision="fp8", node_limit=4,
+                       dispatch="fp8")
+    assert wire.combine_f == pytest.approx(parts.combine_f)
+    assert parts.dispatch_f > 1.8 * wire.dispatch_f
 
 
 def test_expert_parameters_fold_over_edp():
@@ -199,6 +210,7 @@ def test_expert_parameters_fold_over_edp():
     (lambda: transformer_costs("mixtral-8x7b", build_schedule("1f1b", 2, 4), "A100-80GB",
                                seq=128, precision="fp8"), r"precision='fp8' needs fp8_flops"),
     (lambda: layer_parts(TINY, TOY, seq=16, imbalance=0.5), r"imbalance must be >= 1"),
+    (lambda: layer_parts(TINY, TOY, seq=16, dispatch="fp4"), r"dispatch must be one of"),
     # the busiest rank holds at most every token: 1e308 once overflowed into "deadlocked"
     (lambda: plan(TINY, 4, TOY, seq=16, global_batch=8, imbalance=1e308),
      r"imbalance must be a number in \[1, 4\] \(the experts\).* \(got 1e\+308\)"),

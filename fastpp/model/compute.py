@@ -60,6 +60,10 @@ OPTIMIZER_STEP_BYTES = 34.0
 # column-wise for the other gradient's (MXFP8 on Blackwell; Hopper's FP8 needs the transpose);
 # where a kernel before it already wrote FP8, only the column-wise copy: half of it
 CAST_BYTES = 2.0 + 2.0 * (1.0 + 1.0 / 32.0)
+# per-tensor current scaling reads each cast's bf16 input once more before it, for the amax
+# (Transformer Engine's cast.cpp: amax, then the scale, then the cast; Hardware's
+# fp8_current_scaling)
+CURRENT_SCALING_BYTES = 2.0
 LOSS_FORWARD_BYTES, LOSS_BACKWARD_BYTES = 18.0, 6.0  # per logit, see the module
 # PyTorch's softmax path where Megatron's fused kernel refuses the shape: per kernel, the
 # bytes it moves in half-precision score tensors. Forward: the fp32 cast (read 2 bytes a
@@ -184,6 +188,12 @@ def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=Tr
     return forward, backward
 
 
+def amax_bytes(hw: Hardware) -> float:
+    """Bytes an element each FP8 cast reads beyond its own: ``CURRENT_SCALING_BYTES`` under
+    per-tensor current scaling (``Hardware.fp8_current_scaling``), else none."""
+    return CURRENT_SCALING_BYTES if hw.fp8_current_scaling else 0.0
+
+
 def fp8_cast_times(hw: Hardware, model: Transformer, T, t) -> tuple[np.ndarray, np.ndarray]:
     """Forward and input-grad seconds of Transformer Engine's fp8 casts in one dense layer
     (zero unless ``hw.precision`` is "fp8"), one memory-bound kernel each. Per product, bytes
@@ -191,13 +201,14 @@ def fp8_cast_times(hw: Hardware, model: Transformer, T, t) -> tuple[np.ndarray, 
     (the output projection's input), the column-wise copy alone (half) where one does (the
     norms before QKV and FC1, the activation before FC2); in the backward each output
     gradient's full cast, FC1's fused into the activation's backward (half). The weights'
-    casts, once a step, and the scaling factors' updates are left out."""
+    casts, once a step, and the scaling factors' updates are left out. Current scaling adds
+    its amax pass to each (``amax_bytes``)."""
     if hw.precision != "fp8":
         return 0.0, 0.0
     h, F = float(model.hidden), float(model.ffn)
     G = 2.0 if model.swiglu else 1.0
     (qkv, _), (_, out) = _attention_shapes(model, t)[0]
-    full, half = CAST_BYTES, CAST_BYTES / 2.0
+    full, half = CAST_BYTES + amax_bytes(hw), CAST_BYTES / 2.0 + amax_bytes(hw)
     forward = sum(memory_time(hw, k * T * w) for k, w in
                   ((half, h), (full, out), (half, h), (half, F / t)))
     backward = sum(memory_time(hw, k * T * w) for k, w in

@@ -134,6 +134,13 @@ class Hardware:
         The matrix products' precision; its peak is ``peak_flops`` or ``fp8_flops``.
     fp8_flops : float, optional
         Dense fp8 FLOP/s (``None``: the accelerator has no fp8 tensor cores).
+    fp8_current_scaling : bool
+        FP8 products under Transformer Engine's per-tensor current scaling
+        (``Float8CurrentScaling``, Megatron-Bridge's ``fp8_cs``): each cast first reads its
+        input for the amax (``nvte_compute_amax``, ``nvte_group_compute_amax`` for an MoE
+        layer's experts), then derives the scale, then casts (``fastpp.model.compute``'s
+        ``CURRENT_SCALING_BYTES``). False (the presets): the scale comes out of the cast
+        kernel itself, as delayed scaling's amax, MXFP8's and DeepSeek-V3's block scales do.
     host_bandwidth : float
         Bytes per second one way between the GPU and host memory (activation offloading).
     host_layer : float
@@ -171,6 +178,7 @@ class Hardware:
     matmul_half: float = 128.0
     precision: str = "bf16"
     fp8_flops: float | None = None
+    fp8_current_scaling: bool = False
     host_bandwidth: float = 50e9
     host_layer: float = 0.0
     host_backward: float = 0.0
@@ -191,6 +199,7 @@ class Hardware:
         numbers(self.op_overhead, "op_overhead")
         _open_closed(self.matmul_half, "matmul_half", 65536.0)
         one_of(self.precision, "precision", PRECISIONS)
+        one_of(self.fp8_current_scaling, "fp8_current_scaling", (False, True))
         numbers(self.host_bandwidth, "host_bandwidth", strict=True)
         for name in HOST:
             numbers(getattr(self, name), name)

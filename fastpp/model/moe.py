@@ -30,9 +30,17 @@ of the layer as tensor parallelism gives a dense MLP.
 - All-to-alls: the dispatch sends each owned token's ``k`` copies of ``h`` elements, in bf16
   (2 bytes) or FP8 (1 byte plus one fp32 scale per 128 elements, DeepSeek-V3's tile-wise
   quantization); the combine returns them in bf16, as do both backwards (DeepSeek-V3 keeps
-  them in bf16). An expert-parallel group of ``ep`` ranks has ``q = min(ep, gpus_per_node /
-  etp)`` members in a node and spans ``ceil(ep / q)`` nodes. Without node-limited routing
-  (Megatron's all-to-all dispatcher) each copy travels alone: ``1 - q/ep`` of them over the
+  them in bf16). The dispatch goes in FP8 only where the tokens are quantized before it
+  (``dispatch_precision``): DeepSeek-V3's recipe (its report, section 3.3.2, with the FP8
+  caching of the dispatched tokens, ``fastpp.model.recipes``). Megatron-Core's dispatchers
+  send the bf16 hidden states whatever the products' precision: the all-to-all dispatcher's
+  ``all_to_all`` of the permuted tokens, DeepEP's ``buffer.dispatch`` given them as they are
+  and HybridEP's (``fused_a2a.py``: "we do not support fp8 dispatch"); an FP8 payload needs
+  ``moe_dispatch_fwd_dtype="mxfp8"`` on the NCCL-EP backend (``TransformerConfig``, from
+  August 2026), after every published table here. An expert-parallel group of ``ep`` ranks
+  has ``q = min(ep, gpus_per_node / etp)`` members in a node and spans ``ceil(ep / q)``
+  nodes. Without node-limited routing (Megatron's all-to-all dispatcher) each copy travels
+  alone: ``1 - q/ep`` of them over the
   network, ``(q-1)/ep`` over NVLink. With DeepSeek's node-limited routing (``node_limit = M``)
   each token goes once to each node it uses, at most ``M`` (the expected distinct nodes of
   ``k`` experts spread evenly, ``n (1 - (1 - 1/n)^k)``, capped at ``M``), ``(n-1)/n`` of
@@ -62,6 +70,7 @@ from .comm import all_gather, all_reduce, reduce_scatter, tensor_parallel_per_no
 from .compute import (
     CAST_BYTES,
     _attention_shapes,
+    amax_bytes,
     attention_times,
     matmul_time,
     memory_time,
@@ -193,7 +202,8 @@ def fp8_casts(model: Transformer, hardware: Hardware, seq: int, microbatch, t, r
               ) -> dict[str, np.ndarray]:
     """Seconds of an MoE layer's FP8 casts for one microbatch on one GPU (zero in bf16):
     ``forward`` casts each FP8 product's input, ``input_grad`` its output's gradient
-    (``CAST_BYTES`` an element; Transformer Engine quantizes both before each product and
+    (``CAST_BYTES`` an element, plus current scaling's amax pass, ``amax_bytes``;
+    Transformer Engine quantizes both before each product and
     caches the weights' casts over a step's microbatches). The products are the attention's
     projections, the routed experts' (``received`` copies) and the shared experts'; the
     router's stays in bf16, the attention core too (``fastpp.model.compute``). They are
@@ -210,9 +220,18 @@ def fp8_casts(model: Transformer, hardware: Hardware, seq: int, microbatch, t, r
     inputs = T * (sum(k for _, k in shapes) + (h + shared if model.shared_experts else 0.0))
     outputs = T * (sum(n for n, _ in shapes) + (h + G * shared if model.shared_experts
                                                 else 0.0))
-    return {"forward": memory_time(hardware, CAST_BYTES * (inputs + received * (h + width))),
-            "input_grad": memory_time(hardware, CAST_BYTES * (outputs
-                                                              + received * (h + G * width)))}
+    cast = CAST_BYTES + amax_bytes(hardware)  # with current scaling's amax pass
+    return {"forward": memory_time(hardware, cast * (inputs + received * (h + width))),
+            "input_grad": memory_time(hardware, cast * (outputs + received * (h + G * width)))}
+
+
+def dispatch_precision(precision: str, recipe=None) -> str:
+    """The dispatch's precision on the wire: ``"fp8"`` where the products are FP8 and the
+    ``recipe`` (``fastpp.model.recipes.Recipe``) caches the dispatched tokens in FP8, as
+    DeepSeek-V3 quantizes them before the dispatch; else ``"bf16"``, as Megatron-Core's
+    dispatchers send them (the module's rules)."""
+    cached = bool(getattr(recipe, "fp8_cache", False))
+    return "fp8" if precision == "fp8" and cached else "bf16"
 
 
 def all_to_all_bytes(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp,
@@ -302,7 +321,8 @@ def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_par
 def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=1, tp=1,
                 ep=1, etp=1, moe: bool | None = None, sequence_parallel: bool = True,
                 recompute: str = "none", precision: str = "bf16", node_limit=None,
-                imbalance: float = 1.0, dispatcher: str = "alltoall") -> LayerParts:
+                imbalance: float = 1.0, dispatcher: str = "alltoall",
+                dispatch: str = "bf16") -> LayerParts:
     """One layer's ``LayerParts`` for one microbatch on one GPU, in seconds.
 
     Parameters
@@ -322,7 +342,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
         forward part to its backward (the all-to-alls too: the recomputed forward repeats
         them).
     precision : {"bf16", "fp8"}
-        The products' and the dispatch's precision.
+        The products' precision.
     node_limit : int, optional
         DeepSeek's node-limited routing: each token reaches at most this many nodes, once
         each (default: Megatron's all-to-all, every copy alone).
@@ -331,6 +351,9 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     dispatcher : {"alltoall", "allgather", "flex"}
         The token dispatcher (the module's rules). A memory recipe's terms are added by
         ``fastpp.model.recipes.parts_with_recipe``.
+    dispatch : {"bf16", "fp8"}
+        The dispatch's precision on the wire: bf16 as Megatron-Core sends it, fp8 where the
+        tokens are quantized before it (DeepSeek-V3's recipe; ``dispatch_precision``).
 
     Returns
     -------
@@ -347,6 +370,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     one_of(recompute, "recompute", RECOMPUTE)
     one_of(sequence_parallel, "sequence_parallel", (False, True))
     one_of(dispatcher, "dispatcher", DISPATCHERS)
+    one_of(dispatch, "dispatch", PRECISIONS)
     positive_int(seq, "seq")
     imbalance = number(imbalance, "imbalance", strict=True)
     if imbalance < 1.0:
@@ -376,7 +400,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
                                                sequence_parallel), 0.0)
     if moe:
         mlp = expert_times(model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance)
-        comm = all_to_all_times(model, hw, seq, b, t, ep, etp, precision, node_limit,
+        comm = all_to_all_times(model, hw, seq, b, t, ep, etp, dispatch, node_limit,
                                 imbalance, dispatcher=dispatcher)
     else:
         mlp = mlp_times(model, hw, seq, b, t, sequence_parallel)
@@ -407,6 +431,7 @@ def layer_seconds(parts: LayerParts) -> dict[str, np.ndarray]:
 
 
 __all__ = ["CAST_BYTES", "COMBINE_BYTES", "DISPATCHERS", "DISPATCH_BYTES", "all_to_all_bytes",
+           "dispatch_precision",
            "all_to_all_times", "expert_costs", "expert_data_parallel", "expert_reasons",
            "expert_times", "fp8_casts",
            "layer_parts", "layer_seconds", "moe_layer_costs"]

@@ -65,7 +65,14 @@ import numpy as np
 
 from ..checks import ScheduleError, instance, one_of
 from .compute import attention_times, matmul_time, memory_time, mlp_times
-from .moe import DISPATCHERS, _tokens, all_to_all_times, expert_costs, expert_times
+from .moe import (
+    DISPATCHERS,
+    _tokens,
+    all_to_all_times,
+    dispatch_precision,
+    expert_costs,
+    expert_times,
+)
 from .overlap import LayerParts
 from .transformer import BYTES, RECOMPUTE, Transformer, attention_costs
 
@@ -292,7 +299,8 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
         mlp = expert_times(model, hardware, seq, microbatch, tp, ep, etp, sequence_parallel,
                            imbalance)
         a2a = all_to_all_times(model, hardware, seq, microbatch, tp, ep, etp,
-                               hardware.precision, node_limit, imbalance, dispatcher=dispatcher)
+                               dispatch_precision(hardware.precision, recipe), node_limit,
+                               imbalance, dispatcher=dispatcher)
     else:
         mlp, a2a = mlp_times(model, hardware, seq, microbatch, tp, sequence_parallel), None
     terms = recipe_terms(model, hardware, recipe, seq, microbatch, tp, rc, sequence_parallel,

@@ -25,7 +25,13 @@ from .compute import (
     optimizer_time,
 )
 from .hardware import Hardware
-from .moe import all_to_all_times, expert_times, layer_parts, moe_layer_costs
+from .moe import (
+    all_to_all_times,
+    dispatch_precision,
+    expert_times,
+    layer_parts,
+    moe_layer_costs,
+)
 from .overlap import saving
 from .recipes import parts_with_recipe, recipe_terms
 from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
@@ -316,7 +322,8 @@ def _pair_times(model, hardware, seq, whole, tp, rc, ov, sequence_parallel, tabl
         parts = layer_parts(model, hardware, seq=seq, microbatch=whole, tp=tp, ep=ep, etp=etp,
                             sequence_parallel=sequence_parallel, recompute=RECOMPUTE[r],
                             precision=hardware.precision, node_limit=node_limit,
-                            imbalance=imbalance, dispatcher=dispatcher)
+                            imbalance=imbalance, dispatcher=dispatcher,
+                            dispatch=dispatch_precision(hardware.precision, recipe))
         if recipe is not None:
             parts = parts_with_recipe(parts, model, hardware, recipe, seq=seq,
                                       microbatch=whole, tp=tp, ep=ep, etp=etp,
@@ -512,8 +519,9 @@ def _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel, dens
     times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc,
                         mlp=expert_times(model, hardware, seq, b, tp, ep, etp,
                                          sequence_parallel, imbalance))
-    a2a = all_to_all_times(model, hardware, seq, b, tp, ep, etp, hardware.precision,
-                           node_limit, imbalance, dispatcher=dispatcher)
+    a2a = all_to_all_times(model, hardware, seq, b, tp, ep, etp,
+                           dispatch_precision(hardware.precision, recipe), node_limit,
+                           imbalance, dispatcher=dispatcher)
     ahead = a2a["dispatch_f"] + a2a["combine_f"]
     behind = a2a["dispatch_b"] + a2a["combine_b"] + np.where(rc == 2, ahead, 0.0)
     if recipe is not None:

@@ -19,7 +19,11 @@ the EP overlap (``combined-1f1b``) where the table's notes or ``BRIDGE`` turn it
 DeepSeek-V3's routing to at most 4 nodes (its router's 4 of 8 groups); force-balanced routing
 (``imbalance=1``, every table's footnote); ZeRO-1 (the distributed optimizer), or ZeRO-3 where
 the row runs FSDP (NeMo AutoModel's FSDP2, the ModelZoo's Megatron-FSDP); MXFP8, FP8-CS and
-FP8 as ``fp8``; a GB200 or GB300 "node" of the ModelZoo is a 4-GPU compute tray.
+FP8 as ``fp8``; a GB200 or GB300 "node" of the ModelZoo is a 4-GPU compute tray; the
+gradient reduction and ZeRO's parameter gather overlapped (``gradient_overlap``: Megatron's
+``--overlap-grad-reduce --overlap-param-gather``, which Megatron-Bridge's
+``_pretrain_common`` sets for every pretraining recipe and the ModelZoo's benchmarking
+configs pass; FSDP overlaps them by design).
 
 Rows that cannot be priced are listed by ``excluded()`` with the reason: the models fastpp
 cannot represent (hybrid Mamba, linear-attention or sliding-window layers), token-dropping
@@ -35,7 +39,7 @@ import re
 
 import numpy as np
 
-from ..checks import require
+from ..checks import one_of, require
 from .errorbar import regime
 from .hardware import HARDWARE
 from .presets import MODELS
@@ -79,7 +83,13 @@ RECOMPUTE = {"full": ("full", None), "none listed": ("none", None),
 # all-to-all dispatcher, on H100 with it and moe_a2a_overlap=True). Their recompute_modules
 # (commit 0426418 for DeepSeek-V3's MXFP8 workloads, kimi_workload_base_configs.py at
 # 013180a for Kimi K2's GB300 one) are read for the NeMo 26 releases' FP8 rows, those the
-# configs ran; the NeMo 25 rows ran older configs and are read without
+# configs ran; the NeMo 25 rows ran older configs and are read without. From NeMo 26.06
+# (``since``) the Qwen3 FP8-MX configs on Blackwell run moe_a2a_overlap=True with
+# full-iteration CUDA graphs, the CuTe DSL fused grouped MLP and FP8 attention (commits
+# 06117fd, 98c1e00 and b654301 of 9 June 2026, "Enable Qwen3 ... FP8-MX full-iter CG fusion";
+# v0.5.1's qwen3_workload_base_configs.py): Qwen3-30B-A3B on GB300, GB200, B300 and B200,
+# Qwen3-235B-A22B at 256 GPUs on GB300 and GB200 (and B200, whose rows predate it)
+SINCE_26_06 = {"overlap": True, "since": (26, 6)}
 BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
           ("deepseek-v3", "GB200"): {"overlap": True, "modules": ["mla_up_proj"]},
           ("deepseek-v3", "B300-288GB"): {"overlap": True, "modules": ["mla_up_proj"]},
@@ -87,17 +97,27 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
           ("kimi-k2", "GB300"): {"modules": ["mla_up_proj"]},
           ("qwen3-235b-a22b", "B300-288GB"): {"dispatcher": "alltoall"},
           ("qwen3-235b-a22b", "B200-180GB"): {"dispatcher": "alltoall"},
-          ("qwen3-235b-a22b", "H100-80GB"): {"dispatcher": "alltoall", "overlap": True}}
+          ("qwen3-235b-a22b", "H100-80GB"): {"dispatcher": "alltoall", "overlap": True},
+          ("qwen3-235b-a22b", "GB300"): SINCE_26_06, ("qwen3-235b-a22b", "GB200"): SINCE_26_06,
+          **{("qwen3-30b-a3b", hw): SINCE_26_06 for hw in ("GB300", "GB200", "B300-288GB",
+                                                          "B200-180GB")}}
 # what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
 NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
          "activation offloading required": {"offload": ["expert_fc1", "moe_act"]}}
+# The rows whose FP8 casts run Transformer Engine's per-tensor current scaling (an amax pass
+# before each cast, ``Hardware.fp8_current_scaling``): "FP8-CS" as the table names it, and
+# the NeMo tables' plain "FP8", which only their H100 rows carry and Megatron-Bridge's H100
+# configs run as fp8_cs (perf_recipes/qwen/h100/qwen3_moe.py at 067f987:
+# qwen3_30b_a3b_pretrain_16gpu_h100_fp8cs_config, qwen3_235b_a22b_..._h100_fp8cs_config)
+CURRENT_SCALING = ("fp8-cs",)
 LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "Et*4|(t*4|)*14tmL",
            ("deepseek-v3", 8, 4): "Et|(tt|)*30mL"}
 ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
            "recomputation unless the row, its note or Megatron-Bridge's config states it; EP "
            "overlap as the notes or Megatron-Bridge's configs say; DeepSeek-V3 routed to at "
-           "most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 with FSDP)")
+           "most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 with FSDP); the gradient "
+           "reduction and parameter gather overlapped")
 
 
 def _number(value):
@@ -221,7 +241,7 @@ def excluded(data):
 
 def settings(r) -> dict:
     """The ``plan`` arguments of a priced row (the module's assumptions where it is
-    silent)."""
+    silent), and ``fp8_current_scaling``: the hardware's (``CURRENT_SCALING``)."""
     name = MODEL_NAMES[r["model"]]
     model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
              if name == "deepseek-v3/no-mtp" else MODELS[name])
@@ -230,7 +250,12 @@ def settings(r) -> dict:
     vp = int(r["vp"]) if np.isfinite(r["vp"]) and r["vp"] > 1 else 1
     bridge = (BRIDGE.get((model.name, hardware), {}) if str(r["release"]).startswith("NeMo")
               else {})
-    overlap = bool(r["overlap"]) or (bridge.get("overlap", False) and vp > 1
+    if _release(r["release"]) < bridge.get("since", ()):
+        bridge = {}  # a release before the config set it
+    # Megatron runs the EP overlap with interleaved stages, or without a pipeline
+    # (TransformerConfig: "virtual_pipeline_model_parallel_size must be specified when
+    # pipeline_model_parallel_size > 1")
+    overlap = bool(r["overlap"]) or (bridge.get("overlap", False) and (vp > 1 or p == 1)
                                      and str(r["precision"]).lower() != "bf16")
     recompute, modules = RECOMPUTE.get(str(r["recompute"]).strip().lower(), ("none", None))
     noted = {k: v for phrase, said in NOTES.items() if phrase in str(r["note"])
@@ -254,8 +279,48 @@ def settings(r) -> dict:
                                         bridge.get("dispatcher", "flex")),
            "recompute_modules": modules, "offload_modules": noted.get("offload"),
            "layout": LAYOUTS.get((model.name, p, vp)),
-           "node_limit": 4 if model.name.startswith("deepseek-v3") else None}
+           "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
+           "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r)}
     return out
+
+
+def _current_scaling(r) -> bool:
+    """Whether a row's FP8 recipe is per-tensor current scaling (``CURRENT_SCALING``)."""
+    precision = str(r["precision"]).lower()
+    return precision in CURRENT_SCALING or (precision == "fp8"
+                                            and str(r["release"]).startswith("NeMo"))
+
+
+GROUPS = ("hardware", "precision", "dispatcher", "microbatch", "cuda_graphs", "release")
+
+
+def groups(r) -> dict:
+    """A priced row's groups (``GROUPS``), to read the residuals by: the hardware preset, the
+    table's precision as it names the recipe (FP8 on H100 is Transformer Engine's current
+    scaling, MXFP8 Blackwell's), the dispatcher and microbatch it is priced with, whether its
+    note states CUDA graphs, and its release (a NeMo container, or the source's)."""
+    kw = settings(r)
+    return {"hardware": kw["hardware"], "precision": str(r["precision"]).upper(),
+            "dispatcher": kw["dispatcher"], "microbatch": kw["microbatch"],
+            "cuda_graphs": "cuda graph" in str(r["note"]).lower(),
+            "release": str(r["release"]) if r["release"] == r["release"] and r["release"]
+            not in ("", "nan") else str(r["source"])}
+
+
+def by_group(frame, data, group: str):
+    """``validate``'s MoE rows (``frame``) by one of ``GROUPS``: a ``pandas.DataFrame`` of
+    ``rows``, ``mape`` (%) and ``mean_error`` (%) per value of the group, worst first. The
+    groups are read from the tables in the folder ``data``, unpriced."""
+    pd = require("pandas", "sweep", "fastpp.model.validate_moe")
+    one_of(group, "group", GROUPS)
+    priced, _ = _split(_rows(data))
+    key = {r["label"]: groups(r)[group] for r in priced}
+    rows = frame[frame["dataset"] == DATASET]
+    error = 100.0 * rows["error"].to_numpy()
+    table = pd.DataFrame({group: [key[x] for x in rows["row"]], "error": error})
+    out = table.groupby(group)["error"].agg(
+        rows="size", mape=lambda x: float(np.abs(x).mean()), mean_error="mean")
+    return out.sort_values("mape", ascending=False).round(1)
 
 
 def predict(r) -> tuple[float, str]:
@@ -265,7 +330,10 @@ def predict(r) -> tuple[float, str]:
     from .plan import plan
 
     kw = settings(r)
-    row = plan(kw.pop("model"), kw.pop("gpus"), kw.pop("hardware"), workers=1, **kw).iloc[0]
+    hardware = HARDWARE[kw.pop("hardware")]
+    if kw.pop("fp8_current_scaling"):
+        hardware = dataclasses.replace(hardware, fp8_current_scaling=True)
+    row = plan(kw.pop("model"), kw.pop("gpus"), hardware, workers=1, **kw).iloc[0]
     reason = "" if np.isfinite(row["tflops_per_gpu"]) else f"plan refuses it: {row['reason']}"
     return float(row["tflops_per_gpu"]), reason
 
@@ -295,4 +363,5 @@ def rows(data):
     return out
 
 
-__all__ = ["ASSUMED", "DATASET", "excluded", "predict", "rows", "settings"]
+__all__ = ["ASSUMED", "DATASET", "GROUPS", "by_group", "excluded", "groups", "predict", "rows",
+           "settings"]
