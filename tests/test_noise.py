@@ -113,6 +113,25 @@ def test_ziggurat_tables_are_strips_of_equal_area():
     assert np.array_equal(w, x[:-1] * 2.0**-52)
 
 
+@pytest.mark.parametrize("shape", [100.0, 4.0, 1.0])
+def test_gamma_squeeze_only_accepts_what_the_exact_test_accepts(shape):
+    """The gamma's squeezes are lower bounds: every (z, u) they accept passes Marsaglia and
+    Tsang's logarithmic test (over the normals where they are tight and where they are not)."""
+    d = shape - 1 / 3
+    c = 1 / math.sqrt(9 * d)
+    rng = np.random.default_rng(1)
+    z = np.concatenate([rng.normal(size=10_000), rng.uniform(-0.999 / c, 6, 10_000)])
+    z = z[1 + c * z > 0]  # the method redraws the others
+    u = rng.uniform(size=z.size)
+    w = 1 + c * z
+    v = w**3
+    exact = np.log(u) < 0.5 * z * z + d - d * v + d * np.log(v)
+    squeezed = np.array([noise_module.gamma_squeeze(*x, c) for x in zip(u, z, w, strict=True)])
+    assert not np.any(squeezed & ~exact)
+    normal = slice(0, np.count_nonzero(1 + c * z[:10_000] > 0))
+    assert squeezed[normal].sum() > 0.9 * exact[normal].sum()  # and they decide most tries
+
+
 def test_exp_is_libm_to_one_ulp():
     """``exp_into`` (the lognormal's vectorised exp) within 1 ulp of libm's over its domain."""
     x = np.concatenate([np.linspace(-700, 700, 20_001), np.linspace(-1, 1, 20_001),
