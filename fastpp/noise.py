@@ -292,7 +292,7 @@ def empirical_pools(run, p: int) -> tuple[np.ndarray, np.ndarray]:
 # -- the ziggurat of the normal (Marsaglia and Tsang, "The ziggurat method for generating random
 # variables", J. Stat. Software 5(8), 2000) ------------------------------------------------------
 
-ZIGGURAT_R = 3.6541528853610088  # the base strip's right edge for 256 strips (their Table 1)
+ZIGGURAT_R = 3.6541528853610088  # the base strip's right edge for 256 strips (their code's dn)
 NORMAL_WORDS = 128  # counters one normal may use: the rest of a sample's 2**8 are the gamma's
 
 
