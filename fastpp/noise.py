@@ -13,10 +13,18 @@ times independent factors, plus a link's delay on each message it receives:
 Common random numbers: every draw is a pure function of ``(seed, stage, kind, microbatch,
 sample)``, not of a generator's state: Philox-4x32-10 (Salmon et al., "Parallel random
 numbers: as easy as 1, 2, 3", SC'11) hashes ``(seed, stage, kind, microbatch)`` into the op's
-key once, and SplitMix64's output number ``sample`` under that key gives the sample's
-uniforms (a counter-based stream, cheap per sample). Two schedules of the same
-stages and microbatches see the same noise on the same op, so their difference has low
-variance; and the draws do not depend on the order or the threads that make them.
+key once per Monte Carlo, and SplitMix64's outputs under that key, numbered from the sample
+(``sample * 2**8`` on: a counter-based stream, two multiplies per 64 bits), give the sample's
+random bits. Two schedules of the same stages and microbatches see the same noise on the same
+op, so their difference has low variance; and the draws do not depend on the order or the
+threads that make them.
+
+The draws are most of a Monte Carlo's time, so each is cheap and exact: a normal is Marsaglia
+and Tsang's ziggurat (one 64-bit word and a table look-up 98.8% of the time), a lognormal
+factor that normal through an ``exp`` that vectorises over the samples, a gamma factor
+Marsaglia and Tsang's method (a normal and a uniform per try, a logarithm-free squeeze first).
+``tests/test_noise.py`` holds each to its distribution (Kolmogorov-Smirnov, moments, the
+ziggurat's tail and strips).
 """
 
 from __future__ import annotations
@@ -42,6 +50,14 @@ _W0, _W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
 _LOW = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
 _TWO32 = 4294967296.0
+_TWO_53 = 2.0**-53
+# exp_into: log2(e); ln 2 in two parts (the high part's product with t is exact); the rounding
+# constant and its bits; 1/13!, ..., 1/1!, 1/0!
+_LOG2E = 1.4426950408889634
+_LN2_HIGH, _LN2_LOW = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_ROUND = 6755399441055744.0
+_ROUND_BITS = np.int64(np.array([_ROUND]).view(np.int64)[0])
+_EXP_TAYLOR = tuple(1.0 / math.factorial(k) for k in range(13, -1, -1))
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
@@ -273,6 +289,36 @@ def empirical_pools(run, p: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(values), at
 
 
+# -- the ziggurat of the normal (Marsaglia and Tsang, "The ziggurat method for generating random
+# variables", J. Stat. Software 5(8), 2000) ------------------------------------------------------
+
+ZIGGURAT_R = 3.6541528853610088  # the base strip's right edge for 256 strips (their code's dn)
+NORMAL_WORDS = 128  # counters one normal may use: the rest of a sample's 2**8 are the gamma's
+
+
+def ziggurat_tables(r: float = ZIGGURAT_R, strips: int = 256):
+    """The ziggurat under ``f(x) = exp(-x^2 / 2)``, ``x >= 0``: strip 0 is the rectangle
+    ``[0, r] x [0, f(r)]`` plus the tail beyond ``r`` (area ``v``); strip ``i >= 1`` the
+    rectangle ``[0, x[i]] x [f(x[i]), f(x[i + 1])]``, each of area ``v``, with ``x[1] = r`` and
+    ``x[strips] = 0`` (so ``r`` closes the top strip). ``x[0] = v / f(r)`` makes strip 0 a
+    rectangle too. Returns ``x`` and, for the kernels, ``k[i] = floor(2**52 x[i + 1] / x[i])``
+    (a 52-bit abscissa below it lies under the curve), ``w[i] = x[i] 2**-52`` and
+    ``f[i] = f(x[i])``."""
+    def f(x):
+        return math.exp(-0.5 * x * x)
+
+    v = r * f(r) + math.sqrt(math.pi / 2) * math.erfc(r / math.sqrt(2))
+    x = np.zeros(strips + 1)
+    x[0], x[1] = v / f(r), r
+    for i in range(1, strips - 1):
+        x[i + 1] = math.sqrt(-2.0 * math.log(f(x[i]) + v / x[i]))
+    k = np.floor(2.0**52 * x[1:] / x[:-1]).astype(np.int64)
+    return x, k, x[:-1] * 2.0**-52, np.exp(-0.5 * x * x)
+
+
+_, _ZIG_K, _ZIG_W, _ZIG_F = ziggurat_tables()
+
+
 # -- jitted: the counter-based generator and the draws ------------------------------------------
 
 
@@ -302,81 +348,162 @@ def op_key(seed, stage, code, mb):
 
 
 @jit
-def uniforms(key, counter):
-    """Two uniforms in (0, 1): the ``counter``-th output of SplitMix64 seeded with ``key``
-    (Steele et al., OOPSLA'14), a pure function of both."""
+def op_keys(seed, kind, stage, mb):
+    """Per op ``i``: the keys of its jitter and of its events (``op_key``), ``[N, 2]``."""
+    out = np.empty((kind.shape[0], 2), np.uint64)
+    for i in range(kind.shape[0]):
+        out[i, 0] = op_key(seed, stage[i], kind[i] + (JITTER << 8), mb[i])
+        out[i, 1] = op_key(seed, stage[i], kind[i] + (EVENT << 8), mb[i])
+    return out
+
+
+@jit
+def word(key, counter):
+    """64 uniform bits: the ``counter``-th output of SplitMix64 seeded with ``key`` (Steele et
+    al., OOPSLA'14), a pure function of both."""
     z = key + (np.uint64(counter) + np.uint64(1)) * _GOLDEN
     z = (z ^ (z >> np.uint64(30))) * _MIX1
     z = (z ^ (z >> np.uint64(27))) * _MIX2
-    z = z ^ (z >> np.uint64(31))
+    return z ^ (z >> np.uint64(31))
+
+
+@jit
+def uniforms(key, counter):
+    """Two uniforms in (0, 1) of 32 bits each, from ``word(key, counter)``."""
+    z = word(key, counter)
     return ((np.float64(z >> _SHIFT) + 0.5) / _TWO32,
             (np.float64(z & _LOW) + 0.5) / _TWO32)
 
 
 @jit
-def normal_pair(key, counter):
-    """Two standard normals (Marsaglia's polar method; each try under its own counter
-    ``counter * 2**16 + try``)."""
-    attempt = 0
-    while True:
-        u, v = uniforms(key, (counter << 16) + attempt)
-        x = 2.0 * u - 1.0
-        y = 2.0 * v - 1.0
-        r = x * x + y * y
-        if r < 1.0 and r > 0.0:
-            break
-        attempt += 1
-    scale = math.sqrt(-2.0 * math.log(r) / r)
-    return x * scale, y * scale
+def uniform(key, counter):
+    """A uniform in (0, 1) of 53 bits, from ``word(key, counter)``."""
+    return (np.float64(np.int64(word(key, counter) >> np.uint64(11))) + 0.5) * _TWO_53
 
 
 @jit
-def gamma_factor(key, sample, shape):
+def normal(key, counter):
+    """A standard normal from words ``counter``, ``counter + 1``, ... (at most
+    ``NORMAL_WORDS``): Marsaglia and Tsang's ziggurat of 256 strips, one word 98.8% of the
+    time. A word's low 8 bits pick the strip, bit 8 the sign, its top 52 bits the abscissa:
+    independent bits (Doornik's fix of the original's shared bits)."""
+    w = word(key, counter)
+    i = np.int64(w & np.uint64(0xFF))
+    rabs = np.int64(w >> np.uint64(12))
+    if rabs < _ZIG_K[i]:  # inside the strip's rectangle: under the curve
+        return np.float64(rabs) * _ZIG_W[i] * (1.0 - 2.0 * np.float64((w >> np.uint64(8)) & 1))
+    return _normal_edge(key, counter, w)
+
+
+@jit
+def _normal_edge(key, counter, w):
+    """``normal`` past its first word's rectangle: the wedge test, the tail beyond ``R``
+    (Marsaglia 1964), a fresh word on rejection."""
+    used = 1
+    while used < NORMAL_WORDS - 2:
+        i = np.int64(w & np.uint64(0xFF))
+        rabs = np.int64(w >> np.uint64(12))
+        x = np.float64(rabs) * _ZIG_W[i]
+        sign = 1.0 - 2.0 * np.float64((w >> np.uint64(8)) & 1)
+        if rabs < _ZIG_K[i]:
+            return sign * x
+        if i == 0:  # the tail beyond R: x = R + a with density prop. to exp(-R a - a^2 / 2)
+            a = -math.log(uniform(key, counter + used)) / ZIGGURAT_R
+            b = -math.log(uniform(key, counter + used + 1))
+            used += 2
+            if b + b > a * a:
+                return sign * (ZIGGURAT_R + a)
+        else:  # the wedge between the rectangle and the next strip's height
+            y = _ZIG_F[i] + uniform(key, counter + used) * (_ZIG_F[i + 1] - _ZIG_F[i])
+            used += 1
+            if y < math.exp(-0.5 * x * x):
+                return sign * x
+        w = word(key, counter + used)
+        used += 1
+    return 0.0  # NORMAL_WORDS rejections in a row: probability below 1e-200
+
+
+@jit
+def gamma_factor(key, sample, shape, d, c):
     """A gamma factor of shape ``shape`` and mean 1 for a sample (Marsaglia and Tsang's
-    method; each try under its own counter)."""
-    a = shape if shape >= 1.0 else shape + 1.0
-    d = a - 1.0 / 3.0
-    c = 1.0 / math.sqrt(9.0 * d)
-    for attempt in range(1 << 15):
-        z, _ = normal_pair(key, (sample << 16) + 2 * attempt)
-        v = 1.0 + c * z
-        if v <= 0.0:
+    method, 2000, with ``d = a - 1/3``, ``c = 1 / sqrt(9 d)``, ``a`` the shape or, below 1,
+    the shape + 1): try ``t`` draws its normal from counter ``sample * 2**16 + t * 2**8`` and
+    its uniforms from the next ``NORMAL_WORDS`` words on."""
+    for attempt in range(1 << 8):
+        at = (np.uint64(sample) << np.uint64(16)) + (np.uint64(attempt) << np.uint64(8))
+        z = normal(key, at)
+        w = 1.0 + c * z
+        if w <= 0.0:
             continue
-        v = v * v * v
-        u3, u4 = uniforms(key, (((sample << 16) + 2 * attempt + 1) << 16))
-        if math.log(u3) < 0.5 * z * z + d - d * v + d * math.log(v):
+        u = uniform(key, at + NORMAL_WORDS)
+        v = w * w * w
+        if gamma_squeeze(u, z, w, c) or math.log(u) < 0.5 * z * z + d - d * v + d * math.log(v):
             x = d * v
             if shape < 1.0:  # gamma(a) = gamma(a + 1) * U^(1/a)
-                x *= u4 ** (1.0 / shape)
+                x *= uniform(key, at + NORMAL_WORDS + 1) ** (1.0 / shape)
             return x / shape  # scale 1/shape: mean 1
-    return 1.0
+    return 1.0  # 256 rejections in a row: probability below 1e-300
 
 
 @jit
-def factors(key, first, shape, gamma, out):
+def gamma_squeeze(u, z, w, c):
+    """Marsaglia and Tsang's test ``log(u) < g = z^2/2 + d (1 - v + log v)`` (``v = w^3``,
+    ``w = 1 + c z > 0``) decided without a logarithm when ``u`` is below one of two lower
+    bounds of ``exp(g)``: theirs, ``1 - 0.0331 z^4``, and ``1 - c^2 z^4 / (12 min(1, w)^4)``
+    (Taylor's remainder of ``log(1 + c z)`` gives ``g = -c^2 z^4 / (12 (1 + e)^4)``, ``e``
+    between 0 and ``c z``; and ``exp(g) >= 1 + g``). Measured: together they leave 0.04% of
+    tries to the logarithms at shape 100 (theirs alone 8%), 2.4% at 4, 5.4% at 1."""
+    m = min(w, 1.0)
+    m4 = (m * m) * (m * m)
+    z4 = (z * z) * (z * z)
+    return u < 1.0 - 0.0331 * z4 or u * m4 < m4 - c * c * z4 / 12.0
+
+
+@jit
+def factors(key, first, shape, gamma, out, z):
     """``out[b]``: the mean-1 factor of sample ``first + b`` (1 where ``shape`` is 0):
-    lognormal of log-sigma ``shape`` (normals in pairs: samples ``2 c`` and ``2 c + 1`` share
-    counter ``c``) or gamma of shape ``shape``."""
+    lognormal of log-sigma ``shape`` (the normal from counter ``sample * 2**8``) or gamma of
+    shape ``shape``; ``z[K]`` is scratch."""
     K = out.shape[0]
     if shape <= 0.0:
         for b in range(K):
             out[b] = 1.0
         return
     if gamma:
+        a = shape if shape >= 1.0 else shape + 1.0
+        d = a - 1.0 / 3.0
+        c = 1.0 / math.sqrt(9.0 * d)
         for b in range(K):
-            out[b] = gamma_factor(key, first + b, shape)
+            out[b] = gamma_factor(key, first + b, shape, d, c)
         return
     shift = -0.5 * shape * shape
-    b = 0
-    while b < K:
-        sample = first + b
-        z0, z1 = normal_pair(key, sample >> 1)
-        if sample & 1 == 0:
-            out[b] = math.exp(shape * z0 + shift)
-            b += 1
-        if b < K:
-            out[b] = math.exp(shape * z1 + shift)
-            b += 1
+    for b in range(K):
+        z[b] = shape * normal(key, np.uint64(first + b) << np.uint64(8)) + shift
+    exp_into(z, out)
+
+
+@jit
+def exp_into(x, out):
+    """``out[b] = exp(x[b])`` to 1 ulp for ``|x| < 700`` (``x`` is overwritten), in loops that
+    Numba turns into SIMD (libm's ``exp`` is one call per number): ``x = t ln 2 + r`` with
+    ``t`` an integer (rounded by adding 1.5 * 2**52) and ``|r| <= ln(2) / 2``, ``exp(r)`` by
+    its Taylor polynomial of degree 13 (the rest is below 1e-17), times ``2**t`` made from
+    its bits. The lognormal's exponents stay below 40 (``cov <= 10``, ``|z| < 15``)."""
+    for b in range(x.shape[0]):
+        y = x[b]
+        rounded = y * _LOG2E + _ROUND
+        t = rounded - _ROUND
+        r = (y - t * _LN2_HIGH) - t * _LN2_LOW
+        e = _EXP_TAYLOR[0]
+        for c in _EXP_TAYLOR[1:]:
+            e = e * r + c
+        out[b] = e
+        x[b] = rounded  # its low bits hold t
+    bits = x.view(np.int64)
+    for b in range(x.shape[0]):
+        bits[b] = (bits[b] - _ROUND_BITS + 1023) << 52
+    for b in range(x.shape[0]):
+        out[b] *= x[b]
 
 
 @jit
@@ -391,23 +518,31 @@ def draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, s
     A non-empty ``step_pool`` gives the per-sample factor, bootstrapped, instead of
     ``step_shape``. Keys: ``(stage, kind, mb, sample)``.
     """
+    draw_keyed(seed, op_keys(seed, kind, stage, mb), kind, device, base, slow, shapes, gamma,
+               step_shape, spike_p, spike_x, pool, pool_at, relative, step_pool, first, out)
+
+
+@jit
+def draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, spike_p,
+               spike_x, pool, pool_at, relative, step_pool, first, out):
+    """``draw`` with each op's keys already made (``op_keys``): the Philox hashes once per
+    Monte Carlo, not once per block of samples."""
     N, K = out.shape
     per_step = np.empty(K)
+    scratch = np.empty(K)
     step_key = op_key(seed, 0, STEP << 8, 0)
     if step_pool.shape[0] > 0:
         for b in range(K):
             u, _ = uniforms(step_key, first + b)
             per_step[b] = step_pool[min(int(u * step_pool.shape[0]), step_pool.shape[0] - 1)]
     else:
-        factors(step_key, first, step_shape, gamma, per_step)
+        factors(step_key, first, step_shape, gamma, per_step, scratch)
     jitter = np.empty(K)
     empirical = pool.shape[0] > 0
     for i in range(N):
         k = kind[i]
-        s = stage[i]
-        j = mb[i]
-        factors(op_key(seed, s, k + (JITTER << 8), j), first, shapes[k], gamma, jitter)
-        events = op_key(seed, s, k + (EVENT << 8), j)
+        factors(keys[i, 0], first, shapes[k], gamma, jitter, scratch)
+        events = keys[i, 1]
         for b in range(K):
             t = base[i]
             if empirical or spike_p > 0.0:
@@ -443,6 +578,7 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
     out = busy_b = span_b = first_b = last_b = peak_b = none
     live = np.empty(p, np.int64)
     latency = np.empty(0)
+    keys = op_keys(seed, kind, stage, mb)
     for at in range(0, K, BLOCK):
         if min(BLOCK, K - at) != size:  # the first block, and a shorter last one
             size = min(BLOCK, K - at)
@@ -453,8 +589,8 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
             busy_b, span_b = np.empty((p, size)), np.empty((p, size))
             first_b, last_b, peak_b = np.empty((p, size)), np.empty((p, size)), np.empty((p, size))
             latency = np.empty(size)
-        draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-             spike_x, pool, pool_at, relative, step_pool, first + at, dur)
+        draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, spike_p,
+                   spike_x, pool, pool_at, relative, step_pool, first + at, dur)
         for i in range(N):
             if extra[i] != 0.0:
                 for b in range(size):
@@ -478,13 +614,14 @@ def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, s
     N = kind.shape[0]
     size = 0
     dur = start = end = hand = np.empty((0, 0))
+    keys = op_keys(seed, kind, stage, mb)
     for at in range(0, K, BLOCK):
         if min(BLOCK, K - at) != size:
             size = min(BLOCK, K - at)
             dur, start, end = np.empty((N, size)), np.empty((N, size)), np.empty((N, size))
             hand = _columns(handoff, size)
-        draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-             spike_x, pool, pool_at, relative, step_pool, first + at, dur)
+        draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, spike_p,
+                   spike_x, pool, pool_at, relative, step_pool, first + at, dur)
         for i in range(N):
             if extra[i] != 0.0:
                 for b in range(size):

@@ -38,10 +38,25 @@ def draws(noise, K, seed=3, stage=0, kind=0, mb=0, first=0):
     return out[0]
 
 
+# the samplers' exactness checks: 10^5 draws (fewer in the coverage run without the JIT)
+EXACT_DRAWS = 20_000 if os.environ.get("FASTPP_SMALL") else 100_000
+
+
+def assert_moments(x, ref):
+    """The sample mean and variance of ``x`` within 5 standard errors of ``ref``'s (the
+    variance's from the distribution's kurtosis, large for a heavy tail)."""
+    n = len(x)
+    mean, var, kurtosis = (float(v) for v in ref.stats(moments="mvk"))
+    assert abs(x.mean() - mean) < 5 * math.sqrt(var / n)
+    assert abs(x.var() - var) < 5 * var * math.sqrt((kurtosis + 2) / n)
+
+
 @pytest.mark.parametrize("dist", ["lognormal", "gamma"])
 @pytest.mark.parametrize("cov", [0.05, 0.5, 1.0, 3.0])
 def test_jitter_has_mean_one_and_the_distribution_asked(dist, cov):
-    x = draws(Noise(cov, dist), 20_000)
+    """The factors are exact: Kolmogorov-Smirnov against scipy's distribution, and their mean
+    and CoV (gamma below shape 1 takes its U^(1/a) path: CoV 3 is shape 1/9)."""
+    x = draws(Noise(cov, dist), EXACT_DRAWS)
     if dist == "lognormal":
         sigma = math.sqrt(math.log1p(cov**2))
         ref = stats.lognorm(s=sigma, scale=math.exp(-sigma**2 / 2))
@@ -49,6 +64,82 @@ def test_jitter_has_mean_one_and_the_distribution_asked(dist, cov):
         ref = stats.gamma(a=1 / cov**2, scale=cov**2)
     assert ref.mean() == pytest.approx(1.0) and ref.std() == pytest.approx(cov)
     assert stats.kstest(x, ref.cdf).pvalue > KS_ALPHA
+    assert_moments(x, ref)
+
+
+def standard_normals(K, **where):
+    """K of the ziggurat's normals, through the lognormal factor of log-sigma 1 (CoV
+    sqrt(e - 1)): z = log(x) + 1/2; drawn a million samples at a time."""
+    noise, chunk = Noise(math.sqrt(math.e - 1)), 1_000_000
+    return np.concatenate([np.log(draws(noise, min(chunk, K - at), first=at, **where)) + 0.5
+                           for at in range(0, K, chunk)])
+
+
+# the ziggurat's wedges and tail hold about 1% of its draws: 4 x 10^6 normals resolve an error
+# there (K-S to 0.1%, a thousand draws in the tail)
+ZIGGURAT_DRAWS = 20_000 if os.environ.get("FASTPP_SMALL") else 4_000_000
+
+
+def test_ziggurat_normals_are_standard_normal():
+    """Marsaglia and Tsang's ziggurat: K-S against N(0, 1) and its moments; the tail beyond
+    the base strip's edge R (drawn by Marsaglia's tail method) as often as the normal's and
+    shaped like it; no correlation between neighbouring samples or ops."""
+    z = standard_normals(ZIGGURAT_DRAWS)
+    ref = stats.norm()
+    assert stats.kstest(z, ref.cdf).pvalue > KS_ALPHA
+    assert_moments(z, ref)
+    r = noise_module.ZIGGURAT_R
+    tail = np.abs(z[np.abs(z) > r])
+    share = 2 * ref.sf(r)
+    assert abs(len(tail) / len(z) - share) < 5 * math.sqrt(share / len(z))
+    if len(tail):
+        assert stats.kstest(tail, stats.truncnorm(r, np.inf).cdf).pvalue > KS_ALPHA
+    z, other = z[:EXACT_DRAWS], standard_normals(EXACT_DRAWS, mb=1)
+    for a, b in ((z[1:], z[:-1]), (z, other)):
+        assert abs(np.corrcoef(a, b)[0, 1]) < 5 / math.sqrt(len(a))
+
+
+def test_ziggurat_tables_are_strips_of_equal_area():
+    """Every strip of the ziggurat has the area v of the base strip (its rectangle and the
+    normal's tail beyond R): the radius R closes the top strip to 1e-12."""
+    x, k, w, f = noise_module.ziggurat_tables()
+    r = noise_module.ZIGGURAT_R
+    v = r * math.exp(-r * r / 2) + math.sqrt(math.pi / 2) * math.erfc(r / math.sqrt(2))
+    assert len(x) == 257 and x[1] == r and x[256] == 0.0 and np.all(np.diff(x) < 0)
+    areas = x[1:256] * (f[2:257] - f[1:256])
+    assert np.max(np.abs(areas / v - 1)) < 1e-12
+    assert x[0] * f[1] == pytest.approx(v, rel=1e-15)
+    assert np.all(k <= 2.0**52 * x[1:] / x[:-1]) and np.all(k > 2.0**52 * x[1:] / x[:-1] - 1)
+    assert np.array_equal(w, x[:-1] * 2.0**-52)
+
+
+@pytest.mark.parametrize("shape", [100.0, 4.0, 1.0])
+def test_gamma_squeeze_only_accepts_what_the_exact_test_accepts(shape):
+    """The gamma's squeezes are lower bounds: every (z, u) they accept passes Marsaglia and
+    Tsang's logarithmic test (over the normals where they are tight and where they are not)."""
+    d = shape - 1 / 3
+    c = 1 / math.sqrt(9 * d)
+    rng = np.random.default_rng(1)
+    normal = rng.normal(size=10_000)
+    normal = normal[1 + c * normal > 0]  # the method redraws the others
+    z = np.concatenate([normal, rng.uniform(-0.999 / c, 6, 10_000)])
+    u = rng.uniform(size=z.size)
+    w = 1 + c * z
+    v = w**3
+    exact = np.log(u) < 0.5 * z * z + d - d * v + d * np.log(v)
+    squeezed = np.array([noise_module.gamma_squeeze(*x, c) for x in zip(u, z, w, strict=True)])
+    assert not np.any(squeezed & ~exact)
+    drawn = slice(0, len(normal))  # as the method draws them, they decide most tries
+    assert squeezed[drawn].sum() > 0.9 * exact[drawn].sum()
+
+
+def test_exp_is_libm_to_one_ulp():
+    """``exp_into`` (the lognormal's vectorised exp) within 1 ulp of libm's over its domain."""
+    x = np.concatenate([np.linspace(-700, 700, 20_001), np.linspace(-1, 1, 20_001),
+                        np.random.default_rng(0).normal(0, 3, 20_000)])
+    out = np.empty_like(x)
+    noise_module.exp_into(x.copy(), out)
+    assert np.all(np.abs(out - np.exp(x)) <= np.spacing(np.exp(x)))
 
 
 def test_spikes_and_per_kind_cov():
@@ -110,7 +201,7 @@ def test_samples_on_threads_are_one_run_bit_for_bit(monkeypatch):
     whole = one_run(0, K)
     for mine, theirs in zip((mc.makespan, mc.busy, mc.span), whole, strict=True):
         assert np.array_equal(mine, theirs)
-    # an odd first sample splits a pair of normals
+    # a run from a first sample inside a block
     for mine, theirs in zip(one_run(37, 100), whole, strict=True):
         assert np.array_equal(mine, theirs[..., 37:137])
     counts = np.zeros(compiled.num_ops, np.int64), np.zeros(compiled.V), np.zeros(compiled.V)

@@ -133,7 +133,11 @@ def test_optimize_p95_picks_the_least_p95_candidate():
                            noise=_link(0.0), samples=32)
     slow = fastpp.optimize(4, 12, costs, method="heuristic", progress=False, objective="p95",
                            noise=_link(2.0), samples=32)
-    assert calm.schedule.ops.tobytes() == plain.schedule.ops.tobytes()  # no delay: no change
+    # no delay: no change, up to a tie (another schedule whose critical paths run the same ops,
+    # the same draws, in another order has the greedy's p95 to an ulp and may win by it)
+    greedy_p95 = simulate(plain.schedule, costs, noise=_link(0.0), samples=32).quantile(0.95)
+    assert calm.schedule.ops.tobytes() == plain.schedule.ops.tobytes() or \
+        calm.value == pytest.approx(greedy_p95, rel=1e-14)
     assert slow.method != plain.method  # a slow link makes another schedule the most robust
     for result, delay in ((calm, 0.0), (slow, 2.0)):
         assert result.value == result.robust.quantile(0.95)
