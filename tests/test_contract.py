@@ -2,8 +2,6 @@
 parameter, what it must be and what it got; never NumPy's, Numba's or Python's, and never a
 silently accepted value. Rows of the escapes found in review (issue 22's table)."""
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -157,19 +155,6 @@ def test_validate_names_its_datasets():
 def test_sweep_group_size_is_one_value():
     with pytest.raises(ScheduleError, match=r"G must be a positive integer \(got G=\[4, 8\]\)"):
         fastpp.sweep("interleaved-1f1b", p=4, n=8, G=[4, 8], progress=False)  # a TypeError once
-
-
-def test_sweep_on_dask_without_dask_names_the_extra():
-    # a fresh interpreter where importing dask fails, as on a machine without the extra
-    code = ("import sys; sys.modules['dask'] = None\n"
-            "import fastpp\n"
-            "try:\n"
-            "    fastpp.sweep('1f1b', p=2, n=2, executor='dask', progress=False)\n"
-            "except fastpp.ScheduleError as err:\n"
-            "    print(err)\n")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True)
-    assert "executor='dask' needs Dask: pip install 'fastpp[dask]'" in run.stdout
 
 
 def test_analyses_leave_inference_out():
