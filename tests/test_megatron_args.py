@@ -1,5 +1,6 @@
 """``from_megatron`` / ``to_megatron``: launch scripts as users write them, and back."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -7,7 +8,7 @@ import pandas as pd
 import pytest
 
 from fastpp import ScheduleError
-from fastpp.model import HARDWARE, RunConfig, Transformer, parse_layout
+from fastpp.model import HARDWARE, RunConfig, Transformer, parse_layout, transformer_costs
 from fastpp.model.errorbar import error_bar, regime
 from fastpp.model.megatron import FLAGS, from_megatron, script_words, to_megatron
 from fastpp.model.validate import DATA as PUBLISHED
@@ -248,6 +249,8 @@ def random_configs(seed, count):
             first_layers=int(rng.integers(1, 4)) if m == 1 and p > 1 and rng.integers(2)
             else None,
             cp_comm=str(rng.choice(["ring", "all-gather"])),
+            dispatcher=str(rng.choice(["alltoall", "allgather", "flex"])) if moe
+            else "alltoall",
             reduce_bytes=float(rng.choice([2.0, 4.0])))
         yield model, config
 
@@ -261,6 +264,29 @@ def test_round_trip(seed):
         assert back.config == config, flags
         assert back.model == model, flags
         assert back.ignored == ()
+
+
+def test_dispatcher_and_recompute_modules_reach_the_price():
+    """--moe-token-dispatcher-type (absent: Megatron's allgather) and --recompute-modules
+    are read into the RunConfig and priced, not carried and dropped."""
+    text = script("mixtral_8x7b.sh")
+    model, config = from_megatron(text)
+    assert config.dispatcher == "alltoall"
+    assert from_megatron(text.replace("--moe-token-dispatcher-type alltoall", "")
+                         ).config.dispatcher == "allgather"
+    with pytest.raises(ScheduleError, match=r"--moe-token-dispatcher-type must be one of "
+                                            r"\['alltoall', 'allgather', 'flex'\] \(got "
+                                            r"'deepep'\)"):
+        from_megatron(text.replace("dispatcher-type alltoall", "dispatcher-type deepep"))
+    selective = dataclasses.replace(config, recompute="selective")
+    modules = dataclasses.replace(selective, recompute_modules=("moe_act", "layernorm"))
+
+    def step(c):
+        costs = transformer_costs(model, None, "H100-80GB", config=c)
+        return float(np.sum(costs.f) + np.sum(costs.b)), float(np.max(costs.act))
+
+    assert step(dataclasses.replace(config, dispatcher="allgather"))[0] != step(config)[0]
+    assert step(modules) != step(selective)
 
 
 def test_to_megatron_refuses_what_megatron_cannot_run():

@@ -16,6 +16,7 @@ from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, flag, number, on
 from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from .hardware import PRECISIONS
 from .layout import as_layout, even_layers
+from .moe import DISPATCHERS
 from .stages import CP_COMMS, REDUCE_BYTES, ZERO, ZERO3_GATHERS
 from .transformer import RECOMPUTE, Transformer
 
@@ -76,6 +77,8 @@ class RunConfig:
     first_layers, last_layers : int, optional
         Layers on the first and last model chunk (the rest as even as can be).
     cp_comm : {"all-gather", "ring"}
+    dispatcher : {"alltoall", "allgather", "flex"}
+        The MoE token dispatcher (Megatron's ``--moe-token-dispatcher-type``).
     node_limit : int, optional
     imbalance : float
         As for ``transformer_costs``.
@@ -111,6 +114,7 @@ class RunConfig:
     first_layers: int | None = None
     last_layers: int | None = None
     cp_comm: str = "all-gather"
+    dispatcher: str = "alltoall"
     node_limit: int | None = None
     imbalance: float = 1.0
     reduce_bytes: float = REDUCE_BYTES
@@ -137,6 +141,7 @@ class RunConfig:
         one_of(self.zero, "zero", ZERO)
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         one_of(self.cp_comm, "cp_comm", CP_COMMS)
+        one_of(self.dispatcher, "dispatcher", DISPATCHERS)
         one_of(self.precision, "precision", (None, *PRECISIONS))
         if not isinstance(self.reduce_bytes, int | float) or isinstance(
                 self.reduce_bytes, bool) or self.reduce_bytes not in (2, 4):
@@ -229,7 +234,8 @@ class RunConfig:
                 "tp_overlap": self.tp_overlap, "ep": self.ep, "etp": self.etp,
                 "precision": self.precision, "node_limit": self.node_limit,
                 "imbalance": self.imbalance, "cp": self.cp, "cp_comm": self.cp_comm,
-                "zero": self.zero, "zero3": self.zero3, "overlap": self.overlap}
+                "zero": self.zero, "zero3": self.zero3, "overlap": self.overlap,
+                "dispatcher": self.dispatcher, "recompute_modules": self.recompute_modules}
 
     def bytes_keywords(self, model) -> dict:
         """``device_bytes``'s keywords for this run."""
@@ -250,7 +256,8 @@ class RunConfig:
                 "precision": None if self.precision is None else [self.precision],
                 "node_limit": self.node_limit, "imbalance": self.imbalance, "cp": [self.cp],
                 "cp_comm": self.cp_comm, "zero3": self.zero3, "overlap": [self.overlap],
-                "reduce_bytes": self.reduce_bytes}
+                "reduce_bytes": self.reduce_bytes, "dispatcher": self.dispatcher,
+                "recompute_modules": self.recompute_modules}
 
     def chunk_layout(self, model):
         """``layout``, or ``first_layers``/``last_layers`` as one over ``p m`` chunks."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, one_of, positive_int
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .layout import megatron_layers, parse_layout
+from .moe import DISPATCHERS
 from .transformer import Transformer
 
 INT, FLOAT, STR, BOOL, LIST = int, float, str, bool, list
@@ -46,6 +47,7 @@ FLAGS = {
     "decoder_first_pipeline_num_layers": (INT, None),
     "decoder_last_pipeline_num_layers": (INT, None),
     "context_parallel_size": (INT, 1), "cp_comm_type": (STR, "p2p"),
+    "moe_token_dispatcher_type": (STR, "allgather"),
     "expert_model_parallel_size": (INT, 1), "expert_tensor_parallel_size": (INT, None),
     "sequence_parallel": (BOOL, False),
     # batch
@@ -420,8 +422,18 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         blocking_handoffs=not a["overlap_p2p_communication"],
         precision="fp8" if a["fp8_format"] else "bf16", layout=layout, first_layers=first,
         last_layers=last, cp_comm=CP_COMM.get(a["cp_comm_type"], "ring"),
+        dispatcher=_dispatcher(a["moe_token_dispatcher_type"]) if model.moe else "alltoall",
         reduce_bytes=2.0 if a["grad_reduce_in_bf16"] or (
             a["fp16"] and not a["accumulate_allreduce_grads_in_fp32"]) else 4.0)
+
+
+def _dispatcher(value: str) -> str:
+    """``--moe-token-dispatcher-type`` checked (Megatron's default, where absent, is
+    allgather)."""
+    if value not in DISPATCHERS:
+        raise ScheduleError(f"--moe-token-dispatcher-type must be one of {list(DISPATCHERS)} "
+                            f"(got {value!r})")
+    return value
 
 
 def _chunks(a: dict, model: Transformer, p: int):
@@ -748,6 +760,7 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     flags += ["--bf16"] + (["--fp8-format", "hybrid"] if c.precision == "fp8" else [])
     flags += ["--grad-reduce-in-bf16"] * (c.reduce_bytes == 2.0)
     flags += ["--cp-comm-type", {"ring": "p2p", "all-gather": "allgather"}[c.cp_comm]]
+    flags += ["--moe-token-dispatcher-type", c.dispatcher]  # absent, Megatron's is allgather
     if model is not None:
         flags += _model_flags(model)
     return [str(x) for x in flags]
