@@ -192,7 +192,8 @@ class Schedule:
 
     def tokens(self) -> list[list[str]]:
         """Per-device lists of action tokens, the inverse of ``from_tokens``."""
-        return [[self.token(r, k) for k in range(self.length[r])] for r in range(self.p)]
+        ops = self.ops.transpose(1, 2, 0).tolist()  # [r][k] -> fields, as Python ints at once
+        return [[format_op(*op) for op in ops[r][:L]] for r, L in enumerate(self.length.tolist())]
 
     def compiled(self) -> Compiled:
         """The dependency graph in topological order, for one-pass timelines over many cost

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import heapq
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 
@@ -185,19 +187,28 @@ def simulate_reference(schedule, costs, durations=None):
                 else:
                     frees.append((end[r][k], gamma[s] * unit, 1))
 
-        def held(t, inclusive_free, field, allocs=allocs, frees=frees):
-            a = sum(x[field] for x in allocs if x[0] <= t)
-            fr = sum(x[field] for x in frees if (x[0] <= t if inclusive_free else x[0] < t))
-            return a - fr
+        totals = {field: (_running(allocs, field), _running(frees, field)) for field in (1, 2)}
+
+        def held(t, field, totals=totals):
+            """Allocated minus freed at instant ``t``, its events included."""
+            (a_times, a_sums), (f_times, f_sums) = totals[field]
+            return a_sums[bisect_right(a_times, t)] - f_sums[bisect_right(f_times, t)]
 
         f_starts = [start[r][k] for k, parts in enumerate(rows[r]) if parts[0][0] == "F"]
-        peaks.append(max([held(t, True, 1) for t in f_starts], default=0.0))
-        lives.append(max([held(t, True, 2) for t in f_starts], default=0))
-        during.append([held((s + e) / 2, True, 1) if e > s else None
+        peaks.append(max([held(t, 1) for t in f_starts], default=0.0))
+        lives.append(max([held(t, 2) for t in f_starts], default=0))
+        during.append([held((s + e) / 2, 1) if e > s else None
                        for s, e in zip(start[r], end[r], strict=True)])
     return RefResult(start, end, makespan, busy, span,
                      1 - sum(busy) / (p * makespan), 1 - (sum(busy) / p) / max(span),
                      serial, peaks, lives, during)
+
+
+def _running(events, field):
+    """``events`` (time, activations, live count) by time, and the total of ``field`` over
+    the first ``i`` of them for each ``i``: what is held at ``t`` is a difference of two."""
+    events = sorted(events, key=lambda x: x[0])
+    return [x[0] for x in events], list(accumulate((x[field] for x in events), initial=0))
 
 
 def assert_agrees(result, ref: RefResult):
