@@ -2,7 +2,6 @@
 parameter, what it must be and what it got; never NumPy's, Numba's or Python's, and never a
 silently accepted value. Rows of the escapes found in review (issue 22's table)."""
 
-
 import numpy as np
 import pytest
 

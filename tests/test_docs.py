@@ -25,8 +25,9 @@ NO_RUN = re.compile(r"<!-- no-run: (.+?) -->[ \t]*\n( *)```python\n(.*?)^\2```",
 BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```", re.S | re.M)
 NOT_RUN: dict[str, str] = {}  # "page: first line" -> reason, printed in the test summary
 
+# not modules to import: the CLI's entry, and the script each measured rank runs (torch only)
 MODULES = sorted(info.name for info in pkgutil.walk_packages(fastpp.__path__, "fastpp.")
-                 if info.name != "fastpp.__main__")
+                 if info.name not in ("fastpp.__main__", "fastpp.measured.rank"))
 
 
 @pytest.mark.parametrize("name", ["fastpp", *MODULES])

@@ -8,6 +8,7 @@ import gzip
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -680,3 +681,40 @@ def test_measured_trace_slices_are_never_negative_nor_overlap(folder):
                  key=lambda e: abs(e["ts"] - w["ts"] - w["dur"]))
         assert op["ts"] == pytest.approx(w["ts"] + w["dur"], abs=1e-3)
         assert w["dur"] == pytest.approx(op["args"]["wait_us"], abs=1e-3)
+
+
+FAKE_RANK = """
+import json, sys, time
+spec = json.load(open(sys.argv[1]))
+print(f"rank {spec['rank']} of {spec['p']} up", file=sys.stderr, flush=True)
+if spec["rank"] == 1 and spec["jobs"][0]["out"].endswith("fail"):
+    sys.exit("boom: rank 1's own error")
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("what", ["fail", "hang"])
+def test_a_failed_or_hung_rank_is_named_and_the_others_killed(tmp_path, monkeypatch, what):
+    """The runner's side of the ranks, with a stand-in for rank.py (no torch): a rank that
+    exits with an error is named with its exit code and its last lines, and its peer, which
+    would wait for it forever, is killed; hung ranks are killed at the timeout, with what they
+    printed."""
+    from fastpp.measured import runner
+
+    script = tmp_path / "rank.py"
+    script.write_text(FAKE_RANK)
+    monkeypatch.setattr(runner, "RANK_SCRIPT", script)
+    job, model, _ = runner._job("1f1b", 2, 4, None, 16, 8, 8, tmp_path / what, "cpu", 0,
+                                False)
+    start = time.monotonic()
+    if what == "fail":
+        with pytest.raises(ScheduleError, match=r"^rank 1 failed \(exit code 1\): rank 1 of 2 "
+                                                r"up\nboom: rank 1's own error$"):
+            runner.run_jobs([job], model, timeout=30.0)
+    else:
+        with pytest.raises(ScheduleError, match=r"^timeout: ranks \[0, 1\] were still running "
+                                                r"after 1 s and were killed\nrank 0 printed: "
+                                                r"rank 0 of 2 up\nrank 1 printed: rank 1 of 2 "
+                                                r"up$"):
+            runner.run_jobs([job], model, timeout=1.0)
+    assert time.monotonic() - start < 20  # the sleeping peer did not hold the call

@@ -27,7 +27,14 @@ SINGLE_STAGE = ("ScheduleGPipe",)  # classes built on one stage object, not a li
 
 
 def main(path: str) -> None:
-    """One rank's process: join the group, then run and profile each job of the spec."""
+    """One rank's process: join the group, then run and profile each job of the spec.
+
+    Parameters
+    ----------
+    path : str
+        The spec ``runner.run_jobs`` wrote: ``rank``, ``p``, ``port``, ``model`` (the
+        ``Model``'s fields) and ``jobs`` (each ``Job``'s), as JSON.
+    """
     with open(path) as f:
         spec = json.load(f)
     rank, p, model = spec["rank"], spec["p"], SimpleNamespace(**spec["model"])
@@ -103,7 +110,7 @@ def _run_job(rank: int, job, model, device) -> None:
         os.replace(tmp.name, folder / f"rank{rank}_trace.json")
 
 
-def _delayed(module, stage: int, delays: tuple):
+def _delayed(module, stage: int, delays: list):
     """``module`` with the injected delays of ``stage``: a forward sleep before it runs, a
     backward one in an identity on its output (the first node its backward reaches)."""
     mine = [(kind, seconds, prob) for s, kind, seconds, prob in delays if s == stage]
@@ -138,7 +145,7 @@ def _delayed(module, stage: int, delays: tuple):
     return Delayed()
 
 
-def _slow_link(stages, held, rank: int, link: tuple) -> None:
+def _slow_link(stages, held, rank: int, link: list) -> None:
     """Make each of ``stages`` sleep before preparing a send to a stage on the other end of
     the slow link (forward sends to the next stage, backward ones to the previous)."""
     seconds, r1, r2 = link

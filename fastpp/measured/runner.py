@@ -130,7 +130,7 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
         ``stage`` sleeps ``seconds`` with that probability (a ``str`` ``"STAGE:KIND:SECONDS[:
         PROB]"`` too, as ``--delay`` takes it). A forward sleeps before its module runs, a
         backward as it starts (an identity on the stage's output whose backward sleeps), so
-        the sleep lies inside the op the profiler labels. Each rank draws from its own
+        the sleep lies inside the op the profiler labels. Each stage draws from its own
         seeded generator: the same run twice delays the same ops.
     link_delay : float or (seconds, r1, r2), optional
         A slow link: the rank sending over the link between ranks ``r1`` and ``r2``
@@ -232,13 +232,25 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
                  delay=(), link_delay=None, steps: int = 1) -> dict:
     """``measure`` several schedules in one set of processes (they start once).
 
-    ``schedules`` maps a label to what ``measure`` takes as ``schedule`` (each at its own
-    default ``m``); the traces of each go to ``out/<label>`` (``out/<label>/step{k}`` with
-    ``steps > 1``). ``delay`` and ``link_delay`` are ``measure``'s, for every job, or a dict
-    of them by label (the labels it leaves out run without). Returns the ``MeasuredRun`` of
-    each label, or its ``MeasuredSteps`` (``steps > 1``). The jobs run in the dict's order:
-    repeating labels in rounds (``"a@0", "b@0", "a@1", ...``) spreads the machine's drifting
-    load over the schedules alike.
+    Parameters
+    ----------
+    schedules : dict
+        Label -> what ``measure`` takes as ``schedule`` (each at its own default ``m``). The
+        jobs run in the dict's order: repeating labels in rounds (``"a@0", "b@0", "a@1",
+        ...``) spreads the machine's drifting load over the schedules alike.
+    p, n, layers, hidden, microbatch, device, warmup, realtime, timeout, steps
+        As for ``measure``, for every job.
+    out : str or Path
+        The traces of each job go to ``out/<label>`` (``out/<label>/step{k}`` with
+        ``steps > 1``).
+    delay, link_delay
+        ``measure``'s, for every job, or a dict of them by label (the labels it leaves out
+        run without).
+
+    Returns
+    -------
+    dict
+        Label -> its ``MeasuredRun``, or its ``MeasuredSteps`` (``steps > 1``).
     """
     if not isinstance(schedules, dict) or not schedules:
         raise ScheduleTypeError(f"schedules must be a non-empty dict of label -> schedule "
@@ -358,10 +370,12 @@ def _prepare(job: Job, order: Schedule | None) -> None:
 
 def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
     """Run ``jobs`` in order in one process per rank; raise ``ScheduleError`` if a rank fails
-    or the whole takes longer than ``timeout`` seconds (then every rank is killed)."""
+    or the whole takes longer than ``timeout`` seconds (then every rank is killed). What the
+    ranks print on standard error reaches this process's after they finish."""
     p = jobs[0].p
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="fastpp-ranks-") as folder:
+        errs = [Path(folder) / f"rank{rank}.err" for rank in range(p)]
         procs = []
         try:
             for rank in range(p):
@@ -369,40 +383,48 @@ def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
                 spec.write_text(json.dumps({
                     "rank": rank, "p": p, "port": port, "model": dataclasses.asdict(model),
                     "jobs": [dataclasses.asdict(job) for job in jobs]}))
-                with open(Path(folder) / f"rank{rank}.err", "w") as err:
+                with open(errs[rank], "w") as err:
                     procs.append(subprocess.Popen(
                         [sys.executable, "-P", str(RANK_SCRIPT), str(spec)],
                         stdin=subprocess.DEVNULL, stderr=err))
-            _wait(procs, folder, timeout)
+            _wait(procs, errs, timeout)
         finally:
             for proc in procs:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
+            for err in errs:
+                if err.exists():
+                    sys.stderr.write(err.read_text(errors="replace"))
 
 
-def _wait(procs: list, folder: str, timeout: float) -> None:
-    """Wait for every rank; the first to fail (or the timeout) raises, naming it."""
+def _wait(procs: list, errs: list[Path], timeout: float) -> None:
+    """Wait for every rank. A rank that fails raises, with the exit code and last lines of
+    every rank failed by then (one cause, and its peers' lost connections: each says which);
+    so does the timeout, with what the hung ranks printed."""
     deadline = time.monotonic() + timeout
     while True:
         codes = [proc.poll() for proc in procs]
-        for rank, code in enumerate(codes):
-            if code:  # the ranks left would wait for it forever
-                raise ScheduleError(f"rank {rank} failed: "
-                                    f"{_last_error(Path(folder) / f'rank{rank}.err')}")
+        failed = [r for r, code in enumerate(codes) if code]
+        if failed:  # the ranks left would wait for it forever
+            raise ScheduleError("; ".join(
+                f"rank {r} failed (exit code {codes[r]}): {_last_lines(errs[r])}"
+                for r in failed))
         if all(code == 0 for code in codes):
             return
         if time.monotonic() >= deadline:
             hung = [r for r, code in enumerate(codes) if code is None]
+            printed = "".join(f"\nrank {r} printed: {_last_lines(errs[r])}" for r in hung
+                              if errs[r].stat().st_size)
             raise ScheduleError(f"timeout: ranks {hung} were still running after "
-                                f"{timeout:g} s and were killed")
+                                f"{timeout:g} s and were killed{printed}")
         time.sleep(0.05)
 
 
-def _last_error(path: Path) -> str:
+def _last_lines(path: Path) -> str:
     """The end of a rank's standard error: its traceback's last lines."""
     lines = path.read_text(errors="replace").strip().splitlines()
-    return "\n".join(lines[-12:]) or "no error printed (killed by a signal?)"
+    return "\n".join(lines[-12:]) or "nothing printed (killed by a signal?)"
 
 
 def _torch() -> None:
