@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 
 from fastpp import ScheduleError
-from fastpp.model import HARDWARE, RunConfig, Transformer, parse_layout, transformer_costs
+from fastpp.model import (
+    HARDWARE,
+    RunConfig,
+    Transformer,
+    parse_layout,
+    plan,
+    transformer_costs,
+)
 from fastpp.model.errorbar import error_bar, regime
 from fastpp.model.megatron import FLAGS, from_megatron, script_words, to_megatron
 from fastpp.model.validate import DATA as PUBLISHED
@@ -268,25 +275,46 @@ def test_round_trip(seed):
 
 def test_dispatcher_and_recompute_modules_reach_the_price():
     """--moe-token-dispatcher-type (absent: Megatron's allgather) and --recompute-modules
-    are read into the RunConfig and priced, not carried and dropped."""
+    are read into the RunConfig and priced, not carried and dropped; the modules only with
+    selective recomputation, as Megatron reads them."""
     text = script("mixtral_8x7b.sh")
     model, config = from_megatron(text)
     assert config.dispatcher == "alltoall"
     assert from_megatron(text.replace("--moe-token-dispatcher-type alltoall", "")
                          ).config.dispatcher == "allgather"
+    assert from_megatron(text.replace("dispatcher-type alltoall", "dispatcher-type alltoall_seq")
+                         ).config.dispatcher == "alltoall"  # Megatron-Core 0.10-0.12's
     with pytest.raises(ScheduleError, match=r"--moe-token-dispatcher-type must be one of "
                                             r"\['alltoall', 'allgather', 'flex'\] \(got "
                                             r"'deepep'\)"):
         from_megatron(text.replace("dispatcher-type alltoall", "dispatcher-type deepep"))
-    selective = dataclasses.replace(config, recompute="selective")
-    modules = dataclasses.replace(selective, recompute_modules=("moe_act", "layernorm"))
 
-    def step(c):
-        costs = transformer_costs(model, None, "H100-80GB", config=c)
-        return float(np.sum(costs.f) + np.sum(costs.b)), float(np.max(costs.act))
+    def costs(c, **keywords):
+        schedule = c.build_schedule()
+        got = (transformer_costs(model, None, "H100-80GB", config=c) if not keywords else
+               transformer_costs(model, schedule, "H100-80GB", **keywords))
+        return np.concatenate([got.f, got.b, got.act])
 
-    assert step(dataclasses.replace(config, dispatcher="allgather"))[0] != step(config)[0]
-    assert step(modules) != step(selective)
+    attention = dataclasses.replace(config, recompute="selective",
+                                    recompute_modules=("core_attn",))
+    more = dataclasses.replace(attention, recompute_modules=("core_attn", "moe_act"))
+    gather = dataclasses.replace(config, dispatcher="allgather")
+    for c in (attention, more, gather):  # the one object prices as its keywords do
+        np.testing.assert_array_equal(costs(c), costs(c, **c.costs_keywords(model)))
+    keywords = more.costs_keywords(model)
+    assert keywords["recompute_modules"] == ("core_attn", "moe_act")
+    assert gather.costs_keywords(model)["dispatcher"] == "allgather"
+    assert not np.array_equal(costs(more), costs(attention))
+    assert not np.array_equal(costs(gather), costs(config))
+    # Megatron reads the modules with selective recomputation only
+    full = dataclasses.replace(more, recompute="full")
+    np.testing.assert_array_equal(costs(full), costs(dataclasses.replace(
+        full, recompute_modules=None)))
+    rows = plan(model, **more.plan_keywords())
+    assert len(rows) == 1 and rows["step_time"].iloc[0] == pytest.approx(
+        plan(model, **{**attention.plan_keywords(), "recompute_modules": ("core_attn",
+                                                                          "moe_act")}
+             )["step_time"].iloc[0], rel=1e-12)
 
 
 def test_to_megatron_refuses_what_megatron_cannot_run():

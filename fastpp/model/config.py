@@ -52,8 +52,10 @@ class RunConfig:
     recompute : {"none", "selective", "full"}
     recompute_method, recompute_layers, recompute_modules : optional
         Megatron's ``--recompute-method`` (``"uniform"`` or ``"block"``),
-        ``--recompute-num-layers`` and ``--recompute-modules``: carried for the round trip;
-        the cost model prices ``recompute`` over every layer.
+        ``--recompute-num-layers`` and ``--recompute-modules``. The cost model prices
+        ``recompute`` over every layer (method and layers are carried for the round trip),
+        and the modules with ``recompute="selective"``, as Megatron uses them
+        (``priced_modules``).
     sequence_parallel : bool
         Megatron's sequence parallelism with ``t > 1`` (default True, as ``plan``).
     zero : {0, 1, 2, 3}
@@ -78,7 +80,9 @@ class RunConfig:
         Layers on the first and last model chunk (the rest as even as can be).
     cp_comm : {"all-gather", "ring"}
     dispatcher : {"alltoall", "allgather", "flex"}
-        The MoE token dispatcher (Megatron's ``--moe-token-dispatcher-type``).
+        The MoE token dispatcher (Megatron's ``--moe-token-dispatcher-type``). Default
+        alltoall, as ``plan``'s; ``from_megatron`` gives Megatron's own, allgather, where the
+        flag is absent.
     node_limit : int, optional
     imbalance : float
         As for ``transformer_costs``.
@@ -235,7 +239,7 @@ class RunConfig:
                 "precision": self.precision, "node_limit": self.node_limit,
                 "imbalance": self.imbalance, "cp": self.cp, "cp_comm": self.cp_comm,
                 "zero": self.zero, "zero3": self.zero3, "overlap": self.overlap,
-                "dispatcher": self.dispatcher, "recompute_modules": self.recompute_modules}
+                "dispatcher": self.dispatcher, "recompute_modules": self.priced_modules}
 
     def bytes_keywords(self, model) -> dict:
         """``device_bytes``'s keywords for this run."""
@@ -257,7 +261,13 @@ class RunConfig:
                 "node_limit": self.node_limit, "imbalance": self.imbalance, "cp": [self.cp],
                 "cp_comm": self.cp_comm, "zero3": self.zero3, "overlap": [self.overlap],
                 "reduce_bytes": self.reduce_bytes, "dispatcher": self.dispatcher,
-                "recompute_modules": self.recompute_modules}
+                "recompute_modules": self.priced_modules}
+
+    @property
+    def priced_modules(self) -> tuple[str, ...] | None:
+        """``recompute_modules`` where they apply, with ``recompute="selective"`` (Megatron
+        reads ``--recompute-modules`` with selective granularity only), else ``None``."""
+        return self.recompute_modules if self.recompute == "selective" else None
 
     def chunk_layout(self, model):
         """``layout``, or ``first_layers``/``last_layers`` as one over ``p m`` chunks."""

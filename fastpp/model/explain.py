@@ -147,13 +147,15 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
                 gradient_overlap=config.gradient_overlap,
                 blocking_handoffs=config.blocking_handoffs, tp_overlap=config.tp_overlap,
                 cp_comm=config.cp_comm, zero3=config.zero3, reduce_bytes=config.reduce_bytes,
+                dispatcher=config.dispatcher, recompute_modules=config.priced_modules,
                 workers=workers)
     faster = rows[rows["fits"] & (rows["step_time"] < row["step_time"] * 0.995)]
     out = []
     for _, r in faster.iterrows():
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
             "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "blocking_handoffs",
-            "cp_comm", "zero3", "reduce_bytes", "precision")}, layout=None)
+            "cp_comm", "zero3", "reduce_bytes", "precision", "dispatcher",
+            "recompute_modules")}, layout=None)
         changed = sum(getattr(other, k) != getattr(config, k) for k in (*CHANGED, "d"))
         out.append({**r.to_dict(), "changed": changed,
                     "changes": _changes(config, other, megatron)})

@@ -429,7 +429,9 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
 
 def _dispatcher(value: str) -> str:
     """``--moe-token-dispatcher-type`` checked (Megatron's default, where absent, is
-    allgather)."""
+    allgather). Megatron-Core 0.10-0.12's ``alltoall_seq`` sends what alltoall sends."""
+    if value == "alltoall_seq":
+        return "alltoall"
     if value not in DISPATCHERS:
         raise ScheduleError(f"--moe-token-dispatcher-type must be one of {list(DISPATCHERS)} "
                             f"(got {value!r})")
@@ -760,7 +762,8 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     flags += ["--bf16"] + (["--fp8-format", "hybrid"] if c.precision == "fp8" else [])
     flags += ["--grad-reduce-in-bf16"] * (c.reduce_bytes == 2.0)
     flags += ["--cp-comm-type", {"ring": "p2p", "all-gather": "allgather"}[c.cp_comm]]
-    flags += ["--moe-token-dispatcher-type", c.dispatcher]  # absent, Megatron's is allgather
+    if model is None or model.moe:  # absent, Megatron's is allgather
+        flags += ["--moe-token-dispatcher-type", c.dispatcher]
     if model is not None:
         flags += _model_flags(model)
     return [str(x) for x in flags]

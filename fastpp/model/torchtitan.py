@@ -223,7 +223,7 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     fixed = {**{k: defaults[k] for k in ("gradient_overlap", "reduce_bytes", "layout",
                                          "first_layers", "last_layers", "recompute_method",
                                          "recompute_layers", "recompute_modules", "overlap",
-                                         "node_limit", "imbalance")}}
+                                         "node_limit", "imbalance", "dispatcher")}}
     for name, value in fixed.items():
         if getattr(c, name) != value:
             raise ScheduleError(f"to_torchtitan cannot state {name}={getattr(c, name)!r} in a "
