@@ -46,15 +46,17 @@ def _share_of_the_machine(config, alone: bool):
 
 
 # the longest files first (each about a minute or more on 2 cores), so that under pytest-xdist
-# the workers end together instead of one running the kernels' coverage rerun alone at the end
-FIRST = ("test_coverage.py", "test_reliability.py", "test_measured_real.py", "test_simulate.py",
-         "test_variability_real.py", "test_docs.py", "test_fidelity.py", "test_sweep.py",
-         "test_report.py", "test_fuzz_api.py")
+# the workers end together instead of one running the kernels' coverage rerun alone at the end;
+# the files marked `alone` last: by then the other tests have compiled the kernels they use
+# (on CI's cold cache, 60 s of compiling inside them left the other core idle)
+FIRST = ("test_coverage.py", "test_reliability.py", "test_simulate.py", "test_docs.py",
+         "test_fidelity.py", "test_sweep.py", "test_report.py", "test_fuzz_api.py")
 
 
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))
+    items.sort(key=lambda item: len(FIRST) + 1 if item.get_closest_marker("alone")
+               else rank.get(item.path.name, len(FIRST)))
 
 
 @pytest.hookimpl(wrapper=True)
