@@ -154,3 +154,30 @@ def test_the_residuals_by_group(split):
         assert abs((table["rows"] * table["mape"]).sum() / len(done) - whole) < 0.1
     with pytest.raises(ScheduleError, match="group must be one of"):
         validate_moe.by_group(frame, DATA, "gpu")
+
+
+def test_automodel_runs_a_pipeline_flush_per_accumulation_step(split):
+    """NeMo AutoModel's benchmark runs ``global_batch / (local_batch * dp)`` pipeline schedules
+    a step, each over its local batch (here 8 microbatches); Megatron's ``grad_accum`` is the
+    microbatches of its one schedule. The step is the flushes' pipelines, each with its FSDP
+    reduce-scatter, and one optimizer step."""
+    from fastpp.model import plan
+    from fastpp.model.hardware import HARDWARE
+
+    done, _ = split
+    big = next(r for r, _ in done if r["framework"].startswith("NeMo AutoModel")
+               and r["gpus"] == 1024)
+    kw = validate_moe.settings(big)
+    assert kw["flushes"] == 4 and kw["global_batch"] // 4 // (1024 // kw["pp"]) == 8
+    assert all(validate_moe.settings(r)["flushes"] == 1 for r, _ in done
+               if "AutoModel" not in r["framework"])
+    kw.pop("fp8_current_scaling"), kw.pop("flushes")
+    args = (kw.pop("model"), kw.pop("gpus"), HARDWARE[kw.pop("hardware")])
+    one = plan(*args, workers=1, **{**kw, "global_batch": kw["global_batch"] // 4}).iloc[0]
+    step = 4 * (one["step_time"] - one["optimizer_step"]) + one["optimizer_step"]
+    flops = kw["global_batch"] * kw["seq"] * args[0].megatron_flops_per_token(kw["seq"])
+    got, why = validate_moe.predict(big)
+    assert not why and got == pytest.approx(flops / step / args[1] / 1e12, rel=1e-9)
+    # one long schedule over all 32 microbatches would hide more of the pipeline's bubble
+    whole = plan(*args, workers=1, **kw).iloc[0]
+    assert got < 0.99 * whole["tflops_per_gpu"]

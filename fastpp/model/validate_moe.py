@@ -147,7 +147,9 @@ def _rows(data):
                     "global_batch": _number(r["global_batch"]),
                     "microbatch": _number(r["microbatch"]), "t": _number(r["t"]),
                     "p": _number(r["p"]), "cp": _number(r["cp"]), "vp": _number(r["vp"]),
-                    "ep": _number(r["ep"]), "etp": 1.0, "fsdp": "", "dispatcher": "",
+                    "ep": _number(r["ep"]), "etp": 1.0, "fsdp": "", "grad_accum": np.nan,
+                    "framework": "Megatron-Core",
+                    "dispatcher": "",
                     "recompute": "", "metric": "model_tflops_per_gpu",
                     "value": _number(r["tflops_per_gpu"]), "overlap": overlap,
                     "routing": "", "note": str(r["note"]),
@@ -165,7 +167,9 @@ def _rows(data):
                     "microbatch": _number(r["micro_batch"]), "t": _number(r["tp"]),
                     "p": _number(r["pp"]), "cp": _number(r["cp"]), "vp": _number(r["vp"]),
                     "ep": _number(r["ep"]), "etp": _number(r["etp"]),
-                    "fsdp": str(r["fsdp"]), "dispatcher": str(r["dispatcher"]),
+                    "fsdp": str(r["fsdp"]), "grad_accum": _number(r["grad_accum"]),
+                    "framework": str(r["framework"]),
+                    "dispatcher": str(r["dispatcher"]),
                     "recompute": str(r["recompute"]), "metric": str(r["metric"]),
                     "value": _number(r["value"]), "routing": str(r["routing"]),
                     "overlap": "A2A overlap on" in note, "note": note,
@@ -280,8 +284,21 @@ def settings(r) -> dict:
            "recompute_modules": modules, "offload_modules": noted.get("offload"),
            "layout": LAYOUTS.get((model.name, p, vp)),
            "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
-           "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r)}
+           "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r),
+           "flushes": _flushes(r)}
     return out
+
+
+def _flushes(r) -> int:
+    """The pipeline's flushes in a step: NeMo AutoModel runs one pipeline schedule a
+    gradient-accumulation step (``benchmark_recipe.py``: ``ga_steps = global_batch_size //
+    (local_batch_size * dp_size)`` calls of ``_forward_backward_step``, each one
+    ``torch.distributed.pipelining`` schedule over the local batch), Megatron one a step
+    (its ``grad_accum`` is the microbatches of that one schedule)."""
+    accumulate = r.get("grad_accum", np.nan)
+    if "AutoModel" not in str(r.get("framework", "")) or not np.isfinite(accumulate):
+        return 1
+    return max(int(accumulate), 1)
 
 
 def _current_scaling(r) -> bool:
@@ -333,9 +350,16 @@ def predict(r) -> tuple[float, str]:
     hardware = HARDWARE[kw.pop("hardware")]
     if kw.pop("fp8_current_scaling"):
         hardware = dataclasses.replace(hardware, fp8_current_scaling=True)
+    flushes = kw.pop("flushes")
+    kw["global_batch"] //= flushes  # one flush priced; the step runs ``flushes`` of them
     row = plan(kw.pop("model"), kw.pop("gpus"), hardware, workers=1, **kw).iloc[0]
     reason = "" if np.isfinite(row["tflops_per_gpu"]) else f"plan refuses it: {row['reason']}"
-    return float(row["tflops_per_gpu"]), reason
+    # each flush ends in FSDP's gradient reduce-scatter and reshard (PyTorch's
+    # PipelineStage.backward_maybe_with_nosync: FSDP's post_backward at a schedule's last
+    # backward); the optimizer steps once
+    once = row["optimizer_step"]
+    step = flushes * (row["step_time"] - once) + once
+    return float(row["tflops_per_gpu"] * flushes * row["step_time"] / step), reason
 
 
 def _priced(data):
