@@ -113,6 +113,38 @@ def test_precision_picks_the_peak():
             < matmul_time(h100, 8192, 8192, 8192))
 
 
+def test_current_scaling_accumulates_the_gradients_in_split_mode():
+    """Transformer Engine's current scaling runs the data- and weight-gradient FP8 products
+    with the split accumulator (``split_accumulator`` times slower), the forward's in fast
+    mode; bf16 products and other FP8 recipes are not touched. Shape-blind, memory free: the
+    weight gradients (products alone) take exactly 1.25 times as long, dense or expert."""
+    from fastpp.model import MODELS
+    from fastpp.model.moe import expert_times
+
+    free = dataclasses.replace(HW, matmul_half=1e-9, memory_bandwidth=1e30, op_overhead=0.0,
+                               fp8_flops=2e12, split_accumulator=1.25).with_precision("fp8")
+    split = dataclasses.replace(free, fp8_current_scaling=True)
+    gpt = Transformer(layers=4, hidden=64, heads=2, vocab=10)
+    fast, slow = (layer_times(gpt, hw, 16, 2, 1, False, 0) for hw in (free, split))
+    assert slow["forward"] == pytest.approx(fast["forward"], rel=1e-12)
+    assert slow["weight_grad"] == pytest.approx(1.25 * fast["weight_grad"], rel=1e-12)
+    assert slow["input_grad"] > fast["input_grad"]
+    qwen = MODELS["qwen3-30b-a3b"]
+    fast, slow = (expert_times(qwen, hw, 64, 1, 1, 8, 1, False) for hw in (free, split))
+    assert slow["forward"] == pytest.approx(fast["forward"], rel=1e-12)
+    # the router's product stays in bf16 (not in the recipe): the experts' alone scale
+    router = expert_times(qwen, dataclasses.replace(free, fp8_flops=1e30), 64, 1, 1, 8, 1,
+                          False)["weight_grad"]
+    assert slow["weight_grad"] - router == pytest.approx(1.25 * (fast["weight_grad"] - router),
+                                                         rel=1e-9)
+    bf16 = split.with_precision("bf16")
+    assert layer_times(gpt, bf16, 16, 2, 1, False, 0)["weight_grad"] == pytest.approx(
+        layer_times(gpt, free.with_precision("bf16"), 16, 2, 1, False, 0)["weight_grad"])
+    # the Hopper presets carry it; Blackwell's FP8 has no fast mode to lose
+    assert HARDWARE["H100-80GB"].split_accumulator == 1.15
+    assert HARDWARE["B200-180GB"].split_accumulator == 1.0
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(memory_bandwidth=-1.0), r"memory_bandwidth must be finite and > 0 \(got -1.0\)"),
     (dict(memory_bandwidth=float("nan")), r"memory_bandwidth must be finite and > 0"),
@@ -128,6 +160,8 @@ def test_precision_picks_the_peak():
                             r"fp8_flops=None for hand\)"),
     (dict(fp8_flops=-2.0), r"fp8_flops must be finite and > 0 \(got -2.0\)"),
     (dict(fp8_current_scaling=1), r"fp8_current_scaling must be one of \[False, True\]"),
+    (dict(split_accumulator=0.5), r"split_accumulator must be >= 1 \(got 0.5\)"),
+    (dict(split_accumulator=float("nan")), r"split_accumulator must be finite and >= 0"),
 ])
 def test_bad_hardware_is_named(change, message):
     with pytest.raises(ScheduleError, match=message):

@@ -194,6 +194,16 @@ def amax_bytes(hw: Hardware) -> float:
     return CURRENT_SCALING_BYTES if hw.fp8_current_scaling else 0.0
 
 
+def gradient_hardware(hw: Hardware) -> Hardware:
+    """The hardware the data- and weight-gradient products run on: ``hw`` itself, or, for
+    FP8 products under Transformer Engine's current scaling, ``hw`` with its efficiency
+    divided by ``Hardware.split_accumulator`` (the recipe accumulates those two products in
+    split mode, ``use_split_accumulator=True``; the forward product in fast mode)."""
+    if hw.precision != "fp8" or not hw.fp8_current_scaling or hw.split_accumulator == 1.0:
+        return hw
+    return hw.with_efficiency(hw.efficiency / hw.split_accumulator)
+
+
 def fp8_cast_times(hw: Hardware, model: Transformer, T, t) -> tuple[np.ndarray, np.ndarray]:
     """Forward and input-grad seconds of Transformer Engine's fp8 casts in one dense layer
     (zero unless ``hw.precision`` is "fp8"), one memory-bound kernel each. Per product, bytes
@@ -221,8 +231,9 @@ def _products(hw: Hardware, shapes, T):
     list of ``(n, k)``): ``T x k -> n``, its data gradient ``T x n -> k`` and its weight
     gradient ``k x T -> n``."""
     forward = sum(matmul_time(hw, T, n, k) for n, k in shapes)
-    input_grad = sum(matmul_time(hw, T, k, n) for n, k in shapes)
-    weight_grad = sum(matmul_time(hw, k, n, T) for n, k in shapes)
+    grad = gradient_hardware(hw)
+    input_grad = sum(matmul_time(grad, T, k, n) for n, k in shapes)
+    weight_grad = sum(matmul_time(grad, k, n, T) for n, k in shapes)
     return forward, input_grad, weight_grad
 
 
@@ -335,12 +346,13 @@ def _dense_layer_times(model: Transformer, hw: Hardware, seq: int, microbatch, t
     forward = (norms + residuals + act_fwd + core_fwd
                + matmul_time(hw, T, qkv, h) + matmul_time(hw, T, h, out)
                + matmul_time(hw, T, G * F / t, h) + matmul_time(hw, T, h, F / t))
+    grad = gradient_hardware(hw)
     input_grad = (1.5 * norms + (2.0 + drop) / (3.0 + drop) * residuals
                   + memory_time(hw, (G + 2.0) * BYTES * T * F / t) + core_bwd
-                  + matmul_time(hw, T, h, qkv) + matmul_time(hw, T, out, h)
-                  + matmul_time(hw, T, h, G * F / t) + matmul_time(hw, T, F / t, h))
-    weight_grad = (matmul_time(hw, h, qkv, T) + matmul_time(hw, out, h, T)
-                   + matmul_time(hw, h, G * F / t, T) + matmul_time(hw, F / t, h, T))
+                  + matmul_time(grad, T, h, qkv) + matmul_time(grad, T, out, h)
+                  + matmul_time(grad, T, h, G * F / t) + matmul_time(grad, T, F / t, h))
+    weight_grad = (matmul_time(grad, h, qkv, T) + matmul_time(grad, out, h, T)
+                   + matmul_time(grad, h, G * F / t, T) + matmul_time(grad, F / t, h, T))
     casts_fwd, casts_bwd = fp8_cast_times(hw, model, T, t)
     forward, input_grad = forward + casts_fwd, input_grad + casts_bwd
     input_grad = input_grad + np.where(rc == 1, core_fwd, np.where(rc == 2, forward, 0.0))

@@ -72,6 +72,7 @@ from .compute import (
     _attention_shapes,
     amax_bytes,
     attention_times,
+    gradient_hardware,
     matmul_time,
     memory_time,
     mlp_times,
@@ -186,12 +187,13 @@ def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t
     forward = (matmul_time(gate, owned, E, h) + router + permute
                + matmul_time(hw, rows, G * width, h, local) + matmul_time(hw, rows, h, width, local)
                + memory_time(hw, (G + 1.0) * BYTES * received * width))
+    grad = gradient_hardware(hw)  # current scaling's split accumulator
     input_grad = (matmul_time(gate, owned, h, E) + router + permute
-                  + matmul_time(hw, rows, h, G * width, local)
-                  + matmul_time(hw, rows, width, h, local)
+                  + matmul_time(grad, rows, h, G * width, local)
+                  + matmul_time(grad, rows, width, h, local)
                   + memory_time(hw, (G + 2.0) * BYTES * received * width))
-    weight_grad = (matmul_time(gate, h, E, owned) + matmul_time(hw, h, G * width, rows, local)
-                   + matmul_time(hw, width, h, rows, local))
+    weight_grad = (matmul_time(gate, h, E, owned) + matmul_time(grad, h, G * width, rows, local)
+                   + matmul_time(grad, width, h, rows, local))
     casts = fp8_casts(model, hw, seq, b, t, received, etp)
     return {"forward": shared["forward"] + forward + casts["forward"],
             "input_grad": shared["input_grad"] + input_grad + casts["input_grad"],
