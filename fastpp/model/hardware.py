@@ -22,9 +22,11 @@ not carry), 288 GB of HBM3e at 8 TB/s, one NVLink5 domain of 72, one ConnectX-8 
 per GPU beyond the rack. B300-288GB (one GPU of a DGX B300 / HGX B300: 8 a node, NVLink5,
 ConnectX-8 800 Gb/s a GPU; HGX B300's datasheet: 72 / 36 PFLOP/s fp8 / bf16 with sparsity
 for 8 GPUs): B200's 2.25 / 4.5 PFLOP/s dense, 288 GB at 8 TB/s. The Grace-hosted GPUs
-(GB200, GB300) reach host memory over NVLink-C2C (900 GB/s both directions, 450 each way:
-``host_bandwidth``); the others over PCIe Gen5 x16 (64 GB/s a direction, about 50
-reached). Blackwell's curve is H100's, checked on the MoE rows only
+(GB200, GB300) reach host memory over NVLink-C2C: one Grace's link (900 GB/s both
+directions) serves its superchip's two GPUs ("one Grace CPU with two Blackwell GPUs ... 900
+GB/s NVLink-C2C"), and in a training run both copy at once, so each GPU gets half of each
+direction, 225 GB/s (``host_bandwidth``); the others reach it over PCIe Gen5 x16 (64 GB/s a
+direction, about 50 reached). Blackwell's curve is H100's, checked on the MoE rows only
 (``fastpp.model.validate_moe``).
 
 The memory bandwidths are what a streaming kernel reaches (about 85-90% of the datasheet, as
@@ -298,9 +300,9 @@ HARDWARE = {hw.name: hw for hw in (
              memory_bandwidth=2.9e12, fp8_flops=1979e12,
              split_accumulator=HOPPER_SPLIT_ACCUMULATOR, **H100_CURVE),
     Hardware("GB200", 2500e12, 186 * GB, LINKS["NVLink5"], LINKS["IB-400G"], gpus_per_node=72,
-             memory_bandwidth=7.0e12, fp8_flops=5000e12, host_bandwidth=450e9, **H100_CURVE),
+             memory_bandwidth=7.0e12, fp8_flops=5000e12, host_bandwidth=225e9, **H100_CURVE),
     Hardware("GB300", 2500e12, 288 * GB, LINKS["NVLink5"], LINKS["IB-800G"], gpus_per_node=72,
-             memory_bandwidth=7.0e12, fp8_flops=5000e12, host_bandwidth=450e9, **H100_CURVE),
+             memory_bandwidth=7.0e12, fp8_flops=5000e12, host_bandwidth=225e9, **H100_CURVE),
     Hardware("B300-288GB", 2250e12, 288 * GB, LINKS["NVLink5"], LINKS["IB-800G"],
              memory_bandwidth=7.0e12, fp8_flops=4500e12, **H100_CURVE),
 )}
