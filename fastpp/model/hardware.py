@@ -152,8 +152,9 @@ class Hardware:
         every few steps of the reduction; Blackwell's FP8 products have no fast mode to
         lose (Transformer Engine's ``cublaslt_grouped_gemm.cu``: "no fastAccuMode for
         sm100"). Priced where ``fp8_current_scaling`` is (``fastpp.model.compute``'s
-        ``gradient_hardware``). The Hopper presets take 1.15: PyTorch's torchao measured
-        1.1x to 1.2x from fast accumulation on H100 (pytorch/ao issue 2377).
+        ``gradient_hardware``). The Hopper presets take 1.15: a torchao user measured 1.1x
+        to 1.2x from fast accumulation in FP8 training (pytorch/ao issue 2377; the mode is
+        Hopper's and Ada's), and the middle is taken.
     host_bandwidth : float
         Bytes per second one way between the GPU and host memory (activation offloading).
     host_layer : float
@@ -283,7 +284,7 @@ A100_OVERHEADS = {"host_layer": 1.65e-3, "host_backward": 0.05e-3, "host_microba
                   "host_step": 1.0e-3, "host_op": 0.12e-3, "handoff": 0.0}
 H100_CURVE = {"efficiency": 0.92, "matmul_half": 1024.0}
 # Hopper's FP8 products in split accumulation (Hardware.split_accumulator): pytorch/ao issue
-# 2377, "enabling fast accumulation can lead to a 1.1x to 1.2x speedup" on H100; the middle
+# 2377, "enabling fast accumulation can lead to a 1.1x to 1.2x speedup"; the middle
 HOPPER_SPLIT_ACCUMULATOR = 1.15
 HARDWARE = {hw.name: hw for hw in (
     Hardware("A100-80GB", 312e12, 80 * GB, LINKS["NVLink3"], LINKS["IB-200G"],
