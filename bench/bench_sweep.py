@@ -192,7 +192,7 @@ def _main_job(tmp: Path, cache: Path) -> tuple[float, float]:
 def bench_main_job_cold_and_cached(benchmark, tmp_path):
     benchmark.group = "default scripts/sweep.py"
     # a smoke run times nothing, so it takes the suite's cache (the cold compile into an
-    # empty cache is test_reliability's two sweeps)
+    # empty cache is test_reliability's two processes)
     cache = tmp_path / "cache" if not benchmark.disabled else Path(CACHE_DIR).parent
     cold, _ = benchmark.pedantic(_main_job, args=(tmp_path / "a", cache), rounds=1,
                                  iterations=1)
