@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 import numba
+from numba.core.registry import CPUDispatcher
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -52,7 +53,7 @@ def _cache_dir() -> str:
 CACHE_DIR = _cache_dir()
 
 
-def jit(func=None, *, signature=None):
+def jit(func=None, *, signature=None, internal=False):
     """Compile ``func`` in nopython mode with fastpp's options.
 
     ``cache=True``; no ``fastmath``; ``nogil=True`` so that sweeps run kernels on several
@@ -60,17 +61,31 @@ def jit(func=None, *, signature=None):
     C callback wrapper, which nothing uses and every function would compile.
     A ``signature`` compiles once, eagerly: small helpers called from many places with
     constants and mixed int widths would otherwise compile once per combination of types.
+    ``internal`` marks a helper that only other kernels call: Numba then builds no Python
+    wrapper for it (unboxing every argument: a fifth of a small helper's compile time), and
+    calling it from Python fails.
     """
 
     def wrap(f):
         saved = numba.config.CACHE_DIR
         numba.config.CACHE_DIR = CACHE_DIR  # read by Numba's cache locator at decoration time
         try:
-            options = {"cache": True, "nogil": True, "fastmath": False, "no_cfunc_wrapper": True}
-            if signature is None:
-                return numba.njit(**options)(f)
-            return numba.njit(signature, **options)(f)
+            options = {"cache": True, "nogil": True, "fastmath": False, "no_cfunc_wrapper": True,
+                       "no_cpython_wrapper": internal}
+            kernel = (numba.njit(**options) if signature is None
+                      else numba.njit(signature, **options))(f)
         finally:
             numba.config.CACHE_DIR = saved
+        if internal and isinstance(kernel, CPUDispatcher):  # (not under NUMBA_DISABLE_JIT)
+            kernel.__class__ = _Internal
+        return kernel
 
     return wrap if func is None else wrap(func)
+
+
+class _Internal(CPUDispatcher):
+    """A kernel without a Python wrapper: Numba's call from Python would crash the process."""
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self.py_func.__qualname__} is called only from fastpp's jitted "
+                        f"code (it has no Python wrapper)")

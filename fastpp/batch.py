@@ -160,13 +160,13 @@ def _build(keys):
 
 
 # typed once: called with the constants 0..12, it would otherwise compile once per constant
-@jit(signature="float64[::1](float64[::1], int64[:, :, ::1], int64, int64)")
+@jit(signature="float64[::1](float64[::1], int64[:, :, ::1], int64, int64)", internal=True)
 def _field(values, at, i, k):
     """Point ``i``'s cost input ``k``: its slice of the flat table."""
     return values[at[i, k, 0]: at[i, k, 0] + at[i, k, 1]]
 
 
-@jit
+@jit(internal=True)
 def point_costs(values, at, i, P, stage_device, M):
     """Point ``i``'s ``(status, kernels.stage_costs rows)``: ``OK``, or ``BAD_LENGTH + k``
     when its field ``k`` has neither one, ``P`` nor ``V`` values, or ``W_ABOVE_B``."""

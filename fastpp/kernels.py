@@ -19,7 +19,7 @@ from .ops import FB, B, F, I, W
 TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA = range(8)  # the rows of stage_costs
 
 
-@jit
+@jit(internal=True)
 def _pick(values, s, d, V):
     """The value for stage ``s`` on device ``d``: one for all, one per stage or one per device."""
     if values.shape[0] == 1:
