@@ -17,8 +17,8 @@ from ..simulate import simulate
 from .chunk import Chunk
 
 # On an empty kernel cache a second process compiles these generators (the registry's
-# compile_apart) while this one compiles the others and the simulation kernels: Numba compiles
-# one function at a time per process.
+# compile_apart) while this one compiles the others, the simulation kernels and the sweep
+# kernel: Numba compiles one function at a time per process.
 SECOND_PROCESS = tuple(name for name, spec in SCHEDULES.items() if spec.compile_apart)
 _warm = False
 
@@ -26,10 +26,12 @@ _warm = False
 def warm_up(announce: bool = False) -> bool:
     """Compile the sweep kernel, or load it from the kernel cache, in this process.
 
-    Runs before a sweep's first chunk and once on every Dask worker. With an empty cache the
-    generators compile in two processes at once (a marker in the cache folder says when the
-    kernel is there), then the sweep kernel, which finds its callees in the cache: the same
-    functions with the same types as ``build_schedule`` and ``simulate`` compile.
+    Runs before a sweep's first chunk and once on every Dask worker. With an empty cache (a
+    marker in the cache folder says when the kernel is there) a second process compiles the
+    generators of ``SECOND_PROCESS`` while this one compiles the others, the simulation
+    kernels and then the sweep kernel, which finds its callees compiled: the same functions
+    with the same types as ``build_schedule`` and ``simulate`` compile. Each process compiles
+    a function at most once; both compile the NumPy allocations the kernels use.
 
     Parameters
     ----------
@@ -59,20 +61,26 @@ def warm_up(announce: bool = False) -> bool:
                                       stderr=subprocess.DEVNULL,
                                       env=dict(os.environ, PYTHONPATH=path))
         build_small([n for n in SCHEDULES if n not in SECOND_PROCESS], run=True)
+        _sweep_kernel()  # before waiting: the helper's generators are not its callees
         if helper is not None:
-            try:  # whatever it did not finish compiles in the kernel below
+            try:  # whatever it did not finish compiles when the sweep first builds it
                 helper.wait(timeout=600)
             except subprocess.TimeoutExpired:
                 helper.kill()
-    one = {"schedule": [0], "p": [1], "n": [1], "m": [1], "G": [1], "f": [1.0], "b": [2.0],
-           "w": [0.0], "comm": [0.0], "gamma": [1.0], "fb": [np.nan], "act": [1.0],
-           "bandwidth": [np.nan], "message_bytes": [0.0], "overhead": [0.0], "point": [0]}
-    Chunk({k: np.array(v) for k, v in one.items()})
+    _sweep_kernel()
     if not numba.config.DISABLE_JIT:  # (without the JIT nothing was compiled)
         Path(CACHE_DIR).mkdir(parents=True, exist_ok=True)
         ready.touch()
     _warm = True
     return True
+
+
+def _sweep_kernel() -> None:
+    """Run the sweep kernel on one point of the first schedule: compiles or loads it."""
+    one = {"schedule": [0], "p": [1], "n": [1], "m": [1], "G": [1], "f": [1.0], "b": [2.0],
+           "w": [0.0], "comm": [0.0], "gamma": [1.0], "fb": [np.nan], "act": [1.0],
+           "bandwidth": [np.nan], "message_bytes": [0.0], "overhead": [0.0], "point": [0]}
+    Chunk({k: np.array(v) for k, v in one.items()})
 
 
 def build_small(names, run: bool = False) -> None:
