@@ -8,6 +8,11 @@ helper from another module would keep its stale machine code after that helper c
 fastpp kernels share one cache folder named after a fingerprint of every module that holds
 jitted code; any edit to any of them selects a fresh folder. ``FASTPP_CACHE_DIR`` moves the
 root (default: ``$XDG_CACHE_HOME/fastpp`` or ``~/.cache/fastpp``).
+
+Compile time is Numba's per function (typing and lowering; LLVM's optimization level barely
+moves it), paid once per process for the NumPy functions kernels call: ``np.zeros``,
+``np.full`` and an omitted dtype each compile NumPy's helpers once more per shape and dtype,
+so the simulation kernels allocate with ``np.empty(shape, dtype)`` and ``fill``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import re
 from pathlib import Path
 
 import numba
+from numba.core.registry import CPUDispatcher
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -52,25 +58,52 @@ def _cache_dir() -> str:
 CACHE_DIR = _cache_dir()
 
 
-def jit(func=None, *, signature=None):
+def jit(func=None, *, signature=None, internal=False):
     """Compile ``func`` in nopython mode with fastpp's options.
 
     ``cache=True``; no ``fastmath``; ``nogil=True`` so that sweeps run kernels on several
     threads at once (Numba's ``parallel=True`` would add half a minute to a cold compile); no
     C callback wrapper, which nothing uses and every function would compile.
-    A ``signature`` compiles once, eagerly: small helpers called from many places with
-    constants and mixed int widths would otherwise compile once per combination of types.
+    A ``signature`` compiles once: small helpers called from many places with constants and
+    mixed int widths would otherwise compile once per combination of types.
+    ``internal`` marks a helper that only other kernels call: Numba then builds no Python
+    wrapper for it (unboxing every argument: a fifth of a small helper's compile time), and
+    calling it from Python fails. An internal helper's ``signature`` compiles (or loads from
+    the cache) when a kernel that calls it first compiles, not at import: a kernel loaded
+    from the cache holds its callees' code, so a warm process never needs the helper.
     """
 
     def wrap(f):
         saved = numba.config.CACHE_DIR
         numba.config.CACHE_DIR = CACHE_DIR  # read by Numba's cache locator at decoration time
         try:
-            options = {"cache": True, "nogil": True, "fastmath": False, "no_cfunc_wrapper": True}
-            if signature is None:
-                return numba.njit(**options)(f)
-            return numba.njit(signature, **options)(f)
+            options = {"cache": True, "nogil": True, "fastmath": False, "no_cfunc_wrapper": True,
+                       "no_cpython_wrapper": internal}
+            eager = signature is not None and not internal
+            kernel = (numba.njit(signature, **options) if eager else numba.njit(**options))(f)
         finally:
             numba.config.CACHE_DIR = saved
+        if internal and isinstance(kernel, CPUDispatcher):  # (not under NUMBA_DISABLE_JIT)
+            kernel.__class__ = _Internal
+            kernel.signature = signature
+        return kernel
 
     return wrap if func is None else wrap(func)
+
+
+class _Internal(CPUDispatcher):
+    """A helper without a Python wrapper (Numba's call from Python would crash the process),
+    compiled with its ``signature``, if any, when a kernel calling it is first typed."""
+
+    signature = None
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self.py_func.__qualname__} is called only from fastpp's jitted "
+                        f"code (it has no Python wrapper)")
+
+    def get_call_template(self, args, kws):
+        # what numba.njit(signature) does at decoration: compile it, then no other types
+        if self.signature is not None and self._can_compile:
+            self.compile(self.signature)
+            self.disable_compile()
+        return super().get_call_template(args, kws)

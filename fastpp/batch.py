@@ -160,13 +160,13 @@ def _build(keys):
 
 
 # typed once: called with the constants 0..12, it would otherwise compile once per constant
-@jit(signature="float64[::1](float64[::1], int64[:, :, ::1], int64, int64)")
+@jit(signature="float64[::1](float64[::1], int64[:, :, ::1], int64, int64)", internal=True)
 def _field(values, at, i, k):
     """Point ``i``'s cost input ``k``: its slice of the flat table."""
     return values[at[i, k, 0]: at[i, k, 0] + at[i, k, 1]]
 
 
-@jit
+@jit(internal=True)
 def point_costs(values, at, i, P, stage_device, M):
     """Point ``i``'s ``(status, kernels.stage_costs rows)``: ``OK``, or ``BAD_LENGTH + k``
     when its field ``k`` has neither one, ``P`` nor ``V`` values, or ``W_ABOVE_B``."""
@@ -174,7 +174,7 @@ def point_costs(values, at, i, P, stage_device, M):
     for k in range(N_COSTS):
         count = at[i, k, 1]
         if count != 1 and count != P and count != V:
-            return BAD_LENGTH + k, np.empty((8, V))
+            return BAD_LENGTH + k, np.empty((8, V), np.float64)
     c = kernels.stage_costs(_field(values, at, i, 0), _field(values, at, i, 1),
                             _field(values, at, i, 2), _field(values, at, i, 3),
                             _field(values, at, i, 4), _field(values, at, i, 5),
@@ -204,8 +204,8 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
     ``slot[q]`` of ``built``; see ``build_and_simulate``). Forward-only schedules free a forward's
     activations when it ends; activations are in the unit of ``act``.
     """
-    none = np.zeros((0, 0))  # device_memory stores nothing: the peaks are all a sweep keeps
-    none_int = np.zeros((0, 0), np.int64)
+    none = np.empty((0, 0), np.float64)  # device_memory stores nothing: the peaks are all a
+    none_int = np.empty((0, 0), np.int64)  # sweep keeps
     for q in range(index.shape[0]):
         i, g = index[q], slot[q]
         schedule = sid[i]
@@ -225,17 +225,19 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         total = 0
         for r in range(P):
             total += length[r]
-        start = np.zeros((P, W))
-        end = np.zeros((P, W))
-        pointer = np.zeros(P, np.int64)
+        start = np.empty((P, W), np.float64)  # (the timeline writes every used slot)
+        start.fill(0.0)
+        end = np.empty((P, W), np.float64)
+        end.fill(0.0)
+        pointer = np.empty(P, np.int64)
         if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
                             c[kernels.TB], c[kernels.TI], c[kernels.TW], c[kernels.TFB],
                             c[kernels.COMM],
-                            np.zeros((0, 0)), start, end, pointer) < 0.0:
+                            none, start, end, pointer) < 0.0:
             out[i, STATUS] = DEADLOCK
             continue
-        busy = np.zeros(P)
-        span = np.zeros(P)
+        busy = np.empty(P, np.float64)
+        span = np.empty(P, np.float64)
         makespan, bubble, span_bubble = kernels.reduce(start, end, length, busy, span)
         peak_max, peak_min, live_max = -np.inf, np.inf, 0
         for r in range(P):  # peaks only: no per-op memory arrays

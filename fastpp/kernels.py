@@ -19,7 +19,7 @@ from .ops import FB, B, F, I, W
 TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA = range(8)  # the rows of stage_costs
 
 
-@jit
+@jit(internal=True)
 def _pick(values, s, d, V):
     """The value for stage ``s`` on device ``d``: one for all, one per stage or one per device."""
     if values.shape[0] == 1:
@@ -42,7 +42,7 @@ def stage_costs(f, b, w, comm, gamma, fb, act, bandwidth, message_bytes, overhea
     ``message_bytes / bandwidth`` when ``bandwidth`` is given (not NaN).
     """
     V = stage_device.shape[0]
-    out = np.empty((8, V))
+    out = np.empty((8, V), np.float64)
     for s in range(V):
         d = stage_device[s]
         tf, tb, tw = _pick(f, s, d, V) / m, _pick(b, s, d, V) / m, _pick(w, s, d, V) / m
@@ -87,9 +87,12 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
     """
     p = ops.shape[1]
     V = stage_device.shape[0]
-    f_ready = np.full((V, n), np.nan)  # end of F(s, j)
-    g_ready = np.full((V, n), np.nan)  # end of the B or I of (s, j): its input grad exists
-    free = np.zeros(p)
+    f_ready = np.empty((V, n), np.float64)  # end of F(s, j)
+    f_ready.fill(np.nan)
+    g_ready = np.empty((V, n), np.float64)  # end of the B or I of (s, j): its input grad exists
+    g_ready.fill(np.nan)
+    free = np.empty(p, np.float64)
+    free.fill(0.0)
     remaining = 0
     for r in range(p):
         remaining += length[r]
@@ -198,8 +201,8 @@ def memory(ops, length, unit, gamma, forward_only, mem_start, mem_end, live_star
 @jit
 def peaks(ops, length, unit, gamma, forward_only, peak, live):
     """Every device's peaks (activations, live pairs), without the per-op arrays."""
-    none = np.zeros((0, 0))
-    none_int = np.zeros((0, 0), np.int64)
+    none = np.empty((0, 0), np.float64)
+    none_int = np.empty((0, 0), np.int64)
     for r in range(ops.shape[1]):
         peak[r], live[r] = device_memory(ops, length, r, unit, gamma, forward_only, none, none,
                                          none_int, none_int)
@@ -320,8 +323,10 @@ def check_ops(ops, length, stage_device, route_first, route_last, n, forward_onl
             for k in range(length[r]):
                 if ops[0, r, k] != F:
                     return NOT_FORWARD, r, k
-    count = np.zeros((4, V, n), np.int64)  # F, B, I, W per (stage, microbatch)
-    pos = np.full((4, V, n), -1, np.int64)  # where on its device, the last one seen
+    count = np.empty((4, V, n), np.int64)  # F, B, I, W per (stage, microbatch)
+    count.fill(0)
+    pos = np.empty((4, V, n), np.int64)  # where on its device, the last one seen
+    pos.fill(-1)
     for r in range(p):
         for k in range(length[r]):
             kind = ops[0, r, k]
@@ -370,8 +375,10 @@ def producers(ops, length, V, n, route_first, route_last, producer):
     ``i``'s forward input, ``producer[i, 1]`` its gradient input (a ``B``/``I`` at the end of
     its route: its own forward), ``-1`` where it has none or its producer is missing."""
     p = ops.shape[1]
-    fwd = np.full((V, n), -1, np.int64)  # the op that made F(s, j)'s output
-    grad = np.full((V, n), -1, np.int64)  # the op that made stage s's input gradient, mb j
+    fwd = np.empty((V, n), np.int64)  # the op that made F(s, j)'s output
+    fwd.fill(-1)
+    grad = np.empty((V, n), np.int64)  # the op that made stage s's input gradient, mb j
+    grad.fill(-1)
     i = 0
     for r in range(p):
         for k in range(length[r]):

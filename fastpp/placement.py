@@ -57,8 +57,10 @@ def stage_map(code, p, m):
 @jit
 def routes(code, p, n, m):
     """First and last virtual stage of each microbatch's route for placement ``code``."""
-    first = np.zeros(n, np.int32)
-    last = np.full(n, p * m - 1, np.int32)
+    first = np.empty(n, np.int32)
+    first.fill(0)
+    last = np.empty(n, np.int32)
+    last.fill(p * m - 1)
     if code == TWO_DIRECTIONS:
         for j in range(n // 2, n):  # the second half of the microbatches runs the second copy
             first[j] = p

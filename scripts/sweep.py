@@ -68,7 +68,7 @@ def main(argv=None) -> int:
         shutil.rmtree(parts)  # a fresh run replaces the previous one; --resume continues it
     if args.dask is None:  # compiling (once per machine) is not sweeping: timed apart
         t0 = time.perf_counter()
-        warm_up(announce=not args.no_progress)
+        warm_up(announce=not args.no_progress, schedules=args.schedules)
         print(f"kernels ready in {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
     try:

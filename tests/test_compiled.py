@@ -3,6 +3,7 @@ reference simulator, on every generator and on random schedules, one and many co
 
 import dataclasses
 
+import numba
 import numpy as np
 import pytest
 from helpers import POINTS, random_costs, random_legal_rows
@@ -198,3 +199,16 @@ def test_reordered_schedules_deadlock_in_compiled_exactly_as_in_simulate(seed, p
     else:
         check(sched, [costs])
         assert expected.makespan > 0
+
+
+@pytest.mark.skipif(numba.config.DISABLE_JIT, reason="without the JIT every kernel is Python")
+def test_internal_helpers_refuse_a_call_from_python():
+    """Helpers that only kernels call are compiled without a Python wrapper (a fifth of their
+    compile time): a call from Python is a TypeError naming them, never a crash."""
+    from fastpp.generators import _emit, dualpipe
+
+    ops = np.zeros((4, 1, 1), np.int32)
+    for helper, args in ((_emit.put, (ops, 0, 0, 0, 0, 0)), (dualpipe._weight, ())):
+        with pytest.raises(TypeError, match=f"{helper.__name__} is called only from"):
+            helper(*args)
+    assert _emit.put.__name__ == "put" and callable(_emit.put.py_func)

@@ -101,16 +101,44 @@ def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
 
     monkeypatch.setattr(module.subprocess, "Popen", spy)
     monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))  # no marker there yet
-    monkeypatch.setattr(module, "_warm", False)
+    monkeypatch.setattr(module, "_warm", set())
     assert module.warm_up(announce=True)
-    assert len(helpers) == 1 and "build_small(('v-half', 'v-min', 'dualpipe', 'dualpipev'))" in \
-        helpers[0][-1]
+    assert len(helpers) == 1 and f"build_small({module.SECOND_PROCESS!r})" in helpers[0][-1]
+    assert {"v-half", "dualpipe"} <= set(module.SECOND_PROCESS) < set(fastpp.SCHEDULES)
     assert "compiling the kernels" in capsys.readouterr().err
     if not numba.config.DISABLE_JIT:
         assert (tmp_path / "cache" / "sweep-kernel.ready").exists()
-        monkeypatch.setattr(module, "_warm", False)  # a new process: the marker is there
+        monkeypatch.setattr(module, "_warm", set())  # a new process: the markers are there
         module.warm_up(announce=True)
         assert len(helpers) == 1 and capsys.readouterr().err == ""
+
+
+def test_warm_up_compiles_only_the_schedules_a_sweep_needs(monkeypatch, tmp_path):
+    """On a new cache a sweep of two schedules compiles those alone (in this process: both
+    belong to it, so no second process starts) and marks them; a new process sweeping one
+    more compiles that one."""
+    import numba
+
+    from fastpp.sweeps import warmup as module
+
+    helpers, built = [], []
+    monkeypatch.setattr(module.subprocess, "Popen", lambda *a, **k: helpers.append(a))
+    build_small = module.build_small
+    monkeypatch.setattr(module, "build_small",
+                        lambda names, run=False: built.append(list(names)) or
+                        build_small(names, run))
+    monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(module, "_warm", set())
+    module.warm_up(schedules=["1f1b", "gpipe"])
+    assert built == [["gpipe", "1f1b"]] and not helpers
+    module.warm_up(schedules=["1f1b"])  # this process has it
+    assert len(built) == 1
+    if not numba.config.DISABLE_JIT:
+        marked = sorted(path.name for path in (tmp_path / "cache").iterdir())
+        assert marked == ["1f1b.ready", "gpipe.ready", "sweep-kernel.ready"]
+        monkeypatch.setattr(module, "_warm", set())  # a new process
+        module.warm_up(schedules=["zbv", "1f1b"])
+        assert built[1:] == [["zbv"]] and not helpers
 
 
 def test_skip_reasons_are_read_only_and_shared_by_selections(grid_frame, tmp_path):

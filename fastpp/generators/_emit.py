@@ -13,7 +13,7 @@ from ..ops import FB, KIND, MB, MB2, STAGE, STAGE2, B, F, I, W  # noqa: F401
 _WRITE = "int64(int32[:, :, ::1], int64, int64, int64, int64, int64)"
 
 
-@jit(signature=_WRITE)
+@jit(signature=_WRITE, internal=True)
 def put(ops, r, k, kind, s, j):
     """Write op ``(kind, s, j)`` at slot ``k`` of device ``r``; return the next slot."""
     ops[KIND, r, k] = kind
@@ -22,7 +22,8 @@ def put(ops, r, k, kind, s, j):
     return k + 1
 
 
-@jit(signature="int64(int32[:, :, ::1], int64, int64, int64, int64, int64, int64)")
+@jit(signature="int64(int32[:, :, ::1], int64, int64, int64, int64, int64, int64)",
+     internal=True)
 def put_pair(ops, r, k, s_f, j_f, s_b, j_b):
     """Write an overlapped pair: forward ``(s_f, j_f)`` with full backward ``(s_b, j_b)``."""
     ops[KIND, r, k] = FB

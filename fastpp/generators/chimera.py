@@ -37,7 +37,7 @@ def chimera(ops, length, p, n, m, G):
         length[r] = put(ops, r, length[r], rec[1, e], s, j)
 
 
-@jit
+@jit(internal=True)
 def _walk(p, n):
     """The authors' step-by-step walk: ``(rec, n_rec, direction_of)``, the ops as ``(device,
     kind, global id)`` in ``rec[:, :n_rec]`` in the order they run, and each microbatch's

@@ -18,13 +18,13 @@ PH0, PH1 = np.int64(0), np.int64(1)
 FULL, SPLIT = np.False_, np.True_
 
 
-@jit
+@jit(internal=True)
 def _forward(ops, r, st, stages, first_mb, ph):
     st[K] = put(ops, r, st[K], F, stages[ph], first_mb[ph] + st[NF + ph])
     st[NF + ph] += 1
 
 
-@jit
+@jit(internal=True)
 def _backward(ops, r, st, stages, first_mb, ph, split, queue):
     """A full ``B``, or an ``I`` whose ``W`` joins the device's FIFO queue."""
     j = first_mb[ph] + st[NB + ph]
@@ -36,7 +36,7 @@ def _backward(ops, r, st, stages, first_mb, ph, split, queue):
         st[TAIL] += 1
 
 
-@jit
+@jit(internal=True)
 def _weight(ops, r, st, queue):
     """The oldest deferred ``W``, if any."""
     if st[HEAD] < st[TAIL]:
@@ -44,7 +44,7 @@ def _weight(ops, r, st, queue):
         st[HEAD] += 1
 
 
-@jit
+@jit(internal=True)
 def _pair(ops, r, st, stages, first_mb, ph_f, ph_b):
     """Overlapped pair: forward of phase ``ph_f`` with full backward of phase ``ph_b``."""
     j_f = first_mb[ph_f] + st[NF + ph_f]
@@ -54,7 +54,7 @@ def _pair(ops, r, st, stages, first_mb, ph_f, ph_b):
     st[K] = put_pair(ops, r, st[K], stages[ph_f], j_f, stages[ph_b], j_b)
 
 
-@jit
+@jit(internal=True)
 def dualpipe_device(ops, r, H, h, M, stages, first_mb):
     """DeepSeek's eight phases on device ``r``; returns its op count."""
     st = np.zeros(7, np.int64)

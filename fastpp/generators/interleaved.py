@@ -9,7 +9,7 @@ from .._jit import jit
 from ._emit import B, F, I, W, put, put_pair
 
 
-@jit
+@jit(internal=True)
 def megatron_table(n, m, G):
     """Megatron's order of forward "virtual microbatches" ``k = 0..n*m-1``.
 

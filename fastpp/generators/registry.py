@@ -91,8 +91,9 @@ class ScheduleSpec:
     ``memory_reference``: the schedule whose peak is the default memory budget of
     ``fastpp.best_within_budget`` and the reports (exactly one has it).
     ``compile_apart``: compiled by the second process of the sweeps' warm-up on an empty cache
-    (``fastpp.sweeps.warmup``), to split the compile time in two. ``sid``, the id in jitted
-    sweeps, is the registry position.
+    (``fastpp.sweeps.warmup``), to split the compile time in two (the flags balance the two
+    processes' measured compile times; generators that share a jitted helper stay together).
+    ``sid``, the id in jitted sweeps, is the registry position.
 
     The closed forms ``fastpp.theory`` reads, written beside the generators, None where none
     is known: ``idle(p, n, m, f, b, w, fb, G)`` (makespan metric), ``span_idle(p, n, m, f, b,
@@ -199,20 +200,23 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
     ScheduleSpec("looped-bfs", interleaved.looped_bfs, "loop",
                  "Looped BFS: breadth-first over m chunks per device, backwards reversed",
                  default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleLoopedBFS",
+                 compile_apart=True,
                  idle=interleaved.looped_bfs_idle, bubble=interleaved.interleaved_bubble,
                  peak_live=interleaved.looped_bfs_peak_live),
     ScheduleSpec("forward-only", classic.forward_only, "loop", "Inference: forwards only",
                  forward_only=True, rules=_rules(M_IS_1), idle=classic.forward_only_idle,
-                 makespan=classic.forward_only_makespan,
+                 makespan=classic.forward_only_makespan, compile_apart=True,
                  peak_live=classic.forward_only_peak_live),
     ScheduleSpec("zb-h1", zero_bubble.zb_h1, "loop",
                  "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
                  split_backward=True, rules=_rules(M_IS_1), search_candidate=True,
+                 compile_apart=True,
                  idle=zero_bubble.zb_h1_idle, peak_live=zero_bubble.zb_h1_peak_live,
                  peak_activations=zero_bubble.zb_h1_peak_activations),
     ScheduleSpec("zb-h2", zero_bubble.zb_h2, "loop",
                  "Zero Bubble ZB-H2: deeper warmup, no bubble for n >= 2p-1",
                  split_backward=True, rules=_rules(M_IS_1), search_candidate=True,
+                 compile_apart=True,
                  span_idle=zero_bubble.zb_h2_span_idle, peak_live=zero_bubble.zb_h2_peak_live,
                  peak_activations=zero_bubble.zb_h2_peak_activations),
     ScheduleSpec(
@@ -228,10 +232,10 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
         default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleavedZeroBubble"),
     ScheduleSpec("zbv", zero_bubble.zbv, "v", "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
+                 compile_apart=True,
                  torch_class="ScheduleZBVZeroBubble", span_idle=zero_bubble.zbv_span_idle,
                  peak_live=zero_bubble.zbv_peak_live,
                  peak_activations=zero_bubble.zbv_peak_activations),
-    # V-Half and V-Min share one generator, as do DualPipe and DualPipeV: compiled apart
     ScheduleSpec("v-half", vshape.v_half, "v",
                  "V-Half (controllable memory): about half of 1F1B's peak",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,

@@ -41,7 +41,7 @@ def building_block(p, half):
     return base
 
 
-@jit
+@jit(internal=True)
 def _slot_types(T, count, i, n_types):
     """Device ``i``'s slots: the type in each (-1: free)."""
     last = 0
@@ -95,7 +95,7 @@ def put_w(T, count, n, w_mode):
         count[W_B] = nb
 
 
-@jit
+@jit(internal=True)
 def _slot_table(T, count, n_types):
     """Every device's slots: ``table[i, slot]`` is the type there (-1: free)."""
     p = T.shape[0]
@@ -112,7 +112,7 @@ def _slot_table(T, count, n_types):
     return table
 
 
-@jit
+@jit(internal=True)
 def _in_slot_order(table):
     """Every op as ``(device, type)`` by (slot, device), the order the authors walk in: a
     device holds one op per slot, so reading the slot table slot by slot gives it."""
@@ -131,7 +131,7 @@ def _in_slot_order(table):
     return order
 
 
-@jit
+@jit(internal=True)
 def _latest_input(X, i, t, x):
     """The latest of ``X`` (slots or end times) over the op's inputs on the F and I chains
     and the same type's previous op (-1 if none): the dependency rule, written once."""
@@ -148,7 +148,7 @@ def _latest_input(X, i, t, x):
     return latest
 
 
-@jit
+@jit(internal=True)
 def _xth_input_backward(T, i, x, n):
     """Slot of device ``i``'s ``x``-th I in time: bisect how many of the first ``x + 1`` come
     from its I1 list (both lists are in slot order)."""
@@ -164,7 +164,8 @@ def _xth_input_backward(T, i, x, n):
     return max(last, T[i, I0, k - lo - 1]) if k > lo else last
 
 
-@jit(signature="int64(int64[::1], int64, int64, int64[:, ::1], int64, int64, int64[:, ::1])")
+@jit(signature="int64(int64[::1], int64, int64, int64[:, ::1], int64, int64, int64[:, ::1])",
+     internal=True)
 def _walk(slots, start, old, state, w_mode, limit, trial):
     """Replay a device's memory from slot ``start`` on, from its stored state after slot
     ``start - 1``, after a move out of slot ``old``: fills ``trial[x]`` with (memory, waiting
@@ -272,7 +273,6 @@ def pack(T, count, n_types):
                 T[i, t, x] = end[i, t, x] - 1
 
 
-# Plain Python: a jitted wrapper would compile v_shape's whole tree once more.
 def v_half(ops, length, p, n, m, G):
     """V-Half: about half of 1F1B's activation memory."""
     v_shape(ops, length, p, n, HALF)
@@ -283,16 +283,15 @@ def v_min(ops, length, p, n, m, G):
     v_shape(ops, length, p, n, MIN)
 
 
-@jit
+# Plain Python over jitted steps: Numba links a kernel's callees into it and optimizes the
+# whole tree again, so a jitted v_shape cost 2.6 s of compile (a third of this module's) for
+# a dozen calls that take microseconds from Python.
 def v_shape(ops, length, p, n, half):
     """V-Half (``half=True``) or V-Min: building block, greedy squeeze, slot order."""
-    base = building_block(p, half)
+    n = int(n)
     T = np.zeros((p, 6, 2 * n), np.int64)
-    count = np.array([n, n, n, n, 0, 0])
-    for i in range(p):
-        for t in range(4):
-            for x in range(n):
-                T[i, t, x] = base[i, t] + 6 * x
+    T[:, :4, :n] = building_block(p, half)[:, :, None] + 6 * np.arange(n)
+    count = np.array([n, n, n, n, 0, 0], np.int64)
     # squeeze with the W's in place, then without them
     put_w(T, count, n, W_ONE)
     squeeze(T, count, n, W_ONE)
@@ -303,6 +302,13 @@ def v_shape(ops, length, p, n, half):
     pack(T, count, N_TYPES[W_ONE])
     # the W's once more, one list per chunk; the slot order is the schedule
     put_w(T, count, n, W_SPLIT)
+    _emit(ops, length, T, count)
+
+
+@jit
+def _emit(ops, length, T, count):
+    """Each device's ops in slot order: the schedule."""
+    p = T.shape[0]
     kinds = np.array([F, F, I, I, W, W])
     chunk1 = np.array([False, True, True, False, True, False])
     for i in range(p):

@@ -53,7 +53,8 @@ def zb_h(ops, length, p, n, depth):
         length[r] = k
 
 
-@jit(signature="int64(int32[:, :, ::1], int64, int64, int64, int64, int64, int64)")
+@jit(signature="int64(int32[:, :, ::1], int64, int64, int64, int64, int64, int64)",
+     internal=True)
 def _put_if(ops, r, k, kind, s, j, n):
     """Write the op only for a real microbatch (ZB-V is built for at least 2p-1)."""
     if j < n:

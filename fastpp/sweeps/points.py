@@ -54,6 +54,7 @@ class GridPlan:
     def __init__(self, schedules, p, n, n_per_p, m, G, costs, objects):
         names = list(SCHEDULES) if schedules is None else as_list(schedules, "schedules")
         sids = [get_spec(name).sid for name in names]
+        self.schedules = names  # what the warm-up compiles
         if n is not None and n_per_p is not None:
             raise ScheduleError(f"give n or n_per_p, not both (got n={n!r}, "
                                 f"n_per_p={n_per_p!r})")
@@ -120,7 +121,8 @@ class TablePlan:
                                 "costs= as well)")
         self.total = len(points)
         names = points["schedule"].to_numpy(dtype=object)
-        for name in pd.unique(names):
+        self.schedules = list(pd.unique(names))  # what the warm-up compiles
+        for name in self.schedules:
             get_spec(name)
         self.cols = {"schedule": np.array([SCHEDULES[x].sid for x in names], np.int64)}
         for name in ("p", "n", "m"):

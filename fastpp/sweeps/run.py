@@ -143,7 +143,7 @@ def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
             parts[c] = frame
 
     if executor == "threads" and todo:
-        warm_up(announce=progress)
+        warm_up(announce=progress, schedules=plan.schedules)
     done = plan.total - sum(chunk_len(c, chunk_size, plan.total) for c in todo)
     bar = _progress(plan.total, progress, done=done)
     try:

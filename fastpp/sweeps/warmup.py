@@ -1,4 +1,5 @@
-"""Compiling the sweep kernel once per machine, in two processes when the cache is empty."""
+"""Compiling the sweep kernel and a sweep's generators once per machine, in two processes
+when the cache is empty."""
 
 from __future__ import annotations
 
@@ -17,62 +18,82 @@ from ..simulate import simulate
 from .chunk import Chunk
 
 # On an empty kernel cache a second process compiles these generators (the registry's
-# compile_apart) while this one compiles the others and the simulation kernels: Numba compiles
-# one function at a time per process.
+# compile_apart) while this one compiles the others, the simulation kernels and the sweep
+# kernel: Numba compiles one function at a time per process.
 SECOND_PROCESS = tuple(name for name, spec in SCHEDULES.items() if spec.compile_apart)
-_warm = False
+_warm: set[str] = set()  # the schedules this process has compiled or loaded
 
 
-def warm_up(announce: bool = False) -> bool:
-    """Compile the sweep kernel, or load it from the kernel cache, in this process.
+def warm_up(announce: bool = False, schedules=None) -> bool:
+    """Compile the sweep kernel and the generators of ``schedules``, or load them from the
+    kernel cache, in this process.
 
-    Runs before a sweep's first chunk and once on every Dask worker. With an empty cache the
-    generators compile in two processes at once (a marker in the cache folder says when the
-    kernel is there), then the sweep kernel, which finds its callees in the cache: the same
-    functions with the same types as ``build_schedule`` and ``simulate`` compile.
+    Runs before a sweep's first chunk and once on every Dask worker. A marker in the cache
+    folder per schedule (and ``sweep-kernel.ready`` for the kernel) says what is compiled.
+    What is not compiles here; when that includes generators of ``SECOND_PROCESS`` and others,
+    a second process compiles the former while this one compiles the latter, the simulation
+    kernels and then the sweep kernel, which finds its callees compiled: the same functions
+    with the same types as ``build_schedule`` and ``simulate`` compile. Each process compiles
+    a function at most once; both compile the NumPy allocations the kernels use.
 
     Parameters
     ----------
     announce : bool
-        Say on stderr when the kernels compile (once per machine, about half a minute).
+        Say on stderr when the kernels compile (once per machine, about half a minute for
+        every schedule).
+    schedules : list of str, optional
+        The registered schedules to compile (default: all); a sweep passes its own.
 
     Returns
     -------
     bool
         True (for ``dask.distributed.Client.run``).
     """
-    global _warm
-    if _warm:
+    names = [name for name in SCHEDULES if schedules is None or name in set(schedules)]
+    todo = [name for name in names if name not in _warm]
+    if not todo and "" in _warm:  # ("": the sweep kernel)
         return True
-    ready = Path(CACHE_DIR) / "sweep-kernel.ready"
-    if not ready.exists():
+    folder = Path(CACHE_DIR)
+    cold = [name for name in todo if not (folder / f"{name}.ready").exists()]
+    if cold or not (folder / "sweep-kernel.ready").exists():
         if announce:
             print("fastpp: compiling the kernels for this machine, once (about half a "
-                  "minute)", file=sys.stderr, flush=True)
-        helper = None
-        if sys.executable:  # the same fastpp, whatever the working folder
-            path = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
-                                    os.environ.get("PYTHONPATH", "")])
-            code = (f"from fastpp.sweeps.warmup import build_small; "
-                    f"build_small({SECOND_PROCESS!r})")
-            helper = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL,
-                                      env=dict(os.environ, PYTHONPATH=path))
-        build_small([n for n in SCHEDULES if n not in SECOND_PROCESS], run=True)
+                  "minute for every schedule)", file=sys.stderr, flush=True)
+        apart = [name for name in cold if name in SECOND_PROCESS]
+        here = [name for name in cold if name not in SECOND_PROCESS]
+        helper = _helper(apart) if apart and here and sys.executable else None
+        build_small(here if helper is not None else cold, run=True)
+        _sweep_kernel()  # before waiting: the helper's generators are not its callees
         if helper is not None:
-            try:  # whatever it did not finish compiles in the kernel below
+            try:  # whatever it did not finish compiles when the sweep first builds it
                 helper.wait(timeout=600)
             except subprocess.TimeoutExpired:
                 helper.kill()
+    _sweep_kernel()
+    if not numba.config.DISABLE_JIT:  # (without the JIT nothing was compiled)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in [*cold, "sweep-kernel"]:
+            (folder / f"{name}.ready").touch()
+    _warm.update(todo, [""])
+    return True
+
+
+def _helper(names) -> subprocess.Popen:
+    """A second process compiling the generators ``names`` (the same fastpp, whatever the
+    working folder)."""
+    path = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                            os.environ.get("PYTHONPATH", "")])
+    code = f"from fastpp.sweeps.warmup import build_small; build_small({tuple(names)!r})"
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=path))
+
+
+def _sweep_kernel() -> None:
+    """Run the sweep kernel on one point of the first schedule: compiles or loads it."""
     one = {"schedule": [0], "p": [1], "n": [1], "m": [1], "G": [1], "f": [1.0], "b": [2.0],
            "w": [0.0], "comm": [0.0], "gamma": [1.0], "fb": [np.nan], "act": [1.0],
            "bandwidth": [np.nan], "message_bytes": [0.0], "overhead": [0.0], "point": [0]}
     Chunk({k: np.array(v) for k, v in one.items()})
-    if not numba.config.DISABLE_JIT:  # (without the JIT nothing was compiled)
-        Path(CACHE_DIR).mkdir(parents=True, exist_ok=True)
-        ready.touch()
-    _warm = True
-    return True
 
 
 def build_small(names, run: bool = False) -> None:
