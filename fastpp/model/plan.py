@@ -29,6 +29,7 @@ from ..sweeps.robust import (
     objective_values,
 )
 from .comm import pipeline_spans
+from .config import RunGrid
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
@@ -249,7 +250,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         one_of(value, name, (False, True))
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
-    pricing = {"blocking": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
+    pricing = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
                "cp_comm": cp_comm, "zero3": zero3,
                "reduce_bytes": float(numbers(reduce_bytes, "reduce_bytes", strict=True)),
                **_moe_pricing(node_limit, imbalance, model),
@@ -517,13 +518,14 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
         moe[mine], mtp[mine] = kinds[0][chunk[mine]], kinds[1][chunk[mine]]
     table = None
     for q in np.unique(precision):  # a table per precision, each configuration's kept
-        one = stage_table(model, hardware, seq, config=config, layers=layers,
-                          embedding=embedding, loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
-                          sequence_parallel=sequence_parallel,
-                          recompute=cols["recompute"][run], moe_layers=moe, mtp=mtp, ep=ep,
-                          etp=etp, precision=PRECISIONS[q], c=cols["cp"][run],
-                          zero=cols["zero"][run], overlap=cols["overlap"][run].astype(bool),
-                          partner=partner, **pricing)
+        grid = RunGrid(seq=seq, microbatch=b, t=t, d=d, p=p, m=m,
+                       recompute=cols["recompute"][run], cp=cols["cp"][run],
+                       zero=cols["zero"][run], overlap=cols["overlap"][run].astype(bool),
+                       ep=ep, etp=etp, sequence_parallel=sequence_parallel,
+                       precision=PRECISIONS[q], **pricing)
+        one = stage_table(model, hardware, grid, config=config, layers=layers,
+                          embedding=embedding, loss=loss, moe_layers=moe, mtp=mtp,
+                          partner=partner)
         if table is None:
             table = one
             continue

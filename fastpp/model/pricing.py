@@ -14,7 +14,7 @@ from ..generators.registry import code_of
 from ..ops import FB
 from ..placement import copies, mirrored
 from ..schedule import Schedule
-from .config import RunConfig
+from .config import RunConfig, RunGrid
 from .errorbar import ErrorBar, error_bar, regime
 from .hardware import HARDWARE, PRECISIONS, preset
 from .layout import (
@@ -126,16 +126,15 @@ def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequen
         if reason:
             raise ScheduleError(reason)
     one = np.zeros(1, np.int64)
-    table = stage_table(model, hardware, seq, config=np.zeros(schedule.V, np.int64),
-                        layers=per_stage, embedding=embedding, loss=loss,
-                        microbatch=one + microbatch, t=one + tp, d=one + dp,
-                        p=one + schedule.p, m=one + schedule.m,
-                        sequence_parallel=sequence_parallel,
-                        recompute=one + RECOMPUTE.index(recompute),
-                        blocking=bool(blocking_handoffs), tp_overlap=bool(tp_overlap),
-                        moe_layers=moe, mtp=mtp, **experts, c=one + cp, zero=one + zero,
-                        overlap=one + bool(overlap), cp_comm=cp_comm, zero3=zero3,
-                        partner=pair_partner(schedule))
+    grid = RunGrid(seq=seq, microbatch=one + microbatch, t=one + tp, d=one + dp,
+                   p=one + schedule.p, m=one + schedule.m,
+                   recompute=one + RECOMPUTE.index(recompute), cp=one + cp, zero=one + zero,
+                   overlap=one + bool(overlap), sequence_parallel=sequence_parallel,
+                   tp_overlap=bool(tp_overlap), blocking_handoffs=bool(blocking_handoffs),
+                   cp_comm=cp_comm, zero3=zero3, **experts)
+    table = stage_table(model, hardware, grid, config=np.zeros(schedule.V, np.int64),
+                        layers=per_stage, embedding=embedding, loss=loss, moe_layers=moe,
+                        mtp=mtp, partner=pair_partner(schedule))
     idle = np.flatnonzero(idle_stages(table))
     if idle.size:
         s = int(idle[0])

@@ -14,6 +14,7 @@ from ..checks import ScheduleError
 from ..costs import Costs
 from ..generators.registry import build_schedule
 from ..simulate import simulate
+from .config import RunGrid
 from .stages import stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
 
@@ -60,13 +61,13 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
                             f"{layers.tolist()})")
     one = np.zeros(1, np.int64)
     stage = np.arange(V)
-    table = stage_table(model, hardware, seq, config=np.zeros(V, np.int64),
+    grid = RunGrid(seq=seq, microbatch=one + microbatch, t=one + tp, d=one + dp, p=one + p,
+                   m=one + schedule.m, recompute=one + RECOMPUTE.index(recompute),
+                   sequence_parallel=sequence_parallel, tp_overlap=tp_overlap,
+                   blocking_handoffs=True)
+    table = stage_table(model, hardware, grid, config=np.zeros(V, np.int64),
                         layers=layers.astype(np.float64), embedding=stage == 0,
-                        loss=stage == V - 1, microbatch=one + microbatch,
-                        t=one + tp, d=one + dp, p=one + p, m=one + schedule.m,
-                        sequence_parallel=sequence_parallel,
-                        recompute=one + RECOMPUTE.index(recompute), tp_overlap=tp_overlap,
-                        blocking=True)
+                        loss=stage == V - 1)
     costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
                   act=table["act"], comm=table["comm"],
                   bandwidth=table["bandwidth"],

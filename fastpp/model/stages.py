@@ -3,6 +3,8 @@ configurations at once (NumPy over the stages of all of them)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..checks import ScheduleError
@@ -36,6 +38,9 @@ from .overlap import saving
 from .recipes import parts_with_recipe, recipe_terms
 from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 
+if TYPE_CHECKING:
+    from .config import RunGrid
+
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
 # gradients, fp32 master weights, momentum and variance
 WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
@@ -51,21 +56,18 @@ CP_COMMS = ("all-gather", "ring")
 IN_FLIGHT_LAYERS = 2  # ZeRO-3 per layer: the layer computed and the next one prefetched
 
 
-def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, layers, embedding,
-                loss, microbatch, t, d, p, m, sequence_parallel, recompute,
-                tp_overlap: bool = False, blocking: bool = False, moe_layers=0.0, mtp=0.0,
-                ep=1, etp=1, precision: str | None = None, node_limit=None,
-                imbalance: float = 1.0, c=1, zero=0, overlap=False,
-                cp_comm: str = "all-gather", zero3: str = "layer", partner=None,
-                dispatcher: str = "alltoall", recipe=None):
+def stage_table(model: Transformer, hardware: Hardware, grid: RunGrid, *, config, layers,
+                embedding, loss, moe_layers=0.0, mtp=0.0, partner=None):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
     Per stage: ``config`` (its configuration), ``layers`` (transformer layers), ``embedding``
     and ``loss`` (whether it holds the embedding, or the output layer and the loss); per
-    configuration (indexed by ``config``): ``microbatch``, ``t``, ``d``,
-    ``p``, ``m``, ``recompute`` (an index into ``transformer.RECOMPUTE``), ``c`` (context-
-    parallel degree), ``zero`` (ZeRO stage) and ``overlap`` (the pair overlap). Ranks are
-    ordered as Megatron orders them: tensor, context, data, pipeline.
+    configuration (``grid``, a ``fastpp.model.config.RunGrid`` indexed by ``config``):
+    ``microbatch``, ``t``, ``d``, ``p``, ``m``, ``recompute`` (an index into
+    ``transformer.RECOMPUTE``), ``cp`` (context-parallel degree), ``zero`` (ZeRO stage) and
+    ``overlap`` (the pair overlap), and the choices they share (``seq``, ``cp_comm``,
+    ``zero3``, ...). Ranks are ordered as Megatron orders them: tensor, context, data,
+    pipeline.
 
     Context parallelism splits each sequence into ``2c`` chunks, two per rank (the first and
     the last ones paired, for causal balance): a rank holds ``seq / c`` tokens of each
@@ -118,6 +120,13 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
         (latency), ``bandwidth`` and ``message_bytes`` of each stage's hand-off to the next,
         each hop over its own link (``handoff_links``).
     """
+    seq, microbatch, t, d, p, m = (grid.seq, grid.microbatch, grid.t, grid.d, grid.p, grid.m)
+    c, zero, overlap, ep, etp = grid.cp, grid.zero, grid.overlap, grid.ep, grid.etp
+    recompute, sequence_parallel, tp_overlap = grid.recompute, grid.sequence_parallel, \
+        grid.tp_overlap
+    blocking, precision, node_limit, imbalance = (grid.blocking_handoffs, grid.precision,
+                                                  grid.node_limit, grid.imbalance)
+    cp_comm, zero3, dispatcher, recipe = grid.cp_comm, grid.zero3, grid.dispatcher, grid.recipe
     if precision is not None:
         hardware = hardware.with_precision(precision)
     # a layer's costs depend on its configuration only: priced once per configuration
