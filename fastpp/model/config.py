@@ -12,6 +12,8 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, flag, number, one_of, positive_int
 from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from .hardware import PRECISIONS
@@ -404,3 +406,22 @@ class RunGrid:
     def replace(self, **changes) -> RunGrid:
         """A copy with ``changes``."""
         return dataclasses.replace(self, **changes)
+
+    def broadcast(self) -> RunGrid:
+        """With every per-configuration field (``PER_CONFIGURATION``) an array of one shape,
+        ``overlap`` as bools."""
+        arrays = np.broadcast_arrays(*(np.asarray(getattr(self, k)) for k in PER_CONFIGURATION))
+        fields = dict(zip(PER_CONFIGURATION, arrays, strict=True))
+        return self.replace(**{**fields, "overlap": fields["overlap"].astype(bool)})
+
+    @property
+    def rank_batch(self):
+        """The sequences one rank prices per microbatch: ``microbatch / cp`` (context
+        parallelism gives each rank ``seq / cp`` tokens of each sequence, which prices exactly
+        as ``microbatch / cp`` sequences: ``fastpp.model.stages.stage_table``)."""
+        return self.microbatch / self.cp
+
+
+# RunGrid's fields that hold one value per configuration
+PER_CONFIGURATION = ("microbatch", "t", "d", "p", "m", "recompute", "cp", "ep", "etp", "zero",
+                     "overlap")

@@ -120,63 +120,42 @@ def stage_table(model: Transformer, hardware: Hardware, grid: RunGrid, *, config
         (latency), ``bandwidth`` and ``message_bytes`` of each stage's hand-off to the next,
         each hop over its own link (``handoff_links``).
     """
-    seq, microbatch, t, d, p, m = (grid.seq, grid.microbatch, grid.t, grid.d, grid.p, grid.m)
-    c, zero, overlap, ep, etp = grid.cp, grid.zero, grid.overlap, grid.ep, grid.etp
-    recompute, sequence_parallel, tp_overlap = grid.recompute, grid.sequence_parallel, \
-        grid.tp_overlap
-    blocking, precision, node_limit, imbalance = (grid.blocking_handoffs, grid.precision,
-                                                  grid.node_limit, grid.imbalance)
-    cp_comm, zero3, dispatcher, recipe = grid.cp_comm, grid.zero3, grid.dispatcher, grid.recipe
-    if precision is not None:
-        hardware = hardware.with_precision(precision)
+    if grid.precision is not None:
+        hardware = hardware.with_precision(grid.precision)
     # a layer's costs depend on its configuration only: priced once per configuration
-    b, tp, rc, cp, z, ov = np.broadcast_arrays(*(np.asarray(x) for x in (
-        microbatch, t, recompute, c, zero, overlap)))
-    ov = ov.astype(bool)
-    whole, b = b, b / cp  # context parallelism: the sequences' share one rank prices (above)
-    prices = _layer_prices(model, hardware, seq, b, whole, tp, rc, cp, sequence_parallel,
-                           tp_overlap, cp_comm, recipe)
+    grid = grid.broadcast()
+    prices = _layer_prices(model, hardware, grid)
 
     def per_stage(x):
-        return np.broadcast_to(x, b.shape)[config]
+        return np.broadcast_to(x, grid.microbatch.shape)[config]
 
-    starts, ends = embedding, loss
-    totals = _dense_terms(model, seq, b, tp, sequence_parallel, prices, per_stage,
-                          layers - moe_layers, layers, starts, ends)
+    t, cp, zero3 = grid.t, grid.cp, grid.zero3
+    totals = _dense_terms(model, grid, prices, per_stage, layers - moe_layers, layers,
+                          embedding, loss)
     if model.moe or model.mtp_depth:
         moe_layers, mtp = np.asarray(moe_layers, np.float64), np.asarray(mtp, np.float64)
-        ep, etp = (np.broadcast_to(np.asarray(x), b.shape) for x in (ep, etp))
-        times, layer = prices["times"], prices["layer"]
-        dense_one = {"forward": times["forward"] + prices["tp_forward"],
-                     "input_grad": times["input_grad"] + prices["tp_backward"],
-                     "weight_grad": times["weight_grad"], "activations": layer["activations"],
-                     "gamma": layer["gamma"]}
-        totals = _expert_and_mtp_terms(
-            model, hardware, seq, b, tp, rc, sequence_parallel, layer, prices["exchange"],
-            tp_overlap, dense_one, prices["head"], prices["loss_sync"], per_stage, moe_layers,
-            mtp, totals, ep=ep, etp=etp, node_limit=node_limit, imbalance=imbalance,
-            dispatcher=dispatcher, recipe=recipe)
+        totals = _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers,
+                                       mtp, totals)
     forward, backward, weight = totals["forward"], totals["backward"], totals["weight"]
     act, held_by_w = totals["act"], totals["held_by_w"]
     gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
-    params = stage_params(model, layers, embedding, loss, per_stage(tp), moe_layers, mtp)
-    experts = expert_stage_params(model, moe_layers, mtp, per_stage(np.broadcast_to(
-        np.asarray(ep), b.shape)), per_stage(np.broadcast_to(np.asarray(etp), b.shape)))
+    params = stage_params(model, layers, embedding, loss, per_stage(t), moe_layers, mtp)
+    experts = expert_stage_params(model, moe_layers, mtp, per_stage(grid.ep),
+                                  per_stage(grid.etp))
     # ZeRO-3 gathers and reduces the weights but the routed experts' (kept as ZeRO-1/2 keeps
     # them, over their own edp replicas)
-    gather, scatter = zero3_times(hardware, params, layers + starts + ends, per_stage(tp),
-                                  per_stage(d * cp), per_stage(z), zero3)
+    gather, scatter = zero3_times(hardware, params, layers + embedding + loss, per_stage(t),
+                                  per_stage(grid.d * cp), per_stage(grid.zero), zero3)
     forward = forward + np.maximum(gather - forward, 0.0)
     backward = backward + np.maximum(np.where(zero3 == "layer", gather, 0.0) + scatter
                                      - backward, 0.0)
     # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
-    host_forward, host_backward = host_times(hardware, layers, per_stage(rc),
-                                             np.asarray(starts) | np.asarray(ends),
-                                             per_stage(eager_ops(model, seq, b, tp)))
+    host_forward, host_backward = host_times(
+        hardware, layers, per_stage(grid.recompute), np.asarray(embedding) | np.asarray(loss),
+        per_stage(eager_ops(model, grid.seq, grid.rank_batch, t)))
     forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
-    mm = m[config]
-    latency, bandwidth, message, held = _handoff_terms(hardware, config, seq, model.hidden,
-                                                       microbatch, t, c, d, p, blocking,
+    mm = grid.m[config]
+    latency, bandwidth, message, held = _handoff_terms(hardware, grid, config, model.hidden,
                                                        forward, per_stage)
     table = {
         "f": (forward + held) * mm,
@@ -190,59 +169,65 @@ def stage_table(model: Transformer, hardware: Hardware, grid: RunGrid, *, config
         "bandwidth": bandwidth,
         "message_bytes": message,
     }
-    if model.moe and np.any(ov):  # a dense layer has no all-to-all: its pairs save nothing
-        table["fb"] = _pair_times(model, hardware, seq, whole, tp, rc, ov, sequence_parallel,
-                                  table, config, partner, layers, moe_layers, per_stage, mm,
-                                  ep=ep, etp=etp, node_limit=node_limit, imbalance=imbalance,
-                                  dispatcher=dispatcher, recipe=recipe)
+    if model.moe and np.any(grid.overlap):  # a dense layer has no all-to-all: no saving
+        table["fb"] = _pair_times(model, hardware, grid, table, config, partner, layers,
+                                  moe_layers, per_stage, mm)
     return table
 
 
-def _layer_prices(model, hardware, seq, b, whole, tp, rc, cp, sequence_parallel, tp_overlap,
-                  cp_comm, recipe) -> dict:
-    """Per configuration: one dense layer's costs (``layer``) and times (``times``), the
-    embedding's and the head's (``head``), the context-parallel exchange's forward and
-    backward, the tensor-parallel exchange of a layer's output (``exchange``) and what of it
-    a layer's forward and backward expose, the embedding's and logits' crossing (``edge``) and
-    the loss's synchronisation."""
-    layer = layer_costs(model, seq, b, tp, sequence_parallel, rc)
-    times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc)
-    if recipe is not None:  # fastpp.model.recipes: a dense layer's terms
+def _layer_prices(model, hardware, grid) -> dict:
+    """Per configuration of ``grid`` (a ``RunGrid``): one dense layer's costs (``layer``) and
+    times (``times``), the embedding's and the head's (``head``), the context-parallel
+    exchange's forward and backward, the tensor-parallel exchange of a layer's output
+    (``exchange``) and what of it a layer's forward and backward expose, the embedding's and
+    logits' crossing (``edge``) and the loss's synchronisation."""
+    seq, b, t, rc = grid.seq, grid.rank_batch, grid.t, grid.recompute
+    sequence_parallel = grid.sequence_parallel
+    layer = layer_costs(model, seq, b, t, sequence_parallel, rc)
+    times = layer_times(model, hardware, seq, b, t, sequence_parallel, rc)
+    if grid.recipe is not None:  # fastpp.model.recipes: a dense layer's terms
         layer, times = with_recipe(layer, times, recipe_terms(
-            model, hardware, recipe, seq, b, tp, rc, sequence_parallel, moe=False,
+            model, hardware, grid.recipe, seq, b, t, rc, sequence_parallel, moe=False,
             forward=times["forward"], input_grad=times["input_grad"]))
-    head = head_times(model, hardware, seq, b, tp, sequence_parallel)
-    cp_forward, cp_backward = context_parallel_times(model, hardware, seq, whole, tp, cp,
-                                                     cp_comm)
+    head = head_times(model, hardware, seq, b, t, sequence_parallel)
+    cp_forward, cp_backward = context_parallel_times(model, hardware, seq, grid.microbatch, t,
+                                                     grid.cp, grid.cp_comm)
     # a full recompute repeats it, and so does the selective one (the core with its exchange)
     cp_backward = cp_backward + np.where(rc >= 1, cp_forward, 0.0)
     sbh = seq * b * model.hidden
-    spans = tensor_parallel_per_node(hardware, tp)
+    spans = tensor_parallel_per_node(hardware, t)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
     # an all-gather and a reduce-scatter each with sequence parallelism (the same bytes)
-    exchange = (all_gather(hardware, BYTES * sbh, tp, spans)
-                + reduce_scatter(hardware, BYTES * sbh, tp, spans) if sequence_parallel
-                else all_reduce(hardware, BYTES * sbh, tp, spans))
-    tp_forward = layer["collectives_forward"] * exchange
-    tp_backward = layer["collectives_backward"] * exchange
-    if tp_overlap:
-        tp_forward = np.maximum(tp_forward - times["forward"], 0.0)
-        tp_backward = np.maximum(tp_backward - times["input_grad"] - times["weight_grad"], 0.0)
+    exchange = (all_gather(hardware, BYTES * sbh, t, spans)
+                + reduce_scatter(hardware, BYTES * sbh, t, spans) if sequence_parallel
+                else all_reduce(hardware, BYTES * sbh, t, spans))
+    tp_forward, tp_backward = _exposed_exchange(layer, times, exchange, grid.tp_overlap)
     # the embedding's output and the logits' input cross the ranks once each way; the
     # vocabulary-parallel loss all-reduces its max, sum and target logit (4 bytes a token)
-    edge = np.where(tp > 1, exchange, 0.0) / (2.0 if sequence_parallel else 1.0)
-    loss_sync = 3.0 * all_reduce(hardware, 4.0 * seq * b, tp, spans)
+    edge = np.where(t > 1, exchange, 0.0) / (2.0 if sequence_parallel else 1.0)
+    loss_sync = 3.0 * all_reduce(hardware, 4.0 * seq * b, t, spans)
     return {"layer": layer, "times": times, "head": head, "cp_forward": cp_forward,
             "cp_backward": cp_backward, "exchange": exchange, "tp_forward": tp_forward,
             "tp_backward": tp_backward, "edge": edge, "loss_sync": loss_sync}
 
 
-def _dense_terms(model, seq, b, tp, sequence_parallel, prices, per_stage, dense, layers,
-                 starts, ends) -> dict:
+def _exposed_exchange(layer, times, exchange, tp_overlap: bool):
+    """A layer's tensor-parallel seconds in its forward and backward: its collectives'
+    ``exchange``, with ``tp_overlap`` only what exceeds its own compute."""
+    forward = layer["collectives_forward"] * exchange
+    backward = layer["collectives_backward"] * exchange
+    if tp_overlap:
+        forward = np.maximum(forward - times["forward"], 0.0)
+        backward = np.maximum(backward - times["input_grad"] - times["weight_grad"], 0.0)
+    return forward, backward
+
+
+def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) -> dict:
     """Per stage: the forward, backward and weight-gradient times of its ``dense`` layers, the
     attention exchange of all its ``layers``, its embedding (``starts``) and its output layer
     and loss (``ends``); the activations it keeps (``kept``, ``act``) and those the weight
     gradient holds (``held_by_w``)."""
+    seq, b, t, sequence_parallel = grid.seq, grid.rank_batch, grid.t, grid.sequence_parallel
     times, head, layer, edge = prices["times"], prices["head"], prices["layer"], prices["edge"]
     # every layer's attention (dense or MoE) exchanges K and V across the CP ranks
     forward = (dense * per_stage(times["forward"] + prices["tp_forward"])
@@ -258,41 +243,44 @@ def _dense_terms(model, seq, b, tp, sequence_parallel, prices, per_stage, dense,
                 + ends * per_stage(head["head_input_grad"] + edge))
     kept = dense * per_stage(layer["activations"])
     sbh = seq * b * model.hidden
-    act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, tp, 1.0))
-           + ends * per_stage(4.0 * seq * b * model.vocab / tp))
+    act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, t, 1.0))
+           + ends * per_stage(4.0 * seq * b * model.vocab / t))
     return {"forward": forward, "backward": backward, "weight": weight, "kept": kept,
             "act": act, "held_by_w": kept * per_stage(layer["gamma"])}
 
 
-def _handoff_terms(hardware, config, seq, hidden, microbatch, t, c, d, p, blocking, forward,
-                   per_stage):
+def _handoff_terms(hardware, grid, config, hidden, forward, per_stage):
     """Per stage: its hand-off's latency, bandwidth and message, each hop over its own link,
     and what a blocking op holds its device for them (``held``)."""
-    latency, bandwidth = handoff_links(hardware, config, per_stage(np.asarray(t) * c * d),
+    t, cp, p = grid.t, grid.cp, grid.p
+    latency, bandwidth = handoff_links(hardware, config, per_stage(t * cp * grid.d),
                                        per_stage(p))
     # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off) of
-    # its seq/c tokens
-    message = per_stage(BYTES * seq * microbatch / np.asarray(c) * hidden / t)
+    # its seq/cp tokens
+    message = per_stage(BYTES * grid.seq * grid.microbatch / cp * hidden / t)
     # a blocking op holds its device for its hand-offs, the slower of its two hops, and for
     # the device synchronize after them (``Hardware.handoff``: the GPU idles until the CPU
     # issues again)
     hop = latency + message / bandwidth
     held = np.maximum(hop, incoming(config, hop)) + hardware.handoff
-    held = np.where(blocking & (per_stage(p) > 1) & (forward > 0), held, 0.0)
+    held = np.where(grid.blocking_handoffs & (per_stage(p) > 1) & (forward > 0), held, 0.0)
     return latency, bandwidth, message, held
 
 
-def _expert_and_mtp_terms(model, hardware, seq, b, tp, rc, sequence_parallel, layer, exchange,
-                          tp_overlap, one, head, loss_sync, per_stage, moe_layers, mtp, totals,
-                          *, ep, etp, node_limit, imbalance, dispatcher, recipe) -> dict:
+def _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers, mtp,
+                          totals) -> dict:
     """``totals`` (a stage's ``forward``, ``backward``, ``weight``, ``kept``, ``act`` and
-    ``held_by_w``) with its MoE layers and MTP modules added. ``one`` is a dense layer's
-    terms: an MTP module's layer where the model has no experts."""
+    ``held_by_w``) with its MoE layers and MTP modules added. An MTP module's layer is an MoE
+    layer (``_moe_layer``), or a dense one (``prices``) where the model has no experts."""
     forward, backward, weight, kept, act, held_by_w = (totals[k] for k in (
         "forward", "backward", "weight", "kept", "act", "held_by_w"))
+    times, layer, head = prices["times"], prices["layer"], prices["head"]
+    one = {"forward": times["forward"] + prices["tp_forward"],
+           "input_grad": times["input_grad"] + prices["tp_backward"],
+           "weight_grad": times["weight_grad"], "activations": layer["activations"],
+           "gamma": layer["gamma"]}
     if model.moe:
-        one = _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel, layer,
-                         exchange, tp_overlap, node_limit, imbalance, dispatcher, recipe)
+        one = _moe_layer(model, hardware, grid, prices["exchange"])
         forward = forward + moe_layers * per_stage(one["forward"])
         w = moe_layers * per_stage(one["weight_grad"])
         weight = weight + w
@@ -302,43 +290,42 @@ def _expert_and_mtp_terms(model, hardware, seq, b, tp, rc, sequence_parallel, la
         held_by_w = held_by_w + moe_kept * per_stage(one["gamma"])
     # an MTP module: a layer, its projection (split like a column-parallel matrix), the output
     # layer and the loss again
+    seq, b, t = grid.seq, grid.rank_batch, grid.t
     T, h = seq * b, model.hidden
     sbh = seq * b * model.hidden
-    proj = [matmul_time(hardware, T, h / tp, 2.0 * h), matmul_time(hardware, T, 2.0 * h, h / tp),
-            matmul_time(hardware, 2.0 * h, h / tp, T)]
+    proj = [matmul_time(hardware, T, h / t, 2.0 * h), matmul_time(hardware, T, 2.0 * h, h / t),
+            matmul_time(hardware, 2.0 * h, h / t, T)]
     forward = forward + mtp * per_stage(one["forward"] + proj[0] + head["embed_forward"]
-                                        + head["head_forward"] + loss_sync)
+                                        + head["head_forward"] + prices["loss_sync"])
     w = mtp * per_stage(one["weight_grad"] + proj[2] + head["head_weight_grad"])
     weight = weight + w
     backward = backward + w + mtp * per_stage(one["input_grad"] + proj[1]
                                               + head["head_input_grad"])
-    mtp_kept = mtp * per_stage(one["activations"] + BYTES * 2.0 * sbh / tp)
+    mtp_kept = mtp * per_stage(one["activations"] + BYTES * 2.0 * sbh / t)
     return {"forward": forward, "backward": backward, "weight": weight,
             "kept": kept + mtp_kept, "held_by_w": held_by_w + mtp_kept * per_stage(one["gamma"]),
-            "act": act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / tp)}
+            "act": act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / t)}
 
 
-def _pair_times(model, hardware, seq, whole, tp, rc, ov, sequence_parallel, table, config,
-                partner, layers, moe_layers, per_stage, mm, *, ep, etp, node_limit, imbalance,
-                dispatcher, recipe) -> np.ndarray:
+def _pair_times(model, hardware, grid, table, config, partner, layers, moe_layers, per_stage,
+                mm) -> np.ndarray:
     """Per stage, the overlapped pair's time ``fb``: its two halves' ``f + b`` less what the
     MoE layers both hold save (``fastpp.model.overlap``); NaN where its configuration does not
     overlap. Priced per configuration at each recomputation (none or selective: full
-    recomputation refuses the overlap)."""
-    ep, etp = (np.broadcast_to(np.asarray(x), whole.shape) for x in (ep, etp))
-    saved = np.zeros(whole.shape)
+    recomputation refuses the overlap), for whole sequences (``grid.microbatch``)."""
+    rc, ov = grid.recompute, grid.overlap
+    saved = np.zeros(ov.shape)
+    shared = {"seq": grid.seq, "microbatch": grid.microbatch, "tp": grid.t, "ep": grid.ep,
+              "etp": grid.etp, "sequence_parallel": grid.sequence_parallel,
+              "node_limit": grid.node_limit, "imbalance": grid.imbalance,
+              "dispatcher": grid.dispatcher}
     for r in np.unique(rc[ov]):
-        parts = layer_parts(model, hardware, seq=seq, microbatch=whole, tp=tp, ep=ep, etp=etp,
-                            sequence_parallel=sequence_parallel, recompute=RECOMPUTE[r],
-                            precision=hardware.precision, node_limit=node_limit,
-                            imbalance=imbalance, dispatcher=dispatcher,
-                            dispatch=dispatch_precision(hardware.precision, recipe))
-        if recipe is not None:
-            parts = parts_with_recipe(parts, model, hardware, recipe, seq=seq,
-                                      microbatch=whole, tp=tp, ep=ep, etp=etp,
-                                      sequence_parallel=sequence_parallel,
-                                      recompute=RECOMPUTE[r], node_limit=node_limit,
-                                      imbalance=imbalance, dispatcher=dispatcher)
+        parts = layer_parts(model, hardware, **shared, recompute=RECOMPUTE[r],
+                            precision=hardware.precision,
+                            dispatch=dispatch_precision(hardware.precision, grid.recipe))
+        if grid.recipe is not None:
+            parts = parts_with_recipe(parts, model, hardware, grid.recipe, **shared,
+                                      recompute=RECOMPUTE[r])
         saved = np.where(ov & (rc == r), saving(parts), saved)
     mate = np.arange(config.size) if partner is None else np.asarray(partner)
     moe = np.broadcast_to(moe_layers, layers.shape)
@@ -520,30 +507,28 @@ def with_recipe(layer: dict, times: dict, terms: dict) -> tuple[dict, dict]:
     return layer, times
 
 
-def _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel, dense, exchange,
-               tp_overlap, node_limit, imbalance, dispatcher="alltoall", recipe=None):
-    """An MoE layer's seconds, bytes and ``gamma`` per configuration, its four all-to-alls
-    inside the forward and the input-grad backward (the recomputed forward's too)."""
-    layer = moe_layer_costs(model, seq, b, tp, etp, sequence_parallel, rc, imbalance)
-    times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc,
-                        mlp=expert_times(model, hardware, seq, b, tp, ep, etp,
+def _moe_layer(model, hardware, grid, exchange):
+    """An MoE layer's seconds, bytes and ``gamma`` per configuration of ``grid``, its four
+    all-to-alls inside the forward and the input-grad backward (the recomputed forward's
+    too); ``exchange`` is a layer's tensor-parallel exchange (``_layer_prices``)."""
+    seq, b, t, ep, etp, rc = grid.seq, grid.rank_batch, grid.t, grid.ep, grid.etp, grid.recompute
+    sequence_parallel, imbalance, recipe = grid.sequence_parallel, grid.imbalance, grid.recipe
+    layer = moe_layer_costs(model, seq, b, t, etp, sequence_parallel, rc, imbalance)
+    times = layer_times(model, hardware, seq, b, t, sequence_parallel, rc,
+                        mlp=expert_times(model, hardware, seq, b, t, ep, etp,
                                          sequence_parallel, imbalance))
-    a2a = all_to_all_times(model, hardware, seq, b, tp, ep, etp,
-                           dispatch_precision(hardware.precision, recipe), node_limit,
-                           imbalance, dispatcher=dispatcher)
+    a2a = all_to_all_times(model, hardware, seq, b, t, ep, etp,
+                           dispatch_precision(hardware.precision, recipe), grid.node_limit,
+                           imbalance, dispatcher=grid.dispatcher)
     ahead = a2a["dispatch_f"] + a2a["combine_f"]
     behind = a2a["dispatch_b"] + a2a["combine_b"] + np.where(rc == 2, ahead, 0.0)
     if recipe is not None:
-        terms = recipe_terms(model, hardware, recipe, seq, b, tp, rc, sequence_parallel,
+        terms = recipe_terms(model, hardware, recipe, seq, b, t, rc, sequence_parallel,
                              moe=True, ep=ep, etp=etp, imbalance=imbalance, a2a=a2a,
                              forward=times["forward"], input_grad=times["input_grad"])
         layer, times = with_recipe(layer, times, terms)
         behind = behind + terms["comm"]
-    tp_forward = layer["collectives_forward"] * exchange
-    tp_backward = layer["collectives_backward"] * exchange
-    if tp_overlap:
-        tp_forward = np.maximum(tp_forward - times["forward"], 0.0)
-        tp_backward = np.maximum(tp_backward - times["input_grad"] - times["weight_grad"], 0.0)
+    tp_forward, tp_backward = _exposed_exchange(layer, times, exchange, grid.tp_overlap)
     return {"forward": times["forward"] + tp_forward + ahead,
             "input_grad": times["input_grad"] + tp_backward + behind,
             "weight_grad": times["weight_grad"], "activations": layer["activations"],
