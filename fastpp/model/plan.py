@@ -335,8 +335,8 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
     for name in names:
         if get_spec(name).forward_only:
             raise ScheduleError(f"schedules must be training schedules (got {name!r})")
-    shapes = [(t, c, p, gpus // (t * c * p)) for t in tps for c in cps for p in pps
-              if gpus % (t * c * p) == 0]
+    shapes = [(t, cp, p, gpus // (t * cp * p)) for t in tps for cp in cps for p in pps
+              if gpus % (t * cp * p) == 0]
     if not shapes:
         raise ScheduleError(f"gpus={gpus} has no factorization t * cp * p * d with t in {tps}, "
                             f"cp in {cps} and p in {pps}")
@@ -352,8 +352,8 @@ def _grid(axes: dict, sched: list, n_splits: int) -> dict[str, np.ndarray]:
 
     Each schedule runs at each chunk count and every p, p = 1 too: there the times agree but
     the memory does not (GPipe keeps every microbatch, 1F1B one)."""
-    grid = np.array([(t, c, p, d, e, et, q, b, r, z, o, i, k)
-                     for t, c, p, d in axes["shapes"] for e in axes["ep"]
+    grid = np.array([(t, cp, p, d, e, et, q, b, r, z, o, i, k)
+                     for t, cp, p, d in axes["shapes"] for e in axes["ep"]
                      for et in axes["etp"] for q in axes["precision"]
                      for b in axes["microbatch"] for r in axes["recompute"]
                      for z in axes["zero"] for o in axes["overlap"]
@@ -566,7 +566,7 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
             model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel, pricing)
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
     ep, etp = cols["ep"][run], cols["etp"][run]
-    c = cols["cp"][run]
+    cp = cols["cp"][run]
     zero3 = pricing["zero3"]
     fields = {k: v for k, v in table.items() if k in FIELDS}
     rows = engine.run(sid, p, n, m, p, fields, first=first, V=V, workers=workers, peaks=True)
@@ -575,13 +575,13 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
                             f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
                             f"report it")
     peaks, peak_at = rows.peaks, rows.peak_at
-    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, c, pricing["cp_comm"]), p)
+    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, cp, pricing["cp_comm"]), p)
     slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
     owner = np.repeat(np.arange(run.size), p)
-    edp = t * c * d // (etp * ep)
+    edp = t * cp * d // (etp * ep)
     params, experts = device_parameters(model, slot, peaks.size, table["params"],
                                         table["expert_params"], *ends, t[config])
-    weights, grads, optimizer = device_memory(model, params, experts, t[owner], (d * c)[owner],
+    weights, grads, optimizer = device_memory(model, params, experts, t[owner], (d * cp)[owner],
                                               edp[owner], cols["zero"][run][owner], zero3)
     total = weights + grads + optimizer + peaks
     padded = np.full((run.size, int(p.max())), -np.inf)  # the device with the most bytes
@@ -591,11 +591,11 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     # all-reduce and the optimizer step of the fullest device, each backward's window
     window = np.bincount(slot, weights=(table["b"] / m[config]), minlength=peaks.size)
     tied = model.tied_embeddings & (p > 1)
-    terms = step_terms(hardware, np.maximum.reduceat(params, peak_at), t, d * c,
+    terms = step_terms(hardware, np.maximum.reduceat(params, peak_at), t, d * cp,
                        cols["zero"][run], overlap=grad_overlap,
                        window=np.minimum.reduceat(window, peak_at),
                        embedding_params=tied * model.vocab * model.hidden / t,
-                       embedding_per_node=np.where(pipeline_spans(hardware, t * c, d, p), 1, 2),
+                       embedding_per_node=np.where(pipeline_spans(hardware, t * cp, d, p), 1, 2),
                        zero3=zero3, reduce_bytes=reduce_bytes)
     if model.moe:  # the routed experts' gradients reduce over edp, ranks etp x ep apart
         more = step_terms(hardware, np.maximum.reduceat(experts, peak_at), etp * ep, edp,
@@ -609,8 +609,8 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     values = {"step_time": step, "makespan": makespan, "gradient_sync": sync,
               "optimizer_step": terms["optimizer_step"],
               "tokens_per_s": tokens,
-              "mfu": tokens * model.flops_per_token(seq) / (t * c * p * d) / hardware.peak_flops,
-              "tflops_per_gpu": tokens * model.megatron_flops_per_token(seq) / (t * c * p * d)
+              "mfu": tokens * model.flops_per_token(seq) / (t * cp * p * d) / hardware.peak_flops,
+              "tflops_per_gpu": tokens * model.megatron_flops_per_token(seq) / (t * cp * p * d)
               / 1e12,
               "bubble_ratio": rows.out[:, batch.BUBBLE], "peak_activations": peaks[worst],
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
@@ -630,10 +630,10 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
 def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
     """Rows whose ``cp`` does not split ``seq`` into ``2 cp`` chunks, and rows asking the pair
     overlap where it cannot run (``fastpp.model.overlap_reason``), get their reason."""
-    for c in np.unique(cols["cp"]):
-        mine = np.flatnonzero((cols["cp"] == c) & (reason == ""))
+    for cp in np.unique(cols["cp"]):
+        mine = np.flatnonzero((cols["cp"] == cp) & (reason == ""))
         try:
-            check_cp(seq, int(c))
+            check_cp(seq, int(cp))
         except ScheduleError as error:
             reason[mine] = str(error)
     # a schedule that is Megatron's overlap itself: its rules hold whether or not it is priced
@@ -643,10 +643,10 @@ def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
     keys = np.stack([sid, cols["overlap"], cols["recompute"], cols["cp"], cols["ep"]],
                     axis=1)[rows]
     unique, which = np.unique(keys, axis=0, return_inverse=True)
-    for k, (s, asked, r, c, e) in enumerate(unique.tolist()):
+    for k, (s, asked, r, cp, e) in enumerate(unique.tolist()):
         spec = batch.SPECS[s]
         text = overlap_reason(spec.name, spec.pairs or not asked, RECOMPUTE[r],
-                              c if asked else 1, e)
+                              cp if asked else 1, e)
         if text:
             reason[rows[which.reshape(-1) == k]] = text
 

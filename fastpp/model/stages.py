@@ -69,16 +69,16 @@ def stage_table(model: Transformer, hardware: Hardware, grid: RunGrid, *, config
     ``zero3``, ...). Ranks are ordered as Megatron orders them: tensor, context, data,
     pipeline.
 
-    Context parallelism splits each sequence into ``2c`` chunks, two per rank (the first and
-    the last ones paired, for causal balance): a rank holds ``seq / c`` tokens of each
-    sequence, which prices exactly as ``microbatch / c`` sequences (its products, its bytes
-    and its share ``1/c`` of the causal attention's FLOPs). Each layer's attention needs the
+    Context parallelism splits each sequence into ``2 cp`` chunks, two per rank (the first and
+    the last ones paired, for causal balance): a rank holds ``seq / cp`` tokens of each
+    sequence, which prices exactly as ``microbatch / cp`` sequences (its products, its bytes
+    and its share ``1/cp`` of the causal attention's FLOPs). Each layer's attention needs the
     whole sequence's K and V: ``cp_comm="all-gather"`` gathers them before the attention and
     reduce-scatters their gradients in the backward, exposed (Llama 3); ``"ring"`` passes each
-    rank's chunk round the ``c`` ranks in ``c - 1`` steps under the attention core, only what
+    rank's chunk round the ``cp`` ranks in ``cp - 1`` steps under the attention core, only what
     exceeds it exposed (the backward passes K, V and their gradients: twice the bytes).
 
-    ZeRO-3 (``zero=3``) shards the weights over the ``d c`` replicas too: with
+    ZeRO-3 (``zero=3``) shards the weights over the ``d cp`` replicas too: with
     ``zero3="layer"`` each layer's weights are all-gathered in its forward and again in its
     backward, and its gradients reduce-scattered in the backward, each microbatch, under the
     layer's compute (FSDP's prefetch), only what exceeds it exposed; with ``"step"`` they are
@@ -92,7 +92,7 @@ def stage_table(model: Transformer, hardware: Hardware, grid: RunGrid, *, config
     pair's forward stage; ``partner`` gives each stage the stage of its pairs' backward half
     (in DualPipe and DualPipeV the device's other stage; default: the stage itself, as for
     combined 1F1B, whose pairs mix a device's chunks: exact where they hold the same layers).
-    The pair's parts are priced for whole sequences: the overlap with ``c > 1`` is refused
+    The pair's parts are priced for whole sequences: the overlap with ``cp > 1`` is refused
     upstream (``overlap_reason``). Times are the
     per-op model of ``fastpp.model.compute`` plus the tensor-parallel collectives of
     ``fastpp.model.comm`` on the critical path; with ``tp_overlap`` (Transformer Engine's
@@ -368,7 +368,7 @@ def incoming(config, values) -> np.ndarray:
 def handoff_links(hardware: Hardware, config, stride, p):
     """Per stage: latency and bandwidth of its hand-off to the next stage, each hop over its
     own link (``fastpp.model.comm.hop_crosses``; stage ``v`` on pipeline rank ``v mod p``,
-    the loop placement; ``stride = t c d`` per stage): NVLink inside a node, the network
+    the loop placement; ``stride = t cp d`` per stage): NVLink inside a node, the network
     where the hop leaves it."""
     position = stage_positions(config)
     p = np.asarray(p, np.int64)
@@ -386,75 +386,75 @@ def check_cp(seq: int, cp: int) -> None:
                             f"multiple of 2*cp={2 * cp} (got seq={seq}, cp={cp})")
 
 
-def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, c,
+def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, cp,
                            cp_comm: str):
     """Seconds per layer that context parallelism adds, forward and backward, per
-    configuration (``microbatch`` whole sequences over ``c`` ranks; see ``stage_table``):
+    configuration (``microbatch`` whole sequences over ``cp`` ranks; see ``stage_table``):
     the K and V exchange's exposed part, and with the ring the attention core repriced in
-    its blocks. Zero for ``c = 1``.
+    its blocks. Zero for ``cp = 1``.
 
     ``"all-gather"`` (Llama 3): K and V of the whole sequences gathered before the attention,
     their gradients reduce-scattered after its backward, both exposed; each rank's queries
     then attend causally over keys as long as the sequence, as without context parallelism.
 
     ``"ring"`` (Megatron with Transformer Engine's p2p context parallelism): the sequence in
-    ``2c`` chunks, rank ``i`` holding chunks ``i`` and ``2c - 1 - i``; ``c`` steps, step 0
-    the local chunks' causal attention (``s/c`` queries and keys), each later step one
+    ``2 cp`` chunks, rank ``i`` holding chunks ``i`` and ``2 cp - 1 - i``; ``cp`` steps, step 0
+    the local chunks' causal attention (``s/cp`` queries and keys), each later step one
     received K, V block against the local queries: rank ``i`` at step ``k <= i`` attends with
-    its ``s/c`` queries to the block's first half (``s/2c`` keys), after it with its second
-    chunk's ``s/2c`` queries to the whole block: every step ``1/c`` of the causal FLOPs (the
+    its ``s/cp`` queries to the block's first half (``s/2cp`` keys), after it with its second
+    chunk's ``s/2cp`` queries to the whole block: every step ``1/cp`` of the causal FLOPs (the
     load balance), non-causal. While step ``k`` computes, the block for step ``k + 1``
-    travels to the next rank (one hop of ``s/c`` tokens' K and V, over the node's link or one
-    network rail): only a hop longer than its step is exposed, ``c - 1`` hops in all. The
+    travels to the next rank (one hop of ``s/cp`` tokens' K and V, over the node's link or one
+    network rail): only a hop longer than its step is exposed, ``cp - 1`` hops in all. The
     backward passes K, V and their gradients under each step's backward
     (``ring_backward_exposed``).
     """
     b = np.asarray(microbatch, np.float64)
-    c = np.asarray(c, np.float64)
+    cp = np.asarray(cp, np.float64)
     t = np.asarray(t, np.float64)
     kv_bytes = 2.0 * BYTES * seq * b * model.kv / t  # the whole sequences' K and V, one rank
-    per_node = context_parallel_per_node(hardware, t, c)
+    per_node = context_parallel_per_node(hardware, t, cp)
     if cp_comm == "all-gather":
-        return (all_gather(hardware, kv_bytes, c, per_node),
-                reduce_scatter(hardware, kv_bytes, c, per_node))
-    spans = c > per_node
+        return (all_gather(hardware, kv_bytes, cp, per_node),
+                reduce_scatter(hardware, kv_bytes, cp, per_node))
+    spans = cp > per_node
     link = np.where(spans, hardware.network.bandwidth, hardware.node.bandwidth)
     latency = np.where(spans, hardware.network.latency, hardware.node.latency)
-    hop = kv_bytes / c / link + latency
-    steps = ring_steps(model, hardware, seq, b, t, c)
-    plain_forward, plain_backward = _attention(hardware, model, seq, b / c, t)
-    ring = c > 1
-    forward = np.where(ring, steps["first_forward"] + (c - 1.0) * steps["forward"]
+    hop = kv_bytes / cp / link + latency
+    steps = ring_steps(model, hardware, seq, b, t, cp)
+    plain_forward, plain_backward = _attention(hardware, model, seq, b / cp, t)
+    ring = cp > 1
+    forward = np.where(ring, steps["first_forward"] + (cp - 1.0) * steps["forward"]
                        - plain_forward
-                       + ring_exposed(hop, steps["first_forward"], steps["forward"], c), 0.0)
-    backward = np.where(ring, steps["first_backward"] + (c - 1.0) * steps["backward"]
+                       + ring_exposed(hop, steps["first_forward"], steps["forward"], cp), 0.0)
+    backward = np.where(ring, steps["first_backward"] + (cp - 1.0) * steps["backward"]
                         - plain_backward + ring_backward_exposed(
-                            hop, steps["first_backward"], steps["backward"], c), 0.0)
+                            hop, steps["first_backward"], steps["backward"], cp), 0.0)
     return forward, backward
 
 
-def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, c, cp_comm: str):
+def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, cp, cp_comm: str):
     """Bytes one rank holds for context parallelism's K and V exchange beyond its activations,
     during one layer's attention backward (the peak): the ring's double buffers of a block and
-    of its gradients, ``4`` blocks of ``s/c`` tokens' K and V (Transformer Engine alternates
+    of its gradients, ``4`` blocks of ``s/cp`` tokens' K and V (Transformer Engine alternates
     two receive buffers); the all-gather's whole sequences' K and V and their gradients.
-    Activations themselves are ``1/c`` of a rank's without context parallelism (its
-    ``seq/c`` tokens, ``stage_table``). Zero for ``c = 1``."""
-    c = np.asarray(c, np.float64)
+    Activations themselves are ``1/cp`` of a rank's without context parallelism (its
+    ``seq/cp`` tokens, ``stage_table``). Zero for ``cp = 1``."""
+    cp = np.asarray(cp, np.float64)
     kv_bytes = 2.0 * BYTES * seq * np.asarray(microbatch, np.float64) * model.kv / np.asarray(
         t, np.float64)
-    held = 4.0 * kv_bytes / c if cp_comm == "ring" else 2.0 * kv_bytes
-    return np.where(c > 1, held, 0.0)
+    held = 4.0 * kv_bytes / cp if cp_comm == "ring" else 2.0 * kv_bytes
+    return np.where(cp > 1, held, 0.0)
 
 
-def ring_steps(model: Transformer, hardware: Hardware, seq: int, microbatch, t, c) -> dict:
+def ring_steps(model: Transformer, hardware: Hardware, seq: int, microbatch, t, cp) -> dict:
     """Seconds of one ring step's attention, forward and backward: ``first_*`` step 0 (the
-    local chunks, causal), the others a block of ``s/2c`` keys for ``s/c`` queries or ``s/c``
-    keys for ``s/2c`` queries (half the ranks each, their mean), each ``1/c`` of the FLOPs
+    local chunks, causal), the others a block of ``s/2cp`` keys for ``s/cp`` queries or ``s/cp``
+    keys for ``s/2cp`` queries (half the ranks each, their mean), each ``1/cp`` of the FLOPs
     (``context_parallel_times``)."""
-    b, c = np.asarray(microbatch, np.float64), np.asarray(c, np.float64)
-    share = b / (c * c)  # 1/c of the 1/c of the sequences' causal FLOPs a rank computes
-    block = seq / c
+    b, cp = np.asarray(microbatch, np.float64), np.asarray(cp, np.float64)
+    share = b / (cp * cp)  # 1/cp of the 1/cp of the sequences' causal FLOPs a rank computes
+    block = seq / cp
     first = _attention(hardware, model, seq, share, t, length=block, causal=True)
     short = _attention(hardware, model, seq, share, t, length=block / 2.0, causal=False)
     long = _attention(hardware, model, seq, share, t, length=block, causal=False)
@@ -462,23 +462,23 @@ def ring_steps(model: Transformer, hardware: Hardware, seq: int, microbatch, t, 
             "forward": 0.5 * (short[0] + long[0]), "backward": 0.5 * (short[1] + long[1])}
 
 
-def ring_backward_exposed(hop, first, step, c):
+def ring_backward_exposed(hop, first, step, cp):
     """Exposed seconds of the ring's backward exchange (Transformer Engine's order): each of
-    the ``c`` steps sends at its start, under its own compute, step 0 a K, V block
+    the ``cp`` steps sends at its start, under its own compute, step 0 a K, V block
     (``hop``), the middle ones a block and the gradients of the last (``2 hop``), the last
     step the gradients alone (``hop``)."""
-    c = np.asarray(c, np.float64)
-    return np.where(c > 1, np.maximum(hop - first, 0.0)
-                    + np.maximum(c - 2.0, 0.0) * np.maximum(2.0 * hop - step, 0.0)
+    cp = np.asarray(cp, np.float64)
+    return np.where(cp > 1, np.maximum(hop - first, 0.0)
+                    + np.maximum(cp - 2.0, 0.0) * np.maximum(2.0 * hop - step, 0.0)
                     + np.maximum(hop - step, 0.0), 0.0)
 
 
-def ring_exposed(hop, first, step, c):
-    """Exposed seconds of a ring's ``c - 1`` hops, hop ``k + 1`` under step ``k``'s compute
+def ring_exposed(hop, first, step, cp):
+    """Exposed seconds of a ring's ``cp - 1`` hops, hop ``k + 1`` under step ``k``'s compute
     (``first`` for step 0, ``step`` for the others)."""
-    c = np.asarray(c, np.float64)
-    return np.where(c > 1, np.maximum(hop - first, 0.0)
-                    + np.maximum(c - 2.0, 0.0) * np.maximum(hop - step, 0.0), 0.0)
+    cp = np.asarray(cp, np.float64)
+    return np.where(cp > 1, np.maximum(hop - first, 0.0)
+                    + np.maximum(cp - 2.0, 0.0) * np.maximum(hop - step, 0.0), 0.0)
 
 
 def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero3: str):
@@ -579,7 +579,7 @@ def expert_stage_params(model: Transformer, moe_layers, mtp, ep, etp):
 
 def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0):
     """Weight, gradient and optimizer bytes of ``params`` parameters under ZeRO ``zero``
-    over ``d`` replicas (all broadcast; with context parallelism ``d`` is ``d c``). ZeRO-3
+    over ``d`` replicas (all broadcast; with context parallelism ``d`` is ``d cp``). ZeRO-3
     shards the weights too; gathered per layer (``zero3="layer"``) a device also holds
     ``in_flight`` parameters whole (``IN_FLIGHT_LAYERS`` layers), gathered per step it holds
     all its weights whole through the step."""
@@ -620,7 +620,7 @@ def device_memory(model: Transformer, params, experts, t, replicas, edp, zero,
                   zero3: str = "layer") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Weight, gradient and optimizer bytes per device holding ``params`` dense and
     ``experts`` routed-expert parameters (``device_parameters``): the dense ones under ZeRO
-    ``zero`` over ``replicas`` (``d c``) with ZeRO-3's ``IN_FLIGHT_LAYERS`` layers whole, the
+    ``zero`` over ``replicas`` (``d cp``) with ZeRO-3's ``IN_FLIGHT_LAYERS`` layers whole, the
     routed experts' over ``edp`` expert-data-parallel replicas under at most ZeRO-2 (ZeRO-3
     does not shard them). Arrays broadcast."""
     dense = optimizer_split(params, replicas, zero, zero3,
