@@ -414,6 +414,12 @@ class RunGrid:
         fields = dict(zip(PER_CONFIGURATION, arrays, strict=True))
         return self.replace(**{**fields, "overlap": fields["overlap"].astype(bool)})
 
+    def take(self, index) -> RunGrid:
+        """The configurations ``index`` (an index array into every per-configuration
+        field)."""
+        return self.replace(**{k: np.asarray(getattr(self, k))[index]
+                               for k in PER_CONFIGURATION})
+
     @property
     def rank_batch(self):
         """The sequences one rank prices per microbatch: ``microbatch / cp`` (context

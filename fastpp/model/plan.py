@@ -29,7 +29,7 @@ from ..sweeps.robust import (
     objective_values,
 )
 from .comm import pipeline_spans
-from .config import RunGrid
+from .config import PER_CONFIGURATION, RunGrid
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
@@ -250,12 +250,12 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         one_of(value, name, (False, True))
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
-    pricing = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
-               "cp_comm": cp_comm, "zero3": zero3,
-               "reduce_bytes": float(numbers(reduce_bytes, "reduce_bytes", strict=True)),
-               **_moe_pricing(node_limit, imbalance, model),
-               **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,
-                                offload_modules)}
+    reduce_bytes = float(numbers(reduce_bytes, "reduce_bytes", strict=True))
+    shared = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
+              "cp_comm": cp_comm, "zero3": zero3, "sequence_parallel": sequence_parallel,
+              **_moe_pricing(node_limit, imbalance, model),
+              **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,
+                               offload_modules)}
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     axes = _axes(model, hardware, gpus, global_batch, tp=tp, pp=pp, microbatch=microbatch,
                  cp=cp, overlap=overlap, recompute=recompute, ep=ep, etp=etp,
@@ -272,8 +272,11 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     if objective is not None and noise is None:
         raise ScheduleError(f"objective={objective!r} ranks by the step time under noise: give "
                             f"noise= too (got noise=None)")
-    rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity,
-                     bool(gradient_overlap), sequence_parallel, pricing, workers,
+    # every configuration as stage_table reads them (a precision at a time: _stages)
+    grid = RunGrid(seq=seq, **{k: cols[k] for k in PER_CONFIGURATION if k != "overlap"},
+                   overlap=cols["overlap"].astype(bool), **shared)
+    rows = _simulate(model, hardware, grid, global_batch, cols, splits, capacity,
+                     bool(gradient_overlap), reduce_bytes, workers,
                      None if noise is None else (noise, samples, seed))
     frame = _table(pd, model, hardware, seq, gpus, cols, rows)
     rank = -frame["tokens_per_s"].fillna(-1).to_numpy()
@@ -488,15 +491,14 @@ def _layouts(model, chunks, split, splits, reason) -> tuple[np.ndarray, list]:
     return index, found
 
 
-def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel,
-            pricing):
-    """The stages of the configurations ``run`` in one flat table: per configuration ``V``
-    and where its stages start, per stage its configuration, model chunk and costs
-    (``stage_table``), which configurations have a stage that takes no time, and which stages
-    hold the embedding and which the loss."""
-    t, p, d, b, m, sid, chunks, ep, etp, precision = (
-        x[run] for x in (cols["t"], cols["p"], cols["d"], cols["microbatch"], cols["m"],
-                         cols["sid"], chunks, cols["ep"], cols["etp"], cols["precision"]))
+def _stages(model, hardware, grid, cols, run, chunks, which, layouts):
+    """The stages of the configurations ``run`` of ``grid`` in one flat table: per
+    configuration ``V`` and where its stages start, per stage its configuration, model chunk
+    and costs (``stage_table``), which configurations have a stage that takes no time, and
+    which stages hold the embedding and which the loss."""
+    grid = grid.take(run)
+    p, m = grid.p, grid.m
+    sid, chunks, precision = (x[run] for x in (cols["sid"], chunks, cols["precision"]))
     V = engine.stages(sid, p, m)
     config = np.repeat(np.arange(run.size), V)
     first = np.r_[0, np.cumsum(V)[:-1]].astype(np.int64)
@@ -518,14 +520,9 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
         moe[mine], mtp[mine] = kinds[0][chunk[mine]], kinds[1][chunk[mine]]
     table = None
     for q in np.unique(precision):  # a table per precision, each configuration's kept
-        grid = RunGrid(seq=seq, microbatch=b, t=t, d=d, p=p, m=m,
-                       recompute=cols["recompute"][run], cp=cols["cp"][run],
-                       zero=cols["zero"][run], overlap=cols["overlap"][run].astype(bool),
-                       ep=ep, etp=etp, sequence_parallel=sequence_parallel,
-                       precision=PRECISIONS[q], **pricing)
-        one = stage_table(model, hardware, grid, config=config, layers=layers,
-                          embedding=embedding, loss=loss, moe_layers=moe, mtp=mtp,
-                          partner=partner)
+        one = stage_table(model, hardware, grid.replace(precision=PRECISIONS[q]),
+                          config=config, layers=layers, embedding=embedding, loss=loss,
+                          moe_layers=moe, mtp=mtp, partner=partner)
         if table is None:
             table = one
             continue
@@ -538,11 +535,11 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
     return V, config, first, chunk, table, idle, (embedding, loss)
 
 
-def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
-              sequence_parallel, pricing, workers, noisy=None) -> dict[str, np.ndarray]:
-    """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
-    pricing = dict(pricing)
-    reduce_bytes = pricing.pop("reduce_bytes", REDUCE_BYTES)  # the step's, not stage_table's
+def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_overlap,
+              reduce_bytes, workers, noisy=None) -> dict[str, np.ndarray]:
+    """Reasons, costs, the kernel and the bytes of every configuration in ``cols`` (``grid``
+    as ``stage_table`` reads them); ``reduce_bytes`` per gradient in the step's reduction."""
+    seq = grid.seq
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid,
@@ -556,18 +553,18 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     if run.size == 0:
         return out
     V, config, first, chunk, table, idle, ends = _stages(
-        model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel, pricing)
+        model, hardware, grid, cols, run, chunks, which, layouts)
     if idle.any():  # a stage without work cannot run: its configurations get the reason
         reason[run[idle]] = idle_reason()
         run = run[~idle]
         if run.size == 0:
             return out
         V, config, first, chunk, table, _, ends = _stages(
-            model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel, pricing)
+            model, hardware, grid, cols, run, chunks, which, layouts)
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
     ep, etp = cols["ep"][run], cols["etp"][run]
     cp = cols["cp"][run]
-    zero3 = pricing["zero3"]
+    zero3 = grid.zero3
     fields = {k: v for k, v in table.items() if k in FIELDS}
     rows = engine.run(sid, p, n, m, p, fields, first=first, V=V, workers=workers, peaks=True)
     if np.any(rows.status != batch.OK):
@@ -575,7 +572,7 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
                             f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
                             f"report it")
     peaks, peak_at = rows.peaks, rows.peak_at
-    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, cp, pricing["cp_comm"]), p)
+    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, cp, grid.cp_comm), p)
     slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
     owner = np.repeat(np.arange(run.size), p)
     edp = t * cp * d // (etp * ep)
