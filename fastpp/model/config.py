@@ -417,8 +417,8 @@ class RunGrid:
     def take(self, index) -> RunGrid:
         """The configurations ``index`` (an index array into every per-configuration
         field)."""
-        return self.replace(**{k: np.asarray(getattr(self, k))[index]
-                               for k in PER_CONFIGURATION})
+        full = self.broadcast()
+        return full.replace(**{k: getattr(full, k)[index] for k in PER_CONFIGURATION})
 
     @property
     def rank_batch(self):

@@ -97,18 +97,18 @@ def stage_table(model: Transformer, hardware: Hardware, grid: RunGrid, *, config
     per-op model of ``fastpp.model.compute`` plus the tensor-parallel collectives of
     ``fastpp.model.comm`` on the critical path; with ``tp_overlap`` (Transformer Engine's
     ``--tp-comm-overlap``) a layer's collectives run under its own compute, only what exceeds
-    it exposed. With ``blocking`` (Megatron without ``--overlap-p2p-communication``: a batched
-    send and receive between two ops), each chunk op with ``p > 1`` also holds its device for
-    one hand-off's transfer.
+    it exposed. With ``blocking_handoffs`` (Megatron without
+    ``--overlap-p2p-communication``: a batched send and receive between two ops), each chunk
+    op with ``p > 1`` also holds its device for one hand-off's transfer.
 
     With experts (``fastpp.model.moe``): per stage ``moe_layers`` (how many of its ``layers``
     have experts) and ``mtp`` (multi-token-prediction modules it holds), per configuration
-    ``ep`` and ``etp``; the products in ``precision`` (default the hardware's), DeepSeek's
-    ``node_limit``, the token ``imbalance`` and the token ``dispatcher``
-    (``fastpp.model.moe.DISPATCHERS``); a memory ``recipe`` (``fastpp.model.recipes``)
-    changes every layer's bytes and backward. An MoE layer's all-to-alls sit inside its
-    forward and input-grad backward (no overlap). An MTP module costs a layer, its ``2h x h``
-    projection, and the output layer and loss again.
+    ``ep`` and ``etp``; the grid's ``precision`` for the products (default the
+    hardware's), DeepSeek's ``node_limit``, the token ``imbalance`` and the token
+    ``dispatcher`` (``fastpp.model.moe.DISPATCHERS``); a memory ``recipe``
+    (``fastpp.model.recipes``) changes every layer's bytes and backward. An MoE layer's
+    all-to-alls sit inside its forward and input-grad backward (no overlap). An MTP module
+    costs a layer, its ``2h x h`` projection, and the output layer and loss again.
 
     Returns
     -------
