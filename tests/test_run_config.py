@@ -7,14 +7,17 @@ import pytest
 
 from fastpp import ScheduleError
 from fastpp.model import (
+    HARDWARE,
     PLAN_COLUMNS,
     RunConfig,
+    RunGrid,
     Transformer,
     device_bytes,
     plan,
+    stage_table,
     transformer_costs,
 )
-from fastpp.model.config import ROW
+from fastpp.model.config import PER_CONFIGURATION, ROW
 
 TINY = Transformer(8, 512, 8, vocab=1024, swiglu=True, name="tiny")
 
@@ -104,3 +107,38 @@ def test_bad_configs():
         transformer_costs(TINY, seq=512)
     with pytest.raises(TypeError):
         RunConfig(512, 8)  # keywords only: no positional mix-ups of t, p, d
+
+
+def test_run_grid_names_run_config_fields():
+    """RunGrid's fields are RunConfig's (plan's columns) but the recipe RunConfig's
+    recompute_modules become."""
+    grid = set(RunGrid.__dataclass_fields__) - {"recipe"}
+    assert grid <= set(RunConfig.__dataclass_fields__)
+    assert set(PER_CONFIGURATION) <= grid
+
+
+def test_a_grid_prices_each_configuration_as_alone():
+    """stage_table over three configurations at once (tensor, context and expert
+    parallelism, recomputation, ZeRO-3 and the pair overlap differing) gives each stage what
+    the configuration's own one-configuration grid gives it."""
+    moe = Transformer(4, 256, 8, ffn=512, kv_heads=4, expert_ffn=128, experts=8, top_k=2,
+                      shared_experts=1, vocab=512, swiglu=True, name="grid-moe")
+    grid = RunGrid(seq=256, microbatch=np.array([1, 2, 1]), t=np.array([1, 2, 4]),
+                   d=np.array([4, 2, 1]), p=np.full(3, 2), m=np.ones(3, np.int64),
+                   recompute=np.array([0, 1, 2]), cp=np.array([1, 2, 1]),
+                   ep=np.array([2, 4, 1]), zero=np.array([1, 3, 0]),
+                   overlap=np.array([True, False, False]), sequence_parallel=True,
+                   blocking_handoffs=True, cp_comm="ring", zero3="layer")
+    config = np.repeat(np.arange(3), 2)
+    stages = {"layers": np.tile([2.0, 2.0], 3), "embedding": np.tile([True, False], 3),
+              "loss": np.tile([False, True], 3), "moe_layers": np.tile([2.0, 2.0], 3)}
+    together = stage_table(moe, HARDWARE["H100-80GB"], grid, config=config,
+                           **stages)
+    assert np.isfinite(together["fb"][:2]).all() and np.isnan(together["fb"][2:]).all()
+    for k in range(3):
+        mine = config == k
+        alone = stage_table(moe, HARDWARE["H100-80GB"], grid.take([k]),
+                            config=np.zeros(2, np.int64),
+                            **{name: x[mine] for name, x in stages.items()})
+        for key, value in alone.items():
+            np.testing.assert_allclose(together[key][mine], value, rtol=1e-12, err_msg=key)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fastpp import ScheduleError, build_schedule, simulate
-from fastpp.model import HARDWARE, Hardware, Link, Transformer, transformer_costs
+from fastpp.model import HARDWARE, Hardware, Link, RunGrid, Transformer, transformer_costs
 from fastpp.model.comm import all_reduce, hop_crosses, link_time
 from fastpp.model.compute import (
     EAGER_SOFTMAX_BACKWARD,
@@ -151,10 +151,10 @@ def test_megatrons_fused_softmax_takes_only_its_shapes():
 def _one_stage(model, hw, t=1, microbatch=1):
     """One stage of four layers, no embedding nor loss, full recomputation."""
     one = np.ones(1, np.int64)
-    return stage_table(model, hw, 1024, config=one - 1, layers=np.array([4.0]),
-                       embedding=np.array([False]), loss=np.array([False]),
-                       microbatch=one * microbatch, t=one * t, d=one, p=one, m=one,
-                       sequence_parallel=False, recompute=one + 1)
+    grid = RunGrid(seq=1024, microbatch=one * microbatch, t=one * t, d=one, p=one, m=one,
+                   recompute=one + 1)
+    return stage_table(model, hw, grid, config=one - 1, layers=np.array([4.0]),
+                       embedding=np.array([False]), loss=np.array([False]))
 
 
 def test_each_hop_on_its_own_link_by_hand():

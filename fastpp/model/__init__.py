@@ -12,7 +12,7 @@ against published training runs (docs/fidelity.md); ``pricing`` holds
 ``transformer_costs`` and ``device_bytes``.
 """
 
-from .config import RunConfig
+from .config import RunConfig, RunGrid
 from .errorbar import ErrorBar
 from .hardware import GB, HARDWARE, LINKS, Hardware, Link
 from .hf import from_hf
@@ -31,7 +31,7 @@ from .validate import validate
 
 __all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECIPES", "RECOMPUTE",
            "ErrorBar", "Hardware", "Layout", "Link", "ModelCosts", "Recipe", "RunConfig",
-           "Transformer", "chunk_layers", "device_bytes", "even_layers", "from_hf",
+           "RunGrid", "Transformer", "chunk_layers", "device_bytes", "even_layers", "from_hf",
            "from_megatron", "from_torchtitan", "layer_costs", "layer_parts", "megatron_layers",
            "overlap_reason", "pair_partner", "parse_layout", "plan", "stage_table",
            "to_megatron", "to_torchtitan", "torchtitan_layers", "transformer_costs", "validate"]

@@ -79,9 +79,9 @@ def tensor_parallel_per_node(hardware: Hardware, t) -> np.ndarray:
     return np.minimum(np.asarray(t), hardware.gpus_per_node)
 
 
-def context_parallel_per_node(hardware: Hardware, t, c) -> np.ndarray:
-    """Members per node of a context-parallel group (``c`` ranks, ``t`` apart)."""
-    return np.minimum(np.maximum(hardware.gpus_per_node // np.asarray(t), 1), np.asarray(c))
+def context_parallel_per_node(hardware: Hardware, t, cp) -> np.ndarray:
+    """Members per node of a context-parallel group (``cp`` ranks, ``t`` apart)."""
+    return np.minimum(np.maximum(hardware.gpus_per_node // np.asarray(t), 1), np.asarray(cp))
 
 
 def data_parallel_per_node(hardware: Hardware, t, d) -> np.ndarray:
@@ -91,7 +91,7 @@ def data_parallel_per_node(hardware: Hardware, t, d) -> np.ndarray:
 
 def hop_crosses(hardware: Hardware, stride, device, following) -> np.ndarray:
     """Whether the hand-off from pipeline rank ``device`` to ``following`` crosses nodes: the
-    ranks ``device stride + j`` and ``following stride + j`` (``j < stride``; ``stride = t c
+    ranks ``device stride + j`` and ``following stride + j`` (``j < stride``; ``stride = t cp
     d`` as Megatron orders ranks) sit in different nodes for some ``j`` (exact where the
     stride and the node size divide one another: the first and the last ``j`` decide)."""
     g = hardware.gpus_per_node

@@ -12,6 +12,8 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, flag, number, one_of, positive_int
 from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from .hardware import PRECISIONS
@@ -344,3 +346,88 @@ def as_model(model, name: str = "model"):
         raise ScheduleTypeError(f"{name} must be a fastpp.model.Transformer (got "
                                 f"{type(model).__name__})")
     return model
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunGrid:
+    """Many configurations as ``stage_table`` prices them at once: ``RunConfig``'s (and
+    ``plan``'s columns') names, one array per field that varies, indexed by configuration,
+    and one value for the choices the configurations share.
+
+    ``plan`` builds one from its grid, ``transformer_costs`` and
+    ``fastpp.model.published`` one of a single configuration; ``stage_table`` and its helpers
+    read the fields by name. Arrays broadcast against each other (a scalar is every
+    configuration's); the defaults are those a bare ``stage_table`` call had.
+
+    Parameters
+    ----------
+    seq : int
+        Sequence length.
+    microbatch, t, d, p, m, cp, ep, etp, zero : array_like of int
+        Per configuration, as ``RunConfig``'s fields.
+    recompute : array_like of int
+        Per configuration, an index into ``fastpp.model.transformer.RECOMPUTE``.
+    overlap : array_like of bool
+        Per configuration, the schedule's overlapped pairs.
+    sequence_parallel, tp_overlap, blocking_handoffs : bool
+    precision : {"bf16", "fp8"}, optional
+    dispatcher, cp_comm, zero3 : str
+    node_limit : int, optional
+    imbalance : float
+        As ``RunConfig``'s, shared by every configuration.
+    recipe : Recipe, optional
+        The memory recipe (``fastpp.model.recipes.make_recipe``; ``RunConfig``'s
+        ``recompute_modules`` become one).
+    """
+
+    seq: int
+    microbatch: object
+    t: object
+    d: object
+    p: object
+    m: object
+    recompute: object
+    cp: object = 1
+    ep: object = 1
+    etp: object = 1
+    zero: object = 0
+    overlap: object = False
+    sequence_parallel: bool = False
+    tp_overlap: bool = False
+    blocking_handoffs: bool = False
+    precision: str | None = None
+    dispatcher: str = "alltoall"
+    cp_comm: str = "all-gather"
+    zero3: str = "layer"
+    node_limit: int | None = None
+    imbalance: float = 1.0
+    recipe: object = None
+
+    def replace(self, **changes) -> RunGrid:
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+    def broadcast(self) -> RunGrid:
+        """With every per-configuration field (``PER_CONFIGURATION``) an array of one shape,
+        ``overlap`` as bools."""
+        arrays = np.broadcast_arrays(*(np.asarray(getattr(self, k)) for k in PER_CONFIGURATION))
+        fields = dict(zip(PER_CONFIGURATION, arrays, strict=True))
+        return self.replace(**{**fields, "overlap": fields["overlap"].astype(bool)})
+
+    def take(self, index) -> RunGrid:
+        """The configurations ``index`` (an index array into every per-configuration
+        field)."""
+        full = self.broadcast()
+        return full.replace(**{k: getattr(full, k)[index] for k in PER_CONFIGURATION})
+
+    @property
+    def rank_batch(self):
+        """The sequences one rank prices per microbatch: ``microbatch / cp`` (context
+        parallelism gives each rank ``seq / cp`` tokens of each sequence, which prices exactly
+        as ``microbatch / cp`` sequences: ``fastpp.model.stages.stage_table``)."""
+        return self.microbatch / self.cp
+
+
+# RunGrid's fields that hold one value per configuration
+PER_CONFIGURATION = ("microbatch", "t", "d", "p", "m", "recompute", "cp", "ep", "etp", "zero",
+                     "overlap")

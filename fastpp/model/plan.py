@@ -29,6 +29,7 @@ from ..sweeps.robust import (
     objective_values,
 )
 from .comm import pipeline_spans
+from .config import PER_CONFIGURATION, RunGrid
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
@@ -249,12 +250,12 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         one_of(value, name, (False, True))
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
-    pricing = {"blocking": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
-               "cp_comm": cp_comm, "zero3": zero3,
-               "reduce_bytes": float(numbers(reduce_bytes, "reduce_bytes", strict=True)),
-               **_moe_pricing(node_limit, imbalance, model),
-               **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,
-                                offload_modules)}
+    reduce_bytes = float(numbers(reduce_bytes, "reduce_bytes", strict=True))
+    shared = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
+              "cp_comm": cp_comm, "zero3": zero3, "sequence_parallel": sequence_parallel,
+              **_moe_pricing(node_limit, imbalance, model),
+              **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,
+                               offload_modules)}
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     axes = _axes(model, hardware, gpus, global_batch, tp=tp, pp=pp, microbatch=microbatch,
                  cp=cp, overlap=overlap, recompute=recompute, ep=ep, etp=etp,
@@ -271,8 +272,11 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     if objective is not None and noise is None:
         raise ScheduleError(f"objective={objective!r} ranks by the step time under noise: give "
                             f"noise= too (got noise=None)")
-    rows = _simulate(model, hardware, seq, global_batch, cols, splits, capacity,
-                     bool(gradient_overlap), sequence_parallel, pricing, workers,
+    # every configuration as stage_table reads them (a precision at a time: _stages)
+    grid = RunGrid(seq=seq, **{k: cols[k] for k in PER_CONFIGURATION if k != "overlap"},
+                   overlap=cols["overlap"].astype(bool), **shared)
+    rows = _simulate(model, hardware, grid, global_batch, cols, splits, capacity,
+                     bool(gradient_overlap), reduce_bytes, workers,
                      None if noise is None else (noise, samples, seed))
     frame = _table(pd, model, hardware, seq, gpus, cols, rows)
     rank = -frame["tokens_per_s"].fillna(-1).to_numpy()
@@ -334,8 +338,8 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
     for name in names:
         if get_spec(name).forward_only:
             raise ScheduleError(f"schedules must be training schedules (got {name!r})")
-    shapes = [(t, c, p, gpus // (t * c * p)) for t in tps for c in cps for p in pps
-              if gpus % (t * c * p) == 0]
+    shapes = [(t, cp, p, gpus // (t * cp * p)) for t in tps for cp in cps for p in pps
+              if gpus % (t * cp * p) == 0]
     if not shapes:
         raise ScheduleError(f"gpus={gpus} has no factorization t * cp * p * d with t in {tps}, "
                             f"cp in {cps} and p in {pps}")
@@ -351,8 +355,8 @@ def _grid(axes: dict, sched: list, n_splits: int) -> dict[str, np.ndarray]:
 
     Each schedule runs at each chunk count and every p, p = 1 too: there the times agree but
     the memory does not (GPipe keeps every microbatch, 1F1B one)."""
-    grid = np.array([(t, c, p, d, e, et, q, b, r, z, o, i, k)
-                     for t, c, p, d in axes["shapes"] for e in axes["ep"]
+    grid = np.array([(t, cp, p, d, e, et, q, b, r, z, o, i, k)
+                     for t, cp, p, d in axes["shapes"] for e in axes["ep"]
                      for et in axes["etp"] for q in axes["precision"]
                      for b in axes["microbatch"] for r in axes["recompute"]
                      for z in axes["zero"] for o in axes["overlap"]
@@ -487,15 +491,14 @@ def _layouts(model, chunks, split, splits, reason) -> tuple[np.ndarray, list]:
     return index, found
 
 
-def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel,
-            pricing):
-    """The stages of the configurations ``run`` in one flat table: per configuration ``V``
-    and where its stages start, per stage its configuration, model chunk and costs
-    (``stage_table``), which configurations have a stage that takes no time, and which stages
-    hold the embedding and which the loss."""
-    t, p, d, b, m, sid, chunks, ep, etp, precision = (
-        x[run] for x in (cols["t"], cols["p"], cols["d"], cols["microbatch"], cols["m"],
-                         cols["sid"], chunks, cols["ep"], cols["etp"], cols["precision"]))
+def _stages(model, hardware, grid, cols, run, chunks, which, layouts):
+    """The stages of the configurations ``run`` of ``grid`` in one flat table: per
+    configuration ``V`` and where its stages start, per stage its configuration, model chunk
+    and costs (``stage_table``), which configurations have a stage that takes no time, and
+    which stages hold the embedding and which the loss."""
+    grid = grid.take(run)
+    p, m = grid.p, grid.m
+    sid, chunks, precision = (x[run] for x in (cols["sid"], chunks, cols["precision"]))
     V = engine.stages(sid, p, m)
     config = np.repeat(np.arange(run.size), V)
     first = np.r_[0, np.cumsum(V)[:-1]].astype(np.int64)
@@ -517,13 +520,9 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
         moe[mine], mtp[mine] = kinds[0][chunk[mine]], kinds[1][chunk[mine]]
     table = None
     for q in np.unique(precision):  # a table per precision, each configuration's kept
-        one = stage_table(model, hardware, seq, config=config, layers=layers,
-                          embedding=embedding, loss=loss, microbatch=b, t=t, d=d, p=p, m=m,
-                          sequence_parallel=sequence_parallel,
-                          recompute=cols["recompute"][run], moe_layers=moe, mtp=mtp, ep=ep,
-                          etp=etp, precision=PRECISIONS[q], c=cols["cp"][run],
-                          zero=cols["zero"][run], overlap=cols["overlap"][run].astype(bool),
-                          partner=partner, **pricing)
+        one = stage_table(model, hardware, grid.replace(precision=PRECISIONS[q]),
+                          config=config, layers=layers, embedding=embedding, loss=loss,
+                          moe_layers=moe, mtp=mtp, partner=partner)
         if table is None:
             table = one
             continue
@@ -536,11 +535,11 @@ def _stages(model, hardware, seq, cols, run, chunks, which, layouts, sequence_pa
     return V, config, first, chunk, table, idle, (embedding, loss)
 
 
-def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_overlap,
-              sequence_parallel, pricing, workers, noisy=None) -> dict[str, np.ndarray]:
-    """Reasons, costs, the kernel and the bytes of every configuration in ``cols``."""
-    pricing = dict(pricing)
-    reduce_bytes = pricing.pop("reduce_bytes", REDUCE_BYTES)  # the step's, not stage_table's
+def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_overlap,
+              reduce_bytes, workers, noisy=None) -> dict[str, np.ndarray]:
+    """Reasons, costs, the kernel and the bytes of every configuration in ``cols`` (``grid``
+    as ``stage_table`` reads them); ``reduce_bytes`` per gradient in the step's reduction."""
+    seq = grid.seq
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid,
@@ -554,18 +553,18 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     if run.size == 0:
         return out
     V, config, first, chunk, table, idle, ends = _stages(
-        model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel, pricing)
+        model, hardware, grid, cols, run, chunks, which, layouts)
     if idle.any():  # a stage without work cannot run: its configurations get the reason
         reason[run[idle]] = idle_reason()
         run = run[~idle]
         if run.size == 0:
             return out
         V, config, first, chunk, table, _, ends = _stages(
-            model, hardware, seq, cols, run, chunks, which, layouts, sequence_parallel, pricing)
+            model, hardware, grid, cols, run, chunks, which, layouts)
     t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
     ep, etp = cols["ep"][run], cols["etp"][run]
-    c = cols["cp"][run]
-    zero3 = pricing["zero3"]
+    cp = cols["cp"][run]
+    zero3 = grid.zero3
     fields = {k: v for k, v in table.items() if k in FIELDS}
     rows = engine.run(sid, p, n, m, p, fields, first=first, V=V, workers=workers, peaks=True)
     if np.any(rows.status != batch.OK):
@@ -573,13 +572,13 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
                             f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
                             f"report it")
     peaks, peak_at = rows.peaks, rows.peak_at
-    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, c, pricing["cp_comm"]), p)
+    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, cp, grid.cp_comm), p)
     slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
     owner = np.repeat(np.arange(run.size), p)
-    edp = t * c * d // (etp * ep)
+    edp = t * cp * d // (etp * ep)
     params, experts = device_parameters(model, slot, peaks.size, table["params"],
                                         table["expert_params"], *ends, t[config])
-    weights, grads, optimizer = device_memory(model, params, experts, t[owner], (d * c)[owner],
+    weights, grads, optimizer = device_memory(model, params, experts, t[owner], (d * cp)[owner],
                                               edp[owner], cols["zero"][run][owner], zero3)
     total = weights + grads + optimizer + peaks
     padded = np.full((run.size, int(p.max())), -np.inf)  # the device with the most bytes
@@ -589,11 +588,11 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     # all-reduce and the optimizer step of the fullest device, each backward's window
     window = np.bincount(slot, weights=(table["b"] / m[config]), minlength=peaks.size)
     tied = model.tied_embeddings & (p > 1)
-    terms = step_terms(hardware, np.maximum.reduceat(params, peak_at), t, d * c,
+    terms = step_terms(hardware, np.maximum.reduceat(params, peak_at), t, d * cp,
                        cols["zero"][run], overlap=grad_overlap,
                        window=np.minimum.reduceat(window, peak_at),
                        embedding_params=tied * model.vocab * model.hidden / t,
-                       embedding_per_node=np.where(pipeline_spans(hardware, t * c, d, p), 1, 2),
+                       embedding_per_node=np.where(pipeline_spans(hardware, t * cp, d, p), 1, 2),
                        zero3=zero3, reduce_bytes=reduce_bytes)
     if model.moe:  # the routed experts' gradients reduce over edp, ranks etp x ep apart
         more = step_terms(hardware, np.maximum.reduceat(experts, peak_at), etp * ep, edp,
@@ -607,8 +606,8 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
     values = {"step_time": step, "makespan": makespan, "gradient_sync": sync,
               "optimizer_step": terms["optimizer_step"],
               "tokens_per_s": tokens,
-              "mfu": tokens * model.flops_per_token(seq) / (t * c * p * d) / hardware.peak_flops,
-              "tflops_per_gpu": tokens * model.megatron_flops_per_token(seq) / (t * c * p * d)
+              "mfu": tokens * model.flops_per_token(seq) / (t * cp * p * d) / hardware.peak_flops,
+              "tflops_per_gpu": tokens * model.megatron_flops_per_token(seq) / (t * cp * p * d)
               / 1e12,
               "bubble_ratio": rows.out[:, batch.BUBBLE], "peak_activations": peaks[worst],
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
@@ -628,10 +627,10 @@ def _simulate(model, hardware, seq, global_batch, cols, splits, capacity, grad_o
 def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
     """Rows whose ``cp`` does not split ``seq`` into ``2 cp`` chunks, and rows asking the pair
     overlap where it cannot run (``fastpp.model.overlap_reason``), get their reason."""
-    for c in np.unique(cols["cp"]):
-        mine = np.flatnonzero((cols["cp"] == c) & (reason == ""))
+    for cp in np.unique(cols["cp"]):
+        mine = np.flatnonzero((cols["cp"] == cp) & (reason == ""))
         try:
-            check_cp(seq, int(c))
+            check_cp(seq, int(cp))
         except ScheduleError as error:
             reason[mine] = str(error)
     # a schedule that is Megatron's overlap itself: its rules hold whether or not it is priced
@@ -641,10 +640,10 @@ def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
     keys = np.stack([sid, cols["overlap"], cols["recompute"], cols["cp"], cols["ep"]],
                     axis=1)[rows]
     unique, which = np.unique(keys, axis=0, return_inverse=True)
-    for k, (s, asked, r, c, e) in enumerate(unique.tolist()):
+    for k, (s, asked, r, cp, e) in enumerate(unique.tolist()):
         spec = batch.SPECS[s]
         text = overlap_reason(spec.name, spec.pairs or not asked, RECOMPUTE[r],
-                              c if asked else 1, e)
+                              cp if asked else 1, e)
         if text:
             reason[rows[which.reshape(-1) == k]] = text
 

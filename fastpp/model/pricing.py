@@ -14,7 +14,7 @@ from ..generators.registry import code_of
 from ..ops import FB
 from ..placement import copies, mirrored
 from ..schedule import Schedule
-from .config import RunConfig
+from .config import RunConfig, RunGrid
 from .errorbar import ErrorBar, error_bar, regime
 from .hardware import HARDWARE, PRECISIONS, preset
 from .layout import (
@@ -64,11 +64,40 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
     return counts[chunk], starts[chunk], ends[chunk], moe[chunk], mtp[chunk]
 
 
-def _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance,
-             cp=1, recipes=None) -> dict:
-    """The MoE pricing arguments of ``stage_table``, checked."""
+def pair_partner(schedule: Schedule) -> np.ndarray:
+    """Per stage, the stage of its overlapped pairs' backward half: the device's other stage
+    where each device holds stages ``r`` and ``V-1-r`` (DualPipeV, DualPipe;
+    ``fastpp.placement.mirrored``), else the stage itself."""
+    stages = np.arange(schedule.V)
+    if mirrored(code_of(schedule), schedule.p, schedule.m):
+        return stages[::-1].copy()
+    return stages
+
+
+def _one_grid(model, hardware, *, seq, microbatch=1, tp=1, dp=1, sequence_parallel=True,
+              recompute="none", blocking_handoffs=True, tp_overlap=False, ep=1, etp=1,
+              precision=None, node_limit=None, imbalance=1.0, cp=1, cp_comm="all-gather",
+              zero=1, zero3="layer", overlap=False, dispatcher="alltoall", recipe=None,
+              recompute_modules=None, fp8_cache=False, offload_modules=None) -> RunGrid:
+    """``transformer_costs``'s keywords (the public names: ``tp``, ``dp``) checked, each
+    error naming its keyword, as the one ``RunGrid`` the model's internals read
+    (``t``, ``d``); its ``p`` and ``m`` are 1 until ``_stages`` gives it a schedule's."""
+    seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
+    t, d, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
+    one_of(recompute, "recompute", RECOMPUTE)
+    one_of(cp_comm, "cp_comm", CP_COMMS)
+    one_of(zero, "zero", ZERO)
+    one_of(zero3, "zero3", ZERO3_GATHERS)
+    one_of(overlap, "overlap", (False, True))
+    check_cp(seq, cp)
+    for flag, name in ((sequence_parallel, "sequence_parallel"),
+                       (blocking_handoffs, "blocking_handoffs"), (tp_overlap, "tp_overlap")):
+        one_of(flag, name, (False, True))
+    if model.heads % t or model.kv_heads % t:
+        raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
+                            f"{model.kv_heads} (got tp={t})")
     ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
-    reason = expert_reasons(model, tp, dp, ep, etp, positive_int(cp, "cp")).item()
+    reason = expert_reasons(model, t, d, ep, etp, cp).item()
     if reason:
         raise ScheduleError(reason)
     if precision is not None:
@@ -80,62 +109,34 @@ def _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance,
             or not 1.0 <= float(imbalance) < float("inf")):
         raise ScheduleError(f"imbalance must be a number >= 1, the busiest expert-parallel "
                             f"rank's tokens over the mean (got {imbalance!r})")
-    return {"ep": np.array([ep]), "etp": np.array([etp]), "precision": precision,
-            "node_limit": node_limit, "imbalance": float(imbalance),
-            **recipe_pricing(**(recipes or {}))}
+    one = np.zeros(1, np.int64)
+    return RunGrid(seq=seq, microbatch=one + microbatch, t=one + t, d=one + d, p=one + 1,
+                   m=one + 1, recompute=one + RECOMPUTE.index(recompute), cp=one + cp,
+                   zero=one + zero, overlap=one + bool(overlap), ep=np.array([ep]),
+                   etp=np.array([etp]), sequence_parallel=sequence_parallel,
+                   tp_overlap=bool(tp_overlap), blocking_handoffs=bool(blocking_handoffs),
+                   precision=precision, cp_comm=cp_comm, zero3=zero3, node_limit=node_limit,
+                   imbalance=float(imbalance), **recipe_pricing(
+                       dispatcher, recipe, recompute_modules, fp8_cache, offload_modules))
 
 
-def pair_partner(schedule: Schedule) -> np.ndarray:
-    """Per stage, the stage of its overlapped pairs' backward half: the device's other stage
-    where each device holds stages ``r`` and ``V-1-r`` (DualPipeV, DualPipe;
-    ``fastpp.placement.mirrored``), else the stage itself."""
-    stages = np.arange(schedule.V)
-    if mirrored(code_of(schedule), schedule.p, schedule.m):
-        return stages[::-1].copy()
-    return stages
-
-
-def _stages(model, hardware, schedule: Schedule, seq, microbatch, tp, dp, sequence_parallel,
-            recompute, layout, layers, blocking_handoffs=True, tp_overlap=False, ep=1, etp=1,
-            precision=None, node_limit=None, imbalance=1.0, cp=1, cp_comm="all-gather",
-            zero=0, zero3="layer", overlap=False, recipes=None):
-    model = preset(MODELS, model, "model")
-    hardware = preset(HARDWARE, hardware, "hardware")
-    seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
-    tp, dp, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
-    one_of(recompute, "recompute", RECOMPUTE)
-    one_of(cp_comm, "cp_comm", CP_COMMS)
-    one_of(zero, "zero", ZERO)
-    one_of(zero3, "zero3", ZERO3_GATHERS)
-    one_of(overlap, "overlap", (False, True))
-    check_cp(seq, cp)
-    for flag, name in ((sequence_parallel, "sequence_parallel"),
-                       (blocking_handoffs, "blocking_handoffs"), (tp_overlap, "tp_overlap")):
-        one_of(flag, name, (False, True))
-    if model.heads % tp or model.kv_heads % tp:
-        raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
-                            f"{model.kv_heads} (got tp={tp})")
-    experts = _experts(model, hardware, tp, dp, ep, etp, precision, node_limit, imbalance, cp,
-                       recipes)
+def _stages(model, hardware, schedule: Schedule, grid: RunGrid, layout=None, layers=None):
+    """``stage_table`` of one configuration (``grid``, from ``_one_grid``) on ``schedule``,
+    its layers split by ``layout`` or ``layers``; a ScheduleError for an overlap the schedule
+    refuses or a stage left without work."""
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
+    overlap, recompute = bool(grid.overlap[0]), RECOMPUTE[int(grid.recompute[0])]
     if overlap or expert_overlap(schedule.name):
         # Megatron's combined 1F1B is its overlap: it refuses full recomputation as well
         pairs = bool(np.any(schedule.kind == FB))
         reason = overlap_reason(schedule.name, pairs or not overlap, recompute,
-                                cp if overlap else 1, ep)
+                                int(grid.cp[0]) if overlap else 1, int(grid.ep[0]))
         if reason:
             raise ScheduleError(reason)
-    one = np.zeros(1, np.int64)
-    table = stage_table(model, hardware, seq, config=np.zeros(schedule.V, np.int64),
-                        layers=per_stage, embedding=embedding, loss=loss,
-                        microbatch=one + microbatch, t=one + tp, d=one + dp,
-                        p=one + schedule.p, m=one + schedule.m,
-                        sequence_parallel=sequence_parallel,
-                        recompute=one + RECOMPUTE.index(recompute),
-                        blocking=bool(blocking_handoffs), tp_overlap=bool(tp_overlap),
-                        moe_layers=moe, mtp=mtp, **experts, c=one + cp, zero=one + zero,
-                        overlap=one + bool(overlap), cp_comm=cp_comm, zero3=zero3,
-                        partner=pair_partner(schedule))
+    grid = grid.replace(p=grid.p * 0 + schedule.p, m=grid.m * 0 + schedule.m)  # the schedule's
+    table = stage_table(model, hardware, grid, config=np.zeros(schedule.V, np.int64),
+                        layers=per_stage, embedding=embedding, loss=loss, moe_layers=moe,
+                        mtp=mtp, partner=pair_partner(schedule))
     idle = np.flatnonzero(idle_stages(table))
     if idle.size:
         s = int(idle[0])
@@ -259,18 +260,20 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                                  else schedule, hardware, **config.costs_keywords(model))
     if schedule is None:
         raise ScheduleError("schedule must be a Schedule (got None; give one, or config=)")
-    table = _stages(model, hardware, schedule, seq, microbatch, tp, dp, sequence_parallel,
-                    recompute, layout, layers, blocking_handoffs, tp_overlap, ep, etp,
-                    precision, node_limit, imbalance, cp, cp_comm, zero, zero3, overlap,
-                    {"dispatcher": dispatcher, "recipe": recipe,
-                     "recompute_modules": recompute_modules, "fp8_cache": fp8_cache,
-                     "offload_modules": offload_modules})
     model, hardware = preset(MODELS, model, "model"), preset(HARDWARE, hardware, "hardware")
+    grid = _one_grid(model, hardware, seq=seq, microbatch=microbatch, tp=tp, dp=dp,
+                     sequence_parallel=sequence_parallel, recompute=recompute,
+                     blocking_handoffs=blocking_handoffs, tp_overlap=tp_overlap, ep=ep,
+                     etp=etp, precision=precision, node_limit=node_limit, imbalance=imbalance,
+                     cp=cp, cp_comm=cp_comm, zero=zero, zero3=zero3, overlap=overlap,
+                     dispatcher=dispatcher, recipe=recipe, recompute_modules=recompute_modules,
+                     fp8_cache=fp8_cache, offload_modules=offload_modules)
+    table = _stages(model, hardware, schedule, grid, layout, layers)
     return ModelCosts(f=table["f"], b=table["b"], w=table["w"], comm=table["comm"],
                       gamma=table["gamma"], act=table["act"],
                       bandwidth=table["bandwidth"],
                       message_bytes=table["message_bytes"], fb=table.get("fb"),
-                      error_bar=error_bar(regime(model, hardware, seq, tp)))
+                      error_bar=error_bar(regime(model, hardware, grid.seq, tp)))
 
 
 def device_bytes(model, schedule: Schedule | None = None, *, tp: int = 1, dp: int = 1,
@@ -294,14 +297,14 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = 1, dp: in
     one_of(zero, "zero", ZERO)
     one_of(zero3, "zero3", ZERO3_GATHERS)
     model = preset(MODELS, model, "model")
-    tp, dp, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
+    t, d, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
     ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
-    edp = int(expert_data_parallel(model, tp, dp, ep, etp, cp))
+    edp = int(expert_data_parallel(model, t, d, ep, etp, cp))
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
     params, experts = device_parameters(
         model, schedule.stage_to_device, schedule.p,
-        stage_params(model, per_stage, embedding, loss, tp, moe, mtp),
-        expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp), embedding, loss, tp)
-    weights, grads, optimizer = device_memory(model, params, experts, tp, dp * cp, edp, zero,
+        stage_params(model, per_stage, embedding, loss, t, moe, mtp),
+        expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp), embedding, loss, t)
+    weights, grads, optimizer = device_memory(model, params, experts, t, d * cp, edp, zero,
                                               zero3)
     return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}

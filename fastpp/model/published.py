@@ -14,6 +14,7 @@ from ..checks import ScheduleError
 from ..costs import Costs
 from ..generators.registry import build_schedule
 from ..simulate import simulate
+from .config import RunGrid
 from .stages import stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
 
@@ -37,19 +38,20 @@ def _gpt(row, vocab, *, flash=False, tied=True, dropout=True) -> Transformer:
                        flash_attention=flash, name=str(row.get("model", "")))
 
 
-def step_time(model: Transformer, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
-              sequence_parallel=False, recompute="none", zero=0, overlap=False,
+def step_time(model: Transformer, hardware, schedule, *, seq, microbatch, t=1, d=1,
+              sequence_parallel=False, recompute="none", zero=0, gradient_overlap=False,
               layers=None, reduce_bytes=4.0, tp_overlap=False) -> float:
     """Seconds of one training step: the simulated pipeline plus ``step_terms``.
 
     ``layers`` (one count per virtual stage) defaults to ``chunk_layers``."""
-    return _price(model, hardware, schedule, seq=seq, microbatch=microbatch, tp=tp, dp=dp,
-                  sequence_parallel=sequence_parallel, recompute=recompute, zero=zero,
-                  overlap=overlap, layers=layers, reduce_bytes=reduce_bytes,
-                  tp_overlap=tp_overlap)[0]
+    costs, table = model_costs(model, hardware, schedule, seq=seq, microbatch=microbatch, t=t,
+                               d=d, sequence_parallel=sequence_parallel, recompute=recompute,
+                               layers=layers, tp_overlap=tp_overlap)
+    return simulate(schedule, costs).makespan + _extras(
+        model, hardware, schedule, table, t, d, zero, gradient_overlap, reduce_bytes)
 
 
-def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
+def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
                 sequence_parallel=False, recompute="none", layers=None, tp_overlap=False):
     """The ``Costs`` of ``schedule`` (loop placement) and the stage table behind them, priced
     as ``transformer_costs`` prices them for ``plan``, Megatron's hand-offs blocking."""
@@ -60,13 +62,13 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
                             f"{layers.tolist()})")
     one = np.zeros(1, np.int64)
     stage = np.arange(V)
-    table = stage_table(model, hardware, seq, config=np.zeros(V, np.int64),
+    grid = RunGrid(seq=seq, microbatch=one + microbatch, t=one + t, d=one + d, p=one + p,
+                   m=one + schedule.m, recompute=one + RECOMPUTE.index(recompute),
+                   sequence_parallel=sequence_parallel, tp_overlap=tp_overlap,
+                   blocking_handoffs=True)
+    table = stage_table(model, hardware, grid, config=np.zeros(V, np.int64),
                         layers=layers.astype(np.float64), embedding=stage == 0,
-                        loss=stage == V - 1, microbatch=one + microbatch,
-                        t=one + tp, d=one + dp, p=one + p, m=one + schedule.m,
-                        sequence_parallel=sequence_parallel,
-                        recompute=one + RECOMPUTE.index(recompute), tp_overlap=tp_overlap,
-                        blocking=True)
+                        loss=stage == V - 1)
     costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
                   act=table["act"], comm=table["comm"],
                   bandwidth=table["bandwidth"],
@@ -74,28 +76,18 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, tp=1, dp=1,
     return costs, table
 
 
-def _price(model, hardware, schedule, *, seq, microbatch, tp, dp, sequence_parallel,
-           recompute, zero, overlap, layers, reduce_bytes, tp_overlap):
-    costs, table = model_costs(model, hardware, schedule, seq=seq, microbatch=microbatch,
-                               tp=tp, dp=dp, sequence_parallel=sequence_parallel,
-                               recompute=recompute, layers=layers, tp_overlap=tp_overlap)
-    res = simulate(schedule, costs)
-    return res.makespan + _extras(model, hardware, schedule, table, tp, dp, zero, overlap,
-                                  reduce_bytes), res
-
-
-def _extras(model, hardware, schedule, table, tp, dp, zero, overlap, reduce_bytes=4.0):
+def _extras(model, hardware, schedule, table, t, d, zero, gradient_overlap, reduce_bytes=4.0):
     """``step_terms`` of one configuration: the fullest device's reduction and update."""
     params = np.bincount(schedule.stage_to_device, weights=table["params"],
                          minlength=schedule.p)
     tied = model.tied_embeddings and schedule.p > 1
     window = np.bincount(schedule.stage_to_device, weights=table["b"] / schedule.m,
                          minlength=schedule.p)
-    spans = 1 if tp * dp * schedule.p > hardware.gpus_per_node else 2
-    terms = step_terms(hardware, params.max(), tp, dp, zero,
-                       embedding_params=model.vocab * model.hidden / tp if tied else 0.0,
-                       embedding_per_node=spans, overlap=overlap, window=window.min(),
-                       reduce_bytes=reduce_bytes)
+    spans = 1 if t * d * schedule.p > hardware.gpus_per_node else 2
+    terms = step_terms(hardware, params.max(), t, d, zero,
+                       embedding_params=model.vocab * model.hidden / t if tied else 0.0,
+                       embedding_per_node=spans, overlap=gradient_overlap,
+                       window=window.min(), reduce_bytes=reduce_bytes)
     return float(sum(np.max(v) for v in terms.values()))
 
 

@@ -3,6 +3,8 @@ configurations at once (NumPy over the stages of all of them)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..checks import ScheduleError
@@ -36,6 +38,9 @@ from .overlap import saving
 from .recipes import parts_with_recipe, recipe_terms
 from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 
+if TYPE_CHECKING:
+    from .config import RunGrid
+
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
 # gradients, fp32 master weights, momentum and variance
 WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
@@ -51,32 +56,29 @@ CP_COMMS = ("all-gather", "ring")
 IN_FLIGHT_LAYERS = 2  # ZeRO-3 per layer: the layer computed and the next one prefetched
 
 
-def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, layers, embedding,
-                loss, microbatch, t, d, p, m, sequence_parallel, recompute,
-                tp_overlap: bool = False, blocking: bool = False, moe_layers=0.0, mtp=0.0,
-                ep=1, etp=1, precision: str | None = None, node_limit=None,
-                imbalance: float = 1.0, c=1, zero=0, overlap=False,
-                cp_comm: str = "all-gather", zero3: str = "layer", partner=None,
-                dispatcher: str = "alltoall", recipe=None):
+def stage_table(model: Transformer, hardware: Hardware, grid: RunGrid, *, config, layers,
+                embedding, loss, moe_layers=0.0, mtp=0.0, partner=None):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
     Per stage: ``config`` (its configuration), ``layers`` (transformer layers), ``embedding``
     and ``loss`` (whether it holds the embedding, or the output layer and the loss); per
-    configuration (indexed by ``config``): ``microbatch``, ``t``, ``d``,
-    ``p``, ``m``, ``recompute`` (an index into ``transformer.RECOMPUTE``), ``c`` (context-
-    parallel degree), ``zero`` (ZeRO stage) and ``overlap`` (the pair overlap). Ranks are
-    ordered as Megatron orders them: tensor, context, data, pipeline.
+    configuration (``grid``, a ``fastpp.model.config.RunGrid`` indexed by ``config``):
+    ``microbatch``, ``t``, ``d``, ``p``, ``m``, ``recompute`` (an index into
+    ``transformer.RECOMPUTE``), ``cp`` (context-parallel degree), ``zero`` (ZeRO stage) and
+    ``overlap`` (the pair overlap), and the choices they share (``seq``, ``cp_comm``,
+    ``zero3``, ...). Ranks are ordered as Megatron orders them: tensor, context, data,
+    pipeline.
 
-    Context parallelism splits each sequence into ``2c`` chunks, two per rank (the first and
-    the last ones paired, for causal balance): a rank holds ``seq / c`` tokens of each
-    sequence, which prices exactly as ``microbatch / c`` sequences (its products, its bytes
-    and its share ``1/c`` of the causal attention's FLOPs). Each layer's attention needs the
+    Context parallelism splits each sequence into ``2 cp`` chunks, two per rank (the first and
+    the last ones paired, for causal balance): a rank holds ``seq / cp`` tokens of each
+    sequence, which prices exactly as ``microbatch / cp`` sequences (its products, its bytes
+    and its share ``1/cp`` of the causal attention's FLOPs). Each layer's attention needs the
     whole sequence's K and V: ``cp_comm="all-gather"`` gathers them before the attention and
     reduce-scatters their gradients in the backward, exposed (Llama 3); ``"ring"`` passes each
-    rank's chunk round the ``c`` ranks in ``c - 1`` steps under the attention core, only what
+    rank's chunk round the ``cp`` ranks in ``cp - 1`` steps under the attention core, only what
     exceeds it exposed (the backward passes K, V and their gradients: twice the bytes).
 
-    ZeRO-3 (``zero=3``) shards the weights over the ``d c`` replicas too: with
+    ZeRO-3 (``zero=3``) shards the weights over the ``d cp`` replicas too: with
     ``zero3="layer"`` each layer's weights are all-gathered in its forward and again in its
     backward, and its gradients reduce-scattered in the backward, each microbatch, under the
     layer's compute (FSDP's prefetch), only what exceeds it exposed; with ``"step"`` they are
@@ -90,23 +92,23 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
     pair's forward stage; ``partner`` gives each stage the stage of its pairs' backward half
     (in DualPipe and DualPipeV the device's other stage; default: the stage itself, as for
     combined 1F1B, whose pairs mix a device's chunks: exact where they hold the same layers).
-    The pair's parts are priced for whole sequences: the overlap with ``c > 1`` is refused
+    The pair's parts are priced for whole sequences: the overlap with ``cp > 1`` is refused
     upstream (``overlap_reason``). Times are the
     per-op model of ``fastpp.model.compute`` plus the tensor-parallel collectives of
     ``fastpp.model.comm`` on the critical path; with ``tp_overlap`` (Transformer Engine's
     ``--tp-comm-overlap``) a layer's collectives run under its own compute, only what exceeds
-    it exposed. With ``blocking`` (Megatron without ``--overlap-p2p-communication``: a batched
-    send and receive between two ops), each chunk op with ``p > 1`` also holds its device for
-    one hand-off's transfer.
+    it exposed. With ``blocking_handoffs`` (Megatron without
+    ``--overlap-p2p-communication``: a batched send and receive between two ops), each chunk
+    op with ``p > 1`` also holds its device for one hand-off's transfer.
 
     With experts (``fastpp.model.moe``): per stage ``moe_layers`` (how many of its ``layers``
     have experts) and ``mtp`` (multi-token-prediction modules it holds), per configuration
-    ``ep`` and ``etp``; the products in ``precision`` (default the hardware's), DeepSeek's
-    ``node_limit``, the token ``imbalance`` and the token ``dispatcher``
-    (``fastpp.model.moe.DISPATCHERS``); a memory ``recipe`` (``fastpp.model.recipes``)
-    changes every layer's bytes and backward. An MoE layer's all-to-alls sit inside its
-    forward and input-grad backward (no overlap). An MTP module costs a layer, its ``2h x h``
-    projection, and the output layer and loss again.
+    ``ep`` and ``etp``; the grid's ``precision`` for the products (default the
+    hardware's), DeepSeek's ``node_limit``, the token ``imbalance`` and the token
+    ``dispatcher`` (``fastpp.model.moe.DISPATCHERS``); a memory ``recipe``
+    (``fastpp.model.recipes``) changes every layer's bytes and backward. An MoE layer's
+    all-to-alls sit inside its forward and input-grad backward (no overlap). An MTP module
+    costs a layer, its ``2h x h`` projection, and the output layer and loss again.
 
     Returns
     -------
@@ -118,56 +120,42 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
         (latency), ``bandwidth`` and ``message_bytes`` of each stage's hand-off to the next,
         each hop over its own link (``handoff_links``).
     """
-    if precision is not None:
-        hardware = hardware.with_precision(precision)
+    if grid.precision is not None:
+        hardware = hardware.with_precision(grid.precision)
     # a layer's costs depend on its configuration only: priced once per configuration
-    b, tp, rc, cp, z, ov = np.broadcast_arrays(*(np.asarray(x) for x in (
-        microbatch, t, recompute, c, zero, overlap)))
-    ov = ov.astype(bool)
-    whole, b = b, b / cp  # context parallelism: the sequences' share one rank prices (above)
-    prices = _layer_prices(model, hardware, seq, b, whole, tp, rc, cp, sequence_parallel,
-                           tp_overlap, cp_comm, recipe)
+    grid = grid.broadcast()
+    prices = _layer_prices(model, hardware, grid)
 
     def per_stage(x):
-        return np.broadcast_to(x, b.shape)[config]
+        return np.broadcast_to(x, grid.microbatch.shape)[config]
 
-    starts, ends = embedding, loss
-    totals = _dense_terms(model, seq, b, tp, sequence_parallel, prices, per_stage,
-                          layers - moe_layers, layers, starts, ends)
+    t, cp, zero3 = grid.t, grid.cp, grid.zero3
+    totals = _dense_terms(model, grid, prices, per_stage, layers - moe_layers, layers,
+                          embedding, loss)
     if model.moe or model.mtp_depth:
         moe_layers, mtp = np.asarray(moe_layers, np.float64), np.asarray(mtp, np.float64)
-        ep, etp = (np.broadcast_to(np.asarray(x), b.shape) for x in (ep, etp))
-        times, layer = prices["times"], prices["layer"]
-        dense_one = {"forward": times["forward"] + prices["tp_forward"],
-                     "input_grad": times["input_grad"] + prices["tp_backward"],
-                     "weight_grad": times["weight_grad"], "activations": layer["activations"],
-                     "gamma": layer["gamma"]}
-        totals = _expert_and_mtp_terms(
-            model, hardware, seq, b, tp, rc, sequence_parallel, layer, prices["exchange"],
-            tp_overlap, dense_one, prices["head"], prices["loss_sync"], per_stage, moe_layers,
-            mtp, totals, ep=ep, etp=etp, node_limit=node_limit, imbalance=imbalance,
-            dispatcher=dispatcher, recipe=recipe)
+        totals = _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers,
+                                       mtp, totals)
     forward, backward, weight = totals["forward"], totals["backward"], totals["weight"]
     act, held_by_w = totals["act"], totals["held_by_w"]
     gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
-    params = stage_params(model, layers, embedding, loss, per_stage(tp), moe_layers, mtp)
-    experts = expert_stage_params(model, moe_layers, mtp, per_stage(np.broadcast_to(
-        np.asarray(ep), b.shape)), per_stage(np.broadcast_to(np.asarray(etp), b.shape)))
+    params = stage_params(model, layers, embedding, loss, per_stage(t), moe_layers, mtp)
+    experts = expert_stage_params(model, moe_layers, mtp, per_stage(grid.ep),
+                                  per_stage(grid.etp))
     # ZeRO-3 gathers and reduces the weights but the routed experts' (kept as ZeRO-1/2 keeps
     # them, over their own edp replicas)
-    gather, scatter = zero3_times(hardware, params, layers + starts + ends, per_stage(tp),
-                                  per_stage(d * cp), per_stage(z), zero3)
+    gather, scatter = zero3_times(hardware, params, layers + embedding + loss, per_stage(t),
+                                  per_stage(grid.d * cp), per_stage(grid.zero), zero3)
     forward = forward + np.maximum(gather - forward, 0.0)
     backward = backward + np.maximum(np.where(zero3 == "layer", gather, 0.0) + scatter
                                      - backward, 0.0)
     # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
-    host_forward, host_backward = host_times(hardware, layers, per_stage(rc),
-                                             np.asarray(starts) | np.asarray(ends),
-                                             per_stage(eager_ops(model, seq, b, tp)))
+    host_forward, host_backward = host_times(
+        hardware, layers, per_stage(grid.recompute), np.asarray(embedding) | np.asarray(loss),
+        per_stage(eager_ops(model, grid.seq, grid.rank_batch, t)))
     forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
-    mm = m[config]
-    latency, bandwidth, message, held = _handoff_terms(hardware, config, seq, model.hidden,
-                                                       microbatch, t, c, d, p, blocking,
+    mm = grid.m[config]
+    latency, bandwidth, message, held = _handoff_terms(hardware, grid, config, model.hidden,
                                                        forward, per_stage)
     table = {
         "f": (forward + held) * mm,
@@ -181,59 +169,65 @@ def stage_table(model: Transformer, hardware: Hardware, seq: int, *, config, lay
         "bandwidth": bandwidth,
         "message_bytes": message,
     }
-    if model.moe and np.any(ov):  # a dense layer has no all-to-all: its pairs save nothing
-        table["fb"] = _pair_times(model, hardware, seq, whole, tp, rc, ov, sequence_parallel,
-                                  table, config, partner, layers, moe_layers, per_stage, mm,
-                                  ep=ep, etp=etp, node_limit=node_limit, imbalance=imbalance,
-                                  dispatcher=dispatcher, recipe=recipe)
+    if model.moe and np.any(grid.overlap):  # a dense layer has no all-to-all: no saving
+        table["fb"] = _pair_times(model, hardware, grid, table, config, partner, layers,
+                                  moe_layers, per_stage, mm)
     return table
 
 
-def _layer_prices(model, hardware, seq, b, whole, tp, rc, cp, sequence_parallel, tp_overlap,
-                  cp_comm, recipe) -> dict:
-    """Per configuration: one dense layer's costs (``layer``) and times (``times``), the
-    embedding's and the head's (``head``), the context-parallel exchange's forward and
-    backward, the tensor-parallel exchange of a layer's output (``exchange``) and what of it
-    a layer's forward and backward expose, the embedding's and logits' crossing (``edge``) and
-    the loss's synchronisation."""
-    layer = layer_costs(model, seq, b, tp, sequence_parallel, rc)
-    times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc)
-    if recipe is not None:  # fastpp.model.recipes: a dense layer's terms
+def _layer_prices(model, hardware, grid) -> dict:
+    """Per configuration of ``grid`` (a ``RunGrid``): one dense layer's costs (``layer``) and
+    times (``times``), the embedding's and the head's (``head``), the context-parallel
+    exchange's forward and backward, the tensor-parallel exchange of a layer's output
+    (``exchange``) and what of it a layer's forward and backward expose, the embedding's and
+    logits' crossing (``edge``) and the loss's synchronisation."""
+    seq, b, t, rc = grid.seq, grid.rank_batch, grid.t, grid.recompute
+    sequence_parallel = grid.sequence_parallel
+    layer = layer_costs(model, seq, b, t, sequence_parallel, rc)
+    times = layer_times(model, hardware, seq, b, t, sequence_parallel, rc)
+    if grid.recipe is not None:  # fastpp.model.recipes: a dense layer's terms
         layer, times = with_recipe(layer, times, recipe_terms(
-            model, hardware, recipe, seq, b, tp, rc, sequence_parallel, moe=False,
+            model, hardware, grid.recipe, seq, b, t, rc, sequence_parallel, moe=False,
             forward=times["forward"], input_grad=times["input_grad"]))
-    head = head_times(model, hardware, seq, b, tp, sequence_parallel)
-    cp_forward, cp_backward = context_parallel_times(model, hardware, seq, whole, tp, cp,
-                                                     cp_comm)
+    head = head_times(model, hardware, seq, b, t, sequence_parallel)
+    cp_forward, cp_backward = context_parallel_times(model, hardware, seq, grid.microbatch, t,
+                                                     grid.cp, grid.cp_comm)
     # a full recompute repeats it, and so does the selective one (the core with its exchange)
     cp_backward = cp_backward + np.where(rc >= 1, cp_forward, 0.0)
     sbh = seq * b * model.hidden
-    spans = tensor_parallel_per_node(hardware, tp)
+    spans = tensor_parallel_per_node(hardware, t)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
     # an all-gather and a reduce-scatter each with sequence parallelism (the same bytes)
-    exchange = (all_gather(hardware, BYTES * sbh, tp, spans)
-                + reduce_scatter(hardware, BYTES * sbh, tp, spans) if sequence_parallel
-                else all_reduce(hardware, BYTES * sbh, tp, spans))
-    tp_forward = layer["collectives_forward"] * exchange
-    tp_backward = layer["collectives_backward"] * exchange
-    if tp_overlap:
-        tp_forward = np.maximum(tp_forward - times["forward"], 0.0)
-        tp_backward = np.maximum(tp_backward - times["input_grad"] - times["weight_grad"], 0.0)
+    exchange = (all_gather(hardware, BYTES * sbh, t, spans)
+                + reduce_scatter(hardware, BYTES * sbh, t, spans) if sequence_parallel
+                else all_reduce(hardware, BYTES * sbh, t, spans))
+    tp_forward, tp_backward = _exposed_exchange(layer, times, exchange, grid.tp_overlap)
     # the embedding's output and the logits' input cross the ranks once each way; the
     # vocabulary-parallel loss all-reduces its max, sum and target logit (4 bytes a token)
-    edge = np.where(tp > 1, exchange, 0.0) / (2.0 if sequence_parallel else 1.0)
-    loss_sync = 3.0 * all_reduce(hardware, 4.0 * seq * b, tp, spans)
+    edge = np.where(t > 1, exchange, 0.0) / (2.0 if sequence_parallel else 1.0)
+    loss_sync = 3.0 * all_reduce(hardware, 4.0 * seq * b, t, spans)
     return {"layer": layer, "times": times, "head": head, "cp_forward": cp_forward,
             "cp_backward": cp_backward, "exchange": exchange, "tp_forward": tp_forward,
             "tp_backward": tp_backward, "edge": edge, "loss_sync": loss_sync}
 
 
-def _dense_terms(model, seq, b, tp, sequence_parallel, prices, per_stage, dense, layers,
-                 starts, ends) -> dict:
+def _exposed_exchange(layer, times, exchange, tp_overlap: bool):
+    """A layer's tensor-parallel seconds in its forward and backward: its collectives'
+    ``exchange``, with ``tp_overlap`` only what exceeds its own compute."""
+    forward = layer["collectives_forward"] * exchange
+    backward = layer["collectives_backward"] * exchange
+    if tp_overlap:
+        forward = np.maximum(forward - times["forward"], 0.0)
+        backward = np.maximum(backward - times["input_grad"] - times["weight_grad"], 0.0)
+    return forward, backward
+
+
+def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) -> dict:
     """Per stage: the forward, backward and weight-gradient times of its ``dense`` layers, the
     attention exchange of all its ``layers``, its embedding (``starts``) and its output layer
     and loss (``ends``); the activations it keeps (``kept``, ``act``) and those the weight
     gradient holds (``held_by_w``)."""
+    seq, b, t, sequence_parallel = grid.seq, grid.rank_batch, grid.t, grid.sequence_parallel
     times, head, layer, edge = prices["times"], prices["head"], prices["layer"], prices["edge"]
     # every layer's attention (dense or MoE) exchanges K and V across the CP ranks
     forward = (dense * per_stage(times["forward"] + prices["tp_forward"])
@@ -249,41 +243,44 @@ def _dense_terms(model, seq, b, tp, sequence_parallel, prices, per_stage, dense,
                 + ends * per_stage(head["head_input_grad"] + edge))
     kept = dense * per_stage(layer["activations"])
     sbh = seq * b * model.hidden
-    act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, tp, 1.0))
-           + ends * per_stage(4.0 * seq * b * model.vocab / tp))
+    act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, t, 1.0))
+           + ends * per_stage(4.0 * seq * b * model.vocab / t))
     return {"forward": forward, "backward": backward, "weight": weight, "kept": kept,
             "act": act, "held_by_w": kept * per_stage(layer["gamma"])}
 
 
-def _handoff_terms(hardware, config, seq, hidden, microbatch, t, c, d, p, blocking, forward,
-                   per_stage):
+def _handoff_terms(hardware, grid, config, hidden, forward, per_stage):
     """Per stage: its hand-off's latency, bandwidth and message, each hop over its own link,
     and what a blocking op holds its device for them (``held``)."""
-    latency, bandwidth = handoff_links(hardware, config, per_stage(np.asarray(t) * c * d),
+    t, cp, p = grid.t, grid.cp, grid.p
+    latency, bandwidth = handoff_links(hardware, config, per_stage(t * cp * grid.d),
                                        per_stage(p))
     # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off) of
-    # its seq/c tokens
-    message = per_stage(BYTES * seq * microbatch / np.asarray(c) * hidden / t)
+    # its seq/cp tokens
+    message = per_stage(BYTES * grid.seq * grid.microbatch / cp * hidden / t)
     # a blocking op holds its device for its hand-offs, the slower of its two hops, and for
     # the device synchronize after them (``Hardware.handoff``: the GPU idles until the CPU
     # issues again)
     hop = latency + message / bandwidth
     held = np.maximum(hop, incoming(config, hop)) + hardware.handoff
-    held = np.where(blocking & (per_stage(p) > 1) & (forward > 0), held, 0.0)
+    held = np.where(grid.blocking_handoffs & (per_stage(p) > 1) & (forward > 0), held, 0.0)
     return latency, bandwidth, message, held
 
 
-def _expert_and_mtp_terms(model, hardware, seq, b, tp, rc, sequence_parallel, layer, exchange,
-                          tp_overlap, one, head, loss_sync, per_stage, moe_layers, mtp, totals,
-                          *, ep, etp, node_limit, imbalance, dispatcher, recipe) -> dict:
+def _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers, mtp,
+                          totals) -> dict:
     """``totals`` (a stage's ``forward``, ``backward``, ``weight``, ``kept``, ``act`` and
-    ``held_by_w``) with its MoE layers and MTP modules added. ``one`` is a dense layer's
-    terms: an MTP module's layer where the model has no experts."""
+    ``held_by_w``) with its MoE layers and MTP modules added. An MTP module's layer is an MoE
+    layer (``_moe_layer``), or a dense one (``prices``) where the model has no experts."""
     forward, backward, weight, kept, act, held_by_w = (totals[k] for k in (
         "forward", "backward", "weight", "kept", "act", "held_by_w"))
+    times, layer, head = prices["times"], prices["layer"], prices["head"]
+    one = {"forward": times["forward"] + prices["tp_forward"],
+           "input_grad": times["input_grad"] + prices["tp_backward"],
+           "weight_grad": times["weight_grad"], "activations": layer["activations"],
+           "gamma": layer["gamma"]}
     if model.moe:
-        one = _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel, layer,
-                         exchange, tp_overlap, node_limit, imbalance, dispatcher, recipe)
+        one = _moe_layer(model, hardware, grid, prices["exchange"])
         forward = forward + moe_layers * per_stage(one["forward"])
         w = moe_layers * per_stage(one["weight_grad"])
         weight = weight + w
@@ -293,43 +290,42 @@ def _expert_and_mtp_terms(model, hardware, seq, b, tp, rc, sequence_parallel, la
         held_by_w = held_by_w + moe_kept * per_stage(one["gamma"])
     # an MTP module: a layer, its projection (split like a column-parallel matrix), the output
     # layer and the loss again
+    seq, b, t = grid.seq, grid.rank_batch, grid.t
     T, h = seq * b, model.hidden
     sbh = seq * b * model.hidden
-    proj = [matmul_time(hardware, T, h / tp, 2.0 * h), matmul_time(hardware, T, 2.0 * h, h / tp),
-            matmul_time(hardware, 2.0 * h, h / tp, T)]
+    proj = [matmul_time(hardware, T, h / t, 2.0 * h), matmul_time(hardware, T, 2.0 * h, h / t),
+            matmul_time(hardware, 2.0 * h, h / t, T)]
     forward = forward + mtp * per_stage(one["forward"] + proj[0] + head["embed_forward"]
-                                        + head["head_forward"] + loss_sync)
+                                        + head["head_forward"] + prices["loss_sync"])
     w = mtp * per_stage(one["weight_grad"] + proj[2] + head["head_weight_grad"])
     weight = weight + w
     backward = backward + w + mtp * per_stage(one["input_grad"] + proj[1]
                                               + head["head_input_grad"])
-    mtp_kept = mtp * per_stage(one["activations"] + BYTES * 2.0 * sbh / tp)
+    mtp_kept = mtp * per_stage(one["activations"] + BYTES * 2.0 * sbh / t)
     return {"forward": forward, "backward": backward, "weight": weight,
             "kept": kept + mtp_kept, "held_by_w": held_by_w + mtp_kept * per_stage(one["gamma"]),
-            "act": act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / tp)}
+            "act": act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / t)}
 
 
-def _pair_times(model, hardware, seq, whole, tp, rc, ov, sequence_parallel, table, config,
-                partner, layers, moe_layers, per_stage, mm, *, ep, etp, node_limit, imbalance,
-                dispatcher, recipe) -> np.ndarray:
+def _pair_times(model, hardware, grid, table, config, partner, layers, moe_layers, per_stage,
+                mm) -> np.ndarray:
     """Per stage, the overlapped pair's time ``fb``: its two halves' ``f + b`` less what the
     MoE layers both hold save (``fastpp.model.overlap``); NaN where its configuration does not
     overlap. Priced per configuration at each recomputation (none or selective: full
-    recomputation refuses the overlap)."""
-    ep, etp = (np.broadcast_to(np.asarray(x), whole.shape) for x in (ep, etp))
-    saved = np.zeros(whole.shape)
+    recomputation refuses the overlap), for whole sequences (``grid.microbatch``)."""
+    rc, ov = grid.recompute, grid.overlap
+    saved = np.zeros(ov.shape)
+    shared = {"seq": grid.seq, "microbatch": grid.microbatch, "tp": grid.t, "ep": grid.ep,
+              "etp": grid.etp, "sequence_parallel": grid.sequence_parallel,
+              "node_limit": grid.node_limit, "imbalance": grid.imbalance,
+              "dispatcher": grid.dispatcher}
     for r in np.unique(rc[ov]):
-        parts = layer_parts(model, hardware, seq=seq, microbatch=whole, tp=tp, ep=ep, etp=etp,
-                            sequence_parallel=sequence_parallel, recompute=RECOMPUTE[r],
-                            precision=hardware.precision, node_limit=node_limit,
-                            imbalance=imbalance, dispatcher=dispatcher,
-                            dispatch=dispatch_precision(hardware.precision, recipe))
-        if recipe is not None:
-            parts = parts_with_recipe(parts, model, hardware, recipe, seq=seq,
-                                      microbatch=whole, tp=tp, ep=ep, etp=etp,
-                                      sequence_parallel=sequence_parallel,
-                                      recompute=RECOMPUTE[r], node_limit=node_limit,
-                                      imbalance=imbalance, dispatcher=dispatcher)
+        parts = layer_parts(model, hardware, **shared, recompute=RECOMPUTE[r],
+                            precision=hardware.precision,
+                            dispatch=dispatch_precision(hardware.precision, grid.recipe))
+        if grid.recipe is not None:
+            parts = parts_with_recipe(parts, model, hardware, grid.recipe, **shared,
+                                      recompute=RECOMPUTE[r])
         saved = np.where(ov & (rc == r), saving(parts), saved)
     mate = np.arange(config.size) if partner is None else np.asarray(partner)
     moe = np.broadcast_to(moe_layers, layers.shape)
@@ -372,7 +368,7 @@ def incoming(config, values) -> np.ndarray:
 def handoff_links(hardware: Hardware, config, stride, p):
     """Per stage: latency and bandwidth of its hand-off to the next stage, each hop over its
     own link (``fastpp.model.comm.hop_crosses``; stage ``v`` on pipeline rank ``v mod p``,
-    the loop placement; ``stride = t c d`` per stage): NVLink inside a node, the network
+    the loop placement; ``stride = t cp d`` per stage): NVLink inside a node, the network
     where the hop leaves it."""
     position = stage_positions(config)
     p = np.asarray(p, np.int64)
@@ -390,75 +386,75 @@ def check_cp(seq: int, cp: int) -> None:
                             f"multiple of 2*cp={2 * cp} (got seq={seq}, cp={cp})")
 
 
-def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, c,
+def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, cp,
                            cp_comm: str):
     """Seconds per layer that context parallelism adds, forward and backward, per
-    configuration (``microbatch`` whole sequences over ``c`` ranks; see ``stage_table``):
+    configuration (``microbatch`` whole sequences over ``cp`` ranks; see ``stage_table``):
     the K and V exchange's exposed part, and with the ring the attention core repriced in
-    its blocks. Zero for ``c = 1``.
+    its blocks. Zero for ``cp = 1``.
 
     ``"all-gather"`` (Llama 3): K and V of the whole sequences gathered before the attention,
     their gradients reduce-scattered after its backward, both exposed; each rank's queries
     then attend causally over keys as long as the sequence, as without context parallelism.
 
     ``"ring"`` (Megatron with Transformer Engine's p2p context parallelism): the sequence in
-    ``2c`` chunks, rank ``i`` holding chunks ``i`` and ``2c - 1 - i``; ``c`` steps, step 0
-    the local chunks' causal attention (``s/c`` queries and keys), each later step one
+    ``2 cp`` chunks, rank ``i`` holding chunks ``i`` and ``2 cp - 1 - i``; ``cp`` steps, step 0
+    the local chunks' causal attention (``s/cp`` queries and keys), each later step one
     received K, V block against the local queries: rank ``i`` at step ``k <= i`` attends with
-    its ``s/c`` queries to the block's first half (``s/2c`` keys), after it with its second
-    chunk's ``s/2c`` queries to the whole block: every step ``1/c`` of the causal FLOPs (the
+    its ``s/cp`` queries to the block's first half (``s/2cp`` keys), after it with its second
+    chunk's ``s/2cp`` queries to the whole block: every step ``1/cp`` of the causal FLOPs (the
     load balance), non-causal. While step ``k`` computes, the block for step ``k + 1``
-    travels to the next rank (one hop of ``s/c`` tokens' K and V, over the node's link or one
-    network rail): only a hop longer than its step is exposed, ``c - 1`` hops in all. The
+    travels to the next rank (one hop of ``s/cp`` tokens' K and V, over the node's link or one
+    network rail): only a hop longer than its step is exposed, ``cp - 1`` hops in all. The
     backward passes K, V and their gradients under each step's backward
     (``ring_backward_exposed``).
     """
     b = np.asarray(microbatch, np.float64)
-    c = np.asarray(c, np.float64)
+    cp = np.asarray(cp, np.float64)
     t = np.asarray(t, np.float64)
     kv_bytes = 2.0 * BYTES * seq * b * model.kv / t  # the whole sequences' K and V, one rank
-    per_node = context_parallel_per_node(hardware, t, c)
+    per_node = context_parallel_per_node(hardware, t, cp)
     if cp_comm == "all-gather":
-        return (all_gather(hardware, kv_bytes, c, per_node),
-                reduce_scatter(hardware, kv_bytes, c, per_node))
-    spans = c > per_node
+        return (all_gather(hardware, kv_bytes, cp, per_node),
+                reduce_scatter(hardware, kv_bytes, cp, per_node))
+    spans = cp > per_node
     link = np.where(spans, hardware.network.bandwidth, hardware.node.bandwidth)
     latency = np.where(spans, hardware.network.latency, hardware.node.latency)
-    hop = kv_bytes / c / link + latency
-    steps = ring_steps(model, hardware, seq, b, t, c)
-    plain_forward, plain_backward = _attention(hardware, model, seq, b / c, t)
-    ring = c > 1
-    forward = np.where(ring, steps["first_forward"] + (c - 1.0) * steps["forward"]
+    hop = kv_bytes / cp / link + latency
+    steps = ring_steps(model, hardware, seq, b, t, cp)
+    plain_forward, plain_backward = _attention(hardware, model, seq, b / cp, t)
+    ring = cp > 1
+    forward = np.where(ring, steps["first_forward"] + (cp - 1.0) * steps["forward"]
                        - plain_forward
-                       + ring_exposed(hop, steps["first_forward"], steps["forward"], c), 0.0)
-    backward = np.where(ring, steps["first_backward"] + (c - 1.0) * steps["backward"]
+                       + ring_exposed(hop, steps["first_forward"], steps["forward"], cp), 0.0)
+    backward = np.where(ring, steps["first_backward"] + (cp - 1.0) * steps["backward"]
                         - plain_backward + ring_backward_exposed(
-                            hop, steps["first_backward"], steps["backward"], c), 0.0)
+                            hop, steps["first_backward"], steps["backward"], cp), 0.0)
     return forward, backward
 
 
-def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, c, cp_comm: str):
+def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, cp, cp_comm: str):
     """Bytes one rank holds for context parallelism's K and V exchange beyond its activations,
     during one layer's attention backward (the peak): the ring's double buffers of a block and
-    of its gradients, ``4`` blocks of ``s/c`` tokens' K and V (Transformer Engine alternates
+    of its gradients, ``4`` blocks of ``s/cp`` tokens' K and V (Transformer Engine alternates
     two receive buffers); the all-gather's whole sequences' K and V and their gradients.
-    Activations themselves are ``1/c`` of a rank's without context parallelism (its
-    ``seq/c`` tokens, ``stage_table``). Zero for ``c = 1``."""
-    c = np.asarray(c, np.float64)
+    Activations themselves are ``1/cp`` of a rank's without context parallelism (its
+    ``seq/cp`` tokens, ``stage_table``). Zero for ``cp = 1``."""
+    cp = np.asarray(cp, np.float64)
     kv_bytes = 2.0 * BYTES * seq * np.asarray(microbatch, np.float64) * model.kv / np.asarray(
         t, np.float64)
-    held = 4.0 * kv_bytes / c if cp_comm == "ring" else 2.0 * kv_bytes
-    return np.where(c > 1, held, 0.0)
+    held = 4.0 * kv_bytes / cp if cp_comm == "ring" else 2.0 * kv_bytes
+    return np.where(cp > 1, held, 0.0)
 
 
-def ring_steps(model: Transformer, hardware: Hardware, seq: int, microbatch, t, c) -> dict:
+def ring_steps(model: Transformer, hardware: Hardware, seq: int, microbatch, t, cp) -> dict:
     """Seconds of one ring step's attention, forward and backward: ``first_*`` step 0 (the
-    local chunks, causal), the others a block of ``s/2c`` keys for ``s/c`` queries or ``s/c``
-    keys for ``s/2c`` queries (half the ranks each, their mean), each ``1/c`` of the FLOPs
+    local chunks, causal), the others a block of ``s/2cp`` keys for ``s/cp`` queries or ``s/cp``
+    keys for ``s/2cp`` queries (half the ranks each, their mean), each ``1/cp`` of the FLOPs
     (``context_parallel_times``)."""
-    b, c = np.asarray(microbatch, np.float64), np.asarray(c, np.float64)
-    share = b / (c * c)  # 1/c of the 1/c of the sequences' causal FLOPs a rank computes
-    block = seq / c
+    b, cp = np.asarray(microbatch, np.float64), np.asarray(cp, np.float64)
+    share = b / (cp * cp)  # 1/cp of the 1/cp of the sequences' causal FLOPs a rank computes
+    block = seq / cp
     first = _attention(hardware, model, seq, share, t, length=block, causal=True)
     short = _attention(hardware, model, seq, share, t, length=block / 2.0, causal=False)
     long = _attention(hardware, model, seq, share, t, length=block, causal=False)
@@ -466,23 +462,23 @@ def ring_steps(model: Transformer, hardware: Hardware, seq: int, microbatch, t, 
             "forward": 0.5 * (short[0] + long[0]), "backward": 0.5 * (short[1] + long[1])}
 
 
-def ring_backward_exposed(hop, first, step, c):
+def ring_backward_exposed(hop, first, step, cp):
     """Exposed seconds of the ring's backward exchange (Transformer Engine's order): each of
-    the ``c`` steps sends at its start, under its own compute, step 0 a K, V block
+    the ``cp`` steps sends at its start, under its own compute, step 0 a K, V block
     (``hop``), the middle ones a block and the gradients of the last (``2 hop``), the last
     step the gradients alone (``hop``)."""
-    c = np.asarray(c, np.float64)
-    return np.where(c > 1, np.maximum(hop - first, 0.0)
-                    + np.maximum(c - 2.0, 0.0) * np.maximum(2.0 * hop - step, 0.0)
+    cp = np.asarray(cp, np.float64)
+    return np.where(cp > 1, np.maximum(hop - first, 0.0)
+                    + np.maximum(cp - 2.0, 0.0) * np.maximum(2.0 * hop - step, 0.0)
                     + np.maximum(hop - step, 0.0), 0.0)
 
 
-def ring_exposed(hop, first, step, c):
-    """Exposed seconds of a ring's ``c - 1`` hops, hop ``k + 1`` under step ``k``'s compute
+def ring_exposed(hop, first, step, cp):
+    """Exposed seconds of a ring's ``cp - 1`` hops, hop ``k + 1`` under step ``k``'s compute
     (``first`` for step 0, ``step`` for the others)."""
-    c = np.asarray(c, np.float64)
-    return np.where(c > 1, np.maximum(hop - first, 0.0)
-                    + np.maximum(c - 2.0, 0.0) * np.maximum(hop - step, 0.0), 0.0)
+    cp = np.asarray(cp, np.float64)
+    return np.where(cp > 1, np.maximum(hop - first, 0.0)
+                    + np.maximum(cp - 2.0, 0.0) * np.maximum(hop - step, 0.0), 0.0)
 
 
 def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero3: str):
@@ -511,30 +507,28 @@ def with_recipe(layer: dict, times: dict, terms: dict) -> tuple[dict, dict]:
     return layer, times
 
 
-def _moe_layer(model, hardware, seq, b, tp, ep, etp, rc, sequence_parallel, dense, exchange,
-               tp_overlap, node_limit, imbalance, dispatcher="alltoall", recipe=None):
-    """An MoE layer's seconds, bytes and ``gamma`` per configuration, its four all-to-alls
-    inside the forward and the input-grad backward (the recomputed forward's too)."""
-    layer = moe_layer_costs(model, seq, b, tp, etp, sequence_parallel, rc, imbalance)
-    times = layer_times(model, hardware, seq, b, tp, sequence_parallel, rc,
-                        mlp=expert_times(model, hardware, seq, b, tp, ep, etp,
+def _moe_layer(model, hardware, grid, exchange):
+    """An MoE layer's seconds, bytes and ``gamma`` per configuration of ``grid``, its four
+    all-to-alls inside the forward and the input-grad backward (the recomputed forward's
+    too); ``exchange`` is a layer's tensor-parallel exchange (``_layer_prices``)."""
+    seq, b, t, ep, etp, rc = grid.seq, grid.rank_batch, grid.t, grid.ep, grid.etp, grid.recompute
+    sequence_parallel, imbalance, recipe = grid.sequence_parallel, grid.imbalance, grid.recipe
+    layer = moe_layer_costs(model, seq, b, t, etp, sequence_parallel, rc, imbalance)
+    times = layer_times(model, hardware, seq, b, t, sequence_parallel, rc,
+                        mlp=expert_times(model, hardware, seq, b, t, ep, etp,
                                          sequence_parallel, imbalance))
-    a2a = all_to_all_times(model, hardware, seq, b, tp, ep, etp,
-                           dispatch_precision(hardware.precision, recipe), node_limit,
-                           imbalance, dispatcher=dispatcher)
+    a2a = all_to_all_times(model, hardware, seq, b, t, ep, etp,
+                           dispatch_precision(hardware.precision, recipe), grid.node_limit,
+                           imbalance, dispatcher=grid.dispatcher)
     ahead = a2a["dispatch_f"] + a2a["combine_f"]
     behind = a2a["dispatch_b"] + a2a["combine_b"] + np.where(rc == 2, ahead, 0.0)
     if recipe is not None:
-        terms = recipe_terms(model, hardware, recipe, seq, b, tp, rc, sequence_parallel,
+        terms = recipe_terms(model, hardware, recipe, seq, b, t, rc, sequence_parallel,
                              moe=True, ep=ep, etp=etp, imbalance=imbalance, a2a=a2a,
                              forward=times["forward"], input_grad=times["input_grad"])
         layer, times = with_recipe(layer, times, terms)
         behind = behind + terms["comm"]
-    tp_forward = layer["collectives_forward"] * exchange
-    tp_backward = layer["collectives_backward"] * exchange
-    if tp_overlap:
-        tp_forward = np.maximum(tp_forward - times["forward"], 0.0)
-        tp_backward = np.maximum(tp_backward - times["input_grad"] - times["weight_grad"], 0.0)
+    tp_forward, tp_backward = _exposed_exchange(layer, times, exchange, grid.tp_overlap)
     return {"forward": times["forward"] + tp_forward + ahead,
             "input_grad": times["input_grad"] + tp_backward + behind,
             "weight_grad": times["weight_grad"], "activations": layer["activations"],
@@ -585,7 +579,7 @@ def expert_stage_params(model: Transformer, moe_layers, mtp, ep, etp):
 
 def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0):
     """Weight, gradient and optimizer bytes of ``params`` parameters under ZeRO ``zero``
-    over ``d`` replicas (all broadcast; with context parallelism ``d`` is ``d c``). ZeRO-3
+    over ``d`` replicas (all broadcast; with context parallelism ``d`` is ``d cp``). ZeRO-3
     shards the weights too; gathered per layer (``zero3="layer"``) a device also holds
     ``in_flight`` parameters whole (``IN_FLIGHT_LAYERS`` layers), gathered per step it holds
     all its weights whole through the step."""
@@ -626,7 +620,7 @@ def device_memory(model: Transformer, params, experts, t, replicas, edp, zero,
                   zero3: str = "layer") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Weight, gradient and optimizer bytes per device holding ``params`` dense and
     ``experts`` routed-expert parameters (``device_parameters``): the dense ones under ZeRO
-    ``zero`` over ``replicas`` (``d c``) with ZeRO-3's ``IN_FLIGHT_LAYERS`` layers whole, the
+    ``zero`` over ``replicas`` (``d cp``) with ZeRO-3's ``IN_FLIGHT_LAYERS`` layers whole, the
     routed experts' over ``edp`` expert-data-parallel replicas under at most ZeRO-2 (ZeRO-3
     does not shard them). Arrays broadcast."""
     dense = optimizer_split(params, replicas, zero, zero3,

@@ -73,7 +73,6 @@ from .published import (  # noqa: F401 (validate's names, as they were)
     DATA,
     _extras,
     _gpt,
-    _price,
     _schedule,
     model_costs,
     step_time,
@@ -105,7 +104,7 @@ def _korthikanti(hw):
         for mode, column, sp, rc in (("full", "iteration_s_full_recompute", False, "full"),
                                      ("selective+sp", "iteration_s_selective_sp", True,
                                       "selective")):
-            t = step_time(model, hw, sched, seq=int(r["seq"]), microbatch=b, tp=int(r["t"]),
+            t = step_time(model, hw, sched, seq=int(r["seq"]), microbatch=b, t=int(r["t"]),
                           sequence_parallel=sp, recompute=rc)
             rows.append(("korthikanti_2022", f"{r['model']} {mode}", "iteration_s",
                          float(r[column]), t, regime(model, hw, int(r["seq"]), int(r["t"]))))
@@ -161,7 +160,7 @@ def _narayanan(hw):
         # Megatron interleaves only when the layers split evenly over p m chunks
         m = NARAYANAN_CHUNKS if p > 1 and model.layers % (NARAYANAN_CHUNKS * p) == 0 else 1
         sched = _schedule("interleaved-1f1b" if m > 1 else "1f1b", p, n, m)
-        step = step_time(model, hw, sched, seq=seq, microbatch=b, tp=t, dp=d,
+        step = step_time(model, hw, sched, seq=seq, microbatch=b, t=t, d=d,
                          recompute="full", reduce_bytes=2.0)
         L, h = model.layers, model.hidden
         flops = 96.0 * B * seq * L * h * h * (1 + seq / (6 * h) + vocab / (16 * L * h))
@@ -184,9 +183,10 @@ def _megatron_core(hw, which=None):
         d, b = gpus // (t * p), 1
         n = B // (d * b)
         sched = _schedule("1f1b", p, n)
-        step = step_time(model, hw, sched, seq=seq, microbatch=b, tp=t, dp=d,
-                         sequence_parallel=t > 1, recompute="none", zero=1, overlap=True,
-                         tp_overlap=True, reduce_bytes=MEGATRON_CORE_REDUCE_BYTES)
+        step = step_time(model, hw, sched, seq=seq, microbatch=b, t=t, d=d,
+                         sequence_parallel=t > 1, recompute="none", zero=1,
+                         gradient_overlap=True, tp_overlap=True,
+                         reduce_bytes=MEGATRON_CORE_REDUCE_BYTES)
         L, h, v = model.layers, model.hidden, model.vocab
         flops = 72.0 * B * seq * L * h * h * (1 + seq / (6 * h) + v / (12 * L * h))
         rows.append(("megatron_core_h100_weak_scaling", f"{r['model']}", "tflops_per_gpu",

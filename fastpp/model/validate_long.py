@@ -120,13 +120,15 @@ def price(model, hardware, *, seq, global_batch, tp, pp, cp, dp, precision,
     """Seconds of one step of a NeMo/Megatron run with context parallelism (the module's
     assumptions) and its peak bytes on the fullest device."""
     from ..generators.registry import build_schedule
-    from .pricing import _stages, device_bytes
+    from .pricing import _one_grid, _stages, device_bytes
 
     n = global_batch // (dp * microbatch)
     sched = build_schedule("1f1b", pp, n)
     t = int(tp)
-    table = _stages(model, hardware, sched, seq, microbatch, t, dp, t > 1, "none", None, None,
-                    True, t > 1, precision=precision, cp=cp, cp_comm=cp_comm, zero=1)
+    grid = _one_grid(model, hardware, seq=seq, microbatch=microbatch, tp=t, dp=dp,
+                     sequence_parallel=t > 1, tp_overlap=t > 1, precision=precision, cp=cp,
+                     cp_comm=cp_comm, zero=1)
+    table = _stages(model, hardware, sched, grid)
     costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
                   act=table["act"], comm=float(table["comm"][0]),
                   bandwidth=float(table["bandwidth"][0]),

@@ -73,7 +73,7 @@ def vtrain_rows(hw, data, which=None):
         model = _gpt(r, padded_vocab(GPT2_VOCAB, t))
         n = int(r["global_batch"]) // (d * b)
         step = step_time(model, hw, _schedule("1f1b", p, n), seq=int(r["seq"]), microbatch=b,
-                         tp=t, dp=d, recompute="full", reduce_bytes=2.0)
+                         t=t, d=d, recompute="full", reduce_bytes=2.0)
         rows.append((VTRAIN, row_label(i, r), "iteration_ms", float(r["iteration_ms"]),
                      1e3 * step, regime(model, hw, int(r["seq"]), t)))
     return rows
@@ -115,8 +115,8 @@ def gpu_parts(hardware, data, which="calibration"):
         t, d, p, b = (int(r[k]) for k in ("t", "d", "p", "microbatch"))
         model = _gpt(r, padded_vocab(GPT2_VOCAB, t))
         sched = _schedule("1f1b", p, int(r["global_batch"]) // (d * b))
-        costs, table = model_costs(model, hw, sched, seq=int(r["seq"]), microbatch=b, tp=t,
-                                   dp=d, recompute="full")
+        costs, table = model_costs(model, hw, sched, seq=int(r["seq"]), microbatch=b, t=t,
+                                   d=d, recompute="full")
         held = np.where(p > 1, table["comm"] + table["message_bytes"] / table["bandwidth"],
                         0.0)
         extra = _extras(model, hw, sched, table, t, d, 0, False, 2.0)
