@@ -44,7 +44,7 @@ def test_two_processes_share_a_cold_cache_bounds_checked(tmp_path):
                               stderr=subprocess.PIPE, text=True)
              for what in ("sweep", "every")]
     finished = [proc.communicate(timeout=900) for proc in procs]  # both, whatever happens
-    for proc, (out, err) in zip(procs, finished, strict=True):
+    for proc, (_, err) in zip(procs, finished, strict=True):
         assert proc.returncode == 0, err
     callees, most = (int(x) for x in finished[0][0].split())
     assert callees >= 15 and most == 1, finished[0][0]
