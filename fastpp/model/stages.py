@@ -3,8 +3,6 @@ configurations at once (NumPy over the stages of all of them)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..checks import ScheduleError
@@ -38,9 +36,6 @@ from .overlap import saving
 from .recipes import parts_with_recipe, recipe_terms
 from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 
-if TYPE_CHECKING:
-    from .config import RunGrid
-
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
 # gradients, fp32 master weights, momentum and variance
 WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
@@ -56,7 +51,7 @@ CP_COMMS = ("all-gather", "ring")
 IN_FLIGHT_LAYERS = 2  # ZeRO-3 per layer: the layer computed and the next one prefetched
 
 
-def stage_table(model: Transformer, hardware: Hardware, grid: RunGrid, *, config, layers,
+def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
                 embedding, loss, moe_layers=0.0, mtp=0.0, partner=None):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
