@@ -2,12 +2,10 @@ import contextlib
 import fcntl
 import os
 import sys
-import threading
 import zlib
 
 import numpy as np
 import pytest
-from numba.core import event
 
 sys.path.insert(0, os.path.dirname(__file__))  # reference.py and helpers.py, for bench/ too
 from helpers import ROOT, tree_status  # noqa: E402 (found through the path above)
@@ -45,33 +43,6 @@ def _share_of_the_machine(config, alone: bool):
         finally:
             fcntl.flock(room, fcntl.LOCK_UN)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-
-
-class UntracedCompiles(event.Listener):
-    """A Numba compile-event listener: under coverage (``pytest --cov``), Numba's compiler runs
-    with the thread's tracer off. The compiler is pure Python, millions of calls a kernel, none
-    of them fastpp's lines, and tracing them doubled every compile (the V greedy's: 17 s to
-    35 s of CPU). The kernels' own lines are measured by test_coverage.py's run without the
-    JIT. Nested compiles (a kernel's callees) pause and resume once, at the outermost."""
-
-    def __init__(self):
-        self.local = threading.local()
-
-    def on_start(self, what):
-        depth = getattr(self.local, "depth", 0)
-        self.local.depth = depth + 1
-        if depth == 0:
-            self.local.tracer = sys.gettrace()
-            sys.settrace(None)
-
-    def on_end(self, what):
-        self.local.depth -= 1
-        if self.local.depth == 0 and self.local.tracer is not None:
-            sys.settrace(self.local.tracer)
-
-
-def pytest_configure(config):
-    event.register("numba:compile", UntracedCompiles())
 
 
 # the longest files first (each about a minute or more on 2 cores), so that under pytest-xdist
