@@ -66,12 +66,12 @@ def main(argv=None) -> int:
     parts = args.out / "parts"
     if parts.exists() and not args.resume:
         shutil.rmtree(parts)  # a fresh run replaces the previous one; --resume continues it
-    if args.dask is None:  # compiling (once per machine) is not sweeping: timed apart
-        t0 = time.perf_counter()
-        warm_up(announce=not args.no_progress, schedules=args.schedules)
-        print(f"kernels ready in {time.perf_counter() - t0:.1f} s")
-    t0 = time.perf_counter()
     try:
+        if args.dask is None:  # compiling (once per machine) is not sweeping: timed apart
+            t0 = time.perf_counter()
+            warm_up(announce=not args.no_progress, schedules=args.schedules)
+            print(f"kernels ready in {time.perf_counter() - t0:.1f} s")
+        t0 = time.perf_counter()
         df = sweep(args.schedules, p=args.p, n_per_p=args.n_per_p, m=args.m, f=args.f,
                    b=args.b, w=args.w, comm=args.comm, gamma=args.gamma, out=parts,
                    resume=args.resume, chunk_size=args.chunk_size, workers=args.workers,

@@ -141,6 +141,29 @@ def test_warm_up_compiles_only_the_schedules_a_sweep_needs(monkeypatch, tmp_path
         assert built[1:] == [["zbv"]] and not helpers
 
 
+def test_warm_up_marks_no_schedule_its_failed_second_process_owned(monkeypatch, tmp_path):
+    """A second process that fails (here a real one exiting 1) leaves its schedules unmarked:
+    the next process compiles them again instead of trusting a marker. Bad names are
+    refused."""
+    from fastpp.sweeps import warmup as module
+
+    apart, here = module.SECOND_PROCESS[0], "1f1b"
+    assert here not in module.SECOND_PROCESS
+    monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(module, "_warm", set())
+    monkeypatch.setattr(module, "build_small", lambda names, run=False: None)
+    monkeypatch.setattr(module, "_sweep_kernel", lambda: None)
+    monkeypatch.setattr(module, "_helper", lambda names: subprocess.Popen(
+        [sys.executable, "-c", "raise SystemExit(1)"]))
+    assert module.warm_up(schedules=[here, apart])
+    if not module.numba.config.DISABLE_JIT:
+        marked = sorted(path.name for path in (tmp_path / "cache").iterdir())
+        assert marked == [f"{here}.ready", "sweep-kernel.ready"]
+    for bad in ("gpipe-x", ["nope"], 3):
+        with pytest.raises(ScheduleError, match="schedule must be one of"):
+            module.warm_up(schedules=bad)
+
+
 def test_skip_reasons_are_read_only_and_shared_by_selections(grid_frame, tmp_path):
     """pandas deep-copies attrs on every selection: the reasons are one shared, read-only
     mapping (iterating a frame's rows was ten times slower with a dict), that Parquet keeps."""

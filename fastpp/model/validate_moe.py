@@ -39,7 +39,7 @@ import re
 
 import numpy as np
 
-from ..checks import one_of, require
+from ..checks import ScheduleError, one_of, require
 from .errorbar import regime
 from .hardware import HARDWARE
 from .presets import MODELS
@@ -351,6 +351,9 @@ def predict(r) -> tuple[float, str]:
     if kw.pop("fp8_current_scaling"):
         hardware = dataclasses.replace(hardware, fp8_current_scaling=True)
     flushes = kw.pop("flushes")
+    if kw["global_batch"] % flushes:
+        raise ScheduleError(f"{r['label']}: global_batch {kw['global_batch']} must split into "
+                            f"its {flushes} accumulation steps")
     kw["global_batch"] //= flushes  # one flush priced; the step runs ``flushes`` of them
     row = plan(kw.pop("model"), kw.pop("gpus"), hardware, workers=1, **kw).iloc[0]
     reason = "" if np.isfinite(row["tflops_per_gpu"]) else f"plan refuses it: {row['reason']}"

@@ -13,9 +13,10 @@ import numpy as np
 
 from .._jit import CACHE_DIR
 from ..costs import Costs
-from ..generators.registry import SCHEDULES, build_schedule
+from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from ..simulate import simulate
 from .chunk import Chunk
+from .points import as_list
 
 # On an empty kernel cache a second process compiles these generators (the registry's
 # compile_apart) while this one compiles the others, the simulation kernels and the sweep
@@ -41,15 +42,18 @@ def warm_up(announce: bool = False, schedules=None) -> bool:
     announce : bool
         Say on stderr when the kernels compile (once per machine, about half a minute for
         every schedule).
-    schedules : list of str, optional
-        The registered schedules to compile (default: all); a sweep passes its own.
+    schedules : str or list of str, optional
+        The registered schedules to compile (default: all); a sweep passes its own. A name
+        that is not registered is a ``ScheduleError``.
 
     Returns
     -------
     bool
         True (for ``dask.distributed.Client.run``).
     """
-    names = [name for name in SCHEDULES if schedules is None or name in set(schedules)]
+    wanted = None if schedules is None else {get_spec(name).name
+                                             for name in as_list(schedules, "schedules")}
+    names = [name for name in SCHEDULES if wanted is None or name in wanted]
     todo = [name for name in names if name not in _warm]
     if not todo and "" in _warm:  # ("": the sweep kernel)
         return True
@@ -69,6 +73,9 @@ def warm_up(announce: bool = False, schedules=None) -> bool:
                 helper.wait(timeout=600)
             except subprocess.TimeoutExpired:
                 helper.kill()
+                helper.wait()
+            if helper.returncode != 0:  # no marker for what it may not have compiled
+                cold = here
     _sweep_kernel()
     if not numba.config.DISABLE_JIT:  # (without the JIT nothing was compiled)
         folder.mkdir(parents=True, exist_ok=True)
