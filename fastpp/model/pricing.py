@@ -133,7 +133,7 @@ def _stages(model, hardware, schedule: Schedule, grid: RunGrid, layout=None, lay
                                 int(grid.cp[0]) if overlap else 1, int(grid.ep[0]))
         if reason:
             raise ScheduleError(reason)
-    grid = grid.replace(p=grid.p * 0 + schedule.p, m=grid.m * 0 + schedule.m)  # the schedule's
+    grid = grid.replace(p=np.full_like(grid.p, schedule.p), m=np.full_like(grid.m, schedule.m))
     table = stage_table(model, hardware, grid, config=np.zeros(schedule.V, np.int64),
                         layers=per_stage, embedding=embedding, loss=loss, moe_layers=moe,
                         mtp=mtp, partner=pair_partner(schedule))
