@@ -56,3 +56,24 @@ def test_run_grid_of_a_run_config():
     assert {k: getattr(grid, k).tolist() for k in ("t", "d", "p", "cp", "zero", "recompute")} \
         == {"t": [2], "d": [2], "p": [2], "cp": [2], "zero": [3], "recompute": [2]}
     assert grid.sequence_parallel is True and grid.blocking_handoffs is True
+
+
+def test_stage_table_keyword_form_is_deprecated_and_prices_the_same():
+    """stage_table's 0.1.0 keywords (blocking, c) still price, for one release, with a
+    DeprecationWarning."""
+    from fastpp.model import HARDWARE, Transformer, stage_table
+
+    model = Transformer(4, 256, 8, ffn=512, vocab=512, swiglu=True, name="toy")
+    one, two = np.ones(1, np.int64), np.full(1, 2, np.int64)
+    stages = {"config": np.zeros(2, np.int64), "layers": np.array([2.0, 2.0]),
+              "embedding": np.array([True, False]), "loss": np.array([False, True])}
+    grid = RunGrid(seq=512, microbatch=two, t=two, d=one, p=two, m=one, recompute=one,
+                   cp=two, zero=one + 2, sequence_parallel=True, blocking_handoffs=True)
+    new = stage_table(model, HARDWARE["H100-80GB"], grid, **stages)
+    with pytest.warns(DeprecationWarning, match="give the configurations as one"):
+        old = stage_table(model, HARDWARE["H100-80GB"], 512, microbatch=two, t=two, d=one,
+                          p=two, m=one, recompute=one, c=two, zero=one + 2,
+                          sequence_parallel=True, blocking=True, **stages)
+    assert new.keys() == old.keys() and all(np.array_equal(new[k], old[k]) for k in new)
+    with pytest.raises(ScheduleError, match="not keywords"):
+        stage_table(model, HARDWARE["H100-80GB"], grid, c=two, **stages)

@@ -29,10 +29,20 @@ from .hardware import PRECISIONS
 from .layout import as_layout, even_layers
 from .moe import DISPATCHERS
 from .recipes import Recipe
-from .stages import CP_COMMS, REDUCE_BYTES, ZERO, ZERO3_GATHERS
 from .transformer import RECOMPUTE, Transformer
 
 DEGREES = ("t", "cp", "p", "d", "ep", "etp")
+# the choices of the fields priced in fastpp.model.stages: ZeRO stage 1 shards the optimizer
+# states over the data-parallel ranks, 2 the gradients too, 3 (ZeRO-3, FSDP) the weights too
+ZERO = (0, 1, 2, 3)
+# ZeRO-3's weight all-gathers: per layer in the forward and again in the backward (FSDP's
+# reshard after forward), or once per step, the weights then kept whole (Llama 3)
+ZERO3_GATHERS = ("layer", "step")
+# context parallelism's K and V: all-gathered per layer (Llama 3), or passed round a ring of
+# the CP ranks under the attention (Megatron's ring attention)
+CP_COMMS = ("all-gather", "ring")
+# gradients are reduced in fp32 (Megatron accumulates and reduces them so in bf16 training)
+REDUCE_BYTES = 4.0
 # the plan row's configuration columns this object carries (plan.CONFIG_COLUMNS but "model")
 ROW = ("gpus", "t", "cp", "p", "d", "ep", "etp", "schedule", "m", "microbatch", "n",
        "recompute", "zero", "overlap", "precision", "layout")
