@@ -77,3 +77,16 @@ def test_stage_table_keyword_form_is_deprecated_and_prices_the_same():
     assert new.keys() == old.keys() and all(np.array_equal(new[k], old[k]) for k in new)
     with pytest.raises(ScheduleError, match="not keywords"):
         stage_table(model, HARDWARE["H100-80GB"], grid, c=two, **stages)
+
+
+def test_layer_parts_tp_is_deprecated_for_t():
+    from fastpp.model import HARDWARE, MODELS, layer_parts
+
+    model, hardware = MODELS["mixtral-8x7b"], HARDWARE["H100-80GB"]
+    with pytest.warns(DeprecationWarning, match=r"layer_parts\(tp=...\) is deprecated"):
+        old = layer_parts(model, hardware, seq=4096, tp=2, ep=4)
+    assert old == layer_parts(model, hardware, seq=4096, t=2, ep=4)
+    assert old != layer_parts(model, hardware, seq=4096, ep=4)
+    with pytest.raises(ScheduleError, match="give t or tp, not both"), pytest.warns(
+            DeprecationWarning):
+        layer_parts(model, hardware, seq=4096, t=2, tp=2)

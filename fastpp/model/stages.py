@@ -332,7 +332,7 @@ def _pair_times(model, hardware, grid, table, config, partner, layers, moe_layer
     recomputation refuses the overlap), for whole sequences (``grid.microbatch``)."""
     rc, ov = grid.recompute, grid.overlap
     saved = np.zeros(ov.shape)
-    shared = {"seq": grid.seq, "microbatch": grid.microbatch, "tp": grid.t, "ep": grid.ep,
+    shared = {"seq": grid.seq, "microbatch": grid.microbatch, "t": grid.t, "ep": grid.ep,
               "etp": grid.etp, "sequence_parallel": grid.sequence_parallel,
               "node_limit": grid.node_limit, "imbalance": grid.imbalance,
               "dispatcher": grid.dispatcher}
