@@ -10,10 +10,10 @@ import re
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
+from .model.config import CP_COMMS, ZERO3_GATHERS
 from .model.hardware import PRECISIONS
 from .model.moe import DISPATCHERS
 from .model.recipes import RECIPES
-from .model.stages import CP_COMMS, ZERO3_GATHERS
 from .model.transformer import RECOMPUTE
 from .placement import NAMES as PLACEMENTS
 from .search import optimizer

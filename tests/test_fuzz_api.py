@@ -259,7 +259,7 @@ def calls(tmp: Path) -> list[Call]:
                   workers=1),
              names={"pp": ("pp", "p in"), "schedules": ("schedule",)}),
         Call("model.layer_parts", layer_parts,
-             dict(model=mixtral, hardware=h100, seq=1024, microbatch=1, tp=1, ep=2, etp=1,
+             dict(model=mixtral, hardware=h100, seq=1024, microbatch=1, t=1, ep=2, etp=1,
                   sequence_parallel=True, recompute="none", precision="bf16", node_limit=None,
                   imbalance=1.0)),
         Call("overlap.pair_time", pair_time, dict(parts=parts, comm_sms=20, sms=132)),

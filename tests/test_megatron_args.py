@@ -299,11 +299,21 @@ def test_dispatcher_and_recompute_modules_reach_the_price():
                                     recompute_modules=("core_attn",))
     more = dataclasses.replace(attention, recompute_modules=("core_attn", "moe_act"))
     gather = dataclasses.replace(config, dispatcher="allgather")
+    def keywords(c):
+        """transformer_costs's keywords for ``c``: its fields that price, by their keyword
+        names (tp, dp), the modules where Megatron reads them, the layers as a layout."""
+        carried = {"global_batch", "p", "m", "schedule", "recompute_method",
+                   "recompute_layers", "gradient_overlap", "first_layers", "last_layers",
+                   "reduce_bytes"}
+        fields = {{"t": "tp", "d": "dp"}.get(k, k): v for k, v in dataclasses.asdict(c).items()
+                  if k not in carried}
+        return {**fields, "layout": c.chunk_layout(model),
+                "recompute_modules": c.priced_modules}
+
     for c in (attention, more, gather):  # the one object prices as its keywords do
-        np.testing.assert_array_equal(costs(c), costs(c, **c.costs_keywords(model)))
-    keywords = more.costs_keywords(model)
-    assert keywords["recompute_modules"] == ("core_attn", "moe_act")
-    assert gather.costs_keywords(model)["dispatcher"] == "allgather"
+        np.testing.assert_array_equal(costs(c), costs(c, **keywords(c)))
+    assert keywords(more)["recompute_modules"] == ("core_attn", "moe_act")
+    assert keywords(gather)["dispatcher"] == "allgather"
     assert not np.array_equal(costs(more), costs(attention))
     assert not np.array_equal(costs(gather), costs(config))
     # Megatron reads the modules with selective recomputation only

@@ -145,7 +145,7 @@ def test_pair_from_first_principles_within_15_percent():
     all-to-alls hold. -13.0% measured with the FP8 recipe's casts priced (-19.6% without
     them, once attention was priced by its kernel; -7% before that)."""
     parts = layer_parts(MODELS["deepseek-v3"], HARDWARE["H800-80GB"], seq=4096, microbatch=1,
-                        tp=1, ep=64, precision="fp8", node_limit=4, dispatch="fp8")
+                        t=1, ep=64, precision="fp8", node_limit=4, dispatch="fp8")
     pair_ms = float(pair_time(parts)) * LAYERS * 1e3
     error = pair_ms / MEASURED_PAIR_MS - 1
     compute, communication = slots(parts)
@@ -217,7 +217,7 @@ def test_deepseek_v3_dualpipe_pairs_by_hand():
     sched = build_schedule("dualpipe", 16, 32)
     plain = transformer_costs("deepseek-v3", sched, "H800-80GB", **args)
     paired = transformer_costs("deepseek-v3", sched, "H800-80GB", overlap=True, **args)
-    parts = layer_parts(MODELS["deepseek-v3"], HARDWARE["H800-80GB"], seq=4096, tp=1, ep=64,
+    parts = layer_parts(MODELS["deepseek-v3"], HARDWARE["H800-80GB"], seq=4096, t=1, ep=64,
                         precision="fp8", node_limit=4)
     # 61 layers in 16 chunks (4 in the middle ones, 3 at the ends: the first 3 dense)
     counts = fastpp.model.chunk_layers(61, 16)

@@ -219,8 +219,8 @@ def test_cli_takes_vocabularies_and_defaults_from_the_library(monkeypatch):
 
     import fastpp.__main__ as cli
     import fastpp.model
+    from fastpp.model.config import CP_COMMS, ZERO3_GATHERS
     from fastpp.model.hardware import PRECISIONS
-    from fastpp.model.stages import CP_COMMS, ZERO3_GATHERS
     from fastpp.model.transformer import RECOMPUTE
     from fastpp.search.optimizer import METHODS
     from fastpp.search.problem import OBJECTIVES

@@ -14,15 +14,35 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, flag, number, one_of, positive_int
+from ..checks import (
+    MAX_INT,
+    ScheduleError,
+    ScheduleTypeError,
+    flag,
+    number,
+    one_of,
+    positive_int,
+    show,
+)
 from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from .hardware import PRECISIONS
 from .layout import as_layout, even_layers
 from .moe import DISPATCHERS
-from .stages import CP_COMMS, REDUCE_BYTES, ZERO, ZERO3_GATHERS
+from .recipes import Recipe
 from .transformer import RECOMPUTE, Transformer
 
 DEGREES = ("t", "cp", "p", "d", "ep", "etp")
+# the choices of the fields priced in fastpp.model.stages: ZeRO stage 1 shards the optimizer
+# states over the data-parallel ranks, 2 the gradients too, 3 (ZeRO-3, FSDP) the weights too
+ZERO = (0, 1, 2, 3)
+# ZeRO-3's weight all-gathers: per layer in the forward and again in the backward (FSDP's
+# reshard after forward), or once per step, the weights then kept whole (Llama 3)
+ZERO3_GATHERS = ("layer", "step")
+# context parallelism's K and V: all-gathered per layer (Llama 3), or passed round a ring of
+# the CP ranks under the attention (Megatron's ring attention)
+CP_COMMS = ("all-gather", "ring")
+# gradients are reduced in fp32 (Megatron accumulates and reduces them so in bf16 training)
+REDUCE_BYTES = 4.0
 # the plan row's configuration columns this object carries (plan.CONFIG_COLUMNS but "model")
 ROW = ("gpus", "t", "cp", "p", "d", "ep", "etp", "schedule", "m", "microbatch", "n",
        "recompute", "zero", "overlap", "precision", "layout")
@@ -148,7 +168,8 @@ class RunConfig:
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         one_of(self.cp_comm, "cp_comm", CP_COMMS)
         one_of(self.dispatcher, "dispatcher", DISPATCHERS)
-        one_of(self.precision, "precision", (None, *PRECISIONS))
+        if self.precision is not None:  # None: the hardware's
+            one_of(self.precision, "precision", PRECISIONS)
         if not isinstance(self.reduce_bytes, int | float) or isinstance(
                 self.reduce_bytes, bool) or self.reduce_bytes not in (2, 4):
             raise ScheduleError(f"reduce_bytes must be 2 or 4 (bytes per gradient; got "
@@ -167,8 +188,11 @@ class RunConfig:
                 raise ScheduleTypeError(f"recompute_modules must be a list of module names "
                                         f"(got {modules!r})")
             object.__setattr__(self, "recompute_modules", tuple(modules))
-        if number(self.imbalance, "imbalance") < 1:
-            raise ScheduleError(f"imbalance must be >= 1 (got {self.imbalance!r})")
+        imbalance = self.imbalance
+        if (isinstance(imbalance, bool) or not isinstance(imbalance, int | float | np.number)
+                or not 1.0 <= float(imbalance) < float("inf")):
+            raise ScheduleError(f"imbalance must be a number >= 1, the busiest expert-parallel "
+                                f"rank's tokens over the mean (got {imbalance!r})")
         if self.layout is not None:
             stages = as_layout(self.layout).stages  # parses, or names the position
             if self.first_layers is not None or self.last_layers is not None:
@@ -231,24 +255,6 @@ class RunConfig:
         chunks each."""
         return build_schedule(self.schedule, self.p, self.n, self.m)
 
-    def costs_keywords(self, model) -> dict:
-        """``transformer_costs``'s keywords for this run (``first_layers``/``last_layers`` as
-        a ``layout`` of ``model``'s layers)."""
-        return {"seq": self.seq, "microbatch": self.microbatch, "tp": self.t, "dp": self.d,
-                "sequence_parallel": self.sequence_parallel, "recompute": self.recompute,
-                "layout": self.chunk_layout(model), "blocking_handoffs": self.blocking_handoffs,
-                "tp_overlap": self.tp_overlap, "ep": self.ep, "etp": self.etp,
-                "precision": self.precision, "node_limit": self.node_limit,
-                "imbalance": self.imbalance, "cp": self.cp, "cp_comm": self.cp_comm,
-                "zero": self.zero, "zero3": self.zero3, "overlap": self.overlap,
-                "dispatcher": self.dispatcher, "recompute_modules": self.priced_modules}
-
-    def bytes_keywords(self, model) -> dict:
-        """``device_bytes``'s keywords for this run."""
-        return {"tp": self.t, "dp": self.d, "zero": self.zero,
-                "layout": self.chunk_layout(model), "ep": self.ep, "etp": self.etp,
-                "cp": self.cp, "zero3": self.zero3}
-
     def plan_keywords(self) -> dict:
         """``plan``'s keywords giving this run as its only configuration."""
         return {"gpus": self.gpus, "seq": self.seq, "global_batch": self.global_batch,
@@ -304,6 +310,10 @@ def _known_fields(init):
 
 
 RunConfig.__init__ = _known_fields(RunConfig.__init__)
+# every field's default, the one place they are written: the keyword forms of
+# transformer_costs, device_bytes and plan take theirs from here
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)
+            if f.default is not dataclasses.MISSING}
 
 
 def _plain(value):
@@ -403,8 +413,60 @@ class RunGrid:
     imbalance: float = 1.0
     recipe: object = None
 
+    def __post_init__(self):
+        positive_int(self.seq, "seq", MAX_INT - 1)
+        arrays = {k: np.asarray(getattr(self, k)) for k in PER_CONFIGURATION}
+        try:
+            np.broadcast_shapes(*(a.shape for a in arrays.values()))
+        except ValueError:
+            raise ScheduleError(f"RunGrid's per-configuration fields must broadcast together "
+                                f"(got shapes {({k: a.shape for k, a in arrays.items()})})"
+                                ) from None
+        for name, a in arrays.items():
+            if name == "overlap":
+                if a.dtype != bool and not (np.issubdtype(a.dtype, np.integer)
+                                            and np.isin(a, (0, 1)).all()):
+                    raise ScheduleError(f"overlap must hold bools (got {show(a)})")
+                continue
+            low, high = ((0, len(RECOMPUTE) - 1) if name == "recompute" else
+                         (min(ZERO), max(ZERO)) if name == "zero" else (1, np.inf))
+            if (a.dtype == bool or not np.issubdtype(a.dtype, np.integer)
+                    or np.any(a < low) or np.any(a > high)):
+                what = ("indices into RECOMPUTE, 0 to 2" if name == "recompute" else
+                        "ZeRO stages, 0 to 3" if name == "zero" else
+                        "positive integers")
+                raise ScheduleError(f"{name} must hold {what} (got {show(a)})")
+        for name in ("sequence_parallel", "tp_overlap", "blocking_handoffs"):
+            flag(getattr(self, name), name)
+        if self.precision is not None:
+            one_of(self.precision, "precision", PRECISIONS)
+        one_of(self.dispatcher, "dispatcher", DISPATCHERS)
+        one_of(self.cp_comm, "cp_comm", CP_COMMS)
+        one_of(self.zero3, "zero3", ZERO3_GATHERS)
+        if self.node_limit is not None:
+            positive_int(self.node_limit, "node_limit")
+        if number(self.imbalance, "imbalance") < 1:
+            raise ScheduleError(f"imbalance must be >= 1, the busiest expert-parallel rank's "
+                                f"tokens over the mean (got {self.imbalance!r})")
+        if self.recipe is not None and not isinstance(self.recipe, Recipe):
+            raise ScheduleTypeError(f"recipe must be a fastpp.model.Recipe or None (got "
+                                    f"{type(self.recipe).__name__})")
+
+    @classmethod
+    def of(cls, run: RunConfig, recipe=None) -> RunGrid:
+        """``run`` as a grid of its one configuration, with the memory ``recipe`` (a
+        ``Recipe`` or None; ``make_recipe`` gives one)."""
+        one = {k: np.array([getattr(run, k)], np.int64) for k in PER_CONFIGURATION
+               if k not in ("recompute", "overlap")}
+        return cls(seq=run.seq, **one, recompute=np.array([RECOMPUTE.index(run.recompute)]),
+                   overlap=np.array([run.overlap]), sequence_parallel=run.sequence_parallel,
+                   tp_overlap=run.tp_overlap, blocking_handoffs=run.blocking_handoffs,
+                   precision=run.precision, dispatcher=run.dispatcher, cp_comm=run.cp_comm,
+                   zero3=run.zero3, node_limit=run.node_limit, imbalance=float(run.imbalance),
+                   recipe=recipe)
+
     def replace(self, **changes) -> RunGrid:
-        """A copy with ``changes``."""
+        """A copy with ``changes`` (validated again)."""
         return dataclasses.replace(self, **changes)
 
     def broadcast(self) -> RunGrid:

@@ -84,12 +84,12 @@ def _bucket(value: float, edges) -> str:
     return next(label for edge, label in edges if value <= edge)
 
 
-def regime(model, hardware: Hardware, seq: int, tp: int = 1) -> Regime:
+def regime(model, hardware: Hardware, seq: int, t: int = 1) -> Regime:
     """The regime of ``model`` (a ``Transformer``) on ``hardware`` at sequence ``seq`` and
-    tensor-parallel degree ``tp``."""
+    tensor-parallel degree ``t``."""
     return Regime(generation(hardware), _bucket(model.parameters, SIZES),
                   _bucket(seq, SEQS), "moe" if model.moe else "dense",
-                  "in node" if tp <= hardware.gpus_per_node else "across nodes")
+                  "in node" if t <= hardware.gpus_per_node else "across nodes")
 
 
 def step_error(error: np.ndarray, quantity) -> np.ndarray:

@@ -63,6 +63,8 @@ of the layer as tensor parallelism gives a dense MLP.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..checks import ScheduleError, instance, number, one_of, positive_int, positive_ints
@@ -320,11 +322,11 @@ def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_par
     return all_reduce(hardware, message, t, spans)
 
 
-def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=1, tp=1,
+def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=1, t=1,
                 ep=1, etp=1, moe: bool | None = None, sequence_parallel: bool = True,
                 recompute: str = "none", precision: str = "bf16", node_limit=None,
                 imbalance: float = 1.0, dispatcher: str = "alltoall",
-                dispatch: str = "bf16") -> LayerParts:
+                dispatch: str = "bf16", tp=None) -> LayerParts:
     """One layer's ``LayerParts`` for one microbatch on one GPU, in seconds.
 
     Parameters
@@ -332,7 +334,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     model : Transformer
     hardware : Hardware
         Its ``precision`` is replaced by ``precision``.
-    seq, microbatch, tp, ep, etp : int or array_like
+    seq, microbatch, t, ep, etp : int or array_like
         Sequence length, sequences per microbatch, tensor-parallel, expert-parallel and
         expert-tensor-parallel degrees (the last four broadcast).
     moe : bool, optional
@@ -356,6 +358,9 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     dispatch : {"bf16", "fp8"}
         The dispatch's precision on the wire: bf16 as Megatron-Core sends it, fp8 where the
         tokens are quantized before it (DeepSeek-V3's recipe; ``dispatch_precision``).
+    tp : int or array_like, optional
+        Deprecated: ``t``'s name in 0.1.0 (a ``DeprecationWarning``; goes in the next
+        release).
 
     Returns
     -------
@@ -366,6 +371,13 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     """
     from .transformer import RECOMPUTE
 
+    if tp is not None:
+        warnings.warn("layer_parts(tp=...) is deprecated and goes in the next release: give "
+                      "t, the tensor-parallel degree as RunConfig and plan name it",
+                      DeprecationWarning, stacklevel=2)
+        if not (isinstance(t, int) and t == 1):
+            raise ScheduleError(f"give t or tp, not both (got t={t!r}, tp={tp!r})")
+        t = tp
     instance(model, Transformer, "model", "fastpp.model.Transformer")
     instance(hardware, Hardware, "hardware", "fastpp.model.Hardware")
     one_of(precision, "precision", PRECISIONS)
@@ -386,11 +398,11 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
         raise ScheduleError(f"moe=True needs a model with experts ({model.name} has none)")
     hw = hardware.with_precision(precision)
     counts = [positive_ints(x, name) for x, name in
-              ((microbatch, "microbatch"), (tp, "tp"), (ep, "ep"), (etp, "etp"))]
+              ((microbatch, "microbatch"), (t, "t"), (ep, "ep"), (etp, "etp"))]
     try:
         b, t, ep, etp = np.broadcast_arrays(*counts)
     except ValueError:
-        raise ScheduleError(f"microbatch, tp, ep and etp must broadcast together (got shapes "
+        raise ScheduleError(f"microbatch, t, ep and etp must broadcast together (got shapes "
                             f"{[x.shape for x in counts]})") from None
     if moe:
         bad = (model.experts % ep) != 0

@@ -29,7 +29,14 @@ from ..sweeps.robust import (
     objective_values,
 )
 from .comm import pipeline_spans
-from .config import PER_CONFIGURATION, RunGrid
+from .config import (
+    CP_COMMS,
+    PER_CONFIGURATION,
+    REDUCE_BYTES,
+    ZERO,
+    ZERO3_GATHERS,
+    RunGrid,
+)
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
@@ -38,10 +45,6 @@ from .overlap import overlap_reason
 from .presets import MODELS
 from .recipes import recipe_pricing
 from .stages import (
-    CP_COMMS,
-    REDUCE_BYTES,
-    ZERO,
-    ZERO3_GATHERS,
     check_cp,
     chunk_kinds,
     cp_buffer_bytes,

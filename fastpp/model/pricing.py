@@ -8,15 +8,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, one_of, positive_int
+from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, one_of, positive_int
 from ..costs import Costs
 from ..generators.registry import code_of
 from ..ops import FB
 from ..placement import copies, mirrored
 from ..schedule import Schedule
-from .config import RunConfig, RunGrid
+from .config import DEFAULTS, ZERO, ZERO3_GATHERS, RunConfig, RunGrid, as_run
 from .errorbar import ErrorBar, error_bar, regime
-from .hardware import HARDWARE, PRECISIONS, preset
+from .hardware import HARDWARE, preset
 from .layout import (
     as_layout,
     check_layout,
@@ -24,11 +24,8 @@ from .layout import (
 from .moe import expert_data_parallel, expert_reasons
 from .overlap import expert_overlap, overlap_reason
 from .presets import MODELS
-from .recipes import recipe_pricing
+from .recipes import make_recipe
 from .stages import (
-    CP_COMMS,
-    ZERO,
-    ZERO3_GATHERS,
     check_cp,
     chunk_kinds,
     device_memory,
@@ -74,54 +71,22 @@ def pair_partner(schedule: Schedule) -> np.ndarray:
     return stages
 
 
-def _one_grid(model, hardware, *, seq, microbatch=1, tp=1, dp=1, sequence_parallel=True,
-              recompute="none", blocking_handoffs=True, tp_overlap=False, ep=1, etp=1,
-              precision=None, node_limit=None, imbalance=1.0, cp=1, cp_comm="all-gather",
-              zero=1, zero3="layer", overlap=False, dispatcher="alltoall", recipe=None,
-              recompute_modules=None, fp8_cache=False, offload_modules=None) -> RunGrid:
-    """``transformer_costs``'s keywords (the public names: ``tp``, ``dp``) checked, each
-    error naming its keyword, as the one ``RunGrid`` the model's internals read
-    (``t``, ``d``); its ``p`` and ``m`` are 1 until ``_stages`` gives it a schedule's."""
-    seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
-    t, d, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
-    one_of(recompute, "recompute", RECOMPUTE)
-    one_of(cp_comm, "cp_comm", CP_COMMS)
-    one_of(zero, "zero", ZERO)
-    one_of(zero3, "zero3", ZERO3_GATHERS)
-    one_of(overlap, "overlap", (False, True))
+def _fit(model: Transformer, seq: int, t: int, d: int, cp: int, ep: int, etp: int,
+         t_name: str = "t") -> None:
+    """What a run's degrees need of ``model`` (``RunConfig`` knows no model): ``cp``
+    splitting ``seq``, ``t`` dividing the heads (named ``t_name``, the caller's spelling) and
+    an expert layout that exists; each a ScheduleError naming the field."""
     check_cp(seq, cp)
-    for flag, name in ((sequence_parallel, "sequence_parallel"),
-                       (blocking_handoffs, "blocking_handoffs"), (tp_overlap, "tp_overlap")):
-        one_of(flag, name, (False, True))
     if model.heads % t or model.kv_heads % t:
-        raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
-                            f"{model.kv_heads} (got tp={t})")
-    ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
+        raise ScheduleError(f"{t_name} must divide the heads {model.heads} and KV heads "
+                            f"{model.kv_heads} (got {t_name}={t})")
     reason = expert_reasons(model, t, d, ep, etp, cp).item()
     if reason:
         raise ScheduleError(reason)
-    if precision is not None:
-        one_of(precision, "precision", PRECISIONS)
-        hardware.with_precision(precision)  # raises for fp8 without an fp8 peak
-    if node_limit is not None:
-        positive_int(node_limit, "node_limit")
-    if (isinstance(imbalance, bool) or not isinstance(imbalance, int | float | np.number)
-            or not 1.0 <= float(imbalance) < float("inf")):
-        raise ScheduleError(f"imbalance must be a number >= 1, the busiest expert-parallel "
-                            f"rank's tokens over the mean (got {imbalance!r})")
-    one = np.zeros(1, np.int64)
-    return RunGrid(seq=seq, microbatch=one + microbatch, t=one + t, d=one + d, p=one + 1,
-                   m=one + 1, recompute=one + RECOMPUTE.index(recompute), cp=one + cp,
-                   zero=one + zero, overlap=one + bool(overlap), ep=np.array([ep]),
-                   etp=np.array([etp]), sequence_parallel=sequence_parallel,
-                   tp_overlap=bool(tp_overlap), blocking_handoffs=bool(blocking_handoffs),
-                   precision=precision, cp_comm=cp_comm, zero3=zero3, node_limit=node_limit,
-                   imbalance=float(imbalance), **recipe_pricing(
-                       dispatcher, recipe, recompute_modules, fp8_cache, offload_modules))
 
 
 def _stages(model, hardware, schedule: Schedule, grid: RunGrid, layout=None, layers=None):
-    """``stage_table`` of one configuration (``grid``, from ``_one_grid``) on ``schedule``,
+    """``stage_table`` of one configuration (``grid``, ``RunGrid.of``) on ``schedule``,
     its layers split by ``layout`` or ``layers``; a ScheduleError for an overlap the schedule
     refuses or a stage left without work."""
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
@@ -156,15 +121,19 @@ class ModelCosts(Costs):
 
 
 def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80GB", *,
-                      seq: int | None = None, microbatch: int = 1, tp: int = 1, dp: int = 1,
-                      sequence_parallel: bool = True, recompute: str = "none", layout=None,
-                      layers=None, blocking_handoffs: bool = True,
-                      tp_overlap: bool = False, ep: int = 1, etp: int = 1,
-                      precision: str | None = None, node_limit: int | None = None,
-                      imbalance: float = 1.0, cp: int = 1, cp_comm: str = "all-gather",
-                      zero: int = 1, zero3: str = "layer", overlap: bool = False,
-                      dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
-                      fp8_cache: bool = False, offload_modules=None,
+                      seq: int | None = None, microbatch: int = DEFAULTS["microbatch"],
+                      tp: int = DEFAULTS["t"], dp: int = DEFAULTS["d"],
+                      sequence_parallel: bool = DEFAULTS["sequence_parallel"],
+                      recompute: str = DEFAULTS["recompute"], layout=None, layers=None,
+                      blocking_handoffs: bool = DEFAULTS["blocking_handoffs"],
+                      tp_overlap: bool = DEFAULTS["tp_overlap"], ep: int = DEFAULTS["ep"],
+                      etp: int = DEFAULTS["etp"], precision: str | None = DEFAULTS["precision"],
+                      node_limit: int | None = DEFAULTS["node_limit"],
+                      imbalance: float = DEFAULTS["imbalance"], cp: int = DEFAULTS["cp"],
+                      cp_comm: str = DEFAULTS["cp_comm"], zero: int = DEFAULTS["zero"],
+                      zero3: str = DEFAULTS["zero3"], overlap: bool = DEFAULTS["overlap"],
+                      dispatcher: str = DEFAULTS["dispatcher"], recipe=None,
+                      recompute_modules=None, fp8_cache: bool = False, offload_modules=None,
                       config: RunConfig | None = None) -> Costs:
     """The ``Costs`` of running ``model`` on ``schedule``: seconds and bytes per stage.
 
@@ -232,8 +201,11 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     offload_modules : list of str, optional
         Megatron's ``--offload-modules``: those activations kept in host memory.
     config : RunConfig, optional
-        The run as one object: its fields replace every keyword above, and its schedule
-        (``RunConfig.build_schedule``) is used when ``schedule`` is None.
+        The run as one object, the form the keywords above are a thin layer over (they build
+        one, one microbatch per replica; ``recipe``, ``fp8_cache`` and ``offload_modules``
+        are theirs alone): its fields replace every keyword above, its ``first_layers`` and
+        ``last_layers`` give the layout, and its schedule (``RunConfig.build_schedule``) is
+        used when ``schedule`` is None.
 
     Returns
     -------
@@ -254,31 +226,52 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         ``recompute="full"`` (which ``"combined-1f1b"`` refuses in any case) or with
         ``cp > 1``.
     """
-    if config is not None:  # the one-object form: a thin layer over the keywords
-        model = preset(MODELS, model, "model")
-        return transformer_costs(model, config.build_schedule() if schedule is None
-                                 else schedule, hardware, **config.costs_keywords(model))
-    if schedule is None:
-        raise ScheduleError("schedule must be a Schedule (got None; give one, or config=)")
     model, hardware = preset(MODELS, model, "model"), preset(HARDWARE, hardware, "hardware")
-    grid = _one_grid(model, hardware, seq=seq, microbatch=microbatch, tp=tp, dp=dp,
-                     sequence_parallel=sequence_parallel, recompute=recompute,
-                     blocking_handoffs=blocking_handoffs, tp_overlap=tp_overlap, ep=ep,
-                     etp=etp, precision=precision, node_limit=node_limit, imbalance=imbalance,
-                     cp=cp, cp_comm=cp_comm, zero=zero, zero3=zero3, overlap=overlap,
-                     dispatcher=dispatcher, recipe=recipe, recompute_modules=recompute_modules,
-                     fp8_cache=fp8_cache, offload_modules=offload_modules)
-    table = _stages(model, hardware, schedule, grid, layout, layers)
+    if config is None:  # the keyword form: a thin layer making the RunConfig
+        if schedule is None:
+            raise ScheduleError("schedule must be a Schedule (got None; give one, or config=)")
+        config = _keyword_run(model, seq=seq, microbatch=microbatch, tp=tp, dp=dp,
+                              sequence_parallel=sequence_parallel, recompute=recompute,
+                              blocking_handoffs=blocking_handoffs, tp_overlap=tp_overlap,
+                              ep=ep, etp=etp, precision=precision, node_limit=node_limit,
+                              imbalance=imbalance, cp=cp, cp_comm=cp_comm, zero=zero,
+                              zero3=zero3, overlap=overlap, dispatcher=dispatcher)
+        # the memory recipe is the keyword form's alone (a RunConfig carries the modules)
+        recipe = make_recipe(recipe, recompute_modules, fp8_cache, offload_modules)
+    else:
+        config = as_run(config)
+        _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp)
+        schedule = config.build_schedule() if schedule is None else schedule
+        layout, layers = config.chunk_layout(model), None
+        recipe = make_recipe(recompute_modules=config.priced_modules)
+    if config.precision is not None:
+        hardware.with_precision(config.precision)  # raises for fp8 without an fp8 peak
+    table = _stages(model, hardware, schedule, RunGrid.of(config, recipe), layout, layers)
     return ModelCosts(f=table["f"], b=table["b"], w=table["w"], comm=table["comm"],
                       gamma=table["gamma"], act=table["act"],
                       bandwidth=table["bandwidth"],
                       message_bytes=table["message_bytes"], fb=table.get("fb"),
-                      error_bar=error_bar(regime(model, hardware, grid.seq, tp)))
+                      error_bar=error_bar(regime(model, hardware, config.seq, config.t)))
 
 
-def device_bytes(model, schedule: Schedule | None = None, *, tp: int = 1, dp: int = 1,
-                 zero: int = 1, layout=None, layers=None, ep: int = 1, etp: int = 1,
-                 cp: int = 1, zero3: str = "layer",
+def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, **choices) -> RunConfig:
+    """``transformer_costs``'s keywords as a ``RunConfig`` (one microbatch per replica: the
+    schedule gives the rest), the degrees checked under their keyword names first."""
+    seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
+    t, d, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
+    ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
+    _fit(model, seq, t, d, cp, ep, etp, t_name="tp")
+    if microbatch * d >= MAX_INT:  # RunConfig's bound on the sequences of a step
+        raise ScheduleError(f"microbatch * dp must be below 2**31 (got microbatch={microbatch}, "
+                            f"dp={d})")
+    return RunConfig(seq=seq, global_batch=microbatch * d, microbatch=microbatch, t=t, d=d,
+                     cp=cp, ep=ep, etp=etp, **choices)
+
+
+def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS["t"],
+                 dp: int = DEFAULTS["d"], zero: int = DEFAULTS["zero"], layout=None,
+                 layers=None, ep: int = DEFAULTS["ep"], etp: int = DEFAULTS["etp"],
+                 cp: int = DEFAULTS["cp"], zero3: str = DEFAULTS["zero3"],
                  config: RunConfig | None = None) -> dict[str, np.ndarray]:
     """Per device: ``parameter_bytes``, ``gradient_bytes`` and ``optimizer_bytes`` of the
     stages it holds (mixed-precision Adam, 2 + 2 + 12 bytes per parameter, ZeRO ``zero`` over
@@ -288,17 +281,20 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = 1, dp: in
     ``fastpp.model.stages.optimizer_split`` holds it (``zero3``; the routed experts stay as
     ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords and gives the
     schedule when ``schedule`` is None."""
-    if config is not None:
-        model = preset(MODELS, model, "model")
-        return device_bytes(model, config.build_schedule() if schedule is None else schedule,
-                            **config.bytes_keywords(model))
-    if schedule is None:
-        raise ScheduleError("schedule must be a Schedule (got None; give one, or config=)")
-    one_of(zero, "zero", ZERO)
-    one_of(zero3, "zero3", ZERO3_GATHERS)
     model = preset(MODELS, model, "model")
-    t, d, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
-    ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
+    if config is None:  # no RunConfig: it needs a seq, which bytes do not depend on
+        if schedule is None:
+            raise ScheduleError("schedule must be a Schedule (got None; give one, or config=)")
+        one_of(zero, "zero", ZERO)
+        one_of(zero3, "zero3", ZERO3_GATHERS)
+        t, d, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
+        ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
+    else:
+        config = as_run(config)
+        schedule = config.build_schedule() if schedule is None else schedule
+        layout, layers = config.chunk_layout(model), None
+        t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp
+        zero, zero3 = config.zero, config.zero3
     edp = int(expert_data_parallel(model, t, d, ep, etp, cp))
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
     params, experts = device_parameters(

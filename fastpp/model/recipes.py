@@ -284,7 +284,7 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
 
 
 def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: Recipe, *,
-                      seq: int, microbatch=1, tp=1, ep=1, etp=1, moe: bool | None = None,
+                      seq: int, microbatch=1, t=1, ep=1, etp=1, moe: bool | None = None,
                       sequence_parallel: bool = True, recompute: str = "selective",
                       node_limit=None, imbalance: float = 1.0,
                       dispatcher: str = "alltoall") -> LayerParts:
@@ -294,16 +294,16 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
     ``combine_b``), its exposed host copies to ``mlp_f`` and ``mlp_i``."""
     moe = model.moe if moe is None else moe
     rc = RECOMPUTE.index(recompute)
-    att = attention_times(model, hardware, seq, microbatch, tp, sequence_parallel)
+    att = attention_times(model, hardware, seq, microbatch, t, sequence_parallel)
     if moe:
-        mlp = expert_times(model, hardware, seq, microbatch, tp, ep, etp, sequence_parallel,
+        mlp = expert_times(model, hardware, seq, microbatch, t, ep, etp, sequence_parallel,
                            imbalance)
-        a2a = all_to_all_times(model, hardware, seq, microbatch, tp, ep, etp,
+        a2a = all_to_all_times(model, hardware, seq, microbatch, t, ep, etp,
                                dispatch_precision(hardware.precision, recipe), node_limit,
                                imbalance, dispatcher=dispatcher)
     else:
-        mlp, a2a = mlp_times(model, hardware, seq, microbatch, tp, sequence_parallel), None
-    terms = recipe_terms(model, hardware, recipe, seq, microbatch, tp, rc, sequence_parallel,
+        mlp, a2a = mlp_times(model, hardware, seq, microbatch, t, sequence_parallel), None
+    terms = recipe_terms(model, hardware, recipe, seq, microbatch, t, rc, sequence_parallel,
                          moe=moe, ep=ep, etp=etp, imbalance=imbalance, a2a=a2a,
                          forward=att["forward"] + mlp["forward"],
                          input_grad=att["input_grad"] + mlp["input_grad"])

@@ -3,9 +3,11 @@ configurations at once (NumPy over the stages of all of them)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from ..checks import ScheduleError
+from ..checks import ScheduleError, ScheduleTypeError
 from .comm import (
     all_gather,
     all_reduce,
@@ -24,6 +26,7 @@ from .compute import (
     matmul_time,
     optimizer_time,
 )
+from .config import REDUCE_BYTES, RunGrid
 from .hardware import Hardware
 from .moe import (
     all_to_all_times,
@@ -39,20 +42,11 @@ from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
 # gradients, fp32 master weights, momentum and variance
 WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
-# stage 1 shards the optimizer states over the data-parallel ranks, 2 the gradients too, 3
-# (ZeRO-3, FSDP) the weights too
-ZERO = (0, 1, 2, 3)
-# ZeRO-3's weight all-gathers: per layer in the forward and again in the backward (FSDP's
-# reshard after forward), or once per step, the weights then kept whole (Llama 3)
-ZERO3_GATHERS = ("layer", "step")
-# context parallelism's K and V: all-gathered per layer (Llama 3), or passed round a ring of
-# the CP ranks under the attention (Megatron's ring attention)
-CP_COMMS = ("all-gather", "ring")
 IN_FLIGHT_LAYERS = 2  # ZeRO-3 per layer: the layer computed and the next one prefetched
 
 
 def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
-                embedding, loss, moe_layers=0.0, mtp=0.0, partner=None):
+                embedding, loss, moe_layers=0.0, mtp=0.0, partner=None, **keywords):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
     Per stage: ``config`` (its configuration), ``layers`` (transformer layers), ``embedding``
@@ -114,7 +108,16 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         reduced over ``edp``), ``fb`` where a configuration's pairs save time, and ``comm``
         (latency), ``bandwidth`` and ``message_bytes`` of each stage's hand-off to the next,
         each hop over its own link (``handoff_links``).
+
+    The form before ``RunGrid`` (0.1.0: ``stage_table(model, hardware, seq, microbatch=...,
+    t=..., blocking=..., c=..., ...)``) still runs, with a ``DeprecationWarning``, for one
+    release.
     """
+    if not isinstance(grid, RunGrid):
+        grid = _keyword_grid(grid, **keywords)
+    elif keywords:
+        raise ScheduleTypeError(f"stage_table takes the configurations as one RunGrid, not "
+                                f"keywords (got {sorted(keywords)})")
     if grid.precision is not None:
         hardware = hardware.with_precision(grid.precision)
     # a layer's costs depend on its configuration only: priced once per configuration
@@ -168,6 +171,25 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         table["fb"] = _pair_times(model, hardware, grid, table, config, partner, layers,
                                   moe_layers, per_stage, mm)
     return table
+
+
+def _keyword_grid(seq, *, microbatch, t, d, p, m, sequence_parallel, recompute,
+                  tp_overlap=False, blocking=False, ep=1, etp=1, precision=None,
+                  node_limit=None, imbalance=1.0, c=1, zero=0, overlap=False,
+                  cp_comm="all-gather", zero3="layer", dispatcher="alltoall",
+                  recipe=None) -> RunGrid:
+    """``stage_table``'s keywords of 0.1.0 as the ``RunGrid`` they name (``blocking`` is
+    ``blocking_handoffs``, ``c`` is ``cp``), with a ``DeprecationWarning``."""
+    warnings.warn("stage_table(model, hardware, seq, microbatch=..., t=..., ...) is "
+                  "deprecated and goes in the next release: give the configurations as one "
+                  "fastpp.model.RunGrid (the same names, blocking as blocking_handoffs and c "
+                  "as cp)", DeprecationWarning, stacklevel=3)
+    return RunGrid(seq=seq, microbatch=microbatch, t=t, d=d, p=p, m=m,
+                   sequence_parallel=sequence_parallel, recompute=recompute,
+                   tp_overlap=tp_overlap, blocking_handoffs=blocking, ep=ep, etp=etp,
+                   precision=precision, node_limit=node_limit, imbalance=imbalance, cp=c,
+                   zero=zero, overlap=overlap, cp_comm=cp_comm, zero3=zero3,
+                   dispatcher=dispatcher, recipe=recipe)
 
 
 def _layer_prices(model, hardware, grid) -> dict:
@@ -310,7 +332,7 @@ def _pair_times(model, hardware, grid, table, config, partner, layers, moe_layer
     recomputation refuses the overlap), for whole sequences (``grid.microbatch``)."""
     rc, ov = grid.recompute, grid.overlap
     saved = np.zeros(ov.shape)
-    shared = {"seq": grid.seq, "microbatch": grid.microbatch, "tp": grid.t, "ep": grid.ep,
+    shared = {"seq": grid.seq, "microbatch": grid.microbatch, "t": grid.t, "ep": grid.ep,
               "etp": grid.etp, "sequence_parallel": grid.sequence_parallel,
               "node_limit": grid.node_limit, "imbalance": grid.imbalance,
               "dispatcher": grid.dispatcher}
@@ -624,9 +646,8 @@ def device_memory(model: Transformer, params, experts, t, replicas, edp, zero,
     return tuple(a + e for a, e in zip(dense, routed, strict=True))
 
 
-# gradients are reduced in fp32 (Megatron accumulates and reduces them so in bf16 training);
-# ZeRO's all-gather moves the half-precision weights
-REDUCE_BYTES, GATHER_BYTES = 4.0, 2.0
+# ZeRO's all-gather moves the half-precision weights (the gradients: config.REDUCE_BYTES)
+GATHER_BYTES = 2.0
 BUCKET_PARAMS = 40e6  # Megatron's default gradient bucket, in parameters
 
 

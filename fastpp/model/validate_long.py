@@ -58,6 +58,7 @@ from ..checks import require
 from ..costs import Costs
 from ..simulate import simulate
 from .attention import with_attention_speed
+from .config import RunConfig, RunGrid
 from .errorbar import regime
 from .hardware import HARDWARE
 from .presets import MODELS
@@ -115,31 +116,29 @@ def excluded(frame=None):
     return out.reset_index(drop=True)
 
 
-def price(model, hardware, *, seq, global_batch, tp, pp, cp, dp, precision,
+def price(model, hardware, *, seq, global_batch, t, p, cp, d, precision,
           microbatch=MICROBATCH, cp_comm="ring"):
     """Seconds of one step of a NeMo/Megatron run with context parallelism (the module's
     assumptions) and its peak bytes on the fullest device."""
-    from ..generators.registry import build_schedule
-    from .pricing import _one_grid, _stages, device_bytes
+    from .pricing import _fit, _stages, device_bytes
 
-    n = global_batch // (dp * microbatch)
-    sched = build_schedule("1f1b", pp, n)
-    t = int(tp)
-    grid = _one_grid(model, hardware, seq=seq, microbatch=microbatch, tp=t, dp=dp,
-                     sequence_parallel=t > 1, tp_overlap=t > 1, precision=precision, cp=cp,
-                     cp_comm=cp_comm, zero=1)
-    table = _stages(model, hardware, sched, grid)
+    run = RunConfig(seq=seq, global_batch=global_batch, t=t, p=p, cp=cp, d=d,
+                    microbatch=microbatch, sequence_parallel=t > 1, tp_overlap=t > 1,
+                    precision=precision, cp_comm=cp_comm, zero=1)
+    _fit(model, seq, t, d, cp, run.ep, run.etp)
+    sched = run.build_schedule()
+    table = _stages(model, hardware, sched, RunGrid.of(run))
     costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
                   act=table["act"], comm=float(table["comm"][0]),
                   bandwidth=float(table["bandwidth"][0]),
                   message_bytes=float(table["message_bytes"][0]))
     res = simulate(sched, costs)
-    params = np.bincount(sched.stage_to_device, weights=table["params"], minlength=pp)
-    window = np.bincount(sched.stage_to_device, weights=table["b"] / sched.m, minlength=pp)
-    terms = step_terms(hardware, params.max(), t, dp * cp, 1, overlap=True,
+    params = np.bincount(sched.stage_to_device, weights=table["params"], minlength=p)
+    window = np.bincount(sched.stage_to_device, weights=table["b"] / sched.m, minlength=p)
+    terms = step_terms(hardware, params.max(), t, d * cp, 1, overlap=True,
                        window=window.min())
     step = res.makespan + float(sum(np.max(v) for v in terms.values()))
-    by = device_bytes(model, sched, tp=t, dp=dp, zero=1, cp=cp)
+    by = device_bytes(model, config=run)
     fixed = max(by["parameter_bytes"] + by["gradient_bytes"] + by["optimizer_bytes"])
     buffers = cp_buffer_bytes(model, seq, microbatch, t, cp, cp_comm)
     return step, float(fixed + np.max(res.peak_activations) + buffers)
@@ -154,7 +153,9 @@ def _runs(frame):
         (name, hw_name), table = next((v, g) for (m, g), v in PRICED.items()
                                       if r["model"] == m and str(r["gpu_type"]).startswith(g))
         seq = int(r["seq_len"])
-        layout = {k: int(r[k]) for k in ("tp", "pp", "cp", "dp")}
+        # the table's columns as RunConfig names them
+        layout = {k: int(r[column]) for k, column in (("t", "tp"), ("p", "pp"), ("cp", "cp"),
+                                                      ("d", "dp"))}
         label = f"{r['model']} {r['gpu_type'].split()[0]} {seq // 1024}K cp{layout['cp']}"
         yield (label, table, MODELS[name], HARDWARE[hw_name],
                {"seq": seq, "global_batch": int(r["global_batch_seqs"]), **layout,
@@ -216,5 +217,5 @@ def long_rows(frame=None):
     for label, table, model, hw, run, gpus, measured in _runs(frame):
         predicted, memory[label] = _tflops(model, hw, run, gpus, ATTENTION_SPEED[table])
         rows.append((DATASET, label, "tflops_per_gpu", measured, predicted,
-                     regime(model, hw, run["seq"], run["tp"])))
+                     regime(model, hw, run["seq"], run["t"])))
     return rows, memory
