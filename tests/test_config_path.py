@@ -2,6 +2,7 @@
 RunGrid refuses a bad field by name."""
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -90,3 +91,21 @@ def test_layer_parts_tp_is_deprecated_for_t():
     with pytest.raises(ScheduleError, match="give t or tp, not both"), pytest.warns(
             DeprecationWarning):
         layer_parts(model, hardware, seq=4096, t=2, tp=2)
+
+
+@pytest.mark.parametrize("function, keywords, named", [
+    (transformer_costs, dict(tp=2), "tp must be left out (got config= and tp=2;"),
+    (transformer_costs, dict(recipe="deepseek-v3", fp8_cache=True),
+     "recipe, fp8_cache must be left out (got config= and recipe='deepseek-v3', "
+     "fp8_cache=True;"),
+    (transformer_costs, dict(layers=[1, 1]), "layers must be left out (got config= and "
+                                             "layers=[1, 1];"),
+    (device_bytes, dict(zero=3), "zero must be left out (got config= and zero=3;"),
+])
+def test_a_keyword_beside_config_is_refused_not_dropped(function, keywords, named):
+    run = RunConfig(seq=1024, global_batch=8, p=2)
+    with pytest.raises(ScheduleError, match=rf"{function.__name__}: config replaces the "
+                                            rf"run's keywords, so {re.escape(named)}"):
+        function("llama2-7b", config=run, **keywords)
+    # the defaults themselves, spelled out, are no conflict
+    function("llama2-7b", config=run, tp=1, layout=None)

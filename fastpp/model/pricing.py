@@ -203,9 +203,10 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     config : RunConfig, optional
         The run as one object, the form the keywords above are a thin layer over (they build
         one, one microbatch per replica; ``recipe``, ``fp8_cache`` and ``offload_modules``
-        are theirs alone): its fields replace every keyword above, its ``first_layers`` and
-        ``last_layers`` give the layout, and its schedule (``RunConfig.build_schedule``) is
-        used when ``schedule`` is None.
+        are theirs alone): its fields replace every keyword above, and a keyword given
+        beside it is a ``ScheduleError``. Its ``first_layers`` and ``last_layers`` give the
+        layout, and its schedule (``RunConfig.build_schedule``) is used when ``schedule`` is
+        None.
 
     Returns
     -------
@@ -240,6 +241,14 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         recipe = make_recipe(recipe, recompute_modules, fp8_cache, offload_modules)
     else:
         config = as_run(config)
+        _config_alone("transformer_costs", seq=seq, microbatch=microbatch, tp=tp, dp=dp,
+                      sequence_parallel=sequence_parallel, recompute=recompute, layout=layout,
+                      layers=layers, blocking_handoffs=blocking_handoffs, tp_overlap=tp_overlap,
+                      ep=ep, etp=etp, precision=precision, node_limit=node_limit,
+                      imbalance=imbalance, cp=cp, cp_comm=cp_comm, zero=zero, zero3=zero3,
+                      overlap=overlap, dispatcher=dispatcher, recipe=recipe,
+                      recompute_modules=recompute_modules, fp8_cache=fp8_cache,
+                      offload_modules=offload_modules)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp)
         schedule = config.build_schedule() if schedule is None else schedule
         layout, layers = config.chunk_layout(model), None
@@ -252,6 +261,25 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       bandwidth=table["bandwidth"],
                       message_bytes=table["message_bytes"], fb=table.get("fb"),
                       error_bar=error_bar(regime(model, hardware, config.seq, config.t)))
+
+
+# the run keywords' defaults, under their keyword names: config= replaces them all
+_KEYWORD_DEFAULTS = {**DEFAULTS, "tp": DEFAULTS["t"], "dp": DEFAULTS["d"], "seq": None,
+                     "layout": None, "layers": None, "recipe": None,
+                     "recompute_modules": None, "fp8_cache": False, "offload_modules": None}
+
+
+def _config_alone(function: str, **keywords) -> None:
+    """A ``ScheduleError`` naming the run keywords given beside ``config=``, which would
+    otherwise be dropped without a word: the ``RunConfig`` holds the whole run."""
+    given = [name for name, value in keywords.items()
+             if value is not _KEYWORD_DEFAULTS[name]
+             and (_KEYWORD_DEFAULTS[name] is None or value != _KEYWORD_DEFAULTS[name])]
+    if given:
+        raise ScheduleError(
+            f"{function}: config replaces the run's keywords, so {', '.join(given)} must be "
+            f"left out (got config= and {', '.join(f'{k}={keywords[k]!r}' for k in given)}; "
+            f"set them in the RunConfig, e.g. config.replace(...), or drop config=)")
 
 
 def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, **choices) -> RunConfig:
@@ -279,8 +307,8 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     a tied output layer on the embedding's device is one copy), the layers split by
     ``layout`` or ``layers`` as for ``transformer_costs``; ZeRO-3 as
     ``fastpp.model.stages.optimizer_split`` holds it (``zero3``; the routed experts stay as
-    ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords and gives the
-    schedule when ``schedule`` is None."""
+    ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords (one given beside
+    it is a ``ScheduleError``) and gives the schedule when ``schedule`` is None."""
     model = preset(MODELS, model, "model")
     if config is None:  # no RunConfig: it needs a seq, which bytes do not depend on
         if schedule is None:
@@ -291,6 +319,8 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
     else:
         config = as_run(config)
+        _config_alone("device_bytes", tp=tp, dp=dp, zero=zero, layout=layout, layers=layers,
+                      ep=ep, etp=etp, cp=cp, zero3=zero3)
         schedule = config.build_schedule() if schedule is None else schedule
         layout, layers = config.chunk_layout(model), None
         t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp
