@@ -29,6 +29,15 @@ def measured():
     return measure()
 
 
+def keeps_qkv_output(r) -> bool:
+    """Whether the layer keeps V as a view of the fused QKV output beside new Q and K."""
+    model = r["model"]
+    copied = 1 < model.kv_heads < model.heads or r["rope"]
+    return (r["recompute"] == "selective" and copied) or (
+        r["recompute"] == "none" and r["rope"] and not model.flash_attention
+        and model.kv_heads == model.heads)
+
+
 def test_the_shipped_memory_bars_are_a_fresh_measurement(measured):
     """memorybars.json is memory_table(measure()): a change to the activation formula must
     rewrite it (python scripts/memorybars.py --write)."""
@@ -45,15 +54,17 @@ def test_full_recomputation_keeps_exactly_the_layers_input(measured):
 
 def test_the_formula_is_what_pytorch_keeps_where_the_kernels_keep_what_it_counts(measured):
     """Korthikanti's count within 1% (the norms' per-token statistics and the flash kernel's
-    log-sum-exp are the rest) wherever the layer keeps what the formula counts: GeLU or
-    SwiGLU as separate ops, and no recomputation of the core over a copied Q (grouped
-    heads with 1 < g < a keep the fused QKV output through K and V's views as well)."""
-    grouped = [r for r in measured if 1 < r["model"].kv_heads < r["model"].heads]
-    plain = [r for r in measured if not r["fused_swiglu"]
-             and not (r["recompute"] == "selective" and r in grouped)]
+    log-sum-exp are the rest; 2.5% with RoPE, whose angles weigh more at these small widths)
+    wherever the layer keeps what the formula counts: GeLU or SwiGLU as separate ops, and V
+    not kept as a view of the fused QKV output beside new Q and K (selective recomputation
+    over a copied or rotated Q, and the eager core over rotated multi-head Q and K, keep that
+    whole output)."""
+    plain = [r for r in measured if not r["fused_swiglu"] and not keeps_qkv_output(r)]
     assert len(plain) >= 40 and {r["model"].flash_attention for r in plain} == {True, False}
-    worst = max(plain, key=lambda r: abs(r["error"]))
-    assert abs(worst["error"]) < 0.01, worst
+    for r in plain:
+        assert abs(r["error"]) < (0.025 if r["rope"] else 0.01), r
+    kept = [r for r in measured if not r["fused_swiglu"] and keeps_qkv_output(r)]
+    assert kept and all(-0.15 < r["error"] < -0.05 for r in kept)
 
 
 def test_the_eager_core_keeps_k_and_v_repeated_to_every_head():
@@ -69,7 +80,8 @@ def test_megatrons_fused_swiglu_keeps_less_than_the_formula_counts(measured):
     """The formula counts SwiGLU's gate, up, SiLU and product (8F bytes a token: TorchTitan's
     eager ops); Megatron's ``bias_swiglu`` and Transformer Engine keep the input alone (6F). The
     bar of a SwiGLU regime carries that spread."""
-    fused = [r for r in measured if r["fused_swiglu"] and r["recompute"] == "none"]
+    fused = [r for r in measured if r["fused_swiglu"] and r["recompute"] == "none"
+             and not keeps_qkv_output(r)]
     assert fused and all(0.05 < r["error"] < 0.25 for r in fused)
     for g in json.loads(TABLE.read_text())["regimes"]:
         if g["mlp"] == "swiglu" and g["recompute"] != "full":

@@ -24,8 +24,9 @@ attention Megatron's reshape of Q copies it). The variants:
 - MLP ``"gelu"`` or ``"swiglu"``; SwiGLU both eager (SiLU and product as separate ops, as
   TorchTitan runs it) and fused (one op keeping only its input, as Megatron's
   ``bias_swiglu`` and Transformer Engine keep it);
-- LayerNorm or RMSNorm (kept as the fused kernels keep it: the input and one fp32 statistic
-  per token), dropout on or off;
+- LayerNorm (GPT-like shapes) or RMSNorm with rotary embeddings (Llama-like: RMSNorm kept as
+  the fused kernels keep it, its input and one fp32 statistic per token; RoPE as fused RoPE,
+  keeping only its angles), dropout on or off;
 - recomputation ``"none"``, ``"selective"`` (the core under a reentrant
   ``torch.utils.checkpoint``, as Megatron checkpoints ``core_attn``) or ``"full"`` (the layer
   under one);
@@ -72,10 +73,11 @@ ATTENTION = ("eager", "flash")
 MLP = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
 DROPOUT = 0.1
-# (hidden, heads, kv_heads, seq, microbatch, norm): multi-head, grouped (Q copied by the
-# reshape) and multi-query attention, s above and below h, b 1 and 2
-SHAPES = ((128, 4, 4, 64, 2, "layernorm"), (256, 8, 2, 32, 1, "rmsnorm"),
-          (128, 2, 1, 128, 2, "layernorm"))
+# (hidden, heads, kv_heads, seq, microbatch, norm, rope): GPT-like multi-head, Llama-like
+# multi-head and grouped (Q copied by the reshape), and multi-query attention; s above and
+# below h, b 1 and 2
+SHAPES = ((128, 4, 4, 64, 2, "layernorm", False), (128, 4, 4, 64, 1, "rmsnorm", True),
+          (256, 8, 2, 32, 1, "rmsnorm", True), (128, 2, 1, 128, 2, "layernorm", False))
 
 
 class MemoryRegime(NamedTuple):
@@ -100,7 +102,8 @@ def formula_bytes(model: Transformer, seq: int, microbatch: int, recompute: str)
 
 
 def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = "none",
-                norm: str = "layernorm", fused_swiglu: bool = False, seed: int = 0) -> int:
+                norm: str = "layernorm", fused_swiglu: bool = False, rope: bool = False,
+                seed: int = 0) -> int:
     """Bytes one forward of ``model``'s layer keeps for its backward in PyTorch (needs torch).
 
     Parameters
@@ -114,6 +117,9 @@ def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = 
     fused_swiglu : bool
         SwiGLU as one op keeping its input (Megatron's, Transformer Engine's), else as
         TorchTitan's separate SiLU and product.
+    rope : bool
+        Rotary embeddings on Q and K, as one op keeping only its angles (Megatron's and
+        Transformer Engine's fused RoPE): Q and K become new tensors while V stays a view.
     seed : int
 
     Returns
@@ -130,7 +136,7 @@ def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = 
         raise ScheduleError(f"model must be a dense layer with standard attention, heads of "
                             f"hidden/heads (got {model.name!r})")
     torch.manual_seed(seed)
-    layer, params = _torch_layer(torch, model, norm, fused_swiglu)
+    layer, params = _torch_layer(torch, model, norm, fused_swiglu, rope)
     run = layer
     if recompute == "full":
         def run(x):
@@ -151,7 +157,7 @@ def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = 
     return int(sum(kept.values()))
 
 
-def _torch_layer(torch, model: Transformer, norm: str, fused_swiglu: bool):
+def _torch_layer(torch, model: Transformer, norm: str, fused_swiglu: bool, rope: bool):
     """The layer as ``forward(x, recompute)`` on ``[s, b, h]`` bf16, and its weights."""
     F = torch.nn.functional
     h, a, g, d, ffn = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn
@@ -198,6 +204,25 @@ def _torch_layer(torch, model: Transformer, norm: str, fused_swiglu: bool):
             dgate = grad.float() * up * sig * (1 + gate * (1 - sig))
             return torch.cat([dgate, grad.float() * gate * sig], -1).to(both.dtype)
 
+    class RoPE(torch.autograd.Function):
+        """Rotates ``x`` (``[s, b, heads, d]``) keeping only the angles, as fused RoPE does."""
+
+        @staticmethod
+        def forward(ctx, x, angles):
+            ctx.save_for_backward(angles)
+            return RoPE.turn(x, angles)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (angles,) = ctx.saved_tensors
+            return RoPE.turn(grad, -angles), None
+
+        @staticmethod
+        def turn(x, angles):
+            one, two = x.float().chunk(2, -1)
+            cos, sin = angles.cos(), angles.sin()
+            return torch.cat([one * cos - two * sin, two * cos + one * sin], -1).to(x.dtype)
+
     def normed(x, which):
         if norm == "rmsnorm":
             return RMSNorm.apply(x, w[f"norm{which}"])
@@ -232,6 +257,10 @@ def _torch_layer(torch, model: Transformer, norm: str, fused_swiglu: bool):
         qkv = F.linear(normed(x, 1), w["qkv"]).view(s, b, g, (a // g + 2) * d)
         q, k, v = qkv.split([a // g * d, d, d], -1)
         q = q.reshape(s, b, a, d)
+        if rope:
+            angles = (torch.arange(s, dtype=torch.float32)[:, None]
+                      * 10000.0 ** (-torch.arange(d // 2) / (d // 2)))[:, None, None, :]
+            q, k = RoPE.apply(q, angles), RoPE.apply(k, angles)
         out = (torch.utils.checkpoint.checkpoint(core, q, k, v, use_reentrant=True)
                if recompute == "selective" else core(q, k, v))
         x = x + dropout(F.linear(out, w["proj"]))
@@ -251,8 +280,8 @@ def _torch_layer(torch, model: Transformer, norm: str, fused_swiglu: bool):
 def variants():
     """The measured grid: one dict of ``saved_bytes``' arguments (and the model's) per row."""
     out = []
-    for (h, a, g, s, b, norm), attention, mlp, recompute in product(SHAPES, ATTENTION, MLP,
-                                                                     RECOMPUTE):
+    for (h, a, g, s, b, norm, rope), attention, mlp, recompute in product(
+            SHAPES, ATTENTION, MLP, RECOMPUTE):
         for dropout, fused in product((False, True),
                                       (False, True) if mlp == "swiglu" else (False,)):
             model = Transformer(layers=1, hidden=h, heads=a, kv_heads=g,
@@ -261,7 +290,7 @@ def variants():
                                 flash_attention=attention == "flash",
                                 name=f"h{h} a{a} g{g}")
             out.append({"model": model, "seq": s, "microbatch": b, "recompute": recompute,
-                        "norm": norm, "fused_swiglu": fused})
+                        "norm": norm, "fused_swiglu": fused, "rope": rope})
     return out
 
 
