@@ -287,7 +287,9 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = 1, dp: in
     ``layout`` or ``layers`` as for ``transformer_costs``; ZeRO-3 as
     ``fastpp.model.stages.optimizer_split`` holds it (``zero3``; the routed experts stay as
     ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords and gives the
-    schedule when ``schedule`` is None."""
+    schedule when ``schedule`` is None. These parts are exact by construction (no error
+    bar: a test holds them to a PyTorch model's bytes); the activations' expected error is
+    ``fastpp.model.memorybar``'s, in ``plan``'s ``expected_memory_error``."""
     if config is not None:
         model = preset(MODELS, model, "model")
         return device_bytes(model, config.build_schedule() if schedule is None else schedule,
