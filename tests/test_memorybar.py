@@ -1,7 +1,8 @@
-"""The memory error bar: fastpp's activation bytes against what PyTorch saves (needs torch).
+"""The memory error bar: fastpp's activation bytes against what PyTorch saves.
 
 ``fastpp.model.memorybar`` builds the layer the formula describes in PyTorch and counts the
-storages autograd keeps; these tests run it for real (no mock) and hold the formula to it.
+storages autograd keeps; the tests given the ``torch`` fixture run it for real (no mock; they
+skip without torch) and hold the formula to it. The rest read the shipped table.
 """
 
 import json
@@ -21,11 +22,14 @@ from fastpp.model.memorybar import (
     saved_bytes,
 )
 
-torch = pytest.importorskip("torch")
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def measured():
+def measured(torch):
     return measure()
 
 
@@ -67,7 +71,7 @@ def test_the_formula_is_what_pytorch_keeps_where_the_kernels_keep_what_it_counts
     assert kept and all(-0.15 < r["error"] < -0.05 for r in kept)
 
 
-def test_the_eager_core_keeps_k_and_v_repeated_to_every_head():
+def test_the_eager_core_keeps_k_and_v_repeated_to_every_head(torch):
     """Grouped-query attention without FlashAttention: Megatron's unfused core (as Hugging
     Face's and TorchTitan's) repeats K and V to the ``a`` heads and keeps the copies."""
     model = Transformer(layers=1, hidden=256, heads=8, kv_heads=2, ffn=1024,
@@ -117,7 +121,7 @@ def test_explain_shows_the_memory_error_bar(capsys):
     assert "not covered: workspace, fragmentation, communication buffers" in total
 
 
-def test_weights_gradients_and_optimizer_states_are_a_torch_models_bytes():
+def test_weights_gradients_and_optimizer_states_are_a_torch_models_bytes(torch):
     """The exact parts: a PyTorch model's parameters times bf16 weights and gradients and
     Adam's fp32 master copy and two moments, as one device holds them. fastpp leaves out the
     final norm (``h`` parameters), so the counts differ by exactly that."""
