@@ -45,8 +45,10 @@ the expected error of the activations (``activation_error``). ``plan`` rows carr
 Not covered (no measurement here): the framework's workspace and the allocator's
 fragmentation, NCCL's and the pipeline's communication buffers, CUDA graphs' pools, the
 embedding's and the loss's activations, the tensor-parallel split of the bytes (measured at
-``t = 1``), context parallelism's exchange buffers, MoE experts and MLA (their rows carry no
-memory error bar: NaN).
+``t = 1``), context parallelism's exchange buffers, recompute modules other than
+``core_attn``, MoE experts and MLA (their rows carry no memory error bar: NaN). Rotary
+embeddings are in the layer but not in the formula: where V stays a view of the fused QKV
+output beside new Q and K, whatever keeps V keeps that whole output, and the bar shows it.
 
 ``memory_table(measure())`` measures the grid and groups it; ``python scripts/memorybars.py
 --write`` writes it to ``memorybars.json`` beside ``errorbars.json``; a test holds the file to
