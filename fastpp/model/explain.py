@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..checks import ScheduleError, nonnegative_int
 from .config import RunConfig, as_run
 from .hardware import HARDWARE, preset
@@ -68,7 +70,8 @@ class Explanation:
         lines += [f"    {k.replace('_', ' '):<18} {r[k] / gb:8.1f} GB" for k in PARTS]
         lines += [f"    {'total':<18} {r['peak_memory'] / gb:8.1f} GB of "
                   f"{self.hardware.memory_bytes / gb:.0f}"
-                  + ("" if r["fits"] else f"   DOES NOT FIT: {r['reason']}"), ""]
+                  + ("" if r["fits"] else f"   DOES NOT FIT: {r['reason']}"),
+                  f"    {_memory_bar(r['expected_memory_error'])}", ""]
         if self.neighbours is None:  # not searched
             pass
         elif not self.neighbours:
@@ -122,6 +125,15 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     found = _neighbours(model, hardware, config, row, count, workers) if count else None
     return Explanation(model, config, hardware, row, _recompute_tflops(model, config, row),
                        found)
+
+
+def _memory_bar(error: float) -> str:
+    """The total's error bar (``fastpp.model.memorybar``) and what it leaves out."""
+    if not np.isfinite(error):
+        return ("no measured error bar: MoE and MLA activations are not measured "
+                "(fastpp.model.memorybar)")
+    return (f"± {error:.1%} expected error (activations measured against PyTorch, the rest "
+            f"exact; not covered: workspace, fragmentation, communication buffers)")
 
 
 def _recompute_tflops(model, config: RunConfig, row: dict) -> float:

@@ -40,6 +40,7 @@ from .config import (
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
+from .memorybar import activation_error
 from .moe import expert_reasons
 from .overlap import overlap_reason
 from .presets import MODELS
@@ -67,8 +68,8 @@ NUMBERS = ("step_time", "makespan", "gradient_sync", "optimizer_step", "tokens_p
 # a plan with noise=: the pipeline's Monte Carlo and the step's figures under it
 NOISY = (*NOISE_COLUMNS, "step_time_mean", "step_time_p50", "step_time_p95")
 # the step time's expected relative error and, outside every validated regime, what is missing
-# (fastpp.model.errorbar)
-ERROR_COLUMNS = ("expected_error", "extrapolated")
+# (fastpp.model.errorbar); the peak memory's expected relative error (fastpp.model.memorybar)
+ERROR_COLUMNS = ("expected_error", "extrapolated", "expected_memory_error")
 PLAN_COLUMNS = (*CONFIG_COLUMNS, *NUMBERS, *ERROR_COLUMNS, "fits", "reason")
 
 
@@ -214,7 +215,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         ``peak_memory``; ``expected_error`` (the step time's expected relative error from
         ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``) and
         ``extrapolated`` ("" inside a validated regime, else the facts no validated row
-        shares); ``fits``, and
+        shares); ``expected_memory_error`` (the peak memory's expected relative error: the
+        activations' error measured against PyTorch, ``fastpp.model.memorybar``, times their
+        share; NaN for MoE and MLA, not measured); ``fits``, and
         ``reason``: why the configuration cannot run or does not fit ("" if it does).
 
     Raises
@@ -385,6 +388,7 @@ def _table(pd, model, hardware, seq, gpus, cols, rows):
         "precision": np.array(PRECISIONS, object)[cols["precision"]],
         **{k: rows[k] for k in ("layout", *NUMBERS)},
         **_error_bars(model, hardware, seq, cols["t"]),
+        "expected_memory_error": _memory_error(model, cols["recompute"], rows),
         **{k: rows[k] for k in ("fits", "reason")},
         **{k: rows[k] for k in NOISY if k in rows}})
 
@@ -405,6 +409,15 @@ def _error_bars(model, hardware, seq, t) -> dict[str, np.ndarray]:
     bars = {x: error_bar(regime(model, hardware, seq, x)) for x in np.unique(t).tolist()}
     return {"expected_error": np.array([bars[x].expected for x in t.tolist()]),
             "extrapolated": np.array([bars[x].extrapolated for x in t.tolist()], object)}
+
+
+def _memory_error(model, recompute, rows) -> np.ndarray:
+    """``expected_memory_error`` of every row: its activations' measured error
+    (``memorybar.activation_error``) times their share of the peak memory (the weights,
+    gradients and optimizer states are exact); NaN where not measured."""
+    act = np.array([activation_error(model, r) for r in RECOMPUTE])[recompute]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return act * rows["peak_activations"] / rows["peak_memory"]
 
 
 def _spelling(short, long, short_name: str, long_name: str):

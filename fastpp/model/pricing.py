@@ -308,7 +308,10 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     ``layout`` or ``layers`` as for ``transformer_costs``; ZeRO-3 as
     ``fastpp.model.stages.optimizer_split`` holds it (``zero3``; the routed experts stay as
     ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords (one given beside
-    it is a ``ScheduleError``) and gives the schedule when ``schedule`` is None."""
+    it is a ``ScheduleError``) and gives the schedule when ``schedule`` is None. These parts
+    are exact by construction (no error bar: a test holds them to a PyTorch model's bytes);
+    the activations' expected error is ``fastpp.model.memorybar``'s, in ``plan``'s
+    ``expected_memory_error``."""
     model = preset(MODELS, model, "model")
     if config is None:  # no RunConfig: it needs a seq, which bytes do not depend on
         if schedule is None:

@@ -20,8 +20,10 @@ per element) throughout.
   (``2h + 4kv``), the output projection's input (``2h``) and the MLP's inside (``8F`` with
   SwiGLU: gate, up, their SiLU and product; ``4F`` otherwise: the first matrix's output and
   its GeLU). Attention scores add ``5as`` (``2as`` without dropout) per ``sb``, split over
-  ``t``, unless FlashAttention keeps none. With sequence parallelism everything is split over
-  ``t``. A GPT layer without TP gives the paper's ``sbh(34 + 5as/h)``.
+  ``t``, unless FlashAttention keeps none; with grouped-query attention the unfused core also
+  keeps K and V repeated to every head (``4(h - kv)`` more, freed with the scores). With
+  sequence parallelism everything is split over ``t``. A GPT layer without TP gives the
+  paper's ``sbh(34 + 5as/h)``. ``fastpp.model.memorybar`` measures these bytes in PyTorch.
 - Recomputation: ``"selective"`` stores no attention scores and recomputes them in the
   backward (``+4bs^2h/t`` FLOPs); ``"full"`` stores only each layer's input (``2sbh``, over
   ``t`` with sequence parallelism) and recomputes the whole forward before the backward.
@@ -334,7 +336,11 @@ def attention_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np
         duplicated, split_params = 0.0, model.attention_params()
         split = 2.0 * a * d + 4.0 * model.kv + 2.0 * a * dv
     mm = 2.0 * sb * (split_params / t + duplicated)
-    scores = 0.0 if model.flash_attention else (5.0 if model.dropout else 2.0) * a * s * sb / t
+    scores = 0.0 if model.flash_attention else (
+        (5.0 if model.dropout else 2.0) * a * s * sb / t
+        # the unfused core repeats K and V to every head (Megatron's, Hugging Face's,
+        # TorchTitan's repeat) and keeps the copies; its recomputation keeps neither
+        + 4.0 * (a * d - model.kv) * sb / t)
     return {"forward": mm, "weight_grad": mm, "core": 2.0 * b * s * s * model.core_width() / t,
             "hidden": h,
             "whole": whole, "split": split, "scores": scores + 0.0 * b}
