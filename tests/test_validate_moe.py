@@ -142,9 +142,10 @@ def test_the_residuals_by_group(split):
              and r["gpu_type"] == "DGX-B200")
     assert validate_moe.groups(r) == {
         "hardware": "B200-180GB", "precision": "MXFP8", "dispatcher": "alltoall",
-        "microbatch": 1, "cuda_graphs": False, "release": "NeMo 26.04.01"}
-    zoo = [validate_moe.groups(r) for r, _ in done if r["release"].startswith("ModelZoo")]
-    assert sum(g["cuda_graphs"] for g in zoo) == 2  # the notes of two of its three rows
+        "microbatch": 1, "cuda_graphs": "none", "release": "NeMo 26.04.01"}
+    zoo = [validate_moe.groups(r)["cuda_graphs"] for r, _ in done
+           if r["release"].startswith("ModelZoo")]
+    assert sorted(zoo) == ["not stated", "partial", "unstated scope"]  # the three rows' notes
     first = next(r for r, _ in done if r["source"] == "moe_published.csv")
     assert validate_moe.groups(first)["release"] == "moe_published.csv"
     frame = pd.DataFrame({"dataset": validate_moe.DATASET, "row": [r["label"] for r, _ in done],
@@ -156,6 +157,26 @@ def test_the_residuals_by_group(split):
         assert abs((table["rows"] * table["mape"]).sum() / len(done) - whole) < 0.1
     with pytest.raises(ScheduleError, match="group must be one of"):
         validate_moe.by_group(frame, DATA, "gpu")
+
+
+def test_the_cuda_graphs_each_nemo_row_ran(split):
+    """Megatron-Bridge's configs of each release, read by hand (``GRAPHS``): every NeMo row
+    found in the table, and a few rows' settings as the configs state them."""
+    done, _ = split
+    nemo = [r for r, _ in done if r["release"].startswith("NeMo")]
+    graphs = {r["label"]: validate_moe.cuda_graphs(r) for r in nemo}
+    assert "not stated" not in graphs.values() and len(graphs) == 21
+    # v0.4.1: Qwen3-235B on B200, B300 and H100 set no cuda_graph_impl (the recipe's "none");
+    # Qwen3-30B-A3B on B200 graphs attn, moe_router and moe_preprocess
+    row = {(r["model"], r["gpu_type"], r["release"]): graphs[r["label"]] for r in nemo}
+    assert row["Qwen3_235B_a22B", "DGX-B200", "NeMo 26.04.01"] == "none"
+    assert row["Qwen3_235B_a22B", "DGX-H100", "NeMo 26.04.01"] == "none"
+    assert row["Qwen3_30B_a3B", "DGX-B200", "NeMo 26.04.01"] == "partial"
+    # v0.5.0: Qwen3-30B-A3B's H100 FP8-CS config sets none, its B300 FP8-MX full_iteration
+    assert row["Qwen3_30B_a3B", "DGX-H100", "NeMo 26.06"] == "none"
+    assert row["Qwen3_30B_a3B", "DGX-B300", "NeMo 26.06"] == "full"
+    # v0.6.0: DeepSeek-V3's MXFP8 perf recipes on GB300 and GB200 run full_iteration
+    assert row["DeepSeekV3", "DGX-GB300", "NeMo 26.08"] == "full"
 
 
 def test_automodel_runs_a_pipeline_flush_per_accumulation_step(split):

@@ -101,6 +101,31 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
           ("qwen3-235b-a22b", "GB300"): SINCE_26_06, ("qwen3-235b-a22b", "GB200"): SINCE_26_06,
           **{("qwen3-30b-a3b", hw): SINCE_26_06 for hw in ("GB300", "GB200", "B300-288GB",
                                                           "B200-180GB")}}
+# The CUDA graphs each NeMo row ran, as Megatron-Bridge's performance configs for its release
+# set cuda_graph_impl and cuda_graph_scope: "none" (every kernel issued by the CPU; the
+# recipes' default, cuda_graph_impl="none"), "partial" (Transformer Engine's graphs of
+# attn, moe_router and moe_preprocess, or the last two: the routed experts and their
+# dispatch stay eager) or "full" (full_iteration). NeMo 25.11 is the v0.2.0 tag's
+# scripts/performance/configs/{deepseek,qwen3}/workload_base_configs.py; 26.04.01 v0.4.1's and
+# 26.06 v0.5.0's configs/{deepseek,qwen,kimi}/*_workload_base_configs.py; 26.08 v0.6.0's
+# perf_recipes/deepseek/{gb200,gb300}/deepseek_v3.py (_enable_deepseek_full_iteration_mxfp8)
+# and the Qwen3 FP8-MX configs of SINCE_26_06. Read for the priced rows' precisions.
+GRAPHS = {("deepseek-v3/no-mtp", "GB300", "NeMo 25.11"): "partial",
+          ("deepseek-v3/no-mtp", "GB200", "NeMo 25.11"): "partial",
+          ("qwen3-235b-a22b", "GB300", "NeMo 25.11"): "partial",
+          ("qwen3-235b-a22b", "GB200", "NeMo 25.11"): "partial",
+          ("deepseek-v3", "B200-180GB", "NeMo 26.04"): "none",
+          ("qwen3-235b-a22b", "B200-180GB", "NeMo 26.04"): "none",
+          ("qwen3-235b-a22b", "B300-288GB", "NeMo 26.04"): "none",
+          ("qwen3-235b-a22b", "H100-80GB", "NeMo 26.04"): "none",
+          ("qwen3-30b-a3b", "B200-180GB", "NeMo 26.04"): "partial",
+          ("deepseek-v3", "B300-288GB", "NeMo 26.06"): "partial",
+          ("kimi-k2", "GB300", "NeMo 26.06"): "none",
+          ("qwen3-30b-a3b", "H100-80GB", "NeMo 26.06"): "none",
+          ("qwen3-30b-a3b", "B300-288GB", "NeMo 26.06"): "full",
+          **{(model, hw, "NeMo 26.08"): "full" for model in ("deepseek-v3", "qwen3-30b-a3b",
+                                                             "qwen3-235b-a22b")
+             for hw in ("GB300", "GB200")}}
 # what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
 NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
@@ -314,14 +339,28 @@ GROUPS = ("hardware", "precision", "dispatcher", "microbatch", "cuda_graphs", "r
 def groups(r) -> dict:
     """A priced row's groups (``GROUPS``), to read the residuals by: the hardware preset, the
     table's precision as it names the recipe (FP8 on H100 is Transformer Engine's current
-    scaling, MXFP8 Blackwell's), the dispatcher and microbatch it is priced with, whether its
-    note states CUDA graphs, and its release (a NeMo container, or the source's)."""
+    scaling, MXFP8 Blackwell's), the dispatcher and microbatch it is priced with, its CUDA
+    graphs (``cuda_graphs``) and its release (a NeMo container, or the source's)."""
     kw = settings(r)
     return {"hardware": kw["hardware"], "precision": str(r["precision"]).upper(),
             "dispatcher": kw["dispatcher"], "microbatch": kw["microbatch"],
-            "cuda_graphs": "cuda graph" in str(r["note"]).lower(),
+            "cuda_graphs": cuda_graphs(r),
             "release": str(r["release"]) if r["release"] == r["release"] and r["release"]
             not in ("", "nan") else str(r["source"])}
+
+
+def cuda_graphs(r) -> str:
+    """The CUDA graphs a priced row ran: ``GRAPHS`` for a NeMo row; for the ModelZoo's, what
+    its note states ("partial" where it names the scopes, "unstated scope" where it says
+    only "CUDA graphs"); else "not stated". Not priced: a group to read the residuals by."""
+    name = settings(r)["model"].name
+    release = str(r["release"])
+    if release.startswith("NeMo"):
+        return GRAPHS.get((name, HARDWARE_NAMES[r["gpu_type"]], release[:10]), "not stated")
+    note = str(r["note"]).lower()
+    if "cuda graphs attn" in note:
+        return "partial"
+    return "unstated scope" if "cuda graph" in note else "not stated"
 
 
 def by_group(frame, data, group: str):
@@ -390,5 +429,5 @@ def rows(data):
     return out
 
 
-__all__ = ["ASSUMED", "DATASET", "GROUPS", "by_group", "excluded", "groups", "predict", "rows",
-           "settings"]
+__all__ = ["ASSUMED", "DATASET", "GRAPHS", "GROUPS", "by_group", "cuda_graphs", "excluded",
+           "groups", "predict", "rows", "settings"]
