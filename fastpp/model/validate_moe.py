@@ -109,12 +109,15 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
 # scripts/performance/configs/{deepseek,qwen3}/workload_base_configs.py; 26.04.01 v0.4.1's and
 # 26.06 v0.5.0's configs/{deepseek,qwen,kimi}/*_workload_base_configs.py; 26.08 v0.6.0's
 # perf_recipes/deepseek/{gb200,gb300}/deepseek_v3.py (_enable_deepseek_full_iteration_mxfp8)
-# and the Qwen3 FP8-MX configs of SINCE_26_06. Read for the priced rows' precisions.
+# and the Qwen3 FP8-MX configs of SINCE_26_06. Read for the priced rows' precisions and
+# layouts: DeepSeek-V3's B200 row of 26.04.01 ran PP8 VP2 EP32, the layout of commit 5acef93
+# of 18 April 2026 ("b200 DSv3 better cfg"), which graphs attn, moe_router and
+# moe_preprocess (v0.4.1 still held the PP16 EP8 config, without graphs).
 GRAPHS = {("deepseek-v3/no-mtp", "GB300", "NeMo 25.11"): "partial",
           ("deepseek-v3/no-mtp", "GB200", "NeMo 25.11"): "partial",
           ("qwen3-235b-a22b", "GB300", "NeMo 25.11"): "partial",
           ("qwen3-235b-a22b", "GB200", "NeMo 25.11"): "partial",
-          ("deepseek-v3", "B200-180GB", "NeMo 26.04"): "none",
+          ("deepseek-v3", "B200-180GB", "NeMo 26.04"): "partial",
           ("qwen3-235b-a22b", "B200-180GB", "NeMo 26.04"): "none",
           ("qwen3-235b-a22b", "B300-288GB", "NeMo 26.04"): "none",
           ("qwen3-235b-a22b", "H100-80GB", "NeMo 26.04"): "none",
