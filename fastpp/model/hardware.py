@@ -155,6 +155,16 @@ class Hardware:
         ``gradient_hardware``). The Hopper presets take 1.15: a torchao user measured 1.1x
         to 1.2x from fast accumulation in FP8 training (pytorch/ao issue 2377; the mode is
         Hopper's and Ada's), and the middle is taken.
+    fused_grouped_mlp : bool
+        The routed experts' FP8 MLP as Transformer Engine's fused grouped MLP on Blackwell
+        (``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``, Megatron-Bridge's
+        ``cutedsl_fused_grouped_mlp``): the first product's epilogue applies the SwiGLU and
+        the routing probabilities and writes the second product's input already in MXFP8
+        (``ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8``), and the second product's data-gradient
+        epilogue applies the SwiGLU's backward and writes the first one's output gradient in
+        MXFP8 (``BackwardGroupedMLP_CuTeGEMMDSwiGLU_MXFP8``). The activation's passes and
+        those two casts are then no kernels of their own (``fastpp.model.moe``). False (the
+        presets): Megatron-Core's unfused ``TEGroupedMLP``.
     host_bandwidth : float
         Bytes per second one way between the GPU and host memory (activation offloading).
     host_layer : float
@@ -194,6 +204,7 @@ class Hardware:
     fp8_flops: float | None = None
     fp8_current_scaling: bool = False
     split_accumulator: float = 1.0
+    fused_grouped_mlp: bool = False
     host_bandwidth: float = 50e9
     host_layer: float = 0.0
     host_backward: float = 0.0
@@ -216,6 +227,7 @@ class Hardware:
         one_of(self.precision, "precision", PRECISIONS)
         one_of(self.fp8_current_scaling, "fp8_current_scaling", (False, True))
         numbers(self.split_accumulator, "split_accumulator")
+        one_of(self.fused_grouped_mlp, "fused_grouped_mlp", (False, True))
         if not self.split_accumulator >= 1.0:
             raise ScheduleError(f"split_accumulator must be >= 1 (got "
                                 f"{self.split_accumulator!r})")

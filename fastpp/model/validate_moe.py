@@ -129,6 +129,13 @@ GRAPHS = {("deepseek-v3/no-mtp", "GB300", "NeMo 25.11"): "partial",
           **{(model, hw, "NeMo 26.08"): "full" for model in ("deepseek-v3", "qwen3-30b-a3b",
                                                              "qwen3-235b-a22b")
              for hw in ("GB300", "GB200")}}
+# The NeMo rows whose configs run the routed experts through Transformer Engine's fused
+# grouped MLP (``Hardware.fused_grouped_mlp``): v0.5.0's cutedsl_fused_grouped_mlp=True
+# (Qwen3-30B-A3B's FP8-MX configs on GB300, GB200 and B300, Qwen3-235B's V2 ones on GB300
+# and GB200, DeepSeek-V3's on GB300 and GB200), v0.6.0's NVTE_CUTEDSL_FUSED_GROUPED_MLP=1
+# (DeepSeek-V3's fp8mx recipes on GB300 and GB200, the Qwen3 ones). Among the priced rows
+# they are exactly those with full-iteration CUDA graphs.
+FUSED_GROUPED_MLP = {key for key, graphs in GRAPHS.items() if graphs == "full"}
 # what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
 NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
@@ -273,7 +280,8 @@ def excluded(data):
 
 def settings(r) -> dict:
     """The ``plan`` arguments of a priced row (the module's assumptions where it is
-    silent), and ``fp8_current_scaling``: the hardware's (``CURRENT_SCALING``)."""
+    silent), and ``fp8_current_scaling`` and ``fused_grouped_mlp``: the hardware's
+    (``CURRENT_SCALING``, ``FUSED_GROUPED_MLP``)."""
     name = MODEL_NAMES[r["model"]]
     model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
              if name == "deepseek-v3/no-mtp" else MODELS[name])
@@ -313,6 +321,8 @@ def settings(r) -> dict:
            "layout": LAYOUTS.get((model.name, p, vp)),
            "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
            "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r),
+           "fused_grouped_mlp": (model.name, hardware, str(r["release"])[:10])
+           in FUSED_GROUPED_MLP,
            "flushes": _flushes(r)}
     return out
 
@@ -390,8 +400,8 @@ def predict(r) -> tuple[float, str]:
 
     kw = settings(r)
     hardware = HARDWARE[kw.pop("hardware")]
-    if kw.pop("fp8_current_scaling"):
-        hardware = dataclasses.replace(hardware, fp8_current_scaling=True)
+    hardware = dataclasses.replace(hardware, fp8_current_scaling=kw.pop("fp8_current_scaling"),
+                                   fused_grouped_mlp=kw.pop("fused_grouped_mlp"))
     flushes = kw.pop("flushes")
     if kw["global_batch"] % flushes:
         raise ScheduleError(f"{r['label']}: global_batch {kw['global_batch']} must split into "
@@ -432,5 +442,5 @@ def rows(data):
     return out
 
 
-__all__ = ["ASSUMED", "DATASET", "GRAPHS", "GROUPS", "by_group", "cuda_graphs", "excluded",
-           "groups", "predict", "rows", "settings"]
+__all__ = ["ASSUMED", "DATASET", "FUSED_GROUPED_MLP", "GRAPHS", "GROUPS", "by_group",
+           "cuda_graphs", "excluded", "groups", "predict", "rows", "settings"]
