@@ -161,12 +161,14 @@ def test_the_residuals_by_group(split):
 
 
 def test_the_cuda_graphs_each_nemo_row_ran(split):
-    """Megatron-Bridge's configs of each release, read by hand (``GRAPHS``): every NeMo row
+    """Megatron-Bridge's configs of each release, read by hand (``GRAPHS``): every NeMo 26 row
     found in the table, and a few rows' settings as the configs state them."""
     done, _ = split
     nemo = [r for r, _ in done if r["release"].startswith("NeMo")]
     graphs = {r["label"]: validate_moe.cuda_graphs(r) for r in nemo}
-    assert "not stated" not in graphs.values() and len(graphs) == 21
+    # every NeMo 26 row found; the NeMo 25.11 rows' layouts are in no config of the time
+    assert len(graphs) == 21 and {r["label"] for r in nemo if graphs[r["label"]] == "not stated"
+                                  } == {r["label"] for r in nemo if r["release"] == "NeMo 25.11"}
     # v0.4.1: Qwen3-235B on B200, B300 and H100 set no cuda_graph_impl (the recipe's "none");
     # Qwen3-30B-A3B on B200 graphs attn, moe_router and moe_preprocess
     row = {(r["model"], r["gpu_type"], r["release"]): graphs[r["label"]] for r in nemo}

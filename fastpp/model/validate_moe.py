@@ -105,19 +105,16 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
 # set cuda_graph_impl and cuda_graph_scope: "none" (every kernel issued by the CPU; the
 # recipes' default, cuda_graph_impl="none"), "partial" (Transformer Engine's graphs of
 # attn, moe_router and moe_preprocess, or the last two: the routed experts and their
-# dispatch stay eager) or "full" (full_iteration). NeMo 25.11 is the v0.2.0 tag's
-# scripts/performance/configs/{deepseek,qwen3}/workload_base_configs.py; 26.04.01 v0.4.1's and
+# dispatch stay eager) or "full" (full_iteration). NeMo 26.04.01 is the v0.4.1 tag's and
 # 26.06 v0.5.0's configs/{deepseek,qwen,kimi}/*_workload_base_configs.py; 26.08 v0.6.0's
 # perf_recipes/deepseek/{gb200,gb300}/deepseek_v3.py (_enable_deepseek_full_iteration_mxfp8)
 # and the Qwen3 FP8-MX configs of SINCE_26_06. Read for the priced rows' precisions and
 # layouts: DeepSeek-V3's B200 row of 26.04.01 ran PP8 VP2 EP32, the layout of commit 5acef93
 # of 18 April 2026 ("b200 DSv3 better cfg"), which graphs attn, moe_router and
-# moe_preprocess (v0.4.1 still held the PP16 EP8 config, without graphs).
-GRAPHS = {("deepseek-v3/no-mtp", "GB300", "NeMo 25.11"): "partial",
-          ("deepseek-v3/no-mtp", "GB200", "NeMo 25.11"): "partial",
-          ("qwen3-235b-a22b", "GB300", "NeMo 25.11"): "partial",
-          ("qwen3-235b-a22b", "GB200", "NeMo 25.11"): "partial",
-          ("deepseek-v3", "B200-180GB", "NeMo 26.04"): "partial",
+# moe_preprocess (v0.4.1 still held the PP16 EP8 config, without graphs). The NeMo 25.11
+# rows' layouts (DeepSeek-V3 PP2 VP4 EP32 and PP4/PP8 VP4, Qwen3-235B PP4 VP12 EP16) are in
+# no Megatron-Bridge config of v0.2.0 to v0.3.0: their graphs are not stated.
+GRAPHS = {("deepseek-v3", "B200-180GB", "NeMo 26.04"): "partial",
           ("qwen3-235b-a22b", "B200-180GB", "NeMo 26.04"): "none",
           ("qwen3-235b-a22b", "B300-288GB", "NeMo 26.04"): "none",
           ("qwen3-235b-a22b", "H100-80GB", "NeMo 26.04"): "none",
