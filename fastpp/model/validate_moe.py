@@ -133,6 +133,10 @@ GRAPHS = {("deepseek-v3", "B200-180GB", "NeMo 26.04"): "partial",
 # (DeepSeek-V3's fp8mx recipes on GB300 and GB200, the Qwen3 ones). Among the priced rows
 # they are exactly those with full-iteration CUDA graphs.
 FUSED_GROUPED_MLP = {key for key, graphs in GRAPHS.items() if graphs == "full"}
+# The NeMo rows whose configs run the output layer in MXFP8 (``Hardware.fp8_output_layer``):
+# DeepSeek-V3's fp8mx recipes on GB300 and GB200 in v0.6.0 (_enable_deepseek_full_iteration_
+# mxfp8(cfg, fp8_output_proj=True)); the other priced rows' configs leave it in bf16.
+FP8_OUTPUT_LAYER = {("deepseek-v3", hw, "NeMo 26.08") for hw in ("GB300", "GB200")}
 # what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
 NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
@@ -277,8 +281,8 @@ def excluded(data):
 
 def settings(r) -> dict:
     """The ``plan`` arguments of a priced row (the module's assumptions where it is
-    silent), and ``fp8_current_scaling`` and ``fused_grouped_mlp``: the hardware's
-    (``CURRENT_SCALING``, ``FUSED_GROUPED_MLP``)."""
+    silent), and ``fp8_current_scaling``, ``fused_grouped_mlp`` and ``fp8_output_layer``:
+    the hardware's (``CURRENT_SCALING``, ``FUSED_GROUPED_MLP``, ``FP8_OUTPUT_LAYER``)."""
     name = MODEL_NAMES[r["model"]]
     model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
              if name == "deepseek-v3/no-mtp" else MODELS[name])
@@ -320,6 +324,8 @@ def settings(r) -> dict:
            "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r),
            "fused_grouped_mlp": (model.name, hardware, str(r["release"])[:10])
            in FUSED_GROUPED_MLP,
+           "fp8_output_layer": (model.name, hardware, str(r["release"])[:10])
+           in FP8_OUTPUT_LAYER,
            "flushes": _flushes(r)}
     return out
 
@@ -398,7 +404,8 @@ def predict(r) -> tuple[float, str]:
     kw = settings(r)
     hardware = HARDWARE[kw.pop("hardware")]
     hardware = dataclasses.replace(hardware, fp8_current_scaling=kw.pop("fp8_current_scaling"),
-                                   fused_grouped_mlp=kw.pop("fused_grouped_mlp"))
+                                   fused_grouped_mlp=kw.pop("fused_grouped_mlp"),
+                                   fp8_output_layer=kw.pop("fp8_output_layer"))
     flushes = kw.pop("flushes")
     if kw["global_batch"] % flushes:
         raise ScheduleError(f"{r['label']}: global_batch {kw['global_batch']} must split into "
@@ -439,5 +446,5 @@ def rows(data):
     return out
 
 
-__all__ = ["ASSUMED", "DATASET", "FUSED_GROUPED_MLP", "GRAPHS", "GROUPS", "by_group",
-           "cuda_graphs", "excluded", "groups", "predict", "rows", "settings"]
+__all__ = ["ASSUMED", "DATASET", "FP8_OUTPUT_LAYER", "FUSED_GROUPED_MLP", "GRAPHS", "GROUPS",
+           "by_group", "cuda_graphs", "excluded", "groups", "predict", "rows", "settings"]
