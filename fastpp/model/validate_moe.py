@@ -113,7 +113,8 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
 # of 18 April 2026 ("b200 DSv3 better cfg"), which graphs attn, moe_router and
 # moe_preprocess (v0.4.1 still held the PP16 EP8 config, without graphs). The NeMo 25.11
 # rows' layouts (DeepSeek-V3 PP2 VP4 EP32 and PP4/PP8 VP4, Qwen3-235B PP4 VP12 EP16) are in
-# no Megatron-Bridge config of v0.2.0 to v0.3.0: their graphs are not stated.
+# none of the configs read (the v0.2.x tags; DeepSeek-V3's on main to February 2026): their
+# graphs are not stated.
 GRAPHS = {("deepseek-v3", "B200-180GB", "NeMo 26.04"): "partial",
           ("qwen3-235b-a22b", "B200-180GB", "NeMo 26.04"): "none",
           ("qwen3-235b-a22b", "B300-288GB", "NeMo 26.04"): "none",
@@ -322,12 +323,17 @@ def settings(r) -> dict:
            "layout": LAYOUTS.get((model.name, p, vp)),
            "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
            "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r),
-           "fused_grouped_mlp": (model.name, hardware, str(r["release"])[:10])
-           in FUSED_GROUPED_MLP,
-           "fp8_output_layer": (model.name, hardware, str(r["release"])[:10])
-           in FP8_OUTPUT_LAYER,
+           "fused_grouped_mlp": _config(r) in FUSED_GROUPED_MLP,
+           "fp8_output_layer": _config(r) in FP8_OUTPUT_LAYER,
            "flushes": _flushes(r)}
     return out
+
+
+def _config(r) -> tuple:
+    """A priced row's key in ``GRAPHS``, ``FUSED_GROUPED_MLP`` and ``FP8_OUTPUT_LAYER``: its
+    model preset, its hardware preset and its release to the minor version ("NeMo 26.04"
+    for 26.04.01)."""
+    return MODEL_NAMES[r["model"]], HARDWARE_NAMES[r["gpu_type"]], str(r["release"])[:10]
 
 
 def _flushes(r) -> int:
@@ -369,10 +375,8 @@ def cuda_graphs(r) -> str:
     """The CUDA graphs a priced row ran: ``GRAPHS`` for a NeMo row; for the ModelZoo's, what
     its note states ("partial" where it names the scopes, "unstated scope" where it says
     only "CUDA graphs"); else "not stated". Not priced: a group to read the residuals by."""
-    name = settings(r)["model"].name
-    release = str(r["release"])
-    if release.startswith("NeMo"):
-        return GRAPHS.get((name, HARDWARE_NAMES[r["gpu_type"]], release[:10]), "not stated")
+    if str(r["release"]).startswith("NeMo"):
+        return GRAPHS.get(_config(r), "not stated")
     note = str(r["note"]).lower()
     if "cuda graphs attn" in note:
         return "partial"
