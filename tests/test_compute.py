@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fastpp import ScheduleError
-from fastpp.model import HARDWARE, Hardware, Link, Transformer, layer_costs
+from fastpp.model import HARDWARE, MODELS, Hardware, Link, Transformer, layer_costs
 from fastpp.model.comm import (
     all_gather,
     all_reduce,
@@ -17,6 +17,7 @@ from fastpp.model.comm import (
 )
 from fastpp.model.compute import (
     OPTIMIZER_STEP_BYTES,
+    head_times,
     layer_times,
     matmul_efficiency,
     matmul_time,
@@ -181,3 +182,22 @@ def test_bad_links_are_named(bandwidth, latency, message):
 def test_every_preset_is_valid_and_priced():
     for hw in HARDWARE.values():
         assert np.isfinite(matmul_time(hw, 4096, 4096, 4096)) and hw.precision == "bf16"
+
+
+def test_output_layer_keeps_bf16_cost_under_fp8():
+    """An FP8 recipe leaves the output layer's products in bf16 (Megatron-Core's
+    ``ColumnParallelLinear``, DeepSeek-V3's report); ``Hardware.fp8_output_layer`` (Megatron's
+    ``fp8_output_proj``) runs them at the fp8 peak, and changes nothing else."""
+    model, h100 = MODELS["llama2-7b"], HARDWARE["H100-80GB"]
+    fp8 = h100.with_precision("fp8")
+    mxfp8 = dataclasses.replace(fp8, fp8_output_layer=True)
+    bf16, kept, moved = (head_times(model, hw, 4096, 2, 1, False) for hw in (h100, fp8, mxfp8))
+    assert kept == bf16
+    T, v, h = 4096 * 2, float(model.vocab), float(model.hidden)
+    for key, shape in (("head_forward", (T, v, h)), ("head_input_grad", (T, h, v)),
+                       ("head_weight_grad", (h, v, T))):
+        gain = matmul_time(h100, *shape) - matmul_time(fp8, *shape)
+        assert gain > 0 and bf16[key] - moved[key] == pytest.approx(gain)
+    assert moved["embed_forward"] == bf16["embed_forward"]
+    with pytest.raises(ScheduleError, match="fp8_output_layer must be one of"):
+        dataclasses.replace(h100, fp8_output_layer="yes")

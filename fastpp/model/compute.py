@@ -41,7 +41,8 @@ sequence-parallel regions), ``d = h/a`` per head, gate ``G = 2`` for SwiGLU (els
 - the optimizer step: Adam over the fp32 master weights, ``OPTIMIZER_STEP_BYTES`` per
   parameter the device updates;
 - with fp8 products, a dense layer's Transformer Engine casts and transposes
-  (``fp8_cast_times``); the attention core stays in bf16.
+  (``fp8_cast_times``); the attention core stays in bf16, and so does the output layer
+  (``head_times``) unless ``Hardware.fp8_output_layer``.
 """
 
 from __future__ import annotations
@@ -364,8 +365,10 @@ def head_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
                sequence_parallel: bool) -> dict[str, np.ndarray]:
     """Compute seconds of the first stage's embedding and the last stage's final norm,
     logits and loss for one microbatch on one rank: ``embed_forward``, ``embed_weight``,
-    ``head_forward``, ``head_input_grad``, ``head_weight_grad``."""
+    ``head_forward``, ``head_input_grad``, ``head_weight_grad``. The logits' products run in
+    bf16 under an FP8 recipe unless ``Hardware.fp8_output_layer``."""
     hw = hardware
+    out = hw if hw.fp8_output_layer else hw.with_precision("bf16")
     s, h, v = float(seq), float(model.hidden), float(model.vocab)
     b = np.asarray(microbatch, np.float64)
     t = np.asarray(t, np.float64)
@@ -375,10 +378,10 @@ def head_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
     return {
         "embed_forward": memory_time(hw, 2.0 * BYTES * T * h),
         "embed_weight": memory_time(hw, (BYTES + 8.0) * T * h),  # scatter-add into fp32
-        "head_forward": (memory_time(hw, 2.0 * BYTES * rows * h) + matmul_time(hw, T, v / t, h)
+        "head_forward": (memory_time(hw, 2.0 * BYTES * rows * h) + matmul_time(out, T, v / t, h)
                          + memory_time(hw, LOSS_FORWARD_BYTES * logits)),
         "head_input_grad": (memory_time(hw, LOSS_BACKWARD_BYTES * logits)
-                            + matmul_time(hw, T, h, v / t)
+                            + matmul_time(out, T, h, v / t)
                             + memory_time(hw, 3.0 * BYTES * rows * h)),
-        "head_weight_grad": matmul_time(hw, h, v / t, T),
+        "head_weight_grad": matmul_time(out, h, v / t, T),
     }

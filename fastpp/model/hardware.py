@@ -155,6 +155,22 @@ class Hardware:
         ``gradient_hardware``). The Hopper presets take 1.15: a torchao user measured 1.1x
         to 1.2x from fast accumulation in FP8 training (pytorch/ao issue 2377; the mode is
         Hopper's and Ada's), and the middle is taken.
+    fused_grouped_mlp : bool
+        The routed experts' FP8 MLP as Transformer Engine's fused grouped MLP on Blackwell
+        (``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``, Megatron-Bridge's
+        ``cutedsl_fused_grouped_mlp``): the first product's epilogue applies the SwiGLU and
+        the routing probabilities and writes the second product's input already in MXFP8
+        (``ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8``), and the second product's data-gradient
+        epilogue applies the SwiGLU's backward and writes the first one's output gradient in
+        MXFP8 (``BackwardGroupedMLP_CuTeGEMMDSwiGLU_MXFP8``). The activation's passes and
+        those two casts are then no kernels of their own (``fastpp.model.moe``). False (the
+        presets): Megatron-Core's unfused ``TEGroupedMLP``.
+    fp8_output_layer : bool
+        The output layer's products in FP8 too, as Megatron's ``fp8_output_proj`` runs them
+        with MXFP8 (``TELMHeadColumnParallelLinear``, 2026). False (the presets): they stay
+        in bf16 under an FP8 recipe, as Megatron-Core's output layer is a
+        ``tensor_parallel.ColumnParallelLinear`` outside Transformer Engine and DeepSeek-V3's
+        report keeps "the output head" in its original precision (section 3.3.1).
     host_bandwidth : float
         Bytes per second one way between the GPU and host memory (activation offloading).
     host_layer : float
@@ -194,6 +210,8 @@ class Hardware:
     fp8_flops: float | None = None
     fp8_current_scaling: bool = False
     split_accumulator: float = 1.0
+    fused_grouped_mlp: bool = False
+    fp8_output_layer: bool = False
     host_bandwidth: float = 50e9
     host_layer: float = 0.0
     host_backward: float = 0.0
@@ -216,6 +234,8 @@ class Hardware:
         one_of(self.precision, "precision", PRECISIONS)
         one_of(self.fp8_current_scaling, "fp8_current_scaling", (False, True))
         numbers(self.split_accumulator, "split_accumulator")
+        one_of(self.fused_grouped_mlp, "fused_grouped_mlp", (False, True))
+        one_of(self.fp8_output_layer, "fp8_output_layer", (False, True))
         if not self.split_accumulator >= 1.0:
             raise ScheduleError(f"split_accumulator must be >= 1 (got "
                                 f"{self.split_accumulator!r})")
@@ -271,7 +291,7 @@ LINKS = {link.name: link for link in (
 # other tables are the checks (README "How close to real runs"); H100's refit when
 # FlashAttention's core left this curve for the measured kernel (fastpp.model.attention).
 # H200 shares H100's compute, so its curve; B200's is H100's too, checked only by
-# NeMo's Llama 3 8B FP8 long-context rows (fastpp.model.validate_long: +22% at 8K, where the
+# NeMo's Llama 3 8B FP8 long-context rows (fastpp.model.validate_long: +14% at 8K, where the
 # products dominate).
 A100_CURVE = {"efficiency": 0.74, "matmul_half": 64.0}
 # A100's fixed costs, fitted by fastpp.model.validate_small.calibrate_overheads on the even

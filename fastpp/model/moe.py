@@ -186,14 +186,17 @@ def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t
     router = memory_time(hw, ROUTER_BYTES * owned * E)  # softmax and top-k in fp32
     permute = 2.0 * memory_time(hw, 2.0 * BYTES * received * h)  # into expert order, back
     gate = hw.with_precision("bf16")  # the router's product stays out of the FP8 recipe
+    # the activation and its backward, unless the products' epilogues apply them
+    # (Hardware.fused_grouped_mlp)
+    unfused = 0.0 if _fused_mlp(hw) else 1.0
     forward = (matmul_time(gate, owned, E, h) + router + permute
                + matmul_time(hw, rows, G * width, h, local) + matmul_time(hw, rows, h, width, local)
-               + memory_time(hw, (G + 1.0) * BYTES * received * width))
+               + unfused * memory_time(hw, (G + 1.0) * BYTES * received * width))
     grad = gradient_hardware(hw)  # current scaling's split accumulator
     input_grad = (matmul_time(gate, owned, h, E) + router + permute
                   + matmul_time(grad, rows, h, G * width, local)
                   + matmul_time(grad, rows, width, h, local)
-                  + memory_time(hw, (G + 2.0) * BYTES * received * width))
+                  + unfused * memory_time(hw, (G + 2.0) * BYTES * received * width))
     weight_grad = (matmul_time(gate, h, E, owned) + matmul_time(grad, h, G * width, rows, local)
                    + matmul_time(grad, width, h, rows, local))
     casts = fp8_casts(model, hw, seq, b, t, received, etp)
@@ -225,8 +228,19 @@ def fp8_casts(model: Transformer, hardware: Hardware, seq: int, microbatch, t, r
     outputs = T * (sum(n for n, _ in shapes) + (h + G * shared if model.shared_experts
                                                 else 0.0))
     cast = CAST_BYTES + amax_bytes(hardware)  # with current scaling's amax pass
-    return {"forward": memory_time(hardware, cast * (inputs + received * (h + width))),
-            "input_grad": memory_time(hardware, cast * (outputs + received * (h + G * width)))}
+    # the fused grouped MLP's epilogues write the second product's input and the first
+    # one's output gradient in FP8: only the first product's input and the second one's
+    # output gradient are cast
+    inner = 0.0 if _fused_mlp(hardware) else 1.0
+    return {"forward": memory_time(hardware, cast * (inputs + received * (h + inner * width))),
+            "input_grad": memory_time(hardware, cast * (outputs + received
+                                                        * (h + inner * G * width)))}
+
+
+def _fused_mlp(hardware: Hardware) -> bool:
+    """Whether the routed experts run Transformer Engine's fused grouped MLP: FP8 products
+    with ``Hardware.fused_grouped_mlp``."""
+    return hardware.fused_grouped_mlp and hardware.precision == "fp8"
 
 
 def dispatch_precision(precision: str, recipe=None) -> str:

@@ -101,6 +101,43 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
           ("qwen3-235b-a22b", "GB300"): SINCE_26_06, ("qwen3-235b-a22b", "GB200"): SINCE_26_06,
           **{("qwen3-30b-a3b", hw): SINCE_26_06 for hw in ("GB300", "GB200", "B300-288GB",
                                                           "B200-180GB")}}
+# The CUDA graphs each NeMo row ran, as Megatron-Bridge's performance configs for its release
+# set cuda_graph_impl and cuda_graph_scope: "none" (every kernel issued by the CPU; the
+# recipes' default, cuda_graph_impl="none"), "partial" (Transformer Engine's graphs of
+# attn, moe_router and moe_preprocess, or the last two: the routed experts and their
+# dispatch stay eager) or "full" (full_iteration). NeMo 26.04.01 is the v0.4.1 tag's and
+# 26.06 v0.5.0's configs/{deepseek,qwen,kimi}/*_workload_base_configs.py; 26.08 v0.6.0's
+# perf_recipes/deepseek/{gb200,gb300}/deepseek_v3.py (_enable_deepseek_full_iteration_mxfp8)
+# and the Qwen3 FP8-MX configs of SINCE_26_06. Read for the priced rows' precisions and
+# layouts: DeepSeek-V3's B200 row of 26.04.01 ran PP8 VP2 EP32, the layout of commit 5acef93
+# of 18 April 2026 ("b200 DSv3 better cfg"), which graphs attn, moe_router and
+# moe_preprocess (v0.4.1 still held the PP16 EP8 config, without graphs). The NeMo 25.11
+# rows' layouts (DeepSeek-V3 PP2 VP4 EP32 and PP4/PP8 VP4, Qwen3-235B PP4 VP12 EP16) are in
+# none of the configs read (the v0.2.x tags; DeepSeek-V3's on main to February 2026): their
+# graphs are not stated.
+GRAPHS = {("deepseek-v3", "B200-180GB", "NeMo 26.04"): "partial",
+          ("qwen3-235b-a22b", "B200-180GB", "NeMo 26.04"): "none",
+          ("qwen3-235b-a22b", "B300-288GB", "NeMo 26.04"): "none",
+          ("qwen3-235b-a22b", "H100-80GB", "NeMo 26.04"): "none",
+          ("qwen3-30b-a3b", "B200-180GB", "NeMo 26.04"): "partial",
+          ("deepseek-v3", "B300-288GB", "NeMo 26.06"): "partial",
+          ("kimi-k2", "GB300", "NeMo 26.06"): "none",
+          ("qwen3-30b-a3b", "H100-80GB", "NeMo 26.06"): "none",
+          ("qwen3-30b-a3b", "B300-288GB", "NeMo 26.06"): "full",
+          **{(model, hw, "NeMo 26.08"): "full" for model in ("deepseek-v3", "qwen3-30b-a3b",
+                                                             "qwen3-235b-a22b")
+             for hw in ("GB300", "GB200")}}
+# The NeMo rows whose configs run the routed experts through Transformer Engine's fused
+# grouped MLP (``Hardware.fused_grouped_mlp``): v0.5.0's cutedsl_fused_grouped_mlp=True
+# (Qwen3-30B-A3B's FP8-MX configs on GB300, GB200 and B300, Qwen3-235B's V2 ones on GB300
+# and GB200, DeepSeek-V3's on GB300 and GB200), v0.6.0's NVTE_CUTEDSL_FUSED_GROUPED_MLP=1
+# (DeepSeek-V3's fp8mx recipes on GB300 and GB200, the Qwen3 ones). Among the priced rows
+# they are exactly those with full-iteration CUDA graphs.
+FUSED_GROUPED_MLP = {key for key, graphs in GRAPHS.items() if graphs == "full"}
+# The NeMo rows whose configs run the output layer in MXFP8 (``Hardware.fp8_output_layer``):
+# DeepSeek-V3's fp8mx recipes on GB300 and GB200 in v0.6.0 (_enable_deepseek_full_iteration_
+# mxfp8(cfg, fp8_output_proj=True)); the other priced rows' configs leave it in bf16.
+FP8_OUTPUT_LAYER = {("deepseek-v3", hw, "NeMo 26.08") for hw in ("GB300", "GB200")}
 # what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
 NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
@@ -245,7 +282,8 @@ def excluded(data):
 
 def settings(r) -> dict:
     """The ``plan`` arguments of a priced row (the module's assumptions where it is
-    silent), and ``fp8_current_scaling``: the hardware's (``CURRENT_SCALING``)."""
+    silent), and ``fp8_current_scaling``, ``fused_grouped_mlp`` and ``fp8_output_layer``:
+    the hardware's (``CURRENT_SCALING``, ``FUSED_GROUPED_MLP``, ``FP8_OUTPUT_LAYER``)."""
     name = MODEL_NAMES[r["model"]]
     model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
              if name == "deepseek-v3/no-mtp" else MODELS[name])
@@ -285,8 +323,17 @@ def settings(r) -> dict:
            "layout": LAYOUTS.get((model.name, p, vp)),
            "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
            "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r),
+           "fused_grouped_mlp": _config(r) in FUSED_GROUPED_MLP,
+           "fp8_output_layer": _config(r) in FP8_OUTPUT_LAYER,
            "flushes": _flushes(r)}
     return out
+
+
+def _config(r) -> tuple:
+    """A priced row's key in ``GRAPHS``, ``FUSED_GROUPED_MLP`` and ``FP8_OUTPUT_LAYER``: its
+    model preset, its hardware preset and its release to the minor version ("NeMo 26.04"
+    for 26.04.01)."""
+    return MODEL_NAMES[r["model"]], HARDWARE_NAMES[r["gpu_type"]], str(r["release"])[:10]
 
 
 def _flushes(r) -> int:
@@ -314,14 +361,26 @@ GROUPS = ("hardware", "precision", "dispatcher", "microbatch", "cuda_graphs", "r
 def groups(r) -> dict:
     """A priced row's groups (``GROUPS``), to read the residuals by: the hardware preset, the
     table's precision as it names the recipe (FP8 on H100 is Transformer Engine's current
-    scaling, MXFP8 Blackwell's), the dispatcher and microbatch it is priced with, whether its
-    note states CUDA graphs, and its release (a NeMo container, or the source's)."""
+    scaling, MXFP8 Blackwell's), the dispatcher and microbatch it is priced with, its CUDA
+    graphs (``cuda_graphs``) and its release (a NeMo container, or the source's)."""
     kw = settings(r)
     return {"hardware": kw["hardware"], "precision": str(r["precision"]).upper(),
             "dispatcher": kw["dispatcher"], "microbatch": kw["microbatch"],
-            "cuda_graphs": "cuda graph" in str(r["note"]).lower(),
+            "cuda_graphs": cuda_graphs(r),
             "release": str(r["release"]) if r["release"] == r["release"] and r["release"]
             not in ("", "nan") else str(r["source"])}
+
+
+def cuda_graphs(r) -> str:
+    """The CUDA graphs a priced row ran: ``GRAPHS`` for a NeMo row; for the ModelZoo's, what
+    its note states ("partial" where it names the scopes, "unstated scope" where it says
+    only "CUDA graphs"); else "not stated". Not priced: a group to read the residuals by."""
+    if str(r["release"]).startswith("NeMo"):
+        return GRAPHS.get(_config(r), "not stated")
+    note = str(r["note"]).lower()
+    if "cuda graphs attn" in note:
+        return "partial"
+    return "unstated scope" if "cuda graph" in note else "not stated"
 
 
 def by_group(frame, data, group: str):
@@ -348,8 +407,9 @@ def predict(r) -> tuple[float, str]:
 
     kw = settings(r)
     hardware = HARDWARE[kw.pop("hardware")]
-    if kw.pop("fp8_current_scaling"):
-        hardware = dataclasses.replace(hardware, fp8_current_scaling=True)
+    hardware = dataclasses.replace(hardware, fp8_current_scaling=kw.pop("fp8_current_scaling"),
+                                   fused_grouped_mlp=kw.pop("fused_grouped_mlp"),
+                                   fp8_output_layer=kw.pop("fp8_output_layer"))
     flushes = kw.pop("flushes")
     if kw["global_batch"] % flushes:
         raise ScheduleError(f"{r['label']}: global_batch {kw['global_batch']} must split into "
@@ -390,5 +450,5 @@ def rows(data):
     return out
 
 
-__all__ = ["ASSUMED", "DATASET", "GROUPS", "by_group", "excluded", "groups", "predict", "rows",
-           "settings"]
+__all__ = ["ASSUMED", "DATASET", "FP8_OUTPUT_LAYER", "FUSED_GROUPED_MLP", "GRAPHS", "GROUPS",
+           "by_group", "cuda_graphs", "excluded", "groups", "predict", "rows", "settings"]
