@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 
 import numpy as np
 
@@ -218,3 +219,17 @@ def optional_text(value, name: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ScheduleTypeError(f"{name} must be a string or None (got {type(value).__name__})")
     return value
+
+
+def renamed(function: str, old: str, new: str, old_value, new_value, default):
+    """A keyword's value under its new name, taking the old name for one release with a
+    ``DeprecationWarning`` (``ScheduleError`` if both are given). ``old_value`` None means the
+    old name was not used."""
+    if old_value is None:
+        return new_value
+    warnings.warn(f"{function}({old}=...) is deprecated and goes in the next release: give "
+                  f"{new}, as RunConfig and plan name it", DeprecationWarning, stacklevel=3)
+    if not (type(new_value) is type(default) and new_value == default):
+        raise ScheduleError(f"give {new} or {old}, not both (got {new}={new_value!r}, "
+                            f"{old}={old_value!r})")
+    return old_value

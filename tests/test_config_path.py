@@ -93,6 +93,26 @@ def test_layer_parts_tp_is_deprecated_for_t():
         layer_parts(model, hardware, seq=4096, t=2, tp=2)
 
 
+def test_parts_with_recipe_tp_is_deprecated_for_t():
+    from fastpp.model import HARDWARE, MODELS, layer_parts
+    from fastpp.model.recipes import make_recipe, parts_with_recipe
+
+    model, hardware = MODELS["mixtral-8x7b"], HARDWARE["H100-80GB"]
+    parts = layer_parts(model, hardware, seq=4096, t=2, ep=4)
+    recipe = make_recipe(recompute_modules=["moe_act"])
+    with pytest.warns(DeprecationWarning, match=r"parts_with_recipe\(tp=...\) is deprecated"):
+        old = parts_with_recipe(parts, model, hardware, recipe, seq=4096, tp=2, ep=4)
+    assert old == parts_with_recipe(parts, model, hardware, recipe, seq=4096, t=2, ep=4)
+    assert old != parts_with_recipe(parts, model, hardware, recipe, seq=4096, ep=4)
+
+
+def test_the_constants_moved_to_config_still_read_from_stages():
+    from fastpp.model import config, stages
+
+    assert (stages.ZERO, stages.ZERO3_GATHERS, stages.CP_COMMS) == \
+        (config.ZERO, config.ZERO3_GATHERS, config.CP_COMMS)
+
+
 @pytest.mark.parametrize("function, keywords, named", [
     (transformer_costs, dict(tp=2), "tp must be left out (got config= and tp=2;"),
     (transformer_costs, dict(recipe="deepseek-v3", fp8_cache=True),
@@ -101,6 +121,8 @@ def test_layer_parts_tp_is_deprecated_for_t():
     (transformer_costs, dict(layers=[1, 1]), "layers must be left out (got config= and "
                                              "layers=[1, 1];"),
     (device_bytes, dict(zero=3), "zero must be left out (got config= and zero=3;"),
+    (transformer_costs, dict(tp=np.array([2, 2])), "tp must be left out (got config= and "
+                                                   "tp=array([2, 2]);"),
 ])
 def test_a_keyword_beside_config_is_refused_not_dropped(function, keywords, named):
     run = RunConfig(seq=1024, global_batch=8, p=2)
@@ -109,3 +131,10 @@ def test_a_keyword_beside_config_is_refused_not_dropped(function, keywords, name
         function("llama2-7b", config=run, **keywords)
     # the defaults themselves, spelled out, are no conflict
     function("llama2-7b", config=run, tp=1, layout=None)
+
+
+def test_device_bytes_refuses_a_config_the_model_cannot_run_as_transformer_costs_does():
+    run = RunConfig(seq=1024, global_batch=8, t=3, d=1, p=2)  # llama2-7b has 32 heads
+    for function in (transformer_costs, device_bytes):
+        with pytest.raises(ScheduleError, match=r"heads"):
+            function("llama2-7b", config=run)

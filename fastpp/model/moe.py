@@ -63,11 +63,9 @@ of the layer as tensor parallelism gives a dense MLP.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
-from ..checks import ScheduleError, instance, number, one_of, positive_int, positive_ints
+from ..checks import ScheduleError, instance, number, one_of, positive_int, positive_ints, renamed
 from .comm import all_gather, all_reduce, reduce_scatter, tensor_parallel_per_node
 from .compute import (
     CAST_BYTES,
@@ -385,13 +383,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     """
     from .transformer import RECOMPUTE
 
-    if tp is not None:
-        warnings.warn("layer_parts(tp=...) is deprecated and goes in the next release: give "
-                      "t, the tensor-parallel degree as RunConfig and plan name it",
-                      DeprecationWarning, stacklevel=2)
-        if not (isinstance(t, int) and t == 1):
-            raise ScheduleError(f"give t or tp, not both (got t={t!r}, tp={tp!r})")
-        t = tp
+    t = renamed("layer_parts", "tp", "t", tp, t, 1)
     instance(model, Transformer, "model", "fastpp.model.Transformer")
     instance(hardware, Hardware, "hardware", "fastpp.model.Hardware")
     one_of(precision, "precision", PRECISIONS)

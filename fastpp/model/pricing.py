@@ -203,10 +203,10 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     config : RunConfig, optional
         The run as one object, the form the keywords above are a thin layer over (they build
         one, one microbatch per replica; ``recipe``, ``fp8_cache`` and ``offload_modules``
-        are theirs alone): its fields replace every keyword above, and a keyword given
-        beside it is a ``ScheduleError``. Its ``first_layers`` and ``last_layers`` give the
-        layout, and its schedule (``RunConfig.build_schedule``) is used when ``schedule`` is
-        None.
+        are theirs alone): its fields replace every keyword above, and a keyword set
+        beside it to other than its default is a ``ScheduleError``. Its ``first_layers``
+        and ``last_layers`` give the layout, and its schedule (``RunConfig.build_schedule``)
+        is used when ``schedule`` is None.
 
     Returns
     -------
@@ -273,13 +273,24 @@ def _config_alone(function: str, **keywords) -> None:
     """A ``ScheduleError`` naming the run keywords given beside ``config=``, which would
     otherwise be dropped without a word: the ``RunConfig`` holds the whole run."""
     given = [name for name, value in keywords.items()
-             if value is not _KEYWORD_DEFAULTS[name]
-             and (_KEYWORD_DEFAULTS[name] is None or value != _KEYWORD_DEFAULTS[name])]
+             if _differs(value, _KEYWORD_DEFAULTS[name])]
     if given:
         raise ScheduleError(
             f"{function}: config replaces the run's keywords, so {', '.join(given)} must be "
             f"left out (got config= and {', '.join(f'{k}={keywords[k]!r}' for k in given)}; "
             f"set them in the RunConfig, e.g. config.replace(...), or drop config=)")
+
+
+def _differs(value, default) -> bool:
+    """Whether a keyword's value is other than its default (an array always is)."""
+    if value is default:
+        return False
+    if default is None:
+        return True
+    try:
+        return bool(value != default)
+    except (TypeError, ValueError):  # an array: no keyword's default is one
+        return True
 
 
 def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, **choices) -> RunConfig:
@@ -307,11 +318,11 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     a tied output layer on the embedding's device is one copy), the layers split by
     ``layout`` or ``layers`` as for ``transformer_costs``; ZeRO-3 as
     ``fastpp.model.stages.optimizer_split`` holds it (``zero3``; the routed experts stay as
-    ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords (one given beside
-    it is a ``ScheduleError``) and gives the schedule when ``schedule`` is None. These parts
-    are exact by construction (no error bar: a test holds them to a PyTorch model's bytes);
-    the activations' expected error is ``fastpp.model.memorybar``'s, in ``plan``'s
-    ``expected_memory_error``."""
+    ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords (one set beside it
+    to other than its default is a ``ScheduleError``) and gives the schedule when
+    ``schedule`` is None. These parts are exact by construction (no error bar: a test holds
+    them to a PyTorch model's bytes); the activations' expected error is
+    ``fastpp.model.memorybar``'s, in ``plan``'s ``expected_memory_error``."""
     model = preset(MODELS, model, "model")
     if config is None:  # no RunConfig: it needs a seq, which bytes do not depend on
         if schedule is None:
@@ -324,6 +335,7 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         config = as_run(config)
         _config_alone("device_bytes", tp=tp, dp=dp, zero=zero, layout=layout, layers=layers,
                       ep=ep, etp=etp, cp=cp, zero3=zero3)
+        _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp)
         schedule = config.build_schedule() if schedule is None else schedule
         layout, layers = config.chunk_layout(model), None
         t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, instance, one_of
+from ..checks import ScheduleError, instance, one_of, renamed
 from .compute import attention_times, matmul_time, memory_time, mlp_times
 from .moe import (
     DISPATCHERS,
@@ -287,11 +287,13 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
                       seq: int, microbatch=1, t=1, ep=1, etp=1, moe: bool | None = None,
                       sequence_parallel: bool = True, recompute: str = "selective",
                       node_limit=None, imbalance: float = 1.0,
-                      dispatcher: str = "alltoall") -> LayerParts:
+                      dispatcher: str = "alltoall", tp=None) -> LayerParts:
     """One layer's ``LayerParts`` (``fastpp.model.moe.layer_parts``, called with the same
     arguments) with a recipe's terms: its recomputation added to ``attention_i`` and
     ``mlp_i`` (the ``moe`` module's repeated dispatch and combine to ``dispatch_b`` and
-    ``combine_b``), its exposed host copies to ``mlp_f`` and ``mlp_i``."""
+    ``combine_b``), its exposed host copies to ``mlp_f`` and ``mlp_i``. ``tp``, ``t``'s name
+    in 0.1.0, still works with a ``DeprecationWarning``."""
+    t = renamed("parts_with_recipe", "tp", "t", tp, t, 1)
     moe = model.moe if moe is None else moe
     rc = RECOMPUTE.index(recompute)
     att = attention_times(model, hardware, seq, microbatch, t, sequence_parallel)
