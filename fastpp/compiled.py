@@ -7,6 +7,7 @@ max and add over the ops in that order, with no waiting loop, for a whole batch 
 
 The compiled form (``Compiled``, every array int64, ``N`` ops, ``i`` an op's place in the order)
 -------------------------------------------------------------------------------------------------
+- The order: the one ``kernels.timeline`` runs the ops in (the same under any costs).
 - ``device[i], position[i]``: the op's cell ``(r, k)`` of the schedule's op matrices;
   ``index[r, k]`` is the inverse (``-1`` on padding slots).
 - ``kind[i], stage[i], mb[i]``: the op (``fastpp.ops`` codes); ``stage2[i], mb2[i]`` the
@@ -43,7 +44,8 @@ The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguou
   ``start`` stored unless empty; per device and column ``busy``, ``first`` (its first op's
   start), ``last`` (its last op's end), ``peak`` activations ``[p, B]``; ``live[p]`` the peak
   live pairs; ``latency[B]`` every cross-device hand-off summed (``serial_time = busy.sum() +
-  latency``, summed in another order than ``kernels.timeline``: equal to about 1e-15
+  latency``, in ``kernels.timeline``'s order, but an overlapped pair's two hand-offs added one
+  at a time and ``busy`` summed along another axis: equal to about 1e-15
   relative). A device's ops come in position order, so busy and memory add in the order of
   ``kernels.reduce`` and ``kernels.device_memory``: equal bit for bit.
 - ``finish_batch(device_first, busy, first, last, span, out)``: ``span[p, B]`` and
@@ -69,6 +71,8 @@ from .checks import ScheduleError
 from .dependencies import deadlock_error
 from .kernels import COMM, GAMMA, TB, TF, TFB, TI, TW, UNIT
 from .ops import FB, B, F, I, W
+
+_NONE = np.zeros((0, 0))
 
 
 class Compiled(NamedTuple):
@@ -130,9 +134,18 @@ def compile_schedule(schedule) -> Compiled:
     made = np.empty((N, 2), np.int64)  # device-major numbering (dependencies.edges)
     kernels.producers(schedule.ops, length, schedule.V, schedule.n, schedule.route_first,
                       schedule.route_last, made)
+    # the order kernels.timeline runs the ops in (the same under any costs): a pass in it
+    # adds the hand-off latencies up in the timeline's order, so to the bit
     order, pointer = np.empty(N, np.int64), np.empty(p, np.int64)
-    if _order(length, made, order, pointer) < N:
+    none = np.zeros(schedule.V)
+    scratch = np.empty(schedule.kind.shape)
+    if kernels.timeline(schedule.ops, length, schedule.stage_to_device, schedule.route_first,
+                        schedule.route_last, schedule.n, none, none, none, none, none, none,
+                        _NONE, scratch, scratch, pointer, order) < 0:
         raise deadlock_error(schedule, pointer)
+    first = np.r_[0, np.cumsum(length)[:-1]]
+    L = schedule.kind.shape[1]
+    order = first[order // L] + order % L  # as device-major numbers, like made's
     device, position, kind, stage, mb, stage2, mb2, previous, device_ops = (
         np.empty(N, np.int64) for _ in range(9))
     producer, link = np.empty((N, 2), np.int64), np.empty((N, 2), np.int64)
@@ -144,37 +157,6 @@ def compile_schedule(schedule) -> Compiled:
     return Compiled(device, position, kind, stage, mb, stage2, mb2, previous, producer, link,
                     index, device_ops, device_first, p, schedule.V, schedule.n,
                     bool(schedule.forward_only))
-
-
-@jit
-def _order(length, made, order, pointer):
-    """A topological order of the ops (device-major numbers, producers ``made``) into
-    ``order``: sweep the devices, each running as far as its inputs are done, until none
-    moves. Returns how many were ordered; fewer than all is a deadlock, with ``pointer[r]``
-    at each device's stuck op (the ops ``kernels.timeline`` gets stuck at: both run every op
-    whose inputs can be done)."""
-    p = length.shape[0]
-    first = np.zeros(p, np.int64)
-    for r in range(1, p):
-        first[r] = first[r - 1] + length[r - 1]
-    done = np.zeros(order.shape[0], np.bool_)
-    count = 0
-    moved = True
-    pointer[:] = 0
-    while moved:
-        moved = False
-        for r in range(p):
-            while pointer[r] < length[r]:
-                i = first[r] + pointer[r]
-                u, v = made[i, 0], made[i, 1]
-                if (u >= 0 and not done[u]) or (v >= 0 and not done[v]):
-                    break
-                done[i] = True
-                order[count] = i
-                count += 1
-                pointer[r] += 1
-                moved = True
-    return count
 
 
 @jit
@@ -278,9 +260,6 @@ def _evaluate(c: Compiled, rows, durations, out: Batch, c0: int, c1: int) -> Non
     out.makespan[c0:c1], out.bubble_ratio[c0:c1], out.span_bubble_ratio[c0:c1] = flat
     out.serial_time[c0:c1] = busy.sum(axis=0) + latency
     out.busy[:, c0:c1], out.span[:, c0:c1], out.peak_activations[:, c0:c1] = busy, span, peak
-
-
-_NONE = np.zeros((0, 0))
 
 
 @jit
@@ -458,3 +437,4 @@ def finish_batch(device_first, busy, first, last, span, out):
         # ops of zero duration (per-op durations may be 0) can leave nothing to divide by
         out[1, b] = 1.0 - total[b] / (p * makespan) if makespan > 0.0 else 0.0
         out[2, b] = 1.0 - total[b] / p / longest[b] if longest[b] > 0.0 else 0.0
+

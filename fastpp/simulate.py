@@ -232,7 +232,8 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     # start compiles them once (a fused kernel re-optimizes both: 3 s for a 2 us dispatch)
     latency = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
                                schedule.route_first, schedule.route_last, schedule.n, c.tf, c.tb,
-                               c.ti, c.tw, c.tfb, c.comm, per_op, start, end, pointer)
+                               c.ti, c.tw, c.tfb, c.comm, per_op, start, end, pointer,
+                               _NO_ORDER)
     if latency < 0:
         raise deadlock_error(schedule, pointer)
     makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, busy, span)
@@ -240,6 +241,9 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     return Result(schedule, costs, start, end, float(makespan), float(bubble),
                   float(span_bubble), busy, span, float(busy.sum() + latency), c,
                   None if durations is None else per_op)
+
+
+_NO_ORDER = np.empty(0, np.int64)
 
 
 def _durations(durations: ArrayLike, schedule: Schedule) -> np.ndarray:
