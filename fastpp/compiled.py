@@ -438,3 +438,113 @@ def finish_batch(device_first, busy, first, last, span, out):
         out[1, b] = 1.0 - total[b] / (p * makespan) if makespan > 0.0 else 0.0
         out[2, b] = 1.0 - total[b] / p / longest[b] if longest[b] > 0.0 else 0.0
 
+
+# the rows of a ``point`` plan (``point_plan``): one column per op; row ``BY_DEVICE`` lists the
+# ops device by device in position order (``Compiled.device_ops``), the others follow the order
+PREVIOUS, FORWARD, GRADIENT, FORWARD_LINK, GRADIENT_LINK, KIND, STAGE, STAGE2, BY_DEVICE = range(9)
+
+
+def point_plan(c: Compiled) -> np.ndarray:
+    """``c``'s arrays as the one C-contiguous int32 block ``[9, N]`` that ``point`` reads (rows
+    ``PREVIOUS ... BY_DEVICE``): one argument for Numba to unbox instead of nine."""
+    return np.stack([c.previous, c.producer[:, 0], c.producer[:, 1], c.link[:, 0], c.link[:, 1],
+                     c.kind, c.stage, c.stage2, c.device_ops]).astype(np.int32)
+
+
+@jit
+def point(plan, device_first, rows, forward_only, out):
+    """``simulate``'s numbers for one cost vector, from a ``point_plan``.
+
+    ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out`` (length
+    ``2N + 4p``) with every op's start and end in the compiled order, then per device its busy
+    time, span, peak activations and peak live pairs; returns ``(makespan, bubble_ratio,
+    span_bubble_ratio, latency)`` (``latency``: the hand-offs summed, as ``kernels.timeline``
+    returns it). The ops run in ``kernels.timeline``'s order, with its float operations, and
+    the sums run device by device in position order, those of ``kernels.reduce`` and
+    ``kernels.device_memory``: equal to them bit for bit.
+    """
+    N = plan.shape[1]
+    p = device_first.shape[0] - 1
+    tf, tb, ti, tw, tfb, comm = rows[TF], rows[TB], rows[TI], rows[TW], rows[TFB], rows[COMM]
+    latency = 0.0
+    for i in range(N):  # kernels.timeline's step, its inputs ready
+        a = plan[PREVIOUS, i]
+        t = out[N + a] if a >= 0 else 0.0
+        lat = 0.0
+        for q in range(2):
+            u = plan[FORWARD + q, i]
+            if u >= 0:
+                ready = out[N + u]
+                s = plan[FORWARD_LINK + q, i]
+                if s >= 0:
+                    ready += comm[s]
+                    lat += comm[s]
+                t = max(t, ready)
+        kind = plan[KIND, i]
+        s = plan[STAGE, i]
+        if kind == F:
+            e = t + tf[s]
+        elif kind == B:
+            e = t + tb[s]
+        elif kind == I:
+            e = t + ti[s]
+        elif kind == W:
+            e = t + tw[s]
+        elif tfb[s] >= 0.0:  # (False for NaN: no pair time given)
+            e = t + tfb[s]
+        else:
+            e = t + (tf[s] + tb[plan[STAGE2, i]])
+        out[i] = t
+        out[N + i] = e
+        latency += lat
+    lowest = np.inf
+    highest = -np.inf
+    total = 0.0
+    longest = 0.0
+    unit, gamma = rows[UNIT], rows[GAMMA]
+    for r in range(p):  # kernels.reduce and kernels.device_memory, device by device
+        busy = 0.0
+        mem = 0.0
+        held = 0
+        peak = 0.0
+        live = 0
+        for j in range(device_first[r], device_first[r + 1]):
+            i = plan[BY_DEVICE, j]
+            busy += out[N + i] - out[i]
+            # kernels.device_memory's step, written out: a call per op here costs more than
+            # the whole step (Numba does not inline a jitted helper)
+            kind = plan[KIND, i]
+            s = plan[STAGE, i]
+            if kind == F or kind == FB:
+                mem += unit[s]
+                held += 1
+                peak = max(peak, mem)
+                live = max(live, held)
+            if kind == FB:
+                mem -= unit[plan[STAGE2, i]]
+                held -= 1
+            elif kind == B or (kind == F and forward_only):
+                mem -= unit[s]
+                held -= 1
+            elif kind == I:
+                mem -= (1.0 - gamma[s]) * unit[s]
+            elif kind == W:
+                mem -= gamma[s] * unit[s]
+                held -= 1
+        span = 0.0
+        if device_first[r + 1] > device_first[r]:
+            begin = out[plan[BY_DEVICE, device_first[r]]]
+            end = out[N + plan[BY_DEVICE, device_first[r + 1] - 1]]
+            span = end - begin
+            lowest = min(lowest, begin)
+            highest = max(highest, end)
+            total += busy
+            longest = max(longest, span)
+        out[2 * N + r] = busy
+        out[2 * N + p + r] = span
+        out[2 * N + 2 * p + r] = peak
+        out[2 * N + 3 * p + r] = live
+    makespan = highest - lowest
+    bubble = 1.0 - total / (p * makespan) if makespan > 0.0 else 0.0
+    span_bubble = 1.0 - total / p / longest if longest > 0.0 else 0.0
+    return makespan, bubble, span_bubble, latency
