@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -44,33 +42,43 @@ class Result:
         Live (stage, microbatch) pairs, PyTorch's liveness count, at the same moments.
     durations : ndarray, shape (p, L), or None
         The per-op compute times simulated, when given to ``simulate``.
+    peak_activations : ndarray, shape (p,)
+        Per device: the largest activation memory held, in units of ``M_B`` (or bytes).
+    peak_live : ndarray of int64, shape (p,)
+        Per device: the largest number of live (stage, microbatch) pairs.
     stage_costs : StageCosts
         ``costs`` expanded to the schedule's stages.
     """
 
-    # a result is built on every simulate: its fields go into __dict__ at once, and the arrays
-    # a caller may not read (every op's times in the schedule's layout) are made when read
+    # a result is built on every simulate: its fields go into __dict__ at once, and those a
+    # caller may not read (every op's times in the schedule's layout, the memory) when read
     def __init__(self, fields: dict):
         self.__dict__.update(fields)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"a Result is read-only (cannot set {name!r})")
 
+    def __getattr__(self, name: str):
+        # reached only for a name not in __dict__: a field made when first read, then kept
+        # (functools.cached_property takes a lock on every read: a fifth of a point's time)
+        make = _MADE_WHEN_READ.get(name)
+        if make is None:
+            raise AttributeError(f"'Result' object has no attribute {name!r}")
+        value = self.__dict__[name] = make(self)
+        return value
+
     def __repr__(self) -> str:
         return (f"Result(schedule={self.schedule!r}, makespan={self.makespan!r}, "
                 f"bubble_ratio={self.bubble_ratio!r}, "
                 f"span_bubble_ratio={self.span_bubble_ratio!r})")
 
-    @cached_property
-    def serial_time(self) -> float:
+    def _make_serial_time(self) -> float:
         return float(self.busy.sum() + self._latency)
 
-    @cached_property
-    def start(self) -> np.ndarray:
+    def _make_start(self) -> np.ndarray:
         return self._layout(0)
 
-    @cached_property
-    def end(self) -> np.ndarray:
+    def _make_end(self) -> np.ndarray:
         return self._layout(1)
 
     def _layout(self, row: int) -> np.ndarray:
@@ -84,22 +92,19 @@ class Result:
         out[device, position] = times[row * N: (row + 1) * N][plan[BY_DEVICE]]
         return out
 
-    @cached_property
+    @property
     def busy(self) -> np.ndarray:
-        return self._sums(0)
+        return self._sums[0]
 
-    @cached_property
+    @property
     def span(self) -> np.ndarray:
-        return self._sums(1)
+        return self._sums[1]
 
-    def _sums(self, row: int) -> np.ndarray:
-        """Row ``row`` of a point's per-device sums (busy, span, peak, live)."""
-        p, times = self.schedule.p, self._point[1]
-        at = len(times) - (4 - row) * p
-        return times[at: at + p]
+    @property
+    def peak_activations(self) -> np.ndarray:
+        return self._sums[2]
 
-    @cached_property
-    def _memory(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _make_memory(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         s = self.schedule
         # a plan's result reads the arrays it ran (the schedule's own may be written since)
         ops, length = self._point[0].arrays[:2] if "_point" in self.__dict__ else (s.ops, s.length)
@@ -136,24 +141,8 @@ class Result:
         """Microbatches per unit time: ``n / makespan``."""
         return self.schedule.n / self.makespan
 
-    @cached_property
-    def peak_activations(self) -> np.ndarray:
-        """Per device: the largest activation memory held, in units of ``M_B`` (or bytes)."""
-        return self._sums(2) if "_point" in self.__dict__ else self._peaks[0]
-
-    @cached_property
-    def peak_live(self) -> np.ndarray:
-        """Per device: the largest number of live (stage, microbatch) pairs."""
-        return (self._sums(3).astype(np.int64) if "_point" in self.__dict__ else
-                self._peaks[1])
-
-    @cached_property
-    def _peaks(self) -> tuple[np.ndarray, np.ndarray]:
-        s = self.schedule
-        peak, live = np.zeros(s.p), np.zeros(s.p, np.int64)
-        kernels.peaks(s.ops, s.length, self.stage_costs.unit, self.stage_costs.gamma,
-                      s.forward_only, peak, live)
-        return peak, live
+    def _make_peak_live(self) -> np.ndarray:
+        return self._sums[3].astype(np.int64)
 
     def grid(self, max_columns: int = 160) -> str:
         """The devices' ops laid out by time, one text column per time step, idle steps ``.``.
@@ -206,6 +195,11 @@ class Result:
         times[1::2], values[1::2] = self.start[r, :L], self.mem_start[r, :L]
         times[2::2], values[2::2] = self.end[r, :L], self.mem_end[r, :L]
         return times, values
+
+
+# Result's fields made when first read, by the method that makes each
+_MADE_WHEN_READ = {name: getattr(Result, "_make_" + name.lstrip("_")) for name in (
+    "serial_time", "start", "end", "_memory", "peak_live")}
 
 
 def simulate(schedule: Schedule, costs: Costs | None = None, *,
@@ -274,12 +268,13 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
         return Result({"schedule": schedule, "costs": costs, "stage_costs": c,
                        "durations": None, "makespan": float(makespan),
                        "bubble_ratio": float(bubble), "span_bubble_ratio": float(span_bubble),
-                       "_latency": float(latency), "_point": (built, times)})
+                       "_latency": float(latency), "_point": (built, times),
+                       "_sums": times[2 * plan.shape[1]:].reshape(4, schedule.p)})
     c = costs.per_stage(schedule)
     shape = schedule.kind.shape
     per_op = np.zeros((0, 0)) if durations is None else _durations(durations, schedule)
     start, end = np.zeros(shape), np.zeros(shape)
-    pointer, busy, span = np.empty(schedule.p, np.int64), np.empty(schedule.p), np.empty(schedule.p)
+    pointer, sums = np.empty(schedule.p, np.int64), np.empty((4, schedule.p))
     # two calls, not one fused kernel: these two are the sweep kernel's own callees, so a cold
     # start compiles them once (a fused kernel re-optimizes both: 3 s for a 2 us dispatch)
     latency = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
@@ -287,13 +282,17 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
                                c.ti, c.tw, c.tfb, c.comm, per_op, start, end, pointer, _NO_ORDER)
     if latency < 0:
         raise deadlock_error(schedule, pointer)
-    makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, busy, span)
+    makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, sums[0], sums[1])
+    live = np.empty(schedule.p, np.int64)
+    kernels.peaks(schedule.ops, schedule.length, c.unit, c.gamma, schedule.forward_only, sums[2],
+                  live)
+    sums[3] = live
     # Python floats, with or without the JIT (NUMBA_DISABLE_JIT returns NumPy scalars)
     return Result({"schedule": schedule, "costs": costs, "stage_costs": c,
                    "durations": None if durations is None else per_op,
                    "makespan": float(makespan), "bubble_ratio": float(bubble),
                    "span_bubble_ratio": float(span_bubble), "_latency": float(latency),
-                   "start": start, "end": end, "busy": busy, "span": span})
+                   "start": start, "end": end, "_sums": sums})
 
 
 _NO_ORDER = np.empty(0, np.int64)
