@@ -54,7 +54,7 @@ The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguou
 ``evaluate(compiled, stage_costs, durations=None, times=True)`` runs them all for a list of
 ``fastpp.StageCosts`` (or their rows stacked ``[8, V, B]``; or a given ``durations[N, B]``)
 and returns a ``Batch``; ``times=False`` keeps only the reductions and runs the columns a
-slice at a time, in buffers that stay in cache (a fresh ``[N, B]`` array costs more in page
+slice at a time, in buffers kept per thread (a fresh ``[N, B]`` array costs more in page
 faults than the pass that fills it).
 """
 
@@ -207,7 +207,7 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
         hand-offs still take ``stage_costs``' latencies.
     times : bool
         Keep every op's ``start`` and ``end``; without them (``None`` in the ``Batch``) the
-        columns run a slice at a time in buffers that stay in cache.
+        columns run a slice at a time in buffers kept per thread.
 
     Returns
     -------
@@ -232,7 +232,10 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
     return out
 
 
-SLICE = 1 << 17  # op-columns a slice of ``evaluate`` times at once: 1 MB per array
+# op-columns a slice of ``evaluate`` times at once (16 MB per buffer). Each op costs a fixed time
+# per slice besides its columns' (its helpers' calls and array views): 1 MB slices, 2 columns
+# of a 65,536-op schedule, ran the sweep's 1F1B grid at 16 ns an op and column, these at 3
+SLICE = 1 << 21
 _SCRATCH = threading.local()
 
 
