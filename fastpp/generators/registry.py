@@ -309,6 +309,9 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     Returns
     -------
     Schedule
+        Built once for these arguments and kept: each call's schedule reads the kept arrays
+        until its own are first read (then it copies them, and may be written into), and
+        ``simulate`` runs it from a plan compiled once for them all.
 
     Raises
     ------
