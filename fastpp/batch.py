@@ -206,6 +206,7 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
     """
     none = np.empty((0, 0), np.float64)  # device_memory stores nothing: the peaks are all a
     none_int = np.empty((0, 0), np.int64)  # sweep keeps
+    none_order = np.empty(0, np.int64)  # nor does the timeline keep its order
     for q in range(index.shape[0]):
         i, g = index[q], slot[q]
         schedule = sid[i]
@@ -233,7 +234,7 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
                             c[kernels.TB], c[kernels.TI], c[kernels.TW], c[kernels.TFB],
                             c[kernels.COMM],
-                            none, start, end, pointer) < 0.0:
+                            none, start, end, pointer, none_order) < 0.0:
             out[i, STATUS] = DEADLOCK
             continue
         busy = np.empty(P, np.float64)

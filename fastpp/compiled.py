@@ -7,6 +7,7 @@ max and add over the ops in that order, with no waiting loop, for a whole batch 
 
 The compiled form (``Compiled``, every array int64, ``N`` ops, ``i`` an op's place in the order)
 -------------------------------------------------------------------------------------------------
+- The order: the one ``kernels.timeline`` runs the ops in (the same under any costs).
 - ``device[i], position[i]``: the op's cell ``(r, k)`` of the schedule's op matrices;
   ``index[r, k]`` is the inverse (``-1`` on padding slots).
 - ``kind[i], stage[i], mb[i]``: the op (``fastpp.ops`` codes); ``stage2[i], mb2[i]`` the
@@ -43,7 +44,8 @@ The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguou
   ``start`` stored unless empty; per device and column ``busy``, ``first`` (its first op's
   start), ``last`` (its last op's end), ``peak`` activations ``[p, B]``; ``live[p]`` the peak
   live pairs; ``latency[B]`` every cross-device hand-off summed (``serial_time = busy.sum() +
-  latency``, summed in another order than ``kernels.timeline``: equal to about 1e-15
+  latency``, in ``kernels.timeline``'s order, but an overlapped pair's two hand-offs added one
+  at a time and ``busy`` summed along another axis: equal to about 1e-15
   relative). A device's ops come in position order, so busy and memory add in the order of
   ``kernels.reduce`` and ``kernels.device_memory``: equal bit for bit.
 - ``finish_batch(device_first, busy, first, last, span, out)``: ``span[p, B]`` and
@@ -52,7 +54,7 @@ The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguou
 ``evaluate(compiled, stage_costs, durations=None, times=True)`` runs them all for a list of
 ``fastpp.StageCosts`` (or their rows stacked ``[8, V, B]``; or a given ``durations[N, B]``)
 and returns a ``Batch``; ``times=False`` keeps only the reductions and runs the columns a
-slice at a time, in buffers that stay in cache (a fresh ``[N, B]`` array costs more in page
+slice at a time, in buffers kept per thread (a fresh ``[N, B]`` array costs more in page
 faults than the pass that fills it).
 """
 
@@ -69,6 +71,8 @@ from .checks import ScheduleError
 from .dependencies import deadlock_error
 from .kernels import COMM, GAMMA, TB, TF, TFB, TI, TW, UNIT
 from .ops import FB, B, F, I, W
+
+_NONE = np.zeros((0, 0))
 
 
 class Compiled(NamedTuple):
@@ -130,9 +134,18 @@ def compile_schedule(schedule) -> Compiled:
     made = np.empty((N, 2), np.int64)  # device-major numbering (dependencies.edges)
     kernels.producers(schedule.ops, length, schedule.V, schedule.n, schedule.route_first,
                       schedule.route_last, made)
+    # the order kernels.timeline runs the ops in (the same under any costs): a pass in it
+    # adds the hand-off latencies up in the timeline's order, so to the bit
     order, pointer = np.empty(N, np.int64), np.empty(p, np.int64)
-    if _order(length, made, order, pointer) < N:
+    none = np.zeros(schedule.V)
+    scratch = np.empty(schedule.kind.shape)
+    if kernels.timeline(schedule.ops, length, schedule.stage_to_device, schedule.route_first,
+                        schedule.route_last, schedule.n, none, none, none, none, none, none,
+                        _NONE, scratch, scratch, pointer, order) < 0:
         raise deadlock_error(schedule, pointer)
+    first = np.r_[0, np.cumsum(length)[:-1]]
+    L = schedule.kind.shape[1]
+    order = first[order // L] + order % L  # as device-major numbers, like made's
     device, position, kind, stage, mb, stage2, mb2, previous, device_ops = (
         np.empty(N, np.int64) for _ in range(9))
     producer, link = np.empty((N, 2), np.int64), np.empty((N, 2), np.int64)
@@ -144,37 +157,6 @@ def compile_schedule(schedule) -> Compiled:
     return Compiled(device, position, kind, stage, mb, stage2, mb2, previous, producer, link,
                     index, device_ops, device_first, p, schedule.V, schedule.n,
                     bool(schedule.forward_only))
-
-
-@jit
-def _order(length, made, order, pointer):
-    """A topological order of the ops (device-major numbers, producers ``made``) into
-    ``order``: sweep the devices, each running as far as its inputs are done, until none
-    moves. Returns how many were ordered; fewer than all is a deadlock, with ``pointer[r]``
-    at each device's stuck op (the ops ``kernels.timeline`` gets stuck at: both run every op
-    whose inputs can be done)."""
-    p = length.shape[0]
-    first = np.zeros(p, np.int64)
-    for r in range(1, p):
-        first[r] = first[r - 1] + length[r - 1]
-    done = np.zeros(order.shape[0], np.bool_)
-    count = 0
-    moved = True
-    pointer[:] = 0
-    while moved:
-        moved = False
-        for r in range(p):
-            while pointer[r] < length[r]:
-                i = first[r] + pointer[r]
-                u, v = made[i, 0], made[i, 1]
-                if (u >= 0 and not done[u]) or (v >= 0 and not done[v]):
-                    break
-                done[i] = True
-                order[count] = i
-                count += 1
-                pointer[r] += 1
-                moved = True
-    return count
 
 
 @jit
@@ -225,7 +207,7 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
         hand-offs still take ``stage_costs``' latencies.
     times : bool
         Keep every op's ``start`` and ``end``; without them (``None`` in the ``Batch``) the
-        columns run a slice at a time in buffers that stay in cache.
+        columns run a slice at a time in buffers kept per thread.
 
     Returns
     -------
@@ -250,7 +232,10 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
     return out
 
 
-SLICE = 1 << 17  # op-columns a slice of ``evaluate`` times at once: 1 MB per array
+# op-columns a slice of ``evaluate`` times at once (16 MB per buffer). Each op costs a fixed time
+# per slice besides its columns' (its helpers' calls and array views): 1 MB slices, 2 columns
+# of a 65,536-op schedule, ran the sweep's 1F1B grid at 16 ns an op and column, these at 3
+SLICE = 1 << 21
 _SCRATCH = threading.local()
 
 
@@ -278,9 +263,6 @@ def _evaluate(c: Compiled, rows, durations, out: Batch, c0: int, c1: int) -> Non
     out.makespan[c0:c1], out.bubble_ratio[c0:c1], out.span_bubble_ratio[c0:c1] = flat
     out.serial_time[c0:c1] = busy.sum(axis=0) + latency
     out.busy[:, c0:c1], out.span[:, c0:c1], out.peak_activations[:, c0:c1] = busy, span, peak
-
-
-_NONE = np.zeros((0, 0))
 
 
 @jit
@@ -458,3 +440,115 @@ def finish_batch(device_first, busy, first, last, span, out):
         # ops of zero duration (per-op durations may be 0) can leave nothing to divide by
         out[1, b] = 1.0 - total[b] / (p * makespan) if makespan > 0.0 else 0.0
         out[2, b] = 1.0 - total[b] / p / longest[b] if longest[b] > 0.0 else 0.0
+
+
+# the rows of a ``point`` plan (``point_plan``): one column per op; row ``BY_DEVICE`` lists the
+# ops device by device in position order (``Compiled.device_ops``), the others follow the order
+PREVIOUS, FORWARD, GRADIENT, FORWARD_LINK, GRADIENT_LINK, KIND, STAGE, STAGE2, BY_DEVICE = range(9)
+
+
+def point_plan(c: Compiled) -> np.ndarray:
+    """``c``'s arrays as the one C-contiguous int32 block ``[9, N]`` that ``point`` reads (rows
+    ``PREVIOUS ... BY_DEVICE``): one argument for Numba to unbox instead of nine."""
+    return np.stack([c.previous, c.producer[:, 0], c.producer[:, 1], c.link[:, 0], c.link[:, 1],
+                     c.kind, c.stage, c.stage2, c.device_ops]).astype(np.int32)
+
+
+@jit
+def point(plan, device_first, rows, forward_only, out):
+    """``simulate``'s numbers for one cost vector, from a ``point_plan``.
+
+    ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out`` (length
+    ``2N + 4p``) with every op's start and end in the compiled order, then per device its busy
+    time, span, peak activations and peak live pairs; returns ``(makespan, bubble_ratio,
+    span_bubble_ratio, latency)`` (``latency``: the hand-offs summed, as ``kernels.timeline``
+    returns it). The ops run in ``kernels.timeline``'s order, with its float operations, and
+    the sums run device by device in position order, those of ``kernels.reduce`` and
+    ``kernels.device_memory``: equal to them bit for bit.
+    """
+    N = plan.shape[1]
+    p = device_first.shape[0] - 1
+    tf, tb, ti, tw, tfb, comm = rows[TF], rows[TB], rows[TI], rows[TW], rows[TFB], rows[COMM]
+    latency = 0.0
+    for i in range(N):  # kernels.timeline's step, its inputs ready
+        a = plan[PREVIOUS, i]
+        t = out[N + a] if a >= 0 else 0.0
+        lat = 0.0
+        for q in range(2):
+            u = plan[FORWARD + q, i]
+            if u >= 0:
+                ready = out[N + u]
+                s = plan[FORWARD_LINK + q, i]
+                if s >= 0:
+                    ready += comm[s]
+                    lat += comm[s]
+                t = max(t, ready)
+        kind = plan[KIND, i]
+        s = plan[STAGE, i]
+        if kind == F:
+            e = t + tf[s]
+        elif kind == B:
+            e = t + tb[s]
+        elif kind == I:
+            e = t + ti[s]
+        elif kind == W:
+            e = t + tw[s]
+        elif tfb[s] >= 0.0:  # (False for NaN: no pair time given)
+            e = t + tfb[s]
+        else:
+            e = t + (tf[s] + tb[plan[STAGE2, i]])
+        out[i] = t
+        out[N + i] = e
+        latency += lat
+    lowest = np.inf
+    highest = -np.inf
+    total = 0.0
+    longest = 0.0
+    unit, gamma = rows[UNIT], rows[GAMMA]
+    for r in range(p):  # kernels.reduce and kernels.device_memory, device by device
+        busy = 0.0
+        mem = 0.0
+        held = 0
+        peak = 0.0
+        live = 0
+        for j in range(device_first[r], device_first[r + 1]):
+            i = plan[BY_DEVICE, j]
+            busy += out[N + i] - out[i]
+            # kernels.device_memory's step (and above kernels.timeline's), written out: Numba
+            # calls a jitted helper rather than inlining it, and reference-counts its arrays
+            # (measured: the kernel 1.7x slower; with scalar arguments only, 1.1x)
+            kind = plan[KIND, i]
+            s = plan[STAGE, i]
+            if kind == F or kind == FB:
+                mem += unit[s]
+                held += 1
+                peak = max(peak, mem)
+                live = max(live, held)
+            if kind == FB:
+                mem -= unit[plan[STAGE2, i]]
+                held -= 1
+            elif kind == B or (kind == F and forward_only):
+                mem -= unit[s]
+                held -= 1
+            elif kind == I:
+                mem -= (1.0 - gamma[s]) * unit[s]
+            elif kind == W:
+                mem -= gamma[s] * unit[s]
+                held -= 1
+        span = 0.0
+        if device_first[r + 1] > device_first[r]:
+            begin = out[plan[BY_DEVICE, device_first[r]]]
+            end = out[N + plan[BY_DEVICE, device_first[r + 1] - 1]]
+            span = end - begin
+            lowest = min(lowest, begin)
+            highest = max(highest, end)
+            total += busy
+            longest = max(longest, span)
+        out[2 * N + r] = busy
+        out[2 * N + p + r] = span
+        out[2 * N + 2 * p + r] = peak
+        out[2 * N + 3 * p + r] = live
+    makespan = highest - lowest
+    bubble = 1.0 - total / (p * makespan) if makespan > 0.0 else 0.0
+    span_bubble = 1.0 - total / p / longest if longest > 0.0 else 0.0
+    return makespan, bubble, span_bubble, latency

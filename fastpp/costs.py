@@ -165,15 +165,20 @@ class Costs:
         Remembered per stage map (the arrays are shared: read them, do not write them), so a
         loop that simulates many schedules with one ``Costs`` expands it once per placement.
         """
-        key = (p, m, stage_to_device.tobytes())
+        return self.rows_for((p, m, stage_to_device.tobytes()), stage_to_device)[0]
+
+    def rows_for(self, key: tuple, stage_to_device: np.ndarray) -> tuple[StageCosts, np.ndarray]:
+        """``for_placement`` by its key ``(p, m, stage_to_device.tobytes())``, and the same
+        arrays as the rows of one ``[8, V]`` block (``kernels.stage_costs``'s)."""
         found = self._expanded.get(key)
         if found is None:
             if len(self._expanded) >= 64:
                 self._expanded.clear()
-            found = self._expanded[key] = self._expand(p, stage_to_device, m)
+            rows = self._expand(key[0], stage_to_device, key[1])
+            found = self._expanded[key] = (StageCosts(*rows), rows)
         return found
 
-    def _expand(self, p: int, stage_to_device: np.ndarray, m: int) -> StageCosts:
+    def _expand(self, p: int, stage_to_device: np.ndarray, m: int) -> np.ndarray:
         V = len(stage_to_device)
         for name, arr in self._arrays.items():
             size = arr.shape[-1] if arr.ndim == (2 if name == "overhead" else 1) else None
@@ -188,7 +193,7 @@ class Costs:
 
             raise ScheduleError(f"costs.w must be <= costs.b (got w={pick(w)}, b={pick(b)} at "
                                 f"stage {s})")
-        return StageCosts(*kernels.stage_costs(*self.kernel_inputs(), stage_to_device, m))
+        return kernels.stage_costs(*self.kernel_inputs(), stage_to_device, m)
 
     def kernel_inputs(self) -> list[np.ndarray]:
         """The flat arrays ``kernels.stage_costs`` takes, in ``SLOTS`` order (shared: read

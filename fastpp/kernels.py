@@ -74,7 +74,7 @@ def w_above_b(b, w, stage_device):
 
 @jit
 def timeline(ops, length, stage_device, route_first, route_last, n,
-             tf, tb, ti, tw, tfb, comm, duration, start, end, pointer):
+             tf, tb, ti, tw, tfb, comm, duration, start, end, pointer, order):
     """Start and end of every op; each device runs its ops in order, one at a time.
 
     An op starts at ``max(device free, inputs ready)`` and takes its stage's time, or
@@ -84,6 +84,9 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
     output it may wait for has finished, so the work is linear in the number of ops. An empty
     worklist while ops remain is a deadlock: returns ``-1`` with ``pointer[r]`` at each
     device's stuck op. Otherwise returns the summed latency of all cross-device hand-offs.
+    ``order`` (int64, empty: not kept) gets the ops in the order they ran, as ``r * L + k``:
+    which op can run depends on which have run, not on their times, so this order is the
+    same under any costs (``fastpp.compiled`` keeps it, to sum the latency in this order).
     """
     p = ops.shape[1]
     V = stage_device.shape[0]
@@ -105,6 +108,9 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
         top += 1
     latency = 0.0
     per_op = duration.shape[0] > 0
+    keep = order.shape[0] > 0
+    L = ops.shape[2]
+    done = 0
     while top > 0:
         top -= 1
         r = work[top]
@@ -167,6 +173,9 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
             latency += lat
             pointer[r] = k + 1
             remaining -= 1
+            if keep:
+                order[done] = r * L + k
+                done += 1
             # wake the devices that may wait for this op's outputs
             if kind == F or kind == FB:
                 f_ready[s, j] = finish

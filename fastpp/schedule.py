@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 from . import kernels
 from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
-from .compiled import Compiled, compile_schedule
+from .compiled import Compiled, compile_schedule, point_plan
 from .ops import FB, PAD, F, Op, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
+_ARRAYS = frozenset(("ops", "length", "stage_to_device", "route_first", "route_last", *_FIELDS))
+_UNSHARE = threading.Lock()
 MAX_OPS = 50_000_000  # slots in an op block (5 int32 fields): about 1 GB
 
 
@@ -102,13 +105,35 @@ class Schedule:
         arrays are taken as they are (int32) and not checked op by op again."""
         self = cls.__new__(cls)
         self.name, self.n, self.m, self.forward_only = name, n, m, forward_only
-        self.ops = np.ascontiguousarray(ops)
-        self.length = length
-        self.stage_to_device = stage_to_device
-        self.route_first, self.route_last = route_first, route_last
+        self._own(np.ascontiguousarray(ops), length, stage_to_device, route_first, route_last)
         self.p, self.V = self.ops.shape[1], len(stage_to_device)
-        self.kind, self.stage, self.mb, self.stage2, self.mb2 = self.ops
         return self
+
+    @classmethod
+    def shared(cls, built: Built) -> Schedule:
+        """A schedule that reads ``built``'s arrays until its own arrays are first read: each
+        gets copies then (so one may be written into and no other changes), and from then on
+        ``simulate`` runs it like any other schedule. Until then ``simulate`` runs ``built``'s
+        point plan, made once for every schedule that shares it."""
+        self = cls.__new__(cls)
+        self.__dict__.update(built.attributes)
+        return self
+
+    def _own(self, ops, length, stage_to_device, route_first, route_last) -> None:
+        self.ops, self.length, self.stage_to_device = ops, length, stage_to_device
+        self.route_first, self.route_last = route_first, route_last
+        self.kind, self.stage, self.mb, self.stage2, self.mb2 = ops
+
+    def __getattr__(self, name: str):
+        # reached only for a name not set: a shared schedule's arrays, copied on first read
+        if name in _ARRAYS:
+            with _UNSHARE:
+                built = self.__dict__.pop("_built", None)
+                if built is not None:
+                    self._own(*(a.copy() for a in built.arrays))
+            if name in self.__dict__:
+                return self.__dict__[name]
+        raise AttributeError(f"'Schedule' object has no attribute {name!r}")
 
     @classmethod
     def from_tokens(cls, rows: Sequence[Sequence[str | None]], stage_to_device=None, *,
@@ -314,3 +339,37 @@ def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
         raise ScheduleError(f"every stage 0..{V - 1} needs at least one op to infer "
                             f"stage_to_device (missing {missing}); pass stage_to_device")
     return np.array([owner[s] for s in range(V)])
+
+
+class Built:
+    """A generated schedule's arrays (``ops, length, stage_to_device, route_first,
+    route_last``), never handed out (``Schedule.shared`` copies them when read), and the
+    ``fastpp.compiled.point`` plan of that schedule, made when first simulated."""
+
+    __slots__ = ("arrays", "attributes", "plan", "device_first", "shape", "placement")
+
+    def __init__(self, arrays, *, n: int, m: int, name: str, forward_only: bool):
+        self.arrays = arrays
+        ops, _, stage_to_device, _, _ = arrays
+        p = ops.shape[1]
+        self.attributes = {"name": name, "n": n, "m": m, "forward_only": forward_only, "p": p,
+                           "V": len(stage_to_device), "_built": self}
+        self.shape = ops.shape[1:]
+        self.placement = (p, m, stage_to_device.tobytes())  # fastpp.Costs's expansion key
+        self.plan = self.device_first = None
+
+    @property
+    def slots(self) -> int:
+        """Integers held (op fields and, once made, the plan)."""
+        return self.arrays[0].size + (0 if self.plan is None else self.plan.size)
+
+    def point_plan(self) -> tuple[np.ndarray, np.ndarray]:
+        """``fastpp.compiled.point``'s ``plan`` and ``device_first`` (made on the first call)."""
+        if self.plan is None:
+            a = self.attributes
+            compiled = compile_schedule(Schedule.trusted(
+                *self.arrays[:3], n=a["n"], m=a["m"], name=a["name"], route_first=self.arrays[3],
+                route_last=self.arrays[4], forward_only=a["forward_only"]))
+            self.device_first = compiled.device_first
+            self.plan = point_plan(compiled)
+        return self.plan, self.device_first

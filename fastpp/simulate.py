@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
-
 import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
 from .checks import ScheduleError, ScheduleTypeError, index, number_array, positive_int
-from .costs import Costs, StageCosts
+from .compiled import BY_DEVICE, point
+from .costs import Costs
 from .dependencies import deadlock_error
 from .schedule import Schedule
 
 
-@dataclass(frozen=True, eq=False)
 class Result:
-    """Timeline and memory of one simulated schedule.
+    """Timeline and memory of one simulated schedule (read-only).
 
     Arrays indexed ``[r, k]`` follow the schedule's op matrices (op ``k`` of device ``r``);
     slots past ``schedule.length[r]`` hold nothing meaningful.
@@ -40,33 +37,81 @@ class Result:
         The teaching chapter's serial total: every op and every cross-device hand-off added up.
     mem_start, mem_end : ndarray, shape (p, L)
         Activation memory (units of ``M_B``) on the device just after op ``k`` starts / ends;
-        computed when first read, as are the peaks.
+        computed when first read.
     live_start, live_end : ndarray, shape (p, L)
         Live (stage, microbatch) pairs, PyTorch's liveness count, at the same moments.
     durations : ndarray, shape (p, L), or None
         The per-op compute times simulated, when given to ``simulate``.
+    peak_activations : ndarray, shape (p,)
+        Per device: the largest activation memory held, in units of ``M_B`` (or bytes).
+    peak_live : ndarray of int64, shape (p,)
+        Per device: the largest number of live (stage, microbatch) pairs.
+    stage_costs : StageCosts
+        ``costs`` expanded to the schedule's stages.
     """
 
-    schedule: Schedule
-    costs: Costs
-    start: np.ndarray
-    end: np.ndarray
-    makespan: float
-    bubble_ratio: float
-    span_bubble_ratio: float
-    busy: np.ndarray
-    span: np.ndarray
-    serial_time: float
-    stage_costs: StageCosts = field(repr=False)
-    durations: np.ndarray | None = field(default=None, repr=False)
+    # a result is built on every simulate: its fields go into __dict__ at once, and those a
+    # caller may not read (every op's times in the schedule's layout, the memory) when read
+    def __init__(self, fields: dict):
+        self.__dict__.update(fields)
 
-    @cached_property
-    def _memory(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a Result is read-only (cannot set {name!r})")
+
+    def __getattr__(self, name: str):
+        # reached only for a name not in __dict__: a field made when first read, then kept
+        # (functools.cached_property takes a lock on every read: a fifth of a point's time)
+        make = _MADE_WHEN_READ.get(name)
+        if make is None:
+            raise AttributeError(f"'Result' object has no attribute {name!r}")
+        value = self.__dict__[name] = make(self)
+        return value
+
+    def __repr__(self) -> str:
+        return (f"Result(schedule={self.schedule!r}, makespan={self.makespan!r}, "
+                f"bubble_ratio={self.bubble_ratio!r}, "
+                f"span_bubble_ratio={self.span_bubble_ratio!r})")
+
+    def _make_serial_time(self) -> float:
+        return float(self.busy.sum() + self._latency)
+
+    def _make_start(self) -> np.ndarray:
+        return self._layout(0)
+
+    def _make_end(self) -> np.ndarray:
+        return self._layout(1)
+
+    def _layout(self, row: int) -> np.ndarray:
+        """Row ``row`` (start, end) of a point's times, from the compiled order to ``[r, k]``."""
+        built, times = self._point
+        plan, device_first = built.point_plan()
+        N = plan.shape[1]
+        out = np.zeros(built.shape)
+        device = np.repeat(np.arange(len(device_first) - 1), np.diff(device_first))
+        position = np.arange(N) - device_first[device]
+        out[device, position] = times[row * N: (row + 1) * N][plan[BY_DEVICE]]
+        return out
+
+    @property
+    def busy(self) -> np.ndarray:
+        return self._sums[0]
+
+    @property
+    def span(self) -> np.ndarray:
+        return self._sums[1]
+
+    @property
+    def peak_activations(self) -> np.ndarray:
+        return self._sums[2]
+
+    def _make_memory(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         s = self.schedule
-        shape = s.kind.shape
+        # a plan's result reads the arrays it ran (the schedule's own may be written since)
+        ops, length = self._point[0].arrays[:2] if "_point" in self.__dict__ else (s.ops, s.length)
+        shape = ops.shape[1:]
         arrays = (np.zeros(shape), np.zeros(shape), np.zeros(shape, np.int64),
                   np.zeros(shape, np.int64))
-        kernels.memory(s.ops, s.length, self.stage_costs.unit, self.stage_costs.gamma,
+        kernels.memory(ops, length, self.stage_costs.unit, self.stage_costs.gamma,
                        s.forward_only, *arrays)
         return arrays
 
@@ -96,23 +141,8 @@ class Result:
         """Microbatches per unit time: ``n / makespan``."""
         return self.schedule.n / self.makespan
 
-    @cached_property
-    def _peaks(self) -> tuple[np.ndarray, np.ndarray]:
-        s = self.schedule
-        peak, live = np.zeros(s.p), np.zeros(s.p, np.int64)
-        kernels.peaks(s.ops, s.length, self.stage_costs.unit, self.stage_costs.gamma,
-                      s.forward_only, peak, live)
-        return peak, live
-
-    @property
-    def peak_activations(self) -> np.ndarray:
-        """Per device: the largest activation memory held, in units of ``M_B`` (or bytes)."""
-        return self._peaks[0]
-
-    @property
-    def peak_live(self) -> np.ndarray:
-        """Per device: the largest number of live (stage, microbatch) pairs."""
-        return self._peaks[1]
+    def _make_peak_live(self) -> np.ndarray:
+        return self._sums[3].astype(np.int64)
 
     def grid(self, max_columns: int = 160) -> str:
         """The devices' ops laid out by time, one text column per time step, idle steps ``.``.
@@ -165,6 +195,11 @@ class Result:
         times[1::2], values[1::2] = self.start[r, :L], self.mem_start[r, :L]
         times[2::2], values[2::2] = self.end[r, :L], self.mem_end[r, :L]
         return times, values
+
+
+# Result's fields made when first read, by the method that makes each
+_MADE_WHEN_READ = {name: getattr(Result, "_make_" + name.lstrip("_")) for name in (
+    "serial_time", "start", "end", "_memory", "peak_live")}
 
 
 def simulate(schedule: Schedule, costs: Costs | None = None, *,
@@ -223,23 +258,44 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
             raise ScheduleError("durations and noise cannot be given together (noise draws "
                                 "each op's time; Noise(empirical=run) draws measured ones)")
         return run(schedule, costs, noise, samples, seed)
+    built = schedule.__dict__.get("_built")  # a generated schedule, its arrays not yet read
+    if built is not None and durations is None:
+        c, rows = costs.rows_for(built.placement, built.arrays[2])
+        plan, device_first = built.point_plan()
+        times = np.empty(2 * plan.shape[1] + 4 * schedule.p)
+        makespan, bubble, span_bubble, latency = point(plan, device_first, rows,
+                                                       schedule.forward_only, times)
+        return Result({"schedule": schedule, "costs": costs, "stage_costs": c,
+                       "durations": None, "makespan": float(makespan),
+                       "bubble_ratio": float(bubble), "span_bubble_ratio": float(span_bubble),
+                       "_latency": float(latency), "_point": (built, times),
+                       "_sums": times[2 * plan.shape[1]:].reshape(4, schedule.p)})
     c = costs.per_stage(schedule)
     shape = schedule.kind.shape
     per_op = np.zeros((0, 0)) if durations is None else _durations(durations, schedule)
     start, end = np.zeros(shape), np.zeros(shape)
-    pointer, busy, span = np.empty(schedule.p, np.int64), np.empty(schedule.p), np.empty(schedule.p)
+    pointer, sums = np.empty(schedule.p, np.int64), np.empty((4, schedule.p))
     # two calls, not one fused kernel: these two are the sweep kernel's own callees, so a cold
     # start compiles them once (a fused kernel re-optimizes both: 3 s for a 2 us dispatch)
     latency = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
                                schedule.route_first, schedule.route_last, schedule.n, c.tf, c.tb,
-                               c.ti, c.tw, c.tfb, c.comm, per_op, start, end, pointer)
+                               c.ti, c.tw, c.tfb, c.comm, per_op, start, end, pointer, _NO_ORDER)
     if latency < 0:
         raise deadlock_error(schedule, pointer)
-    makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, busy, span)
+    makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, sums[0], sums[1])
+    live = np.empty(schedule.p, np.int64)
+    kernels.peaks(schedule.ops, schedule.length, c.unit, c.gamma, schedule.forward_only, sums[2],
+                  live)
+    sums[3] = live
     # Python floats, with or without the JIT (NUMBA_DISABLE_JIT returns NumPy scalars)
-    return Result(schedule, costs, start, end, float(makespan), float(bubble),
-                  float(span_bubble), busy, span, float(busy.sum() + latency), c,
-                  None if durations is None else per_op)
+    return Result({"schedule": schedule, "costs": costs, "stage_costs": c,
+                   "durations": None if durations is None else per_op,
+                   "makespan": float(makespan), "bubble_ratio": float(bubble),
+                   "span_bubble_ratio": float(span_bubble), "_latency": float(latency),
+                   "start": start, "end": end, "_sums": sums})
+
+
+_NO_ORDER = np.empty(0, np.int64)
 
 
 def _durations(durations: ArrayLike, schedule: Schedule) -> np.ndarray:

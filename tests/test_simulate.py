@@ -31,6 +31,70 @@ def test_generators_agree_with_reference(name, rng):
             assert_agrees(simulate(sched, costs), simulate_reference(sched, costs))
 
 
+FIELDS = ("makespan", "bubble_ratio", "span_bubble_ratio", "serial_time")
+ARRAYS = ("start", "end", "busy", "span", "peak_activations", "peak_live", "mem_start",
+          "mem_end", "live_start", "live_end")
+
+
+def assert_same(result, expected):
+    """Every number of two ``Result``s equal to the bit, arrays of one dtype."""
+    for name in FIELDS:
+        assert getattr(result, name) == getattr(expected, name), name
+        assert type(getattr(result, name)) is float, name
+    for name in ARRAYS:
+        got, want = getattr(result, name), getattr(expected, name)
+        assert got.dtype == want.dtype, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def unshared(sched):
+    """The same schedule through the public constructor: simulate runs the per-op timeline."""
+    return Schedule(sched.ops.copy(), sched.length, sched.stage_to_device, n=sched.n, m=sched.m,
+                    name=sched.name, routes=np.stack([sched.route_first, sched.route_last], 1),
+                    forward_only=sched.forward_only)
+
+
+@pytest.mark.parametrize("name", sorted(fastpp.SCHEDULES))
+def test_built_schedules_run_their_plan_to_the_bit(name, rng):
+    """A schedule from build_schedule, its arrays not read yet, is simulated from its compiled
+    point plan (fastpp.compiled.point); every number equals the per-op timeline's to the bit,
+    under uneven costs, latencies and overheads (and DualPipe's pair times)."""
+    for _, p, n, m in [pt for pt in POINTS if pt[0] == name][::3]:
+        probe = build_schedule(name, p, n, m)
+        split = fastpp.SCHEDULES[name].split_backward
+        many = [Costs(1.0, 2.0), random_costs(rng, probe, split),
+                dataclasses.replace(random_costs(rng, probe, split),
+                                    overhead=random_overhead(rng, probe), fb=rng.uniform(1, 4))]
+        for costs in many:
+            sched = build_schedule(name, p, n, m)
+            result = simulate(sched, costs)
+            assert "_built" in vars(sched)  # the plan ran: the arrays were not copied out
+            assert_same(result, simulate(unshared(sched), costs))
+
+
+def test_a_built_schedule_written_into_simulates_what_it_holds():
+    """build_schedule's schedules share one compiled plan until their arrays are read: one
+    written into is simulated as it now stands, and the others as built."""
+    sched = build_schedule("1f1b", 2, 3)
+    before = simulate(sched)
+    assert_same(before, simulate(unshared(sched)))
+    row = sched.kind[1, :6].copy()  # device 1: F0 B0 F1 B1 F2 B2 -> F0 F1 B0 B1 F2 B2
+    sched.ops[:, 1, 1], sched.ops[:, 1, 2] = sched.ops[:, 1, 2].copy(), sched.ops[:, 1, 1].copy()
+    assert sched.kind[1, :6].tolist() != row.tolist()
+    after = simulate(sched)
+    assert_same(after, simulate(unshared(sched)))
+    assert not np.array_equal(after.start, before.start)
+    assert_same(simulate(build_schedule("1f1b", 2, 3)), before)
+    sched.length[:] = 0  # and a schedule emptied after it was built simulates nothing
+    assert simulate(sched).busy.tolist() == [0.0, 0.0]
+
+
+def test_a_result_is_read_only():
+    result = simulate(build_schedule("1f1b", 2, 2))
+    with pytest.raises(AttributeError, match="read-only"):
+        result.makespan = 0.0
+
+
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), p=st.integers(1, 5), n=st.integers(1, 6),
        m=st.integers(1, 3), vshape=st.booleans(), split=st.booleans(), pairs=st.booleans())

@@ -16,13 +16,14 @@ import numpy as np
 from .. import placement as placements
 from ..checks import ScheduleError, number_array, positive_int, show
 from ..ops import OP_FIELDS, new_ops
-from ..schedule import Schedule
+from ..schedule import Built, Schedule
 from . import chimera, classic, dualpipe, interleaved, vshape, zero_bubble
 
 MAX_WORK = 4_000_000  # p * n * m: bounds the op block and the per-stage tables
-# built schedules' arrays by (name, p, n, m, G): a script that builds the same schedule for
-# every cost it tries pays the generator once (it was 60% of an API point); bounded in ops
-_BUILT: dict[tuple, tuple] = {}
+# built schedules by (name, p, n, m, G): a script that builds the same schedule for every cost
+# it tries pays the generator once (it was 60% of an API point) and the compile once; bounded
+# in ops
+_BUILT: dict[tuple, Built] = {}
 _BUILT_LOCK = threading.Lock()  # sweeps build schedules on several threads
 BUILT_OPS = 1_000_000
 
@@ -308,6 +309,9 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     Returns
     -------
     Schedule
+        Built once for these arguments and kept: each call's schedule reads the kept arrays
+        until its own are first read (then it copies them, and may be written into), and
+        ``simulate`` runs it from a plan compiled once for them all.
 
     Raises
     ------
@@ -315,6 +319,10 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
         If the name is unknown, an option is not the schedule's, or ``p, n, m`` break its
         constraints; the message names the parameter, what it must be and what it got.
     """
+    if not options and type(name) is str and type(p) is type(n) is type(m) is int:
+        built = _BUILT.get((name, p, n, m, p))
+        if built is not None:  # these arguments passed the checks below before
+            return Schedule.shared(built)
     spec = get_spec(name)
     p, n, m = (positive_int(v, k) for k, v in (("p", p), ("n", n), ("m", m)))
     unknown = sorted(set(options) - set(spec.options))
@@ -326,16 +334,14 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     built = _BUILT.get(key)
     if built is None:
         spec.check(p, n, m, G)  # a key in _BUILT passed it
-        built = _generate(spec, p, n, m, G)
+        # valid by construction (tests/test_generators.py re-checks every generator over a grid)
+        built = Built(_generate(spec, p, n, m, G), n=n, m=m, name=spec.name,
+                      forward_only=spec.forward_only)
         with _BUILT_LOCK:
-            if sum(b[0].size for b in _BUILT.values()) + built[0].size > OP_FIELDS * BUILT_OPS:
+            if sum(b.slots for b in _BUILT.values()) + built.slots > OP_FIELDS * BUILT_OPS:
                 _BUILT.clear()
             _BUILT[key] = built
-    # each call its own arrays: a caller may write into a schedule it was given
-    ops, length, stage_map, first, last = (a.copy() for a in built)
-    # valid by construction (tests/test_generators.py re-checks every generator over a grid)
-    return Schedule.trusted(ops, length, stage_map, n=n, m=m, name=name, route_first=first,
-                            route_last=last, forward_only=spec.forward_only)
+    return Schedule.shared(built)
 
 
 def _generate(spec: ScheduleSpec, p: int, n: int, m: int, G: int) -> tuple:

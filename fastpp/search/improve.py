@@ -95,7 +95,8 @@ def evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, 
              span_objective, start, end, pointer):
     """Times of every op and ``(objective, tie-break)``; ``(inf, inf)`` on a deadlock."""
     if kernels.timeline(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw,
-                        tfb, comm, np.zeros((0, 0)), start, end, pointer) < 0.0:
+                        tfb, comm, np.zeros((0, 0)), start, end, pointer,
+                        np.empty(0, np.int64)) < 0.0:
         return np.inf, np.inf
     return _score(start, end, length, span_objective)
 
