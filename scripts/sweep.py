@@ -33,7 +33,7 @@ from pathlib import Path  # noqa: E402
 import pandas  # noqa: E402, F401  (the sweep's table: with the other imports)
 
 import fastpp  # noqa: E402
-from fastpp.__main__ import write_report  # noqa: E402
+from fastpp.reports import write_report  # noqa: E402
 from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up  # noqa: E402
 
 
@@ -217,13 +217,30 @@ class Painter:
             self.process = None
 
 
+def _rehearse() -> None:
+    """Draw a tiny heat map with a title, ticks and a colour bar into memory, while the
+    parent sweeps: matplotlib's import, its fonts and its PNG writer are then ready."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1, 1))
+    ax.set_title("p", fontsize=9)
+    fig.colorbar(ax.imshow([[0.0, 1.0]]), label="p")
+    fig.savefig(io.BytesIO(), format="png", dpi=20)
+    plt.close(fig)
+
+
 def _paint(conn, parents) -> None:
     """The forked child: import matplotlib, wait for ``pictures``' arguments, draw, answer
     on ``conn``. ``parents`` is the parent's end of the pipe, closed here so that the
     child's wait ends if the parent's does."""
     parents.close()
     try:
-        import matplotlib.pyplot  # noqa: F401  (now, while the parent sweeps)
+        _rehearse()
     except ImportError:
         pass  # fastpp.plot names the missing extra when asked to draw
     try:
