@@ -146,7 +146,7 @@ def _run(args, parts, painter) -> int:
 def settle() -> None:
     """Run as the main job, freeze every object made so far out of the cyclic collector's
     reach and turn it on: its collections then walk only what the job makes next, and those
-    at exit (0.4-0.6 s after a sweep) almost nothing."""
+    at exit (0.4-0.7 s after a sweep) almost nothing."""
     if MAIN_JOB:
         gc.freeze()
         gc.enable()
