@@ -190,7 +190,10 @@ class Painter:
         if self.process is not None:
             view = view.copy()
             view.attrs = {}  # (the sweep's skip reasons: not needed to draw)
-            self.conn.send((view, comm, out))
+            try:
+                self.conn.send((view, comm, out))
+            except OSError:  # the child is gone: ``result`` draws here
+                self.close()
 
     def result(self) -> tuple[Path, Path]:
         """The pictures' paths, once drawn; what went wrong drawing them is raised here."""
@@ -241,8 +244,8 @@ def _paint(conn, parents) -> None:
     parents.close()
     try:
         _rehearse()
-    except ImportError:
-        pass  # fastpp.plot names the missing extra when asked to draw
+    except Exception:  # a rehearsal only: drawing says what is wrong (a missing extra)
+        pass
     try:
         job = conn.recv()
     except EOFError:  # the parent stopped before its pictures

@@ -537,9 +537,11 @@ def test_best_within_budget():
 
 
 def test_main_job_draws_in_a_second_process(tmp_path, monkeypatch, capsys):
-    """The pictures draw in a forked process: what fails there is raised in the job, and no
-    process outlives the job, whether it draws or stops before."""
+    """The pictures draw in a forked process: what fails there is raised in the job, a child
+    that died is drawn for here, and no process outlives the job, whether it draws or stops
+    before."""
     import multiprocessing
+    import os
 
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     job = __import__("sweep")
@@ -559,6 +561,11 @@ def test_main_job_draws_in_a_second_process(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "b" / "pareto.png").stat().st_size > 10_000
     assert f"pictures: {tmp_path / 'b' / 'bubble_heatmap.png'}" in capsys.readouterr().out
     assert job.main(["--schedules", "nope", "--out", str(tmp_path / "c")]) == 2  # stops early
+    assert multiprocessing.active_children() == []
+    with monkeypatch.context() as patch:  # a child that dies before its job: drawn here
+        patch.setattr(job, "_rehearse", lambda: os._exit(3))
+        assert job.main([*argv, str(tmp_path / "d")]) == 0
+    assert (tmp_path / "d" / "pareto.png").stat().st_size > 10_000
     assert multiprocessing.active_children() == []
 
 
