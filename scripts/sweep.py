@@ -16,9 +16,9 @@ from __future__ import annotations
 import gc
 
 # Run as the main job, Python's cyclic collector would walk the hundreds of thousands of
-# objects the imports below make (Numba's, pandas', matplotlib's) again and again, and once
-# more at exit: 0.5-1 s in all, and none of them is garbage. It is off until they are made,
-# then they are frozen out of its reach (``settle``). Imported (tests), nothing changes.
+# objects the imports below and Numba's start make (none of them garbage) again and again,
+# and once more at exit: 0.5-0.8 s in all. It is off until they are made, then they are
+# frozen out of its reach (``settle``). Imported (tests), nothing changes.
 MAIN_JOB = __name__ == "__main__"
 if MAIN_JOB:
     gc.disable()
