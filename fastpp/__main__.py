@@ -16,6 +16,7 @@ from .model.moe import DISPATCHERS
 from .model.recipes import RECIPES
 from .model.transformer import RECOMPUTE
 from .placement import NAMES as PLACEMENTS
+from .reports import write_report
 from .search import optimizer
 from .search.optimizer import METHODS
 from .search.problem import CHUNKS as SEARCH_PLACEMENTS
@@ -455,16 +456,6 @@ def _link_delay(text):
     if len(values) not in (1, 3):
         raise ScheduleError(f"--link-delay must be SECONDS[:R1:R2] (got {text!r})")
     return values[0] if len(values) == 1 else tuple(values)
-
-
-def write_report(what, path) -> None:
-    """The interactive report of a script's or command's result, or a note without plotly."""
-    try:
-        from .reports import report
-
-        print(f"report: {report(what, output=path)}")
-    except ImportError as err:
-        print(f"no report ({err})")
 
 
 def _report(res) -> None:

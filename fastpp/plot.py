@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from .checks import (
     ScheduleError,
     dataframe,
@@ -138,23 +140,23 @@ def bubble_heatmaps(df, path, metric: str = "bubble_ratio") -> Path:
     dataframe(df, "df", {"metric": metric})
     path = file_path(path)
     plt = _pyplot()
-    data = df.assign(n_per_p=df["n"] / df["p"])
-    names = list(dict.fromkeys(data["schedule"]))
+    which, names = df["schedule"].factorize()  # in order of first appearance
+    ps, pi = np.unique(df["p"].to_numpy(), return_inverse=True)
+    ks, ki = np.unique(df["n"].to_numpy() / df["p"].to_numpy(), return_inverse=True)
+    values = df[metric].to_numpy(dtype=float)
+    # every panel on the full (p, n/p) grid, blank (NaN) where a schedule has no point, so that
+    # the tick labels sit on the outer panels only (ticks are most of the drawing time)
+    tables = np.full((len(names), len(ps), len(ks)), np.nan)
+    np.fmin.at(tables, (which, pi, ki), values)  # best over m; NaN where none
     cols = min(4, len(names))
     rows = -(-len(names) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.4 * rows), squeeze=False)
     # a fixed layout: matplotlib's automatic one takes seconds for a dozen panels
     fig.subplots_adjust(left=0.06, right=0.88, bottom=0.07, top=0.9, wspace=0.15, hspace=0.45)
-    vmax = float(data[metric].max()) or 1.0
-    # every panel on the full (p, n/p) grid, blank where a schedule has no point, so that the
-    # tick labels sit on the outer panels only (ticks are most of the drawing time)
-    ps, ks = sorted(data["p"].unique()), sorted(data["n_per_p"].unique())
+    vmax = float(df[metric].max()) or 1.0
     image = None
     for q, (ax, name) in enumerate(zip(axes.flat, names, strict=False)):
-        table = (data[data["schedule"] == name]
-                 .pivot_table(index="p", columns="n_per_p", values=metric, aggfunc="min")
-                 .reindex(index=ps, columns=ks))
-        image = ax.imshow(table.to_numpy(), cmap="viridis_r", vmin=0, vmax=vmax, aspect="auto",
+        image = ax.imshow(tables[q], cmap="viridis_r", vmin=0, vmax=vmax, aspect="auto",
                           origin="lower")
         ax.set_title(name, fontsize=9)
         bottom = q + cols >= len(names)

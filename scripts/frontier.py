@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import fastpp
-from fastpp.__main__ import write_report
+from fastpp.reports import write_report
 
 FIXED = {"loop": [("1f1b", 1), ("zb-h1", 1), ("zb-h2", 1), ("interleaved-1f1b", 2)],
          "v": [("zbv", 2), ("v-half", 2), ("v-min", 2), ("dualpipev", 2)]}

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 import fastpp
-from fastpp.__main__ import write_report
 from fastpp.measured.runner import TORCH_CLASSES, measure_many
+from fastpp.reports import write_report
 
 
 def parse(argv=None):

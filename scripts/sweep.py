@@ -13,15 +13,28 @@ interactive report (results/report.html; fastpp.report).
 
 from __future__ import annotations
 
-import argparse
-import shutil
-import sys
-import time
-from pathlib import Path
+import gc
 
-import fastpp
-from fastpp.__main__ import write_report
-from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up
+# Run as the main job, Python's cyclic collector would walk the hundreds of thousands of
+# objects the imports below and Numba's start make (none of them garbage) again and again,
+# and once more at exit: 0.5-0.8 s in all. It is off until they are made, then they are
+# frozen out of its reach (``settle``). Imported (tests), nothing changes.
+MAIN_JOB = __name__ == "__main__"
+if MAIN_JOB:
+    gc.disable()
+
+import argparse  # noqa: E402
+import multiprocessing  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pandas  # noqa: E402, F401  (the sweep's table: with the other imports)
+
+import fastpp  # noqa: E402
+from fastpp.reports import write_report  # noqa: E402
+from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up  # noqa: E402
 
 
 def parse(argv):
@@ -66,10 +79,21 @@ def main(argv=None) -> int:
     parts = args.out / "parts"
     if parts.exists() and not args.resume:
         shutil.rmtree(parts)  # a fresh run replaces the previous one; --resume continues it
+    settle()
+    painter = None if args.no_plots else Painter()
+    try:
+        return _run(args, parts, painter)
+    finally:
+        if painter is not None:
+            painter.close()
+
+
+def _run(args, parts, painter) -> int:
     try:
         if args.dask is None:  # compiling (once per machine) is not sweeping: timed apart
             t0 = time.perf_counter()
             warm_up(announce=not args.no_progress, schedules=args.schedules)
+            settle()  # (the kernels and what Numba loaded for them)
             print(f"kernels ready in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         df = sweep(args.schedules, p=args.p, n_per_p=args.n_per_p, m=args.m, f=args.f,
@@ -91,6 +115,8 @@ def main(argv=None) -> int:
     comm = args.summary_comm if args.summary_comm is not None else comms[len(comms) // 2]
     training = [name for name, spec in fastpp.SCHEDULES.items() if not spec.forward_only]
     view = df[(df["comm"] == comm) & df["schedule"].isin(training)]  # inference apart
+    if painter is not None:
+        painter.paint(view, comm, args.out)
     budget = args.budget
     label = f"{budget}'s peak" if isinstance(budget, str) else f"{budget:g} units"
     print(f"\nBest schedule per (p, n) within the memory budget ({label}), latency {comm:g}:")
@@ -108,19 +134,133 @@ def main(argv=None) -> int:
                  for r in front.itertuples()]
         print(f"  p={p:<3} n={n:<4} " + " | ".join(cells))
 
-    if not args.no_plots:
-        from fastpp import plot
-
-        heat = plot.bubble_heatmaps(view, args.out / "bubble_heatmap.png")
-        p_mid = sorted(view["p"].unique())[len(view["p"].unique()) // 2]
-        sub = view[(view["p"] == p_mid) & (view["n"] == view[view["p"] == p_mid]["n"].max())]
-        scatter = plot.pareto(sub, args.out / "pareto.png",
-                              title=f"p={p_mid}, n={int(sub['n'].iloc[0])}, latency {comm:g}")
-        print(f"\npictures: {heat}, {scatter}")
-        write_report(table, args.out / "report.html")
+    if painter is not None:
+        print()
+        write_report(table, args.out / "report.html")  # while the pictures draw
+        heat, scatter = painter.result()
+        print(f"pictures: {heat}, {scatter}")
     print(f"done in {time.perf_counter() - t0:.2f} s")
     return 0
 
 
+def settle() -> None:
+    """Run as the main job, freeze every object made so far out of the cyclic collector's
+    reach and turn it on: its collections then walk only what the job makes next, and those
+    at exit (0.4-0.7 s after a sweep) almost nothing."""
+    if MAIN_JOB:
+        gc.freeze()
+        gc.enable()
+
+
+def pictures(view, comm, out: Path) -> tuple[Path, Path]:
+    """The heat maps of every schedule, and the Pareto plot at the middle ``p`` and its
+    largest ``n``, of one latency's rows."""
+    from fastpp import plot
+
+    heat = plot.bubble_heatmaps(view, out / "bubble_heatmap.png")
+    p_mid = sorted(view["p"].unique())[len(view["p"].unique()) // 2]
+    sub = view[(view["p"] == p_mid) & (view["n"] == view[view["p"] == p_mid]["n"].max())]
+    scatter = plot.pareto(sub, out / "pareto.png",
+                          title=f"p={p_mid}, n={int(sub['n'].iloc[0])}, latency {comm:g}")
+    return heat, scatter
+
+
+class Painter:
+    """Draws ``pictures`` in a forked process, started before the sweep so that it imports
+    matplotlib (half a second) while this process sweeps, and draws while this one writes the
+    report; where processes cannot fork (Windows), here when the result is asked for.
+
+    The child is forked before the sweep starts its threads, and does nothing but draw.
+    """
+
+    def __init__(self):
+        self.job = None  # what to draw, once known
+        self.process = self.conn = None
+        if "fork" in multiprocessing.get_all_start_methods():
+            context = multiprocessing.get_context("fork")
+            self.conn, theirs = context.Pipe()
+            self.process = context.Process(target=_paint, args=(theirs, self.conn),
+                                           daemon=True, name="fastpp-pictures")
+            self.process.start()
+            theirs.close()
+
+    def paint(self, view, comm, out: Path) -> None:
+        """Start drawing ``pictures(view, comm, out)``."""
+        self.job = (view, comm, out)
+        if self.process is not None:
+            view = view.copy()
+            view.attrs = {}  # (the sweep's skip reasons: not needed to draw)
+            try:
+                self.conn.send((view, comm, out))
+            except OSError:  # the child is gone: ``result`` draws here
+                self.close()
+
+    def result(self) -> tuple[Path, Path]:
+        """The pictures' paths, once drawn; what went wrong drawing them is raised here."""
+        if self.process is None:
+            return pictures(*self.job)
+        try:
+            status, value = self.conn.recv()
+        except EOFError:
+            raise RuntimeError("the pictures' process ended before drawing") from None
+        finally:
+            self.close()
+        if status == "error":
+            raise value
+        return value
+
+    def close(self) -> None:
+        """Wait for the child to finish drawing, or end it if it has nothing to draw (the job
+        stopped before its pictures): nothing runs on after the job."""
+        if self.process is not None:
+            if self.job is None:
+                self.process.kill()  # (it has only imported matplotlib)
+            self.process.join()
+            self.conn.close()
+            self.process = None
+
+
+def _rehearse() -> None:
+    """Draw a tiny heat map with a title, ticks and a colour bar into memory, while the
+    parent sweeps: matplotlib's import, its fonts and its PNG writer are then ready."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1, 1))
+    ax.set_title("p", fontsize=9)
+    fig.colorbar(ax.imshow([[0.0, 1.0]]), label="p")
+    fig.savefig(io.BytesIO(), format="png", dpi=20)
+    plt.close(fig)
+
+
+def _paint(conn, parents) -> None:
+    """The forked child: import matplotlib, wait for ``pictures``' arguments, draw, answer
+    on ``conn``. ``parents`` is the parent's end of the pipe, closed here so that the
+    child's wait ends if the parent's does."""
+    parents.close()
+    try:
+        _rehearse()
+    except Exception:  # a rehearsal only: drawing says what is wrong (a missing extra)
+        pass
+    try:
+        job = conn.recv()
+    except EOFError:  # the parent stopped before its pictures
+        return
+    try:
+        answer = ("done", pictures(*job))
+    except Exception as err:  # raised in the parent
+        answer = ("error", err)
+    try:
+        conn.send(answer)
+    except Exception as err:  # an exception that does not pickle
+        conn.send(("error", RuntimeError(f"drawing the pictures failed: {answer[1]!r} ({err})")))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    settle()
+    sys.exit(code)

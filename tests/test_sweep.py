@@ -536,6 +536,39 @@ def test_best_within_budget():
     assert pareto_front(df.iloc[:0], y="makespan").empty  # was an IndexError
 
 
+def test_main_job_draws_in_a_second_process(tmp_path, monkeypatch, capsys):
+    """The pictures draw in a forked process: what fails there is raised in the job, a child
+    that died is drawn for here, and no process outlives the job, whether it draws or stops
+    before."""
+    import multiprocessing
+    import os
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    job = __import__("sweep")
+    argv = ["--schedules", "1f1b", "gpipe", "-p", "2", "4", "--n-per-p", "1", "--comm", "0",
+            "--no-progress", "--out"]
+
+    def broken(*args, **kwargs):
+        raise ScheduleError("no picture today")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(fastpp.plot, "bubble_heatmaps", broken)
+        with pytest.raises(ScheduleError, match="no picture today"):
+            job.main([*argv, str(tmp_path / "a")])
+    assert multiprocessing.active_children() == []
+    assert job.main([*argv, str(tmp_path / "b")]) == 0
+    assert multiprocessing.active_children() == []
+    assert (tmp_path / "b" / "pareto.png").stat().st_size > 10_000
+    assert f"pictures: {tmp_path / 'b' / 'bubble_heatmap.png'}" in capsys.readouterr().out
+    assert job.main(["--schedules", "nope", "--out", str(tmp_path / "c")]) == 2  # stops early
+    assert multiprocessing.active_children() == []
+    with monkeypatch.context() as patch:  # a child that dies before its job: drawn here
+        patch.setattr(job, "_rehearse", lambda: os._exit(3))
+        assert job.main([*argv, str(tmp_path / "d")]) == 0
+    assert (tmp_path / "d" / "pareto.png").stat().st_size > 10_000
+    assert multiprocessing.active_children() == []
+
+
 def test_main_job(tmp_path):
     out = tmp_path / "results"
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "4", "8",

@@ -77,4 +77,14 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
     return path
 
 
+def write_report(what, path) -> None:
+    """Write ``report(what, output=path)`` and say where, or say why not without plotly: the
+    scripts' and the command line's last step (the main job imports this module, not the
+    command line's, which imports the model's vocabularies)."""
+    try:
+        print(f"report: {report(what, output=path)}")
+    except ImportError as err:
+        print(f"no report ({err})")
+
+
 __all__ = ["report"]

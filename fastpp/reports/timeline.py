@@ -52,7 +52,8 @@ def encode(title: str, rows: list[str], cols: dict, scale: float, memory=None) -
     head["columns"] = list(columns)
     packed = b"".join(np.asarray(c, dtype="<i4").tobytes() for c in columns.values())
     return {"type": "timeline", **head,
-            "blob": base64.b64encode(zlib.compress(packed, 6)).decode()}
+            # level 1: a third of the time of level 6 for a file 1.6 times the size
+            "blob": base64.b64encode(zlib.compress(packed, 1)).decode()}
 
 
 def _ops(schedule):
