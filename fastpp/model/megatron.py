@@ -139,8 +139,9 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         ``--group-query-attention``; ``--moe-router-topk`` 2; the vocabulary padded to a
         multiple of ``128 t``; ``ffn`` ``4h``, or with ``--swiglu`` ``int(8h/3/64)*64``;
         dropout 0.1; SwiGLU fused (``bias_swiglu``) unless ``--no-bias-swiglu-fusion`` (a
-        dict's ``bias_activation_fusion: false``); ZeRO 0 without ``--use-distributed-optimizer``; fp32 without ``--bf16``
-        or ``--fp16`` (priced as bf16, and listed in ``ignored``).
+        dict's ``bias_activation_fusion: false``); ZeRO 0 without
+        ``--use-distributed-optimizer``; fp32 without ``--bf16`` or ``--fp16`` (priced as
+        bf16, and listed in ``ignored``).
 
     Raises
     ------

@@ -240,8 +240,8 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
     if "mlp_norm" in names:
         off = off + BYTES * whole * h
     if not moe:
-        on("mlp", model.inside_bytes * model.ffn * T / t, mlp_times(model, hw, seq, b, t, sequence_parallel)[
-            "forward"], side="mlp")
+        on("mlp", model.inside_bytes * model.ffn * T / t,
+           mlp_times(model, hw, seq, b, t, sequence_parallel)["forward"], side="mlp")
     else:
         owned, received = _tokens(model, seq, b, t, etp, imbalance)
         etp_ = np.asarray(etp, np.float64)

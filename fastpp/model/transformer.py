@@ -19,9 +19,9 @@ per element) throughout.
   (``4h``) and, with dropout, two dropout masks (``2h``); split over ``t`` are Q, K, V
   (``2h + 4kv``), the output projection's input (``2h``) and the MLP's inside
   (``inside_bytes``: ``6F`` with fused SwiGLU, the first matrix's gate-and-up output, which
-  the fused op keeps alone, and the product; ``8F`` with SwiGLU as separate ops, their SiLU
-  too, as TorchTitan runs it; ``4F`` otherwise: the first matrix's output and its GeLU; the
-  paper's count is the separate ops'). Attention scores add ``5as`` (``2as`` without dropout) per ``sb``, split over
+  the fused op keeps alone, and the product; ``8F`` with SwiGLU as separate ops, the SiLU's
+  output too, as TorchTitan runs it; ``4F`` otherwise: the first matrix's output and its
+  GeLU). Attention scores add ``5as`` (``2as`` without dropout) per ``sb``, split over
   ``t``, unless FlashAttention keeps none; with grouped-query attention the unfused core also
   keeps K and V repeated to every head (``4(h - kv)`` more, freed with the scores). With
   sequence parallelism everything is split over ``t``. A GPT layer without TP gives the
