@@ -106,11 +106,6 @@ class Transformer:
         Dropout after attention and the MLP (its masks are stored).
     flash_attention : bool
         Attention scores are not stored.
-    fused_swiglu : bool
-        With ``swiglu``, SiLU and the product run as one op that keeps only its input for the
-        backward: Megatron-Core's ``bias_swiglu`` (on unless ``--no-bias-swiglu-fusion``) and
-        Transformer Engine's ``swiglu``. False: separate ops that also keep the SiLU's output
-        (TorchTitan's ``FeedForward``, ``fastpp.model.from_torchtitan``).
     name : str
         For tables and messages.
     head_dim : int, optional
@@ -129,6 +124,11 @@ class Transformer:
     q_rank, kv_rank, rope_dim : int
         MLA's query and key-value compression ranks and decoupled RoPE head width
         (``kv_rank = 0``: standard attention; ``q_rank = 0``: queries uncompressed).
+    fused_swiglu : bool
+        With ``swiglu``, SiLU and the product run as one op that keeps only its input for the
+        backward: Megatron-Core's ``bias_swiglu`` (on unless ``--no-bias-swiglu-fusion``) and
+        Transformer Engine's ``swiglu``. False: separate ops that also keep the SiLU's output
+        (TorchTitan's ``FeedForward``, ``fastpp.model.from_torchtitan``).
     """
 
     layers: int
@@ -141,7 +141,6 @@ class Transformer:
     tied_embeddings: bool = False
     dropout: bool = False
     flash_attention: bool = True
-    fused_swiglu: bool = True
     name: str = "transformer"
     head_dim: int | None = None
     v_head_dim: int | None = None
@@ -154,6 +153,7 @@ class Transformer:
     q_rank: int = 0
     kv_rank: int = 0
     rope_dim: int = 0
+    fused_swiglu: bool = True  # last: positional calls before it keep their meaning
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "vocab"):
