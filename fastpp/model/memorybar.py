@@ -92,7 +92,7 @@ class MemoryRegime(NamedTuple):
 
 def regime_of(model: Transformer, recompute: str) -> MemoryRegime:
     """``model``'s ``MemoryRegime`` under ``recompute``."""
-    mlp = MLP[model.swiglu + (model.swiglu and model.fused_swiglu)]
+    mlp = ("fused-swiglu" if model.fused_swiglu else "swiglu") if model.swiglu else "gelu"
     return MemoryRegime("flash" if model.flash_attention else "eager", mlp, recompute)
 
 
