@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from fastpp.model.memorybar import FACTS, TABLE, measure, memory_table
+from fastpp.model.memorybar import FACTS, TABLE, measure, memory_table, regime_of
 
 
 def main(argv=None) -> int:
@@ -25,16 +25,16 @@ def main(argv=None) -> int:
           f"{'recompute':<10}{'measured':>10}{'formula':>10}{'error':>8}")
     for r in rows:
         m = r["model"]
-        mlp = ("swiglu fused" if r["fused_swiglu"] else "swiglu") if m.swiglu else "gelu"
+        mlp = regime_of(m, r["recompute"]).mlp
         print(f"{m.name:<14}{r['seq']:>5}{r['microbatch']:>3} "
               f"{'flash' if m.flash_attention else 'eager':<7}{mlp:<14}{r['norm']:<10}"
               f"{'yes' if m.dropout else 'no':<8}{r['recompute']:<10}{r['measured']:>10}"
               f"{r['formula']:>10.0f}{r['error']:>+8.2%}")
     regimes = memory_table(rows)
-    print(f"\n{'attention':<10}{'mlp':<8}{'recompute':<10}{'rows':>5}{'rms':>8}{'bias':>8}"
+    print(f"\n{'attention':<10}{'mlp':<14}{'recompute':<10}{'rows':>5}{'rms':>8}{'bias':>8}"
           f"{'worst':>8}")
     for g in regimes:
-        print(f"{g['attention']:<10}{g['mlp']:<8}{g['recompute']:<10}{g['rows']:>5}"
+        print(f"{g['attention']:<10}{g['mlp']:<14}{g['recompute']:<10}{g['rows']:>5}"
               f"{g['rms']:>8.2%}{g['bias']:>+8.2%}{g['worst']:>8.2%}")
     if args.write:
         text = json.dumps({"written_by": "python scripts/memorybars.py --write",

@@ -164,6 +164,21 @@ def test_megatron_defaults():
     assert model.kv_heads == 2 and model.ffn == 1024
 
 
+def test_swiglu_fusion():
+    """Megatron fuses SwiGLU (bias_swiglu, keeping only its input) unless
+    --no-bias-swiglu-fusion; Megatron-Core's and NeMo's configs say bias_activation_fusion."""
+    assert from_megatron(BASE + "--swiglu", gpus=1).model.fused_swiglu
+    assert not from_megatron(BASE + "--swiglu --no-bias-swiglu-fusion",
+                             gpus=1).model.fused_swiglu
+    keys = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+            "vocab_size": 1024, "gated_linear_unit": True}
+    assert from_megatron(keys, gpus=1).model.fused_swiglu
+    assert not from_megatron({**keys, "bias_activation_fusion": False},
+                             gpus=1).model.fused_swiglu
+    with pytest.raises(ScheduleError, match="bias_activation_fusion must be true or false"):
+        from_megatron({**keys, "bias_activation_fusion": "no"}, gpus=1)
+
+
 def test_virtual_stages_three_ways_and_layouts():
     pp = BASE.replace("--num-layers 4", "--num-layers 8") + "--pipeline-model-parallel-size 2 "
     for flag in ("--num-layers-per-virtual-pipeline-stage 2",
@@ -232,10 +247,11 @@ def random_configs(seed, count):
     for _ in range(count):
         t, p, cp = (int(rng.choice(x)) for x in ([1, 2, 4], [1, 2, 4], [1, 2]))
         m = int(rng.choice([1, 2])) if p > 1 else 1
-        moe = bool(rng.integers(2))
+        moe, swiglu = bool(rng.integers(2)), bool(rng.integers(2))
         model = Transformer(int(8 * p * m), 512, 8, kv_heads=int(rng.choice([2, 8])),
                             ffn=int(rng.choice([1024, 1536])), vocab=4096,
-                            swiglu=bool(rng.integers(2)), tied_embeddings=bool(rng.integers(2)),
+                            swiglu=swiglu, fused_swiglu=not swiglu or bool(rng.integers(2)),
+                            tied_embeddings=bool(rng.integers(2)),
                             experts=8 if moe else 0, top_k=2 if moe else 0,
                             expert_ffn=256 if moe else None,
                             dense_layers=int(rng.integers(2)) if moe else 0,

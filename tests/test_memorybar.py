@@ -59,15 +59,15 @@ def test_full_recomputation_keeps_exactly_the_layers_input(measured):
 def test_the_formula_is_what_pytorch_keeps_where_the_kernels_keep_what_it_counts(measured):
     """Korthikanti's count within 1% (the norms' per-token statistics and the flash kernel's
     log-sum-exp are the rest; 2.5% with RoPE, whose angles weigh more at these small widths)
-    wherever the layer keeps what the formula counts: GeLU or SwiGLU as separate ops, and V
-    not kept as a view of the fused QKV output beside new Q and K (selective recomputation
-    over a copied or rotated Q, and the eager core over rotated multi-head Q and K, keep that
-    whole output)."""
-    plain = [r for r in measured if not r["fused_swiglu"] and not keeps_qkv_output(r)]
-    assert len(plain) >= 40 and {r["model"].flash_attention for r in plain} == {True, False}
+    wherever the layer keeps what the formula counts: every MLP (GeLU, SwiGLU as separate ops
+    or fused), and V not kept as a view of the fused QKV output beside new Q and K (selective
+    recomputation over a copied or rotated Q, and the eager core over rotated multi-head Q
+    and K, keep that whole output)."""
+    plain = [r for r in measured if not keeps_qkv_output(r)]
+    assert len(plain) >= 60 and {r["model"].flash_attention for r in plain} == {True, False}
     for r in plain:
         assert abs(r["error"]) < (0.025 if r["rope"] else 0.01), r
-    kept = [r for r in measured if not r["fused_swiglu"] and keeps_qkv_output(r)]
+    kept = [r for r in measured if keeps_qkv_output(r)]
     assert kept and all(-0.15 < r["error"] < -0.05 for r in kept)
 
 
@@ -80,16 +80,22 @@ def test_the_eager_core_keeps_k_and_v_repeated_to_every_head(torch):
     assert formula_bytes(model, 32, 2, "none") == pytest.approx(measured, rel=0.01)
 
 
-def test_megatrons_fused_swiglu_keeps_less_than_the_formula_counts(measured):
-    """The formula counts SwiGLU's gate, up, SiLU and product (8F bytes a token: TorchTitan's
-    eager ops); Megatron's ``bias_swiglu`` and Transformer Engine keep the input alone (6F). The
-    bar of a SwiGLU regime carries that spread."""
-    fused = [r for r in measured if r["fused_swiglu"] and r["recompute"] == "none"
-             and not keeps_qkv_output(r)]
-    assert fused and all(0.05 < r["error"] < 0.25 for r in fused)
-    for g in json.loads(TABLE.read_text())["regimes"]:
-        if g["mlp"] == "swiglu" and g["recompute"] != "full":
-            assert g["rms"] > 0.05 and g["bias"] > 0
+@pytest.mark.parametrize("fused", [True, False])
+def test_swiglu_is_counted_as_its_kernels_keep_it(torch, fused):
+    """Megatron's ``bias_swiglu`` (and Transformer Engine's) keeps only its input, the gate and
+    up products: 6F bytes a token with the product fc2 keeps; TorchTitan's separate SiLU and
+    product keep the SiLU's output too: 8F. The formula follows ``fused_swiglu`` within the
+    kernels' 1% (counting 8F for the fused op was 12-18% high)."""
+    for h, a, g, s, b in ((128, 4, 4, 64, 2), (256, 8, 8, 32, 1)):
+        model = Transformer(layers=1, hidden=h, heads=a, kv_heads=g, ffn=8 * h // 3,
+                            swiglu=True, fused_swiglu=fused)
+        for recompute in ("none", "selective"):
+            measured = saved_bytes(model, s, b, recompute, "rmsnorm")
+            assert formula_bytes(model, s, b, recompute) == pytest.approx(measured, rel=0.01)
+    # the regimes' bars: the fused one as tight as GeLU's (the same kernels' rest)
+    bars = {(g["attention"], g["mlp"], g["recompute"]): g["rms"]
+            for g in json.loads(TABLE.read_text())["regimes"]}
+    assert bars["flash", "fused-swiglu", "none"] < 0.02
 
 
 def test_plan_rows_carry_the_activations_bar_times_their_share():
@@ -101,7 +107,7 @@ def test_plan_rows_carry_the_activations_bar_times_their_share():
             bar * r.peak_activations / r.peak_memory, rel=1e-12)
     assert (df["recompute"] == "full").any()
     assert (df.loc[df["recompute"] == "full", "expected_memory_error"] == 0).all()
-    assert (df.loc[df["recompute"] == "none", "expected_memory_error"] > 0.01).all()
+    assert (df.loc[df["recompute"] == "none", "expected_memory_error"] > 0.001).all()
     moe = plan("mixtral-8x7b", 64, seq=4096, global_batch=64, tp=[2], pp=[4], ep=[8],
                microbatch=1, recompute=["full"], schedules=["1f1b"], workers=1)
     assert moe["expected_memory_error"].isna().all()  # experts' activations: not measured

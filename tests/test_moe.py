@@ -86,9 +86,14 @@ def test_moe_layer_flops_and_bytes_by_hand():
     assert c["input_grad"] == attention + mlp + 2 * core
     assert c["weight_grad"] == attention + mlp
     # per token: norms and inputs 4h + 4h, Q K V and the output's input 2*8 + 4*8 + 2*8, the
-    # shared expert's inside 8 F_e; the router's fp32 logits and probabilities 8 E; per copy
-    # (64) the expert's input and output 4h and inside 8 F_e
-    assert c["activations"] == 32 * (32 + 32 + 64 + 32) + 32 * 8 * 4 + 64 * (32 + 32)
+    # shared expert's inside 6 F_e (fused SwiGLU: gate and up, the product); the router's
+    # fp32 logits and probabilities 8 E; per copy (64) the expert's input and output 4h and
+    # inside 6 F_e
+    assert c["activations"] == 32 * (32 + 32 + 64 + 24) + 32 * 8 * 4 + 64 * (32 + 24)
+    # SwiGLU as separate ops keeps the SiLU's output too: 8 F_e, 2 F_e more a token and copy
+    eager = dataclasses.replace(TINY, fused_swiglu=False)
+    assert moe_layer_costs(eager, 16, 2, 1, 1, False, 0)["activations"] == (
+        c["activations"] + 2 * 4 * (32 + 64))
     # t = 2, etp = 2: a GPU owns 16 tokens, its expert rank receives 16 * 2 * 2 = 64 copies,
     # of whose experts it computes half: 2 * 64 / 2 * 96 routed FLOPs (= 2 N k P_e)
     half = moe_layer_costs(TINY, 16, 2, 2, 2, True, 0)

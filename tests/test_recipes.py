@@ -3,6 +3,8 @@ module's bytes and recomputed seconds by hand on a small MLA + MoE model, FP8 ca
 offloading's host copies, the dispatchers' volumes, DeepSeek-V3's own configuration with its
 recipe against its report, and bad input."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -47,19 +49,24 @@ def test_each_recompute_module_by_hand():
     products = [(S, 96, 32), (S, 128, 16)]
     assert up["attention"] == pytest.approx(sum(
         max(2 * m * n * k / 5e5, 2 * (m * k + k * n + m * n) / 1000) for m, n, k in products))
-    # moe_act: SiLU and product, 2 x 32 elements a copy; the activation reads the gate and up
-    # products and writes its output, (2 + 1) x 2 x 32 bytes a copy
+    # moe_act: the fused SwiGLU's product, 32 elements a copy (its input, the gate and up
+    # products, stays); the activation reads them and writes its output, (2 + 1) x 2 x 32
+    # bytes a copy
     act = terms(["core_attn", "moe_act"])
-    assert act["bytes"] - base["bytes"] == pytest.approx(2 * 2 * 32 * 64)
+    assert act["bytes"] - base["bytes"] == pytest.approx(2 * 32 * 64)
     assert act["mlp"] == pytest.approx(3 * 2 * 32 * 64 / 1000)
-    # shared_experts: its inside 8 F_e a token; its forward recomputed
+    # separate ops: the SiLU's output and the product, 2 x 32 elements a copy
+    eager = recipe_terms(dataclasses.replace(SMALL, fused_swiglu=False), TOY,
+                         Recipe(("core_attn", "moe_act")), S, 1, 1, 1, True, moe=True)
+    assert eager["bytes"] - base["bytes"] == pytest.approx(2 * 2 * 32 * 64)
+    # shared_experts: its inside 6 F_e a token (fused SwiGLU); its forward recomputed
     shared = terms(["core_attn", "shared_experts"])
-    assert shared["bytes"] - base["bytes"] == pytest.approx(8 * 32 * S)
+    assert shared["bytes"] - base["bytes"] == pytest.approx(6 * 32 * S)
     assert shared["mlp"] > 0
-    # moe: the router's 8 E a token and each copy's input and inside (2h + 8 F_e), the shared
+    # moe: the router's 8 E a token and each copy's input and inside (2h + 6 F_e), the shared
     # inside; the dispatch and combine repeated
     moe = terms(["core_attn", "moe"])
-    assert moe["bytes"] == pytest.approx(8 * 4 * S + 64 * (2 * 64 + 8 * 32) + 8 * 32 * S
+    assert moe["bytes"] == pytest.approx(8 * 4 * S + 64 * (2 * 64 + 6 * 32) + 6 * 32 * S
                                          + 2 * 64 * 64)
     a2a = {"dispatch_f": 3.0, "combine_f": 5.0, "dispatch_b": 7.0, "combine_b": 11.0}
     again = recipe_terms(SMALL, TOY, Recipe(("core_attn", "moe")), S, 1, 1, 1, True, moe=True,
@@ -68,9 +75,9 @@ def test_each_recompute_module_by_hand():
     # core_attn left out: FlashAttention keeps no scores, but its core is not recomputed
     nothing = terms([])
     assert nothing["bytes"] == base["bytes"] and nothing["attention"] < 0
-    # mlp acts on dense layers: the inside 8F a token
+    # mlp acts on dense layers: the inside 6F a token (fused SwiGLU)
     dense = terms(["core_attn", "mlp"], moe=False)
-    assert dense["bytes"] == pytest.approx(8 * 128 * S) and dense["mlp"] > 0
+    assert dense["bytes"] == pytest.approx(6 * 128 * S) and dense["mlp"] > 0
     # no term under full recomputation or without selective
     for rc in (0, 2):
         assert terms(["core_attn", "layernorm", "moe_act"], rc=rc)["mlp"] == 0

@@ -27,7 +27,8 @@ FLAGS = {
     "num_layers": (INT, None), "hidden_size": (INT, None), "num_attention_heads": (INT, None),
     "ffn_hidden_size": (INT, None), "kv_channels": (INT, None),
     "group_query_attention": (BOOL, False), "num_query_groups": (INT, 1),
-    "swiglu": (BOOL, False), "untie_embeddings_and_output_weights": (BOOL, False),
+    "swiglu": (BOOL, False), "no_bias_swiglu_fusion": (BOOL, False),
+    "untie_embeddings_and_output_weights": (BOOL, False),
     "vocab_size": (INT, None), "make_vocab_size_divisible_by": (INT, 128),
     "tokenizer_type": (STR, None), "merge_file": (STR, None),
     "attention_dropout": (FLOAT, 0.1),
@@ -72,6 +73,11 @@ ALIASES = {"encoder_seq_length": "seq_length", "num_moe_experts": "num_experts",
            "activations_checkpoint_num_layers": "recompute_num_layers",
            "gated_linear_unit": "swiglu", "fp8": "fp8_format", "padded_vocab_size": "vocab_size",
            "use_custom_fsdp": "use_megatron_fsdp"}
+# dict keys (Megatron-Core's TransformerConfig, NeMo's) that are the negation of a flag;
+# TransformerConfig's bias_activation_fusion is the SwiGLU fusion with --swiglu
+NEGATED = {"share_embeddings_and_output_weights": "untie_embeddings_and_output_weights",
+           "bias_activation_fusion": "no_bias_swiglu_fusion",
+           "bias_swiglu_fusion": "no_bias_swiglu_fusion"}
 # Megatron's vocabulary for tokenizers whose size the script does not say
 TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}
 PRESENCE = {"merge_file"}  # flags read for being there (a BPE merges file: GPT-2's tokenizer)
@@ -132,8 +138,10 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         ``--untie-embeddings-and-output-weights``; ``--num-query-groups`` read only with
         ``--group-query-attention``; ``--moe-router-topk`` 2; the vocabulary padded to a
         multiple of ``128 t``; ``ffn`` ``4h``, or with ``--swiglu`` ``int(8h/3/64)*64``;
-        dropout 0.1; ZeRO 0 without ``--use-distributed-optimizer``; fp32 without ``--bf16``
-        or ``--fp16`` (priced as bf16, and listed in ``ignored``).
+        dropout 0.1; SwiGLU fused (``bias_swiglu``) unless ``--no-bias-swiglu-fusion`` (a
+        dict's ``bias_activation_fusion: false``); ZeRO 0 without
+        ``--use-distributed-optimizer``; fp32 without ``--bf16`` or ``--fp16`` (priced as
+        bf16, and listed in ``ignored``).
 
     Raises
     ------
@@ -172,11 +180,10 @@ def _read(args, env: dict) -> tuple[dict, list, int | None]:
             dest = ALIASES.get(key, key)
             if dest in FLAGS:
                 values[dest] = value
-            elif key == "share_embeddings_and_output_weights":
+            elif key in NEGATED:
                 if not isinstance(value, bool):
-                    raise ScheduleError(f"share_embeddings_and_output_weights must be true or "
-                                        f"false (got {value!r})")
-                values["untie_embeddings_and_output_weights"] = not value
+                    raise ScheduleError(f"{key} must be true or false (got {value!r})")
+                values[NEGATED[key]] = not value
             else:
                 ignored.append(key)
         return values, ignored, None
@@ -339,6 +346,7 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
              "dropout": a["attention_dropout"] > 0 or a["hidden_dropout"] > 0,
              "flash_attention": a["use_flash_attn"] or a["attention_backend"] not in (
                  "unfused", "local"),
+             "fused_swiglu": not a["no_bias_swiglu_fusion"],
              "kv_heads": a["num_query_groups"] if a["group_query_attention"] else heads,
              "head_dim": a["kv_channels"], "mtp_depth": a["mtp_num_layers"] or 0, "name": name}
     if a["multi_latent_attention"]:
@@ -780,6 +788,7 @@ def _model_flags(model: Transformer) -> list:
     flags += ["--swiglu"] * m.swiglu + ["--untie-embeddings-and-output-weights"] * (
         not m.tied_embeddings)
     flags += [] if m.flash_attention else ["--attention-backend", "unfused"]
+    flags += ["--no-bias-swiglu-fusion"] * (m.swiglu and not m.fused_swiglu)
     if m.mla:
         flags += ["--multi-latent-attention", "--qk-head-dim", m.head_dim, "--v-head-dim",
                   m.v_head_dim, "--kv-lora-rank", m.kv_rank, "--qk-pos-emb-head-dim",

@@ -21,9 +21,9 @@ attention Megatron's reshape of Q copies it). The variants:
   ``scaled_dot_product_attention`` (PyTorch's flash kernel on the CPU), Q, K and V made
   contiguous ``[s, b, heads, d]`` first as Transformer Engine makes them (its ``sbhd``), no
   dropout inside (CUDA's kernels regenerate the mask from the RNG state);
-- MLP ``"gelu"`` or ``"swiglu"``; SwiGLU both eager (SiLU and product as separate ops, as
-  TorchTitan runs it) and fused (one op keeping only its input, as Megatron's
-  ``bias_swiglu`` and Transformer Engine keep it);
+- MLP ``"gelu"``, ``"swiglu"`` (SiLU and product as separate ops, as TorchTitan runs it) or
+  ``"fused-swiglu"`` (one op keeping only its input, as Megatron's ``bias_swiglu`` and
+  Transformer Engine keep it: ``Transformer.fused_swiglu``);
 - LayerNorm (GPT-like shapes) or RMSNorm with rotary embeddings (Llama-like: RMSNorm kept as
   the fused kernels keep it, its input and one fp32 statistic per token; RoPE as fused RoPE,
   keeping only its angles), dropout on or off;
@@ -72,7 +72,7 @@ from .transformer import RECOMPUTE, Transformer, layer_costs
 TABLE = Path(__file__).with_name("memorybars.json")
 FACTS = ("attention", "mlp", "recompute")
 ATTENTION = ("eager", "flash")
-MLP = ("gelu", "swiglu")
+MLP = ("gelu", "swiglu", "fused-swiglu")
 NORMS = ("layernorm", "rmsnorm")
 DROPOUT = 0.1
 # (hidden, heads, kv_heads, seq, microbatch, norm, rope): GPT-like multi-head, Llama-like
@@ -92,8 +92,8 @@ class MemoryRegime(NamedTuple):
 
 def regime_of(model: Transformer, recompute: str) -> MemoryRegime:
     """``model``'s ``MemoryRegime`` under ``recompute``."""
-    return MemoryRegime("flash" if model.flash_attention else "eager",
-                        "swiglu" if model.swiglu else "gelu", recompute)
+    mlp = ("fused-swiglu" if model.fused_swiglu else "swiglu") if model.swiglu else "gelu"
+    return MemoryRegime("flash" if model.flash_attention else "eager", mlp, recompute)
 
 
 def formula_bytes(model: Transformer, seq: int, microbatch: int, recompute: str) -> float:
@@ -104,21 +104,19 @@ def formula_bytes(model: Transformer, seq: int, microbatch: int, recompute: str)
 
 
 def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = "none",
-                norm: str = "layernorm", fused_swiglu: bool = False, rope: bool = False,
-                seed: int = 0) -> int:
+                norm: str = "layernorm", rope: bool = False, seed: int = 0) -> int:
     """Bytes one forward of ``model``'s layer keeps for its backward in PyTorch (needs torch).
 
     Parameters
     ----------
     model : Transformer
-        Its ``hidden``, ``heads``, ``kv_heads``, ``ffn``, ``swiglu``, ``dropout`` and
-        ``flash_attention`` (``"flash"``: ``scaled_dot_product_attention``) shape the layer.
+        Its ``hidden``, ``heads``, ``kv_heads``, ``ffn``, ``swiglu``, ``fused_swiglu`` (one op
+        keeping its input, as Megatron's and Transformer Engine's, else TorchTitan's separate
+        SiLU and product), ``dropout`` and ``flash_attention`` (``"flash"``:
+        ``scaled_dot_product_attention``) shape the layer.
     seq, microbatch : int
     recompute : {"none", "selective", "full"}
     norm : {"layernorm", "rmsnorm"}
-    fused_swiglu : bool
-        SwiGLU as one op keeping its input (Megatron's, Transformer Engine's), else as
-        TorchTitan's separate SiLU and product.
     rope : bool
         Rotary embeddings on Q and K, as one op keeping only its angles (Megatron's and
         Transformer Engine's fused RoPE): Q and K become new tensors while V stays a view.
@@ -138,7 +136,7 @@ def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = 
         raise ScheduleError(f"model must be a dense layer with standard attention, heads of "
                             f"hidden/heads (got {model.name!r})")
     torch.manual_seed(seed)
-    layer, params = _torch_layer(torch, model, norm, fused_swiglu, rope)
+    layer, params = _torch_layer(torch, model, norm, rope)
     run = layer
     if recompute == "full":
         def run(x):
@@ -159,7 +157,7 @@ def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = 
     return int(sum(kept.values()))
 
 
-def _torch_layer(torch, model: Transformer, norm: str, fused_swiglu: bool, rope: bool):
+def _torch_layer(torch, model: Transformer, norm: str, rope: bool):
     """The layer as ``forward(x, recompute)`` on ``[s, b, h]`` bf16, and its weights."""
     F = torch.nn.functional
     h, a, g, d, ffn = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn
@@ -269,7 +267,7 @@ def _torch_layer(torch, model: Transformer, norm: str, fused_swiglu: bool, rope:
         up = F.linear(normed(x, 2), w["fc1"])
         if not model.swiglu:
             act = F.gelu(up)
-        elif fused_swiglu:
+        elif model.fused_swiglu:
             act = SwiGLU.apply(up)
         else:
             gate, lin = up.chunk(2, -1)
@@ -282,17 +280,15 @@ def _torch_layer(torch, model: Transformer, norm: str, fused_swiglu: bool, rope:
 def variants():
     """The measured grid: one dict of ``saved_bytes``' arguments (and the model's) per row."""
     out = []
-    for (h, a, g, s, b, norm, rope), attention, mlp, recompute in product(
-            SHAPES, ATTENTION, MLP, RECOMPUTE):
-        for dropout, fused in product((False, True),
-                                      (False, True) if mlp == "swiglu" else (False,)):
-            model = Transformer(layers=1, hidden=h, heads=a, kv_heads=g,
-                                ffn=(8 * h // 3) if mlp == "swiglu" else 4 * h,
-                                swiglu=mlp == "swiglu", dropout=dropout,
-                                flash_attention=attention == "flash",
-                                name=f"h{h} a{a} g{g}")
-            out.append({"model": model, "seq": s, "microbatch": b, "recompute": recompute,
-                        "norm": norm, "fused_swiglu": fused, "rope": rope})
+    for (h, a, g, s, b, norm, rope), attention, mlp, recompute, dropout in product(
+            SHAPES, ATTENTION, MLP, RECOMPUTE, (False, True)):
+        swiglu = mlp != "gelu"
+        model = Transformer(layers=1, hidden=h, heads=a, kv_heads=g,
+                            ffn=(8 * h // 3) if swiglu else 4 * h, swiglu=swiglu,
+                            fused_swiglu=mlp == "fused-swiglu", dropout=dropout,
+                            flash_attention=attention == "flash", name=f"h{h} a{a} g{g}")
+        out.append({"model": model, "seq": s, "microbatch": b, "recompute": recompute,
+                    "norm": norm, "rope": rope})
     return out
 
 

@@ -25,8 +25,9 @@ of the layer as tensor parallelism gives a dense MLP.
   activation; the shared experts as a dense MLP of width ``S F_e`` split over ``t``. The
   input-grad and weight-grad backwards follow ``fastpp.model.compute``'s rules.
 - Stored bytes: the router's fp32 logits and probabilities (``8E`` a token owned); per copy
-  received the expert input and output (``4h``) and the inside (``8 F_e`` SwiGLU, else
-  ``4 F_e``, over ``etp``); the shared experts as a dense MLP.
+  received the expert input and output (``4h``) and the inside (``Transformer.inside_bytes``
+  times ``F_e / etp``: ``6 F_e`` with fused SwiGLU, as Megatron-Core's grouped experts run
+  its ``weighted_bias_swiglu``); the shared experts as a dense MLP.
 - All-to-alls: the dispatch sends each owned token's ``k`` copies of ``h`` elements, in bf16
   (2 bytes) or FP8 (1 byte plus one fp32 scale per 128 elements, DeepSeek-V3's tile-wise
   quantization); the combine returns them in bf16, as do both backwards (DeepSeek-V3 keeps
@@ -144,7 +145,7 @@ def expert_costs(model: Transformer, seq, microbatch, t, etp, imbalance=1.0, cp=
     routed = 2.0 * received / np.asarray(etp, np.float64) * model.expert_params()
     router = 2.0 * owned * h * model.experts
     shared = 2.0 * s * b / cp * model.shared_experts * model.expert_params() / t
-    inside = (8.0 if model.swiglu else 4.0) * model.expert_ffn
+    inside = model.inside_bytes * model.expert_ffn
     whole = 4.0 * h + (h if model.dropout else 0.0)
     return {"forward": routed + router + shared, "weight_grad": routed + router + shared,
             "whole": whole, "split": model.shared_experts * inside,

@@ -17,10 +17,12 @@ checkpointing keeps the module's input and frees everything inside it:
 - ``layernorm`` (output-discarding): the two norms' outputs, ``4h`` whole; recomputes two norms.
 - ``mla_up_proj`` (output-discarding, MLA only): the expanded Q and K (``2a(d+r)`` each) and V
   (``2a d_v``), split; recomputes the two up-projections.
-- ``moe_act`` (output-discarding): the routed experts' activation output (SiLU and product,
-  ``4 F_e / etp`` a copy; the gate and up products, its input, stay); recomputes the activation.
-- ``mlp`` (normal, dense layers): the MLP's inside (``8F`` SwiGLU, ``4F``), split; recomputes
-  the MLP's forward.
+- ``moe_act`` (output-discarding): what the routed experts' activation keeps beyond its input
+  (the gate and up products, which stay): with fused SwiGLU its product, ``2 F_e / etp`` a
+  copy; with separate ops the SiLU's output too, ``4 F_e / etp``
+  (``Transformer.inside_bytes``); recomputes the activation.
+- ``mlp`` (normal, dense layers): the MLP's inside (``Transformer.inside_bytes`` times ``F``:
+  ``6F`` fused SwiGLU, ``8F`` separate, ``4F`` GeLU), split; recomputes the MLP's forward.
 - ``shared_experts`` (normal): the shared experts' inside; recomputes them.
 - ``moe`` (normal): the whole MoE block but its input: the router's bytes, every received
   copy's and the shared experts'; recomputes router, experts and the dispatch and combine
@@ -238,9 +240,8 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
     if "mlp_norm" in names:
         off = off + BYTES * whole * h
     if not moe:
-        inside = (8.0 if model.swiglu else 4.0) * model.ffn
-        on("mlp", inside * T / t, mlp_times(model, hw, seq, b, t, sequence_parallel)[
-            "forward"], side="mlp")
+        on("mlp", model.inside_bytes * model.ffn * T / t,
+           mlp_times(model, hw, seq, b, t, sequence_parallel)["forward"], side="mlp")
     else:
         owned, received = _tokens(model, seq, b, t, etp, imbalance)
         etp_ = np.asarray(etp, np.float64)
@@ -262,7 +263,9 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
         moe_recomputed = selective & ("moe" in mods)
         if "moe" not in mods:
             act = memory_time(hw, (G + 1.0) * BYTES * received * Fe / etp_)
-            on("moe_act", 2.0 * BYTES * received * Fe / etp_, act, side="mlp")
+            # the activation's outputs: all it keeps but its input, G F_e in bf16
+            on("moe_act", (model.inside_bytes - BYTES * G) * received * Fe / etp_, act,
+               side="mlp")
             if width:
                 on("shared_experts", shared_bytes, mlp_times(
                     model, hw, seq, b, t, sequence_parallel, width=width)["forward"],

@@ -75,7 +75,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
         with ``fsdp_reshard_after_forward = "never"``, once per step; replicas only, ZeRO-0.
         A ``float8`` converter is fp8. Layer-wise selective checkpointing
         (``selective_ac_option`` a number ``k``) is priced as full recomputation of every
-        layer when ``k = 1`` and as none otherwise.
+        layer when ``k = 1`` and as none otherwise. The model's SwiGLU is unfused
+        (``fused_swiglu=False``): torchtitan's separate SiLU and product.
 
     Raises
     ------
@@ -90,7 +91,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
     for name, table in section.items():
         if not isinstance(table, dict):
             raise ScheduleError(f"{where}: [{name}] must be a table (got {table!r})")
-    model = _model(section["model"], model, where)
+    # torchtitan's FeedForward and experts run SiLU and the product as separate ops
+    model = dataclasses.replace(_model(section["model"], model, where), fused_swiglu=False)
     return model, _run(section, model, gpus, where)
 
 

@@ -17,9 +17,11 @@ per element) throughout.
   units of ``sb`` bytes: kept whole on every tensor-parallel rank without sequence
   parallelism are the two norms' inputs (``4h``), the inputs of the QKV and first MLP matrices
   (``4h``) and, with dropout, two dropout masks (``2h``); split over ``t`` are Q, K, V
-  (``2h + 4kv``), the output projection's input (``2h``) and the MLP's inside (``8F`` with
-  SwiGLU: gate, up, their SiLU and product; ``4F`` otherwise: the first matrix's output and
-  its GeLU). Attention scores add ``5as`` (``2as`` without dropout) per ``sb``, split over
+  (``2h + 4kv``), the output projection's input (``2h``) and the MLP's inside
+  (``inside_bytes``: ``6F`` with fused SwiGLU, the first matrix's gate-and-up output, which
+  the fused op keeps alone, and the product; ``8F`` with SwiGLU as separate ops, the SiLU's
+  output too, as TorchTitan runs it; ``4F`` otherwise: the first matrix's output and its
+  GeLU). Attention scores add ``5as`` (``2as`` without dropout) per ``sb``, split over
   ``t``, unless FlashAttention keeps none; with grouped-query attention the unfused core also
   keeps K and V repeated to every head (``4(h - kv)`` more, freed with the scores). With
   sequence parallelism everything is split over ``t``. A GPT layer without TP gives the
@@ -122,6 +124,11 @@ class Transformer:
     q_rank, kv_rank, rope_dim : int
         MLA's query and key-value compression ranks and decoupled RoPE head width
         (``kv_rank = 0``: standard attention; ``q_rank = 0``: queries uncompressed).
+    fused_swiglu : bool
+        With ``swiglu``, SiLU and the product run as one op that keeps only its input for the
+        backward: Megatron-Core's ``bias_swiglu`` (on unless ``--no-bias-swiglu-fusion``) and
+        Transformer Engine's ``swiglu``. False: separate ops that also keep the SiLU's output
+        (TorchTitan's ``FeedForward``, ``fastpp.model.from_torchtitan``).
     """
 
     layers: int
@@ -146,11 +153,12 @@ class Transformer:
     q_rank: int = 0
     kv_rank: int = 0
     rope_dim: int = 0
+    fused_swiglu: bool = True  # last: positional calls before it keep their meaning
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "vocab"):
             positive_int(getattr(self, name), name)
-        for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention"):
+        for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention", "fused_swiglu"):
             flag(getattr(self, name), name)
         instance(self.name, str, "name", "string")
         if self.kv_heads is None:
@@ -212,6 +220,14 @@ class Transformer:
     def gates(self) -> float:
         """Matrices of an MLP per ``h x F``: 3 with SwiGLU, else 2."""
         return 3.0 if self.swiglu else 2.0
+
+    @property
+    def inside_bytes(self) -> float:
+        """Bytes a token the MLP keeps inside per unit of its width (the module's list): 6
+        with fused SwiGLU, 8 with SwiGLU's separate ops, 4 with GeLU."""
+        if not self.swiglu:
+            return 4.0
+        return 6.0 if self.fused_swiglu else 8.0
 
     def attention_params(self) -> float:
         """One layer's attention matrices (and MLA's two latent norms)."""
@@ -355,7 +371,7 @@ def mlp_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np.ndarr
     t = np.asarray(t, np.float64)
     mm = 2.0 * s * b * model.mlp_params() / t
     whole = 4.0 * h + (h if model.dropout else 0.0)
-    split = (8.0 if model.swiglu else 4.0) * model.ffn
+    split = model.inside_bytes * model.ffn
     return {"forward": mm, "weight_grad": mm, "whole": whole, "split": split}
 
 
