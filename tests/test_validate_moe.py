@@ -104,14 +104,15 @@ def test_a_row_priced_as_stated_and_assumed(split):
 
 def test_moe_rows_against_the_tables():
     """Nothing fitted on these rows. The issue's target is 10% MAPE (the strict xfail below);
-    10.7%: 15.9% before Megatron-Core's dispatch was priced in bf16 whatever the products'
+    10.9%: 15.9% before Megatron-Core's dispatch was priced in bf16 whatever the products'
     precision (15.1%), Megatron-Bridge's Qwen3 FP8-MX configs from NeMo 26.06 ran the EP
     overlap (13.8%), the H100 rows' current scaling had its amax pass (13.7%), the gradient
     reduction was overlapped as the sources run it (13.2%), NeMo AutoModel's pipeline flushed
     once per accumulation step (12.8%), current scaling's gradient products paid Hopper's
     split accumulator (12.6%), the Grace superchip's host link was shared by its two GPUs
     (12.1%), the full-iteration FP8-MX rows ran Transformer Engine's fused grouped MLP
-    (11.7%) and the output layer kept bf16's cost under FP8 recipes (10.7%); 16.5% before
+    (11.7%), the output layer kept bf16's cost under FP8 recipes (10.7%) and the fused MLP's
+    epilogues were priced writing the casts' FP8 copies (10.9%); 16.5% before
     H100's curve was refit, 26.4% before the FP8 casts, the rows' recompute modules and
     B300's and GB300's attention kernel. Held back by the B200 rows of
     NeMo 26.04.01 and H100's FP8 rows (docs/moe.md). The bound guards against regressions;
@@ -121,14 +122,14 @@ def test_moe_rows_against_the_tables():
     print(f"MoE rows: {len(frame)} checked, MAPE {got:.1f}%")
     assert (frame["role"] == "check").all()
     assert np.isfinite(frame["predicted"]).all()
-    assert got < 11.6
+    assert got < 11.8
     # the three rows of moe_published.csv: Qwen3-235B's two within 10%, DeepSeek-V3's 15%
     first = frame[~frame["row"].str.contains("row ")].set_index("row")["error"].abs()
     assert len(first) == 3 and (first[first.index.str.startswith("Qwen3")] < 0.10).all()
     assert first[first.index.str.startswith("DeepSeek")].max() < 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="10.7% MAPE against the 10% target: B200 rows of NeMo "
+@pytest.mark.xfail(strict=True, reason="10.9% MAPE against the 10% target: B200 rows of NeMo "
                    "26.04.01 (+22%), H100 FP8 (+18%, +36%) (docs/moe.md)")
 def test_moe_rows_within_the_target():
     frame = validate([validate_moe.DATASET])
@@ -161,36 +162,57 @@ def test_the_residuals_by_group(split):
         validate_moe.by_group(frame, DATA, "gpu")
 
 
+# Settings pinned from Megatron-Bridge's configs, independent of validate_moe's tables: per
+# row, (cuda_graph_impl, cuda_graph_scope, whether the fused grouped MLP is on); impl None
+# where the config sets none (the recipes' default, "none"). NeMo 26.04.01: the 26.04-alpha.rc2
+# tag's scripts/performance/configs/{qwen/qwen3,deepseek/deepseek}_workload_base_configs.py;
+# 26.06: v0.5.0's; 26.08: v0.6.0's src/megatron/bridge/perf_recipes/.
+PINNED = {
+    # QWEN3_235B_A22B_PRETRAIN_CONFIG_{B200,H100}_* set no cuda_graph_impl
+    ("Qwen3_235B_a22B", "DGX-B200", "NeMo 26.04.01"): (None, None, False),
+    ("Qwen3_235B_a22B", "DGX-H100", "NeMo 26.04.01"): (None, None, False),
+    # QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1 = its BF16_V1
+    ("Qwen3_30B_a3B", "DGX-B200", "NeMo 26.04.01"):
+        ("transformer_engine", ("attn", "moe_router", "moe_preprocess"), False),
+    # DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 (commit 5acef93)
+    ("DeepSeekV3", "DGX-B200", "NeMo 26.04.01"):
+        ("transformer_engine", ("attn", "moe_router", "moe_preprocess"), False),
+    # QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 sets none
+    ("Qwen3_30B_a3B", "DGX-H100", "NeMo 26.06"): (None, None, False),
+    # QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1: cuda_graph_scope=[],
+    # cutedsl_fused_grouped_mlp=True
+    ("Qwen3_30B_a3B", "DGX-B300", "NeMo 26.06"): ("full_iteration", (), True),
+    # deepseek/gb300/deepseek_v3.py's deepseek_v3_pretrain_256gpu_gb300_fp8mx_config:
+    # _enable_deepseek_full_iteration_mxfp8, env NVTE_CUTEDSL_FUSED_GROUPED_MLP=1
+    ("DeepSeekV3", "DGX-GB300", "NeMo 26.08"): ("full_iteration", (), True),
+    # qwen/gb200/qwen3_moe.py's qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config:
+    # _enable_hybridep_full_iteration_mxfp8, env NVTE_CUTEDSL_FUSED_GROUPED_MLP=1
+    ("Qwen3_235B_a22B", "DGX-GB200", "NeMo 26.08"): ("full_iteration", (), True),
+}
+
+
 def test_the_cuda_graphs_each_nemo_row_ran(split):
-    """Megatron-Bridge's configs of each release, read by hand (``GRAPHS``): every NeMo 26 row
-    found in the table, and a few rows' settings as the configs state them."""
+    """``GRAPHS`` and ``FUSED_GROUPED_MLP`` against the configs' own settings (``PINNED``),
+    classed here: no impl is "none", Transformer Engine's graphs of parts of the layer are
+    "partial" (the routed experts and their dispatch stay eager), full_iteration is "full".
+    Every NeMo 26 row is found in the tables."""
     done, _ = split
     nemo = [r for r, _ in done if r["release"].startswith("NeMo")]
     graphs = {r["label"]: validate_moe.cuda_graphs(r) for r in nemo}
     # every NeMo 26 row found; the NeMo 25.11 rows' layouts are in no config of the time
     assert len(graphs) == 21 and {r["label"] for r in nemo if graphs[r["label"]] == "not stated"
                                   } == {r["label"] for r in nemo if r["release"] == "NeMo 25.11"}
-    # v0.4.1: Qwen3-235B on B200, B300 and H100 set no cuda_graph_impl (the recipe's "none");
-    # Qwen3-30B-A3B on B200 graphs attn, moe_router and moe_preprocess
-    row = {(r["model"], r["gpu_type"], r["release"]): graphs[r["label"]] for r in nemo}
-    assert row["Qwen3_235B_a22B", "DGX-B200", "NeMo 26.04.01"] == "none"
-    assert row["Qwen3_235B_a22B", "DGX-H100", "NeMo 26.04.01"] == "none"
-    assert row["Qwen3_30B_a3B", "DGX-B200", "NeMo 26.04.01"] == "partial"
-    # v0.5.0: Qwen3-30B-A3B's H100 FP8-CS config sets none, its B300 FP8-MX full_iteration
-    assert row["Qwen3_30B_a3B", "DGX-H100", "NeMo 26.06"] == "none"
-    assert row["Qwen3_30B_a3B", "DGX-B300", "NeMo 26.06"] == "full"
-    # v0.6.0: DeepSeek-V3's MXFP8 perf recipes on GB300 and GB200 run full_iteration
-    assert row["DeepSeekV3", "DGX-GB300", "NeMo 26.08"] == "full"
-    # the fused grouped MLP: v0.5.0's cutedsl_fused_grouped_mlp (Qwen3-30B-A3B on B300, not
-    # DeepSeek-V3's B300 config) and v0.6.0's NVTE_CUTEDSL_FUSED_GROUPED_MLP; none in 26.04
-    fused = {(r["model"], r["gpu_type"], r["release"]) for r in nemo
-             if validate_moe.settings(r)["fused_grouped_mlp"]}
-    assert len(fused) == 7 and ("Qwen3_30B_a3B", "DGX-B300", "NeMo 26.06") in fused
-    assert ("DeepSeekV3", "DGX-B300", "NeMo 26.06") not in fused
+    row = {(r["model"], r["gpu_type"], r["release"]): r for r in nemo}
+    kind = {None: "none", "transformer_engine": "partial", "full_iteration": "full"}
+    for key, (impl, _, fused) in PINNED.items():
+        assert validate_moe.cuda_graphs(row[key]) == kind[impl], key
+        assert validate_moe.settings(row[key])["fused_grouped_mlp"] == fused, key
+    fused = {key for key, r in row.items() if validate_moe.settings(r)["fused_grouped_mlp"]}
+    # the two lists are written separately: every fused row runs full-iteration graphs
+    assert len(fused) == 7 and all(validate_moe.cuda_graphs(row[key]) == "full" for key in fused)
     assert not any(release.startswith("NeMo 26.04") for _, _, release in fused)
     # the output layer in MXFP8: v0.6.0's DeepSeek-V3 fp8mx recipes (fp8_output_proj=True)
-    output = {(r["model"], r["gpu_type"], r["release"]) for r in nemo
-              if validate_moe.settings(r)["fp8_output_layer"]}
+    output = {key for key, r in row.items() if validate_moe.settings(r)["fp8_output_layer"]}
     assert output == {("DeepSeekV3", gpu, "NeMo 26.08") for gpu in ("DGX-GB300", "DGX-GB200")}
 
 

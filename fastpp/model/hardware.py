@@ -163,8 +163,10 @@ class Hardware:
         (``ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8``), and the second product's data-gradient
         epilogue applies the SwiGLU's backward and writes the first one's output gradient in
         MXFP8 (``BackwardGroupedMLP_CuTeGEMMDSwiGLU_MXFP8``). The activation's passes and
-        those two casts are then no kernels of their own (``fastpp.model.moe``). False (the
-        presets): Megatron-Core's unfused ``TEGroupedMLP``.
+        those two casts are then no kernels of their own, but the epilogues still write the
+        casts' row-wise and column-wise copies, and the backward's reads the saved bf16
+        SwiGLU input (``fastpp.model.moe``). False (the presets): Megatron-Core's unfused
+        ``TEGroupedMLP``.
     fp8_output_layer : bool
         The output layer's products in FP8 too, as Megatron's ``fp8_output_proj`` runs them
         with MXFP8 (``TELMHeadColumnParallelLinear``, 2026). False (the presets): they stay

@@ -86,6 +86,8 @@ from .transformer import BYTES, Transformer, attention_costs, combine
 DISPATCH_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / 128.0}
 COMBINE_BYTES = 2.0  # the combine and both backwards stay in bf16
 ROUTER_BYTES = 8.0  # fp32 logits and probabilities per expert and token
+# a cast's writes: the row-wise and column-wise FP8 copies with their MXFP8 scales
+FP8_COPIES_BYTES = CAST_BYTES - BYTES
 DISPATCHERS = ("alltoall", "allgather", "flex")
 
 
@@ -185,17 +187,23 @@ def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t
     router = memory_time(hw, ROUTER_BYTES * owned * E)  # softmax and top-k in fp32
     permute = 2.0 * memory_time(hw, 2.0 * BYTES * received * h)  # into expert order, back
     gate = hw.with_precision("bf16")  # the router's product stays out of the FP8 recipe
-    # the activation and its backward, unless the products' epilogues apply them
-    # (Hardware.fused_grouped_mlp)
-    unfused = 0.0 if _fused_mlp(hw) else 1.0
+    activation = (memory_time(hw, (G + 1.0) * BYTES * received * width),
+                  memory_time(hw, (G + 2.0) * BYTES * received * width))  # and its backward
+    if _fused_mlp(hw):
+        # the products' epilogues apply them (Hardware.fused_grouped_mlp), inside the
+        # products' kernels: the first one's still writes the second one's input in FP8 both
+        # ways (Transformer Engine's d_tensor and d_col_tensor; its bf16 output, c_tensor, is
+        # the product's own), the second one's data gradient reads that saved bf16 output
+        # and writes the first one's output gradient in FP8 both ways
+        activation = (FP8_COPIES_BYTES * received * width / hw.memory_bandwidth,
+                      (BYTES + FP8_COPIES_BYTES) * received * G * width / hw.memory_bandwidth)
     forward = (matmul_time(gate, owned, E, h) + router + permute
                + matmul_time(hw, rows, G * width, h, local) + matmul_time(hw, rows, h, width, local)
-               + unfused * memory_time(hw, (G + 1.0) * BYTES * received * width))
+               + activation[0])
     grad = gradient_hardware(hw)  # current scaling's split accumulator
     input_grad = (matmul_time(gate, owned, h, E) + router + permute
                   + matmul_time(grad, rows, h, G * width, local)
-                  + matmul_time(grad, rows, width, h, local)
-                  + unfused * memory_time(hw, (G + 2.0) * BYTES * received * width))
+                  + matmul_time(grad, rows, width, h, local) + activation[1])
     weight_grad = (matmul_time(gate, h, E, owned) + matmul_time(grad, h, G * width, rows, local)
                    + matmul_time(grad, width, h, rows, local))
     casts = fp8_casts(model, hw, seq, b, t, received, etp)
@@ -228,8 +236,8 @@ def fp8_casts(model: Transformer, hardware: Hardware, seq: int, microbatch, t, r
                                                 else 0.0))
     cast = CAST_BYTES + amax_bytes(hardware)  # with current scaling's amax pass
     # the fused grouped MLP's epilogues write the second product's input and the first
-    # one's output gradient in FP8: only the first product's input and the second one's
-    # output gradient are cast
+    # one's output gradient in FP8 (their writes priced in expert_times): only the first
+    # product's input and the second one's output gradient are cast
     inner = 0.0 if _fused_mlp(hardware) else 1.0
     return {"forward": memory_time(hardware, cast * (inputs + received * (h + inner * width))),
             "input_grad": memory_time(hardware, cast * (outputs + received

@@ -105,13 +105,16 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
 # set cuda_graph_impl and cuda_graph_scope: "none" (every kernel issued by the CPU; the
 # recipes' default, cuda_graph_impl="none"), "partial" (Transformer Engine's graphs of
 # attn, moe_router and moe_preprocess, or the last two: the routed experts and their
-# dispatch stay eager) or "full" (full_iteration). NeMo 26.04.01 is the v0.4.1 tag's and
-# 26.06 v0.5.0's configs/{deepseek,qwen,kimi}/*_workload_base_configs.py; 26.08 v0.6.0's
-# perf_recipes/deepseek/{gb200,gb300}/deepseek_v3.py (_enable_deepseek_full_iteration_mxfp8)
-# and the Qwen3 FP8-MX configs of SINCE_26_06. Read for the priced rows' precisions and
-# layouts: DeepSeek-V3's B200 row of 26.04.01 ran PP8 VP2 EP32, the layout of commit 5acef93
-# of 18 April 2026 ("b200 DSv3 better cfg"), which graphs attn, moe_router and
-# moe_preprocess (v0.4.1 still held the PP16 EP8 config, without graphs). The NeMo 25.11
+# dispatch stay eager) or "full" (full_iteration). NeMo 26.04.01 is read from the 26.04
+# release branch (26.04-alpha; its tags 26.04-alpha.rc1 and rc2 hold the same configs) and
+# 26.06 from v0.5.0, configs/{deepseek,qwen,kimi}/*_workload_base_configs.py; 26.08 from
+# v0.6.0's perf_recipes/deepseek/{gb200,gb300}/deepseek_v3.py
+# (_enable_deepseek_full_iteration_mxfp8) and the Qwen3 FP8-MX configs of SINCE_26_06. Read
+# for the priced rows' precisions and layouts: DeepSeek-V3's B200 row of 26.04.01 ran PP8
+# VP2 EP32, the layout of commit 5acef93 of 18 April 2026 ("b200 DSv3 better cfg"), which
+# graphs attn, moe_router and moe_preprocess; the release branch and its rc tags hold it, the
+# v0.4.x tags do not (v0.4.1 still has PP16 EP8, without graphs), and the branch's Qwen3 and
+# Kimi configs differ from v0.4.1's only by VR200 entries. The NeMo 25.11
 # rows' layouts (DeepSeek-V3 PP2 VP4 EP32 and PP4/PP8 VP4, Qwen3-235B PP4 VP12 EP16) are in
 # none of the configs read (the v0.2.x tags; DeepSeek-V3's on main to February 2026): their
 # graphs are not stated.
@@ -128,12 +131,18 @@ GRAPHS = {("deepseek-v3", "B200-180GB", "NeMo 26.04"): "partial",
                                                              "qwen3-235b-a22b")
              for hw in ("GB300", "GB200")}}
 # The NeMo rows whose configs run the routed experts through Transformer Engine's fused
-# grouped MLP (``Hardware.fused_grouped_mlp``): v0.5.0's cutedsl_fused_grouped_mlp=True
-# (Qwen3-30B-A3B's FP8-MX configs on GB300, GB200 and B300, Qwen3-235B's V2 ones on GB300
-# and GB200, DeepSeek-V3's on GB300 and GB200), v0.6.0's NVTE_CUTEDSL_FUSED_GROUPED_MLP=1
-# (DeepSeek-V3's fp8mx recipes on GB300 and GB200, the Qwen3 ones). Among the priced rows
-# they are exactly those with full-iteration CUDA graphs.
-FUSED_GROUPED_MLP = {key for key, graphs in GRAPHS.items() if graphs == "full"}
+# grouped MLP (``Hardware.fused_grouped_mlp``), each with the setting that turns it on.
+# NeMo 26.06 is v0.5.0's configs/qwen/qwen3_workload_base_configs.py, whose
+# cutedsl_fused_grouped_mlp=True sets use_transformer_engine_op_fuser (QWEN3_30B_A3B_
+# PRETRAIN_CONFIG_B300_FP8_MX_V1; DeepSeek-V3's B300 config does not set it). NeMo 26.08 is
+# v0.6.0's perf_recipes, whose env_vars set NVTE_CUTEDSL_FUSED_GROUPED_MLP=1:
+# deepseek/{gb300,gb200}/deepseek_v3.py's deepseek_v3_pretrain_256gpu_*_fp8mx_config and
+# qwen/{gb300,gb200}/qwen3_moe.py's qwen3_30b_a3b_pretrain_8gpu_*_fp8mx_config and
+# qwen3_235b_a22b_pretrain_256gpu_*_fp8mx_config. No NeMo 26.04 config sets either.
+FUSED_GROUPED_MLP = {("qwen3-30b-a3b", "B300-288GB", "NeMo 26.06"),  # cutedsl_fused_grouped_mlp
+                     *((model, hw, "NeMo 26.08")  # NVTE_CUTEDSL_FUSED_GROUPED_MLP=1
+                       for model in ("deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b")
+                       for hw in ("GB300", "GB200"))}
 # The NeMo rows whose configs run the output layer in MXFP8 (``Hardware.fp8_output_layer``):
 # DeepSeek-V3's fp8mx recipes on GB300 and GB200 in v0.6.0 (_enable_deepseek_full_iteration_
 # mxfp8(cfg, fp8_output_proj=True)); the other priced rows' configs leave it in bf16.
