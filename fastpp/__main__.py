@@ -589,6 +589,8 @@ def _explain(args) -> int:
         config = RunConfig.for_gpus(args.gpus, **fields)
     if args.model is not None and args.torchtitan is None:
         model = model_arg(args.model)
+        if args.megatron is not None or args.megatron_script is not None:
+            model = imported.on(model)  # the shape from --model, the kernels from the launch
     found = explain(model, config, args.hardware, neighbours=args.neighbours,
                     workers=args.workers)
     print(found.table())

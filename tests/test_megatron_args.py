@@ -179,6 +179,26 @@ def test_swiglu_fusion():
         from_megatron({**keys, "bias_activation_fusion": "no"}, gpus=1)
 
 
+def test_a_config_json_model_takes_the_launch_kernels():
+    """The shape from config.json, the kernels (dropout, FlashAttention, fused SwiGLU) from the
+    launch: explain with --model and a script prices the script's kernels."""
+    from fastpp.model import MODELS, transformer_costs
+
+    launch = from_megatron(BASE + "--swiglu --no-bias-swiglu-fusion --attention-backend "
+                           "unfused --hidden-dropout 0.1", gpus=1)
+    on = launch.on("llama3-8b")
+    assert (on.layers, on.hidden, on.kv_heads) == (32, 4096, 8)
+    assert (on.dropout, on.flash_attention, on.fused_swiglu) == (True, False, False)
+    assert (MODELS["llama3-8b"].dropout, MODELS["llama3-8b"].flash_attention,
+            MODELS["llama3-8b"].fused_swiglu) == (False, True, True)
+    with pytest.raises(ScheduleError, match="model must be a fastpp.model.Transformer or a "
+                                            "preset name"):
+        launch.on(3)
+    # eager attention keeps the scores, dropout its masks, the separate SwiGLU 8F
+    ours = transformer_costs(on, config=launch.config).act
+    assert np.all(ours > transformer_costs("llama3-8b", config=launch.config).act)
+
+
 def test_virtual_stages_three_ways_and_layouts():
     pp = BASE.replace("--num-layers 4", "--num-layers 8") + "--pipeline-model-parallel-size 2 "
     for flag in ("--num-layers-per-virtual-pipeline-stage 2",

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, one_of, positive_int
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
+from .hardware import preset
 from .layout import megatron_layers, parse_layout
 from .moe import DISPATCHERS
+from .presets import MODELS
 from .transformer import Transformer
 
 INT, FLOAT, STR, BOOL, LIST = int, float, str, bool, list
@@ -106,6 +108,23 @@ class Imported:
 
     def __iter__(self):
         return iter((self.model, self.config))
+
+    def on(self, model) -> Transformer:
+        """``model`` (a ``Transformer`` or a preset name: its shape, e.g. ``from_hf``'s) with
+        the kernels this launch runs: dropout, FlashAttention and the fused SwiGLU are the
+        run's choices, which a ``config.json`` does not hold.
+
+        Parameters
+        ----------
+        model : Transformer or str
+
+        Returns
+        -------
+        Transformer
+        """
+        return replace(preset(MODELS, model, "model"), dropout=self.model.dropout,
+                       flash_attention=self.model.flash_attention,
+                       fused_swiglu=self.model.fused_swiglu)
 
 
 def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
