@@ -114,10 +114,13 @@ def _stages(model, hardware, schedule: Schedule, grid: RunGrid, layout=None, lay
 class ModelCosts(Costs):
     """``Costs`` priced by the cost model, with the ``error_bar`` of the step time they give
     (``fastpp.model.errorbar.ErrorBar``: the expected relative error from ``validate``'s
-    residuals in the configuration's regime, and whether it is extrapolated). Equal to a
-    ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
+    residuals in the configuration's regime, and whether it is extrapolated), and per stage
+    the bytes a recomputed layer brings back during its backward (``recomputed``,
+    ``fastpp.model.stages.recomputed_bytes``: ``plan`` adds each device's largest to its
+    peak). Equal to a ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
 
     error_bar: ErrorBar | None = None
+    recomputed: np.ndarray | None = None
 
 
 def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80GB", *,
@@ -260,7 +263,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       gamma=table["gamma"], act=table["act"],
                       bandwidth=table["bandwidth"],
                       message_bytes=table["message_bytes"], fb=table.get("fb"),
-                      error_bar=error_bar(regime(model, hardware, config.seq, config.t)))
+                      error_bar=error_bar(regime(model, hardware, config.seq, config.t)),
+                      recomputed=table["recomputed"])
 
 
 # the run keywords' defaults, under their keyword names: config= replaces them all
