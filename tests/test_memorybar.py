@@ -13,7 +13,8 @@ import pytest
 from helpers import recomputed_bytes
 
 from fastpp import build_schedule, simulate
-from fastpp.model import Transformer, device_bytes, plan, transformer_costs
+from fastpp.model import RunConfig, Transformer, device_bytes, plan, transformer_costs
+from fastpp.model.explain import explain
 from fastpp.model.memorybar import (
     FACTS,
     TABLE,
@@ -199,3 +200,20 @@ def test_selective_recomputation_holds_the_scores_of_the_core_it_reruns():
         rows[model.name] = df.peak_activations.iloc[0] - stored.max()
     assert rows["eager"] == pytest.approx(5 * 16 * 2048 * 2048 / 2, rel=1e-9)
     assert rows["flash"] == 0
+
+
+def test_runs_the_bar_does_not_measure_get_none():
+    """Context parallelism's buffers, offloading and recompute modules other than core_attn
+    are not measured: NaN, and explain says what is not."""
+    kw = dict(seq=4096, global_batch=64, tp=[2], pp=[2], microbatch=1, schedules=["1f1b"],
+              workers=1)
+    assert plan("llama2-7b", 16, **kw, recompute=["selective"])[
+        "expected_memory_error"].notna().all()
+    for extra in (dict(cp=[2]), dict(offload_modules=["attn_norm"]),
+                  dict(recompute_modules=["core_attn", "mlp"])):
+        df = plan("llama2-7b", 32 if "cp" in extra else 16, **kw, recompute=["selective"],
+                  **extra)
+        assert df["expected_memory_error"].isna().all(), extra
+    run = RunConfig(seq=4096, global_batch=64, t=2, p=2, cp=2, d=2, microbatch=1)
+    text = explain("llama2-7b", run, neighbours=0, workers=1).table()
+    assert "not measured: context parallelism's exchange buffers (cp > 1)" in text

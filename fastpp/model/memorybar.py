@@ -66,7 +66,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..checks import ScheduleError, one_of
+from ..checks import ScheduleError, one_of, positive_int
+from .hardware import preset
+from .presets import MODELS
 from .transformer import RECOMPUTE, Transformer, layer_costs
 
 TABLE = Path(__file__).with_name("memorybars.json")
@@ -332,6 +334,38 @@ def memory_table(measured) -> list[dict]:
 def _groups() -> dict[tuple, dict]:
     regimes = json.loads(TABLE.read_text())["regimes"]
     return {tuple(g[f] for f in FACTS): g for g in regimes}
+
+
+def unmeasured(model: Transformer, recompute: str, cp: int = 1, recipe=None) -> str:
+    """What of a run's activations the measured layer does not cover ("" if none).
+
+    Parameters
+    ----------
+    model : Transformer or str
+        A ``Transformer`` or a preset name (``fastpp.model.MODELS``).
+    recompute : {"none", "selective", "full"}
+    cp : int
+        The context-parallel degree: its exchange buffers (``cp > 1``) are not measured.
+    recipe : fastpp.model.recipes.Recipe, optional
+        The memory recipe: offloading and recompute modules other than ``core_attn`` are not
+        measured.
+
+    Returns
+    -------
+    str
+        The parts not measured, ``"; "``-joined; empty where the bar covers the run.
+    """
+    model = preset(MODELS, model, "model")
+    one_of(recompute, "recompute", RECOMPUTE)
+    out = [what for what, missing in (
+        ("MoE experts' activations", model.moe), ("MLA's activations", model.mla),
+        ("context parallelism's exchange buffers (cp > 1)", positive_int(cp, "cp") > 1),
+        ("offloaded activations (offload_modules)", recipe is not None
+         and bool(recipe.offload_modules) and recompute != "full"),
+        ("recompute modules other than core_attn", recipe is not None
+         and recompute == "selective" and set(recipe.recompute_modules) != {"core_attn"}))
+        if missing]
+    return "; ".join(out)
 
 
 def activation_error(model: Transformer, recompute: str) -> float:

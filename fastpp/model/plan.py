@@ -40,7 +40,7 @@ from .config import (
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
-from .memorybar import activation_error
+from .memorybar import activation_error, unmeasured
 from .moe import expert_reasons
 from .overlap import overlap_reason
 from .presets import MODELS
@@ -220,7 +220,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         shares); ``expected_memory_error`` (the peak memory's expected relative error: the
         activations' error measured against PyTorch, ``fastpp.model.memorybar``, times their
         share, and the no-recomputation regime's on a recomputed layer's working set; NaN
-        for MoE and MLA, not measured); ``fits``, and
+        where not measured, ``memorybar.unmeasured``: MoE, MLA, ``cp > 1``, offloading,
+        recompute modules other than ``core_attn``); ``fits``, and
         ``reason``: why the configuration cannot run or does not fit ("" if it does).
 
     Raises
@@ -420,13 +421,16 @@ def _memory_error(model, cols, rows, recipe) -> np.ndarray:
     (``memorybar.activation_error`` of its recomputation) times their share of the peak
     memory, plus the no-recomputation regime's error times the share of a recomputed layer's
     working set (``stages.recomputed_bytes``; the weights, gradients and optimizer states
-    are exact); NaN where not measured."""
-    rc = cols["recompute"]
+    are exact); NaN where not measured (``memorybar.unmeasured``)."""
+    rc, cp = cols["recompute"], cols["cp"]
     bars = np.array([activation_error(model, r) for r in RECOMPUTE])
     working = rows["recomputed_bytes"]
     with np.errstate(invalid="ignore", divide="ignore"):
         error = (bars[rc] * (rows["peak_activations"] - working)
                  + bars[0] * working) / rows["peak_memory"]
+    for r, c in {(int(r), int(c)) for r, c in zip(rc, cp, strict=True)}:
+        if unmeasured(model, RECOMPUTE[r], c, recipe):
+            error[(rc == r) & (cp == c)] = np.nan
     return error
 
 
