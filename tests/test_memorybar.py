@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import recomputed_bytes
 
-from fastpp import build_schedule, simulate
-from fastpp.model import RunConfig, Transformer, device_bytes, plan, transformer_costs
+from fastpp import ScheduleError, build_schedule, simulate
+from fastpp.model import MODELS, RunConfig, Transformer, device_bytes, plan, transformer_costs
 from fastpp.model.explain import explain
 from fastpp.model.memorybar import (
     FACTS,
@@ -217,3 +217,17 @@ def test_runs_the_bar_does_not_measure_get_none():
     run = RunConfig(seq=4096, global_batch=64, t=2, p=2, cp=2, d=2, microbatch=1)
     text = explain("llama2-7b", run, neighbours=0, workers=1).table()
     assert "not measured: context parallelism's exchange buffers (cp > 1)" in text
+
+
+def test_bad_input_is_a_schedule_error_naming_the_parameter():
+    assert activation_error("llama2-7b", "none") == activation_error(MODELS["llama2-7b"],
+                                                                     "none")
+    gelu = Transformer(1, 128, 4, name="gelu")
+    for call, name in ((lambda: activation_error(None, "none"), "model"),
+                       (lambda: activation_error("no-such-model", "none"), "model"),
+                       (lambda: saved_bytes(gelu, 0, 1), "seq"),
+                       (lambda: saved_bytes(gelu, 64, -1), "microbatch"),
+                       (lambda: saved_bytes(gelu, 64, 1, fused_swiglu=True), "fused_swiglu"),
+                       (lambda: formula_bytes(gelu, 0, 1, "none"), "seq")):
+        with pytest.raises(ScheduleError, match=name):
+            call()

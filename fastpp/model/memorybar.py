@@ -66,7 +66,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..checks import ScheduleError, one_of, positive_int
+from ..checks import ScheduleError, flag, nonnegative_int, one_of, positive_int
 from .hardware import preset
 from .presets import MODELS
 from .transformer import RECOMPUTE, Transformer, layer_costs
@@ -93,15 +93,44 @@ class MemoryRegime(NamedTuple):
 
 
 def regime_of(model: Transformer, recompute: str) -> MemoryRegime:
-    """``model``'s ``MemoryRegime`` under ``recompute``."""
+    """``model``'s ``MemoryRegime`` under ``recompute``.
+
+    Parameters
+    ----------
+    model : Transformer or str
+        A ``Transformer`` or a preset name (``fastpp.model.MODELS``).
+    recompute : {"none", "selective", "full"}
+
+    Returns
+    -------
+    MemoryRegime
+    """
+    model = preset(MODELS, model, "model")
+    one_of(recompute, "recompute", RECOMPUTE)
     return MemoryRegime("flash" if model.flash_attention else "eager",
                         "swiglu" if model.swiglu else "gelu", recompute)
 
 
 def formula_bytes(model: Transformer, seq: int, microbatch: int, recompute: str) -> float:
-    """One layer's activation bytes as fastpp prices them (``layer_costs`` at ``t = 1``)."""
+    """One layer's activation bytes as fastpp prices them (``layer_costs`` at ``t = 1``).
+
+    Parameters
+    ----------
+    model : Transformer or str
+        A ``Transformer`` or a preset name (``fastpp.model.MODELS``).
+    seq, microbatch : int
+        Sequence length and sequences, each at least 1.
+    recompute : {"none", "selective", "full"}
+
+    Returns
+    -------
+    float
+        Bytes the layer keeps for its backward.
+    """
+    model = preset(MODELS, model, "model")
     one_of(recompute, "recompute", RECOMPUTE)
-    return float(layer_costs(model, seq, microbatch, 1, False,
+    return float(layer_costs(model, positive_int(seq, "seq"),
+                             positive_int(microbatch, "microbatch"), 1, False,
                              RECOMPUTE.index(recompute))["activations"])
 
 
@@ -112,19 +141,22 @@ def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = 
 
     Parameters
     ----------
-    model : Transformer
-        Its ``hidden``, ``heads``, ``kv_heads``, ``ffn``, ``swiglu``, ``dropout`` and
+    model : Transformer or str
+        A dense ``Transformer`` with heads of ``hidden / heads`` (or a preset name): its
+        ``hidden``, ``heads``, ``kv_heads``, ``ffn``, ``swiglu``, ``dropout`` and
         ``flash_attention`` (``"flash"``: ``scaled_dot_product_attention``) shape the layer.
     seq, microbatch : int
+        Sequence length and sequences, each at least 1.
     recompute : {"none", "selective", "full"}
     norm : {"layernorm", "rmsnorm"}
     fused_swiglu : bool
         SwiGLU as one op keeping its input (Megatron's, Transformer Engine's), else as
-        TorchTitan's separate SiLU and product.
+        TorchTitan's separate SiLU and product; only for a SwiGLU model.
     rope : bool
         Rotary embeddings on Q and K, as one op keeping only its angles (Megatron's and
         Transformer Engine's fused RoPE): Q and K become new tensors while V stays a view.
     seed : int
+        PyTorch's seed for the weights and the input, at least 0.
 
     Returns
     -------
@@ -132,13 +164,20 @@ def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = 
         The bytes of the distinct storages saved for backward, the weights left out. The
         backward is run once, so the saved set is one the layer can train with.
     """
-    import torch
-
+    model = preset(MODELS, model, "model")
+    seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
     one_of(recompute, "recompute", RECOMPUTE)
     one_of(norm, "norm", NORMS)
+    if flag(fused_swiglu, "fused_swiglu") and not model.swiglu:
+        raise ScheduleError(f"fused_swiglu must be False for a model without SwiGLU (got "
+                            f"fused_swiglu=True, model {model.name!r} with GeLU)")
+    flag(rope, "rope")
+    seed = nonnegative_int(seed, "seed")
     if model.moe or model.mla or model.head_dim * model.heads != model.hidden:
         raise ScheduleError(f"model must be a dense layer with standard attention, heads of "
                             f"hidden/heads (got {model.name!r})")
+    import torch
+
     torch.manual_seed(seed)
     layer, params = _torch_layer(torch, model, norm, fused_swiglu, rope)
     run = layer
@@ -281,8 +320,15 @@ def _torch_layer(torch, model: Transformer, norm: str, fused_swiglu: bool, rope:
     return forward, list(w.values())
 
 
-def variants():
-    """The measured grid: one dict of ``saved_bytes``' arguments (and the model's) per row."""
+def variants() -> list[dict]:
+    """The measured grid.
+
+    Returns
+    -------
+    list of dict
+        One dict of ``saved_bytes``' arguments per variant: ``SHAPES`` times the attention
+        kernels, MLPs and recomputations, dropout on and off, SwiGLU eager and fused.
+    """
     out = []
     for (h, a, g, s, b, norm, rope), attention, mlp, recompute in product(
             SHAPES, ATTENTION, MLP, RECOMPUTE):
@@ -299,8 +345,19 @@ def variants():
 
 
 def measure(rows=None) -> list[dict]:
-    """``variants()`` (or ``rows``) measured: each with its ``measured`` and ``formula``
-    bytes and ``error = formula / measured - 1``."""
+    """The variants measured in PyTorch (needs torch).
+
+    Parameters
+    ----------
+    rows : list of dict, optional
+        ``saved_bytes``' arguments per variant (default ``variants()``).
+
+    Returns
+    -------
+    list of dict
+        Each row with its ``measured`` (``saved_bytes``) and ``formula``
+        (``formula_bytes``) bytes and ``error = formula / measured - 1``.
+    """
     import torch
 
     threads = torch.get_num_threads()
@@ -319,8 +376,19 @@ def measure(rows=None) -> list[dict]:
 
 
 def memory_table(measured) -> list[dict]:
-    """Per ``MemoryRegime`` of ``measure()``'s rows: ``rows``, ``rms``, ``bias`` and ``worst``
-    (the largest absolute) relative errors of the activations; sorted by regime."""
+    """The measured rows grouped by ``MemoryRegime``.
+
+    Parameters
+    ----------
+    measured : list of dict
+        ``measure()``'s rows.
+
+    Returns
+    -------
+    list of dict
+        Per regime (sorted): its ``FACTS``, ``rows``, and the ``rms``, ``bias`` and ``worst``
+        (the largest absolute) relative errors of the activations, rounded to 4 places.
+    """
     groups: dict[tuple, list[float]] = {}
     for r in measured:
         groups.setdefault(tuple(regime_of(r["model"], r["recompute"])), []).append(r["error"])
@@ -369,9 +437,22 @@ def unmeasured(model: Transformer, recompute: str, cp: int = 1, recipe=None) -> 
 
 
 def activation_error(model: Transformer, recompute: str) -> float:
-    """The expected relative error of ``model``'s dense layers' activation bytes under
-    ``recompute`` (the RMS of its measured regime, see the module); NaN where not measured
-    (MoE, MLA)."""
+    """The expected relative error of ``model``'s dense layers' stored activation bytes.
+
+    Parameters
+    ----------
+    model : Transformer or str
+        A ``Transformer`` or a preset name (``fastpp.model.MODELS``).
+    recompute : {"none", "selective", "full"}
+
+    Returns
+    -------
+    float
+        The RMS relative error of the measured regime (``regime_of``; see the module), of
+        what the layers keep between their forward and backward; NaN where not measured
+        (MoE, MLA). A recomputed layer's working set carries the ``"none"`` regime's.
+    """
+    model = preset(MODELS, model, "model")
     one_of(recompute, "recompute", RECOMPUTE)
     if model.moe or model.mla:
         return math.nan
