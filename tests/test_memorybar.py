@@ -131,9 +131,13 @@ def test_explain_shows_the_memory_error_bar(capsys):
 
 
 def test_weights_gradients_and_optimizer_states_are_a_torch_models_bytes(torch):
-    """The exact parts: a PyTorch model's parameters times bf16 weights and gradients and
-    Adam's fp32 master copy and two moments, as one device holds them. fastpp leaves out the
-    final norm (``h`` parameters), so the counts differ by exactly that."""
+    """The parts counted, not modelled: a PyTorch model's parameters times bf16 weights,
+    Adam's fp32 master copy and two moments, and the gradients as the bf16 ``.grad`` PyTorch
+    keeps (Megatron's with ``--grad-reduce-in-bf16``). That is fastpp's convention, not what
+    Megatron holds by default under ``--bf16``: an fp32 ``main_grad`` buffer per parameter
+    (``accumulate_allreduce_grads_in_fp32``; 18 bytes a parameter in its
+    ``theoretical_memory_usage.py``), twice the bytes. fastpp leaves out the final norm (``h``
+    parameters), so the counts differ by exactly that."""
     h, a, g, ffn, v, layers = 64, 4, 2, 160, 300, 2
     model = Transformer(layers, h, a, kv_heads=g, ffn=ffn, vocab=v, swiglu=True)
     nn = torch.nn
@@ -153,10 +157,21 @@ def test_weights_gradients_and_optimizer_states_are_a_torch_models_bytes(torch):
     count = sum(p.numel() for p in net.parameters())
     kept = sum(p.numel() * p.element_size() for p in master) + moments  # fp32 copy, moments
     assert kept == 12 * count
+    net.to(torch.bfloat16)  # a bf16 forward and backward: the .grad PyTorch keeps
+    x = net[0](torch.arange(8)[None])
+    for block in blocks:
+        x = x + block[2](block[1](block[0](x))[..., :h])
+        x = x + block[5](block[4](block[3](x))[..., :ffn])
+    net[-1](net[-2](x)).float().square().sum().backward()
+    bf16 = sum(p.grad.numel() * p.grad.element_size() for p in net.parameters())
+    # Megatron's DDP buffer: one fp32 main_grad per parameter under --bf16
+    main_grad = sum(torch.zeros(p.shape, dtype=torch.float32).nbytes for p in net.parameters())
+    assert bf16 == 2 * count and main_grad == 4 * count
     schedule = build_schedule("1f1b", 1, 1)
     got = {k: float(x[0]) for k, x in device_bytes(model, schedule, zero=0).items()}
-    assert got == {"parameter_bytes": 2 * (count - h), "gradient_bytes": 2 * (count - h),
+    assert got == {"parameter_bytes": 2 * (count - h), "gradient_bytes": bf16 - 2 * h,
                    "optimizer_bytes": 12 * (count - h)}
+    assert got["gradient_bytes"] == (main_grad - 4 * h) / 2  # Megatron's default: not counted
     # ZeRO-1 splits the optimizer states over the data-parallel replicas, ZeRO-2 the
     # gradients too
     for zero, split in ((1, ("optimizer_bytes",)), (2, ("optimizer_bytes", "gradient_bytes"))):

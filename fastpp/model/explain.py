@@ -137,7 +137,8 @@ def _memory_bar(error: float, model, config: RunConfig) -> str:
                              make_recipe(recompute_modules=config.priced_modules))
         return f"no error bar: not measured: {missing} (fastpp.model.memorybar)"
     return (f"± {error:.1%} expected error (activations measured against PyTorch, the rest "
-            f"exact; not covered: workspace, fragmentation, communication buffers)")
+            f"counted, gradients as bf16; not covered: workspace, fragmentation, communication "
+            f"buffers, Megatron's fp32 gradient buffer)")
 
 
 def _recompute_tflops(model, config: RunConfig, row: dict) -> float:

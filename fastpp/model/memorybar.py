@@ -1,10 +1,14 @@
 """The error bar of predicted memory: the activation formula against the bytes PyTorch saves.
 
-A device's predicted memory is its weights, gradients and optimizer states (exact by
-construction: parameter counts times 2 + 2 + 12 bytes, over the ZeRO shares; a test holds the
+A device's predicted memory is its weights, gradients and optimizer states (counted, not
+modelled: parameter counts times 2 + 2 + 12 bytes, over the ZeRO shares; a test holds the
 counts to a PyTorch model's) plus the activations its schedule keeps alive, each layer's
 ``fastpp.model.transformer.layer_costs`` bytes (Korthikanti et al. 2022's ``sbh(34 +
-5as/h)`` and its variants). Only the latter is a model, and this module measures it.
+5as/h)`` and its variants), plus a recomputed layer's working set during its backward
+(``fastpp.model.stages.recomputed_bytes``). The activations are a model, and this module
+measures them. The 2 gradient bytes are a convention, bf16 gradients (Megatron's with
+``--grad-reduce-in-bf16``): Megatron's default under ``--bf16`` holds an fp32 ``main_grad``
+buffer, 2 bytes a parameter more, which fastpp does not count.
 
 ``saved_bytes`` builds the dense layer the formula describes in PyTorch, in bf16 on the CPU
 (a norm, the fused QKV product, the attention core, the output projection, dropout, the
@@ -40,13 +44,22 @@ bf16 input and an fp32 statistic (CPU's composite keeps fp32 copies).
 Each variant's relative error ``formula / measured - 1`` is grouped by the three facts a
 configuration gives (``MemoryRegime``: attention kernel, MLP, recomputation); a group's RMS is
 the expected error of the activations (``activation_error``). ``plan`` rows carry
-``expected_memory_error``: that error times the activations' share of the peak memory.
+``expected_memory_error``: that error times the stored activations' share of the peak memory,
+plus the ``"none"`` regime's error times the share of a recomputed layer's working set. Full
+recomputation keeps each layer's input, exactly (RMS 0), but re-runs one layer's forward
+inside its backward, so one layer's bytes without recomputation are alive beside the
+checkpoints: its bar is the ``"none"`` regime's on those bytes. Selective recomputation
+without FlashAttention likewise brings back one layer's scores, under the ``"none"``
+regime's bar. ``unmeasured`` names what a run holds beyond the measured layer; its rows get
+NaN.
 
 Not covered (no measurement here): the framework's workspace and the allocator's
 fragmentation, NCCL's and the pipeline's communication buffers, CUDA graphs' pools, the
 embedding's and the loss's activations, the tensor-parallel split of the bytes (measured at
-``t = 1``), context parallelism's exchange buffers, recompute modules other than
-``core_attn``, MoE experts and MLA (their rows carry no memory error bar: NaN). Rotary
+``t = 1``), the recomputed layer's working set as such (its bytes are the no-recomputation
+layer's, measured; when they are alive is the schedule's), and, with NaN for their rows,
+context parallelism's exchange buffers, offloaded activations, recompute modules other than
+``core_attn``, MoE experts and MLA. Rotary
 embeddings are in the layer but not in the formula: where V stays a view of the fused QKV
 output beside new Q and K, whatever keeps V keeps that whole output, and the bar shows it.
 

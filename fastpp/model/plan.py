@@ -421,7 +421,8 @@ def _memory_error(model, cols, rows, recipe) -> np.ndarray:
     (``memorybar.activation_error`` of its recomputation) times their share of the peak
     memory, plus the no-recomputation regime's error times the share of a recomputed layer's
     working set (``stages.recomputed_bytes``; the weights, gradients and optimizer states
-    are exact); NaN where not measured (``memorybar.unmeasured``)."""
+    are counted, no bar: see ``memorybar`` for the gradients' convention); NaN where not
+    measured (``memorybar.unmeasured``)."""
     rc, cp = cols["recompute"], cols["cp"]
     bars = np.array([activation_error(model, r) for r in RECOMPUTE])
     working = rows["recomputed_bytes"]

@@ -313,9 +313,10 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     ``fastpp.model.stages.optimizer_split`` holds it (``zero3``; the routed experts stay as
     ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords (one given beside
     it is a ``ScheduleError``) and gives the schedule when ``schedule`` is None. These parts
-    are exact by construction (no error bar: a test holds them to a PyTorch model's bytes);
-    the activations' expected error is ``fastpp.model.memorybar``'s, in ``plan``'s
-    ``expected_memory_error``."""
+    are counted, not modelled (no error bar: a test holds them to a PyTorch model's bytes),
+    the gradients as bf16: Megatron's default fp32 ``main_grad`` buffer holds 2 bytes a
+    parameter more (``fastpp.model.memorybar``); the activations' expected error is
+    ``memorybar``'s, in ``plan``'s ``expected_memory_error``."""
     model = preset(MODELS, model, "model")
     if config is None:  # no RunConfig: it needs a seq, which bytes do not depend on
         if schedule is None:
