@@ -454,9 +454,8 @@ def activation_error(model: Transformer, recompute: str) -> float:
 
     Parameters
     ----------
-    model : Transformer or str
-        A ``Transformer`` or a preset name (``fastpp.model.MODELS``).
-    recompute : {"none", "selective", "full"}
+    model, recompute
+        As ``regime_of`` takes them.
 
     Returns
     -------
@@ -466,8 +465,8 @@ def activation_error(model: Transformer, recompute: str) -> float:
         (MoE, MLA). A recomputed layer's working set carries the ``"none"`` regime's.
     """
     model = preset(MODELS, model, "model")
-    one_of(recompute, "recompute", RECOMPUTE)
+    regime = regime_of(model, recompute)
     if model.moe or model.mla:
         return math.nan
-    group = _groups().get(tuple(regime_of(model, recompute)))
+    group = _groups().get(tuple(regime))
     return math.nan if group is None else float(group["rms"])
