@@ -18,6 +18,7 @@ from speedup import check_speedup, record
 
 from fastpp import build_schedule, simulate
 from fastpp.model import device_bytes, plan, transformer_costs
+from fastpp.model.stages import device_recomputed_bytes
 
 JOB = dict(model="deepseek-v3", gpus=2048, hardware="H800-80GB", seq=4096, global_batch=3072,
            precision="fp8", node_limit=4, cp=[1, 2, 4], overlap=[False, True], workers=2)
@@ -31,12 +32,15 @@ def loop(rows, args):
     out = []
     for r in rows.itertuples():
         sched = build_schedule(r.schedule, r.p, r.n, r.m)
-        res = simulate(sched, transformer_costs(
+        costs = transformer_costs(
             args["model"], sched, args["hardware"], seq=args["seq"], microbatch=r.microbatch,
             tp=r.t, dp=r.d, recompute=r.recompute, ep=r.ep, precision=args["precision"],
-            node_limit=args["node_limit"], cp=r.cp, zero=r.zero, overlap=r.overlap))
+            node_limit=args["node_limit"], cp=r.cp, zero=r.zero, overlap=r.overlap)
+        res = simulate(sched, costs)
         by = device_bytes(args["model"], sched, tp=r.t, dp=r.d, zero=r.zero, ep=r.ep, cp=r.cp)
-        out.append((res.makespan, float((sum(by.values()) + res.peak_activations).max())))
+        held = res.peak_activations + device_recomputed_bytes(costs.recomputed,
+                                                              sched.stage_to_device, r.p)
+        out.append((res.makespan, float((sum(by.values()) + held).max())))
     return out
 
 

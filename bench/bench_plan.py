@@ -15,6 +15,7 @@ from speedup import check_speedup, record
 
 from fastpp import build_schedule, simulate
 from fastpp.model import device_bytes, plan, transformer_costs
+from fastpp.model.stages import device_recomputed_bytes
 
 # one thread, as the loop runs: the ratio is per configuration, not per machine
 DEFAULT = dict(model="llama3-70b", gpus=64, hardware="H100-80GB", seq=8192, global_batch=512,
@@ -29,11 +30,14 @@ def loop(rows, args):
     out = []
     for r in rows.itertuples():
         sched = build_schedule(r.schedule, r.p, r.n, r.m)
-        res = simulate(sched, transformer_costs(args["model"], sched, args["hardware"],
-                                                seq=args["seq"], microbatch=r.microbatch,
-                                                tp=r.t, dp=r.d, recompute=r.recompute))
+        costs = transformer_costs(args["model"], sched, args["hardware"], seq=args["seq"],
+                                  microbatch=r.microbatch, tp=r.t, dp=r.d,
+                                  recompute=r.recompute)
+        res = simulate(sched, costs)
         by = device_bytes(args["model"], sched, tp=r.t, dp=r.d, zero=r.zero)
-        out.append((res.makespan, float((sum(by.values()) + res.peak_activations).max())))
+        held = res.peak_activations + device_recomputed_bytes(costs.recomputed,
+                                                              sched.stage_to_device, r.p)
+        out.append((res.makespan, float((sum(by.values()) + held).max())))
     return out
 
 

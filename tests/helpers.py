@@ -173,3 +173,17 @@ def tree_status(root) -> set[str] | None:
     except (OSError, subprocess.SubprocessError):  # no git here
         return None
     return set(out.stdout.splitlines()) if out.returncode == 0 else None
+
+
+def recomputed_bytes(model, seq, microbatch, t, recompute, cp=1, sequence_parallel=True):
+    """A dense layer's working set under ``recompute``, by the definition plan prices: its
+    bytes without recomputation less those it keeps (``layer_costs`` on a rank's
+    ``microbatch / cp`` sequences); plan adds it to every device holding a layer."""
+    from fastpp.model import layer_costs
+    from fastpp.model.transformer import RECOMPUTE
+
+    none, kept = (float(layer_costs(model, seq, microbatch / cp, t, sequence_parallel,
+                                    r)["activations"])
+                  for r in (0, RECOMPUTE.index(recompute)))
+    return none - kept
+

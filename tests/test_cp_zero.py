@@ -4,6 +4,7 @@ times by hand, bad input, and plan rows against simulate(build_schedule, transfo
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import recomputed_bytes
 
 from fastpp import SCHEDULES, ScheduleError, build_schedule, simulate
 from fastpp.model import Hardware, Link, Transformer, device_bytes, plan, transformer_costs
@@ -144,9 +145,11 @@ def test_plan_rows_equal_simulate_with_cp_zero3_overlap(wide_plan):
                                   overlap=r.overlap)
         res = simulate(sched, costs)
         by = device_bytes(MODEL, sched, tp=r.t, dp=r.d, cp=r.cp, zero=r.zero)
-        # the exchange's buffers of one layer (plan's default cp_comm, the all-gather's)
+        # the exchange's buffers of one layer (plan's default cp_comm, the all-gather's) and a
+        # recomputed layer's working set
         total = (sum(by.values()) + res.peak_activations
-                 + cp_buffer_bytes(MODEL, 32, r.microbatch, r.t, r.cp, "all-gather"))
+                 + cp_buffer_bytes(MODEL, 32, r.microbatch, r.t, r.cp, "all-gather")
+                 + recomputed_bytes(MODEL, 32, r.microbatch, r.t, r.recompute, r.cp))
         worst = int(np.argmax(total))
         assert (r.makespan, r.bubble_ratio) == pytest.approx((res.makespan, res.bubble_ratio),
                                                              rel=1e-12), r

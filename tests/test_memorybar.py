@@ -5,13 +5,16 @@ storages autograd keeps; the tests given the ``torch`` fixture run it for real (
 skip without torch) and hold the formula to it. The rest read the shipped table.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
+from helpers import recomputed_bytes
 
-from fastpp import build_schedule
-from fastpp.model import Transformer, device_bytes, plan
+from fastpp import ScheduleError, build_schedule, simulate
+from fastpp.model import MODELS, RunConfig, Transformer, device_bytes, plan, transformer_costs
+from fastpp.model.explain import explain
 from fastpp.model.memorybar import (
     FACTS,
     TABLE,
@@ -99,14 +102,20 @@ def test_swiglu_is_counted_as_its_kernels_keep_it(torch, fused):
 
 
 def test_plan_rows_carry_the_activations_bar_times_their_share():
+    """The stored activations carry their regime's bar; a recomputed layer's working set
+    (full recomputation: one layer's bytes without recomputation, its input aside) the
+    no-recomputation regime's; the checkpoints themselves are exact."""
     df = plan("llama2-7b", 16, seq=4096, global_batch=64, tp=[2], pp=[2],
               microbatch=1, recompute=["none", "full"], schedules=["1f1b"], workers=1)
+    llama = Transformer(32, 4096, 32, ffn=11008, swiglu=True)
+    none = activation_error(llama, "none")
     for r in df.itertuples():
-        bar = activation_error(Transformer(32, 4096, 32, ffn=11008, swiglu=True), r.recompute)
+        working = recomputed_bytes(llama, 4096, 1, 2, r.recompute)
         assert r.expected_memory_error == pytest.approx(
-            bar * r.peak_activations / r.peak_memory, rel=1e-12)
-    assert (df["recompute"] == "full").any()
-    assert (df.loc[df["recompute"] == "full", "expected_memory_error"] == 0).all()
+            (activation_error(llama, r.recompute) * (r.peak_activations - working)
+             + none * working) / r.peak_memory, rel=1e-12)
+    full = df.loc[df["recompute"] == "full", "expected_memory_error"]
+    assert len(full) and (full > 0).all()
     assert (df.loc[df["recompute"] == "none", "expected_memory_error"] > 0.001).all()
     moe = plan("mixtral-8x7b", 64, seq=4096, global_batch=64, tp=[2], pp=[4], ep=[8],
                microbatch=1, recompute=["full"], schedules=["1f1b"], workers=1)
@@ -128,9 +137,13 @@ def test_explain_shows_the_memory_error_bar(capsys):
 
 
 def test_weights_gradients_and_optimizer_states_are_a_torch_models_bytes(torch):
-    """The exact parts: a PyTorch model's parameters times bf16 weights and gradients and
-    Adam's fp32 master copy and two moments, as one device holds them. fastpp leaves out the
-    final norm (``h`` parameters), so the counts differ by exactly that."""
+    """The parts counted, not modelled: a PyTorch model's parameters times bf16 weights,
+    Adam's fp32 master copy and two moments, and the gradients as the bf16 ``.grad`` PyTorch
+    keeps (Megatron's with ``--grad-reduce-in-bf16``). That is fastpp's convention, not what
+    Megatron holds by default under ``--bf16``: an fp32 ``main_grad`` buffer per parameter
+    (``accumulate_allreduce_grads_in_fp32``; 18 bytes a parameter in its
+    ``theoretical_memory_usage.py``), twice the bytes. fastpp leaves out the final norm (``h``
+    parameters), so the counts differ by exactly that."""
     h, a, g, ffn, v, layers = 64, 4, 2, 160, 300, 2
     model = Transformer(layers, h, a, kv_heads=g, ffn=ffn, vocab=v, swiglu=True)
     nn = torch.nn
@@ -150,13 +163,92 @@ def test_weights_gradients_and_optimizer_states_are_a_torch_models_bytes(torch):
     count = sum(p.numel() for p in net.parameters())
     kept = sum(p.numel() * p.element_size() for p in master) + moments  # fp32 copy, moments
     assert kept == 12 * count
+    net.to(torch.bfloat16)  # a bf16 forward and backward: the .grad PyTorch keeps
+    x = net[0](torch.arange(8)[None])
+    for block in blocks:
+        x = x + block[2](block[1](block[0](x))[..., :h])
+        x = x + block[5](block[4](block[3](x))[..., :ffn])
+    net[-1](net[-2](x)).float().square().sum().backward()
+    bf16 = sum(p.grad.numel() * p.grad.element_size() for p in net.parameters())
+    # Megatron's DDP buffer: one fp32 main_grad per parameter under --bf16
+    main_grad = sum(torch.zeros(p.shape, dtype=torch.float32).nbytes for p in net.parameters())
+    assert bf16 == 2 * count and main_grad == 4 * count
     schedule = build_schedule("1f1b", 1, 1)
     got = {k: float(x[0]) for k, x in device_bytes(model, schedule, zero=0).items()}
-    assert got == {"parameter_bytes": 2 * (count - h), "gradient_bytes": 2 * (count - h),
+    assert got == {"parameter_bytes": 2 * (count - h), "gradient_bytes": bf16 - 2 * h,
                    "optimizer_bytes": 12 * (count - h)}
+    assert got["gradient_bytes"] == (main_grad - 4 * h) / 2  # Megatron's default: not counted
     # ZeRO-1 splits the optimizer states over the data-parallel replicas, ZeRO-2 the
     # gradients too
     for zero, split in ((1, ("optimizer_bytes",)), (2, ("optimizer_bytes", "gradient_bytes"))):
         part = device_bytes(model, schedule, dp=4, zero=zero)
         for k, x in part.items():
             assert float(x[0]) == pytest.approx(got[k] / (4 if k in split else 1), rel=1e-12)
+
+
+def test_a_recomputed_layer_is_alive_during_its_backward():
+    """Full recomputation re-runs a layer's forward inside its backward: beside the
+    checkpoints, one layer's bytes without recomputation are alive (the issue's llama2-7b,
+    t = 2, pp = 4: 0.60 GB of checkpoints and 0.31 GB for one layer, its input among them).
+    By hand, with sequence parallelism over t = 2: (16h + 8F) s b / t bytes without
+    recomputation (Korthikanti's count: norms' and matrices' inputs 8h, Q K V and the
+    projection's input 8h, SwiGLU's inside 8F), less the 2h s b / t input."""
+    df = plan("llama2-7b", 32, seq=4096, global_batch=64, tp=[2], pp=[4], microbatch=1,
+              recompute=["none", "full"], schedules=["1f1b"], workers=1)
+    full = df[df["recompute"] == "full"].iloc[0]
+    h, F, sb, t = 4096, 11008, 4096, 2
+    layer = (16 * h + 8 * F) * sb / t
+    assert layer / 1e9 == pytest.approx(0.31, abs=0.01)
+    sched = build_schedule("1f1b", 4, int(full.n))
+    stored = simulate(sched, transformer_costs("llama2-7b", sched, seq=4096, tp=2, dp=4,
+                                               recompute="full")).peak_activations.max()
+    assert stored / 1e9 == pytest.approx(0.60, abs=0.01)
+    assert full.peak_activations == pytest.approx(stored + layer - 2 * h * sb / t, rel=1e-9)
+
+
+def test_selective_recomputation_holds_the_scores_of_the_core_it_reruns():
+    """Without FlashAttention the re-run core keeps its scores (5as bytes a token with
+    dropout) through its backward; with it, nothing more."""
+    eager = Transformer(8, 1024, 16, vocab=1000, dropout=True, flash_attention=False,
+                        name="eager")
+    rows = {}
+    for model in (eager, dataclasses.replace(eager, flash_attention=True, name="flash")):
+        df = plan(model, 8, seq=2048, global_batch=16, tp=[2], pp=[2], microbatch=1,
+                  recompute=["selective"], schedules=["1f1b"], workers=1)
+        sched = build_schedule("1f1b", 2, int(df.n.iloc[0]))
+        stored = simulate(sched, transformer_costs(model, sched, seq=2048, tp=2, dp=2,
+                                                   recompute="selective")).peak_activations
+        rows[model.name] = df.peak_activations.iloc[0] - stored.max()
+    assert rows["eager"] == pytest.approx(5 * 16 * 2048 * 2048 / 2, rel=1e-9)
+    assert rows["flash"] == 0
+
+
+def test_runs_the_bar_does_not_measure_get_none():
+    """Context parallelism's buffers, offloading and recompute modules other than core_attn
+    are not measured: NaN, and explain says what is not."""
+    kw = dict(seq=4096, global_batch=64, tp=[2], pp=[2], microbatch=1, schedules=["1f1b"],
+              workers=1)
+    assert plan("llama2-7b", 16, **kw, recompute=["selective"])[
+        "expected_memory_error"].notna().all()
+    for extra in (dict(cp=[2]), dict(offload_modules=["attn_norm"]),
+                  dict(recompute_modules=["core_attn", "mlp"])):
+        df = plan("llama2-7b", 32 if "cp" in extra else 16, **kw, recompute=["selective"],
+                  **extra)
+        assert df["expected_memory_error"].isna().all(), extra
+    run = RunConfig(seq=4096, global_batch=64, t=2, p=2, cp=2, d=2, microbatch=1)
+    text = explain("llama2-7b", run, neighbours=0, workers=1).table()
+    assert "not measured: context parallelism's exchange buffers (cp > 1)" in text
+
+
+def test_bad_input_is_a_schedule_error_naming_the_parameter():
+    assert activation_error("llama2-7b", "none") == activation_error(MODELS["llama2-7b"],
+                                                                     "none")
+    gelu = Transformer(1, 128, 4, name="gelu")
+    for call, name in ((lambda: activation_error(None, "none"), "model"),
+                       (lambda: activation_error("no-such-model", "none"), "model"),
+                       (lambda: saved_bytes(gelu, 0, 1), "seq"),
+                       (lambda: saved_bytes(gelu, 64, -1), "microbatch"),
+                       (lambda: saved_bytes(gelu, 64, 1, rope="yes"), "rope"),
+                       (lambda: formula_bytes(gelu, 0, 1, "none"), "seq")):
+        with pytest.raises(ScheduleError, match=name):
+            call()

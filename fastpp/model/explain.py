@@ -17,8 +17,10 @@ from .config import RunConfig, as_run
 from .hardware import HARDWARE, preset
 from .megatron import SCHEDULES as MEGATRON_SCHEDULES
 from .megatron import to_megatron
+from .memorybar import unmeasured
 from .plan import plan
 from .presets import MODELS
+from .recipes import make_recipe
 
 # the choices a neighbour may change, each a plan axis; the rest stay as the run has them
 CHANGED = ("t", "p", "m", "schedule", "microbatch", "recompute", "zero")
@@ -71,7 +73,8 @@ class Explanation:
         lines += [f"    {'total':<18} {r['peak_memory'] / gb:8.1f} GB of "
                   f"{self.hardware.memory_bytes / gb:.0f}"
                   + ("" if r["fits"] else f"   DOES NOT FIT: {r['reason']}"),
-                  f"    {_memory_bar(r['expected_memory_error'])}", ""]
+                  f"    {_memory_bar(r['expected_memory_error'], self.model, self.config)}",
+                  ""]
         if self.neighbours is None:  # not searched
             pass
         elif not self.neighbours:
@@ -127,13 +130,15 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
                        found)
 
 
-def _memory_bar(error: float) -> str:
+def _memory_bar(error: float, model, config: RunConfig) -> str:
     """The total's error bar (``fastpp.model.memorybar``) and what it leaves out."""
     if not np.isfinite(error):
-        return ("no measured error bar: MoE and MLA activations are not measured "
-                "(fastpp.model.memorybar)")
+        missing = unmeasured(model, config.recompute, config.cp,
+                             make_recipe(recompute_modules=config.priced_modules))
+        return f"no error bar: not measured: {missing} (fastpp.model.memorybar)"
     return (f"± {error:.1%} expected error (activations measured against PyTorch, the rest "
-            f"exact; not covered: workspace, fragmentation, communication buffers)")
+            f"counted, gradients as bf16; not covered: workspace, fragmentation, communication "
+            f"buffers, Megatron's fp32 gradient buffer)")
 
 
 def _recompute_tflops(model, config: RunConfig, row: dict) -> float:

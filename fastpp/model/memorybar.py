@@ -1,10 +1,14 @@
 """The error bar of predicted memory: the activation formula against the bytes PyTorch saves.
 
-A device's predicted memory is its weights, gradients and optimizer states (exact by
-construction: parameter counts times 2 + 2 + 12 bytes, over the ZeRO shares; a test holds the
+A device's predicted memory is its weights, gradients and optimizer states (counted, not
+modelled: parameter counts times 2 + 2 + 12 bytes, over the ZeRO shares; a test holds the
 counts to a PyTorch model's) plus the activations its schedule keeps alive, each layer's
 ``fastpp.model.transformer.layer_costs`` bytes (Korthikanti et al. 2022's ``sbh(34 +
-5as/h)`` and its variants). Only the latter is a model, and this module measures it.
+5as/h)`` and its variants), plus a recomputed layer's working set during its backward
+(``fastpp.model.stages.recomputed_bytes``). The activations are a model, and this module
+measures them. The 2 gradient bytes are a convention, bf16 gradients (Megatron's with
+``--grad-reduce-in-bf16``): Megatron's default under ``--bf16`` holds an fp32 ``main_grad``
+buffer, 2 bytes a parameter more, which fastpp does not count.
 
 ``saved_bytes`` builds the dense layer the formula describes in PyTorch, in bf16 on the CPU
 (a norm, the fused QKV product, the attention core, the output projection, dropout, the
@@ -40,13 +44,22 @@ bf16 input and an fp32 statistic (CPU's composite keeps fp32 copies).
 Each variant's relative error ``formula / measured - 1`` is grouped by the three facts a
 configuration gives (``MemoryRegime``: attention kernel, MLP, recomputation); a group's RMS is
 the expected error of the activations (``activation_error``). ``plan`` rows carry
-``expected_memory_error``: that error times the activations' share of the peak memory.
+``expected_memory_error``: that error times the stored activations' share of the peak memory,
+plus the ``"none"`` regime's error times the share of a recomputed layer's working set. Full
+recomputation keeps each layer's input, exactly (RMS 0), but re-runs one layer's forward
+inside its backward, so one layer's bytes without recomputation are alive beside the
+checkpoints: its bar is the ``"none"`` regime's on those bytes. Selective recomputation
+without FlashAttention likewise brings back one layer's scores, under the ``"none"``
+regime's bar. ``unmeasured`` names what a run holds beyond the measured layer; its rows get
+NaN.
 
 Not covered (no measurement here): the framework's workspace and the allocator's
 fragmentation, NCCL's and the pipeline's communication buffers, CUDA graphs' pools, the
 embedding's and the loss's activations, the tensor-parallel split of the bytes (measured at
-``t = 1``), context parallelism's exchange buffers, recompute modules other than
-``core_attn``, MoE experts and MLA (their rows carry no memory error bar: NaN). Rotary
+``t = 1``), the recomputed layer's working set as such (its bytes are the no-recomputation
+layer's, measured; when they are alive is the schedule's), and, with NaN for their rows,
+context parallelism's exchange buffers, offloaded activations, recompute modules other than
+``core_attn``, MoE experts and MLA. Rotary
 embeddings are in the layer but not in the formula: where V stays a view of the fused QKV
 output beside new Q and K, whatever keeps V keeps that whole output, and the bar shows it.
 
@@ -66,7 +79,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..checks import ScheduleError, one_of
+from ..checks import ScheduleError, flag, nonnegative_int, one_of, positive_int
+from .hardware import preset
+from .presets import MODELS
 from .transformer import RECOMPUTE, Transformer, layer_costs
 
 TABLE = Path(__file__).with_name("memorybars.json")
@@ -91,15 +106,44 @@ class MemoryRegime(NamedTuple):
 
 
 def regime_of(model: Transformer, recompute: str) -> MemoryRegime:
-    """``model``'s ``MemoryRegime`` under ``recompute``."""
+    """``model``'s ``MemoryRegime`` under ``recompute``.
+
+    Parameters
+    ----------
+    model : Transformer or str
+        A ``Transformer`` or a preset name (``fastpp.model.MODELS``).
+    recompute : {"none", "selective", "full"}
+
+    Returns
+    -------
+    MemoryRegime
+    """
+    model = preset(MODELS, model, "model")
+    one_of(recompute, "recompute", RECOMPUTE)
     mlp = ("fused-swiglu" if model.fused_swiglu else "swiglu") if model.swiglu else "gelu"
     return MemoryRegime("flash" if model.flash_attention else "eager", mlp, recompute)
 
 
 def formula_bytes(model: Transformer, seq: int, microbatch: int, recompute: str) -> float:
-    """One layer's activation bytes as fastpp prices them (``layer_costs`` at ``t = 1``)."""
+    """One layer's activation bytes as fastpp prices them (``layer_costs`` at ``t = 1``).
+
+    Parameters
+    ----------
+    model : Transformer or str
+        A ``Transformer`` or a preset name (``fastpp.model.MODELS``).
+    seq, microbatch : int
+        Sequence length and sequences, each at least 1.
+    recompute : {"none", "selective", "full"}
+
+    Returns
+    -------
+    float
+        Bytes the layer keeps for its backward.
+    """
+    model = preset(MODELS, model, "model")
     one_of(recompute, "recompute", RECOMPUTE)
-    return float(layer_costs(model, seq, microbatch, 1, False,
+    return float(layer_costs(model, positive_int(seq, "seq"),
+                             positive_int(microbatch, "microbatch"), 1, False,
                              RECOMPUTE.index(recompute))["activations"])
 
 
@@ -109,18 +153,21 @@ def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = 
 
     Parameters
     ----------
-    model : Transformer
-        Its ``hidden``, ``heads``, ``kv_heads``, ``ffn``, ``swiglu``, ``fused_swiglu`` (one op
+    model : Transformer or str
+        A dense ``Transformer`` with heads of ``hidden / heads`` (or a preset name): its
+        ``hidden``, ``heads``, ``kv_heads``, ``ffn``, ``swiglu``, ``fused_swiglu`` (one op
         keeping its input, as Megatron's and Transformer Engine's, else TorchTitan's separate
         SiLU and product), ``dropout`` and ``flash_attention`` (``"flash"``:
         ``scaled_dot_product_attention``) shape the layer.
     seq, microbatch : int
+        Sequence length and sequences, each at least 1.
     recompute : {"none", "selective", "full"}
     norm : {"layernorm", "rmsnorm"}
     rope : bool
         Rotary embeddings on Q and K, as one op keeping only its angles (Megatron's and
         Transformer Engine's fused RoPE): Q and K become new tensors while V stays a view.
     seed : int
+        PyTorch's seed for the weights and the input, at least 0.
 
     Returns
     -------
@@ -128,13 +175,17 @@ def saved_bytes(model: Transformer, seq: int, microbatch: int, recompute: str = 
         The bytes of the distinct storages saved for backward, the weights left out. The
         backward is run once, so the saved set is one the layer can train with.
     """
-    import torch
-
+    model = preset(MODELS, model, "model")
+    seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
     one_of(recompute, "recompute", RECOMPUTE)
     one_of(norm, "norm", NORMS)
+    flag(rope, "rope")
+    seed = nonnegative_int(seed, "seed")
     if model.moe or model.mla or model.head_dim * model.heads != model.hidden:
         raise ScheduleError(f"model must be a dense layer with standard attention, heads of "
                             f"hidden/heads (got {model.name!r})")
+    import torch
+
     torch.manual_seed(seed)
     layer, params = _torch_layer(torch, model, norm, rope)
     run = layer
@@ -277,8 +328,15 @@ def _torch_layer(torch, model: Transformer, norm: str, rope: bool):
     return forward, list(w.values())
 
 
-def variants():
-    """The measured grid: one dict of ``saved_bytes``' arguments (and the model's) per row."""
+def variants() -> list[dict]:
+    """The measured grid.
+
+    Returns
+    -------
+    list of dict
+        One dict of ``saved_bytes``' arguments per variant: ``SHAPES`` times the attention
+        kernels, MLPs and recomputations, dropout on and off, SwiGLU eager and fused.
+    """
     out = []
     for (h, a, g, s, b, norm, rope), attention, mlp, recompute, dropout in product(
             SHAPES, ATTENTION, MLP, RECOMPUTE, (False, True)):
@@ -293,8 +351,19 @@ def variants():
 
 
 def measure(rows=None) -> list[dict]:
-    """``variants()`` (or ``rows``) measured: each with its ``measured`` and ``formula``
-    bytes and ``error = formula / measured - 1``."""
+    """The variants measured in PyTorch (needs torch).
+
+    Parameters
+    ----------
+    rows : list of dict, optional
+        ``saved_bytes``' arguments per variant (default ``variants()``).
+
+    Returns
+    -------
+    list of dict
+        Each row with its ``measured`` (``saved_bytes``) and ``formula``
+        (``formula_bytes``) bytes and ``error = formula / measured - 1``.
+    """
     import torch
 
     threads = torch.get_num_threads()
@@ -313,8 +382,19 @@ def measure(rows=None) -> list[dict]:
 
 
 def memory_table(measured) -> list[dict]:
-    """Per ``MemoryRegime`` of ``measure()``'s rows: ``rows``, ``rms``, ``bias`` and ``worst``
-    (the largest absolute) relative errors of the activations; sorted by regime."""
+    """The measured rows grouped by ``MemoryRegime``.
+
+    Parameters
+    ----------
+    measured : list of dict
+        ``measure()``'s rows.
+
+    Returns
+    -------
+    list of dict
+        Per regime (sorted): its ``FACTS``, ``rows``, and the ``rms``, ``bias`` and ``worst``
+        (the largest absolute) relative errors of the activations, rounded to 4 places.
+    """
     groups: dict[tuple, list[float]] = {}
     for r in measured:
         groups.setdefault(tuple(regime_of(r["model"], r["recompute"])), []).append(r["error"])
@@ -330,12 +410,56 @@ def _groups() -> dict[tuple, dict]:
     return {tuple(g[f] for f in FACTS): g for g in regimes}
 
 
-def activation_error(model: Transformer, recompute: str) -> float:
-    """The expected relative error of ``model``'s dense layers' activation bytes under
-    ``recompute`` (the RMS of its measured regime, see the module); NaN where not measured
-    (MoE, MLA)."""
+def unmeasured(model: Transformer, recompute: str, cp: int = 1, recipe=None) -> str:
+    """What of a run's activations the measured layer does not cover ("" if none).
+
+    Parameters
+    ----------
+    model : Transformer or str
+        A ``Transformer`` or a preset name (``fastpp.model.MODELS``).
+    recompute : {"none", "selective", "full"}
+    cp : int
+        The context-parallel degree: its exchange buffers (``cp > 1``) are not measured.
+    recipe : fastpp.model.recipes.Recipe, optional
+        The memory recipe: offloading and recompute modules other than ``core_attn`` are not
+        measured.
+
+    Returns
+    -------
+    str
+        The parts not measured, ``"; "``-joined; empty where the bar covers the run.
+    """
+    model = preset(MODELS, model, "model")
     one_of(recompute, "recompute", RECOMPUTE)
+    out = [what for what, missing in (
+        ("MoE experts' activations", model.moe), ("MLA's activations", model.mla),
+        ("context parallelism's exchange buffers (cp > 1)", positive_int(cp, "cp") > 1),
+        ("offloaded activations (offload_modules)", recipe is not None
+         and bool(recipe.offload_modules) and recompute != "full"),
+        ("recompute modules other than core_attn", recipe is not None
+         and recompute == "selective" and set(recipe.recompute_modules) != {"core_attn"}))
+        if missing]
+    return "; ".join(out)
+
+
+def activation_error(model: Transformer, recompute: str) -> float:
+    """The expected relative error of ``model``'s dense layers' stored activation bytes.
+
+    Parameters
+    ----------
+    model, recompute
+        As ``regime_of`` takes them.
+
+    Returns
+    -------
+    float
+        The RMS relative error of the measured regime (``regime_of``; see the module), of
+        what the layers keep between their forward and backward; NaN where not measured
+        (MoE, MLA). A recomputed layer's working set carries the ``"none"`` regime's.
+    """
+    model = preset(MODELS, model, "model")
+    regime = regime_of(model, recompute)
     if model.moe or model.mla:
         return math.nan
-    group = _groups().get(tuple(regime_of(model, recompute)))
+    group = _groups().get(tuple(regime))
     return math.nan if group is None else float(group["rms"])

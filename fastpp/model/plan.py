@@ -40,7 +40,7 @@ from .config import (
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
-from .memorybar import activation_error
+from .memorybar import activation_error, unmeasured
 from .moe import expert_reasons
 from .overlap import overlap_reason
 from .presets import MODELS
@@ -51,6 +51,7 @@ from .stages import (
     cp_buffer_bytes,
     device_memory,
     device_parameters,
+    device_recomputed_bytes,
     idle_reason,
     idle_stages,
     stage_table,
@@ -210,14 +211,17 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         (``Transformer.flops_per_token`` over the bf16 peak), ``tflops_per_gpu`` (Megatron's
         count, ``Transformer.megatron_flops_per_token``, per GPU and second),
         ``bubble_ratio`` and, on the GPU with the most bytes, ``peak_activations`` (with
-        ``cp > 1`` one layer's K and V exchange buffers too, ``stages.cp_buffer_bytes``),
+        ``cp > 1`` one layer's K and V exchange buffers too, ``stages.cp_buffer_bytes``; with
+        recomputation a recomputed layer's working set, ``stages.recomputed_bytes``),
         ``parameter_bytes``, ``gradient_bytes``, ``optimizer_bytes`` and their sum
         ``peak_memory``; ``expected_error`` (the step time's expected relative error from
         ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``) and
         ``extrapolated`` ("" inside a validated regime, else the facts no validated row
         shares); ``expected_memory_error`` (the peak memory's expected relative error: the
         activations' error measured against PyTorch, ``fastpp.model.memorybar``, times their
-        share; NaN for MoE and MLA, not measured); ``fits``, and
+        share, and the no-recomputation regime's on a recomputed layer's working set; NaN
+        where not measured, ``memorybar.unmeasured``: MoE, MLA, ``cp > 1``, offloading,
+        recompute modules other than ``core_attn``); ``fits``, and
         ``reason``: why the configuration cannot run or does not fit ("" if it does).
 
     Raises
@@ -284,7 +288,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     rows = _simulate(model, hardware, grid, global_batch, cols, splits, capacity,
                      bool(gradient_overlap), reduce_bytes, workers,
                      None if noise is None else (noise, samples, seed))
-    frame = _table(pd, model, hardware, seq, gpus, cols, rows)
+    frame = _table(pd, model, hardware, seq, gpus, cols, rows, shared["recipe"])
     rank = -frame["tokens_per_s"].fillna(-1).to_numpy()
     if objective is not None:
         rank = objective_values(frame, objective, lam, "step_time").fillna(np.inf).to_numpy()
@@ -376,8 +380,9 @@ def _grid(axes: dict, sched: list, n_splits: int) -> dict[str, np.ndarray]:
     return cols
 
 
-def _table(pd, model, hardware, seq, gpus, cols, rows):
-    """The plan's frame (``PLAN_COLUMNS``, and ``NOISY`` under noise), in grid order."""
+def _table(pd, model, hardware, seq, gpus, cols, rows, recipe):
+    """The plan's frame (``PLAN_COLUMNS``, and ``NOISY`` under noise), in grid order;
+    ``recipe`` the memory recipe priced (``fastpp.model.recipes``, or None)."""
     return pd.DataFrame({
         "model": model.name, "gpus": gpus, "t": cols["t"], "cp": cols["cp"], "p": cols["p"],
         "d": cols["d"], "ep": cols["ep"], "etp": cols["etp"],
@@ -388,7 +393,7 @@ def _table(pd, model, hardware, seq, gpus, cols, rows):
         "precision": np.array(PRECISIONS, object)[cols["precision"]],
         **{k: rows[k] for k in ("layout", *NUMBERS)},
         **_error_bars(model, hardware, seq, cols["t"]),
-        "expected_memory_error": _memory_error(model, cols["recompute"], rows),
+        "expected_memory_error": _memory_error(model, cols, rows, recipe),
         **{k: rows[k] for k in ("fits", "reason")},
         **{k: rows[k] for k in NOISY if k in rows}})
 
@@ -411,13 +416,23 @@ def _error_bars(model, hardware, seq, t) -> dict[str, np.ndarray]:
             "extrapolated": np.array([bars[x].extrapolated for x in t.tolist()], object)}
 
 
-def _memory_error(model, recompute, rows) -> np.ndarray:
-    """``expected_memory_error`` of every row: its activations' measured error
-    (``memorybar.activation_error``) times their share of the peak memory (the weights,
-    gradients and optimizer states are exact); NaN where not measured."""
-    act = np.array([activation_error(model, r) for r in RECOMPUTE])[recompute]
+def _memory_error(model, cols, rows, recipe) -> np.ndarray:
+    """``expected_memory_error`` of every row: its stored activations' measured error
+    (``memorybar.activation_error`` of its recomputation) times their share of the peak
+    memory, plus the no-recomputation regime's error times the share of a recomputed layer's
+    working set (``stages.recomputed_bytes``; the weights, gradients and optimizer states
+    are counted, no bar: see ``memorybar`` for the gradients' convention); NaN where not
+    measured (``memorybar.unmeasured``)."""
+    rc, cp = cols["recompute"], cols["cp"]
+    bars = np.array([activation_error(model, r) for r in RECOMPUTE])
+    working = rows["recomputed_bytes"]
     with np.errstate(invalid="ignore", divide="ignore"):
-        return act * rows["peak_activations"] / rows["peak_memory"]
+        error = (bars[rc] * (rows["peak_activations"] - working)
+                 + bars[0] * working) / rows["peak_memory"]
+    for r, c in {(int(r), int(c)) for r, c in zip(rc, cp, strict=True)}:
+        if unmeasured(model, RECOMPUTE[r], c, recipe):
+            error[(rc == r) & (cp == c)] = np.nan
+    return error
 
 
 def _spelling(short, long, short_name: str, long_name: str):
@@ -562,7 +577,8 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
                                (cols["ep"], cols["etp"]), cols["cp"])
     _context_and_overlap_reasons(seq, cols, sid, reason)
     which, layouts = _layouts(model, chunks, cols["split"], splits, reason)
-    out = {k: np.full(count, np.nan) for k in (*NUMBERS, *(NOISY if noisy else ()))}
+    out = {k: np.full(count, np.nan) for k in (*NUMBERS, "recomputed_bytes",
+                                                 *(NOISY if noisy else ()))}
     out.update(n=n, fits=np.zeros(count, bool), reason=reason,
                layout=np.array([*map(str, layouts), ""], object)[which])
     run = np.flatnonzero(reason == "")
@@ -588,8 +604,11 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
                             f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
                             f"report it")
     peaks, peak_at = rows.peaks, rows.peak_at
-    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, cp, grid.cp_comm), p)
     slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
+    # beyond the stored activations: context parallelism's exchange buffers and the working
+    # set of a recomputed layer, each alive during one layer's backward
+    recomputed = device_recomputed_bytes(table["recomputed"], slot, peaks.size)
+    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, cp, grid.cp_comm), p) + recomputed
     owner = np.repeat(np.arange(run.size), p)
     edp = t * cp * d // (etp * ep)
     params, experts = device_parameters(model, slot, peaks.size, table["params"],
@@ -627,7 +646,8 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
               / 1e12,
               "bubble_ratio": rows.out[:, batch.BUBBLE], "peak_activations": peaks[worst],
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
-              "optimizer_bytes": optimizer[worst], "peak_memory": total[worst]}
+              "optimizer_bytes": optimizer[worst], "peak_memory": total[worst],
+              "recomputed_bytes": recomputed[worst]}
     if noisy is not None:
         values.update(_noisy(sid, p, n, m, fields, first, V, step - makespan, noisy))
     for k, arr in values.items():

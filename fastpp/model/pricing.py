@@ -114,10 +114,13 @@ def _stages(model, hardware, schedule: Schedule, grid: RunGrid, layout=None, lay
 class ModelCosts(Costs):
     """``Costs`` priced by the cost model, with the ``error_bar`` of the step time they give
     (``fastpp.model.errorbar.ErrorBar``: the expected relative error from ``validate``'s
-    residuals in the configuration's regime, and whether it is extrapolated). Equal to a
-    ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
+    residuals in the configuration's regime, and whether it is extrapolated), and per stage
+    the bytes a recomputed layer brings back during its backward (``recomputed``,
+    ``fastpp.model.stages.recomputed_bytes``: ``plan`` adds each device's largest to its
+    peak). Equal to a ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
 
     error_bar: ErrorBar | None = None
+    recomputed: np.ndarray | None = None
 
 
 def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80GB", *,
@@ -260,7 +263,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       gamma=table["gamma"], act=table["act"],
                       bandwidth=table["bandwidth"],
                       message_bytes=table["message_bytes"], fb=table.get("fb"),
-                      error_bar=error_bar(regime(model, hardware, config.seq, config.t)))
+                      error_bar=error_bar(regime(model, hardware, config.seq, config.t)),
+                      recomputed=table["recomputed"])
 
 
 # the run keywords' defaults, under their keyword names: config= replaces them all
@@ -320,9 +324,10 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     ``fastpp.model.stages.optimizer_split`` holds it (``zero3``; the routed experts stay as
     ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords (one set beside it
     to other than its default is a ``ScheduleError``) and gives the schedule when
-    ``schedule`` is None. These parts are exact by construction (no error bar: a test holds
-    them to a PyTorch model's bytes); the activations' expected error is
-    ``fastpp.model.memorybar``'s, in ``plan``'s ``expected_memory_error``."""
+    ``schedule`` is None. These parts are counted, not modelled (no error bar: a test holds
+    them to a PyTorch model's bytes), the gradients as bf16: Megatron's default fp32
+    ``main_grad`` buffer holds 2 bytes a parameter more (``fastpp.model.memorybar``); the
+    activations' expected error is ``memorybar``'s, in ``plan``'s ``expected_memory_error``."""
     model = preset(MODELS, model, "model")
     if config is None:  # no RunConfig: it needs a seq, which bytes do not depend on
         if schedule is None:

@@ -106,7 +106,8 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     -------
     dict
         Per stage ``f, b, w`` (seconds, per device of a plain pipeline: ``m`` times a chunk's
-        time), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma``, ``params`` (on
+        time), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma``,
+        ``recomputed`` (the largest of its layers' ``recomputed_bytes``, once), ``params`` (on
         one rank; reduced over ``d``) and ``expert_params`` (the routed experts' on one GPU,
         reduced over ``edp``), ``fb`` where a configuration's pairs save time, and ``comm``
         (latency), ``bandwidth`` and ``message_bytes`` of each stage's hand-off to the next,
@@ -164,6 +165,7 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         "w": weight * mm,
         "act": np.maximum(act, 1.0) * mm,
         "gamma": gamma,
+        "recomputed": totals["recomputed"],
         "params": params,
         "expert_params": experts,
         "comm": latency,
@@ -205,10 +207,14 @@ def _layer_prices(model, hardware, grid) -> dict:
     sequence_parallel = grid.sequence_parallel
     layer = layer_costs(model, seq, b, t, sequence_parallel, rc)
     times = layer_times(model, hardware, seq, b, t, sequence_parallel, rc)
+    stored = layer_costs(model, seq, b, t, sequence_parallel, 0)["activations"]
     if grid.recipe is not None:  # fastpp.model.recipes: a dense layer's terms
         layer, times = with_recipe(layer, times, recipe_terms(
             model, hardware, grid.recipe, seq, b, t, rc, sequence_parallel, moe=False,
             forward=times["forward"], input_grad=times["input_grad"]))
+        stored = stored - recipe_terms(model, hardware, grid.recipe, seq, b, t, 0,
+                                       sequence_parallel, moe=False)["bytes"]
+    layer["recomputed"] = recomputed_bytes(stored, layer["activations"], rc)
     head = head_times(model, hardware, seq, b, t, sequence_parallel)
     cp_forward, cp_backward = context_parallel_times(model, hardware, seq, grid.microbatch, t,
                                                      grid.cp, grid.cp_comm)
@@ -266,7 +272,8 @@ def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) ->
     act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, t, 1.0))
            + ends * per_stage(4.0 * seq * b * model.vocab / t))
     return {"forward": forward, "backward": backward, "weight": weight, "kept": kept,
-            "act": act, "held_by_w": kept * per_stage(layer["gamma"])}
+            "act": act, "held_by_w": kept * per_stage(layer["gamma"]),
+            "recomputed": np.where(dense > 0, per_stage(layer["recomputed"]), 0.0)}
 
 
 def _handoff_terms(hardware, grid, config, hidden, forward, per_stage):
@@ -298,7 +305,7 @@ def _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers, 
     one = {"forward": times["forward"] + prices["tp_forward"],
            "input_grad": times["input_grad"] + prices["tp_backward"],
            "weight_grad": times["weight_grad"], "activations": layer["activations"],
-           "gamma": layer["gamma"]}
+           "gamma": layer["gamma"], "recomputed": layer["recomputed"]}
     if model.moe:
         one = _moe_layer(model, hardware, grid, prices["exchange"])
         forward = forward + moe_layers * per_stage(one["forward"])
@@ -322,9 +329,12 @@ def _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers, 
     backward = backward + w + mtp * per_stage(one["input_grad"] + proj[1]
                                               + head["head_input_grad"])
     mtp_kept = mtp * per_stage(one["activations"] + BYTES * 2.0 * sbh / t)
+    recomputed = np.maximum(totals["recomputed"], np.where(
+        (moe_layers if model.moe else 0.0) + mtp > 0, per_stage(one["recomputed"]), 0.0))
     return {"forward": forward, "backward": backward, "weight": weight,
             "kept": kept + mtp_kept, "held_by_w": held_by_w + mtp_kept * per_stage(one["gamma"]),
-            "act": act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / t)}
+            "act": act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / t),
+            "recomputed": recomputed}
 
 
 def _pair_times(model, hardware, grid, table, config, partner, layers, moe_layers, per_stage,
@@ -515,6 +525,28 @@ def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero
     return (np.where(three & (zero3 == "layer"), gather, 0.0), np.where(three, scatter, 0.0))
 
 
+def recomputed_bytes(stored, kept, recompute):
+    """The bytes a recomputation brings back for one layer's backward beyond what the layer
+    keeps (its working set, alive until that backward ends): the layer's ``stored`` bytes
+    without recomputation less those it ``kept``, where ``recompute`` (an index into
+    ``transformer.RECOMPUTE``) recomputes. Full recomputation re-runs the layer's forward from
+    its input inside its backward (Megatron's ``CheckpointFunction``, PyTorch's reentrant
+    ``checkpoint``), so the bytes Korthikanti et al. 2022 count for a layer without
+    recomputation are alive at once beside the checkpoints; the selective one re-runs the
+    attention core, whose scores (without FlashAttention) live through its backward. Megatron's
+    ``theoretical_memory_usage.py`` counts neither. ``plan`` adds a device's largest to its
+    peak, as it adds ``cp_buffer_bytes``."""
+    return np.where(np.asarray(recompute) >= 1, np.maximum(stored - kept, 0.0), 0.0)
+
+
+def device_recomputed_bytes(recomputed, device, devices: int) -> np.ndarray:
+    """Per device: the largest ``recomputed`` bytes of the stages it holds (``stage_table``'s
+    per stage; ``device``: each stage's device, below ``devices``)."""
+    out = np.zeros(devices)
+    np.maximum.at(out, np.asarray(device), recomputed)
+    return out
+
+
 def with_recipe(layer: dict, times: dict, terms: dict) -> tuple[dict, dict]:
     """A layer's ``layer_costs`` and ``layer_times`` with a recipe's terms
     (``fastpp.model.recipes.recipe_terms``): its bytes less what the recipe saves (``gamma``,
@@ -542,17 +574,23 @@ def _moe_layer(model, hardware, grid, exchange):
                            imbalance, dispatcher=grid.dispatcher)
     ahead = a2a["dispatch_f"] + a2a["combine_f"]
     behind = a2a["dispatch_b"] + a2a["combine_b"] + np.where(rc == 2, ahead, 0.0)
+    stored = moe_layer_costs(model, seq, b, t, etp, sequence_parallel, 0,
+                             imbalance)["activations"]
     if recipe is not None:
         terms = recipe_terms(model, hardware, recipe, seq, b, t, rc, sequence_parallel,
                              moe=True, ep=ep, etp=etp, imbalance=imbalance, a2a=a2a,
                              forward=times["forward"], input_grad=times["input_grad"])
         layer, times = with_recipe(layer, times, terms)
         behind = behind + terms["comm"]
+        stored = stored - recipe_terms(model, hardware, recipe, seq, b, t, 0,
+                                       sequence_parallel, moe=True, ep=ep, etp=etp,
+                                       imbalance=imbalance)["bytes"]
     tp_forward, tp_backward = _exposed_exchange(layer, times, exchange, grid.tp_overlap)
     return {"forward": times["forward"] + tp_forward + ahead,
             "input_grad": times["input_grad"] + tp_backward + behind,
             "weight_grad": times["weight_grad"], "activations": layer["activations"],
-            "gamma": layer["gamma"]}
+            "gamma": layer["gamma"],
+            "recomputed": recomputed_bytes(stored, layer["activations"], rc)}
 
 
 def chunk_kinds(model: Transformer, layers, loss, mtp) -> tuple[np.ndarray, np.ndarray]:

@@ -62,7 +62,7 @@ from .config import RunConfig, RunGrid
 from .errorbar import regime
 from .hardware import HARDWARE
 from .presets import MODELS
-from .stages import cp_buffer_bytes, step_terms
+from .stages import cp_buffer_bytes, device_recomputed_bytes, step_terms
 
 DATASET = "long_context_published"
 # the runs priced: (model column, gpu_type column prefix) -> (preset model, preset hardware)
@@ -141,7 +141,9 @@ def price(model, hardware, *, seq, global_batch, t, p, cp, d, precision,
     by = device_bytes(model, config=run)
     fixed = max(by["parameter_bytes"] + by["gradient_bytes"] + by["optimizer_bytes"])
     buffers = cp_buffer_bytes(model, seq, microbatch, t, cp, cp_comm)
-    return step, float(fixed + np.max(res.peak_activations) + buffers)
+    held = res.peak_activations + device_recomputed_bytes(table["recomputed"],
+                                                          sched.stage_to_device, p)
+    return step, float(fixed + np.max(held) + buffers)
 
 
 def _runs(frame):
