@@ -445,6 +445,7 @@ def finish_batch(device_first, busy, first, last, span, out):
 # the rows of a ``point`` plan (``point_plan``): one column per op; row ``BY_DEVICE`` lists the
 # ops device by device in position order (``Compiled.device_ops``), the others follow the order
 PREVIOUS, FORWARD, GRADIENT, FORWARD_LINK, GRADIENT_LINK, KIND, STAGE, STAGE2, BY_DEVICE = range(9)
+PLAN_ROWS = BY_DEVICE + 1
 
 
 def point_plan(c: Compiled) -> np.ndarray:

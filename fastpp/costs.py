@@ -15,7 +15,8 @@ from .schedule import Schedule
 
 
 class StageCosts(NamedTuple):
-    """Per-virtual-stage arrays the kernels read (length ``V``); see ``fastpp.kernels``."""
+    """Per-virtual-stage arrays the kernels read (length ``V``, read-only); see
+    ``fastpp.kernels``."""
 
     tf: np.ndarray
     tb: np.ndarray
@@ -156,26 +157,33 @@ class Costs:
         ScheduleError
             If an array's length is neither ``p`` nor ``V``, or ``w > b`` somewhere.
         """
+        return self._per_stage(schedule)[0]
+
+    def _per_stage(self, schedule: Schedule) -> tuple[StageCosts, np.ndarray]:
+        """``per_stage``, and its arrays as ``_rows_for``'s writable block."""
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
-        return self.for_placement(schedule.p, schedule.stage_to_device, schedule.m)
+        stage_to_device = schedule.stage_to_device
+        return self._rows_for((schedule.p, schedule.m, stage_to_device.tobytes()),
+                              stage_to_device)
 
     def for_placement(self, p: int, stage_to_device: np.ndarray, m: int) -> StageCosts:
         """``per_stage`` for any schedule of ``p`` devices with this stage map and ``m``.
 
-        Remembered per stage map (the arrays are shared: read them, do not write them), so a
-        loop that simulates many schedules with one ``Costs`` expands it once per placement.
+        Remembered per stage map, so a loop that simulates many schedules with one ``Costs``
+        expands it once per placement; the arrays are read-only views of the kept ones.
         """
-        return self.rows_for((p, m, stage_to_device.tobytes()), stage_to_device)[0]
+        return self._rows_for((p, m, stage_to_device.tobytes()), stage_to_device)[0]
 
-    def rows_for(self, key: tuple, stage_to_device: np.ndarray) -> tuple[StageCosts, np.ndarray]:
+    def _rows_for(self, key: tuple, stage_to_device: np.ndarray) -> tuple[StageCosts, np.ndarray]:
         """``for_placement`` by its key ``(p, m, stage_to_device.tobytes())``, and the same
-        arrays as the rows of one ``[8, V]`` block (``kernels.stage_costs``'s)."""
+        arrays, writable, as the rows of one ``[8, V]`` block (``kernels.stage_costs``'s), for
+        the kernels alone (a read-only array is another Numba type: another compile)."""
         found = self._expanded.get(key)
         if found is None:
             if len(self._expanded) >= 64:
                 self._expanded.clear()
             rows = self._expand(key[0], stage_to_device, key[1])
-            found = self._expanded[key] = (StageCosts(*rows), rows)
+            found = self._expanded[key] = (StageCosts(*map(_read_only, rows)), rows)
         return found
 
     def _expand(self, p: int, stage_to_device: np.ndarray, m: int) -> np.ndarray:

@@ -174,10 +174,10 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
         raise ScheduleError(f"seed must be an integer in [0, 2**64) (got {seed!r})")
     compiled = schedule.compiled()
     N, V, p = compiled.num_ops, compiled.V, compiled.p
-    c = costs.per_stage(schedule)
+    tf, tb, ti, tw, tfb, comm, _, _ = costs._per_stage(schedule)[1]
     base = np.empty((N, 1))
-    op_durations(compiled.kind, compiled.stage, compiled.stage2, c.tf[:, None], c.tb[:, None],
-                 c.ti[:, None], c.tw[:, None], c.tfb[:, None], base)
+    op_durations(compiled.kind, compiled.stage, compiled.stage2, tf[:, None], tb[:, None],
+                 ti[:, None], tw[:, None], tfb[:, None], base)
     slow = noise.op_factors(compiled.device, compiled.stage, p, V)
     shapes, step_shape = noise.shapes()
     if noise.empirical is not None:
@@ -199,7 +199,7 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
         crossing = compiled.link >= 0
         np.add.at(extra, compiled.producer[crossing], delays[compiled.link[crossing]])
         delays = np.zeros(V)
-    handoff = c.comm + delays
+    handoff = comm + delays
     state = (compiled, draws, handoff, extra)
     makespan, busy, span = _samples(state, handoff, extra, samples)
     if not np.isfinite(makespan).all():  # finite inputs whose products overflow float64

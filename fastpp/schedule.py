@@ -9,7 +9,7 @@ import numpy as np
 
 from . import kernels
 from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
-from .compiled import Compiled, compile_schedule, point_plan
+from .compiled import PLAN_ROWS, Compiled, compile_schedule, point_plan
 from .ops import FB, PAD, F, Op, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
@@ -110,30 +110,47 @@ class Schedule:
         return self
 
     @classmethod
-    def shared(cls, built: Built) -> Schedule:
-        """A schedule that reads ``built``'s arrays until its own arrays are first read: each
-        gets copies then (so one may be written into and no other changes), and from then on
-        ``simulate`` runs it like any other schedule. Until then ``simulate`` runs ``built``'s
-        point plan, made once for every schedule that shares it."""
+    def _shared(cls, built: Built) -> Schedule:
+        """A schedule that reads ``built``'s arrays until its own arrays are first read or any
+        of its attributes is set: it gets copies then (so one may be written into and no other
+        changes), and from then on ``simulate`` runs it like any other schedule. Until then
+        ``simulate`` runs ``built``'s point plan, made once for every schedule that shares it."""
         self = cls.__new__(cls)
         self.__dict__.update(built.attributes)
         return self
 
     def _own(self, ops, length, stage_to_device, route_first, route_last) -> None:
-        self.ops, self.length, self.stage_to_device = ops, length, stage_to_device
-        self.route_first, self.route_last = route_first, route_last
-        self.kind, self.stage, self.mb, self.stage2, self.mb2 = ops
+        kind, stage, mb, stage2, mb2 = ops
+        self.__dict__.update(ops=ops, length=length, stage_to_device=stage_to_device,
+                             route_first=route_first, route_last=route_last, kind=kind,
+                             stage=stage, mb=mb, stage2=stage2, mb2=mb2)
+
+    def _unshare(self) -> None:
+        with _UNSHARE:
+            built = self.__dict__.pop("_built", None)
+            if built is not None:
+                self._own(*(a.copy() for a in built.arrays))
 
     def __getattr__(self, name: str):
         # reached only for a name not set: a shared schedule's arrays, copied on first read
         if name in _ARRAYS:
-            with _UNSHARE:
-                built = self.__dict__.pop("_built", None)
-                if built is not None:
-                    self._own(*(a.copy() for a in built.arrays))
+            self._unshare()
             if name in self.__dict__:
                 return self.__dict__[name]
         raise AttributeError(f"'Schedule' object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value) -> None:
+        # a shared schedule set anything (ops, n, forward_only ...) no longer is the built one:
+        # it takes its own copies first, else simulate would run the shared plan and the next
+        # read copy the shared arrays over what was set
+        if "_built" in self.__dict__:
+            self._unshare()
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if "_built" in self.__dict__:
+            self._unshare()
+        object.__delattr__(self, name)
 
     @classmethod
     def from_tokens(cls, rows: Sequence[Sequence[str | None]], stage_to_device=None, *,
@@ -243,7 +260,8 @@ class Schedule:
     @property
     def num_ops(self) -> int:
         """Number of ops over all devices (an overlapped pair counts once)."""
-        return int(self.length.sum())
+        built = self.__dict__.get("_built")  # read through: a count copies nothing out
+        return int((self.length if built is None else built.arrays[1]).sum())
 
     def __repr__(self) -> str:
         return (f"Schedule(name={self.name!r}, p={self.p}, n={self.n}, m={self.m}, "
@@ -343,7 +361,7 @@ def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
 
 class Built:
     """A generated schedule's arrays (``ops, length, stage_to_device, route_first,
-    route_last``), never handed out (``Schedule.shared`` copies them when read), and the
+    route_last``), never handed out (``Schedule._shared`` copies them when read), and the
     ``fastpp.compiled.point`` plan of that schedule, made when first simulated."""
 
     __slots__ = ("arrays", "attributes", "plan", "device_first", "shape", "placement")
@@ -360,8 +378,9 @@ class Built:
 
     @property
     def slots(self) -> int:
-        """Integers held (op fields and, once made, the plan)."""
-        return self.arrays[0].size + (0 if self.plan is None else self.plan.size)
+        """Integers held: the op fields and the plan's ``[9, N]``, counted before it is made
+        (so that ``build_schedule``'s bound holds once every kept plan is)."""
+        return self.arrays[0].size + PLAN_ROWS * int(self.arrays[1].sum())
 
     def point_plan(self) -> tuple[np.ndarray, np.ndarray]:
         """``fastpp.compiled.point``'s ``plan`` and ``device_first`` (made on the first call)."""

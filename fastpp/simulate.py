@@ -58,6 +58,9 @@ class Result:
     def __setattr__(self, name, value):
         raise AttributeError(f"a Result is read-only (cannot set {name!r})")
 
+    def __delattr__(self, name):
+        raise AttributeError(f"a Result is read-only (cannot delete {name!r})")
+
     def __getattr__(self, name: str):
         # reached only for a name not in __dict__: a field made when first read, then kept
         # (functools.cached_property takes a lock on every read: a fifth of a point's time)
@@ -111,7 +114,8 @@ class Result:
         shape = ops.shape[1:]
         arrays = (np.zeros(shape), np.zeros(shape), np.zeros(shape, np.int64),
                   np.zeros(shape, np.int64))
-        kernels.memory(ops, length, self.stage_costs.unit, self.stage_costs.gamma,
+        # the writable rows: the read-only stage_costs would be another Numba specialisation
+        kernels.memory(ops, length, self._rows[kernels.UNIT], self._rows[kernels.GAMMA],
                        s.forward_only, *arrays)
         return arrays
 
@@ -260,17 +264,18 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
         return run(schedule, costs, noise, samples, seed)
     built = schedule.__dict__.get("_built")  # a generated schedule, its arrays not yet read
     if built is not None and durations is None:
-        c, rows = costs.rows_for(built.placement, built.arrays[2])
+        c, rows = costs._rows_for(built.placement, built.arrays[2])
         plan, device_first = built.point_plan()
         times = np.empty(2 * plan.shape[1] + 4 * schedule.p)
         makespan, bubble, span_bubble, latency = point(plan, device_first, rows,
                                                        schedule.forward_only, times)
-        return Result({"schedule": schedule, "costs": costs, "stage_costs": c,
+        return Result({"schedule": schedule, "costs": costs, "stage_costs": c, "_rows": rows,
                        "durations": None, "makespan": float(makespan),
                        "bubble_ratio": float(bubble), "span_bubble_ratio": float(span_bubble),
                        "_latency": float(latency), "_point": (built, times),
                        "_sums": times[2 * plan.shape[1]:].reshape(4, schedule.p)})
-    c = costs.per_stage(schedule)
+    c, rows = costs._per_stage(schedule)
+    tf, tb, ti, tw, tfb, comm, unit, gamma = rows
     shape = schedule.kind.shape
     per_op = np.zeros((0, 0)) if durations is None else _durations(durations, schedule)
     start, end = np.zeros(shape), np.zeros(shape)
@@ -278,17 +283,16 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     # two calls, not one fused kernel: these two are the sweep kernel's own callees, so a cold
     # start compiles them once (a fused kernel re-optimizes both: 3 s for a 2 us dispatch)
     latency = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
-                               schedule.route_first, schedule.route_last, schedule.n, c.tf, c.tb,
-                               c.ti, c.tw, c.tfb, c.comm, per_op, start, end, pointer, _NO_ORDER)
+                               schedule.route_first, schedule.route_last, schedule.n, tf, tb, ti,
+                               tw, tfb, comm, per_op, start, end, pointer, _NO_ORDER)
     if latency < 0:
         raise deadlock_error(schedule, pointer)
     makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, sums[0], sums[1])
     live = np.empty(schedule.p, np.int64)
-    kernels.peaks(schedule.ops, schedule.length, c.unit, c.gamma, schedule.forward_only, sums[2],
-                  live)
+    kernels.peaks(schedule.ops, schedule.length, unit, gamma, schedule.forward_only, sums[2], live)
     sums[3] = live
     # Python floats, with or without the JIT (NUMBA_DISABLE_JIT returns NumPy scalars)
-    return Result({"schedule": schedule, "costs": costs, "stage_costs": c,
+    return Result({"schedule": schedule, "costs": costs, "stage_costs": c, "_rows": rows,
                    "durations": None if durations is None else per_op,
                    "makespan": float(makespan), "bubble_ratio": float(bubble),
                    "span_bubble_ratio": float(span_bubble), "_latency": float(latency),

@@ -26,8 +26,10 @@ if MAIN_JOB:
 import argparse  # noqa: E402
 import multiprocessing  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pandas  # noqa: E402, F401  (the sweep's table: with the other imports)
@@ -165,10 +167,17 @@ def pictures(view, comm, out: Path) -> tuple[Path, Path]:
     return heat, scatter
 
 
+# Python 3.12+'s warning on os.fork in a process with threads (Painter starts its child so)
+FORK_WARNING = (r"This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to "
+                r"deadlocks in the child")
+DRAW_SECONDS = 30.0  # the pictures draw in about a second: a child still busy then is stuck
+
+
 class Painter:
     """Draws ``pictures`` in a forked process, started before the sweep so that it imports
     matplotlib (half a second) while this process sweeps, and draws while this one writes the
-    report; where processes cannot fork (Windows), here when the result is asked for.
+    report; on Linux only (macOS's system libraries are not fork-safe, Windows cannot fork),
+    elsewhere here when the result is asked for.
 
     The child is forked before the sweep starts its threads, and does nothing but draw.
     """
@@ -176,12 +185,17 @@ class Painter:
     def __init__(self):
         self.job = None  # what to draw, once known
         self.process = self.conn = None
-        if "fork" in multiprocessing.get_all_start_methods():
+        if sys.platform.startswith("linux"):
             context = multiprocessing.get_context("fork")
             self.conn, theirs = context.Pipe()
             self.process = context.Process(target=_paint, args=(theirs, self.conn),
                                            daemon=True, name="fastpp-pictures")
-            self.process.start()
+            with warnings.catch_warnings():
+                # Python 3.12+ warns on a fork while another thread runs (OpenBLAS's, idle): a
+                # child could wait on a lock that thread held. Safe here: forked before the
+                # sweep's threads start, the child only imports matplotlib and draws.
+                warnings.filterwarnings("ignore", FORK_WARNING, DeprecationWarning)
+                self.process.start()
             theirs.close()
 
     def paint(self, view, comm, out: Path) -> None:
@@ -210,13 +224,17 @@ class Painter:
         return value
 
     def close(self) -> None:
-        """Wait for the child to finish drawing, or end it if it has nothing to draw (the job
-        stopped before its pictures): nothing runs on after the job."""
+        """Wait for the child to finish drawing (at most ``DRAW_SECONDS``), or end it if it has
+        nothing to draw (the job stopped before its pictures): nothing runs on after the job."""
         if self.process is not None:
             if self.job is None:
                 self.process.kill()  # (it has only imported matplotlib)
-            self.process.join()
+            # closed first: a child waiting on a message cut short (Ctrl-C mid-send) then ends
             self.conn.close()
+            self.process.join(DRAW_SECONDS)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
             self.process = None
 
 
@@ -241,6 +259,9 @@ def _paint(conn, parents) -> None:
     """The forked child: import matplotlib, wait for ``pictures``' arguments, draw, answer
     on ``conn``. ``parents`` is the parent's end of the pipe, closed here so that the
     child's wait ends if the parent's does."""
+    # Ctrl-C reaches the whole process group: the parent stops the job (and this process), and
+    # a second traceback from here would say nothing
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parents.close()
     try:
         _rehearse()
@@ -248,7 +269,7 @@ def _paint(conn, parents) -> None:
         pass
     try:
         job = conn.recv()
-    except EOFError:  # the parent stopped before its pictures
+    except (EOFError, OSError):  # the parent stopped before its pictures, or while sending
         return
     try:
         answer = ("done", pictures(*job))
@@ -256,8 +277,14 @@ def _paint(conn, parents) -> None:
         answer = ("error", err)
     try:
         conn.send(answer)
+    except OSError:  # the parent is gone: no one to answer
+        return
     except Exception as err:  # an exception that does not pickle
-        conn.send(("error", RuntimeError(f"drawing the pictures failed: {answer[1]!r} ({err})")))
+        try:
+            conn.send(("error", RuntimeError(f"drawing the pictures failed: {answer[1]!r} "
+                                             f"({err})")))
+        except OSError:
+            return
 
 
 if __name__ == "__main__":

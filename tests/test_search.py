@@ -185,7 +185,8 @@ def brute_force(problem):
     base = fastpp.Schedule.from_tokens(
         [[f"{r}{k}{j}" for j in range(n) for k in "FIW"] for r in range(p)], list(range(p)),
         n=n)
-    c = problem.costs.per_stage(base)
+    # writable copies: the kernels' signature (StageCosts' arrays are read-only)
+    tf, tb, ti, tw, tfb, comm, unit, gamma = np.array(problem.costs.per_stage(base))
     per_device = [[np.array(order, np.int32).T for order in
                    interleavings([[(k, r, j) for k in (Op.F, Op.I, Op.W)] for j in range(n)])]
                   for r in range(p)]
@@ -199,10 +200,10 @@ def brute_force(problem):
         for r, row in enumerate(rows):
             ops[:3, r, :] = row
         if kernels.timeline(ops, base.length, base.stage_to_device, base.route_first,
-                            base.route_last, n, c.tf, c.tb, c.ti, c.tw, c.tfb, c.comm,
+                            base.route_last, n, tf, tb, ti, tw, tfb, comm,
                             np.zeros((0, 0)), start, end, pointer, np.zeros(0, np.int64)) < 0:
             continue  # deadlock
-        kernels.memory(ops, base.length, c.unit, c.gamma, False, *mem)
+        kernels.memory(ops, base.length, unit, gamma, False, *mem)
         if np.any(mem[0].max(axis=1) > problem.cap):
             continue
         value = (end.max() - start[:, 0].min() if problem.objective == "makespan"

@@ -89,10 +89,87 @@ def test_a_built_schedule_written_into_simulates_what_it_holds():
     assert simulate(sched).busy.tolist() == [0.0, 0.0]
 
 
+SET = {"ops": lambda s: s.ops.copy(), "length": lambda s: s.length.copy(),
+       "stage_to_device": lambda s: s.stage_to_device.copy(),
+       "route_first": lambda s: s.route_first.copy(), "route_last": lambda s: s.route_last.copy(),
+       **{f: (lambda s, f=f: getattr(s, f).copy()) for f in ("kind", "stage", "mb", "stage2",
+                                                              "mb2")},
+       "n": lambda s: 4, "m": lambda s: 1, "p": lambda s: 4, "V": lambda s: 4,
+       "forward_only": lambda s: False, "name": lambda s: "mine"}
+
+
+@pytest.mark.parametrize("name", sorted(SET))
+def test_a_built_schedule_set_keeps_what_was_set(name):
+    """Setting any attribute of a built schedule (arrays or scalars) makes its arrays its own
+    first: simulate no longer runs the shared plan, and reading another array does not copy the
+    shared arrays over the value set."""
+    value = SET[name](build_schedule("1f1b", 4, 4))  # from another schedule: copies
+    sched = build_schedule("1f1b", 4, 4)
+    setattr(sched, name, value)
+    assert "_built" not in vars(sched)
+    other = "length" if name == "ops" else "ops"
+    getattr(sched, other)  # a read of another array
+    assert getattr(sched, name) is value
+    assert_same(simulate(sched), simulate(unshared(sched)))
+
+
+def test_a_built_schedule_given_other_ops_simulates_them():
+    """GPipe's schedule given 1F1B's ops and length runs 1F1B (peaks 4 3 2 1, not 8 8 8 8)."""
+    sched = build_schedule("gpipe", 4, 8)
+    one_f_one_b = build_schedule("1f1b", 4, 8)
+    ops, length = one_f_one_b.ops.copy(), one_f_one_b.length.copy()
+    sched.ops, sched.length = ops, length
+    assert simulate(sched).peak_live.tolist() == [4, 3, 2, 1]
+    assert sched.ops is ops and sched.length is length
+    deleted = build_schedule("gpipe", 4, 8)
+    del deleted.name
+    assert "_built" not in vars(deleted) and deleted.kind.shape == (4, 16)
+
+
+def test_repr_of_a_built_schedule_copies_nothing():
+    sched = build_schedule("1f1b", 2, 3)
+    assert repr(sched) == "Schedule(name='1f1b', p=2, n=3, m=1, V=2, ops=12)"
+    assert sched.num_ops == 12 and "_built" in vars(sched)
+
+
 def test_a_result_is_read_only():
     result = simulate(build_schedule("1f1b", 2, 2))
+    makespan = result.makespan
     with pytest.raises(AttributeError, match="read-only"):
         result.makespan = 0.0
+    with pytest.raises(AttributeError, match="read-only"):
+        del result.makespan
+    assert result.makespan == makespan
+
+
+@pytest.mark.parametrize("built", [True, False])
+def test_a_results_stage_costs_cannot_change_a_later_simulate(built):
+    """StageCosts' arrays are read-only views of the ones Costs keeps for its next simulate."""
+    costs = Costs(f=1.0, b=2.0)
+    sched = build_schedule("1f1b", 4, 8) if built else unshared(build_schedule("1f1b", 4, 8))
+    first = simulate(sched, costs)
+    for array in (*first.stage_costs, *costs.per_stage(sched)):
+        with pytest.raises(ValueError, match="read-only"):
+            array[:] = 100.0
+    assert simulate(sched, costs).makespan == first.makespan == 33.0
+
+
+def test_build_schedules_bound_counts_the_plans(monkeypatch):
+    """The kept schedules' op fields and point plans stay within the bound, plans made or not,
+    and one schedule larger than the bound is not kept."""
+    from fastpp.generators import registry
+
+    monkeypatch.setattr(registry, "_BUILT", {})
+    monkeypatch.setattr(registry, "BUILT_OPS", 400)  # 2000 int32 slots
+    bound = registry.OP_FIELDS * registry.BUILT_OPS
+    for n in range(2, 12):
+        simulate(build_schedule("1f1b", 4, n))  # each makes its plan
+        held = sum(b.arrays[0].size + b.plan.size for b in registry._BUILT.values())
+        assert held <= bound, n
+    sched = build_schedule("1f1b", 4, 40)
+    assert sched.__dict__["_built"].slots > bound
+    assert not any(key[2] == 40 for key in registry._BUILT)
+    assert simulate(sched).makespan == simulate(unshared(sched)).makespan
 
 
 @settings(max_examples=150, deadline=None)

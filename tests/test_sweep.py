@@ -569,6 +569,106 @@ def test_main_job_draws_in_a_second_process(tmp_path, monkeypatch, capsys):
     assert multiprocessing.active_children() == []
 
 
+def test_painter_forks_on_linux_hiding_only_the_fork_warning(monkeypatch):
+    """Python 3.12+'s os.fork warns when another thread runs (OpenBLAS's): that warning alone
+    must not stop the job (filterwarnings=error here); elsewhere than Linux, no fork."""
+    import multiprocessing
+    import os
+    import warnings
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    job = __import__("sweep")
+    fork = os.fork
+
+    def warning_fork(text):
+        def forks():  # as Python 3.12's, in a process with threads
+            pid = fork()
+            if pid:
+                warnings.warn(text.format(os.getpid()), DeprecationWarning, stacklevel=2)
+            return pid
+        return forks
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fork", warning_fork("This process (pid={}) is multi-threaded, use "
+                                               "of fork() may lead to deadlocks in the child."))
+        painter = job.Painter()
+        assert painter.process is not None
+        painter.close()
+        patch.setattr(os, "fork", warning_fork("another warning from {}"))
+        with pytest.raises(DeprecationWarning, match="another warning"):
+            job.Painter()
+    for child in multiprocessing.active_children():  # the one whose parent raised
+        child.kill()
+        child.join()
+    with monkeypatch.context() as patch:
+        patch.setattr(sys, "platform", "darwin")
+        painter = job.Painter()
+        assert painter.process is None
+    assert multiprocessing.active_children() == []
+
+
+def test_painter_close_ends_a_child_whose_message_was_cut_short(monkeypatch, capfd):
+    """Ctrl-C while the job sends the pictures' arguments leaves the child waiting for the
+    rest: close() closes the pipe first, so the child ends quietly instead of both waiting."""
+    import multiprocessing
+    import os
+    import struct
+    import threading
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    job = __import__("sweep")
+    painter = job.Painter()
+    child = painter.process
+    painter.job = ("cut", "short")
+    os.write(painter.conn.fileno(), struct.pack("!i", 1000) + b"x" * 10)  # a tenth of a message
+    closing = threading.Thread(target=painter.close, daemon=True)
+    closing.start()
+    closing.join(60)
+    hung = closing.is_alive()
+    if hung:
+        child.kill()
+        closing.join()
+    assert not hung
+    assert child.exitcode == 0
+    assert "Traceback" not in capfd.readouterr().err
+    assert multiprocessing.active_children() == []
+
+
+def test_ctrl_c_prints_one_traceback_and_ends_the_painter(tmp_path):
+    """Ctrl-C reaches the job's whole process group: the job stops with its traceback, and
+    the painter's child, which ignores it, ends with the job, quietly."""
+    import os
+
+    script = tmp_path / "job.py"
+    script.write_text(f"""import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (a background shell ignores it)
+sys.path.insert(0, {str(ROOT / "scripts")!r})
+import sweep
+painter = sweep.Painter()
+painter.job = "sent"  # as after paint(): close() waits for the child
+print(painter.process.pid, flush=True)
+try:
+    time.sleep(120)
+finally:
+    painter.close()
+""")
+    run = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child = int(run.stdout.readline())
+    deadline = time.monotonic() + 20  # until the child ignores SIGINT (or it never does)
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{child}/status").read_text()
+        if int(re.search(r"^SigIgn:\s*(\w+)", status, re.M).group(1), 16) & 1 << (
+                signal.SIGINT - 1):
+            break
+        time.sleep(0.05)
+    os.killpg(run.pid, signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert err.count("Traceback") == 1 and err.rstrip().endswith("KeyboardInterrupt"), err
+    assert not Path(f"/proc/{child}").exists()
+
+
 def test_main_job(tmp_path):
     out = tmp_path / "results"
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "4", "8",

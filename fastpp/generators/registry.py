@@ -22,7 +22,7 @@ from . import chimera, classic, dualpipe, interleaved, vshape, zero_bubble
 MAX_WORK = 4_000_000  # p * n * m: bounds the op block and the per-stage tables
 # built schedules by (name, p, n, m, G): a script that builds the same schedule for every cost
 # it tries pays the generator once (it was 60% of an API point) and the compile once; bounded
-# in ops
+# in int32 slots, the op fields and the plans (``Built.slots``)
 _BUILT: dict[tuple, Built] = {}
 _BUILT_LOCK = threading.Lock()  # sweeps build schedules on several threads
 BUILT_OPS = 1_000_000
@@ -322,7 +322,7 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     if not options and type(name) is str and type(p) is type(n) is type(m) is int:
         built = _BUILT.get((name, p, n, m, p))
         if built is not None:  # these arguments passed the checks below before
-            return Schedule.shared(built)
+            return Schedule._shared(built)
     spec = get_spec(name)
     p, n, m = (positive_int(v, k) for k, v in (("p", p), ("n", n), ("m", m)))
     unknown = sorted(set(options) - set(spec.options))
@@ -340,8 +340,9 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
         with _BUILT_LOCK:
             if sum(b.slots for b in _BUILT.values()) + built.slots > OP_FIELDS * BUILT_OPS:
                 _BUILT.clear()
-            _BUILT[key] = built
-    return Schedule.shared(built)
+            if built.slots <= OP_FIELDS * BUILT_OPS:  # one larger than the bound is not kept
+                _BUILT[key] = built
+    return Schedule._shared(built)
 
 
 def _generate(spec: ScheduleSpec, p: int, n: int, m: int, G: int) -> tuple:

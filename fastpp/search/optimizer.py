@@ -282,9 +282,9 @@ class _Search:
         value, start_schedule, _, _ = self.best
         ops = np.ascontiguousarray(start_schedule.ops, dtype=np.int32).copy()
         length = start_schedule.length.copy()
-        c = problem.costs.per_stage(start_schedule)
+        tf, tb, ti, tw, tfb, comm, unit, gamma = problem.costs._per_stage(start_schedule)[1]
         static = (start_schedule.stage_to_device, start_schedule.route_first,
-                  start_schedule.route_last, problem.n, c.tf, c.tb, c.ti, c.tw, c.tfb, c.comm)
+                  start_schedule.route_last, problem.n, tf, tb, ti, tw, tfb, comm)
         span = problem.objective == "span"
         shape = (problem.p, ops.shape[2])
         obj, tie = evaluate(ops, length, *static, span, np.zeros(shape), np.zeros(shape),
@@ -299,7 +299,7 @@ class _Search:
         max_shift = max(1, min(int(length.max()) - 1, 4 * problem.p))
         quiet = 0
         while time.perf_counter() < until and quiet < 100 * patience:
-            found, done = local_search(ops, length, best_ops, *static, c.unit, c.gamma, problem.cap,
+            found, done = local_search(ops, length, best_ops, *static, unit, gamma, problem.cap,
                                  span, state, stale, values, history, SLICE, patience,
                                        max_shift)
             quiet = 0 if found else quiet + done

@@ -98,7 +98,7 @@ class Problem:
                 f"under which any '{placement_name}' schedule fits (device {r} needs "
                 f"{need[r]:.6g}, got memory={limit[r]:.6g})")
         return cls(p, n, m, placement_name, objective, costs, stage_to_device, cost,
-                   memd, np.ascontiguousarray(c.comm), limit, limit * (1 + MEMORY_RTOL))
+                   memd, np.array(c.comm), limit, limit * (1 + MEMORY_RTOL))
 
     @property
     def V(self) -> int:
