@@ -177,6 +177,14 @@ def test_swiglu_fusion():
                              gpus=1).model.fused_swiglu
     with pytest.raises(ScheduleError, match="bias_activation_fusion must be true or false"):
         from_megatron({**keys, "bias_activation_fusion": "no"}, gpus=1)
+    # two spellings of one argument that disagree: named, not settled by the keys' order
+    with pytest.raises(ScheduleError, match="bias_swiglu_fusion and no_bias_swiglu_fusion "
+                                            "contradict"):
+        from_megatron({**keys, "bias_swiglu_fusion": True, "no_bias_swiglu_fusion": True},
+                      gpus=1)
+    with pytest.raises(ScheduleError, match="seq_length and encoder_seq_length contradict"):
+        from_megatron({**keys, "encoder_seq_length": 1024}, gpus=1)
+    assert from_megatron({**keys, "encoder_seq_length": 512}, gpus=1).config.seq == 512
 
 
 def test_a_config_json_model_takes_the_launch_kernels():

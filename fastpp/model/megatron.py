@@ -158,7 +158,9 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         ``--group-query-attention``; ``--moe-router-topk`` 2; the vocabulary padded to a
         multiple of ``128 t``; ``ffn`` ``4h``, or with ``--swiglu`` ``int(8h/3/64)*64``;
         dropout 0.1; SwiGLU fused (``bias_swiglu``) unless ``--no-bias-swiglu-fusion`` (a
-        dict's ``bias_activation_fusion: false``); ZeRO 0 without
+        dict's ``bias_activation_fusion: false``; a dict with neither is read as the command
+        line reads it, fused, though Megatron-Core's ``TransformerConfig`` alone defaults to
+        unfused and NeMo's model configs set it); ZeRO 0 without
         ``--use-distributed-optimizer``; fp32 without ``--bf16`` or ``--fp16`` (priced as
         bf16, and listed in ``ignored``).
 
@@ -194,17 +196,19 @@ def _read(args, env: dict) -> tuple[dict, list, int | None]:
     if isinstance(args, dict):
         flat = {**{k: v for k, v in args.items() if not isinstance(v, dict)},
                 **(args.get("model") if isinstance(args.get("model"), dict) else {})}
-        values, ignored = {}, []
+        values, ignored, said = {}, [], {}  # said: the key that set each argument
         for key, value in flat.items():
             dest = ALIASES.get(key, key)
-            if dest in FLAGS:
-                values[dest] = value
-            elif key in NEGATED:
+            if dest not in FLAGS and key in NEGATED:
                 if not isinstance(value, bool):
                     raise ScheduleError(f"{key} must be true or false (got {value!r})")
-                values[NEGATED[key]] = not value
-            else:
+                dest, value = NEGATED[key], not value
+            elif dest not in FLAGS:
                 ignored.append(key)
+                continue
+            if dest in values and values[dest] != value:  # two spellings, two values
+                raise ScheduleError(f"{said[dest]} and {key} contradict: give one")
+            values[dest], said[dest] = value, key
         return values, ignored, None
     if isinstance(args, str):
         words = script_words(args, env)
