@@ -31,6 +31,7 @@ for _row, _word in enumerate(_KEYS):
     _WORDS[_row, :len(_word)] = np.frombuffer(_word, np.uint8)
 _EVENTS, _HEADER, _FIELDS, _CATEGORIES, _END = 0, 1, 4, 10, len(_KEYS)
 _CAT, _NAME, _PH, _TS, _DUR, _TID = range(4, 10)
+_C10D_SEND = np.frombuffer(b"c10d::send", np.uint8)  # what a send posted is named
 _POW10 = np.array([float(10 ** k) for k in range(23)])  # each exact
 _EXACT = 2 ** 53
 _DEEPEST = 500  # nesting beyond what the JSON parsers accept (orjson: 1024) is not ours
@@ -110,28 +111,29 @@ def scan_trace(buf):
                     if e_name != 1:
                         bad = True
                         break
-                    if e_esc:  # the role reads the first 11 characters: literal bytes?
-                        q = e_a
-                        while q < e_b and buf[q] != 92:
-                            q += 1
-                        if q - e_a < 11:
+                    lit = e_b - e_a  # its bytes before the first escape
+                    if e_esc:
+                        lit = 0
+                        while buf[e_a + lit] != 92:
+                            lit += 1
+                    same = 0  # how many of "c10d::send" it starts with
+                    while same < 10 and same < lit and buf[e_a + same] == _C10D_SEND[same]:
+                        same += 1
+                    if same < 10 and same == lit and e_esc:  # an escape decides
+                        bad = True
+                        break
+                    kind = CHILD if same < 6 else -1  # c10d::, not a send: not kept
+                    if same == 10:  # a send posted, if no word character follows
+                        if lit == 10 and e_esc:
                             bad = True
                             break
-                    kind = CHILD
-                    length = e_b - e_a
-                    if length >= 6 and buf[e_a] == 99 and buf[e_a + 1] == 49 and \
-                            buf[e_a + 2] == 48 and buf[e_a + 3] == 100 and \
-                            buf[e_a + 4] == 58 and buf[e_a + 5] == 58:  # c10d::
-                        kind = -1  # another message than a send: not kept
-                        if length >= 10 and buf[e_a + 6] == 115 and buf[e_a + 7] == 101 and \
-                                buf[e_a + 8] == 110 and buf[e_a + 9] == 100:  # send
-                            after = buf[e_a + 10] if length > 10 else 32
-                            if after >= 128:  # a non-ASCII character: word or not?
-                                bad = True
-                                break
-                            word = (48 <= after <= 57 or 65 <= after <= 90 or
-                                    97 <= after <= 122 or after == 95)
-                            kind = -1 if word else POST
+                        after = buf[e_a + 10] if lit > 10 else 32
+                        if after >= 128:  # a non-ASCII character: word or not?
+                            bad = True
+                            break
+                        word = (48 <= after <= 57 or 65 <= after <= 90 or
+                                97 <= after <= 122 or after == 95)
+                        kind = -1 if word else POST
                     if kind != -1 and (e_ts != 1 or e_tid != 1 or
                                        kind == CHILD and e_dur == 2):
                         bad = True
