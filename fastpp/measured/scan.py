@@ -201,7 +201,7 @@ def scan_trace(buf):
                             break
                         v = 0
                         for q in range(j + 1, j + 5):
-                            h = buf[q]
+                            h = int(buf[q])  # (an int, also when run as Python)
                             if 48 <= h <= 57:
                                 v = v * 16 + h - 48
                             elif 97 <= h <= 102:
@@ -358,7 +358,7 @@ def scan_trace(buf):
             elif j < n and 49 <= buf[j] <= 57:
                 while j < n and 48 <= buf[j] <= 57:
                     if kept < 18:
-                        m = m * 10 + (buf[j] - 48)
+                        m = m * 10 + (int(buf[j]) - 48)
                         kept += 1
                     else:
                         fast = False
@@ -377,7 +377,7 @@ def scan_trace(buf):
                     if kept < 18:
                         if m > 0 or buf[j] > 48:
                             kept += 1
-                        m = m * 10 + (buf[j] - 48)
+                        m = m * 10 + (int(buf[j]) - 48)
                         frac += 1
                     else:
                         fast = False
@@ -395,7 +395,7 @@ def scan_trace(buf):
                     break
                 while j < n and 48 <= buf[j] <= 57:
                     if e < 10000:
-                        e = e * 10 + (buf[j] - 48)
+                        e = e * 10 + (int(buf[j]) - 48)
                     j += 1
                 if e > 300:  # near the float's range: the parsers differ
                     bad = True
