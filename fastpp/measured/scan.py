@@ -74,8 +74,9 @@ def scan_trace(buf):
     top_seen = 0
     ev_key = -1
     ev_seen = 0
-    # the event's fields: 0 absent (or null), 1 kept, 2 of another type
-    e_cat = e_name = e_ph = e_ts = e_dur = e_tid = 0
+    # the event's fields, by key - _CAT: 0 absent (or null), 1 kept, 2 of another type (cat:
+    # its category, 1 to 3, or 0; ph: 1 "X", 3 another string)
+    field = np.zeros(6, np.int64)
     e_a = e_b = e_ts_a = e_ts_b = e_dur_a = e_dur_b = 0
     e_esc = False
     e_slow = 0
@@ -107,8 +108,8 @@ def scan_trace(buf):
         if closing:
             if depth == 3 and in_events:  # an event ends: keep what the reader uses
                 kind = -1
-                if e_cat == 1:  # a profiled operator: its name says its role
-                    if e_name != 1:
+                if field[0] == 1:  # a profiled operator: its name says its role
+                    if field[1] != 1:
                         bad = True
                         break
                     lit = e_b - e_a  # its bytes before the first escape
@@ -134,26 +135,26 @@ def scan_trace(buf):
                         word = (48 <= after <= 57 or 65 <= after <= 90 or
                                 97 <= after <= 122 or after == 95)
                         kind = -1 if word else POST
-                    if kind != -1 and (e_ts != 1 or e_tid != 1 or
-                                       kind == CHILD and e_dur == 2):
+                    if kind != -1 and (field[3] != 1 or field[5] != 1 or
+                                       kind == CHILD and field[4] == 2):
                         bad = True
                         break
-                elif e_cat == 2 or e_cat == 3:  # an annotation: its complete ranges
-                    if e_ph == 2:
+                elif field[0] == 2 or field[0] == 3:  # an annotation: its complete ranges
+                    if field[2] == 2:
                         bad = True
                         break
-                    if e_ph == 1:
-                        if e_name != 1 or e_ts != 1 or e_dur != 1 or e_tid != 1:
+                    if field[2] == 1:
+                        if field[1] != 1 or field[3] != 1 or field[4] != 1 or field[5] != 1:
                             bad = True
                             break
-                        kind = USER if e_cat == 2 else GPU
+                        kind = USER if field[0] == 2 else GPU
                 if kind != -1:
                     code[count] = kind
                     name[count, 0] = e_a
                     name[count, 1] = e_b
                     escaped[count] = e_esc
                     ts[count] = e_tsv
-                    dur[count] = e_durv if kind != POST and e_dur == 1 else 0.0
+                    dur[count] = e_durv if kind != POST and field[4] == 1 else 0.0
                     tid[count] = e_tidv
                     slow[count] = e_slow if kind != POST else e_slow & SLOW_TS
                     text[count, 0] = e_ts_a
@@ -272,20 +273,16 @@ def scan_trace(buf):
                 continue
             if depth == 3 and in_events:
                 if ev_key == _CAT:
-                    e_cat = 0 if found < 0 else found - _CATEGORIES + 1
+                    field[0] = 0 if found < 0 else found - _CATEGORIES + 1
                 elif ev_key == _NAME:
-                    e_name = 1
+                    field[1] = 1
                     e_a = i + 1
                     e_b = j
                     e_esc = esc
                 elif ev_key == _PH:
-                    e_ph = 2 if esc else (1 if j == i + 2 and buf[i + 1] == 88 else 3)
-                elif ev_key == _TS:
-                    e_ts = 2
-                elif ev_key == _DUR:
-                    e_dur = 2
-                elif ev_key == _TID:
-                    e_tid = 2
+                    field[2] = 2 if esc else (1 if j == i + 2 and buf[i + 1] == 88 else 3)
+                elif ev_key >= 0:
+                    field[ev_key - _CAT] = 2
             elif depth == 2 and in_events:
                 bad = True  # an event that is not an object
                 break
@@ -307,24 +304,14 @@ def scan_trace(buf):
                     break
                 ev_seen = 0
                 ev_key = -1
-                e_cat = e_name = e_ph = e_ts = e_dur = e_tid = 0
+                field[:] = 0
                 e_esc = False
                 e_slow = 0
-                e_durv = 0.0
             elif depth == 3 and in_events and ev_key >= 0:
                 if ev_key == _CAT:  # unhashable: the general reader names it
                     bad = True
                     break
-                if ev_key == _NAME:
-                    e_name = 2
-                elif ev_key == _PH:
-                    e_ph = 2
-                elif ev_key == _TS:
-                    e_ts = 2
-                elif ev_key == _DUR:
-                    e_dur = 2
-                elif ev_key == _TID:
-                    e_tid = 2
+                field[ev_key - _CAT] = 2
             elif depth == 1 and _HEADER <= top_key < _FIELDS:
                 header[2 * (top_key - _HEADER)] = i
             elif depth == 0 and c != 123:
@@ -416,25 +403,25 @@ def scan_trace(buf):
                 if ev_key == _CAT:
                     bad = True
                     break
-                if ev_key == _NAME:
-                    e_name = 2
-                elif ev_key == _PH:
-                    e_ph = 2
-                elif ev_key == _TS:
-                    e_ts = 1
+                # ts and dur apart: held in arrays and set through one branch they compiled
+                # 1.5-2.5 s slower (docs/performance.md)
+                if ev_key == _TS:
+                    field[3] = 1
                     e_tsv = value
                     e_ts_a = i
                     e_ts_b = j
                     e_slow = (e_slow & ~SLOW_TS) | (0 if fast else SLOW_TS)
                 elif ev_key == _DUR:
-                    e_dur = 1
+                    field[4] = 1
                     e_durv = value
                     e_dur_a = i
                     e_dur_b = j
                     e_slow = (e_slow & ~SLOW_DUR) | (0 if fast else SLOW_DUR)
                 elif ev_key == _TID:
-                    e_tid = 1 if is_int and digits <= 18 else 2
+                    field[5] = 1 if is_int and digits <= 18 else 2
                     e_tidv = -m if neg else m
+                elif ev_key >= 0:  # a name or phase
+                    field[ev_key - _CAT] = 2
         elif c == 116 or c == 102 or c == 110:  # true false null
             size = 5 if c == 102 else 4
             if j + size > n:
@@ -449,33 +436,11 @@ def scan_trace(buf):
                 break
             j += size
             if depth == 3 and in_events and ev_key >= 0:
-                if c == 110:  # null: as if absent, but for a field that must be there
-                    if ev_key == _CAT:
-                        e_cat = 0
-                    elif ev_key == _NAME:
-                        e_name = 2
-                    elif ev_key == _PH:
-                        e_ph = 0
-                    elif ev_key == _TS:
-                        e_ts = 2
-                    elif ev_key == _DUR:
-                        e_dur = 2
-                    else:
-                        e_tid = 2
-                else:
-                    if ev_key == _CAT:
-                        bad = True
-                        break
-                    if ev_key == _NAME:
-                        e_name = 2
-                    elif ev_key == _PH:
-                        e_ph = 3
-                    elif ev_key == _TS:
-                        e_ts = 2
-                    elif ev_key == _DUR:
-                        e_dur = 2
-                    else:
-                        e_tid = 2
+                if c != 110 and ev_key == _CAT:  # true, false: not a category
+                    bad = True
+                    break
+                # null: as if absent where that is allowed (the category, the phase)
+                field[ev_key - _CAT] = 0 if c == 110 and (ev_key == _CAT or ev_key == _PH) else 2
         else:
             bad = True
             break
