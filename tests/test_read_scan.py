@@ -14,7 +14,7 @@ import pytest
 import trace_synth
 
 from fastpp import ScheduleError, build_schedule
-from fastpp.measured import read
+from fastpp.measured import read, scan
 
 FIELDS = ("file", "rank", "world_size", "host", "base_ns", "labels", "device_clock")
 ARRAYS = ("ops", "chunk", "start", "end", "first_child", "ready", "release", "sent",
@@ -275,3 +275,12 @@ def test_refused_and_rare_forms_read_as_before(tmp_path, monkeypatch, how, read_
     assert_read_alike(file, monkeypatch, "msgspec")  # (1e400 in args: only msgspec reads it)
     if read_by_scan:
         assert_read_alike(file, monkeypatch, "dict")
+
+
+def test_the_densest_trace_fits_the_columns():
+    """The columns hold as many events as the shortest event kept fits in the file."""
+    event = b'{"cat":"cpu_op","name":"","ts":0,"tid":0}'
+    for k in (1, 2, 1000):
+        raw = b'{"traceEvents":[' + b",".join([event] * k) + b"]}"
+        ok, count, *_ = scan.scan_trace(np.frombuffer(raw, np.uint8))
+        assert ok and count == k

@@ -34,6 +34,8 @@ _CAT, _NAME, _PH, _TS, _DUR, _TID = range(4, 10)
 _C10D_SEND = np.frombuffer(b"c10d::send", np.uint8)  # what a send posted is named
 _POW10 = np.array([float(10 ** k) for k in range(23)])  # each exact
 _EXACT = 2 ** 53
+# the shortest event kept (the columns' rows are allocated for as many as the file can hold)
+_SMALLEST = len(b'{"cat":"cpu_op","name":"","ts":0,"tid":0}')
 _DEEPEST = 500  # nesting beyond what the JSON parsers accept (orjson: 1024) is not ours
 
 # parser states: a value due, a key due, after a value (',' or a closer due); just opened
@@ -52,7 +54,7 @@ def scan_trace(buf):
     ``POST``), ``tid``, the ``SLOW_*`` flags and the byte ranges of ``ts`` and ``dur``.
     """
     n = buf.size
-    cap = n // 16 + 1  # an event kept is at least '{"cat":"cpu_op"}'
+    cap = n // _SMALLEST + 1
     code = np.empty(cap, np.int8)
     name = np.empty((cap, 2), np.int64)
     escaped = np.empty(cap, np.bool_)
