@@ -25,10 +25,11 @@ from fastpp._jit import jitted_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = {}
-# the tests that drive the kernels (generators, timelines, memory, batches, search, noise)
+# the tests that drive the kernels (generators, timelines, memory, batches, search, noise,
+# the trace scan)
 KERNEL_TESTS = ("test_compiled.py", "test_engine.py", "test_generators.py", "test_noise.py",
-                "test_placement.py", "test_schedule.py", "test_search.py", "test_simulate.py",
-                "test_vshape.py")
+                "test_placement.py", "test_read_scan.py", "test_schedule.py", "test_search.py",
+                "test_simulate.py", "test_vshape.py")
 # checks whose size is the point (closed forms over thousands of Monte Carlo samples, the
 # published tables, brute force, the CLI's search, every schedule's search result, thread and
 # fork equivalence, pictures, every generator through the batch kernel): the suite makes them

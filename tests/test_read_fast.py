@@ -1,7 +1,7 @@
 """The trace reader's array work (issue 27, part 5) against the per-event loop it replaced
 (``tests/read_reference.py``): every field of every rank equal, on the real runs of
 tests/data, on synthetic runs of several schedules and label styles, and the same message on
-damaged traces."""
+damaged traces, each read by the byte scan, by msgspec's objects and by orjson's dicts."""
 
 import copy
 import gzip
@@ -23,6 +23,18 @@ ARRAYS = ("ops", "chunk", "start", "end", "first_child", "ready", "release", "se
           "operators")
 
 
+# the ways a Chrome trace is read: the byte scan (falling back to the others on anything it
+# does not read), msgspec's objects, orjson's dicts
+WAYS = {"scan": {}, "msgspec": {"_SCAN": False}, "dict": {"_SCAN": False, "msgspec": None}}
+
+
+@pytest.fixture(params=list(WAYS))
+def way(request, monkeypatch):
+    for name, value in WAYS[request.param].items():
+        monkeypatch.setattr(read, name, value)
+    return request.param
+
+
 def assert_same(file):
     new, old = read.read_file(file), read_reference.read_file(file)
     for name in FIELDS:
@@ -34,14 +46,14 @@ def assert_same(file):
 
 
 @pytest.mark.parametrize("file", REAL, ids=lambda f: f"{f.parent.name}-{f.name[:5]}")
-def test_real_runs_read_as_before(file):
+def test_real_runs_read_as_before(file, way):
     assert_same(file)
 
 
 @pytest.mark.parametrize("name, p, n, m, labels", [
     ("1f1b", 4, 8, 1, "PP"), ("gpipe", 3, 5, 1, "gpipe"), ("interleaved-1f1b", 4, 8, 2, "PP"),
     ("zb-h1", 4, 6, 1, "PP"), ("1f1b", 2, 3, 1, "PP")])
-def test_synthetic_runs_read_as_before(tmp_path, name, p, n, m, labels):
+def test_synthetic_runs_read_as_before(tmp_path, name, p, n, m, labels, way):
     rng = np.random.default_rng(p * n + m)
     s = build_schedule(name, p, n, m)
     shape = s.kind.shape
@@ -84,7 +96,7 @@ def damaged(data):
 
 
 @pytest.mark.parametrize("damage", list(damaged(None)))
-def test_damaged_traces_read_or_fail_as_before(tmp_path, damage):
+def test_damaged_traces_read_or_fail_as_before(tmp_path, damage, way):
     with gzip.open(DATA / "interleaved-1f1b" / "rank0_trace.json.gz") as fh:
         data = json.load(fh)
     data = copy.deepcopy(data)
@@ -102,20 +114,19 @@ def test_damaged_traces_read_or_fail_as_before(tmp_path, damage):
         assert_same(file)
 
 
-@pytest.mark.parametrize("damage", ["none", *damaged(None)])
-def test_without_msgspec_events_read_as_dicts_as_before(tmp_path, monkeypatch, damage):
-    """Without msgspec (part of the measured extra) the events are read as orjson's dicts: the
-    same fields, and the same message on each damaged trace."""
-    monkeypatch.setattr(read, "msgspec", None)
-    if damage == "none":
-        for file in REAL[:2]:
-            assert_same(file)
-    else:
-        test_damaged_traces_read_or_fail_as_before(tmp_path, damage)
+def test_the_scan_reads_the_events(monkeypatch):
+    """The scan is the path taken on plain traces (not a silent fall back to msgspec)."""
+    def refuse(raw):
+        raise AssertionError("read by msgspec")
+
+    monkeypatch.setattr(read, "_decode_trace", refuse)
+    for file in REAL:
+        assert read._scan(gzip.decompress(file.read_bytes())) is not None, file
+        assert_same(file)
 
 
 def test_msgspec_reads_the_events():
-    """The fast path is the one taken on a plain trace (not a silent fall back to dicts)."""
+    """The msgspec path reads a plain trace's events (not a silent fall back to dicts)."""
     raw = gzip.decompress(REAL[0].read_bytes())
     trace = read._decode_trace(raw)
     assert trace is not None and len(trace["traceEvents"]) == len(json.loads(raw)["traceEvents"])
