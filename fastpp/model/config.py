@@ -19,7 +19,6 @@ from ..checks import (
     ScheduleError,
     ScheduleTypeError,
     flag,
-    number,
     one_of,
     positive_int,
     show,
@@ -27,7 +26,7 @@ from ..checks import (
 from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from .hardware import PRECISIONS
 from .layout import as_layout, even_layers
-from .moe import DISPATCHERS
+from .moe import DISPATCHERS, check_imbalance
 from .recipes import Recipe
 from .transformer import RECOMPUTE, Transformer
 
@@ -188,11 +187,7 @@ class RunConfig:
                 raise ScheduleTypeError(f"recompute_modules must be a list of module names "
                                         f"(got {modules!r})")
             object.__setattr__(self, "recompute_modules", tuple(modules))
-        imbalance = self.imbalance
-        if (isinstance(imbalance, bool) or not isinstance(imbalance, int | float | np.number)
-                or not 1.0 <= float(imbalance) < float("inf")):
-            raise ScheduleError(f"imbalance must be a number >= 1, the busiest expert-parallel "
-                                f"rank's tokens over the mean (got {imbalance!r})")
+        check_imbalance(self.imbalance)
         if self.layout is not None:
             stages = as_layout(self.layout).stages  # parses, or names the position
             if self.first_layers is not None or self.last_layers is not None:
@@ -445,9 +440,7 @@ class RunGrid:
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         if self.node_limit is not None:
             positive_int(self.node_limit, "node_limit")
-        if number(self.imbalance, "imbalance") < 1:
-            raise ScheduleError(f"imbalance must be >= 1, the busiest expert-parallel rank's "
-                                f"tokens over the mean (got {self.imbalance!r})")
+        check_imbalance(self.imbalance)
         if self.recipe is not None and not isinstance(self.recipe, Recipe):
             raise ScheduleTypeError(f"recipe must be a fastpp.model.Recipe or None (got "
                                     f"{type(self.recipe).__name__})")

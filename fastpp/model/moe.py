@@ -343,6 +343,16 @@ def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_par
     return all_reduce(hardware, message, t, spans)
 
 
+def check_imbalance(imbalance) -> float:
+    """``imbalance`` as a float: one finite number >= 1, the busiest expert-parallel rank's
+    tokens over the mean (1 balanced); else a ``ScheduleError`` naming it."""
+    value = number(imbalance, "imbalance", strict=True)
+    if value < 1.0:
+        raise ScheduleError(f"imbalance must be >= 1, the busiest expert-parallel rank's tokens "
+                            f"over the mean (got {imbalance!r})")
+    return value
+
+
 def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=1, t=1,
                 ep=1, etp=1, moe: bool | None = None, sequence_parallel: bool = True,
                 recompute: str = "none", precision: str = "bf16", node_limit=None,
@@ -401,10 +411,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     one_of(dispatcher, "dispatcher", DISPATCHERS)
     one_of(dispatch, "dispatch", PRECISIONS)
     positive_int(seq, "seq")
-    imbalance = number(imbalance, "imbalance", strict=True)
-    if imbalance < 1.0:
-        raise ScheduleError(f"imbalance must be >= 1, the busiest rank's tokens over the mean "
-                            f"(got {imbalance!r})")
+    imbalance = check_imbalance(imbalance)
     if node_limit is not None:
         positive_int(node_limit, "node_limit")
     moe = model.moe if moe is None else moe
