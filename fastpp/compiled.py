@@ -477,8 +477,8 @@ def point(plan, device_first, rows, forward_only, out):
     N = plan.shape[1]
     p = device_first.shape[0] - 1
     tf, tb, ti, tw, tfb, comm = rows[TF], rows[TB], rows[TI], rows[TW], rows[TFB], rows[COMM]
-    previous, forward, gradient = plan[PREVIOUS], plan[FORWARD], plan[GRADIENT]
-    forward_link, gradient_link = plan[FORWARD_LINK], plan[GRADIENT_LINK]
+    previous = plan[PREVIOUS]
+    producers, links = plan[FORWARD:GRADIENT + 1], plan[FORWARD_LINK:GRADIENT_LINK + 1]
     kinds, stages, stages2, by_device = plan[KIND], plan[STAGE], plan[STAGE2], plan[BY_DEVICE]
     times = out.reshape(out.size)
     starts, ends = times[4 * p:4 * p + N], times[4 * p + N:4 * p + 2 * N]
@@ -490,22 +490,15 @@ def point(plan, device_first, rows, forward_only, out):
         a = previous[i]
         t = ends[np.uint64(a)] if a >= 0 else 0.0
         lat = 0.0
-        u = forward[i]
-        if u >= 0:
-            ready = ends[np.uint64(u)]
-            s = forward_link[i]
-            if s >= 0:
-                ready += comm[np.uint64(s)]
-                lat += comm[np.uint64(s)]
-            t = max(t, ready)
-        u = gradient[i]
-        if u >= 0:
-            ready = ends[np.uint64(u)]
-            s = gradient_link[i]
-            if s >= 0:
-                ready += comm[np.uint64(s)]
-                lat += comm[np.uint64(s)]
-            t = max(t, ready)
+        for q in range(2):
+            u = producers[q, i]
+            if u >= 0:
+                ready = ends[np.uint64(u)]
+                s = links[q, i]
+                if s >= 0:
+                    ready += comm[np.uint64(s)]
+                    lat += comm[np.uint64(s)]
+                t = max(t, ready)
         kind = kinds[i]
         s = np.uint64(stages[i])
         if kind == F:
