@@ -455,37 +455,52 @@ def point_plan(c: Compiled) -> np.ndarray:
                      c.kind, c.stage, c.stage2, c.device_ops]).astype(np.int32)
 
 
+def point_out_shape(N: int, p: int) -> tuple[int, int]:
+    """The shape of ``point``'s ``out`` for ``N`` ops on ``p`` devices."""
+    return 4 + -(-2 * N // p), p
+
+
 @jit
 def point(plan, device_first, rows, forward_only, out):
     """``simulate``'s numbers for one cost vector, from a ``point_plan``.
 
-    ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out`` (length
-    ``2N + 4p``) with every op's start and end in the compiled order, then per device its busy
-    time, span, peak activations and peak live pairs; returns ``(makespan, bubble_ratio,
-    span_bubble_ratio, latency)`` (``latency``: the hand-offs summed, as ``kernels.timeline``
-    returns it). The ops run in ``kernels.timeline``'s order, with its float operations, and
-    the sums run device by device in position order, those of ``kernels.reduce`` and
-    ``kernels.device_memory``: equal to them bit for bit.
+    ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out``
+    (``point_out_shape``, ``[4 + ceil(2N / p), p]``): rows 0-3 per device its busy time, span,
+    peak activations and peak live pairs, then from flat slot ``4p`` on every op's start and
+    after them its end, in the compiled order (one array a call, and its first rows the sums
+    without a slice or reshape in Python). Returns ``(makespan, bubble_ratio,
+    span_bubble_ratio, latency)`` as Python floats (``latency``: the hand-offs summed, as
+    ``kernels.timeline`` returns it). The ops run in ``kernels.timeline``'s order, with its
+    float operations, and the sums run device by device in position order, those of
+    ``kernels.reduce`` and ``kernels.device_memory``: equal to them bit for bit.
     """
     N = plan.shape[1]
     p = device_first.shape[0] - 1
     tf, tb, ti, tw, tfb, comm = rows[TF], rows[TB], rows[TI], rows[TW], rows[TFB], rows[COMM]
+    previous = plan[PREVIOUS]
+    producers, links = plan[FORWARD:GRADIENT + 1], plan[FORWARD_LINK:GRADIENT_LINK + 1]
+    kinds, stages, stages2, by_device = plan[KIND], plan[STAGE], plan[STAGE2], plan[BY_DEVICE]
+    times = out.reshape(out.size)
+    starts, ends = times[4 * p:4 * p + N], times[4 * p + N:4 * p + 2 * N]
+    # every index unsigned (np.uint64) once known >= 0, the rows taken once: Numba wraps a
+    # signed index around (a compare and a select at every access), measured a third of the
+    # kernel's time (1F1B p=8 n=64: 5.7 -> 3.7 us a call)
     latency = 0.0
-    for i in range(N):  # kernels.timeline's step, its inputs ready
-        a = plan[PREVIOUS, i]
-        t = out[N + a] if a >= 0 else 0.0
+    for i in range(np.uint64(N)):  # kernels.timeline's step, its inputs ready
+        a = previous[i]
+        t = ends[np.uint64(a)] if a >= 0 else 0.0
         lat = 0.0
         for q in range(2):
-            u = plan[FORWARD + q, i]
+            u = producers[q, i]
             if u >= 0:
-                ready = out[N + u]
-                s = plan[FORWARD_LINK + q, i]
+                ready = ends[np.uint64(u)]
+                s = links[q, i]
                 if s >= 0:
-                    ready += comm[s]
-                    lat += comm[s]
+                    ready += comm[np.uint64(s)]
+                    lat += comm[np.uint64(s)]
                 t = max(t, ready)
-        kind = plan[KIND, i]
-        s = plan[STAGE, i]
+        kind = kinds[i]
+        s = np.uint64(stages[i])
         if kind == F:
             e = t + tf[s]
         elif kind == B:
@@ -497,9 +512,9 @@ def point(plan, device_first, rows, forward_only, out):
         elif tfb[s] >= 0.0:  # (False for NaN: no pair time given)
             e = t + tfb[s]
         else:
-            e = t + (tf[s] + tb[plan[STAGE2, i]])
-        out[i] = t
-        out[N + i] = e
+            e = t + (tf[s] + tb[np.uint64(stages2[i])])
+        starts[i] = t
+        ends[i] = e
         latency += lat
     lowest = np.inf
     highest = -np.inf
@@ -512,21 +527,21 @@ def point(plan, device_first, rows, forward_only, out):
         held = 0
         peak = 0.0
         live = 0
-        for j in range(device_first[r], device_first[r + 1]):
-            i = plan[BY_DEVICE, j]
-            busy += out[N + i] - out[i]
+        for j in range(np.uint64(device_first[r]), np.uint64(device_first[r + 1])):
+            i = np.uint64(by_device[j])
+            busy += ends[i] - starts[i]
             # kernels.device_memory's step (and above kernels.timeline's), written out: Numba
             # calls a jitted helper rather than inlining it, and reference-counts its arrays
             # (measured: the kernel 1.7x slower; with scalar arguments only, 1.1x)
-            kind = plan[KIND, i]
-            s = plan[STAGE, i]
+            kind = kinds[i]
+            s = np.uint64(stages[i])
             if kind == F or kind == FB:
                 mem += unit[s]
                 held += 1
                 peak = max(peak, mem)
                 live = max(live, held)
             if kind == FB:
-                mem -= unit[plan[STAGE2, i]]
+                mem -= unit[np.uint64(stages2[i])]
                 held -= 1
             elif kind == B or (kind == F and forward_only):
                 mem -= unit[s]
@@ -538,18 +553,19 @@ def point(plan, device_first, rows, forward_only, out):
                 held -= 1
         span = 0.0
         if device_first[r + 1] > device_first[r]:
-            begin = out[plan[BY_DEVICE, device_first[r]]]
-            end = out[N + plan[BY_DEVICE, device_first[r + 1] - 1]]
+            begin = starts[by_device[device_first[r]]]
+            end = ends[by_device[device_first[r + 1] - 1]]
             span = end - begin
             lowest = min(lowest, begin)
             highest = max(highest, end)
             total += busy
             longest = max(longest, span)
-        out[2 * N + r] = busy
-        out[2 * N + p + r] = span
-        out[2 * N + 2 * p + r] = peak
-        out[2 * N + 3 * p + r] = live
+        out[0, r] = busy
+        out[1, r] = span
+        out[2, r] = peak
+        out[3, r] = live
     makespan = highest - lowest
     bubble = 1.0 - total / (p * makespan) if makespan > 0.0 else 0.0
     span_bubble = 1.0 - total / p / longest if longest > 0.0 else 0.0
-    return makespan, bubble, span_bubble, latency
+    # Python floats, with or without the JIT (NUMBA_DISABLE_JIT computes NumPy scalars)
+    return float(makespan), float(bubble), float(span_bubble), float(latency)

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import kernels
 from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
-from .compiled import PLAN_ROWS, Compiled, compile_schedule, point_plan
+from .compiled import PLAN_ROWS, Compiled, compile_schedule, point_out_shape, point_plan
 from .ops import FB, PAD, F, Op, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
@@ -362,9 +362,11 @@ def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
 class Built:
     """A generated schedule's arrays (``ops, length, stage_to_device, route_first,
     route_last``), never handed out (``Schedule._shared`` copies them when read), and the
-    ``fastpp.compiled.point`` plan of that schedule, made when first simulated."""
+    ``fastpp.compiled.point`` plan of that schedule and the shape of its output, made when
+    first simulated."""
 
-    __slots__ = ("arrays", "attributes", "plan", "device_first", "shape", "placement")
+    __slots__ = ("arrays", "attributes", "plan", "device_first", "out_shape", "shape",
+                 "placement")
 
     def __init__(self, arrays, *, n: int, m: int, name: str, forward_only: bool):
         self.arrays = arrays
@@ -374,7 +376,7 @@ class Built:
                            "V": len(stage_to_device), "_built": self}
         self.shape = ops.shape[1:]
         self.placement = (p, m, stage_to_device.tobytes())  # fastpp.Costs's expansion key
-        self.plan = self.device_first = None
+        self.plan = self.device_first = self.out_shape = None
 
     @property
     def slots(self) -> int:
@@ -390,5 +392,6 @@ class Built:
                 *self.arrays[:3], n=a["n"], m=a["m"], name=a["name"], route_first=self.arrays[3],
                 route_last=self.arrays[4], forward_only=a["forward_only"]))
             self.device_first = compiled.device_first
+            self.out_shape = point_out_shape(compiled.num_ops, compiled.p)
             self.plan = point_plan(compiled)
         return self.plan, self.device_first

@@ -52,6 +52,8 @@ class Result:
 
     # a result is built on every simulate: its fields go into __dict__ at once, and those a
     # caller may not read (every op's times in the schedule's layout, the memory) when read
+    durations = None  # (set by simulate when given)
+
     def __init__(self, fields: dict):
         self.__dict__.update(fields)
 
@@ -86,13 +88,14 @@ class Result:
 
     def _layout(self, row: int) -> np.ndarray:
         """Row ``row`` (start, end) of a point's times, from the compiled order to ``[r, k]``."""
-        built, times = self._point
+        built = self._built
         plan, device_first = built.point_plan()
-        N = plan.shape[1]
+        p, N = len(device_first) - 1, plan.shape[1]
+        times = self._sums.reshape(-1)[4 * p + row * N: 4 * p + (row + 1) * N]
         out = np.zeros(built.shape)
-        device = np.repeat(np.arange(len(device_first) - 1), np.diff(device_first))
+        device = np.repeat(np.arange(p), np.diff(device_first))
         position = np.arange(N) - device_first[device]
-        out[device, position] = times[row * N: (row + 1) * N][plan[BY_DEVICE]]
+        out[device, position] = times[plan[BY_DEVICE]]
         return out
 
     @property
@@ -110,7 +113,7 @@ class Result:
     def _make_memory(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         s = self.schedule
         # a plan's result reads the arrays it ran (the schedule's own may be written since)
-        ops, length = self._point[0].arrays[:2] if "_point" in self.__dict__ else (s.ops, s.length)
+        ops, length = self._built.arrays[:2] if "_built" in self.__dict__ else (s.ops, s.length)
         shape = ops.shape[1:]
         arrays = (np.zeros(shape), np.zeros(shape), np.zeros(shape, np.int64),
                   np.zeros(shape, np.int64))
@@ -201,6 +204,8 @@ class Result:
         return times, values
 
 
+_new, _set = object.__new__, object.__setattr__
+
 # Result's fields made when first read, by the method that makes each
 _MADE_WHEN_READ = {name: getattr(Result, "_make_" + name.lstrip("_")) for name in (
     "serial_time", "start", "end", "_memory", "peak_live")}
@@ -266,14 +271,15 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     if built is not None and durations is None:
         c, rows = costs._rows_for(built.placement, built.arrays[2])
         plan, device_first = built.point_plan()
-        times = np.empty(2 * plan.shape[1] + 4 * schedule.p)
+        out = np.empty(built.out_shape)
         makespan, bubble, span_bubble, latency = point(plan, device_first, rows,
-                                                       schedule.forward_only, times)
-        return Result({"schedule": schedule, "costs": costs, "stage_costs": c, "_rows": rows,
-                       "durations": None, "makespan": float(makespan),
-                       "bubble_ratio": float(bubble), "span_bubble_ratio": float(span_bubble),
-                       "_latency": float(latency), "_point": (built, times),
-                       "_sums": times[2 * plan.shape[1]:].reshape(4, schedule.p)})
+                                                       schedule.forward_only, out)
+        result = _new(Result)  # (Result's __init__ is a call more on this path, 0.1 us)
+        _set(result, "__dict__", {
+            "schedule": schedule, "costs": costs, "stage_costs": c, "_rows": rows,
+            "makespan": makespan, "bubble_ratio": bubble, "span_bubble_ratio": span_bubble,
+            "_latency": latency, "_built": built, "_sums": out})
+        return result
     c, rows = costs._per_stage(schedule)
     tf, tb, ti, tw, tfb, comm, unit, gamma = rows
     shape = schedule.kind.shape
