@@ -65,6 +65,7 @@ def edges(schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     gradient input (a ``B``'s, ``I``'s or ``W``'s, or an overlapped pair's backward half); ``-1``
     where it has none. A ``B`` or ``I`` at the end of its route waits for its own forward.
     """
+    schedule._check()
     used = np.arange(schedule.ops.shape[2]) < schedule.length[:, None]
     rs, ks = np.nonzero(used)
     producer = np.empty((len(rs), 2), np.int64)

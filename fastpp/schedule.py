@@ -94,7 +94,7 @@ class Schedule:
         self.route_last = np.ascontiguousarray(routes[:, 1])
         self.forward_only = flag(forward_only, "forward_only")
         self._validate(routes)
-        self.kind, self.stage, self.mb, self.stage2, self.mb2 = self.ops
+        self.__dict__.update(zip(_FIELDS, self.ops, strict=True))
 
     # -- construction -----------------------------------------------------------------------
 
@@ -140,6 +140,9 @@ class Schedule:
         raise AttributeError(f"'Schedule' object has no attribute {name!r}")
 
     def __setattr__(self, name: str, value) -> None:
+        if name in _FIELDS:  # a view set to another array would leave ops, which runs, as it was
+            raise ScheduleError(f"{name} is a view of ops: write into it (schedule.{name}[r, k] = "
+                                f"...) or set ops (got an assignment of {show(value)})")
         # a shared schedule set anything (ops, n, forward_only ...) no longer is the built one:
         # it takes its own copies first, else simulate would run the shared plan and the next
         # read copy the shared arrays over what was set
@@ -151,6 +154,34 @@ class Schedule:
         if "_built" in self.__dict__:
             self._unshare()
         object.__delattr__(self, name)
+
+    def _check(self) -> None:
+        """Check the schedule as it now stands, before a kernel reads it: its arrays can be
+        written into or set after it was built, and the kernels index by them unchecked (a stage
+        out of range reads another array's memory). A built schedule whose arrays were never
+        read is the one checked when it was made."""
+        if "_built" in self.__dict__:
+            return
+        ops = _int_array(getattr(self, "ops", None), "ops", ndim=3)
+        if ops.shape[0] != 5 or ops.shape[1] < 1:
+            raise ScheduleError(f"ops must have shape (5, p, L) with p >= 1 (got {ops.shape})")
+        arrays = {name: _int_array(getattr(self, name, None), name, ndim=1)
+                  for name in ("length", "stage_to_device", "route_first", "route_last")}
+        for name, value, held in (("p", ops.shape[1], "ops has {} devices"),
+                                  ("V", len(arrays["stage_to_device"]),
+                                   "stage_to_device maps {} stages")):
+            if getattr(self, name, None) != value:
+                raise ScheduleError(f"{held.format(value)} but {name} is "
+                                    f"{show(getattr(self, name, None))}: they must agree")
+        n = positive_int(getattr(self, "n", None), "n")
+        positive_int(getattr(self, "m", None), "m")
+        flag(getattr(self, "forward_only", None), "forward_only")
+        first, last = arrays["route_first"], arrays["route_last"]
+        if first.shape != (n,) or last.shape != (n,):
+            raise ScheduleError(f"route_first and route_last must have shape ({n},) (got "
+                                f"{first.shape} and {last.shape})")
+        self.__dict__.update(arrays, ops=ops, **dict(zip(_FIELDS, ops, strict=True)))
+        self._validate(np.stack((first, last), axis=1))
 
     @classmethod
     def from_tokens(cls, rows: Sequence[Sequence[str | None]], stage_to_device=None, *,
@@ -246,10 +277,17 @@ class Schedule:
         ScheduleError
             If the schedule deadlocks (``simulate``'s message).
         """
+        self._check()
+        state = self._state()
         found = self.__dict__.get("_compiled")
-        if found is None:
-            found = self._compiled = compile_schedule(self)
-        return found
+        if found is None or not _same(found[1], state):  # written into since: compile again
+            found = self._compiled = (compile_schedule(self), _copies(state))
+        return found[0]
+
+    def _state(self) -> tuple:
+        """What the compiled form depends on."""
+        return (self.ops, self.length, self.stage_to_device, self.route_first, self.route_last,
+                self.n, self.forward_only)
 
     @property
     def parameter_units(self) -> np.ndarray:
@@ -323,6 +361,15 @@ class Schedule:
                                                             strict=True))
         rule = _COUNT_RULES[0 if self.forward_only else finding - kernels.COUNT_F]
         raise ScheduleError(f"{where} needs {rule} (got {counts})")
+
+
+def _copies(state: tuple) -> tuple:
+    return tuple(x.copy() if isinstance(x, np.ndarray) else x for x in state)
+
+
+def _same(kept: tuple, state: tuple) -> bool:
+    return all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+               for a, b in zip(kept, state, strict=True))
 
 
 def _int_array(value, name: str, ndim: int) -> np.ndarray:

@@ -280,6 +280,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
             "makespan": makespan, "bubble_ratio": bubble, "span_bubble_ratio": span_bubble,
             "_latency": latency, "_built": built, "_sums": out})
         return result
+    schedule._check()
     c, rows = costs._per_stage(schedule)
     tf, tb, ti, tw, tfb, comm, unit, gamma = rows
     shape = schedule.kind.shape

@@ -12,6 +12,7 @@ from reference import Deadlock, assert_agrees, simulate_reference
 
 import fastpp
 from fastpp import Costs, Schedule, ScheduleError, build_schedule, simulate
+from fastpp.dependencies import edges
 
 
 def test_grid_covers_every_schedule():
@@ -85,15 +86,14 @@ def test_a_built_schedule_written_into_simulates_what_it_holds():
     assert_same(after, simulate(unshared(sched)))
     assert not np.array_equal(after.start, before.start)
     assert_same(simulate(build_schedule("1f1b", 2, 3)), before)
-    sched.length[:] = 0  # and a schedule emptied after it was built simulates nothing
-    assert simulate(sched).busy.tolist() == [0.0, 0.0]
+    sched.length[:] = 0  # and one emptied after it was built is refused, as Schedule() would
+    with pytest.raises(ScheduleError, match="needs exactly one F"):
+        simulate(sched)
 
 
 SET = {"ops": lambda s: s.ops.copy(), "length": lambda s: s.length.copy(),
        "stage_to_device": lambda s: s.stage_to_device.copy(),
        "route_first": lambda s: s.route_first.copy(), "route_last": lambda s: s.route_last.copy(),
-       **{f: (lambda s, f=f: getattr(s, f).copy()) for f in ("kind", "stage", "mb", "stage2",
-                                                              "mb2")},
        "n": lambda s: 4, "m": lambda s: 1, "p": lambda s: 4, "V": lambda s: 4,
        "forward_only": lambda s: False, "name": lambda s: "mine"}
 
@@ -111,6 +111,53 @@ def test_a_built_schedule_set_keeps_what_was_set(name):
     getattr(sched, other)  # a read of another array
     assert getattr(sched, name) is value
     assert_same(simulate(sched), simulate(unshared(sched)))
+
+
+@pytest.mark.parametrize("field", ["kind", "stage", "mb", "stage2", "mb2"])
+def test_a_view_of_ops_is_written_into_not_set(field):
+    sched = build_schedule("1f1b", 4, 4)
+    with pytest.raises(ScheduleError, match=f"{field} is a view of ops"):
+        setattr(sched, field, getattr(sched, field).copy())
+
+
+WRITES = {  # a schedule written into after it was built: each is checked again when it runs
+    "a stage out of range": (lambda s: s.stage.__setitem__((1, 3), 99), "stage must be in 0..3"),
+    "a kind out of range": (lambda s: s.kind.__setitem__((0, 0), 7), "kind must be one of"),
+    "a length past the ops": (lambda s: s.length.__setitem__(0, 10**6), "length must have"),
+    "a device's ops reversed": (lambda s: s.ops.__setitem__((slice(None), 0), s.ops[:, 0, ::-1]),
+                                "must come before"),
+    "ops of another p": (lambda s: setattr(s, "ops", s.ops[:, :2].copy()),
+                         "ops has 2 devices but p is 4"),
+    "ops not integers": (lambda s: setattr(s, "ops", s.ops * 0.5), "ops must be an integer"),
+    "another n": (lambda s: setattr(s, "n", 5), "must have shape \\(5,\\)"),
+    "a stage map off the devices": (lambda s: s.stage_to_device.__setitem__(0, 9),
+                                    "stage_to_device must map"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(WRITES))
+def test_a_schedule_written_into_is_checked_when_it_runs(what):
+    """The kernels index by the schedule's arrays unchecked: a schedule changed after it was
+    built (here a stage of 99 segfaulted) is checked again by simulate, compiled() and
+    dependencies.edges."""
+    write, message = WRITES[what]
+    for run in (simulate, lambda s: s.compiled(), edges):
+        sched = build_schedule("1f1b", 4, 8)
+        write(sched)
+        with pytest.raises(ScheduleError, match=message):
+            run(sched)
+
+
+def test_compiled_follows_a_schedule_written_into():
+    sched = build_schedule("1f1b", 2, 3)
+    first = sched.compiled()
+    assert sched.compiled() is first  # kept while the schedule is as it was
+    sched.ops[:, 1, 1], sched.ops[:, 1, 2] = sched.ops[:, 1, 2].copy(), sched.ops[:, 1, 1].copy()
+    again, expected = sched.compiled(), unshared(sched).compiled()
+    assert again is not first
+    for name, field in zip(expected._fields, expected, strict=True):
+        assert np.array_equal(getattr(again, name), field), name
+    assert not np.array_equal(again.kind, first.kind)
 
 
 def test_a_built_schedule_given_other_ops_simulates_them():
