@@ -1,4 +1,4 @@
-"""``Schedule``: a pipeline schedule as per-device integer op matrices, validated once."""
+"""``Schedule``: a pipeline schedule as per-device integer op matrices, validated where it runs."""
 
 from __future__ import annotations
 
@@ -61,7 +61,10 @@ class Schedule:
     p, n, m, V : int
         Devices, microbatches, chunks per device, virtual stages.
     kind, stage, mb, stage2, mb2 : ndarray of int32, shape (p, L)
-        Views of ``ops``.
+        Views of ``ops``: write into them (or set ``ops``), never set them.
+
+    The arrays may be written into after the schedule is made: ``simulate``, ``compiled()``
+    and ``dependencies.edges`` check it again as it then stands.
 
     Raises
     ------
