@@ -16,11 +16,12 @@ sample one step's factor, each op one factor of its device and kind.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property
 
 import numpy as np
 
-from ..checks import ScheduleError
+from ..checks import ScheduleError, ScheduleTypeError
 from ..costs import Costs
 from ..noise import Noise
 from ..ops import FB, B, F, I, W
@@ -38,10 +39,13 @@ class MeasuredSteps(tuple):
     Raises
     ------
     ScheduleError
-        No step, or steps that ran different orders.
+        Not a sequence of runs, no step, or steps that ran different orders.
     """
 
     def __new__(cls, runs):
+        if isinstance(runs, str | bytes) or not isinstance(runs, Iterable):
+            raise ScheduleTypeError(f"runs must be a sequence of fastpp.MeasuredRun objects "
+                                    f"(got {type(runs).__name__})")
         self = super().__new__(cls, runs)
         if not self:
             raise ScheduleError("MeasuredSteps needs at least one MeasuredRun (got none)")

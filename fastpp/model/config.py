@@ -410,7 +410,13 @@ class RunGrid:
 
     def __post_init__(self):
         positive_int(self.seq, "seq", MAX_INT - 1)
-        arrays = {k: np.asarray(getattr(self, k)) for k in PER_CONFIGURATION}
+        arrays = {}
+        for k in PER_CONFIGURATION:
+            try:
+                arrays[k] = np.array(getattr(self, k))
+            except ValueError:  # ragged, e.g. [1, [2]]
+                raise ScheduleError(f"{k} must be an array of one shape (got "
+                                    f"{show(getattr(self, k))})") from None
         try:
             np.broadcast_shapes(*(a.shape for a in arrays.values()))
         except ValueError:
@@ -431,6 +437,10 @@ class RunGrid:
                         "ZeRO stages, 0 to 3" if name == "zero" else
                         "positive integers")
                 raise ScheduleError(f"{name} must hold {what} (got {show(a)})")
+        for name, a in arrays.items():  # the grid's own read-only copies: checked once, here
+            if a.ndim:
+                a.flags.writeable = False
+                object.__setattr__(self, name, a)
         for name in ("sequence_parallel", "tp_overlap", "blocking_handoffs"):
             flag(getattr(self, name), name)
         if self.precision is not None:
