@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .checks import ScheduleError, instance, numbers, read_only
+from .checks import ScheduleError, indices, instance, numbers, positive_int, read_only
 from .schedule import Schedule
 
 
@@ -171,7 +171,14 @@ class Costs:
 
         Remembered per stage map, so a loop that simulates many schedules with one ``Costs``
         expands it once per placement; the arrays are read-only views of the kept ones.
+        ``stage_to_device`` holds each of the ``p * m`` stages' device, in ``0..p-1``.
         """
+        p, m = positive_int(p, "p"), positive_int(m, "m")
+        # as the schedules hold it (int32): the remembered expansions are keyed by its bytes
+        stage_to_device = indices(stage_to_device, "stage_to_device", p).astype(np.int32)
+        if stage_to_device.shape != (p * m,):
+            raise ScheduleError(f"stage_to_device must hold p * m = {p * m} devices, one per "
+                                f"stage (got shape {stage_to_device.shape})")
         return self._rows_for((p, m, stage_to_device.tobytes()), stage_to_device)[0]
 
     def _rows_for(self, key: tuple, stage_to_device: np.ndarray) -> tuple[StageCosts, np.ndarray]:

@@ -48,11 +48,11 @@ class MeasuredSteps(tuple):
                                     f"(got {type(runs).__name__})")
         self = super().__new__(cls, runs)
         if not self:
-            raise ScheduleError("MeasuredSteps needs at least one MeasuredRun (got none)")
+            raise ScheduleError("runs must hold at least one MeasuredRun (got none)")
         for k, run in enumerate(self):
             if not isinstance(run, MeasuredRun):
-                raise ScheduleError(f"MeasuredSteps holds MeasuredRun objects (got "
-                                    f"{type(run).__name__} at step {k})")
+                raise ScheduleTypeError(f"runs must hold MeasuredRun objects (got "
+                                        f"{type(run).__name__} at step {k})")
             if run.schedule.tokens() != self[0].schedule.tokens():
                 raise ScheduleError(f"step {k} ran another order than step 0 "
                                     f"({run.schedule!r} against {self[0].schedule!r})")

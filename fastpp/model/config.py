@@ -19,6 +19,7 @@ from ..checks import (
     ScheduleError,
     ScheduleTypeError,
     flag,
+    instance,
     one_of,
     positive_int,
     show,
@@ -232,10 +233,13 @@ class RunConfig:
                                 f"{list(row.keys())[:12]})")
         get = row.get
         values = {k: _plain(get(k)) for k in ROW if k not in ("gpus", "n")}
-        values["global_batch"] = int(get("n")) * values["microbatch"] * values["d"]
+        # the counts multiplied here are checked first (a string would be repeated)
+        n, microbatch, d, gpus = (_count(get(k), f"row's {k}")
+                                  for k in ("n", "microbatch", "d", "gpus"))
+        values["global_batch"] = n * microbatch * d
         values["layout"] = values["layout"] or None
         config = cls(**{**values, **fields})
-        if config.gpus != int(get("gpus")):
+        if config.gpus != gpus:
             raise ScheduleError(f"row's gpus must be t * cp * p * d = {config.gpus} (got "
                                 f"gpus={get('gpus')})")
         return config
@@ -273,7 +277,9 @@ class RunConfig:
         return self.recompute_modules if self.recompute == "selective" else None
 
     def chunk_layout(self, model):
-        """``layout``, or ``first_layers``/``last_layers`` as one over ``p m`` chunks."""
+        """``layout``, or ``first_layers``/``last_layers`` as one over ``p m`` chunks
+        (``model``: a ``fastpp.model.Transformer``)."""
+        instance(model, Transformer, "model", "fastpp.model.Transformer")
         if self.layout is not None or (self.first_layers is None and self.last_layers is None):
             return self.layout
         return even_layers(model.layers, self.p * self.m, self.first_layers, self.last_layers)
@@ -314,6 +320,15 @@ DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)
 def _plain(value):
     """NumPy scalars as Python's (a row read from a DataFrame holds them)."""
     return value.item() if hasattr(value, "item") else value
+
+
+def _count(value, name: str) -> int:
+    """A plan row's count as an ``int``: a positive integer, or a float that is one (a
+    column with a missing value holds floats)."""
+    value = _plain(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return positive_int(value, name)
 
 
 def data_parallel(gpus: int, t: int, cp: int, p: int) -> int:
