@@ -298,6 +298,13 @@ def calls(tmp: Path) -> list[Call]:
              names={k: (f"layout.{k}",) for k in ("layers", "embedding", "loss", "mtp")},
              echo=True),
         Call("model.pair_partner", model.pair_partner, dict(schedule=pairs)),
+        Call("model.stage_table", model.stage_table,
+             dict(model=llama, hardware=h100, grid=model.RunGrid(
+                 seq=1024, microbatch=[1, 2], t=1, d=1, p=2, m=1, recompute=0),
+                  config=np.array([0, 0, 1, 1]), layers=np.array([16.0, 16, 16, 16]),
+                  embedding=np.array([True, False, True, False]),
+                  loss=np.array([False, True, False, True]), moe_layers=0.0, mtp=0.0,
+                  partner=None)),
         Call("model.overlap_reason", model.overlap_reason,
              dict(name="dualpipev", pairs=True, recompute="none", cp=1, ep=2)),
     ]
