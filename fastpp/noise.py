@@ -178,9 +178,9 @@ class Noise(Frozen):
         other._freeze(**{**vars(self), "link_delay": _links(link_delay)})
         return other
 
-    # -- what the kernels read ----------------------------------------------------------------
+    # -- what the Monte Carlo reads (fastpp.montecarlo; its arrays, not a user's) ----------------
 
-    def op_factors(self, device: np.ndarray, stage: np.ndarray, p: int, V: int) -> np.ndarray:
+    def _op_factors(self, device: np.ndarray, stage: np.ndarray, p: int, V: int) -> np.ndarray:
         """Per op (arrays of its device and stage): the persistent slow factor."""
         factor = np.ones(len(device))
         for r, x in self.slow_devices.items():
@@ -195,7 +195,7 @@ class Noise(Frozen):
             factor[stage == s] *= x
         return factor
 
-    def stage_delays(self, stage_to_device: np.ndarray) -> np.ndarray:
+    def _stage_delays(self, stage_to_device: np.ndarray) -> np.ndarray:
         """Per stage boundary ``s`` (between stages ``s`` and ``s + 1``): the link delay its
         messages pay (length ``V``; the last entry is never read)."""
         V = len(stage_to_device)
@@ -211,7 +211,7 @@ class Noise(Frozen):
             out[:-1][hit] += delay
         return out
 
-    def shapes(self) -> tuple[np.ndarray, float]:
+    def _shapes(self) -> tuple[np.ndarray, float]:
         """The jitter's per-kind parameter (``sigma`` of the log for lognormal, the shape for
         gamma; 0: none) for codes ``F, B, I, W, FB``, and the step factor's."""
         return _shape(self.cov, self.dist), float(_shape(np.array([self.step]), self.dist)[0])

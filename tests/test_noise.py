@@ -29,7 +29,7 @@ KS_ALPHA = 1e-3  # a K-S test at this level fails a right answer 1 time in 1,000
 
 def draws(noise, K, seed=3, stage=0, kind=0, mb=0, first=0):
     """K draws of one op's factor (base time 1)."""
-    shapes, step_shape = noise.shapes()
+    shapes, step_shape = noise._shapes()
     out = np.empty((1, K))
     one = np.array([0], np.int64)
     noise_module.draw(np.uint64(seed), one + kind, one + stage, one + mb, one, np.ones(1),
