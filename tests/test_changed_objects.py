@@ -109,6 +109,10 @@ ROWS = {
                                "durations must"),
     "MeasuredJob.replay negative": (lambda: (j := _job()).replay(-j.durations),
                                     "durations must"),
+    # the chapter's Device: a time set later reached the schedule as costs.f, not fwd_time
+    "Device.fwd_time replaced": (lambda: fastpp.gpipe_schedule(
+        [_set(fastpp.Device("d0", ["l"]), "fwd_time", -1.0), fastpp.Device("d1", ["l"])], 4),
+        "fwd_time"),
     # a grid of configurations kept the caller's arrays (a later write changed it)
     "RunGrid array written by its caller": (lambda: _grid_written(), None),
 }
