@@ -91,6 +91,9 @@ ROWS = {
         lambda: simulate((r := _run()).schedule, Costs(1.0, 2.0), samples=4, noise=Noise(
             empirical=changed_run(r, durations=-r.durations))),
         "empirical noise's measured op times must be finite and >= 0"),
+    "MeasuredRun built with durations of another shape": (
+        lambda: changed_run(r := _run(), durations=r.durations[:, :2]).costs(),
+        "durations must have shape"),
     "MeasuredSteps of an int": (lambda: fastpp.MeasuredSteps(5), "runs must be"),
     "MeasuredSteps of None": (lambda: fastpp.MeasuredSteps(None), "runs must be"),
     # a measured job: a graph written into segfaulted the replay's kernel

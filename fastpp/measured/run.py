@@ -39,7 +39,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..checks import Frozen, ScheduleError, one_of, require
+from ..checks import Frozen, ScheduleError, instance, number_array, one_of, require
 from ..costs import Costs
 from ..dependencies import edges
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
@@ -139,13 +139,22 @@ class MeasuredRun(Frozen):
     def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
                  durations, handed, latency: float, offsets, offset_residual: float,
                  files: list[str], hosts: list[str], operators):
+        instance(schedule, Schedule, "schedule", "fastpp.Schedule")
+        per_op = {"start": start, "end": end, "release": release, "wait": wait,
+                  "compute": compute, "overhead": overhead, "stall": stall,
+                  "durations": durations, "handed": handed, "operators": operators}
+        arrays = {}
+        for name, value in [*per_op.items(), ("offsets", offsets)]:
+            arrays[name] = number_array(value, name)
+            shape = schedule.kind.shape if name in per_op else (schedule.p,)
+            if arrays[name].shape != shape:
+                raise ScheduleError(f"{name} must have shape {shape}, the schedule's (got "
+                                    f"{arrays[name].shape})")
         used = _used(schedule)
         self._freeze(
-            schedule=schedule, p=schedule.p, n=schedule.n, m=schedule.m, start=start, end=end,
-            release=release, wait=wait, compute=compute, overhead=overhead, stall=stall,
-            durations=durations, handed=handed, operators=operators, offsets=offsets,
+            schedule=schedule, p=schedule.p, n=schedule.n, m=schedule.m, **arrays,
             offset_residual=float(offset_residual), latency=float(latency), files=files,
-            hosts=hosts, makespan=float(end[used].max() - start[used].min()),
+            hosts=hosts, makespan=float(arrays["end"][used].max() - arrays["start"][used].min()),
             _costs={})  # calibrations, kept: a run does not change
 
     def __repr__(self) -> str:
