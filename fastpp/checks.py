@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
+from collections.abc import Mapping
+from dataclasses import FrozenInstanceError
+from types import MappingProxyType
 
 import numpy as np
 
@@ -28,6 +31,44 @@ class ScheduleTypeError(ScheduleError, TypeError):
 class MissingExtraError(ScheduleError, ImportError):
     """An optional dependency is not installed (also an ``ImportError``); the message names
     the extra that installs it, e.g. ``pip install 'fastpp[plot]'``."""
+
+
+class Frozen:
+    """An object checked once, when built, and not changed after: what the kernels read is what
+    was checked (a frozen dataclass's contract, for a class with its own ``__init__``). Its
+    attributes are set once by ``_freeze``: arrays become read-only copies and mappings
+    read-only views, so a write into one raises instead of reaching the kernels unchecked;
+    private ones (``_name``: caches of what the object computed) stay as given."""
+
+    def _freeze(self, **fields) -> None:
+        self.__dict__.update({name: value if name.startswith("_") else _fixed(value)
+                              for name, value in fields.items()})
+
+    def __setattr__(self, name: str, value) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}: a {type(self).__name__} "
+                                  f"is checked when built and does not change (build another)")
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+
+
+def read_only(arr: np.ndarray) -> np.ndarray:
+    """A read-only view of ``arr``: the owner hands it out and passes the writable original to
+    the kernels (Numba types read-only arrays apart: every kernel would compile twice)."""
+    view = arr.view()
+    view.flags.writeable = False
+    return view
+
+
+def _fixed(value):
+    """``value`` as ``Frozen`` keeps it: an array a read-only copy, a mapping a read-only view
+    of a copy."""
+    if isinstance(value, np.ndarray):
+        value = value.copy()
+        value.flags.writeable = False
+    elif isinstance(value, Mapping) and not isinstance(value, MappingProxyType):
+        value = MappingProxyType(dict(value))
+    return value
 
 
 def missing_extra(what: str, package: str, extra: str) -> MissingExtraError:

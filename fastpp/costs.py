@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .checks import ScheduleError, instance, numbers
+from .checks import ScheduleError, indices, instance, numbers, positive_int, read_only
 from .schedule import Schedule
 
 
@@ -138,7 +138,7 @@ class Costs:
     def arrays(self) -> dict[str, np.ndarray]:
         """The validated fields as read-only float64 arrays (0-D for scalars; NaN where an
         optional field is not given; ``overhead`` one row per kind ``F, B, I, W``)."""
-        return {name: _read_only(arr) for name, arr in self._arrays.items()}
+        return {name: read_only(arr) for name, arr in self._arrays.items()}
 
     def _key(self) -> tuple:
         return tuple((a.shape, a.tobytes()) for a in self._arrays.values())
@@ -171,7 +171,14 @@ class Costs:
 
         Remembered per stage map, so a loop that simulates many schedules with one ``Costs``
         expands it once per placement; the arrays are read-only views of the kept ones.
+        ``stage_to_device`` holds each of the ``p * m`` stages' device, in ``0..p-1``.
         """
+        p, m = positive_int(p, "p"), positive_int(m, "m")
+        # as the schedules hold it (int32): the remembered expansions are keyed by its bytes
+        stage_to_device = indices(stage_to_device, "stage_to_device", p).astype(np.int32)
+        if stage_to_device.shape != (p * m,):
+            raise ScheduleError(f"stage_to_device must hold p * m = {p * m} devices, one per "
+                                f"stage (got shape {stage_to_device.shape})")
         return self._rows_for((p, m, stage_to_device.tobytes()), stage_to_device)[0]
 
     def _rows_for(self, key: tuple, stage_to_device: np.ndarray) -> tuple[StageCosts, np.ndarray]:
@@ -183,7 +190,7 @@ class Costs:
             if len(self._expanded) >= 64:
                 self._expanded.clear()
             rows = self._expand(key[0], stage_to_device, key[1])
-            found = self._expanded[key] = (StageCosts(*map(_read_only, rows)), rows)
+            found = self._expanded[key] = (StageCosts(*map(read_only, rows)), rows)
         return found
 
     def _expand(self, p: int, stage_to_device: np.ndarray, m: int) -> np.ndarray:
@@ -241,9 +248,3 @@ def _overhead(value) -> np.ndarray:
     return np.stack([np.broadcast_to(row, (size,)) for row in rows])
 
 
-def _read_only(arr: np.ndarray) -> np.ndarray:
-    # a view: the kernels get the writable originals (Numba types read-only arrays apart,
-    # which would compile every kernel a second time)
-    view = arr.view()
-    view.flags.writeable = False
-    return view

@@ -178,8 +178,8 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     base = np.empty((N, 1))
     op_durations(compiled.kind, compiled.stage, compiled.stage2, tf[:, None], tb[:, None],
                  ti[:, None], tw[:, None], tfb[:, None], base)
-    slow = noise.op_factors(compiled.device, compiled.stage, p, V)
-    shapes, step_shape = noise.shapes()
+    slow = noise._op_factors(compiled.device, compiled.stage, p, V)
+    shapes, step_shape = noise._shapes()
     if noise.empirical is not None:
         pool, pool_at = noise_module.empirical_pools(noise.empirical, p)
         empty = pool_at[compiled.device, compiled.kind, 1] == 0
@@ -190,10 +190,12 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
                                 f"{compiled.device[i]} to draw from (the run has none)")
     else:
         pool, pool_at = np.zeros(0), np.zeros((p, 5, 2), np.int64)
+    # a writable copy of the noise's read-only factors: Numba types read-only arrays apart
+    # (another compile of every kernel)
     draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, compiled.device,
              base[:, 0].copy(), slow, shapes, noise.dist == "gamma", step_shape, noise.spike[0],
-             noise.spike[1], pool, pool_at, noise.relative, noise.step_factors)
-    delays = noise.stage_delays(schedule.stage_to_device)
+             noise.spike[1], pool, pool_at, noise.relative, noise.step_factors.copy())
+    delays = noise._stage_delays(schedule.stage_to_device)
     extra = np.zeros(N)
     if noise.blocking:  # the sender of each message over a delayed link holds it
         crossing = compiled.link >= 0

@@ -35,7 +35,16 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._jit import jit
-from .checks import ScheduleError, ScheduleTypeError, flag, nonnegative_int, number, one_of
+from .checks import (
+    Frozen,
+    ScheduleError,
+    ScheduleTypeError,
+    flag,
+    nonnegative_int,
+    number,
+    numbers,
+    one_of,
+)
 from .compiled import evaluate_batch, finish_batch, timeline_batch
 from .kernels import COMM
 from .ops import FB, F, Op
@@ -62,7 +71,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
-class Noise:
+class Noise(Frozen):
     """A composable, seeded model of op-time variability (module docstring).
 
     Parameters
@@ -102,21 +111,23 @@ class Noise:
     ScheduleError
         A CoV outside [0, 10], a probability outside [0, 1], a factor <= 0, an unknown kind
         or distribution; at ``simulate``, factors and delays whose times overflow.
+
+    A ``Noise`` does not change once built (its fields are read-only; ``with_link_delay``
+    makes a changed copy): it is checked here, not again where it is drawn.
     """
 
     def __init__(self, cov=None, dist: str = "lognormal", *, slow_devices=None,
                  slow_stages=None, link_delay=None, blocking: bool = False, step: float = 0.0,
                  spike=None, empirical=None):
         one_of(dist, "dist", DISTS)
-        self.dist = dist
         if cov is None:
             cov = 0.0 if empirical is not None else 0.05
-        self.cov = _per_kind(cov)
-        self.slow_devices = _factors(slow_devices, "slow_devices")
-        self.slow_stages = _factors(slow_stages, "slow_stages")
-        self.link_delay = _links(link_delay)
-        self.blocking = flag(blocking, "blocking")
-        self.step = _cov(step, "step")
+        cov = _per_kind(cov)
+        slow_devices = _factors(slow_devices, "slow_devices")
+        slow_stages = _factors(slow_stages, "slow_stages")
+        link_delay = _links(link_delay)
+        blocking = flag(blocking, "blocking")
+        step = _cov(step, "step")
         if spike is None:
             spike = (0.0, 1.0)
         if not isinstance(spike, tuple | list) or len(spike) != 2:
@@ -127,28 +138,30 @@ class Noise:
         magnitude = number(spike[1], "spike magnitude")
         if magnitude < 1:
             raise ScheduleError(f"spike magnitude must be >= 1 (got {magnitude!r})")
-        self.spike = (probability, magnitude)
         # a MeasuredRun or MeasuredJob, known by what it offers (fastpp.measured sits above
         # the engine: importing it here would close an import circle)
         if empirical is not None and not callable(getattr(empirical, "op_times_by_kind", None)):
             raise ScheduleTypeError(f"empirical must be a fastpp.MeasuredRun, MeasuredJob or "
                                     f"MeasuredSteps "
                                     f"(got {type(empirical).__name__})")
-        self.empirical = empirical
         # several measured steps: factors on the Costs times, and the steps' shared factors
-        self.relative = callable(getattr(empirical, "op_ratios_by_kind", None))
-        if self.relative and self.step > 0:
+        relative = callable(getattr(empirical, "op_ratios_by_kind", None))
+        if relative and step > 0:
             raise ScheduleError(f"step must be 0 with empirical measured steps, whose own "
-                                f"step factors are drawn (got step={self.step})")
-        self.step_factors = (np.asarray(empirical.step_factors(), np.float64) if self.relative
-                             else np.zeros(0))
+                                f"step factors are drawn (got step={step})")
+        self._freeze(
+            dist=dist, cov=cov, slow_devices=slow_devices, slow_stages=slow_stages,
+            link_delay=link_delay, blocking=blocking, step=step, spike=(probability, magnitude),
+            empirical=empirical, relative=relative,
+            step_factors=(np.asarray(empirical.step_factors(), np.float64) if relative
+                          else np.zeros(0)))
 
     def __repr__(self) -> str:
         parts = [f"cov={dict(zip(KINDS, self.cov[:4].tolist(), strict=True))}",
                  f"dist={self.dist!r}"]
         for name in ("slow_devices", "slow_stages", "link_delay"):
             if getattr(self, name):
-                parts.append(f"{name}={getattr(self, name)}")
+                parts.append(f"{name}={dict(getattr(self, name))}")
         if self.blocking:
             parts.append("blocking=True")
         if self.step:
@@ -162,13 +175,12 @@ class Noise:
     def with_link_delay(self, link_delay) -> Noise:
         """A copy with other link delays (for sweeps over a delay)."""
         other = object.__new__(Noise)
-        other.__dict__.update(self.__dict__)
-        other.link_delay = _links(link_delay)
+        other._freeze(**{**vars(self), "link_delay": _links(link_delay)})
         return other
 
-    # -- what the kernels read ----------------------------------------------------------------
+    # -- what the Monte Carlo reads (fastpp.montecarlo; its arrays, not a user's) ----------------
 
-    def op_factors(self, device: np.ndarray, stage: np.ndarray, p: int, V: int) -> np.ndarray:
+    def _op_factors(self, device: np.ndarray, stage: np.ndarray, p: int, V: int) -> np.ndarray:
         """Per op (arrays of its device and stage): the persistent slow factor."""
         factor = np.ones(len(device))
         for r, x in self.slow_devices.items():
@@ -183,7 +195,7 @@ class Noise:
             factor[stage == s] *= x
         return factor
 
-    def stage_delays(self, stage_to_device: np.ndarray) -> np.ndarray:
+    def _stage_delays(self, stage_to_device: np.ndarray) -> np.ndarray:
         """Per stage boundary ``s`` (between stages ``s`` and ``s + 1``): the link delay its
         messages pay (length ``V``; the last entry is never read)."""
         V = len(stage_to_device)
@@ -199,7 +211,7 @@ class Noise:
             out[:-1][hit] += delay
         return out
 
-    def shapes(self) -> tuple[np.ndarray, float]:
+    def _shapes(self) -> tuple[np.ndarray, float]:
         """The jitter's per-kind parameter (``sigma`` of the log for lognormal, the shape for
         gamma; 0: none) for codes ``F, B, I, W, FB``, and the step factor's."""
         return _shape(self.cov, self.dist), float(_shape(np.array([self.step]), self.dist)[0])
@@ -282,7 +294,7 @@ def empirical_pools(run, p: int) -> tuple[np.ndarray, np.ndarray]:
     offset = 0
     for r in range(p):
         for k in range(5):
-            mine = np.asarray(times[r][k], np.float64)
+            mine = numbers(times[r][k], "empirical noise's measured op times")
             at[r, k] = offset, len(mine)
             values.append(mine)
             offset += len(mine)

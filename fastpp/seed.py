@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .checks import ScheduleError, ScheduleTypeError, instance, number, positive_int
+from .checks import Frozen, ScheduleError, ScheduleTypeError, instance, number, positive_int
 from .costs import Costs
 from .generators.registry import build_schedule
 from .ops import Op
@@ -23,8 +23,9 @@ from .simulate import simulate
 from .theory import MAX_P, peak_live
 
 
-class Device:
-    """One pipeline stage as the chapter models it.
+class Device(Frozen):
+    """One pipeline stage as the chapter models it (checked when built, then unchanged: a
+    time set later would reach the schedule unchecked).
 
     Parameters
     ----------
@@ -39,13 +40,12 @@ class Device:
     """
 
     def __init__(self, name, layers, comm_latency=0.01, fwd_time=0.02, bwd_time=0.04):
-        self.name = instance(name, str, "name", "string")
+        instance(name, str, "name", "string")
         if isinstance(layers, str) or not isinstance(layers, Sequence | np.ndarray):
             raise ScheduleTypeError(f"layers must be a sequence (got {type(layers).__name__})")
-        self.layers = list(layers)
-        self.comm_latency = number(comm_latency, "comm_latency")
-        self.fwd_time = number(fwd_time, "fwd_time")
-        self.bwd_time = number(bwd_time, "bwd_time")
+        self._freeze(name=name, layers=list(layers),
+                     comm_latency=number(comm_latency, "comm_latency"),
+                     fwd_time=number(fwd_time, "fwd_time"), bwd_time=number(bwd_time, "bwd_time"))
 
     def __repr__(self) -> str:
         return (f"Device({self.name!r}, layers={len(self.layers)}, "

@@ -1,5 +1,6 @@
 """Test helpers: the grid of valid points, random costs, random legal schedules."""
 
+import inspect
 import os
 
 import numpy as np
@@ -137,6 +138,12 @@ def random_reorder(schedule, rng: np.random.Generator) -> list[list[str]]:
                 done.add(("G", s, j))
         todo.remove(pick)
     return rows
+
+
+def changed_run(run, **changes):
+    """A measured run built again from ``run``'s fields with ``changes`` (a run is frozen)."""
+    fields = inspect.signature(fastpp.MeasuredRun).parameters
+    return fastpp.MeasuredRun(**{name: getattr(run, name) for name in fields} | changes)
 
 
 def in_ci() -> bool:

@@ -287,6 +287,26 @@ def calls(tmp: Path) -> list[Call]:
         Call("read_op_table", fastpp.read_op_table, dict(path=op_table, meta=None),
              names={"path": ("path", "op table"), "meta": ("meta",)}),
         Call("whatif", fastpp.whatif, dict(job=job)),
+        Call("MeasuredJob.replay", job.replay, dict(durations=job.durations)),
+        Call("MeasuredSteps", fastpp.MeasuredSteps, dict(runs=[run, run]), echo=True),
+        Call("Noise.with_link_delay", fastpp.Noise().with_link_delay,
+             dict(link_delay={(0, 1): 0.1}), echo=True),
+        Call("Costs.for_placement", fastpp.Costs(1, 2).for_placement,
+             dict(p=2, stage_to_device=np.array([0, 1, 1, 0]), m=2)),
+        Call("model.Layout", model.Layout, dict(layers=(2, 2), embedding=(True, False),
+                                                loss=(False, True), mtp=(0, 0)),
+             names={k: (f"layout.{k}",) for k in ("layers", "embedding", "loss", "mtp")},
+             echo=True),
+        Call("model.pair_partner", model.pair_partner, dict(schedule=pairs)),
+        Call("model.stage_table", model.stage_table,
+             dict(model=llama, hardware=h100, grid=model.RunGrid(
+                 seq=1024, microbatch=[1, 2], t=1, d=1, p=2, m=1, recompute=0),
+                  config=np.array([0, 0, 1, 1]), layers=np.array([16.0, 16, 16, 16]),
+                  embedding=np.array([True, False, True, False]),
+                  loss=np.array([False, True, False, True]), moe_layers=0.0, mtp=0.0,
+                  partner=None)),
+        Call("model.overlap_reason", model.overlap_reason,
+             dict(name="dualpipev", pairs=True, recompute="none", cp=1, ep=2)),
     ]
 
 
@@ -325,6 +345,11 @@ def config_calls() -> list[Call]:
              names={"model": ("model", "config"), "gpus": ("gpus",)}),
         Call("model.to_torchtitan", model.to_torchtitan,
              dict(config=run.replace(zero=0), model=tiny)),
+        Call("RunConfig.chunk_layout", run.replace(first_layers=1).chunk_layout,
+             dict(model=tiny)),
+        Call("RunConfig.from_row", model.RunConfig.from_row,
+             dict(row=run.to_row() | {"n": 2, "gpus": 8}, seq=512),
+             names={"row": ("row",)}),
         Call("model.explain", explain,
              dict(model=tiny, config=run, hardware="H100-80GB", neighbours=1, workers=1)),
     ]

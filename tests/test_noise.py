@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import changed_run
 
 import fastpp
 from fastpp import Costs, Noise, ScheduleError, build_schedule, simulate
@@ -28,7 +29,7 @@ KS_ALPHA = 1e-3  # a K-S test at this level fails a right answer 1 time in 1,000
 
 def draws(noise, K, seed=3, stage=0, kind=0, mb=0, first=0):
     """K draws of one op's factor (base time 1)."""
-    shapes, step_shape = noise.shapes()
+    shapes, step_shape = noise._shapes()
     out = np.empty((1, K))
     one = np.array([0], np.int64)
     noise_module.draw(np.uint64(seed), one + kind, one + stage, one + mb, one, np.ones(1),
@@ -466,8 +467,9 @@ def test_empirical_noise_from_several_steps():
     pytest.importorskip("pandas")
     from fastpp import MeasuredSteps
 
-    first, second = (fastpp.read_torch_trace(DATA / "gpipe") for _ in range(2))
-    second.durations = second.durations * 1.5  # a step on a slower machine, every op alike
+    first = fastpp.read_torch_trace(DATA / "gpipe")
+    # a step on a slower machine, every op alike
+    second = changed_run(first, durations=first.durations * 1.5)
     steps = MeasuredSteps([first, second])
     factors = steps.step_factors()
     assert factors[1] / factors[0] == pytest.approx(1.5, rel=1e-12)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import re
 import signal
 import subprocess
@@ -411,6 +412,23 @@ def test_damaged_manifest_is_a_schedule_error(tmp_path, damage):
         fastpp.sweeps.load(out)
     with pytest.raises(ScheduleError, match="manifest.json is damaged"):
         sweep(p=2, n_per_p=1, m=1, progress=False, out=out, resume=True)
+
+
+def test_a_damaged_count_of_points_is_read_in_bounded_time(tmp_path):
+    """A manifest counting 10**18 points (a damaged one) made load try each chunk, a loop
+    without end; it reads the chunks written, and says the sweep is not complete."""
+    out = tmp_path / "run"
+    sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
+    rows = len(fastpp.sweeps.load(out))
+    path = out / "_fastpp" / "manifest.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"points": 10**18}))
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if load returns the rows, killed after 60 s
+        signal.alarm(60)
+        df = fastpp.sweeps.load(out)
+        os._exit(0 if len(df) == rows and not df.attrs["complete"] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 
 def test_damaged_part_is_a_schedule_error_in_load(tmp_path):

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import ScheduleError, file_path, require
+from ..checks import Frozen, ScheduleError, file_path, numbers, read_only, require
 from ..compiled import timeline_batch
 
 pd = require("pandas", "measured", "fastpp.measured")
@@ -76,7 +76,7 @@ class Graph:
         return len(self.previous)
 
 
-class MeasuredJob:
+class MeasuredJob(Frozen):
     """A measured data-parallel pipeline job: several steps, every replica's ops.
 
     Attributes
@@ -97,23 +97,35 @@ class MeasuredJob:
         transfer time.
     step_time : ndarray, shape (steps,)
         Measured: last op end less first op start of each step.
+
+    A job does not change once read: its attributes cannot be set and its arrays are
+    read-only.
     """
 
     def __init__(self, table, meta: dict):
-        self.table, self.meta = table, meta
-        self.dp, self.pp = int(meta["dp_size"]), int(meta["pp_size"])
-        self.tp, self.vpp = int(meta.get("tp_size", 1)), int(meta.get("vpp_size", 1))
-        self.steps = np.sort(table.step.unique())
-        first = table[table.step == self.steps[0]]
-        self.ops = (first.sort_values(["dp_rank", "stage", "start_ts", "seq_id", "optype"])
-                    [["dp_rank", "stage", "rank", "optype", "seq_id"]].reset_index(drop=True))
-        self._index = pd.MultiIndex.from_frame(self.ops[["dp_rank", "stage", "optype", "seq_id"]])
-        self.graph, groups = _graph(self)
+        steps = np.sort(table.step.unique())
+        first = table[table.step == steps[0]]
+        ops = (first.sort_values(["dp_rank", "stage", "start_ts", "seq_id", "optype"])
+               [["dp_rank", "stage", "rank", "optype", "seq_id"]].reset_index(drop=True))
+        # set in steps, as the graph and the matrices read the fields before them
+        self._freeze(table=table, meta=meta, dp=int(meta["dp_size"]), pp=int(meta["pp_size"]),
+                     tp=int(meta.get("tp_size", 1)), vpp=int(meta.get("vpp_size", 1)),
+                     steps=steps, ops=ops,
+                     _index=pd.MultiIndex.from_frame(ops[["dp_rank", "stage", "optype",
+                                                          "seq_id"]]))
+        graph, groups = _graph(self)
         table["transfer"] = _transfers(table, groups, self)
-        self.durations = self._matrix(np.where(table.transfer.notna(), table.transfer,
-                                               table.duration))
         by_step = table.groupby("step")
-        self.step_time = (by_step.end_ts.max() - by_step.start_ts.min()).loc[self.steps].to_numpy()
+        self._freeze(_graph=graph, durations=self._matrix(np.where(
+            table.transfer.notna(), table.transfer, table.duration)),
+            step_time=(by_step.end_ts.max() - by_step.start_ts.min()).loc[steps].to_numpy())
+
+    @property
+    def graph(self) -> Graph:
+        """The step's dependency graph, its arrays read-only (the kernel indexes them
+        unchecked)."""
+        g = self._graph
+        return Graph(*(read_only(a) for a in (g.previous, g.producer, g.link, g.at)))
 
     def __repr__(self) -> str:
         return (f"MeasuredJob(dp={self.dp}, pp={self.pp}, tp={self.tp}, steps={len(self.steps)}, "
@@ -148,10 +160,13 @@ class MeasuredJob:
         return out
 
     def replay(self, durations) -> np.ndarray:
-        """Step times under ``durations`` (shape ``(ops, B)``, a column per step or variant):
-        ``(B,)``, one pass of fastpp's compiled kernel over every column."""
-        g = self.graph
-        durations = np.asarray(durations, np.float64)
+        """Step times under ``durations`` (shape ``(ops, B)``, a column per step or variant,
+        finite and >= 0): ``(B,)``, one pass of fastpp's compiled kernel over every column."""
+        g = self._graph
+        durations = numbers(durations, "durations")
+        if durations.ndim != 2 or len(durations) != len(self.ops):
+            raise ScheduleError(f"durations must have shape (ops, B) = ({len(self.ops)}, B), a "
+                                f"row per op of MeasuredJob.ops (got shape {durations.shape})")
         columns = durations.shape[1]
         times = np.zeros((g.nodes, columns))
         times[g.at] = durations

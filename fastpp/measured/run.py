@@ -39,7 +39,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..checks import ScheduleError, one_of, require
+from ..checks import Frozen, ScheduleError, instance, number_array, one_of, require
 from ..costs import Costs
 from ..dependencies import edges
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
@@ -94,10 +94,11 @@ class Comparison:
                 f"({self.lost * 1e3:+.3f} ms)")
 
 
-class MeasuredRun:
+class MeasuredRun(Frozen):
     """A real pipeline run read from its per-rank traces (``fastpp.read_torch_trace``).
 
     Times are seconds from the run's start (its first op's start), on rank 0's host's clock.
+    A run does not change once read: its attributes cannot be set and its arrays are read-only.
 
     Attributes
     ----------
@@ -138,18 +139,23 @@ class MeasuredRun:
     def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
                  durations, handed, latency: float, offsets, offset_residual: float,
                  files: list[str], hosts: list[str], operators):
-        self.schedule = schedule
-        self.p, self.n, self.m = schedule.p, schedule.n, schedule.m
-        self.start, self.end, self.release = start, end, release
-        self.wait, self.compute, self.overhead, self.stall = wait, compute, overhead, stall
-        self.durations, self.handed, self.operators = durations, handed, operators
-        self._costs: dict[tuple, Costs] = {}
-        self.offsets = offsets
-        self.offset_residual = float(offset_residual)
-        self.latency = float(latency)
-        self.files, self.hosts = files, hosts
+        instance(schedule, Schedule, "schedule", "fastpp.Schedule")
+        per_op = {"start": start, "end": end, "release": release, "wait": wait,
+                  "compute": compute, "overhead": overhead, "stall": stall,
+                  "durations": durations, "handed": handed, "operators": operators}
+        arrays = {}
+        for name, value in [*per_op.items(), ("offsets", offsets)]:
+            arrays[name] = number_array(value, name)
+            shape = schedule.kind.shape if name in per_op else (schedule.p,)
+            if arrays[name].shape != shape:
+                raise ScheduleError(f"{name} must have shape {shape}, the schedule's (got "
+                                    f"{arrays[name].shape})")
         used = _used(schedule)
-        self.makespan = float(end[used].max() - start[used].min())
+        self._freeze(
+            schedule=schedule, p=schedule.p, n=schedule.n, m=schedule.m, **arrays,
+            offset_residual=float(offset_residual), latency=float(latency), files=files,
+            hosts=hosts, makespan=float(arrays["end"][used].max() - arrays["start"][used].min()),
+            _costs={})  # calibrations, kept: a run does not change
 
     def __repr__(self) -> str:
         return (f"MeasuredRun(p={self.p}, n={self.n}, m={self.m}, ops={self.schedule.num_ops}, "
@@ -209,7 +215,7 @@ class MeasuredRun:
         one_of(per, "per", ("device", "stage"))
         one_of(statistic, "statistic", ("median", "mean"))
         key = (per, statistic)
-        if key not in self._costs:  # a run does not change: calibrate once
+        if key not in self._costs:  # a run does not change (it is frozen): calibrate once
             self._costs[key] = self._calibrate(per, statistic)
         return self._costs[key]
 

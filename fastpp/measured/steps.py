@@ -16,11 +16,12 @@ sample one step's factor, each op one factor of its device and kind.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property
 
 import numpy as np
 
-from ..checks import ScheduleError
+from ..checks import ScheduleError, ScheduleTypeError
 from ..costs import Costs
 from ..noise import Noise
 from ..ops import FB, B, F, I, W
@@ -38,17 +39,20 @@ class MeasuredSteps(tuple):
     Raises
     ------
     ScheduleError
-        No step, or steps that ran different orders.
+        Not a sequence of runs, no step, or steps that ran different orders.
     """
 
     def __new__(cls, runs):
+        if isinstance(runs, str | bytes) or not isinstance(runs, Iterable):
+            raise ScheduleTypeError(f"runs must be a sequence of fastpp.MeasuredRun objects "
+                                    f"(got {type(runs).__name__})")
         self = super().__new__(cls, runs)
         if not self:
-            raise ScheduleError("MeasuredSteps needs at least one MeasuredRun (got none)")
+            raise ScheduleError("runs must hold at least one MeasuredRun (got none)")
         for k, run in enumerate(self):
             if not isinstance(run, MeasuredRun):
-                raise ScheduleError(f"MeasuredSteps holds MeasuredRun objects (got "
-                                    f"{type(run).__name__} at step {k})")
+                raise ScheduleTypeError(f"runs must hold MeasuredRun objects (got "
+                                        f"{type(run).__name__} at step {k})")
             if run.schedule.tokens() != self[0].schedule.tokens():
                 raise ScheduleError(f"step {k} ran another order than step 0 "
                                     f"({run.schedule!r} against {self[0].schedule!r})")

@@ -19,6 +19,7 @@ from ..checks import (
     ScheduleError,
     ScheduleTypeError,
     flag,
+    instance,
     one_of,
     positive_int,
     show,
@@ -232,10 +233,13 @@ class RunConfig:
                                 f"{list(row.keys())[:12]})")
         get = row.get
         values = {k: _plain(get(k)) for k in ROW if k not in ("gpus", "n")}
-        values["global_batch"] = int(get("n")) * values["microbatch"] * values["d"]
+        # the counts multiplied here are checked first (a string would be repeated)
+        n, microbatch, d, gpus = (_count(get(k), f"row's {k}")
+                                  for k in ("n", "microbatch", "d", "gpus"))
+        values["global_batch"] = n * microbatch * d
         values["layout"] = values["layout"] or None
         config = cls(**{**values, **fields})
-        if config.gpus != int(get("gpus")):
+        if config.gpus != gpus:
             raise ScheduleError(f"row's gpus must be t * cp * p * d = {config.gpus} (got "
                                 f"gpus={get('gpus')})")
         return config
@@ -273,7 +277,9 @@ class RunConfig:
         return self.recompute_modules if self.recompute == "selective" else None
 
     def chunk_layout(self, model):
-        """``layout``, or ``first_layers``/``last_layers`` as one over ``p m`` chunks."""
+        """``layout``, or ``first_layers``/``last_layers`` as one over ``p m`` chunks
+        (``model``: a ``fastpp.model.Transformer``)."""
+        instance(model, Transformer, "model", "fastpp.model.Transformer")
         if self.layout is not None or (self.first_layers is None and self.last_layers is None):
             return self.layout
         return even_layers(model.layers, self.p * self.m, self.first_layers, self.last_layers)
@@ -314,6 +320,15 @@ DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)
 def _plain(value):
     """NumPy scalars as Python's (a row read from a DataFrame holds them)."""
     return value.item() if hasattr(value, "item") else value
+
+
+def _count(value, name: str) -> int:
+    """A plan row's count as an ``int``: a positive integer, or a float that is one (a
+    column with a missing value holds floats)."""
+    value = _plain(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return positive_int(value, name)
 
 
 def data_parallel(gpus: int, t: int, cp: int, p: int) -> int:
@@ -410,7 +425,13 @@ class RunGrid:
 
     def __post_init__(self):
         positive_int(self.seq, "seq", MAX_INT - 1)
-        arrays = {k: np.asarray(getattr(self, k)) for k in PER_CONFIGURATION}
+        arrays = {}
+        for k in PER_CONFIGURATION:
+            try:
+                arrays[k] = np.array(getattr(self, k))
+            except ValueError:  # ragged, e.g. [1, [2]]
+                raise ScheduleError(f"{k} must be an array of one shape (got "
+                                    f"{show(getattr(self, k))})") from None
         try:
             np.broadcast_shapes(*(a.shape for a in arrays.values()))
         except ValueError:
@@ -431,6 +452,10 @@ class RunGrid:
                         "ZeRO stages, 0 to 3" if name == "zero" else
                         "positive integers")
                 raise ScheduleError(f"{name} must hold {what} (got {show(a)})")
+        for name, a in arrays.items():  # the grid's own read-only copies: checked once, here
+            if a.ndim:
+                a.flags.writeable = False
+                object.__setattr__(self, name, a)
         for name in ("sequence_parallel", "tp_overlap", "blocking_handoffs"):
             flag(getattr(self, name), name)
         if self.precision is not None:

@@ -45,6 +45,22 @@ class Layout:
     loss: tuple[bool, ...]
     mtp: tuple[int, ...]
 
+    def __post_init__(self):
+        layers = _counts(self.layers, "layout.layers")
+        fields = {"layers": layers, "mtp": _counts(self.mtp, "layout.mtp")}
+        for name in ("embedding", "loss"):
+            values = getattr(self, name)
+            if isinstance(values, str) or not hasattr(values, "__len__") or not all(
+                    isinstance(v, bool | np.bool_) for v in values):
+                raise ScheduleTypeError(f"layout.{name} must be a sequence of bools per stage "
+                                        f"(got {values!r})")
+            fields[name] = tuple(bool(v) for v in values)
+        for name, values in fields.items():
+            if len(values) != len(layers):
+                raise ScheduleError(f"layout.{name} must have one entry per stage, "
+                                    f"{len(layers)} as layout.layers (got {len(values)})")
+            object.__setattr__(self, name, values)  # tuples: a layout does not change
+
     @property
     def stages(self) -> int:
         return len(self.layers)

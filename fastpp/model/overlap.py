@@ -26,8 +26,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_int
+from ..checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    flag,
+    instance,
+    numbers,
+    one_of,
+    positive_int,
+)
 from ..generators.registry import SCHEDULES
+from .transformer import RECOMPUTE
 
 # DeepSeek-V3 report section 3.2.2: 20 of the H800's 132 SMs run the all-to-alls
 COMM_SMS, SMS = 20, 132
@@ -124,6 +133,11 @@ def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1, ep: int 
     whether the schedule has overlapped pairs; a schedule that is Megatron's overlap itself
     (``expert_overlap``, e.g. ``"combined-1f1b"``) has its rules whether or not the overlap
     is priced."""
+    instance(name, str, "name", "schedule's name (a string)")
+    flag(pairs, "pairs")
+    one_of(recompute, "recompute", RECOMPUTE)
+    positive_int(cp, "cp")
+    positive_int(ep, "ep")
     if not pairs:
         paired = [k for k, spec in SCHEDULES.items() if spec.pairs]
         return (f"overlap needs a schedule with overlapped forward-and-backward pairs, one of "

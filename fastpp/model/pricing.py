@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, one_of, positive_int
+from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, instance, one_of, positive_int
 from ..costs import Costs
 from ..generators.registry import code_of
 from ..ops import FB
@@ -65,6 +65,7 @@ def pair_partner(schedule: Schedule) -> np.ndarray:
     """Per stage, the stage of its overlapped pairs' backward half: the device's other stage
     where each device holds stages ``r`` and ``V-1-r`` (DualPipeV, DualPipe;
     ``fastpp.placement.mirrored``), else the stage itself."""
+    instance(schedule, Schedule, "schedule", "fastpp.Schedule")
     stages = np.arange(schedule.V)
     if mirrored(code_of(schedule), schedule.p, schedule.m):
         return stages[::-1].copy()

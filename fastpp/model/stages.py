@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError
+from ..checks import ScheduleError, ScheduleTypeError, indices, instance, numbers, show
 from .comm import (
     all_gather,
     all_reduce,
@@ -117,7 +117,12 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     t=..., blocking=..., c=..., ...)``) still runs, with a ``DeprecationWarning``, for one
     release.
     """
+    instance(model, Transformer, "model", "fastpp.model.Transformer")
+    instance(hardware, Hardware, "hardware", "fastpp.model.Hardware")
     if not isinstance(grid, RunGrid):
+        if not keywords:
+            raise ScheduleTypeError(f"grid must be a fastpp.model.RunGrid (got "
+                                    f"{type(grid).__name__})")
         grid = _keyword_grid(grid, **keywords)
     elif keywords:
         raise ScheduleTypeError(f"stage_table takes the configurations as one RunGrid, not "
@@ -126,6 +131,8 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         hardware = hardware.with_precision(grid.precision)
     # a layer's costs depend on its configuration only: priced once per configuration
     grid = grid.broadcast()
+    config, layers, embedding, loss, moe_layers, mtp, partner = _stages(
+        grid, config, layers, embedding, loss, moe_layers, mtp, partner)
     prices = _layer_prices(model, hardware, grid)
 
     def per_stage(x):
@@ -176,6 +183,41 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         table["fb"] = _pair_times(model, hardware, grid, table, config, partner, layers,
                                   moe_layers, per_stage, mm)
     return table
+
+
+def _stages(grid, config, layers, embedding, loss, moe_layers, mtp, partner):
+    """``stage_table``'s per-stage arguments checked, each of the stages' one shape (the
+    pricing indexes the grid by ``config`` and ``partner`` unchecked)."""
+    if grid.microbatch.ndim != 1:
+        raise ScheduleError(f"grid must hold its configurations as arrays of one dimension "
+                            f"(got shape {grid.microbatch.shape})")
+    config = indices(config, "config", grid.microbatch.size)
+    if config.ndim != 1:
+        raise ScheduleError(f"config must be an array of one dimension, a configuration per "
+                            f"stage (got shape {config.shape})")
+    out = [config]
+    for name, value in (("layers", layers), ("embedding", embedding), ("loss", loss),
+                        ("moe_layers", moe_layers), ("mtp", mtp)):
+        if name in ("embedding", "loss"):
+            try:
+                arr = np.asarray(value)
+            except ValueError:  # ragged
+                arr = None
+            if arr is None or arr.dtype != bool:
+                raise ScheduleTypeError(f"{name} must hold bools, one per stage (got "
+                                        f"{show(value)})")
+        else:
+            arr = numbers(value, name)
+        if arr.shape not in (config.shape, ()) or (name in ("layers", "embedding", "loss")
+                                                    and arr.shape != config.shape):
+            raise ScheduleError(f"{name} must have one value per stage, shape {config.shape} "
+                                f"as config (got shape {arr.shape})")
+        out.append(arr)
+    if np.any(out[4] > out[1]):  # a stage's MoE layers are some of its layers
+        raise ScheduleError(f"moe_layers must be at most layers on every stage (got "
+                            f"moe_layers={show(out[4])}, layers={show(out[1])})")
+    out.append(None if partner is None else indices(partner, "partner", len(config)))
+    return out
 
 
 def _keyword_grid(seq, *, microbatch, t, d, p, m, sequence_parallel, recompute,

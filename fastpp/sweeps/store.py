@@ -159,7 +159,11 @@ def load(out):
     manifest = read_manifest(path)
     chunks = -(-manifest["points"] // manifest["chunk_size"])
     frames, reasons, done = [], {}, 0
-    for c in range(chunks):
+    # the chunks written, not every chunk the manifest counts: a damaged count (10**18
+    # points) would be a loop without end
+    written = sorted(int(m.stem[5:]) for m in (folder / META).glob("part-*.json")
+                     if m.stem[5:].isdigit())
+    for c in (c for c in written if c < chunks):
         meta = folder / META / f"part-{c:06d}.json"
         part = folder / f"part-{c:06d}.{manifest['format']}"
         try:
