@@ -157,6 +157,8 @@ class Costs:
         ScheduleError
             If an array's length is neither ``p`` nor ``V``, or ``w > b`` somewhere.
         """
+        instance(schedule, Schedule, "schedule", "fastpp.Schedule")
+        schedule._check()
         return self._per_stage(schedule)[0]
 
     def _per_stage(self, schedule: Schedule) -> tuple[StageCosts, np.ndarray]:

@@ -268,6 +268,7 @@ class Schedule:
 
     def tokens(self) -> list[list[str]]:
         """Per-device lists of action tokens, the inverse of ``from_tokens``."""
+        self._check()
         ops = self.ops.transpose(1, 2, 0).tolist()  # [r][k] -> fields, as Python ints at once
         return [[format_op(*op) for op in ops[r][:L]] for r, L in enumerate(self.length.tolist())]
 

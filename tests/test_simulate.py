@@ -13,6 +13,7 @@ from reference import Deadlock, assert_agrees, simulate_reference
 import fastpp
 from fastpp import Costs, Schedule, ScheduleError, build_schedule, simulate
 from fastpp.dependencies import edges
+from fastpp.model import transformer_costs
 
 
 def test_grid_covers_every_schedule():
@@ -141,7 +142,8 @@ def test_a_schedule_written_into_is_checked_when_it_runs(what):
     built (here a stage of 99 segfaulted) is checked again by simulate, compiled() and
     dependencies.edges."""
     write, message = WRITES[what]
-    for run in (simulate, lambda s: s.compiled(), edges):
+    for run in (simulate, lambda s: s.compiled(), edges, Schedule.tokens,
+                lambda s: Costs(1, 2).per_stage(s), lambda s: transformer_costs("llama2-7b", s, seq=4096)):
         sched = build_schedule("1f1b", 4, 8)
         write(sched)
         with pytest.raises(ScheduleError, match=message):

@@ -46,6 +46,7 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
     if not isinstance(schedule, Schedule):
         raise ScheduleTypeError(f"schedule must be a fastpp.Schedule (got "
                                 f"{type(schedule).__name__})")
+    schedule._check()
     chunks = schedule.V // int(copies(code_of(schedule)))  # two directions: a second copy
     chunk = np.arange(schedule.V) % chunks
     given = as_layout(layout, layers)
@@ -66,6 +67,7 @@ def pair_partner(schedule: Schedule) -> np.ndarray:
     where each device holds stages ``r`` and ``V-1-r`` (DualPipeV, DualPipe;
     ``fastpp.placement.mirrored``), else the stage itself."""
     instance(schedule, Schedule, "schedule", "fastpp.Schedule")
+    schedule._check()
     stages = np.arange(schedule.V)
     if mirrored(code_of(schedule), schedule.p, schedule.m):
         return stages[::-1].copy()
