@@ -184,9 +184,10 @@ class MeasuredRun:
         Each op's ``durations`` (its time on the device without the engine's idle) splits into
         the span of its profiled operators (``operators``: the layers' work and the Python
         between them), which shrinks with the chunk, and the rest (the runtime's Python
-        around the layers, posting messages), which every op pays whatever its chunk. Per op kind, the typical operators' time times this run's ``m`` goes to ``f``,
-        ``b``, ``w`` (a chunk op of a schedule with ``m`` chunks takes its ``1/m`` share) and
-        the typical rest to ``Costs.overhead`` (undivided; not this run's ``overhead``, the
+        around the layers, posting messages), which every op pays whatever its chunk. Per op
+        kind, the typical operators' time times this run's ``m`` goes to ``f``, ``b``, ``w``
+        (a chunk op of a schedule with ``m`` chunks takes its ``1/m`` share) and the typical
+        rest to ``Costs.overhead`` (undivided; not this run's ``overhead``, the
         time outside the ranges), so that the two add up to the typical duration: ``b`` of
         the full backwards, or of ``I`` plus ``W`` in a split schedule,
         ``w`` of the ``W`` ops (0 without). A kind the run lacks takes the backward's fixed
