@@ -102,7 +102,7 @@ def _run_job(rank: int, job, model, device) -> None:
         activities.append(ProfilerActivity.CUDA)
     for _ in range(model.warmup):
         # profiled too, nothing kept: the profiler's own memory is then in place before the
-        # step it records (the first repeat's profiled steps faulted 4,000-7,000 fresh pages
+        # step it records (the first repeat's profiled steps faulted 3,800-7,400 fresh pages
         # a rank without it, 600-2,400 with it)
         with profile(activities=activities):
             sched.step(*args, **kwargs)
@@ -126,7 +126,7 @@ def _keep_freed_memory() -> None:
     """Keep freed heap memory in the process (glibc: no trimming, tensors from the heap, not
     their own mappings), so that a step reuses pages a step before it touched. By default
     glibc returns freed memory to the system and a later step faults fresh pages back in:
-    measured, 2,000-4,000 page faults (8-16 MB) in the profiled step of 1F1B after
+    measured, 2,100-3,300 page faults (8-13 MB) in the profiled step of 1F1B after
     DualPipeV's in every repeat, and none with this; elsewhere (no glibc) nothing changes."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
