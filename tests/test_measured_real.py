@@ -51,8 +51,9 @@ RUNS = {**{cls: cls for cls in TORCH_CLASSES}, "1f1b": "1f1b"}
 # 5% target stays open (docs/measured.md). Session 5: on the idle machine every class came out
 # slow (median 7.7%); two causes were measured and removed (1F1B's recorded step, after
 # DualPipeV's, faulted 2,100-3,300 fresh pages in every repeat; the Python between a chunk's
-# layers counted as fixed per op), after which fourteen runs at load 3-8 gave 2.8-13.9% (8.7%,
-# 7.0% and 2.8% for this test), the noise of that load; the bound stays until idle runs show more.
+# layers counted as fixed per op), after which fifteen runs at load 3-8 gave 2.8-13.9% (8.7%,
+# 7.0%, 2.8% and 3.7% for this test), the noise of that load; the bound stays until idle
+# runs show more.
 PREDICTION_MEDIAN_BOUND = 0.20
 PREDICTION_BOUND = 0.35
 
