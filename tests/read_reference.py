@@ -85,8 +85,8 @@ class RankTrace:
         The earliest its outputs can have left: the first send posted inside its range
         (``ScheduleGPipe`` posts its sends inside ``Forward {i}``), else its range's end.
     operators : ndarray, shape (k,)
-        Time in the profiled operators inside the range (the ``aten::`` work, each counted
-        once); with device clocks the whole range.
+        The span of the profiled operators starting inside the range (first start to last
+        end); with device clocks the whole range.
     ready : ndarray, shape (k,)
         When the op's wait for its inputs returned: the end of the last receive finishing in
         the range (a receive's range ends when its ``wait()`` returns, and only the op that
@@ -276,7 +276,7 @@ def _read_chrome(file: Path, data: dict) -> RankTrace:
         at = np.searchsorted(ts, start, side="left")
         has = at < len(ts)
         first_child[has] = np.minimum(end[has], ts[np.minimum(at, len(ts) - 1)[has]])
-        operators = _outermost_time(ts, dur, start, end)
+        operators = _operator_span(ts, dur, start, end)
         ends = np.sort(np.array([b for tid, b in recvs if tid in threads], float))
         last = np.searchsorted(ends, end, side="right") - 1
         found = last >= 0
@@ -302,18 +302,15 @@ def _check_part(file: Path, rank: int, outer: tuple, inner: tuple) -> None:
                         f"overlapped pair's forward and backward nest in its range")
 
 
-def _outermost_time(ts: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.ndarray):
-    """Per range ``[start, end)``, the time in the profiled operators that start in it, each
-    counted once (the outermost; ``ts`` sorted, longer first at a tie)."""
-    if not len(ts):
-        return np.zeros(len(start))
-    ends = ts + dur
-    reach = np.maximum.accumulate(ends)
-    outer = np.concatenate([[True], ts[1:] >= reach[:-1]])
-    ts, dur = ts[outer], dur[outer]
-    total = np.concatenate([[0.0], np.cumsum(dur)])
-    return total[np.searchsorted(ts, end, side="left")] - total[np.searchsorted(ts, start,
-                                                                                side="left")]
+def _operator_span(ts: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """Per range ``[start, end)``, from the first profiled operator starting in it to the
+    latest end of those (``ts`` sorted), 0 without one: one range at a time."""
+    out = np.zeros(len(start))
+    for k, (a, b) in enumerate(zip(start, end, strict=True)):
+        inside = (ts >= a) & (ts < b)
+        if inside.any():
+            out[k] = (ts + dur)[inside].max() - ts[inside][0]
+    return out
 
 
 _KIND = {"F": F, "B": B, "I": I, "W": W}

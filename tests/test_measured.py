@@ -290,6 +290,29 @@ def test_calibrated_costs():
         run.costs(m=2)  # one Costs serves every m
 
 
+def test_operators_span_the_layers_and_the_python_between(tmp_path, rng):
+    """An op's ``operators`` run from its first profiled operator's start to its last one's
+    end: the gaps between a chunk's layers (their Python) shrink with the chunk as the layers
+    do, so they count; a nested operator counts once."""
+    s, truth = synthetic(rng, p=2, n=4)
+    trace_synth.write(tmp_path, s, truth)
+    whole = read_torch_trace(tmp_path).operators
+    for path in tmp_path.glob("rank*_trace.json"):
+        data = json.loads(path.read_text())
+        events = [e for e in data["traceEvents"] if e.get("cat") != "cpu_op"]
+        for op in (e for e in data["traceEvents"] if e.get("cat") == "cpu_op"):
+            q = op["dur"] / 4
+            for i in range(4):  # four layers, the last fifth of each the Python to the next
+                layer = dict(op, ts=op["ts"] + i * q, dur=q if i == 3 else 0.8 * q)
+                events += [layer, dict(layer, name="aten::addmm", dur=layer["dur"] / 2)]
+        data["traceEvents"] = sorted(events, key=lambda e: e["ts"])
+        path.write_text(json.dumps(data))
+    run = read_torch_trace(tmp_path)
+    used = np.arange(s.kind.shape[1]) < s.length[:, None]
+    assert (run.operators[used] > 0).all()
+    np.testing.assert_allclose(run.operators, whole, rtol=0, atol=EXACT)
+
+
 def test_one_costs_for_every_chunk_count():
     """Only the operators' time shrinks with the chunk: from a run with m = 1, a chunk forward
     of an m = 2 schedule takes half the typical operators' time plus one op's whole fixed

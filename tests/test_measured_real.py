@@ -3,7 +3,7 @@
 One set of rank processes runs every schedule (their start-up dominates such small runs),
 three times: six PyTorch classes and fastpp's 1F1B through PyTorch's CSV runtime
 (``Schedule1F1B`` labels no op). This machine is shared and noisy: the replay is held to 3%,
-the predictions from 1F1B's one calibrated ``costs()`` to 10% median over the classes (the
+the predictions from 1F1B's one calibrated ``costs()`` to 20% median over the classes (the
 target is 5%: ``PREDICTION_MEDIAN_BOUND`` says why) and a loose bound each, each the median
 over the repeats, errors printed.
 """
@@ -48,7 +48,12 @@ RUNS = {**{cls: cls for cls in TORCH_CLASSES}, "1f1b": "1f1b"}
 # a1bd0fe), four runs gave 6.2% and 8.4% alone and 12.8% and 17.6% in CI runs (classes
 # -23% to +28%: GPipe's and the interleaved classes' operators ran up to a fifth slower than
 # 1F1B's in the same round). The bound is again above the worst seen, 20% (35% a class); the
-# 5% target stays open (docs/measured.md).
+# 5% target stays open (docs/measured.md). Session 5: on the idle machine every class came out
+# slow (median 7.7%); two causes were measured and removed (1F1B's recorded step, after
+# DualPipeV's, faulted 2,100-3,300 fresh pages in every repeat; the Python between a chunk's
+# layers counted as fixed per op), after which fifteen runs at load 3-8 gave 2.8-13.9% (8.7%,
+# 7.0%, 2.8% and 3.7% for this test), the noise of that load; the bound stays until idle
+# runs show more.
 PREDICTION_MEDIAN_BOUND = 0.20
 PREDICTION_BOUND = 0.35
 

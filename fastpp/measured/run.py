@@ -118,9 +118,10 @@ class MeasuredRun(Frozen):
         What a replay runs each op for, and when it handed its outputs on as the replay sees it
         (its ``release`` or earlier; module docstring).
     operators : ndarray, shape (p, L)
-        The part of ``compute`` spent in the profiled operators (``aten::`` work), the part
-        that shrinks with a smaller chunk; the rest of an op's duration (Python, posting
-        messages) does not. With device clocks all of ``compute``.
+        The part of ``compute`` from its first profiled operator's start to its last one's
+        end (the ``aten::`` work and the Python between its layers), the part that shrinks
+        with a smaller chunk; the rest of an op's duration (the runtime's Python before and
+        after its layers, posting messages) does not. With device clocks all of ``compute``.
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host.
@@ -167,7 +168,7 @@ class MeasuredRun(Frozen):
         ``label, kind, stage, microbatch, stage2, microbatch2`` (the backward half of an
         overlapped pair, else -1), and in seconds ``start, end`` (its range), ``release`` (its
         sends posted), ``wait, compute, overhead, stall`` (the module docstring), ``operators``
-        (of ``compute``, the time in profiled operators)."""
+        (of ``compute``, the span of its profiled operators)."""
         s = self.schedule
         used = _used(s)
         device, position = np.nonzero(used)
@@ -187,16 +188,17 @@ class MeasuredRun(Frozen):
         any ``m``.
 
         Each op's ``durations`` (its time on the device without the engine's idle) splits into
-        its time in profiled operators (``operators``), which shrinks with the chunk, and the
-        rest (the framework's Python, posting messages), which every op pays whatever its
-        chunk. Per op kind, the typical operators' time times this run's ``m`` goes to ``f``,
-        ``b``, ``w`` (a chunk op of a schedule with ``m`` chunks takes its ``1/m`` share) and
-        the typical rest to ``Costs.overhead`` (undivided; not this run's ``overhead``, the
+        the span of its profiled operators (``operators``: the layers' work and the Python
+        between them), which shrinks with the chunk, and the rest (the runtime's Python
+        around the layers, posting messages), which every op pays whatever its chunk. Per op
+        kind, the typical operators' time times this run's ``m`` goes to ``f``, ``b``, ``w``
+        (a chunk op of a schedule with ``m`` chunks takes its ``1/m`` share) and the typical
+        rest to ``Costs.overhead`` (undivided; not this run's ``overhead``, the
         time outside the ranges), so that the two add up to the typical duration: ``b`` of
         the full backwards, or of ``I`` plus ``W`` in a split schedule,
         ``w`` of the ``W`` ops (0 without). A kind the run lacks takes the backward's fixed
         time: ``I`` and ``W`` each ``B``'s, ``B`` the ``I``'s (on the traces in tests/data, the
-        fixed parts of ``B``, ``I`` and ``W`` are all 0.36-0.57 ms). An overlapped pair's
+        fixed parts of ``B``, ``I`` and ``W`` are all 0.09-0.51 ms). An overlapped pair's
         ``fb`` is its typical duration less the ``F`` and ``B`` overheads it takes. ``comm``
         is ``latency``. ``gamma`` and ``act`` keep their defaults (a trace has no memory).
 

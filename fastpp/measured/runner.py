@@ -117,7 +117,8 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
         ``"cpu"`` runs gloo with one thread per rank; ``"cuda"`` runs NCCL on GPU ``r`` per
         rank (a machine with ``p`` GPUs).
     warmup : int
-        Unprofiled steps before the profiled one.
+        Steps before the profiled ones, run under the profiler but not written (its memory
+        is then in place before the steps it records).
     realtime : bool
         Run the ranks under Linux's real-time scheduler (``SCHED_FIFO``; needs root or
         ``CAP_SYS_NICE``), ahead of every other process: on a shared machine the others'
