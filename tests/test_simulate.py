@@ -143,7 +143,8 @@ def test_a_schedule_written_into_is_checked_when_it_runs(what):
     dependencies.edges."""
     write, message = WRITES[what]
     for run in (simulate, lambda s: s.compiled(), edges, Schedule.tokens,
-                lambda s: Costs(1, 2).per_stage(s), lambda s: transformer_costs("llama2-7b", s, seq=4096)):
+                lambda s: Costs(1, 2).per_stage(s),
+                lambda s: transformer_costs("llama2-7b", s, seq=4096)):
         sched = build_schedule("1f1b", 4, 8)
         write(sched)
         with pytest.raises(ScheduleError, match=message):
