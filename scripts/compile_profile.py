@@ -9,6 +9,8 @@ Point ``FASTPP_CACHE_DIR`` at an empty folder: a kernel loaded from the cache do
 compile. ``job`` runs ``scripts/sweep.py`` (without pictures) in this one process, so the
 table holds what its two warm-up processes compile between them. Numba's compile events
 (``numba.core.event``) nest, a caller's around its callees'; each row is the caller's own share.
+The time in LLVM (optimization passes and machine code) is the part of it ``NUMBA_OPT`` and
+``FASTPP_QUICK_CODEGEN`` (``fastpp._jit``) act on; the rest is Numba's typing and lowering.
 """
 
 from __future__ import annotations
@@ -51,6 +53,24 @@ class Recorder(event.Listener):
         row["types"].add(", ".join(str(t) for t in ev.data["args"]))
 
 
+class LLVMTime(event.Listener):
+    """CPU seconds spent in LLVM: Numba holds its lock around every call into it (passes,
+    machine code, the JIT's linking)."""
+
+    def __init__(self):
+        self.depth, self.seconds = 0, 0.0
+
+    def on_start(self, ev):
+        if self.depth == 0:
+            self.start = time.thread_time()
+        self.depth += 1
+
+    def on_end(self, ev):
+        self.depth -= 1
+        if self.depth == 0:
+            self.seconds += time.thread_time() - self.start
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("job", "simulate", "build"))
@@ -60,6 +80,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     recorder = Recorder()
     event.register("numba:compile", recorder)
+    llvm = LLVMTime()
+    event.register("numba:llvm_lock", llvm)
     cpu = time.process_time()
     import fastpp
 
@@ -78,7 +100,8 @@ def main(argv=None) -> int:
     rows = sorted(recorder.rows.items(), key=lambda kv: -kv[1]["own"])
     own = sum(row["own"] for _, row in rows)
     print(f"{time.process_time() - cpu:.1f} s CPU in all, {own:.1f} s compiling, "
-          f"{sum(row['count'] for _, row in rows)} compiles of {len(rows)} functions")
+          f"{sum(row['count'] for _, row in rows)} compiles of {len(rows)} functions; "
+          f"{llvm.seconds:.1f} s in LLVM")
     print(f"{'own s':>6} {'total s':>7} {'count':>5}  function")
     for name, row in rows[:args.top]:
         print(f"{row['own']:6.2f} {row['total']:7.2f} {row['count']:5d}  {name}")
