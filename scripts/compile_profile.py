@@ -9,8 +9,8 @@ Point ``FASTPP_CACHE_DIR`` at an empty folder: a kernel loaded from the cache do
 compile. ``job`` runs ``scripts/sweep.py`` (without pictures) in this one process, so the
 table holds what its two warm-up processes compile between them. Numba's compile events
 (``numba.core.event``) nest, a caller's around its callees'; each row is the caller's own share.
-The time in LLVM (optimization passes and machine code) is the part of it ``NUMBA_OPT`` and
-``FASTPP_QUICK_CODEGEN`` (``fastpp._jit``) act on; the rest is Numba's typing and lowering.
+The time in LLVM (optimization passes and machine code) is the part of it ``NUMBA_OPT`` acts
+on; the rest is Numba's typing and lowering.
 """
 
 from __future__ import annotations
