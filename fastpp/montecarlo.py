@@ -182,14 +182,14 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     shapes, step_shape = noise._shapes()
     if noise.empirical is not None:
         pool, pool_at = noise_module.empirical_pools(noise.empirical, p)
-        empty = pool_at[compiled.device, compiled.kind, 1] == 0
+        empty = (pool_at[:, compiled.device, compiled.kind, 1] == 0).any(axis=0)
         if np.any(empty):
             i = int(np.flatnonzero(empty)[0])
             kind = Op(int(compiled.kind[i])).name
             raise ScheduleError(f"empirical noise needs a measured {kind} op on device "
                                 f"{compiled.device[i]} to draw from (the run has none)")
     else:
-        pool, pool_at = np.zeros(0), np.zeros((p, 5, 2), np.int64)
+        pool, pool_at = np.zeros(0), np.zeros((1, p, 5, 2), np.int64)
     # a writable copy of the noise's read-only factors: Numba types read-only arrays apart
     # (another compile of every kernel)
     draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, compiled.device,

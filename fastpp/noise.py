@@ -103,8 +103,8 @@ class Noise(Frozen):
         replica and step). The jitter (``cov``) is then 0 unless given. ``MeasuredSteps``
         (several steps of one schedule) bootstraps factors on the ``Costs`` times instead,
         so that any schedule and any ``m`` can be drawn: each sample one step's shared factor
-        (``MeasuredSteps.step_factors``), each op a factor of its device and kind
-        (``MeasuredSteps.op_ratios_by_kind``); ``step`` is then unused.
+        (``MeasuredSteps.step_factors``), each op a factor of its device and kind from the
+        same step (``MeasuredSteps.op_ratios_by_kind``); ``step`` is then unused.
 
     Raises
     ------
@@ -283,19 +283,29 @@ def _shape(cov: np.ndarray, dist: str) -> np.ndarray:
 
 def empirical_pools(run, p: int) -> tuple[np.ndarray, np.ndarray]:
     """A measured run's (or job's) op times per (device, kind), or several steps' op factors:
-    ``values`` and ``at[r, kind] = (offset, count)``."""
-    times = run.op_ratios_by_kind() if callable(getattr(run, "op_ratios_by_kind", None)) \
-        else run.op_times_by_kind()
+    ``values`` and ``at[j, r, kind] = (offset, count)``. Steps' factors are pooled per step
+    ``j`` (each pool is its steps' factors in step order, as many per step), so that a sample
+    that draws step ``j``'s shared factor draws its ops' factors from step ``j`` alone: what
+    slowed that step's ops together stays together. A run or job has one pool (``j = 0``)."""
+    relative = callable(getattr(run, "op_ratios_by_kind", None))
+    times = run.op_ratios_by_kind() if relative else run.op_times_by_kind()
     if len(times) != p:
         raise ScheduleError(f"empirical noise must come from a run with the schedule's p={p} "
                             f"(the run has p={len(times)})")
-    at = np.zeros((p, 5, 2), np.int64)
+    steps = len(run.step_factors()) if relative else 1
+    at = np.zeros((steps, p, 5, 2), np.int64)
     values = []
     offset = 0
     for r in range(p):
         for k in range(5):
             mine = numbers(times[r][k], "empirical noise's measured op times")
-            at[r, k] = offset, len(mine)
+            if len(mine) % steps:
+                raise ScheduleError(f"empirical noise's op factors must hold as many per step "
+                                    f"(got {len(mine)} of kind {Op(k).name} on device {r} "
+                                    f"over {steps} steps)")
+            each = len(mine) // steps
+            at[:, r, k, 0] = offset + each * np.arange(steps)
+            at[:, r, k, 1] = each
             values.append(mine)
             offset += len(mine)
     return np.concatenate(values), at
@@ -525,10 +535,11 @@ def draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, s
     (``[N, K]``).
 
     ``base[i]`` is op ``i``'s time (used when ``pool`` is empty) and ``slow[i]`` its persistent
-    factor; ``pool[pool_at[r, kind, 0]:...+pool_at[r, kind, 1]]`` the measured times an op of
-    that kind on device ``r`` is bootstrapped from (with ``relative``, factors on ``base[i]``).
-    A non-empty ``step_pool`` gives the per-sample factor, bootstrapped, instead of
-    ``step_shape``. Keys: ``(stage, kind, mb, sample)``.
+    factor; ``pool[pool_at[j, r, kind, 0]:...+pool_at[j, r, kind, 1]]`` the measured times an
+    op of that kind on device ``r`` is bootstrapped from (with ``relative``, factors on
+    ``base[i]``). A non-empty ``step_pool`` gives the per-sample factor, bootstrapped, instead
+    of ``step_shape``; the sample that draws its entry ``j`` draws its ops from pools ``j``
+    (``j = 0`` without). Keys: ``(stage, kind, mb, sample)``.
     """
     draw_keyed(seed, op_keys(seed, kind, stage, mb), kind, device, base, slow, shapes, gamma,
                step_shape, spike_p, spike_x, pool, pool_at, relative, step_pool, first, out)
@@ -543,10 +554,12 @@ def draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, 
     per_step = np.empty(K)
     scratch = np.empty(K)
     step_key = op_key(seed, 0, STEP << 8, 0)
+    picked = np.zeros(K, np.int64)  # each sample's step: its ops' pools
     if step_pool.shape[0] > 0:
         for b in range(K):
             u, _ = uniforms(step_key, first + b)
-            per_step[b] = step_pool[min(int(u * step_pool.shape[0]), step_pool.shape[0] - 1)]
+            picked[b] = min(int(u * step_pool.shape[0]), step_pool.shape[0] - 1)
+            per_step[b] = step_pool[picked[b]]
     else:
         factors(step_key, first, step_shape, gamma, per_step, scratch)
     jitter = np.empty(K)
@@ -560,9 +573,9 @@ def draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, 
             if empirical or spike_p > 0.0:
                 u1, u2 = uniforms(events, first + b)
                 if empirical:
-                    count = pool_at[device[i], k, 1]
-                    pick = min(int(u2 * count), count - 1)
-                    t = pool[pool_at[device[i], k, 0] + pick] * (base[i] if relative else 1.0)
+                    at = pool_at[picked[b], device[i], k]
+                    pick = min(int(u2 * at[1]), at[1] - 1)
+                    t = pool[at[0] + pick] * (base[i] if relative else 1.0)
                 if u1 < spike_p:
                     t *= spike_x
             out[i, b] = t * slow[i] * per_step[b] * jitter[b]

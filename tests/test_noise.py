@@ -34,7 +34,7 @@ def draws(noise, K, seed=3, stage=0, kind=0, mb=0, first=0):
     one = np.array([0], np.int64)
     noise_module.draw(np.uint64(seed), one + kind, one + stage, one + mb, one, np.ones(1),
                       np.ones(1), shapes, noise.dist == "gamma", step_shape, noise.spike[0],
-                      noise.spike[1], np.zeros(0), np.zeros((1, 5, 2), np.int64), False,
+                      noise.spike[1], np.zeros(0), np.zeros((1, 1, 5, 2), np.int64), False,
                       np.zeros(0), first, out)
     return out[0]
 
@@ -509,6 +509,33 @@ def test_empirical_noise_from_several_steps():
         Noise(step=0.5, empirical=steps)
     with pytest.raises(AttributeError):  # a tuple: its cached figures stay its steps'
         steps.append(first)
+
+
+def test_steps_op_factors_are_drawn_with_their_step():
+    """A sample that draws one step's shared factor draws its ops' factors from that step
+    alone: a moment that slowed some of a step's ops and not others stays one step's."""
+    pytest.importorskip("pandas")
+    from fastpp import MeasuredSteps
+
+    first = fastpp.read_torch_trace(DATA / "gpipe")
+    # the second step's ops slowed unevenly: its factors differ from the first's
+    uneven = np.random.default_rng(1).uniform(1.0, 2.0, first.durations.shape)
+    steps = MeasuredSteps([first, changed_run(first, durations=first.durations * uneven)])
+    s = steps.schedule
+    factors, ratios = steps.step_factors(), steps.op_ratios_by_kind()
+    mc = simulate(s, steps.costs(), noise=steps.noise(), samples=100)
+    plain = simulate(s, steps.costs(), noise=Noise(cov=0.0), samples=1).op_times()[..., 0]
+    made = mc.op_times() / plain[..., None]
+    mine = [[s.kind[r, : s.length[r]] == kind for kind in (0, 1)] for r in range(s.p)]
+    drawn = set()
+    for b in range(100):
+        steps_of = [j for j in range(2)
+                    if all(np.isin(np.round(made[r, : s.length[r], b][mine[r][kind]], 9),
+                                   np.round(factors[j] * np.split(ratios[r][kind], 2)[j], 9)).all()
+                           for r in range(s.p) for kind in (0, 1))]
+        assert len(steps_of) == 1, b
+        drawn.add(steps_of[0])
+    assert drawn == {0, 1}
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX's")

@@ -11,7 +11,8 @@ Each op's measured time in step ``k`` is split into three factors:
 - the op's own factor, the rest (``op_ratios_by_kind()``), pooled per device and kind.
 
 ``Noise(empirical=steps)`` bootstraps both factors on another schedule's ``Costs`` times: each
-sample one step's factor, each op one factor of its device and kind.
+sample one step's factor, each op one factor of its device and kind from that same step (a
+moment that slowed some of a step's ops and not others stays in one sample).
 """
 
 from __future__ import annotations
