@@ -63,8 +63,9 @@ class Schedule:
     kind, stage, mb, stage2, mb2 : ndarray of int32, shape (p, L)
         Views of ``ops``: write into them (or set ``ops``), never set them.
 
-    The arrays may be written into after the schedule is made: ``simulate``, ``compiled()``
-    and ``dependencies.edges`` check it again as it then stands.
+    The arrays may be written into after the schedule is made: whatever reads them
+    (``simulate``, ``compiled()``, ``tokens()``, ``Costs.per_stage``, the model's pricing,
+    ``dependencies.edges``) checks the schedule again as it then stands.
 
     Raises
     ------
