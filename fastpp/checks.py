@@ -49,7 +49,16 @@ class Frozen:
                                   f"is checked when built and does not change (build another)")
 
     def __delattr__(self, name: str) -> None:
-        self.__setattr__(name, None)
+        raise FrozenInstanceError(f"cannot delete field {name!r}: a {type(self).__name__} is "
+                                  f"checked when built and does not change")
+
+    def __getstate__(self) -> dict:
+        # pickled (and deep-copied) as plain values; __setstate__ freezes them again
+        return {name: dict(value) if isinstance(value, MappingProxyType) else value
+                for name, value in self.__dict__.items()}
+
+    def __setstate__(self, state: dict) -> None:
+        self._freeze(**state)
 
 
 def read_only(arr: np.ndarray) -> np.ndarray:

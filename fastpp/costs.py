@@ -173,14 +173,15 @@ class Costs:
 
         Remembered per stage map, so a loop that simulates many schedules with one ``Costs``
         expands it once per placement; the arrays are read-only views of the kept ones.
-        ``stage_to_device`` holds each of the ``p * m`` stages' device, in ``0..p-1``.
+        ``stage_to_device`` holds each stage's device, in ``0..p-1`` (``p * m`` stages, or
+        ``2p`` for the two-direction schedules, DualPipe and Chimera, whose ``m`` is 1).
         """
         p, m = positive_int(p, "p"), positive_int(m, "m")
         # as the schedules hold it (int32): the remembered expansions are keyed by its bytes
         stage_to_device = indices(stage_to_device, "stage_to_device", p).astype(np.int32)
-        if stage_to_device.shape != (p * m,):
-            raise ScheduleError(f"stage_to_device must hold p * m = {p * m} devices, one per "
-                                f"stage (got shape {stage_to_device.shape})")
+        if stage_to_device.ndim != 1 or len(stage_to_device) < 1:
+            raise ScheduleError(f"stage_to_device must hold one device per stage (got shape "
+                                f"{stage_to_device.shape})")
         return self._rows_for((p, m, stage_to_device.tobytes()), stage_to_device)[0]
 
     def _rows_for(self, key: tuple, stage_to_device: np.ndarray) -> tuple[StageCosts, np.ndarray]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .checks import ScheduleError
+from .checks import ScheduleError, ScheduleTypeError
 from .ops import FB, B, F, I, W
 
 
@@ -65,6 +65,9 @@ def edges(schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     gradient input (a ``B``'s, ``I``'s or ``W``'s, or an overlapped pair's backward half); ``-1``
     where it has none. A ``B`` or ``I`` at the end of its route waits for its own forward.
     """
+    if not callable(getattr(schedule, "_check", None)):  # Schedule imports this module
+        raise ScheduleTypeError(f"schedule must be a fastpp.Schedule (got "
+                                f"{type(schedule).__name__})")
     schedule._check()
     used = np.arange(schedule.ops.shape[2]) < schedule.length[:, None]
     rs, ks = np.nonzero(used)

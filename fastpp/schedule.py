@@ -153,19 +153,25 @@ class Schedule:
         if "_built" in self.__dict__:
             self._unshare()
         object.__setattr__(self, name, value)
+        if name == "ops" and isinstance(value, np.ndarray) and value.ndim == 3:
+            self.__dict__.update(zip(_FIELDS, value, strict=False))  # the views follow ops
 
     def __delattr__(self, name: str) -> None:
         if "_built" in self.__dict__:
             self._unshare()
         object.__delattr__(self, name)
 
-    def _check(self) -> None:
+    def _check(self) -> tuple:
         """Check the schedule as it now stands, before a kernel reads it: its arrays can be
         written into or set after it was built, and the kernels index by them unchecked (a stage
-        out of range reads another array's memory). A built schedule whose arrays were never
-        read is the one checked when it was made."""
-        if "_built" in self.__dict__:
-            return
+        out of range reads another array's memory). Returns a copy of what was checked
+        (``_state``'s arrays and scalars), kept while the schedule stays as it is, so that
+        what ran can be read again (a ``Result``'s memory) and an unchanged schedule is not
+        checked twice. A built schedule whose arrays were never read is the one checked when
+        it was made: its arrays, never handed out."""
+        built = self.__dict__.get("_built")
+        if built is not None:
+            return (*built.arrays, *(built.attributes[x] for x in ("n", "m", "forward_only")))
         ops = _int_array(getattr(self, "ops", None), "ops", ndim=3)
         if ops.shape[0] != 5 or ops.shape[1] < 1:
             raise ScheduleError(f"ops must have shape (5, p, L) with p >= 1 (got {ops.shape})")
@@ -174,7 +180,7 @@ class Schedule:
         for name, value, held in (("p", ops.shape[1], "ops has {} devices"),
                                   ("V", len(arrays["stage_to_device"]),
                                    "stage_to_device maps {} stages")):
-            if getattr(self, name, None) != value:
+            if positive_int(getattr(self, name, None), name) != value:
                 raise ScheduleError(f"{held.format(value)} but {name} is "
                                     f"{show(getattr(self, name, None))}: they must agree")
         n = positive_int(getattr(self, "n", None), "n")
@@ -185,7 +191,12 @@ class Schedule:
             raise ScheduleError(f"route_first and route_last must have shape ({n},) (got "
                                 f"{first.shape} and {last.shape})")
         self.__dict__.update(arrays, ops=ops, **dict(zip(_FIELDS, ops, strict=True)))
-        self._validate(np.stack((first, last), axis=1))
+        kept = self.__dict__.get("_checked")
+        if kept is None or not _same(kept, self._state()):
+            self.__dict__.pop("_checked", None)
+            self._validate(np.stack((first, last), axis=1))
+            kept = self.__dict__["_checked"] = _copies(self._state())
+        return kept
 
     @classmethod
     def from_tokens(cls, rows: Sequence[Sequence[str | None]], stage_to_device=None, *,
@@ -282,17 +293,18 @@ class Schedule:
         ScheduleError
             If the schedule deadlocks (``simulate``'s message).
         """
-        self._check()
-        state = self._state()
+        self._unshare()  # compiling reads the arrays: a built schedule's are copied out now
+        checked = self._check()
         found = self.__dict__.get("_compiled")
-        if found is None or not _same(found[1], state):  # written into since: compile again
-            found = self._compiled = (compile_schedule(self), _copies(state))
+        if found is None or found[1] is not checked:  # written into since: compile again
+            found = self.__dict__["_compiled"] = (compile_schedule(self), checked)
         return found[0]
 
     def _state(self) -> tuple:
-        """What the compiled form depends on."""
+        """What the kernels read: the arrays ``_check`` checks, then ``n``, ``m`` and
+        ``forward_only``."""
         return (self.ops, self.length, self.stage_to_device, self.route_first, self.route_last,
-                self.n, self.forward_only)
+                self.n, self.m, self.forward_only)
 
     @property
     def parameter_units(self) -> np.ndarray:
@@ -373,8 +385,10 @@ def _copies(state: tuple) -> tuple:
 
 
 def _same(kept: tuple, state: tuple) -> bool:
-    return all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
-               for a, b in zip(kept, state, strict=True))
+    # the arrays are int32 (checked): equal shapes and bytes, a memcmp (np.array_equal's own
+    # overhead is 3-4 us an array)
+    return all(a.shape == b.shape and a.tobytes() == b.tobytes() if isinstance(a, np.ndarray)
+               else a == b for a, b in zip(kept, state, strict=True))
 
 
 def _int_array(value, name: str, ndim: int) -> np.ndarray:

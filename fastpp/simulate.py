@@ -111,15 +111,19 @@ class Result:
         return self._sums[2]
 
     def _make_memory(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        s = self.schedule
-        # a plan's result reads the arrays it ran (the schedule's own may be written since)
-        ops, length = self._built.arrays[:2] if "_built" in self.__dict__ else (s.ops, s.length)
+        # the arrays that ran (the schedule's own may be written into since): a plan's, or
+        # the copy Schedule._check kept
+        if "_built" in self.__dict__:
+            (ops, length), forward_only = self._built.arrays[:2], self._built.attributes[
+                "forward_only"]
+        else:
+            ops, length, forward_only = (self._checked[i] for i in (0, 1, 7))
         shape = ops.shape[1:]
         arrays = (np.zeros(shape), np.zeros(shape), np.zeros(shape, np.int64),
                   np.zeros(shape, np.int64))
         # the writable rows: the read-only stage_costs would be another Numba specialisation
         kernels.memory(ops, length, self._rows[kernels.UNIT], self._rows[kernels.GAMMA],
-                       s.forward_only, *arrays)
+                       forward_only, *arrays)
         return arrays
 
     @property
@@ -280,7 +284,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
             "makespan": makespan, "bubble_ratio": bubble, "span_bubble_ratio": span_bubble,
             "_latency": latency, "_built": built, "_sums": out})
         return result
-    schedule._check()
+    checked = schedule._check()
     c, rows = costs._per_stage(schedule)
     tf, tb, ti, tw, tfb, comm, unit, gamma = rows
     shape = schedule.kind.shape
@@ -303,7 +307,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
                    "durations": None if durations is None else per_op,
                    "makespan": float(makespan), "bubble_ratio": float(bubble),
                    "span_bubble_ratio": float(span_bubble), "_latency": float(latency),
-                   "start": start, "end": end, "_sums": sums})
+                   "start": start, "end": end, "_sums": sums, "_checked": checked})
 
 
 _NO_ORDER = np.empty(0, np.int64)

@@ -120,3 +120,15 @@ def test_overhead_must_fit_the_schedule_and_compares_by_value():
     assert per_device.tolist() == [[0, 0], [0.1, 0.2], [0.3, 0.3], [0, 0]]
     with pytest.raises(ValueError, match="read-only"):
         per_device[0, 0] = 1.0
+
+
+@pytest.mark.parametrize("name", ["dualpipe", "chimera", "interleaved-1f1b", "1f1b"])
+def test_for_placement_is_per_stage_of_any_schedule(name):
+    """Two-direction schedules hold 2p stages with m = 1: for_placement takes them as
+    per_stage does."""
+    sched = build_schedule(name, 4, 8, 2 if name == "interleaved-1f1b" else 1)
+    costs = Costs(f=np.arange(1.0, 5.0), b=2.0)
+    got = costs.for_placement(sched.p, sched.stage_to_device, sched.m)
+    for field in got._fields:
+        assert np.array_equal(getattr(got, field), getattr(costs.per_stage(sched), field),
+                              equal_nan=True), field

@@ -551,3 +551,21 @@ def test_monte_carlo_in_a_forked_child():
         os._exit(0 if np.array_equal(got, want) else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+def test_a_noise_pickles_and_copies_frozen():
+    """Frozen objects (read-only mappings and arrays) pickle and deep-copy, for users'
+    processes, and come back frozen."""
+    import copy
+    import pickle
+
+    noise = Noise(0.1, slow_devices={1: 1.5}, link_delay={(0, 1): 0.2}, spike=(0.1, 2.0))
+    for other in (pickle.loads(pickle.dumps(noise)), copy.deepcopy(noise)):
+        assert repr(other) == repr(noise)
+        assert not other.cov.flags.writeable
+        with pytest.raises(TypeError):
+            other.slow_devices[2] = 2.0
+        costs = Costs(1.0, 2.0)
+        sched = build_schedule("1f1b", 2, 4)
+        assert np.array_equal(simulate(sched, costs, noise=other, samples=20).makespan,
+                              simulate(sched, costs, noise=noise, samples=20).makespan)

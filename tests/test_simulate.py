@@ -151,6 +151,31 @@ def test_a_schedule_written_into_is_checked_when_it_runs(what):
             run(sched)
 
 
+@pytest.mark.parametrize("name, value", [("p", 4.0), ("V", 4.0), ("p", np.float32(4)),
+                                         ("p", 5)])
+def test_p_and_v_set_must_be_the_integers_the_arrays_give(name, value):
+    for run in (simulate, lambda s: s.compiled(), edges,
+                lambda s: simulate(s, noise=fastpp.Noise(), samples=2)):
+        sched = build_schedule("1f1b", 4, 8)
+        setattr(sched, name, value)
+        with pytest.raises(ScheduleError, match=f"{name} must be a positive integer|they must"):
+            run(sched)
+
+
+def test_a_result_reads_the_schedule_that_ran():
+    """A Result's per-op memory, made when first read, comes from the arrays that ran, not
+    from the schedule written into since (GPipe's ops gave peaks 8 8 8 8 beside 4 3 2 1; a
+    stage of 10**8 segfaulted)."""
+    sched = build_schedule("1f1b", 4, 8)
+    assert sched.ops.shape == (5, 4, 16)  # its own arrays now: simulate runs the per-op path
+    result = simulate(sched)
+    sched.ops[:] = build_schedule("gpipe", 4, 8).ops
+    assert result.mem_end.max(axis=1).tolist() == result.peak_activations.tolist()
+    assert result.peak_activations.tolist() == [4.0, 3.0, 2.0, 1.0]
+    sched.stage[0, 0] = 10**8
+    assert result.mem_start.shape == (4, 16)
+
+
 def test_compiled_follows_a_schedule_written_into():
     sched = build_schedule("1f1b", 2, 3)
     first = sched.compiled()

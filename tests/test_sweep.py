@@ -431,6 +431,18 @@ def test_a_damaged_count_of_points_is_read_in_bounded_time(tmp_path):
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 
+def test_load_reads_each_chunk_once_by_its_own_name(tmp_path):
+    """Stray files beside the chunks' metadata (another width of the number, a digit that is
+    not ASCII) are not chunks: each chunk is read once."""
+    out = tmp_path / "run"
+    sweep(p=2, n_per_p=1, m=1, progress=False, out=out)
+    rows = len(fastpp.sweeps.load(out))
+    meta = out / "_fastpp" / "part-000000.json"
+    for stray in ("part-0.json", "part-\u00b2.json"):
+        (out / "_fastpp" / stray).write_text(meta.read_text())
+    assert len(fastpp.sweeps.load(out)) == rows
+
+
 def test_damaged_part_is_a_schedule_error_in_load(tmp_path):
     """load reads what is there (resume recomputes it): a garbled part names the chunk."""
     out = tmp_path / "run"

@@ -712,7 +712,8 @@ def _check_part(file: Path, rank: int, outer: tuple, inner: tuple) -> None:
 
 def _operator_span(ts: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.ndarray):
     """Per range ``[start, end)``, the first profiled operator starting in it to the latest end
-    of those (``ts`` sorted); 0 for a range without one. The gaps between a chunk's operators
+    of the operators up to the last one starting in it (``ts`` sorted; on one thread those
+    before the range end before it); 0 for a range without one. The gaps between a chunk's operators
     are its layers' Python (about 20-60 us a layer on CPU), which shrinks with the chunk as
     their work does; counted as a fixed time per op, they priced m = 2 ops 4-6% slow."""
     out = np.zeros(len(start))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -161,8 +162,8 @@ def load(out):
     frames, reasons, done = [], {}, 0
     # the chunks written, not every chunk the manifest counts: a damaged count (10**18
     # points) would be a loop without end
-    written = sorted(int(m.stem[5:]) for m in (folder / META).glob("part-*.json")
-                     if m.stem[5:].isdigit())
+    written = sorted({int(m.stem[5:]) for m in (folder / META).glob("part-*.json")
+                      if re.fullmatch(r"part-[0-9]{6}", m.stem)})
     for c in (c for c in written if c < chunks):
         meta = folder / META / f"part-{c:06d}.json"
         part = folder / f"part-{c:06d}.{manifest['format']}"
