@@ -62,6 +62,9 @@ class MonteCarlo:
     busy: np.ndarray
     span: np.ndarray
     _state: tuple = field(repr=False)
+    # the op matrices' shape and the stage boundaries' links as they ran (the schedule may be
+    # written into since)
+    _ran: tuple = field(repr=False)
 
     def __repr__(self) -> str:
         return (f"MonteCarlo({self.schedule.name!r}, p={self.schedule.p}, n={self.schedule.n}, "
@@ -115,14 +118,14 @@ class MonteCarlo:
         out = np.empty((compiled.num_ops, count))
         noise_module.draw(*draws, first, out)
         out += extra[:, None]
-        full = np.zeros((*self.schedule.kind.shape, count))
+        full = np.zeros((*self._ran[0], count))
         full[compiled.device, compiled.position] = out
         return full
 
     @property
     def criticality(self) -> np.ndarray:
         compiled = self._state[0]
-        out = np.zeros(self.schedule.kind.shape)
+        out = np.zeros(self._ran[0])
         out[compiled.device, compiled.position] = self._paths[0] / self.samples
         return out
 
@@ -133,7 +136,7 @@ class MonteCarlo:
         number of the link's hand-offs, or the stage's ops, on the samples' critical paths."""
         _, crossings, stage_ops = self._paths
         links: dict = {}
-        for s, (r1, r2) in _boundaries(self.schedule):
+        for s, (r1, r2) in self._ran[1]:
             links[(r1, r2)] = links.get((r1, r2), 0.0) + float(crossings[s])
         return {"links": links, "stages": {s: float(x) for s, x in enumerate(stage_ops)}}
 
@@ -149,7 +152,7 @@ class MonteCarlo:
         limit = (1.0 + tolerance) * self.mean
         out: dict = {"links": {}, "stages": {}}
         links: dict = {}
-        for s, pair in _boundaries(self.schedule):
+        for s, pair in self._ran[1]:
             links.setdefault(pair, []).append(s)
         for pair, bounds in links.items():
             def delayed(delay, bounds=bounds):
@@ -208,7 +211,8 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
         raise ScheduleError(f"noise must keep op times finite (got {noise!r}, whose slow "
                             f"factors, spike magnitude or link delays overflow with costs "
                             f"{costs!r})")
-    return MonteCarlo(schedule, costs, noise, int(seed), makespan, busy, span, state)
+    return MonteCarlo(schedule, costs, noise, int(seed), makespan, busy, span, state,
+                      (schedule.kind.shape, _boundaries(schedule)))
 
 
 def _samples(state, handoff, extra, samples):

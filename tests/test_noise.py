@@ -569,3 +569,16 @@ def test_a_noise_pickles_and_copies_frozen():
         sched = build_schedule("1f1b", 2, 4)
         assert np.array_equal(simulate(sched, costs, noise=other, samples=20).makespan,
                               simulate(sched, costs, noise=noise, samples=20).makespan)
+
+
+def test_a_monte_carlo_keeps_what_ran():
+    """Its sensitivities and criticality are the schedule's that ran, not the one written
+    into since (a stage map changed after the run gave sensitivities without any link)."""
+    sched = build_schedule("1f1b", 4, 8)
+    result = simulate(sched, Costs(1.0, 2.0), noise=Noise(0.1), samples=50)
+    links, criticality = result.sensitivity["links"], result.criticality
+    sched.stage_to_device[:] = 0
+    sched.ops = sched.ops[:, :, :4].copy()
+    assert result.sensitivity["links"] == links and set(links) == {(0, 1), (1, 2), (2, 3)}
+    assert np.array_equal(result.criticality, criticality)
+    assert result.op_times(0, 2).shape == (4, 16, 2)
