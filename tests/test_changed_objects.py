@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from helpers import changed_run
 
 import fastpp
@@ -184,3 +185,13 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def test_a_measured_runs_costs_follow_its_schedule_written_into():
+    """Its calibration was kept once made: a schedule written into since (a stage out of
+    range) is checked when costs() is asked again, not answered from the old calibration."""
+    run = fastpp.read_torch_trace(Path(__file__).parent / "data" / "gpipe")
+    assert run.costs() is run.costs()
+    run.schedule.stage[0, 0] = 99
+    with pytest.raises(ScheduleError, match="stage must be in"):
+        run.costs()

@@ -216,10 +216,13 @@ class MeasuredRun(Frozen):
         """
         one_of(per, "per", ("device", "stage"))
         one_of(statistic, "statistic", ("median", "mean"))
-        key = (per, statistic)
-        if key not in self._costs:  # a run does not change (it is frozen): calibrate once
-            self._costs[key] = self._calibrate(per, statistic)
-        return self._costs[key]
+        # a run does not change (it is frozen), but its schedule may be written into: kept with
+        # the schedule as checked, and calibrated again when that changed
+        checked = self.schedule._check()
+        found = self._costs.get((per, statistic))
+        if found is None or found[0] is not checked:
+            found = self._costs[(per, statistic)] = (checked, self._calibrate(per, statistic))
+        return found[1]
 
     def _calibrate(self, per: str, statistic: str) -> Costs:
         s = self.schedule
