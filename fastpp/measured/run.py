@@ -156,7 +156,7 @@ class MeasuredRun(Frozen):
             schedule=schedule, p=schedule.p, n=schedule.n, m=schedule.m, **arrays,
             offset_residual=float(offset_residual), latency=float(latency), files=files,
             hosts=hosts, makespan=float(arrays["end"][used].max() - arrays["start"][used].min()),
-            _costs={})  # calibrations, kept: a run does not change
+            _costs={})  # calibrations, kept with the schedule as checked (costs())
 
     def __repr__(self) -> str:
         return (f"MeasuredRun(p={self.p}, n={self.n}, m={self.m}, ops={self.schedule.num_ops}, "
