@@ -134,6 +134,10 @@ class Schedule:
             built = self.__dict__.pop("_built", None)
             if built is not None:
                 self._own(*(a.copy() for a in built.arrays))
+                # checked when built: until the copies are written into, _check compares
+                # them with these and runs no check again
+                self.__dict__["_checked"] = (*built.arrays, *(
+                    built.attributes[x] for x in ("n", "m", "forward_only")))
 
     def __getattr__(self, name: str):
         # reached only for a name not set: a shared schedule's arrays, copied on first read
