@@ -754,7 +754,7 @@ _WEIGHT_NODES = frozenset({"torch::autograd::AccumulateGrad", "EmbeddingBackward
 # reduced to its shape (aten::sum) after the node, in the same evaluation
 _MATMUL_NODES = frozenset({"AddmmBackward0", "MmBackward0"})
 _PRODUCT_NAME = "aten::mm"
-_HEADS = np.frombuffer(b"autogradaten::mm", np.uint8).reshape(2, 8)  # the names' first bytes
+_HEADS = np.frombuffer(b"autogradaten::mm", np.uint64)  # the names' first 8 bytes, as words
 
 
 def _autograd_role(name) -> int:
@@ -785,10 +785,10 @@ def _roles_in(buf: np.ndarray, raw: bytes, spans: np.ndarray, escaped: np.ndarra
     if not len(spans):
         return role
     a, b = spans[:, 0], spans[:, 1]
-    head = buf[np.minimum(a[:, None] + np.arange(8), len(buf) - 1)]
+    head = buf[np.minimum(a[:, None] + np.arange(8), len(buf) - 1)].view(np.uint64)[:, 0]
     match = np.zeros(len(spans), bool)
     for word, shortest in zip(_HEADS, (len(_EVALUATE), len(_PRODUCT_NAME)), strict=True):
-        match |= (b - a >= shortest) & (head == word).all(axis=1)
+        match |= (head == word) & (b - a >= shortest)
     plain, odd = np.flatnonzero(match & ~escaped), np.flatnonzero(escaped)
     if plain.size:
         names = _text(buf, spans[plain], "\n").decode("utf-8").split("\n")[:-1]
