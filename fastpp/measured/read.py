@@ -737,7 +737,6 @@ def _operator_span(ts: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.n
     return out
 
 
-
 # What a profiled operator is to the split of an unsplit backward (``_weight_span``): another
 # operator, the autograd engine's evaluation of a node of the input's gradient, of a node of a
 # parameter's gradient only, of a matrix product's node (``nn.Linear``), a matrix product
@@ -780,7 +779,7 @@ def _autograd_roles(names: list) -> np.ndarray:
 def _roles_in(buf: np.ndarray, raw: bytes, spans: np.ndarray, escaped: np.ndarray) -> np.ndarray:
     """``_autograd_role`` of the operators whose names are the byte ranges ``spans`` of
     ``buf``: only the names that begin as a node's evaluation or a product does (and escaped
-    ones) are decoded, a few of a trace's operators."""
+    ones) are decoded, not every operator's."""
     role = np.zeros(len(spans), np.int8)
     if not len(spans):
         return role
