@@ -18,10 +18,11 @@ from fastpp.measured import read, scan
 
 FIELDS = ("file", "rank", "world_size", "host", "base_ns", "labels", "device_clock")
 ARRAYS = ("ops", "chunk", "start", "end", "first_child", "ready", "release", "sent",
-          "operators")
+          "operators", "weight_operators")
 SPACE = ["", "", "", " ", "\n  ", "\t", "\r\n"]
 PLAIN = ("cat", "ph")
 SEEDS = 4 if os.environ.get("FASTPP_SMALL") else 16  # (the coverage run scans as Python)
+EVALUATE = "autograd::engine::evaluate_function: "  # an autograd node's evaluation
 TEXT = ["é", "数据", "a/b", 'say "hi"', "tab\there", "back\\slash", "Ωmega", "plain"]
 
 
@@ -97,7 +98,8 @@ def decorate(data: dict, rng) -> None:
     for e in ranges[:: max(1, len(ranges) // 6)]:
         inside = e["ts"] + e["dur"] * rng.random()
         name = ["c10d::send", "c10d::sendrecv", "c10d::send.x", "c10d::recv_", "aten::é",
-                "nccl:send", 'aten::mm "x"'][rng.integers(7)]
+                "nccl:send", 'aten::mm "x"', "aten::mm", f"{EVALUATE}TBackward0",
+                f"{EVALUATE}AddmmBackward0", f"{EVALUATE}é", "autograd"][rng.integers(12)]
         extra.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": e["tid"],
                       "ts": inside, "dur": 0.5})
         extra.append({"ph": "X", "cat": "user_annotation", "tid": e["tid"], "ts": inside,
@@ -191,7 +193,8 @@ def test_numbers_are_pythons_floats():
     assert json.loads(raw)  # valid JSON
     scanned = read._scan(raw)
     assert scanned is not None
-    tid, ts, dur = scanned[2][0]
+    tid, ts, dur, role = scanned[2][0]
+    assert (role == read._PRODUCT).all()  # each one a matrix product
     want = np.array([float(json.loads(t)) for t in texts])
     for got in (ts, dur):
         assert np.array_equal(got.view(np.int64), want.view(np.int64))

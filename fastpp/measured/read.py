@@ -93,6 +93,10 @@ class RankTrace:
         The span of the profiled operators that start inside the range, from the first one's
         start to the last one's end: the ``aten::`` work and the Python between the layers,
         both of which shrink with a smaller chunk; with device clocks the whole range.
+    weight_operators : ndarray, shape (k,)
+        Of an unsplit backward's (``B``'s) ``operators``, the part that computes or
+        accumulates the parameters' gradients (``_weight_span`` says which); 0 for other ops,
+        with device clocks and in a trace without the autograd engine's node events.
     ready : ndarray, shape (k,)
         When the op's wait for its inputs returned: the end of the last receive finishing in
         the range (a receive's range ends when its ``wait()`` returns, and only the op that
@@ -117,6 +121,7 @@ class RankTrace:
     release: np.ndarray
     sent: np.ndarray
     operators: np.ndarray
+    weight_operators: np.ndarray
     device_clock: bool
 
 
@@ -280,8 +285,9 @@ def _scan(raw: bytes) -> tuple | None:
     keys = ("distributedInfo", "baseTimeNanoseconds", "host_name")
     data = {key: _loads(raw[a:b]) for key, (a, b) in zip(keys, header.reshape(3, 2), strict=True)
             if a >= 0}
-    child = code == scan.CHILD
-    children = tid[child], ts[child], dur[child]
+    child = np.flatnonzero(code == scan.CHILD)
+    children = tid[child], ts[child], dur[child], _roles_in(buf, raw, name[child],
+                                                             escaped[child])
     tables = []
     for kept in ((code == scan.USER) | (code == scan.POST), code == scan.GPU):
         # the CPU's ranges, then the sends posted, each in the file's order
@@ -377,6 +383,7 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
     release = end.copy()
     sent = end.copy()
     operators = end - start
+    weight_operators = np.zeros(len(start))
     if not device_clock:
         threads = list(set(tid))
         release = _release(start, end, sends)
@@ -385,21 +392,23 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
         inside = at < len(posted)
         inside[inside] = posted[at[inside]] < end[inside]
         sent[inside] = posted[at[inside]]
-        child_tid, child_ts, child_dur = children
+        child_tid, child_ts, child_dur, child_role = children
         try:
             mine = np.isin(child_tid if isinstance(child_tid, np.ndarray)
                            else np.array(child_tid, object), threads)
             ts, dur = np.array(child_ts, float)[mine], np.array(child_dur, float)[mine]
+            role = child_role[mine]
         except (TypeError, ValueError):
             bad = next(x for x in child_ts + child_dur if not _num(x))
             raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has ts or dur {bad!r}, "
                                 f"not a number") from None
         order = np.lexsort((-dur, ts))
-        ts, dur = ts[order], dur[order]
+        ts, dur, role = ts[order], dur[order], role[order]
         at = np.searchsorted(ts, start, side="left")
         has = at < len(ts)
         first_child[has] = np.minimum(end[has], ts[np.minimum(at, len(ts) - 1)[has]])
         operators = _operator_span(ts, dur, start, end)
+        weight_operators = _weight_span(ts, dur, role, start, end, ops[:, 0] == B)
         ends = np.sort(_on(threads, *recvs))
         last = np.searchsorted(ends, end, side="right") - 1
         found = last >= 0
@@ -408,7 +417,7 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
     return RankTrace(str(file), rank, world if isinstance(world, int) else None,
                      str(data.get("host_name", "")), base_ns, labels, ops,
                      np.zeros(len(start), np.int64), start, end, first_child, ready, release,
-                     sent, operators, device_clock)
+                     sent, operators, weight_operators, device_clock)
 
 
 def _event_tables(file: Path, rank: int, events: list, field):
@@ -438,7 +447,8 @@ def _event_tables(file: Path, rank: int, events: list, field):
         if _MISSING in ts and any(t is _MISSING for t, k in zip(ts, kind, strict=True) if k != 2):
             raise KeyError("ts")
         child = (kind == 0).tolist()
-        children = tuple(list(compress(values, child)) for values in (tids, ts, durs))
+        children = (*(list(compress(values, child)) for values in (tids, ts, durs)),
+                    _autograd_roles(list(compress(names, child))))
         tables = [_ranges(group, field) for group in (user, gpu)]
         posted = (kind == 1).tolist()
         for column, values in (("name", names), ("ts", ts), ("tid", tids)):
@@ -727,6 +737,109 @@ def _operator_span(ts: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.n
     return out
 
 
+# What a profiled operator is to the split of an unsplit backward (``_weight_span``): another
+# operator, the autograd engine's evaluation of a node of the input's gradient, of a node of a
+# parameter's gradient only, of a matrix product's node (``nn.Linear``), a matrix product
+_OPERATOR, _NODE, _WEIGHT_NODE, _MATMUL_NODE, _PRODUCT = range(5)
+_EVALUATE = "autograd::engine::evaluate_function: "  # its range holds the node's call
+# AccumulateGrad adds a leaf's gradient to its .grad; EmbeddingBackward0 computes only its
+# table's; TBackward0 is nn.Linear's weight.t() on its weight's path (PyTorch's split runs
+# all three in W, stage_backward_weight; a TBackward0 on an activation's path, a few
+# microseconds, would count to W too)
+_WEIGHT_NODES = frozenset({"torch::autograd::AccumulateGrad", "EmbeddingBackward0",
+                           "TBackward0"})
+# nn.Linear's product (addmm, or mm through matmul): derivatives.yaml computes mat1's gradient
+# (the input's) before mat2's (the weight's), each one aten::mm, and the bias's gradient is
+# reduced to its shape (aten::sum) after the node, in the same evaluation
+_MATMUL_NODES = frozenset({"AddmmBackward0", "MmBackward0"})
+_PRODUCT_NAME = "aten::mm"
+_HEADS = np.frombuffer(b"autogradaten::mm", np.uint64)  # the names' first 8 bytes, as words
+
+
+def _autograd_role(name) -> int:
+    """A profiled operator's role to ``_weight_span``, by its name."""
+    if not isinstance(name, str):
+        return _OPERATOR
+    if name == _PRODUCT_NAME:
+        return _PRODUCT
+    if not name.startswith(_EVALUATE):
+        return _OPERATOR
+    node = name[len(_EVALUATE):]
+    if node in _WEIGHT_NODES:
+        return _WEIGHT_NODE
+    return _MATMUL_NODE if node in _MATMUL_NODES else _NODE
+
+
+def _autograd_roles(names: list) -> np.ndarray:
+    """``_autograd_role`` of each name (each distinct name looked at once)."""
+    roles = {name: _autograd_role(name) for name in dict.fromkeys(names)}
+    return np.fromiter(map(roles.__getitem__, names), np.int8, len(names))
+
+
+def _roles_in(buf: np.ndarray, raw: bytes, spans: np.ndarray, escaped: np.ndarray) -> np.ndarray:
+    """``_autograd_role`` of the operators whose names are the byte ranges ``spans`` of
+    ``buf``: only the names that begin as a node's evaluation or a product does (and escaped
+    ones) are decoded, not every operator's."""
+    role = np.zeros(len(spans), np.int8)
+    if not len(spans):
+        return role
+    a, b = spans[:, 0], spans[:, 1]
+    head = buf[np.minimum(a[:, None] + np.arange(8), len(buf) - 1)].view(np.uint64)[:, 0]
+    match = np.zeros(len(spans), bool)
+    for word, shortest in zip(_HEADS, (len(_EVALUATE), len(_PRODUCT_NAME)), strict=True):
+        match |= (head == word) & (b - a >= shortest)
+    plain, odd = np.flatnonzero(match & ~escaped), np.flatnonzero(escaped)
+    if plain.size:
+        names = _text(buf, spans[plain], "\n").decode("utf-8").split("\n")[:-1]
+        role[plain] = _autograd_roles(names)
+    if odd.size:
+        role[odd] = _autograd_roles([_loads(raw[a[k] - 1:b[k] + 1]) for k in odd.tolist()])
+    return role
+
+
+def _weight_span(ts: np.ndarray, dur: np.ndarray, role: np.ndarray, start: np.ndarray,
+                 end: np.ndarray, backward: np.ndarray) -> np.ndarray:
+    """Per range ``[start, end)`` that is an unsplit backward (``backward``), the part of its
+    operators' span (``_operator_span``) that computes or accumulates the parameters'
+    gradients, told by what each operator is (``role``: ``_autograd_role``; ``ts`` sorted,
+    longer first at a tie). The span is cut at the start of each autograd node's evaluation
+    (``autograd::engine::evaluate_function: <node>``, recorded by ``torch.profiler`` on the
+    thread that ran the backward: the CPU's); each piece, the node's evaluation and the
+    engine's work up to the next one, goes whole to one side, but a product's:
+
+    - the weight's: a node that computes only a parameter's gradient (``AccumulateGrad``,
+      ``EmbeddingBackward0``, ``TBackward0``: ``_WEIGHT_NODES``); of an ``nn.Linear``
+      product's node (``AddmmBackward0``, ``MmBackward0``) that computed two products, all
+      from the end of the first (the input's gradient): the second (the weight's) and the
+      bias's reduction; of one that computed one product, all (in a training step its
+      weight takes a gradient, so its input took none: the first layer of the first stage);
+    - the input's: every other node, and the operators before the first node (the loss's
+      gradient, the runtime's Python).
+
+    This is the split PyTorch's own makes (``stage_backward_input`` computes the inputs'
+    gradients through the same nodes, each product's node computing only its input's;
+    ``stage_backward_weight`` the rest from the gradients saved at the products' nodes). A
+    trace without the nodes' evaluations gives 0: no weight's part measured."""
+    node = np.flatnonzero((role >= _NODE) & (role <= _MATMUL_NODE))
+    if not node.size or not backward.any():
+        return np.zeros(len(start))
+    op = np.searchsorted(start, ts[node], side="right") - 1
+    known = np.maximum(op, 0)
+    inside = (op >= 0) & (ts[node] < end[known]) & backward[known]
+    node, op = node[inside], op[inside]
+    last = np.searchsorted(ts, end[op], side="left") - 1
+    closes = np.maximum.accumulate(ts + dur)[last]  # the op's operators' end
+    begins = ts[node]
+    ends = np.minimum(np.append(begins[1:], np.inf), closes)
+    product = np.flatnonzero(role == _PRODUCT)
+    first = np.searchsorted(ts[product], begins, side="left")
+    count = np.searchsorted(ts[product], begins + dur[node], side="left") - first
+    kind = role[node]
+    weight_from = np.where((kind == _WEIGHT_NODE) | (kind == _MATMUL_NODE), begins, ends)
+    two = (kind == _MATMUL_NODE) & (count >= 2)
+    weight_from[two] = ts[product[first[two]]] + dur[product[first[two]]]
+    return np.bincount(op, np.clip(ends - weight_from, 0.0, None), minlength=len(start))
+
 def _release(start: np.ndarray, end: np.ndarray, sends: np.ndarray) -> np.ndarray:
     """When each op's outputs left: the end of the last send posted between its range and the
     next op's (PyTorch posts an op's sends right after it), else its range's end. ``sends``
@@ -789,4 +902,5 @@ def _read_megatron(file: Path, data: dict) -> RankTrace:
     return RankTrace(str(file), rank, None, "", 0, [r[2] for r in rows],
                      np.array([r[3] for r in rows], np.int64).reshape(-1, 5),
                      np.array([r[4] for r in rows], np.int64), start, end, end.copy(),
-                     np.full(len(rows), np.nan), end.copy(), end.copy(), end - start, True)
+                     np.full(len(rows), np.nan), end.copy(), end.copy(), end - start,
+                     np.zeros(len(rows)), True)

@@ -122,6 +122,11 @@ class MeasuredRun(Frozen):
         end (the ``aten::`` work and the Python between its layers), the part that shrinks
         with a smaller chunk; the rest of an op's duration (the runtime's Python before and
         after its layers, posting messages) does not. With device clocks all of ``compute``.
+    weight_operators : ndarray, shape (p, L)
+        Of an unsplit backward's (``B``'s) ``operators``, the part that computes or
+        accumulates the parameters' gradients, told by the autograd nodes its profile holds
+        (``fastpp.measured.read._weight_span``); 0 for other ops, with device clocks and
+        for a trace without the autograd engine's node events.
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host.
@@ -139,11 +144,12 @@ class MeasuredRun(Frozen):
 
     def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
                  durations, handed, latency: float, offsets, offset_residual: float,
-                 files: list[str], hosts: list[str], operators):
+                 files: list[str], hosts: list[str], operators, weight_operators):
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         per_op = {"start": start, "end": end, "release": release, "wait": wait,
                   "compute": compute, "overhead": overhead, "stall": stall,
-                  "durations": durations, "handed": handed, "operators": operators}
+                  "durations": durations, "handed": handed, "operators": operators,
+                  "weight_operators": weight_operators}
         arrays = {}
         for name, value in [*per_op.items(), ("offsets", offsets)]:
             arrays[name] = number_array(value, name)
@@ -195,8 +201,12 @@ class MeasuredRun(Frozen):
         (a chunk op of a schedule with ``m`` chunks takes its ``1/m`` share) and the typical
         rest to ``Costs.overhead`` (undivided; not this run's ``overhead``, the
         time outside the ranges), so that the two add up to the typical duration: ``b`` of
-        the full backwards, or of ``I`` plus ``W`` in a split schedule,
-        ``w`` of the ``W`` ops (0 without). A kind the run lacks takes the backward's fixed
+        the full backwards, or of ``I`` plus ``W`` in a split schedule, ``w`` of the ``W``
+        ops. A run without ``W`` ops gives ``w`` as the typical share of its full backwards'
+        operators that computed the parameters' gradients (``weight_operators``: the
+        autograd nodes of a CPU profile say which) times ``b``; 0 for a trace without the
+        autograd engine's node events (a GPU range, Megatron's timers), which then runs all
+        of ``b`` in ``I``. A kind the run lacks takes the backward's fixed
         time: ``I`` and ``W`` each ``B``'s, ``B`` the ``I``'s (on the traces in tests/data, the
         fixed parts of ``B``, ``I`` and ``W`` are all 0.09-0.51 ms). An overlapped pair's
         ``fb`` is its typical duration less the ``F`` and ``B`` overheads it takes. ``comm``
@@ -241,7 +251,13 @@ class MeasuredRun(Frozen):
         split = np.isfinite(scaled[I]) & np.isfinite(scaled[W])
         b = np.where(np.isfinite(scaled[B]), scaled[B], np.where(
             split, scaled[I] + scaled[W], np.nan)) * s.m
-        w = np.where(np.isfinite(scaled[W]), np.minimum(scaled[W] * s.m, b), 0.0)
+        # without W ops, the weight's share of the unsplit backwards' operators
+        pick = used & (s.kind == B)
+        share = np.divide(self.weight_operators[pick], self.operators[pick],
+                          out=np.zeros(int(pick.sum())), where=self.operators[pick] > 0)
+        share = np.nan_to_num(_by_group(group[pick], share, size, statistic))
+        w = np.where(np.isfinite(scaled[W]), np.minimum(scaled[W] * s.m, b),
+                     np.where(np.isfinite(b), share * b, 0.0))
         tiny = 1e-12  # a positive floor: Costs needs f, b > 0 even where every op took 0
         if not np.all(np.isfinite(f)) or not np.all(np.isfinite(b)):
             # forward-only runs and stages without a backward: only what was measured counts
@@ -365,7 +381,7 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     base = min(t.base_ns for t in traces)
     shape = (p, L)
     start, end, child, ready, release, sent = (np.full(shape, np.nan) for _ in range(6))
-    operators = np.zeros(shape)
+    operators, weight_operators = np.zeros(shape), np.zeros(shape)
     for t in traces:  # microseconds on each host's raw clock
         shift = (t.base_ns - base) / 1e3
         k = len(t.labels)
@@ -373,6 +389,7 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
         child[t.rank, :k], ready[t.rank, :k] = t.first_child + shift, t.ready + shift
         release[t.rank, :k], sent[t.rank, :k] = t.release + shift, t.sent + shift
         operators[t.rank, :k] = t.operators * 1e-6
+        weight_operators[t.rank, :k] = t.weight_operators * 1e-6
     device_clock = np.array([t.device_clock for t in traces])
     pro, con = _handoffs(schedule)
     # the latest a hand-off can have arrived: the receive's end, else the op's first operator
@@ -395,8 +412,10 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
                                   for a in (start, end, ready, release))
     ready[~used] = np.nan
     times = _split(schedule, start, end, ready, release, device_clock, pro, con)
+    operators = np.minimum(operators, times[1])
     return MeasuredRun(schedule, start, end, release, *times, offsets * 1e-6, residual * 1e-6,
-                       [t.file for t in traces], hosts, np.minimum(operators, times[1]))
+                       [t.file for t in traces], hosts, operators,
+                       np.minimum(weight_operators, operators))
 
 
 def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):

@@ -81,13 +81,14 @@ class MeasuredSteps(tuple):
         first = self[0]
         median = {name: np.median(np.stack([getattr(run, name) for run in self]), axis=0)
                   for name in ("start", "end", "release", "wait", "compute", "overhead",
-                               "stall", "durations", "handed", "operators", "offsets")}
+                               "stall", "durations", "handed", "operators", "weight_operators",
+                               "offsets")}
         return MeasuredRun(first.schedule, median["start"], median["end"], median["release"],
                            median["wait"], median["compute"], median["overhead"],
                            median["stall"], median["durations"], median["handed"],
                            float(np.median([run.latency for run in self])), median["offsets"],
                            max(run.offset_residual for run in self), first.files, first.hosts,
-                           median["operators"])
+                           median["operators"], median["weight_operators"])
 
     def costs(self, per: str = "device", statistic: str = "median") -> Costs:
         """``MeasuredRun.costs`` of the typical step: for any schedule and any ``m``."""
