@@ -734,6 +734,9 @@ def test_measure_checks_every_argument_before_touching_out(tmp_path):
         measure_many({"a": "1f1b", "b": "nope"}, out=tmp_path / "many")
     with pytest.raises(ScheduleError, match=r"steps must be"):
         measure_many({"a": "1f1b"}, out=tmp_path / "many", steps=0)
+    with pytest.raises(ScheduleError, match=r"round_robin must be one of \[False, True\] "
+                                            r"\(got 'yes'\)"):
+        measure_many({"a": "1f1b"}, out=tmp_path / "many", round_robin="yes")
     assert not (tmp_path / "many").exists()
     with pytest.raises(ScheduleError, match=r"out must be a folder for the traces \(got "
                                             r"'.*rank0_trace.json', a file\)"):

@@ -74,16 +74,16 @@ def _expected(label):
     return build_schedule(name, P, N, SCHEDULES[name].default_m)
 
 
-def _trace_span(folder) -> float:
-    """First op label's start to last op label's end over the rank traces, in seconds, read
-    straight from the JSON (one host: one clock)."""
+def _trace_bounds(folder) -> tuple[float, float]:
+    """First op label's start and last op label's end over the rank traces, in microseconds
+    on the host's clock, read straight from the JSON (one host: one clock)."""
     begin, end = np.inf, -np.inf
     for path in folder.glob("rank*_trace.json"):
         for event in json.loads(path.read_text())["traceEvents"]:
             if event.get("cat") == "user_annotation" and _OP_LABEL.match(event["name"]):
                 begin = min(begin, event["ts"])
                 end = max(end, event["ts"] + event["dur"])
-    return (end - begin) * 1e-6
+    return begin, end
 
 
 @pytest.mark.parametrize("label", list(RUNS))
@@ -97,7 +97,8 @@ def test_order_is_the_generators(runs, label):
 def test_makespan_is_the_traces_span(runs, label):
     out, measured = runs
     for k, run in enumerate(measured[label]):
-        assert run.makespan == pytest.approx(_trace_span(out / f"{label}@{k}"), rel=1e-9)
+        begin, end = _trace_bounds(out / f"{label}@{k}")
+        assert run.makespan == pytest.approx((end - begin) * 1e-6, rel=1e-9)
 
 
 @pytest.mark.parametrize("label", list(RUNS))
@@ -221,6 +222,25 @@ def test_injected_delays_show_in_the_measured_ops(tmp_path):
     for run in runs["backward"]:
         assert _durations(run, 0, B).min() >= delay
         assert np.median(_durations(run, 1, B)) < delay / 2
+
+
+def test_round_robin_runs_the_steps_in_turn(tmp_path):
+    """With ``round_robin=True`` step k of every job runs before step k + 1 of any, in the
+    dict's order, each job with its own stages: the delayed one's forwards alone hold the
+    sleep."""
+    from fastpp.ops import F
+
+    delay = 0.05
+    runs = measure_many({"slow": "1f1b", "gpipe": "ScheduleGPipe"}, P, N, out=tmp_path,
+                        layers=4, hidden=64, microbatch=32, steps=2, round_robin=True,
+                        delay={"slow": f"1:F:{delay}"})
+    bounds = [_trace_bounds(tmp_path / label / f"step{k}") for k in range(2)
+              for label in ("slow", "gpipe")]
+    for (_, end), (begin, _) in zip(bounds[:-1], bounds[1:], strict=True):
+        assert end < begin
+    for slow, plain in zip(runs["slow"], runs["gpipe"], strict=True):
+        assert _durations(slow, 1, F).min() >= delay
+        assert np.median(_durations(plain, 1, F)) < delay / 2
 
 
 @pytest.mark.parametrize("kwargs, word", [

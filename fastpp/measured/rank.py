@@ -60,18 +60,28 @@ def main(path: str) -> None:
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo", rank=rank, world_size=p)
+    jobs = [SimpleNamespace(**job) for job in spec["jobs"]]
+    # in turn, every job is built and warmed up first and step k of each runs before step
+    # k + 1 of any: the schedules meet the same moments of the machine's drifting load
+    groups = [jobs] if model.round_robin else [[job] for job in jobs]
     try:
-        for job in spec["jobs"]:
-            _run_job(rank, SimpleNamespace(**job), model, device)
-            gc.collect()  # the job's cycles (stages, schedule, graphs) go before the next job
+        for group in groups:
+            built = [_build(rank, job, model, device) for job in group]
+            for step in built:
+                _warm_up(step, model)
+            for k in range(model.steps):
+                for job, step in zip(group, built, strict=True):
+                    _profile(rank, job, step, model, device, k)
+            del built, step
+            gc.collect()  # the jobs' cycles (stages, schedules, graphs) go before the next
             dist.barrier()
     finally:
         dist.destroy_process_group()
 
 
-def _run_job(rank: int, job, model, device) -> None:
-    """Build this rank's stages and the schedule (``job``, ``model``: the spec's ``Job`` and
-    ``Model`` as namespaces), warm up, profile each step and write its trace."""
+def _build(rank: int, job, model, device):
+    """This rank's stages and schedule of ``job`` (``job``, ``model``: the spec's ``Job`` and
+    ``Model`` as namespaces): a function that runs one step."""
     V = sum(len(s) for s in job.stages)
     per = model.layers // V
     torch.manual_seed(0)  # the same weights on every rank, for every schedule
@@ -99,30 +109,40 @@ def _run_job(rank: int, job, model, device) -> None:
     target = torch.randn(job.n * model.microbatch, model.hidden, generator=data).to(device)
     args = (x,) if 0 in mine else ()
     kwargs = {"target": target} if V - 1 in mine else {}
+    return lambda: sched.step(*args, **kwargs)
 
-    activities = [ProfilerActivity.CPU]
+
+def _activities(model) -> list:
+    """What the profiler records: the CPU, and the GPU on ``cuda``."""
     if model.device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
+        return [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    return [ProfilerActivity.CPU]
+
+
+def _warm_up(step, model) -> None:
+    """``model.warmup`` steps, profiled too, nothing kept: the profiler's own memory is then
+    in place before the steps it records (the first repeat's profiled steps faulted
+    3,800-7,400 fresh pages a rank without it, 600-2,400 with it)."""
     for _ in range(model.warmup):
-        # profiled too, nothing kept: the profiler's own memory is then in place before the
-        # step it records (the first repeat's profiled steps faulted 3,800-7,400 fresh pages
-        # a rank without it, 600-2,400 with it)
-        with profile(activities=activities):
-            sched.step(*args, **kwargs)
-    for k in range(model.steps):
-        gc.collect()  # not inside the profiled step
-        with profile(activities=activities) as prof:
-            # the ranks start the step together: a rank that came late would show as a wait
-            dist.barrier()
-            sched.step(*args, **kwargs)
-            if model.device == "cuda":
-                torch.cuda.synchronize(device)
-        folder = Path(job.out) / (f"step{k}" if model.steps > 1 else "")
-        # write to a temporary name first: a reader never sees half a trace
-        with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as tmp:
-            pass
-        prof.export_chrome_trace(tmp.name)
-        os.replace(tmp.name, folder / f"rank{rank}_trace.json")
+        with profile(activities=_activities(model)):
+            step()
+
+
+def _profile(rank: int, job, step, model, device, k: int) -> None:
+    """Profile step ``k`` of ``job`` and write this rank's trace of it."""
+    gc.collect()  # not inside the profiled step
+    with profile(activities=_activities(model)) as prof:
+        # the ranks start the step together: a rank that came late would show as a wait
+        dist.barrier()
+        step()
+        if model.device == "cuda":
+            torch.cuda.synchronize(device)
+    folder = Path(job.out) / (f"step{k}" if model.steps > 1 else "")
+    # write to a temporary name first: a reader never sees half a trace
+    with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as tmp:
+        pass
+    prof.export_chrome_trace(tmp.name)
+    os.replace(tmp.name, folder / f"rank{rank}_trace.json")
 
 
 def _keep_freed_memory() -> None:
