@@ -1,19 +1,19 @@
 """Measure every PyTorch schedule class on this machine; replay each run and predict it from
 the 1F1B run's calibrated costs; run a schedule found by fastpp.optimize for real.
 
-    PYTHONPATH=$PWD python scripts/measure.py                  # p=2, n=4, 5 repeats
+    PYTHONPATH=$PWD python scripts/measure.py                  # p=2, n=4, 20 steps
     PYTHONPATH=$PWD python scripts/measure.py --repeats 3 --hidden 512
 
 Every PyTorch class (GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble,
 DualPipeV) and fastpp's 1F1B through PyTorch's CSV runtime (Schedule1F1B labels no op) run
 on the same MLP (``--layers`` blocks of ``--hidden`` units, gloo, one process and one thread
-per rank), ``--repeats`` profiled steps each, the schedules interleaved within each repeat so
-that the machine's load drifts hit them alike. Per schedule, the medians over the repeats of:
-the measured makespan, the replay's error (each op's measured compute) and the error of the
-prediction from the same repeat's 1F1B costs (``run.costs()``: one calibrated ``Costs`` for
-every schedule and every ``m``, the operators' time scaled by the chunk and each op kind's
-fixed time in ``overhead``, then ``simulate``) and from the costs of the other schedule of the
-same kind (chunks per device, split backward or not).
+per rank), ``--repeats`` profiled steps each, one step of each schedule in turn
+(``round_robin=True``) so that the machine's load drifts hit them alike. Per schedule, the
+medians over the steps of: the measured makespan, the replay's error (each op's measured
+compute) and the error of the prediction from the same turn's 1F1B costs (``run.costs()``:
+one calibrated ``Costs`` for every schedule and every ``m``, the operators' time scaled by
+the chunk and each op kind's fixed time in ``overhead``, then ``simulate``) and from the
+costs of the other schedule of the same kind (chunks per device, split backward or not).
 
 Then ``fastpp.optimize`` (V placement, the makespan, 1.5x 1F1B's activation memory) with the costs
 of the median ZB-V run, whose backward is split, and the schedule it finds runs for real
@@ -49,7 +49,8 @@ def parse(argv=None):
     ap.add_argument("--microbatch", type=int, default=256, help="samples per microbatch (256)")
     ap.add_argument("--no-realtime", dest="realtime", action="store_false",
                     help="ranks under the normal scheduler (default: SCHED_FIFO when root)")
-    ap.add_argument("--repeats", type=int, default=5, help="profiled steps per schedule (5)")
+    ap.add_argument("--repeats", type=int, default=20,
+                    help="profiled steps per schedule, in turn (20)")
     ap.add_argument("--time-limit", type=float, default=5.0, help="optimize's seconds (5)")
     ap.add_argument("--memory-limit", type=float, default=None,
                     help="optimize's activation memory per device, units of M_B (1.5p)")
@@ -60,13 +61,13 @@ def parse(argv=None):
 
 
 def run_repeats(schedules: dict, args, out: Path) -> dict:
-    """``{label: [MeasuredRun per repeat]}``, every schedule once per repeat, in one spawn."""
-    jobs = {f"{label}@{k}": what for k in range(args.repeats) for label, what in
-            schedules.items()}
-    runs = measure_many(jobs, args.p, args.n, layers=args.layers, hidden=args.hidden,
+    """``{label: [MeasuredRun per step]}``: a step of every schedule in turn, in one spawn."""
+    runs = measure_many(schedules, args.p, args.n, layers=args.layers, hidden=args.hidden,
                         microbatch=args.microbatch, out=out, timeout=1800,
-                        realtime=args.realtime and os.geteuid() == 0)
-    return {label: [runs[f"{label}@{k}"] for k in range(args.repeats)] for label in schedules}
+                        realtime=args.realtime and os.geteuid() == 0, steps=args.repeats,
+                        round_robin=True)
+    return {label: list(runs[label]) if args.repeats > 1 else [runs[label]]
+            for label in schedules}
 
 
 # the other schedule of the same kind (chunks per device, split backward or not)
@@ -83,14 +84,14 @@ def expected(label: str, p: int, n: int) -> fastpp.Schedule:
 
 
 def class_table(runs: dict, p: int, n: int) -> pd.DataFrame:
-    """One row per schedule: the medians over the repeats of the measured makespan, the
+    """One row per schedule: the medians over the steps of the measured makespan, the
     replay's error, the error of the prediction from 1F1B's costs and from the same kind's."""
     rows = []
     for label, repeats in runs.items():
         sched = expected(label, p, n)
         measured = np.array([run.makespan for run in repeats])
         replayed = np.array([run.replay().makespan for run in repeats])
-        # each repeat's run predicted from the same repeat's other run: the load drifts
+        # each step predicted from the same turn's other run: the load drifts
         predicted = np.array([fastpp.simulate(sched, base.costs()).makespan
                               for base in runs["1f1b"]])
         kin = np.array([fastpp.simulate(sched, base.costs()).makespan
@@ -121,7 +122,7 @@ def print_table(table: pd.DataFrame) -> None:
           f"{others.max():.2%}; from the same kind's: median {kin.median():.2%}, worst "
           f"{kin.max():.2%}")
     late = table.loc[others[others > 0.05].index, "schedule"].tolist()
-    print(f"every class within 5% (median over the repeats) from 1F1B's one costs(): "
+    print(f"every class within 5% (median over the steps) from 1F1B's one costs(): "
           f"{'yes' if not late else 'no: ' + ', '.join(late)}")
 
 
@@ -157,7 +158,7 @@ def run_optimized(runs: dict, args, out: Path):
     print(f"measured: optimized {medians['optimized'] * 1e3:.2f} ms, 1F1B "
           f"{medians['1f1b'] * 1e3:.2f} ms, ZB-V {medians['ScheduleZBVZeroBubble'] * 1e3:.2f} "
           f"ms: gain over 1F1B {gains['1f1b']:+.1%}, over ZB-V "
-          f"{gains['ScheduleZBVZeroBubble']:+.1%} (medians over {args.repeats} paired repeats)")
+          f"{gains['ScheduleZBVZeroBubble']:+.1%} (medians over {args.repeats} paired steps)")
     return found, costs, again
 
 
@@ -187,7 +188,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     started = time.perf_counter()
     schedules = {"1f1b": "1f1b", **{cls: cls for cls in TORCH_CLASSES}}
-    print(f"measuring {len(schedules)} schedules x {args.repeats} repeats: p={args.p}, "
+    print(f"measuring {len(schedules)} schedules x {args.repeats} steps in turn: p={args.p}, "
           f"n={args.n}, {args.layers} x {args.hidden} MLP, microbatch {args.microbatch}",
           flush=True)
     runs = run_repeats(schedules, args, out / "classes")
