@@ -521,7 +521,7 @@ def point(plan, tables, rows, out):
     without a slice or reshape in Python). Returns ``(makespan, bubble_ratio,
     span_bubble_ratio, latency)`` as Python floats (``latency``: the hand-offs summed, as
     ``kernels.timeline`` returns it). The ops run in ``kernels.timeline``'s order, with its
-    float operations, and the sums run device by device in position order, those of
+    float operations, and each device's sums run in position order, those of
     ``kernels.reduce``; the peaks come from the frontier (``frontier_peaks``), the sums of
     ``kernels.device_memory``: equal to them bit for bit.
     """
@@ -572,11 +572,29 @@ def point(plan, tables, rows, out):
     highest = -np.inf
     total = 0.0
     longest = 0.0
-    for r in range(p):  # kernels.reduce, device by device
+    for r in range(0, p, 2):  # kernels.reduce's busy times, each in position order
+        # two devices at a time: two independent chains of adds (ZB-V 8x64: 10.9 -> 9.9 us)
+        a, z = np.uint64(device_first[r]), np.uint64(device_first[r + 1])
+        b, y = z, z  # (none when p is odd and r the last device)
+        if r + 1 < p:
+            b, y = z, np.uint64(device_first[r + 2])
         busy = 0.0
-        for j in range(np.uint64(device_first[r]), np.uint64(device_first[r + 1])):
+        busy2 = 0.0
+        both = min(z - a, y - b)
+        for j in range(both):
+            i, i2 = np.uint64(by_device[a + j]), np.uint64(by_device[b + j])
+            busy += ends[i] - starts[i]
+            busy2 += ends[i2] - starts[i2]
+        for j in range(a + both, z):
             i = np.uint64(by_device[j])
             busy += ends[i] - starts[i]
+        for j in range(b + both, y):
+            i2 = np.uint64(by_device[j])
+            busy2 += ends[i2] - starts[i2]
+        out[0, r] = busy
+        if r + 1 < p:
+            out[0, r + 1] = busy2
+    for r in range(p):  # kernels.reduce's spans and totals
         span = 0.0
         if device_first[r + 1] > device_first[r]:
             begin = starts[by_device[device_first[r]]]
@@ -584,9 +602,8 @@ def point(plan, tables, rows, out):
             span = end - begin
             lowest = min(lowest, begin)
             highest = max(highest, end)
-            total += busy
+            total += out[0, r]
             longest = max(longest, span)
-        out[0, r] = busy
         out[1, r] = span
         out[3, r] = peak_live[r]
     V = rows.shape[1]
