@@ -207,10 +207,17 @@ def _frontiers(ops, length, V, K, forward_only, vectors, sizes, terms, peak_live
     Q = 0
     T = 0
     for r in range(p):
-        _, peak_live[r], vectors[r] = kernels.device_memory(ops, length, r, zeros, zeros,
-                                                            forward_only, none, none, none_int,
-                                                            none_int, found)
+        _, peak_live[r], seen = kernels.device_memory(ops, length, r, zeros, zeros,
+                                                      forward_only, none, none, none_int,
+                                                      none_int, found)
         here = kernels.device_stages(ops, length, r, stages)
+        held = np.empty(here, np.int64)
+        split = np.empty(here, np.int64)
+        vectors[r] = 0
+        for v in range(seen):  # (rows v >= vectors[r]: the kept ones are written below them)
+            for q in range(here):
+                held[q], split[q] = found[v, q], found[v, here + q]
+            vectors[r] = _frontier_add(found, vectors[r], held, split)
         for v in range(vectors[r]):
             sizes[Q] = 0
             for q in range(here):
@@ -221,6 +228,37 @@ def _frontiers(ops, length, V, K, forward_only, vectors, sizes, terms, peak_live
                     sizes[Q] += 1
             Q += 1
     return Q, T
+
+
+@jit(signature="int64(int64[:, ::1], int64, int64[::1], int64[::1])", internal=True)
+def _frontier_add(frontier, rows, held, split):
+    """Add the vector ``held, split`` to the first ``rows`` rows of ``frontier`` unless one
+    of them is at least as large everywhere, dropping those it is at least as large as;
+    returns the new row count."""
+    K = held.shape[0]
+    for v in range(rows):
+        covers = True
+        for q in range(K):
+            if frontier[v, q] < held[q] or frontier[v, K + q] < split[q]:
+                covers = False
+                break
+        if covers:
+            return rows
+    kept = 0
+    for v in range(rows):
+        covered = True
+        for q in range(K):
+            if frontier[v, q] > held[q] or frontier[v, K + q] > split[q]:
+                covered = False
+                break
+        if not covered:
+            for q in range(2 * K):  # (element by element: a slice assignment compiles
+                frontier[kept, q] = frontier[v, q]  # its shape error's message, 2.4 s cold)
+            kept += 1
+    for q in range(K):
+        frontier[kept, q] = held[q]
+        frontier[kept, K + q] = split[q]
+    return kept + 1
 
 
 @jit

@@ -230,10 +230,10 @@ def device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end,
     of ``held[s] * unit[s] + split[s] * (gamma[s] * unit[s])``, with ``held[s]`` the forwards
     whose activations are all held and ``split[s]`` those whose ``I`` has run and ``W`` not.
     ``frontier`` (int64, at least ``[forwards on the device, 2K]`` for its ``K`` stages)
-    gets the count vectors ``held, split`` (stages ascending) just after a forward starts
-    that no other such vector is at least as large as everywhere: the memory after a start
-    only grows with the counts (``unit``, ``gamma >= 0``; rounding is monotone), so the peak
-    is the largest over these rows.
+    gets the count vectors ``held, split`` (stages ascending) just after each forward starts,
+    one row each: the memory after a start only grows with the counts (``unit``,
+    ``gamma >= 0``; rounding is monotone), so the peak is the largest over those of them that
+    no other covers (``fastpp.compiled.Compiled.frontier``).
     """
     store = mem_start.shape[0] > 0
     keep = frontier.shape[0] > 0
@@ -262,7 +262,10 @@ def device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end,
             peak = max(peak, mem)
             live_peak = max(live_peak, live)
             if keep:
-                rows = _frontier_add(frontier, rows, held, split)
+                for q in range(K):
+                    frontier[rows, q] = held[q]
+                    frontier[rows, K + q] = split[q]
+                rows += 1
         if store:
             mem_start[r, k] = mem
             live_start[r, k] = live
@@ -310,37 +313,6 @@ def device_stages(ops, length, r, stages):
             stages[at] = s
             K += 1
     return K
-
-
-@jit(signature="int64(int64[:, ::1], int64, int64[::1], int64[::1])", internal=True)
-def _frontier_add(frontier, rows, held, split):
-    """Add the vector ``held, split`` to the first ``rows`` rows of ``frontier`` unless one
-    of them is at least as large everywhere, dropping those it is at least as large as;
-    returns the new row count."""
-    K = held.shape[0]
-    for v in range(rows):
-        covers = True
-        for q in range(K):
-            if frontier[v, q] < held[q] or frontier[v, K + q] < split[q]:
-                covers = False
-                break
-        if covers:
-            return rows
-    kept = 0
-    for v in range(rows):
-        covered = True
-        for q in range(K):
-            if frontier[v, q] > held[q] or frontier[v, K + q] > split[q]:
-                covered = False
-                break
-        if not covered:
-            for q in range(2 * K):  # (element by element: a slice assignment compiles
-                frontier[kept, q] = frontier[v, q]  # its shape error's message, 2.4 s cold)
-            kept += 1
-    for q in range(K):
-        frontier[kept, q] = held[q]
-        frontier[kept, K + q] = split[q]
-    return kept + 1
 
 
 @jit
