@@ -242,9 +242,9 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         makespan, bubble, span_bubble = kernels.reduce(start, end, length, busy, span)
         peak_max, peak_min, live_max = -np.inf, np.inf, 0
         for r in range(P):  # peaks only: no per-op memory arrays
-            peak, live = kernels.device_memory(block, length, r, c[kernels.UNIT],
-                                               c[kernels.GAMMA], FORWARD_ONLY[schedule], none,
-                                               none, none_int, none_int)
+            peak, live, _ = kernels.device_memory(block, length, r, c[kernels.UNIT],
+                                                  c[kernels.GAMMA], FORWARD_ONLY[schedule], none,
+                                                  none, none_int, none_int, none_int)
             if peaks.shape[0] > 0:
                 peaks[peak_at[i] + r] = peak
             peak_max = max(peak_max, peak)

@@ -22,6 +22,14 @@ The compiled form (``Compiled``, every array int64, ``N`` ops, ``i`` an op's pla
   device (no latency) or there is no edge.
 - ``device_ops``, ``device_first``: the ops of device ``r`` in position order are
   ``device_ops[device_first[r]:device_first[r + 1]]`` (for the reductions).
+- ``frontier``: each device's memory frontier (``kernels.device_memory``), packed:
+  ``frontier[r]:frontier[r + 1]`` are the slots of device ``r``'s vectors; slot ``h`` holds
+  where its terms start (they end where slot ``h + 1``'s start), each term three integers,
+  a stage ``s`` and its counts ``held, split``. The device's memory just after a start is
+  never above the largest over its vectors of the sum of their terms' ``held * unit[s] +
+  split * (gamma[s] * unit[s])``, in order, and reaches it: that is its peak, equal to
+  ``kernels.device_memory``'s to the bit. Usually a handful of vectors a device.
+- ``peak_live[r]``: device ``r``'s peak live pairs (they depend on the order alone).
 - ``p, V, n, forward_only``: as on the schedule.
 
 The rules are SCHEDULES.md section 2's, from ``kernels.producers`` (``dependencies.edges``);
@@ -37,17 +45,18 @@ The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguou
   latencies ``handoff[:, b]`` (``[V, B]``). An op starts at the max of its device's previous
   end and each producer's end (plus ``handoff[link]`` across devices), exactly as
   ``kernels.timeline``: the same float operations, so equal bit for bit.
-- ``evaluate_batch(previous, producer, link, device, kind, stage, stage2, forward_only, rows,
-  durations, start, end, busy, first, last, peak, live, latency)``: the same pass with every
-  per-device sum folded in: each op's time from the stage rows ``rows[8, V, B]``
-  (``kernels.TF ... GAMMA``) or from ``durations[N, B]`` (when not empty, shape ``(0, 0)``);
-  ``start`` stored unless empty; per device and column ``busy``, ``first`` (its first op's
-  start), ``last`` (its last op's end), ``peak`` activations ``[p, B]``; ``live[p]`` the peak
-  live pairs; ``latency[B]`` every cross-device hand-off summed (``serial_time = busy.sum() +
+- ``evaluate_batch(previous, producer, link, device, kind, stage, stage2, rows, durations,
+  start, end, busy, first, last, latency)``: the same pass with every per-device sum folded
+  in: each op's time from the stage rows ``rows[8, V, B]`` (``kernels.TF ... GAMMA``) or from
+  ``durations[N, B]`` (when not empty, shape ``(0, 0)``); ``start`` stored unless empty; per
+  device and column ``busy``, ``first`` (its first op's start), ``last`` (its last op's end)
+  ``[p, B]``; ``latency[B]`` every cross-device hand-off summed (``serial_time = busy.sum() +
   latency``, in ``kernels.timeline``'s order, but an overlapped pair's two hand-offs added one
   at a time and ``busy`` summed along another axis: equal to about 1e-15
-  relative). A device's ops come in position order, so busy and memory add in the order of
-  ``kernels.reduce`` and ``kernels.device_memory``: equal bit for bit.
+  relative). A device's ops come in position order, so busy adds in the order of
+  ``kernels.reduce``: equal bit for bit.
+- ``frontier_peaks(frontier, unit, gamma, peak)``: each device's peak activations ``[p, B]``
+  from its ``frontier`` and the stage rows ``unit, gamma`` ``[V, B]``.
 - ``finish_batch(device_first, busy, first, last, span, out)``: ``span[p, B]`` and
   ``out[:, b] = makespan, bubble_ratio, span_bubble_ratio`` (``kernels.reduce``'s arithmetic).
 
@@ -91,6 +100,8 @@ class Compiled(NamedTuple):
     index: np.ndarray
     device_ops: np.ndarray
     device_first: np.ndarray
+    frontier: np.ndarray
+    peak_live: np.ndarray
     p: int
     V: int
     n: int
@@ -155,8 +166,99 @@ def compile_schedule(schedule) -> Compiled:
     device_first = np.zeros(p + 1, np.int64)
     np.cumsum(length, out=device_first[1:])
     return Compiled(device, position, kind, stage, mb, stage2, mb2, previous, producer, link,
-                    index, device_ops, device_first, p, schedule.V, schedule.n,
-                    bool(schedule.forward_only))
+                    index, device_ops, device_first, *_frontier(schedule), p, schedule.V,
+                    schedule.n, bool(schedule.forward_only))
+
+
+def _frontier(schedule) -> tuple[np.ndarray, np.ndarray]:
+    """``Compiled.frontier`` and ``Compiled.peak_live`` of ``schedule``."""
+    p, N = schedule.p, int(schedule.length.sum())
+    K = int(np.bincount(schedule.stage_to_device).max())  # the most stages on a device
+    # room for every forward's vector, each with a term per stage of its device
+    vectors, sizes, peak_live = np.empty(p, np.int64), np.empty(N, np.int64), np.empty(p, np.int64)
+    terms = np.empty((N * K, 3), np.int64)
+    Q, T = _frontiers(schedule.ops, schedule.length, schedule.V, K, schedule.forward_only,
+                      vectors, sizes, terms, peak_live)
+    head = p + 2 + Q  # where the terms start
+    frontier = np.empty(head + 3 * T, np.int64)
+    frontier[0], frontier[p + 1] = p + 1, head
+    frontier[1:p + 1] = p + 1 + np.cumsum(vectors)
+    frontier[p + 2:head] = head + 3 * np.cumsum(sizes[:Q])
+    frontier[head:] = terms[:T].reshape(-1)
+    return frontier, peak_live
+
+
+@jit
+def _frontiers(ops, length, V, K, forward_only, vectors, sizes, terms, peak_live):
+    """Every device's memory frontier (``kernels.device_memory``) as terms ``(stage, held,
+    split)``, a zero one left out (it adds exactly 0): ``vectors[r]`` vectors of device ``r``,
+    ``sizes[h]`` the terms of vector ``h``, ``peak_live[r]``; returns the vectors and the terms
+    in all. ``K``: the most stages on a device."""
+    p = ops.shape[1]
+    most = 1
+    for r in range(p):
+        most = max(most, length[r])
+    zeros = np.empty(V, np.float64)
+    zeros.fill(0.0)
+    none = np.empty((0, 0), np.float64)
+    none_int = np.empty((0, 0), np.int64)
+    stages = np.empty(2 * most, np.int64)
+    found = np.empty((most, 2 * K), np.int64)
+    Q = 0
+    T = 0
+    for r in range(p):
+        _, peak_live[r], seen = kernels.device_memory(ops, length, r, zeros, zeros,
+                                                      forward_only, none, none, none_int,
+                                                      none_int, found)
+        here = kernels.device_stages(ops, length, r, stages)
+        held = np.empty(here, np.int64)
+        split = np.empty(here, np.int64)
+        vectors[r] = 0
+        for v in range(seen):  # (rows v >= vectors[r]: the kept ones are written below them)
+            for q in range(here):
+                held[q], split[q] = found[v, q], found[v, here + q]
+            vectors[r] = _frontier_add(found, vectors[r], held, split)
+        for v in range(vectors[r]):
+            sizes[Q] = 0
+            for q in range(here):
+                if found[v, q] != 0 or found[v, here + q] != 0:
+                    terms[T, 0] = stages[q]
+                    terms[T, 1], terms[T, 2] = found[v, q], found[v, here + q]
+                    T += 1
+                    sizes[Q] += 1
+            Q += 1
+    return Q, T
+
+
+@jit(signature="int64(int64[:, ::1], int64, int64[::1], int64[::1])", internal=True)
+def _frontier_add(frontier, rows, held, split):
+    """Add the vector ``held, split`` to the first ``rows`` rows of ``frontier`` unless one
+    of them is at least as large everywhere, dropping those it is at least as large as;
+    returns the new row count."""
+    K = held.shape[0]
+    for v in range(rows):
+        covers = True
+        for q in range(K):
+            if frontier[v, q] < held[q] or frontier[v, K + q] < split[q]:
+                covers = False
+                break
+        if covers:
+            return rows
+    kept = 0
+    for v in range(rows):
+        covered = True
+        for q in range(K):
+            if frontier[v, q] > held[q] or frontier[v, K + q] > split[q]:
+                covered = False
+                break
+        if not covered:
+            for q in range(2 * K):  # (element by element: a slice assignment compiles
+                frontier[kept, q] = frontier[v, q]  # its shape error's message, 2.4 s cold)
+            kept += 1
+    for q in range(K):
+        frontier[kept, q] = held[q]
+        frontier[kept, K + q] = split[q]
+    return kept + 1
 
 
 @jit
@@ -255,9 +357,11 @@ def _evaluate(c: Compiled, rows, durations, out: Batch, c0: int, c1: int) -> Non
     end = out.end if out.end is not None else _scratch(0, N, width)
     busy, first, last, peak = (np.empty((p, width)) for _ in range(4))
     latency, flat = np.empty(width), np.empty((3, width))
-    evaluate_batch(c.previous, c.producer, c.link, c.device, c.kind, c.stage, c.stage2,
-                   c.forward_only, rows, _NONE if durations is None else durations, start, end,
-                   busy, first, last, peak, out.peak_live, latency)
+    evaluate_batch(c.previous, c.producer, c.link, c.device, c.kind, c.stage, c.stage2, rows,
+                   _NONE if durations is None else durations, start, end, busy, first, last,
+                   latency)
+    frontier_peaks(c.frontier, rows[UNIT], rows[GAMMA], peak)
+    out.peak_live[:] = c.peak_live
     span = np.empty((p, width))
     finish_batch(c.device_first, busy, first, last, span, flat)
     out.makespan[c0:c1], out.bubble_ratio[c0:c1], out.span_bubble_ratio[c0:c1] = flat
@@ -314,25 +418,20 @@ def timeline_batch(previous, producer, link, durations, handoff, start, end):
 
 
 @jit
-def evaluate_batch(previous, producer, link, device, kind, stage, stage2, forward_only, rows,
-                   durations, start, end, busy, first, last, peak, live, latency):
+def evaluate_batch(previous, producer, link, device, kind, stage, stage2, rows, durations, start,
+                   end, busy, first, last, latency):
     """``timeline_batch`` and every per-device sum in the same pass (module docstring).
 
     Each op's time comes from ``durations[N, B]`` or, when that is empty (shape ``(0, 0)``),
     from the stage rows ``rows[8, V, B]``; ``start`` is stored unless empty. Per device and
-    column: ``busy``, ``first`` (its first op's start), ``last`` (its last op's end) and
-    ``peak`` activations; ``live[r]`` its peak live pairs; ``latency[b]`` the cross-device
-    hand-offs summed. A device's ops come in position order, so every sum adds in
-    ``kernels.reduce``'s and ``kernels.device_memory``'s order: equal bit for bit.
+    column: ``busy``, ``first`` (its first op's start) and ``last`` (its last op's end);
+    ``latency[b]`` the cross-device hand-offs summed. A device's ops come in position order,
+    so busy adds in ``kernels.reduce``'s order: equal bit for bit.
     """
-    p, columns = busy.shape
-    mem = np.zeros((p, columns))
-    count = np.zeros(p, np.int64)
+    columns = busy.shape[1]
     t = np.empty(columns)
     d = np.empty(columns)
     busy[:] = 0.0
-    peak[:] = 0.0
-    live[:] = 0
     latency[:] = 0.0
     for i in range(previous.shape[0]):
         r = device[i]
@@ -364,9 +463,24 @@ def evaluate_batch(previous, producer, link, device, kind, stage, stage2, forwar
             start[i] = t
         if a < 0:
             first[r] = t
-        started, count[r] = _memory_step(kind[i], stage[i], stage2[i], forward_only, rows,
-                                         mem[r], peak[r], count[r])
-        live[r] = max(live[r], started)
+
+
+@jit
+def frontier_peaks(frontier, unit, gamma, peak):
+    """Each device's peak activations ``peak[r, b]`` from its memory frontier
+    (``Compiled.frontier``) under the stage rows ``unit, gamma`` ``[V, B]``: the largest sum
+    of a vector's terms, as ``kernels.device_memory`` sums them."""
+    p, columns = peak.shape
+    for r in range(p):
+        for b in range(columns):
+            peak[r, b] = 0.0
+            for h in range(frontier[r], frontier[r + 1]):
+                held = 0.0
+                for x in range(frontier[h], frontier[h + 1], 3):
+                    s = frontier[x]
+                    held += frontier[x + 1] * unit[s, b] + frontier[x + 2] * (gamma[s, b]
+                                                                              * unit[s, b])
+                peak[r, b] = max(peak[r, b], held)
 
 
 @jit
@@ -384,35 +498,6 @@ def _op_time(kind, s, s2, rows, d):
         for b in range(d.shape[0]):
             pair = rows[TFB, s, b]
             d[b] = pair if pair >= 0.0 else rows[TF, s, b] + rows[TB, s2, b]
-
-
-@jit
-def _memory_step(kind, s, s2, forward_only, rows, mem, peak, count):
-    """One op on a device: its activations ``mem`` per column after the op's end and the peak
-    after its start (``kernels.device_memory``); returns the live pairs after its start and
-    after its end."""
-    if kind == F or kind == FB:
-        count += 1
-        for b in range(mem.shape[0]):
-            mem[b] += rows[UNIT, s, b]
-            peak[b] = max(peak[b], mem[b])
-    started = count
-    if kind == FB:
-        count -= 1
-        for b in range(mem.shape[0]):
-            mem[b] -= rows[UNIT, s2, b]
-    elif kind == B or (kind == F and forward_only):
-        count -= 1
-        for b in range(mem.shape[0]):
-            mem[b] -= rows[UNIT, s, b]
-    elif kind == I:
-        for b in range(mem.shape[0]):
-            mem[b] -= (1.0 - rows[GAMMA, s, b]) * rows[UNIT, s, b]
-    elif kind == W:
-        count -= 1
-        for b in range(mem.shape[0]):
-            mem[b] -= rows[GAMMA, s, b] * rows[UNIT, s, b]
-    return started, count
 
 
 @jit
@@ -448,11 +533,14 @@ PREVIOUS, FORWARD, GRADIENT, FORWARD_LINK, GRADIENT_LINK, KIND, STAGE, STAGE2, B
 PLAN_ROWS = BY_DEVICE + 1
 
 
-def point_plan(c: Compiled) -> np.ndarray:
-    """``c``'s arrays as the one C-contiguous int32 block ``[9, N]`` that ``point`` reads (rows
-    ``PREVIOUS ... BY_DEVICE``): one argument for Numba to unbox instead of nine."""
-    return np.stack([c.previous, c.producer[:, 0], c.producer[:, 1], c.link[:, 0], c.link[:, 1],
-                     c.kind, c.stage, c.stage2, c.device_ops]).astype(np.int32)
+def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray]:
+    """``c``'s arrays as the two blocks ``point`` reads (two arguments for Numba to unbox
+    instead of thirteen): the per-op rows ``PREVIOUS ... BY_DEVICE`` as one C-contiguous int32
+    ``[9, N]``, and the per-device ``device_first``, ``peak_live`` and ``frontier`` one after
+    the other in one int64 array."""
+    return (np.stack([c.previous, c.producer[:, 0], c.producer[:, 1], c.link[:, 0],
+                      c.link[:, 1], c.kind, c.stage, c.stage2, c.device_ops]).astype(np.int32),
+            np.concatenate((c.device_first, c.peak_live, c.frontier)))
 
 
 def point_out_shape(N: int, p: int) -> tuple[int, int]:
@@ -461,8 +549,8 @@ def point_out_shape(N: int, p: int) -> tuple[int, int]:
 
 
 @jit
-def point(plan, device_first, rows, forward_only, out):
-    """``simulate``'s numbers for one cost vector, from a ``point_plan``.
+def point(plan, tables, rows, out):
+    """``simulate``'s numbers for one cost vector, from a ``point_plan``'s ``plan, tables``.
 
     ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out``
     (``point_out_shape``, ``[4 + ceil(2N / p), p]``): rows 0-3 per device its busy time, span,
@@ -471,11 +559,13 @@ def point(plan, device_first, rows, forward_only, out):
     without a slice or reshape in Python). Returns ``(makespan, bubble_ratio,
     span_bubble_ratio, latency)`` as Python floats (``latency``: the hand-offs summed, as
     ``kernels.timeline`` returns it). The ops run in ``kernels.timeline``'s order, with its
-    float operations, and the sums run device by device in position order, those of
-    ``kernels.reduce`` and ``kernels.device_memory``: equal to them bit for bit.
+    float operations, and each device's sums run in position order, those of
+    ``kernels.reduce``; the peaks come from the frontier (``frontier_peaks``), the sums of
+    ``kernels.device_memory``: equal to them bit for bit.
     """
     N = plan.shape[1]
-    p = device_first.shape[0] - 1
+    p = out.shape[1]
+    device_first, peak_live, frontier = tables[:p + 1], tables[p + 1:2 * p + 1], tables[2 * p + 1:]
     tf, tb, ti, tw, tfb, comm = rows[TF], rows[TB], rows[TI], rows[TW], rows[TFB], rows[COMM]
     previous = plan[PREVIOUS]
     producers, links = plan[FORWARD:GRADIENT + 1], plan[FORWARD_LINK:GRADIENT_LINK + 1]
@@ -520,37 +610,29 @@ def point(plan, device_first, rows, forward_only, out):
     highest = -np.inf
     total = 0.0
     longest = 0.0
-    unit, gamma = rows[UNIT], rows[GAMMA]
-    for r in range(p):  # kernels.reduce and kernels.device_memory, device by device
+    for r in range(0, p, 2):  # kernels.reduce's busy times, each in position order
+        # two devices at a time: two independent chains of adds (ZB-V 8x64: 10.9 -> 9.9 us)
+        a, z = np.uint64(device_first[r]), np.uint64(device_first[r + 1])
+        b, y = z, z  # (none when p is odd and r the last device)
+        if r + 1 < p:
+            b, y = z, np.uint64(device_first[r + 2])
         busy = 0.0
-        mem = 0.0
-        held = 0
-        peak = 0.0
-        live = 0
-        for j in range(np.uint64(device_first[r]), np.uint64(device_first[r + 1])):
+        busy2 = 0.0
+        both = min(z - a, y - b)
+        for j in range(both):
+            i, i2 = np.uint64(by_device[a + j]), np.uint64(by_device[b + j])
+            busy += ends[i] - starts[i]
+            busy2 += ends[i2] - starts[i2]
+        for j in range(a + both, z):
             i = np.uint64(by_device[j])
             busy += ends[i] - starts[i]
-            # kernels.device_memory's step (and above kernels.timeline's), written out: Numba
-            # calls a jitted helper rather than inlining it, and reference-counts its arrays
-            # (measured: the kernel 1.7x slower; with scalar arguments only, 1.1x)
-            kind = kinds[i]
-            s = np.uint64(stages[i])
-            if kind == F or kind == FB:
-                mem += unit[s]
-                held += 1
-                peak = max(peak, mem)
-                live = max(live, held)
-            if kind == FB:
-                mem -= unit[np.uint64(stages2[i])]
-                held -= 1
-            elif kind == B or (kind == F and forward_only):
-                mem -= unit[s]
-                held -= 1
-            elif kind == I:
-                mem -= (1.0 - gamma[s]) * unit[s]
-            elif kind == W:
-                mem -= gamma[s] * unit[s]
-                held -= 1
+        for j in range(b + both, y):
+            i2 = np.uint64(by_device[j])
+            busy2 += ends[i2] - starts[i2]
+        out[0, r] = busy
+        if r + 1 < p:
+            out[0, r + 1] = busy2
+    for r in range(p):  # kernels.reduce's spans and totals
         span = 0.0
         if device_first[r + 1] > device_first[r]:
             begin = starts[by_device[device_first[r]]]
@@ -558,12 +640,13 @@ def point(plan, device_first, rows, forward_only, out):
             span = end - begin
             lowest = min(lowest, begin)
             highest = max(highest, end)
-            total += busy
+            total += out[0, r]
             longest = max(longest, span)
-        out[0, r] = busy
         out[1, r] = span
-        out[2, r] = peak
-        out[3, r] = live
+        out[3, r] = peak_live[r]
+    V = rows.shape[1]
+    frontier_peaks(frontier, rows[UNIT].reshape((V, 1)), rows[GAMMA].reshape((V, 1)),
+                   out[2].reshape((p, 1)))
     makespan = highest - lowest
     bubble = 1.0 - total / (p * makespan) if makespan > 0.0 else 0.0
     span_bubble = 1.0 - total / p / longest if longest > 0.0 else 0.0

@@ -197,14 +197,15 @@ def memory(ops, length, unit, gamma, forward_only, mem_start, mem_end, live_star
     """Activation memory of each device after every op's start and after its end.
 
     A forward allocates ``unit[s]`` when it starts; a ``B`` frees it all when it ends; a split
-    backward frees ``(1 - gamma)`` of it at the end of ``I`` and ``gamma`` at the end of ``W``;
+    backward keeps ``gamma`` of it from the end of ``I`` and frees that at the end of ``W``;
     an overlapped pair allocates its forward at the start and frees its backward at the end. In
     a forward-only schedule a forward frees its own allocation when it ends. ``live_*`` count
     live (stage, microbatch) pairs the same way with ``gamma = 1`` (PyTorch's liveness count).
     """
+    none = np.empty((0, 0), np.int64)
     for r in range(ops.shape[1]):
         device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end, live_start,
-                      live_end)
+                      live_end, none)
 
 
 @jit
@@ -213,47 +214,105 @@ def peaks(ops, length, unit, gamma, forward_only, peak, live):
     none = np.empty((0, 0), np.float64)
     none_int = np.empty((0, 0), np.int64)
     for r in range(ops.shape[1]):
-        peak[r], live[r] = device_memory(ops, length, r, unit, gamma, forward_only, none, none,
-                                         none_int, none_int)
+        peak[r], live[r], _ = device_memory(ops, length, r, unit, gamma, forward_only, none,
+                                            none, none_int, none_int, none_int)
 
 
 @jit
 def device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end, live_start,
-                  live_end):
+                  live_end, frontier):
     """``memory`` for device ``r`` alone; returns its peaks (activations, live pairs: the
-    largest values after a start). Empty output arrays (shape ``(0, 0)``) store nothing."""
+    largest values after a start) and the rows of ``frontier`` filled. Empty output arrays
+    (shape ``(0, 0)``) store nothing.
+
+    The memory held is a function of counts only, so that a peak can be read from them
+    without the walk (``frontier``): over the stages in the device's ops, ascending, the sum
+    of ``held[s] * unit[s] + split[s] * (gamma[s] * unit[s])``, with ``held[s]`` the forwards
+    whose activations are all held and ``split[s]`` those whose ``I`` has run and ``W`` not.
+    ``frontier`` (int64, at least ``[forwards on the device, 2K]`` for its ``K`` stages)
+    gets the count vectors ``held, split`` (stages ascending) just after each forward starts,
+    one row each: the memory after a start only grows with the counts (``unit``,
+    ``gamma >= 0``; rounding is monotone), so the peak is the largest over those of them that
+    no other covers (``fastpp.compiled.Compiled.frontier``).
+    """
     store = mem_start.shape[0] > 0
+    keep = frontier.shape[0] > 0
+    stages = np.empty(2 * length[r], np.int64)
+    K = device_stages(ops, length, r, stages)
+    held = np.empty(K, np.int64)
+    held.fill(0)
+    split = np.empty(K, np.int64)
+    split.fill(0)
     mem = 0.0
     live = 0
     peak = 0.0
     live_peak = 0
+    rows = 0
     for k in range(length[r]):
         kind = ops[0, r, k]
-        s = ops[1, r, k]
+        a = 0  # the op's stage's place among the device's (a few: a linear search)
+        while stages[a] != ops[1, r, k]:
+            a += 1
         if kind == F or kind == FB:
-            mem += unit[s]
+            held[a] += 1
             live += 1
+            mem = 0.0
+            for q in range(K):
+                mem += held[q] * unit[stages[q]] + split[q] * (gamma[stages[q]] * unit[stages[q]])
             peak = max(peak, mem)
             live_peak = max(live_peak, live)
+            if keep:
+                for q in range(K):
+                    frontier[rows, q] = held[q]
+                    frontier[rows, K + q] = split[q]
+                rows += 1
         if store:
             mem_start[r, k] = mem
             live_start[r, k] = live
         if kind == FB:
-            s2 = ops[3, r, k]
-            mem -= unit[s2]
+            a = 0
+            while stages[a] != ops[3, r, k]:
+                a += 1
+            held[a] -= 1
             live -= 1
         elif kind == B or (kind == F and forward_only):
-            mem -= unit[s]
+            held[a] -= 1
             live -= 1
         elif kind == I:
-            mem -= (1.0 - gamma[s]) * unit[s]
+            held[a] -= 1
+            split[a] += 1
         elif kind == W:
-            mem -= gamma[s] * unit[s]
+            split[a] -= 1
             live -= 1
         if store:
+            mem = 0.0
+            for q in range(K):
+                mem += held[q] * unit[stages[q]] + split[q] * (gamma[stages[q]] * unit[stages[q]])
             mem_end[r, k] = mem
             live_end[r, k] = live
-    return peak, live_peak
+    return peak, live_peak, rows
+
+
+@jit(internal=True)
+def device_stages(ops, length, r, stages):
+    """The stages of device ``r``'s ops (an overlapped pair's two), ascending, into
+    ``stages`` (room for ``2 * length[r]``); returns how many."""
+    K = 0
+    for k in range(length[r]):
+        for field in (1, 3):
+            if field == 3 and ops[0, r, k] != FB:
+                continue
+            s = ops[field, r, k]
+            at = K  # its place: after the smaller ones (insertion, as a device has a few)
+            while at > 0 and stages[at - 1] > s:
+                at -= 1
+            if at > 0 and stages[at - 1] == s:
+                continue
+            for x in range(K, at, -1):
+                stages[x] = stages[x - 1]
+            stages[at] = s
+            K += 1
+    return K
 
 
 @jit

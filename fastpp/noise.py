@@ -600,8 +600,7 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
     none = np.empty((0, 0))
     dur = end = none
     rows = np.empty((0, 0, 0))
-    out = busy_b = span_b = first_b = last_b = peak_b = none
-    live = np.empty(p, np.int64)
+    out = busy_b = span_b = first_b = last_b = none
     latency = np.empty(0)
     keys = op_keys(seed, kind, stage, mb)
     for at in range(0, K, BLOCK):
@@ -612,7 +611,7 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
             rows[COMM] = _columns(handoff, size)
             out = np.empty((3, size))
             busy_b, span_b = np.empty((p, size)), np.empty((p, size))
-            first_b, last_b, peak_b = np.empty((p, size)), np.empty((p, size)), np.empty((p, size))
+            first_b, last_b = np.empty((p, size)), np.empty((p, size))
             latency = np.empty(size)
         draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, spike_p,
                    spike_x, pool, pool_at, relative, step_pool, first + at, dur)
@@ -620,8 +619,8 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
             if extra[i] != 0.0:
                 for b in range(size):
                     dur[i, b] += extra[i]
-        evaluate_batch(previous, producer, link, device, kind, stage, stage2, False, rows, dur,
-                       none, end, busy_b, first_b, last_b, peak_b, live, latency)
+        evaluate_batch(previous, producer, link, device, kind, stage, stage2, rows, dur, none,
+                       end, busy_b, first_b, last_b, latency)
         finish_batch(device_first, busy_b, first_b, last_b, span_b, out)
         for b in range(size):
             makespan[at + b] = out[0, b]

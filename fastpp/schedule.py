@@ -432,11 +432,11 @@ def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
 class Built:
     """A generated schedule's arrays (``ops, length, stage_to_device, route_first,
     route_last``), never handed out (``Schedule._shared`` copies them when read), and the
-    ``fastpp.compiled.point`` plan of that schedule and the shape of its output, made when
-    first simulated."""
+    ``fastpp.compiled.point`` plan of that schedule (``plan, tables``) and the shape of its
+    output, made when first simulated."""
 
-    __slots__ = ("arrays", "attributes", "plan", "device_first", "out_shape", "shape",
-                 "placement")
+    __slots__ = ("arrays", "attributes", "plan", "tables", "device_first", "out_shape", "shape",
+                 "placement", "slots")
 
     def __init__(self, arrays, *, n: int, m: int, name: str, forward_only: bool):
         self.arrays = arrays
@@ -446,16 +446,16 @@ class Built:
                            "V": len(stage_to_device), "_built": self}
         self.shape = ops.shape[1:]
         self.placement = (p, m, stage_to_device.tobytes())  # fastpp.Costs's expansion key
-        self.plan = self.device_first = self.out_shape = None
-
-    @property
-    def slots(self) -> int:
-        """Integers held: the op fields and the plan's ``[9, N]``, counted before it is made
-        (so that ``build_schedule``'s bound holds once every kept plan is)."""
-        return self.arrays[0].size + PLAN_ROWS * int(self.arrays[1].sum())
+        self.plan = self.tables = self.device_first = self.out_shape = None
+        # int32s held: the op fields, the plan's [9, N] and its int64 tables at their largest
+        # (p + 1 + p + a frontier: p + 1 slots, one a forward, three for each of a forward's
+        # stages on its device), counted before they are made, so that build_schedule's bound
+        # holds once every kept plan is
+        N, K = int(arrays[1].sum()), int(np.bincount(stage_to_device).max())
+        self.slots = ops.size + PLAN_ROWS * N + 2 * (3 * p + 3 + N * (1 + 3 * K))
 
     def point_plan(self) -> tuple[np.ndarray, np.ndarray]:
-        """``fastpp.compiled.point``'s ``plan`` and ``device_first`` (made on the first call)."""
+        """``fastpp.compiled.point``'s ``plan`` and ``tables`` (made on the first call)."""
         if self.plan is None:
             a = self.attributes
             compiled = compile_schedule(Schedule.trusted(
@@ -463,5 +463,5 @@ class Built:
                 route_last=self.arrays[4], forward_only=a["forward_only"]))
             self.device_first = compiled.device_first
             self.out_shape = point_out_shape(compiled.num_ops, compiled.p)
-            self.plan = point_plan(compiled)
-        return self.plan, self.device_first
+            self.plan, self.tables = point_plan(compiled)
+        return self.plan, self.tables

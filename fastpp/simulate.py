@@ -89,7 +89,7 @@ class Result:
     def _layout(self, row: int) -> np.ndarray:
         """Row ``row`` (start, end) of a point's times, from the compiled order to ``[r, k]``."""
         built = self._built
-        plan, device_first = built.point_plan()
+        plan, device_first = built.point_plan()[0], built.device_first
         p, N = len(device_first) - 1, plan.shape[1]
         times = self._sums.reshape(-1)[4 * p + row * N: 4 * p + (row + 1) * N]
         out = np.zeros(built.shape)
@@ -273,11 +273,13 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
         return run(schedule, costs, noise, samples, seed)
     built = schedule.__dict__.get("_built")  # a generated schedule, its arrays not yet read
     if built is not None and durations is None:
-        c, rows = costs._rows_for(built.placement, built.arrays[2])
-        plan, device_first = built.point_plan()
+        # _rows_for's and point_plan's lookups written out: two Python calls less a point
+        found = costs._expanded.get(built.placement)
+        c, rows = costs._rows_for(built.placement, built.arrays[2]) if found is None else found
+        if built.plan is None:
+            built.point_plan()
         out = np.empty(built.out_shape)
-        makespan, bubble, span_bubble, latency = point(plan, device_first, rows,
-                                                       schedule.forward_only, out)
+        makespan, bubble, span_bubble, latency = point(built.plan, built.tables, rows, out)
         result = _new(Result)  # (Result's __init__ is a call more on this path, 0.1 us)
         _set(result, "__dict__", {
             "schedule": schedule, "costs": costs, "stage_costs": c, "_rows": rows,

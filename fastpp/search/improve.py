@@ -199,8 +199,8 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
 
     def over(r):
         """Whether device ``r``'s peak exceeds its memory limit."""
-        peak, _ = kernels.device_memory(ops, length, r, unit, gamma, False, none, none,
-                                        none_int, none_int)
+        peak, _, _ = kernels.device_memory(ops, length, r, unit, gamma, False, none, none,
+                                           none_int, none_int, none_int)
         return peak > cap[r]
 
     def restart():

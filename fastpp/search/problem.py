@@ -7,8 +7,8 @@ objective and never holds more activation memory than the limit.
 The search kernels (``zb_greedy``, ``v_greedy``, ``list_scheduler``) take ``Problem``'s arrays,
 per virtual stage ``s``: ``cost[row, s]`` is the time of the op of row ``row``
 (``fastpp.ops.ROW_F``, ``ROW_I``, ``ROW_W``), ``memd[row, s]`` what it adds to its device's
-memory (``+unit`` for ``F``, ``-(1-gamma) unit`` for ``I``, ``-gamma unit`` for ``W``: the
-engine's arithmetic, so the running totals equal ``fastpp.kernels.memory`` to the bit),
+memory (``+unit`` for ``F``, ``-(1-gamma) unit`` for ``I``, ``-gamma unit`` for ``W``: running
+totals within a few ulps of ``fastpp.kernels.memory``, which sums counts: ``MEMORY_RTOL``),
 ``comm[s]`` the hand-off between stages ``s`` and ``s+1``; ``cap[r]`` the memory limit of device
 ``r`` (tolerance included).
 """
@@ -30,8 +30,8 @@ from ..simulate import Result, simulate
 # the placements the search knows, and their m: each one's plain form (fastpp.placement)
 CHUNKS = {name: PLAIN_M[CODES[name]] for name in ("loop", "v")}
 OBJECTIVES = ("makespan", "span")
-# Memory is compared with this relative slack: the engine's running sums of (1-gamma)*unit and
-# gamma*unit differ from exact arithmetic by a few ulps, real differences by far more.
+# Memory is compared with this relative slack: the search's running sums of (1-gamma)*unit and
+# gamma*unit differ from the engine's sums of counts by a few ulps, real differences by far more.
 MEMORY_RTOL = 1e-9
 
 
