@@ -28,7 +28,8 @@ The compiled form (``Compiled``, every array int64, ``N`` ops, ``i`` an op's pla
   a stage ``s`` and its counts ``held, split``. The device's memory just after a start is
   never above the largest over its vectors of the sum of their terms' ``held * unit[s] +
   split * (gamma[s] * unit[s])``, in order, and reaches it: that is its peak, equal to
-  ``kernels.device_memory``'s to the bit. Usually a handful of vectors a device.
+  ``kernels.device_memory``'s to the bit. One or two vectors a device with one stage, up to
+  a few dozen with interleaving.
 - ``peak_live[r]``: device ``r``'s peak live pairs (they depend on the order alone).
 - ``p, V, n, forward_only``: as on the schedule.
 
@@ -172,93 +173,76 @@ def compile_schedule(schedule) -> Compiled:
 
 def _frontier(schedule) -> tuple[np.ndarray, np.ndarray]:
     """``Compiled.frontier`` and ``Compiled.peak_live`` of ``schedule``."""
-    p, N = schedule.p, int(schedule.length.sum())
-    K = int(np.bincount(schedule.stage_to_device).max())  # the most stages on a device
-    # room for every forward's vector, each with a term per stage of its device
-    vectors, sizes, peak_live = np.empty(p, np.int64), np.empty(N, np.int64), np.empty(p, np.int64)
-    terms = np.empty((N * K, 3), np.int64)
-    Q, T = _frontiers(schedule.ops, schedule.length, schedule.V, K, schedule.forward_only,
-                      vectors, sizes, terms, peak_live)
+    p = schedule.p
+    vectors, peak_live = np.empty(p, np.int64), np.empty(p, np.int64)
+    sizes, terms = _frontiers(schedule.ops, schedule.length, schedule.V, schedule.forward_only,
+                              vectors, peak_live)
+    Q, T = len(sizes), len(terms)
     head = p + 2 + Q  # where the terms start
     frontier = np.empty(head + 3 * T, np.int64)
     frontier[0], frontier[p + 1] = p + 1, head
     frontier[1:p + 1] = p + 1 + np.cumsum(vectors)
-    frontier[p + 2:head] = head + 3 * np.cumsum(sizes[:Q])
-    frontier[head:] = terms[:T].reshape(-1)
+    frontier[p + 2:head] = head + 3 * np.cumsum(sizes)
+    frontier[head:] = terms.reshape(-1)
     return frontier, peak_live
 
 
 @jit
-def _frontiers(ops, length, V, K, forward_only, vectors, sizes, terms, peak_live):
+def _frontiers(ops, length, V, forward_only, vectors, peak_live):
     """Every device's memory frontier (``kernels.device_memory``) as terms ``(stage, held,
-    split)``, a zero one left out (it adds exactly 0): ``vectors[r]`` vectors of device ``r``,
-    ``sizes[h]`` the terms of vector ``h``, ``peak_live[r]``; returns the vectors and the terms
-    in all. ``K``: the most stages on a device."""
+    split)``, a zero one left out (it adds exactly 0): ``vectors[r]`` vectors of device
+    ``r``, ``peak_live[r]``; returns each vector's count of terms and the terms. The buffers
+    start small and double when a device's frontier outgrows them (a handful of vectors is
+    usual; room for every forward's would be ``N K`` terms)."""
     p = ops.shape[1]
-    most = 1
-    for r in range(p):
-        most = max(most, length[r])
     zeros = np.empty(V, np.float64)
     zeros.fill(0.0)
     none = np.empty((0, 0), np.float64)
     none_int = np.empty((0, 0), np.int64)
+    most = 1
+    for r in range(p):
+        most = max(most, length[r])
     stages = np.empty(2 * most, np.int64)
-    found = np.empty((most, 2 * K), np.int64)
+    sizes = np.empty((4 * p, 1), np.int64)  # (2-D, to grow as terms do)
+    terms = np.empty((4 * p, 3), np.int64)
+    rows = 16
     Q = 0
     T = 0
     for r in range(p):
-        _, peak_live[r], seen = kernels.device_memory(ops, length, r, zeros, zeros,
-                                                      forward_only, none, none, none_int,
-                                                      none_int, found)
         here = kernels.device_stages(ops, length, r, stages)
-        held = np.empty(here, np.int64)
-        split = np.empty(here, np.int64)
-        vectors[r] = 0
-        for v in range(seen):  # (rows v >= vectors[r]: the kept ones are written below them)
-            for q in range(here):
-                held[q], split[q] = found[v, q], found[v, here + q]
-            vectors[r] = _frontier_add(found, vectors[r], held, split)
-        for v in range(vectors[r]):
-            sizes[Q] = 0
+        seen = -1
+        while seen < 0:
+            found = np.empty((rows, 2 * here), np.int64)
+            _, peak_live[r], seen = kernels.device_memory(ops, length, r, zeros, zeros,
+                                                          forward_only, none, none, none_int,
+                                                          none_int, found)
+            if seen < 0:
+                rows *= 2
+        vectors[r] = seen
+        for v in range(seen):
+            if Q == sizes.shape[0]:
+                sizes = _grown(sizes)
+            sizes[Q, 0] = 0
             for q in range(here):
                 if found[v, q] != 0 or found[v, here + q] != 0:
+                    if T == terms.shape[0]:
+                        terms = _grown(terms)
                     terms[T, 0] = stages[q]
                     terms[T, 1], terms[T, 2] = found[v, q], found[v, here + q]
                     T += 1
-                    sizes[Q] += 1
+                    sizes[Q, 0] += 1
             Q += 1
-    return Q, T
+    return sizes[:Q, 0].copy(), terms[:T].copy()
 
 
-@jit(signature="int64(int64[:, ::1], int64, int64[::1], int64[::1])", internal=True)
-def _frontier_add(frontier, rows, held, split):
-    """Add the vector ``held, split`` to the first ``rows`` rows of ``frontier`` unless one
-    of them is at least as large everywhere, dropping those it is at least as large as;
-    returns the new row count."""
-    K = held.shape[0]
-    for v in range(rows):
-        covers = True
-        for q in range(K):
-            if frontier[v, q] < held[q] or frontier[v, K + q] < split[q]:
-                covers = False
-                break
-        if covers:
-            return rows
-    kept = 0
-    for v in range(rows):
-        covered = True
-        for q in range(K):
-            if frontier[v, q] > held[q] or frontier[v, K + q] > split[q]:
-                covered = False
-                break
-        if not covered:
-            for q in range(2 * K):  # (element by element: a slice assignment compiles
-                frontier[kept, q] = frontier[v, q]  # its shape error's message, 2.4 s cold)
-            kept += 1
-    for q in range(K):
-        frontier[kept, q] = held[q]
-        frontier[kept, K + q] = split[q]
-    return kept + 1
+@jit(internal=True)
+def _grown(rows):
+    """``rows`` (int64, 2-D) in twice the room, the first half a copy."""
+    out = np.empty((2 * rows.shape[0], rows.shape[1]), np.int64)
+    for i in range(rows.shape[0]):
+        for j in range(rows.shape[1]):
+            out[i, j] = rows[i, j]
+    return out
 
 
 @jit

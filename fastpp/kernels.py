@@ -229,11 +229,12 @@ def device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end,
     without the walk (``frontier``): over the stages in the device's ops, ascending, the sum
     of ``held[s] * unit[s] + split[s] * (gamma[s] * unit[s])``, with ``held[s]`` the forwards
     whose activations are all held and ``split[s]`` those whose ``I`` has run and ``W`` not.
-    ``frontier`` (int64, at least ``[forwards on the device, 2K]`` for its ``K`` stages)
-    gets the count vectors ``held, split`` (stages ascending) just after each forward starts,
-    one row each: the memory after a start only grows with the counts (``unit``,
-    ``gamma >= 0``; rounding is monotone), so the peak is the largest over those of them that
-    no other covers (``fastpp.compiled.Compiled.frontier``).
+    ``frontier`` (int64, ``[rows, 2K]`` for the device's ``K`` stages) gets the count vectors
+    ``held, split`` (stages ascending) just after a forward starts that no other such vector
+    covers (``frontier_add``): the memory after a start only grows with the counts (``unit``,
+    ``gamma >= 0``; rounding is monotone), so the peak is the largest over them
+    (``fastpp.compiled.Compiled.frontier``). The rows filled are returned, -1 when they did
+    not fit (the caller tries again with more).
     """
     store = mem_start.shape[0] > 0
     keep = frontier.shape[0] > 0
@@ -261,11 +262,8 @@ def device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end,
                 mem += held[q] * unit[stages[q]] + split[q] * (gamma[stages[q]] * unit[stages[q]])
             peak = max(peak, mem)
             live_peak = max(live_peak, live)
-            if keep:
-                for q in range(K):
-                    frontier[rows, q] = held[q]
-                    frontier[rows, K + q] = split[q]
-                rows += 1
+            if keep and rows >= 0:
+                rows = frontier_add(frontier, rows, held, split)
         if store:
             mem_start[r, k] = mem
             live_start[r, k] = live
@@ -291,6 +289,39 @@ def device_memory(ops, length, r, unit, gamma, forward_only, mem_start, mem_end,
             mem_end[r, k] = mem
             live_end[r, k] = live
     return peak, live_peak, rows
+
+
+@jit(signature="int64(int64[:, ::1], int64, int64[::1], int64[::1])", internal=True)
+def frontier_add(frontier, rows, held, split):
+    """Add the vector ``held, split`` to the first ``rows`` rows of ``frontier`` unless one
+    of them is at least as large everywhere, dropping those it is at least as large as;
+    returns the new row count, -1 when ``frontier`` has no row left for it."""
+    K = held.shape[0]
+    for v in range(rows):
+        covers = True
+        for q in range(K):
+            if frontier[v, q] < held[q] or frontier[v, K + q] < split[q]:
+                covers = False
+                break
+        if covers:
+            return rows
+    kept = 0
+    for v in range(rows):
+        covered = True
+        for q in range(K):
+            if frontier[v, q] > held[q] or frontier[v, K + q] > split[q]:
+                covered = False
+                break
+        if not covered:
+            for q in range(2 * K):  # (element by element: a slice assignment compiles
+                frontier[kept, q] = frontier[v, q]  # its shape error's message, 2.4 s cold)
+            kept += 1
+    if kept == frontier.shape[0]:
+        return -1
+    for q in range(K):
+        frontier[kept, q] = held[q]
+        frontier[kept, K + q] = split[q]
+    return kept + 1
 
 
 @jit(internal=True)

@@ -463,5 +463,6 @@ class Built:
                 route_last=self.arrays[4], forward_only=a["forward_only"]))
             self.device_first = compiled.device_first
             self.out_shape = point_out_shape(compiled.num_ops, compiled.p)
-            self.plan, self.tables = point_plan(compiled)
+            plan, self.tables = point_plan(compiled)
+            self.plan = plan  # last: another thread reads a plan that is set as complete
         return self.plan, self.tables

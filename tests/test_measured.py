@@ -318,7 +318,6 @@ def test_operators_span_the_layers_and_the_python_between(tmp_path, rng):
     np.testing.assert_allclose(run.operators, whole, rtol=0, atol=EXACT)
 
 
-
 EVALUATE = "autograd::engine::evaluate_function: "  # the autograd engine's range of a node
 
 
@@ -387,7 +386,6 @@ def test_an_unsplit_backwards_weight_part_is_what_its_operators_say(folder):
             assert surely_w <= weight <= trace.operators[k] - surely_i
 
 
-
 def test_the_rules_weight_share_is_the_split_backwards():
     """DualPipeV's trace ran full backwards and split ones (I, W) on the same stages in one
     step: on stages 1-3, the weight's share the rule finds in the full ones is the split ones'
@@ -404,6 +402,7 @@ def test_the_rules_weight_share_is_the_split_backwards():
     split = run.operators[mine & (s.kind == W)].sum() / run.operators[
         mine & np.isin(s.kind, (I, W))].sum()
     assert abs(rule - split) <= 0.05
+
 
 def test_a_trace_without_autograd_nodes_keeps_w_zero(tmp_path):
     """Without the autograd engine's node ranges nothing says which operators made the
@@ -438,6 +437,21 @@ def test_steps_carry_the_weight_part():
     typical = fastpp.MeasuredSteps([run, run, run]).typical
     np.testing.assert_array_equal(typical.weight_operators, run.weight_operators)
     np.testing.assert_array_equal(typical.costs().w, run.costs().w)
+
+
+def test_a_measured_run_made_by_hand_needs_no_weight_part_and_refuses_a_wrong_one():
+    """``weight_operators`` is optional (zeros: no weight's part measured) and must lie
+    between 0 and each op's ``operators``."""
+    run = read_torch_trace(DATA / "zbv")
+    fields = ["schedule", "start", "end", "release", "wait", "compute", "overhead", "stall",
+              "durations", "handed", "latency", "offsets", "offset_residual", "files", "hosts",
+              "operators"]
+    given = {name: getattr(run, name) for name in fields}
+    assert (fastpp.MeasuredRun(**given).weight_operators == 0).all()
+    for wrong in (run.operators + 1e-3, -run.operators - 1e-3):
+        with pytest.raises(ScheduleError, match=r"weight_operators must lie in 0\.\.operators"):
+            fastpp.MeasuredRun(**given, weight_operators=wrong)
+
 
 def test_one_costs_for_every_chunk_count():
     """Only the operators' time shrinks with the chunk: from a run with m = 1, a chunk forward

@@ -811,15 +811,19 @@ def _weight_span(ts: np.ndarray, dur: np.ndarray, role: np.ndarray, start: np.nd
       ``EmbeddingBackward0``, ``TBackward0``: ``_WEIGHT_NODES``); of an ``nn.Linear``
       product's node (``AddmmBackward0``, ``MmBackward0``) that computed two products, all
       from the end of the first (the input's gradient): the second (the weight's) and the
-      bias's reduction; of one that computed one product, all (in a training step its
-      weight takes a gradient, so its input took none: the first layer of the first stage);
+      bias's reduction; of one that computed one product or none, all (in a training step
+      its weight takes a gradient, so its input took none: the first layer of the first
+      stage);
     - the input's: every other node, and the operators before the first node (the loss's
       gradient, the runtime's Python).
 
     This is the split PyTorch's own makes (``stage_backward_input`` computes the inputs'
     gradients through the same nodes, each product's node computing only its input's;
     ``stage_backward_weight`` the rest from the gradients saved at the products' nodes). A
-    trace without the nodes' evaluations gives 0: no weight's part measured."""
+    trace without the nodes' evaluations gives 0: no weight's part measured. The rule reads
+    every product node as ``nn.Linear``'s: a ``torch.mm`` of two activations would give its
+    second product to the weight's side, and a frozen layer's one product (its input's
+    gradient) too."""
     node = np.flatnonzero((role >= _NODE) & (role <= _MATMUL_NODE))
     if not node.size or not backward.any():
         return np.zeros(len(start))
@@ -839,6 +843,7 @@ def _weight_span(ts: np.ndarray, dur: np.ndarray, role: np.ndarray, start: np.nd
     two = (kind == _MATMUL_NODE) & (count >= 2)
     weight_from[two] = ts[product[first[two]]] + dur[product[first[two]]]
     return np.bincount(op, np.clip(ends - weight_from, 0.0, None), minlength=len(start))
+
 
 def _release(start: np.ndarray, end: np.ndarray, sends: np.ndarray) -> np.ndarray:
     """When each op's outputs left: the end of the last send posted between its range and the

@@ -39,7 +39,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..checks import Frozen, ScheduleError, instance, number_array, one_of, require
+from ..checks import Frozen, ScheduleError, instance, number_array, one_of, require, show
 from ..costs import Costs
 from ..dependencies import edges
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
@@ -125,8 +125,8 @@ class MeasuredRun(Frozen):
     weight_operators : ndarray, shape (p, L)
         Of an unsplit backward's (``B``'s) ``operators``, the part that computes or
         accumulates the parameters' gradients, told by the autograd nodes its profile holds
-        (``fastpp.measured.read._weight_span``); 0 for other ops, with device clocks and
-        for a trace without the autograd engine's node events.
+        (``fastpp.measured.read._weight_span``); 0 for other ops, with device clocks, for a
+        trace without the autograd engine's node events, and when not given.
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host.
@@ -144,8 +144,10 @@ class MeasuredRun(Frozen):
 
     def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
                  durations, handed, latency: float, offsets, offset_residual: float,
-                 files: list[str], hosts: list[str], operators, weight_operators):
+                 files: list[str], hosts: list[str], operators, weight_operators=None):
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
+        if weight_operators is None:  # nothing measured of it: no weight's part
+            weight_operators = np.zeros(schedule.kind.shape)
         per_op = {"start": start, "end": end, "release": release, "wait": wait,
                   "compute": compute, "overhead": overhead, "stall": stall,
                   "durations": durations, "handed": handed, "operators": operators,
@@ -157,6 +159,11 @@ class MeasuredRun(Frozen):
             if arrays[name].shape != shape:
                 raise ScheduleError(f"{name} must have shape {shape}, the schedule's (got "
                                     f"{arrays[name].shape})")
+        part, whole = arrays["weight_operators"], arrays["operators"]
+        if np.any(part < 0) or np.any(part > whole):
+            raise ScheduleError("weight_operators must lie in 0..operators, op by op (got "
+                                f"{show(part[(part < 0) | (part > whole)][0])} against "
+                                f"{show(whole[(part < 0) | (part > whole)][0])})")
         used = _used(schedule)
         self._freeze(
             schedule=schedule, p=schedule.p, n=schedule.n, m=schedule.m, **arrays,
@@ -174,7 +181,8 @@ class MeasuredRun(Frozen):
         ``label, kind, stage, microbatch, stage2, microbatch2`` (the backward half of an
         overlapped pair, else -1), and in seconds ``start, end`` (its range), ``release`` (its
         sends posted), ``wait, compute, overhead, stall`` (the module docstring), ``operators``
-        (of ``compute``, the span of its profiled operators)."""
+        (of ``compute``, the span of its profiled operators), ``weight_operators`` (of those,
+        an unsplit backward's parameters' part)."""
         s = self.schedule
         used = _used(s)
         device, position = np.nonzero(used)
@@ -187,7 +195,7 @@ class MeasuredRun(Frozen):
             "start": self.start[used], "end": self.end[used], "release": self.release[used],
             "wait": self.wait[used], "compute": self.compute[used],
             "overhead": self.overhead[used], "stall": self.stall[used],
-            "operators": self.operators[used]})
+            "operators": self.operators[used], "weight_operators": self.weight_operators[used]})
 
     def costs(self, per: str = "device", statistic: str = "median") -> Costs:
         """Costs calibrated from the run, in fastpp's units (seconds), for any schedule and
@@ -253,9 +261,15 @@ class MeasuredRun(Frozen):
             split, scaled[I] + scaled[W], np.nan)) * s.m
         # without W ops, the weight's share of the unsplit backwards' operators
         pick = used & (s.kind == B)
-        share = np.divide(self.weight_operators[pick], self.operators[pick],
-                          out=np.zeros(int(pick.sum())), where=self.operators[pick] > 0)
-        share = np.nan_to_num(_by_group(group[pick], share, size, statistic))
+        if statistic == "mean":  # the ratio of the totals, as the mean keeps total time
+            with np.errstate(invalid="ignore", divide="ignore"):  # (a group of no time: 0)
+                share = (_by_group(group[pick], self.weight_operators[pick], size, statistic)
+                         / _by_group(group[pick], self.operators[pick], size, statistic))
+        else:
+            share = _by_group(group[pick], np.divide(
+                self.weight_operators[pick], self.operators[pick],
+                out=np.zeros(int(pick.sum())), where=self.operators[pick] > 0), size, statistic)
+        share = np.nan_to_num(share)
         w = np.where(np.isfinite(scaled[W]), np.minimum(scaled[W] * s.m, b),
                      np.where(np.isfinite(b), share * b, 0.0))
         tiny = 1e-12  # a positive floor: Costs needs f, b > 0 even where every op took 0
