@@ -2,12 +2,12 @@
 the 1F1B run's calibrated costs; run a schedule found by fastpp.optimize for real.
 
     PYTHONPATH=$PWD python scripts/measure.py                  # p=2, n=4, 20 steps
-    PYTHONPATH=$PWD python scripts/measure.py --repeats 3 --hidden 512
+    PYTHONPATH=$PWD python scripts/measure.py --steps 5 --hidden 512
 
 Every PyTorch class (GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble,
 DualPipeV) and fastpp's 1F1B through PyTorch's CSV runtime (Schedule1F1B labels no op) run
 on the same MLP (``--layers`` blocks of ``--hidden`` units, gloo, one process and one thread
-per rank), ``--repeats`` profiled steps each, one step of each schedule in turn
+per rank), ``--steps`` profiled steps each, one step of each schedule in turn
 (``round_robin=True``) so that the machine's load drifts hit them alike. Per schedule, the
 medians over the steps of: the measured makespan, the replay's error (each op's measured
 compute) and the error of the prediction from the same turn's 1F1B costs (``run.costs()``:
@@ -49,7 +49,7 @@ def parse(argv=None):
     ap.add_argument("--microbatch", type=int, default=256, help="samples per microbatch (256)")
     ap.add_argument("--no-realtime", dest="realtime", action="store_false",
                     help="ranks under the normal scheduler (default: SCHED_FIFO when root)")
-    ap.add_argument("--repeats", type=int, default=20,
+    ap.add_argument("--steps", type=int, default=20,
                     help="profiled steps per schedule, in turn (20)")
     ap.add_argument("--time-limit", type=float, default=5.0, help="optimize's seconds (5)")
     ap.add_argument("--memory-limit", type=float, default=None,
@@ -60,13 +60,13 @@ def parse(argv=None):
     return ap.parse_args(argv)
 
 
-def run_repeats(schedules: dict, args, out: Path) -> dict:
+def run_steps(schedules: dict, args, out: Path) -> dict:
     """``{label: [MeasuredRun per step]}``: a step of every schedule in turn, in one spawn."""
     runs = measure_many(schedules, args.p, args.n, layers=args.layers, hidden=args.hidden,
                         microbatch=args.microbatch, out=out, timeout=1800,
-                        realtime=args.realtime and os.geteuid() == 0, steps=args.repeats,
+                        realtime=args.realtime and os.geteuid() == 0, steps=args.steps,
                         round_robin=True)
-    return {label: list(runs[label]) if args.repeats > 1 else [runs[label]]
+    return {label: list(runs[label]) if args.steps > 1 else [runs[label]]
             for label in schedules}
 
 
@@ -87,16 +87,16 @@ def class_table(runs: dict, p: int, n: int) -> pd.DataFrame:
     """One row per schedule: the medians over the steps of the measured makespan, the
     replay's error, the error of the prediction from 1F1B's costs and from the same kind's."""
     rows = []
-    for label, repeats in runs.items():
+    for label, steps in runs.items():
         sched = expected(label, p, n)
-        measured = np.array([run.makespan for run in repeats])
-        replayed = np.array([run.replay().makespan for run in repeats])
+        measured = np.array([run.makespan for run in steps])
+        replayed = np.array([run.replay().makespan for run in steps])
         # each step predicted from the same turn's other run: the load drifts
         predicted = np.array([fastpp.simulate(sched, base.costs()).makespan
                               for base in runs["1f1b"]])
         kin = np.array([fastpp.simulate(sched, base.costs()).makespan
                         for base in runs[SAME_KIND[label]]])
-        same_order = all(run.schedule.tokens() == sched.tokens() for run in repeats)
+        same_order = all(run.schedule.tokens() == sched.tokens() for run in steps)
         rows.append({"schedule": label, "fastpp": sched.name, "m": sched.m,
                      "order_equal": same_order,
                      "measured_ms": np.median(measured) * 1e3,
@@ -126,9 +126,9 @@ def print_table(table: pd.DataFrame) -> None:
           f"{'yes' if not late else 'no: ' + ', '.join(late)}")
 
 
-def median_run(repeats):
-    """The run of median makespan among ``repeats``."""
-    return repeats[int(np.argsort([r.makespan for r in repeats])[len(repeats) // 2])]
+def median_run(runs):
+    """The run of median makespan among ``runs``."""
+    return runs[int(np.argsort([r.makespan for r in runs])[len(runs) // 2])]
 
 
 def run_optimized(runs: dict, args, out: Path):
@@ -149,7 +149,7 @@ def run_optimized(runs: dict, args, out: Path):
           f"1F1B predicted {baseline * 1e3:.2f} ms from its own costs, ZB-V {zbv * 1e3:.2f} ms: "
           f"gain over 1F1B {1 - predicted / baseline:+.1%}, over ZB-V {1 - predicted / zbv:+.1%}",
           flush=True)
-    again = run_repeats({"1f1b": "1f1b", "ScheduleZBVZeroBubble": "ScheduleZBVZeroBubble",
+    again = run_steps({"1f1b": "1f1b", "ScheduleZBVZeroBubble": "ScheduleZBVZeroBubble",
                          "optimized": found.schedule}, args, out / "optimized")
     medians = {label: float(np.median([r.makespan for r in again[label]])) for label in again}
     gains = {label: 1 - float(np.median([o.makespan / b.makespan for o, b in zip(
@@ -158,7 +158,7 @@ def run_optimized(runs: dict, args, out: Path):
     print(f"measured: optimized {medians['optimized'] * 1e3:.2f} ms, 1F1B "
           f"{medians['1f1b'] * 1e3:.2f} ms, ZB-V {medians['ScheduleZBVZeroBubble'] * 1e3:.2f} "
           f"ms: gain over 1F1B {gains['1f1b']:+.1%}, over ZB-V "
-          f"{gains['ScheduleZBVZeroBubble']:+.1%} (medians over {args.repeats} paired steps)")
+          f"{gains['ScheduleZBVZeroBubble']:+.1%} (medians over {args.steps} paired steps)")
     return found, costs, again
 
 
@@ -188,10 +188,10 @@ def main(argv=None) -> int:
     out = Path(args.out)
     started = time.perf_counter()
     schedules = {"1f1b": "1f1b", **{cls: cls for cls in TORCH_CLASSES}}
-    print(f"measuring {len(schedules)} schedules x {args.repeats} steps in turn: p={args.p}, "
+    print(f"measuring {len(schedules)} schedules x {args.steps} steps in turn: p={args.p}, "
           f"n={args.n}, {args.layers} x {args.hidden} MLP, microbatch {args.microbatch}",
           flush=True)
-    runs = run_repeats(schedules, args, out / "classes")
+    runs = run_steps(schedules, args, out / "classes")
     table = class_table(runs, args.p, args.n)
     print_table(table)
     found, costs, again = run_optimized(runs, args, out)

@@ -57,8 +57,9 @@ RUNS = {**{cls: cls for cls in TORCH_CLASSES}, "1f1b": "1f1b"}
 # layers counted as fixed per op), after which fifteen runs at load 3-8 gave 2.8-13.9% (8.7%,
 # 7.0%, 2.8% and 3.7% for this test), the noise of that load; the bound stays until idle
 # runs show more. Session 6 ran the steps in turn (10-30 of each; before, 3 repeats of one
-# step, job after job): 1.3%, 2.6%, 7.7%, 2.2% and 2.6% at load 2.5-3.2, the split classes
-# priced 3-9% fast (PyTorch's split backward does more work than a full one).
+# step, job after job): 1.3%, 2.6%, 7.7%, 2.2% and 2.6%, then 2.4% (scripts/measure.py) and
+# 2.5% (this test), at load 1.9-3.2, the split classes priced 2-9% fast (PyTorch's split
+# backward does more work than a full one).
 PREDICTION_MEDIAN_BOUND = 0.20
 PREDICTION_BOUND = 0.35
 

@@ -98,7 +98,7 @@ def test_step_factors_reproduce_the_calibration_steps(steps):
 
 
 # The issue's bounds, measured (docs/variability.md holds every session's figures). In
-# rounds of 5 steps (sessions 1-21), each schedule met its own drift of the load. In turn
+# rounds of 3-6 steps (sessions 1-21), each schedule met its own drift of the load. In turn
 # (round_robin=True, 60 steps each; sessions 22-33, load 3.3-7 on 2 cores, four of them this
 # test's own runs):
 #   GPipe: p50 -0.0% to +2.5%; p95 -2.1% to +12.8%; K-S 0.08-0.23;
@@ -109,7 +109,8 @@ def test_step_factors_reproduce_the_calibration_steps(steps):
 # Carlo draws as 1.27x steps; GPipe's K-S 0.23 in another) but GPipe's p50, with no margin,
 # and the ranking, which held twice with the measured p95s 1.2% apart, within their noise.
 # ZBV's p50 above 3% in five (+3.5% to +5.6%; its deterministic price +3.0% to +5.9% there)
-# is its costs', which lack the split backward's `w`. What always held, with a margin: the
+# was its costs', which then lacked the split backward's `w`; with `w` measured (session 35)
+# ZBV is priced 5% fast, by the split backward's extra work. What always held, with a margin: the
 # predicted p50 within 25% (worst 20.8% in rounds, 5.6% in turn), which a wrong calibration
 # (a factor left out) would miss. Against an exact prediction the K-S distance of 60 steps
 # exceeds 0.2 with probability 0.014 (scipy.stats.kstwo.sf(0.2, 60)); of 30, 0.16.

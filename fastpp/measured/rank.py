@@ -121,7 +121,7 @@ def _activities(model) -> list:
 
 def _warm_up(step, model) -> None:
     """``model.warmup`` steps, profiled too, nothing kept: the profiler's own memory is then
-    in place before the steps it records (the first repeat's profiled steps faulted
+    in place before the steps it records (a session's first profiled steps faulted
     3,800-7,400 fresh pages a rank without it, 600-2,400 with it)."""
     for _ in range(model.warmup):
         with profile(activities=_activities(model)):
