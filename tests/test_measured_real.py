@@ -154,15 +154,17 @@ def _probe_spans(folder) -> dict:
             first = min(first, e["ts"])
             inside = [o for o in ops if o["tid"] == e["tid"]
                       and e["ts"] <= o["ts"] < e["ts"] + e["dur"]]
-            span = (max(o["ts"] + o["dur"] for o in inside) - min(o["ts"] for o in inside))
+            span = (max(o["ts"] + o["dur"] for o in inside) - min(o["ts"] for o in inside)
+                    if inside else 0.0)
             spans.setdefault((int(found.group(1)), found.group(2)), []).append(span * 1e-6)
     return spans, first
 
 
 def test_the_probe_runs_after_the_step_and_is_read_per_stage(runs, monkeypatch):
     """Each rank probes each of its stages ``PROBE`` times once the step is over, and the
-    reader keeps each stage's median operator span per kind, the byte scan as the dicts;
-    PyTorch's split backward costs more than the full one (median over the steps)."""
+    reader keeps each stage's median operator span per kind, the byte scan as the dicts.
+    PyTorch's split backward costs more than the full one (median over the steps) but on
+    stage 0, whose ``I`` runs nothing and whose ``W`` is a full backward."""
     from fastpp.measured import read
     from fastpp.measured.runner import PROBE
 
@@ -178,6 +180,7 @@ def test_the_probe_runs_after_the_step_and_is_read_per_stage(runs, monkeypatch):
             expected = np.array([[np.median(spans[(s, kind)]) for kind in "BIW"]
                                  for s in range(run.schedule.V)])
             np.testing.assert_allclose(run.probe, expected, rtol=1e-9)
+            assert run.probe[0, 1] == 0
             ratios.append((run.probe[:, 1] + run.probe[:, 2]) / run.probe[:, 0])
         with monkeypatch.context() as m:
             m.setattr(read, "_SCAN", False)
@@ -185,7 +188,7 @@ def test_the_probe_runs_after_the_step_and_is_read_per_stage(runs, monkeypatch):
             np.testing.assert_array_equal(read_torch_trace(folder).probe, run.probe)
         print(f"{label}: the probe's (I + W)/B per stage, median over the steps: "
               f"{np.round(np.median(ratios, axis=0), 3).tolist()}")
-        assert (np.median(ratios, axis=0) > 1).all()
+        assert (np.median(ratios, axis=0)[1:] > 1).all()
 
 
 def test_bad_arguments_fail_before_any_process_starts(tmp_path):

@@ -123,26 +123,32 @@ def _probe(plain: dict, model, device) -> None:
     output gradient: a forward and a full backward (``PROBE:<stage>B``), and a forward and
     the split backward as PyTorch's zero-bubble schedules run it, ``stage_backward_input``
     (``PROBE:<stage>I``) then ``stage_backward_weight`` (``PROBE:<stage>W``). The two
-    alternate which goes first, so that neither always meets a cache the other warmed. The
-    input takes a gradient on every stage (a middle stage's split: PyTorch's stage 0 skips
-    ``I`` and runs a full backward in ``W``). No communication."""
+    alternate which goes first, so that neither always meets a cache the other warmed. As
+    in the run, stage 0's input takes no gradient, and its split runs nothing in ``I`` and
+    a full backward in ``W`` (``PipelineStage.backward_weight_one_chunk``). No
+    communication."""
     data = torch.Generator().manual_seed(2)
     x = torch.randn(model.microbatch, model.hidden, generator=data).to(device)
     grad = torch.randn(model.microbatch, model.hidden, generator=data).to(device)
     for k in range(model.probe):
         for s, module in plain.items():
             for split in ((False, True) if k % 2 == 0 else (True, False)):
-                inputs = x.detach().requires_grad_(True)
+                inputs = x.detach().requires_grad_(s > 0)
                 y = module(inputs)
                 if not split:
                     with record_function(f"PROBE:{s}B"):
                         stage_backward((y,), (grad,), (inputs,))
-                    continue
-                with record_function(f"PROBE:{s}I"):
-                    _, groups = stage_backward_input((y,), (grad,), (inputs,),
-                                                     module.parameters())
-                with record_function(f"PROBE:{s}W"):
-                    stage_backward_weight(module.parameters(), groups)
+                elif s == 0:
+                    with record_function(f"PROBE:{s}I"):
+                        pass
+                    with record_function(f"PROBE:{s}W"):
+                        stage_backward((y,), (grad,), (inputs,))
+                else:
+                    with record_function(f"PROBE:{s}I"):
+                        _, groups = stage_backward_input((y,), (grad,), (inputs,),
+                                                         module.parameters())
+                    with record_function(f"PROBE:{s}W"):
+                        stage_backward_weight(module.parameters(), groups)
 
 
 def _activities(model) -> list:
