@@ -237,7 +237,8 @@ class MeasuredRun(Frozen):
         backward by what it measured, per group (device: its stages' probes summed; stage),
         as ratios of the probe's medians, since the probe runs apart from the schedule's
         timing: without ``I`` and ``W`` ops, ``i = b * I/B`` and ``w = b * W/B`` (PyTorch's
-        split costs 1.24-1.34x a full backward here, which ``b - w`` cannot show); a split
+        split took 1.38-1.50x a full backward in docs/measured.md's runs, which ``b - w``
+        cannot show); a split
         run gives ``i`` and ``w`` from its ``I`` and ``W`` ops and prices the full backward
         ``b = (I + W) * B/(I + W)``, not ``I + W``, which would overprice unsplit schedules.
         Without a probe ``i`` is not given (``I`` takes ``b - w``). An overlapped pair's
@@ -317,10 +318,10 @@ class MeasuredRun(Frozen):
         overhead = {kind: np.nan_to_num(value) for kind, value in overhead.items()}
         has_pair = np.isfinite(scaled[FB])
         pair = (scaled[FB] + fixed[FB] - overhead["F"] - overhead["B"]) * s.m
-        b = np.maximum(b, tiny)
+        floored = np.maximum(b, tiny)
         # a group without the probe: I takes b - w, as Costs's default
-        i = np.where(np.isfinite(i), i, b - w) if np.isfinite(i).any() else None
-        return Costs(np.maximum(f, tiny), b, w=w, i=i, comm=self.latency,
+        i = np.where(np.isfinite(i), i, floored - w) if np.isfinite(i).any() else None
+        return Costs(np.maximum(f, tiny), floored, w=w, i=i, comm=self.latency,
                      fb=np.where(has_pair, np.maximum(pair, tiny), f + b) if has_pair.any()
                      else None, overhead=overhead)
 
