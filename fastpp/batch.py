@@ -159,7 +159,7 @@ def _build(keys):
             np.concatenate(firsts), np.concatenate(lasts))
 
 
-# typed once: called with the constants 0..12, it would otherwise compile once per constant
+# typed once: called with the constants 0..13, it would otherwise compile once per constant
 @jit(signature="float64[::1](float64[::1], int64[:, :, ::1], int64, int64)", internal=True)
 def _field(values, at, i, k):
     """Point ``i``'s cost input ``k``: its slice of the flat table."""
@@ -181,8 +181,10 @@ def point_costs(values, at, i, P, stage_device, M):
                             _field(values, at, i, 6), _field(values, at, i, 7),
                             _field(values, at, i, 8), _field(values, at, i, 9),
                             _field(values, at, i, 10), _field(values, at, i, 11),
-                            _field(values, at, i, 12), stage_device, M)
-    if kernels.w_above_b(_field(values, at, i, 1), _field(values, at, i, 2), stage_device) >= 0:
+                            _field(values, at, i, 12), _field(values, at, i, 13), stage_device,
+                            M)
+    if kernels.w_above_b(_field(values, at, i, 1), _field(values, at, i, 2),
+                         _field(values, at, i, 3), stage_device) >= 0:
         return W_ABOVE_B, c
     return OK, c
 

@@ -30,10 +30,11 @@ class StageCosts(NamedTuple):
 
 # each field's rule: must it be > 0 (else >= 0), and its upper bound; shared with fastpp.sweep
 FIELDS: dict[str, tuple[bool, float | None]] = {
-    "f": (True, None), "b": (True, None), "w": (False, None), "comm": (False, None),
+    "f": (True, None), "b": (True, None), "w": (False, None), "i": (False, None),
+    "comm": (False, None),
     "gamma": (False, 1.0), "fb": (True, None), "act": (True, None), "bandwidth": (True, None),
     "message_bytes": (False, None), "overhead": (False, None)}
-OPTIONAL = ("fb", "bandwidth")  # None: not given (the arrays hold NaN)
+OPTIONAL = ("i", "fb", "bandwidth")  # None: not given (the arrays hold NaN)
 KINDS = ("F", "B", "I", "W")  # the op kinds ``overhead`` is given for, in its rows' order
 # the kernel's cost inputs (``kernels.stage_costs``): each field, ``overhead`` once per kind
 SLOTS: tuple[tuple[str, str | None], ...] = (
@@ -69,6 +70,12 @@ class Costs:
     w : float or array_like
         Weight-grad part of ``b``, ``0 <= w <= b``: a split backward runs ``I = b - w`` and
         ``W = w``. Ignored by schedules that do not split the backward.
+    i : float or array_like, optional
+        The input-grad op's time of a split backward, >= 0. Default: ``b - w``, so that a
+        split backward costs ``b``. Given, ``I`` takes ``i`` and ``W`` takes ``w``, so that
+        a split backward may cost more than ``b`` (PyTorch's walks the graph twice), and
+        ``w <= b`` is required only where ``i`` is not given. Ignored by schedules that do
+        not split the backward.
     comm : float or array_like
         Latency of each cross-device hand-off on the F and B/I chains, >= 0. Per stage ``s``:
         the link between stages ``s`` and ``s+1``, both directions; per device: the links
@@ -113,6 +120,7 @@ class Costs:
     b: ArrayLike
     _: KW_ONLY
     w: ArrayLike = 0.0
+    i: ArrayLike | None = None
     comm: ArrayLike = 0.0
     gamma: ArrayLike = 1.0
     fb: ArrayLike | None = None
@@ -155,7 +163,8 @@ class Costs:
         Raises
         ------
         ScheduleError
-            If an array's length is neither ``p`` nor ``V``, or ``w > b`` somewhere.
+            If an array's length is neither ``p`` nor ``V``, or ``w > b`` somewhere that
+            ``i`` is not given.
         """
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         schedule._check()
@@ -203,14 +212,14 @@ class Costs:
             if size is not None and size not in (p, V):
                 raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
                                     f"or V={V} (got shape {arr.shape})")
-        b, w = self._arrays["b"].reshape(-1), self._arrays["w"].reshape(-1)
-        s = kernels.w_above_b(b, w, stage_to_device)
+        b, w, i = (self._arrays[name].reshape(-1) for name in ("b", "w", "i"))
+        s = kernels.w_above_b(b, w, i, stage_to_device)
         if s >= 0:
             def pick(a):
                 return a[0] if a.size == 1 else a[s] if a.size == V else a[stage_to_device[s]]
 
-            raise ScheduleError(f"costs.w must be <= costs.b (got w={pick(w)}, b={pick(b)} at "
-                                f"stage {s})")
+            raise ScheduleError(f"costs.w must be <= costs.b where costs.i is not given (got "
+                                f"w={pick(w)}, b={pick(b)} at stage {s})")
         return kernels.stage_costs(*self.kernel_inputs(), stage_to_device, m)
 
     def kernel_inputs(self) -> list[np.ndarray]:

@@ -30,14 +30,15 @@ def _pick(values, s, d, V):
 
 
 @jit
-def stage_costs(f, b, w, comm, gamma, fb, act, bandwidth, message_bytes, overhead_f, overhead_b,
-                overhead_i, overhead_w, stage_device, m):
+def stage_costs(f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, overhead_f,
+                overhead_b, overhead_i, overhead_w, stage_device, m):
     """Per-stage rows ``TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA`` (see the module docstring).
 
     The inputs are ``fastpp.Costs``'s fields, in its order (its ``overhead`` as one input per
     kind ``F, B, I, W``), each holding one value, one per stage or one per device. Chunk times
     and the activation ``act`` are divided by ``m``, then each op kind's fixed overhead is added
-    undivided: ``I`` takes ``(b - w)/m``, an overlapped pair ``fb/m`` plus the ``F`` and ``B``
+    undivided: ``I`` takes ``i/m``, or ``(b - w)/m`` where ``i`` is NaN (not given), an
+    overlapped pair ``fb/m`` plus the ``F`` and ``B``
     overheads (a NaN ``fb``, not given, stays NaN). A hand-off takes its latency ``comm`` plus
     ``message_bytes / bandwidth`` when ``bandwidth`` is given (not NaN).
     """
@@ -45,11 +46,13 @@ def stage_costs(f, b, w, comm, gamma, fb, act, bandwidth, message_bytes, overhea
     out = np.empty((8, V), np.float64)
     for s in range(V):
         d = stage_device[s]
-        tf, tb, tw = _pick(f, s, d, V) / m, _pick(b, s, d, V) / m, _pick(w, s, d, V) / m
+        fs, bs, ws, i_s = _pick(f, s, d, V), _pick(b, s, d, V), _pick(w, s, d, V), _pick(i, s, d, V)
+        tf, tb, tw = fs / m, bs / m, ws / m
         of, ob = _pick(overhead_f, s, d, V), _pick(overhead_b, s, d, V)
         out[TF, s] = tf + of
         out[TB, s] = tb + ob
-        out[TI, s] = (tb - tw) + _pick(overhead_i, s, d, V)
+        # one formula for both: an explicit i = b - w gives the default's bits
+        out[TI, s] = ((bs - ws) if np.isnan(i_s) else i_s) / m + _pick(overhead_i, s, d, V)
         out[TW, s] = tw + _pick(overhead_w, s, d, V)
         out[TFB, s] = _pick(fb, s, d, V) / m + of + ob
         out[COMM, s] = _pick(comm, s, d, V)
@@ -62,12 +65,13 @@ def stage_costs(f, b, w, comm, gamma, fb, act, bandwidth, message_bytes, overhea
 
 
 @jit
-def w_above_b(b, w, stage_device):
-    """The first stage whose ``w`` exceeds its ``b`` (inputs as for ``stage_costs``), or -1."""
+def w_above_b(b, w, i, stage_device):
+    """The first stage whose ``w`` exceeds its ``b`` where its ``i`` is NaN (not given;
+    inputs as for ``stage_costs``), or -1."""
     V = stage_device.shape[0]
     for s in range(V):
         d = stage_device[s]
-        if _pick(w, s, d, V) > _pick(b, s, d, V):
+        if np.isnan(_pick(i, s, d, V)) and _pick(w, s, d, V) > _pick(b, s, d, V):
             return s
     return -1
 

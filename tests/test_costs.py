@@ -3,6 +3,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+import fastpp
 from fastpp import Costs, Schedule, ScheduleError, build_schedule, simulate
 
 
@@ -30,6 +31,8 @@ def test_chunk_times_are_divided_by_m_and_expanded_per_stage():
     ({"f": "fast", "b": 2}, r"costs\.f must be a number or an array of numbers"),
     ({"f": [[1.0]], "b": 2}, r"costs\.f must be a scalar or a 1-D array \(got shape \(1, 1\)\)"),
     ({"f": 1, "b": 2, "fb": 0}, r"costs\.fb must be finite and > 0"),
+    ({"f": 1, "b": 2, "i": -0.5}, r"costs\.i must be finite and >= 0 \(got -0\.5\)"),
+    ({"f": 1, "b": 2, "i": [1, np.nan]}, r"costs\.i must be finite and >= 0"),
 ])
 def test_bad_costs_are_named(kwargs, message):
     with pytest.raises(ScheduleError, match=message):
@@ -41,8 +44,12 @@ def test_costs_must_fit_the_schedule():
     with pytest.raises(ScheduleError, match=r"costs\.f must be a scalar or an array of length "
                                             r"p=4 or V=4 \(got shape \(3,\)\)"):
         Costs(f=[1, 1, 1], b=2).per_stage(sched)
-    with pytest.raises(ScheduleError, match=r"costs\.w must be <= costs\.b \(got w=3\.0, b=2\.0"):
+    with pytest.raises(ScheduleError, match=r"costs\.w must be <= costs\.b where costs\.i is "
+                                            r"not given \(got w=3\.0, b=2\.0"):
         Costs(f=1, b=2, w=3).per_stage(sched)
+    with pytest.raises(ScheduleError, match=r"costs\.i must be a scalar or an array of length "
+                                            r"p=4 or V=4 \(got shape \(3,\)\)"):
+        Costs(f=1, b=2, i=[1, 1, 1]).per_stage(sched)
 
 
 def test_fields_after_b_are_keyword_only_and_costs_compare_by_value():
@@ -69,6 +76,43 @@ def test_overhead_is_added_to_every_op_undivided_by_m():
     assert c.tfb.tolist() == [3.75, 4.25, 3.75, 4.25]  # fb/m and both the F and B overheads
     same = Costs(f=[2.0, 4.0], b=4.0, w=1.0, overhead=0.5).per_stage(sched)
     assert same.tf.tolist() == [1.5, 2.5, 1.5, 2.5] and same.ti.tolist() == [2.0] * 4
+
+
+def test_a_given_i_prices_the_input_grad_op_and_lets_a_split_backward_exceed_b():
+    sched = build_schedule("interleaved-zb", 2, 4, 2)
+    c = Costs(f=1.0, b=2.0, w=[1.5, 2.5], i=[1.0, 0.5], overhead={"I": 0.25}).per_stage(sched)
+    assert c.ti.tolist() == [0.75, 0.5, 0.75, 0.5]  # i/m and the I overhead, not (b - w)/m
+    assert c.tw.tolist() == [0.75, 1.25, 0.75, 1.25]  # w/m, above b/m = 1 on device 1
+    assert c.tb.tolist() == [1.0] * 4  # the full backward stays b
+    # w > b is refused only where I would take b - w
+    assert Costs(f=1, b=2, w=3, i=0.5).per_stage(sched).tw.tolist() == [1.5] * 4
+    one = build_schedule("zb-h1", 1, 1)
+    assert simulate(one, Costs(1.0, 2.0, w=1.5, i=1.0)).makespan == 1.0 + 1.0 + 1.5
+
+
+@pytest.mark.parametrize("name", sorted(fastpp.SCHEDULES))
+def test_i_equal_to_b_minus_w_is_the_default_to_the_bit(name):
+    """I takes ``(b - w)/m`` by default: an explicit ``i = b - w`` gives every schedule the
+    very same result, per device and per stage, at an m that does not divide exactly."""
+    try:
+        sched = build_schedule(name, 4, 12, 3)
+    except ScheduleError:  # its own m only
+        sched = build_schedule(name, 4, 12, fastpp.SCHEDULES[name].default_m)
+    rng = np.random.default_rng(len(name))
+    b = rng.uniform(1.0, 3.0, 4)
+    w = b * rng.uniform(0.1, 0.9, 4)
+    base = Costs(f=rng.uniform(0.5, 2.0, 4), b=b, w=w, comm=0.05, gamma=0.5,
+                 overhead={"I": 0.03, "W": 0.01})
+    given = dataclasses.replace(base, i=b - w)
+    for costs, explicit in ((base, given), (Costs(1.0, 2.1, w=0.7), Costs(1.0, 2.1, w=0.7,
+                                                                           i=2.1 - 0.7))):
+        a, e = simulate(sched, costs), simulate(sched, explicit)
+        assert a.makespan == e.makespan
+        np.testing.assert_array_equal(a.start, e.start)
+        np.testing.assert_array_equal(a.end, e.end)
+        np.testing.assert_array_equal(a.peak_activations, e.peak_activations)
+        for x, y in zip(a.stage_costs, e.stage_costs, strict=True):
+            np.testing.assert_array_equal(x, y)
 
 
 def test_each_op_kind_takes_its_own_overhead():

@@ -100,8 +100,8 @@ def calls(tmp: Path) -> list[Call]:
     plan_df = model.plan(**plan_kw)
     out = tmp / "sweep"
     fastpp.sweep("1f1b", p=2, n=2, out=out, progress=False)
-    costs = dict(f=1.0, b=2.0, w=0.0, comm=0.0, gamma=1.0, fb=None, act=1.0, bandwidth=None,
-                 message_bytes=0.0, overhead=0.0)
+    costs = dict(f=1.0, b=2.0, w=0.0, i=None, comm=0.0, gamma=1.0, fb=None, act=1.0,
+                 bandwidth=None, message_bytes=0.0, overhead=0.0)
     theory_kw = dict(name="1f1b", p=4, n=8, m=1)
     pairs = fastpp.build_schedule("dualpipev", 2, 4, 2)
     mixtral = model.MODELS["mixtral-8x7b"]
@@ -137,7 +137,8 @@ def calls(tmp: Path) -> list[Call]:
                                                method="heuristic", time_limit=1.0, seed=0,
                                                progress=False)),
         Call("sweep", fastpp.sweep, dict(schedules="1f1b", p=2, n=None, m=None, n_per_p=1,
-                                         G=None, costs=None, f=1.0, b=2.0, w=None, comm=None,
+                                         G=None, costs=None, f=1.0, b=2.0, w=None, i=None,
+                                         comm=None,
                                          gamma=None, fb=None, act=None, bandwidth=None,
                                          message_bytes=None, overhead=None, points=None,
                                          out=None,

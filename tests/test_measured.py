@@ -884,3 +884,71 @@ def test_a_failed_or_hung_rank_is_named_and_the_others_killed(tmp_path, monkeypa
                                                 r"up$"):
             runner.run_jobs([job], model, timeout=1.0)
     assert time.monotonic() - start < 20  # the sleeping peer did not hold the call
+
+
+RUN_FIELDS = ("schedule", "start", "end", "release", "wait", "compute", "overhead", "stall",
+              "durations", "handed", "latency", "offsets", "offset_residual", "files", "hosts",
+              "operators", "weight_operators")
+
+
+def _with_probe(run, probe):
+    """``run`` with another ``probe`` (``None``: none)."""
+    return fastpp.MeasuredRun(**{name: getattr(run, name) for name in RUN_FIELDS}, probe=probe)
+
+
+def test_the_probe_prices_an_unsplit_runs_split_backward():
+    """Without I and W ops, the probe's ratios per group price the split: ``i = b * I/B``,
+    ``w = b * W/B`` (per device, of its stages' sums); f, b and the overheads stay."""
+    run = read_torch_trace(DATA / "interleaved-1f1b")  # stages 0, 2 on device 0; 1, 3 on 1
+    assert np.isnan(run.probe).all() and run.costs().arrays["i"].shape == ()  # not given
+    probe = np.array([[4.0, 3.0, 2.0], [5.0, 2.0, 4.0], [6.0, 3.0, 4.0], [5.0, 3.0, 3.0]]) * 1e-3
+    plain, probed = run.costs(), _with_probe(run, probe)
+    for per, ratio_i, ratio_w in (("device", [6 / 10, 5 / 10], [6 / 10, 7 / 10]),
+                                  ("stage", [3 / 4, 2 / 5, 3 / 6, 3 / 5],
+                                   [2 / 4, 4 / 5, 4 / 6, 3 / 5])):
+        before, after = run.costs(per=per), probed.costs(per=per)
+        np.testing.assert_allclose(after.i, before.b * np.array(ratio_i), rtol=1e-12)
+        np.testing.assert_allclose(after.w, before.b * np.array(ratio_w), rtol=1e-12)
+        for field in ("f", "b", "overhead", "comm"):
+            np.testing.assert_array_equal(after.arrays[field], before.arrays[field])
+    # a stage the probe missed takes b - w there, w as the unsplit run measured it
+    missing = probe.copy()
+    missing[1] = np.nan
+    stage, before = _with_probe(run, missing).costs(per="stage"), run.costs(per="stage")
+    assert stage.i[1] == before.b[1] - before.w[1] and stage.w[1] == before.w[1]
+    assert stage.i[0] == pytest.approx(before.b[0] * 3 / 4, rel=1e-12)
+    # the split now costs more than b on the zero-bubble schedules: slower predictions
+    zb = build_schedule("interleaved-zb", 2, 4, 2)
+    assert simulate(zb, probed.costs()).makespan > simulate(zb, plain).makespan
+
+
+def test_the_probe_prices_a_split_runs_full_backward():
+    """A split run's ``I`` and ``W`` ops give ``i`` and ``w``; the full backward ``b`` is their
+    sum times the probe's ``B/(I + W)``, not the sum."""
+    run = read_torch_trace(DATA / "zbv")
+    probe = np.tile([4.0e-3, 3.0e-3, 2.0e-3], (4, 1))  # the split costs 1.25x the full
+    before, after = run.costs(), _with_probe(run, probe).costs()
+    assert (before.b > before.w).all()  # so w was not clipped: i + w was the ops' sum
+    np.testing.assert_allclose(after.b, before.b * 4 / 5, rtol=1e-12)
+    np.testing.assert_allclose(after.i, before.b - before.w, rtol=1e-12)
+    np.testing.assert_array_equal(after.w, before.w)
+    # a split schedule predicted alike, an unsplit one faster
+    zbv, one = build_schedule("zbv", 2, 4, 2), build_schedule("1f1b", 2, 4)
+    assert simulate(zbv, after).makespan == pytest.approx(simulate(zbv, before).makespan,
+                                                          rel=1e-9)
+    assert simulate(one, after).makespan < simulate(one, before).makespan
+
+
+def test_a_probe_is_checked_and_carried_through_the_steps():
+    run = read_torch_trace(DATA / "zbv")
+    probe = np.tile([4.0e-3, 3.0e-3, 2.0e-3], (4, 1))
+    probed = _with_probe(run, probe)
+    typical = fastpp.MeasuredSteps([probed, probed, probed]).typical
+    np.testing.assert_array_equal(typical.probe, probe)
+    assert typical.costs() == probed.costs()
+    with pytest.raises(ScheduleError, match=r"probe must have shape \(4, 3\)"):
+        _with_probe(run, probe[:2])
+    with pytest.raises(ScheduleError, match=r"probe must hold finite times >= 0 or NaN"):
+        _with_probe(run, -probe)
+    with pytest.raises(ScheduleError, match=r"probe must hold finite times >= 0 or NaN"):
+        _with_probe(run, probe * np.inf)

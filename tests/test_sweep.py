@@ -68,9 +68,9 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
     p, n, m, G = (np.array(col) for col in list(zip(*steps, strict=True))[1:])
     comm = np.linspace(0.0, 0.3, len(steps))
     ones = np.ones(len(steps))
-    cols = dict(f=ones, b=2 * ones, w=0 * ones, comm=comm, gamma=ones, fb=np.nan * ones,
-                act=ones, bandwidth=np.nan * ones, message_bytes=0 * ones, overhead=0 * ones,
-                point=np.arange(len(steps)))
+    cols = dict(f=ones, b=2 * ones, w=0 * ones, i=np.nan * ones, comm=comm, gamma=ones,
+                fb=np.nan * ones, act=ones, bandwidth=np.nan * ones, message_bytes=0 * ones,
+                overhead=0 * ones, point=np.arange(len(steps)))
     values, at = cost_table(cols, None)
     out = np.empty((len(steps), len(batch.COLUMNS)))
     peaks, peak_at = np.zeros(p.sum()), np.r_[0, np.cumsum(p)[:-1]]
@@ -197,6 +197,28 @@ def test_w_above_b_is_an_invalid_point():
     assert df["reason"].tolist() == ["w must be <= b", ""]
 
 
+def test_a_given_i_is_a_sweep_axis_and_lifts_w_above_b():
+    """``i`` as a scalar axis and in a Costs axis: the rows equal simulate()'s, a point with
+    ``w > b`` is valid where ``i`` is given, and the column holds NaN where it is not."""
+    df = sweep(["zb-h1", "zbv"], p=2, n=4, b=2.0, w=[1.0, 2.5], i=[None, 1.5], progress=False,
+               invalid="keep")
+    assert df[df["i"].isna() & (df["w"] == 2.5)]["reason"].eq("w must be <= b").all()
+    ok = df[df["reason"] == ""]
+    assert len(ok) == 6
+    for row in ok.itertuples():
+        i = None if np.isnan(row.i) else row.i
+        res = simulate(build_schedule(row.schedule, row.p, row.n, row.m),
+                       Costs(1.0, 2.0, w=row.w, i=i))
+        assert row.makespan == res.makespan, row
+    objects = [Costs(1.0, [2.0, 2.5], w=1.0, i=[1.25, 1.75]), Costs(1.0, 2.0, w=1.0)]
+    rows = sweep(["zb-h1", "interleaved-zb"], p=2, n=4, costs=objects, progress=False)
+    assert len(rows) == 4
+    for row in rows.itertuples():
+        res = simulate(build_schedule(row.schedule, row.p, row.n, row.m), objects[row.costs])
+        assert row.makespan == res.makespan, row
+    assert rows[rows["costs"] == 0]["i"].isna().all()  # an array: NaN in the scalar column
+
+
 def test_costs_axis_takes_per_stage_arrays_and_bytes():
     """Costs as a grid axis: per-device and per-stage arrays, bytes, links; rows equal
     simulate() with the same Costs, and arrays that do not fit a point make it invalid."""
@@ -207,7 +229,7 @@ def test_costs_axis_takes_per_stage_arrays_and_bytes():
     objects = [loop, uneven, per_stage]
     df = sweep(["1f1b", "zbv", "interleaved-1f1b", "dualpipe"], p=[2, 4], n=8, m=None,
                costs=objects, progress=False, invalid="keep")
-    assert len(df) == 4 * 2 * 3 and df.columns[16] == "costs"
+    assert len(df) == 4 * 2 * 3 and df.columns[17] == "costs"
     ok = df[df["reason"] == ""]
     assert len(ok) >= 12
     for row in ok.itertuples():

@@ -23,7 +23,12 @@ import torch
 import torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules as torch_schedules
-from torch.profiler import ProfilerActivity, profile
+from torch.distributed.pipelining._backward import (
+    stage_backward,
+    stage_backward_input,
+    stage_backward_weight,
+)
+from torch.profiler import ProfilerActivity, profile, record_function
 
 SINGLE_STAGE = ("ScheduleGPipe",)  # classes built on one stage object, not a list
 # glibc's mallopt parameters, and the largest mmap threshold it takes (HEAP_MAX_SIZE / 2)
@@ -67,12 +72,12 @@ def main(path: str) -> None:
     try:
         for group in groups:
             built = [_build(rank, job, model, device) for job in group]
-            for step in built:
-                _warm_up(step, model)
+            for step, probe in built:
+                _warm_up(step, probe, model)
             for k in range(model.steps):
-                for job, step in zip(group, built, strict=True):
-                    _profile(rank, job, step, model, device, k)
-            del built, step
+                for job, (step, probe) in zip(group, built, strict=True):
+                    _profile(rank, job, step, probe, model, device, k)
+            del built, step, probe
             gc.collect()  # the jobs' cycles (stages, schedules, graphs) go before the next
             dist.barrier()
     finally:
@@ -81,16 +86,16 @@ def main(path: str) -> None:
 
 def _build(rank: int, job, model, device):
     """This rank's stages and schedule of ``job`` (``job``, ``model``: the spec's ``Job`` and
-    ``Model`` as namespaces): a function that runs one step."""
+    ``Model`` as namespaces): a function that runs one step, and one that runs the probe
+    (``_probe``) on this rank's stages."""
     V = sum(len(s) for s in job.stages)
     per = model.layers // V
     torch.manual_seed(0)  # the same weights on every rank, for every schedule
     blocks = [torch.nn.Sequential(torch.nn.Linear(model.hidden, model.hidden), torch.nn.ReLU())
               for _ in range(model.layers)]
     mine = job.stages[rank]
-    stages = [PipelineStage(_delayed(torch.nn.Sequential(*blocks[s * per:(s + 1) * per]),
-                                     s, job.delays).to(device), s, V, device)
-              for s in mine]
+    plain = {s: torch.nn.Sequential(*blocks[s * per:(s + 1) * per]).to(device) for s in mine}
+    stages = [PipelineStage(_delayed(plain[s], s, job.delays), s, V, device) for s in mine]
     if job.link is not None:
         _slow_link(stages, job.stages, rank, job.link)
 
@@ -109,7 +114,41 @@ def _build(rank: int, job, model, device):
     target = torch.randn(job.n * model.microbatch, model.hidden, generator=data).to(device)
     args = (x,) if 0 in mine else ()
     kwargs = {"target": target} if V - 1 in mine else {}
-    return lambda: sched.step(*args, **kwargs)
+    return (lambda: sched.step(*args, **kwargs)), (lambda: _probe(plain, model, device))
+
+
+def _probe(plain: dict, model, device) -> None:
+    """Each of this rank's stages (``plain``: stage -> its layers, without injected delays,
+    whose draws the steps own), ``model.probe`` times on a fresh microbatch-shaped input and
+    output gradient: a forward and a full backward (``PROBE:<stage>B``), and a forward and
+    the split backward as PyTorch's zero-bubble schedules run it, ``stage_backward_input``
+    (``PROBE:<stage>I``) then ``stage_backward_weight`` (``PROBE:<stage>W``). The two
+    alternate which goes first, so that neither always meets a cache the other warmed. As
+    in the run, stage 0's input takes no gradient, and its split runs nothing in ``I`` and
+    a full backward in ``W`` (``PipelineStage.backward_weight_one_chunk``). No
+    communication."""
+    data = torch.Generator().manual_seed(2)
+    x = torch.randn(model.microbatch, model.hidden, generator=data).to(device)
+    grad = torch.randn(model.microbatch, model.hidden, generator=data).to(device)
+    for k in range(model.probe):
+        for s, module in plain.items():
+            for split in ((False, True) if k % 2 == 0 else (True, False)):
+                inputs = x.detach().requires_grad_(s > 0)
+                y = module(inputs)
+                if not split:
+                    with record_function(f"PROBE:{s}B"):
+                        stage_backward((y,), (grad,), (inputs,))
+                elif s == 0:
+                    with record_function(f"PROBE:{s}I"):
+                        pass
+                    with record_function(f"PROBE:{s}W"):
+                        stage_backward((y,), (grad,), (inputs,))
+                else:
+                    with record_function(f"PROBE:{s}I"):
+                        _, groups = stage_backward_input((y,), (grad,), (inputs,),
+                                                         module.parameters())
+                    with record_function(f"PROBE:{s}W"):
+                        stage_backward_weight(module.parameters(), groups)
 
 
 def _activities(model) -> list:
@@ -119,22 +158,29 @@ def _activities(model) -> list:
     return [ProfilerActivity.CPU]
 
 
-def _warm_up(step, model) -> None:
-    """``model.warmup`` steps, profiled too, nothing kept: the profiler's own memory is then
-    in place before the steps it records (a session's first profiled steps faulted
-    3,800-7,400 fresh pages a rank without it, 600-2,400 with it)."""
+def _warm_up(step, probe, model) -> None:
+    """``model.warmup`` steps and their probes, profiled too, nothing kept: the profiler's own
+    memory is then in place before the steps it records (a session's first profiled steps
+    faulted 3,800-7,400 fresh pages a rank without it, 600-2,400 with it)."""
     for _ in range(model.warmup):
         with profile(activities=_activities(model)):
             step()
+            probe()
 
 
-def _profile(rank: int, job, step, model, device, k: int) -> None:
-    """Profile step ``k`` of ``job`` and write this rank's trace of it."""
+def _profile(rank: int, job, step, probe, model, device, k: int) -> None:
+    """Profile step ``k`` of ``job`` and then its probe, and write this rank's trace of
+    both."""
     gc.collect()  # not inside the profiled step
     with profile(activities=_activities(model)) as prof:
         # the ranks start the step together: a rank that came late would show as a wait
         dist.barrier()
         step()
+        if model.probe:
+            # every rank done with the step first: a probe would take a core from a rank
+            # still in it
+            dist.barrier()
+            probe()
         if model.device == "cuda":
             torch.cuda.synchronize(device)
     folder = Path(job.out) / (f"step{k}" if model.steps > 1 else "")

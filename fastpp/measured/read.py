@@ -23,7 +23,7 @@ import os
 import re
 import zlib
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress, count, repeat
 from operator import attrgetter, eq
 from pathlib import Path
@@ -49,6 +49,8 @@ from . import scan
 _OTHER_ACTIONS = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)\d*$")
 _PLAIN_PP = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
 _GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
+# the probe's ranges (fastpp.measured.rank._probe): a stage's full backward, or its split's I or W
+_PROBE = re.compile(r"^PROBE:(\d+)([BIW])$")
 _RECV = re.compile(r"^\w+:recv\b")  # gloo:recv, nccl:recv ...: the work object of an irecv
 _SEND = re.compile(r"^(\w+:send|c10d::send)\b")  # the send op (it may block), its work object
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)")
@@ -104,6 +106,11 @@ class RankTrace:
     device_clock : bool
         Times are the device's (GPU ranges, CUDA events): a wait shows as a gap between ops,
         not inside one.
+    probe : ndarray, shape (k, 3)
+        The probe's ranges (``PROBE:<stage><B|I|W>``, written by ``fastpp.measured.measure``
+        after each step, outside the ops): ``stage, kind`` (op code ``B``, ``I`` or ``W``)
+        and the span of its operators (microseconds; with device clocks the range's); no
+        rows in a trace without them.
     """
 
     file: str
@@ -123,6 +130,7 @@ class RankTrace:
     operators: np.ndarray
     weight_operators: np.ndarray
     device_clock: bool
+    probe: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
 
 
 def trace_files(path) -> list[Path]:
@@ -364,10 +372,12 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
             raise ScheduleError(f"{file}: rank {rank}: traceEvents must be a list of events")
         tables = _event_tables(file, rank, events, field)
     children, marks, gpu_marks = tables
-    cpu, recvs, sends, posts, other_labels = _annotations(file, rank, marks)
-    gpu = _annotations(file, rank, gpu_marks)[0]
+    cpu, recvs, sends, posts, other_labels, cpu_probes = _annotations(file, rank, marks)
+    gpu, *_, gpu_probes = _annotations(file, rank, gpu_marks)
     device_clock = bool(gpu["start"].size)
     chosen = gpu if device_clock else cpu
+    probes = gpu_probes if device_clock else cpu_probes
+    probe_span = probes["end"] - probes["start"]
     if not chosen["start"].size:
         hint = (" (it labels only sends and receives)" if other_labels else "")
         raise ScheduleError(
@@ -409,6 +419,8 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
         first_child[has] = np.minimum(end[has], ts[np.minimum(at, len(ts) - 1)[has]])
         operators = _operator_span(ts, dur, start, end)
         weight_operators = _weight_span(ts, dur, role, start, end, ops[:, 0] == B)
+        # one thread ran them all: a probe's operators are those starting in its range
+        probe_span = _operator_span(ts, dur, probes["start"], probes["end"])
         ends = np.sort(_on(threads, *recvs))
         last = np.searchsorted(ends, end, side="right") - 1
         found = last >= 0
@@ -417,7 +429,8 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
     return RankTrace(str(file), rank, world if isinstance(world, int) else None,
                      str(data.get("host_name", "")), base_ns, labels, ops,
                      np.zeros(len(start), np.int64), start, end, first_child, ready, release,
-                     sent, operators, weight_operators, device_clock)
+                     sent, operators, weight_operators, device_clock,
+                     np.column_stack([probes["op"], probe_span]))
 
 
 def _event_tables(file: Path, rank: int, events: list, field):
@@ -535,14 +548,15 @@ def _outermost(file: Path, rank: int, chosen: dict):
 
 _KIND = {"F": F, "B": B, "I": I, "W": W}
 # what an annotation range is, by its name
-_SKIP, _OP, _OTHER, _SEND_ACTION, _RECV_END, _POST, _BAD = range(7)
+_SKIP, _OP, _OTHER, _SEND_ACTION, _RECV_END, _POST, _BAD, _PROBE_RANGE = range(8)
 
 
 def _annotations(file: Path, rank: int, marks: dict):
     """The compute ops (columns ``start, end, tid, label, op``), the receives' ``tid, end``
-    columns, the send actions' ``start, end`` rows, the sends posted's ``tid, start`` columns
-    and how many other actions there were, from annotation ranges (columns ``name, ts, dur,
-    tid``).
+    columns, the send actions' ``start, end`` rows, the sends posted's ``tid, start`` columns,
+    how many other actions there were and the probe's ranges (columns ``start, end`` and
+    ``op``: ``stage, kind``, sorted by start), from annotation ranges (columns ``name, ts,
+    dur, tid``).
 
     The names are interned as integer codes (as Holistic Trace Analysis's symbol table does):
     each distinct name is parsed once, and each range's role is an array lookup."""
@@ -573,7 +587,10 @@ def _annotations(file: Path, rank: int, marks: dict):
     sends = np.stack([a[sending], b[sending]], axis=1)
     posts = _take(tids, post), a[post]
     others = int(np.count_nonzero((role == _OTHER) | (role == _SEND_ACTION)))
-    return chosen, recvs, sends, posts, others
+    probe = np.flatnonzero(role == _PROBE_RANGE)
+    probe = probe[np.argsort(a[probe], kind="stable")]
+    probes = {"start": a[probe], "end": b[probe], "op": ops[codes[probe]][:, [1, 0]]}
+    return chosen, recvs, sends, posts, others, probes
 
 
 def _intern(keys: list) -> tuple[list, np.ndarray]:
@@ -696,6 +713,11 @@ def _parse_label(name) -> tuple[int, tuple]:
             return _OP, tuple(parse_op(text))
         except ValueError:
             return _BAD, none
+    if name.startswith("PROBE:"):
+        probe = _PROBE.match(name)
+        if probe:
+            return _PROBE_RANGE, (_KIND[probe.group(2)], int(probe.group(1)), -1, -1, -1)
+        return _SKIP, none
     if name.endswith("recv") and _RECV.match(name):
         return _RECV_END, none
     if _SEND.match(name):

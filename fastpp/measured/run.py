@@ -127,6 +127,13 @@ class MeasuredRun(Frozen):
         accumulates the parameters' gradients, told by the autograd nodes its profile holds
         (``fastpp.measured.read._weight_span``); 0 for other ops, with device clocks, for a
         trace without the autograd engine's node events, and when not given.
+    probe : ndarray, shape (V, 3)
+        Per virtual stage, the median operator span (seconds) of a whole microbatch's full
+        backward ``B``, and of the input-grad ``I`` and weight-grad ``W`` halves of PyTorch's
+        split one, run on the stage's layers apart from the schedule
+        (``fastpp.measured.measure``'s ``probe``, after each step): what a split backward
+        costs against a full one, which ``costs()`` prices. NaN where not measured (a trace
+        without the probe's ranges, and when not given).
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host.
@@ -144,18 +151,22 @@ class MeasuredRun(Frozen):
 
     def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
                  durations, handed, latency: float, offsets, offset_residual: float,
-                 files: list[str], hosts: list[str], operators, weight_operators=None):
+                 files: list[str], hosts: list[str], operators, weight_operators=None,
+                 probe=None):
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         if weight_operators is None:  # nothing measured of it: no weight's part
             weight_operators = np.zeros(schedule.kind.shape)
+        if probe is None:
+            probe = np.full((schedule.V, 3), np.nan)
         per_op = {"start": start, "end": end, "release": release, "wait": wait,
                   "compute": compute, "overhead": overhead, "stall": stall,
                   "durations": durations, "handed": handed, "operators": operators,
                   "weight_operators": weight_operators}
         arrays = {}
-        for name, value in [*per_op.items(), ("offsets", offsets)]:
+        shapes = {"offsets": (schedule.p,), "probe": (schedule.V, 3)}
+        for name, value in [*per_op.items(), ("offsets", offsets), ("probe", probe)]:
             arrays[name] = number_array(value, name)
-            shape = schedule.kind.shape if name in per_op else (schedule.p,)
+            shape = shapes.get(name, schedule.kind.shape)
             if arrays[name].shape != shape:
                 raise ScheduleError(f"{name} must have shape {shape}, the schedule's (got "
                                     f"{arrays[name].shape})")
@@ -164,6 +175,10 @@ class MeasuredRun(Frozen):
             raise ScheduleError("weight_operators must lie in 0..operators, op by op (got "
                                 f"{show(part[(part < 0) | (part > whole)][0])} against "
                                 f"{show(whole[(part < 0) | (part > whole)][0])})")
+        bad = (arrays["probe"] < 0) | np.isinf(arrays["probe"])
+        if np.any(bad):
+            raise ScheduleError(f"probe must hold finite times >= 0 or NaN (not measured) (got "
+                                f"{show(arrays['probe'][bad][0])})")
         used = _used(schedule)
         self._freeze(
             schedule=schedule, p=schedule.p, n=schedule.n, m=schedule.m, **arrays,
@@ -216,7 +231,17 @@ class MeasuredRun(Frozen):
         autograd engine's node events (a GPU range, Megatron's timers), which then runs all
         of ``b`` in ``I``. A kind the run lacks takes the backward's fixed
         time: ``I`` and ``W`` each ``B``'s, ``B`` the ``I``'s (on the traces in tests/data, the
-        fixed parts of ``B``, ``I`` and ``W`` are all 0.09-0.51 ms). An overlapped pair's
+        fixed parts of ``B``, ``I`` and ``W`` are all 0.09-0.51 ms).
+
+        A run with a ``probe`` (``measure`` runs one after each step) prices the split
+        backward by what it measured, per group (device: its stages' probes summed; stage),
+        as ratios of the probe's medians, since the probe runs apart from the schedule's
+        timing: without ``I`` and ``W`` ops, ``i = b * I/B`` and ``w = b * W/B`` (PyTorch's
+        split took 1.38-1.50x a full backward in docs/measured.md's runs, which ``b - w``
+        cannot show); a split
+        run gives ``i`` and ``w`` from its ``I`` and ``W`` ops and prices the full backward
+        ``b = (I + W) * B/(I + W)``, not ``I + W``, which would overprice unsplit schedules.
+        Without a probe ``i`` is not given (``I`` takes ``b - w``). An overlapped pair's
         ``fb`` is its typical duration less the ``F`` and ``B`` overheads it takes. ``comm``
         is ``latency``. ``gamma`` and ``act`` keep their defaults (a trace has no memory).
 
@@ -257,8 +282,15 @@ class MeasuredRun(Frozen):
             scaled[kind] = whole - fixed[kind]
         f = scaled[F] * s.m
         split = np.isfinite(scaled[I]) & np.isfinite(scaled[W])
+        # the probe's full backward B and split halves I, W per group (NaN where it lacks one)
+        full, part_i, part_w = self._probe_by(per)
+        probed = (full > 0) & (part_i + part_w > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            to_full = np.where(probed, full / (part_i + part_w), 1.0)
+            i_share, w_share = part_i / full, part_w / full
+        # a split run's I + W priced as the full backward it stands for, by the probe's ratio
         b = np.where(np.isfinite(scaled[B]), scaled[B], np.where(
-            split, scaled[I] + scaled[W], np.nan)) * s.m
+            split, (scaled[I] + scaled[W]) * to_full, np.nan)) * s.m
         # without W ops, the weight's share of the unsplit backwards' operators
         pick = used & (s.kind == B)
         if statistic == "mean":  # the ratio of the totals, as the mean keeps total time
@@ -270,21 +302,36 @@ class MeasuredRun(Frozen):
                 self.weight_operators[pick], self.operators[pick],
                 out=np.zeros(int(pick.sum())), where=self.operators[pick] > 0), size, statistic)
         share = np.nan_to_num(share)
-        w = np.where(np.isfinite(scaled[W]), np.minimum(scaled[W] * s.m, b),
-                     np.where(np.isfinite(b), share * b, 0.0))
+        # with the probe, the split's own halves: measured I and W ops, else b by its ratios
+        i = np.where(probed & split, scaled[I] * s.m, np.where(probed, i_share * b, np.nan))
+        w = np.where(np.isfinite(scaled[W]), scaled[W] * s.m,
+                     np.where(probed, w_share * b, np.where(np.isfinite(b), share * b, 0.0)))
+        w = np.where(np.isfinite(i), w, np.minimum(w, b))  # w <= b where I takes b - w
         tiny = 1e-12  # a positive floor: Costs needs f, b > 0 even where every op took 0
         if not np.all(np.isfinite(f)) or not np.all(np.isfinite(b)):
             # forward-only runs and stages without a backward: only what was measured counts
             b = np.where(np.isfinite(b), b, f)
+        w = np.nan_to_num(w)
         # a kind the run lacks takes the backward's fixed time (I and W each B's, B the I's)
         overhead = {"F": fixed[F], "B": _either(fixed[B], fixed[I]),
                     "I": _either(fixed[I], fixed[B]), "W": _either(fixed[W], fixed[B])}
         overhead = {kind: np.nan_to_num(value) for kind, value in overhead.items()}
         has_pair = np.isfinite(scaled[FB])
         pair = (scaled[FB] + fixed[FB] - overhead["F"] - overhead["B"]) * s.m
-        return Costs(np.maximum(f, tiny), np.maximum(b, tiny), w=w, comm=self.latency,
+        floored = np.maximum(b, tiny)
+        # a group without the probe: I takes b - w, as Costs's default
+        i = np.where(np.isfinite(i), i, floored - w) if np.isfinite(i).any() else None
+        return Costs(np.maximum(f, tiny), floored, w=w, i=i, comm=self.latency,
                      fb=np.where(has_pair, np.maximum(pair, tiny), f + b) if has_pair.any()
                      else None, overhead=overhead)
+
+    def _probe_by(self, per: str) -> np.ndarray:
+        """The probe's ``B, I, W`` spans (``probe``'s columns) per stage, or per device: the
+        sums over its stages, NaN where one of them lacks the kind."""
+        if per == "stage":
+            return self.probe.T
+        device = self.schedule.stage_to_device
+        return np.stack([np.bincount(device, column, minlength=self.p) for column in self.probe.T])
 
     def op_times_by_kind(self) -> list[list[np.ndarray]]:
         """Per device, per op code (``fastpp.ops.Op``: F, B, I, W, FB): the measured durations
@@ -429,7 +476,23 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     operators = np.minimum(operators, times[1])
     return MeasuredRun(schedule, start, end, release, *times, offsets * 1e-6, residual * 1e-6,
                        [t.file for t in traces], hosts, operators,
-                       np.minimum(weight_operators, operators))
+                       np.minimum(weight_operators, operators), _probe(traces, schedule.V))
+
+
+def _probe(traces: list[RankTrace], V: int) -> np.ndarray | None:
+    """``MeasuredRun.probe`` from the ranks' probe ranges: per stage, the median span of
+    each kind ``B, I, W`` (seconds; NaN where none ran); ``None`` when no rank probed. A
+    probe of a stage the run does not have is a damaged trace."""
+    rows = np.concatenate([t.probe for t in traces])
+    if not len(rows):
+        return None
+    stage, kind = rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64)
+    bad = np.flatnonzero((stage < 0) | (stage >= V))
+    if bad.size:
+        raise ScheduleError(f"the run's probe ranges name stage {stage[bad[0]]}, out of range: "
+                            f"the run's stages are 0..{V - 1}")
+    key = stage * 3 + (kind - B)  # the columns B, I, W
+    return _by_group(key, rows[:, 2] * 1e-6, 3 * V, "median").reshape(V, 3)
 
 
 def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):

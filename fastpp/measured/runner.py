@@ -77,6 +77,7 @@ class Job:
 
 
 MAX_RANKS = 1024
+PROBE = 5  # each stage's probes after a profiled step (measure's probe)
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,14 @@ class Model:
     realtime: bool = False
     steps: int = 1
     round_robin: bool = False
+    probe: int = 0
 
 
 def measure(schedule, p: int | None = None, n: int | None = None, m: int | None = None, *,
             layers: int = 16, hidden: int = 256, microbatch: int = 256, out="measured",
             device: str = "cpu", warmup: int = 1, realtime: bool = False,
-            timeout: float = 300.0, delay=(), link_delay=None, steps: int = 1):
+            timeout: float = 300.0, delay=(), link_delay=None, steps: int = 1,
+            probe: int = PROBE):
     """Run one profiled step of ``schedule`` for real and read its traces back.
 
     Parameters
@@ -143,6 +146,12 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
     steps : int
         Profiled steps: 1 writes the traces to ``out``; more write step ``k``'s to
         ``out/step{k}`` and return one ``MeasuredRun`` per step.
+    probe : int
+        After each profiled step, once every rank is done with it, each rank runs each of its
+        stages ``probe`` times on a fresh microbatch, with a full backward and with
+        PyTorch's split one (``stage_backward_input`` then ``stage_backward_weight``), in
+        the same trace (``MeasuredRun.probe``: what a split backward costs against a full
+        one, which ``costs()`` prices). 0: no probe.
 
     Returns
     -------
@@ -158,7 +167,8 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
     job, model, order = _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
                              realtime)
     job = _injected(job, delay, link_delay)
-    model = dataclasses.replace(model, steps=positive_int(steps, "steps"))
+    model = dataclasses.replace(model, steps=positive_int(steps, "steps"),
+                                probe=_probe(probe))
     return _run([job], [order], model, timeout)[0]
 
 
@@ -233,7 +243,7 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
                  hidden: int = 256, microbatch: int = 256, out="measured", device: str = "cpu",
                  warmup: int = 1, realtime: bool = False, timeout: float = 600.0,
                  delay=(), link_delay=None, steps: int = 1,
-                 round_robin: bool = False) -> dict:
+                 round_robin: bool = False, probe: int = PROBE) -> dict:
     """``measure`` several schedules in one set of processes (they start once).
 
     Parameters
@@ -241,7 +251,7 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
     schedules : dict
         Label -> what ``measure`` takes as ``schedule`` (each at its own default ``m``). The
         jobs run in the dict's order.
-    p, n, layers, hidden, microbatch, device, warmup, realtime, timeout, steps
+    p, n, layers, hidden, microbatch, device, warmup, realtime, timeout, steps, probe
         As for ``measure``, for every job.
     round_robin : bool
         Run the jobs' steps in turn: every job is built and warmed up first, then step 0 of
@@ -273,7 +283,8 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
         jobs.append(_injected(job, _of_label(delay, label, schedules, "delay", ()),
                               _of_label(link_delay, label, schedules, "link_delay", None)))
         orders.append(order)
-    model = dataclasses.replace(model, steps=steps, round_robin=flag(round_robin, "round_robin"))
+    model = dataclasses.replace(model, steps=steps, round_robin=flag(round_robin, "round_robin"),
+                                probe=_probe(probe))
     return dict(zip(schedules, _run(jobs, orders, model, timeout), strict=True))
 
 
@@ -286,6 +297,13 @@ def _of_label(value, label, schedules: dict, name: str, none):
         raise ScheduleError(f"{name} must be keyed by the labels of schedules "
                             f"{list(schedules)} (got {unknown[0]!r})")
     return value.get(label, none)
+
+
+def _probe(probe) -> int:
+    """``probe`` checked: an integer >= 0."""
+    if isinstance(probe, bool) or not isinstance(probe, int) or probe < 0:
+        raise ScheduleError(f"probe must be an integer >= 0 (got probe={probe!r})")
+    return probe
 
 
 def _timeout(timeout) -> float:

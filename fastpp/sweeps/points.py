@@ -33,8 +33,8 @@ def as_list(value, name: str) -> list:
 
 
 def cost_column(name: str, values) -> np.ndarray:
-    """A cost column under ``fastpp.Costs``'s rules; for ``fb`` and ``bandwidth``, NaN (or
-    None) means "not given"."""
+    """A cost column under ``fastpp.Costs``'s rules; for ``i``, ``fb`` and ``bandwidth``, NaN
+    (or None) means "not given"."""
     strict, upper = FIELDS[name]
     missing = name in OPTIONAL
     if missing and values is None:
