@@ -519,9 +519,10 @@ PLAN_ROWS = BY_DEVICE + 1
 assert (F, B, I, W) == (TF, TB, TI, TW)
 
 
-def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray]:
+def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
     """``c``'s arrays as the two blocks ``point`` reads (two arguments for Numba to unbox
-    instead of thirteen), with no slot that ``point`` has to test:
+    instead of thirteen), with no slot that ``point`` has to test, and the shape of its
+    ``out``:
 
     - ``plan``, C-contiguous int32 ``[7, N]``: the per-op rows ``PREVIOUS ... BY_DEVICE``. An
       op's inputs (``PREVIOUS``, ``FORWARD``, ``GRADIENT``) are op numbers, ``N`` where it has
@@ -532,6 +533,7 @@ def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray]:
       the time of the ``q``-th distinct overlapped pair ``(s, s2)`` of ``tables``.
     - ``tables``, int64: ``device_first``, ``peak_live``, the number of distinct pairs and
       their stages ``s, s2``, and the ``frontier``, one after the other.
+    - ``out``'s shape, ``[4 + ceil((2N + 2 + 6V + P) / p), p]`` for ``P`` distinct pairs.
     """
     N, V = c.num_ops, c.V
     pair = c.kind == FB
@@ -542,26 +544,23 @@ def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray]:
     plan = np.stack([np.where(c.previous >= 0, c.previous, N),
                      *np.where(c.producer >= 0, c.producer, N).T,
                      *np.where(c.link >= 0, 1 + COMM * V + c.link, 0).T, time, c.device_ops])
-    return (plan.astype(np.int32), np.concatenate(
-        (c.device_first, c.peak_live, [len(stages)], stages.reshape(-1), c.frontier)))
-
-
-def point_out_shape(N: int, p: int) -> tuple[int, int]:
-    """The shape of ``point``'s ``out`` for ``N`` ops on ``p`` devices."""
-    return 4 + -(-(2 * N + 1) // p), p
+    tables = np.concatenate((c.device_first, c.peak_live, [len(stages)], stages.reshape(-1),
+                             c.frontier))
+    return plan.astype(np.int32), tables, (4 + -(-(2 * N + 2 + 6 * V + len(stages)) // c.p), c.p)
 
 
 @jit
 def point(plan, tables, rows, out):
     """``simulate``'s numbers for one cost vector, from a ``point_plan``'s ``plan, tables``.
 
-    ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out``
-    (``point_out_shape``, ``[4 + ceil((2N + 1) / p), p]``): rows 0-3 per device its busy
-    time, span, peak activations and peak live pairs, then from flat slot ``4p`` on every
-    op's start and after them its end, in the compiled order, and a 0 (the end ``plan``'s
-    missing inputs read); one array a call, and its first rows the sums without a slice or
-    reshape in Python. Returns ``(makespan, bubble_ratio, span_bubble_ratio, latency)`` as
-    Python floats (``latency``: the hand-offs summed, as ``kernels.timeline`` returns it).
+    ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out`` (of the shape
+    ``point_plan`` gives): rows 0-3 per device its busy time, span, peak activations and peak
+    live pairs, then from flat slot ``4p`` on every op's start and after them its end, in the
+    compiled order, and a 0 (the end ``plan``'s missing inputs read), then the cost vector
+    (``point_plan``); one array a call (an allocation in the kernel costs more), and its
+    first rows the sums without a slice or reshape in Python. Returns ``(makespan,
+    bubble_ratio, span_bubble_ratio, latency)`` as Python floats (``latency``: the hand-offs
+    summed, as ``kernels.timeline`` returns it).
     The ops run in ``kernels.timeline``'s order, with its float operations, and each
     device's sums run in position order, those of ``kernels.reduce``; the peaks come from the
     frontier (``frontier_peaks``), the sums of ``kernels.device_memory``: equal to them bit
@@ -576,7 +575,10 @@ def point(plan, tables, rows, out):
     previous, forward, gradient = plan[PREVIOUS], plan[FORWARD], plan[GRADIENT]
     forward_link, gradient_link, time = plan[FORWARD_LINK], plan[GRADIENT_LINK], plan[TIME]
     by_device = plan[BY_DEVICE]
-    cost = np.empty(1 + 6 * V + P)  # the slots of point_plan's docstring
+    times = out.reshape(out.size)
+    starts, ends = times[4 * p:4 * p + N], times[4 * p + N:4 * p + 2 * N + 1]
+    ends[N] = 0.0
+    cost = times[4 * p + 2 * N + 1:4 * p + 2 * N + 2 + 6 * V + P]  # point_plan's slots
     cost[0] = 0.0
     for row in range(TF, COMM + 1):
         for s in range(V):
@@ -585,9 +587,6 @@ def point(plan, tables, rows, out):
         s, s2 = pairs[2 * q], pairs[2 * q + 1]
         # (tfb >= 0 is False for NaN: no pair time given)
         cost[1 + 6 * V + q] = rows[TFB, s] if rows[TFB, s] >= 0.0 else rows[TF, s] + rows[TB, s2]
-    times = out.reshape(out.size)
-    starts, ends = times[4 * p:4 * p + N], times[4 * p + N:4 * p + 2 * N + 1]
-    ends[N] = 0.0
     # kernels.timeline's step, its inputs ready, without a branch: a missing input ends at 0
     # and a hand-off on one device takes 0 (times are >= 0, so max and + give the same bits);
     # 1F1B p=8 n=64: 3.5 -> 2.6 us. Every index unsigned (np.uint64), the rows taken once:

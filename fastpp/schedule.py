@@ -9,7 +9,7 @@ import numpy as np
 
 from . import kernels
 from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
-from .compiled import PLAN_ROWS, Compiled, compile_schedule, point_out_shape, point_plan
+from .compiled import PLAN_ROWS, Compiled, compile_schedule, point_plan
 from .ops import FB, PAD, F, Op, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
@@ -462,7 +462,6 @@ class Built:
                 *self.arrays[:3], n=a["n"], m=a["m"], name=a["name"], route_first=self.arrays[3],
                 route_last=self.arrays[4], forward_only=a["forward_only"]))
             self.device_first = compiled.device_first
-            self.out_shape = point_out_shape(compiled.num_ops, compiled.p)
-            plan, self.tables = point_plan(compiled)
+            plan, self.tables, self.out_shape = point_plan(compiled)
             self.plan = plan  # last: another thread reads a plan that is set as complete
         return self.plan, self.tables
