@@ -511,85 +511,95 @@ def finish_batch(device_first, busy, first, last, span, out):
         out[2, b] = 1.0 - total[b] / p / longest[b] if longest[b] > 0.0 else 0.0
 
 
-# the rows of a ``point`` plan (``point_plan``): one column per op; row ``BY_DEVICE`` lists the
-# ops device by device in position order (``Compiled.device_ops``), the others follow the order
-PREVIOUS, FORWARD, GRADIENT, FORWARD_LINK, GRADIENT_LINK, KIND, STAGE, STAGE2, BY_DEVICE = range(9)
+# the rows of a ``point`` plan (``point_plan``): one column per op, in the compiled order
+# but for ``BY_DEVICE``, the ops device by device in position order (``Compiled.device_ops``)
+PREVIOUS, FORWARD, GRADIENT, FORWARD_LINK, GRADIENT_LINK, TIME, BY_DEVICE = range(7)
 PLAN_ROWS = BY_DEVICE + 1
+# an op's time is row ``kind`` of the stage costs: the first op kinds and rows share their codes
+assert (F, B, I, W) == (TF, TB, TI, TW)
 
 
-def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray]:
+def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
     """``c``'s arrays as the two blocks ``point`` reads (two arguments for Numba to unbox
-    instead of thirteen): the per-op rows ``PREVIOUS ... BY_DEVICE`` as one C-contiguous int32
-    ``[9, N]``, and the per-device ``device_first``, ``peak_live`` and ``frontier`` one after
-    the other in one int64 array."""
-    return (np.stack([c.previous, c.producer[:, 0], c.producer[:, 1], c.link[:, 0],
-                      c.link[:, 1], c.kind, c.stage, c.stage2, c.device_ops]).astype(np.int32),
-            np.concatenate((c.device_first, c.peak_live, c.frontier)))
+    instead of thirteen), with no slot that ``point`` has to test, and the shape of its
+    ``out``:
 
-
-def point_out_shape(N: int, p: int) -> tuple[int, int]:
-    """The shape of ``point``'s ``out`` for ``N`` ops on ``p`` devices."""
-    return 4 + -(-2 * N // p), p
+    - ``plan``, C-contiguous int32 ``[7, N]``: the per-op rows ``PREVIOUS ... BY_DEVICE``. An
+      op's inputs (``PREVIOUS``, ``FORWARD``, ``GRADIENT``) are op numbers, ``N`` where it has
+      none (``point`` reads that as an end at time 0, which delays no op); its hand-offs'
+      latencies (``FORWARD_LINK``, ``GRADIENT_LINK``) and its time (``TIME``) are slots of
+      ``point``'s cost vector: ``0`` holds 0 (no hand-off across devices), ``1 + row * V +
+      s`` the stage costs' ``rows[row, s]`` for the rows ``TF ... COMM``, and ``1 + 6V + q``
+      the time of the ``q``-th distinct overlapped pair ``(s, s2)`` of ``tables``.
+    - ``tables``, int64: ``device_first``, ``peak_live``, the number of distinct pairs and
+      their stages ``s, s2``, and the ``frontier``, one after the other.
+    - ``out``'s shape, ``[4 + ceil((2N + 2 + 6V + P) / p), p]`` for ``P`` distinct pairs.
+    """
+    N, V = c.num_ops, c.V
+    pair = c.kind == FB
+    stages, which = np.unique(np.stack((c.stage[pair], c.stage2[pair]), axis=1), axis=0,
+                              return_inverse=True)
+    time = 1 + c.kind * V + c.stage
+    time[pair] = 1 + 6 * V + which.reshape(-1)
+    plan = np.stack([np.where(c.previous >= 0, c.previous, N),
+                     *np.where(c.producer >= 0, c.producer, N).T,
+                     *np.where(c.link >= 0, 1 + COMM * V + c.link, 0).T, time, c.device_ops])
+    tables = np.concatenate((c.device_first, c.peak_live, [len(stages)], stages.reshape(-1),
+                             c.frontier))
+    return plan.astype(np.int32), tables, (4 + -(-(2 * N + 2 + 6 * V + len(stages)) // c.p), c.p)
 
 
 @jit
 def point(plan, tables, rows, out):
     """``simulate``'s numbers for one cost vector, from a ``point_plan``'s ``plan, tables``.
 
-    ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out``
-    (``point_out_shape``, ``[4 + ceil(2N / p), p]``): rows 0-3 per device its busy time, span,
-    peak activations and peak live pairs, then from flat slot ``4p`` on every op's start and
-    after them its end, in the compiled order (one array a call, and its first rows the sums
-    without a slice or reshape in Python). Returns ``(makespan, bubble_ratio,
-    span_bubble_ratio, latency)`` as Python floats (``latency``: the hand-offs summed, as
-    ``kernels.timeline`` returns it). The ops run in ``kernels.timeline``'s order, with its
-    float operations, and each device's sums run in position order, those of
-    ``kernels.reduce``; the peaks come from the frontier (``frontier_peaks``), the sums of
-    ``kernels.device_memory``: equal to them bit for bit.
+    ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out`` (of the shape
+    ``point_plan`` gives): rows 0-3 per device its busy time, span, peak activations and peak
+    live pairs, then from flat slot ``4p`` on every op's start and after them its end, in the
+    compiled order, and a 0 (the end ``plan``'s missing inputs read), then the cost vector
+    (``point_plan``); one array a call (an allocation in the kernel costs more), and its
+    first rows the sums without a slice or reshape in Python. Returns ``(makespan,
+    bubble_ratio, span_bubble_ratio, latency)`` as Python floats (``latency``: the hand-offs
+    summed, as ``kernels.timeline`` returns it).
+    The ops run in ``kernels.timeline``'s order, with its float operations, and each
+    device's sums run in position order, those of ``kernels.reduce``; the peaks come from the
+    frontier (as in ``frontier_peaks``), the sums of ``kernels.device_memory``: equal to them
+    bit for bit.
     """
     N = plan.shape[1]
     p = out.shape[1]
-    device_first, peak_live, frontier = tables[:p + 1], tables[p + 1:2 * p + 1], tables[2 * p + 1:]
-    tf, tb, ti, tw, tfb, comm = rows[TF], rows[TB], rows[TI], rows[TW], rows[TFB], rows[COMM]
-    previous = plan[PREVIOUS]
-    producers, links = plan[FORWARD:GRADIENT + 1], plan[FORWARD_LINK:GRADIENT_LINK + 1]
-    kinds, stages, stages2, by_device = plan[KIND], plan[STAGE], plan[STAGE2], plan[BY_DEVICE]
+    V = rows.shape[1]
+    device_first, peak_live = tables[:p + 1], tables[p + 1:2 * p + 1]
+    P = tables[2 * p + 1]
+    pairs, frontier = tables[2 * p + 2:2 * p + 2 + 2 * P], tables[2 * p + 2 + 2 * P:]
     times = out.reshape(out.size)
-    starts, ends = times[4 * p:4 * p + N], times[4 * p + N:4 * p + 2 * N]
-    # every index unsigned (np.uint64) once known >= 0, the rows taken once: Numba wraps a
-    # signed index around (a compare and a select at every access), measured a third of the
-    # kernel's time (1F1B p=8 n=64: 5.7 -> 3.7 us a call)
+    starts, ends = times[4 * p:4 * p + N], times[4 * p + N:4 * p + 2 * N + 1]
+    ends[N] = 0.0
+    cost = times[4 * p + 2 * N + 1:4 * p + 2 * N + 2 + 6 * V + P]  # point_plan's slots
+    cost[0] = 0.0
+    for row in range(TF, COMM + 1):
+        for s in range(V):
+            cost[1 + row * V + s] = rows[row, s]
+    for q in range(P):
+        s, s2 = pairs[2 * q], pairs[2 * q + 1]
+        # (tfb >= 0 is False for NaN: no pair time given)
+        cost[1 + 6 * V + q] = rows[TFB, s] if rows[TFB, s] >= 0.0 else rows[TF, s] + rows[TB, s2]
+    # kernels.timeline's step, its inputs ready, without a branch: a missing input ends at 0
+    # and a hand-off on one device takes 0 (times are >= 0, so max and + give the same bits);
+    # 1F1B p=8 n=64: 3.5 -> 2.6 us. Every index unsigned (np.uint64): Numba wraps a signed
+    # index around (a compare and a select at every access). The plan read as plan[ROW, i],
+    # not through a view of each row: a view takes and drops a reference (atomically); 1F1B
+    # 0.06 us a point less, interleaved and ZB-V 0-0.15
     latency = 0.0
-    for i in range(np.uint64(N)):  # kernels.timeline's step, its inputs ready
-        a = previous[i]
-        t = ends[np.uint64(a)] if a >= 0 else 0.0
-        lat = 0.0
-        for q in range(2):
-            u = producers[q, i]
-            if u >= 0:
-                ready = ends[np.uint64(u)]
-                s = links[q, i]
-                if s >= 0:
-                    ready += comm[np.uint64(s)]
-                    lat += comm[np.uint64(s)]
-                t = max(t, ready)
-        kind = kinds[i]
-        s = np.uint64(stages[i])
-        if kind == F:
-            e = t + tf[s]
-        elif kind == B:
-            e = t + tb[s]
-        elif kind == I:
-            e = t + ti[s]
-        elif kind == W:
-            e = t + tw[s]
-        elif tfb[s] >= 0.0:  # (False for NaN: no pair time given)
-            e = t + tfb[s]
-        else:
-            e = t + (tf[s] + tb[np.uint64(stages2[i])])
+    for i in range(np.uint64(N)):
+        forward_latency = cost[np.uint64(plan[FORWARD_LINK, i])]
+        gradient_latency = cost[np.uint64(plan[GRADIENT_LINK, i])]
+        t = max(ends[np.uint64(plan[PREVIOUS, i])],
+                max(ends[np.uint64(plan[FORWARD, i])] + forward_latency,
+                    ends[np.uint64(plan[GRADIENT, i])] + gradient_latency))
         starts[i] = t
-        ends[i] = e
-        latency += lat
+        ends[i] = t + cost[np.uint64(plan[TIME, i])]
+        latency += forward_latency + gradient_latency
     lowest = np.inf
     highest = -np.inf
     total = 0.0
@@ -604,14 +614,14 @@ def point(plan, tables, rows, out):
         busy2 = 0.0
         both = min(z - a, y - b)
         for j in range(both):
-            i, i2 = np.uint64(by_device[a + j]), np.uint64(by_device[b + j])
+            i, i2 = np.uint64(plan[BY_DEVICE, a + j]), np.uint64(plan[BY_DEVICE, b + j])
             busy += ends[i] - starts[i]
             busy2 += ends[i2] - starts[i2]
         for j in range(a + both, z):
-            i = np.uint64(by_device[j])
+            i = np.uint64(plan[BY_DEVICE, j])
             busy += ends[i] - starts[i]
         for j in range(b + both, y):
-            i2 = np.uint64(by_device[j])
+            i2 = np.uint64(plan[BY_DEVICE, j])
             busy2 += ends[i2] - starts[i2]
         out[0, r] = busy
         if r + 1 < p:
@@ -619,8 +629,8 @@ def point(plan, tables, rows, out):
     for r in range(p):  # kernels.reduce's spans and totals
         span = 0.0
         if device_first[r + 1] > device_first[r]:
-            begin = starts[by_device[device_first[r]]]
-            end = ends[by_device[device_first[r + 1] - 1]]
+            begin = starts[plan[BY_DEVICE, device_first[r]]]
+            end = ends[plan[BY_DEVICE, device_first[r + 1] - 1]]
             span = end - begin
             lowest = min(lowest, begin)
             highest = max(highest, end)
@@ -628,9 +638,18 @@ def point(plan, tables, rows, out):
             longest = max(longest, span)
         out[1, r] = span
         out[3, r] = peak_live[r]
-    V = rows.shape[1]
-    frontier_peaks(frontier, rows[UNIT].reshape((V, 1)), rows[GAMMA].reshape((V, 1)),
-                   out[2].reshape((p, 1)))
+    # frontier_peaks' sums for one column, written out: its call with the column views took
+    # 0.1-0.15 us more a point (1F1B 8x64, same process, alternating)
+    for r in range(p):
+        peak = 0.0
+        for h in range(frontier[r], frontier[r + 1]):
+            held = 0.0
+            for x in range(frontier[h], frontier[h + 1], 3):
+                s = frontier[x]
+                held += frontier[x + 1] * rows[UNIT, s] + frontier[x + 2] * (rows[GAMMA, s]
+                                                                            * rows[UNIT, s])
+            peak = max(peak, held)
+        out[2, r] = peak
     makespan = highest - lowest
     bubble = 1.0 - total / (p * makespan) if makespan > 0.0 else 0.0
     span_bubble = 1.0 - total / p / longest if longest > 0.0 else 0.0

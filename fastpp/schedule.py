@@ -9,7 +9,7 @@ import numpy as np
 
 from . import kernels
 from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
-from .compiled import PLAN_ROWS, Compiled, compile_schedule, point_out_shape, point_plan
+from .compiled import PLAN_ROWS, Compiled, compile_schedule, point_plan
 from .ops import FB, PAD, F, Op, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
@@ -447,12 +447,12 @@ class Built:
         self.shape = ops.shape[1:]
         self.placement = (p, m, stage_to_device.tobytes())  # fastpp.Costs's expansion key
         self.plan = self.tables = self.device_first = self.out_shape = None
-        # int32s held: the op fields, the plan's [9, N] and its int64 tables at their largest
-        # (p + 1 + p + a frontier: p + 1 slots, one a forward, three for each of a forward's
-        # stages on its device), counted before they are made, so that build_schedule's bound
-        # holds once every kept plan is
+        # int32s held: the op fields, the plan's [7, N] and its int64 tables at their largest
+        # (p + 1 + p, 1 + 2 a pair, a frontier: p + 1 slots, one a forward, three for each of
+        # a forward's stages on its device), counted before they are made, so that
+        # build_schedule's bound holds once every kept plan is
         N, K = int(arrays[1].sum()), int(np.bincount(stage_to_device).max())
-        self.slots = ops.size + PLAN_ROWS * N + 2 * (3 * p + 3 + N * (1 + 3 * K))
+        self.slots = ops.size + PLAN_ROWS * N + 2 * (3 * p + 3 + N * (3 + 3 * K))
 
     def point_plan(self) -> tuple[np.ndarray, np.ndarray]:
         """``fastpp.compiled.point``'s ``plan`` and ``tables`` (made on the first call)."""
@@ -462,7 +462,6 @@ class Built:
                 *self.arrays[:3], n=a["n"], m=a["m"], name=a["name"], route_first=self.arrays[3],
                 route_last=self.arrays[4], forward_only=a["forward_only"]))
             self.device_first = compiled.device_first
-            self.out_shape = point_out_shape(compiled.num_ops, compiled.p)
-            plan, self.tables = point_plan(compiled)
+            plan, self.tables, self.out_shape = point_plan(compiled)
             self.plan = plan  # last: another thread reads a plan that is set as complete
         return self.plan, self.tables
