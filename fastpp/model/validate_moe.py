@@ -23,7 +23,9 @@ FP8 as ``fp8``; a GB200 or GB300 "node" of the ModelZoo is a 4-GPU compute tray;
 gradient reduction and ZeRO's parameter gather overlapped (``gradient_overlap``: Megatron's
 ``--overlap-grad-reduce --overlap-param-gather``, which Megatron-Bridge's
 ``_pretrain_common`` sets for every pretraining recipe and the ModelZoo's benchmarking
-configs pass; FSDP overlaps them by design).
+configs pass; FSDP overlaps them by design); the gradients reduced in fp32 (Megatron's
+default with bf16), or in bf16 where a NeMo row's Megatron-Bridge config says so
+(``BF16_REDUCTION``).
 
 Rows that cannot be priced are listed by ``excluded()`` with the reason: the models fastpp
 cannot represent (hybrid Mamba, linear-attention or sliding-window layers), token-dropping
@@ -147,6 +149,18 @@ FUSED_GROUPED_MLP = {("qwen3-30b-a3b", "B300-288GB", "NeMo 26.06"),  # cutedsl_f
 # DeepSeek-V3's fp8mx recipes on GB300 and GB200 in v0.6.0 (_enable_deepseek_full_iteration_
 # mxfp8(cfg, fp8_output_proj=True)); the other priced rows' configs leave it in bf16.
 FP8_OUTPUT_LAYER = {("deepseek-v3", hw, "NeMo 26.08") for hw in ("GB300", "GB200")}
+# The NeMo rows whose configs reduce the gradients in bf16 (``plan``'s ``reduce_bytes=2``),
+# not in fp32 as bf16_mixed() sets grad_reduce_in_fp32=True by default: NeMo 26.04.01 and
+# 26.06 (the 26.04-alpha branch and v0.5.0, scripts/performance/configs/{deepseek,kimi,qwen}/
+# *_llm_pretrain.py: set_{deepseek_v3,kimi_k2,qwen3}_common_configs set
+# cfg.mixed_precision.grad_reduce_in_fp32 = cfg.ddp.grad_reduce_in_fp32 = False), NeMo 26.08
+# (v0.6.0, perf_recipes/_common.py: _benchmark_common and _perf_precision set it False for
+# every recipe; Kimi K2's sets it back, but no 26.08 Kimi row is priced) and DeepSeek-V3 in
+# NeMo 25.11 (v0.2.0 and v0.2.2, configs/deepseek/deepseek_llm_pretrain.py lines 40-41;
+# their configs/qwen3/qwen3_llm_pretrain.py leaves Qwen3's in fp32). The other sources keep
+# Megatron's fp32 reduction (the ModelZoo passes no --grad-reduce-in-bf16).
+BF16_REDUCTION = {"NeMo 26": ("deepseek-v3", "kimi-k2", "qwen3-30b-a3b", "qwen3-235b-a22b"),
+                  "NeMo 25": ("deepseek-v3", "deepseek-v3/no-mtp")}
 # what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
 NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
@@ -163,7 +177,8 @@ ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no
            "recomputation unless the row, its note or Megatron-Bridge's config states it; EP "
            "overlap as the notes or Megatron-Bridge's configs say; DeepSeek-V3 routed to at "
            "most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 with FSDP); the gradient "
-           "reduction and parameter gather overlapped")
+           "reduction and parameter gather overlapped, in fp32 unless the NeMo config reduces "
+           "in bf16")
 
 
 def _number(value):
@@ -332,6 +347,8 @@ def settings(r) -> dict:
            "layout": LAYOUTS.get((model.name, p, vp)),
            "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
            "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r),
+           "reduce_bytes": 2.0 if name in BF16_REDUCTION.get(str(r["release"])[:7], ())
+           else 4.0,
            "fused_grouped_mlp": _config(r) in FUSED_GROUPED_MLP,
            "fp8_output_layer": _config(r) in FP8_OUTPUT_LAYER,
            "flushes": _flushes(r)}
