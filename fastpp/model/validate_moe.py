@@ -173,6 +173,18 @@ NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
 CURRENT_SCALING = ("fp8-cs",)
 LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "Et*4|(t*4|)*14tmL",
            ("deepseek-v3", 8, 4): "Et|(tt|)*30mL"}
+# NeMo AutoModel's split of the layers over its p vp stages, as its pipelining code stood when
+# the table was measured (NVIDIA-NeMo/Automodel at ce005dd, 6 October 2025, the commit that
+# added the table; the "+ 1" left on 12 November, b3c51c3): nemo_automodel/components/
+# distributed/pipelining/functional.py, calculate_virtual_stages (ceil(layers /
+# layers_per_stage) + 1 stages, rounded down to a multiple of p: 32 for 61 layers at the
+# configs' layers_per_stage 2, the table's VP 8 at PP 4 and 4 at PP 8) and
+# generate_hf_model_fqn_per_model_part (layers // stages each, the first layers % stages
+# one more; the embedding on the first stage, the norm and lm_head on the last). The
+# 1,024-GPU config with layers_per_stage 4 (deepseek_v3_te_deepep_1024.yaml) came two days
+# after the table (bdb4dbc, 8 October), so its VP 8 is kept. The MTP layer of the preset stays
+# on the last stage, where plan puts it.
+AUTOMODEL = "NeMo AutoModel"
 ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
            "recomputation unless the row, its note or Megatron-Bridge's config states it; EP "
            "overlap as the notes or Megatron-Bridge's configs say; DeepSeek-V3 routed to at "
@@ -344,7 +356,7 @@ def settings(r) -> dict:
            "dispatcher": DISPATCHER.get(str(r["dispatcher"]).lower(),
                                         bridge.get("dispatcher", "flex")),
            "recompute_modules": modules, "offload_modules": noted.get("offload"),
-           "layout": LAYOUTS.get((model.name, p, vp)),
+           "layout": _layout(r, model, p, vp),
            "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
            "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r),
            "reduce_bytes": 2.0 if name in BF16_REDUCTION.get(str(r["release"])[:7], ())
@@ -353,6 +365,19 @@ def settings(r) -> dict:
            "fp8_output_layer": _config(r) in FP8_OUTPUT_LAYER,
            "flushes": _flushes(r)}
     return out
+
+
+def _layout(r, model, p: int, vp: int):
+    """A priced row's layers per pipeline stage as a layout string: NeMo AutoModel's own
+    split (``AUTOMODEL``), Megatron-Bridge's ``pp_layout`` (``LAYOUTS``), else None (plan's
+    even split)."""
+    if str(r.get("framework", "")).startswith(AUTOMODEL) and p > 1:
+        stages = p * vp
+        base, extra = divmod(model.layers, stages)
+        return "|".join(("E" if i == 0 else "") + "t" * (base + (i < extra))
+                        + ("m" * model.mtp_depth + "L" if i == stages - 1 else "")
+                        for i in range(stages))
+    return LAYOUTS.get((model.name, p, vp))
 
 
 def _config(r) -> tuple:
