@@ -132,6 +132,46 @@ def test_all_to_all_volumes_by_hand():
     assert ds["nvlink"] == pytest.approx(4096 * 8 * 7168 * 1.03125 * 7 / 8)
 
 
+def test_hybrid_ep_inside_an_nvlink_domain_by_hand():
+    """The flex dispatcher inside one NVLink5 domain takes HybridEP's measured rates
+    (DeepEP's Hybrid-EP_Implementation.md, GB200, 32 SMs) on the bytes a rank receives, one
+    copy a token per rank it is routed to; outside the domain, or on another link, the
+    per-node volumes as before."""
+    from fastpp.model.moe import HYBRID_EP, distinct_ranks
+
+    # 4 experts on 2 ranks, top-2: a token misses a rank only if both its experts are the
+    # other rank's, (2/4)(1/3) = 1/6, so it lands on 2 (1 - 1/6) = 5/3 ranks
+    assert distinct_ranks(TINY, 2) == pytest.approx(5 / 3)
+    # Qwen3-235B on 32 GB200s, microbatch 1: 4096 tokens, 128 experts, 4 a rank, top-8
+    qwen, gb200 = MODELS["qwen3-235b-a22b"], HARDWARE["GB200"]
+    missed = np.prod([(124 - i) / (128 - i) for i in range(8)])
+    received = 4096 * 32 * (1 - missed) * 4096 * 2  # bytes a rank receives in bf16
+    times = all_to_all_times(qwen, gb200, 4096, 1, 1, 32, 1, "bf16", dispatcher="flex")
+    latency = gb200.node.latency
+    assert times["dispatch_f"] == pytest.approx(received / 484.22e9 + latency)
+    assert times["combine_f"] == pytest.approx(received / 464.54e9 + latency)
+    assert times["dispatch_b"] == pytest.approx(received / 464.54e9 + latency)
+    assert times["combine_b"] == pytest.approx(received / 484.22e9 + latency)
+    # 28 ranks: halfway between the 24- and 32-rank measurements; FP8 its own column
+    fp8 = all_to_all_times(qwen, gb200, 4096, 1, 1, 28, 1, "fp8", dispatcher="flex")
+    missed = np.prod([(128 - 128 / 28 - i) / (128 - i) for i in range(8)])
+    assert fp8["dispatch_f"] == pytest.approx(
+        4096 * 28 * (1 - missed) * 4096 * (1 + 4 / 128) / ((403.20e9 + 392.70e9) / 2) + latency)
+    assert HYBRID_EP["NVLink5"]["ranks"] == (8.0, 16.0, 24.0, 32.0, 36.0)
+    # B200's 8 GPUs a node: EP 16 leaves the node, so the network prices it as before
+    b200 = HARDWARE["B200-180GB"]
+    wide = all_to_all_times(qwen, b200, 4096, 1, 1, 16, 1, "bf16", dispatcher="flex")
+    sent = all_to_all_bytes(qwen, b200, 4096, 1, 1, 16, 1, 2.0, dispatcher="flex")
+    assert wide["dispatch_f"] == pytest.approx(max(
+        sent["network"] / b200.network.bandwidth + b200.network.latency,
+        sent["nvlink"] / b200.node.bandwidth + latency))
+    # H100's NVLink4 has no HybridEP measurement: the per-node volume over the link's rate
+    h100 = HARDWARE["H100-80GB"]
+    inside = all_to_all_times(qwen, h100, 4096, 1, 1, 8, 1, "bf16", dispatcher="flex")
+    assert inside["dispatch_f"] == pytest.approx(
+        4096 * 8 * 4096 * 2 * 7 / 8 / h100.node.bandwidth + h100.node.latency)
+
+
 def test_fp8_casts_by_hand():
     # the memory-bound toy: 4 GB/s, no overhead, an fp8 peak; TINY's GQA attention products
     # (qkv 8 + 2 x 8 <- 8, 8 <- 8), one shared expert of 4, SwiGLU (G = 2)

@@ -104,7 +104,7 @@ def test_a_row_priced_as_stated_and_assumed(split):
 
 def test_moe_rows_against_the_tables():
     """Nothing fitted on these rows. The issue's target is 10% MAPE (the strict xfail below);
-    10.9%: 15.9% before Megatron-Core's dispatch was priced in bf16 whatever the products'
+    10.6%: 15.9% before Megatron-Core's dispatch was priced in bf16 whatever the products'
     precision (15.1%), Megatron-Bridge's Qwen3 FP8-MX configs from NeMo 26.06 ran the EP
     overlap (13.8%), the H100 rows' current scaling had its amax pass (13.7%), the gradient
     reduction was overlapped as the sources run it (13.2%), NeMo AutoModel's pipeline flushed
@@ -112,7 +112,10 @@ def test_moe_rows_against_the_tables():
     split accumulator (12.6%), the Grace superchip's host link was shared by its two GPUs
     (12.1%), the full-iteration FP8-MX rows ran Transformer Engine's fused grouped MLP
     (11.7%), the output layer kept bf16's cost under FP8 recipes (10.7%) and the fused MLP's
-    epilogues were priced writing the casts' FP8 copies (10.9%); 16.5% before
+    epilogues were priced writing the casts' FP8 copies (10.9%), the NeMo rows reduced their
+    gradients in bf16 as their configs say (10.9%) and HybridEP's all-to-all inside an NVLink5
+    domain took its measured rate (10.6%) and NeMo AutoModel's layers were split as its
+    pipelining code split them (10.5%); 16.5% before
     H100's curve was refit, 26.4% before the FP8 casts, the rows' recompute modules and
     B300's and GB300's attention kernel. Held back by the B200 rows of
     NeMo 26.04.01 and H100's FP8 rows (docs/moe.md). The bound guards against regressions;
@@ -122,14 +125,14 @@ def test_moe_rows_against_the_tables():
     print(f"MoE rows: {len(frame)} checked, MAPE {got:.1f}%")
     assert (frame["role"] == "check").all()
     assert np.isfinite(frame["predicted"]).all()
-    assert got < 11.8
+    assert got < 11.4
     # the three rows of moe_published.csv: Qwen3-235B's two within 10%, DeepSeek-V3's 15%
     first = frame[~frame["row"].str.contains("row ")].set_index("row")["error"].abs()
     assert len(first) == 3 and (first[first.index.str.startswith("Qwen3")] < 0.10).all()
     assert first[first.index.str.startswith("DeepSeek")].max() < 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="10.9% MAPE against the 10% target: B200 rows of NeMo "
+@pytest.mark.xfail(strict=True, reason="10.5% MAPE against the 10% target: B200 rows of NeMo "
                    "26.04.01 (+22%), H100 FP8 (+18%, +36%) (docs/moe.md)")
 def test_moe_rows_within_the_target():
     frame = validate([validate_moe.DATASET])
@@ -214,6 +217,23 @@ def test_the_cuda_graphs_each_nemo_row_ran(split):
     # the output layer in MXFP8: v0.6.0's DeepSeek-V3 fp8mx recipes (fp8_output_proj=True)
     output = {key for key, r in row.items() if validate_moe.settings(r)["fp8_output_layer"]}
     assert output == {("DeepSeekV3", gpu, "NeMo 26.08") for gpu in ("DGX-GB300", "DGX-GB200")}
+
+
+def test_automodel_splits_its_layers_as_its_pipelining_code(split):
+    """NeMo AutoModel's DeepSeek-V3 on 256 H100 (PP 4, VP 8): 32 stages for 61 layers, 61 //
+    32 = 1 each and the first 61 % 32 = 29 one more, the embedding on the first and the
+    output layer (with the preset's MTP layer) on the last; Megatron's rows keep theirs."""
+    done, _ = split
+    r = next(r for r, _ in done if r["framework"].startswith("NeMo AutoModel")
+             and r["gpus"] == 256 and r["model"].startswith("DeepSeek"))
+    stages = validate_moe.settings(r)["layout"].split("|")
+    assert len(stages) == 32 and stages[0] == "Ett" and stages[-1] == "tmL"
+    assert [s.count("t") for s in stages] == [2] * 29 + [1] * 3
+    small = next(r for r, _ in done if r["framework"].startswith("NeMo AutoModel")
+                 and r["gpus"] == 8)
+    assert validate_moe.settings(small)["layout"] is None  # one stage, nothing to split
+    nemo = next(r for r, _ in done if r["model"] == "DeepSeekV3" and r["gpu_type"] == "DGX-GB300")
+    assert validate_moe.settings(nemo)["layout"] == "Et*4|(t*4|)*14tmL"
 
 
 def test_automodel_runs_a_pipeline_flush_per_accumulation_step(split):

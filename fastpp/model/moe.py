@@ -53,7 +53,10 @@ of the layer as tensor parallelism gives a dense MLP.
   ``"alltoall"`` as above; ``"flex"`` (DeepEP, and NVIDIA's HybridEP) sends each token once
   to each node it uses, deduplicated, and forwards it inside the node over NVLink: the
   node-limited volume above with ``M`` the nodes of the group unless ``node_limit`` is
-  smaller; ``"allgather"`` all-gathers every GPU's ``N`` tokens over the ``etp ep`` GPUs of
+  smaller. A flex group inside one NVLink domain whose link HybridEP was measured on
+  (``HYBRID_EP``: NVLink5) is priced from that measurement instead: each rank receives a
+  token once per rank it is routed to (``distinct_ranks``), at the measured rate of the
+  group's size; ``"allgather"`` all-gathers every GPU's ``N`` tokens over the ``etp ep`` GPUs of
   the group (each then keeps the copies its experts take) and reduce-scatters the outputs at
   the combine, ``(etp ep - 1) N h`` elements a GPU each way, a ring over NVLink inside a node
   and the rail across nodes.
@@ -89,6 +92,19 @@ ROUTER_BYTES = 8.0  # fp32 logits and probabilities per expert and token
 # a cast's writes: the row-wise and column-wise FP8 copies with their MXFP8 scales
 FP8_COPIES_BYTES = CAST_BYTES - BYTES
 DISPATCHERS = ("alltoall", "allgather", "flex")
+# HybridEP's all-to-all inside one NVLink domain, measured (deepseek-ai/DeepEP,
+# Hybrid-EP_Implementation.md at 07eea0c, "GB200 Platform": 4096 tokens a rank, hidden 7168,
+# top-8 of 8 local experts a rank, uniform random routing, 32 SMs, "Torch API" times, the 32
+# SMs Megatron-Bridge's configs and the ModelZoo give it: moe_hybridep_num_sms = 32): the
+# bytes a rank receives, one copy a token per rank it is routed to and its own included
+# (tests/test_hybrid_ep.py at 098da2a: dispatched_hidden.numel() * 2 / t), over the time, in
+# bytes per second by the group's ranks: the BF16 and FP8 dispatch and the (BF16) combine.
+# B200's one measured size (8 ranks at 16 SMs: 536 and 531 GB/s) is within 3% of GB200's
+# (550 and 538), so both NVLink5 systems take it; held at the end points outside 8-36 ranks.
+HYBRID_EP = {"NVLink5": {"ranks": (8.0, 16.0, 24.0, 32.0, 36.0),
+                         "bf16": (545.71e9, 523.48e9, 507.32e9, 484.22e9, 479.02e9),
+                         "fp8": (455.35e9, 444.67e9, 403.20e9, 392.70e9, 361.13e9),
+                         "combine": (568.94e9, 521.55e9, 483.76e9, 464.54e9, 447.89e9)}}
 
 
 def expert_data_parallel(model: Transformer, t, d, ep, etp, cp=1) -> np.ndarray:
@@ -288,6 +304,36 @@ def all_to_all_time(hardware: Hardware, sent: dict, imbalance=1.0) -> np.ndarray
         np.where(nvl > 0, nvl / hardware.node.bandwidth + hardware.node.latency, 0.0))
 
 
+def distinct_ranks(model: Transformer, ep) -> np.ndarray:
+    """The expected expert-parallel ranks one token's ``k`` distinct experts fall on, routed
+    uniformly over the ``E`` experts, ``E / ep`` a rank: ``ep (1 - C(E - E/ep, k) / C(E, k))``."""
+    ep = np.asarray(ep, np.float64)
+    experts, k = float(model.experts), int(model.top_k)
+    missed = np.ones(ep.shape)
+    for i in range(k):  # the k draws without replacement all miss the rank's E/ep experts
+        missed = missed * np.maximum(experts - experts / ep - i, 0.0) / (experts - i)
+    return ep * (1.0 - missed)
+
+
+def _hybrid_ep(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp, kind: str,
+               imbalance=1.0, cp=1) -> np.ndarray:
+    """Seconds of one HybridEP all-to-all inside an NVLink domain (``HYBRID_EP``, measured on
+    ``hardware.node``'s link): ``kind`` is the table's column (``"bf16"`` or ``"fp8"``
+    dispatch, ``"combine"``); NaN where the group leaves the domain or its link was not
+    measured."""
+    table = HYBRID_EP.get(hardware.node.name)
+    ep = np.asarray(ep, np.float64)
+    if table is None:
+        return np.full(np.broadcast(ep, np.asarray(microbatch)).shape, np.nan)
+    q = np.minimum(ep, np.maximum(hardware.gpus_per_node // np.asarray(etp, np.float64), 1.0))
+    owned, _ = _tokens(model, seq, microbatch, t, etp, 1.0, cp)
+    element = DISPATCH_BYTES["fp8"] if kind == "fp8" else 2.0
+    received = owned * distinct_ranks(model, ep) * model.hidden * element
+    rate = np.interp(ep, table["ranks"], table[kind])
+    return np.where((ep > 1) & (q == ep), imbalance * (received / rate
+                                                         + hardware.node.latency), np.nan)
+
+
 def all_to_all_times(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp,
                      precision="bf16", node_limit=None, imbalance=1.0, cp=1,
                      dispatcher: str = "alltoall") -> dict[str, np.ndarray]:
@@ -305,13 +351,19 @@ def all_to_all_times(model: Transformer, hardware: Hardware, seq, microbatch, t,
     slow = all_to_all_time(hardware, all_to_all_bytes(
         model, hardware, seq, microbatch, t, ep, etp, COMBINE_BYTES, node_limit, cp,
         dispatcher), imbalance)
+    back = slow  # the backward's dispatch-direction all-to-all (the output's gradients)
+    if dispatcher == "flex":
+        measured = [_hybrid_ep(model, hardware, seq, microbatch, t, ep, etp, kind, imbalance,
+                               cp) for kind in (precision, "combine", "bf16")]
+        fast, slow, back = (np.where(np.isnan(m), x, m) for m, x in
+                            zip(measured, (fast, slow, back), strict=True))
     _, received = _tokens(model, seq, microbatch, t, etp, imbalance, cp)
     per_node = tensor_parallel_per_node(hardware, etp)
     gather = all_gather(hardware, DISPATCH_BYTES[precision] * received * model.hidden, etp,
                         per_node)
     scatter = reduce_scatter(hardware, COMBINE_BYTES * received * model.hidden, etp, per_node)
     return {"dispatch_f": fast + gather, "combine_f": slow + scatter,
-            "dispatch_b": slow + scatter, "combine_b": slow + all_gather(
+            "dispatch_b": slow + scatter, "combine_b": back + all_gather(
                 hardware, COMBINE_BYTES * received * model.hidden, etp, per_node)}
 
 
@@ -466,8 +518,8 @@ def layer_seconds(parts: LayerParts) -> dict[str, np.ndarray]:
             "weight_grad": parts.attention_w + parts.mlp_w}
 
 
-__all__ = ["CAST_BYTES", "COMBINE_BYTES", "DISPATCHERS", "DISPATCH_BYTES", "all_to_all_bytes",
-           "dispatch_precision",
+__all__ = ["CAST_BYTES", "COMBINE_BYTES", "DISPATCHERS", "DISPATCH_BYTES", "HYBRID_EP",
+           "all_to_all_bytes", "dispatch_precision", "distinct_ranks",
            "all_to_all_times", "expert_costs", "expert_data_parallel", "expert_reasons",
            "expert_times", "fp8_casts",
            "layer_parts", "layer_seconds", "moe_layer_costs"]

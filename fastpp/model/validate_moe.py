@@ -23,7 +23,9 @@ FP8 as ``fp8``; a GB200 or GB300 "node" of the ModelZoo is a 4-GPU compute tray;
 gradient reduction and ZeRO's parameter gather overlapped (``gradient_overlap``: Megatron's
 ``--overlap-grad-reduce --overlap-param-gather``, which Megatron-Bridge's
 ``_pretrain_common`` sets for every pretraining recipe and the ModelZoo's benchmarking
-configs pass; FSDP overlaps them by design).
+configs pass; FSDP overlaps them by design); the gradients reduced in fp32 (Megatron's
+default with bf16), or in bf16 where a NeMo row's Megatron-Bridge config says so
+(``BF16_REDUCTION``).
 
 Rows that cannot be priced are listed by ``excluded()`` with the reason: the models fastpp
 cannot represent (hybrid Mamba, linear-attention or sliding-window layers), token-dropping
@@ -147,6 +149,18 @@ FUSED_GROUPED_MLP = {("qwen3-30b-a3b", "B300-288GB", "NeMo 26.06"),  # cutedsl_f
 # DeepSeek-V3's fp8mx recipes on GB300 and GB200 in v0.6.0 (_enable_deepseek_full_iteration_
 # mxfp8(cfg, fp8_output_proj=True)); the other priced rows' configs leave it in bf16.
 FP8_OUTPUT_LAYER = {("deepseek-v3", hw, "NeMo 26.08") for hw in ("GB300", "GB200")}
+# The NeMo rows whose configs reduce the gradients in bf16 (``plan``'s ``reduce_bytes=2``),
+# not in fp32 as bf16_mixed() sets grad_reduce_in_fp32=True by default: NeMo 26.04.01 and
+# 26.06 (the 26.04-alpha branch and v0.5.0, scripts/performance/configs/{deepseek,kimi,qwen}/
+# *_llm_pretrain.py: set_{deepseek_v3,kimi_k2,qwen3}_common_configs set
+# cfg.mixed_precision.grad_reduce_in_fp32 = cfg.ddp.grad_reduce_in_fp32 = False), NeMo 26.08
+# (v0.6.0, perf_recipes/_common.py: _benchmark_common and _perf_precision set it False for
+# every recipe; Kimi K2's sets it back, but no 26.08 Kimi row is priced) and DeepSeek-V3 in
+# NeMo 25.11 (v0.2.0 and v0.2.2, configs/deepseek/deepseek_llm_pretrain.py lines 40-41;
+# their configs/qwen3/qwen3_llm_pretrain.py leaves Qwen3's in fp32). The other sources keep
+# Megatron's fp32 reduction (the ModelZoo passes no --grad-reduce-in-bf16).
+BF16_REDUCTION = {"NeMo 26": ("deepseek-v3", "kimi-k2", "qwen3-30b-a3b", "qwen3-235b-a22b"),
+                  "NeMo 25": ("deepseek-v3", "deepseek-v3/no-mtp")}
 # what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
 NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
@@ -159,11 +173,24 @@ NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
 CURRENT_SCALING = ("fp8-cs",)
 LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "Et*4|(t*4|)*14tmL",
            ("deepseek-v3", 8, 4): "Et|(tt|)*30mL"}
+# NeMo AutoModel's split of the layers over its p vp stages, as its pipelining code stood when
+# the table was measured (NVIDIA-NeMo/Automodel at ce005dd, 6 October 2025, the commit that
+# added the table; the "+ 1" left on 12 November, b3c51c3): nemo_automodel/components/
+# distributed/pipelining/functional.py, calculate_virtual_stages (ceil(layers /
+# layers_per_stage) + 1 stages, rounded down to a multiple of p: 32 for 61 layers at the
+# configs' layers_per_stage 2, the table's VP 8 at PP 4 and 4 at PP 8) and
+# generate_hf_model_fqn_per_model_part (layers // stages each, the first layers % stages
+# one more; the embedding on the first stage, the norm and lm_head on the last). The
+# 1,024-GPU config with layers_per_stage 4 (deepseek_v3_te_deepep_1024.yaml) came two days
+# after the table (bdb4dbc, 8 October), so its VP 8 is kept. The MTP layer of the preset stays
+# on the last stage, where plan puts it.
+AUTOMODEL = "NeMo AutoModel"
 ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
            "recomputation unless the row, its note or Megatron-Bridge's config states it; EP "
            "overlap as the notes or Megatron-Bridge's configs say; DeepSeek-V3 routed to at "
            "most 4 nodes; balanced routing; ZeRO-1 (ZeRO-3 with FSDP); the gradient "
-           "reduction and parameter gather overlapped")
+           "reduction and parameter gather overlapped, in fp32 unless the NeMo config reduces "
+           "in bf16")
 
 
 def _number(value):
@@ -329,13 +356,28 @@ def settings(r) -> dict:
            "dispatcher": DISPATCHER.get(str(r["dispatcher"]).lower(),
                                         bridge.get("dispatcher", "flex")),
            "recompute_modules": modules, "offload_modules": noted.get("offload"),
-           "layout": LAYOUTS.get((model.name, p, vp)),
+           "layout": _layout(r, model, p, vp),
            "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
            "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r),
+           "reduce_bytes": 2.0 if name in BF16_REDUCTION.get(str(r["release"])[:7], ())
+           else 4.0,
            "fused_grouped_mlp": _config(r) in FUSED_GROUPED_MLP,
            "fp8_output_layer": _config(r) in FP8_OUTPUT_LAYER,
            "flushes": _flushes(r)}
     return out
+
+
+def _layout(r, model, p: int, vp: int):
+    """A priced row's layers per pipeline stage as a layout string: NeMo AutoModel's own
+    split (``AUTOMODEL``), Megatron-Bridge's ``pp_layout`` (``LAYOUTS``), else None (plan's
+    even split)."""
+    if str(r.get("framework", "")).startswith(AUTOMODEL) and p > 1:
+        stages = p * vp
+        base, extra = divmod(model.layers, stages)
+        return "|".join(("E" if i == 0 else "") + "t" * (base + (i < extra))
+                        + ("m" * model.mtp_depth + "L" if i == stages - 1 else "")
+                        for i in range(stages))
+    return LAYOUTS.get((model.name, p, vp))
 
 
 def _config(r) -> tuple:
