@@ -37,7 +37,7 @@ def stage_costs(f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, over
     The inputs are ``fastpp.Costs``'s fields, in its order (its ``overhead`` as one input per
     kind ``F, B, I, W``), each holding one value, one per stage or one per device. Chunk times
     and the activation ``act`` are divided by ``m``, then each op kind's fixed overhead is added
-    undivided: ``I`` takes ``i/m``, or ``(b - w)/m`` where ``i`` is NaN (not given), an
+    undivided: ``I`` takes ``i/m``, or ``b/m - w/m`` where ``i`` is NaN (not given), an
     overlapped pair ``fb/m`` plus the ``F`` and ``B``
     overheads (a NaN ``fb``, not given, stays NaN). A hand-off takes its latency ``comm`` plus
     ``message_bytes / bandwidth`` when ``bandwidth`` is given (not NaN).
@@ -46,13 +46,12 @@ def stage_costs(f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, over
     out = np.empty((8, V), np.float64)
     for s in range(V):
         d = stage_device[s]
-        fs, bs, ws, i_s = _pick(f, s, d, V), _pick(b, s, d, V), _pick(w, s, d, V), _pick(i, s, d, V)
-        tf, tb, tw = fs / m, bs / m, ws / m
+        tf, tb, tw = _pick(f, s, d, V) / m, _pick(b, s, d, V) / m, _pick(w, s, d, V) / m
+        i_s = _pick(i, s, d, V)
         of, ob = _pick(overhead_f, s, d, V), _pick(overhead_b, s, d, V)
         out[TF, s] = tf + of
         out[TB, s] = tb + ob
-        # one formula for both: an explicit i = b - w gives the default's bits
-        out[TI, s] = ((bs - ws) if np.isnan(i_s) else i_s) / m + _pick(overhead_i, s, d, V)
+        out[TI, s] = ((tb - tw) if np.isnan(i_s) else i_s / m) + _pick(overhead_i, s, d, V)
         out[TW, s] = tw + _pick(overhead_w, s, d, V)
         out[TFB, s] = _pick(fb, s, d, V) / m + of + ob
         out[COMM, s] = _pick(comm, s, d, V)

@@ -35,6 +35,8 @@ def random_costs(rng, schedule, split=False):
     links = {}
     if rng.random() < 0.5:  # latency plus bytes over a bandwidth
         links = {"bandwidth": rng.uniform(1.0, 4.0, size), "message_bytes": rng.uniform(0, 2)}
+    if split and rng.random() < 0.3:  # a split backward of its own time (PyTorch's costs more)
+        links["i"] = b * rng.uniform(0.2, 1.5, size)
     return Costs(f=f, b=b, w=b * rng.uniform(0, 1, size) if split else 0.0,
                  comm=rng.uniform(0, 0.5, size), gamma=rng.uniform(0, 1),
                  act=rng.uniform(0.5, 2.0, size), **links)

@@ -70,6 +70,9 @@ def simulate_reference(schedule, costs, durations=None):
     f = [x / m for x in per_stage(costs.f, p, V, dev)]
     b = [x / m for x in per_stage(costs.b, p, V, dev)]
     w = [x / m for x in per_stage(costs.w, p, V, dev)]
+    # I: i/m where given, else b/m - w/m
+    i = ([bs - ws for bs, ws in zip(b, w, strict=True)] if costs.i is None
+         else [x / m for x in per_stage(costs.i, p, V, dev)])
     fb = None if costs.fb is None else [x / m for x in per_stage(costs.fb, p, V, dev)]
     comm = per_stage(costs.comm, p, V, dev)
     if costs.bandwidth is not None:  # latency, then the message over the link
@@ -92,7 +95,7 @@ def simulate_reference(schedule, costs, durations=None):
                 return fb[s1] + fixed["F"][s1] + fixed["B"][s1]
             return (f[s1] + fixed["F"][s1]) + (b[s2] + fixed["B"][s2])
         kind, s, _ = parts[0]
-        scaled = {"F": f[s], "B": b[s], "I": b[s] - w[s], "W": w[s]}[kind]
+        scaled = {"F": f[s], "B": b[s], "I": i[s], "W": w[s]}[kind]
         return scaled + fixed[kind][s]
 
     def needs(kind, s, j):
