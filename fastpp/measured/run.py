@@ -238,9 +238,9 @@ class MeasuredRun(Frozen):
         as ratios of the probe's medians, since the probe runs apart from the schedule's
         timing: without ``I`` and ``W`` ops, ``i = b * I/B`` and ``w = b * W/B`` (PyTorch's
         split took 1.38-1.50x a full backward in docs/measured.md's runs, which ``b - w``
-        cannot show); a split
-        run gives ``i`` and ``w`` from its ``I`` and ``W`` ops and prices the full backward
-        ``b = (I + W) * B/(I + W)``, not ``I + W``, which would overprice unsplit schedules.
+        cannot show); a split run gives ``i`` and ``w`` from its ``I`` and ``W`` ops and
+        prices the full backward ``b = (I + W) * B/(I + W)``, not ``I + W``, which would
+        overprice unsplit schedules.
         Without a probe ``i`` is not given (``I`` takes ``b - w``). An overlapped pair's
         ``fb`` is its typical duration less the ``F`` and ``B`` overheads it takes. ``comm``
         is ``latency``. ``gamma`` and ``act`` keep their defaults (a trace has no memory).
