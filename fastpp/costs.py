@@ -31,9 +31,8 @@ class StageCosts(NamedTuple):
 # each field's rule: must it be > 0 (else >= 0), and its upper bound; shared with fastpp.sweep
 FIELDS: dict[str, tuple[bool, float | None]] = {
     "f": (True, None), "b": (True, None), "w": (False, None), "i": (False, None),
-    "comm": (False, None),
-    "gamma": (False, 1.0), "fb": (True, None), "act": (True, None), "bandwidth": (True, None),
-    "message_bytes": (False, None), "overhead": (False, None)}
+    "comm": (False, None), "gamma": (False, 1.0), "fb": (True, None), "act": (True, None),
+    "bandwidth": (True, None), "message_bytes": (False, None), "overhead": (False, None)}
 OPTIONAL = ("i", "fb", "bandwidth")  # None: not given (the arrays hold NaN)
 KINDS = ("F", "B", "I", "W")  # the op kinds ``overhead`` is given for, in its rows' order
 # the kernel's cost inputs (``kernels.stage_costs``): each field, ``overhead`` once per kind
@@ -68,8 +67,9 @@ class Costs:
     b : float or array_like
         Full backward time (input grad and weight grad), > 0.
     w : float or array_like
-        Weight-grad part of ``b``, ``0 <= w <= b``: a split backward runs ``I = b - w`` and
-        ``W = w``. Ignored by schedules that do not split the backward.
+        Weight-grad op's time of a split backward, ``>= 0``: ``W`` takes ``w``, and ``I``
+        takes ``i``, or ``b - w`` where ``i`` is not given (there ``w <= b``). Ignored by
+        schedules that do not split the backward.
     i : float or array_like, optional
         The input-grad op's time of a split backward, >= 0. Default: ``b - w``, so that a
         split backward costs ``b``. Given, ``I`` takes ``i`` and ``W`` takes ``w``, so that
