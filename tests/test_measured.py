@@ -952,3 +952,102 @@ def test_a_probe_is_checked_and_carried_through_the_steps():
         _with_probe(run, -probe)
     with pytest.raises(ScheduleError, match=r"probe must hold finite times >= 0 or NaN"):
         _with_probe(run, probe * np.inf)
+
+
+def _probed_trace(folder, tmp_path, lead_trail):
+    """The traces in ``folder`` with probe ranges appended after the step: per rank, per stage
+    it holds, per kind ``B, I, W``, one range per ``(lead, trail)`` of ``lead_trail`` (us),
+    of span 1000 us holding one operator that starts ``lead`` after the range and ends
+    ``trail`` before its end (the call's Python outside its operators: ``lead + trail``)."""
+    out = tmp_path / folder.name
+    out.mkdir()
+    run = read_torch_trace(folder)
+    for path in sorted(folder.glob("rank*_trace.json.gz")):
+        data = json.loads(gzip.open(path).read())
+        events = data["traceEvents"]
+        rank = data["distributedInfo"]["rank"]
+        step = [e for e in events if e.get("cat") == "user_annotation"
+                and e["name"].startswith("PP:")]
+        pid, tid = step[0]["pid"], step[0]["tid"]
+        t = max(e["ts"] + e["dur"] for e in events if "dur" in e) + 100.0
+        for stage in np.flatnonzero(run.schedule.stage_to_device == rank).tolist():
+            for kind in "BIW":
+                for lead, trail in lead_trail:
+                    events.append({"ph": "X", "cat": "user_annotation", "pid": pid, "tid": tid,
+                                   "name": f"PROBE:{stage}{kind}", "ts": t, "dur": 1000.0})
+                    events.append({"ph": "X", "cat": "cpu_op", "pid": pid, "tid": tid,
+                                   "name": "aten::mm", "ts": t + lead,
+                                   "dur": 1000.0 - lead - trail})
+                    t += 1100.0
+        (out / path.name[:-3]).write_text(json.dumps(data))
+    return read_torch_trace(out)
+
+
+def test_the_probe_fixed_part_is_each_range_less_its_operators(tmp_path):
+    """``probe_fixed`` is the median over a stage's probe ranges of each kind of the range's
+    span less its operators' span (the Python before the first and after the last);
+    ``probe`` stays the operators' median; a run without the probe has neither."""
+    assert np.isnan(read_torch_trace(DATA / "zbv").probe_fixed).all()
+    lead_trail = [(10.0, 30.0), (50.0, 70.0), (20.0, 5.0)]  # 40, 120, 25 us outside
+    run = _probed_trace(DATA / "zbv", tmp_path, lead_trail)
+    np.testing.assert_allclose(run.probe_fixed, np.full((4, 3), 40e-6), rtol=1e-6)
+    np.testing.assert_allclose(run.probe, np.full((4, 3), (1000 - 40) * 1e-6), rtol=1e-6)
+
+
+def test_a_lacking_kind_takes_the_backwards_runtime_and_its_own_calls_fixed_time():
+    """With the probe's fixed parts (``probe_fixed``: each call's own Python outside its
+    operators), a kind the run lacks takes the backward's runtime (its fixed time less its
+    call's) plus its own call's: from an unsplit run ``I = B - own B + own I`` and
+    ``W = own W`` (W posts and receives nothing); from a split run ``B = I - own I + own B``.
+    Per device, a device's stages' means. Without ``probe_fixed`` nothing changes: I and W
+    take B's fixed time."""
+    run = read_torch_trace(DATA / "interleaved-1f1b")  # stages 0, 2 on device 0; 1, 3 on 1
+    probe = np.tile([4.0e-3, 2.0e-3, 2.5e-3], (4, 1))
+    own = np.array([[0.20, 0.03, 0.15], [0.18, 0.09, 0.10],
+                    [0.14, 0.07, 0.07], [0.12, 0.05, 0.06]]) * 1e-3
+    plain = _with_probe(run, probe)
+    fixed = fastpp.MeasuredRun(**{name: getattr(plain, name) for name in RUN_FIELDS},
+                               probe=probe, probe_fixed=own)
+    for per, mine in (("device", np.array([(own[0] + own[2]) / 2, (own[1] + own[3]) / 2])),
+                      ("stage", own)):
+        before, after = plain.costs(per=per), fixed.costs(per=per)
+        old, new = before.arrays["overhead"], after.arrays["overhead"]
+        np.testing.assert_array_equal(old[1], old[2])  # I and W took B's
+        np.testing.assert_array_equal(old[1], old[3])
+        np.testing.assert_array_equal(new[:2], old[:2])  # F and B are measured
+        # (no negative runtime: stage 0's B took less fixed time than the call given here)
+        np.testing.assert_allclose(new[2], np.maximum(old[1] - mine[:, 0], 0) + mine[:, 1],
+                                   rtol=1e-12)
+        np.testing.assert_allclose(new[3], mine[:, 2], rtol=1e-12)
+        for field in ("f", "b", "w", "i", "comm"):
+            np.testing.assert_array_equal(after.arrays[field], before.arrays[field])
+    # a split run: B from I's runtime and B's own call; I and W are measured
+    split = read_torch_trace(DATA / "zbv")
+    zbv_own = own[::-1]
+    before = _with_probe(split, probe).costs(per="stage")
+    after = fastpp.MeasuredRun(**{name: getattr(split, name) for name in RUN_FIELDS},
+                               probe=probe, probe_fixed=zbv_own).costs(per="stage")
+    old, new = before.arrays["overhead"], after.arrays["overhead"]
+    np.testing.assert_array_equal(new[[0, 2, 3]], old[[0, 2, 3]])
+    np.testing.assert_allclose(new[1], np.maximum(old[2] - zbv_own[:, 1], 0) + zbv_own[:, 0],
+                               rtol=1e-12)
+    # a fixed time larger than the kind's measured one leaves no negative runtime
+    huge = fastpp.MeasuredRun(**{name: getattr(plain, name) for name in RUN_FIELDS},
+                              probe=probe, probe_fixed=own * 1e3).costs(per="stage")
+    np.testing.assert_allclose(huge.arrays["overhead"][2], own[:, 1] * 1e3, rtol=1e-12)
+
+
+def test_probe_fixed_is_checked_and_carried_through_the_steps():
+    run = read_torch_trace(DATA / "zbv")
+    own = np.tile([0.2e-3, 0.1e-3, 0.05e-3], (4, 1))
+    probed = fastpp.MeasuredRun(**{name: getattr(run, name) for name in RUN_FIELDS},
+                                probe_fixed=own)
+    typical = fastpp.MeasuredSteps([probed, probed, probed]).typical
+    np.testing.assert_array_equal(typical.probe_fixed, own)
+    assert typical.costs() == probed.costs()
+    for wrong, rule in ((own[:2], r"probe_fixed must have shape \(4, 3\)"),
+                        (-own, r"probe_fixed must hold finite times >= 0 or NaN"),
+                        (own * np.inf, r"probe_fixed must hold finite times >= 0 or NaN")):
+        with pytest.raises(ScheduleError, match=rule):
+            fastpp.MeasuredRun(**{name: getattr(run, name) for name in RUN_FIELDS},
+                               probe_fixed=wrong)

@@ -106,11 +106,11 @@ class RankTrace:
     device_clock : bool
         Times are the device's (GPU ranges, CUDA events): a wait shows as a gap between ops,
         not inside one.
-    probe : ndarray, shape (k, 3)
+    probe : ndarray, shape (k, 4)
         The probe's ranges (``PROBE:<stage><B|I|W>``, written by ``fastpp.measured.measure``
-        after each step, outside the ops): ``stage, kind`` (op code ``B``, ``I`` or ``W``)
-        and the span of its operators (microseconds; with device clocks the range's); no
-        rows in a trace without them.
+        after each step, outside the ops): ``stage, kind`` (op code ``B``, ``I`` or ``W``),
+        the span of its operators and the range's own span (microseconds; with device clocks
+        both the range's); no rows in a trace without them.
     """
 
     file: str
@@ -130,7 +130,7 @@ class RankTrace:
     operators: np.ndarray
     weight_operators: np.ndarray
     device_clock: bool
-    probe: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    probe: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
 
 
 def trace_files(path) -> list[Path]:
@@ -377,7 +377,8 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
     device_clock = bool(gpu["start"].size)
     chosen = gpu if device_clock else cpu
     probes = gpu_probes if device_clock else cpu_probes
-    probe_span = probes["end"] - probes["start"]
+    probe_range = probes["end"] - probes["start"]
+    probe_span = probe_range
     if not chosen["start"].size:
         hint = (" (it labels only sends and receives)" if other_labels else "")
         raise ScheduleError(
@@ -430,7 +431,7 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
                      str(data.get("host_name", "")), base_ns, labels, ops,
                      np.zeros(len(start), np.int64), start, end, first_child, ready, release,
                      sent, operators, weight_operators, device_clock,
-                     np.column_stack([probes["op"], probe_span]))
+                     np.column_stack([probes["op"], probe_span, probe_range]))
 
 
 def _event_tables(file: Path, rank: int, events: list, field):

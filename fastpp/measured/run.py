@@ -134,6 +134,12 @@ class MeasuredRun(Frozen):
         (``fastpp.measured.measure``'s ``probe``, after each step): what a split backward
         costs against a full one, which ``costs()`` prices. NaN where not measured (a trace
         without the probe's ranges, and when not given).
+    probe_fixed : ndarray, shape (V, 3)
+        Per virtual stage, the median of each probe range's span less its operators' (the
+        same ``B, I, W``): the Python of PyTorch's backward call itself outside its
+        operators (``stage_backward``, ``stage_backward_input``, ``stage_backward_weight``),
+        which an op of that kind pays within its fixed time; 0 with device clocks, NaN where
+        not measured.
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host.
@@ -152,19 +158,23 @@ class MeasuredRun(Frozen):
     def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
                  durations, handed, latency: float, offsets, offset_residual: float,
                  files: list[str], hosts: list[str], operators, weight_operators=None,
-                 probe=None):
+                 probe=None, probe_fixed=None):
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         if weight_operators is None:  # nothing measured of it: no weight's part
             weight_operators = np.zeros(schedule.kind.shape)
         if probe is None:
             probe = np.full((schedule.V, 3), np.nan)
+        if probe_fixed is None:
+            probe_fixed = np.full((schedule.V, 3), np.nan)
         per_op = {"start": start, "end": end, "release": release, "wait": wait,
                   "compute": compute, "overhead": overhead, "stall": stall,
                   "durations": durations, "handed": handed, "operators": operators,
                   "weight_operators": weight_operators}
         arrays = {}
-        shapes = {"offsets": (schedule.p,), "probe": (schedule.V, 3)}
-        for name, value in [*per_op.items(), ("offsets", offsets), ("probe", probe)]:
+        shapes = {"offsets": (schedule.p,), "probe": (schedule.V, 3),
+                  "probe_fixed": (schedule.V, 3)}
+        for name, value in [*per_op.items(), ("offsets", offsets), ("probe", probe),
+                            ("probe_fixed", probe_fixed)]:
             arrays[name] = number_array(value, name)
             shape = shapes.get(name, schedule.kind.shape)
             if arrays[name].shape != shape:
@@ -175,10 +185,11 @@ class MeasuredRun(Frozen):
             raise ScheduleError("weight_operators must lie in 0..operators, op by op (got "
                                 f"{show(part[(part < 0) | (part > whole)][0])} against "
                                 f"{show(whole[(part < 0) | (part > whole)][0])})")
-        bad = (arrays["probe"] < 0) | np.isinf(arrays["probe"])
-        if np.any(bad):
-            raise ScheduleError(f"probe must hold finite times >= 0 or NaN (not measured) (got "
-                                f"{show(arrays['probe'][bad][0])})")
+        for name in ("probe", "probe_fixed"):
+            bad = (arrays[name] < 0) | np.isinf(arrays[name])
+            if np.any(bad):
+                raise ScheduleError(f"{name} must hold finite times >= 0 or NaN (not measured) "
+                                    f"(got {show(arrays[name][bad][0])})")
         used = _used(schedule)
         self._freeze(
             schedule=schedule, p=schedule.p, n=schedule.n, m=schedule.m, **arrays,
@@ -312,9 +323,20 @@ class MeasuredRun(Frozen):
             # forward-only runs and stages without a backward: only what was measured counts
             b = np.where(np.isfinite(b), b, f)
         w = np.nan_to_num(w)
-        # a kind the run lacks takes the backward's fixed time (I and W each B's, B the I's)
+        # a kind the run lacks takes the backward's fixed time (I and W each B's, B the I's),
+        # or with the probe what it is made of: the runtime around the call (dispatch,
+        # posting and receiving messages), the same for B and I, plus the call's own Python
+        # outside its operators (probe_fixed); W posts and receives nothing: its call's own
         overhead = {"F": fixed[F], "B": _either(fixed[B], fixed[I]),
                     "I": _either(fixed[I], fixed[B]), "W": _either(fixed[W], fixed[B])}
+        own_b, own_i, own_w = self._probe_fixed_by(per)
+        backward = np.isfinite(fixed[B]) | np.isfinite(fixed[I])
+        probed = {"B": np.maximum(fixed[I] - own_i, 0.0) + own_b,
+                  "I": np.maximum(fixed[B] - own_b, 0.0) + own_i,
+                  "W": np.where(backward, own_w, np.nan)}
+        overhead.update({kind: _either(fixed[{"B": B, "I": I, "W": W}[kind]],
+                                       _either(value, overhead[kind]))
+                         for kind, value in probed.items()})
         overhead = {kind: np.nan_to_num(value) for kind, value in overhead.items()}
         has_pair = np.isfinite(scaled[FB])
         pair = (scaled[FB] + fixed[FB] - overhead["F"] - overhead["B"]) * s.m
@@ -332,6 +354,17 @@ class MeasuredRun(Frozen):
             return self.probe.T
         device = self.schedule.stage_to_device
         return np.stack([np.bincount(device, column, minlength=self.p) for column in self.probe.T])
+
+    def _probe_fixed_by(self, per: str) -> np.ndarray:
+        """``probe_fixed``'s ``B, I, W`` per stage, or per device: the means over its stages
+        (a fixed time per op, not a sum), NaN where one of them lacks the kind."""
+        if per == "stage":
+            return self.probe_fixed.T
+        device = self.schedule.stage_to_device
+        count = np.bincount(device, minlength=self.p)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.stack([np.bincount(device, column, minlength=self.p) / count
+                             for column in self.probe_fixed.T])
 
     def op_times_by_kind(self) -> list[list[np.ndarray]]:
         """Per device, per op code (``fastpp.ops.Op``: F, B, I, W, FB): the measured durations
@@ -476,23 +509,25 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     operators = np.minimum(operators, times[1])
     return MeasuredRun(schedule, start, end, release, *times, offsets * 1e-6, residual * 1e-6,
                        [t.file for t in traces], hosts, operators,
-                       np.minimum(weight_operators, operators), _probe(traces, schedule.V))
+                       np.minimum(weight_operators, operators), *_probe(traces, schedule.V))
 
 
-def _probe(traces: list[RankTrace], V: int) -> np.ndarray | None:
-    """``MeasuredRun.probe`` from the ranks' probe ranges: per stage, the median span of
-    each kind ``B, I, W`` (seconds; NaN where none ran); ``None`` when no rank probed. A
-    probe of a stage the run does not have is a damaged trace."""
+def _probe(traces: list[RankTrace], V: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``MeasuredRun.probe`` and ``probe_fixed`` from the ranks' probe ranges: per stage and
+    kind ``B, I, W``, the median operator span and the median of range less operators
+    (seconds; NaN where none ran); ``None`` when no rank probed. A probe of a stage the run
+    does not have is a damaged trace."""
     rows = np.concatenate([t.probe for t in traces])
     if not len(rows):
-        return None
+        return None, None
     stage, kind = rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64)
     bad = np.flatnonzero((stage < 0) | (stage >= V))
     if bad.size:
         raise ScheduleError(f"the run's probe ranges name stage {stage[bad[0]]}, out of range: "
                             f"the run's stages are 0..{V - 1}")
     key = stage * 3 + (kind - B)  # the columns B, I, W
-    return _by_group(key, rows[:, 2] * 1e-6, 3 * V, "median").reshape(V, 3)
+    operators, rest = rows[:, 2] * 1e-6, np.maximum(rows[:, 3] - rows[:, 2], 0.0) * 1e-6
+    return tuple(_by_group(key, x, 3 * V, "median").reshape(V, 3) for x in (operators, rest))
 
 
 def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
