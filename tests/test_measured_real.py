@@ -140,10 +140,11 @@ _PROBE_LABEL = re.compile(r"^PROBE:(\d+)([BIW])$")
 
 
 def _probe_spans(folder) -> dict:
-    """``{(stage, kind): [operator span of each probe range]}`` (seconds) and the first
-    probe range's start (microseconds), read straight from the ranks' JSON: a range's span
-    runs from the first operator starting in it to the latest end of those, on its thread."""
-    spans, first = {}, np.inf
+    """``{(stage, kind): [operator span of each probe range]}``, ``{(stage, kind): [range's
+    span less that]}`` (seconds) and the first probe range's start (microseconds), read
+    straight from the ranks' JSON: a range's operator span runs from the first operator
+    starting in it to the latest end of those, on its thread."""
+    spans, rest, first = {}, {}, np.inf
     for path in folder.glob("rank*_trace.json"):
         events = json.loads(path.read_text())["traceEvents"]
         ops = [e for e in events if e.get("cat") == "cpu_op"]
@@ -156,13 +157,16 @@ def _probe_spans(folder) -> dict:
                       and e["ts"] <= o["ts"] < e["ts"] + e["dur"]]
             span = (max(o["ts"] + o["dur"] for o in inside) - min(o["ts"] for o in inside)
                     if inside else 0.0)
-            spans.setdefault((int(found.group(1)), found.group(2)), []).append(span * 1e-6)
-    return spans, first
+            key = (int(found.group(1)), found.group(2))
+            spans.setdefault(key, []).append(span * 1e-6)
+            rest.setdefault(key, []).append((e["dur"] - span) * 1e-6)
+    return spans, rest, first
 
 
 def test_the_probe_runs_after_the_step_and_is_read_per_stage(runs, monkeypatch):
     """Each rank probes each of its stages ``PROBE`` times once the step is over, and the
-    reader keeps each stage's median operator span per kind, the byte scan as the dicts.
+    reader keeps each stage's median operator span per kind and the median of the rest of
+    the range (``probe_fixed``), the byte scan as the dicts.
     PyTorch's split backward costs more than the full one (median over the steps) but on
     stage 0, whose ``I`` runs nothing and whose ``W`` is a full backward."""
     from fastpp.measured import read
@@ -173,19 +177,24 @@ def test_the_probe_runs_after_the_step_and_is_read_per_stage(runs, monkeypatch):
         ratios = []
         for k, run in enumerate(measured[label]):
             folder = out / label / f"step{k}"
-            spans, first = _probe_spans(folder)
+            spans, rest, first = _probe_spans(folder)
             assert first > _trace_bounds(folder)[1]  # after the step's last op
             assert sorted(spans) == [(s, kind) for s in range(run.schedule.V) for kind in "BIW"]
             assert all(len(v) == PROBE for v in spans.values())
             expected = np.array([[np.median(spans[(s, kind)]) for kind in "BIW"]
                                  for s in range(run.schedule.V)])
             np.testing.assert_allclose(run.probe, expected, rtol=1e-9)
+            outside = np.array([[np.median(rest[(s, kind)]) for kind in "BIW"]
+                                for s in range(run.schedule.V)])
+            np.testing.assert_allclose(run.probe_fixed, outside, rtol=1e-6, atol=1e-9)
             assert run.probe[0, 1] == 0
             ratios.append((run.probe[:, 1] + run.probe[:, 2]) / run.probe[:, 0])
         with monkeypatch.context() as m:
             m.setattr(read, "_SCAN", False)
             m.setattr(read, "msgspec", None)
             np.testing.assert_array_equal(read_torch_trace(folder).probe, run.probe)
+            np.testing.assert_array_equal(read_torch_trace(folder).probe_fixed,
+                                          run.probe_fixed)
         print(f"{label}: the probe's (I + W)/B per stage, median over the steps: "
               f"{np.round(np.median(ratios, axis=0), 3).tolist()}")
         assert (np.median(ratios, axis=0)[1:] > 1).all()

@@ -240,7 +240,7 @@ class MeasuredRun(Frozen):
         operators that computed the parameters' gradients (``weight_operators``: the
         autograd nodes of a CPU profile say which) times ``b``; 0 for a trace without the
         autograd engine's node events (a GPU range, Megatron's timers), which then runs all
-        of ``b`` in ``I``. A kind the run lacks takes the backward's fixed
+        of ``b`` in ``I``. Without a probe, a kind the run lacks takes the backward's fixed
         time: ``I`` and ``W`` each ``B``'s, ``B`` the ``I``'s (on the traces in tests/data, the
         fixed parts of ``B``, ``I`` and ``W`` are all 0.09-0.51 ms).
 
@@ -251,7 +251,15 @@ class MeasuredRun(Frozen):
         split took 1.38-1.50x a full backward in docs/measured.md's runs, which ``b - w``
         cannot show); a split run gives ``i`` and ``w`` from its ``I`` and ``W`` ops and
         prices the full backward ``b = (I + W) * B/(I + W)``, not ``I + W``, which would
-        overprice unsplit schedules.
+        overprice unsplit schedules. With the probe, a kind the run lacks takes its fixed
+        time from what the backward's is made of: the runtime around the call (dispatch,
+        posting and receiving messages: the backward's fixed time less its call's own
+        Python outside its operators, ``probe_fixed``, per device the mean over its
+        stages), the same for ``B`` and ``I``, plus the call's own: ``I = B - own B + own
+        I`` and from a split run ``B = I - own I + own B`` (the runtime part at least 0);
+        ``W``, which posts and receives nothing, its call's own, ``own W`` (the runtime's
+        dispatch of an action, 0.02-0.08 ms in ZB-V's and interleaved ZB's own ``W`` ops on
+        this machine, is not in it). docs/measured.md has the runs.
         Without a probe ``i`` is not given (``I`` takes ``b - w``). An overlapped pair's
         ``fb`` is its typical duration less the ``F`` and ``B`` overheads it takes. ``comm``
         is ``latency``. ``gamma`` and ``act`` keep their defaults (a trace has no memory).
