@@ -96,6 +96,13 @@ def test_a_row_priced_as_stated_and_assumed(split):
     assert scaled == {r["label"] for r, _ in done if r["gpu_type"] == "DGX-H100"
                       and str(r["precision"]).upper() == "FP8"}
     assert len(scaled) == 2
+    # Fp8Padding's copies: the NeMo rows with the all-to-all dispatcher in FP8 (Megatron-
+    # Bridge's Qwen3-235B recipe turns the router's padding off); HybridEP pads as it permutes
+    padded = {(r["gpu_type"], r["release"]) for r, _ in done
+              if validate_moe.settings(r)["fp8_padding"]}
+    assert padded == {(gpu, "NeMo 26.04.01") for gpu in ("DGX-B300", "DGX-B200", "DGX-H100")}
+    assert all(validate_moe.settings(r)["dispatcher"] == "alltoall" for r, _ in done
+               if validate_moe.settings(r)["fp8_padding"])
     # the NeMo 25 rows ran older configs: read as stated (nothing recomputed)
     r = next(r for r, _ in done if r["release"] == "NeMo 25.11" and r["precision"] == "FP8-MX"
              and r["gpu_type"] == "DGX-GB200")
@@ -251,7 +258,8 @@ def test_automodel_runs_a_pipeline_flush_per_accumulation_step(split):
     assert kw["flushes"] == 4 and kw["global_batch"] // 4 // (1024 // kw["pp"]) == 8
     assert all(validate_moe.settings(r)["flushes"] == 1 for r, _ in done
                if "AutoModel" not in r["framework"])
-    for key in ("fp8_current_scaling", "fused_grouped_mlp", "fp8_output_layer", "flushes"):
+    for key in ("fp8_current_scaling", "fused_grouped_mlp", "fp8_output_layer", "fp8_padding",
+                "flushes"):
         kw.pop(key)
     args = (kw.pop("model"), kw.pop("gpus"), HARDWARE[kw.pop("hardware")])
     one = plan(*args, workers=1, **{**kw, "global_batch": kw["global_batch"] // 4}).iloc[0]

@@ -202,6 +202,10 @@ def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t
                        width=model.shared_experts * model.expert_ffn)
     router = memory_time(hw, ROUTER_BYTES * owned * E)  # softmax and top-k in fp32
     permute = 2.0 * memory_time(hw, 2.0 * BYTES * received * h)  # into expert order, back
+    if hw.fp8_padding and hw.precision == "fp8":
+        # Fp8Padding's copy of the received tokens before the first product and
+        # Fp8Unpadding's after the second (Hardware.fp8_padding), and their gradients' back
+        permute = permute + 2.0 * memory_time(hw, 2.0 * BYTES * received * h)
     gate = hw.with_precision("bf16")  # the router's product stays out of the FP8 recipe
     activation = (memory_time(hw, (G + 1.0) * BYTES * received * width),
                   memory_time(hw, (G + 2.0) * BYTES * received * width))  # and its backward
