@@ -206,8 +206,9 @@ class Hardware:
         multiple of 16, or 32 for MXFP8; force-balanced routing draws the counts at random.
         The all-to-all dispatcher's permutation does not pad unless
         ``moe_router_padding_for_fp8`` is set, which Megatron-Bridge's Qwen3 recipes turn off;
-        HybridEP pads inside its own permutation (Megatron-LM's DeepSeek-V3 GB200 guide,
-        section 2.5). Priced as two more passes over the received tokens each way
+        HybridEP pads inside its own permutation under any FP8 recipe (Megatron-LM at
+        ebfa13852f, ``token_dispatcher.py``'s ``_HybridEPManager.dispatch``; its DeepSeek-V3
+        GB200 guide, section 2.5). Priced as two more passes over the received tokens each way
         (``fastpp.model.moe``'s ``expert_times``), in FP8 only. False (the presets).
     """
 

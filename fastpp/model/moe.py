@@ -193,9 +193,10 @@ def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t
     GPU holds more than one expert: Megatron-Core's ``MoEAlltoAllTokenDispatcher`` permutes
     the tokens by destination rank before its all-to-all and then calls
     ``sort_chunks_by_idxs`` on what it received (``dispatch_postprocess``;
-    ``combine_preprocess`` undoes it), where DeepEP and HybridEP fuse the first permutation
-    into their kernels (Megatron-LM's DeepSeek-V3 GB200 guide, section 2.1.1). None (or any
-    other dispatcher): one permutation each way."""
+    ``combine_preprocess`` undoes it; Megatron-LM at ebfa13852f, ``token_dispatcher.py``
+    line 754), where DeepEP and HybridEP fuse the first permutation into their kernels
+    (Megatron-LM's DeepSeek-V3 GB200 guide, section 2.1.1). None (or any other dispatcher):
+    one permutation each way."""
     hw = hardware
     h, E, Fe = float(model.hidden), float(model.experts), float(model.expert_ffn)
     b = np.asarray(microbatch, np.float64)

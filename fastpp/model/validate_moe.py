@@ -165,12 +165,17 @@ BF16_REDUCTION = {"NeMo 26": ("deepseek-v3", "kimi-k2", "qwen3-30b-a3b", "qwen3-
 # (``Hardware.fp8_padding``): the NeMo rows with the all-to-all dispatcher under an FP8 recipe.
 # Megatron-Bridge's recipe turns the router's padding off (the 26.04 release branch's
 # src/megatron/bridge/recipes/qwen/qwen3_moe.py, qwen3_235b_a22b_pretrain_config:
-# moe_router_padding_for_fp8 = False), so Megatron-Core's TEGroupedMLP.forward pads each
-# local expert's tokens with Transformer Engine's Fp8Padding and strips the padding after
-# with Fp8Unpadding (transformer_engine/pytorch/module/fp8_padding.py: a copy unless every
-# count is already aligned). The flex rows' HybridEP pads inside its permutation (Megatron-
-# LM's docs/discussions/deepseek-v3-gb200-optimization, section 2.5); the ModelZoo's FP8
-# commands pass --moe-router-padding-for-fp8 or --moe-router-padding-for-quantization.
+# moe_router_padding_for_fp8 = False, the alias of moe_router_padding_for_quantization), so
+# Megatron-Core's TEGroupedMLP.forward pads each local expert's tokens with Transformer
+# Engine's Fp8Padding and strips the padding after with Fp8Unpadding (Megatron-LM at
+# ebfa13852f, 14 April 2026: experts.py lines 345-352; token_dispatcher.py line 622 pads the
+# all-to-all dispatcher's routing map only with the router padding on;
+# transformer_engine/pytorch/module/fp8_padding.py: a copy unless every count is already
+# aligned). The flex rows' HybridEP pads as it permutes under any FP8 recipe
+# (token_dispatcher.py line 1066: pad_multiple = get_align_size_for_quantization; the
+# DeepSeek-V3 GB200 guide, section 2.5), so their Fp8Padding finds the counts aligned; the
+# ModelZoo's FP8 commands pass --moe-router-padding-for-fp8 or
+# --moe-router-padding-for-quantization.
 FP8_PADDING_DISPATCHERS = ("alltoall",)
 # what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
