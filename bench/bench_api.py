@@ -1,9 +1,8 @@
 """A research script's point through the public API (``build_schedule`` + ``simulate`` + peak
 memory) against the same point in plain pure Python (``bench/plain.py``); target >= 200x. The
 plain loop takes about 1 ms for 1F1B 8x64, so 200x needs about 5 us per point through a
-validating Python API: the interleaved and ZB-V points meet it, 1F1B is at the edge (180-316x
-in nine runs at load 1-4 on 2 December 2026, 6.6-9.7 us a point); a run under it xfails with
-the measured figure.
+validating Python API: 1F1B 211-245x in nine runs at load 2-5 on 3 December 2026 (5.4-6.5 us
+a point), interleaved and ZB-V more; a run under it xfails with the measured figure.
 
 The plain simulator is given the op lists ready-made (its schedule generation is not timed), so
 the ratio is if anything conservative. Both results are checked against ``tests/reference.py``.

@@ -357,6 +357,8 @@ MEASURE_FLAGS = {"layers": (int, "MLP blocks, a multiple of p*m"),
                                  "rank r)"),
                  "warmup": (int, "steps before the profiled one"),
                  "timeout": (float, "seconds before hung ranks are killed"),
+                 "probe": (int, "times each stage's full and split backward run after each "
+                                "step, timed apart (0: none)"),
                  "out": (str, "folder for the traces")}
 
 

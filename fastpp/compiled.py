@@ -511,9 +511,9 @@ def finish_batch(device_first, busy, first, last, span, out):
         out[2, b] = 1.0 - total[b] / p / longest[b] if longest[b] > 0.0 else 0.0
 
 
-# the rows of a ``point`` plan (``point_plan``): one column per op, in the compiled order
-# but for ``BY_DEVICE``, the ops device by device in position order (``Compiled.device_ops``)
-PREVIOUS, FORWARD, GRADIENT, FORWARD_LINK, GRADIENT_LINK, TIME, BY_DEVICE = range(7)
+# the rows of a ``point`` plan (``point_plan``): one column per step, in the compiled order
+# but for ``BY_DEVICE``, each device's ops in position order (``Compiled.device_ops``)
+PREVIOUS, INPUT, LINK, TIME, DEVICE, BY_DEVICE = range(6)
 PLAN_ROWS = BY_DEVICE + 1
 # an op's time is row ``kind`` of the stage costs: the first op kinds and rows share their codes
 assert (F, B, I, W) == (TF, TB, TI, TW)
@@ -524,16 +524,22 @@ def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
     instead of thirteen), with no slot that ``point`` has to test, and the shape of its
     ``out``:
 
-    - ``plan``, C-contiguous int32 ``[7, N]``: the per-op rows ``PREVIOUS ... BY_DEVICE``. An
-      op's inputs (``PREVIOUS``, ``FORWARD``, ``GRADIENT``) are op numbers, ``N`` where it has
-      none (``point`` reads that as an end at time 0, which delays no op); its hand-offs'
-      latencies (``FORWARD_LINK``, ``GRADIENT_LINK``) and its time (``TIME``) are slots of
-      ``point``'s cost vector: ``0`` holds 0 (no hand-off across devices), ``1 + row * V +
-      s`` the stage costs' ``rows[row, s]`` for the rows ``TF ... COMM``, and ``1 + 6V + q``
-      the time of the ``q``-th distinct overlapped pair ``(s, s2)`` of ``tables``.
+    - ``plan``, C-contiguous int32 ``[6, S]``: the rows ``PREVIOUS ... BY_DEVICE`` of ``S``
+      steps, one input each: an op is one step, but an overlapped pair that waits for both a
+      forward and a gradient input, which is two: the first, of no time, waits for its
+      device and the forward input, the second for the first and the gradient input (the
+      same max, taken in two: equal bit for bit; 1F1B p=8 n=64 0.6 us a point less than one
+      step of two inputs an op). A step's inputs (``PREVIOUS``, ``INPUT``) are step numbers,
+      ``S`` where it has none (``point`` reads that as an end at time 0, which delays no
+      step); its hand-off's latency (``LINK``) and its time (``TIME``) are slots of
+      ``point``'s cost vector: ``0`` holds 0 (no hand-off across devices, no time), ``1 +
+      row * V + s`` the stage costs' ``rows[row, s]`` for the rows ``TF ... COMM``, and ``1
+      + 6V + q`` the time of the ``q``-th distinct overlapped pair ``(s, s2)`` of
+      ``tables``. ``DEVICE`` is the step's device; ``BY_DEVICE[:N]`` each op's (last) step,
+      device by device in position order.
     - ``tables``, int64: ``device_first``, ``peak_live``, the number of distinct pairs and
       their stages ``s, s2``, and the ``frontier``, one after the other.
-    - ``out``'s shape, ``[4 + ceil((2N + 2 + 6V + P) / p), p]`` for ``P`` distinct pairs.
+    - ``out``'s shape, ``[4 + ceil((2S + 2 + 6V + P) / p), p]`` for ``P`` distinct pairs.
     """
     N, V = c.num_ops, c.V
     pair = c.kind == FB
@@ -541,12 +547,30 @@ def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
                               return_inverse=True)
     time = 1 + c.kind * V + c.stage
     time[pair] = 1 + 6 * V + which.reshape(-1)
-    plan = np.stack([np.where(c.previous >= 0, c.previous, N),
-                     *np.where(c.producer >= 0, c.producer, N).T,
-                     *np.where(c.link >= 0, 1 + COMM * V + c.link, 0).T, time, c.device_ops])
+    link = np.where(c.link >= 0, 1 + COMM * V + c.link, 0)
+    has = c.producer >= 0
+    two = has[:, 0] & has[:, 1]
+    last = np.arange(N) + np.cumsum(two)  # each op's step (its second, for two)
+    first = last - two
+    S = N + int(two.sum())
+    ops = np.arange(N)
+    q = np.where(has[:, 0], 0, 1)  # the input of an op's first step: its forward's if any
+    plan = np.zeros((PLAN_ROWS, S), np.int64)
+    plan[PREVIOUS, first] = np.where(c.previous >= 0, last[c.previous], S)
+    plan[INPUT, first] = np.where(has[ops, q], last[c.producer[ops, q]], S)
+    plan[LINK, first] = link[ops, q]
+    plan[TIME, first] = np.where(two, 0, time)
+    plan[DEVICE, first] = c.device
+    second = last[two]
+    plan[PREVIOUS, second] = first[two]
+    plan[INPUT, second] = last[c.producer[two, 1]]
+    plan[LINK, second] = link[two, 1]
+    plan[TIME, second] = time[two]
+    plan[DEVICE, second] = c.device[two]
+    plan[BY_DEVICE, :N] = last[c.device_ops]
     tables = np.concatenate((c.device_first, c.peak_live, [len(stages)], stages.reshape(-1),
                              c.frontier))
-    return plan.astype(np.int32), tables, (4 + -(-(2 * N + 2 + 6 * V + len(stages)) // c.p), c.p)
+    return plan.astype(np.int32), tables, (4 + -(-(2 * S + 2 + 6 * V + len(stages)) // c.p), c.p)
 
 
 @jit
@@ -555,18 +579,18 @@ def point(plan, tables, rows, out):
 
     ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out`` (of the shape
     ``point_plan`` gives): rows 0-3 per device its busy time, span, peak activations and peak
-    live pairs, then from flat slot ``4p`` on every op's start and after them its end, in the
-    compiled order, and a 0 (the end ``plan``'s missing inputs read), then the cost vector
+    live pairs, then from flat slot ``4p`` on every step's start and after them its end, in
+    the compiled order, and a 0 (the end ``plan``'s missing inputs read), then the cost vector
     (``point_plan``); one array a call (an allocation in the kernel costs more), and its
     first rows the sums without a slice or reshape in Python. Returns ``(makespan,
     bubble_ratio, span_bubble_ratio, latency)`` as Python floats (``latency``: the hand-offs
     summed, as ``kernels.timeline`` returns it).
-    The ops run in ``kernels.timeline``'s order, with its float operations, and each
+    The steps run in ``kernels.timeline``'s order, with its float operations, and each
     device's sums run in position order, those of ``kernels.reduce``; the peaks come from the
     frontier (as in ``frontier_peaks``), the sums of ``kernels.device_memory``: equal to them
     bit for bit.
     """
-    N = plan.shape[1]
+    N = plan.shape[1]  # steps
     p = out.shape[1]
     V = rows.shape[1]
     device_first, peak_live = tables[:p + 1], tables[p + 1:2 * p + 1]
@@ -589,43 +613,24 @@ def point(plan, tables, rows, out):
     # 1F1B p=8 n=64: 3.5 -> 2.6 us. Every index unsigned (np.uint64): Numba wraps a signed
     # index around (a compare and a select at every access). The plan read as plan[ROW, i],
     # not through a view of each row: a view takes and drops a reference (atomically); 1F1B
-    # 0.06 us a point less, interleaved and ZB-V 0-0.15
+    # 0.06 us a point less, interleaved and ZB-V 0-0.15. Each device's busy time adds up as
+    # its steps end: they come in position order, kernels.reduce's (0.2 us less than a
+    # second pass over BY_DEVICE)
+    for r in range(p):
+        out[0, r] = 0.0
     latency = 0.0
     for i in range(np.uint64(N)):
-        forward_latency = cost[np.uint64(plan[FORWARD_LINK, i])]
-        gradient_latency = cost[np.uint64(plan[GRADIENT_LINK, i])]
-        t = max(ends[np.uint64(plan[PREVIOUS, i])],
-                max(ends[np.uint64(plan[FORWARD, i])] + forward_latency,
-                    ends[np.uint64(plan[GRADIENT, i])] + gradient_latency))
+        hand_off = cost[np.uint64(plan[LINK, i])]
+        t = max(ends[np.uint64(plan[PREVIOUS, i])], ends[np.uint64(plan[INPUT, i])] + hand_off)
+        end = t + cost[np.uint64(plan[TIME, i])]
         starts[i] = t
-        ends[i] = t + cost[np.uint64(plan[TIME, i])]
-        latency += forward_latency + gradient_latency
+        ends[i] = end
+        out[0, np.uint64(plan[DEVICE, i])] += end - t
+        latency += hand_off
     lowest = np.inf
     highest = -np.inf
     total = 0.0
     longest = 0.0
-    for r in range(0, p, 2):  # kernels.reduce's busy times, each in position order
-        # two devices at a time: two independent chains of adds (ZB-V 8x64: 10.9 -> 9.9 us)
-        a, z = np.uint64(device_first[r]), np.uint64(device_first[r + 1])
-        b, y = z, z  # (none when p is odd and r the last device)
-        if r + 1 < p:
-            b, y = z, np.uint64(device_first[r + 2])
-        busy = 0.0
-        busy2 = 0.0
-        both = min(z - a, y - b)
-        for j in range(both):
-            i, i2 = np.uint64(plan[BY_DEVICE, a + j]), np.uint64(plan[BY_DEVICE, b + j])
-            busy += ends[i] - starts[i]
-            busy2 += ends[i2] - starts[i2]
-        for j in range(a + both, z):
-            i = np.uint64(plan[BY_DEVICE, j])
-            busy += ends[i] - starts[i]
-        for j in range(b + both, y):
-            i2 = np.uint64(plan[BY_DEVICE, j])
-            busy2 += ends[i2] - starts[i2]
-        out[0, r] = busy
-        if r + 1 < p:
-            out[0, r + 1] = busy2
     for r in range(p):  # kernels.reduce's spans and totals
         span = 0.0
         if device_first[r + 1] > device_first[r]:

@@ -128,7 +128,8 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
                 s2 = ops[3, r, k]
                 j2 = ops[4, r, k]
             t = free[r]
-            lat = 0.0
+            forward_latency = 0.0  # added once the op runs (it may wait for its other input)
+            gradient_latency = 0.0
             if kind == F or kind == FB:
                 if s > route_first[j]:
                     ready = f_ready[s - 1, j]
@@ -136,7 +137,7 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
                         break
                     if stage_device[s - 1] != r:
                         ready += comm[s - 1]
-                        lat += comm[s - 1]
+                        forward_latency = comm[s - 1]
                     t = max(t, ready)
             if kind == B or kind == I or kind == FB:
                 if s2 < route_last[j2]:
@@ -145,7 +146,7 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
                         break
                     if stage_device[s2 + 1] != r:
                         ready += comm[s2]
-                        lat += comm[s2]
+                        gradient_latency = comm[s2]
                 else:
                     ready = f_ready[s2, j2]
                     if np.isnan(ready):
@@ -173,7 +174,9 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
             start[r, k] = t
             end[r, k] = finish
             free[r] = finish
-            latency += lat
+            # one hand-off at a time, as fastpp.compiled's passes add them
+            latency += forward_latency
+            latency += gradient_latency
             pointer[r] = k + 1
             remaining -= 1
             if keep:

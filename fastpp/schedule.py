@@ -447,12 +447,14 @@ class Built:
         self.shape = ops.shape[1:]
         self.placement = (p, m, stage_to_device.tobytes())  # fastpp.Costs's expansion key
         self.plan = self.tables = self.device_first = self.out_shape = None
-        # int32s held: the op fields, the plan's [7, N] and its int64 tables at their largest
+        # int32s held: the op fields, the plan's [6, S] (S steps: N, and one more for each
+        # overlapped pair, at most) and its int64 tables at their largest
         # (p + 1 + p, 1 + 2 a pair, a frontier: p + 1 slots, one a forward, three for each of
         # a forward's stages on its device), counted before they are made, so that
         # build_schedule's bound holds once every kept plan is
         N, K = int(arrays[1].sum()), int(np.bincount(stage_to_device).max())
-        self.slots = ops.size + PLAN_ROWS * N + 2 * (3 * p + 3 + N * (3 + 3 * K))
+        S = N + int(np.count_nonzero(ops[0] == FB))
+        self.slots = ops.size + PLAN_ROWS * S + 2 * (3 * p + 3 + N * (3 + 3 * K))
 
     def point_plan(self) -> tuple[np.ndarray, np.ndarray]:
         """``fastpp.compiled.point``'s ``plan`` and ``tables`` (made on the first call)."""

@@ -91,12 +91,12 @@ class Result:
         """Row ``row`` (start, end) of a point's times, from the compiled order to ``[r, k]``."""
         built = self._built
         plan, device_first = built.point_plan()[0], built.device_first
-        p, N = len(device_first) - 1, plan.shape[1]
-        times = self._sums.reshape(-1)[4 * p + row * N: 4 * p + (row + 1) * N]
+        p, S, N = len(device_first) - 1, plan.shape[1], device_first[-1]
+        times = self._sums.reshape(-1)[4 * p + row * S: 4 * p + (row + 1) * S]
         out = np.zeros(built.shape)
         device = np.repeat(np.arange(p), np.diff(device_first))
         position = np.arange(N) - device_first[device]
-        out[device, position] = times[plan[BY_DEVICE]]
+        out[device, position] = times[plan[BY_DEVICE, :N]]
         return out
 
     @property

@@ -234,6 +234,52 @@ def test_fused_grouped_mlp_by_hand():
         dataclasses.replace(TOY, fused_grouped_mlp="yes")
 
 
+def test_fp8_padding_by_hand():
+    """Megatron-Core's FP8 padding of the experts' tokens (``Hardware.fp8_padding``):
+    Transformer Engine's ``Fp8Padding`` copies the received tokens before the first product
+    and ``Fp8Unpadding`` copies the output after the second, each a read and a write of
+    2 h bytes a copy (with one op's overhead), and the backward copies their gradients
+    back; the products, the weight gradients and bf16 are unchanged."""
+    slow = dataclasses.replace(TOY, memory_bandwidth=4e9, fp8_flops=2e6)
+    fp8 = slow.with_precision("fp8")
+    padded = dataclasses.replace(fp8, fp8_padding=True)
+    # ep = 2 on one GPU: N k = 32 x 2 = 64 copies of h = 8
+    a, b = (expert_times(TINY, hw, 16, 2, 1, 2, 1, True) for hw in (fp8, padded))
+    copy = 2 * 2 * 64 * 8 / 4e9 + TOY.op_overhead
+    assert b["forward"] - a["forward"] == pytest.approx(2 * copy)
+    assert b["input_grad"] - a["input_grad"] == pytest.approx(2 * copy)
+    assert a["weight_grad"] == b["weight_grad"]
+    bf16 = expert_times(TINY, dataclasses.replace(slow, fp8_padding=True), 16, 2, 1, 2, 1, True)
+    assert bf16 == expert_times(TINY, slow, 16, 2, 1, 2, 1, True)
+    with pytest.raises(ScheduleError, match="fp8_padding must be one of"):
+        dataclasses.replace(TOY, fp8_padding="yes")
+
+
+def test_all_to_all_dispatcher_sorts_by_local_expert_by_hand():
+    """Megatron-Core's all-to-all dispatcher sorts what it received by local expert after the
+    dispatch and back before the combine (``sort_chunks_by_idxs``), one more read and write
+    of 2 h bytes a copy each way beyond the flex dispatchers' one permutation; none where a
+    GPU holds one expert."""
+    slow = dataclasses.replace(TOY, memory_bandwidth=4e9)
+    # ep = 2 on one GPU (2 local experts): N k = 32 x 2 = 64 copies of h = 8
+    a, b, flex = (expert_times(TINY, slow, 16, 2, 1, 2, 1, True, dispatcher=d)
+                  for d in (None, "alltoall", "flex"))
+    copy = 2 * 2 * 64 * 8 / 4e9 + TOY.op_overhead
+    assert b["forward"] - a["forward"] == pytest.approx(2 * copy)
+    assert b["input_grad"] - a["input_grad"] == pytest.approx(2 * copy)
+    assert a["weight_grad"] == b["weight_grad"] and flex == a
+    # ep = 4: one expert a GPU, nothing to sort
+    one = [expert_times(TINY, slow, 16, 2, 1, 4, 1, True, dispatcher=d)
+           for d in (None, "alltoall")]
+    assert one[0] == one[1]
+    # layer_parts passes its dispatcher on
+    parts = [layer_parts(TINY, slow, seq=16, microbatch=2, ep=2, dispatcher=d)
+             for d in ("alltoall", "flex")]
+    assert parts[0].mlp_f - parts[1].mlp_f == pytest.approx(2 * copy)
+    with pytest.raises(ScheduleError, match="dispatcher must be one of"):
+        expert_times(TINY, slow, 16, 2, 1, 2, 1, True, dispatcher="nccl")
+
+
 def test_layer_parts_are_the_pipeline_costs_without_overlap():
     """One MoE layer more on a stage adds the parts' sum to its f and b (the all-to-alls
     inside F and B), and a dense layer's parts have no all-to-all."""

@@ -206,7 +206,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                  peak_live=interleaved.looped_bfs_peak_live),
     ScheduleSpec("forward-only", classic.forward_only, "loop", "Inference: forwards only",
                  forward_only=True, rules=_rules(M_IS_1), idle=classic.forward_only_idle,
-                 makespan=classic.forward_only_makespan, compile_apart=True,
+                 makespan=classic.forward_only_makespan,
                  peak_live=classic.forward_only_peak_live),
     ScheduleSpec("zb-h1", zero_bubble.zb_h1, "loop",
                  "Zero Bubble ZB-H1: 1F1B's memory, W's fill the bubbles",
@@ -268,7 +268,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                      Rule("n", "a multiple of p={p}", lambda p, n, m, G: n % p == 0),
                      # units of p/2 = 1 microbatch never start a later unit in the authors' walk
                      Rule("n", "p when p=2", lambda p, n, m, G: (p != 2) | (n == p))),
-                 idle=chimera.chimera_idle, bubble=chimera.chimera_bubble),
+                 idle=chimera.chimera_idle, bubble=chimera.chimera_bubble, compile_apart=True),
     ScheduleSpec(
         "combined-1f1b", interleaved.combined_1f1b, "loop",
         "Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B, "

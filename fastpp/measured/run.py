@@ -120,8 +120,10 @@ class MeasuredRun(Frozen):
     operators : ndarray, shape (p, L)
         The part of ``compute`` from its first profiled operator's start to its last one's
         end (the ``aten::`` work and the Python between its layers), the part that shrinks
-        with a smaller chunk; the rest of an op's duration (the runtime's Python before and
-        after its layers, posting messages) does not. With device clocks all of ``compute``.
+        with a smaller chunk, less a forward's warm-up (its operators' first half beyond
+        their second: ``fastpp.measured.read._warm_up``); the rest of an op's duration (the
+        runtime's Python before and after its layers, posting messages, the warm-up) does
+        not. With device clocks all of ``compute``.
     weight_operators : ndarray, shape (p, L)
         Of an unsplit backward's (``B``'s) ``operators``, the part that computes or
         accumulates the parameters' gradients, told by the autograd nodes its profile holds

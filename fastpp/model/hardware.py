@@ -196,6 +196,20 @@ class Hardware:
         Fixed seconds each op with blocking hand-offs holds its device beyond their transfer,
         >= 0: Megatron synchronizes the device after each batched send and receive, and the
         GPU idles until the CPU issues again (not a latency on the pipeline's chain).
+    fp8_padding : bool
+        Each local expert's tokens padded to the FP8 products' row alignment by a copy of
+        their own, and the padding stripped from the output by another, where nothing padded
+        them before: Megatron-Core's ``TEGroupedMLP.forward`` calls Transformer Engine's
+        ``Fp8Padding`` and ``Fp8Unpadding`` under any FP8 recipe, which copy the received
+        tokens (``fused_multi_row_padding``, ``fused_multi_row_unpadding``; the backward
+        copies their gradients the other way) unless every expert's count is already a
+        multiple of 16, or 32 for MXFP8; force-balanced routing draws the counts at random.
+        The all-to-all dispatcher's permutation does not pad unless
+        ``moe_router_padding_for_fp8`` is set, which Megatron-Bridge's Qwen3 recipes turn off;
+        HybridEP pads inside its own permutation under any FP8 recipe (Megatron-LM at
+        ebfa13852f, ``token_dispatcher.py``'s ``_HybridEPManager.dispatch``; its DeepSeek-V3
+        GB200 guide, section 2.5). Priced as two more passes over the received tokens each way
+        (``fastpp.model.moe``'s ``expert_times``), in FP8 only. False (the presets).
     """
 
     name: str
@@ -221,6 +235,7 @@ class Hardware:
     host_step: float = 0.0
     host_op: float = 0.0
     handoff: float = 0.0
+    fp8_padding: bool = False
 
     def __post_init__(self):
         instance(self.name, str, "name", "string")
@@ -238,6 +253,7 @@ class Hardware:
         numbers(self.split_accumulator, "split_accumulator")
         one_of(self.fused_grouped_mlp, "fused_grouped_mlp", (False, True))
         one_of(self.fp8_output_layer, "fp8_output_layer", (False, True))
+        one_of(self.fp8_padding, "fp8_padding", (False, True))
         if not self.split_accumulator >= 1.0:
             raise ScheduleError(f"split_accumulator must be >= 1 (got "
                                 f"{self.split_accumulator!r})")

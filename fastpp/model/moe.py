@@ -184,10 +184,19 @@ def moe_layer_costs(model: Transformer, seq: int, microbatch, t, etp, sequence_p
 
 
 def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, ep, etp,
-                 sequence_parallel: bool, imbalance=1.0) -> dict[str, np.ndarray]:
+                 sequence_parallel: bool, imbalance=1.0, dispatcher: str | None = None
+                 ) -> dict[str, np.ndarray]:
     """Seconds of an MoE layer's MLP half (norm, router, permutations, routed and shared
     experts, residual add) for one microbatch on one GPU: ``forward``, ``input_grad``,
-    ``weight_grad`` (the module's ops)."""
+    ``weight_grad`` (the module's ops). With ``dispatcher="alltoall"`` the received tokens
+    are also sorted by local expert after the dispatch and back before the combine, where a
+    GPU holds more than one expert: Megatron-Core's ``MoEAlltoAllTokenDispatcher`` permutes
+    the tokens by destination rank before its all-to-all and then calls
+    ``sort_chunks_by_idxs`` on what it received (``dispatch_postprocess``;
+    ``combine_preprocess`` undoes it; Megatron-LM at ebfa13852f, ``token_dispatcher.py``
+    line 754), where DeepEP and HybridEP fuse the first permutation into their kernels
+    (Megatron-LM's DeepSeek-V3 GB200 guide, section 2.1.1). None (or any other dispatcher):
+    one permutation each way."""
     hw = hardware
     h, E, Fe = float(model.hidden), float(model.experts), float(model.expert_ffn)
     b = np.asarray(microbatch, np.float64)
@@ -202,6 +211,17 @@ def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t
                        width=model.shared_experts * model.expert_ffn)
     router = memory_time(hw, ROUTER_BYTES * owned * E)  # softmax and top-k in fp32
     permute = 2.0 * memory_time(hw, 2.0 * BYTES * received * h)  # into expert order, back
+    if dispatcher is not None:
+        one_of(dispatcher, "dispatcher", DISPATCHERS)
+    if dispatcher == "alltoall":
+        # the all-to-all dispatcher's second copy each way: sort_chunks_by_idxs by local
+        # expert after the dispatch, back before the combine (none with one local expert)
+        permute = permute + np.where(local > 1.0, 2.0, 0.0) * memory_time(
+            hw, 2.0 * BYTES * received * h)
+    if hw.fp8_padding and hw.precision == "fp8":
+        # Fp8Padding's copy of the received tokens before the first product and
+        # Fp8Unpadding's after the second (Hardware.fp8_padding), and their gradients' back
+        permute = permute + 2.0 * memory_time(hw, 2.0 * BYTES * received * h)
     gate = hw.with_precision("bf16")  # the router's product stays out of the FP8 recipe
     activation = (memory_time(hw, (G + 1.0) * BYTES * received * width),
                   memory_time(hw, (G + 2.0) * BYTES * received * width))  # and its backward
@@ -487,7 +507,8 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     exchange = np.where(t > 1, tensor_exchange(hw, seq, b, t, model.hidden,
                                                sequence_parallel), 0.0)
     if moe:
-        mlp = expert_times(model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance)
+        mlp = expert_times(model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance,
+                           dispatcher)
         comm = all_to_all_times(model, hw, seq, b, t, ep, etp, dispatch, node_limit,
                                 imbalance, dispatcher=dispatcher)
     else:

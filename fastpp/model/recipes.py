@@ -302,7 +302,7 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
     att = attention_times(model, hardware, seq, microbatch, t, sequence_parallel)
     if moe:
         mlp = expert_times(model, hardware, seq, microbatch, t, ep, etp, sequence_parallel,
-                           imbalance)
+                           imbalance, dispatcher)
         a2a = all_to_all_times(model, hardware, seq, microbatch, t, ep, etp,
                                dispatch_precision(hardware.precision, recipe), node_limit,
                                imbalance, dispatcher=dispatcher)

@@ -610,7 +610,7 @@ def _moe_layer(model, hardware, grid, exchange):
     layer = moe_layer_costs(model, seq, b, t, etp, sequence_parallel, rc, imbalance)
     times = layer_times(model, hardware, seq, b, t, sequence_parallel, rc,
                         mlp=expert_times(model, hardware, seq, b, t, ep, etp,
-                                         sequence_parallel, imbalance))
+                                         sequence_parallel, imbalance, grid.dispatcher))
     a2a = all_to_all_times(model, hardware, seq, b, t, ep, etp,
                            dispatch_precision(hardware.precision, recipe), grid.node_limit,
                            imbalance, dispatcher=grid.dispatcher)

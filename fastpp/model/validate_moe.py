@@ -161,6 +161,22 @@ FP8_OUTPUT_LAYER = {("deepseek-v3", hw, "NeMo 26.08") for hw in ("GB300", "GB200
 # Megatron's fp32 reduction (the ModelZoo passes no --grad-reduce-in-bf16).
 BF16_REDUCTION = {"NeMo 26": ("deepseek-v3", "kimi-k2", "qwen3-30b-a3b", "qwen3-235b-a22b"),
                   "NeMo 25": ("deepseek-v3", "deepseek-v3/no-mtp")}
+# The rows whose routed experts are padded for FP8 by copies of their own
+# (``Hardware.fp8_padding``): the NeMo rows with the all-to-all dispatcher under an FP8 recipe.
+# Megatron-Bridge's recipe turns the router's padding off (the 26.04 release branch's
+# src/megatron/bridge/recipes/qwen/qwen3_moe.py, qwen3_235b_a22b_pretrain_config:
+# moe_router_padding_for_fp8 = False, the alias of moe_router_padding_for_quantization), so
+# Megatron-Core's TEGroupedMLP.forward pads each local expert's tokens with Transformer
+# Engine's Fp8Padding and strips the padding after with Fp8Unpadding (Megatron-LM at
+# ebfa13852f, 14 April 2026: experts.py lines 345-352; token_dispatcher.py line 622 pads the
+# all-to-all dispatcher's routing map only with the router padding on;
+# transformer_engine/pytorch/module/fp8_padding.py: a copy unless every count is already
+# aligned). The flex rows' HybridEP pads as it permutes under any FP8 recipe
+# (token_dispatcher.py line 1066: pad_multiple = get_align_size_for_quantization; the
+# DeepSeek-V3 GB200 guide, section 2.5), so their Fp8Padding finds the counts aligned; the
+# ModelZoo's FP8 commands pass --moe-router-padding-for-fp8 or
+# --moe-router-padding-for-quantization.
+FP8_PADDING_DISPATCHERS = ("alltoall",)
 # what a row's note says of its recipe (the ModelZoo's Qwen3 GB200 MXFP8 command:
 # --recompute-modules moe_act layernorm --offload-modules expert_fc1 moe_act)
 NOTES = {"recompute moe_act layernorm": {"modules": ["moe_act", "layernorm"]},
@@ -318,8 +334,9 @@ def excluded(data):
 
 def settings(r) -> dict:
     """The ``plan`` arguments of a priced row (the module's assumptions where it is
-    silent), and ``fp8_current_scaling``, ``fused_grouped_mlp`` and ``fp8_output_layer``:
-    the hardware's (``CURRENT_SCALING``, ``FUSED_GROUPED_MLP``, ``FP8_OUTPUT_LAYER``)."""
+    silent), and ``fp8_current_scaling``, ``fused_grouped_mlp``, ``fp8_output_layer`` and
+    ``fp8_padding``: the hardware's (``CURRENT_SCALING``, ``FUSED_GROUPED_MLP``,
+    ``FP8_OUTPUT_LAYER``, ``FP8_PADDING_DISPATCHERS``)."""
     name = MODEL_NAMES[r["model"]]
     model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
              if name == "deepseek-v3/no-mtp" else MODELS[name])
@@ -364,6 +381,8 @@ def settings(r) -> dict:
            "fused_grouped_mlp": _config(r) in FUSED_GROUPED_MLP,
            "fp8_output_layer": _config(r) in FP8_OUTPUT_LAYER,
            "flushes": _flushes(r)}
+    out["fp8_padding"] = (str(r["release"]).startswith("NeMo") and out["precision"] == "fp8"
+                          and out["dispatcher"] in FP8_PADDING_DISPATCHERS)
     return out
 
 
@@ -460,7 +479,8 @@ def predict(r) -> tuple[float, str]:
     hardware = HARDWARE[kw.pop("hardware")]
     hardware = dataclasses.replace(hardware, fp8_current_scaling=kw.pop("fp8_current_scaling"),
                                    fused_grouped_mlp=kw.pop("fused_grouped_mlp"),
-                                   fp8_output_layer=kw.pop("fp8_output_layer"))
+                                   fp8_output_layer=kw.pop("fp8_output_layer"),
+                                   fp8_padding=kw.pop("fp8_padding"))
     flushes = kw.pop("flushes")
     if kw["global_batch"] % flushes:
         raise ScheduleError(f"{r['label']}: global_batch {kw['global_batch']} must split into "
