@@ -60,8 +60,8 @@ RUNS = {**{cls: cls for cls in TORCH_CLASSES}, "1f1b": "1f1b"}
 # step, job after job): 1.3%, 2.6%, 7.7%, 2.2% and 2.6%, then 2.4% (scripts/measure.py) and
 # 2.5% (this test), at load 1.9-3.2, the split classes priced 2-9% fast (PyTorch's split
 # backward does more work than a full one). Session 7, with the probe and each op kind's own
-# fixed time from it (docs/measured.md): 1.2-4.9% in five scripts/measure.py runs at load
-# 1.6-7.5, and 6.6% (4.7% on the same steps before) in this test's own run, every class fast.
+# fixed time from it (docs/measured.md): 1.2-4.9% in six scripts/measure.py runs at load
+# 1.3-7.5, and 6.6% (4.7% on the same steps before) in this test's own run, every class fast.
 PREDICTION_MEDIAN_BOUND = 0.20
 PREDICTION_BOUND = 0.35
 
