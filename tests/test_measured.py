@@ -114,6 +114,22 @@ def test_ranks_on_one_host_are_not_shifted(tmp_path, rng):
     np.testing.assert_allclose(run.offsets, [0, 0, 0.02, 0.02], atol=EXACT)
 
 
+def test_ranks_on_one_host_whose_clocks_disagree_are_aligned(tmp_path, rng):
+    """Each profiled process converts its own clock: two ranks on one host that disagree by
+    less than SAME_HOST_SLACK_US (a receive ending before its send was posted) are aligned by
+    their hand-offs as ranks on two hosts are, not refused; the other host keeps its own."""
+    from fastpp.measured.align import SAME_HOST_SLACK_US
+
+    s, truth = synthetic(rng, "1f1b", 4, 8)
+    offsets = np.array([0.0, 0.0, 4e-4, 4e-4])  # rank 2's and 3's clocks ahead by 0.4 ms
+    shift = np.array([0.0, 0.0, 0.0, 5e-4])  # rank 3 0.5 ms more: beyond the 0.3 ms latency
+    assert 5e-4 * 1e6 < SAME_HOST_SLACK_US
+    trace_synth.write(tmp_path, s, truth, offsets=offsets + shift, hosts=["a", "a", "b", "b"])
+    run = read_torch_trace(tmp_path)
+    np.testing.assert_allclose(run.offsets, offsets + shift, atol=EXACT)
+    assert_recovered(run, truth, s)
+
+
 def test_gz_gpipe_labels_and_a_list_of_files(tmp_path, rng):
     s, truth = synthetic(rng, "gpipe", 3, 4)
     paths = trace_synth.write(tmp_path, s, truth, gz=True, labels="gpipe")

@@ -144,7 +144,7 @@ class MeasuredRun(Frozen):
         not measured.
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
-        rank 0's host.
+        rank 0's host, unless its ranks' clocks disagree (``fastpp.measured.align``).
     offset_residual : float
         How far the true offsets can be from ``offsets`` given the hand-offs (seconds).
     latency : float
