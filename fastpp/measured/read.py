@@ -378,8 +378,7 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
     device_clock = bool(gpu["start"].size)
     chosen = gpu if device_clock else cpu
     probes = gpu_probes if device_clock else cpu_probes
-    probe_range = probes["end"] - probes["start"]
-    probe_span = probe_range
+    probe_span = probe_range = probes["end"] - probes["start"]  # (device clocks: both)
     if not chosen["start"].size:
         hint = (" (it labels only sends and receives)" if other_labels else "")
         raise ScheduleError(

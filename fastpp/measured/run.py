@@ -333,21 +333,19 @@ class MeasuredRun(Frozen):
             # forward-only runs and stages without a backward: only what was measured counts
             b = np.where(np.isfinite(b), b, f)
         w = np.nan_to_num(w)
-        # a kind the run lacks takes the backward's fixed time (I and W each B's, B the I's),
-        # or with the probe what it is made of: the runtime around the call (dispatch,
-        # posting and receiving messages), the same for B and I, plus the call's own Python
-        # outside its operators (probe_fixed); W posts and receives nothing: its call's own
-        overhead = {"F": fixed[F], "B": _either(fixed[B], fixed[I]),
-                    "I": _either(fixed[I], fixed[B]), "W": _either(fixed[W], fixed[B])}
+        # a kind the run lacks: with the probe, what its fixed time is made of, the runtime
+        # around the call (dispatch, posting and receiving messages), the same for B and I,
+        # plus the call's own Python outside its operators (probe_fixed; W posts and
+        # receives nothing: its call's own); without it the backward's (I and W each B's,
+        # B the I's)
         own_b, own_i, own_w = self._probe_fixed_by(per)
         backward = np.isfinite(fixed[B]) | np.isfinite(fixed[I])
-        probed = {"B": np.maximum(fixed[I] - own_i, 0.0) + own_b,
-                  "I": np.maximum(fixed[B] - own_b, 0.0) + own_i,
-                  "W": np.where(backward, own_w, np.nan)}
-        overhead.update({kind: _either(fixed[{"B": B, "I": I, "W": W}[kind]],
-                                       _either(value, overhead[kind]))
-                         for kind, value in probed.items()})
-        overhead = {kind: np.nan_to_num(value) for kind, value in overhead.items()}
+        lacking = {B: _either(np.maximum(fixed[I] - own_i, 0.0) + own_b, fixed[I]),
+                   I: _either(np.maximum(fixed[B] - own_b, 0.0) + own_i, fixed[B]),
+                   W: _either(np.where(backward, own_w, np.nan), fixed[B])}
+        overhead = {"F": np.nan_to_num(fixed[F]), **{
+            name: np.nan_to_num(_either(fixed[kind], lacking[kind]))
+            for name, kind in (("B", B), ("I", I), ("W", W))}}
         has_pair = np.isfinite(scaled[FB])
         pair = (scaled[FB] + fixed[FB] - overhead["F"] - overhead["B"]) * s.m
         floored = np.maximum(b, tiny)
