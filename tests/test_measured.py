@@ -1067,3 +1067,21 @@ def test_probe_fixed_is_checked_and_carried_through_the_steps():
         with pytest.raises(ScheduleError, match=rule):
             fastpp.MeasuredRun(**{name: getattr(run, name) for name in RUN_FIELDS},
                                probe_fixed=wrong)
+
+
+def test_the_ranks_stderr_loses_the_profilers_step_lines_only():
+    # the two lines as torch 2.13's libkineto prints them (copied from a run), and lines in
+    # the format of its errors and of a traceback, which must pass
+    from fastpp.measured.runner import PROFILER_CHATTER
+
+    printed = ("USDT:2026-12-03 04:05:34 15714:15714 SyncActivityProfilerHandler.cpp:52] "
+               "profiler_start\n"
+               "STAGE:2026-12-03 04:13:03 15990:15990 SyncActivityProfilerHandler.cpp:51] "
+               "Completed Stage: Warm Up\n"
+               "ERROR:2026-12-03 04:13:03 15990:15990 CuptiActivityProfiler.cpp:10] no CUPTI\n"
+               "Traceback (most recent call last):\n"
+               "USDT:2026-12-03 04:05:34 15714:15714 SyncActivityProfilerHandler.cpp:59] "
+               "profiler_stop")
+    assert PROFILER_CHATTER.sub("", printed) == (
+        "ERROR:2026-12-03 04:13:03 15990:15990 CuptiActivityProfiler.cpp:10] no CUPTI\n"
+        "Traceback (most recent call last):\n")

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -77,6 +78,10 @@ class Job:
 
 
 MAX_RANKS = 1024
+# the profiler's lines on each start and stop of a step (libkineto's STAGE and USDT levels, which
+# no KINETO_LOG_LEVEL below its errors' silences): two a profiled step and rank, dropped from what
+# the ranks print; its warnings and errors pass
+PROFILER_CHATTER = re.compile(r"^(STAGE|USDT):\S+ \S+ \d+:\d+ \S+\.cpp:\d+\] .*\n?", re.MULTILINE)
 PROBE = 5  # each stage's probes after a profiled step (measure's probe)
 
 
@@ -422,7 +427,7 @@ def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
                     proc.wait()
             for err in errs:
                 if err.exists():
-                    sys.stderr.write(err.read_text(errors="replace"))
+                    sys.stderr.write(PROFILER_CHATTER.sub("", err.read_text(errors="replace")))
 
 
 def _wait(procs: list, errs: list[Path], timeout: float) -> None:
