@@ -1,7 +1,10 @@
 """Test helpers: the grid of valid points, random costs, random legal schedules."""
 
+import importlib
 import inspect
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -21,6 +24,16 @@ def valid_points(max_p=8):
                 for m in range(1, 5):
                     if not spec.reasons(p, n, m, p)[0]:
                         yield name, p, n, m
+
+
+def script(name: str):
+    """A module of scripts/, imported as the scripts import each other."""
+    folder = str(Path(__file__).resolve().parents[1] / "scripts")
+    sys.path.insert(0, folder)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(folder)
 
 
 # FASTPP_SMALL=1 (the coverage run, with Numba's JIT off) keeps the grid small

@@ -6,16 +6,15 @@ Skipped only where no browser can be installed; in CI (``CI`` set) a missing one
 """
 
 import base64
-import importlib
 import os
 import shutil
-import sys
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import script
 
 import fastpp
 from fastpp.__main__ import main as cli
@@ -150,17 +149,8 @@ def test_plan_report_sorts_and_filters(browser, tmp_path, capsys):
     page.check_offline()
 
 
-def _script(name: str):
-    """A module of scripts/, imported as the scripts import each other."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-
-
 def test_main_job_writes_its_report(browser, tmp_path, capsys):
-    sweep = _script("sweep")
+    sweep = script("sweep")
     assert sweep.main(["--schedules", *SCHEDULES, "-p", "2", "4", "--n-per-p", "1", "2",
                        "-m", "1", "2", "--comm", "0", "0.1", "--out", str(tmp_path),
                        "--no-progress"]) == 0
@@ -171,7 +161,7 @@ def test_main_job_writes_its_report(browser, tmp_path, capsys):
 
 
 def test_frontier_script_and_measured_run(browser, tmp_path, monkeypatch):
-    frontier = _script("frontier")
+    frontier = script("frontier")
     assert frontier.main(["-p", "4", "-n", "8", "--budgets", "2", "--time-limit", "0.05",
                           "--threads", "1", "--out", str(tmp_path)]) == 0
     page = Opened(browser, tmp_path / "frontier.html")
@@ -290,5 +280,5 @@ def test_sweep_folder_and_csv_read_alike(small_sweep, tmp_path):
 
 @pytest.mark.skipif(shutil.which("apt-get") is None, reason="not a Debian-like machine")
 def test_ci_installs_chromium_when_missing():
-    script = (ROOT / ".ci" / "run").read_text()
-    assert "/usr/bin/chromium" in script and "apt-get install -y chromium" in script
+    text = (ROOT / ".ci" / "run").read_text()
+    assert "/usr/bin/chromium" in text and "apt-get install -y chromium" in text
