@@ -408,7 +408,7 @@ SAID = {"replayed": "replayed (each op's measured time)",
 def _measure(args) -> int:
     from pathlib import Path
 
-    from .measured import measure, predictions
+    from .measured import MeasuredSteps, measure, predictions
 
     schedule = args.schedule
     if args.from_csv:
@@ -419,8 +419,9 @@ def _measure(args) -> int:
     run = measure(schedule, args.p, args.n, args.m, realtime=args.realtime,
                   delay=args.delay, link_delay=_link_delay(args.link_delay), steps=args.steps,
                   **given)
-    if isinstance(run, list):  # one MeasuredRun per step
+    if isinstance(run, MeasuredSteps):  # --steps N > 1: one MeasuredRun per step
         print("steps: " + ", ".join(f"{r.makespan * 1e3:.3f}ms" for r in run))
+        _distribution(run)
         run = run[-1]
     s = run.schedule
     out = Path(run.files[0]).parent if run.files else args.out
@@ -444,6 +445,20 @@ def _measure(args) -> int:
         print(f"picture: {plot.measured_timelines(run, run.replay(), args.picture)}")
     write_report(run, Path(out) / "report.html")
     return 0
+
+
+def _distribution(steps) -> None:
+    """The steps' median and 95th percentile, measured and from a Monte Carlo of their own
+    costs and noise (a ``MeasuredSteps``): what a step of this schedule takes, spikes
+    included, where the median costs price the calm path."""
+    import numpy as np
+
+    drawn = simulate(steps[0].schedule, steps.costs(), noise=steps.noise(),
+                     samples=4000).makespan
+    for q in (0.5, 0.95):
+        real, predicted = np.quantile(steps.makespans, q), np.quantile(drawn, q)
+        print(f"p{round(q * 100)} of the steps: measured {real * 1e3:.3f}ms, with the steps' "
+              f"own noise {predicted * 1e3:.3f}ms ({predicted / real - 1:+.2%})")
 
 
 def _link_delay(text):

@@ -283,10 +283,20 @@ def test_cli_measure_runs_a_schedule_csv(tmp_path, capsys):
     order = Schedule.from_tokens(rows, zbv.stage_to_device, n=N, m=2)
     csv = write_torch_csv(order, tmp_path / "found.csv")
     code = main(["measure", "--from-csv", str(csv), "--placement", "v", "--out",
-                 str(tmp_path / "run"), "--realtime" if MODEL["realtime"] else "--warmup=1"])
+                 str(tmp_path / "run"), "--realtime" if MODEL["realtime"] else "--warmup=1",
+                 "--steps", "4"])
     text = capsys.readouterr().out
     assert code == 0, text
     assert "replayed" in text and f"p={P}, n={N}, m=2" in text
+    # the four steps' median and p95, measured and from their own costs and noise
+    steps = [float(x) for x in re.findall(r"([\d.]+)ms", text.split("steps: ")[1].split("\n")[0])]
+    assert len(steps) == 4
+    found = re.search(r"p50 of the steps: measured ([\d.]+)ms, with the steps' own noise "
+                      r"([\d.]+)ms \(([+-][\d.]+)%\)", text)
+    assert found and float(found[1]) == pytest.approx(np.median(steps), abs=1e-3)
+    # the Monte Carlo redraws the same steps' ops: near their median (loosely: 4 steps)
+    assert abs(float(found[3])) <= 20
+    assert "p95 of the steps: measured" in text
 
 
 def _durations(run, r, kind):
