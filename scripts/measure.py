@@ -91,7 +91,9 @@ def expected(label: str, p: int, n: int) -> fastpp.Schedule:
 
 def class_table(runs: dict, p: int, n: int) -> pd.DataFrame:
     """One row per schedule: the medians over the steps of the measured makespan, the
-    replay's error, the error of the prediction from 1F1B's costs and from the same kind's."""
+    replay's error, the error of the prediction from 1F1B's costs and from the same kind's;
+    then the median and 95th percentile of a Monte Carlo of 1F1B's steps together (their
+    ``costs()`` and ``noise()``) against the schedule's measured ones."""
     calibration = fastpp.MeasuredSteps(runs["1f1b"])
     costs, noise = calibration.costs(), calibration.noise()
     rows = []
