@@ -7,7 +7,7 @@ peaks on its own. The batch side is the engine as shipped: one ``Schedule.compil
 cached between rounds) and one ``evaluate_batch`` pass for all the cost vectors. The rows are
 checked equal. Reported as ns per op and column, and as a ratio; no target (the issue's
 targets are in bench_sweep.py, bench_api.py and bench_plan.py).
-Run for real with ``pytest bench/bench_compiled.py --benchmark-enable -s``.
+Run for real with ``pytest bench/bench_compiled.py --benchmark-enable -n 0 -s``.
 """
 
 import numpy as np

@@ -12,7 +12,7 @@
   Its code is not part of fastpp: set ``STRAGGLER_ANALYSIS`` to a checkout of it (the
   benchmark skips otherwise); both give the same slowdown.
 
-Run for real with ``pytest bench/bench_noise.py --benchmark-enable``; the normal suite runs
+Run for real with ``pytest bench/bench_noise.py --benchmark-enable -n 0``; the normal suite runs
 each once.
 """
 
