@@ -6,7 +6,7 @@ a point), interleaved and ZB-V more; a run under it xfails with the measured fig
 
 The plain simulator is given the op lists ready-made (its schedule generation is not timed), so
 the ratio is if anything conservative. Both results are checked against ``tests/reference.py``.
-Run for real with ``pytest bench/bench_api.py --benchmark-enable -s``.
+Run for real with ``pytest bench/bench_api.py --benchmark-enable -n 0 -s``.
 """
 
 import pytest

@@ -7,7 +7,7 @@ peaks on its own. The batch side is the engine as shipped: one ``Schedule.compil
 cached between rounds) and one ``evaluate_batch`` pass for all the cost vectors. The rows are
 checked equal. Reported as ns per op and column, and as a ratio; no target (the issue's
 targets are in bench_sweep.py, bench_api.py and bench_plan.py).
-Run for real with ``pytest bench/bench_compiled.py --benchmark-enable -s``.
+Run for real with ``pytest bench/bench_compiled.py --benchmark-enable -n 0 -s``.
 """
 
 import numpy as np
@@ -52,6 +52,11 @@ def bench_many_costs(benchmark, case, side):
     expected = run(keys, costs, 10**9)
     got = benchmark.pedantic(run, args=(keys, costs, group), rounds=5, iterations=1)
     np.testing.assert_array_equal(got, expected)
+    # the per-point side equals itself above: its rows against simulate (reference-checked)
+    sched = fastpp.build_schedule(name, p, n, m)
+    for i in range(3):
+        point = fastpp.Costs(**{k: float(v[i]) for k, v in costs.items()})
+        assert expected[i, batch.MAKESPAN] == fastpp.simulate(sched, point).makespan
     ops = int(expected[0, batch.NUM_OPS]) * count
     if not benchmark.disabled:
         benchmark.extra_info["ns per op and column"] = benchmark.stats.stats.min / ops * 1e9

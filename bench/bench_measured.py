@@ -9,7 +9,7 @@
   per-stage costs; the time per op is reported.
 
 The normal suite runs each once on a small run (``--benchmark-disable``); ``pytest bench
---benchmark-enable -k measured`` measures the full size.
+--benchmark-enable -n 0 -k measured`` measures the full size.
 """
 
 import json

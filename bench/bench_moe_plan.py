@@ -1,6 +1,6 @@
 """Planning DeepSeek-V3: configurations per second against the loop a user would write.
 
-Run for real with ``pytest bench/bench_moe_plan.py --benchmark-enable -s``; the normal suite
+Run for real with ``pytest bench/bench_moe_plan.py --benchmark-enable -n 0 -s``; the normal suite
 runs each once on a small job. The job (issue 20): every tp x pp x ep x cp x schedule x
 microbatch (x recomputation, x the overlapped pair) of DeepSeek-V3 that can exist on 2048
 H800s, sequence 4K, FP8, DeepSeek's first global batch (3,072 sequences), node-limited routing

@@ -1,11 +1,12 @@
 """The planner: configurations per second against the loop a user would write.
 
-Run for real with ``pytest bench/bench_plan.py --benchmark-enable -s``; the normal suite runs
+Run for real with ``pytest bench/bench_plan.py --benchmark-enable -n 0 -s``; the normal suite runs
 each once on a small job. The baseline is the old ``model_sweep`` loop: per configuration
 ``build_schedule`` + ``transformer_costs`` + ``simulate`` + ``device_bytes``, the same numbers
 (checked equal on the sample it times), reported per configuration on the default job
-(LLaMA-3-70B on 64 H100s). Target: LLaMA-70B-sized configurations (``p <= 16``, ``n <= 128``)
-at 20,000 or more per second on 2 threads (issue 19).
+(LLaMA-3-70B on 64 H100s). Targets: LLaMA-70B-sized configurations (``p <= 16``, ``n <= 128``)
+at 20,000 or more per second on 2 threads (issue 19); 4x the ratio to the loop that issue 27
+opened at, 15.4x (open: xfails with the figure).
 """
 
 import functools
@@ -23,6 +24,9 @@ DEFAULT = dict(model="llama3-70b", gpus=64, hardware="H100-80GB", seq=8192, glob
 SMALL = dict(model="llama3-8b", gpus=8, hardware="H100-80GB", seq=2048, global_batch=32,
              schedules=["1f1b", "zbv"], recompute="none", workers=1)
 TARGET_RATE = 20_000
+# issue 27: plan 4x its ratio to the loop when the issue opened (15.4x, docs/performance.md);
+# open, so a real run xfails with the figure rather than reporting a ratio with no target
+TARGET_OVER_LOOP = 4 * 15.4
 
 
 def loop(rows, args):
@@ -57,11 +61,12 @@ def bench_plan_per_configuration(benchmark, engine):
         count = len(ran)
         result = benchmark.pedantic(plan, kwargs=args, rounds=3, iterations=1)
         assert result["makespan"].notna().sum() == count
-    else:  # a sample: the loop takes about 5 ms a configuration
+    else:  # a sample: the loop takes 8-17 ms a configuration
         sample = ran.sample(min(len(ran), 60), random_state=0)
         count = len(sample)
         loop(sample.head(3), args)  # load what it calls from the kernel cache first
-        got = benchmark.pedantic(loop, args=(sample, args), rounds=1, iterations=1)
+        # the fastest of 3 rounds, as plan gets: one round would count its noise against it
+        got = benchmark.pedantic(loop, args=(sample, args), rounds=3, iterations=1)
         assert got == list(zip(sample["makespan"], sample["peak_memory"], strict=True))
     if not benchmark.disabled:  # per configuration, so that the two compare
         benchmark.stats.stats.min /= count
@@ -69,7 +74,7 @@ def bench_plan_per_configuration(benchmark, engine):
         print(f"\n{engine}: {count} configurations, {benchmark.stats.stats.min * 1e6:.0f} us each")
     record(benchmark, engine)
     if engine == "loop":
-        check_speedup(benchmark, "plan", "loop", None)
+        check_speedup(benchmark, "plan", "loop", TARGET_OVER_LOOP, open_target=True)
 
 
 def bench_plan_70b_two_threads(benchmark):

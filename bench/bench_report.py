@@ -1,6 +1,6 @@
 """The report of the default sweep (``scripts/sweep.py``'s grid) against plotly express.
 
-Run for real with ``pytest bench/bench_report.py --benchmark-enable -s``; the normal suite
+Run for real with ``pytest bench/bench_report.py --benchmark-enable -n 0 -s``; the normal suite
 runs it once (and the baseline on two figures of each kind). The baseline is what a user
 would otherwise write: plotly express figures of the same views, each written the ordinary
 way with ``write_html`` (plotly.js in every file): the three faceted heat maps, a scatter per

@@ -1,7 +1,7 @@
 """Schedule search: the heuristic against a plain-Python transcription of the authors' algorithm,
 and the bubble that improve and exact reach against time.
 
-Run for real with ``pytest bench/bench_search.py --benchmark-enable -s``; the normal suite runs
+Run for real with ``pytest bench/bench_search.py --benchmark-enable -n 0 -s``; the normal suite runs
 each once on a small input. Target: the heuristic (the authors' 8 runs and their choice, orders
 out) at least 100x faster than ``tests/zb_authors.py`` over the 24 Table 5 solves; both give
 identical orders. ``optimize(method="heuristic")`` end to end (problem set-up, the returned

@@ -2,7 +2,7 @@
 the same ops; the ratio is reported (the per-point target lives in bench_api.py). Results are
 checked against tests/reference.py, which is a correctness oracle here, not a baseline.
 
-Run for real with ``pytest bench --benchmark-enable``; the normal suite runs each once.
+Run for real with ``pytest bench --benchmark-enable -n 0``; the normal suite runs each once.
 """
 
 import pytest

@@ -1,7 +1,7 @@
 """Sweep throughput, against plain Python and a minimal compiled loop, over threads, and cold
 against cached.
 
-Run for real with ``pytest bench --benchmark-enable``; the normal suite runs each once.
+Run for real with ``pytest bench --benchmark-enable -n 0``; the normal suite runs each once.
 Targets: >= 1.7x from 1 to 2 threads, within 1.5x of a minimal Numba loop per op (open), the
 default ``scripts/sweep.py`` sweeping in <= 2 s warm and finishing in <= 30 s cold (asserted),
 and the whole run in <= 10 s cold and <= 2 s cached (issue 27; reported as xfail when missed).

@@ -4,6 +4,7 @@ transfer, and the flash path of the per-op model priced with it."""
 
 import numpy as np
 import pytest
+from helpers import needs_data
 
 from fastpp.model import HARDWARE, Transformer
 from fastpp.model.attention import (
@@ -19,7 +20,7 @@ from fastpp.model.compute import _attention, matmul_efficiency
 from fastpp.model.validate import DATA
 
 PATH = DATA / "attention_kernels.csv"
-pytestmark = pytest.mark.skipif(not PATH.exists(), reason="shared/data is not beside the repo")
+pytestmark = needs_data(PATH.name)
 
 
 @pytest.fixture(scope="module")

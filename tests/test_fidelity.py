@@ -45,9 +45,13 @@ BASELINE_MAPE = {"korthikanti_2022": 3.93, "korthikanti_2022_layer": 1.52,
 BASELINE_CHECK_MAPE = {"megatron_core_h100_weak_scaling": 5.62}  # its held-out even rows
 # Zero Bubble rankings that agree with the paper's (of 12 each): at least the published count
 README_RANKINGS = {"zero_bubble_table4_profiled": 12, "zero_bubble_table4_model": 10}
-# vTrain's small models on one node: both halves, each within this bound (7.2% and 7.4%
-# before Megatron's softmax fallback was priced; issue 26 asks 5%: the strict xfail below)
-VTRAIN_BOUND = 7.5
+# vTrain's small models on one node: both halves, each within this bound, a regression guard
+# (7.2% and 7.4% before Megatron's softmax fallback was priced, 6.2% and 6.7% since; issue 26
+# asks 5%: the strict xfail below)
+VTRAIN_BOUND = 7.0
+# tables with no row fitted, whose MAPE is a check; Korthikanti's layer table is all
+# calibration rows (A100's matrix-product curve), so its figure bounds the fit and checks nothing
+FIT_ONLY = {"korthikanti_2022_layer"}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +61,13 @@ def frame():
 
 @pytest.mark.parametrize("dataset", list(BASELINE_MAPE))
 def test_every_dense_table_within_five_percent(frame, dataset):
-    assert mape(frame)[dataset] <= 5.0
+    """The issue's 5% on the rows nothing was fitted on (Megatron-Core's even rows, every row
+    of the other tables); the layer table, all calibration, is held to it as a fit."""
+    role = "calibration" if dataset in FIT_ONLY else "check"
+    rows = frame[frame["dataset"] == dataset]
+    assert set(rows["role"]) == ({role} if dataset in FIT_ONLY or dataset not in
+                                 BASELINE_CHECK_MAPE else {"calibration", "check"})
+    assert mape(frame, role)[dataset] <= 5.0
 
 
 @pytest.mark.parametrize("dataset", list(BASELINE_MAPE))

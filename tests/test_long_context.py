@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from helpers import needs_data
 
 from fastpp.model import HARDWARE, MODELS, Hardware, Link, Transformer
 from fastpp.model.compute import _attention
@@ -90,7 +91,7 @@ def test_ring_blocks_run_at_the_kernel_speed_of_their_length():
 
 
 LONG = DATA / "long_context_published.csv"
-needs_data = pytest.mark.skipif(not LONG.exists(), reason="shared/data is not beside the repo")
+long_data = needs_data(LONG.name)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,7 @@ def long():
     return long_rows()
 
 
-@needs_data
+@long_data
 def test_exclusions_are_the_listed_ones():
     import pandas as pd
 
@@ -116,7 +117,7 @@ def test_exclusions_are_the_listed_ones():
         "model_tflops_per_gpu_without_cp"}
 
 
-@needs_data
+@long_data
 def test_long_rows_are_the_nemo_cp_runs_and_fit_memory(long):
     rows, memory = long
     assert len(rows) == 17
@@ -134,7 +135,7 @@ def _errors(rows, gpu="", role=None):
                      and (role is None or roles.get(r[:3], "check") == role)])
 
 
-@needs_data
+@long_data
 def test_nemo_count_is_the_full_square():
     """NeMo's summary tables print tokens and TFLOP/s per GPU side by side: their ratio is
     the full-square count within 0.1%, and Megatron's causal count misses it by 7-11%."""
@@ -147,7 +148,7 @@ def test_nemo_count_is_the_full_square():
         assert model.megatron_flops_per_token(seq) * tokens / 1e12 < 0.95 * tflops
 
 
-@needs_data
+@long_data
 def test_attention_speed_is_the_fit_on_the_longest_rows():
     from fastpp.model.validate_long import ATTENTION_SPEED, calibrate, long_roles
 
@@ -156,7 +157,7 @@ def test_attention_speed_is_the_fit_on_the_longest_rows():
                                             "Llama3-8B B200 1024K cp16"]
 
 
-@needs_data
+@long_data
 def test_long_context_mape_bounds(long):
     """The attention's speed fitted per table on its 1M row, the 15 other rows checks:
     Llama 2 7B on H100 within 5% MAPE, Llama 3 8B on B200 within 12%, the checks together

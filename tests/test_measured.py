@@ -43,6 +43,41 @@ def synthetic(rng, name="1f1b", p=4, n=8, m=1, *, lead=True, extra=False, latenc
     return s, trace_synth.run(s, compute, gaps, latency=latency, o1=o1, extra=delay)
 
 
+def test_the_synthetic_traces_follow_the_reference_dependency_rule():
+    """trace_synth takes each op's inputs from ``fastpp.dependencies``, and the reader its
+    hand-offs from ``dependencies.edges``: a wrong rule there would make the synthetic truths
+    and the reader agree on a wrong answer. With no runtime gaps the synthetic timeline must be
+    tests/reference.py's (its own rule, read from the tokens and routes), and ``edges`` must
+    name the ops ``inputs`` names, on a sample of every schedule's valid points."""
+    from helpers import valid_points
+    from reference import simulate_reference
+
+    from fastpp import Costs
+    from fastpp.dependencies import edges, inputs, producers
+
+    rng = np.random.default_rng(7)
+    checked = set()
+    # p <= 4, n p <= 48: every schedule and its phase shapes, in a few seconds
+    for name, p, n, m in [x for x in valid_points(4) if x[1] * x[2] <= 48][::5]:
+        s = build_schedule(name, p, n, m)
+        shape = s.kind.shape
+        compute = rng.uniform(0.5, 2.0, shape)
+        truth = trace_synth.run(s, compute, np.zeros(shape), latency=0.3, o1=np.zeros(p),
+                                send_gap=0.0, send_post=0.0)
+        ref = simulate_reference(s, Costs(1, 2, comm=0.3), durations=compute.tolist())
+        for r in range(p):
+            np.testing.assert_allclose(truth["end"][r, :s.length[r]], ref.end[r], rtol=0,
+                                       atol=1e-9, err_msg=f"{name} p={p} n={n} m={m} r={r}")
+        where = producers(s)
+        rs, ks, made_by = edges(s)
+        number = {(int(r), int(k)): i for i, (r, k) in enumerate(zip(rs, ks, strict=True))}
+        for i, (r, k) in enumerate(zip(rs, ks, strict=True)):
+            named = {number[where[x]] for x in inputs(s, int(r), int(k))}
+            assert named == {int(x) for x in made_by[i] if x >= 0}, (name, p, n, m, r, k)
+        checked.add(name)
+    assert checked == set(fastpp.SCHEDULES), set(fastpp.SCHEDULES) - checked
+
+
 def assert_recovered(run, truth, schedule):
     used = np.arange(schedule.kind.shape[1]) < schedule.length[:, None]
     for name in ("start", "end", "release", "wait", "compute", "overhead"):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import changed_run
+from helpers import changed_run, needs_data
 
 import fastpp
 from fastpp import Costs, Noise, ScheduleError, build_schedule, simulate
@@ -424,14 +424,13 @@ def test_empirical_noise_bootstraps_a_real_run():
         Noise(empirical="trace.json")
 
 
+@needs_data("whatif_st/trace-ST.parquet")
 def test_empirical_noise_from_a_job():
     """A what-if job's computes feed the Monte Carlo of another schedule on its stages."""
     pytest.importorskip("yaml")
     from fastpp.model.validate import DATA
 
     trace = DATA / "whatif_st" / "trace-ST.parquet"
-    if not trace.exists():
-        pytest.skip("shared/data/whatif_st is not beside the repository")
     job = fastpp.read_op_table(trace)
     s = build_schedule("1f1b", job.pp, 8)
     mc = simulate(s, Costs(f=1, b=2), noise=Noise(empirical=job), samples=200)

@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from helpers import needs_data
 
 from fastpp import ScheduleError, build_schedule, simulate
 from fastpp.model import HARDWARE, Hardware, Link, RunGrid, Transformer, transformer_costs
@@ -32,7 +33,7 @@ from fastpp.model.validate_small import (
 
 A100 = HARDWARE["A100-80GB"]
 ANCHORS = DATA / "small_model_overheads.csv"
-needs_data = pytest.mark.skipif(not ANCHORS.exists(), reason="shared/data is not here")
+anchors_data = needs_data(ANCHORS.name)
 
 
 def _anchors(gpu):
@@ -42,7 +43,7 @@ def _anchors(gpu):
     return rows["message_bytes"].to_numpy(float), rows["value"].astype(float).to_numpy() * 1e-6
 
 
-@needs_data
+@anchors_data
 def test_the_a100_all_reduce_against_nccl_tests():
     """8 A100s, 64 B to 16 MiB: the fastest protocol of three (calibrated on these rows:
     this bounds the fit, it is no check) within 5% at every size, 2% on average; flat at
@@ -56,7 +57,7 @@ def test_the_a100_all_reduce_against_nccl_tests():
     assert 14 * A100.node.latency > 2 * measured[0]
 
 
-@needs_data
+@anchors_data
 def test_the_a100_protocols_checked_on_h200s_latency_floor():
     """A check on data not fitted: H200's nccl-tests with a newer NCCL (the same ring
     algorithm on NVLink4) floor at 18 us below 512 KiB; A100's fitted LL base (NVLink3, an
@@ -187,7 +188,7 @@ def test_each_hop_on_its_own_link_by_hand():
     assert simulate(sched, costs).makespan < simulate(sched, whole).makespan
 
 
-@needs_data
+@needs_data("vtrain_single_node_a.csv")
 def test_the_vtrain_split_and_its_assumptions():
     frame = vtrain_frame(DATA)
     assert len(frame) == 746
@@ -206,7 +207,7 @@ def test_the_protocol_table_is_ordered():
     assert isinstance(A100, Hardware)
 
 
-@needs_data
+@anchors_data
 def test_the_preset_protocols_are_what_fit_protocols_gives():
     size, measured = _anchors("A100")
     fitted = fit_protocols(size, measured)

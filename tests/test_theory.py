@@ -14,7 +14,7 @@ MIXES = [(1.0, 2.0, 1.0), (1.5, 1.0, 0.25), (2.0, 3.0, 1.0), (1.0, 1.0, 0.5)]
 
 @pytest.mark.parametrize("f, b, w", MIXES)
 def test_closed_forms_hold_on_the_grid(f, b, w):
-    checked = dict.fromkeys(("idle", "span", "makespan", "peak", "bubble"), 0)
+    checked = dict.fromkeys(("idle", "span", "makespan", "peak", "live", "max live", "bubble"), 0)
     for name, p, n, m in POINTS:
         res = simulate(build_schedule(name, p, n, m), Costs(f=f, b=b, w=w, gamma=0.4))
         where = (name, p, n, m)
@@ -32,8 +32,10 @@ def test_closed_forms_hold_on_the_grid(f, b, w):
             checked["peak"] += 1
         if (x := theory.peak_live(name, p, n, m)) is not None:
             np.testing.assert_array_equal(res.peak_live, x, err_msg=str(where))
+            checked["live"] += 1
         if (x := theory.max_peak_live(name, p, n, m)) is not None:
             assert res.peak_live.max() == x, where
+            checked["max live"] += 1
         if (x := theory.bubble_fraction(name, p, n, m, f, b)) is not None:
             assert res.bubble_ratio == pytest.approx(x, abs=1e-12), where
             checked["bubble"] += 1

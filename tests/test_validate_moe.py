@@ -5,13 +5,13 @@ them)."""
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import needs_data
 
 from fastpp import ScheduleError
 from fastpp.model import validate_moe
 from fastpp.model.validate import DATA, mape, validate
 
-pytestmark = pytest.mark.skipif(not (DATA / "moe_published_more.csv").exists(),
-                                reason="shared/data is not beside the repository")
+pytestmark = needs_data("moe_published.csv", "moe_published_more.csv")
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import needs_data
 
 import fastpp
 from fastpp import ScheduleError
@@ -23,8 +24,8 @@ DATA = SHARED / "whatif_st"  # $FASTPP_DATA or shared/data beside the repository
 TRACE, META = DATA / "trace-ST.parquet", DATA / "meta-ST.yaml"
 TOL = 1e-5  # relative; the issue asks for 1%
 
-pytestmark = pytest.mark.skipif(not TRACE.exists(),
-                                reason="shared/data/whatif_st is not beside the repository")
+pytestmark = needs_data(*(f"whatif_st/{name}" for name in (
+    "trace-ST.parquet", "meta-ST.yaml", "result-ST.json", "ms-ST.json", "mw-ST.json")))
 
 
 @pytest.fixture(scope="module")
