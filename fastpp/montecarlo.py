@@ -21,7 +21,7 @@ from functools import cached_property
 import numpy as np
 
 from . import noise as noise_module
-from .checks import ScheduleError, index, number, number_array, positive_int
+from .checks import ScheduleError, ScheduleTypeError, index, number, number_array, positive_int
 from .compiled import op_durations
 from .costs import Costs
 from .noise import Noise
@@ -29,6 +29,7 @@ from .ops import Op
 from .schedule import Schedule
 
 MAX_SAMPLES = 10**8
+DEFAULT_SAMPLES = 64  # a sweep's, plan's or search's: enough for a p95 of a few percent
 _LOCK = threading.Lock()
 # made on first use, kept (starting threads costs); not the engine's pools, because a Monte
 # Carlo may run inside a task on one of those and would then wait on its own pool's threads
@@ -170,11 +171,44 @@ class MonteCarlo:
         return out
 
 
+def check_noise(noise, samples, seed, seed_name: str = "seed") -> tuple[int, int]:
+    """Validate ``noise=`` and its companions where a sweep, a plan or a search takes them.
+
+    Parameters
+    ----------
+    noise : fastpp.Noise
+    samples : int
+        Monte Carlo samples, >= 1.
+    seed : int
+        The draws' key, in ``[0, 2**64)``.
+    seed_name : str
+        The caller's name for ``seed`` (``optimize`` calls it ``noise_seed``).
+
+    Returns
+    -------
+    samples, seed : int
+
+    Raises
+    ------
+    ScheduleError
+        If ``noise`` is not a ``fastpp.Noise`` (a ``ScheduleTypeError``), ``samples`` not a
+        positive integer or ``seed`` out of range.
+    """
+    if not isinstance(noise, Noise):
+        raise ScheduleTypeError(f"noise must be a fastpp.Noise (got {type(noise).__name__})")
+    return positive_int(samples, "samples"), _seed(seed, seed_name)
+
+
+def _seed(seed, name: str) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
+        raise ScheduleError(f"{name} must be an integer in [0, 2**64) (got {seed!r})")
+    return int(seed)
+
+
 def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteCarlo:
     """``samples`` timelines of ``schedule`` under ``costs`` and ``noise`` (module docstring)."""
     samples = positive_int(samples, "samples", MAX_SAMPLES)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
-        raise ScheduleError(f"seed must be an integer in [0, 2**64) (got {seed!r})")
+    seed = _seed(seed, "seed")
     compiled = schedule.compiled()
     N, V, p = compiled.num_ops, compiled.V, compiled.p
     tf, tb, ti, tw, tfb, comm, _, _ = costs._per_stage(schedule)[1]

@@ -268,11 +268,9 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     if not isinstance(costs, Costs):
         raise ScheduleTypeError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
     if noise is not None:
-        from .montecarlo import run
-        from .noise import Noise
+        from .montecarlo import check_noise, run
 
-        if not isinstance(noise, Noise):
-            raise ScheduleTypeError(f"noise must be a fastpp.Noise (got {type(noise).__name__})")
+        samples, seed = check_noise(noise, samples, seed)
         if durations is not None:
             raise ScheduleError("durations and noise cannot be given together (noise draws "
                                 "each op's time; Noise(empirical=run) draws measured ones)")
