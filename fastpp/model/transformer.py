@@ -423,7 +423,22 @@ def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: 
 
 def chunk_layers(layers: int, chunks: int) -> np.ndarray:
     """Layers of each of ``chunks`` model chunks: as even as possible, the remainder on the
-    middle chunks, away from the embedding and the output layer."""
+    middle chunks, away from the embedding and the output layer.
+
+    Parameters
+    ----------
+    layers, chunks : int
+        Transformer layers; model chunks (``p * m``).
+
+    Returns
+    -------
+    ndarray of int, shape (chunks,)
+
+    Raises
+    ------
+    ScheduleError
+        If a count is not a positive integer, or ``chunks > layers``.
+    """
     layers = positive_int(layers, "layers")
     chunks = positive_int(chunks, "chunks", MAX_CHUNKS, " (one count per chunk)")
     if chunks > layers:
