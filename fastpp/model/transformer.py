@@ -406,10 +406,29 @@ def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: 
     """One dense layer's FLOPs, stored bytes, ``gamma`` and collective bytes for one
     microbatch.
 
-    ``microbatch``, ``t`` and ``recompute`` (an index into ``RECOMPUTE``) broadcast; the
-    result holds arrays ``forward, input_grad, weight_grad`` (FLOPs on one rank),
-    ``activations`` (bytes on one rank), ``gamma``, ``collectives_forward`` and
-    ``collectives_backward`` (how many ``2sbh`` collectives, see the module).
+    Parameters
+    ----------
+    model : Transformer
+    seq : int
+        Sequence length.
+    microbatch, t : int or array_like
+        Sequences per microbatch; tensor-parallel degree (they broadcast).
+    sequence_parallel : bool
+        Megatron's sequence parallelism.
+    recompute : int or array_like
+        An index into ``RECOMPUTE`` (broadcasts with ``microbatch`` and ``t``).
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``forward, input_grad, weight_grad`` (FLOPs on one rank), ``activations`` (bytes on
+        one rank), ``gamma``, ``collectives_forward`` and ``collectives_backward`` (how many
+        ``2sbh`` collectives, see the module).
+
+    Raises
+    ------
+    ScheduleError
+        If ``model`` is not a ``Transformer`` or a count or index is out of range.
     """
     instance(model, Transformer, "model", "fastpp.model.Transformer")
     seq = positive_int(seq, "seq")
