@@ -86,7 +86,22 @@ class MonteCarlo:
         return float(self.makespan.std(ddof=1)) if self.samples > 1 else 0.0
 
     def quantile(self, q) -> float | np.ndarray:
-        """The makespans' ``q`` quantile(s) (``q`` in [0, 1]; linear interpolation)."""
+        """The makespans' ``q`` quantile(s) (linear interpolation).
+
+        Parameters
+        ----------
+        q : float or array_like
+            In ``[0, 1]``.
+
+        Returns
+        -------
+        float, or ndarray for an array ``q``
+
+        Raises
+        ------
+        ScheduleError
+            If a ``q`` is not a number in ``[0, 1]``.
+        """
         q = number_array(q, "q", "a number or an array of numbers in [0, 1]")
         if np.any(~(q >= 0) | ~(q <= 1)):
             raise ScheduleError(f"q must be in [0, 1] (got {q.tolist()!r})")
@@ -111,7 +126,24 @@ class MonteCarlo:
 
     def op_times(self, first: int = 0, count: int | None = None) -> np.ndarray:
         """The drawn time of every op in samples ``first .. first + count - 1`` (default:
-        all), shaped ``(p, L, count)`` like the schedule's op matrices."""
+        all), shaped ``(p, L, count)`` like the schedule's op matrices.
+
+        Parameters
+        ----------
+        first : int
+            The first sample, ``0..samples-1``.
+        count : int, optional
+            Samples from ``first`` (default: the rest), >= 1.
+
+        Returns
+        -------
+        ndarray, shape (p, L, count)
+
+        Raises
+        ------
+        ScheduleError
+            If ``first`` or ``count`` is out of range.
+        """
         first = index(first, "first", self.samples)
         count = self.samples - first if count is None else positive_int(
             count, "count", self.samples - first)
@@ -146,7 +178,25 @@ class MonteCarlo:
         keeps the mean makespan within ``tolerance`` of this one's: ``{"links": {(r1, r2):
         seconds}, "stages": {s: seconds}}``, to ``2**-steps`` of each. Found by bisection
         below ``(1 + tolerance) * mean`` (no delay can exceed it: every path through the link
-        or stage pays it), each step one pass of the kernel over the same draws."""
+        or stage pays it), each step one pass of the kernel over the same draws.
+
+        Parameters
+        ----------
+        tolerance : float
+            The mean makespan's allowed relative increase, > 0.
+        steps : int
+            Bisection steps, 1..40.
+
+        Returns
+        -------
+        dict
+            ``{"links": {(r1, r2): seconds}, "stages": {s: seconds}}``.
+
+        Raises
+        ------
+        ScheduleError
+            If ``tolerance`` or ``steps`` is out of range.
+        """
         tolerance = number(tolerance, "tolerance", strict=True)
         steps = positive_int(steps, "steps", 40)
         compiled, _, handoff, extra = self._state

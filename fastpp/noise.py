@@ -173,7 +173,22 @@ class Noise(Frozen):
         return f"Noise({', '.join(parts)})"
 
     def with_link_delay(self, link_delay) -> Noise:
-        """A copy with other link delays (for sweeps over a delay)."""
+        """A copy with other link delays (for sweeps over a delay).
+
+        Parameters
+        ----------
+        link_delay : mapping of (r1, r2) to float
+            As ``Noise``'s.
+
+        Returns
+        -------
+        Noise
+
+        Raises
+        ------
+        ScheduleError
+            As ``Noise`` does for a bad ``link_delay``.
+        """
         other = object.__new__(Noise)
         other._freeze(**{**vars(self), "link_delay": _links(link_delay)})
         return other

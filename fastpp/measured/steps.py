@@ -93,7 +93,18 @@ class MeasuredSteps(tuple):
                            median["probe_fixed"])
 
     def costs(self, per: str = "device", statistic: str = "median") -> Costs:
-        """``MeasuredRun.costs`` of the typical step: for any schedule and any ``m``."""
+        """``MeasuredRun.costs`` of the typical step: for any schedule and any ``m``.
+
+        Parameters
+        ----------
+        per : {"device", "stage"}
+        statistic : {"median", "mean"}
+            As for ``MeasuredRun.costs``.
+
+        Returns
+        -------
+        Costs
+        """
         return self.typical.costs(per=per, statistic=statistic)
 
     @cached_property

@@ -67,7 +67,17 @@ class Layout:
 
     @classmethod
     def from_layers(cls, layers) -> Layout:
-        """A vector of layers per stage: the embedding on the first, the loss on the last."""
+        """A vector of layers per stage: the embedding on the first, the loss on the last.
+
+        Parameters
+        ----------
+        layers : sequence of int
+            Layers per stage, >= 0.
+
+        Returns
+        -------
+        Layout
+        """
         counts = _counts(layers, "layers")
         stages = len(counts)
         return cls(counts, tuple(s == 0 for s in range(stages)),

@@ -245,7 +245,19 @@ class Transformer:
 
     def mlp_params(self, moe: bool = False, active: bool = False) -> float:
         """One layer's MLP: dense ``3hF``/``2hF``; with experts the router ``hE``, the shared
-        experts and all routed experts (``active``: the ``top_k`` one token uses)."""
+        experts and all routed experts (``active``: the ``top_k`` one token uses).
+
+        Parameters
+        ----------
+        moe : bool
+            A layer with experts (else a dense one).
+        active : bool
+            Count only the routed experts one token uses.
+
+        Returns
+        -------
+        float
+        """
         if not moe:
             return self.gates * self.hidden * self.ffn
         routed = self.top_k if active else self.experts
@@ -253,11 +265,33 @@ class Transformer:
                 + (routed + self.shared_experts) * self.expert_params())
 
     def matrix_params(self, moe: bool = False, active: bool = False) -> float:
-        """``P_mm``: one layer's matrix parameters (a dense layer unless ``moe``)."""
+        """``P_mm``: one layer's matrix parameters (a dense layer unless ``moe``).
+
+        Parameters
+        ----------
+        moe : bool
+            A layer with experts (else a dense one).
+        active : bool
+            Count only the routed experts one token uses.
+
+        Returns
+        -------
+        float
+        """
         return self.attention_params() + self.mlp_params(moe, active)
 
     def layer_params(self, moe: bool = False) -> float:
-        """One layer's parameters: ``P_mm`` plus two norms."""
+        """One layer's parameters: ``P_mm`` plus two norms.
+
+        Parameters
+        ----------
+        moe : bool
+            A layer with experts (else a dense one).
+
+        Returns
+        -------
+        float
+        """
         return self.matrix_params(moe) + 2.0 * self.hidden
 
     def mtp_params(self) -> float:
@@ -301,7 +335,22 @@ class Transformer:
         ``3 (2 P_mm L + 4 s h L + 2 h v)``, i.e. ``6N + 12 L h s`` (PaLM's MFU count) for a
         dense model. With experts ``P_mm`` is what a token uses (``top_k`` routed experts),
         the core ``2 s a (d_qk + d_v)`` per layer (``4sh`` for standard heads), and each MTP
-        module adds a layer, its projection and the logits again."""
+        module adds a layer, its projection and the logits again.
+
+        Parameters
+        ----------
+        seq : int
+            Sequence length.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ScheduleError
+            If ``seq`` is not a positive integer.
+        """
         seq = positive_int(seq, "seq")
         dense = self.layers - self.moe_layers
         core = 2.0 * seq * self.core_width()
@@ -319,7 +368,17 @@ class Transformer:
         MLPs, the ``top_k`` routed and the shared experts (the router left out), the causal
         core ``s a (d_qk + d_v) / 2``, each MTP module's layer (an MoE layer when the last
         layer has experts), norms ``3h`` and projection ``2h^2``, and the logits ``hv`` once
-        per head."""
+        per head.
+
+        Parameters
+        ----------
+        seq : int
+            Sequence length.
+
+        Returns
+        -------
+        float
+        """
         h, D = float(self.hidden), float(self.mtp_depth)
         dense = self.layers - self.moe_layers + (0.0 if self.moe else D)
         moe = self.moe_layers + (D if self.moe else 0.0)
