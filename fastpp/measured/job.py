@@ -161,7 +161,22 @@ class MeasuredJob(Frozen):
 
     def replay(self, durations) -> np.ndarray:
         """Step times under ``durations`` (shape ``(ops, B)``, a column per step or variant,
-        finite and >= 0): ``(B,)``, one pass of fastpp's compiled kernel over every column."""
+        finite and >= 0): ``(B,)``, one pass of fastpp's compiled kernel over every column.
+
+        Parameters
+        ----------
+        durations : array_like, shape (ops, B)
+            A row per op of ``ops``.
+
+        Returns
+        -------
+        ndarray, shape (B,)
+
+        Raises
+        ------
+        ScheduleError
+            If ``durations`` is not of that shape or holds a number < 0 or not finite.
+        """
         g = self._graph
         durations = numbers(durations, "durations")
         if durations.ndim != 2 or len(durations) != len(self.ops):
