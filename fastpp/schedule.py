@@ -244,6 +244,12 @@ class Schedule:
         Returns
         -------
         Schedule
+
+        Raises
+        ------
+        ScheduleError
+            Naming the device and position, for a row or token that does not parse, or as
+            ``Schedule`` does for what they describe.
         """
         if isinstance(rows, str) or not isinstance(rows, Sequence | np.ndarray):
             raise ScheduleTypeError(f"rows must be a list of per-device lists of action tokens "

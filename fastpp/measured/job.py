@@ -149,7 +149,13 @@ class MeasuredJob(Frozen):
     def op_times_by_kind(self) -> list[list[np.ndarray]]:
         """Per stage, per op code (``fastpp.ops.Op``: F, B, I, W, FB): the forward and backward
         compute durations of every replica and step (no ``I``, ``W`` or pairs), what
-        ``fastpp.Noise(empirical=job)`` draws from."""
+        ``fastpp.Noise(empirical=job)`` draws from.
+
+        Returns
+        -------
+        list of list of ndarray
+            ``[stage][k]``: the stage's durations of kind ``k``.
+        """
         kinds = self.ops.optype.to_numpy()
         out = []
         for stage in range(self.pp):

@@ -385,7 +385,13 @@ class MeasuredRun(Frozen):
 
     def op_times_by_kind(self) -> list[list[np.ndarray]]:
         """Per device, per op code (``fastpp.ops.Op``: F, B, I, W, FB): the measured durations
-        of its ops of that kind (what ``fastpp.Noise(empirical=run)`` draws from)."""
+        of its ops of that kind (what ``fastpp.Noise(empirical=run)`` draws from).
+
+        Returns
+        -------
+        list of list of ndarray
+            ``[r][k]``: device ``r``'s durations of kind ``k``.
+        """
         s = self.schedule
         kinds = [s.kind[r, : s.length[r]] for r in range(self.p)]
         return [[self.durations[r, : s.length[r]][kinds[r] == k] for k in range(5)]

@@ -83,6 +83,11 @@ def whatif(job: MeasuredJob) -> WhatIf:
     Returns
     -------
     WhatIf
+
+    Raises
+    ------
+    ScheduleTypeError
+        If ``job`` is not a ``MeasuredJob``.
     """
     if not isinstance(job, MeasuredJob):
         raise ScheduleTypeError(f"job must be a fastpp.MeasuredJob (got {type(job).__name__})")

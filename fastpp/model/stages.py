@@ -135,6 +135,12 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     The form before ``RunGrid`` (0.1.0: ``stage_table(model, hardware, seq, microbatch=...,
     t=..., blocking=..., c=..., ...)``) still runs, with a ``DeprecationWarning``, for one
     release.
+
+    Raises
+    ------
+    ScheduleTypeError
+        If ``model``, ``hardware`` or ``grid`` is not of its class, or keywords are given
+        beside a ``RunGrid``.
     """
     instance(model, Transformer, "model", "fastpp.model.Transformer")
     instance(hardware, Hardware, "hardware", "fastpp.model.Hardware")

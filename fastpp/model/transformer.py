@@ -230,7 +230,12 @@ class Transformer:
         return 6.0 if self.fused_swiglu else 8.0
 
     def attention_params(self) -> float:
-        """One layer's attention matrices (and MLA's two latent norms)."""
+        """One layer's attention matrices (and MLA's two latent norms).
+
+        Returns
+        -------
+        float
+        """
         h, a, d, dv = (float(x) for x in (self.hidden, self.heads, self.head_dim,
                                            self.v_head_dim))
         if not self.mla:
@@ -240,7 +245,12 @@ class Transformer:
         return query + h * (kv + r) + kv + kv * a * (d + dv) + a * dv * h
 
     def expert_params(self) -> float:
-        """One expert's matrices: ``3 h F_e`` (SwiGLU) or ``2 h F_e``."""
+        """One expert's matrices: ``3 h F_e`` (SwiGLU) or ``2 h F_e``.
+
+        Returns
+        -------
+        float
+        """
         return self.gates * self.hidden * self.expert_ffn
 
     def mlp_params(self, moe: bool = False, active: bool = False) -> float:
@@ -296,7 +306,12 @@ class Transformer:
 
     def mtp_params(self) -> float:
         """One multi-token-prediction module without the shared embedding and output layer:
-        a layer (with experts if the model has them), the ``2h x h`` projection, two norms."""
+        a layer (with experts if the model has them), the ``2h x h`` projection, two norms.
+
+        Returns
+        -------
+        float
+        """
         h = float(self.hidden)
         return self.layer_params(self.moe) + 2.0 * h * h + 2.0 * h
 
@@ -307,7 +322,12 @@ class Transformer:
 
     def params(self) -> float:
         """All trained parameters: layers, the MTP modules, the embedding and (untied) the
-        output layer."""
+        output layer.
+
+        Returns
+        -------
+        float
+        """
         heads = 1 if self.tied_embeddings else 2
         return (self._layers_params(False) + self.mtp_depth * self.mtp_params()
                 + heads * self.vocab * self.hidden)
@@ -327,7 +347,12 @@ class Transformer:
 
     def core_width(self) -> float:
         """``a (d_qk + d_v)``: the attention core's FLOPs are ``2 b s^2`` times it forward
-        (``2h`` for standard heads of ``h/a``)."""
+        (``2h`` for standard heads of ``h/a``).
+
+        Returns
+        -------
+        float
+        """
         return float(self.heads) * (self.head_dim + self.rope_dim + self.v_head_dim)
 
     def flops_per_token(self, seq: int) -> float:

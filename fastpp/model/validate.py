@@ -336,6 +336,12 @@ def validate(datasets=DATASETS):
         the row's regime (``fastpp.model.errorbar.Regime``: ``gpu``, ``size``, ``seq``,
         ``arch``, ``tp``), by which ``errorbar.regime_table`` groups the residuals.
         ``mape(frame)`` gives the mean absolute error per dataset.
+
+    Raises
+    ------
+    ScheduleError
+        If ``datasets`` is not a list of names of ``DATASETS``; ``MissingExtraError`` without
+        pandas.
     """
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
