@@ -21,7 +21,7 @@ from functools import cached_property
 import numpy as np
 
 from . import noise as noise_module
-from .checks import ScheduleError, ScheduleTypeError, index, number, number_array, positive_int
+from .checks import ScheduleError, index, instance, number, number_array, positive_int
 from .compiled import op_durations
 from .costs import Costs
 from .noise import Noise
@@ -244,8 +244,7 @@ def check_noise(noise, samples, seed, seed_name: str = "seed") -> tuple[int, int
         If ``noise`` is not a ``fastpp.Noise`` (a ``ScheduleTypeError``), ``samples`` not a
         positive integer or ``seed`` out of range.
     """
-    if not isinstance(noise, Noise):
-        raise ScheduleTypeError(f"noise must be a fastpp.Noise (got {type(noise).__name__})")
+    instance(noise, Noise, "noise", "fastpp.Noise")
     return positive_int(samples, "samples"), _seed(seed, seed_name)
 
 

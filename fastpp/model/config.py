@@ -429,10 +429,7 @@ def global_batch_of(per_replica: int, d: int, gpus: int, what: str) -> int:
 
 def as_run(config, name: str = "config") -> RunConfig:
     """``config`` if it is a ``RunConfig``, else a ``ScheduleTypeError`` naming ``name``."""
-    if not isinstance(config, RunConfig):
-        raise ScheduleTypeError(f"{name} must be a fastpp.model.RunConfig (got "
-                                f"{type(config).__name__})")
-    return config
+    return instance(config, RunConfig, name, "fastpp.model.RunConfig")
 
 
 def as_model(model, name: str = "model"):

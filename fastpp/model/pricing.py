@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, instance, one_of, positive_int
+from ..checks import MAX_INT, ScheduleError, instance, one_of, positive_int
 from ..costs import Costs
 from ..generators.registry import code_of
 from ..ops import FB
@@ -43,9 +43,7 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
     """Per virtual stage: its layers, whether it holds the embedding or the output layer
     and the loss (a two-direction schedule holds a second copy of the model's chunks), its
     MoE layers and its MTP modules (``stages.chunk_kinds``)."""
-    if not isinstance(schedule, Schedule):
-        raise ScheduleTypeError(f"schedule must be a fastpp.Schedule (got "
-                                f"{type(schedule).__name__})")
+    instance(schedule, Schedule, "schedule", "fastpp.Schedule")
     schedule._check()
     chunks = schedule.V // int(copies(code_of(schedule)))  # two directions: a second copy
     chunk = np.arange(schedule.V) % chunks
