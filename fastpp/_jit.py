@@ -58,6 +58,12 @@ def _cache_dir() -> str:
 CACHE_DIR = _cache_dir()
 
 
+def disabled() -> bool:
+    """Whether Numba runs every kernel as plain Python (``NUMBA_DISABLE_JIT=1``): nothing is
+    compiled, so nothing is cached."""
+    return bool(numba.config.DISABLE_JIT)
+
+
 def jit(func=None, *, signature=None, internal=False):
     """Compile ``func`` in nopython mode with fastpp's options.
 

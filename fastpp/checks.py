@@ -183,6 +183,18 @@ def one_of(value, name: str, choices) -> None:
         raise ScheduleError(f"{name} must be one of {list(choices)} (got {value!r})")
 
 
+def name_list(values, name: str, choices) -> tuple:
+    """``values`` as a tuple if it is a list or tuple of names among ``choices`` (a string
+    alone is refused: iterated, it would give its letters)."""
+    if isinstance(values, str) or not isinstance(values, list | tuple):
+        raise ScheduleTypeError(f"{name} must be a list of names among {list(choices)} (got "
+                                f"{values!r})")
+    bad = [x for x in values if x not in choices]
+    if bad:
+        raise ScheduleError(f"{name} must hold names among {list(choices)} (got {bad[0]!r})")
+    return tuple(values)
+
+
 def flag(value, name: str) -> bool:
     """``value`` as a ``bool`` if it is ``True`` or ``False`` (or NumPy's)."""
     if isinstance(value, np.bool_):

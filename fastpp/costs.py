@@ -160,6 +160,15 @@ class Costs:
     def per_stage(self, schedule: Schedule) -> StageCosts:
         """Expand to the per-virtual-stage arrays of ``schedule``, chunk times divided by ``m``.
 
+        Parameters
+        ----------
+        schedule : Schedule
+
+        Returns
+        -------
+        StageCosts
+            One array of length ``V`` per field.
+
         Raises
         ------
         ScheduleError
@@ -184,6 +193,23 @@ class Costs:
         expands it once per placement; the arrays are read-only views of the kept ones.
         ``stage_to_device`` holds each stage's device, in ``0..p-1`` (``p * m`` stages, or
         ``2p`` for the two-direction schedules, DualPipe and Chimera, whose ``m`` is 1).
+
+        Parameters
+        ----------
+        p, m : int
+            Devices and chunks per device.
+        stage_to_device : array_like of int
+            Each stage's device.
+
+        Returns
+        -------
+        StageCosts
+
+        Raises
+        ------
+        ScheduleError
+            If a count is not a positive integer, a device is out of range, or as for
+            ``per_stage``.
         """
         p, m = positive_int(p, "p"), positive_int(m, "m")
         # as the schedules hold it (int32): the remembered expansions are keyed by its bytes
@@ -224,7 +250,12 @@ class Costs:
 
     def kernel_inputs(self) -> list[np.ndarray]:
         """The flat arrays ``kernels.stage_costs`` takes, in ``SLOTS`` order (shared: read
-        them, do not write them)."""
+        them, do not write them).
+
+        Returns
+        -------
+        list of ndarray
+        """
         out = [arr.reshape(-1) for name, arr in self._arrays.items() if name != "overhead"]
         per_kind = self._arrays["overhead"]
         return out + [np.ascontiguousarray(row).reshape(-1) for row in per_kind]

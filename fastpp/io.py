@@ -119,6 +119,12 @@ def _placement_code(placement: str) -> int:
 def write_torch_csv(schedule: Schedule, path) -> Path:
     """Write ``schedule`` as PyTorch's compute-only CSV (one row per device, no idle cells).
 
+    Parameters
+    ----------
+    schedule : Schedule
+    path : path
+        The CSV file to write.
+
     Returns
     -------
     Path

@@ -21,7 +21,7 @@ from functools import cached_property
 import numpy as np
 
 from . import noise as noise_module
-from .checks import ScheduleError, index, number, number_array, positive_int
+from .checks import ScheduleError, index, instance, number, number_array, positive_int
 from .compiled import op_durations
 from .costs import Costs
 from .noise import Noise
@@ -29,6 +29,7 @@ from .ops import Op
 from .schedule import Schedule
 
 MAX_SAMPLES = 10**8
+DEFAULT_SAMPLES = 64  # a sweep's, plan's or search's: enough for a p95 of a few percent
 _LOCK = threading.Lock()
 # made on first use, kept (starting threads costs); not the engine's pools, because a Monte
 # Carlo may run inside a task on one of those and would then wait on its own pool's threads
@@ -85,7 +86,22 @@ class MonteCarlo:
         return float(self.makespan.std(ddof=1)) if self.samples > 1 else 0.0
 
     def quantile(self, q) -> float | np.ndarray:
-        """The makespans' ``q`` quantile(s) (``q`` in [0, 1]; linear interpolation)."""
+        """The makespans' ``q`` quantile(s) (linear interpolation).
+
+        Parameters
+        ----------
+        q : float or array_like
+            In ``[0, 1]``.
+
+        Returns
+        -------
+        float, or ndarray for an array ``q``
+
+        Raises
+        ------
+        ScheduleError
+            If a ``q`` is not a number in ``[0, 1]``.
+        """
         q = number_array(q, "q", "a number or an array of numbers in [0, 1]")
         if np.any(~(q >= 0) | ~(q <= 1)):
             raise ScheduleError(f"q must be in [0, 1] (got {q.tolist()!r})")
@@ -110,7 +126,24 @@ class MonteCarlo:
 
     def op_times(self, first: int = 0, count: int | None = None) -> np.ndarray:
         """The drawn time of every op in samples ``first .. first + count - 1`` (default:
-        all), shaped ``(p, L, count)`` like the schedule's op matrices."""
+        all), shaped ``(p, L, count)`` like the schedule's op matrices.
+
+        Parameters
+        ----------
+        first : int
+            The first sample, ``0..samples-1``.
+        count : int, optional
+            Samples from ``first`` (default: the rest), >= 1.
+
+        Returns
+        -------
+        ndarray, shape (p, L, count)
+
+        Raises
+        ------
+        ScheduleError
+            If ``first`` or ``count`` is out of range.
+        """
         first = index(first, "first", self.samples)
         count = self.samples - first if count is None else positive_int(
             count, "count", self.samples - first)
@@ -145,7 +178,25 @@ class MonteCarlo:
         keeps the mean makespan within ``tolerance`` of this one's: ``{"links": {(r1, r2):
         seconds}, "stages": {s: seconds}}``, to ``2**-steps`` of each. Found by bisection
         below ``(1 + tolerance) * mean`` (no delay can exceed it: every path through the link
-        or stage pays it), each step one pass of the kernel over the same draws."""
+        or stage pays it), each step one pass of the kernel over the same draws.
+
+        Parameters
+        ----------
+        tolerance : float
+            The mean makespan's allowed relative increase, > 0.
+        steps : int
+            Bisection steps, 1..40.
+
+        Returns
+        -------
+        dict
+            ``{"links": {(r1, r2): seconds}, "stages": {s: seconds}}``.
+
+        Raises
+        ------
+        ScheduleError
+            If ``tolerance`` or ``steps`` is out of range.
+        """
         tolerance = number(tolerance, "tolerance", strict=True)
         steps = positive_int(steps, "steps", 40)
         compiled, _, handoff, extra = self._state
@@ -170,11 +221,43 @@ class MonteCarlo:
         return out
 
 
+def check_noise(noise, samples, seed, seed_name: str = "seed") -> tuple[int, int]:
+    """Validate ``noise=`` and its companions where a sweep, a plan or a search takes them.
+
+    Parameters
+    ----------
+    noise : fastpp.Noise
+    samples : int
+        Monte Carlo samples, >= 1.
+    seed : int
+        The draws' key, in ``[0, 2**64)``.
+    seed_name : str
+        The caller's name for ``seed`` (``optimize`` calls it ``noise_seed``).
+
+    Returns
+    -------
+    samples, seed : int
+
+    Raises
+    ------
+    ScheduleError
+        If ``noise`` is not a ``fastpp.Noise`` (a ``ScheduleTypeError``), ``samples`` not a
+        positive integer or ``seed`` out of range.
+    """
+    instance(noise, Noise, "noise", "fastpp.Noise")
+    return positive_int(samples, "samples"), _seed(seed, seed_name)
+
+
+def _seed(seed, name: str) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
+        raise ScheduleError(f"{name} must be an integer in [0, 2**64) (got {seed!r})")
+    return int(seed)
+
+
 def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteCarlo:
     """``samples`` timelines of ``schedule`` under ``costs`` and ``noise`` (module docstring)."""
     samples = positive_int(samples, "samples", MAX_SAMPLES)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
-        raise ScheduleError(f"seed must be an integer in [0, 2**64) (got {seed!r})")
+    seed = _seed(seed, "seed")
     compiled = schedule.compiled()
     N, V, p = compiled.num_ops, compiled.V, compiled.p
     tf, tb, ti, tw, tfb, comm, _, _ = costs._per_stage(schedule)[1]

@@ -173,7 +173,22 @@ class Noise(Frozen):
         return f"Noise({', '.join(parts)})"
 
     def with_link_delay(self, link_delay) -> Noise:
-        """A copy with other link delays (for sweeps over a delay)."""
+        """A copy with other link delays (for sweeps over a delay).
+
+        Parameters
+        ----------
+        link_delay : mapping of (r1, r2) to float
+            As ``Noise``'s.
+
+        Returns
+        -------
+        Noise
+
+        Raises
+        ------
+        ScheduleError
+            As ``Noise`` does for a bad ``link_delay``.
+        """
         other = object.__new__(Noise)
         other._freeze(**{**vars(self), "link_delay": _links(link_delay)})
         return other
@@ -239,26 +254,26 @@ def _cov(value, name: str) -> float:
     return out
 
 
-def _factors(mapping, name: str) -> dict:
+def _items(mapping, name: str, what: str):
+    """``mapping``'s items (none for None), if it is a mapping of ``what``."""
     if mapping is None:
-        return {}
+        return ()
     if not isinstance(mapping, Mapping):
-        raise ScheduleTypeError(f"{name} must be a mapping of index -> factor (got "
+        raise ScheduleTypeError(f"{name} must be a mapping of {what} (got "
                                 f"{type(mapping).__name__})")
+    return mapping.items()
+
+
+def _factors(mapping, name: str) -> dict:
     out = {}
-    for key, value in mapping.items():
+    for key, value in _items(mapping, name, "index -> factor"):
         out[nonnegative_int(key, f"{name} key")] = number(value, f"{name}[{key}]", strict=True)
     return out
 
 
 def _links(mapping) -> dict:
-    if mapping is None:
-        return {}
-    if not isinstance(mapping, Mapping):
-        raise ScheduleTypeError(f"link_delay must be a mapping of (r1, r2) -> seconds (got "
-                                f"{type(mapping).__name__})")
     out = {}
-    for key, value in mapping.items():
+    for key, value in _items(mapping, "link_delay", "(r1, r2) -> seconds"):
         if not isinstance(key, tuple) or len(key) != 2:
             raise ScheduleError(f"link_delay keys must be device pairs (r1, r2) (got {key!r})")
         r1, r2 = (nonnegative_int(r, "link_delay device") for r in key)

@@ -102,6 +102,13 @@ def gantt(result, path) -> Path:
 def memory(result, path) -> Path:
     """Each device's activation memory over time (units of one microbatch's activations).
 
+    Parameters
+    ----------
+    result : Result
+        From ``fastpp.simulate``.
+    path : path
+        The PNG to write.
+
     Returns
     -------
     Path
@@ -180,7 +187,27 @@ def bubble_heatmaps(df, path, metric: str = "bubble_ratio") -> Path:
 
 def pareto(df, path, x: str = "peak_activations_max", y: str = "bubble_ratio",
            title: str | None = None) -> Path:
-    """Scatter of every point in ``(x, y)``, coloured by schedule, with the Pareto front."""
+    """Scatter of every point in ``(x, y)``, coloured by schedule, with the Pareto front.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Sweep rows (``fastpp.sweep``): a ``schedule`` column and the columns ``x`` and ``y``.
+    path : path
+        The PNG to write.
+    x, y : str
+        The columns to plot; the front minimises both (``fastpp.pareto_front``).
+    title : str, optional
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ScheduleError
+        If ``df`` lacks a column.
+    """
     dataframe(df, "df", ("schedule",))
     dataframe(df, "df", {"x": x, "y": y})
     path, title = file_path(path), optional_text(title, "title")
@@ -201,7 +228,27 @@ def pareto(df, path, x: str = "peak_activations_max", y: str = "bubble_ratio",
 
 def plan_scatter(df, path, capacity: float | None = None, title: str | None = None) -> Path:
     """Tokens per second against bytes per GPU of a plan's configurations, those that fit
-    coloured by schedule, those that do not grey; the capacity as a vertical line."""
+    coloured by schedule, those that do not grey; the capacity as a vertical line.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Plan rows (``fastpp.model.plan``).
+    path : path
+        The PNG to write.
+    capacity : float, optional
+        Bytes per GPU, drawn as a line (> 0).
+    title : str, optional
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ScheduleError
+        If ``df`` lacks a plan column or ``capacity`` is not a number > 0.
+    """
     dataframe(df, "df", ("step_time", "schedule", "fits", "peak_memory", "tokens_per_s"))
     path, title = file_path(path), optional_text(title, "title")
     capacity = None if capacity is None else number(capacity, "capacity", strict=True)
@@ -304,6 +351,11 @@ def makespan_cdf(results, path, title: str | None = None) -> Path:
     Returns
     -------
     Path
+
+    Raises
+    ------
+    ScheduleError
+        If ``results`` is empty or holds something other than a ``MonteCarlo``.
     """
     import numpy as np
 

@@ -106,7 +106,25 @@ class Schedule:
     def trusted(cls, ops, length, stage_to_device, *, n: int, m: int, name: str,
                 route_first, route_last, forward_only: bool) -> Schedule:
         """A schedule from fastpp's own generators, which are valid by construction: the
-        arrays are taken as they are (int32) and not checked op by op again."""
+        arrays are taken as they are (int32) and not checked op by op again.
+
+        Parameters
+        ----------
+        ops : ndarray of int32, shape (5, p, L)
+            Kind, stage, microbatch and the overlapped pair's backward stage and microbatch.
+        length : ndarray, shape (p,)
+            Ops per device.
+        stage_to_device : ndarray, shape (V,)
+        n, m : int
+        name : str
+        route_first, route_last : ndarray, shape (n,)
+            Each microbatch's first and last stage.
+        forward_only : bool
+
+        Returns
+        -------
+        Schedule
+        """
         self = cls.__new__(cls)
         self.name, self.n, self.m, self.forward_only = name, n, m, forward_only
         self._own(np.ascontiguousarray(ops), length, stage_to_device, route_first, route_last)
@@ -226,6 +244,12 @@ class Schedule:
         Returns
         -------
         Schedule
+
+        Raises
+        ------
+        ScheduleError
+            Naming the device and position, for a row or token that does not parse, or as
+            ``Schedule`` does for what they describe.
         """
         if isinstance(rows, str) or not isinstance(rows, Sequence | np.ndarray):
             raise ScheduleTypeError(f"rows must be a list of per-device lists of action tokens "
@@ -277,13 +301,33 @@ class Schedule:
     # -- views ------------------------------------------------------------------------------
 
     def token(self, r: int, k: int) -> str:
-        """Action text of op ``k`` on device ``r`` (``0F0`` form)."""
+        """Action text of op ``k`` on device ``r`` (``0F0`` form).
+
+        Parameters
+        ----------
+        r, k : int
+            Device and op index.
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        ScheduleError
+            If ``r`` or ``k`` is out of range.
+        """
         r = index(r, "r", self.p)
         k = index(k, "k", self.ops.shape[2])
         return format_op(*(int(x) for x in self.ops[:, r, k]))
 
     def tokens(self) -> list[list[str]]:
-        """Per-device lists of action tokens, the inverse of ``from_tokens``."""
+        """Per-device lists of action tokens, the inverse of ``from_tokens``.
+
+        Returns
+        -------
+        list of list of str
+        """
         self._check()
         ops = self.ops.transpose(1, 2, 0).tolist()  # [r][k] -> fields, as Python ints at once
         return [[format_op(*op) for op in ops[r][:L]] for r, L in enumerate(self.length.tolist())]
@@ -291,6 +335,10 @@ class Schedule:
     def compiled(self) -> Compiled:
         """The dependency graph in topological order, for one-pass timelines over many cost
         vectors (``fastpp.compiled``); built on the first call and kept.
+
+        Returns
+        -------
+        fastpp.compiled.Compiled
 
         Raises
         ------
@@ -332,7 +380,19 @@ class Schedule:
     def grid(self, marks: dict[int, int] | None = None) -> str:
         """The per-device grid of action tokens, one line per device.
 
-        ``marks`` maps a device to an op index to flag with ``>...<`` (used by deadlock errors).
+        Parameters
+        ----------
+        marks : dict of int to int, optional
+            A device to an op index to flag with ``>...<`` (used by deadlock errors).
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        ScheduleTypeError
+            If ``marks`` is not a dict.
         """
         if marks is not None and not isinstance(marks, dict):
             raise ScheduleTypeError(f"marks must be a dict of device -> op index (got "

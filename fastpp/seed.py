@@ -101,13 +101,55 @@ def run(schedule_type: str, devices, num_microbatches: int):
 
 
 def gpipe_schedule(devices, num_microbatches):
-    """Run GPipe over ``devices``; return ``(serial_total, events)`` as the chapter does."""
+    """Run GPipe over ``devices``; return ``(serial_total, events)`` as the chapter does.
+
+    Parameters
+    ----------
+    devices : list of Device
+        The pipeline's devices, in stage order.
+    num_microbatches : int
+        ``n``.
+
+    Returns
+    -------
+    serial_total : float
+        The chapter's serial time: every op and every cross-device hand-off added up.
+    events : list of Event
+        Every op, ordered by its parallel start time.
+
+    Raises
+    ------
+    ScheduleError
+        If ``devices`` is not a non-empty list of ``Device`` or ``num_microbatches`` not a
+        positive integer.
+    """
     total, events, _ = run("gpipe", devices, num_microbatches)
     return total, events
 
 
 def onef_oneb_schedule(devices, num_microbatches):
-    """Run 1F1B over ``devices``; return ``(serial_total, events)`` as the chapter does."""
+    """Run 1F1B over ``devices``; return ``(serial_total, events)`` as the chapter does.
+
+    Parameters
+    ----------
+    devices : list of Device
+        The pipeline's devices, in stage order.
+    num_microbatches : int
+        ``n``.
+
+    Returns
+    -------
+    serial_total : float
+        The chapter's serial time: every op and every cross-device hand-off added up.
+    events : list of Event
+        Every op, ordered by its parallel start time.
+
+    Raises
+    ------
+    ScheduleError
+        If ``devices`` is not a non-empty list of ``Device`` or ``num_microbatches`` not a
+        positive integer.
+    """
     total, events, _ = run("1f1b", devices, num_microbatches)
     return total, events
 
@@ -118,10 +160,22 @@ def compute_theoretical_peak(schedule_type, num_microbatches, num_stages):
     GPipe: ``n``. 1F1B: ``min(n, p)`` (the chapter's ``p-1`` is the count between
     steady-state pairs, one less than the true peak).
 
+    Parameters
+    ----------
+    schedule_type : str
+        ``"gpipe"`` or ``"1f1b"`` (also ``"1F1B"``, ``"one_f_one_b"`` and the like).
+    num_microbatches, num_stages : int
+        ``n`` and ``p``.
+
+    Returns
+    -------
+    int
+
     Raises
     ------
-    ValueError
-        For a schedule type other than ``"gpipe"`` or ``"1f1b"``.
+    ScheduleError
+        (a ``ValueError``) For a schedule type other than ``"gpipe"`` or ``"1f1b"``, or a
+        count that is not a positive integer.
     """
     name = _schedule_name(schedule_type)
     if positive_int(num_stages, "num_stages") > MAX_P:

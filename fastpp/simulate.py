@@ -164,6 +164,11 @@ class Result:
         nearest step, with its token in the first. Bubbles read as runs of dots, as in
         PyTorch's pipeline visualizer.
 
+        Parameters
+        ----------
+        max_columns : int, default 160
+            The most text columns of time, >= 1.
+
         Returns
         -------
         str
@@ -194,11 +199,21 @@ class Result:
     def memory_curve(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """Device ``r``'s activation memory as a step function.
 
+        Parameters
+        ----------
+        r : int
+            The device, ``0..p-1``.
+
         Returns
         -------
         times, values : ndarray
             ``values[i]`` holds from ``times[i]`` until ``times[i+1]``; the curve starts at 0
             at time 0 and steps at every op start and end.
+
+        Raises
+        ------
+        ScheduleError
+            If ``r`` is not a device.
         """
         L = int(self.schedule.length[index(r, "r", self.schedule.p)])
         times = np.empty(2 * L + 1)
@@ -268,11 +283,9 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     if not isinstance(costs, Costs):
         raise ScheduleTypeError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
     if noise is not None:
-        from .montecarlo import run
-        from .noise import Noise
+        from .montecarlo import check_noise, run
 
-        if not isinstance(noise, Noise):
-            raise ScheduleTypeError(f"noise must be a fastpp.Noise (got {type(noise).__name__})")
+        samples, seed = check_noise(noise, samples, seed)
         if durations is not None:
             raise ScheduleError("durations and noise cannot be given together (noise draws "
                                 "each op's time; Noise(empirical=run) draws measured ones)")

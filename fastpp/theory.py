@@ -68,6 +68,13 @@ def idle(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2.0,
     Returns
     -------
     float or None
+        None where no closed form is known.
+
+    Raises
+    ------
+    ScheduleError
+        For a name that is not registered, a count that is not a positive integer, a cost
+        that is not a finite number >= 0, or ``w > b`` (every closed form here alike).
     """
     closed = get_spec(name).idle
     fb = f + b if fb is None else fb
@@ -77,7 +84,22 @@ def idle(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2.0,
 @_registered
 def span_idle(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2.0,
               w: float = 0.0) -> float | None:
-    """``max(span) - busy`` of every device (Zero Bubble's span metric), where known."""
+    """``max(span) - busy`` of every device (Zero Bubble's span metric), where known.
+
+    Parameters
+    ----------
+    name : str
+        Registered schedule name.
+    p, n, m : int
+        Devices, microbatches, chunks per device.
+    f, b, w : float
+        Per-device forward, full backward, its weight part.
+
+    Returns
+    -------
+    float or None
+        None where no closed form is known.
+    """
     closed = get_spec(name).span_idle
     return None if closed is None else closed(p, n, m, f, b, w)
 
@@ -85,7 +107,24 @@ def span_idle(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 
 @_registered
 def makespan(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2.0,
              w: float = 0.0, G: int | None = None) -> float | None:
-    """Makespan of schedules whose devices are all equally busy: ``n(f+b)`` plus the idle."""
+    """Makespan of schedules whose devices are all equally busy: ``n(f+b)`` plus the idle.
+
+    Parameters
+    ----------
+    name : str
+        Registered schedule name.
+    p, n, m : int
+        Devices, microbatches, chunks per device.
+    f, b, w : float
+        Per-device forward, full backward, its weight part.
+    G : int, optional
+        Interleaved 1F1B's group size (default ``p``).
+
+    Returns
+    -------
+    float or None
+        None where no closed form is known.
+    """
     closed = get_spec(name).makespan
     if closed is not None:
         return closed(p, n, m, f, b, w, p if G is None else G)
@@ -100,6 +139,20 @@ def bubble_fraction(name: str, p: int, n: int, m: int = 1, f: float = 1.0,
 
     ``(p-1)/(n+p-1)`` for GPipe and 1F1B, ``(p-1)/(mn+p-1)`` for interleaved 1F1B and looped BFS,
     ``(p-2)/(2n+p-2)`` for Chimera's basic unit (``n = p``, ``f = b``).
+
+    Parameters
+    ----------
+    name : str
+        Registered schedule name.
+    p, n, m : int
+        Devices, microbatches, chunks per device.
+    f, b : float
+        Per-device forward and full backward.
+
+    Returns
+    -------
+    float or None
+        ``Result.bubble_ratio``'s closed form; None where none is known.
     """
     closed = get_spec(name).bubble
     return None if closed is None else closed(p, n, m, f, b)
@@ -107,7 +160,22 @@ def bubble_fraction(name: str, p: int, n: int, m: int = 1, f: float = 1.0,
 
 @_registered
 def peak_live(name: str, p: int, n: int, m: int = 1, G: int | None = None) -> np.ndarray | None:
-    """Per device, the most live (stage, microbatch) pairs (chunks, for ``m > 1``)."""
+    """Per device, the most live (stage, microbatch) pairs (chunks, for ``m > 1``).
+
+    Parameters
+    ----------
+    name : str
+        Registered schedule name.
+    p, n, m : int
+        Devices, microbatches, chunks per device.
+    G : int, optional
+        Interleaved 1F1B's group size (default ``p``).
+
+    Returns
+    -------
+    ndarray of shape (p,), or None
+        ``Result.peak_live``'s closed form; None where none is known.
+    """
     closed = get_spec(name).peak_live
     return None if closed is None else closed(p, n, m, p if G is None else G)
 
@@ -115,7 +183,22 @@ def peak_live(name: str, p: int, n: int, m: int = 1, G: int | None = None) -> np
 @_registered
 def max_peak_live(name: str, p: int, n: int, m: int = 1, G: int | None = None) -> int | None:
     """The largest per-device peak of live chunks, including V-Half's ``floor((p+2)/2)`` and
-    V-Min's ``floor((p+4)/3)`` units (two chunks each), or ``n`` units when fewer."""
+    V-Min's ``floor((p+4)/3)`` units (two chunks each), or ``n`` units when fewer.
+
+    Parameters
+    ----------
+    name : str
+        Registered schedule name.
+    p, n, m : int
+        Devices, microbatches, chunks per device.
+    G : int, optional
+        Interleaved 1F1B's group size (default ``p``).
+
+    Returns
+    -------
+    int or None
+        A sweep's ``peak_live_max``; None where no closed form is known.
+    """
     closed = get_spec(name).max_peak_live
     if closed is not None:
         return closed(p, n, m, p if G is None else G)
@@ -130,6 +213,22 @@ def peak_activations(name: str, p: int, n: int, m: int = 1, G: int | None = None
 
     With a split backward a weight-grad pending holds ``gamma`` of a microbatch: ZB-H1 holds
     ``(p-r) + r*gamma`` (``n >= p``), ZB-H2 ``(2p-2r-1) + 2r*gamma`` (``n >= 2p-1``).
+
+    Parameters
+    ----------
+    name : str
+        Registered schedule name.
+    p, n, m : int
+        Devices, microbatches, chunks per device.
+    G : int, optional
+        Interleaved 1F1B's group size (default ``p``).
+    gamma : float
+        The share of a microbatch's activations a pending weight-grad holds.
+
+    Returns
+    -------
+    ndarray of shape (p,), or None
+        ``Result.peak_activations``' closed form; None where none is known.
     """
     closed = get_spec(name).peak_activations
     if closed is not None:

@@ -12,7 +12,22 @@ from .simulate import Result
 
 
 def check_run(run):
-    """``run`` if it is a ``fastpp.MeasuredRun`` (pandas imported only here)."""
+    """``run`` if it is a ``fastpp.MeasuredRun`` (pandas imported only here).
+
+    Parameters
+    ----------
+    run : fastpp.MeasuredRun
+
+    Returns
+    -------
+    fastpp.MeasuredRun
+        ``run`` itself.
+
+    Raises
+    ------
+    ScheduleTypeError
+        If ``run`` is something else.
+    """
     from .measured import MeasuredRun
 
     return instance(run, MeasuredRun, "run", "fastpp.MeasuredRun")
@@ -32,6 +47,18 @@ def chrome_trace(result: Result, time_scale: float = 1000.0) -> dict:
         From ``fastpp.simulate``.
     time_scale : float
         Microseconds per unit of simulated time (default 1000: one unit shows as 1 ms).
+
+    Returns
+    -------
+    dict
+        ``traceEvents``, ``displayTimeUnit`` and ``otherData`` (the schedule, ``p``, ``n``,
+        ``m``, ``makespan`` and ``bubble_ratio``).
+
+    Raises
+    ------
+    ScheduleError
+        If ``result`` is not a ``Result`` (a ``ScheduleTypeError``) or ``time_scale`` not a
+        number > 0.
     """
     instance(result, Result, "result", "fastpp.Result")
     time_scale = number(time_scale, "time_scale", strict=True)
@@ -77,12 +104,25 @@ def write_chrome_trace(result: Result, path, time_scale: float = 1000.0) -> Path
     """Write ``chrome_trace(result)`` as JSON; open it in https://ui.perfetto.dev or
     chrome://tracing.
 
+    Parameters
+    ----------
+    result : Result
+        From ``fastpp.simulate``.
+    path : path
+        The JSON file to write.
+    time_scale : float
+        As for ``chrome_trace``.
+
     Returns
     -------
     Path
     """
-    path = file_path(path)
-    text = json.dumps(chrome_trace(result, time_scale))
+    return _write_json(file_path(path), lambda: chrome_trace(result, time_scale))
+
+
+def _write_json(path: Path, make) -> Path:
+    # the trace is made (and its inputs checked) before the file is opened for writing
+    text = json.dumps(make())
     with writable(path):
         path.write_text(text)
     return path
@@ -93,6 +133,11 @@ def measured_slices(ops):
     ``MeasuredRun.ops`` (seconds). The wait runs from ``begin - wait`` to ``begin``, the work
     to ``release``: inside the op's range on CPU, before it for a device's first op (from the
     run's start) and with device clocks (the idle gap), so neither slice is ever negative.
+
+    Parameters
+    ----------
+    ops : pandas.DataFrame
+        ``MeasuredRun.ops``.
 
     Returns
     -------
@@ -114,6 +159,16 @@ def measured_trace(run, result) -> dict:
         From ``fastpp.read_torch_trace`` (seconds).
     result : Result
         A simulation of ``run.schedule`` in seconds, e.g. ``run.replay()``.
+
+    Returns
+    -------
+    dict
+        As ``chrome_trace``'s, its ``otherData`` also holding ``measured_makespan``.
+
+    Raises
+    ------
+    ScheduleTypeError
+        If ``run`` is not a ``MeasuredRun`` or ``result`` not a ``Result``.
     """
     check_run(run)
     trace = chrome_trace(result, time_scale=1e6)  # seconds to microseconds
@@ -143,12 +198,16 @@ def measured_trace(run, result) -> dict:
 def write_measured_trace(run, result, path) -> Path:
     """Write ``measured_trace(run, result)`` as JSON (open it in https://ui.perfetto.dev).
 
+    Parameters
+    ----------
+    run : fastpp.MeasuredRun
+    result : Result
+        As for ``measured_trace``.
+    path : path
+        The JSON file to write.
+
     Returns
     -------
     Path
     """
-    path = file_path(path)
-    text = json.dumps(measured_trace(run, result))
-    with writable(path):
-        path.write_text(text)
-    return path
+    return _write_json(file_path(path), lambda: measured_trace(run, result))

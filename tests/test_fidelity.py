@@ -208,7 +208,7 @@ def test_zero_bubble_interleaving_is_the_authors():
 
 
 def test_bad_validate_arguments():
-    with pytest.raises(ScheduleError, match=r"datasets must be among \[.*\] \(got 'moe'\)"):
+    with pytest.raises(ScheduleError, match=r"datasets must hold names among \[.*\] \(got 'moe'\)"):
         validate(["moe"])
     with pytest.raises(ScheduleError, match=r"layers must give 8 stages adding up to 22"):
         model_costs(Transformer(22, 2304, 24), HARDWARE["A100-80GB"],

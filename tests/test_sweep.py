@@ -157,7 +157,7 @@ def test_warm_up_marks_no_schedule_its_failed_second_process_owned(monkeypatch, 
     monkeypatch.setattr(module, "_helper", lambda names: subprocess.Popen(
         [sys.executable, "-c", "raise SystemExit(1)"]))
     assert module.warm_up(schedules=[here, apart])
-    if not module.numba.config.DISABLE_JIT:
+    if not module.disabled():
         marked = sorted(path.name for path in (tmp_path / "cache").iterdir())
         assert marked == [f"{here}.ready", "sweep-kernel.ready"]
     for bad in ("gpipe-x", ["nope"], 3):

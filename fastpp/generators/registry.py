@@ -136,7 +136,22 @@ class ScheduleSpec:
             object.__setattr__(self, "m_choices", (self.default_m,))
 
     def reasons(self, p, n, m, G) -> np.ndarray:
-        """Vectorized check: for each point, ``""`` if valid, else the first broken rule."""
+        """Vectorized check: for each point, ``""`` if valid, else the first broken rule.
+
+        Parameters
+        ----------
+        p, n, m, G : int or array_like of int
+            The points (they broadcast).
+
+        Returns
+        -------
+        ndarray of str (object)
+
+        Raises
+        ------
+        ScheduleError
+            If a value is not a positive integer.
+        """
         p, n, m, G = np.broadcast_arrays(*(_integers(x, k)
                                            for x, k in zip((p, n, m, G), "pnmG", strict=True)))
         out = np.full(p.shape, "", dtype=object)
@@ -160,7 +175,17 @@ class ScheduleSpec:
                 f"(got {rule.param}={got})")
 
     def check(self, p: int, n: int, m: int, G: int) -> None:
-        """Raise ``ScheduleError`` with the first broken constraint, if any."""
+        """Raise ``ScheduleError`` with the first broken constraint, if any.
+
+        Parameters
+        ----------
+        p, n, m, G : int
+
+        Raises
+        ------
+        ScheduleError
+            If a value is not a positive integer, or a constraint is broken.
+        """
         p, n, m, G = (positive_int(x, k) for x, k in zip((p, n, m, G), "pnmG", strict=True))
         for rule in self.rules:  # on plain ints: one point needs no arrays
             if not rule.ok(p, n, m, G):
@@ -172,7 +197,12 @@ class ScheduleSpec:
         return placements.CODES[self.placement]
 
     def describe(self) -> str:
-        """One line: the constraints in words."""
+        """One line: the constraints in words.
+
+        Returns
+        -------
+        str
+        """
         # "a multiple of p={p}" reads "a multiple of p" without numbers
         text = "; ".join(r.param + " must be " + re.sub(r"=\{\w+\}", "", r.must)
                          for r in self.rules[1:])

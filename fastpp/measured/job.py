@@ -149,7 +149,13 @@ class MeasuredJob(Frozen):
     def op_times_by_kind(self) -> list[list[np.ndarray]]:
         """Per stage, per op code (``fastpp.ops.Op``: F, B, I, W, FB): the forward and backward
         compute durations of every replica and step (no ``I``, ``W`` or pairs), what
-        ``fastpp.Noise(empirical=job)`` draws from."""
+        ``fastpp.Noise(empirical=job)`` draws from.
+
+        Returns
+        -------
+        list of list of ndarray
+            ``[stage][k]``: the stage's durations of kind ``k``.
+        """
         kinds = self.ops.optype.to_numpy()
         out = []
         for stage in range(self.pp):
@@ -161,7 +167,22 @@ class MeasuredJob(Frozen):
 
     def replay(self, durations) -> np.ndarray:
         """Step times under ``durations`` (shape ``(ops, B)``, a column per step or variant,
-        finite and >= 0): ``(B,)``, one pass of fastpp's compiled kernel over every column."""
+        finite and >= 0): ``(B,)``, one pass of fastpp's compiled kernel over every column.
+
+        Parameters
+        ----------
+        durations : array_like, shape (ops, B)
+            A row per op of ``ops``.
+
+        Returns
+        -------
+        ndarray, shape (B,)
+
+        Raises
+        ------
+        ScheduleError
+            If ``durations`` is not of that shape or holds a number < 0 or not finite.
+        """
         g = self._graph
         durations = numbers(durations, "durations")
         if durations.ndim != 2 or len(durations) != len(self.ops):

@@ -275,6 +275,12 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
     -------
     dict
         Label -> its ``MeasuredRun``, or its ``MeasuredSteps`` (``steps > 1``).
+
+    Raises
+    ------
+    ScheduleError
+        As ``measure``; also if ``schedules`` is not a non-empty dict, or a per-label
+        argument names a label that is not one of its keys.
     """
     if not isinstance(schedules, dict) or not schedules:
         raise ScheduleTypeError(f"schedules must be a non-empty dict of label -> schedule "

@@ -93,7 +93,18 @@ class MeasuredSteps(tuple):
                            median["probe_fixed"])
 
     def costs(self, per: str = "device", statistic: str = "median") -> Costs:
-        """``MeasuredRun.costs`` of the typical step: for any schedule and any ``m``."""
+        """``MeasuredRun.costs`` of the typical step: for any schedule and any ``m``.
+
+        Parameters
+        ----------
+        per : {"device", "stage"}
+        statistic : {"median", "mean"}
+            As for ``MeasuredRun.costs``.
+
+        Returns
+        -------
+        Costs
+        """
         return self.typical.costs(per=per, statistic=statistic)
 
     @cached_property
@@ -109,14 +120,25 @@ class MeasuredSteps(tuple):
 
     def step_factors(self) -> np.ndarray:
         """Per step: the median over its ops of the measured time over the ``Costs`` time
-        (the load the whole step saw)."""
+        (the load the whole step saw).
+
+        Returns
+        -------
+        ndarray, shape (steps,)
+        """
         return self._factors[0].copy()
 
     def op_ratios_by_kind(self) -> list[list[np.ndarray]]:
         """Per device, per op code (F, B, I, W, FB): every step's factors of its ops of that
         kind, measured time over ``Costs`` time over the step's factor. A kind this schedule
         lacks takes the device's factors of the first kind it has of its stand-ins (``I``,
-        ``W``: ``B``'s, then ``I`` or ``W``'s; ``B``: ``I``'s, then ``W``'s; ``FB``: ``F``'s)."""
+        ``W``: ``B``'s, then ``I`` or ``W``'s; ``B``: ``I``'s, then ``W``'s; ``FB``: ``F``'s).
+
+        Returns
+        -------
+        list of list of ndarray
+            ``[r][k]``: device ``r``'s factors of kind ``k``.
+        """
         s = self.schedule
         ratio = self._factors[1]
         out = []
@@ -134,12 +156,23 @@ class MeasuredSteps(tuple):
 
     def op_times_by_kind(self) -> list[list[np.ndarray]]:
         """Per device, per op code: the measured durations of its ops of that kind over
-        every step."""
+        every step.
+
+        Returns
+        -------
+        list of list of ndarray
+            ``[r][k]``: device ``r``'s durations of kind ``k``.
+        """
         per_step = [run.op_times_by_kind() for run in self]
         return [[np.concatenate([times[r][k] for times in per_step]) for k in range(5)]
                 for r in range(self.schedule.p)]
 
     def noise(self) -> Noise:
         """The empirical noise of these steps, ``Noise(empirical=self)``: with ``costs()`` it
-        predicts another schedule's step-time distribution on the same ``p``."""
+        predicts another schedule's step-time distribution on the same ``p``.
+
+        Returns
+        -------
+        Noise
+        """
         return Noise(empirical=self)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleTypeError
+from ..checks import instance
 from .job import COMM_OPTYPES, MeasuredJob, pd
 
 WORST_RANKS = 0.03  # M_W's share of ranks (the artifact's RATIO = 3 %)
@@ -83,9 +83,13 @@ def whatif(job: MeasuredJob) -> WhatIf:
     Returns
     -------
     WhatIf
+
+    Raises
+    ------
+    ScheduleTypeError
+        If ``job`` is not a ``MeasuredJob``.
     """
-    if not isinstance(job, MeasuredJob):
-        raise ScheduleTypeError(f"job must be a fastpp.MeasuredJob (got {type(job).__name__})")
+    instance(job, MeasuredJob, "job", "fastpp.MeasuredJob")
     measured, ideal = job.durations, _ideal(job)
     ops = job.ops
     groups = {"dp_rank": ops.dp_rank.to_numpy(), "stage": ops.stage.to_numpy(),

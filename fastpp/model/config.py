@@ -211,19 +211,63 @@ class RunConfig:
         return self.global_batch // (self.microbatch * self.d)
 
     def replace(self, **changes) -> RunConfig:
-        """A copy with ``changes`` (validated again)."""
+        """A copy with ``changes`` (validated again).
+
+        Parameters
+        ----------
+        **changes
+            Fields and their new values.
+
+        Returns
+        -------
+        RunConfig
+        """
         return dataclasses.replace(self, **changes)
 
     @classmethod
     def for_gpus(cls, gpus: int, **fields) -> RunConfig:
-        """With ``d`` the GPUs left after ``t cp p`` (which must divide ``gpus``)."""
+        """With ``d`` the GPUs left after ``t cp p`` (which must divide ``gpus``).
+
+        Parameters
+        ----------
+        gpus : int
+        **fields
+            ``RunConfig``'s other fields.
+
+        Returns
+        -------
+        RunConfig
+
+        Raises
+        ------
+        ScheduleError
+            If ``t cp p`` does not divide ``gpus``, or a field is not valid.
+        """
         d = data_parallel(gpus, fields.get("t", 1), fields.get("cp", 1), fields.get("p", 1))
         return cls(**{**fields, "d": d})
 
     @classmethod
     def from_row(cls, row, **fields) -> RunConfig:
         """A ``plan`` row (a mapping or a pandas row) as a ``RunConfig``; ``fields`` give what
-        rows do not carry (``seq`` at least). ``global_batch`` is ``n * microbatch * d``."""
+        rows do not carry (``seq`` at least). ``global_batch`` is ``n * microbatch * d``.
+
+        Parameters
+        ----------
+        row : mapping or pandas.Series
+            A row of ``plan``'s frame.
+        **fields
+            ``RunConfig``'s fields a row does not carry.
+
+        Returns
+        -------
+        RunConfig
+
+        Raises
+        ------
+        ScheduleError
+            If ``row`` is not a mapping (a ``ScheduleTypeError``) or lacks a plan column, or a
+            field is not valid.
+        """
         if not hasattr(row, "get") or not hasattr(row, "keys"):
             raise ScheduleTypeError(f"row must be a mapping or a pandas row of a plan table "
                                     f"(got {type(row).__name__})")
@@ -246,16 +290,31 @@ class RunConfig:
 
     def to_row(self) -> dict:
         """The plan row's configuration columns (``ROW``) of this run (no layout: ``""``, as
-        plan writes it on a row that gives a reason)."""
+        plan writes it on a row that gives a reason).
+
+        Returns
+        -------
+        dict
+        """
         return {**{k: getattr(self, k) for k in ROW}, "layout": self.layout or ""}
 
     def build_schedule(self):
         """The ``Schedule`` of ``schedule`` on ``p`` devices, ``n`` microbatches, ``m``
-        chunks each."""
+        chunks each.
+
+        Returns
+        -------
+        Schedule
+        """
         return build_schedule(self.schedule, self.p, self.n, self.m)
 
     def plan_keywords(self) -> dict:
-        """``plan``'s keywords giving this run as its only configuration."""
+        """``plan``'s keywords giving this run as its only configuration.
+
+        Returns
+        -------
+        dict
+        """
         return {"gpus": self.gpus, "seq": self.seq, "global_batch": self.global_batch,
                 "schedules": [self.schedule], "tp": [self.t], "pp": [self.p],
                 "microbatch": [self.microbatch], "m": [self.m], "recompute": [self.recompute],
@@ -278,7 +337,23 @@ class RunConfig:
 
     def chunk_layout(self, model):
         """``layout``, or ``first_layers``/``last_layers`` as one over ``p m`` chunks
-        (``model``: a ``fastpp.model.Transformer``)."""
+        (``model``: a ``fastpp.model.Transformer``).
+
+        Parameters
+        ----------
+        model : Transformer
+            Whose layers ``first_layers``/``last_layers`` leave the rest of.
+
+        Returns
+        -------
+        str, Layout or None
+            ``layout`` as given, or the ``Layout`` the end counts make, or None for neither.
+
+        Raises
+        ------
+        ScheduleError
+            If ``model`` is not a ``Transformer`` or the end counts do not fit its layers.
+        """
         instance(model, Transformer, "model", "fastpp.model.Transformer")
         if self.layout is not None or (self.first_layers is None and self.last_layers is None):
             return self.layout
@@ -354,10 +429,7 @@ def global_batch_of(per_replica: int, d: int, gpus: int, what: str) -> int:
 
 def as_run(config, name: str = "config") -> RunConfig:
     """``config`` if it is a ``RunConfig``, else a ``ScheduleTypeError`` naming ``name``."""
-    if not isinstance(config, RunConfig):
-        raise ScheduleTypeError(f"{name} must be a fastpp.model.RunConfig (got "
-                                f"{type(config).__name__})")
-    return config
+    return instance(config, RunConfig, name, "fastpp.model.RunConfig")
 
 
 def as_model(model, name: str = "model"):
@@ -473,7 +545,17 @@ class RunGrid:
     @classmethod
     def of(cls, run: RunConfig, recipe=None) -> RunGrid:
         """``run`` as a grid of its one configuration, with the memory ``recipe`` (a
-        ``Recipe`` or None; ``make_recipe`` gives one)."""
+        ``Recipe`` or None; ``make_recipe`` gives one).
+
+        Parameters
+        ----------
+        run : RunConfig
+        recipe : Recipe, optional
+
+        Returns
+        -------
+        RunGrid
+        """
         one = {k: np.array([getattr(run, k)], np.int64) for k in PER_CONFIGURATION
                if k not in ("recompute", "overlap")}
         return cls(seq=run.seq, **one, recompute=np.array([RECOMPUTE.index(run.recompute)]),
@@ -484,19 +566,43 @@ class RunGrid:
                    recipe=recipe)
 
     def replace(self, **changes) -> RunGrid:
-        """A copy with ``changes`` (validated again)."""
+        """A copy with ``changes`` (validated again).
+
+        Parameters
+        ----------
+        **changes
+            Fields and their new values.
+
+        Returns
+        -------
+        RunGrid
+        """
         return dataclasses.replace(self, **changes)
 
     def broadcast(self) -> RunGrid:
         """With every per-configuration field (``PER_CONFIGURATION``) an array of one shape,
-        ``overlap`` as bools."""
+        ``overlap`` as bools.
+
+        Returns
+        -------
+        RunGrid
+        """
         arrays = np.broadcast_arrays(*(np.asarray(getattr(self, k)) for k in PER_CONFIGURATION))
         fields = dict(zip(PER_CONFIGURATION, arrays, strict=True))
         return self.replace(**{**fields, "overlap": fields["overlap"].astype(bool)})
 
     def take(self, index) -> RunGrid:
         """The configurations ``index`` (an index array into every per-configuration
-        field)."""
+        field).
+
+        Parameters
+        ----------
+        index : array_like of int or bool
+
+        Returns
+        -------
+        RunGrid
+        """
         full = self.broadcast()
         return full.replace(**{k: getattr(full, k)[index] for k in PER_CONFIGURATION})
 

@@ -97,7 +97,24 @@ class Link:
 
     def ring(self, message_bytes, ranks):
         """Seconds of a ring all-reduce of ``message_bytes`` over ``ranks`` (0 for one rank):
-        ``2 (ranks-1)/ranks`` of the message crosses each link, plus one latency per step."""
+        ``2 (ranks-1)/ranks`` of the message crosses each link, plus one latency per step.
+
+        Parameters
+        ----------
+        message_bytes : float or array_like
+            Bytes per rank, >= 0.
+        ranks : int or array_like
+            Ranks in the ring, >= 1 (broadcasts with ``message_bytes``).
+
+        Returns
+        -------
+        ndarray
+
+        Raises
+        ------
+        ScheduleError
+            If a count is not a positive integer or a size not a number >= 0.
+        """
         ranks = positive_ints(ranks, "ranks").astype(np.float64)
         message_bytes = numbers(message_bytes, "message_bytes")
         steps = 2.0 * (ranks - 1.0)
@@ -273,15 +290,45 @@ class Hardware:
 
     def seconds(self, flops):
         """Time of ``flops`` at ``efficiency`` of the peak (products too large to lose to
-        their shape)."""
+        their shape).
+
+        Parameters
+        ----------
+        flops : float or array_like
+            >= 0.
+
+        Returns
+        -------
+        ndarray
+            Seconds.
+        """
         return numbers(flops, "flops") / (self.peak * self.efficiency)
 
     def with_efficiency(self, efficiency: float) -> Hardware:
-        """The same hardware with another ceiling of the efficiency curve."""
+        """The same hardware with another ceiling of the efficiency curve.
+
+        Parameters
+        ----------
+        efficiency : float
+
+        Returns
+        -------
+        Hardware
+        """
         return replace(self, efficiency=efficiency)
 
     def with_precision(self, precision: str) -> Hardware:
-        """The same hardware with its matrix products in another precision."""
+        """The same hardware with its matrix products in another precision.
+
+        Parameters
+        ----------
+        precision : str
+            ``"bf16"`` or ``"fp8"``.
+
+        Returns
+        -------
+        Hardware
+        """
         return replace(self, precision=precision)
 
 

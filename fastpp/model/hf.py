@@ -147,7 +147,7 @@ def read_config(config) -> tuple[dict, str]:
     return data, path
 
 
-def _text_model(data: dict, where: str) -> dict:
+def _text_model(data: dict) -> dict:
     """The language model's fields: ``text_config`` over the outer ones for multimodal files."""
     inner = data.get("text_config")
     if not isinstance(inner, dict):
@@ -192,7 +192,7 @@ def from_hf(config, name: str | None = None) -> Transformer:
         a missing or non-integer field (naming it).
     """
     data, where = read_config(config)
-    data = _text_model(data, where)
+    data = _text_model(data)
     kind = data.get("model_type")
     if not isinstance(kind, str) or kind not in FAMILIES:
         raise ScheduleError(f"{where}: model_type must be one of {sorted(FAMILIES)} (got "
@@ -208,7 +208,7 @@ def from_hf(config, name: str | None = None) -> Transformer:
              "head_dim": cfg.int("head_dim", family.head_dim, low=1)}
     # n_inner and intermediate_size may be null (GPT-2: 4h)
     shape["ffn"] = cfg.int(names["ffn"], None if kind == "gpt2" else _MISSING, low=1)
-    shape.update(_experts(kind, family, cfg, shape["layers"]))
+    shape.update(_experts(family, cfg, shape["layers"]))
     return Transformer(name=_name(data, where, kind) if name is None else name, **shape)
 
 
@@ -222,7 +222,7 @@ def _name(data: dict, where: str, kind: str) -> str:
     return os.path.basename(os.path.dirname(os.path.abspath(where))) if stem == "config" else stem
 
 
-def _experts(kind: str, family: Family, cfg: _Config, layers: int) -> dict:
+def _experts(family: Family, cfg: _Config, layers: int) -> dict:
     """The mixture of experts' and MLA's fields of ``Transformer``."""
     if family.moe == "mixtral":  # intermediate_size is each expert's width
         return {"experts": cfg.int("num_local_experts"),

@@ -67,7 +67,17 @@ class Layout:
 
     @classmethod
     def from_layers(cls, layers) -> Layout:
-        """A vector of layers per stage: the embedding on the first, the loss on the last."""
+        """A vector of layers per stage: the embedding on the first, the loss on the last.
+
+        Parameters
+        ----------
+        layers : sequence of int
+            Layers per stage, >= 0.
+
+        Returns
+        -------
+        Layout
+        """
         counts = _counts(layers, "layers")
         stages = len(counts)
         return cls(counts, tuple(s == 0 for s in range(stages)),
@@ -111,6 +121,15 @@ def _counts(values, name: str) -> tuple[int, ...]:
 
 def parse_layout(text: str) -> Layout:
     """Megatron's ``--pipeline-model-parallel-layout`` string as a ``Layout``.
+
+    Parameters
+    ----------
+    text : str
+        The layout, e.g. ``"Et*3|(tt|)*29,m|L"``.
+
+    Returns
+    -------
+    Layout
 
     Raises
     ------
@@ -236,7 +255,25 @@ def _fail(text: str, must: str, at: int):
 def even_layers(layers: int, stages: int, first: int | None = None,
                 last: int | None = None) -> Layout:
     """``first`` layers on the first stage and ``last`` on the last (as even as the rest when
-    not given), the rest as even as ``chunk_layers`` makes it, the remainder in the middle."""
+    not given), the rest as even as ``chunk_layers`` makes it, the remainder in the middle.
+
+    Parameters
+    ----------
+    layers, stages : int
+        Transformer layers; model chunks (``p * m``).
+    first, last : int, optional
+        Layers on the first and on the last model chunk (``first_layers``, ``last_layers``).
+
+    Returns
+    -------
+    Layout
+
+    Raises
+    ------
+    ScheduleError
+        If a count is not an integer in range, ``first`` or ``last`` is given for one model
+        chunk, or they do not leave each other chunk at least one layer.
+    """
     layers = positive_int(layers, "layers")
     stages = positive_int(stages, "stages", MAX_CHUNKS, " (one count per stage)")
     for x, name in ((first, "first_layers"), (last, "last_layers")):
@@ -268,7 +305,27 @@ def megatron_layers(layers: int, p: int, m: int = 1, first: int | None = None,
     ``--decoder-last-pipeline-num-layers last`` on ``p`` devices with ``m`` chunks each: the
     first and last devices hold that many layers, the other devices the rest evenly, each
     device's layers even over its chunks (chunk ``c`` of device ``r`` is stage ``c p + r``).
-    Megatron asserts the divisions exact; so does this."""
+    Megatron asserts the divisions exact; so does this.
+
+    Parameters
+    ----------
+    layers : int
+        Transformer layers.
+    p, m : int
+        Devices and chunks per device.
+    first, last : int, optional
+        Layers on the first and on the last device.
+
+    Returns
+    -------
+    Layout
+
+    Raises
+    ------
+    ScheduleError
+        If a count is not an integer in range, ``first`` or ``last`` is given with ``p = 1``,
+        or a division Megatron asserts exact is not.
+    """
     layers, p, m = (positive_int(x, k) for x, k in ((layers, "layers"), (p, "p"), (m, "m")))
     positive_int(p * m, "p*m", MAX_CHUNKS, " (one count per stage)")
     given = {0: first, p - 1: last}
@@ -296,7 +353,25 @@ def torchtitan_layers(layers: int, stages: int, first_less: int = 1,
     """torchtitan's split: the embedding weighs ``first_less`` layers and the output layer
     ``last_less`` (``pipeline_parallel_first_stage_less_layers`` and ``..._last_...``), the
     ``layers + first_less + last_less`` weights even over the stages, the remainder on the
-    first ones; its checks (no empty stage, a weight at most a stage's share) hold."""
+    first ones; its checks (no empty stage, a weight at most a stage's share) hold.
+
+    Parameters
+    ----------
+    layers, stages : int
+        Transformer layers; pipeline stages.
+    first_less, last_less : int
+        The layers the embedding and the output layer weigh.
+
+    Returns
+    -------
+    Layout
+
+    Raises
+    ------
+    ScheduleError
+        If a count is not an integer in range, a stage would be empty, or ``first_less`` or
+        ``last_less`` exceeds a stage's share of the weights (torchtitan's checks).
+    """
     layers = positive_int(layers, "layers")
     stages = positive_int(stages, "stages", MAX_CHUNKS, " (one count per stage)")
     for x, name in ((first_less, "first_stage_less_layers"),

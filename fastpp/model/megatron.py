@@ -741,6 +741,24 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
 
     ``first_layers``/``last_layers`` with ``m > 1`` (per model chunk, which Megatron's
     per-device flags are not) are written as the layout they make, which needs ``model``.
+
+    Parameters
+    ----------
+    config : RunConfig
+    model : Transformer, optional
+        The model, whose architecture flags are written too.
+
+    Returns
+    -------
+    list of str
+        The arguments, as a command line takes them.
+
+    Raises
+    ------
+    ScheduleError
+        For a field no Megatron-LM flag states set to other than its default (``overlap``,
+        ``node_limit``, ``imbalance``, ZeRO-3's ``zero3``), a schedule Megatron-LM does not
+        run, or per-chunk layer counts without ``model``.
     """
     c, model = as_run(config), as_model(model)
     # fields no Megatron-LM flag states (fastpp's pricing assumptions or another framework's

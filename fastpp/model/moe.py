@@ -471,6 +471,12 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
         ``attention_*`` (norm, projections, core, residual, router-free; with the attention's
         tensor-parallel exchange), ``mlp_*`` (router, permutations, routed and shared experts;
         with the MLP's tensor-parallel exchange), the four all-to-alls.
+
+    Raises
+    ------
+    ScheduleError
+        If an argument is not of its kind or choices (``model`` a ``Transformer``,
+        ``hardware`` a ``Hardware``, ``precision``, ``recompute``, ``dispatcher``, a count).
     """
     from .transformer import RECOMPUTE
 

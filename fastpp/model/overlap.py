@@ -132,7 +132,29 @@ def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1, ep: int 
     """Why the pair overlap cannot run on a schedule (``""`` if it can): ``pairs`` says
     whether the schedule has overlapped pairs; a schedule that is Megatron's overlap itself
     (``expert_overlap``, e.g. ``"combined-1f1b"``) has its rules whether or not the overlap
-    is priced."""
+    is priced.
+
+    Parameters
+    ----------
+    name : str
+        The schedule's name.
+    pairs : bool
+        Whether it runs overlapped pairs (``ScheduleSpec.pairs``).
+    recompute : str
+        One of ``RECOMPUTE``.
+    cp, ep : int
+        Context- and expert-parallel degrees.
+
+    Returns
+    -------
+    str
+        The reason, or ``""``.
+
+    Raises
+    ------
+    ScheduleError
+        If an argument is not of its kind (a reason is returned, never raised).
+    """
     instance(name, str, "name", "schedule's name (a string)")
     flag(pairs, "pairs")
     one_of(recompute, "recompute", RECOMPUTE)

@@ -18,12 +18,11 @@ from ..checks import (
 )
 from ..costs import FIELDS
 from ..generators.registry import SCHEDULES, get_spec
+from ..montecarlo import DEFAULT_SAMPLES, check_noise
 from ..placement import mirrored, stage_map
 from ..sweeps.robust import (
-    DEFAULT_SAMPLES,
     NOISE_COLUMNS,
     OBJECTIVES,
-    check_noise,
     costs_of,
     noise_rows,
     objective_values,

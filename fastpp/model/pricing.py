@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, instance, one_of, positive_int
+from ..checks import MAX_INT, ScheduleError, instance, one_of, positive_int
 from ..costs import Costs
 from ..generators.registry import code_of
 from ..ops import FB
@@ -43,9 +43,7 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
     """Per virtual stage: its layers, whether it holds the embedding or the output layer
     and the loss (a two-direction schedule holds a second copy of the model's chunks), its
     MoE layers and its MTP modules (``stages.chunk_kinds``)."""
-    if not isinstance(schedule, Schedule):
-        raise ScheduleTypeError(f"schedule must be a fastpp.Schedule (got "
-                                f"{type(schedule).__name__})")
+    instance(schedule, Schedule, "schedule", "fastpp.Schedule")
     schedule._check()
     chunks = schedule.V // int(copies(code_of(schedule)))  # two directions: a second copy
     chunk = np.arange(schedule.V) % chunks
@@ -65,7 +63,16 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
 def pair_partner(schedule: Schedule) -> np.ndarray:
     """Per stage, the stage of its overlapped pairs' backward half: the device's other stage
     where each device holds stages ``r`` and ``V-1-r`` (DualPipeV, DualPipe;
-    ``fastpp.placement.mirrored``), else the stage itself."""
+    ``fastpp.placement.mirrored``), else the stage itself.
+
+    Parameters
+    ----------
+    schedule : Schedule
+
+    Returns
+    -------
+    ndarray of int, shape (V,)
+    """
     instance(schedule, Schedule, "schedule", "fastpp.Schedule")
     schedule._check()
     stages = np.arange(schedule.V)
@@ -330,7 +337,36 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     ``schedule`` is None. These parts are counted, not modelled (no error bar: a test holds
     them to a PyTorch model's bytes), the gradients as bf16: Megatron's default fp32
     ``main_grad`` buffer holds 2 bytes a parameter more (``fastpp.model.memorybar``); the
-    activations' expected error is ``memorybar``'s, in ``plan``'s ``expected_memory_error``."""
+    activations' expected error is ``memorybar``'s, in ``plan``'s ``expected_memory_error``.
+
+    Parameters
+    ----------
+    model : Transformer or str
+        A ``Transformer`` or a preset name (``fastpp.model.MODELS``).
+    schedule : Schedule, optional
+        The pipeline whose stages the devices hold (needed without ``config``).
+    tp, dp, cp, ep, etp : int
+        Tensor-, data-, context-, expert- and expert-tensor-parallel degrees.
+    zero : int
+        ZeRO stage 0-3 over the ``dp * cp`` replicas.
+    layout, layers : optional
+        The layers per model chunk, as for ``transformer_costs``.
+    zero3 : {"layer", "step"}
+        How ZeRO-3 gathers the weights.
+    config : RunConfig, optional
+        One run in place of the keywords.
+
+    Returns
+    -------
+    dict of str to ndarray, each of shape (p,)
+        ``parameter_bytes``, ``gradient_bytes``, ``optimizer_bytes``.
+
+    Raises
+    ------
+    ScheduleError
+        For an unknown preset, no ``schedule`` and no ``config``, a keyword set beside
+        ``config``, a bad degree or ZeRO choice, or a layout that does not fit.
+    """
     model = preset(MODELS, model, "model")
     if config is None:  # no RunConfig: it needs a seq, which bytes do not depend on
         if schedule is None:

@@ -65,7 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, instance, one_of, renamed
+from ..checks import ScheduleError, instance, name_list, one_of, renamed
 from .compute import attention_times, matmul_time, memory_time, mlp_times
 from .moe import (
     DISPATCHERS,
@@ -109,14 +109,7 @@ class Recipe:
     def __post_init__(self):
         for field, allowed in (("recompute_modules", RECOMPUTE_MODULES),
                                ("offload_modules", OFFLOAD_MODULES)):
-            value = getattr(self, field)
-            if isinstance(value, str) or not isinstance(value, tuple | list):
-                raise ScheduleError(f"{field} must be a list of names from {allowed} (got "
-                                    f"{value!r})")
-            bad = [x for x in value if x not in allowed]
-            if bad:
-                raise ScheduleError(f"{field} must hold names from {allowed} (got {bad[0]!r})")
-            object.__setattr__(self, field, tuple(value))
+            object.__setattr__(self, field, name_list(getattr(self, field), field, allowed))
         if self.fp8_cache not in (False, True):
             raise ScheduleError(f"fp8_cache must be True or False (got {self.fp8_cache!r})")
 

@@ -102,6 +102,25 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     all-to-alls sit inside its forward and input-grad backward (no overlap). An MTP module
     costs a layer, its ``2h x h`` projection, and the output layer and loss again.
 
+    Parameters
+    ----------
+    model : Transformer
+    hardware : Hardware
+    grid : RunGrid
+        The configurations.
+    config : array_like of int
+        Per stage: its configuration (an index into ``grid``).
+    layers : array_like of float
+        Per stage: transformer layers.
+    embedding, loss : array_like of bool
+        Per stage: it holds the embedding; the output layer and the loss.
+    moe_layers, mtp : float or array_like
+        Per stage: how many of its layers have experts; MTP modules.
+    partner : array_like of int, optional
+        Per stage: the stage of its overlapped pairs' backward half (default: itself).
+    **keywords
+        Deprecated: 0.1.0's keywords in place of ``grid`` (a ``DeprecationWarning``).
+
     Returns
     -------
     dict
@@ -116,6 +135,12 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     The form before ``RunGrid`` (0.1.0: ``stage_table(model, hardware, seq, microbatch=...,
     t=..., blocking=..., c=..., ...)``) still runs, with a ``DeprecationWarning``, for one
     release.
+
+    Raises
+    ------
+    ScheduleTypeError
+        If ``model``, ``hardware`` or ``grid`` is not of its class, or keywords are given
+        beside a ``RunGrid``.
     """
     instance(model, Transformer, "model", "fastpp.model.Transformer")
     instance(hardware, Hardware, "hardware", "fastpp.model.Hardware")

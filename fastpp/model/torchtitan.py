@@ -209,7 +209,25 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     parallelism. A field a job config cannot state (``reduce_bytes``, ``gradient_overlap``,
     a layout, Megatron's recomputation details, fastpp's ``overlap``, ``node_limit`` and
     ``imbalance``) must keep its default: a ``ScheduleError`` names it otherwise. With
-    ``model``, ``m`` stages per rank are written as ``pipeline_parallel_layers_per_stage``."""
+    ``model``, ``m`` stages per rank are written as ``pipeline_parallel_layers_per_stage``.
+
+    Parameters
+    ----------
+    config : RunConfig
+    model : Transformer, optional
+        The model, for the layers per stage.
+
+    Returns
+    -------
+    str
+        The TOML text.
+
+    Raises
+    ------
+    ScheduleError
+        For a schedule torchtitan does not run, a ZeRO stage other than 0 or 3, or a field
+        it cannot state set to other than its default.
+    """
     names = {v: k for k, v in SCHEDULES.items()}
     c, model = as_run(config), as_model(model)
     if c.schedule not in names:

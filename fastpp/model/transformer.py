@@ -230,7 +230,12 @@ class Transformer:
         return 6.0 if self.fused_swiglu else 8.0
 
     def attention_params(self) -> float:
-        """One layer's attention matrices (and MLA's two latent norms)."""
+        """One layer's attention matrices (and MLA's two latent norms).
+
+        Returns
+        -------
+        float
+        """
         h, a, d, dv = (float(x) for x in (self.hidden, self.heads, self.head_dim,
                                            self.v_head_dim))
         if not self.mla:
@@ -240,12 +245,29 @@ class Transformer:
         return query + h * (kv + r) + kv + kv * a * (d + dv) + a * dv * h
 
     def expert_params(self) -> float:
-        """One expert's matrices: ``3 h F_e`` (SwiGLU) or ``2 h F_e``."""
+        """One expert's matrices: ``3 h F_e`` (SwiGLU) or ``2 h F_e``.
+
+        Returns
+        -------
+        float
+        """
         return self.gates * self.hidden * self.expert_ffn
 
     def mlp_params(self, moe: bool = False, active: bool = False) -> float:
         """One layer's MLP: dense ``3hF``/``2hF``; with experts the router ``hE``, the shared
-        experts and all routed experts (``active``: the ``top_k`` one token uses)."""
+        experts and all routed experts (``active``: the ``top_k`` one token uses).
+
+        Parameters
+        ----------
+        moe : bool
+            A layer with experts (else a dense one).
+        active : bool
+            Count only the routed experts one token uses.
+
+        Returns
+        -------
+        float
+        """
         if not moe:
             return self.gates * self.hidden * self.ffn
         routed = self.top_k if active else self.experts
@@ -253,16 +275,43 @@ class Transformer:
                 + (routed + self.shared_experts) * self.expert_params())
 
     def matrix_params(self, moe: bool = False, active: bool = False) -> float:
-        """``P_mm``: one layer's matrix parameters (a dense layer unless ``moe``)."""
+        """``P_mm``: one layer's matrix parameters (a dense layer unless ``moe``).
+
+        Parameters
+        ----------
+        moe : bool
+            A layer with experts (else a dense one).
+        active : bool
+            Count only the routed experts one token uses.
+
+        Returns
+        -------
+        float
+        """
         return self.attention_params() + self.mlp_params(moe, active)
 
     def layer_params(self, moe: bool = False) -> float:
-        """One layer's parameters: ``P_mm`` plus two norms."""
+        """One layer's parameters: ``P_mm`` plus two norms.
+
+        Parameters
+        ----------
+        moe : bool
+            A layer with experts (else a dense one).
+
+        Returns
+        -------
+        float
+        """
         return self.matrix_params(moe) + 2.0 * self.hidden
 
     def mtp_params(self) -> float:
         """One multi-token-prediction module without the shared embedding and output layer:
-        a layer (with experts if the model has them), the ``2h x h`` projection, two norms."""
+        a layer (with experts if the model has them), the ``2h x h`` projection, two norms.
+
+        Returns
+        -------
+        float
+        """
         h = float(self.hidden)
         return self.layer_params(self.moe) + 2.0 * h * h + 2.0 * h
 
@@ -273,7 +322,12 @@ class Transformer:
 
     def params(self) -> float:
         """All trained parameters: layers, the MTP modules, the embedding and (untied) the
-        output layer."""
+        output layer.
+
+        Returns
+        -------
+        float
+        """
         heads = 1 if self.tied_embeddings else 2
         return (self._layers_params(False) + self.mtp_depth * self.mtp_params()
                 + heads * self.vocab * self.hidden)
@@ -293,7 +347,12 @@ class Transformer:
 
     def core_width(self) -> float:
         """``a (d_qk + d_v)``: the attention core's FLOPs are ``2 b s^2`` times it forward
-        (``2h`` for standard heads of ``h/a``)."""
+        (``2h`` for standard heads of ``h/a``).
+
+        Returns
+        -------
+        float
+        """
         return float(self.heads) * (self.head_dim + self.rope_dim + self.v_head_dim)
 
     def flops_per_token(self, seq: int) -> float:
@@ -301,7 +360,22 @@ class Transformer:
         ``3 (2 P_mm L + 4 s h L + 2 h v)``, i.e. ``6N + 12 L h s`` (PaLM's MFU count) for a
         dense model. With experts ``P_mm`` is what a token uses (``top_k`` routed experts),
         the core ``2 s a (d_qk + d_v)`` per layer (``4sh`` for standard heads), and each MTP
-        module adds a layer, its projection and the logits again."""
+        module adds a layer, its projection and the logits again.
+
+        Parameters
+        ----------
+        seq : int
+            Sequence length.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ScheduleError
+            If ``seq`` is not a positive integer.
+        """
         seq = positive_int(seq, "seq")
         dense = self.layers - self.moe_layers
         core = 2.0 * seq * self.core_width()
@@ -319,7 +393,17 @@ class Transformer:
         MLPs, the ``top_k`` routed and the shared experts (the router left out), the causal
         core ``s a (d_qk + d_v) / 2``, each MTP module's layer (an MoE layer when the last
         layer has experts), norms ``3h`` and projection ``2h^2``, and the logits ``hv`` once
-        per head."""
+        per head.
+
+        Parameters
+        ----------
+        seq : int
+            Sequence length.
+
+        Returns
+        -------
+        float
+        """
         h, D = float(self.hidden), float(self.mtp_depth)
         dense = self.layers - self.moe_layers + (0.0 if self.moe else D)
         moe = self.moe_layers + (D if self.moe else 0.0)
@@ -406,10 +490,29 @@ def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: 
     """One dense layer's FLOPs, stored bytes, ``gamma`` and collective bytes for one
     microbatch.
 
-    ``microbatch``, ``t`` and ``recompute`` (an index into ``RECOMPUTE``) broadcast; the
-    result holds arrays ``forward, input_grad, weight_grad`` (FLOPs on one rank),
-    ``activations`` (bytes on one rank), ``gamma``, ``collectives_forward`` and
-    ``collectives_backward`` (how many ``2sbh`` collectives, see the module).
+    Parameters
+    ----------
+    model : Transformer
+    seq : int
+        Sequence length.
+    microbatch, t : int or array_like
+        Sequences per microbatch; tensor-parallel degree (they broadcast).
+    sequence_parallel : bool
+        Megatron's sequence parallelism.
+    recompute : int or array_like
+        An index into ``RECOMPUTE`` (broadcasts with ``microbatch`` and ``t``).
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``forward, input_grad, weight_grad`` (FLOPs on one rank), ``activations`` (bytes on
+        one rank), ``gamma``, ``collectives_forward`` and ``collectives_backward`` (how many
+        ``2sbh`` collectives, see the module).
+
+    Raises
+    ------
+    ScheduleError
+        If ``model`` is not a ``Transformer`` or a count or index is out of range.
     """
     instance(model, Transformer, "model", "fastpp.model.Transformer")
     seq = positive_int(seq, "seq")
@@ -423,7 +526,22 @@ def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: 
 
 def chunk_layers(layers: int, chunks: int) -> np.ndarray:
     """Layers of each of ``chunks`` model chunks: as even as possible, the remainder on the
-    middle chunks, away from the embedding and the output layer."""
+    middle chunks, away from the embedding and the output layer.
+
+    Parameters
+    ----------
+    layers, chunks : int
+        Transformer layers; model chunks (``p * m``).
+
+    Returns
+    -------
+    ndarray of int, shape (chunks,)
+
+    Raises
+    ------
+    ScheduleError
+        If a count is not a positive integer, or ``chunks > layers``.
+    """
     layers = positive_int(layers, "layers")
     chunks = positive_int(chunks, "chunks", MAX_CHUNKS, " (one count per chunk)")
     if chunks > layers:

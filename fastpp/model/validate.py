@@ -60,7 +60,7 @@ import dataclasses
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, require
+from ..checks import ScheduleError, name_list, require
 from ..costs import Costs
 from ..generators.registry import build_schedule
 from ..search import optimize
@@ -336,15 +336,16 @@ def validate(datasets=DATASETS):
         the row's regime (``fastpp.model.errorbar.Regime``: ``gpu``, ``size``, ``seq``,
         ``arch``, ``tp``), by which ``errorbar.regime_table`` groups the residuals.
         ``mape(frame)`` gives the mean absolute error per dataset.
+
+    Raises
+    ------
+    ScheduleError
+        If ``datasets`` is not a list of names of ``DATASETS``; ``MissingExtraError`` without
+        pandas.
     """
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
-    if isinstance(datasets, str) or not isinstance(datasets, list | tuple):
-        raise ScheduleTypeError(f"datasets must be a list of names among {list(DATASETS)} (got "
-                                f"{datasets!r})")
-    unknown = [x for x in datasets if x not in DATASETS]
-    if unknown:
-        raise ScheduleError(f"datasets must be among {list(DATASETS)} (got {unknown[0]!r})")
+    name_list(datasets, "datasets", DATASETS)
     hw, h100 = HARDWARE["A100-80GB"], HARDWARE["H100-80GB"]
     loaders = {"korthikanti_2022": lambda: _korthikanti(hw),
                "korthikanti_2022_layer": lambda: _korthikanti_layer(hw),

@@ -211,7 +211,7 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
         value[CUR] = value[BEST]
         value[CUR_TIE] = value[BEST_TIE]
         for _kick in range(1 + _random(state, 4)):
-            r, a, b = _pick_move(ops, length, total, max_shift, state)
+            r, a, b = _pick_move(length, total, max_shift, state)
             if b < 0 or not _order_ok(ops, r, a, b):
                 continue
             _move(ops, r, a, b)
@@ -238,7 +238,7 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
             if b >= length[r]:
                 b = -1
             return r, a, b
-        return _pick_move(ops, length, total, max_shift, state)
+        return _pick_move(length, total, max_shift, state)
 
     n_crit = -1  # the current order's chain is not known yet
     found = 0
@@ -282,7 +282,7 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
 
 
 @jit
-def _pick_move(ops, length, total, max_shift, state):
+def _pick_move(length, total, max_shift, state):
     """A random op (each equally likely) and a target within ``max_shift`` of it; ``b = -1``
     when the target falls off the device."""
     x = _random(state, total)

@@ -10,9 +10,9 @@ import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, number, one_of
 from ..costs import Costs
+from ..montecarlo import DEFAULT_SAMPLES, check_noise
 from ..schedule import Schedule
 from ..simulate import Result
-from ..sweeps.robust import DEFAULT_SAMPLES, check_noise
 from . import bounds, exact
 from .greedy import fixed_candidates, list_candidates, v_candidates, zb_heuristic
 from .improve import evaluate, local_search, seed_state
@@ -155,7 +155,7 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         if noise is None:
             raise ScheduleError(f"objective={objective!r} ranks schedules under noise: give "
                                 f"noise= too (got noise=None)")
-        samples, noise_seed = check_noise(noise, samples, noise_seed)
+        samples, noise_seed = check_noise(noise, samples, noise_seed, "noise_seed")
         lam = number(lam, "lam")
     elif noise is not None:
         raise ScheduleError(f"noise= needs a noisy objective among {list(ROBUST)} (got "

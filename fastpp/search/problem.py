@@ -19,7 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, number_array, one_of, positive_int, show
+from ..checks import (
+    ScheduleError,
+    instance,
+    number_array,
+    one_of,
+    positive_int,
+    show,
+)
 from ..costs import Costs
 from ..generators.registry import MAX_WORK, SCHEDULES
 from ..ops import OP_FIELDS, PAD, F, I, W
@@ -80,9 +87,7 @@ class Problem:
                                 f"m={m})")
         one_of(objective, "objective", OBJECTIVES)
         costs = Costs(1.0, 2.0) if costs is None else costs
-        if not isinstance(costs, Costs):
-            raise ScheduleTypeError(f"costs must be a fastpp.Costs (got "
-                                    f"{type(costs).__name__})")
+        instance(costs, Costs, "costs", "fastpp.Costs")
         stage_to_device = stage_map(CODES[placement_name], p, m)
         c = costs.for_placement(p, stage_to_device, m)
         cost = np.stack([c.tf, c.ti, c.tw])

@@ -76,6 +76,12 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
     pandas.DataFrame
         One row per group with the best point and a ``budget`` column; groups where nothing
         fits are left out.
+
+    Raises
+    ------
+    ScheduleError
+        If ``df`` lacks a column, ``by`` is not a list of column names, or ``budget`` is
+        neither a number nor a schedule of ``df``.
     """
     by = [by] if isinstance(by, str) else by
     if not isinstance(by, list | tuple) or not by:

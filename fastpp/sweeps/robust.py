@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, number, one_of, positive_int
+from ..checks import ScheduleError, number, one_of
 from ..costs import OPTIONAL, SLOTS, Costs
 from ..generators.registry import SCHEDULES
 from .points import COSTS
@@ -15,19 +15,6 @@ from .points import COSTS
 # the columns a noisy sweep adds: one name per quantity, as ``MonteCarlo`` names them
 NOISE_COLUMNS = ("makespan_mean", "makespan_std", "makespan_p50", "makespan_p95")
 OBJECTIVES = ("makespan", "mean", "p50", "p95", "mean+std")
-DEFAULT_SAMPLES = 64  # enough for a p95 of a few percent; small enough for quick sweeps
-
-
-def check_noise(noise, samples, seed) -> tuple[int, int]:
-    """Validate ``noise=``'s companions; the samples and the seed."""
-    from ..noise import Noise
-
-    if not isinstance(noise, Noise):
-        raise ScheduleTypeError(f"noise must be a fastpp.Noise (got {type(noise).__name__})")
-    samples = positive_int(samples, "samples")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
-        raise ScheduleError(f"seed must be an integer in [0, 2**64) (got {seed!r})")
-    return samples, int(seed)
 
 
 def add_noise(frame, noise, samples: int, seed: int, objects=None):

@@ -6,10 +6,11 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ..checks import ScheduleError, flag, one_of, positive_int, require
+from ..montecarlo import DEFAULT_SAMPLES, check_noise
 from .chunk import Chunk, empty_frame
 from .cluster import run_on_dask
 from .points import DEFAULTS, GridPlan, TablePlan, chunk_len
-from .robust import DEFAULT_SAMPLES, NOISE_COLUMNS, add_noise, check_noise
+from .robust import NOISE_COLUMNS, add_noise
 from .store import SkipReasons, Store
 from .warmup import warm_up
 

@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numba
 import numpy as np
 
-from .._jit import CACHE_DIR
+from .._jit import CACHE_DIR, disabled
 from ..costs import Costs
 from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from ..simulate import simulate
@@ -77,7 +76,7 @@ def warm_up(announce: bool = False, schedules=None) -> bool:
             if helper.returncode != 0:  # no marker for what it may not have compiled
                 cold = here
     _sweep_kernel()
-    if not numba.config.DISABLE_JIT:  # (without the JIT nothing was compiled)
+    if not disabled():
         folder.mkdir(parents=True, exist_ok=True)
         for name in [*cold, "sweep-kernel"]:
             (folder / f"{name}.ready").touch()
