@@ -288,6 +288,13 @@ def _check(t, meta: dict) -> None:
     if (ranks != 1).any():
         (d, s) = ranks[ranks != 1].index[0]
         raise ScheduleError(f"dp_rank {d}, stage {s} must be one rank (the table has several)")
+    # and a rank one (dp_rank, stage): M_W removes the worst ranks' ops by their rank
+    pairs = t.groupby("rank")[["dp_rank", "stage"]].nunique().max(axis=1)
+    if (pairs != 1).any():
+        rank = pairs.index[(pairs != 1).to_numpy()][0]
+        held = t.loc[t["rank"] == rank, ["dp_rank", "stage"]].drop_duplicates()
+        raise ScheduleError(f"rank must name one (dp_rank, stage) (rank {rank} holds "
+                            f"{sorted(map(tuple, held.to_numpy().tolist()))[:_SHOWN]})")
     key = ["dp_rank", "stage", "step", "optype", "seq_id"]
     twice = t.duplicated(key, keep=False)
     if twice.any():

@@ -1,0 +1,57 @@
+"""Bad input to the public entry points (the sixth wave) ends in a ``ScheduleError`` naming
+the parameter, the column or the flag: never a silently wrong number, another library's error
+or a flag quietly dropped.
+
+One test per defect; each input escaped before its fix (the docstring says how).
+"""
+
+import re
+
+import numpy as np
+import pytest
+
+import fastpp
+from fastpp import Costs, ScheduleError, build_schedule, simulate
+from fastpp.__main__ import main
+from fastpp.model.validate import DATA as SHARED
+
+ST = SHARED / "whatif_st"  # $FASTPP_DATA or shared/data beside the repository
+needs_st = pytest.mark.skipif(not (ST / "trace-ST.parquet").exists(),
+                              reason="the what-if trace ST (shared/data) is not here")
+MEGATRON = ("--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+            "--vocab-size 1000")
+
+
+def st_copy(tmp_path, change):
+    """Trace ST's table with ``change(table)`` applied, and its meta, written to tmp_path."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("yaml")
+    table = pd.read_parquet(ST / "trace-ST.parquet")
+    table = change(table)
+    path = tmp_path / "trace-X.parquet"
+    table.to_parquet(path)
+    (tmp_path / "meta-X.yaml").write_text((ST / "meta-ST.yaml").read_text())
+    return path
+
+
+def cli_error(capsys, argv) -> str:
+    """``main(argv)``'s message: exit status 2, no traceback."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err, err
+    return err
+
+
+# ---- the what-if op table ----
+
+@needs_st
+def test_one_rank_for_several_stages(tmp_path):
+    """Every op labelled rank 0: read, and M_W (which removes the worst ranks' ops by rank)
+    came out 1.0 instead of 0.03, silently."""
+    def one_rank(t):
+        t["rank"] = 0
+        return t
+
+    with pytest.raises(ScheduleError, match=r"rank must name one \(dp_rank, stage\) \(rank 0 "
+                                            r"holds \[\(0, 0\), \(0, 1\)"):
+        fastpp.read_op_table(st_copy(tmp_path, one_rank))
