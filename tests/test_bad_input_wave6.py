@@ -55,3 +55,17 @@ def test_one_rank_for_several_stages(tmp_path):
     with pytest.raises(ScheduleError, match=r"rank must name one \(dp_rank, stage\) \(rank 0 "
                                             r"holds \[\(0, 0\), \(0, 1\)"):
         fastpp.read_op_table(st_copy(tmp_path, one_rank))
+
+
+@needs_st
+def test_a_collective_ending_before_its_group_starts(tmp_path):
+    """Durations all 0: a collective member ends before its group's latest start by less than
+    the clock-skew floor, so its transfer stays negative; the replay refused it as
+    ``durations must be finite and >= 0``, a parameter the caller never passed."""
+    def zero(t):
+        t["duration"] = 0.0
+        return t
+
+    with pytest.raises(ScheduleError, match=r"start_ts and duration must give each collective "
+                                            r"member a transfer .* >= 0, or <= -0.01"):
+        fastpp.read_op_table(st_copy(tmp_path, zero))

@@ -499,4 +499,14 @@ def _transfers(t, members_of: list[np.ndarray], job: MeasuredJob) -> np.ndarray:
     transfer = pd.Series(np.nan, index=t.index)
     transfer[comm] = t.end_ts[comm] - latest
     transfer[transfer <= TRANSFER_FLOOR] = 0.0
+    # between the floor and 0 the artifact keeps a negative time, which no replay can take
+    short = transfer < 0
+    if short.any():
+        row = t[short].iloc[0]
+        raise ScheduleError(
+            f"start_ts and duration must give each collective member a transfer (its end less "
+            f"its group's latest start) >= 0, or <= {TRANSFER_FLOOR:g} as clock skew counted "
+            f"as 0 (got {float(transfer[short].iloc[0]):.6g} for dp_rank={row.dp_rank}, "
+            f"stage={row.stage}, step={row.step}, optype={row.optype}, seq_id={row.seq_id}; "
+            f"{int(short.sum())} such ops)")
     return transfer.to_numpy()
