@@ -69,3 +69,35 @@ def test_a_collective_ending_before_its_group_starts(tmp_path):
     with pytest.raises(ScheduleError, match=r"start_ts and duration must give each collective "
                                             r"member a transfer .* >= 0, or <= -0.01"):
         fastpp.read_op_table(st_copy(tmp_path, zero))
+
+
+# ---- Costs ----
+
+@pytest.mark.parametrize("costs, match", [
+    (Costs(1e308, 1e308), r"costs\.f / m \+ costs\.overhead\['F'\] must be at most 1e\+290"),
+    (Costs(1.0, 2.0, bandwidth=1e-300, message_bytes=1e10),
+     r"costs\.comm \+ costs\.message_bytes / costs\.bandwidth must be at most"),
+    (Costs(1.0, 2.0, overhead={"W": 1e300}), r"costs\.w / m \+ costs\.overhead\['W'\] must be"),
+    (Costs(1.0, 2.0, act=1e300), r"costs\.act / m must be at most"),
+])
+def test_finite_costs_whose_sums_overflow(costs, match):
+    """Finite costs near float64's largest: simulate gave makespan inf and bubble NaN."""
+    with pytest.raises(ScheduleError, match=match):
+        simulate(build_schedule("interleaved-1f1b", 2, 4, 2), costs)
+
+
+def test_finite_durations_whose_sums_overflow():
+    s = build_schedule("1f1b", 2, 4)
+    with pytest.raises(ScheduleError, match=r"durations must be at most 1e\+290 .* op 0 "
+                                            r"\(0F0\) of device 0"):
+        simulate(s, durations=np.full(s.kind.shape, 1e300))
+
+
+def test_a_sweep_point_whose_costs_overflow():
+    """The sweep returned makespan inf and bubble NaN as a simulated row."""
+    pytest.importorskip("pandas")
+    df = fastpp.sweep("1f1b", p=2, n=4, f=[1.0, 1e308], b=1e308, invalid="keep",
+                      progress=False)
+    assert df["reason"].str.startswith("costs must keep the makespan and peaks finite").all()
+    assert df["makespan"].isna().all()
+    assert fastpp.sweep("1f1b", p=2, n=4, f=1e308, b=1e308, progress=False).empty
