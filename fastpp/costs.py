@@ -202,6 +202,11 @@ class Costs:
         if stage_to_device.ndim != 1 or len(stage_to_device) < 1:
             raise ScheduleError(f"stage_to_device must hold one device per stage (got shape "
                                 f"{stage_to_device.shape})")
+        V = len(stage_to_device)
+        if V != p * m and not (m == 1 and V == 2 * p):  # chunk times are f/m: m must fit V
+            raise ScheduleError(f"stage_to_device must hold p * m = {p} * {m} = {p * m} stages "
+                                f"(or 2p = {2 * p} with m = 1, the two-direction schedules; "
+                                f"got {V})")
         return self._rows_for((p, m, stage_to_device.tobytes()), stage_to_device)[0]
 
     def _rows_for(self, key: tuple, stage_to_device: np.ndarray) -> tuple[StageCosts, np.ndarray]:

@@ -101,3 +101,12 @@ def test_a_sweep_point_whose_costs_overflow():
     assert df["reason"].str.startswith("costs must keep the makespan and peaks finite").all()
     assert df["makespan"].isna().all()
     assert fastpp.sweep("1f1b", p=2, n=4, f=1e308, b=1e308, progress=False).empty
+
+
+def test_for_placement_with_chunks_that_do_not_fit_the_map():
+    """m=3 with a map of 4 stages on 2 devices (no such schedule): priced each chunk as f/3."""
+    with pytest.raises(ScheduleError, match=r"stage_to_device must hold p \* m = 2 \* 3 = 6 "
+                                            r"stages .*got 4"):
+        Costs(1.0, 2.0).for_placement(p=2, stage_to_device=np.array([0, 1, 1, 0]), m=3)
+    # the two-direction schedules' 2p stages with m = 1 stay valid
+    Costs(1.0, 2.0).for_placement(p=2, stage_to_device=np.array([0, 1, 1, 0]), m=1)
