@@ -110,3 +110,17 @@ def test_for_placement_with_chunks_that_do_not_fit_the_map():
         Costs(1.0, 2.0).for_placement(p=2, stage_to_device=np.array([0, 1, 1, 0]), m=3)
     # the two-direction schedules' 2p stages with m = 1 stay valid
     Costs(1.0, 2.0).for_placement(p=2, stage_to_device=np.array([0, 1, 1, 0]), m=1)
+
+
+# ---- plots ----
+
+def test_a_plot_path_of_a_format_matplotlib_cannot_write(tmp_path):
+    """``gantt.txt``: matplotlib's own ValueError (``Format 'txt' is not supported``)."""
+    pytest.importorskip("matplotlib")
+    from fastpp import plot
+
+    result = simulate(build_schedule("1f1b", 2, 4))
+    with pytest.raises(ScheduleError, match=r"path must end in a format matplotlib writes "
+                                            r"\(.*png.*\) \(got '.*gantt\.txt'\)"):
+        plot.gantt(result, tmp_path / "gantt.txt")
+    assert not (tmp_path / "gantt.txt").exists()
