@@ -124,3 +124,15 @@ def test_a_plot_path_of_a_format_matplotlib_cannot_write(tmp_path):
                                             r"\(.*png.*\) \(got '.*gantt\.txt'\)"):
         plot.gantt(result, tmp_path / "gantt.txt")
     assert not (tmp_path / "gantt.txt").exists()
+
+
+# ---- the command line: a flag the chosen source does not read ----
+
+def test_explain_refuses_run_flags_with_a_megatron_run(capsys):
+    """``--tp 3`` (and ``--schedule wat``) with ``--megatron``: dropped, and the run priced as
+    the flags say, exit status 0."""
+    err = cli_error(capsys, ["explain", "--megatron", MEGATRON, "--gpus", "2", "--tp", "3"])
+    assert "--tp must be given with --hf only: --megatron gives the run" in err
+    err = cli_error(capsys, ["explain", "--megatron", MEGATRON, "--gpus", "2",
+                             "--schedule", "wat"])
+    assert "--schedule must be given with --hf only" in err
