@@ -53,10 +53,18 @@ def _schedule_args(ap: argparse.ArgumentParser) -> None:
 
 
 def _schedule(args, ap):
+    # a flag the chosen source does not read is refused, not silently dropped
     if args.from_csv:
         from .io import read_torch_csv
 
+        given = [f"-{k}" for k in ("p", "m", "G") if getattr(args, k) is not None]
+        if given:
+            raise ScheduleError(f"{given[0]} must be given with --schedule only: the CSV gives "
+                                f"its own (got {' '.join(given)} with --from-csv)")
         return read_torch_csv(args.from_csv, n=args.n, placement=args.placement)
+    if args.placement is not None:
+        raise ScheduleError(f"--placement must be given with --from-csv only: --schedule "
+                            f"places its own stages (got --placement {args.placement})")
     if args.p is None or args.n is None:
         ap.error("--schedule needs -p and -n")
     spec = SCHEDULES.get(args.schedule)
@@ -411,6 +419,9 @@ def _measure(args) -> int:
     from .measured import measure, predictions
 
     schedule = args.schedule
+    if args.placement is not None and not args.from_csv:
+        raise ScheduleError(f"--placement must be given with --from-csv only: --schedule "
+                            f"places its own stages (got --placement {args.placement})")
     if args.from_csv:
         from .io import read_torch_csv
 

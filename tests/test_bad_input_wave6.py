@@ -136,3 +136,23 @@ def test_explain_refuses_run_flags_with_a_megatron_run(capsys):
     err = cli_error(capsys, ["explain", "--megatron", MEGATRON, "--gpus", "2",
                              "--schedule", "wat"])
     assert "--schedule must be given with --hf only" in err
+
+
+def test_simulate_refuses_placement_with_a_schedule(capsys):
+    """``--placement wat`` with ``--schedule``: dropped (it is read with ``--from-csv``)."""
+    err = cli_error(capsys, ["simulate", "-s", "1f1b", "-p", "2", "-n", "4",
+                             "--placement", "wat"])
+    assert "--placement must be given with --from-csv only" in err
+
+
+def test_simulate_refuses_p_with_a_csv(tmp_path, capsys):
+    """``-p 3`` with ``--from-csv`` of a 2-device schedule: dropped, the CSV's 2 simulated."""
+    csv = fastpp.io.write_torch_csv(build_schedule("zb-h1", 2, 4), tmp_path / "z.csv")
+    err = cli_error(capsys, ["simulate", "--from-csv", str(csv), "-p", "3"])
+    assert re.search(r"-p must be given with --schedule only: the CSV gives its own", err)
+
+
+def test_measure_refuses_placement_with_a_schedule(capsys):
+    err = cli_error(capsys, ["measure", "-s", "1f1b", "-p", "2", "-n", "4",
+                             "--placement", "v"])
+    assert "--placement must be given with --from-csv only" in err
