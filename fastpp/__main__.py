@@ -313,10 +313,12 @@ def _plan(args) -> int:
     import time
     from pathlib import Path
 
+    from .checks import nonnegative_int
     from .model import HARDWARE, plan
     from .model.hardware import preset
     from .model.plan import summary
 
+    nonnegative_int(args.top, "--top")  # before the plan, not after it
     hardware = preset(HARDWARE, args.hardware, "hardware")
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)

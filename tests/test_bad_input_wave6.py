@@ -156,3 +156,13 @@ def test_measure_refuses_placement_with_a_schedule(capsys):
     err = cli_error(capsys, ["measure", "-s", "1f1b", "-p", "2", "-n", "4",
                              "--placement", "v"])
     assert "--placement must be given with --from-csv only" in err
+
+
+def test_plan_summary_top_must_not_be_negative(capsys):
+    """``--top -1``: pandas' ``head(-1)`` printed every row but the last, after the plan."""
+    err = cli_error(capsys, ["plan", "--model", "llama2-7b", "--gpus", "8", "--top", "-1"])
+    assert "--top must be an integer >= 0 (got -1)" in err
+    from fastpp.model.plan import summary
+
+    with pytest.raises(ScheduleError, match=r"top must be an integer >= 0 \(got -1\)"):
+        summary(None, top=-1)

@@ -10,6 +10,7 @@ import numpy as np
 from .. import batch, engine
 from ..checks import (
     ScheduleError,
+    nonnegative_int,
     numbers,
     one_of,
     positive_int,
@@ -721,6 +722,7 @@ def summary(df, top: int = 10) -> str:
     """The fastest configurations that fit, and the faster ones that do not (closest to
     fitting first) with their reasons: text for a terminal. ``error`` is the step time's
     expected error (``expected_error``), starred where the row is extrapolated."""
+    top = nonnegative_int(top, "top")  # pandas' head(-1) would print all but the last
     cols = (f"{'t':>2} {'p':>3} {'d':>3} {'schedule':<17}{'m':>2} {'mb':>3} {'n':>5} "
             f"{'recompute':<10}{'step s':>8} {'tokens/s':>10} {'MFU':>6} {'bubble':>7} "
             f"{'act GB':>7} {'GB/GPU':>7} {'error':>7}")
