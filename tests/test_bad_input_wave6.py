@@ -176,3 +176,16 @@ def test_plan_refuses_recompute_modules_without_selective_rows():
         fastpp.model.plan("mixtral-8x7b", 8, seq=1024, global_batch=8, tp=1, pp=2,
                           microbatch=1, schedules=["1f1b"], ep=2, recompute="none",
                           recompute_modules=["moe_act"], workers=1)
+
+
+def test_load_refuses_a_part_of_another_table(tmp_path):
+    """A sweep's part file overwritten by another table: ``sweeps.load`` concatenated it, a
+    frame with the other table's column and one chunk's points missing."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    out = tmp_path / "sweep"
+    fastpp.sweep("1f1b", p=2, n=[2, 4, 6, 8], out=out, chunk_size=2, progress=False)
+    pd.DataFrame({"x": [1]}).to_parquet(out / "part-000000.parquet")
+    with pytest.raises(ScheduleError, match=r"out '.*' has a damaged chunk 0 "
+                                            r"\(part-000000.parquet"):
+        fastpp.sweeps.load(out)
