@@ -189,3 +189,48 @@ def test_load_refuses_a_part_of_another_table(tmp_path):
     with pytest.raises(ScheduleError, match=r"out '.*' has a damaged chunk 0 "
                                             r"\(part-000000.parquet"):
         fastpp.sweeps.load(out)
+
+
+# ---- the scripts: a bad flag is its message and exit status 2, no traceback ----
+
+def run_script(name, *argv, cwd):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), MPLBACKEND="Agg")
+    run = subprocess.run([sys.executable, str(root / "scripts" / name), *argv], cwd=cwd,
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    return run.stderr
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["-p", "0"], "error: p must be a positive integer"),  # fastpp's ScheduleError, traced
+    (["--budgets", "-1"], "--budgets must be an integer >= 0"),  # NumPy's ValueError
+    (["--threads", "0"], "--threads must be an integer >= 1"),  # the pool's ValueError
+    (["--hidden", "0"], "--hidden must be an integer >= 1"),  # a gamma of 0, silently
+])
+def test_frontier_script_flags(tmp_path, argv, match):
+    assert match in run_script("frontier.py", *argv, "--out", str(tmp_path), cwd=tmp_path)
+
+
+def test_sweep_script_summary_latency_not_swept(tmp_path):
+    """``--summary-comm 5`` where ``--comm 0``: no row at that latency, and the summary
+    raised ``budget must be ... one of []`` from deep inside, as a traceback."""
+    err = run_script("sweep.py", "--schedules", "1f1b", "-p", "2", "--n-per-p", "1", "-m", "1",
+                     "--comm", "0", "--summary-comm", "5", "--out", str(tmp_path), cwd=tmp_path)
+    assert "--summary-comm must be one of the --comm values [0.0] (got 5)" in err
+
+
+def test_seed_demo_script_time_not_a_number(tmp_path):
+    err = run_script("seed_demo.py", "--fwd-time", "nan", cwd=tmp_path)
+    assert "fwd_time must be finite and >= 0 (got nan)" in err
+
+
+def test_compile_profile_script_unknown_schedule(tmp_path):
+    """``build wat``: a KeyError from the registry."""
+    err = run_script("compile_profile.py", "build", "wat", cwd=tmp_path)
+    assert "names must be registered schedules" in err
