@@ -234,3 +234,15 @@ def test_compile_profile_script_unknown_schedule(tmp_path):
     """``build wat``: a KeyError from the registry."""
     err = run_script("compile_profile.py", "build", "wat", cwd=tmp_path)
     assert "names must be registered schedules" in err
+
+
+def test_report_refuses_a_sweep_row_without_figures(tmp_path):
+    """A sweep table whose simulated row (no reason) has makespan NaN: the page's JSON
+    raised ``ValueError: Out of range float values are not JSON compliant``."""
+    pytest.importorskip("pandas")
+    df = fastpp.sweep("1f1b", p=2, n=[2, 4], progress=False)
+    df.loc[0, "makespan"] = np.nan
+    with pytest.raises(ScheduleError, match=r"input 'table 0' must hold finite numbers in its "
+                                            r"sweep's column 'makespan' where a row has no "
+                                            r"reason \(got nan in row 0\)"):
+        fastpp.report(df, output=tmp_path / "report.html")
