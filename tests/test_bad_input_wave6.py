@@ -253,3 +253,17 @@ def test_theory_gamma_past_one():
     [4, 5, 6, 7], growing down the pipeline, for a run that cannot exist."""
     with pytest.raises(ScheduleError, match=r"gamma must be in \[0, 1\] \(M_W / M_B; got 2\)"):
         fastpp.theory.peak_activations("zb-h1", 4, 8, 1, gamma=2)
+
+
+@pytest.mark.parametrize("extra, name", [(dict(p=4), "p"), (dict(schedules="gpipe"),
+                                                             "schedules"),
+                                         (dict(f=3.0), "f")])
+def test_sweep_refuses_axes_beside_points(extra, name):
+    """``points`` with ``p=4``, ``schedules="gpipe"`` or ``f=3.0`` beside an ``f`` column: the
+    table's values were swept and the keyword dropped."""
+    pd = pytest.importorskip("pandas")
+    table = pd.DataFrame({"schedule": ["1f1b", "zb-h1"], "p": [2, 2], "n": [4, 4], "m": [1, 1],
+                          "f": [1.0, 2.0]})
+    with pytest.raises(ScheduleError, match=f"{name} must not be given with points"):
+        fastpp.sweep(points=table, progress=False, **extra)
+    assert len(fastpp.sweep(points=table, b=3.0, progress=False)) == 2  # no b column: used
