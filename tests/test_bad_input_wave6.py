@@ -267,3 +267,14 @@ def test_sweep_refuses_axes_beside_points(extra, name):
     with pytest.raises(ScheduleError, match=f"{name} must not be given with points"):
         fastpp.sweep(points=table, progress=False, **extra)
     assert len(fastpp.sweep(points=table, b=3.0, progress=False)) == 2  # no b column: used
+
+
+def test_torchtitan_schedule_csv_is_not_dropped():
+    """``pipeline_parallel_schedule_csv``: torchtitan runs the CSV's order; the import priced
+    ``pipeline_parallel_schedule`` (default 1F1B) and said nothing."""
+    job = ('[parallelism]\npipeline_parallel_degree = 2\n'
+           'pipeline_parallel_schedule_csv = "custom.csv"\n[training]\nseq_len = 128\n')
+    with pytest.raises(ScheduleError, match=r"pipeline_parallel_schedule_csv must be empty: the "
+                                            r"run is priced by pipeline_parallel_schedule "
+                                            r"\(got 'custom.csv'"):
+        fastpp.model.from_torchtitan(job, 4, model="llama3-8b")
