@@ -53,10 +53,18 @@ def _schedule_args(ap: argparse.ArgumentParser) -> None:
 
 
 def _schedule(args, ap):
+    # a flag the chosen source does not read is refused, not silently dropped
     if args.from_csv:
         from .io import read_torch_csv
 
+        given = [f"-{k}" for k in ("p", "m", "G") if getattr(args, k) is not None]
+        if given:
+            raise ScheduleError(f"{given[0]} must be given with --schedule only: the CSV gives "
+                                f"its own (got {' '.join(given)} with --from-csv)")
         return read_torch_csv(args.from_csv, n=args.n, placement=args.placement)
+    if args.placement is not None:
+        raise ScheduleError(f"--placement must be given with --from-csv only: --schedule "
+                            f"places its own stages (got --placement {args.placement})")
     if args.p is None or args.n is None:
         ap.error("--schedule needs -p and -n")
     spec = SCHEDULES.get(args.schedule)
@@ -305,10 +313,12 @@ def _plan(args) -> int:
     import time
     from pathlib import Path
 
+    from .checks import nonnegative_int
     from .model import HARDWARE, plan
     from .model.hardware import preset
     from .model.plan import summary
 
+    nonnegative_int(args.top, "--top")  # before the plan, not after it
     hardware = preset(HARDWARE, args.hardware, "hardware")
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)
@@ -411,6 +421,9 @@ def _measure(args) -> int:
     from .measured import MeasuredSteps, measure, predictions
 
     schedule = args.schedule
+    if args.placement is not None and not args.from_csv:
+        raise ScheduleError(f"--placement must be given with --from-csv only: --schedule "
+                            f"places its own stages (got --placement {args.placement})")
     if args.from_csv:
         from .io import read_torch_csv
 
@@ -555,13 +568,17 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--timeline", action="store_true", help="also print the pipeline's "
                     "timeline, bubbles as dots")
     run = ap.add_argument_group("run flags (with --hf)")
-    for flag, kind, default in (("--tp", int, 1), ("--pp", int, 1), ("--cp", int, 1),
-                                ("--ep", int, 1), ("--etp", int, 1), ("--m", int, 1),
-                                ("--microbatch", int, 1), ("--global-batch", int, None),
-                                ("--seq", int, 4096), ("--zero", int, 1)):
-        run.add_argument(flag, type=kind, default=default)
+    # default None: a run flag given with another source is refused, not silently dropped
+    for flag in RUN_FLAGS:
+        if flag != "--recompute":
+            run.add_argument(flag, type=int, default=None)
     run.add_argument("--schedule", default=None, help="1f1b, or interleaved-1f1b with --m > 1")
-    run.add_argument("--recompute", default="none", choices=["none", "selective", "full"])
+    run.add_argument("--recompute", default=None, choices=["none", "selective", "full"])
+
+
+# explain's run flags (with --hf) and their defaults
+RUN_FLAGS = {"--tp": 1, "--pp": 1, "--cp": 1, "--ep": 1, "--etp": 1, "--m": 1, "--microbatch": 1,
+             "--global-batch": None, "--seq": 4096, "--zero": 1, "--recompute": "none"}
 
 
 def _script(path: str) -> str:
@@ -583,6 +600,20 @@ def _explain(args) -> int:
     from .model.megatron import SCHEDULES as MEGATRON_SCHEDULES
 
     ignored = ()
+    if args.hf is None:  # the run itself gives them
+        given = [flag for flag in (*RUN_FLAGS, "--schedule")
+                 if getattr(args, flag[2:].replace("-", "_")) is not None]
+        if given:
+            source = next(f"--{k.replace('_', '-')}" for k in ("megatron", "megatron_script",
+                                                               "torchtitan")
+                          if getattr(args, k) is not None)
+            raise ScheduleError(f"{given[0]} must be given with --hf only: {source} gives the "
+                                f"run (got {' '.join(given)} with {source})")
+    else:
+        for flag, default in RUN_FLAGS.items():
+            key = flag[2:].replace("-", "_")
+            if getattr(args, key) is None:
+                setattr(args, key, default)
     if args.megatron is not None or args.megatron_script is not None:
         text = args.megatron if args.megatron is not None else _script(args.megatron_script)
         imported = from_megatron(text, args.gpus, vocab=args.vocab)

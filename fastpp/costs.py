@@ -34,6 +34,17 @@ FIELDS: dict[str, tuple[bool, float | None]] = {
     "comm": (False, None), "gamma": (False, 1.0), "fb": (True, None), "act": (True, None),
     "bandwidth": (True, None), "message_bytes": (False, None), "overhead": (False, None)}
 OPTIONAL = ("i", "fb", "bandwidth")  # None: not given (the arrays hold NaN)
+# an op's or hand-off's time (and a chunk's activation) at most this: a schedule sums at most
+# (p*n*m)**2 of them (MAX_WORK 4e6: 1.6e13) and stays finite in float64 (1.8e308)
+MAX_TIME = 1e290
+# the expanded rows (kernels.stage_costs's) checked against MAX_TIME, and what makes each
+_ROW_SOURCES = ((kernels.TF, "costs.f / m + costs.overhead['F']"),
+                (kernels.TB, "costs.b / m + costs.overhead['B']"),
+                (kernels.TI, "costs.i / m (or (costs.b - costs.w) / m) + costs.overhead['I']"),
+                (kernels.TW, "costs.w / m + costs.overhead['W']"),
+                (kernels.TFB, "costs.fb / m + costs.overhead['F'] + costs.overhead['B']"),
+                (kernels.COMM, "costs.comm + costs.message_bytes / costs.bandwidth"),
+                (kernels.UNIT, "costs.act / m"))
 KINDS = ("F", "B", "I", "W")  # the op kinds ``overhead`` is given for, in its rows' order
 # the kernel's cost inputs (``kernels.stage_costs``): each field, ``overhead`` once per kind
 SLOTS: tuple[tuple[str, str | None], ...] = (
@@ -217,6 +228,11 @@ class Costs:
         if stage_to_device.ndim != 1 or len(stage_to_device) < 1:
             raise ScheduleError(f"stage_to_device must hold one device per stage (got shape "
                                 f"{stage_to_device.shape})")
+        V = len(stage_to_device)
+        if V != p * m and not (m == 1 and V == 2 * p):  # chunk times are f/m: m must fit V
+            raise ScheduleError(f"stage_to_device must hold p * m = {p} * {m} = {p * m} stages "
+                                f"(or 2p = {2 * p} with m = 1, the two-direction schedules; "
+                                f"got {V})")
         return self._rows_for((p, m, stage_to_device.tobytes()), stage_to_device)[0]
 
     def _rows_for(self, key: tuple, stage_to_device: np.ndarray) -> tuple[StageCosts, np.ndarray]:
@@ -246,7 +262,17 @@ class Costs:
 
             raise ScheduleError(f"costs.w must be <= costs.b where costs.i is not given (got "
                                 f"w={pick(w)}, b={pick(b)} at stage {s})")
-        return kernels.stage_costs(*self.kernel_inputs(), stage_to_device, m)
+        rows = kernels.stage_costs(*self.kernel_inputs(), stage_to_device, m)
+        if not (rows[:kernels.GAMMA] > MAX_TIME).any():  # one pass; NaN (fb not given) passes
+            return rows
+        for row, source in _ROW_SOURCES:
+            big = np.flatnonzero(rows[row] > MAX_TIME)  # NaN (fb not given) passes
+            if big.size:
+                s = int(big[0])
+                raise ScheduleError(f"{source} must be at most {MAX_TIME:g} (a schedule sums "
+                                    f"these, past that to infinity; got "
+                                    f"{rows[row, s]:g} at stage {s})")
+        return rows
 
     def kernel_inputs(self) -> list[np.ndarray]:
         """The flat arrays ``kernels.stage_costs`` takes, in ``SLOTS`` order (shared: read

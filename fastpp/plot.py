@@ -38,6 +38,13 @@ def _pyplot():
 def _save(plt, fig, path: Path) -> Path:
     """Write ``fig`` to ``path`` and close it, also when writing fails."""
     try:
+        # matplotlib picks the format by the suffix (none: PNG) and refuses others as its own
+        # ValueError
+        kinds = fig.canvas.get_supported_filetypes()
+        suffix = path.suffix[1:].lower()
+        if suffix and suffix not in kinds:
+            raise ScheduleError(f"path must end in a format matplotlib writes "
+                                f"({', '.join(sorted(kinds))}) (got {str(path)!r})")
         with writable(path):
             fig.savefig(path, dpi=100)
     finally:

@@ -8,7 +8,7 @@ from numpy.typing import ArrayLike
 from . import kernels
 from .checks import ScheduleError, ScheduleTypeError, index, number_array, positive_int
 from .compiled import BY_DEVICE, point
-from .costs import Costs
+from .costs import MAX_TIME, Costs
 from .dependencies import deadlock_error
 from .schedule import Schedule
 
@@ -343,16 +343,21 @@ _NO_ORDER = np.empty(0, np.int64)
 
 
 def _durations(durations: ArrayLike, schedule: Schedule) -> np.ndarray:
-    """``durations`` as a float64 ``(p, L)`` array, its used slots finite and >= 0."""
+    """``durations`` as a float64 ``(p, L)`` array, its used slots finite, >= 0 and at most
+    ``costs.MAX_TIME``."""
     shape = schedule.kind.shape
     arr = number_array(durations, "durations", f"an array of numbers of shape {shape}")
     if arr.shape != shape:
         raise ScheduleError(f"durations must have the shape of the schedule's op matrix "
                             f"{shape} (got shape {arr.shape})")
     used = np.arange(shape[1]) < schedule.length[:, None]
-    bad = used & ~(np.isfinite(arr) & (arr >= 0))
+    bad = used & ~((arr >= 0) & (arr <= MAX_TIME))  # NaN fails both
     if np.any(bad):
         r, k = (int(x) for x in np.argwhere(bad)[0])
+        if np.isfinite(arr[r, k]) and arr[r, k] > MAX_TIME:
+            raise ScheduleError(f"durations must be at most {MAX_TIME:g} (a schedule sums them, "
+                                f"past that to infinity; got {float(arr[r, k])!r} for op {k} "
+                                f"({schedule.token(r, k)}) of device {r})")
         raise ScheduleError(f"durations must be finite and >= 0 (got {float(arr[r, k])!r} for "
                             f"op {k} ({schedule.token(r, k)}) of device {r})")
     arr[~used] = 0.0

@@ -39,6 +39,8 @@ def _registered(formula):
                 positive_int(value, key)
             elif key in ("f", "b", "w", "gamma") or (key == "fb" and value is not None):
                 number(value, key)
+        if given.get("gamma", 0.0) > 1:  # M_W / M_B, as Costs.gamma: a part of M_B
+            raise ScheduleError(f"gamma must be in [0, 1] (M_W / M_B; got {given['gamma']!r})")
         if given["p"] > MAX_P:
             raise ScheduleError(f"p must be at most {MAX_P:,} (got p={given['p']})")
         if "w" in given and given["w"] > given.get("b", 2.0):

@@ -95,6 +95,10 @@ def main(argv=None) -> int:
     elif args.what == "simulate":
         fastpp.simulate(fastpp.build_schedule("1f1b", 4, 8), fastpp.Costs(1.0, 2.0, w=1.0))
     else:
+        unknown = [name for name in args.names if name not in fastpp.SCHEDULES]
+        if unknown:
+            ap.error(f"names must be registered schedules {sorted(fastpp.SCHEDULES)} (got "
+                     f"{unknown[0]!r})")
         for name in args.names or list(fastpp.SCHEDULES):
             fastpp.build_schedule(name, 4, 8, fastpp.SCHEDULES[name].default_m)
     rows = sorted(recorder.rows.items(), key=lambda kv: -kv[1]["own"])

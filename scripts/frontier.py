@@ -51,7 +51,13 @@ def parse(argv):
                     help="seconds of search per budget (0.5)")
     ap.add_argument("--threads", type=int, default=2, help="searches at once (2)")
     ap.add_argument("--out", type=Path, default=Path("results"), help="folder (results/)")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    # sizes fastpp never sees (gamma's inputs, the grid, the pool) are checked here
+    for flag, least in (("hidden", 1), ("heads", 1), ("seq", 1), ("budgets", 0),
+                        ("threads", 1)):
+        if getattr(args, flag) < least:
+            ap.error(f"--{flag} must be an integer >= {least} (got {getattr(args, flag)})")
+    return args
 
 
 def gamma_of(h: int, a: int, seq: int) -> float:
@@ -93,6 +99,14 @@ def row(placement, kind, name, limit, res, objective, found=None):
 
 def main(argv=None) -> int:
     args = parse(argv)
+    try:
+        return _run(args)
+    except fastpp.ScheduleError as err:  # a flag fastpp refuses: its message, no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
     import pandas as pd
     from tqdm import tqdm
 

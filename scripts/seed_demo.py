@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fastpp import ScheduleError
 from fastpp.seed import Device, compute_theoretical_peak, run
 
 
@@ -26,8 +27,12 @@ def main(argv=None) -> int:
     p, n = args.stages, args.microbatches
     if p < 1 or n < 1:
         parser.error(f"--stages and --microbatches must be >= 1 (got {p}, {n})")
-    devices = [Device(f"GPU{r}", layers=range(8 * r, 8 * r + 8), comm_latency=args.comm_latency,
-                      fwd_time=args.fwd_time, bwd_time=args.bwd_time) for r in range(p)]
+    try:
+        devices = [Device(f"GPU{r}", layers=range(8 * r, 8 * r + 8),
+                          comm_latency=args.comm_latency, fwd_time=args.fwd_time,
+                          bwd_time=args.bwd_time) for r in range(p)]
+    except ScheduleError as err:  # a time fastpp refuses: its message, no traceback
+        parser.error(str(err))
 
     bar = "=" * 62
     print(f"{bar}\n  Pipeline parallel schedules compared (stages={p}, microbatches={n})\n{bar}")

@@ -73,6 +73,10 @@ def parse(argv):
     except ValueError:
         if args.budget not in fastpp.SCHEDULES:
             ap.error(f"--budget must be a number or a schedule name (got {args.budget!r})")
+    if args.summary_comm is not None and args.summary_comm not in args.comm:
+        # the summary's rows are the sweep's at that latency: none at another
+        ap.error(f"--summary-comm must be one of the --comm values {args.comm} (got "
+                 f"{args.summary_comm:g})")
     return args
 
 

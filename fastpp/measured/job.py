@@ -309,6 +309,13 @@ def _check(t, meta: dict) -> None:
     if (ranks != 1).any():
         (d, s) = ranks[ranks != 1].index[0]
         raise ScheduleError(f"dp_rank {d}, stage {s} must be one rank (the table has several)")
+    # and a rank one (dp_rank, stage): M_W removes the worst ranks' ops by their rank
+    pairs = t.groupby("rank")[["dp_rank", "stage"]].nunique().max(axis=1)
+    if (pairs != 1).any():
+        rank = pairs.index[(pairs != 1).to_numpy()][0]
+        held = t.loc[t["rank"] == rank, ["dp_rank", "stage"]].drop_duplicates()
+        raise ScheduleError(f"rank must name one (dp_rank, stage) (rank {rank} holds "
+                            f"{sorted(map(tuple, held.to_numpy().tolist()))[:_SHOWN]})")
     key = ["dp_rank", "stage", "step", "optype", "seq_id"]
     twice = t.duplicated(key, keep=False)
     if twice.any():
@@ -513,4 +520,14 @@ def _transfers(t, members_of: list[np.ndarray], job: MeasuredJob) -> np.ndarray:
     transfer = pd.Series(np.nan, index=t.index)
     transfer[comm] = t.end_ts[comm] - latest
     transfer[transfer <= TRANSFER_FLOOR] = 0.0
+    # between the floor and 0 the artifact keeps a negative time, which no replay can take
+    short = transfer < 0
+    if short.any():
+        row = t[short].iloc[0]
+        raise ScheduleError(
+            f"start_ts and duration must give each collective member a transfer (its end less "
+            f"its group's latest start) >= 0, or <= {TRANSFER_FLOOR:g} as clock skew counted "
+            f"as 0 (got {float(transfer[short].iloc[0]):.6g} for dp_rank={row.dp_rank}, "
+            f"stage={row.stage}, step={row.step}, optype={row.optype}, seq_id={row.seq_id}; "
+            f"{int(short.sum())} such ops)")
     return transfer.to_numpy()

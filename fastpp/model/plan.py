@@ -10,6 +10,7 @@ import numpy as np
 from .. import batch, engine
 from ..checks import (
     ScheduleError,
+    nonnegative_int,
     numbers,
     one_of,
     positive_int,
@@ -269,6 +270,12 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     axes = _axes(model, hardware, gpus, global_batch, tp=tp, pp=pp, microbatch=microbatch,
                  cp=cp, overlap=overlap, recompute=recompute, ep=ep, etp=etp,
                  precision=precision, zero=zero, schedules=schedules)
+    # the modules act on the selective rows alone: without one they would price nothing
+    if (recompute_modules is not None and recompute is not None
+            and "selective" not in _nonempty(recompute, "recompute")):
+        raise ScheduleError(f"recompute_modules act on recompute='selective' rows: recompute "
+                            f"must include 'selective' (got recompute={recompute!r} with "
+                            f"recompute_modules={recompute_modules!r})")
     splits = _splits(model, layout, first_layers, last_layers)
     chunk_counts = _axis(m, "m", None)
     sched = [(name, k) for name in axes.pop("schedules")
@@ -720,6 +727,7 @@ def summary(df, top: int = 10) -> str:
     """The fastest configurations that fit, and the faster ones that do not (closest to
     fitting first) with their reasons: text for a terminal. ``error`` is the step time's
     expected error (``expected_error``), starred where the row is extrapolated."""
+    top = nonnegative_int(top, "top")  # pandas' head(-1) would print all but the last
     cols = (f"{'t':>2} {'p':>3} {'d':>3} {'schedule':<17}{'m':>2} {'mb':>3} {'n':>5} "
             f"{'recompute':<10}{'step s':>8} {'tokens/s':>10} {'MFU':>6} {'bubble':>7} "
             f"{'act GB':>7} {'GB/GPU':>7} {'error':>7}")

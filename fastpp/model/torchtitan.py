@@ -157,6 +157,11 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         raise ScheduleError(f"{where}: data_parallel_replicate_degree * "
                             f"data_parallel_shard_degree = {replicate * shard} must be the "
                             f"{d} GPUs left by t * cp * p (got gpus={gpus})")
+    csv = par.get("pipeline_parallel_schedule_csv", "")
+    if csv not in ("", None):  # torchtitan then runs the CSV's order, which fastpp does not read
+        raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_schedule_csv must be "
+                            f"empty: the run is priced by pipeline_parallel_schedule (got "
+                            f"{csv!r}; fastpp.io.read_torch_csv reads the CSV to simulate)")
     name = par.get("pipeline_parallel_schedule", "1F1B")
     if not isinstance(name, str) or name not in SCHEDULES:
         raise ScheduleError(f"{where}: pipeline_parallel_schedule must be one of "

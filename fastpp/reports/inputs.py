@@ -95,6 +95,17 @@ def _table(df, label: str):
                                             f"{kind}'s column {col!r} (got "
                                             f"{float(values[bad][0])!r} in row "
                                             f"{int(bad.argmax())})")
+            if kind == "sweep":  # a simulated point (no reason) has every figure
+                simulated = (df["reason"].fillna("") == "").to_numpy() if "reason" in df \
+                    else np.ones(len(df), bool)
+                for col in needed[4:]:
+                    values = df[col].to_numpy(dtype=float)
+                    bad = simulated & ~np.isfinite(values)
+                    if bad.any():
+                        raise ScheduleError(f"input {label!r} must hold finite numbers in its "
+                                            f"sweep's column {col!r} where a row has no reason "
+                                            f"(got {float(values[bad][0])!r} in row "
+                                            f"{int(bad.argmax())})")
             return kind, label, df
     wanted = "; ".join(f"a {kind}'s {', '.join(cols)}" for kind, cols in COLUMNS.items())
     raise ScheduleError(f"input {label!r} must be a table of a known kind, with {wanted} (got "

@@ -15,6 +15,8 @@ RESULTS = (*batch.COLUMNS[:batch.NUM_OPS], "throughput",
            *batch.COLUMNS[batch.NUM_OPS:batch.STATUS])
 COLUMNS = ("point", *INPUTS, *RESULTS)
 _INTEGER = ("peak_live_max", "num_ops")
+OVERFLOW = ("costs must keep the makespan and peaks finite (their times sum past float64's "
+            "range: at most 1e290 an op)")
 
 
 def _by_schedule(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -68,12 +70,17 @@ class Chunk:
             V = int(engine.stages(cols["schedule"][x], cols["p"][x], cols["m"][x]))
             reasons[x] = engine.status_reason(int(status[i]), int(cols["p"][x]), V,
                                               self.pending.at[i, :, 1])
+        # finite costs whose sums overflow (simulate refuses them: Costs' MAX_TIME)
+        ran = status == batch.OK
+        over = ran & ~(np.isfinite(out[:, batch.MAKESPAN]) & np.isfinite(out[:, batch.PEAK_MAX]))
+        reasons[self.ran[over]] = OVERFLOW
         ok = reasons == ""
         skipped = Counter(reasons[~ok].tolist())
         keep = invalid == "keep"
         rows = np.arange(len(reasons)) if keep else np.flatnonzero(ok)
         metrics = np.full((len(reasons), batch.STATUS), np.nan)
         metrics[self.ran] = out[:, :batch.STATUS]
+        metrics[self.ran[over]] = np.nan  # as other points not simulated
         metrics = metrics[rows]
         data = {"point": cols["point"][rows],
                 "schedule": pd.Series(NAMES[cols["schedule"][rows]], dtype=object).astype(str),

@@ -14,8 +14,10 @@ from .robust import NOISE_COLUMNS, add_noise
 from .store import SkipReasons, Store
 from .warmup import warm_up
 
+_DEFAULT_P = (2, 4, 8)  # known by identity: a p given beside points is refused
 
-def sweep(schedules=None, p=(2, 4, 8), n=None, m=None, *, n_per_p=None, G=None,
+
+def sweep(schedules=None, p=_DEFAULT_P, n=None, m=None, *, n_per_p=None, G=None,
           costs=None, f=None, b=None, w=None, i=None, comm=None, gamma=None, fb=None, act=None,
           bandwidth=None, message_bytes=None, overhead=None, points=None, out=None,
           resume: bool = False, chunk_size: int = 4096, workers: int | None = None,
@@ -174,8 +176,19 @@ def _points(schedules, p, n, n_per_p, m, G, points, costs, given):
         raise ScheduleError(f"give costs or the scalar costs {', '.join(given)}, not both "
                             f"(got costs and {[k for k, v in given.items() if v is not None]})")
     scalars = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
-    return (TablePlan(points, scalars, costs) if points is not None else
-            GridPlan(schedules, p, n, n_per_p, m, G, scalars, costs))
+    if points is None:
+        return GridPlan(schedules, p, n, n_per_p, m, G, scalars, costs)
+    plan = TablePlan(points, scalars, costs)
+    # the table gives its points and its cost columns: a grid axis or a keyword for one of
+    # those columns would be dropped
+    axes = dict(schedules=schedules, n=n, n_per_p=n_per_p, m=m, G=G)
+    dropped = [k for k, v in axes.items() if v is not None] + ([] if p is _DEFAULT_P else ["p"])
+    dropped += [k for k, v in given.items() if v is not None and k in points.columns]
+    if dropped:
+        raise ScheduleError(f"{dropped[0]} must not be given with points, whose table gives "
+                            f"the points and its cost columns (got {', '.join(dropped)} beside "
+                            f"points)")
+    return plan
 
 
 def _run_on_threads(plan, todo, chunk_size, invalid, workers, finished, bar):

@@ -173,8 +173,13 @@ def load(out):
             continue
         try:
             if info["rows"]:
-                frames.append(pd.read_parquet(part) if manifest["format"] == "parquet" else
-                              pd.read_csv(part, float_precision="round_trip"))
+                frame = (pd.read_parquet(part) if manifest["format"] == "parquet" else
+                         pd.read_csv(part, float_precision="round_trip"))
+                # a part of another table (or cut short) reads fine: its rows and columns tell
+                lacking = [k for k in ("point", "schedule", "makespan") if k not in frame]
+                if len(frame) != info["rows"] or lacking:
+                    raise ValueError(f"{len(frame)} rows of {info['rows']}, lacking {lacking}")
+                frames.append(frame)
             for reason, count in info["skipped"].items():
                 reasons[reason] = reasons.get(reason, 0) + int(count)
         except Exception as error:  # pyarrow's ArrowInvalid, pandas' ParserError, a bad key
