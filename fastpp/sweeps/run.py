@@ -14,10 +14,8 @@ from .robust import NOISE_COLUMNS, add_noise
 from .store import SkipReasons, Store
 from .warmup import warm_up
 
-_DEFAULT_P = (2, 4, 8)  # known by identity: a p given beside points is refused
 
-
-def sweep(schedules=None, p=_DEFAULT_P, n=None, m=None, *, n_per_p=None, G=None,
+def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
           costs=None, f=None, b=None, w=None, i=None, comm=None, gamma=None, fb=None, act=None,
           bandwidth=None, message_bytes=None, overhead=None, points=None, out=None,
           resume: bool = False, chunk_size: int = 4096, workers: int | None = None,
@@ -34,8 +32,9 @@ def sweep(schedules=None, p=_DEFAULT_P, n=None, m=None, *, n_per_p=None, G=None,
     schedules : str or list of str, optional
         Registered names (default: all of ``fastpp.SCHEDULES``).
     p, n, m : int or list of int
-        Devices, microbatches, chunks per device: the grid's axes. ``m=None`` gives each
-        schedule its own (``ScheduleSpec.default_m``: 2 for V-shape and interleaved ones).
+        Devices, microbatches, chunks per device: the grid's axes (``p`` default ``(2, 4,
+        8)``). ``m=None`` gives each schedule its own (``ScheduleSpec.default_m``: 2 for
+        V-shape and interleaved ones).
     n_per_p : int or list of int, optional
         Microbatches as multiples of ``p`` (``n = k * p``), instead of ``n``; the default
         when neither is given is ``(1, 2, 4)``.
@@ -177,12 +176,13 @@ def _points(schedules, p, n, n_per_p, m, G, points, costs, given):
                             f"(got costs and {[k for k, v in given.items() if v is not None]})")
     scalars = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
     if points is None:
-        return GridPlan(schedules, p, n, n_per_p, m, G, scalars, costs)
+        return GridPlan(schedules, (2, 4, 8) if p is None else p, n, n_per_p, m, G, scalars,
+                        costs)
     plan = TablePlan(points, scalars, costs)
     # the table gives its points and its cost columns: a grid axis or a keyword for one of
     # those columns would be dropped
-    axes = dict(schedules=schedules, n=n, n_per_p=n_per_p, m=m, G=G)
-    dropped = [k for k, v in axes.items() if v is not None] + ([] if p is _DEFAULT_P else ["p"])
+    axes = dict(schedules=schedules, p=p, n=n, n_per_p=n_per_p, m=m, G=G)
+    dropped = [k for k, v in axes.items() if v is not None]
     dropped += [k for k, v in given.items() if v is not None and k in points.columns]
     if dropped:
         raise ScheduleError(f"{dropped[0]} must not be given with points, whose table gives "
