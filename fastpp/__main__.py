@@ -62,9 +62,7 @@ def _schedule(args, ap):
             raise ScheduleError(f"{given[0]} must be given with --schedule only: the CSV gives "
                                 f"its own (got {' '.join(given)} with --from-csv)")
         return read_torch_csv(args.from_csv, n=args.n, placement=args.placement)
-    if args.placement is not None:
-        raise ScheduleError(f"--placement must be given with --from-csv only: --schedule "
-                            f"places its own stages (got --placement {args.placement})")
+    _placement_needs_csv(args)
     if args.p is None or args.n is None:
         ap.error("--schedule needs -p and -n")
     spec = SCHEDULES.get(args.schedule)
@@ -415,15 +413,21 @@ SAID = {"replayed": "replayed (each op's measured time)",
         "predicted from": "predicted (costs of {})"}
 
 
+def _placement_needs_csv(args) -> None:
+    """``--placement`` is read with ``--from-csv`` alone: refused beside ``--schedule``."""
+    if args.placement is not None:
+        raise ScheduleError(f"--placement must be given with --from-csv only: --schedule "
+                            f"places its own stages (got --placement {args.placement})")
+
+
 def _measure(args) -> int:
     from pathlib import Path
 
     from .measured import MeasuredSteps, measure, predictions
 
     schedule = args.schedule
-    if args.placement is not None and not args.from_csv:
-        raise ScheduleError(f"--placement must be given with --from-csv only: --schedule "
-                            f"places its own stages (got --placement {args.placement})")
+    if not args.from_csv:
+        _placement_needs_csv(args)
     if args.from_csv:
         from .io import read_torch_csv
 
