@@ -1,12 +1,11 @@
 """Sweeps: many points built and simulated, the simulation and reduction inside Numba.
 
 One point is ``(schedule id, p, n, m, G)`` and its costs: the kernel's cost inputs
-(``costs.SLOTS``: ``fastpp.Costs``'s fields, its ``overhead`` once per op kind), each one
-value, one per device or one per stage, read from a flat table ``values`` at ``at[i, slot] =
-(offset, count)``. ``build_and_simulate`` builds each run of
-consecutive points that share a schedule once, with the registry's own generator (so the
-kernel links no generator: it compiles in a fraction of the time, and a schedule is added in
-the registry alone), and hands the built schedules to the kernel ``simulate_points``. Kernels
+(``costs.SLOTS``: ``fastpp.Costs``'s fields, ``overhead`` and ``send`` once per op kind), each
+one value, one per device or one per stage, read from a flat table ``values`` at ``at[i, slot]
+= (offset, count)``. ``build_and_simulate`` builds each run of consecutive points that share
+a schedule once, with the registry's own generator (so the kernel links no generator: it
+compiles in a fraction of the time, and a schedule is added in the registry alone), and hands the built schedules to the kernel ``simulate_points``. Kernels
 release the GIL, so ``fastpp.sweep`` runs slices of points on several threads at once; every
 point is computed on its own, so results do not depend on the thread count or the slicing.
 """
@@ -181,8 +180,9 @@ def point_costs(values, at, i, P, stage_device, M):
                             _field(values, at, i, 6), _field(values, at, i, 7),
                             _field(values, at, i, 8), _field(values, at, i, 9),
                             _field(values, at, i, 10), _field(values, at, i, 11),
-                            _field(values, at, i, 12), _field(values, at, i, 13), stage_device,
-                            M)
+                            _field(values, at, i, 12), _field(values, at, i, 13),
+                            _field(values, at, i, 14), _field(values, at, i, 15),
+                            _field(values, at, i, 16), stage_device, M)
     if kernels.w_above_b(_field(values, at, i, 1), _field(values, at, i, 2),
                          _field(values, at, i, 3), stage_device) >= 0:
         return W_ABOVE_B, c

@@ -32,24 +32,29 @@ class StageCosts(NamedTuple):
 FIELDS: dict[str, tuple[bool, float | None]] = {
     "f": (True, None), "b": (True, None), "w": (False, None), "i": (False, None),
     "comm": (False, None), "gamma": (False, 1.0), "fb": (True, None), "act": (True, None),
-    "bandwidth": (True, None), "message_bytes": (False, None), "overhead": (False, None)}
+    "bandwidth": (True, None), "message_bytes": (False, None), "overhead": (False, None),
+    "send": (False, None)}
 OPTIONAL = ("i", "fb", "bandwidth")  # None: not given (the arrays hold NaN)
 # an op's or hand-off's time (and a chunk's activation) at most this: a schedule sums at most
 # (p*n*m)**2 of them (MAX_WORK 4e6: 1.6e13) and stays finite in float64 (1.8e308)
 MAX_TIME = 1e290
 # the expanded rows (kernels.stage_costs's) checked against MAX_TIME, and what makes each
-_ROW_SOURCES = ((kernels.TF, "costs.f / m + costs.overhead['F']"),
-                (kernels.TB, "costs.b / m + costs.overhead['B']"),
-                (kernels.TI, "costs.i / m (or (costs.b - costs.w) / m) + costs.overhead['I']"),
+_ROW_SOURCES = ((kernels.TF, "costs.f / m + costs.overhead['F'] + costs.send['F']"),
+                (kernels.TB, "costs.b / m + costs.overhead['B'] + costs.send['B']"),
+                (kernels.TI, "costs.i / m (or (costs.b - costs.w) / m) + costs.overhead['I'] + "
+                             "costs.send['I']"),
                 (kernels.TW, "costs.w / m + costs.overhead['W']"),
-                (kernels.TFB, "costs.fb / m + costs.overhead['F'] + costs.overhead['B']"),
+                (kernels.TFB, "costs.fb / m + the F and B overheads and sends"),
                 (kernels.COMM, "costs.comm + costs.message_bytes / costs.bandwidth"),
                 (kernels.UNIT, "costs.act / m"))
 KINDS = ("F", "B", "I", "W")  # the op kinds ``overhead`` is given for, in its rows' order
-# the kernel's cost inputs (``kernels.stage_costs``): each field, ``overhead`` once per kind
+SEND_KINDS = ("F", "B", "I")  # the kinds that hand their output on (``W`` keeps its own)
+# the fields given per op kind, and their kinds (each an array with one row per kind)
+PER_KIND = {"overhead": KINDS, "send": SEND_KINDS}
+# the kernel's cost inputs (``kernels.stage_costs``): each field, the per-kind ones once per kind
 SLOTS: tuple[tuple[str, str | None], ...] = (
-    *((name, None) for name in FIELDS if name != "overhead"),
-    *(("overhead", kind) for kind in KINDS))
+    *((name, None) for name in FIELDS if name not in PER_KIND),
+    *((name, kind) for name, kinds in PER_KIND.items() for kind in kinds))
 
 
 def slot_name(k: int) -> str:
@@ -65,7 +70,7 @@ class Costs:
 
     Times are per device of a plain pipeline, per microbatch: in a schedule with ``m`` chunks
     per device a chunk forward takes ``f/m``, so sweeping ``m`` keeps the model and hardware
-    fixed; only ``overhead`` is a time per op, whatever the chunk. Each field is a scalar, an
+    fixed; only ``overhead`` and ``send`` are times per op, whatever the chunk. Each field is a scalar, an
     array over devices (length ``p``) or an array over virtual stages (length ``V``) for uneven
     stages. Fields after ``b`` are keyword-only. Two ``Costs``
     are equal when their validated arrays are; a ``Costs`` is hashable (a dict key or a sweep
@@ -116,6 +121,17 @@ class Costs:
         (those of its forward's stage when ``fb`` is given). The kinds' arrays share one
         length. ``arrays["overhead"]`` holds one row per kind, in the order ``F, B, I, W``:
         shape ``(4,)``, or ``(4, p)`` or ``(4, V)``.
+    send : float, array_like or mapping
+        The further fixed time an op takes when it hands its output to another device
+        (posting the message), >= 0, undivided by ``m``: a forward pays ``send["F"]`` when
+        the next stage ``s + 1`` is on another device, a ``B`` or ``I`` pays its kind's when
+        the previous stage ``s - 1`` is; ``W`` sends nothing. Given as ``overhead`` is, keys
+        among ``"F", "B", "I"``, its array's rows in that order. An overlapped pair pays the
+        ``F`` and ``B`` sends of its forward's stage. On PyTorch's runtime a forward that
+        sends took 0.18-0.81 ms more than one that does not (docs/measured.md), which one
+        overhead per device cannot price for a schedule whose stages send where the measured
+        run's did not. Priced by the stage map: a schedule whose microbatches' routes end
+        at a stage whose next stage is on another device refuses a nonzero ``send``.
 
     Examples
     --------
@@ -139,24 +155,27 @@ class Costs:
     bandwidth: ArrayLike | None = None
     message_bytes: ArrayLike = 0.0
     overhead: ArrayLike | Mapping[str, ArrayLike] = 0.0
+    send: ArrayLike | Mapping[str, ArrayLike] = 0.0
 
     def __post_init__(self):
         arrays = {}
         for name, (strict, upper) in FIELDS.items():
             value = getattr(self, name)
-            if name == "overhead":
-                arrays[name] = _overhead(value)
+            if name in PER_KIND:
+                arrays[name] = _per_kind(value, name)
                 continue
             arr = (np.array(np.nan) if value is None and name in OPTIONAL else
                    _field(value, f"costs.{name}", strict, upper))
             arrays[name] = arr
         object.__setattr__(self, "_arrays", arrays)
+        object.__setattr__(self, "_sends", bool(arrays["send"].any()))
         object.__setattr__(self, "_expanded", {})  # for_placement's results, per stage map
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:
         """The validated fields as read-only float64 arrays (0-D for scalars; NaN where an
-        optional field is not given; ``overhead`` one row per kind ``F, B, I, W``)."""
+        optional field is not given; ``overhead`` one row per kind ``F, B, I, W``, ``send``
+        one per kind ``F, B, I``)."""
         return {name: read_only(arr) for name, arr in self._arrays.items()}
 
     def _key(self) -> tuple:
@@ -194,6 +213,8 @@ class Costs:
         """``per_stage``, and its arrays as ``_rows_for``'s writable block."""
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         stage_to_device = schedule.stage_to_device
+        if self._sends:
+            _check_routes(schedule)
         return self._rows_for((schedule.p, schedule.m, stage_to_device.tobytes()),
                               stage_to_device)
 
@@ -250,7 +271,7 @@ class Costs:
     def _expand(self, p: int, stage_to_device: np.ndarray, m: int) -> np.ndarray:
         V = len(stage_to_device)
         for name, arr in self._arrays.items():
-            size = arr.shape[-1] if arr.ndim == (2 if name == "overhead" else 1) else None
+            size = arr.shape[-1] if arr.ndim == (2 if name in PER_KIND else 1) else None
             if size is not None and size not in (p, V):
                 raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
                                     f"or V={V} (got shape {arr.shape})")
@@ -282,9 +303,25 @@ class Costs:
         -------
         list of ndarray
         """
-        out = [arr.reshape(-1) for name, arr in self._arrays.items() if name != "overhead"]
-        per_kind = self._arrays["overhead"]
-        return out + [np.ascontiguousarray(row).reshape(-1) for row in per_kind]
+        out = [arr.reshape(-1) for name, arr in self._arrays.items() if name not in PER_KIND]
+        return out + [np.ascontiguousarray(row).reshape(-1) for name in PER_KIND
+                      for row in self._arrays[name]]
+
+
+def _check_routes(schedule: Schedule) -> None:
+    """``send`` is priced by the stage map (``kernels.stage_costs``): refuse a schedule whose
+    microbatches end (or start) their route where the stage map would hand on to another
+    device, as a custom two-direction schedule could."""
+    dev, V = schedule.stage_to_device, schedule.V
+    last, first = schedule.route_last, schedule.route_first
+    ends = (last < V - 1) & (dev[np.minimum(last + 1, V - 1)] != dev[last])
+    starts = (first > 0) & (dev[np.maximum(first - 1, 0)] != dev[first])
+    bad = np.flatnonzero(ends | starts)
+    if bad.size:
+        j = int(bad[0])
+        raise ScheduleError(f"costs.send must be 0 for a schedule whose routes end or start "
+                            f"between stages on two devices (it is priced by the stage map; "
+                            f"microbatch {j} runs stages {first[j]}..{last[j]} of {V})")
 
 
 def _field(value, name: str, strict: bool, upper) -> np.ndarray:
@@ -294,26 +331,25 @@ def _field(value, name: str, strict: bool, upper) -> np.ndarray:
     return arr
 
 
-def _overhead(value) -> np.ndarray:
-    """``Costs.overhead`` as one row per kind (``KINDS``): shape ``(4,)`` or ``(4, k)``."""
+def _per_kind(value, name: str) -> np.ndarray:
+    """A per-kind field (``PER_KIND``) as one row per kind: shape ``(k,)`` or ``(k, size)``."""
+    kinds = PER_KIND[name]
     if isinstance(value, Mapping):
-        unknown = [key for key in value if key not in KINDS]
+        unknown = [key for key in value if key not in kinds]
         if unknown:
-            raise ScheduleError(f"costs.overhead's keys must be among {list(KINDS)} (op kinds; "
+            raise ScheduleError(f"costs.{name}'s keys must be among {list(kinds)} (op kinds; "
                                 f"got {unknown[0]!r})")
-        rows = [_field(value.get(kind, 0.0), f"costs.overhead[{kind!r}]", False, None)
-                for kind in KINDS]
+        rows = [_field(value.get(kind, 0.0), f"costs.{name}[{kind!r}]", False, None)
+                for kind in kinds]
     else:
-        rows = [_field(value, "costs.overhead", False, None)] * len(KINDS)
+        rows = [_field(value, f"costs.{name}", False, None)] * len(kinds)
     sizes = {row.size for row in rows if row.ndim == 1}
     if len(sizes) > 1:
-        shown = ", ".join(f"{kind}: {row.size}" for kind, row in zip(KINDS, rows, strict=True)
+        shown = ", ".join(f"{kind}: {row.size}" for kind, row in zip(kinds, rows, strict=True)
                           if row.ndim == 1)
-        raise ScheduleError(f"costs.overhead's kinds must be scalars or arrays of one length "
+        raise ScheduleError(f"costs.{name}'s kinds must be scalars or arrays of one length "
                             f"(got lengths {shown})")
     if not sizes:
         return np.array([float(row) for row in rows])
     size = sizes.pop()
     return np.stack([np.broadcast_to(row, (size,)) for row in rows])
-
-

@@ -4,7 +4,8 @@ Plain loops over arrays. They trust their inputs (``Schedule`` and ``Costs`` val
 report a deadlock through their return value instead of raising.
 
 Per-stage inputs (length ``V``): ``tf``, ``tb``, ``ti``, ``tw`` are the times of a chunk's
-``F``, full ``B``, ``I`` and ``W`` (each with its op's fixed overhead), ``tfb`` the overlapped
+``F``, full ``B``, ``I`` and ``W`` (each with its op's fixed overhead and send), ``tfb`` the
+overlapped
 pair's time (NaN when not given: ``tf[s_f] + tb[s_b]``),
 ``comm[s]`` the latency of the hand-off between stages ``s`` and ``s+1`` (either direction,
 only across devices), ``unit[s]`` what one forward of stage ``s`` allocates, ``gamma[s]`` the
@@ -31,15 +32,17 @@ def _pick(values, s, d, V):
 
 @jit
 def stage_costs(f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, overhead_f,
-                overhead_b, overhead_i, overhead_w, stage_device, m):
+                overhead_b, overhead_i, overhead_w, send_f, send_b, send_i, stage_device, m):
     """Per-stage rows ``TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA`` (see the module docstring).
 
     The inputs are ``fastpp.Costs``'s fields, in its order (its ``overhead`` as one input per
-    kind ``F, B, I, W``), each holding one value, one per stage or one per device. Chunk times
-    and the activation ``act`` are divided by ``m``, then each op kind's fixed overhead is added
-    undivided: ``I`` takes ``i/m``, or ``b/m - w/m`` where ``i`` is NaN (not given), an
-    overlapped pair ``fb/m`` plus the ``F`` and ``B``
-    overheads (a NaN ``fb``, not given, stays NaN). A hand-off takes its latency ``comm`` plus
+    kind ``F, B, I, W``, then its ``send`` per kind ``F, B, I``), each holding one value, one
+    per stage or one per device. Chunk times and the activation ``act`` are divided by ``m``,
+    then each op kind's fixed overhead is added undivided, and its send where it hands on to
+    another device: ``F`` where stage ``s + 1`` is on another device, ``B`` and ``I`` where
+    ``s - 1`` is. ``I`` takes ``i/m``, or ``b/m - w/m`` where ``i`` is NaN (not given), an
+    overlapped pair ``fb/m`` plus the ``F`` and ``B`` overheads and sends of its forward's
+    stage (a NaN ``fb``, not given, stays NaN). A hand-off takes its latency ``comm`` plus
     ``message_bytes / bandwidth`` when ``bandwidth`` is given (not NaN).
     """
     V = stage_device.shape[0]
@@ -49,11 +52,15 @@ def stage_costs(f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, over
         tf, tb, tw = _pick(f, s, d, V) / m, _pick(b, s, d, V) / m, _pick(w, s, d, V) / m
         i_s = _pick(i, s, d, V)
         of, ob = _pick(overhead_f, s, d, V), _pick(overhead_b, s, d, V)
-        out[TF, s] = tf + of
-        out[TB, s] = tb + ob
-        out[TI, s] = ((tb - tw) if np.isnan(i_s) else i_s / m) + _pick(overhead_i, s, d, V)
+        sf = _pick(send_f, s, d, V) if s + 1 < V and stage_device[s + 1] != d else 0.0
+        back = s > 0 and stage_device[s - 1] != d
+        sb = _pick(send_b, s, d, V) if back else 0.0
+        si = _pick(send_i, s, d, V) if back else 0.0
+        out[TF, s] = tf + of + sf
+        out[TB, s] = tb + ob + sb
+        out[TI, s] = ((tb - tw) if np.isnan(i_s) else i_s / m) + _pick(overhead_i, s, d, V) + si
         out[TW, s] = tw + _pick(overhead_w, s, d, V)
-        out[TFB, s] = _pick(fb, s, d, V) / m + of + ob
+        out[TFB, s] = _pick(fb, s, d, V) / m + of + ob + sf + sb
         out[COMM, s] = _pick(comm, s, d, V)
         link = _pick(bandwidth, s, d, V)
         if not np.isnan(link):

@@ -55,16 +55,16 @@ def random_costs(rng, schedule, split=False):
                  act=rng.uniform(0.5, 2.0, size), **links)
 
 
-def random_overhead(rng, schedule):
-    """A random ``Costs.overhead``: one value, one per device or stage, or a mapping of some
-    kinds (each a value or an array of one length)."""
+def random_overhead(rng, schedule, kinds="FBIW"):
+    """A random ``Costs.overhead`` (or ``send``, with ``kinds="FBI"``): one value, one per
+    device or stage, or a mapping of some kinds (each a value or an array of one length)."""
     size = schedule.V if rng.random() < 0.5 else schedule.p
     pick = rng.integers(3)
     if pick == 0:
         return float(rng.uniform(0, 0.5))
     if pick == 1:
         return rng.uniform(0, 0.5, size)
-    kinds = [k for k in "FBIW" if rng.random() < 0.7]
+    kinds = [k for k in kinds if rng.random() < 0.7]
     return {k: rng.uniform(0, 0.5, size) if rng.random() < 0.5 else float(rng.uniform(0, 0.5))
             for k in kinds}
 

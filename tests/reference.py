@@ -85,18 +85,30 @@ def simulate_reference(schedule, costs, durations=None):
     given = costs.overhead if isinstance(costs.overhead, dict) else dict.fromkeys(
         "FBIW", costs.overhead)
     fixed = {kind: per_stage(given.get(kind, 0.0), p, V, dev) for kind in "FBIW"}
+    # what an op pays more when its output goes to another device (this microbatch's route)
+    given = costs.send if isinstance(costs.send, dict) else dict.fromkeys("FBI", costs.send)
+    send = {kind: per_stage(given.get(kind, 0.0), p, V, dev) for kind in "FBI"}
+
+    def sent(kind, s, j):
+        if kind == "F":
+            return send["F"][s] if s < last[j] and dev[s + 1] != dev[s] else 0.0
+        if kind in ("B", "I"):
+            return send[kind][s] if s > first[j] and dev[s - 1] != dev[s] else 0.0
+        return 0.0
 
     def duration(parts, r, k):
         if durations is not None:
             return float(durations[r][k])
         if len(parts) == 2:  # the pair: both halves' fixed times (the forward stage's with fb)
-            (_, s1, _), (_, s2, _) = parts
+            (_, s1, j1), (_, s2, j2) = parts
             if fb is not None:
-                return fb[s1] + fixed["F"][s1] + fixed["B"][s1]
-            return (f[s1] + fixed["F"][s1]) + (b[s2] + fixed["B"][s2])
-        kind, s, _ = parts[0]
+                return (fb[s1] + fixed["F"][s1] + fixed["B"][s1] + sent("F", s1, j1)
+                        + (send["B"][s1] if s1 > 0 and dev[s1 - 1] != dev[s1] else 0.0))
+            return (f[s1] + fixed["F"][s1] + sent("F", s1, j1)) + (
+                b[s2] + fixed["B"][s2] + sent("B", s2, j2))
+        kind, s, j = parts[0]
         scaled = {"F": f[s], "B": b[s], "I": i[s], "W": w[s]}[kind]
-        return scaled + fixed[kind][s]
+        return scaled + fixed[kind][s] + sent(kind, s, j)
 
     def needs(kind, s, j):
         """What an op part waits for: ('fwd_in', s, j) the activation arriving at stage s,

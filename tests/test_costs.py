@@ -134,6 +134,60 @@ def test_each_op_kind_takes_its_own_overhead():
                     ).makespan == f + b  # a missing kind takes 0
 
 
+def test_send_is_paid_by_the_ops_that_hand_on_to_another_device():
+    """Interleaved 1F1B at p = 2, m = 2: stages 0..3 on devices 0, 1, 0, 1. Every forward but
+    the last stage's hands on; every backward but the first stage's."""
+    sched = build_schedule("interleaved-1f1b", 2, 4, 2)
+    c = Costs(f=2.0, b=4.0, w=1.0, fb=6.0, overhead=0.5,
+              send={"F": [0.25, 0.125], "B": 1.0, "I": 2.0}).per_stage(sched)
+    assert c.tf.tolist() == [1 + 0.5 + 0.25, 1 + 0.5 + 0.125, 1 + 0.5 + 0.25, 1 + 0.5]
+    assert c.tb.tolist() == [2.5, 3.5, 3.5, 3.5]
+    assert c.ti.tolist() == [2.0, 4.0, 4.0, 4.0]  # (b - w)/m + 0.5, and the I send past stage 0
+    assert c.tw.tolist() == [1.0] * 4  # W sends nothing
+    assert c.tfb.tolist() == [3 + 1 + 0.25, 3 + 1 + 0.125 + 1, 3 + 1 + 0.25 + 1, 3 + 1 + 1]
+    # one stage per device, and a V: the V's turn (stage p-1 to p) stays on its device
+    one = Costs(1.0, 2.0, send=0.5).per_stage(build_schedule("1f1b", 1, 2))
+    assert one.tf.tolist() == [1.0] and one.tb.tolist() == [2.0]
+    v = Costs(1.0, 2.0, send={"F": 0.5}).per_stage(build_schedule("zbv", 2, 4, 2))
+    assert v.tf.tolist() == [1.0, 0.5, 1.0, 0.5]  # stages 0..3 on devices 0, 1, 1, 0
+    assert Costs(1.0, 2.0).arrays["send"].tolist() == [0.0] * 3
+
+
+def test_send_prices_one_device_pair_by_the_schedule_not_the_run():
+    """What ``send`` is for: one Costs that prices a 1F1B whose device 1 never sends and an
+    interleaved schedule whose device 1 does. 1F1B on p = 2: device 0's forwards send, device
+    1's do not, so device 0 works 4 * 0.5 longer and the makespan grows by less than all."""
+    base, sends = Costs(1.0, 2.0), Costs(1.0, 2.0, send={"F": 0.5})
+    flat = simulate(build_schedule("1f1b", 2, 4), base).makespan
+    one = simulate(build_schedule("1f1b", 2, 4), sends)
+    assert one.busy.tolist() == [12.0 + 4 * 0.5, 12.0]
+    assert flat < one.makespan <= flat + 4 * 0.5
+    inter = simulate(build_schedule("interleaved-1f1b", 2, 4, 2), sends)
+    assert inter.busy.tolist() == [12.0 + 8 * 0.5, 12.0 + 4 * 0.5]
+
+
+def test_send_is_refused_where_a_route_ends_between_devices():
+    """A custom schedule whose microbatches stop at stage 0 of two (stage 1 on the other
+    device): the stage map says stage 0's forward sends, the route says it does not."""
+    sched = Schedule.from_tokens([["0F0", "0B0"], []], [0, 1], n=1, m=1, routes=[[0, 0]])
+    assert simulate(sched, Costs(1.0, 2.0)).makespan == 3.0
+    with pytest.raises(ScheduleError, match=r"costs\.send must be 0 for a schedule whose "
+                                            r"routes end or start between stages on two "
+                                            r"devices .*microbatch 0 runs stages 0\.\.0 of 2"):
+        simulate(sched, Costs(1.0, 2.0, send=0.1))
+
+
+@pytest.mark.parametrize("send, message", [
+    (-0.1, r"costs\.send must be finite and >= 0 \(got -0\.1\)"),
+    ({"W": 0.1}, r"costs\.send's keys must be among \['F', 'B', 'I'\] \(op kinds; got 'W'\)"),
+    ({"F": [0.1, 0.2], "I": [0.1, 0.2, 0.3]}, r"costs\.send's kinds must be scalars or "
+                                              r"arrays of one length \(got lengths F: 2, I: 3\)"),
+])
+def test_bad_sends_are_named(send, message):
+    with pytest.raises(ScheduleError, match=message):
+        Costs(1.0, 2.0, send=send)
+
+
 @pytest.mark.parametrize("overhead, message", [
     (-0.1, r"costs\.overhead must be finite and >= 0 \(got -0\.1\)"),
     ({"F": [0.1, np.nan]}, r"costs\.overhead\['F'\] must be finite and >= 0"),

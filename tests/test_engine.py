@@ -79,21 +79,26 @@ def test_the_layout_follows_costs_fields():
                            np.array([2, 3]))
 
 
-def test_overhead_per_kind_gives_simulates_numbers():
-    """The batch entry carries each op kind's fixed time: per stage, per point or per kind."""
+def test_overhead_and_send_per_kind_give_simulates_numbers():
+    """The batch entry carries each op kind's fixed time and its send: per stage, per point or
+    per kind."""
     sid, p, n, m, G = keys()
     V = engine.stages(sid, p, m)
     first = np.r_[0, np.cumsum(V)[:-1]]
     costs = per_stage_costs()
     fixed = [{"F": 0.1 * (k + 1), "B": np.linspace(0.2, 0.4, int(V[k])), "I": 0.3, "W": 0.05}
              for k in range(len(POINTS))]
+    sends = [{"F": np.linspace(0.3, 0.1, int(V[k])), "B": 0.05 * (k + 1), "I": 0.15}
+             for k in range(len(POINTS))]
     fields = layout_fields(costs, p)
     fields["overhead"] = {"F": np.array([o["F"] for o in fixed]),
                           "B": np.concatenate([o["B"] for o in fixed]), "I": 0.3, "W": 0.05}
+    fields["send"] = {"F": np.concatenate([o["F"] for o in sends]),
+                      "B": np.array([o["B"] for o in sends]), "I": 0.15}
     rows = engine.run(sid, p, n, m, G, fields, first=first, V=V, peaks=True)
     assert (rows.status == batch.OK).all()
     for i, ((name, *point), c) in enumerate(zip(POINTS, costs, strict=True)):
-        with_fixed = dataclasses.replace(c, overhead=fixed[i])
+        with_fixed = dataclasses.replace(c, overhead=fixed[i], send=sends[i])
         res = simulate(build_schedule(name, *point), with_fixed)
         assert res.makespan > simulate(build_schedule(name, *point), c).makespan
         assert rows.out[i, batch.MAKESPAN] == res.makespan
@@ -111,7 +116,7 @@ def test_status_and_reasons():
     assert rows.status.tolist() == [batch.BAD_LENGTH]
     assert engine.status_reason(int(rows.status[0]), 4, 4, at[0, :, 1]) == (
         "costs.f must be a scalar or an array of length p=4 or V=4 (got 3)")
-    at[0, 0, 1], at[0, -2, 1] = 1, 3  # overhead of I
+    at[0, 0, 1], at[0, SLOTS.index(("overhead", "I")), 1] = 1, 3
     rows = engine.start(sid, p, n, m, G, values, at).result()
     assert engine.status_reason(int(rows.status[0]), 4, 4, at[0, :, 1]) == (
         "costs.overhead['I'] must be a scalar or an array of length p=4 or V=4 (got 3)")

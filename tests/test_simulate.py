@@ -28,7 +28,8 @@ def test_generators_agree_with_reference(name, rng):
         sched = build_schedule(name, p, n, m)
         split = fastpp.SCHEDULES[name].split_backward
         with_overhead = dataclasses.replace(random_costs(rng, sched, split),
-                                            overhead=random_overhead(rng, sched))
+                                            overhead=random_overhead(rng, sched),
+                                            send=random_overhead(rng, sched, "FBI"))
         for costs in (Costs(1.0, 2.0), random_costs(rng, sched), with_overhead):
             assert_agrees(simulate(sched, costs), simulate_reference(sched, costs))
 
@@ -66,7 +67,8 @@ def test_built_schedules_run_their_plan_to_the_bit(name, rng):
         split = fastpp.SCHEDULES[name].split_backward
         many = [Costs(1.0, 2.0), random_costs(rng, probe, split),
                 dataclasses.replace(random_costs(rng, probe, split),
-                                    overhead=random_overhead(rng, probe), fb=rng.uniform(1, 4))]
+                                    overhead=random_overhead(rng, probe), fb=rng.uniform(1, 4),
+                                    send=random_overhead(rng, probe, "FBI"))]
         for costs in many:
             sched = build_schedule(name, p, n, m)
             result = simulate(sched, costs)
@@ -275,8 +277,9 @@ def test_random_legal_schedules_agree(seed, p, n, m, vshape, split, pairs):
     costs = random_costs(rng, sched, split)
     if pairs and rng.random() < 0.5:
         costs = dataclasses.replace(costs, fb=rng.uniform(0.5, 4.0, sched.V))
-    if rng.random() < 0.5:  # a fixed time per op, per kind
-        costs = dataclasses.replace(costs, overhead=random_overhead(rng, sched))
+    if rng.random() < 0.5:  # a fixed time per op, per kind, and per message sent
+        costs = dataclasses.replace(costs, overhead=random_overhead(rng, sched),
+                                    send=random_overhead(rng, sched, "FBI"))
     assert_agrees(simulate(sched, costs), simulate_reference(sched, costs))
 
 

@@ -70,7 +70,7 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
     ones = np.ones(len(steps))
     cols = dict(f=ones, b=2 * ones, w=0 * ones, i=np.nan * ones, comm=comm, gamma=ones,
                 fb=np.nan * ones, act=ones, bandwidth=np.nan * ones, message_bytes=0 * ones,
-                overhead=0 * ones, point=np.arange(len(steps)))
+                overhead=0 * ones, send=0 * ones, point=np.arange(len(steps)))
     values, at = cost_table(cols, None)
     out = np.empty((len(steps), len(batch.COLUMNS)))
     peaks, peak_at = np.zeros(p.sum()), np.r_[0, np.cumsum(p)[:-1]]
@@ -229,7 +229,7 @@ def test_costs_axis_takes_per_stage_arrays_and_bytes():
     objects = [loop, uneven, per_stage]
     df = sweep(["1f1b", "zbv", "interleaved-1f1b", "dualpipe"], p=[2, 4], n=8, m=None,
                costs=objects, progress=False, invalid="keep")
-    assert len(df) == 4 * 2 * 3 and df.columns[17] == "costs"
+    assert len(df) == 4 * 2 * 3 and df.columns[18] == "costs"
     ok = df[df["reason"] == ""]
     assert len(ok) >= 12
     for row in ok.itertuples():

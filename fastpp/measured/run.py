@@ -262,8 +262,14 @@ class MeasuredRun(Frozen):
         ``W``, which posts and receives nothing, its call's own, ``own W`` (the runtime's
         dispatch of an action, 0.02-0.08 ms in ZB-V's and interleaved ZB's own ``W`` ops on
         this machine, is not in it). docs/measured.md has the runs.
-        Without a probe ``i`` is not given (``I`` takes ``b - w``). An overlapped pair's
-        ``fb`` is its typical duration less the ``F`` and ``B`` overheads it takes. ``comm``
+        Without a probe ``i`` is not given (``I`` takes ``b - w``). An op that hands its
+        output to another device takes longer (posting the message): ``send`` per kind is the
+        typical fixed time of the run's ops of that kind that send less that of those that do
+        not, over every device (0 where one side is missing; ``B`` and ``I`` stand in for each
+        other), and each group's overhead is its fixed time less its ops' share of it, so that
+        a schedule whose stages send where this run's did not (an interleaved chunk on the
+        last device) pays it. An overlapped pair's ``fb`` is its typical duration less the
+        ``F`` and ``B`` overheads and sends it takes. ``comm``
         is ``latency``. ``gamma`` and ``act`` keep their defaults (a trace has no memory).
 
         Parameters
@@ -276,7 +282,7 @@ class MeasuredRun(Frozen):
             The median resists the odd slow op; the mean keeps the run's total device time,
             descheduled moments included: on a busy machine the better predictor of a whole
             run (each of the six runs in tests/data simulated with its own calibrated costs:
-            -10%..+3% of its makespan with means, -41%..-3% with medians).
+            -9%..+3.2% of its makespan with means, -41%..-3% with medians).
 
         Returns
         -------
@@ -310,6 +316,18 @@ class MeasuredRun(Frozen):
             operators = _by_group(group[pick], self.operators[pick], size, statistic)
             fixed[kind] = np.clip(whole - operators, 0.0, whole)
             scaled[kind] = whole - fixed[kind]
+        send = self._send(statistic)
+        # each group's fixed time less what its ops paid for sending: the rest every op pays
+        forward_sends, backward_sends = _sends(s)
+        for kind, name, sends in ((F, "F", forward_sends), (B, "B", backward_sends),
+                                  (I, "I", backward_sends)):
+            pick = used & (s.kind == kind)
+            share = _by_group(group[pick], sends[pick].astype(float), size, "mean")
+            fixed[kind] = np.maximum(fixed[kind] - send[name] * share, 0.0)
+        pick = used & (s.kind == FB)
+        # a pair pays the sends of its forward's stage (kernels.stage_costs)
+        pair_sends = sum(send[name] * _by_group(group[pick], by_stage[s.stage[pick]], size, "mean")
+                         for name, by_stage in zip("FB", _stage_sends(s), strict=True))
         f = scaled[F] * s.m
         split = np.isfinite(scaled[I]) & np.isfinite(scaled[W])
         # the probe's full backward B and split halves I, W per group (NaN where it lacks one)
@@ -356,13 +374,36 @@ class MeasuredRun(Frozen):
             name: np.nan_to_num(_either(fixed[kind], lacking[kind]))
             for name, kind in (("B", B), ("I", I), ("W", W))}}
         has_pair = np.isfinite(scaled[FB])
-        pair = (scaled[FB] + fixed[FB] - overhead["F"] - overhead["B"]) * s.m
+        pair = (scaled[FB] + fixed[FB] - overhead["F"] - overhead["B"] - pair_sends) * s.m
         floored = np.maximum(b, tiny)
         # a group without the probe: I takes b - w, as Costs's default
         i = np.where(np.isfinite(i), i, floored - w) if np.isfinite(i).any() else None
         return Costs(np.maximum(f, tiny), floored, w=w, i=i, comm=self.latency,
                      fb=np.where(has_pair, np.maximum(pair, tiny), f + b) if has_pair.any()
-                     else None, overhead=overhead)
+                     else None, overhead=overhead, send=send)
+
+    def _send(self, statistic: str) -> dict[str, float]:
+        """``Costs.send`` per kind: the typical fixed time (duration less operators) of this
+        run's ops of that kind that hand on to another device, less that of those that do not,
+        over every device (in a plain pipeline a device's forwards all send or none do); at
+        least 0, and 0 where the run has no op on one side. ``B`` and ``I`` post the same
+        gradient: a run that has one of them gives both."""
+        s = self.schedule
+        used = _used(s)
+        fixed = np.maximum(self.durations - self.operators, 0.0)
+        typical = np.mean if statistic == "mean" else np.median
+        forward_sends, backward_sends = _sends(s)
+        out = {}
+        for kind, name, sends in ((F, "F", forward_sends), (B, "B", backward_sends),
+                                  (I, "I", backward_sends)):
+            pick = used & (s.kind == kind)
+            yes, no = fixed[pick & sends], fixed[pick & ~sends]
+            out[name] = (max(float(typical(yes) - typical(no)), 0.0) if yes.size and no.size
+                         else np.nan)
+        for name, other in (("B", "I"), ("I", "B")):
+            if np.isnan(out[name]):
+                out[name] = out[other]
+        return {name: float(np.nan_to_num(value)) for name, value in out.items()}
 
     def _probe_by(self, per: str) -> np.ndarray:
         """The probe's ``B, I, W`` spans (``probe``'s columns) per stage, or per device: the
@@ -474,6 +515,29 @@ def _by_group(keys: np.ndarray, values: np.ndarray, size: int, statistic: str) -
 
 def _used(s: Schedule) -> np.ndarray:
     return np.arange(s.kind.shape[1]) < s.length[:, None]
+
+
+def _sends(s: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """Per op ``(p, L)``: does it hand its forward output on to another device (an ``F``, or
+    a pair's forward), does it hand an input gradient on (a ``B``, ``I``, or a pair's
+    backward), by its microbatch's route."""
+    dev, V = s.stage_to_device, s.V
+    r = np.arange(s.p)[:, None]
+    stage, mb = s.stage, s.mb
+    last, first = s.route_last[mb], s.route_first[mb]
+    forward = (stage < last) & (dev[np.minimum(stage + 1, V - 1)] != r)
+    stage2 = np.where(s.kind == FB, s.stage2, stage)
+    first2 = np.where(s.kind == FB, s.route_first[s.mb2], first)
+    backward = (stage2 > first2) & (dev[np.maximum(stage2 - 1, 0)] != r)
+    return forward, backward
+
+
+def _stage_sends(s: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """Per stage: does its forward, does its backward hand on to another device, by the stage
+    map (``kernels.stage_costs``'s rule)."""
+    dev = s.stage_to_device
+    apart = dev[1:] != dev[:-1]
+    return np.r_[apart, False].astype(float), np.r_[False, apart].astype(float)
 
 
 def read_torch_trace(path) -> MeasuredRun:

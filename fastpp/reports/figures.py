@@ -12,15 +12,14 @@ import math
 
 import numpy as np
 
-from ..costs import Costs
+from ..costs import FIELDS, Costs
 from ..generators.registry import MEMORY_REFERENCE, SCHEDULES, build_schedule
 from ..simulate import simulate
 from ..sweeps import best_within_budget, pareto_front
 from . import timeline
 
 # sweep columns that describe the costs: a report shows one setting of them at a time
-COST_COLUMNS = ("f", "b", "w", "comm", "gamma", "fb", "act", "bandwidth", "message_bytes",
-                "overhead", "costs")
+COST_COLUMNS = (*FIELDS, "costs")
 HEAT = (("bubble_ratio", "bubble ratio", "min", ".1%"),
         ("peak_activations_max", "peak activation memory (units of M_B)", "min", ".3g"),
         ("throughput", "throughput (microbatches per unit time)", "max", ".4g"))
@@ -174,13 +173,9 @@ def resimulate(row):
     # bit to a built schedule's point plan, which a cold main job would compile for this
     # alone (3-4 s)
     sched._unshare()
-    costs = Costs(_value(row, "f", 1.0), _value(row, "b", 2.0), w=_value(row, "w", 0.0),
-                  comm=_value(row, "comm", 0.0), gamma=_value(row, "gamma", 1.0),
-                  fb=_value(row, "fb", None), act=_value(row, "act", 1.0),
-                  bandwidth=_value(row, "bandwidth", None),
-                  message_bytes=_value(row, "message_bytes", 0.0),
-                  overhead=_value(row, "overhead", 0.0))
-    return simulate(sched, costs)
+    # a sweep row has every cost column; NaN (i, fb, bandwidth not given) keeps the default
+    given = {name: _value(row, name, None) for name in FIELDS}
+    return simulate(sched, Costs(**{k: v for k, v in given.items() if v is not None}))
 
 
 def _title(row, result, what: str = "") -> str:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_int, positive_ints
-from ..costs import FIELDS, KINDS, OPTIONAL, Costs
+from ..costs import FIELDS, OPTIONAL, PER_KIND, Costs
 from ..engine import DEFAULTS as ENGINE_DEFAULTS
 from ..engine import cost_layout
 from ..generators.registry import SCHEDULES, get_spec
@@ -179,14 +179,14 @@ def _key(c: Costs) -> list:
 
 def scalar_columns(objects: list[Costs], ids: np.ndarray) -> dict[str, np.ndarray]:
     """The cost columns of points given as ``Costs``: a field's value, NaN if it is an array
-    (``overhead``: its value if every kind has that one value)."""
+    (``overhead``, ``send``: its value if every kind has that one value)."""
     table = np.array([[_scalar(c.arrays[k], k) for k in COSTS]
                       for c in objects]).reshape(len(objects), len(COSTS))
     return {k: table[ids, i] for i, k in enumerate(COSTS)}
 
 
 def _scalar(arr: np.ndarray, name: str) -> float:
-    if name == "overhead":  # one row per kind
+    if name in PER_KIND:  # one row per kind
         return float(arr[0]) if arr.ndim == 1 and np.all(arr == arr[0]) else np.nan
     return float(arr) if arr.ndim == 0 else np.nan
 
@@ -206,9 +206,9 @@ def cost_table(cols: dict[str, np.ndarray], objects: list[Costs] | None
         return np.concatenate(arrays), start[ids], length[ids]
 
     for name in COSTS:
-        if name == "overhead":  # one row per kind
+        if name in PER_KIND:  # one row per kind
             fields[name] = {kind: stored([c.arrays[name][k].reshape(-1) for c in objects])
-                            for k, kind in enumerate(KINDS)}
+                            for k, kind in enumerate(PER_KIND[name])}
         else:
             fields[name] = stored([c.arrays[name].reshape(-1) for c in objects])
     return cost_layout(fields, count)

@@ -65,7 +65,7 @@ def costs_of(values: np.ndarray, at: np.ndarray, i: int) -> Costs:
         arr = values[start:start + length]
         value = float(arr[0]) if length == 1 else arr.copy()
         if kind is not None:
-            fields.setdefault("overhead", {})[kind] = value
+            fields.setdefault(name, {})[kind] = value
         elif not (name in OPTIONAL and np.all(np.isnan(arr))):
             fields[name] = value
     return Costs(**fields)

@@ -17,7 +17,7 @@ from .warmup import warm_up
 
 def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
           costs=None, f=None, b=None, w=None, i=None, comm=None, gamma=None, fb=None, act=None,
-          bandwidth=None, message_bytes=None, overhead=None, points=None, out=None,
+          bandwidth=None, message_bytes=None, overhead=None, send=None, points=None, out=None,
           resume: bool = False, chunk_size: int = 4096, workers: int | None = None,
           executor: str = "threads", scheduler: str | None = None, progress: bool = True,
           invalid: str = "drop", collect: bool = True, noise=None,
@@ -46,10 +46,10 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         have a ``costs`` column (the position in this list) and the scalar cost columns hold a
         field's value, or NaN where it is an array. A point whose arrays do not fit its
         ``p`` or ``V`` is an invalid point with its reason.
-    f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, overhead : float or list of float
+    f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, overhead, send : float or list of float
         Scalar costs, each a grid axis, as for ``fastpp.Costs`` (defaults ``f=1, b=2``, the
-        rest ``Costs``'s own: ``i``, ``fb`` and ``bandwidth`` not given); ``overhead`` the same for
-        every op kind (a ``Costs`` axis gives one per kind).
+        rest ``Costs``'s own: ``i``, ``fb`` and ``bandwidth`` not given); ``overhead`` and
+        ``send`` the same for every op kind (a ``Costs`` axis gives one per kind).
     points : pandas.DataFrame, optional
         An explicit table instead of a grid: columns ``schedule, p, n, m`` and optionally
         ``G`` and either cost columns (missing ones take the keyword values) or a ``costs``
@@ -122,7 +122,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     plan = _points(schedules, p, n, n_per_p, m, G, points, costs,
                    dict(f=f, b=b, w=w, i=i, comm=comm, gamma=gamma, fb=fb, act=act,
-                        bandwidth=bandwidth, message_bytes=message_bytes, overhead=overhead))
+                        bandwidth=bandwidth, message_bytes=message_bytes, overhead=overhead,
+                        send=send))
     if noise is not None:
         samples, seed = check_noise(noise, samples, seed)
         if out is not None:  # the store's fingerprint knows the points, not the noise

@@ -98,7 +98,8 @@ def _sweep_kernel() -> None:
     """Run the sweep kernel on one point of the first schedule: compiles or loads it."""
     one = {"schedule": [0], "p": [1], "n": [1], "m": [1], "G": [1], "f": [1.0], "b": [2.0],
            "w": [0.0], "i": [np.nan], "comm": [0.0], "gamma": [1.0], "fb": [np.nan], "act": [1.0],
-           "bandwidth": [np.nan], "message_bytes": [0.0], "overhead": [0.0], "point": [0]}
+           "bandwidth": [np.nan], "message_bytes": [0.0], "overhead": [0.0], "send": [0.0],
+           "point": [0]}
     Chunk({k: np.array(v) for k, v in one.items()})
 
 
