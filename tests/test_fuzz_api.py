@@ -101,7 +101,7 @@ def calls(tmp: Path) -> list[Call]:
     out = tmp / "sweep"
     fastpp.sweep("1f1b", p=2, n=2, out=out, progress=False)
     costs = dict(f=1.0, b=2.0, w=0.0, i=None, comm=0.0, gamma=1.0, fb=None, act=1.0,
-                 bandwidth=None, message_bytes=0.0, overhead=0.0)
+                 bandwidth=None, message_bytes=0.0, overhead=0.0, send=0.0)
     theory_kw = dict(name="1f1b", p=4, n=8, m=1)
     pairs = fastpp.build_schedule("dualpipev", 2, 4, 2)
     mixtral = model.MODELS["mixtral-8x7b"]
@@ -140,7 +140,8 @@ def calls(tmp: Path) -> list[Call]:
                                          G=None, costs=None, f=1.0, b=2.0, w=None, i=None,
                                          comm=None,
                                          gamma=None, fb=None, act=None, bandwidth=None,
-                                         message_bytes=None, overhead=None, points=None,
+                                         message_bytes=None, overhead=None, send=None,
+                                         points=None,
                                          out=None,
                                          resume=False, chunk_size=64, workers=1,
                                          executor="threads", scheduler=None, progress=False,
