@@ -203,9 +203,15 @@ def flag(value, name: str) -> bool:
     return bool(value)
 
 
-def number(value, name: str, *, strict: bool = False) -> float:
-    """``value`` as a ``float`` if it is one finite number > 0 (``strict``) or >= 0."""
-    arr = numbers(value, name, strict=strict)
+def number(value, name: str, *, strict: bool = False, upper: float | None = None,
+           lower: float | None = None) -> float:
+    """``value`` as a ``float`` if it is one finite number > 0 (``strict``) or >= 0, at most
+    ``upper`` and at least ``lower`` (> 0), each named in the message."""
+    if lower is not None:
+        arr = number_array(value, name)
+        if arr.ndim == 0 and not (np.isfinite(arr) and arr >= lower):
+            raise ScheduleError(f"{name} must be finite and >= {lower:g} (got {show(value)})")
+    arr = numbers(value, name, strict=strict, upper=upper)
     if arr.ndim:
         raise ScheduleError(f"{name} must be one number (got {show(value)})")
     return float(arr)

@@ -132,12 +132,8 @@ class Noise(Frozen):
             spike = (0.0, 1.0)
         if not isinstance(spike, tuple | list) or len(spike) != 2:
             raise ScheduleError(f"spike must be (probability, magnitude) (got {spike!r})")
-        probability = number(spike[0], "spike probability")
-        if probability > 1:
-            raise ScheduleError(f"spike probability must be in [0, 1] (got {probability!r})")
-        magnitude = number(spike[1], "spike magnitude")
-        if magnitude < 1:
-            raise ScheduleError(f"spike magnitude must be >= 1 (got {magnitude!r})")
+        probability = number(spike[0], "spike probability", upper=1.0)
+        magnitude = number(spike[1], "spike magnitude", lower=1.0)
         # a MeasuredRun or MeasuredJob, known by what it offers (fastpp.measured sits above
         # the engine: importing it here would close an import circle)
         if empirical is not None and not callable(getattr(empirical, "op_times_by_kind", None)):
