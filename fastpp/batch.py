@@ -5,9 +5,10 @@ One point is ``(schedule id, p, n, m, G)`` and its costs: the kernel's cost inpu
 one value, one per device or one per stage, read from a flat table ``values`` at ``at[i, slot]
 = (offset, count)``. ``build_and_simulate`` builds each run of consecutive points that share
 a schedule once, with the registry's own generator (so the kernel links no generator: it
-compiles in a fraction of the time, and a schedule is added in the registry alone), and hands the built schedules to the kernel ``simulate_points``. Kernels
-release the GIL, so ``fastpp.sweep`` runs slices of points on several threads at once; every
-point is computed on its own, so results do not depend on the thread count or the slicing.
+compiles in a fraction of the time, and a schedule is added in the registry alone), and hands
+the built schedules to the kernel ``simulate_points``. Kernels release the GIL, so
+``fastpp.sweep`` runs slices of points on several threads at once; every point is computed on
+its own, so results do not depend on the thread count or the slicing.
 """
 
 import threading

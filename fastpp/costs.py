@@ -70,11 +70,11 @@ class Costs:
 
     Times are per device of a plain pipeline, per microbatch: in a schedule with ``m`` chunks
     per device a chunk forward takes ``f/m``, so sweeping ``m`` keeps the model and hardware
-    fixed; only ``overhead`` and ``send`` are times per op, whatever the chunk. Each field is a scalar, an
-    array over devices (length ``p``) or an array over virtual stages (length ``V``) for uneven
-    stages. Fields after ``b`` are keyword-only. Two ``Costs``
-    are equal when their validated arrays are; a ``Costs`` is hashable (a dict key or a sweep
-    axis value).
+    fixed; only ``overhead`` and ``send`` are times per op, whatever the chunk. Each field is
+    a scalar, an array over devices (length ``p``) or an array over virtual stages (length
+    ``V``) for uneven stages. Fields after ``b`` are keyword-only. Two ``Costs`` are equal
+    when their validated arrays are; a ``Costs`` is hashable (a dict key or a sweep axis
+    value).
 
     Parameters
     ----------

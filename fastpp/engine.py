@@ -2,12 +2,12 @@
 
 A point is ``(schedule id, p, n, m, G)`` and its ``fastpp.Costs`` fields. ``cost_layout`` lays
 the fields out for the kernel (``fastpp.batch``), iterating ``costs.SLOTS`` (the fields, the
-per-kind ``overhead`` and ``send`` once per kind), so a new cost field is one edit there; ``start`` hands
-the points to the kernel on threads (points that share a schedule stay together, one build
-serves them all) and ``Pending.result`` gives each point's ``batch.COLUMNS``, its status and,
-if asked, every device's peak activations. A point whose costs do not fit it is a status with
-its reason (``status_reason``); a generated schedule that deadlocks is a fastpp bug and
-raises.
+per-kind ``overhead`` and ``send`` once per kind), so a new cost field is one edit there;
+``start`` hands the points to the kernel on threads (points that share a schedule stay
+together, one build serves them all) and ``Pending.result`` gives each point's
+``batch.COLUMNS``, its status and, if asked, every device's peak activations. A point whose
+costs do not fit it is a status with its reason (``status_reason``); a generated schedule that
+deadlocks is a fastpp bug and raises.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def cost_layout(fields: dict, count: int, first=None, V=None) -> tuple[np.ndarra
     an array with one value per stage of every point (stages of point ``i`` at ``first[i]``,
     ``V[i]`` of them), or ``(flat, start, length)``: point ``i``'s field is ``flat[start[i]:
     start[i] + length[i]]``. ``overhead`` and ``send`` are one of these for every op kind, or
-    a dict from kind (``costs.PER_KIND``'s) to one of these (a missing kind 0). A field not given takes
-    ``fastpp.Costs``'s default.
+    a dict from kind (``costs.PER_KIND``'s) to one of these (a missing kind 0). A field not
+    given takes ``fastpp.Costs``'s default.
     """
     at = np.empty((count, len(SLOTS), 2), np.int64)
     parts, offset = [], 0

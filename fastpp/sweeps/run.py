@@ -46,7 +46,7 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         have a ``costs`` column (the position in this list) and the scalar cost columns hold a
         field's value, or NaN where it is an array. A point whose arrays do not fit its
         ``p`` or ``V`` is an invalid point with its reason.
-    f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, overhead, send : float or list of float
+    f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, overhead, send : float or list
         Scalar costs, each a grid axis, as for ``fastpp.Costs`` (defaults ``f=1, b=2``, the
         rest ``Costs``'s own: ``i``, ``fb`` and ``bandwidth`` not given); ``overhead`` and
         ``send`` the same for every op kind (a ``Costs`` axis gives one per kind).
