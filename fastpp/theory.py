@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 
 import numpy as np
 
@@ -183,7 +184,7 @@ def peak_live(name: str, p: int, n: int, m: int = 1, G: int | None = None) -> np
 
 
 @_registered
-def max_peak_live(name: str, p: int, n: int, m: int = 1, G: int | None = None) -> int | None:
+def peak_live_max(name: str, p: int, n: int, m: int = 1, G: int | None = None) -> int | None:
     """The largest per-device peak of live chunks, including V-Half's ``floor((p+2)/2)`` and
     V-Min's ``floor((p+4)/3)`` units (two chunks each), or ``n`` units when fewer.
 
@@ -201,11 +202,19 @@ def max_peak_live(name: str, p: int, n: int, m: int = 1, G: int | None = None) -
     int or None
         A sweep's ``peak_live_max``; None where no closed form is known.
     """
-    closed = get_spec(name).max_peak_live
+    closed = get_spec(name).peak_live_max
     if closed is not None:
         return closed(p, n, m, p if G is None else G)
     live = peak_live(name, p, n, m, G)
     return None if live is None else int(live.max())
+
+
+def max_peak_live(*args, **kwargs) -> int | None:
+    """Deprecated: ``peak_live_max``'s name in 0.1.0 (a ``DeprecationWarning``; goes in the
+    next release), renamed after the sweep column it gives."""
+    warnings.warn("fastpp.theory.max_peak_live is deprecated and goes in the next release: "
+                  "call peak_live_max, the sweep column's name", DeprecationWarning, stacklevel=2)
+    return peak_live_max(*args, **kwargs)
 
 
 @_registered

@@ -50,7 +50,7 @@ SEED_N = {"num_microbatches": ("num_microbatches", "p*n*m")}
 NAMES = {
     "build_schedule": {"name": ("schedule",)}, "sweep": {"schedules": ("schedule",)},
     **{f"theory.{f}": {"name": ("schedule",)} for f in (
-        "bubble_fraction", "idle", "makespan", "max_peak_live", "peak_live", "peak_activations",
+        "bubble_fraction", "idle", "makespan", "peak_live_max", "peak_live", "peak_activations",
         "span_idle")},
     "Schedule": {"forward_only": ("forward_only", "forward-only")},
     "Schedule.from_tokens": {"rows": ("rows", "token"),
@@ -175,7 +175,7 @@ def calls(tmp: Path) -> list[Call]:
             ("bubble_fraction", dict(f=1.0, b=2.0)),
             ("idle", dict(f=1.0, b=2.0, w=0.0, fb=None, G=None)),
             ("makespan", dict(f=1.0, b=2.0, w=0.0, G=None)),
-            ("max_peak_live", dict(G=None)), ("peak_live", dict(G=None)),
+            ("peak_live_max", dict(G=None)), ("peak_live", dict(G=None)),
             ("peak_activations", dict(G=None, gamma=1.0)),
             ("span_idle", dict(f=1.0, b=2.0, w=0.0))]],
         Call("io.read_torch_csv", io.read_torch_csv, dict(path=csv, n=None, placement=None,

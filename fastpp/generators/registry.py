@@ -100,7 +100,7 @@ class ScheduleSpec:
     is known: ``idle(p, n, m, f, b, w, fb, G)`` (makespan metric), ``span_idle(p, n, m, f, b,
     w)`` (Zero Bubble's span metric), ``makespan(p, n, m, f, b, w, G)`` (when it is not
     ``n(f+b)`` plus the idle), ``bubble(p, n, m, f, b)``, ``peak_live(p, n, m, G)`` (per
-    device), ``max_peak_live(p, n, m, G)`` (when not the largest ``peak_live``) and
+    device), ``peak_live_max(p, n, m, G)`` (when not the largest ``peak_live``) and
     ``peak_activations(p, n, m, G, gamma)`` (when not ``peak_live / m``). Each may itself
     return None for parameters outside its closed form.
     """
@@ -126,7 +126,7 @@ class ScheduleSpec:
     makespan: Callable | None = None
     bubble: Callable | None = None
     peak_live: Callable | None = None
-    max_peak_live: Callable | None = None
+    peak_live_max: Callable | None = None
     peak_activations: Callable | None = None
     sid: int = field(default=-1, compare=False)
 
@@ -270,11 +270,11 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
     ScheduleSpec("v-half", vshape.v_half, "v",
                  "V-Half (controllable memory): about half of 1F1B's peak",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
-                 compile_apart=True, max_peak_live=vshape.v_half_max_peak_live),
+                 compile_apart=True, peak_live_max=vshape.v_half_peak_live_max),
     ScheduleSpec("v-min", vshape.v_min, "v",
                  "V-Min (controllable memory): about a third of 1F1B's peak",
                  split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
-                 compile_apart=True, max_peak_live=vshape.v_min_max_peak_live),
+                 compile_apart=True, peak_live_max=vshape.v_min_peak_live_max),
     ScheduleSpec("dualpipe", dualpipe.dualpipe, "two-directions",
                  "DeepSeek DualPipe: two directions, overlapped F&B pairs, 2x parameters",
                  split_backward=True, pairs=True, rules=_rules(

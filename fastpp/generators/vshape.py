@@ -328,11 +328,11 @@ def _emit(ops, length, T, count):
 # through the registry. Each returns None where no closed form is known.
 
 
-def v_half_max_peak_live(p, n, m, G):
+def v_half_peak_live_max(p, n, m, G):
     """V-Half's peak: ``floor((p+2)/2)`` units of two chunks, or ``n`` when fewer."""
     return 2 * min(n, (p + 2) // 2)
 
 
-def v_min_max_peak_live(p, n, m, G):
+def v_min_peak_live_max(p, n, m, G):
     """V-Min's peak: ``floor((p+4)/3)`` units of two chunks, or ``n`` when fewer."""
     return 2 * min(n, (p + 4) // 3)
