@@ -91,7 +91,7 @@ def _simulate_group(key, index, values, at, out, peaks, peak_at) -> None:
             _COMPILED[key] = found
     P, M = key[1], key[3]
     stage_device = stage_map(SPECS[key[0]].placement_code, P, M)
-    rows = np.empty((8, found.V, index.size))
+    rows = np.empty((9, found.V, index.size))
     status = np.empty(index.size, np.int64)
     group_costs(index, values, at, P, stage_device, M, rows, status)
     ok = status == OK
@@ -174,7 +174,7 @@ def point_costs(values, at, i, P, stage_device, M):
     for k in range(N_COSTS):
         count = at[i, k, 1]
         if count != 1 and count != P and count != V:
-            return BAD_LENGTH + k, np.empty((8, V), np.float64)
+            return BAD_LENGTH + k, np.empty((9, V), np.float64)
     c = kernels.stage_costs(_field(values, at, i, 0), _field(values, at, i, 1),
                             _field(values, at, i, 2), _field(values, at, i, 3),
                             _field(values, at, i, 4), _field(values, at, i, 5),
@@ -236,7 +236,7 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         pointer = np.empty(P, np.int64)
         if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
                             c[kernels.TB], c[kernels.TI], c[kernels.TW], c[kernels.TFB],
-                            c[kernels.COMM],
+                            c[kernels.SB], c[kernels.COMM],
                             none, start, end, pointer, none_order) < 0.0:
             out[i, STATUS] = DEADLOCK
             continue

@@ -38,9 +38,9 @@ a schedule that deadlocks raises ``simulate``'s ``ScheduleError`` from ``compile
 
 The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguous float64)
 ------------------------------------------------------------------------------------------
-- ``op_durations(kind, stage, stage2, tf, tb, ti, tw, tfb, out)``: each op's time from
-  per-stage times ``[V, B]`` (as ``kernels.timeline`` takes them: ``I`` runs ``ti``, a pair ``tfb``
-  or, where that is NaN, ``tf[s] + tb[s2]``) into ``out[N, B]``.
+- ``op_durations(kind, stage, stage2, tf, tb, ti, tw, tfb, sb, out)``: each op's time from
+  per-stage times ``[V, B]`` (as ``kernels.timeline`` takes them: ``I`` runs ``ti``, a pair
+  ``tfb[s] + sb[s2]`` or, where ``tfb`` is NaN, ``tf[s] + tb[s2]``) into ``out[N, B]``.
 - ``timeline_batch(previous, producer, link, durations, handoff, start, end)``: ``start`` and
   ``end`` ``[N, B]`` of every op under column ``b``'s ``durations[:, b]`` and hand-off
   latencies ``handoff[:, b]`` (``[V, B]``). An op starts at the max of its device's previous
@@ -48,7 +48,7 @@ The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguou
   ``kernels.timeline``: the same float operations, so equal bit for bit.
 - ``evaluate_batch(previous, producer, link, device, kind, stage, stage2, rows, durations,
   start, end, busy, first, last, latency)``: the same pass with every per-device sum folded
-  in: each op's time from the stage rows ``rows[8, V, B]`` (``kernels.TF ... GAMMA``) or from
+  in: each op's time from the stage rows ``rows[9, V, B]`` (``kernels.TF ... SB``) or from
   ``durations[N, B]`` (when not empty, shape ``(0, 0)``); ``start`` stored unless empty; per
   device and column ``busy``, ``first`` (its first op's start), ``last`` (its last op's end)
   ``[p, B]``; ``latency[B]`` every cross-device hand-off summed (``serial_time = busy.sum() +
@@ -62,7 +62,7 @@ The kernels (jitted; arrays ``[N, B]`` / ``[V, B]`` / ``[p, B]`` are C-contiguou
   ``out[:, b] = makespan, bubble_ratio, span_bubble_ratio`` (``kernels.reduce``'s arithmetic).
 
 ``evaluate(compiled, stage_costs, durations=None, times=True)`` runs them all for a list of
-``fastpp.StageCosts`` (or their rows stacked ``[8, V, B]``; or a given ``durations[N, B]``)
+``fastpp.StageCosts`` (or their rows stacked ``[9, V, B]``; or a given ``durations[N, B]``)
 and returns a ``Batch``; ``times=False`` keeps only the reductions and runs the columns a
 slice at a time, in buffers kept per thread (a fresh ``[N, B]`` array costs more in page
 faults than the pass that fills it).
@@ -79,7 +79,7 @@ from . import kernels
 from ._jit import jit
 from .checks import ScheduleError
 from .dependencies import deadlock_error
-from .kernels import COMM, GAMMA, TB, TF, TFB, TI, TW, UNIT
+from .kernels import COMM, GAMMA, SB, TB, TF, TFB, TI, TW, UNIT
 from .ops import FB, B, F, I, W
 
 _NONE = np.zeros((0, 0))
@@ -153,7 +153,7 @@ def compile_schedule(schedule) -> Compiled:
     scratch = np.empty(schedule.kind.shape)
     if kernels.timeline(schedule.ops, length, schedule.stage_to_device, schedule.route_first,
                         schedule.route_last, schedule.n, none, none, none, none, none, none,
-                        _NONE, scratch, scratch, pointer, order) < 0:
+                        none, _NONE, scratch, scratch, pointer, order) < 0:
         raise deadlock_error(schedule, pointer)
     first = np.r_[0, np.cumsum(length)[:-1]]
     L = schedule.kind.shape[1]
@@ -285,9 +285,9 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
     ----------
     compiled : Compiled
         From ``Schedule.compiled()``.
-    stage_costs : sequence of fastpp.StageCosts, or ndarray, shape (8, V, B)
+    stage_costs : sequence of fastpp.StageCosts, or ndarray, shape (9, V, B)
         One per column (from ``Costs.per_stage``), all for this schedule; or their rows
-        stacked (``kernels.TF ... kernels.GAMMA``, one column per cost vector).
+        stacked (``kernels.TF ... kernels.SB``, one column per cost vector).
     durations : ndarray, shape (N, B), optional
         Every op's time per column (in the compiled order), in place of the stage times; the
         hand-offs still take ``stage_costs``' latencies.
@@ -304,6 +304,12 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
         if len(rows) == 0:
             raise ScheduleError("stage_costs must hold at least one StageCosts (got none)")
         rows = np.stack([np.asarray(c, np.float64) for c in stage_costs], axis=2)
+    # the kernels trust the shape (no bounds checks): one row per StageCosts field, V stages
+    want = (SB + 1, compiled.V)
+    if rows.ndim != 3 or rows.shape[:2] != want or rows.dtype != np.float64:
+        raise ScheduleError(f"stage_costs must be StageCosts of this schedule or float64 rows "
+                            f"of shape ({want[0]}, V={want[1]}, B) (got shape {rows.shape}, "
+                            f"{rows.dtype})")
     columns = rows.shape[2]
     N, p = compiled.num_ops, compiled.p
     out = Batch(*(np.empty((N, columns)) if times else None for _ in range(2)),
@@ -354,7 +360,7 @@ def _evaluate(c: Compiled, rows, durations, out: Batch, c0: int, c1: int) -> Non
 
 
 @jit
-def op_durations(kind, stage, stage2, tf, tb, ti, tw, tfb, out):
+def op_durations(kind, stage, stage2, tf, tb, ti, tw, tfb, sb, out):
     """Each op's time ``out[i, b]`` from the per-stage times ``[V, B]`` (module docstring)."""
     for i in range(kind.shape[0]):
         s = stage[i]
@@ -369,7 +375,7 @@ def op_durations(kind, stage, stage2, tf, tb, ti, tw, tfb, out):
             elif k == W:
                 out[i, b] = tw[s, b]
             elif tfb[s, b] >= 0.0:  # (False for NaN: no pair time given)
-                out[i, b] = tfb[s, b]
+                out[i, b] = tfb[s, b] + sb[stage2[i], b]
             else:
                 out[i, b] = tf[s, b] + tb[stage2[i], b]
 
@@ -407,7 +413,7 @@ def evaluate_batch(previous, producer, link, device, kind, stage, stage2, rows, 
     """``timeline_batch`` and every per-device sum in the same pass (module docstring).
 
     Each op's time comes from ``durations[N, B]`` or, when that is empty (shape ``(0, 0)``),
-    from the stage rows ``rows[8, V, B]``; ``start`` is stored unless empty. Per device and
+    from the stage rows ``rows[9, V, B]``; ``start`` is stored unless empty. Per device and
     column: ``busy``, ``first`` (its first op's start) and ``last`` (its last op's end);
     ``latency[b]`` the cross-device hand-offs summed. A device's ops come in position order,
     so busy adds in ``kernels.reduce``'s order: equal bit for bit.
@@ -481,7 +487,7 @@ def _op_time(kind, s, s2, rows, d):
     else:
         for b in range(d.shape[0]):
             pair = rows[TFB, s, b]
-            d[b] = pair if pair >= 0.0 else rows[TF, s, b] + rows[TB, s2, b]
+            d[b] = pair + rows[SB, s2, b] if pair >= 0.0 else rows[TF, s, b] + rows[TB, s2, b]
 
 
 @jit
@@ -577,7 +583,7 @@ def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
 def point(plan, tables, rows, out):
     """``simulate``'s numbers for one cost vector, from a ``point_plan``'s ``plan, tables``.
 
-    ``rows[8, V]`` are the stage costs (``kernels.TF ... GAMMA``). Fills ``out`` (of the shape
+    ``rows[9, V]`` are the stage costs (``kernels.TF ... SB``). Fills ``out`` (of the shape
     ``point_plan`` gives): rows 0-3 per device its busy time, span, peak activations and peak
     live pairs, then from flat slot ``4p`` on every step's start and after them its end, in
     the compiled order, and a 0 (the end ``plan``'s missing inputs read), then the cost vector
@@ -607,7 +613,8 @@ def point(plan, tables, rows, out):
     for q in range(P):
         s, s2 = pairs[2 * q], pairs[2 * q + 1]
         # (tfb >= 0 is False for NaN: no pair time given)
-        cost[1 + 6 * V + q] = rows[TFB, s] if rows[TFB, s] >= 0.0 else rows[TF, s] + rows[TB, s2]
+        cost[1 + 6 * V + q] = (rows[TFB, s] + rows[SB, s2] if rows[TFB, s] >= 0.0
+                               else rows[TF, s] + rows[TB, s2])
     # kernels.timeline's step, its inputs ready, without a branch: a missing input ends at 0
     # and a hand-off on one device takes 0 (times are >= 0, so max and + give the same bits);
     # 1F1B p=8 n=64: 3.5 -> 2.6 us. Every index unsigned (np.uint64): Numba wraps a signed

@@ -26,6 +26,7 @@ class StageCosts(NamedTuple):
     comm: np.ndarray
     unit: np.ndarray
     gamma: np.ndarray
+    sb: np.ndarray
 
 
 # each field's rule: must it be > 0 (else >= 0), and its upper bound; shared with fastpp.sweep
@@ -258,7 +259,7 @@ class Costs:
 
     def _rows_for(self, key: tuple, stage_to_device: np.ndarray) -> tuple[StageCosts, np.ndarray]:
         """``for_placement`` by its key ``(p, m, stage_to_device.tobytes())``, and the same
-        arrays, writable, as the rows of one ``[8, V]`` block (``kernels.stage_costs``'s), for
+        arrays, writable, as the rows of one ``[9, V]`` block (``kernels.stage_costs``'s), for
         the kernels alone (a read-only array is another Numba type: another compile)."""
         found = self._expanded.get(key)
         if found is None:

@@ -5,9 +5,8 @@ report a deadlock through their return value instead of raising.
 
 Per-stage inputs (length ``V``): ``tf``, ``tb``, ``ti``, ``tw`` are the times of a chunk's
 ``F``, full ``B``, ``I`` and ``W`` (each with its op's fixed overhead and send), ``tfb`` the
-overlapped
-pair's time (NaN when not given: ``tf[s_f] + tb[s_b]``),
-``comm[s]`` the latency of the hand-off between stages ``s`` and ``s+1`` (either direction,
+overlapped pair's time keyed by its forward's stage (NaN when not given: ``tf[s_f] +
+tb[s_b]``), to which the pair adds ``sb[s_b]``, its backward half's send, ``comm[s]`` the latency of the hand-off between stages ``s`` and ``s+1`` (either direction,
 only across devices), ``unit[s]`` what one forward of stage ``s`` allocates, ``gamma[s]`` the
 part of it a split backward's ``W`` frees.
 """
@@ -17,7 +16,7 @@ import numpy as np
 from ._jit import jit
 from .ops import FB, B, F, I, W
 
-TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA = range(8)  # the rows of stage_costs
+TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA, SB = range(9)  # the rows of stage_costs
 
 
 @jit(internal=True)
@@ -33,7 +32,7 @@ def _pick(values, s, d, V):
 @jit
 def stage_costs(f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, overhead_f,
                 overhead_b, overhead_i, overhead_w, send_f, send_b, send_i, stage_device, m):
-    """Per-stage rows ``TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA`` (see the module docstring).
+    """Per-stage rows ``TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA, SB`` (the module docstring).
 
     The inputs are ``fastpp.Costs``'s fields, in its order (its ``overhead`` as one input per
     kind ``F, B, I, W``, then its ``send`` per kind ``F, B, I``), each holding one value, one
@@ -41,12 +40,14 @@ def stage_costs(f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, over
     then each op kind's fixed overhead is added undivided, and its send where it hands on to
     another device: ``F`` where stage ``s + 1`` is on another device, ``B`` and ``I`` where
     ``s - 1`` is. ``I`` takes ``i/m``, or ``b/m - w/m`` where ``i`` is NaN (not given), an
-    overlapped pair ``fb/m`` plus the ``F`` and ``B`` overheads and sends of its forward's
-    stage (a NaN ``fb``, not given, stays NaN). A hand-off takes its latency ``comm`` plus
-    ``message_bytes / bandwidth`` when ``bandwidth`` is given (not NaN).
+    overlapped pair ``fb/m`` plus the ``F`` and ``B`` overheads and the ``F`` send of its
+    forward's stage (a NaN ``fb``, not given, stays NaN), and the ``B`` send of its backward's
+    stage: ``SB``, what a stage's backward pays for its send, added where the pair runs. A
+    hand-off takes its latency ``comm`` plus ``message_bytes / bandwidth`` when ``bandwidth``
+    is given (not NaN).
     """
     V = stage_device.shape[0]
-    out = np.empty((8, V), np.float64)
+    out = np.empty((9, V), np.float64)
     for s in range(V):
         d = stage_device[s]
         tf, tb, tw = _pick(f, s, d, V) / m, _pick(b, s, d, V) / m, _pick(w, s, d, V) / m
@@ -60,7 +61,8 @@ def stage_costs(f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, over
         out[TB, s] = tb + ob + sb
         out[TI, s] = ((tb - tw) if np.isnan(i_s) else i_s / m) + _pick(overhead_i, s, d, V) + si
         out[TW, s] = tw + _pick(overhead_w, s, d, V)
-        out[TFB, s] = _pick(fb, s, d, V) / m + of + ob + sf + sb
+        out[TFB, s] = _pick(fb, s, d, V) / m + of + ob + sf
+        out[SB, s] = sb
         out[COMM, s] = _pick(comm, s, d, V)
         link = _pick(bandwidth, s, d, V)
         if not np.isnan(link):
@@ -84,7 +86,7 @@ def w_above_b(b, w, i, stage_device):
 
 @jit
 def timeline(ops, length, stage_device, route_first, route_last, n,
-             tf, tb, ti, tw, tfb, comm, duration, start, end, pointer, order):
+             tf, tb, ti, tw, tfb, sb, comm, duration, start, end, pointer, order):
     """Start and end of every op; each device runs its ops in order, one at a time.
 
     An op starts at ``max(device free, inputs ready)`` and takes its stage's time, or
@@ -175,7 +177,7 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
             elif kind == W:
                 finish = t + tw[s]
             elif tfb[s] >= 0.0:  # (False for NaN: no pair time given)
-                finish = t + tfb[s]
+                finish = t + (tfb[s] + sb[s2])
             else:
                 finish = t + (tf[s] + tb[s2])
             start[r, k] = t

@@ -260,10 +260,10 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     seed = _seed(seed, "seed")
     compiled = schedule.compiled()
     N, V, p = compiled.num_ops, compiled.V, compiled.p
-    tf, tb, ti, tw, tfb, comm, _, _ = costs._per_stage(schedule)[1]
+    tf, tb, ti, tw, tfb, comm, _, _, sb = costs._per_stage(schedule)[1]
     base = np.empty((N, 1))
     op_durations(compiled.kind, compiled.stage, compiled.stage2, tf[:, None], tb[:, None],
-                 ti[:, None], tw[:, None], tfb[:, None], base)
+                 ti[:, None], tw[:, None], tfb[:, None], sb[:, None], base)
     slow = noise._op_factors(compiled.device, compiled.stage, p, V)
     shapes, step_shape = noise._shapes()
     if noise.empirical is not None:

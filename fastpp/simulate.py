@@ -315,7 +315,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
         return result
     checked = schedule._check()
     c, rows = costs._per_stage(schedule)
-    tf, tb, ti, tw, tfb, comm, unit, gamma = rows
+    tf, tb, ti, tw, tfb, comm, unit, gamma, sb = rows
     shape = schedule.kind.shape
     per_op = np.zeros((0, 0)) if durations is None else _durations(durations, schedule)
     start, end = np.zeros(shape), np.zeros(shape)
@@ -324,7 +324,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     # start compiles them once (a fused kernel re-optimizes both: 3 s for a 2 us dispatch)
     latency = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
                                schedule.route_first, schedule.route_last, schedule.n, tf, tb, ti,
-                               tw, tfb, comm, per_op, start, end, pointer, _NO_ORDER)
+                               tw, tfb, sb, comm, per_op, start, end, pointer, _NO_ORDER)
     if latency < 0:
         raise deadlock_error(schedule, pointer)
     makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, sums[0], sums[1])

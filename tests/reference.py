@@ -101,9 +101,9 @@ def simulate_reference(schedule, costs, durations=None):
             return float(durations[r][k])
         if len(parts) == 2:  # the pair: both halves' fixed times (the forward stage's with fb)
             (_, s1, j1), (_, s2, j2) = parts
-            if fb is not None:
+            if fb is not None:  # each half sends by its own stage and microbatch
                 return (fb[s1] + fixed["F"][s1] + fixed["B"][s1] + sent("F", s1, j1)
-                        + (send["B"][s1] if s1 > 0 and dev[s1 - 1] != dev[s1] else 0.0))
+                        + sent("B", s2, j2))
             return (f[s1] + fixed["F"][s1] + sent("F", s1, j1)) + (
                 b[s2] + fixed["B"][s2] + sent("B", s2, j2))
         kind, s, j = parts[0]

@@ -6,7 +6,7 @@ import dataclasses
 import numba
 import numpy as np
 import pytest
-from helpers import POINTS, random_costs, random_legal_rows
+from helpers import POINTS, random_costs, random_legal_rows, random_overhead
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from reference import assert_agrees, simulate_reference
@@ -41,7 +41,7 @@ def assert_plain_pass_agrees(compiled, costs_list, sched, per_op, batch):
         per_op = np.empty((N, columns))
         op_durations(compiled.kind, compiled.stage, compiled.stage2, *(
             np.ascontiguousarray(rows[k]) for k in (kernels.TF, kernels.TB, kernels.TI, kernels.TW,
-                                                    kernels.TFB)), per_op)
+                                                    kernels.TFB, kernels.SB)), per_op)
     start, end = np.empty((N, columns)), np.empty((N, columns))
     timeline_batch(compiled.previous, compiled.producer, compiled.link, per_op,
                    np.ascontiguousarray(rows[kernels.COMM]), start, end)
@@ -86,7 +86,11 @@ def test_generators_agree_with_simulate(name, rng):
     points = [pt for pt in POINTS if pt[0] == name]
     for _, p, n, m in points[:: max(1, len(points) // 60)]:
         sched = build_schedule(name, p, n, m)
-        check(sched, [Costs(1.0, 2.0), random_costs(rng, sched), random_costs(rng, sched, True)])
+        fixed = dataclasses.replace(random_costs(rng, sched, True), fb=rng.uniform(1, 4),
+                                    overhead=random_overhead(rng, sched),
+                                    send=random_overhead(rng, sched, "FBI"))
+        check(sched, [Costs(1.0, 2.0), random_costs(rng, sched), random_costs(rng, sched, True),
+                      fixed])
         check(sched, [random_costs(rng, sched, True)])  # B = 1
 
 
@@ -105,6 +109,9 @@ def test_random_schedules_agree_with_simulate_and_reference(seed, p, n, m, vshap
         costs = random_costs(rng, sched, split)
         if pairs and rng.random() < 0.5:
             costs = dataclasses.replace(costs, fb=rng.uniform(0.5, 4.0, sched.V))
+        if rng.random() < 0.5:  # fixed times per op and per message sent
+            costs = dataclasses.replace(costs, overhead=random_overhead(rng, sched),
+                                        send=random_overhead(rng, sched, "FBI"))
         costs_list.append(costs)
     check(sched, costs_list)
     assert_agrees(simulate(sched, costs_list[-1]), simulate_reference(sched, costs_list[-1]))
@@ -212,3 +219,16 @@ def test_internal_helpers_refuse_a_call_from_python():
         with pytest.raises(TypeError, match=f"{helper.__name__} is called only from"):
             helper(*args)
     assert _emit.put.__name__ == "put" and callable(_emit.put.py_func)
+
+
+def test_stacked_rows_of_the_wrong_shape_are_refused():
+    """The kernels trust the rows' shape (no bounds checks): a stack missing a row, of another
+    schedule's stages or not float64 is a ScheduleError, not a read out of bounds."""
+    sched = build_schedule("1f1b", 2, 4)
+    compiled = sched.compiled()
+    rows = np.stack([np.asarray(Costs(1.0, 2.0).per_stage(sched))], axis=2)
+    assert evaluate(compiled, rows).makespan[0] == simulate(sched, Costs(1.0, 2.0)).makespan
+    for bad in (rows[:8], rows[:, :1], rows.astype(np.float32), rows[..., 0]):
+        with pytest.raises(ScheduleError, match=r"stage_costs must be StageCosts of this "
+                                                r"schedule or float64 rows of shape \(9, V=2, B\)"):
+            evaluate(compiled, bad)

@@ -144,7 +144,9 @@ def test_send_is_paid_by_the_ops_that_hand_on_to_another_device():
     assert c.tb.tolist() == [2.5, 3.5, 3.5, 3.5]
     assert c.ti.tolist() == [2.0, 4.0, 4.0, 4.0]  # (b - w)/m + 0.5, and the I send past stage 0
     assert c.tw.tolist() == [1.0] * 4  # W sends nothing
-    assert c.tfb.tolist() == [3 + 1 + 0.25, 3 + 1 + 0.125 + 1, 3 + 1 + 0.25 + 1, 3 + 1 + 1]
+    # a pair: its forward's overheads and F send; its backward half adds sb of its own stage
+    assert c.tfb.tolist() == [3 + 1 + 0.25, 3 + 1 + 0.125, 3 + 1 + 0.25, 3 + 1]
+    assert c.sb.tolist() == [0.0, 1.0, 1.0, 1.0]
     # one stage per device, and a V: the V's turn (stage p-1 to p) stays on its device
     one = Costs(1.0, 2.0, send=0.5).per_stage(build_schedule("1f1b", 1, 2))
     assert one.tf.tolist() == [1.0] and one.tb.tolist() == [2.0]
@@ -164,6 +166,20 @@ def test_send_prices_one_device_pair_by_the_schedule_not_the_run():
     assert flat < one.makespan <= flat + 4 * 0.5
     inter = simulate(build_schedule("interleaved-1f1b", 2, 4, 2), sends)
     assert inter.busy.tolist() == [12.0 + 8 * 0.5, 12.0 + 4 * 0.5]
+
+
+@pytest.mark.parametrize("name, m", [("dualpipe", 1), ("dualpipev", 2)])
+def test_a_pair_given_fb_pays_each_halfs_own_send(name, m):
+    """DualPipe's pairs run a forward on stage s and a backward on the device's other stage:
+    each half pays the send of its own stage, so ``fb = f + b`` prices a pair exactly as no
+    ``fb`` does (the pair's halves end to end), sends and all."""
+    sched = build_schedule(name, 4, 8, m)
+    send = Costs(1.0, 2.0, w=0.5, overhead=0.1, send={"F": 0.5, "B": 0.25, "I": 0.125})
+    given = dataclasses.replace(send, fb=3.0)
+    plain, paired = simulate(sched, send), simulate(sched, given)
+    assert paired.makespan == pytest.approx(plain.makespan, rel=1e-12)
+    np.testing.assert_allclose(paired.busy, plain.busy, rtol=1e-12)
+    assert plain.makespan > simulate(sched, dataclasses.replace(send, send=0.0)).makespan
 
 
 def test_send_is_refused_where_a_route_ends_between_devices():

@@ -186,7 +186,7 @@ def brute_force(problem):
         [[f"{r}{k}{j}" for j in range(n) for k in "FIW"] for r in range(p)], list(range(p)),
         n=n)
     # writable copies: the kernels' signature (StageCosts' arrays are read-only)
-    tf, tb, ti, tw, tfb, comm, unit, gamma = np.array(problem.costs.per_stage(base))
+    tf, tb, ti, tw, tfb, comm, unit, gamma, sb = np.array(problem.costs.per_stage(base))
     per_device = [[np.array(order, np.int32).T for order in
                    interleavings([[(k, r, j) for k in (Op.F, Op.I, Op.W)] for j in range(n)])]
                   for r in range(p)]
@@ -200,7 +200,7 @@ def brute_force(problem):
         for r, row in enumerate(rows):
             ops[:3, r, :] = row
         if kernels.timeline(ops, base.length, base.stage_to_device, base.route_first,
-                            base.route_last, n, tf, tb, ti, tw, tfb, comm,
+                            base.route_last, n, tf, tb, ti, tw, tfb, sb, comm,
                             np.zeros((0, 0)), start, end, pointer, np.zeros(0, np.int64)) < 0:
             continue  # deadlock
         kernels.memory(ops, base.length, unit, gamma, False, *mem)

@@ -91,11 +91,11 @@ def _score(start, end, length, span_objective):
 
 
 @jit
-def evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw, tfb, comm,
-             span_objective, start, end, pointer):
+def evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw, tfb, sb,
+             comm, span_objective, start, end, pointer):
     """Times of every op and ``(objective, tie-break)``; ``(inf, inf)`` on a deadlock."""
     if kernels.timeline(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw,
-                        tfb, comm, np.zeros((0, 0)), start, end, pointer,
+                        tfb, sb, comm, np.zeros((0, 0)), start, end, pointer,
                         np.empty(0, np.int64)) < 0.0:
         return np.inf, np.inf
     return _score(start, end, length, span_objective)
@@ -160,7 +160,7 @@ def _critical(ops, length, stage_device, route_last, start, end, where, span_obj
 
 @jit
 def local_search(ops, length, best_ops, stage_device, route_first, route_last, n, tf, tb, ti, tw,
-                 tfb, comm, unit, gamma, cap, span_objective, state, stale, value, history,
+                 tfb, sb, comm, unit, gamma, cap, span_objective, state, stale, value, history,
                  evals, patience, max_shift):
     """Evaluate ``evals`` moves (timelines run; moves refused earlier do not count, up to
     ``20 * evals`` tries) from the order in ``ops`` (value ``value[CUR]``).
@@ -188,7 +188,7 @@ def local_search(ops, length, best_ops, stage_device, route_first, route_last, n
     def timed():
         """Time the order in ``ops``: ``(objective, tie-break)``, inf if it deadlocks."""
         return evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw,
-                        tfb, comm, span_objective, start, end, pointer)
+                        tfb, sb, comm, span_objective, start, end, pointer)
 
     def chain():
         """Index the order's ops and find its critical chain (after ``timed``): its length

@@ -282,9 +282,9 @@ class _Search:
         value, start_schedule, _, _ = self.best
         ops = np.ascontiguousarray(start_schedule.ops, dtype=np.int32).copy()
         length = start_schedule.length.copy()
-        tf, tb, ti, tw, tfb, comm, unit, gamma = problem.costs._per_stage(start_schedule)[1]
+        tf, tb, ti, tw, tfb, comm, unit, gamma, sb = problem.costs._per_stage(start_schedule)[1]
         static = (start_schedule.stage_to_device, start_schedule.route_first,
-                  start_schedule.route_last, problem.n, tf, tb, ti, tw, tfb, comm)
+                  start_schedule.route_last, problem.n, tf, tb, ti, tw, tfb, sb, comm)
         span = problem.objective == "span"
         shape = (problem.p, ops.shape[2])
         obj, tie = evaluate(ops, length, *static, span, np.zeros(shape), np.zeros(shape),
