@@ -6,9 +6,10 @@ report a deadlock through their return value instead of raising.
 Per-stage inputs (length ``V``): ``tf``, ``tb``, ``ti``, ``tw`` are the times of a chunk's
 ``F``, full ``B``, ``I`` and ``W`` (each with its op's fixed overhead and send), ``tfb`` the
 overlapped pair's time keyed by its forward's stage (NaN when not given: ``tf[s_f] +
-tb[s_b]``), to which the pair adds ``sb[s_b]``, its backward half's send, ``comm[s]`` the latency of the hand-off between stages ``s`` and ``s+1`` (either direction,
-only across devices), ``unit[s]`` what one forward of stage ``s`` allocates, ``gamma[s]`` the
-part of it a split backward's ``W`` frees.
+tb[s_b]``), to which the pair adds ``sb[s_b]``, its backward half's send; ``comm[s]`` the
+latency of the hand-off between stages ``s`` and ``s+1`` (either direction, only across
+devices), ``unit[s]`` what one forward of stage ``s`` allocates, ``gamma[s]`` the part of it a
+split backward's ``W`` frees.
 """
 
 import numpy as np
