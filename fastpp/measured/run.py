@@ -282,7 +282,7 @@ class MeasuredRun(Frozen):
             The median resists the odd slow op; the mean keeps the run's total device time,
             descheduled moments included: on a busy machine the better predictor of a whole
             run (each of the six runs in tests/data simulated with its own calibrated costs:
-            -9%..+3.2% of its makespan with means, -41%..-3% with medians).
+            -9%..+3% of its makespan with means, -41%..-3% with medians).
 
         Returns
         -------
@@ -316,18 +316,27 @@ class MeasuredRun(Frozen):
             operators = _by_group(group[pick], self.operators[pick], size, statistic)
             fixed[kind] = np.clip(whole - operators, 0.0, whole)
             scaled[kind] = whole - fixed[kind]
-        send = self._send(statistic)
-        # each group's fixed time less what its ops paid for sending: the rest every op pays
-        forward_sends, backward_sends = _sends(s)
-        for kind, name, sends in ((F, "F", forward_sends), (B, "B", backward_sends),
-                                  (I, "I", backward_sends)):
+        flags = _sends(s)
+        send = self._send(statistic, flags)
+        # each group's fixed time less its ops' share of the send: the rest every op pays. A
+        # send above a group's fixed time over its share would leave that group less than 0:
+        # it is capped there, so that every group keeps its measured time
+        for kind, name, which in _SENDERS:
             pick = used & (s.kind == kind)
-            share = _by_group(group[pick], sends[pick].astype(float), size, "mean")
+            share = _by_group(group[pick], flags[which][pick].astype(float), size, "mean")
+            sending = share > 0
+            if sending.any():
+                send[name] = min(send[name], float(np.min(fixed[kind][sending]
+                                                          / share[sending])))
             fixed[kind] = np.maximum(fixed[kind] - send[name] * share, 0.0)
+        for name, kind, other in (("B", B, "I"), ("I", I, "B")):
+            if not np.isfinite(fixed[kind]).any():  # none ran: the other's, as capped
+                send[name] = send[other]
+        # a pair pays its forward's F send and its backward half's B send
         pick = used & (s.kind == FB)
-        # a pair pays the sends of its forward's stage (kernels.stage_costs)
-        pair_sends = sum(send[name] * _by_group(group[pick], by_stage[s.stage[pick]], size, "mean")
-                         for name, by_stage in zip("FB", _stage_sends(s), strict=True))
+        pair_sends = sum(send[name] * _by_group(group[pick], flags[which][pick].astype(float),
+                                                size, "mean")
+                         for name, which in (("F", 0), ("B", 1)))
         f = scaled[F] * s.m
         split = np.isfinite(scaled[I]) & np.isfinite(scaled[W])
         # the probe's full backward B and split halves I, W per group (NaN where it lacks one)
@@ -382,22 +391,21 @@ class MeasuredRun(Frozen):
                      fb=np.where(has_pair, np.maximum(pair, tiny), f + b) if has_pair.any()
                      else None, overhead=overhead, send=send)
 
-    def _send(self, statistic: str) -> dict[str, float]:
-        """``Costs.send`` per kind: the typical fixed time (duration less operators) of this
-        run's ops of that kind that hand on to another device, less that of those that do not,
-        over every device (in a plain pipeline a device's forwards all send or none do); at
-        least 0, and 0 where the run has no op on one side. ``B`` and ``I`` post the same
-        gradient: a run that has one of them gives both."""
+    def _send(self, statistic: str, flags: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
+        """``Costs.send`` per kind, before ``_calibrate`` caps it: the typical fixed time
+        (duration less operators) of this run's ops of that kind that hand on to another
+        device, less that of those that do not, over every device (in a plain pipeline a
+        device's forwards all send or none do); at least 0, and 0 where the run has no op on
+        one side. ``B`` and ``I`` post the same gradient: a run that has one of them gives
+        both. ``flags``: ``_sends``'s."""
         s = self.schedule
         used = _used(s)
         fixed = np.maximum(self.durations - self.operators, 0.0)
         typical = np.mean if statistic == "mean" else np.median
-        forward_sends, backward_sends = _sends(s)
         out = {}
-        for kind, name, sends in ((F, "F", forward_sends), (B, "B", backward_sends),
-                                  (I, "I", backward_sends)):
+        for kind, name, which in _SENDERS:
             pick = used & (s.kind == kind)
-            yes, no = fixed[pick & sends], fixed[pick & ~sends]
+            yes, no = fixed[pick & flags[which]], fixed[pick & ~flags[which]]
             out[name] = (max(float(typical(yes) - typical(no)), 0.0) if yes.size and no.size
                          else np.nan)
         for name, other in (("B", "I"), ("I", "B")):
@@ -517,6 +525,10 @@ def _used(s: Schedule) -> np.ndarray:
     return np.arange(s.kind.shape[1]) < s.length[:, None]
 
 
+# the kinds that send, their Costs.send key, and which of _sends' flags says they do
+_SENDERS = ((F, "F", 0), (B, "B", 1), (I, "I", 1))
+
+
 def _sends(s: Schedule) -> tuple[np.ndarray, np.ndarray]:
     """Per op ``(p, L)``: does it hand its forward output on to another device (an ``F``, or
     a pair's forward), does it hand an input gradient on (a ``B``, ``I``, or a pair's
@@ -530,14 +542,6 @@ def _sends(s: Schedule) -> tuple[np.ndarray, np.ndarray]:
     first2 = np.where(s.kind == FB, s.route_first[s.mb2], first)
     backward = (stage2 > first2) & (dev[np.maximum(stage2 - 1, 0)] != r)
     return forward, backward
-
-
-def _stage_sends(s: Schedule) -> tuple[np.ndarray, np.ndarray]:
-    """Per stage: does its forward, does its backward hand on to another device, by the stage
-    map (``kernels.stage_costs``'s rule)."""
-    dev = s.stage_to_device
-    apart = dev[1:] != dev[:-1]
-    return np.r_[apart, False].astype(float), np.r_[False, apart].astype(float)
 
 
 def read_torch_trace(path) -> MeasuredRun:
