@@ -132,7 +132,7 @@ class Costs:
         sends took 0.18-0.81 ms more than one that does not (docs/measured.md), which one
         overhead per device cannot price for a schedule whose stages send where the measured
         run's did not. Priced by the stage map: a schedule whose microbatches' routes end
-        at a stage whose next stage is on another device refuses a nonzero ``send``.
+        or start between stages on two devices refuses a nonzero ``send``.
 
     Examples
     --------
@@ -203,8 +203,9 @@ class Costs:
         Raises
         ------
         ScheduleError
-            If an array's length is neither ``p`` nor ``V``, or ``w > b`` somewhere that
-            ``i`` is not given.
+            If an array's length is neither ``p`` nor ``V``, ``w > b`` somewhere that ``i`` is
+            not given, or ``send`` is not 0 and a route ends or starts between stages on two
+            devices.
         """
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         schedule._check()
@@ -223,7 +224,9 @@ class Costs:
         """``per_stage`` for any schedule of ``p`` devices with this stage map and ``m``.
 
         Remembered per stage map, so a loop that simulates many schedules with one ``Costs``
-        expands it once per placement; the arrays are read-only views of the kept ones.
+        expands it once per placement; the arrays are read-only views of the kept ones. The
+        stage map alone decides which ops pay ``send`` (``per_stage`` also refuses a schedule
+        whose routes disagree with it).
         ``stage_to_device`` holds each stage's device, in ``0..p-1`` (``p * m`` stages, or
         ``2p`` for the two-direction schedules, DualPipe and Chimera, whose ``m`` is 1).
 
@@ -313,6 +316,10 @@ def _check_routes(schedule: Schedule) -> None:
     """``send`` is priced by the stage map (``kernels.stage_costs``): refuse a schedule whose
     microbatches end (or start) their route where the stage map would hand on to another
     device, as a custom two-direction schedule could."""
+    # once per checked state of the schedule (Schedule._check keeps it while unchanged)
+    checked = schedule.__dict__.get("_checked")
+    if checked is not None and schedule.__dict__.get("_routes_checked") is checked:
+        return
     dev, V = schedule.stage_to_device, schedule.V
     last, first = schedule.route_last, schedule.route_first
     ends = (last < V - 1) & (dev[np.minimum(last + 1, V - 1)] != dev[last])
@@ -323,6 +330,7 @@ def _check_routes(schedule: Schedule) -> None:
         raise ScheduleError(f"costs.send must be 0 for a schedule whose routes end or start "
                             f"between stages on two devices (it is priced by the stage map; "
                             f"microbatch {j} runs stages {first[j]}..{last[j]} of {V})")
+    schedule.__dict__["_routes_checked"] = checked
 
 
 def _field(value, name: str, strict: bool, upper) -> np.ndarray:
