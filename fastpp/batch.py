@@ -159,7 +159,7 @@ def _build(keys):
             np.concatenate(firsts), np.concatenate(lasts))
 
 
-# typed once: called with the constants 0..13, it would otherwise compile once per constant
+# typed once: called with the constants 0..16, it would otherwise compile once per constant
 @jit(signature="float64[::1](float64[::1], int64[:, :, ::1], int64, int64)", internal=True)
 def _field(values, at, i, k):
     """Point ``i``'s cost input ``k``: its slice of the flat table."""
