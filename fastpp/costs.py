@@ -169,7 +169,7 @@ class Costs:
                    _field(value, f"costs.{name}", strict, upper))
             arrays[name] = arr
         object.__setattr__(self, "_arrays", arrays)
-        object.__setattr__(self, "_sends", bool(arrays["send"].any()))
+        object.__setattr__(self, "_has_send", bool(arrays["send"].any()))
         object.__setattr__(self, "_expanded", {})  # for_placement's results, per stage map
 
     @property
@@ -215,7 +215,7 @@ class Costs:
         """``per_stage``, and its arrays as ``_rows_for``'s writable block."""
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         stage_to_device = schedule.stage_to_device
-        if self._sends:
+        if self._has_send:
             _check_routes(schedule)
         return self._rows_for((schedule.p, schedule.m, stage_to_device.tobytes()),
                               stage_to_device)
