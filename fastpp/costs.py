@@ -16,7 +16,8 @@ from .schedule import Schedule
 
 class StageCosts(NamedTuple):
     """Per-virtual-stage arrays the kernels read (length ``V``, read-only); see
-    ``fastpp.kernels``."""
+    ``fastpp.kernels``. ``sb`` is what stage ``s``'s backward pays for its send, which an
+    overlapped pair given ``fb`` adds for its backward half."""
 
     tf: np.ndarray
     tb: np.ndarray
@@ -45,7 +46,7 @@ _ROW_SOURCES = ((kernels.TF, "costs.f / m + costs.overhead['F'] + costs.send['F'
                 (kernels.TI, "costs.i / m (or (costs.b - costs.w) / m) + costs.overhead['I'] + "
                              "costs.send['I']"),
                 (kernels.TW, "costs.w / m + costs.overhead['W']"),
-                (kernels.TFB, "costs.fb / m + the F and B overheads and sends"),
+                (kernels.TFB, "costs.fb / m + the F and B overheads and the F send"),
                 (kernels.COMM, "costs.comm + costs.message_bytes / costs.bandwidth"),
                 (kernels.UNIT, "costs.act / m"))
 KINDS = ("F", "B", "I", "W")  # the op kinds ``overhead`` is given for, in its rows' order
@@ -127,8 +128,8 @@ class Costs:
         (posting the message), >= 0, undivided by ``m``: a forward pays ``send["F"]`` when
         the next stage ``s + 1`` is on another device, a ``B`` or ``I`` pays its kind's when
         the previous stage ``s - 1`` is; ``W`` sends nothing. Given as ``overhead`` is, keys
-        among ``"F", "B", "I"``, its array's rows in that order. An overlapped pair pays the
-        ``F`` and ``B`` sends of its forward's stage. On PyTorch's runtime a forward that
+        among ``"F", "B", "I"``, its array's rows in that order. An overlapped pair pays its
+        forward's ``F`` send and its backward half's ``B`` send, each by its own stage. On PyTorch's runtime a forward that
         sends took 0.18-0.81 ms more than one that does not (docs/measured.md), which one
         overhead per device cannot price for a schedule whose stages send where the measured
         run's did not. Priced by the stage map: a schedule whose microbatches' routes end
