@@ -132,8 +132,9 @@ class Costs:
         forward's ``F`` send and its backward half's ``B`` send, each by its own stage. On
         PyTorch's runtime a forward that sends took 0.18-0.81 ms more than one that does not
         (docs/measured.md), which one overhead per device cannot price for a schedule whose
-        stages send where the measured run's did not. Priced by the stage map: a schedule whose microbatches' routes end
-        or start between stages on two devices refuses a nonzero ``send``.
+        stages send where the measured run's did not. Priced by the stage map: a schedule
+        whose microbatches' routes end or start between stages on two devices refuses a
+        nonzero ``send``.
 
     Examples
     --------
