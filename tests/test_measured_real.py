@@ -65,7 +65,9 @@ RUNS = {**{cls: cls for cls in TORCH_CLASSES}, "1f1b": "1f1b"}
 # 1.3-7.5, and 6.6% (4.7% on the same steps before) in this test's own run, every class fast.
 # Session 12, with Costs.send calibrated (a forward that posts to another device pays more):
 # re-read, the seven runs of session 7 gave 1.4-3.9% (1.2-6.6% before), three at half speed
-# 9-15%; every class within 5% in three runs of seven. The bounds stay above the worst seen.
+# 9-15%; every class within 5% in three runs of seven. Four fresh scripts/measure.py runs:
+# 5.6%, 6.0% (half speed), 6.0% and 0.95% (every class within 5%). The bounds stay above the
+# worst seen.
 PREDICTION_MEDIAN_BOUND = 0.20
 PREDICTION_BOUND = 0.35
 
