@@ -262,7 +262,9 @@ class MeasuredRun(Frozen):
         ``W``, which posts and receives nothing, its call's own, ``own W`` (the runtime's
         dispatch of an action, 0.02-0.08 ms in ZB-V's and interleaved ZB's own ``W`` ops on
         this machine, is not in it). docs/measured.md has the runs.
-        Without a probe ``i`` is not given (``I`` takes ``b - w``). An op that hands its
+        Without a probe, a run with ``I`` ops gives ``i`` from them (DualPipeV's, which also
+        runs full backwards, then keeps both), and one without gives no ``i`` (``I`` takes
+        ``b - w``). An op that hands its
         output to another device takes longer (posting the message): ``send`` per kind is the
         typical fixed time of the run's ops of that kind that send less that of those that do
         not, over every device (0 where one side is missing; ``B`` and ``I`` stand in for each
@@ -359,8 +361,9 @@ class MeasuredRun(Frozen):
                 self.weight_operators[pick], self.operators[pick],
                 out=np.zeros(int(pick.sum())), where=self.operators[pick] > 0), size, statistic)
         share = np.nan_to_num(share)
-        # with the probe, the split's own halves: measured I and W ops, else b by its ratios
-        i = np.where(probed & split, scaled[I] * s.m, np.where(probed, i_share * b, np.nan))
+        # the split's own halves where the run has them (I and W ops), else with the probe b
+        # by its ratios
+        i = np.where(split, scaled[I] * s.m, np.where(probed, i_share * b, np.nan))
         w = np.where(np.isfinite(scaled[W]), scaled[W] * s.m,
                      np.where(probed, w_share * b, np.where(np.isfinite(b), share * b, 0.0)))
         w = np.where(np.isfinite(i), w, np.minimum(w, b))  # w <= b where I takes b - w
@@ -385,7 +388,7 @@ class MeasuredRun(Frozen):
         has_pair = np.isfinite(scaled[FB])
         pair = (scaled[FB] + fixed[FB] - overhead["F"] - overhead["B"] - pair_sends) * s.m
         floored = np.maximum(b, tiny)
-        # a group without the probe: I takes b - w, as Costs's default
+        # a group with neither I ops nor the probe: I takes b - w, as Costs's default
         i = np.where(np.isfinite(i), i, floored - w) if np.isfinite(i).any() else None
         return Costs(np.maximum(f, tiny), floored, w=w, i=i, comm=self.latency,
                      fb=np.where(has_pair, np.maximum(pair, tiny), f + b) if has_pair.any()
