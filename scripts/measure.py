@@ -3,6 +3,7 @@ the 1F1B run's calibrated costs; run a schedule found by fastpp.optimize for rea
 
     PYTHONPATH=$PWD python scripts/measure.py                  # p=2, n=4, 20 steps
     PYTHONPATH=$PWD python scripts/measure.py --steps 5 --hidden 512
+    PYTHONPATH=$PWD python scripts/measure.py --reread results/measured  # price kept steps again
 
 Every PyTorch class (GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble,
 DualPipeV) and fastpp's 1F1B through PyTorch's CSV runtime (Schedule1F1B labels no op) run
@@ -62,6 +63,9 @@ def parse(argv=None):
     ap.add_argument("--out", default="results/measured", help="folder for the traces")
     ap.add_argument("--picture", default="docs/measured.png")
     ap.add_argument("--trace", default="results/measured-trace.json")
+    ap.add_argument("--reread", metavar="OUT", default=None,
+                    help="price the steps an earlier run kept in OUT/classes again, with this "
+                         "code: its table only, nothing run")
     return ap.parse_args(argv)
 
 
@@ -82,6 +86,23 @@ SAME_KIND = {"ScheduleGPipe": "1f1b", "ScheduleInterleaved1F1B": "ScheduleLooped
              "ScheduleInterleavedZeroBubble": "ScheduleZBVZeroBubble",
              "ScheduleZBVZeroBubble": "ScheduleInterleavedZeroBubble",
              "ScheduleDualPipeV": "ScheduleZBVZeroBubble", "1f1b": "ScheduleGPipe"}
+
+
+def read_steps(folder: Path, labels) -> dict:
+    """``run_steps``'s result read again from the traces a run kept in ``folder`` (one folder
+    per label, ``step0``, ``step1``, ... in it), so that kept runs are priced by later code."""
+    runs = {}
+    for label in labels:
+        steps = sorted((folder / label).glob("step*"), key=lambda d: int(d.name[4:]))
+        if not steps:
+            raise fastpp.ScheduleError(f"--reread must name a folder of a scripts/measure.py "
+                                       f"run: {folder / label} holds no step")
+        runs[label] = [fastpp.read_torch_trace(step) for step in steps]
+    counts = {len(steps) for steps in runs.values()}
+    if len(counts) != 1:  # step k of each class is paired with 1F1B's step k
+        raise fastpp.ScheduleError(f"--reread must name a run whose classes kept one number of "
+                                   f"steps (got {sorted(counts)})")
+    return runs
 
 
 def expected(label: str, p: int, n: int) -> fastpp.Schedule:
@@ -207,6 +228,13 @@ def main(argv=None) -> int:
     out = Path(args.out)
     started = time.perf_counter()
     schedules = {"1f1b": "1f1b", **{cls: cls for cls in TORCH_CLASSES}}
+    if args.reread is not None:
+        runs = read_steps(Path(args.reread) / "classes", schedules)
+        first = runs["1f1b"][0].schedule
+        print(f"read again: {len(schedules)} schedules x {len(runs['1f1b'])} steps, p={first.p}, "
+              f"n={first.n}", flush=True)
+        print_table(class_table(runs, first.p, first.n))
+        return 0
     print(f"measuring {len(schedules)} schedules x {args.steps} steps in turn: p={args.p}, "
           f"n={args.n}, {args.layers} x {args.hidden} MLP, microbatch {args.microbatch}",
           flush=True)

@@ -178,6 +178,25 @@ def test_measure_script_prices_each_class_step_distribution(runs, capsys):
     assert others.max() <= PREDICTION_BOUND
 
 
+def test_measure_script_reads_kept_steps_again(runs, tmp_path, capsys):
+    """``scripts/measure.py --reread OUT``: the steps a run kept in ``OUT/classes`` are read
+    again as the same runs, and priced by this code (the table, nothing run); a folder
+    without them is named."""
+    measure_py = script("measure")
+    out, measured = runs
+    again = measure_py.read_steps(out, RUNS)
+    for label in RUNS:
+        assert [r.makespan for r in again[label]] == [r.makespan for r in measured[label]]
+    (tmp_path / "classes").symlink_to(out, target_is_directory=True)
+    assert measure_py.main(["--reread", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    assert f"read again: {len(RUNS)} schedules x {STEPS} steps, p={P}, n={N}" in shown
+    assert "every class's p50 within 5%" in shown
+    with pytest.raises(ScheduleError, match=r"--reread must name a folder of a "
+                                            r"scripts/measure.py run: .* holds no step"):
+        measure_py.main(["--reread", str(tmp_path / "nothing")])
+
+
 _PROBE_LABEL = re.compile(r"^PROBE:(\d+)([BIW])$")
 
 
