@@ -81,13 +81,15 @@ def simulate_reference(schedule, costs, durations=None):
         comm = [c + x / y for c, x, y in zip(comm, size, speed, strict=True)]
     gamma = per_stage(costs.gamma, p, V, dev)
     unit_of = [a / m for a in per_stage(costs.act, p, V, dev)]
-    # the fixed time of each op kind, not divided by m; one value for all kinds or a mapping
-    given = costs.overhead if isinstance(costs.overhead, dict) else dict.fromkeys(
-        "FBIW", costs.overhead)
-    fixed = {kind: per_stage(given.get(kind, 0.0), p, V, dev) for kind in "FBIW"}
+
+    def by_kind(value, kinds):
+        """One value for all kinds or a mapping (a missing kind 0), per kind and stage."""
+        given = value if isinstance(value, dict) else dict.fromkeys(kinds, value)
+        return {kind: per_stage(given.get(kind, 0.0), p, V, dev) for kind in kinds}
+
+    fixed = by_kind(costs.overhead, "FBIW")  # each op kind's fixed time, not divided by m
     # what an op pays more when its output goes to another device (this microbatch's route)
-    given = costs.send if isinstance(costs.send, dict) else dict.fromkeys("FBI", costs.send)
-    send = {kind: per_stage(given.get(kind, 0.0), p, V, dev) for kind in "FBI"}
+    send = by_kind(costs.send, "FBI")
 
     def sent(kind, s, j):
         if kind == "F":

@@ -319,7 +319,7 @@ class MeasuredRun(Frozen):
             fixed[kind] = np.clip(whole - operators, 0.0, whole)
             scaled[kind] = whole - fixed[kind]
         flags = _sends(s)
-        send = self._send(statistic, flags)
+        send = self._send(statistic, flags, used)
         # each group's fixed time less its ops' share of the send: the rest every op pays. A
         # send above a group's fixed time over its share would leave that group less than 0:
         # it is capped there, so that every group keeps its measured time
@@ -394,15 +394,15 @@ class MeasuredRun(Frozen):
                      fb=np.where(has_pair, np.maximum(pair, tiny), f + b) if has_pair.any()
                      else None, overhead=overhead, send=send)
 
-    def _send(self, statistic: str, flags: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
+    def _send(self, statistic: str, flags: tuple[np.ndarray, np.ndarray],
+              used: np.ndarray) -> dict[str, float]:
         """``Costs.send`` per kind, before ``_calibrate`` caps it: the typical fixed time
         (duration less operators) of this run's ops of that kind that hand on to another
         device, less that of those that do not, over every device (in a plain pipeline a
         device's forwards all send or none do); at least 0, and 0 where the run has no op on
         one side. ``B`` and ``I`` post the same gradient: a run that has one of them gives
-        both. ``flags``: ``_sends``'s."""
+        both. ``flags``: ``_sends``'s; ``used``: ``_used``'s."""
         s = self.schedule
-        used = _used(s)
         fixed = np.maximum(self.durations - self.operators, 0.0)
         typical = np.mean if statistic == "mean" else np.median
         out = {}
