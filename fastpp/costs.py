@@ -280,7 +280,7 @@ class Costs:
             size = arr.shape[-1] if arr.ndim == (2 if name in PER_KIND else 1) else None
             if size is not None and size not in (p, V):
                 raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
-                                    f"or V={V} (got shape {arr.shape})")
+                                    f"or V={V} (got length {size})")
         b, w, i = (self._arrays[name].reshape(-1) for name in ("b", "w", "i"))
         s = kernels.w_above_b(b, w, i, stage_to_device)
         if s >= 0:

@@ -42,13 +42,13 @@ def test_bad_costs_are_named(kwargs, message):
 def test_costs_must_fit_the_schedule():
     sched = build_schedule("1f1b", 4, 4)
     with pytest.raises(ScheduleError, match=r"costs\.f must be a scalar or an array of length "
-                                            r"p=4 or V=4 \(got shape \(3,\)\)"):
+                                            r"p=4 or V=4 \(got length 3\)"):
         Costs(f=[1, 1, 1], b=2).per_stage(sched)
     with pytest.raises(ScheduleError, match=r"costs\.w must be <= costs\.b where costs\.i is "
                                             r"not given \(got w=3\.0, b=2\.0"):
         Costs(f=1, b=2, w=3).per_stage(sched)
     with pytest.raises(ScheduleError, match=r"costs\.i must be a scalar or an array of length "
-                                            r"p=4 or V=4 \(got shape \(3,\)\)"):
+                                            r"p=4 or V=4 \(got length 3\)"):
         Costs(f=1, b=2, i=[1, 1, 1]).per_stage(sched)
 
 
@@ -204,6 +204,14 @@ def test_bad_sends_are_named(send, message):
         Costs(1.0, 2.0, send=send)
 
 
+@pytest.mark.parametrize("send", [[0.1, 0.2, 0.3], {"F": [0.1, 0.2, 0.3]}])
+def test_a_send_that_fits_no_schedule_is_named_by_its_length(send):
+    # stored one row per kind: the message gives the length written, not (kinds, length)
+    with pytest.raises(ScheduleError, match=r"costs\.send must be a scalar or an array of "
+                                            r"length p=4 or V=8 \(got length 3\)"):
+        simulate(build_schedule("zbv", 4, 8, 2), Costs(1.0, 2.0, send=send))
+
+
 @pytest.mark.parametrize("overhead, message", [
     (-0.1, r"costs\.overhead must be finite and >= 0 \(got -0\.1\)"),
     ({"F": [0.1, np.nan]}, r"costs\.overhead\['F'\] must be finite and >= 0"),
@@ -223,7 +231,7 @@ def test_bad_overheads_are_named(overhead, message):
 def test_overhead_must_fit_the_schedule_and_compares_by_value():
     sched = build_schedule("1f1b", 4, 4)
     with pytest.raises(ScheduleError, match=r"costs\.overhead must be a scalar or an array of "
-                                            r"length p=4 or V=4 \(got shape \(4, 3\)\)"):
+                                            r"length p=4 or V=4 \(got length 3\)"):
         Costs(1.0, 2.0, overhead={"W": [0.1, 0.2, 0.3]}).per_stage(sched)
     a = Costs(1.0, 2.0, overhead=0.1)
     same = Costs(1.0, 2.0, overhead=dict.fromkeys("FBIW", 0.1))
