@@ -17,7 +17,7 @@ import numpy as np
 
 from . import kernels
 from ._jit import jit
-from .compiled import Compiled, evaluate
+from .compiled import PLAN_ROWS, Compiled, evaluate, memory_vectors, point, point_plan
 from .costs import SLOTS
 from .generators.registry import SCHEDULES, build_schedule
 from .ops import OP_FIELDS, new_ops
@@ -72,6 +72,8 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
 
 
 GROUP = 16  # the fewest points of one schedule that share a pass of its compiled form
+# the fewest that share a point plan (simulate_shared): its plan costs about two points' walks
+SHARE = 4
 _COMPILED: dict[tuple, Compiled] = {}  # compiled (sid, p, n, m, G), for the next call
 _COMPILED_LOCK = threading.Lock()  # the sweep's threads share it
 CACHED_OPS = 1_000_000  # ops kept compiled at most (about 120 bytes each)
@@ -114,8 +116,9 @@ def _simulate_group(key, index, values, at, out, peaks, peak_at) -> None:
 
 
 def _simulate_apart(sid, p, n, m, G, values, at, index, new, out, peaks, peak_at) -> None:
-    """Points ``index`` (a new build where ``new``) on the per-point kernel, the builds in
-    batches of at most ``BUDGET`` op slots."""
+    """Points ``index`` (a new build where ``new``) on the per-point kernel, or, ``SHARE`` or
+    more of a build, on its point plan; the builds in batches of at most ``BUDGET`` op
+    slots."""
     keys = [x[index] for x in (sid, p, n, m, G)]
     first = np.flatnonzero(new)
     slot = np.cumsum(new) - 1  # each point's build
@@ -129,8 +132,13 @@ def _simulate_apart(sid, p, n, m, G, values, at, index, new, out, peaks, peak_at
             b1 += 1
         e0, e1 = first[b0], first[b1] if b1 < first.size else index.size
         tables = _build([k[first[b0:b1]] for k in keys])
-        simulate_points(sid, index[e0:e1], slot[e0:e1] - b0, *tables, values, at, out, peaks,
-                        peak_at)
+        points = index[e0:e1], slot[e0:e1] - b0
+        shared = np.repeat(np.diff(np.r_[first[b0:b1], e1]) >= SHARE,
+                           np.diff(np.r_[first[b0:b1], e1]))
+        for kernel, chosen in ((simulate_points, ~shared), (simulate_shared, shared)):
+            if np.any(chosen):
+                kernel(sid, points[0][chosen], points[1][chosen], *tables, values, at, out,
+                       peaks, peak_at)
         b0 = b1
 
 
@@ -213,22 +221,14 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
     for q in range(index.shape[0]):
         i, g = index[q], slot[q]
         schedule = sid[i]
-        P, N, M = built[g, P_], built[g, N_], built[g, M_]
-        W, V = built[g, W_], built[g, V_]
-        at_block = built[g, BLOCK]
-        block = blocks[at_block: at_block + OP_FIELDS * P * W].reshape((OP_FIELDS, P, W))
-        length = lengths[built[g, LENGTH]: built[g, LENGTH] + P]
-        stage_device = stages[built[g, STAGES]: built[g, STAGES] + V]
-        first = firsts[built[g, ROUTES]: built[g, ROUTES] + N]
-        last = lasts[built[g, ROUTES]: built[g, ROUTES] + N]
+        block, length, stage_device, first, last = _row(built, g, blocks, lengths, stages,
+                                                        firsts, lasts)
+        P, N, W = block.shape[1], built[g, N_], block.shape[2]
         out[i, :] = np.nan
-        status, c = point_costs(values, at, i, P, stage_device, M)
+        status, c = point_costs(values, at, i, P, stage_device, built[g, M_])
         if status != OK:
             out[i, STATUS] = status
             continue
-        total = 0
-        for r in range(P):
-            total += length[r]
         start = np.empty((P, W), np.float64)  # (the timeline writes every used slot)
         start.fill(0.0)
         end = np.empty((P, W), np.float64)
@@ -243,7 +243,7 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         busy = np.empty(P, np.float64)
         span = np.empty(P, np.float64)
         makespan, bubble, span_bubble = kernels.reduce(start, end, length, busy, span)
-        peak_max, peak_min, live_max = -np.inf, np.inf, 0
+        peak_max, peak_min, live_max = -np.inf, np.inf, 0.0
         for r in range(P):  # peaks only: no per-op memory arrays
             peak, live, _ = kernels.device_memory(block, length, r, c[kernels.UNIT],
                                                   c[kernels.GAMMA], FORWARD_ONLY[schedule], none,
@@ -252,9 +252,91 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
                 peaks[peak_at[i] + r] = peak
             peak_max = max(peak_max, peak)
             peak_min = min(peak_min, peak)
-            live_max = max(live_max, live)
-        out[i, MAKESPAN], out[i, BUBBLE], out[i, SPAN_BUBBLE] = makespan, bubble, span_bubble
-        out[i, PEAK_MAX], out[i, PEAK_MIN], out[i, LIVE_MAX] = peak_max, peak_min, live_max
-        out[i, NUM_OPS] = total
-        out[i, PARAMETER_UNITS] = 2.0 if PLACEMENT_CODE[schedule] == TWO_DIRECTIONS else 1.0
-        out[i, STATUS] = OK
+            live_max = max(live_max, float(live))
+        _store(out, i, schedule, length, makespan, bubble, span_bubble, peak_max, peak_min,
+               live_max)
+
+
+@jit
+def simulate_shared(sid, index, slot, built, blocks, lengths, stages, firsts, lasts, values,
+                    at, out, peaks, peak_at):
+    """``simulate_points`` for points that share their builds (consecutive): a build's first
+    point that runs gives the order of its ops (``kernels.timeline``, the same under any
+    costs), from which the build's point plan is made once (``fastpp.compiled.point_plan``,
+    with ``memory_vectors``); every point then runs as one pass of it (``compiled.point``),
+    to the same bits, in a tenth of a point's walk or less. The plan costs about two walks."""
+    none = np.empty((0, 0), np.float64)
+    current = -1
+    planned = deadlocks = False
+    plan = np.empty((PLAN_ROWS, 0), np.int32)
+    tables = np.empty(0, np.int64)
+    sums = np.empty((0, 0), np.float64)
+    for q in range(index.shape[0]):
+        i, g = index[q], slot[q]
+        if g != current:
+            current, planned, deadlocks = g, False, False
+        schedule = sid[i]
+        block, length, stage_device, first, last = _row(built, g, blocks, lengths, stages,
+                                                        firsts, lasts)
+        P = block.shape[1]
+        out[i, :] = np.nan
+        status, c = point_costs(values, at, i, P, stage_device, built[g, M_])
+        if status != OK:
+            out[i, STATUS] = status
+            continue
+        if not planned and not deadlocks:
+            order = np.empty(length.sum(), np.int64)
+            start = np.empty(block.shape[1:], np.float64)
+            end = np.empty(block.shape[1:], np.float64)
+            pointer = np.empty(P, np.int64)
+            deadlocks = kernels.timeline(
+                block, length, stage_device, first, last, built[g, N_], c[kernels.TF],
+                c[kernels.TB], c[kernels.TI], c[kernels.TW], c[kernels.TFB], c[kernels.SB],
+                c[kernels.COMM], none, start, end, pointer, order) < 0.0
+            if not deadlocks:
+                frontier, live = memory_vectors(block, length, stage_device.shape[0],
+                                                FORWARD_ONLY[schedule])
+                plan, tables, rows = point_plan(block, length, stage_device, first, last,
+                                                built[g, N_], order, frontier, live)
+                sums = np.empty((rows, P), np.float64)
+                planned = True
+        if deadlocks:  # (the order of the ops decides it, not their costs)
+            out[i, STATUS] = DEADLOCK
+            continue
+        makespan, bubble, span_bubble, _ = point(plan, tables, c, sums)
+        peak_max, peak_min, live_max = -np.inf, np.inf, 0.0
+        for r in range(P):  # (point's rows: busy, span, peak activations, peak live pairs)
+            if peaks.shape[0] > 0:
+                peaks[peak_at[i] + r] = sums[2, r]
+            peak_max = max(peak_max, sums[2, r])
+            peak_min = min(peak_min, sums[2, r])
+            live_max = max(live_max, sums[3, r])
+        _store(out, i, schedule, length, makespan, bubble, span_bubble, peak_max, peak_min,
+               live_max)
+
+
+@jit(internal=True)
+def _row(built, g, blocks, lengths, stages, firsts, lasts):
+    """Built schedule ``g``'s arrays: its op block ``[OP_FIELDS, p, W]``, lengths, stage map
+    and routes' first and last stages."""
+    P, N, W, V = built[g, P_], built[g, N_], built[g, W_], built[g, V_]
+    at_block = built[g, BLOCK]
+    return (blocks[at_block: at_block + OP_FIELDS * P * W].reshape((OP_FIELDS, P, W)),
+            lengths[built[g, LENGTH]: built[g, LENGTH] + P],
+            stages[built[g, STAGES]: built[g, STAGES] + V],
+            firsts[built[g, ROUTES]: built[g, ROUTES] + N],
+            lasts[built[g, ROUTES]: built[g, ROUTES] + N])
+
+
+@jit(internal=True)
+def _store(out, i, schedule, length, makespan, bubble, span_bubble, peak_max, peak_min,
+           live_max):
+    """Point ``i``'s row of ``out``, simulated."""
+    total = 0
+    for r in range(length.shape[0]):
+        total += length[r]
+    out[i, MAKESPAN], out[i, BUBBLE], out[i, SPAN_BUBBLE] = makespan, bubble, span_bubble
+    out[i, PEAK_MAX], out[i, PEAK_MIN], out[i, LIVE_MAX] = peak_max, peak_min, live_max
+    out[i, NUM_OPS] = total
+    out[i, PARAMETER_UNITS] = 2.0 if PLACEMENT_CODE[schedule] == TWO_DIRECTIONS else 1.0
+    out[i, STATUS] = OK

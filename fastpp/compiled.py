@@ -525,10 +525,13 @@ PLAN_ROWS = BY_DEVICE + 1
 assert (F, B, I, W) == (TF, TB, TI, TW)
 
 
-def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
-    """``c``'s arrays as the two blocks ``point`` reads (two arguments for Numba to unbox
-    instead of thirteen), with no slot that ``point`` has to test, and the shape of its
-    ``out``:
+@jit
+def point_plan(ops, length, stage_device, route_first, route_last, n, order, frontier, peak_live):
+    """The two blocks ``point`` reads (two arguments for Numba to unbox instead of thirteen),
+    with no slot that ``point`` has to test, and the rows of its ``out``, for the schedule
+    ``ops, length, stage_device, route_first, route_last, n``, its ops in ``order`` (as
+    ``kernels.timeline`` ran them, ``r * L + k``) and a memory ``frontier`` (``Compiled``'s,
+    or ``memory_vectors``'s) with each device's ``peak_live``:
 
     - ``plan``, C-contiguous int32 ``[6, S]``: the rows ``PREVIOUS ... BY_DEVICE`` of ``S``
       steps, one input each: an op is one step, but an overlapped pair that waits for both a
@@ -545,52 +548,214 @@ def point_plan(c: Compiled) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
       device by device in position order.
     - ``tables``, int64: ``device_first``, ``peak_live``, the number of distinct pairs and
       their stages ``s, s2``, and the ``frontier``, one after the other.
-    - ``out``'s shape, ``[4 + ceil((2S + 2 + 6V + P) / p), p]`` for ``P`` distinct pairs.
+    - ``out``'s rows, ``4 + ceil((2S + 2 + 6V + P) / p)`` for ``P`` distinct pairs (``p``
+      columns).
+
+    One jitted pass: a sweep's build that a few points share pays for it once
+    (``fastpp.batch``).
     """
-    N, V = c.num_ops, c.V
-    pair = c.kind == FB
-    stages, which = np.unique(np.stack((c.stage[pair], c.stage2[pair]), axis=1), axis=0,
-                              return_inverse=True)
-    time = 1 + c.kind * V + c.stage
-    time[pair] = 1 + 6 * V + which.reshape(-1)
-    link = np.where(c.link >= 0, 1 + COMM * V + c.link, 0)
-    has = c.producer >= 0
-    two = has[:, 0] & has[:, 1]
-    last = np.arange(N) + np.cumsum(two)  # each op's step (its second, for two)
-    first = last - two
-    S = N + int(two.sum())
-    ops = np.arange(N)
-    q = np.where(has[:, 0], 0, 1)  # the input of an op's first step: its forward's if any
-    plan = np.zeros((PLAN_ROWS, S), np.int64)
-    plan[PREVIOUS, first] = np.where(c.previous >= 0, last[c.previous], S)
-    plan[INPUT, first] = np.where(has[ops, q], last[c.producer[ops, q]], S)
-    plan[LINK, first] = link[ops, q]
-    plan[TIME, first] = np.where(two, 0, time)
-    plan[DEVICE, first] = c.device
-    second = last[two]
-    plan[PREVIOUS, second] = first[two]
-    plan[INPUT, second] = last[c.producer[two, 1]]
-    plan[LINK, second] = link[two, 1]
-    plan[TIME, second] = time[two]
-    plan[DEVICE, second] = c.device[two]
-    plan[BY_DEVICE, :N] = last[c.device_ops]
-    tables = np.concatenate((c.device_first, c.peak_live, [len(stages)], stages.reshape(-1),
-                             c.frontier))
-    return plan.astype(np.int32), tables, (4 + -(-(2 * S + 2 + 6 * V + len(stages)) // c.p), c.p)
+    p, V, L, N = length.shape[0], stage_device.shape[0], ops.shape[2], order.shape[0]
+    made = np.empty((N, 2), np.int64)  # device-major numbering (dependencies.edges)
+    kernels.producers(ops, length, V, n, route_first, route_last, made)
+    device_first = np.empty(p + 1, np.int64)
+    device_first[0] = 0
+    for r in range(p):
+        device_first[r + 1] = device_first[r] + length[r]
+    op = np.empty(N, np.int64)  # the order's ops, device-major (one division each)
+    rank = np.empty(N, np.int64)  # each device-major op's place in the order
+    for q in range(N):
+        r = order[q] // L
+        op[q] = device_first[r] + order[q] - r * L
+        rank[op[q]] = q
+    owner = np.empty(N, np.int64)  # each device-major op's device
+    for r in range(p):
+        for i in range(device_first[r], device_first[r + 1]):
+            owner[i] = r
+    pair = np.empty((V, V), np.int64)  # the distinct pairs (s, s2), numbered in their order
+    pair.fill(-1)
+    for r in range(p):
+        for k in range(length[r]):
+            if ops[0, r, k] == FB:
+                pair[ops[1, r, k], ops[3, r, k]] = 0
+    P = 0
+    for s in range(V):
+        for s2 in range(V):
+            if pair[s, s2] == 0:
+                pair[s, s2] = P
+                P += 1
+    last = np.empty(N, np.int64)  # each op's step (its second, for two), in the order
+    S = 0
+    for q in range(N):
+        S += 1 if made[op[q], 0] >= 0 and made[op[q], 1] >= 0 else 0
+        last[q] = S
+        S += 1
+    plan = np.empty((PLAN_ROWS, S), np.int32)
+    for q in range(S):
+        plan[BY_DEVICE, q] = 0
+    for q in range(N):
+        i = op[q]
+        r = owner[i]
+        k = i - device_first[r]
+        kind, s = ops[0, r, k], ops[1, r, k]
+        s2 = ops[3, r, k] if kind == FB else s
+        time = 1 + 6 * V + pair[s, s2] if kind == FB else 1 + kind * V + s
+        # a forward input comes over stage s-1's link, a gradient over the backward's own
+        link0, link1 = 0, 0
+        u0, u1 = made[i, 0], made[i, 1]
+        if u0 >= 0 and owner[u0] != r:
+            link0 = 1 + COMM * V + s - 1
+        if u1 >= 0 and owner[u1] != r:
+            link1 = 1 + COMM * V + s2
+        two = u0 >= 0 and u1 >= 0
+        first = last[q] - 1 if two else last[q]
+        plan[PREVIOUS, first] = last[rank[i - 1]] if k > 0 else S
+        plan[INPUT, first] = last[rank[u0]] if u0 >= 0 else (last[rank[u1]] if u1 >= 0 else S)
+        plan[LINK, first] = link0 if u0 >= 0 else link1
+        plan[TIME, first] = 0 if two else time
+        plan[DEVICE, first] = r
+        if two:
+            plan[PREVIOUS, last[q]] = first
+            plan[INPUT, last[q]] = last[rank[u1]]
+            plan[LINK, last[q]] = link1
+            plan[TIME, last[q]] = time
+            plan[DEVICE, last[q]] = r
+        plan[BY_DEVICE, i] = last[q]
+    tables = np.empty(2 * p + 2 + 2 * P + frontier.shape[0], np.int64)
+    for r in range(p + 1):
+        tables[r] = device_first[r]
+    for r in range(p):
+        tables[p + 1 + r] = peak_live[r]
+    tables[2 * p + 1] = P
+    for s in range(V):
+        for s2 in range(V):
+            if pair[s, s2] >= 0:
+                tables[2 * p + 2 + 2 * pair[s, s2]] = s
+                tables[2 * p + 3 + 2 * pair[s, s2]] = s2
+    for x in range(frontier.shape[0]):
+        tables[2 * p + 2 + 2 * P + x] = frontier[x]
+    return plan, tables, 4 + -(-(2 * S + 2 + 6 * V + P) // p)
+
+
+RECENT = 8  # kept vectors a new one is checked against (memory_vectors)
+
+
+@jit
+def memory_vectors(ops, length, V, forward_only) -> tuple[np.ndarray, np.ndarray]:
+    """A memory frontier in ``Compiled.frontier``'s layout, and each device's peak live pairs,
+    from one walk of ``kernels.device_memory``'s counts: a device's vectors just after each
+    forward starts, but one that a vector among the ``RECENT`` kept last covers (and the last
+    one dropped when the new one covers it). They include every vector of the least frontier,
+    so ``point`` reads the same peaks from them, to the bit; at about one walk, where checking
+    each vector against every kept one costs about five (``fastpp.batch`` makes one for each
+    schedule that a few sweep points share)."""
+    p = length.shape[0]
+    most = 1
+    for r in range(p):
+        most = max(most, length[r])
+    stages = np.empty(2 * most, np.int64)
+    peak_live = np.empty(p, np.int64)
+    vectors = np.empty(p, np.int64)
+    starts = np.empty((4 * p + 1, 1), np.int64)  # each kept vector's first term
+    terms = np.empty((4 * p, 3), np.int64)  # (2-D, to grow with _grown)
+    Q = 0
+    T = 0
+    for r in range(p):
+        K = kernels.device_stages(ops, length, r, stages)
+        found = -1
+        while found < 0:  # (an array grown inside the walk would slow every step of it 4x)
+            found, T_, vectors[r], peak_live[r] = _device_vectors(ops, length, r, stages, K,
+                                                                  forward_only, starts, terms,
+                                                                  Q, T)
+            if found < 0:
+                starts, terms = _grown(starts), _grown(terms)
+        Q, T = found, T_
+    starts[Q, 0] = T
+    head = p + 2 + Q
+    frontier = np.empty(head + 3 * T, np.int64)
+    frontier[0] = p + 1
+    for r in range(p):
+        frontier[r + 1] = frontier[r] + vectors[r]
+    for h in range(Q + 1):
+        frontier[p + 1 + h] = head + 3 * starts[h, 0]
+    for x in range(T):
+        for y in range(3):
+            frontier[head + 3 * x + y] = terms[x, y]
+    return frontier, peak_live
+
+
+@jit(internal=True)
+def _device_vectors(ops, length, r, stages, K, forward_only, starts, terms, Q, T):
+    """``memory_vectors``'s walk of device ``r`` (its ``K`` stages ``stages``): its kept
+    vectors' first terms into ``starts`` from row ``Q``, their terms into ``terms`` from row
+    ``T``; returns ``(Q, T)`` after them, the device's vectors and its peak live pairs, or
+    ``Q = -1`` when the rows ran out."""
+    count = np.empty(2 * K, np.int64)  # held, then split, by the device's stages
+    count.fill(0)
+    recent = np.empty((RECENT, 2 * K), np.int64)  # kept vector v at row v % RECENT
+    kept = 0
+    live = live_peak = 0
+    for k in range(length[r]):
+        kind = ops[0, r, k]
+        a = 0  # the op's stage's place among the device's
+        while stages[a] != ops[1, r, k]:
+            a += 1
+        if kind == F or kind == FB:
+            count[a] += 1
+            live += 1
+            live_peak = max(live_peak, live)
+            covered = False
+            for v in range(kept - 1, max(0, kept - RECENT) - 1, -1):  # the last kept first
+                if not covered:
+                    covered = True
+                    for x in range(2 * K):
+                        covered = covered and recent[v % RECENT, x] >= count[x]
+            if not covered:
+                covers = kept > 0
+                for x in range(2 * K):
+                    covers = covers and count[x] >= recent[(kept - 1) % RECENT, x]
+                if covers:  # in the place of the one kept last
+                    Q -= 1
+                    T = starts[Q, 0]
+                else:
+                    kept += 1
+                if Q + 1 >= starts.shape[0] or T + K > terms.shape[0]:
+                    return -1, T, kept, live_peak
+                starts[Q, 0] = T
+                for x in range(K):
+                    if count[x] != 0 or count[K + x] != 0:  # a zero term adds exactly 0
+                        terms[T, 0], terms[T, 1], terms[T, 2] = stages[x], count[x], count[K + x]
+                        T += 1
+                for x in range(2 * K):
+                    recent[(kept - 1) % RECENT, x] = count[x]
+                Q += 1
+        if kind == FB:
+            a = 0
+            while stages[a] != ops[3, r, k]:
+                a += 1
+        if kind == FB or kind == B or (kind == F and forward_only):
+            count[a] -= 1
+            live -= 1
+        elif kind == I:
+            count[a] -= 1
+            count[K + a] += 1
+        elif kind == W:
+            count[K + a] -= 1
+            live -= 1
+    return Q, T, kept, live_peak
 
 
 @jit
 def point(plan, tables, rows, out):
     """``simulate``'s numbers for one cost vector, from a ``point_plan``'s ``plan, tables``.
 
-    ``rows[9, V]`` are the stage costs (``kernels.TF ... SB``). Fills ``out`` (of the shape
-    ``point_plan`` gives): rows 0-3 per device its busy time, span, peak activations and peak
-    live pairs, then from flat slot ``4p`` on every step's start and after them its end, in
-    the compiled order, and a 0 (the end ``plan``'s missing inputs read), then the cost vector
-    (``point_plan``); one array a call (an allocation in the kernel costs more), and its
-    first rows the sums without a slice or reshape in Python. Returns ``(makespan,
-    bubble_ratio, span_bubble_ratio, latency)`` as Python floats (``latency``: the hand-offs
-    summed, as ``kernels.timeline`` returns it).
+    ``rows[9, V]`` are the stage costs (``kernels.TF ... SB``). Fills ``out`` (``p`` columns,
+    as many rows as ``point_plan`` returns): rows 0-3 per device its busy time, span, peak
+    activations and peak live pairs, then from flat slot ``4p`` on every step's start and
+    after them its end, in the compiled order, and a 0 (the end ``plan``'s missing inputs
+    read), then the cost vector (``point_plan``); one array a call (an allocation in the
+    kernel costs more), and its first rows the sums without a slice or reshape in Python.
+    Returns ``(makespan, bubble_ratio, span_bubble_ratio, latency)`` as Python floats
+    (``latency``: the hand-offs summed, as ``kernels.timeline`` returns it).
     The steps run in ``kernels.timeline``'s order, with its float operations, and each
     device's sums run in position order, those of ``kernels.reduce``; the peaks come from the
     frontier (as in ``frontier_peaks``), the sums of ``kernels.device_memory``: equal to them

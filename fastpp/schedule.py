@@ -524,6 +524,9 @@ class Built:
                 *self.arrays[:3], n=a["n"], m=a["m"], name=a["name"], route_first=self.arrays[3],
                 route_last=self.arrays[4], forward_only=a["forward_only"]))
             self.device_first = compiled.device_first
-            plan, self.tables, self.out_shape = point_plan(compiled)
+            order = compiled.device * self.shape[1] + compiled.position  # as r * L + k
+            plan, self.tables, rows = point_plan(*self.arrays, a["n"], order, compiled.frontier,
+                                                 compiled.peak_live)
+            self.out_shape = (int(rows), a["p"])
             self.plan = plan  # last: another thread reads a plan that is set as complete
         return self.plan, self.tables

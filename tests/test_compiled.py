@@ -13,7 +13,7 @@ from reference import assert_agrees, simulate_reference
 
 import fastpp
 from fastpp import Costs, Schedule, ScheduleError, batch, build_schedule, engine, kernels, simulate
-from fastpp.compiled import evaluate, op_durations, timeline_batch
+from fastpp.compiled import evaluate, frontier_peaks, memory_vectors, op_durations, timeline_batch
 
 
 def assert_column_equals(batch, compiled, b, result):
@@ -148,7 +148,8 @@ def test_evaluate_needs_a_column():
 @pytest.mark.parametrize("workers", [1, 2])
 def test_engine_groups_give_the_per_point_kernels_numbers(monkeypatch, rng, workers):
     """Points sharing a schedule go through its compiled form (``batch.GROUP`` or more of
-    them) or the per-point kernel: the same rows, statuses and peaks, bit for bit."""
+    them), its point plan (``batch.SHARE`` or more) or the per-point kernel: the same rows,
+    statuses and peaks, bit for bit."""
     names = ["1f1b", "interleaved-1f1b", "zbv", "dualpipe", "zb-h1", "gpipe"]
     chunks = {"zbv": 2, "interleaved-1f1b": 2}
     points = [(name, p, n, chunks.get(name, 1)) for name in names for p in (2, 3)
@@ -163,14 +164,18 @@ def test_engine_groups_give_the_per_point_kernels_numbers(monkeypatch, rng, work
              "w": rng.uniform(0.0, 1.0, count), "comm": rng.uniform(0.0, 0.3, count),
              "act": rng.uniform(0.5, 2.0, count), "gamma": rng.uniform(0.0, 1.0, count)}
     costs["w"][::7] = 5.0  # w > b: a status, not a number
+    costs["act"][::5] = 0.0
     got = {}
-    for group in (1, 10**9):
+    for group, share in ((1, 2), (10**9, 2), (10**9, 10**9)):
         monkeypatch.setattr(batch, "GROUP", group)
-        got[group] = engine.run(sid, p, n, m, p.copy(), costs, workers=workers, peaks=True)
-    grouped, apart = got[1], got[10**9]
-    np.testing.assert_array_equal(grouped.out, apart.out)
-    np.testing.assert_array_equal(grouped.status, apart.status)
-    np.testing.assert_array_equal(grouped.peaks, apart.peaks)
+        monkeypatch.setattr(batch, "SHARE", share)
+        got[group, share] = engine.run(sid, p, n, m, p.copy(), costs, workers=workers,
+                                       peaks=True)
+    apart = got[10**9, 10**9]
+    for other in (got[1, 2], got[10**9, 2]):
+        np.testing.assert_array_equal(other.out, apart.out)
+        np.testing.assert_array_equal(other.status, apart.status)
+        np.testing.assert_array_equal(other.peaks, apart.peaks)
     assert np.sum(apart.status == batch.W_ABOVE_B) > 0 and np.sum(apart.status == batch.OK) > 0
 
 
@@ -232,3 +237,37 @@ def test_stacked_rows_of_the_wrong_shape_are_refused():
         with pytest.raises(ScheduleError, match=r"stage_costs must be StageCosts of this "
                                                 r"schedule or float64 rows of shape \(9, V=2, B\)"):
             evaluate(compiled, bad)
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(1, 4), n=st.integers(1, 6),
+       m=st.integers(1, 3), kind=st.sampled_from(["plain", "split", "pairs", "vshape"]))
+def test_memory_vectors_read_the_walks_peaks(seed, p, n, m, kind):
+    """``memory_vectors`` (one walk; vectors that a recent one covers left out) keeps every
+    vector that can be a peak: the peaks read from it equal ``kernels.peaks``'s walk and the
+    least frontier's, bit for bit, on random schedules (interleaved, V-shaped, split
+    backwards, overlapped pairs) with random activations, zeros among them."""
+    rng = np.random.default_rng(seed)
+    vshape = kind == "vshape"
+    m = 2 if vshape else m
+    rows, device = random_legal_rows(rng, p, n, m, vshape=vshape, split=kind == "split",
+                                     pairs=kind == "pairs")
+    sched = Schedule.from_tokens(rows, device, n=n, m=m)
+    compiled = sched.compiled()
+    frontier, live = memory_vectors(sched.ops, sched.length, sched.V, sched.forward_only)
+    np.testing.assert_array_equal(live, compiled.peak_live)
+    unit = rng.uniform(0.0, 3.0, (sched.V, 4)) * (rng.random((sched.V, 4)) < 0.8)
+    gamma = rng.uniform(0.0, 1.0, (sched.V, 4))
+    for b in range(4):
+        walk, pairs = np.empty(p), np.empty(p, np.int64)
+        kernels.peaks(sched.ops, sched.length, unit[:, b].copy(), gamma[:, b].copy(),
+                      sched.forward_only, walk, pairs)
+        for read in (frontier, compiled.frontier):
+            got = np.empty((p, 4))
+            frontier_peaks(read, unit, gamma, got)
+            np.testing.assert_array_equal(got[:, b], walk)
+    # at most one vector a forward; on 1F1B one a device
+    forwards = np.count_nonzero(np.isin(sched.kind, [fastpp.Op.F, fastpp.Op.FB]))
+    assert frontier[p] - frontier[0] <= forwards
+    one = build_schedule("1f1b", 4, 16)
+    assert memory_vectors(one.ops, one.length, one.V, False)[0][4] - 5 == 4

@@ -109,7 +109,8 @@ def build_small(names, run: bool = False) -> None:
         schedule = build_schedule(name, 4, 8, SCHEDULES[name].default_m)
         if run:
             # its own arrays: simulate then runs the per-op kernels the sweep kernel calls,
-            # not a built schedule's compiled point plan, which a sweep never runs (2 s of
-            # compiling that a cold main job would wait for)
+            # not a built schedule's compiled point plan, which only runs of
+            # fastpp.batch.SHARE points of one build take (the main job's builds have 3; 2 s
+            # of compiling that a cold main job would wait for)
             schedule._unshare()
             simulate(schedule, Costs(1.0, 2.0, w=1.0))
