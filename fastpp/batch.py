@@ -6,20 +6,19 @@ one value, one per device or one per stage, read from a flat table ``values`` at
 = (offset, count)``. ``build_and_simulate`` builds each run of consecutive points that share
 a schedule once, with the registry's own generator (so the kernel links no generator: it
 compiles in a fraction of the time, and a schedule is added in the registry alone), and hands
-the built schedules to the kernel ``simulate_points``. Kernels release the GIL, so
+the built schedules to the kernels: ``simulate_points`` runs a point's timeline and memory walk,
+``simulate_shared`` a build's point plan, made once for its points. Kernels release the GIL, so
 ``fastpp.sweep`` runs slices of points on several threads at once; every point is computed on
 its own, so results do not depend on the thread count or the slicing.
 """
-
-import threading
 
 import numpy as np
 
 from . import kernels
 from ._jit import jit
-from .compiled import PLAN_ROWS, Compiled, evaluate, memory_vectors, point, point_plan
+from .compiled import PLAN_ROWS, memory_vectors, point, point_plan
 from .costs import SLOTS
-from .generators.registry import SCHEDULES, build_schedule
+from .generators.registry import SCHEDULES
 from .ops import OP_FIELDS, new_ops
 from .placement import TWO_DIRECTIONS, routes, stage_map
 
@@ -46,10 +45,10 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
     to ``peaks[peak_at[i] + r]``.
 
     Consecutive points with the same ``(schedule, p, n, m, G)`` share one build (callers order
-    points that way). A run of at least ``GROUP`` of them goes through the schedule's compiled
-    form, all its cost vectors in one pass (``fastpp.compiled``); the other builds go to the
-    kernel in batches of at most ``BUDGET`` op slots, so memory stays bounded whatever the
-    points.
+    points that way). A run of ``SHARE`` or more of them goes to ``simulate_shared`` (the
+    build's point plan, made once), the others to ``simulate_points`` (each point's own
+    timeline and memory walk); the builds go in batches of at most ``BUDGET`` op slots, so
+    memory stays bounded whatever the points.
     """
     index = np.ascontiguousarray(index, np.int64)
     if index.size == 0:
@@ -60,68 +59,9 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
     for key in keys:
         new[1:] |= key[1:] != key[:-1]
     first = np.flatnonzero(new)  # where each build's run of points starts
-    size = np.diff(np.r_[first, index.size])
-    for a, z in zip(first[size >= GROUP].tolist(), (first + size)[size >= GROUP].tolist(),
-                    strict=True):
-        _simulate_group(tuple(int(k[a]) for k in keys), index[a:z], values, at, out, peaks,
-                        peak_at)
-    rest = np.repeat(size < GROUP, size)
-    if np.any(rest):
-        _simulate_apart(sid, p, n, m, G, values, at, index[rest], new[rest], out, peaks,
-                        peak_at)
-
-
-GROUP = 16  # the fewest points of one schedule that share a pass of its compiled form
-# the fewest that share a point plan (simulate_shared): its plan costs about two points' walks
-SHARE = 4
-_COMPILED: dict[tuple, Compiled] = {}  # compiled (sid, p, n, m, G), for the next call
-_COMPILED_LOCK = threading.Lock()  # the sweep's threads share it
-CACHED_OPS = 1_000_000  # ops kept compiled at most (about 120 bytes each)
-
-
-def _simulate_group(key, index, values, at, out, peaks, peak_at) -> None:
-    """Points ``index``, all of schedule ``key``, in one pass of its compiled form."""
-    found = _COMPILED.get(key)
-    if found is None:
-        s, P, N, M, G = key
-        spec = SPECS[s]
-        options = {"G": G} if "G" in spec.options else {}
-        found = build_schedule(spec.name, P, N, M, **options).compiled()
-        with _COMPILED_LOCK:
-            if sum(c.num_ops for c in _COMPILED.values()) + found.num_ops > CACHED_OPS:
-                _COMPILED.clear()
-            _COMPILED[key] = found
-    P, M = key[1], key[3]
-    stage_device = stage_map(SPECS[key[0]].placement_code, P, M)
-    rows = np.empty((9, found.V, index.size))
-    status = np.empty(index.size, np.int64)
-    group_costs(index, values, at, P, stage_device, M, rows, status)
-    ok = status == OK
-    out[index] = np.nan
-    out[index, STATUS] = status
-    if not np.any(ok):
-        return
-    index = index[ok]
-    got = evaluate(found, np.ascontiguousarray(rows[:, :, ok]), times=False)
-    out[index, MAKESPAN], out[index, BUBBLE] = got.makespan, got.bubble_ratio
-    out[index, SPAN_BUBBLE] = got.span_bubble_ratio
-    out[index, PEAK_MAX] = got.peak_activations.max(axis=0)
-    out[index, PEAK_MIN] = got.peak_activations.min(axis=0)
-    out[index, LIVE_MAX] = got.peak_live.max()
-    out[index, NUM_OPS] = found.num_ops
-    out[index, PARAMETER_UNITS] = 2.0 if PLACEMENT_CODE[key[0]] == TWO_DIRECTIONS else 1.0
-    out[index, STATUS] = OK
-    if peaks.shape[0] > 0:
-        peaks[peak_at[index][:, None] + np.arange(P)] = got.peak_activations.T
-
-
-def _simulate_apart(sid, p, n, m, G, values, at, index, new, out, peaks, peak_at) -> None:
-    """Points ``index`` (a new build where ``new``) on the per-point kernel, or, ``SHARE`` or
-    more of a build, on its point plan; the builds in batches of at most ``BUDGET`` op
-    slots."""
-    keys = [x[index] for x in (sid, p, n, m, G)]
-    first = np.flatnonzero(new)
     slot = np.cumsum(new) - 1  # each point's build
+    size = np.diff(np.r_[first, index.size])
+    shared = np.repeat(size >= SHARE, size)
     work = (keys[1] * keys[2] * keys[3])[first] * 3
     b0 = 0
     while b0 < first.size:
@@ -132,14 +72,19 @@ def _simulate_apart(sid, p, n, m, G, values, at, index, new, out, peaks, peak_at
             b1 += 1
         e0, e1 = first[b0], first[b1] if b1 < first.size else index.size
         tables = _build([k[first[b0:b1]] for k in keys])
-        points = index[e0:e1], slot[e0:e1] - b0
-        shared = np.repeat(np.diff(np.r_[first[b0:b1], e1]) >= SHARE,
-                           np.diff(np.r_[first[b0:b1], e1]))
-        for kernel, chosen in ((simulate_points, ~shared), (simulate_shared, shared)):
+        for kernel, chosen in ((simulate_points, ~shared[e0:e1]),
+                               (simulate_shared, shared[e0:e1])):
             if np.any(chosen):
-                kernel(sid, points[0][chosen], points[1][chosen], *tables, values, at, out,
-                       peaks, peak_at)
+                kernel(sid, index[e0:e1][chosen], slot[e0:e1][chosen] - b0, *tables, values,
+                       at, out, peaks, peak_at)
         b0 = b1
+
+
+# the fewest points of one build that share its point plan (simulate_shared): the plan costs
+# about two points' walks; at 3 points, the largest builds of plan's default job measured no
+# faster. From 4 up to 2,048 points a build, and on warm caches, it measured faster than the
+# compiled batch pass (fastpp.compiled.evaluate) on the engine's path (docs/performance.md)
+SHARE = 4
 
 
 def _build(keys):
@@ -196,16 +141,6 @@ def point_costs(values, at, i, P, stage_device, M):
                          _field(values, at, i, 3), stage_device) >= 0:
         return W_ABOVE_B, c
     return OK, c
-
-
-@jit
-def group_costs(index, values, at, P, stage_device, M, rows, status):
-    """``point_costs`` of the points ``index``, all of one schedule: point ``index[q]``'s
-    status at ``status[q]``, its rows at ``rows[:, :, q]``."""
-    for q in range(index.shape[0]):
-        status[q], c = point_costs(values, at, index[q], P, stage_device, M)
-        if status[q] == OK:
-            rows[:, :, q] = c
 
 
 @jit

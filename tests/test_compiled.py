@@ -146,10 +146,10 @@ def test_evaluate_needs_a_column():
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_engine_groups_give_the_per_point_kernels_numbers(monkeypatch, rng, workers):
-    """Points sharing a schedule go through its compiled form (``batch.GROUP`` or more of
-    them), its point plan (``batch.SHARE`` or more) or the per-point kernel: the same rows,
-    statuses and peaks, bit for bit."""
+def test_engine_point_plans_give_the_per_point_kernels_numbers(monkeypatch, rng, workers):
+    """Points sharing a build go through its point plan (``batch.SHARE`` or more of them) or
+    the per-point kernel: the same rows, statuses and peaks, bit for bit, and the compiled
+    batch pass's (``evaluate``) numbers."""
     names = ["1f1b", "interleaved-1f1b", "zbv", "dualpipe", "zb-h1", "gpipe"]
     chunks = {"zbv": 2, "interleaved-1f1b": 2}
     points = [(name, p, n, chunks.get(name, 1)) for name in names for p in (2, 3)
@@ -166,17 +166,23 @@ def test_engine_groups_give_the_per_point_kernels_numbers(monkeypatch, rng, work
     costs["w"][::7] = 5.0  # w > b: a status, not a number
     costs["act"][::5] = 0.0
     got = {}
-    for group, share in ((1, 2), (10**9, 2), (10**9, 10**9)):
-        monkeypatch.setattr(batch, "GROUP", group)
+    for share in (2, 10**9):
         monkeypatch.setattr(batch, "SHARE", share)
-        got[group, share] = engine.run(sid, p, n, m, p.copy(), costs, workers=workers,
-                                       peaks=True)
-    apart = got[10**9, 10**9]
-    for other in (got[1, 2], got[10**9, 2]):
-        np.testing.assert_array_equal(other.out, apart.out)
-        np.testing.assert_array_equal(other.status, apart.status)
-        np.testing.assert_array_equal(other.peaks, apart.peaks)
-    assert np.sum(apart.status == batch.W_ABOVE_B) > 0 and np.sum(apart.status == batch.OK) > 0
+        got[share] = engine.run(sid, p, n, m, p.copy(), costs, workers=workers, peaks=True)
+    planned, apart = got[2], got[10**9]
+    np.testing.assert_array_equal(planned.out, apart.out)
+    np.testing.assert_array_equal(planned.status, apart.status)
+    np.testing.assert_array_equal(planned.peaks, apart.peaks)
+    ok = apart.status == batch.OK
+    assert np.sum(apart.status == batch.W_ABOVE_B) > 0 and np.sum(ok) > 0
+    for i in np.flatnonzero(ok & (costs["act"] > 0))[::5]:  # (Costs asks act > 0)
+        name, P, N, M = points[i]
+        schedule = build_schedule(name, P, N, M)
+        one = Costs(**{k: float(v[i]) for k, v in costs.items()})
+        column = evaluate(schedule.compiled(), [one.per_stage(schedule)], times=False)
+        assert apart.out[i, batch.MAKESPAN] == column.makespan[0]
+        np.testing.assert_array_equal(apart.peaks[apart.peak_at[i]:apart.peak_at[i] + P],
+                                      column.peak_activations[:, 0])
 
 
 @settings(max_examples=80, deadline=None)
