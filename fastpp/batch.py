@@ -4,7 +4,7 @@ One point is ``(schedule id, p, n, m, G)`` and its costs: the kernel's cost inpu
 (``costs.SLOTS``: ``fastpp.Costs``'s fields, ``overhead`` and ``send`` once per op kind), each
 one value, one per device or one per stage, read from a flat table ``values`` at ``at[i, slot]
 = (offset, count)``. ``build_and_simulate`` builds each run of consecutive points that share
-a schedule once, with the registry's own generator (so the kernel links no generator: it
+a schedule once, with the registry's ``generate`` (so the kernel links no generator: it
 compiles in a fraction of the time, and a schedule is added in the registry alone), and hands
 the built schedules to the kernels: ``simulate_points`` runs a point's timeline and memory walk,
 ``simulate_shared`` a build's point plan, made once for its points. Kernels release the GIL, so
@@ -18,9 +18,9 @@ from . import kernels
 from ._jit import jit
 from .compiled import PLAN_ROWS, memory_vectors, point, point_plan
 from .costs import SLOTS
-from .generators.registry import SCHEDULES
-from .ops import OP_FIELDS, new_ops
-from .placement import TWO_DIRECTIONS, routes, stage_map
+from .generators.registry import SCHEDULES, generate
+from .ops import OP_FIELDS
+from .placement import TWO_DIRECTIONS
 
 # what a point gives, in the order of simulate_points's output row
 COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_max",
@@ -94,14 +94,9 @@ def _build(keys):
     blocks, lengths, stages, firsts, lasts = [], [], [], [], []
     offsets = np.zeros(4, np.int64)
     for g, (s, P, N, M, G) in enumerate(zip(*(k.tolist() for k in keys), strict=True)):
-        spec = SPECS[s]
-        ops = new_ops(P, N, M)
-        length = np.zeros(P, np.int32)
-        spec.generator(ops, length, P, N, M, G)
-        W = max(1, int(length.max()))
-        block = np.ascontiguousarray(ops[:, :, :W]).reshape(-1)
-        stage_device = stage_map(spec.placement_code, P, M)
-        first, last = routes(spec.placement_code, P, N, M)
+        ops, length, stage_device, first, last = generate(SPECS[s], P, N, M, G)
+        W = ops.shape[2]
+        block = ops.reshape(-1)
         rows[g] = (P, N, M, W, len(stage_device), *offsets)
         for part, store in ((block, blocks), (length, lengths), (stage_device, stages)):
             store.append(part)

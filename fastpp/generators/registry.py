@@ -365,7 +365,7 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     if built is None:
         spec.check(p, n, m, G)  # a key in _BUILT passed it
         # valid by construction (tests/test_generators.py re-checks every generator over a grid)
-        built = Built(_generate(spec, p, n, m, G), n=n, m=m, name=spec.name,
+        built = Built(generate(spec, p, n, m, G), n=n, m=m, name=spec.name,
                       forward_only=spec.forward_only)
         with _BUILT_LOCK:
             if sum(b.slots for b in _BUILT.values()) + built.slots > OP_FIELDS * BUILT_OPS:
@@ -375,7 +375,7 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
     return Schedule._shared(built)
 
 
-def _generate(spec: ScheduleSpec, p: int, n: int, m: int, G: int) -> tuple:
+def generate(spec: ScheduleSpec, p: int, n: int, m: int, G: int) -> tuple:
     """The arrays of a schedule, from its generator: ops, length, stage map, routes."""
     ops = new_ops(p, n, m)
     length = np.zeros(p, np.int32)
