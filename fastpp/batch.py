@@ -82,8 +82,9 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
 
 # the fewest points of one build that share its point plan (simulate_shared): the plan costs
 # about two points' walks; at 3 points, the largest builds of plan's default job measured no
-# faster. From 4 up to 2,048 points a build, and on warm caches, it measured faster than the
-# compiled batch pass (fastpp.compiled.evaluate) on the engine's path (docs/performance.md)
+# faster. From 16 to 2,048 points a build it measured as fast as the compiled batch pass
+# (fastpp.compiled.evaluate) with the compiled form cached, and faster with the form made in
+# the call, so the engine has no other path (docs/performance.md)
 SHARE = 4
 
 

@@ -150,7 +150,7 @@ def test_engine_point_plans_give_the_per_point_kernels_numbers(monkeypatch, rng,
     """Points sharing a build go through its point plan (``batch.SHARE`` or more of them) or
     the per-point kernel: the same rows, statuses and peaks, bit for bit, and the compiled
     batch pass's (``evaluate``) numbers."""
-    names = ["1f1b", "interleaved-1f1b", "zbv", "dualpipe", "zb-h1", "gpipe"]
+    names = ["1f1b", "interleaved-1f1b", "zbv", "dualpipe", "zb-h1", "gpipe", "forward-only"]
     chunks = {"zbv": 2, "interleaved-1f1b": 2}
     points = [(name, p, n, chunks.get(name, 1)) for name in names for p in (2, 3)
               for n in (4, 6) if not fastpp.SCHEDULES[name].reasons(p, n, chunks.get(name, 1),
