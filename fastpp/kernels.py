@@ -18,6 +18,7 @@ from ._jit import jit
 from .ops import FB, B, F, I, W
 
 TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA, SB = range(9)  # the rows of stage_costs
+U, ONE = np.uint64, np.uint64(1)  # unsigned indices (timeline)
 
 
 @jit(internal=True)
@@ -122,39 +123,42 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
     latency = 0.0
     per_op = duration.shape[0] > 0
     keep = order.shape[0] > 0
-    L = ops.shape[2]
+    L = U(ops.shape[2])
     done = 0
+    # every index unsigned (U): Numba wraps a signed index around, a compare and a select at
+    # each of the loop's twenty accesses (1.3-1.6x the time an op); uint64 meeting int64 in
+    # arithmetic gives a float, so no index meets a signed integer
     while top > 0:
         top -= 1
-        r = work[top]
-        while pointer[r] < length[r]:
-            k = pointer[r]
+        r = U(work[top])
+        k = U(pointer[r])
+        while k < U(length[r]):
             kind = ops[0, r, k]
-            s = ops[1, r, k]
-            j = ops[2, r, k]
+            s = U(ops[1, r, k])
+            j = U(ops[2, r, k])
             s2 = s
             j2 = j
             if kind == FB:
-                s2 = ops[3, r, k]
-                j2 = ops[4, r, k]
+                s2 = U(ops[3, r, k])
+                j2 = U(ops[4, r, k])
             t = free[r]
             forward_latency = 0.0  # added once the op runs (it may wait for its other input)
             gradient_latency = 0.0
             if kind == F or kind == FB:
-                if s > route_first[j]:
-                    ready = f_ready[s - 1, j]
+                if s > U(route_first[j]):
+                    ready = f_ready[s - ONE, j]
                     if np.isnan(ready):
                         break
-                    if stage_device[s - 1] != r:
-                        ready += comm[s - 1]
-                        forward_latency = comm[s - 1]
+                    if U(stage_device[s - ONE]) != r:
+                        ready += comm[s - ONE]
+                        forward_latency = comm[s - ONE]
                     t = max(t, ready)
             if kind == B or kind == I or kind == FB:
-                if s2 < route_last[j2]:
-                    ready = g_ready[s2 + 1, j2]
+                if s2 < U(route_last[j2]):
+                    ready = g_ready[s2 + ONE, j2]
                     if np.isnan(ready):
                         break
-                    if stage_device[s2 + 1] != r:
+                    if U(stage_device[s2 + ONE]) != r:
                         ready += comm[s2]
                         gradient_latency = comm[s2]
                 else:
@@ -187,22 +191,23 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
             # one hand-off at a time, as fastpp.compiled's passes add them
             latency += forward_latency
             latency += gradient_latency
-            pointer[r] = k + 1
             remaining -= 1
             if keep:
                 order[done] = r * L + k
                 done += 1
+            k += ONE
             # wake the devices that may wait for this op's outputs
             if kind == F or kind == FB:
                 f_ready[s, j] = finish
-                if s < route_last[j] and stage_device[s + 1] != r:
-                    work[top] = stage_device[s + 1]
+                if s < U(route_last[j]) and U(stage_device[s + ONE]) != r:
+                    work[top] = stage_device[s + ONE]
                     top += 1
             if kind == B or kind == I or kind == FB:
                 g_ready[s2, j2] = finish
-                if s2 > route_first[j2] and stage_device[s2 - 1] != r:
-                    work[top] = stage_device[s2 - 1]
+                if s2 > U(route_first[j2]) and U(stage_device[s2 - ONE]) != r:
+                    work[top] = stage_device[s2 - ONE]
                     top += 1
+        pointer[r] = k
     if remaining > 0:
         return -1.0
     return latency
