@@ -79,7 +79,7 @@ from . import kernels
 from ._jit import jit
 from .checks import ScheduleError
 from .dependencies import deadlock_error
-from .kernels import COMM, GAMMA, SB, TB, TF, TFB, TI, TW, UNIT
+from .kernels import COMM, GAMMA, SB, TB, TF, TFB, TI, TW, UNIT, U
 from .ops import FB, B, F, I, W
 
 _NONE = np.zeros((0, 0))
@@ -554,20 +554,22 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, order, fro
     One jitted pass: a sweep's build that a few points share pays for it once
     (``fastpp.batch``).
     """
-    p, V, L, N = length.shape[0], stage_device.shape[0], ops.shape[2], order.shape[0]
+    p, V, L, N = length.shape[0], stage_device.shape[0], U(ops.shape[2]), order.shape[0]
     made = np.empty((N, 2), np.int64)  # device-major numbering (dependencies.edges)
     kernels.producers(ops, length, V, n, route_first, route_last, made)
     device_first = np.empty(p + 1, np.int64)
     device_first[0] = 0
     for r in range(p):
         device_first[r + 1] = device_first[r] + length[r]
-    op = np.empty(N, np.int64)  # the order's ops, device-major (one division each)
-    rank = np.empty(N, np.int64)  # each device-major op's place in the order
-    for q in range(N):
-        r = order[q] // L
-        op[q] = device_first[r] + order[q] - r * L
+    # every index unsigned (U) in the passes over the ops, as in point (1.2-1.4x); the
+    # producers stay signed (-1: none) until tested
+    op = np.empty(N, np.uint64)  # the order's ops, device-major (one division each)
+    rank = np.empty(N, np.uint64)  # each device-major op's place in the order
+    for q in range(U(N)):
+        r = U(order[q]) // L
+        op[q] = U(device_first[r]) + U(order[q]) - r * L
         rank[op[q]] = q
-    owner = np.empty(N, np.int64)  # each device-major op's device
+    owner = np.empty(N, np.uint64)  # each device-major op's device
     for r in range(p):
         for i in range(device_first[r], device_first[r + 1]):
             owner[i] = r
@@ -583,19 +585,19 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, order, fro
             if pair[s, s2] == 0:
                 pair[s, s2] = P
                 P += 1
-    last = np.empty(N, np.int64)  # each op's step (its second, for two), in the order
-    S = 0
-    for q in range(N):
-        S += 1 if made[op[q], 0] >= 0 and made[op[q], 1] >= 0 else 0
+    last = np.empty(N, np.uint64)  # each op's step (its second, for two), in the order
+    S = U(0)
+    for q in range(U(N)):
+        S += U(1) if made[op[q], 0] >= 0 and made[op[q], 1] >= 0 else U(0)
         last[q] = S
-        S += 1
+        S += U(1)
     plan = np.empty((PLAN_ROWS, S), np.int32)
     for q in range(S):
         plan[BY_DEVICE, q] = 0
-    for q in range(N):
+    for q in range(U(N)):
         i = op[q]
         r = owner[i]
-        k = i - device_first[r]
+        k = i - U(device_first[r])
         kind, s = ops[0, r, k], ops[1, r, k]
         s2 = ops[3, r, k] if kind == FB else s
         time = 1 + 6 * V + pair[s, s2] if kind == FB else 1 + kind * V + s
@@ -607,9 +609,10 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, order, fro
         if u1 >= 0 and owner[u1] != r:
             link1 = 1 + COMM * V + s2
         two = u0 >= 0 and u1 >= 0
-        first = last[q] - 1 if two else last[q]
-        plan[PREVIOUS, first] = last[rank[i - 1]] if k > 0 else S
-        plan[INPUT, first] = last[rank[u0]] if u0 >= 0 else (last[rank[u1]] if u1 >= 0 else S)
+        first = last[q] - U(1) if two else last[q]
+        plan[PREVIOUS, first] = last[rank[i - U(1)]] if k > 0 else S
+        plan[INPUT, first] = (last[rank[u0]] if u0 >= 0 else
+                              (last[rank[u1]] if u1 >= 0 else S))
         plan[LINK, first] = link0 if u0 >= 0 else link1
         plan[TIME, first] = 0 if two else time
         plan[DEVICE, first] = r
@@ -633,7 +636,7 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, order, fro
                 tables[2 * p + 3 + 2 * pair[s, s2]] = s2
     for x in range(frontier.shape[0]):
         tables[2 * p + 2 + 2 * P + x] = frontier[x]
-    return plan, tables, 4 + -(-(2 * S + 2 + 6 * V + P) // p)
+    return plan, tables, 4 + -(-(2 * np.int64(S) + 2 + 6 * V + P) // p)
 
 
 RECENT = 8  # kept vectors a new one is checked against (memory_vectors)
@@ -704,15 +707,20 @@ def _device_vectors(ops, length, r, stages, K, forward_only, starts, terms, Q, T
             live += 1
             live_peak = max(live_peak, live)
             covered = False
-            for v in range(kept - 1, max(0, kept - RECENT) - 1, -1):  # the last kept first
-                if not covered:
-                    covered = True
-                    for x in range(2 * K):
-                        covered = covered and recent[v % RECENT, x] >= count[x]
+            v = U(kept)
+            while v > U(max(0, kept - RECENT)) and not covered:  # the last kept first
+                v -= U(1)
+                covered = True
+                for x in range(2 * K):
+                    if recent[v % U(RECENT), x] < count[x]:
+                        covered = False
+                        break
             if not covered:
                 covers = kept > 0
                 for x in range(2 * K):
-                    covers = covers and count[x] >= recent[(kept - 1) % RECENT, x]
+                    if covers and count[x] < recent[U(kept - 1) % U(RECENT), x]:
+                        covers = False
+                        break
                 if covers:  # in the place of the one kept last
                     Q -= 1
                     T = starts[Q, 0]
