@@ -80,11 +80,13 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
         b0 = b1
 
 
-# the fewest points of one build that share its point plan (simulate_shared): the plan costs
-# about two points' walks; at 3 points, the largest builds of plan's default job measured no
-# faster. From 16 to 2,048 points a build it measured as fast as the compiled batch pass
-# (fastpp.compiled.evaluate) with the compiled form cached, and faster with the form made in
-# the call, so the engine has no other path (docs/performance.md)
+# the fewest points of one build that share its point plan (simulate_shared): the plan (a
+# timeline that records the ops' inputs, a memory walk and two passes in its order) costs
+# about two points' walks. At 3, plan's default job's kernels measured 13% faster than at
+# 4, but the main job (builds of 3 points) would compile simulate_shared: cold 25.6 and 30.5
+# s against 15.2 and 16.6 s at 4. From 16 to 2,048 points a build it measured as fast as the
+# compiled batch pass (fastpp.compiled.evaluate) with the compiled form cached, and faster
+# with the form made in the call, so the engine has no other path (docs/performance.md)
 SHARE = 4
 
 
@@ -149,6 +151,7 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
     none = np.empty((0, 0), np.float64)  # device_memory stores nothing: the peaks are all a
     none_int = np.empty((0, 0), np.int64)  # sweep keeps
     none_order = np.empty(0, np.int64)  # nor does the timeline keep its order
+    none_inputs = np.empty((0, 2), np.int64)
     for q in range(index.shape[0]):
         i, g = index[q], slot[q]
         schedule = sid[i]
@@ -168,7 +171,7 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
                             c[kernels.TB], c[kernels.TI], c[kernels.TW], c[kernels.TFB],
                             c[kernels.SB], c[kernels.COMM],
-                            none, start, end, pointer, none_order) < 0.0:
+                            none, start, end, pointer, none_order, none_inputs) < 0.0:
             out[i, STATUS] = DEADLOCK
             continue
         busy = np.empty(P, np.float64)
@@ -217,18 +220,19 @@ def simulate_shared(sid, index, slot, built, blocks, lengths, stages, firsts, la
             continue
         if not planned and not deadlocks:
             order = np.empty(length.sum(), np.int64)
+            inputs = np.empty((length.sum(), 2), np.int64)
             start = np.empty(block.shape[1:], np.float64)
             end = np.empty(block.shape[1:], np.float64)
             pointer = np.empty(P, np.int64)
             deadlocks = kernels.timeline(
                 block, length, stage_device, first, last, built[g, N_], c[kernels.TF],
                 c[kernels.TB], c[kernels.TI], c[kernels.TW], c[kernels.TFB], c[kernels.SB],
-                c[kernels.COMM], none, start, end, pointer, order) < 0.0
+                c[kernels.COMM], none, start, end, pointer, order, inputs) < 0.0
             if not deadlocks:
                 frontier, live = memory_vectors(block, length, stage_device.shape[0],
                                                 FORWARD_ONLY[schedule])
-                plan, tables, rows = point_plan(block, length, stage_device, first, last,
-                                                built[g, N_], order, frontier, live)
+                plan, tables, rows = point_plan(block, length, stage_device, order, inputs,
+                                                frontier, live)
                 sums = np.empty((rows, P), np.float64)
                 planned = True
         if deadlocks:  # (the order of the ops decides it, not their costs)

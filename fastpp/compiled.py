@@ -83,6 +83,7 @@ from .kernels import COMM, GAMMA, SB, TB, TF, TFB, TI, TW, UNIT, U
 from .ops import FB, B, F, I, W
 
 _NONE = np.zeros((0, 0))
+_NO_INPUTS = np.zeros((0, 2), np.int64)
 
 
 class Compiled(NamedTuple):
@@ -153,7 +154,7 @@ def compile_schedule(schedule) -> Compiled:
     scratch = np.empty(schedule.kind.shape)
     if kernels.timeline(schedule.ops, length, schedule.stage_to_device, schedule.route_first,
                         schedule.route_last, schedule.n, none, none, none, none, none, none,
-                        none, _NONE, scratch, scratch, pointer, order) < 0:
+                        none, _NONE, scratch, scratch, pointer, order, _NO_INPUTS) < 0:
         raise deadlock_error(schedule, pointer)
     first = np.r_[0, np.cumsum(length)[:-1]]
     L = schedule.kind.shape[1]
@@ -526,11 +527,11 @@ assert (F, B, I, W) == (TF, TB, TI, TW)
 
 
 @jit
-def point_plan(ops, length, stage_device, route_first, route_last, n, order, frontier, peak_live):
+def point_plan(ops, length, stage_device, order, inputs, frontier, peak_live):
     """The two blocks ``point`` reads (two arguments for Numba to unbox instead of thirteen),
     with no slot that ``point`` has to test, and the rows of its ``out``, for the schedule
-    ``ops, length, stage_device, route_first, route_last, n``, its ops in ``order`` (as
-    ``kernels.timeline`` ran them, ``r * L + k``) and a memory ``frontier`` (``Compiled``'s,
+    ``ops, length, stage_device``, its ops in ``order`` with their ``inputs`` (as
+    ``kernels.timeline`` ran them and records them) and a memory ``frontier`` (``Compiled``'s,
     or ``memory_vectors``'s) with each device's ``peak_live``:
 
     - ``plan``, C-contiguous int32 ``[6, S]``: the rows ``PREVIOUS ... BY_DEVICE`` of ``S``
@@ -551,28 +552,14 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, order, fro
     - ``out``'s rows, ``4 + ceil((2S + 2 + 6V + P) / p)`` for ``P`` distinct pairs (``p``
       columns).
 
-    One jitted pass: a sweep's build that a few points share pays for it once
+    Two passes in ``order``: a sweep's build that a few points share pays for them once
     (``fastpp.batch``).
     """
     p, V, L, N = length.shape[0], stage_device.shape[0], U(ops.shape[2]), order.shape[0]
-    made = np.empty((N, 2), np.int64)  # device-major numbering (dependencies.edges)
-    kernels.producers(ops, length, V, n, route_first, route_last, made)
     device_first = np.empty(p + 1, np.int64)
     device_first[0] = 0
     for r in range(p):
         device_first[r + 1] = device_first[r] + length[r]
-    # every index unsigned (U) in the passes over the ops, as in point (1.2-1.4x); the
-    # producers stay signed (-1: none) until tested
-    op = np.empty(N, np.uint64)  # the order's ops, device-major (one division each)
-    rank = np.empty(N, np.uint64)  # each device-major op's place in the order
-    for q in range(U(N)):
-        r = U(order[q]) // L
-        op[q] = U(device_first[r]) + U(order[q]) - r * L
-        rank[op[q]] = q
-    owner = np.empty(N, np.uint64)  # each device-major op's device
-    for r in range(p):
-        for i in range(device_first[r], device_first[r + 1]):
-            owner[i] = r
     pair = np.empty((V, V), np.int64)  # the distinct pairs (s, s2), numbered in their order
     pair.fill(-1)
     for r in range(p):
@@ -585,44 +572,46 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, order, fro
             if pair[s, s2] == 0:
                 pair[s, s2] = P
                 P += 1
+    # every index unsigned (U), as in point; the inputs stay signed (-1: none) until tested
     last = np.empty(N, np.uint64)  # each op's step (its second, for two), in the order
     S = U(0)
     for q in range(U(N)):
-        S += U(1) if made[op[q], 0] >= 0 and made[op[q], 1] >= 0 else U(0)
+        S += U(1) if inputs[q, 0] >= 0 and inputs[q, 1] >= 0 else U(0)
         last[q] = S
         S += U(1)
     plan = np.empty((PLAN_ROWS, S), np.int32)
     for q in range(S):
         plan[BY_DEVICE, q] = 0
+    previous = np.empty(p, np.uint64)  # each device's last step so far
+    previous.fill(S)
+    device = np.empty(N, np.uint64)  # each op's device, in the order
     for q in range(U(N)):
-        i = op[q]
-        r = owner[i]
-        k = i - U(device_first[r])
+        r = U(order[q]) // L
+        k = U(order[q]) - r * L
         kind, s = ops[0, r, k], ops[1, r, k]
         s2 = ops[3, r, k] if kind == FB else s
         time = 1 + 6 * V + pair[s, s2] if kind == FB else 1 + kind * V + s
+        device[q] = r
         # a forward input comes over stage s-1's link, a gradient over the backward's own
-        link0, link1 = 0, 0
-        u0, u1 = made[i, 0], made[i, 1]
-        if u0 >= 0 and owner[u0] != r:
-            link0 = 1 + COMM * V + s - 1
-        if u1 >= 0 and owner[u1] != r:
-            link1 = 1 + COMM * V + s2
+        # (inputs run before the op: their devices are known)
+        u0, u1 = inputs[q, 0], inputs[q, 1]
+        link0 = 1 + COMM * V + s - 1 if u0 >= 0 and device[u0] != r else 0
+        link1 = 1 + COMM * V + s2 if u1 >= 0 and device[u1] != r else 0
         two = u0 >= 0 and u1 >= 0
         first = last[q] - U(1) if two else last[q]
-        plan[PREVIOUS, first] = last[rank[i - U(1)]] if k > 0 else S
-        plan[INPUT, first] = (last[rank[u0]] if u0 >= 0 else
-                              (last[rank[u1]] if u1 >= 0 else S))
+        plan[PREVIOUS, first] = previous[r]
+        plan[INPUT, first] = last[u0] if u0 >= 0 else (last[u1] if u1 >= 0 else S)
         plan[LINK, first] = link0 if u0 >= 0 else link1
         plan[TIME, first] = 0 if two else time
         plan[DEVICE, first] = r
         if two:
             plan[PREVIOUS, last[q]] = first
-            plan[INPUT, last[q]] = last[rank[u1]]
+            plan[INPUT, last[q]] = last[u1]
             plan[LINK, last[q]] = link1
             plan[TIME, last[q]] = time
             plan[DEVICE, last[q]] = r
-        plan[BY_DEVICE, i] = last[q]
+        plan[BY_DEVICE, U(device_first[r]) + k] = last[q]
+        previous[r] = last[q]
     tables = np.empty(2 * p + 2 + 2 * P + frontier.shape[0], np.int64)
     for r in range(p + 1):
         tables[r] = device_first[r]

@@ -9,7 +9,8 @@ import numpy as np
 
 from . import kernels
 from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
-from .compiled import PLAN_ROWS, Compiled, compile_schedule, point_plan
+from .compiled import PLAN_ROWS, Compiled, compile_schedule, memory_vectors, point_plan
+from .dependencies import deadlock_error
 from .ops import FB, PAD, F, Op, format_op, parse_op
 
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
@@ -489,6 +490,8 @@ def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
     return np.array([owner[s] for s in range(V)])
 
 
+_NO_DURATIONS = np.zeros((0, 0))  # the timeline takes the stage times
+
 class Built:
     """A generated schedule's arrays (``ops, length, stage_to_device, route_first,
     route_last``), never handed out (``Schedule._shared`` copies them when read), and the
@@ -517,16 +520,27 @@ class Built:
         self.slots = ops.size + PLAN_ROWS * S + 2 * (3 * p + 3 + N * (3 + 3 * K))
 
     def point_plan(self) -> tuple[np.ndarray, np.ndarray]:
-        """``fastpp.compiled.point``'s ``plan`` and ``tables`` (made on the first call)."""
+        """``fastpp.compiled.point``'s ``plan`` and ``tables`` (made on the first call): one
+        timeline gives the order of the ops and their inputs (the same under any costs), one
+        walk the memory's count vectors."""
         if self.plan is None:
             a = self.attributes
-            compiled = compile_schedule(Schedule.trusted(
-                *self.arrays[:3], n=a["n"], m=a["m"], name=a["name"], route_first=self.arrays[3],
-                route_last=self.arrays[4], forward_only=a["forward_only"]))
-            self.device_first = compiled.device_first
-            order = compiled.device * self.shape[1] + compiled.position  # as r * L + k
-            plan, self.tables, rows = point_plan(*self.arrays, a["n"], order, compiled.frontier,
-                                                 compiled.peak_live)
+            ops, length, stage_to_device, route_first, route_last = self.arrays
+            N = int(length.sum())
+            order, inputs = np.empty(N, np.int64), np.empty((N, 2), np.int64)
+            zero, times = np.zeros(a["V"]), np.empty(self.shape)
+            pointer = np.empty(a["p"], np.int64)
+            if kernels.timeline(ops, length, stage_to_device, route_first, route_last, a["n"],
+                                zero, zero, zero, zero, zero, zero, zero, _NO_DURATIONS, times,
+                                times, pointer, order, inputs) < 0:
+                raise deadlock_error(Schedule.trusted(
+                    ops, length, stage_to_device, n=a["n"], m=a["m"], name=a["name"],
+                    route_first=route_first, route_last=route_last,
+                    forward_only=a["forward_only"]), pointer)
+            frontier, peak_live = memory_vectors(ops, length, a["V"], a["forward_only"])
+            self.device_first = np.r_[0, np.cumsum(length)].astype(np.int64)
+            plan, self.tables, rows = point_plan(ops, length, stage_to_device, order, inputs,
+                                                 frontier, peak_live)
             self.out_shape = (int(rows), a["p"])
             self.plan = plan  # last: another thread reads a plan that is set as complete
         return self.plan, self.tables

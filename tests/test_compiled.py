@@ -277,3 +277,47 @@ def test_memory_vectors_read_the_walks_peaks(seed, p, n, m, kind):
     assert frontier[p] - frontier[0] <= forwards
     one = build_schedule("1f1b", 4, 16)
     assert memory_vectors(one.ops, one.length, one.V, False)[0][4] - 5 == 4
+
+
+def _recorded_inputs(sched) -> tuple[np.ndarray, np.ndarray]:
+    """The timeline's recorded inputs, as device-major op numbers (-1: none), beside
+    ``kernels.producers``'s, each op in device-major order."""
+    N, L = int(sched.length.sum()), sched.ops.shape[2]
+    order, inputs = np.empty(N, np.int64), np.empty((N, 2), np.int64)
+    zero, times = np.zeros(sched.V), np.empty(sched.ops.shape[1:])
+    assert kernels.timeline(sched.ops, sched.length, sched.stage_to_device, sched.route_first,
+                            sched.route_last, sched.n, *[zero] * 7, np.zeros((0, 0)), times,
+                            times, np.empty(sched.p, np.int64), order, inputs) >= 0
+    first = np.r_[0, np.cumsum(sched.length)[:-1]]
+    op = first[order // L] + order % L  # each run's device-major number
+    got = np.full((N, 2), -1)
+    got[op] = np.where(inputs >= 0, op[inputs], -1)
+    made = np.empty((N, 2), np.int64)
+    kernels.producers(sched.ops, sched.length, sched.V, sched.n, sched.route_first,
+                      sched.route_last, made)
+    return got, made
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(1, 4), n=st.integers(1, 6),
+       m=st.integers(1, 3), kind=st.sampled_from(["plain", "split", "pairs", "vshape"]))
+def test_the_timeline_records_each_ops_producers(seed, p, n, m, kind):
+    """The inputs the timeline records as it runs the ops (which the point plans are laid out
+    from) are the edges of the dependency rules as ``kernels.producers`` reads them from the
+    ops alone: two codings of SCHEDULES.md section 2 that must agree, on random schedules
+    and on every registered one."""
+    rng = np.random.default_rng(seed)
+    vshape = kind == "vshape"
+    m = 2 if vshape else m
+    rows, device = random_legal_rows(rng, p, n, m, vshape=vshape, split=kind == "split",
+                                     pairs=kind == "pairs")
+    got, made = _recorded_inputs(Schedule.from_tokens(rows, device, n=n, m=m))
+    np.testing.assert_array_equal(got, made)
+
+
+@pytest.mark.parametrize("name", sorted(fastpp.SCHEDULES))
+def test_registered_schedules_record_their_producers(name):
+    sched = build_schedule(name, 4, 8, fastpp.SCHEDULES[name].default_m)
+    got, made = _recorded_inputs(sched)
+    np.testing.assert_array_equal(got, made)
+    assert (got >= 0).any()
