@@ -376,7 +376,11 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
 
 
 def generate(spec: ScheduleSpec, p: int, n: int, m: int, G: int) -> tuple:
-    """The arrays of a schedule, from its generator: ops, length, stage map, routes."""
+    """The arrays of a schedule, from its generator: ops, length, stage map, routes.
+
+    ``p, n, m, G`` must pass ``spec.reasons`` first: the generators are unchecked jitted
+    loops, and a point their rules refuse (V-Half with ``m = 1``) writes outside the op
+    block."""
     ops = new_ops(p, n, m)
     length = np.zeros(p, np.int32)
     spec.generator(ops, length, p, n, m, G)
