@@ -492,6 +492,7 @@ def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
 
 _NO_DURATIONS = np.zeros((0, 0))  # the timeline takes the stage times
 
+
 class Built:
     """A generated schedule's arrays (``ops, length, stage_to_device, route_first,
     route_last``), never handed out (``Schedule._shared`` copies them when read), and the
