@@ -163,10 +163,8 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         if status != OK:
             out[i, STATUS] = status
             continue
-        start = np.empty((P, W), np.float64)  # (the timeline writes every used slot)
-        start.fill(0.0)
-        end = np.empty((P, W), np.float64)
-        end.fill(0.0)
+        start = np.empty((P, W), np.float64)  # (the timeline writes every used slot, the
+        end = np.empty((P, W), np.float64)  # only ones reduce reads)
         pointer = np.empty(P, np.int64)
         if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
                             c[kernels.TB], c[kernels.TI], c[kernels.TW], c[kernels.TFB],
