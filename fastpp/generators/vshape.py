@@ -18,6 +18,7 @@ from .._jit import jit
 from ._emit import F, I, W, put
 
 F0, F1, I1, I0, W_A, W_B = 0, 1, 2, 3, 4, 5
+U, ONE = np.uint64, np.uint64(1)
 # how the W's are held: implied, one list, one per chunk (NumPy scalars: see fastpp.ops)
 W_NONE, W_ONE, W_SPLIT = np.int64(0), np.int64(1), np.int64(2)
 HALF, MIN = np.True_, np.False_
@@ -135,16 +136,17 @@ def _in_slot_order(table):
 def _latest_input(X, i, t, x):
     """The latest of ``X`` (slots or end times) over the op's inputs on the F and I chains
     and the same type's previous op (-1 if none): the dependency rule, written once."""
-    p = X.shape[0]
+    # unsigned indices: Numba wraps a signed one around (a compare and a select each)
+    i, t, x, p = U(i), U(t), U(x), U(X.shape[0])
     latest = -1
     if (t == F0 or t == I1) and i > 0:
-        latest = X[i - 1, t, x]  # the previous device's op of this chunk
-    if (t == F1 or t == I0) and i + 1 < p:
-        latest = X[i + 1, t, x]  # down the V's second half: the next device's
+        latest = X[i - ONE, t, x]  # the previous device's op of this chunk
+    if (t == F1 or t == I0) and i + ONE < p:
+        latest = X[i + ONE, t, x]  # down the V's second half: the next device's
     if 0 < t < 4:
-        latest = max(latest, X[i, t - 1, x])  # F0 -> F1 -> I1 -> I0 on one device
+        latest = max(latest, X[i, t - ONE, x])  # F0 -> F1 -> I1 -> I0 on one device
     if x > 0:
-        latest = max(latest, X[i, t, x - 1])
+        latest = max(latest, X[i, t, x - ONE])
     return latest
 
 
@@ -258,12 +260,12 @@ def pack(T, count, n_types):
     p = T.shape[0]
     end = np.zeros_like(T)
     free = np.zeros(p, np.int64)
-    head = np.zeros((p, n_types), np.int64)
+    head = np.zeros((p, n_types), np.uint64)
     order = _in_slot_order(_slot_table(T, count, n_types))
     for k in range(order.shape[0]):
-        i, t = order[k, 0], order[k, 1]
+        i, t = U(order[k, 0]), U(order[k, 1])  # (unsigned, as in _latest_input)
         x = head[i, t]
-        head[i, t] += 1
+        head[i, t] += ONE
         ready = max(free[i], _latest_input(end, i, t, x))
         end[i, t, x] = ready + 1
         free[i] = ready + 1
