@@ -76,10 +76,10 @@ from typing import NamedTuple
 import numpy as np
 
 from . import kernels
-from ._jit import jit
+from ._jit import U, jit
 from .checks import ScheduleError
 from .dependencies import deadlock_error
-from .kernels import COMM, GAMMA, SB, TB, TF, TFB, TI, TW, UNIT, U
+from .kernels import COMM, GAMMA, SB, TB, TF, TFB, TI, TW, UNIT
 from .ops import FB, B, F, I, W
 
 _NONE = np.zeros((0, 0))

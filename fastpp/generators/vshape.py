@@ -14,11 +14,10 @@ lists 4 and 5. With one W list (``W_ONE``), its k-th W follows the device's k-th
 
 import numpy as np
 
-from .._jit import jit
+from .._jit import ONE, U, jit
 from ._emit import F, I, W, put
 
 F0, F1, I1, I0, W_A, W_B = 0, 1, 2, 3, 4, 5
-U, ONE = np.uint64, np.uint64(1)
 # how the W's are held: implied, one list, one per chunk (NumPy scalars: see fastpp.ops)
 W_NONE, W_ONE, W_SPLIT = np.int64(0), np.int64(1), np.int64(2)
 HALF, MIN = np.True_, np.False_
@@ -136,7 +135,7 @@ def _in_slot_order(table):
 def _latest_input(X, i, t, x):
     """The latest of ``X`` (slots or end times) over the op's inputs on the F and I chains
     and the same type's previous op (-1 if none): the dependency rule, written once."""
-    # unsigned indices: Numba wraps a signed one around (a compare and a select each)
+    # unsigned indices (fastpp._jit)
     i, t, x, p = U(i), U(t), U(x), U(X.shape[0])
     latest = -1
     if (t == F0 or t == I1) and i > 0:
