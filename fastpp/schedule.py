@@ -539,9 +539,9 @@ class Built:
                     route_first=route_first, route_last=route_last,
                     forward_only=a["forward_only"]), pointer)
             frontier, peak_live = memory_vectors(ops, length, a["V"], a["forward_only"])
-            self.device_first = np.r_[0, np.cumsum(length)].astype(np.int64)
             plan, self.tables, rows = point_plan(ops, length, stage_to_device, order, inputs,
                                                  frontier, peak_live)
+            self.device_first = self.tables[:a["p"] + 1]  # (tables opens with it)
             self.out_shape = (int(rows), a["p"])
             self.plan = plan  # last: another thread reads a plan that is set as complete
         return self.plan, self.tables
