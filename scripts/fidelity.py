@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from fastpp.model.errorbar import TABLE, regime_table
+from fastpp.model.errorbar import TABLE, coverage, regime_table
 from fastpp.model.validate import mape, validate, zb_ranking
 
 LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
@@ -78,6 +78,17 @@ def regimes(df) -> str:
         lines.append(f"{g['gpu']:<8}{g['size']:<9}{g['seq']:<8}{g['arch']:<7}{g['tp']:<14}"
                      f"{g['rows']:>5}{g['rms']:>7.1%}{g['bias']:>+8.1%}  "
                      f"{', '.join(g['datasets'])}")
+    return "\n".join(lines)
+
+
+def held_out(df) -> str:
+    """How often the error bars hold with each dataset left out of them (``coverage``)."""
+    lines = [f"{'dataset':<34}{'rows':>5}{'in bar':>8}{'in 2 bars':>10}{'extrap.':>9}"
+             f"{'RMS':>7}{'bar':>7}"]
+    for r in coverage(df):
+        lines.append(f"{r['dataset']:<34}{r['rows']:>5}{r['within_bar']:>8.0%}"
+                     f"{r['within_two_bars']:>10.0%}{r['extrapolated']:>9.0%}{r['rms']:>7.1%}"
+                     f"{r['bar']:>7.1%}")
     return "\n".join(lines)
 
 
@@ -146,6 +157,9 @@ def main(argv=None) -> int:
                   f"{'' if r.agree else 'differs'}")
     print("error bars by regime (check rows of the cost model; fastpp.model.errorbar):")
     print(regimes(df), "\n")
+    print("the error bars on each dataset left out of them (fastpp.model.errorbar.coverage; "
+          "an RMS bar holds 68% of normal errors, twice it 95%):")
+    print(held_out(df), "\n")
     if args.errorbars:
         write_errorbars(df)
         print(f"wrote {TABLE}")

@@ -13,6 +13,7 @@ from fastpp.model import HARDWARE, MODELS, ModelCosts, plan, transformer_costs
 from fastpp.model.errorbar import (
     MIN_ROWS,
     Regime,
+    coverage,
     error_bar,
     regime,
     regime_table,
@@ -78,6 +79,27 @@ def test_regime_table_keeps_check_rows_of_the_model_only():
     (only,) = regime_table(frame)
     assert only["rows"] == 2 and only["rms"] == pytest.approx(0.1)
     assert only["bias"] == pytest.approx(0.0) and only["worst"] == pytest.approx(0.1)
+
+
+def test_coverage_judges_each_dataset_by_the_bars_of_the_others():
+    # one regime: dataset a's errors 2%, b's 10%; a calibration row and the profiled table
+    # (not the model's) count nowhere. Left out, a gets b's 10% bar and b gets a's 2%
+    where = tuple(H100)
+    rows = [("a", 1.02, "check"), ("a", 0.98, "check"), ("a", 1.02, "check"),
+            ("b", 1.1, "check"), ("b", 0.9, "check"), ("b", 1.1, "check"),
+            ("b", 3.0, "calibration"), ("zero_bubble_table4_profiled", 3.0, "check")]
+    frame = pd.DataFrame([(d, "iteration_s", 1.0, x, role, *where) for d, x, role in rows],
+                         columns=["dataset", "quantity", "measured", "predicted", "role",
+                                  *Regime._fields])
+    frame["error"] = frame["predicted"] / frame["measured"] - 1
+    got = {r["dataset"]: r for r in coverage(frame)}
+    assert set(got) == {"a", "b", "all"}
+    assert got["a"]["bar"] == pytest.approx(0.1) and got["b"]["bar"] == pytest.approx(0.02)
+    assert (got["a"]["within_bar"], got["b"]["within_bar"], got["b"]["within_two_bars"]) == \
+        (1.0, 0.0, 0.0)
+    assert got["all"]["rows"] == 6 and got["all"]["within_bar"] == 0.5
+    assert got["all"]["rms"] == pytest.approx(np.sqrt((3 * 0.02 ** 2 + 3 * 0.1 ** 2) / 6), abs=1e-4)
+    assert got["all"]["extrapolated"] == 0.0
 
 
 def test_regimes_of_presets():

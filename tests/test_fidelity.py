@@ -237,3 +237,22 @@ def test_the_shipped_error_bars_are_what_the_model_gives_now(frame):
     assert frame[list(FACTS)].notna().all().all()
     shipped = json.loads(TABLE.read_text())["regimes"]
     assert shipped == regime_table(frame)
+
+
+def test_the_error_bars_hold_on_datasets_they_were_not_made_from(frame):
+    """Each dataset left out of the bars in turn, its rows against the bars the others give
+    (errorbar.coverage): a root-mean-square bar covers an unbiased normal error 68.3% of the
+    time and twice it 95.4%. The rows are not independent (vTrain's share configurations), so
+    the pooled share within one bar is held to 68% +- 10 points (bars half as wide cover about
+    40%, twice as wide about 95%), and within two bars to at least 90%, pooled and on the
+    mean over datasets; no dataset of ten rows or more below 85% within two bars."""
+    from fastpp.model.errorbar import coverage
+
+    rows = {r["dataset"]: r for r in coverage(frame)}
+    pooled = rows.pop("all")
+    assert pooled["rows"] == sum(r["rows"] for r in rows.values()) > 400
+    assert 0.58 <= pooled["within_bar"] <= 0.78, pooled
+    assert pooled["within_two_bars"] >= 0.90, pooled
+    assert np.mean([r["within_two_bars"] for r in rows.values()]) >= 0.90, rows
+    sized = {k: r["within_two_bars"] for k, r in rows.items() if r["rows"] >= 10}
+    assert len(sized) >= 4 and min(sized.values()) >= 0.85, sized

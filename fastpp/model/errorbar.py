@@ -17,6 +17,9 @@ validated row shares (e.g. ``"seq >64K"``; or the combination, when each fact wa
 apart), and its expected error is the worst single error among the nearest groups' rows:
 outside what was checked, fastpp claims no more than its worst check nearby.
 
+Whether the bars hold beyond the runs they were made from is measured by ``coverage``: each
+published dataset left out in turn, its rows against the bars the others give.
+
 The groups are computed by ``regime_table(validate())`` and shipped with the package as
 ``errorbars.json`` (written by ``python scripts/fidelity.py --errorbars``; a test checks that
 the file is what the current model gives), so that pricing a configuration never reruns the
@@ -113,6 +116,50 @@ def regime_table(frame) -> list[dict]:
                     "bias": round(float(np.mean(e)), 4),
                     "worst": round(float(np.max(np.abs(e))), 4),
                     "datasets": sorted(set(part["dataset"].iloc[idx]))})
+    return out
+
+
+def coverage(frame) -> list[dict]:
+    """How often the error bars hold on published runs they were not made from.
+
+    Each dataset of ``validate()``'s check rows is left out in turn: its rows get the bars
+    (``error_bar``) of ``regime_table`` over every other dataset's, as a user's new run would.
+    A bar is a root-mean-square error, so an unbiased normal error falls within it 68% of the
+    time and within twice it 95%.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        ``fastpp.model.validate.validate()``'s rows.
+
+    Returns
+    -------
+    list of dict
+        Per dataset, then ``"all"`` (every row pooled): ``rows``; ``within_bar`` and
+        ``within_two_bars``, the shares of rows whose relative step-time error is within one
+        and two of their bars; ``extrapolated``, the share whose regime no other dataset
+        validates; ``rms``, their errors' root mean square, and ``bar``, their bars' mean.
+    """
+    part = frame[(frame["role"] == "check") & ~frame["dataset"].isin(NOT_MODEL)]
+    errors = np.abs(step_error(part["error"].to_numpy(), part["quantity"].to_numpy()))
+    names = part["dataset"].to_numpy()
+    where = [Regime(*key) for key in part[list(FACTS)].itertuples(index=False)]
+    bars, outside = np.empty(errors.size), np.empty(errors.size, bool)
+    for name in sorted(set(names)):
+        groups = regime_table(frame[frame["dataset"] != name])
+        for q in np.flatnonzero(names == name):
+            bar = error_bar(where[q], groups)
+            bars[q], outside[q] = bar.expected, bar.extrapolated != ""
+    out = []
+    for name in [*sorted(set(names)), "all"]:
+        mine = slice(None) if name == "all" else names == name
+        e, b = errors[mine], bars[mine]
+        out.append({"dataset": name, "rows": int(e.size),
+                    "within_bar": round(float(np.mean(e <= b)), 4),
+                    "within_two_bars": round(float(np.mean(e <= 2 * b)), 4),
+                    "extrapolated": round(float(np.mean(outside[mine])), 4),
+                    "rms": round(float(np.sqrt(np.mean(e * e))), 4),
+                    "bar": round(float(np.mean(b)), 4)})
     return out
 
 
