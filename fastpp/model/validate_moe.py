@@ -5,9 +5,11 @@ AutoModel).
 
 Each row is priced by ``fastpp.model.plan`` with its own layout (GPUs, ``t``, ``p``, ``vp``,
 ``ep``, ``etp``, microbatch, global batch, sequence, precision) and reported as Megatron's
-TFLOP/s a GPU (``tflops_per_gpu``) against the table's. Nothing is fitted on these rows: the
-hardware curves are the dense tables' (H100's; Blackwell's assumed equal to it,
-``fastpp.model.hardware``), so every row is a check.
+TFLOP/s a GPU (``tflops_per_gpu``) against the table's. No constant is fitted on these rows:
+the hardware curves are the dense tables' (H100's; Blackwell's assumed equal to it,
+``fastpp.model.hardware``). But each mechanism priced below was kept for what it did on them
+(docs/moe.md), so the rows are in sample: ``validate`` gives them the role "calibration",
+and the MoE error bars borrow from the checked regimes nearby (``fastpp.model.errorbar``).
 
 Where a row is silent, these settings are assumed (``ASSUMED``): the dispatcher is DeepEP's
 or HybridEP's flex dispatcher (Megatron-Bridge's performance configs set
