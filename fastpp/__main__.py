@@ -561,8 +561,8 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--gpus", type=int, help="GPUs in all (default: the script's torchrun "
                     "--nproc_per_node x --nnodes)")
     ap.add_argument("--hardware", default="H100-80GB", help="a preset (H100-80GB)")
-    ap.add_argument("--model", help="the model instead of the one the run gives: a preset or "
-                    "a config.json")
+    ap.add_argument("--model", help="the model instead of the one the run gives (not with "
+                    "--hf): a preset or a config.json")
     ap.add_argument("--vocab", type=int, help="the tokenizer's vocabulary when a Megatron "
                     "script does not say --vocab-size")
     ap.add_argument("--neighbours", type=int, default=5, help="faster runs to list (5)")
@@ -604,6 +604,14 @@ def _explain(args) -> int:
     from .model.megatron import SCHEDULES as MEGATRON_SCHEDULES
 
     ignored = ()
+    megatron = args.megatron is not None or args.megatron_script is not None
+    if args.vocab is not None and not megatron:
+        raise ScheduleError(f"--vocab must be given with --megatron or --megatron-script only: "
+                            f"the other sources give the vocabulary (got --vocab {args.vocab} "
+                            f"with --{'hf' if args.hf is not None else 'torchtitan'})")
+    if args.model is not None and args.hf is not None:
+        raise ScheduleError(f"--model must not be given with --hf: the config.json is the model "
+                            f"(got --model {args.model} with --hf {args.hf})")
     if args.hf is None:  # the run itself gives them
         given = [flag for flag in (*RUN_FLAGS, "--schedule")
                  if getattr(args, flag[2:].replace("-", "_")) is not None]
@@ -618,7 +626,7 @@ def _explain(args) -> int:
             key = flag[2:].replace("-", "_")
             if getattr(args, key) is None:
                 setattr(args, key, default)
-    if args.megatron is not None or args.megatron_script is not None:
+    if megatron:
         text = args.megatron if args.megatron is not None else _script(args.megatron_script)
         imported = from_megatron(text, args.gpus, vocab=args.vocab)
         model, config, ignored = imported.model, imported.config, imported.ignored
@@ -638,9 +646,9 @@ def _explain(args) -> int:
         d = args.gpus // rest if rest and args.gpus % rest == 0 else 1
         fields["global_batch"] = args.global_batch or args.microbatch * d
         config = RunConfig.for_gpus(args.gpus, **fields)
-    if args.model is not None and args.torchtitan is None:
+    if args.model is not None and args.torchtitan is None:  # (a Megatron run's)
         model = model_arg(args.model)
-        if args.megatron is not None or args.megatron_script is not None:
+        if megatron:
             model = imported.on(model)  # the shape from --model, the kernels from the launch
     found = explain(model, config, args.hardware, neighbours=args.neighbours,
                     workers=args.workers)

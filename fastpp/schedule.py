@@ -16,7 +16,9 @@ from .ops import FB, PAD, F, Op, format_op, parse_op
 _FIELDS = ("kind", "stage", "mb", "stage2", "mb2")
 _ARRAYS = frozenset(("ops", "length", "stage_to_device", "route_first", "route_last", *_FIELDS))
 _UNSHARE = threading.Lock()
-MAX_OPS = 50_000_000  # slots in an op block (5 int32 fields): about 1 GB
+# slots in an op block: 5 int32 fields x 3 ops (F, I, W) x p*n*m at its bound (4,000,000,
+# generators.registry.MAX_WORK), the largest a registered schedule or the search builds
+MAX_OPS = 60_000_000
 
 
 # what check_ops's findings say (see fastpp.kernels), formatted with the last stage and mb

@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import needs_data
 
 import fastpp
 from fastpp import Costs, ScheduleError, build_schedule, simulate
@@ -16,8 +17,7 @@ from fastpp.__main__ import main
 from fastpp.model.validate import DATA as SHARED
 
 ST = SHARED / "whatif_st"  # $FASTPP_DATA or shared/data beside the repository
-needs_st = pytest.mark.skipif(not (ST / "trace-ST.parquet").exists(),
-                              reason="the what-if trace ST (shared/data) is not here")
+needs_st = needs_data("whatif_st/trace-ST.parquet", "whatif_st/meta-ST.yaml")  # (runs in CI)
 MEGATRON = ("--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
             "--vocab-size 1000")
 

@@ -696,7 +696,11 @@ def _plain_ops(names: list[str], shape: re.Match) -> np.ndarray:
 def _parse_each(names: list, at: np.ndarray, role: np.ndarray, ops: np.ndarray) -> None:
     """``role`` and ``ops`` of the names at ``at``, one by one."""
     for k in at.tolist():
-        role[k], ops[k] = _parse_label(names[k])
+        try:
+            role[k], ops[k] = _parse_label(names[k])
+        except OverflowError:  # a number past int64, which no real run's counts reach
+            raise ScheduleError(f"an annotation's stage or microbatch must be below 2**63 "
+                                f"(got {names[k]!r})") from None
 
 
 def _parse_label(name) -> tuple[int, tuple]:

@@ -427,6 +427,37 @@ def global_batch_of(per_replica: int, d: int, gpus: int, what: str) -> int:
     return batch
 
 
+# the run keywords' defaults, under their keyword names: config= replaces them all
+KEYWORD_DEFAULTS = {**DEFAULTS, "tp": DEFAULTS["t"], "dp": DEFAULTS["d"], "seq": None,
+                    "layout": None, "layers": None, "recipe": None,
+                    "recompute_modules": None, "fp8_cache": False, "offload_modules": None,
+                    "global_batch": None}
+
+
+def config_alone(function: str, **keywords) -> None:
+    """A ``ScheduleError`` naming the run keywords given beside ``config=``, which would
+    otherwise be dropped without a word: the ``RunConfig`` holds the whole run."""
+    given = [name for name, value in keywords.items()
+             if _differs(value, KEYWORD_DEFAULTS[name])]
+    if given:
+        raise ScheduleError(
+            f"{function}: config replaces the run's keywords, so {', '.join(given)} must be "
+            f"left out (got config= and {', '.join(f'{k}={keywords[k]!r}' for k in given)}; "
+            f"set them in the RunConfig, e.g. config.replace(...), or drop config=)")
+
+
+def _differs(value, default) -> bool:
+    """Whether a keyword's value is other than its default (an array always is)."""
+    if value is default:
+        return False
+    if default is None:
+        return True
+    try:
+        return bool(value != default)
+    except (TypeError, ValueError):  # an array: no keyword's default is one
+        return True
+
+
 def as_run(config, name: str = "config") -> RunConfig:
     """``config`` if it is a ``RunConfig``, else a ``ScheduleTypeError`` naming ``name``."""
     return instance(config, RunConfig, name, "fastpp.model.RunConfig")

@@ -536,16 +536,28 @@ def script_words(text: str, env: dict | None = None) -> list[_Word]:
 
 
 def _assign(key: str, append: str, value: str, scope: dict, arrays: dict) -> None:
-    """``X=value``, ``X=(...)`` or ``X+=(...)``: a scalar (dropped if unresolved) or an array."""
+    """``X=value``, ``X=(...)`` or ``X+=(...)``: a scalar (dropped if unresolved) or an array,
+    at most ``MAX_VALUE`` characters (``X="$X$X"`` repeated doubles it each line)."""
     if value.startswith("("):
         items = _expand_words(_split(value[1:value.rfind(")")]), scope, arrays)
         arrays[key] = (arrays.get(key, []) if append else []) + items
+        _check_size(key, sum(len(w) for w in arrays[key]))
         return
     word = _expand_words(_split(value), scope, arrays, join=True)
     if word and not getattr(word[0], "unresolved", None):
         scope[key] = (scope.get(key, "") if append else "") + str(word[0])
+        _check_size(key, len(scope[key]))
     else:
         scope.pop(key, None)
+
+
+MAX_VALUE = 1_000_000  # characters in one variable of a script: no launch script comes close
+
+
+def _check_size(key: str, size: int) -> None:
+    if size > MAX_VALUE:
+        raise ScheduleError(f"the script's variable {key} must expand to at most "
+                            f"{MAX_VALUE:,} characters (got {size:,})")
 
 
 def _branch(head: str, statement: str, branches: list, scope: dict, arrays: dict) -> None:

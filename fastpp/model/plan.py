@@ -36,6 +36,8 @@ from .config import (
     ZERO,
     ZERO3_GATHERS,
     RunGrid,
+    as_run,
+    config_alone,
 )
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
@@ -179,7 +181,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         One run as every axis's only value (``RunConfig.plan_keywords``; ``gpus`` its
         ``t cp p d``); axes also given here (``t``, ``p``, ``microbatch``, ``m``,
         ``recompute``, ``schedules``, ``cp``, ``ep``; not None) replace its value, ``d``
-        following from ``gpus``.
+        following from ``gpus``; any other run keyword given beside it is refused (the
+        ``RunConfig`` holds it).
     t, p : int or list of int, optional
         The columns' names for ``tp`` and ``pp`` (either spelling; not both).
     reduce_bytes : float
@@ -235,10 +238,20 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     pd = require("pandas", "sweep", "fastpp.model.plan")
     tp, pp = _spelling(t, tp, "t", "tp"), _spelling(p, pp, "p", "pp")
     if config is not None:  # the one-object form: a thin layer over the keywords
+        config = as_run(config)
+        config_alone("plan", seq=seq, global_batch=global_batch, zero=zero,
+                     sequence_parallel=sequence_parallel, gradient_overlap=gradient_overlap,
+                     blocking_handoffs=blocking_handoffs, tp_overlap=tp_overlap, layout=layout,
+                     first_layers=first_layers, last_layers=last_layers, etp=etp,
+                     precision=precision, node_limit=node_limit, imbalance=imbalance,
+                     cp_comm=cp_comm, zero3=zero3, overlap=overlap, dispatcher=dispatcher,
+                     recipe=recipe, recompute_modules=recompute_modules, fp8_cache=fp8_cache,
+                     offload_modules=offload_modules, reduce_bytes=reduce_bytes)
         axes = {"tp": tp, "pp": pp, "microbatch": microbatch, "m": m, "recompute": recompute,
                 "schedules": schedules, "cp": cp, "ep": ep}
         run = {**config.plan_keywords(), **{k: v for k, v in axes.items() if v is not None}}
-        gpus = run.pop("gpus") if gpus is None else gpus
+        own = run.pop("gpus")  # (given, gpus replaces it and d follows)
+        gpus = own if gpus is None else gpus
         return plan(model, gpus, hardware, link=link, capacity=capacity, workers=workers,
                     noise=noise, samples=samples, seed=seed, objective=objective, lam=lam,
                     **run)

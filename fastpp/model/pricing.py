@@ -14,7 +14,7 @@ from ..generators.registry import code_of
 from ..ops import FB
 from ..placement import copies, mirrored
 from ..schedule import Schedule
-from .config import DEFAULTS, ZERO, ZERO3_GATHERS, RunConfig, RunGrid, as_run
+from .config import DEFAULTS, ZERO, ZERO3_GATHERS, RunConfig, RunGrid, as_run, config_alone
 from .errorbar import ErrorBar, error_bar, regime
 from .hardware import HARDWARE, preset
 from .layout import (
@@ -81,12 +81,14 @@ def pair_partner(schedule: Schedule) -> np.ndarray:
     return stages
 
 
-def _fit(model: Transformer, seq: int, t: int, d: int, cp: int, ep: int, etp: int,
+def _fit(model: Transformer, seq: int | None, t: int, d: int, cp: int, ep: int, etp: int,
          t_name: str = "t") -> None:
     """What a run's degrees need of ``model`` (``RunConfig`` knows no model): ``cp``
-    splitting ``seq``, ``t`` dividing the heads (named ``t_name``, the caller's spelling) and
-    an expert layout that exists; each a ScheduleError naming the field."""
-    check_cp(seq, cp)
+    splitting ``seq`` (unless None: bytes alone need no sequence), ``t`` dividing the heads
+    (named ``t_name``, the caller's spelling) and an expert layout that exists; each a
+    ScheduleError naming the field."""
+    if seq is not None:
+        check_cp(seq, cp)
     if model.heads % t or model.kv_heads % t:
         raise ScheduleError(f"{t_name} must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got {t_name}={t})")
@@ -254,7 +256,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         recipe = make_recipe(recipe, recompute_modules, fp8_cache, offload_modules)
     else:
         config = as_run(config)
-        _config_alone("transformer_costs", seq=seq, microbatch=microbatch, tp=tp, dp=dp,
+        config_alone("transformer_costs", seq=seq, microbatch=microbatch, tp=tp, dp=dp,
                       sequence_parallel=sequence_parallel, recompute=recompute, layout=layout,
                       layers=layers, blocking_handoffs=blocking_handoffs, tp_overlap=tp_overlap,
                       ep=ep, etp=etp, precision=precision, node_limit=node_limit,
@@ -275,36 +277,6 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       message_bytes=table["message_bytes"], fb=table.get("fb"),
                       error_bar=error_bar(regime(model, hardware, config.seq, config.t)),
                       recomputed=table["recomputed"])
-
-
-# the run keywords' defaults, under their keyword names: config= replaces them all
-_KEYWORD_DEFAULTS = {**DEFAULTS, "tp": DEFAULTS["t"], "dp": DEFAULTS["d"], "seq": None,
-                     "layout": None, "layers": None, "recipe": None,
-                     "recompute_modules": None, "fp8_cache": False, "offload_modules": None}
-
-
-def _config_alone(function: str, **keywords) -> None:
-    """A ``ScheduleError`` naming the run keywords given beside ``config=``, which would
-    otherwise be dropped without a word: the ``RunConfig`` holds the whole run."""
-    given = [name for name, value in keywords.items()
-             if _differs(value, _KEYWORD_DEFAULTS[name])]
-    if given:
-        raise ScheduleError(
-            f"{function}: config replaces the run's keywords, so {', '.join(given)} must be "
-            f"left out (got config= and {', '.join(f'{k}={keywords[k]!r}' for k in given)}; "
-            f"set them in the RunConfig, e.g. config.replace(...), or drop config=)")
-
-
-def _differs(value, default) -> bool:
-    """Whether a keyword's value is other than its default (an array always is)."""
-    if value is default:
-        return False
-    if default is None:
-        return True
-    try:
-        return bool(value != default)
-    except (TypeError, ValueError):  # an array: no keyword's default is one
-        return True
 
 
 def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, **choices) -> RunConfig:
@@ -373,11 +345,13 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
             raise ScheduleError("schedule must be a Schedule (got None; give one, or config=)")
         one_of(zero, "zero", ZERO)
         one_of(zero3, "zero3", ZERO3_GATHERS)
-        t, d, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
-        ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
+        t, d, cp = (positive_int(v, k, MAX_INT - 1) for k, v in (("tp", tp), ("dp", dp),
+                                                                   ("cp", cp)))
+        ep, etp = positive_int(ep, "ep", MAX_INT - 1), positive_int(etp, "etp", MAX_INT - 1)
+        _fit(model, None, t, d, cp, ep, etp, t_name="tp")
     else:
         config = as_run(config)
-        _config_alone("device_bytes", tp=tp, dp=dp, zero=zero, layout=layout, layers=layers,
+        config_alone("device_bytes", tp=tp, dp=dp, zero=zero, layout=layout, layers=layers,
                       ep=ep, etp=etp, cp=cp, zero3=zero3)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp)
         schedule = config.build_schedule() if schedule is None else schedule

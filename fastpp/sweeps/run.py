@@ -116,6 +116,12 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
     one_of(executor, "executor", ("threads", "dask"))
     progress, collect = flag(progress, "progress"), flag(collect, "collect")
     resume = flag(resume, "resume")
+    if resume and out is None:
+        raise ScheduleError("resume=True needs out=, the folder of the sweep to continue (got "
+                            "out=None)")
+    if scheduler is not None and executor != "dask":
+        raise ScheduleError(f"scheduler is Dask's address, for executor='dask' only (got "
+                            f"scheduler={scheduler!r} with executor={executor!r})")
     if executor == "dask":
         require("dask.distributed", "dask", "executor='dask'", "Dask")
     chunk_size = positive_int(chunk_size, "chunk_size")

@@ -77,7 +77,11 @@ class Store:
         elif folder.exists() and any(folder.iterdir()):
             raise ScheduleError(f"out must be a new or empty folder, or a fastpp sweep's (got "
                                 f"{str(folder)!r}, which holds other files)")
-        (folder / META).mkdir(parents=True, exist_ok=True)
+        try:
+            (folder / META).mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # a parent that is a file, a read-only or missing mount
+            raise ScheduleError(f"out must be a folder that can be made and written (got "
+                                f"{str(folder)!r}: {error.strerror or error})") from None
         manifest["format"] = fmt
         atomic_write(path, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)))
         self.folder, self.format = folder, fmt
