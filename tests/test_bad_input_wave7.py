@@ -124,3 +124,14 @@ def test_explain_refuses_flags_its_source_gives(capsys):
     assert "--vocab must be given with --megatron or --megatron-script only" in err
     err = cli_error(capsys, ["explain", "--hf", hf, "--gpus", "8", "--model", "llama3-70b"])
     assert "--model must not be given with --hf: the config.json is the model" in err
+
+
+def test_transformer_costs_refuses_recompute_modules_without_selective_recomputation():
+    """``recompute="none"`` with ``recompute_modules=["mlp"]`` priced the run without them,
+    as plan already refuses (test_bad_input_wave6)."""
+    from fastpp.model import transformer_costs
+
+    with pytest.raises(ScheduleError, match="recompute_modules act on recompute='selective' "
+                                            "only"):
+        transformer_costs("llama3-8b", build_schedule("1f1b", 4, 8), seq=4096,
+                          recompute="none", recompute_modules=["mlp"])

@@ -249,8 +249,12 @@ def test_for_placement_is_per_stage_of_any_schedule(name):
     """Two-direction schedules hold 2p stages with m = 1: for_placement takes them as
     per_stage does."""
     sched = build_schedule(name, 4, 8, 2 if name == "interleaved-1f1b" else 1)
-    costs = Costs(f=np.arange(1.0, 5.0), b=2.0)
-    got = costs.for_placement(sched.p, sched.stage_to_device, sched.m)
+    f = np.arange(1.0, 5.0)  # one per device
+    got = Costs(f=f, b=2.0).for_placement(sched.p, sched.stage_to_device, sched.m)
+    # by hand: each stage takes its device's value over the chunks a device holds
+    assert len(got.tf) == len(sched.stage_to_device) == (4 if name == "1f1b" else 8)
+    np.testing.assert_array_equal(got.tf, f[sched.stage_to_device] / sched.m)
+    np.testing.assert_array_equal(got.tb, np.full(len(got.tb), 2.0 / sched.m))
+    again = Costs(f=f, b=2.0).per_stage(sched)  # another Costs: no expansion kept between them
     for field in got._fields:
-        assert np.array_equal(getattr(got, field), getattr(costs.per_stage(sched), field),
-                              equal_nan=True), field
+        assert np.array_equal(getattr(got, field), getattr(again, field), equal_nan=True), field

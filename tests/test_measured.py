@@ -541,7 +541,9 @@ def test_one_costs_for_every_chunk_count():
 
 def test_each_real_run_from_its_own_costs():
     """Calibration, not replay: each run simulated with one cost per op kind and device and
-    one latency. The figures in MeasuredRun.costs's docstring."""
+    one latency, in sample (the figures in MeasuredRun.costs's docstring). The means price
+    their own run within 10%; an op's times are skewed (a long tail of slow ones), so the
+    medians price every run short, and shorter than its means do."""
     errors = {}
     for statistic in ("median", "mean"):
         for folder in REAL:
@@ -550,10 +552,9 @@ def test_each_real_run_from_its_own_costs():
             errors[statistic, folder] = made / run.makespan - 1
         shown = ", ".join(f"{f} {errors[statistic, f]:+.1%}" for f in REAL)
         print(f"{statistic}: {shown}")
-    means = [errors["mean", f] for f in REAL]
-    medians = [errors["median", f] for f in REAL]
-    assert -0.09 <= min(means) and max(means) <= 0.03
-    assert -0.42 <= min(medians) and max(medians) <= -0.02
+    for folder in REAL:
+        assert abs(errors["mean", folder]) <= 0.10, folder
+        assert errors["median", folder] < min(0.0, errors["mean", folder]), folder
 
 
 @pytest.mark.parametrize("folder", sorted(REAL))

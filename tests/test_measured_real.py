@@ -170,7 +170,10 @@ def test_measure_script_prices_each_class_step_distribution(runs, capsys):
     _, measured = runs
     table = measure_py.class_table(measured, P, N).set_index("schedule")
     measure_py.print_table(table.reset_index())
-    assert "every class's p50 within 5%" in capsys.readouterr().out
+    # the verdict printed is the table's (the 5% itself is noise-bound: not asserted)
+    late = [k for k, e in table.drop(index="1f1b")["p50_error"].items() if abs(e) > 0.05]
+    verdict = "yes" if not late else "no: " + ", ".join(late)
+    assert f"every class's p50 within 5%: {verdict}\n" in capsys.readouterr().out
     assert np.isfinite(table[["p50_error", "p95_error"]].to_numpy()).all()
     assert abs(table.loc["1f1b", "p50_error"]) <= 0.05
     others = table.drop(index="1f1b")["p50_error"].abs()
@@ -191,7 +194,7 @@ def test_measure_script_reads_kept_steps_again(runs, tmp_path, capsys):
     assert measure_py.main(["--reread", str(tmp_path)]) == 0
     shown = capsys.readouterr().out
     assert f"read again: {len(RUNS)} schedules x {STEPS} steps, p={P}, n={N}" in shown
-    assert "every class's p50 within 5%" in shown
+    assert re.search(r"every class's p50 within 5%: (yes|no: [\w, -]+)$", shown, re.M)
     with pytest.raises(ScheduleError, match=r"--reread must name a folder of a "
                                             r"scripts/measure.py run: .* holds no step"):
         measure_py.main(["--reread", str(tmp_path / "nothing")])

@@ -54,6 +54,14 @@ def test_round_trip(config):
                            model=model)[1] == config
 
 
+def test_schedule_names_in_any_case():
+    """PyTorch's get_schedule_class, which torchtitan calls, ignores the name's case."""
+    job = JOB.read_text().replace('pipeline_parallel_schedule = "Interleaved1F1B"',
+                                  'pipeline_parallel_schedule = "interleaved1f1b"')
+    assert "interleaved1f1b" in job
+    assert from_torchtitan(job, gpus=64) == from_torchtitan(JOB, gpus=64)
+
+
 def test_bad_jobs(tmp_path):
     with pytest.raises(ScheduleError, match="pipeline_parallel_schedule must be one of .*"
                                             "'Interleaved1F1B'.*got 'Zigzag'"):

@@ -252,6 +252,11 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                               ep=ep, etp=etp, precision=precision, node_limit=node_limit,
                               imbalance=imbalance, cp=cp, cp_comm=cp_comm, zero=zero,
                               zero3=zero3, overlap=overlap, dispatcher=dispatcher)
+        # the modules act on selective recomputation alone: otherwise they would price nothing
+        if recompute_modules is not None and recompute != "selective":
+            raise ScheduleError(f"recompute_modules act on recompute='selective' only (got "
+                                f"recompute={recompute!r} with recompute_modules="
+                                f"{recompute_modules!r})")
         # the memory recipe is the keyword form's alone (a RunConfig carries the modules)
         recipe = make_recipe(recipe, recompute_modules, fp8_cache, offload_modules)
     else:

@@ -163,6 +163,9 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
                             f"empty: the run is priced by pipeline_parallel_schedule (got "
                             f"{csv!r}; fastpp.io.read_torch_csv reads the CSV to simulate)")
     name = par.get("pipeline_parallel_schedule", "1F1B")
+    # PyTorch's get_schedule_class matches the name without regard to case
+    name = next((k for k in SCHEDULES if isinstance(name, str) and k.lower() == name.lower()),
+                name)
     if not isinstance(name, str) or name not in SCHEDULES:
         raise ScheduleError(f"{where}: pipeline_parallel_schedule must be one of "
                             f"{sorted(SCHEDULES)} (got {name!r})")
