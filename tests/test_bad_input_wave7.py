@@ -106,6 +106,10 @@ def test_a_launch_script_whose_variable_doubles_each_line():
     with pytest.raises(ScheduleError, match="the script's variable A must expand to at most "
                                             "1,000,000 characters"):
         from_megatron(script)
+    # an array of empty words doubling: no characters, 2**40 items
+    script = 'A=("")\n' + '\nA+=("${A[@]}")' * 40 + "\npython pretrain_gpt.py\n"
+    with pytest.raises(ScheduleError, match="the script's variable A must expand to at most"):
+        from_megatron(script)
 
 
 def cli_error(capsys, argv) -> str:

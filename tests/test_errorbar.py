@@ -125,3 +125,16 @@ def test_plan_rows_and_transformer_costs_carry_their_regimes_bar():
     assert costs == fastpp.Costs(costs.f, costs.b, w=costs.w, comm=costs.comm,
                                  gamma=costs.gamma, act=costs.act, bandwidth=costs.bandwidth,
                                  message_bytes=costs.message_bytes)
+
+
+def test_coverage_leaves_out_rows_without_a_prediction_and_needs_two_datasets():
+    where = tuple(H100)
+    rows = [("a", 1.02), ("a", 0.98), ("a", float("nan")), ("b", 1.1), ("b", 0.9)]
+    frame = pd.DataFrame([(d, "iteration_s", 1.0, x, "check", *where) for d, x in rows],
+                         columns=["dataset", "quantity", "measured", "predicted", "role",
+                                  *Regime._fields])
+    frame["error"] = frame["predicted"] / frame["measured"] - 1
+    got = {r["dataset"]: r for r in coverage(frame)}
+    # a's NaN row neither counts nor spoils the bar b is judged by (a's 2%)
+    assert got["a"]["rows"] == 2 and got["b"]["bar"] == pytest.approx(0.02)
+    assert coverage(frame[frame["dataset"] == "a"]) == []

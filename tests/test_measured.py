@@ -541,9 +541,9 @@ def test_one_costs_for_every_chunk_count():
 
 def test_each_real_run_from_its_own_costs():
     """Calibration, not replay: each run simulated with one cost per op kind and device and
-    one latency, in sample (the figures in MeasuredRun.costs's docstring). The means price
-    their own run within 10%; an op's times are skewed (a long tail of slow ones), so the
-    medians price every run short, and shorter than its means do."""
+    one latency, in sample (MeasuredRun.costs's docstring gives the figures, printed here).
+    The means price their own run within 10%; an op's times are skewed (a long tail of slow
+    ones), so the medians price every run short, and shorter than its means do."""
     errors = {}
     for statistic in ("median", "mean"):
         for folder in REAL:

@@ -447,15 +447,13 @@ def config_alone(function: str, **keywords) -> None:
 
 
 def _differs(value, default) -> bool:
-    """Whether a keyword's value is other than its default (an array always is)."""
+    """Whether a keyword's value is other than its default (an array or a list always is:
+    no run keyword's default is one)."""
     if value is default:
         return False
-    if default is None:
+    if default is None or isinstance(value, np.ndarray | list | tuple):
         return True
-    try:
-        return bool(value != default)
-    except (TypeError, ValueError):  # an array: no keyword's default is one
-        return True
+    return bool(value != default)
 
 
 def as_run(config, name: str = "config") -> RunConfig:

@@ -135,12 +135,17 @@ def coverage(frame) -> list[dict]:
     Returns
     -------
     list of dict
-        Per dataset, then ``"all"`` (every row pooled): ``rows``; ``within_bar`` and
+        Empty with fewer than two datasets of check rows (rows without a finite error are
+        left out). Per dataset, then ``"all"`` (every row pooled): ``rows``; ``within_bar`` and
         ``within_two_bars``, the shares of rows whose relative step-time error is within one
         and two of their bars; ``extrapolated``, the share whose regime no other dataset
         validates; ``rms``, their errors' root mean square, and ``bar``, their bars' mean.
     """
-    part = frame[(frame["role"] == "check") & ~frame["dataset"].isin(NOT_MODEL)]
+    part = frame[(frame["role"] == "check") & ~frame["dataset"].isin(NOT_MODEL)
+                 & np.isfinite(frame["error"])]  # (a row without a prediction judges nothing)
+    if part["dataset"].nunique() < 2:  # one dataset has no others to be judged by
+        return []
+    frame = frame[np.isfinite(frame["error"])]
     errors = np.abs(step_error(part["error"].to_numpy(), part["quantity"].to_numpy()))
     names = part["dataset"].to_numpy()
     where = [Regime(*key) for key in part[list(FACTS)].itertuples(index=False)]

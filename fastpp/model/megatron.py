@@ -541,7 +541,7 @@ def _assign(key: str, append: str, value: str, scope: dict, arrays: dict) -> Non
     if value.startswith("("):
         items = _expand_words(_split(value[1:value.rfind(")")]), scope, arrays)
         arrays[key] = (arrays.get(key, []) if append else []) + items
-        _check_size(key, sum(len(w) for w in arrays[key]))
+        _check_size(key, len(arrays[key]) + sum(len(w) for w in arrays[key]))
         return
     word = _expand_words(_split(value), scope, arrays, join=True)
     if word and not getattr(word[0], "unresolved", None):
@@ -551,7 +551,9 @@ def _assign(key: str, append: str, value: str, scope: dict, arrays: dict) -> Non
         scope.pop(key, None)
 
 
-MAX_VALUE = 1_000_000  # characters in one variable of a script: no launch script comes close
+# characters in one variable of a script (an array's items count one each, so that empty
+# ones doubling each line stop too): no launch script comes close
+MAX_VALUE = 1_000_000
 
 
 def _check_size(key: str, size: int) -> None:
