@@ -18,6 +18,7 @@ from fastpp.model.validate import (
     CALIBRATION,
     DATA,
     DATASETS,
+    IN_VIEW,
     _extras,
     _gpt,
     calibrate,
@@ -75,13 +76,15 @@ def _open(datasets, bound):
 
 @pytest.mark.parametrize("dataset", _open(BASELINE_MAPE, {"narayanan_2021_table1"}))
 def test_every_dense_table_within_five_percent(frame, dataset):
-    """The issue's 5% on the rows nothing was fitted on (Megatron-Core's even rows, every row
-    of the other tables); the layer table, all calibration, is held to it as a fit."""
+    """The issue's 5% on the rows nothing was fitted on or chosen with in view (Megatron-Core's
+    even rows but the 32B, Narayanan's but two, every row of the other tables); the layer
+    table, all calibration, is held to it as a fit."""
     role = "calibration" if dataset in FIT_ONLY else "check"
     rows = frame[frame["dataset"] == dataset]
-    assert set(rows["role"]) == ({role} if dataset in FIT_ONLY or dataset not in
-                                 BASELINE_CHECK_MAPE else {"calibration", "check"})
-    assert mape(frame, role)[dataset] <= 5.0
+    mixed = set(BASELINE_CHECK_MAPE) | {name for name, _ in IN_VIEW}
+    assert set(rows["role"]) == ({role} if dataset in FIT_ONLY or dataset not in mixed
+                                 else {"calibration", "check"})
+    assert mape(frame, role)[dataset] <= 5.0, mape(frame, role)[dataset]
 
 
 @pytest.mark.parametrize("dataset", _open(BASELINE_MAPE, {"zero_bubble_table4_model"}))
