@@ -106,7 +106,7 @@ def test_scheduleerror_is_a_valueerror():
 
 
 def test_huge_ids_are_refused_before_anything_is_allocated():
-    with pytest.raises(ScheduleError, match=r"V\*n must be at most 50000000 \(got V=1, "
+    with pytest.raises(ScheduleError, match=r"V\*n must be at most 60000000 \(got V=1, "
                                             r"n=1000000000\)"):
         Schedule.from_tokens([["0F999999999", "0B999999999"]])
 
