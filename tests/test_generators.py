@@ -117,3 +117,14 @@ def test_a_schedule_built_again_is_the_same_and_its_own():
     assert not np.array_equal(build_schedule("interleaved-1f1b", 2, 8, 2, G=4).ops, kept)
     with pytest.raises(ScheduleError, match="G must be"):  # validated on every call
         build_schedule("interleaved-1f1b", 4, 8, 2, G=2)
+
+
+def test_m_defaults_to_the_schedules_own():
+    """Without ``m`` each schedule takes its ``default_m``, as the sweeps and the command line
+    do: ``build_schedule("zbv", 4, 8)`` said "m must be 2 ... (got m=1)" of an m never given."""
+    from fastpp import SCHEDULES
+
+    for name, spec in SCHEDULES.items():  # (p = 4, n = 16 passes every schedule's rules)
+        assert build_schedule(name, 4, 16).tokens() == \
+            build_schedule(name, 4, 16, spec.default_m).tokens(), name
+    assert (build_schedule("zbv", 4, 8).m, build_schedule("1f1b", 4, 8).m) == (2, 1)

@@ -99,7 +99,7 @@ def test_combined_1f1b_follows_megatron():
         "(3F2;1B1)OVERLAP_F_B (3F3;3B2)OVERLAP_F_B 3B3 1B2 1B3".split(),
     ]
     # p=1: combined_1f1b_schedule_for_no_pipelining's phases
-    assert build_schedule("combined-1f1b", 1, 4).tokens() == [
+    assert build_schedule("combined-1f1b", 1, 4, 1).tokens() == [
         "0F0 (0F1;0B0)OVERLAP_F_B (0F2;0B1)OVERLAP_F_B (0F3;0B2)OVERLAP_F_B 0B3".split()]
     assert fastpp.SCHEDULES["combined-1f1b"].pairs
 

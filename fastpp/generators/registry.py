@@ -323,15 +323,19 @@ def get_spec(name: str) -> ScheduleSpec:
         raise ScheduleError(f"schedule must be one of {sorted(SCHEDULES)} (got {name!r})") from None
 
 
-def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule:
+def build_schedule(name: str, p: int, n: int, m: int | None = None, **options) -> Schedule:
     """Build a registered schedule.
 
     Parameters
     ----------
     name : str
         A key of ``fastpp.SCHEDULES``, e.g. ``"1f1b"`` or ``"interleaved-1f1b"``.
-    p, n, m : int
-        Devices, microbatches, chunks per device.
+    p, n : int
+        Devices, microbatches.
+    m : int, optional
+        Chunks per device; default the schedule's own (``ScheduleSpec.default_m``: 2 for the
+        V-shapes and the interleaved schedules, 1 for the others), as the sweeps and the
+        command line take it.
     **options
         Schedule options: ``G`` (microbatch group size, default ``p``) for
         ``"interleaved-1f1b"`` and ``"combined-1f1b"``.
@@ -349,6 +353,8 @@ def build_schedule(name: str, p: int, n: int, m: int = 1, **options) -> Schedule
         If the name is unknown, an option is not the schedule's, or ``p, n, m`` break its
         constraints; the message names the parameter, what it must be and what it got.
     """
+    if m is None and type(name) is str and name in SCHEDULES:
+        m = SCHEDULES[name].default_m
     if not options and type(name) is str and type(p) is type(n) is type(m) is int:
         built = _BUILT.get((name, p, n, m, p))
         if built is not None:  # these arguments passed the checks below before
