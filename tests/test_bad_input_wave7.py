@@ -139,3 +139,17 @@ def test_transformer_costs_refuses_recompute_modules_without_selective_recomputa
                                             "only"):
         transformer_costs("llama3-8b", build_schedule("1f1b", 4, 8), seq=4096,
                           recompute="none", recompute_modules=["mlp"])
+
+
+def test_plan_with_a_config_and_another_recompute_drops_the_configs_modules():
+    """A config with selective recomputation of ``mlp``, planned with ``recompute="none"``,
+    was refused over the ``recompute_modules`` the user never passed (they came from the
+    config); they act on selective rows alone, so they stay with those."""
+    run = RunConfig(seq=4096, global_batch=64, t=2, p=2, d=2, recompute="selective",
+                    recompute_modules=("mlp",))
+    rows = plan("llama3-8b", config=run, recompute=["none", "selective"], workers=1)
+    assert rows["recompute"].tolist() == ["none", "selective"]
+    alone = plan("llama3-8b", config=run, workers=1)
+    assert rows["step_time"].iloc[1] == alone["step_time"].iloc[0]
+    assert plan("llama3-8b", config=run, recompute="none", workers=1)["step_time"].iloc[0] == \
+        rows["step_time"].iloc[0]

@@ -250,6 +250,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         axes = {"tp": tp, "pp": pp, "microbatch": microbatch, "m": m, "recompute": recompute,
                 "schedules": schedules, "cp": cp, "ep": ep}
         run = {**config.plan_keywords(), **{k: v for k, v in axes.items() if v is not None}}
+        if recompute is not None and "selective" not in np.atleast_1d(recompute):
+            run["recompute_modules"] = None  # (the config's act on selective rows alone)
         own = run.pop("gpus")  # (given, gpus replaces it and d follows)
         gpus = own if gpus is None else gpus
         return plan(model, gpus, hardware, link=link, capacity=capacity, workers=workers,
