@@ -87,7 +87,7 @@ class Costs:
     w : float or array_like
         Weight-grad op's time of a split backward, ``>= 0``: ``W`` takes ``w``, and ``I``
         takes ``i``, or ``b - w`` where ``i`` is not given (there ``w <= b``, checked for
-        every schedule). Schedules that do not split the backward take no other use of it.
+        every schedule). Schedules that do not split the backward use it nowhere else.
     i : float or array_like, optional
         The input-grad op's time of a split backward, >= 0. Default: ``b - w``, so that a
         split backward costs ``b``. Given, ``I`` takes ``i`` and ``W`` takes ``w``, so that

@@ -368,6 +368,7 @@ def validate(datasets=DATASETS):
     if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass
         rows += [r for r in _zero_bubble(hw) if r[0] in datasets]
     fitted = _korthikanti_layer(hw) + _megatron_core(h100, which=0)
+    fitted += [r for r in rows if r[:2] in IN_VIEW or r[0] == validate_moe.DATASET]
     role = {(d, r, q): "calibration" for d, r, q, *_ in fitted} | vtrain_roles(DATA)
     if "long_context_published" in datasets:
         role |= long_roles()
@@ -375,10 +376,8 @@ def validate(datasets=DATASETS):
                          columns=["dataset", "row", "quantity", "measured", "predicted",
                                   *Regime._fields])
     frame["error"] = frame["predicted"] / frame["measured"] - 1.0
-    frame["role"] = [role.get((d, r, q), "calibration" if (d, r) in IN_VIEW or
-                              d == validate_moe.DATASET else "check")
-                     for d, r, q in zip(frame["dataset"], frame["row"], frame["quantity"],
-                                        strict=True)]
+    frame["role"] = [role.get((d, r, q), "check") for d, r, q in
+                     zip(frame["dataset"], frame["row"], frame["quantity"], strict=True)]
     return frame
 
 
