@@ -23,12 +23,14 @@ import numpy as np
 from . import noise as noise_module
 from .checks import ScheduleError, index, instance, number, number_array, positive_int
 from .compiled import op_durations
-from .costs import Costs
+from .costs import MAX_TIME, Costs
 from .noise import Noise
 from .ops import Op
 from .schedule import Schedule
 
 MAX_SAMPLES = 10**8
+# the result's makespans, busy times and spans, (2 p + 1) floats a sample: at most 4 GiB
+MAX_RESULT_VALUES = 2**29
 DEFAULT_SAMPLES = 64  # a sweep's, plan's or search's: enough for a p95 of a few percent
 _LOCK = threading.Lock()
 # made on first use, kept (starting threads costs); not the engine's pools, because a Monte
@@ -78,12 +80,12 @@ class MonteCarlo:
 
     @property
     def mean(self) -> float:
-        return float(self.makespan.mean())
+        return _scaled(np.mean, self.makespan)
 
     @property
     def std(self) -> float:
         """The makespans' standard deviation (``ddof=1``; 0 for one sample)."""
-        return float(self.makespan.std(ddof=1)) if self.samples > 1 else 0.0
+        return _scaled(lambda x: x.std(ddof=1), self.makespan) if self.samples > 1 else 0.0
 
     def quantile(self, q) -> float | np.ndarray:
         """The makespans' ``q`` quantile(s) (linear interpolation).
@@ -201,6 +203,9 @@ class MonteCarlo:
         steps = positive_int(steps, "steps", 40)
         compiled, _, handoff, extra = self._state
         limit = (1.0 + tolerance) * self.mean
+        if not np.isfinite(limit) or limit > MAX_TIME:
+            raise ScheduleError(f"tolerance must keep (1 + tolerance) x the mean makespan "
+                                f"({self.mean:.6g}) at most {MAX_TIME:g} (got {tolerance!r})")
         out: dict = {"links": {}, "stages": {}}
         links: dict = {}
         for s, pair in self._ran[1]:
@@ -219,6 +224,17 @@ class MonteCarlo:
 
             out["stages"][s] = _bisect(slower, limit, steps)
         return out
+
+
+def _scaled(statistic, makespans: np.ndarray) -> float:
+    """``statistic(makespans)``, a mean or a standard deviation, or where its sums overflow
+    (finite makespans near the float64 limit), the same of the makespans scaled to at most 1."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = float(statistic(makespans))
+    if np.isfinite(out):
+        return out
+    scale = float(makespans.max())
+    return scale * float(statistic(makespans / scale))
 
 
 def check_noise(noise, samples, seed, seed_name: str = "seed") -> tuple[int, int]:
@@ -258,6 +274,10 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     """``samples`` timelines of ``schedule`` under ``costs`` and ``noise`` (module docstring)."""
     samples = positive_int(samples, "samples", MAX_SAMPLES)
     seed = _seed(seed, "seed")
+    most = MAX_RESULT_VALUES // (2 * schedule.p + 1)
+    if samples > most:
+        raise ScheduleError(f"samples must be at most {most:,} at p = {schedule.p} (each "
+                            f"sample keeps 2 p + 1 floats; got {samples:,})")
     compiled = schedule.compiled()
     N, V, p = compiled.num_ops, compiled.V, compiled.p
     tf, tb, ti, tw, tfb, comm, _, _, sb = costs._per_stage(schedule)[1]

@@ -288,7 +288,10 @@ def _shape(cov: np.ndarray, dist: str) -> np.ndarray:
     if dist == "lognormal":
         out[some] = np.sqrt(np.log1p(cov[some] ** 2))
     else:
-        out[some] = 1.0 / cov[some] ** 2
+        # a shape past float64's range (CoV below 1e-154) draws factors of exactly 1, as none
+        with np.errstate(over="ignore", divide="ignore"):
+            shape = 1.0 / cov[some] ** 2
+        out[some] = np.where(np.isfinite(shape), shape, 0.0)
     return out
 
 

@@ -45,6 +45,11 @@ def _save(plt, fig, path: Path) -> Path:
         if suffix and suffix not in kinds:
             raise ScheduleError(f"path must end in a format matplotlib writes "
                                 f"({', '.join(sorted(kinds))}) (got {str(path)!r})")
+        if path.is_dir():
+            raise ScheduleError(f"path must be a file path that can be written (got "
+                                f"{str(path)!r}, a folder)")
+        if not suffix:  # the file matplotlib writes, which the caller is told
+            path = path.with_name(path.name + ".png")
         with writable(path):
             fig.savefig(path, dpi=100)
     finally:
@@ -65,11 +70,12 @@ def gantt(result, path) -> Path:
     result : Result
         From ``fastpp.simulate``.
     path : path
-        The PNG to write.
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
 
     Returns
     -------
     Path
+        The file written.
     """
     result, path = _result(result), file_path(path)
     plt = _pyplot()
@@ -114,11 +120,12 @@ def memory(result, path) -> Path:
     result : Result
         From ``fastpp.simulate``.
     path : path
-        The PNG to write.
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
 
     Returns
     -------
     Path
+        The file written.
     """
     result, path = _result(result), file_path(path)
     plt = _pyplot()
@@ -144,11 +151,12 @@ def bubble_heatmaps(df, path, metric: str = "bubble_ratio") -> Path:
     df : pandas.DataFrame
         A sweep's table (one cost setting).
     path : path
-        The PNG to write.
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
 
     Returns
     -------
     Path
+        The file written.
     """
     dataframe(df, "df", ("schedule", "p", "n"))
     dataframe(df, "df", {"metric": metric})
@@ -201,7 +209,7 @@ def pareto(df, path, x: str = "peak_activations_max", y: str = "bubble_ratio",
     df : pandas.DataFrame
         Sweep rows (``fastpp.sweep``): a ``schedule`` column and the columns ``x`` and ``y``.
     path : path
-        The PNG to write.
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
     x, y : str
         The columns to plot; the front minimises both (``fastpp.pareto_front``).
     title : str, optional
@@ -209,6 +217,7 @@ def pareto(df, path, x: str = "peak_activations_max", y: str = "bubble_ratio",
     Returns
     -------
     Path
+        The file written.
 
     Raises
     ------
@@ -242,7 +251,7 @@ def plan_scatter(df, path, capacity: float | None = None, title: str | None = No
     df : pandas.DataFrame
         Plan rows (``fastpp.model.plan``).
     path : path
-        The PNG to write.
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
     capacity : float, optional
         Bytes per GPU, drawn as a line (> 0).
     title : str, optional
@@ -250,6 +259,7 @@ def plan_scatter(df, path, capacity: float | None = None, title: str | None = No
     Returns
     -------
     Path
+        The file written.
 
     Raises
     ------
@@ -294,11 +304,12 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
         A simulation of ``run.schedule`` in seconds, e.g. ``run.replay()`` or
         ``simulate(run.schedule, costs)``.
     path : path
-        The PNG to write.
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
 
     Returns
     -------
     Path
+        The file written.
     """
     run, result, path = check_run(run), _result(result), file_path(path)
     title = optional_text(title, "title")
@@ -352,12 +363,13 @@ def makespan_cdf(results, path, title: str | None = None) -> Path:
     results : MonteCarlo or sequence of MonteCarlo
         Best drawn with the same ``noise`` and ``seed`` (common random numbers).
     path : path
-        The PNG to write.
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
     title : str, optional
 
     Returns
     -------
     Path
+        The file written.
 
     Raises
     ------
@@ -399,11 +411,12 @@ def criticality(mc, path) -> Path:
     mc : MonteCarlo
         From ``simulate(..., noise=)``.
     path : path
-        The PNG to write.
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
 
     Returns
     -------
     Path
+        The file written.
     """
     from .montecarlo import MonteCarlo
     from .simulate import simulate

@@ -93,7 +93,9 @@ def read_steps(folder: Path, labels) -> dict:
     per label, ``step0``, ``step1``, ... in it), so that kept runs are priced by later code."""
     runs = {}
     for label in labels:
-        steps = sorted((folder / label).glob("step*"), key=lambda d: int(d.name[4:]))
+        # step0, step1, ...: scripts/measure.py's own folders (others are not its steps)
+        steps = sorted((d for d in (folder / label).glob("step*") if d.name[4:].isdigit()),
+                       key=lambda d: int(d.name[4:]))
         if not steps:
             raise fastpp.ScheduleError(f"--reread must name a folder of a scripts/measure.py "
                                        f"run: {folder / label} holds no step")

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..checks import Frozen, ScheduleError, file_path, numbers, read_only, require
 from ..compiled import timeline_batch
+from ..costs import MAX_TIME
 
 pd = require("pandas", "measured", "fastpp.measured")
 
@@ -181,10 +182,11 @@ class MeasuredJob(Frozen):
         Raises
         ------
         ScheduleError
-            If ``durations`` is not of that shape or holds a number < 0 or not finite.
+            If ``durations`` is not of that shape or holds a number outside ``[0,
+            fastpp.costs.MAX_TIME]``.
         """
         g = self._graph
-        durations = numbers(durations, "durations")
+        durations = numbers(durations, "durations", upper=MAX_TIME)
         if durations.ndim != 2 or len(durations) != len(self.ops):
             raise ScheduleError(f"durations must have shape (ops, B) = ({len(self.ops)}, B), a "
                                 f"row per op of MeasuredJob.ops (got shape {durations.shape})")
@@ -269,17 +271,25 @@ def _column_types(t, path: Path) -> None:
     """Integer columns hold integers and the times finite numbers (before any arithmetic on
     them: a NaN rank or a string time would otherwise surface as NumPy's or pandas' error, a
     NaN start as a silently wrong order)."""
+    for column in COLUMNS:  # pandas' nullable columns hold NA, which no check below sees
+        if t[column].isna().any():
+            row = int(np.flatnonzero(t[column].isna().to_numpy())[0])
+            raise ScheduleError(f"op table {path.name}: {column} must have no missing values "
+                                f"(row {row} is missing it)")
     for column in ("start_ts", "duration"):
         if not pd.api.types.is_numeric_dtype(t[column]) or pd.api.types.is_bool_dtype(t[column]):
             raise ScheduleError(f"op table {path.name}: {column} must hold numbers (got dtype "
                                 f"{t[column].dtype})")
-    if not np.isfinite(t.start_ts.to_numpy(np.float64)).all():
-        raise ScheduleError(f"op table {path.name}: start_ts must be finite (the table has NaN "
-                            f"or infinite values)")
+        t[column] = t[column].astype(np.float64)  # (a nullable dtype's own rules end here)
+        # a step's replay sums them: past MAX_TIME the sums could overflow
+        if not (np.abs(t[column].to_numpy()) <= MAX_TIME).all():
+            raise ScheduleError(f"op table {path.name}: {column} must be finite and at most "
+                                f"{MAX_TIME:g} in magnitude (the table has other values)")
     for column in set(COLUMNS) - {"start_ts", "duration", "optype"}:
         if not pd.api.types.is_integer_dtype(t[column]) or pd.api.types.is_bool_dtype(t[column]):
             raise ScheduleError(f"op table {path.name}: {column} must hold integers (got dtype "
                                 f"{t[column].dtype})")
+        t[column] = t[column].astype(np.int64)
 
 
 def _check(t, meta: dict) -> None:

@@ -619,7 +619,9 @@ def _times(file: Path, rank: int, marks: dict, named: np.ndarray):
     """The ranges' ``ts`` and ``dur`` as float arrays; a labelled range without numeric ones is
     an error (an unlabelled one is skipped)."""
     a, d = np.array(marks["ts"]), np.array(marks["dur"])
-    if a.dtype.kind in "biuf" and d.dtype.kind in "biuf":
+    # (NumPy makes a JSON true among numbers 1.0: a bool is looked for apart)
+    if (a.dtype.kind in "iuf" and d.dtype.kind in "iuf"
+            and bool not in set(map(type, marks["ts"])) | set(map(type, marks["dur"]))):
         return a.astype(float), d.astype(float)
     ok = np.array([_num(x) and _num(y)
                    for x, y in zip(marks["ts"], marks["dur"], strict=True)], bool)
@@ -919,7 +921,8 @@ def _release(start: np.ndarray, end: np.ndarray, sends: np.ndarray) -> np.ndarra
 
 
 def _num(x) -> bool:
-    return isinstance(x, int | float)
+    """A JSON number (``true`` and ``false`` load as bools, which Python counts as ints)."""
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def _read_megatron(file: Path, data: dict) -> RankTrace:

@@ -180,7 +180,15 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
 def _injected(job: Job, delay, link_delay) -> Job:
     """``job`` with its delays and slow link, checked."""
     V = sum(len(x) for x in job.stages)
-    return dataclasses.replace(job, delays=_delays(delay, V), link=_link(link_delay, job.p))
+    link = _link(link_delay, job.p)
+    if link is not None:  # a sleep before each send: only a pair that passes activations sends
+        rank = {s: r for r, held in enumerate(job.stages) for s in held}
+        pairs = sorted({(min(rank[s], rank[s + 1]), max(rank[s], rank[s + 1]))
+                        for s in range(V - 1) if rank[s] != rank[s + 1]})
+        if (min(link[1:]), max(link[1:])) not in pairs:
+            raise ScheduleError(f"link_delay must join ranks that pass activations, one of "
+                                f"{pairs} (got ranks {link[1]} and {link[2]})")
+    return dataclasses.replace(job, delays=_delays(delay, V), link=link)
 
 
 def _run(jobs: list[Job], orders: list, model: Model, timeout: float) -> list:
@@ -200,6 +208,12 @@ def _run(jobs: list[Job], orders: list, model: Model, timeout: float) -> list:
 
 def _delays(delay, V: int) -> tuple:
     """``delay`` checked: ``(stage, kind, seconds, probability)`` tuples."""
+    if delay is None:
+        return ()
+    if not isinstance(delay, str | tuple | list):
+        raise ScheduleTypeError(f"delay must be STAGE:KIND:SECONDS[:PROB], a (stage, kind, "
+                                f"seconds[, probability]) tuple or a list of them (got "
+                                f"{type(delay).__name__})")
     if isinstance(delay, str) or (isinstance(delay, tuple) and delay
                                   and not isinstance(delay[0], tuple | list | str)):
         delay = [delay]  # one delay, not a list of them

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import instance
+from ..checks import ScheduleError, instance
 from .job import COMM_OPTYPES, MeasuredJob, pd
 
 WORST_RANKS = 0.03  # M_W's share of ranks (the artifact's RATIO = 3 %)
@@ -45,7 +45,7 @@ class WhatIf:
         count as ``forward-pp-comm`` and ``backward-pp-comm``.
     ms, mw : float
         ``M_S`` and ``M_W``: the share of ``S - 1`` that the last stage's ops, and the worst
-        3% of ranks' ops, explain (the removal estimate).
+        3% of ranks' ops, explain (the removal estimate); 0 where ``S`` is exactly 1.
     worst_ranks : list of int
         The ranks ``mw`` puts back to their ideal.
     steps : DataFrame
@@ -86,8 +86,9 @@ def whatif(job: MeasuredJob) -> WhatIf:
 
     Raises
     ------
-    ScheduleTypeError
-        If ``job`` is not a ``MeasuredJob``.
+    ScheduleError
+        If ``job`` is not a ``MeasuredJob`` (a ``ScheduleTypeError``), or its ops all take no
+        time.
     """
     instance(job, MeasuredJob, "job", "fastpp.MeasuredJob")
     measured, ideal = job.durations, _ideal(job)
@@ -103,6 +104,9 @@ def whatif(job: MeasuredJob) -> WhatIf:
     remove = _run(job, measured, ideal, [("ms", last_stage)])["ms"]
     t_real, t_ideal = times["replayed"], times["ideal"]
     mean_ideal = t_ideal.mean()
+    if mean_ideal == 0.0:
+        raise ScheduleError("job must have ops that take time: every duration of its op table "
+                            "is 0, so no step has a slowdown")
     decompose, per_step = {}, {}
     for name, labels in groups.items():
         decompose[name] = {_key(label): float(times[(name, label)].mean() / mean_ideal)
@@ -114,11 +118,13 @@ def whatif(job: MeasuredJob) -> WhatIf:
     mask = ops["rank"].isin(worst).to_numpy()
     remove_w = _run(job, measured, ideal, [("mw", mask)])["mw"]
     gap = t_real.mean() - mean_ideal
+    # S = 1: nothing to explain, and nothing explained
+    ms, mw = (float((t_real.mean() - x.mean()) / gap) if gap else 0.0
+              for x in (remove, remove_w))
     steps = pd.DataFrame({"step": job.steps, "measured": job.step_time, "replayed": t_real,
                           "ideal": t_ideal, "slowdown": t_real / t_ideal})
     return WhatIf(float(t_real.mean() / mean_ideal), decompose["dp_rank"], decompose["stage"],
-                  decompose["op"], float((t_real.mean() - remove.mean()) / gap),
-                  float((t_real.mean() - remove_w.mean()) / gap), worst, steps,
+                  decompose["op"], ms, mw, worst, steps,
                   per_step["dp_rank"], per_step["stage"], per_step["op"])
 
 

@@ -104,7 +104,7 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
         data["budget"] = math.inf
     else:
         data["budget"] = number(budget, "budget")
-    if objective != "makespan" or lam != 1.0:
+    if objective != "makespan" or number(lam, "lam") != 1.0:
         data["_objective"] = objective_values(data, objective, lam)
     fits = data[data["peak_activations_max"] <= data["budget"] + 1e-12]
     keys = ["makespan", "peak_activations_max"]

@@ -49,10 +49,13 @@ def objective_values(df, objective: str, lam: float, base: str = "makespan"):
     lam = number(lam, "lam")
     if objective == "makespan":
         return df[base]
-    need = f"{base}_p95" if objective == "p95" else f"{base}_mean"
-    if need not in df:
-        raise ScheduleError(f"objective={objective!r} needs rows with {need} (a sweep or plan "
-                            f"run with noise=); the rows have none")
+    need = {"p95": [f"{base}_p95"], "p50": [f"{base}_p50"], "mean": [f"{base}_mean"],
+            "mean+std": [f"{base}_mean", "makespan_std"]}[objective]
+    missing = [k for k in need if k not in df]
+    if missing:
+        raise ScheduleError(f"objective={objective!r} needs rows with {', '.join(need)} (a "
+                            f"sweep or plan run with noise=); the rows have no "
+                            f"{', '.join(missing)}")
     if objective == "mean+std":
         return df[f"{base}_mean"] + lam * df["makespan_std"]
     return df[f"{base}_{objective}"]
