@@ -628,7 +628,10 @@ def _explain(args) -> int:
                 setattr(args, key, default)
     if megatron:
         text = args.megatron if args.megatron is not None else _script(args.megatron_script)
-        imported = from_megatron(text, args.gpus, vocab=args.vocab)
+        vocab = args.vocab
+        if vocab is None and args.model is not None:  # the shape's, which --model gives
+            vocab = model_arg(args.model).vocab
+        imported = from_megatron(text, args.gpus, vocab=vocab)
         model, config, ignored = imported.model, imported.config, imported.ignored
     elif args.torchtitan is not None:
         if args.gpus is None:

@@ -142,7 +142,7 @@ def test_bad_input(tmp_path):
     with pytest.raises(ScheduleError, match=r"model_type must be one of \[.*'llama'.*got "
                                             r"'mamba'"):
         from_hf({"model_type": "mamba"})
-    config = load("llama-2-7b.json")
+    config = load("qwen3-8b.json")  # (a family without class defaults: Llama's has them)
     del config["intermediate_size"]
     with pytest.raises(ScheduleError, match="no 'intermediate_size'"):
         from_hf(config)
@@ -159,3 +159,25 @@ def test_bad_input(tmp_path):
         from_hf(3)
     with pytest.raises(ScheduleError, match="model_type must be one of"):
         from_hf({"hidden_size": 8})
+
+
+def test_class_defaults_where_official_files_leave_fields_out():
+    """Google's gemma-3-4b-it gives its text_config only the fields that differ from
+    Gemma3TextConfig's defaults, and LLaVA 1.5's text_config none of LlamaConfig's: both were
+    refused. With the classes' defaults, Gemma 3 4B's language model is the Gemma 3 report's
+    3,884M parameters (675M embedding, 3,209M the rest; Table 1), and LlamaConfig's own
+    shape is LLaMA 7B's 6.74B."""
+    gemma = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+             "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+                             "model_type": "gemma3_text", "num_hidden_layers": 34,
+                             "sliding_window": 1024},
+             "vision_config": {"hidden_size": 1152, "num_attention_heads": 16}}
+    model = from_hf(gemma)
+    assert (model.heads, model.kv_heads, model.head_dim, model.vocab) == (8, 4, 256, 262208)
+    assert model.parameters / 3.884e9 == pytest.approx(1.0, abs=0.002)
+    llava = from_hf({"model_type": "llava", "text_config": {}})
+    assert (llava.layers, llava.hidden, llava.ffn, llava.vocab) == (32, 4096, 11008, 32000)
+    assert llava.parameters / 6.74e9 == pytest.approx(1.0, abs=0.002)
+    with pytest.raises(ScheduleError, match="has no 'hidden_size': for a 'qwen3' model fastpp "
+                                            "reads it from the file"):
+        from_hf({"model_type": "qwen3", "num_hidden_layers": 2})

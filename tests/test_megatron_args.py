@@ -62,12 +62,13 @@ def test_mixtral_with_expert_parallelism():
     assert (model.experts, model.top_k, model.expert_ffn, model.kv_heads) == (8, 2, 14336, 8)
     assert abs(model.parameters / 46.7e9 - 1) < 0.01
     assert abs(model.active_parameters / 12.9e9 - 1) < 0.01
-    # 32 layers, 4 a chunk on 4 devices: 2 chunks each, Megatron's interleaved schedule
+    # 32 layers, 4 a chunk on 4 devices: 2 chunks each, Megatron's interleaved schedule,
+    # its hand-offs overlapped (Megatron's default there)
     assert config == RunConfig(seq=4096, global_batch=256, p=4, d=16, ep=8, etp=1, m=2,
                                schedule="interleaved-1f1b", recompute="full",
                                recompute_method="uniform", recompute_layers=1,
                                sequence_parallel=False, zero=1, precision="bf16",
-                               cp_comm="ring")
+                               cp_comm="ring", blocking_handoffs=False)
     assert "--moe-grouped-gemm" in imported.ignored
 
 
@@ -296,7 +297,9 @@ def random_configs(seed, count):
             recompute_layers=1 if recompute == "full" else None,
             sequence_parallel=bool(rng.integers(2)) and t > 1, zero=int(rng.choice([0, 1, 2, 3])),
             gradient_overlap=bool(rng.integers(2)), tp_overlap=bool(rng.integers(2)),
-            blocking_handoffs=bool(rng.integers(2)), precision=str(rng.choice(["bf16", "fp8"])),
+            # Megatron overlaps only an interleaved pipeline's hand-offs
+            blocking_handoffs=bool(rng.integers(2)) or m == 1,
+            precision=str(rng.choice(["bf16", "fp8"])),
             first_layers=int(rng.integers(1, 4)) if m == 1 and p > 1 and rng.integers(2)
             else None,
             cp_comm=str(rng.choice(["ring", "all-gather"])),
@@ -374,6 +377,60 @@ def test_dispatcher_and_recompute_modules_reach_the_price():
 def test_to_megatron_refuses_what_megatron_cannot_run():
     with pytest.raises(ScheduleError, match="Megatron-LM runs 1f1b"):
         to_megatron(RunConfig(seq=512, global_batch=8, p=2, m=2, schedule="zbv"))
+    with pytest.raises(ScheduleError, match="blocking_handoffs must be True at m = 1"):
+        to_megatron(RunConfig(seq=512, global_batch=8, p=2, blocking_handoffs=False))
+
+
+def test_hand_offs_as_megatron_runs_them():
+    """Megatron has overlapped an interleaved pipeline's hand-offs by default since October
+    2023 (only ``--no-overlap-p2p-communication`` exists now), and forces a plain pipeline's
+    to block: fastpp read every script as blocking, and wrote a flag Megatron refuses."""
+    base = BASE + "--pipeline-model-parallel-size 2 --num-layers 4 "
+    plain = from_megatron(base, gpus=2).config
+    interleaved = from_megatron(base + "--num-virtual-stages-per-pipeline-rank 2", gpus=2)
+    told = from_megatron(base + "--num-virtual-stages-per-pipeline-rank 2 "
+                         "--no-overlap-p2p-communication", gpus=2)
+    assert (plain.blocking_handoffs, interleaved.config.blocking_handoffs,
+            told.config.blocking_handoffs) == (True, False, True)
+    assert "--no-overlap-p2p-communication" in to_megatron(told.config)
+    assert not any("overlap-p2p" in f for f in to_megatron(interleaved.config) +
+                   to_megatron(plain))
+
+
+def test_model_arguments_as_their_frameworks_write_them():
+    """Each was misread or refused:
+    - ``--quick-geglu`` (gpt-oss) read as an ungated MLP (Megatron sets gated_linear_unit);
+    - a dict's ``num_query_groups`` without ``group_query_attention`` (TransformerConfig has
+      no such field) read as full multi-head attention;
+    - a null (``${VPP}`` unset, NeMo's ``kv_channels: null``) refused instead of defaulted;
+    - Megatron-Bridge's ``train`` and ``ddp`` sections not read;
+    - NeMo's ``activation: fast-swiglu`` read as ungated, its recompute method and layer
+      count (0) refused though its granularity is null;
+    - Megatron-LM's ``MODEL_ARGS`` YAML keys as flags (``--num-layers``) all ignored;
+    - ``--padded-vocab-size`` padded again."""
+    geglu = from_megatron(BASE + "--quick-geglu", gpus=1).model
+    assert geglu.swiglu and geglu.ffn == 1024  # gated; the 4h default is --swiglu's alone
+    shape = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+             "vocab_size": 1000}
+    bridge = {"model": {**shape, "num_query_groups": 2, "virtual_pipeline_model_parallel_size":
+                        None, "kv_channels": None},
+              "train": {"micro_batch_size": 2, "global_batch_size": 64},
+              "ddp": {"use_distributed_optimizer": True}}
+    model, config = from_megatron(bridge, gpus=4)
+    assert model.kv_heads == 2 and model.head_dim == 32
+    assert (config.microbatch, config.global_batch, config.zero) == (2, 64, 1)
+    nemo = {"model": {**shape, "activation": "fast-swiglu", "activations_checkpoint_method":
+                      "block", "activations_checkpoint_num_layers": 0,
+                      "activations_checkpoint_granularity": None}}
+    imported = from_megatron(nemo, gpus=1)
+    assert imported.model.swiglu and imported.config.recompute == "none"
+    assert {"activations_checkpoint_method", "activations_checkpoint_num_layers"} <= set(
+        imported.ignored)
+    assert not from_megatron({**shape, "activation": "gelu"}, gpus=1).model.swiglu
+    dashed = {"--" + k.replace("_", "-"): v for k, v in shape.items()}
+    assert from_megatron(dashed, gpus=1).model == from_megatron(shape, gpus=1).model
+    assert from_megatron(BASE + "--padded-vocab-size 1001 --tensor-model-parallel-size 2",
+                         gpus=2).model.vocab == 1001
 
 
 def test_explain_prices_table1_as_validate_does():
@@ -424,3 +481,15 @@ def test_explain_cli(capsys, tmp_path):
                  "--tp", "2", "--pp", "2", "--schedules", "1f1b", "--no-plots", "--out",
                  str(tmp_path)]) == 0  # plan's --model takes a config.json too
     assert set(pd.read_parquet(tmp_path / "plan.parquet")["model"]) == {"qwen3-8b"}
+
+
+def test_explain_cli_takes_the_vocabulary_from_model(capsys):
+    """README's command, a script whose tokenizer is a file and ``--model config.json``,
+    exited with "--vocab-size must be given": the shape, vocabulary included, is the
+    config's."""
+    from fastpp.__main__ import main
+
+    hf = str(Path(__file__).parent / "data" / "hf" / "llama-3.1-8b.json")
+    assert main(["explain", "--megatron-script", str(DATA / "llama3_8b.sh"), "--model", hf,
+                 "--hardware", "H100-80GB", "--neighbours", "0", "--workers", "1"]) == 0
+    assert "llama-3.1-8b on 8 x H100-80GB: t=2 cp=2 p=1 d=2" in capsys.readouterr().out

@@ -17,11 +17,13 @@ def test_llama3_job():
     model, config = from_torchtitan(JOB, gpus=64)
     # the flavor's preset (no assets folder here), its SwiGLU torchtitan's separate ops
     assert model == dataclasses.replace(MODELS["llama3-8b"], fused_swiglu=False)
-    # 64 GPUs / (t 2 * p 2): FSDP over the 16 left, 2 sequences each
+    # 64 GPUs / (t 2 * p 2): FSDP over the 16 left, 2 sequences each; with a pipeline,
+    # torchtitan's "default" resharding keeps the weights gathered after the forward
+    # (reshard_after_forward = not pp_enabled): gathered once per step
     assert config == RunConfig(seq=8192, global_batch=32, t=2, p=2, d=16, m=2,
                                schedule="interleaved-1f1b", microbatch=1,
                                recompute="selective", sequence_parallel=True, zero=3,
-                               blocking_handoffs=False, precision="bf16")
+                               zero3="step", blocking_handoffs=False, precision="bf16")
     hf = from_torchtitan(JOB, gpus=64, model=DATA / "hf" / "llama-3.1-8b.json")[0]
     assert hf == dataclasses.replace(from_hf(DATA / "hf" / "llama-3.1-8b.json"),
                                      fused_swiglu=False)
@@ -81,3 +83,42 @@ def test_bad_jobs(tmp_path):
         from_torchtitan('[model]\nname = "llama4"\nflavor = "17bx16e"\n', gpus=8)
     with pytest.raises(ScheduleError, match="torchtitan shards with FSDP"):
         to_torchtitan(RunConfig(seq=512, global_batch=8, zero=1))
+
+
+def test_torchtitan_runs_as_torchtitan_does():
+    """Read as torchtitan v0.2 runs a job (each was misread before):
+    - v0.2's converter names are fp8 (only v0.1's ``"float8"`` was);
+    - no pipeline: one forward and backward of ``local_batch_size`` sequences per
+      accumulation step (the non-PP branch of its train step), not microbatches of 1;
+    - ``fsdp_reshard_after_forward = "default"`` keeps the weights after the forward when
+      pipelined (``reshard_after_forward = not pp_enabled``), resharding them without;
+    - no multi-token prediction: its DeepSeek-V3 has no MTP module."""
+    fp8 = '[model]\nconverters = ["quantize.linear.float8"]\n'
+    assert from_torchtitan(fp8, gpus=8, model="llama3-8b")[1].precision == "fp8"
+    flat = ('[training]\nlocal_batch_size = 8\nglobal_batch_size = 128\n'
+            '[parallelism]\ntensor_parallel_degree = 8\n')
+    config = from_torchtitan(flat, gpus=64, model="llama3-70b")[1]
+    assert (config.microbatch, config.global_batch, config.d, config.zero3) == (8, 128, 8,
+                                                                               "layer")
+    piped = flat.replace("global_batch_size = 128", "global_batch_size = 16") + \
+        "pipeline_parallel_degree = 4\n"
+    config = from_torchtitan(piped, gpus=64, model="llama3-70b")[1]
+    assert (config.microbatch, config.global_batch, config.d, config.zero3) == (1, 16, 2,
+                                                                               "step")
+    model = from_torchtitan('[model]\nname = "deepseek_v3"\nflavor = "671B"\n', gpus=256)[0]
+    assert model.mtp_depth == 0 and MODELS["deepseek-v3"].mtp_depth == 1
+
+
+def test_pipelined_gradient_accumulation_is_refused():
+    """torchtitan runs one flushed pipeline per accumulation step: priced as one pipeline of
+    all the microbatches it was 33% fast (8 pipelines of 4 against one of 32)."""
+    job = ('[training]\nlocal_batch_size = 4\nglobal_batch_size = 512\n'
+           '[parallelism]\npipeline_parallel_degree = 4\n')
+    with pytest.raises(ScheduleError, match=r"global_batch_size must be local_batch_size x the "
+                                            r"16 data-parallel ranks = 64 with pipeline "
+                                            r"parallelism \(got 512\): torchtitan then runs 8 "
+                                            r"pipelines a step"):
+        from_torchtitan(job, gpus=64, model="llama3-8b")
+    with pytest.raises(ScheduleError, match="pipeline_parallel_microbatch_size must divide"):
+        from_torchtitan(job.replace("512", "64") + "pipeline_parallel_microbatch_size = 3\n",
+                        gpus=64, model="llama3-8b")

@@ -27,6 +27,9 @@ class Family:
     head_dim: int | None = None     # the class's head_dim default when absent
     moe: str = ""                   # "", "mixtral", "qwen" or "deepseek": how experts read
     note: str = ""                  # what Transformer approximates for this family
+    # the class's defaults of the shape's fields (our names), where official files leave them
+    # out (Gemma 3's and LLaVA's text_config); a field absent and not here is an error
+    defaults: dict = field(default_factory=dict)
 
 
 LLAMA_NAMES = {"layers": "num_hidden_layers", "hidden": "hidden_size",
@@ -37,8 +40,13 @@ GPT2_NAMES = {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head", "ffn":
 SLIDING = ("sliding-window layers priced as full attention (their parameters are the same; "
            "their attention FLOPs over long sequences are overestimated)")
 
+# transformers' LlamaConfig and Gemma3TextConfig (kv_heads absent: the heads, as the class)
+LLAMA_DEFAULTS = {"layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008, "vocab": 32000}
+GEMMA3_DEFAULTS = {"layers": 26, "hidden": 2304, "heads": 8, "kv_heads": 4, "ffn": 9216,
+                   "vocab": 262208}
+
 FAMILIES = {
-    "llama": Family(tied=False),
+    "llama": Family(tied=False, defaults=LLAMA_DEFAULTS),
     "mistral": Family(tied=False),
     "qwen2": Family(tied=False),
     "qwen3": Family(tied=False, note="per-head Q/K norms (2 d a layer) left out"),
@@ -47,7 +55,7 @@ FAMILIES = {
     "gemma": Family(tied=True, head_dim=256),
     "gemma2": Family(tied=True, head_dim=256,
                      note="four norms a layer counted as two; " + SLIDING),
-    "gemma3_text": Family(tied=True, head_dim=256,
+    "gemma3_text": Family(tied=True, head_dim=256, defaults=GEMMA3_DEFAULTS,
                           note="four norms and Q/K norms counted as two norms; " + SLIDING),
     "mixtral": Family(tied=False, moe="mixtral",
                       note="sliding-window attention, if set, priced as full"),
@@ -82,8 +90,9 @@ class _Config:
         value = self.data.get(key)
         if value is None:
             if default is _MISSING:
-                raise ScheduleError(f"{self.where} has no {key!r}: a {self.data['model_type']!r} "
-                                    f"config.json must give it")
+                raise ScheduleError(f"{self.where} has no {key!r}: for a "
+                                    f"{self.data['model_type']!r} model fastpp reads it from "
+                                    f"the file (it holds no class default for it)")
             return default
         return value
 
@@ -199,15 +208,19 @@ def from_hf(config, name: str | None = None) -> Transformer:
                             f"{kind!r})")
     family, cfg = FAMILIES[kind], _Config(data, where)
     names = {**LLAMA_NAMES, **family.names}
-    hidden, heads = cfg.int(names["hidden"], low=1), cfg.int(names["heads"], low=1)
-    shape = {"layers": cfg.int(names["layers"], low=1), "hidden": hidden, "heads": heads,
-             "kv_heads": cfg.int(names["kv_heads"], heads, low=1),
-             "vocab": cfg.int(names["vocab"], low=1), "swiglu": family.gated,
+
+    def shape_field(ours, default=_MISSING):
+        return cfg.int(names[ours], family.defaults.get(ours, default), low=1)
+
+    hidden, heads = shape_field("hidden"), shape_field("heads")
+    shape = {"layers": shape_field("layers"), "hidden": hidden, "heads": heads,
+             "kv_heads": shape_field("kv_heads", heads),
+             "vocab": shape_field("vocab"), "swiglu": family.gated,
              "tied_embeddings": cfg.flag("tie_word_embeddings", family.tied),
              "dropout": any(cfg.fraction(k) > 0 for k in DROPOUTS),
              "head_dim": cfg.int("head_dim", family.head_dim, low=1)}
     # n_inner and intermediate_size may be null (GPT-2: 4h)
-    shape["ffn"] = cfg.int(names["ffn"], None if kind == "gpt2" else _MISSING, low=1)
+    shape["ffn"] = shape_field("ffn", None if kind == "gpt2" else _MISSING)
     shape.update(_experts(family, cfg, shape["layers"]))
     return Transformer(name=_name(data, where, kind) if name is None else name, **shape)
 

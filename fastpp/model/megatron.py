@@ -29,9 +29,11 @@ FLAGS = {
     "num_layers": (INT, None), "hidden_size": (INT, None), "num_attention_heads": (INT, None),
     "ffn_hidden_size": (INT, None), "kv_channels": (INT, None),
     "group_query_attention": (BOOL, False), "num_query_groups": (INT, 1),
-    "swiglu": (BOOL, False), "no_bias_swiglu_fusion": (BOOL, False),
+    "swiglu": (BOOL, False), "quick_geglu": (BOOL, False),
+    "no_bias_swiglu_fusion": (BOOL, False),
     "untie_embeddings_and_output_weights": (BOOL, False),
-    "vocab_size": (INT, None), "make_vocab_size_divisible_by": (INT, 128),
+    "vocab_size": (INT, None), "padded_vocab_size": (INT, None),
+    "make_vocab_size_divisible_by": (INT, 128),
     "tokenizer_type": (STR, None), "merge_file": (STR, None),
     "attention_dropout": (FLOAT, 0.1),
     "hidden_dropout": (FLOAT, 0.1), "use_flash_attn": (BOOL, False),
@@ -73,8 +75,13 @@ ALIASES = {"encoder_seq_length": "seq_length", "num_moe_experts": "num_experts",
            "activations_checkpoint_granularity": "recompute_granularity",
            "activations_checkpoint_method": "recompute_method",
            "activations_checkpoint_num_layers": "recompute_num_layers",
-           "gated_linear_unit": "swiglu", "fp8": "fp8_format", "padded_vocab_size": "vocab_size",
+           "gated_linear_unit": "swiglu", "fp8": "fp8_format",
            "use_custom_fsdp": "use_megatron_fsdp"}
+# a dict's sections read beside its top level: the model (NeMo, Megatron-Bridge), the batch
+# (Bridge's train) and the optimizer's sharding and overlap (Bridge's ddp and optimizer)
+SECTIONS = ("model", "train", "ddp", "optimizer")
+# NeMo's activation names: the gated ones are a two-matrix product like --swiglu
+GATED = {"swiglu", "fast-swiglu", "geglu", "fast-geglu", "reglu", "fast-reglu"}
 # dict keys (Megatron-Core's TransformerConfig, NeMo's) that are the negation of a flag;
 # TransformerConfig's bias_activation_fusion is the SwiGLU fusion with --swiglu
 NEGATED = {"share_embeddings_and_output_weights": "untie_embeddings_and_output_weights",
@@ -136,8 +143,10 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     args : str, list of str or dict
         A launch script's text or a command string (bash: comments, ``\\`` continuations,
         variables and arrays set above the command and expanded), a list of arguments, or a
-        dict of snake_case keys (NeMo, Megatron-Bridge, ``MODEL_ARGS`` YAML; a ``model``
-        section is read too).
+        dict of snake_case keys or flags (NeMo, Megatron-Bridge, ``MODEL_ARGS`` YAML; its
+        ``model``, ``train``, ``ddp`` and ``optimizer`` sections are read too; a null is the
+        default; ``num_query_groups`` alone is grouped-query attention, as
+        ``TransformerConfig`` takes it; NeMo's gated ``activation`` names are ``--swiglu``).
     gpus : int, optional
         GPUs in all (default: the launcher's ``--nproc_per_node`` times ``--nnodes``);
         ``d = gpus / (t cp p)``.
@@ -156,7 +165,10 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         Megatron's defaults where a flag is absent: embeddings tied unless
         ``--untie-embeddings-and-output-weights``; ``--num-query-groups`` read only with
         ``--group-query-attention``; ``--moe-router-topk`` 2; the vocabulary padded to a
-        multiple of ``128 t``; ``ffn`` ``4h``, or with ``--swiglu`` ``int(8h/3/64)*64``;
+        multiple of ``128 t`` (``--padded-vocab-size`` as given); ``ffn`` ``4h``, or with
+        ``--swiglu`` ``int(8h/3/64)*64`` (``--quick-geglu`` is gated as ``--swiglu`` is);
+        an interleaved pipeline's hand-offs overlapped unless
+        ``--no-overlap-p2p-communication``, a plain one's blocking;
         dropout 0.1; SwiGLU fused (``bias_swiglu``) unless ``--no-bias-swiglu-fusion`` (a
         dict's ``bias_activation_fusion: false``; a dict with neither is read as the command
         line reads it, fused, though Megatron-Core's ``TransformerConfig`` alone defaults to
@@ -194,22 +206,7 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
 def _read(args, env: dict) -> tuple[dict, list, int | None]:
     """The arguments as ``{dest: raw value}``, the flags not modelled, the launcher's GPUs."""
     if isinstance(args, dict):
-        flat = {**{k: v for k, v in args.items() if not isinstance(v, dict)},
-                **(args.get("model") if isinstance(args.get("model"), dict) else {})}
-        values, ignored, said = {}, [], {}  # said: the key that set each argument
-        for key, value in flat.items():
-            dest = ALIASES.get(key, key)
-            if dest not in FLAGS and key in NEGATED:
-                if not isinstance(value, bool):
-                    raise ScheduleError(f"{key} must be true or false (got {value!r})")
-                dest, value = NEGATED[key], not value
-            elif dest not in FLAGS:
-                ignored.append(key)
-                continue
-            if dest in values and values[dest] != value:  # two spellings, two values
-                raise ScheduleError(f"{said[dest]} and {key} contradict: give one")
-            values[dest], said[dest] = value, key
-        return values, ignored, None
+        return _read_dict(args)
     if isinstance(args, str):
         words = script_words(args, env)
     elif isinstance(args, list | tuple) and all(isinstance(x, str) for x in args):
@@ -218,6 +215,43 @@ def _read(args, env: dict) -> tuple[dict, list, int | None]:
         raise ScheduleTypeError(f"args must be a script or command string, a list of strings "
                                 f"or a dict (got {type(args).__name__})")
     return _flags(words)
+
+
+def _read_dict(args: dict) -> tuple[dict, list, None]:
+    """A dict's arguments: its top level and ``SECTIONS``, keys in snake_case or as flags
+    (``--num-layers``, Megatron-LM's ``MODEL_ARGS`` YAML); a null is the default."""
+    flat = {k: v for k, v in args.items() if not isinstance(v, dict)}
+    for section in SECTIONS:
+        if isinstance(args.get(section), dict):
+            flat.update(args[section])
+    flat = {(k[2:].replace("-", "_") if isinstance(k, str) and k.startswith("--") else k): v
+            for k, v in flat.items() if v is not None}
+    # TransformerConfig and NeMo have no group_query_attention: their num_query_groups is it
+    if flat.get("num_query_groups") and "group_query_attention" not in flat:
+        flat["group_query_attention"] = True
+    granularity = next((flat[k] for k in ("recompute_granularity",
+                                          "activations_checkpoint_granularity") if k in flat),
+                       None)
+    values, ignored, said = {}, [], {}  # said: the key that set each argument
+    for key, value in flat.items():
+        dest = ALIASES.get(key, key)
+        # NeMo's method and layer count mean nothing without a granularity
+        if granularity is None and dest in ("recompute_method", "recompute_num_layers"):
+            ignored.append(key)
+            continue
+        if key == "activation" and isinstance(value, str):  # NeMo's
+            dest, value = "swiglu", value in GATED
+        elif dest not in FLAGS and key in NEGATED:
+            if not isinstance(value, bool):
+                raise ScheduleError(f"{key} must be true or false (got {value!r})")
+            dest, value = NEGATED[key], not value
+        elif dest not in FLAGS:
+            ignored.append(key)
+            continue
+        if dest in values and values[dest] != value:  # two spellings, two values
+            raise ScheduleError(f"{said[dest]} and {key} contradict: give one")
+        values[dest], said[dest] = value, key
+    return values, ignored, None
 
 
 class _Word(str):
@@ -359,12 +393,15 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
     ffn = a["ffn_hidden_size"] or (int(8 * h / 3 / 64) * 64 if a["swiglu"] else 4 * h)
     tokenizer = a["tokenizer_type"] or ("GPT2BPETokenizer" if a["merge_file"] else None)
     size = a["vocab_size"] or vocab or TOKENIZER_VOCAB.get(tokenizer)
-    if size is None:
+    if size is None and a["padded_vocab_size"] is None:
         raise ScheduleError(f"--vocab-size must be given for tokenizer {tokenizer!r} "
                             f"(or from_megatron(..., vocab=N))")
     multiple = a["make_vocab_size_divisible_by"] * t
     shape = {"layers": a["num_layers"], "hidden": h, "heads": heads, "ffn": ffn,
-             "vocab": -(-size // multiple) * multiple, "swiglu": a["swiglu"],
+             # --padded-vocab-size is taken as given, as Megatron takes it
+             "vocab": a["padded_vocab_size"] or -(-size // multiple) * multiple,
+             # --quick-geglu (gpt-oss) is gated too: three matrices (argument_utils.py)
+             "swiglu": a["swiglu"] or a["quick_geglu"],
              "tied_embeddings": not a["untie_embeddings_and_output_weights"],
              "dropout": a["attention_dropout"] > 0 or a["hidden_dropout"] > 0,
              "flash_attention": a["use_flash_attn"] or a["attention_backend"] not in (
@@ -450,7 +487,10 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
             a["recompute_modules"]),
         sequence_parallel=a["sequence_parallel"], zero=zero,
         gradient_overlap=a["overlap_grad_reduce"], tp_overlap=a["tp_comm_overlap"],
-        blocking_handoffs=not a["overlap_p2p_communication"],
+        # Megatron overlaps an interleaved pipeline's hand-offs unless told not to (its
+        # default since October 2023; --overlap-p2p-communication asked for it before), and
+        # never a plain one's
+        blocking_handoffs=m == 1 or a["no_overlap_p2p_communication"],
         precision="fp8" if a["fp8_format"] else "bf16", layout=layout, first_layers=first,
         last_layers=last, cp_comm=CP_COMM.get(a["cp_comm_type"], "ring"),
         dispatcher=_dispatcher(a["moe_token_dispatcher_type"]) if model.moe else "alltoall",
@@ -791,6 +831,10 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     if c.schedule != SCHEDULES[c.m > 1]:
         raise ScheduleError(f"Megatron-LM runs 1f1b (m=1) or interleaved-1f1b (m>1) (got "
                             f"schedule={c.schedule!r}, m={c.m})")
+    if not c.blocking_handoffs and c.m == 1:
+        raise ScheduleError("Megatron-LM overlaps the hand-offs of an interleaved pipeline "
+                            "only (m > 1): blocking_handoffs must be True at m = 1 (got "
+                            "False)")
     layout = c.layout
     if c.m > 1 and (c.first_layers is not None or c.last_layers is not None):
         if model is None:
@@ -820,7 +864,7 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
                 "--overlap-grad-reduce": c.gradient_overlap,
                 "--overlap-param-gather": c.gradient_overlap and c.zero >= 1,
                 "--tp-comm-overlap": c.tp_overlap,
-                "--overlap-p2p-communication": not c.blocking_handoffs}
+                "--no-overlap-p2p-communication": c.blocking_handoffs and c.m > 1}
     flags += [k for k, on in switches.items() if on]
     flags += ["--bf16"] + (["--fp8-format", "hybrid"] if c.precision == "fp8" else [])
     flags += ["--grad-reduce-in-bf16"] * (c.reduce_bytes == 2.0)

@@ -25,6 +25,9 @@ SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved-1
              "LoopedBFS": "looped-bfs", "InterleavedZeroBubble": "interleaved-zb",
              "ZBVZeroBubble": "zbv", "DualPipeV": "dualpipev"}
 SINGLE_STAGE = ("1F1B", "GPipe")
+# converters whose products run in 8 bits: v0.1's "float8", v0.2's "quantize.linear.float8",
+# "quantize.grouped_mm.float8" and the MX ones (MXFP8, priced as fp8)
+FP8_CONVERTERS = ("float8", "mx")
 # torchtitan's flavors with a preset of the same published shape
 FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
            ("llama3", "405B"): "llama3-405b", ("deepseek_v3", "671B"): "deepseek-v3",
@@ -72,8 +75,11 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
     -------
     (Transformer, RunConfig)
         FSDP (a shard degree above 1) is ZeRO-3, gathered per layer (``zero3="layer"``) or,
-        with ``fsdp_reshard_after_forward = "never"``, once per step; replicas only, ZeRO-0.
-        A ``float8`` converter is fp8. Layer-wise selective checkpointing
+        with ``fsdp_reshard_after_forward = "never"`` (or ``"default"`` with pipeline
+        parallelism, as torchtitan takes it), once per step; replicas only, ZeRO-0. Without
+        pipeline parallelism the microbatch is ``local_batch_size`` (one forward and backward
+        per accumulation step); with it, ``pipeline_parallel_microbatch_size``. A float8 or MX
+        converter is fp8. No multi-token prediction (``mtp_depth=0``): torchtitan has none. Layer-wise selective checkpointing
         (``selective_ac_option`` a number ``k``) is priced as full recomputation of every
         layer when ``k = 1`` and as none otherwise. The model's SwiGLU is unfused
         (``fused_swiglu=False``): torchtitan's separate SiLU and product.
@@ -83,7 +89,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
     ScheduleError
         A file that is not TOML, an unknown schedule name (listing torchtitan's), a value of
         the wrong type (naming the key), degrees that do not divide the GPUs, an unknown
-        flavor without ``model``.
+        flavor without ``model``, or with pipeline parallelism a ``global_batch_size`` of
+        several accumulation steps (torchtitan runs a flushed pipeline for each).
     """
     data, where = read_toml(job)
     section = {name: data.get(name, {}) for name in ("model", "training", "parallelism",
@@ -91,8 +98,10 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
     for name, table in section.items():
         if not isinstance(table, dict):
             raise ScheduleError(f"{where}: [{name}] must be a table (got {table!r})")
-    # torchtitan's FeedForward and experts run SiLU and the product as separate ops
-    model = dataclasses.replace(_model(section["model"], model, where), fused_swiglu=False)
+    # torchtitan's FeedForward and experts run SiLU and the product as separate ops, and it
+    # trains no multi-token-prediction module (its DeepSeek-V3 has none)
+    model = dataclasses.replace(_model(section["model"], model, where), fused_swiglu=False,
+                                mtp_depth=0)
     return model, _run(section, model, gpus, where)
 
 
@@ -176,8 +185,27 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         m = max(1, -(-model.layers // (per_stage * p)))
     local = _int(train, "local_batch_size", train.get("batch_size", 8), where, "training")
     global_batch = _int(train, "global_batch_size", -1, where, "training")
+    if global_batch == -1:
+        global_batch = global_batch_of(local, d, gpus, "local_batch_size")
+    if p == 1:  # one forward and backward of the local batch per accumulation step
+        microbatch = local
+    else:  # a pipeline of local / microbatch microbatches per accumulation step
+        microbatch = _int(par, "pipeline_parallel_microbatch_size", 1, where, "parallelism")
+        if local % microbatch:
+            raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_microbatch_size "
+                                f"must divide [training] local_batch_size = {local} (got "
+                                f"{microbatch})")
+        if global_batch != local * d:
+            raise ScheduleError(
+                f"{where}: [training] global_batch_size must be local_batch_size x the {d} "
+                f"data-parallel ranks = {local * d} with pipeline parallelism (got "
+                f"{global_batch}): torchtitan then runs {global_batch / (local * d):g} "
+                f"pipelines a step, each flushed, which fastpp does not price as one; price "
+                f"one of them (global_batch_size = {local * d}) and scale")
     reshard = _choice(par, "fsdp_reshard_after_forward", "default",
                       ("default", "always", "never"), where, "parallelism")
+    # torchtitan's "default" reshards after the forward unless the run is pipelined
+    reshard = ("never" if p > 1 else "always") if reshard == "default" else reshard
     mode = _choice(ac, "mode", "selective", ("none", "selective", "full"), where,
                    "activation_checkpoint")
     option = str(ac.get("selective_ac_option", "2"))
@@ -195,18 +223,17 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     rotate = _choice(par, "context_parallel_rotate_method", "allgather",
                      ("allgather", "alltoall"), where, "parallelism")
     return RunConfig(
-        seq=_int(train, "seq_len", 2048, where, "training"),
-        global_batch=global_batch_of(local, d, gpus, "local_batch_size")
-        if global_batch == -1 else global_batch, t=t, cp=cp, p=p, d=d,
+        seq=_int(train, "seq_len", 2048, where, "training"), global_batch=global_batch,
+        t=t, cp=cp, p=p, d=d,
         ep=degree("expert_parallel_degree"), etp=degree("expert_tensor_parallel_degree"),
-        schedule=SCHEDULES[name], m=m,
-        microbatch=_int(par, "pipeline_parallel_microbatch_size", 1, where, "parallelism"),
+        schedule=SCHEDULES[name], m=m, microbatch=microbatch,
         recompute=recompute, sequence_parallel=t > 1,
         zero=3 if (shard == -1 and d // replicate > 1) or shard > 1 else 0,
         zero3="step" if reshard == "never" else "layer",
         tp_overlap=async_tp,
         blocking_handoffs=False,
-        precision="fp8" if "float8" in converters else "bf16",
+        precision="fp8" if any(c.split(".")[-1] in FP8_CONVERTERS for c in converters)
+        else "bf16",
         cp_comm="ring" if rotate == "alltoall" else "all-gather")
 
 
@@ -259,7 +286,7 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     lines = ["[parallelism]",
              f"data_parallel_replicate_degree = {1 if c.zero == 3 else c.d}",
              f"data_parallel_shard_degree = {c.d if c.zero == 3 else 1}",
-             f'fsdp_reshard_after_forward = "{"never" if c.zero3 == "step" else "default"}"',
+             f'fsdp_reshard_after_forward = "{"never" if c.zero3 == "step" else "always"}"',
              f"tensor_parallel_degree = {c.t}",
              f"enable_async_tensor_parallel = {str(c.tp_overlap).lower()}",
              f"pipeline_parallel_degree = {c.p}",
@@ -270,7 +297,9 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
              f'"{"alltoall" if c.cp_comm == "ring" else "allgather"}"',
              f"expert_parallel_degree = {c.ep}",
              f"expert_tensor_parallel_degree = {c.etp}", "",
-             "[training]", f"local_batch_size = {c.global_batch // c.d}",
+             # without a pipeline, torchtitan's microbatch is the local batch
+             "[training]",
+             f"local_batch_size = {c.global_batch // c.d if c.p > 1 else c.microbatch}",
              f"global_batch_size = {c.global_batch}", f"seq_len = {c.seq}", "",
              "[activation_checkpoint]",
              f'mode = "{c.recompute}"']

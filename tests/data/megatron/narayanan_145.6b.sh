@@ -27,6 +27,7 @@ PARALLEL_ARGS=(
     --tensor-model-parallel-size $TP
     --pipeline-model-parallel-size $PP
     --num-layers-per-virtual-pipeline-stage $(( NUM_LAYERS / (2 * PP) ))   # 2 chunks per device
+    --no-overlap-p2p-communication  # 2021: each hand-off blocked its device
 )
 
 TRAIN_ARGS=(
