@@ -79,10 +79,11 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
         parallelism, as torchtitan takes it), once per step; replicas only, ZeRO-0. Without
         pipeline parallelism the microbatch is ``local_batch_size`` (one forward and backward
         per accumulation step); with it, ``pipeline_parallel_microbatch_size``. A float8 or MX
-        converter is fp8. No multi-token prediction (``mtp_depth=0``): torchtitan has none. Layer-wise selective checkpointing
-        (``selective_ac_option`` a number ``k``) is priced as full recomputation of every
-        layer when ``k = 1`` and as none otherwise. The model's SwiGLU is unfused
-        (``fused_swiglu=False``): torchtitan's separate SiLU and product.
+        converter is fp8. No multi-token prediction (``mtp_depth=0``): torchtitan has none.
+        Layer-wise selective checkpointing (``selective_ac_option`` a number ``k``) is priced
+        as full recomputation of every layer when ``k = 1`` and as none otherwise. The
+        model's SwiGLU is unfused (``fused_swiglu=False``): torchtitan's separate SiLU and
+        product.
 
     Raises
     ------
