@@ -60,7 +60,8 @@ def markdown(df) -> str:
     """Every row as Markdown tables, one per dataset (``docs/fidelity-rows.md``)."""
     text = ["# fastpp against every published row", "",
             "Written by `python scripts/fidelity.py --markdown docs/fidelity-rows.md`; see "
-            "README \"How close to real runs\" for the calibration and the assumptions.", ""]
+            "[How close to real runs](fidelity.md) for the calibration and the assumptions.",
+            ""]
     for name, part in df.groupby("dataset", sort=False):
         text += [f"## {LABELS[name]}", "", "| row | quantity | measured | fastpp | error | role |",
                  "|---|---|---:|---:|---:|---|"]

@@ -193,3 +193,18 @@ def test_whatif_with_nothing_to_explain(tmp_path, duration):
         return
     got = fastpp.whatif(job)
     assert (got.slowdown, got.ms, got.mw) == (1.0, 0.0, 0.0)
+
+
+def test_report_takes_a_run_of_several_steps(tmp_path):
+    """docs/cli.md's ``measure --steps 20 --out runs/zbv`` then ``report runs/zbv``: the
+    report refused the folder (its traces are in step0..step19); it takes the last step,
+    the one ``measure`` prints."""
+    import shutil
+
+    from fastpp.reports.inputs import load
+
+    for k in (0, 1, 10):
+        shutil.copytree(TRACES / "gpipe", tmp_path / "run" / f"step{k}")
+    kind, label, run = load(tmp_path / "run", 0)
+    assert kind == "measured" and label.endswith("run, step 10 of 3")
+    assert run.makespan == fastpp.read_torch_trace(tmp_path / "run" / "step10").makespan

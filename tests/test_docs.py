@@ -199,9 +199,9 @@ def _cli_lines(text: str) -> list[list[str]]:
 def test_page_commands(monkeypatch, tmp_path, capsys):
     """Every ``python -m fastpp`` command on the pages parses; ``list``, ``show`` and
     ``simulate`` run for real (in an empty folder, where their files land). ``optimize``,
-    ``plan``, ``measure`` and ``report`` (seconds to minutes, PyTorch for ``measure``, the
-    scripts' files for ``report``) are checked as far as their arguments: their work is
-    replaced by recording what it was given."""
+    ``plan``, ``explain``, ``measure`` and ``report`` (seconds to minutes, PyTorch for
+    ``measure``, the user's files for ``explain`` and ``report``) are checked as far as their
+    arguments: their work is replaced by recording what it was given."""
     import fastpp.__main__ as cli
 
     commands = [c for name in NAMES for c in _cli_lines(_page(name))]
@@ -216,6 +216,7 @@ def test_page_commands(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(cli, "optimize", optimize)
     monkeypatch.setattr(cli, "_plan", lambda args: given.append(("plan", args)) or 0)
     monkeypatch.setattr(cli, "_measure", lambda args: given.append(("measure", args)) or 0)
+    monkeypatch.setattr(cli, "_explain", lambda args: given.append(("explain", args)) or 0)
     import fastpp.reports  # report reads the scripts' results/ files: its arguments only
 
     monkeypatch.setattr(fastpp.reports, "report", lambda *a, **k: given.append(("report", a)))
@@ -228,6 +229,6 @@ def test_page_commands(monkeypatch, tmp_path, capsys):
             code = stop.code
         assert code == 0, f"python -m fastpp {' '.join(argv)}: exit {code}\n" \
                           f"{capsys.readouterr().err}"
-    assert {g[0] for g in given} >= {"optimize", "plan", "measure"}
+    assert {g[0] for g in given} >= {"optimize", "plan", "explain", "measure"}
     for script in ("sweep.py", "plan.py", "measure.py"):  # the scripts the pages run
         assert (ROOT / "scripts" / script).is_file()

@@ -353,7 +353,7 @@ LINKS = {link.name: link for link in (
 
 # The curves (efficiency, matmul_half) are fitted by fastpp.model.validate.calibrate: A100's on
 # Korthikanti et al.'s layer table alone, H100's on the odd rows of the Megatron-Core table; the
-# other tables are the checks (README "How close to real runs"); H100's refit when
+# other tables are the checks (docs/fidelity.md, "How close to real runs"); H100's refit when
 # FlashAttention's core left this curve for the measured kernel (fastpp.model.attention).
 # H200 shares H100's compute, so its curve; B200's is H100's too, checked only by
 # NeMo's Llama 3 8B FP8 long-context rows (fastpp.model.validate_long: +14% at 8K, where the

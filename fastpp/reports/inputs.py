@@ -20,7 +20,7 @@ COLUMNS = {
 TEXT = ("schedule", "placement", "kind")
 COUNTS = ("p", "n", "m", "t", "d")  # whole numbers, each row's (a NaN m cannot be drawn)
 EXPECTED = ("a sweep folder or table, a plan table, a frontier table (Parquet or CSV) or a "
-            "measured-run folder (rank{r}_trace.json)")
+            "measured-run folder (rank{r}_trace.json, or measure --steps' step{k} folders)")
 
 
 def load(item, position: int):
@@ -54,6 +54,11 @@ def _folder(path: Path):
         return _table(load_sweep(path), label)
     if any(path.glob("rank*_trace.json*")):
         return "measured", label, read_torch_trace(path)
+    steps = sorted((d for d in path.glob("step*") if d.name[4:].isdigit()
+                    and any(d.glob("rank*_trace.json*"))), key=lambda d: int(d.name[4:]))
+    if steps:  # measure --steps N: the last step, whose table measure prints
+        return ("measured", f"{label}, step {steps[-1].name[4:]} of {len(steps)}",
+                read_torch_trace(steps[-1]))
     if any(path.glob("*.parquet")):
         return _table(_read(path, ".parquet"), label)
     raise ScheduleError(f"input {label!r} must be {EXPECTED} (got a folder with neither a "
