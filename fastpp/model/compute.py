@@ -149,13 +149,16 @@ def optimizer_time(hardware: Hardware, params) -> np.ndarray:
     return np.asarray(params, np.float64) * OPTIMIZER_STEP_BYTES / hardware.memory_bandwidth
 
 
-def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=True):
+def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=True,
+               window=True):
     """Forward and input-grad seconds of the attention core (scores to context), in bf16 even
     when the products run in fp8 (DeepSeek-V3's and Transformer Engine's FP8 recipes).
 
     FlashAttention's FLOPs are ``b`` causal sequences' of length ``s``; its kernel runs at the
     measured speed (``fastpp.model.attention``) of ``length`` keys (default ``s``; context
-    parallelism's blocks are shorter) with or without a ``causal`` mask."""
+    parallelism's blocks are shorter) with or without a ``causal`` mask. With ``window``, the
+    model's sliding layers count only the pairs within their window (``Transformer.window``);
+    context parallelism's ring steps are priced without it (as full attention)."""
     if hw.precision != "bf16":
         hw = hw.with_precision("bf16")
     a, d = float(model.heads), float(model.head_dim + model.rope_dim)
@@ -165,13 +168,16 @@ def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=Tr
         flops = b * s * s * model.core_width() / t  # causal: half of the full square's
         moved = BYTES * s * b * (q + o + keys) / t
         length = s if length is None else length
-        eff = attention_efficiency(hw, "forward", length, d, causal)
-        if eff is None:  # no measured kernel for this GPU: the dense-product curve
-            eff = eff_b = matmul_efficiency(hw, length, length, d)
-        else:
-            eff_b = attention_efficiency(hw, "backward", length, d, causal)
-        forward = roofline(hw, flops, moved, eff)
-        return forward, roofline(hw, 2.5 * flops, 2.0 * moved, eff_b)
+        forward, backward = _flash(hw, flops, moved, length, d, causal)
+        if not (window and model.sliding_layers):
+            return forward, backward
+        # the sliding layers' share of the core: the pairs within the window, at the speed of
+        # a query tile's loop over at most w keys (the layers are summed: their mean is exact)
+        w, share = float(model.window), model.sliding_layers / model.layers
+        within = np.where(w < s, 2.0 * w / s - (w / s) ** 2, 1.0)
+        slide = _flash(hw, within * flops, moved, np.minimum(length, w), d, causal)
+        return ((1.0 - share) * forward + share * slide[0],
+                (1.0 - share) * backward + share * slide[1])
     count = b * a / t
     scores = BYTES * count * s * s  # bytes of one score tensor
     mask = 0.5 * scores if model.dropout else 0.0  # one byte per score
@@ -187,6 +193,17 @@ def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=Tr
         forward = forward + memory_time(hw, 2.0 * scores + mask)
         backward = backward + memory_time(hw, 2.0 * scores + mask)
     return forward, backward
+
+
+def _flash(hw: Hardware, flops, moved, length, d, causal):
+    """Forward and backward seconds of a FlashAttention kernel of ``flops`` forward FLOPs
+    (the backward 2.5 times), its speed that of ``length`` keys."""
+    eff = attention_efficiency(hw, "forward", length, d, causal)
+    if eff is None:  # no measured kernel for this GPU: the dense-product curve
+        eff = eff_b = matmul_efficiency(hw, length, length, d)
+    else:
+        eff_b = attention_efficiency(hw, "backward", length, d, causal)
+    return roofline(hw, flops, moved, eff), roofline(hw, 2.5 * flops, 2.0 * moved, eff_b)
 
 
 def amax_bytes(hw: Hardware) -> float:

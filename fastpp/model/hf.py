@@ -30,6 +30,12 @@ class Family:
     # the class's defaults of the shape's fields (our names), where official files leave them
     # out (Gemma 3's and LLaVA's text_config); a field absent and not here is an error
     defaults: dict = field(default_factory=dict)
+    # sliding-window attention: which layers slide ("all", "qwen": those from
+    # max_window_layers on with use_sliding_window, "alternate": every other from the first,
+    # "gemma3": all but every sliding_window_pattern-th; a layer_types list overrides), and
+    # the class's sliding_window default
+    sliding: str = ""
+    window: int | None = None
 
 
 LLAMA_NAMES = {"layers": "num_hidden_layers", "hidden": "hidden_size",
@@ -37,8 +43,7 @@ LLAMA_NAMES = {"layers": "num_hidden_layers", "hidden": "hidden_size",
                "ffn": "intermediate_size", "vocab": "vocab_size"}
 GPT2_NAMES = {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head", "ffn": "n_inner",
               "vocab": "vocab_size"}
-SLIDING = ("sliding-window layers priced as full attention (their parameters are the same; "
-           "their attention FLOPs over long sequences are overestimated)")
+SLIDING_TYPE = "sliding_attention"  # transformers' layer_types entry for a sliding layer
 
 # transformers' LlamaConfig and Gemma3TextConfig (kv_heads absent: the heads, as the class)
 LLAMA_DEFAULTS = {"layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008, "vocab": 32000}
@@ -47,24 +52,24 @@ GEMMA3_DEFAULTS = {"layers": 26, "hidden": 2304, "heads": 8, "kv_heads": 4, "ffn
 
 FAMILIES = {
     "llama": Family(tied=False, defaults=LLAMA_DEFAULTS),
-    "mistral": Family(tied=False),
-    "qwen2": Family(tied=False),
-    "qwen3": Family(tied=False, note="per-head Q/K norms (2 d a layer) left out"),
+    "mistral": Family(tied=False, sliding="all", window=4096),
+    "qwen2": Family(tied=False, sliding="qwen"),
+    "qwen3": Family(tied=False, sliding="qwen", note="per-head Q/K norms (2 d a layer) left out"),
     "olmo2": Family(tied=False, note="Q/K norms (h + kv a layer) left out"),
-    "phi3": Family(tied=False),
+    "phi3": Family(tied=False, sliding="all"),
     "gemma": Family(tied=True, head_dim=256),
-    "gemma2": Family(tied=True, head_dim=256,
-                     note="four norms a layer counted as two; " + SLIDING),
-    "gemma3_text": Family(tied=True, head_dim=256, defaults=GEMMA3_DEFAULTS,
-                          note="four norms and Q/K norms counted as two norms; " + SLIDING),
-    "mixtral": Family(tied=False, moe="mixtral",
-                      note="sliding-window attention, if set, priced as full"),
-    "gpt_oss": Family(tied=False, head_dim=64, moe="mixtral",
-                      note="the alternating sliding-window layers priced as full attention, "
-                           "the attention sinks and biases left out"),
-    "qwen2_moe": Family(tied=False, moe="qwen",
+    "gemma2": Family(tied=True, head_dim=256, sliding="alternate", window=4096,
+                     note="four norms a layer counted as two"),
+    "gemma3_text": Family(tied=True, head_dim=256, defaults=GEMMA3_DEFAULTS, sliding="gemma3",
+                          window=4096,
+                          note="four norms and Q/K norms counted as two norms"),
+    "mixtral": Family(tied=False, moe="mixtral", sliding="all"),
+    "gpt_oss": Family(tied=False, head_dim=64, moe="mixtral", sliding="alternate", window=128,
+                      note="the attention sinks and biases left out"),
+    "qwen2_moe": Family(tied=False, moe="qwen", sliding="qwen",
                         note="the shared expert's sigmoid gate (h a layer) left out"),
-    "qwen3_moe": Family(tied=False, moe="qwen", note="per-head Q/K norms left out"),
+    "qwen3_moe": Family(tied=False, moe="qwen", sliding="qwen",
+                        note="per-head Q/K norms left out"),
     "deepseek_v2": Family(tied=False, moe="deepseek"),
     "deepseek_v3": Family(tied=False, moe="deepseek",
                           note="the router's correction bias (E a layer) left out"),
@@ -189,8 +194,10 @@ def from_hf(config, name: str | None = None) -> Transformer:
         - a mixture of experts whose dense layers are not the first ones (Qwen's
           ``mlp_only_layers`` and ``decoder_sparse_step``, DeepSeek's ``moe_layer_freq``) keeps
           as many dense layers, placed first (``Transformer.dense_layers``);
-        - sliding-window attention (Gemma 2 and 3, gpt-oss's alternate layers, Mistral's) is
-          priced as full attention;
+        - sliding-window attention (Gemma 2 and 3, gpt-oss's alternate layers, Mistral's,
+          Qwen's with ``use_sliding_window``) is read as ``Transformer.window`` and
+          ``window_layers`` (from ``layer_types``, else the class's pattern), the layers
+          placed as if spread evenly over the stages;
         - norms beyond two a layer, Q/K norms, biases, GPT-2's learned positions, gpt-oss's
           attention sinks and the routers' biases are left out.
 
@@ -222,6 +229,7 @@ def from_hf(config, name: str | None = None) -> Transformer:
     # n_inner and intermediate_size may be null (GPT-2: 4h)
     shape["ffn"] = shape_field("ffn", None if kind == "gpt2" else _MISSING)
     shape.update(_experts(family, cfg, shape["layers"]))
+    shape.update(_window(family, cfg, shape["layers"]))
     return Transformer(name=_name(data, where, kind) if name is None else name, **shape)
 
 
@@ -233,6 +241,33 @@ def _name(data: dict, where: str, kind: str) -> str:
         return kind
     stem = os.path.splitext(os.path.basename(where))[0]
     return os.path.basename(os.path.dirname(os.path.abspath(where))) if stem == "config" else stem
+
+
+def _window(family: Family, cfg: _Config, layers: int) -> dict:
+    """``window`` and ``window_layers`` of a family with sliding-window attention (``Family.
+    sliding``); an explicit null ``sliding_window`` is none (Mistral v0.3's)."""
+    if not family.sliding:
+        return {}
+    window = cfg.data.get("sliding_window", family.window)
+    if family.sliding == "qwen" and not cfg.data.get("use_sliding_window", False):
+        window = None
+    if window is None:
+        return {}
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window < MAX_INT:
+        raise ScheduleError(f"{cfg.where}: 'sliding_window' must be null or an integer in "
+                            f"1..2**31-1 (got {window!r})")
+    types = cfg.data.get("layer_types")
+    if isinstance(types, list):
+        sliding = sum(kind == SLIDING_TYPE for kind in types)
+    elif family.sliding == "qwen":
+        sliding = layers - min(cfg.int("max_window_layers", layers), layers)
+    elif family.sliding == "alternate":
+        sliding = (layers + 1) // 2
+    elif family.sliding == "gemma3":
+        sliding = layers - layers // cfg.int("sliding_window_pattern", 6, low=1)
+    else:
+        sliding = layers
+    return {"window": window, "window_layers": min(sliding, layers)} if sliding else {}
 
 
 def _experts(family: Family, cfg: _Config, layers: int) -> dict:

@@ -880,6 +880,9 @@ def _model_flags(model: Transformer) -> list:
     """A ``Transformer`` as Megatron's model arguments (vocabulary already padded: divisible
     by 1)."""
     m = model
+    if m.sliding_layers:
+        raise ScheduleError(f"to_megatron cannot state a sliding window (got window={m.window} "
+                            f"on {m.sliding_layers} of {m.layers} layers)")
     flags = ["--num-layers", m.layers, "--hidden-size", m.hidden, "--num-attention-heads",
              m.heads, "--ffn-hidden-size", m.ffn, "--vocab-size", m.vocab,
              "--make-vocab-size-divisible-by", 1, "--attention-dropout", 0.1 if m.dropout else 0,

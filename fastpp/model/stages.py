@@ -552,9 +552,12 @@ def ring_steps(model: Transformer, hardware: Hardware, seq: int, microbatch, t, 
     b, cp = np.asarray(microbatch, np.float64), np.asarray(cp, np.float64)
     share = b / (cp * cp)  # 1/cp of the 1/cp of the sequences' causal FLOPs a rank computes
     block = seq / cp
-    first = _attention(hardware, model, seq, share, t, length=block, causal=True)
-    short = _attention(hardware, model, seq, share, t, length=block / 2.0, causal=False)
-    long = _attention(hardware, model, seq, share, t, length=block, causal=False)
+    # (a sliding window's skipped blocks are not priced: the ring runs full attention)
+    first = _attention(hardware, model, seq, share, t, length=block, causal=True, window=False)
+    short = _attention(hardware, model, seq, share, t, length=block / 2.0, causal=False,
+                       window=False)
+    long = _attention(hardware, model, seq, share, t, length=block, causal=False,
+                      window=False)
     return {"first_forward": first[0], "first_backward": first[1],
             "forward": 0.5 * (short[0] + long[0]), "backward": 0.5 * (short[1] + long[1])}
 

@@ -129,6 +129,14 @@ class Transformer:
         backward: Megatron-Core's ``bias_swiglu`` (on unless ``--no-bias-swiglu-fusion``) and
         Transformer Engine's ``swiglu``. False: separate ops that also keep the SiLU's output
         (TorchTitan's ``FeedForward``, ``fastpp.model.from_torchtitan``).
+    window : int
+        Sliding-window attention: each query attends to at most ``window`` keys (0: every
+        earlier key). FlashAttention skips the tiles outside it, so a sliding layer's core
+        takes ``2w/s - (w/s)^2`` of the causal FLOPs at sequence ``s > w``; an unfused core
+        computes every score and masks them, as full attention.
+    window_layers : int, optional
+        How many layers slide (the rest attend to everything); default all of them
+        (``sliding_layers``; none without a ``window``).
     """
 
     layers: int
@@ -154,6 +162,8 @@ class Transformer:
     kv_rank: int = 0
     rope_dim: int = 0
     fused_swiglu: bool = True  # last: positional calls before it keep their meaning
+    window: int = 0  # (keyword fields after it)
+    window_layers: int | None = None
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "vocab"):
@@ -192,6 +202,11 @@ class Transformer:
         if self.dense_layers > self.layers:
             raise ScheduleError(f"dense_layers must be at most the layers {self.layers} (got "
                                 f"dense_layers={self.dense_layers})")
+        nonnegative_int(self.window, "window")
+        if self.window_layers is not None and nonnegative_int(
+                self.window_layers, "window_layers") > self.layers:
+            raise ScheduleError(f"window_layers must be at most the layers {self.layers} (got "
+                                f"window_layers={self.window_layers})")
         if (self.q_rank or self.rope_dim) and not self.kv_rank:
             raise ScheduleError(f"q_rank and rope_dim are MLA's: they need kv_rank > 0 (got "
                                 f"q_rank={self.q_rank}, rope_dim={self.rope_dim}, kv_rank=0)")
@@ -200,6 +215,14 @@ class Transformer:
     def kv(self) -> int:
         """Width of K (and of V): ``g d`` (``g h / a`` with the default head width)."""
         return self.kv_heads * self.head_dim
+
+    @property
+    def sliding_layers(self) -> int:
+        """Layers whose attention slides: ``window_layers`` (default all), none without a
+        ``window``."""
+        if not self.window:
+            return 0
+        return self.layers if self.window_layers is None else self.window_layers
 
     @property
     def moe(self) -> bool:

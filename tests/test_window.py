@@ -1,0 +1,94 @@
+"""Sliding-window attention (``Transformer.window``): FlashAttention skips the tiles outside
+the window, so a sliding layer's core costs the pairs within it; read from ``config.json`` as
+transformers' classes place the sliding layers. Before, every such layer was priced as full
+attention (Gemma 3 at 32K: about 1.9x its attention FLOPs)."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from fastpp import ScheduleError
+from fastpp.model import HARDWARE, RunConfig, Transformer, from_hf, transformer_costs
+from fastpp.model.attention import attention_efficiency
+from fastpp.model.compute import _attention
+from fastpp.model.megatron import to_megatron
+
+HF = Path(__file__).parent / "data" / "hf"
+H100 = HARDWARE["H100-80GB"]
+MODEL = Transformer(8, 4096, 32, kv_heads=8, swiglu=True, vocab=32000)
+
+
+def test_a_sliding_core_by_hand():
+    """One sliding layer at s = 4096, w = 1024: the queries see 1024 keys but the first 1024,
+    which see their prefix: ``s w - w^2/2`` pairs of the causal ``s^2/2``, 7/16, at the
+    kernel's speed over 1024 keys."""
+    s, w, b, t = 4096, 1024, 2, 2
+    slide = dataclasses.replace(MODEL, window=w)
+    flops = b * s * s * MODEL.core_width() / t
+    moved = 2 * s * b * (MODEL.heads * 128 * 2 + 2 * MODEL.kv) / t  # Q, O, K, V in bf16
+    hw = H100.with_precision("bf16")
+    eff = attention_efficiency(hw, "forward", w, 128, True)
+    want = max(7 / 16 * flops / (hw.peak * eff), moved / hw.memory_bandwidth) + hw.op_overhead
+    assert float(_attention(H100, slide, s, b, t)[0]) == pytest.approx(want, rel=1e-12)
+    full = _attention(H100, MODEL, s, b, t)
+    # a window no shorter than the sequence is full attention, to the bit
+    assert _attention(H100, dataclasses.replace(MODEL, window=s), s, b, t) == full
+    # half the layers sliding: the mean of the two
+    half = dataclasses.replace(MODEL, window=w, window_layers=4)
+    got, one = _attention(H100, half, s, b, t), _attention(H100, slide, s, b, t)
+    assert float(got[1]) == pytest.approx(0.5 * float(full[1] + one[1]), rel=1e-12)
+    # an unfused core computes every score and masks them: no saving
+    unfused = dataclasses.replace(MODEL, flash_attention=False)
+    assert _attention(H100, dataclasses.replace(unfused, window=w), s, b, t) == _attention(
+        H100, unfused, s, b, t)
+
+
+def test_the_step_shrinks_with_the_window_and_cp_stays_full():
+    run = RunConfig(seq=32768, global_batch=8, t=8, p=1, d=1, recompute="none")
+    slide = dataclasses.replace(MODEL, window=1024)
+    full, short = (transformer_costs(m, hardware=H100, config=run) for m in (MODEL, slide))
+    # the forward is shorter by the 8 layers' saving on the core alone (18% of it here)
+    saving = 8 * (_attention(H100, MODEL, 32768, 1, 8)[0] - _attention(H100, slide, 32768, 1,
+                                                                       8)[0])
+    assert float(full.f[0] - short.f[0]) == pytest.approx(float(saving), rel=1e-9)
+    assert float(saving) > 0.15 * float(full.f[0])
+    # context parallelism: the ring is priced as full attention; the all-gather runs each
+    # rank's queries against the whole K and V, windowed as without it
+    for comm, windowed in (("ring", False), ("all-gather", True)):
+        cp = run.replace(cp=2, d=1, t=4, cp_comm=comm)
+        got, want = (transformer_costs(m, hardware=H100, config=cp).f for m in (slide, MODEL))
+        assert (float(got[0]) < 0.9 * float(want[0])) == windowed
+        assert windowed or got == pytest.approx(want, rel=1e-9)
+
+
+def test_read_from_config_json():
+    gemma = from_hf({"model_type": "gemma3_text", "hidden_size": 2560, "intermediate_size":
+                     10240, "num_hidden_layers": 34, "sliding_window": 1024})
+    assert (gemma.window, gemma.sliding_layers) == (1024, 34 - 34 // 6)  # 5 local : 1 global
+    oss = json.loads((HF / "gpt-oss-20b.json").read_text())
+    assert (from_hf(oss).window, from_hf(oss).sliding_layers) == (
+        oss["sliding_window"], oss["layer_types"].count("sliding_attention"))
+    mistral = from_hf(HF / "mistral-7b-v0.1.json")
+    assert (mistral.window, mistral.sliding_layers) == (4096, 32)
+    v03 = {**json.loads((HF / "mistral-7b-v0.1.json").read_text()), "sliding_window": None}
+    assert from_hf(v03).sliding_layers == 0  # an explicit null: none
+    qwen = json.loads((HF / "qwen2-7b.json").read_text())
+    assert from_hf(qwen).sliding_layers == 0  # use_sliding_window false
+    qwen.update(use_sliding_window=True, sliding_window=4096, max_window_layers=20)
+    assert from_hf(qwen).sliding_layers == qwen["num_hidden_layers"] - 20
+    assert from_hf(HF / "llama-3.1-8b.json").window == 0
+    with pytest.raises(ScheduleError, match="'sliding_window' must be null or an integer"):
+        from_hf({**json.loads((HF / "mistral-7b-v0.1.json").read_text()),
+                 "sliding_window": "4096"})
+
+
+def test_bad_windows():
+    with pytest.raises(ScheduleError, match="window must be an integer >= 0"):
+        Transformer(2, 64, 4, window=-1)
+    with pytest.raises(ScheduleError, match="window_layers must be at most the layers 2"):
+        Transformer(2, 64, 4, window=16, window_layers=3)
+    assert Transformer(2, 64, 4, window_layers=2).sliding_layers == 0  # no window: none
+    with pytest.raises(ScheduleError, match="to_megatron cannot state a sliding window"):
+        to_megatron(RunConfig(seq=512, global_batch=8), Transformer(2, 64, 4, window=16))
