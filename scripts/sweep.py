@@ -219,10 +219,12 @@ class Painter:
             return pictures(*self.job)
         try:
             status, value = self.conn.recv()
-        except EOFError:
-            raise RuntimeError("the pictures' process ended before drawing") from None
+        except (EOFError, OSError):  # the child died after taking the job: EOF, or a reset
+            status = "gone"
         finally:
             self.close()
+        if status == "gone":  # drawn here, as when it died before
+            return pictures(*self.job)
         if status == "error":
             raise value
         return value

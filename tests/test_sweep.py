@@ -619,6 +619,14 @@ def test_main_job_draws_in_a_second_process(tmp_path, monkeypatch, capsys):
         assert job.main([*argv, str(tmp_path / "d")]) == 0
     assert (tmp_path / "d" / "pareto.png").stat().st_size > 10_000
     assert multiprocessing.active_children() == []
+    # one that dies after taking its job (the parent read EOF or a reset pipe, and raised)
+    parent, draw = os.getpid(), job.pictures
+    with monkeypatch.context() as patch:
+        patch.setattr(job, "pictures", lambda *a: draw(*a) if os.getpid() == parent
+                      else os._exit(4))
+        assert job.main([*argv, str(tmp_path / "e")]) == 0
+    assert (tmp_path / "e" / "pareto.png").stat().st_size > 10_000
+    assert multiprocessing.active_children() == []
 
 
 def test_painter_forks_on_linux_hiding_only_the_fork_warning(monkeypatch):
