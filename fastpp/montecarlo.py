@@ -203,6 +203,9 @@ class MonteCarlo:
         steps = positive_int(steps, "steps", 40)
         compiled, _, handoff, extra = self._state
         limit = (1.0 + tolerance) * self.mean
+        if self.mean > MAX_TIME:  # no tolerance helps
+            raise ScheduleError(f"absorption needs a mean makespan of at most {MAX_TIME:g} "
+                                f"(this run's is {self.mean:.6g})")
         if not np.isfinite(limit) or limit > MAX_TIME:
             raise ScheduleError(f"tolerance must keep (1 + tolerance) x the mean makespan "
                                 f"({self.mean:.6g}) at most {MAX_TIME:g} (got {tolerance!r})")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 from pathlib import Path
 
@@ -94,8 +95,8 @@ def read_steps(folder: Path, labels) -> dict:
     runs = {}
     for label in labels:
         # step0, step1, ...: scripts/measure.py's own folders (others are not its steps)
-        steps = sorted((d for d in (folder / label).glob("step*") if d.name[4:].isdigit()),
-                       key=lambda d: int(d.name[4:]))
+        steps = sorted((d for d in (folder / label).glob("step*")
+                        if re.fullmatch(r"step[0-9]+", d.name)), key=lambda d: int(d.name[4:]))
         if not steps:
             raise fastpp.ScheduleError(f"--reread must name a folder of a scripts/measure.py "
                                        f"run: {folder / label} holds no step")

@@ -236,6 +236,7 @@ def op_table(tmp_path, **columns):
     ({"duration": ["a"]}, META, "duration must hold numbers"),
     ({"start_ts": [np.nan]}, META, "start_ts must have no missing values"),
     ({"start_ts": [np.inf]}, META, "start_ts must be finite"),
+    ({"duration": [-1.0]}, META, "duration must be >= 0"),
     ({"dp_rank": [np.nan]}, META, "dp_rank must have no missing values"),
     ({"step": ["0"]}, META, "step must hold integers"),
     ({}, {**META, "tp_size": "x"}, "meta tp_size must be a positive integer"),

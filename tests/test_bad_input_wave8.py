@@ -208,3 +208,19 @@ def test_report_takes_a_run_of_several_steps(tmp_path):
     kind, label, run = load(tmp_path / "run", 0)
     assert kind == "measured" and label.endswith("run, step 10 of 3")
     assert run.makespan == fastpp.read_torch_trace(tmp_path / "run" / "step10").makespan
+
+
+def test_measure_script_rereads_its_own_step_folders_only(tmp_path):
+    """``scripts/measure.py --reread`` on a class folder holding a ``stepfoo`` (or
+    ``step²``: a digit to ``str.isdigit``, not to ``int``) raised ValueError."""
+    import importlib.util
+    import shutil
+
+    spec = importlib.util.spec_from_file_location(
+        "measure_script", Path(__file__).parents[1] / "scripts" / "measure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in ("step0", "step1", "stepfoo", "step\u00b2"):
+        shutil.copytree(TRACES / "gpipe", tmp_path / "gpipe" / name)
+    runs = module.read_steps(tmp_path, ["gpipe"])
+    assert len(runs["gpipe"]) == 2

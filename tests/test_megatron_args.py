@@ -395,6 +395,29 @@ def test_hand_offs_as_megatron_runs_them():
     assert "--no-overlap-p2p-communication" in to_megatron(told.config)
     assert not any("overlap-p2p" in f for f in to_megatron(interleaved.config) +
                    to_megatron(plain))
+    # Megatron-Core's field (overlap_p2p_comm) in a dict: false blocks
+    shape = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+             "vocab_size": 1000, "pipeline_model_parallel_size": 2,
+             "virtual_pipeline_model_parallel_size": 2}
+    assert from_megatron({**shape, "overlap_p2p_comm": False}, gpus=2).config.blocking_handoffs
+    assert not from_megatron(shape, gpus=2).config.blocking_handoffs
+
+
+def test_explain_neighbours_hand_off_as_megatron_would():
+    """An interleaved script at Megatron's default (overlapped hand-offs) crashed explain: its
+    1F1B neighbours took the run's overlap, which to_megatron refuses at m = 1. A plain
+    script's interleaved neighbours were priced blocking and told to add
+    --no-overlap-p2p-communication."""
+    from fastpp.model.explain import explain
+
+    script = (BASE.replace("--num-layers 4", "--num-layers 8") +
+              "--pipeline-model-parallel-size 2 --global-batch-size 16 ")
+    for extra in ("--num-virtual-stages-per-pipeline-rank 2", ""):
+        model, config = from_megatron(script + extra, gpus=8)
+        found = explain(model, config, "H100-80GB", neighbours=30, workers=1)
+        assert found.neighbours, extra
+        for row in found.neighbours:
+            assert "overlap-p2p" not in row["changes"], (extra, row["changes"])
 
 
 def test_model_arguments_as_their_frameworks_write_them():
@@ -415,7 +438,9 @@ def test_model_arguments_as_their_frameworks_write_them():
     bridge = {"model": {**shape, "num_query_groups": 2, "virtual_pipeline_model_parallel_size":
                         None, "kv_channels": None},
               "train": {"micro_batch_size": 2, "global_batch_size": 64},
-              "ddp": {"use_distributed_optimizer": True}}
+              # (the sharding strategy is Megatron FSDP's: its default sits in every ddp)
+              "ddp": {"use_distributed_optimizer": True,
+                      "data_parallel_sharding_strategy": "no_shard"}}
     model, config = from_megatron(bridge, gpus=4)
     assert model.kv_heads == 2 and model.head_dim == 32
     assert (config.microbatch, config.global_batch, config.zero) == (2, 64, 1)
@@ -429,6 +454,16 @@ def test_model_arguments_as_their_frameworks_write_them():
     assert not from_megatron({**shape, "activation": "gelu"}, gpus=1).model.swiglu
     dashed = {"--" + k.replace("_", "-"): v for k, v in shape.items()}
     assert from_megatron(dashed, gpus=1).model == from_megatron(shape, gpus=1).model
+    # keys written as flags are read as Megatron-LM's command line reads them: no GQA without
+    # --group-query-attention, a recompute method without granularity refused
+    assert from_megatron({**dashed, "--num-query-groups": 2}, gpus=1).model.kv_heads == 8
+    with pytest.raises(ScheduleError, match="--recompute-method needs --recompute-granularity"):
+        from_megatron({**dashed, "--recompute-method": "uniform"}, gpus=1)
+    with pytest.raises(ScheduleError, match="num_layers and --num-layers contradict"):
+        from_megatron({**shape, "--num-layers": 3}, gpus=1)
+    with pytest.raises(ScheduleError, match="micro_batch_size and micro_batch_size contradict"):
+        from_megatron({**shape, "micro_batch_size": 1, "train": {"micro_batch_size": 2}},
+                      gpus=1)
     assert from_megatron(BASE + "--padded-vocab-size 1001 --tensor-model-parallel-size 2",
                          gpus=2).model.vocab == 1001
 

@@ -1,7 +1,8 @@
 """Sliding-window attention (``Transformer.window``): FlashAttention skips the tiles outside
 the window, so a sliding layer's core costs the pairs within it; read from ``config.json`` as
 transformers' classes place the sliding layers. Before, every such layer was priced as full
-attention (Gemma 3 at 32K: about 1.9x its attention FLOPs)."""
+attention (Gemma 3 4B at 32K, 29 of its 34 layers sliding over 1,024 keys: its attention cores
+at 5x the FLOPs they do)."""
 
 import dataclasses
 import json
@@ -92,3 +93,29 @@ def test_bad_windows():
     assert Transformer(2, 64, 4, window_layers=2).sliding_layers == 0  # no window: none
     with pytest.raises(ScheduleError, match="to_megatron cannot state a sliding window"):
         to_megatron(RunConfig(seq=512, global_batch=8), Transformer(2, 64, 4, window=16))
+
+
+def test_a_windowed_prediction_is_extrapolated():
+    """No published table has a sliding window: its predictions said "± 3.0% expected error
+    (validate's checks in its regime)"; they are extrapolated, naming it, once the window is
+    shorter than the sequence."""
+    from fastpp.model.errorbar import error_bar, regime
+
+    mistral = from_hf(HF / "mistral-7b-v0.1.json")
+    bar = error_bar(regime(mistral, H100, 32768, 8))
+    assert bar.extrapolated == "arch dense with a sliding window"
+    assert error_bar(regime(mistral, H100, 4096, 8)).extrapolated == ""
+
+
+def test_model_flops_count_the_pairs_within_the_window():
+    """MFU and TFLOP/s gave a windowed model credit for the full attention it no longer
+    computes (gpt-oss-20b at 128K: 66.7% MFU, 44.0% counted as done)."""
+    slide = dataclasses.replace(MODEL, window=1024, window_layers=4)
+    s = 32768
+    core = 2.0 * s * MODEL.core_width() * 3.0  # forward and backward, one full layer
+    kept = 2 * 1024 / s - (1024 / s) ** 2
+    assert MODEL.flops_per_token(s) - slide.flops_per_token(s) == pytest.approx(
+        4 * core * (1 - kept), rel=1e-12)
+    assert MODEL.megatron_flops_per_token(s) - slide.megatron_flops_per_token(s) == \
+        pytest.approx(4 * 6.0 * s * MODEL.core_width() / 2.0 * (1 - kept), rel=1e-12)
+    assert slide.flops_per_token(1024) == MODEL.flops_per_token(1024)

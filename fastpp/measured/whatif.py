@@ -87,8 +87,8 @@ def whatif(job: MeasuredJob) -> WhatIf:
     Raises
     ------
     ScheduleError
-        If ``job`` is not a ``MeasuredJob`` (a ``ScheduleTypeError``), or its ops all take no
-        time.
+        If ``job`` is not a ``MeasuredJob`` (a ``ScheduleTypeError``), or every op's typical
+        time is 0.
     """
     instance(job, MeasuredJob, "job", "fastpp.MeasuredJob")
     measured, ideal = job.durations, _ideal(job)
@@ -105,8 +105,8 @@ def whatif(job: MeasuredJob) -> WhatIf:
     t_real, t_ideal = times["replayed"], times["ideal"]
     mean_ideal = t_ideal.mean()
     if mean_ideal == 0.0:
-        raise ScheduleError("job must have ops that take time: every duration of its op table "
-                            "is 0, so no step has a slowdown")
+        raise ScheduleError("job must have ops that take time: every op's typical time (the "
+                            "ideal step's) is 0, so no step has a slowdown")
     decompose, per_step = {}, {}
     for name, labels in groups.items():
         decompose[name] = {_key(label): float(times[(name, label)].mean() / mean_ideal)

@@ -51,7 +51,7 @@ import numpy as np
 
 from .attention import attention_efficiency
 from .hardware import Hardware
-from .transformer import BYTES, Transformer
+from .transformer import BYTES, Transformer, window_pairs
 
 # Adam per parameter: read the fp32 gradient, master weight, momentum and variance (16 bytes),
 # write the last three and the half-precision weight (14), read the gradient again for its norm
@@ -174,8 +174,7 @@ def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=Tr
         # the sliding layers' share of the core: the pairs within the window, at the speed of
         # a query tile's loop over at most w keys (the layers are summed: their mean is exact)
         w, share = float(model.window), model.sliding_layers / model.layers
-        within = np.where(w < s, 2.0 * w / s - (w / s) ** 2, 1.0)
-        slide = _flash(hw, within * flops, moved, np.minimum(length, w), d, causal)
+        slide = _flash(hw, window_pairs(w, s) * flops, moved, np.minimum(length, w), d, causal)
         return ((1.0 - share) * forward + share * slide[0],
                 (1.0 - share) * backward + share * slide[1])
     count = b * a / t

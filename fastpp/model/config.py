@@ -92,8 +92,8 @@ class RunConfig:
         Megatron's ``--overlap-grad-reduce``/``--overlap-param-gather`` and
         ``--tp-comm-overlap``.
     blocking_handoffs : bool
-        Pipeline hand-offs hold their device (Megatron without
-        ``--overlap-p2p-communication``).
+        Pipeline hand-offs hold their device (Megatron's plain pipeline, and its interleaved
+        one with ``--no-overlap-p2p-communication``).
     precision : {"bf16", "fp8"}, optional
         Default: the hardware's.
     layout : str, optional

@@ -89,9 +89,13 @@ def _bucket(value: float, edges) -> str:
 
 def regime(model, hardware: Hardware, seq: int, t: int = 1) -> Regime:
     """The regime of ``model`` (a ``Transformer``) on ``hardware`` at sequence ``seq`` and
-    tensor-parallel degree ``t``."""
+    tensor-parallel degree ``t``; a sliding window shorter than ``seq`` is an architecture of
+    its own (no published table has one)."""
+    arch = "moe" if model.moe else "dense"
+    if model.sliding_layers and model.window < seq:
+        arch += " with a sliding window"
     return Regime(generation(hardware), _bucket(model.parameters, SIZES),
-                  _bucket(seq, SEQS), "moe" if model.moe else "dense",
+                  _bucket(seq, SEQS), arch,
                   "in node" if t <= hardware.gpus_per_node else "across nodes")
 
 

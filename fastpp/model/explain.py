@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, nonnegative_int
+from ..checks import ScheduleError, nonnegative_int, require
 from .config import RunConfig, as_run
 from .hardware import HARDWARE, preset
 from .megatron import SCHEDULES as MEGATRON_SCHEDULES
@@ -154,25 +154,31 @@ def _recompute_tflops(model, config: RunConfig, row: dict) -> float:
 
 def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, workers):
     """Faster rows that fit, over the run's GPUs, batch and sequence, fewest changes first."""
+    pd = require("pandas", "sweep", "fastpp.model.explain")
+
     megatron = config.schedule in MEGATRON_SCHEDULES
-    schedules = list(MEGATRON_SCHEDULES) if megatron else None
-    rows = plan(model, config.gpus, hardware, seq=config.seq, global_batch=config.global_batch,
-                schedules=schedules, zero=sorted({config.zero, 1}), cp=[config.cp],
-                ep=[config.ep], etp=[config.etp],
-                precision=None if config.precision is None else [config.precision],
-                sequence_parallel=config.sequence_parallel,
-                gradient_overlap=config.gradient_overlap,
-                blocking_handoffs=config.blocking_handoffs, tp_overlap=config.tp_overlap,
-                cp_comm=config.cp_comm, zero3=config.zero3, reduce_bytes=config.reduce_bytes,
-                dispatcher=config.dispatcher, recompute_modules=config.priced_modules,
-                workers=workers)
+    # as Megatron runs each neighbour: a plain pipeline's hand-offs block, an interleaved
+    # one's overlap unless the run says --no-overlap-p2p-communication
+    groups = ([(["1f1b"], True), (["interleaved-1f1b"], config.blocking_handoffs and
+                                  config.m > 1)] if megatron
+              else [(None, config.blocking_handoffs)])
+    rows = pd.concat([plan(
+        model, config.gpus, hardware, seq=config.seq, global_batch=config.global_batch,
+        schedules=schedules, zero=sorted({config.zero, 1}), cp=[config.cp], ep=[config.ep],
+        etp=[config.etp], precision=None if config.precision is None else [config.precision],
+        sequence_parallel=config.sequence_parallel, gradient_overlap=config.gradient_overlap,
+        blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
+        zero3=config.zero3, reduce_bytes=config.reduce_bytes, dispatcher=config.dispatcher,
+        recompute_modules=config.priced_modules, workers=workers).assign(_blocking=blocking)
+        for schedules, blocking in groups], ignore_index=True)
     faster = rows[rows["fits"] & (rows["step_time"] < row["step_time"] * 0.995)]
     out = []
     for _, r in faster.iterrows():
-        other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
-            "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "blocking_handoffs",
-            "cp_comm", "zero3", "reduce_bytes", "precision", "dispatcher",
-            "recompute_modules")}, layout=None)
+        other = RunConfig.from_row(r.drop("_blocking"), **{k: getattr(config, k) for k in (
+            "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm", "zero3",
+            "reduce_bytes", "precision", "dispatcher", "recompute_modules")},
+            blocking_handoffs=bool(r["_blocking"]), layout=None)
+        r = r.drop("_blocking")
         changed = sum(getattr(other, k) != getattr(config, k) for k in (*CHANGED, "d"))
         out.append({**r.to_dict(), "changed": changed,
                     "changes": _changes(config, other, megatron)})

@@ -44,6 +44,7 @@ LLAMA_NAMES = {"layers": "num_hidden_layers", "hidden": "hidden_size",
 GPT2_NAMES = {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head", "ffn": "n_inner",
               "vocab": "vocab_size"}
 SLIDING_TYPE = "sliding_attention"  # transformers' layer_types entry for a sliding layer
+QWEN_FULL_LAYERS = 28  # Qwen2Config's and Qwen3Config's max_window_layers
 
 # transformers' LlamaConfig and Gemma3TextConfig (kv_heads absent: the heads, as the class)
 LLAMA_DEFAULTS = {"layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008, "vocab": 32000}
@@ -53,8 +54,9 @@ GEMMA3_DEFAULTS = {"layers": 26, "hidden": 2304, "heads": 8, "kv_heads": 4, "ffn
 FAMILIES = {
     "llama": Family(tied=False, defaults=LLAMA_DEFAULTS),
     "mistral": Family(tied=False, sliding="all", window=4096),
-    "qwen2": Family(tied=False, sliding="qwen"),
-    "qwen3": Family(tied=False, sliding="qwen", note="per-head Q/K norms (2 d a layer) left out"),
+    "qwen2": Family(tied=False, sliding="qwen", window=4096),
+    "qwen3": Family(tied=False, sliding="qwen", window=4096,
+                    note="per-head Q/K norms (2 d a layer) left out"),
     "olmo2": Family(tied=False, note="Q/K norms (h + kv a layer) left out"),
     "phi3": Family(tied=False, sliding="all"),
     "gemma": Family(tied=True, head_dim=256),
@@ -66,9 +68,9 @@ FAMILIES = {
     "mixtral": Family(tied=False, moe="mixtral", sliding="all"),
     "gpt_oss": Family(tied=False, head_dim=64, moe="mixtral", sliding="alternate", window=128,
                       note="the attention sinks and biases left out"),
-    "qwen2_moe": Family(tied=False, moe="qwen", sliding="qwen",
+    "qwen2_moe": Family(tied=False, moe="qwen", sliding="qwen", window=4096,
                         note="the shared expert's sigmoid gate (h a layer) left out"),
-    "qwen3_moe": Family(tied=False, moe="qwen", sliding="qwen",
+    "qwen3_moe": Family(tied=False, moe="qwen", sliding="qwen", window=4096,
                         note="per-head Q/K norms left out"),
     "deepseek_v2": Family(tied=False, moe="deepseek"),
     "deepseek_v3": Family(tied=False, moe="deepseek",
@@ -249,7 +251,7 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
     if not family.sliding:
         return {}
     window = cfg.data.get("sliding_window", family.window)
-    if family.sliding == "qwen" and not cfg.data.get("use_sliding_window", False):
+    if family.sliding == "qwen" and not cfg.flag("use_sliding_window", False):
         window = None
     if window is None:
         return {}
@@ -260,7 +262,8 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
     if isinstance(types, list):
         sliding = sum(kind == SLIDING_TYPE for kind in types)
     elif family.sliding == "qwen":
-        sliding = layers - min(cfg.int("max_window_layers", layers), layers)
+        # the classes' default: 28 (transformers slides the layers from it on)
+        sliding = layers - min(cfg.int("max_window_layers", QWEN_FULL_LAYERS), layers)
     elif family.sliding == "alternate":
         sliding = (layers + 1) // 2
     elif family.sliding == "gemma3":

@@ -66,7 +66,8 @@ FLAGS = {
     "use_torch_fsdp2": (BOOL, False), "use_megatron_fsdp": (BOOL, False),
     "overlap_grad_reduce": (BOOL, False),
     "overlap_param_gather": (BOOL, False), "tp_comm_overlap": (BOOL, False),
-    "overlap_p2p_communication": (BOOL, False), "no_overlap_p2p_communication": (BOOL, False),
+    # None: not said (Megatron's default then depends on the schedule, _run)
+    "overlap_p2p_communication": (BOOL, None), "no_overlap_p2p_communication": (BOOL, False),
     "bf16": (BOOL, False), "fp16": (BOOL, False), "fp8_format": (STR, None),
     "accumulate_allreduce_grads_in_fp32": (BOOL, False), "grad_reduce_in_bf16": (BOOL, False),
 }
@@ -76,6 +77,7 @@ ALIASES = {"encoder_seq_length": "seq_length", "num_moe_experts": "num_experts",
            "activations_checkpoint_method": "recompute_method",
            "activations_checkpoint_num_layers": "recompute_num_layers",
            "gated_linear_unit": "swiglu", "fp8": "fp8_format",
+           "overlap_p2p_comm": "overlap_p2p_communication",
            "use_custom_fsdp": "use_megatron_fsdp"}
 # a dict's sections read beside its top level: the model (NeMo, Megatron-Bridge), the batch
 # (Bridge's train) and the optimizer's sharding and overlap (Bridge's ddp and optimizer)
@@ -218,26 +220,37 @@ def _read(args, env: dict) -> tuple[dict, list, int | None]:
 
 
 def _read_dict(args: dict) -> tuple[dict, list, None]:
-    """A dict's arguments: its top level and ``SECTIONS``, keys in snake_case or as flags
-    (``--num-layers``, Megatron-LM's ``MODEL_ARGS`` YAML); a null is the default."""
-    flat = {k: v for k, v in args.items() if not isinstance(v, dict)}
+    """A dict's arguments: its top level and ``SECTIONS``, keys in snake_case (NeMo's and
+    Megatron-Core's configs, read by their rules) or as flags (``--num-layers``, Megatron-LM's
+    ``MODEL_ARGS`` YAML, read as its command line); a null is the default."""
+    items = [(k, v) for k, v in args.items() if not isinstance(v, dict)]
     for section in SECTIONS:
         if isinstance(args.get(section), dict):
-            flat.update(args[section])
-    flat = {(k[2:].replace("-", "_") if isinstance(k, str) and k.startswith("--") else k): v
-            for k, v in flat.items() if v is not None}
+            items += args[section].items()
+    flat, flags, said = {}, set(), {}  # flags: the keys written as flags
+    for key, value in items:
+        name = key[2:].replace("-", "_") if isinstance(key, str) and key.startswith("--") else key
+        if value is None:
+            continue
+        if name in flat and flat[name] != value:  # two places, two values
+            raise ScheduleError(f"{said[name]} and {key} contradict: give one")
+        flat[name], said[name] = value, key
+        if name != key:
+            flags.add(name)
     # TransformerConfig and NeMo have no group_query_attention: their num_query_groups is it
-    if flat.get("num_query_groups") and "group_query_attention" not in flat:
+    if flat.get("num_query_groups") and "group_query_attention" not in flat and \
+            "num_query_groups" not in flags:
         flat["group_query_attention"] = True
     granularity = next((flat[k] for k in ("recompute_granularity",
                                           "activations_checkpoint_granularity") if k in flat),
                        None)
-    values, ignored, said = {}, [], {}  # said: the key that set each argument
+    values, ignored, first = {}, [], {}  # first: the key that set each argument
     for key, value in flat.items():
         dest = ALIASES.get(key, key)
         # NeMo's method and layer count mean nothing without a granularity
-        if granularity is None and dest in ("recompute_method", "recompute_num_layers"):
-            ignored.append(key)
+        if granularity is None and key not in flags and dest in ("recompute_method",
+                                                                 "recompute_num_layers"):
+            ignored.append(said[key])
             continue
         if key == "activation" and isinstance(value, str):  # NeMo's
             dest, value = "swiglu", value in GATED
@@ -246,11 +259,11 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
                 raise ScheduleError(f"{key} must be true or false (got {value!r})")
             dest, value = NEGATED[key], not value
         elif dest not in FLAGS:
-            ignored.append(key)
+            ignored.append(said[key])
             continue
         if dest in values and values[dest] != value:  # two spellings, two values
-            raise ScheduleError(f"{said[dest]} and {key} contradict: give one")
-        values[dest], said[dest] = value, key
+            raise ScheduleError(f"{said[first[dest]]} and {said[key]} contradict: give one")
+        values[dest], first[dest] = value, key
     return values, ignored, None
 
 
@@ -472,8 +485,10 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
     d = data_parallel(gpus, t, cp, p)
     recompute = ("selective" if a["recompute_activations"] else
                  a["recompute_granularity"] or "none")
+    # the sharding strategy is Megatron FSDP's (its 'no_shard' default sits in every
+    # DistributedDataParallelConfig, beside use_distributed_optimizer)
     zero = (SHARDING.get(a["data_parallel_sharding_strategy"], 0)
-            if a["data_parallel_sharding_strategy"] else
+            if a["data_parallel_sharding_strategy"] and a["use_megatron_fsdp"] else
             3 if a["use_torch_fsdp2"] else 1 if a["use_distributed_optimizer"] else 0)
     return RunConfig(
         seq=a["seq_length"], global_batch=a["global_batch_size"] or global_batch_of(
@@ -490,7 +505,8 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         # Megatron overlaps an interleaved pipeline's hand-offs unless told not to (its
         # default since October 2023; --overlap-p2p-communication asked for it before), and
         # never a plain one's
-        blocking_handoffs=m == 1 or a["no_overlap_p2p_communication"],
+        blocking_handoffs=m == 1 or a["no_overlap_p2p_communication"]
+        or a["overlap_p2p_communication"] is False,
         precision="fp8" if a["fp8_format"] else "bf16", layout=layout, first_layers=first,
         last_layers=last, cp_comm=CP_COMM.get(a["cp_comm_type"], "ring"),
         dispatcher=_dispatcher(a["moe_token_dispatcher_type"]) if model.moe else "alltoall",

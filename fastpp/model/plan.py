@@ -134,9 +134,10 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         all-gather under the next forward (``fastpp.model.stages.step_terms``). Default: not
         overlapped, as Megatron by default.
     blocking_handoffs : bool
-        Megatron's pipeline hand-offs without ``--overlap-p2p-communication``: each chunk op
-        also holds its device for one hand-off's transfer (default, as validated in
-        ``fastpp.model.validate``). False: the hand-offs overlap with compute.
+        Megatron's blocking pipeline hand-offs (its plain pipeline's, and its interleaved
+        one's with ``--no-overlap-p2p-communication``): each chunk op also holds its device
+        for one hand-off's transfer (default, as validated in ``fastpp.model.validate``).
+        False: the hand-offs overlap with compute (Megatron's interleaved default).
     tp_overlap : bool
         Transformer Engine's ``--tp-comm-overlap``: a layer's tensor-parallel collectives run
         under its own products, only what exceeds them exposed.

@@ -83,6 +83,13 @@ RECOMPUTE = ("none", "selective", "full")
 MAX_CHUNKS = 1_000_000  # model chunks of a layout: a count each, far past any pipeline
 
 
+def window_pairs(window, seq):
+    """The share of a causal core's query-key pairs a sliding window of ``window`` keys keeps
+    at sequence ``seq``: ``2w/s - (w/s)^2`` (``s w - w^2/2`` of ``s^2/2``), 1 when ``w >= s``."""
+    w, s = np.asarray(window, np.float64), np.asarray(seq, np.float64)
+    return np.where(w < s, 2.0 * w / s - (w / s) ** 2, 1.0)
+
+
 @dataclass(frozen=True)
 class Transformer:
     """A decoder-only transformer's architecture.
@@ -161,8 +168,9 @@ class Transformer:
     q_rank: int = 0
     kv_rank: int = 0
     rope_dim: int = 0
-    fused_swiglu: bool = True  # last: positional calls before it keep their meaning
-    window: int = 0  # (keyword fields after it)
+    # added last, each: positional calls written before it keep their meaning
+    fused_swiglu: bool = True
+    window: int = 0
     window_layers: int | None = None
 
     def __post_init__(self):
@@ -382,7 +390,8 @@ class Transformer:
         """Model FLOPs of one token's forward and backward, without recomputation:
         ``3 (2 P_mm L + 4 s h L + 2 h v)``, i.e. ``6N + 12 L h s`` (PaLM's MFU count) for a
         dense model. With experts ``P_mm`` is what a token uses (``top_k`` routed experts),
-        the core ``2 s a (d_qk + d_v)`` per layer (``4sh`` for standard heads), and each MTP
+        the core ``2 s a (d_qk + d_v)`` per layer (``4sh`` for standard heads; a sliding
+        layer's the pairs its window keeps, ``core_layers``), and each MTP
         module adds a layer, its projection and the logits again.
 
         Parameters
@@ -407,14 +416,21 @@ class Transformer:
                                 + 2.0 * self.hidden * self.vocab)
         return 3.0 * (2.0 * self.matrix_params() * dense
                       + 2.0 * self.matrix_params(True, True) * self.moe_layers
-                      + core * self.layers + 2.0 * self.hidden * self.vocab + mtp)
+                      + core * self.core_layers(seq) + 2.0 * self.hidden * self.vocab + mtp)
+
+    def core_layers(self, seq: int) -> float:
+        """The layers' attention cores in full layers' worth: a sliding layer counts the
+        share of pairs its window keeps at ``seq`` (``window_pairs``)."""
+        return (self.layers - self.sliding_layers
+                + self.sliding_layers * float(window_pairs(self.window, seq)))
 
     def megatron_flops_per_token(self, seq: int) -> float:
         """Megatron-LM's count of one token's training FLOPs (``num_floating_point_operations``
         in ``megatron/training/training.py``, 2025), what its ``TFLOP/s/GPU`` reports: ``3 x
         2`` times the projections (MLA's latent norms in, as Megatron counts them), the dense
         MLPs, the ``top_k`` routed and the shared experts (the router left out), the causal
-        core ``s a (d_qk + d_v) / 2``, each MTP module's layer (an MoE layer when the last
+        core ``s a (d_qk + d_v) / 2`` (a sliding layer's within its window, as
+        Megatron-Bridge's calculators count it), each MTP module's layer (an MoE layer when the last
         layer has experts), norms ``3h`` and projection ``2h^2``, and the logits ``hv`` once
         per head.
 
@@ -431,8 +447,10 @@ class Transformer:
         dense = self.layers - self.moe_layers + (0.0 if self.moe else D)
         moe = self.moe_layers + (D if self.moe else 0.0)
         experts = (self.top_k + self.shared_experts) * self.expert_params()
-        attention = self.attention_params() + seq * self.core_width() / 2.0
-        return 6.0 * (dense * self.mlp_params() + moe * experts + (self.layers + D) * attention
+        core = seq * self.core_width() / 2.0
+        return 6.0 * (dense * self.mlp_params() + moe * experts
+                      + (self.layers + D) * self.attention_params()
+                      + (self.core_layers(seq) + D) * core
                       + D * (3.0 * h + 2.0 * h * h) + (1.0 + D) * h * self.vocab)
 
 

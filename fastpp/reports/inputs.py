@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,7 @@ def _folder(path: Path):
         return _table(load_sweep(path), label)
     if any(path.glob("rank*_trace.json*")):
         return "measured", label, read_torch_trace(path)
-    steps = sorted((d for d in path.glob("step*") if d.name[4:].isdigit()
+    steps = sorted((d for d in path.glob("step*") if re.fullmatch(r"step[0-9]+", d.name)
                     and any(d.glob("rank*_trace.json*"))), key=lambda d: int(d.name[4:]))
     if steps:  # measure --steps N: the last step, whose table measure prints
         return ("measured", f"{label}, step {steps[-1].name[4:]} of {len(steps)}",
