@@ -159,9 +159,9 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     megatron = config.schedule in MEGATRON_SCHEDULES
     # as Megatron runs each neighbour: a plain pipeline's hand-offs block, an interleaved
     # one's overlap unless the run says --no-overlap-p2p-communication
-    groups = ([(["1f1b"], True), (["interleaved-1f1b"], config.blocking_handoffs and
-                                  config.m > 1)] if megatron
-              else [(None, config.blocking_handoffs)])
+    plain, interleaved = MEGATRON_SCHEDULES
+    groups = ([([plain], True), ([interleaved], config.blocking_handoffs and config.m > 1)]
+              if megatron else [(None, config.blocking_handoffs)])
     rows = pd.concat([plan(
         model, config.gpus, hardware, seq=config.seq, global_batch=config.global_batch,
         schedules=schedules, zero=sorted({config.zero, 1}), cp=[config.cp], ep=[config.ep],
