@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import time
 from pathlib import Path
 
@@ -43,6 +42,7 @@ import pandas as pd
 
 import fastpp
 from fastpp.measured.runner import TORCH_CLASSES, measure_many
+from fastpp.measured.steps import step_folders
 from fastpp.reports import write_report
 
 
@@ -94,9 +94,7 @@ def read_steps(folder: Path, labels) -> dict:
     per label, ``step0``, ``step1``, ... in it), so that kept runs are priced by later code."""
     runs = {}
     for label in labels:
-        # step0, step1, ...: scripts/measure.py's own folders (others are not its steps)
-        steps = sorted((d for d in (folder / label).glob("step*")
-                        if re.fullmatch(r"step[0-9]+", d.name)), key=lambda d: int(d.name[4:]))
+        steps = step_folders(folder / label)
         if not steps:
             raise fastpp.ScheduleError(f"--reread must name a folder of a scripts/measure.py "
                                        f"run: {folder / label} holds no step")

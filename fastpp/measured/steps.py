@@ -17,8 +17,10 @@ moment that slowed some of a step's ops and not others stays in one sample).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +30,14 @@ from ..noise import Noise
 from ..ops import FB, B, F, I, W
 from ..simulate import simulate
 from .run import MeasuredRun, _used
+
+
+def step_folders(folder) -> list[Path]:
+    """The ``step0``, ``step1``, ... folders ``measure(..., steps=N)`` writes in ``folder``,
+    in step order (a folder named otherwise is not one of them)."""
+    found = (d for d in Path(folder).glob("step*") if re.fullmatch(r"step[0-9]+", d.name))
+    return sorted(found, key=lambda d: int(d.name[4:]))
+
 
 # a kind the calibration schedule lacks takes the factors of these kinds (by op code)
 _STAND_INS = {F: (F,), B: (B, I, W), I: (I, B, W), W: (W, B, I), FB: (FB, F)}

@@ -174,11 +174,11 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     faster = rows[rows["fits"] & (rows["step_time"] < row["step_time"] * 0.995)]
     out = []
     for _, r in faster.iterrows():
-        other = RunConfig.from_row(r.drop("_blocking"), **{k: getattr(config, k) for k in (
+        blocking = bool(r.pop("_blocking"))
+        other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
             "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm", "zero3",
             "reduce_bytes", "precision", "dispatcher", "recompute_modules")},
-            blocking_handoffs=bool(r["_blocking"]), layout=None)
-        r = r.drop("_blocking")
+            blocking_handoffs=blocking, layout=None)
         changed = sum(getattr(other, k) != getattr(config, k) for k in (*CHANGED, "d"))
         out.append({**r.to_dict(), "changed": changed,
                     "changes": _changes(config, other, megatron)})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +47,7 @@ def load(item, position: int):
 
 def _folder(path: Path):
     from ..measured import read_torch_trace
+    from ..measured.steps import step_folders
     from ..sweeps import load as load_sweep
 
     label = str(path)
@@ -55,8 +55,7 @@ def _folder(path: Path):
         return _table(load_sweep(path), label)
     if any(path.glob("rank*_trace.json*")):
         return "measured", label, read_torch_trace(path)
-    steps = sorted((d for d in path.glob("step*") if re.fullmatch(r"step[0-9]+", d.name)
-                    and any(d.glob("rank*_trace.json*"))), key=lambda d: int(d.name[4:]))
+    steps = [d for d in step_folders(path) if any(d.glob("rank*_trace.json*"))]
     if steps:  # measure --steps N: the last step, whose table measure prints
         return ("measured", f"{label}, step {steps[-1].name[4:]} of {len(steps)}",
                 read_torch_trace(steps[-1]))
