@@ -73,11 +73,13 @@ class RunConfig:
         Sequences per microbatch; ``n = global_batch / (microbatch d)`` microbatches a step.
     recompute : {"none", "selective", "full"}
     recompute_method, recompute_layers, recompute_modules : optional
-        Megatron's ``--recompute-method`` (``"uniform"`` or ``"block"``),
-        ``--recompute-num-layers`` and ``--recompute-modules``. The cost model prices
-        ``recompute`` over every layer (method and layers are carried for the round trip),
-        and the modules with ``recompute="selective"``, as Megatron uses them
-        (``priced_modules``).
+        Megatron's ``--recompute-method`` (``"uniform"`` or ``"block"``, with
+        ``recompute="full"``), ``--recompute-num-layers`` and ``--recompute-modules``. With
+        ``"block"`` the first ``recompute_layers`` (default 1, Megatron's) layers of each model
+        chunk are recomputed and the others keep their activations; otherwise ``recompute``
+        covers every layer (``"uniform"`` recomputes them all, in groups of
+        ``recompute_layers``, priced layer by layer). The modules are priced with
+        ``recompute="selective"``, as Megatron uses them (``priced_modules``).
     sequence_parallel : bool
         Megatron's sequence parallelism with ``t > 1`` (default True, as ``plan``).
     zero : {0, 1, 2, 3}
@@ -327,7 +329,17 @@ class RunConfig:
                 "node_limit": self.node_limit, "imbalance": self.imbalance, "cp": [self.cp],
                 "cp_comm": self.cp_comm, "zero3": self.zero3, "overlap": [self.overlap],
                 "reduce_bytes": self.reduce_bytes, "dispatcher": self.dispatcher,
-                "recompute_modules": self.priced_modules}
+                "recompute_modules": self.priced_modules,
+                "recompute_layers": self.block_layers}
+
+    @property
+    def block_layers(self) -> int | None:
+        """The layers of each model chunk that full recomputation recomputes under
+        Megatron's block method (``recompute_layers``, default 1); None where it recomputes
+        every layer."""
+        if self.recompute == "full" and self.recompute_method == "block":
+            return self.recompute_layers or 1
+        return None
 
     @property
     def priced_modules(self) -> tuple[str, ...] | None:
@@ -499,6 +511,10 @@ class RunGrid:
     recipe : Recipe, optional
         The memory recipe (``fastpp.model.recipes.make_recipe``; ``RunConfig``'s
         ``recompute_modules`` become one).
+    recompute_layers : int, optional
+        With full recomputation, how many layers of each model chunk it recomputes, the
+        chunk's first (Megatron's ``--recompute-method block``); the others keep their
+        activations. None: every layer.
     """
 
     seq: int
@@ -523,6 +539,7 @@ class RunGrid:
     node_limit: int | None = None
     imbalance: float = 1.0
     recipe: object = None
+    recompute_layers: int | None = None
 
     def __post_init__(self):
         positive_int(self.seq, "seq", MAX_INT - 1)
@@ -566,6 +583,8 @@ class RunGrid:
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         if self.node_limit is not None:
             positive_int(self.node_limit, "node_limit")
+        if self.recompute_layers is not None:
+            positive_int(self.recompute_layers, "recompute_layers")
         check_imbalance(self.imbalance)
         if self.recipe is not None and not isinstance(self.recipe, Recipe):
             raise ScheduleTypeError(f"recipe must be a fastpp.model.Recipe or None (got "
@@ -592,7 +611,7 @@ class RunGrid:
                    tp_overlap=run.tp_overlap, blocking_handoffs=run.blocking_handoffs,
                    precision=run.precision, dispatcher=run.dispatcher, cp_comm=run.cp_comm,
                    zero3=run.zero3, node_limit=run.node_limit, imbalance=float(run.imbalance),
-                   recipe=recipe)
+                   recipe=recipe, recompute_layers=run.block_layers)
 
     def replace(self, **changes) -> RunGrid:
         """A copy with ``changes`` (validated again).

@@ -20,6 +20,7 @@ from .megatron import to_megatron
 from .memorybar import unmeasured
 from .plan import plan
 from .presets import MODELS
+from .pricing import _chunks
 from .recipes import make_recipe
 
 # the choices a neighbour may change, each a plan axis; the rest stay as the run has them
@@ -142,13 +143,17 @@ def _memory_bar(error: float, model, config: RunConfig) -> str:
 
 
 def _recompute_tflops(model, config: RunConfig, row: dict) -> float:
-    """Megatron's count plus full recomputation's second forward of the layers (not of the
-    logits): the FLOPs the GPUs ran, as Narayanan et al. count them."""
+    """Megatron's count plus full recomputation's second forward of the layers it recomputes
+    (not of the logits): the FLOPs the GPUs ran, as Narayanan et al. count them."""
     if config.recompute != "full":
         return float(row["tflops_per_gpu"])
     logits = 6.0 * model.hidden * model.vocab * (1 + model.mtp_depth)
     layers = model.megatron_flops_per_token(config.seq) - logits
-    return float(row["tflops_per_gpu"] * (layers * 4 / 3 + logits)
+    again = 1.0  # the share of the layers recomputed: each chunk's first block_layers
+    if config.block_layers is not None:
+        counts = _chunks(model, config.build_schedule(), config.chunk_layout(model))[0]
+        again = float(np.minimum(counts, config.block_layers).sum() / counts.sum())
+    return float(row["tflops_per_gpu"] * (layers * (1 + again / 3) + logits)
                  / (layers + logits))
 
 
@@ -169,7 +174,8 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         sequence_parallel=config.sequence_parallel, gradient_overlap=config.gradient_overlap,
         blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
         zero3=config.zero3, reduce_bytes=config.reduce_bytes, dispatcher=config.dispatcher,
-        recompute_modules=config.priced_modules, workers=workers).assign(_blocking=blocking)
+        recompute_modules=config.priced_modules, recompute_layers=config.block_layers,
+        workers=workers).assign(_blocking=blocking)
         for schedules, blocking in groups], ignore_index=True)
     faster = rows[rows["fits"] & (rows["step_time"] < row["step_time"] * 0.995)]
     out = []
@@ -178,6 +184,10 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
             "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm", "zero3",
             "reduce_bytes", "precision", "dispatcher", "recompute_modules")},
+            # the run's recompute method where the neighbour recomputes fully, as plan priced it
+            **({"recompute_method": config.recompute_method,
+                "recompute_layers": config.recompute_layers} if r["recompute"] == "full"
+               else {}),
             blocking_handoffs=blocking, layout=None)
         changed = sum(getattr(other, k) != getattr(config, k) for k in (*CHANGED, "d"))
         out.append({**r.to_dict(), "changed": changed,

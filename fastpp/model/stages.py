@@ -91,7 +91,10 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     ``--tp-comm-overlap``) a layer's collectives run under its own compute, only what exceeds
     it exposed. With ``blocking_handoffs`` (Megatron without
     ``--overlap-p2p-communication``: a batched send and receive between two ops), each chunk
-    op with ``p > 1`` also holds its device for one hand-off's transfer.
+    op with ``p > 1`` also holds its device for one hand-off's transfer. With the grid's
+    ``recompute_layers`` (Megatron's ``--recompute-method block``), full recomputation covers
+    only each stage's first ``recompute_layers`` layers (``_block_layers``), the others priced
+    as the same configuration without recomputation.
 
     With experts (``fastpp.model.moe``): per stage ``moe_layers`` (how many of its ``layers``
     have experts) and ``mtp`` (multi-token-prediction modules it holds), per configuration
@@ -164,12 +167,24 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         return np.broadcast_to(x, grid.microbatch.shape)[config]
 
     t, cp, zero3 = grid.t, grid.cp, grid.zero3
-    totals = _dense_terms(model, grid, prices, per_stage, layers - moe_layers, layers,
+    moe_layers, mtp = np.asarray(moe_layers, np.float64), np.asarray(mtp, np.float64)
+    ends = np.asarray(embedding) | np.asarray(loss)
+    ops = per_stage(eager_ops(model, grid.seq, grid.rank_batch, t))
+    # Megatron's block method: full recomputation of each chunk's first layers only; the
+    # rest priced as the same configuration without recomputation
+    again, again_moe = _block_layers(grid, per_stage, layers, moe_layers)
+    totals = _layer_terms(model, hardware, grid, prices, per_stage, again, again_moe, mtp,
                           embedding, loss)
-    if model.moe or model.mtp_depth:
-        moe_layers, mtp = np.asarray(moe_layers, np.float64), np.asarray(mtp, np.float64)
-        totals = _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers,
-                                       mtp, totals)
+    host_forward, host_backward = host_times(hardware, again, per_stage(grid.recompute), ends,
+                                             ops)
+    if grid.recompute_layers is not None:
+        bare = grid.replace(recompute=np.zeros_like(grid.recompute), recompute_layers=None)
+        rest = _layer_terms(model, hardware, bare, _layer_prices(model, hardware, bare),
+                            per_stage, layers - again, moe_layers - again_moe, 0.0, False,
+                            False)
+        totals = {k: v if k == "recomputed" else v + rest[k] for k, v in totals.items()}
+        host_rest = host_times(hardware, layers - again, 0, False, ops)
+        host_forward, host_backward = host_forward + host_rest[0], host_backward + host_rest[1]
     forward, backward, weight = totals["forward"], totals["backward"], totals["weight"]
     act, held_by_w = totals["act"], totals["held_by_w"]
     gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
@@ -184,9 +199,6 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     backward = backward + np.maximum(np.where(zero3 == "layer", gather, 0.0) + scatter
                                      - backward, 0.0)
     # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
-    host_forward, host_backward = host_times(
-        hardware, layers, per_stage(grid.recompute), np.asarray(embedding) | np.asarray(loss),
-        per_stage(eager_ops(model, grid.seq, grid.rank_batch, t)))
     forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
     mm = grid.m[config]
     latency, bandwidth, message, held = _handoff_terms(hardware, grid, config, model.hidden,
@@ -313,6 +325,32 @@ def _exposed_exchange(layer, times, exchange, tp_overlap: bool):
         forward = np.maximum(forward - times["forward"], 0.0)
         backward = np.maximum(backward - times["input_grad"] - times["weight_grad"], 0.0)
     return forward, backward
+
+
+def _block_layers(grid, per_stage, layers, moe_layers) -> tuple[np.ndarray, np.ndarray]:
+    """Per stage, the layers its configuration's recomputation covers and how many of them
+    have experts: all of them, but under Megatron's block method (``grid.recompute_layers``
+    with full recomputation) the chunk's first ``recompute_layers``, its dense layers first
+    (a model's dense layers lead it, as DeepSeek's first three)."""
+    layers = np.asarray(layers, np.float64)
+    moe_layers = np.broadcast_to(moe_layers, layers.shape)
+    if grid.recompute_layers is None:
+        return layers, moe_layers
+    again = np.where(per_stage(grid.recompute) == 2,
+                     np.minimum(layers, grid.recompute_layers), layers)
+    return again, np.maximum(again - (layers - moe_layers), 0.0)
+
+
+def _layer_terms(model, hardware, grid, prices, per_stage, layers, moe_layers, mtp, embedding,
+                 loss) -> dict:
+    """``_dense_terms`` of a stage's dense layers, embedding and loss, with its MoE layers
+    and MTP modules added (``_expert_and_mtp_terms``)."""
+    totals = _dense_terms(model, grid, prices, per_stage, layers - moe_layers, layers,
+                          embedding, loss)
+    if model.moe or model.mtp_depth:
+        totals = _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers,
+                                       mtp, totals)
+    return totals
 
 
 def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) -> dict:
