@@ -1,10 +1,12 @@
-"""Megatron's ``--recompute-method block``: full recomputation of each model chunk's first
-``--recompute-num-layers`` layers only, the others keeping their activations.
+"""Full recomputation of some layers only: Megatron's ``--recompute-method block`` (each
+model chunk's first ``--recompute-num-layers``) and torchtitan's layer-wise selective
+checkpointing (every ``selective_ac_option``-th layer of each chunk), the others keeping their
+activations.
 
-Checked against the two runs it lies between: on hardware without host constants (H100's
+Checked against the two runs they lie between: on hardware without host constants (H100's
 preset), every per-layer term is linear in the layers, so a stage's backward and activations
-under block recomputation of ``k`` of its ``L`` layers are those without recomputation plus
-``k / L`` of the difference full recomputation makes. The forward does not change.
+with ``r`` of its ``L`` layers recomputed are those without recomputation plus ``r / L`` of
+the difference full recomputation makes. The forward does not change.
 """
 
 import dataclasses
@@ -16,8 +18,9 @@ from fastpp import ScheduleError
 from fastpp.model import Transformer, plan, transformer_costs
 from fastpp.model.config import RunConfig, RunGrid
 from fastpp.model.explain import explain
-from fastpp.model.megatron import from_megatron
-from fastpp.model.stages import _block_layers
+from fastpp.model.megatron import from_megatron, to_megatron
+from fastpp.model.stages import recomputed_layers
+from fastpp.model.torchtitan import from_torchtitan, to_torchtitan
 
 MODEL = Transformer(16, 1024, 16, vocab=32000, name="block")
 # 16 layers on p = 2 stages of m = 2 chunks: 4 layers a chunk
@@ -29,46 +32,49 @@ def costs(config):
     return transformer_costs(MODEL, hardware="H100-80GB", config=config)
 
 
-@pytest.mark.parametrize("k", [1, 2, 3])
-def test_block_lies_on_the_line_between_none_and_full(k):
+@pytest.mark.parametrize("method, k, r", [("block", 1, 1), ("block", 2, 2), ("block", 3, 3),
+                                          ("interval", 2, 2), ("interval", 3, 1),
+                                          ("interval", 4, 1), ("interval", 5, 0)])
+def test_some_layers_lie_on_the_line_between_none_and_full(method, k, r):
+    """``r`` of a chunk's 4 layers recomputed: the first ``k``, or every ``k``-th."""
     none = costs(dataclasses.replace(RUN, recompute="none"))
     full = costs(RUN)
-    block = costs(dataclasses.replace(RUN, recompute_method="block", recompute_layers=k))
-    share = k / 4
-    np.testing.assert_allclose(block.f, full.f, rtol=1e-12)
-    np.testing.assert_allclose(block.f, none.f, rtol=1e-12)
-    np.testing.assert_allclose(block.b, none.b + share * (full.b - none.b), rtol=1e-12)
-    np.testing.assert_allclose(block.act, none.act + share * (full.act - none.act), rtol=1e-12)
-    assert np.all(full.b > block.b) and np.all(block.b > none.b)
+    some = costs(dataclasses.replace(RUN, recompute_method=method, recompute_layers=k))
+    share = r / 4
+    np.testing.assert_allclose(some.f, full.f, rtol=1e-12)
+    np.testing.assert_allclose(some.f, none.f, rtol=1e-12)
+    np.testing.assert_allclose(some.b, none.b + share * (full.b - none.b), rtol=1e-12)
+    np.testing.assert_allclose(some.act, none.act + share * (full.act - none.act), rtol=1e-12)
     # the layer brought back in its backward is a recomputed one: as full recomputation's
-    np.testing.assert_array_equal(block.recomputed, full.recomputed)
+    np.testing.assert_array_equal(some.recomputed, full.recomputed if r else none.recomputed)
 
 
-def test_block_over_every_layer_is_full_and_uniform_recomputes_all():
+def test_every_layer_of_a_chunk_is_full_recomputation():
     full = costs(RUN)
-    for method, k in (("block", 4), ("block", 9), ("uniform", 1), ("uniform", 2)):
+    for method, k in (("block", 4), ("block", 9), ("interval", 1), ("uniform", 1),
+                      ("uniform", 2)):
         other = costs(dataclasses.replace(RUN, recompute_method=method, recompute_layers=k))
         for name in ("f", "b", "act", "recomputed"):
             np.testing.assert_array_equal(getattr(other, name), getattr(full, name))
-    # Megatron's --recompute-num-layers defaults to 1
-    assert dataclasses.replace(RUN, recompute_method="block").block_layers == 1
-    # the method acts on full recomputation alone
+    # the frameworks' default counts: Megatron's --recompute-num-layers 1, torchtitan's "2"
+    assert dataclasses.replace(RUN, recompute_method="block").partial_recompute == {
+        "recompute_method": "block", "recompute_layers": 1}
+    assert dataclasses.replace(RUN, recompute_method="interval").partial_recompute == {
+        "recompute_method": "interval", "recompute_layers": 2}
+    # a method acts on full recomputation alone
     selective = dataclasses.replace(RUN, recompute="selective", recompute_method="block")
-    assert selective.block_layers is None
+    assert selective.partial_recompute == {"recompute_method": None, "recompute_layers": None}
 
 
-def test_the_chunks_dense_layers_are_recomputed_first():
-    grid = RunGrid.of(dataclasses.replace(RUN, recompute_method="block", recompute_layers=3))
-
-    def per_stage(x):
-        return np.broadcast_to(x, (2,))
-
-    # stage 0: 3 dense layers, then 1 with experts; stage 1: 4 with experts
-    again, again_moe = _block_layers(grid, per_stage, np.array([4.0, 4.0]), np.array([1.0, 4.0]))
-    assert again.tolist() == [3.0, 3.0] and again_moe.tolist() == [0.0, 3.0]
-    grid = grid.replace(recompute_layers=4)
-    again, again_moe = _block_layers(grid, per_stage, np.array([4.0, 4.0]), np.array([1.0, 4.0]))
-    assert again.tolist() == [4.0, 4.0] and again_moe.tolist() == [1.0, 4.0]
+def test_a_chunks_dense_layers_lead_it():
+    """Stage 0: 3 dense layers, then 1 with experts; stage 1: 4 with experts."""
+    layers, dense = np.array([4.0, 4.0]), np.array([3.0, 0.0])
+    for method, k, again, moe in (("block", 3, [3, 3], [0, 3]), ("block", 4, [4, 4], [1, 4]),
+                                  ("interval", 2, [2, 2], [1, 2]),
+                                  ("interval", 3, [1, 1], [0, 1]),
+                                  (None, None, [4, 4], [1, 4])):
+        got = recomputed_layers(method, k, layers, dense)
+        assert [x.tolist() for x in got] == [again, moe], (method, k)
 
 
 def test_plan_prices_block_rows_as_the_config_does():
@@ -76,17 +82,26 @@ def test_plan_prices_block_rows_as_the_config_does():
     row = plan(MODEL, hardware="H100-80GB", config=block, capacity=1e30).iloc[0]
     every = plan(MODEL, hardware="H100-80GB", config=RUN, capacity=1e30).iloc[0]
     keywords = plan(MODEL, hardware="H100-80GB", capacity=1e30,
-                    **{**RUN.plan_keywords(), "recompute_layers": 2}).iloc[0]
+                    **{**RUN.plan_keywords(), "recompute_method": "block",
+                       "recompute_layers": 2}).iloc[0]
     none = plan(MODEL, hardware="H100-80GB", capacity=1e30,
                 config=dataclasses.replace(RUN, recompute="none")).iloc[0]
     assert none["step_time"] < row["step_time"] < every["step_time"]
     assert none["peak_memory"] > row["peak_memory"] > every["peak_memory"]
     assert (keywords["step_time"], keywords["peak_memory"]) == (row["step_time"],
                                                                 row["peak_memory"])
+    bad = {"recompute_method": "block", "recompute_layers": 0}
     with pytest.raises(ScheduleError, match=r"recompute_layers must be a positive integer"):
-        plan(MODEL, hardware="H100-80GB", **RUN.plan_keywords() | {"recompute_layers": 0})
-    with pytest.raises(ScheduleError, match=r"recompute_layers"):
-        RunGrid.of(RUN).replace(recompute_layers=-1)
+        plan(MODEL, hardware="H100-80GB", **RUN.plan_keywords() | bad)
+    with pytest.raises(ScheduleError, match=r"recompute_method must be one of"):
+        plan(MODEL, hardware="H100-80GB", **RUN.plan_keywords() | {
+            "recompute_method": "uniform", "recompute_layers": 2})
+    with pytest.raises(ScheduleError, match=r"recompute_method and recompute_layers go "
+                                            r"together \(got recompute_method=None, "
+                                            r"recompute_layers=2\)"):
+        RunGrid.of(RUN).replace(recompute_layers=2)
+    with pytest.raises(ScheduleError, match=r"recompute_method must be one of"):
+        RunConfig(seq=2048, global_batch=16, recompute="full", recompute_method="blocks")
 
 
 def test_a_megatron_script_with_block_recomputation_prices_it():
@@ -97,7 +112,8 @@ def test_a_megatron_script_with_block_recomputation_prices_it():
     block = from_megatron(base + "--recompute-method block --recompute-num-layers 2", gpus=4)
     uniform = from_megatron(base + "--recompute-method uniform --recompute-num-layers 1",
                             gpus=4)
-    assert block.config.block_layers == 2 and uniform.config.block_layers is None
+    assert block.config.partial_recompute["recompute_layers"] == 2
+    assert uniform.config.partial_recompute["recompute_method"] is None
     fast = explain(block.model, block.config, "H100-80GB", neighbours=0)
     slow = explain(uniform.model, uniform.config, "H100-80GB", neighbours=0)
     assert fast.row["step_time"] < slow.row["step_time"]
@@ -106,3 +122,29 @@ def test_a_megatron_script_with_block_recomputation_prices_it():
     gained = fast.recompute_tflops_per_gpu / fast.row["tflops_per_gpu"] - 1
     gained_all = slow.recompute_tflops_per_gpu / slow.row["tflops_per_gpu"] - 1
     assert gained == pytest.approx(gained_all * 2 / 8, rel=1e-12)
+
+
+def test_torchtitan_layer_checkpointing_is_every_kth_layer():
+    """selective_ac_option = "k": torchtitan wraps each chunk's k-th, 2k-th, ... block in a
+    full checkpoint (_apply_layer_sac, its count reset per model part)."""
+    job = ('[parallelism]\npipeline_parallel_degree = 2\n'
+           'pipeline_parallel_schedule = "Interleaved1F1B"\n'
+           'pipeline_parallel_layers_per_stage = 4\n'
+           'pipeline_parallel_microbatch_size = 1\n'
+           '[training]\nlocal_batch_size = 16\nglobal_batch_size = 16\nseq_len = 2048\n'
+           '[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "3"\n')
+    config = from_torchtitan(job, gpus=2, model=MODEL)[1]
+    assert (config.recompute, config.recompute_method, config.recompute_layers) == (
+        "full", "interval", 3)
+    assert from_torchtitan(to_torchtitan(config, MODEL), gpus=2, model=MODEL)[1] == config
+    one = from_torchtitan(job.replace('"3"', '"1"'), gpus=2, model=MODEL)[1]
+    assert (one.recompute, one.recompute_method) == ("full", None)
+    # one of each chunk's 4 layers, as the interval's own pricing
+    priced = transformer_costs(MODEL, hardware="H100-80GB", config=config)
+    none = costs(dataclasses.replace(config, recompute="none", recompute_method=None,
+                                     recompute_layers=None))
+    full = costs(dataclasses.replace(config, recompute_method=None, recompute_layers=None))
+    np.testing.assert_allclose(priced.b, none.b + (full.b - none.b) / 4, rtol=1e-12)
+    with pytest.raises(ScheduleError, match=r"not every k-th: recompute_method must be None, "
+                                            r"'uniform' or 'block' \(got 'interval'\)"):
+        to_megatron(config, MODEL)

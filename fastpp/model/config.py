@@ -73,13 +73,15 @@ class RunConfig:
         Sequences per microbatch; ``n = global_batch / (microbatch d)`` microbatches a step.
     recompute : {"none", "selective", "full"}
     recompute_method, recompute_layers, recompute_modules : optional
-        Megatron's ``--recompute-method`` (``"uniform"`` or ``"block"``, with
-        ``recompute="full"``), ``--recompute-num-layers`` and ``--recompute-modules``. With
-        ``"block"`` the first ``recompute_layers`` (default 1, Megatron's) layers of each model
-        chunk are recomputed and the others keep their activations; otherwise ``recompute``
-        covers every layer (``"uniform"`` recomputes them all, in groups of
-        ``recompute_layers``, priced layer by layer). The modules are priced with
-        ``recompute="selective"``, as Megatron uses them (``priced_modules``).
+        Which layers full recomputation covers (with ``recompute="full"``), and Megatron's
+        ``--recompute-modules``. ``"block"`` (Megatron's ``--recompute-method``, with
+        ``--recompute-num-layers``): the first ``recompute_layers`` (default 1) layers of
+        each model chunk, the others keeping their activations; ``"interval"`` (torchtitan's
+        layer-wise selective checkpointing, ``selective_ac_option``): every
+        ``recompute_layers``-th (default 2) layer of each chunk; ``"uniform"`` or None: every
+        layer (Megatron's uniform groups of ``recompute_layers`` priced layer by layer). The
+        modules are priced with ``recompute="selective"``, as Megatron uses them
+        (``priced_modules``).
     sequence_parallel : bool
         Megatron's sequence parallelism with ``t > 1`` (default True, as ``plan``).
     zero : {0, 1, 2, 3}
@@ -165,7 +167,7 @@ class RunConfig:
                                 f"{[k for k, s in SCHEDULES.items() if not s.forward_only]} "
                                 f"(got {self.schedule!r})")
         one_of(self.recompute, "recompute", RECOMPUTE)
-        one_of(self.recompute_method, "recompute_method", (None, "uniform", "block"))
+        one_of(self.recompute_method, "recompute_method", RECOMPUTE_METHODS)
         one_of(self.zero, "zero", ZERO)
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         one_of(self.cp_comm, "cp_comm", CP_COMMS)
@@ -329,17 +331,18 @@ class RunConfig:
                 "node_limit": self.node_limit, "imbalance": self.imbalance, "cp": [self.cp],
                 "cp_comm": self.cp_comm, "zero3": self.zero3, "overlap": [self.overlap],
                 "reduce_bytes": self.reduce_bytes, "dispatcher": self.dispatcher,
-                "recompute_modules": self.priced_modules,
-                "recompute_layers": self.block_layers}
+                "recompute_modules": self.priced_modules, **self.partial_recompute}
 
     @property
-    def block_layers(self) -> int | None:
-        """The layers of each model chunk that full recomputation recomputes under
-        Megatron's block method (``recompute_layers``, default 1); None where it recomputes
-        every layer."""
-        if self.recompute == "full" and self.recompute_method == "block":
-            return self.recompute_layers or 1
-        return None
+    def partial_recompute(self) -> dict:
+        """``plan``'s and ``RunGrid``'s ``recompute_method`` and ``recompute_layers`` where
+        full recomputation covers only some layers (``"block"`` or ``"interval"``, with the
+        frameworks' default counts), else both None."""
+        if self.recompute == "full" and self.recompute_method in PARTIAL_DEFAULT:
+            return {"recompute_method": self.recompute_method,
+                    "recompute_layers": (self.recompute_layers
+                                         or PARTIAL_DEFAULT[self.recompute_method])}
+        return {"recompute_method": None, "recompute_layers": None}
 
     @property
     def priced_modules(self) -> tuple[str, ...] | None:
@@ -511,10 +514,10 @@ class RunGrid:
     recipe : Recipe, optional
         The memory recipe (``fastpp.model.recipes.make_recipe``; ``RunConfig``'s
         ``recompute_modules`` become one).
-    recompute_layers : int, optional
-        With full recomputation, how many layers of each model chunk it recomputes, the
-        chunk's first (Megatron's ``--recompute-method block``); the others keep their
-        activations. None: every layer.
+    recompute_method, recompute_layers : optional
+        Which layers of each model chunk full recomputation covers: ``"block"``, the first
+        ``recompute_layers``; ``"interval"``, every ``recompute_layers``-th
+        (``recomputed_layers``); None, every layer.
     """
 
     seq: int
@@ -539,6 +542,7 @@ class RunGrid:
     node_limit: int | None = None
     imbalance: float = 1.0
     recipe: object = None
+    recompute_method: str | None = None
     recompute_layers: int | None = None
 
     def __post_init__(self):
@@ -583,6 +587,11 @@ class RunGrid:
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         if self.node_limit is not None:
             positive_int(self.node_limit, "node_limit")
+        one_of(self.recompute_method, "recompute_method", (None, *PARTIAL_DEFAULT))
+        if (self.recompute_method is None) != (self.recompute_layers is None):
+            raise ScheduleError(f"recompute_method and recompute_layers go together (got "
+                                f"recompute_method={self.recompute_method!r}, "
+                                f"recompute_layers={self.recompute_layers!r})")
         if self.recompute_layers is not None:
             positive_int(self.recompute_layers, "recompute_layers")
         check_imbalance(self.imbalance)
@@ -611,7 +620,7 @@ class RunGrid:
                    tp_overlap=run.tp_overlap, blocking_handoffs=run.blocking_handoffs,
                    precision=run.precision, dispatcher=run.dispatcher, cp_comm=run.cp_comm,
                    zero3=run.zero3, node_limit=run.node_limit, imbalance=float(run.imbalance),
-                   recipe=recipe, recompute_layers=run.block_layers)
+                   recipe=recipe, **run.partial_recompute)
 
     def replace(self, **changes) -> RunGrid:
         """A copy with ``changes`` (validated again).
@@ -663,5 +672,9 @@ class RunGrid:
 
 
 # RunGrid's fields that hold one value per configuration
+# RunConfig's recompute methods; full recomputation of some layers only: each one's default
+# count (Megatron's --recompute-num-layers, torchtitan's selective_ac_option)
+RECOMPUTE_METHODS = (None, "uniform", "block", "interval")
+PARTIAL_DEFAULT = {"block": 1, "interval": 2}
 PER_CONFIGURATION = ("microbatch", "t", "d", "p", "m", "recompute", "cp", "ep", "etp", "zero",
                      "overlap")

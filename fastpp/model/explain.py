@@ -22,6 +22,7 @@ from .plan import plan
 from .presets import MODELS
 from .pricing import _chunks
 from .recipes import make_recipe
+from .stages import recomputed_layers
 
 # the choices a neighbour may change, each a plan axis; the rest stay as the run has them
 CHANGED = ("t", "p", "m", "schedule", "microbatch", "recompute", "zero")
@@ -149,10 +150,12 @@ def _recompute_tflops(model, config: RunConfig, row: dict) -> float:
         return float(row["tflops_per_gpu"])
     logits = 6.0 * model.hidden * model.vocab * (1 + model.mtp_depth)
     layers = model.megatron_flops_per_token(config.seq) - logits
-    again = 1.0  # the share of the layers recomputed: each chunk's first block_layers
-    if config.block_layers is not None:
+    again = 1.0  # the share of the layers recomputed
+    part = config.partial_recompute
+    if part["recompute_method"] is not None:
         counts = _chunks(model, config.build_schedule(), config.chunk_layout(model))[0]
-        again = float(np.minimum(counts, config.block_layers).sum() / counts.sum())
+        again = float(recomputed_layers(part["recompute_method"], part["recompute_layers"],
+                                        counts, counts)[0].sum() / counts.sum())
     return float(row["tflops_per_gpu"] * (layers * (1 + again / 3) + logits)
                  / (layers + logits))
 
@@ -174,7 +177,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         sequence_parallel=config.sequence_parallel, gradient_overlap=config.gradient_overlap,
         blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
         zero3=config.zero3, reduce_bytes=config.reduce_bytes, dispatcher=config.dispatcher,
-        recompute_modules=config.priced_modules, recompute_layers=config.block_layers,
+        recompute_modules=config.priced_modules, **config.partial_recompute,
         workers=workers).assign(_blocking=blocking)
         for schedules, blocking in groups], ignore_index=True)
     faster = rows[rows["fits"] & (rows["step_time"] < row["step_time"] * 0.995)]

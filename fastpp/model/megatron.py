@@ -867,6 +867,10 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     if c.recompute == "selective":
         flags += ["--recompute-granularity", "selective"]
     elif c.recompute == "full":
+        if c.recompute_method == "interval":
+            raise ScheduleError("Megatron-LM recomputes a chunk's layers uniformly or its "
+                                "first ones (block), not every k-th: recompute_method must "
+                                "be None, 'uniform' or 'block' (got 'interval')")
         flags += ["--recompute-granularity", "full",
                   "--recompute-method", c.recompute_method or "uniform",
                   "--recompute-num-layers", c.recompute_layers or 1]

@@ -93,7 +93,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
          lam: float = 1.0,
          dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
          fp8_cache: bool = False, offload_modules=None, config=None,
-         t=None, p=None, reduce_bytes: float = REDUCE_BYTES, recompute_layers=None):
+         t=None, p=None, reduce_bytes: float = REDUCE_BYTES, recompute_method=None,
+         recompute_layers=None):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
     Each row's pipeline is an exact timeline of the schedule with the model's per-stage
@@ -177,10 +178,11 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         The token dispatcher and the memory recipe, as ``fastpp.model.transformer_costs``
         takes them (one each, not axes; the recompute modules act on the rows with
         ``recompute="selective"``).
-    recompute_layers : int, optional
-        The rows with ``recompute="full"`` recompute only the first ``recompute_layers``
-        layers of each model chunk (Megatron's ``--recompute-method block``); the others keep
-        their activations. Default: every layer.
+    recompute_method, recompute_layers : optional
+        The rows with ``recompute="full"`` recompute only some layers of each model chunk:
+        with ``"block"`` (Megatron's ``--recompute-method``) the first ``recompute_layers``,
+        with ``"interval"`` (torchtitan's layer-wise checkpointing) every
+        ``recompute_layers``-th; the others keep their activations. Default: every layer.
 
     config : RunConfig, optional
         One run as every axis's only value (``RunConfig.plan_keywords``; ``gpus`` its
@@ -252,7 +254,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
                      cp_comm=cp_comm, zero3=zero3, overlap=overlap, dispatcher=dispatcher,
                      recipe=recipe, recompute_modules=recompute_modules, fp8_cache=fp8_cache,
                      offload_modules=offload_modules, reduce_bytes=reduce_bytes,
-                     recompute_layers=recompute_layers)
+                     recompute_method=recompute_method, recompute_layers=recompute_layers)
         axes = {"tp": tp, "pp": pp, "microbatch": microbatch, "m": m, "recompute": recompute,
                 "schedules": schedules, "cp": cp, "ep": ep}
         run = {**config.plan_keywords(), **{k: v for k, v in axes.items() if v is not None}}
@@ -282,10 +284,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
     reduce_bytes = float(numbers(reduce_bytes, "reduce_bytes", strict=True))
-    if recompute_layers is not None:
-        recompute_layers = positive_int(recompute_layers, "recompute_layers")
     shared = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
-              "recompute_layers": recompute_layers,
+              "recompute_method": recompute_method, "recompute_layers": recompute_layers,
               "cp_comm": cp_comm, "zero3": zero3, "sequence_parallel": sequence_parallel,
               **_moe_pricing(node_limit, imbalance, model),
               **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,

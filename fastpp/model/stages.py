@@ -92,9 +92,9 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     it exposed. With ``blocking_handoffs`` (Megatron without
     ``--overlap-p2p-communication``: a batched send and receive between two ops), each chunk
     op with ``p > 1`` also holds its device for one hand-off's transfer. With the grid's
-    ``recompute_layers`` (Megatron's ``--recompute-method block``), full recomputation covers
-    only each stage's first ``recompute_layers`` layers (``_block_layers``), the others priced
-    as the same configuration without recomputation.
+    ``recompute_method`` (Megatron's ``--recompute-method block``, torchtitan's layer-wise
+    checkpointing), full recomputation covers only some of each stage's layers
+    (``recomputed_layers``), the others priced as the same configuration without it.
 
     With experts (``fastpp.model.moe``): per stage ``moe_layers`` (how many of its ``layers``
     have experts) and ``mtp`` (multi-token-prediction modules it holds), per configuration
@@ -170,15 +170,19 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     moe_layers, mtp = np.asarray(moe_layers, np.float64), np.asarray(mtp, np.float64)
     ends = np.asarray(embedding) | np.asarray(loss)
     ops = per_stage(eager_ops(model, grid.seq, grid.rank_batch, t))
-    # Megatron's block method: full recomputation of each chunk's first layers only; the
-    # rest priced as the same configuration without recomputation
-    again, again_moe = _block_layers(grid, per_stage, layers, moe_layers)
+    # full recomputation of some of a chunk's layers only (Megatron's block method,
+    # torchtitan's interval): the rest priced as the same configuration without it
+    full = per_stage(grid.recompute) == 2
+    some = recomputed_layers(grid.recompute_method, grid.recompute_layers, layers,
+                             layers - moe_layers)
+    again, again_moe = np.where(full, some[0], layers), np.where(full, some[1], moe_layers)
     totals = _layer_terms(model, hardware, grid, prices, per_stage, again, again_moe, mtp,
                           embedding, loss)
     host_forward, host_backward = host_times(hardware, again, per_stage(grid.recompute), ends,
                                              ops)
-    if grid.recompute_layers is not None:
-        bare = grid.replace(recompute=np.zeros_like(grid.recompute), recompute_layers=None)
+    if grid.recompute_method is not None:
+        bare = grid.replace(recompute=np.zeros_like(grid.recompute), recompute_method=None,
+                            recompute_layers=None)
         rest = _layer_terms(model, hardware, bare, _layer_prices(model, hardware, bare),
                             per_stage, layers - again, moe_layers - again_moe, 0.0, False,
                             False)
@@ -327,18 +331,20 @@ def _exposed_exchange(layer, times, exchange, tp_overlap: bool):
     return forward, backward
 
 
-def _block_layers(grid, per_stage, layers, moe_layers) -> tuple[np.ndarray, np.ndarray]:
-    """Per stage, the layers its configuration's recomputation covers and how many of them
-    have experts: all of them, but under Megatron's block method (``grid.recompute_layers``
-    with full recomputation) the chunk's first ``recompute_layers``, its dense layers first
-    (a model's dense layers lead it, as DeepSeek's first three)."""
-    layers = np.asarray(layers, np.float64)
-    moe_layers = np.broadcast_to(moe_layers, layers.shape)
-    if grid.recompute_layers is None:
-        return layers, moe_layers
-    again = np.where(per_stage(grid.recompute) == 2,
-                     np.minimum(layers, grid.recompute_layers), layers)
-    return again, np.maximum(again - (layers - moe_layers), 0.0)
+def recomputed_layers(method, count, layers, dense) -> tuple[np.ndarray, np.ndarray]:
+    """Per model chunk of ``layers`` layers, the first ``dense`` of them without experts (a
+    model's dense layers lead it, as DeepSeek's first three): how many layers full
+    recomputation covers, and how many of those have experts. ``method`` None: every layer;
+    ``"block"`` (Megatron's): the first ``count``; ``"interval"`` (torchtitan's layer-wise
+    selective checkpointing, counting each chunk's layers from 1): every ``count``-th."""
+    layers, dense = np.asarray(layers, np.float64), np.asarray(dense, np.float64)
+    if method is None:
+        return layers, layers - dense
+    if method == "block":
+        again = np.minimum(layers, count)
+        return again, np.maximum(again - dense, 0.0)
+    again = np.floor(layers / count)
+    return again, again - np.floor(dense / count)
 
 
 def _layer_terms(model, hardware, grid, prices, per_stage, layers, moe_layers, mtp, embedding,

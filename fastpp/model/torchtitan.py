@@ -80,8 +80,9 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
         pipeline parallelism the microbatch is ``local_batch_size`` (one forward and backward
         per accumulation step); with it, ``pipeline_parallel_microbatch_size``. A float8 or MX
         converter is fp8. No multi-token prediction (``mtp_depth=0``): torchtitan has none.
-        Layer-wise selective checkpointing (``selective_ac_option`` a number ``k``) is priced
-        as full recomputation of every layer when ``k = 1`` and as none otherwise. The
+        Layer-wise selective checkpointing (``selective_ac_option`` a number ``k``) is full
+        recomputation of every ``k``-th layer of each model chunk (``recompute_method=
+        "interval"``; every layer when ``k = 1``). The
         model's SwiGLU is unfused (``fused_swiglu=False``): torchtitan's separate SiLU and
         product.
 
@@ -214,7 +215,9 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         raise ScheduleError(f"{where}: [activation_checkpoint] selective_ac_option must be "
                             f"'op' or a layer interval >= 1 (got {ac['selective_ac_option']!r})")
     recompute = {"none": "none", "full": "full"}.get(
-        mode, "selective" if option == "op" else "full" if option == "1" else "none")
+        mode, "selective" if option == "op" else "full")
+    # every k-th layer fully checkpointed (torchtitan's _apply_layer_sac); k = 1: all
+    interval = mode == "selective" and option.isdigit() and int(option) > 1
     converters = section["model"].get("converters", [])
     if not isinstance(converters, list) or not all(isinstance(c, str) for c in converters):
         raise ScheduleError(f"{where}: [model] converters must be a list of names (got "
@@ -228,7 +231,8 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         t=t, cp=cp, p=p, d=d,
         ep=degree("expert_parallel_degree"), etp=degree("expert_tensor_parallel_degree"),
         schedule=SCHEDULES[name], m=m, microbatch=microbatch,
-        recompute=recompute, sequence_parallel=t > 1,
+        recompute=recompute, recompute_method="interval" if interval else None,
+        recompute_layers=int(option) if interval else None, sequence_parallel=t > 1,
         zero=3 if (shard == -1 and d // replicate > 1) or shard > 1 else 0,
         zero3="step" if reshard == "never" else "layer",
         tp_overlap=async_tp,
@@ -244,7 +248,9 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     it back, with torchtitan's asynchronous hand-offs and, with ``t > 1``, its sequence
     parallelism. A field a job config cannot state (``reduce_bytes``, ``gradient_overlap``,
     a layout, Megatron's recomputation details, fastpp's ``overlap``, ``node_limit`` and
-    ``imbalance``) must keep its default: a ``ScheduleError`` names it otherwise. With
+    ``imbalance``) must keep its default: a ``ScheduleError`` names it otherwise; full
+    recomputation of every ``k``-th layer (``recompute_method="interval"``) is written as
+    layer-wise selective checkpointing. With
     ``model``, ``m`` stages per rank are written as ``pipeline_parallel_layers_per_stage``.
 
     Parameters
@@ -277,9 +283,11 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     # not a job config's: from_torchtitan reads them back as torchtitan runs
     defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
     fixed = {**{k: defaults[k] for k in ("gradient_overlap", "reduce_bytes", "layout",
-                                         "first_layers", "last_layers", "recompute_method",
-                                         "recompute_layers", "recompute_modules", "overlap",
-                                         "node_limit", "imbalance", "dispatcher")}}
+                                         "first_layers", "last_layers", "recompute_modules",
+                                         "overlap", "node_limit", "imbalance", "dispatcher")}}
+    interval = c.partial_recompute["recompute_method"] == "interval"
+    if not interval:  # torchtitan's layer-wise checkpointing is the one method it states
+        fixed |= {k: defaults[k] for k in ("recompute_method", "recompute_layers")}
     for name, value in fixed.items():
         if getattr(c, name) != value:
             raise ScheduleError(f"to_torchtitan cannot state {name}={getattr(c, name)!r} in a "
@@ -303,9 +311,11 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
              f"local_batch_size = {c.global_batch // c.d if c.p > 1 else c.microbatch}",
              f"global_batch_size = {c.global_batch}", f"seq_len = {c.seq}", "",
              "[activation_checkpoint]",
-             f'mode = "{c.recompute}"']
+             f'mode = "{"selective" if interval else c.recompute}"']
     if c.recompute == "selective":
         lines.append('selective_ac_option = "op"')
+    elif interval:
+        lines.append(f'selective_ac_option = "{c.partial_recompute["recompute_layers"]}"')
     if c.m > 1 and model is not None and model.layers % (c.p * c.m) == 0:
         lines.insert(9, f"pipeline_parallel_layers_per_stage = {model.layers // (c.p * c.m)}")
     if c.precision == "fp8":
