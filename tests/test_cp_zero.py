@@ -8,7 +8,13 @@ from helpers import recomputed_bytes
 
 from fastpp import SCHEDULES, ScheduleError, build_schedule, simulate
 from fastpp.model import Hardware, Link, Transformer, device_bytes, plan, transformer_costs
-from fastpp.model.stages import context_parallel_times, cp_buffer_bytes
+from fastpp.model.stages import (
+    context_parallel_times,
+    cp_buffer_bytes,
+    device_memory,
+    stage_params,
+    step_terms,
+)
 
 WIRE = Link("toy-node", bandwidth=1000.0, latency=0.01)
 # products at half the peak whatever their shape, memory and launches free (as test_model.py)
@@ -59,9 +65,12 @@ def test_zero3_bytes_and_times_by_hand():
     assert by["parameter_bytes"][0] == pytest.approx(2 * params / 8 + 2 * 2 * layer)
     assert by["gradient_bytes"][0] == pytest.approx(2 * params / 8)
     assert by["optimizer_bytes"][0] == pytest.approx(12 * params / 8)
-    # gathered once per step: the weights whole through the step
+    # gathered once per step: the weights whole through the step, and the gradients, which
+    # FSDP2 under PyTorch's pipelining accumulates whole and reduces after the last backward
     step = device_bytes(MODEL, sched, dp=8, zero=3, zero3="step")
     assert step["parameter_bytes"][0] == pytest.approx(2 * params)
+    assert step["gradient_bytes"][0] == pytest.approx(2 * params)
+    assert step["optimizer_bytes"][0] == pytest.approx(12 * params / 8)
     # context parallelism shards over d x cp
     assert device_bytes(MODEL, sched, dp=4, cp=2, zero=3)["gradient_bytes"][0] == \
         pytest.approx(2 * params / 8)
@@ -77,10 +86,51 @@ def test_zero3_bytes_and_times_by_hand():
     assert z3.arrays["f"][0] == pytest.approx(max(f0, gather) + held)
     assert z3.arrays["b"][0] == pytest.approx(max(b0, gather + scatter) + held)
     assert gather > f0  # the case checked is the one where the gather shows
-    # per step: only the gradients' reduce-scatter in each backward
+    # per step: no collective in any microbatch; one all-gather and one reduce-scatter of all
+    # the device's parameters a step (4 bytes a gradient), outside the pipeline
     z3s = transformer_costs(MODEL, sched, TOY, seq=32, dp=2, zero=3, zero3="step")
-    assert z3s.arrays["f"][0] == base.arrays["f"][0]
-    assert z3s.arrays["b"][0] == pytest.approx(max(b0, scatter) + held)
+    np.testing.assert_array_equal(z3s.arrays["f"], base.arrays["f"])
+    np.testing.assert_array_equal(z3s.arrays["b"], base.arrays["b"])
+    terms = step_terms(TOY, params, 1, 2, 3, zero3="step")
+    assert terms["parameter_gather"] == pytest.approx(0.5 * 2 * params / 1000 + 0.01)
+    assert terms["gradient_sync"] == pytest.approx(0.5 * 4 * params / 1000 + 0.01)
+    layer_terms = step_terms(TOY, params, 1, 2, 3, zero3="layer")
+    assert layer_terms["parameter_gather"] == layer_terms["gradient_sync"] == 0.0
+
+
+def test_zero3_shards_the_routed_experts_over_their_replicas():
+    """FSDP shards the routed experts over the expert-data-parallel ranks (torchtitan's and
+    AutoModel's expert mesh, Megatron-FSDP's expert data-parallel group), ZeRO-3's two
+    in-flight layers whole, and gathers and reduces them each microbatch."""
+    moe = Transformer(layers=4, hidden=64, heads=8, ffn=160, expert_ffn=32, experts=8,
+                      top_k=2, vocab=500, swiglu=True, name="toy-moe")
+    # 8 ranks a stage, ep = 4 (ep etp = t replicas / edp): 2 experts a GPU, edp = 2 replicas
+    dense, routed, layer = 1e6, 4e5, 2 * 3 * 64 * 32  # a layer's 2 experts a GPU
+    for zero3, whole in (("layer", 2), ("step", None)):
+        weights, grads, optimizer = device_memory(moe, dense, routed, 1, 8, 2, 3, zero3)
+        if whole:  # sharded, and two layers whole of each kind
+            assert weights == pytest.approx(2 * (dense / 8 + 2 * moe.layer_params())
+                                            + 2 * (routed / 2 + 2 * layer))
+            assert grads == pytest.approx(2 * (dense / 8 + routed / 2))
+        else:  # gathered once a step: weights and gradients whole
+            assert weights == pytest.approx(2 * (dense + routed))
+            assert grads == pytest.approx(2 * (dense + routed))
+        assert optimizer == pytest.approx(12 * (dense / 8 + routed / 2))
+    # each microbatch's backward pays the experts' collectives beside the dense ones': d = 4
+    # in one 4-GPU node, ep = 2, so the experts' 2 replicas are 2 ranks apart in it too; each
+    # of device 0's 2 MoE layers gathers (2 bytes) and reduce-scatters (4 bytes) its 4 experts
+    # over 2 ranks, and 3 dense ones (2 layers, the embedding) over 4
+    sched = build_schedule("1f1b", 2, 4)
+    base = transformer_costs(moe, sched, TOY, seq=32, dp=4, ep=2)
+    z3 = transformer_costs(moe, sched, TOY, seq=32, dp=4, zero=3, ep=2)
+    experts = 2 * 4 * moe.expert_params()
+    params = float(stage_params(moe, 2.0, True, False, 1, 2.0, 0.0))
+    by_hand = (2 * (2 * 0.01 + 0.5 * (2 + 4) * experts / 2 / 1000)
+               + 3 * (2 * 3 * 0.01 + 0.75 * (2 + 4) * params / 3 / 1000))
+    # the blocking hand-off, not hidden: pipeline ranks 4 GPUs apart, over the network
+    held = 0.1 + 2 * 32 * 64 / 100
+    assert by_hand > base.arrays["b"][0]  # the collectives show
+    assert z3.arrays["b"][0] == pytest.approx(by_hand + held)
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -35,8 +35,9 @@ DEGREES = ("t", "cp", "p", "d", "ep", "etp")
 # the choices of the fields priced in fastpp.model.stages: ZeRO stage 1 shards the optimizer
 # states over the data-parallel ranks, 2 the gradients too, 3 (ZeRO-3, FSDP) the weights too
 ZERO = (0, 1, 2, 3)
-# ZeRO-3's weight all-gathers: per layer in the forward and again in the backward (FSDP's
-# reshard after forward), or once per step, the weights then kept whole (Llama 3)
+# ZeRO-3's collectives: per layer in each forward and backward, the gradients reduced in
+# each (Megatron-FSDP, FSDP2 resharding after the forward), or once per step, the weights
+# and the accumulated gradients then kept whole (FSDP2 under PyTorch's pipelining, Llama 3)
 ZERO3_GATHERS = ("layer", "step")
 # context parallelism's K and V: all-gathered per layer (Llama 3), or passed round a ring of
 # the CP ranks under the attention (Megatron's ring attention)
@@ -89,7 +90,8 @@ class RunConfig:
         as ``plan`` and ``device_bytes`` had it; ``transformer_costs`` had 0, which priced the
         same (only ZeRO-3 changes the times) and now is 1 too.
     zero3 : {"layer", "step"}
-        ZeRO-3's weight all-gathers.
+        ZeRO-3's collectives: per layer each microbatch, or once per step
+        (``ZERO3_GATHERS``).
     overlap : bool
         The schedule's overlapped forward-backward pairs (``fastpp.model.overlap``).
     gradient_overlap, tp_overlap : bool

@@ -170,7 +170,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     cp_comm : {"all-gather", "ring"}
         Context parallelism's K and V exchange (``fastpp.model.stages.stage_table``).
     zero3 : {"layer", "step"}
-        ZeRO-3's weight all-gathers: per layer in each forward and backward, or once per step.
+        ZeRO-3's collectives: per layer in each forward and backward, the gradients reduced
+        in each (Megatron-FSDP), or once per step, the weights and accumulated gradients kept
+        whole (FSDP2 under PyTorch's pipelining; ``fastpp.model.stages.stage_table``).
     overlap : bool or list of bool
         The overlapped pair priced by ``fastpp.model.overlap`` (an axis): rows asking it of a
         schedule without pairs or with ``recompute="full"`` get a reason.
@@ -661,8 +663,9 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
                        zero3=zero3, reduce_bytes=reduce_bytes)
     if model.moe:  # the routed experts' gradients reduce over edp, ranks etp x ep apart
         more = step_terms(hardware, np.maximum.reduceat(experts, peak_at), etp * ep, edp,
-                          np.minimum(cols["zero"][run], 2), overlap=grad_overlap,
-                          window=np.minimum.reduceat(window, peak_at), reduce_bytes=reduce_bytes)
+                          cols["zero"][run], overlap=grad_overlap,
+                          window=np.minimum.reduceat(window, peak_at), zero3=zero3,
+                          reduce_bytes=reduce_bytes)
         terms = {k: v + more[k] for k, v in terms.items()}
     sync = terms["gradient_sync"] + terms["parameter_gather"] + terms["embedding_sync"]
     makespan = rows.out[:, batch.MAKESPAN]

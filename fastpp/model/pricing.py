@@ -197,7 +197,9 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         ZeRO stage over the ``dp * cp`` replicas; only ZeRO-3 changes the pipeline's times
         (default 1, as ``RunConfig``, ``device_bytes`` and ``plan``).
     zero3 : {"layer", "step"}
-        ZeRO-3's weight all-gathers: per layer in each forward and backward, or once per step.
+        ZeRO-3's collectives: per layer in each forward and backward, the gradients reduced
+        in each (Megatron-FSDP), or once per step, the weights and accumulated gradients kept
+        whole (FSDP2 under PyTorch's pipelining; ``fastpp.model.stages.stage_table``).
     overlap : bool
         Price the schedule's overlapped pairs with ``fastpp.model.overlap`` (``Costs.fb``):
         DualPipe, DualPipeV and combined 1F1B. Without it a pair takes ``f + b``, the
@@ -308,8 +310,8 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     the ``dp * cp`` replicas, the routed experts' over the ``edp`` expert-data-parallel ones;
     a tied output layer on the embedding's device is one copy), the layers split by
     ``layout`` or ``layers`` as for ``transformer_costs``; ZeRO-3 as
-    ``fastpp.model.stages.optimizer_split`` holds it (``zero3``; the routed experts stay as
-    ZeRO-2 keeps them). ``config`` (a ``RunConfig``) replaces the keywords (one set beside it
+    ``fastpp.model.stages.optimizer_split`` holds it (``zero3``), the routed experts' over
+    their ``edp`` replicas. ``config`` (a ``RunConfig``) replaces the keywords (one set beside it
     to other than its default is a ``ScheduleError``) and gives the schedule when
     ``schedule`` is None. These parts are counted, not modelled (no error bar: a test holds
     them to a PyTorch model's bytes), the gradients as bf16: Megatron's default fp32
@@ -329,7 +331,8 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     layout, layers : optional
         The layers per model chunk, as for ``transformer_costs``.
     zero3 : {"layer", "step"}
-        How ZeRO-3 gathers the weights.
+        How ZeRO-3 gathers the weights and reduces the gradients (per layer, or once a step
+        with the weights and gradients held whole).
     config : RunConfig, optional
         One run in place of the keywords.
 

@@ -70,12 +70,15 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     rank's chunk round the ``cp`` ranks in ``cp - 1`` steps under the attention core, only what
     exceeds it exposed (the backward passes K, V and their gradients: twice the bytes).
 
-    ZeRO-3 (``zero=3``) shards the weights over the ``d cp`` replicas too: with
-    ``zero3="layer"`` each layer's weights are all-gathered in its forward and again in its
-    backward, and its gradients reduce-scattered in the backward, each microbatch, under the
-    layer's compute (FSDP's prefetch), only what exceeds it exposed; with ``"step"`` they are
-    gathered once per step (``step_terms``) and kept whole, the gradients reduce-scattered
-    in each backward.
+    ZeRO-3 (``zero=3``) shards the weights over the ``d cp`` replicas too, the routed
+    experts' over their ``edp`` replicas (``ep etp`` ranks apart), as FSDP shards them: with
+    ``zero3="layer"`` (Megatron-FSDP's ``optim_grads_params``, FSDP2 without a pipeline) each
+    layer's weights are all-gathered in its forward and again in its backward, and its
+    gradients reduce-scattered in the backward, each microbatch, under the layer's compute
+    (FSDP's prefetch), only what exceeds it exposed; with ``"step"`` (FSDP2 under PyTorch's
+    pipelining, not resharded after the forward: torchtitan's and AutoModel's default with a
+    pipeline) the weights are gathered once per step and the gradients, accumulated whole,
+    reduce-scattered once after the last microbatch (both in ``step_terms``).
 
     With ``overlap``, ``fb`` is the overlapped pair's time: the forward's ``f`` plus the
     backward half's ``b``, less what ``fastpp.model.overlap`` saves on each MoE layer both
@@ -195,13 +198,19 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     params = stage_params(model, layers, embedding, loss, per_stage(t), moe_layers, mtp)
     experts = expert_stage_params(model, moe_layers, mtp, per_stage(grid.ep),
                                   per_stage(grid.etp))
-    # ZeRO-3 gathers and reduces the weights but the routed experts' (kept as ZeRO-1/2 keeps
-    # them, over their own edp replicas)
+    # ZeRO-3 gathers and reduces the weights, the routed experts' over their own edp replicas
+    # (ranks ep etp apart), as FSDP shards them (torchtitan's dp_mod_ep mesh, Megatron-FSDP's
+    # expert data-parallel group)
     gather, scatter = zero3_times(hardware, params, layers + embedding + loss, per_stage(t),
                                   per_stage(grid.d * cp), per_stage(grid.zero), zero3)
+    if model.moe:  # (none where a stage has no experts)
+        apart = grid.ep * grid.etp
+        more = zero3_times(hardware, experts, moe_layers + mtp, per_stage(apart),
+                           per_stage(t * cp * grid.d // apart), per_stage(grid.zero), zero3)
+        gather, scatter = (x + np.where(moe_layers + mtp > 0, y, 0.0)
+                           for x, y in zip((gather, scatter), more, strict=True))
     forward = forward + np.maximum(gather - forward, 0.0)
-    backward = backward + np.maximum(np.where(zero3 == "layer", gather, 0.0) + scatter
-                                     - backward, 0.0)
+    backward = backward + np.maximum(gather + scatter - backward, 0.0)
     # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
     forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
     mm = grid.m[config]
@@ -628,15 +637,16 @@ def ring_exposed(hop, first, step, cp):
 def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero3: str):
     """Per stage, ZeRO-3's seconds of one microbatch: the weights' all-gather (of one pass)
     and the gradients' reduce-scatter, ``collectives`` of each (one per layer, the embedding
-    and the output layer), over ``replicas`` ranks (0 where ``zero < 3``)."""
+    and the output layer), over ``replicas`` ranks ``t`` apart (0 where ``zero < 3``, and
+    with ``zero3="step"``, whose collectives run once a step: ``step_terms``)."""
     collectives = np.maximum(np.asarray(collectives, np.float64), 1.0)
     spans = data_parallel_per_node(hardware, t, replicas)
-    three = np.asarray(zero) == 3
+    each = (np.asarray(zero) == 3) & (zero3 == "layer")
     gather = collectives * all_gather(hardware, GATHER_BYTES * params / collectives, replicas,
                                       spans)
     scatter = collectives * reduce_scatter(hardware, REDUCE_BYTES * params / collectives,
                                            replicas, spans)
-    return (np.where(three & (zero3 == "layer"), gather, 0.0), np.where(three, scatter, 0.0))
+    return np.where(each, gather, 0.0), np.where(each, scatter, 0.0)
 
 
 def recomputed_bytes(stored, kept, recompute):
@@ -754,10 +764,12 @@ def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0):
     over ``d`` replicas (all broadcast; with context parallelism ``d`` is ``d cp``). ZeRO-3
     shards the weights too; gathered per layer (``zero3="layer"``) a device also holds
     ``in_flight`` parameters whole (``IN_FLIGHT_LAYERS`` layers), gathered per step it holds
-    all its weights whole through the step."""
+    all its weights and gradients whole through the step (FSDP2 under PyTorch's pipelining
+    reduces the accumulated gradients once, after the last microbatch)."""
     d = np.asarray(d, np.float64)
     zero = np.asarray(zero)
-    grads = GRADIENT_BYTES / np.where(zero >= 2, d, 1.0)
+    # gathered per step, FSDP accumulates the microbatches' gradients whole, reduced at the end
+    grads = GRADIENT_BYTES / np.where((zero >= 2) & ~((zero == 3) & (zero3 == "step")), d, 1.0)
     optimizer = OPTIMIZER_BYTES / np.where(zero >= 1, d, 1.0)
     weights = params * WEIGHT_BYTES
     if zero3 == "layer":
@@ -792,12 +804,15 @@ def device_memory(model: Transformer, params, experts, t, replicas, edp, zero,
                   zero3: str = "layer") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Weight, gradient and optimizer bytes per device holding ``params`` dense and
     ``experts`` routed-expert parameters (``device_parameters``): the dense ones under ZeRO
-    ``zero`` over ``replicas`` (``d cp``) with ZeRO-3's ``IN_FLIGHT_LAYERS`` layers whole, the
-    routed experts' over ``edp`` expert-data-parallel replicas under at most ZeRO-2 (ZeRO-3
-    does not shard them). Arrays broadcast."""
+    ``zero`` over ``replicas`` (``d cp``), the routed experts' over ``edp``
+    expert-data-parallel replicas, each with ZeRO-3's ``IN_FLIGHT_LAYERS`` layers whole (a
+    layer's experts on one GPU: ``E / (ep etp)`` of them, ``ep etp = t replicas / edp``).
+    Arrays broadcast."""
     dense = optimizer_split(params, replicas, zero, zero3,
                             IN_FLIGHT_LAYERS * model.layer_params() / np.asarray(t))
-    routed = optimizer_split(experts, edp, np.minimum(zero, 2))
+    apart = np.asarray(t) * np.asarray(replicas) / np.asarray(edp)
+    routed = optimizer_split(experts, edp, zero, zero3, IN_FLIGHT_LAYERS * expert_stage_params(
+        model, 1.0, 0.0, apart, 1.0))
     return tuple(a + e for a, e in zip(dense, routed, strict=True))
 
 
@@ -819,9 +834,10 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
         Parameters on the fullest device (one tensor-parallel rank).
     t, d, zero : array_like
         Tensor-parallel degree, data-parallel replicas (times the context-parallel degree:
-        gradients are reduced over both) and ZeRO stage. ZeRO-3 reduces its gradients in
-        each backward (``stage_table``): none here; gathered per step (``zero3="step"``), its
-        weights' all-gather is here, once.
+        gradients are reduced over both) and ZeRO stage. ZeRO-3 gathered per layer
+        (``zero3="layer"``) reduces its gradients in each backward (``stage_table``): none
+        here; gathered per step (``"step"``), its weights' all-gather and its gradients'
+        reduce-scatter are here, once.
     embedding_params : array_like
         Parameters of a tied embedding held on two pipeline stages (0 if none): their
         gradients are all-reduced between the two.
@@ -853,12 +869,12 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     zero = np.asarray(zero)
     spans = data_parallel_per_node(hardware, t, d)
     sharded = zero >= 1
-    three = zero == 3
-    reduce = np.where(three, 0.0, np.where(
+    each = (zero == 3) & (zero3 == "layer")  # reduced in each backward (stage_table)
+    reduce = np.where(each, 0.0, np.where(
         sharded, reduce_scatter(hardware, reduce_bytes * params, d, spans),
         all_reduce(hardware, reduce_bytes * params, d, spans)))
-    gather = np.where(sharded & ~(three & (zero3 == "layer")),
-                      all_gather(hardware, GATHER_BYTES * params, d, spans), 0.0)
+    gather = np.where(sharded & ~each, all_gather(hardware, GATHER_BYTES * params, d, spans),
+                      0.0)
     if overlap:
         last = np.minimum(1.0, BUCKET_PARAMS / np.maximum(params, 1.0))
         reduce = np.maximum(reduce - np.asarray(window, np.float64), last * reduce)

@@ -371,6 +371,11 @@ def settings(r) -> dict:
            "etp": int(r["etp"]) if np.isfinite(r["etp"]) else 1, "m": vp,
            "microbatch": int(r["microbatch"]), "recompute": recompute,
            "zero": 3 if np.isfinite(fsdp) and fsdp > 1 else 1, "schedules": [schedule],
+           # AutoModel's FSDP2 under PyTorch's pipelining keeps the weights gathered after
+           # the forward and reduces the accumulated gradients once (its parallelizer's
+           # reshard_after_forward=False with a pipeline, the stage's deferred gradient sync)
+           "zero3": "step" if str(r.get("framework", "")).startswith(AUTOMODEL) and p > 1
+           else "layer",
            "precision": PRECISION[str(r["precision"]).lower()], "overlap": overlap,
            "dispatcher": DISPATCHER.get(str(r["dispatcher"]).lower(),
                                         bridge.get("dispatcher", "flex")),
