@@ -285,16 +285,20 @@ def random_configs(seed, count):
                             expert_ffn=256 if moe else None,
                             dense_layers=int(rng.integers(2)) if moe else 0,
                             dropout=bool(rng.integers(2)), name="megatron")
+        if rng.integers(2):  # a sliding window on some or all of the layers
+            model = dataclasses.replace(model, window=int(rng.choice([128, 4096])),
+                                        window_layers=int(rng.integers(1, model.layers + 1)))
         d = int(rng.choice([1, 2, 4]))
         microbatch = int(rng.choice([1, 2]))
         recompute = str(rng.choice(["none", "selective", "full"]))
+        method = str(rng.choice(["uniform", "block"]))
         config = RunConfig(
             seq=1024, global_batch=microbatch * d * int(rng.choice([4, 8])), t=t, cp=cp, p=p,
             d=d, ep=int(rng.choice([1, 2])) if moe and t * cp * d % 2 == 0 else 1, etp=1, m=m,
             schedule="interleaved-1f1b" if m > 1 else "1f1b", microbatch=microbatch,
             recompute=recompute,
-            recompute_method="block" if recompute == "full" else None,
-            recompute_layers=1 if recompute == "full" else None,
+            recompute_method=method if recompute == "full" else None,
+            recompute_layers=int(rng.integers(1, 4)) if recompute == "full" else None,
             sequence_parallel=bool(rng.integers(2)) and t > 1, zero=int(rng.choice([0, 1, 2, 3])),
             gradient_overlap=bool(rng.integers(2)), tp_overlap=bool(rng.integers(2)),
             # Megatron overlaps only an interleaved pipeline's hand-offs

@@ -14,7 +14,7 @@ from fastpp import ScheduleError
 from fastpp.model import HARDWARE, RunConfig, Transformer, from_hf, transformer_costs
 from fastpp.model.attention import attention_efficiency
 from fastpp.model.compute import _attention
-from fastpp.model.megatron import to_megatron
+from fastpp.model.megatron import from_megatron, to_megatron
 
 HF = Path(__file__).parent / "data" / "hf"
 H100 = HARDWARE["H100-80GB"]
@@ -91,8 +91,43 @@ def test_bad_windows():
     with pytest.raises(ScheduleError, match="window_layers must be at most the layers 2"):
         Transformer(2, 64, 4, window=16, window_layers=3)
     assert Transformer(2, 64, 4, window_layers=2).sliding_layers == 0  # no window: none
-    with pytest.raises(ScheduleError, match="to_megatron cannot state a sliding window"):
-        to_megatron(RunConfig(seq=512, global_batch=8), Transformer(2, 64, 4, window=16))
+
+
+def test_megatron_windows():
+    """--window-size left,right (a causal query sees left keys back) on every layer, or with
+    --window-attn-skip-freq N every N-th layer full attention (Megatron's is_layer_window_
+    attention: layer_number % N != 0 slides), or a pattern of 1 (slides) and 0 (full)."""
+    base = ("--num-layers 12 --hidden-size 512 --num-attention-heads 8 --seq-length 4096 "
+            "--max-position-embeddings 4096 --vocab-size 32000 --micro-batch-size 1 "
+            "--global-batch-size 8 ")
+    model = from_megatron(base + "--window-size 128,0", gpus=1).model
+    assert (model.window, model.sliding_layers) == (128, 12)
+    model = from_megatron(base + "--window-size (1024,0) --window-attn-skip-freq 4",
+                          gpus=1).model
+    assert (model.window, model.sliding_layers) == (1024, 9)  # 4, 8, 12 full
+    model = from_megatron(base + "--window-size 64,0 --window-attn-skip-freq "
+                          "'([1]*3+[0])*3'", gpus=1).model
+    assert (model.window, model.sliding_layers) == (64, 9)
+    nemo = from_megatron({"num_layers": 12, "hidden_size": 512, "num_attention_heads": 8,
+                          "seq_length": 4096, "vocab_size": 32000, "window_size": [256, 0],
+                          "window_attn_skip_freq": 2}, gpus=1).model
+    assert (nemo.window, nemo.sliding_layers) == (256, 6)
+    # written back: the sliding layers first
+    windowed = Transformer(12, 512, 8, vocab=32000, window=512, window_layers=10)
+    flags = to_megatron(RunConfig(seq=4096, global_batch=8), windowed)
+    back = from_megatron(flags, gpus=1).model
+    assert (back.window, back.sliding_layers) == (512, 10)
+    for bad, message in (("--window-size 128", r"--window-size must be two integers "
+                                               r"left,right with left >= 1 and right >= 0 "
+                                               r"\(got '128'\)"),
+                         ("--window-size 0,0", r"\(got '0,0'\)"),
+                         ("--window-size 128,0 --window-attn-skip-freq 0",
+                          r"--window-attn-skip-freq must be >= 1 or a pattern \(got '0'\)"),
+                         ("--window-size 128,0 --window-attn-skip-freq [1,0]",
+                          r"--window-attn-skip-freq's pattern must give 0 or 1 for each of the "
+                          r"12 layers \(got 2 values\)")):
+        with pytest.raises(ScheduleError, match=message):
+            from_megatron(base + bad, gpus=1)
 
 
 def test_a_windowed_prediction_is_extrapolated():

@@ -43,6 +43,7 @@ FLAGS = {
     "multi_latent_attention": (BOOL, False), "q_lora_rank": (INT, None),
     "kv_lora_rank": (INT, 32), "qk_head_dim": (INT, 128), "qk_pos_emb_head_dim": (INT, 64),
     "v_head_dim": (INT, 128), "mtp_num_layers": (INT, None), "seq_length": (INT, None),
+    "window_size": (STR, None), "window_attn_skip_freq": (STR, None),
     # parallelism
     "tensor_model_parallel_size": (INT, 1), "pipeline_model_parallel_size": (INT, 1),
     "num_layers_per_virtual_pipeline_stage": (INT, None),
@@ -426,9 +427,12 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
         shape.update(kv_heads=heads, head_dim=a["qk_head_dim"], v_head_dim=a["v_head_dim"],
                      q_rank=a["q_lora_rank"] or 0, kv_rank=a["kv_lora_rank"],
                      rope_dim=a["qk_pos_emb_head_dim"])
+    if a["window_size"] is not None:
+        shape.update(_window(a["window_size"], a["window_attn_skip_freq"], a["num_layers"]))
     if a["num_experts"]:
         width = a["moe_ffn_hidden_size"] or ffn
-        moe = _moe_layers(a["moe_layer_freq"], a["num_layers"])
+        moe = _layer_count(a["moe_layer_freq"], a["num_layers"], "--moe-layer-freq",
+                           lambda k: len(range(0, a["num_layers"], k)))
         shape.update(experts=a["num_experts"], top_k=a["moe_router_topk"], expert_ffn=width,
                      shared_experts=round((a["moe_shared_expert_intermediate_size"] or 0)
                                           / width),
@@ -436,22 +440,40 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
     return Transformer(**shape)
 
 
-def _moe_layers(freq: str, layers: int) -> int:
-    """MoE layers of ``--moe-layer-freq``: every k-th layer, or a pattern like
-    ``([0]*3+[1]*58)`` or ``[0,1,1]`` of one 0/1 per layer."""
+def _window(size: str, skip: str | None, layers: int) -> dict:
+    """``Transformer``'s ``window`` and ``window_layers`` of ``--window-size`` (``left,right``
+    keys, or ``(left, right)``: a causal query sees ``left`` keys back, as a config.json's
+    ``sliding_window``) and ``--window-attn-skip-freq`` (every N-th layer full attention, or a
+    pattern of 1 for a sliding layer and 0 for a full one; absent: every layer slides)."""
+    parts = str(size).strip().strip("()[]").split(",")
+    try:
+        left, right = (int(x) for x in parts)
+    except ValueError:
+        left = right = -1
+    if left < 1 or right < 0:
+        raise ScheduleError(f"--window-size must be two integers left,right with left >= 1 "
+                            f"and right >= 0 (got {size!r})")
+    sliding = layers if skip is None else _layer_count(
+        skip, layers, "--window-attn-skip-freq", lambda k: layers - layers // k)
+    return {"window": left, "window_layers": sliding}
+
+
+def _layer_count(freq: str, layers: int, flag: str, every) -> int:
+    """The layers a Megatron layer-frequency argument marks 1: an integer ``k`` (``every(k)``
+    of them), or a pattern like ``([0]*3+[1]*58)`` or ``[0,1,1]`` of one 0/1 per layer."""
     text = str(freq).strip()
     if text.isdigit():
         k = int(text)
         if k < 1:
-            raise ScheduleError(f"--moe-layer-freq must be >= 1 or a pattern (got {freq!r})")
-        return len(range(0, layers, k))
+            raise ScheduleError(f"{flag} must be >= 1 or a pattern (got {freq!r})")
+        return every(k)
     try:
         pattern = _pattern(ast.parse(text, mode="eval").body, layers)
     except (SyntaxError, ValueError, RecursionError):
-        raise ScheduleError(f"--moe-layer-freq must be an integer or a list pattern such as "
+        raise ScheduleError(f"{flag} must be an integer or a list pattern such as "
                             f"([0]*3+[1]*58) (got {freq!r})") from None
     if len(pattern) != layers or any(x not in (0, 1) or isinstance(x, bool) for x in pattern):
-        raise ScheduleError(f"--moe-layer-freq's pattern must give 0 or 1 for each of the "
+        raise ScheduleError(f"{flag}'s pattern must give 0 or 1 for each of the "
                             f"{layers} layers (got {len(pattern)} values)")
     return sum(pattern)
 
@@ -900,9 +922,6 @@ def _model_flags(model: Transformer) -> list:
     """A ``Transformer`` as Megatron's model arguments (vocabulary already padded: divisible
     by 1)."""
     m = model
-    if m.sliding_layers:
-        raise ScheduleError(f"to_megatron cannot state a sliding window (got window={m.window} "
-                            f"on {m.sliding_layers} of {m.layers} layers)")
     flags = ["--num-layers", m.layers, "--hidden-size", m.hidden, "--num-attention-heads",
              m.heads, "--ffn-hidden-size", m.ffn, "--vocab-size", m.vocab,
              "--make-vocab-size-divisible-by", 1, "--attention-dropout", 0.1 if m.dropout else 0,
@@ -927,4 +946,9 @@ def _model_flags(model: Transformer) -> list:
             flags += ["--moe-shared-expert-intermediate-size", m.shared_experts * m.expert_ffn]
     if m.mtp_depth:
         flags += ["--mtp-num-layers", m.mtp_depth]
+    if m.sliding_layers:  # the sliding layers first, as Qwen's max_window_layers has them
+        flags += ["--window-size", f"{m.window},0"]
+        if m.sliding_layers < m.layers:
+            flags += ["--window-attn-skip-freq",
+                      f"([1]*{m.sliding_layers}+[0]*{m.layers - m.sliding_layers})"]
     return flags
