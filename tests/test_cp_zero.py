@@ -1,6 +1,8 @@
 """Context parallelism, ZeRO-3 and the pair overlap in transformer_costs and plan: volumes and
 times by hand, bad input, and plan rows against simulate(build_schedule, transformer_costs)."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -253,3 +255,24 @@ def test_plan_default_schedules_leave_expert_overlap_out_of_dense_models():
 def test_bad_plan_input(kwargs, message):
     with pytest.raises(ScheduleError, match=message):
         plan(MODEL, 16, TOY, seq=32, global_batch=64, **kwargs)
+
+
+def test_zero3_edges():
+    """In flight: at most what a device holds, and nothing unsharded; gathered per step, the
+    gradients' reduction follows the last backward, exposed whatever the overlap; the fixed
+    CPU time of a step counted once."""
+    moe = Transformer(layers=4, hidden=64, heads=8, ffn=160, expert_ffn=32, experts=8,
+                      top_k=2, vocab=500, swiglu=True, name="toy-moe")
+    # a device without experts holds no experts in flight; one replica shards nothing
+    assert device_memory(moe, 1e6, 0.0, 1, 8, 1, 3)[0] == pytest.approx(
+        2 * (1e6 / 8 + 2 * moe.layer_params()))
+    assert device_memory(moe, 1e6, 4e5, 1, 1, 1, 3)[0] == device_memory(
+        moe, 1e6, 4e5, 1, 1, 1, 2)[0]
+    hidden = step_terms(TOY, 1e6, 1, 2, 3, zero3="step", overlap=True, window=1e9)
+    plain = step_terms(TOY, 1e6, 1, 2, 3, zero3="step")
+    assert hidden["gradient_sync"] == plain["gradient_sync"] > 0
+    assert step_terms(TOY, 1e9, 1, 2, 1, overlap=True, window=1e9)["gradient_sync"] < \
+        step_terms(TOY, 1e9, 1, 2, 1)["gradient_sync"]  # ZeRO-1's buckets do hide
+    once = dataclasses.replace(TOY, host_step=0.002)
+    assert step_terms(once, 0.0, 1, 1, 0)["optimizer_step"] == pytest.approx(0.002)
+    assert step_terms(once, 0.0, 1, 1, 0, host_step=False)["optimizer_step"] == 0.0

@@ -93,9 +93,6 @@ def test_plan_prices_block_rows_as_the_config_does():
     bad = {"recompute_method": "block", "recompute_layers": 0}
     with pytest.raises(ScheduleError, match=r"recompute_layers must be a positive integer"):
         plan(MODEL, hardware="H100-80GB", **RUN.plan_keywords() | bad)
-    with pytest.raises(ScheduleError, match=r"recompute_method must be one of"):
-        plan(MODEL, hardware="H100-80GB", **RUN.plan_keywords() | {
-            "recompute_method": "uniform", "recompute_layers": 2})
     with pytest.raises(ScheduleError, match=r"recompute_method and recompute_layers go "
                                             r"together \(got recompute_method=None, "
                                             r"recompute_layers=2\)"):
@@ -148,3 +145,46 @@ def test_torchtitan_layer_checkpointing_is_every_kth_layer():
     with pytest.raises(ScheduleError, match=r"not every k-th: recompute_method must be None, "
                                             r"'uniform' or 'block' \(got 'interval'\)"):
         to_megatron(config, MODEL)
+
+
+def test_plan_reads_the_method_as_run_config_does():
+    """plan's recompute_method: None or "uniform" every layer; "block" and "interval" with
+    the frameworks' default counts (1 and 2); refused without full-recomputation rows, and a
+    count without a method."""
+    keywords = RUN.plan_keywords() | {"recompute_method": None, "recompute_layers": None}
+
+    def row(**more):
+        return plan(MODEL, hardware="H100-80GB", capacity=1e30, **keywords | more).iloc[0]
+
+    every = row()
+    assert row(recompute_method="uniform", recompute_layers=3)["step_time"] == \
+        every["step_time"]
+    assert row(recompute_method="block")["step_time"] == row(
+        recompute_method="block", recompute_layers=1)["step_time"] < every["step_time"]
+    assert row(recompute_method="interval")["step_time"] == row(
+        recompute_method="interval", recompute_layers=2)["step_time"] < every["step_time"]
+    with pytest.raises(ScheduleError, match=r"recompute_method acts on recompute='full' rows: "
+                                            r"recompute must include 'full' \(got "
+                                            r"recompute=\['none'\] with recompute_method="
+                                            r"'block'\)"):
+        row(recompute=["none"], recompute_method="block")
+    with pytest.raises(ScheduleError, match=r"recompute_layers needs recompute_method 'block' "
+                                            r"or 'interval' \(got recompute_layers=2 alone\)"):
+        row(recompute_layers=2)
+    with pytest.raises(ScheduleError, match=r"recompute_method must be one of"):
+        row(recompute_method="blocks")
+
+
+def test_explain_prices_neighbours_as_it_lists_them():
+    """A torchtitan interval run on a schedule Megatron names is explained with fields, not
+    Megatron's flags (which cannot state it); the run's own method reaches its neighbours only
+    where it acts (full recomputation)."""
+    config = dataclasses.replace(RUN, microbatch=1, recompute_method="interval",
+                                 recompute_layers=2, blocking_handoffs=False)
+    found = explain(MODEL, config, "H100-80GB", neighbours=3)
+    assert found.neighbours and all("--" not in n["changes"] for n in found.neighbours)
+    loose = dataclasses.replace(RUN, recompute="selective", recompute_method="block",
+                                recompute_layers=1)
+    for n in explain(MODEL, loose, "H100-80GB", neighbours=3).neighbours:
+        if n["recompute"] == "full":  # priced, and listed, as every layer recomputed
+            assert "--recompute-method block" not in n["changes"]

@@ -94,33 +94,38 @@ def test_bad_windows():
 
 
 def test_megatron_windows():
-    """--window-size left,right (a causal query sees left keys back) on every layer, or with
-    --window-attn-skip-freq N every N-th layer full attention (Megatron's is_layer_window_
-    attention: layer_number % N != 0 slides), or a pattern of 1 (slides) and 0 (full)."""
+    """--window-size left,right (Transformer Engine's: a causal query sees itself and left
+    keys back, as Megatron-Bridge maps sliding_window to (sliding_window - 1, 0)) on every
+    layer, or with --window-attn-skip-freq N every N-th layer full attention (Megatron's
+    is_layer_window_attention: layer_number % N != 0 slides), or a pattern of 1 (slides) and
+    0 (full)."""
     base = ("--num-layers 12 --hidden-size 512 --num-attention-heads 8 --seq-length 4096 "
             "--max-position-embeddings 4096 --vocab-size 32000 --micro-batch-size 1 "
             "--global-batch-size 8 ")
-    model = from_megatron(base + "--window-size 128,0", gpus=1).model
-    assert (model.window, model.sliding_layers) == (128, 12)
-    model = from_megatron(base + "--window-size (1024,0) --window-attn-skip-freq 4",
+    model = from_megatron(base + "--window-size 127,0", gpus=1).model
+    assert (model.window, model.sliding_layers) == (128, 12)  # gpt-oss's sliding_window 128
+    model = from_megatron(base + "--window-size (1023,0) --window-attn-skip-freq 4",
                           gpus=1).model
     assert (model.window, model.sliding_layers) == (1024, 9)  # 4, 8, 12 full
-    model = from_megatron(base + "--window-size 64,0 --window-attn-skip-freq "
+    model = from_megatron(base + "--window-size 63,0 --window-attn-skip-freq "
                           "'([1]*3+[0])*3'", gpus=1).model
     assert (model.window, model.sliding_layers) == (64, 9)
+    assert from_megatron(base + "--window-size -1,-1", gpus=1).model.sliding_layers == 0
     nemo = from_megatron({"num_layers": 12, "hidden_size": 512, "num_attention_heads": 8,
-                          "seq_length": 4096, "vocab_size": 32000, "window_size": [256, 0],
+                          "seq_length": 4096, "vocab_size": 32000, "window_size": [255, 0],
                           "window_attn_skip_freq": 2}, gpus=1).model
     assert (nemo.window, nemo.sliding_layers) == (256, 6)
-    # written back: the sliding layers first
+    # written back: the full layers first, as Qwen's max_window_layers has them
     windowed = Transformer(12, 512, 8, vocab=32000, window=512, window_layers=10)
     flags = to_megatron(RunConfig(seq=4096, global_batch=8), windowed)
+    assert flags[flags.index("--window-size") + 1] == "511,0"
+    assert flags[flags.index("--window-attn-skip-freq") + 1] == "([0]*2+[1]*10)"
     back = from_megatron(flags, gpus=1).model
     assert (back.window, back.sliding_layers) == (512, 10)
     for bad, message in (("--window-size 128", r"--window-size must be two integers "
-                                               r"left,right with left >= 1 and right >= 0 "
+                                               r"left,right >= 0, or -1,-1 for none "
                                                r"\(got '128'\)"),
-                         ("--window-size 0,0", r"\(got '0,0'\)"),
+                         ("--window-size -1,0", r"\(got '-1,0'\)"),
                          ("--window-size 128,0 --window-attn-skip-freq 0",
                           r"--window-attn-skip-freq must be >= 1 or a pattern \(got '0'\)"),
                          ("--window-size 128,0 --window-attn-skip-freq [1,0]",

@@ -673,10 +673,10 @@ class RunGrid:
         return self.microbatch / self.cp
 
 
-# RunGrid's fields that hold one value per configuration
 # RunConfig's recompute methods; full recomputation of some layers only: each one's default
 # count (Megatron's --recompute-num-layers, torchtitan's selective_ac_option)
 RECOMPUTE_METHODS = (None, "uniform", "block", "interval")
 PARTIAL_DEFAULT = {"block": 1, "interval": 2}
+# RunGrid's fields that hold one value per configuration
 PER_CONFIGURATION = ("microbatch", "t", "d", "p", "m", "recompute", "cp", "ep", "etp", "zero",
                      "overlap")

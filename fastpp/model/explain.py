@@ -164,7 +164,9 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     """Faster rows that fit, over the run's GPUs, batch and sequence, fewest changes first."""
     pd = require("pandas", "sweep", "fastpp.model.explain")
 
-    megatron = config.schedule in MEGATRON_SCHEDULES
+    # Megatron's flags where Megatron can run the run (not torchtitan's interval recomputation)
+    megatron = (config.schedule in MEGATRON_SCHEDULES
+                and config.partial_recompute["recompute_method"] != "interval")
     # as Megatron runs each neighbour: a plain pipeline's hand-offs block, an interleaved
     # one's overlap unless the run says --no-overlap-p2p-communication
     plain, interleaved = MEGATRON_SCHEDULES
@@ -187,10 +189,9 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
             "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm", "zero3",
             "reduce_bytes", "precision", "dispatcher", "recompute_modules")},
-            # the run's recompute method where the neighbour recomputes fully, as plan priced it
-            **({"recompute_method": config.recompute_method,
-                "recompute_layers": config.recompute_layers} if r["recompute"] == "full"
-               else {}),
+            # the run's partial recomputation where the neighbour recomputes fully, as plan
+            # priced it
+            **(config.partial_recompute if r["recompute"] == "full" else {}),
             blocking_handoffs=blocking, layout=None)
         changed = sum(getattr(other, k) != getattr(config, k) for k in (*CHANGED, "d"))
         out.append({**r.to_dict(), "changed": changed,

@@ -441,21 +441,26 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
 
 
 def _window(size: str, skip: str | None, layers: int) -> dict:
-    """``Transformer``'s ``window`` and ``window_layers`` of ``--window-size`` (``left,right``
-    keys, or ``(left, right)``: a causal query sees ``left`` keys back, as a config.json's
-    ``sliding_window``) and ``--window-attn-skip-freq`` (every N-th layer full attention, or a
-    pattern of 1 for a sliding layer and 0 for a full one; absent: every layer slides)."""
+    """``Transformer``'s ``window`` and ``window_layers`` of ``--window-size`` (``left,right``,
+    or ``(left, right)``: Transformer Engine's window, in which a causal query sees itself and
+    ``left`` keys back, ``left + 1`` keys, as Megatron-Bridge maps a config.json's
+    ``sliding_window`` to ``(sliding_window - 1, 0)``; ``-1,-1`` is no window) and
+    ``--window-attn-skip-freq`` (every N-th layer full attention, or a pattern of 1 for a
+    sliding layer and 0 for a full one; absent: every layer slides). The right side is
+    masked anyway in a causal model."""
     parts = str(size).strip().strip("()[]").split(",")
     try:
         left, right = (int(x) for x in parts)
     except ValueError:
-        left = right = -1
-    if left < 1 or right < 0:
-        raise ScheduleError(f"--window-size must be two integers left,right with left >= 1 "
-                            f"and right >= 0 (got {size!r})")
+        left = right = -2
+    if (left, right) == (-1, -1):
+        return {}
+    if left < 0 or right < 0:
+        raise ScheduleError(f"--window-size must be two integers left,right >= 0, or -1,-1 "
+                            f"for none (got {size!r})")
     sliding = layers if skip is None else _layer_count(
         skip, layers, "--window-attn-skip-freq", lambda k: layers - layers // k)
-    return {"window": left, "window_layers": sliding}
+    return {"window": left + 1, "window_layers": sliding}
 
 
 def _layer_count(freq: str, layers: int, flag: str, every) -> int:
@@ -946,9 +951,9 @@ def _model_flags(model: Transformer) -> list:
             flags += ["--moe-shared-expert-intermediate-size", m.shared_experts * m.expert_ffn]
     if m.mtp_depth:
         flags += ["--mtp-num-layers", m.mtp_depth]
-    if m.sliding_layers:  # the sliding layers first, as Qwen's max_window_layers has them
-        flags += ["--window-size", f"{m.window},0"]
+    if m.sliding_layers:  # the full layers first, as Qwen's max_window_layers has them
+        flags += ["--window-size", f"{m.window - 1},0"]
         if m.sliding_layers < m.layers:
             flags += ["--window-attn-skip-freq",
-                      f"([1]*{m.sliding_layers}+[0]*{m.layers - m.sliding_layers})"]
+                      f"([0]*{m.layers - m.sliding_layers}+[1]*{m.sliding_layers})"]
     return flags

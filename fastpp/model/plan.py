@@ -31,7 +31,9 @@ from ..sweeps.robust import (
 from .comm import pipeline_spans
 from .config import (
     CP_COMMS,
+    PARTIAL_DEFAULT,
     PER_CONFIGURATION,
+    RECOMPUTE_METHODS,
     REDUCE_BYTES,
     ZERO,
     ZERO3_GATHERS,
@@ -182,9 +184,10 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         ``recompute="selective"``).
     recompute_method, recompute_layers : optional
         The rows with ``recompute="full"`` recompute only some layers of each model chunk:
-        with ``"block"`` (Megatron's ``--recompute-method``) the first ``recompute_layers``,
-        with ``"interval"`` (torchtitan's layer-wise checkpointing) every
-        ``recompute_layers``-th; the others keep their activations. Default: every layer.
+        with ``"block"`` (Megatron's ``--recompute-method``) the first ``recompute_layers``
+        (default 1), with ``"interval"`` (torchtitan's layer-wise checkpointing) every
+        ``recompute_layers``-th (default 2); the others keep their activations. None or
+        ``"uniform"``: every layer. The method needs rows with ``recompute="full"``.
 
     config : RunConfig, optional
         One run as every axis's only value (``RunConfig.plan_keywords``; ``gpus`` its
@@ -286,6 +289,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
     reduce_bytes = float(numbers(reduce_bytes, "reduce_bytes", strict=True))
+    recompute_method, recompute_layers = _partial(recompute_method, recompute_layers,
+                                                  recompute)
     shared = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
               "recompute_method": recompute_method, "recompute_layers": recompute_layers,
               "cp_comm": cp_comm, "zero3": zero3, "sequence_parallel": sequence_parallel,
@@ -320,7 +325,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     rows = _simulate(model, hardware, grid, global_batch, cols, splits, capacity,
                      bool(gradient_overlap), reduce_bytes, workers,
                      None if noise is None else (noise, samples, seed))
-    frame = _table(pd, model, hardware, seq, gpus, cols, rows, shared["recipe"])
+    frame = _table(pd, model, hardware, seq, gpus, cols, rows, shared["recipe"],
+                   shared["recompute_method"] is not None)
     rank = -frame["tokens_per_s"].fillna(-1).to_numpy()
     if objective is not None:
         rank = objective_values(frame, objective, lam, "step_time").fillna(np.inf).to_numpy()
@@ -412,9 +418,10 @@ def _grid(axes: dict, sched: list, n_splits: int) -> dict[str, np.ndarray]:
     return cols
 
 
-def _table(pd, model, hardware, seq, gpus, cols, rows, recipe):
+def _table(pd, model, hardware, seq, gpus, cols, rows, recipe, partial: bool):
     """The plan's frame (``PLAN_COLUMNS``, and ``NOISY`` under noise), in grid order;
-    ``recipe`` the memory recipe priced (``fastpp.model.recipes``, or None)."""
+    ``recipe`` the memory recipe priced (``fastpp.model.recipes``, or None); ``partial``
+    whether full recomputation covers only some layers."""
     return pd.DataFrame({
         "model": model.name, "gpus": gpus, "t": cols["t"], "cp": cols["cp"], "p": cols["p"],
         "d": cols["d"], "ep": cols["ep"], "etp": cols["etp"],
@@ -425,7 +432,7 @@ def _table(pd, model, hardware, seq, gpus, cols, rows, recipe):
         "precision": np.array(PRECISIONS, object)[cols["precision"]],
         **{k: rows[k] for k in ("layout", *NUMBERS)},
         **_error_bars(model, hardware, seq, cols["t"]),
-        "expected_memory_error": _memory_error(model, cols, rows, recipe),
+        "expected_memory_error": _memory_error(model, cols, rows, recipe, partial),
         **{k: rows[k] for k in ("fits", "reason")},
         **{k: rows[k] for k in NOISY if k in rows}})
 
@@ -448,23 +455,42 @@ def _error_bars(model, hardware, seq, t) -> dict[str, np.ndarray]:
             "extrapolated": np.array([bars[x].extrapolated for x in t.tolist()], object)}
 
 
-def _memory_error(model, cols, rows, recipe) -> np.ndarray:
+def _memory_error(model, cols, rows, recipe, partial: bool = False) -> np.ndarray:
     """``expected_memory_error`` of every row: its stored activations' measured error
-    (``memorybar.activation_error`` of its recomputation) times their share of the peak
-    memory, plus the no-recomputation regime's error times the share of a recomputed layer's
-    working set (``stages.recomputed_bytes``; the weights, gradients and optimizer states
-    are counted, no bar: see ``memorybar`` for the gradients' convention); NaN where not
-    measured (``memorybar.unmeasured``)."""
+    (``memorybar.activation_error`` of its recomputation; with ``partial`` recomputation the
+    no-recomputation regime's, whose whole layers hold most of them) times their share of
+    the peak memory, plus the no-recomputation regime's error times the share of a
+    recomputed layer's working set (``stages.recomputed_bytes``; the weights, gradients and
+    optimizer states are counted, no bar: see ``memorybar`` for the gradients' convention);
+    NaN where not measured (``memorybar.unmeasured``)."""
     rc, cp = cols["recompute"], cols["cp"]
     bars = np.array([activation_error(model, r) for r in RECOMPUTE])
+    stored = np.where(partial & (rc == RECOMPUTE.index("full")), 0, rc)
     working = rows["recomputed_bytes"]
     with np.errstate(invalid="ignore", divide="ignore"):
-        error = (bars[rc] * (rows["peak_activations"] - working)
+        error = (bars[stored] * (rows["peak_activations"] - working)
                  + bars[0] * working) / rows["peak_memory"]
     for r, c in {(int(r), int(c)) for r, c in zip(rc, cp, strict=True)}:
         if unmeasured(model, RECOMPUTE[r], c, recipe):
             error[(rc == r) & (cp == c)] = np.nan
     return error
+
+
+def _partial(method, layers, recompute):
+    """``plan``'s ``recompute_method`` and ``recompute_layers`` as ``RunGrid`` takes them:
+    both None for every layer (None or "uniform"), the framework's default count where none
+    is given; a method without full-recomputation rows is refused, as the modules are."""
+    one_of(method, "recompute_method", RECOMPUTE_METHODS)
+    if method in (None, "uniform"):
+        if layers is not None and method is None:
+            raise ScheduleError(f"recompute_layers needs recompute_method 'block' or "
+                                f"'interval' (got recompute_layers={layers!r} alone)")
+        return None, None
+    if recompute is not None and "full" not in _nonempty(recompute, "recompute"):
+        raise ScheduleError(f"recompute_method acts on recompute='full' rows: recompute must "
+                            f"include 'full' (got recompute={recompute!r} with "
+                            f"recompute_method={method!r})")
+    return method, PARTIAL_DEFAULT[method] if layers is None else layers
 
 
 def _spelling(short, long, short_name: str, long_name: str):
@@ -665,7 +691,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
         more = step_terms(hardware, np.maximum.reduceat(experts, peak_at), etp * ep, edp,
                           cols["zero"][run], overlap=grad_overlap,
                           window=np.minimum.reduceat(window, peak_at), zero3=zero3,
-                          reduce_bytes=reduce_bytes)
+                          reduce_bytes=reduce_bytes, host_step=False)
         terms = {k: v + more[k] for k, v in terms.items()}
     sync = terms["gradient_sync"] + terms["parameter_gather"] + terms["embedding_sync"]
     makespan = rows.out[:, batch.MAKESPAN]

@@ -345,7 +345,10 @@ def recomputed_layers(method, count, layers, dense) -> tuple[np.ndarray, np.ndar
     model's dense layers lead it, as DeepSeek's first three): how many layers full
     recomputation covers, and how many of those have experts. ``method`` None: every layer;
     ``"block"`` (Megatron's): the first ``count``; ``"interval"`` (torchtitan's layer-wise
-    selective checkpointing, counting each chunk's layers from 1): every ``count``-th."""
+    selective checkpointing, counting each chunk's layers from 1, as its ``apply_ac`` did
+    when it reset the count per model part; a version that counts on across a rank's parts
+    shifts which of a later chunk's layers it takes where ``count`` does not divide the
+    chunk): every ``count``-th."""
     layers, dense = np.asarray(layers, np.float64), np.asarray(dense, np.float64)
     if method is None:
         return layers, layers - dense
@@ -772,9 +775,9 @@ def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0):
     grads = GRADIENT_BYTES / np.where((zero >= 2) & ~((zero == 3) & (zero3 == "step")), d, 1.0)
     optimizer = OPTIMIZER_BYTES / np.where(zero >= 1, d, 1.0)
     weights = params * WEIGHT_BYTES
-    if zero3 == "layer":
-        weights = np.where(zero == 3, weights / d + WEIGHT_BYTES * np.asarray(in_flight),
-                           weights)
+    if zero3 == "layer":  # in flight: at most what the device holds, none when unsharded
+        flight = np.where(d > 1, np.minimum(np.asarray(in_flight), params), 0.0)
+        weights = np.where(zero == 3, weights / d + WEIGHT_BYTES * flight, weights)
     return weights, params * grads, params * optimizer
 
 
@@ -823,7 +826,7 @@ BUCKET_PARAMS = 40e6  # Megatron's default gradient bucket, in parameters
 
 def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
                embedding_per_node=2, overlap: bool = False, window=0.0,
-               reduce_bytes: float = REDUCE_BYTES, zero3: str = "layer"
+               reduce_bytes: float = REDUCE_BYTES, zero3: str = "layer", host_step: bool = True
                ) -> dict[str, np.ndarray]:
     """The step's time outside the pipeline, per configuration (arrays broadcast).
 
@@ -853,7 +856,11 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     reduce_bytes : float
         Bytes per reduced gradient: 4 (fp32, Megatron with bf16), 2 (fp16 training).
     zero3 : {"layer", "step"}
-        ZeRO-3's weight all-gathers (``ZERO3_GATHERS``).
+        ZeRO-3's collectives (``ZERO3_GATHERS``): per layer in each microbatch, or once a
+        step here (the reduction then exposed: it follows the last backward).
+    host_step : bool
+        Count ``Hardware.host_step`` in ``optimizer_step`` (once a step: False for a second
+        group of parameters, the routed experts).
 
     Returns
     -------
@@ -875,8 +882,9 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
         all_reduce(hardware, reduce_bytes * params, d, spans)))
     gather = np.where(sharded & ~each, all_gather(hardware, GATHER_BYTES * params, d, spans),
                       0.0)
-    if overlap:
-        last = np.minimum(1.0, BUCKET_PARAMS / np.maximum(params, 1.0))
+    if overlap:  # (FSDP under PyTorch's pipelining reduces after the last backward: exposed)
+        last = np.where((zero == 3) & (zero3 == "step"), 1.0,
+                        np.minimum(1.0, BUCKET_PARAMS / np.maximum(params, 1.0)))
         reduce = np.maximum(reduce - np.asarray(window, np.float64), last * reduce)
         gather = last * gather
     embedding_params = np.asarray(embedding_params, np.float64)
@@ -885,4 +893,4 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     return {"gradient_sync": reduce, "parameter_gather": gather,
             "embedding_sync": embedding + 0.0 * params,
             "optimizer_step": optimizer_time(hardware, params / np.where(sharded, d, 1.0))
-            + hardware.host_step}
+            + (hardware.host_step if host_step else 0.0)}

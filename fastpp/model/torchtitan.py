@@ -82,7 +82,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
         converter is fp8. No multi-token prediction (``mtp_depth=0``): torchtitan has none.
         Layer-wise selective checkpointing (``selective_ac_option`` a number ``k``) is full
         recomputation of every ``k``-th layer of each model chunk (``recompute_method=
-        "interval"``; every layer when ``k = 1``). The
+        "interval"``, counted per chunk: ``fastpp.model.stages.recomputed_layers``; every
+        layer when ``k = 1``). The
         model's SwiGLU is unfused (``fused_swiglu=False``): torchtitan's separate SiLU and
         product.
 
