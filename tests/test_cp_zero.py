@@ -108,10 +108,12 @@ def test_zero3_shards_the_routed_experts_over_their_replicas():
                       top_k=2, vocab=500, swiglu=True, name="toy-moe")
     # 8 ranks a stage, ep = 4 (ep etp = t replicas / edp): 2 experts a GPU, edp = 2 replicas
     dense, routed, layer = 1e6, 4e5, 2 * 3 * 64 * 32  # a layer's 2 experts a GPU
+    # an MoE layer without its routed experts: attention, two norms and the router
+    outside = (64 * 64 * 2 + 2 * 64 * 64) + 2 * 64 + 64 * 8
     for zero3, whole in (("layer", 2), ("step", None)):
         weights, grads, optimizer = device_memory(moe, dense, routed, 1, 8, 2, 3, zero3)
         if whole:  # sharded, and two layers whole of each kind
-            assert weights == pytest.approx(2 * (dense / 8 + 2 * moe.layer_params())
+            assert weights == pytest.approx(2 * (dense / 8 + 2 * outside)
                                             + 2 * (routed / 2 + 2 * layer))
             assert grads == pytest.approx(2 * (dense / 8 + routed / 2))
         else:  # gathered once a step: weights and gradients whole
@@ -265,7 +267,7 @@ def test_zero3_edges():
                       top_k=2, vocab=500, swiglu=True, name="toy-moe")
     # a device without experts holds no experts in flight; one replica shards nothing
     assert device_memory(moe, 1e6, 0.0, 1, 8, 1, 3)[0] == pytest.approx(
-        2 * (1e6 / 8 + 2 * moe.layer_params()))
+        2 * (1e6 / 8 + 2 * (moe.layer_params(True) - 8 * moe.expert_params())))
     assert device_memory(moe, 1e6, 4e5, 1, 1, 1, 3)[0] == device_memory(
         moe, 1e6, 4e5, 1, 1, 1, 2)[0]
     hidden = step_terms(TOY, 1e6, 1, 2, 3, zero3="step", overlap=True, window=1e9)

@@ -811,8 +811,11 @@ def device_memory(model: Transformer, params, experts, t, replicas, edp, zero,
     expert-data-parallel replicas, each with ZeRO-3's ``IN_FLIGHT_LAYERS`` layers whole (a
     layer's experts on one GPU: ``E / (ep etp)`` of them, ``ep etp = t replicas / edp``).
     Arrays broadcast."""
-    dense = optimizer_split(params, replicas, zero, zero3,
-                            IN_FLIGHT_LAYERS * model.layer_params() / np.asarray(t))
+    # a layer whole, outside its routed experts: the largest kind of layer the model has
+    unit = model.layer_params() if not model.moe else max(
+        model.layer_params() if model.dense_layers else 0.0,
+        model.layer_params(True) - model.experts * model.expert_params())
+    dense = optimizer_split(params, replicas, zero, zero3, IN_FLIGHT_LAYERS * unit / np.asarray(t))
     apart = np.asarray(t) * np.asarray(replicas) / np.asarray(edp)
     routed = optimizer_split(experts, edp, zero, zero3, IN_FLIGHT_LAYERS * expert_stage_params(
         model, 1.0, 0.0, apart, 1.0))
