@@ -188,3 +188,8 @@ def test_explain_prices_neighbours_as_it_lists_them():
     for n in explain(MODEL, loose, "H100-80GB", neighbours=3).neighbours:
         if n["recompute"] == "full":  # priced, and listed, as every layer recomputed
             assert "--recompute-method block" not in n["changes"]
+    # Megatron's uniform groups of 2: a neighbour recomputing fully keeps them
+    groups = dataclasses.replace(RUN, recompute_method="uniform", recompute_layers=2)
+    full = [n for n in explain(MODEL, groups, "H100-80GB", neighbours=20).neighbours
+            if n["recompute"] == "full"]
+    assert full and all("--recompute-num-layers" not in n["changes"] for n in full)

@@ -189,9 +189,10 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
             "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm", "zero3",
             "reduce_bytes", "precision", "dispatcher", "recompute_modules")},
-            # the run's partial recomputation where the neighbour recomputes fully, as plan
-            # priced it
-            **(config.partial_recompute if r["recompute"] == "full" else {}),
+            # the run's recompute method where both recompute fully, as plan priced it
+            **({"recompute_method": config.recompute_method,
+                "recompute_layers": config.recompute_layers}
+               if r["recompute"] == config.recompute == "full" else {}),
             blocking_handoffs=blocking, layout=None)
         changed = sum(getattr(other, k) != getattr(config, k) for k in (*CHANGED, "d"))
         out.append({**r.to_dict(), "changed": changed,
