@@ -106,7 +106,7 @@ def test_small_models_on_one_node(frame):
     assert abs(errors.mean()) < 0.03
 
 
-@pytest.mark.xfail(strict=True, reason="vTrain half A at 6.2% (calibration) and 6.6% (check) "
+@pytest.mark.xfail(strict=True, reason="vTrain half A at 6.1% (calibration) and 6.6% (check) "
                    "MAPE against issue 26's 5%: per (t, hidden, microbatch) offsets of -17% to "
                    "+22%, tight within each group (docs/fidelity-small.md)")
 def test_small_models_within_the_target(frame):

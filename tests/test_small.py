@@ -8,7 +8,16 @@ import pytest
 from helpers import needs_data
 
 from fastpp import ScheduleError, build_schedule, simulate
-from fastpp.model import HARDWARE, Hardware, Link, RunGrid, Transformer, transformer_costs
+from fastpp.model import (
+    HARDWARE,
+    Hardware,
+    Link,
+    RunConfig,
+    RunGrid,
+    Transformer,
+    plan,
+    transformer_costs,
+)
 from fastpp.model.comm import all_reduce, hop_crosses, link_time
 from fastpp.model.compute import (
     EAGER_SOFTMAX_BACKWARD,
@@ -21,7 +30,14 @@ from fastpp.model.compute import (
     memory_time,
 )
 from fastpp.model.hardware import NVLINK3_PROTOCOLS
-from fastpp.model.stages import handoff_links, incoming, stage_positions, stage_table
+from fastpp.model.published import _schedule, model_costs, step_time
+from fastpp.model.stages import (
+    handoff_links,
+    incoming,
+    stage_positions,
+    stage_table,
+    step_terms,
+)
 from fastpp.model.validate import DATA
 from fastpp.model.validate_small import (
     HOST_FREE,
@@ -213,3 +229,29 @@ def test_the_preset_protocols_are_what_fit_protocols_gives():
     fitted = fit_protocols(size, measured)
     for got, preset in zip(fitted, NVLINK3_PROTOCOLS, strict=True):
         np.testing.assert_allclose(got, preset, rtol=2e-3)
+
+
+@pytest.mark.parametrize("p, d", [(1, 2), (1, 1), (2, 2), (4, 1)])
+def test_published_step_times_are_plans(p, d):
+    """``validate``'s step time (``published.step_time``) is ``plan``'s for the same run: a
+    tied output layer on its embedding's device is one weight, reduced and updated once."""
+    t, b, batch = 2, 2, 32
+    model = Transformer(8, 1024, 16, vocab=padded_vocab(50257, t), flash_attention=False,
+                        tied_embeddings=True)
+    run = RunConfig(seq=1024, global_batch=batch, t=t, d=d, p=p, microbatch=b,
+                    recompute="full", sequence_parallel=False, zero=0, reduce_bytes=2.0)
+    row = plan(model, t * d * p, A100, config=run).iloc[0]
+    sched = _schedule("1f1b", p, batch // (d * b))
+    mine = step_time(model, A100, sched, seq=1024, microbatch=b, t=t, d=d, recompute="full",
+                     reduce_bytes=2.0)
+    assert mine == pytest.approx(row["step_time"], rel=1e-12)
+    if p == 1:  # by hand: the step's terms of the layers and one embedding
+        table = model_costs(model, A100, sched, seq=1024, microbatch=b, t=t, d=d,
+                            recompute="full")[1]
+        once = table["params"][0] - model.vocab * model.hidden / t
+        assert once == pytest.approx((model.layers * model.layer_params()
+                                      + model.vocab * model.hidden) / t, rel=1e-3)
+        extra = mine - simulate(sched, model_costs(model, A100, sched, seq=1024, microbatch=b,
+                                                   t=t, d=d, recompute="full")[0]).makespan
+        terms = step_terms(A100, once, t, d, 0, reduce_bytes=2.0)
+        assert extra == pytest.approx(sum(float(v) for v in terms.values()), rel=1e-12)

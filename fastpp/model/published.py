@@ -15,7 +15,7 @@ from ..costs import Costs
 from ..generators.registry import build_schedule
 from ..simulate import simulate
 from .config import RunGrid
-from .stages import stage_table, step_terms
+from .stages import device_parameters, stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
 
 
@@ -78,9 +78,13 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
 
 def _extras(model, hardware, schedule, table, t, d, zero, gradient_overlap, reduce_bytes=4.0):
     """``step_terms`` of one configuration: the fullest device's reduction and update."""
-    params = np.bincount(schedule.stage_to_device, weights=table["params"],
-                         minlength=schedule.p)
-    tied = model.tied_embeddings and schedule.p > 1
+    # a tied output layer on its embedding's device shares its weight (plan's count)
+    device = schedule.stage_to_device
+    stage = np.arange(len(device))
+    params = device_parameters(model, device, schedule.p, table["params"],
+                               np.zeros(len(device)), stage == 0, stage == len(device) - 1,
+                               t)[0]
+    tied = model.tied_embeddings and device[0] != device[-1]
     window = np.bincount(schedule.stage_to_device, weights=table["b"] / schedule.m,
                          minlength=schedule.p)
     spans = 1 if t * d * schedule.p > hardware.gpus_per_node else 2
