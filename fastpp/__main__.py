@@ -558,9 +558,12 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
     src.add_argument("--torchtitan", metavar="FILE", help="a torchtitan TOML job config")
     src.add_argument("--hf", metavar="CONFIG", help="a Hugging Face config.json (or its "
                      "folder), with the run flags below")
+    src.add_argument("--vtrain", metavar="FILE", help="a vTrain configuration (JSON): the "
+                     "model, the run and the cluster")
     ap.add_argument("--gpus", type=int, help="GPUs in all (default: the script's torchrun "
                     "--nproc_per_node x --nnodes)")
-    ap.add_argument("--hardware", default="H100-80GB", help="a preset (H100-80GB)")
+    ap.add_argument("--hardware", help="a preset (H100-80GB; with --vtrain the file's "
+                    "cluster)")
     ap.add_argument("--model", help="the model instead of the one the run gives (not with "
                     "--hf): a preset or a config.json")
     ap.add_argument("--vocab", type=int, help="the tokenizer's vocabulary when a Megatron "
@@ -599,26 +602,30 @@ def _script(path: str) -> str:
 
 def _explain(args) -> int:
 
-    from .model import RunConfig, from_hf, from_megatron, from_torchtitan
+    from .model import RunConfig, from_hf, from_megatron, from_torchtitan, from_vtrain
     from .model.explain import explain
     from .model.megatron import SCHEDULES as MEGATRON_SCHEDULES
 
     ignored = ()
+    hardware = args.hardware or "H100-80GB"
     megatron = args.megatron is not None or args.megatron_script is not None
+    source = next(f"--{k.replace('_', '-')}" for k in ("megatron", "megatron_script",
+                                                       "torchtitan", "hf", "vtrain")
+                  if getattr(args, k) is not None)
     if args.vocab is not None and not megatron:
         raise ScheduleError(f"--vocab must be given with --megatron or --megatron-script only: "
                             f"the other sources give the vocabulary (got --vocab {args.vocab} "
-                            f"with --{'hf' if args.hf is not None else 'torchtitan'})")
-    if args.model is not None and args.hf is not None:
-        raise ScheduleError(f"--model must not be given with --hf: the config.json is the model "
-                            f"(got --model {args.model} with --hf {args.hf})")
+                            f"with {source})")
+    if args.model is not None and source in ("--hf", "--vtrain"):
+        raise ScheduleError(f"--model must not be given with {source}: the file gives the model "
+                            f"(got --model {args.model} with {source})")
+    if args.vtrain is not None and args.hardware is not None:
+        raise ScheduleError(f"--hardware must not be given with --vtrain: the file gives the "
+                            f"cluster (got --hardware {args.hardware})")
     if args.hf is None:  # the run itself gives them
         given = [flag for flag in (*RUN_FLAGS, "--schedule")
                  if getattr(args, flag[2:].replace("-", "_")) is not None]
         if given:
-            source = next(f"--{k.replace('_', '-')}" for k in ("megatron", "megatron_script",
-                                                               "torchtitan")
-                          if getattr(args, k) is not None)
             raise ScheduleError(f"{given[0]} must be given with --hf only: {source} gives the "
                                 f"run (got {' '.join(given)} with {source})")
     else:
@@ -637,6 +644,13 @@ def _explain(args) -> int:
         if args.gpus is None:
             raise ScheduleError("--torchtitan needs --gpus")
         model, config = from_torchtitan(args.torchtitan, args.gpus, model=args.model)
+    elif args.vtrain is not None:
+        imported = from_vtrain(args.vtrain)
+        model, config, ignored, hardware = (imported.model, imported.config, imported.ignored,
+                                            imported.hardware)
+        if args.gpus is not None and args.gpus != imported.gpus:
+            raise ScheduleError(f"--gpus must be the file's num_gpus, {imported.gpus}, or not "
+                                f"given (got --gpus {args.gpus})")
     else:
         if args.gpus is None:
             raise ScheduleError("--hf needs --gpus")
@@ -649,11 +663,10 @@ def _explain(args) -> int:
         d = args.gpus // rest if rest and args.gpus % rest == 0 else 1
         fields["global_batch"] = args.global_batch or args.microbatch * d
         config = RunConfig.for_gpus(args.gpus, **fields)
-    if args.model is not None and args.torchtitan is None:  # (a Megatron run's)
-        model = model_arg(args.model)
-        if megatron:
-            model = imported.on(model)  # the shape from --model, the kernels from the launch
-    found = explain(model, config, args.hardware, neighbours=args.neighbours,
+    if args.model is not None and megatron:
+        model = imported.on(model_arg(args.model))  # the shape from --model, the kernels
+        # from the launch
+    found = explain(model, config, hardware, neighbours=args.neighbours,
                     workers=args.workers)
     print(found.table())
     if args.timeline:

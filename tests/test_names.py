@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fastpp"
 ALLOWED = ("generators/", "seed.py", "model/published.py", "model/validate.py",
            "model/validate_long.py",
            "model/validate_moe.py", "model/validate_small.py", "model/config.py",
-           "model/megatron.py", "model/torchtitan.py")
+           "model/megatron.py", "model/torchtitan.py", "model/vtrain.py")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

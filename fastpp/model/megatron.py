@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, one_of, positive_int
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
-from .hardware import preset
+from .hardware import Hardware, preset
 from .layout import megatron_layers, parse_layout
 from .moe import DISPATCHERS
 from .presets import MODELS
@@ -108,13 +108,15 @@ CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tu
 
 @dataclass(frozen=True)
 class Imported:
-    """What ``from_megatron`` read: unpacks as ``model, config``; ``ignored`` lists the flags
-    it does not model and ``gpus`` the launcher's GPU count (None if it gave none)."""
+    """What ``from_megatron`` (or ``from_vtrain``) read: unpacks as ``model, config``;
+    ``ignored`` lists the flags it does not model, ``gpus`` the launcher's GPU count (None if
+    it gave none) and ``hardware`` the cluster the file describes (None: it describes none)."""
 
     model: Transformer
     config: RunConfig
     ignored: tuple[str, ...] = ()
     gpus: int | None = None
+    hardware: Hardware | None = None
 
     def __iter__(self):
         return iter((self.model, self.config))

@@ -1,0 +1,134 @@
+"""vTrain's configuration files read as a model, a run and a cluster (``from_vtrain``)."""
+
+import json
+
+import pytest
+from helpers import needs_data
+
+from fastpp import ScheduleError
+from fastpp.model import HARDWARE, from_vtrain, plan, vtrain_cluster
+from fastpp.model.validate import DATA
+from fastpp.model.validate_small import vtrain_frame, vtrain_rows
+
+# one of vTrain's multi-node validation configurations, as its repository holds it
+# (config/validation/multi/config_val_39B_2_16_16_2.json)
+MULTI = {"num_gpus": 512, "gpu_name": "A100", "tensor_parallel_size": 2,
+         "data_parallel_size": 16, "pipeline_parallel_size": 16, "global_batch_size": 1536,
+         "micro_batch_size": 2, "num_layers": 48, "hidden_size": 8192,
+         "num_attention_heads": 64, "max_length": 2048, "use_gradient_bucket": False,
+         "use_checkpoint": True, "pipeline_scheduling": "1f1b", "inter_node_bandwidth": 800,
+         "intra_node_bandwidth": 150, "node_size": 8, "trace_path": "trace"}
+
+
+def _config(row) -> dict:
+    """A row of ``vtrain_single_node_a.csv`` as the configuration vTrain ran it from."""
+    return {"num_gpus": int(row["gpus"]), "tensor_parallel_size": int(row["t"]),
+            "data_parallel_size": int(row["d"]), "pipeline_parallel_size": int(row["p"]),
+            "global_batch_size": int(row["global_batch"]),
+            "micro_batch_size": int(row["microbatch"]), "num_layers": int(row["layers"]),
+            "hidden_size": int(row["hidden"]), "num_attention_heads": int(row["heads"]),
+            "max_length": int(row["seq"]), "use_checkpoint": True}
+
+
+@needs_data("vtrain_single_node_a.csv")
+def test_a_configuration_is_priced_as_its_measured_row():
+    """Read and planned, each configuration gives ``validate``'s price of its row: every
+    tensor, data and pipeline split, microbatch and model of the file."""
+    frame = vtrain_frame(DATA)
+    rows = vtrain_rows(HARDWARE["A100-80GB"], DATA)
+    picked = frame.drop_duplicates(["t", "d", "p", "microbatch", "hidden"]).index[::3]
+    assert len(picked) > 40
+    for i in picked:
+        run = from_vtrain(_config(frame.loc[i]))
+        step = plan(run.model, hardware=run.hardware, config=run.config)["step_time"].iloc[0]
+        assert 1e3 * step == pytest.approx(rows[i][4], rel=1e-12), rows[i][1]
+
+
+def test_a_multi_node_configuration(tmp_path):
+    path = tmp_path / "config_val_39B_2_16_16_2.json"
+    path.write_text(json.dumps(MULTI))
+    run = from_vtrain(path)
+    model, config = run
+    assert model.name == "config_val_39B_2_16_16_2"
+    assert (model.layers, model.hidden, model.heads, model.vocab) == (48, 8192, 64, 50432)
+    assert model.tied_embeddings and model.dropout and not model.flash_attention
+    assert (config.t, config.d, config.p, config.microbatch, config.n) == (2, 16, 16, 2, 48)
+    assert (config.recompute, config.zero, config.reduce_bytes) == ("full", 0, 2.0)
+    assert not config.gradient_overlap and not config.sequence_parallel
+    assert run.gpus == 512
+    assert run.ignored == ("intra_node_bandwidth", "trace_path")
+    # 800 Gb/s a node over 8 GPUs: 100 Gb/s each, at 90% of the line rate
+    assert run.hardware.network.bandwidth == pytest.approx(0.9 * 100e9 / 8)
+    assert run.hardware.gpus_per_node == 8
+    assert run.hardware.peak_flops == HARDWARE["A100-80GB"].peak_flops
+    row = plan(model, hardware=run.hardware, config=config).iloc[0]
+    faster = plan(model, hardware=vtrain_cluster(1600), config=config).iloc[0]
+    assert row["fits"] and row["step_time"] > faster["step_time"]
+    # within a node the network is not used
+    one_node = {**MULTI, "num_gpus": 8, "data_parallel_size": 1, "pipeline_parallel_size": 4,
+                "global_batch_size": 32, "num_layers": 8, "hidden_size": 1024,
+                "num_attention_heads": 16}
+    run = from_vtrain(one_node)
+    steps = [plan(run.model, hardware=vtrain_cluster(bw), config=run.config)["step_time"]
+             .iloc[0] for bw in (800, 1600)]
+    assert steps[0] == steps[1]
+
+
+def test_one_degree_is_derived_as_vtrain_derives_it():
+    partial = {**MULTI, "data_parallel_size": None}
+    assert from_vtrain(partial).config.d == 16
+    del partial["data_parallel_size"]
+    assert from_vtrain(partial).config.d == 16
+    no_gpus = {k: v for k, v in MULTI.items() if k != "num_gpus"}
+    assert from_vtrain(no_gpus).gpus == 512
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"gpu_name": "V100"}, r"gpu_name must be 'A100'.*got gpu_name='V100'"),
+    ({"model_arch": "Bert"}, r"model_arch must be 'ShardedGptModel'"),
+    ({"pipeline_scheduling": "gpipe"}, r"pipeline_scheduling must be '1f1b'"),
+    ({"num_gpus": 256}, r"num_gpus must be .* = 512 \(got num_gpus=256\)"),
+    ({"data_parallel_size": None, "pipeline_parallel_size": None},
+     r"data_parallel_size must be given"),
+    ({"data_parallel_size": None, "num_gpus": 100}, r"num_gpus must be a multiple of .* 32"),
+    ({"micro_batch_size": None}, r"micro_batch_size must be given"),
+    ({"micro_batch_size": 0}, r"micro_batch_size must be a positive integer"),
+    ({"num_attention_heads": 63}, r"num_attention_heads must be a multiple of"),
+    ({"use_checkpoint": "yes"}, r"use_checkpoint must be true or false"),
+    ({"hidden_size": 8192.5}, r"hidden_size must be a positive integer"),
+    ({"node_size": 0}, r"node_size must be a positive integer"),
+    ({"global_batch_size": 1000}, r"global_batch must be a multiple of microbatch \* d"),
+    ({"seq_length": 2048}, r"seq_length is not a vTrain configuration key"),
+])
+def test_bad_configurations_are_named(change, message):
+    with pytest.raises(ScheduleError, match=message):
+        from_vtrain({**MULTI, **change})
+
+
+def test_bad_files_are_named(tmp_path):
+    with pytest.raises(ScheduleError, match="no file"):
+        from_vtrain(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ScheduleError, match="is not JSON"):
+        from_vtrain(tmp_path / "bad.json")
+    with pytest.raises(ScheduleError, match="config must be a dict"):
+        from_vtrain(3)
+    with pytest.raises(ScheduleError, match="inter_node_bandwidth must be a positive integer"):
+        vtrain_cluster(0)
+
+
+def test_explain_cli_reads_a_vtrain_file(capsys, tmp_path):
+    from fastpp.__main__ import main
+
+    path = tmp_path / "config_val_39B_2_16_16_2.json"
+    path.write_text(json.dumps(MULTI))
+    assert main(["explain", "--vtrain", str(path), "--neighbours", "1", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "on 512 x A100-80GB (800 Gb/s a node): t=2 cp=1 p=16 d=16" in out
+    assert "not modelled: intra_node_bandwidth trace_path" in out
+    for flags, message in ((["--hardware", "A100-80GB"], "--hardware must not be given"),
+                           (["--model", "llama3-8b"], "--model must not be given with --vtrain"),
+                           (["--gpus", "64"], "--gpus must be the file's num_gpus, 512"),
+                           (["--tp", "2"], "--tp must be given with --hf only: --vtrain")):
+        assert main(["explain", "--vtrain", str(path), *flags]) == 2
+        assert message in capsys.readouterr().err
