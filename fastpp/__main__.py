@@ -617,8 +617,10 @@ def _explain(args) -> int:
                             f"the other sources give the vocabulary (got --vocab {args.vocab} "
                             f"with {source})")
     if args.model is not None and source in ("--hf", "--vtrain"):
-        raise ScheduleError(f"--model must not be given with {source}: the file gives the model "
-                            f"(got --model {args.model} with {source})")
+        what = "the config.json" if source == "--hf" else "the vTrain configuration"
+        raise ScheduleError(f"--model must not be given with {source}: {what} is the model "
+                            f"(got --model {args.model} with {source} "
+                            f"{args.hf if source == '--hf' else args.vtrain})")
     if args.vtrain is not None and args.hardware is not None:
         raise ScheduleError(f"--hardware must not be given with --vtrain: the file gives the "
                             f"cluster (got --hardware {args.hardware})")
