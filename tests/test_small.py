@@ -231,17 +231,21 @@ def test_the_preset_protocols_are_what_fit_protocols_gives():
         np.testing.assert_allclose(got, preset, rtol=2e-3)
 
 
-@pytest.mark.parametrize("p, d", [(1, 2), (1, 1), (2, 2), (4, 1)])
-def test_published_step_times_are_plans(p, d):
+@pytest.mark.parametrize("schedule, p, d", [("1f1b", 1, 2), ("1f1b", 1, 1), ("1f1b", 2, 2),
+                                             ("1f1b", 4, 1), ("zbv", 2, 2), ("zbv", 4, 1)])
+def test_published_step_times_are_plans(schedule, p, d):
     """``validate``'s step time (``published.step_time``) is ``plan``'s for the same run: a
-    tied output layer on its embedding's device is one weight, reduced and updated once."""
+    tied output layer on its embedding's device (one stage, or a V's first and last) is one
+    weight, reduced and updated once, with no all-reduce between the ends."""
     t, b, batch = 2, 2, 32
     model = Transformer(8, 1024, 16, vocab=padded_vocab(50257, t), flash_attention=False,
                         tied_embeddings=True)
+    m = 2 if schedule == "zbv" else 1
     run = RunConfig(seq=1024, global_batch=batch, t=t, d=d, p=p, microbatch=b,
-                    recompute="full", sequence_parallel=False, zero=0, reduce_bytes=2.0)
+                    recompute="full", sequence_parallel=False, zero=0, reduce_bytes=2.0,
+                    schedule=schedule, m=m)
     row = plan(model, t * d * p, A100, config=run).iloc[0]
-    sched = _schedule("1f1b", p, batch // (d * b))
+    sched = _schedule(schedule, p, batch // (d * b), m)
     mine = step_time(model, A100, sched, seq=1024, microbatch=b, t=t, d=d, recompute="full",
                      reduce_bytes=2.0)
     assert mine == pytest.approx(row["step_time"], rel=1e-12)

@@ -680,7 +680,11 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     # outside the pipeline: the gradient reduction, ZeRO's all-gather, the tied embedding's
     # all-reduce and the optimizer step of the fullest device, each backward's window
     window = np.bincount(slot, weights=(table["b"] / m[config]), minlength=peaks.size)
-    tied = model.tied_embeddings & (p > 1)
+    # a tied weight all-reduces between the devices of a model copy's two ends; where one
+    # device holds both (V-shaped placements) it is one weight
+    apart = np.zeros(run.size, bool)
+    np.logical_or.at(apart, config[ends[0]], slot[ends[0]] != slot[ends[1]])
+    tied = model.tied_embeddings & apart
     terms = step_terms(hardware, np.maximum.reduceat(params, peak_at), t, d * cp,
                        cols["zero"][run], overlap=grad_overlap,
                        window=np.minimum.reduceat(window, peak_at),
