@@ -39,16 +39,17 @@ P_, N_, M_, W_, V_, BLOCK, LENGTH, STAGES, ROUTES = range(9)
 BUDGET = 4_000_000  # op slots (16 bytes each with their times) built at once per thread
 
 
-def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) -> None:
+def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at,
+                       share: int | None = None) -> None:
     """Build and simulate the points ``index``: row ``i`` of ``out`` gets point ``i``'s
     ``COLUMNS``; unless ``peaks`` is empty, device ``r``'s peak activations of point ``i`` go
     to ``peaks[peak_at[i] + r]``.
 
     Consecutive points with the same ``(schedule, p, n, m, G)`` share one build (callers order
-    points that way). A run of ``SHARE`` or more of them goes to ``simulate_shared`` (the
-    build's point plan, made once), the others to ``simulate_points`` (each point's own
-    timeline and memory walk); the builds go in batches of at most ``BUDGET`` op slots, so
-    memory stays bounded whatever the points.
+    points that way). A run of ``share`` (default ``SHARE``) or more of them goes to
+    ``simulate_shared`` (the build's point plan, made once), the others to
+    ``simulate_points`` (each point's own timeline and memory walk); the builds go in
+    batches of at most ``BUDGET`` op slots, so memory stays bounded whatever the points.
     """
     index = np.ascontiguousarray(index, np.int64)
     if index.size == 0:
@@ -61,7 +62,7 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
     first = np.flatnonzero(new)  # where each build's run of points starts
     slot = np.cumsum(new) - 1  # each point's build
     size = np.diff(np.r_[first, index.size])
-    shared = np.repeat(size >= SHARE, size)
+    shared = np.repeat(size >= (SHARE if share is None else share), size)
     work = (keys[1] * keys[2] * keys[3])[first] * 3
     b0 = 0
     while b0 < first.size:
@@ -84,10 +85,12 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at) 
 # timeline that records the ops' inputs, a memory walk and two passes in its order) costs
 # about two points' walks. At 3, plan's default job's kernels measured 13% faster than at
 # 4, but the main job (builds of 3 points) would compile simulate_shared: cold 25.6 and 30.5
-# s against 15.2 and 16.6 s at 4. From 16 to 2,048 points a build it measured as fast as the
-# compiled batch pass (fastpp.compiled.evaluate) with the compiled form cached, and faster
-# with the form made in the call, so the engine has no other path (docs/performance.md)
+# s against 15.2 and 16.6 s at 4; so plan asks for 3 (PLAN_SHARE), and sweeps keep 4. From
+# 16 to 2,048 points a build it measured as fast as the compiled batch pass
+# (fastpp.compiled.evaluate) with the compiled form cached, and faster with the form made in
+# the call, so the engine has no other path (docs/performance.md)
 SHARE = 4
+PLAN_SHARE = 3
 
 
 def _build(keys):

@@ -119,7 +119,7 @@ class Pending:
 
 
 def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
-          threads: int = 1, peaks: bool = False) -> Pending:
+          threads: int = 1, peaks: bool = False, share: int | None = None) -> Pending:
     """Start simulating points on ``pool``, or here and now without one.
 
     Parameters
@@ -133,6 +133,9 @@ def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
         Threads to run on, about four slices of points for each of ``threads``.
     peaks : bool
         Keep every device's peak activations.
+    share : int, optional
+        The fewest points of one build that share its point plan (default
+        ``batch.SHARE``).
 
     Returns
     -------
@@ -147,7 +150,7 @@ def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
     order = _order(keys)
 
     def run(index):
-        batch.build_and_simulate(*keys, values, at, index, out, device_peaks, peak_at)
+        batch.build_and_simulate(*keys, values, at, index, out, device_peaks, peak_at, share)
 
     if pool is None or count == 0:
         run(order)
@@ -159,7 +162,7 @@ def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
 
 
 def run(sid, p, n, m, G, costs: dict, *, first=None, V=None, workers: int = 1,
-        peaks: bool = False) -> Rows:
+        peaks: bool = False, share: int | None = None) -> Rows:
     """Simulate every point on ``workers`` threads: ``cost_layout``, ``start`` and
     ``result`` in one call.
 
@@ -174,6 +177,8 @@ def run(sid, p, n, m, G, costs: dict, *, first=None, V=None, workers: int = 1,
         Threads (kept between calls).
     peaks : bool
         Keep every device's peak activations.
+    share : int, optional
+        As for ``start``.
 
     Returns
     -------
@@ -181,9 +186,9 @@ def run(sid, p, n, m, G, costs: dict, *, first=None, V=None, workers: int = 1,
     """
     values, at = cost_layout(costs, len(sid), first, V)
     if workers <= 1:
-        return start(sid, p, n, m, G, values, at, peaks=peaks).result()
+        return start(sid, p, n, m, G, values, at, peaks=peaks, share=share).result()
     return start(sid, p, n, m, G, values, at, pool=_pool(workers), threads=workers,
-                 peaks=peaks).result()
+                 peaks=peaks, share=share).result()
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:

@@ -656,7 +656,8 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     cp = cols["cp"][run]
     zero3 = grid.zero3
     fields = {k: v for k, v in table.items() if k in FIELDS}
-    rows = engine.run(sid, p, n, m, p, fields, first=first, V=V, workers=workers, peaks=True)
+    rows = engine.run(sid, p, n, m, p, fields, first=first, V=V, workers=workers, peaks=True,
+                      share=batch.PLAN_SHARE)
     if np.any(rows.status != batch.OK):
         raise ScheduleError(f"the kernel rejected a generated configuration (status "
                             f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
