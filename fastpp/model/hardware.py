@@ -362,7 +362,7 @@ A100_CURVE = {"efficiency": 0.76, "matmul_half": 64.0}
 # A100's fixed costs, fitted by fastpp.model.validate_small.calibrate_overheads on the even
 # rows of vtrain_single_node_a.csv (Megatron on a DGX A100, vTrain's host); its odd rows check
 # them, the descent starting from validate_small.VTRAIN_START (the previous fit, from a
-# Nelder-Mead optimum; from zero it stops at a worse fixed point, 6.4% against 6.2%). The
+# Nelder-Mead optimum; from zero it stops at a worse fixed point, 6.3% against 6.1%). The
 # hand-off's is not fitted (OVERHEAD_GRID): fitted with the others (the curve at e = 0.74) it
 # took 0.3 ms and gained the calibration rows 0.1 point, under the half point a new constant
 # must earn. The other presets have none: no table of theirs is launch- or latency-bound.
