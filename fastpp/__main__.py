@@ -565,7 +565,7 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--hardware", help="a preset (H100-80GB; with --vtrain the file's "
                     "cluster)")
     ap.add_argument("--model", help="the model instead of the one the run gives (not with "
-                    "--hf): a preset or a config.json")
+                    "--hf or --vtrain): a preset or a config.json")
     ap.add_argument("--vocab", type=int, help="the tokenizer's vocabulary when a Megatron "
                     "script does not say --vocab-size")
     ap.add_argument("--neighbours", type=int, default=5, help="faster runs to list (5)")
@@ -607,7 +607,7 @@ def _explain(args) -> int:
     from .model.megatron import SCHEDULES as MEGATRON_SCHEDULES
 
     ignored = ()
-    hardware = args.hardware or "H100-80GB"
+    hardware = "H100-80GB" if args.hardware is None else args.hardware
     megatron = args.megatron is not None or args.megatron_script is not None
     source = next(f"--{k.replace('_', '-')}" for k in ("megatron", "megatron_script",
                                                        "torchtitan", "hf", "vtrain")
@@ -666,10 +666,10 @@ def _explain(args) -> int:
         fields["global_batch"] = args.global_batch or args.microbatch * d
         config = RunConfig.for_gpus(args.gpus, **fields)
     if args.model is not None and megatron:
-        model = imported.on(model_arg(args.model))  # the shape from --model, the kernels
-        # from the launch
+        # the shape from --model, the kernels from the launch
+        model = imported.on(model_arg(args.model))
     found = explain(model, config, hardware, neighbours=args.neighbours,
-                    workers=args.workers)
+                    workers=args.workers, flags="vtrain" if args.vtrain else "megatron")
     print(found.table())
     if args.timeline:
         print("\n" + found.timeline())

@@ -1,12 +1,14 @@
 """vTrain's configuration files read as a model, a run and a cluster (``from_vtrain``)."""
 
+import dataclasses
 import json
 
 import pytest
 from helpers import needs_data
 
 from fastpp import ScheduleError
-from fastpp.model import HARDWARE, from_vtrain, plan, vtrain_cluster
+from fastpp.model import HARDWARE, RunConfig, from_vtrain, plan, to_vtrain, vtrain_cluster
+from fastpp.model.explain import explain
 from fastpp.model.validate import DATA
 from fastpp.model.validate_small import vtrain_frame, vtrain_rows
 
@@ -77,6 +79,11 @@ def test_a_multi_node_configuration(tmp_path):
 def test_one_degree_is_derived_as_vtrain_derives_it():
     partial = {**MULTI, "data_parallel_size": None}
     assert from_vtrain(partial).config.d == 16
+    # without a pipeline and without a microbatch, one microbatch a replica, as vTrain takes
+    flat = {**MULTI, "pipeline_parallel_size": 1, "data_parallel_size": 256,
+            "micro_batch_size": None}
+    assert from_vtrain(flat).config.microbatch == 1536 // 256
+    assert from_vtrain({**flat, "micro_batch_size": 2}).config.microbatch == 2
     del partial["data_parallel_size"]
     assert from_vtrain(partial).config.d == 16
     no_gpus = {k: v for k, v in MULTI.items() if k != "num_gpus"}
@@ -98,7 +105,15 @@ def test_one_degree_is_derived_as_vtrain_derives_it():
     ({"hidden_size": 8192.5}, r"hidden_size must be a positive integer"),
     ({"node_size": 0}, r"node_size must be a positive integer"),
     ({"global_batch_size": 1000}, r"global_batch must be a multiple of microbatch \* d"),
-    ({"seq_length": 2048}, r"seq_length is not a vTrain configuration key"),
+    ({"seq_length": 2048}, r"'seq_length' is not a vTrain configuration key"),
+    ({"num_layers": 50}, r"num_layers must be a multiple of pipeline_parallel_size = 16"),
+    ({"inter_node_bandwidth": 10**400}, r"inter_node_bandwidth must be at most"),
+    ({"vocab_size": 10**30}, r"vocab_size must be at most"),
+    ({"intra_node_bandwidth": "fast"}, r"intra_node_bandwidth must be a positive integer"),
+    ({"trace_path": 3}, r"trace_path must be a string"),
+    ({"ddp_bucket_size": -1}, r"ddp_bucket_size must be a positive integer"),
+    ({"use_gradient_bucket": 1}, r"use_gradient_bucket must be true or false"),
+    ({3: 4}, r"3 is not a vTrain configuration key"),
 ])
 def test_bad_configurations_are_named(change, message):
     with pytest.raises(ScheduleError, match=message):
@@ -132,3 +147,48 @@ def test_explain_cli_reads_a_vtrain_file(capsys, tmp_path):
                            (["--tp", "2"], "--tp must be given with --hf only: --vtrain")):
         assert main(["explain", "--vtrain", str(path), *flags]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_to_vtrain_gives_the_configuration_back(tmp_path):
+    run = from_vtrain(MULTI, name="39B")
+    written = to_vtrain(run.config, run.model, run.hardware)
+    assert {k: v for k, v in written.items() if k in MULTI} == {
+        k: v for k, v in MULTI.items() if k not in ("intra_node_bandwidth", "trace_path")}
+    again = from_vtrain(written, name="39B")
+    assert (again.model, again.config, again.hardware) == (run.model, run.config, run.hardware)
+    fast = vtrain_cluster(1600, 8)
+    assert to_vtrain(run.config, run.model, fast)["inter_node_bandwidth"] == 1600
+    for change, field in ((dict(recompute="selective"), "recompute='selective'"),
+                          (dict(zero=1), "zero=1"), (dict(sequence_parallel=True),
+                                                     "sequence_parallel=True"),
+                          (dict(schedule="interleaved-1f1b", m=2), "schedule=")):
+        with pytest.raises(ScheduleError, match=f"to_vtrain cannot state {field}"):
+            to_vtrain(run.config.replace(**change), run.model)
+    with pytest.raises(ScheduleError, match="the model's flash_attention=True"):
+        to_vtrain(run.config, dataclasses.replace(run.model, flash_attention=True))
+    with pytest.raises(ScheduleError, match="hardware must be a vtrain_cluster"):
+        to_vtrain(run.config, run.model, HARDWARE["H100-80GB"])
+
+
+def test_explain_keeps_to_what_vtrain_runs():
+    """vTrain's neighbours: 1F1B, ZeRO-0, full or no recomputation, stages dividing the
+    layers; written as the keys that change."""
+    run = from_vtrain({**MULTI, "num_gpus": 64, "data_parallel_size": 2,
+                       "pipeline_parallel_size": 16, "global_batch_size": 128,
+                       "num_layers": 48}, name="39B")
+    found = explain(run.model, run.config, run.hardware, neighbours=50, workers=1,
+                    flags="vtrain")
+    assert found.neighbours
+    for row in found.neighbours:
+        assert row["schedule"] == "1f1b" and row["zero"] == 0
+        assert row["recompute"] in ("none", "full") and 48 % row["p"] == 0
+        keys = dict(word.split("=") for word in row["changes"].split())
+        assert keys and set(keys) <= set(to_vtrain(run.config, run.model))
+        other = RunConfig.from_row(row, seq=run.config.seq, sequence_parallel=False,
+                                   reduce_bytes=2.0, precision=None, layout=None)
+        # the file with the printed keys changed reads as the neighbour
+        changed = {**to_vtrain(run.config, run.model, run.hardware),
+                   **{k: json.loads(v) for k, v in keys.items()}}
+        assert from_vtrain(changed).config == other
+    with pytest.raises(ScheduleError, match="flags must be one of"):
+        explain(run.model, run.config, run.hardware, neighbours=0, flags="nemo")

@@ -8,11 +8,12 @@ flags (or the fields) to change.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, nonnegative_int, require
+from ..checks import ScheduleError, nonnegative_int, one_of, require
 from .config import RunConfig, as_run
 from .hardware import HARDWARE, preset
 from .megatron import SCHEDULES as MEGATRON_SCHEDULES
@@ -23,9 +24,11 @@ from .presets import MODELS
 from .pricing import _chunks
 from .recipes import make_recipe
 from .stages import recomputed_layers
+from .vtrain import run_keys
 
 # the choices a neighbour may change, each a plan axis; the rest stay as the run has them
 CHANGED = ("t", "p", "m", "schedule", "microbatch", "recompute", "zero")
+FLAGS = ("megatron", "vtrain")  # how explain runs and writes the neighbours
 PARTS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "peak_activations")
 
 
@@ -99,7 +102,7 @@ class Explanation:
 
 
 def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int = 5,
-            workers: int | None = None) -> Explanation:
+            workers: int | None = None, flags: str = "megatron") -> Explanation:
     """The prediction of one run and the nearest faster runs that fit.
 
     Parameters
@@ -111,6 +114,10 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
         How many faster configurations to list (0: none, no search).
     workers : int, optional
         ``plan``'s threads.
+    flags : {"megatron", "vtrain"}
+        How the neighbours are run and written: Megatron-LM's runs as its flags (fields
+        where its flags cannot state the run), or vTrain's (1F1B, ZeRO-0, full or no
+        recomputation) as the keys of its configuration that change (``to_vtrain``).
 
     Returns
     -------
@@ -121,13 +128,14 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     hardware = preset(HARDWARE, hardware, "hardware")
     config = as_run(config)
     count = nonnegative_int(neighbours, "neighbours")
+    one_of(flags, "flags", FLAGS)
     rows = plan(model, hardware=hardware, config=config, workers=workers,
                 capacity=1e30)  # the run itself, whether it fits or not
     row = rows.iloc[0].to_dict()
     if row["reason"]:
         raise ScheduleError(f"the run cannot be priced: {row['reason']}")
     row["fits"] = bool(row["peak_memory"] <= hardware.memory_bytes)
-    found = _neighbours(model, hardware, config, row, count, workers) if count else None
+    found = _neighbours(model, hardware, config, row, count, workers, flags) if count else None
     return Explanation(model, config, hardware, row, _recompute_tflops(model, config, row),
                        found)
 
@@ -160,21 +168,26 @@ def _recompute_tflops(model, config: RunConfig, row: dict) -> float:
                  / (layers + logits))
 
 
-def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, workers):
+def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, workers, flags):
     """Faster rows that fit, over the run's GPUs, batch and sequence, fewest changes first."""
     pd = require("pandas", "sweep", "fastpp.model.explain")
 
     # Megatron's flags where Megatron can run the run (not torchtitan's interval recomputation)
-    megatron = (config.schedule in MEGATRON_SCHEDULES
+    megatron = (flags == "megatron" and config.schedule in MEGATRON_SCHEDULES
                 and config.partial_recompute["recompute_method"] != "interval")
     # as Megatron runs each neighbour: a plain pipeline's hand-offs block, an interleaved
     # one's overlap unless the run says --no-overlap-p2p-communication
     plain, interleaved = MEGATRON_SCHEDULES
     groups = ([([plain], True), ([interleaved], config.blocking_handoffs and config.m > 1)]
-              if megatron else [(None, config.blocking_handoffs)])
+              if megatron else [([plain], True)] if flags == "vtrain"
+              else [(None, config.blocking_handoffs)])
+    # vTrain's runs: ZeRO-0, full or no recomputation, stages that divide the layers
+    vtrain = {"zero": [0], "recompute": ["none", "full"],
+              "pp": [p for p in range(1, model.layers + 1) if model.layers % p == 0]
+              } if flags == "vtrain" else {"zero": sorted({config.zero, 1})}
     rows = pd.concat([plan(
         model, config.gpus, hardware, seq=config.seq, global_batch=config.global_batch,
-        schedules=schedules, zero=sorted({config.zero, 1}), cp=[config.cp], ep=[config.ep],
+        schedules=schedules, **vtrain, cp=[config.cp], ep=[config.ep],
         etp=[config.etp], precision=None if config.precision is None else [config.precision],
         sequence_parallel=config.sequence_parallel, gradient_overlap=config.gradient_overlap,
         blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
@@ -196,7 +209,8 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
             blocking_handoffs=blocking, layout=None)
         changed = sum(getattr(other, k) != getattr(config, k) for k in (*CHANGED, "d"))
         out.append({**r.to_dict(), "changed": changed,
-                    "changes": _changes(config, other, megatron)})
+                    "changes": (_vtrain_changes(config, other) if flags == "vtrain"
+                                else _changes(config, other, megatron))})
     out.sort(key=lambda x: (x["changed"], x["step_time"]))
     return out[:count]
 
@@ -210,6 +224,12 @@ def _changes(old: RunConfig, new: RunConfig, megatron: bool) -> str:
         return " ".join(sets + drops)
     return " ".join(f"{k}={getattr(new, k)}" for k in CHANGED
                     if getattr(new, k) != getattr(old, k))
+
+
+def _vtrain_changes(old: RunConfig, new: RunConfig) -> str:
+    """The keys of the vTrain configuration that differ, as ``key=value``."""
+    before, after = run_keys(old), run_keys(new)
+    return " ".join(f"{k}={json.dumps(v)}" for k, v in after.items() if before[k] != v)
 
 
 def _flag_map(flags: list[str]) -> dict[str, str]:

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..checks import ScheduleError, ScheduleTypeError, positive_int
-from .config import RunConfig
-from .hardware import HARDWARE, Hardware, Link
+from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, positive_int
+from .config import RunConfig, as_model, as_run
+from .hardware import HARDWARE, LINKS, Hardware, Link
 from .hf import read_config
 from .megatron import Imported
 from .transformer import Transformer
+from .validate_small import GPT2_VOCAB, padded_vocab
 
-GPT2_VOCAB = 50257
-LINE_RATE = 0.9  # of a NIC's line rate a ring reaches (the IB presets')
-IB_LATENCY = 8e-6  # the IB presets' latency per step
+HDR = LINKS["IB-200G"]  # 200 Gb/s a GPU: its share of the line rate and its latency
+LINE_RATE = HDR.bandwidth / (200e9 / 8)
 # vTrainConfig's keys and defaults (src/config.py); None: required, or derived as vTrain does
 KEYS = {"num_gpus": None, "tensor_parallel_size": None, "data_parallel_size": None,
         "pipeline_parallel_size": None, "gpu_name": "A100", "global_batch_size": 1920,
@@ -60,52 +60,55 @@ def from_vtrain(config, name: str | None = None) -> Imported:
         network per vTrain's ``inter_node_bandwidth`` and ``node_size``), ``.gpus`` the GPUs,
         ``.ignored`` the keys not priced. Price it with ``plan(run.model,
         hardware=run.hardware, config=run.config)``. As ``vTrainConfig`` does, one missing
-        degree is what ``num_gpus`` leaves. The microbatch is the file's, with ``p = 1``
-        too: vTrain's simulator takes ``global_batch / d`` there, but its measured runs with
-        one stage differ by microbatch, as a launch with gradient accumulation does.
+        degree is what ``num_gpus`` leaves, and without a pipeline a missing microbatch is
+        ``global_batch / d``. A given microbatch is kept with ``p = 1`` too: vTrain's
+        simulator replaces it there by ``global_batch / d``, but its measured runs with one
+        stage differ by microbatch, as a launch with gradient accumulation does.
 
     Raises
     ------
     ScheduleError
         Naming the key: a value of the wrong type, a missing degree that cannot be derived,
-        degrees whose product is not ``num_gpus``, a GPU other than the A100, a model other
-        than ``ShardedGptModel``, a schedule other than ``"1f1b"``, an unknown key.
+        degrees whose product is not ``num_gpus``, layers that the stages do not divide, a
+        GPU other than the A100, a model other than ``ShardedGptModel``, a schedule other
+        than ``"1f1b"``, an unknown key.
     """
     data, where = read_config(config)
-    unknown = sorted(set(data) - set(KEYS))
+    unknown = sorted(set(data) - set(KEYS), key=str)
     if unknown:
-        raise ScheduleError(f"{where}: {unknown[0]} is not a vTrain configuration key (known: "
-                            f"{', '.join(KEYS)})")
-    a = {key: data.get(key, default) for key, default in KEYS.items()}
-    for key in ("gpu_name", "model_arch", "pipeline_scheduling"):
+        raise ScheduleError(f"{where}: {unknown[0]!r} is not a vTrain configuration key "
+                            f"(known: {', '.join(KEYS)})")
+    a = {key: default if data.get(key) is None else data[key] for key, default in KEYS.items()}
+    for key in ("gpu_name", "model_arch", "pipeline_scheduling", "trace_path"):
         if not isinstance(a[key], str):
             raise ScheduleTypeError(f"{key} must be a string (got {key}={a[key]!r})")
     for key in ("use_gradient_bucket", "use_checkpoint"):
         if not isinstance(a[key], bool):
             raise ScheduleTypeError(f"{key} must be true or false (got {key}={a[key]!r})")
-    if a["gpu_name"] != "A100":
-        raise ScheduleError(f"gpu_name must be 'A100', the one GPU of vTrain's with a fastpp "
-                            f"preset (got gpu_name={a['gpu_name']!r})")
-    if a["model_arch"] != "ShardedGptModel":
-        raise ScheduleError(f"model_arch must be 'ShardedGptModel' (got "
-                            f"model_arch={a['model_arch']!r})")
-    if a["pipeline_scheduling"] != "1f1b":
-        raise ScheduleError(f"pipeline_scheduling must be '1f1b' (got "
-                            f"pipeline_scheduling={a['pipeline_scheduling']!r})")
-    t, d, p, gpus = _degrees(a)
+    for key, want in (("gpu_name", "A100"), ("model_arch", "ShardedGptModel"),
+                      ("pipeline_scheduling", "1f1b")):
+        if a[key] != want:
+            why = ", the one GPU of vTrain's with a fastpp preset" if key == "gpu_name" else ""
+            raise ScheduleError(f"{key} must be {want!r}{why} (got {key}={a[key]!r})")
     for key in ("global_batch_size", "num_layers", "hidden_size", "num_attention_heads",
-                "max_length", "vocab_size", "inter_node_bandwidth", "node_size"):
-        positive_int(a[key], key)
-    if a["micro_batch_size"] is None:
-        raise ScheduleError("micro_batch_size must be given (got none)")
-    b = positive_int(a["micro_batch_size"], "micro_batch_size")
-    if a["num_attention_heads"] % t:
-        raise ScheduleError(f"num_attention_heads must be a multiple of tensor_parallel_size "
-                            f"= {t} (got num_attention_heads={a['num_attention_heads']})")
-    step = 128 * t  # Megatron's padding of the vocabulary
+                "max_length", "vocab_size", "inter_node_bandwidth", "intra_node_bandwidth",
+                "node_size", *(("ddp_bucket_size",) if a["ddp_bucket_size"] is not None else ())):
+        positive_int(a[key], key, MAX_INT - 1)
+    t, d, p, gpus = _degrees(a)
+    if a["micro_batch_size"] is None and p > 1:
+        raise ScheduleError("micro_batch_size must be given with pipeline_parallel_size > 1 "
+                            "(got none)")
+    b = (a["global_batch_size"] // d if a["micro_batch_size"] is None else
+         positive_int(a["micro_batch_size"], "micro_batch_size", MAX_INT - 1))
+    for key, divisor, degree in (("num_attention_heads", "tensor_parallel_size", t),
+                                 ("num_layers", "pipeline_parallel_size", p)):
+        if a[key] % degree:
+            raise ScheduleError(f"{key} must be a multiple of {divisor} = {degree} (got "
+                                f"{key}={a[key]})")
     model = Transformer(a["num_layers"], a["hidden_size"], a["num_attention_heads"],
-                        vocab=-(-a["vocab_size"] // step) * step, tied_embeddings=True,
-                        dropout=True, flash_attention=False, name=name or _name(config))
+                        vocab=padded_vocab(a["vocab_size"], t), tied_embeddings=True,
+                        dropout=True, flash_attention=False,
+                        name=_name(config) if name is None else name)
     run = RunConfig(seq=a["max_length"], global_batch=a["global_batch_size"], t=t, d=d, p=p,
                     microbatch=b, recompute="full" if a["use_checkpoint"] else "none",
                     sequence_parallel=False, zero=0, gradient_overlap=a["use_gradient_bucket"],
@@ -130,20 +133,22 @@ def vtrain_cluster(inter_node_bandwidth: int = 800, node_size: int = 8) -> Hardw
     -------
     Hardware
     """
-    positive_int(inter_node_bandwidth, "inter_node_bandwidth")
-    positive_int(node_size, "node_size")
+    positive_int(inter_node_bandwidth, "inter_node_bandwidth", MAX_INT - 1)
+    positive_int(node_size, "node_size", MAX_INT - 1)
     per_gpu = inter_node_bandwidth / node_size
     a100 = HARDWARE["A100-80GB"]
     return replace(a100, name=f"{a100.name} ({inter_node_bandwidth} Gb/s a node)",
                    gpus_per_node=node_size,
-                   network=Link(f"IB-{per_gpu:g}G", LINE_RATE * per_gpu * 1e9 / 8, IB_LATENCY))
+                   network=Link(f"IB-{per_gpu:g}G", LINE_RATE * per_gpu * 1e9 / 8, HDR.latency))
 
 
 def _degrees(a: dict) -> tuple[int, int, int, int]:
     """``t, d, p, gpus``: one degree left out is what ``num_gpus`` leaves, as vTrain's
     ``validate_config`` derives it."""
-    given = {key: positive_int(a[key], key) for key in DEGREES if a[key] is not None}
-    gpus = None if a["num_gpus"] is None else positive_int(a["num_gpus"], "num_gpus")
+    given = {key: positive_int(a[key], key, MAX_INT - 1) for key in DEGREES
+             if a[key] is not None}
+    gpus = None if a["num_gpus"] is None else positive_int(a["num_gpus"], "num_gpus",
+                                                            MAX_INT - 1)
     missing = [key for key in DEGREES if key not in given]
     if missing and (gpus is None or len(missing) > 1):
         raise ScheduleError(f"{missing[0]} must be given (got none; vTrain derives one degree "
@@ -164,7 +169,67 @@ def _degrees(a: dict) -> tuple[int, int, int, int]:
 
 
 def _name(config) -> str:
+    """The file's name without ``.json``, or ``"vtrain"`` for a dict."""
     if isinstance(config, dict):
         return "vtrain"
     base = str(config).replace("\\", "/").rsplit("/", 1)[-1]
     return base[:-5] if base.endswith(".json") else base
+
+
+def run_keys(c: RunConfig) -> dict:
+    """The keys of a vTrain configuration that state the run ``c`` (not its model or
+    cluster), unchecked: ``to_vtrain`` checks that vTrain runs it."""
+    return {"num_gpus": c.gpus, "tensor_parallel_size": c.t, "data_parallel_size": c.d,
+            "pipeline_parallel_size": c.p, "global_batch_size": c.global_batch,
+            "micro_batch_size": c.microbatch, "max_length": c.seq,
+            "use_gradient_bucket": c.gradient_overlap, "use_checkpoint": c.recompute == "full"}
+
+
+def to_vtrain(config: RunConfig, model: Transformer, hardware: Hardware | None = None) -> dict:
+    """``config`` on ``model`` as a vTrain configuration: ``from_vtrain`` of it gives ``model``
+    and ``config`` back (and ``hardware``, a ``vtrain_cluster``).
+
+    Parameters
+    ----------
+    config : RunConfig
+    model : Transformer
+    hardware : Hardware, optional
+        A ``vtrain_cluster`` (default: vTrain's, 800 Gb/s a node over 8 GPUs).
+
+    Returns
+    -------
+    dict
+        ``vTrainConfig``'s keys.
+
+    Raises
+    ------
+    ScheduleError
+        Naming the field vTrain cannot state (its runs are Megatron's GPT in 1F1B, without
+        sequence parallelism, a distributed optimizer or selective recomputation), or a
+        ``hardware`` that is not a ``vtrain_cluster``.
+    """
+    c, model = as_run(config), as_model(model)
+    hardware = vtrain_cluster() if hardware is None else hardware
+    if not isinstance(hardware, Hardware):
+        raise ScheduleTypeError(f"hardware must be a fastpp.model.Hardware (got "
+                                f"{type(hardware).__name__})")
+    node = round(hardware.network.bandwidth / LINE_RATE * 8 / 1e9 * hardware.gpus_per_node)
+    out = {**run_keys(c), "gpu_name": "A100", "model_arch": "ShardedGptModel",
+           "num_layers": model.layers, "hidden_size": model.hidden,
+           "num_attention_heads": model.heads, "vocab_size": model.vocab,
+           "pipeline_scheduling": "1f1b", "inter_node_bandwidth": node,
+           "node_size": hardware.gpus_per_node}
+    back = from_vtrain(out, name=model.name)
+    for field in c.__dataclass_fields__:
+        if getattr(back.config, field) != getattr(c, field):
+            raise ScheduleError(f"to_vtrain cannot state {field}={getattr(c, field)!r}: "
+                                f"vTrain's runs have {getattr(back.config, field)!r}")
+    for field in model.__dataclass_fields__:
+        if getattr(back.model, field) != getattr(model, field):
+            raise ScheduleError(f"to_vtrain cannot state the model's {field}="
+                                f"{getattr(model, field)!r}: vTrain's GPT has "
+                                f"{getattr(back.model, field)!r}")
+    if back.hardware != hardware:
+        raise ScheduleError(f"hardware must be a vtrain_cluster (the A100 preset with an "
+                            f"InfiniBand network; got {hardware.name})")
+    return out
