@@ -4,6 +4,7 @@
     python scripts/fidelity.py --out results   # the picture elsewhere
     python scripts/fidelity.py --markdown docs/fidelity-rows.md   # every row, for the docs
     python scripts/fidelity.py --errorbars   # rewrite fastpp/model/errorbars.json
+    python scripts/fidelity.py --vtrain-table other.csv   # a vTrain table nothing was fitted on
 
 Every row of the dense-training tables in shared/data (Korthikanti et al. 2022 in both
 recomputation modes and its layer table, Narayanan et al. 2021, Megatron-Core's H100 weak
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from fastpp.model.errorbar import TABLE, coverage, regime_table
 from fastpp.model.validate import mape, validate, zb_ranking
+from fastpp.model.validate_small import vtrain_table
 
 LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
           "korthikanti_2022_layer": "Korthikanti 2022, Table 4 layer (A100)",
@@ -93,6 +95,19 @@ def held_out(df) -> str:
     return "\n".join(lines)
 
 
+def held_out_table(path) -> str:
+    """A vTrain table nothing was fitted on (``vtrain_table``): its MAPE and worst rows."""
+    frame = vtrain_table(path)
+    error = frame["error"].abs()
+    lines = [f"{path}: {len(frame)} rows, MAPE {error.mean():.1%}, median {error.median():.1%}, "
+             f"worst {error.max():.1%}; within 8%: {(error <= 0.08).mean():.0%} of the rows"]
+    for r in frame.loc[error.sort_values(ascending=False).index[:5]].itertuples():
+        lines.append(f"  {r.gpus} GPUs t{r.t} d{r.d} p{r.p} h{r.hidden} L{r.layers} "
+                     f"B{r.global_batch} b{r.microbatch}: {r.iteration_ms:.1f} ms measured, "
+                     f"{r.predicted_ms:.1f} predicted ({r.error:+.1%})")
+    return "\n".join(lines)
+
+
 def write_errorbars(df, path: Path = TABLE) -> None:
     """The regime table the package ships (``fastpp.model.errorbar.TABLE``)."""
     text = json.dumps({"written_by": "python scripts/fidelity.py --errorbars",
@@ -141,7 +156,12 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", metavar="PATH", help="also write every row as Markdown")
     ap.add_argument("--errorbars", action="store_true",
                     help=f"also rewrite the shipped error bars ({TABLE.name})")
+    ap.add_argument("--vtrain-table", metavar="CSV", action="append", default=[],
+                    help="also price a table in vtrain_single_node_a.csv's format (vTrain's "
+                         "other measurements) on vTrain's cluster, every row a check")
     args = ap.parse_args(argv)
+    for path in args.vtrain_table:
+        print(held_out_table(path), "\n")
     df = validate()
     print(table(df), "\n")
     print(summary(df), "\n")

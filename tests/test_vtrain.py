@@ -10,7 +10,7 @@ from fastpp import ScheduleError
 from fastpp.model import HARDWARE, RunConfig, from_vtrain, plan, to_vtrain, vtrain_cluster
 from fastpp.model.explain import explain
 from fastpp.model.validate import DATA
-from fastpp.model.validate_small import vtrain_frame, vtrain_rows
+from fastpp.model.validate_small import vtrain_frame, vtrain_rows, vtrain_table
 
 # one of vTrain's multi-node validation configurations, as its repository holds it
 # (config/validation/multi/config_val_39B_2_16_16_2.json)
@@ -192,3 +192,31 @@ def test_explain_keeps_to_what_vtrain_runs():
         assert from_vtrain(changed).config == other
     with pytest.raises(ScheduleError, match="flags must be one of"):
         explain(run.model, run.config, run.hardware, neighbours=0, flags="nemo")
+
+
+@needs_data("vtrain_single_node_a.csv")
+def test_a_table_in_vtrains_format_is_priced_as_its_configurations(tmp_path):
+    """``vtrain_table`` (``scripts/fidelity.py --vtrain-table``): the file's check rows as a
+    table of their own give ``validate``'s prices; a multi-node row, ``from_vtrain``'s on
+    vTrain's cluster."""
+    lines = (DATA / "vtrain_single_node_a.csv").read_text().splitlines()
+    odd = tmp_path / "odd.csv"
+    odd.write_text("\n".join([lines[0], *lines[2::2]]) + "\n")
+    got = vtrain_table(odd)
+    want = vtrain_rows(HARDWARE["A100-80GB"], DATA, "check")
+    assert len(got) == len(want) == 373
+    assert got["predicted_ms"].tolist() == [row[4] for row in want]
+    multi = tmp_path / "multi.csv"
+    row = [MULTI[k] for k in ("num_gpus", "global_batch_size", "micro_batch_size",
+                              "hidden_size", "num_attention_heads", "num_layers",
+                              "max_length", "tensor_parallel_size", "data_parallel_size",
+                              "pipeline_parallel_size")]
+    multi.write_text(lines[0] + "\n" + ",".join(map(str, row)) + ",15000.0\n")
+    priced = vtrain_table(multi).iloc[0]
+    run = from_vtrain(MULTI)
+    step = plan(run.model, hardware=run.hardware, config=run.config)["step_time"].iloc[0]
+    assert priced["predicted_ms"] == pytest.approx(1e3 * step, rel=1e-12)
+    assert priced["error"] == pytest.approx(1e3 * step / 15000.0 - 1.0, rel=1e-12)
+    (tmp_path / "short.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ScheduleError, match="must have the 11 columns"):
+        vtrain_table(tmp_path / "short.csv")

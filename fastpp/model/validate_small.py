@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import require
+from ..checks import ScheduleError, require
 from .errorbar import regime
 
 VTRAIN = "vtrain_single_node_a"
@@ -34,11 +34,15 @@ def padded_vocab(vocab: int, t: int, multiple: int = 128) -> int:
     return -(-vocab // step) * step
 
 
-def vtrain_frame(data):
-    """The file as a frame with short column names and each row's ``role`` (row parity)."""
+def vtrain_frame(data, path=None):
+    """The file (or another table in its format at ``path``) as a frame with short column
+    names and each row's ``role`` (row parity)."""
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
-    df = pd.read_csv(data / f"{VTRAIN}.csv")
+    df = pd.read_csv(data / f"{VTRAIN}.csv" if path is None else path)
+    if len(df.columns) != len(COLUMNS):
+        raise ScheduleError(f"a vTrain table must have the {len(COLUMNS)} columns of "
+                            f"{VTRAIN}.csv ({', '.join(COLUMNS)}; got {len(df.columns)})")
     df.columns = COLUMNS
     df["role"] = np.where(np.arange(len(df)) % 2 == 0, "calibration", "check")
     return df
@@ -60,13 +64,14 @@ def vtrain_roles(data) -> dict:
             for i, r in enumerate(frame.to_dict("records")) if r["role"] == "calibration"}
 
 
-def vtrain_rows(hw, data, which=None):
+def vtrain_rows(hw, data, which=None, path=None):
     """``validate`` rows (dataset, row, quantity, measured, predicted, regime) of the file's
-    ``which`` rows (``"calibration"``, ``"check"`` or all), iteration times in ms."""
+    ``which`` rows (``"calibration"``, ``"check"`` or all), iteration times in ms; ``path``:
+    another table in its format (``vtrain_table``)."""
     from .published import _gpt, _schedule, step_time
 
     rows = []
-    for i, r in enumerate(vtrain_frame(data).to_dict("records")):
+    for i, r in enumerate(vtrain_frame(data, path).to_dict("records")):
         if which is not None and r["role"] != which:
             continue
         t, d, p, b = (int(r[k]) for k in ("t", "d", "p", "microbatch"))
@@ -77,6 +82,34 @@ def vtrain_rows(hw, data, which=None):
         rows.append((VTRAIN, row_label(i, r), "iteration_ms", float(r["iteration_ms"]),
                      1e3 * step, regime(model, hw, int(r["seq"]), t)))
     return rows
+
+
+def vtrain_table(path, hardware=None):
+    """Every row of a table in ``vtrain_single_node_a.csv``'s format (vTrain's published
+    measurements: its other single-node half, its multi-node set), priced as ``validate``
+    prices that file, on vTrain's cluster (``fastpp.model.vtrain_cluster``: its 800 Gb/s a
+    node over 8 GPUs) unless ``hardware`` is given. Nothing is fitted on it: every row is a
+    check of the constants fitted on the even rows of the file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The table (a CSV with that file's eleven columns, in its order).
+    hardware : Hardware, optional
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table's columns (short names, ``COLUMNS``), ``predicted_ms`` and ``error``
+        (predicted over measured, less 1).
+    """
+    from .vtrain import vtrain_cluster
+
+    hardware = vtrain_cluster() if hardware is None else hardware
+    frame = vtrain_frame(None, path).drop(columns="role")
+    frame["predicted_ms"] = [row[4] for row in vtrain_rows(hardware, None, path=path)]
+    frame["error"] = frame["predicted_ms"] / frame["iteration_ms"] - 1.0
+    return frame
 
 
 # calibrate_overheads' grid per constant, in seconds
