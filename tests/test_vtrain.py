@@ -114,6 +114,9 @@ def test_one_degree_is_derived_as_vtrain_derives_it():
     ({"ddp_bucket_size": -1}, r"ddp_bucket_size must be a positive integer"),
     ({"use_gradient_bucket": 1}, r"use_gradient_bucket must be true or false"),
     ({3: 4}, r"3 is not a vTrain configuration key"),
+    # a null is "not given" only where vTrain's default is None
+    ({"hidden_size": None}, r"hidden_size must be given a value, or left out .* 20480"),
+    ({"use_checkpoint": None}, r"use_checkpoint must be given a value"),
 ])
 def test_bad_configurations_are_named(change, message):
     with pytest.raises(ScheduleError, match=message):
@@ -168,6 +171,10 @@ def test_to_vtrain_gives_the_configuration_back(tmp_path):
         to_vtrain(run.config, dataclasses.replace(run.model, flash_attention=True))
     with pytest.raises(ScheduleError, match="hardware must be a vtrain_cluster"):
         to_vtrain(run.config, run.model, HARDWARE["H100-80GB"])
+    with pytest.raises(ScheduleError, match="to_vtrain cannot state cp=2"):
+        to_vtrain(run.config.replace(cp=2, d=8), run.model)
+    with pytest.raises(ScheduleError, match="model must be a fastpp.model.Transformer"):
+        to_vtrain(run.config, None)
 
 
 def test_explain_keeps_to_what_vtrain_runs():
@@ -192,6 +199,28 @@ def test_explain_keeps_to_what_vtrain_runs():
         assert from_vtrain(changed).config == other
     with pytest.raises(ScheduleError, match="flags must be one of"):
         explain(run.model, run.config, run.hardware, neighbours=0, flags="nemo")
+    with pytest.raises(ScheduleError, match="to_vtrain cannot state zero=1"):
+        explain(run.model, run.config.replace(zero=1), run.hardware, neighbours=1,
+                flags="vtrain")
+
+
+def test_explains_changes_read_back_from_a_file_without_a_microbatch():
+    """A file without a pipeline may leave the microbatch out (global_batch / d): where a
+    neighbour changes d or p, its microbatch is written too."""
+    flat = {**MULTI, "num_gpus": 4, "tensor_parallel_size": 1, "data_parallel_size": 4,
+            "pipeline_parallel_size": 1, "global_batch_size": 16, "micro_batch_size": None,
+            "num_layers": 8, "hidden_size": 1024, "num_attention_heads": 16}
+    run = from_vtrain(flat)
+    found = explain(run.model, run.config, run.hardware, neighbours=20, workers=1,
+                    flags="vtrain")
+    moved = 0
+    for row in found.neighbours:
+        keys = {k: json.loads(v) for k, v in (w.split("=") for w in row["changes"].split())}
+        back = from_vtrain({**flat, **keys}).config
+        assert (back.t, back.d, back.p, back.microbatch) == (row["t"], row["d"], row["p"],
+                                                             row["microbatch"])
+        moved += "data_parallel_size" in keys
+    assert moved
 
 
 @needs_data("vtrain_single_node_a.csv")
@@ -220,3 +249,21 @@ def test_a_table_in_vtrains_format_is_priced_as_its_configurations(tmp_path):
     (tmp_path / "short.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ScheduleError, match="must have the 11 columns"):
         vtrain_table(tmp_path / "short.csv")
+    good = "8,32,4,1024,16,24,1024,2,2,2,219.7"
+    for cells, message in (("8,32,0,", "microbatch must be a positive integer .got 0 in row 1"),
+                           ("8,32,,", "microbatch must be a positive integer .got nan"),
+                           ("8,32,four,", "microbatch must be a positive integer .got 'four'"),
+                           ("8,32,4.5,", "microbatch must be a positive integer .got 4.5"),
+                           ("8,30,4,", "global_batch must be a multiple of microbatch . d = 8"),
+                           ("4,32,4,", "gpus must be t . d . p = 8 .got 4 in row 1")):
+        bad = tmp_path / "bad.csv"
+        bad.write_text(lines[0] + "\n" + cells + good.split(",", 3)[3] + "\n")
+        with pytest.raises(ScheduleError, match=message):
+            vtrain_table(bad)
+    bad.write_text(lines[0] + "\n" + good.rsplit(",", 1)[0] + ",0\n")
+    with pytest.raises(ScheduleError, match="iteration_ms must be a positive time"):
+        vtrain_table(bad)
+    for path in (tmp_path / "missing.csv", tmp_path / "empty.csv"):
+        (tmp_path / "empty.csv").write_text("")
+        with pytest.raises(ScheduleError, match="must be a readable CSV"):
+            vtrain_table(path)

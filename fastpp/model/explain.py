@@ -24,7 +24,7 @@ from .presets import MODELS
 from .pricing import _chunks
 from .recipes import make_recipe
 from .stages import recomputed_layers
-from .vtrain import run_keys
+from .vtrain import run_keys, to_vtrain
 
 # the choices a neighbour may change, each a plan axis; the rest stay as the run has them
 CHANGED = ("t", "p", "m", "schedule", "microbatch", "recompute", "zero")
@@ -117,7 +117,9 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     flags : {"megatron", "vtrain"}
         How the neighbours are run and written: Megatron-LM's runs as its flags (fields
         where its flags cannot state the run), or vTrain's (1F1B, ZeRO-0, full or no
-        recomputation) as the keys of its configuration that change (``to_vtrain``).
+        recomputation; the run itself one vTrain runs, ``to_vtrain``) as the keys of its
+        configuration that change. Neighbours keep the run's vocabulary, which Megatron
+        would pad again for another ``t`` (a few hundred words: up to 5e-4 of a step).
 
     Returns
     -------
@@ -129,6 +131,8 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     config = as_run(config)
     count = nonnegative_int(neighbours, "neighbours")
     one_of(flags, "flags", FLAGS)
+    if flags == "vtrain":  # a run vTrain runs, or the ScheduleError naming what it cannot
+        to_vtrain(config, model, hardware)
     rows = plan(model, hardware=hardware, config=config, workers=workers,
                 capacity=1e30)  # the run itself, whether it fits or not
     row = rows.iloc[0].to_dict()
@@ -227,9 +231,14 @@ def _changes(old: RunConfig, new: RunConfig, megatron: bool) -> str:
 
 
 def _vtrain_changes(old: RunConfig, new: RunConfig) -> str:
-    """The keys of the vTrain configuration that differ, as ``key=value``."""
+    """The keys of the vTrain configuration that differ, as ``key=value``; the microbatch
+    too where ``d`` or ``p`` change, since a file without a pipeline may leave it to be
+    derived from them."""
     before, after = run_keys(old), run_keys(new)
-    return " ".join(f"{k}={json.dumps(v)}" for k, v in after.items() if before[k] != v)
+    derived = ("data_parallel_size", "pipeline_parallel_size")
+    keep = any(before[k] != after[k] for k in derived)
+    return " ".join(f"{k}={json.dumps(v)}" for k, v in after.items()
+                    if before[k] != v or (keep and k == "micro_batch_size"))
 
 
 def _flag_map(flags: list[str]) -> dict[str, str]:

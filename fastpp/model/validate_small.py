@@ -39,13 +39,58 @@ def vtrain_frame(data, path=None):
     names and each row's ``role`` (row parity)."""
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
-    df = pd.read_csv(data / f"{VTRAIN}.csv" if path is None else path)
+    where = data / f"{VTRAIN}.csv" if path is None else path
+    try:
+        df = pd.read_csv(where)
+    except (OSError, pd.errors.EmptyDataError, pd.errors.ParserError) as err:
+        raise ScheduleError(f"a vTrain table must be a readable CSV (got {where}: "
+                            f"{err})") from None
     if len(df.columns) != len(COLUMNS):
         raise ScheduleError(f"a vTrain table must have the {len(COLUMNS)} columns of "
                             f"{VTRAIN}.csv ({', '.join(COLUMNS)}; got {len(df.columns)})")
     df.columns = COLUMNS
+    _check_table(df, where)
+    df[COLUMNS[:-1]] = df[COLUMNS[:-1]].astype(np.int64)
     df["role"] = np.where(np.arange(len(df)) % 2 == 0, "calibration", "check")
     return df
+
+
+def _check_table(df, where) -> None:
+    """Every count a positive integer, every time positive, and the degrees and batch as a
+    run has them; else a ScheduleError naming the column and the row."""
+    values = df.apply(lambda column: np.asarray(
+        [float(x) if _number(x) else np.nan for x in column]))
+    for column in COLUMNS:
+        x = values[column].to_numpy()
+        bad = ~(np.isfinite(x) & (x > 0))
+        if column != "iteration_ms":
+            bad |= np.isfinite(x) & (x != np.round(x))
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            kind = "time" if column == "iteration_ms" else "integer"
+            cell = df[column].iloc[row]
+            cell = cell.item() if hasattr(cell, "item") else cell  # (numpy's scalar as Python's)
+            raise ScheduleError(f"{where}: {column} must be a positive {kind} (got {cell!r} in "
+                                f"row {row + 1})")
+    for row, (gpus, t, d, p, batch, b) in enumerate(zip(*(values[k].astype(np.int64) for k in (
+            "gpus", "t", "d", "p", "global_batch", "microbatch")), strict=True)):
+        if gpus != t * d * p:
+            raise ScheduleError(f"{where}: gpus must be t * d * p = {t * d * p} (got {gpus} "
+                                f"in row {row + 1})")
+        if batch % (b * d):
+            raise ScheduleError(f"{where}: global_batch must be a multiple of microbatch * d "
+                                f"= {b * d} (got {batch} in row {row + 1})")
+
+
+def _number(x) -> bool:
+    """Whether a cell reads as a number (not a bool, not text)."""
+    if isinstance(x, bool):
+        return False
+    try:
+        float(x)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def row_label(i: int, r) -> str:

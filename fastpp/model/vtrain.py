@@ -78,7 +78,13 @@ def from_vtrain(config, name: str | None = None) -> Imported:
     if unknown:
         raise ScheduleError(f"{where}: {unknown[0]!r} is not a vTrain configuration key "
                             f"(known: {', '.join(KEYS)})")
-    a = {key: default if data.get(key) is None else data[key] for key, default in KEYS.items()}
+    # null is "not given" where vTrain's default is None (derived or optional); elsewhere
+    # vTrainConfig would take the null itself, which no run has
+    nulls = [key for key, value in data.items() if value is None and KEYS[key] is not None]
+    if nulls:
+        raise ScheduleError(f"{nulls[0]} must be given a value, or left out for vTrain's "
+                            f"default {KEYS[nulls[0]]!r} (got null)")
+    a = {key: data.get(key, default) for key, default in KEYS.items()}
     for key in ("gpu_name", "model_arch", "pipeline_scheduling", "trace_path"):
         if not isinstance(a[key], str):
             raise ScheduleTypeError(f"{key} must be a string (got {key}={a[key]!r})")
@@ -209,6 +215,12 @@ def to_vtrain(config: RunConfig, model: Transformer, hardware: Hardware | None =
         ``hardware`` that is not a ``vtrain_cluster``.
     """
     c, model = as_run(config), as_model(model)
+    if model is None:
+        raise ScheduleTypeError("model must be a fastpp.model.Transformer (got None)")
+    for field in ("cp", "ep", "etp"):  # (they would change num_gpus, not come back named)
+        if getattr(c, field) != 1:
+            raise ScheduleError(f"to_vtrain cannot state {field}={getattr(c, field)}: vTrain's "
+                                f"runs have 1")
     hardware = vtrain_cluster() if hardware is None else hardware
     if not isinstance(hardware, Hardware):
         raise ScheduleTypeError(f"hardware must be a fastpp.model.Hardware (got "
