@@ -21,17 +21,11 @@ import numpy as np
 
 from ..checks import ScheduleError, require
 from .errorbar import regime
+from .vtrain import GPT2_VOCAB, padded_vocab, vtrain_cluster
 
 VTRAIN = "vtrain_single_node_a"
-GPT2_VOCAB = 50257
 COLUMNS = ["gpus", "global_batch", "microbatch", "hidden", "heads", "layers", "seq", "t", "d",
            "p", "iteration_ms"]
-
-
-def padded_vocab(vocab: int, t: int, multiple: int = 128) -> int:
-    """Megatron's padded vocabulary: the next multiple of ``multiple x t``."""
-    step = multiple * t
-    return -(-vocab // step) * step
 
 
 def vtrain_frame(data, path=None):
@@ -148,8 +142,6 @@ def vtrain_table(path, hardware=None):
         The table's columns (short names, ``COLUMNS``), ``predicted_ms`` and ``error``
         (predicted over measured, less 1).
     """
-    from .vtrain import vtrain_cluster
-
     hardware = vtrain_cluster() if hardware is None else hardware
     frame = vtrain_frame(None, path).drop(columns="role")
     frame["predicted_ms"] = [row[4] for row in vtrain_rows(hardware, None, path=path)]
