@@ -403,6 +403,13 @@ def _contradictions(a: dict) -> None:
                                 f"default for it)")
 
 
+def padded_vocab(vocab: int, t: int, multiple: int = 128) -> int:
+    """Megatron's padded vocabulary: the next multiple of ``multiple x t``
+    (``--make-vocab-size-divisible-by``, 128 by default)."""
+    step = multiple * t
+    return -(-vocab // step) * step
+
+
 def _model(a: dict, vocab: int | None, name: str) -> Transformer:
     """The ``Transformer`` of Megatron's model arguments, its defaults where absent."""
     h, heads, t = a["hidden_size"], a["num_attention_heads"], a["tensor_model_parallel_size"]
@@ -412,10 +419,10 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
     if size is None and a["padded_vocab_size"] is None:
         raise ScheduleError(f"--vocab-size must be given for tokenizer {tokenizer!r} "
                             f"(or from_megatron(..., vocab=N))")
-    multiple = a["make_vocab_size_divisible_by"] * t
     shape = {"layers": a["num_layers"], "hidden": h, "heads": heads, "ffn": ffn,
              # --padded-vocab-size is taken as given, as Megatron takes it
-             "vocab": a["padded_vocab_size"] or -(-size // multiple) * multiple,
+             "vocab": a["padded_vocab_size"] or padded_vocab(
+                 size, t, a["make_vocab_size_divisible_by"]),
              # --quick-geglu (gpt-oss) is gated too: three matrices (argument_utils.py)
              "swiglu": a["swiglu"] or a["quick_geglu"],
              "tied_embeddings": not a["untie_embeddings_and_output_weights"],

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..checks import ScheduleError, require
 from .errorbar import regime
-from .vtrain import GPT2_VOCAB, padded_vocab, vtrain_cluster
+from .megatron import padded_vocab
+from .vtrain import GPT2_VOCAB, vtrain_cluster
 
 VTRAIN = "vtrain_single_node_a"
 COLUMNS = ["gpus", "global_batch", "microbatch", "hidden", "heads", "layers", "seq", "t", "d",
@@ -52,10 +53,10 @@ def vtrain_frame(data, path=None):
 def _check_table(df, where) -> None:
     """Every count a positive integer, every time positive, and the degrees and batch as a
     run has them; else a ScheduleError naming the column and the row."""
-    values = df.apply(lambda column: np.asarray(
-        [float(x) if _number(x) else np.nan for x in column]))
+    pd = require("pandas", "sweep", "fastpp.model.validate")
+    values = df.apply(pd.to_numeric, errors="coerce")  # text and empty cells: NaN
     for column in COLUMNS:
-        x = values[column].to_numpy()
+        x = values[column].to_numpy(np.float64)
         bad = ~(np.isfinite(x) & (x > 0))
         if column != "iteration_ms":
             bad |= np.isfinite(x) & (x != np.round(x))
@@ -74,17 +75,6 @@ def _check_table(df, where) -> None:
         if batch % (b * d):
             raise ScheduleError(f"{where}: global_batch must be a multiple of microbatch * d "
                                 f"= {b * d} (got {batch} in row {row + 1})")
-
-
-def _number(x) -> bool:
-    """Whether a cell reads as a number (not a bool, not text)."""
-    if isinstance(x, bool):
-        return False
-    try:
-        float(x)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def row_label(i: int, r) -> str:

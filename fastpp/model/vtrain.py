@@ -22,10 +22,10 @@ from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, positive_int
 from .config import RunConfig, as_model, as_run
 from .hardware import HARDWARE, LINKS, Hardware, Link
 from .hf import read_config
-from .megatron import Imported
+from .megatron import TOKENIZER_VOCAB, Imported, padded_vocab
 from .transformer import Transformer
 
-GPT2_VOCAB = 50257  # vTrainConfig's default vocabulary: GPT-2's BPE
+GPT2_VOCAB = TOKENIZER_VOCAB["GPT2BPETokenizer"]  # vTrainConfig's default vocabulary
 HDR = LINKS["IB-200G"]  # 200 Gb/s a GPU: its share of the line rate and its latency
 LINE_RATE = HDR.bandwidth / (200e9 / 8)
 # vTrainConfig's keys and defaults (src/config.py); None: required, or derived as vTrain does
@@ -41,12 +41,6 @@ KEYS = {"num_gpus": None, "tensor_parallel_size": None, "data_parallel_size": No
 # bucket), trace_path (vTrain's kernel traces)
 IGNORED = ("intra_node_bandwidth", "ddp_bucket_size", "trace_path")
 DEGREES = ("tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size")
-
-
-def padded_vocab(vocab: int, t: int, multiple: int = 128) -> int:
-    """Megatron's padded vocabulary: the next multiple of ``multiple x t``."""
-    step = multiple * t
-    return -(-vocab // step) * step
 
 
 def from_vtrain(config, name: str | None = None) -> Imported:
