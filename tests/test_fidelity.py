@@ -19,6 +19,7 @@ from fastpp.model.validate import (
     DATA,
     DATASETS,
     IN_VIEW,
+    ZB_VOCAB,
     _extras,
     _gpt,
     calibrate,
@@ -43,8 +44,10 @@ BASELINE_MAPE = {"korthikanti_2022": 3.93, "korthikanti_2022_layer": 1.52,
                  "narayanan_2021_table1": 4.48, "megatron_core_h100_weak_scaling": 3.08,
                  "zero_bubble_table4_profiled": 3.21, "zero_bubble_table4_model": 3.39}
 BASELINE_CHECK_MAPE = {"megatron_core_h100_weak_scaling": 5.62}  # its held-out even rows
-# Zero Bubble rankings that agree with the paper's (of 12 each): at least the published count
-README_RANKINGS = {"zero_bubble_table4_profiled": 12, "zero_bubble_table4_model": 10}
+# Zero Bubble rankings that agree with the paper's (of 12 each): at least the published count,
+# and issue 26's goal
+README_RANKINGS = {"zero_bubble_table4_profiled": 12, "zero_bubble_table4_model": 9}
+RANKING_GOAL = {"zero_bubble_table4_profiled": 12, "zero_bubble_table4_model": 10}
 # vTrain's small models on one node: both halves, each within this bound, a regression guard
 # (7.2% and 7.4% before Megatron's softmax fallback was priced, 6.2% and 6.6% now; issue 26
 # asks 5%: the strict xfail below)
@@ -59,13 +62,16 @@ def frame():
     return validate()
 
 
-# the tables that miss a bound since A100's curve is its calibration optimum (0.76, 64), where
-# it had been held a grid step off (0.74) with Narayanan's checks in view: open, strict
+# the tables that miss a bound: open, strict. Narayanan's since A100's curve is its calibration
+# optimum (0.76, 64), where it had been held a grid step off (0.74) with Narayanan's checks in
+# view; Zero Bubble's model run since its vocabulary is the one its models' names say
+# (ZB_VOCAB), where GPT-2's had made its last stage 15% heavier than a middle one
 MISSES = {
     "narayanan_2021_table1": "Narayanan's eight clean checks at 5.5% MAPE (4.7% with the curve "
                              "held off its fit): 145.6B, 310.1B and 1T priced 7.6-8.3% fast",
-    "zero_bubble_table4_model": "Zero Bubble from the model at 4.3%, 0.9 point above its "
-                                "baseline (3.4%, before NCCL's protocols; 3.8% at e = 0.74)"}
+    "zero_bubble_table4_model": "Zero Bubble from the model at 5.6%, 2.2 points above its "
+                                "baseline (3.4%; 4.3% with GPT-2's vocabulary): the middle "
+                                "stages' forwards priced 6-17% fast against Table 5's profile"}
 
 
 def _open(datasets, bound):
@@ -74,7 +80,7 @@ def _open(datasets, bound):
             if d in bound else d for d in datasets]
 
 
-@pytest.mark.parametrize("dataset", _open(BASELINE_MAPE, {"narayanan_2021_table1"}))
+@pytest.mark.parametrize("dataset", _open(BASELINE_MAPE, set(MISSES)))
 def test_every_dense_table_within_five_percent(frame, dataset):
     """The issue's 5% on the rows nothing was fitted on or chosen with in view (Megatron-Core's
     even rows but the 32B, Narayanan's but two, every row of the other tables); the layer
@@ -150,6 +156,13 @@ def test_zero_bubble_rankings(frame):
     assert all(got[k] >= README_RANKINGS[k] for k in got), got
 
 
+@pytest.mark.xfail(strict=True, reason="9 of 12 from the model since its vocabulary is the one "
+                   "its models' names say (10 with GPT-2's): 1.5B n=64, 6.2B n=32, 14.6B n=48")
+def test_zero_bubble_rankings_reach_the_goal(frame):
+    got = zb_ranking(frame).groupby("dataset")["agree"].sum().to_dict()
+    assert all(got[k] >= RANKING_GOAL[k] for k in got), got
+
+
 def test_the_presets_hold_what_calibrate_fits():
     """Each curve is calibrate's optimum on its calibration rows, and nothing else chose it
     (A100's was once held a grid step off, with Narayanan's checks in view)."""
@@ -184,7 +197,7 @@ def test_rows_are_the_engine_on_built_schedules(frame):
     assert zb_layers(62, 64).tolist() == [0] + [1] * 62 + [0]
     model_rows = frame[frame["dataset"] == "zero_bubble_table4_model"]
     row = model_rows[model_rows["row"] == "1.5B n=24 1f1b"].iloc[0]
-    model = _gpt({"layers": 22, "hidden": 2304, "heads": 24, "model": "1.5B"}, 50304)
+    model = _gpt({"layers": 22, "hidden": 2304, "heads": 24, "model": "1.5B"}, ZB_VOCAB)
     sched = build_schedule("1f1b", 8, 24)
     a100 = HARDWARE["A100-80GB"]
     table = model_costs(model, a100, sched, seq=1024, microbatch=6, layers=zb_layers(22, 8))[1]
@@ -197,6 +210,19 @@ def test_rows_are_the_engine_on_built_schedules(frame):
                                layers=zb_layers(22, 8))
     step = simulate(sched, costs).makespan + _extras(model, a100, sched, table, 1, 1, 0, False)
     assert row["predicted"] == pytest.approx(24 * 6 / 8 / step, rel=1e-12)
+
+
+def test_zero_bubble_vocabulary_gives_the_models_their_names():
+    """Table 3's models with ``ZB_VOCAB`` words hold the parameters their names say, to the
+    tenth of a billion; GPT-2's padded vocabulary does not give two of them theirs."""
+    pd = pytest.importorskip("pandas")
+    table = pd.read_csv(DATA / "zero_bubble_table4.csv").drop_duplicates("model")
+    named = {r["model"]: float(r["model"].rstrip("B")) for r in table.to_dict("records")}
+    assert len(named) == 4
+    for vocab, right in ((ZB_VOCAB, 4), (50304, 2)):
+        got = {r["model"]: round(_gpt(r, vocab).parameters / 1e9, 1)
+               for r in table.to_dict("records")}
+        assert sum(got[k] == named[k] for k in named) == right, (vocab, got)
 
 
 def test_zero_bubble_interleaving_is_the_authors():
