@@ -232,6 +232,24 @@ def test_bad_layouts_for_a_model(kwargs, message, bytes_too):
         assert device_bytes(GPT, sched, **kwargs)["parameter_bytes"].min() > 0
 
 
+@pytest.mark.parametrize("embedding, loss, message", [
+    ((True, True), (False, True), r"layout.embedding must mark stage 0 alone, the first \(got "
+                                  r"stages \[0, 1\]\)"),
+    ((False, False), (False, True), r"layout.embedding must mark stage 0 alone, the first \(got "
+                                    r"stages \[\]\)"),
+    ((True, False), (True, False), r"layout.loss must mark stage 1 alone, the last \(got "
+                                   r"stages \[0\]\)"),
+    ((True, False), (True, True), r"layout.loss must mark stage 1 alone"),
+])
+def test_a_hand_built_layout_holds_one_embedding_first_and_one_loss_last(embedding, loss,
+                                                                          message):
+    """Megatron's rule for its layout strings holds for a Layout built by hand too, so none
+    reaches a price (which counts a tied output layer per model copy's two ends: two or no
+    ends were numpy's broadcast error there)."""
+    with pytest.raises(ScheduleError, match=message):
+        Layout((2, 2), embedding, loss, (0, 0))
+
+
 def test_a_stage_with_only_the_loss_runs_one_with_nothing_does_not():
     sched = build_schedule("1f1b", 2, 4)
     tf = transformer_costs(GPT, sched, TOY, seq=16, layout="Et*4|L",

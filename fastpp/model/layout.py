@@ -60,6 +60,13 @@ class Layout:
                 raise ScheduleError(f"layout.{name} must have one entry per stage, "
                                     f"{len(layers)} as layout.layers (got {len(values)})")
             object.__setattr__(self, name, values)  # tuples: a layout does not change
+        # Megatron's rule, as parse_layout applies it: the model's one embedding opens its first
+        # stage, its one loss closes its last
+        for name, stage in (("embedding", 0), ("loss", len(layers) - 1)):
+            marked = [s for s, v in enumerate(fields[name]) if v]
+            if marked != [stage]:
+                raise ScheduleError(f"layout.{name} must mark stage {stage} alone, the "
+                                    f"{'first' if stage == 0 else 'last'} (got stages {marked})")
 
     @property
     def stages(self) -> int:
