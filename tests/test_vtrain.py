@@ -10,7 +10,7 @@ from fastpp import ScheduleError
 from fastpp.model import HARDWARE, RunConfig, from_vtrain, plan, to_vtrain, vtrain_cluster
 from fastpp.model.explain import explain
 from fastpp.model.validate import DATA
-from fastpp.model.validate_small import vtrain_frame, vtrain_rows, vtrain_table
+from fastpp.model.validate_small import COLUMNS, vtrain_frame, vtrain_rows, vtrain_table
 
 # one of vTrain's multi-node validation configurations, as its repository holds it
 # (config/validation/multi/config_val_39B_2_16_16_2.json)
@@ -249,6 +249,23 @@ def test_a_table_in_vtrains_format_is_priced_as_its_configurations(tmp_path):
     (tmp_path / "short.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ScheduleError, match="must have the 11 columns"):
         vtrain_table(tmp_path / "short.csv")
+    # columns are read by their names: moved, or named short, the same prices
+    header = lines[0].split(",")
+    order = [10, *range(10)]
+    moved = tmp_path / "moved.csv"
+    moved.write_text("\n".join(",".join(line.split(",")[k] for k in order)
+                               for line in [lines[0], *lines[2::2]]) + "\n")
+    assert vtrain_table(moved)["predicted_ms"].tolist() == got["predicted_ms"].tolist()
+    short = tmp_path / "short_names.csv"
+    short.write_text("\n".join([",".join(COLUMNS), *lines[2::2]]) + "\n")
+    assert vtrain_table(short)["predicted_ms"].tolist() == got["predicted_ms"].tolist()
+    for names, name in ((["# nodes", *header[1:]], "# nodes"),
+                        ([header[0], header[0], *header[2:]], "# GPUs")):
+        renamed = tmp_path / "renamed.csv"
+        renamed.write_text(",".join(names) + "\n" + "\n".join(lines[1:3]) + "\n")
+        with pytest.raises(ScheduleError, match=rf"columns must be vtrain_single_node_a.csv's "
+                                                rf".*each once \(got '{name}'\)"):
+            vtrain_table(renamed)
     good = "8,32,4,1024,16,24,1024,2,2,2,219.7"
     for cells, message in (("8,32,0,", "microbatch must be a positive integer .got 0 in row 1"),
                            ("8,32,,", "microbatch must be a positive integer .got nan"),

@@ -27,6 +27,18 @@ from .vtrain import GPT2_VOCAB, vtrain_cluster
 VTRAIN = "vtrain_single_node_a"
 COLUMNS = ["gpus", "global_batch", "microbatch", "hidden", "heads", "layers", "seq", "t", "d",
            "p", "iteration_ms"]
+# each column's header in the published file, and its short name, as _letters spells them
+HEADERS = ["# GPUs", "global batch", "micro batch", "hidden size", "attention heads",
+           "# layers", "sequence length", "tensor parallelism", "data parallelism",
+           "pipeline parallelism", "iteration time (ms)"]
+
+
+def _letters(name) -> str:
+    """A header's letters in lower case: 'iteration time (ms)' and 'iteration_ms' alike."""
+    return "".join(c for c in str(name).lower() if c.isalpha())
+
+
+NAMES = {_letters(k): v for k, v in [*zip(HEADERS, COLUMNS), *zip(COLUMNS, COLUMNS)]}
 
 
 def vtrain_frame(data, path=None):
@@ -43,7 +55,14 @@ def vtrain_frame(data, path=None):
     if len(df.columns) != len(COLUMNS):
         raise ScheduleError(f"a vTrain table must have the {len(COLUMNS)} columns of "
                             f"{VTRAIN}.csv ({', '.join(COLUMNS)}; got {len(df.columns)})")
-    df.columns = COLUMNS
+    # by name, in any order: a table whose columns were moved is read as they are labelled
+    names = [NAMES.get(_letters(name)) for name in df.columns]
+    for name, short in zip(df.columns, names, strict=True):
+        if short is None or names.count(short) > 1:
+            raise ScheduleError(f"{where}: a vTrain table's columns must be {VTRAIN}.csv's "
+                                f"({', '.join(HEADERS)}; or {', '.join(COLUMNS)}), each once "
+                                f"(got {name!r})")
+    df = df.set_axis(names, axis=1)[COLUMNS]
     _check_table(df, where)
     df[COLUMNS[:-1]] = df[COLUMNS[:-1]].astype(np.int64)
     df["role"] = np.where(np.arange(len(df)) % 2 == 0, "calibration", "check")
@@ -123,7 +142,8 @@ def vtrain_table(path, hardware=None):
     Parameters
     ----------
     path : str or os.PathLike
-        The table (a CSV with that file's eleven columns, in its order).
+        The table: a CSV with that file's eleven columns, named as there (or by ``COLUMNS``'
+        short names), in any order.
     hardware : Hardware, optional
 
     Returns
