@@ -38,7 +38,7 @@ def _letters(name) -> str:
     return "".join(c for c in str(name).lower() if c.isalpha())
 
 
-NAMES = {_letters(k): v for k, v in [*zip(HEADERS, COLUMNS), *zip(COLUMNS, COLUMNS)]}
+NAMES = {_letters(k): v for k, v in zip(HEADERS + COLUMNS, COLUMNS + COLUMNS, strict=True)}
 
 
 def vtrain_frame(data, path=None):
