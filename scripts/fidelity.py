@@ -172,7 +172,7 @@ def main(argv=None) -> int:
           "the odd rows of megatron_core_h100_weak_scaling.csv, A100's fixed costs on the even "
           "rows of vtrain_single_node_a.csv, each NeMo long-context table's attention speed on "
           "its 1M row; the rows a modelling choice was made with in view count with them "
-          "(validate.IN_VIEW: Narayanan's 18.4B and 76.1B, Megatron-Core's 32B, every MoE "
+          "(validate.IN_VIEW: Megatron-Core's 32B, every MoE "
           "row); every other row is a check\n")
     ranks = zb_ranking(df)
     for name, group in ranks.groupby("dataset", sort=False):

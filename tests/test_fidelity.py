@@ -62,13 +62,14 @@ def frame():
     return validate()
 
 
-# the tables that miss a bound: open, strict. Narayanan's since A100's curve is its calibration
-# optimum (0.76, 64), where it had been held a grid step off (0.74) with Narayanan's checks in
-# view; Zero Bubble's model run since its vocabulary is the one its models' names say
-# (ZB_VOCAB), where GPT-2's had made its last stage 15% heavier than a middle one
+# the tables that miss a bound: open, strict. Narayanan's since its runs are its authors'
+# (validate.NARAYANAN_RUNS), where a microbatch of 1 or 2 had been assumed; Zero Bubble's model
+# run since its vocabulary is the one its models' names say (ZB_VOCAB), where GPT-2's had made
+# its last stage 15% heavier than a middle one
 MISSES = {
-    "narayanan_2021_table1": "Narayanan's eight clean checks at 5.5% MAPE (4.7% with the curve "
-                             "held off its fit): 145.6B, 310.1B and 1T priced 7.6-8.3% fast",
+    "narayanan_2021_table1": "Narayanan's table at 8.6% MAPE, every row priced fast (+3% to "
+                             "+13%), since its runs are its authors' (4.9% with a microbatch "
+                             "of 1 or 2 assumed)",
     "zero_bubble_table4_model": "Zero Bubble from the model at 5.6%, 2.2 points above its "
                                 "baseline (3.4%; 4.3% with GPT-2's vocabulary): the middle "
                                 "stages' forwards priced 6-17% fast against Table 5's profile"}
@@ -93,7 +94,7 @@ def test_every_dense_table_within_five_percent(frame, dataset):
     assert mape(frame, role)[dataset] <= 5.0, mape(frame, role)[dataset]
 
 
-@pytest.mark.parametrize("dataset", _open(BASELINE_MAPE, {"zero_bubble_table4_model"}))
+@pytest.mark.parametrize("dataset", _open(BASELINE_MAPE, set(MISSES)))
 def test_each_dataset_within_half_a_point_of_its_baseline(frame, dataset):
     """Every table within half a point of its baseline; Megatron-Core's held-out rows within
     the issue's 5% too."""
@@ -132,13 +133,10 @@ def test_every_published_row_is_there_once(frame):
     assert np.allclose(frame["error"], frame["predicted"] / frame["measured"] - 1)
     # calibration rows: the whole layer table, Megatron-Core's odd rows, vTrain's even rows,
     # the long-context tables' 1M rows (their attention's speed); and the rows a choice was
-    # made with in view (validate.IN_VIEW): Narayanan's two microbatch-2 rows, Megatron-Core's
-    # 32B row, every MoE row
+    # made with in view (validate.IN_VIEW): Megatron-Core's 32B row, every MoE row
     fit = frame[frame["role"] == "calibration"]
     assert set(fit["dataset"]) == {"korthikanti_2022_layer", "megatron_core_h100_weak_scaling",
-                                   VTRAIN, "long_context_published", "narayanan_2021_table1",
-                                   "moe_published"}
-    assert fit[fit["dataset"] == "narayanan_2021_table1"]["row"].tolist() == ["18.4B", "76.1B"]
+                                   VTRAIN, "long_context_published", "moe_published"}
     assert (fit["dataset"] == "moe_published").sum() == 34
     assert fit[fit["dataset"] == "long_context_published"]["row"].str.contains(
         " 1024K ").sum() == 2 == (fit["dataset"] == "long_context_published").sum()

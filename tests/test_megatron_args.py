@@ -19,6 +19,7 @@ from fastpp.model import (
 from fastpp.model.errorbar import error_bar, regime
 from fastpp.model.megatron import FLAGS, from_megatron, script_words, to_megatron
 from fastpp.model.validate import DATA as PUBLISHED
+from fastpp.model.validate import NARAYANAN_RUNS
 
 DATA = Path(__file__).parent / "data" / "megatron"
 TABLE1 = PUBLISHED / "narayanan_2021_table1.csv"  # beside the repository, or $FASTPP_DATA
@@ -82,10 +83,11 @@ def test_narayanan_table1_scripts(row):
     assert (config.t, config.p, config.gpus, config.global_batch) == (
         row["t"], row["p"], row["gpus"], row["global_batch"])
     assert config.recompute == "full" and config.zero == 0 and config.reduce_bytes == 2.0
-    # validate's microbatch: 1, or 2 where one sequence's heads per rank leave the fused
-    # softmax's shape (fastpp.model.compute.fused_softmax)
-    assert config.microbatch == (1 if row["heads"] // row["t"] % 4 == 0 else 2)
-    assert config.m == (2 if row["p"] > 1 and row["layers"] % (2 * row["p"]) == 0 else 1)
+    # validate's runs: the authors' microbatch, interleaving and gradient reduction
+    b, virtual, ddp = NARAYANAN_RUNS[float(row["params_b"])]
+    assert config.microbatch == b
+    assert config.m == (1 if virtual is None else row["layers"] // (row["p"] * virtual))
+    assert config.gradient_overlap == (ddp == "torch")
     # the paper counts position embeddings and biases too; its sizes have one decimal
     assert abs(model.parameters / 1e9 - row["params_b"]) <= max(0.03 * row["params_b"], 0.1)
 

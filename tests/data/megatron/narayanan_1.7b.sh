@@ -26,16 +26,17 @@ GPT_ARGS=(
 PARALLEL_ARGS=(
     --tensor-model-parallel-size $TP
     --pipeline-model-parallel-size $PP
-    # no interleaving: 24 layers do not split into 2 chunks on each of 1 devices
+    # no interleaving, as the authors ran it (run_table_1.sh)
 )
 
 TRAIN_ARGS=(
-    --micro-batch-size 1
+    --micro-batch-size 16   # as the authors ran it (run_table_1.sh)
     --global-batch-size $GLOBAL_BATCH
     --recompute-granularity full    # recompute each layer's forward in its backward
     --recompute-method uniform
     --recompute-num-layers 1
     --fp16
+    --overlap-grad-reduce  # 2021: PyTorch's DDP (--DDP-impl torch), reducing under the backward
     --lr 1.5e-4 --lr-decay-style cosine --min-lr 1.0e-5
     --train-iters 100
 )

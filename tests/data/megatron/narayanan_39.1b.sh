@@ -26,12 +26,11 @@ GPT_ARGS=(
 PARALLEL_ARGS=(
     --tensor-model-parallel-size $TP
     --pipeline-model-parallel-size $PP
-    --num-layers-per-virtual-pipeline-stage $(( NUM_LAYERS / (2 * PP) ))   # 2 chunks per device
-    --no-overlap-p2p-communication  # 2021: each hand-off blocked its device
+    # no interleaving, as the authors ran it (run_table_1.sh)
 )
 
 TRAIN_ARGS=(
-    --micro-batch-size 1
+    --micro-batch-size 4   # as the authors ran it (run_table_1.sh)
     --global-batch-size $GLOBAL_BATCH
     --recompute-granularity full    # recompute each layer's forward in its backward
     --recompute-method uniform

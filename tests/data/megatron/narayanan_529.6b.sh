@@ -26,11 +26,12 @@ GPT_ARGS=(
 PARALLEL_ARGS=(
     --tensor-model-parallel-size $TP
     --pipeline-model-parallel-size $PP
-    # no interleaving: 105 layers do not split into 2 chunks on each of 35 devices
+    --num-layers-per-virtual-pipeline-stage 1   # as the authors ran it (run_table_1.sh)
+    --no-overlap-p2p-communication  # 2021: each hand-off blocked its device
 )
 
 TRAIN_ARGS=(
-    --micro-batch-size 1
+    --micro-batch-size 1   # as the authors ran it (run_table_1.sh)
     --global-batch-size $GLOBAL_BATCH
     --recompute-granularity full    # recompute each layer's forward in its backward
     --recompute-method uniform

@@ -26,11 +26,12 @@ GPT_ARGS=(
 PARALLEL_ARGS=(
     --tensor-model-parallel-size $TP
     --pipeline-model-parallel-size $PP
-    # no interleaving: 60 layers do not split into 2 chunks on each of 4 devices
+    --num-layers-per-virtual-pipeline-stage 5   # as the authors ran it (run_table_1.sh)
+    --no-overlap-p2p-communication  # 2021: each hand-off blocked its device
 )
 
 TRAIN_ARGS=(
-    --micro-batch-size 2            # not stated; 1 would leave the fused softmax's shape
+    --micro-batch-size 2   # as the authors ran it (run_table_1.sh)
     --global-batch-size $GLOBAL_BATCH
     --recompute-granularity full    # recompute each layer's forward in its backward
     --recompute-method uniform
