@@ -240,6 +240,7 @@ def test_bad_layouts_for_a_model(kwargs, message, bytes_too):
     ((True, False), (True, False), r"layout.loss must mark stage 1 alone, the last \(got "
                                    r"stages \[0\]\)"),
     ((True, False), (True, True), r"layout.loss must mark stage 1 alone"),
+    ((True,), (False,), r"layout.loss must mark stage 0 alone, the last \(got stages \[\]\)"),
 ])
 def test_a_hand_built_layout_holds_one_embedding_first_and_one_loss_last(embedding, loss,
                                                                           message):
@@ -247,7 +248,7 @@ def test_a_hand_built_layout_holds_one_embedding_first_and_one_loss_last(embeddi
     reaches a price (which counts a tied output layer per model copy's two ends: two or no
     ends were numpy's broadcast error there)."""
     with pytest.raises(ScheduleError, match=message):
-        Layout((2, 2), embedding, loss, (0, 0))
+        Layout((2,) * len(embedding), embedding, loss, (0,) * len(embedding))
 
 
 def test_a_stage_with_only_the_loss_runs_one_with_nothing_does_not():

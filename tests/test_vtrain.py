@@ -263,8 +263,9 @@ def test_a_table_in_vtrains_format_is_priced_as_its_configurations(tmp_path):
                         ([header[0], header[0], *header[2:]], "# GPUs")):
         renamed = tmp_path / "renamed.csv"
         renamed.write_text(",".join(names) + "\n" + "\n".join(lines[1:3]) + "\n")
-        with pytest.raises(ScheduleError, match=rf"columns must be vtrain_single_node_a.csv's "
-                                                rf".*each once \(got '{name}'\)"):
+        with pytest.raises(ScheduleError, match=rf"columns must be named in a header row as "
+                                                rf"vtrain_single_node_a.csv's .*each once "
+                                                rf"\(got '{name}'\)"):
             vtrain_table(renamed)
     good = "8,32,4,1024,16,24,1024,2,2,2,219.7"
     for cells, message in (("8,32,0,", "microbatch must be a positive integer .got 0 in row 1"),

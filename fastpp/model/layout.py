@@ -62,11 +62,11 @@ class Layout:
             object.__setattr__(self, name, values)  # tuples: a layout does not change
         # Megatron's rule, as parse_layout applies it: the model's one embedding opens its first
         # stage, its one loss closes its last
-        for name, stage in (("embedding", 0), ("loss", len(layers) - 1)):
+        for name, stage, which in (("embedding", 0, "first"), ("loss", len(layers) - 1, "last")):
             marked = [s for s, v in enumerate(fields[name]) if v]
             if marked != [stage]:
-                raise ScheduleError(f"layout.{name} must mark stage {stage} alone, the "
-                                    f"{'first' if stage == 0 else 'last'} (got stages {marked})")
+                raise ScheduleError(f"layout.{name} must mark stage {stage} alone, the {which} "
+                                    f"(got stages {marked})")
 
     @property
     def stages(self) -> int:

@@ -89,7 +89,8 @@ ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
 # Zero Bubble's vocabulary: the paper does not state it, and the authors' script tokenizes with
 # a SentencePiece model (GPTSentencePieceTokenizer). With 32,000 words (tied, the position
 # table aside) each model's parameters round to its name (1.48, 6.17, 14.63, 28.28 billion);
-# with GPT-2's padded 50,304, assumed before 4 December, two do not (14.73, 28.39)
+# with GPT-2's padded 50,304, assumed before 4 December, two do not (14.73, 28.39). The names
+# allow 26,850 to 34,950 words: 32,000 (LLaMA's SentencePiece vocabulary) is assumed within them
 ZB_VOCAB = 32000
 # Narayanan's Table 1 as its authors ran it (Megatron-LM's
 # examples/academic_paper_scripts/sc21/run_table_1.sh, by model): the microbatch, the layers per

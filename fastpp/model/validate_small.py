@@ -59,9 +59,9 @@ def vtrain_frame(data, path=None):
     names = [NAMES.get(_letters(name)) for name in df.columns]
     for name, short in zip(df.columns, names, strict=True):
         if short is None or names.count(short) > 1:
-            raise ScheduleError(f"{where}: a vTrain table's columns must be {VTRAIN}.csv's "
-                                f"({', '.join(HEADERS)}; or {', '.join(COLUMNS)}), each once "
-                                f"(got {name!r})")
+            raise ScheduleError(f"{where}: a vTrain table's columns must be named in a header "
+                                f"row as {VTRAIN}.csv's ({', '.join(HEADERS)}; or "
+                                f"{', '.join(COLUMNS)}), each once (got {name!r})")
     df = df.set_axis(names, axis=1)[COLUMNS]
     _check_table(df, where)
     df[COLUMNS[:-1]] = df[COLUMNS[:-1]].astype(np.int64)
