@@ -259,13 +259,21 @@ def test_a_table_in_vtrains_format_is_priced_as_its_configurations(tmp_path):
     short = tmp_path / "short_names.csv"
     short.write_text("\n".join([",".join(COLUMNS), *lines[2::2]]) + "\n")
     assert vtrain_table(short)["predicted_ms"].tolist() == got["predicted_ms"].tolist()
-    for names, name in ((["# nodes", *header[1:]], "# nodes"),
-                        ([header[0], header[0], *header[2:]], "# GPUs")):
-        renamed = tmp_path / "renamed.csv"
+    renamed = tmp_path / "renamed.csv"
+    renamed.write_text("\n".join(lines[1:3]) + "\n")
+    with pytest.raises(ScheduleError, match=r"must open with a header row \(got 8, 32, 4, "):
+        vtrain_table(renamed)
+    # a header worded otherwise keeps the file's order; a named one out of it is refused
+    renamed = tmp_path / "renamed.csv"
+    renamed.write_text("\n".join([",".join(["GPU count", *header[1:]]), *lines[2::2]]) + "\n")
+    assert vtrain_table(renamed)["predicted_ms"].tolist() == got["predicted_ms"].tolist()
+    for names, name, k in ((["GPU count", header[2], header[1], *header[3:]], header[2], 2),
+                           ([header[0], header[0], *header[2:]], header[0], 2)):
         renamed.write_text(",".join(names) + "\n" + "\n".join(lines[1:3]) + "\n")
-        with pytest.raises(ScheduleError, match=rf"columns must be named in a header row as "
-                                                rf"vtrain_single_node_a.csv's .*each once "
-                                                rf"\(got '{name}'\)"):
+        with pytest.raises(ScheduleError, match=rf"columns must be named as "
+                                                rf"vtrain_single_node_a.csv's .*each once, or "
+                                                rf"keep its order \(got '{name}(.1)?' as column "
+                                                rf"{k}\)"):
             vtrain_table(renamed)
     good = "8,32,4,1024,16,24,1024,2,2,2,219.7"
     for cells, message in (("8,32,0,", "microbatch must be a positive integer .got 0 in row 1"),

@@ -55,14 +55,20 @@ def vtrain_frame(data, path=None):
     if len(df.columns) != len(COLUMNS):
         raise ScheduleError(f"a vTrain table must have the {len(COLUMNS)} columns of "
                             f"{VTRAIN}.csv ({', '.join(COLUMNS)}; got {len(df.columns)})")
-    # by name, in any order: a table whose columns were moved is read as they are labelled
+    # by name, in any order, where every header is one of the file's (or a short name): a
+    # table whose columns were moved is read as they are labelled. A header worded otherwise
+    # leaves the table in the file's order, which each header it does name must then keep
+    if not any(_letters(name) for name in df.columns):
+        raise ScheduleError(f"{where}: a vTrain table must open with a header row (got "
+                            f"{', '.join(map(str, df.columns))})")
     names = [NAMES.get(_letters(name)) for name in df.columns]
-    for name, short in zip(df.columns, names, strict=True):
-        if short is None or names.count(short) > 1:
-            raise ScheduleError(f"{where}: a vTrain table's columns must be named in a header "
-                                f"row as {VTRAIN}.csv's ({', '.join(HEADERS)}; or "
-                                f"{', '.join(COLUMNS)}), each once (got {name!r})")
-    df = df.set_axis(names, axis=1)[COLUMNS]
+    known = None not in names and len(set(names)) == len(names)
+    for k, (name, short) in enumerate(zip(df.columns, names, strict=True)):
+        if not known and short not in (None, COLUMNS[k]):
+            raise ScheduleError(f"{where}: a vTrain table's columns must be named as "
+                                f"{VTRAIN}.csv's ({', '.join(HEADERS)}; or {', '.join(COLUMNS)}), "
+                                f"each once, or keep its order (got {name!r} as column {k + 1})")
+    df = df.set_axis(names if known else COLUMNS, axis=1)[COLUMNS]
     _check_table(df, where)
     df[COLUMNS[:-1]] = df[COLUMNS[:-1]].astype(np.int64)
     df["role"] = np.where(np.arange(len(df)) % 2 == 0, "calibration", "check")
@@ -142,8 +148,9 @@ def vtrain_table(path, hardware=None):
     Parameters
     ----------
     path : str or os.PathLike
-        The table: a CSV with that file's eleven columns, named as there (or by ``COLUMNS``'
-        short names), in any order.
+        The table: a CSV with that file's eleven columns under a header row, named as there
+        (or by ``COLUMNS``' short names) in any order, or in that file's order where a header
+        is worded otherwise.
     hardware : Hardware, optional
 
     Returns
