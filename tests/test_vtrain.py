@@ -264,7 +264,6 @@ def test_a_table_in_vtrains_format_is_priced_as_its_configurations(tmp_path):
     with pytest.raises(ScheduleError, match=r"must open with a header row \(got 8, 32, 4, "):
         vtrain_table(renamed)
     # a header worded otherwise keeps the file's order; a named one out of it is refused
-    renamed = tmp_path / "renamed.csv"
     renamed.write_text("\n".join([",".join(["GPU count", *header[1:]]), *lines[2::2]]) + "\n")
     assert vtrain_table(renamed)["predicted_ms"].tolist() == got["predicted_ms"].tolist()
     for names, name, k in ((["GPU count", header[2], header[1], *header[3:]], header[2], 2),
