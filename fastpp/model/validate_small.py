@@ -34,7 +34,7 @@ HEADERS = ["# GPUs", "global batch", "micro batch", "hidden size", "attention he
 
 
 def _letters(name) -> str:
-    """A header's letters in lower case: '# GPUs' and 'gpus' alike, 'micro batch' and 'microbatch'."""
+    """A header's letters in lower case: '# GPUs' and 'gpus' alike."""
     return "".join(c for c in str(name).lower() if c.isalpha())
 
 
