@@ -83,6 +83,10 @@ def test_narayanan_table1_scripts(row):
     assert (config.t, config.p, config.gpus, config.global_batch) == (
         row["t"], row["p"], row["gpus"], row["global_batch"])
     assert config.recompute == "full" and config.zero == 0 and config.reduce_bytes == 2.0
+    # fp16 runs as bf16's rate, and the import says so beside the flags it does not price
+    assert config.precision in (None, "bf16")
+    assert "fp16: priced as bf16 (the same tensor-core rate; its loss scaling is not priced)" \
+        in from_megatron(script(f"narayanan_{row['params_b']}b.sh")).ignored
     # validate's runs: the authors' microbatch, interleaving and gradient reduction
     b, virtual, ddp = NARAYANAN_RUNS[float(row["params_b"])]
     assert config.microbatch == b

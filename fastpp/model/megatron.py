@@ -179,7 +179,7 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         line reads it, fused, though Megatron-Core's ``TransformerConfig`` alone defaults to
         unfused and NeMo's model configs set it); ZeRO 0 without
         ``--use-distributed-optimizer``; fp32 without ``--bf16`` or ``--fp16`` (priced as
-        bf16, and listed in ``ignored``).
+        bf16, and listed in ``ignored``), and ``--fp16`` priced as bf16 (listed too).
 
     Raises
     ------
@@ -205,6 +205,9 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     config = _run(a, model, gpus if gpus is not None else launcher)
     extra = ("fp32 (no --bf16 or --fp16): priced as bf16",) if not (
         a["bf16"] or a["fp16"] or a["fp8_format"]) else ()
+    if a["fp16"] and not a["fp8_format"]:  # RunConfig's precisions: bf16 and fp8
+        extra += ("fp16: priced as bf16 (the same tensor-core rate; its loss scaling is not "
+                  "priced)",)
     return Imported(model, config, tuple(ignored) + extra, launcher)
 
 
