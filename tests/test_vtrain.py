@@ -260,8 +260,19 @@ def test_a_table_in_vtrains_format_is_priced_as_its_configurations(tmp_path):
     short.write_text("\n".join([",".join(COLUMNS), *lines[2::2]]) + "\n")
     assert vtrain_table(short)["predicted_ms"].tolist() == got["predicted_ms"].tolist()
     renamed = tmp_path / "renamed.csv"
-    renamed.write_text("\n".join(lines[1:3]) + "\n")
-    with pytest.raises(ScheduleError, match=r"must open with a header row \(got 8, 32, 4, "):
+    for first in (lines[1], "8.0e+00," + lines[1].split(",", 1)[1], "8,32,4,nan," +
+                  lines[1].split(",", 4)[4]):  # no header: a first row of numbers
+        renamed.write_text(first + "\n" + lines[2] + "\n")
+        with pytest.raises(ScheduleError, match=r"must open with a header row \(got 8"):
+            vtrain_table(renamed)
+    renamed.write_text(lines[0] + "\n")
+    with pytest.raises(ScheduleError, match=r"must have a row below its header \(got none\)"):
+        vtrain_table(renamed)
+    # the time's unit is in its name: seconds are not read as milliseconds
+    renamed.write_text(",".join([*header[:-1], "iteration time (s)"]) + "\n" + lines[1] + "\n")
+    with pytest.raises(ScheduleError, match=r"time must be named 'iteration time \(ms\)' or "
+                                            r"'iteration_ms', in milliseconds \(got "
+                                            r"'iteration time \(s\)'\)"):
         vtrain_table(renamed)
     # a header worded otherwise keeps the file's order; a named one out of it is refused
     renamed.write_text("\n".join([",".join(["GPU count", *header[1:]]), *lines[2::2]]) + "\n")
@@ -271,7 +282,7 @@ def test_a_table_in_vtrains_format_is_priced_as_its_configurations(tmp_path):
         renamed.write_text(",".join(names) + "\n" + "\n".join(lines[1:3]) + "\n")
         with pytest.raises(ScheduleError, match=rf"columns must be named as "
                                                 rf"vtrain_single_node_a.csv's .*each once, or "
-                                                rf"keep its order \(got '{name}(.1)?' as column "
+                                                rf"keep its order \(got '{name}' as column "
                                                 rf"{k}\)"):
             vtrain_table(renamed)
     good = "8,32,4,1024,16,24,1024,2,2,2,219.7"

@@ -179,7 +179,8 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         line reads it, fused, though Megatron-Core's ``TransformerConfig`` alone defaults to
         unfused and NeMo's model configs set it); ZeRO 0 without
         ``--use-distributed-optimizer``; fp32 without ``--bf16`` or ``--fp16`` (priced as
-        bf16, and listed in ``ignored``), and ``--fp16`` priced as bf16 (listed too).
+        bf16, and listed in ``ignored``), and ``--fp16`` priced as bf16 (listed too; as
+        fp8 with ``--fp8-format``).
 
     Raises
     ------

@@ -17,6 +17,8 @@ the even rows (first, third, ...) calibrate the launch and host constants of the
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..checks import ScheduleError, require
@@ -41,6 +43,18 @@ def _letters(name) -> str:
 NAMES = {_letters(k): v for k, v in zip(HEADERS + COLUMNS, COLUMNS + COLUMNS, strict=True)}
 
 
+def _number(name) -> bool:
+    """Whether a header is a number (pandas' suffix of a repeated one aside): the first row
+    of a file without a header."""
+    for text in (str(name), re.sub(r"\.\d+$", "", str(name))):
+        try:
+            float(text)
+            return True
+        except ValueError:
+            pass
+    return False
+
+
 def vtrain_frame(data, path=None):
     """The file (or another table in its format at ``path``) as a frame with short column
     names and each row's ``role`` (row parity)."""
@@ -57,17 +71,25 @@ def vtrain_frame(data, path=None):
                             f"{VTRAIN}.csv ({', '.join(COLUMNS)}; got {len(df.columns)})")
     # by name, in any order, where every header is one of the file's (or a short name): a
     # table whose columns were moved is read as they are labelled. A header worded otherwise
-    # leaves the table in the file's order, which each header it does name must then keep
-    if not any(_letters(name) for name in df.columns):
-        raise ScheduleError(f"{where}: a vTrain table must open with a header row (got "
-                            f"{', '.join(map(str, df.columns))})")
+    # leaves the table in the file's order, which each header it does name must then keep;
+    # the time alone must be named, its unit with it
+    given = [re.sub(r"\.\d+$", "", str(name)) for name in df.columns]  # pandas' "x.1": x
     names = [NAMES.get(_letters(name)) for name in df.columns]
+    if all(map(_number, df.columns)) or (not any(names) and any(map(_number, df.columns))):
+        raise ScheduleError(f"{where}: a vTrain table must open with a header row (got "
+                            f"{', '.join(given)})")
+    if df.empty:
+        raise ScheduleError(f"{where}: a vTrain table must have a row below its header (got "
+                            f"none)")
     known = None not in names and len(set(names)) == len(names)
-    for k, (name, short) in enumerate(zip(df.columns, names, strict=True)):
+    for k, (name, short) in enumerate(zip(given, names, strict=True)):
         if not known and short not in (None, COLUMNS[k]):
             raise ScheduleError(f"{where}: a vTrain table's columns must be named as "
                                 f"{VTRAIN}.csv's ({', '.join(HEADERS)}; or {', '.join(COLUMNS)}), "
                                 f"each once, or keep its order (got {name!r} as column {k + 1})")
+    if "iteration_ms" not in names:
+        raise ScheduleError(f"{where}: a vTrain table's time must be named 'iteration time "
+                            f"(ms)' or 'iteration_ms', in milliseconds (got {given[-1]!r})")
     df = df.set_axis(names if known else COLUMNS, axis=1)[COLUMNS]
     _check_table(df, where)
     df[COLUMNS[:-1]] = df[COLUMNS[:-1]].astype(np.int64)
@@ -150,7 +172,7 @@ def vtrain_table(path, hardware=None):
     path : str or os.PathLike
         The table: a CSV with that file's eleven columns under a header row, named as there
         (or by ``COLUMNS``' short names) in any order, or in that file's order where a header
-        is worded otherwise.
+        is worded otherwise; the time is named, in milliseconds.
     hardware : Hardware, optional
 
     Returns
