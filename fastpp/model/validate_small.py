@@ -43,16 +43,13 @@ def _letters(name) -> str:
 NAMES = {_letters(k): v for k, v in zip(HEADERS + COLUMNS, COLUMNS + COLUMNS, strict=True)}
 
 
-def _number(name) -> bool:
-    """Whether a header is a number (pandas' suffix of a repeated one aside): the first row
-    of a file without a header."""
-    for text in (str(name), re.sub(r"\.\d+$", "", str(name))):
-        try:
-            float(text)
-            return True
-        except ValueError:
-            pass
-    return False
+def _number(text: str) -> bool:
+    """Whether a header is a number: the first row of a file without a header."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def vtrain_frame(data, path=None):
@@ -75,7 +72,7 @@ def vtrain_frame(data, path=None):
     # the time alone must be named, its unit with it
     given = [re.sub(r"\.\d+$", "", str(name)) for name in df.columns]  # pandas' "x.1": x
     names = [NAMES.get(_letters(name)) for name in df.columns]
-    if all(map(_number, df.columns)) or (not any(names) and any(map(_number, df.columns))):
+    if all(map(_number, given)) or (not any(names) and any(map(_number, given))):
         raise ScheduleError(f"{where}: a vTrain table must open with a header row (got "
                             f"{', '.join(given)})")
     if df.empty:
