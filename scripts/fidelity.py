@@ -151,7 +151,7 @@ def picture(df, path: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="docs", help="folder for fidelity.png (docs)")
+    ap.add_argument("--out", default="docs", help="folder for fidelity.png (docs; made if missing)")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG")
     ap.add_argument("--markdown", metavar="PATH", help="also write every row as Markdown")
     ap.add_argument("--errorbars", action="store_true",
@@ -190,10 +190,12 @@ def main(argv=None) -> int:
         write_errorbars(df)
         print(f"wrote {TABLE}")
     if args.markdown:
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(markdown(df) + "\n", encoding="utf-8")
         print(f"\nwrote {args.markdown}")
     if not args.no_plots:
         path = Path(args.out) / "fidelity.png"
+        path.parent.mkdir(parents=True, exist_ok=True)  # a new folder, as for any output
         picture(df, path)
         print(f"\nwrote {path}")
     return 0

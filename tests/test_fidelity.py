@@ -254,13 +254,13 @@ def test_bad_validate_arguments():
 
 
 def test_fidelity_script(tmp_path):
-    rows = tmp_path / "rows.md"
+    rows = tmp_path / "new" / "rows.md"  # folders that do not exist yet are made
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "fidelity.py"), "--out",
-                          str(tmp_path), "--markdown", str(rows)], capture_output=True,
+                          str(tmp_path / "pictures"), "--markdown", str(rows)], capture_output=True,
                          text=True, check=True, env=os.environ | {"PYTHONPATH": str(ROOT)})
     assert "Korthikanti 2022, Table 5 (A100)" in run.stdout
     assert "schedule ranking right in 12 of 12 settings" in run.stdout
-    assert (tmp_path / "fidelity.png").stat().st_size > 20_000
+    assert (tmp_path / "pictures" / "fidelity.png").stat().st_size > 20_000
     # the docs' row-by-row tables are this code's output, not an older model's
     assert rows.read_text() == (ROOT / "docs" / "fidelity-rows.md").read_text()
 
