@@ -290,7 +290,7 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     slow = noise._op_factors(compiled.device, compiled.stage, p, V)
     shapes, step_shape = noise._shapes()
     if noise.empirical is not None:
-        pool, pool_at = noise_module.empirical_pools(noise.empirical, p)
+        pool, pool_at = noise_module.empirical_pools(noise.empirical, p, schedule.m)
         empty = (pool_at[:, compiled.device, compiled.kind, 1] == 0).any(axis=0)
         if np.any(empty):
             i = int(np.flatnonzero(empty)[0])

@@ -295,17 +295,25 @@ def _shape(cov: np.ndarray, dist: str) -> np.ndarray:
     return out
 
 
-def empirical_pools(run, p: int) -> tuple[np.ndarray, np.ndarray]:
+def empirical_pools(run, p: int, m: int) -> tuple[np.ndarray, np.ndarray]:
     """A measured run's (or job's) op times per (device, kind), or several steps' op factors:
     ``values`` and ``at[j, r, kind] = (offset, count)``. Steps' factors are pooled per step
     ``j`` (each pool is its steps' factors in step order, as many per step), so that a sample
     that draws step ``j``'s shared factor draws its ops' factors from step ``j`` alone: what
-    slowed that step's ops together stays together. A run or job has one pool (``j = 0``)."""
+    slowed that step's ops together stays together. A run or job has one pool (``j = 0``).
+    Its times are of ops of its own chunks, so it must have the schedule's ``p`` and ``m``."""
     relative = callable(getattr(run, "op_ratios_by_kind", None))
     times = run.op_ratios_by_kind() if relative else run.op_times_by_kind()
     if len(times) != p:
         raise ScheduleError(f"empirical noise must come from a run with the schedule's p={p} "
                             f"(the run has p={len(times)})")
+    # a run's op of 1/m of a stage's layers drawn for a chunk of another size would be a
+    # silently wrong time; a job reads plain pipelines only (read_op_table: vpp_size 1)
+    chunks = getattr(run, "m", 1)
+    if not relative and chunks != m:
+        raise ScheduleError(f"empirical noise from measured op times must come from a run "
+                            f"with the schedule's m={m} (the run has m={chunks}: its ops are "
+                            f"chunks of another size); MeasuredSteps' factors fit any m")
     steps = len(run.step_factors()) if relative else 1
     at = np.zeros((steps, p, 5, 2), np.int64)
     values = []

@@ -423,6 +423,10 @@ def test_empirical_noise_bootstraps_a_real_run():
     with pytest.raises(ScheduleError, match=f"run with the schedule's p={run.p + 2}"):
         simulate(build_schedule("1f1b", run.p + 2, 8), Costs(f=1, b=2),
                  noise=Noise(empirical=run))
+    # its ops are whole stages: drawn for chunks of half a stage they would double the compute
+    with pytest.raises(ScheduleError, match=r"run with the schedule's m=2 \(the run has m=1"):
+        simulate(build_schedule("interleaved-1f1b", run.p, 8), Costs(f=1, b=2),
+                 noise=Noise(empirical=run))
     with pytest.raises(fastpp.ScheduleTypeError, match="empirical must be a fastpp.MeasuredRun"):
         Noise(empirical="trace.json")
 
@@ -445,6 +449,9 @@ def test_empirical_noise_from_a_job():
     assert drawn.mean() > 1.5 * times[0, : s.length[0]][s.kind[0, : s.length[0]] == 0].mean()
     with pytest.raises(ScheduleError, match="needs a measured I op on device"):
         simulate(build_schedule("zb-h1", job.pp, 8), Costs(f=1, b=2, w=1),
+                 noise=Noise(empirical=job))
+    with pytest.raises(ScheduleError, match=r"run with the schedule's m=2 \(the run has m=1"):
+        simulate(build_schedule("interleaved-1f1b", job.pp, 8), Costs(f=1, b=2),
                  noise=Noise(empirical=job))
 
 
