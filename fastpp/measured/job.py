@@ -218,7 +218,7 @@ def read_op_table(path, meta=None) -> MeasuredJob:
     ScheduleError
         A column missing, an op twice, steps or replicas with different ops, the meta file
         disagreeing with the table, or a schedule the dependency model does not cover
-        (virtual stages, unpaired sends).
+        (virtual stages, a send or receive without its peer).
     """
     path = _existing(file_path(path, "path"), "path")
     meta = _meta(path, meta)
@@ -309,7 +309,7 @@ def _check(t, meta: dict) -> None:
                             f"(got {meta['world_size']})")
     for column, key in (("dp_rank", "dp_size"), ("stage", "pp_size")):
         got = sorted(int(x) for x in t[column].unique())
-        if got != list(range(meta[key])):
+        if len(got) != meta[key] or got != list(range(len(got))):  # (no range of a huge size)
             raise ScheduleError(f"meta {key}={meta[key]} disagrees with the table: its "
                                 f"{column} values are {got[:_SHOWN]}")
     unknown = sorted(set(t.optype) - set(OPTYPES))
@@ -372,7 +372,18 @@ def _graph(job: MeasuredJob) -> tuple[Graph, list[tuple[np.ndarray, bool]]]:
     groups.append((embed, False))
     for key in [*clip, *embed]:
         if (0, *key) not in ids:
-            raise ScheduleError(f"stage {key[0]} must have a {key[1]} op (the table has none)")
+            raise ScheduleError(f"stage {key[0]} must have a {key[1]} op of seq_id 0 (the "
+                                f"table has none)")
+    # a receive without its send would lose its stage's dependency on the peer and price the
+    # step without it
+    paired = {key for members, _ in groups for key in members}
+    receives = template[template.optype.str.endswith("-recv")]
+    for s, kind, q in receives[["stage", "optype", "seq_id"]].itertuples(index=False):
+        if (s, kind, q) not in paired:
+            direction = kind.split("-")[0]
+            peer = s - 1 if direction == "forward" else s + 1
+            raise ScheduleError(f"stage {s}'s {kind} op {q} must have its {direction}-send op "
+                                f"{q} on stage {peer} (the table has none)")
     return _assemble(job, ids, edges, groups)
 
 
