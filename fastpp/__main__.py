@@ -602,8 +602,9 @@ def _script(path: str) -> str:
 
 def _explain(args) -> int:
 
-    from .model import RunConfig, from_hf, from_megatron, from_torchtitan, from_vtrain
+    from .model import MODELS, RunConfig, from_hf, from_megatron, from_torchtitan, from_vtrain
     from .model.explain import explain
+    from .model.hardware import preset
     from .model.megatron import SCHEDULES as MEGATRON_SCHEDULES
 
     ignored = ()
@@ -639,7 +640,7 @@ def _explain(args) -> int:
         text = args.megatron if args.megatron is not None else _script(args.megatron_script)
         vocab = args.vocab
         if vocab is None and args.model is not None:  # the shape's, which --model gives
-            vocab = model_arg(args.model).vocab
+            vocab = preset(MODELS, model_arg(args.model), "model").vocab
         imported = from_megatron(text, args.gpus, vocab=vocab)
         model, config, ignored = imported.model, imported.config, imported.ignored
     elif args.torchtitan is not None:
@@ -663,7 +664,9 @@ def _explain(args) -> int:
                       recompute=args.recompute, zero=args.zero)
         rest = args.tp * args.pp * args.cp
         d = args.gpus // rest if rest and args.gpus % rest == 0 else 1
-        fields["global_batch"] = args.global_batch or args.microbatch * d
+        # a given 0 is refused, not defaulted; a bad --microbatch is refused as itself
+        fields["global_batch"] = (max(args.microbatch, 1) * d if args.global_batch is None
+                                  else args.global_batch)
         config = RunConfig.for_gpus(args.gpus, **fields)
     if args.model is not None and megatron:
         # the shape from --model, the kernels from the launch

@@ -538,3 +538,11 @@ def test_explain_cli_takes_the_vocabulary_from_model(capsys):
     assert main(["explain", "--megatron-script", str(DATA / "llama3_8b.sh"), "--model", hf,
                  "--hardware", "H100-80GB", "--neighbours", "0", "--workers", "1"]) == 0
     assert "llama-3.1-8b on 8 x H100-80GB: t=2 cp=2 p=1 d=2" in capsys.readouterr().out
+    # and from a preset's name: that crashed (a name has no vocabulary; its Transformer has)
+    assert main(["explain", "--megatron-script", str(DATA / "llama3_8b.sh"), "--model",
+                 "llama3-8b", "--hardware", "H100-80GB", "--neighbours", "0", "--workers",
+                 "1"]) == 0
+    assert "llama3-8b on 8 x H100-80GB: t=2 cp=2 p=1 d=2" in capsys.readouterr().out
+    assert main(["explain", "--megatron-script", str(DATA / "llama3_8b.sh"), "--model",
+                 "llama3-8bx", "--neighbours", "0"]) == 2
+    assert "model must be one of ['deepseek-v3'" in capsys.readouterr().err

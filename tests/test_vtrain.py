@@ -6,7 +6,7 @@ import json
 import pytest
 from helpers import needs_data
 
-from fastpp import ScheduleError
+from fastpp import ScheduleError, ScheduleTypeError
 from fastpp.model import HARDWARE, RunConfig, from_vtrain, plan, to_vtrain, vtrain_cluster
 from fastpp.model.explain import explain
 from fastpp.model.validate import DATA
@@ -286,20 +286,33 @@ def test_a_table_in_vtrains_format_is_priced_as_its_configurations(tmp_path):
                                                 rf"{k}\)"):
             vtrain_table(renamed)
     good = "8,32,4,1024,16,24,1024,2,2,2,219.7"
-    for cells, message in (("8,32,0,", "microbatch must be a positive integer .got 0 in row 1"),
-                           ("8,32,,", "microbatch must be a positive integer .got nan"),
-                           ("8,32,four,", "microbatch must be a positive integer .got 'four'"),
-                           ("8,32,4.5,", "microbatch must be a positive integer .got 4.5"),
+    must = "microbatch must be a positive integer below 2..31 .got "
+    for cells, message in (("8,32,0,", must + "0 in row 1"), ("8,32,,", must + "nan"),
+                           ("8,32,four,", must + "'four'"), ("8,32,4.5,", must + "4.5"),
                            ("8,30,4,", "global_batch must be a multiple of microbatch . d = 8"),
-                           ("4,32,4,", "gpus must be t . d . p = 8 .got 4 in row 1")):
+                           ("4,32,4,", "gpus must be t . d . p = 8 .got 4 in row 1"),
+                           # counts int64 would wrap around, and layouts no run has
+                           ("8,32,1e30,", must + "1e.30"),
+                           ("8,32,4,1024,17,", "heads must be a multiple of t = 2 .got 17"),
+                           ("8,32,4,1024,16,25,", "layers must be a multiple of p = 2 .got 25")):
         bad = tmp_path / "bad.csv"
-        bad.write_text(lines[0] + "\n" + cells + good.split(",", 3)[3] + "\n")
+        bad.write_text(lines[0] + "\n" + cells + good.split(",", cells.count(","))[-1] + "\n")
         with pytest.raises(ScheduleError, match=message):
             vtrain_table(bad)
-    bad.write_text(lines[0] + "\n" + good.rsplit(",", 1)[0] + ",0\n")
-    with pytest.raises(ScheduleError, match="iteration_ms must be a positive time"):
+    for time in ("0", "1e-320"):  # (the second gave an infinite error)
+        bad.write_text(lines[0] + "\n" + good.rsplit(",", 1)[0] + f",{time}\n")
+        with pytest.raises(ScheduleError, match="iteration_ms must be a time of at least 0.001 "
+                                                "ms"):
+            vtrain_table(bad)
+    bad.write_text(lines[0] + "\n" + good + ",1\n")  # a field more than the header
+    with pytest.raises(ScheduleError, match="rows must have as many fields as its header"):
         vtrain_table(bad)
-    for path in (tmp_path / "missing.csv", tmp_path / "empty.csv"):
-        (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "utf16.csv").write_bytes((lines[0] + "\n" + good + "\n").encode("utf-16"))
+    for path in (tmp_path / "missing.csv", tmp_path / "empty.csv", tmp_path / "utf16.csv",
+                 tmp_path, str(tmp_path / "a\0.csv")):
         with pytest.raises(ScheduleError, match="must be a readable CSV"):
+            vtrain_table(path)
+    for path in (None, 5):
+        with pytest.raises(ScheduleTypeError, match="path must be a file path"):
             vtrain_table(path)

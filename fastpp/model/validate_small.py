@@ -21,12 +21,13 @@ import re
 
 import numpy as np
 
-from ..checks import ScheduleError, require
+from ..checks import ScheduleError, file_path, require
 from .errorbar import regime
 from .megatron import padded_vocab
 from .vtrain import GPT2_VOCAB, vtrain_cluster
 
 VTRAIN = "vtrain_single_node_a"
+MIN_TIME_MS = 1e-3  # no iteration takes less than a microsecond
 COLUMNS = ["gpus", "global_batch", "microbatch", "hidden", "heads", "layers", "seq", "t", "d",
            "p", "iteration_ms"]
 # each column's header in the published file, and its short name, as _letters spells them
@@ -60,9 +61,12 @@ def vtrain_frame(data, path=None):
     where = data / f"{VTRAIN}.csv" if path is None else path
     try:
         df = pd.read_csv(where)
-    except (OSError, pd.errors.EmptyDataError, pd.errors.ParserError) as err:
+    except (OSError, ValueError) as err:  # (pandas' parser errors, a bad encoding, a NUL)
         raise ScheduleError(f"a vTrain table must be a readable CSV (got {where}: "
                             f"{err})") from None
+    if not isinstance(df.index, pd.RangeIndex):  # pandas moves a longer row's extra field in
+        raise ScheduleError(f"{where}: a vTrain table's rows must have as many fields as its "
+                            f"header ({len(df.columns)}; a row has more)")
     if len(df.columns) != len(COLUMNS):
         raise ScheduleError(f"a vTrain table must have the {len(COLUMNS)} columns of "
                             f"{VTRAIN}.csv ({', '.join(COLUMNS)}; got {len(df.columns)})")
@@ -96,29 +100,37 @@ def vtrain_frame(data, path=None):
 
 def _check_table(df, where) -> None:
     """Every count a positive integer, every time positive, and the degrees and batch as a
-    run has them; else a ScheduleError naming the column and the row."""
+    run has them (as ``from_vtrain`` reads a run); else a ScheduleError naming the column and
+    the row."""
     pd = require("pandas", "sweep", "fastpp.model.validate")
     values = df.apply(pd.to_numeric, errors="coerce")  # text and empty cells: NaN
     for column in COLUMNS:
         x = values[column].to_numpy(np.float64)
-        bad = ~(np.isfinite(x) & (x > 0))
-        if column != "iteration_ms":
-            bad |= np.isfinite(x) & (x != np.round(x))
+        if column == "iteration_ms":  # (a time of 1e-320 ms gave an infinite error)
+            bad = ~(np.isfinite(x) & (x >= MIN_TIME_MS))
+            must = f"a time of at least {MIN_TIME_MS} ms (a microsecond)"
+        else:  # (int64 would wrap a larger count around)
+            bad = ~(np.isfinite(x) & (x > 0) & (x < 2**31)) | (np.isfinite(x) & (x != np.round(x)))
+            must = "a positive integer below 2**31"
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            kind = "time" if column == "iteration_ms" else "integer"
             cell = df[column].iloc[row]
             cell = cell.item() if hasattr(cell, "item") else cell  # (numpy's scalar as Python's)
-            raise ScheduleError(f"{where}: {column} must be a positive {kind} (got {cell!r} in "
-                                f"row {row + 1})")
-    for row, (gpus, t, d, p, batch, b) in enumerate(zip(*(values[k].astype(np.int64) for k in (
-            "gpus", "t", "d", "p", "global_batch", "microbatch")), strict=True)):
+            raise ScheduleError(f"{where}: {column} must be {must} (got {cell!r} in row "
+                                f"{row + 1})")
+    for row, (gpus, t, d, p, batch, b, heads, layers) in enumerate(zip(*(
+            values[k].astype(np.int64) for k in ("gpus", "t", "d", "p", "global_batch",
+                                                 "microbatch", "heads", "layers")), strict=True)):
         if gpus != t * d * p:
             raise ScheduleError(f"{where}: gpus must be t * d * p = {t * d * p} (got {gpus} "
                                 f"in row {row + 1})")
         if batch % (b * d):
             raise ScheduleError(f"{where}: global_batch must be a multiple of microbatch * d "
                                 f"= {b * d} (got {batch} in row {row + 1})")
+        for column, count, degree, of in (("heads", heads, t, "t"), ("layers", layers, p, "p")):
+            if count % degree:
+                raise ScheduleError(f"{where}: {column} must be a multiple of {of} = {degree} "
+                                    f"(got {count} in row {row + 1})")
 
 
 def row_label(i: int, r) -> str:
@@ -179,6 +191,7 @@ def vtrain_table(path, hardware=None):
         (predicted over measured, less 1).
     """
     hardware = vtrain_cluster() if hardware is None else hardware
+    path = file_path(path, "path")
     frame = vtrain_frame(None, path).drop(columns="role")
     frame["predicted_ms"] = [row[4] for row in vtrain_rows(hardware, None, path=path)]
     frame["error"] = frame["predicted_ms"] / frame["iteration_ms"] - 1.0
