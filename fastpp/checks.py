@@ -244,6 +244,12 @@ def instance(value, cls, name: str, what: str):
     return value
 
 
+def digits(text: str, most: int = 18) -> bool:
+    """Whether ``text`` is a count written in ASCII digits, at most ``most`` of them: what
+    ``int`` reads without error (``"²".isdigit()`` is True) and int64 holds."""
+    return text.isascii() and text.isdigit() and len(text) <= most
+
+
 def file_path(value, name: str = "path"):
     """``value`` as a ``Path`` if it is a non-empty string or path."""
     from pathlib import Path

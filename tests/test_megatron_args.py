@@ -222,6 +222,16 @@ def test_virtual_stages_three_ways_and_layouts():
                  "--pipeline-model-parallel-layout Ett|tt|tt|ttL"):
         config = from_megatron(pp + flag, gpus=2).config
         assert (config.m, config.schedule) == (2, "interleaved-1f1b"), flag
+    # the embedding and the loss each in a layer's place (Megatron's split of L + 2 layers)
+    ends = from_megatron(BASE.replace("--num-layers 4", "--num-layers 6") + "--pipeline-model-"
+                         "parallel-size 2 --account-for-embedding-in-pipeline-split "
+                         "--account-for-loss-in-pipeline-split", gpus=2)
+    assert parse_layout(ends.config.layout).layers == (3, 3) and not any(
+        "account" in flag for flag in ends.ignored)
+    one = from_megatron(BASE.replace("--num-layers 4", "--num-layers 7") + "--pipeline-model-"
+                        "parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                        "--account-for-embedding-in-pipeline-split", gpus=2).config
+    assert (one.m, parse_layout(one.layout).layers) == (2, (1, 2, 2, 2))
     uneven = from_megatron(pp + "--decoder-first-pipeline-num-layers 3", gpus=2).config
     assert (uneven.m, uneven.first_layers) == (1, 3)
     chunks = from_megatron(pp + "--num-virtual-stages-per-pipeline-rank 2 "
@@ -258,7 +268,25 @@ def test_bad_input():
         from_megatron("torchrun pretrain_gpt.py " + BASE + "--tensor-model-parallel-size $TP",
                       gpus=1)
     with pytest.raises(ScheduleError, match="t \\* cp \\* p = 3 must divide the gpus"):
-        from_megatron(BASE + "--pipeline-model-parallel-size 3", gpus=8)
+        from_megatron(BASE.replace("--num-layers 4", "--num-layers 6")
+                      + "--pipeline-model-parallel-size 3", gpus=8)
+    # layouts Megatron refuses at start-up (arguments.py, TransformerConfig) were priced
+    with pytest.raises(ScheduleError, match=r"--num-layers 4 must be a multiple of "
+                                            r"--pipeline-model-parallel-size 3 \(Megatron's"):
+        from_megatron(BASE + "--pipeline-model-parallel-size 3", gpus=3)
+    with pytest.raises(ScheduleError, match=r"--num-layers 4 \+ 1 \(--account-for-embedding-in"
+                                            r"-pipeline-split\) must be a multiple of "
+                                            r"--pipeline-model-parallel-size 2 times 2 virtual"):
+        from_megatron(BASE + "--pipeline-model-parallel-size 2 --account-for-embedding-in-"
+                      "pipeline-split --num-virtual-stages-per-pipeline-rank 2", gpus=2)
+    with pytest.raises(ScheduleError, match=r"virtual pipeline stages \(m=2\) need "
+                                            r"--pipeline-model-parallel-size > 1, as Megatron "
+                                            r"asserts \(got 1\)"):
+        from_megatron(BASE + "--num-virtual-stages-per-pipeline-rank 2", gpus=1)
+    with pytest.raises(ScheduleError, match="--decoder-first-pipeline-num-layers and "
+                                            "--account-for-loss-in-pipeline-split contradict"):
+        from_megatron(BASE + "--pipeline-model-parallel-size 2 --decoder-first-pipeline-num-"
+                      "layers 1 --account-for-loss-in-pipeline-split", gpus=2)
     with pytest.raises(ScheduleError, match="--seq-length must be given"):
         from_megatron(BASE.replace("--seq-length 512", ""), gpus=1)
     with pytest.raises(ScheduleError, match="GPU count must be given"):

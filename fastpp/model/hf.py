@@ -129,13 +129,14 @@ class _Config:
                                 f"{value!r})")
         return float(value)
 
-    def layers(self, key) -> set:
-        """A list of layer indices (empty when absent)."""
+    def layers(self, key, layers: int) -> set:
+        """A list of indices of the ``layers`` layers (empty when absent)."""
         value = self.get(key, [])
         if not isinstance(value, list) or not all(
-                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
-            raise ScheduleError(f"{self.where}: {key!r} must be a list of layer indices (got "
-                                f"{value!r})")
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers
+                for i in value):
+            raise ScheduleError(f"{self.where}: {key!r} must be a list of layer indices in "
+                                f"0..{layers - 1} (got {value!r})")
         return set(value)
 
 
@@ -158,6 +159,10 @@ def read_config(config) -> tuple[dict, str]:
                             f"{path})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ScheduleError(f"{path} is not JSON ({e})") from None
+    except (OSError, ValueError) as e:  # a folder, a NUL, a name too long; a number too long
+        raise ScheduleError(f"config must be a readable config.json ({path}: {e})") from None
+    except RecursionError:
+        raise ScheduleError(f"{path} is not JSON (nested too deep)") from None
     if not isinstance(data, dict):
         raise ScheduleError(f"{path} must hold a JSON object (got {type(data).__name__})")
     return data, path
@@ -171,7 +176,7 @@ def _text_model(data: dict) -> dict:
     merged = {**data, **inner}
     if "model_type" not in inner:
         outer = data.get("model_type")
-        merged["model_type"] = TEXT_TYPES.get(outer, outer)
+        merged["model_type"] = TEXT_TYPES.get(outer, outer) if isinstance(outer, str) else outer
     return merged
 
 
@@ -259,7 +264,11 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
         raise ScheduleError(f"{cfg.where}: 'sliding_window' must be null or an integer in "
                             f"1..2**31-1 (got {window!r})")
     types = cfg.data.get("layer_types")
-    if isinstance(types, list):
+    if types is not None and not (isinstance(types, list) and len(types) == layers
+                                  and all(isinstance(kind, str) for kind in types)):
+        raise ScheduleError(f"{cfg.where}: 'layer_types' must be null or a list of {layers} "
+                            f"names, one a layer (got {types!r})")
+    if types is not None:
         sliding = sum(kind == SLIDING_TYPE for kind in types)
     elif family.sliding == "qwen":
         # the classes' default: 28 (transformers slides the layers from it on)
@@ -277,13 +286,15 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
     """The mixture of experts' and MLA's fields of ``Transformer``."""
     if family.moe == "mixtral":  # intermediate_size is each expert's width
         return {"experts": cfg.int("num_local_experts"),
-                "top_k": cfg.int("num_experts_per_tok", cfg.get("experts_per_token", 2)),
+                "top_k": cfg.int("num_experts_per_tok", cfg.get("experts_per_token", 2),
+                                 low=1),
                 "expert_ffn": cfg.int("intermediate_size")}
     if family.moe == "qwen":
-        experts, step = cfg.int("num_experts"), cfg.int("decoder_sparse_step", 1)
-        dense_only = cfg.layers("mlp_only_layers")
+        # (transformers divides by the step: 0 is no configuration)
+        experts, step = cfg.int("num_experts"), cfg.int("decoder_sparse_step", 1, low=1)
+        dense_only = cfg.layers("mlp_only_layers", layers)
         sparse = sum(1 for i in range(layers)
-                     if i not in dense_only and experts > 0 and (i + 1) % max(step, 1) == 0)
+                     if i not in dense_only and experts > 0 and (i + 1) % step == 0)
         width = cfg.int("moe_intermediate_size", low=1)
         shared = cfg.int("shared_expert_intermediate_size", 0)
         return {"experts": experts, "top_k": cfg.int("num_experts_per_tok"),
@@ -291,8 +302,8 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
                 "dense_layers": layers - sparse}
     if family.moe == "deepseek":
         experts = cfg.int("n_routed_experts", 0)
-        first, freq = cfg.int("first_k_dense_replace", 0), cfg.int("moe_layer_freq", 1)
-        sparse = sum(1 for i in range(layers) if experts and i >= first and i % max(freq, 1) == 0)
+        first, freq = cfg.int("first_k_dense_replace", 0), cfg.int("moe_layer_freq", 1, low=1)
+        sparse = sum(1 for i in range(layers) if experts and i >= first and i % freq == 0)
         nope = cfg.int("qk_nope_head_dim")
         mla = {"head_dim": nope, "v_head_dim": cfg.int("v_head_dim"),
                "q_rank": cfg.int("q_lora_rank", 0), "kv_rank": cfg.int("kv_lora_rank"),

@@ -246,6 +246,8 @@ def _count(tokens, k: int, text: str, must: str) -> tuple[int, int]:
         _fail(text, must, star[1])
     if not _digits(digits[0]):
         _fail(text, must, digits[1])
+    if len(digits[0]) > 18:  # (past int64 and MAX_SYMBOLS; int() refuses 4,300 digits)
+        _fail(text, f"repeat at most {MAX_SYMBOLS:,} times", digits[1])
     return int(digits[0]), k + 2
 
 

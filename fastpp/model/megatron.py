@@ -14,10 +14,10 @@ import ast
 import re
 from dataclasses import dataclass, replace
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, one_of, positive_int
+from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, digits, one_of, positive_int
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hardware import Hardware, preset
-from .layout import megatron_layers, parse_layout
+from .layout import Layout, megatron_layers, parse_layout
 from .moe import DISPATCHERS
 from .presets import MODELS
 from .transformer import Transformer
@@ -52,6 +52,8 @@ FLAGS = {
     "pipeline_model_parallel_layout": (STR, None),
     "decoder_first_pipeline_num_layers": (INT, None),
     "decoder_last_pipeline_num_layers": (INT, None),
+    "account_for_embedding_in_pipeline_split": (BOOL, False),
+    "account_for_loss_in_pipeline_split": (BOOL, False),
     "context_parallel_size": (INT, 1), "cp_comm_type": (STR, "p2p"),
     "moe_token_dispatcher_type": (STR, "allgather"),
     "expert_model_parallel_size": (INT, 1), "expert_tensor_parallel_size": (INT, None),
@@ -336,7 +338,7 @@ def _launcher(words) -> int | str | None:
             value = inline or (words[i + 1] if i + 1 < len(words) else "")
             if getattr(w if inline else value, "unresolved", None):
                 return f"--{key} needs the variable {(w if inline else value).unresolved!r}"
-            if value.isdigit():
+            if digits(value):
                 found[key] = int(value)
     if "nproc_per_node" in found:
         return found["nproc_per_node"] * found.get("nnodes", 1)
@@ -386,7 +388,12 @@ def _contradictions(a: dict) -> None:
              ("num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank"),
              ("pipeline_model_parallel_layout", "decoder_first_pipeline_num_layers"),
              ("pipeline_model_parallel_layout", "decoder_last_pipeline_num_layers"),
-             ("overlap_p2p_communication", "no_overlap_p2p_communication")]
+             ("overlap_p2p_communication", "no_overlap_p2p_communication"),
+             *((x, y) for x in ("pipeline_model_parallel_layout",
+                                "decoder_first_pipeline_num_layers",
+                                "decoder_last_pipeline_num_layers")
+               for y in ("account_for_embedding_in_pipeline_split",
+                         "account_for_loss_in_pipeline_split"))]
     for x, y in pairs:
         if a[x] and a[y]:
             raise ScheduleError(f"--{x.replace('_', '-')} and --{y.replace('_', '-')} "
@@ -480,7 +487,7 @@ def _layer_count(freq: str, layers: int, flag: str, every) -> int:
     """The layers a Megatron layer-frequency argument marks 1: an integer ``k`` (``every(k)``
     of them), or a pattern like ``([0]*3+[1]*58)`` or ``[0,1,1]`` of one 0/1 per layer."""
     text = str(freq).strip()
-    if text.isdigit():
+    if digits(text):
         k = int(text)
         if k < 1:
             raise ScheduleError(f"{flag} must be >= 1 or a pattern (got {freq!r})")
@@ -567,7 +574,9 @@ def _dispatcher(value: str) -> str:
 
 def _chunks(a: dict, model: Transformer, p: int):
     """Chunks per device ``m`` from any of Megatron's three virtual-stage flags or the layout
-    string, and the layout (Megatron's first/last counts with ``m > 1`` as a layout)."""
+    string, and the layout (Megatron's first/last counts with ``m > 1`` as a layout, and its
+    split that counts the embedding or the loss as a layer). The divisions Megatron asserts
+    exact (``arguments.py``, ``TransformerConfig``) must be."""
     layout = a["pipeline_model_parallel_layout"]
     per_stage = a["num_layers_per_virtual_pipeline_stage"]
     if layout is not None:
@@ -576,18 +585,38 @@ def _chunks(a: dict, model: Transformer, p: int):
             raise ScheduleError(f"--pipeline-model-parallel-layout must give a multiple of "
                                 f"--pipeline-model-parallel-size {p} stages (got {stages})")
         return stages // p, layout, None, None
+    ends = (a["account_for_embedding_in_pipeline_split"], a["account_for_loss_in_pipeline_split"])
+    units = model.layers + sum(ends)  # layers, the embedding and the loss counted as ends ask
+    counted = "".join(f" + 1 ({flag})" for flag, on in zip(
+        ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"),
+        ends, strict=True) if on)
     if per_stage is not None:
-        if model.layers % (per_stage * p):
+        if units % (per_stage * p):
             raise ScheduleError(f"--num-layers-per-virtual-pipeline-stage {per_stage} times "
                                 f"--pipeline-model-parallel-size {p} must divide --num-layers "
-                                f"{model.layers}")
-        m = model.layers // (per_stage * p)
+                                f"{model.layers}{counted}")
+        m = units // (per_stage * p)
     else:
         m = (a["num_virtual_stages_per_pipeline_rank"]
              or a["virtual_pipeline_model_parallel_size"] or 1)
+    if m > 1 and p == 1:
+        raise ScheduleError(f"virtual pipeline stages (m={m}) need --pipeline-model-parallel-"
+                            f"size > 1, as Megatron asserts (got 1)")
     first, last = a["decoder_first_pipeline_num_layers"], a["decoder_last_pipeline_num_layers"]
     if m > 1 and (first is not None or last is not None):
         return m, str(megatron_layers(model.layers, p, m, first, last)), None, None
+    if first is None and last is None:
+        if units % (p * m):
+            raise ScheduleError(f"--num-layers {model.layers}{counted} must be a multiple of "
+                                f"--pipeline-model-parallel-size {p}"
+                                + (f" times {m} virtual stages" if m > 1 else "")
+                                + " (Megatron's even split; --decoder-first-pipeline-num-layers "
+                                  "or a layout give others)")
+        if any(ends):  # each virtual stage units / (p m); the ends' take a layer's place
+            counts = [units // (p * m)] * (p * m)
+            counts[0] -= ends[0]
+            counts[-1] -= ends[1]
+            return m, str(Layout.from_layers(counts)), None, None
     return m, None, first, last
 
 
@@ -794,7 +823,7 @@ def _expand(word: str, scope: dict, arrays: dict) -> tuple[str, str | None]:
         if key.endswith("]"):  # ${ARR[0]}
             base, index = key[:-1].split("[", 1)
             items = arrays.get(base, [])
-            return str(items[int(index)]) if index.isdigit() and int(index) < len(items) \
+            return str(items[int(index)]) if digits(index) and int(index) < len(items) \
                 else _missing(key, missing)
         if key in scope:
             return scope[key]
@@ -826,7 +855,7 @@ def _arithmetic(expr: str, scope: dict, missing: list) -> str:
         return "$((" + expr + "))"
     try:
         return str(_integer(ast.parse(text.strip().replace("/", "//"), mode="eval").body))
-    except (SyntaxError, ValueError, ZeroDivisionError):
+    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
         missing.append(f"$(({expr}))")
         return "$((" + expr + "))"
 

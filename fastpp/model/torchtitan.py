@@ -14,7 +14,7 @@ import dataclasses
 import os
 import tomllib
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, one_of
+from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, digits, one_of
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hf import from_hf
 from .presets import MODELS
@@ -48,12 +48,14 @@ def read_toml(job) -> tuple[dict, str]:
         try:
             with open(where, encoding="utf-8") as f:
                 text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
+        except (OSError, ValueError) as e:  # (ValueError: a bad encoding, a NUL)
             raise ScheduleError(f"job must be a readable TOML file ({where}: {e})") from None
     try:
         return tomllib.loads(text), where
-    except tomllib.TOMLDecodeError as e:
+    except ValueError as e:  # (tomllib's own errors, a number too long for int)
         raise ScheduleError(f"{where} is not TOML ({e})") from None
+    except RecursionError:
+        raise ScheduleError(f"{where} is not TOML (nested too deep)") from None
 
 
 def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
@@ -144,7 +146,7 @@ def _model(table: dict, model, where: str) -> Transformer:
     assets = table.get("hf_assets_path")
     if isinstance(assets, str) and os.path.exists(os.path.join(assets, "config.json")):
         return from_hf(assets)
-    key = (table.get("name"), str(table.get("flavor")))
+    key = (str(table.get("name")), str(table.get("flavor")))
     if key not in FLAVORS:
         raise ScheduleError(f"{where}: [model] name and flavor must be one of "
                             f"{sorted(FLAVORS)} (got {key}), or give the model")
@@ -212,13 +214,13 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     mode = _choice(ac, "mode", "selective", ("none", "selective", "full"), where,
                    "activation_checkpoint")
     option = str(ac.get("selective_ac_option", "2"))
-    if option != "op" and not (option.isdigit() and int(option) >= 1):
+    if option != "op" and not (digits(option) and int(option) >= 1):
         raise ScheduleError(f"{where}: [activation_checkpoint] selective_ac_option must be "
                             f"'op' or a layer interval >= 1 (got {ac['selective_ac_option']!r})")
     recompute = {"none": "none", "full": "full"}.get(
         mode, "selective" if option == "op" else "full")
     # every k-th layer fully checkpointed (torchtitan's _apply_layer_sac); k = 1: all
-    interval = mode == "selective" and option.isdigit() and int(option) > 1
+    interval = mode == "selective" and option != "op" and int(option) > 1
     converters = section["model"].get("converters", [])
     if not isinstance(converters, list) or not all(isinstance(c, str) for c in converters):
         raise ScheduleError(f"{where}: [model] converters must be a list of names (got "
