@@ -1,0 +1,129 @@
+"""Bad input to the readers of models and runs (the ninth wave, a fuzz of 4 December 2026,
+night) ends in a ``ScheduleError`` naming what is wrong: never another library's error, nor a
+run its own framework refuses priced as if it could start.
+
+One test per defect; each input escaped or was accepted before its fix (the docstring says
+how). The vTrain table's, the op table's and the empirical noise's are beside their own tests
+(test_vtrain.py, test_whatif.py, test_noise.py).
+"""
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fastpp import ScheduleError
+from fastpp.__main__ import main
+from fastpp.model import from_hf, from_megatron, from_torchtitan
+from fastpp.model.layout import parse_layout
+
+DATA = Path(__file__).parent / "data"
+SHAPE = ("pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+         "--seq-length 4096 --vocab-size 32000 ")
+LONG = "9" * 5000  # past int()'s 4,300 digits
+
+
+def config(name: str) -> dict:
+    return json.loads((DATA / "hf" / f"{name}.json").read_text())
+
+
+def test_config_files_that_cannot_be_read(tmp_path):
+    """A folder named config.json (IsADirectoryError), a NUL in the path (ValueError), a
+    number of 5,000 digits (ValueError) and JSON nested 100,000 deep (RecursionError)
+    escaped ``from_hf``."""
+    (tmp_path / "folder" / "config.json").mkdir(parents=True)
+    with pytest.raises(ScheduleError, match="config must be a readable config.json .*Is a "
+                                            "directory"):
+        from_hf(tmp_path / "folder")
+    with pytest.raises(ScheduleError, match="config must be a readable config.json .*null"):
+        from_hf("a\0b.json")
+    (tmp_path / "long.json").write_text(f'{{"hidden_size": {LONG}}}')
+    with pytest.raises(ScheduleError, match="config must be a readable config.json .*digits"):
+        from_hf(tmp_path / "long.json")
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ScheduleError, match=r"deep.json is not JSON \(nested too deep\)"):
+        from_hf(tmp_path / "deep.json")
+    with pytest.raises(ScheduleError, match="model_type must be one of"):  # (a TypeError)
+        from_hf({"model_type": [1], "text_config": {}})
+
+
+@pytest.mark.parametrize("name, change, message", [
+    # transformers divides by them: a 0 was read as 1
+    ("qwen3-30b-a3b", {"decoder_sparse_step": 0}, "'decoder_sparse_step' must be an integer "
+                                                  "in 1..2"),
+    ("deepseek-v3", {"moe_layer_freq": 0}, "'moe_layer_freq' must be an integer in 1..2"),
+    # ignored: a layer the model does not have, a string for a list
+    ("qwen3-30b-a3b", {"mlp_only_layers": [100]}, r"'mlp_only_layers' must be a list of layer "
+                                                  r"indices in 0..47 \(got \[100\]\)"),
+    ("gpt-oss-20b", {"layer_types": "sliding_attention"}, "'layer_types' must be null or a "
+                                                          "list of 24 names"),
+    ("gpt-oss-20b", {"layer_types": ["sliding_attention"]}, "list of 24 names"),
+    # a top-k of 0 routes no token
+    ("mixtral-8x7b-v0.1", {"num_experts_per_tok": 0}, "'num_experts_per_tok' must be an "
+                                                      "integer in 1..2"),
+])
+def test_hf_fields_transformers_would_refuse(name, change, message):
+    with pytest.raises(ScheduleError, match=message):
+        from_hf({**config(name), **change})
+
+
+def test_toml_that_cannot_be_read(tmp_path):
+    """A NUL in the path, a 5,000-digit number and arrays nested 100,000 deep escaped
+    ``from_torchtitan`` (ValueError, RecursionError)."""
+    with pytest.raises(ScheduleError, match=r"job must be a readable TOML file"):
+        from_torchtitan("a\0.toml", 8)
+    (tmp_path / "long.toml").write_text(f"[training]\nseq_len = {LONG}\n")
+    (tmp_path / "deep.toml").write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    for name, why in (("long", "digits"), ("deep", "nested too deep")):
+        with pytest.raises(ScheduleError, match=rf"{name}.toml is not TOML \(.*{why}"):
+            from_torchtitan(tmp_path / f"{name}.toml", 8)
+
+
+def test_torchtitan_fields_of_the_wrong_kind():
+    """A list for the model's name (TypeError: unhashable), and an interval written in
+    Unicode digits or 5,000 of them (ValueError from int())."""
+    job = tomllib.loads((DATA / "torchtitan" / "llama3_8b.toml").read_text())
+    with pytest.raises(ScheduleError, match=r"\[model\] name and flavor must be one of"):
+        from_torchtitan({**job, "model": {"name": [1], "flavor": "8B"}}, 64)
+    for option in ("²", LONG):
+        with pytest.raises(ScheduleError, match="selective_ac_option must be 'op' or a layer "
+                                                "interval >= 1"):
+            from_torchtitan({**job, "activation_checkpoint": {
+                "mode": "selective", "selective_ac_option": option}}, 64)
+    every = from_torchtitan({**job, "activation_checkpoint": {
+        "mode": "selective", "selective_ac_option": "3"}}, 64)[1]
+    assert every.recompute == "full"  # every third layer checkpointed whole
+
+
+def test_megatron_counts_int_cannot_read():
+    """``"²".isdigit()`` is True and ``int("²")`` a ValueError: in --moe-layer-freq, an array
+    index and torchrun's --nproc_per_node; and a $((...)) of 5,000 terms recursed past
+    Python's limit."""
+    for freq in ("²", LONG):
+        with pytest.raises(ScheduleError, match="--moe-layer-freq must be an integer or a "
+                                                "list pattern"):
+            from_megatron(SHAPE + f"--num-experts 8 --moe-layer-freq {freq}", 8)
+    with pytest.raises(ScheduleError, match="GPU count must be given"):
+        from_megatron("torchrun --nproc_per_node ² " + SHAPE)
+    with pytest.raises(ScheduleError, match="needs the variable 'B'"):
+        from_megatron("A=(32)\nB=${A[²]}\n" + SHAPE.replace("32", "$B", 1), 8)
+    deep = "L=$((" + "+".join(["1"] * 5000) + "))\n" + SHAPE.replace("32", "$L", 1)
+    with pytest.raises(ScheduleError, match="needs the variable 'L'"):
+        from_megatron(deep, 8)
+
+
+def test_layout_count_of_5000_digits():
+    """int() refused the count (ValueError)."""
+    with pytest.raises(ScheduleError, match=r"layout must repeat at most 1,000,000 times"):
+        parse_layout(f"Et*{LONG}|tL")
+
+
+def test_explain_global_batch_zero(capsys):
+    """``--global-batch 0`` was replaced by the default (exit 0); ``--microbatch 0`` was
+    reported as a global batch of 0, which the user had not given."""
+    hf = str(DATA / "hf" / "qwen3-8b.json")
+    for flag, name in (("--global-batch", "global_batch"), ("--microbatch", "microbatch")):
+        assert main(["explain", "--hf", hf, "--gpus", "8", flag, "0", "--neighbours", "0"]) == 2
+        err = capsys.readouterr().err
+        assert f"{name} must be a positive integer (got {name}=0)" in err, err
