@@ -127,3 +127,15 @@ def test_explain_global_batch_zero(capsys):
         assert main(["explain", "--hf", hf, "--gpus", "8", flag, "0", "--neighbours", "0"]) == 2
         err = capsys.readouterr().err
         assert f"{name} must be a positive integer (got {name}=0)" in err, err
+
+
+def test_megatron_values_its_argparse_refuses():
+    """``--fp8-format bogus`` was priced as fp8 and ``--attention-backend bogus`` as
+    FlashAttention; a pattern of floats, ``[1.0]*32``, passed as ones and failed later naming
+    ``dense_layers``."""
+    for flag, choices in (("--fp8-format", "['e4m3', 'hybrid']"),
+                          ("--attention-backend", "['flash', 'fused', 'unfused', 'local'")):
+        with pytest.raises(ScheduleError, match=rf"{flag} must be one of \{choices[:-1]}"):
+            from_megatron(SHAPE + f"{flag} bogus", 8)
+    with pytest.raises(ScheduleError, match="--moe-layer-freq's pattern must give 0 or 1"):
+        from_megatron(SHAPE + "--num-experts 8 --moe-layer-freq [1.0]*32", 8)

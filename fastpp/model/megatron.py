@@ -105,7 +105,10 @@ ZERO_OK = {"num_experts", "moe_shared_expert_intermediate_size", "mtp_num_layers
 # string flags whose values Megatron's argparse restricts (choices=)
 CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tuple(SHARDING),
            "recompute_granularity": ("full", "selective"),
-           "recompute_method": ("uniform", "block")}
+           "recompute_method": ("uniform", "block"),
+           # argparse's choices (--fp8-format; --attention-backend, AttnBackend's names)
+           "fp8_format": ("e4m3", "hybrid"),
+           "attention_backend": ("flash", "fused", "unfused", "local", "auto")}
 
 
 @dataclass(frozen=True)
@@ -497,7 +500,7 @@ def _layer_count(freq: str, layers: int, flag: str, every) -> int:
     except (SyntaxError, ValueError, RecursionError):
         raise ScheduleError(f"{flag} must be an integer or a list pattern such as "
                             f"([0]*3+[1]*58) (got {freq!r})") from None
-    if len(pattern) != layers or any(x not in (0, 1) or isinstance(x, bool) for x in pattern):
+    if len(pattern) != layers or any(type(x) is not int or x not in (0, 1) for x in pattern):
         raise ScheduleError(f"{flag}'s pattern must give 0 or 1 for each of the "
                             f"{layers} layers (got {len(pattern)} values)")
     return sum(pattern)
