@@ -1,10 +1,12 @@
-"""Bad input to the readers of models and runs (the ninth wave, a fuzz of 4 December 2026,
-night) ends in a ``ScheduleError`` naming what is wrong: never another library's error, nor a
-run its own framework refuses priced as if it could start.
+"""Bad input to the readers of models and runs and to the planner (the ninth wave, a fuzz of 4
+December 2026, night) ends in a ``ScheduleError`` naming what is wrong: never another library's
+error, a number priced as given that no run has, nor a run its own framework refuses priced as
+if it could start.
 
 One test per defect; each input escaped or was accepted before its fix (the docstring says
-how). The vTrain table's, the op table's and the empirical noise's are beside their own tests
-(test_vtrain.py, test_whatif.py, test_noise.py).
+how). The vTrain table's, the op table's, the empirical noise's, the hardware's rates and the
+expert imbalance's are beside their own tests (test_vtrain.py, test_whatif.py, test_noise.py,
+test_compute.py, test_moe.py).
 """
 
 import json
@@ -139,3 +141,18 @@ def test_megatron_values_its_argparse_refuses():
             from_megatron(SHAPE + f"{flag} bogus", 8)
     with pytest.raises(ScheduleError, match="--moe-layer-freq's pattern must give 0 or 1"):
         from_megatron(SHAPE + "--num-experts 8 --moe-layer-freq [1.0]*32", 8)
+
+
+def test_planner_inputs_it_priced_as_given():
+    """``plan(reduce_bytes=1e30)`` priced a 7e27 s step (``RunConfig`` takes 2 or 4 alone);
+    ``RunConfig(recompute_modules=("x",))`` was carried unpriced and written as
+    ``--recompute-modules x``."""
+    from fastpp.model import RunConfig, plan
+
+    with pytest.raises(ScheduleError, match=r"reduce_bytes must be 2 or 4 \(bytes per gradient; "
+                                            r"got 1e\+30\)"):
+        plan("llama2-7b", 8, seq=1024, global_batch=8, reduce_bytes=1e30, workers=1)
+    with pytest.raises(ScheduleError, match=r"recompute_modules must hold names among "
+                                            r"\['core_attn'.*\(got 'x'\)"):
+        RunConfig(seq=512, global_batch=8, p=2, d=2, recompute="selective",
+                  recompute_modules=("x",))

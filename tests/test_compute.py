@@ -151,8 +151,15 @@ def test_current_scaling_accumulates_the_gradients_in_split_mode():
     (dict(memory_bandwidth=float("nan")), r"memory_bandwidth must be finite and > 0"),
     (dict(op_overhead=float("inf")), r"op_overhead must be finite and >= 0 \(got inf\)"),
     (dict(op_overhead=-1e-6), r"op_overhead must be finite and >= 0 \(got -1e-06\)"),
-    (dict(efficiency=1.5), r"efficiency must be a number in \(0, 1\] \(got 1.5\)"),
-    (dict(efficiency=0.0), r"efficiency must be a number in \(0, 1\] \(got 0.0\)"),
+    (dict(efficiency=1.5), r"efficiency must be a number in \(0.01, 1\] \(got 1.5\)"),
+    (dict(efficiency=0.0), r"efficiency must be a number in \(0.01, 1\] \(got 0.0\)"),
+    # rates so slow that a step's time overflowed: plan printed inf as a fitting row, or
+    # called the overflow a deadlock and a fastpp bug
+    (dict(efficiency=1e-320), r"efficiency must be a number in \(0.01, 1\]"),
+    (dict(memory_bandwidth=1e-300), r"memory_bandwidth must be at least 1 \(per second; got "
+                                    r"1e-300\)"),
+    (dict(peak_flops=1e-300), r"peak_flops must be at least 1"),
+    (dict(host_bandwidth=1e-300), r"host_bandwidth must be at least 1"),
     (dict(matmul_half=0.0), r"matmul_half must be a number in \(0, 65536\] \(got 0.0\)"),
     (dict(matmul_half=1e6), r"matmul_half must be a number in \(0, 65536\] \(got 1000000.0\)"),
     (dict(matmul_half=float("nan")), r"matmul_half must be a number in \(0, 65536\]"),
@@ -172,6 +179,7 @@ def test_bad_hardware_is_named(change, message):
 @pytest.mark.parametrize("bandwidth, latency, message", [
     (-1.0, 0.0, r"bad.bandwidth must be finite and > 0 \(got -1.0\)"),
     (float("inf"), 0.0, r"bad.bandwidth must be finite and > 0 \(got inf\)"),
+    (1e-300, 0.0, r"bad.bandwidth must be at least 1 \(per second; got 1e-300\)"),
     (1e9, float("nan"), r"bad.latency must be finite and >= 0 \(got nan\)"),
 ])
 def test_bad_links_are_named(bandwidth, latency, message):

@@ -43,7 +43,7 @@ def _grid(**changes):
     (dict(cp_comm="tree"), r"cp_comm must be one of"),
     (dict(precision="fp4"), r"precision must be one of \['bf16', 'fp8'\]"),
     (dict(node_limit=0), r"node_limit must be a positive integer"),
-    (dict(imbalance=0.5), r"imbalance must be >= 1"),
+    (dict(imbalance=0.5), r"imbalance must be a number finite and >= 1"),
 ])
 def test_run_grid_names_a_bad_field(changes, message):
     with pytest.raises(ScheduleError, match=message):

@@ -334,7 +334,12 @@ def test_expert_parameters_fold_over_edp():
      r"ep and etp must be 1 for a dense model"),
     (lambda: transformer_costs("mixtral-8x7b", build_schedule("1f1b", 2, 4), "A100-80GB",
                                seq=128, precision="fp8"), r"precision='fp8' needs fp8_flops"),
-    (lambda: layer_parts(TINY, TOY, seq=16, imbalance=0.5), r"imbalance must be >= 1"),
+    (lambda: layer_parts(TINY, TOY, seq=16, imbalance=0.5),
+     r"imbalance must be a number in \[1, 4\]"),
+    # transformer_costs took any imbalance: 100 priced silently, 1e300 overflowed the costs
+    (lambda: transformer_costs("mixtral-8x7b", build_schedule("1f1b", 2, 4), seq=128, ep=8,
+                               dp=8, imbalance=100.0),
+     r"imbalance must be a number in \[1, 8\] \(the experts\).* \(got 100.0\)"),
     (lambda: layer_parts(TINY, TOY, seq=16, dispatch="fp4"), r"dispatch must be one of"),
     # the busiest rank holds at most every token: 1e308 once overflowed into "deadlocked"
     (lambda: plan(TINY, 4, TOY, seq=16, global_batch=8, imbalance=1e308),

@@ -20,6 +20,7 @@ from ..checks import (
     ScheduleTypeError,
     flag,
     instance,
+    name_list,
     one_of,
     positive_int,
     show,
@@ -28,7 +29,7 @@ from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from .hardware import PRECISIONS
 from .layout import as_layout, even_layers
 from .moe import DISPATCHERS, check_imbalance
-from .recipes import Recipe
+from .recipes import RECOMPUTE_MODULES, Recipe
 from .transformer import RECOMPUTE, Transformer
 
 DEGREES = ("t", "cp", "p", "d", "ep", "etp")
@@ -176,11 +177,7 @@ class RunConfig:
         one_of(self.dispatcher, "dispatcher", DISPATCHERS)
         if self.precision is not None:  # None: the hardware's
             one_of(self.precision, "precision", PRECISIONS)
-        if not isinstance(self.reduce_bytes, int | float) or isinstance(
-                self.reduce_bytes, bool) or self.reduce_bytes not in (2, 4):
-            raise ScheduleError(f"reduce_bytes must be 2 or 4 (bytes per gradient; got "
-                                f"{self.reduce_bytes!r})")
-        object.__setattr__(self, "reduce_bytes", float(self.reduce_bytes))
+        object.__setattr__(self, "reduce_bytes", check_reduce_bytes(self.reduce_bytes))
         for name in ("sequence_parallel", "overlap", "gradient_overlap", "tp_overlap",
                      "blocking_handoffs"):
             flag(getattr(self, name), name)
@@ -193,6 +190,8 @@ class RunConfig:
                     isinstance(x, str) for x in modules):
                 raise ScheduleTypeError(f"recompute_modules must be a list of module names "
                                         f"(got {modules!r})")
+            # Megatron's names (an unknown one was carried unpriced and written as a flag)
+            name_list(modules, "recompute_modules", RECOMPUTE_MODULES)
             object.__setattr__(self, "recompute_modules", tuple(modules))
         check_imbalance(self.imbalance)
         if self.layout is not None:
@@ -476,6 +475,15 @@ def _differs(value, default) -> bool:
 def as_run(config, name: str = "config") -> RunConfig:
     """``config`` if it is a ``RunConfig``, else a ``ScheduleTypeError`` naming ``name``."""
     return instance(config, RunConfig, name, "fastpp.model.RunConfig")
+
+
+def check_reduce_bytes(value) -> float:
+    """``value`` as a float if it is 2 or 4 (bytes per gradient in the data-parallel
+    reduction: fp16/bf16 or fp32), else a ``ScheduleError``."""
+    if (not isinstance(value, int | float | np.number) or isinstance(value, bool)
+            or value not in (2, 4)):
+        raise ScheduleError(f"reduce_bytes must be 2 or 4 (bytes per gradient; got {value!r})")
+    return float(value)
 
 
 def as_model(model, name: str = "model"):

@@ -59,11 +59,20 @@ PRECISIONS = ("bf16", "fp8")
 HOST = ("host_layer", "host_backward", "host_microbatch", "host_step", "host_op", "handoff")
 
 
-def _open_closed(value, name: str, upper: float) -> None:
-    """Raise unless ``value`` is a number in ``(0, upper]``."""
+def _open_closed(value, name: str, upper: float, lower: float = 0.0) -> None:
+    """Raise unless ``value`` is a number in ``(lower, upper]``."""
     if (isinstance(value, bool) or not isinstance(value, int | float | np.number)
-            or not 0.0 < float(value) <= upper):
-        raise ScheduleError(f"{name} must be a number in (0, {upper:g}] (got {value!r})")
+            or not lower < float(value) <= upper):
+        raise ScheduleError(f"{name} must be a number in ({lower:g}, {upper:g}] (got "
+                            f"{value!r})")
+
+
+def _rate(value, name: str) -> None:
+    """Raise unless ``value`` is a finite rate of at least 1 a second: a slower one (1e-300
+    bytes/s) makes a step's time overflow to inf, which plan then printed as fitting."""
+    numbers(value, name, strict=True)
+    if not float(value) >= 1.0:
+        raise ScheduleError(f"{name} must be at least 1 (per second; got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -84,7 +93,7 @@ class Link:
 
     def __post_init__(self):
         instance(self.name, str, "name", "string")
-        numbers(self.bandwidth, f"{self.name}.bandwidth", strict=True)
+        _rate(self.bandwidth, f"{self.name}.bandwidth")
         numbers(self.latency, f"{self.name}.latency")
         instance(self.protocols, tuple, f"{self.name}.protocols", "tuple of (base, hop, "
                  "bandwidth) triples")
@@ -93,7 +102,7 @@ class Link:
                 raise ScheduleError(f"{self.name}.protocols[{k}] must be a (base, hop, "
                                     f"bandwidth) triple (got {triple!r})")
             numbers(triple[:2], f"{self.name}.protocols[{k}] latencies")
-            numbers(triple[2], f"{self.name}.protocols[{k}] bandwidth", strict=True)
+            _rate(triple[2], f"{self.name}.protocols[{k}] bandwidth")
 
     def ring(self, message_bytes, ranks):
         """Seconds of a ring all-reduce of ``message_bytes`` over ``ranks`` (0 for one rank):
@@ -258,11 +267,12 @@ class Hardware:
         instance(self.name, str, "name", "string")
         instance(self.node, Link, "node", "fastpp.model.Link")
         instance(self.network, Link, "network", "fastpp.model.Link")
-        numbers(self.peak_flops, "peak_flops", strict=True)
+        _rate(self.peak_flops, "peak_flops")
         numbers(self.memory_bytes, "memory_bytes", strict=True)
-        _open_closed(self.efficiency, "efficiency", 1.0)
+        # (a curve below 1% of the peak is no GPU's; near 0 it overflowed a step's time)
+        _open_closed(self.efficiency, "efficiency", 1.0, lower=0.01)
         positive_int(self.gpus_per_node, "gpus_per_node")
-        numbers(self.memory_bandwidth, "memory_bandwidth", strict=True)
+        _rate(self.memory_bandwidth, "memory_bandwidth")
         numbers(self.op_overhead, "op_overhead")
         _open_closed(self.matmul_half, "matmul_half", 65536.0)
         one_of(self.precision, "precision", PRECISIONS)
@@ -274,11 +284,11 @@ class Hardware:
         if not self.split_accumulator >= 1.0:
             raise ScheduleError(f"split_accumulator must be >= 1 (got "
                                 f"{self.split_accumulator!r})")
-        numbers(self.host_bandwidth, "host_bandwidth", strict=True)
+        _rate(self.host_bandwidth, "host_bandwidth")
         for name in HOST:
             numbers(getattr(self, name), name)
         if self.fp8_flops is not None:
-            numbers(self.fp8_flops, "fp8_flops", strict=True)
+            _rate(self.fp8_flops, "fp8_flops")
         elif self.precision == "fp8":
             raise ScheduleError(f"precision='fp8' needs fp8_flops, the fp8 peak (got "
                                 f"fp8_flops=None for {self.name})")

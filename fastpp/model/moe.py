@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import ScheduleError, instance, number, one_of, positive_int, positive_ints, renamed
+from ..checks import ScheduleError, instance, one_of, positive_int, positive_ints, renamed
 from .comm import all_gather, all_reduce, reduce_scatter, tensor_parallel_per_node
 from .compute import (
     CAST_BYTES,
@@ -415,14 +415,18 @@ def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_par
     return all_reduce(hardware, message, t, spans)
 
 
-def check_imbalance(imbalance) -> float:
+def check_imbalance(imbalance, model: Transformer | None = None) -> float:
     """``imbalance`` as a float: one finite number >= 1, the busiest expert-parallel rank's
-    tokens over the mean (1 balanced); else a ``ScheduleError`` naming it."""
-    value = number(imbalance, "imbalance", strict=True)
-    if value < 1.0:
-        raise ScheduleError(f"imbalance must be >= 1, the busiest expert-parallel rank's tokens "
-                            f"over the mean (got {imbalance!r})")
-    return value
+    tokens over the mean (1 balanced), and with an MoE ``model`` at most its experts (the
+    busiest of ``ep <= experts`` ranks receives at most every token: a larger imbalance is no
+    routing, and 1e300 overflowed the costs); else a ``ScheduleError`` naming it."""
+    most = float(model.experts) if model is not None and model.moe else float("inf")
+    if (isinstance(imbalance, bool) or not isinstance(imbalance, int | float | np.number)
+            or not 1.0 <= float(imbalance) <= most or not np.isfinite(imbalance)):
+        within = f"in [1, {most:g}] (the experts)" if np.isfinite(most) else "finite and >= 1"
+        raise ScheduleError(f"imbalance must be a number {within}, the busiest expert-parallel "
+                            f"rank's tokens over the mean (got {imbalance!r})")
+    return float(imbalance)
 
 
 def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=1, t=1,
@@ -489,7 +493,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     one_of(dispatcher, "dispatcher", DISPATCHERS)
     one_of(dispatch, "dispatch", PRECISIONS)
     positive_int(seq, "seq")
-    imbalance = check_imbalance(imbalance)
+    imbalance = check_imbalance(imbalance, model)
     if node_limit is not None:
         positive_int(node_limit, "node_limit")
     moe = model.moe if moe is None else moe

@@ -39,13 +39,14 @@ from .config import (
     ZERO3_GATHERS,
     RunGrid,
     as_run,
+    check_reduce_bytes,
     config_alone,
 )
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
 from .memorybar import activation_error, unmeasured
-from .moe import expert_reasons
+from .moe import check_imbalance, expert_reasons
 from .overlap import overlap_reason
 from .presets import MODELS
 from .recipes import recipe_pricing
@@ -288,7 +289,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         one_of(value, name, (False, True))
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
-    reduce_bytes = float(numbers(reduce_bytes, "reduce_bytes", strict=True))
+    reduce_bytes = check_reduce_bytes(reduce_bytes)  # (RunConfig's rule: 1e30 was priced)
     recompute_method, recompute_layers = _partial(recompute_method, recompute_layers,
                                                   recompute)
     shared = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
@@ -511,13 +512,7 @@ def _moe_pricing(node_limit, imbalance, model) -> dict:
     routing (1e308 once overflowed into a 'deadlocked' timeline)."""
     if node_limit is not None:
         positive_int(node_limit, "node_limit")
-    most = float(model.experts) if model.moe else float("inf")
-    if (isinstance(imbalance, bool) or not isinstance(imbalance, int | float | np.number)
-            or not 1.0 <= float(imbalance) <= most or not np.isfinite(imbalance)):
-        within = f"in [1, {most:g}] (the experts)" if model.moe else ">= 1"
-        raise ScheduleError(f"imbalance must be a number {within}, the busiest expert-parallel "
-                            f"rank's tokens over the mean (got {imbalance!r})")
-    return {"node_limit": node_limit, "imbalance": float(imbalance)}
+    return {"node_limit": node_limit, "imbalance": check_imbalance(imbalance, model)}
 
 
 def _nonempty(value, name) -> list:
