@@ -156,3 +156,17 @@ def test_planner_inputs_it_priced_as_given():
                                             r"\['core_attn'.*\(got 'x'\)"):
         RunConfig(seq=512, global_batch=8, p=2, d=2, recompute="selective",
                   recompute_modules=("x",))
+
+
+def test_plan_axes_once_each():
+    """A value given twice (``pp=[2, 2]``, a schedule twice) gave each of its rows twice; a
+    bool in a list (``pp=[2, True]``) was read as 1."""
+    from fastpp.model import plan
+
+    args = dict(seq=1024, global_batch=8, tp=1, microbatch=1, recompute="none", workers=1)
+    once = plan("llama2-7b", 8, pp=[2], schedules=["1f1b"], zero=[1], **args)
+    twice = plan("llama2-7b", 8, pp=[2, 2], schedules=["1f1b", "1f1b"], zero=[1, 1], **args)
+    assert len(once) == len(twice) == 1
+    with pytest.raises(ScheduleError, match=r"pp must hold positive integers below 2\*\*31 "
+                                            r"\(got \[2, True\]\)"):
+        plan("llama2-7b", 8, pp=[2, True], **args)

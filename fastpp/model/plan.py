@@ -393,9 +393,15 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
         raise ScheduleError(f"gpus={gpus} has no factorization t * cp * p * d with t in {tps}, "
                             f"cp in {cps} and p in {pps}")
     return {"shapes": shapes, "ep": eps, "etp": _axis(etp, "etp", [1]),
-            "precision": [PRECISIONS.index(q) for q in precisions], "microbatch": mbs,
-            "recompute": [RECOMPUTE.index(r) for r in rcs], "zero": zeros,
-            "overlap": [int(o) for o in overlaps], "schedules": names}
+            "precision": _unique(PRECISIONS.index(q) for q in precisions),
+            "microbatch": mbs, "recompute": _unique(RECOMPUTE.index(r) for r in rcs),
+            "zero": _unique(zeros), "overlap": _unique(int(o) for o in overlaps),
+            "schedules": _unique(names)}
+
+
+def _unique(values) -> list:
+    """Each value once, in order: a repeated one (``pp=[2, 2]``) gave each of its rows twice."""
+    return list(dict.fromkeys(values))
 
 
 def _grid(axes: dict, sched: list, n_splits: int) -> dict[str, np.ndarray]:
@@ -525,7 +531,11 @@ def _nonempty(value, name) -> list:
 def _axis(value, name, default) -> list[int]:
     if value is None:
         return default
-    return positive_ints(_as_list(value), name).tolist()
+    values = _as_list(value)
+    if any(isinstance(x, bool | np.bool_) for x in values):  # (NumPy reads True as 1)
+        raise ScheduleError(f"{name} must hold positive integers below 2**31 (got "
+                            f"{values!r})")
+    return _unique(positive_ints(values, name).tolist())
 
 
 def _splits(model, layout, first_layers, last_layers) -> list[tuple]:
