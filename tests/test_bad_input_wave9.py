@@ -170,3 +170,15 @@ def test_plan_axes_once_each():
     with pytest.raises(ScheduleError, match=r"pp must hold positive integers below 2\*\*31 "
                                             r"\(got \[2, True\]\)"):
         plan("llama2-7b", 8, pp=[2, True], **args)
+
+
+def test_torchtitan_messages_name_what_is_wrong():
+    """A mistyped path was "not TOML (Expected '=' ...)", and ``model="bogus"`` said "config
+    must be a config.json", naming neither the file nor ``model`` and its presets."""
+    job = tomllib.loads((DATA / "torchtitan" / "llama3_8b.toml").read_text())
+    with pytest.raises(ScheduleError, match=r"job must be a TOML file, TOML text or a dict "
+                                            r"\(no file configs/llama3_8b\)"):
+        from_torchtitan("configs/llama3_8b", 64)
+    with pytest.raises(ScheduleError, match=r"model must be a preset name among "
+                                            r"\['deepseek-v3'.* or a config.json \(got 'bogus'\)"):
+        from_torchtitan(job, 64, model="bogus")

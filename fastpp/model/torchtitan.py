@@ -53,6 +53,9 @@ def read_toml(job) -> tuple[dict, str]:
     try:
         return tomllib.loads(text), where
     except ValueError as e:  # (tomllib's own errors, a number too long for int)
+        if where == "the job config" and "\n" not in text and "=" not in text:
+            raise ScheduleError(f"job must be a TOML file, TOML text or a dict (no file "
+                                f"{text})") from None  # a path, mistyped
         raise ScheduleError(f"{where} is not TOML ({e})") from None
     except RecursionError:
         raise ScheduleError(f"{where} is not TOML (nested too deep)") from None
@@ -141,6 +144,9 @@ def _model(table: dict, model, where: str) -> Transformer:
     if not isinstance(model, str | os.PathLike | dict | type(None)):
         raise ScheduleTypeError(f"model must be a Transformer, a preset name or a config.json "
                                 f"(got {type(model).__name__})")
+    if isinstance(model, str) and not (model.endswith(".json") or os.path.isdir(model)):
+        raise ScheduleError(f"model must be a preset name among {sorted(MODELS)} or a "
+                            f"config.json (got {model!r})")
     if model is not None:
         return from_hf(model)
     assets = table.get("hf_assets_path")
