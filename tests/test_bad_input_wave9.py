@@ -182,3 +182,21 @@ def test_torchtitan_messages_name_what_is_wrong():
     with pytest.raises(ScheduleError, match=r"model must be a preset name among "
                                             r"\['deepseek-v3'.* or a config.json \(got 'bogus'\)"):
         from_torchtitan(job, 64, model="bogus")
+
+
+def test_vtrain_batch_without_microbatch():
+    """Without micro_batch_size the microbatch is global_batch_size / d: 100 sequences over 256
+    replicas was "microbatch must be a positive integer (got microbatch=0)", a value the
+    configuration does not hold."""
+    from fastpp.model import from_vtrain
+
+    shape = {"num_gpus": 256, "gpu_name": "A100", "tensor_parallel_size": 1,
+             "data_parallel_size": 256, "pipeline_parallel_size": 1, "num_layers": 24,
+             "hidden_size": 1024, "num_attention_heads": 16, "max_length": 1024,
+             "inter_node_bandwidth": 800, "intra_node_bandwidth": 150, "node_size": 8}
+    for batch in (100, 1000):
+        with pytest.raises(ScheduleError, match=rf"global_batch_size must be a multiple of "
+                                                rf"data_parallel_size = 256 without "
+                                                rf"micro_batch_size \(got {batch}\)"):
+            from_vtrain({**shape, "global_batch_size": batch})
+    assert from_vtrain({**shape, "global_batch_size": 512}).config.microbatch == 2

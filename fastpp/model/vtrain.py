@@ -104,6 +104,9 @@ def from_vtrain(config, name: str | None = None) -> Imported:
     if a["micro_batch_size"] is None and p > 1:
         raise ScheduleError("micro_batch_size must be given with pipeline_parallel_size > 1 "
                             "(got none)")
+    if a["micro_batch_size"] is None and a["global_batch_size"] % d:  # (b = B / d, derived)
+        raise ScheduleError(f"global_batch_size must be a multiple of data_parallel_size = {d} "
+                            f"without micro_batch_size (got {a['global_batch_size']})")
     b = (a["global_batch_size"] // d if a["micro_batch_size"] is None else
          positive_int(a["micro_batch_size"], "micro_batch_size", MAX_INT - 1))
     for key, divisor, degree in (("num_attention_heads", "tensor_parallel_size", t),
