@@ -200,3 +200,16 @@ def test_vtrain_batch_without_microbatch():
                                                 rf"micro_batch_size \(got {batch}\)"):
             from_vtrain({**shape, "global_batch_size": batch})
     assert from_vtrain({**shape, "global_batch_size": 512}).config.microbatch == 2
+
+
+def test_measure_link_delay_as_a_numpy_scalar():
+    """``link_delay=np.float32(0.05)`` was refused as "must be seconds or (seconds, r1, r2)";
+    NumPy's scalars pass everywhere else."""
+    import numpy as np
+
+    from fastpp.measured.runner import _link
+
+    assert _link(np.float32(0.5), 4) == (0.5, 1, 2)
+    assert _link(np.int64(1), 2) == (1.0, 0, 1)
+    with pytest.raises(ScheduleError, match="link_delay must be seconds or"):
+        _link(np.bool_(True), 2)

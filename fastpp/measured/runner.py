@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..checks import (
     ScheduleError,
     ScheduleTypeError,
@@ -246,7 +248,9 @@ def _link(link_delay, p: int) -> tuple | None:
     """``link_delay`` checked: ``(seconds, r1, r2)`` or ``None``."""
     if link_delay is None:
         return None
-    if isinstance(link_delay, int | float) and not isinstance(link_delay, bool):
+    # (NumPy's scalars too, as everywhere else: np.float32(0.05) was refused)
+    if isinstance(link_delay, int | float | np.integer | np.floating) and not isinstance(
+            link_delay, bool):
         link_delay = (link_delay, p // 2 - 1, p // 2)
     if not isinstance(link_delay, tuple | list) or len(link_delay) != 3:
         raise ScheduleError(f"link_delay must be seconds or (seconds, r1, r2) (got "
