@@ -213,3 +213,18 @@ def test_measure_link_delay_as_a_numpy_scalar():
     assert _link(np.int64(1), 2) == (1.0, 0, 1)
     with pytest.raises(ScheduleError, match="link_delay must be seconds or"):
         _link(np.bool_(True), 2)
+
+
+def test_measured_steps_with_ops_of_no_time():
+    """Steps whose ops took 0 s gave factors of 0/0: a RuntimeWarning, step factors of 0 and
+    later "measured op times must be finite and >= 0 (got [nan ...])", times never given."""
+    pytest.importorskip("pandas")
+    from helpers import changed_run
+
+    import fastpp
+
+    run = fastpp.read_torch_trace(DATA / "gpipe")
+    zero = changed_run(run, durations=run.durations * 0.0)
+    with pytest.raises(ScheduleError, match=r"measured steps must have ops that take time: "
+                                            r"step 0's median op took 0 times its Costs time"):
+        fastpp.MeasuredSteps([zero, zero]).step_factors()

@@ -126,6 +126,10 @@ class MeasuredSteps(tuple):
         measured = np.stack([run.durations for run in self])
         ratio = np.where(used, measured / np.where(used, base, 1.0), 1.0)
         step = np.median(ratio[:, used], axis=1)
+        if not np.all(step > 0):  # (each op's factor is over its step's: 0/0)
+            j = int(np.flatnonzero(~(step > 0))[0])
+            raise ScheduleError(f"measured steps must have ops that take time: step {j}'s "
+                                f"median op took {step[j]:g} times its Costs time")
         return step, ratio / step[:, None, None]
 
     def step_factors(self) -> np.ndarray:
