@@ -147,8 +147,8 @@ def test_current_scaling_accumulates_the_gradients_in_split_mode():
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(memory_bandwidth=-1.0), r"memory_bandwidth must be finite and > 0 \(got -1.0\)"),
-    (dict(memory_bandwidth=float("nan")), r"memory_bandwidth must be finite and > 0"),
+    (dict(memory_bandwidth=-1.0), r"memory_bandwidth must be finite and >= 1 \(got -1.0\)"),
+    (dict(memory_bandwidth=float("nan")), r"memory_bandwidth must be finite and >= 1"),
     (dict(op_overhead=float("inf")), r"op_overhead must be finite and >= 0 \(got inf\)"),
     (dict(op_overhead=-1e-6), r"op_overhead must be finite and >= 0 \(got -1e-06\)"),
     (dict(efficiency=1.5), r"efficiency must be a number in \(0.01, 1\] \(got 1.5\)"),
@@ -156,17 +156,18 @@ def test_current_scaling_accumulates_the_gradients_in_split_mode():
     # rates so slow that a step's time overflowed: plan printed inf as a fitting row, or
     # called the overflow a deadlock and a fastpp bug
     (dict(efficiency=1e-320), r"efficiency must be a number in \(0.01, 1\]"),
-    (dict(memory_bandwidth=1e-300), r"memory_bandwidth must be at least 1 \(per second; got "
+    (dict(memory_bandwidth=1e-300), r"memory_bandwidth must be finite and >= 1 \(got "
                                     r"1e-300\)"),
-    (dict(peak_flops=1e-300), r"peak_flops must be at least 1"),
-    (dict(host_bandwidth=1e-300), r"host_bandwidth must be at least 1"),
+    (dict(peak_flops=1e-300), r"peak_flops must be finite and >= 1"),
+    (dict(host_bandwidth=1e-300), r"host_bandwidth must be finite and >= 1"),
+    (dict(peak_flops=[]), r"peak_flops must be one number"),
     (dict(matmul_half=0.0), r"matmul_half must be a number in \(0, 65536\] \(got 0.0\)"),
     (dict(matmul_half=1e6), r"matmul_half must be a number in \(0, 65536\] \(got 1000000.0\)"),
     (dict(matmul_half=float("nan")), r"matmul_half must be a number in \(0, 65536\]"),
     (dict(precision="fp16"), r"precision must be one of \['bf16', 'fp8'\] \(got 'fp16'\)"),
     (dict(precision="fp8"), r"precision='fp8' needs fp8_flops, the fp8 peak \(got "
                             r"fp8_flops=None for hand\)"),
-    (dict(fp8_flops=-2.0), r"fp8_flops must be finite and > 0 \(got -2.0\)"),
+    (dict(fp8_flops=-2.0), r"fp8_flops must be finite and >= 1 \(got -2.0\)"),
     (dict(fp8_current_scaling=1), r"fp8_current_scaling must be one of \[False, True\]"),
     (dict(split_accumulator=0.5), r"split_accumulator must be >= 1 \(got 0.5\)"),
     (dict(split_accumulator=float("nan")), r"split_accumulator must be finite and >= 0"),
@@ -177,9 +178,9 @@ def test_bad_hardware_is_named(change, message):
 
 
 @pytest.mark.parametrize("bandwidth, latency, message", [
-    (-1.0, 0.0, r"bad.bandwidth must be finite and > 0 \(got -1.0\)"),
-    (float("inf"), 0.0, r"bad.bandwidth must be finite and > 0 \(got inf\)"),
-    (1e-300, 0.0, r"bad.bandwidth must be at least 1 \(per second; got 1e-300\)"),
+    (-1.0, 0.0, r"bad.bandwidth must be finite and >= 1 \(got -1.0\)"),
+    (float("inf"), 0.0, r"bad.bandwidth must be finite and >= 1 \(got inf\)"),
+    (1e-300, 0.0, r"bad.bandwidth must be finite and >= 1 \(got 1e-300\)"),
     (1e9, float("nan"), r"bad.latency must be finite and >= 0 \(got nan\)"),
 ])
 def test_bad_links_are_named(bandwidth, latency, message):

@@ -101,7 +101,7 @@ def test_link_time_is_the_fastest_protocol():
 
 @pytest.mark.parametrize("protocols, message", [
     ((1.0,), r"NVLink3\.protocols\[0\] must be a \(base, hop, bandwidth\) triple"),
-    (((1e-6, 1e-6, 0.0),), r"protocols\[0\] bandwidth must be finite and > 0"),
+    (((1e-6, 1e-6, 0.0),), r"protocols\[0\] bandwidth must be finite and >= 1"),
     ([(1e-6, 1e-6, 1e9)], r"NVLink3\.protocols must be a tuple"),
 ])
 def test_bad_protocols_are_named(protocols, message):

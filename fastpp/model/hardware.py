@@ -47,6 +47,7 @@ from ..checks import (
     ScheduleError,
     ScheduleTypeError,
     instance,
+    number,
     numbers,
     one_of,
     positive_int,
@@ -68,11 +69,9 @@ def _open_closed(value, name: str, upper: float, lower: float = 0.0) -> None:
 
 
 def _rate(value, name: str) -> None:
-    """Raise unless ``value`` is a finite rate of at least 1 a second: a slower one (1e-300
+    """Raise unless ``value`` is one finite rate of at least 1 a second: a slower one (1e-300
     bytes/s) makes a step's time overflow to inf, which plan then printed as fitting."""
-    numbers(value, name, strict=True)
-    if not float(value) >= 1.0:
-        raise ScheduleError(f"{name} must be at least 1 (per second; got {value!r})")
+    number(value, name, strict=True, lower=1.0)
 
 
 @dataclass(frozen=True)
