@@ -320,6 +320,8 @@ def _plan(args) -> int:
     hardware = preset(HARDWARE, args.hardware, "hardware")
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)
+    if args.capacity_gb is not None and not args.capacity_gb > 0:  # (plan would name bytes)
+        raise ScheduleError(f"--capacity-gb must be > 0 (got {args.capacity_gb:g})")
     start = time.perf_counter()
     df = plan(model_arg(args.model), args.gpus, hardware, seq=args.seq,
               global_batch=args.global_batch,

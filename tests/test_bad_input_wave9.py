@@ -228,3 +228,15 @@ def test_measured_steps_with_ops_of_no_time():
     with pytest.raises(ScheduleError, match=r"measured steps must have ops that take time: "
                                             r"step 0's median op took 0 times its Costs time"):
         fastpp.MeasuredSteps([zero, zero]).step_factors()
+
+
+def test_plan_capacity_in_the_units_given(capsys):
+    """``--capacity-gb -1`` said "capacity must be finite and > 0 (got -1000000000.0)", a name
+    and a unit the user had not typed; a capacity under a GB read "capacity 0 GB"."""
+    from fastpp.model import plan
+
+    assert main(["plan", "--model", "llama2-7b", "--gpus", "8", "--capacity-gb", "-1"]) == 2
+    assert "--capacity-gb must be > 0 (got -1)" in capsys.readouterr().err
+    rows = plan("llama2-7b", 8, seq=1024, global_batch=8, tp=1, pp=[2], microbatch=1,
+                recompute="none", schedules=["1f1b"], capacity=0.5e9, workers=1)
+    assert rows["reason"].str.endswith("> capacity 0.5 GB").all()

@@ -724,7 +724,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     fits = total[worst] <= capacity
     out["fits"][run] = fits
     out["reason"][run[~fits]] = [
-        f"needs {x / GB:.1f} GB on device {r} > capacity {capacity / GB:.0f} GB"
+        f"needs {x / GB:.1f} GB on device {r} > capacity {capacity / GB:.3g} GB"
         for x, r in zip(total[worst][~fits], (worst - peak_at)[~fits], strict=True)]
     return out
 
