@@ -240,3 +240,14 @@ def test_plan_capacity_in_the_units_given(capsys):
     rows = plan("llama2-7b", 8, seq=1024, global_batch=8, tp=1, pp=[2], microbatch=1,
                 recompute="none", schedules=["1f1b"], capacity=0.5e9, workers=1)
     assert rows["reason"].str.endswith("> capacity 0.5 GB").all()
+
+
+def test_noise_of_a_link_some_points_lack_names_the_point():
+    """A sweep over ``p = 4`` and ``p = 2`` with a delay on link (2, 3) stopped with "link_delay
+    names link (2, 3), which carries no hand-off of this schedule", without saying which."""
+    import fastpp
+
+    with pytest.raises(ScheduleError, match=r"link_delay names link \(2, 3\), which carries no "
+                                            r"hand-off.* \(at schedule='1f1b', p=2, n=4, m=1\)"):
+        fastpp.sweep(schedules=["1f1b"], p=[4, 2], n_per_p=[2], samples=10, workers=1,
+                     noise=fastpp.Noise(0.05, link_delay={(2, 3): 0.1}), progress=False)

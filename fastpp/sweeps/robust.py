@@ -87,7 +87,11 @@ def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int) -
         if key not in built:
             options = {"G": key[4]} if "G" in SCHEDULES[key[0]].options else {}
             built[key] = build_schedule(key[0], key[1], key[2], m=key[3], **options)
-        mc = run(built[key], c, noise, samples, seed)
+        try:
+            mc = run(built[key], c, noise, samples, seed)
+        except ScheduleError as e:  # a noise of devices or links some points do not have
+            raise ScheduleError(f"{e} (at schedule={key[0]!r}, p={key[1]}, n={key[2]}, "
+                                f"m={key[3]})") from None
         out["makespan_mean"][i], out["makespan_std"][i] = mc.mean, mc.std
         out["makespan_p50"][i], out["makespan_p95"][i] = mc.quantile([0.5, 0.95])
     return out
