@@ -10,8 +10,10 @@ import pytest
 from fastpp import ScheduleError
 from fastpp.model import (
     HARDWARE,
+    MODELS,
     RunConfig,
     Transformer,
+    chunk_layers,
     parse_layout,
     plan,
     transformer_costs,
@@ -232,6 +234,11 @@ def test_virtual_stages_three_ways_and_layouts():
                         "parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
                         "--account-for-embedding-in-pipeline-split", gpus=2).config
     assert (one.m, parse_layout(one.layout).layers) == (2, (1, 2, 2, 2))
+    # the loss's place is the last virtual stage of the last device: stage p m - 1
+    loss = from_megatron(BASE.replace("--num-layers 4", "--num-layers 7") + "--pipeline-model-"
+                         "parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                         "--account-for-loss-in-pipeline-split", gpus=2).config
+    assert parse_layout(loss.layout).layers == (2, 2, 2, 1)
     uneven = from_megatron(pp + "--decoder-first-pipeline-num-layers 3", gpus=2).config
     assert (uneven.m, uneven.first_layers) == (1, 3)
     chunks = from_megatron(pp + "--num-virtual-stages-per-pipeline-rank 2 "
@@ -417,6 +424,22 @@ def test_to_megatron_refuses_what_megatron_cannot_run():
         to_megatron(RunConfig(seq=512, global_batch=8, p=2, m=2, schedule="zbv"))
     with pytest.raises(ScheduleError, match="blocking_handoffs must be True at m = 1"):
         to_megatron(RunConfig(seq=512, global_batch=8, p=2, blocking_handoffs=False))
+
+
+def test_uneven_splits_are_written_as_their_layout():
+    """Megatron splits the layers evenly or refuses to start, so a RunConfig whose layers do
+    not divide over its stages came back from its own flags as an error: they now carry
+    fastpp's split as a layout, and come back as it."""
+    model = MODELS["llama3-8b"]
+    for config in (RunConfig(seq=4096, global_batch=16, p=3, d=1, precision="bf16"),
+                   RunConfig(seq=4096, global_batch=16, p=2, m=3, d=1, precision="bf16",
+                             schedule="interleaved-1f1b")):
+        flags = to_megatron(config, model)
+        layout = flags[flags.index("--pipeline-model-parallel-layout") + 1]
+        assert parse_layout(layout).layers == tuple(
+            chunk_layers(model.layers, config.p * config.m))
+        back = from_megatron(flags, gpus=config.gpus)
+        assert back.config == dataclasses.replace(config, layout=layout)
 
 
 def test_hand_offs_as_megatron_runs_them():

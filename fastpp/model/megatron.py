@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, digits, one_of, positive_int
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hardware import Hardware, preset
-from .layout import Layout, megatron_layers, parse_layout
+from .layout import Layout, even_layers, megatron_layers, parse_layout
 from .moe import DISPATCHERS
 from .presets import MODELS
 from .transformer import Transformer
@@ -882,7 +882,10 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     ``from_megatron(to_megatron(c, model), gpus=c.gpus)`` gives ``model, c`` back.
 
     ``first_layers``/``last_layers`` with ``m > 1`` (per model chunk, which Megatron's
-    per-device flags are not) are written as the layout they make, which needs ``model``.
+    per-device flags are not) are written as the layout they make, which needs ``model``; so
+    is a split of ``model``'s layers that is not even over the ``p m`` stages (fastpp's
+    default spreads them; Megatron refuses to start without a layout), which then comes back
+    as that layout.
 
     Parameters
     ----------
@@ -924,11 +927,15 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
                             "only (m > 1): blocking_handoffs must be True at m = 1 (got "
                             "False)")
     layout = c.layout
-    if c.m > 1 and (c.first_layers is not None or c.last_layers is not None):
+    ends = c.first_layers is not None or c.last_layers is not None
+    if c.m > 1 and ends:
         if model is None:
             raise ScheduleError("to_megatron needs the model to write first_layers/last_layers "
                                 "with m > 1 (as a layout)")
         layout = str(c.chunk_layout(model))
+    elif layout is None and not ends and model is not None and model.layers % (c.p * c.m):
+        layout = str(even_layers(model.layers, c.p * c.m))  # (Megatron splits evenly or not
+        # at all: fastpp's default spread, written out)
     if layout is not None:
         flags += ["--pipeline-model-parallel-layout", layout]
     elif c.m > 1:
