@@ -61,9 +61,6 @@ def test_config_files_that_cannot_be_read(tmp_path):
     ("gpt-oss-20b", {"layer_types": "sliding_attention"}, "'layer_types' must be null or a "
                                                           "list of 24 names"),
     ("gpt-oss-20b", {"layer_types": ["sliding_attention"]}, "list of 24 names"),
-    # a top-k of 0 routes no token
-    ("mixtral-8x7b-v0.1", {"num_experts_per_tok": 0}, "'num_experts_per_tok' must be an "
-                                                      "integer in 1..2"),
 ])
 def test_hf_fields_transformers_would_refuse(name, change, message):
     with pytest.raises(ScheduleError, match=message):
@@ -139,7 +136,8 @@ def test_megatron_values_its_argparse_refuses():
                           ("--attention-backend", "['flash', 'fused', 'unfused', 'local'")):
         with pytest.raises(ScheduleError, match=rf"{flag} must be one of \{choices[:-1]}"):
             from_megatron(SHAPE + f"{flag} bogus", 8)
-    with pytest.raises(ScheduleError, match="--moe-layer-freq's pattern must give 0 or 1"):
+    with pytest.raises(ScheduleError, match=r"--moe-layer-freq's pattern must give 0 or 1 for "
+                                            r"each of the 32 layers \(got 1.0 for layer 0\)"):
         from_megatron(SHAPE + "--num-experts 8 --moe-layer-freq [1.0]*32", 8)
 
 
@@ -251,3 +249,22 @@ def test_noise_of_a_link_some_points_lack_names_the_point():
                                             r"hand-off.* \(at schedule='1f1b', p=2, n=4, m=1\)"):
         fastpp.sweep(schedules=["1f1b"], p=[4, 2], n_per_p=[2], samples=10, workers=1,
                      noise=fastpp.Noise(0.05, link_delay={(2, 3): 0.1}), progress=False)
+
+
+def test_megatron_config_dicts_as_nemo_and_python_write_them():
+    """NeMo's switch ``fp8: false`` was priced as fp8 (the string 'False' is true) before the
+    choices and refused after them; an ``AttnBackend`` member from ``vars(args)`` is its name."""
+    import enum
+
+    shape = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+             "vocab_size": 1000}
+    assert from_megatron({**shape, "fp8": False}, 1).config.precision == "bf16"
+    assert from_megatron({**shape, "fp8": True}, 1).config.precision == "fp8"
+
+    class AttnBackend(enum.Enum):  # Megatron's own enum's names
+        flash = 1
+        unfused = 3
+
+    for member, flash in ((AttnBackend.unfused, False), (AttnBackend.flash, True)):
+        model = from_megatron({**shape, "attention_backend": member}, 1).model
+        assert model.flash_attention == flash

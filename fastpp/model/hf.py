@@ -285,9 +285,10 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
 def _experts(family: Family, cfg: _Config, layers: int) -> dict:
     """The mixture of experts' and MLA's fields of ``Transformer``."""
     if family.moe == "mixtral":  # intermediate_size is each expert's width
-        return {"experts": cfg.int("num_local_experts"),
-                "top_k": cfg.int("num_experts_per_tok", cfg.get("experts_per_token", 2),
-                                 low=1),
+        # (gpt-oss names it experts_per_token: the message names the key the file has)
+        top_k = ("num_experts_per_tok" if "num_experts_per_tok" in cfg.data or
+                 "experts_per_token" not in cfg.data else "experts_per_token")
+        return {"experts": cfg.int("num_local_experts"), "top_k": cfg.int(top_k, 2, low=1),
                 "expert_ffn": cfg.int("intermediate_size")}
     if family.moe == "qwen":
         # (transformers divides by the step: 0 is no configuration)

@@ -11,6 +11,7 @@ arrays (``X=(...)``, ``${X[@]}``).
 from __future__ import annotations
 
 import ast
+import enum
 import re
 from dataclasses import dataclass, replace
 
@@ -362,6 +363,10 @@ def _typed(dest: str, raw):
             return False
         raise ScheduleError(f"{flag} must be a switch (true or false) (got {raw!r})")
     if kind is STR:
+        if isinstance(raw, enum.Enum):  # a config made from Python objects: AttnBackend.flash
+            raw = raw.name
+        if dest == "fp8_format" and isinstance(raw, bool):  # NeMo's switch, fp8: true/false
+            return "hybrid" if raw else None  # (its default format; both price as fp8)
         if raw is not None and dest in CHOICES:
             one_of(str(raw), flag, CHOICES[dest])
         return None if raw is None else str(raw)
@@ -500,9 +505,13 @@ def _layer_count(freq: str, layers: int, flag: str, every) -> int:
     except (SyntaxError, ValueError, RecursionError):
         raise ScheduleError(f"{flag} must be an integer or a list pattern such as "
                             f"([0]*3+[1]*58) (got {freq!r})") from None
-    if len(pattern) != layers or any(type(x) is not int or x not in (0, 1) for x in pattern):
+    bad = next((k for k, x in enumerate(pattern) if type(x) is not int or x not in (0, 1)),
+               None)
+    if len(pattern) != layers or bad is not None:
+        got = (f"{pattern[bad]!r} for layer {bad}" if bad is not None
+               else f"{len(pattern)} values")
         raise ScheduleError(f"{flag}'s pattern must give 0 or 1 for each of the "
-                            f"{layers} layers (got {len(pattern)} values)")
+                            f"{layers} layers (got {got})")
     return sum(pattern)
 
 

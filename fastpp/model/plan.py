@@ -399,6 +399,12 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
             "schedules": _unique(names)}
 
 
+def _gb(x: float) -> str:
+    """Bytes as GB for a reason: 0.0042, 93.5, 80, 1,522 (a toy's capacity under 0.1 GB read
+    as 0)."""
+    return f"{x / GB:.2g}" if x < 0.1 * GB else f"{x / GB:,.1f}".removesuffix(".0")
+
+
 def _unique(values) -> list:
     """Each value once, in order: a repeated one (``pp=[2, 2]``) gave each of its rows twice."""
     return list(dict.fromkeys(values))
@@ -724,7 +730,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     fits = total[worst] <= capacity
     out["fits"][run] = fits
     out["reason"][run[~fits]] = [
-        f"needs {x / GB:.1f} GB on device {r} > capacity {capacity / GB:.3g} GB"
+        f"needs {_gb(x)} GB on device {r} > capacity {_gb(capacity)} GB"
         for x, r in zip(total[worst][~fits], (worst - peak_at)[~fits], strict=True)]
     return out
 

@@ -144,7 +144,7 @@ def _model(table: dict, model, where: str) -> Transformer:
     if not isinstance(model, str | os.PathLike | dict | type(None)):
         raise ScheduleTypeError(f"model must be a Transformer, a preset name or a config.json "
                                 f"(got {type(model).__name__})")
-    if isinstance(model, str) and not (model.endswith(".json") or os.path.isdir(model)):
+    if isinstance(model, str) and not (model.endswith(".json") or os.path.exists(model)):
         raise ScheduleError(f"model must be a preset name among {sorted(MODELS)} or a "
                             f"config.json (got {model!r})")
     if model is not None:
