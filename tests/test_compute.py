@@ -161,6 +161,10 @@ def test_current_scaling_accumulates_the_gradients_in_split_mode():
     (dict(peak_flops=1e-300), r"peak_flops must be finite and >= 1"),
     (dict(host_bandwidth=1e-300), r"host_bandwidth must be finite and >= 1"),
     (dict(peak_flops=[]), r"peak_flops must be one number"),
+    # the gradient products' ceiling, which the user did not write down, named by its parts
+    (dict(efficiency=0.011, fp8_current_scaling=True, split_accumulator=2.0),
+     r"efficiency / split_accumulator must be above 0.01 with fp8_current_scaling \(got "
+     r"0.011 / 2.0\)"),
     (dict(matmul_half=0.0), r"matmul_half must be a number in \(0, 65536\] \(got 0.0\)"),
     (dict(matmul_half=1e6), r"matmul_half must be a number in \(0, 65536\] \(got 1000000.0\)"),
     (dict(matmul_half=float("nan")), r"matmul_half must be a number in \(0, 65536\]"),

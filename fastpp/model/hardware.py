@@ -60,6 +60,9 @@ PRECISIONS = ("bf16", "fp8")
 HOST = ("host_layer", "host_backward", "host_microbatch", "host_step", "host_op", "handoff")
 
 
+LOWEST_EFFICIENCY = 0.01  # a curve's ceiling must be above it
+
+
 def _open_closed(value, name: str, upper: float, lower: float = 0.0) -> None:
     """Raise unless ``value`` is a number in ``(lower, upper]``."""
     if (isinstance(value, bool) or not isinstance(value, int | float | np.number)
@@ -146,12 +149,13 @@ class Hardware:
     network : Link
         The inter-node link per GPU (InfiniBand).
     efficiency : float
-        The fraction of the peak that the largest matrix products reach, in (0, 1]: the
+        The fraction of the peak that the largest matrix products reach, in (0.01, 1]: the
         ceiling of the efficiency curve (``fastpp.model.compute.matmul_efficiency``).
     gpus_per_node : int
         The default search keeps tensor parallelism inside a node.
     memory_bandwidth : float
-        Bytes per second a memory-bound kernel moves, > 0.
+        Bytes per second a memory-bound kernel moves, >= 1 (as every rate here: a slower one
+        overflows a step's time).
     op_overhead : float
         Seconds each op (a kernel) costs beyond its roofline time, >= 0.
     matmul_half : float
@@ -269,7 +273,7 @@ class Hardware:
         _rate(self.peak_flops, "peak_flops")
         numbers(self.memory_bytes, "memory_bytes", strict=True)
         # (a curve below 1% of the peak is no GPU's; near 0 it overflowed a step's time)
-        _open_closed(self.efficiency, "efficiency", 1.0, lower=0.01)
+        _open_closed(self.efficiency, "efficiency", 1.0, lower=LOWEST_EFFICIENCY)
         positive_int(self.gpus_per_node, "gpus_per_node")
         _rate(self.memory_bandwidth, "memory_bandwidth")
         numbers(self.op_overhead, "op_overhead")
@@ -283,6 +287,12 @@ class Hardware:
         if not self.split_accumulator >= 1.0:
             raise ScheduleError(f"split_accumulator must be >= 1 (got "
                                 f"{self.split_accumulator!r})")
+        # the gradient products' ceiling under current scaling (compute.gradient_hardware)
+        if self.fp8_current_scaling and not (self.efficiency / self.split_accumulator
+                                             > LOWEST_EFFICIENCY):
+            raise ScheduleError(f"efficiency / split_accumulator must be above "
+                                f"{LOWEST_EFFICIENCY:g} with fp8_current_scaling (got "
+                                f"{self.efficiency!r} / {self.split_accumulator!r})")
         _rate(self.host_bandwidth, "host_bandwidth")
         for name in HOST:
             numbers(getattr(self, name), name)

@@ -194,7 +194,10 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         Naming the flag: a value of the wrong type, a required one missing
         (``--num-layers``, ``--hidden-size``, ``--num-attention-heads``, ``--seq-length``),
         two that contradict (naming both), a variable that cannot be resolved (naming it), a
-        degree that does not divide the GPUs.
+        degree that does not divide the GPUs, a value outside Megatron's choices, or a run
+        Megatron refuses to start: layers (with the embedding and loss where they count as
+        layers) that do not split evenly over the stages without a layout or end counts,
+        virtual stages on one pipeline rank.
     """
     if env is not None and not isinstance(env, dict):
         raise ScheduleTypeError(f"env must be a dict of variables (got {type(env).__name__})")
