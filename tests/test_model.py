@@ -219,8 +219,9 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
     assert sep_gpipe.peak_memory - gpipe.peak_memory == pytest.approx(64 * fused_saves)
     assert sep_zb.peak_memory - zb.peak_memory == pytest.approx(fused_saves)
     assert not gpipe.fits and zb.fits
-    assert gpipe.reason.startswith(f"needs {gpipe.peak_memory / 1e9:.1f} GB on device 0") \
-        and zb.reason == ""
+    need = gpipe.reason.removeprefix("needs ").split(" GB on device 0 >")[0]
+    assert float(need.replace(",", "")) == pytest.approx(gpipe.peak_memory / 1e9, abs=0.05)
+    assert zb.reason == ""
     for r in (gpipe, zb):  # each its own schedule's simulation
         sched = build_schedule(r.schedule, 1, r.n)
         res = simulate(sched, transformer_costs("llama3-70b", sched, seq=8192, tp=8, dp=8))
