@@ -268,3 +268,32 @@ def test_megatron_config_dicts_as_nemo_and_python_write_them():
     for member, flash in ((AttnBackend.unfused, False), (AttnBackend.flash, True)):
         model = from_megatron({**shape, "attention_backend": member}, 1).model
         assert model.flash_attention == flash
+
+
+def test_a_sweep_folder_takes_only_its_own_chunks(tmp_path):
+    """``resume=True`` checked a chunk's row count alone: another sweep's part of the same
+    points copied in was returned as this sweep's, ``invalid="keep"`` resumed a
+    ``"drop"`` sweep's chunks, and a skip count of -100 was summed."""
+    pytest.importorskip("pyarrow")
+    import shutil
+
+    import fastpp
+    from fastpp.sweeps import load
+
+    grid = dict(schedules=["1f1b", "interleaved-1f1b"], p=[2, 4], n=[3, 8], chunk_size=2,
+                progress=False)
+    ours, other = tmp_path / "ours", tmp_path / "other"
+    want = fastpp.sweep(out=ours, **grid)
+    fastpp.sweep(out=other, f=[5.0], **grid)
+    shutil.copy(other / "part-000000.parquet", ours / "part-000000.parquet")
+    with pytest.raises(ScheduleError, match=r"damaged chunk 0 .*its digest differs"):
+        load(ours)
+    assert fastpp.sweep(out=ours, resume=True, **grid).equals(want)  # recomputed
+    with pytest.raises(ScheduleError, match="holds a different sweep"):
+        fastpp.sweep(out=ours, resume=True, invalid="keep", **grid)
+    meta = ours / "_fastpp" / "part-000001.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "skipped": {"x": -100}}))
+    with pytest.raises(ScheduleError, match=r"damaged chunk 1 .*its counts are not counts"):
+        load(ours)
+    got = fastpp.sweep(out=ours, resume=True, **grid)
+    assert got.equals(want) and got.attrs["skipped"] == want.attrs["skipped"]

@@ -135,7 +135,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         if out is not None:  # the store's fingerprint knows the points, not the noise
             raise ScheduleError("noise cannot be combined with out= (a stored sweep holds "
                                 "deterministic rows only); got both")
-    store = (Store(out, plan.fingerprint, plan.total, chunk_size, resume)
+    # invalid= decides which rows a chunk holds: a resume with the other one mixed both
+    store = (Store(out, f"{plan.fingerprint}/{invalid}", plan.total, chunk_size, resume)
              if out is not None else None)
     n_chunks = -(-plan.total // chunk_size)
     todo = [c for c in range(n_chunks) if store is None or not store.has(c)]

@@ -2,15 +2,18 @@
 
 Chunk ``c`` is ``out/part-c.parquet`` (``.csv`` without pyarrow); what resuming needs sits in
 ``out/_fastpp/``, which the readers skip (a leading underscore): ``manifest.json`` naming the
-sweep and ``part-c.json`` with the chunk's row count and skipped points. Each file is written
-through a temporary file (a leading dot, also skipped) and renamed, the JSON last. A chunk
-counts as done only when both exist and the part reads back with that row count, so a sweep
-killed at any moment, or a file damaged on disk, costs at most a recomputation. A chunk with
-no rows (all its points skipped) has no part file.
+sweep (with ``invalid=``, which decides the rows) and ``part-c.json`` with the chunk's row
+count, skipped points and the part's digest. Each file is written through a temporary file (a
+leading dot, also skipped) and renamed, the JSON last. A chunk counts as done only when both
+exist and the part reads back with that row count, this chunk's points in order and that
+digest, so a sweep killed at any moment, a file damaged on disk or another sweep's part copied
+in costs at most a recomputation. A chunk with no rows (all its points skipped) has no part
+file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -84,7 +87,7 @@ class Store:
                                 f"{str(folder)!r}: {error.strerror or error})") from None
         manifest["format"] = fmt
         atomic_write(path, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)))
-        self.folder, self.format = folder, fmt
+        self.folder, self.format, self.chunk_size = folder, fmt, chunk_size
 
     def _part(self, c: int) -> Path:
         return self.folder / f"part-{c:06d}.{self.format}"
@@ -93,31 +96,36 @@ class Store:
         return self.folder / META / f"part-{c:06d}.json"
 
     def has(self, c: int) -> bool:
-        """Is chunk ``c`` complete on disk? A damaged chunk is removed, to be recomputed."""
+        """Is chunk ``c`` complete on disk, and this sweep's? A damaged chunk, or one of
+        another sweep or another chunk, is removed, to be recomputed."""
         try:
-            rows = json.loads(self._meta(c).read_text())["rows"]
-            if rows == 0:
-                ok = not self._part(c).exists()
-            elif self.format == "parquet":
-                import pyarrow.parquet as pq
-
-                ok = pq.read_metadata(self._part(c)).num_rows == rows
-            else:
-                ok = len(self.read(c)) == rows
+            info = json.loads(self._meta(c).read_text())
+            ok = (chunk_problem(self.read(c), info, c, self.chunk_size) is None
+                  and (info["rows"] == 0 or info.get("digest") == _digest(self._part(c))))
         except Exception:  # missing, truncated or garbled
             ok = False
         if not ok:
-            self._part(c).unlink(missing_ok=True)
-            self._meta(c).unlink(missing_ok=True)
+            for path in (self._part(c), self._meta(c)):
+                if path.is_dir():  # (unlink cannot remove one; the write then names it)
+                    continue
+                path.unlink(missing_ok=True)
         return ok
 
     def write(self, c: int, frame, skipped: dict[str, int]) -> None:
-        if len(frame) and self.format == "parquet":
-            atomic_write(self._part(c), lambda tmp: frame.to_parquet(tmp, index=False))
-        elif len(frame):
-            atomic_write(self._part(c), lambda tmp: frame.to_csv(tmp, index=False))
-        meta = json.dumps({"rows": len(frame), "skipped": skipped})
-        atomic_write(self._meta(c), lambda tmp: tmp.write_text(meta))
+        try:
+            if len(frame) and self.format == "parquet":
+                atomic_write(self._part(c), lambda tmp: frame.to_parquet(tmp, index=False))
+            elif len(frame):
+                atomic_write(self._part(c), lambda tmp: frame.to_csv(tmp, index=False))
+            # the part's bytes, digested: another sweep's part of the same points (other
+            # costs) copied in reads as well as this one's
+            meta = json.dumps({"rows": len(frame), "skipped": skipped,
+                               "digest": _digest(self._part(c)) if len(frame) else None})
+            atomic_write(self._meta(c), lambda tmp: tmp.write_text(meta))
+        except OSError as error:  # a folder where a chunk's file goes, a full or read-only disk
+            raise ScheduleError(f"out {str(self.folder)!r} cannot take chunk {c} "
+                                f"({error.strerror or error}: "
+                                f"{error.filename2 or error.filename})") from None  # (rename's)
 
     def read(self, c: int):
         """Chunk ``c``'s rows (``None`` for a chunk without rows)."""
@@ -132,6 +140,28 @@ class Store:
 
     def skipped(self, c: int) -> dict[str, int]:
         return json.loads(self._meta(c).read_text())["skipped"]
+
+
+def chunk_problem(frame, info, c: int, chunk_size: int) -> str | None:
+    """What makes ``frame`` (``Store.read``'s) and its ``info`` (its ``part-c.json``) not
+    chunk ``c`` of a sweep of chunks of ``chunk_size`` points, or None. A row count alone
+    took another sweep's part, or a part of junk columns, as this one's."""
+    rows, skipped = info.get("rows"), info.get("skipped")
+    if type(rows) is not int or rows < 0 or not isinstance(skipped, dict) or not all(
+            isinstance(k, str) and type(v) is int and v >= 0 for k, v in skipped.items()):
+        return f"its counts are not counts ({info!r})"
+    if rows == 0:
+        return None if frame is None else "a part beside a count of 0 rows"
+    if frame is None or len(frame) != rows:
+        return f"{0 if frame is None else len(frame)} rows of {rows}"
+    lacking = [k for k in ("point", "schedule", "makespan") if k not in frame]
+    if lacking:
+        return f"lacking {lacking}"
+    point = frame["point"].to_numpy()
+    if not (point.dtype.kind in "iu" and point[0] >= c * chunk_size
+            and point[-1] < (c + 1) * chunk_size and (point[1:] > point[:-1]).all()):
+        return f"points not this chunk's, in order ({point[0]}..{point[-1]})"
+    return None
 
 
 def load(out):
@@ -176,20 +206,26 @@ def load(out):
         except (OSError, ValueError):  # not finished yet
             continue
         try:
-            if info["rows"]:
+            frame = None
+            if part.exists():
                 frame = (pd.read_parquet(part) if manifest["format"] == "parquet" else
                          pd.read_csv(part, float_precision="round_trip"))
-                # a part of another table (or cut short) reads fine: its rows and columns tell
-                lacking = [k for k in ("point", "schedule", "makespan") if k not in frame]
-                if len(frame) != info["rows"] or lacking:
-                    raise ValueError(f"{len(frame)} rows of {info['rows']}, lacking {lacking}")
+            # a part of another table, another sweep or chunk (or cut short) reads fine: its
+            # rows, columns and points tell
+            problem = chunk_problem(frame, info, c, manifest["chunk_size"])
+            if problem is None and frame is not None and info.get("digest") not in (
+                    None, _digest(part)):  # (folders written before 5 December have none)
+                problem = "a part that is not the one written (its digest differs)"
+            if problem is not None:
+                raise ValueError(problem)
+            if frame is not None:
                 frames.append(frame)
             for reason, count in info["skipped"].items():
-                reasons[reason] = reasons.get(reason, 0) + int(count)
+                reasons[reason] = reasons.get(reason, 0) + count
         except Exception as error:  # pyarrow's ArrowInvalid, pandas' ParserError, a bad key
             raise ScheduleError(f"out {str(folder)!r} has a damaged chunk {c} ({part.name} or "
-                                f"{META}/{meta.name}: {type(error).__name__}); run the sweep "
-                                "again with resume=True to recompute it") from error
+                                f"{META}/{meta.name}: {type(error).__name__}: {error}); run the "
+                                "sweep again with resume=True to recompute it") from error
         done += 1
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     df.attrs.update(skipped=sum(reasons.values()), skip_reasons=SkipReasons(reasons),
@@ -214,6 +250,11 @@ def read_manifest(path: Path) -> dict:
                             f"remove the folder {str(path.parent.parent)!r} to start the "
                             "sweep again")
     return manifest
+
+
+def _digest(path: Path) -> str:
+    """A part file's bytes, digested."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def atomic_write(path: Path, write) -> None:
