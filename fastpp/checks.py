@@ -107,6 +107,10 @@ def show(value) -> str:
         arr = np.asarray(value)
     except ValueError:  # ragged, e.g. [1, [2]]
         return repr(value)[:80]
+    # as given: NumPy reads [2, True] as [2, 1] and [2, 'x'] as ['2', 'x']
+    if isinstance(value, list | tuple) and any(isinstance(x, bool | np.bool_ | str)
+                                               for x in value):
+        return repr(list(value)[:8])
     if arr.dtype == object:
         return repr(list(arr.reshape(-1))[:8])
     return str(arr.item()) if arr.ndim == 0 else str(arr.reshape(-1).tolist()[:8])
@@ -130,13 +134,16 @@ def nonnegative_int(value, name: str) -> int:
 
 
 def positive_ints(values, name: str) -> np.ndarray:
-    """``values`` as int64 if every one is a positive integer below ``2**31``."""
+    """``values`` as int64 if every one is a positive integer below ``2**31`` (a bool among
+    them is not one: NumPy reads ``[2, True]`` as ``[2, 1]``)."""
     try:
         arr = np.asarray(values)
     except ValueError:  # ragged, e.g. [1, [2]]
         arr = np.asarray([], object)
-    if (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1)
-            or np.any(arr >= MAX_INT)):
+    bools = isinstance(values, list | tuple) and any(isinstance(x, bool | np.bool_)
+                                                     for x in values)
+    if (bools or arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)
+            or np.any(arr < 1) or np.any(arr >= MAX_INT)):
         raise ScheduleError(f"{name} must hold positive integers below 2**31 (got "
                             f"{show(values)})")
     return arr.astype(np.int64)

@@ -297,3 +297,19 @@ def test_a_sweep_folder_takes_only_its_own_chunks(tmp_path):
         load(ours)
     got = fastpp.sweep(out=ours, resume=True, **grid)
     assert got.equals(want) and got.attrs["skipped"] == want.attrs["skipped"]
+
+
+def test_sweep_axes_of_odd_kinds():
+    """``p=[2, True]`` ran a p = 1 point; ``p=np.array(2)`` raised NumPy's "iteration over a
+    0-d array" and a 2-D array pandas' "all keys need to be the same shape"."""
+    import numpy as np
+
+    import fastpp
+
+    with pytest.raises(ScheduleError, match=r"p must hold positive integers below 2\*\*31 \(got "
+                                            r"\[2, True\]\)"):
+        fastpp.sweep("1f1b", p=[2, True], n=4, progress=False)
+    with pytest.raises(ScheduleError, match=r"p must be a value or a 1-D list of values \(got "
+                                            r"an array of shape \(1, 2\)\)"):
+        fastpp.sweep("1f1b", p=np.array([[2, 4]]), n=4, progress=False)
+    assert len(fastpp.sweep("1f1b", p=np.array(2), n=4, progress=False)) == 1

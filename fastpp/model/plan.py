@@ -537,11 +537,7 @@ def _nonempty(value, name) -> list:
 def _axis(value, name, default) -> list[int]:
     if value is None:
         return default
-    values = _as_list(value)
-    if any(isinstance(x, bool | np.bool_) for x in values):  # (NumPy reads True as 1)
-        raise ScheduleError(f"{name} must hold positive integers below 2**31 (got "
-                            f"{values!r})")
-    return _unique(positive_ints(values, name).tolist())
+    return _unique(positive_ints(_as_list(value), name).tolist())
 
 
 def _splits(model, layout, first_layers, last_layers) -> list[tuple]:

@@ -24,7 +24,12 @@ DEFAULT_N_PER_P = (1, 2, 4)
 
 
 def as_list(value, name: str) -> list:
-    """A grid axis: a value or a sequence of values, at least one."""
+    """A grid axis: a value or a sequence of values (a 1-D array), at least one."""
+    if isinstance(value, np.ndarray) and value.ndim != 1:  # (0-d: one value; 2-D: refused)
+        if value.ndim:
+            raise ScheduleError(f"{name} must be a value or a 1-D list of values (got an "
+                                f"array of shape {value.shape})")
+        value = value.item()
     values = list(value) if isinstance(value, Sequence | np.ndarray) and not isinstance(
         value, str) else [value]
     if not values:
