@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from .checks import ScheduleError, ScheduleTypeError, number, positive_int
+from .costs import MAX_TIME
 from .generators.registry import get_spec
 
 MAX_P = 1_000_000  # the per-device closed forms return one value per device
@@ -34,12 +35,18 @@ def _registered(formula):
             given = signature.bind(*args, **kwargs).arguments
         except TypeError as err:
             raise ScheduleTypeError(f"{formula.__name__}: {err}") from None
-        get_spec(given["name"])
+        spec = get_spec(given["name"])
         for key, value in given.items():
             if key in ("p", "n", "m") or (key == "G" and value is not None):
                 positive_int(value, key)
             elif key in ("f", "b", "w", "gamma") or (key == "fb" and value is not None):
-                number(value, key)
+                # Costs' bound: a sum of p n terms of 1e308 is inf
+                number(value, key, upper=MAX_TIME)
+        # a closed form of a schedule that cannot be built (1F1B with m = 3) is no number
+        reason = spec.shape_reason(given["p"], given["n"], given.get("m", 1),
+                                   given.get("G") or given["p"])
+        if reason:
+            raise ScheduleError(reason)
         if given.get("gamma", 0.0) > 1:  # M_W / M_B, as Costs.gamma: a part of M_B
             raise ScheduleError(f"gamma must be in [0, 1] (M_W / M_B; got {given['gamma']!r})")
         if given["p"] > MAX_P:

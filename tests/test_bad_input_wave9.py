@@ -313,3 +313,17 @@ def test_sweep_axes_of_odd_kinds():
                                             r"an array of shape \(1, 2\)\)"):
         fastpp.sweep("1f1b", p=np.array([[2, 4]]), n=4, progress=False)
     assert len(fastpp.sweep("1f1b", p=np.array(2), n=4, progress=False)) == 1
+
+
+def test_closed_forms_of_schedules_that_exist():
+    """``theory.makespan("1f1b", 4, 8, m=3)`` gave 33.0 for a schedule ``build_schedule``
+    refuses, and ``f=1e308`` an infinite makespan; a large ``n`` stays the closed forms' to
+    answer."""
+    from fastpp import theory
+
+    with pytest.raises(ScheduleError, match=r"m must be 1 \(one stage per device\) for '1f1b' "
+                                            r"\(got m=3\)"):
+        theory.makespan("1f1b", 4, 8, m=3)
+    with pytest.raises(ScheduleError, match=r"f must be in \[0, 1e\+290\] \(got 1e\+308\)"):
+        theory.makespan("1f1b", 4, 8, f=1e308, b=1e308)
+    assert theory.makespan("1f1b", 8, 10**9) == 3 * 10**9 + 7 * 3  # past build_schedule's size

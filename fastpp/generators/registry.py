@@ -168,6 +168,15 @@ class ScheduleSpec:
             out[bad] = [texts[key] for key in keys]
         return out
 
+    def shape_reason(self, p: int, n: int, m: int, G: int) -> str:
+        """The first rule of the schedule's shape one point breaks ("" if none), the size
+        bound ``p*n*m`` aside: what a closed form (``fastpp.theory``) must hold, at any
+        size."""
+        for rule in self.rules:
+            if rule.param != "p*n*m" and not bool(rule.ok(p, n, m, G)):
+                return self._message(rule, p, n, m, G)
+        return ""
+
     def _message(self, rule: Rule, p: int, n: int, m: int, G: int) -> str:
         values = {"p": p, "n": n, "m": m, "G": G, "two_p": 2 * p, "rounds": max(1, n // p)}
         got = values.get(rule.param, p * n * m)
