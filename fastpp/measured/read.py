@@ -413,6 +413,9 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
             bad = next(x for x in child_ts + child_dur if not _num(x))
             raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has ts or dur {bad!r}, "
                                 f"not a number") from None
+        if not np.all(dur >= 0):  # (as the annotations': a negative one shrank the compute)
+            raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has a negative or NaN "
+                                f"duration (dur={dur[~(dur >= 0)][0]})")
         order = np.lexsort((-dur, ts))
         ts, dur, role = ts[order], dur[order], role[order]
         at = np.searchsorted(ts, start, side="left")
