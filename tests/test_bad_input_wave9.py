@@ -347,3 +347,16 @@ def test_trace_cpu_op_with_a_negative_duration(tmp_path):
     with pytest.raises(ScheduleError, match=r"rank 0: a cpu_op event has a negative or NaN "
                                             r"duration \(dur=-1.0\)"):
         fastpp.read_torch_trace(tmp_path)
+
+
+def test_scalar_costs_beside_a_costs_column():
+    """``sweep(points=table_with_costs, f=3, comm=1)`` dropped f and comm without a word."""
+    import pandas as pd
+
+    import fastpp
+
+    table = pd.DataFrame({"schedule": ["1f1b"], "p": [2], "n": [4], "m": [1],
+                          "costs": [fastpp.Costs(f=1, b=2)]})
+    with pytest.raises(ScheduleError, match=r"f must not be given with points.*\(got f, comm "
+                                            r"beside points\)"):
+        fastpp.sweep(points=table, f=3, comm=1, progress=False)

@@ -191,7 +191,9 @@ def _points(schedules, p, n, n_per_p, m, G, points, costs, given):
     # those columns would be dropped
     axes = dict(schedules=schedules, p=p, n=n, n_per_p=n_per_p, m=m, G=G)
     dropped = [k for k, v in axes.items() if v is not None]
-    dropped += [k for k, v in given.items() if v is not None and k in points.columns]
+    # (a costs column holds every cost: a scalar beside it was dropped too)
+    dropped += [k for k, v in given.items() if v is not None and (
+        k in points.columns or "costs" in points.columns)]
     if dropped:
         raise ScheduleError(f"{dropped[0]} must not be given with points, whose table gives "
                             f"the points and its cost columns (got {', '.join(dropped)} beside "
