@@ -360,3 +360,17 @@ def test_scalar_costs_beside_a_costs_column():
     with pytest.raises(ScheduleError, match=r"f must not be given with points.*\(got f, comm "
                                             r"beside points\)"):
         fastpp.sweep(points=table, f=3, comm=1, progress=False)
+
+
+def test_sweep_scheduler_addresses():
+    """``scheduler=5`` raised Dask's TypeError, ``"not a url"`` its ValueError (and a port with
+    nobody listening its OSError, after 30 s)."""
+    pytest.importorskip("dask.distributed")
+    import fastpp
+
+    for address, message in ((5, r"scheduler must be a Dask scheduler's address, such as "
+                                 r"'tcp://host:8786' \(got 5\)"),
+                             ("not a url", r"scheduler must be the address of a running Dask "
+                                           r"scheduler \(got 'not a url': .*port")):
+        with pytest.raises(ScheduleError, match=message):
+            fastpp.sweep("1f1b", p=2, n=4, executor="dask", scheduler=address, progress=False)

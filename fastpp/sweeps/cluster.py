@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+from ..checks import ScheduleError
 from .chunk import Chunk
 from .warmup import warm_up
 
@@ -21,7 +22,13 @@ def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator
     if scheduler is None:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, host="127.0.0.1",
                                dashboard_address=None, processes=True)
-    client = Client(scheduler if scheduler is not None else cluster)
+    try:
+        client = Client(scheduler if scheduler is not None else cluster)
+    except (OSError, ValueError, TypeError) as error:  # no port, nobody listening, a timeout
+        if cluster is not None:
+            cluster.close()
+        raise ScheduleError(f"scheduler must be the address of a running Dask scheduler (got "
+                            f"{scheduler!r}: {error})") from None
     try:
         if cluster is not None:
             warm_up()  # compiled here once, the local workers load the kernels from the cache

@@ -122,6 +122,9 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
     if scheduler is not None and executor != "dask":
         raise ScheduleError(f"scheduler is Dask's address, for executor='dask' only (got "
                             f"scheduler={scheduler!r} with executor={executor!r})")
+    if scheduler is not None and not (isinstance(scheduler, str) and scheduler.strip()):
+        raise ScheduleError(f"scheduler must be a Dask scheduler's address, such as "
+                            f"'tcp://host:8786' (got {scheduler!r})")
     if executor == "dask":
         require("dask.distributed", "dask", "executor='dask'", "Dask")
     chunk_size = positive_int(chunk_size, "chunk_size")
