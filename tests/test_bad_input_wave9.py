@@ -374,3 +374,18 @@ def test_sweep_scheduler_addresses():
                                            r"scheduler \(got 'not a url': .*port")):
         with pytest.raises(ScheduleError, match=message):
             fastpp.sweep("1f1b", p=2, n=4, executor="dask", scheduler=address, progress=False)
+
+
+def test_sweep_folders_the_os_cannot_use(tmp_path):
+    """A NUL byte in ``out`` raised ValueError and a name of 5,000 letters OSError, from
+    ``sweep`` and ``load`` alike."""
+    import fastpp
+    from fastpp.sweeps import load
+
+    for out, why in ((tmp_path / ("x" * 5000), "File name too long"),
+                     (str(tmp_path / "a\0b"), "embedded null byte")):
+        message = rf"out must be a folder path the OS can use .*{why}"
+        with pytest.raises(ScheduleError, match=message):
+            fastpp.sweep("1f1b", p=2, n=4, out=out, progress=False)
+        with pytest.raises(ScheduleError, match=message):
+            load(out)

@@ -57,7 +57,7 @@ class Store:
         if not isinstance(folder, str | os.PathLike) or not str(folder):
             # '' would be Path('.'): the working directory, never what was meant
             raise ScheduleError(f"out must be a folder path (got {folder!r})")
-        folder = Path(folder)
+        folder = _usable(Path(folder))
         if folder.exists() and not folder.is_dir():
             raise ScheduleError(f"out must be a folder (got the file {str(folder)!r})")
         try:
@@ -186,7 +186,7 @@ def load(out):
     """
     pd = require("pandas", "sweep", "fastpp.sweeps.load")
 
-    folder = file_path(out, "out")
+    folder = _usable(file_path(out, "out"))
     path = folder / META / "manifest.json"
     if not path.exists():
         raise ScheduleError(f"out must be a sweep's folder (got {str(folder)!r}, which has no "
@@ -250,6 +250,20 @@ def read_manifest(path: Path) -> dict:
                             f"remove the folder {str(path.parent.parent)!r} to start the "
                             "sweep again")
     return manifest
+
+
+def _usable(folder: Path) -> Path:
+    """``folder`` if the OS can look it up (a NUL byte or a name too long raised Python's
+    ValueError or OSError from the first use)."""
+    try:
+        os.stat(folder)
+    except (FileNotFoundError, NotADirectoryError):  # a new folder; a file as a parent, named
+        pass  # where the folder is made
+    except (OSError, ValueError) as error:
+        raise ScheduleError(f"out must be a folder path the OS can use (got "
+                            f"{str(folder)[:80]!r}: {getattr(error, 'strerror', None) or error})"
+                            ) from None
+    return folder
 
 
 def _digest(path: Path) -> str:
