@@ -389,3 +389,32 @@ def test_sweep_folders_the_os_cannot_use(tmp_path):
             fastpp.sweep("1f1b", p=2, n=4, out=out, progress=False)
         with pytest.raises(ScheduleError, match=message):
             load(out)
+
+
+def test_search_and_sweep_small_ones(tmp_path):
+    """``optimize(time_limit=np.int64(1))`` was refused as not a number of seconds; a points
+    table naming a column twice raised pandas' "Per-column arrays must each be
+    1-dimensional"; a trace whose tids are lists raised "unhashable type: 'list'"."""
+    import gzip
+
+    import numpy as np
+    import pandas as pd
+
+    import fastpp
+
+    found = fastpp.optimize(2, 3, fastpp.Costs(f=1, b=2), time_limit=np.int64(1),
+                            progress=False)
+    assert found.value == fastpp.optimize(2, 3, fastpp.Costs(f=1, b=2), progress=False).value
+    table = pd.DataFrame({"schedule": ["1f1b"], "p": [2], "n": [4], "m": [1]})
+    with pytest.raises(ScheduleError, match=r"points must name each column once \(got \['p'\] "
+                                            r"twice\)"):
+        fastpp.sweep(points=pd.concat([table, table[["p"]]], axis=1), progress=False)
+    folder = tmp_path
+    for path in (DATA / "gpipe").iterdir():
+        trace = json.loads(gzip.decompress(path.read_bytes()))
+        for event in trace["traceEvents"]:
+            if "tid" in event:
+                event["tid"] = [1]
+        (folder / path.name).write_bytes(gzip.compress(json.dumps(trace).encode()))
+    with pytest.raises(ScheduleError, match=r"tid must be a number or a name \(got \[1\]\)"):
+        fastpp.read_torch_trace(folder)

@@ -396,7 +396,12 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
     operators = end - start
     weight_operators = np.zeros(len(start))
     if not device_clock:
-        threads = list(set(tid))
+        try:
+            threads = list(set(tid))
+        except TypeError:  # a list or a dict for a thread id
+            bad = next(x for x in tid if not isinstance(x, int | str))
+            raise ScheduleError(f"{file}: rank {rank}: an annotation's tid must be a number or "
+                                f"a name (got {bad!r})") from None
         release = _release(start, end, sends)
         posted = np.sort(_on(threads, *posts))
         at = np.searchsorted(posted, start, side="left")

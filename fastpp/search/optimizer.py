@@ -163,7 +163,8 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
     problem = Problem.build(p, n, costs, memory, placement, "makespan" if robust else objective)
     one_of(method, "method", METHODS)
     progress = flag(progress, "progress")
-    if (isinstance(time_limit, bool) or not isinstance(time_limit, int | float)
+    if (isinstance(time_limit, bool | np.bool_)  # (NumPy's numbers too, as elsewhere)
+            or not isinstance(time_limit, int | float | np.integer | np.floating)
             or not time_limit > 0 or not math.isfinite(time_limit)):
         raise ScheduleError(f"time_limit must be a finite number of seconds > 0 "
                             f"(got {time_limit!r})")

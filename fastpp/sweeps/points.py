@@ -113,6 +113,9 @@ class TablePlan:
 
         if not isinstance(points, pd.DataFrame):
             raise ScheduleError(f"points must be a pandas DataFrame (got {type(points).__name__})")
+        twice = sorted(set(points.columns[points.columns.duplicated()]))
+        if twice:  # (pandas' "Per-column arrays must each be 1-dimensional")
+            raise ScheduleError(f"points must name each column once (got {twice} twice)")
         missing = [c for c in ("schedule", "p", "n", "m") if c not in points.columns]
         if missing:
             raise ScheduleError(f"points must have the columns schedule, p, n, m (missing "
