@@ -418,3 +418,28 @@ def test_search_and_sweep_small_ones(tmp_path):
         (folder / path.name).write_bytes(gzip.compress(json.dumps(trace).encode()))
     with pytest.raises(ScheduleError, match=r"tid must be a number or a name \(got \[1\]\)"):
         fastpp.read_torch_trace(folder)
+
+
+def test_a_report_never_replaces_its_input_or_a_good_page(tmp_path):
+    """``report t.csv -o t.csv`` wrote HTML over the table; a table with an infinite number
+    raised json's ValueError halfway through the page, leaving a cut-off file over the last
+    good report."""
+    pytest.importorskip("plotly")
+    from fastpp import report
+    from fastpp.model import plan
+
+    rows = plan("llama2-7b", 8, seq=1024, global_batch=8, tp=1, pp=[2], microbatch=1,
+                recompute="none", schedules=["1f1b"], workers=1)
+    table = tmp_path / "plan.csv"
+    rows.to_csv(table, index=False)
+    with pytest.raises(ScheduleError, match=r"output must be neither an input nor inside one"):
+        report(table, output=table)
+    assert table.read_text().startswith("model,")
+    page = tmp_path / "report.html"
+    page.write_text("the last good report")
+    rows.assign(step_time=float("inf")).to_csv(table, index=False)
+    with pytest.raises(ScheduleError, match=r"inputs must hold finite numbers where the report "
+                                            r"draws them"):
+        report(table, output=page)
+    assert page.read_text() == "the last good report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.csv", "report.html"]

@@ -5,6 +5,7 @@ whose JavaScript is inlined once, so the file opens offline."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..checks import ScheduleError, ScheduleTypeError, one_of, require
@@ -62,6 +63,11 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
     path = Path(output)
     if not path.parent.is_dir() or path.is_dir():
         raise ScheduleError(f"output must be a file in an existing folder (got {str(path)!r})")
+    for i, item in enumerate(inputs):  # (the report had replaced its own input with HTML)
+        if isinstance(item, str | os.PathLike) and path.resolve().is_relative_to(
+                Path(item).resolve()):
+            raise ScheduleError(f"output must be neither an input nor inside one (got "
+                                f"{str(path)!r}, inputs[{i}] {str(item)!r})")
     loaded = [load(item, i) for i, item in enumerate(inputs)]
     sections = []
     for kind, label, data in loaded:
@@ -74,6 +80,9 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
     except OSError as err:
         raise ScheduleError(f"output must be a writable file (got {str(path)!r}: "
                             f"{err.strerror})") from err
+    except ValueError as err:  # json's: a number the page cannot hold; nothing was written
+        raise ScheduleError(f"inputs must hold finite numbers where the report draws them "
+                            f"({described}: {err})") from None
     return path
 
 

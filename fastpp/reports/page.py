@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from importlib import resources
+from pathlib import Path
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 0; color: #222; }
@@ -40,7 +42,21 @@ def _json(data) -> str:
 
 
 def write(path, title: str, subtitle: str, data: dict, plotly_js: str) -> None:
+    """The page at ``path``, whole or not at all: the data are turned into JSON first (a
+    non-finite number raises ValueError here), and the file is written beside ``path`` and
+    renamed over it (a report that failed halfway had replaced the last good one)."""
     script = resources.files(__package__).joinpath("page.js").read_text()
+    body = _json(data)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        _page(tmp, title, subtitle, body, plotly_js, script)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _page(path, title: str, subtitle: str, body: str, plotly_js: str, script: str) -> None:
     with open(path, "w", encoding="utf-8") as out:
         out.write(f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                   f"<title>{html.escape(title)}</title><style>{STYLE}</style>"
@@ -48,5 +64,5 @@ def write(path, title: str, subtitle: str, data: dict, plotly_js: str) -> None:
                   f"{html.escape(title)}</h1><p>{html.escape(subtitle)}</p></header>"
                   "<nav id=\"fastpp-nav\"></nav><main id=\"fastpp-main\"></main>\n"
                   "<script type=\"application/json\" id=\"fastpp-data\">")
-        out.write(_json(data))
+        out.write(body)
         out.write(f"</script>\n<script>{script}</script></body></html>\n")
