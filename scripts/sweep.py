@@ -24,6 +24,7 @@ if MAIN_JOB:
     gc.disable()
 
 import argparse  # noqa: E402
+import math  # noqa: E402
 import multiprocessing  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
@@ -73,6 +74,13 @@ def parse(argv):
     except ValueError:
         if args.budget not in fastpp.SCHEDULES:
             ap.error(f"--budget must be a number or a schedule name (got {args.budget!r})")
+        if args.budget not in (args.schedules or fastpp.SCHEDULES):  # (after the whole sweep)
+            ap.error(f"--budget must be one of the swept --schedules {args.schedules} (got "
+                     f"{args.budget!r})")
+    else:
+        if not (math.isfinite(args.budget) and args.budget >= 0):
+            ap.error(f"--budget must be activation units, finite and >= 0 (got "
+                     f"{args.budget:g})")
     if args.summary_comm is not None and args.summary_comm not in args.comm:
         # the summary's rows are the sweep's at that latency: none at another
         ap.error(f"--summary-comm must be one of the --comm values {args.comm} (got "
@@ -84,7 +92,13 @@ def main(argv=None) -> int:
     args = parse(argv)
     parts = args.out / "parts"
     if parts.exists() and not args.resume:
-        shutil.rmtree(parts)  # a fresh run replaces the previous one; --resume continues it
+        # a fresh run replaces the previous one (--resume continues it); a folder that is no
+        # sweep's is not this script's to delete
+        if not (parts / "_fastpp" / "manifest.json").is_file():
+            print(f"error: --out {str(args.out)!r} holds a 'parts' folder that is not a "
+                  f"sweep's; choose another --out", file=sys.stderr)
+            return 2
+        shutil.rmtree(parts)
     settle()
     painter = None if args.no_plots else Painter()
     try:
@@ -116,6 +130,10 @@ def _run(args, parts, painter) -> int:
     df.to_parquet(table, index=False)
     print(f"{len(df):,} points simulated in {seconds:.2f} s ({df.attrs['skipped']:,} "
           f"combinations skipped as invalid); table: {table}")
+    if df.empty:  # (no row to summarize or draw: every combination was invalid)
+        print(f"error: no valid point to summarize: {dict(df.attrs['skip_reasons'])}",
+              file=sys.stderr)
+        return 2
 
     comms = sorted(df["comm"].unique())
     comm = args.summary_comm if args.summary_comm is not None else comms[len(comms) // 2]

@@ -443,3 +443,31 @@ def test_a_report_never_replaces_its_input_or_a_good_page(tmp_path):
         report(table, output=page)
     assert page.read_text() == "the last good report"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.csv", "report.html"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    # after the whole sweep, as a traceback
+    (["--budget", "nan"], "--budget must be activation units, finite and >= 0 (got nan)"),
+    (["--budget", "zbv", "--schedules", "1f1b"], "--budget must be one of the swept --schedules "
+                                                 "['1f1b'] (got 'zbv')"),
+    # every point invalid: an empty table written, then an IndexError
+    (["--schedules", "1f1b", "--comm", "0", "-p", "2", "--w", "5"],
+     "no valid point to summarize: {'w must be <= b'"),
+])
+def test_sweep_script_refuses_before_or_instead_of_a_traceback(tmp_path, argv, message):
+    from test_bad_input_wave6 import run_script
+
+    err = run_script("sweep.py", *argv, "--no-plots", "--no-progress", "--out", str(tmp_path),
+                     cwd=tmp_path)
+    assert message in err, err
+
+
+def test_sweep_script_deletes_only_a_sweeps_parts(tmp_path):
+    """``--out DIR`` deleted ``DIR/parts`` whatever it held."""
+    from test_bad_input_wave6 import run_script
+
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "mine.txt").write_text("not a sweep's")
+    err = run_script("sweep.py", "--no-plots", "--out", str(tmp_path), cwd=tmp_path)
+    assert "holds a 'parts' folder that is not a sweep's" in err
+    assert (tmp_path / "parts" / "mine.txt").read_text() == "not a sweep's"
