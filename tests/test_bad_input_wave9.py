@@ -471,3 +471,18 @@ def test_sweep_script_deletes_only_a_sweeps_parts(tmp_path):
     err = run_script("sweep.py", "--no-plots", "--out", str(tmp_path), cwd=tmp_path)
     assert "holds a 'parts' folder that is not a sweep's" in err
     assert (tmp_path / "parts" / "mine.txt").read_text() == "not a sweep's"
+
+
+def test_a_report_of_a_table_without_a_name(tmp_path):
+    """A sweep row without its schedule raised "'<' not supported between instances of 'str'
+    and 'float'" from inside the budget's summary."""
+    pytest.importorskip("plotly")
+    import fastpp
+    from fastpp import report
+
+    rows = fastpp.sweep(["1f1b", "gpipe"], p=2, n=4, progress=False)
+    rows["schedule"] = rows["schedule"].astype(object)
+    rows.loc[0, "schedule"] = None
+    with pytest.raises(ScheduleError, match=r"must hold names in its sweep's column 'schedule' "
+                                            r"\(got None in row 0\)"):
+        report(rows, output=tmp_path / "r.html")

@@ -88,6 +88,13 @@ def _table(df, label: str):
     for kind, needed in COLUMNS.items():
         if set(needed) <= set(df.columns):
             for col in needed:
+                if col in TEXT:  # (a missing name failed deep inside: 'str' < 'float')
+                    named = np.array([isinstance(x, str) and x != "" for x in df[col]])
+                    if not named.all():
+                        row = int(named.argmin())
+                        raise ScheduleError(f"input {label!r} must hold names in its {kind}'s "
+                                            f"column {col!r} (got {df[col].iloc[row]!r} in "
+                                            f"row {row})")
                 if col not in TEXT and not (pd.api.types.is_numeric_dtype(df[col])
                                             or pd.api.types.is_bool_dtype(df[col])):
                     raise ScheduleError(f"input {label!r} must hold numbers in its {kind}'s "
