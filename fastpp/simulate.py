@@ -161,8 +161,9 @@ class Result:
 
         A step is the shortest op's time (coarsened until the grid has at most
         ``max_columns`` steps); an op fills the steps from its start to its end, rounded to the
-        nearest step, with its token in the first. Bubbles read as runs of dots, as in
-        PyTorch's pipeline visualizer.
+        nearest step, with its token in the first. Ops that start in one step (shorter than a
+        step, where the grid is coarsened) show the first one's token and ``+``. Bubbles read
+        as runs of dots, as in PyTorch's pipeline visualizer.
 
         Parameters
         ----------
@@ -189,9 +190,13 @@ class Result:
         lines = [f"one column per {step:g} time units, '.' idle"]
         for r in range(s.p):
             cells = [".".center(width)] * columns
-            for k, token in enumerate(tokens[r]):
+            first = {}  # each step's first token: a later op starting there is marked, not
+            for k, token in enumerate(tokens[r]):  # drawn over it (four forwards were one)
                 a = int(round((starts[r][k] - origin) / step))
                 b = max(a + 1, int(round((ends[r][k] - origin) / step)))
+                if a in first:
+                    token = first[a].rstrip("+") + "+"
+                first[a] = token
                 cells[a:b] = [token.ljust(width)] + [" " * width] * (b - a - 1)
             lines.append(f"device {r:>2}: " + "".join(cells).rstrip())
         return "\n".join(lines)

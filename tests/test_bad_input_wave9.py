@@ -486,3 +486,14 @@ def test_a_report_of_a_table_without_a_name(tmp_path):
     with pytest.raises(ScheduleError, match=r"must hold names in its sweep's column 'schedule' "
                                             r"\(got None in row 0\)"):
         report(rows, output=tmp_path / "r.html")
+
+
+def test_a_coarse_grid_marks_the_ops_it_cannot_draw_apart():
+    """With forwards 100 times shorter than backwards, ``show`` drew device 0's four
+    forwards as one ``0F1``: the others were drawn over, and the picture said nothing."""
+    from fastpp import Costs, build_schedule, simulate
+
+    grid = simulate(build_schedule("1f1b", 2, 4), Costs(f=0.01, b=1.0)).grid()
+    device0 = grid.splitlines()[1].split()[2:]  # (after "device  0:")
+    assert device0[0] == "0F0+"  # F0 and F1 in the first step, which shows the first and '+'
+    assert device0.count("0F2+") == 1 and "0F1" not in device0
