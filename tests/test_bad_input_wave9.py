@@ -497,3 +497,18 @@ def test_a_coarse_grid_marks_the_ops_it_cannot_draw_apart():
     device0 = grid.splitlines()[1].split()[2:]  # (after "device  0:")
     assert device0[0] == "0F0+"  # F0 and F1 in the first step, which shows the first and '+'
     assert device0.count("0F2+") == 1 and "0F1" not in device0
+
+
+def test_a_report_of_huge_points_draws_no_timeline(tmp_path):
+    """A sweep table with p = 10**6 (within the 4,000,000 ops a point may have) ran past two
+    minutes re-simulating timelines for the page."""
+    pytest.importorskip("plotly")
+    import fastpp
+    from fastpp import report
+    from fastpp.reports.figures import resimulate
+
+    rows = fastpp.sweep(["1f1b"], p=2, n=[4], progress=False)
+    assert resimulate(next(rows.itertuples())) is not None
+    rows = rows.assign(p=10**6, n=1)
+    assert resimulate(next(rows.itertuples())) is None  # 3 million ops: no timeline
+    assert report(rows, output=tmp_path / "r.html").stat().st_size > 0

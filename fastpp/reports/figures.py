@@ -159,13 +159,19 @@ def _value(row, name, default):
         else value
 
 
+# the most ops a drawn timeline has: past it no one reads the picture, and p = 10**6 rows
+# re-simulated for it ran for minutes and would have made a page of gigabytes
+TIMELINE_OPS = 100_000
+
+
 def resimulate(row):
     """The timeline of a sweep row: its schedule built and simulated with the row's costs
-    (the table holds only reductions), or None when the row's costs were arrays."""
+    (the table holds only reductions), or None when the row's costs were arrays or its
+    timeline has more than ``TIMELINE_OPS`` ops."""
     if "costs" in row._fields:
         return None  # a costs= list: the arrays are not in the table
     spec = SCHEDULES.get(row.schedule)
-    if spec is None:
+    if spec is None or 3 * int(row.p) * int(row.n) * int(row.m) > TIMELINE_OPS:
         return None
     options = {"G": int(row.G)} if "G" in spec.options and "G" in row._fields else {}
     sched = build_schedule(row.schedule, int(row.p), int(row.n), int(row.m), **options)
