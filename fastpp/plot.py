@@ -13,7 +13,9 @@ from .checks import (
     file_path,
     instance,
     number,
+    numbers,
     optional_text,
+    positive_ints,
     require,
     writable,
 )
@@ -160,6 +162,12 @@ def bubble_heatmaps(df, path, metric: str = "bubble_ratio") -> Path:
     """
     dataframe(df, "df", ("schedule", "p", "n"))
     dataframe(df, "df", {"metric": metric})
+    if df.empty:  # (a ZeroDivisionError laying out no panel)
+        raise ScheduleError("df must hold a sweep's rows (got an empty table)")
+    for name in ("p", "n"):  # (n / p is an axis: p = 0 divided by zero, strings raised)
+        positive_ints(df[name].to_numpy(), f"df's {name} column")
+    # a metric of text, or below 0 everywhere, failed inside NumPy or matplotlib's colour scale
+    numbers(df[metric].to_numpy(), f"df's metric column {metric!r}", missing=True)
     path = file_path(path)
     plt = _pyplot()
     which, names = df["schedule"].factorize()  # in order of first appearance
@@ -267,10 +275,14 @@ def plan_scatter(df, path, capacity: float | None = None, title: str | None = No
         If ``df`` lacks a plan column or ``capacity`` is not a number > 0.
     """
     dataframe(df, "df", ("step_time", "schedule", "fits", "peak_memory", "tokens_per_s"))
+    if df["fits"].dtype != bool:  # (~ of text or NaN raised a TypeError)
+        raise ScheduleError(f"df's fits column must hold bools (got dtype {df['fits'].dtype})")
+    ran = df[df["step_time"].notna()]
+    for name in ("peak_memory", "tokens_per_s"):  # on log axes: > 0
+        numbers(ran[name].to_numpy(), f"df's {name} column", strict=True)
     path, title = file_path(path), optional_text(title, "title")
     capacity = None if capacity is None else number(capacity, "capacity", strict=True)
     plt = _pyplot()
-    ran = df[df["step_time"].notna()]
     fig, ax = plt.subplots(figsize=(8, 4.8))
     fig.subplots_adjust(left=0.1, right=0.97, bottom=0.12, top=0.92)
     misses = ran[~ran["fits"]]

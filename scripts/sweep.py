@@ -74,7 +74,9 @@ def parse(argv):
     except ValueError:
         if args.budget not in fastpp.SCHEDULES:
             ap.error(f"--budget must be a number or a schedule name (got {args.budget!r})")
-        if args.budget not in (args.schedules or fastpp.SCHEDULES):  # (after the whole sweep)
+        # (an unknown swept schedule is sweep's to name)
+        known = all(name in fastpp.SCHEDULES for name in args.schedules or ())
+        if known and args.budget not in (args.schedules or fastpp.SCHEDULES):
             ap.error(f"--budget must be one of the swept --schedules {args.schedules} (got "
                      f"{args.budget!r})")
     else:

@@ -512,3 +512,28 @@ def test_a_report_of_huge_points_draws_no_timeline(tmp_path):
     rows = rows.assign(p=10**6, n=1)
     assert resimulate(next(rows.itertuples())) is None  # 3 million ops: no timeline
     assert report(rows, output=tmp_path / "r.html").stat().st_size > 0
+
+
+def test_pictures_of_tables_they_cannot_draw(tmp_path):
+    """``bubble_heatmaps`` of no rows raised ZeroDivisionError, of p = 0 divided by zero,
+    of a text metric NumPy's ValueError and of negative values matplotlib's; ``plan_scatter``
+    of text ``fits`` raised a TypeError and drew negative bytes on a log axis."""
+    pytest.importorskip("matplotlib")
+    import fastpp
+    from fastpp import plot
+    from fastpp.model import plan
+
+    rows = fastpp.sweep(["1f1b", "gpipe"], p=[2, 4], n_per_p=[1, 2], progress=False)
+    for bad, metric, message in ((rows.iloc[:0], "bubble_ratio", "must hold a sweep's rows"),
+                                 (rows.assign(p=0), "bubble_ratio", "p column must hold positive"),
+                                 (rows, "schedule", "metric column 'schedule' must be a number"),
+                                 (rows.assign(bubble_ratio=-1.0), "bubble_ratio",
+                                  "metric column 'bubble_ratio' must be finite and >= 0")):
+        with pytest.raises(ScheduleError, match=message):
+            plot.bubble_heatmaps(bad, tmp_path / "h.png", metric=metric)
+    table = plan("llama2-7b", 8, seq=1024, global_batch=8, tp=1, pp=[2], microbatch=1,
+                 recompute="none", schedules=["1f1b"], workers=1)
+    with pytest.raises(ScheduleError, match="fits column must hold bools"):
+        plot.plan_scatter(table.assign(fits="yes"), tmp_path / "s.png")
+    with pytest.raises(ScheduleError, match="peak_memory column must be finite and > 0"):
+        plot.plan_scatter(table.assign(peak_memory=-1.0), tmp_path / "s.png")
