@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
-from .checks import file_path, instance, number, writable
+from .checks import ScheduleError, file_path, instance, number, writable
 from .dependencies import inputs, producers
 from .ops import FB, Op
 from .simulate import Result
@@ -62,6 +63,11 @@ def chrome_trace(result: Result, time_scale: float = 1000.0) -> dict:
     """
     instance(result, Result, "result", "fastpp.Result")
     time_scale = number(time_scale, "time_scale", strict=True)
+    # every time scaled stays finite (twice the makespan: a margin for times from a later
+    # origin): a file holding Infinity is no JSON a viewer reads
+    if not math.isfinite(2.0 * result.makespan * time_scale):
+        raise ScheduleError(f"time_scale must keep the times finite (got {time_scale!r} for a "
+                            f"makespan of {result.makespan:g})")
     sched = result.schedule
     events: list[dict] = []
     for r in range(sched.p):

@@ -537,3 +537,30 @@ def test_pictures_of_tables_they_cannot_draw(tmp_path):
         plot.plan_scatter(table.assign(fits="yes"), tmp_path / "s.png")
     with pytest.raises(ScheduleError, match="peak_memory column must be finite and > 0"):
         plot.plan_scatter(table.assign(peak_memory=-1.0), tmp_path / "s.png")
+
+
+def test_unused_arguments_and_values_that_leave_json(tmp_path):
+    """``optimize(lam=nan)`` and ``samples=-1`` passed without noise (unused, but not checked);
+    a plan table's ``fits`` of NaN was drawn as fitting; ``time_scale=1e308`` wrote a trace
+    holding Infinity, which no JSON reader takes."""
+    import fastpp
+    from fastpp import Costs, build_schedule, simulate, trace
+
+    for bad, message in (({"lam": float("nan")}, r"lam must be finite and >= 0 \(got nan\)"),
+                         ({"samples": -1}, r"samples must be a positive integer"),
+                         ({"noise_seed": "x"}, r"noise_seed must be an integer")):
+        with pytest.raises(ScheduleError, match=message):
+            fastpp.optimize(2, 3, Costs(f=1, b=2), progress=False, **bad)
+    result = simulate(build_schedule("1f1b", 2, 4), Costs(f=1, b=2))
+    with pytest.raises(ScheduleError, match=r"time_scale must keep the times finite \(got "
+                                            r"1e\+308"):
+        trace.write_chrome_trace(result, tmp_path / "t.json", time_scale=1e308)
+    pytest.importorskip("plotly")
+    from fastpp import report
+    from fastpp.model import plan
+
+    rows = plan("llama2-7b", 8, seq=1024, global_batch=8, tp=1, pp=[2], microbatch=1,
+                recompute="none", schedules=["1f1b"], workers=1)
+    with pytest.raises(ScheduleError, match=r"must hold true or false in its plan's column "
+                                            r"'fits' \(got float64\)"):
+        report(rows.assign(fits=float("nan")), output=tmp_path / "r.html")

@@ -95,6 +95,10 @@ def _table(df, label: str):
                         raise ScheduleError(f"input {label!r} must hold names in its {kind}'s "
                                             f"column {col!r} (got {df[col].iloc[row]!r} in "
                                             f"row {row})")
+                # (a NaN read as True: a row that fits nowhere was drawn as fitting)
+                if col == "fits" and not pd.api.types.is_bool_dtype(df[col]):
+                    raise ScheduleError(f"input {label!r} must hold true or false in its "
+                                        f"{kind}'s column 'fits' (got {df[col].dtype})")
                 if col not in TEXT and not (pd.api.types.is_numeric_dtype(df[col])
                                             or pd.api.types.is_bool_dtype(df[col])):
                     raise ScheduleError(f"input {label!r} must hold numbers in its {kind}'s "

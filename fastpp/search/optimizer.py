@@ -11,6 +11,7 @@ import numpy as np
 from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, number, one_of
 from ..costs import Costs
 from ..montecarlo import DEFAULT_SAMPLES, check_noise
+from ..noise import Noise
 from ..schedule import Schedule
 from ..simulate import Result
 from . import bounds, exact
@@ -160,6 +161,9 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
     elif noise is not None:
         raise ScheduleError(f"noise= needs a noisy objective among {list(ROBUST)} (got "
                             f"objective={objective!r})")
+    else:  # unused, but checked as given: lam=nan or samples=-1 passed without a word
+        check_noise(Noise(), samples, noise_seed, "noise_seed")
+        number(lam, "lam")
     problem = Problem.build(p, n, costs, memory, placement, "makespan" if robust else objective)
     one_of(method, "method", METHODS)
     progress = flag(progress, "progress")
