@@ -190,8 +190,10 @@ class Result:
         lines = [f"one column per {step:g} time units, '.' idle"]
         for r in range(s.p):
             cells = [".".center(width)] * columns
-            first = {}  # each step's first token: a later op starting there is marked, not
-            for k, token in enumerate(tokens[r]):  # drawn over it (four forwards were one)
+            # each step's first token: a later op starting in that step marks it with '+'
+            # rather than draw over it (four forwards were drawn as one)
+            first = {}
+            for k, token in enumerate(tokens[r]):
                 a = int(round((starts[r][k] - origin) / step))
                 b = max(a + 1, int(round((ends[r][k] - origin) / step)))
                 if a in first:
