@@ -251,10 +251,11 @@ def instance(value, cls, name: str, what: str):
     return value
 
 
-def digits(text: str, most: int = 18) -> bool:
-    """Whether ``text`` is a count written in ASCII digits, at most ``most`` of them: what
-    ``int`` reads without error (``"²".isdigit()`` is True) and int64 holds."""
-    return text.isascii() and text.isdigit() and len(text) <= most
+def digits(text: str, most: int | None = 18) -> bool:
+    """Whether ``text`` is a count written in ASCII digits (``"²".isdigit()`` is True), at
+    most ``most`` of them (None: any): by default what ``int`` reads without error and int64
+    holds."""
+    return text.isascii() and text.isdigit() and (most is None or len(text) <= most)
 
 
 def file_path(value, name: str = "path"):

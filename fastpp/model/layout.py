@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, nonnegative_int, positive_int
+from ..checks import ScheduleError, ScheduleTypeError, digits, nonnegative_int, positive_int
 from .transformer import MAX_CHUNKS, chunk_layers
 
 SYMBOLS = "EtmL"  # embedding, transformer layer, MTP layer, output layer and loss
@@ -187,17 +187,13 @@ _TOKEN = re.compile(r"[EtmL|()*,]|[0-9]+|.", re.S)
 MAX_SYMBOLS = 1_000_000  # a layout expands to at most this many symbols (a model's layers)
 
 
-def _digits(tok: str) -> bool:
-    return tok.isascii() and tok.isdigit()  # not other scripts' digits
-
-
 def _expand(text: str) -> list[tuple[str, int]]:
     """The symbols of ``text`` with their positions, repetitions unrolled, commas dropped."""
     tokens = [(m.group(), m.start()) for m in _TOKEN.finditer(text) if m.group() != ","]
     # commas are purely cosmetic, even between digits (Megatron drops them first)
     merged: list[tuple[str, int]] = []
     for tok, at in tokens:
-        if _digits(tok) and merged and _digits(merged[-1][0]):
+        if digits(tok, None) and merged and digits(merged[-1][0], None):
             merged[-1] = (merged[-1][0] + tok, merged[-1][1])
         else:
             merged.append((tok, at))
@@ -231,7 +227,7 @@ def _expand(text: str) -> list[tuple[str, int]]:
             target.extend([target.pop()] * count)
         else:
             _fail(text, f"hold only {', '.join(SYMBOLS)}, '|', '*', '(', ')', ',' and counts"
-                  + (" after '*'" if _digits(tok) else ""), at)
+                  + (" after '*'" if digits(tok, None) else ""), at)
         k += 1
     if group is not None:
         _fail(text, "close every parenthesis", opened)
@@ -241,14 +237,14 @@ def _expand(text: str) -> list[tuple[str, int]]:
 def _count(tokens, k: int, text: str, must: str) -> tuple[int, int]:
     """The count of ``*k`` after token ``k``, and the index of its last token."""
     star = tokens[k + 1] if k + 1 < len(tokens) else ("", len(text))
-    digits = tokens[k + 2] if k + 2 < len(tokens) else ("", len(text))
+    count = tokens[k + 2] if k + 2 < len(tokens) else ("", len(text))
     if star[0] != "*":
         _fail(text, must, star[1])
-    if not _digits(digits[0]):
-        _fail(text, must, digits[1])
-    if len(digits[0]) > 18:  # (past int64 and MAX_SYMBOLS; int() refuses 4,300 digits)
-        _fail(text, f"repeat at most {MAX_SYMBOLS:,} times", digits[1])
-    return int(digits[0]), k + 2
+    if not digits(count[0], None):
+        _fail(text, must, count[1])
+    if not digits(count[0]):  # (past int64 and MAX_SYMBOLS; int() refuses 4,300 digits)
+        _fail(text, f"repeat at most {MAX_SYMBOLS:,} times", count[1])
+    return int(count[0]), k + 2
 
 
 def _room(text: str, size: int, at: int) -> None:

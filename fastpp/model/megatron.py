@@ -946,8 +946,8 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
                                 "with m > 1 (as a layout)")
         layout = str(c.chunk_layout(model))
     elif layout is None and not ends and model is not None and model.layers % (c.p * c.m):
-        layout = str(even_layers(model.layers, c.p * c.m))  # (Megatron splits evenly or not
-        # at all: fastpp's default spread, written out)
+        # Megatron splits evenly or not at all: fastpp's default spread, written out
+        layout = str(even_layers(model.layers, c.p * c.m))
     if layout is not None:
         flags += ["--pipeline-model-parallel-layout", layout]
     elif c.m > 1:

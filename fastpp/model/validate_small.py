@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from ..checks import ScheduleError, file_path, require
+from ..checks import MAX_INT, ScheduleError, file_path, require
 from .errorbar import regime
 from .megatron import padded_vocab
 from .vtrain import GPT2_VOCAB, vtrain_cluster
@@ -110,7 +110,8 @@ def _check_table(df, where) -> None:
             bad = ~(np.isfinite(x) & (x >= MIN_TIME_MS))
             must = f"a time of at least {MIN_TIME_MS} ms (a microsecond)"
         else:  # (int64 would wrap a larger count around)
-            bad = ~(np.isfinite(x) & (x > 0) & (x < 2**31)) | (np.isfinite(x) & (x != np.round(x)))
+            bad = ~(np.isfinite(x) & (x > 0) & (x < MAX_INT)) | (np.isfinite(x)
+                                                                 & (x != np.round(x)))
             must = "a positive integer below 2**31"
         if bad.any():
             row = int(np.flatnonzero(bad)[0])

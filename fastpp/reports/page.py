@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from importlib import resources
 from pathlib import Path
+
+from ..sweeps.store import atomic_write
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 0; color: #222; }
@@ -47,13 +48,7 @@ def write(path, title: str, subtitle: str, data: dict, plotly_js: str) -> None:
     renamed over it (a report that failed halfway had replaced the last good one)."""
     script = resources.files(__package__).joinpath("page.js").read_text()
     body = _json(data)
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        _page(tmp, title, subtitle, body, plotly_js, script)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_write(Path(path), lambda tmp: _page(tmp, title, subtitle, body, plotly_js, script))
 
 
 def _page(path, title: str, subtitle: str, body: str, plotly_js: str, script: str) -> None:
