@@ -7,16 +7,22 @@ one value, one per device or one per stage, read from a flat table ``values`` at
 a schedule once, with the registry's ``generate`` (so the kernel links no generator: it
 compiles in a fraction of the time, and a schedule is added in the registry alone), and hands
 the built schedules to the kernels: ``simulate_points`` runs a point's timeline and memory walk,
-``simulate_shared`` a build's point plan, made once for its points. Kernels release the GIL, so
-``fastpp.sweep`` runs slices of points on several threads at once; every point is computed on
-its own, so results do not depend on the thread count or the slicing.
+``simulate_planned`` one pass of its build's point plan (``fastpp.compiled.plan_schedule``),
+made once for a build that several points share and kept (``PLANS``) for the next call that
+meets the same build. Kernels release the GIL, so ``fastpp.sweep`` runs slices of points on
+several threads at once; every point is computed on its own, so results do not depend on the
+thread count, the slicing or what the cache holds.
 """
+
+import threading
+from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
 from . import kernels
 from ._jit import jit
-from .compiled import PLAN_ROWS, memory_vectors, point, point_plan
+from .compiled import plan_schedule, point
 from .costs import SLOTS
 from .generators.registry import SCHEDULES, generate
 from .ops import OP_FIELDS
@@ -47,9 +53,9 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at,
 
     Consecutive points with the same ``(schedule, p, n, m, G)`` share one build (callers order
     points that way). A run of ``share`` (default ``SHARE``) or more of them goes to
-    ``simulate_shared`` (the build's point plan, made once), the others to
-    ``simulate_points`` (each point's own timeline and memory walk); the builds go in
-    batches of at most ``BUDGET`` op slots, so memory stays bounded whatever the points.
+    ``simulate_planned``, on the build's point plan from ``PLANS``; the others to
+    ``simulate_points`` (each point's own timeline and memory walk), their builds in batches
+    of at most ``BUDGET`` op slots, so memory stays bounded whatever the points.
     """
     index = np.ascontiguousarray(index, np.int64)
     if index.size == 0:
@@ -60,37 +66,112 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at,
     for key in keys:
         new[1:] |= key[1:] != key[:-1]
     first = np.flatnonzero(new)  # where each build's run of points starts
-    slot = np.cumsum(new) - 1  # each point's build
     size = np.diff(np.r_[first, index.size])
-    shared = np.repeat(size >= (SHARE if share is None else share), size)
-    work = (keys[1] * keys[2] * keys[3])[first] * 3
+    shared = size >= (SHARE if share is None else share)
+    for b in np.flatnonzero(shared).tolist():
+        key = tuple(int(k[first[b]]) for k in keys)
+        kept = PLANS.get(key)
+        simulate_planned(sid, index[first[b]: first[b] + size[b]], kept.plan, kept.tables,
+                         kept.rows, kept.length, kept.stage_device, key[3], values, at, out,
+                         peaks, peak_at)
+    alone = np.flatnonzero(~shared)  # the builds of too few points for a plan
+    work = (keys[1] * keys[2] * keys[3])[first[alone]] * 3
     b0 = 0
-    while b0 < first.size:
+    while b0 < alone.size:
         b1 = b0 + 1  # at least one build per batch, however large
         total = work[b0]
-        while b1 < first.size and total + work[b1] <= BUDGET:
+        while b1 < alone.size and total + work[b1] <= BUDGET:
             total += work[b1]
             b1 += 1
-        e0, e1 = first[b0], first[b1] if b1 < first.size else index.size
-        tables = _build([k[first[b0:b1]] for k in keys])
-        for kernel, chosen in ((simulate_points, ~shared[e0:e1]),
-                               (simulate_shared, shared[e0:e1])):
-            if np.any(chosen):
-                kernel(sid, index[e0:e1][chosen], slot[e0:e1][chosen] - b0, *tables, values,
-                       at, out, peaks, peak_at)
+        builds = alone[b0:b1]
+        tables = _build([k[first[builds]] for k in keys])
+        points = np.concatenate([np.arange(first[b], first[b] + size[b]) for b in builds])
+        slot = np.repeat(np.arange(builds.size), size[builds])
+        simulate_points(sid, index[points], slot, *tables, values, at, out, peaks, peak_at)
         b0 = b1
 
 
-# the fewest points of one build that share its point plan (simulate_shared): the plan (a
+# the fewest points of one build that share its point plan (simulate_planned): the plan (a
 # timeline that records the ops' inputs, a memory walk and two passes in its order) costs
 # about two points' walks. At 3, plan's default job's kernels measured 13% faster than at
-# 4, but the main job (builds of 3 points) would compile simulate_shared: cold 25.6 and 30.5
+# 4, but the main job (builds of 3 points) would compile the shared path: cold 25.6 and 30.5
 # s against 15.2 and 16.6 s at 4; so plan asks for 3 (PLAN_SHARE), and sweeps keep 4. From
 # 16 to 2,048 points a build it measured as fast as the compiled batch pass
 # (fastpp.compiled.evaluate) with the compiled form cached, and faster with the form made in
 # the call, so the engine has no other path (docs/performance.md)
 SHARE = 4
 PLAN_SHARE = 3
+# bytes of point plans kept across calls (PLANS): plan's default job (LLaMA-70B on 64 GPUs,
+# 603 builds) holds 146 MB
+PLAN_CACHE_BYTES = 256 * 2**20
+
+
+class Planned(NamedTuple):
+    """A build's point plan (``fastpp.compiled.plan_schedule``; ``plan`` None and ``rows`` 0
+    where the schedule deadlocks) and the arrays its points' costs are expanded with."""
+
+    plan: np.ndarray | None
+    tables: np.ndarray | None
+    rows: int
+    length: np.ndarray
+    stage_device: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return sum(x.nbytes for x in (self.plan, self.tables, self.length, self.stage_device)
+                   if x is not None)
+
+
+class PlanCache:
+    """Point plans by build ``(schedule id, p, n, m, G)``, made on first use and kept up to
+    ``limit`` bytes, the least recently used dropped first: a plan depends on the schedule's
+    order alone, so a later call (another model, hardware or sequence on the same cluster
+    and batch) reuses it. Safe on several threads: two that make the same plan at once keep
+    one."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._kept: OrderedDict[tuple, Planned] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Planned:
+        """The plan of build ``key``, made if not kept."""
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+                return kept
+        s, P, N, M, G_ = key
+        ops, length, stage_device, first, last = generate(SPECS[s], P, N, M, G_)
+        plan, tables, rows, _ = plan_schedule(ops, length, stage_device, first, last, N,
+                                              FORWARD_ONLY[s])
+        kept = Planned(plan, tables, rows, length, stage_device)
+        if kept.nbytes <= self.limit:  # (one larger than the bound is used, not kept)
+            with self._lock:
+                old = self._kept.pop(key, None)
+                self._bytes += kept.nbytes - (0 if old is None else old.nbytes)
+                self._kept[key] = kept
+                while self._bytes > self.limit:
+                    self._bytes -= self._kept.popitem(last=False)[1].nbytes
+        return kept
+
+    def clear(self) -> None:
+        """Drop every kept plan."""
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held."""
+        return self._bytes
+
+
+PLANS = PlanCache(PLAN_CACHE_BYTES)
 
 
 def _build(keys):
@@ -193,50 +274,22 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
 
 
 @jit
-def simulate_shared(sid, index, slot, built, blocks, lengths, stages, firsts, lasts, values,
-                    at, out, peaks, peak_at):
-    """``simulate_points`` for points that share their builds (consecutive): a build's first
-    point that runs gives the order of its ops (``kernels.timeline``, the same under any
-    costs), from which the build's point plan is made once (``fastpp.compiled.point_plan``,
-    with ``memory_vectors``); every point then runs as one pass of it (``compiled.point``),
-    to the same bits, in a tenth of a point's walk or less. The plan costs about two walks."""
-    none = np.empty((0, 0), np.float64)
-    current = -1
-    planned = deadlocks = False
-    plan = np.empty((PLAN_ROWS, 0), np.int32)
-    tables = np.empty(0, np.int64)
-    sums = np.empty((0, 0), np.float64)
+def simulate_planned(sid, index, plan, tables, rows, length, stage_device, M, values, at, out,
+                     peaks, peak_at):
+    """``simulate_points`` for the points ``index`` of one build, each one pass of the build's
+    point plan (``fastpp.compiled.point``, equal to the timeline and memory walk to the bit);
+    ``plan`` None where the build deadlocks (the order of its ops decides it, not their
+    costs)."""
+    P = length.shape[0]
+    sums = np.empty((rows, P), np.float64)
     for q in range(index.shape[0]):
-        i, g = index[q], slot[q]
-        if g != current:
-            current, planned, deadlocks = g, False, False
-        schedule = sid[i]
-        block, length, stage_device, first, last = _row(built, g, blocks, lengths, stages,
-                                                        firsts, lasts)
-        P = block.shape[1]
+        i = index[q]
         out[i, :] = np.nan
-        status, c = point_costs(values, at, i, P, stage_device, built[g, M_])
+        status, c = point_costs(values, at, i, P, stage_device, M)
         if status != OK:
             out[i, STATUS] = status
             continue
-        if not planned and not deadlocks:
-            order = np.empty(length.sum(), np.int64)
-            inputs = np.empty((length.sum(), 2), np.int64)
-            start = np.empty(block.shape[1:], np.float64)
-            end = np.empty(block.shape[1:], np.float64)
-            pointer = np.empty(P, np.int64)
-            deadlocks = kernels.timeline(
-                block, length, stage_device, first, last, built[g, N_], c[kernels.TF],
-                c[kernels.TB], c[kernels.TI], c[kernels.TW], c[kernels.TFB], c[kernels.SB],
-                c[kernels.COMM], none, start, end, pointer, order, inputs) < 0.0
-            if not deadlocks:
-                frontier, live = memory_vectors(block, length, stage_device.shape[0],
-                                                FORWARD_ONLY[schedule])
-                plan, tables, rows = point_plan(block, length, stage_device, order, inputs,
-                                                frontier, live)
-                sums = np.empty((rows, P), np.float64)
-                planned = True
-        if deadlocks:  # (the order of the ops decides it, not their costs)
+        if plan is None:
             out[i, STATUS] = DEADLOCK
             continue
         makespan, bubble, span_bubble, _ = point(plan, tables, c, sums)
@@ -247,7 +300,7 @@ def simulate_shared(sid, index, slot, built, blocks, lengths, stages, firsts, la
             peak_max = max(peak_max, sums[2, r])
             peak_min = min(peak_min, sums[2, r])
             live_max = max(live_max, sums[3, r])
-        _store(out, i, schedule, length, makespan, bubble, span_bubble, peak_max, peak_min,
+        _store(out, i, sid[i], length, makespan, bubble, span_bubble, peak_max, peak_min,
                live_max)
 
 

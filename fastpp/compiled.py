@@ -134,6 +134,33 @@ class Batch(NamedTuple):
     peak_live: np.ndarray
 
 
+def plan_schedule(ops, length, stage_device, route_first, route_last, n: int,
+                  forward_only: bool):
+    """A built schedule's ``point`` plan from scratch: one timeline gives the order of its ops
+    and their inputs (the same under any costs, so it runs on zero costs), one walk its
+    memory's count vectors, then ``point_plan``.
+
+    Returns
+    -------
+    tuple
+        ``(plan, tables, rows, pointer)``: ``point_plan``'s three, or, where the schedule
+        deadlocks, ``(None, None, 0, pointer)`` with ``pointer[r]`` at device ``r``'s stuck op
+        (for ``dependencies.deadlock_error``).
+    """
+    p, V, N = length.shape[0], stage_device.shape[0], int(length.sum())
+    order, inputs = np.empty(N, np.int64), np.empty((N, 2), np.int64)
+    zero, times = np.zeros(V), np.empty(ops.shape[1:])
+    pointer = np.empty(p, np.int64)
+    if kernels.timeline(ops, length, stage_device, route_first, route_last, n, zero, zero, zero,
+                        zero, zero, zero, zero, _NONE, times, times, pointer, order,
+                        inputs) < 0:
+        return None, None, 0, pointer
+    frontier, peak_live = memory_vectors(ops, length, V, forward_only)
+    plan, tables, rows = point_plan(ops, length, stage_device, order, inputs, frontier,
+                                    peak_live)
+    return plan, tables, int(rows), pointer
+
+
 def compile_schedule(schedule) -> Compiled:
     """The ``Compiled`` form of ``schedule`` (use ``schedule.compiled()``, which caches it).
 

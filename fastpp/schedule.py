@@ -9,7 +9,7 @@ import numpy as np
 
 from . import kernels
 from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
-from .compiled import PLAN_ROWS, Compiled, compile_schedule, memory_vectors, point_plan
+from .compiled import PLAN_ROWS, Compiled, compile_schedule, plan_schedule
 from .dependencies import deadlock_error
 from .ops import FB, PAD, F, Op, format_op, parse_op
 
@@ -492,9 +492,6 @@ def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
     return np.array([owner[s] for s in range(V)])
 
 
-_NO_DURATIONS = np.zeros((0, 0))  # the timeline takes the stage times
-
-
 class Built:
     """A generated schedule's arrays (``ops, length, stage_to_device, route_first,
     route_last``), never handed out (``Schedule._shared`` copies them when read), and the
@@ -523,27 +520,21 @@ class Built:
         self.slots = ops.size + PLAN_ROWS * S + 2 * (3 * p + 3 + N * (3 + 3 * K))
 
     def point_plan(self) -> tuple[np.ndarray, np.ndarray]:
-        """``fastpp.compiled.point``'s ``plan`` and ``tables`` (made on the first call): one
-        timeline gives the order of the ops and their inputs (the same under any costs), one
-        walk the memory's count vectors."""
+        """``fastpp.compiled.point``'s ``plan`` and ``tables``, made on the first call
+        (``fastpp.compiled.plan_schedule``)."""
         if self.plan is None:
             a = self.attributes
             ops, length, stage_to_device, route_first, route_last = self.arrays
-            N = int(length.sum())
-            order, inputs = np.empty(N, np.int64), np.empty((N, 2), np.int64)
-            zero, times = np.zeros(a["V"]), np.empty(self.shape)
-            pointer = np.empty(a["p"], np.int64)
-            if kernels.timeline(ops, length, stage_to_device, route_first, route_last, a["n"],
-                                zero, zero, zero, zero, zero, zero, zero, _NO_DURATIONS, times,
-                                times, pointer, order, inputs) < 0:
+            plan, tables, rows, pointer = plan_schedule(
+                ops, length, stage_to_device, route_first, route_last, a["n"],
+                a["forward_only"])
+            if plan is None:
                 raise deadlock_error(Schedule.trusted(
                     ops, length, stage_to_device, n=a["n"], m=a["m"], name=a["name"],
                     route_first=route_first, route_last=route_last,
                     forward_only=a["forward_only"]), pointer)
-            frontier, peak_live = memory_vectors(ops, length, a["V"], a["forward_only"])
-            plan, self.tables, rows = point_plan(ops, length, stage_to_device, order, inputs,
-                                                 frontier, peak_live)
-            self.device_first = self.tables[:a["p"] + 1]  # (tables opens with it)
-            self.out_shape = (int(rows), a["p"])
+            self.tables = tables
+            self.device_first = tables[:a["p"] + 1]  # (tables opens with it)
+            self.out_shape = (rows, a["p"])
             self.plan = plan  # last: another thread reads a plan that is set as complete
         return self.plan, self.tables

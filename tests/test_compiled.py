@@ -185,6 +185,67 @@ def test_engine_point_plans_give_the_per_point_kernels_numbers(monkeypatch, rng,
                                       column.peak_activations[:, 0])
 
 
+def _shared_points(rng):
+    """Points of eight builds, three to five points each, with random costs."""
+    builds = [("1f1b", 4, 8, 1), ("interleaved-1f1b", 2, 4, 2), ("zbv", 3, 6, 2),
+              ("dualpipe", 4, 6, 1), ("zb-h1", 3, 5, 1), ("gpipe", 2, 3, 1),
+              ("v-min", 2, 4, 2), ("forward-only", 3, 4, 1)]
+    points = [b for b in builds for _ in range(int(rng.integers(3, 6)))]
+    sid = np.array([fastpp.SCHEDULES[name].sid for name, *_ in points])
+    p, n, m = (np.array(col) for col in list(zip(*points, strict=True))[1:])
+    count = len(points)
+    costs = {"f": rng.uniform(0.5, 2.0, count), "b": rng.uniform(2.0, 3.0, count),
+             "w": rng.uniform(0.0, 1.0, count), "comm": rng.uniform(0.0, 0.3, count),
+             "act": rng.uniform(0.5, 2.0, count)}
+    return (sid, p, n, m, p.copy()), costs, len(builds)
+
+
+def test_kept_point_plans_give_the_same_rows_and_stay_within_their_bound(monkeypatch, rng):
+    """A build's point plan is kept across calls (``batch.PLANS``): the rows are the same to
+    the bit whether the plans are made, found, or dropped for want of room, and the least
+    recently used goes first."""
+    keys, costs, builds = _shared_points(rng)
+    monkeypatch.setattr(batch, "PLANS", batch.PlanCache(batch.PLAN_CACHE_BYTES))
+    made = engine.run(*keys, costs, peaks=True, share=3)
+    assert len(batch.PLANS) == builds
+    sizes = [plan.nbytes for plan in batch.PLANS._kept.values()]
+    assert batch.PLANS.nbytes == sum(sizes)
+    found = engine.run(*keys, costs, peaks=True, share=3)
+    apart = engine.run(*keys, costs, peaks=True, share=10**9)  # no plan: each point walked
+    for rows in (found, apart):
+        np.testing.assert_array_equal(rows.out, made.out)
+        np.testing.assert_array_equal(rows.peaks, made.peaks)
+    # room for the two largest plans only: each call drops and makes plans as it goes
+    limit = sum(sorted(sizes)[-2:])
+    monkeypatch.setattr(batch, "PLANS", batch.PlanCache(limit))
+    tight = engine.run(*keys, costs, peaks=True, share=3)
+    np.testing.assert_array_equal(tight.out, made.out)
+    assert 1 <= len(batch.PLANS) < builds and batch.PLANS.nbytes <= limit
+    one, two, three = (tuple(int(k[i]) for k in keys) for i in np.unique(keys[0],
+                                                                          return_index=True)[1][:3])
+    # room for the first and one more: the third drops the least recently used, the second
+    size = {key: batch.PLANS.get(key).nbytes for key in (one, two, three)}
+    lru = batch.PlanCache(size[one] + max(size[two], size[three]))
+    for key in (one, two, one, three):
+        lru.get(key)
+    assert two not in lru._kept and one in lru._kept and three in lru._kept
+    monkeypatch.setattr(batch, "PLANS", batch.PlanCache(0))  # nothing kept, all still right
+    np.testing.assert_array_equal(engine.run(*keys, costs, share=3).out, made.out)
+    assert len(batch.PLANS) == 0 and batch.PLANS.nbytes == 0
+
+
+def test_a_kept_plan_of_a_deadlocked_build_marks_its_points(monkeypatch, rng):
+    """A build whose ops deadlock has no plan (``plan_schedule`` gives ``None``): its points
+    with valid costs are marked, and the engine names the build."""
+    keys, costs, _ = _shared_points(rng)
+    monkeypatch.setattr(batch, "PLANS", batch.PlanCache(batch.PLAN_CACHE_BYTES))
+    first = tuple(int(k[0]) for k in keys)
+    good = batch.PLANS.get(first)
+    batch.PLANS._kept[first] = good._replace(plan=None, tables=None, rows=0)
+    with pytest.raises(ScheduleError, match=r"deadlocked at schedule='1f1b', p=4, n=8, m=1"):
+        engine.run(*keys, costs, share=3)
+
+
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 4), n=st.integers(1, 5),
        split=st.booleans())
