@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import trace_synth
+from helpers import changed_run
 
 import fastpp
 from fastpp import ScheduleError, build_schedule, read_torch_trace, simulate
@@ -515,6 +516,32 @@ def test_a_measured_run_made_by_hand_needs_no_weight_part_and_refuses_a_wrong_on
     for wrong in (run.operators + 1e-3, -run.operators - 1e-3):
         with pytest.raises(ScheduleError, match=r"weight_operators must lie in 0\.\.operators"):
             fastpp.MeasuredRun(**given, weight_operators=wrong)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("durations", np.nan, "durations must be finite at every op"),
+    ("start", np.inf, "start must be finite at every op"),
+    ("durations", -1e-3, "durations must be >= 0 at every op"),
+    ("end", None, r"end - start must be >= 0 at every op"),
+    ("offsets", np.nan, "offsets must be finite"),
+    ("latency", np.nan, "latency must be"),
+    ("offset_residual", -1.0, "offset_residual must be"),
+])
+def test_a_measured_run_refuses_times_no_trace_has(field, value, message):
+    """A NaN, an infinity or a negative time in a run made by hand was taken as given: a start
+    at -inf gave an infinite makespan, a NaN latency surfaced in ``costs()`` as ``costs.comm``
+    and a NaN duration only at ``replay()``."""
+    run = read_torch_trace(DATA / "zbv")
+    if field in ("latency", "offset_residual"):
+        wrong = value
+    elif field == "end":
+        wrong = run.end.copy()
+        wrong[0, 0] = run.start[0, 0] - 1e-3
+    else:
+        wrong = getattr(run, field).copy()
+        wrong[(0, 0) if wrong.ndim == 2 else 0] = value
+    with pytest.raises(ScheduleError, match=message):
+        changed_run(run, **{field: wrong})
 
 
 def test_one_costs_for_every_chunk_count():

@@ -39,7 +39,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..checks import Frozen, ScheduleError, instance, number_array, one_of, require, show
+from ..checks import Frozen, ScheduleError, instance, number, number_array, one_of, require, show
 from ..costs import Costs
 from ..dependencies import edges
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
@@ -182,6 +182,20 @@ class MeasuredRun(Frozen):
             if arrays[name].shape != shape:
                 raise ScheduleError(f"{name} must have shape {shape}, the schedule's (got "
                                     f"{arrays[name].shape})")
+        used = _used(schedule)
+        for name in [*per_op, "offsets"]:
+            values = arrays[name][used] if name in per_op else arrays[name]
+            if not np.all(np.isfinite(values)):
+                where = " at every op" if name in per_op else ""
+                raise ScheduleError(f"{name} must be finite{where} (got "
+                                    f"{show(values[~np.isfinite(values)][0])})")
+        for name, values in (("durations", arrays["durations"][used]),
+                             ("end - start", (arrays["end"] - arrays["start"])[used])):
+            if np.any(values < 0):
+                raise ScheduleError(f"{name} must be >= 0 at every op (got "
+                                    f"{show(values[values < 0][0])})")
+        latency = number(latency, "latency")
+        offset_residual = number(offset_residual, "offset_residual")
         part, whole = arrays["weight_operators"], arrays["operators"]
         if np.any(part < 0) or np.any(part > whole):
             raise ScheduleError("weight_operators must lie in 0..operators, op by op (got "
@@ -192,7 +206,6 @@ class MeasuredRun(Frozen):
             if np.any(bad):
                 raise ScheduleError(f"{name} must hold finite times >= 0 or NaN (not measured) "
                                     f"(got {show(arrays[name][bad][0])})")
-        used = _used(schedule)
         self._freeze(
             schedule=schedule, p=schedule.p, n=schedule.n, m=schedule.m, **arrays,
             offset_residual=float(offset_residual), latency=float(latency), files=files,
