@@ -22,6 +22,7 @@ import numpy as np
 
 from . import kernels
 from ._jit import jit
+from .checks import nonnegative_int
 from .compiled import plan_schedule, point
 from .costs import SLOTS
 from .generators.registry import SCHEDULES, generate
@@ -118,6 +119,7 @@ class Planned(NamedTuple):
 
     @property
     def nbytes(self) -> int:
+        """Bytes held by its arrays."""
         return sum(x.nbytes for x in (self.plan, self.tables, self.length, self.stage_device)
                    if x is not None)
 
@@ -130,7 +132,7 @@ class PlanCache:
     one."""
 
     def __init__(self, limit: int):
-        self.limit = limit
+        self.limit = nonnegative_int(limit, "limit")
         self._kept: OrderedDict[tuple, Planned] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -142,8 +144,8 @@ class PlanCache:
             if kept is not None:
                 self._kept.move_to_end(key)
                 return kept
-        s, P, N, M, G_ = key
-        ops, length, stage_device, first, last = generate(SPECS[s], P, N, M, G_)
+        s, P, N, M, G = key
+        ops, length, stage_device, first, last = generate(SPECS[s], P, N, M, G)
         plan, tables, rows, _ = plan_schedule(ops, length, stage_device, first, last, N,
                                               FORWARD_ONLY[s])
         kept = Planned(plan, tables, rows, length, stage_device)

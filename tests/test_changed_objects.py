@@ -91,7 +91,7 @@ ROWS = {
     "MeasuredRun negative durations, empirical noise": (
         lambda: simulate((r := _run()).schedule, Costs(1.0, 2.0), samples=4, noise=Noise(
             empirical=changed_run(r, durations=-r.durations))),
-        "empirical noise's measured op times must be finite and >= 0"),
+        "durations must be >= 0 at every op"),
     "MeasuredRun built with durations of another shape": (
         lambda: changed_run(r := _run(), durations=r.durations[:, :2]).costs(),
         "durations must have shape"),

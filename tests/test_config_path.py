@@ -134,7 +134,8 @@ def test_a_keyword_beside_config_is_refused_not_dropped(function, keywords, name
 
 
 def test_device_bytes_refuses_a_config_the_model_cannot_run_as_transformer_costs_does():
-    run = RunConfig(seq=1024, global_batch=8, t=3, d=1, p=2)  # llama2-7b has 32 heads
+    # llama2-7b has 32 heads (sequence parallelism off: it would refuse 1024 tokens over 3)
+    run = RunConfig(seq=1024, global_batch=8, t=3, d=1, p=2, sequence_parallel=False)
     for function in (transformer_costs, device_bytes):
         with pytest.raises(ScheduleError, match=r"heads"):
             function("llama2-7b", config=run)

@@ -181,6 +181,8 @@ class RunConfig:
         for name in ("sequence_parallel", "overlap", "gradient_overlap", "tp_overlap",
                      "blocking_handoffs"):
             flag(getattr(self, name), name)
+        if self.sequence_parallel:
+            check_sequence_parallel(self.seq, self.t, self.cp)
         for name in ("recompute_layers", "first_layers", "last_layers", "node_limit"):
             if getattr(self, name) is not None:
                 positive_int(getattr(self, name), name)
@@ -475,6 +477,15 @@ def _differs(value, default) -> bool:
 def as_run(config, name: str = "config") -> RunConfig:
     """``config`` if it is a ``RunConfig``, else a ``ScheduleTypeError`` naming ``name``."""
     return instance(config, RunConfig, name, "fastpp.model.RunConfig")
+
+
+def check_sequence_parallel(seq: int, t, cp) -> None:
+    """Sequence parallelism splits each context-parallel rank's ``seq / cp`` tokens over the
+    ``t`` tensor-parallel ranks, evenly (Megatron asserts it, ``_split_along_first_dim``)."""
+    if t > 1 and seq % (t * cp):
+        raise ScheduleError(f"sequence_parallel splits each of the cp ranks' seq / cp tokens "
+                            f"over t: seq must be a multiple of t*cp={t * cp} (got seq={seq}, "
+                            f"t={t}, cp={cp})")
 
 
 def check_reduce_bytes(value) -> float:

@@ -52,6 +52,7 @@ from ..checks import (
     one_of,
     positive_int,
     positive_ints,
+    show,
 )
 
 GB = 1e9
@@ -61,14 +62,17 @@ HOST = ("host_layer", "host_backward", "host_microbatch", "host_step", "host_op"
 
 
 LOWEST_EFFICIENCY = 0.01  # a curve's ceiling must be above it
+# the longest fixed time (a latency, an overhead, the host's time a layer) taken, in seconds:
+# an hour is no hardware's, and 1e308 made a step's time overflow to inf
+LONGEST = 3600.0
 
 
 def _open_closed(value, name: str, upper: float, lower: float = 0.0) -> None:
     """Raise unless ``value`` is a number in ``(lower, upper]``."""
     if (isinstance(value, bool) or not isinstance(value, int | float | np.number)
-            or not lower < float(value) <= upper):
+            or not lower < value <= upper):  # (compared as given: float(10**400) overflows)
         raise ScheduleError(f"{name} must be a number in ({lower:g}, {upper:g}] (got "
-                            f"{value!r})")
+                            f"{show(value)})")
 
 
 def _rate(value, name: str) -> None:
@@ -96,14 +100,14 @@ class Link:
     def __post_init__(self):
         instance(self.name, str, "name", "string")
         _rate(self.bandwidth, f"{self.name}.bandwidth")
-        numbers(self.latency, f"{self.name}.latency")
+        numbers(self.latency, f"{self.name}.latency", upper=LONGEST)
         instance(self.protocols, tuple, f"{self.name}.protocols", "tuple of (base, hop, "
                  "bandwidth) triples")
         for k, triple in enumerate(self.protocols):
             if (not isinstance(triple, tuple) or len(triple) != 3):
                 raise ScheduleError(f"{self.name}.protocols[{k}] must be a (base, hop, "
                                     f"bandwidth) triple (got {triple!r})")
-            numbers(triple[:2], f"{self.name}.protocols[{k}] latencies")
+            numbers(triple[:2], f"{self.name}.protocols[{k}] latencies", upper=LONGEST)
             _rate(triple[2], f"{self.name}.protocols[{k}] bandwidth")
 
     def ring(self, message_bytes, ranks):
@@ -276,7 +280,7 @@ class Hardware:
         _open_closed(self.efficiency, "efficiency", 1.0, lower=LOWEST_EFFICIENCY)
         positive_int(self.gpus_per_node, "gpus_per_node")
         _rate(self.memory_bandwidth, "memory_bandwidth")
-        numbers(self.op_overhead, "op_overhead")
+        numbers(self.op_overhead, "op_overhead", upper=LONGEST)
         _open_closed(self.matmul_half, "matmul_half", 65536.0)
         one_of(self.precision, "precision", PRECISIONS)
         one_of(self.fp8_current_scaling, "fp8_current_scaling", (False, True))
@@ -295,7 +299,7 @@ class Hardware:
                                 f"{self.efficiency!r} / {self.split_accumulator!r})")
         _rate(self.host_bandwidth, "host_bandwidth")
         for name in HOST:
-            numbers(getattr(self, name), name)
+            numbers(getattr(self, name), name, upper=LONGEST)
         if self.fp8_flops is not None:
             _rate(self.fp8_flops, "fp8_flops")
         elif self.precision == "fp8":

@@ -298,8 +298,11 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
                      if i not in dense_only and experts > 0 and (i + 1) % step == 0)
         width = cfg.int("moe_intermediate_size", low=1)
         shared = cfg.int("shared_expert_intermediate_size", 0)
+        if shared % width:  # (fastpp prices shared experts as routed experts' MLPs)
+            raise ScheduleError(f"{cfg.where}: 'shared_expert_intermediate_size' must be a "
+                                f"multiple of 'moe_intermediate_size' = {width} (got {shared})")
         return {"experts": experts, "top_k": cfg.int("num_experts_per_tok"),
-                "expert_ffn": width, "shared_experts": round(shared / width),
+                "expert_ffn": width, "shared_experts": shared // width,
                 "dense_layers": layers - sparse}
     if family.moe == "deepseek":
         experts = cfg.int("n_routed_experts", 0)

@@ -464,9 +464,12 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
         width = a["moe_ffn_hidden_size"] or ffn
         moe = _layer_count(a["moe_layer_freq"], a["num_layers"], "--moe-layer-freq",
                            lambda k: len(range(0, a["num_layers"], k)))
+        shared = a["moe_shared_expert_intermediate_size"] or 0
+        if shared % width:  # (fastpp prices shared experts as routed experts' MLPs)
+            raise ScheduleError(f"--moe-shared-expert-intermediate-size must be a multiple of "
+                                f"--moe-ffn-hidden-size = {width} (got {shared})")
         shape.update(experts=a["num_experts"], top_k=a["moe_router_topk"], expert_ffn=width,
-                     shared_experts=round((a["moe_shared_expert_intermediate_size"] or 0)
-                                          / width),
+                     shared_experts=shared // width,
                      dense_layers=a["num_layers"] - moe)
     return Transformer(**shape)
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import batch, engine
 from ..checks import (
+    MAX_INT,
     ScheduleError,
     nonnegative_int,
     numbers,
@@ -40,6 +41,7 @@ from .config import (
     RunGrid,
     as_run,
     check_reduce_bytes,
+    check_sequence_parallel,
     config_alone,
 )
 from .errorbar import error_bar, regime
@@ -279,9 +281,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     hardware = preset(HARDWARE, hardware, "hardware")
     if link is not None:
         hardware = dataclasses.replace(hardware, network=preset(LINKS, link, "link"))
-    gpus = positive_int(gpus, "gpus")
-    seq = positive_int(seq, "seq")
-    global_batch = positive_int(global_batch, "global_batch")
+    # (RunConfig's bound: products of counts such as microbatch * d stay in int64)
+    gpus, seq, global_batch = (positive_int(v, k, MAX_INT - 1) for k, v in (
+        ("gpus", gpus), ("seq", seq), ("global_batch", global_batch)))
     capacity = _capacity(hardware, capacity)
     for name, value in (("sequence_parallel", sequence_parallel),
                         ("gradient_overlap", gradient_overlap),
@@ -640,7 +642,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid,
                                (cols["ep"], cols["etp"]), cols["cp"])
-    _context_and_overlap_reasons(seq, cols, sid, reason)
+    _context_and_overlap_reasons(seq, cols, sid, reason, grid.sequence_parallel)
     which, layouts = _layouts(model, chunks, cols["split"], splits, reason)
     out = {k: np.full(count, np.nan) for k in (*NUMBERS, "recomputed_bytes",
                                                  *(NOISY if noisy else ()))}
@@ -731,13 +733,16 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     return out
 
 
-def _context_and_overlap_reasons(seq, cols, sid, reason) -> None:
-    """Rows whose ``cp`` does not split ``seq`` into ``2 cp`` chunks, and rows asking the pair
-    overlap where it cannot run (``fastpp.model.overlap_reason``), get their reason."""
-    for cp in np.unique(cols["cp"]):
-        mine = np.flatnonzero((cols["cp"] == cp) & (reason == ""))
+def _context_and_overlap_reasons(seq, cols, sid, reason, sequence_parallel) -> None:
+    """Rows whose ``cp`` does not split ``seq`` into ``2 cp`` chunks, or whose ``t`` does not
+    split each ``seq / cp`` under ``sequence_parallel``, and rows asking the pair overlap where
+    it cannot run (``fastpp.model.overlap_reason``), get their reason."""
+    for t, cp in np.unique(np.stack([cols["t"], cols["cp"]], axis=1), axis=0).tolist():
+        mine = np.flatnonzero((cols["t"] == t) & (cols["cp"] == cp) & (reason == ""))
         try:
-            check_cp(seq, int(cp))
+            check_cp(seq, cp)
+            if sequence_parallel:
+                check_sequence_parallel(seq, t, cp)
         except ScheduleError as error:
             reason[mine] = str(error)
     # a schedule that is Megatron's overlap itself: its rules hold whether or not it is priced

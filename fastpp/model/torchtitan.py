@@ -71,6 +71,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
         A ``.toml`` path, TOML text, or its parsed dict.
     gpus : int
         GPUs in all: ``data_parallel_shard_degree = -1`` takes what the other degrees leave.
+        FSDP is ZeRO-3 over them all: hybrid sharding (replicate and shard degrees both above
+        1) is refused.
     model : Transformer or str, optional
         The model (a ``Transformer``, a preset name or a ``config.json`` path). Default: the
         ``config.json`` under ``[model] hf_assets_path`` if there is one, else the preset of
@@ -177,6 +179,11 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         raise ScheduleError(f"{where}: data_parallel_replicate_degree * "
                             f"data_parallel_shard_degree = {replicate * shard} must be the "
                             f"{d} GPUs left by t * cp * p (got gpus={gpus})")
+    if replicate > 1 and d // replicate > 1:  # (RunConfig shards ZeRO-3 over all of d)
+        raise ScheduleError(f"{where}: [parallelism] hybrid sharding is not priced: "
+                            f"data_parallel_replicate_degree = {replicate} with "
+                            f"data_parallel_shard_degree = {d // replicate} would be priced as "
+                            f"sharding over all {d}; give one of the two as 1")
     csv = par.get("pipeline_parallel_schedule_csv", "")
     if csv not in ("", None):  # torchtitan then runs the CSV's order, which fastpp does not read
         raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_schedule_csv must be "
@@ -242,7 +249,7 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         schedule=SCHEDULES[name], m=m, microbatch=microbatch,
         recompute=recompute, recompute_method="interval" if interval else None,
         recompute_layers=int(option) if interval else None, sequence_parallel=t > 1,
-        zero=3 if (shard == -1 and d // replicate > 1) or shard > 1 else 0,
+        zero=3 if d // replicate > 1 else 0,
         zero3="step" if reshard == "never" else "layer",
         tp_overlap=async_tp,
         blocking_handoffs=False,

@@ -23,7 +23,8 @@ def _training(df, inference: bool):
 
 def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *,
                  inference: bool = False):
-    """Rows of ``df`` not dominated in ``(x, y)`` (smaller is better in both), sorted by ``x``.
+    """Rows of ``df`` not dominated in ``(x, y)`` (smaller is better in both), sorted by ``x``;
+    rows without both (points kept unsimulated by ``invalid="keep"``) are not on it.
 
     Parameters
     ----------
@@ -39,7 +40,8 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *
     pandas.DataFrame
     """
     dataframe(df, "df", {"x": x, "y": y})
-    ordered = _training(df, flag(inference, "inference")).sort_values([x, y], kind="stable")
+    ordered = _training(df, flag(inference, "inference")).dropna(subset=[x, y]).sort_values(
+        [x, y], kind="stable")
     if ordered.empty:  # np.r_[True, ...] below needs a first row
         return ordered
     values = ordered[y].to_numpy()

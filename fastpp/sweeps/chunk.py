@@ -70,9 +70,13 @@ class Chunk:
             V = int(engine.stages(cols["schedule"][x], cols["p"][x], cols["m"][x]))
             reasons[x] = engine.status_reason(int(status[i]), int(cols["p"][x]), V,
                                               self.pending.at[i, :, 1])
-        # finite costs whose sums overflow (simulate refuses them: Costs' MAX_TIME)
+        # finite costs whose sums overflow (simulate refuses them: Costs' MAX_TIME): the
+        # makespan, the peaks, or the p devices' time behind the bubble ratios (past it,
+        # a bubble ratio came out NaN, or exactly 1)
         ran = status == batch.OK
-        over = ran & ~(np.isfinite(out[:, batch.MAKESPAN]) & np.isfinite(out[:, batch.PEAK_MAX]))
+        sums = out[:, [batch.MAKESPAN, batch.PEAK_MAX, batch.BUBBLE, batch.SPAN_BUBBLE]]
+        over = ran & ~(np.isfinite(sums).all(axis=1) & (
+            out[:, batch.MAKESPAN] <= np.finfo(np.float64).max / cols["p"][self.ran]))
         reasons[self.ran[over]] = OVERFLOW
         ok = reasons == ""
         skipped = Counter(reasons[~ok].tolist())

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_int, positive_ints
+from ..checks import ScheduleError, ScheduleTypeError, numbers, positive_int, positive_ints, show
 from ..costs import FIELDS, OPTIONAL, PER_KIND, Costs
 from ..engine import DEFAULTS as ENGINE_DEFAULTS
 from ..engine import cost_layout
@@ -34,6 +34,11 @@ def as_list(value, name: str) -> list:
         value, str) else [value]
     if not values:
         raise ScheduleError(f"{name} must hold at least one value (got an empty list)")
+    nested = [v for v in values if (v.ndim > 0 if isinstance(v, np.ndarray) else
+                                    isinstance(v, Sequence) and not isinstance(v, str))]
+    if nested:
+        raise ScheduleError(f"{name} must be a value or a 1-D list of values (got a list "
+                            f"holding {show(nested[0])})")
     return values
 
 
@@ -124,6 +129,8 @@ class TablePlan:
         if unknown:
             raise ScheduleError(f"points may only have the columns {[*INPUTS, 'costs']} (got "
                                 f"{unknown})")
+        if points.empty:  # (as a grid axis must hold a value)
+            raise ScheduleError("points must hold at least one row (got an empty table)")
         if objects is not None:
             raise ScheduleError("costs must be a column of points when points are given (got "
                                 "costs= as well)")

@@ -1,0 +1,165 @@
+"""Bad input to the readers, the hardware, the planner and sweeps (the tenth wave, a fuzz of 5
+December 2026) ends in a ``ScheduleError`` naming what is wrong: never another library's
+error, nor a number priced as given that no run has.
+
+One test per defect; each input escaped or was priced before its fix (the docstring says how).
+A measured run's own times are beside its tests (test_measured.py).
+"""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fastpp
+from fastpp import ScheduleError, batch
+from fastpp.model import HARDWARE, MODELS, RunConfig, from_hf, from_megatron, from_torchtitan
+from fastpp.model import plan as plan_configurations
+from fastpp.model.explain import explain
+
+TITAN = """
+[model]
+name = "llama3"
+flavor = "8B"
+[training]
+local_batch_size = 2
+seq_len = 4096
+[parallelism]
+data_parallel_replicate_degree = {replicate}
+data_parallel_shard_degree = {shard}
+"""
+QWEN_MOE = {"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24,
+            "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632,
+            "moe_intermediate_size": 1408, "num_experts": 60, "num_experts_per_tok": 4,
+            "vocab_size": 151936}
+MOE_SCRIPT = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 512 "
+              "--vocab-size 1000 --bf16 --num-experts 8 --moe-ffn-hidden-size 1024 ")
+
+
+def test_torchtitan_hybrid_sharding_is_refused_not_priced_as_full_sharding():
+    """Replicate 8 x shard 8 on 64 GPUs was priced as ZeRO-3 over all 64 (1.1 GB of weights a
+    GPU where hybrid sharding holds 8x as much); plain FSDP and plain replication still read."""
+    with pytest.raises(ScheduleError, match="hybrid sharding is not priced: "
+                                            "data_parallel_replicate_degree = 8 with "
+                                            "data_parallel_shard_degree = 8"):
+        from_torchtitan(TITAN.format(replicate=8, shard=8), gpus=64)
+    for replicate, shard, zero in ((1, 64, 3), (1, -1, 3), (64, 1, 0), (64, -1, 0)):
+        run = from_torchtitan(TITAN.format(replicate=replicate, shard=shard), gpus=64)[1]
+        assert (run.zero, run.d) == (zero, 64)
+
+
+def test_a_shared_expert_width_that_is_no_whole_number_of_experts_is_refused():
+    """``round(shared / width)`` dropped a shared expert narrower than half a routed one (512
+    against 1,408 priced as none) and priced 2,048 as 1,408, in both readers."""
+    assert from_hf({**QWEN_MOE, "shared_expert_intermediate_size": 5632}).shared_experts == 4
+    with pytest.raises(ScheduleError, match="'shared_expert_intermediate_size' must be a "
+                                            "multiple of 'moe_intermediate_size' = 1408 "
+                                            r"\(got 512\)"):
+        from_hf({**QWEN_MOE, "shared_expert_intermediate_size": 512})
+    assert from_megatron(MOE_SCRIPT + "--moe-shared-expert-intermediate-size 2048",
+                         gpus=1).model.shared_experts == 2
+    with pytest.raises(ScheduleError, match="--moe-shared-expert-intermediate-size must be a "
+                                            "multiple of --moe-ffn-hidden-size = 1024 "
+                                            r"\(got 500\)"):
+        from_megatron(MOE_SCRIPT + "--moe-shared-expert-intermediate-size 500", gpus=1)
+
+
+@pytest.mark.parametrize("field", ["matmul_half", "efficiency"])
+def test_a_hardware_curve_past_floats_is_refused(field):
+    """An int of 400 digits raised OverflowError (``float(value)``)."""
+    with pytest.raises(ScheduleError, match=f"{field} must be a number in"):
+        dataclasses.replace(HARDWARE["H100-80GB"], **{field: 10**400})
+
+
+@pytest.mark.parametrize("field", ["host_microbatch", "host_layer", "handoff", "op_overhead"])
+def test_a_hardware_time_no_gpu_has_is_refused(field):
+    """1.7e308 seconds of host time a microbatch (or a hand-off, or an op's overhead) gave an
+    infinite step and a NaN bubble ratio."""
+    with pytest.raises(ScheduleError, match=rf"{field} must be in \[0, 3600\]"):
+        dataclasses.replace(HARDWARE["H100-80GB"], **{field: 1.7e308})
+    longest = dataclasses.replace(HARDWARE["H100-80GB"], **{field: 3600.0})
+    row = explain(MODELS["llama3-8b"], RunConfig(seq=4096, global_batch=32, t=2, p=2, d=2),
+                  longest, neighbours=0, workers=1).row
+    assert 0 < row["step_time"] < float("inf") and 0 <= row["bubble_ratio"] < 1
+
+
+def test_sequence_parallel_needs_t_to_split_each_context_chunk():
+    """Megatron splits each context-parallel rank's ``seq / cp`` tokens over the ``t`` ranks
+    and asserts they divide (``_split_along_first_dim``); ``seq = 1023`` at ``t = 2`` was
+    priced, from a launch script and in ``plan``."""
+    with pytest.raises(ScheduleError, match=r"seq must be a multiple of t\*cp=8 \(got "
+                                            r"seq=4095, t=4, cp=2\)"):
+        RunConfig(seq=4095, global_batch=8, t=4, cp=2)
+    assert RunConfig(seq=4095, global_batch=8, t=4, sequence_parallel=False).t == 4
+    with pytest.raises(ScheduleError, match="sequence_parallel splits"):
+        from_megatron("--num-layers 8 --hidden-size 512 --num-attention-heads 8 --seq-length "
+                      "1023 --vocab-size 1000 --bf16 --tensor-model-parallel-size 2 "
+                      "--sequence-parallel", gpus=8)
+    rows = plan_configurations("llama3-8b", gpus=8, hardware="H100-80GB", seq=1020,
+                               global_batch=32, schedules=["1f1b"], workers=1)
+    split = rows["reason"].str.contains("sequence_parallel splits")
+    assert split.any() and set(rows.loc[split, "t"]) == {8}
+    assert not rows.loc[rows["t"] < 8, "reason"].str.contains("sequence_parallel").any()
+
+
+def test_a_sweep_point_whose_sums_overflow_is_skipped_not_priced():
+    """``b = 2e306`` on 8 devices: the makespan is finite, but ``p * makespan`` is not, and the
+    row came back valid with a bubble ratio of exactly 1 (or NaN where the busy time overflowed
+    too); ``simulate`` refuses such costs."""
+    rows = fastpp.sweep("1f1b", p=8, n=8, f=[1.0, 1e306], b=[2.0, 2e306], progress=False,
+                        invalid="keep")
+    over = rows["b"] > 1e300
+    assert rows.loc[over, "reason"].str.startswith("costs must keep the makespan").all()
+    assert rows.loc[over, ["makespan", "bubble_ratio"]].isna().all(axis=None)
+    fine = rows.loc[~over]
+    assert (fine["reason"] == "").all() and fine["bubble_ratio"].between(0, 1).all()
+    assert fine["bubble_ratio"].iloc[0] == pytest.approx(1 - 8 * 8 * 3 / (8 * 45))
+
+
+def test_the_pareto_front_leaves_out_rows_kept_unsimulated():
+    """A NaN kept by ``invalid="keep"`` reached ``np.minimum.accumulate`` and hid every later
+    row of the front (interleaved 1F1B at ``n = 8`` dropped)."""
+    rows = fastpp.sweep(["1f1b", "interleaved-1f1b"], p=4, n=[3, 8], invalid="keep",
+                        progress=False)
+    assert rows["bubble_ratio"].isna().any()
+    front = fastpp.pareto_front(rows, x="n", y="bubble_ratio")
+    expected = fastpp.pareto_front(rows.dropna(subset=["bubble_ratio"]), x="n",
+                                   y="bubble_ratio")
+    assert front.index.tolist() == expected.index.tolist()
+    assert ("interleaved-1f1b", 8) in set(zip(front["schedule"], front["n"], strict=True))
+
+
+@pytest.mark.parametrize("axes, name", [({"f": [[1.0]]}, "f"), ({"p": [[2]]}, "p"),
+                                        ({"w": [[0.5, 1.0]]}, "w"),
+                                        ({"f": [np.array([1.0, 2.0])]}, "f")])
+def test_a_sweep_axis_of_lists_is_refused(axes, name):
+    """A list of lists reached pandas ("Per-column arrays must each be 1-dimensional") or
+    NumPy, or named a stage count of None."""
+    grid = {"p": 2, "n": 4} | axes
+    with pytest.raises(ScheduleError, match=f"{name} must be a value or a 1-D list of values"):
+        fastpp.sweep("1f1b", progress=False, **grid)
+
+
+def test_an_empty_points_table_is_named():
+    """It was refused as "p must hold positive integers below 2**31 (got [])"."""
+    empty = pd.DataFrame({"schedule": [], "p": [], "n": [], "m": []})
+    with pytest.raises(ScheduleError, match="points must hold at least one row"):
+        fastpp.sweep(points=empty, progress=False)
+
+
+@pytest.mark.parametrize("gpus, global_batch, name", [(2**62, 32, "gpus"),
+                                                      (8, 2**62, "global_batch")])
+def test_plan_bounds_its_counts(gpus, global_batch, name):
+    """``gpus = 2**62`` wrapped ``microbatch * d`` around (reasons of "a multiple of ... =
+    -9223372036854775808" and a division by zero); ``global_batch = 2**62`` was named ``n``."""
+    with pytest.raises(ScheduleError, match=f"{name} must be at most 2,147,483,647"):
+        plan_configurations("llama3-8b", gpus, seq=2048, global_batch=global_batch,
+                            schedules=["1f1b"], workers=1)
+
+
+@pytest.mark.parametrize("limit", ["256MB", None, -5, float("nan")])
+def test_a_plan_cache_bound_must_be_bytes(limit):
+    """A string or None failed later inside a sweep (a TypeError); -5 and NaN were taken."""
+    with pytest.raises(ScheduleError, match="limit must be an integer >= 0"):
+        batch.PlanCache(limit)
