@@ -25,7 +25,7 @@ from .ops import parse_op
 from .placement import CODES, LOOP, VSHAPE, routes, stage_map
 from .schedule import Schedule
 
-_COMMS = re.compile(r"^\d+(SEND|RECV|UNSHARD|RESHARD|REDUCE_GRAD)")
+_COMMS = re.compile(r"^\d+(SEND|RECV|UNSHARD|RESHARD|REDUCE_GRAD)", re.ASCII)
 
 
 def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,

@@ -240,6 +240,16 @@ def _scaled(statistic, makespans: np.ndarray) -> float:
     return scale * float(statistic(makespans / scale))
 
 
+# the most weight a robust objective mean + lam * std gives the spread: more ranks by the
+# spread alone, and 1e308 made every candidate's value overflow to inf (a tie, the first kept)
+MAX_LAM = 1e6
+
+
+def check_lam(lam) -> float:
+    """``lam`` of the objective ``mean + lam * std`` as a float in ``[0, MAX_LAM]``."""
+    return number(lam, "lam", upper=MAX_LAM)
+
+
 def check_noise(noise, samples, seed, seed_name: str = "seed") -> tuple[int, int]:
     """Validate ``noise=`` and its companions where a sweep, a plan or a search takes them.
 

@@ -43,8 +43,8 @@ ROW_F, ROW_I, ROW_W = 0, 1, 2
 SPLIT_KINDS = np.array([F, I, W], np.int64)
 SPLIT_ROW = np.array([ROW_F, -1, ROW_I, ROW_W, -1], np.int64)
 
-_PLAIN = re.compile(r"^(\d+)([FBIW])(\d+)$")
-_PAIR = re.compile(r"^\((\d+)F(\d+);(\d+)B(\d+)\)OVERLAP_F_B$")
+_PLAIN = re.compile(r"^(\d+)([FBIW])(\d+)$", re.ASCII)  # (a Unicode digit is no op)
+_PAIR = re.compile(r"^\((\d+)F(\d+);(\d+)B(\d+)\)OVERLAP_F_B$", re.ASCII)
 
 
 def new_ops(p: int, n: int, m: int) -> np.ndarray:

@@ -7,16 +7,20 @@ A measured run's own times are beside its tests (test_measured.py).
 """
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import changed_run, needs_data
 
 import fastpp
 from fastpp import ScheduleError, batch
 from fastpp.model import HARDWARE, MODELS, RunConfig, from_hf, from_megatron, from_torchtitan
 from fastpp.model import plan as plan_configurations
 from fastpp.model.explain import explain
+from fastpp.model.published import DATA
 
 TITAN = """
 [model]
@@ -163,3 +167,78 @@ def test_a_plan_cache_bound_must_be_bytes(limit):
     """A string or None failed later inside a sweep (a TypeError); -5 and NaN were taken."""
     with pytest.raises(ScheduleError, match="limit must be an integer >= 0"):
         batch.PlanCache(limit)
+
+
+def _trace(folder, events):
+    """A one-rank Chrome trace of ``events`` in ``folder``."""
+    folder.mkdir()
+    path = folder / "rank0_trace.json"
+    path.write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 1},
+                                "traceEvents": events}))
+    return path
+
+
+def _event(name, ts, dur, cat="user_annotation", tid=1):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "tid": tid}
+
+
+GPIPE_PAIR = [_event("Forward 0", 0.0, 10.0), _event("Backward 0", 20.0, 10.0)]
+
+
+@pytest.mark.parametrize("label", ["PP:\u0660F0", "PP:0F\uff10"])
+def test_a_label_with_another_scripts_digit_is_no_op(tmp_path, label):
+    """``\\d`` matched Arabic-Indic and full-width digits: the labels' byte reader then raised
+    UnicodeEncodeError; GPipe's ``Forward ١`` was read as microbatch 1, and is now an
+    annotation like any other."""
+    with pytest.raises(ScheduleError, match="not a pipeline action PyTorch writes"):
+        fastpp.read_torch_trace(_trace(tmp_path / "pp", [_event(label, 0.0, 10.0)]))
+    events = [GPIPE_PAIR[0], _event("Forward \u0661", 12.0, 5.0), GPIPE_PAIR[1]]
+    run = fastpp.read_torch_trace(_trace(tmp_path / "gpipe", events))
+    assert [run.schedule.token(0, k) for k in range(run.schedule.length[0])] == ["0F0", "0B0"]
+
+
+@pytest.mark.parametrize("events, message", [
+    ([*GPIPE_PAIR, _event("other", [1], 5.0)], "event 'other' has no numeric ts and dur"),
+    ([_event("Forward 0", [0.0], [10.0]), _event("Backward 0", [20.0], [10.0])],
+     "event 'Forward 0' has no numeric ts and dur"),
+    ([*GPIPE_PAIR, _event("aten::mm", [1.0], 2.0, cat="cpu_op")],
+     r"a cpu_op event has ts or dur \[1.0\], not a number"),
+    ([*GPIPE_PAIR, _event("aten::mm", 1.0, 2.0, cat="cpu_op", tid=[1])],
+     r"a cpu_op event's tid must be a number or a name \(got \[1\]\)"),
+])
+def test_a_trace_event_with_a_list_for_a_number_is_named(tmp_path, events, message):
+    """A list for ``ts``, ``dur`` or ``tid`` escaped as NumPy's ValueError or IndexError."""
+    with pytest.raises(ScheduleError, match=message):
+        fastpp.read_torch_trace(_trace(tmp_path / "t", events))
+
+
+@needs_data("whatif_st/trace-ST.parquet")
+def test_the_op_tables_meta_takes_numpy_integers():
+    """``dp_size = np.int64(2)`` was refused as "must be a positive integer (got
+    np.int64(2))"."""
+    table = DATA / "whatif_st" / "trace-ST.parquet"
+    job = fastpp.read_op_table(table, {"dp_size": np.int64(2), "pp_size": np.int32(4),
+                                       "world_size": np.int64(8)})
+    assert (job.dp, job.pp) == (2, 4)
+
+
+def test_a_robust_objectives_weight_is_bounded():
+    """``lam = 1e308`` made ``mean + lam * std`` overflow for every candidate: a tie at inf,
+    the first kept, reported as the value."""
+    costs = fastpp.Costs(f=1.0, b=2.0, w=1.0)
+    with pytest.raises(ScheduleError, match=r"lam must be in \[0, 1e\+06\]"):
+        fastpp.optimize(4, 12, costs, method="heuristic", progress=False,
+                        objective="mean+std", noise=fastpp.Noise(0.5), lam=1e308)
+    rows = fastpp.sweep("1f1b", p=2, n=4, progress=False, noise=fastpp.Noise(0.1), samples=8)
+    with pytest.raises(ScheduleError, match=r"lam must be in \[0, 1e\+06\]"):
+        fastpp.best_within_budget(rows, objective="mean+std", lam=1e7)
+
+
+def test_a_probe_whose_ratios_overflow_is_named():
+    """A full backward of 1e-300 s against halves of 1e300 s made the split's share infinite,
+    and ``costs()`` priced every ``I`` at 0 (``w = b``)."""
+    run = fastpp.read_torch_trace(Path(__file__).parent / "data" / "gpipe")
+    odd = changed_run(run, probe=np.array([[1e-300, 1e300, 1e300]] * run.schedule.V))
+    with pytest.raises(ScheduleError, match="probe must time its split halves I, W within a "
+                                            "finite ratio"):
+        odd.costs()

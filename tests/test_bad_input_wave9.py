@@ -546,7 +546,7 @@ def test_unused_arguments_and_values_that_leave_json(tmp_path):
     import fastpp
     from fastpp import Costs, build_schedule, simulate, trace
 
-    for bad, message in (({"lam": float("nan")}, r"lam must be finite and >= 0 \(got nan\)"),
+    for bad, message in (({"lam": float("nan")}, r"lam must be in \[0, 1e\+06\] \(got nan\)"),
                          ({"samples": -1}, r"samples must be a positive integer"),
                          ({"noise_seed": "x"}, r"noise_seed must be an integer")):
         with pytest.raises(ScheduleError, match=message):

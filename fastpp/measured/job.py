@@ -296,7 +296,7 @@ def _check(t, meta: dict) -> None:
     """The table's own consistency and its agreement with ``meta``."""
     for key in ("dp_size", "pp_size", "tp_size", "vpp_size", "dsp_size", "world_size"):
         value = meta.get(key, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1 or (
                 key in ("dp_size", "pp_size") and key not in meta):
             raise ScheduleError(f"meta {key} must be a positive integer (got {meta.get(key)!r})")
     sizes = {k: meta.get(k, 1) for k in ("tp_size", "vpp_size", "dsp_size")}

@@ -45,18 +45,21 @@ from ..checks import ScheduleError
 from ..ops import FB, B, F, I, W, parse_op
 from . import scan
 
+# every \d ASCII (re.ASCII): it matches other scripts' digits too, which the labels' byte
+# reader refused with a UnicodeEncodeError
 # the actions PyTorch labels that are not compute (they post messages or manage weights)
-_OTHER_ACTIONS = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)\d*$")
-_PLAIN_PP = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
-_GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
+_OTHER_ACTIONS = re.compile(r"^\d+(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)\d*$",
+                            re.ASCII)
+_PLAIN_PP = re.compile(r"^PP:(\d+)([FBIW])(\d+)$", re.ASCII)
+_GPIPE = re.compile(r"^(Forward|Backward) (\d+)$", re.ASCII)
 # the probe's ranges (fastpp.measured.rank._probe): a stage's full backward, or its split's I or W
-_PROBE = re.compile(r"^PROBE:(\d+)([BIW])$")
+_PROBE = re.compile(r"^PROBE:(\d+)([BIW])$", re.ASCII)
 _RECV = re.compile(r"^\w+:recv\b")  # gloo:recv, nccl:recv ...: the work object of an irecv
 _SEND = re.compile(r"^(\w+:send|c10d::send)\b")  # the send op (it may block), its work object
-_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)")
-_MEGATRON_KEY = re.compile(r"^(forward|backward)-(\d+)(?:-(\d+))?-(start|end)$")
-_MEGATRON_FILE = re.compile(r"_pp_rank_(\d+)_rank_(\d+)\.json$")
-_MEGATRON_TP_RANK = re.compile(r"_TPxCPxDP_rank_(\d+)_")
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.ASCII)
+_MEGATRON_KEY = re.compile(r"^(forward|backward)-(\d+)(?:-(\d+))?-(start|end)$", re.ASCII)
+_MEGATRON_FILE = re.compile(r"_pp_rank_(\d+)_rank_(\d+)\.json$", re.ASCII)
+_MEGATRON_TP_RANK = re.compile(r"_TPxCPxDP_rank_(\d+)_", re.ASCII)
 
 
 @dataclass
@@ -410,14 +413,22 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
         sent[inside] = posted[at[inside]]
         child_tid, child_ts, child_dur, child_role = children
         try:
-            mine = np.isin(child_tid if isinstance(child_tid, np.ndarray)
-                           else np.array(child_tid, object), threads)
-            ts, dur = np.array(child_ts, float)[mine], np.array(child_dur, float)[mine]
-            role = child_role[mine]
+            tids = (child_tid if isinstance(child_tid, np.ndarray)
+                    else np.array(child_tid, object))
+            ts, dur = np.array(child_ts, float), np.array(child_dur, float)
+            if not tids.ndim == ts.ndim == dur.ndim == 1:  # lists alone make a 2-D array
+                raise ValueError
+            mine = np.isin(tids, threads)
         except (TypeError, ValueError):
-            bad = next(x for x in child_ts + child_dur if not _num(x))
-            raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has ts or dur {bad!r}, "
-                                f"not a number") from None
+            bad = next((x for x in child_ts + child_dur if not _num(x)), None)
+            if bad is not None:
+                raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has ts or dur "
+                                    f"{bad!r}, not a number") from None
+            bad = next((x for x in child_tid if not isinstance(x, int | str | np.integer)),
+                       child_tid)
+            raise ScheduleError(f"{file}: rank {rank}: a cpu_op event's tid must be a number "
+                                f"or a name (got {bad!r})") from None
+        ts, dur, role = ts[mine], dur[mine], child_role[mine]
         if not np.all(dur >= 0):  # (as the annotations': a negative one shrank the compute)
             raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has a negative or NaN "
                                 f"duration (dur={dur[~(dur >= 0)][0]})")
@@ -626,9 +637,13 @@ def _take(values: list, at: np.ndarray) -> list:
 def _times(file: Path, rank: int, marks: dict, named: np.ndarray):
     """The ranges' ``ts`` and ``dur`` as float arrays; a labelled range without numeric ones is
     an error (an unlabelled one is skipped)."""
-    a, d = np.array(marks["ts"]), np.array(marks["dur"])
-    # (NumPy makes a JSON true among numbers 1.0: a bool is looked for apart)
-    if (a.dtype.kind in "iuf" and d.dtype.kind in "iuf"
+    try:
+        a, d = np.array(marks["ts"]), np.array(marks["dur"])
+    except ValueError:  # lists among numbers
+        a = d = np.zeros((0, 0))
+    # (NumPy makes a JSON true among numbers 1.0: a bool is looked for apart; lists alone make
+    # a 2-D array)
+    if (a.dtype.kind in "iuf" and d.dtype.kind in "iuf" and a.ndim == d.ndim == 1
             and bool not in set(map(type, marks["ts"])) | set(map(type, marks["dur"]))):
         return a.astype(float), d.astype(float)
     ok = np.array([_num(x) and _num(y)

@@ -357,9 +357,14 @@ class MeasuredRun(Frozen):
         # the probe's full backward B and split halves I, W per group (NaN where it lacks one)
         full, part_i, part_w = self._probe_by(per)
         probed = (full > 0) & (part_i + part_w > 0)
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             to_full = np.where(probed, full / (part_i + part_w), 1.0)
             i_share, w_share = part_i / full, part_w / full
+        bad = probed & ~np.isfinite(np.stack([to_full, i_share, w_share])).all(axis=0)
+        if bad.any():
+            raise ScheduleError(f"probe must time its split halves I, W within a finite ratio "
+                                f"of its full backward B (got B, I, W = "
+                                f"{show(np.stack([full, part_i, part_w], axis=1)[bad][0])})")
         # a split run's I + W priced as the full backward it stands for, by the probe's ratio
         b = np.where(np.isfinite(scaled[B]), scaled[B], np.where(
             split, (scaled[I] + scaled[W]) * to_full, np.nan)) * s.m

@@ -217,7 +217,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         Order the rows that fit by this noisy step time (``"mean+std"``: ``step_time_mean +
         lam * makespan_std``) instead of by ``tokens_per_s``; needs ``noise``.
     lam : float, default 1
-        The weight of the standard deviation in ``"mean+std"``.
+        The weight of the standard deviation in ``"mean+std"``, in [0, 1e6].
 
     Returns
     -------

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, number, one_of
+from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, one_of
 from ..costs import Costs
-from ..montecarlo import DEFAULT_SAMPLES, check_noise
+from ..montecarlo import DEFAULT_SAMPLES, check_lam, check_noise
 from ..noise import Noise
 from ..schedule import Schedule
 from ..simulate import Result
@@ -137,7 +137,7 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
     noise_seed : int, default 0
         The Monte Carlo's seed (``seed`` is the local search's).
     lam : float, default 1
-        The weight of the standard deviation in ``"mean+std"``.
+        The weight of the standard deviation in ``"mean+std"``, in [0, 1e6].
 
     Returns
     -------
@@ -157,13 +157,13 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
             raise ScheduleError(f"objective={objective!r} ranks schedules under noise: give "
                                 f"noise= too (got noise=None)")
         samples, noise_seed = check_noise(noise, samples, noise_seed, "noise_seed")
-        lam = number(lam, "lam")
+        lam = check_lam(lam)
     elif noise is not None:
         raise ScheduleError(f"noise= needs a noisy objective among {list(ROBUST)} (got "
                             f"objective={objective!r})")
     else:  # unused, but checked as given: lam=nan or samples=-1 passed without a word
         check_noise(Noise(), samples, noise_seed, "noise_seed")
-        number(lam, "lam")
+        check_lam(lam)
     problem = Problem.build(p, n, costs, memory, placement, "makespan" if robust else objective)
     one_of(method, "method", METHODS)
     progress = flag(progress, "progress")

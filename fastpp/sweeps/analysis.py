@@ -71,7 +71,7 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
         ``makespan_mean + lam * makespan_std``. Ties go to the smaller ``makespan``, then the
         smaller peak.
     lam : float, default 1
-        The weight of the standard deviation in ``"mean+std"`` (>= 0).
+        The weight of the standard deviation in ``"mean+std"``, in [0, 1e6].
 
     Returns
     -------

@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 
-from ..checks import ScheduleError, number, one_of
+from ..checks import ScheduleError, one_of
 from ..costs import OPTIONAL, SLOTS, Costs
 from ..generators.registry import SCHEDULES
+from ..montecarlo import check_lam
 from .points import COSTS
 
 # the columns a noisy sweep adds: one name per quantity, as ``MonteCarlo`` names them
@@ -46,7 +47,7 @@ def objective_values(df, objective: str, lam: float, base: str = "makespan"):
     ``"mean+std"`` (``{base}_mean + lam * makespan_std``; a plan's step differs from its
     makespan by a constant, so the spread is the makespan's)."""
     one_of(objective, "objective", OBJECTIVES)
-    lam = number(lam, "lam")
+    lam = check_lam(lam)
     if objective == "makespan":
         return df[base]
     need = {"p95": [f"{base}_p95"], "p50": [f"{base}_p50"], "mean": [f"{base}_mean"],
