@@ -242,3 +242,28 @@ def test_a_probe_whose_ratios_overflow_is_named():
     with pytest.raises(ScheduleError, match="probe must time its split halves I, W within a "
                                             "finite ratio"):
         odd.costs()
+
+
+def test_the_best_rows_of_an_empty_table_are_none():
+    """An empty table (a sweep whose points were all skipped) was refused as "budget must be
+    ... one of [] (got '1f1b')", naming a budget left at its default."""
+    rows = fastpp.sweep("1f1b", p=2, n=4, progress=False)
+    assert fastpp.best_within_budget(rows.iloc[:0]).empty
+    assert len(fastpp.best_within_budget(rows)) == 1
+
+
+def test_a_global_batch_the_ranks_cannot_split_is_named_as_written():
+    """Refused in ``RunConfig``'s words ("global_batch must be a multiple of microbatch * d"),
+    not the launch script's or the job config's."""
+    with pytest.raises(ScheduleError, match=r"--global-batch-size must be a multiple of "
+                                            r"--micro-batch-size x the 8 data-parallel ranks "
+                                            r"= 8 \(got 7\)"):
+        from_megatron("--num-layers 8 --hidden-size 512 --num-attention-heads 8 --seq-length "
+                      "1024 --vocab-size 1000 --bf16 --global-batch-size 7", gpus=8)
+    job = TITAN.format(replicate=1, shard=-1).replace("local_batch_size = 2",
+                                                      "local_batch_size = 4\n"
+                                                      "global_batch_size = 8")
+    with pytest.raises(ScheduleError, match=r"\[training\] global_batch_size must be a multiple "
+                                            r"of local_batch_size x the 4 data-parallel ranks "
+                                            r"= 16 \(got 8\)"):
+        from_torchtitan(job, gpus=4)

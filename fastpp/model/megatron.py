@@ -555,6 +555,10 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
     zero = (SHARDING.get(a["data_parallel_sharding_strategy"], 0)
             if a["data_parallel_sharding_strategy"] and a["use_megatron_fsdp"] else
             3 if a["use_torch_fsdp2"] else 1 if a["use_distributed_optimizer"] else 0)
+    if a["global_batch_size"] and a["global_batch_size"] % (a["micro_batch_size"] * d):
+        raise ScheduleError(f"--global-batch-size must be a multiple of --micro-batch-size x "
+                            f"the {d} data-parallel ranks = {a['micro_batch_size'] * d} (got "
+                            f"{a['global_batch_size']}), as Megatron asserts")
     return RunConfig(
         seq=a["seq_length"], global_batch=a["global_batch_size"] or global_batch_of(
             a["micro_batch_size"], d, gpus, "--micro-batch-size"),

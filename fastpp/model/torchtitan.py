@@ -205,6 +205,10 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     global_batch = _int(train, "global_batch_size", -1, where, "training")
     if global_batch == -1:
         global_batch = global_batch_of(local, d, gpus, "local_batch_size")
+    if global_batch % (local * d):  # (torchtitan's gradient accumulation asserts it)
+        raise ScheduleError(f"{where}: [training] global_batch_size must be a multiple of "
+                            f"local_batch_size x the {d} data-parallel ranks = {local * d} "
+                            f"(got {global_batch})")
     if p == 1:  # one forward and backward of the local batch per accumulation step
         microbatch = local
     else:  # a pipeline of local / microbatch microbatches per accumulation step

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, dataframe, flag, number
 from ..generators.registry import MEMORY_REFERENCE, SCHEDULES
+from ..montecarlo import check_lam
 from .robust import objective_values
 
 INFERENCE = tuple(name for name, spec in SCHEDULES.items() if spec.forward_only)
@@ -96,7 +97,7 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
     if isinstance(budget, str):
         dataframe(df, "df", {"budget": "schedule"})
         names = sorted(set(data["schedule"]))
-        if budget not in names:  # else every group would be left out, silently
+        if budget not in names and not data.empty:  # else every group would be left out
             raise ScheduleError(f"budget must be a number or a schedule of df, one of "
                                 f"{names[:12]} (got {budget!r})")
         ref = data[data["schedule"] == budget].groupby(by)["peak_activations_max"].min()
@@ -106,7 +107,7 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
         data["budget"] = math.inf
     else:
         data["budget"] = number(budget, "budget")
-    if objective != "makespan" or number(lam, "lam") != 1.0:
+    if objective != "makespan" or check_lam(lam) != 1.0:
         data["_objective"] = objective_values(data, objective, lam)
     fits = data[data["peak_activations_max"] <= data["budget"] + 1e-12]
     keys = ["makespan", "peak_activations_max"]
