@@ -108,11 +108,12 @@ PLAN_CACHE_BYTES = 256 * 2**20
 
 
 class Planned(NamedTuple):
-    """A build's point plan (``fastpp.compiled.plan_schedule``; ``plan`` None and ``rows`` 0
-    where the schedule deadlocks) and the arrays its points' costs are expanded with."""
+    """A build's point plan (``fastpp.compiled.plan_schedule``'s ``plan, tables, rows``;
+    ``rows`` -1 where the schedule deadlocks) and the arrays its points' costs are expanded
+    with."""
 
-    plan: np.ndarray | None
-    tables: np.ndarray | None
+    plan: np.ndarray
+    tables: np.ndarray
     rows: int
     length: np.ndarray
     stage_device: np.ndarray
@@ -120,8 +121,7 @@ class Planned(NamedTuple):
     @property
     def nbytes(self) -> int:
         """Bytes held by its arrays."""
-        return sum(x.nbytes for x in (self.plan, self.tables, self.length, self.stage_device)
-                   if x is not None)
+        return sum(x.nbytes for x in (self.plan, self.tables, self.length, self.stage_device))
 
 
 class PlanCache:
@@ -148,7 +148,7 @@ class PlanCache:
         ops, length, stage_device, first, last = generate(SPECS[s], P, N, M, G)
         plan, tables, rows, _ = plan_schedule(ops, length, stage_device, first, last, N,
                                               FORWARD_ONLY[s])
-        kept = Planned(plan, tables, rows, length, stage_device)
+        kept = Planned(plan, tables, int(rows), length, stage_device)
         if kept.nbytes <= self.limit:  # (one larger than the bound is used, not kept)
             with self._lock:
                 old = self._kept.pop(key, None)
@@ -280,10 +280,10 @@ def simulate_planned(sid, index, plan, tables, rows, length, stage_device, M, va
                      peaks, peak_at):
     """``simulate_points`` for the points ``index`` of one build, each one pass of the build's
     point plan (``fastpp.compiled.point``, equal to the timeline and memory walk to the bit);
-    ``plan`` None where the build deadlocks (the order of its ops decides it, not their
+    ``rows`` -1 where the build deadlocks (the order of its ops decides it, not their
     costs)."""
     P = length.shape[0]
-    sums = np.empty((rows, P), np.float64)
+    sums = np.empty((max(rows, 0), P), np.float64)
     for q in range(index.shape[0]):
         i = index[q]
         out[i, :] = np.nan
@@ -291,7 +291,7 @@ def simulate_planned(sid, index, plan, tables, rows, length, stage_device, M, va
         if status != OK:
             out[i, STATUS] = status
             continue
-        if plan is None:
+        if rows < 0:
             out[i, STATUS] = DEADLOCK
             continue
         makespan, bubble, span_bubble, _ = point(plan, tables, c, sums)

@@ -134,31 +134,34 @@ class Batch(NamedTuple):
     peak_live: np.ndarray
 
 
-def plan_schedule(ops, length, stage_device, route_first, route_last, n: int,
-                  forward_only: bool):
+@jit
+def plan_schedule(ops, length, stage_device, route_first, route_last, n, forward_only):
     """A built schedule's ``point`` plan from scratch: one timeline gives the order of its ops
     and their inputs (the same under any costs, so it runs on zero costs), one walk its
-    memory's count vectors, then ``point_plan``.
+    memory's count vectors, then ``point_plan``; one call from Python, without the GIL.
 
     Returns
     -------
     tuple
         ``(plan, tables, rows, pointer)``: ``point_plan``'s three, or, where the schedule
-        deadlocks, ``(None, None, 0, pointer)`` with ``pointer[r]`` at device ``r``'s stuck op
-        (for ``dependencies.deadlock_error``).
+        deadlocks, an empty plan and table, ``rows = -1`` and ``pointer[r]`` at device ``r``'s
+        stuck op (for ``dependencies.deadlock_error``).
     """
-    p, V, N = length.shape[0], stage_device.shape[0], int(length.sum())
+    p, V = length.shape[0], stage_device.shape[0]
+    N = 0
+    for r in range(p):
+        N += length[r]
     order, inputs = np.empty(N, np.int64), np.empty((N, 2), np.int64)
-    zero, times = np.zeros(V), np.empty(ops.shape[1:])
+    zero, times = np.zeros(V), np.empty((ops.shape[1], ops.shape[2]))
     pointer = np.empty(p, np.int64)
     if kernels.timeline(ops, length, stage_device, route_first, route_last, n, zero, zero, zero,
-                        zero, zero, zero, zero, _NONE, times, times, pointer, order,
-                        inputs) < 0:
-        return None, None, 0, pointer
+                        zero, zero, zero, zero, np.empty((0, 0)), times, times, pointer, order,
+                        inputs) < 0.0:
+        return np.empty((PLAN_ROWS, 0), np.int32), np.empty(0, np.int64), -1, pointer
     frontier, peak_live = memory_vectors(ops, length, V, forward_only)
     plan, tables, rows = point_plan(ops, length, stage_device, order, inputs, frontier,
                                     peak_live)
-    return plan, tables, int(rows), pointer
+    return plan, tables, rows, pointer
 
 
 def compile_schedule(schedule) -> Compiled:

@@ -528,13 +528,13 @@ class Built:
             plan, tables, rows, pointer = plan_schedule(
                 ops, length, stage_to_device, route_first, route_last, a["n"],
                 a["forward_only"])
-            if plan is None:
+            if rows < 0:
                 raise deadlock_error(Schedule.trusted(
                     ops, length, stage_to_device, n=a["n"], m=a["m"], name=a["name"],
                     route_first=route_first, route_last=route_last,
                     forward_only=a["forward_only"]), pointer)
             self.tables = tables
             self.device_first = tables[:a["p"] + 1]  # (tables opens with it)
-            self.out_shape = (rows, a["p"])
+            self.out_shape = (int(rows), a["p"])
             self.plan = plan  # last: another thread reads a plan that is set as complete
         return self.plan, self.tables

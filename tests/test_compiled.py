@@ -235,13 +235,14 @@ def test_kept_point_plans_give_the_same_rows_and_stay_within_their_bound(monkeyp
 
 
 def test_a_kept_plan_of_a_deadlocked_build_marks_its_points(monkeypatch, rng):
-    """A build whose ops deadlock has no plan (``plan_schedule`` gives ``None``): its points
-    with valid costs are marked, and the engine names the build."""
+    """A build whose ops deadlock has no plan (``plan_schedule`` gives ``rows = -1``): its
+    points with valid costs are marked, and the engine names the build."""
     keys, costs, _ = _shared_points(rng)
     monkeypatch.setattr(batch, "PLANS", batch.PlanCache(batch.PLAN_CACHE_BYTES))
     first = tuple(int(k[0]) for k in keys)
     good = batch.PLANS.get(first)
-    batch.PLANS._kept[first] = good._replace(plan=None, tables=None, rows=0)
+    batch.PLANS._kept[first] = good._replace(plan=good.plan[:, :0], tables=good.tables[:0],
+                                             rows=-1)
     with pytest.raises(ScheduleError, match=r"deadlocked at schedule='1f1b', p=4, n=8, m=1"):
         engine.run(*keys, costs, share=3)
 
