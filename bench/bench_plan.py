@@ -8,9 +8,10 @@ each once on a small job. The baseline is the old ``model_sweep`` loop: per conf
 plans, ``fastpp.batch.PLANS``; the loop's built schedules and their plans, ``build_schedule``'s)
 holding the job's schedules from an earlier call, as in a session that plans a second model,
 hardware or sequence on the same cluster and batch; and with both emptied before each round,
-as the first call in a process. Targets, each with the plans kept (the first call's figures
-are reported): LLaMA-70B-sized configurations (``p <= 16``, ``n <= 128``) at 20,000 or more
-per second on 2 threads (issue 19); 4x the ratio to the loop that issue 27 opened at, 15.4x.
+as the first call in a process. Targets: LLaMA-70B-sized configurations (``p <= 16``, ``n <=
+128``) at 20,000 or more per second on 2 threads (issue 19); 4x the ratio to the loop that
+issue 27 opened at, 15.4x. Each is asserted with the plans kept, and is open (an xfail with
+the figure) on the first call.
 """
 
 import functools
@@ -88,8 +89,8 @@ def bench_plan_per_configuration(benchmark, engine):
     record(benchmark, engine)
     if engine == "loop":
         check_speedup(benchmark, "plan", "loop", TARGET_OVER_LOOP)
-    elif engine == "loop-first":
-        check_speedup(benchmark, "plan-first", "loop-first", None)
+    elif engine == "loop-first":  # the first call's ratio: open (an xfail with the figure)
+        check_speedup(benchmark, "plan-first", "loop-first", TARGET_OVER_LOOP, open_target=True)
 
 
 @pytest.mark.parametrize("side", ["kept", "first"])
@@ -112,6 +113,8 @@ def bench_plan_70b_two_threads(benchmark, side):
     rate = len(ran) / benchmark.stats.stats.min
     benchmark.extra_info["configurations per second"] = round(rate)
     print(f"\n{side}: {len(ran)} configurations in {benchmark.stats.stats.min:.3f} s: "
-          f"{rate:,.0f} per second (target {TARGET_RATE:,} with the plans kept)")
-    if side == "kept":
-        assert rate >= TARGET_RATE, f"{rate:,.0f} configurations per second < {TARGET_RATE:,}"
+          f"{rate:,.0f} per second (target {TARGET_RATE:,})")
+    message = f"{rate:,.0f} configurations per second < {TARGET_RATE:,}"
+    if side == "first" and rate < TARGET_RATE:  # open: an xfail with the figure
+        pytest.xfail(message)
+    assert rate >= TARGET_RATE, message

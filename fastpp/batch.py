@@ -47,16 +47,17 @@ BUDGET = 4_000_000  # op slots (16 bytes each with their times) built at once pe
 
 
 def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at,
-                       share: int | None = None) -> None:
+                       share: int | None = None, keep: bool = False) -> None:
     """Build and simulate the points ``index``: row ``i`` of ``out`` gets point ``i``'s
     ``COLUMNS``; unless ``peaks`` is empty, device ``r``'s peak activations of point ``i`` go
     to ``peaks[peak_at[i] + r]``.
 
     Consecutive points with the same ``(schedule, p, n, m, G)`` share one build (callers order
     points that way). A run of ``share`` (default ``SHARE``) or more of them goes to
-    ``simulate_planned``, on the build's point plan from ``PLANS``; the others to
-    ``simulate_points`` (each point's own timeline and memory walk), their builds in batches
-    of at most ``BUDGET`` op slots, so memory stays bounded whatever the points.
+    ``simulate_planned``, on the build's point plan from ``PLANS`` (made one build at a time,
+    and kept there with ``keep``); the others to ``simulate_points`` (each point's own
+    timeline and memory walk), their builds in batches of at most ``BUDGET`` op slots, so
+    memory stays bounded whatever the points.
     """
     index = np.ascontiguousarray(index, np.int64)
     if index.size == 0:
@@ -71,10 +72,10 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at,
     shared = size >= (SHARE if share is None else share)
     for b in np.flatnonzero(shared).tolist():
         key = tuple(int(k[first[b]]) for k in keys)
-        kept = PLANS.get(key)
-        simulate_planned(sid, index[first[b]: first[b] + size[b]], kept.plan, kept.tables,
-                         kept.rows, kept.length, kept.stage_device, key[3], values, at, out,
-                         peaks, peak_at)
+        planned = PLANS.get(key, keep)
+        simulate_planned(sid, index[first[b]: first[b] + size[b]], planned.plan,
+                         planned.tables, planned.rows, planned.length, planned.stage_device,
+                         key[3], values, at, out, peaks, peak_at)
     alone = np.flatnonzero(~shared)  # the builds of too few points for a plan
     work = (keys[1] * keys[2] * keys[3])[first[alone]] * 3
     b0 = 0
@@ -95,15 +96,16 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at,
 # the fewest points of one build that share its point plan (simulate_planned): the plan (a
 # timeline that records the ops' inputs, a memory walk and two passes in its order) costs
 # about two points' walks. At 3, plan's default job's kernels measured 13% faster than at
-# 4, but the main job (builds of 3 points) would compile the shared path: cold 25.6 and 30.5
-# s against 15.2 and 16.6 s at 4; so plan asks for 3 (PLAN_SHARE), and sweeps keep 4. From
+# 4, but the main job (builds of 3 points) would compile the shared path (then in one
+# kernel: cold 25.6 and 30.5 s against 15.2 and 16.6 s at 4); so plan asks for 3
+# (PLAN_SHARE), and sweeps keep 4. From
 # 16 to 2,048 points a build it measured as fast as the compiled batch pass
 # (fastpp.compiled.evaluate) with the compiled form cached, and faster with the form made in
 # the call, so the engine has no other path (docs/performance.md)
 SHARE = 4
 PLAN_SHARE = 3
 # bytes of point plans kept across calls (PLANS): plan's default job (LLaMA-70B on 64 GPUs,
-# 603 builds) holds 146 MB
+# 603 builds) holds 146 MB (139 MiB)
 PLAN_CACHE_BYTES = 256 * 2**20
 
 
@@ -125,43 +127,81 @@ class Planned(NamedTuple):
 
 
 class PlanCache:
-    """Point plans by build ``(schedule id, p, n, m, G)``, made on first use and kept up to
-    ``limit`` bytes, the least recently used dropped first: a plan depends on the schedule's
-    order alone, so a later call (another model, hardware or sequence on the same cluster
-    and batch) reuses it. Safe on several threads: two that make the same plan at once keep
-    one."""
+    """Point plans by build ``(schedule id, p, n, m, G)``, made on first use, and kept up to
+    ``limit`` bytes where the caller asks (``plan`` does, sweeps do not): a plan depends on
+    the schedule's order alone, so a later ``plan`` on the same cluster and global batch
+    (another model, GPU or sequence) reuses it. When full, plans not used since the last
+    ``begin()`` (an earlier call's) make room, the least recently used first, and one used in
+    this call never does: a job larger than the cache keeps what fits, where dropping the
+    oldest would drop each plan before its next use. Safe on several threads; two that make
+    the same plan at once keep one. (``build_schedule``'s schedules hold their own plans,
+    beside the op matrices a ``Result`` reads.)"""
 
     def __init__(self, limit: int):
-        self.limit = nonnegative_int(limit, "limit")
-        self._kept: OrderedDict[tuple, Planned] = OrderedDict()
+        self._limit = nonnegative_int(limit, "limit")
+        self._kept: OrderedDict[tuple, Planned] = OrderedDict()  # least recently used first
+        self._used: dict[tuple, int] = {}  # the call that last used each
+        self._call = 0
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: tuple) -> Planned:
-        """The plan of build ``key``, made if not kept."""
+    @property
+    def limit(self) -> int:
+        """Bytes kept at most; set lower, it drops the least recently used at once."""
+        return self._limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        with self._lock:
+            self._limit = nonnegative_int(value, "limit")
+            while self._bytes > self._limit:
+                self._drop(next(iter(self._kept)))
+
+    def begin(self) -> None:
+        """Start a call: what earlier calls used may now make room."""
+        with self._lock:
+            self._call += 1
+
+    def get(self, key: tuple, keep: bool = True) -> Planned:
+        """The plan of build ``key``: the kept one, or made (and kept, with ``keep``, if it
+        fits)."""
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
                 self._kept.move_to_end(key)
+                self._used[key] = self._call
                 return kept
         s, P, N, M, G = key
         ops, length, stage_device, first, last = generate(SPECS[s], P, N, M, G)
         plan, tables, rows, _ = plan_schedule(ops, length, stage_device, first, last, N,
                                               FORWARD_ONLY[s])
-        kept = Planned(plan, tables, int(rows), length, stage_device)
-        if kept.nbytes <= self.limit:  # (one larger than the bound is used, not kept)
+        made = Planned(plan, tables, int(rows), length, stage_device)
+        if keep:
             with self._lock:
-                old = self._kept.pop(key, None)
-                self._bytes += kept.nbytes - (0 if old is None else old.nbytes)
-                self._kept[key] = kept
-                while self._bytes > self.limit:
-                    self._bytes -= self._kept.popitem(last=False)[1].nbytes
-        return kept
+                if key not in self._kept and self._room(made.nbytes):
+                    self._kept[key] = made
+                    self._used[key] = self._call
+                    self._bytes += made.nbytes
+        return made
+
+    def _room(self, size: int) -> bool:
+        """Drop earlier calls' plans, least recently used first, until ``size`` more bytes
+        fit; whether they do. (Those this call used sit after all of them, by recency.)"""
+        for key in list(self._kept):
+            if self._bytes + size <= self._limit or self._used[key] == self._call:
+                break
+            self._drop(key)
+        return self._bytes + size <= self._limit
+
+    def _drop(self, key: tuple) -> None:
+        self._bytes -= self._kept.pop(key).nbytes
+        del self._used[key]
 
     def clear(self) -> None:
         """Drop every kept plan."""
         with self._lock:
             self._kept.clear()
+            self._used.clear()
             self._bytes = 0
 
     def __len__(self) -> int:

@@ -119,7 +119,8 @@ class Pending:
 
 
 def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
-          threads: int = 1, peaks: bool = False, share: int | None = None) -> Pending:
+          threads: int = 1, peaks: bool = False, share: int | None = None,
+          keep: bool = False) -> Pending:
     """Start simulating points on ``pool``, or here and now without one.
 
     Parameters
@@ -136,6 +137,9 @@ def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
     share : int, optional
         The fewest points of one build that share its point plan (default
         ``batch.SHARE``).
+    keep : bool
+        Keep the plans made in ``batch.PLANS`` for later calls (``plan``), as one call: what
+        earlier calls kept may make room for them.
 
     Returns
     -------
@@ -150,8 +154,11 @@ def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
     order = _order(keys)
 
     def run(index):
-        batch.build_and_simulate(*keys, values, at, index, out, device_peaks, peak_at, share)
+        batch.build_and_simulate(*keys, values, at, index, out, device_peaks, peak_at, share,
+                                 keep)
 
+    if keep:
+        batch.PLANS.begin()
     if pool is None or count == 0:
         run(order)
         jobs = []
@@ -162,7 +169,7 @@ def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
 
 
 def run(sid, p, n, m, G, costs: dict, *, first=None, V=None, workers: int = 1,
-        peaks: bool = False, share: int | None = None) -> Rows:
+        peaks: bool = False, share: int | None = None, keep: bool = False) -> Rows:
     """Simulate every point on ``workers`` threads: ``cost_layout``, ``start`` and
     ``result`` in one call.
 
@@ -177,7 +184,7 @@ def run(sid, p, n, m, G, costs: dict, *, first=None, V=None, workers: int = 1,
         Threads (kept between calls).
     peaks : bool
         Keep every device's peak activations.
-    share : int, optional
+    share, keep : optional
         As for ``start``.
 
     Returns
@@ -186,9 +193,10 @@ def run(sid, p, n, m, G, costs: dict, *, first=None, V=None, workers: int = 1,
     """
     values, at = cost_layout(costs, len(sid), first, V)
     if workers <= 1:
-        return start(sid, p, n, m, G, values, at, peaks=peaks, share=share).result()
+        return start(sid, p, n, m, G, values, at, peaks=peaks, share=share,
+                     keep=keep).result()
     return start(sid, p, n, m, G, values, at, pool=_pool(workers), threads=workers,
-                 peaks=peaks, share=share).result()
+                 peaks=peaks, share=share, keep=keep).result()
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:

@@ -201,37 +201,54 @@ def _shared_points(rng):
 
 
 def test_kept_point_plans_give_the_same_rows_and_stay_within_their_bound(monkeypatch, rng):
-    """A build's point plan is kept across calls (``batch.PLANS``): the rows are the same to
-    the bit whether the plans are made, found, or dropped for want of room, and the least
-    recently used goes first."""
+    """A build's point plan is kept across calls that ask (``keep``, as ``plan`` does; sweeps
+    do not): the rows are the same to the bit whether the plans are made, found, or not kept
+    for want of room."""
     keys, costs, builds = _shared_points(rng)
     monkeypatch.setattr(batch, "PLANS", batch.PlanCache(batch.PLAN_CACHE_BYTES))
-    made = engine.run(*keys, costs, peaks=True, share=3)
+    apart = engine.run(*keys, costs, peaks=True, share=10**9)  # no plan: each point walked
+    made = engine.run(*keys, costs, peaks=True, share=3)  # a sweep's: made, not kept
+    assert len(batch.PLANS) == 0
+    kept = engine.run(*keys, costs, peaks=True, share=3, keep=True)
     assert len(batch.PLANS) == builds
     sizes = [plan.nbytes for plan in batch.PLANS._kept.values()]
     assert batch.PLANS.nbytes == sum(sizes)
-    found = engine.run(*keys, costs, peaks=True, share=3)
-    apart = engine.run(*keys, costs, peaks=True, share=10**9)  # no plan: each point walked
-    for rows in (found, apart):
-        np.testing.assert_array_equal(rows.out, made.out)
-        np.testing.assert_array_equal(rows.peaks, made.peaks)
-    # room for the two largest plans only: each call drops and makes plans as it goes
+    found = engine.run(*keys, costs, peaks=True, share=3, keep=True, workers=2)
+    for rows in (made, kept, found):
+        np.testing.assert_array_equal(rows.out, apart.out)
+        np.testing.assert_array_equal(rows.peaks, apart.peaks)
+    # room for the two largest plans only: a call keeps what fits and makes the rest
     limit = sum(sorted(sizes)[-2:])
     monkeypatch.setattr(batch, "PLANS", batch.PlanCache(limit))
-    tight = engine.run(*keys, costs, peaks=True, share=3)
-    np.testing.assert_array_equal(tight.out, made.out)
-    assert 1 <= len(batch.PLANS) < builds and batch.PLANS.nbytes <= limit
-    one, two, three = (tuple(int(k[i]) for k in keys) for i in np.unique(keys[0],
-                                                                          return_index=True)[1][:3])
-    # room for the first and one more: the third drops the least recently used, the second
-    size = {key: batch.PLANS.get(key).nbytes for key in (one, two, three)}
-    lru = batch.PlanCache(size[one] + max(size[two], size[three]))
-    for key in (one, two, one, three):
-        lru.get(key)
-    assert two not in lru._kept and one in lru._kept and three in lru._kept
+    for _ in range(2):
+        tight = engine.run(*keys, costs, peaks=True, share=3, keep=True)
+        np.testing.assert_array_equal(tight.out, apart.out)
+        assert 1 <= len(batch.PLANS) < builds and batch.PLANS.nbytes <= limit
     monkeypatch.setattr(batch, "PLANS", batch.PlanCache(0))  # nothing kept, all still right
-    np.testing.assert_array_equal(engine.run(*keys, costs, share=3).out, made.out)
+    np.testing.assert_array_equal(engine.run(*keys, costs, share=3, keep=True).out, apart.out)
     assert len(batch.PLANS) == 0 and batch.PLANS.nbytes == 0
+
+
+def test_a_full_plan_cache_makes_room_from_earlier_calls_only(rng):
+    """Full, the cache drops an earlier call's plans, least recently used first, and never
+    one this call used: a job larger than the cache keeps its first plans for its next call,
+    where dropping the oldest would drop each plan before its next use."""
+    keys = _shared_points(rng)[0]
+    one, two, three = (tuple(int(k[i]) for k in keys)
+                       for i in np.unique(keys[0], return_index=True)[1][:3])
+    size = {key: batch.PlanCache(10**9).get(key).nbytes for key in (one, two, three)}
+    cache = batch.PlanCache(size[one] + max(size[two], size[three]))
+    for key in (one, two, three):  # one call: the third does not fit, and is not kept
+        cache.get(key)
+    assert list(cache._kept) == [one, two]
+    cache.begin()  # the next call finds the first; the third takes the second's room, the
+    for key in (one, three):  # least recently used of the earlier call's
+        cache.get(key)
+    assert list(cache._kept) == [one, three]
+    assert cache.get(two, keep=False) is not cache.get(two, keep=False)  # made, not kept
+    assert list(cache._kept) == [one, three]
+    cache.limit = size[three]  # lowered: the least recently used goes at once
+    assert list(cache._kept) == [three] and cache.nbytes == size[three]
 
 
 def test_a_kept_plan_of_a_deadlocked_build_marks_its_points(monkeypatch, rng):

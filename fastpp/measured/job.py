@@ -303,7 +303,8 @@ def _check(t, meta: dict) -> None:
     if meta.get("vpp_size", 1) != 1:
         raise ScheduleError(f"meta vpp_size must be 1: the op table's dependency model is "
                             f"built for plain pipelines (got vpp_size={meta['vpp_size']})")
-    world = meta["dp_size"] * meta["pp_size"] * sizes["tp_size"] * sizes["dsp_size"]
+    world = int(meta["dp_size"]) * int(meta["pp_size"]) * int(sizes["tp_size"]) * int(
+        sizes["dsp_size"])  # (Python ints: NumPy's would wrap)
     if "world_size" in meta and meta["world_size"] != world:
         raise ScheduleError(f"meta world_size must be dp_size*pp_size*tp_size*dsp_size = {world} "
                             f"(got {meta['world_size']})")

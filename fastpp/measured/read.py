@@ -41,7 +41,7 @@ try:  # decodes a trace's events into slotted objects of the fields read, skippi
 except ImportError:  # pragma: no cover (the measured extra installs it)
     msgspec = None
 
-from ..checks import ScheduleError
+from ..checks import ScheduleError, show
 from ..ops import FB, B, F, I, W, parse_op
 from . import scan
 
@@ -427,7 +427,7 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
             bad = next((x for x in child_tid if not isinstance(x, int | str | np.integer)),
                        child_tid)
             raise ScheduleError(f"{file}: rank {rank}: a cpu_op event's tid must be a number "
-                                f"or a name (got {bad!r})") from None
+                                f"or a name (got {show(bad)})") from None
         ts, dur, role = ts[mine], dur[mine], child_role[mine]
         if not np.all(dur >= 0):  # (as the annotations': a negative one shrank the compute)
             raise ScheduleError(f"{file}: rank {rank}: a cpu_op event has a negative or NaN "

@@ -481,11 +481,12 @@ def as_run(config, name: str = "config") -> RunConfig:
 
 def check_sequence_parallel(seq: int, t, cp) -> None:
     """Sequence parallelism splits each context-parallel rank's ``seq / cp`` tokens over the
-    ``t`` tensor-parallel ranks, evenly (Megatron asserts it, ``_split_along_first_dim``)."""
+    ``t`` tensor-parallel ranks, evenly (Megatron asserts it, ``_split_along_first_dim``;
+    torchtitan's ``seq_len_divisor`` is ``tp * 2 cp``)."""
     if t > 1 and seq % (t * cp):
         raise ScheduleError(f"sequence_parallel splits each of the cp ranks' seq / cp tokens "
                             f"over t: seq must be a multiple of t*cp={t * cp} (got seq={seq}, "
-                            f"t={t}, cp={cp})")
+                            f"t={t}, cp={cp}), or give sequence_parallel=False")
 
 
 def check_reduce_bytes(value) -> float:

@@ -84,7 +84,7 @@ def _rate(value, name: str) -> None:
 @dataclass(frozen=True)
 class Link:
     """A link: bus bandwidth in bytes per second (what a ring collective reaches per rank)
-    and latency in seconds per step.
+    and latency in seconds per step (at most 3600, ``LONGEST``, as the protocols' latencies).
 
     ``protocols`` (optional): NCCL's protocols on this link as ``(base, hop, bandwidth)``
     triples, an alpha-beta model each (NCCL's own tuning model, ``src/graph/tuning.cc``: a
@@ -161,7 +161,8 @@ class Hardware:
         Bytes per second a memory-bound kernel moves, >= 1 (as every rate here: a slower one
         overflows a step's time).
     op_overhead : float
-        Seconds each op (a kernel) costs beyond its roofline time, >= 0.
+        Seconds each op (a kernel) costs beyond its roofline time, in [0, 3600] (``LONGEST``,
+        as every fixed time here).
     matmul_half : float
         The curve's half-saturation size in elements, > 0 and at most 65,536: each of a
         product's three dimensions ``x`` scales the efficiency by ``x / (x + matmul_half)``.
@@ -210,24 +211,25 @@ class Hardware:
         Bytes per second one way between the GPU and host memory (activation offloading).
     host_layer : float
         Seconds the framework's CPU takes to issue one transformer layer's forward (Python,
-        PyTorch's dispatcher, the kernel launches), >= 0. A stretch of work takes the longer
+        PyTorch's dispatcher, the kernel launches), in [0, 3600]. A stretch of work takes the longer
         of its GPU time and its CPU time (``fastpp.model.compute.host_times``).
     host_backward : float
-        Likewise for one layer's backward (autograd), without a recomputed forward, >= 0.
+        Likewise for one layer's backward (autograd), without a recomputed forward, in
+        [0, 3600].
     host_microbatch : float
         CPU seconds per microbatch on a stage holding the embedding or the loss, beside its
         layers' (the batch's fetch and broadcast, the loss function, the schedule's
-        bookkeeping), >= 0.
+        bookkeeping), in [0, 3600].
     host_step : float
         Seconds per iteration outside the pipeline's ops on the CPU (the optimizer's launches,
-        the gradient norm and loss-scale checks, the iteration's bookkeeping), >= 0.
+        the gradient norm and loss-scale checks, the iteration's bookkeeping), in [0, 3600].
     host_op : float
         CPU seconds of one more op a layer issues beyond the fused layer's ``host_layer`` (PyTorch's
         softmax path where Megatron's fused kernel refuses the shape:
-        ``fastpp.model.compute.eager_ops``), >= 0.
+        ``fastpp.model.compute.eager_ops``), in [0, 3600].
     handoff : float
         Fixed seconds each op with blocking hand-offs holds its device beyond their transfer,
-        >= 0: Megatron synchronizes the device after each batched send and receive, and the
+        in [0, 3600]: Megatron synchronizes the device after each batched send and receive, and the
         GPU idles until the CPU issues again (not a latency on the pipeline's chain).
     fp8_padding : bool
         Each local expert's tokens padded to the FP8 products' row alignment by a copy of

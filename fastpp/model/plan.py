@@ -20,7 +20,7 @@ from ..checks import (
 )
 from ..costs import FIELDS
 from ..generators.registry import SCHEDULES, get_spec
-from ..montecarlo import DEFAULT_SAMPLES, check_noise
+from ..montecarlo import DEFAULT_SAMPLES, check_lam, check_noise
 from ..placement import mirrored, stage_map
 from ..sweeps.robust import (
     NOISE_COLUMNS,
@@ -319,6 +319,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         samples, seed = check_noise(noise, samples, seed)
     if objective is not None:
         one_of(objective, "objective", OBJECTIVES[1:])
+    check_lam(lam)  # (before the simulation, and where unused, as optimize does)
     if objective is not None and noise is None:
         raise ScheduleError(f"objective={objective!r} ranks by the step time under noise: give "
                             f"noise= too (got noise=None)")
@@ -666,7 +667,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     zero3 = grid.zero3
     fields = {k: v for k, v in table.items() if k in FIELDS}
     rows = engine.run(sid, p, n, m, p, fields, first=first, V=V, workers=workers, peaks=True,
-                      share=batch.PLAN_SHARE)
+                      share=batch.PLAN_SHARE, keep=True)
     if np.any(rows.status != batch.OK):
         raise ScheduleError(f"the kernel rejected a generated configuration (status "
                             f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
