@@ -8,10 +8,10 @@ a schedule once, with the registry's ``generate`` (so the kernel links no genera
 compiles in a fraction of the time, and a schedule is added in the registry alone), and hands
 the built schedules to the kernels: ``simulate_points`` runs a point's timeline and memory walk,
 ``simulate_planned`` one pass of its build's point plan (``fastpp.compiled.plan_schedule``),
-made once for a build that several points share and kept (``PLANS``) for the next call that
-meets the same build. Kernels release the GIL, so ``fastpp.sweep`` runs slices of points on
-several threads at once; every point is computed on its own, so results do not depend on the
-thread count, the slicing or what the cache holds.
+made once for a build that several points share, and kept (``PLANS``) where the caller asks,
+as ``plan`` does, for a later call that meets the same build. Kernels release the GIL, so
+``fastpp.sweep`` runs slices of points on several threads at once; every point is computed on
+its own, so results do not depend on the thread count, the slicing or what the cache holds.
 """
 
 import threading
