@@ -32,6 +32,19 @@ def _defaults(function) -> dict:
             if v.default is not inspect.Parameter.empty}
 
 
+def _count(text: str) -> int:
+    """argparse's type for a count (a positive integer): a bad one is then named by its
+    flag (``argument --tp: must be a positive integer (got 0)``), not by the library
+    parameter it becomes."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (got {text!r})") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (got {value})")
+    return value
+
+
 def _torch_classes() -> list[str]:
     """The PyTorch classes ``measure`` runs: the registry's ``torch_class``, without
     importing ``fastpp.measured`` (pandas) for every command."""
@@ -43,11 +56,11 @@ def _schedule_args(ap: argparse.ArgumentParser) -> None:
     src.add_argument("--schedule", "-s", metavar="NAME", help="a registered schedule "
                      "(python -m fastpp list)")
     src.add_argument("--from-csv", metavar="FILE", help="a PyTorch compute-only schedule CSV")
-    ap.add_argument("-p", type=int, help="devices (with --schedule)")
-    ap.add_argument("-n", type=int, help="microbatches (with --schedule; optional with a CSV)")
-    ap.add_argument("-m", type=int, default=None, help="chunks per device (default: the "
+    ap.add_argument("-p", type=_count, help="devices (with --schedule)")
+    ap.add_argument("-n", type=_count, help="microbatches (with --schedule; optional with a CSV)")
+    ap.add_argument("-m", type=_count, default=None, help="chunks per device (default: the "
                     "schedule's, 2 for V and interleaved ones, else 1)")
-    ap.add_argument("-G", type=int, default=None, help="interleaved 1F1B's group size")
+    ap.add_argument("-G", type=_count, default=None, help="interleaved 1F1B's group size")
     ap.add_argument("--placement", help=f"with --from-csv: {', '.join(PLACEMENTS)} or a "
                     "schedule name")
 
@@ -105,8 +118,8 @@ def _memory_limit(text: str | None, p: int):
 
 def _optimize_args(ap: argparse.ArgumentParser) -> None:
     """``optimize``'s flags, its defaults taken from ``fastpp.optimize``."""
-    ap.add_argument("-p", type=int, required=True, help="devices")
-    ap.add_argument("-n", type=int, required=True, help="microbatches")
+    ap.add_argument("-p", type=_count, required=True, help="devices")
+    ap.add_argument("-n", type=_count, required=True, help="microbatches")
     _cost_args(ap)
     ap.add_argument("--memory-limit", metavar="LIMIT", help="activation memory limit per "
                     "device, in units of one microbatch's activations (M_B), or a multiple of "
@@ -233,15 +246,15 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     given = {**_defaults(plan), **DEFAULT_JOB}
     ap.add_argument("--model", default=given["model"], help=f"a preset ({given['model']}; "
                     "see fastpp.model.MODELS) or a Hugging Face config.json (or its folder)")
-    ap.add_argument("--gpus", type=int, default=given["gpus"],
+    ap.add_argument("--gpus", type=_count, default=given["gpus"],
                     help=f"GPUs in all ({given['gpus']})")
     ap.add_argument("--hardware", default=given["hardware"],
                     help=f"a preset ({given['hardware']})")
     ap.add_argument("--link", default=given["link"], help="inter-node link preset (the "
                     "hardware's)")
-    ap.add_argument("--seq", type=int, default=given["seq"],
+    ap.add_argument("--seq", type=_count, default=given["seq"],
                     help=f"sequence length ({given['seq']})")
-    ap.add_argument("--global-batch", type=int, default=given["global_batch"],
+    ap.add_argument("--global-batch", type=_count, default=given["global_batch"],
                     help=f"sequences per step ({given['global_batch']})")
     ap.add_argument("--efficiency", type=float, default=None,
                     help="fraction of the peak the largest matrix products reach (the "
@@ -249,25 +262,26 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--schedules", nargs="+", default=given["schedules"], metavar="NAME")
     for flag, what in (("--tp", "tensor-parallel degrees"), ("--pp", "pipeline degrees"),
                        ("--microbatch", "sequences per microbatch"), ("-m", "chunks per device")):
-        ap.add_argument(flag, nargs="+", type=int, default=None, help=f"{what} (default: all)")
+        ap.add_argument(flag, nargs="+", type=_count, default=None,
+                        help=f"{what} (default: all)")
     ap.add_argument("--recompute", nargs="+", default=given["recompute"], choices=RECOMPUTE,
                     help="(default: all)")
     ap.add_argument("--layout", nargs="+", default=given["layout"], metavar="LAYOUT",
                     help="Megatron layout strings, e.g. 'Et*9|(t*10|)*6,t*11L' (default: "
                     "even stages)")
     for flag, where in (("--first-layers", "first"), ("--last-layers", "last")):
-        ap.add_argument(flag, nargs="+", type=int, default=None,
+        ap.add_argument(flag, nargs="+", type=_count, default=None,
                         help=f"layers on the {where} model chunk (default: even stages)")
     ap.add_argument("--zero", nargs="+", type=int, default=[given["zero"]],
                     help=f"ZeRO stages ({given['zero']})")
-    ap.add_argument("--ep", nargs="+", type=int, default=given["ep"],
+    ap.add_argument("--ep", nargs="+", type=_count, default=given["ep"],
                     help="expert-parallel degrees (default: every one that divides the experts "
                          "and the GPUs)")
-    ap.add_argument("--etp", nargs="+", type=int, default=[given["etp"]],
+    ap.add_argument("--etp", nargs="+", type=_count, default=[given["etp"]],
                     help=f"expert tensor-parallel degrees ({given['etp']})")
     ap.add_argument("--precision", nargs="+", default=given["precision"], choices=PRECISIONS,
                     help="the products' precision (the hardware's)")
-    ap.add_argument("--node-limit", type=int, default=given["node_limit"],
+    ap.add_argument("--node-limit", type=_count, default=given["node_limit"],
                     help="DeepSeek's node-limited routing: a token goes to at most this many "
                          "nodes (default: no limit)")
     ap.add_argument("--imbalance", type=float, default=given["imbalance"],
@@ -281,7 +295,7 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--zero3", default=given["zero3"], choices=ZERO3_GATHERS,
                     help=f"ZeRO-3's weight all-gathers: per layer, or once per step "
                          f"({given['zero3']})")
-    ap.add_argument("--cp", nargs="+", type=int, default=given["cp"],
+    ap.add_argument("--cp", nargs="+", type=_count, default=given["cp"],
                     help="context-parallel degrees (1)")
     ap.add_argument("--cp-comm", default=given["cp_comm"], choices=CP_COMMS,
                     help=f"context parallelism's K and V exchange ({given['cp_comm']})")
@@ -382,10 +396,10 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
                      "for example one that 'optimize --csv' wrote")
     ap.add_argument("--placement", help=f"with --from-csv: {', '.join(PLACEMENTS)} or a "
                     "schedule name")
-    ap.add_argument("-p", type=int, default=None, help="ranks, one process each (2, or the "
+    ap.add_argument("-p", type=_count, default=None, help="ranks, one process each (2, or the "
                     "CSV's)")
-    ap.add_argument("-n", type=int, default=None, help="microbatches (4, or the CSV's)")
-    ap.add_argument("-m", type=int, default=None, help="chunks per rank (the schedule's)")
+    ap.add_argument("-n", type=_count, default=None, help="microbatches (4, or the CSV's)")
+    ap.add_argument("-m", type=_count, default=None, help="chunks per rank (the schedule's)")
     for key, (kind, what) in MEASURE_FLAGS.items():
         ap.add_argument(f"--{key}", type=kind, default=None,
                         help=f"{what} (default: fastpp.measured.measure's)")
@@ -398,7 +412,7 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--link-delay", metavar="SECONDS[:R1:R2]",
                     help="sleep SECONDS before each send over the link between ranks R1 and "
                     "R2 (default the middle link, p//2-1 and p//2), either direction")
-    ap.add_argument("--steps", type=int, default=1,
+    ap.add_argument("--steps", type=_count, default=1,
                     help="profiled steps (more than 1: out/step{k} each, the last reported)")
     ap.add_argument("--costs-from", metavar="DIR",
                     help="also predict the makespan from the costs calibrated on the traces "
@@ -562,16 +576,16 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
                      "folder), with the run flags below")
     src.add_argument("--vtrain", metavar="FILE", help="a vTrain configuration (JSON): the "
                      "model, the run and the cluster")
-    ap.add_argument("--gpus", type=int, help="GPUs in all (default: the script's torchrun "
+    ap.add_argument("--gpus", type=_count, help="GPUs in all (default: the script's torchrun "
                     "--nproc_per_node x --nnodes)")
     ap.add_argument("--hardware", help="a preset (H100-80GB; with --vtrain the file's "
                     "cluster)")
     ap.add_argument("--model", help="the model instead of the one the run gives (not with "
                     "--hf or --vtrain): a preset or a config.json")
-    ap.add_argument("--vocab", type=int, help="the tokenizer's vocabulary when a Megatron "
+    ap.add_argument("--vocab", type=_count, help="the tokenizer's vocabulary when a Megatron "
                     "script does not say --vocab-size")
     ap.add_argument("--neighbours", type=int, default=5, help="faster runs to list (5)")
-    ap.add_argument("--workers", type=int, help="threads for the search")
+    ap.add_argument("--workers", type=_count, help="threads for the search")
     ap.add_argument("--report", metavar="HTML", help="also write the run and its neighbours "
                     "as a report page (a plan table)")
     ap.add_argument("--timeline", action="store_true", help="also print the pipeline's "
@@ -579,8 +593,8 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
     run = ap.add_argument_group("run flags (with --hf)")
     # default None: a run flag given with another source is refused, not silently dropped
     for flag in RUN_FLAGS:
-        if flag != "--recompute":
-            run.add_argument(flag, type=int, default=None)
+        if flag != "--recompute":  # (--zero is 0..3, a count elsewhere)
+            run.add_argument(flag, type=int if flag == "--zero" else _count, default=None)
     run.add_argument("--schedule", default=None, help="1f1b, or interleaved-1f1b with --m > 1")
     run.add_argument("--recompute", default=None, choices=["none", "selective", "full"])
 

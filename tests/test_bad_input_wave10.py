@@ -17,6 +17,7 @@ from helpers import changed_run, needs_data
 
 import fastpp
 from fastpp import ScheduleError, batch
+from fastpp.__main__ import main as cli
 from fastpp.model import HARDWARE, MODELS, RunConfig, from_hf, from_megatron, from_torchtitan
 from fastpp.model import plan as plan_configurations
 from fastpp.model.explain import explain
@@ -267,3 +268,17 @@ def test_a_global_batch_the_ranks_cannot_split_is_named_as_written():
                                             r"of local_batch_size x the 4 data-parallel ranks "
                                             r"= 16 \(got 8\)"):
         from_torchtitan(job, gpus=4)
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["plan", "--tp", "0"], "--tp"), (["plan", "--gpus", "-8"], "--gpus"),
+    (["explain", "--model", "llama3-8b", "--tp", "x"], "--tp"),
+    (["simulate", "--schedule", "1f1b", "-p", "0", "-n", "4"], "-p"),
+    (["optimize", "-p", "4", "-n", "0"], "-n")])
+def test_a_count_given_on_the_command_line_is_named_by_its_flag(capsys, argv, flag):
+    """``explain --tp 0`` said "t must be a positive integer (got t=0)", the library's
+    parameter, not the flag the user typed."""
+    with pytest.raises(SystemExit) as stop:
+        cli(argv)
+    assert stop.value.code == 2
+    assert f"argument {flag}: must be a positive integer" in capsys.readouterr().err
