@@ -7,6 +7,7 @@ A check names the parameter, what it must be and what it got, and raises ``Sched
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import warnings
 from collections.abc import Mapping
@@ -153,8 +154,14 @@ def number_array(values, name: str, must: str = "a number or an array of numbers
                  ) -> np.ndarray:
     """``values`` as float64 if they are numbers (no strings or bools, which NumPy would
     convert), any value; a ``ScheduleTypeError`` saying what they ``must`` be otherwise."""
+    number = values
+    if isinstance(values, int) and not isinstance(values, bool) and abs(values) >= 2**63:
+        try:  # (NumPy keeps an int past int64 as an object: it is a number, if a huge one)
+            number = float(values)
+        except OverflowError:
+            number = math.inf if values > 0 else -math.inf
     try:
-        raw = np.asarray(values)
+        raw = np.asarray(number)
     except ValueError:  # ragged
         raw = None
     if raw is None or raw.dtype.kind not in "iuf":

@@ -282,3 +282,29 @@ def test_a_count_given_on_the_command_line_is_named_by_its_flag(capsys, argv, fl
         cli(argv)
     assert stop.value.code == 2
     assert f"argument {flag}: must be a positive integer" in capsys.readouterr().err
+
+
+def test_an_int_past_int64_is_a_number_too_large():
+    """``time_scale=10**30`` was refused as "must be a number" (NumPy keeps such an int as an
+    object); it is a number, and one past float64's range is refused as not finite."""
+    result = fastpp.simulate(fastpp.build_schedule("1f1b", 2, 4), fastpp.Costs(1.0, 2.0))
+    trace = fastpp.trace.chrome_trace(result, 10**30)
+    stamps = [e["ts"] for e in trace["traceEvents"] if "ts" in e]
+    assert max(stamps) == pytest.approx(result.makespan * 1e30) and np.isfinite(stamps).all()
+    for value in (10**400, -(10**400)):
+        with pytest.raises(ScheduleError, match="time_scale must be finite and > 0"):
+            fastpp.trace.chrome_trace(result, value)
+    with pytest.raises(ScheduleError, match="costs.f must be finite and > 0"):
+        fastpp.Costs(f=10**400, b=2.0)
+
+
+def test_a_sweep_of_subnormal_times_is_skipped_and_its_chunks_bounded():
+    """``f = 1e-320`` with ``b = 2e-320`` gave a throughput of inf; ``chunk_size = 10**9``
+    asked for gigabytes at once."""
+    rows = fastpp.sweep("1f1b", p=2, n=4, f=[1.0, 1e-320], b=[2.0, 2e-320], progress=False,
+                        invalid="keep")
+    tiny = (rows["f"] < 1e-300) & (rows["b"] < 1e-300)
+    assert rows.loc[tiny, "reason"].str.startswith("costs must keep the makespan").all()
+    assert np.isfinite(rows.loc[~tiny, "throughput"]).all()
+    with pytest.raises(ScheduleError, match="chunk_size must be at most 1,000,000"):
+        fastpp.sweep("1f1b", p=2, n=4, chunk_size=10**9, progress=False)

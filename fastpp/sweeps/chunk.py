@@ -16,7 +16,7 @@ RESULTS = (*batch.COLUMNS[:batch.NUM_OPS], "throughput",
 COLUMNS = ("point", *INPUTS, *RESULTS)
 _INTEGER = ("peak_live_max", "num_ops")
 OVERFLOW = ("costs must keep the makespan and peaks finite (their times sum past float64's "
-            "range: at most 1e290 an op)")
+            "range: at most 1e290 an op, and not subnormal)")
 
 
 def _by_schedule(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -72,11 +72,14 @@ class Chunk:
                                               self.pending.at[i, :, 1])
         # finite costs whose sums overflow (simulate refuses them: Costs' MAX_TIME): the
         # makespan, the peaks, or the p devices' time behind the bubble ratios (past it,
-        # a bubble ratio came out NaN, or exactly 1)
+        # a bubble ratio came out NaN, or exactly 1); or subnormal times, whose throughput
+        # n / makespan does
         ran = status == batch.OK
         sums = out[:, [batch.MAKESPAN, batch.PEAK_MAX, batch.BUBBLE, batch.SPAN_BUBBLE]]
-        over = ran & ~(np.isfinite(sums).all(axis=1) & (
-            out[:, batch.MAKESPAN] <= np.finfo(np.float64).max / cols["p"][self.ran]))
+        largest, makespan = np.finfo(np.float64).max, out[:, batch.MAKESPAN]
+        over = ran & ~(np.isfinite(sums).all(axis=1)
+                       & (makespan <= largest / cols["p"][self.ran])
+                       & (makespan >= cols["n"][self.ran] / largest))
         reasons[self.ran[over]] = OVERFLOW
         ok = reasons == ""
         skipped = Counter(reasons[~ok].tolist())

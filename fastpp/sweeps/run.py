@@ -14,6 +14,8 @@ from .robust import NOISE_COLUMNS, add_noise
 from .store import SkipReasons, Store
 from .warmup import warm_up
 
+MAX_CHUNK = 1_000_000  # points a chunk holds at most
+
 
 def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
           costs=None, f=None, b=None, w=None, i=None, comm=None, gamma=None, fb=None, act=None,
@@ -61,7 +63,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
     resume : bool
         Continue the sweep already in ``out``, recomputing only missing or damaged chunks.
     chunk_size : int
-        Points per chunk (a chunk is the unit of progress, of writing and of Dask tasks).
+        Points per chunk (a chunk is the unit of progress, of writing and of Dask tasks), at
+        most 1,000,000.
     workers : int, optional
         Threads (or Dask workers of a local cluster); default: the machine's cores.
     executor : {"threads", "dask"}
@@ -127,7 +130,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
                             f"'tcp://host:8786' (got {scheduler!r})")
     if executor == "dask":
         require("dask.distributed", "dask", "executor='dask'", "Dask")
-    chunk_size = positive_int(chunk_size, "chunk_size")
+    # (a chunk's points and rows are built at once: 10**9 asked for 7 GiB)
+    chunk_size = positive_int(chunk_size, "chunk_size", MAX_CHUNK)
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     plan = _points(schedules, p, n, n_per_p, m, G, points, costs,
                    dict(f=f, b=b, w=w, i=i, comm=comm, gamma=gamma, fb=fb, act=act,
