@@ -154,14 +154,14 @@ def number_array(values, name: str, must: str = "a number or an array of numbers
                  ) -> np.ndarray:
     """``values`` as float64 if they are numbers (no strings or bools, which NumPy would
     convert), any value; a ``ScheduleTypeError`` saying what they ``must`` be otherwise."""
-    number = values
+    given = values
     if isinstance(values, int) and not isinstance(values, bool) and abs(values) >= 2**63:
         try:  # (NumPy keeps an int past int64 as an object: it is a number, if a huge one)
-            number = float(values)
+            given = float(values)
         except OverflowError:
-            number = math.inf if values > 0 else -math.inf
+            given = math.inf if values > 0 else -math.inf
     try:
-        raw = np.asarray(number)
+        raw = np.asarray(given)
     except ValueError:  # ragged
         raw = None
     if raw is None or raw.dtype.kind not in "iuf":
