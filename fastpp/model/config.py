@@ -479,6 +479,14 @@ def as_run(config, name: str = "config") -> RunConfig:
     return instance(config, RunConfig, name, "fastpp.model.RunConfig")
 
 
+def check_cp(seq: int, cp: int) -> None:
+    """Context parallelism splits each sequence into ``2 cp`` equal chunks (``cp = 1``
+    splits nothing: any length runs)."""
+    if cp > 1 and seq % (2 * cp):
+        raise ScheduleError(f"cp must split seq into 2 x cp equal chunks: seq must be a "
+                            f"multiple of 2*cp={2 * cp} (got seq={seq}, cp={cp})")
+
+
 def check_sequence_parallel(seq: int, t, cp) -> None:
     """Sequence parallelism splits each context-parallel rank's ``seq / cp`` tokens over the
     ``t`` tensor-parallel ranks, evenly (Megatron asserts it, ``_split_along_first_dim``;

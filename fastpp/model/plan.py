@@ -40,6 +40,7 @@ from .config import (
     ZERO3_GATHERS,
     RunGrid,
     as_run,
+    check_cp,
     check_reduce_bytes,
     check_sequence_parallel,
     config_alone,
@@ -53,7 +54,6 @@ from .overlap import overlap_reason
 from .presets import MODELS
 from .recipes import recipe_pricing
 from .stages import (
-    check_cp,
     chunk_kinds,
     cp_buffer_bytes,
     device_memory,

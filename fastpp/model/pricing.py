@@ -14,7 +14,16 @@ from ..generators.registry import code_of
 from ..ops import FB
 from ..placement import copies, mirrored
 from ..schedule import Schedule
-from .config import DEFAULTS, ZERO, ZERO3_GATHERS, RunConfig, RunGrid, as_run, config_alone
+from .config import (
+    DEFAULTS,
+    ZERO,
+    ZERO3_GATHERS,
+    RunConfig,
+    RunGrid,
+    as_run,
+    check_cp,
+    config_alone,
+)
 from .errorbar import ErrorBar, error_bar, regime
 from .hardware import HARDWARE, preset
 from .layout import (
@@ -26,7 +35,6 @@ from .overlap import expert_overlap, overlap_reason
 from .presets import MODELS
 from .recipes import make_recipe
 from .stages import (
-    check_cp,
     chunk_kinds,
     device_memory,
     device_parameters,

@@ -531,14 +531,6 @@ def handoff_links(hardware: Hardware, config, stride, p):
     return latency, bandwidth
 
 
-def check_cp(seq: int, cp: int) -> None:
-    """Context parallelism splits each sequence into ``2 cp`` equal chunks (``cp = 1``
-    splits nothing: any length runs)."""
-    if cp > 1 and seq % (2 * cp):
-        raise ScheduleError(f"cp must split seq into 2 x cp equal chunks: seq must be a "
-                            f"multiple of 2*cp={2 * cp} (got seq={seq}, cp={cp})")
-
-
 def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, cp,
                            cp_comm: str):
     """Seconds per layer that context parallelism adds, forward and backward, per
