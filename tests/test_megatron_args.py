@@ -597,3 +597,43 @@ def test_explain_cli_takes_the_vocabulary_from_model(capsys):
     assert main(["explain", "--megatron-script", str(DATA / "llama3_8b.sh"), "--model",
                  "llama3-8bx", "--neighbours", "0"]) == 2
     assert "model must be one of ['deepseek-v3'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, precision, note", [
+    # NeMo's trainer (Lightning's names); its other keys are not read
+    ({"trainer": {"precision": "16-mixed", "devices": 8}}, "bf16", "fp16: priced as bf16"),
+    ({"trainer": {"precision": 16}}, "bf16", "fp16: priced as bf16"),
+    ({"trainer": {"precision": "bf16-mixed"}}, "bf16", None),
+    ({"trainer": {"precision": "32-true"}}, "bf16", "fp32 (no --bf16 or --fp16)"),
+    ({"trainer": {"precision": "transformer-engine"}}, "fp8", None),
+    # Megatron-Bridge's recipes, by name (hyphens as underscores) or by their fields
+    ({"mixed_precision": "bf16_mixed"}, "bf16", None),
+    ({"mixed_precision": "fp16-with-fp8-delayed-scaling-mixed"}, "fp8", None),
+    ({"mixed_precision": "nemotron_h_bf16_with_fp8_current_scaling_mixed"}, "fp8", None),
+    ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "bf16", "fp4 priced as bf16"),
+    ({"mixed_precision": {"bf16": True, "fp8": "hybrid"}}, "fp8", None),
+])
+def test_named_precisions(extra, precision, note):
+    """NeMo's and Bridge's precision names are the flags they stand for: an fp16 run is no
+    longer reported as fp32."""
+    keys = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+            "vocab_size": 1000}
+    read = from_megatron({**keys, **extra}, gpus=1)
+    assert read.config.precision == precision
+    notes = [x for x in read.ignored if "priced as bf16" in x]
+    assert len(notes) == (note is not None) and all(note in x for x in notes)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"trainer": {"precision": "half"}}, r"trainer.precision must be one of .* \(got 'half'\)"),
+    ({"trainer": {"precision": True}}, r"trainer.precision must be one of .* \(got True\)"),
+    ({"mixed_precision": "fp8"}, r"mixed_precision must be a Megatron-Bridge recipe's name"),
+    ({"mixed_precision": "bf16_mixed", "fp16": True}, "--bf16 and --fp16 contradict"),
+    ({"mixed_precision": "bf16_mixed", "bf16": False},
+     "bf16 and mixed_precision='bf16_mixed' contradict"),
+])
+def test_named_precisions_refused(extra, message):
+    keys = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+            "vocab_size": 1000}
+    with pytest.raises(ScheduleError, match=message):
+        from_megatron({**keys, **extra}, gpus=1)

@@ -84,8 +84,17 @@ ALIASES = {"encoder_seq_length": "seq_length", "num_moe_experts": "num_experts",
            "overlap_p2p_comm": "overlap_p2p_communication",
            "use_custom_fsdp": "use_megatron_fsdp"}
 # a dict's sections read beside its top level: the model (NeMo, Megatron-Bridge), the batch
-# (Bridge's train) and the optimizer's sharding and overlap (Bridge's ddp and optimizer)
-SECTIONS = ("model", "train", "ddp", "optimizer")
+# (Bridge's train), the optimizer's sharding and overlap (Bridge's ddp and optimizer) and the
+# precision's fields (Bridge's mixed_precision given as a MixedPrecisionConfig)
+SECTIONS = ("model", "train", "ddp", "optimizer", "mixed_precision")
+# the precision as named rather than flagged: NeMo's trainer.precision (Lightning's names) and
+# Megatron-Bridge's mixed_precision recipes (bf16_mixed, fp16_with_fp8_delayed_scaling_mixed,
+# ...; hyphens or underscores), as the flags --bf16, --fp16 and --fp8-format
+LIGHTNING_PRECISIONS = {"bf16": "bf16", "bf16-mixed": "bf16", "bf16-true": "bf16",
+                        "16": "fp16", "16-mixed": "fp16", "16-true": "fp16",
+                        "32": None, "32-true": None, "64": None, "64-true": None,
+                        "transformer-engine": "bf16+fp8",
+                        "transformer-engine-float16": "fp16+fp8"}
 # NeMo's activation names: the gated ones are a two-matrix product like --swiglu
 GATED = {"swiglu", "fast-swiglu", "geglu", "fast-geglu", "reglu", "fast-reglu"}
 # dict keys (Megatron-Core's TransformerConfig, NeMo's) that are the negation of a flag;
@@ -155,9 +164,11 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         A launch script's text or a command string (bash: comments, ``\\`` continuations,
         variables and arrays set above the command and expanded), a list of arguments, or a
         dict of snake_case keys or flags (NeMo, Megatron-Bridge, ``MODEL_ARGS`` YAML; its
-        ``model``, ``train``, ``ddp`` and ``optimizer`` sections are read too; a null is the
-        default; ``num_query_groups`` alone is grouped-query attention, as
-        ``TransformerConfig`` takes it; NeMo's gated ``activation`` names are ``--swiglu``).
+        ``model``, ``train``, ``ddp``, ``optimizer`` and ``mixed_precision`` sections are read
+        too; a null is the default; ``num_query_groups`` alone is grouped-query attention, as
+        ``TransformerConfig`` takes it; NeMo's gated ``activation`` names are ``--swiglu``;
+        NeMo's ``trainer.precision`` and a Bridge ``mixed_precision`` recipe's name are the
+        precision flags they stand for).
     gpus : int, optional
         GPUs in all (default: the launcher's ``--nproc_per_node`` times ``--nnodes``);
         ``d = gpus / (t cp p)``.
@@ -239,13 +250,26 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
     """A dict's arguments: its top level and ``SECTIONS``, keys in snake_case (NeMo's and
     Megatron-Core's configs, read by their rules) or as flags (``--num-layers``, Megatron-LM's
     ``MODEL_ARGS`` YAML, read as its command line); a null is the default."""
-    items = [(k, v) for k, v in args.items() if not isinstance(v, dict)]
+    items = [(k, v) for k, v in args.items() if not isinstance(v, dict)
+             and k != "mixed_precision"]
     for section in SECTIONS:
         if isinstance(args.get(section), dict):
             items += args[section].items()
+    named = {"mixed_precision": args.get("mixed_precision")}  # Bridge's recipe, by name
+    if isinstance(args.get("trainer"), dict):
+        named["trainer.precision"] = args["trainer"].get("precision")  # NeMo's
+    notes = []
+    for key, value in named.items():
+        if value is not None and not isinstance(value, dict):
+            items += [(f"{key}={value!r}", flag) for flag in
+                      _named_precision(key, value).items()]
+            if "fp4" in str(value):
+                notes.append(f"{key}={value!r}: fp4 priced as bf16")
     flat, flags, said = {}, set(), {}  # flags: the keys written as flags
     for key, value in items:
         name = key[2:].replace("-", "_") if isinstance(key, str) and key.startswith("--") else key
+        if isinstance(value, tuple):  # a named precision's flag: (dest, value)
+            name, value = value
         if value is None:
             continue
         if name in flat and flat[name] != value:  # two places, two values
@@ -280,7 +304,35 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
         if dest in values and values[dest] != value:  # two spellings, two values
             raise ScheduleError(f"{said[first[dest]]} and {said[key]} contradict: give one")
         values[dest], first[dest] = value, key
-    return values, ignored, None
+    return values, ignored + notes, None
+
+
+def _named_precision(key: str, value) -> dict:
+    """The flags (``bf16``, ``fp16``, ``fp8_format``) a precision named by ``key`` sets:
+    NeMo's ``trainer.precision`` (``LIGHTNING_PRECISIONS``) or a Megatron-Bridge
+    ``mixed_precision`` recipe's name (its half precision first, ``fp8`` in it for
+    ``--fp8-format hybrid``, as Bridge's recipes set them)."""
+    if key == "trainer.precision":
+        given = str(value).lower()
+        if isinstance(value, bool) or given not in LIGHTNING_PRECISIONS:
+            raise ScheduleError(f"{key} must be one of {sorted(LIGHTNING_PRECISIONS)} "
+                                f"(got {value!r})")
+        half = LIGHTNING_PRECISIONS[given]
+    else:
+        given = str(value).lower().replace("-", "_")
+        half = given.removesuffix("_mixed").split("_with_")[0].split("_")[-1]
+        if not isinstance(value, str) or not given.endswith("_mixed") or \
+                half not in ("bf16", "fp16"):
+            raise ScheduleError(f"{key} must be a Megatron-Bridge recipe's name, e.g. "
+                                f"'bf16_mixed' or 'bf16_with_fp8_current_scaling_mixed', or "
+                                f"its fields (got {value!r})")
+        half += "+fp8" if "fp8" in given else ""
+    if half is None:
+        return {}
+    flags = {half[:4]: True}
+    if half.endswith("+fp8"):
+        flags["fp8_format"] = "hybrid"
+    return flags
 
 
 class _Word(str):
