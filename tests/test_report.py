@@ -261,6 +261,34 @@ def test_bad_arguments(small_sweep, tmp_path, capsys):
     assert "must be a readable path" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("column, value, message", [
+    ("makespan", -1.0, r"values in \[0, inf\] in its sweep's column 'makespan' \(got -1.0 "
+                       r"in row 5\)"),
+    ("bubble_ratio", 7.0, r"values in \[0, 1\] in its sweep's column 'bubble_ratio' \(got "
+                          r"7.0 in row 5\)"),
+    ("p", 0, r"values in \[1, inf\] in its sweep's column 'p' \(got 0.0 in row 5\)"),
+    ("throughput", -3.0, "column 'throughput'"),
+])
+def test_nonsense_values_are_refused(small_sweep, tmp_path, column, value, message):
+    """A drawn quantity outside its range is no row to draw (a negative makespan and a
+    bubble ratio of 7 were drawn)."""
+    bad = small_sweep.copy()
+    bad.loc[5, column] = value
+    with pytest.raises(fastpp.ScheduleError, match=message):
+        fastpp.report(bad, output=tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_timeline_row_with_bad_costs_is_named(small_sweep, tmp_path):
+    """The costs of a row the report re-simulates are checked there: the message names the
+    row's point, not only the value."""
+    bad = small_sweep[small_sweep["schedule"] == "1f1b"].copy()
+    bad["b"] = float("inf")
+    with pytest.raises(fastpp.ScheduleError, match=r"the row of point \d+, 1f1b, p=\d+, "
+                                                   r"n=\d+, m=1: costs.b must be"):
+        fastpp.report(bad, output=tmp_path / "r.html")
+
+
 def test_sweep_without_1f1b(tmp_path):
     """The timelines' budget is 1F1B's peak when the sweep has 1F1B, else no limit (it was
     'budget must be finite (got inf)')."""

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ..checks import ScheduleError
 from ..costs import FIELDS, Costs
 from ..generators.registry import MEMORY_REFERENCE, SCHEDULES, build_schedule
 from ..simulate import simulate
@@ -174,14 +175,21 @@ def resimulate(row):
     if spec is None or 3 * int(row.p) * int(row.n) * int(row.m) > TIMELINE_OPS:
         return None
     options = {"G": int(row.G)} if "G" in spec.options and "G" in row._fields else {}
-    sched = build_schedule(row.schedule, int(row.p), int(row.n), int(row.m), **options)
+    # a sweep row has every cost column; NaN (i, fb, bandwidth not given) keeps the default
+    given = {name: _value(row, name, None) for name in FIELDS}
+    try:
+        sched = build_schedule(row.schedule, int(row.p), int(row.n), int(row.m), **options)
+        costs = Costs(**{k: v for k, v in given.items() if v is not None})
+    except ScheduleError as err:  # the table's row, not only the value, is what to fix
+        point = f"point {row.point}, " if "point" in row._fields else ""
+        raise type(err)(f"a sweep row must hold a point fastpp can simulate (the row of "
+                        f"{point}{row.schedule}, p={row.p}, n={row.n}, m={row.m}: {err})"
+                        ) from None
     # its own arrays: simulate then runs the per-op kernels the sweep compiled, equal to the
     # bit to a built schedule's point plan, which a cold main job would compile for this
     # alone (3-4 s)
     sched._unshare()
-    # a sweep row has every cost column; NaN (i, fb, bandwidth not given) keeps the default
-    given = {name: _value(row, name, None) for name in FIELDS}
-    return simulate(sched, Costs(**{k: v for k, v in given.items() if v is not None}))
+    return simulate(sched, costs)
 
 
 def _title(row, result, what: str = "") -> str:

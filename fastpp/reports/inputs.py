@@ -19,6 +19,12 @@ COLUMNS = {
 }
 TEXT = ("schedule", "placement", "kind")
 COUNTS = ("p", "n", "m", "t", "d")  # whole numbers, each row's (a NaN m cannot be drawn)
+# the range of each drawn quantity where a row has one: counts from 1, times, memory and rates
+# from 0, a bubble ratio a share of the devices' time
+RANGES = {**dict.fromkeys(COUNTS, (1.0, np.inf)),
+          **dict.fromkeys(("makespan", "peak_activations_max", "throughput", "step_time",
+                           "tokens_per_s", "peak_memory", "memory_limit"), (0.0, np.inf)),
+          "bubble_ratio": (0.0, 1.0)}
 EXPECTED = ("a sweep folder or table, a plan table, a frontier table (Parquet or CSV) or a "
             "measured-run folder (rank{r}_trace.json, or measure --steps' step{k} folders)")
 
@@ -109,6 +115,15 @@ def _table(df, label: str):
                     if bad.any():
                         raise ScheduleError(f"input {label!r} must hold whole numbers in its "
                                             f"{kind}'s column {col!r} (got "
+                                            f"{float(values[bad][0])!r} in row "
+                                            f"{int(bad.argmax())})")
+                if col in RANGES:
+                    low, high = RANGES[col]
+                    values = df[col].to_numpy(dtype=float)
+                    bad = (values < low) | (values > high)  # (NaN: neither; checked below)
+                    if bad.any():
+                        raise ScheduleError(f"input {label!r} must hold values in [{low:g}, "
+                                            f"{high:g}] in its {kind}'s column {col!r} (got "
                                             f"{float(values[bad][0])!r} in row "
                                             f"{int(bad.argmax())})")
             if kind == "sweep":  # a simulated point (no reason) has every figure
