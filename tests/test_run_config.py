@@ -15,6 +15,7 @@ from fastpp.model import (
     device_bytes,
     plan,
     stage_table,
+    to_megatron,
     transformer_costs,
 )
 from fastpp.model.config import PER_CONFIGURATION, ROW
@@ -71,6 +72,25 @@ def test_first_last_layers_become_a_layout():
     assert str(config.chunk_layout(TINY)) == "Et*3|t*5L"
     costs = transformer_costs(TINY, config=config)
     assert costs.f[0] < costs.f[1]
+
+
+def test_a_chunk_of_no_layers_as_plan_takes_it():
+    """first_layers=0 (the embedding's chunk alone) is a RunConfig as it is a plan axis, the
+    same price either way; Megatron's per-rank counts must be > 0, so it is written as the
+    layout it makes."""
+    config = RunConfig(seq=512, global_batch=8, p=2, microbatch=1, recompute="none",
+                       first_layers=0)
+    assert str(config.chunk_layout(TINY)) == "E|t*8L"
+    row = plan(TINY, 2, seq=512, global_batch=8, p=2, microbatch=1, recompute="none",
+               schedules=["1f1b"], first_layers=0, workers=1)
+    assert plan(TINY, config=config, workers=1)["step_time"][0] == row["step_time"][0]
+    flags = to_megatron(config, TINY)
+    assert flags[flags.index("--pipeline-model-parallel-layout") + 1] == "E|t*8L"
+    assert "--decoder-first-pipeline-num-layers" not in flags
+    with pytest.raises(ScheduleError, match="needs the model .* a count of 0"):
+        to_megatron(config)
+    with pytest.raises(ScheduleError, match=r"first_layers must be an integer >= 0 \(got -1\)"):
+        RunConfig(seq=512, global_batch=8, p=2, first_layers=-1)
 
 
 def test_plan_axis_spellings():

@@ -21,6 +21,7 @@ from ..checks import (
     flag,
     instance,
     name_list,
+    nonnegative_int,
     one_of,
     positive_int,
     show,
@@ -183,9 +184,12 @@ class RunConfig:
             flag(getattr(self, name), name)
         if self.sequence_parallel:
             check_sequence_parallel(self.seq, self.t, self.cp)
-        for name in ("recompute_layers", "first_layers", "last_layers", "node_limit"):
+        for name in ("recompute_layers", "node_limit"):
             if getattr(self, name) is not None:
                 positive_int(getattr(self, name), name)
+        for name in ("first_layers", "last_layers"):  # 0: a chunk of the embedding or the
+            if getattr(self, name) is not None:      # loss alone, as plan takes it
+                nonnegative_int(getattr(self, name), name)
         if self.recompute_modules is not None:
             modules = self.recompute_modules
             if isinstance(modules, str) or not isinstance(modules, list | tuple) or not all(

@@ -953,7 +953,8 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     ``from_megatron(to_megatron(c, model), gpus=c.gpus)`` gives ``model, c`` back.
 
     ``first_layers``/``last_layers`` with ``m > 1`` (per model chunk, which Megatron's
-    per-device flags are not) are written as the layout they make, which needs ``model``; so
+    per-device flags are not) or a count of 0 (the flags must be > 0) are written as the
+    layout they make, which needs ``model``; so
     is a split of ``model``'s layers that is not even over the ``p m`` stages (fastpp's
     default spreads them; Megatron refuses to start without a layout), which then comes back
     as that layout.
@@ -999,10 +1000,11 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
                             "False)")
     layout = c.layout
     ends = c.first_layers is not None or c.last_layers is not None
-    if c.m > 1 and ends:
+    # Megatron's first- and last-stage counts are per rank and must be > 0: others as a layout
+    if ends and (c.m > 1 or 0 in (c.first_layers, c.last_layers)):
         if model is None:
             raise ScheduleError("to_megatron needs the model to write first_layers/last_layers "
-                                "with m > 1 (as a layout)")
+                                "with m > 1 or a count of 0 (as a layout)")
         layout = str(c.chunk_layout(model))
     elif layout is None and not ends and model is not None and model.layers % (c.p * c.m):
         # Megatron splits evenly or not at all: fastpp's default spread, written out
