@@ -53,8 +53,9 @@ class MonteCarlo:
     busy, span : ndarray, shape (p, K)
         Each sample's per-device busy time and span.
     criticality : ndarray, shape (p, L)
-        Per op (the schedule's op matrices): the share of samples whose critical path runs
-        through it.
+        Per op (the schedule's op matrices): the share of samples in which it lies on a
+        critical path (a chain of ops, each started by the end of the one before, from the
+        start to the makespan; where several tie, on any of them).
     """
 
     schedule: Schedule
@@ -111,20 +112,64 @@ class MonteCarlo:
         return float(out) if out.ndim == 0 else out
 
     @cached_property
+    def _targets(self) -> tuple[list, np.ndarray, np.ndarray]:
+        """The delays the sensitivities and absorption thresholds are of: each link (its
+        device pair and the stage boundaries it carries), then each stage. Per op and target,
+        how many times the delay lengthens the op (``weight[N, L + V]``): a stage's every op
+        once, an overlapped pair once for each half on it, and a blocking link each message
+        its op sends; per input edge the link whose delay is latency on it (``crossing[N,
+        2]``, -1 for none)."""
+        compiled = self._state[0]
+        N, V = compiled.num_ops, compiled.V
+        links: dict = {}
+        for s, pair in self._ran[1]:
+            links.setdefault(pair, []).append(s)
+        of = np.full(V, -1, np.int64)  # each boundary's link
+        for j, bounds in enumerate(links.values()):
+            of[bounds] = j
+        L = len(links)
+        target = np.where(compiled.link >= 0, of[np.maximum(compiled.link, 0)], -1)
+        weight = np.zeros((N, L + V))
+        crossing = np.full((N, 2), -1, np.int64)
+        if self.noise.blocking:  # the sender holds the message: its op is what grows
+            sent = np.nonzero(target >= 0)
+            np.add.at(weight, (compiled.producer[sent], target[sent]), 1.0)
+        else:
+            crossing = target
+        ops = np.arange(N)
+        weight[ops, L + compiled.stage] += 1.0
+        pair = compiled.stage2 >= 0
+        np.add.at(weight, (ops[pair], L + compiled.stage2[pair]), 1.0)
+        return list(links.items()), weight, crossing
+
+    @cached_property
+    def _sparse(self) -> tuple[np.ndarray, np.ndarray]:
+        """``_targets``' weights as each op's few targets and amounts (``noise.critical``),
+        padded with target -1."""
+        weight = self._targets[1]
+        rows, cols = np.nonzero(weight)
+        width = max(1, int(np.bincount(rows, minlength=len(weight)).max()) if rows.size else 1)
+        target = np.full((len(weight), width), -1, np.int64)
+        amount = np.zeros((len(weight), width))
+        place = np.arange(rows.size) - np.searchsorted(rows, rows)  # its place in its row
+        target[rows, place], amount[rows, place] = cols, weight[rows, cols]
+        return target, amount
+
+    @cached_property
     def _paths(self):
         compiled, draws, handoff, extra = self._state
-        N, V = compiled.num_ops, compiled.V
+        _, weight, crossing = self._targets
 
         def count(first, size):
-            out = np.zeros(N, np.int64), np.zeros(V), np.zeros(V)
+            out = np.zeros(compiled.num_ops, np.int64), np.zeros(weight.shape[1])
             noise_module.critical_samples(*draws, compiled.previous, compiled.producer,
-                                          compiled.link, handoff, extra, first, size, *out)
+                                          compiled.link, handoff, extra, *self._sparse,
+                                          crossing, first, size, *out)
             return out
 
         # whole counts, so the per-thread sums add up exactly
-        on_path, crossings, stage_ops = (sum(x) for x in zip(*_on_threads(count, self.samples),
-                                                             strict=True))
-        return on_path, crossings / self.samples, stage_ops / self.samples
+        on_path, slope = (sum(x) for x in zip(*_on_threads(count, self.samples), strict=True))
+        return on_path, slope / self.samples
 
     def op_times(self, first: int = 0, count: int | None = None) -> np.ndarray:
         """The drawn time of every op in samples ``first .. first + count - 1`` (default:
@@ -166,14 +211,15 @@ class MonteCarlo:
 
     @property
     def sensitivity(self) -> dict:
-        """``d mean makespan / d delay``: ``{"links": {(r1, r2): ...}, "stages": {s: ...}}``
-        for a delay on every message of a link, or on every op of a stage. It is the mean
-        number of the link's hand-offs, or the stage's ops, on the samples' critical paths."""
-        _, crossings, stage_ops = self._paths
-        links: dict = {}
-        for s, (r1, r2) in self._ran[1]:
-            links[(r1, r2)] = links.get((r1, r2), 0.0) + float(crossings[s])
-        return {"links": links, "stages": {s: float(x) for s, x in enumerate(stage_ops)}}
+        """``d mean makespan / d delay``, the right derivative at no delay: ``{"links":
+        {(r1, r2): ...}, "stages": {s: ...}}`` for a delay on every message of a link (as the
+        noise delays it: latency, or held by the sender with ``blocking``), or on every op of
+        a stage (an overlapped pair's each half on it). It is the mean over the samples of the
+        most of the link's hand-offs, or the stage's ops, on a critical path."""
+        links, slope = self._targets[0], self._paths[1]
+        L = len(links)
+        return {"links": {pair: float(slope[j]) for j, (pair, _) in enumerate(links)},
+                "stages": {s: float(x) for s, x in enumerate(slope[L:])}}
 
     def absorption(self, tolerance: float = 0.01, steps: int = 12) -> dict:
         """The largest delay on each link (every message) and on each stage (every op) that
@@ -209,24 +255,21 @@ class MonteCarlo:
         if not np.isfinite(limit) or limit > MAX_TIME:
             raise ScheduleError(f"tolerance must keep (1 + tolerance) x the mean makespan "
                                 f"({self.mean:.6g}) at most {MAX_TIME:g} (got {tolerance!r})")
-        out: dict = {"links": {}, "stages": {}}
-        links: dict = {}
-        for s, pair in self._ran[1]:
-            links.setdefault(pair, []).append(s)
-        for pair, bounds in links.items():
-            def delayed(delay, bounds=bounds):
+        links, weight, _ = self._targets
+        L = len(links)
+
+        def mean_with(delay, j):  # the delay on target j, as sensitivity takes it
+            h = handoff
+            if j < L and not self.noise.blocking:  # latency on the link's hand-offs
                 h = handoff.copy()
-                h[bounds] += delay
-                return _samples(self._state, h, extra, self.samples)[0].mean()
+                h[links[j][1]] += delay
+            return _samples(self._state, h, extra + delay * weight[:, j],
+                            self.samples)[0].mean()
 
-            out["links"][pair] = _bisect(delayed, limit, steps)
-        for s in range(compiled.V):
-            def slower(delay, mine=compiled.stage == s):
-                return _samples(self._state, handoff, extra + delay * mine,
-                                self.samples)[0].mean()
-
-            out["stages"][s] = _bisect(slower, limit, steps)
-        return out
+        found = [_bisect(lambda x, j=j: mean_with(x, j), limit, steps)
+                 for j in range(L + compiled.V)]
+        return {"links": {pair: found[j] for j, (pair, _) in enumerate(links)},
+                "stages": dict(enumerate(found[L:]))}
 
 
 def _scaled(statistic, makespans: np.ndarray) -> float:
@@ -297,7 +340,11 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     base = np.empty((N, 1))
     op_durations(compiled.kind, compiled.stage, compiled.stage2, tf[:, None], tb[:, None],
                  ti[:, None], tw[:, None], tfb[:, None], sb[:, None], base)
-    slow = noise._op_factors(compiled.device, compiled.stage, p, V)
+    # an overlapped pair's halves, as op_durations prices them (tfb NaN: not given)
+    s, s2 = compiled.stage, np.maximum(compiled.stage2, 0)
+    given = ~np.isnan(tfb[s])
+    halves = np.c_[np.where(given, tfb[s], tf[s]), np.where(given, sb[s2], tb[s2])]
+    slow = noise._op_factors(compiled.device, compiled.stage, compiled.stage2, halves, p, V)
     shapes, step_shape = noise._shapes()
     if noise.empirical is not None:
         pool, pool_at = noise_module.empirical_pools(noise.empirical, p, schedule.m)

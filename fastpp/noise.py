@@ -83,10 +83,11 @@ class Noise(Frozen):
         The jitter's distribution (mean 1).
     slow_devices, slow_stages : mapping, optional
         Persistent factors: ``{device: factor}``, ``{stage: factor}`` (> 0; 1.5 is 50% slow).
+        An overlapped pair's two halves each take their own stage's factor.
     link_delay : mapping, optional
         ``{(r1, r2): seconds}``: every message between devices ``r1`` and ``r2``, either
-        direction, takes that much longer (>= 0). The link must carry a hand-off of the
-        simulated schedule.
+        direction, takes that much longer (>= 0); a link is named once, in either order. The
+        link must carry a hand-off of the simulated schedule.
     blocking : bool, default False
         The sender waits the link delay out before the message leaves (a sleep before each
         send, as PipeMorph and ``--link-delay`` of the measure runner inject it): the sending
@@ -191,20 +192,32 @@ class Noise(Frozen):
 
     # -- what the Monte Carlo reads (fastpp.montecarlo; its arrays, not a user's) ----------------
 
-    def _op_factors(self, device: np.ndarray, stage: np.ndarray, p: int, V: int) -> np.ndarray:
-        """Per op (arrays of its device and stage): the persistent slow factor."""
+    def _op_factors(self, device: np.ndarray, stage: np.ndarray, stage2: np.ndarray,
+                    halves: np.ndarray, p: int, V: int) -> np.ndarray:
+        """Per op (arrays of its device, stage and an overlapped pair's backward stage, -1
+        elsewhere): the persistent slow factor; a pair's is its halves' factors weighted by
+        their times ``halves[i] = (forward, backward)``."""
         factor = np.ones(len(device))
         for r, x in self.slow_devices.items():
             if r >= p:
                 raise ScheduleError(f"slow_devices names device {r}, but the schedule has "
                                     f"devices 0..{p - 1}")
             factor[device == r] *= x
+        by_stage = np.ones(V)
         for s, x in self.slow_stages.items():
             if s >= V:
                 raise ScheduleError(f"slow_stages names stage {s}, but the schedule has "
                                     f"stages 0..{V - 1}")
-            factor[stage == s] *= x
-        return factor
+            by_stage[s] = x
+        mine = by_stage[stage]
+        pair = np.flatnonzero(stage2 >= 0)
+        if pair.size and self.slow_stages:
+            a, b = halves[pair, 0], halves[pair, 1]
+            total = a + b
+            with np.errstate(invalid="ignore", over="ignore"):
+                mixed = (mine[pair] * a + by_stage[stage2[pair]] * b) / total
+            mine[pair] = np.where(total > 0, mixed, mine[pair])
+        return factor * mine
 
     def _stage_delays(self, stage_to_device: np.ndarray) -> np.ndarray:
         """Per stage boundary ``s`` (between stages ``s`` and ``s + 1``): the link delay its
@@ -276,7 +289,10 @@ def _links(mapping) -> dict:
         if r1 == r2:
             raise ScheduleError(f"link_delay keys must join two devices (got {key!r})")
         link = (min(r1, r2), max(r1, r2))
-        out[link] = out.get(link, 0.0) + number(value, f"link_delay[{key}]")
+        if link in out:  # (their delays had been added: one delay holds both ways)
+            raise ScheduleError(f"link_delay must name each link once: its delay holds for "
+                                f"messages both ways (got {(r2, r1)} and {(r1, r2)})")
+        out[link] = number(value, f"link_delay[{key}]")
     return out
 
 
@@ -604,6 +620,9 @@ def draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, 
 
 
 BLOCK = 64  # samples per block: a block's three [N, BLOCK] tables stay in cache
+# times within this share of each other tie on a critical path (``critical``): about 4,500
+# roundings of float64
+TIE = 2.0**-40
 
 
 @jit
@@ -654,13 +673,17 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
 @jit
 def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape,
                      spike_p, spike_x, pool, pool_at, relative, step_pool, previous, producer,
-                     link, handoff, extra, first, K, on_path, crossings, stage_ops):
+                     link, handoff, extra, target, amount, crossing, first, K, on_path,
+                     slope):
     """The same samples ``first .. first + K - 1`` as ``run_samples`` (the draws are keyed,
-    so drawn again), each sample's critical path counted by ``critical``."""
+    so drawn again), each sample's critical paths scored by ``critical``."""
     N = kind.shape[0]
     size = 0
     dur = start = end = hand = np.empty((0, 0))
     keys = op_keys(seed, kind, stage, mb)
+    best = np.empty((N, slope.shape[0]))
+    mark = np.empty(N, np.bool_)
+    top = np.empty(slope.shape[0])
     for at in range(0, K, BLOCK):
         if min(BLOCK, K - at) != size:
             size = min(BLOCK, K - at)
@@ -673,8 +696,8 @@ def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, s
                 for b in range(size):
                     dur[i, b] += extra[i]
         timeline_batch(previous, producer, link, dur, hand, start, end)
-        critical(previous, producer, link, hand, start, end, stage, on_path, crossings,
-                 stage_ops)
+        critical(previous, producer, link, hand, start, end, target, amount, crossing, on_path,
+                 slope, best, mark, top)
 
 
 @jit
@@ -688,35 +711,103 @@ def _columns(values, size):
 
 
 @jit
-def critical(previous, producer, link, handoff, start, end, stage, on_path, crossings, stage_ops):
-    """Walk back each sample's critical path from its last-ending op, through the input that
-    set each op's start (a producer before the device's previous op on ties), and count: per
-    op the samples it is on the path (``on_path[N]``), per stage boundary the hand-offs the
-    paths cross (``crossings[V]``), per stage its ops on the paths (``stage_ops[V]``)."""
+def critical(previous, producer, link, handoff, start, end, target, amount, crossing, on_path,
+             slope, best, mark, top):
+    """Each sample's critical paths: the chains of ops from a start at 0 to the last end in
+    which every op starts when the one before it ends (its device's previous op, or a
+    producer plus the hand-off). Adds to ``on_path[i]`` the samples in which op ``i`` lies on
+    one of them, and to ``slope[j]`` each sample's right derivative of its makespan in a delay
+    ``x`` on target ``j``: a path grows by ``x`` times ``amount[i, e]`` for each of its ops'
+    targets ``target[i, e] == j`` (-1: none) plus the hand-offs ``(i, q)`` it takes with
+    ``crossing[i, q] == j``, and where paths tie the one that grows most decides (``best[N,
+    T]``, ``mark[N]`` and ``top[T]`` are scratch). The ops come in the compiled order, every
+    input before the op that reads it. Times that differ by rounding alone (``TIE``,
+    relative) tie: paths equal in exact arithmetic sum their times in different orders (a
+    per-sample factor on every op, or none). Where no two paths tie, the one path is
+    counted as it is walked; otherwise the paths' ops are scored forward, target by target."""
     N, K = end.shape
+    T = slope.shape[0]
+    last = np.zeros(K)
+    for i in range(N):  # (samples innermost, as the arrays lie)
+        for b in range(K):
+            last[b] = max(last[b], end[i, b])
     for b in range(K):
-        i = 0
-        for v in range(1, N):
-            if end[v, b] > end[i, b]:
-                i = v
-        while i >= 0:
+        close = last[b] * (1.0 - TIE)
+        mark[:] = False
+        top[:] = 0.0
+        ties = False
+        ends = 0
+        for i in range(N - 1, -1, -1):  # backward: every op on a chain to a last end
+            if not mark[i]:
+                if end[i, b] < close:
+                    continue
+                ends += 1
+                ties = ties or ends > 1
+            mark[i] = True
             on_path[i] += 1
-            stage_ops[stage[i]] += 1
-            t = start[i, b]
-            after = -1
+            for e in range(target.shape[1]):  # (the one path's count, if it is one)
+                if target[i, e] >= 0:
+                    top[target[i, e]] += amount[i, e]
+            t = start[i, b] * (1.0 - TIE)
+            one = -1  # a tight input found; a second one, another path: a tie
+            a = previous[i]
+            if a >= 0 and end[a, b] >= t:
+                mark[a] = True
+                one = a
             for q in range(2):
                 u = producer[i, q]
-                if u < 0:
-                    continue
-                s = link[i, q]
-                ready = end[u, b] + handoff[s, b] if s >= 0 else end[u, b]
-                if ready == t:
-                    after = u
-                    if s >= 0:
-                        crossings[s] += 1
-                    break
-            if after < 0:
-                a = previous[i]
-                if a >= 0 and end[a, b] == t:
-                    after = a
-            i = after
+                if u >= 0 and u != one:  # (the device's previous op may be the producer)
+                    s = link[i, q]
+                    ready = end[u, b] + handoff[s, b] if s >= 0 else end[u, b]
+                    if ready >= t:
+                        mark[u] = True
+                        ties = ties or one >= 0
+                        one = u
+                        if crossing[i, q] >= 0:
+                            top[crossing[i, q]] += 1.0
+        if ties:
+            _tied_slopes(previous, producer, link, handoff, start, end, target, amount,
+                         crossing, mark, best, top, b, close)
+        for j in range(T):
+            slope[j] += top[j]
+
+
+@jit
+def _tied_slopes(previous, producer, link, handoff, start, end, target, amount, crossing,
+                 mark, best, top, b, close):
+    """``critical``'s scores of sample ``b`` where paths tie: forward over the marked ops
+    (each one's tight inputs are among them), the most each target adds along a path to op
+    ``i``, and into ``top`` the most over the ops that end last."""
+    N, T = best.shape
+    top[:] = 0.0
+    for i in range(N):
+        if not mark[i]:
+            continue
+        t = start[i, b] * (1.0 - TIE)
+        found = False
+        a = previous[i]
+        if a >= 0 and end[a, b] >= t:
+            found = True
+            for j in range(T):
+                best[i, j] = best[a, j]
+        for q in range(2):
+            u = producer[i, q]
+            if u < 0:
+                continue
+            s = link[i, q]
+            ready = end[u, b] + handoff[s, b] if s >= 0 else end[u, b]
+            if ready >= t:
+                c = crossing[i, q]
+                for j in range(T):
+                    grown = best[u, j] + (1.0 if j == c else 0.0)
+                    best[i, j] = max(best[i, j], grown) if found else grown
+                found = True
+        if not found:
+            for j in range(T):
+                best[i, j] = 0.0
+        for e in range(target.shape[1]):
+            if target[i, e] >= 0:
+                best[i, target[i, e]] += amount[i, e]
+        if end[i, b] >= close:
+            for j in range(T):
+                top[j] = max(top[j], best[i, j])

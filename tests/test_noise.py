@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import changed_run, needs_data
+from reference import parse, simulate_reference
 
 import fastpp
 from fastpp import Costs, Noise, ScheduleError, build_schedule, simulate
@@ -205,9 +206,10 @@ def test_samples_on_threads_are_one_run_bit_for_bit(monkeypatch):
     # a run from a first sample inside a block
     for mine, theirs in zip(one_run(37, 100), whole, strict=True):
         assert np.array_equal(mine, theirs[..., 37:137])
-    counts = np.zeros(compiled.num_ops, np.int64), np.zeros(compiled.V), np.zeros(compiled.V)
+    _, weight, crossing = mc._targets
+    counts = np.zeros(compiled.num_ops, np.int64), np.zeros(weight.shape[1])
     noise_module.critical_samples(*draws, compiled.previous, compiled.producer, compiled.link,
-                                  handoff, extra, 0, K, *counts)
+                                  handoff, extra, *mc._sparse, crossing, 0, K, *counts)
     assert np.array_equal(mc._paths[0], counts[0])
     assert np.array_equal(mc._paths[1], counts[1] / K)
     assert counts[0].max() == K  # the paths were walked: the first forward is on every one
@@ -311,6 +313,56 @@ def test_criticality_and_sensitivity():
     slope = (simulate(s, Costs(f=1, b=2, comm=0.05), noise=noisy, samples=300).mean
              - mc.mean) / h
     assert slope == pytest.approx(sens["links"][(1, 2)], rel=0.05)
+
+
+def _mean(s, costs, samples=128, seed=3, **noise):
+    return simulate(s, costs, noise=Noise(**noise), samples=samples, seed=seed).mean
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_a_slow_stage_slows_its_half_of_an_overlapped_pair(stage):
+    """DualPipeV's pairs run a forward and a backward of two stages: a slow stage slows its
+    own half (as per-stage Costs price it), not the whole pair by the forward's stage."""
+    s = build_schedule("dualpipev", 2, 4, 2)
+    x = np.ones(s.V)
+    x[stage] = 1.6
+    scaled = simulate(s, Costs(f=1.0 * x, b=2.0 * x, w=0.7 * x)).makespan
+    noisy = simulate(s, Costs(f=1.0, b=2.0, w=0.7), noise=Noise(0.0, slow_stages={stage: 1.6}),
+                     samples=1)
+    assert noisy.makespan[0] == pytest.approx(scaled, rel=1e-12)
+
+
+@pytest.mark.parametrize("name, p, n, m, noise", [
+    ("dualpipev", 2, 4, 2, dict(cov=0.2)),  # pairs: a stage's delay is on each half there
+    ("1f1b", 4, 8, 1, dict(cov=0.0)),  # every path ties
+    ("1f1b", 4, 8, 1, dict(cov=0.0, step=0.1)),  # ties but for rounding
+    ("1f1b", 4, 8, 1, dict(cov=0.2, blocking=True)),  # the sender holds the link's delay
+    ("interleaved-1f1b", 2, 4, 2, dict(cov=0.0)),  # a link of several stage boundaries
+])
+def test_sensitivity_is_the_derivative_of_the_mean(name, p, n, m, noise):
+    """Each sensitivity is the right derivative of the mean makespan in its delay, as the
+    noise delays it: a finite difference of the same samples with the delay added."""
+    s, costs, h = build_schedule(name, p, n, m), Costs(f=1.0, b=2.0, w=0.7, comm=0.05), 1e-6
+    mc = simulate(s, costs, noise=Noise(**noise), samples=128, seed=3)
+    sens = mc.sensitivity
+    for link, slope in sens["links"].items():
+        moved = _mean(s, costs, **noise, link_delay={link: h})
+        assert (moved - mc.mean) / h == pytest.approx(slope, rel=1e-4)
+    # a stage's delay on each of its ops (a pair's each half), on the drawn times, by the
+    # reference timeline
+    drawn = mc.op_times()
+    parts = [[parse(token) for token in row] for row in s.tokens()]
+
+    def mean_with(delay, stage):
+        return np.mean([simulate_reference(s, costs, [
+            [drawn[r, k, b] + delay * sum(x[1] == stage for x in op)
+             for k, op in enumerate(row)] for r, row in enumerate(parts)]).makespan
+            for b in range(mc.samples)])
+
+    assert mean_with(0.0, 0) == pytest.approx(mc.mean, rel=1e-12)
+    for stage, slope in sens["stages"].items():
+        moved = (mean_with(h, stage) - mc.mean) / h
+        assert moved == pytest.approx(slope, rel=1e-4)
 
 
 def test_absorption_threshold():
