@@ -127,6 +127,10 @@ def test_torchtitan_layer_checkpointing_is_every_kth_layer():
     job = ('[parallelism]\npipeline_parallel_degree = 2\n'
            'pipeline_parallel_schedule = "Interleaved1F1B"\n'
            'pipeline_parallel_layers_per_stage = 4\n'
+           # (torchtitan's default weighs the embedding and output as a layer each: 5 stages,
+           # which 2 ranks cannot share)
+           'pipeline_parallel_first_stage_less_layers = 0\n'
+           'pipeline_parallel_last_stage_less_layers = 0\n'
            'pipeline_parallel_microbatch_size = 1\n'
            '[training]\nlocal_batch_size = 16\nglobal_batch_size = 16\nseq_len = 2048\n'
            '[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "3"\n')

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from fastpp import ScheduleError
-from fastpp.model import MODELS, RunConfig, from_hf
+from fastpp.model import MODELS, RunConfig, from_hf, parse_layout
 from fastpp.model.torchtitan import from_torchtitan, to_torchtitan
 
 DATA = Path(__file__).parent / "data"
@@ -19,11 +19,14 @@ def test_llama3_job():
     assert model == dataclasses.replace(MODELS["llama3-8b"], fused_swiglu=False)
     # 64 GPUs / (t 2 * p 2): FSDP over the 16 left, 2 sequences each; with a pipeline,
     # torchtitan's "default" resharding keeps the weights gathered after the forward
-    # (reshard_after_forward = not pp_enabled): gathered once per step
+    # (reshard_after_forward = not pp_enabled): gathered once per step. Its split: 32 layers
+    # and the embedding and output layer weighing one each, 34 over 4 stages, the two left
+    # over on the first stages (generate_llm_fqn_per_model_part)
     assert config == RunConfig(seq=8192, global_batch=32, t=2, p=2, d=16, m=2,
                                schedule="interleaved-1f1b", microbatch=1,
                                recompute="selective", sequence_parallel=True, zero=3,
-                               zero3="step", blocking_handoffs=False, precision="bf16")
+                               zero3="step", blocking_handoffs=False, precision="bf16",
+                               layout="Et*8|t*9|t*8|t*7L")
     hf = from_torchtitan(JOB, gpus=64, model=DATA / "hf" / "llama-3.1-8b.json")[0]
     assert hf == dataclasses.replace(from_hf(DATA / "hf" / "llama-3.1-8b.json"),
                                      fused_swiglu=False)
@@ -54,6 +57,57 @@ def test_round_trip(config):
     model = MODELS["llama3-8b"]
     assert from_torchtitan(to_torchtitan(config, model), gpus=config.gpus,
                            model=model)[1] == config
+
+
+@pytest.mark.parametrize("job, m, layers", [
+    # the default weights, one layer each for the embedding and the output layer
+    ("", 2, (8, 9, 8, 7)),
+    ("pipeline_parallel_first_stage_less_layers = 0\n"
+     "pipeline_parallel_last_stage_less_layers = 0\n", 2, (8, 8, 8, 8)),
+    ("pipeline_parallel_first_stage_less_layers = 2\n", 2, (7, 9, 9, 7)),
+    # stages from the layers per stage, the weights counted: ceil((32 + 2) / 4) = 9 stages
+    # would not divide over 2 ranks; 34 / 2 -> 17 would not either; ceil(34 / 3) = 12
+    ("pipeline_parallel_layers_per_stage = 3\n", 6,
+     (2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 1)),
+])
+def test_torchtitan_splits_the_layers_as_torchtitan_does(job, m, layers):
+    """torchtitan's pipeline split (pipeline_parallel.py: the embedding and the output layer
+    weigh pipeline_parallel_first/last_stage_less_layers, 1 each by default, and the stages
+    follow from the layers per stage with those weights counted); it had been read as an
+    even split, its m from the layers alone. Written back, the same split."""
+    text = ('[parallelism]\npipeline_parallel_degree = 2\n'
+            'pipeline_parallel_schedule = "Interleaved1F1B"\n' + job)
+    model = MODELS["llama3-8b"]
+    config = from_torchtitan(text, gpus=2, model=model)[1]
+    assert config.m == m
+    assert config.chunk_layout(model) is None and layers == (8, 8, 8, 8) or \
+        parse_layout(config.layout).layers == layers
+    assert from_torchtitan(to_torchtitan(config, model), gpus=2, model=model)[1] == config
+
+
+def test_torchtitan_refuses_what_torchtitan_refuses():
+    text = '[parallelism]\npipeline_parallel_degree = 2\n'
+    model = MODELS["llama3-8b"]
+    with pytest.raises(ScheduleError, match=r"pipeline_parallel_layers_per_stage = 4 makes 9 "
+                                            r"stages .* torchtitan refuses"):
+        from_torchtitan(text + 'pipeline_parallel_schedule = "Interleaved1F1B"\n'
+                        'pipeline_parallel_layers_per_stage = 4\n', gpus=2, model=model)
+    with pytest.raises(ScheduleError, match="exactly 1 per rank"):
+        from_torchtitan(text + "pipeline_parallel_layers_per_stage = 8\n", gpus=2,
+                        model=model)
+    with pytest.raises(ScheduleError, match="first_stage_less_layers .* must be at most"):
+        from_torchtitan(text + "pipeline_parallel_first_stage_less_layers = 40\n", gpus=2,
+                        model=model)
+    # an m torchtitan's default would not run, written without the model to count layers
+    with pytest.raises(ScheduleError, match="needs the model to write a layout or m = 4"):
+        to_torchtitan(RunConfig(seq=512, global_batch=8, p=2, m=4, zero=0,
+                                schedule="interleaved-1f1b", blocking_handoffs=False))
+    # a layer more on a middle stage than on the one before: torchtitan's remainder goes to
+    # the first stages
+    with pytest.raises(ScheduleError, match=r"cannot state the split 'Et\*8\|t\*8\|t\*9\|"
+                                            r"t\*7L'"):
+        to_torchtitan(RunConfig(seq=512, global_batch=8, p=4, zero=0,
+                                layout="Et*8|t*8|t*9|t*7L", blocking_handoffs=False), model)
 
 
 def test_schedule_names_in_any_case():

@@ -17,6 +17,7 @@ import tomllib
 from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, digits, one_of
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hf import from_hf
+from .layout import as_layout, even_layers, torchtitan_layers
 from .presets import MODELS
 from .transformer import Transformer
 
@@ -196,11 +197,7 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     if not isinstance(name, str) or name not in SCHEDULES:
         raise ScheduleError(f"{where}: pipeline_parallel_schedule must be one of "
                             f"{sorted(SCHEDULES)} (got {name!r})")
-    per_stage = par.get("pipeline_parallel_layers_per_stage")
-    m = 1 if name in SINGLE_STAGE else 2
-    if per_stage is not None and name not in SINGLE_STAGE:
-        per_stage = _int(par, "pipeline_parallel_layers_per_stage", None, where, "parallelism")
-        m = max(1, -(-model.layers // (per_stage * p)))
+    m, layout = _pipeline_split(par, name, p, model.layers, where)
     local = _int(train, "local_batch_size", train.get("batch_size", 8), where, "training")
     global_batch = _int(train, "global_batch_size", -1, where, "training")
     if global_batch == -1:
@@ -250,7 +247,7 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         seq=_int(train, "seq_len", 2048, where, "training"), global_batch=global_batch,
         t=t, cp=cp, p=p, d=d,
         ep=degree("expert_parallel_degree"), etp=degree("expert_tensor_parallel_degree"),
-        schedule=SCHEDULES[name], m=m, microbatch=microbatch,
+        schedule=SCHEDULES[name], m=m, microbatch=microbatch, layout=layout,
         recompute=recompute, recompute_method="interval" if interval else None,
         recompute_layers=int(option) if interval else None, sequence_parallel=t > 1,
         zero=3 if d // replicate > 1 else 0,
@@ -260,6 +257,78 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         precision="fp8" if any(c.split(".")[-1] in FP8_CONVERTERS for c in converters)
         else "bf16",
         cp_comm="ring" if rotate == "alltoall" else "all-gather")
+
+
+def _pipeline_split(par: dict, name: str, p: int, layers: int, where: str):
+    """``(m, layout)`` as torchtitan splits the model: ``pipeline_parallel_layers_per_stage``
+    sets the stages, ``ceil((layers + first + last) / per_stage)`` of them, ``p`` dividing
+    them (else 1 a rank for 1F1B and GPipe, 2 for the others), and the layers go as even as
+    can be over them with the embedding and the output layer weighing ``first`` and ``last``
+    layers (``pipeline_parallel_first_stage_less_layers``, ``..._last_...``, 1 by default:
+    ``torchtitan_layers``); the layout None where that is fastpp's even split."""
+    weights = [_int(par, f"pipeline_parallel_{end}_stage_less_layers", 1, where, "parallelism",
+                    low=0) for end in ("first", "last")]
+    single = name in SINGLE_STAGE
+    m = 1 if single else 2
+    if par.get("pipeline_parallel_layers_per_stage") is not None:
+        per_stage = _int(par, "pipeline_parallel_layers_per_stage", None, where, "parallelism")
+        stages = -(-(layers + sum(weights)) // per_stage)
+        if stages % p or (stages // p != 1 if single else stages // p < 2):
+            raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_layers_per_stage = "
+                                f"{per_stage} makes {stages} stages of {layers} layers and "
+                                f"{sum(weights)} weighed for the embedding and output, which "
+                                f"torchtitan refuses: they must be {'' if single else '2 or '}"
+                                f"{'exactly 1' if single else 'more'} per rank of "
+                                f"pipeline_parallel_degree = {p} ({name})")
+        m = stages // p
+    if p == 1:
+        return m, None
+    try:
+        split = torchtitan_layers(layers, p * m, *weights)
+    except ScheduleError as err:
+        raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_first_stage_less_layers "
+                            f"and ..._last_stage_less_layers: {err}") from None
+    return m, None if split.layers == even_layers(layers, p * m).layers else str(split)
+
+
+def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:
+    """The ``[parallelism]`` lines that make torchtitan split ``model`` as ``c`` does: the
+    embedding's and output layer's weights (``_pipeline_split``) and, unless ``m`` is the
+    schedule's default, the layers per stage."""
+    if c.p == 1:
+        return []
+    stages = c.p * c.m
+    default_m = 1 if c.schedule in ("1f1b", "gpipe") else 2
+    split = c.layout is not None or c.first_layers is not None or c.last_layers is not None
+    if model is None:
+        if split or c.m != default_m:
+            raise ScheduleError(f"to_torchtitan needs the model to write a layout or m = "
+                                f"{c.m} (as torchtitan's layers per stage and stage weights)")
+        # fastpp's even split: torchtitan's with neither end weighed (where the layers divide
+        # evenly, which only the model says)
+        return ["pipeline_parallel_first_stage_less_layers = 0",
+                "pipeline_parallel_last_stage_less_layers = 0"]
+    wanted = as_layout(c.chunk_layout(model)) if split else even_layers(model.layers, stages)
+    for first in range(model.layers + 1):
+        for last in range(model.layers + 1 - first):
+            try:
+                found = torchtitan_layers(model.layers, stages, first, last)
+            except ScheduleError:
+                continue
+            if found.layers != wanted.layers:
+                continue
+            lines = [f"pipeline_parallel_first_stage_less_layers = {first}",
+                     f"pipeline_parallel_last_stage_less_layers = {last}"]
+            if c.m == default_m:
+                return lines
+            for per_stage in range(1, model.layers + first + last + 1):
+                if -(-(model.layers + first + last) // per_stage) == stages:
+                    return lines + [f"pipeline_parallel_layers_per_stage = {per_stage}"]
+    raise ScheduleError(f"to_torchtitan cannot state the split {str(wanted)!r} of {c.m} chunks "
+                        f"a rank: torchtitan spreads the layers as evenly as can be, the "
+                        f"remainder on the first stages, with the embedding and the output "
+                        f"layer weighing whole layers (give layout=fastpp.model."
+                        f"torchtitan_layers({model.layers}, {stages}) for its default split)")
 
 
 def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
@@ -302,9 +371,9 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     # pipeline sends (asynchronously) and that TP shards the sequence are torchtitan's own,
     # not a job config's: from_torchtitan reads them back as torchtitan runs
     defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
-    fixed = {**{k: defaults[k] for k in ("gradient_overlap", "reduce_bytes", "layout",
-                                         "first_layers", "last_layers", "recompute_modules",
-                                         "overlap", "node_limit", "imbalance", "dispatcher")}}
+    fixed = {**{k: defaults[k] for k in ("gradient_overlap", "reduce_bytes",
+                                         "recompute_modules", "overlap", "node_limit",
+                                         "imbalance", "dispatcher")}}
     interval = c.partial_recompute["recompute_method"] == "interval"
     if not interval:  # torchtitan's layer-wise checkpointing is the one method it states
         fixed |= {k: defaults[k] for k in ("recompute_method", "recompute_layers")}
@@ -321,6 +390,7 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
              f"pipeline_parallel_degree = {c.p}",
              f'pipeline_parallel_schedule = "{names[c.schedule]}"',
              f"pipeline_parallel_microbatch_size = {c.microbatch}",
+             *_written_split(c, model),
              f"context_parallel_degree = {c.cp}",
              f'context_parallel_rotate_method = '
              f'"{"alltoall" if c.cp_comm == "ring" else "allgather"}"',
@@ -336,8 +406,6 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
         lines.append('selective_ac_option = "op"')
     elif interval:
         lines.append(f'selective_ac_option = "{c.partial_recompute["recompute_layers"]}"')
-    if c.m > 1 and model is not None and model.layers % (c.p * c.m) == 0:
-        lines.insert(9, f"pipeline_parallel_layers_per_stage = {model.layers // (c.p * c.m)}")
     if c.precision == "fp8":
         lines += ["", "[model]", 'converters = ["float8"]']
     return "\n".join(lines) + "\n"
