@@ -92,7 +92,8 @@ def test_torchtitan_refuses_what_torchtitan_refuses():
                                             r"stages .* torchtitan refuses"):
         from_torchtitan(text + 'pipeline_parallel_schedule = "Interleaved1F1B"\n'
                         'pipeline_parallel_layers_per_stage = 4\n', gpus=2, model=model)
-    with pytest.raises(ScheduleError, match="exactly 1 per rank"):
+    with pytest.raises(ScheduleError, match="split evenly over pipeline_parallel_degree = 2, "
+                                            "exactly 1 a rank"):
         from_torchtitan(text + "pipeline_parallel_layers_per_stage = 8\n", gpus=2,
                         model=model)
     with pytest.raises(ScheduleError, match="first_stage_less_layers .* must be at most"):

@@ -277,9 +277,9 @@ def _pipeline_split(par: dict, name: str, p: int, layers: int, where: str):
             raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_layers_per_stage = "
                                 f"{per_stage} makes {stages} stages of {layers} layers and "
                                 f"{sum(weights)} weighed for the embedding and output, which "
-                                f"torchtitan refuses: they must be {'' if single else '2 or '}"
-                                f"{'exactly 1' if single else 'more'} per rank of "
-                                f"pipeline_parallel_degree = {p} ({name})")
+                                f"torchtitan refuses: they must split evenly over "
+                                f"pipeline_parallel_degree = {p}, "
+                                f"{'exactly 1' if single else '2 or more'} a rank ({name})")
         m = stages // p
     if p == 1:
         return m, None
