@@ -637,3 +637,24 @@ def test_named_precisions_refused(extra, message):
             "vocab_size": 1000}
     with pytest.raises(ScheduleError, match=message):
         from_megatron({**keys, **extra}, gpus=1)
+
+
+def test_a_quoted_string_over_several_lines():
+    """Megatron-LM's older examples set flags in a string of one flag a line; bash splits it
+    when expanded unquoted. Its flags had been dropped silently (t = p = 1)."""
+    text = ('GPUS_PER_NODE=8\nNNODES=2\nMODEL_PARALLEL_ARGS="\n'
+            '    --tensor-model-parallel-size 4 \\\n    --pipeline-model-parallel-size 2 \\\n'
+            '    --sequence-parallel\n"\n'
+            'torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \\\n'
+            '    --num-layers 32 --hidden-size 4096 --num-attention-heads 32 \\\n'
+            '    --seq-length 4096 --vocab-size 32000 --micro-batch-size 1 \\\n'
+            '    --global-batch-size 64 --bf16 $MODEL_PARALLEL_ARGS\n')
+    config = from_megatron(text).config
+    assert (config.t, config.p, config.d, config.sequence_parallel) == (4, 2, 2, True)
+    with pytest.raises(ScheduleError, match="quoted string is not closed"):
+        from_megatron(text.replace('"\ntorchrun', "\ntorchrun"))
+    # a variable the script never sets expands to nothing, as in bash, and is named
+    unset = from_megatron(text.replace("$MODEL_PARALLEL_ARGS", "$PARALLEL"))
+    assert (unset.config.t, unset.config.p) == (1, 1)
+    assert "$PARALLEL (the script does not set it: flags it holds are read from env=)" in \
+        unset.ignored

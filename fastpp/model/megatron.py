@@ -350,6 +350,9 @@ def _flags(words) -> tuple[dict, list, int | None]:
         word = words[i]
         if not word.startswith("--"):
             i += 1  # a stray word (a value of a flag we do not know takes no room here)
+            if getattr(word, "unresolved", None):  # bash expands it to nothing: say so
+                ignored.append(f"${word.unresolved} (the script does not set it: flags it "
+                               f"holds are read from env=)")
             continue
         key, _, inline = word[2:].partition("=")
         dest = key.replace("-", "_")
@@ -807,12 +810,21 @@ def _one_test(words: list[str]) -> bool:
 
 
 def _statements(text: str) -> list[str]:
-    """Statements with comments dropped, continuations joined and an array's lines as one."""
+    """Statements with comments dropped, continuations joined, and an array's lines or a
+    quoted string's (``ARGS="`` then a flag a line, as Megatron-LM's older examples set
+    them) as one; the string's line breaks become spaces, as an unquoted expansion splits
+    them."""
     lines = [_uncomment(line) for line in text.replace("\\\r\n", " ").replace("\\\n", " ")
              .splitlines()]
-    out, open_array = [], None
+    out, open_array, open_string = [], None, None
     for line in lines:
         line = line.strip()
+        if open_string is not None:
+            line = f"{open_string} {line}"
+            open_string = None
+        if _open_quote(line):
+            open_string = line
+            continue
         if open_array is not None:
             open_array += " " + line
             if _closes(open_array):
@@ -828,11 +840,24 @@ def _statements(text: str) -> list[str]:
         out.extend(s.strip() for s in re.split(r"\s*;\s*", line) if s.strip())
     if open_array is not None:
         raise ScheduleError(f"the script's array is not closed: {open_array[:60]!r}")
+    if open_string is not None:
+        raise ScheduleError(f"the script's quoted string is not closed: {open_string[:60]!r}")
     return out
 
 
 def _closes(text: str) -> bool:
     return text.count("(") <= text.count(")")
+
+
+def _open_quote(line: str) -> bool:
+    """Whether ``line`` leaves a quote open (a string that goes on to the next line)."""
+    quote = None
+    for c in line:
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+    return quote is not None
 
 
 def _uncomment(line: str) -> str:
