@@ -7,6 +7,7 @@ import pytest
 
 from fastpp import ScheduleError
 from fastpp.model import MODELS, Transformer, from_hf
+from fastpp.model.hf import FAMILIES
 
 DATA = Path(__file__).parent / "data" / "hf"
 
@@ -181,3 +182,34 @@ def test_class_defaults_where_official_files_leave_fields_out():
     with pytest.raises(ScheduleError, match="has no 'hidden_size': for a 'qwen3' model fastpp "
                                             "reads it from the file"):
         from_hf({"model_type": "qwen3", "num_hidden_layers": 2})
+
+
+def _saved_cases():
+    """Every shipped file's fields that equal its class's default (``Family.absent``)."""
+    for path in sorted(DATA.glob("*.json")):
+        data = json.loads(path.read_text())
+        for key, default in FAMILIES[data["model_type"]].absent.items():
+            if data.get(key) == default:
+                yield pytest.param(path, key, id=f"{path.stem}-{key}")
+
+
+@pytest.mark.parametrize("path, key", list(_saved_cases()))
+def test_a_field_left_at_its_class_default_may_be_absent(path, key):
+    """transformers' save_pretrained leaves out the fields that equal the class's defaults
+    (Mistral's 8 key-value heads, Qwen3's head size 128): read without them, the model is the
+    same (they had been taken as the heads' count or the hidden size over it: Mistral 7B 11%
+    heavier, Qwen3 0.6B 15% lighter)."""
+    data = json.loads(path.read_text())
+    whole = from_hf(data)
+    del data[key]
+    assert from_hf(data) == whole
+
+
+def test_an_absent_field_is_not_a_null():
+    """A null takes the class's fallback, an absent field its default: DeepSeek-V2-Lite's null
+    query rank is no query compression, where an absent one is the class's 1536."""
+    data = json.loads((DATA / "deepseek-v2-lite.json")
+                      .read_text())
+    assert data["q_lora_rank"] is None and from_hf(data).q_rank == 0
+    del data["q_lora_rank"]
+    assert from_hf(data).q_rank == 1536

@@ -36,6 +36,9 @@ class Family:
     # the class's sliding_window default
     sliding: str = ""
     window: int | None = None
+    # the class's defaults of keys whose absence is not a null (transformers' save_pretrained
+    # leaves out what equals them; a null takes the class's fallback: the heads, no rank)
+    absent: dict = field(default_factory=dict)
 
 
 LLAMA_NAMES = {"layers": "num_hidden_layers", "hidden": "hidden_size",
@@ -51,29 +54,37 @@ LLAMA_DEFAULTS = {"layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008, "voca
 GEMMA3_DEFAULTS = {"layers": 26, "hidden": 2304, "heads": 8, "kv_heads": 4, "ffn": 9216,
                    "vocab": 262208}
 
+# transformers' class defaults (v5) of the key-value heads, where absent (not null)
+KV = "num_key_value_heads"
+DEEPSEEK_V2_ABSENT = {"q_lora_rank": 1536, "n_routed_experts": 64, "n_shared_experts": 2,
+                      "first_k_dense_replace": 0}
+DEEPSEEK_V3_ABSENT = {"q_lora_rank": 1536, "n_routed_experts": 256, "n_shared_experts": 1,
+                      "first_k_dense_replace": 3, "num_experts_per_tok": 8}
+
 FAMILIES = {
     "llama": Family(tied=False, defaults=LLAMA_DEFAULTS),
-    "mistral": Family(tied=False, sliding="all", window=4096),
-    "qwen2": Family(tied=False, sliding="qwen", window=4096),
-    "qwen3": Family(tied=False, sliding="qwen", window=4096,
+    "mistral": Family(tied=False, sliding="all", window=4096, absent={KV: 8}),
+    "qwen2": Family(tied=False, sliding="qwen", window=4096, absent={KV: 32}),
+    "qwen3": Family(tied=False, sliding="qwen", window=4096, absent={KV: 32, "head_dim": 128},
                     note="per-head Q/K norms (2 d a layer) left out"),
     "olmo2": Family(tied=False, note="Q/K norms (h + kv a layer) left out"),
     "phi3": Family(tied=False, sliding="all"),
-    "gemma": Family(tied=True, head_dim=256),
+    "gemma": Family(tied=True, head_dim=256, absent={KV: 16}),
     "gemma2": Family(tied=True, head_dim=256, sliding="alternate", window=4096,
-                     note="four norms a layer counted as two"),
+                     absent={KV: 4}, note="four norms a layer counted as two"),
     "gemma3_text": Family(tied=True, head_dim=256, defaults=GEMMA3_DEFAULTS, sliding="gemma3",
                           window=4096,
                           note="four norms and Q/K norms counted as two norms"),
-    "mixtral": Family(tied=False, moe="mixtral", sliding="all"),
+    "mixtral": Family(tied=False, moe="mixtral", sliding="all", absent={KV: 8}),
     "gpt_oss": Family(tied=False, head_dim=64, moe="mixtral", sliding="alternate", window=128,
-                      note="the attention sinks and biases left out"),
+                      absent={KV: 8}, note="the attention sinks and biases left out"),
     "qwen2_moe": Family(tied=False, moe="qwen", sliding="qwen", window=4096,
+                        absent={KV: 16, "shared_expert_intermediate_size": 5632},
                         note="the shared expert's sigmoid gate (h a layer) left out"),
-    "qwen3_moe": Family(tied=False, moe="qwen", sliding="qwen", window=4096,
+    "qwen3_moe": Family(tied=False, moe="qwen", sliding="qwen", window=4096, absent={KV: 4},
                         note="per-head Q/K norms left out"),
-    "deepseek_v2": Family(tied=False, moe="deepseek"),
-    "deepseek_v3": Family(tied=False, moe="deepseek",
+    "deepseek_v2": Family(tied=False, moe="deepseek", absent=DEEPSEEK_V2_ABSENT),
+    "deepseek_v3": Family(tied=False, moe="deepseek", absent=DEEPSEEK_V3_ABSENT,
                           note="the router's correction bias (E a layer) left out"),
     "gpt2": Family(tied=True, gated=False, names=GPT2_NAMES,
                    note="the learned position embedding and the biases left out (0.7% of "
@@ -90,10 +101,12 @@ _MISSING = object()
 class _Config:
     """A config dict and where it came from, reading fields that name both when absent."""
 
-    def __init__(self, data: dict, where: str):
-        self.data, self.where = data, where
+    def __init__(self, data: dict, where: str, absent: dict):
+        self.data, self.where, self.absent = data, where, absent
 
     def get(self, key, default=_MISSING):
+        if key not in self.data and key in self.absent:  # the class's default
+            return self.absent[key]
         value = self.data.get(key)
         if value is None:
             if default is _MISSING:
@@ -195,7 +208,10 @@ def from_hf(config, name: str | None = None) -> Transformer:
     Returns
     -------
     Transformer
-        With the class defaults of each family where a field is absent (``FAMILIES``).
+        With the class defaults of each family where a field is absent (``FAMILIES``), as
+        transformers reads the file (its ``save_pretrained`` leaves out what equals them):
+        Mistral's 8 key-value heads, Qwen3's head size 128, DeepSeek's query rank 1536 and
+        so on; a null takes the class's fallback (the heads; no query compression).
         Approximations, none changing the parameter count by more than 0.7%:
 
         - a mixture of experts whose dense layers are not the first ones (Qwen's
@@ -220,7 +236,8 @@ def from_hf(config, name: str | None = None) -> Transformer:
     if not isinstance(kind, str) or kind not in FAMILIES:
         raise ScheduleError(f"{where}: model_type must be one of {sorted(FAMILIES)} (got "
                             f"{kind!r})")
-    family, cfg = FAMILIES[kind], _Config(data, where)
+    family = FAMILIES[kind]
+    cfg = _Config(data, where, family.absent)
     names = {**LLAMA_NAMES, **family.names}
 
     def shape_field(ours, default=_MISSING):
