@@ -57,7 +57,13 @@ def parse(argv):
                         ("threads", 1)):
         if getattr(args, flag) < least:
             ap.error(f"--{flag} must be an integer >= {least} (got {getattr(args, flag)})")
+    if args.budgets > MAX_BUDGETS:  # (10**12 asked NumPy for 7 TiB of grid)
+        ap.error(f"--budgets must be at most {MAX_BUDGETS:,}, a search each (got "
+                 f"{args.budgets:,})")
     return args
+
+
+MAX_BUDGETS = 10_000  # budgets per placement: each is a search of --time-limit seconds
 
 
 def gamma_of(h: int, a: int, seq: int) -> float:

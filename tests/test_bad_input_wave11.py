@@ -24,3 +24,29 @@ def test_absorption_under_blocking_is_the_blocking_delay():
             return simulate(s, c, noise=Noise(0.2, blocking=True, link_delay={link: x}),
                             samples=64, seed=0).mean
         assert mean(delay) <= 1.01 * mc.mean < mean(delay * 1.001)
+
+
+def test_frontier_script_budgets_bound(tmp_path):
+    """10**12 budgets asked NumPy for a 7 TiB grid (a MemoryError traceback)."""
+    from test_bad_input_wave6 import run_script
+
+    assert "--budgets must be at most 10,000, a search each (got 1,000,000,000,000)" in \
+        run_script("frontier.py", "--budgets", "1000000000000", "--out", str(tmp_path),
+                   cwd=tmp_path)
+
+
+def test_seed_demo_script_refuses_with_the_library_and_scales(tmp_path):
+    """The demo's devices take a forward time of 0 that fastpp's costs refuse (a traceback);
+    its own checks compared clocks to 1e-9 absolute, failing at a forward time of 1e9."""
+    from test_bad_input_wave6 import run_script
+
+    assert "error: costs.f must be finite and > 0" in run_script(
+        "seed_demo.py", "--fwd-time", "0", cwd=tmp_path)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "scripts" / "seed_demo.py"), "--fwd-time",
+                           "1e9"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and "passed" in done.stdout, done.stdout[-800:]
