@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
+import math
 import re
 import sys
 
@@ -110,10 +111,39 @@ def _memory_limit(text: str | None, p: int):
         value = float(match.group(1)) if match else None
     except ValueError:
         value = None
-    if value is None:
-        raise ScheduleError(f"--memory-limit must be a number of units or a multiple of p such as "
-                            f"'1.5p' (got {text!r})")
+    if value is None or not value > 0 or not math.isfinite(value):
+        raise ScheduleError(f"--memory-limit must be a number of units > 0 or a multiple of p "
+                            f"such as '1.5p' (got {text!r})")
     return value * p if match.group(2) else value
+
+
+def _seconds(text: str) -> float:
+    """argparse's type for a time limit: finite seconds > 0 (named by its flag)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0 (got {text!r})")
+    return value
+
+
+def _costs(args) -> Costs:
+    """The cost flags as ``Costs``; a value it refuses is named by its flag (``--f``), not
+    by the field it becomes (``costs.f``)."""
+    try:
+        return Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma,
+                     fb=getattr(args, "fb", None))
+    except ScheduleError as err:
+        raise type(err)(re.sub(r"^costs\.(\w+)", r"--\1", str(err))) from None
+
+
+def _written(flag: str, write, *args):
+    """``write(*args)``, the output file's errors named by ``flag``."""
+    try:
+        return write(*args)
+    except ScheduleError as err:
+        raise type(err)(f"{flag}: {err}") from None
 
 
 def _optimize_args(ap: argparse.ArgumentParser) -> None:
@@ -134,7 +164,7 @@ def _optimize_args(ap: argparse.ArgumentParser) -> None:
                          f"({given['objective']})")
     ap.add_argument("--method", choices=METHODS, default=given["method"],
                     help=f"search method ({given['method']})")
-    ap.add_argument("--time-limit", type=float, default=given["time_limit"],
+    ap.add_argument("--time-limit", type=_seconds, default=given["time_limit"],
                     help=f"seconds ({given['time_limit']:g})")
     ap.add_argument("--seed", type=int, default=given["seed"],
                     help=f"local search seed ({given['seed']})")
@@ -213,7 +243,7 @@ def main(argv=None) -> int:
             print(f"report: {report(*args.paths, output=args.output, schedules=args.schedules)}")
             return 0
         if args.command == "optimize":
-            costs = Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma)
+            costs = _costs(args)
             found = optimize(args.p, args.n, costs, memory=_memory_limit(args.memory_limit, args.p),
                              placement=args.placement, objective=args.objective,
                              method=args.method, time_limit=args.time_limit, seed=args.seed,
@@ -222,8 +252,7 @@ def main(argv=None) -> int:
             _write_outputs(args, found.result)
             return 0
         sched = _schedule(args, ap)
-        costs = Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma,
-                      fb=getattr(args, "fb", None))
+        costs = _costs(args)
         if args.command == "show":
             print(sched if args.by_index else f"{sched!r}\n{simulate(sched, costs).grid()}")
             return 0
@@ -539,18 +568,19 @@ def _write_outputs(args, res) -> None:
     if args.trace:
         from .trace import write_chrome_trace
 
-        print(f"trace: {write_chrome_trace(res, args.trace)} (open in ui.perfetto.dev)")
-    if args.csv:
+        print(f"trace: {_written('--trace', write_chrome_trace, res, args.trace)} (open in "
+              f"ui.perfetto.dev)")
+    if args.csv is not None:  # (an empty name had been taken as none)
         from .io import write_torch_csv
 
-        print(f"schedule CSV: {write_torch_csv(res.schedule, args.csv)}")
+        print(f"schedule CSV: {_written('--csv', write_torch_csv, res.schedule, args.csv)}")
     if args.gantt or args.memory_png:
         from . import plot
 
         if args.gantt:
-            print(f"Gantt chart: {plot.gantt(res, args.gantt)}")
+            print(f"Gantt chart: {_written('--gantt', plot.gantt, res, args.gantt)}")
         if args.memory_png:
-            print(f"memory curves: {plot.memory(res, args.memory_png)}")
+            print(f"memory curves: {_written('--memory-plot', plot.memory, res, args.memory_png)}")
 
 
 

@@ -50,3 +50,29 @@ def test_seed_demo_script_refuses_with_the_library_and_scales(tmp_path):
     done = subprocess.run([sys.executable, str(root / "scripts" / "seed_demo.py"), "--fwd-time",
                            "1e9"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0 and "passed" in done.stdout, done.stdout[-800:]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--f", "-1"],
+     "error: --f must be finite and > 0 (got -1.0)"),
+    (["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--gamma", "2"],
+     "error: --gamma must be in [0, 1]"),
+    (["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--csv", ""],
+     "error: --csv: path must be a file path (got '')"),  # it had been taken as none
+    (["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--trace", "/nonexistent/x.json"],
+     "error: --trace: path must be a file path that can be written"),
+    (["optimize", "-p", "4", "-n", "8", "--memory-limit", "-2"],
+     "error: --memory-limit must be a number of units > 0"),
+    (["optimize", "-p", "4", "-n", "8", "--time-limit", "-1"],
+     "argument --time-limit: must be a finite number of seconds > 0 (got '-1')"),
+])
+def test_cli_names_its_flags(argv, message, capsys):
+    """The CLI's messages name its flags, not the library parameters they become (costs.f,
+    memory, time_limit, path)."""
+    from fastpp.__main__ import main
+
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse's own errors
+        code = stop.code
+    assert code == 2 and message in capsys.readouterr().err

@@ -159,7 +159,7 @@ def test_cli_show_and_list():
      "error: m must be 1 (one stage per device) for '1f1b' (got m=2)"),
     (("simulate", "-s", "nope", "-p", "4", "-n", "6"), "error: schedule must be one of"),
     (("simulate", "-s", "1f1b", "-p", "4", "-n", "6", "--f", "-1"),
-     "error: costs.f must be finite and > 0"),
+     "error: --f must be finite and > 0"),
     (("simulate", "--from-csv", "/nonexistent.csv"), "error: /nonexistent.csv: cannot be read"),
     (("simulate", "-s", "1f1b", "-p", "4"), "--schedule needs -p and -n"),
     (("simulate",), "one of the arguments --schedule/-s --from-csv is required"),
