@@ -244,10 +244,14 @@ def main(argv=None) -> int:
             return 0
         if args.command == "optimize":
             costs = _costs(args)
-            found = optimize(args.p, args.n, costs, memory=_memory_limit(args.memory_limit, args.p),
-                             placement=args.placement, objective=args.objective,
-                             method=args.method, time_limit=args.time_limit, seed=args.seed,
-                             progress=not args.quiet)
+            try:
+                found = optimize(args.p, args.n, costs,
+                                 memory=_memory_limit(args.memory_limit, args.p),
+                                 placement=args.placement, objective=args.objective,
+                                 method=args.method, time_limit=args.time_limit,
+                                 seed=args.seed, progress=not args.quiet)
+            except ScheduleError as err:  # (the limit is the library's memory=)
+                raise type(err)(re.sub(r"^memory\b", "--memory-limit", str(err))) from None
             _report_search(found)
             _write_outputs(args, found.result)
             return 0

@@ -478,10 +478,10 @@ def test_cli_optimize_prints_value_bound_gap_and_peaks(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--memory-limit", "0.5"), "error: memory must be at least 1 on every device"),
+    (("--memory-limit", "0.5"), "error: --memory-limit must be at least 1 on every device"),
     (("--memory-limit", "lots"),
-     "error: --memory-limit must be a number of units or a multiple of p"),
-    (("--time-limit", "-1"), "error: time_limit must be a finite number of seconds > 0"),
+     "error: --memory-limit must be a number of units > 0 or a multiple of p"),
+    (("--time-limit", "-1"), "argument --time-limit: must be a finite number of seconds > 0"),
     (("--placement", "w"), "invalid choice: 'w'"),
 ])
 def test_cli_optimize_errors_are_one_line(args, message):
