@@ -9,6 +9,7 @@ float32 rounding (the table's times are float32), so the tests hold it to 1e-5.
 """
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -176,3 +177,35 @@ def test_receive_without_its_send(tmp_path, table, stage, kind, peer):
 def test_not_a_job():
     with pytest.raises(fastpp.ScheduleTypeError, match="job must be a fastpp.MeasuredJob"):
         fastpp.whatif("trace-ST.parquet")
+
+
+EQUAL = Path(__file__).parent / "data" / "whatif" / "trace-equal.parquet"
+
+
+def test_a_job_without_stragglers_has_nothing_to_explain():
+    """Every op of a type alike in every rank and step: S is 1 but for the replay's rounding,
+    and M_S, M_W are 0, every rank tying (the lowest first). The rounding (1e-15) had been
+    taken for a slowdown: M_S 0.29, M_W -0.5, worst rank 2."""
+    result = fastpp.whatif(fastpp.read_op_table(EQUAL))
+    assert result.slowdown == pytest.approx(1.0, abs=1e-12)
+    assert (result.ms, result.mw, result.worst_ranks) == (0.0, 0.0, [0])
+
+
+def test_ops_out_of_microbatch_order(tmp_path, table):
+    """A rank's forwards out of seq_id order would pair computes with other microbatches'
+    sends (the slowdown moved with the step that held them); refused, named."""
+    odd = table.copy()
+    first = odd[(odd.step == 23) & (odd.dp_rank == 0) & (odd.stage == 0)
+                & (odd.optype == "forward-compute")].sort_values("seq_id").index[:2]
+    odd.loc[first, "start_ts"] = odd.loc[first[::-1], "start_ts"].to_numpy()
+    with pytest.raises(ScheduleError, match=r"a rank's forward-compute ops must start in "
+                                            r"seq_id order \(step 23, dp_rank 0, stage 0: "
+                                            r"seq_id \d+ starts after seq_id \d+\)"):
+        fastpp.read_op_table(write(tmp_path, odd))
+
+
+def test_ops_that_take_no_time(tmp_path, table):
+    """Their start times give no order: the graph came out as a cycle."""
+    with pytest.raises(ScheduleError, match="job must have ops that take time: every op's "
+                                            "duration is 0"):
+        fastpp.read_op_table(write(tmp_path, table.assign(duration=0.0)))

@@ -350,6 +350,21 @@ def _check(t, meta: dict) -> None:
                                 f"{odd}")
     if (t.duration < 0).any():  # (finite: _column_types)
         raise ScheduleError("duration must be >= 0 (the table has negative values)")
+    if (t.duration == 0).all():  # (their start times, all alike, give no order)
+        raise ScheduleError("job must have ops that take time: every op's duration is 0")
+    # a plain pipeline's rank runs each kind's microbatches in order: the graph pairs each
+    # compute with its send and receive by that order, so an op out of it would pair others
+    ordered = t[t.optype.isin((FORWARD, BACKWARD, *P2P))].sort_values(
+        ["step", "dp_rank", "stage", "optype", "start_ts", "seq_id"])
+    group = ordered[["step", "dp_rank", "stage", "optype"]]
+    same = (group == group.shift()).all(axis=1).to_numpy()
+    seq = ordered.seq_id.to_numpy()
+    late = np.flatnonzero(same[1:] & (seq[1:] < seq[:-1])) + 1
+    if late.size:
+        row = ordered.iloc[late[0]]
+        raise ScheduleError(f"a rank's {row.optype} ops must start in seq_id order (step "
+                            f"{row.step}, dp_rank {row.dp_rank}, stage {row.stage}: seq_id "
+                            f"{row.seq_id} starts after seq_id {seq[late[0] - 1]})")
 
 
 def _graph(job: MeasuredJob) -> tuple[Graph, list[tuple[np.ndarray, bool]]]:

@@ -28,6 +28,7 @@ from ..checks import ScheduleError, instance
 from .job import COMM_OPTYPES, MeasuredJob, pd
 
 WORST_RANKS = 0.03  # M_W's share of ranks (the artifact's RATIO = 3 %)
+TIE = 1e-9  # slowdowns this close (relative) are equal: a replay's rounding is about 1e-15
 _PP_COMM = {"forward-send": "forward-pp-comm", "forward-recv": "forward-pp-comm",
             "backward-send": "backward-pp-comm", "backward-recv": "backward-pp-comm"}
 
@@ -118,8 +119,9 @@ def whatif(job: MeasuredJob) -> WhatIf:
     mask = ops["rank"].isin(worst).to_numpy()
     remove_w = _run(job, measured, ideal, [("mw", mask)])["mw"]
     gap = t_real.mean() - mean_ideal
-    # S = 1: nothing to explain, and nothing explained
-    ms, mw = (float((t_real.mean() - x.mean()) / gap) if gap else 0.0
+    # S = 1 (but for rounding: the replay's sums in another order): nothing to explain, and
+    # nothing explained
+    ms, mw = (float((t_real.mean() - x.mean()) / gap) if abs(gap) > TIE * mean_ideal else 0.0
               for x in (remove, remove_w))
     steps = pd.DataFrame({"step": job.steps, "measured": job.step_time, "replayed": t_real,
                           "ideal": t_ideal, "slowdown": t_real / t_ideal})
@@ -151,7 +153,8 @@ def _worst_ranks(job: MeasuredJob, decompose: dict) -> list:
     """The ``ceil(3% of ranks)`` ranks with the largest ``min(DP rank's, stage's)`` slowdown
     (ties: the lower rank)."""
     ranks = job.ops.drop_duplicates("rank")
-    score = [min(decompose["dp_rank"][int(d)], decompose["stage"][int(s)])
+    # (to TIE: scores equal but for rounding tie)
+    score = [round(min(decompose["dp_rank"][int(d)], decompose["stage"][int(s)]) / TIE)
              for d, s in zip(ranks.dp_rank, ranks.stage, strict=True)]
     order = sorted(zip(score, ranks["rank"], strict=True), key=lambda x: (-x[0], x[1]))
     count = math.ceil(len(order) * WORST_RANKS)
