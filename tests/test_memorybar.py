@@ -253,3 +253,49 @@ def test_bad_input_is_a_schedule_error_naming_the_parameter():
                        (lambda: formula_bytes(gelu, 0, 1, "none"), "seq")):
         with pytest.raises(ScheduleError, match=name):
             call()
+
+
+@pytest.mark.parametrize("dropout", [False, True])
+def test_the_embedding_keeps_only_its_dropout_mask(torch, dropout):
+    """What autograd saves for an embedding (and its dropout) feeding the first layer's norm,
+    beyond what the norm saves of an input that is no embedding's: the token ids and, with
+    dropout, its mask (an element a value; CUDA keeps it in a byte, the CPU kernel in the
+    input's dtype). The embedding's output is the norm's input, kept once: fastpp had stored
+    it twice (2sbh more a microbatch on the first stage)."""
+    import numpy as np
+
+    from fastpp.model import HARDWARE, RunGrid, stage_table
+
+    s, b, h, v = 64, 2, 128, 1000
+    table = torch.nn.Embedding(v, h)
+    norm = torch.nn.LayerNorm(h)
+    ids = torch.randint(0, v, (s, b))
+
+    def saved(embedded: bool) -> int:
+        storages = {}
+
+        def pack(x):
+            storages[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
+            return x
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+            if embedded:
+                x = table(ids)
+                if dropout:
+                    x = torch.nn.functional.dropout(x, 0.1, training=True)
+            else:
+                x = torch.randn(s, b, h, requires_grad=True)
+            norm(x).sum()
+        return sum(storages.values())
+
+    # the ids (8 bytes a token) and, with dropout, its mask (fp32 here); never the output
+    mask = s * b * h * 4 if dropout else 0
+    assert saved(True) - saved(False) == ids.nelement() * 8 + mask
+    model = Transformer(layers=2, hidden=h, heads=4, ffn=4 * h, vocab=v, dropout=dropout)
+    grid = RunGrid(seq=s, microbatch=np.array([b]), t=np.array([1]), d=np.array([1]),
+                   p=np.array([2]), m=np.array([1]), recompute=np.array([0]))
+    act = stage_table(model, HARDWARE["H100-80GB"], grid, config=np.zeros(2, np.int64),
+                      layers=np.array([1.0, 1.0]), embedding=np.array([True, False]),
+                      loss=np.array([False, False]))["act"]
+    # a one-byte mask an element (CUDA's) with dropout, nothing without
+    assert act[0] - act[1] == (s * b * h if dropout else 0)

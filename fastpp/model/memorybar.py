@@ -55,7 +55,8 @@ NaN.
 
 Not covered (no measurement here): the framework's workspace and the allocator's
 fragmentation, NCCL's and the pipeline's communication buffers, CUDA graphs' pools, the
-embedding's and the loss's activations, the tensor-parallel split of the bytes (measured at
+loss's activations (the embedding's, its dropout's mask alone, are measured by a test), the
+tensor-parallel split of the bytes (measured at
 ``t = 1``), the recomputed layer's working set as such (its bytes are the no-recomputation
 layer's, measured; when they are alive is the schedule's), and, with NaN for their rows,
 context parallelism's exchange buffers, offloaded activations, recompute modules other than

@@ -391,8 +391,11 @@ def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) ->
                 + layers * per_stage(prices["cp_backward"]) + weight
                 + ends * per_stage(head["head_input_grad"] + edge))
     kept = dense * per_stage(layer["activations"])
-    sbh = seq * b * model.hidden
-    act = (kept + starts * per_stage(BYTES * sbh / np.where(sequence_parallel, t, 1.0))
+    # the embedding keeps its dropout's one-byte mask alone: its output is the first layer's
+    # input, which that layer keeps (it had been counted twice: tests/test_device_bytes.py
+    # measures what PyTorch saves)
+    mask = 0.5 * BYTES * seq * b * model.hidden if model.dropout else 0.0
+    act = (kept + starts * per_stage(mask / np.where(sequence_parallel, t, 1.0))
            + ends * per_stage(4.0 * seq * b * model.vocab / t))
     return {"forward": forward, "backward": backward, "weight": weight, "kept": kept,
             "act": act, "held_by_w": kept * per_stage(layer["gamma"]),

@@ -57,9 +57,11 @@ per element) throughout.
   layer, a ``2h x h`` projection and two norms, sharing the embedding and the output layer
   (their logits and loss computed again): trained and in ``params()``, not in ``parameters``
   (the model cards count them apart).
-- The embedding (``vh`` parameters, its ``2sbh`` output stored) sits on the first stage of
-  each route, the output layer (``vh`` parameters unless tied) and the loss on the last: its
-  forward, input grad and weight grad each ``2sbhv/t`` FLOPs, fp32 logits ``4sbv/t`` bytes.
+- The embedding (``vh`` parameters; of its activations only its dropout's one-byte mask,
+  ``sbh``, is stored: its output is the first layer's input, which that layer keeps) sits on
+  the first stage of each route, the output layer (``vh`` parameters unless tied) and the
+  loss on the last: its forward, input grad and weight grad each ``2sbhv/t`` FLOPs, fp32
+  logits ``4sbv/t`` bytes.
 """
 
 from __future__ import annotations
