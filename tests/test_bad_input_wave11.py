@@ -76,3 +76,17 @@ def test_cli_names_its_flags(argv, message, capsys):
     except SystemExit as stop:  # argparse's own errors
         code = stop.code
     assert code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["exact", "auto"])
+def test_exact_search_with_zero_length_input_gradients_on_a_v(method):
+    """b == w: every I takes 0. At the V's bottom two stages share a device, and the solved
+    I(p, j) and I(p - 1, j) tie in time; sorted by stage, the exact schedule deadlocked and
+    optimize raised (a helper's brute force found it in 5 of 10 such instances). Its optimum,
+    60, is the brute force's."""
+    import fastpp
+
+    f, w = [10.0, 8.0, 10.0, 6.0, 10.0, 8.0], [8.0, 4.0, 8.0, 8.0, 12.0, 6.0]
+    found = fastpp.optimize(3, 2, Costs(f, w, w=w, gamma=0.4), memory=1.0, placement="v",
+                            method=method, progress=False, time_limit=10)
+    assert found.optimal and found.value == 60

@@ -207,7 +207,9 @@ def _hint(model, problem: Problem, warm: Schedule, dur, hop, start) -> None:
 
 
 def _order(problem: Problem, solver, start, end) -> tuple[np.ndarray, np.ndarray]:
-    """Each device's ops sorted by their solved start (ties: end, then F < I < W)."""
+    """Each device's ops sorted by their solved start (ties: end, then F < I < W, then along
+    the route: a forward's stages up, an input gradient's down, so that zero-length ops
+    tied in time keep their dependencies' order, as V's two stages on one device need)."""
     p, n = problem.p, problem.n
     device = problem.stage_to_device
     rows = [[] for _ in range(p)]
@@ -215,13 +217,13 @@ def _order(problem: Problem, solver, start, end) -> tuple[np.ndarray, np.ndarray
         for s in range(problem.V):
             for j in range(n):
                 a, z = solver.Value(start[k, s, j]), solver.Value(end[k, s, j])
-                rows[device[s]].append((a, z, k, s, j))
+                rows[device[s]].append((a, z, k, s if k == 0 else -s, j))
     L = max(len(row) for row in rows)
     ops = np.full((OP_FIELDS, p, L), PAD, np.int32)
     length = np.zeros(p, np.int32)
     for r, row in enumerate(rows):
         row.sort()
         for q, (_, _, k, s, j) in enumerate(row):
-            ops[:3, r, q] = (SPLIT_KINDS[k], s, j)
+            ops[:3, r, q] = (SPLIT_KINDS[k], abs(s), j)
         length[r] = len(row)
     return ops, length
