@@ -59,11 +59,12 @@ def test_one_rank_for_several_stages(tmp_path):
 
 @needs_st
 def test_a_collective_ending_before_its_group_starts(tmp_path):
-    """Durations all 0: a collective member ends before its group's latest start by less than
+    """Collectives' durations 0: a member ends before its group's latest start by less than
     the clock-skew floor, so its transfer stays negative; the replay refused it as
-    ``durations must be finite and >= 0``, a parameter the caller never passed."""
+    ``durations must be finite and >= 0``, a parameter the caller never passed. (With every
+    duration 0 the job has no time at all, refused first: tests/test_whatif.py.)"""
     def zero(t):
-        t["duration"] = 0.0
+        t.loc[~t.optype.isin(["forward-compute", "backward-compute"]), "duration"] = 0.0
         return t
 
     with pytest.raises(ScheduleError, match=r"start_ts and duration must give each collective "

@@ -342,8 +342,9 @@ def random_configs(seed, count):
             recompute_layers=int(rng.integers(1, 4)) if recompute == "full" else None,
             sequence_parallel=bool(rng.integers(2)) and t > 1, zero=int(rng.choice([0, 1, 2, 3])),
             gradient_overlap=bool(rng.integers(2)), tp_overlap=bool(rng.integers(2)),
-            # Megatron overlaps only an interleaved pipeline's hand-offs
-            blocking_handoffs=bool(rng.integers(2)) or m == 1,
+            # Megatron overlaps only an interleaved pipeline's hand-offs, and blocks them only
+            # on more than two ranks
+            blocking_handoffs=(bool(rng.integers(2)) and p > 2) or m == 1,
             precision=str(rng.choice(["bf16", "fp8"])),
             first_layers=int(rng.integers(1, 4)) if m == 1 and p > 1 and rng.integers(2)
             else None,
@@ -433,7 +434,7 @@ def test_uneven_splits_are_written_as_their_layout():
     model = MODELS["llama3-8b"]
     for config in (RunConfig(seq=4096, global_batch=16, p=3, d=1, precision="bf16"),
                    RunConfig(seq=4096, global_batch=16, p=2, m=3, d=1, precision="bf16",
-                             schedule="interleaved-1f1b")):
+                             schedule="interleaved-1f1b", blocking_handoffs=False)):
         flags = to_megatron(config, model)
         layout = flags[flags.index("--pipeline-model-parallel-layout") + 1]
         assert parse_layout(layout).layers == tuple(
@@ -446,22 +447,44 @@ def test_hand_offs_as_megatron_runs_them():
     """Megatron has overlapped an interleaved pipeline's hand-offs by default since October
     2023 (only ``--no-overlap-p2p-communication`` exists now), and forces a plain pipeline's
     to block: fastpp read every script as blocking, and wrote a flag Megatron refuses."""
-    base = BASE + "--pipeline-model-parallel-size 2 --num-layers 4 "
-    plain = from_megatron(base, gpus=2).config
-    interleaved = from_megatron(base + "--num-virtual-stages-per-pipeline-rank 2", gpus=2)
+    base = BASE.replace("--num-layers 4", "--num-layers 8") + \
+        "--pipeline-model-parallel-size 4 "
+    plain = from_megatron(base, gpus=4).config
+    interleaved = from_megatron(base + "--num-virtual-stages-per-pipeline-rank 2", gpus=4)
     told = from_megatron(base + "--num-virtual-stages-per-pipeline-rank 2 "
-                         "--no-overlap-p2p-communication", gpus=2)
+                         "--no-overlap-p2p-communication", gpus=4)
     assert (plain.blocking_handoffs, interleaved.config.blocking_handoffs,
             told.config.blocking_handoffs) == (True, False, True)
     assert "--no-overlap-p2p-communication" in to_megatron(told.config)
     assert not any("overlap-p2p" in f for f in to_megatron(interleaved.config) +
                    to_megatron(plain))
     # Megatron-Core's field (overlap_p2p_comm) in a dict: false blocks
-    shape = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
-             "vocab_size": 1000, "pipeline_model_parallel_size": 2,
+    shape = {"num_layers": 8, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+             "vocab_size": 1000, "pipeline_model_parallel_size": 4,
              "virtual_pipeline_model_parallel_size": 2}
-    assert from_megatron({**shape, "overlap_p2p_comm": False}, gpus=2).config.blocking_handoffs
-    assert not from_megatron(shape, gpus=2).config.blocking_handoffs
+    assert from_megatron({**shape, "overlap_p2p_comm": False}, gpus=4).config.blocking_handoffs
+    assert not from_megatron(shape, gpus=4).config.blocking_handoffs
+
+
+@pytest.mark.parametrize("p, extra, read, written", [
+    (2, "--no-overlap-p2p-communication", "more than 2 pipeline ranks with "
+                                          "--no-overlap-p2p-communication",
+     "more than 2 pipeline ranks with blocking_handoffs=True"),
+    (1, "", "need --pipeline-model-parallel-size > 1", "more than 1 pipeline ranks"),
+])
+def test_interleaved_pipelines_megatron_refuses(p, extra, read, written):
+    """Megatron's validate_args asserts an interleaved pipeline more than one rank, and more
+    than two where the hand-offs block: such scripts had been priced; neither is written, and
+    explain lists no such neighbour."""
+    script = (BASE.replace("--num-layers 4", "--num-layers 8") +
+              f"--pipeline-model-parallel-size {p} --num-virtual-stages-per-pipeline-rank 2 "
+              + extra)
+    with pytest.raises(ScheduleError, match=read):
+        from_megatron(script, gpus=p)
+    blocking = bool(extra)
+    with pytest.raises(ScheduleError, match=written):
+        to_megatron(RunConfig(seq=512, global_batch=8, p=p, m=2, schedule="interleaved-1f1b",
+                              blocking_handoffs=blocking))
 
 
 def test_explain_neighbours_hand_off_as_megatron_would():

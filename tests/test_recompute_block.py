@@ -193,7 +193,11 @@ def test_explain_prices_neighbours_as_it_lists_them():
         if n["recompute"] == "full":  # priced, and listed, as every layer recomputed
             assert "--recompute-method block" not in n["changes"]
     # Megatron's uniform groups of 2: a neighbour recomputing fully keeps them
-    groups = dataclasses.replace(RUN, recompute_method="uniform", recompute_layers=2)
+    groups = dataclasses.replace(RUN, recompute_method="uniform", recompute_layers=2,
+                                 blocking_handoffs=False)  # (blocking: Megatron needs p > 2)
     full = [n for n in explain(MODEL, groups, "H100-80GB", neighbours=20).neighbours
             if n["recompute"] == "full"]
     assert full and all("--recompute-num-layers" not in n["changes"] for n in full)
+    # a run Megatron refuses (two ranks, interleaved, blocking): its neighbours as fields
+    refused = explain(MODEL, RUN, "H100-80GB", neighbours=3).neighbours
+    assert refused and all("--" not in n["changes"] for n in refused)

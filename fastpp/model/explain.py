@@ -179,6 +179,11 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     # Megatron's flags where Megatron can run the run (not torchtitan's interval recomputation)
     megatron = (flags == "megatron" and config.schedule in MEGATRON_SCHEDULES
                 and config.partial_recompute["recompute_method"] != "interval")
+    if megatron:
+        try:
+            to_megatron(config)
+        except ScheduleError:  # a run Megatron refuses (two ranks of an interleaved pipeline
+            megatron = False   # whose hand-offs block): its fields, not flags
     # as Megatron runs each neighbour: a plain pipeline's hand-offs block, an interleaved
     # one's overlap unless the run says --no-overlap-p2p-communication
     plain, interleaved = MEGATRON_SCHEDULES
@@ -212,9 +217,12 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
                if r["recompute"] == config.recompute == "full" else {}),
             blocking_handoffs=blocking, layout=None)
         changed = sum(getattr(other, k) != getattr(config, k) for k in (*CHANGED, "d"))
-        out.append({**r.to_dict(), "changed": changed,
-                    "changes": (_vtrain_changes(config, other) if flags == "vtrain"
-                                else _changes(config, other, megatron))})
+        try:
+            changes = (_vtrain_changes(config, other) if flags == "vtrain"
+                       else _changes(config, other, megatron))
+        except ScheduleError:  # a run the framework refuses (an interleaved pipeline of one
+            continue           # rank, or two with blocking hand-offs): no neighbour
+        out.append({**r.to_dict(), "changed": changed, "changes": changes})
     out.sort(key=lambda x: (x["changed"], x["step_time"]))
     return out[:count]
 

@@ -594,6 +594,17 @@ def _pattern(node, layers: int) -> list:
     return out
 
 
+def _check_interleaved(m: int, p: int, blocking: bool, said: str) -> None:
+    """Megatron's rule for an interleaved pipeline (``validate_args``): more than one pipeline
+    rank, and more than two where the hand-offs block (two batched sends and receives between
+    the same two ranks in one batch)."""
+    if m > 1 and p <= (2 if blocking else 1):
+        raise ScheduleError(f"Megatron-LM runs an interleaved pipeline on more than "
+                            f"{2 if blocking else 1} pipeline ranks"
+                            f"{f' with {said}' if blocking else ''} (got "
+                            f"pipeline-model-parallel-size {p})")
+
+
 def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
     """The ``RunConfig`` of Megatron's run arguments."""
     t, p, cp = (a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"],
@@ -610,6 +621,9 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
     zero = (SHARDING.get(a["data_parallel_sharding_strategy"], 0)
             if a["data_parallel_sharding_strategy"] and a["use_megatron_fsdp"] else
             3 if a["use_torch_fsdp2"] else 1 if a["use_distributed_optimizer"] else 0)
+    blocking = m == 1 or a["no_overlap_p2p_communication"] or \
+        a["overlap_p2p_communication"] is False
+    _check_interleaved(m, p, blocking, "--no-overlap-p2p-communication")
     if a["global_batch_size"] and a["global_batch_size"] % (a["micro_batch_size"] * d):
         raise ScheduleError(f"--global-batch-size must be a multiple of --micro-batch-size x "
                             f"the {d} data-parallel ranks = {a['micro_batch_size'] * d} (got "
@@ -629,8 +643,7 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         # Megatron overlaps an interleaved pipeline's hand-offs unless told not to (its
         # default since October 2023; --overlap-p2p-communication asked for it before), and
         # never a plain one's
-        blocking_handoffs=m == 1 or a["no_overlap_p2p_communication"]
-        or a["overlap_p2p_communication"] is False,
+        blocking_handoffs=blocking,
         precision="fp8" if a["fp8_format"] else "bf16", layout=layout, first_layers=first,
         last_layers=last, cp_comm=CP_COMM.get(a["cp_comm_type"], "ring"),
         dispatcher=_dispatcher(a["moe_token_dispatcher_type"]) if model.moe else "alltoall",
@@ -1023,6 +1036,7 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
         raise ScheduleError("Megatron-LM overlaps the hand-offs of an interleaved pipeline "
                             "only (m > 1): blocking_handoffs must be True at m = 1 (got "
                             "False)")
+    _check_interleaved(c.m, c.p, c.blocking_handoffs, "blocking_handoffs=True")
     layout = c.layout
     ends = c.first_layers is not None or c.last_layers is not None
     # Megatron's first- and last-stage counts are per rank and must be > 0: others as a layout
