@@ -278,3 +278,30 @@ def test_zero3_edges():
     once = dataclasses.replace(TOY, host_step=0.002)
     assert step_terms(once, 0.0, 1, 1, 0)["optimizer_step"] == pytest.approx(0.002)
     assert step_terms(once, 0.0, 1, 1, 0, host_step=False)["optimizer_step"] == 0.0
+
+
+def test_zero3_reduces_each_layer_in_the_run_s_gradient_bytes():
+    """ZeRO-3's per-layer reduce-scatter moves reduce_bytes a gradient, as the step's
+    reduction does (it had moved 4 whatever the run said: bf16 gradients priced as fp32). On a
+    slow network the backward is that collective's."""
+    from fastpp.model import HARDWARE, MODELS, Link, RunConfig, RunGrid, stage_table
+    from fastpp.model.comm import reduce_scatter
+
+    slow = dataclasses.replace(HARDWARE["H100-80GB"], node=Link("slow", 1e8, 0.0),
+                               network=Link("slow-net", 1e8, 0.0), gpus_per_node=8)
+    model = MODELS["llama3-8b"]
+
+    def backward(reduce_bytes):
+        run = RunConfig(seq=512, global_batch=8, d=8, zero=3, recompute="none",
+                        reduce_bytes=reduce_bytes)
+        grid = RunGrid.of(run)
+        assert grid.reduce_bytes == reduce_bytes
+        return stage_table(model, slow, grid, config=np.zeros(1, np.int64),
+                           layers=np.array([32.0]), embedding=np.array([True]),
+                           loss=np.array([True]))["b"][0]
+
+    params = model.parameters
+    layers = model.layers + 2  # a collective a layer, the embedding's and the output's
+    moved = layers * (reduce_scatter(slow, 4.0 * params / layers, 8, 8)
+                      - reduce_scatter(slow, 2.0 * params / layers, 8, 8))
+    assert backward(4.0) - backward(2.0) == pytest.approx(moved, rel=1e-6)

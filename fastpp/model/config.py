@@ -552,6 +552,8 @@ class RunGrid:
         Which layers of each model chunk full recomputation covers: ``"block"``, the first
         ``recompute_layers``; ``"interval"``, every ``recompute_layers``-th
         (``recomputed_layers``); None, every layer.
+    reduce_bytes : float
+        Bytes per gradient in ZeRO-3's per-layer reduce-scatter (``RunConfig``'s).
     """
 
     seq: int
@@ -578,9 +580,11 @@ class RunGrid:
     recipe: object = None
     recompute_method: str | None = None
     recompute_layers: int | None = None
+    reduce_bytes: float = REDUCE_BYTES
 
     def __post_init__(self):
         positive_int(self.seq, "seq", MAX_INT - 1)
+        object.__setattr__(self, "reduce_bytes", check_reduce_bytes(self.reduce_bytes))
         arrays = {}
         for k in PER_CONFIGURATION:
             try:
@@ -654,7 +658,7 @@ class RunGrid:
                    tp_overlap=run.tp_overlap, blocking_handoffs=run.blocking_handoffs,
                    precision=run.precision, dispatcher=run.dispatcher, cp_comm=run.cp_comm,
                    zero3=run.zero3, node_limit=run.node_limit, imbalance=float(run.imbalance),
-                   recipe=recipe, **run.partial_recompute)
+                   recipe=recipe, reduce_bytes=run.reduce_bytes, **run.partial_recompute)
 
     def replace(self, **changes) -> RunGrid:
         """A copy with ``changes`` (validated again).

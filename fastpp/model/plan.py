@@ -297,7 +297,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     shared = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
               "recompute_method": recompute_method, "recompute_layers": recompute_layers,
               "cp_comm": cp_comm, "zero3": zero3, "sequence_parallel": sequence_parallel,
-              **_moe_pricing(node_limit, imbalance, model),
+              "reduce_bytes": reduce_bytes, **_moe_pricing(node_limit, imbalance, model),
               **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,
                                offload_modules)}
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")

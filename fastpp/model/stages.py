@@ -202,11 +202,13 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     # (ranks ep etp apart), as FSDP shards them (torchtitan's dp_mod_ep mesh, Megatron-FSDP's
     # expert data-parallel group)
     gather, scatter = zero3_times(hardware, params, layers + embedding + loss, per_stage(t),
-                                  per_stage(grid.d * cp), per_stage(grid.zero), zero3)
+                                  per_stage(grid.d * cp), per_stage(grid.zero), zero3,
+                                  grid.reduce_bytes)
     if model.moe:  # (none where a stage has no experts)
         apart = grid.ep * grid.etp
         more = zero3_times(hardware, experts, moe_layers + mtp, per_stage(apart),
-                           per_stage(t * cp * grid.d // apart), per_stage(grid.zero), zero3)
+                           per_stage(t * cp * grid.d // apart), per_stage(grid.zero), zero3,
+                           grid.reduce_bytes)
         gather, scatter = (x + np.where(moe_layers + mtp > 0, y, 0.0)
                            for x, y in zip((gather, scatter), more, strict=True))
     forward = forward + np.maximum(gather - forward, 0.0)
@@ -632,17 +634,19 @@ def ring_exposed(hop, first, step, cp):
                     + np.maximum(cp - 2.0, 0.0) * np.maximum(hop - step, 0.0), 0.0)
 
 
-def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero3: str):
+def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero3: str,
+                reduce_bytes: float = REDUCE_BYTES):
     """Per stage, ZeRO-3's seconds of one microbatch: the weights' all-gather (of one pass)
-    and the gradients' reduce-scatter, ``collectives`` of each (one per layer, the embedding
-    and the output layer), over ``replicas`` ranks ``t`` apart (0 where ``zero < 3``, and
-    with ``zero3="step"``, whose collectives run once a step: ``step_terms``)."""
+    and the gradients' reduce-scatter (``reduce_bytes`` a gradient), ``collectives`` of each
+    (one per layer, the embedding and the output layer), over ``replicas`` ranks ``t`` apart
+    (0 where ``zero < 3``, and with ``zero3="step"``, whose collectives run once a step:
+    ``step_terms``)."""
     collectives = np.maximum(np.asarray(collectives, np.float64), 1.0)
     spans = data_parallel_per_node(hardware, t, replicas)
     each = (np.asarray(zero) == 3) & (zero3 == "layer")
     gather = collectives * all_gather(hardware, GATHER_BYTES * params / collectives, replicas,
                                       spans)
-    scatter = collectives * reduce_scatter(hardware, REDUCE_BYTES * params / collectives,
+    scatter = collectives * reduce_scatter(hardware, reduce_bytes * params / collectives,
                                            replicas, spans)
     return np.where(each, gather, 0.0), np.where(each, scatter, 0.0)
 

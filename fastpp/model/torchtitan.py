@@ -336,11 +336,14 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     ``[activation_checkpoint]``, ``[model]`` converters for fp8); ``from_torchtitan`` reads
     it back, with torchtitan's asynchronous hand-offs and, with ``t > 1``, its sequence
     parallelism. A field a job config cannot state (``reduce_bytes``, ``gradient_overlap``,
-    a layout, Megatron's recomputation details, fastpp's ``overlap``, ``node_limit`` and
+    Megatron's recomputation details, fastpp's ``overlap``, ``node_limit`` and
     ``imbalance``) must keep its default: a ``ScheduleError`` names it otherwise; full
     recomputation of every ``k``-th layer (``recompute_method="interval"``) is written as
-    layer-wise selective checkpointing. With
-    ``model``, ``m`` stages per rank are written as ``pipeline_parallel_layers_per_stage``.
+    layer-wise selective checkpointing. The pipeline's split of the layers is written as
+    torchtitan's stage weights (``pipeline_parallel_first_stage_less_layers`` and
+    ``..._last_...``; fastpp's even split as 0 and 0), and ``m`` other than the schedule's
+    default as ``pipeline_parallel_layers_per_stage``: both need ``model`` (but the even
+    split), and a split torchtitan cannot make is refused.
 
     Parameters
     ----------
