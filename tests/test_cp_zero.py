@@ -305,3 +305,27 @@ def test_zero3_reduces_each_layer_in_the_run_s_gradient_bytes():
     moved = layers * (reduce_scatter(slow, 4.0 * params / layers, 8, 8)
                       - reduce_scatter(slow, 2.0 * params / layers, 8, 8))
     assert backward(4.0) - backward(2.0) == pytest.approx(moved, rel=1e-6)
+
+
+def test_sequence_parallel_embedding_gathers_its_gradient_back():
+    """With sequence parallelism the embedding's output is reduce-scattered over the tensor
+    ranks, so the backward all-gathers its gradient; the first stage's backward had left it
+    out. Without, the forward's all-reduce needs none back."""
+    from fastpp.model import HARDWARE, MODELS, RunConfig, RunGrid, stage_table
+    from fastpp.model.comm import all_gather, reduce_scatter
+
+    hw, model = HARDWARE["H100-80GB"], MODELS["llama3-8b"]
+
+    def first_over_second(sequence_parallel):
+        grid = RunGrid.of(RunConfig(seq=4096, global_batch=8, t=4, p=2, recompute="none",
+                                    sequence_parallel=sequence_parallel))
+        b = stage_table(model, hw, grid, config=np.zeros(2, np.int64),
+                        layers=np.array([16.0, 16.0]), embedding=np.array([True, False]),
+                        loss=np.array([False, False]))["b"]
+        return b[0] - b[1]
+
+    sbh = 2 * 4096 * model.hidden  # bytes of one sequence's hidden states
+    # the one exchange of an sbh tensor with sequence parallelism: (all-gather + its
+    # reduce-scatter) / 2, as every layer's are priced
+    once = (all_gather(hw, sbh, 4, 4) + reduce_scatter(hw, sbh, 4, 4)) / 2
+    assert first_over_second(True) - first_over_second(False) == pytest.approx(once, rel=1e-9)

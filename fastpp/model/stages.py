@@ -389,9 +389,12 @@ def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) ->
     weight = (dense * per_stage(times["weight_grad"])
               + ends * per_stage(head["head_weight_grad"])
               + starts * per_stage(head["embed_weight"]))
+    # with sequence parallelism the embedding's output is reduce-scattered, so its gradient
+    # is all-gathered back (without, the forward's all-reduce needs no backward)
     backward = (dense * per_stage(times["input_grad"] + prices["tp_backward"])
                 + layers * per_stage(prices["cp_backward"]) + weight
-                + ends * per_stage(head["head_input_grad"] + edge))
+                + ends * per_stage(head["head_input_grad"] + edge)
+                + starts * per_stage(np.where(sequence_parallel, edge, 0.0)))
     kept = dense * per_stage(layer["activations"])
     # the embedding keeps its dropout's one-byte mask alone: its output is the first layer's
     # input, which that layer keeps (it had been counted twice: tests/test_device_bytes.py
