@@ -129,13 +129,9 @@ def _seconds(text: str) -> float:
 
 
 def _costs(args) -> Costs:
-    """The cost flags as ``Costs``; a value it refuses is named by its flag (``--f``), not
-    by the field it becomes (``costs.f``)."""
-    try:
-        return Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma,
-                     fb=getattr(args, "fb", None))
-    except ScheduleError as err:
-        raise type(err)(re.sub(r"^costs\.(\w+)", r"--\1", str(err))) from None
+    """The cost flags as ``Costs`` (a value it refuses is named by its flag: ``main``)."""
+    return Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma,
+                 fb=getattr(args, "fb", None))
 
 
 def _written(flag: str, write, *args):
@@ -251,7 +247,8 @@ def main(argv=None) -> int:
                                  method=args.method, time_limit=args.time_limit,
                                  seed=args.seed, progress=not args.quiet)
             except ScheduleError as err:  # (the limit is the library's memory=)
-                raise type(err)(re.sub(r"^memory\b", "--memory-limit", str(err))) from None
+                raise type(err)(re.sub(r"^memory\b|\bmemory(?==)", "--memory-limit",
+                                       str(err))) from None
             _report_search(found)
             _write_outputs(args, found.result)
             return 0
@@ -264,7 +261,10 @@ def main(argv=None) -> int:
         _report(res)
         _write_outputs(args, res)
     except (ScheduleError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        message = str(err)
+        if args.command in ("simulate", "optimize", "show"):  # the cost flags, not Costs' fields
+            message = re.sub(r"\bcosts\.(\w+)", r"--\1", message)
+        print(f"error: {message}", file=sys.stderr)
         return 2
     return 0
 

@@ -635,6 +635,13 @@ def test_explain_cli_takes_the_vocabulary_from_model(capsys):
     ({"mixed_precision": "nemotron_h_bf16_with_fp8_current_scaling_mixed"}, "fp8", None),
     ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "bf16", "fp4 priced as bf16"),
     ({"mixed_precision": {"bf16": True, "fp8": "hybrid"}}, "fp8", None),
+    # applied over the model's fields, as NeMo's plugin and Bridge's recipe set them; NeMo's
+    # trainer leaves fp8 to the model (Transformer Engine's names aside)
+    ({"mixed_precision": "bf16_mixed", "fp16": True, "fp8": True}, "bf16", None),
+    ({"mixed_precision": "bf16_mixed", "bf16": False}, "bf16", None),
+    ({"mixed_precision": "bf16_with_mxfp8_mixed", "fp8": "e4m3"}, "fp8", None),
+    ({"trainer": {"precision": "bf16-mixed"}, "model": {"fp8": True}}, "fp8", None),
+    ({"trainer": {"precision": "transformer-engine"}, "model": {"fp8": True}}, "fp8", None),
 ])
 def test_named_precisions(extra, precision, note):
     """NeMo's and Bridge's precision names are the flags they stand for: an fp16 run is no
@@ -651,9 +658,6 @@ def test_named_precisions(extra, precision, note):
     ({"trainer": {"precision": "half"}}, r"trainer.precision must be one of .* \(got 'half'\)"),
     ({"trainer": {"precision": True}}, r"trainer.precision must be one of .* \(got True\)"),
     ({"mixed_precision": "fp8"}, r"mixed_precision must be a Megatron-Bridge recipe's name"),
-    ({"mixed_precision": "bf16_mixed", "fp16": True}, "--bf16 and --fp16 contradict"),
-    ({"mixed_precision": "bf16_mixed", "bf16": False},
-     "bf16 and mixed_precision='bf16_mixed' contradict"),
 ])
 def test_named_precisions_refused(extra, message):
     keys = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
@@ -676,6 +680,10 @@ def test_a_quoted_string_over_several_lines():
     assert (config.t, config.p, config.d, config.sequence_parallel) == (4, 2, 2, True)
     with pytest.raises(ScheduleError, match="quoted string is not closed"):
         from_megatron(text.replace('"\ntorchrun', "\ntorchrun"))
+    # other lines' quotes are theirs: a here-doc's apostrophe, escaped quotes in an echo
+    noisy = ("cat <<EOF > notes.txt\nthis run's notes\nEOF\n"
+             "echo \"a 5\\\" screen\" can\\'t\n" + text)
+    assert from_megatron(noisy).config == config
     # a variable the script never sets expands to nothing, as in bash, and is named
     unset = from_megatron(text.replace("$MODEL_PARALLEL_ARGS", "$PARALLEL"))
     assert (unset.config.t, unset.config.p) == (1, 1)

@@ -96,6 +96,17 @@ def test_torchtitan_refuses_what_torchtitan_refuses():
                                             "exactly 1 a rank"):
         from_torchtitan(text + "pipeline_parallel_layers_per_stage = 8\n", gpus=2,
                         model=model)
+    # without a pipeline torchtitan reads none of it; a split with empty stages it runs
+    assert from_torchtitan(text.replace("= 2", "= 1") + "pipeline_parallel_layers_per_stage = "
+                           "8\n", gpus=1, model=model)[1].m == 1
+    seven = dataclasses.replace(model, layers=7)
+    few = from_torchtitan(text.replace("= 2", "= 4") + 'pipeline_parallel_schedule = '
+                          '"Interleaved1F1B"\n', gpus=4, model=seven)[1]
+    assert parse_layout(few.layout).layers == (1, 1, 1, 1, 1, 1, 1, 0)
+    with pytest.raises(ScheduleError, match="cannot state a layer split or m = 4 without a "
+                                            "pipeline"):
+        to_torchtitan(RunConfig(seq=512, global_batch=8, m=4, zero=0,
+                                schedule="interleaved-1f1b", blocking_handoffs=False), model)
     with pytest.raises(ScheduleError, match="first_stage_less_layers .* must be at most"):
         from_torchtitan(text + "pipeline_parallel_first_stage_less_layers = 40\n", gpus=2,
                         model=model)

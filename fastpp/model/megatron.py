@@ -258,18 +258,9 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
     named = {"mixed_precision": args.get("mixed_precision")}  # Bridge's recipe, by name
     if isinstance(args.get("trainer"), dict):
         named["trainer.precision"] = args["trainer"].get("precision")  # NeMo's
-    notes = []
-    for key, value in named.items():
-        if value is not None and not isinstance(value, dict):
-            items += [(f"{key}={value!r}", flag) for flag in
-                      _named_precision(key, value).items()]
-            if "fp4" in str(value):
-                notes.append(f"{key}={value!r}: fp4 priced as bf16")
     flat, flags, said = {}, set(), {}  # flags: the keys written as flags
     for key, value in items:
         name = key[2:].replace("-", "_") if isinstance(key, str) and key.startswith("--") else key
-        if isinstance(value, tuple):  # a named precision's flag: (dest, value)
-            name, value = value
         if value is None:
             continue
         if name in flat and flat[name] != value:  # two places, two values
@@ -277,6 +268,18 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
         flat[name], said[name] = value, key
         if name != key:
             flags.add(name)
+    # a named precision is applied over the model's fields, as NeMo's precision plugin and
+    # Bridge's recipe set them (bf16, fp16 and fp8 together)
+    notes = []
+    for key, value in named.items():
+        if value is not None and not isinstance(value, dict):
+            for name, setting in _named_precision(key, value).items():
+                for other in [name, *(k for k, v in ALIASES.items() if v == name)]:
+                    flat.pop(other, None)
+                if setting is not None:
+                    flat[name], said[name] = setting, f"{key}={value!r}"
+            if "fp4" in str(value):
+                notes.append(f"{key}={value!r}: fp4 priced as bf16")
     # TransformerConfig and NeMo have no group_query_attention: their num_query_groups is it
     if flat.get("num_query_groups") and "group_query_attention" not in flat and \
             "num_query_groups" not in flags:
@@ -308,7 +311,9 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
 
 
 def _named_precision(key: str, value) -> dict:
-    """The flags (``bf16``, ``fp16``, ``fp8_format``) a precision named by ``key`` sets:
+    """The flags (``bf16``, ``fp16``, ``fp8_format``; None: unset) a precision named by
+    ``key`` sets (a Bridge recipe all three; NeMo's trainer fp8 only for Transformer
+    Engine's):
     NeMo's ``trainer.precision`` (``LIGHTNING_PRECISIONS``) or a Megatron-Bridge
     ``mixed_precision`` recipe's name (its half precision first, ``fp8`` in it for
     ``--fp8-format hybrid``, as Bridge's recipes set them)."""
@@ -327,11 +332,12 @@ def _named_precision(key: str, value) -> dict:
                                 f"'bf16_mixed' or 'bf16_with_fp8_current_scaling_mixed', or "
                                 f"its fields (got {value!r})")
         half += "+fp8" if "fp8" in given else ""
-    if half is None:
-        return {}
-    flags = {half[:4]: True}
-    if half.endswith("+fp8"):
-        flags["fp8_format"] = "hybrid"
+    flags = {"bf16": bool(half) and half.startswith("bf16"),
+             "fp16": bool(half) and half.startswith("fp16")}
+    # Bridge's recipe sets fp8 too; NeMo's trainer leaves it to the model's fp8 but for
+    # Transformer Engine's precisions
+    if key != "trainer.precision" or (half or "").endswith("+fp8"):
+        flags["fp8_format"] = "hybrid" if (half or "").endswith("+fp8") else None
     return flags
 
 
@@ -823,10 +829,11 @@ def _one_test(words: list[str]) -> bool:
 
 
 def _statements(text: str) -> list[str]:
-    """Statements with comments dropped, continuations joined, and an array's lines or a
-    quoted string's (``ARGS="`` then a flag a line, as Megatron-LM's older examples set
-    them) as one; the string's line breaks become spaces, as an unquoted expansion splits
-    them."""
+    """Statements with comments dropped, continuations joined, and an array's lines or an
+    assignment's quoted string's (``ARGS="`` then a flag a line, as Megatron-LM's older
+    examples set them) as one; the string's line breaks become spaces, as an unquoted
+    expansion splits them. (Other lines' quotes are not followed across lines: here-docs and
+    echoed text hold quotes of their own.)"""
     lines = [_uncomment(line) for line in text.replace("\\\r\n", " ").replace("\\\n", " ")
              .splitlines()]
     out, open_array, open_string = [], None, None
@@ -835,7 +842,10 @@ def _statements(text: str) -> list[str]:
         if open_string is not None:
             line = f"{open_string} {line}"
             open_string = None
-        if _open_quote(line):
+            if _open_quote(line):  # (the string goes on)
+                open_string = line
+                continue
+        elif _ASSIGN.match(line) and _open_quote(line):
             open_string = line
             continue
         if open_array is not None:
@@ -863,10 +873,15 @@ def _closes(text: str) -> bool:
 
 
 def _open_quote(line: str) -> bool:
-    """Whether ``line`` leaves a quote open (a string that goes on to the next line)."""
-    quote = None
+    """Whether ``line`` leaves a quote open (a string that goes on to the next line); a
+    backslash escapes the next character outside single quotes, as in bash."""
+    quote, escaped = None, False
     for c in line:
-        if quote:
+        if escaped:
+            escaped = False
+        elif c == "\\" and quote != "'":
+            escaped = True
+        elif quote:
             quote = None if c == quote else quote
         elif c in "'\"":
             quote = c

@@ -270,6 +270,8 @@ def _pipeline_split(par: dict, name: str, p: int, layers: int, where: str):
                     low=0) for end in ("first", "last")]
     single = name in SINGLE_STAGE
     m = 1 if single else 2
+    if p == 1:  # (torchtitan pipelines only with more than one rank: no split to read)
+        return m, None
     if par.get("pipeline_parallel_layers_per_stage") is not None:
         per_stage = _int(par, "pipeline_parallel_layers_per_stage", None, where, "parallelism")
         stages = -(-(layers + sum(weights)) // per_stage)
@@ -281,25 +283,27 @@ def _pipeline_split(par: dict, name: str, p: int, layers: int, where: str):
                                 f"pipeline_parallel_degree = {p}, "
                                 f"{'exactly 1' if single else '2 or more'} a rank ({name})")
         m = stages // p
-    if p == 1:
-        return m, None
     try:
         split = torchtitan_layers(layers, p * m, *weights)
     except ScheduleError as err:
         raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_first_stage_less_layers "
                             f"and ..._last_stage_less_layers: {err}") from None
-    return m, None if split.layers == even_layers(layers, p * m).layers else str(split)
+    even = layers >= p * m and split.layers == even_layers(layers, p * m).layers
+    return m, None if even else str(split)
 
 
 def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:
     """The ``[parallelism]`` lines that make torchtitan split ``model`` as ``c`` does: the
     embedding's and output layer's weights (``_pipeline_split``) and, unless ``m`` is the
     schedule's default, the layers per stage."""
-    if c.p == 1:
-        return []
     stages = c.p * c.m
     default_m = 1 if c.schedule in ("1f1b", "gpipe") else 2
     split = c.layout is not None or c.first_layers is not None or c.last_layers is not None
+    if c.p == 1:  # torchtitan does not pipeline: a split or chunks it would not run
+        if split or c.m != default_m:
+            raise ScheduleError(f"to_torchtitan cannot state a layer split or m = {c.m} "
+                                f"without a pipeline (p = 1)")
+        return []
     if model is None:
         if split or c.m != default_m:
             raise ScheduleError(f"to_torchtitan needs the model to write a layout or m = "
@@ -341,9 +345,11 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     recomputation of every ``k``-th layer (``recompute_method="interval"``) is written as
     layer-wise selective checkpointing. The pipeline's split of the layers is written as
     torchtitan's stage weights (``pipeline_parallel_first_stage_less_layers`` and
-    ``..._last_...``; fastpp's even split as 0 and 0), and ``m`` other than the schedule's
-    default as ``pipeline_parallel_layers_per_stage``: both need ``model`` (but the even
-    split), and a split torchtitan cannot make is refused.
+    ``..._last_...``; fastpp's even split as 0 and 0, which is torchtitan's where the layers
+    divide evenly over the stages: pass ``model`` to have it checked), and ``m`` other than
+    the schedule's default as ``pipeline_parallel_layers_per_stage``: both need ``model``
+    (but the even split), and a split torchtitan cannot make is refused, as is a split or
+    another ``m`` without a pipeline.
 
     Parameters
     ----------
