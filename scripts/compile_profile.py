@@ -72,7 +72,7 @@ class LLVMTime(event.Listener):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("job", "simulate", "build"))
     ap.add_argument("names", nargs="*", help="schedules to build (with 'build')")
     ap.add_argument("--top", type=int, default=25, help="rows to print (default 25)")

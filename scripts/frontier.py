@@ -57,6 +57,8 @@ def parse(argv):
                         ("threads", 1)):
         if getattr(args, flag) < least:
             ap.error(f"--{flag} must be an integer >= {least} (got {getattr(args, flag)})")
+    if args.out.exists() and not args.out.is_dir():  # (checked before the searches)
+        ap.error(f"--out must be a folder (got the file {str(args.out)!r})")
     if args.budgets > MAX_BUDGETS:  # (10**12 asked NumPy for 7 TiB of grid)
         ap.error(f"--budgets must be at most {MAX_BUDGETS:,}, a search each (got "
                  f"{args.budgets:,})")

@@ -7,6 +7,8 @@ Layout parsing and splits do not depend on the cost model; the times and bytes d
 reprints them whenever the model changes.
 """
 
+import argparse
+
 import fastpp
 from fastpp.model import (
     Transformer,
@@ -17,6 +19,7 @@ from fastpp.model import (
     transformer_costs,
 )
 
+argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # (--help: no run)
 layout = parse_layout("Et*3|(tt|)*29,m|L")          # Megatron's DeepSeek-V3 example
 print(layout.stages, sum(layout.layers), layout.layers[:4], layout.embedding[0], layout.loss[-1])
 print(megatron_layers(80, p=4, m=2, first=14))       # --decoder-first-pipeline-num-layers 14

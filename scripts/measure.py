@@ -47,7 +47,7 @@ from fastpp.reports import write_report
 
 
 def parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-p", type=int, default=2, help="ranks (2)")
     ap.add_argument("-n", type=int, default=4, help="microbatches (4)")

@@ -94,3 +94,23 @@ def test_exact_search_with_zero_length_input_gradients_on_a_v(method):
     found = fastpp.optimize(3, 2, Costs(f, w, w=w, gamma=0.4), memory=1.0, placement="v",
                             method=method, progress=False, time_limit=10)
     assert found.optimal and found.value == 60
+
+
+def test_scripts_refuse_or_explain_before_running(tmp_path):
+    """frontier.py --out naming a file ended in a FileExistsError after every search;
+    layout_demo.py --help ran the whole demo."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_bad_input_wave6 import run_script
+
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    assert "--out must be a folder" in run_script("frontier.py", "--out", str(taken),
+                                                  cwd=tmp_path)
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "scripts" / "layout_demo.py"), "--help"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("usage:") and "layout" in \
+        done.stdout and "Et*" not in done.stdout

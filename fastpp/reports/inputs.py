@@ -65,8 +65,12 @@ def _folder(path: Path):
     if steps:  # measure --steps N: the last step, whose table measure prints
         return ("measured", f"{label}, step {steps[-1].name[4:]} of {len(steps)}",
                 read_torch_trace(steps[-1]))
-    if any(path.glob("*.parquet")):
-        return _table(_read(path, ".parquet"), label)
+    tables = sorted(path.glob("*.parquet"))
+    if tables:  # its Parquet files alone: scripts/sweep.py's folder holds its pictures too
+        import pandas as pd
+
+        return _table(pd.concat([_read(t, ".parquet") for t in tables], ignore_index=True),
+                      label)
     raise ScheduleError(f"input {label!r} must be {EXPECTED} (got a folder with neither a "
                         f"sweep's _fastpp/manifest.json, nor rank traces, nor Parquet files)")
 
