@@ -315,6 +315,8 @@ def test_ci_installs_chromium_when_missing():
 def test_a_folder_of_a_table_and_its_pictures(small_sweep, tmp_path):
     """scripts/sweep.py --out writes sweep.parquet beside its PNGs: the report read the whole
     folder as one Parquet dataset and failed on the first picture."""
-    small_sweep.to_parquet(tmp_path / "sweep.parquet")
-    (tmp_path / "bubble_heatmap.png").write_bytes(b"\x89PNG\r\n\x1a\n")
-    assert fastpp.report(tmp_path, output=tmp_path / "r.html").stat().st_size > 0
+    folder = tmp_path / "res"
+    folder.mkdir()
+    small_sweep.to_parquet(folder / "sweep.parquet")
+    (folder / "bubble_heatmap.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    assert fastpp.report(folder, output=tmp_path / "r.html").stat().st_size > 0
