@@ -363,6 +363,8 @@ def _plan(args) -> int:
     from .model.hardware import preset
     from .model.plan import summary
 
+    if not args.out:  # (Path("") is the current folder)
+        raise ScheduleError("--out must be a folder (got '')")
     nonnegative_int(args.top, "--top")  # before the plan, not after it
     hardware = preset(HARDWARE, args.hardware, "hardware")
     if args.efficiency is not None:
@@ -569,7 +571,7 @@ def _report_search(found) -> None:
 
 
 def _write_outputs(args, res) -> None:
-    if args.trace:
+    if args.trace is not None:  # (an empty name is refused, not taken as none)
         from .trace import write_chrome_trace
 
         print(f"trace: {_written('--trace', write_chrome_trace, res, args.trace)} (open in "
@@ -578,12 +580,12 @@ def _write_outputs(args, res) -> None:
         from .io import write_torch_csv
 
         print(f"schedule CSV: {_written('--csv', write_torch_csv, res.schedule, args.csv)}")
-    if args.gantt or args.memory_png:
+    if args.gantt is not None or args.memory_png is not None:
         from . import plot
 
-        if args.gantt:
+        if args.gantt is not None:
             print(f"Gantt chart: {_written('--gantt', plot.gantt, res, args.gantt)}")
-        if args.memory_png:
+        if args.memory_png is not None:
             print(f"memory curves: {_written('--memory-plot', plot.memory, res, args.memory_png)}")
 
 
@@ -708,7 +710,8 @@ def _explain(args) -> int:
         if args.gpus is None:
             raise ScheduleError("--hf needs --gpus")
         model = from_hf(args.hf)
-        schedule = args.schedule or MEGATRON_SCHEDULES[args.m > 1]
+        schedule = args.schedule if args.schedule is not None else MEGATRON_SCHEDULES[
+            args.m > 1]
         fields = dict(seq=args.seq, t=args.tp, p=args.pp, cp=args.cp, ep=args.ep,
                       etp=args.etp, m=args.m, schedule=schedule, microbatch=args.microbatch,
                       recompute=args.recompute, zero=args.zero)
@@ -728,14 +731,14 @@ def _explain(args) -> int:
         print("\n" + found.timeline())
     if ignored:
         print(f"\n  not modelled: {' '.join(ignored)}")
-    if args.report:
+    if args.report is not None:
         import pandas as pd
 
         from .model import PLAN_COLUMNS
         from .reports import report
 
         rows = pd.DataFrame([found.row, *(found.neighbours or [])])[list(PLAN_COLUMNS)]
-        print(f"\nreport: {report(rows, output=args.report)}")
+        print(f"\nreport: {_written('--report', lambda: report(rows, output=args.report))}")
     return 0
 
 

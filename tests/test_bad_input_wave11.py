@@ -114,3 +114,17 @@ def test_scripts_refuse_or_explain_before_running(tmp_path):
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("usage:") and "layout" in \
         done.stdout and "Et*" not in done.stdout
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "-s", "1f1b", "-p", "2", "-n", "4", "--trace", ""], "--trace: path must be"),
+    (["simulate", "-s", "1f1b", "-p", "2", "-n", "4", "--gantt", ""], "--gantt: path must be"),
+    (["plan", "--model", "llama3-8b", "--gpus", "8", "--out", ""],
+     "--out must be a folder (got '')"),
+])
+def test_cli_refuses_empty_names(argv, message, capsys):
+    """An empty output name had been taken as none (nothing written, exit 0) or, for plan's
+    --out, as the current folder."""
+    from fastpp.__main__ import main
+
+    assert main(argv) == 2 and message in capsys.readouterr().err
