@@ -239,16 +239,11 @@ def main(argv=None) -> int:
             print(f"report: {report(*args.paths, output=args.output, schedules=args.schedules)}")
             return 0
         if args.command == "optimize":
-            costs = _costs(args)
-            try:
-                found = optimize(args.p, args.n, costs,
-                                 memory=_memory_limit(args.memory_limit, args.p),
-                                 placement=args.placement, objective=args.objective,
-                                 method=args.method, time_limit=args.time_limit,
-                                 seed=args.seed, progress=not args.quiet)
-            except ScheduleError as err:  # (the limit is the library's memory=)
-                raise type(err)(re.sub(r"^memory\b|\bmemory(?==)", "--memory-limit",
-                                       str(err))) from None
+            found = optimize(args.p, args.n, _costs(args),
+                             memory=_memory_limit(args.memory_limit, args.p),
+                             placement=args.placement, objective=args.objective,
+                             method=args.method, time_limit=args.time_limit, seed=args.seed,
+                             progress=not args.quiet)
             _report_search(found)
             _write_outputs(args, found.result)
             return 0
@@ -261,9 +256,11 @@ def main(argv=None) -> int:
         _report(res)
         _write_outputs(args, res)
     except (ScheduleError, OSError) as err:
-        message = str(err)
-        if args.command in ("simulate", "optimize", "show"):  # the cost flags, not Costs' fields
+        message = str(err)  # named by the flags, not by the library's parameters
+        if args.command in ("simulate", "optimize", "show"):  # Costs' fields
             message = re.sub(r"\bcosts\.(\w+)", r"--\1", message)
+        if args.command == "optimize":  # the limit is optimize's memory=
+            message = re.sub(r"^memory\b|\bmemory(?==)", "--memory-limit", message)
         print(f"error: {message}", file=sys.stderr)
         return 2
     return 0

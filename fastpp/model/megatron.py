@@ -90,11 +90,13 @@ SECTIONS = ("model", "train", "ddp", "optimizer", "mixed_precision")
 # the precision as named rather than flagged: NeMo's trainer.precision (Lightning's names) and
 # Megatron-Bridge's mixed_precision recipes (bf16_mixed, fp16_with_fp8_delayed_scaling_mixed,
 # ...; hyphens or underscores), as the flags --bf16, --fp16 and --fp8-format
-LIGHTNING_PRECISIONS = {"bf16": "bf16", "bf16-mixed": "bf16", "bf16-true": "bf16",
-                        "16": "fp16", "16-mixed": "fp16", "16-true": "fp16",
-                        "32": None, "32-true": None, "64": None, "64-true": None,
-                        "transformer-engine": "bf16+fp8",
-                        "transformer-engine-float16": "fp16+fp8"}
+# (half precision, fp8: None where the name leaves fp8 to the model's own field)
+LIGHTNING_PRECISIONS = {"bf16": ("bf16", None), "bf16-mixed": ("bf16", None),
+                        "bf16-true": ("bf16", None), "16": ("fp16", None),
+                        "16-mixed": ("fp16", None), "16-true": ("fp16", None),
+                        "32": (None, None), "32-true": (None, None), "64": (None, None),
+                        "64-true": (None, None), "transformer-engine": ("bf16", True),
+                        "transformer-engine-float16": ("fp16", True)}
 # NeMo's activation names: the gated ones are a two-matrix product like --swiglu
 GATED = {"swiglu", "fast-swiglu", "geglu", "fast-geglu", "reglu", "fast-reglu"}
 # dict keys (Megatron-Core's TransformerConfig, NeMo's) that are the negation of a flag;
@@ -312,17 +314,16 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
 
 def _named_precision(key: str, value) -> dict:
     """The flags (``bf16``, ``fp16``, ``fp8_format``; None: unset) a precision named by
-    ``key`` sets (a Bridge recipe all three; NeMo's trainer fp8 only for Transformer
-    Engine's):
-    NeMo's ``trainer.precision`` (``LIGHTNING_PRECISIONS``) or a Megatron-Bridge
-    ``mixed_precision`` recipe's name (its half precision first, ``fp8`` in it for
-    ``--fp8-format hybrid``, as Bridge's recipes set them)."""
+    ``key`` sets: NeMo's ``trainer.precision`` (``LIGHTNING_PRECISIONS``; fp8 left to the
+    model but for Transformer Engine's names) or a Megatron-Bridge ``mixed_precision``
+    recipe's name (its half precision first, ``fp8`` in it for ``--fp8-format hybrid``: all
+    three, as Bridge's recipes set them)."""
     if key == "trainer.precision":
         given = str(value).lower()
         if isinstance(value, bool) or given not in LIGHTNING_PRECISIONS:
             raise ScheduleError(f"{key} must be one of {sorted(LIGHTNING_PRECISIONS)} "
                                 f"(got {value!r})")
-        half = LIGHTNING_PRECISIONS[given]
+        half, fp8 = LIGHTNING_PRECISIONS[given]
     else:
         given = str(value).lower().replace("-", "_")
         half = given.removesuffix("_mixed").split("_with_")[0].split("_")[-1]
@@ -331,13 +332,10 @@ def _named_precision(key: str, value) -> dict:
             raise ScheduleError(f"{key} must be a Megatron-Bridge recipe's name, e.g. "
                                 f"'bf16_mixed' or 'bf16_with_fp8_current_scaling_mixed', or "
                                 f"its fields (got {value!r})")
-        half += "+fp8" if "fp8" in given else ""
-    flags = {"bf16": bool(half) and half.startswith("bf16"),
-             "fp16": bool(half) and half.startswith("fp16")}
-    # Bridge's recipe sets fp8 too; NeMo's trainer leaves it to the model's fp8 but for
-    # Transformer Engine's precisions
-    if key != "trainer.precision" or (half or "").endswith("+fp8"):
-        flags["fp8_format"] = "hybrid" if (half or "").endswith("+fp8") else None
+        fp8 = "fp8" in given
+    flags = {"bf16": half == "bf16", "fp16": half == "fp16"}
+    if fp8 is not None:
+        flags["fp8_format"] = "hybrid" if fp8 else None
     return flags
 
 

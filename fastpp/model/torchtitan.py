@@ -26,6 +26,7 @@ SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved-1
              "LoopedBFS": "looped-bfs", "InterleavedZeroBubble": "interleaved-zb",
              "ZBVZeroBubble": "zbv", "DualPipeV": "dualpipev"}
 SINGLE_STAGE = ("1F1B", "GPipe")
+NAMES = {ours: theirs for theirs, ours in SCHEDULES.items()}  # fastpp's name -> torchtitan's
 # converters whose products run in 8 bits: v0.1's "float8", v0.2's "quantize.linear.float8",
 # "quantize.grouped_mm.float8" and the MX ones (MXFP8, priced as fp8)
 FP8_CONVERTERS = ("float8", "mx")
@@ -297,7 +298,7 @@ def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:
     embedding's and output layer's weights (``_pipeline_split``) and, unless ``m`` is the
     schedule's default, the layers per stage."""
     stages = c.p * c.m
-    default_m = 1 if c.schedule in ("1f1b", "gpipe") else 2
+    default_m = 1 if NAMES[c.schedule] in SINGLE_STAGE else 2
     split = c.layout is not None or c.first_layers is not None or c.last_layers is not None
     if c.p == 1:  # torchtitan does not pipeline: a split or chunks it would not run
         if split or c.m != default_m:
@@ -368,10 +369,9 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
         For a schedule torchtitan does not run, a ZeRO stage other than 0 or 3, or a field
         it cannot state set to other than its default.
     """
-    names = {v: k for k, v in SCHEDULES.items()}
     c, model = as_run(config), as_model(model)
-    if c.schedule not in names:
-        raise ScheduleError(f"torchtitan runs {sorted(names)} (got schedule={c.schedule!r})")
+    if c.schedule not in NAMES:
+        raise ScheduleError(f"torchtitan runs {sorted(NAMES)} (got schedule={c.schedule!r})")
     if c.zero not in (0, 3):
         raise ScheduleError(f"torchtitan shards with FSDP (ZeRO-3) or not at all (got "
                             f"zero={c.zero})")
@@ -397,7 +397,7 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
              f"tensor_parallel_degree = {c.t}",
              f"enable_async_tensor_parallel = {str(c.tp_overlap).lower()}",
              f"pipeline_parallel_degree = {c.p}",
-             f'pipeline_parallel_schedule = "{names[c.schedule]}"',
+             f'pipeline_parallel_schedule = "{NAMES[c.schedule]}"',
              f"pipeline_parallel_microbatch_size = {c.microbatch}",
              *_written_split(c, model),
              f"context_parallel_degree = {c.cp}",
