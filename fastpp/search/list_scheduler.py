@@ -21,13 +21,17 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
 
     The device that is free earliest runs, at that time, a ready ``I`` (``i_first``) or a ready
     forward, later stages first, then the other kind; else its oldest pending ``W``; else it
-    waits for the next arrival. A forward starts only if it fits, and a device's first-stage
-    forward also keeps room for the same microbatch's forwards on the device's later stages:
-    microbatches enter each stage in order and the oldest one can always move, so it never
-    deadlocks on memory. Returns ``False`` if the limit leaves no room for one microbatch.
+    waits for the next arrival (with none on its way, until a device runs an op that feeds
+    it). A forward starts only if it fits, and a device's first-stage forward also keeps room
+    for the same microbatch's forwards on the device's later stages: microbatches enter each
+    stage in order and the oldest one can always move, so it never deadlocks on memory.
+    Returns ``False`` if the limit leaves no room for one microbatch. Each op costs
+    ``O(V/p + log p)``: the devices wait in a heap, and each looks only at its own stages.
     """
     p = cap.shape[0]
     V = stage_device.shape[0]
+    per = V // p  # stages per device
+    mine = _stages_of(stage_device, p, per)  # each device's stages, later first
     f_end = np.full((V, n), -1.0)
     i_end = np.full((V, n), -1.0)
     next_f = np.zeros(V, np.int64)
@@ -85,9 +89,8 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
         arrival = np.inf
         for phase in range(2):
             row = ROW_I if (phase == 0) == i_first else ROW_F
-            for s in range(V - 1, -1, -1):
-                if stage_device[s] != r:
-                    continue
+            for k in range(per):
+                s = mine[r, k]
                 ready = i_input(s, r) if row == ROW_I else f_input(s, r)
                 if ready < 0.0:
                     continue
@@ -129,31 +132,84 @@ def list_schedule(cost, memd, comm, cap, stage_device, n, i_first, ops, length):
         length[r] = q + 1
         free[r] = finish
 
+    # the devices that can move, in a heap by (free, device): the one free earliest (the
+    # lowest-numbered of a tie) at its root. A device with nothing ready and no input on its
+    # way leaves it until another device runs an op that feeds one of its stages, and a device
+    # out of work leaves it for good; none left with work to do is a deadlock.
+    heap = np.arange(p)
+    size = p
+    blocked = np.zeros(p, np.bool_)
     left = 3 * V * n
-    idle = 0  # devices in a row that could only wait: all of them twice is a deadlock
     while left > 0:
-        r = -1
-        for d in range(p):  # the device free earliest that still has work
-            if length[d] < 3 * n * (V // p) and (r < 0 or free[d] < free[r]):
-                r = d
+        if size == 0:
+            return False
+        r = heap[0]
         t = free[r]
         row, s, arrival = pick(r, t)
-        if row < 0:
-            if arrival == np.inf:  # nothing arrives until another device moves: wait for it
-                idle += 1
-                if idle > 4 * p + 4:
-                    return False
-                for d in range(p):
-                    if d != r and free[d] > t:
-                        arrival = min(arrival, free[d])
-                if arrival == np.inf:  # the others are free now too: let them go first
-                    arrival = np.nextafter(t, np.inf)  # (only the order is kept)
+        if row >= 0:
+            run(r, row, s, t)
+            left -= 1
+        if row < 0 and arrival < np.inf:
             free[r] = arrival
-            continue
-        idle = 0
-        run(r, row, s, t)
-        left -= 1
+        elif row < 0 or length[r] == 3 * n * per:  # nothing on its way, or out of work
+            blocked[r] = row < 0
+            size -= 1
+            heap[0] = heap[size]
+        _sift_down(heap, size, free)
+        # the device of the stage this op feeds can move again, from now
+        to = s + 1 if row == ROW_F and s < V - 1 else s - 1 if row == ROW_I and s > 0 else -1
+        if to >= 0 and blocked[stage_device[to]]:
+            d = stage_device[to]
+            blocked[d] = False
+            free[d] = t
+            heap[size] = d
+            size += 1
+            _sift_up(heap, size - 1, free)
     return True
+
+
+@jit
+def _stages_of(stage_device, p, per):
+    """Each device's ``per`` stages, the later first (the order ``pick`` prefers)."""
+    mine = np.empty((p, per), np.int64)
+    count = np.zeros(p, np.int64)
+    for s in range(stage_device.shape[0] - 1, -1, -1):
+        r = stage_device[s]
+        mine[r, count[r]] = s
+        count[r] += 1
+    return mine
+
+
+@jit
+def _before(a, b, free):
+    """Whether device ``a`` comes before ``b``: free earlier, or as early and numbered lower."""
+    return free[a] < free[b] or (free[a] == free[b] and a < b)
+
+
+@jit
+def _sift_down(heap, size, free):
+    """Restore the heap's order after its root's key changed."""
+    i = 0
+    while True:
+        low = i
+        for c in (2 * i + 1, 2 * i + 2):
+            if c < size and _before(heap[c], heap[low], free):
+                low = c
+        if low == i:
+            return
+        heap[i], heap[low] = heap[low], heap[i]
+        i = low
+
+
+@jit
+def _sift_up(heap, i, free):
+    """Restore the heap's order after a device joined it at ``i``."""
+    while i > 0:
+        up = (i - 1) // 2
+        if not _before(heap[i], heap[up], free):
+            return
+        heap[i], heap[up] = heap[up], heap[i]
+        i = up
 
 
 @jit
