@@ -180,8 +180,8 @@ def main(argv=None) -> int:
           "the odd rows of megatron_core_h100_weak_scaling.csv, A100's fixed costs on the even "
           "rows of vtrain_single_node_a.csv, each NeMo long-context table's attention speed on "
           "its 1M row, Megatron of 2021's speed on Narayanan's 1T row (its ratio to "
-          "Korthikanti's 1T: validate.megatron_2021); the rows a modelling choice was made with in view count with them "
-          "(validate.IN_VIEW: Megatron-Core's 32B, every MoE "
+          "Korthikanti's 1T: validate.megatron_2021); the rows a modelling choice was made "
+          "with in view count with them (validate.IN_VIEW: Megatron-Core's 32B, every MoE "
           "row); every other row is a check\n")
     ranks = zb_ranking(df)
     for name, group in ranks.groupby("dataset", sort=False):

@@ -315,6 +315,25 @@ def test_list_scheduler_fits_every_accepted_limit(rng, placement):
             assert max(ref.peak_activations) <= memory * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("placement", ["loop", "v"])
+def test_the_clock_is_read_between_candidates(placement, monkeypatch):
+    """Once the time limit has passed, no further candidate is built or timed: the first one
+    is the answer. At ``p = 1000`` the others had taken 50 s over a 2 s limit; each is built
+    lazily now. (The real ``evaluate`` runs; it is only counted.)"""
+    timed = []
+    evaluate = Problem.evaluate
+    monkeypatch.setattr(Problem, "evaluate", lambda self, s: timed.append(s) or evaluate(self, s))
+    costs = Costs(f=1, b=2, w=0.7, comm=0.01)
+    found = optimize(24, 48, costs, placement=placement, method="improve", time_limit=1e-9,
+                     progress=False)
+    assert len(timed) == 1 and found.schedule is timed[0]
+    assert found.method.startswith("zb-greedy" if placement == "loop" else "v-greedy")
+    timed.clear()  # with time to spare, every candidate is timed and the best kept
+    full = optimize(24, 48, costs, placement=placement, method="improve", time_limit=0.5,
+                    progress=False)
+    assert len(timed) > 3 and full.value <= found.value
+
+
 @pytest.mark.parametrize("p, n", [(4, 8), (8, 24), (6, 11)])
 def test_v_greedy_has_no_span_bubble_at_zbv_memory(p, n):
     """F = I = W per chunk, n >= 2p-1, p units of memory: zero span bubble, as ZB-V."""

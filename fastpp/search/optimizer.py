@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -124,7 +125,9 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         that, returning the optimum when it proves it; ``auto``: heuristic, improve, then exact
         where the instance is small (``V * n <= 64``) and OR-Tools is installed.
     time_limit : float
-        Seconds for the whole search (the heuristics always run to the end).
+        Seconds for the whole search. The clock is read between candidate schedules: the
+        first candidate always completes, so a search whose one candidate takes longer (``p``
+        in the thousands) overruns by that candidate's time.
     seed : int
         The local search's random seed: the same seed gives the same schedule when the search
         stops on its own rather than on the clock.
@@ -258,19 +261,28 @@ class _Search:
         if self.bar is not None:
             self.bar.close()
 
+    def late(self) -> bool:
+        """Whether the clock has run out with a schedule in hand (no more candidates)."""
+        return self.best is not None and time.perf_counter() >= self.deadline
+
     def run(self, method: str, seed: int) -> SearchResult:
         problem = self.problem
         if problem.placement == "loop":
             found = zb_heuristic(problem)
             if found is not None:
                 self.offer(found[0], "zb-greedy")
+            candidates = iter(())
         else:
-            for name, schedule in v_candidates(problem):
-                self.offer(schedule, name)
+            candidates = v_candidates(problem)
         if method != "heuristic" or problem.placement == "v":
-            for name, schedule in (*fixed_candidates(problem), *list_candidates(problem)):
-                self.offer(schedule, name)
-        if self.best is None or method != "heuristic":
+            # (lazily: each candidate is built only if the clock allows it)
+            candidates = itertools.chain(candidates, fixed_candidates(problem),
+                                         list_candidates(problem))
+        for name, schedule in candidates:
+            if self.late():
+                break
+            self.offer(schedule, name)
+        if self.best is None or (method != "heuristic" and not self.late()):
             # one microbatch at a time fits whatever limit the problem accepted
             self.offer(sequential(problem.p, problem.n, problem.stage_to_device), "sequential")
         small = problem.V * problem.n <= EXACT_AUTO_MAX and exact.available()
