@@ -78,6 +78,12 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
 
 def _extras(model, hardware, schedule, table, t, d, zero, gradient_overlap, reduce_bytes=4.0):
     """``step_terms`` of one configuration: the fullest device's reduction and update."""
+    return float(sum(_terms(model, hardware, schedule, table, t, d, zero, gradient_overlap,
+                            reduce_bytes).values()))
+
+
+def _terms(model, hardware, schedule, table, t, d, zero, gradient_overlap, reduce_bytes=4.0):
+    """``_extras`` term by term (``step_terms``' names), each the fullest device's."""
     # a tied output layer on its embedding's device shares its weight (plan's count)
     device = schedule.stage_to_device
     stage = np.arange(len(device))
@@ -92,7 +98,7 @@ def _extras(model, hardware, schedule, table, t, d, zero, gradient_overlap, redu
                        embedding_params=model.vocab * model.hidden / t if tied else 0.0,
                        embedding_per_node=spans, overlap=gradient_overlap,
                        window=window.min(), reduce_bytes=reduce_bytes)
-    return float(sum(np.max(v) for v in terms.values()))
+    return {k: float(np.max(v)) for k, v in terms.items()}
 
 
 def _schedule(name, p, n, m=1):
