@@ -259,6 +259,7 @@ def main(argv=None) -> int:
         message = str(err)  # named by the flags, not by the library's parameters
         if args.command in ("simulate", "optimize", "show"):  # Costs' fields
             message = re.sub(r"\bcosts\.(\w+)", r"--\1", message)
+            message = message.replace(" where --i is not given", "")  # (no --i flag)
         if args.command == "optimize":  # the limit is optimize's memory=
             message = re.sub(r"^memory\b|\bmemory(?==)", "--memory-limit", message)
         print(f"error: {message}", file=sys.stderr)
@@ -290,10 +291,13 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
                     help="fraction of the peak the largest matrix products reach (the "
                          "preset's calibrated ceiling)")
     ap.add_argument("--schedules", nargs="+", default=given["schedules"], metavar="NAME")
-    for flag, what in (("--tp", "tensor-parallel degrees"), ("--pp", "pipeline degrees"),
-                       ("--microbatch", "sequences per microbatch"), ("-m", "chunks per device")):
-        ap.add_argument(flag, nargs="+", type=_count, default=None,
-                        help=f"{what} (default: all)")
+    for flag, what in (("--tp", "tensor-parallel degrees (every one in a node dividing the "
+                                "heads)"),
+                       ("--pp", "pipeline degrees (every one up to the layers)"),
+                       ("--microbatch", "sequences per microbatch (1, 2 and 4 where they divide "
+                                        "the global batch)"),
+                       ("-m", "chunks per device (each schedule's own)")):
+        ap.add_argument(flag, nargs="+", type=_count, default=None, help=what)
     ap.add_argument("--recompute", nargs="+", default=given["recompute"], choices=RECOMPUTE,
                     help="(default: all)")
     ap.add_argument("--layout", nargs="+", default=given["layout"], metavar="LAYOUT",
@@ -625,16 +629,25 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
                     "timeline, bubbles as dots")
     run = ap.add_argument_group("run flags (with --hf)")
     # default None: a run flag given with another source is refused, not silently dropped
-    for flag in RUN_FLAGS:
+    for flag, default in RUN_FLAGS.items():
         if flag != "--recompute":  # (--zero is 0..3, a count elsewhere)
-            run.add_argument(flag, type=int if flag == "--zero" else _count, default=None)
-    run.add_argument("--schedule", default=None, help="1f1b, or interleaved-1f1b with --m > 1")
-    run.add_argument("--recompute", default=None, choices=["none", "selective", "full"])
+            run.add_argument(flag, type=int if flag == "--zero" else _count, default=None,
+                             help=RUN_HELP[flag] + ("" if default is None else f" ({default})"))
+    run.add_argument("--schedule", default=None, help="a training schedule (1f1b, or "
+                     "interleaved-1f1b with --m > 1)")
+    run.add_argument("--recompute", default=None, choices=["none", "selective", "full"],
+                     help="(none)")
 
 
 # explain's run flags (with --hf) and their defaults
 RUN_FLAGS = {"--tp": 1, "--pp": 1, "--cp": 1, "--ep": 1, "--etp": 1, "--m": 1, "--microbatch": 1,
              "--global-batch": None, "--seq": 4096, "--zero": 1, "--recompute": "none"}
+RUN_HELP = {"--tp": "tensor-parallel degree", "--pp": "pipeline degree",
+            "--cp": "context-parallel degree", "--ep": "expert-parallel degree",
+            "--etp": "expert-tensor-parallel degree", "--m": "chunks per device",
+            "--microbatch": "sequences per microbatch",
+            "--global-batch": "sequences per step (default: one microbatch per replica)",
+            "--seq": "sequence length", "--zero": "ZeRO stage, 0 to 3"}
 
 
 def _script(path: str) -> str:

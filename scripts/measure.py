@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -41,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 import fastpp
+from fastpp.__main__ import _memory_limit
 from fastpp.measured.runner import TORCH_CLASSES, measure_many
 from fastpp.measured.steps import step_folders
 from fastpp.reports import write_report
@@ -59,8 +61,9 @@ def parse(argv=None):
     ap.add_argument("--steps", type=int, default=20,
                     help="profiled steps per schedule, in turn (20)")
     ap.add_argument("--time-limit", type=float, default=5.0, help="optimize's seconds (5)")
-    ap.add_argument("--memory-limit", type=float, default=None,
-                    help="optimize's activation memory per device, units of M_B (1.5p)")
+    ap.add_argument("--memory-limit", default="1.5p", metavar="LIMIT",
+                    help="optimize's activation memory per device, units of M_B, or a "
+                         "multiple of p such as 1.5p (1.5p)")
     ap.add_argument("--out", default="results/measured", help="folder for the traces")
     ap.add_argument("--picture", default="docs/measured.png")
     ap.add_argument("--trace", default="results/measured-trace.json")
@@ -178,7 +181,7 @@ def run_optimized(runs: dict, args, out: Path):
     run for real beside 1F1B and ZB-V, its predicted and measured gains printed (1F1B
     predicted from its own runs' costs). Returns ``(found, ZB-V's costs, the new runs)``."""
     costs = median_run(runs["ScheduleZBVZeroBubble"]).costs()
-    memory = 1.5 * args.p if args.memory_limit is None else args.memory_limit
+    memory = _memory_limit(args.memory_limit, args.p)
     found = fastpp.optimize(args.p, args.n, costs, memory=memory, placement="v",
                             time_limit=args.time_limit, progress=False)
     baseline = fastpp.simulate(expected("1f1b", args.p, args.n),
@@ -226,6 +229,11 @@ def write_outputs(table: pd.DataFrame, found, costs, again: dict, args, out: Pat
 
 def main(argv=None) -> int:
     args = parse(argv)
+    try:  # before the runs, not after them
+        _memory_limit(args.memory_limit, args.p)
+    except fastpp.ScheduleError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     started = time.perf_counter()
     schedules = {"1f1b": "1f1b", **{cls: cls for cls in TORCH_CLASSES}}

@@ -1,0 +1,46 @@
+"""The twelfth bad-input wave (5 December 2026): each case failed on the code before."""
+
+from fastpp.__main__ import main
+
+
+def test_a_weight_gradient_over_the_backward_names_no_missing_flag(capsys):
+    """The refusal named ``--i``, a flag the command line does not have."""
+    assert main(["simulate", "-s", "1f1b", "-p", "2", "-n", "2", "--w", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "error: --w must be <= --b (got w=3.0, b=2.0 at stage 0)" in err
+    assert "--i" not in err
+
+
+def test_measure_script_takes_the_memory_limit_it_shows_and_checks_it_first(tmp_path):
+    """``--memory-limit`` said its default was ``1.5p`` and refused ``1.5p``; a bad value is
+    refused before any run, nothing written."""
+    import importlib.util
+    from pathlib import Path
+
+    from test_bad_input_wave6 import run_script
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "measure.py"
+    spec = importlib.util.spec_from_file_location("measure_script", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for given, limit in ((["--memory-limit", "1.5p"], 6.0), ([], 6.0),
+                         (["--memory-limit", "5"], 5.0)):
+        args = script.parse(["-p", "4", *given])
+        assert script._memory_limit(args.memory_limit, args.p) == limit
+    err = run_script("measure.py", "--memory-limit", "2x", "--out", str(tmp_path), cwd=tmp_path)
+    assert "--memory-limit must be a number of units > 0 or a multiple of p such as '1.5p' " \
+           "(got '2x')" in err
+    assert not any(tmp_path.iterdir())  # nothing ran
+
+
+def test_explain_run_flags_say_what_they_are(capsys):
+    """``explain --help`` listed its run flags (with ``--hf``) without a word or a default."""
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["explain", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for text in ("--tp TP tensor-parallel degree (1)", "--seq SEQ sequence length (4096)",
+                 "--zero ZERO ZeRO stage, 0 to 3 (1)",
+                 "sequences per step (default: one microbatch per replica)"):
+        assert text in out, text
