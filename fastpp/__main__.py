@@ -11,6 +11,7 @@ import re
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
+from .checks import require
 from .model.config import CP_COMMS, ZERO3_GATHERS
 from .model.hardware import PRECISIONS
 from .model.moe import DISPATCHERS
@@ -472,11 +473,38 @@ def _placement_needs_csv(args) -> None:
                             f"places its own stages (got --placement {args.placement})")
 
 
+def _will_write(flag: str, value) -> None:
+    """Refuse before long work an output file that could not be written: an empty name, a
+    folder, or a file in a folder that does not exist."""
+    from pathlib import Path
+
+    if value is None:
+        return
+    path = Path(value)
+    why = ("an empty name" if not value else "a folder" if path.is_dir() else
+           f"no folder {str(path.parent)!r}" if not path.parent.is_dir() else "")
+    if why:
+        raise ScheduleError(f"{flag} must be a file path that can be written (got {value!r}: "
+                            f"{why})")
+
+
 def _measure(args) -> int:
     from pathlib import Path
 
-    from .measured import MeasuredSteps, measure, predictions
+    from .measured import MeasuredSteps, measure, predictions, read_torch_trace
 
+    # what can be refused is refused before the run (minutes), not after it
+    _will_write("--trace", args.trace)
+    _will_write("--picture", args.picture)
+    if args.picture is not None:
+        require("matplotlib", "plot", "--picture")
+    costs_from = args.costs_from
+    if costs_from is not None:
+        try:
+            costs_from = read_torch_trace(costs_from)
+        except ScheduleError as err:
+            raise ScheduleError(f"--costs-from must be the folder of a measured run's traces "
+                                f"({err})") from None
     schedule = args.schedule
     if not args.from_csv:
         _placement_needs_csv(args)
@@ -497,7 +525,7 @@ def _measure(args) -> int:
     print(f"{args.schedule or args.from_csv}: p={s.p}, n={s.n}, m={s.m}, {s.num_ops} ops, "
           f"traces in {out}")
     rows = [(SAID[k].format(args.costs_from), v)
-            for k, v in predictions(run, args.costs_from).items()]
+            for k, v in predictions(run, costs_from).items()]
     width = max(len(what) for what, _ in rows)
     print(f"{'':<{width}} {'makespan':>10} {'error':>8}")
     print(f"{'measured':<{width}} {run.makespan * 1e3:>8.3f}ms")

@@ -44,3 +44,38 @@ def test_explain_run_flags_say_what_they_are(capsys):
                  "--zero ZERO ZeRO stage, 0 to 3 (1)",
                  "sequences per step (default: one microbatch per replica)"):
         assert text in out, text
+
+
+def test_measure_refuses_its_outputs_and_inputs_before_running(tmp_path, capsys):
+    """``measure`` found a ``--trace`` or ``--picture`` it could not write, or a
+    ``--costs-from`` that held no run, only after the run it had just spent minutes on."""
+    out = tmp_path / "out"
+    for argv, message in (
+            (["--trace", str(tmp_path / "none" / "t.json")], "--trace must be a file path that "
+             f"can be written (got '{tmp_path / 'none' / 't.json'}': no folder"),
+            (["--picture", str(tmp_path)], "--picture must be a file path that can be written "
+             f"(got '{tmp_path}': a folder)"),
+            (["--costs-from", str(tmp_path)], "--costs-from must be the folder of a measured "
+             "run's traces")):
+        assert main(["measure", "-s", "1f1b", "--out", str(out), *argv]) == 2
+        assert message in capsys.readouterr().err
+        assert not out.exists()  # nothing ran
+
+
+def test_measure_on_cuda_without_a_gpu_is_refused_before_the_ranks_start(tmp_path):
+    """Each rank had died in ``torch.cuda.set_device`` with a traceback."""
+    import pytest
+
+    from fastpp import ScheduleError
+    from fastpp.measured import measure
+
+    pytest.importorskip("torch")
+    from fastpp.measured.runner import _cuda_devices
+
+    if _cuda_devices() >= 2:
+        pytest.skip("this machine has the GPUs")
+    with pytest.raises(ScheduleError, match=r"device must be 'cpu' here: 'cuda' needs a GPU for "
+                                            r"each of the p=2 ranks \(got device='cuda'; torch "
+                                            r"sees \d CUDA devices\)"):
+        measure("1f1b", 2, 2, out=tmp_path / "out", device="cuda")
+    assert not (tmp_path / "out").exists()

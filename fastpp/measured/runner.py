@@ -127,7 +127,7 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
         Folder for ``rank{r}_trace.json`` (created; existing traces there are replaced).
     device : {"cpu", "cuda"}
         ``"cpu"`` runs gloo with one thread per rank; ``"cuda"`` runs NCCL on GPU ``r`` per
-        rank (a machine with ``p`` GPUs).
+        rank (a machine with ``p`` GPUs; with fewer, a ``ScheduleError`` before any rank starts).
     warmup : int
         Steps before the profiled ones, run under the profiler but not written (its memory
         is then in place before the steps it records).
@@ -360,6 +360,12 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ScheduleError(f"warmup must be a non-negative integer (got warmup={warmup!r})")
     one_of(device, "device", DEVICES)
+    if device == "cuda":  # (each rank would fail in torch with a traceback)
+        count = _cuda_devices()
+        if count < p:
+            raise ScheduleError(f"device must be 'cpu' here: 'cuda' needs a GPU for each of "
+                                f"the p={p} ranks (got device='cuda'; torch sees {count} CUDA "
+                                f"devices)")
     if not isinstance(realtime, bool):
         raise ScheduleTypeError(f"realtime must be True or False (got {realtime!r})")
     if realtime and not hasattr(os, "SCHED_FIFO"):
@@ -488,6 +494,15 @@ def _torch() -> None:
     ranks import it; this process need not)."""
     if importlib.util.find_spec("torch") is None:
         raise missing_extra("fastpp.measured.measure", "torch", "torch")
+
+
+def _cuda_devices() -> int:
+    """The CUDA devices torch sees, asked of a child process (this one imports no torch)."""
+    _torch()
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count()"
+                            " if torch.cuda.is_available() else 0)"],
+                           capture_output=True, text=True, timeout=300)
+    return int(probe.stdout.strip() or 0) if probe.returncode == 0 else 0
 
 
 def _free_port() -> int:
