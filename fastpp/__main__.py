@@ -11,7 +11,7 @@ import re
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
-from .checks import require
+from .checks import by_flags, flag_names, require
 from .model.config import CP_COMMS, ZERO3_GATHERS
 from .model.hardware import PRECISIONS
 from .model.moe import DISPATCHERS
@@ -263,6 +263,11 @@ def main(argv=None) -> int:
             message = message.replace(" where --i is not given", "")  # (no --i flag)
         if args.command == "optimize":  # the limit is optimize's memory=
             message = re.sub(r"^memory\b|\bmemory(?==)", "--memory-limit", message)
+        command = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+        flags = flag_names(command.choices[args.command])
+        if args.command == "explain" and args.hf is not None:  # RunConfig's t and p
+            flags |= {"t": "--tp", "p": "--pp"}
+        message = by_flags(message, flags)
         print(f"error: {message}", file=sys.stderr)
         return 2
     return 0

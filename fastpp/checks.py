@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import FrozenInstanceError
@@ -322,3 +323,22 @@ def renamed(function: str, old: str, new: str, old_value, new_value, default):
         raise ScheduleError(f"give {new} or {old}, not both (got {new}={new_value!r}, "
                             f"{old}={old_value!r})")
     return old_value
+
+
+def flag_names(parser) -> dict[str, str]:
+    """Each option of an ``argparse`` parser by the name of its value (``dest``): the flag
+    that sets it (the longest)."""
+    return {a.dest: max(a.option_strings, key=len) for a in parser._actions
+            if a.option_strings and a.dest != "help"}
+
+
+def by_flags(message: str, flags: dict[str, str]) -> str:
+    """``message`` with each value the library names by its parameter (``global_batch=8``,
+    ``tp must ...``) named by the flag that sets it, as the user typed it."""
+    # a call the message suggests, from_megatron(..., vocab=N): the flag, --vocab N
+    message = re.sub(r"\b\w+\(\.\.\., (\w+)=(\w+)\)",
+                     lambda m: f"{flags[m[1]]} {m[2]}" if m[1] in flags else m[0], message)
+    for dest, flag in flags.items():
+        message = re.sub(rf"(?<![\w.-])(?<!\.\.\., ){re.escape(dest)}(?=\s+must\b|=)", flag,
+                         message)
+    return message

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import fastpp
+from fastpp.checks import by_flags, flag_names
 from fastpp.reports import write_report
 
 FIXED = {"loop": [("1f1b", 1), ("zb-h1", 1), ("zb-h2", 1), ("interleaved-1f1b", 2)],
@@ -52,6 +53,7 @@ def parse(argv):
     ap.add_argument("--threads", type=int, default=2, help="searches at once (2)")
     ap.add_argument("--out", type=Path, default=Path("results"), help="folder (results/)")
     args = ap.parse_args(argv)
+    args.flags = flag_names(ap)  # to name in fastpp's messages the flags, not its parameters
     # sizes fastpp never sees (gamma's inputs, the grid, the pool) are checked here
     for flag, least in (("hidden", 1), ("heads", 1), ("seq", 1), ("budgets", 0),
                         ("threads", 1)):
@@ -110,7 +112,7 @@ def main(argv=None) -> int:
     try:
         return _run(args)
     except fastpp.ScheduleError as err:  # a flag fastpp refuses: its message, no traceback
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {by_flags(str(err), args.flags)}", file=sys.stderr)
         return 2
 
 

@@ -58,7 +58,7 @@ def test_seed_demo_script_refuses_with_the_library_and_scales(tmp_path):
     (["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--gamma", "2"],
      "error: --gamma must be in [0, 1]"),
     (["simulate", "-s", "zb-h1", "-p", "4", "-n", "8", "--w", "5"],
-     "error: --w must be <= --b where --i is not given"),  # refused as it simulates
+     "error: --w must be <= --b (got --w=5.0, --b=2.0 at stage 0)"),  # as it simulates
     (["optimize", "-p", "4", "-n", "8", "--memory-limit", "0.1"],
      "got --memory-limit=0.1"),
     (["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--csv", ""],

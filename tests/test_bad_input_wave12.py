@@ -7,7 +7,7 @@ def test_a_weight_gradient_over_the_backward_names_no_missing_flag(capsys):
     """The refusal named ``--i``, a flag the command line does not have."""
     assert main(["simulate", "-s", "1f1b", "-p", "2", "-n", "2", "--w", "3"]) == 2
     err = capsys.readouterr().err
-    assert "error: --w must be <= --b (got w=3.0, b=2.0 at stage 0)" in err
+    assert "error: --w must be <= --b (got --w=3.0, --b=2.0 at stage 0)" in err
     assert "--i" not in err
 
 
@@ -79,3 +79,25 @@ def test_measure_on_cuda_without_a_gpu_is_refused_before_the_ranks_start(tmp_pat
                                             r"sees \d CUDA devices\)"):
         measure("1f1b", 2, 2, out=tmp_path / "out", device="cuda")
     assert not (tmp_path / "out").exists()
+
+
+def test_commands_and_scripts_name_the_flags_not_the_parameters(tmp_path, capsys):
+    """plan, explain, sweep.py and frontier.py named what they refused by fastpp's parameter
+    (``global_batch``, ``n_per_p``, ``from_megatron(..., vocab=N)``), not by the flag typed."""
+    from test_bad_input_wave6 import run_script
+
+    assert main(["plan", "--model", "llama3-8b", "--gpus", "8", "--microbatch", "3",
+                 "--global-batch", "8", "--no-plots", "--out", str(tmp_path)]) == 2
+    assert "error: --microbatch must divide --global-batch=8 (got --microbatch=3)" in \
+        capsys.readouterr().err
+    assert main(["explain", "--megatron", "--num-layers 2 --hidden-size 64 "
+                 "--num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 "
+                 "--micro-batch-size 1 --global-batch-size 8", "--gpus", "8"]) == 2
+    assert "(or --vocab N)" in capsys.readouterr().err
+    from pathlib import Path
+
+    hf = Path(__file__).resolve().parent / "data" / "hf" / "qwen3-8b.json"
+    assert main(["explain", "--hf", str(hf), "--gpus", "8", "--tp", "3"]) == 2
+    assert "(got --gpus=8, --tp=3, --cp=1, --pp=1)" in capsys.readouterr().err
+    assert "error: --n-per-p must hold positive integers below 2**31 (got [0])" in \
+        run_script("sweep.py", "--n-per-p", "0", "--out", str(tmp_path), cwd=tmp_path)

@@ -210,7 +210,7 @@ def run_script(name, *argv, cwd):
 
 
 @pytest.mark.parametrize("argv, match", [
-    (["-p", "0"], "error: p must be a positive integer"),  # fastpp's ScheduleError, traced
+    (["-p", "0"], "error: -p must be a positive integer (got -p=0)"),  # fastpp's, named
     (["--budgets", "-1"], "--budgets must be an integer >= 0"),  # NumPy's ValueError
     (["--threads", "0"], "--threads must be an integer >= 1"),  # the pool's ValueError
     (["--hidden", "0"], "--hidden must be an integer >= 1"),  # a gamma of 0, silently

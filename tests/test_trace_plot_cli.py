@@ -156,8 +156,8 @@ def test_cli_show_and_list():
 
 @pytest.mark.parametrize("args, message", [
     (("simulate", "-s", "1f1b", "-p", "4", "-n", "6", "-m", "2"),
-     "error: m must be 1 (one stage per device) for '1f1b' (got m=2)"),
-    (("simulate", "-s", "nope", "-p", "4", "-n", "6"), "error: schedule must be one of"),
+     "error: -m must be 1 (one stage per device) for '1f1b' (got -m=2)"),
+    (("simulate", "-s", "nope", "-p", "4", "-n", "6"), "error: --schedule must be one of"),
     (("simulate", "-s", "1f1b", "-p", "4", "-n", "6", "--f", "-1"),
      "error: --f must be finite and > 0"),
     (("simulate", "--from-csv", "/nonexistent.csv"), "error: /nonexistent.csv: cannot be read"),
@@ -188,7 +188,7 @@ def test_command_line_plan(tmp_path):
     assert "fastest that fit (2 of 2)" in roomy.stdout
     assert (tmp_path / "plan.parquet").exists() and (tmp_path / "plan.png").exists()
     bad = _cli("plan", "--model", "llama2-7b", "--gpus", "6", "--tp", "4")
-    assert bad.returncode == 2 and "error: gpus=6 has no factorization" in bad.stderr
+    assert bad.returncode == 2 and "error: --gpus=6 has no factorization" in bad.stderr
 
 
 def test_command_line_plan_moe(tmp_path):
