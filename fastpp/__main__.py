@@ -258,15 +258,14 @@ def main(argv=None) -> int:
         _write_outputs(args, res)
     except (ScheduleError, OSError) as err:
         message = str(err)  # named by the flags, not by the library's parameters
-        if args.command in ("simulate", "optimize", "show"):  # Costs' fields
-            message = re.sub(r"\bcosts\.(\w+)", r"--\1", message)
-            message = message.replace(" where --i is not given", "")  # (no --i flag)
         if args.command == "optimize":  # the limit is optimize's memory=
             message = re.sub(r"^memory\b|\bmemory(?==)", "--memory-limit", message)
         command = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
         flags = flag_names(command.choices[args.command])
         if args.command == "explain" and args.hf is not None:  # RunConfig's t and p
             flags |= {"t": "--tp", "p": "--pp"}
+        elif args.command == "explain":  # the run is the script's: its own flags, not these
+            flags = {k: v for k, v in flags.items() if v not in (*RUN_FLAGS, "--schedule")}
         message = by_flags(message, flags)
         print(f"error: {message}", file=sys.stderr)
         return 2
@@ -357,7 +356,8 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
         ap.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction,
                         default=given[key], help=f"{what} ({shown})")
     ap.add_argument("--top", type=int, default=10, help="configurations to print (10)")
-    ap.add_argument("--out", default="results", help="folder for plan.parquet, plan.png")
+    ap.add_argument("--out", default="results", help="folder for plan.parquet, plan.png and "
+                    "plan.html (results)")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG")
 
 

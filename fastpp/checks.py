@@ -326,19 +326,28 @@ def renamed(function: str, old: str, new: str, old_value, new_value, default):
 
 
 def flag_names(parser) -> dict[str, str]:
-    """Each option of an ``argparse`` parser by the name of its value (``dest``): the flag
-    that sets it (the longest)."""
+    """Each option of an ``argparse`` parser that takes a value, by the name of that value
+    (``dest``): the flag that sets it (the longest). On/off flags are left out: a message's
+    ``x=False`` is no value one types."""
     return {a.dest: max(a.option_strings, key=len) for a in parser._actions
-            if a.option_strings and a.dest != "help"}
+            if a.option_strings and a.nargs != 0}
 
 
 def by_flags(message: str, flags: dict[str, str]) -> str:
-    """``message`` with each value the library names by its parameter (``global_batch=8``,
-    ``tp must ...``) named by the flag that sets it, as the user typed it."""
-    # a call the message suggests, from_megatron(..., vocab=N): the flag, --vocab N
+    """``message`` with the values a user typed named by their flags, not by the library's
+    parameters that they become: the message's subject (``tp must ...``, at its start or after
+    a colon), the ``(got name=...)`` list, ``costs.name``, a longer name given a value
+    (``global_batch=8``), and a call it suggests (``from_megatron(..., vocab=N)``: ``--vocab
+    N``). Short names inside expressions (``p*n*m``, ``2*cp``) are symbols, left alone."""
+    message = re.sub(r" where costs\.(\w+) is not given",
+                     lambda m: m[0] if m[1] in flags else "", message)
+    message = re.sub(r"\bcosts\.(\w+)", lambda m: flags.get(m[1], m[0]), message)
     message = re.sub(r"\b\w+\(\.\.\., (\w+)=(\w+)\)",
                      lambda m: f"{flags[m[1]]} {m[2]}" if m[1] in flags else m[0], message)
-    for dest, flag in flags.items():
-        message = re.sub(rf"(?<![\w.-])(?<!\.\.\., ){re.escape(dest)}(?=\s+must\b|=)", flag,
-                         message)
+    for dest in flags:
+        name = re.escape(dest)
+        subject = rf"(?:^|(?<=: )){name}(?=\s+must\b)"
+        listed = rf"(?:(?<=\(got )|(?<=, )(?=[^()]*\))){name}(?==)"
+        valued = rf"(?<![\w.*/+-]){name}(?==)" if len(dest) > 2 else r"(?!x)x"
+        message = re.sub(f"{subject}|{listed}|{valued}", flags[dest], message)
     return message

@@ -47,7 +47,9 @@ def parse(argv):
     ap.add_argument("--seq", type=int, default=1024, help="sequence length, for gamma (1024)")
     ap.add_argument("--budgets", type=int, default=24,
                     help="memory budgets per placement besides 'unlimited' (24)")
-    ap.add_argument("--objective", choices=["makespan", "span"], default="makespan")
+    ap.add_argument("--objective", choices=["makespan", "span"], default="makespan",
+                    help="what each search minimises: the makespan, or the largest per-device "
+                         "span (makespan)")
     ap.add_argument("--time-limit", type=float, default=0.5,
                     help="seconds of search per budget (0.5)")
     ap.add_argument("--threads", type=int, default=2, help="searches at once (2)")

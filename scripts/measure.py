@@ -46,6 +46,7 @@ from fastpp.__main__ import _memory_limit
 from fastpp.measured.runner import TORCH_CLASSES, measure_many
 from fastpp.measured.steps import step_folders
 from fastpp.reports import write_report
+from fastpp.search.problem import Problem
 
 
 def parse(argv=None):
@@ -64,9 +65,13 @@ def parse(argv=None):
     ap.add_argument("--memory-limit", default="1.5p", metavar="LIMIT",
                     help="optimize's activation memory per device, units of M_B, or a "
                          "multiple of p such as 1.5p (1.5p)")
-    ap.add_argument("--out", default="results/measured", help="folder for the traces")
-    ap.add_argument("--picture", default="docs/measured.png")
-    ap.add_argument("--trace", default="results/measured-trace.json")
+    ap.add_argument("--out", default="results/measured",
+                    help="folder for the traces (results/measured)")
+    ap.add_argument("--picture", default="docs/measured.png",
+                    help="the found schedule's measured and predicted timelines "
+                         "(docs/measured.png)")
+    ap.add_argument("--trace", default="results/measured-trace.json",
+                    help="a Perfetto trace of both (results/measured-trace.json)")
     ap.add_argument("--reread", metavar="OUT", default=None,
                     help="price the steps an earlier run kept in OUT/classes again, with this "
                          "code: its table only, nothing run")
@@ -229,8 +234,9 @@ def write_outputs(table: pd.DataFrame, found, costs, again: dict, args, out: Pat
 
 def main(argv=None) -> int:
     args = parse(argv)
-    try:  # before the runs, not after them
-        _memory_limit(args.memory_limit, args.p)
+    try:  # before the runs, not after them: its form, and what any V schedule needs (in M_B)
+        Problem.build(args.p, args.n, None, _memory_limit(args.memory_limit, args.p), "v",
+                      "makespan")
     except fastpp.ScheduleError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -21,9 +21,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", type=int, default=4, help="pipeline devices p (default 4)")
     parser.add_argument("--microbatches", type=int, default=4, help="microbatches n (default 4)")
-    parser.add_argument("--fwd-time", type=float, default=0.02)
-    parser.add_argument("--bwd-time", type=float, default=0.04)
-    parser.add_argument("--comm-latency", type=float, default=0.01)
+    parser.add_argument("--fwd-time", type=float, default=0.02,
+                        help="forward time of a stage, seconds (0.02)")
+    parser.add_argument("--bwd-time", type=float, default=0.04,
+                        help="backward time of a stage, seconds (0.04)")
+    parser.add_argument("--comm-latency", type=float, default=0.01,
+                        help="hand-off latency between stages, seconds (0.01)")
     args = parser.parse_args(argv)
     p, n = args.stages, args.microbatches
     if p < 1 or n < 1:

@@ -135,8 +135,8 @@ def _run(args, parts, painter) -> int:
     print(f"{len(df):,} points simulated in {seconds:.2f} s ({df.attrs['skipped']:,} "
           f"combinations skipped as invalid); table: {table}")
     if df.empty:  # (no row to summarize or draw: every combination was invalid)
-        print(f"error: no valid point to summarize: {dict(df.attrs['skip_reasons'])}",
-              file=sys.stderr)
+        reasons = {by_flags(k, args.flags): v for k, v in df.attrs["skip_reasons"].items()}
+        print(f"error: no valid point to summarize: {reasons}", file=sys.stderr)
         return 2
 
     comms = sorted(df["comm"].unique())

@@ -101,3 +101,41 @@ def test_commands_and_scripts_name_the_flags_not_the_parameters(tmp_path, capsys
     assert "(got --gpus=8, --tp=3, --cp=1, --pp=1)" in capsys.readouterr().err
     assert "error: --n-per-p must hold positive integers below 2**31 (got [0])" in \
         run_script("sweep.py", "--n-per-p", "0", "--out", str(tmp_path), cwd=tmp_path)
+
+
+def test_flags_replace_parameters_only_where_they_are_what_was_typed(capsys):
+    """The review of the renaming: symbols in an expression (``p*n*m``, ``2*cp``) stay; an
+    explain run given by a Megatron script is named in its own words, not by the ``--hf``
+    run flags it refuses; an on/off flag is no value (``sequence_parallel=False`` stays)."""
+    import argparse
+
+    from fastpp.checks import by_flags, flag_names
+
+    assert main(["simulate", "-s", "1f1b", "-p", "3000", "-n", "3000"]) == 2
+    assert "error: p*n*m must be at most 4,000,000 for '1f1b' (got p*n*m=9000000)" in \
+        capsys.readouterr().err
+    assert main(["explain", "--megatron", "--num-layers 4 --hidden-size 256 "
+                 "--num-attention-heads 8 --seq-length 512 --vocab-size 1000 "
+                 "--micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 3",
+                 "--gpus", "8"]) == 2
+    assert "(got --gpus=8, t=3, cp=1, p=1)" in capsys.readouterr().err
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seq", type=int)
+    ap.add_argument("--cp", type=int)
+    ap.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction)
+    flags = flag_names(ap)
+    assert flags == {"seq": "--seq", "cp": "--cp"}
+    assert by_flags("cp must split seq into 2 x cp equal chunks: seq must be a multiple of "
+                    "2*cp=4 (got seq=1001, cp=2), or give sequence_parallel=False", flags) == (
+        "--cp must split seq into 2 x cp equal chunks: --seq must be a multiple of 2*cp=4 "
+        "(got --seq=1001, --cp=2), or give sequence_parallel=False")
+
+
+def test_measure_script_refuses_a_limit_no_schedule_fits_before_running(tmp_path):
+    """A limit of the right form below what any V schedule needs ran every class, then ended
+    in a traceback."""
+    from test_bad_input_wave6 import run_script
+
+    err = run_script("measure.py", "--memory-limit", "0.5", "--out", str(tmp_path / "o"),
+                     cwd=tmp_path)
+    assert "memory must be at least" in err and not (tmp_path / "o").exists()

@@ -320,13 +320,16 @@ def test_the_clock_is_read_between_candidates(placement, monkeypatch):
     """Once the time limit has passed, no further candidate is built or timed: the first one
     is the answer. At ``p = 1000`` the others had taken 50 s over a 2 s limit; each is built
     lazily now. (The real ``evaluate`` runs; it is only counted.)"""
-    timed = []
-    evaluate = Problem.evaluate
+    import fastpp.search.greedy as greedy
+
+    timed, built = [], []
+    evaluate, build = Problem.evaluate, greedy.build_schedule
     monkeypatch.setattr(Problem, "evaluate", lambda self, s: timed.append(s) or evaluate(self, s))
+    monkeypatch.setattr(greedy, "build_schedule", lambda *a: built.append(a) or build(*a))
     costs = Costs(f=1, b=2, w=0.7, comm=0.01)
     found = optimize(24, 48, costs, placement=placement, method="improve", time_limit=1e-9,
                      progress=False)
-    assert len(timed) == 1 and found.schedule is timed[0]
+    assert len(timed) == 1 and found.schedule is timed[0] and not built  # none built after
     assert found.method.startswith("zb-greedy" if placement == "loop" else "v-greedy")
     if placement == "v":  # with time to spare, every candidate is timed and the best kept
         timed.clear()

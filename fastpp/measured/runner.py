@@ -499,9 +499,12 @@ def _torch() -> None:
 def _cuda_devices() -> int:
     """The CUDA devices torch sees, asked of a child process (this one imports no torch)."""
     _torch()
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count()"
-                            " if torch.cuda.is_available() else 0)"],
-                           capture_output=True, text=True, timeout=300)
+    try:
+        probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda."
+                                "device_count() if torch.cuda.is_available() else 0)"],
+                               capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:  # (a torch that hangs on import sees no device)
+        return 0
     return int(probe.stdout.strip() or 0) if probe.returncode == 0 else 0
 
 

@@ -278,8 +278,9 @@ class _Search:
             # (lazily: each candidate is built only if the clock allows it)
             candidates = itertools.chain(candidates, fixed_candidates(problem),
                                          list_candidates(problem))
-        for name, schedule in candidates:
-            if self.late():
+        while not self.late():  # (the clock first: the next candidate is built on demand)
+            name, schedule = next(candidates, (None, None))
+            if schedule is None:
                 break
             self.offer(schedule, name)
         if self.best is None or (method != "heuristic" and not self.late()):
