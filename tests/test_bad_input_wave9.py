@@ -455,7 +455,7 @@ def test_a_report_never_replaces_its_input_or_a_good_page(tmp_path):
                                                  "['1f1b'] (got 'zbv')"),
     # every point invalid: an empty table written, then an IndexError
     (["--schedules", "1f1b", "--comm", "0", "-p", "2", "--w", "5"],
-     "no valid point to summarize: {'w must be <= b'"),
+     "no valid point to summarize: {'--w must be <= --b'"),
 ])
 def test_sweep_script_refuses_before_or_instead_of_a_traceback(tmp_path, argv, message):
     from test_bad_input_wave6 import run_script
