@@ -319,9 +319,12 @@ def test_list_scheduler_fits_every_accepted_limit(rng, placement):
 def test_the_clock_is_read_between_candidates(placement, monkeypatch):
     """Once the time limit has passed, no further candidate is built or timed: the first one
     is the answer. At ``p = 1000`` the others had taken 50 s over a 2 s limit; each is built
-    lazily now. (The real ``evaluate`` runs; it is only counted.)"""
+    lazily now. (The real ``evaluate`` runs; it is only counted. The clock stops candidates
+    from ``optimizer.CLOCKED``, here every problem.)"""
     import fastpp.search.greedy as greedy
+    from fastpp.search import optimizer
 
+    monkeypatch.setattr(optimizer, "CLOCKED", 0)
     timed, built = [], []
     evaluate, build = Problem.evaluate, greedy.build_schedule
     monkeypatch.setattr(Problem, "evaluate", lambda self, s: timed.append(s) or evaluate(self, s))
@@ -511,3 +514,16 @@ def test_cli_optimize_errors_are_one_line(args, message):
     run = _cli("optimize", "-p", "4", "-n", "8", *args)
     assert run.returncode == 2
     assert message in run.stderr and "Traceback" not in run.stderr
+
+
+def test_small_searches_run_every_candidate_whatever_the_clock():
+    """Below ``optimizer.CLOCKED`` every candidate runs, however short the limit: the answer
+    does not depend on the load or on the kernels' first compile (docs/search.md's example)."""
+    costs = Costs(f=[1, 1.5, 1, 1], b=3, w=1, comm=0.2)
+    found = optimize(4, 6, costs, memory=2, method="heuristic", time_limit=1e-9,
+                     progress=False)
+    roomy = optimize(4, 6, costs, memory=2, method="heuristic", time_limit=60, progress=False)
+    assert found.value == roomy.value and found.method == roomy.method
+    assert [source for _, _, source in optimize(4, 6, costs, memory=2, method="improve",
+                                                 time_limit=1e-9, progress=False).log][:3] == [
+        "zb-greedy", "list(backward first)", "list(forward first)"]

@@ -25,6 +25,10 @@ ROBUST = ("p95", "mean", "mean+std")  # objectives under noise: the makespan's d
 EXACT_AUTO_MAX = 64  # auto runs CP-SAT when V * n is at most this (p <= 4, n <= 16 on a loop)
 HISTORY = 50  # late acceptance: a move may be as bad as the value this many moves ago
 SLICE = 500  # evaluated moves per call of the local-search kernel between clock checks
+# the candidate schedules are all built and timed (the same answer whatever the load or the
+# kernels' first compile) unless V * n reaches this: then each can take seconds, and the clock
+# is read between them (p = 1000, n = 2000 had spent 60 s in them on a 2 s limit)
+CLOCKED = 10**5
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,9 +129,10 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         that, returning the optimum when it proves it; ``auto``: heuristic, improve, then exact
         where the instance is small (``V * n <= 64``) and OR-Tools is installed.
     time_limit : float
-        Seconds for the whole search. The clock is read between candidate schedules: the
-        first candidate always completes, so a search whose one candidate takes longer (``p``
-        in the thousands) overruns by that candidate's time.
+        Seconds for the whole search. The candidate schedules (the heuristics and the
+        registered schedules) all run, so that the answer does not depend on the machine's
+        load, unless ``V * n`` is 100,000 or more: there the clock is read between them and
+        the first always completes, so the search overruns by that candidate's time.
     seed : int
         The local search's random seed: the same seed gives the same schedule when the search
         stops on its own rather than on the clock.
@@ -262,8 +267,10 @@ class _Search:
             self.bar.close()
 
     def late(self) -> bool:
-        """Whether the clock has run out with a schedule in hand (no more candidates)."""
-        return self.best is not None and time.perf_counter() >= self.deadline
+        """Whether the clock has run out with a schedule in hand, on a problem large enough
+        for it to stop the candidates (``CLOCKED``)."""
+        return (self.best is not None and self.problem.V * self.problem.n >= CLOCKED
+                and time.perf_counter() >= self.deadline)
 
     def run(self, method: str, seed: int) -> SearchResult:
         problem = self.problem
