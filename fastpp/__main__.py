@@ -258,11 +258,11 @@ def main(argv=None) -> int:
         _write_outputs(args, res)
     except (ScheduleError, OSError) as err:
         message = str(err)  # named by the flags, not by the library's parameters
-        if args.command == "optimize":  # the limit is optimize's memory=
-            message = re.sub(r"^memory\b|\bmemory(?==)", "--memory-limit", message)
         command = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
         flags = flag_names(command.choices[args.command])
-        if args.command == "explain" and args.hf is not None:  # RunConfig's t and p
+        if args.command == "optimize":  # the limit is optimize's memory=
+            flags["memory"] = "--memory-limit"
+        elif args.command == "explain" and args.hf is not None:  # RunConfig's t and p
             flags |= {"t": "--tp", "p": "--pp"}
         elif args.command == "explain":  # the run is the script's: its own flags, not these
             flags = {k: v for k, v in flags.items() if v not in (*RUN_FLAGS, "--schedule")}

@@ -350,6 +350,6 @@ def by_flags(message: str, flags: dict[str, str]) -> str:
         subject = rf"(?:^|(?<=: )){name}(?=\s+must\b)"
         compared = rf"(?<=must be [<>]= ){name}(?=$|[\s),;:])"
         listed = rf"(?:(?<=\(got )|(?<=, )(?=[^()]*\))){name}(?==)"
-        valued = rf"(?<![\w.*/+-]){name}(?==)" if len(dest) > 2 else r"(?!x)x"
-        message = re.sub(f"{subject}|{compared}|{listed}|{valued}", flags[dest], message)
+        valued = [rf"(?<![\w.*/+-]){name}(?==)"] if len(dest) > 2 else []
+        message = re.sub("|".join([subject, compared, listed, *valued]), flags[dest], message)
     return message
