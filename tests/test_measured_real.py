@@ -349,17 +349,35 @@ def _durations(run, r, kind):
 
 def test_injected_delays_show_in_the_measured_ops(tmp_path):
     """A sleep injected in stage 1's forwards lies inside each of them; a slow link slows the
-    step by at least the two crossings every 1F1B critical path makes; N steps give N runs.
-    The four runs share one set of processes, each with its own delays."""
+    step by at least the two crossings every 1F1B critical path makes, and it costs ZB-V,
+    whose V crosses the link twice as often, about twice as much, as fastpp predicts from each
+    schedule's run without it (``Noise(link_delay=..., blocking=True)``); N steps give N runs.
+    The six runs share one set of processes, each with its own delays."""
+    from fastpp import Noise
     from fastpp.ops import B, F
 
     delay = 0.1  # well above this machine's op times (1-40 ms under load)
     runs = measure_many(
-        {"base": "1f1b", "op": "1f1b", "link": "1f1b", "backward": "1f1b"}, P, N,
+        {"base": "1f1b", "op": "1f1b", "link": "1f1b", "backward": "1f1b",
+         "zbv": "ScheduleZBVZeroBubble", "zbv-link": "ScheduleZBVZeroBubble"}, P, N,
         out=tmp_path, layers=4, hidden=64, microbatch=32, steps=2,
         delay={"op": f"1:F:{delay}", "backward": [(0, "B", delay, 1.0)]},
-        link_delay={"link": delay})
+        link_delay={"link": delay, "zbv-link": delay})
     assert all(len(steps) == 2 for steps in runs.values())
+    slow = Noise(0.0, link_delay={(0, 1): delay}, blocking=True)
+    added = {}
+    for base, linked in (("base", "link"), ("zbv", "zbv-link")):
+        schedule, costs = runs[base].schedule, runs[base].costs()
+        predicted = simulate(schedule, costs, noise=slow, samples=1).quantile(0.5)
+        measured = np.median(runs[linked].makespans)
+        print(f"{base} with the slow link: measured {measured * 1e3:.1f} ms, predicted "
+              f"{predicted * 1e3:.1f} ms ({predicted / measured - 1:+.1%})")
+        assert predicted == pytest.approx(measured, rel=0.15)
+        added[base] = (measured - np.median(runs[base].makespans),
+                       predicted - simulate(schedule, costs).makespan)
+    # per microbatch 1F1B's critical path crosses the link about twice, ZB-V's four times
+    for k in range(2):
+        assert added["zbv"][k] >= 1.6 * added["base"][k]
     for slow in runs["op"]:
         hit, other = _durations(slow, 1, F), _durations(slow, 0, F)
         assert len(hit) == N and hit.min() >= delay  # the sleep is inside the labelled op
