@@ -372,8 +372,9 @@ def makespan_cdf(results, path, title: str | None = None) -> Path:
 
     Parameters
     ----------
-    results : MonteCarlo or sequence of MonteCarlo
-        Best drawn with the same ``noise`` and ``seed`` (common random numbers).
+    results : MonteCarlo, sequence of MonteCarlo, or dict
+        Best drawn with the same ``noise`` and ``seed`` (common random numbers); a dict
+        labels each line by its key (else by its schedule's name).
     path : path
         The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
     title : str, optional
@@ -392,25 +393,31 @@ def makespan_cdf(results, path, title: str | None = None) -> Path:
 
     from .montecarlo import MonteCarlo
 
-    results = [results] if isinstance(results, MonteCarlo) else list(
-        results if isinstance(results, list | tuple) else [results])
+    if isinstance(results, dict):
+        keys, results = list(results), list(results.values())
+    else:
+        results = [results] if isinstance(results, MonteCarlo) else list(
+            results if isinstance(results, list | tuple) else [results])
+        keys = range(len(results))
     if not results:
         raise ScheduleError("results must hold at least one MonteCarlo (got none)")
-    for k, mc in enumerate(results):
-        instance(mc, MonteCarlo, f"results[{k}]", "fastpp.MonteCarlo")
+    for k, mc in zip(keys, results, strict=True):
+        instance(mc, MonteCarlo, f"results[{k!r}]", "fastpp.MonteCarlo")
+    labels = ([mc.schedule.name for mc in results] if isinstance(keys, range)
+              else [str(k) for k in keys])
     path, title = file_path(path), optional_text(title, "title")
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     fig.subplots_adjust(left=0.1, right=0.97, bottom=0.13, top=0.9)
-    for mc in results:
+    for label, mc in zip(labels, results, strict=True):
         x = np.sort(mc.makespan)
         ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", lw=1.4,
-                label=f"{mc.schedule.name}: mean {mc.mean:.4g}, p95 {mc.quantile(0.95):.4g}")
+                label=f"{label}: mean {mc.mean:.4g}, p95 {mc.quantile(0.95):.4g}")
     ax.axhline(0.95, color="grey", lw=0.6, ls=":")
     ax.set_xlabel("makespan")
     ax.set_ylabel("share of samples")
     ax.set_title(title or f"makespan distribution ({results[0].samples} samples)", fontsize=10)
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax.legend(fontsize=8, frameon=False, loc="best")
     return _save(plt, fig, path)
 
 

@@ -520,6 +520,30 @@ def test_pictures(tmp_path):
         plot.makespan_cdf([1.0], tmp_path / "x.png")
     with pytest.raises(ScheduleError, match="results must hold at least one"):
         plot.makespan_cdf([], tmp_path / "x.png")
+    with pytest.raises(fastpp.ScheduleTypeError, match=r"results\['b'\] must be a fastpp.Mon"):
+        plot.makespan_cdf({"a": runs[0], "b": 2.0}, tmp_path / "x.png")
+
+
+def test_cdf_lines_labelled_by_a_dict(tmp_path, monkeypatch):
+    """A dict's keys label its lines (the same schedule under two noises), a list's the
+    schedules' names."""
+    pytest.importorskip("matplotlib")
+    from fastpp import plot
+
+    legends = []
+    save = plot._save
+    monkeypatch.setattr(plot, "_save", lambda plt, fig, path: (
+        legends.append([t.get_text() for t in fig.axes[0].get_legend().get_texts()]),
+        save(plt, fig, path))[1])
+    one = build_schedule("1f1b", 4, 8)
+    runs = {f"1f1b, CoV {cov:g}": simulate(one, Costs(f=1, b=2), noise=Noise(cov), samples=50)
+            for cov in (0.05, 0.2)}
+    plot.makespan_cdf(runs, tmp_path / "cdf.png")
+    plot.makespan_cdf(list(runs.values()), tmp_path / "cdf.png")
+    assert [t.split(":")[0] for t in legends[0]] == list(runs)
+    assert [t.split(":")[0] for t in legends[1]] == ["1f1b", "1f1b"]
+    mc = runs["1f1b, CoV 0.2"]
+    assert legends[0][1] == f"1f1b, CoV 0.2: mean {mc.mean:.4g}, p95 {mc.quantile(0.95):.4g}"
 
 
 def test_empirical_noise_from_several_steps():

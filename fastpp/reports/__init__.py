@@ -1,7 +1,8 @@
 """An interactive report in one self-contained HTML file: a sweep's heat maps, Pareto fronts
-and timelines, a plan's table and scatter, a frontier, a measured run against its simulations
-(``fastpp.report``; ``python -m fastpp report PATH...``). Needs plotly (the ``report`` extra),
-whose JavaScript is inlined once, so the file opens offline."""
+and timelines, a plan's table and scatter, a frontier, a measured run against its simulations,
+Monte Carlo results' distributions and criticality (``fastpp.report``; ``python -m fastpp
+report PATH...``). Needs plotly (the ``report`` extra), whose JavaScript is inlined once, so
+the file opens offline."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from . import figures, page
 from .inputs import load
 from .timeline import KINDS
 
+KIND_NAMES = {"montecarlo": "Monte Carlo"}  # each input's kind as the page's subtitle says it
 BUILDERS = {"sweep": figures.sweep_sections, "plan": figures.plan_sections,
-            "frontier": figures.frontier_sections, "measured": figures.measured_sections}
+            "frontier": figures.frontier_sections, "measured": figures.measured_sections,
+            "montecarlo": figures.variability_sections}
 
 
 def report(*inputs, output="report.html", schedules=None) -> Path:
@@ -23,11 +26,13 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
 
     Parameters
     ----------
-    *inputs : path, pandas.DataFrame or MeasuredRun
+    *inputs : path, pandas.DataFrame, MeasuredRun, MonteCarlo or dict
         Each a sweep (its ``out`` folder, its table as Parquet or CSV, or its DataFrame), a
-        plan's table (``fastpp.model.plan``), a frontier's table (``scripts/frontier.py``) or
-        a measured run (a folder of ``rank{r}_trace.json``, or a ``MeasuredRun``). The kind is
-        told from the columns (or the folder's contents).
+        plan's table (``fastpp.model.plan``), a frontier's table (``scripts/frontier.py``), a
+        measured run (a folder of ``rank{r}_trace.json``, or a ``MeasuredRun``), or Monte Carlo
+        results (``simulate(..., noise=)``: one, or a dict of them by label). The kind is
+        told from the columns (or the folder's contents). The Monte Carlo results of all the
+        inputs share one section: their distributions on one axis.
     output : path
         The HTML file to write.
     schedules : list of str, optional
@@ -69,11 +74,23 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
             raise ScheduleError(f"output must be neither an input nor inside one (got "
                                 f"{str(path)!r}, inputs[{i}] {str(item)!r})")
     loaded = [load(item, i) for i, item in enumerate(inputs)]
-    sections = []
+    results = [pair for kind, _, data in loaded if kind == "montecarlo" for pair in data]
+    labels = [name for name, _ in results]
+    for name in labels:  # (a CDF and a drop-down by label: two alike cannot be told apart)
+        if labels.count(name) > 1:
+            raise ScheduleError(f"inputs must label each Monte Carlo result once (got {name!r} "
+                                f"{labels.count(name)} times: pass a dict of them by label)")
+    sections, varied = [], False
     for kind, label, data in loaded:
         builder = BUILDERS[kind]
-        sections += builder(data, label, schedules) if kind == "sweep" else builder(data, label)
-    described = ", ".join(f"{kind} {label}" for kind, label, _ in loaded)
+        if kind == "montecarlo":  # all of them in one section, at the first one's place
+            if not varied:
+                sections += builder(results, ", ".join(labels))
+                varied = True
+        else:
+            sections += (builder(data, label, schedules) if kind == "sweep"
+                         else builder(data, label))
+    described = ", ".join(f"{KIND_NAMES.get(kind, kind)} {label}" for kind, label, _ in loaded)
     try:
         page.write(path, "fastpp report", described, {"kinds": KINDS, "sections": sections},
                    get_plotlyjs())

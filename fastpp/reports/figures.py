@@ -15,6 +15,7 @@ import numpy as np
 from ..checks import ScheduleError
 from ..costs import FIELDS, Costs
 from ..generators.registry import MEMORY_REFERENCE, SCHEDULES, build_schedule
+from ..ops import Op
 from ..simulate import simulate
 from ..sweeps import best_within_budget, pareto_front
 from . import timeline
@@ -405,3 +406,82 @@ def measured_sections(run, label: str) -> list[dict]:
             "lower the simulation.")
     return [{"title": f"Measured run: {label}", "text": text,
              "items": [{"type": "choice", "label": "simulation", "options": options}]}]
+
+
+# ---------------------------------------------------------------------------- Monte Carlo
+
+
+def variability_sections(results, label: str) -> list[dict]:
+    """Monte Carlo results (``(label, MonteCarlo)`` pairs) side by side: each one's makespan
+    as an empirical CDF on one axis, their summary as a table, and each schedule's noise-free
+    timeline with every op shaded by its criticality (as ``fastpp.plot.criticality``)."""
+    import pandas as pd
+
+    lines, rows, options = [], [], []
+    for k, (name, mc) in enumerate(results):
+        x = np.sort(mc.makespan)
+        p95 = mc.quantile(0.95)
+        lines.append({"type": "scatter", "mode": "lines", "name": f"{name}: p95 {p95:.4g}",
+                      "x": _clean(x), "y": _clean(np.arange(1, x.size + 1) / x.size),
+                      "line": {"shape": "hv", "width": 1.6, "color": PALETTE[k % len(PALETTE)]},
+                      "hovertemplate": f"{name}: %{{y:.1%}} of the steps within %{{x:.6g}}"
+                                       "<extra></extra>"})
+        s = mc.schedule
+        result = simulate(s, mc.costs)
+        rows.append({"label": name, "schedule": s.name, "p": s.p, "n": s.n, "m": s.m,
+                     "samples": mc.samples, "makespan": result.makespan, "mean": mc.mean,
+                     "std": mc.std, "p50": mc.quantile(0.5), "p95": p95})
+        options.append({"label": name, "item": _criticality(mc, result, name)})
+    summary = pd.DataFrame(rows)
+    cdf = plot(lines, {"title": {"text": "the step's distribution (empirical CDF)"},
+                       "height": 420, "hovermode": "closest",
+                       "xaxis": {"title": {"text": "makespan"}},
+                       "yaxis": {"title": {"text": "share of the samples"},
+                                 "tickformat": ".0%", "range": [0, 1.02]},
+                       "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1,
+                                   "y0": 0.95, "y1": 0.95,
+                                   "line": {"color": "grey", "width": 1, "dash": "dot"}}]})
+    columns = [("label", "label", "str"), ("schedule", "schedule", "str"), ("p", "p", "d"),
+               ("n", "n", "d"), ("m", "m", "d"), ("samples", "samples", "d"),
+               ("makespan", "no noise", ".6g"), ("mean", "mean", ".6g"), ("std", "std", ".4g"),
+               ("p50", "p50", ".6g"), ("p95", "p95", ".6g")]
+    text = ("Each result's samples (simulate with noise=): their makespans' CDF (the dotted "
+            "line at 95%), then per op the share of the samples whose critical path runs "
+            "through it, on the noise-free timeline (dark red: on every one).")
+    return [{"title": f"Variability: {label}", "text": text,
+             "items": [cdf, table(summary, columns),
+                       {"type": "choice", "label": "criticality", "options": options}]}]
+
+
+def _criticality(mc, result, name: str) -> dict:
+    """The noise-free timeline ``result`` of ``mc``'s schedule as one bar trace, each op
+    coloured by its criticality; text instead past ``TIMELINE_OPS`` ops."""
+    s = mc.schedule
+    if s.num_ops > TIMELINE_OPS:
+        return {"type": "text", "text": f"{name}: {s.num_ops} ops, more than a drawn "
+                                        f"timeline holds ({TIMELINE_OPS})."}
+    used = np.arange(s.kind.shape[1]) < s.length[:, None]
+    device = np.nonzero(used)[0]
+    share = mc.criticality[used]
+    names = {int(op): op.name for op in Op}
+    ops = [f"{st}{names[int(k)]}{mb}" for k, st, mb in
+           zip(s.kind[used].tolist(), s.stage[used].tolist(), s.mb[used].tolist(), strict=True)]
+    start, end = result.start[used], result.end[used]
+    rows = [f"device {r}" for r in range(s.p)]
+    bars = {"type": "bar", "orientation": "h", "base": _clean(start), "x": _clean(end - start),
+            "y": [rows[r] for r in device.tolist()], "width": 0.8, "showlegend": False,
+            "customdata": [list(c) for c in zip(ops, _clean(share), strict=True)],
+            "hovertemplate": "<b>%{customdata[0]}</b><br>start %{base:.6g}<br>critical in "
+                             "%{customdata[1]:.1%} of the samples<extra></extra>",
+            "marker": {"color": _clean(share), "cmin": 0, "cmax": 1, "colorscale": "Reds",
+                       "colorbar": {"title": {"text": "critical"}, "tickformat": ".0%"},
+                       "line": {"width": 0.5, "color": "white"}}}
+    return plot([bars], {"title": {"text": f"{name}: criticality over {mc.samples} samples",
+                                   "font": {"size": 13}},
+                         "height": max(120, 22 * s.p) + 110, "barmode": "overlay",
+                         "margin": {"t": 50, "l": 90, "r": 20, "b": 45},
+                         "hovermode": "closest",
+                         "xaxis": {"title": {"text": "time (noise-free timeline)"},
+                                   "range": [0, result.makespan]},
+                         "yaxis": {"type": "category", "categoryorder": "array",
+                                   "categoryarray": rows, "autorange": "reversed"}})

@@ -30,18 +30,34 @@ EXPECTED = ("a sweep folder or table, a plan table, a frontier table (Parquet or
 
 
 def load(item, position: int):
-    """``(kind, label, data)`` of one input: a DataFrame for a table, a ``MeasuredRun``."""
+    """``(kind, label, data)`` of one input: a DataFrame for a table, a ``MeasuredRun``, or
+    ``(label, MonteCarlo)`` pairs for Monte Carlo results (one, or a dict of them by label)."""
     import pandas as pd
 
     from ..measured import MeasuredRun
+    from ..montecarlo import MonteCarlo
 
     if isinstance(item, MeasuredRun):
         return "measured", f"measured run {position}", item
+    if isinstance(item, MonteCarlo):
+        s = item.schedule
+        return "montecarlo", f"input {position}", [(f"{s.name} (m={s.m})", item)]
+    if isinstance(item, dict):
+        for key, value in item.items():
+            if not isinstance(key, str) or not isinstance(value, MonteCarlo):
+                raise ScheduleTypeError(f"inputs[{position}] must map labels (str) to "
+                                        f"MonteCarlo results (got {type(key).__name__} -> "
+                                        f"{type(value).__name__})")
+        if not item:
+            raise ScheduleError(f"inputs[{position}] must hold at least one MonteCarlo result "
+                                f"(got an empty dict)")
+        return "montecarlo", f"input {position}", list(item.items())
     if isinstance(item, pd.DataFrame):
         return _table(item, f"table {position}")
     if not isinstance(item, (str, Path)):
-        raise ScheduleTypeError(f"inputs must be paths, DataFrames or MeasuredRuns (got "
-                                f"{type(item).__name__} at position {position})")
+        raise ScheduleTypeError(f"inputs must be paths, DataFrames, MeasuredRuns or "
+                                f"MonteCarlo results (got {type(item).__name__} at position "
+                                f"{position})")
     path = Path(item)
     if not path.exists():
         raise ScheduleError(f"input {str(path)!r} must be a readable path: {EXPECTED} (got no "
