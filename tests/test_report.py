@@ -7,6 +7,7 @@ Skipped only where no browser can be installed; in CI (``CI`` set) a missing one
 
 import base64
 import os
+import re
 import shutil
 import zlib
 from pathlib import Path
@@ -183,6 +184,82 @@ def test_frontier_script_and_measured_run(browser, tmp_path, monkeypatch):
     run = fastpp.read_torch_trace(DATA / "zbv")
     assert f"measured {run.makespan * 1e3:.3f} ms" in title
     page.check_offline()
+
+
+def test_variability_script_and_monte_carlo_report(browser, tmp_path, capsys):
+    """scripts/variability.py's headline: its table is simulate's, its flip delays bracket
+    where ZB-H2 stops winning, and its report draws the four CDFs (each ends at its largest
+    sample) and each case's criticality on its noise-free timeline."""
+    variability = script("variability")
+    assert variability.main(["--samples", "64", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    schedules = [fastpp.build_schedule(name, 8, 32) for name in ("1f1b", "zb-h2")]
+    results = {}
+    for what, delay in (("no delay", 0.0), ("link delay 4", 4.0)):
+        for s in schedules:
+            noise = fastpp.Noise(0.05, link_delay={(3, 4): delay}, blocking=True)
+            mc = fastpp.simulate(s, variability.COSTS, noise=noise, samples=64, seed=0)
+            results[f"{s.name}, {what}"] = mc
+            assert f"{f'{s.name}, {what}':<28}" in out
+            assert f"{mc.mean:>10.1f}{mc.quantile(0.95):>10.1f}" in out
+    said = out.split("stops winning at a delay of ")[1].split("\n")[0]
+    flips = [float(x) for x in re.findall(r"([\d.]+) \(", said)]
+    assert len(flips) == 3 and flips[0] < flips[1] < 4.0  # (jitter delays the flip here)
+
+    def makespan(s, delay):
+        noise = fastpp.Noise(0.0, link_delay={(3, 4): delay}, blocking=True)
+        return fastpp.simulate(s, variability.COSTS, noise=noise, samples=1).makespan[0]
+
+    # without jitter: ZB-H2 wins just below the printed delay and loses just above it
+    below, above = flips[0] - 1e-3, flips[0] + 1e-3
+    assert makespan(schedules[1], below) < makespan(schedules[0], below)
+    assert makespan(schedules[1], above) > makespan(schedules[0], above)
+    assert (tmp_path / "variability.png").stat().st_size > 0
+    page = Opened(browser, tmp_path / "variability.html")
+    assert page.drawn == 2  # the CDFs, the first case's criticality
+    lines = page.page.evaluate("() => document.querySelectorAll('.fastpp-plot')[0].data.map("
+                               "t => [t.name, Math.max(...t.x), t.y[t.y.length - 1]])")
+    assert [line[0].split(":")[0] for line in lines] == list(results)
+    for (_, top, last), mc in zip(lines, results.values(), strict=True):
+        assert top == pytest.approx(mc.makespan.max()) and last == 1.0
+    cells = page.page.locator(".fastpp-table td").all_text_contents()
+    assert "zb-h2, link delay 4" in cells
+    page.page.locator("select").select_option(label="zb-h2, link delay 4")
+    assert page.draw_all() == 2
+    shade = page.page.evaluate("() => document.querySelectorAll('.fastpp-plot')[1].data[0]"
+                               ".marker.color")
+    mc = results["zb-h2, link delay 4"]
+    used = np.arange(mc.schedule.kind.shape[1]) < mc.schedule.length[:, None]
+    np.testing.assert_allclose(shade, mc.criticality[used])
+    page.check_offline()
+
+
+def test_monte_carlo_inputs_bad(tmp_path):
+    mc = fastpp.simulate(fastpp.build_schedule("1f1b", 2, 4), fastpp.Costs(1.0, 2.0),
+                         noise=fastpp.Noise(0.1), samples=8)
+    out = tmp_path / "r.html"
+    with pytest.raises(fastpp.ScheduleError, match=r"inputs\[0\] must map labels \(str\) to "
+                       r"MonteCarlo results \(got str -> int\)"):
+        fastpp.report({"a": 1}, output=out)
+    with pytest.raises(fastpp.ScheduleError, match=r"inputs\[1\] must hold at least one "
+                       r"MonteCarlo result \(got an empty dict\)"):
+        fastpp.report(mc, {}, output=out)
+    with pytest.raises(fastpp.ScheduleError, match=r"label each Monte Carlo result once \(got "
+                       r"'1f1b \(m=1\)' 2 times"):
+        fastpp.report(mc, mc, output=out)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--samples", "0"], "--samples must be a positive integer"),
+    (["--delay", "0"], "--delay must be a finite number > 0 (got 0.0)"),
+    (["--delay", "nan"], "--delay must be a finite number > 0 (got nan)"),
+    (["--cov", "-0.1"], "--cov must be finite and >= 0 (got -0.1)"),
+])
+def test_variability_script_bad_flags(tmp_path, capsys, argv, message):
+    assert script("variability").main([*argv, "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "variability.png").exists()
 
 
 def _decode(item):
