@@ -336,10 +336,10 @@ def flag_names(parser) -> dict[str, str]:
 def by_flags(message: str, flags: dict[str, str]) -> str:
     """``message`` with the values a user typed named by their flags, not by the library's
     parameters that they become: the message's subject (``tp must ...``, at its start or after
-    a colon), what it is compared with (``w must be <= b``), the ``(got name=...)`` list,
-    ``costs.name``, a longer name given a value (``global_batch=8``), and a call it suggests
-    (``from_megatron(..., vocab=N)``: ``--vocab N``). Short names inside expressions
-    (``p*n*m``, ``2*cp``) are symbols, left alone."""
+    a colon, or a part of it: ``link_delay rank must``), what it is compared with (``w must
+    be <= b``), the ``(got name=...)`` list, ``costs.name``, a longer name given a value
+    (``global_batch=8``), and a call it suggests (``from_megatron(..., vocab=N)``: ``--vocab
+    N``). Short names inside expressions (``p*n*m``, ``2*cp``) are symbols, left alone."""
     message = re.sub(r" where costs\.(\w+) is not given",
                      lambda m: m[0] if m[1] in flags else "", message)
     message = re.sub(r"\bcosts\.(\w+)", lambda m: flags.get(m[1], m[0]), message)
@@ -347,7 +347,7 @@ def by_flags(message: str, flags: dict[str, str]) -> str:
                      lambda m: f"{flags[m[1]]} {m[2]}" if m[1] in flags else m[0], message)
     for dest in flags:
         name = re.escape(dest)
-        subject = rf"(?:^|(?<=: )){name}(?=\s+must\b)"
+        subject = rf"(?:^|(?<=: )){name}(?=(?: [a-z]+)?\s+must\b)"
         compared = rf"(?<=must be [<>]= ){name}(?=$|[\s),;:])"
         listed = rf"(?:(?<=\(got )|(?<=, )(?=[^()]*\))){name}(?==)"
         valued = [rf"(?<![\w.*/+-]){name}(?==)"] if len(dest) > 2 else []

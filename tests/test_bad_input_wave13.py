@@ -1,0 +1,21 @@
+"""The thirteenth bad-input wave (5 December 2026): each case failed on the code before."""
+
+from pathlib import Path
+
+import pytest
+
+from fastpp.__main__ import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--link-delay", "0.1:0:5"], "error: --link-delay rank must be an integer in 0..1 (got 5)"),
+    (["--link-delay", "-1"], "error: --link-delay seconds must be finite and >= 0 (got -1.0)"),
+    (["--delay", "5:F:0.1"], "error: --delay stage must be an integer in 0..1 (got 5)"),
+    (["--delay", "0:F:0.1:2"], "error: --delay probability must be in [0, 1] (got 2.0)")])
+def test_measure_names_a_delays_part_by_its_flag(tmp_path, capsys, flags, message):
+    """``link_delay rank must ...``: a subject with a word after it was not renamed."""
+    assert main(["measure", "-s", "1f1b", "--out", str(tmp_path / "x"), *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()  # nothing ran
