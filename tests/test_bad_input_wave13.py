@@ -4,9 +4,20 @@ from pathlib import Path
 
 import pytest
 
+from fastpp import ScheduleError, build_schedule
 from fastpp.__main__ import main
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_an_option_the_schedule_does_not_take_is_named_by_its_flag(capsys):
+    """``-G`` given to 1F1B read ``options must be among [] for '1f1b' (got ['G'])``."""
+    assert main(["simulate", "-s", "1f1b", "-p", "2", "-n", "2", "-G", "2"]) == 2
+    assert "error: -G must not be given for '1f1b': it takes no options (got -G=2)" in \
+        capsys.readouterr().err
+    with pytest.raises(ScheduleError, match=r"^H must not be given for 'interleaved-1f1b': its "
+                                            r"options are \['G'\] \(got H=1\)$"):
+        build_schedule("interleaved-1f1b", 4, 8, 2, H=1)
 
 
 @pytest.mark.parametrize("flags, message", [

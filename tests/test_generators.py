@@ -73,7 +73,7 @@ def test_options():
     with pytest.raises(ScheduleError, match=r"G must be at least p=4 .* \(got G=2\)"):
         build_schedule("interleaved-1f1b", 4, 8, 2, G=2)
     with pytest.raises(ScheduleError,
-                       match=r"options must be among \[\] for '1f1b' \(got \['G'\]\)"):
+                       match=r"G must not be given for '1f1b': it takes no options \(got G=4\)"):
         build_schedule("1f1b", 4, 8, G=4)
 
 

@@ -371,9 +371,10 @@ def build_schedule(name: str, p: int, n: int, m: int | None = None, **options) -
     spec = get_spec(name)
     p, n, m = (positive_int(v, k) for k, v in (("p", p), ("n", n), ("m", m)))
     unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        raise ScheduleError(f"options must be among {list(spec.options)} for '{name}' "
-                            f"(got {unknown})")
+    if unknown:  # named first, as a parameter: on the command line it is a flag (-G)
+        takes = f"its options are {list(spec.options)}" if spec.options else "it takes no options"
+        got = ", ".join(f"{k}={options[k]!r}" for k in unknown)
+        raise ScheduleError(f"{unknown[0]} must not be given for '{name}': {takes} (got {got})")
     G = positive_int(options.get("G", p), "G")
     key = (spec.name, p, n, m, G)
     built = _BUILT.get(key)
