@@ -20,6 +20,16 @@ def test_an_option_the_schedule_does_not_take_is_named_by_its_flag(capsys):
         build_schedule("interleaved-1f1b", 4, 8, 2, H=1)
 
 
+def test_plan_names_recompute_modules_by_their_flag(tmp_path, capsys):
+    """``recompute_modules act on --recompute='selective' rows``: the subject in library
+    words."""
+    assert main(["plan", "--model", "llama3-8b", "--gpus", "8", "--recompute", "full",
+                 "--recompute-modules", "mlp", "--no-plots", "--out", str(tmp_path)]) == 2
+    assert ("error: --recompute-modules must come with selective recomputation, the rows they "
+            "act on: --recompute must include 'selective' (got --recompute=['full'] with "
+            "--recompute-modules=['mlp'])") in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--link-delay", "0.1:0:5"], "error: --link-delay rank must be an integer in 0..1 (got 5)"),
     (["--link-delay", "-1"], "error: --link-delay seconds must be finite and >= 0 (got -1.0)"),

@@ -173,8 +173,9 @@ def test_plan_summary_top_must_not_be_negative(capsys):
 def test_plan_refuses_recompute_modules_without_selective_rows():
     """``recompute="none"`` with ``recompute_modules=["moe_act"]``: the modules act on the
     selective rows alone, so they priced nothing, silently."""
-    with pytest.raises(ScheduleError, match=r"recompute_modules act on recompute='selective' "
-                                            r"rows: recompute must include 'selective'"):
+    with pytest.raises(ScheduleError, match=r"recompute_modules must come with selective "
+                                            r"recomputation, the rows they act on: "
+                                            r"recompute must include 'selective'"):
         fastpp.model.plan("mixtral-8x7b", 8, seq=1024, global_batch=8, tp=1, pp=2,
                           microbatch=1, schedules=["1f1b"], ep=2, recompute="none",
                           recompute_modules=["moe_act"], workers=1)

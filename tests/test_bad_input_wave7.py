@@ -135,8 +135,8 @@ def test_transformer_costs_refuses_recompute_modules_without_selective_recomputa
     as plan already refuses (test_bad_input_wave6)."""
     from fastpp.model import transformer_costs
 
-    with pytest.raises(ScheduleError, match="recompute_modules act on recompute='selective' "
-                                            "only"):
+    with pytest.raises(ScheduleError, match="recompute_modules must come with selective "
+                                            "recomputation, which they act on"):
         transformer_costs("llama3-8b", build_schedule("1f1b", 4, 8), seq=4096,
                           recompute="none", recompute_modules=["mlp"])
 

@@ -307,9 +307,10 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     # the modules act on the selective rows alone: without one they would price nothing
     if (recompute_modules is not None and recompute is not None
             and "selective" not in _nonempty(recompute, "recompute")):
-        raise ScheduleError(f"recompute_modules act on recompute='selective' rows: recompute "
-                            f"must include 'selective' (got recompute={recompute!r} with "
-                            f"recompute_modules={recompute_modules!r})")
+        raise ScheduleError(f"recompute_modules must come with selective recomputation, "
+                            f"the rows they act on: recompute must include 'selective' (got "
+                            f"recompute={recompute!r} with recompute_modules="
+                            f"{recompute_modules!r})")
     splits = _splits(model, layout, first_layers, last_layers)
     chunk_counts = _axis(m, "m", None)
     sched = [(name, k) for name in axes.pop("schedules")

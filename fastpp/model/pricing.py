@@ -264,7 +264,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                               zero3=zero3, overlap=overlap, dispatcher=dispatcher)
         # the modules act on selective recomputation alone: otherwise they would price nothing
         if recompute_modules is not None and recompute != "selective":
-            raise ScheduleError(f"recompute_modules act on recompute='selective' only (got "
+            raise ScheduleError(f"recompute_modules must come with selective recomputation, "
+                                f"which they act on: recompute must be 'selective' (got "
                                 f"recompute={recompute!r} with recompute_modules="
                                 f"{recompute_modules!r})")
         # the memory recipe is the keyword form's alone (a RunConfig carries the modules)
