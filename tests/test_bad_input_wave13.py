@@ -3,7 +3,9 @@
 from pathlib import Path
 
 import pytest
+from test_bad_input_wave6 import run_script
 
+import fastpp
 from fastpp import ScheduleError, build_schedule
 from fastpp.__main__ import main
 
@@ -28,6 +30,18 @@ def test_plan_names_recompute_modules_by_their_flag(tmp_path, capsys):
     assert ("error: --recompute-modules must come with selective recomputation, the rows they "
             "act on: --recompute must include 'selective' (got --recompute=['full'] with "
             "--recompute-modules=['mlp'])") in capsys.readouterr().err
+
+
+def test_an_unknown_swept_schedule_is_named_by_schedules(tmp_path, capsys):
+    """sweep.py and plan said ``schedule must be one of``, a parameter neither has."""
+    assert main(["plan", "--model", "llama3-8b", "--gpus", "8", "--schedules", "nope",
+                 "--no-plots", "--out", str(tmp_path)]) == 2
+    assert "error: --schedules must be one of ['1f1b'," in capsys.readouterr().err
+    err = run_script("sweep.py", "--schedules", "1f1b", "nope", "--out", str(tmp_path / "o"),
+                     "--no-progress", cwd=tmp_path)
+    assert err.startswith("error: --schedules must be one of ['1f1b',") and "(got 'nope')" in err
+    with pytest.raises(ScheduleError, match=r"^schedules must be one of .* \(got 'nope'\)"):
+        fastpp.sweep(["1f1b", "nope"], p=2, n=2, progress=False)
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -161,7 +161,7 @@ def test_warm_up_marks_no_schedule_its_failed_second_process_owned(monkeypatch, 
         marked = sorted(path.name for path in (tmp_path / "cache").iterdir())
         assert marked == [f"{here}.ready", "sweep-kernel.ready"]
     for bad in ("gpipe-x", ["nope"], 3):
-        with pytest.raises(ScheduleError, match="schedule must be one of"):
+        with pytest.raises(ScheduleError, match="schedules must be one of"):
             module.warm_up(schedules=bad)
 
 
@@ -313,7 +313,7 @@ def test_results_do_not_depend_on_threads_or_chunks(grid_frame):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(schedules="nope"), r"schedule must be one of"),
+    (dict(schedules="nope"), r"schedules must be one of"),
     (dict(f=-1.0), r"f must be finite and > 0 \(got -1.0\)"),
     (dict(comm=[0.0, np.inf]), r"comm must be finite and >= 0 \(got \[0.0, inf\]\)"),
     (dict(gamma=1.5), r"gamma must be in \[0, 1\] \(got 1.5\)"),
@@ -755,4 +755,4 @@ def test_main_job(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "--schedules",
                           "nope", "--out", str(tmp_path / "x"), "--no-progress"],
                          capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: schedule must be one of")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --schedules must be one of")

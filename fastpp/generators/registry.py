@@ -324,12 +324,13 @@ for _sid, _spec in enumerate(SCHEDULES.values()):
 (MEMORY_REFERENCE,) = (name for name, spec in SCHEDULES.items() if spec.memory_reference)
 
 
-def get_spec(name: str) -> ScheduleSpec:
-    """The registered ``ScheduleSpec`` called ``name``."""
+def get_spec(name: str, param: str = "schedule") -> ScheduleSpec:
+    """The registered ``ScheduleSpec`` called ``name``; a ``ScheduleError`` naming ``param``
+    (e.g. a sweep's ``schedules``) otherwise."""
     try:
         return SCHEDULES[name]
     except (KeyError, TypeError):
-        raise ScheduleError(f"schedule must be one of {sorted(SCHEDULES)} (got {name!r})") from None
+        raise ScheduleError(f"{param} must be one of {sorted(SCHEDULES)} (got {name!r})") from None
 
 
 def build_schedule(name: str, p: int, n: int, m: int | None = None, **options) -> Schedule:

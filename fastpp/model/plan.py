@@ -389,7 +389,7 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
               if not spec.forward_only and (model.moe or not spec.expert_overlap)]
              if schedules is None else _nonempty(schedules, "schedules"))
     for name in names:
-        if get_spec(name).forward_only:
+        if get_spec(name, "schedules").forward_only:
             raise ScheduleError(f"schedules must be training schedules (got {name!r})")
     shapes = [(t, cp, p, gpus // (t * cp * p)) for t in tps for cp in cps for p in pps
               if gpus % (t * cp * p) == 0]

@@ -63,7 +63,7 @@ class GridPlan:
 
     def __init__(self, schedules, p, n, n_per_p, m, G, costs, objects):
         names = list(SCHEDULES) if schedules is None else as_list(schedules, "schedules")
-        sids = [get_spec(name).sid for name in names]
+        sids = [get_spec(name, "schedules").sid for name in names]
         self.schedules = names  # what the warm-up compiles
         if n is not None and n_per_p is not None:
             raise ScheduleError(f"give n or n_per_p, not both (got n={n!r}, "

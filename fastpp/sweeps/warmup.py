@@ -50,7 +50,7 @@ def warm_up(announce: bool = False, schedules=None) -> bool:
     bool
         True (for ``dask.distributed.Client.run``).
     """
-    wanted = None if schedules is None else {get_spec(name).name
+    wanted = None if schedules is None else {get_spec(name, "schedules").name
                                              for name in as_list(schedules, "schedules")}
     names = [name for name in SCHEDULES if wanted is None or name in wanted]
     todo = [name for name in names if name not in _warm]
