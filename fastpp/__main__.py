@@ -11,7 +11,7 @@ import re
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
-from .checks import by_flags, flag_names, require
+from .checks import by_flags, flag_names, require, switch_names
 from .model.config import CP_COMMS, ZERO3_GATHERS
 from .model.hardware import PRECISIONS
 from .model.moe import DISPATCHERS
@@ -259,14 +259,15 @@ def main(argv=None) -> int:
     except (ScheduleError, OSError) as err:
         message = str(err)  # named by the flags, not by the library's parameters
         command = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
-        flags = flag_names(command.choices[args.command])
+        parser = command.choices[args.command]
+        flags = flag_names(parser)
         if args.command == "optimize":  # the limit is optimize's memory=
             flags["memory"] = "--memory-limit"
         elif args.command == "explain" and args.hf is not None:  # RunConfig's t and p
             flags |= {"t": "--tp", "p": "--pp"}
         elif args.command == "explain":  # the run is the script's: its own flags, not these
             flags = {k: v for k, v in flags.items() if v not in (*RUN_FLAGS, "--schedule")}
-        message = by_flags(message, flags)
+        message = by_flags(message, flags, switch_names(parser))
         print(f"error: {message}", file=sys.stderr)
         return 2
     return 0

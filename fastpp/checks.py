@@ -333,13 +333,28 @@ def flag_names(parser) -> dict[str, str]:
             if a.option_strings and a.nargs != 0}
 
 
-def by_flags(message: str, flags: dict[str, str]) -> str:
+def switch_names(parser) -> dict[str, str]:
+    """Each on flag of an ``argparse`` parser (``store_true``), by the name of the parameter
+    it sets: given, the flag is ``name=True``; ``name must be False`` means "leave it out"."""
+    return {a.dest: max(a.option_strings, key=len) for a in parser._actions
+            if a.option_strings and a.nargs == 0 and a.const is True and a.default is False}
+
+
+def by_flags(message: str, flags: dict[str, str], switches: dict[str, str] | None = None
+             ) -> str:
     """``message`` with the values a user typed named by their flags, not by the library's
     parameters that they become: the message's subject (``tp must ...``, at its start or after
     a colon, or a part of it: ``link_delay rank must``), what it is compared with (``w must
     be <= b``), the ``(got name=...)`` list, ``costs.name``, a longer name given a value
     (``global_batch=8``), and a call it suggests (``from_megatron(..., vocab=N)``: ``--vocab
-    N``). Short names inside expressions (``p*n*m``, ``2*cp``) are symbols, left alone."""
+    N``). Short names inside expressions (``p*n*m``, ``2*cp``) are symbols, left alone. An on
+    flag of ``switches`` (``switch_names``) is named as typed: ``realtime must be False`` is
+    ``--realtime must not be given``, ``realtime=True`` is ``--realtime``."""
+    for dest, switch in (switches or {}).items():
+        name = re.escape(dest)
+        message = re.sub(rf"(?:^|(?<=: )){name} must be False\b", f"{switch} must not be given",
+                         message)
+        message = re.sub(rf"(?<![\w.*/+-]){name}=True\b", switch, message)
     message = re.sub(r" where costs\.(\w+) is not given",
                      lambda m: m[0] if m[1] in flags else "", message)
     message = re.sub(r"\bcosts\.(\w+)", lambda m: flags.get(m[1], m[0]), message)

@@ -33,7 +33,6 @@ interactive report to results/measured/report.html.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -43,7 +42,7 @@ import pandas as pd
 
 import fastpp
 from fastpp.__main__ import _memory_limit
-from fastpp.measured.runner import TORCH_CLASSES, measure_many
+from fastpp.measured.runner import TORCH_CLASSES, measure_many, realtime_denied
 from fastpp.measured.steps import step_folders
 from fastpp.reports import write_report
 from fastpp.search.problem import Problem
@@ -58,7 +57,8 @@ def parse(argv=None):
     ap.add_argument("--hidden", type=int, default=256, help="units per block (256)")
     ap.add_argument("--microbatch", type=int, default=256, help="samples per microbatch (256)")
     ap.add_argument("--no-realtime", dest="realtime", action="store_false",
-                    help="ranks under the normal scheduler (default: SCHED_FIFO when root)")
+                    help="ranks under the normal scheduler (default: SCHED_FIFO where this "
+                    "process may take it: root or CAP_SYS_NICE)")
     ap.add_argument("--steps", type=int, default=20,
                     help="profiled steps per schedule, in turn (20)")
     ap.add_argument("--time-limit", type=float, default=5.0, help="optimize's seconds (5)")
@@ -82,7 +82,7 @@ def run_steps(schedules: dict, args, out: Path) -> dict:
     """``{label: [MeasuredRun per step]}``: a step of every schedule in turn, in one spawn."""
     runs = measure_many(schedules, args.p, args.n, layers=args.layers, hidden=args.hidden,
                         microbatch=args.microbatch, out=out, timeout=1800,
-                        realtime=args.realtime and os.geteuid() == 0, steps=args.steps,
+                        realtime=args.realtime and not realtime_denied(), steps=args.steps,
                         round_robin=True)
     return {label: list(runs[label]) if args.steps > 1 else [runs[label]]
             for label in schedules}

@@ -1,5 +1,6 @@
 """The thirteenth bad-input wave (5 December 2026): each case failed on the code before."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,52 @@ def test_measure_names_a_delays_part_by_its_flag(tmp_path, capsys, flags, messag
     assert main(["measure", "-s", "1f1b", "--out", str(tmp_path / "x"), *flags]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()  # nothing ran
+
+
+def test_realtime_where_it_cannot_be_had_is_refused_by_its_flag(tmp_path, capsys, monkeypatch):
+    """Each rank died in ``os.sched_setscheduler`` with a traceback where this process may not
+    take SCHED_FIFO (or macOS, which has ``os.SCHED_FIFO`` but no ``sched_setscheduler``);
+    where it had none, the command line said ``realtime must be False``, a library word."""
+    from fastpp.measured import measure
+    from fastpp.measured.runner import realtime_denied
+
+    out = tmp_path / "x"
+    if hasattr(os, "sched_setscheduler"):  # tried on this thread, then undone
+        before = os.sched_getscheduler(0), os.sched_getparam(0)
+        realtime_denied()
+        assert (os.sched_getscheduler(0), os.sched_getparam(0)) == before
+
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refused, raising=False)
+    monkeypatch.setattr(os, "sched_getscheduler", lambda pid: 0, raising=False)
+    monkeypatch.setattr(os, "sched_getparam", lambda pid: None, raising=False)
+    assert main(["measure", "-s", "1f1b", "--out", str(out), "--realtime"]) == 2
+    assert ("error: --realtime must not be given here: this process may not take SCHED_FIFO, "
+            "which needs root or CAP_SYS_NICE (got --realtime)") in capsys.readouterr().err
+    with pytest.raises(ScheduleError, match=r"^realtime must be False here: this process may "
+                                            r"not take SCHED_FIFO.* \(got realtime=True\)$"):
+        measure("1f1b", out=out, realtime=True)
+    monkeypatch.delattr(os, "sched_setscheduler")
+    assert main(["measure", "-s", "1f1b", "--out", str(out), "--realtime"]) == 2
+    assert ("error: --realtime must not be given here: this system has no SCHED_FIFO (got "
+            "--realtime)") in capsys.readouterr().err
+    assert not out.exists()  # nothing ran
+
+
+def test_switches_are_named_as_typed():
+    """An on flag is no value: ``x must be False`` reads ``--x must not be given``; an on/off
+    pair or an off flag is left alone."""
+    import argparse
+
+    from fastpp.checks import by_flags, switch_names
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--realtime", action="store_true")
+    ap.add_argument("--no-plots", dest="plots", action="store_false")
+    ap.add_argument("--overlap", action=argparse.BooleanOptionalAction)
+    assert switch_names(ap) == {"realtime": "--realtime"}
+    assert by_flags("realtime must be False here: no SCHED_FIFO (got realtime=True)", {},
+                    switch_names(ap)) == ("--realtime must not be given here: no SCHED_FIFO "
+                                          "(got --realtime)")

@@ -344,6 +344,24 @@ def _timeout(timeout) -> float:
     return float(timeout)
 
 
+def realtime_denied() -> str:
+    """Why the ranks could not run under ``SCHED_FIFO`` here, or ``""`` if they can: tried on
+    this thread and undone at once (root or ``CAP_SYS_NICE`` may, yet a container may still
+    refuse; macOS has ``os.SCHED_FIFO`` but no ``os.sched_setscheduler``)."""
+    if not hasattr(os, "sched_setscheduler"):
+        return "this system has no SCHED_FIFO"
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(os.sched_get_priority_min(
+            os.SCHED_FIFO)))
+    except PermissionError:
+        return "this process may not take SCHED_FIFO, which needs root or CAP_SYS_NICE"
+    except OSError as err:
+        return f"SCHED_FIFO fails here: {err.strerror or err}"
+    os.sched_setscheduler(0, policy, param)
+    return ""
+
+
 def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
          realtime) -> tuple[Job, Model, Schedule | None]:
     """Validate ``measure``'s arguments into a ``Job``, a ``Model`` and the order to write as
@@ -368,8 +386,9 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
                                 f"devices)")
     if not isinstance(realtime, bool):
         raise ScheduleTypeError(f"realtime must be True or False (got {realtime!r})")
-    if realtime and not hasattr(os, "SCHED_FIFO"):
-        raise ScheduleError("realtime must be False here: this system has no SCHED_FIFO")
+    denied = realtime and realtime_denied()
+    if denied:  # (each rank would fail in os.sched_setscheduler with a traceback)
+        raise ScheduleError(f"realtime must be False here: {denied} (got realtime=True)")
     if not 2 <= p <= MAX_RANKS:  # one process per rank
         raise ScheduleError(f"p must be in 2..{MAX_RANKS} for a real pipeline run, one process "
                             f"per rank (got p={p})")
