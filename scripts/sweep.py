@@ -103,6 +103,11 @@ def main(argv=None) -> int:
                   f"sweep's; choose another --out", file=sys.stderr)
             return 2
         shutil.rmtree(parts)
+    elif args.resume and not parts.exists():
+        # said, not refused: a job rerun with --resume after each stop starts so the first
+        # time; a mistyped --out would otherwise start a whole sweep without a word
+        print(f"--resume: nothing to resume, {str(parts)!r} does not exist; starting a new "
+              f"sweep in --out {str(args.out)!r}", file=sys.stderr)
     settle()
     painter = None if args.no_plots else Painter()
     try:

@@ -1,6 +1,8 @@
 """The thirteenth bad-input wave (5 December 2026): each case failed on the code before."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,19 @@ def test_switches_are_named_as_typed():
     assert by_flags("realtime must be False here: no SCHED_FIFO (got realtime=True)", {},
                     switch_names(ap)) == ("--realtime must not be given here: no SCHED_FIFO "
                                           "(got --realtime)")
+
+
+def test_sweep_script_says_when_resume_has_nothing_to_resume(tmp_path):
+    """``--resume`` with an ``--out`` that held no sweep started a new one without a word."""
+    out = tmp_path / "new"
+    argv = [sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "2", "--n-per-p", "1",
+            "--comm", "0", "--schedules", "1f1b", "--out", str(out), "--no-progress",
+            "--no-plots", "--resume"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    first = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert (f"--resume: nothing to resume, {str(out / 'parts')!r} does not exist; starting a "
+            f"new sweep in --out {str(out)!r}") in first.stderr
+    assert (out / "sweep.parquet").is_file()
+    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0 and "nothing to resume" not in again.stderr
