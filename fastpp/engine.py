@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import batch
-from .checks import ScheduleError
+from .checks import ScheduleError, indices, positive_ints
 from .costs import FIELDS, SLOTS, Costs, slot_name
 from .placement import TWO_DIRECTIONS
 
@@ -146,8 +146,11 @@ def start(sid, p, n, m, G, values: np.ndarray, at: np.ndarray, *, pool=None,
     Pending
         ``result()`` waits and gives the ``Rows``.
     """
-    keys = [np.ascontiguousarray(x, np.int64) for x in (sid, p, n, m, G)]
+    keys = _keys(sid, p, n, m, G)
     count = len(keys[0])
+    if np.shape(at) != (count, len(SLOTS), 2):  # the kernel would read past it
+        raise ScheduleError(f"at must be cost_layout's, of shape {(count, len(SLOTS), 2)} for "
+                            f"{count} points (got {np.shape(at)})")
     out = np.empty((count, len(batch.COLUMNS)))
     peak_at = np.r_[0, np.cumsum(keys[1])[:-1]].astype(np.int64) if peaks else _NO_INT
     device_peaks = np.zeros(int(keys[1].sum())) if peaks else _NONE
@@ -191,12 +194,28 @@ def run(sid, p, n, m, G, costs: dict, *, first=None, V=None, workers: int = 1,
     -------
     Rows
     """
+    sid, p, n, m, G = _keys(sid, p, n, m, G)
     values, at = cost_layout(costs, len(sid), first, V)
     if workers <= 1:
         return start(sid, p, n, m, G, values, at, peaks=peaks, share=share,
                      keep=keep).result()
     return start(sid, p, n, m, G, values, at, pool=_pool(workers), threads=workers,
                  peaks=peaks, share=share, keep=keep).result()
+
+
+def _keys(sid, p, n, m, G) -> list[np.ndarray]:
+    """The points' keys as int64, checked. The callers (``sweep``, ``plan``) check each point
+    against its schedule's rules; what is checked here is what a wrong call would otherwise
+    turn silently into other numbers or a crash: a float (``p = 2.5`` read as 2), a count
+    below 1 (``m = 0`` crashed the kernel), an unknown schedule id, lengths that differ. It
+    costs O(points), nothing beside the points' simulation."""
+    keys = [indices(sid, "sid", len(batch.SPECS)),
+            *(positive_ints(x, name) for name, x in (("p", p), ("n", n), ("m", m), ("G", G)))]
+    shapes = [k.shape for k in keys]
+    if len(set(shapes)) > 1 or len(shapes[0]) != 1:
+        raise ScheduleError(f"sid, p, n, m and G must be 1-D arrays of one length, a value per "
+                            f"point (got shapes {shapes})")
+    return [np.ascontiguousarray(k) for k in keys]
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:

@@ -5,11 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_bad_input_wave6 import run_script
 
 import fastpp
-from fastpp import ScheduleError, build_schedule
+from fastpp import ScheduleError, build_schedule, engine
 from fastpp.__main__ import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,3 +123,27 @@ def test_sweep_script_says_when_resume_has_nothing_to_resume(tmp_path):
     assert (out / "sweep.parquet").is_file()
     again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert again.returncode == 0 and "nothing to resume" not in again.stderr
+
+
+def test_engine_refuses_points_it_would_misread():
+    """``fastpp.engine.start`` and ``run``, the layer under sweep and plan: ``p = 2.5`` was read
+    as 2, ``m = 0`` crashed the kernel, an unknown schedule id or a short key read past it."""
+    sid = np.array([fastpp.SCHEDULES["1f1b"].sid])
+    p, n, m = np.array([2]), np.array([4]), np.array([1])
+    costs = {"f": 1.0, "b": 2.0}
+    assert engine.run(sid, p, n, m, p, costs).status.tolist() == [fastpp.batch.OK]
+    for args, message in (
+            ((sid, np.array([2.5]), n, m, p), r"p must hold positive integers below 2\*\*31 "
+                                              r"\(got \[2.5\]\)"),
+            ((sid, p, n, np.array([0]), p), r"m must hold positive integers below 2\*\*31 "
+                                            r"\(got \[0\]\)"),
+            ((np.array([99]), p, n, m, p), r"sid must hold integers in 0\.\.\d+ \(got \[99\]\)"),
+            ((sid, p, np.array([4, 4]), m, p), r"sid, p, n, m and G must be 1-D arrays of one "
+                                               r"length, a value per point \(got shapes \[\(1,\), "
+                                               r"\(1,\), \(2,\), \(1,\), \(1,\)\]\)")):
+        with pytest.raises(ScheduleError, match=message):
+            engine.run(*args, costs)
+    values, at = engine.cost_layout(costs, 2)
+    with pytest.raises(ScheduleError, match=r"at must be cost_layout's, of shape \(1, \d+, 2\) "
+                                            r"for 1 points \(got \(2, \d+, 2\)\)"):
+        engine.start(sid, p, n, m, p, values, at)
