@@ -649,7 +649,9 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
             size = min(BLOCK, K - at)
             dur, end = np.empty((N, size)), np.empty((N, size))
             rows = np.zeros((8, V, size))  # only the hand-offs: op times are given
-            rows[COMM] = _columns(handoff, size)
+            for s in range(V):  # (a slice assigned an array compiles NumPy's shape checks)
+                for b in range(size):
+                    rows[COMM, s, b] = handoff[s]
             out = np.empty((3, size))
             busy_b, span_b = np.empty((p, size)), np.empty((p, size))
             first_b, last_b = np.empty((p, size)), np.empty((p, size))
