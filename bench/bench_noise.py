@@ -138,7 +138,8 @@ def bench_whatif(benchmark, engine):
     else:
         if not ARTIFACT or not (Path(ARTIFACT) / "analyzer" / "wia.py").exists():
             pytest.skip("set STRAGGLER_ANALYSIS to a checkout of ByteDance-Seed/"
-                        "StragglerAnalysis to time its analysis")
+                        "StragglerAnalysis (its analyzer/ alone will do; it needs pandas < 3) "
+                        "to time its analysis")
         analyze = _artifact(Path(ARTIFACT))
         slowdown = benchmark.pedantic(analyze, rounds=1, iterations=1).blocking_slowdown
     # the authors' own figure, published with the trace (result-ST.json's blocking_slowdown)
