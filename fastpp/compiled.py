@@ -343,6 +343,11 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
                             f"{rows.dtype})")
     columns = rows.shape[2]
     N, p = compiled.num_ops, compiled.p
+    if durations is not None:  # (the kernel reads a column per column of rows)
+        if np.shape(durations) != (N, columns):
+            raise ScheduleError(f"durations must have shape (N={N}, B={columns}), an op time "
+                                f"per op and column (got shape {np.shape(durations)})")
+        durations = np.asarray(durations, np.float64)
     out = Batch(*(np.empty((N, columns)) if times else None for _ in range(2)),
                 *(np.empty(columns) for _ in range(4)),
                 *(np.empty((p, columns)) for _ in range(3)), np.empty(p, np.int64))
@@ -506,8 +511,9 @@ def frontier_peaks(frontier, unit, gamma, peak):
 
 @jit(internal=True)
 def _put(out, values):
-    """``out[:] = values`` as a loop: the slice assignment compiles NumPy's broadcast checks
-    and their messages (3.7 s of a cold Monte Carlo's 16 s, measured 5 December)."""
+    """``out[:] = values`` as a loop, ``values`` as long as ``out`` (the callers' shapes are
+    checked before): the slice assignment compiled NumPy's broadcast checks and their
+    messages, 3.9 s of LLVM on a cold Monte Carlo (measured 5 December)."""
     for b in range(values.shape[0]):
         out[b] = values[b]
 

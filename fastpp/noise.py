@@ -190,6 +190,20 @@ class Noise(Frozen):
         other._freeze(**{**vars(self), "link_delay": _links(link_delay)})
         return other
 
+    def fixed(self) -> Noise:
+        """Its persistent part alone: the same slow devices, slow stages and link delays
+        (``blocking`` as given), without jitter, step factors, spikes or a measured run's
+        bootstrap. One sample of it is the step a what-if of those delays predicts, which the
+        samples spread around.
+
+        Returns
+        -------
+        Noise
+        """
+        return Noise(0.0, self.dist, slow_devices=self.slow_devices,
+                     slow_stages=self.slow_stages, link_delay=self.link_delay,
+                     blocking=self.blocking)
+
     # -- what the Monte Carlo reads (fastpp.montecarlo; its arrays, not a user's) ----------------
 
     def _op_factors(self, device: np.ndarray, stage: np.ndarray, stage2: np.ndarray,

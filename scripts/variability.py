@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from fastpp import Costs, Noise, ScheduleError, build_schedule, report, simulate
+from fastpp.__main__ import _will_write
 from fastpp.checks import by_flags, flag_names
 from fastpp.plot import makespan_cdf
 
@@ -28,6 +29,7 @@ LINK = (3, 4)
 
 
 def noise(cov: float, delay: float) -> Noise:
+    """``cov`` jitter and ``delay`` on ``LINK``, the sender holding each message."""
     return Noise(cov, link_delay={LINK: delay}, blocking=True)
 
 
@@ -67,9 +69,16 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> None:
-    if not math.isfinite(args.delay) or args.delay <= 0:  # (bisected up to twice it)
-        raise ScheduleError(f"delay must be a finite number > 0 (got {args.delay})")
+    # what can be refused is refused before the work, by its flag
+    if not math.isfinite(2 * args.delay) or args.delay <= 0:  # (bisected up to twice it)
+        raise ScheduleError(f"delay must be a number > 0 whose double is finite (got "
+                            f"{args.delay})")
+    if args.out.exists() and not args.out.is_dir():
+        raise ScheduleError(f"out must be a folder (got {str(args.out)!r}, a file)")
     args.out.mkdir(parents=True, exist_ok=True)
+    picture = args.picture or args.out / "variability.png"
+    _will_write("--picture", str(picture))
+    _will_write("--out", str(args.out / "variability.html"))
     schedules = [build_schedule("1f1b", 8, 32), build_schedule("zb-h2", 8, 32)]
 
     def run(s, cov, delay):
@@ -78,11 +87,10 @@ def _run(args) -> None:
     results = {f"{s.name}, {what}": run(s, args.cov, delay) for what, delay in
                (("no delay", 0.0), (f"link delay {args.delay:g}", args.delay))
                for s in schedules}
-    print(f"{'case':<28}{'no noise':>10}{'mean':>10}{'p95':>10}")
+    print(f"{'case':<28}{'no jitter':>10}{'mean':>10}{'p95':>10}")
     for label, mc in results.items():
-        delay = 0.0 if "no delay" in label else args.delay
-        plain = simulate(mc.schedule, COSTS, noise=noise(0.0, delay), samples=1).makespan[0]
-        print(f"{label:<28}{plain:>10.1f}{mc.mean:>10.1f}{mc.quantile(0.95):>10.1f}")
+        steady = simulate(mc.schedule, COSTS, noise=mc.noise.fixed(), samples=1).makespan[0]
+        print(f"{label:<28}{steady:>10.1f}{mc.mean:>10.1f}{mc.quantile(0.95):>10.1f}")
 
     def gap(cov, statistic):
         return lambda delay: (statistic(run(schedules[1], cov, delay))
@@ -92,11 +100,10 @@ def _run(args) -> None:
         (0.0, lambda mc: mc.makespan[0]), (args.cov, lambda mc: mc.mean),
         (args.cov, lambda mc: mc.quantile(0.95)))]
     said = [(f"{x:.4f}" if math.isfinite(x) else f"none up to {2 * args.delay:g}") + f" ({by})"
-            for x, by in zip(found, ("no noise", "mean", "p95"), strict=True)]
+            for x, by in zip(found, ("no jitter", "mean", "p95"), strict=True)]
     print(f"ZB-H2 stops winning at a delay of {', '.join(said)}")
     title = (f"1F1B and ZB-H2 (p=8, n=32, {args.cov:.0%} jitter), without and with a slow "
              f"link")
-    picture = args.picture or args.out / "variability.png"
     print(f"picture: {makespan_cdf(results, picture, title=title)}")
     try:
         print(f"report: {report(results, output=args.out / 'variability.html')}")

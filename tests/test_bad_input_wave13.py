@@ -147,3 +147,19 @@ def test_engine_refuses_points_it_would_misread():
     with pytest.raises(ScheduleError, match=r"at must be cost_layout's, of shape \(1, \d+, 2\) "
                                             r"for 1 points \(got \(2, \d+, 2\)\)"):
         engine.start(sid, p, n, m, p, values, at)
+
+
+def test_evaluate_durations_of_another_shape():
+    """``evaluate`` read a ``durations`` of too few columns past its end (the kernel copies
+    a column per cost column without a shape check since it stopped compiling NumPy's)."""
+    import numpy as np
+
+    from fastpp import Costs, build_schedule
+    from fastpp.compiled import evaluate
+
+    s = build_schedule("1f1b", 2, 4)
+    c, costs = s.compiled(), [Costs(1.0, 2.0).per_stage(s)] * 3
+    with pytest.raises(ScheduleError, match=r"durations must have shape \(N=16, B=3\), an op "
+                                            r"time per op and column \(got shape \(16, 2\)\)"):
+        evaluate(c, costs, durations=np.ones((c.num_ops, 2)))
+    assert list(evaluate(c, costs, durations=np.ones((c.num_ops, 3), int)).makespan) == [10.0] * 3

@@ -364,11 +364,11 @@ def test_injected_delays_show_in_the_measured_ops(tmp_path):
         delay={"op": f"1:F:{delay}", "backward": [(0, "B", delay, 1.0)]},
         link_delay={"link": delay, "zbv-link": delay})
     assert all(len(steps) == 2 for steps in runs.values())
-    slow = Noise(0.0, link_delay={(0, 1): delay}, blocking=True)
+    held = Noise(0.0, link_delay={(0, 1): delay}, blocking=True)
     added = {}
     for base, linked in (("base", "link"), ("zbv", "zbv-link")):
         schedule, costs = runs[base].schedule, runs[base].costs()
-        predicted = simulate(schedule, costs, noise=slow, samples=1).quantile(0.5)
+        predicted = simulate(schedule, costs, noise=held, samples=1).quantile(0.5)
         measured = np.median(runs[linked].makespans)
         print(f"{base} with the slow link: measured {measured * 1e3:.1f} ms, predicted "
               f"{predicted * 1e3:.1f} ms ({predicted / measured - 1:+.1%})")

@@ -667,3 +667,17 @@ def test_a_monte_carlo_keeps_what_ran():
     assert result.sensitivity["links"] == links and set(links) == {(0, 1), (1, 2), (2, 3)}
     assert np.array_equal(result.criticality, criticality)
     assert result.op_times(0, 2).shape == (4, 16, 2)
+
+
+def test_fixed_keeps_the_persistent_part_alone():
+    """``Noise.fixed``: the same slow devices, stages and held link delays, nothing drawn; its
+    samples are all one makespan, that of the delays worked out by hand on 1F1B p=2 n=1."""
+    noise = Noise(0.2, "gamma", slow_devices={1: 2.0}, slow_stages={0: 1.5},
+                  link_delay={(0, 1): 0.25}, blocking=True, step=0.1, spike=(0.5, 3.0))
+    fixed = noise.fixed()
+    assert (fixed.slow_devices, fixed.slow_stages, fixed.link_delay, fixed.blocking) == (
+        {1: 2.0}, {0: 1.5}, {(0, 1): 0.25}, True)
+    assert not fixed.cov.any() and fixed.step == 0.0 and fixed.spike[0] == 0.0
+    mc = simulate(build_schedule("1f1b", 2, 1), Costs(f=1, b=2), noise=fixed, samples=5)
+    # F0 1.5 + its held send 0.25, F1 2, B1 4 + its held send 0.25, B0 2 * 1.5 = 3
+    assert mc.makespan.tolist() == [1.5 + 0.25 + 2.0 + 4.0 + 0.25 + 3.0] * 5

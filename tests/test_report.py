@@ -200,8 +200,11 @@ def test_variability_script_and_monte_carlo_report(browser, tmp_path, capsys):
             noise = fastpp.Noise(0.05, link_delay={(3, 4): delay}, blocking=True)
             mc = fastpp.simulate(s, variability.COSTS, noise=noise, samples=64, seed=0)
             results[f"{s.name}, {what}"] = mc
-            assert f"{f'{s.name}, {what}':<28}" in out
-            assert f"{mc.mean:>10.1f}{mc.quantile(0.95):>10.1f}" in out
+            # without jitter: the link delay alone, as one noise-free sample of it
+            steady = fastpp.simulate(s, variability.COSTS, noise=fastpp.Noise(
+                0.0, link_delay={(3, 4): delay}, blocking=True), samples=1).makespan[0]
+            assert (f"{f'{s.name}, {what}':<28}{steady:>10.1f}{mc.mean:>10.1f}"
+                    f"{mc.quantile(0.95):>10.1f}") in out
     said = out.split("stops winning at a delay of ")[1].split("\n")[0]
     flips = [float(x) for x in re.findall(r"([\d.]+) \(", said)]
     assert len(flips) == 3 and flips[0] < flips[1] < 4.0  # (jitter delays the flip here)
@@ -224,6 +227,8 @@ def test_variability_script_and_monte_carlo_report(browser, tmp_path, capsys):
         assert top == pytest.approx(mc.makespan.max()) and last == 1.0
     cells = page.page.locator(".fastpp-table td").all_text_contents()
     assert "zb-h2, link delay 4" in cells
+    row = cells[cells.index("zb-h2, link delay 4"):][:11]
+    assert row[6] == "256"  # no jitter: the delay priced (103 without it)
     page.page.locator("select").select_option(label="zb-h2, link delay 4")
     assert page.draw_all() == 2
     shade = page.page.evaluate("() => document.querySelectorAll('.fastpp-plot')[1].data[0]"
@@ -245,21 +250,55 @@ def test_monte_carlo_inputs_bad(tmp_path):
                        r"MonteCarlo result \(got an empty dict\)"):
         fastpp.report(mc, {}, output=out)
     with pytest.raises(fastpp.ScheduleError, match=r"label each Monte Carlo result once \(got "
-                       r"'1f1b \(m=1\)' 2 times"):
+                       r"'1f1b \(p=2, n=4, m=1\)' 2 times"):
         fastpp.report(mc, mc, output=out)
+    with pytest.raises(fastpp.ScheduleError, match="or Monte Carlo result"):
+        fastpp.report(output=out)
     assert not out.exists()
+    # the same schedule at another size is told apart by its label
+    other = fastpp.simulate(fastpp.build_schedule("1f1b", 2, 8), fastpp.Costs(1.0, 2.0),
+                            noise=fastpp.Noise(0.1), samples=8)
+    assert fastpp.report(mc, other, output=out).exists()
+
+
+def test_a_long_monte_carlo_draws_a_thinned_cdf(tmp_path):
+    """Every sample on the page made 15 MB for 300,000: at most CDF_POINTS steps, the last
+    one at the largest makespan and a share of 1."""
+    from fastpp.reports import figures
+
+    mc = fastpp.simulate(fastpp.build_schedule("1f1b", 2, 4), fastpp.Costs(1.0, 2.0),
+                         noise=fastpp.Noise(0.1), samples=5000)
+    line = figures.variability_sections([("a", mc)], "x")[0]["items"][0]["figure"]["data"][0]
+    assert len(line["x"]) == figures.CDF_POINTS
+    assert line["x"][-1] == mc.makespan.max() and line["y"][-1] == 1.0
+    assert line["x"][0] == mc.makespan.min()
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--samples", "0"], "--samples must be a positive integer"),
-    (["--delay", "0"], "--delay must be a finite number > 0 (got 0.0)"),
-    (["--delay", "nan"], "--delay must be a finite number > 0 (got nan)"),
+    (["--delay", "0"], "--delay must be a number > 0 whose double is finite (got 0.0)"),
+    (["--delay", "nan"], "--delay must be a number > 0 whose double is finite (got nan)"),
+    (["--delay", "1e308"], "--delay must be a number > 0 whose double is finite"),
+    (["--picture", "/nonexistent/x.png"], "--picture must be a file path that can be "
+                                          "written (got '/nonexistent/x.png': no folder"),
     (["--cov", "-0.1"], "--cov must be finite and >= 0 (got -0.1)"),
 ])
 def test_variability_script_bad_flags(tmp_path, capsys, argv, message):
     assert script("variability").main([*argv, "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "variability.png").exists()
+
+
+def test_variability_script_bad_out(tmp_path, capsys):
+    """A file for --out, or a folder where its report goes: refused before the work."""
+    (tmp_path / "file").write_text("")
+    (tmp_path / "folder" / "variability.html").mkdir(parents=True)
+    variability = script("variability")
+    assert variability.main(["--out", str(tmp_path / "file")]) == 2
+    assert "--out must be a folder" in capsys.readouterr().err
+    assert variability.main(["--out", str(tmp_path / "folder")]) == 2
+    assert "--out must be a file path that can be written" in capsys.readouterr().err
+    assert not (tmp_path / "folder" / "variability.png").exists()
 
 
 def _decode(item):

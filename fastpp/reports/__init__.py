@@ -52,8 +52,8 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
         If plotly is not installed (``pip install 'fastpp[report]'``); also an ImportError.
     """
     if not inputs:
-        raise ScheduleError("inputs must be at least one path, table or measured run (got "
-                            "none)")
+        raise ScheduleError("inputs must be at least one path, table, measured run or Monte "
+                            "Carlo result (got none)")
     if isinstance(schedules, str):
         schedules = [schedules]
     if schedules is not None:
@@ -85,7 +85,8 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
         builder = BUILDERS[kind]
         if kind == "montecarlo":  # all of them in one section, at the first one's place
             if not varied:
-                sections += builder(results, ", ".join(labels))
+                sections += builder(results, f"{len(results)} Monte Carlo result"
+                                             f"{'s' if len(results) > 1 else ''}")
                 varied = True
         else:
             sections += (builder(data, label, schedules) if kind == "sweep"

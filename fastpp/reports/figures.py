@@ -164,6 +164,7 @@ def _value(row, name, default):
 # the most ops a drawn timeline has: past it no one reads the picture, and p = 10**6 rows
 # re-simulated for it ran for minutes and would have made a page of gigabytes
 TIMELINE_OPS = 100_000
+CDF_POINTS = 1_000  # the most steps of a drawn CDF line (variability_sections)
 
 
 def resimulate(row):
@@ -413,25 +414,28 @@ def measured_sections(run, label: str) -> list[dict]:
 
 def variability_sections(results, label: str) -> list[dict]:
     """Monte Carlo results (``(label, MonteCarlo)`` pairs) side by side: each one's makespan
-    as an empirical CDF on one axis, their summary as a table, and each schedule's noise-free
-    timeline with every op shaded by its criticality (as ``fastpp.plot.criticality``)."""
+    as an empirical CDF on one axis, their summary as a table (``no jitter``: one sample of
+    the noise's persistent part, ``Noise.fixed``), and each schedule's timeline of its costs
+    alone with every op shaded by its criticality (as ``fastpp.plot.criticality``)."""
     import pandas as pd
 
     lines, rows, options = [], [], []
     for k, (name, mc) in enumerate(results):
         x = np.sort(mc.makespan)
+        # at most CDF_POINTS steps a line, the last sample kept: 300,000 made a 15 MB page
+        pick = np.unique(np.linspace(0, x.size - 1, min(x.size, CDF_POINTS)).astype(np.int64))
         p95 = mc.quantile(0.95)
         lines.append({"type": "scatter", "mode": "lines", "name": f"{name}: p95 {p95:.4g}",
-                      "x": _clean(x), "y": _clean(np.arange(1, x.size + 1) / x.size),
+                      "x": _clean(x[pick]), "y": _clean((pick + 1) / x.size),
                       "line": {"shape": "hv", "width": 1.6, "color": PALETTE[k % len(PALETTE)]},
                       "hovertemplate": f"{name}: %{{y:.1%}} of the steps within %{{x:.6g}}"
                                        "<extra></extra>"})
         s = mc.schedule
-        result = simulate(s, mc.costs)
+        steady = simulate(s, mc.costs, noise=mc.noise.fixed(), samples=1).makespan[0]
         rows.append({"label": name, "schedule": s.name, "p": s.p, "n": s.n, "m": s.m,
-                     "samples": mc.samples, "makespan": result.makespan, "mean": mc.mean,
+                     "samples": mc.samples, "steady": steady, "mean": mc.mean,
                      "std": mc.std, "p50": mc.quantile(0.5), "p95": p95})
-        options.append({"label": name, "item": _criticality(mc, result, name)})
+        options.append({"label": name, "item": _criticality(mc, simulate(s, mc.costs), name)})
     summary = pd.DataFrame(rows)
     cdf = plot(lines, {"title": {"text": "the step's distribution (empirical CDF)"},
                        "height": 420, "hovermode": "closest",
@@ -443,19 +447,21 @@ def variability_sections(results, label: str) -> list[dict]:
                                    "line": {"color": "grey", "width": 1, "dash": "dot"}}]})
     columns = [("label", "label", "str"), ("schedule", "schedule", "str"), ("p", "p", "d"),
                ("n", "n", "d"), ("m", "m", "d"), ("samples", "samples", "d"),
-               ("makespan", "no noise", ".6g"), ("mean", "mean", ".6g"), ("std", "std", ".4g"),
+               ("steady", "no jitter", ".6g"), ("mean", "mean", ".6g"), ("std", "std", ".4g"),
                ("p50", "p50", ".6g"), ("p95", "p95", ".6g")]
     text = ("Each result's samples (simulate with noise=): their makespans' CDF (the dotted "
-            "line at 95%), then per op the share of the samples whose critical path runs "
-            "through it, on the noise-free timeline (dark red: on every one).")
+            "line at 95%); per result the makespan without jitter (the noise's slow devices, "
+            "stages and links alone), the mean, std and quantiles; then per op the share of "
+            "the samples whose critical path runs through it, shaded on the timeline of the "
+            "costs alone (no noise at all; dark red: on every path).")
     return [{"title": f"Variability: {label}", "text": text,
              "items": [cdf, table(summary, columns),
                        {"type": "choice", "label": "criticality", "options": options}]}]
 
 
 def _criticality(mc, result, name: str) -> dict:
-    """The noise-free timeline ``result`` of ``mc``'s schedule as one bar trace, each op
-    coloured by its criticality; text instead past ``TIMELINE_OPS`` ops."""
+    """The timeline ``result`` of ``mc``'s schedule under its costs alone as one bar trace,
+    each op coloured by its criticality; text instead past ``TIMELINE_OPS`` ops."""
     s = mc.schedule
     if s.num_ops > TIMELINE_OPS:
         return {"type": "text", "text": f"{name}: {s.num_ops} ops, more than a drawn "
@@ -476,12 +482,13 @@ def _criticality(mc, result, name: str) -> dict:
             "marker": {"color": _clean(share), "cmin": 0, "cmax": 1, "colorscale": "Reds",
                        "colorbar": {"title": {"text": "critical"}, "tickformat": ".0%"},
                        "line": {"width": 0.5, "color": "white"}}}
-    return plot([bars], {"title": {"text": f"{name}: criticality over {mc.samples} samples",
-                                   "font": {"size": 13}},
+    title = (f"{name}: criticality over {mc.samples} samples, on the timeline of the costs "
+             f"alone (makespan {result.makespan:.6g})")
+    return plot([bars], {"title": {"text": title, "font": {"size": 13}},
                          "height": max(120, 22 * s.p) + 110, "barmode": "overlay",
                          "margin": {"t": 50, "l": 90, "r": 20, "b": 45},
                          "hovermode": "closest",
-                         "xaxis": {"title": {"text": "time (noise-free timeline)"},
+                         "xaxis": {"title": {"text": "time (the costs alone, no noise)"},
                                    "range": [0, result.makespan]},
                          "yaxis": {"type": "category", "categoryorder": "array",
                                    "categoryarray": rows, "autorange": "reversed"}})

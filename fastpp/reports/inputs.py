@@ -41,7 +41,8 @@ def load(item, position: int):
         return "measured", f"measured run {position}", item
     if isinstance(item, MonteCarlo):
         s = item.schedule
-        return "montecarlo", f"input {position}", [(f"{s.name} (m={s.m})", item)]
+        return "montecarlo", f"input {position}", [(f"{s.name} (p={s.p}, n={s.n}, m={s.m})",
+                                                     item)]
     if isinstance(item, dict):
         for key, value in item.items():
             if not isinstance(key, str) or not isinstance(value, MonteCarlo):
