@@ -22,8 +22,9 @@ import numpy as np
 
 from . import noise as noise_module
 from .checks import ScheduleError, index, instance, number, number_array, positive_int
-from .compiled import op_durations
+from .compiled import evaluate, op_durations
 from .costs import MAX_TIME, Costs
+from .kernels import COMM, SB
 from .noise import Noise
 from .ops import Op
 from .schedule import Schedule
@@ -201,6 +202,41 @@ class MonteCarlo:
         full = np.zeros((*self._ran[0], count))
         full[compiled.device, compiled.position] = out
         return full
+
+    def times(self, sample: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The start and end of every op in sample ``sample``, shaped ``(p, L)`` like the
+        schedule's op matrices: its drawn times (``op_times``), the sends a blocking link
+        delay holds, and the delays as latency otherwise, timed as its makespan was (its
+        last end less its first start is ``makespan[sample]``, to the bit). One sample of
+        ``noise.fixed()`` is the timeline of the noise's persistent part alone.
+
+        Parameters
+        ----------
+        sample : int
+            ``0..samples-1``.
+
+        Returns
+        -------
+        (ndarray, ndarray)
+            ``start`` and ``end``, zero past each device's last op.
+
+        Raises
+        ------
+        ScheduleError
+            If ``sample`` is out of range.
+        """
+        sample = index(sample, "sample", self.samples)
+        compiled, draws, handoff, extra = self._state
+        drawn = np.empty((compiled.num_ops, 1))
+        noise_module.draw(*draws, sample, drawn)
+        drawn += extra[:, None]
+        rows = np.zeros((SB + 1, compiled.V, 1))  # the stage rows: the hand-offs alone
+        rows[COMM, :, 0] = handoff
+        batch = evaluate(compiled, rows, drawn)
+        start, end = np.zeros(self._ran[0]), np.zeros(self._ran[0])
+        start[compiled.device, compiled.position] = batch.start[:, 0]
+        end[compiled.device, compiled.position] = batch.end[:, 0]
+        return start, end
 
     @property
     def criticality(self) -> np.ndarray:

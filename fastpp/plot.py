@@ -422,7 +422,8 @@ def makespan_cdf(results, path, title: str | None = None) -> Path:
 
 
 def criticality(mc, path) -> Path:
-    """The schedule's noise-free timeline, each op shaded by its criticality: the share of a
+    """The schedule's timeline without jitter (one sample of ``mc.noise.fixed()``: its slow
+    devices, stages and link delays kept), each op shaded by its criticality: the share of a
     Monte Carlo's samples whose critical path runs through it (dark: always).
 
     Parameters
@@ -443,7 +444,8 @@ def criticality(mc, path) -> Path:
     mc = instance(mc, MonteCarlo, "mc", "fastpp.MonteCarlo")
     path = file_path(path)
     plt = _pyplot()
-    result = simulate(mc.schedule, mc.costs)
+    steady = simulate(mc.schedule, mc.costs, noise=mc.noise.fixed(), samples=1)
+    start, end = steady.times(0)
     sched, share = mc.schedule, mc.criticality
     fig, ax = plt.subplots(figsize=(min(40.0, 4.0 + 0.12 * sched.length.max()),
                                     0.45 * sched.p + 1.4))
@@ -451,14 +453,14 @@ def criticality(mc, path) -> Path:
     cmap = plt.get_cmap("Reds")
     for r in range(sched.p):
         L = sched.length[r]
-        starts, ends = result.start[r, :L], result.end[r, :L]
+        starts, ends = start[r, :L], end[r, :L]
         ax.broken_barh(list(zip(starts, ends - starts, strict=True)), (r - 0.4, 0.8),
                        facecolors=[cmap(0.1 + 0.9 * x) for x in share[r, :L]],
                        edgecolor="white", linewidth=0.5)
     ax.set_yticks(range(sched.p), [f"device {r}" for r in range(sched.p)], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(0, result.makespan)
-    ax.set_xlabel("time (noise-free timeline)")
+    ax.set_xlim(0, steady.makespan[0])
+    ax.set_xlabel("time (without jitter)")
     ax.set_title(f"{sched.name}: criticality over {mc.samples} samples (dark: on every "
                  f"critical path)", fontsize=10)
     return _save(plt, fig, path)

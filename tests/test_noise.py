@@ -681,3 +681,29 @@ def test_fixed_keeps_the_persistent_part_alone():
     mc = simulate(build_schedule("1f1b", 2, 1), Costs(f=1, b=2), noise=fixed, samples=5)
     # F0 1.5 + its held send 0.25, F1 2, B1 4 + its held send 0.25, B0 2 * 1.5 = 3
     assert mc.makespan.tolist() == [1.5 + 0.25 + 2.0 + 4.0 + 0.25 + 3.0] * 5
+
+
+@pytest.mark.parametrize("name, m", [("1f1b", 1), ("zbv", 2), ("dualpipev", 2),
+                                     ("interleaved-1f1b", 2)])
+def test_a_samples_times_are_its_makespans(name, m):
+    """``MonteCarlo.times(k)``: sample k's ops, timed as its makespan was (to the bit), under
+    jitter, a latency link delay or a held one with a slow device, steps and spikes; without
+    delays the persistent part's one sample is the deterministic timeline, op by op."""
+    s, costs = build_schedule(name, 4, 8, m), Costs(f=1.0, b=2.0, w=1.0, comm=0.05)
+    used = np.arange(s.kind.shape[1]) < s.length[:, None]
+    for noise in (Noise(0.1), Noise(0.1, link_delay={(1, 2): 0.5}),
+                  Noise(0.1, link_delay={(1, 2): 0.5}, blocking=True, slow_devices={0: 1.3},
+                        step=0.05, spike=(0.1, 2.0))):
+        mc = simulate(s, costs, noise=noise, samples=70)
+        for k in (0, 69):  # (69: in a short last block)
+            start, end = mc.times(k)
+            assert end[used].max() - start[used].min() == mc.makespan[k]
+            # each op lasts its drawn time (end = start + time, so to a rounding)
+            np.testing.assert_allclose(end - start, np.where(used, mc.op_times(k, 1)[..., 0],
+                                                             0.0), rtol=1e-12, atol=1e-12)
+    steady = simulate(s, costs, noise=Noise(0.1).fixed(), samples=1).times(0)
+    plain = simulate(s, costs)
+    assert np.array_equal(steady[0][used], plain.start[used])
+    assert np.array_equal(steady[1][used], plain.end[used])
+    with pytest.raises(ScheduleError, match="sample must be"):
+        mc.times(70)

@@ -236,6 +236,10 @@ def test_variability_script_and_monte_carlo_report(browser, tmp_path, capsys):
     mc = results["zb-h2, link delay 4"]
     used = np.arange(mc.schedule.kind.shape[1]) < mc.schedule.length[:, None]
     np.testing.assert_allclose(shade, mc.criticality[used])
+    # on the timeline without jitter, the held sends included: it ends at 256, not 103
+    span = page.page.evaluate("() => document.querySelectorAll('.fastpp-plot')[1].layout"
+                              ".xaxis.range[1]")
+    assert span == pytest.approx(256.0)
     page.check_offline()
 
 

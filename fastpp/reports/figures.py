@@ -414,9 +414,10 @@ def measured_sections(run, label: str) -> list[dict]:
 
 def variability_sections(results, label: str) -> list[dict]:
     """Monte Carlo results (``(label, MonteCarlo)`` pairs) side by side: each one's makespan
-    as an empirical CDF on one axis, their summary as a table (``no jitter``: one sample of
-    the noise's persistent part, ``Noise.fixed``), and each schedule's timeline of its costs
-    alone with every op shaded by its criticality (as ``fastpp.plot.criticality``)."""
+    as an empirical CDF on one axis, their summary as a table, and each schedule's timeline
+    without jitter with every op shaded by its criticality (as ``fastpp.plot.criticality``).
+    Without jitter is one sample of the noise's persistent part (``Noise.fixed``): its slow
+    devices, stages and link delays kept."""
     import pandas as pd
 
     lines, rows, options = [], [], []
@@ -431,11 +432,11 @@ def variability_sections(results, label: str) -> list[dict]:
                       "hovertemplate": f"{name}: %{{y:.1%}} of the steps within %{{x:.6g}}"
                                        "<extra></extra>"})
         s = mc.schedule
-        steady = simulate(s, mc.costs, noise=mc.noise.fixed(), samples=1).makespan[0]
+        steady = simulate(s, mc.costs, noise=mc.noise.fixed(), samples=1)
         rows.append({"label": name, "schedule": s.name, "p": s.p, "n": s.n, "m": s.m,
-                     "samples": mc.samples, "steady": steady, "mean": mc.mean,
+                     "samples": mc.samples, "steady": steady.makespan[0], "mean": mc.mean,
                      "std": mc.std, "p50": mc.quantile(0.5), "p95": p95})
-        options.append({"label": name, "item": _criticality(mc, simulate(s, mc.costs), name)})
+        options.append({"label": name, "item": _criticality(mc, steady, name)})
     summary = pd.DataFrame(rows)
     cdf = plot(lines, {"title": {"text": "the step's distribution (empirical CDF)"},
                        "height": 420, "hovermode": "closest",
@@ -452,16 +453,17 @@ def variability_sections(results, label: str) -> list[dict]:
     text = ("Each result's samples (simulate with noise=): their makespans' CDF (the dotted "
             "line at 95%); per result the makespan without jitter (the noise's slow devices, "
             "stages and links alone), the mean, std and quantiles; then per op the share of "
-            "the samples whose critical path runs through it, shaded on the timeline of the "
-            "costs alone (no noise at all; dark red: on every path).")
+            "the samples whose critical path runs through it, shaded on the timeline without "
+            "jitter (dark red: on every path).")
     return [{"title": f"Variability: {label}", "text": text,
              "items": [cdf, table(summary, columns),
                        {"type": "choice", "label": "criticality", "options": options}]}]
 
 
-def _criticality(mc, result, name: str) -> dict:
-    """The timeline ``result`` of ``mc``'s schedule under its costs alone as one bar trace,
-    each op coloured by its criticality; text instead past ``TIMELINE_OPS`` ops."""
+def _criticality(mc, steady, name: str) -> dict:
+    """``mc``'s schedule's timeline without jitter (``steady``: one sample of its noise's
+    persistent part) as one bar trace, each op coloured by its criticality; text instead
+    past ``TIMELINE_OPS`` ops."""
     s = mc.schedule
     if s.num_ops > TIMELINE_OPS:
         return {"type": "text", "text": f"{name}: {s.num_ops} ops, more than a drawn "
@@ -472,7 +474,7 @@ def _criticality(mc, result, name: str) -> dict:
     names = {int(op): op.name for op in Op}
     ops = [f"{st}{names[int(k)]}{mb}" for k, st, mb in
            zip(s.kind[used].tolist(), s.stage[used].tolist(), s.mb[used].tolist(), strict=True)]
-    start, end = result.start[used], result.end[used]
+    start, end = (x[used] for x in steady.times(0))
     rows = [f"device {r}" for r in range(s.p)]
     bars = {"type": "bar", "orientation": "h", "base": _clean(start), "x": _clean(end - start),
             "y": [rows[r] for r in device.tolist()], "width": 0.8, "showlegend": False,
@@ -482,13 +484,13 @@ def _criticality(mc, result, name: str) -> dict:
             "marker": {"color": _clean(share), "cmin": 0, "cmax": 1, "colorscale": "Reds",
                        "colorbar": {"title": {"text": "critical"}, "tickformat": ".0%"},
                        "line": {"width": 0.5, "color": "white"}}}
-    title = (f"{name}: criticality over {mc.samples} samples, on the timeline of the costs "
-             f"alone (makespan {result.makespan:.6g})")
+    title = (f"{name}: criticality over {mc.samples} samples, on the timeline without jitter "
+             f"(makespan {steady.makespan[0]:.6g})")
     return plot([bars], {"title": {"text": title, "font": {"size": 13}},
                          "height": max(120, 22 * s.p) + 110, "barmode": "overlay",
                          "margin": {"t": 50, "l": 90, "r": 20, "b": 45},
                          "hovermode": "closest",
-                         "xaxis": {"title": {"text": "time (the costs alone, no noise)"},
-                                   "range": [0, result.makespan]},
+                         "xaxis": {"title": {"text": "time (without jitter)"},
+                                   "range": [0, float(steady.makespan[0])]},
                          "yaxis": {"type": "category", "categoryorder": "array",
                                    "categoryarray": rows, "autorange": "reversed"}})
