@@ -238,6 +238,37 @@ class MonteCarlo:
         end[compiled.device, compiled.position] = batch.end[:, 0]
         return start, end
 
+    def steady(self) -> MonteCarlo | None:
+        """One sample without jitter: the schedule under the same costs and
+        ``noise.fixed()`` (its slow devices, stages and link delays), the step a what-if of
+        those delays predicts; None where the noise draws each op from a measured run's or
+        job's times (``Noise(empirical=)`` but for several steps' factors), which replace
+        the costs, so that no such step exists.
+
+        Returns
+        -------
+        MonteCarlo or None
+        """
+        if self.noise.empirical is not None and not self.noise.relative:
+            return None
+        return run(self.schedule, self.costs, self.noise.fixed(), 1, self.seed)
+
+    def shaded(self) -> tuple[str, float, np.ndarray, np.ndarray]:
+        """The timeline criticality is drawn on (``fastpp.plot.criticality``, the report):
+        ``steady()``'s, or where there is none the sample of the median makespan.
+
+        Returns
+        -------
+        (str, float, ndarray, ndarray)
+            What it is (``"without jitter"`` or ``"sample k, the median"``), its makespan,
+            and every op's start and end (``times``).
+        """
+        steady = self.steady()
+        if steady is not None:
+            return ("without jitter", float(steady.makespan[0]), *steady.times(0))
+        k = int(np.argsort(self.makespan, kind="stable")[self.samples // 2])
+        return f"sample {k}, the median", float(self.makespan[k]), *self.times(k)
+
     @property
     def criticality(self) -> np.ndarray:
         compiled = self._state[0]

@@ -194,7 +194,9 @@ class Noise(Frozen):
         """Its persistent part alone: the same slow devices, slow stages and link delays
         (``blocking`` as given), without jitter, step factors, spikes or a measured run's
         bootstrap. One sample of it is the step a what-if of those delays predicts, which the
-        samples spread around.
+        samples spread around, except where ``empirical`` draws each op from a measured
+        run's or job's times: those replace the costs, which this part then prices
+        (``MonteCarlo.steady`` gives no step there).
 
         Returns
         -------

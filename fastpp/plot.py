@@ -422,9 +422,10 @@ def makespan_cdf(results, path, title: str | None = None) -> Path:
 
 
 def criticality(mc, path) -> Path:
-    """The schedule's timeline without jitter (one sample of ``mc.noise.fixed()``: its slow
-    devices, stages and link delays kept), each op shaded by its criticality: the share of a
-    Monte Carlo's samples whose critical path runs through it (dark: always).
+    """The schedule's timeline without jitter (``MonteCarlo.shaded``: one sample of
+    ``mc.noise.fixed()``, its slow devices, stages and link delays kept), each op shaded by
+    its criticality: the share of a Monte Carlo's samples whose critical path runs through it
+    (dark: always).
 
     Parameters
     ----------
@@ -439,13 +440,11 @@ def criticality(mc, path) -> Path:
         The file written.
     """
     from .montecarlo import MonteCarlo
-    from .simulate import simulate
 
     mc = instance(mc, MonteCarlo, "mc", "fastpp.MonteCarlo")
     path = file_path(path)
     plt = _pyplot()
-    steady = simulate(mc.schedule, mc.costs, noise=mc.noise.fixed(), samples=1)
-    start, end = steady.times(0)
+    what, makespan, start, end = mc.shaded()
     sched, share = mc.schedule, mc.criticality
     fig, ax = plt.subplots(figsize=(min(40.0, 4.0 + 0.12 * sched.length.max()),
                                     0.45 * sched.p + 1.4))
@@ -459,8 +458,8 @@ def criticality(mc, path) -> Path:
                        edgecolor="white", linewidth=0.5)
     ax.set_yticks(range(sched.p), [f"device {r}" for r in range(sched.p)], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(0, steady.makespan[0])
-    ax.set_xlabel("time (without jitter)")
+    ax.set_xlim(0, makespan)
+    ax.set_xlabel(f"time ({what})")
     ax.set_title(f"{sched.name}: criticality over {mc.samples} samples (dark: on every "
                  f"critical path)", fontsize=10)
     return _save(plt, fig, path)

@@ -6,8 +6,9 @@
 ZB-H2 and 1F1B at p = 8, n = 32 (f = 1, b = 2, w = 1), each op jittered by 5% (lognormal),
 without and with a slow link between devices 3 and 4 where the sender holds each message for
 the delay (``Noise(link_delay=..., blocking=True)``, as PipeMorph, NSDI'26, injects it). Prints
-each case's noise-free makespan, mean and p95, and the delay at which ZB-H2 stops winning: by
-the noise-free makespan, the mean and the p95 (bisection, the same draws at every delay).
+each case's makespan without jitter, mean and p95, and the delay at which ZB-H2 stops
+winning: without jitter, by the mean and by the p95 (bisection, the same draws at every
+delay).
 Writes ``variability.png`` (the four distributions) and ``variability.html`` (the report:
 distributions and criticality).
 """
@@ -73,9 +74,13 @@ def _run(args) -> None:
     if not math.isfinite(2 * args.delay) or args.delay <= 0:  # (bisected up to twice it)
         raise ScheduleError(f"delay must be a number > 0 whose double is finite (got "
                             f"{args.delay})")
-    if args.out.exists() and not args.out.is_dir():
-        raise ScheduleError(f"out must be a folder (got {str(args.out)!r}, a file)")
-    args.out.mkdir(parents=True, exist_ok=True)
+    if args.picture is not None:  # (before --out is made: a refusal leaves nothing behind)
+        _will_write("--picture", str(args.picture))
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a file on the way, no permission
+        raise ScheduleError(f"out must be a folder that can be made (got {str(args.out)!r}: "
+                            f"{err.strerror})") from None
     picture = args.picture or args.out / "variability.png"
     _will_write("--picture", str(picture))
     _will_write("--out", str(args.out / "variability.html"))
@@ -89,7 +94,7 @@ def _run(args) -> None:
                for s in schedules}
     print(f"{'case':<28}{'no jitter':>10}{'mean':>10}{'p95':>10}")
     for label, mc in results.items():
-        steady = simulate(mc.schedule, COSTS, noise=mc.noise.fixed(), samples=1).makespan[0]
+        steady = mc.steady().makespan[0]
         print(f"{label:<28}{steady:>10.1f}{mc.mean:>10.1f}{mc.quantile(0.95):>10.1f}")
 
     def gap(cov, statistic):

@@ -707,3 +707,19 @@ def test_a_samples_times_are_its_makespans(name, m):
     assert np.array_equal(steady[1][used], plain.end[used])
     with pytest.raises(ScheduleError, match="sample must be"):
         mc.times(70)
+
+
+def test_no_step_without_jitter_where_measured_times_replace_the_costs(tmp_path):
+    """A bootstrap of a measured run's times does not use the costs: ``steady()`` is None,
+    and criticality is shaded on the sample of the median makespan; several steps' factors
+    scale the costs, so they keep a step without jitter."""
+    run = fastpp.read_torch_trace(DATA / "gpipe")
+    s, costs = run.schedule, Costs(f=1.0, b=2.0)  # (costs the bootstrap does not read)
+    mc = simulate(s, costs, noise=Noise(empirical=run), samples=65)
+    assert mc.steady() is None
+    what, makespan, start, end = mc.shaded()
+    k = int(np.argsort(mc.makespan, kind="stable")[32])
+    assert what == f"sample {k}, the median" and makespan == mc.makespan[k]
+    assert np.array_equal(end, mc.times(k)[1])
+    plain = simulate(s, costs, noise=Noise(0.1), samples=8)
+    assert plain.shaded()[:2] == ("without jitter", simulate(s, costs).makespan)

@@ -265,6 +265,23 @@ def test_monte_carlo_inputs_bad(tmp_path):
     assert fastpp.report(mc, other, output=out).exists()
 
 
+def test_measured_times_have_no_step_without_jitter():
+    """A bootstrap of a measured run's times: the table's "no jitter" cell is empty, says
+    why, and the criticality is shaded on the median sample."""
+    from fastpp.reports import figures
+
+    run = fastpp.read_torch_trace(DATA / "gpipe")
+    mc = fastpp.simulate(run.schedule, fastpp.Costs(1.0, 2.0),
+                         noise=fastpp.Noise(empirical=run), samples=64)
+    items = figures.variability_sections([("gpipe", mc)], "x")[0]["items"]
+    table = items[1]
+    cell = [c["name"] for c in table["columns"]].index("no jitter")
+    assert table["rows"][0][cell] is None
+    assert table["columns"][cell]["missing"] == "measured times"
+    title = items[2]["options"][0]["item"]["figure"]["layout"]["title"]["text"]
+    assert "on the timeline sample " in title and ", the median" in title
+
+
 def test_a_long_monte_carlo_draws_a_thinned_cdf(tmp_path):
     """Every sample on the page made 15 MB for 300,000: at most CDF_POINTS steps, the last
     one at the largest makespan and a share of 1."""

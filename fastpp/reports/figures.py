@@ -415,9 +415,9 @@ def measured_sections(run, label: str) -> list[dict]:
 def variability_sections(results, label: str) -> list[dict]:
     """Monte Carlo results (``(label, MonteCarlo)`` pairs) side by side: each one's makespan
     as an empirical CDF on one axis, their summary as a table, and each schedule's timeline
-    without jitter with every op shaded by its criticality (as ``fastpp.plot.criticality``).
-    Without jitter is one sample of the noise's persistent part (``Noise.fixed``): its slow
-    devices, stages and link delays kept."""
+    without jitter (``MonteCarlo.shaded``) with every op shaded by its criticality (as
+    ``fastpp.plot.criticality``). Without jitter is one sample of the noise's persistent
+    part (``MonteCarlo.steady``): its slow devices, stages and link delays kept."""
     import pandas as pd
 
     lines, rows, options = [], [], []
@@ -431,12 +431,12 @@ def variability_sections(results, label: str) -> list[dict]:
                       "line": {"shape": "hv", "width": 1.6, "color": PALETTE[k % len(PALETTE)]},
                       "hovertemplate": f"{name}: %{{y:.1%}} of the steps within %{{x:.6g}}"
                                        "<extra></extra>"})
-        s = mc.schedule
-        steady = simulate(s, mc.costs, noise=mc.noise.fixed(), samples=1)
+        s, steady = mc.schedule, mc.steady()
         rows.append({"label": name, "schedule": s.name, "p": s.p, "n": s.n, "m": s.m,
-                     "samples": mc.samples, "steady": steady.makespan[0], "mean": mc.mean,
-                     "std": mc.std, "p50": mc.quantile(0.5), "p95": p95})
-        options.append({"label": name, "item": _criticality(mc, steady, name)})
+                     "samples": mc.samples,
+                     "steady": np.nan if steady is None else steady.makespan[0],
+                     "mean": mc.mean, "std": mc.std, "p50": mc.quantile(0.5), "p95": p95})
+        options.append({"label": name, "item": _criticality(mc, name)})
     summary = pd.DataFrame(rows)
     cdf = plot(lines, {"title": {"text": "the step's distribution (empirical CDF)"},
                        "height": 420, "hovermode": "closest",
@@ -450,20 +450,21 @@ def variability_sections(results, label: str) -> list[dict]:
                ("n", "n", "d"), ("m", "m", "d"), ("samples", "samples", "d"),
                ("steady", "no jitter", ".6g"), ("mean", "mean", ".6g"), ("std", "std", ".4g"),
                ("p50", "p50", ".6g"), ("p95", "p95", ".6g")]
+    # (a bootstrap of measured times replaces the costs: no step without jitter exists)
+    missing = {"no jitter": "measured times"}
     text = ("Each result's samples (simulate with noise=): their makespans' CDF (the dotted "
             "line at 95%); per result the makespan without jitter (the noise's slow devices, "
             "stages and links alone), the mean, std and quantiles; then per op the share of "
             "the samples whose critical path runs through it, shaded on the timeline without "
             "jitter (dark red: on every path).")
     return [{"title": f"Variability: {label}", "text": text,
-             "items": [cdf, table(summary, columns),
+             "items": [cdf, table(summary, columns, missing),
                        {"type": "choice", "label": "criticality", "options": options}]}]
 
 
-def _criticality(mc, steady, name: str) -> dict:
-    """``mc``'s schedule's timeline without jitter (``steady``: one sample of its noise's
-    persistent part) as one bar trace, each op coloured by its criticality; text instead
-    past ``TIMELINE_OPS`` ops."""
+def _criticality(mc, name: str) -> dict:
+    """``mc``'s schedule's timeline without jitter (``MonteCarlo.shaded``) as one bar trace,
+    each op coloured by its criticality; text instead past ``TIMELINE_OPS`` ops."""
     s = mc.schedule
     if s.num_ops > TIMELINE_OPS:
         return {"type": "text", "text": f"{name}: {s.num_ops} ops, more than a drawn "
@@ -474,7 +475,8 @@ def _criticality(mc, steady, name: str) -> dict:
     names = {int(op): op.name for op in Op}
     ops = [f"{st}{names[int(k)]}{mb}" for k, st, mb in
            zip(s.kind[used].tolist(), s.stage[used].tolist(), s.mb[used].tolist(), strict=True)]
-    start, end = (x[used] for x in steady.times(0))
+    what, makespan, start, end = mc.shaded()
+    start, end = start[used], end[used]
     rows = [f"device {r}" for r in range(s.p)]
     bars = {"type": "bar", "orientation": "h", "base": _clean(start), "x": _clean(end - start),
             "y": [rows[r] for r in device.tolist()], "width": 0.8, "showlegend": False,
@@ -484,13 +486,13 @@ def _criticality(mc, steady, name: str) -> dict:
             "marker": {"color": _clean(share), "cmin": 0, "cmax": 1, "colorscale": "Reds",
                        "colorbar": {"title": {"text": "critical"}, "tickformat": ".0%"},
                        "line": {"width": 0.5, "color": "white"}}}
-    title = (f"{name}: criticality over {mc.samples} samples, on the timeline without jitter "
-             f"(makespan {steady.makespan[0]:.6g})")
+    title = (f"{name}: criticality over {mc.samples} samples, on the timeline {what} "
+             f"(makespan {makespan:.6g})")
     return plot([bars], {"title": {"text": title, "font": {"size": 13}},
                          "height": max(120, 22 * s.p) + 110, "barmode": "overlay",
                          "margin": {"t": 50, "l": 90, "r": 20, "b": 45},
                          "hovermode": "closest",
-                         "xaxis": {"title": {"text": "time (without jitter)"},
-                                   "range": [0, float(steady.makespan[0])]},
+                         "xaxis": {"title": {"text": f"time ({what})"},
+                                   "range": [0, makespan]},
                          "yaxis": {"type": "category", "categoryorder": "array",
                                    "categoryarray": rows, "autorange": "reversed"}})
