@@ -24,10 +24,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numba
 import numpy as np
+from numba.core import event
 from numba.core.registry import CPUDispatcher
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -62,6 +65,37 @@ def _cache_dir() -> str:
 
 CACHE_DIR = _cache_dir()
 U, ONE = np.uint64, np.uint64(1)  # unsigned indices (above)
+
+
+class CompileClock(event.Listener):
+    """Wall seconds Numba spent compiling while it was installed (``compile_clock``): the
+    outermost compiles only (a kernel's compile holds its callees'); Numba compiles one
+    function at a time, under its global lock."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self._depth = 0
+        self._start = 0.0
+
+    def on_start(self, event) -> None:
+        if self._depth == 0:
+            self._start = time.perf_counter()
+        self._depth += 1
+
+    def on_end(self, event) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self.seconds += time.perf_counter() - self._start
+
+
+@contextmanager
+def compile_clock():
+    """A ``CompileClock`` counting while the block runs: a search's time limit is for
+    searching, not for compiling its kernels on their first use (30 s of them on an empty
+    cache had left a 10 s search no time for its exact model)."""
+    clock = CompileClock()
+    with event.install_listener("numba:compile", clock):
+        yield clock
 
 
 def disabled() -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._jit import compile_clock
 from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, one_of
 from ..costs import Costs
 from ..montecarlo import DEFAULT_SAMPLES, check_lam, check_noise
@@ -132,7 +133,8 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         Seconds for the whole search. The candidate schedules (the heuristics and the
         registered schedules) all run, so that the answer does not depend on the machine's
         load, unless ``V * n`` is 100,000 or more: there the clock is read between them and
-        the first always completes, so the search overruns by that candidate's time.
+        the first always completes, so the search overruns by that candidate's time. Numba's
+        compiles of the kernels on their first use do not count (``_jit.compile_clock``).
     seed : int
         The local search's random seed: the same seed gives the same schedule when the search
         stops on its own rather than on the clock.
@@ -186,11 +188,12 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         raise ScheduleError(f"seed must be in 0..2**63-1 (got seed={seed})")
     if method == "exact" and not exact.available():
         raise missing_extra("method='exact'", "OR-Tools", "search")
-    search = _Search(problem, float(time_limit), progress, keep=robust)
-    try:
-        found = search.run(method, int(seed))
-    finally:
-        search.close()
+    with compile_clock() as compiling:
+        search = _Search(problem, float(time_limit), progress, keep=robust, compiling=compiling)
+        try:
+            found = search.run(method, int(seed))
+        finally:
+            search.close()
     if not robust:
         return found
     return _most_robust(search, found, objective, noise, samples, noise_seed, lam)
@@ -219,13 +222,16 @@ def _most_robust(search, found: SearchResult, objective: str, noise, samples: in
 class _Search:
     """One run of ``optimize``: the clock, the best schedule so far and its log."""
 
-    def __init__(self, problem: Problem, time_limit: float, progress: bool, keep: bool = False):
+    def __init__(self, problem: Problem, time_limit: float, progress: bool, keep: bool = False,
+                 compiling=None):
         self.problem = problem
+        self.limit = time_limit
+        # Numba's compiles on first use do not count against the limit (compile_clock)
+        self.compiling = compiling
         # with a noisy objective: every distinct schedule offered that fits
         self.kept: list[tuple[Schedule, Result, str]] | None = [] if keep else None
         self.seen: set[bytes] = set()
         self.t0 = time.perf_counter()
-        self.deadline = self.t0 + time_limit
         self.best: tuple[float, Schedule, Result, str] | None = None
         self.log: list[tuple[float, float, str]] = []
         self.bound = bounds.lower_bound(problem)
@@ -233,6 +239,10 @@ class _Search:
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
+
+    def searched(self) -> float:
+        """Seconds of the limit used: the time since the start less Numba's compiles."""
+        return self.elapsed() - (self.compiling.seconds if self.compiling is not None else 0.0)
 
     def offer(self, schedule: Schedule, source: str) -> None:
         """Keep ``schedule`` if it fits the memory limit and beats the best so far."""
@@ -270,7 +280,7 @@ class _Search:
         """Whether the clock has run out with a schedule in hand, on a problem large enough
         for it to stop the candidates (``CLOCKED``)."""
         return (self.best is not None and self.problem.V * self.problem.n >= CLOCKED
-                and time.perf_counter() >= self.deadline)
+                and self.searched() >= self.limit)
 
     def run(self, method: str, seed: int) -> SearchResult:
         problem = self.problem
@@ -296,13 +306,14 @@ class _Search:
         small = problem.V * problem.n <= EXACT_AUTO_MAX and exact.available()
         if method in ("improve", "auto") and not self.proven():
             share = 0.3 if (method == "auto" and small) else 1.0
-            self.improve(self.t0 + share * (self.deadline - self.t0), seed)
+            self.improve(share * self.limit, seed)
         if (method == "exact" or (method == "auto" and small)) and not self.proven():
             self.exact(seed)
         return self.finish()
 
     def improve(self, until: float, seed: int) -> None:
-        """Local search from the best schedule until ``until`` or until it stops finding."""
+        """Local search from the best schedule until ``until`` seconds of the limit are used
+        (``searched``) or until it stops finding."""
         problem = self.problem
         value, start_schedule, _, _ = self.best
         ops = np.ascontiguousarray(start_schedule.ops, dtype=np.int32).copy()
@@ -323,7 +334,7 @@ class _Search:
         patience = max(2000, 20 * total)
         max_shift = max(1, min(int(length.max()) - 1, 4 * problem.p))
         quiet = 0
-        while time.perf_counter() < until and quiet < 100 * patience:
+        while self.searched() < until and quiet < 100 * patience:
             found, done = local_search(ops, length, best_ops, *static, unit, gamma, problem.cap,
                                  span, state, stale, values, history, SLICE, patience,
                                        max_shift)
@@ -337,7 +348,7 @@ class _Search:
             self.tick()
 
     def exact(self, seed: int) -> None:
-        remaining = self.deadline - time.perf_counter()
+        remaining = self.limit - self.searched()
         if remaining <= 0:
             return
         outcome = exact.solve(self.problem, self.best[1], remaining, seed)
