@@ -11,7 +11,7 @@ import re
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
-from .checks import by_flags, flag_names, require, switch_names
+from .checks import by_flags, flag_names, require, switch_names, will_write
 from .model.config import CP_COMMS, ZERO3_GATHERS
 from .model.hardware import PRECISIONS
 from .model.moe import DISPATCHERS
@@ -479,29 +479,14 @@ def _placement_needs_csv(args) -> None:
                             f"places its own stages (got --placement {args.placement})")
 
 
-def _will_write(flag: str, value) -> None:
-    """Refuse before long work an output file that could not be written: an empty name, a
-    folder, or a file in a folder that does not exist."""
-    from pathlib import Path
-
-    if value is None:
-        return
-    path = Path(value)
-    why = ("an empty name" if not value else "a folder" if path.is_dir() else
-           f"no folder {str(path.parent)!r}" if not path.parent.is_dir() else "")
-    if why:
-        raise ScheduleError(f"{flag} must be a file path that can be written (got {value!r}: "
-                            f"{why})")
-
-
 def _measure(args) -> int:
     from pathlib import Path
 
     from .measured import MeasuredSteps, measure, predictions, read_torch_trace
 
     # what can be refused is refused before the run (minutes), not after it
-    _will_write("--trace", args.trace)
-    _will_write("--picture", args.picture)
+    will_write(args.trace, "--trace")
+    will_write(args.picture, "--picture")
     if args.picture is not None:
         require("matplotlib", "plot", "--picture")
     costs_from = args.costs_from

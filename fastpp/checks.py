@@ -304,6 +304,22 @@ def writable(path, name: str = "path"):
                             f"{str(path)!r}: {err.strerror or err})") from None
 
 
+def will_write(value, name: str = "path") -> None:
+    """Refuse before long work an output file that could not be written (``writable`` turns
+    the failure into the same message while writing): an empty name, a folder, or a file in a
+    folder that does not exist. ``None`` (no output) passes."""
+    if value is None:
+        return
+    from pathlib import Path
+
+    path = Path(value)
+    why = ("an empty name" if not str(value) else "a folder" if path.is_dir() else
+           f"no folder {str(path.parent)!r}" if not path.parent.is_dir() else "")
+    if why:
+        raise ScheduleError(f"{name} must be a file path that can be written (got "
+                            f"{str(value)!r}: {why})")
+
+
 def optional_text(value, name: str) -> str | None:
     """``value`` if it is a string or ``None``."""
     if value is not None and not isinstance(value, str):

@@ -194,8 +194,7 @@ def run(sid, p, n, m, G, costs: dict, *, first=None, V=None, workers: int = 1,
     -------
     Rows
     """
-    sid, p, n, m, G = _keys(sid, p, n, m, G)
-    values, at = cost_layout(costs, len(sid), first, V)
+    values, at = cost_layout(costs, np.size(sid), first, V)  # (start checks the keys)
     if workers <= 1:
         return start(sid, p, n, m, G, values, at, peaks=peaks, share=share,
                      keep=keep).result()

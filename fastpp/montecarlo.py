@@ -249,6 +249,10 @@ class MonteCarlo:
         -------
         MonteCarlo or None
         """
+        return self._steady
+
+    @cached_property
+    def _steady(self) -> MonteCarlo | None:  # (the report asks twice: a table, a timeline)
         if self.noise.empirical is not None and not self.noise.relative:
             return None
         return run(self.schedule, self.costs, self.noise.fixed(), 1, self.seed)

@@ -21,8 +21,7 @@ import sys
 from pathlib import Path
 
 from fastpp import Costs, Noise, ScheduleError, build_schedule, report, simulate
-from fastpp.__main__ import _will_write
-from fastpp.checks import by_flags, flag_names
+from fastpp.checks import by_flags, flag_names, will_write
 from fastpp.plot import makespan_cdf
 
 COSTS = Costs(f=1.0, b=2.0, w=1.0)
@@ -75,15 +74,15 @@ def _run(args) -> None:
         raise ScheduleError(f"delay must be a number > 0 whose double is finite (got "
                             f"{args.delay})")
     if args.picture is not None:  # (before --out is made: a refusal leaves nothing behind)
-        _will_write("--picture", str(args.picture))
+        will_write(args.picture, "--picture")
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as err:  # a file on the way, no permission
         raise ScheduleError(f"out must be a folder that can be made (got {str(args.out)!r}: "
                             f"{err.strerror})") from None
     picture = args.picture or args.out / "variability.png"
-    _will_write("--picture", str(picture))
-    _will_write("--out", str(args.out / "variability.html"))
+    will_write(picture, "--picture")
+    will_write(args.out / "variability.html", "--out")
     schedules = [build_schedule("1f1b", 8, 32), build_schedule("zb-h2", 8, 32)]
 
     def run(s, cov, delay):

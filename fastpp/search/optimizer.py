@@ -189,7 +189,7 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
     if method == "exact" and not exact.available():
         raise missing_extra("method='exact'", "OR-Tools", "search")
     with compile_clock() as compiling:
-        search = _Search(problem, float(time_limit), progress, keep=robust, compiling=compiling)
+        search = _Search(problem, float(time_limit), progress, compiling, keep=robust)
         try:
             found = search.run(method, int(seed))
         finally:
@@ -222,8 +222,8 @@ def _most_robust(search, found: SearchResult, objective: str, noise, samples: in
 class _Search:
     """One run of ``optimize``: the clock, the best schedule so far and its log."""
 
-    def __init__(self, problem: Problem, time_limit: float, progress: bool, keep: bool = False,
-                 compiling=None):
+    def __init__(self, problem: Problem, time_limit: float, progress: bool, compiling,
+                 keep: bool = False):
         self.problem = problem
         self.limit = time_limit
         # Numba's compiles on first use do not count against the limit (compile_clock)
@@ -242,7 +242,7 @@ class _Search:
 
     def searched(self) -> float:
         """Seconds of the limit used: the time since the start less Numba's compiles."""
-        return self.elapsed() - (self.compiling.seconds if self.compiling is not None else 0.0)
+        return self.elapsed() - self.compiling.seconds
 
     def offer(self, schedule: Schedule, source: str) -> None:
         """Keep ``schedule`` if it fits the memory limit and beats the best so far."""
