@@ -6,12 +6,18 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
-import math
-import re
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
-from .checks import by_flags, flag_names, require, switch_names, will_write
+from .checks import (
+    by_flags,
+    flag_names,
+    memory_limit_flag,
+    require,
+    seconds_flag,
+    switch_names,
+    will_write,
+)
 from .model.config import CP_COMMS, ZERO3_GATHERS
 from .model.hardware import PRECISIONS
 from .model.moe import DISPATCHERS
@@ -102,33 +108,6 @@ def _output_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--csv", metavar="FILE", help="write the schedule as PyTorch CSV")
 
 
-def _memory_limit(text: str | None, p: int):
-    """``--memory-limit``: a number of units, or a multiple of p such as ``1.5p``; none: no
-    limit."""
-    if text is None or text.lower() in ("none", "inf", "unlimited"):
-        return None
-    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(\*?\s*p)?\s*", text)
-    try:
-        value = float(match.group(1)) if match else None
-    except ValueError:
-        value = None
-    if value is None or not value > 0 or not math.isfinite(value):
-        raise ScheduleError(f"--memory-limit must be a number of units > 0 or a multiple of p "
-                            f"such as '1.5p' (got {text!r})")
-    return value * p if match.group(2) else value
-
-
-def _seconds(text: str) -> float:
-    """argparse's type for a time limit: finite seconds > 0 (named by its flag)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0 (got {text!r})")
-    return value
-
-
 def _costs(args) -> Costs:
     """The cost flags as ``Costs`` (a value it refuses is named by its flag: ``main``)."""
     return Costs(args.f, args.b, w=args.w, comm=args.comm, gamma=args.gamma,
@@ -161,7 +140,7 @@ def _optimize_args(ap: argparse.ArgumentParser) -> None:
                          f"({given['objective']})")
     ap.add_argument("--method", choices=METHODS, default=given["method"],
                     help=f"search method ({given['method']})")
-    ap.add_argument("--time-limit", type=_seconds, default=given["time_limit"],
+    ap.add_argument("--time-limit", type=seconds_flag, default=given["time_limit"],
                     help=f"seconds ({given['time_limit']:g})")
     ap.add_argument("--seed", type=int, default=given["seed"],
                     help=f"local search seed ({given['seed']})")
@@ -241,7 +220,7 @@ def main(argv=None) -> int:
             return 0
         if args.command == "optimize":
             found = optimize(args.p, args.n, _costs(args),
-                             memory=_memory_limit(args.memory_limit, args.p),
+                             memory=memory_limit_flag(args.memory_limit, args.p),
                              placement=args.placement, objective=args.objective,
                              method=args.method, time_limit=args.time_limit, seed=args.seed,
                              progress=not args.quiet)

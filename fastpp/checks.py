@@ -6,6 +6,7 @@ A check names the parameter, what it must be and what it got, and raises ``Sched
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import os
@@ -339,6 +340,33 @@ def renamed(function: str, old: str, new: str, old_value, new_value, default):
         raise ScheduleError(f"give {new} or {old}, not both (got {new}={new_value!r}, "
                             f"{old}={old_value!r})")
     return old_value
+
+
+def memory_limit_flag(text: str | None, p: int) -> float | None:
+    """The value of a ``--memory-limit`` flag: a number of units, or a multiple of ``p`` such
+    as ``1.5p``; ``none`` (or no flag): no limit."""
+    if text is None or text.lower() in ("none", "inf", "unlimited"):
+        return None
+    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(\*?\s*p)?\s*", text)
+    try:
+        value = float(match.group(1)) if match else None
+    except ValueError:
+        value = None
+    if value is None or not value > 0 or not math.isfinite(value):
+        raise ScheduleError(f"--memory-limit must be a number of units > 0 or a multiple of p "
+                            f"such as '1.5p' (got {text!r})")
+    return value * p if match.group(2) else value
+
+
+def seconds_flag(text: str) -> float:
+    """argparse's type for a time limit: finite seconds > 0 (named by its flag)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0 (got {text!r})")
+    return value
 
 
 def flag_names(parser) -> dict[str, str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import fastpp
-from fastpp.checks import by_flags, flag_names
+from fastpp.checks import by_flags, flag_names, positive_int, seconds_flag
 from fastpp.reports import write_report
 
 FIXED = {"loop": [("1f1b", 1), ("zb-h1", 1), ("zb-h2", 1), ("interleaved-1f1b", 2)],
@@ -50,7 +50,7 @@ def parse(argv):
     ap.add_argument("--objective", choices=["makespan", "span"], default="makespan",
                     help="what each search minimises: the makespan, or the largest per-device "
                          "span (makespan)")
-    ap.add_argument("--time-limit", type=float, default=0.5,
+    ap.add_argument("--time-limit", type=seconds_flag, default=0.5,
                     help="seconds of search per budget (0.5)")
     ap.add_argument("--threads", type=int, default=2, help="searches at once (2)")
     ap.add_argument("--out", type=Path, default=Path("results"), help="folder (results/)")
@@ -61,6 +61,9 @@ def parse(argv):
                         ("threads", 1)):
         if getattr(args, flag) < least:
             ap.error(f"--{flag} must be an integer >= {least} (got {getattr(args, flag)})")
+    if not args.w <= args.b:  # every search splits the backward (else its first one says so)
+        ap.error(f"--w must be <= --b: the searches split each backward into I and W (got "
+                 f"--w={args.w:g}, --b={args.b:g})")
     if args.out.exists() and not args.out.is_dir():  # (checked before the searches)
         ap.error(f"--out must be a folder (got the file {str(args.out)!r})")
     if args.budgets > MAX_BUDGETS:  # (10**12 asked NumPy for 7 TiB of grid)
@@ -122,7 +125,8 @@ def _run(args) -> int:
     import pandas as pd
     from tqdm import tqdm
 
-    p, n = args.p, args.n
+    # checked before the searches start their bar (optimize would check them in each one)
+    p, n = positive_int(args.p, "p"), positive_int(args.n, "n")
     costs = fastpp.Costs(args.f, args.b, w=args.w, comm=args.comm,
                          gamma=gamma_of(args.hidden, args.heads, args.seq))
     t0 = time.perf_counter()

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 import fastpp
-from fastpp.__main__ import _memory_limit
+from fastpp.checks import memory_limit_flag
 from fastpp.measured.runner import TORCH_CLASSES, measure_many, realtime_denied
 from fastpp.measured.steps import step_folders
 from fastpp.reports import write_report
@@ -186,7 +186,7 @@ def run_optimized(runs: dict, args, out: Path):
     run for real beside 1F1B and ZB-V, its predicted and measured gains printed (1F1B
     predicted from its own runs' costs). Returns ``(found, ZB-V's costs, the new runs)``."""
     costs = median_run(runs["ScheduleZBVZeroBubble"]).costs()
-    memory = _memory_limit(args.memory_limit, args.p)
+    memory = memory_limit_flag(args.memory_limit, args.p)
     found = fastpp.optimize(args.p, args.n, costs, memory=memory, placement="v",
                             time_limit=args.time_limit, progress=False)
     baseline = fastpp.simulate(expected("1f1b", args.p, args.n),
@@ -235,7 +235,7 @@ def write_outputs(table: pd.DataFrame, found, costs, again: dict, args, out: Pat
 def main(argv=None) -> int:
     args = parse(argv)
     try:  # before the runs, not after them: its form, and what any V schedule needs (in M_B)
-        Problem.build(args.p, args.n, None, _memory_limit(args.memory_limit, args.p), "v",
+        Problem.build(args.p, args.n, None, memory_limit_flag(args.memory_limit, args.p), "v",
                       "makespan")
     except fastpp.ScheduleError as err:
         print(f"error: {err}", file=sys.stderr)
