@@ -36,7 +36,7 @@ from pathlib import Path  # noqa: E402
 import pandas  # noqa: E402, F401  (the sweep's table: with the other imports)
 
 import fastpp  # noqa: E402
-from fastpp.checks import by_flags, flag_names  # noqa: E402
+from fastpp.checks import by_flags, flag_names, switch_names  # noqa: E402
 from fastpp.reports import write_report  # noqa: E402
 from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up  # noqa: E402
 
@@ -71,6 +71,7 @@ def parse(argv):
                     help="skip the PNG pictures and the HTML report")
     args = ap.parse_args(argv)
     args.flags = flag_names(ap)  # to name in fastpp's messages the flags, not its parameters
+    args.switches = switch_names(ap)
     try:
         args.budget = float(args.budget)
     except ValueError:
@@ -132,7 +133,7 @@ def _run(args, parts, painter) -> int:
                    scheduler=None if args.dask in (None, "local") else args.dask,
                    progress=not args.no_progress)
     except fastpp.ScheduleError as err:
-        print(f"error: {by_flags(str(err), args.flags)}", file=sys.stderr)
+        print(f"error: {by_flags(str(err), args.flags, args.switches)}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - t0
     table = args.out / "sweep.parquet"

@@ -1,10 +1,17 @@
 """The fourteenth bad-input wave (5 December 2026): each case failed on the code before."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from test_bad_input_wave6 import run_script
 
+import fastpp
 from fastpp import ScheduleError
 from fastpp.checks import memory_limit_flag
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("argv, match", [
@@ -35,3 +42,26 @@ def test_memory_limit_flag_refuses_what_is_no_limit(text):
     with pytest.raises(ScheduleError, match=r"^--memory-limit must be a number of units > 0 or "
                                             r"a multiple of p such as '1.5p' \(got "):
         memory_limit_flag(text, 4)
+
+
+def test_resume_says_what_differs(tmp_path):
+    """``out ... holds a different sweep (other points or chunk size)``: neither which nor, from
+    sweep.py, by its flags."""
+    out = tmp_path / "run"
+    fastpp.sweep("1f1b", p=2, n_per_p=[1, 2], out=out, progress=False)
+    with pytest.raises(ScheduleError, match=r"^resume=True needs the arguments that the sweep "
+                                            r"in out='.*run' was started with: it holds a "
+                                            r"different sweep \(2 points, where these arguments "
+                                            r"make 3\)$"):
+        fastpp.sweep("1f1b", p=2, n_per_p=[1, 2, 4], out=out, resume=True, progress=False)
+    with pytest.raises(ScheduleError, match=r"\(as many points, but other ones: another grid, "
+                                            r"other costs or another invalid=\)$"):
+        fastpp.sweep("1f1b", p=4, n_per_p=[1, 2], out=out, resume=True, progress=False)
+    flags = ["-p", "2", "--n-per-p", "1", "-m", "1", "--comm", "0", "--schedules", "1f1b",
+             "--out", str(tmp_path / "script"), "--no-progress", "--no-plots"]
+    first = subprocess.run([sys.executable, "scripts/sweep.py", *flags], capture_output=True,
+                           text=True, cwd=ROOT)
+    assert first.returncode == 0, first.stderr[-2000:]
+    err = run_script("sweep.py", *flags, "--resume", "--chunk-size", "7", cwd=ROOT)
+    assert ("error: --resume needs the arguments that the sweep in --out=" in err
+            and "(chunks of 4096 points, where --chunk-size=7)" in err), err

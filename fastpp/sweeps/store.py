@@ -50,6 +50,18 @@ class SkipReasons(dict):
         return SkipReasons, (dict(self),)
 
 
+def _differs(old: dict, new: dict) -> str:
+    """What makes a stored sweep's manifest ``old`` another sweep than ``new``, in words."""
+    said = []
+    if old.get("points") != new["points"]:
+        said.append(f"{old.get('points')} points, where these arguments make {new['points']}")
+    if old.get("chunk_size") != new["chunk_size"]:
+        said.append(f"chunks of {old.get('chunk_size')} points, where "
+                    f"chunk_size={new['chunk_size']}")
+    return "; ".join(said) or ("as many points, but other ones: another grid, other costs or "
+                               "another invalid=")
+
+
 class Store:
     """The folder of one sweep; raises ``ScheduleError`` if ``folder`` holds anything else."""
 
@@ -74,8 +86,9 @@ class Store:
                 raise ScheduleError(f"out {str(folder)!r} already holds a sweep; pass "
                                     "resume=True to continue it or choose another folder")
             if {k: old.get(k) for k in manifest} != manifest:
-                raise ScheduleError(f"out {str(folder)!r} holds a different sweep (other "
-                                    "points or chunk size); resume needs the same arguments")
+                raise ScheduleError(f"resume=True needs the arguments that the sweep in "
+                                    f"out={str(folder)!r} was started with: it holds a "
+                                    f"different sweep ({_differs(old, manifest)})")
             fmt = old["format"]
         elif folder.exists() and any(folder.iterdir()):
             raise ScheduleError(f"out must be a new or empty folder, or a fastpp sweep's (got "
