@@ -371,7 +371,7 @@ def _plan(args) -> int:
               overlap=[False, True] if args.overlap else False, ep=args.ep, etp=args.etp,
               precision=args.precision, node_limit=args.node_limit, imbalance=args.imbalance,
               dispatcher=args.dispatcher, recipe=args.recipe,
-              recompute_modules=args.recompute_modules)
+              recompute_modules=args.recompute_modules, progress=True)
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
     print(f"{args.model} on {args.gpus} x {hardware.name} (products up to "

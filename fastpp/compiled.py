@@ -693,8 +693,9 @@ def memory_vectors(ops, length, V, forward_only) -> tuple[np.ndarray, np.ndarray
     vectors = np.empty(p, np.int64)
     starts = np.empty((4 * p + 1, 1), np.int64)  # each kept vector's first term
     terms = np.empty((4 * p, 3), np.int64)  # (2-D, to grow with _grown)
-    Q = 0
-    T = 0
+    # not the literal 0: a first call with literal arguments compiled the walk a second time
+    # (3-4 s of a cold plan)
+    Q = T = np.int64(0)
     for r in range(p):
         K = kernels.device_stages(ops, length, r, stages)
         found = -1

@@ -142,6 +142,37 @@ def test_warm_up_compiles_only_the_schedules_a_sweep_needs(monkeypatch, tmp_path
         assert built[1:] == [["zbv"]] and not helpers
 
 
+def test_warm_up_for_plan_compiles_the_point_plans_kernels_in_a_second_process(monkeypatch,
+                                                                               tmp_path):
+    """``plan`` runs its shared builds on point plans: on a new cache the second process
+    compiles those kernels (as long as every generator) while this one compiles the
+    generators, the schedules of ``SECOND_PROCESS`` among them; then a marker says so."""
+    import numba
+
+    from fastpp.sweeps import warmup as module
+
+    helpers, built = [], []
+    popen, build_small = subprocess.Popen, module.build_small
+    monkeypatch.setattr(module.subprocess, "Popen",
+                        lambda args, **kwargs: helpers.append(args) or popen(args, **kwargs))
+    monkeypatch.setattr(module, "build_small",
+                        lambda names, run=False: built.append(list(names)) or
+                        build_small(names, run))
+    monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(module, "_warm", set())
+    apart = module.SECOND_PROCESS[0]
+    module.warm_up(schedules=["1f1b", apart], plans=True)
+    assert len(helpers) == 1 and helpers[0][-1].endswith("build_small(()); _plan_kernels()")
+    assert built == [["1f1b", apart]]  # both here: the helper has the plans' kernels
+    if not numba.config.DISABLE_JIT:
+        marked = sorted(path.name for path in (tmp_path / "cache").iterdir())
+        assert marked == sorted(["1f1b.ready", f"{apart}.ready", "plan-kernels.ready",
+                                 "sweep-kernel.ready"])
+        monkeypatch.setattr(module, "_warm", set())  # a new process: nothing to compile
+        module.warm_up(schedules=["1f1b"], plans=True)
+        assert len(helpers) == 1 and len(built) == 1
+
+
 def test_warm_up_marks_no_schedule_its_failed_second_process_owned(monkeypatch, tmp_path):
     """A second process that fails (here a real one exiting 1) leaves its schedules unmarked:
     the next process compiles them again instead of trusting a marker. Bad names are
@@ -154,7 +185,7 @@ def test_warm_up_marks_no_schedule_its_failed_second_process_owned(monkeypatch, 
     monkeypatch.setattr(module, "_warm", set())
     monkeypatch.setattr(module, "build_small", lambda names, run=False: None)
     monkeypatch.setattr(module, "_sweep_kernel", lambda: None)
-    monkeypatch.setattr(module, "_helper", lambda names: subprocess.Popen(
+    monkeypatch.setattr(module, "_helper", lambda names, plans=False: subprocess.Popen(
         [sys.executable, "-c", "raise SystemExit(1)"]))
     assert module.warm_up(schedules=[here, apart])
     if not module.disabled():

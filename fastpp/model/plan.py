@@ -11,6 +11,7 @@ from .. import batch, engine
 from ..checks import (
     MAX_INT,
     ScheduleError,
+    flag,
     nonnegative_int,
     numbers,
     one_of,
@@ -29,6 +30,7 @@ from ..sweeps.robust import (
     noise_rows,
     objective_values,
 )
+from ..sweeps.warmup import warm_up
 from .comm import pipeline_spans
 from .config import (
     CP_COMMS,
@@ -92,7 +94,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
          sequence_parallel: bool = True, gradient_overlap: bool = False,
          blocking_handoffs: bool = True, tp_overlap: bool = False, layout=None,
          first_layers=None, last_layers=None, ep=None, etp=1, precision=None,
-         node_limit=None, imbalance: float = 1.0, workers: int | None = None, cp=None,
+         node_limit=None, imbalance: float = 1.0, workers: int | None = None,
+         progress: bool = False, cp=None,
          cp_comm: str = "all-gather", zero3: str = "layer", overlap=False, noise=None,
          samples: int = DEFAULT_SAMPLES, seed: int = 0, objective: str | None = None,
          lam: float = 1.0,
@@ -169,6 +172,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         The busiest expert-parallel rank's tokens over the mean (>= 1).
     workers : int, optional
         Threads (default: the machine's cores).
+    progress : bool
+        Say on stderr when the kernels compile (once per machine: about half a minute on an
+        empty kernel cache, which ``plan`` splits over two processes).
     cp : int or list of int, optional
         Context-parallel degrees (default 1): each sequence in ``2 cp`` chunks; rows whose
         ``cp`` does not split ``seq`` so get a reason.
@@ -271,8 +277,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         own = run.pop("gpus")  # (given, gpus replaces it and d follows)
         gpus = own if gpus is None else gpus
         return plan(model, gpus, hardware, link=link, capacity=capacity, workers=workers,
-                    noise=noise, samples=samples, seed=seed, objective=objective, lam=lam,
-                    **run)
+                    progress=progress, noise=noise, samples=samples, seed=seed,
+                    objective=objective, lam=lam, **run)
     if gpus is None or seq is None or global_batch is None:
         raise ScheduleError(f"plan needs gpus, seq and global_batch, or config= (got gpus="
                             f"{gpus}, seq={seq}, global_batch={global_batch})")
@@ -301,6 +307,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
               **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,
                                offload_modules)}
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
+    progress = flag(progress, "progress")
     axes = _axes(model, hardware, gpus, global_batch, tp=tp, pp=pp, microbatch=microbatch,
                  cp=cp, overlap=overlap, recompute=recompute, ep=ep, etp=etp,
                  precision=precision, zero=zero, schedules=schedules)
@@ -328,7 +335,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     grid = RunGrid(seq=seq, **{k: cols[k] for k in PER_CONFIGURATION if k != "overlap"},
                    overlap=cols["overlap"].astype(bool), **shared)
     rows = _simulate(model, hardware, grid, global_batch, cols, splits, capacity,
-                     bool(gradient_overlap), reduce_bytes, workers,
+                     bool(gradient_overlap), reduce_bytes, workers, progress,
                      None if noise is None else (noise, samples, seed))
     frame = _table(pd, model, hardware, seq, gpus, cols, rows, shared["recipe"],
                    shared["recompute_method"] is not None)
@@ -636,7 +643,7 @@ def _stages(model, hardware, grid, cols, run, chunks, which, layouts):
 
 
 def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_overlap,
-              reduce_bytes, workers, noisy=None) -> dict[str, np.ndarray]:
+              reduce_bytes, workers, progress, noisy=None) -> dict[str, np.ndarray]:
     """Reasons, costs, the kernel and the bytes of every configuration in ``cols`` (``grid``
     as ``stage_table`` reads them); ``reduce_bytes`` per gradient in the step's reduction."""
     seq = grid.seq
@@ -667,6 +674,9 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     cp = cols["cp"][run]
     zero3 = grid.zero3
     fields = {k: v for k, v in table.items() if k in FIELDS}
+    # on an empty kernel cache the point plans' kernels compile in a second process
+    warm_up(announce=progress, schedules=[batch.SPECS[s].name for s in np.unique(sid)],
+            plans=True)
     rows = engine.run(sid, p, n, m, p, fields, first=first, V=V, workers=workers, peaks=True,
                       share=batch.PLAN_SHARE, keep=True)
     if np.any(rows.status != batch.OK):

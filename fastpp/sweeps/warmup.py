@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import engine
 from .._jit import CACHE_DIR, disabled
 from ..costs import Costs
 from ..generators.registry import SCHEDULES, build_schedule, get_spec
@@ -24,17 +25,20 @@ SECOND_PROCESS = tuple(name for name, spec in SCHEDULES.items() if spec.compile_
 _warm: set[str] = set()  # the schedules this process has compiled or loaded
 
 
-def warm_up(announce: bool = False, schedules=None) -> bool:
+def warm_up(announce: bool = False, schedules=None, plans: bool = False) -> bool:
     """Compile the sweep kernel and the generators of ``schedules``, or load them from the
     kernel cache, in this process.
 
-    Runs before a sweep's first chunk and once on every Dask worker. A marker in the cache
-    folder per schedule (and ``sweep-kernel.ready`` for the kernel) says what is compiled.
-    What is not compiles here; when that includes generators of ``SECOND_PROCESS`` and others,
+    Runs before a sweep's first chunk, once on every Dask worker, and (with ``plans``) before
+    ``plan``. A marker in the cache folder per schedule (and ``sweep-kernel.ready`` for the
+    kernel, ``plan-kernels.ready`` for the point plans' two) says what is compiled. What is
+    not compiles here; when that includes generators of ``SECOND_PROCESS`` and others,
     a second process compiles the former while this one compiles the latter, the simulation
     kernels and then the sweep kernel, which finds its callees compiled: the same functions
-    with the same types as ``build_schedule`` and ``simulate`` compile. Each process compiles
-    a function at most once; both compile the NumPy allocations the kernels use.
+    with the same types as ``build_schedule`` and ``simulate`` compile. Where the point plans'
+    kernels are to compile, the second process compiles them instead (they take about as long
+    as every generator) and this one every generator. Each process compiles a function at
+    most once; both compile the NumPy allocations the kernels use.
 
     Parameters
     ----------
@@ -44,6 +48,10 @@ def warm_up(announce: bool = False, schedules=None) -> bool:
     schedules : str or list of str, optional
         The registered schedules to compile (default: all); a sweep passes its own. A name
         that is not registered is a ``ScheduleError``.
+    plans : bool
+        Also compile the kernels that make and run a build's point plan
+        (``fastpp.compiled.plan_schedule``, ``fastpp.batch.simulate_planned``), which
+        ``plan`` runs and a sweep of few points a build does not.
 
     Returns
     -------
@@ -54,42 +62,51 @@ def warm_up(announce: bool = False, schedules=None) -> bool:
                                              for name in as_list(schedules, "schedules")}
     names = [name for name in SCHEDULES if wanted is None or name in wanted]
     todo = [name for name in names if name not in _warm]
-    if not todo and "" in _warm:  # ("": the sweep kernel)
+    kernels = ["", "plan"] if plans else [""]  # ("": the sweep kernel)
+    if not todo and all(k in _warm for k in kernels):
         return True
     folder = Path(CACHE_DIR)
     cold = [name for name in todo if not (folder / f"{name}.ready").exists()]
-    if cold or not (folder / "sweep-kernel.ready").exists():
+    plans_cold = plans and not (folder / "plan-kernels.ready").exists()
+    if cold or plans_cold or not (folder / "sweep-kernel.ready").exists():
         if announce:
             print("fastpp: compiling the kernels for this machine, once (about half a "
                   "minute for every schedule)", file=sys.stderr, flush=True)
-        apart = [name for name in cold if name in SECOND_PROCESS]
-        here = [name for name in cold if name not in SECOND_PROCESS]
-        helper = _helper(apart) if apart and here and sys.executable else None
-        build_small(here if helper is not None else cold, run=True)
+        apart = [] if plans_cold else [name for name in cold if name in SECOND_PROCESS]
+        helper = (_helper(apart, plans_cold) if (apart and len(apart) < len(cold)
+                                                 or plans_cold) and sys.executable else None)
+        here = cold if helper is None else [name for name in cold if name not in apart]
+        build_small(here, run=True)
         _sweep_kernel()  # before waiting: the helper's generators are not its callees
         if helper is not None:
-            try:  # whatever it did not finish compiles when the sweep first builds it
+            try:  # whatever it did not finish compiles when it is first called
                 helper.wait(timeout=600)
             except subprocess.TimeoutExpired:
                 helper.kill()
                 helper.wait()
             if helper.returncode != 0:  # no marker for what it may not have compiled
                 cold = here
-    _sweep_kernel()
+    # loaded here (from the cache where the helper compiled them): plan's builds of few
+    # points load the sweep kernel when they first run, if any does
+    if plans:
+        _plan_kernels()
+    else:
+        _sweep_kernel()
     if not disabled():
         folder.mkdir(parents=True, exist_ok=True)
-        for name in [*cold, "sweep-kernel"]:
+        for name in [*cold, "sweep-kernel", *(["plan-kernels"] if plans else [])]:
             (folder / f"{name}.ready").touch()
-    _warm.update(todo, [""])
+    _warm.update(todo, kernels)
     return True
 
 
-def _helper(names) -> subprocess.Popen:
-    """A second process compiling the generators ``names`` (the same fastpp, whatever the
-    working folder)."""
+def _helper(names, plans: bool = False) -> subprocess.Popen:
+    """A second process compiling the generators ``names`` and, with ``plans``, the point
+    plans' kernels (the same fastpp, whatever the working folder)."""
     path = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                             os.environ.get("PYTHONPATH", "")])
-    code = f"from fastpp.sweeps.warmup import build_small; build_small({tuple(names)!r})"
+    code = (f"from fastpp.sweeps.warmup import build_small, _plan_kernels; "
+            f"build_small({tuple(names)!r}){'; _plan_kernels()' if plans else ''}")
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=path))
 
@@ -101,6 +118,12 @@ def _sweep_kernel() -> None:
            "bandwidth": [np.nan], "message_bytes": [0.0], "overhead": [0.0], "send": [0.0],
            "point": [0]}
     Chunk({k: np.array(v) for k, v in one.items()})
+
+
+def _plan_kernels() -> None:
+    """Make and run the point plan of one build of one point (the first schedule): compiles or
+    loads the kernels ``plan`` runs its shared builds with."""
+    engine.run(*([x] for x in (0, 1, 1, 1, 1)), {"f": 1.0, "b": 2.0}, share=1)
 
 
 def build_small(names, run: bool = False) -> None:
