@@ -9,6 +9,7 @@ import inspect
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
+from ._jit import announce_compiles
 from .checks import (
     by_flags,
     flag_names,
@@ -200,6 +201,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
+    with announce_compiles():  # a first run on a machine waits for Numba: said, not silent
+        return _command(ap, args)
+
+
+def _command(ap: argparse.ArgumentParser, args) -> int:
     try:
         if args.command == "list":
             width = max(map(len, SCHEDULES))
@@ -371,7 +377,7 @@ def _plan(args) -> int:
               overlap=[False, True] if args.overlap else False, ep=args.ep, etp=args.etp,
               precision=args.precision, node_limit=args.node_limit, imbalance=args.imbalance,
               dispatcher=args.dispatcher, recipe=args.recipe,
-              recompute_modules=args.recompute_modules, progress=True)
+              recompute_modules=args.recompute_modules)
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
     print(f"{args.model} on {args.gpus} x {hardware.name} (products up to "

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,6 +97,32 @@ def compile_clock():
     clock = CompileClock()
     with event.install_listener("numba:compile", clock):
         yield clock
+
+
+class _Announcer(event.Listener):
+    """Prints ``message`` once, when Numba first starts compiling (``announce_compiles``)."""
+
+    def __init__(self, message: str):
+        self.message = message
+        self.said = False
+
+    def on_start(self, event) -> None:
+        if not self.said:
+            self.said = True
+            print(self.message, file=sys.stderr, flush=True)
+
+    def on_end(self, event) -> None:
+        pass
+
+
+@contextmanager
+def announce_compiles(message: str = "fastpp: compiling its kernels for this machine, once "
+                                     "(later runs load them from the cache)"):
+    """Say ``message`` on stderr when a kernel first compiles inside the block (a command's
+    first run on a machine waits 10-30 s for Numba, and said nothing), and nothing where
+    every kernel loads from the cache."""
+    with event.install_listener("numba:compile", _Announcer(message)):
+        yield
 
 
 def disabled() -> bool:

@@ -60,3 +60,26 @@ def test_same_bits_every_time():
     a, b = simulate(sched, costs), simulate(build_schedule("v-half", 4, 12, 2), costs)
     assert a.start.tobytes() == b.start.tobytes() and a.end.tobytes() == b.end.tobytes()
     assert a.mem_start.tobytes() == b.mem_start.tobytes()
+
+
+def test_a_command_says_once_that_kernels_compile(capsys):
+    """A command's first run on a machine waited 10-30 s for Numba without a word: the command
+    line says so when a kernel first compiles, once, and nothing where all load or are
+    loaded."""
+    import numba
+
+    from fastpp.__main__ import main
+    from fastpp._jit import announce_compiles
+
+    assert main(["simulate", "-s", "1f1b", "-p", "2", "-n", "2"]) == 0  # (loaded, or compiled)
+    capsys.readouterr()
+    assert main(["simulate", "-s", "1f1b", "-p", "2", "-n", "2"]) == 0
+    assert "compiling" not in capsys.readouterr().err  # this process has them
+    if numba.config.DISABLE_JIT:
+        return
+    with announce_compiles("compiling now"):
+        numba.njit(lambda x: x + 1)(1)  # two new functions: two compiles, one message
+        numba.njit(lambda x: x * 2)(1.0)
+    assert capsys.readouterr().err == "compiling now\n"
+    numba.njit(lambda x: x - 1)(1)  # outside the block: nothing said
+    assert capsys.readouterr().err == ""
