@@ -607,7 +607,7 @@ def draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, 
     N, K = out.shape
     per_step = np.empty(K)
     scratch = np.empty(K)
-    step_key = op_key(seed, 0, STEP << 8, 0)
+    step_key = op_key(seed, np.int64(0), STEP << 8, np.int64(0))  # (literal 0s: a 2nd compile)
     picked = np.zeros(K, np.int64)  # each sample's step: its ops' pools
     if step_pool.shape[0] > 0:
         for b in range(K):
