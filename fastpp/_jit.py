@@ -115,9 +115,12 @@ class _Announcer(event.Listener):
         pass
 
 
+COMPILING = ("fastpp: compiling its kernels for this machine, once (later runs load them from "
+             "the cache)")
+
+
 @contextmanager
-def announce_compiles(message: str = "fastpp: compiling its kernels for this machine, once "
-                                     "(later runs load them from the cache)"):
+def announce_compiles(message: str = COMPILING):
     """Say ``message`` on stderr when a kernel first compiles inside the block (a command's
     first run on a machine waits 10-30 s for Numba, and said nothing), and nothing where
     every kernel loads from the cache."""

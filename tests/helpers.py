@@ -209,3 +209,10 @@ def recomputed_bytes(model, seq, microbatch, t, recompute, cp=1, sequence_parall
                   for r in (0, RECOMPUTE.index(recompute)))
     return none - kept
 
+
+def cli_stderr(capsys) -> str:
+    """What an in-process command wrote on stderr, less the line saying that kernels compile:
+    on an empty kernel cache (CI's) a test's command may be its process's first to need one."""
+    from fastpp._jit import COMPILING
+
+    return capsys.readouterr().err.replace(COMPILING + "\n", "")

@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import cli_stderr
 
 from fastpp import Costs, Noise, ScheduleError, ScheduleTypeError, build_schedule, simulate
 from fastpp.__main__ import main
@@ -263,7 +264,7 @@ def test_explain_names_an_unreadable_script(tmp_path, capsys, content, match):
     if content is not None:
         script.write_bytes(content)
     assert main(["explain", "--megatron-script", str(script), "--gpus", "2"]) == 2
-    err = capsys.readouterr().err
+    err = cli_stderr(capsys)
     assert err.startswith("error: ") and "Traceback" not in err
     assert re.search(match, err), err
 

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from helpers import needs_data
+from helpers import cli_stderr, needs_data
 
 import fastpp
 from fastpp import Costs, ScheduleError, build_schedule, simulate
@@ -37,7 +37,7 @@ def st_copy(tmp_path, change):
 def cli_error(capsys, argv) -> str:
     """``main(argv)``'s message: exit status 2, no traceback."""
     assert main(argv) == 2
-    err = capsys.readouterr().err
+    err = cli_stderr(capsys)
     assert err.startswith("error: ") and "Traceback" not in err, err
     return err
 

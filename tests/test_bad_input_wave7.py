@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import cli_stderr
 
 import fastpp
 from fastpp import ScheduleError, build_schedule
@@ -115,7 +116,7 @@ def test_a_launch_script_whose_variable_doubles_each_line():
 def cli_error(capsys, argv) -> str:
     """``main(argv)``'s message: exit status 2, no traceback."""
     assert main(argv) == 2
-    err = capsys.readouterr().err
+    err = cli_stderr(capsys)
     assert err.startswith("error: ") and "Traceback" not in err, err
     return err
 
