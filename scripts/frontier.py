@@ -17,6 +17,7 @@ Defaults: the paper's profiled 1.5B model (appendix table; milliseconds), its se
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -61,7 +62,9 @@ def parse(argv):
                         ("threads", 1)):
         if getattr(args, flag) < least:
             ap.error(f"--{flag} must be an integer >= {least} (got {getattr(args, flag)})")
-    if not args.w <= args.b:  # every search splits the backward (else its first one says so)
+    # every search splits the backward (else its first one says so); a --b or --w that is no
+    # time at all is Costs's to name, below
+    if math.isfinite(args.b) and args.b > 0 and math.isfinite(args.w) and args.w > args.b:
         ap.error(f"--w must be <= --b: the searches split each backward into I and W (got "
                  f"--w={args.w:g}, --b={args.b:g})")
     if args.out.exists() and not args.out.is_dir():  # (checked before the searches)

@@ -133,7 +133,10 @@ def _run(args, parts, painter) -> int:
                    scheduler=None if args.dask in (None, "local") else args.dask,
                    progress=not args.no_progress)
     except fastpp.ScheduleError as err:
-        print(f"error: {by_flags(str(err), args.flags, args.switches)}", file=sys.stderr)
+        # the library's out is this script's --out/parts, and invalid= is none of its flags
+        message = str(err).replace(f"out={str(parts)!r}", f"out={str(args.out)!r}").replace(
+            ", other costs or another invalid=", " or other costs")
+        print(f"error: {by_flags(message, args.flags, args.switches)}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - t0
     table = args.out / "sweep.parquet"

@@ -26,7 +26,7 @@ def test_measure_script_takes_the_memory_limit_it_shows_and_checks_it_first(tmp_
     for given, limit in ((["--memory-limit", "1.5p"], 6.0), ([], 6.0),
                          (["--memory-limit", "5"], 5.0)):
         args = script.parse(["-p", "4", *given])
-        assert script._memory_limit(args.memory_limit, args.p) == limit
+        assert script.memory_limit_flag(args.memory_limit, args.p) == limit
     err = run_script("measure.py", "--memory-limit", "2x", "--out", str(tmp_path), cwd=tmp_path)
     assert "--memory-limit must be a number of units > 0 or a multiple of p such as '1.5p' " \
            "(got '2x')" in err

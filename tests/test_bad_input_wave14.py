@@ -63,5 +63,20 @@ def test_resume_says_what_differs(tmp_path):
                            text=True, cwd=ROOT)
     assert first.returncode == 0, first.stderr[-2000:]
     err = run_script("sweep.py", *flags, "--resume", "--chunk-size", "7", cwd=ROOT)
-    assert ("error: --resume needs the arguments that the sweep in --out=" in err
-            and "(chunks of 4096 points, where --chunk-size=7)" in err), err
+    assert (f"error: --resume needs the arguments that the sweep in --out="
+            f"{str(tmp_path / 'script')!r} was started with: it holds a different sweep (chunks "
+            f"of 4096 points, where --chunk-size=7)") in err, err
+    flags[flags.index("--comm") + 1] = "0.5"  # as many points, other ones, and other chunks
+    err = run_script("sweep.py", *flags, "--resume", "--chunk-size", "7", cwd=ROOT)
+    assert ("(as many points, but other ones: another grid or other costs; chunks of 4096 "
+            "points, where --chunk-size=7)") in err, err
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--b", "-5"], "--b must be finite and > 0 (got -5.0)"),
+    (["--w", "nan"], "--w must be finite and >= 0 (got nan)"),
+])
+def test_frontier_names_a_bad_time_by_its_own_flag(tmp_path, argv, match):
+    """The ``--w <= --b`` check blamed ``--w`` for a ``--b`` that is no time at all."""
+    err = run_script("frontier.py", *argv, "--out", str(tmp_path), cwd=tmp_path)
+    assert match in err and "--w must be <= --b" not in err, err

@@ -103,6 +103,7 @@ def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
     monkeypatch.setattr(module.subprocess, "Popen", spy)
     monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))  # no marker there yet
     monkeypatch.setattr(module, "_warm", set())
+    monkeypatch.setattr(module, "disabled", lambda: False)  # (its logic, JIT or not)
     assert module.warm_up(announce=True)
     assert len(helpers) == 1 and f"build_small({module.SECOND_PROCESS!r})" in helpers[0][-1]
     assert {"v-half", "dualpipe"} <= set(module.SECOND_PROCESS) < set(fastpp.SCHEDULES)
@@ -130,6 +131,7 @@ def test_warm_up_compiles_only_the_schedules_a_sweep_needs(monkeypatch, tmp_path
                         build_small(names, run))
     monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(module, "_warm", set())
+    monkeypatch.setattr(module, "disabled", lambda: False)  # (its logic, JIT or not)
     module.warm_up(schedules=["1f1b", "gpipe"])
     assert built == [["gpipe", "1f1b"]] and not helpers
     module.warm_up(schedules=["1f1b"])  # this process has it
@@ -160,6 +162,7 @@ def test_warm_up_for_plan_compiles_the_point_plans_kernels_in_a_second_process(m
                         build_small(names, run))
     monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(module, "_warm", set())
+    monkeypatch.setattr(module, "disabled", lambda: False)  # (its logic, JIT or not)
     apart = module.SECOND_PROCESS[0]
     module.warm_up(schedules=["1f1b", apart], plans=True)
     assert len(helpers) == 1 and helpers[0][-1].endswith("build_small(()); _plan_kernels()")
@@ -171,6 +174,35 @@ def test_warm_up_for_plan_compiles_the_point_plans_kernels_in_a_second_process(m
         monkeypatch.setattr(module, "_warm", set())  # a new process: nothing to compile
         module.warm_up(schedules=["1f1b"], plans=True)
         assert len(helpers) == 1 and len(built) == 1
+
+
+def test_warm_up_for_plan_without_other_work_starts_no_second_process(monkeypatch, tmp_path):
+    """Where only the point plans' kernels are missing (after a sweep), a second process would
+    have had nothing to run beside: they compile (or load) here; and with Numba off nothing
+    compiles, so nothing starts or is built, and no marker is written."""
+    from fastpp.sweeps import warmup as module
+
+    helpers, built, ran = [], [], []
+    monkeypatch.setattr(module, "_helper", lambda names, plans=False: helpers.append(names))
+    monkeypatch.setattr(module, "build_small", lambda names, run=False: built.append(names))
+    monkeypatch.setattr(module, "_sweep_kernel", lambda: ran.append("sweep"))
+    monkeypatch.setattr(module, "_plan_kernels", lambda: ran.append("plan"))
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(module, "CACHE_DIR", str(cache))
+    monkeypatch.setattr(module, "_warm", set())
+    monkeypatch.setattr(module, "disabled", lambda: False)
+    cache.mkdir()
+    for name in ("1f1b.ready", "sweep-kernel.ready"):
+        (cache / name).touch()
+    module.warm_up(schedules=["1f1b"], plans=True)
+    assert helpers == [] and built == [] and ran == ["plan"]
+    assert (cache / "plan-kernels.ready").exists()
+    monkeypatch.setattr(module, "_warm", set())
+    monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "off"))
+    monkeypatch.setattr(module, "disabled", lambda: True)
+    assert module.warm_up(schedules=["1f1b", module.SECOND_PROCESS[0]], plans=True)
+    assert helpers == [] and built == [] and ran == ["plan"]
+    assert not (tmp_path / "off").exists()
 
 
 def test_warm_up_marks_no_schedule_its_failed_second_process_owned(monkeypatch, tmp_path):

@@ -55,11 +55,13 @@ def _differs(old: dict, new: dict) -> str:
     said = []
     if old.get("points") != new["points"]:
         said.append(f"{old.get('points')} points, where these arguments make {new['points']}")
+    elif old.get("fingerprint") != new["fingerprint"]:
+        said.append("as many points, but other ones: another grid, other costs or another "
+                    "invalid=")
     if old.get("chunk_size") != new["chunk_size"]:
         said.append(f"chunks of {old.get('chunk_size')} points, where "
                     f"chunk_size={new['chunk_size']}")
-    return "; ".join(said) or ("as many points, but other ones: another grid, other costs or "
-                               "another invalid=")
+    return "; ".join(said)
 
 
 class Store:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from .points import as_list
 # kernel: Numba compiles one function at a time per process.
 SECOND_PROCESS = tuple(name for name, spec in SCHEDULES.items() if spec.compile_apart)
 _warm: set[str] = set()  # the schedules this process has compiled or loaded
+_LOCK = threading.Lock()
 
 
 def warm_up(announce: bool = False, schedules=None, plans: bool = False) -> bool:
@@ -61,42 +63,55 @@ def warm_up(announce: bool = False, schedules=None, plans: bool = False) -> bool
     wanted = None if schedules is None else {get_spec(name, "schedules").name
                                              for name in as_list(schedules, "schedules")}
     names = [name for name in SCHEDULES if wanted is None or name in wanted]
-    todo = [name for name in names if name not in _warm]
-    kernels = ["", "plan"] if plans else [""]  # ("": the sweep kernel)
-    if not todo and all(k in _warm for k in kernels):
-        return True
-    folder = Path(CACHE_DIR)
-    cold = [name for name in todo if not (folder / f"{name}.ready").exists()]
-    plans_cold = plans and not (folder / "plan-kernels.ready").exists()
-    if cold or plans_cold or not (folder / "sweep-kernel.ready").exists():
-        if announce:
-            print("fastpp: compiling the kernels for this machine, once (about half a "
-                  "minute for every schedule)", file=sys.stderr, flush=True)
-        apart = [] if plans_cold else [name for name in cold if name in SECOND_PROCESS]
-        helper = (_helper(apart, plans_cold) if (apart and len(apart) < len(cold)
-                                                 or plans_cold) and sys.executable else None)
-        here = cold if helper is None else [name for name in cold if name not in apart]
-        build_small(here, run=True)
-        _sweep_kernel()  # before waiting: the helper's generators are not its callees
-        if helper is not None:
-            try:  # whatever it did not finish compiles when it is first called
-                helper.wait(timeout=600)
-            except subprocess.TimeoutExpired:
-                helper.kill()
-                helper.wait()
-            if helper.returncode != 0:  # no marker for what it may not have compiled
-                cold = here
-    # loaded here (from the cache where the helper compiled them): plan's builds of few
-    # points load the sweep kernel when they first run, if any does
-    if plans:
-        _plan_kernels()
-    else:
-        _sweep_kernel()
-    if not disabled():
+    kernel = "plan" if plans else ""  # what this process loads ("": the sweep kernel)
+    with _LOCK:  # (threads warming up at once each started a second process)
+        todo = [name for name in names if name not in _warm]
+        if not todo and kernel in _warm:
+            return True
+        if disabled():  # nothing compiles: every kernel runs as Python
+            _warm.update(todo, [kernel])
+            return True
+        folder = Path(CACHE_DIR)
+        cold = [name for name in todo if not (folder / f"{name}.ready").exists()]
+        sweep_cold = not (folder / "sweep-kernel.ready").exists()
+        plans_cold = plans and not (folder / "plan-kernels.ready").exists()
+        loaded = [kernel]
+        if cold or sweep_cold or plans_cold:
+            if announce:
+                print("fastpp: compiling the kernels for this machine, once (about half a "
+                      "minute for every schedule)", file=sys.stderr, flush=True)
+            # the second process takes the point plans' kernels where this one has other work
+            # to do meanwhile, else the generators of SECOND_PROCESS beside others
+            helper, apart = None, []
+            if plans_cold and (cold or sweep_cold) and sys.executable:
+                helper = _helper([], plans=True)
+            elif not plans_cold and sys.executable:
+                apart = [name for name in cold if name in SECOND_PROCESS]
+                if apart and len(apart) < len(cold):
+                    helper = _helper(apart)
+            here = cold if helper is None else [name for name in cold if name not in apart]
+            if cold or sweep_cold:
+                build_small(here, run=True)
+                _sweep_kernel()  # before waiting: the helper's generators are not its callees
+                loaded.append("")
+            if helper is not None:
+                try:  # whatever it did not finish compiles when it is first called
+                    helper.wait(timeout=600)
+                except subprocess.TimeoutExpired:
+                    helper.kill()
+                    helper.wait()
+                if helper.returncode != 0:  # no marker for what it may not have compiled
+                    cold = here
+        # loaded here, from the cache where the helper compiled them (plan's builds of few
+        # points load the sweep kernel when they first run, if any does)
+        if plans:
+            _plan_kernels()
+        else:
+            _sweep_kernel()
         folder.mkdir(parents=True, exist_ok=True)
         for name in [*cold, "sweep-kernel", *(["plan-kernels"] if plans else [])]:
             (folder / f"{name}.ready").touch()
-    _warm.update(todo, kernels)
+        _warm.update(todo, loaded)
     return True
 
 
