@@ -115,23 +115,32 @@ def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
         assert len(helpers) == 1 and capsys.readouterr().err == ""
 
 
+def _spied_warm_up(monkeypatch, tmp_path, start: bool):
+    """The warm-up module with its markers in ``tmp_path``, a fresh process's state, its logic
+    as with the JIT on (Numba off, it compiles nothing), and lists that record each second
+    process's command (started for real with ``start``) and each ``build_small``'s names."""
+    from fastpp.sweeps import warmup as module
+
+    helpers, built = [], []
+    popen, build_small = subprocess.Popen, module.build_small
+    monkeypatch.setattr(module.subprocess, "Popen", lambda args, **kwargs: helpers.append(args)
+                        or (popen(args, **kwargs) if start else None))
+    monkeypatch.setattr(module, "build_small",
+                        lambda names, run=False: built.append(list(names)) or
+                        build_small(names, run))
+    monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(module, "_warm", set())
+    monkeypatch.setattr(module, "disabled", lambda: False)
+    return module, helpers, built
+
+
 def test_warm_up_compiles_only_the_schedules_a_sweep_needs(monkeypatch, tmp_path):
     """On a new cache a sweep of two schedules compiles those alone (in this process: both
     belong to it, so no second process starts) and marks them; a new process sweeping one
     more compiles that one."""
     import numba
 
-    from fastpp.sweeps import warmup as module
-
-    helpers, built = [], []
-    monkeypatch.setattr(module.subprocess, "Popen", lambda *a, **k: helpers.append(a))
-    build_small = module.build_small
-    monkeypatch.setattr(module, "build_small",
-                        lambda names, run=False: built.append(list(names)) or
-                        build_small(names, run))
-    monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(module, "_warm", set())
-    monkeypatch.setattr(module, "disabled", lambda: False)  # (its logic, JIT or not)
+    module, helpers, built = _spied_warm_up(monkeypatch, tmp_path, start=False)
     module.warm_up(schedules=["1f1b", "gpipe"])
     assert built == [["gpipe", "1f1b"]] and not helpers
     module.warm_up(schedules=["1f1b"])  # this process has it
@@ -151,18 +160,7 @@ def test_warm_up_for_plan_compiles_the_point_plans_kernels_in_a_second_process(m
     generators, the schedules of ``SECOND_PROCESS`` among them; then a marker says so."""
     import numba
 
-    from fastpp.sweeps import warmup as module
-
-    helpers, built = [], []
-    popen, build_small = subprocess.Popen, module.build_small
-    monkeypatch.setattr(module.subprocess, "Popen",
-                        lambda args, **kwargs: helpers.append(args) or popen(args, **kwargs))
-    monkeypatch.setattr(module, "build_small",
-                        lambda names, run=False: built.append(list(names)) or
-                        build_small(names, run))
-    monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(module, "_warm", set())
-    monkeypatch.setattr(module, "disabled", lambda: False)  # (its logic, JIT or not)
+    module, helpers, built = _spied_warm_up(monkeypatch, tmp_path, start=True)
     apart = module.SECOND_PROCESS[0]
     module.warm_up(schedules=["1f1b", apart], plans=True)
     assert len(helpers) == 1 and helpers[0][-1].endswith("build_small(()); _plan_kernels()")
