@@ -87,34 +87,6 @@ def test_consecutive_points_share_a_build_only_when_their_schedule_is_the_same()
         at_device += sched.p
 
 
-def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
-        monkeypatch, tmp_path, capsys):
-    import numba
-
-    from fastpp.sweeps import warmup as module
-
-    helpers = []
-    popen = subprocess.Popen
-
-    def spy(args, **kwargs):
-        helpers.append(args)
-        return popen(args, **kwargs)
-
-    monkeypatch.setattr(module.subprocess, "Popen", spy)
-    monkeypatch.setattr(module, "CACHE_DIR", str(tmp_path / "cache"))  # no marker there yet
-    monkeypatch.setattr(module, "_warm", set())
-    monkeypatch.setattr(module, "disabled", lambda: False)  # (its logic, JIT or not)
-    assert module.warm_up(announce=True)
-    assert len(helpers) == 1 and f"build_small({module.SECOND_PROCESS!r})" in helpers[0][-1]
-    assert {"v-half", "dualpipe"} <= set(module.SECOND_PROCESS) < set(fastpp.SCHEDULES)
-    assert "compiling the kernels" in capsys.readouterr().err
-    if not numba.config.DISABLE_JIT:
-        assert (tmp_path / "cache" / "sweep-kernel.ready").exists()
-        monkeypatch.setattr(module, "_warm", set())  # a new process: the markers are there
-        module.warm_up(announce=True)
-        assert len(helpers) == 1 and capsys.readouterr().err == ""
-
-
 def _spied_warm_up(monkeypatch, tmp_path, start: bool):
     """The warm-up module with its markers in ``tmp_path``, a fresh process's state, its logic
     as with the JIT on (Numba off, it compiles nothing), and lists that record each second
@@ -134,23 +106,33 @@ def _spied_warm_up(monkeypatch, tmp_path, start: bool):
     return module, helpers, built
 
 
+def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
+        monkeypatch, tmp_path, capsys):
+    module, helpers, _ = _spied_warm_up(monkeypatch, tmp_path, start=True)  # no marker yet
+    assert module.warm_up(announce=True)
+    assert len(helpers) == 1 and f"build_small({module.SECOND_PROCESS!r})" in helpers[0][-1]
+    assert {"v-half", "dualpipe"} <= set(module.SECOND_PROCESS) < set(fastpp.SCHEDULES)
+    assert "compiling the kernels" in capsys.readouterr().err
+    assert (tmp_path / "cache" / "sweep-kernel.ready").exists()
+    monkeypatch.setattr(module, "_warm", set())  # a new process: the markers are there
+    module.warm_up(announce=True)
+    assert len(helpers) == 1 and capsys.readouterr().err == ""
+
+
 def test_warm_up_compiles_only_the_schedules_a_sweep_needs(monkeypatch, tmp_path):
     """On a new cache a sweep of two schedules compiles those alone (in this process: both
     belong to it, so no second process starts) and marks them; a new process sweeping one
     more compiles that one."""
-    import numba
-
     module, helpers, built = _spied_warm_up(monkeypatch, tmp_path, start=False)
     module.warm_up(schedules=["1f1b", "gpipe"])
     assert built == [["gpipe", "1f1b"]] and not helpers
     module.warm_up(schedules=["1f1b"])  # this process has it
     assert len(built) == 1
-    if not numba.config.DISABLE_JIT:
-        marked = sorted(path.name for path in (tmp_path / "cache").iterdir())
-        assert marked == ["1f1b.ready", "gpipe.ready", "sweep-kernel.ready"]
-        monkeypatch.setattr(module, "_warm", set())  # a new process
-        module.warm_up(schedules=["zbv", "1f1b"])
-        assert built[1:] == [["zbv"]] and not helpers
+    marked = sorted(path.name for path in (tmp_path / "cache").iterdir())
+    assert marked == ["1f1b.ready", "gpipe.ready", "sweep-kernel.ready"]
+    monkeypatch.setattr(module, "_warm", set())  # a new process
+    module.warm_up(schedules=["zbv", "1f1b"])
+    assert built[1:] == [["zbv"]] and not helpers
 
 
 def test_warm_up_for_plan_compiles_the_point_plans_kernels_in_a_second_process(monkeypatch,
@@ -158,20 +140,17 @@ def test_warm_up_for_plan_compiles_the_point_plans_kernels_in_a_second_process(m
     """``plan`` runs its shared builds on point plans: on a new cache the second process
     compiles those kernels (as long as every generator) while this one compiles the
     generators, the schedules of ``SECOND_PROCESS`` among them; then a marker says so."""
-    import numba
-
     module, helpers, built = _spied_warm_up(monkeypatch, tmp_path, start=True)
     apart = module.SECOND_PROCESS[0]
     module.warm_up(schedules=["1f1b", apart], plans=True)
     assert len(helpers) == 1 and helpers[0][-1].endswith("build_small(()); _plan_kernels()")
     assert built == [["1f1b", apart]]  # both here: the helper has the plans' kernels
-    if not numba.config.DISABLE_JIT:
-        marked = sorted(path.name for path in (tmp_path / "cache").iterdir())
-        assert marked == sorted(["1f1b.ready", f"{apart}.ready", "plan-kernels.ready",
-                                 "sweep-kernel.ready"])
-        monkeypatch.setattr(module, "_warm", set())  # a new process: nothing to compile
-        module.warm_up(schedules=["1f1b"], plans=True)
-        assert len(helpers) == 1 and len(built) == 1
+    marked = sorted(path.name for path in (tmp_path / "cache").iterdir())
+    assert marked == sorted(["1f1b.ready", f"{apart}.ready", "plan-kernels.ready",
+                             "sweep-kernel.ready"])
+    monkeypatch.setattr(module, "_warm", set())  # a new process: nothing to compile
+    module.warm_up(schedules=["1f1b"], plans=True)
+    assert len(helpers) == 1 and len(built) == 1
 
 
 def test_warm_up_for_plan_without_other_work_starts_no_second_process(monkeypatch, tmp_path):
@@ -201,6 +180,56 @@ def test_warm_up_for_plan_without_other_work_starts_no_second_process(monkeypatc
     assert module.warm_up(schedules=["1f1b", module.SECOND_PROCESS[0]], plans=True)
     assert helpers == [] and built == [] and ran == ["plan"]
     assert not (tmp_path / "off").exists()
+
+
+def test_warm_up_on_two_threads_at_once_starts_one_second_process(monkeypatch, tmp_path):
+    """Threads warming up at once take turns: each had started its own second process."""
+    import threading
+
+    module, helpers, built = _spied_warm_up(monkeypatch, tmp_path, start=False)
+    both = threading.Barrier(2)
+
+    def warm():
+        both.wait()
+        module.warm_up(schedules=["1f1b", module.SECOND_PROCESS[0]])
+
+    threads = [threading.Thread(target=warm) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(helpers) == 1 and len(built) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX's")
+def test_warm_up_in_a_child_forked_while_a_thread_held_its_lock(monkeypatch):
+    """A child forked while another thread warmed up inherited the lock held, with no thread
+    to free it: its next sweep or plan waited forever."""
+    import threading
+
+    from fastpp.sweeps import warmup as module
+
+    module.warm_up(schedules=["1f1b"])
+    monkeypatch.setattr(module, "_warm", set())  # the child must take the lock to warm up
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with module._LOCK:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(30)
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 once warm, killed after 60 s
+        signal.alarm(60)
+        module.warm_up(schedules=["1f1b"])
+        os._exit(0)
+    release.set()
+    thread.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 
 def test_warm_up_marks_no_schedule_its_failed_second_process_owned(monkeypatch, tmp_path):

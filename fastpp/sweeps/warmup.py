@@ -27,6 +27,15 @@ _warm: set[str] = set()  # the schedules this process has compiled or loaded
 _LOCK = threading.Lock()
 
 
+def _new_lock() -> None:
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+# a child forked while another thread warmed up inherits the lock held, and no thread to free it
+os.register_at_fork(after_in_child=_new_lock)
+
+
 def warm_up(announce: bool = False, schedules=None, plans: bool = False) -> bool:
     """Compile the sweep kernel and the generators of ``schedules``, or load them from the
     kernel cache, in this process.
@@ -38,9 +47,11 @@ def warm_up(announce: bool = False, schedules=None, plans: bool = False) -> bool
     a second process compiles the former while this one compiles the latter, the simulation
     kernels and then the sweep kernel, which finds its callees compiled: the same functions
     with the same types as ``build_schedule`` and ``simulate`` compile. Where the point plans'
-    kernels are to compile, the second process compiles them instead (they take about as long
-    as every generator) and this one every generator. Each process compiles a function at
-    most once; both compile the NumPy allocations the kernels use.
+    kernels are to compile beside other work, the second process compiles them instead (they
+    take about as long as every generator) and this one every generator; alone, they compile
+    here. Each process compiles a function at most once; both compile the NumPy allocations
+    the kernels use. With Numba off (``NUMBA_DISABLE_JIT``) nothing compiles, nothing starts
+    and no marker is written. Threads take turns.
 
     Parameters
     ----------
@@ -64,6 +75,8 @@ def warm_up(announce: bool = False, schedules=None, plans: bool = False) -> bool
                                              for name in as_list(schedules, "schedules")}
     names = [name for name in SCHEDULES if wanted is None or name in wanted]
     kernel = "plan" if plans else ""  # what this process loads ("": the sweep kernel)
+    if kernel in _warm and all(name in _warm for name in names):  # (without the lock)
+        return True
     with _LOCK:  # (threads warming up at once each started a second process)
         todo = [name for name in names if name not in _warm]
         if not todo and kernel in _warm:
