@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fastpp._jit import announce_compiles
 from fastpp.model.errorbar import TABLE, coverage, regime_table
 from fastpp.model.validate import mape, validate, zb_ranking
 from fastpp.model.validate_small import vtrain_table
@@ -211,4 +212,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with announce_compiles():  # a first run on a machine waits for Numba: said
+        sys.exit(main())

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import fastpp
+from fastpp._jit import announce_compiles
 from fastpp.checks import by_flags, flag_names, positive_int, seconds_flag
 from fastpp.reports import write_report
 
@@ -199,4 +200,5 @@ def picture(table, path, p, n, objective):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with announce_compiles():  # a first run on a machine waits for Numba: said
+        sys.exit(main())

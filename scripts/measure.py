@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 import fastpp
+from fastpp._jit import announce_compiles
 from fastpp.checks import memory_limit_flag
 from fastpp.measured.runner import TORCH_CLASSES, measure_many, realtime_denied
 from fastpp.measured.steps import step_folders
@@ -263,4 +264,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    with announce_compiles():  # a first run on a machine waits for Numba: said
+        raise SystemExit(main())

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from fastpp import Costs, Noise, ScheduleError, build_schedule, report, simulate
+from fastpp._jit import announce_compiles
 from fastpp.checks import by_flags, flag_names, will_write
 from fastpp.plot import makespan_cdf
 
@@ -116,4 +117,5 @@ def _run(args) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with announce_compiles():  # a first run on a machine waits for Numba: said
+        sys.exit(main())
