@@ -1,4 +1,5 @@
-"""The fourteenth bad-input wave (5 December 2026): each case failed on the code before."""
+"""The fourteenth bad-input wave (5 December 2026): each case failed on the code before it, or
+on this wave's first version (a bad --b blamed on --w)."""
 
 import subprocess
 import sys
