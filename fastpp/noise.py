@@ -665,9 +665,7 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
             size = min(BLOCK, K - at)
             dur, end = np.empty((N, size)), np.empty((N, size))
             rows = np.zeros((8, V, size))  # only the hand-offs: op times are given
-            for s in range(V):  # (a slice assigned an array compiles NumPy's shape checks)
-                for b in range(size):
-                    rows[COMM, s, b] = handoff[s]
+            _columns(handoff, rows[COMM])
             out = np.empty((3, size))
             busy_b, span_b = np.empty((p, size)), np.empty((p, size))
             first_b, last_b = np.empty((p, size)), np.empty((p, size))
@@ -706,7 +704,8 @@ def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, s
         if min(BLOCK, K - at) != size:
             size = min(BLOCK, K - at)
             dur, start, end = np.empty((N, size)), np.empty((N, size)), np.empty((N, size))
-            hand = _columns(handoff, size)
+            hand = np.empty((handoff.shape[0], size))
+            _columns(handoff, hand)
         draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, spike_p,
                    spike_x, pool, pool_at, relative, step_pool, first + at, dur)
         for i in range(N):
@@ -719,13 +718,12 @@ def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, s
 
 
 @jit
-def _columns(values, size):
-    """``values[V]`` repeated as ``size`` columns: ``[V, size]``."""
-    out = np.empty((values.shape[0], size))
+def _columns(values, out):
+    """``values[V]`` repeated in every column of ``out[V, size]`` (a loop: a slice assigned an
+    array compiles NumPy's shape checks)."""
     for s in range(values.shape[0]):
-        for b in range(size):
+        for b in range(out.shape[1]):
             out[s, b] = values[s]
-    return out
 
 
 @jit
