@@ -32,7 +32,12 @@ def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator
     try:
         if cluster is not None:
             warm_up()  # compiled here once, the local workers load the kernels from the cache
-        client.run(warm_up)  # every worker compiles or loads the kernels once
+        # every worker compiles or loads the kernels once, as a task of its own: client.run
+        # would call warm_up on the worker's event loop, which a cold compile (half a minute
+        # and more) blocks, heartbeats and all
+        client.gather([client.submit(warm_up, workers=[worker], allow_other_workers=False,
+                                     pure=False)
+                       for worker in client.scheduler_info()["workers"]])
         pending = iter(todo)
         window = {_submit(client, plan, c, chunk_size, invalid) for c in itertools.islice(
             pending, 2 * max(1, len(client.scheduler_info()["workers"])))}

@@ -69,7 +69,7 @@ def warm_up(announce: bool = False, schedules=None, plans: bool = False) -> bool
     Returns
     -------
     bool
-        True (for ``dask.distributed.Client.run``).
+        True (a Dask task's result on each worker).
     """
     wanted = None if schedules is None else {get_spec(name, "schedules").name
                                              for name in as_list(schedules, "schedules")}
