@@ -345,13 +345,17 @@ class MonteCarlo:
 
 def _scaled(statistic, makespans: np.ndarray) -> float:
     """``statistic(makespans)``, a mean or a standard deviation, or where its sums overflow
-    (finite makespans near the float64 limit), the same of the makespans scaled to at most 1."""
+    (finite makespans near the float64 limit) or its squares underflow (makespans under
+    ``TINY``: a std of 1e-300 s came out 0), the same of the makespans scaled to at most 1."""
     with np.errstate(over="ignore", invalid="ignore"):
         out = float(statistic(makespans))
-    if np.isfinite(out):
-        return out
     scale = float(makespans.max())
+    if np.isfinite(out) and not 0.0 < scale < TINY:
+        return out
     return scale * float(statistic(makespans / scale))
+
+
+TINY = 1e-100  # below it a makespan's square loses precision to float64's underflow
 
 
 # the most weight a robust objective mean + lam * std gives the spread: more ranks by the
@@ -411,10 +415,11 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     base = np.empty((N, 1))
     op_durations(compiled.kind, compiled.stage, compiled.stage2, tf[:, None], tb[:, None],
                  ti[:, None], tw[:, None], tfb[:, None], sb[:, None], base)
-    # an overlapped pair's halves, as op_durations prices them (tfb NaN: not given)
+    # an overlapped pair's halves, its forward's and its backward's own times, whose stages'
+    # factors the pair's time takes in their proportion, its overlapped time fb given or not
+    # (fb's split between the halves is not known; fb = f + b must slow as no fb does)
     s, s2 = compiled.stage, np.maximum(compiled.stage2, 0)
-    given = ~np.isnan(tfb[s])
-    halves = np.c_[np.where(given, tfb[s], tf[s]), np.where(given, sb[s2], tb[s2])]
+    halves = np.c_[tf[s], tb[s2]]
     slow = noise._op_factors(compiled.device, compiled.stage, compiled.stage2, halves, p, V)
     shapes, step_shape = noise._shapes()
     if noise.empirical is not None:

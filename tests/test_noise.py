@@ -327,9 +327,13 @@ def test_a_slow_stage_slows_its_half_of_an_overlapped_pair(stage):
     x = np.ones(s.V)
     x[stage] = 1.6
     scaled = simulate(s, Costs(f=1.0 * x, b=2.0 * x, w=0.7 * x)).makespan
-    noisy = simulate(s, Costs(f=1.0, b=2.0, w=0.7), noise=Noise(0.0, slow_stages={stage: 1.6}),
-                     samples=1)
+    slow = Noise(0.0, slow_stages={stage: 1.6})
+    noisy = simulate(s, Costs(f=1.0, b=2.0, w=0.7), noise=slow, samples=1)
     assert noisy.makespan[0] == pytest.approx(scaled, rel=1e-12)
+    # the pair's time given as fb = f + b slows alike (its halves had been fb and the
+    # backward's send: a slow backward stage left the pair as it was)
+    given = simulate(s, Costs(f=1.0, b=2.0, w=0.7, fb=3.0), noise=slow, samples=1)
+    assert given.makespan[0] == pytest.approx(scaled, rel=1e-12)
 
 
 @pytest.mark.parametrize("name, p, n, m, noise", [
@@ -723,3 +727,14 @@ def test_no_step_without_jitter_where_measured_times_replace_the_costs(tmp_path)
     assert np.array_equal(end, mc.times(k)[1])
     plain = simulate(s, costs, noise=Noise(0.1), samples=8)
     assert plain.shaded()[:2] == ("without jitter", simulate(s, costs).makespan)
+
+
+@pytest.mark.parametrize("scale", [1e-160, 1e-300])
+def test_the_spread_of_tiny_makespans(scale):
+    """A std's squares underflowed: makespans of 1e-300 s gave a std of 0 (and 1e-160 lost
+    digits), so a sweep's mean + lam * std ranked by the mean alone."""
+    s = build_schedule("1f1b", 4, 8)
+    one = simulate(s, Costs(f=1.0, b=2.0), noise=Noise(0.1), samples=100, seed=0)
+    tiny = simulate(s, Costs(f=scale, b=2 * scale), noise=Noise(0.1), samples=100, seed=0)
+    assert tiny.std / scale == pytest.approx(one.std, rel=1e-12)
+    assert tiny.mean / scale == pytest.approx(one.mean, rel=1e-12)
