@@ -245,6 +245,21 @@ def test_virtual_stages_three_ways_and_layouts():
                                 "--decoder-first-pipeline-num-layers 2", gpus=2).config
     # device 0 (stages 0 and 2): 2 layers over its 2 chunks; device 1 the other 6
     assert parse_layout(chunks.layout).layers == (1, 3, 1, 3)
+    # at most one of the three (Megatron asserts it), and a config's virtual size must be what
+    # the layout or the layers per virtual stage give (it had been dropped without a word)
+    for flags, message in (
+            ("--pipeline-model-parallel-layout Ett|tt|tt|ttL --num-virtual-stages-per-pipeline-"
+             "rank 4", "layout and --num-virtual-stages-per-pipeline-rank contradict"),
+            ("--pipeline-model-parallel-layout Ett|tt|tt|ttL --num-layers-per-virtual-pipeline-"
+             "stage 2", "layout and --num-layers-per-virtual-pipeline-stage contradict"),
+            ("--pipeline-model-parallel-layout Ett|tt|tt|ttL --virtual-pipeline-model-parallel-"
+             "size 4", "size 4 and --pipeline-model-parallel-layout .which gives 2"),
+            ("--num-layers-per-virtual-pipeline-stage 2 --virtual-pipeline-model-parallel-size 4",
+             "size 4 and --num-layers-per-virtual-pipeline-stage .which gives 2")):
+        with pytest.raises(ScheduleError, match=message):
+            from_megatron(pp + flags, gpus=2)
+    assert from_megatron(pp + "--num-layers-per-virtual-pipeline-stage 2 --virtual-pipeline-"
+                         "model-parallel-size 2", gpus=2).config.m == 2
 
 
 def test_mla_and_moe_patterns():
@@ -361,9 +376,38 @@ def test_round_trip(seed):
     for model, config in random_configs(seed, 50):
         flags = to_megatron(config, model)
         back = from_megatron(flags, gpus=config.gpus)
+        if "--pipeline-model-parallel-layout" in flags:  # end counts with an uneven rest
+            config = dataclasses.replace(config, layout=str(config.chunk_layout(model)),
+                                         first_layers=None, last_layers=None)
         assert back.config == config, flags
         assert back.model == model, flags
         assert back.ignored == ()
+
+
+def test_round_trip_pads_a_vocabulary_as_megatron_runs_it():
+    """A vocabulary ``t`` does not divide comes back padded to a multiple of ``t``: Megatron
+    pads it so even with --make-vocab-size-divisible-by 1."""
+    model = MODELS["gpt3-175b"]
+    assert model.vocab == 50257
+    for t, padded in ((1, 50257), (2, 50258), (8, 50264)):
+        config = RunConfig(seq=2048, global_batch=64, t=t, p=8, d=1, precision="bf16")
+        back = from_megatron(to_megatron(config, model), gpus=config.gpus)
+        assert back.model == dataclasses.replace(model, vocab=padded, name=back.model.name)
+        assert back.config == config
+
+
+def test_context_parallel_types_not_modelled_are_named():
+    """--cp-comm-type a2a (Ulysses) and a2a+p2p are priced as the all-gather and the ring,
+    and say so in ``ignored``; p2p and allgather are modelled."""
+    cp = BASE + "--context-parallel-size 2 "
+    for kind, priced, note in (("a2a", "all-gather", "Ulysses"), ("a2a+p2p", "ring", "ring"),
+                               ("p2p", "ring", None), ("allgather", "all-gather", None)):
+        got = from_megatron(cp + f"--cp-comm-type {kind}", gpus=2)
+        assert got.config.cp_comm == priced
+        named = [x for x in got.ignored if x.startswith("--cp-comm-type")]
+        assert len(named) == (note is not None) and all(note in x for x in named), got.ignored
+    assert not any("cp-comm" in x for x in from_megatron(BASE + "--cp-comm-type a2a",
+                                                          gpus=1).ignored)  # no cp: moot
 
 
 def test_dispatcher_and_recompute_modules_reach_the_price():
@@ -441,6 +485,23 @@ def test_uneven_splits_are_written_as_their_layout():
             chunk_layers(model.layers, config.p * config.m))
         back = from_megatron(flags, gpus=config.gpus)
         assert back.config == dataclasses.replace(config, layout=layout)
+    # so with end counts that leave the other ranks an uneven rest (29 layers on 3 ranks),
+    # which Megatron also refuses to read
+    ends = RunConfig(seq=4096, global_batch=16, p=4, d=1, first_layers=3, precision="bf16")
+    flags = to_megatron(ends, model)
+    assert "--decoder-first-pipeline-num-layers" not in flags
+    layout = flags[flags.index("--pipeline-model-parallel-layout") + 1]
+    assert parse_layout(layout).layers == (3, 10, 10, 9)
+    assert from_megatron(flags, gpus=4).config == dataclasses.replace(
+        ends, layout=layout, first_layers=None)
+    with pytest.raises(ScheduleError, match="must leave the other 3 devices the rest of "
+                                            "layers=32 evenly"):
+        from_megatron(BASE.replace("--num-layers 4", "--num-layers 32") + "--pipeline-model-"
+                      "parallel-size 4 --decoder-first-pipeline-num-layers 3", gpus=4)
+    with pytest.raises(ScheduleError, match="must leave the other 0 devices"):
+        from_megatron(BASE.replace("--num-layers 4", "--num-layers 32") + "--pipeline-model-"
+                      "parallel-size 2 --decoder-first-pipeline-num-layers 15 "
+                      "--decoder-last-pipeline-num-layers 15", gpus=2)
 
 
 def test_hand_offs_as_megatron_runs_them():

@@ -109,6 +109,10 @@ TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}
 PRESENCE = {"merge_file"}  # flags read for being there (a BPE merges file: GPT-2's tokenizer)
 CP_COMM = {"p2p": "ring", "a2a": "all-gather", "allgather": "all-gather",
            "a2a+p2p": "ring"}
+# the types fastpp does not model, and what prices them instead (listed in ``ignored``)
+CP_COMM_APPROXIMATED = {
+    "a2a": "the heads' all-to-all (Ulysses) is not modelled: priced as Llama 3's all-gather",
+    "a2a+p2p": "the heads' all-to-all inside each group is not modelled: priced as the ring"}
 SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 SCHEDULES = ("1f1b", "interleaved-1f1b")  # what Megatron-LM runs: m = 1, and m > 1
 # integer flags for which 0 means "none" (every other integer flag is a count or size >= 1)
@@ -231,6 +235,9 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     if a["fp16"] and not a["fp8_format"]:  # RunConfig's precisions: bf16 and fp8
         extra += ("fp16: priced as bf16 (the same tensor-core rate; its loss scaling is not "
                   "priced)",)
+    if a["cp_comm_type"] in CP_COMM_APPROXIMATED and config.cp > 1:
+        extra += (f"--cp-comm-type {a['cp_comm_type']}: "
+                  f"{CP_COMM_APPROXIMATED[a['cp_comm_type']]}",)
     return Imported(model, config, tuple(ignored) + extra, launcher)
 
 
@@ -455,7 +462,10 @@ def _typed(dest: str, raw):
 def _contradictions(a: dict) -> None:
     """Two flags that cannot both hold: a ScheduleError naming both."""
     pairs = [("bf16", "fp16"),
+             # at most one of the three, as Megatron asserts (arguments.py)
              ("num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank"),
+             ("pipeline_model_parallel_layout", "num_layers_per_virtual_pipeline_stage"),
+             ("pipeline_model_parallel_layout", "num_virtual_stages_per_pipeline_rank"),
              ("pipeline_model_parallel_layout", "decoder_first_pipeline_num_layers"),
              ("pipeline_model_parallel_layout", "decoder_last_pipeline_num_layers"),
              ("overlap_p2p_communication", "no_overlap_p2p_communication"),
@@ -598,6 +608,24 @@ def _pattern(node, layers: int) -> list:
     return out
 
 
+def _uneven_rest(layers: int, c: RunConfig) -> bool:
+    """Whether the ``layers`` that ``c.first_layers`` and ``c.last_layers`` leave do not
+    split evenly over the other pipeline ranks."""
+    ends = [x for x in (c.first_layers, c.last_layers) if x is not None]
+    middle = c.p - len(ends)
+    return middle > 0 and (layers - sum(ends)) % middle != 0
+
+
+def _same_virtual(a: dict, m: int, said: str) -> None:
+    """``--virtual-pipeline-model-parallel-size`` (a NeMo or Megatron-Core config's
+    ``virtual_pipeline_model_parallel_size``), where given, must be the ``m`` that ``said``
+    gives (Megatron derives it from that flag)."""
+    v = a["virtual_pipeline_model_parallel_size"]
+    if v and v != m:
+        raise ScheduleError(f"--virtual-pipeline-model-parallel-size {v} and {said} (which "
+                            f"gives {m} virtual stages) contradict: give one")
+
+
 def _check_interleaved(m: int, p: int, blocking: bool, said: str) -> None:
     """Megatron's rule for an interleaved pipeline (``validate_args``): more than one pipeline
     rank, and more than two where the hand-offs block (two batched sends and receives between
@@ -678,6 +706,7 @@ def _chunks(a: dict, model: Transformer, p: int):
         if stages % p:
             raise ScheduleError(f"--pipeline-model-parallel-layout must give a multiple of "
                                 f"--pipeline-model-parallel-size {p} stages (got {stages})")
+        _same_virtual(a, stages // p, "--pipeline-model-parallel-layout")
         return stages // p, layout, None, None
     ends = (a["account_for_embedding_in_pipeline_split"], a["account_for_loss_in_pipeline_split"])
     units = model.layers + sum(ends)  # layers, the embedding and the loss counted as ends ask
@@ -690,6 +719,7 @@ def _chunks(a: dict, model: Transformer, p: int):
                                 f"--pipeline-model-parallel-size {p} must divide --num-layers "
                                 f"{model.layers}{counted}")
         m = units // (per_stage * p)
+        _same_virtual(a, m, "--num-layers-per-virtual-pipeline-stage")
     else:
         m = (a["num_virtual_stages_per_pipeline_rank"]
              or a["virtual_pipeline_model_parallel_size"] or 1)
@@ -711,6 +741,8 @@ def _chunks(a: dict, model: Transformer, p: int):
             counts[0] -= ends[0]
             counts[-1] -= ends[1]
             return m, str(Layout.from_layers(counts)), None, None
+    elif first is not None or last is not None:  # the rest even over the others, as Megatron
+        megatron_layers(model.layers, p, 1, first, last)  # asserts (else it refuses to start)
     return m, None, first, last
 
 
@@ -1001,14 +1033,16 @@ def _integer(node) -> int:
 
 def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str]:
     """``config`` (and ``model``, if given) as Megatron-LM arguments;
-    ``from_megatron(to_megatron(c, model), gpus=c.gpus)`` gives ``model, c`` back.
+    ``from_megatron(to_megatron(c, model), gpus=c.gpus)`` gives ``model, c`` back, but for a
+    vocabulary that ``c.t`` does not divide: it comes back padded to a multiple of ``t``, as
+    Megatron runs it whatever ``--make-vocab-size-divisible-by`` says.
 
     ``first_layers``/``last_layers`` with ``m > 1`` (per model chunk, which Megatron's
     per-device flags are not) or a count of 0 (the flags must be > 0) are written as the
     layout they make, which needs ``model``; so
     is a split of ``model``'s layers that is not even over the ``p m`` stages (fastpp's
-    default spreads them; Megatron refuses to start without a layout), which then comes back
-    as that layout.
+    default spreads them; Megatron refuses to start without a layout), or over the ranks
+    besides those the end counts give, which then comes back as that layout.
 
     Parameters
     ----------
@@ -1052,8 +1086,10 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     _check_interleaved(c.m, c.p, c.blocking_handoffs, "blocking_handoffs=True")
     layout = c.layout
     ends = c.first_layers is not None or c.last_layers is not None
-    # Megatron's first- and last-stage counts are per rank and must be > 0: others as a layout
-    if ends and (c.m > 1 or 0 in (c.first_layers, c.last_layers)):
+    # Megatron's first- and last-stage counts are per rank and must be > 0, and leave the
+    # other ranks the rest evenly (it refuses to start otherwise): others as a layout
+    if ends and (c.m > 1 or 0 in (c.first_layers, c.last_layers)
+                 or model is not None and _uneven_rest(model.layers, c)):
         if model is None:
             raise ScheduleError("to_megatron needs the model to write first_layers/last_layers "
                                 "with m > 1 or a count of 0 (as a layout)")
