@@ -223,8 +223,8 @@ def number(value, name: str, *, strict: bool = False, upper: float | None = None
            lower: float | None = None) -> float:
     """``value`` as a ``float`` if it is one finite number > 0 (``strict``) or >= 0, at most
     ``upper`` and at least ``lower`` (> 0), each named in the message."""
+    arr = number_array(value, name, "a number")  # (numbers' message allows arrays)
     if lower is not None:
-        arr = number_array(value, name)
         if arr.ndim == 0 and not (np.isfinite(arr) and arr >= lower):
             raise ScheduleError(f"{name} must be finite and >= {lower:g} (got {show(value)})")
     arr = numbers(value, name, strict=strict, upper=upper)

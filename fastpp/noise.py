@@ -42,8 +42,10 @@ from .checks import (
     flag,
     nonnegative_int,
     number,
+    number_array,
     numbers,
     one_of,
+    show,
 )
 from .compiled import evaluate_batch, finish_batch, timeline_batch
 from .kernels import COMM
@@ -267,6 +269,9 @@ def _per_kind(cov) -> np.ndarray:
             out[int(Op[kind])] = _cov(value, f"cov[{kind!r}]")
         out[FB] = out[F]
         return out
+    must = "a number or a mapping of kind to number"
+    if number_array(cov, "cov", must).ndim:
+        raise ScheduleTypeError(f"cov must be {must} (got {show(cov)})")
     return np.full(5, _cov(cov, "cov"))
 
 

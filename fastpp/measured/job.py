@@ -289,6 +289,11 @@ def _column_types(t, path: Path) -> None:
         if not pd.api.types.is_integer_dtype(t[column]) or pd.api.types.is_bool_dtype(t[column]):
             raise ScheduleError(f"op table {path.name}: {column} must hold integers (got dtype "
                                 f"{t[column].dtype})")
+        # an unsigned column past int64's range would wrap around to negative labels
+        if pd.api.types.is_unsigned_integer_dtype(t[column]) and len(t) \
+                and int(t[column].max()) > np.iinfo(np.int64).max:
+            raise ScheduleError(f"op table {path.name}: {column} must hold integers below 2**63 "
+                                f"(got {int(t[column].max())})")
         t[column] = t[column].astype(np.int64)
 
 

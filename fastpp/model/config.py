@@ -172,6 +172,10 @@ class RunConfig:
                                 f"(got {self.schedule!r})")
         one_of(self.recompute, "recompute", RECOMPUTE)
         one_of(self.recompute_method, "recompute_method", RECOMPUTE_METHODS)
+        if self.recompute_method in PARTIAL_DEFAULT and self.recompute != "full":
+            raise ScheduleError(f"recompute_method={self.recompute_method!r} chooses the layers "
+                                f"full recomputation covers: recompute must be 'full' (got "
+                                f"recompute={self.recompute!r})")
         one_of(self.zero, "zero", ZERO)
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         one_of(self.cp_comm, "cp_comm", CP_COMMS)

@@ -133,12 +133,11 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     one_of(flags, "flags", FLAGS)
     if flags == "vtrain":  # a run vTrain runs, or the ScheduleError naming what it cannot
         to_vtrain(config, model, hardware)
-    rows = plan(model, hardware=hardware, config=config, workers=workers,
-                capacity=1e30)  # the run itself, whether it fits or not
-    row = rows.iloc[0].to_dict()
-    if row["reason"]:
+    # the run itself, whether it fits or not: plan prices a row that does not fit, and its
+    # reason then says by how much
+    row = plan(model, hardware=hardware, config=config, workers=workers).iloc[0].to_dict()
+    if not np.isfinite(row["step_time"]):
         raise ScheduleError(f"the run cannot be priced: {row['reason']}")
-    row["fits"] = bool(row["peak_memory"] <= hardware.memory_bytes)
     found = _neighbours(model, hardware, config, row, count, workers, flags) if count else None
     return Explanation(model, config, hardware, row, _recompute_tflops(model, config, row),
                        found)

@@ -281,7 +281,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       recompute_modules=recompute_modules, fp8_cache=fp8_cache,
                       offload_modules=offload_modules)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp)
-        schedule = config.build_schedule() if schedule is None else schedule
+        schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         recipe = make_recipe(recompute_modules=config.priced_modules)
     if config.precision is not None:
@@ -294,6 +294,17 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       message_bytes=table["message_bytes"], fb=table.get("fb"),
                       error_bar=error_bar(regime(model, hardware, config.seq, config.t)),
                       recomputed=table["recomputed"])
+
+
+def _config_schedule(config: RunConfig, schedule):
+    """The schedule a ``RunConfig`` prices: ``schedule`` where given, which must have its ``p``
+    devices of ``m`` chunks (its stages are what the layers spread over), else its own."""
+    if schedule is None:
+        return config.build_schedule()
+    if isinstance(schedule, Schedule) and (schedule.p, schedule.m) != (config.p, config.m):
+        raise ScheduleError(f"schedule must have config's p={config.p} devices of m={config.m} "
+                            f"chunks (got a schedule with p={schedule.p}, m={schedule.m})")
+    return schedule  # (anything else is refused where it is read)
 
 
 def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, **choices) -> RunConfig:
@@ -372,7 +383,7 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         config_alone("device_bytes", tp=tp, dp=dp, zero=zero, layout=layout, layers=layers,
                       ep=ep, etp=etp, cp=cp, zero3=zero3)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp)
-        schedule = config.build_schedule() if schedule is None else schedule
+        schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp
         zero, zero3 = config.zero, config.zero3

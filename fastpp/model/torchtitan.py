@@ -244,8 +244,18 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
                        "parallelism")
     rotate = _choice(par, "context_parallel_rotate_method", "allgather",
                      ("allgather", "alltoall"), where, "parallelism")
+    seq = _int(train, "seq_len", 2048, where, "training")
+    # torchtitan's tensor parallelism shards the heads and, always, the sequence: said in its
+    # own terms before RunConfig's (whose way out, sequence_parallel=False, torchtitan lacks)
+    if model.heads % t:
+        raise ScheduleError(f"{where}: [parallelism] tensor_parallel_degree must divide the "
+                            f"model's {model.heads} attention heads (got {t})")
+    if t > 1 and seq % (t * cp):
+        raise ScheduleError(f"{where}: [training] seq_len must be a multiple of "
+                            f"tensor_parallel_degree x context_parallel_degree = {t * cp}, over "
+                            f"which torchtitan splits each sequence (got {seq})")
     return RunConfig(
-        seq=_int(train, "seq_len", 2048, where, "training"), global_batch=global_batch,
+        seq=seq, global_batch=global_batch,
         t=t, cp=cp, p=p, d=d,
         ep=degree("expert_parallel_degree"), etp=degree("expert_tensor_parallel_degree"),
         schedule=SCHEDULES[name], m=m, microbatch=microbatch, layout=layout,
