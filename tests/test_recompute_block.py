@@ -61,9 +61,12 @@ def test_every_layer_of_a_chunk_is_full_recomputation():
         "recompute_method": "block", "recompute_layers": 1}
     assert dataclasses.replace(RUN, recompute_method="interval").partial_recompute == {
         "recompute_method": "interval", "recompute_layers": 2}
-    # a method acts on full recomputation alone
-    selective = dataclasses.replace(RUN, recompute="selective", recompute_method="block")
-    assert selective.partial_recompute == {"recompute_method": None, "recompute_layers": None}
+    # a method acts on full recomputation alone: without it, refused (as plan and Megatron
+    # refuse it) rather than carried and dropped; uniform (every layer) is any run's
+    with pytest.raises(ScheduleError, match="recompute must be 'full'"):
+        dataclasses.replace(RUN, recompute="selective", recompute_method="block")
+    uniform = dataclasses.replace(RUN, recompute="selective", recompute_method="uniform")
+    assert uniform.partial_recompute == {"recompute_method": None, "recompute_layers": None}
 
 
 def test_a_chunks_dense_layers_lead_it():
@@ -187,11 +190,6 @@ def test_explain_prices_neighbours_as_it_lists_them():
                                  recompute_layers=2, blocking_handoffs=False)
     found = explain(MODEL, config, "H100-80GB", neighbours=3)
     assert found.neighbours and all("--" not in n["changes"] for n in found.neighbours)
-    loose = dataclasses.replace(RUN, recompute="selective", recompute_method="block",
-                                recompute_layers=1)
-    for n in explain(MODEL, loose, "H100-80GB", neighbours=3).neighbours:
-        if n["recompute"] == "full":  # priced, and listed, as every layer recomputed
-            assert "--recompute-method block" not in n["changes"]
     # Megatron's uniform groups of 2: a neighbour recomputing fully keeps them
     groups = dataclasses.replace(RUN, recompute_method="uniform", recompute_layers=2,
                                  blocking_handoffs=False)  # (blocking: Megatron needs p > 2)
