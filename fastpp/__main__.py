@@ -320,6 +320,9 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--zero3", default=given["zero3"], choices=ZERO3_GATHERS,
                     help=f"ZeRO-3's weight all-gathers: per layer, or once per step "
                          f"({given['zero3']})")
+    ap.add_argument("--replicate", type=_count, default=given["replicate"],
+                    help=f"hybrid sharding: ZeRO in this many groups of d cp / replicate "
+                         f"ranks each ({given['replicate']}: over all of d cp)")
     ap.add_argument("--cp", nargs="+", type=_count, default=given["cp"],
                     help="context-parallel degrees (1)")
     ap.add_argument("--cp-comm", default=given["cp_comm"], choices=CP_COMMS,
@@ -373,7 +376,7 @@ def _plan(args) -> int:
               capacity=None if args.capacity_gb is None else args.capacity_gb * 1e9,
               gradient_overlap=args.gradient_overlap, sequence_parallel=args.sequence_parallel,
               blocking_handoffs=args.blocking_handoffs, tp_overlap=args.tp_overlap,
-              cp=args.cp, cp_comm=args.cp_comm, zero3=args.zero3,
+              cp=args.cp, cp_comm=args.cp_comm, zero3=args.zero3, replicate=args.replicate,
               overlap=[False, True] if args.overlap else False, ep=args.ep, etp=args.etp,
               precision=args.precision, node_limit=args.node_limit, imbalance=args.imbalance,
               dispatcher=args.dispatcher, recipe=args.recipe,
@@ -645,13 +648,15 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
 
 # explain's run flags (with --hf) and their defaults
 RUN_FLAGS = {"--tp": 1, "--pp": 1, "--cp": 1, "--ep": 1, "--etp": 1, "--m": 1, "--microbatch": 1,
-             "--global-batch": None, "--seq": 4096, "--zero": 1, "--recompute": "none"}
+             "--global-batch": None, "--seq": 4096, "--zero": 1, "--replicate": 1,
+             "--recompute": "none"}
 RUN_HELP = {"--tp": "tensor-parallel degree", "--pp": "pipeline degree",
             "--cp": "context-parallel degree", "--ep": "expert-parallel degree",
             "--etp": "expert-tensor-parallel degree", "--m": "chunks per device",
             "--microbatch": "sequences per microbatch",
             "--global-batch": "sequences per step (default: one microbatch per replica)",
-            "--seq": "sequence length", "--zero": "ZeRO stage, 0 to 3"}
+            "--seq": "sequence length", "--zero": "ZeRO stage, 0 to 3",
+            "--replicate": "hybrid sharding's groups, each sharding ZeRO over d cp / replicate"}
 
 
 def _script(path: str) -> str:
@@ -728,7 +733,7 @@ def _explain(args) -> int:
             args.m > 1]
         fields = dict(seq=args.seq, t=args.tp, p=args.pp, cp=args.cp, ep=args.ep,
                       etp=args.etp, m=args.m, schedule=schedule, microbatch=args.microbatch,
-                      recompute=args.recompute, zero=args.zero)
+                      recompute=args.recompute, zero=args.zero, replicate=args.replicate)
         rest = args.tp * args.pp * args.cp
         d = args.gpus // rest if rest and args.gpus % rest == 0 else 1
         # a given 0 is refused, not defaulted; a bad --microbatch is refused as itself

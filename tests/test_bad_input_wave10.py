@@ -18,7 +18,15 @@ from helpers import changed_run, needs_data
 import fastpp
 from fastpp import ScheduleError, batch
 from fastpp.__main__ import main as cli
-from fastpp.model import HARDWARE, MODELS, RunConfig, from_hf, from_megatron, from_torchtitan
+from fastpp.model import (
+    HARDWARE,
+    MODELS,
+    RunConfig,
+    device_bytes,
+    from_hf,
+    from_megatron,
+    from_torchtitan,
+)
 from fastpp.model import plan as plan_configurations
 from fastpp.model.explain import explain
 from fastpp.model.published import DATA
@@ -42,16 +50,19 @@ MOE_SCRIPT = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-le
               "--vocab-size 1000 --bf16 --num-experts 8 --moe-ffn-hidden-size 1024 ")
 
 
-def test_torchtitan_hybrid_sharding_is_refused_not_priced_as_full_sharding():
+def test_torchtitan_hybrid_sharding_is_priced_not_as_full_sharding():
     """Replicate 8 x shard 8 on 64 GPUs was priced as ZeRO-3 over all 64 (1.1 GB of weights a
-    GPU where hybrid sharding holds 8x as much); plain FSDP and plain replication still read."""
-    with pytest.raises(ScheduleError, match="hybrid sharding is not priced: "
-                                            "data_parallel_replicate_degree = 8 with "
-                                            "data_parallel_shard_degree = 8"):
-        from_torchtitan(TITAN.format(replicate=8, shard=8), gpus=64)
+    GPU where hybrid sharding holds 8x as much), then refused; it is now hybrid sharding
+    (``RunConfig.replicate``). Plain FSDP and plain replication read as before."""
+    hybrid = from_torchtitan(TITAN.format(replicate=8, shard=8), gpus=64)[1]
+    assert (hybrid.zero, hybrid.replicate, hybrid.d) == (3, 8, 64)
+    full = dataclasses.replace(hybrid, replicate=1)
+    weights = [device_bytes("llama3-8b", config=c)["parameter_bytes"][0] for c in (hybrid, full)]
+    layers = 2 * MODELS["llama3-8b"].layer_params() * 2  # two layers whole, in bf16
+    assert weights[0] - layers == pytest.approx(8 * (weights[1] - layers), rel=1e-12)
     for replicate, shard, zero in ((1, 64, 3), (1, -1, 3), (64, 1, 0), (64, -1, 0)):
         run = from_torchtitan(TITAN.format(replicate=replicate, shard=shard), gpus=64)[1]
-        assert (run.zero, run.d) == (zero, 64)
+        assert (run.zero, run.d, run.replicate) == (zero, 64, 1)
 
 
 def test_a_shared_expert_width_that_is_no_whole_number_of_experts_is_refused():

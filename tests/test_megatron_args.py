@@ -367,6 +367,11 @@ def random_configs(seed, count):
             dispatcher=str(rng.choice(["alltoall", "allgather", "flex"])) if moe
             else "alltoall",
             reduce_bytes=float(rng.choice([2.0, 4.0])))
+        # ZeRO in groups (--num-distributed-optimizer-instances): each divides d cp and the
+        # experts' replicas
+        groups = [r for r in (2, 4) if (d * cp) % r == 0 and (t * cp * d // config.ep) % r == 0]
+        if config.zero >= 1 and groups and rng.integers(2):
+            config = dataclasses.replace(config, replicate=int(rng.choice(groups)))
         yield model, config
 
 

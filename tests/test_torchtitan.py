@@ -50,8 +50,14 @@ def test_model_from_the_assets_folder(tmp_path):
               blocking_handoffs=False),
     RunConfig(seq=2048, global_batch=16, p=2, d=8, m=2, schedule="zbv", zero=0,
               sequence_parallel=False, blocking_handoffs=False, precision="bf16"),
-    RunConfig(seq=8192, global_batch=8, t=4, cp=2, d=1, zero=0, recompute="selective",
+    # FSDP over the context-parallel ranks (torchtitan's dp_shard_cp mesh), as torchtitan runs
+    RunConfig(seq=8192, global_batch=8, t=4, cp=2, d=1, zero=3, recompute="selective",
               cp_comm="ring", blocking_handoffs=False, precision="bf16", tp_overlap=True),
+    # hybrid sharding: 2 replicas of FSDP over 2 x cp 2
+    RunConfig(seq=8192, global_batch=16, t=2, cp=2, d=4, zero=3, replicate=2,
+              blocking_handoffs=False, precision="bf16"),
+    RunConfig(seq=8192, global_batch=16, cp=2, d=4, zero=3, replicate=4, sequence_parallel=False,
+              blocking_handoffs=False, precision="bf16"),
 ])
 def test_round_trip(config):
     model = MODELS["llama3-8b"]

@@ -94,6 +94,14 @@ class RunConfig:
     zero3 : {"layer", "step"}
         ZeRO-3's collectives: per layer each microbatch, or once per step
         (``ZERO3_GATHERS``).
+    replicate : int
+        Hybrid sharding (HSDP): ZeRO shards over the ``d cp / replicate`` ranks of each of
+        ``replicate`` groups and keeps its state whole in each, and each rank's share of the
+        reduced gradients is all-reduced across the groups once a step (torchtitan's
+        ``data_parallel_replicate_degree``, Megatron's
+        ``--num-distributed-optimizer-instances``). It must divide ``d cp`` (and a MoE
+        model's expert-data-parallel replicas), with ``zero >= 1``. Default 1: ZeRO over all
+        ``d cp``.
     overlap : bool
         The schedule's overlapped forward-backward pairs (``fastpp.model.overlap``).
     gradient_overlap, tp_overlap : bool
@@ -139,6 +147,7 @@ class RunConfig:
     sequence_parallel: bool = True
     zero: int = 1
     zero3: str = "layer"
+    replicate: int = 1
     overlap: bool = False
     gradient_overlap: bool = False
     tp_overlap: bool = False
@@ -178,6 +187,8 @@ class RunConfig:
                                 f"recompute={self.recompute!r})")
         one_of(self.zero, "zero", ZERO)
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
+        replicate_reason(positive_int(self.replicate, "replicate"), self.zero, self.d * self.cp,
+                         raise_it=True)
         one_of(self.cp_comm, "cp_comm", CP_COMMS)
         one_of(self.dispatcher, "dispatcher", DISPATCHERS)
         if self.precision is not None:  # None: the hardware's
@@ -340,7 +351,8 @@ class RunConfig:
                 "last_layers": self.last_layers, "ep": [self.ep], "etp": [self.etp],
                 "precision": None if self.precision is None else [self.precision],
                 "node_limit": self.node_limit, "imbalance": self.imbalance, "cp": [self.cp],
-                "cp_comm": self.cp_comm, "zero3": self.zero3, "overlap": [self.overlap],
+                "cp_comm": self.cp_comm, "zero3": self.zero3, "replicate": self.replicate,
+                "overlap": [self.overlap],
                 "reduce_bytes": self.reduce_bytes, "dispatcher": self.dispatcher,
                 "recompute_modules": self.priced_modules, **self.partial_recompute}
 
@@ -505,6 +517,27 @@ def check_sequence_parallel(seq: int, t, cp) -> None:
                             f"t={t}, cp={cp}), or give sequence_parallel=False")
 
 
+def replicate_reason(replicate: int, zero, replicas, edp=None, raise_it: bool = False):
+    """Why ``replicate`` hybrid-sharding groups cannot run (``""`` if they can), per
+    configuration of ``zero`` and ``replicas`` (``d cp``) and, for a MoE model, ``edp``
+    (arrays broadcast); with ``raise_it``, the first reason as a ``ScheduleError``."""
+    zero, replicas = np.asarray(zero), np.asarray(replicas)
+    edp = replicas if edp is None else np.asarray(edp)
+    out = np.full(np.broadcast_shapes(zero.shape, replicas.shape, edp.shape), "", object)
+    if replicate > 1:
+        out[np.broadcast_to(edp % replicate != 0, out.shape)] = (
+            f"replicate={replicate} must divide the expert-data-parallel replicas (each group "
+            f"holds its own copy of the experts)")
+        out[np.broadcast_to(replicas % replicate != 0, out.shape)] = (
+            f"replicate={replicate} must divide d * cp, the ranks ZeRO's groups split")
+        out[np.broadcast_to(zero == 0, out.shape)] = (
+            f"replicate={replicate} splits ZeRO's sharding into groups: zero must be 1, 2 or 3")
+    if raise_it and out.size and out.flat[0]:
+        raise ScheduleError(f"{out.flat[0]} (got zero={zero.flat[0]}, d * cp = "
+                            f"{replicas.flat[0]})")
+    return out
+
+
 def check_reduce_bytes(value) -> float:
     """``value`` as a float if it is 2 or 4 (bytes per gradient in the data-parallel
     reduction: fp16/bf16 or fp32), else a ``ScheduleError``."""
@@ -558,6 +591,9 @@ class RunGrid:
         (``recomputed_layers``); None, every layer.
     reduce_bytes : float
         Bytes per gradient in ZeRO-3's per-layer reduce-scatter (``RunConfig``'s).
+    replicate : int
+        ``RunConfig``'s hybrid-sharding groups, shared by every configuration (each one's
+        ``d cp`` a multiple of it: ``replicate_reason``).
     """
 
     seq: int
@@ -585,9 +621,11 @@ class RunGrid:
     recompute_method: str | None = None
     recompute_layers: int | None = None
     reduce_bytes: float = REDUCE_BYTES
+    replicate: int = 1
 
     def __post_init__(self):
         positive_int(self.seq, "seq", MAX_INT - 1)
+        positive_int(self.replicate, "replicate")
         object.__setattr__(self, "reduce_bytes", check_reduce_bytes(self.reduce_bytes))
         arrays = {}
         for k in PER_CONFIGURATION:
@@ -662,7 +700,8 @@ class RunGrid:
                    tp_overlap=run.tp_overlap, blocking_handoffs=run.blocking_handoffs,
                    precision=run.precision, dispatcher=run.dispatcher, cp_comm=run.cp_comm,
                    zero3=run.zero3, node_limit=run.node_limit, imbalance=float(run.imbalance),
-                   recipe=recipe, reduce_bytes=run.reduce_bytes, **run.partial_recompute)
+                   recipe=recipe, reduce_bytes=run.reduce_bytes, replicate=run.replicate,
+                   **run.partial_recompute)
 
     def replace(self, **changes) -> RunGrid:
         """A copy with ``changes`` (validated again).

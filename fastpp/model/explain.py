@@ -199,7 +199,8 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         etp=[config.etp], precision=None if config.precision is None else [config.precision],
         sequence_parallel=config.sequence_parallel, gradient_overlap=config.gradient_overlap,
         blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
-        zero3=config.zero3, reduce_bytes=config.reduce_bytes, dispatcher=config.dispatcher,
+        zero3=config.zero3, replicate=config.replicate, reduce_bytes=config.reduce_bytes,
+        dispatcher=config.dispatcher,
         recompute_modules=config.priced_modules, **config.partial_recompute,
         workers=workers).assign(_blocking=blocking)
         for schedules, blocking in groups], ignore_index=True)
@@ -209,7 +210,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         blocking = bool(r.pop("_blocking"))
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
             "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm", "zero3",
-            "reduce_bytes", "precision", "dispatcher", "recompute_modules")},
+            "replicate", "reduce_bytes", "precision", "dispatcher", "recompute_modules")},
             # the run's recompute method where both recompute fully, as plan priced it
             **({"recompute_method": config.recompute_method,
                 "recompute_layers": config.recompute_layers}

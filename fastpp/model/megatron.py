@@ -68,6 +68,7 @@ FLAGS = {
     # memory, overlap, precision
     "use_distributed_optimizer": (BOOL, False), "data_parallel_sharding_strategy": (STR, None),
     "use_torch_fsdp2": (BOOL, False), "use_megatron_fsdp": (BOOL, False),
+    "num_distributed_optimizer_instances": (INT, 1),
     "overlap_grad_reduce": (BOOL, False),
     "overlap_param_gather": (BOOL, False), "tp_comm_overlap": (BOOL, False),
     # None: not said (Megatron's default then depends on the schedule, _run)
@@ -656,6 +657,13 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
     blocking = m == 1 or a["no_overlap_p2p_communication"] or \
         a["overlap_p2p_communication"] is False
     _check_interleaved(m, p, blocking, "--no-overlap-p2p-communication")
+    # ZeRO in groups of d cp / instances ranks, the gradients' shards all-reduced across them
+    instances = a["num_distributed_optimizer_instances"]
+    if instances > 1 and (zero == 0 or (d * cp) % instances):
+        raise ScheduleError(f"--num-distributed-optimizer-instances {instances} needs "
+                            f"--use-distributed-optimizer (or Megatron-FSDP) and must divide "
+                            f"the data- and context-parallel ranks d * cp = {d * cp}, as "
+                            f"Megatron asserts")
     if a["global_batch_size"] and a["global_batch_size"] % (a["micro_batch_size"] * d):
         raise ScheduleError(f"--global-batch-size must be a multiple of --micro-batch-size x "
                             f"the {d} data-parallel ranks = {a['micro_batch_size'] * d} (got "
@@ -670,7 +678,7 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         recompute_method=a["recompute_method"], recompute_layers=a["recompute_num_layers"],
         recompute_modules=None if a["recompute_modules"] is None else tuple(
             a["recompute_modules"]),
-        sequence_parallel=a["sequence_parallel"], zero=zero,
+        sequence_parallel=a["sequence_parallel"], zero=zero, replicate=instances,
         gradient_overlap=a["overlap_grad_reduce"], tp_overlap=a["tp_comm_overlap"],
         # Megatron overlaps an interleaved pipeline's hand-offs unless told not to (its
         # default since October 2023; --overlap-p2p-communication asked for it before), and
@@ -1126,6 +1134,7 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
                 "--tp-comm-overlap": c.tp_overlap,
                 "--no-overlap-p2p-communication": c.blocking_handoffs and c.m > 1}
     flags += [k for k, on in switches.items() if on]
+    flags += ["--num-distributed-optimizer-instances", c.replicate] * (c.replicate > 1)
     flags += ["--bf16"] + (["--fp8-format", "hybrid"] if c.precision == "fp8" else [])
     flags += ["--grad-reduce-in-bf16"] * (c.reduce_bytes == 2.0)
     flags += ["--cp-comm-type", {"ring": "p2p", "all-gather": "allgather"}[c.cp_comm]]

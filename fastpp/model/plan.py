@@ -46,6 +46,7 @@ from .config import (
     check_reduce_bytes,
     check_sequence_parallel,
     config_alone,
+    replicate_reason,
 )
 from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
@@ -102,7 +103,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
          dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
          fp8_cache: bool = False, offload_modules=None, config=None,
          t=None, p=None, reduce_bytes: float = REDUCE_BYTES, recompute_method=None,
-         recompute_layers=None):
+         recompute_layers=None, replicate: int = 1):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
     Each row's pipeline is an exact timeline of the schedule with the model's per-stage
@@ -184,6 +185,11 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         ZeRO-3's collectives: per layer in each forward and backward, the gradients reduced
         in each (Megatron-FSDP), or once per step, the weights and accumulated gradients kept
         whole (FSDP2 under PyTorch's pipelining; ``fastpp.model.stages.stage_table``).
+    replicate : int
+        Hybrid sharding (``RunConfig.replicate``): ZeRO over ``d cp / replicate`` ranks in
+        each of ``replicate`` groups, the gradients' shards all-reduced across them once a
+        step. Rows whose ``d cp`` (or a MoE model's expert-data-parallel replicas) it does
+        not divide, or with ``zero=0``, get a reason.
     overlap : bool or list of bool
         The overlapped pair priced by ``fastpp.model.overlap`` (an axis): rows asking it of a
         schedule without pairs or with ``recompute="full"`` get a reason.
@@ -266,7 +272,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
                      first_layers=first_layers, last_layers=last_layers, etp=etp,
                      precision=precision, node_limit=node_limit, imbalance=imbalance,
                      cp_comm=cp_comm, zero3=zero3, overlap=overlap, dispatcher=dispatcher,
-                     recipe=recipe, recompute_modules=recompute_modules, fp8_cache=fp8_cache,
+                     replicate=replicate, recipe=recipe, recompute_modules=recompute_modules,
+                     fp8_cache=fp8_cache,
                      offload_modules=offload_modules, reduce_bytes=reduce_bytes,
                      recompute_method=recompute_method, recompute_layers=recompute_layers)
         axes = {"tp": tp, "pp": pp, "microbatch": microbatch, "m": m, "recompute": recompute,
@@ -297,12 +304,14 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         one_of(value, name, (False, True))
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
+    replicate = positive_int(replicate, "replicate", MAX_INT - 1)
     reduce_bytes = check_reduce_bytes(reduce_bytes)  # (RunConfig's rule: 1e30 was priced)
     recompute_method, recompute_layers = _partial(recompute_method, recompute_layers,
                                                   recompute)
     shared = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
               "recompute_method": recompute_method, "recompute_layers": recompute_layers,
-              "cp_comm": cp_comm, "zero3": zero3, "sequence_parallel": sequence_parallel,
+              "cp_comm": cp_comm, "zero3": zero3, "replicate": replicate,
+              "sequence_parallel": sequence_parallel,
               "reduce_bytes": reduce_bytes, **_moe_pricing(node_limit, imbalance, model),
               **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,
                                offload_modules)}
@@ -652,6 +661,10 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid,
                                (cols["ep"], cols["etp"]), cols["cp"])
     _context_and_overlap_reasons(seq, cols, sid, reason, grid.sequence_parallel)
+    replicas = cols["cp"] * d
+    edp = t * replicas // (cols["etp"] * cols["ep"]) if model.moe else None
+    groups = replicate_reason(grid.replicate, cols["zero"], replicas, edp)
+    reason[:] = np.where((reason == "") & (groups != ""), groups, reason)
     which, layouts = _layouts(model, chunks, cols["split"], splits, reason)
     out = {k: np.full(count, np.nan) for k in (*NUMBERS, "recomputed_bytes",
                                                  *(NOISY if noisy else ()))}
@@ -694,7 +707,8 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     params, experts = device_parameters(model, slot, peaks.size, table["params"],
                                         table["expert_params"], *ends, t[config])
     weights, grads, optimizer = device_memory(model, params, experts, t[owner], (d * cp)[owner],
-                                              edp[owner], cols["zero"][run][owner], zero3)
+                                              edp[owner], cols["zero"][run][owner], zero3,
+                                              grid.replicate)
     total = weights + grads + optimizer + peaks
     padded = np.full((run.size, int(p.max())), -np.inf)  # the device with the most bytes
     padded[owner, np.arange(peaks.size) - peak_at[owner]] = total
@@ -712,12 +726,12 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
                        window=np.minimum.reduceat(window, peak_at),
                        embedding_params=tied * model.vocab * model.hidden / t,
                        embedding_per_node=np.where(pipeline_spans(hardware, t * cp, d, p), 1, 2),
-                       zero3=zero3, reduce_bytes=reduce_bytes)
+                       zero3=zero3, reduce_bytes=reduce_bytes, replicate=grid.replicate)
     if model.moe:  # the routed experts' gradients reduce over edp, ranks etp x ep apart
         more = step_terms(hardware, np.maximum.reduceat(experts, peak_at), etp * ep, edp,
                           cols["zero"][run], overlap=grad_overlap,
                           window=np.minimum.reduceat(window, peak_at), zero3=zero3,
-                          reduce_bytes=reduce_bytes, host_step=False)
+                          reduce_bytes=reduce_bytes, host_step=False, replicate=grid.replicate)
         terms = {k: v + more[k] for k, v in terms.items()}
     sync = terms["gradient_sync"] + terms["parameter_gather"] + terms["embedding_sync"]
     makespan = rows.out[:, batch.MAKESPAN]

@@ -23,6 +23,7 @@ from .config import (
     as_run,
     check_cp,
     config_alone,
+    replicate_reason,
 )
 from .errorbar import ErrorBar, error_bar, regime
 from .hardware import HARDWARE, preset
@@ -90,10 +91,11 @@ def pair_partner(schedule: Schedule) -> np.ndarray:
 
 
 def _fit(model: Transformer, seq: int | None, t: int, d: int, cp: int, ep: int, etp: int,
-         t_name: str = "t") -> None:
+         t_name: str = "t", replicate: int = 1) -> None:
     """What a run's degrees need of ``model`` (``RunConfig`` knows no model): ``cp``
     splitting ``seq`` (unless None: bytes alone need no sequence), ``t`` dividing the heads
-    (named ``t_name``, the caller's spelling) and an expert layout that exists; each a
+    (named ``t_name``, the caller's spelling), an expert layout that exists and hybrid
+    sharding's ``replicate`` groups dividing its expert-data-parallel replicas; each a
     ScheduleError naming the field."""
     if seq is not None:
         check_cp(seq, cp)
@@ -103,6 +105,9 @@ def _fit(model: Transformer, seq: int | None, t: int, d: int, cp: int, ep: int, 
     reason = expert_reasons(model, t, d, ep, etp, cp).item()
     if reason:
         raise ScheduleError(reason)
+    if model.moe:  # (the ZeRO stage and d cp are RunConfig's to check: zero=1 passes here)
+        replicate_reason(replicate, 1, d * cp, expert_data_parallel(model, t, d, ep, etp, cp),
+                         raise_it=True)
 
 
 def _stages(model, hardware, schedule: Schedule, grid: RunGrid, layout=None, layers=None):
@@ -154,7 +159,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       node_limit: int | None = DEFAULTS["node_limit"],
                       imbalance: float = DEFAULTS["imbalance"], cp: int = DEFAULTS["cp"],
                       cp_comm: str = DEFAULTS["cp_comm"], zero: int = DEFAULTS["zero"],
-                      zero3: str = DEFAULTS["zero3"], overlap: bool = DEFAULTS["overlap"],
+                      zero3: str = DEFAULTS["zero3"], replicate: int = DEFAULTS["replicate"],
+                      overlap: bool = DEFAULTS["overlap"],
                       dispatcher: str = DEFAULTS["dispatcher"], recipe=None,
                       recompute_modules=None, fp8_cache: bool = False, offload_modules=None,
                       config: RunConfig | None = None) -> Costs:
@@ -208,6 +214,9 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         ZeRO-3's collectives: per layer in each forward and backward, the gradients reduced
         in each (Megatron-FSDP), or once per step, the weights and accumulated gradients kept
         whole (FSDP2 under PyTorch's pipelining; ``fastpp.model.stages.stage_table``).
+    replicate : int
+        Hybrid sharding's groups (``RunConfig.replicate``): ZeRO-3's collectives run over
+        the ``dp * cp / replicate`` ranks of a group.
     overlap : bool
         Price the schedule's overlapped pairs with ``fastpp.model.overlap`` (``Costs.fb``):
         DualPipe, DualPipeV and combined 1F1B. Without it a pair takes ``f + b``, the
@@ -261,7 +270,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                               blocking_handoffs=blocking_handoffs, tp_overlap=tp_overlap,
                               ep=ep, etp=etp, precision=precision, node_limit=node_limit,
                               imbalance=imbalance, cp=cp, cp_comm=cp_comm, zero=zero,
-                              zero3=zero3, overlap=overlap, dispatcher=dispatcher)
+                              zero3=zero3, replicate=replicate, overlap=overlap,
+                              dispatcher=dispatcher)
         # the modules act on selective recomputation alone: otherwise they would price nothing
         if recompute_modules is not None and recompute != "selective":
             raise ScheduleError(f"recompute_modules must come with selective recomputation, "
@@ -277,10 +287,11 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       layers=layers, blocking_handoffs=blocking_handoffs, tp_overlap=tp_overlap,
                       ep=ep, etp=etp, precision=precision, node_limit=node_limit,
                       imbalance=imbalance, cp=cp, cp_comm=cp_comm, zero=zero, zero3=zero3,
-                      overlap=overlap, dispatcher=dispatcher, recipe=recipe,
+                      replicate=replicate, overlap=overlap, dispatcher=dispatcher, recipe=recipe,
                       recompute_modules=recompute_modules, fp8_cache=fp8_cache,
                       offload_modules=offload_modules)
-        _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp)
+        _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
+             replicate=config.replicate)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         recipe = make_recipe(recompute_modules=config.priced_modules)
@@ -307,24 +318,26 @@ def _config_schedule(config: RunConfig, schedule):
     return schedule  # (anything else is refused where it is read)
 
 
-def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, **choices) -> RunConfig:
+def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, replicate=1,
+                 **choices) -> RunConfig:
     """``transformer_costs``'s keywords as a ``RunConfig`` (one microbatch per replica: the
     schedule gives the rest), the degrees checked under their keyword names first."""
     seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
     t, d, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
     ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
-    _fit(model, seq, t, d, cp, ep, etp, t_name="tp")
+    _fit(model, seq, t, d, cp, ep, etp, t_name="tp", replicate=replicate)
     if microbatch * d >= MAX_INT:  # RunConfig's bound on the sequences of a step
         raise ScheduleError(f"microbatch * dp must be below 2**31 (got microbatch={microbatch}, "
                             f"dp={d})")
     return RunConfig(seq=seq, global_batch=microbatch * d, microbatch=microbatch, t=t, d=d,
-                     cp=cp, ep=ep, etp=etp, **choices)
+                     cp=cp, ep=ep, etp=etp, replicate=replicate, **choices)
 
 
 def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS["t"],
                  dp: int = DEFAULTS["d"], zero: int = DEFAULTS["zero"], layout=None,
                  layers=None, ep: int = DEFAULTS["ep"], etp: int = DEFAULTS["etp"],
                  cp: int = DEFAULTS["cp"], zero3: str = DEFAULTS["zero3"],
+                 replicate: int = DEFAULTS["replicate"],
                  config: RunConfig | None = None) -> dict[str, np.ndarray]:
     """Per device: ``parameter_bytes``, ``gradient_bytes`` and ``optimizer_bytes`` of the
     stages it holds (mixed-precision Adam, 2 + 2 + 12 bytes per parameter, ZeRO ``zero`` over
@@ -354,6 +367,9 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     zero3 : {"layer", "step"}
         How ZeRO-3 gathers the weights and reduces the gradients (per layer, or once a step
         with the weights and gradients held whole).
+    replicate : int
+        Hybrid sharding's groups (``RunConfig.replicate``): ZeRO shards over the
+        ``dp * cp / replicate`` ranks of a group (and the experts' over ``edp / replicate``).
     config : RunConfig, optional
         One run in place of the keywords.
 
@@ -377,16 +393,19 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         t, d, cp = (positive_int(v, k, MAX_INT - 1) for k, v in (("tp", tp), ("dp", dp),
                                                                    ("cp", cp)))
         ep, etp = positive_int(ep, "ep", MAX_INT - 1), positive_int(etp, "etp", MAX_INT - 1)
-        _fit(model, None, t, d, cp, ep, etp, t_name="tp")
+        replicate = positive_int(replicate, "replicate", MAX_INT - 1)
+        replicate_reason(replicate, zero, d * cp, raise_it=True)
+        _fit(model, None, t, d, cp, ep, etp, t_name="tp", replicate=replicate)
     else:
         config = as_run(config)
         config_alone("device_bytes", tp=tp, dp=dp, zero=zero, layout=layout, layers=layers,
-                      ep=ep, etp=etp, cp=cp, zero3=zero3)
-        _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp)
+                      ep=ep, etp=etp, cp=cp, zero3=zero3, replicate=replicate)
+        _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
+             replicate=config.replicate)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp
-        zero, zero3 = config.zero, config.zero3
+        zero, zero3, replicate = config.zero, config.zero3, config.replicate
     edp = int(expert_data_parallel(model, t, d, ep, etp, cp))
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
     params, experts = device_parameters(
@@ -394,5 +413,5 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         stage_params(model, per_stage, embedding, loss, t, moe, mtp),
         expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp), embedding, loss, t)
     weights, grads, optimizer = device_memory(model, params, experts, t, d * cp, edp, zero,
-                                              zero3)
+                                              zero3, replicate)
     return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}

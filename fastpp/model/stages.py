@@ -201,14 +201,15 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     # ZeRO-3 gathers and reduces the weights, the routed experts' over their own edp replicas
     # (ranks ep etp apart), as FSDP shards them (torchtitan's dp_mod_ep mesh, Megatron-FSDP's
     # expert data-parallel group)
+    # (with hybrid sharding over a replica group's share of them: grid.replicate)
     gather, scatter = zero3_times(hardware, params, layers + embedding + loss, per_stage(t),
-                                  per_stage(grid.d * cp), per_stage(grid.zero), zero3,
-                                  grid.reduce_bytes)
+                                  per_stage(grid.d * cp // grid.replicate), per_stage(grid.zero),
+                                  zero3, grid.reduce_bytes)
     if model.moe:  # (none where a stage has no experts)
         apart = grid.ep * grid.etp
         more = zero3_times(hardware, experts, moe_layers + mtp, per_stage(apart),
-                           per_stage(t * cp * grid.d // apart), per_stage(grid.zero), zero3,
-                           grid.reduce_bytes)
+                           per_stage(t * cp * grid.d // apart // grid.replicate),
+                           per_stage(grid.zero), zero3, grid.reduce_bytes)
         gather, scatter = (x + np.where(moe_layers + mtp > 0, y, 0.0)
                            for x, y in zip((gather, scatter), more, strict=True))
     forward = forward + np.maximum(gather - forward, 0.0)
@@ -806,21 +807,24 @@ def device_parameters(model: Transformer, device, devices: int, params, expert_p
 
 
 def device_memory(model: Transformer, params, experts, t, replicas, edp, zero,
-                  zero3: str = "layer") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  zero3: str = "layer", replicate=1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Weight, gradient and optimizer bytes per device holding ``params`` dense and
     ``experts`` routed-expert parameters (``device_parameters``): the dense ones under ZeRO
     ``zero`` over ``replicas`` (``d cp``), the routed experts' over ``edp``
     expert-data-parallel replicas, each with ZeRO-3's ``IN_FLIGHT_LAYERS`` layers whole (a
     layer's experts on one GPU: ``E / (ep etp)`` of them, ``ep etp = t replicas / edp``).
-    Arrays broadcast."""
+    With ``replicate`` groups (hybrid sharding) ZeRO shards over a group's share of each:
+    ``replicas / replicate`` and ``edp / replicate``. Arrays broadcast."""
     # a layer whole, outside its routed experts: the largest kind of layer the model has
     unit = model.layer_params() if not model.moe else max(
         model.layer_params() if model.dense_layers else 0.0,
         model.layer_params(True) - model.experts * model.expert_params())
-    dense = optimizer_split(params, replicas, zero, zero3, IN_FLIGHT_LAYERS * unit / np.asarray(t))
+    replicate = np.asarray(replicate, np.float64)
+    dense = optimizer_split(params, np.asarray(replicas) / replicate, zero, zero3,
+                            IN_FLIGHT_LAYERS * unit / np.asarray(t))
     apart = np.asarray(t) * np.asarray(replicas) / np.asarray(edp)
-    routed = optimizer_split(experts, edp, zero, zero3, IN_FLIGHT_LAYERS * expert_stage_params(
-        model, 1.0, 0.0, apart, 1.0))
+    routed = optimizer_split(experts, np.asarray(edp) / replicate, zero, zero3,
+                             IN_FLIGHT_LAYERS * expert_stage_params(model, 1.0, 0.0, apart, 1.0))
     return tuple(a + e for a, e in zip(dense, routed, strict=True))
 
 
@@ -831,8 +835,8 @@ BUCKET_PARAMS = 40e6  # Megatron's default gradient bucket, in parameters
 
 def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
                embedding_per_node=2, overlap: bool = False, window=0.0,
-               reduce_bytes: float = REDUCE_BYTES, zero3: str = "layer", host_step: bool = True
-               ) -> dict[str, np.ndarray]:
+               reduce_bytes: float = REDUCE_BYTES, zero3: str = "layer", host_step: bool = True,
+               replicate=1) -> dict[str, np.ndarray]:
     """The step's time outside the pipeline, per configuration (arrays broadcast).
 
     Parameters
@@ -866,6 +870,11 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     host_step : bool
         Count ``Hardware.host_step`` in ``optimizer_step`` (once a step: False for a second
         group of parameters, the routed experts).
+    replicate : array_like
+        ZeRO's replica groups (hybrid sharding, ``RunConfig.replicate``): ZeRO shards over
+        the ``d / replicate`` ranks of a group (ranks ``t`` apart), and each rank's share of
+        the reduced gradients is all-reduced across the groups (ranks ``t d / replicate``
+        apart), once a step, its time added to the reduction's.
 
     Returns
     -------
@@ -879,14 +888,20 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     params = np.asarray(params, np.float64)
     d = np.asarray(d, np.float64)
     zero = np.asarray(zero)
-    spans = data_parallel_per_node(hardware, t, d)
+    replicate = np.asarray(replicate, np.float64)
+    shard = d / replicate  # ZeRO's group
+    spans, shard_spans = (data_parallel_per_node(hardware, t, x) for x in (d, shard))
     sharded = zero >= 1
     each = (zero == 3) & (zero3 == "layer")  # reduced in each backward (stage_table)
-    reduce = np.where(each, 0.0, np.where(
-        sharded, reduce_scatter(hardware, reduce_bytes * params, d, spans),
+    # across the replica groups, each rank's share of the gradients (hybrid sharding)
+    across = np.where(sharded, all_reduce(
+        hardware, reduce_bytes * params / shard, replicate,
+        data_parallel_per_node(hardware, np.asarray(t) * shard, replicate)), 0.0)
+    reduce = across + np.where(each, 0.0, np.where(
+        sharded, reduce_scatter(hardware, reduce_bytes * params, shard, shard_spans),
         all_reduce(hardware, reduce_bytes * params, d, spans)))
-    gather = np.where(sharded & ~each, all_gather(hardware, GATHER_BYTES * params, d, spans),
-                      0.0)
+    gather = np.where(sharded & ~each,
+                      all_gather(hardware, GATHER_BYTES * params, shard, shard_spans), 0.0)
     if overlap:  # (FSDP under PyTorch's pipelining reduces after the last backward: exposed)
         last = np.where((zero == 3) & (zero3 == "step"), 1.0,
                         np.minimum(1.0, BUCKET_PARAMS / np.maximum(params, 1.0)))
@@ -897,5 +912,5 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
         hardware, reduce_bytes * embedding_params, 2, embedding_per_node), 0.0)
     return {"gradient_sync": reduce, "parameter_gather": gather,
             "embedding_sync": embedding + 0.0 * params,
-            "optimizer_step": optimizer_time(hardware, params / np.where(sharded, d, 1.0))
+            "optimizer_step": optimizer_time(hardware, params / np.where(sharded, shard, 1.0))
             + (hardware.host_step if host_step else 0.0)}

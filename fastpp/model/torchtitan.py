@@ -73,8 +73,6 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
         A ``.toml`` path, TOML text, or its parsed dict.
     gpus : int
         GPUs in all: ``data_parallel_shard_degree = -1`` takes what the other degrees leave.
-        FSDP is ZeRO-3 over them all: hybrid sharding (replicate and shard degrees both above
-        1) is refused.
     model : Transformer or str, optional
         The model (a ``Transformer``, a preset name or a ``config.json`` path). Default: the
         ``config.json`` under ``[model] hf_assets_path`` if there is one, else the preset of
@@ -83,9 +81,12 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
     Returns
     -------
     (Transformer, RunConfig)
-        FSDP (a shard degree above 1) is ZeRO-3, gathered per layer (``zero3="layer"``) or,
-        with ``fsdp_reshard_after_forward = "never"`` (or ``"default"`` with pipeline
-        parallelism, as torchtitan takes it), once per step; replicas only, ZeRO-0. Without
+        FSDP is ZeRO-3 over the shard and context-parallel ranks (torchtitan's
+        ``dp_shard_cp`` mesh, whenever it has more than one rank), gathered per layer
+        (``zero3="layer"``) or, with ``fsdp_reshard_after_forward = "never"`` (or
+        ``"default"`` with pipeline parallelism, as torchtitan takes it), once per step;
+        with ``data_parallel_replicate_degree`` above 1 as well, hybrid sharding
+        (``replicate``); replicas only, ZeRO-0. Without
         pipeline parallelism the microbatch is ``local_batch_size`` (one forward and backward
         per accumulation step); with it, ``pipeline_parallel_microbatch_size``. A float8 or MX
         converter is fp8. No multi-token prediction (``mtp_depth=0``): torchtitan has none.
@@ -181,11 +182,9 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         raise ScheduleError(f"{where}: data_parallel_replicate_degree * "
                             f"data_parallel_shard_degree = {replicate * shard} must be the "
                             f"{d} GPUs left by t * cp * p (got gpus={gpus})")
-    if replicate > 1 and d // replicate > 1:  # (RunConfig shards ZeRO-3 over all of d)
-        raise ScheduleError(f"{where}: [parallelism] hybrid sharding is not priced: "
-                            f"data_parallel_replicate_degree = {replicate} with "
-                            f"data_parallel_shard_degree = {d // replicate} would be priced as "
-                            f"sharding over all {d}; give one of the two as 1")
+    # torchtitan applies FSDP over dp_shard x cp wherever it has more than one rank, HSDP
+    # with the replicas beside it; DDP over the replicas alone
+    fsdp = d // replicate * cp > 1
     csv = par.get("pipeline_parallel_schedule_csv", "")
     if csv not in ("", None):  # torchtitan then runs the CSV's order, which fastpp does not read
         raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_schedule_csv must be "
@@ -261,7 +260,7 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         schedule=SCHEDULES[name], m=m, microbatch=microbatch, layout=layout,
         recompute=recompute, recompute_method="interval" if interval else None,
         recompute_layers=int(option) if interval else None, sequence_parallel=t > 1,
-        zero=3 if d // replicate > 1 else 0,
+        zero=3 if fsdp else 0, replicate=replicate if fsdp else 1,
         zero3="step" if reshard == "never" else "layer",
         tp_overlap=async_tp,
         blocking_handoffs=False,
@@ -385,6 +384,13 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     if c.zero not in (0, 3):
         raise ScheduleError(f"torchtitan shards with FSDP (ZeRO-3) or not at all (got "
                             f"zero={c.zero})")
+    if c.zero == 0 and c.cp > 1:
+        raise ScheduleError(f"torchtitan shards over the context-parallel ranks with FSDP: "
+                            f"zero must be 3 with cp > 1 (got zero=0, cp={c.cp})")
+    if c.d % c.replicate:  # (RunConfig's rule is d * cp: torchtitan folds cp into the shards)
+        raise ScheduleError(f"torchtitan's data_parallel_replicate_degree divides the "
+                            f"data-parallel ranks: replicate must divide d={c.d} (got "
+                            f"replicate={c.replicate})")
     # what a torchtitan job config cannot say is refused, never dropped: fastpp's pricing
     # assumptions and Megatron's recomputation details must be RunConfig's defaults. How the
     # pipeline sends (asynchronously) and that TP shards the sequence are torchtitan's own,
@@ -401,8 +407,8 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
             raise ScheduleError(f"to_torchtitan cannot state {name}={getattr(c, name)!r} in a "
                                 f"torchtitan job config (it must be {value!r})")
     lines = ["[parallelism]",
-             f"data_parallel_replicate_degree = {1 if c.zero == 3 else c.d}",
-             f"data_parallel_shard_degree = {c.d if c.zero == 3 else 1}",
+             f"data_parallel_replicate_degree = {c.replicate if c.zero == 3 else c.d}",
+             f"data_parallel_shard_degree = {c.d // c.replicate if c.zero == 3 else 1}",
              f'fsdp_reshard_after_forward = "{"never" if c.zero3 == "step" else "always"}"',
              f"tensor_parallel_degree = {c.t}",
              f"enable_async_tensor_parallel = {str(c.tp_overlap).lower()}",
