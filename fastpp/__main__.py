@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
+import os
 import sys
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
@@ -13,6 +14,7 @@ from ._jit import announce_compiles
 from .checks import (
     by_flags,
     flag_names,
+    make_folder,
     memory_limit_flag,
     require,
     seconds_flag,
@@ -69,7 +71,8 @@ def _schedule_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("-n", type=_count, help="microbatches (with --schedule; optional with a CSV)")
     ap.add_argument("-m", type=_count, default=None, help="chunks per device (default: the "
                     "schedule's, 2 for V and interleaved ones, else 1)")
-    ap.add_argument("-G", type=_count, default=None, help="interleaved 1F1B's group size")
+    ap.add_argument("-G", type=_count, default=None,
+                    help="interleaved 1F1B's and combined 1F1B's group size")
     ap.add_argument("--placement", help=f"with --from-csv: {', '.join(PLACEMENTS)} or a "
                     "schedule name")
 
@@ -86,7 +89,7 @@ def _schedule(args, ap):
         return read_torch_csv(args.from_csv, n=args.n, placement=args.placement)
     _placement_needs_csv(args)
     if args.p is None or args.n is None:
-        ap.error("--schedule needs -p and -n")
+        _subparser(ap, args).error("--schedule needs -p and -n")
     spec = SCHEDULES.get(args.schedule)
     m = args.m if args.m is not None else (spec.default_m if spec else 1)
     options = {} if args.G is None else {"G": args.G}
@@ -241,10 +244,12 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
         res = simulate(sched, costs)
         _report(res)
         _write_outputs(args, res)
+    except BrokenPipeError:  # the reader left (| head): nothing more to say, to anyone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (ScheduleError, OSError) as err:
         message = str(err)  # named by the flags, not by the library's parameters
-        command = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
-        parser = command.choices[args.command]
+        parser = _subparser(ap, args)
         flags = flag_names(parser)
         if args.command == "optimize":  # the limit is optimize's memory=
             flags["memory"] = "--memory-limit"
@@ -256,6 +261,13 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
         print(f"error: {message}", file=sys.stderr)
         return 2
     return 0
+
+
+def _subparser(ap: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The parser of the command ``args`` runs (its errors name it: ``python -m fastpp
+    plan: error: ...``)."""
+    command = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    return command.choices[args.command]
 
 
 # the default job of `plan` and scripts/plan.py (plan itself has no default model or size)
@@ -347,12 +359,11 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--top", type=int, default=10, help="configurations to print (10)")
     ap.add_argument("--out", default="results", help="folder for plan.parquet, plan.png and "
                     "plan.html (results)")
-    ap.add_argument("--no-plots", action="store_true", help="skip the PNG")
+    ap.add_argument("--no-plots", action="store_true", help="skip the PNG and plan.html")
 
 
 def _plan(args) -> int:
     import time
-    from pathlib import Path
 
     from .checks import nonnegative_int
     from .model import HARDWARE, plan
@@ -362,6 +373,7 @@ def _plan(args) -> int:
     if not args.out:  # (Path("") is the current folder)
         raise ScheduleError("--out must be a folder (got '')")
     nonnegative_int(args.top, "--top")  # before the plan, not after it
+    out = make_folder(args.out, "--out")
     hardware = preset(HARDWARE, args.hardware, "hardware")
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)
@@ -388,8 +400,6 @@ def _plan(args) -> int:
           f"sequence {args.seq}, global batch {args.global_batch}: planned in {seconds:.2f} s "
           f"({ran / seconds:,.0f} simulated configurations per second)\n")
     print(summary(df, args.top))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     df.to_parquet(out / "plan.parquet", index=False)
     print(f"\ntable: {out / 'plan.parquet'}")
     if not args.no_plots:
@@ -474,9 +484,11 @@ def _measure(args) -> int:
 
     # what can be refused is refused before the run (minutes), not after it
     will_write(args.trace, "--trace")
-    will_write(args.picture, "--picture")
     if args.picture is not None:
         require("matplotlib", "plot", "--picture")
+        from .plot import check_picture
+
+        check_picture(args.picture, "--picture")
     costs_from = args.costs_from
     if costs_from is not None:
         try:
@@ -703,6 +715,7 @@ def _explain(args) -> int:
             raise ScheduleError(f"{given[0]} must be given with --hf only: {source} gives the "
                                 f"run (got {' '.join(given)} with {source})")
     else:
+        args.global_batch_given = args.global_batch is not None
         for flag, default in RUN_FLAGS.items():
             key = flag[2:].replace("-", "_")
             if getattr(args, key) is None:
@@ -743,8 +756,14 @@ def _explain(args) -> int:
     if args.model is not None and megatron:
         # the shape from --model, the kernels from the launch
         model = imported.on(model_arg(args.model))
-    found = explain(model, config, hardware, neighbours=args.neighbours,
-                    workers=args.workers, flags="vtrain" if args.vtrain else "megatron")
+    try:
+        found = explain(model, config, hardware, neighbours=args.neighbours,
+                        workers=args.workers, flags="vtrain" if args.vtrain else "megatron")
+    except ScheduleError as err:  # n comes from --global-batch, whose default is n = 1
+        if args.hf is None or args.global_batch_given:
+            raise
+        raise ScheduleError(f"{err} (--global-batch defaults to one microbatch per pipeline, "
+                            f"n = 1: give --global-batch)") from None
     print(found.table())
     if args.timeline:
         print("\n" + found.timeline())

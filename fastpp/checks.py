@@ -321,6 +321,20 @@ def will_write(value, name: str = "path") -> None:
                             f"{str(value)!r}: {why})")
 
 
+def make_folder(path, name: str = "--out"):
+    """Make the output folder ``path`` (and its parents) before long work, or a
+    ``ScheduleError`` naming ``name``: a file on the way, no permission."""
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ScheduleError(f"{name} must be a folder that can be made (got {str(path)!r}: "
+                            f"{err.strerror or err})") from None
+    return path
+
+
 def optional_text(value, name: str) -> str | None:
     """``value`` if it is a string or ``None``."""
     if value is not None and not isinstance(value, str):

@@ -90,6 +90,10 @@ def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
     name = name or path.stem
     p = len(rows)
     stages = 1 + max(op[i] for op in ops for i in (1, 3)) if ops else 0
+    most = 1 + max(op[i] for op in ops for i in (2, 4)) if ops else 1  # the file's microbatches
+    if n is not None and n < most:  # (else blamed on the file, or on its placement)
+        raise ScheduleError(f"n must cover the microbatches of {path}: at least {most} (got "
+                            f"n={n}; left out, the file's count is taken)")
     if placement is None:
         try:
             return Schedule.from_tokens(rows, n=n, name=name)
@@ -100,7 +104,7 @@ def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
                                 "Chimera), pass placement='two-directions'") from None
     code = _placement_code(placement)
     if n is None:
-        n = 1 + max(op[i] for op in ops for i in (2, 4)) if ops else 1
+        n = most
     m = {LOOP: max(1, -(-stages // p)), VSHAPE: 2}.get(code, 1)
     first, last = routes(code, p, n, m)
     return Schedule.from_tokens(rows, stage_map(code, p, m), n=n, m=m, name=name,

@@ -17,6 +17,7 @@ from .checks import (
     optional_text,
     positive_ints,
     require,
+    will_write,
     writable,
 )
 from .ops import Op
@@ -37,20 +38,28 @@ def _pyplot():
     return plt
 
 
+def check_picture(path, name: str = "path") -> None:
+    """Refuse, before the work that draws it, a picture path matplotlib would not write: a
+    suffix of no format it writes (none: PNG), or a path ``will_write`` refuses. ``None``
+    (no picture) passes."""
+    if path is None:
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    # matplotlib picks the format by the suffix and refuses others as its own ValueError
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix[1:].lower()
+    if suffix and suffix not in kinds:
+        raise ScheduleError(f"{name} must end in a format matplotlib writes "
+                            f"({', '.join(sorted(kinds))}) (got {str(path)!r})")
+    will_write(path, name)
+
+
 def _save(plt, fig, path: Path) -> Path:
     """Write ``fig`` to ``path`` and close it, also when writing fails."""
     try:
-        # matplotlib picks the format by the suffix (none: PNG) and refuses others as its own
-        # ValueError
-        kinds = fig.canvas.get_supported_filetypes()
-        suffix = path.suffix[1:].lower()
-        if suffix and suffix not in kinds:
-            raise ScheduleError(f"path must end in a format matplotlib writes "
-                                f"({', '.join(sorted(kinds))}) (got {str(path)!r})")
-        if path.is_dir():
-            raise ScheduleError(f"path must be a file path that can be written (got "
-                                f"{str(path)!r}, a folder)")
-        if not suffix:  # the file matplotlib writes, which the caller is told
+        check_picture(path)
+        if not path.suffix:  # the file matplotlib writes, which the caller is told
             path = path.with_name(path.name + ".png")
         with writable(path):
             fig.savefig(path, dpi=100)

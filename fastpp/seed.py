@@ -34,9 +34,10 @@ class Device(Frozen):
     layers : sequence
         The layers the device holds (kept for reports; times are given directly).
     comm_latency : float
-        Latency of the link to the next device (both directions).
+        Latency of the link to the next device (both directions), >= 0.
     fwd_time, bwd_time : float
-        Forward and full backward time of one microbatch on this device.
+        Forward and full backward time of one microbatch on this device, > 0 (as
+        ``fastpp.Costs`` takes them: a device that takes no time holds no layer).
     """
 
     def __init__(self, name, layers, comm_latency=0.01, fwd_time=0.02, bwd_time=0.04):
@@ -45,7 +46,8 @@ class Device(Frozen):
             raise ScheduleTypeError(f"layers must be a sequence (got {type(layers).__name__})")
         self._freeze(name=name, layers=list(layers),
                      comm_latency=number(comm_latency, "comm_latency"),
-                     fwd_time=number(fwd_time, "fwd_time"), bwd_time=number(bwd_time, "bwd_time"))
+                     fwd_time=number(fwd_time, "fwd_time", strict=True),
+                     bwd_time=number(bwd_time, "bwd_time", strict=True))
 
     def __repr__(self) -> str:
         return (f"Device({self.name!r}, layers={len(self.layers)}, "

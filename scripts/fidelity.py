@@ -25,7 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fastpp import ScheduleError
 from fastpp._jit import announce_compiles
+from fastpp.checks import make_folder, will_write, writable
 from fastpp.model.errorbar import TABLE, coverage, regime_table
 from fastpp.model.validate import mape, validate, zb_ranking
 from fastpp.model.validate_small import vtrain_table
@@ -152,8 +154,8 @@ def picture(df, path: Path) -> None:
     axes[1].set_title("throughput (TFLOP/s per GPU; samples per GPU per s)", fontsize=9)
     fig.suptitle("fastpp against published runs (dashed: \u00b15%)", fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with writable(path, "--out"):
+        fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
@@ -170,9 +172,26 @@ def main(argv=None) -> int:
                          "other measurements) on vTrain's cluster, every row a check, and "
                          "nothing else")
     args = ap.parse_args(argv)
+    try:
+        return _run(args)
+    except ScheduleError as err:  # a path or table it cannot use: the message, no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    # the outputs' folders are made (or refused) before the minutes of pricing
+    if args.markdown is not None:
+        make_folder(Path(args.markdown).parent, "--markdown's folder")
+        will_write(args.markdown, "--markdown")
+    if not args.no_plots:
+        make_folder(args.out, "--out")
     if args.vtrain_table:  # those tables alone: nothing of the shipped figures is redone
         for path in args.vtrain_table:
-            print(held_out_table(path), "\n")
+            try:
+                print(held_out_table(path), "\n")
+            except ScheduleError as err:
+                raise ScheduleError(f"--vtrain-table: {err}") from None
         return 0
     df = validate()
     print(table(df), "\n")
@@ -200,12 +219,11 @@ def main(argv=None) -> int:
         write_errorbars(df)
         print(f"wrote {TABLE}")
     if args.markdown:
-        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.markdown).write_text(markdown(df) + "\n", encoding="utf-8")
+        with writable(args.markdown, "--markdown"):
+            Path(args.markdown).write_text(markdown(df) + "\n", encoding="utf-8")
         print(f"\nwrote {args.markdown}")
     if not args.no_plots:
         path = Path(args.out) / "fidelity.png"
-        path.parent.mkdir(parents=True, exist_ok=True)  # a new folder, as for any output
         picture(df, path)
         print(f"\nwrote {path}")
     return 0

@@ -27,7 +27,7 @@ import numpy as np
 
 import fastpp
 from fastpp._jit import announce_compiles
-from fastpp.checks import by_flags, flag_names, positive_int, seconds_flag
+from fastpp.checks import by_flags, flag_names, make_folder, positive_int, seconds_flag
 from fastpp.reports import write_report
 
 FIXED = {"loop": [("1f1b", 1), ("zb-h1", 1), ("zb-h2", 1), ("interleaved-1f1b", 2)],
@@ -133,6 +133,7 @@ def _run(args) -> int:
     p, n = positive_int(args.p, "p"), positive_int(args.n, "n")
     costs = fastpp.Costs(args.f, args.b, w=args.w, comm=args.comm,
                          gamma=gamma_of(args.hidden, args.heads, args.seq))
+    make_folder(args.out, "--out")  # before the searches, whose work a bad folder would lose
     t0 = time.perf_counter()
     jobs = [(placement, limit) for placement in ("loop", "v")
             for limit in budgets(p, args.budgets, placement)]
@@ -151,7 +152,6 @@ def _run(args) -> int:
     rows += fixed_rows(p, n, costs, args.objective)
     table = pd.DataFrame(rows)
     elapsed = time.perf_counter() - t0
-    args.out.mkdir(parents=True, exist_ok=True)
     table.to_parquet(args.out / "frontier.parquet", index=False)
     print(f"p={p}, n={n}, f={args.f:g}, b={args.b:g}, w={args.w:g}, comm={args.comm:g}, "
           f"gamma={costs.gamma:.4f}; objective {args.objective}; {len(jobs)} searches in "

@@ -42,9 +42,16 @@ import pandas as pd
 
 import fastpp
 from fastpp._jit import announce_compiles
-from fastpp.checks import memory_limit_flag
+from fastpp.checks import (
+    make_folder,
+    memory_limit_flag,
+    positive_int,
+    seconds_flag,
+    will_write,
+)
 from fastpp.measured.runner import TORCH_CLASSES, measure_many, realtime_denied
 from fastpp.measured.steps import step_folders
+from fastpp.plot import check_picture
 from fastpp.reports import write_report
 from fastpp.search.problem import Problem
 
@@ -62,7 +69,8 @@ def parse(argv=None):
                     "process may take it: root or CAP_SYS_NICE)")
     ap.add_argument("--steps", type=int, default=20,
                     help="profiled steps per schedule, in turn (20)")
-    ap.add_argument("--time-limit", type=float, default=5.0, help="optimize's seconds (5)")
+    ap.add_argument("--time-limit", type=seconds_flag, default=5.0,
+                    help="optimize's seconds (5)")
     ap.add_argument("--memory-limit", default="1.5p", metavar="LIMIT",
                     help="optimize's activation memory per device, units of M_B, or a "
                          "multiple of p such as 1.5p (1.5p)")
@@ -223,24 +231,34 @@ def write_outputs(table: pd.DataFrame, found, costs, again: dict, args, out: Pat
     from fastpp import plot
     from fastpp.trace import write_measured_trace
 
-    Path(args.picture).parent.mkdir(parents=True, exist_ok=True)
     title = (f"fastpp.optimize's schedule ({found.schedule.name}), p={args.p}, n={args.n}: "
              f"measured {shown.makespan * 1e3:.1f} ms (upper rows), predicted from ZB-V's "
              f"costs {prediction.makespan * 1e3:.1f} ms (lower rows)")
     print(f"picture: {plot.measured_timelines(shown, prediction, args.picture, title)}")
-    Path(args.trace).parent.mkdir(parents=True, exist_ok=True)
     print(f"trace: {write_measured_trace(shown, prediction, args.trace)}")
     write_report(shown, out / "report.html")
 
 
 def main(argv=None) -> int:
     args = parse(argv)
-    try:  # before the runs, not after them: its form, and what any V schedule needs (in M_B)
-        Problem.build(args.p, args.n, None, memory_limit_flag(args.memory_limit, args.p), "v",
-                      "makespan")
-    except fastpp.ScheduleError as err:
+    try:
+        return _run(args)
+    except fastpp.ScheduleError as err:  # a flag or a folder: the message, no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+def _run(args) -> int:
+    # before the runs (minutes), not after them: the memory limit's form and what any V
+    # schedule needs (in M_B), the step count, the outputs
+    Problem.build(args.p, args.n, None, memory_limit_flag(args.memory_limit, args.p), "v",
+                  "makespan")
+    positive_int(args.steps, "--steps")
+    if args.reread is None:  # (their folders made here, as the outputs would make them)
+        make_folder(Path(args.picture).parent, "--picture's folder")
+        check_picture(args.picture, "--picture")
+        make_folder(Path(args.trace).parent, "--trace's folder")
+        will_write(args.trace, "--trace")
     out = Path(args.out)
     started = time.perf_counter()
     schedules = {"1f1b": "1f1b", **{cls: cls for cls in TORCH_CLASSES}}

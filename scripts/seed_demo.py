@@ -14,6 +14,7 @@ import math
 import sys
 
 from fastpp import ScheduleError
+from fastpp.checks import by_flags, flag_names
 from fastpp.seed import Device, compute_theoretical_peak, run
 
 
@@ -35,8 +36,8 @@ def main(argv=None) -> int:
         devices = [Device(f"GPU{r}", layers=range(8 * r, 8 * r + 8),
                           comm_latency=args.comm_latency, fwd_time=args.fwd_time,
                           bwd_time=args.bwd_time) for r in range(p)]
-    except ScheduleError as err:  # a time fastpp refuses: its message, no traceback
-        parser.error(str(err))
+    except ScheduleError as err:  # a time fastpp refuses: its message, by its flag
+        parser.error(by_flags(str(err), flag_names(parser)))
 
     bar = "=" * 62
     print(f"{bar}\n  Pipeline parallel schedules compared (stages={p}, microbatches={n})\n{bar}")
@@ -45,7 +46,7 @@ def main(argv=None) -> int:
         try:
             total, events, result = run(name, devices, n)
         except ScheduleError as err:  # times the chapter takes but fastpp's costs refuse
-            parser.error(str(err))
+            parser.error(by_flags(str(err), flag_names(parser)))
         peak = compute_theoretical_peak(name, n, p)
         runs[name] = (total, result, peak)
         print(f"\n[{label} schedule]")

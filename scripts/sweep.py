@@ -86,6 +86,11 @@ def parse(argv):
         if not (math.isfinite(args.budget) and args.budget >= 0):
             ap.error(f"--budget must be activation units, finite and >= 0 (got "
                      f"{args.budget:g})")
+    # one --w for every point: more than --b skips them all, which is said here instead of as
+    # every point's skip reason after an empty sweep (a --b that is no time is Costs's)
+    if math.isfinite(args.b) and args.b > 0 and math.isfinite(args.w) and args.w > args.b:
+        ap.error(f"--w must be <= --b: W is the weight-gradient part of each backward (got "
+                 f"--w={args.w:g}, --b={args.b:g})")
     if args.summary_comm is not None and args.summary_comm not in args.comm:
         # the summary's rows are the sweep's at that latency: none at another
         ap.error(f"--summary-comm must be one of the --comm values {args.comm} (got "
@@ -144,8 +149,10 @@ def _run(args, parts, painter) -> int:
     print(f"{len(df):,} points simulated in {seconds:.2f} s ({df.attrs['skipped']:,} "
           f"combinations skipped as invalid); table: {table}")
     if df.empty:  # (no row to summarize or draw: every combination was invalid)
-        reasons = {by_flags(k, args.flags): v for k, v in df.attrs["skip_reasons"].items()}
-        print(f"error: no valid point to summarize: {reasons}", file=sys.stderr)
+        reasons = "; ".join(f"{v:,} x {by_flags(k, args.flags)}"
+                            for k, v in df.attrs["skip_reasons"].items())
+        print(f"error: no valid point to summarize, every one skipped: {reasons}",
+              file=sys.stderr)
         return 2
 
     comms = sorted(df["comm"].unique())

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from fastpp import Costs, Noise, ScheduleError, build_schedule, report, simulate
 from fastpp._jit import announce_compiles
-from fastpp.checks import by_flags, flag_names, will_write
-from fastpp.plot import makespan_cdf
+from fastpp.checks import by_flags, flag_names, make_folder, will_write
+from fastpp.plot import check_picture, makespan_cdf
 
 COSTS = Costs(f=1.0, b=2.0, w=1.0)
 LINK = (3, 4)
@@ -74,13 +74,9 @@ def _run(args) -> None:
     if not math.isfinite(2 * args.delay) or args.delay <= 0:  # (bisected up to twice it)
         raise ScheduleError(f"delay must be a number > 0 whose double is finite (got "
                             f"{args.delay})")
-    if args.picture is not None:  # (before --out is made: a refusal leaves nothing behind)
-        will_write(args.picture, "--picture")
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # a file on the way, no permission
-        raise ScheduleError(f"out must be a folder that can be made (got {str(args.out)!r}: "
-                            f"{err.strerror})") from None
+    # (the picture before --out is made: a refusal leaves nothing behind)
+    check_picture(args.picture, "--picture")
+    make_folder(args.out, "--out")
     picture = args.picture or args.out / "variability.png"
     will_write(picture, "--picture")
     will_write(args.out / "variability.html", "--out")

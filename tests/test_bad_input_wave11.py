@@ -40,8 +40,8 @@ def test_seed_demo_script_refuses_with_the_library_and_scales(tmp_path):
     its own checks compared clocks to 1e-9 absolute, failing at a forward time of 1e9."""
     from test_bad_input_wave6 import run_script
 
-    assert "error: costs.f must be finite and > 0" in run_script(
-        "seed_demo.py", "--fwd-time", "0", cwd=tmp_path)
+    assert "error: --fwd-time must be finite and > 0 (got 0.0)" in run_script(
+        "seed_demo.py", "--fwd-time", "0", cwd=tmp_path)  # (costs.f until wave 15)
     import subprocess
     import sys
     from pathlib import Path

@@ -105,3 +105,135 @@ def test_op_table_steps_past_int64(tmp_path):
     with pytest.raises(ScheduleError, match=r"step must hold integers below 2\*\*63 \(got "
                                             r"922337203685477"):
         fastpp.read_op_table(path)
+
+
+# -- the commands and scripts: refused before the work, by their flags -----------------------
+
+
+@pytest.mark.parametrize("script, argv, match", [
+    ("frontier.py", ["-p", "4", "-n", "8", "--budgets", "2", "--out", "afile/sub"],
+     "error: --out must be a folder that can be made (got 'afile/sub': Not a directory)"),
+    ("fidelity.py", ["--out", "afile"],
+     "error: --out must be a folder that can be made (got 'afile': File exists)"),
+    ("fidelity.py", ["--no-plots", "--markdown", "afile/rows.md"],
+     "error: --markdown's folder must be a folder that can be made (got 'afile'"),
+    ("fidelity.py", ["--vtrain-table", "nonexist.csv"],
+     "error: --vtrain-table: a vTrain table must be a readable CSV (got nonexist.csv"),
+    ("measure.py", ["--steps", "0"], "error: --steps must be a positive integer (got --steps=0)"),
+    ("measure.py", ["--time-limit", "0"],
+     "argument --time-limit: must be a finite number of seconds > 0 (got '0')"),
+    ("measure.py", ["--reread", "nonexist"], "error: --reread must name a folder of a "
+                                             "scripts/measure.py run"),
+    ("measure.py", ["--picture", "p.txt"], "error: --picture must end in a format matplotlib "
+                                           "writes"),
+    ("variability.py", ["--samples", "20", "--picture", "p.txt"],
+     "error: --picture must end in a format matplotlib writes"),
+])
+def test_scripts_refuse_their_outputs_before_the_work(tmp_path, script, argv, match):
+    """frontier.py made its --out after every search, fidelity.py and measure.py let the
+    library's errors and the OS's out as tracebacks (measure.py after minutes of real runs),
+    and a picture's format was checked when it was drawn, after the work."""
+    from test_bad_input_wave6 import run_script
+
+    (tmp_path / "afile").write_text("")
+    err = run_script(script, *argv, cwd=tmp_path)
+    assert match in err, err
+    assert "budgets:" not in err and "measuring" not in err  # no work began
+
+
+def test_sweep_script_refuses_a_w_over_b_before_the_sweep(tmp_path):
+    """--w over --b skipped every point, wrote an empty table and printed a dict of reasons."""
+    from test_bad_input_wave6 import run_script
+
+    err = run_script("sweep.py", "-p", "2", "--n-per-p", "1", "--w", "5", "--no-progress",
+                     "--no-plots", "--out", "sw", cwd=tmp_path)
+    assert "--w must be <= --b: W is the weight-gradient part of each backward (got --w=5, " \
+           "--b=2)" in err
+    assert not (tmp_path / "sw").exists()
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["plan", "--model", "llama3-8b", "--gpus", "8", "--out", "afile/x", "--no-plots"],
+     "error: --out must be a folder that can be made (got 'afile/x': Not a directory)"),
+    (["measure", "-s", "ScheduleGPipe", "-p", "2", "-n", "4", "--picture", "p.txt"],
+     "error: --picture must end in a format matplotlib writes"),
+    (["simulate", "--from-csv", "zbv.csv", "-n", "4"],
+     "error: -n must cover the microbatches of zbv.csv: at least 8 (got -n=4; left out, the "
+     "file's count is taken)"),
+    (["explain", "--vtrain", "missing.json"],
+     "error: config must be a vTrain configuration's JSON file (no file missing.json)"),
+])
+def test_commands_refuse_before_the_work(tmp_path, monkeypatch, capsys, argv, match):
+    """plan wrote its table after planning (an errno without the flag); measure drew its
+    picture's format check after the run; a CSV read with too small an -n blamed the file
+    and its placement; a missing vTrain file was called a config.json."""
+    from helpers import cli_stderr
+
+    from fastpp.__main__ import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    rows = [[f"{d}F{j}" for j in range(8)] + [f"{d}B{j}" for j in range(8)] for d in range(2)]
+    (tmp_path / "zbv.csv").write_text("\n".join(",".join(r) for r in rows) + "\n")
+    assert main(argv) == 2
+    err = cli_stderr(capsys)
+    assert match in err, err
+    assert "planned in" not in capsys.readouterr().out
+
+
+def test_explain_says_which_flag_gives_the_microbatches(capsys, tmp_path):
+    """An interleaved run of --hf with the default global batch (one microbatch a pipeline)
+    cannot be priced; the error spoke of n and G, which no flag sets."""
+    from pathlib import Path
+
+    from helpers import cli_stderr
+
+    from fastpp.__main__ import main
+
+    hf = str(Path(__file__).parent / "data" / "hf" / "qwen3-8b.json")
+    assert main(["explain", "--hf", hf, "--gpus", "64", "--tp", "8", "--pp", "4", "--m", "2",
+                 "--neighbours", "0"]) == 2
+    assert "(--global-batch defaults to one microbatch per pipeline, n = 1: give " \
+           "--global-batch)" in cli_stderr(capsys)
+
+
+def test_a_megatron_script_without_a_tokenizer_says_so():
+    from fastpp.model import from_megatron
+
+    with pytest.raises(ScheduleError, match=r"--vocab-size must be given \(the script names "
+                                            r"no tokenizer whose vocabulary is known\)"):
+        from_megatron("--num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                      "--seq-length 128", gpus=1)
+
+
+def test_a_reader_that_leaves_ends_the_command_quietly():
+    """``python -m fastpp list | head -1`` printed 'error: [Errno 32] Broken pipe' (exit 2)."""
+    import os
+    import subprocess
+    import sys
+
+    with subprocess.Popen([sys.executable, "-m", "fastpp", "list"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=dict(os.environ)) as run:
+        run.stdout.close()  # before it writes: its first line meets a closed pipe
+        err = run.stderr.read().decode()
+        assert run.wait(timeout=120) == 1
+    assert "Broken pipe" not in err and "Traceback" not in err, err
+
+
+def test_simulate_without_p_and_n_names_its_command(capsys):
+    from fastpp.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "-s", "1f1b", "-p", "4"])
+    assert "python -m fastpp simulate: error: --schedule needs -p and -n" in \
+        capsys.readouterr().err
+
+
+def test_plan_summary_with_no_rows_asked_shows_none():
+    """--top 0 still listed five configurations that do not fit."""
+    from fastpp.model import plan
+    from fastpp.model.plan import summary
+
+    rows = plan("llama3-70b", 64, seq=8192, global_batch=64, tp=[8], pp=[2, 8],
+                schedules=["1f1b"], workers=1)
+    assert "do not fit" in summary(rows, 3) and "do not fit" not in summary(rows, 0)

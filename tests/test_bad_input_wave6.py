@@ -230,7 +230,7 @@ def test_sweep_script_summary_latency_not_swept(tmp_path):
 
 def test_seed_demo_script_time_not_a_number(tmp_path):
     err = run_script("seed_demo.py", "--fwd-time", "nan", cwd=tmp_path)
-    assert "fwd_time must be finite and >= 0 (got nan)" in err
+    assert "--fwd-time must be finite and > 0 (got nan)" in err
 
 
 def test_compile_profile_script_unknown_schedule(tmp_path):

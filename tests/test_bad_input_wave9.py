@@ -453,9 +453,13 @@ def test_a_report_never_replaces_its_input_or_a_good_page(tmp_path):
     (["--budget", "nan"], "--budget must be activation units, finite and >= 0 (got nan)"),
     (["--budget", "zbv", "--schedules", "1f1b"], "--budget must be one of the swept --schedules "
                                                  "['1f1b'] (got 'zbv')"),
-    # every point invalid: an empty table written, then an IndexError
+    # every point invalid: an empty table written, then an IndexError (a --w over --b is
+    # refused before the sweep since wave 15)
+    (["--schedules", "dualpipe", "--comm", "0", "-p", "3", "--budget", "100"],
+     "no valid point to summarize, every one skipped: 6 x -p must be even for 'dualpipe' "
+     "(got -p=3); 6 x -m must be 1"),
     (["--schedules", "1f1b", "--comm", "0", "-p", "2", "--w", "5"],
-     "no valid point to summarize: {'--w must be <= --b'"),
+     "--w must be <= --b: W is the weight-gradient part of each backward (got --w=5, --b=2)"),
 ])
 def test_sweep_script_refuses_before_or_instead_of_a_traceback(tmp_path, argv, message):
     from test_bad_input_wave6 import run_script

@@ -154,9 +154,10 @@ class _Config:
         return set(value)
 
 
-def read_config(config) -> tuple[dict, str]:
+def read_config(config, what: str = "a config.json or a folder holding one"
+                ) -> tuple[dict, str]:
     """A config as a dict and a name for messages: a dict, a path to a JSON file, or a folder
-    holding ``config.json``."""
+    holding ``config.json`` (``what`` the caller's kind of file, for the messages)."""
     if isinstance(config, dict):
         return config, "the config"
     if not isinstance(config, str | os.PathLike):
@@ -169,8 +170,7 @@ def read_config(config) -> tuple[dict, str]:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except FileNotFoundError:
-        raise ScheduleError(f"config must be a config.json or a folder holding one (no file "
-                            f"{path})") from None
+        raise ScheduleError(f"config must be {what} (no file {path})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ScheduleError(f"{path} is not JSON ({e})") from None
     except (OSError, ValueError) as e:  # a folder, a NUL, a name too long; a number too long

@@ -509,8 +509,10 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
     tokenizer = a["tokenizer_type"] or ("GPT2BPETokenizer" if a["merge_file"] else None)
     size = a["vocab_size"] or vocab or TOKENIZER_VOCAB.get(tokenizer)
     if size is None and a["padded_vocab_size"] is None:
-        raise ScheduleError(f"--vocab-size must be given for tokenizer {tokenizer!r} "
-                            f"(or from_megatron(..., vocab=N))")
+        said = (f"for tokenizer {tokenizer!r}" if tokenizer is not None else
+                "(the script names no tokenizer whose vocabulary is known)")
+        raise ScheduleError(f"--vocab-size must be given {said} (or from_megatron(..., "
+                            f"vocab=N))")
     shape = {"layers": a["num_layers"], "hidden": h, "heads": heads, "ffn": ffn,
              # --padded-vocab-size is taken as given, as Megatron takes it
              "vocab": a["padded_vocab_size"] or padded_vocab(

@@ -862,10 +862,12 @@ def summary(df, top: int = 10) -> str:
     if outside:
         text += ["", "* extrapolated (starred rows): no validated run shares "
                  + "; ".join(outside)]
+    if top == 0:  # (no rows asked for: none of these either)
+        return "\n".join(text)
     misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False)
     text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
     faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
-    for r in _fold_alike(faster.sort_values("peak_memory")).head(5).itertuples():
+    for r in _fold_alike(faster.sort_values("peak_memory")).head(min(5, top)).itertuples():
         text += [line(r) + f"  {r.reason}"]
     return "\n".join(text)
 

@@ -73,7 +73,7 @@ def from_vtrain(config, name: str | None = None) -> Imported:
         GPU other than the A100, a model other than ``ShardedGptModel``, a schedule other
         than ``"1f1b"``, an unknown key.
     """
-    data, where = read_config(config)
+    data, where = read_config(config, "a vTrain configuration's JSON file")
     unknown = sorted(set(data) - set(KEYS), key=str)
     if unknown:
         raise ScheduleError(f"{where}: {unknown[0]!r} is not a vTrain configuration key "
