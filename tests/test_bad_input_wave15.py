@@ -237,3 +237,14 @@ def test_plan_summary_with_no_rows_asked_shows_none():
     rows = plan("llama3-70b", 64, seq=8192, global_batch=64, tp=[8], pp=[2, 8],
                 schedules=["1f1b"], workers=1)
     assert "do not fit" in summary(rows, 3) and "do not fit" not in summary(rows, 0)
+
+
+@pytest.mark.parametrize("axes", [dict(p=[2, 4, 2]), dict(schedules=["1f1b", "gpipe", "1f1b"]),
+                                  dict(comm=[0, 0.1, 0.0]), dict(n_per_p=[1, 2, 1])])
+def test_a_sweep_axis_takes_each_value_once(axes):
+    """-p 2 2 wrote each point twice and counted them as simulated points; plan already took
+    each value of an axis once (wave 9), and so does a sweep now, in the order given."""
+    once = {k: list(dict.fromkeys(v)) for k, v in axes.items()}
+    base = {"schedules": ["1f1b"], "p": [2], "progress": False}
+    twice, single = (fastpp.sweep(**{**base, **a}) for a in (axes, once))
+    assert len(twice) == len(single) and twice.equals(single)

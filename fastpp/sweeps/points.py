@@ -64,7 +64,6 @@ class GridPlan:
     def __init__(self, schedules, p, n, n_per_p, m, G, costs, objects):
         names = list(SCHEDULES) if schedules is None else as_list(schedules, "schedules")
         sids = [get_spec(name, "schedules").sid for name in names]
-        self.schedules = names  # what the warm-up compiles
         if n is not None and n_per_p is not None:
             raise ScheduleError(f"give n or n_per_p, not both (got n={n!r}, "
                                 f"n_per_p={n_per_p!r})")
@@ -88,6 +87,11 @@ class GridPlan:
                 as_list(costs[name], name)  # not empty
                 self.axes[name] = np.atleast_1d(cost_column(name, costs[name]))
         self.G = None if G is None else positive_int(G, "G")  # one group size, not an axis
+        for name, values in self.axes.items():  # each value once, as plan takes its axes
+            first = np.sort(np.unique(values, return_index=True)[1])  # (NaN: one)
+            self.axes[name] = values[first]
+        sids = self.axes["schedule"].tolist()
+        self.schedules = [NAMES[s] for s in sids]  # what the warm-up compiles
         self.shape = tuple(len(v) for v in self.axes.values())
         self.total = int(np.prod(self.shape))
         key = {k: v.tolist() for k, v in self.axes.items()}
