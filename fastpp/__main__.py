@@ -484,6 +484,11 @@ def _measure(args) -> int:
 
     # what can be refused is refused before the run (minutes), not after it
     will_write(args.trace, "--trace")
+    out = Path(args.out if args.out is not None else inspect.signature(measure).parameters[
+        "out"].default)
+    if args.trace is not None and Path(args.trace).resolve().parent == out.resolve():
+        raise ScheduleError(f"--trace must be outside --out {str(out)!r}, whose .json files "
+                            f"are read as the ranks' traces (got {args.trace!r})")
     if args.picture is not None:
         require("matplotlib", "plot", "--picture")
         from .plot import check_picture
@@ -503,6 +508,10 @@ def _measure(args) -> int:
         from .io import read_torch_csv
 
         schedule = read_torch_csv(args.from_csv, n=args.n, placement=args.placement)
+    ranks = schedule.p if args.from_csv else args.p or 2  # (measure's default p)
+    if costs_from is not None and costs_from.schedule.p != ranks:
+        raise ScheduleError(f"--costs-from must be a run of this run's {ranks} ranks, whose "
+                            f"costs price it (got a run of p={costs_from.schedule.p})")
     given = {k: getattr(args, k) for k in MEASURE_FLAGS if getattr(args, k) is not None}
     run = measure(schedule, args.p, args.n, args.m, realtime=args.realtime,
                   delay=args.delay, link_delay=_link_delay(args.link_delay), steps=args.steps,

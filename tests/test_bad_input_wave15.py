@@ -248,3 +248,104 @@ def test_a_sweep_axis_takes_each_value_once(axes):
     base = {"schedules": ["1f1b"], "p": [2], "progress": False}
     twice, single = (fastpp.sweep(**{**base, **a}) for a in (axes, once))
     assert len(twice) == len(single) and twice.equals(single)
+
+
+# -- measured runs: what a trial of measure, read and report found ----------------------------
+
+TRACES = __import__("pathlib").Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("labels, match", [
+    ({1: "1f1b", "1": "gpipe"}, r"schedules' labels must name different folders \(got 1 and "
+                                r"'1', both '1'\)"),
+    ({"../../escape": "1f1b"}, r"schedules' labels must be plain folder names, each run's "
+                               r"folder under out \(got '../../escape'\)"),
+    ({"..": "1f1b"}, r"plain folder names"),
+])
+def test_measure_many_labels_name_their_own_folders(tmp_path, labels, match):
+    """Two labels of one folder ran the second job's schedule for both and read its traces
+    twice; a label with '..' wrote outside out. Refused before any rank starts."""
+    from fastpp.measured import measure_many
+
+    with pytest.raises(ScheduleError, match=match):
+        measure_many(labels, 2, 4, out=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_earlier_runs_steps_are_not_read_as_this_ones(tmp_path):
+    """A 3-step run's step2 stayed beside a later 2-step run's steps, and the report showed
+    it as the later run's last step."""
+    from fastpp.measured.runner import Job, _prepare
+
+    for k in range(3):
+        (tmp_path / f"step{k}").mkdir()
+        (tmp_path / f"step{k}" / "rank0_trace.json").write_text("{}")
+    (tmp_path / "step9x").mkdir()  # not a step folder: left alone
+    (tmp_path / "step9x" / "rank0_trace.json").write_text("{}")
+    job = Job(**{**{f.name: None for f in __import__("dataclasses").fields(Job)},
+                 "out": str(tmp_path)})
+    _prepare(job, None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step9x"]
+
+
+def test_a_missing_forward_on_the_first_rank_is_named(tmp_path):
+    """Without 'Forward 0' on rank 0 of a 2-stage GPipe run, the reader took stage 0's 3
+    forwards as n (a tie, the first rank's) and blamed a good op's microbatch 3."""
+    import gzip
+    import json
+
+    source = TRACES / "gpipe"
+    for f in source.iterdir():
+        events = json.loads(gzip.decompress(f.read_bytes()))
+        if f.name.startswith("rank0"):
+            events["traceEvents"] = [e for e in events["traceEvents"]
+                                     if e.get("name") != "Forward 0"]
+        (tmp_path / f.name).write_bytes(gzip.compress(json.dumps(events).encode()))
+    with pytest.raises(ScheduleError, match=r"missing 1 op\(s\): 0F0"):
+        fastpp.read_torch_trace(tmp_path)
+
+
+def test_numpy_integers_are_integers_for_measure():
+    """probe=np.int64(2), warmup and timeout as NumPy numbers were refused, where p, layers and
+    steps took them."""
+    from fastpp.measured.runner import _probe, _timeout
+
+    assert _probe(np.int64(2)) == 2 and _timeout(np.float32(5)) == 5.0
+    with pytest.raises(ScheduleError, match=r"probe must be an integer >= 0 \(got -1\)"):
+        _probe(-1)
+
+
+def test_read_torch_trace_of_an_empty_path():
+    """'' read the current folder."""
+    with pytest.raises(ScheduleError, match=r"path must be a trace file, a folder of them or a "
+                                            r"list of files \(got ''\)"):
+        fastpp.read_torch_trace("")
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["measure", "-s", "1f1b", "--out", "runs", "--trace", "runs/trace.json"],
+     "error: --trace must be outside --out 'runs', whose .json files are read as the ranks' "
+     "traces (got 'runs/trace.json')"),
+    (["measure", "-s", "1f1b", "-p", "3", "-n", "3", "--costs-from", str(TRACES / "gpipe")],
+     "error: --costs-from must be a run of this run's 3 ranks, whose costs price it (got a "
+     "run of p=2)"),
+])
+def test_measure_refuses_before_the_run(tmp_path, monkeypatch, capsys, argv, match):
+    """A Perfetto trace written into --out was read as a rank's by the next run, after it;
+    costs of another p failed after the run, naming costs.f."""
+    from helpers import cli_stderr
+
+    from fastpp.__main__ import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    assert main(argv) == 2
+    assert match in cli_stderr(capsys)
+    assert not list((tmp_path / "runs").iterdir())  # no rank ran
+
+
+def test_report_data_cannot_end_or_change_its_script_element():
+    from fastpp.reports.page import _json
+
+    text = _json({"label": "x</script><!--<script>"})
+    assert "<" not in text and __import__("json").loads(text)["label"] == "x</script><!--<script>"

@@ -277,7 +277,7 @@ def test_bad_arguments_fail_before_any_process_starts(tmp_path):
     with pytest.raises(ScheduleError, match="device must be one of"):
         measure("1f1b", device="tpu", out=tmp_path)
     for probe in (-1, 2.5, True):
-        with pytest.raises(ScheduleError, match=r"probe must be an integer >= 0 \(got probe="):
+        with pytest.raises(ScheduleError, match=r"probe must be an integer >= 0 \(got "):
             measure("1f1b", 2, 4, out=tmp_path, probe=probe)
 
 

@@ -140,6 +140,9 @@ class RankTrace:
 def trace_files(path) -> list[Path]:
     """The files of a run: a folder's ``*.json`` / ``*.json.gz``, a list of files, or one file."""
     if isinstance(path, str | os.PathLike):
+        if not os.fspath(path):  # (Path("") is the current folder)
+            raise ScheduleError("path must be a trace file, a folder of them or a list of "
+                                "files (got '')")
         p = Path(path)
         if p.is_dir():
             files = sorted(f for f in p.iterdir() if f.is_file()
@@ -149,8 +152,9 @@ def trace_files(path) -> list[Path]:
                 raise ScheduleError(f"path {str(p)!r} holds no .json or .json.gz trace files")
             return files
         if not p.is_file():
+            why = "which is no regular file" if p.exists() else "which does not exist"
             raise ScheduleError(f"path must be a trace file, a folder of them or a list of files "
-                                f"(got {str(p)!r}, which does not exist)")
+                                f"(got {str(p)!r}, {why})")
         return [p]
     try:
         files = [Path(f) for f in path]

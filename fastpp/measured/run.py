@@ -831,15 +831,15 @@ def _schedule(traces: list[RankTrace], ops: np.ndarray, rank: np.ndarray,
 
 
 def _forwards(ops: np.ndarray) -> int:
-    """``n``: the number of forwards most stages ran (of equally common counts, the one of the
-    stage that ran first in rank order)."""
+    """``n``: the number of forwards most stages ran (of equally common counts, the largest:
+    a trace more often loses an event than gains one, so that the stage short of it is named
+    as missing an op, not the others as holding one too many)."""
     forward = ops[np.isin(ops[:, 0], (F, FB)), 1]
     if not forward.size:
         return 0
-    stages, first, counts = np.unique(forward, return_index=True, return_counts=True)
-    counts = counts[np.argsort(first)]  # the stages by their first forward
-    values, seen, often = np.unique(counts, return_index=True, return_counts=True)
-    return int(values[np.lexsort((seen, -often))[0]])
+    counts = np.unique(forward, return_counts=True)[1]
+    values, often = np.unique(counts, return_counts=True)
+    return int(values[np.lexsort((-values, -often))[0]])
 
 
 def _owners(traces: list[RankTrace], ops: np.ndarray, rank: np.ndarray, index: np.ndarray,

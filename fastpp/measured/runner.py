@@ -43,6 +43,7 @@ from ..checks import (
     index,
     instance,
     missing_extra,
+    nonnegative_int,
     number,
     one_of,
     positive_int,
@@ -305,6 +306,7 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
                                 f"(got {type(schedules).__name__})")
     timeout = _timeout(timeout)
     steps = positive_int(steps, "steps")
+    _folders(schedules)
     jobs, orders = [], []
     for label, schedule in schedules.items():  # every job checked before any folder is touched
         job, model, order = _job(schedule, p, n, None, layers, hidden, microbatch,
@@ -315,6 +317,22 @@ def measure_many(schedules, p: int | None = None, n: int | None = None, *, layer
     model = dataclasses.replace(model, steps=steps, round_robin=flag(round_robin, "round_robin"),
                                 probe=_probe(probe))
     return dict(zip(schedules, _run(jobs, orders, model, timeout), strict=True))
+
+
+def _folders(schedules: dict) -> None:
+    """Each label names its own folder under ``out``: a plain name (no separator, not ``.``
+    or ``..``, which would write elsewhere), and no two labels one folder (``1`` and
+    ``"1"``: the second job's schedule replaced the first's, and both read its traces)."""
+    seen = {}
+    for label in schedules:
+        folder = str(label)
+        if not folder or folder in (".", "..") or "/" in folder or os.sep in folder:
+            raise ScheduleError(f"schedules' labels must be plain folder names, each run's "
+                                f"folder under out (got {label!r})")
+        if folder in seen:
+            raise ScheduleError(f"schedules' labels must name different folders (got "
+                                f"{seen[folder]!r} and {label!r}, both {folder!r})")
+        seen[folder] = label
 
 
 def _of_label(value, label, schedules: dict, name: str, none):
@@ -329,15 +347,14 @@ def _of_label(value, label, schedules: dict, name: str, none):
 
 
 def _probe(probe) -> int:
-    """``probe`` checked: an integer >= 0."""
-    if isinstance(probe, bool) or not isinstance(probe, int) or probe < 0:
-        raise ScheduleError(f"probe must be an integer >= 0 (got probe={probe!r})")
-    return probe
+    """``probe`` checked: an integer >= 0 (a NumPy one too)."""
+    return nonnegative_int(probe, "probe")
 
 
 def _timeout(timeout) -> float:
     """``timeout`` checked: a finite number of seconds above 0."""
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+    if isinstance(timeout, bool | np.bool_) or not isinstance(timeout, int | float | np.integer
+                                                             | np.floating) \
             or not math.isfinite(timeout) or timeout <= 0:
         raise ScheduleError(f"timeout must be a finite number of seconds > 0 (got "
                             f"timeout={timeout!r})")
@@ -375,8 +392,7 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
     n = positive_int(4 if n is None else n, "n")
     layers, hidden = positive_int(layers, "layers"), positive_int(hidden, "hidden")
     microbatch = positive_int(microbatch, "microbatch")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ScheduleError(f"warmup must be a non-negative integer (got warmup={warmup!r})")
+    warmup = nonnegative_int(warmup, "warmup")
     one_of(device, "device", DEVICES)
     if device == "cuda":  # (each rank would fail in torch with a traceback)
         count = _cuda_devices()
@@ -443,8 +459,13 @@ def _prepare(job: Job, order: Schedule | None) -> None:
     except OSError as err:  # a file in the way, no permission
         raise ScheduleError(f"out must be a folder that can be made (got {str(out)!r}: "
                             f"{err.strerror})") from None
-    for old in [*out.glob("rank*_trace.json"), *out.glob("rank*_trace.json.gz")]:
-        old.unlink()  # a folder must hold one run only (the reader takes both)
+    steps = [d for d in out.glob("step*") if d.is_dir() and d.name[4:].isdigit()]
+    for old in [*out.glob("rank*_trace.json"), *out.glob("rank*_trace.json.gz"),
+                *(f for d in steps for f in d.glob("rank*_trace.json*"))]:
+        old.unlink()  # a folder must hold one run only (the reader takes both), its steps too
+    for d in steps:  # (an earlier run's step beyond this one's count would be read as its)
+        if not any(d.iterdir()):
+            d.rmdir()
     if order is not None:
         write_torch_csv(order, job.csv)
 

@@ -37,9 +37,10 @@ select { margin: 6px 0; }
 
 
 def _json(data) -> str:
-    """JSON safe inside a <script> element."""
+    """JSON safe inside a <script> element: every ``<`` (found only inside its strings) as
+    ``\\u003c``, so that neither ``</script`` nor ``<!--`` can end or change the element."""
     text = json.dumps(data, separators=(",", ":"), allow_nan=False)
-    return text.replace("</", "<\\/")
+    return text.replace("<", "\\u003c")
 
 
 def write(path, title: str, subtitle: str, data: dict, plotly_js: str) -> None:
