@@ -349,3 +349,33 @@ def test_report_data_cannot_end_or_change_its_script_element():
 
     text = _json({"label": "x</script><!--<script>"})
     assert "<" not in text and __import__("json").loads(text)["label"] == "x</script><!--<script>"
+
+
+# -- search: a split backward that costs more ----------------------------------------------
+
+
+DEARER = [fastpp.Costs(f=1, b=2, w=1, i=2), fastpp.Costs(f=1, b=2, w=1, overhead=1.0),
+          fastpp.Costs(f=1, b=2, w=1, overhead={"W": 1.0})]
+UNEVEN = fastpp.Costs(f=[1, 1.5], b=[2, 3], w=[1, 0.5], i=[1.5, 3])  # per device: p = 2
+
+
+@pytest.mark.parametrize("costs, p, n", [(c, p, n) for c in DEARER
+                                         for p, n in ((1, 4), (2, 4), (2, 6))]
+                         + [(UNEVEN, 2, 4), (UNEVEN, 2, 6)])
+@pytest.mark.parametrize("method", ["heuristic", "auto", "exact"])
+def test_no_bound_or_optimum_that_1f1b_beats(costs, p, n, method):
+    """With a split backward dearer than a whole one (Costs.i, overhead), every method returned
+    split schedules as proven optimal (bound 18 at p=2, n=4) where 1F1B, which splits none,
+    takes 15 within the same memory."""
+    if method == "exact":
+        pytest.importorskip("ortools")
+    one = fastpp.simulate(build_schedule("1f1b", p, n), costs)
+    found = fastpp.optimize(p, n, costs, memory=p, method=method, time_limit=2,
+                            progress=False)
+    assert found.lower_bound <= one.makespan * (1 + 1e-12)
+    assert found.value <= one.makespan * (1 + 1e-12)
+    assert fastpp.simulate(found.schedule, costs).makespan == found.value
+    # the V placement has no whole-backward schedule to offer: its bound still holds them
+    v = fastpp.optimize(p, n, costs, memory=2 * p, placement="v", method="heuristic",
+                        progress=False)
+    assert v.lower_bound <= v.value

@@ -37,7 +37,22 @@ def one_microbatch(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
 
 def lower_bound(problem: Problem) -> float:
-    """The best of the analytic bounds for the problem's objective.
+    """The best of the analytic bounds for the problem's objective, over the schedules that
+    split every backward and, where a split one costs more than a whole one
+    (``Problem.split_costs_more``), those that split none: the lesser of the two."""
+    return min(family_bounds(problem))
+
+
+def family_bounds(problem: Problem) -> tuple[float, float]:
+    """The bounds of the schedules that split every backward and of those that split none
+    (``inf`` where a split backward costs no more: those are split ones' equals)."""
+    whole = _bound(problem.unsplit()) if problem.split_costs_more else np.inf
+    return _bound(problem), float(whole)
+
+
+def _bound(problem: Problem) -> float:
+    """The best of the analytic bounds for the problem's objective, its backwards as its rows
+    give them.
 
     Per device ``r`` with stages ``S_r`` and ``n`` microbatches:
 

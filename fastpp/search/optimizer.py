@@ -12,6 +12,7 @@ import numpy as np
 from .._jit import compile_clock
 from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, one_of
 from ..costs import Costs
+from ..generators.registry import build_schedule
 from ..montecarlo import DEFAULT_SAMPLES, check_lam, check_noise
 from ..noise import Noise
 from ..schedule import Schedule
@@ -46,7 +47,9 @@ class SearchResult:
         The objective of ``result`` (makespan, or the largest per-device span).
     lower_bound : float
         No schedule of the placement within the memory limit does better (proven: the best of
-        the analytic bounds and, after an exact search, the solver's bound).
+        the analytic bounds and, after an exact search, the solver's bound), of those that
+        split every backward and, where a split one costs more (``Costs.i``, ``overhead``),
+        of those that split none.
     optimal : bool
         ``value`` equals ``lower_bound``: the schedule is proven optimal.
     method : str
@@ -234,7 +237,10 @@ class _Search:
         self.t0 = time.perf_counter()
         self.best: tuple[float, Schedule, Result, str] | None = None
         self.log: list[tuple[float, float, str]] = []
-        self.bound = bounds.lower_bound(problem)
+        # the split schedules' bound (which exact may raise) and the unsplit ones' (inf where
+        # a split backward costs no more): no schedule of either family beats the lesser
+        self.split_bound, self.whole_bound = bounds.family_bounds(problem)
+        self.bound = min(self.split_bound, self.whole_bound)
         self.bar = _progress_bar(time_limit) if progress else None
 
     def elapsed(self) -> float:
@@ -309,6 +315,11 @@ class _Search:
             self.improve(share * self.limit, seed)
         if (method == "exact" or (method == "auto" and small)) and not self.proven():
             self.exact(seed)
+        if problem.split_costs_more and problem.placement == "loop":
+            # a split backward costs more than a whole one: 1F1B, which splits none, may beat
+            # every split schedule (offered last: the local search and the solver start from
+            # split ones)
+            self.offer(build_schedule("1f1b", problem.p, problem.n), "1f1b (backwards whole)")
         return self.finish()
 
     def improve(self, until: float, seed: int) -> None:
@@ -352,7 +363,8 @@ class _Search:
         if remaining <= 0:
             return
         outcome = exact.solve(self.problem, self.best[1], remaining, seed)
-        self.bound = max(self.bound, outcome.bound)
+        self.split_bound = max(self.split_bound, outcome.bound)  # (over split schedules)
+        self.bound = min(self.split_bound, self.whole_bound)
         if outcome.ops is not None:
             try:
                 schedule = self.problem.schedule(outcome.ops, outcome.length, "exact")
@@ -379,4 +391,4 @@ def _progress_bar(total: float):
     except ImportError:
         return None
     return tqdm(total=round(total, 1), desc="search", unit="s", delay=1.0, mininterval=0.5,
-                leave=False, bar_format="{desc}: {bar} {n:.1f}/{total:.1f} s, {postfix}")
+                leave=False, bar_format="{desc}: {bar} {n:.1f}/{total:.1f} s{postfix}")

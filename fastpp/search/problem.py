@@ -15,7 +15,7 @@ totals within a few ulps of ``fastpp.kernels.memory``, which sums counts: ``MEMO
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -53,7 +53,9 @@ class Problem:
 
     ``cost[k, s]`` and ``memd[k, s]`` (rows ``F, I, W``) are the op times and memory changes of
     virtual stage ``s``, ``comm[s]`` its hand-off to ``s+1``, ``limit[r]`` device ``r``'s memory
-    limit (``inf``: none) and ``cap[r]`` the same with the comparison slack.
+    limit (``inf``: none) and ``cap[r]`` the same with the comparison slack; ``whole[s]`` is
+    the time of stage ``s``'s backward run whole, as one ``B`` op (a split one, ``I`` and
+    ``W``, costs more where ``Costs.i`` or ``overhead`` says so).
     """
 
     p: int
@@ -68,6 +70,7 @@ class Problem:
     comm: np.ndarray
     limit: np.ndarray
     cap: np.ndarray
+    whole: np.ndarray
 
     @classmethod
     def build(cls, p, n, costs, memory, placement_name, objective) -> Problem:
@@ -103,7 +106,21 @@ class Problem:
                 f"under which any '{placement_name}' schedule fits (device {r} needs "
                 f"{need[r]:.6g}, got memory={limit[r]:.6g})")
         return cls(p, n, m, placement_name, objective, costs, stage_to_device, cost,
-                   memd, np.array(c.comm), limit, limit * (1 + MEMORY_RTOL))
+                   memd, np.array(c.comm), limit, limit * (1 + MEMORY_RTOL), np.array(c.tb))
+
+    @property
+    def split_costs_more(self) -> bool:
+        """Whether some stage's backward takes longer split (``I`` then ``W``) than whole: a
+        schedule that never splits them may then beat every split one."""
+        return bool(np.any(self.whole < (self.cost[1] + self.cost[2]) * (1 - 1e-12)))
+
+    def unsplit(self) -> Problem:
+        """This instance with every backward whole: ``I`` takes ``B``'s time and frees the
+        microbatch's activations, ``W`` takes nothing (what the bounds of a schedule that
+        never splits its backwards read)."""
+        zero = np.zeros_like(self.whole)
+        return replace(self, cost=np.stack([self.cost[0], self.whole, zero]),
+                       memd=np.stack([self.memd[0], -self.memd[0], zero]))
 
     @property
     def V(self) -> int:
