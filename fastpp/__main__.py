@@ -769,7 +769,7 @@ def _explain(args) -> int:
         found = explain(model, config, hardware, neighbours=args.neighbours,
                         workers=args.workers, flags="vtrain" if args.vtrain else "megatron")
     except ScheduleError as err:  # n comes from --global-batch, whose default is n = 1
-        if args.hf is None or args.global_batch_given:
+        if args.hf is None or args.global_batch_given or "(got n=" not in str(err):
             raise
         raise ScheduleError(f"{err} (--global-batch defaults to one microbatch per pipeline, "
                             f"n = 1: give --global-batch)") from None

@@ -44,6 +44,7 @@ def check_picture(path, name: str = "path") -> None:
     (no picture) passes."""
     if path is None:
         return
+    require("matplotlib", "plot", name)
     from matplotlib.backend_bases import FigureCanvasBase
 
     # matplotlib picks the format by the suffix and refuses others as its own ValueError

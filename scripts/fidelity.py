@@ -180,12 +180,6 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> int:
-    # the outputs' folders are made (or refused) before the minutes of pricing
-    if args.markdown is not None:
-        make_folder(Path(args.markdown).parent, "--markdown's folder")
-        will_write(args.markdown, "--markdown")
-    if not args.no_plots:
-        make_folder(args.out, "--out")
     if args.vtrain_table:  # those tables alone: nothing of the shipped figures is redone
         for path in args.vtrain_table:
             try:
@@ -193,6 +187,12 @@ def _run(args) -> int:
             except ScheduleError as err:
                 raise ScheduleError(f"--vtrain-table: {err}") from None
         return 0
+    # the outputs' folders are made (or refused) before the minutes of pricing
+    if args.markdown is not None:
+        make_folder(Path(args.markdown).parent, "--markdown's folder")
+        will_write(args.markdown, "--markdown")
+    if not args.no_plots:
+        make_folder(args.out, "--out")
     df = validate()
     print(table(df), "\n")
     print(summary(df), "\n")

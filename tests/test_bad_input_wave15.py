@@ -282,10 +282,15 @@ def test_an_earlier_runs_steps_are_not_read_as_this_ones(tmp_path):
         (tmp_path / f"step{k}" / "rank0_trace.json").write_text("{}")
     (tmp_path / "step9x").mkdir()  # not a step folder: left alone
     (tmp_path / "step9x" / "rank0_trace.json").write_text("{}")
+    (tmp_path / "step1" / "notes.txt").write_text("mine")  # no trace: kept, and its folder
+    (tmp_path / "step2" / "rank0_trace.json.bak").write_text("mine")
+    (tmp_path / "step5").mkdir()  # empty before: not this code's to remove
     job = Job(**{**{f.name: None for f in __import__("dataclasses").fields(Job)},
                  "out": str(tmp_path)})
     _prepare(job, None)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["step9x"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step1", "step2", "step5", "step9x"]
+    assert [p.name for p in (tmp_path / "step1").iterdir()] == ["notes.txt"]
+    assert [p.name for p in (tmp_path / "step2").iterdir()] == ["rank0_trace.json.bak"]
 
 
 def test_a_missing_forward_on_the_first_rank_is_named(tmp_path):
@@ -375,7 +380,54 @@ def test_no_bound_or_optimum_that_1f1b_beats(costs, p, n, method):
     assert found.lower_bound <= one.makespan * (1 + 1e-12)
     assert found.value <= one.makespan * (1 + 1e-12)
     assert fastpp.simulate(found.schedule, costs).makespan == found.value
-    # the V placement has no whole-backward schedule to offer: its bound still holds them
-    v = fastpp.optimize(p, n, costs, memory=2 * p, placement="v", method="heuristic",
-                        progress=False)
-    assert v.lower_bound <= v.value
+    # the V placement has no whole-backward schedule to offer, but its bound holds one: ZB-V
+    # with each I run as a whole B and no W
+    from fastpp.schedule import Schedule
+
+    zbv = build_schedule("zbv", p, n)
+    whole = Schedule.from_tokens([[x.replace("I", "B") for x in row if "W" not in x]
+                                  for row in zbv.tokens()], zbv.stage_to_device, n=n, m=2,
+                                 routes=np.stack([zbv.route_first, zbv.route_last], axis=1))
+    ran = fastpp.simulate(whole, costs)
+    v = fastpp.optimize(p, n, costs, memory=ran.peak_activations.max(), placement="v",
+                        method="heuristic", progress=False)
+    assert v.lower_bound <= ran.makespan * (1 + 1e-12)
+
+
+def test_replicate_checked_where_it_is_read():
+    """A review of the change: a string replicate in transformer_costs' keywords reached a
+    comparison (TypeError); 2**70 overflowed; a RunGrid whose d cp replicate does not divide
+    priced ZeRO-3 as if it did (3 // 2); the expert message named a zero not given."""
+    from fastpp.model import RunGrid, transformer_costs
+    from fastpp.model.stages import stage_table
+
+    schedule = build_schedule("1f1b", 2, 4)
+    with pytest.raises(ScheduleError, match="replicate must be a positive integer"):
+        transformer_costs("mixtral-8x7b", schedule, seq=4096, tp=1, dp=4, replicate="2")
+    with pytest.raises(ScheduleError, match="replicate must be at most 2,147,483,647"):
+        RunConfig(seq=2048, global_batch=8, d=4, replicate=2**70)
+    one = np.ones(1, np.int64)
+    grid = RunGrid(seq=64, microbatch=one, t=one, d=3 * one, p=2 * one, m=one,
+                   recompute=0 * one, zero=3, replicate=2)
+    with pytest.raises(ScheduleError, match=r"replicate=2 must divide d \* cp"):
+        stage_table(fastpp.model.MODELS["llama3-8b"], fastpp.model.HARDWARE["H100-80GB"], grid,
+                    config=np.zeros(2, np.int64), layers=np.array([16.0, 16.0]),
+                    embedding=np.array([True, False]), loss=np.array([False, True]))
+    with pytest.raises(ScheduleError, match=r"must divide the expert-data-parallel replicas .* "
+                                            r"\(got zero=3, d \* cp = 4, edp = 1\)"):
+        transformer_costs("mixtral-8x7b", schedule, seq=4096, tp=1, dp=4, ep=4, zero=3,
+                          replicate=2)
+
+
+def test_explain_hints_at_the_global_batch_only_for_the_microbatch_count(capsys):
+    from pathlib import Path
+
+    from helpers import cli_stderr
+
+    from fastpp.__main__ import main
+
+    hf = str(Path(__file__).parent / "data" / "hf" / "qwen3-8b.json")
+    assert main(["explain", "--hf", hf, "--gpus", "6", "--tp", "3", "--seq", "4095",
+                 "--neighbours", "0"]) == 2
+    err = cli_stderr(capsys)
+    assert "--tp must divide the heads" in err and "--global-batch" not in err

@@ -318,6 +318,9 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
             *MEGATRON_GROUPS),
         options=("G",), default_m=2, m_choices=(2, 3, 4)),
 )}
+# what fastpp.optimize also offers on a placement where a split backward costs more than a
+# whole one: a schedule that splits none (the V placement has none registered)
+WHOLE_BACKWARD = {"loop": "1f1b"}
 for _sid, _spec in enumerate(SCHEDULES.values()):
     object.__setattr__(_spec, "sid", _sid)
 # the default memory budget: 1F1B's peak, the one every schedule paper compares with

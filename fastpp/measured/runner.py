@@ -460,12 +460,12 @@ def _prepare(job: Job, order: Schedule | None) -> None:
         raise ScheduleError(f"out must be a folder that can be made (got {str(out)!r}: "
                             f"{err.strerror})") from None
     steps = [d for d in out.glob("step*") if d.is_dir() and d.name[4:].isdigit()]
-    for old in [*out.glob("rank*_trace.json"), *out.glob("rank*_trace.json.gz"),
-                *(f for d in steps for f in d.glob("rank*_trace.json*"))]:
-        old.unlink()  # a folder must hold one run only (the reader takes both), its steps too
-    for d in steps:  # (an earlier run's step beyond this one's count would be read as its)
-        if not any(d.iterdir()):
-            d.rmdir()
+    for folder in (out, *steps):  # a folder holds one run only (the reader takes both kinds),
+        traces = [*folder.glob("rank*_trace.json"), *folder.glob("rank*_trace.json.gz")]
+        for old in traces:        # and an earlier run's step beyond this one's count would
+            old.unlink()          # be read as its own
+        if folder is not out and traces and not any(folder.iterdir()):
+            folder.rmdir()
     if order is not None:
         write_torch_csv(order, job.csv)
 

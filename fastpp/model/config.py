@@ -187,8 +187,8 @@ class RunConfig:
                                 f"recompute={self.recompute!r})")
         one_of(self.zero, "zero", ZERO)
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
-        replicate_reason(positive_int(self.replicate, "replicate"), self.zero, self.d * self.cp,
-                         raise_it=True)
+        replicate_reason(positive_int(self.replicate, "replicate", MAX_INT - 1), self.zero,
+                         self.d * self.cp, raise_it=True)
         one_of(self.cp_comm, "cp_comm", CP_COMMS)
         one_of(self.dispatcher, "dispatcher", DISPATCHERS)
         if self.precision is not None:  # None: the hardware's
@@ -533,8 +533,9 @@ def replicate_reason(replicate: int, zero, replicas, edp=None, raise_it: bool = 
         out[np.broadcast_to(zero == 0, out.shape)] = (
             f"replicate={replicate} splits ZeRO's sharding into groups: zero must be 1, 2 or 3")
     if raise_it and out.size and out.flat[0]:
-        raise ScheduleError(f"{out.flat[0]} (got zero={zero.flat[0]}, d * cp = "
-                            f"{replicas.flat[0]})")
+        said = "" if edp is replicas else f", edp = {np.broadcast_to(edp, out.shape).flat[0]}"
+        raise ScheduleError(f"{out.flat[0]} (got zero={np.broadcast_to(zero, out.shape).flat[0]}, "
+                            f"d * cp = {np.broadcast_to(replicas, out.shape).flat[0]}{said})")
     return out
 
 
@@ -625,7 +626,7 @@ class RunGrid:
 
     def __post_init__(self):
         positive_int(self.seq, "seq", MAX_INT - 1)
-        positive_int(self.replicate, "replicate")
+        positive_int(self.replicate, "replicate", MAX_INT - 1)
         object.__setattr__(self, "reduce_bytes", check_reduce_bytes(self.reduce_bytes))
         arrays = {}
         for k in PER_CONFIGURATION:

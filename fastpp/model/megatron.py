@@ -612,11 +612,13 @@ def _pattern(node, layers: int) -> list:
 
 
 def _uneven_rest(layers: int, c: RunConfig) -> bool:
-    """Whether the ``layers`` that ``c.first_layers`` and ``c.last_layers`` leave do not
-    split evenly over the other pipeline ranks."""
-    ends = [x for x in (c.first_layers, c.last_layers) if x is not None]
-    middle = c.p - len(ends)
-    return middle > 0 and (layers - sum(ends)) % middle != 0
+    """Whether Megatron refuses ``c.first_layers`` and ``c.last_layers`` as per-rank counts
+    of ``layers`` (the rest not even over the other ranks: ``megatron_layers``' rule)."""
+    try:
+        megatron_layers(layers, c.p, 1, c.first_layers, c.last_layers)
+    except ScheduleError:
+        return True
+    return False
 
 
 def _same_virtual(a: dict, m: int, said: str) -> None:

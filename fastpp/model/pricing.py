@@ -91,7 +91,7 @@ def pair_partner(schedule: Schedule) -> np.ndarray:
 
 
 def _fit(model: Transformer, seq: int | None, t: int, d: int, cp: int, ep: int, etp: int,
-         t_name: str = "t", replicate: int = 1) -> None:
+         t_name: str = "t", replicate: int = 1, zero: int = 1) -> None:
     """What a run's degrees need of ``model`` (``RunConfig`` knows no model): ``cp``
     splitting ``seq`` (unless None: bytes alone need no sequence), ``t`` dividing the heads
     (named ``t_name``, the caller's spelling), an expert layout that exists and hybrid
@@ -105,8 +105,8 @@ def _fit(model: Transformer, seq: int | None, t: int, d: int, cp: int, ep: int, 
     reason = expert_reasons(model, t, d, ep, etp, cp).item()
     if reason:
         raise ScheduleError(reason)
-    if model.moe:  # (the ZeRO stage and d cp are RunConfig's to check: zero=1 passes here)
-        replicate_reason(replicate, 1, d * cp, expert_data_parallel(model, t, d, ep, etp, cp),
+    if model.moe:
+        replicate_reason(replicate, zero, d * cp, expert_data_parallel(model, t, d, ep, etp, cp),
                          raise_it=True)
 
 
@@ -291,7 +291,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       recompute_modules=recompute_modules, fp8_cache=fp8_cache,
                       offload_modules=offload_modules)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
-             replicate=config.replicate)
+             replicate=config.replicate, zero=config.zero)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         recipe = make_recipe(recompute_modules=config.priced_modules)
@@ -325,7 +325,9 @@ def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, replicate=1,
     seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
     t, d, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
     ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
-    _fit(model, seq, t, d, cp, ep, etp, t_name="tp", replicate=replicate)
+    replicate = positive_int(replicate, "replicate", MAX_INT - 1)
+    one_of(choices["zero"], "zero", ZERO)
+    _fit(model, seq, t, d, cp, ep, etp, t_name="tp", replicate=replicate, zero=choices["zero"])
     if microbatch * d >= MAX_INT:  # RunConfig's bound on the sequences of a step
         raise ScheduleError(f"microbatch * dp must be below 2**31 (got microbatch={microbatch}, "
                             f"dp={d})")
@@ -395,13 +397,13 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         ep, etp = positive_int(ep, "ep", MAX_INT - 1), positive_int(etp, "etp", MAX_INT - 1)
         replicate = positive_int(replicate, "replicate", MAX_INT - 1)
         replicate_reason(replicate, zero, d * cp, raise_it=True)
-        _fit(model, None, t, d, cp, ep, etp, t_name="tp", replicate=replicate)
+        _fit(model, None, t, d, cp, ep, etp, t_name="tp", replicate=replicate, zero=zero)
     else:
         config = as_run(config)
         config_alone("device_bytes", tp=tp, dp=dp, zero=zero, layout=layout, layers=layers,
                       ep=ep, etp=etp, cp=cp, zero3=zero3, replicate=replicate)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
-             replicate=config.replicate)
+             replicate=config.replicate, zero=config.zero)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp

@@ -201,7 +201,11 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     # ZeRO-3 gathers and reduces the weights, the routed experts' over their own edp replicas
     # (ranks ep etp apart), as FSDP shards them (torchtitan's dp_mod_ep mesh, Megatron-FSDP's
     # expert data-parallel group)
-    # (with hybrid sharding over a replica group's share of them: grid.replicate)
+    # (with hybrid sharding over a replica group's share of them: grid.replicate, which must
+    # divide d cp, as plan's reasons and RunConfig see to; a RunGrid built by hand is checked)
+    if np.any((grid.d * cp) % grid.replicate):
+        raise ScheduleError(f"replicate={grid.replicate} must divide d * cp, the ranks ZeRO's "
+                            f"groups split (got d * cp = {show(grid.d * cp)})")
     gather, scatter = zero3_times(hardware, params, layers + embedding + loss, per_stage(t),
                                   per_stage(grid.d * cp // grid.replicate), per_stage(grid.zero),
                                   zero3, grid.reduce_bytes)

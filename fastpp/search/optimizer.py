@@ -12,7 +12,7 @@ import numpy as np
 from .._jit import compile_clock
 from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, one_of
 from ..costs import Costs
-from ..generators.registry import build_schedule
+from ..generators.registry import WHOLE_BACKWARD, build_schedule
 from ..montecarlo import DEFAULT_SAMPLES, check_lam, check_noise
 from ..noise import Noise
 from ..schedule import Schedule
@@ -51,7 +51,8 @@ class SearchResult:
         split every backward and, where a split one costs more (``Costs.i``, ``overhead``),
         of those that split none.
     optimal : bool
-        ``value`` equals ``lower_bound``: the schedule is proven optimal.
+        ``value`` equals ``lower_bound``: the schedule is proven optimal (among the schedules
+        ``lower_bound`` covers).
     method : str
         What produced the schedule (e.g. ``"zb-greedy"``, ``"improve"``, ``"exact"``, or the
         name of a registered schedule that was best).
@@ -315,11 +316,12 @@ class _Search:
             self.improve(share * self.limit, seed)
         if (method == "exact" or (method == "auto" and small)) and not self.proven():
             self.exact(seed)
-        if problem.split_costs_more and problem.placement == "loop":
-            # a split backward costs more than a whole one: 1F1B, which splits none, may beat
-            # every split schedule (offered last: the local search and the solver start from
+        whole = WHOLE_BACKWARD.get(problem.placement)
+        if problem.split_costs_more and whole is not None:
+            # a split backward costs more than a whole one: a schedule that splits none may
+            # beat every split one (offered last: the local search and the solver start from
             # split ones)
-            self.offer(build_schedule("1f1b", problem.p, problem.n), "1f1b (backwards whole)")
+            self.offer(build_schedule(whole, problem.p, problem.n), f"{whole} (backwards whole)")
         return self.finish()
 
     def improve(self, until: float, seed: int) -> None:

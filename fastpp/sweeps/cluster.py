@@ -35,12 +35,14 @@ def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator
         # every worker compiles or loads the kernels once, as a task of its own: client.run
         # would call warm_up on the worker's event loop, which a cold compile (half a minute
         # and more) blocks, heartbeats and all
-        client.gather([client.submit(warm_up, workers=[worker], allow_other_workers=False,
+        # (nthreads lists every worker; scheduler_info() listed 5 at most in some releases;
+        # a worker that leaves meanwhile hands its warm-up to another rather than hang it)
+        client.gather([client.submit(warm_up, workers=[worker], allow_other_workers=True,
                                      pure=False)
-                       for worker in client.scheduler_info()["workers"]])
+                       for worker in client.nthreads()])
         pending = iter(todo)
         window = {_submit(client, plan, c, chunk_size, invalid) for c in itertools.islice(
-            pending, 2 * max(1, len(client.scheduler_info()["workers"])))}
+            pending, 2 * max(1, len(client.nthreads())))}
         while window:
             # on this client's loop: wait() takes the process's default client, and a sweep
             # inside a caller's own Client to another cluster would wait on that one's loop
