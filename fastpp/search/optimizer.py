@@ -316,12 +316,15 @@ class _Search:
             self.improve(share * self.limit, seed)
         if (method == "exact" or (method == "auto" and small)) and not self.proven():
             self.exact(seed)
-        whole = WHOLE_BACKWARD.get(problem.placement)
-        if problem.split_costs_more and whole is not None:
+        if problem.split_costs_more:
             # a split backward costs more than a whole one: a schedule that splits none may
-            # beat every split one (offered last: the local search and the solver start from
-            # split ones)
-            self.offer(build_schedule(whole, problem.p, problem.n), f"{whole} (backwards whole)")
+            # beat every split one, the best split one run whole among them (offered last:
+            # the local search and the solver start from split ones)
+            self.offer(problem.whole_backwards(self.best[1]), "best, backwards whole")
+            whole = WHOLE_BACKWARD.get(problem.placement)
+            if whole is not None:
+                self.offer(build_schedule(whole, problem.p, problem.n),
+                           f"{whole} (backwards whole)")
         return self.finish()
 
     def improve(self, until: float, seed: int) -> None:

@@ -29,7 +29,7 @@ from ..checks import (
 )
 from ..costs import Costs
 from ..generators.registry import MAX_WORK, SCHEDULES
-from ..ops import OP_FIELDS, PAD, F, I, W
+from ..ops import KIND, OP_FIELDS, PAD, B, F, I, W
 from ..placement import CODES, PLAIN_M, stage_map
 from ..schedule import Schedule
 from ..simulate import Result, simulate
@@ -131,6 +131,20 @@ class Problem:
         width = max(1, int(length.max()))
         return Schedule(ops[:, :, :width], length, self.stage_to_device, n=self.n, m=self.m,
                         name=name)
+
+    def whole_backwards(self, schedule: Schedule) -> Schedule:
+        """``schedule`` (split, of this placement) with every backward run whole: each ``I``
+        a ``B`` in its place, each ``W`` dropped. Its memory never exceeds the split one's
+        (a ``B`` frees at an ``I``'s end what ``I`` and ``W`` free by ``W``'s)."""
+        kind = schedule.ops[KIND]
+        ops = np.full_like(schedule.ops, PAD)
+        length = np.zeros(self.p, np.int64)
+        for r in range(self.p):
+            kept = schedule.ops[:, r, :schedule.length[r]][:, kind[r, :schedule.length[r]] != W]
+            ops[:, r, :kept.shape[1]] = kept
+            length[r] = kept.shape[1]
+        ops[KIND] = np.where(ops[KIND] == I, B, ops[KIND])
+        return self.schedule(ops, length, f"{schedule.name}, backwards whole")
 
     def evaluate(self, schedule: Schedule) -> tuple[Result, float] | None:
         """Simulate ``schedule``; its result and objective value, or ``None`` if it breaks the
