@@ -121,8 +121,10 @@ def show(value) -> str:
 
 def positive_int(value, name: str, upper: int | None = None, why: str = "") -> int:
     """``value`` as an ``int`` if it is a positive integer (not a bool), at most ``upper``
-    (``why`` says why, in the message)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+    (``why`` says why, in the message); a value of another type is a ``ScheduleTypeError``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ScheduleTypeError(f"{name} must be a positive integer (got {name}={value!r})")
+    if value < 1:
         raise ScheduleError(f"{name} must be a positive integer (got {name}={value!r})")
     if upper is not None and value > upper:
         raise ScheduleError(f"{name} must be at most {upper:,}{why} (got {name}={value})")
@@ -130,8 +132,11 @@ def positive_int(value, name: str, upper: int | None = None, why: str = "") -> i
 
 
 def nonnegative_int(value, name: str) -> int:
-    """``value`` as an ``int`` if it is an integer >= 0 (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+    """``value`` as an ``int`` if it is an integer >= 0 (not a bool; another type is a
+    ``ScheduleTypeError``)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ScheduleTypeError(f"{name} must be an integer >= 0 (got {value!r})")
+    if value < 0:
         raise ScheduleError(f"{name} must be an integer >= 0 (got {value!r})")
     return int(value)
 

@@ -94,8 +94,9 @@ def gantt(result, path) -> Path:
     sched = result.schedule
     width = min(40.0, 4.0 + 0.12 * sched.length.max())
     fig, ax = plt.subplots(figsize=(width, 0.45 * sched.p + 1.4))
-    fig.subplots_adjust(left=0.06 if width > 8 else 0.12, right=0.99, bottom=0.12 + 0.5 / (
-        sched.p + 2), top=0.86)
+    # (0.55 inch on the right for the legend)
+    fig.subplots_adjust(left=0.06 if width > 8 else 0.12, right=1 - 0.55 / width,
+                        bottom=0.12 + 0.5 / (sched.p + 2), top=0.86)
     for r in range(sched.p):
         L = sched.length[r]
         kinds = sched.kind[r, :L]
@@ -119,8 +120,8 @@ def gantt(result, path) -> Path:
     used = sorted({Op(k) for r in range(sched.p) for k in sched.kind[r, :sched.length[r]]})
     for op in used:
         ax.bar(0, 0, color=COLOURS[op], label={"FB": "F&B"}.get(op.name, op.name))
-    ax.legend(loc="upper right", ncol=len(used), fontsize=7, frameon=False,
-              bbox_to_anchor=(1.0, 1.14))
+    # beside the axis, as memory's: above it, it covered the title's bubbles
+    ax.legend(loc="upper left", fontsize=7, frameon=False, bbox_to_anchor=(1.0, 1.0))
     return _save(plt, fig, path)
 
 

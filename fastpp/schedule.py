@@ -423,9 +423,12 @@ class Schedule:
         if V < 1 or self.stage_to_device.min() < 0 or self.stage_to_device.max() >= p:
             raise ScheduleError(f"stage_to_device must map every stage to a device in 0..{p - 1} "
                                 f"(got {self.stage_to_device.tolist()})")
-        if routes.min() < 0 or routes.max() >= V or np.any(routes[:, 0] > routes[:, 1]):
-            raise ScheduleError(f"routes must have shape ({n}, 2) with 0 <= first <= last < "
-                                f"V={V} (got shape {routes.shape})")
+        wrong = np.flatnonzero((routes.min(axis=1) < 0) | (routes.max(axis=1) >= V)
+                               | (routes[:, 0] > routes[:, 1]))
+        if wrong.size:  # (the shape is checked before: the values are what is wrong)
+            j = int(wrong[0])
+            raise ScheduleError(f"routes must hold 0 <= first <= last < V={V} for each "
+                                f"microbatch (got {routes[j].tolist()} for microbatch {j})")
         got = np.zeros(4, np.int64)
         finding, a, b = kernels.check_ops(self.ops, self.length, self.stage_to_device,
                                           self.route_first, self.route_last, n,
@@ -485,8 +488,10 @@ def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
                         f"stage {stage} appears on devices {owner[stage]} and {r}; a stage "
                         "must live on one device")
     V = max(owner, default=-1) + 1
+    if V == 0:
+        raise ScheduleError("rows must hold at least one op (got no op on any device)")
     missing = [s for s in range(V) if s not in owner]
-    if V == 0 or missing:
+    if missing:
         raise ScheduleError(f"every stage 0..{V - 1} needs at least one op to infer "
                             f"stage_to_device (missing {missing}); pass stage_to_device")
     return np.array([owner[s] for s in range(V)])

@@ -39,16 +39,19 @@ def _registered(formula):
         for key, value in given.items():
             if key in ("p", "n", "m") or (key == "G" and value is not None):
                 positive_int(value, key)
-            elif key in ("f", "b", "w", "gamma") or (key == "fb" and value is not None):
+            elif key == "gamma":  # M_W / M_B, as Costs.gamma: a part of M_B
+                number(value, key, upper=1.0)
+            elif key in ("f", "b", "w") or (key == "fb" and value is not None):
                 # Costs' bound: a sum of p n terms of 1e308 is inf
                 number(value, key, upper=MAX_TIME)
+        if given.get("G") is not None and "G" not in spec.options:  # as build_schedule
+            raise ScheduleError(f"G must not be given for '{spec.name}': it takes no options "
+                                f"(got G={given['G']!r})")
         # a closed form of a schedule that cannot be built (1F1B with m = 3) is no number
         reason = spec.shape_reason(given["p"], given["n"], given.get("m", 1),
                                    given.get("G") or given["p"])
         if reason:
             raise ScheduleError(reason)
-        if given.get("gamma", 0.0) > 1:  # M_W / M_B, as Costs.gamma: a part of M_B
-            raise ScheduleError(f"gamma must be in [0, 1] (M_W / M_B; got {given['gamma']!r})")
         if given["p"] > MAX_P:
             raise ScheduleError(f"p must be at most {MAX_P:,} (got p={given['p']})")
         if "w" in given and given["w"] > given.get("b", 2.0):

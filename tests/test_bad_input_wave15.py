@@ -452,3 +452,50 @@ def test_a_split_schedule_run_whole(name, placement):
     ran, before = fastpp.simulate(whole, costs), fastpp.simulate(split, costs)
     assert (ran.peak_activations <= before.peak_activations + 1e-12).all()
     assert ran.makespan < before.makespan
+
+
+# -- the core API: a trial of schedules, theory and io ---------------------------------------
+
+
+@pytest.mark.parametrize("fb", [0.25, 1.5, 4.0])
+def test_dualpipe_idle_closed_form_only_where_it_holds(fb):
+    """theory.idle('dualpipe') gave -2.25, 1.5 and 9.0 where simulate gives 10.75, 4.5 and 11:
+    the form holds for a pair between its longer half and both halves in a row."""
+    assert fastpp.theory.idle("dualpipe", 8, 20, 1, f=1, b=2, w=1, fb=fb) is None
+    for fb in (2.0, 2.5, 3.0):  # inside: the simulated idle
+        ran = fastpp.simulate(build_schedule("dualpipe", 8, 20), fastpp.Costs(f=1, b=2, w=1,
+                                                                              fb=fb))
+        assert fastpp.theory.idle("dualpipe", 8, 20, 1, f=1, b=2, w=1, fb=fb) == \
+            pytest.approx((ran.makespan - ran.busy).max())
+
+
+def test_theory_takes_g_as_build_schedule_does():
+    with pytest.raises(ScheduleError, match=r"G must not be given for '1f1b': it takes no "
+                                            r"options \(got G=2\)"):
+        fastpp.theory.idle("1f1b", 4, 8, G=2)
+    assert build_schedule("interleaved-1f1b", 4, 8, 2, G=None).n == 8  # None: the default
+    with pytest.raises(ScheduleError, match=r"gamma must be in \[0, 1\] \(got -1\)"):
+        fastpp.theory.peak_activations("zb-h1", 4, 8, gamma=-1)
+
+
+@pytest.mark.parametrize("call", [lambda: build_schedule("1f1b", "4", 4),
+                                  lambda: build_schedule("1f1b", None, 4),
+                                  lambda: build_schedule(None, 4, 4)])
+def test_a_wrong_type_is_a_type_error(call):
+    """simulate.md: a wrong-type argument raises ScheduleTypeError (also a TypeError);
+    build_schedule's counts and name raised a plain ScheduleError."""
+    with pytest.raises(fastpp.ScheduleTypeError):
+        call()
+
+
+@pytest.mark.parametrize("rows, keywords, match", [
+    ([["0F0", "0B0"], ["1F0", "1B0"]], dict(routes=[[1, 0]]),
+     r"routes must hold 0 <= first <= last < V=2 for each microbatch \(got \[1, 0\] for "
+     r"microbatch 0\)"),
+    ([[], []], {}, r"rows must hold at least one op \(got no op on any device\)"),
+])
+def test_from_tokens_says_what_is_wrong(rows, keywords, match):
+    """routes in the right shape were refused 'got shape (1, 2)'; no op at all said 'every
+    stage 0..-1 ... (missing [])'."""
+    with pytest.raises(ScheduleError, match=match):
+        fastpp.Schedule.from_tokens(rows, **keywords)

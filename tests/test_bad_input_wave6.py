@@ -254,7 +254,7 @@ def test_report_refuses_a_sweep_row_without_figures(tmp_path):
 def test_theory_gamma_past_one():
     """``gamma=2`` (M_W twice M_B, which Costs refuses): ZB-H1's closed form gave peaks
     [4, 5, 6, 7], growing down the pipeline, for a run that cannot exist."""
-    with pytest.raises(ScheduleError, match=r"gamma must be in \[0, 1\] \(M_W / M_B; got 2\)"):
+    with pytest.raises(ScheduleError, match=r"gamma must be in \[0, 1\] \(got 2\)"):
         fastpp.theory.peak_activations("zb-h1", 4, 8, 1, gamma=2)
 
 

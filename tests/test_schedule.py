@@ -70,7 +70,8 @@ def test_idle_cells_are_skipped():
     ([["0F0", "0B0"]], {"n": 0}, r"n must be a positive integer \(got n=0\)"),
     ([["0F0", "0B0"]], {"m": 1.5}, r"m must be a positive integer \(got m=1\.5\)"),
     ([["0F0", "0B0"]], {"stage_to_device": [3]}, r"stage_to_device must map every stage"),
-    ([["0F0", "0B0"]], {"routes": [[0, 2]]}, r"routes must have shape \(1, 2\)"),
+    ([["0F0", "0B0"]], {"routes": [[0, 2]]},
+     r"routes must hold 0 <= first <= last < V=1 for each microbatch \(got \[0, 2\]"),
     ([], {}, r"rows must list at least one device"),
 ])
 def test_bad_schedules_are_named(rows, kwargs, message):

@@ -122,9 +122,13 @@ def dualpipev(ops, length, p, n, m, G):
 
 
 def dualpipe_idle(p, n, m, f, b, w, fb, G):
-    """DualPipe's bubble ``(p/2-1)(fb+b-3w)`` (DeepSeek-V3 report, table 2), for ``f = i``
-    and ``w <= f``."""
-    return (p / 2 - 1) * (fb + b - 3 * w) if np.isclose(f, b - w) and w <= f else None
+    """DualPipe's bubble ``(p/2-1)(fb+b-3w)`` (DeepSeek-V3 report, table 2), for ``f = i``,
+    ``w <= f`` and a pair that takes between its longer half and both halves in a row
+    (``max(f, b) <= fb <= f + b``: outside, its steady state is another, and the form went
+    negative at ``fb = 0.25``)."""
+    physical = max(f, b) * (1 - 1e-12) <= fb <= (f + b) * (1 + 1e-12)
+    return (p / 2 - 1) * (fb + b - 3 * w) if (np.isclose(f, b - w) and w <= f
+                                              and physical) else None
 
 
 def dualpipe_makespan(p, n, m, f, b, w, G):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import placement as placements
-from ..checks import ScheduleError, number_array, positive_int, show
+from ..checks import ScheduleError, ScheduleTypeError, number_array, positive_int, show
 from ..ops import OP_FIELDS, new_ops
 from ..schedule import Built, Schedule
 from . import chimera, classic, dualpipe, interleaved, vshape, zero_bubble
@@ -330,9 +330,11 @@ for _sid, _spec in enumerate(SCHEDULES.values()):
 def get_spec(name: str, param: str = "schedule") -> ScheduleSpec:
     """The registered ``ScheduleSpec`` called ``name``; a ``ScheduleError`` naming ``param``
     (e.g. a sweep's ``schedules``) otherwise."""
+    if not isinstance(name, str):  # (a wrong type: also a TypeError, as simulate's)
+        raise ScheduleTypeError(f"{param} must be one of {sorted(SCHEDULES)} (got {name!r})")
     try:
         return SCHEDULES[name]
-    except (KeyError, TypeError):
+    except KeyError:
         raise ScheduleError(f"{param} must be one of {sorted(SCHEDULES)} (got {name!r})") from None
 
 
@@ -374,6 +376,7 @@ def build_schedule(name: str, p: int, n: int, m: int | None = None, **options) -
             return Schedule._shared(built)
     spec = get_spec(name)
     p, n, m = (positive_int(v, k) for k, v in (("p", p), ("n", n), ("m", m)))
+    options = {k: v for k, v in options.items() if v is not None}  # None: the default
     unknown = sorted(set(options) - set(spec.options))
     if unknown:  # named first, as a parameter: on the command line it is a flag (-G)
         takes = f"its options are {list(spec.options)}" if spec.options else "it takes no options"
