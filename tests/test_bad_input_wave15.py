@@ -240,11 +240,15 @@ def test_plan_summary_with_no_rows_asked_shows_none():
 
 
 @pytest.mark.parametrize("axes", [dict(p=[2, 4, 2]), dict(schedules=["1f1b", "gpipe", "1f1b"]),
-                                  dict(comm=[0, 0.1, 0.0]), dict(n_per_p=[1, 2, 1])])
+                                  dict(comm=[0, 0.1, 0.0]), dict(n_per_p=[1, 2, 1]),
+                                  dict(costs=[fastpp.Costs(1, 2), fastpp.Costs(1, 3),
+                                              fastpp.Costs(1.0, 2.0)])])
 def test_a_sweep_axis_takes_each_value_once(axes):
     """-p 2 2 wrote each point twice and counted them as simulated points; plan already took
     each value of an axis once (wave 9), and so does a sweep now, in the order given."""
     once = {k: list(dict.fromkeys(v)) for k, v in axes.items()}
+    if "costs" in axes:  # (Costs objects: equal ones, not the same object)
+        once = {"costs": [axes["costs"][0], axes["costs"][1]]}
     base = {"schedules": ["1f1b"], "p": [2], "progress": False}
     twice, single = (fastpp.sweep(**{**base, **a}) for a in (axes, once))
     assert len(twice) == len(single) and twice.equals(single)

@@ -79,7 +79,8 @@ class GridPlan:
             # 0: each schedule's default_m
             "m": np.zeros(1, np.int64) if m is None else positive_ints(as_list(m, "m"), "m"),
         }
-        self.objects = None if objects is None else costs_list(as_list(objects, "costs"))
+        self.objects = None if objects is None else _distinct(costs_list(as_list(objects,
+                                                                              "costs")))
         if self.objects is not None:
             self.axes["costs"] = np.arange(len(self.objects))
         else:
@@ -190,6 +191,17 @@ def costs_list(values) -> list[Costs]:
             raise ScheduleTypeError(f"costs must hold fastpp.Costs (got {type(c).__name__} at "
                                     f"position {i})")
     return list(values)
+
+
+def _distinct(objects: list[Costs]) -> list[Costs]:
+    """Each ``Costs`` once, the first of equal ones, as every other axis takes its values."""
+    seen, out = set(), []
+    for c in objects:
+        key = json.dumps(_key(c))  # (NaN, a field not given, as 'NaN': equal to itself)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
 
 
 def _key(c: Costs) -> list:
