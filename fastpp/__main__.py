@@ -481,11 +481,11 @@ def _measure(args) -> int:
     from pathlib import Path
 
     from .measured import MeasuredSteps, measure, predictions, read_torch_trace
+    from .measured.runner import OUT
 
     # what can be refused is refused before the run (minutes), not after it
     will_write(args.trace, "--trace")
-    out = Path(args.out if args.out is not None else inspect.signature(measure).parameters[
-        "out"].default)
+    out = Path(args.out if args.out is not None else OUT)
     if args.trace is not None and Path(args.trace).resolve().parent == out.resolve():
         raise ScheduleError(f"--trace must be outside --out {str(out)!r}, whose .json files "
                             f"are read as the ranks' traces (got {args.trace!r})")

@@ -6,7 +6,6 @@ A check names the parameter, what it must be and what it got, and raises ``Sched
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 import os
@@ -384,6 +383,8 @@ def seconds_flag(text: str) -> float:
     except ValueError:
         value = math.nan
     if not (value > 0 and math.isfinite(value)):
+        import argparse  # (the command line's alone: not at fastpp's import)
+
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0 (got {text!r})")
     return value
 

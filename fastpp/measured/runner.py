@@ -42,6 +42,7 @@ from ..checks import (
     flag,
     index,
     instance,
+    make_folder,
     missing_extra,
     nonnegative_int,
     number,
@@ -58,6 +59,7 @@ from .steps import MeasuredSteps
 # torch_class).
 TORCH_CLASSES = {spec.torch_class: name for name, spec in SCHEDULES.items() if spec.torch_class}
 DEVICES = ("cpu", "cuda")
+OUT = "measured"  # measure's and measure_many's folder for the traces when none is given
 RANK_SCRIPT = Path(__file__).with_name("rank.py")  # each rank's process runs it
 
 
@@ -104,7 +106,7 @@ class Model:
 
 
 def measure(schedule, p: int | None = None, n: int | None = None, m: int | None = None, *,
-            layers: int = 16, hidden: int = 256, microbatch: int = 256, out="measured",
+            layers: int = 16, hidden: int = 256, microbatch: int = 256, out=OUT,
             device: str = "cpu", warmup: int = 1, realtime: bool = False,
             timeout: float = 300.0, delay=(), link_delay=None, steps: int = 1,
             probe: int = PROBE):
@@ -264,7 +266,7 @@ def _link(link_delay, p: int) -> tuple | None:
 
 
 def measure_many(schedules, p: int | None = None, n: int | None = None, *, layers: int = 16,
-                 hidden: int = 256, microbatch: int = 256, out="measured", device: str = "cpu",
+                 hidden: int = 256, microbatch: int = 256, out=OUT, device: str = "cpu",
                  warmup: int = 1, realtime: bool = False, timeout: float = 600.0,
                  delay=(), link_delay=None, steps: int = 1,
                  round_robin: bool = False, probe: int = PROBE) -> dict:
@@ -453,12 +455,7 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
 
 def _prepare(job: Job, order: Schedule | None) -> None:
     """Make ``job.out`` hold this run only: created, its old traces gone, the CSV written."""
-    out = Path(job.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # a file in the way, no permission
-        raise ScheduleError(f"out must be a folder that can be made (got {str(out)!r}: "
-                            f"{err.strerror})") from None
+    out = make_folder(job.out, "out")
     steps = [d for d in out.glob("step*") if d.is_dir() and d.name[4:].isdigit()]
     for folder in (out, *steps):  # a folder holds one run only (the reader takes both kinds),
         traces = [*folder.glob("rank*_trace.json"), *folder.glob("rank*_trace.json.gz")]
