@@ -36,6 +36,15 @@ def mirrored(code, p, m) -> np.ndarray:
     return (code != LOOP) | ((np.asarray(p) == 1) & (np.asarray(m) == 2))
 
 
+def stage_devices(code, p, stage) -> np.ndarray:
+    """The device of virtual stage ``stage`` for placement ``code`` on ``p`` devices, as
+    ``stage_map`` gives it, for arrays of each. The stage after the last one (a hand-off
+    nobody receives) is the loop's first device, the V's and two directions' last."""
+    code, p, stage = (np.asarray(x, np.int64) for x in (code, p, stage))
+    return np.where(code == LOOP, stage % p,
+                    np.where(stage >= p, np.maximum(2 * p - 1 - stage, 0), stage))
+
+
 @jit
 def stage_map(code, p, m):
     """The device of each virtual stage for placement ``code`` (an int32 array)."""

@@ -638,7 +638,8 @@ def _stages(model, hardware, grid, cols, run, chunks, which, layouts):
     for q in np.unique(precision):  # a table per precision, each configuration's kept
         one = stage_table(model, hardware, grid.replace(precision=PRECISIONS[q]),
                           config=config, layers=layers, embedding=embedding, loss=loss,
-                          moe_layers=moe, mtp=mtp, partner=partner)
+                          moe_layers=moe, mtp=mtp, partner=partner,
+                          placement=batch.PLACEMENT_CODE[sid][config])
         if table is None:
             table = one
             continue

@@ -126,7 +126,8 @@ def _stages(model, hardware, schedule: Schedule, grid: RunGrid, layout=None, lay
     grid = grid.replace(p=np.full_like(grid.p, schedule.p), m=np.full_like(grid.m, schedule.m))
     table = stage_table(model, hardware, grid, config=np.zeros(schedule.V, np.int64),
                         layers=per_stage, embedding=embedding, loss=loss, moe_layers=moe,
-                        mtp=mtp, partner=pair_partner(schedule))
+                        mtp=mtp, partner=pair_partner(schedule),
+                        placement=code_of(schedule))
     idle = np.flatnonzero(idle_stages(table))
     if idle.size:
         s = int(idle[0])

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..checks import ScheduleError
 from ..costs import Costs
-from ..generators.registry import build_schedule
+from ..generators.registry import build_schedule, code_of
 from ..simulate import simulate
 from .config import RunGrid
 from .stages import device_parameters, stage_table, step_terms
@@ -53,7 +53,7 @@ def step_time(model: Transformer, hardware, schedule, *, seq, microbatch, t=1, d
 
 def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
                 sequence_parallel=False, recompute="none", layers=None, tp_overlap=False):
-    """The ``Costs`` of ``schedule`` (loop placement) and the stage table behind them, priced
+    """The ``Costs`` of ``schedule`` and the stage table behind them, priced
     as ``transformer_costs`` prices them for ``plan``, Megatron's hand-offs blocking."""
     V, p = schedule.V, schedule.p
     layers = (chunk_layers(model.layers, V) if layers is None else np.asarray(layers))
@@ -68,7 +68,7 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
                    blocking_handoffs=True)
     table = stage_table(model, hardware, grid, config=np.zeros(V, np.int64),
                         layers=layers.astype(np.float64), embedding=stage == 0,
-                        loss=stage == V - 1)
+                        loss=stage == V - 1, placement=code_of(schedule))
     costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
                   act=table["act"], comm=table["comm"],
                   bandwidth=table["bandwidth"],

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from ..checks import ScheduleError, ScheduleTypeError, indices, instance, numbers, show
+from ..placement import LOOP, NAMES, stage_devices
 from .comm import (
     all_gather,
     all_reduce,
@@ -49,7 +50,8 @@ IN_FLIGHT_LAYERS = 2  # ZeRO-3 per layer: the layer computed and the next one pr
 
 
 def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
-                embedding, loss, moe_layers=0.0, mtp=0.0, partner=None, **keywords):
+                embedding, loss, moe_layers=0.0, mtp=0.0, partner=None, placement=None,
+                **keywords):
     """Costs of every stage of many configurations, in the units of ``fastpp.Costs``.
 
     Per stage: ``config`` (its configuration), ``layers`` (transformer layers), ``embedding``
@@ -124,6 +126,10 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         Per stage: how many of its layers have experts; MTP modules.
     partner : array_like of int, optional
         Per stage: the stage of its overlapped pairs' backward half (default: itself).
+    placement : array_like of int, optional
+        Per stage: its schedule's placement code (``fastpp.placement.CODES``), which says on
+        which pipeline rank each stage runs and so which hand-offs cross nodes (default:
+        the loop, stage ``v`` on rank ``v mod p``).
     **keywords
         Deprecated: 0.1.0's keywords in place of ``grid`` (a ``DeprecationWarning``).
 
@@ -162,8 +168,8 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         hardware = hardware.with_precision(grid.precision)
     # a layer's costs depend on its configuration only: priced once per configuration
     grid = grid.broadcast()
-    config, layers, embedding, loss, moe_layers, mtp, partner = _stages(
-        grid, config, layers, embedding, loss, moe_layers, mtp, partner)
+    config, layers, embedding, loss, moe_layers, mtp, partner, placement = _stages(
+        grid, config, layers, embedding, loss, moe_layers, mtp, partner, placement)
     prices = _layer_prices(model, hardware, grid)
 
     def per_stage(x):
@@ -221,8 +227,8 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
     forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
     mm = grid.m[config]
-    latency, bandwidth, message, held = _handoff_terms(hardware, grid, config, model.hidden,
-                                                       forward, per_stage)
+    latency, bandwidth, message, held = _handoff_terms(hardware, grid, config, placement,
+                                                       model.hidden, forward, per_stage)
     table = {
         "f": (forward + held) * mm,
         "b": (backward + held) * mm,
@@ -242,7 +248,7 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     return table
 
 
-def _stages(grid, config, layers, embedding, loss, moe_layers, mtp, partner):
+def _stages(grid, config, layers, embedding, loss, moe_layers, mtp, partner, placement):
     """``stage_table``'s per-stage arguments checked, each of the stages' one shape (the
     pricing indexes the grid by ``config`` and ``partner`` unchecked)."""
     if grid.microbatch.ndim != 1:
@@ -274,6 +280,14 @@ def _stages(grid, config, layers, embedding, loss, moe_layers, mtp, partner):
         raise ScheduleError(f"moe_layers must be at most layers on every stage (got "
                             f"moe_layers={show(out[4])}, layers={show(out[1])})")
     out.append(None if partner is None else indices(partner, "partner", len(config)))
+    if placement is None:
+        out.append(np.full(config.shape, LOOP, np.int64))
+    else:
+        placement = indices(placement, "placement", len(NAMES))
+        if placement.shape not in (config.shape, ()):
+            raise ScheduleError(f"placement must have one value per stage, shape "
+                                f"{config.shape} as config (got shape {placement.shape})")
+        out.append(np.broadcast_to(placement, config.shape))
     return out
 
 
@@ -412,12 +426,12 @@ def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) ->
             "recomputed": np.where(dense > 0, per_stage(layer["recomputed"]), 0.0)}
 
 
-def _handoff_terms(hardware, grid, config, hidden, forward, per_stage):
+def _handoff_terms(hardware, grid, config, placement, hidden, forward, per_stage):
     """Per stage: its hand-off's latency, bandwidth and message, each hop over its own link,
     and what a blocking op holds its device for them (``held``)."""
     t, cp, p = grid.t, grid.cp, grid.p
     latency, bandwidth = handoff_links(hardware, config, per_stage(t * cp * grid.d),
-                                       per_stage(p))
+                                       per_stage(p), placement)
     # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off) of
     # its seq/cp tokens
     message = per_stage(BYTES * grid.seq * grid.microbatch / cp * hidden / t)
@@ -531,14 +545,14 @@ def incoming(config, values) -> np.ndarray:
     return out
 
 
-def handoff_links(hardware: Hardware, config, stride, p):
+def handoff_links(hardware: Hardware, config, stride, p, placement=LOOP):
     """Per stage: latency and bandwidth of its hand-off to the next stage, each hop over its
-    own link (``fastpp.model.comm.hop_crosses``; stage ``v`` on pipeline rank ``v mod p``,
-    the loop placement; ``stride = t cp d`` per stage): NVLink inside a node, the network
-    where the hop leaves it."""
+    own link (``fastpp.model.comm.hop_crosses``; each stage on the pipeline rank its
+    ``placement`` code puts it, ``fastpp.placement.stage_devices``; ``stride = t cp d`` per
+    stage): NVLink inside a node, the network where the hop leaves it."""
     position = stage_positions(config)
-    p = np.asarray(p, np.int64)
-    crossing = hop_crosses(hardware, stride, position % p, (position + 1) % p)
+    crossing = hop_crosses(hardware, stride, stage_devices(placement, p, position),
+                           stage_devices(placement, p, position + 1))
     latency = np.where(crossing, hardware.network.latency, hardware.node.latency)
     bandwidth = np.where(crossing, hardware.network.bandwidth, hardware.node.bandwidth)
     return latency, bandwidth
