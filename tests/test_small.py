@@ -18,7 +18,7 @@ from fastpp.model import (
     plan,
     transformer_costs,
 )
-from fastpp.model.comm import all_reduce, hop_crosses, link_time
+from fastpp.model.comm import all_reduce, hop_crosses, link_time, tensor_parallel_per_node
 from fastpp.model.compute import (
     EAGER_SOFTMAX_BACKWARD,
     EAGER_SOFTMAX_FORWARD,
@@ -29,6 +29,7 @@ from fastpp.model.compute import (
     matmul_time,
     memory_time,
 )
+from fastpp.model.errorbar import regime
 from fastpp.model.hardware import NVLINK3_PROTOCOLS
 from fastpp.model.published import _schedule, model_costs, step_time
 from fastpp.model.stages import (
@@ -46,6 +47,7 @@ from fastpp.model.validate_small import (
     vtrain_frame,
     vtrain_rows,
 )
+from fastpp.placement import LOOP, VSHAPE
 
 A100 = HARDWARE["A100-80GB"]
 ANCHORS = DATA / "small_model_overheads.csv"
@@ -202,6 +204,43 @@ def test_each_hop_on_its_own_link_by_hand():
     np.testing.assert_allclose(costs.arrays["bandwidth"], [e[1] for e in expect])
     whole = dataclasses.replace(costs, comm=float(net[0]), bandwidth=float(net[1]))
     assert simulate(sched, costs).makespan < simulate(sched, whole).makespan
+
+
+def test_a_tensor_parallel_group_that_straddles_nodes_pays_the_network():
+    """t 6 on 8-GPU nodes: the group of ranks 6-11 holds two GPUs on one node and four on the
+    next, so its collectives cross the network on two rails; until 5 December 2026 every
+    t up to the node's size was priced on NVLink (min(t, 8) members a node)."""
+    per_node = tensor_parallel_per_node(A100, np.array([1, 2, 3, 4, 6, 8, 12, 16, 24]))
+    assert per_node.tolist() == [1, 2, 1, 4, 2, 8, 4, 8, 8]
+    message = 64e6
+    assert all_reduce(A100, message, 6, per_node[4]) > 3 * all_reduce(A100, message, 8, 8)
+    assert regime(Transformer(8, 1536, 24, vocab=1024), A100, 2048, 6).tp == "across nodes"
+    assert regime(Transformer(8, 1536, 24, vocab=1024), A100, 2048, 4).tp == "in node"
+
+
+def test_v_shaped_hops_on_the_ranks_that_hold_their_stages():
+    """ZB-V on p 6, t 2 over 8-GPU nodes: pipeline ranks 0-3 on node 0, 4-5 on node 1. Its
+    stages 0-5 run down ranks 0-5 and 6-11 back up 5-0, so the hops that leave a node are
+    stage 3 (rank 3 -> 4) and stage 7 (4 -> 3). Until 5 December 2026 every hop was priced as
+    the loop's (stage v on rank v mod 6): stage 7 on NVLink and stage 9 (2 -> 1, inside node
+    0) on the network."""
+    hw = dataclasses.replace(A100, handoff=7e-6)
+    crossing = np.zeros(12, bool)
+    crossing[[3, 7]] = True
+    model = Transformer(12, 1024, 16, vocab=1024)
+    sched = build_schedule("zbv", 6, 12)
+    costs = transformer_costs(model, sched, hw, seq=1024, microbatch=1, tp=2)
+    np.testing.assert_allclose(costs.arrays["comm"], np.where(
+        crossing, hw.network.latency, hw.node.latency))
+    np.testing.assert_allclose(costs.arrays["bandwidth"], np.where(
+        crossing, hw.network.bandwidth, hw.node.bandwidth))
+    # one table holding a loop and a V configuration: each stage on its own placement's rank
+    config = np.repeat([0, 1], 12)
+    latency, _ = handoff_links(hw, config, np.full(24, 2), np.full(24, 6),
+                               np.repeat([LOOP, VSHAPE], 12))
+    loop = np.zeros(12, bool)
+    loop[[3, 5, 9, 11]] = True  # 3 -> 4 and 5 -> 0 (node 1 -> node 0), each chunk
+    assert (latency == hw.network.latency).tolist() == [*loop, *crossing]
 
 
 @needs_data("vtrain_single_node_a.csv")

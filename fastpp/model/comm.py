@@ -13,7 +13,8 @@ own link (``hop_crosses``): NVLink between two stages in one node, the network o
 the hop leaves the node.
 
 Ranks are ordered as Megatron orders them: tensor-parallel fastest, then context, data, then
-pipeline, so a tensor-parallel group of ``t`` ranks spans nodes when ``t > gpus_per_node``, a
+pipeline, so a tensor-parallel group of ``t`` ranks spans nodes when ``t`` does not divide
+``gpus_per_node`` (some groups do, and the slowest paces the rest), a
 context-parallel one of ``c`` when ``t c > gpus_per_node``, a data-parallel one when
 ``t c d > gpus_per_node`` (callers pass ``t c`` as the data-parallel group's stride).
 """
@@ -75,8 +76,13 @@ def link_time(link, message_bytes, steps, fraction) -> np.ndarray:
 
 
 def tensor_parallel_per_node(hardware: Hardware, t) -> np.ndarray:
-    """Members per node of a tensor-parallel group of ``t`` consecutive ranks."""
-    return np.minimum(np.asarray(t), hardware.gpus_per_node)
+    """Members per node of a tensor-parallel group of ``t`` consecutive ranks: in the group
+    that fares worst, ``gcd(t, gpus_per_node)``. Groups start at multiples of ``t``, so where
+    ``t`` does not divide the node some straddle two nodes, and the smallest piece of one
+    (``t = 6`` on 8 GPUs: ranks 6-7 on one node, 8-11 on the next) sets the network's share:
+    that group paces every stage it serves."""
+    t = np.asarray(t)
+    return np.gcd(t.astype(np.int64), hardware.gpus_per_node).astype(t.dtype)
 
 
 def context_parallel_per_node(hardware: Hardware, t, cp) -> np.ndarray:

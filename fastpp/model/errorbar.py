@@ -96,7 +96,7 @@ def regime(model, hardware: Hardware, seq: int, t: int = 1) -> Regime:
         arch += " with a sliding window"
     return Regime(generation(hardware), _bucket(model.parameters, SIZES),
                   _bucket(seq, SEQS), arch,
-                  "in node" if t <= hardware.gpus_per_node else "across nodes")
+                  "in node" if hardware.gpus_per_node % t == 0 else "across nodes")
 
 
 def step_error(error: np.ndarray, quantity) -> np.ndarray:
