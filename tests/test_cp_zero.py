@@ -65,17 +65,20 @@ def test_zero3_bytes_and_times_by_hand():
     params = 4 * layer + MODEL.vocab * MODEL.hidden
     by = device_bytes(MODEL, sched, dp=8, zero=3)
     assert by["parameter_bytes"][0] == pytest.approx(2 * params / 8 + 2 * 2 * layer)
-    assert by["gradient_bytes"][0] == pytest.approx(2 * params / 8)
+    # the gradients at the 4 bytes Megatron holds and reduces them in (fp32 main_grad)
+    assert by["gradient_bytes"][0] == pytest.approx(4 * params / 8)
+    assert device_bytes(MODEL, sched, dp=8, zero=3, reduce_bytes=2)["gradient_bytes"][0] == \
+        pytest.approx(2 * params / 8)
     assert by["optimizer_bytes"][0] == pytest.approx(12 * params / 8)
     # gathered once per step: the weights whole through the step, and the gradients, which
     # FSDP2 under PyTorch's pipelining accumulates whole and reduces after the last backward
     step = device_bytes(MODEL, sched, dp=8, zero=3, zero3="step")
     assert step["parameter_bytes"][0] == pytest.approx(2 * params)
-    assert step["gradient_bytes"][0] == pytest.approx(2 * params)
+    assert step["gradient_bytes"][0] == pytest.approx(4 * params)
     assert step["optimizer_bytes"][0] == pytest.approx(12 * params / 8)
     # context parallelism shards over d x cp
     assert device_bytes(MODEL, sched, dp=4, cp=2, zero=3)["gradient_bytes"][0] == \
-        pytest.approx(2 * params / 8)
+        pytest.approx(4 * params / 8)
     # times: 5 all-gathers (4 layers, the embedding) of 2 bytes x params / 5 over 2 ranks in a
     # node, beside the forward's compute, only the excess exposed; the backward adds the
     # 4-byte gradients' reduce-scatter
@@ -115,10 +118,10 @@ def test_zero3_shards_the_routed_experts_over_their_replicas():
         if whole:  # sharded, and two layers whole of each kind
             assert weights == pytest.approx(2 * (dense / 8 + 2 * outside)
                                             + 2 * (routed / 2 + 2 * layer))
-            assert grads == pytest.approx(2 * (dense / 8 + routed / 2))
+            assert grads == pytest.approx(4 * (dense / 8 + routed / 2))
         else:  # gathered once a step: weights and gradients whole
             assert weights == pytest.approx(2 * (dense + routed))
-            assert grads == pytest.approx(2 * (dense + routed))
+            assert grads == pytest.approx(4 * (dense + routed))
         assert optimizer == pytest.approx(12 * (dense / 8 + routed / 2))
     # each microbatch's backward pays the experts' collectives beside the dense ones': d = 4
     # in one 4-GPU node, ep = 2, so the experts' 2 replicas are 2 ranks apart in it too; each

@@ -138,12 +138,12 @@ def test_explain_shows_the_memory_error_bar(capsys):
 
 def test_weights_gradients_and_optimizer_states_are_a_torch_models_bytes(torch):
     """The parts counted, not modelled: a PyTorch model's parameters times bf16 weights,
-    Adam's fp32 master copy and two moments, and the gradients as the bf16 ``.grad`` PyTorch
-    keeps (Megatron's with ``--grad-reduce-in-bf16``). That is fastpp's convention, not what
-    Megatron holds by default under ``--bf16``: an fp32 ``main_grad`` buffer per parameter
+    Adam's fp32 master copy and two moments, and the gradients as Megatron holds them by
+    default under ``--bf16``, an fp32 ``main_grad`` buffer per parameter
     (``accumulate_allreduce_grads_in_fp32``; 18 bytes a parameter in its
-    ``theoretical_memory_usage.py``), twice the bytes. fastpp leaves out the final norm (``h``
-    parameters), so the counts differ by exactly that."""
+    ``theoretical_memory_usage.py``), or with ``reduce_bytes=2`` as the bf16 ``.grad``
+    PyTorch keeps (Megatron's ``--grad-reduce-in-bf16``). fastpp leaves out the final norm
+    (``h`` parameters), so the counts differ by exactly that."""
     h, a, g, ffn, v, layers = 64, 4, 2, 160, 300, 2
     model = Transformer(layers, h, a, kv_heads=g, ffn=ffn, vocab=v, swiglu=True)
     nn = torch.nn
@@ -175,9 +175,10 @@ def test_weights_gradients_and_optimizer_states_are_a_torch_models_bytes(torch):
     assert bf16 == 2 * count and main_grad == 4 * count
     schedule = build_schedule("1f1b", 1, 1)
     got = {k: float(x[0]) for k, x in device_bytes(model, schedule, zero=0).items()}
-    assert got == {"parameter_bytes": 2 * (count - h), "gradient_bytes": bf16 - 2 * h,
+    assert got == {"parameter_bytes": 2 * (count - h), "gradient_bytes": main_grad - 4 * h,
                    "optimizer_bytes": 12 * (count - h)}
-    assert got["gradient_bytes"] == (main_grad - 4 * h) / 2  # Megatron's default: not counted
+    half = device_bytes(model, schedule, zero=0, reduce_bytes=2)["gradient_bytes"][0]
+    assert half == bf16 - 2 * h
     # ZeRO-1 splits the optimizer states over the data-parallel replicas, ZeRO-2 the
     # gradients too
     for zero, split in ((1, ("optimizer_bytes",)), (2, ("optimizer_bytes", "gradient_bytes"))):

@@ -1,14 +1,12 @@
 """The error bar of predicted memory: the activation formula against the bytes PyTorch saves.
 
 A device's predicted memory is its weights, gradients and optimizer states (counted, not
-modelled: parameter counts times 2 + 2 + 12 bytes, over the ZeRO shares; a test holds the
-counts to a PyTorch model's) plus the activations its schedule keeps alive, each layer's
-``fastpp.model.transformer.layer_costs`` bytes (Korthikanti et al. 2022's ``sbh(34 +
+modelled: parameter counts times 2 + ``reduce_bytes`` + 12 bytes, over the ZeRO shares; a
+test holds the counts to a PyTorch model's) plus the activations its schedule keeps alive,
+each layer's ``fastpp.model.transformer.layer_costs`` bytes (Korthikanti et al. 2022's ``sbh(34 +
 5as/h)`` and its variants), plus a recomputed layer's working set during its backward
 (``fastpp.model.stages.recomputed_bytes``). The activations are a model, and this module
-measures them. The 2 gradient bytes are a convention, bf16 gradients (Megatron's with
-``--grad-reduce-in-bf16``): Megatron's default under ``--bf16`` holds an fp32 ``main_grad``
-buffer, 2 bytes a parameter more, which fastpp does not count.
+measures them.
 
 ``saved_bytes`` builds the dense layer the formula describes in PyTorch, in bf16 on the CPU
 (a norm, the fused QKV product, the attention core, the output projection, dropout, the

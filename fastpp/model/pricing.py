@@ -22,6 +22,7 @@ from .config import (
     RunGrid,
     as_run,
     check_cp,
+    check_reduce_bytes,
     config_alone,
     replicate_reason,
 )
@@ -341,9 +342,12 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
                  layers=None, ep: int = DEFAULTS["ep"], etp: int = DEFAULTS["etp"],
                  cp: int = DEFAULTS["cp"], zero3: str = DEFAULTS["zero3"],
                  replicate: int = DEFAULTS["replicate"],
+                 reduce_bytes: float = DEFAULTS["reduce_bytes"],
                  config: RunConfig | None = None) -> dict[str, np.ndarray]:
     """Per device: ``parameter_bytes``, ``gradient_bytes`` and ``optimizer_bytes`` of the
-    stages it holds (mixed-precision Adam, 2 + 2 + 12 bytes per parameter, ZeRO ``zero`` over
+    stages it holds (mixed-precision Adam: bf16 weights, the gradients at ``reduce_bytes``,
+    an fp32 master copy and two moments: 2 + 4 + 12 bytes per parameter as Megatron holds
+    them under ``--bf16``, 2 + 2 + 12 with ``reduce_bytes=2``; ZeRO ``zero`` over
     the ``dp * cp`` replicas, the routed experts' over the ``edp`` expert-data-parallel ones;
     a tied output layer on the embedding's device is one copy), the layers split by
     ``layout`` or ``layers`` as for ``transformer_costs``; ZeRO-3 as
@@ -351,9 +355,8 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     their ``edp`` replicas. ``config`` (a ``RunConfig``) replaces the keywords (one set beside it
     to other than its default is a ``ScheduleError``) and gives the schedule when
     ``schedule`` is None. These parts are counted, not modelled (no error bar: a test holds
-    them to a PyTorch model's bytes), the gradients as bf16: Megatron's default fp32
-    ``main_grad`` buffer holds 2 bytes a parameter more (``fastpp.model.memorybar``); the
-    activations' expected error is ``memorybar``'s, in ``plan``'s ``expected_memory_error``.
+    them to a PyTorch model's bytes); the activations' expected error is
+    ``fastpp.model.memorybar``'s, in ``plan``'s ``expected_memory_error``.
 
     Parameters
     ----------
@@ -373,6 +376,9 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     replicate : int
         Hybrid sharding's groups (``RunConfig.replicate``): ZeRO shards over the
         ``dp * cp / replicate`` ranks of a group (and the experts' over ``edp / replicate``).
+    reduce_bytes : float
+        Bytes a gradient is held and reduced in: 4 (Megatron's fp32 ``main_grad`` under
+        ``--bf16``), 2 (``--grad-reduce-in-bf16``, fp16 training).
     config : RunConfig, optional
         One run in place of the keywords.
 
@@ -397,18 +403,21 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
                                                                    ("cp", cp)))
         ep, etp = positive_int(ep, "ep", MAX_INT - 1), positive_int(etp, "etp", MAX_INT - 1)
         replicate = positive_int(replicate, "replicate", MAX_INT - 1)
+        reduce_bytes = check_reduce_bytes(reduce_bytes)
         replicate_reason(replicate, zero, d * cp, raise_it=True)
         _fit(model, None, t, d, cp, ep, etp, t_name="tp", replicate=replicate, zero=zero)
     else:
         config = as_run(config)
         config_alone("device_bytes", tp=tp, dp=dp, zero=zero, layout=layout, layers=layers,
-                      ep=ep, etp=etp, cp=cp, zero3=zero3, replicate=replicate)
+                      ep=ep, etp=etp, cp=cp, zero3=zero3, replicate=replicate,
+                      reduce_bytes=reduce_bytes)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
              replicate=config.replicate, zero=config.zero)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp
         zero, zero3, replicate = config.zero, config.zero3, config.replicate
+        reduce_bytes = config.reduce_bytes
     edp = int(expert_data_parallel(model, t, d, ep, etp, cp))
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
     params, experts = device_parameters(
@@ -416,5 +425,5 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         stage_params(model, per_stage, embedding, loss, t, moe, mtp),
         expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp), embedding, loss, t)
     weights, grads, optimizer = device_memory(model, params, experts, t, d * cp, edp, zero,
-                                              zero3, replicate)
+                                              zero3, replicate, reduce_bytes)
     return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}

@@ -78,6 +78,10 @@ from .moe import (
 from .overlap import LayerParts
 from .transformer import BYTES, RECOMPUTE, Transformer, attention_costs
 
+# mixed-precision Adam's bytes a parameter: the fp32 master copy and two fp32 moments, or with
+# the moments in bf16 (DeepSeek-V3's report, section 3.3.2)
+OPTIMIZER_BYTES, BF16_MOMENTS_BYTES = 12.0, 8.0
+
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
                      "shared_experts")
 OUTPUT_DISCARDING = ("moe_act", "layernorm", "mla_up_proj")  # the others: normal checkpoints
@@ -99,24 +103,35 @@ class Recipe:
     offload_modules : tuple of str
         Tensors sent to host memory (``OFFLOAD_MODULES``).
     name : str
+    bf16_moments : bool
+        AdamW's two moments kept in bf16 beside the fp32 master weights (8 optimizer bytes
+        a parameter, not 12).
     """
 
     recompute_modules: tuple = ("core_attn",)
     fp8_cache: bool = False
     offload_modules: tuple = ()
     name: str = "recipe"
+    bf16_moments: bool = False
 
     def __post_init__(self):
         for field, allowed in (("recompute_modules", RECOMPUTE_MODULES),
                                ("offload_modules", OFFLOAD_MODULES)):
             object.__setattr__(self, field, name_list(getattr(self, field), field, allowed))
-        if self.fp8_cache not in (False, True):
-            raise ScheduleError(f"fp8_cache must be True or False (got {self.fp8_cache!r})")
+        for field in ("fp8_cache", "bf16_moments"):
+            if getattr(self, field) not in (False, True):
+                raise ScheduleError(f"{field} must be True or False (got "
+                                    f"{getattr(self, field)!r})")
+
+    @property
+    def optimizer_bytes(self) -> float:
+        """Optimizer bytes a parameter: the fp32 master copy and the two moments."""
+        return BF16_MOMENTS_BYTES if self.bf16_moments else OPTIMIZER_BYTES
 
 
 RECIPES = {r.name: r for r in (
     Recipe(("layernorm", "mla_up_proj", "moe_act"), fp8_cache=True,
-           name="deepseek-v3"),
+           name="deepseek-v3", bf16_moments=True),
 )}
 
 

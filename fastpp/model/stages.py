@@ -40,12 +40,16 @@ from .moe import (
     moe_layer_costs,
 )
 from .overlap import saving
-from .recipes import parts_with_recipe, recipe_terms
+from .recipes import OPTIMIZER_BYTES, parts_with_recipe, recipe_terms
 from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 
 # bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
 # gradients, fp32 master weights, momentum and variance
-WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2.0, 2.0, 12.0
+# bf16 weights (the optimizer's bytes: recipes.OPTIMIZER_BYTES). The gradients
+# are held at the bytes they are reduced in (``config.REDUCE_BYTES``): Megatron under --bf16
+# accumulates them in an fp32 main_grad buffer, 2 + 4 + 12 = 18 bytes a parameter as its
+# theoretical_memory_usage.py counts (6 + 12/d with the distributed optimizer)
+WEIGHT_BYTES = 2.0
 IN_FLIGHT_LAYERS = 2  # ZeRO-3 per layer: the layer computed and the next one prefetched
 
 
@@ -783,18 +787,21 @@ def expert_stage_params(model: Transformer, moe_layers, mtp, ep, etp):
             / (np.asarray(ep, np.float64) * etp))
 
 
-def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0):
+def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0,
+                    reduce_bytes=REDUCE_BYTES, optimizer_bytes=OPTIMIZER_BYTES):
     """Weight, gradient and optimizer bytes of ``params`` parameters under ZeRO ``zero``
-    over ``d`` replicas (all broadcast; with context parallelism ``d`` is ``d cp``). ZeRO-3
-    shards the weights too; gathered per layer (``zero3="layer"``) a device also holds
-    ``in_flight`` parameters whole (``IN_FLIGHT_LAYERS`` layers), gathered per step it holds
-    all its weights and gradients whole through the step (FSDP2 under PyTorch's pipelining
-    reduces the accumulated gradients once, after the last microbatch)."""
+    over ``d`` replicas (all broadcast; with context parallelism ``d`` is ``d cp``), the
+    gradients held at ``reduce_bytes`` a parameter and the optimizer's states at
+    ``optimizer_bytes``. ZeRO-3 shards the weights too; gathered per layer
+    (``zero3="layer"``) a device also holds ``in_flight`` parameters whole
+    (``IN_FLIGHT_LAYERS`` layers), gathered per step it holds all its weights and gradients
+    whole through the step (FSDP2 under PyTorch's pipelining reduces the accumulated gradients
+    once, after the last microbatch)."""
     d = np.asarray(d, np.float64)
     zero = np.asarray(zero)
     # gathered per step, FSDP accumulates the microbatches' gradients whole, reduced at the end
-    grads = GRADIENT_BYTES / np.where((zero >= 2) & ~((zero == 3) & (zero3 == "step")), d, 1.0)
-    optimizer = OPTIMIZER_BYTES / np.where(zero >= 1, d, 1.0)
+    grads = reduce_bytes / np.where((zero >= 2) & ~((zero == 3) & (zero3 == "step")), d, 1.0)
+    optimizer = optimizer_bytes / np.where(zero >= 1, d, 1.0)
     weights = params * WEIGHT_BYTES
     if zero3 == "layer":  # in flight: at most what the device holds, none when unsharded
         flight = np.where(d > 1, np.minimum(np.asarray(in_flight), params), 0.0)
@@ -825,24 +832,28 @@ def device_parameters(model: Transformer, device, devices: int, params, expert_p
 
 
 def device_memory(model: Transformer, params, experts, t, replicas, edp, zero,
-                  zero3: str = "layer", replicate=1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  zero3: str = "layer", replicate=1, reduce_bytes=REDUCE_BYTES,
+                  optimizer_bytes=OPTIMIZER_BYTES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Weight, gradient and optimizer bytes per device holding ``params`` dense and
     ``experts`` routed-expert parameters (``device_parameters``): the dense ones under ZeRO
     ``zero`` over ``replicas`` (``d cp``), the routed experts' over ``edp``
     expert-data-parallel replicas, each with ZeRO-3's ``IN_FLIGHT_LAYERS`` layers whole (a
     layer's experts on one GPU: ``E / (ep etp)`` of them, ``ep etp = t replicas / edp``).
     With ``replicate`` groups (hybrid sharding) ZeRO shards over a group's share of each:
-    ``replicas / replicate`` and ``edp / replicate``. Arrays broadcast."""
+    ``replicas / replicate`` and ``edp / replicate``. Gradients at ``reduce_bytes`` and the
+    optimizer at ``optimizer_bytes`` a parameter (``optimizer_split``). Arrays broadcast."""
     # a layer whole, outside its routed experts: the largest kind of layer the model has
     unit = model.layer_params() if not model.moe else max(
         model.layer_params() if model.dense_layers else 0.0,
         model.layer_params(True) - model.experts * model.expert_params())
     replicate = np.asarray(replicate, np.float64)
     dense = optimizer_split(params, np.asarray(replicas) / replicate, zero, zero3,
-                            IN_FLIGHT_LAYERS * unit / np.asarray(t))
+                            IN_FLIGHT_LAYERS * unit / np.asarray(t), reduce_bytes,
+                            optimizer_bytes)
     apart = np.asarray(t) * np.asarray(replicas) / np.asarray(edp)
     routed = optimizer_split(experts, np.asarray(edp) / replicate, zero, zero3,
-                             IN_FLIGHT_LAYERS * expert_stage_params(model, 1.0, 0.0, apart, 1.0))
+                             IN_FLIGHT_LAYERS * expert_stage_params(model, 1.0, 0.0, apart, 1.0),
+                             reduce_bytes, optimizer_bytes)
     return tuple(a + e for a, e in zip(dense, routed, strict=True))
 
 
