@@ -304,7 +304,7 @@ def test_plan_rows_with_uneven_layouts_equal_simulate(uneven_plan):
         total = sum(by.values()) + held
         worst = int(np.argmax(total))
         assert (r.makespan, r.bubble_ratio) == (res.makespan, res.bubble_ratio), r
-        assert (r.peak_memory, r.peak_activations) == pytest.approx(
+        assert (r.peak_memory, r.activation_bytes) == pytest.approx(
             (total[worst], held[worst]), rel=1e-12), r
 
 

@@ -112,7 +112,7 @@ def test_plan_rows_carry_the_activations_bar_times_their_share():
     for r in df.itertuples():
         working = recomputed_bytes(llama, 4096, 1, 2, r.recompute)
         assert r.expected_memory_error == pytest.approx(
-            (activation_error(llama, r.recompute) * (r.peak_activations - working)
+            (activation_error(llama, r.recompute) * (r.activation_bytes - working)
              + none * working) / r.peak_memory, rel=1e-12)
     full = df.loc[df["recompute"] == "full", "expected_memory_error"]
     assert len(full) and (full > 0).all()
@@ -206,7 +206,7 @@ def test_a_recomputed_layer_is_alive_during_its_backward():
     stored = simulate(sched, transformer_costs("llama2-7b", sched, seq=4096, tp=2, dp=4,
                                                recompute="full")).peak_activations.max()
     assert stored == pytest.approx(8 * 4 * 2 * h * sb / t, rel=1e-12)  # 0.54 GB
-    assert full.peak_activations == pytest.approx(stored + layer - 2 * h * sb / t, rel=1e-9)
+    assert full.activation_bytes == pytest.approx(stored + layer - 2 * h * sb / t, rel=1e-9)
 
 
 def test_selective_recomputation_holds_the_scores_of_the_core_it_reruns():
@@ -221,7 +221,7 @@ def test_selective_recomputation_holds_the_scores_of_the_core_it_reruns():
         sched = build_schedule("1f1b", 2, int(df.n.iloc[0]))
         stored = simulate(sched, transformer_costs(model, sched, seq=2048, tp=2, dp=2,
                                                    recompute="selective")).peak_activations
-        rows[model.name] = df.peak_activations.iloc[0] - stored.max()
+        rows[model.name] = df.activation_bytes.iloc[0] - stored.max()
     assert rows["eager"] == pytest.approx(5 * 16 * 2048 * 2048 / 2, rel=1e-9)
     assert rows["flash"] == 0
 

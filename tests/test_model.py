@@ -170,7 +170,7 @@ def test_plan_rows_equal_simulate(toy_plan):
         total = sum(by.values()) + held
         worst = int(np.argmax(total))
         assert (r.makespan, r.bubble_ratio) == (res.makespan, res.bubble_ratio), r
-        assert (r.peak_memory, r.peak_activations) == pytest.approx(
+        assert (r.peak_memory, r.activation_bytes) == pytest.approx(
             (total[worst], held[worst]), rel=1e-12), r
         assert r.tokens_per_s == pytest.approx(64 * 32 / r.step_time)
         assert r.mfu == pytest.approx(r.tokens_per_s * model.flops_per_token(32) / 16 / 1e6)
@@ -212,7 +212,7 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
     gpipe, zb = (df[df["schedule"] == name].iloc[0] for name in ("gpipe", "zb-h1"))
     assert gpipe.n == zb.n == 512 // 8
     assert gpipe.makespan == pytest.approx(zb.makespan)
-    assert gpipe.peak_activations == pytest.approx(gpipe.n * zb.peak_activations)
+    assert gpipe.activation_bytes == pytest.approx(gpipe.n * zb.activation_bytes)
     sep_gpipe, sep_zb = (separate[separate["schedule"] == name].iloc[0]
                          for name in ("gpipe", "zb-h1"))
     assert sep_gpipe.peak_memory / 1e12 == pytest.approx(1.82, abs=0.005)
@@ -240,8 +240,8 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
     for r in one.itertuples():
         sched = build_schedule("interleaved-1f1b", 1, r.n, r.m)
         res = simulate(sched, transformer_costs(model, sched, TOY, seq=32, dp=4))
-        assert (r.makespan, r.peak_activations) == (res.makespan, res.peak_activations[0])
-    assert one["peak_activations"].nunique() == 2  # m = 3 splits 8 layers 3, 3, 2
+        assert (r.makespan, r.activation_bytes) == (res.makespan, res.peak_activations[0])
+    assert one["activation_bytes"].nunique() == 2  # m = 3 splits 8 layers 3, 3, 2
     # the summary folds schedules alike without a pipeline into one line
     text = summary(plan(model, 4, TOY, seq=32, global_batch=32, pp=1, tp=1, microbatch=1,
                         recompute="none", schedules=["1f1b", "zb-h1", "gpipe"],

@@ -29,7 +29,7 @@ from .vtrain import run_keys, to_vtrain
 # the choices a neighbour may change, each a plan axis; the rest stay as the run has them
 CHANGED = ("t", "p", "m", "schedule", "microbatch", "recompute", "zero")
 FLAGS = ("megatron", "vtrain")  # how explain runs and writes the neighbours
-PARTS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "peak_activations")
+PARTS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes")
 
 
 @dataclass(frozen=True)

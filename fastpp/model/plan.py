@@ -74,7 +74,7 @@ CONFIG_COLUMNS = ("model", "gpus", "t", "cp", "p", "d", "ep", "etp", "schedule",
                   "microbatch", "n", "recompute", "zero", "overlap", "precision", "layout")
 NUMBERS = ("step_time", "makespan", "gradient_sync", "optimizer_step", "tokens_per_s", "mfu",
            "tflops_per_gpu", "bubble_ratio",
-           "peak_activations", "parameter_bytes", "gradient_bytes", "optimizer_bytes",
+           "parameter_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes",
            "peak_memory")
 # a plan with noise=: the pipeline's Monte Carlo and the step's figures under it
 NOISY = (*NOISE_COLUMNS, "step_time_mean", "step_time_p50", "step_time_p95")
@@ -240,10 +240,12 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         embedding's all-reduce, plus the ``optimizer_step``), ``tokens_per_s``, ``mfu``
         (``Transformer.flops_per_token`` over the bf16 peak), ``tflops_per_gpu`` (Megatron's
         count, ``Transformer.megatron_flops_per_token``, per GPU and second),
-        ``bubble_ratio`` and, on the GPU with the most bytes, ``peak_activations`` (with
-        ``cp > 1`` one layer's K and V exchange buffers too, ``stages.cp_buffer_bytes``; with
-        recomputation a recomputed layer's working set, ``stages.recomputed_bytes``),
-        ``parameter_bytes``, ``gradient_bytes``, ``optimizer_bytes`` and their sum
+        ``bubble_ratio`` and, on the GPU with the most bytes, ``parameter_bytes``,
+        ``gradient_bytes``, ``optimizer_bytes``, ``activation_bytes`` (its activations at
+        their peak, ``Result.peak_activations``, with ``cp > 1`` one layer's K and V exchange
+        buffers too, ``stages.cp_buffer_bytes``, and with recomputation a recomputed layer's
+        working set, ``stages.recomputed_bytes``: not the largest device's
+        ``peak_activations``, which a sweep row's ``peak_activations_max`` is) and their sum
         ``peak_memory``; ``expected_error`` (the step time's expected relative error from
         ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``) and
         ``extrapolated`` ("" inside a validated regime, else the facts no validated row
@@ -501,7 +503,7 @@ def _memory_error(model, cols, rows, recipe, partial: bool = False) -> np.ndarra
     stored = np.where(partial & (rc == RECOMPUTE.index("full")), 0, rc)
     working = rows["recomputed_bytes"]
     with np.errstate(invalid="ignore", divide="ignore"):
-        error = (bars[stored] * (rows["peak_activations"] - working)
+        error = (bars[stored] * (rows["activation_bytes"] - working)
                  + bars[0] * working) / rows["peak_memory"]
     for r, c in {(int(r), int(c)) for r, c in zip(rc, cp, strict=True)}:
         if unmeasured(model, RECOMPUTE[r], c, recipe):
@@ -745,7 +747,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
               "mfu": tokens * model.flops_per_token(seq) / (t * cp * p * d) / hardware.peak_flops,
               "tflops_per_gpu": tokens * model.megatron_flops_per_token(seq) / (t * cp * p * d)
               / 1e12,
-              "bubble_ratio": rows.out[:, batch.BUBBLE], "peak_activations": peaks[worst],
+              "bubble_ratio": rows.out[:, batch.BUBBLE], "activation_bytes": peaks[worst],
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
               "optimizer_bytes": optimizer[worst], "peak_memory": total[worst],
               "recomputed_bytes": recomputed[worst]}
@@ -843,7 +845,7 @@ def summary(df, top: int = 10) -> str:
     def line(r):
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
-                f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.peak_activations / GB:>7.1f} "
+                f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.activation_bytes / GB:>7.1f} "
                 f"{r.peak_memory / GB:>7.1f} {_bar(r):>7}" + (f" {r.ep:>4}" if experts else "")
                 + "".join(f" {str(getattr(r, k)):>7}" for k in extra)
                 + (f"  {r.layout}" if layouts else ""))
@@ -899,7 +901,7 @@ def _fold_alike(rows):
     key = rows[["t", "cp", "p", "d", "ep", "etp", "microbatch", "recompute", "zero",
                  "overlap", "precision"]].assign(
         **{k: rows[k].map(lambda x: f"{x:.4g}") for k in ("step_time", "peak_memory",
-                                                           "peak_activations")})
+                                                           "activation_bytes")})
     repeat = (rows["p"] == 1) & key.duplicated()
     out = rows[~repeat].copy()
     alike = key[rows["p"] == 1].groupby(list(key.columns), sort=False).ngroup()

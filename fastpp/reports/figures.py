@@ -304,7 +304,7 @@ PLAN_TABLE = [("t", "t", "d"), ("p", "p", "d"), ("d", "d", "d"), ("schedule", "s
               ("recompute", "recompute", "str"), ("layout", "layout", "str"),
               ("step_time", "step s", ".4g"), ("tokens_per_s", "tokens/s", ",d"),
               ("mfu", "MFU", "%"), ("bubble_ratio", "bubble", "%"),
-              (("peak_activations", 1e9), "act GB", ".3g"),
+              (("activation_bytes", 1e9), "act GB", ".3g"),
               (("peak_memory", 1e9), "GB/GPU", ".3g"), ("fits", "fits", "bool"),
               ("reason", "reason", "str")]
 
