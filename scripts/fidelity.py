@@ -40,6 +40,7 @@ LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
           "zero_bubble_table4_model": "Zero Bubble Table 4, from the model (A100)",
           "moe_published": "MoE: Megatron-Core, -Bridge, ModelZoo, AutoModel (H100-GB300)",
           "long_context_published": "Long context with CP (NeMo FP8, H100 and B200)",
+          "long_context_as_planned": "Long context, attention as planned (unfitted)",
           "vtrain_single_node_a": "vTrain single node, half A (A100, small models)"}
 
 

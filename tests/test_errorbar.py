@@ -4,6 +4,8 @@ The shipped table against a fresh validate() is checked in test_fidelity.py (it 
 published data); here the lookup rules on hand-made groups, and that plan rows and
 transformer_costs carry the bar of their regime."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -106,7 +108,20 @@ def test_regimes_of_presets():
     assert regime(MODELS["llama2-7b"], HARDWARE["A100-80GB"], 2048, 8) == \
         Regime("A100", "3-30B", "<=8K", "dense", "in node")
     assert regime(MODELS["deepseek-v3"], HARDWARE["H800-80GB"], 131072, 16) == \
-        Regime("H100", ">=200B", ">64K", "moe", "across nodes")
+        Regime("H800-80GB", ">=200B", ">64K", "moe", "across nodes")
+
+
+def test_a_gpu_no_table_checks_is_extrapolated():
+    """H800, H200, the GB and B300 presets and a GPU of the user's own named like a checked
+    one: until 5 December 2026 each took a checked GPU's bar by its name's prefix, as if runs
+    on it had been checked."""
+    own = dataclasses.replace(HARDWARE["H100-80GB"], name="H100-PCIe", peak_flops=756e12)
+    for hw in (HARDWARE["H800-80GB"], HARDWARE["H200-141GB"], HARDWARE["GB200"],
+               HARDWARE["B300-288GB"], own):
+        bar = error_bar(regime(MODELS["llama3-8b"], hw, 4096, 1))
+        assert bar.extrapolated.startswith(f"gpu {hw.name}")
+    assert error_bar(regime(MODELS["llama3-8b"], HARDWARE["H100-80GB"], 4096, 1)).extrapolated \
+        == ""
 
 
 def test_plan_rows_and_transformer_costs_carry_their_regimes_bar():

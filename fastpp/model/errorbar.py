@@ -40,13 +40,18 @@ from .hardware import Hardware
 TABLE = Path(__file__).with_name("errorbars.json")
 MIN_ROWS = 3  # fewer check rows than this in a regime: its RMS says too little on its own
 FACTS = ("gpu", "size", "seq", "arch", "tp")
-# the datasets whose predictions are not the cost model's (the paper's profiled op times)
-NOT_MODEL = ("zero_bubble_table4_profiled", "korthikanti_2022_layer")
+# the datasets whose predictions are not the cost model's as the planner runs it: the paper's
+# profiled op times, the layer table the curve is fitted on, and the long-context rows with
+# each table's attention speed fitted (their rows at the planner's speed,
+# ``validate_long.AS_PLANNED``, give the bars)
+NOT_MODEL = ("zero_bubble_table4_profiled", "korthikanti_2022_layer", "long_context_published")
 THROUGHPUT = ("tflops_per_gpu", "samples_per_gpu_s", "tokens_per_s_per_gpu")
 
-# GPU generations by preset name prefix; any other hardware is its own (unvalidated) regime
-GENERATIONS = (("A100", "A100"), ("H100", "H100"), ("H200", "H100"), ("H800", "H100"),
-               ("B200", "B200"), ("B300", "B200"), ("GB200", "B200"), ("GB300", "B200"))
+# the GPU of a regime, by preset name: the presets a published table checks. Any other
+# hardware (H200, H800, the GB and B300 presets, a GPU of the user's own, even one named
+# like a checked one) is its own regime, extrapolated: its bar is borrowed from the nearest
+# regimes at their worst, and it says that no run on it was checked
+GENERATIONS = {"A100-80GB": "A100", "H100-80GB": "H100", "B200-180GB": "B200"}
 SIZES = ((3e9, "<3B"), (30e9, "3-30B"), (200e9, "30-200B"), (np.inf, ">=200B"))
 SEQS = ((8192, "<=8K"), (65536, "8K-64K"), (np.inf, ">64K"))
 
@@ -78,9 +83,9 @@ class ErrorBar(NamedTuple):
 
 
 def generation(hardware: Hardware) -> str:
-    """``hardware``'s GPU generation (``"A100"``, ``"H100"``, ``"B200"``) or its own name."""
-    name = hardware.name
-    return next((gen for prefix, gen in GENERATIONS if name.startswith(prefix)), name)
+    """``hardware``'s GPU generation (``"A100"``, ``"H100"``, ``"B200"``) if it is the preset
+    a published table checks (``GENERATIONS``), else its own name."""
+    return GENERATIONS.get(hardware.name, hardware.name)
 
 
 def _bucket(value: float, edges) -> str:

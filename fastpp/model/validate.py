@@ -53,7 +53,9 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   each mechanism priced there was kept for what it did on these rows, so all of them are in
   sample: calibration rows, none a check.
 - ``long_context_published.csv``: ``fastpp.model.validate_long`` (its rows, assumptions and
-  exclusions).
+  exclusions), each table's attention speed fitted on its 1M row; and the same rows as
+  ``long_context_as_planned``, the attention at the measured kernel's speed as ``plan``
+  prices a preset, all checks: the error bars' rows.
 
 Calibration (``CALIBRATION``): A100's two curve parameters are fitted on
 ``korthikanti_2022_layer.csv`` alone (one layer's forward and backward, ten numbers), and the
@@ -89,12 +91,13 @@ from .published import (  # noqa: F401 (validate's names, as they were)
     step_time,
 )
 from .transformer import Transformer, chunk_layers
-from .validate_long import long_roles, long_rows
+from .validate_long import AS_PLANNED, long_roles, long_rows
 from .validate_small import VTRAIN, vtrain_roles, vtrain_rows
 
 DATASETS = ("korthikanti_2022", "korthikanti_2022_layer", "narayanan_2021_table1",
             "megatron_core_h100_weak_scaling", "zero_bubble_table4_profiled",
-            "zero_bubble_table4_model", validate_moe.DATASET, "long_context_published")
+            "zero_bubble_table4_model", validate_moe.DATASET, "long_context_published",
+            AS_PLANNED)
 DATASETS += (VTRAIN,)  # small models on one node: fastpp.model.validate_small
 ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
 # Zero Bubble's vocabulary: the paper does not state it, and the authors' script tokenizes with
@@ -418,6 +421,7 @@ def validate(datasets=DATASETS):
                "megatron_core_h100_weak_scaling": lambda: _megatron_core(h100),
                validate_moe.DATASET: lambda: validate_moe.rows(DATA),
                "long_context_published": lambda: long_rows()[0],
+               AS_PLANNED: lambda: long_rows(speed=1.0)[0],
                VTRAIN: lambda: vtrain_rows(hw, DATA)}
     rows = [r for name in datasets if name in loaders for r in loaders[name]()]
     if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass

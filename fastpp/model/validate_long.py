@@ -65,6 +65,9 @@ from .presets import MODELS
 from .stages import cp_buffer_bytes, device_recomputed_bytes, step_terms
 
 DATASET = "long_context_published"
+# the same rows with the attention at the measured kernel's speed, as the planner prices them
+# (no table's speed fitted): the error bars' rows (``errorbar.NOT_MODEL`` holds DATASET)
+AS_PLANNED = "long_context_as_planned"
 # the runs priced: (model column, gpu_type column prefix) -> (preset model, preset hardware)
 PRICED = {("Llama2-7B", "H100"): ("llama2-7b", "H100-80GB"),
           ("Llama3-8B", "B200"): ("llama3-8b", "B200-180GB")}
@@ -207,17 +210,21 @@ def long_roles(frame=None) -> dict:
             for label, _, _, _, run, _, _ in _runs(frame) if run["seq"] == CALIBRATION}
 
 
-def long_rows(frame=None):
+def long_rows(frame=None, speed=None):
     """``(dataset, row, quantity, measured, predicted, regime)`` of every priced row (the
     attention at its table's ``ATTENTION_SPEED``), and the peak bytes per GPU each run needs
-    (``memory``, by row label)."""
+    (``memory``, by row label). With ``speed`` (1.0: the measured kernel, as ``plan`` and
+    ``transformer_costs`` price a preset) every row's attention runs at it instead, under the
+    dataset name ``AS_PLANNED``: what the error bars are made from."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
     from .published import DATA
 
     frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
     rows, memory = [], {}
+    name = DATASET if speed is None else AS_PLANNED
     for label, table, model, hw, run, gpus, measured in _runs(frame):
-        predicted, memory[label] = _tflops(model, hw, run, gpus, ATTENTION_SPEED[table])
-        rows.append((DATASET, label, "tflops_per_gpu", measured, predicted,
+        at = ATTENTION_SPEED[table] if speed is None else speed
+        predicted, memory[label] = _tflops(model, hw, run, gpus, at)
+        rows.append((name, label, "tflops_per_gpu", measured, predicted,
                      regime(model, hw, run["seq"], run["t"])))
     return rows, memory
