@@ -4,7 +4,7 @@ readers. Each case failed on the code before it."""
 import pytest
 
 from fastpp import ScheduleError
-from fastpp.model import from_megatron
+from fastpp.model import from_megatron, from_torchtitan
 
 SHAPE = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
          "--vocab-size 32000 --bf16")
@@ -84,3 +84,58 @@ def test_megatron_post_processing_after_training():
     script = (RUN + " --tensor-model-parallel-size 4\npython tools/checkpoint/convert.py "
               "--model-type GPT --load-dir ckpt --target-tensor-parallel-size 1\n")
     assert from_megatron(script).config.t == 4
+
+
+TITAN = """
+[model]
+name = "llama3"
+flavor = "70B"
+[training]
+local_batch_size = 8
+seq_len = 8192
+"""
+
+
+def test_torchtitan_older_layouts_are_read():
+    """The degrees under [training] and [experimental] and [float8] enable_float8_linear,
+    torchtitan's own places before [parallelism], were dropped silently: t = p = 1, bf16."""
+    job = TITAN + ("tensor_parallel_degree = 8\n[experimental]\npipeline_parallel_degree = 4\n"
+                   "[float8]\nenable_float8_linear = true\n")
+    model, config = from_torchtitan(job, gpus=64)
+    assert (config.t, config.p, config.d, config.precision) == (8, 4, 2, "fp8")
+    with pytest.raises(ScheduleError, match=r"\[parallelism\] tensor_parallel_degree = 4 and "
+                                            r"\[training\] tensor_parallel_degree = 8 "
+                                            r"contradict"):
+        from_torchtitan(job + "[parallelism]\ntensor_parallel_degree = 4\n", gpus=64)
+
+
+def test_torchtitan_lists_what_it_ignores():
+    """Keys it does not read (``mixed_precision_param = "float32"``, a compile switch) were
+    dropped silently: its result has no ``ignored`` list like from_megatron's."""
+    job = TITAN + 'mixed_precision_param = "float32"\n[job]\ndump_folder = "x"\n'
+    imported = from_torchtitan(job, gpus=8)
+    assert imported.ignored == ("[training] mixed_precision_param",)
+    model, config = imported
+    assert imported[1] == config and config.d == 8
+
+
+def test_torchtitan_explicit_splits():
+    """``pipeline_parallel_split_points`` and ``module_fqns_per_model_part`` were replaced
+    silently by torchtitan's default split."""
+    par = "[parallelism]\npipeline_parallel_degree = 4\ntensor_parallel_degree = 8\n"
+    points = par + 'pipeline_parallel_split_points = ["layers.10", "layers.30", "layers.50"]\n'
+    config = from_torchtitan(TITAN + points, gpus=64).config
+    assert config.layout == "Et*10|t*20|t*20|t*30L"
+    fqns = [["tok_embeddings", *(f"layers.{i}" for i in range(20))],
+            *([f"layers.{i}" for i in range(k, k + 20)] for k in (20, 40)),
+            [*(f"layers.{i}" for i in range(60, 80)), "norm", "output"]]
+    config = from_torchtitan(TITAN + par + f"module_fqns_per_model_part = {fqns}\n",
+                             gpus=64).config
+    assert config.layout == "Et*20|t*20|t*20|t*20L"
+    with pytest.raises(ScheduleError, match="module_fqns_per_model_part must be a list of lists"):
+        from_torchtitan(TITAN + par + 'module_fqns_per_model_part = [["tok_embeddings", '
+                        '"layers.0"], ["layers.1"], ["layers.2"], ["norm", "output"]]\n',
+                        gpus=64)
+    with pytest.raises(ScheduleError, match="split_points makes 3 stages"):
+        from_torchtitan(TITAN + par + 'pipeline_parallel_split_points = ["layers.10", '
+                        '"layers.30"]\n', gpus=64)

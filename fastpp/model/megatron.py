@@ -131,7 +131,8 @@ CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tu
 
 @dataclass(frozen=True)
 class Imported:
-    """What ``from_megatron`` (or ``from_vtrain``) read: unpacks as ``model, config``;
+    """What ``from_megatron`` (or ``from_vtrain``, ``from_torchtitan``) read: unpacks (and
+    indexes) as ``model, config``;
     ``ignored`` lists the flags it does not model, ``gpus`` the launcher's GPU count (None if
     it gave none) and ``hardware`` the cluster the file describes (None: it describes none)."""
 
@@ -143,6 +144,9 @@ class Imported:
 
     def __iter__(self):
         return iter((self.model, self.config))
+
+    def __getitem__(self, index):  # as the (model, config) pair it once was
+        return (self.model, self.config)[index]
 
     def on(self, model) -> Transformer:
         """``model`` (a ``Transformer`` or a preset name: its shape, e.g. ``from_hf``'s) with
