@@ -139,3 +139,23 @@ def test_torchtitan_explicit_splits():
     with pytest.raises(ScheduleError, match="split_points makes 3 stages"):
         from_torchtitan(TITAN + par + 'pipeline_parallel_split_points = ["layers.10", '
                         '"layers.30"]\n', gpus=64)
+
+
+NEMO = {"trainer": {"devices": 8, "num_nodes": 2, "precision": "bf16-mixed"},
+        "model": {"micro_batch_size": 1, "global_batch_size": 128,
+                  "tensor_model_parallel_size": 2, "encoder_seq_length": 4096,
+                  "num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+                  "optim": {"name": "distributed_fused_adam", "lr": 2e-4}}}
+
+
+def test_nemo_distributed_optimizer_and_trainer_gpus():
+    """NeMo's ``model.optim.name: distributed_fused_adam`` (ZeRO-1) was read as ZeRO-0, and
+    ``trainer.devices * trainer.num_nodes`` was not read: the GPU count had to be given."""
+    imported = from_megatron(NEMO, vocab=32000)
+    assert (imported.gpus, imported.config.d, imported.config.zero) == (16, 8, 1)
+    mcore = {**NEMO, "model": {**NEMO["model"], "optim": {"name": "mcore_distributed_optim"}}}
+    assert from_megatron(mcore, vocab=32000).config.zero == 1
+    plain = {**NEMO, "model": {**NEMO["model"], "optim": {"name": "fused_adam"}}}
+    assert from_megatron(plain, gpus=8, vocab=32000).config.zero == 0
+    with pytest.raises(ScheduleError, match="trainer.num_nodes must be an integer"):
+        from_megatron({**NEMO, "trainer": {"devices": 8, "num_nodes": "2"}}, vocab=32000)

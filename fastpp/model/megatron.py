@@ -100,6 +100,8 @@ LIGHTNING_PRECISIONS = {"bf16": ("bf16", None), "bf16-mixed": ("bf16", None),
                         "64-true": (None, None), "transformer-engine": ("bf16", True),
                         "transformer-engine-float16": ("fp16", True)}
 # NeMo's activation names: the gated ones are a two-matrix product like --swiglu
+# NeMo's optimizers (model.optim.name) that shard their state: --use-distributed-optimizer
+DISTRIBUTED_OPTIMIZERS = ("distributed_fused_adam", "mcore_distributed_optim")
 GATED = {"swiglu", "fast-swiglu", "geglu", "fast-geglu", "reglu", "fast-reglu"}
 # dict keys (Megatron-Core's TransformerConfig, NeMo's) that are the negation of a flag;
 # TransformerConfig's bias_activation_fusion is the SwiGLU fusion with --swiglu
@@ -183,9 +185,11 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         too; a null is the default; ``num_query_groups`` alone is grouped-query attention, as
         ``TransformerConfig`` takes it; NeMo's gated ``activation`` names are ``--swiglu``;
         NeMo's ``trainer.precision`` and a Bridge ``mixed_precision`` recipe's name are the
-        precision flags they stand for).
+        precision flags they stand for; NeMo's ``model.optim.name`` of a distributed
+        optimizer is ``--use-distributed-optimizer``).
     gpus : int, optional
-        GPUs in all (default: the launcher's ``--nproc_per_node`` times ``--nnodes``);
+        GPUs in all (default: the launcher's ``--nproc_per_node`` times ``--nnodes``, or
+        NeMo's ``trainer.devices`` times ``trainer.num_nodes``);
         ``d = gpus / (t cp p)``.
     vocab : int, optional
         The tokenizer's vocabulary when the script does not give ``--vocab-size`` (Megatron
@@ -269,7 +273,7 @@ def _read(args, env: dict) -> tuple[dict, list, int | None]:
     return values, notes + ignored, launcher
 
 
-def _read_dict(args: dict) -> tuple[dict, list, None]:
+def _read_dict(args: dict) -> tuple[dict, list, int | None]:
     """A dict's arguments: its top level and ``SECTIONS``, keys in snake_case (NeMo's and
     Megatron-Core's configs, read by their rules) or as flags (``--num-layers``, Megatron-LM's
     ``MODEL_ARGS`` YAML, read as its command line); a null is the default."""
@@ -279,11 +283,21 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
         if isinstance(args.get(section), dict):
             items += args[section].items()
     named = {"mixed_precision": args.get("mixed_precision")}  # Bridge's recipe, by name
-    if isinstance(args.get("trainer"), dict):
-        named["trainer.precision"] = args["trainer"].get("precision")  # NeMo's
+    trainer = args.get("trainer") if isinstance(args.get("trainer"), dict) else {}
+    if trainer:
+        named["trainer.precision"] = trainer.get("precision")  # NeMo's
+    # NeMo's optimizer by name: its distributed ones shard the optimizer state (ZeRO-1),
+    # as --use-distributed-optimizer
+    model = args.get("model") if isinstance(args.get("model"), dict) else {}
+    optim = model.get("optim") if isinstance(model.get("optim"), dict) else {}
+    if optim.get("name") in DISTRIBUTED_OPTIMIZERS:
+        items.append(("model.optim.name", True))
     flat, flags, said = {}, set(), {}  # flags: the keys written as flags
     for key, value in items:
         name = key[2:].replace("-", "_") if isinstance(key, str) and key.startswith("--") else key
+        if key == "model.optim.name":
+            name = "use_distributed_optimizer"
+            flags.add(name)  # (read as the flag, not listed as a key not modelled)
         if value is None:
             continue
         if name in flat and flat[name] != value:  # two places, two values
@@ -330,7 +344,20 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
         if dest in values and values[dest] != value:  # two spellings, two values
             raise ScheduleError(f"{said[first[dest]]} and {said[key]} contradict: give one")
         values[dest], first[dest] = value, key
-    return values, ignored + notes, None
+    return values, ignored + notes, _trainer_gpus(trainer)
+
+
+def _trainer_gpus(trainer: dict) -> int | None:
+    """NeMo's ``trainer.devices * trainer.num_nodes`` (GPUs a node, nodes; 1 node where not
+    given), None where ``devices`` is not a count (absent, ``auto``, a list of ids)."""
+    devices, nodes = trainer.get("devices"), trainer.get("num_nodes", 1)
+    if devices is None or isinstance(devices, str | list):
+        return None
+    for key, value in (("devices", devices), ("num_nodes", nodes)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < MAX_INT:
+            raise ScheduleError(f"trainer.{key} must be an integer in 1..2**31-1 (got "
+                                f"{value!r})")
+    return devices * nodes
 
 
 def _named_precision(key: str, value) -> dict:
