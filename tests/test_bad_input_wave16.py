@@ -4,7 +4,7 @@ readers. Each case failed on the code before it."""
 import pytest
 
 from fastpp import ScheduleError
-from fastpp.model import from_megatron, from_torchtitan
+from fastpp.model import from_hf, from_megatron, from_torchtitan
 
 SHAPE = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
          "--vocab-size 32000 --bf16")
@@ -159,3 +159,21 @@ def test_nemo_distributed_optimizer_and_trainer_gpus():
     assert from_megatron(plain, gpus=8, vocab=32000).config.zero == 0
     with pytest.raises(ScheduleError, match="trainer.num_nodes must be an integer"):
         from_megatron({**NEMO, "trainer": {"devices": 8, "num_nodes": "2"}}, vocab=32000)
+
+
+def test_hf_null_shape_field():
+    """A null ``hidden_size`` or ``num_hidden_layers`` silently took LlamaConfig's default
+    (4096, 32): Llama 3 70B was read as an 8B-sized model."""
+    config = {"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672,
+              "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 80,
+              "vocab_size": 128256}
+    for key in ("hidden_size", "num_hidden_layers", "intermediate_size",
+                "num_attention_heads", "vocab_size"):
+        with pytest.raises(ScheduleError, match=rf"'{key}' must be an integer >= 1 for a "
+                                                rf"'llama' model \(got null\)"):
+            from_hf({**config, key: None})
+    # nulls with a fallback keep it: the key-value heads (the heads), GPT-2's n_inner (4h)
+    assert from_hf({**config, "num_key_value_heads": None}).kv_heads == 64
+    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_inner": None,
+            "vocab_size": 100}
+    assert from_hf(gpt2).ffn == 256
