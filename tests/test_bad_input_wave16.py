@@ -3,8 +3,8 @@ readers. Each case failed on the code before it."""
 
 import pytest
 
-from fastpp import ScheduleError
-from fastpp.model import from_hf, from_megatron, from_torchtitan
+from fastpp import ScheduleError, ScheduleTypeError
+from fastpp.model import MODELS, Transformer, from_hf, from_megatron, from_torchtitan, plan
 
 SHAPE = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
          "--vocab-size 32000 --bf16")
@@ -177,3 +177,15 @@ def test_hf_null_shape_field():
     gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_inner": None,
             "vocab_size": 100}
     assert from_hf(gpt2).ffn == 256
+
+
+def test_misspelt_keyword_names_itself():
+    """A misspelt keyword of ``Transformer`` or ``plan`` raised a bare TypeError, not a
+    ScheduleTypeError naming it and the keywords taken (as RunConfig's does)."""
+    with pytest.raises(ScheduleTypeError, match=r"Transformer has no keyword 'bogus' \(its "
+                                                 r"keywords: layers, hidden, heads"):
+        Transformer(layers=2, hidden=64, heads=4, bogus=1)
+    with pytest.raises(ScheduleTypeError, match=r"plan has no keyword 'tensor_parallel' \(its "
+                                                 r"keywords: model, gpus, hardware, seq"):
+        plan(MODELS["llama3-8b"], 8, seq=4096, global_batch=8, tensor_parallel=2)
+    assert Transformer(2, 64, 4).layers == 2  # positional calls as before

@@ -12,6 +12,7 @@ from ..checks import (
     MAX_INT,
     ScheduleError,
     flag,
+    known_keywords,
     nonnegative_int,
     numbers,
     one_of,
@@ -907,3 +908,7 @@ def _fold_alike(rows):
     out.loc[more.index, "schedule"] = [f"{name} (+{k} alike)" for name, k in
                                        zip(out.loc[more.index, "schedule"], more, strict=True)]
     return out
+
+
+# a misspelt keyword names itself and plan's keywords (Python's own is a bare TypeError)
+plan = known_keywords(plan, "plan")

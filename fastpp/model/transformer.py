@@ -75,6 +75,7 @@ from ..checks import (
     flag,
     indices,
     instance,
+    known_keywords,
     nonnegative_int,
     numbers,
     positive_int,
@@ -454,6 +455,10 @@ class Transformer:
                       + (self.layers + D) * self.attention_params()
                       + (self.core_layers(seq) + D) * core
                       + D * (3.0 * h + 2.0 * h * h) + (1.0 + D) * h * self.vocab)
+
+
+# a misspelt field names itself and the fields (the dataclass's own is a bare TypeError)
+Transformer.__init__ = known_keywords(Transformer.__init__, "Transformer")
 
 
 def attention_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np.ndarray]:
