@@ -436,20 +436,24 @@ def by_flags(message: str, flags: dict[str, str], switches: dict[str, str] | Non
     return message
 
 
-def known_keywords(function, label: str):
-    """``function`` refusing a keyword it does not take with a ``ScheduleTypeError`` that
-    names it and the ones it takes (Python's own is a bare ``TypeError``); ``label`` is the
-    name the user called (a class's for its ``__init__``)."""
-    params = inspect.signature(function).parameters
-    names = [k for k, v in params.items() if k != "self" and v.kind in (
-        v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
+def known_keywords(label: str):
+    """A decorator: the function refuses a keyword it does not take with a
+    ``ScheduleTypeError`` that names it and the ones it takes (Python's own is a bare
+    ``TypeError``); ``label`` is the name the user called (a class's for its ``__init__``)."""
 
-    @functools.wraps(function)
-    def checked(*args, **keywords):
-        unknown = [k for k in keywords if k not in names]
-        if unknown:
-            raise ScheduleTypeError(f"{label} has no keyword {unknown[0]!r} (its keywords: "
-                                    f"{', '.join(names)})")
-        return function(*args, **keywords)
+    def wrap(function):
+        params = inspect.signature(function).parameters
+        names = [k for k, v in params.items() if k != "self" and v.kind in (
+            v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
 
-    return checked
+        @functools.wraps(function)
+        def checked(*args, **keywords):
+            unknown = [k for k in keywords if k not in names]
+            if unknown:
+                raise ScheduleTypeError(f"{label} has no keyword {unknown[0]!r} (its "
+                                        f"keywords: {', '.join(names)})")
+            return function(*args, **keywords)
+
+        return checked
+
+    return wrap

@@ -4,7 +4,15 @@ readers. Each case failed on the code before it."""
 import pytest
 
 from fastpp import ScheduleError, ScheduleTypeError
-from fastpp.model import MODELS, Transformer, from_hf, from_megatron, from_torchtitan, plan
+from fastpp.model import (
+    MODELS,
+    RunConfig,
+    Transformer,
+    from_hf,
+    from_megatron,
+    from_torchtitan,
+    plan,
+)
 
 SHAPE = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
          "--vocab-size 32000 --bf16")
@@ -189,3 +197,17 @@ def test_misspelt_keyword_names_itself():
                                                  r"keywords: model, gpus, hardware, seq"):
         plan(MODELS["llama3-8b"], 8, seq=4096, global_batch=8, tensor_parallel=2)
     assert Transformer(2, 64, 4).layers == 2  # positional calls as before
+
+
+def test_fields_accepted_then_ignored():
+    """``Transformer(window_layers=1)`` without a window, ``RunConfig(zero=1, zero3="step")``
+    and ``RunConfig(recompute="none", recompute_layers=4)`` were accepted and the second
+    field ignored."""
+    with pytest.raises(ScheduleError, match=r"window_layers needs a window > 0 \(got "
+                                            r"window_layers=1, window=0\)"):
+        Transformer(2, 64, 4, window_layers=1)
+    with pytest.raises(ScheduleError, match=r"zero must be 3 with zero3='step' \(got zero=1\)"):
+        RunConfig(seq=4096, global_batch=8, zero=1, zero3="step")
+    with pytest.raises(ScheduleError, match=r"recompute must be 'full' with recompute_layers=4 "
+                                            r"\(got recompute='none'\)"):
+        RunConfig(seq=4096, global_batch=8, recompute="none", recompute_layers=4)

@@ -731,7 +731,9 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         etp=a["expert_tensor_parallel_size"] or t if model.moe else 1,
         schedule=SCHEDULES[m > 1], m=m,
         microbatch=a["micro_batch_size"], recompute=recompute,
-        recompute_method=a["recompute_method"], recompute_layers=a["recompute_num_layers"],
+        # (Megatron reads --recompute-num-layers with full recomputation alone)
+        recompute_method=a["recompute_method"],
+        recompute_layers=a["recompute_num_layers"] if recompute == "full" else None,
         recompute_modules=None if a["recompute_modules"] is None else tuple(
             a["recompute_modules"]),
         sequence_parallel=a["sequence_parallel"], zero=zero, replicate=instances,

@@ -90,6 +90,7 @@ def divisors(x: int, upper: int) -> list[int]:
     return [k for k in range(1, min(x, upper) + 1) if x % k == 0]
 
 
+@known_keywords("plan")  # a misspelt keyword named, not a bare TypeError
 def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None, link=None,
          schedules=None, tp=None, pp=None, microbatch=None, m=None, recompute=None, zero=1,
          capacity=None,
@@ -908,7 +909,3 @@ def _fold_alike(rows):
     out.loc[more.index, "schedule"] = [f"{name} (+{k} alike)" for name, k in
                                        zip(out.loc[more.index, "schedule"], more, strict=True)]
     return out
-
-
-# a misspelt keyword names itself and plan's keywords (Python's own is a bare TypeError)
-plan = known_keywords(plan, "plan")

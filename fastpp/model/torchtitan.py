@@ -354,7 +354,7 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         recompute=recompute, recompute_method="interval" if interval else None,
         recompute_layers=int(option) if interval else None, sequence_parallel=t > 1,
         zero=3 if fsdp else 0, replicate=replicate if fsdp else 1,
-        zero3="step" if reshard == "never" else "layer",
+        zero3="step" if reshard == "never" and fsdp else "layer",  # (ZeRO-3's alone)
         tp_overlap=async_tp,
         blocking_handoffs=False,
         precision="fp8" if any(c.split(".")[-1] in FP8_CONVERTERS for c in converters)
