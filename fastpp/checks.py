@@ -7,6 +7,8 @@ A check names the parameter, what it must be and what it got, and raises ``Sched
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import math
 import os
 import re
@@ -432,3 +434,26 @@ def by_flags(message: str, flags: dict[str, str], switches: dict[str, str] | Non
         valued = [rf"(?<![\w.*/+-]){name}(?==)"] if len(dest) > 2 else []
         message = re.sub("|".join([subject, compared, listed, *valued]), flags[dest], message)
     return message
+
+
+def known_keywords(label: str):
+    """A decorator: the function refuses a keyword it does not take with a
+    ``ScheduleTypeError`` that names it and the ones it takes (Python's own is a bare
+    ``TypeError``); ``label`` is the name the user called (a class's for its ``__init__``)."""
+
+    def wrap(function):
+        params = inspect.signature(function).parameters
+        names = [k for k, v in params.items() if k != "self" and v.kind in (
+            v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
+
+        @functools.wraps(function)
+        def checked(*args, **keywords):
+            unknown = [k for k in keywords if k not in names]
+            if unknown:
+                raise ScheduleTypeError(f"{label} has no keyword {unknown[0]!r} (its "
+                                        f"keywords: {', '.join(names)})")
+            return function(*args, **keywords)
+
+        return checked
+
+    return wrap

@@ -437,8 +437,8 @@ def test_dispatcher_and_recompute_modules_reach_the_price():
                transformer_costs(model, schedule, "H100-80GB", **keywords))
         return np.concatenate([got.f, got.b, got.act])
 
-    attention = dataclasses.replace(config, recompute="selective",
-                                    recompute_modules=("core_attn",))
+    attention = dataclasses.replace(config, recompute="selective", recompute_method=None,
+                                    recompute_layers=None, recompute_modules=("core_attn",))
     more = dataclasses.replace(attention, recompute_modules=("core_attn", "moe_act"))
     gather = dataclasses.replace(config, dispatcher="allgather")
     def keywords(c):

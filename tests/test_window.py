@@ -90,7 +90,8 @@ def test_bad_windows():
         Transformer(2, 64, 4, window=-1)
     with pytest.raises(ScheduleError, match="window_layers must be at most the layers 2"):
         Transformer(2, 64, 4, window=16, window_layers=3)
-    assert Transformer(2, 64, 4, window_layers=2).sliding_layers == 0  # no window: none
+    with pytest.raises(ScheduleError, match="window_layers needs a window > 0"):
+        Transformer(2, 64, 4, window_layers=2)  # no window: none slide (16th wave)
 
 
 def test_megatron_windows():

@@ -82,7 +82,8 @@ class RunConfig:
         each model chunk, the others keeping their activations; ``"interval"`` (torchtitan's
         layer-wise selective checkpointing, ``selective_ac_option``): every
         ``recompute_layers``-th (default 2) layer of each chunk; ``"uniform"`` or None: every
-        layer (Megatron's uniform groups of ``recompute_layers`` priced layer by layer). The
+        layer (Megatron's uniform groups of ``recompute_layers`` priced layer by layer);
+        ``recompute_layers`` needs ``recompute="full"``. The
         modules are priced with ``recompute="selective"``, as Megatron uses them
         (``priced_modules``).
     sequence_parallel : bool
@@ -93,7 +94,7 @@ class RunConfig:
         same (only ZeRO-3 changes the times) and now is 1 too.
     zero3 : {"layer", "step"}
         ZeRO-3's collectives: per layer each microbatch, or once per step
-        (``ZERO3_GATHERS``).
+        (``ZERO3_GATHERS``); ``"step"`` needs ``zero=3``.
     replicate : int
         Hybrid sharding (HSDP): ZeRO shards over the ``d cp / replicate`` ranks of each of
         ``replicate`` groups and keeps its state whole in each, and each rank's share of the
@@ -187,6 +188,14 @@ class RunConfig:
                                 f"recompute={self.recompute!r})")
         one_of(self.zero, "zero", ZERO)
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
+        # fields that only mean something beside another: accepted alone they were ignored
+        if self.zero3 != "layer" and self.zero != 3:
+            raise ScheduleError(f"zero3 chooses when ZeRO-3 gathers the weights: zero must be "
+                                f"3 with zero3={self.zero3!r} (got zero={self.zero})")
+        if self.recompute_layers is not None and self.recompute != "full":
+            raise ScheduleError(f"recompute_layers counts the layers full recomputation covers: "
+                                f"recompute must be 'full' with recompute_layers="
+                                f"{self.recompute_layers!r} (got recompute={self.recompute!r})")
         replicate_reason(positive_int(self.replicate, "replicate", MAX_INT - 1), self.zero,
                          self.d * self.cp, raise_it=True)
         one_of(self.cp_comm, "cp_comm", CP_COMMS)

@@ -97,6 +97,9 @@ TEXT_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}
 DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop",
             "hidden_dropout_prob", "attention_probs_dropout_prob")
 _MISSING = object()
+# the shape's sizes that a null cannot stand for (the key-value heads' null is the heads,
+# GPT-2's n_inner's 4h: those have a fallback)
+NO_NULL = ("layers", "hidden", "heads", "ffn", "vocab")
 
 
 class _Config:
@@ -212,7 +215,9 @@ def from_hf(config, name: str | None = None) -> Transformer:
         With the class defaults of each family where a field is absent (``FAMILIES``), as
         transformers reads the file (its ``save_pretrained`` leaves out what equals them):
         Mistral's 8 key-value heads, Qwen3's head size 128, DeepSeek's query rank 1536 and
-        so on; a null takes the class's fallback (the heads; no query compression).
+        so on; a null takes the class's fallback (the heads; no query compression; GPT-2's
+        ``4h``), but a null layer count, width, head count, MLP width or vocabulary, which
+        has none, is an error naming it.
         Approximations, none changing the parameter count by more than 0.7%:
 
         - a mixture of experts whose dense layers are not the first ones (Qwen's
@@ -229,7 +234,7 @@ def from_hf(config, name: str | None = None) -> Transformer:
     ------
     ScheduleError
         A file that is not JSON (naming it), an unknown ``model_type`` (listing those known),
-        a missing or non-integer field (naming it).
+        a missing, null (without a fallback) or non-integer field (naming it).
     """
     data, where = read_config(config)
     data = _text_model(data)
@@ -242,7 +247,13 @@ def from_hf(config, name: str | None = None) -> Transformer:
     names = {**LLAMA_NAMES, **family.names}
 
     def shape_field(ours, default=_MISSING):
-        return cfg.int(names[ours], family.defaults.get(ours, default), low=1)
+        key = names[ours]
+        # a null where the size has no fallback is no size at all (transformers stores the
+        # None, and the model cannot be built): not the class's default for an absent key
+        if key in data and data[key] is None and ours in NO_NULL and default is _MISSING:
+            raise ScheduleError(f"{where}: {key!r} must be an integer >= 1 for a {kind!r} "
+                                f"model (got null)")
+        return cfg.int(key, family.defaults.get(ours, default), low=1)
 
     hidden, heads = shape_field("hidden"), shape_field("heads")
     shape = {"layers": shape_field("layers"), "hidden": hidden, "heads": heads,

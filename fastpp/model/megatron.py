@@ -4,14 +4,15 @@
 argparse gives it, and NeMo's, Megatron-Bridge's and ``MODEL_ARGS`` YAML's key), its type and
 Megatron's default where the flag is absent (``megatron/training/arguments.py``). The shell
 layer (``script_words``) reads a launch script as bash would for what matters here: comments,
-line continuations, variables (``$X``, ``${X}``, ``${X:-default}``, ``$((arithmetic))``) and
-arrays (``X=(...)``, ``${X[@]}``).
+line continuations, variables (``$X``, ``${X}``, ``${X:-default}``, ``$((arithmetic))``),
+arrays (``X=(...)``, ``${X[@]}``), ``if`` and ``case``.
 """
 
 from __future__ import annotations
 
 import ast
 import enum
+import fnmatch
 import re
 from dataclasses import dataclass, replace
 
@@ -99,6 +100,8 @@ LIGHTNING_PRECISIONS = {"bf16": ("bf16", None), "bf16-mixed": ("bf16", None),
                         "64-true": (None, None), "transformer-engine": ("bf16", True),
                         "transformer-engine-float16": ("fp16", True)}
 # NeMo's activation names: the gated ones are a two-matrix product like --swiglu
+# NeMo's optimizers (model.optim.name) that shard their state: --use-distributed-optimizer
+DISTRIBUTED_OPTIMIZERS = ("distributed_fused_adam", "mcore_distributed_optim")
 GATED = {"swiglu", "fast-swiglu", "geglu", "fast-geglu", "reglu", "fast-reglu"}
 # dict keys (Megatron-Core's TransformerConfig, NeMo's) that are the negation of a flag;
 # TransformerConfig's bias_activation_fusion is the SwiGLU fusion with --swiglu
@@ -130,7 +133,8 @@ CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tu
 
 @dataclass(frozen=True)
 class Imported:
-    """What ``from_megatron`` (or ``from_vtrain``) read: unpacks as ``model, config``;
+    """What ``from_megatron`` (or ``from_vtrain``, ``from_torchtitan``) read: unpacks (and
+    indexes) as ``model, config``;
     ``ignored`` lists the flags it does not model, ``gpus`` the launcher's GPU count (None if
     it gave none) and ``hardware`` the cluster the file describes (None: it describes none)."""
 
@@ -142,6 +146,9 @@ class Imported:
 
     def __iter__(self):
         return iter((self.model, self.config))
+
+    def __getitem__(self, index):  # as the (model, config) pair it once was
+        return (self.model, self.config)[index]
 
     def on(self, model) -> Transformer:
         """``model`` (a ``Transformer`` or a preset name: its shape, e.g. ``from_hf``'s) with
@@ -169,15 +176,20 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     ----------
     args : str, list of str or dict
         A launch script's text or a command string (bash: comments, ``\\`` continuations,
-        variables and arrays set above the command and expanded), a list of arguments, or a
+        variables and arrays set above the command and expanded, an unset one to nothing
+        and listed in ``ignored``; ``if`` on string and integer tests and ``case`` followed,
+        a test not decided listed; the training command the last running ``pretrain*.py``
+        or giving model flags), a list of arguments, or a
         dict of snake_case keys or flags (NeMo, Megatron-Bridge, ``MODEL_ARGS`` YAML; its
         ``model``, ``train``, ``ddp``, ``optimizer`` and ``mixed_precision`` sections are read
         too; a null is the default; ``num_query_groups`` alone is grouped-query attention, as
         ``TransformerConfig`` takes it; NeMo's gated ``activation`` names are ``--swiglu``;
         NeMo's ``trainer.precision`` and a Bridge ``mixed_precision`` recipe's name are the
-        precision flags they stand for).
+        precision flags they stand for; NeMo's ``model.optim.name`` of a distributed
+        optimizer is ``--use-distributed-optimizer``).
     gpus : int, optional
-        GPUs in all (default: the launcher's ``--nproc_per_node`` times ``--nnodes``);
+        GPUs in all (default: the launcher's ``--nproc_per_node`` times ``--nnodes``, or
+        NeMo's ``trainer.devices`` times ``trainer.num_nodes``);
         ``d = gpus / (t cp p)``.
     vocab : int, optional
         The tokenizer's vocabulary when the script does not give ``--vocab-size`` (Megatron
@@ -211,7 +223,8 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     ScheduleError
         Naming the flag: a value of the wrong type, a required one missing
         (``--num-layers``, ``--hidden-size``, ``--num-attention-heads``, ``--seq-length``),
-        two that contradict (naming both), a variable that cannot be resolved (naming it), a
+        two that contradict (naming both), a variable that cannot be resolved (naming it),
+        torchrun's elastic ``--nnodes min:max`` without ``gpus=``, a
         degree that does not divide the GPUs, a value outside Megatron's choices, or a run
         Megatron refuses to start: layers (with the embedding and loss where they count as
         layers) that do not split evenly over the stages without a layout or end counts,
@@ -227,8 +240,10 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     _contradictions(a)
     model = _model(a, vocab, name)
     if gpus is None and isinstance(launcher, str):
-        raise ScheduleError(f"the GPU count must be given: torchrun's {launcher}, which the "
-                            f"script does not set (give it in env=, or gpus=N)")
+        said = ("" if "elastic" in launcher else
+                ", which the script does not set (give it in env=, or gpus=N)")
+        raise ScheduleError(f"the GPU count must be given: torchrun's {launcher}{said}"
+                            + (" (give gpus=N)" if not said else ""))
     launcher = launcher if isinstance(launcher, int) else None
     config = _run(a, model, gpus if gpus is not None else launcher)
     extra = ("fp32 (no --bf16 or --fp16): priced as bf16",) if not (
@@ -246,17 +261,19 @@ def _read(args, env: dict) -> tuple[dict, list, int | None]:
     """The arguments as ``{dest: raw value}``, the flags not modelled, the launcher's GPUs."""
     if isinstance(args, dict):
         return _read_dict(args)
+    notes = []
     if isinstance(args, str):
-        words = script_words(args, env)
+        words, notes = _script(args, env)
     elif isinstance(args, list | tuple) and all(isinstance(x, str) for x in args):
         words = [_Word(x) for x in args]
     else:
         raise ScheduleTypeError(f"args must be a script or command string, a list of strings "
                                 f"or a dict (got {type(args).__name__})")
-    return _flags(words)
+    values, ignored, launcher = _flags(words)
+    return values, notes + ignored, launcher
 
 
-def _read_dict(args: dict) -> tuple[dict, list, None]:
+def _read_dict(args: dict) -> tuple[dict, list, int | None]:
     """A dict's arguments: its top level and ``SECTIONS``, keys in snake_case (NeMo's and
     Megatron-Core's configs, read by their rules) or as flags (``--num-layers``, Megatron-LM's
     ``MODEL_ARGS`` YAML, read as its command line); a null is the default."""
@@ -266,11 +283,21 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
         if isinstance(args.get(section), dict):
             items += args[section].items()
     named = {"mixed_precision": args.get("mixed_precision")}  # Bridge's recipe, by name
-    if isinstance(args.get("trainer"), dict):
-        named["trainer.precision"] = args["trainer"].get("precision")  # NeMo's
+    trainer = args.get("trainer") if isinstance(args.get("trainer"), dict) else {}
+    if trainer:
+        named["trainer.precision"] = trainer.get("precision")  # NeMo's
+    # NeMo's optimizer by name: its distributed ones shard the optimizer state (ZeRO-1),
+    # as --use-distributed-optimizer
+    model = args.get("model") if isinstance(args.get("model"), dict) else {}
+    optim = model.get("optim") if isinstance(model.get("optim"), dict) else {}
+    if optim.get("name") in DISTRIBUTED_OPTIMIZERS:
+        items.append(("model.optim.name", True))
     flat, flags, said = {}, set(), {}  # flags: the keys written as flags
     for key, value in items:
         name = key[2:].replace("-", "_") if isinstance(key, str) and key.startswith("--") else key
+        if key == "model.optim.name":
+            name = "use_distributed_optimizer"
+            flags.add(name)  # (read as the flag, not listed as a key not modelled)
         if value is None:
             continue
         if name in flat and flat[name] != value:  # two places, two values
@@ -317,7 +344,20 @@ def _read_dict(args: dict) -> tuple[dict, list, None]:
         if dest in values and values[dest] != value:  # two spellings, two values
             raise ScheduleError(f"{said[first[dest]]} and {said[key]} contradict: give one")
         values[dest], first[dest] = value, key
-    return values, ignored + notes, None
+    return values, ignored + notes, _trainer_gpus(trainer)
+
+
+def _trainer_gpus(trainer: dict) -> int | None:
+    """NeMo's ``trainer.devices * trainer.num_nodes`` (GPUs a node, nodes; 1 node where not
+    given), None where ``devices`` is not a count (absent, ``auto``, a list of ids)."""
+    devices, nodes = trainer.get("devices"), trainer.get("num_nodes", 1)
+    if devices is None or isinstance(devices, str | list):
+        return None
+    for key, value in (("devices", devices), ("num_nodes", nodes)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < MAX_INT:
+            raise ScheduleError(f"trainer.{key} must be an integer in 1..2**31-1 (got "
+                                f"{value!r})")
+    return devices * nodes
 
 
 def _named_precision(key: str, value) -> dict:
@@ -348,9 +388,14 @@ def _named_precision(key: str, value) -> dict:
 
 
 class _Word(str):
-    """A word of the command; ``unresolved`` names a variable its expansion could not read."""
+    """A word of the command; ``unresolved`` names a variable its expansion could not read
+    (the word shows it as ``$X``), ``bash`` is the word as bash expands it (unset: empty)."""
 
     unresolved: str | None = None
+
+    @property
+    def bash(self) -> str:
+        return getattr(self, "_bash", str(self))
 
 
 def _flags(words) -> tuple[dict, list, int | None]:
@@ -384,6 +429,10 @@ def _flags(words) -> tuple[dict, list, int | None]:
         i += 1
         if kind is None:
             ignored.append("--" + key)
+            # its value holds a variable the script does not set: bash expands it to
+            # nothing (the flag is not modelled, so the run is read all the same)
+            ignored += [f"${w.unresolved} (the script does not set it: expanded to nothing, "
+                        f"as bash does)" for w in taken if getattr(w, "unresolved", None)]
             continue
         for w in taken if dest not in PRESENCE else ():
             if getattr(w, "unresolved", None):
@@ -412,6 +461,9 @@ def _launcher(words) -> int | str | None:
             value = inline or (words[i + 1] if i + 1 < len(words) else "")
             if getattr(w if inline else value, "unresolved", None):
                 return f"--{key} needs the variable {(w if inline else value).unresolved!r}"
+            if key == "nnodes" and ":" in value:  # an elastic range: no one count
+                return (f"--nnodes {value}, an elastic range (min:max nodes), which names no "
+                        f"one node count")
             if digits(value):
                 found[key] = int(value)
     if "nproc_per_node" in found:
@@ -679,7 +731,9 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         etp=a["expert_tensor_parallel_size"] or t if model.moe else 1,
         schedule=SCHEDULES[m > 1], m=m,
         microbatch=a["micro_batch_size"], recompute=recompute,
-        recompute_method=a["recompute_method"], recompute_layers=a["recompute_num_layers"],
+        # (Megatron reads --recompute-num-layers with full recomputation alone)
+        recompute_method=a["recompute_method"],
+        recompute_layers=a["recompute_num_layers"] if recompute == "full" else None,
         recompute_modules=None if a["recompute_modules"] is None else tuple(
             a["recompute_modules"]),
         sequence_parallel=a["sequence_parallel"], zero=zero, replicate=instances,
@@ -767,23 +821,48 @@ _CONTROL = ("then", "do", "done", "for", "while")
 
 
 def script_words(text: str, env: dict | None = None) -> list[_Word]:
-    """The words of ``text``'s training command (the last statement naming a ``.py`` file, or
-    every statement that is not an assignment), variables and arrays expanded; ``if`` blocks
-    on string tests (``[[ "$X" == y ]]``, ``-z``, ``-n``) followed, other tests taken as true."""
+    """The words of ``text``'s training command, variables and arrays expanded (see
+    ``_script``)."""
+    return _script(text, env)[0]
+
+
+def _script(text: str, env: dict | None = None) -> tuple[list[_Word], list[str]]:
+    """The words of ``text``'s training command (the last statement running a
+    ``pretrain*.py`` or passing model flags, else the last naming a ``.py`` file, else every
+    statement that is not an assignment), variables and arrays expanded; and notes for
+    ``ignored``: the tests this could not decide and the unset variables tests read.
+
+    ``if`` blocks are followed on string tests (``=``, ``==``, ``!=``, ``-z``, ``-n``; a
+    pattern on the right of ``[[ == ]]``) and integer ones (``-eq``, ``-ne``, ``-gt``,
+    ``-ge``, ``-lt``, ``-le``); ``case`` arms are matched as bash's glob patterns. An unset
+    variable is empty there, as bash has it (and noted); a test this cannot decide (a file,
+    a command, a number the script does not set) counts as true, and is noted with the
+    branch taken."""
     scope = {k: str(v) for k, v in (env or {}).items()}
     arrays: dict[str, list[_Word]] = {}
-    commands, branches = [], []  # branches: (this branch runs, some branch of the if ran)
+    commands, notes = [], []
+    frames = []  # open if/case blocks: [kind, this branch runs, some branch ran, the word]
     for statement in _statements(text):
         head, _, rest = statement.partition(" ")
         if head in ("then", "do", "else") and rest.strip():  # a command after its keyword
             if head == "else":
-                _branch(head, head, branches, scope, arrays)
+                _branch(head, head, frames, scope, arrays, notes)
             statement = rest.strip()
             head = statement.split(None, 1)[0]
         if head in ("if", "elif", "else", "fi"):
-            _branch(head, statement, branches, scope, arrays)
+            _branch(head, statement, frames, scope, arrays, notes)
             continue
-        if head in _CONTROL or not all(runs for runs, _ in branches):
+        if head == "case":
+            statement = _case(statement, frames, scope, arrays, notes)
+        elif head == "esac":
+            _esac(frames, notes)
+            continue
+        elif frames and frames[-1][0] == "case":
+            statement = _arm(statement, frames, notes)
+        if not statement:
+            continue
+        head = statement.split(None, 1)[0]
+        if head in _CONTROL or not all(f[1] for f in frames):
             continue
         match = _ASSIGN.match(statement)
         words = _split(match.group(3)) if match else []
@@ -795,23 +874,39 @@ def script_words(text: str, env: dict | None = None) -> list[_Word]:
             continue
         commands.append(_expand_words(_split(statement), scope, arrays))
     ran = [c for c in commands if any(w.endswith(".py") for w in c)]
-    return ran[-1] if ran else [w for c in commands for w in c]
+    # a script may run other Python after training (a checkpoint's conversion): the
+    # training command is the one running pretrain*.py or giving a model flag
+    training = [c for c in ran if any(
+        re.search(r"(^|/)pretrain\w*\.py$", w) or w.split("=")[0] in _MODEL_FLAGS for w in c)]
+    words = training[-1] if training else ran[-1] if ran else [w for c in commands for w in c]
+    return words, notes
+
+
+# the flags that say a command trains the model
+_MODEL_FLAGS = ("--num-layers", "--hidden-size", "--num-attention-heads")
 
 
 def _assign(key: str, append: str, value: str, scope: dict, arrays: dict) -> None:
-    """``X=value``, ``X=(...)`` or ``X+=(...)``: a scalar (dropped if unresolved) or an array,
+    """``X=value``, ``X=(...)`` or ``X+=(...)``: a scalar (unset if it is only unset
+    variables; an unset variable amid other text kept, marked) or an array,
     at most ``MAX_VALUE`` characters (``X="$X$X"`` repeated doubles it each line)."""
     if value.startswith("("):
         items = _expand_words(_split(value[1:value.rfind(")")]), scope, arrays)
         arrays[key] = (arrays.get(key, []) if append else []) + items
         _check_size(key, len(arrays[key]) + sum(len(w) for w in arrays[key]))
         return
-    word = _expand_words(_split(value), scope, arrays, join=True)
-    if word and not getattr(word[0], "unresolved", None):
-        scope[key] = (scope.get(key, "") if append else "") + str(word[0])
-        _check_size(key, len(scope[key]))
-    else:
-        scope.pop(key, None)
+    array = re.fullmatch(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?', value)
+    text = (" ".join(arrays.get(array.group(1), [])) if array else
+            " ".join(_expand(w, scope, arrays) for w, _ in _split(value)))
+    if _UNSET.search(text) and not _UNSET.sub("", text).strip():
+        # nothing but unset variables: X is unset too (named as X where it is used)
+        if not append:
+            scope.pop(key, None)
+        return
+    # an unset variable amid other text is kept, marked: bash expands it to nothing, and a
+    # flag whose value it is is refused where the command reads it
+    scope[key] = (scope.get(key, "") if append else "") + text
+    _check_size(key, len(scope[key]))
 
 
 # characters in one variable of a script (an array's items count one each, so that empty
@@ -825,49 +920,134 @@ def _check_size(key: str, size: int) -> None:
                             f"{MAX_VALUE:,} characters (got {size:,})")
 
 
-def _branch(head: str, statement: str, branches: list, scope: dict, arrays: dict) -> None:
+def _branch(head: str, statement: str, frames: list, scope: dict, arrays: dict,
+            notes: list) -> None:
     """Follow ``if``/``elif``/``else``/``fi``: each branch runs when its test holds and no
     earlier one ran."""
+    outer = all(f[1] for f in frames)
     if head == "if":
-        test = _test(statement[2:], scope, arrays)
-        branches.append((test, test))
-    elif not branches:
+        test = _decide(statement[2:], scope, arrays, notes if outer else None)
+        frames.append(["if", test, test, None])
+    elif not frames or frames[-1][0] != "if":
         raise ScheduleError(f"the script's {head!r} has no 'if'")
     elif head == "fi":
-        branches.pop()
+        frames.pop()
     else:
-        ran = branches[-1][1]
-        test = not ran and (head == "else" or _test(statement[4:], scope, arrays))
-        branches[-1] = (test, ran or test)
+        ran = frames[-1][2]
+        outer = all(f[1] for f in frames[:-1])
+        test = not ran and (head == "else" or _decide(
+            statement[4:], scope, arrays, notes if outer else None))
+        frames[-1][1:3] = [test, ran or test]
 
 
-def _test(text: str, scope: dict, arrays: dict) -> bool:
-    """A bash test of strings joined by ``||`` and ``&&`` (left to right); a test this does
-    not read (files, numbers) counts as true."""
-    result, join = None, "||"
+def _decide(text: str, scope: dict, arrays: dict, notes: list | None) -> bool:
+    """``_test``'s answer, a test it cannot decide taken as true; noted in ``notes`` (None:
+    the block does not run anyway)."""
+    value, unset = _test(text, scope, arrays)
+    said = " ".join(text.split())
+    if notes is not None and value is None:
+        notes.append(f"if {said}: not decided here (a file, a command or a number the script "
+                     f"does not set): its branch was taken")
+    elif notes is not None and unset:
+        notes.append(f"if {said}: ${unset[0]} is not set in the script, empty as bash has "
+                     f"it: its branch was {'taken' if value else 'skipped'}")
+    return True if value is None else value
+
+
+def _test(text: str, scope: dict, arrays: dict) -> tuple[bool | None, list[str]]:
+    """A bash test joined by ``||`` and ``&&`` (left to right): True, False or None (a test
+    not read here: files, commands, unset numbers); and the unset variables it read."""
+    result, join, unset = False, "||", []
     for part in re.split(r"(\|\||&&)", text):
         if part in ("||", "&&"):
             join = part
             continue
-        # an unset variable is empty, as bash expands it
-        words = ["" if w.unresolved else str(w) for w in _expand_words(
-            _split(part.strip().strip("[]").strip()), scope, arrays)]
-        value = _one_test(words)
-        result = value if result is None else (result or value) if join == "||" \
-            else (result and value)
-    return True if result is None else result
+        part = part.strip()
+        pattern = part.startswith("[[")  # [[ x == pat ]]: the right side a glob pattern
+        bracket = part.startswith("[") and part.endswith("]") or part.startswith("test ")
+        raw = _split(part.removeprefix("test ").strip("[]").strip())
+        words = _expand_words(raw, scope, arrays)
+        unset += [w.unresolved for w in words if w.unresolved]
+        if bracket:
+            value = _one_test([w.bash for w in words],
+                              pattern and len(raw) == 3 and not raw[2][1])
+        else:  # a command: true and false are known, others are not run here
+            value = {"true": True, ":": True, "false": False}.get(part)
+        # three-valued: an undecided side decides nothing unless the other does
+        if join == "||":
+            result = True if True in (result, value) else None if None in (
+                result, value) else False
+        else:
+            result = False if False in (result, value) else None if None in (
+                result, value) else True
+    return result, unset
 
 
-def _one_test(words: list[str]) -> bool:
+_INTEGER_TESTS = {"-eq": int.__eq__, "-ne": int.__ne__, "-gt": int.__gt__,
+                  "-ge": int.__ge__, "-lt": int.__lt__, "-le": int.__le__}
+
+
+def _one_test(words: list[str], pattern: bool = False) -> bool | None:
+    """One ``[ ... ]`` of ``words`` (expanded), None if not read here."""
     negate = bool(words) and words[0] == "!"
     words = words[1:] if negate else words
     if len(words) == 3 and words[1] in ("==", "=", "!="):
-        value = (words[0] == words[2]) == (words[1] != "!=")
+        same = fnmatch.fnmatchcase(words[0], words[2]) if pattern else words[0] == words[2]
+        value = same == (words[1] != "!=")
+    elif len(words) == 3 and words[1] in _INTEGER_TESTS:
+        if not all(re.fullmatch(r"\s*-?\d+\s*", w) for w in (words[0], words[2])):
+            return None  # bash: "integer expression expected"
+        value = _INTEGER_TESTS[words[1]](int(words[0]), int(words[2]))
     elif len(words) == 2 and words[0] in ("-z", "-n"):
         value = (words[1] == "") == (words[0] == "-z")
+    elif len(words) == 1 and words[0] not in ("", "!"):
+        value = True  # [ word ]: a non-empty string
     else:
-        value = True
+        return None
     return value != negate
+
+
+def _case(statement: str, frames: list, scope: dict, arrays: dict, notes: list) -> str:
+    """``case WORD in``: a block whose arms ``_arm`` matches against WORD expanded; what
+    follows ``in`` on the line (a first arm)."""
+    match = re.fullmatch(r"case\s+(\S+)\s+in\b\s*(.*)", statement, re.S)
+    if match is None:
+        raise ScheduleError(f"the script's case must read 'case WORD in' (got "
+                            f"{statement[:60]!r})")
+    words = _expand_words(_split(match.group(1)), scope, arrays, join=True)
+    word = words[0] if words else _Word("")
+    frames.append(["case", False, False, (match.group(1), word)])
+    return _arm(match.group(2), frames, notes) if match.group(2) else ""
+
+
+_ARM = re.compile(r"\(?\s*([^()\s|]+(?:\s*\|\s*[^()\s|]+)*)\s*\)\s*(.*)", re.S)
+
+
+def _arm(statement: str, frames: list, notes: list) -> str:
+    """A ``pattern)`` line of a case block starts an arm (which runs if none before it did
+    and a pattern matches); the command after it on the line, or the statement as it is."""
+    match = _ARM.fullmatch(statement)
+    if match is None:
+        return statement
+    frame = frames[-1]
+    said, word = frame[3]
+    runs = not frame[2] and any(fnmatch.fnmatchcase(word.bash, p.strip().strip("\"'"))
+                                for p in match.group(1).split("|"))
+    frame[1:3] = [runs, frame[2] or runs]
+    if runs and word.unresolved and all(f[1] for f in frames[:-1]):
+        notes.append(f"case {said}: ${word.unresolved} is not set in the script, empty as "
+                     f"bash has it: the arm {match.group(1)!r} ran")
+    return match.group(2).strip()
+
+
+def _esac(frames: list, notes: list) -> None:
+    if not frames or frames[-1][0] != "case":
+        raise ScheduleError("the script's 'esac' has no 'case'")
+    frame = frames.pop()
+    said, word = frame[3]
+    if not frame[2] and word.unresolved and all(f[1] for f in frames):
+        notes.append(f"case {said}: ${word.unresolved} is not set in the script, empty as "
+                     f"bash has it: no arm ran")
 
 
 def _statements(text: str) -> list[str]:
@@ -957,12 +1137,8 @@ def _expand_words(words, scope: dict, arrays: dict, join: bool = False) -> list[
             for item in arrays.get(array.group(1), []):
                 out.extend([item] if quoted else _resplit(item))
             continue
-        value, unresolved = _expand(word, scope, arrays)
-        parts = [value] if quoted or join else value.split()
-        for part in parts:
-            w = _Word(part)
-            w.unresolved = unresolved
-            out.append(w)
+        value = _expand(word, scope, arrays)
+        out.extend(_marked(part) for part in ([value] if quoted or join else value.split()))
     return out
 
 
@@ -975,58 +1151,78 @@ def _resplit(word: _Word) -> list[_Word]:
     return parts
 
 
-def _expand(word: str, scope: dict, arrays: dict) -> tuple[str, str | None]:
-    """One word with its variables replaced and its quotes removed; the first variable that
-    could not be resolved, if any."""
-    missing = []
+# An unset variable inside an expanded text: NUL name SOH shown NUL, its whitespace and $
+# hidden (so that it stays one word, is not expanded again, and a variable holding it
+# carries it): a word made from it shows it as $X and names X in ``unresolved``.
+_UNSET = re.compile("\x00([^\x00\x01]*)\x01([^\x00]*)\x00")
+_HIDE = str.maketrans(" \t\n$", "\x02\x03\x04\x05")
+_SHOW = str.maketrans("\x02\x03\x04\x05", " \t\n$")
+
+
+def _unset(name: str, shown: str) -> str:
+    return f"\x00{name.translate(_HIDE)}\x01{shown.translate(_HIDE)}\x00"
+
+
+def _marked(text: str) -> _Word:
+    """A word of ``text`` (which may hold ``_unset`` marks)."""
+    found = _UNSET.search(text)
+    if found is None:
+        return _Word(text)
+    w = _Word(_UNSET.sub(lambda m: m.group(2).translate(_SHOW), text))
+    w.unresolved = found.group(1).translate(_SHOW)
+    w._bash = _UNSET.sub("", text)  # an unset variable is empty, as bash has it
+    return w
+
+
+def _expand(word: str, scope: dict, arrays: dict) -> str:
+    """One word with its variables replaced and its quotes removed, a variable that could
+    not be resolved marked (``_unset``)."""
 
     def one(match):
         brace, arith, plain = match.groups()
         if arith is not None:
-            return _arithmetic(arith, scope, missing)
+            return _arithmetic(arith, scope)
         parts = re.fullmatch(r"([A-Za-z_]\w*(?:\[\w+\])?|[0-9@*#?])(?::?[-=](.*))?",
                              brace if brace is not None else plain, re.S)
         if parts is None:  # ${#X}, ${X/a/b} and the like: not read here
-            return _missing(brace, missing)
+            return _unset(brace, "$" + brace)
         key, default = parts.groups()
         if key.endswith("]"):  # ${ARR[0]}
             base, index = key[:-1].split("[", 1)
             items = arrays.get(base, [])
             return str(items[int(index)]) if digits(index) and int(index) < len(items) \
-                else _missing(key, missing)
+                else _unset(key, "$" + key)
         if key in scope:
             return scope[key]
         if default is not None:
-            return _expand(default, scope, arrays)[0]
-        return _missing(key, missing)
+            return _expand(default, scope, arrays)
+        return _unset(key, "$" + key)
 
     if "'" in word and word.startswith("'"):
-        return word.strip("'"), None
-    text = _VAR.sub(one, word).replace('"', "").replace("'", "")
-    if "$(" in text:
-        missing.append(text[text.index("$("):].split(")")[0] + ")")
-    return text, missing[0] if missing else None
+        return word.strip("'")
+    # $(command): not run here (hidden first, so that its own $X is not expanded)
+    word = re.sub(r"\$\((?!\()[^)]*\)", lambda m: _unset(m.group(0), m.group(0)), word)
+    return _VAR.sub(one, word).replace('"', "").replace("'", "")
 
 
-def _missing(name: str, missing: list) -> str:
-    missing.append(name)
-    return "$" + name
-
-
-def _arithmetic(expr: str, scope: dict, missing: list) -> str:
+def _arithmetic(expr: str, scope: dict) -> str:
     """Bash's ``$((...))`` on integers: + - * / % and parentheses, variables by name."""
+    missing = []
+
     def value(match):
         name = match.group(1)
-        return scope[name] if name in scope else _missing(name, missing)
+        if name not in scope or _UNSET.search(scope[name]):
+            missing.append(name)
+            return name
+        return scope[name]
 
     text = re.sub(r"\$?\{?([A-Za-z_]\w*)\}?", value, expr)
     if missing or not re.fullmatch(r"[\d\s+\-*/%()]+", text):
-        return "$((" + expr + "))"
+        return _unset(missing[0] if missing else f"$(({expr}))", f"$(({expr}))")
     try:
         return str(_integer(ast.parse(text.strip().replace("/", "//"), mode="eval").body))
     except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
-        missing.append(f"$(({expr}))")
-        return "$((" + expr + "))"
+        return _unset(f"$(({expr}))", f"$(({expr}))")
 
 
 def _integer(node) -> int:

@@ -12,6 +12,7 @@ from ..checks import (
     MAX_INT,
     ScheduleError,
     flag,
+    known_keywords,
     nonnegative_int,
     numbers,
     one_of,
@@ -89,6 +90,7 @@ def divisors(x: int, upper: int) -> list[int]:
     return [k for k in range(1, min(x, upper) + 1) if x % k == 0]
 
 
+@known_keywords("plan")  # a misspelt keyword named, not a bare TypeError
 def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None, link=None,
          schedules=None, tp=None, pp=None, microbatch=None, m=None, recompute=None, zero=1,
          capacity=None,

@@ -5,7 +5,9 @@ Read: ``[model]`` (``name``, ``flavor``, ``hf_assets_path``, ``converters``), ``
 ``pipeline_parallel_schedule``, ``pipeline_parallel_microbatch_size``,
 ``pipeline_parallel_layers_per_stage``, ``fsdp_reshard_after_forward``,
 ``context_parallel_rotate_method``) and ``[activation_checkpoint]`` (``mode``,
-``selective_ac_option``).
+``selective_ac_option``); torchtitan's older places of the same keys (``[training]`` and
+``[experimental]`` degrees, ``[float8] enable_float8_linear``) too. Every other key that may
+change the run is listed in ``ignored``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import tomllib
 from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, digits, one_of
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hf import from_hf
-from .layout import as_layout, even_layers, torchtitan_layers
+from .layout import Layout, as_layout, even_layers, torchtitan_layers
+from .megatron import Imported
 from .presets import MODELS
 from .transformer import Transformer
 
@@ -35,6 +38,40 @@ FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
            ("llama3", "405B"): "llama3-405b", ("deepseek_v3", "671B"): "deepseek-v3",
            ("llama2", "7B"): "llama2-7b", ("llama2", "13B"): "llama2-13b",
            ("llama2", "70B"): "llama2-70b"}
+
+
+# the older layouts torchtitan read (its JobConfig before [parallelism], 2024): keys that
+# moved to [parallelism] unchanged in meaning, by the section they were in
+MOVED = {"training": ("data_parallel_shard_degree", "data_parallel_replicate_degree",
+                      "tensor_parallel_degree", "pipeline_parallel_degree",
+                      "enable_async_tensor_parallel"),
+         "experimental": ("pipeline_parallel_degree", "pipeline_parallel_schedule",
+                          "pipeline_parallel_split_points", "context_parallel_degree",
+                          "context_parallel_rotate_method", "enable_async_tensor_parallel")}
+# read beside them: [experimental] pipeline_parallel_microbatches, a count (the microbatch
+# local_batch_size / count)
+# the keys read, by section (a key elsewhere or not here is listed in ``ignored``)
+READ = {"model": ("name", "flavor", "hf_assets_path", "converters"),
+        "training": ("local_batch_size", "batch_size", "global_batch_size", "seq_len",
+                     "data_parallel_degree", "fp8_linear", "enable_fp8_linear", *MOVED["training"]),
+        "parallelism": ("data_parallel_shard_degree", "data_parallel_replicate_degree",
+                        "tensor_parallel_degree", "pipeline_parallel_degree",
+                        "context_parallel_degree", "expert_parallel_degree",
+                        "expert_tensor_parallel_degree", "pipeline_parallel_schedule",
+                        "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size",
+                        "pipeline_parallel_layers_per_stage",
+                        "pipeline_parallel_first_stage_less_layers",
+                        "pipeline_parallel_last_stage_less_layers",
+                        "pipeline_parallel_split_points", "module_fqns_per_model_part",
+                        "fsdp_reshard_after_forward", "enable_async_tensor_parallel",
+                        "context_parallel_rotate_method"),
+        "experimental": (*MOVED["experimental"], "pipeline_parallel_microbatches"),
+        "activation_checkpoint": ("mode", "selective_ac_option"),
+        "float8": ("enable_float8_linear",)}
+# sections that keep the books (logs, checkpoints, timeouts, the schedule of the learning
+# rate) and change neither a step's time nor its memory: not listed
+BOOKKEEPING = ("job", "profiling", "metrics", "checkpoint", "comm", "validation",
+               "lr_scheduler", "fault_tolerance", "memory_estimation")
 
 
 def read_toml(job) -> tuple[dict, str]:
@@ -63,8 +100,7 @@ def read_toml(job) -> tuple[dict, str]:
         raise ScheduleError(f"{where} is not TOML (nested too deep)") from None
 
 
-def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
-                    ) -> tuple[Transformer, RunConfig]:
+def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> Imported:
     """The model and run of a torchtitan job config.
 
     Parameters
@@ -80,7 +116,14 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
 
     Returns
     -------
-    (Transformer, RunConfig)
+    Imported
+        ``model, config = from_torchtitan(...)``; ``.ignored`` the keys not modelled, as
+        ``[section] key``: every key of the file that is not read, except in the sections that only
+        keep the books (``[job]``, ``[metrics]``, ``[checkpoint]``, ...). The older layouts'
+        keys are read where they were (``[training] tensor_parallel_degree``,
+        ``[experimental] pipeline_parallel_degree``, ``[float8] enable_float8_linear``, ...;
+        ``MOVED``), and explicit splits (``pipeline_parallel_split_points``,
+        ``module_fqns_per_model_part``) as the layout they give.
         FSDP is ZeRO-3 over the shard and context-parallel ranks (torchtitan's
         ``dp_shard_cp`` mesh, whenever it has more than one rank), gathered per layer
         (``zero3="layer"``) or, with ``fsdp_reshard_after_forward = "never"`` (or
@@ -102,20 +145,61 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None
     ScheduleError
         A file that is not TOML, an unknown schedule name (listing torchtitan's), a value of
         the wrong type (naming the key), degrees that do not divide the GPUs, an unknown
-        flavor without ``model``, or with pipeline parallelism a ``global_batch_size`` of
-        several accumulation steps (torchtitan runs a flushed pipeline for each).
+        flavor without ``model``, with pipeline parallelism a ``global_batch_size`` of
+        several accumulation steps (torchtitan runs a flushed pipeline for each), one key in
+        its old and new places with two values, or a split the pipeline cannot run.
     """
     data, where = read_toml(job)
     section = {name: data.get(name, {}) for name in ("model", "training", "parallelism",
-                                                     "activation_checkpoint")}
+                                                     "activation_checkpoint", "experimental",
+                                                     "float8")}
     for name, table in section.items():
         if not isinstance(table, dict):
             raise ScheduleError(f"{where}: [{name}] must be a table (got {table!r})")
+    section["parallelism"] = _moved(section, where)
     # torchtitan's FeedForward and experts run SiLU and the product as separate ops, and it
     # trains no multi-token-prediction module (its DeepSeek-V3 has none)
     model = dataclasses.replace(_model(section["model"], model, where), fused_swiglu=False,
                                 mtp_depth=0)
-    return model, _run(section, model, gpus, where)
+    return Imported(model, _run(section, model, gpus, where), _ignored(data))
+
+
+def _moved(section: dict, where: str) -> dict:
+    """``[parallelism]`` with the older layouts' keys (``MOVED``; v0.1's
+    ``[training] data_parallel_degree``, plain FSDP, as the shard degree) where they were;
+    one key given twice must agree."""
+    par = dict(section["parallelism"])
+    said = {key: "parallelism" for key in par}
+    old = [(name, key, section[name][key]) for name, keys in MOVED.items() for key in keys
+           if key in section[name]]
+    if "data_parallel_degree" in section["training"]:
+        old.append(("training", "data_parallel_shard_degree",
+                    section["training"]["data_parallel_degree"]))
+    for name, key, value in old:
+        if key in par and par[key] != value:
+            raise ScheduleError(f"{where}: [{said[key]}] {key} = {par[key]!r} and [{name}] "
+                                f"{key} = {value!r} contradict: give it once, in "
+                                f"[parallelism]")
+        par[key], said[key] = value, name
+    return par
+
+
+def _ignored(data: dict) -> tuple[str, ...]:
+    """``[section] key`` for each key of ``data`` not read (``READ``), but the
+    bookkeeping sections' (``BOOKKEEPING``); nested tables by their dotted name."""
+    out = []
+
+    def walk(table, name):
+        for key, value in table.items():
+            if isinstance(value, dict):
+                walk(value, f"{name}.{key}" if name else key)
+            elif not name:
+                out.append(key)
+            elif name.split(".")[0] not in BOOKKEEPING and key not in READ.get(name, ()):
+                out.append(f"[{name}] {key}")
+
+    walk(data, "")
+    return tuple(out)
 
 
 def _int(table: dict, key: str, default, where: str, section: str, low: int = 1) -> int:
@@ -210,6 +294,15 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         microbatch = local
     else:  # a pipeline of local / microbatch microbatches per accumulation step
         microbatch = _int(par, "pipeline_parallel_microbatch_size", 1, where, "parallelism")
+        old = section["experimental"]
+        if "pipeline_parallel_microbatches" in old and \
+                "pipeline_parallel_microbatch_size" not in par:  # the older count of them
+            n = _int(old, "pipeline_parallel_microbatches", None, where, "experimental")
+            if local % n:
+                raise ScheduleError(f"{where}: [experimental] pipeline_parallel_microbatches "
+                                    f"must divide [training] local_batch_size = {local} (got "
+                                    f"{n})")
+            microbatch = local // n
         if local % microbatch:
             raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_microbatch_size "
                                 f"must divide [training] local_batch_size = {local} (got "
@@ -261,12 +354,26 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         recompute=recompute, recompute_method="interval" if interval else None,
         recompute_layers=int(option) if interval else None, sequence_parallel=t > 1,
         zero=3 if fsdp else 0, replicate=replicate if fsdp else 1,
-        zero3="step" if reshard == "never" else "layer",
+        zero3="step" if reshard == "never" and fsdp else "layer",  # (ZeRO-3's alone)
         tp_overlap=async_tp,
         blocking_handoffs=False,
         precision="fp8" if any(c.split(".")[-1] in FP8_CONVERTERS for c in converters)
-        else "bf16",
+        or _fp8_switch(section, where) else "bf16",
         cp_comm="ring" if rotate == "alltoall" else "all-gather")
+
+
+def _fp8_switch(section: dict, where: str) -> bool:
+    """The older layouts' float8 switches: ``[float8] enable_float8_linear`` and v0.1's
+    ``[training] enable_fp8_linear`` and ``fp8_linear`` (a scaling's name, or empty)."""
+    on = [_choice(section["float8"], "enable_float8_linear", False, (False, True), where,
+                  "float8"),
+          _choice(section["training"], "enable_fp8_linear", False, (False, True), where,
+                  "training")]
+    linear = section["training"].get("fp8_linear", "")
+    if not isinstance(linear, str):
+        raise ScheduleError(f"{where}: [training] fp8_linear must be a scaling's name, or "
+                            f"empty for none (got {linear!r})")
+    return any(on) or linear != ""
 
 
 def _pipeline_split(par: dict, name: str, p: int, layers: int, where: str):
@@ -280,8 +387,25 @@ def _pipeline_split(par: dict, name: str, p: int, layers: int, where: str):
                     low=0) for end in ("first", "last")]
     single = name in SINGLE_STAGE
     m = 1 if single else 2
+    explicit = [k for k in ("pipeline_parallel_split_points", "module_fqns_per_model_part",
+                            "pipeline_parallel_layers_per_stage") if par.get(k) is not None]
+    if len(explicit) > 1:
+        raise ScheduleError(f"{where}: [parallelism] {explicit[0]} and {explicit[1]} "
+                            f"contradict: give one")
     if p == 1:  # (torchtitan pipelines only with more than one rank: no split to read)
+        if explicit and explicit[0] != "pipeline_parallel_layers_per_stage":
+            raise ScheduleError(f"{where}: [parallelism] {explicit[0]} needs "
+                                f"pipeline_parallel_degree > 1 (got 1)")
         return m, None
+    if explicit and explicit[0] != "pipeline_parallel_layers_per_stage":
+        layout = _explicit_split(par, explicit[0], layers, where)
+        stages = len(layout.layers)
+        if stages % p or (stages // p != 1 if single else stages // p < 2):
+            raise ScheduleError(f"{where}: [parallelism] {explicit[0]} makes {stages} stages, "
+                                f"which torchtitan refuses: they must split evenly over "
+                                f"pipeline_parallel_degree = {p}, "
+                                f"{'exactly 1' if single else '2 or more'} a rank ({name})")
+        return stages // p, str(layout)
     if par.get("pipeline_parallel_layers_per_stage") is not None:
         per_stage = _int(par, "pipeline_parallel_layers_per_stage", None, where, "parallelism")
         stages = -(-(layers + sum(weights)) // per_stage)
@@ -300,6 +424,43 @@ def _pipeline_split(par: dict, name: str, p: int, layers: int, where: str):
                             f"and ..._last_stage_less_layers: {err}") from None
     even = layers >= p * m and split.layers == even_layers(layers, p * m).layers
     return m, None if even else str(split)
+
+
+def _explicit_split(par: dict, key: str, layers: int, where: str) -> Layout:
+    """The stages of ``pipeline_parallel_split_points`` (``"layers.N"``, N the first layer
+    of each stage but the first) or ``module_fqns_per_model_part`` (each stage's modules:
+    ``tok_embeddings`` on the first, ``layers.N`` in order, ``norm`` and ``output`` on the
+    last), or a ScheduleError naming ``key``."""
+    value = par[key]
+    bad = ScheduleError(f"{where}: [parallelism] {key} must be "
+                        + ("a list of 'layers.N', N rising in 1.." if key.endswith("points")
+                           else "a list of lists of module names, the 'layers.N' in order "
+                                "0..") + f"{layers - 1}, the embedding first and the output "
+                        f"last (got {value!r})")
+
+    def index(name):
+        head, _, n = str(name).partition(".")
+        return int(n) if head == "layers" and digits(n) and int(n) < layers else None
+
+    if not isinstance(value, list):
+        raise bad
+    if key == "pipeline_parallel_split_points":
+        starts = [index(x) if isinstance(x, str) else None for x in value]
+        if None in starts or starts != sorted(set(starts)) or 0 in starts:
+            raise bad
+        edges = [0, *starts, layers]
+        return Layout.from_layers([b - a for a, b in zip(edges, edges[1:], strict=False)])
+    if not all(isinstance(part, list) and all(isinstance(x, str) for x in part)
+               for part in value) or not value:
+        raise bad
+    found = [[index(x) for x in part if x.startswith("layers.")] for part in value]
+    order = [i for part in found for i in part]
+    if order != list(range(layers)) or "tok_embeddings" not in value[0] or \
+            "output" not in value[-1]:
+        raise bad
+    stages = len(value)
+    return Layout(tuple(len(part) for part in found), tuple(s == 0 for s in range(stages)),
+                  tuple(s == stages - 1 for s in range(stages)), (0,) * stages)
 
 
 def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:

@@ -75,6 +75,7 @@ from ..checks import (
     flag,
     indices,
     instance,
+    known_keywords,
     nonnegative_int,
     numbers,
     positive_int,
@@ -145,7 +146,7 @@ class Transformer:
         computes every score and masks them, as full attention.
     window_layers : int, optional
         How many layers slide (the rest attend to everything); default all of them
-        (``sliding_layers``; none without a ``window``).
+        (``sliding_layers``); more than 0 needs a ``window``.
     """
 
     layers: int
@@ -213,6 +214,9 @@ class Transformer:
             raise ScheduleError(f"dense_layers must be at most the layers {self.layers} (got "
                                 f"dense_layers={self.dense_layers})")
         nonnegative_int(self.window, "window")
+        if self.window_layers and not self.window:  # sliding layers with no window to slide
+            raise ScheduleError(f"window_layers needs a window > 0 (got window_layers="
+                                f"{self.window_layers}, window={self.window})")
         if self.window_layers is not None and nonnegative_int(
                 self.window_layers, "window_layers") > self.layers:
             raise ScheduleError(f"window_layers must be at most the layers {self.layers} (got "
@@ -454,6 +458,10 @@ class Transformer:
                       + (self.layers + D) * self.attention_params()
                       + (self.core_layers(seq) + D) * core
                       + D * (3.0 * h + 2.0 * h * h) + (1.0 + D) * h * self.vocab)
+
+
+# a misspelt field names itself and the fields (the dataclass's own is a bare TypeError)
+Transformer.__init__ = known_keywords("Transformer")(Transformer.__init__)
 
 
 def attention_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np.ndarray]:
