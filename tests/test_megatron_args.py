@@ -648,7 +648,7 @@ def test_explain_cli(capsys, tmp_path):
                  "A100-80GB", "--neighbours", "2", "--workers", "1"]) == 0
     out = capsys.readouterr().out
     for part in ("step time", "TFLOP/s per GPU", "MFU", "bubble", "gradient sync",
-                 "optimizer bytes", "peak activations", "faster and fits", "not modelled"):
+                 "optimizer bytes", "activation bytes", "faster and fits", "not modelled"):
         assert part in out, part
     # the step time's error bar: GPT-3 175B on A100 in a node's tensor parallelism is a
     # validated regime (fastpp.model.errorbar)
