@@ -763,8 +763,13 @@ def _explain(args) -> int:
                                   else args.global_batch)
         config = RunConfig.for_gpus(args.gpus, **fields)
     if args.model is not None and megatron:
-        # the shape from --model, the kernels from the launch
-        model = imported.on(model_arg(args.model))
+        # the shape from --model, the kernels from the launch; what it replaces is said
+        given = model_arg(args.model)
+        changed = imported.reshaped(given)
+        if changed:
+            print(f"note: --model's shape replaces the launch's ({', '.join(changed)})",
+                  file=sys.stderr)
+        model = imported.on(given)
     try:
         found = explain(model, config, hardware, neighbours=args.neighbours,
                         workers=args.workers, flags="vtrain" if args.vtrain else "megatron")

@@ -211,3 +211,29 @@ def test_fields_accepted_then_ignored():
     with pytest.raises(ScheduleError, match=r"recompute must be 'full' with recompute_layers=4 "
                                             r"\(got recompute='none'\)"):
         RunConfig(seq=4096, global_batch=8, recompute="none", recompute_layers=4)
+
+
+def test_a_model_given_beside_a_script_is_padded_and_its_replacements_said(capsys, tmp_path):
+    """``explain --megatron-script train70.sh --model config.json``: the 8B config's shape
+    replaced the script's 70B without a word, and its vocabulary went unpadded (Megatron pads
+    128,256 words to a multiple of 128 t: 129,024 at t = 8)."""
+    from fastpp.__main__ import main
+    from fastpp.model.megatron import from_megatron
+
+    script = ("--num-layers 80 --hidden-size 8192 --num-attention-heads 64 "
+              "--group-query-attention --num-query-groups 8 --ffn-hidden-size 28672 "
+              "--swiglu --seq-length 8192 --vocab-size 128256 --bf16 "
+              "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4")
+    launch = from_megatron(script, gpus=64)
+    assert launch.model.vocab == 129024
+    on = launch.on("llama3-8b")
+    assert (on.layers, on.hidden, on.vocab) == (32, 4096, 129024)
+    assert launch.reshaped("llama3-8b") == ["layers 80 -> 32", "hidden 8192 -> 4096",
+                                            "heads 64 -> 32", "ffn 28672 -> 14336"]
+    assert launch.reshaped("llama3-70b") == []
+    path = tmp_path / "train70.sh"
+    path.write_text(f"torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py {script}\n")
+    assert main(["explain", "--megatron-script", str(path), "--model", "llama3-8b",
+                 "--hardware", "H100-80GB", "--neighbours", "0", "--workers", "1"]) == 0
+    assert ("note: --model's shape replaces the launch's (layers 80 -> 32, hidden 8192 -> "
+            "4096, heads 64 -> 32, ffn 28672 -> 14336)") in capsys.readouterr().err

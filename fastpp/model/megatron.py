@@ -136,13 +136,15 @@ class Imported:
     """What ``from_megatron`` (or ``from_vtrain``, ``from_torchtitan``) read: unpacks (and
     indexes) as ``model, config``;
     ``ignored`` lists the flags it does not model, ``gpus`` the launcher's GPU count (None if
-    it gave none) and ``hardware`` the cluster the file describes (None: it describes none)."""
+    it gave none), ``hardware`` the cluster the file describes (None: it describes none) and
+    ``vocab_multiple`` the multiple of ``t`` Megatron pads a vocabulary to (1: none)."""
 
     model: Transformer
     config: RunConfig
     ignored: tuple[str, ...] = ()
     gpus: int | None = None
     hardware: Hardware | None = None
+    vocab_multiple: int = 1
 
     def __iter__(self):
         return iter((self.model, self.config))
@@ -153,7 +155,9 @@ class Imported:
     def on(self, model) -> Transformer:
         """``model`` (a ``Transformer`` or a preset name: its shape, e.g. ``from_hf``'s) with
         the kernels this launch runs: dropout, FlashAttention and the fused SwiGLU are the
-        run's choices, which a ``config.json`` does not hold.
+        run's choices, which a ``config.json`` does not hold; its vocabulary padded as the
+        launch pads one (``vocab_multiple``). ``reshaped`` says what of the launch's own
+        shape it replaces.
 
         Parameters
         ----------
@@ -163,9 +167,22 @@ class Imported:
         -------
         Transformer
         """
-        return replace(preset(MODELS, model, "model"), dropout=self.model.dropout,
+        model = preset(MODELS, model, "model")
+        vocab = padded_vocab(model.vocab, self.config.t, self.vocab_multiple) \
+            if self.vocab_multiple > 1 else model.vocab
+        return replace(model, vocab=vocab, dropout=self.model.dropout,
                        flash_attention=self.model.flash_attention,
                        fused_swiglu=self.model.fused_swiglu)
+
+    def reshaped(self, model) -> list[str]:
+        """The launch's shape that ``on(model)`` replaces, ``"field ours -> theirs"`` for each
+        field that differs (layers, hidden, heads, kv_heads, ffn, vocab after padding,
+        experts): a user giving a script and a model is told, not silently priced another
+        model."""
+        mine, theirs = self.model, self.on(model)
+        return [f"{k} {getattr(mine, k)} -> {getattr(theirs, k)}"
+                for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts")
+                if getattr(mine, k) != getattr(theirs, k)]
 
 
 def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
@@ -254,7 +271,9 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     if a["cp_comm_type"] in CP_COMM_APPROXIMATED and config.cp > 1:
         extra += (f"--cp-comm-type {a['cp_comm_type']}: "
                   f"{CP_COMM_APPROXIMATED[a['cp_comm_type']]}",)
-    return Imported(model, config, tuple(ignored) + extra, launcher)
+    return Imported(model, config, tuple(ignored) + extra, launcher,
+                    vocab_multiple=1 if a["padded_vocab_size"] else
+                    a["make_vocab_size_divisible_by"])
 
 
 def _read(args, env: dict) -> tuple[dict, list, int | None]:
