@@ -316,6 +316,24 @@ def load(out):
     return df
 
 
+def kept(out) -> tuple[int, int] | None:
+    """``(points done, points in all)`` of the sweep folder ``out`` (its chunks' counts, not
+    their rows: cheap), or None if it holds no sweep yet."""
+    try:
+        manifest = json.loads((Path(out) / META / "manifest.json").read_text())
+        total = manifest["points"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    done = 0
+    for meta in (Path(out) / META).glob("part-*.json"):
+        try:
+            info = json.loads(meta.read_text())
+            done += info["rows"] + sum(info["skipped"].values())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return min(done, total), total
+
+
 def read_manifest(path: Path) -> dict:
     """A sweep's ``manifest.json``, checked: ``ScheduleError`` if it is damaged."""
     try:
