@@ -104,7 +104,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
     Raises
     ------
     ScheduleError
-        For an unknown schedule, a cost that is negative or not finite, or bad options.
+        For an unknown schedule, a cost that is negative or not finite, or bad options; for an
+        ``out`` another process's sweep is writing, or a resume by another fastpp.
 
     Examples
     --------

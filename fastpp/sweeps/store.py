@@ -2,13 +2,14 @@
 
 Chunk ``c`` is ``out/part-c.parquet`` (``.csv`` without pyarrow); what resuming needs sits in
 ``out/_fastpp/``, which the readers skip (a leading underscore): ``manifest.json`` naming the
-sweep (with ``invalid=``, which decides the rows) and ``part-c.json`` with the chunk's row
-count, skipped points and the part's digest. Each file is written through a temporary file (a
-leading dot, also skipped) and renamed, the JSON last. A chunk counts as done only when both
-exist and the part reads back with that row count, this chunk's points in order and that
-digest, so a sweep killed at any moment, a file damaged on disk or another sweep's part copied
-in costs at most a recomputation. A chunk with no rows (all its points skipped) has no part
-file.
+sweep (with ``invalid=``, which decides the rows, and the fastpp version and code that computed
+them: a resume by another is refused), ``lock`` while a sweep writes there, and ``part-c.json``
+with the chunk's row count, skipped points and the part's digest. Each file is written through a
+temporary file (a leading dot, also skipped) and renamed, the JSON last. A chunk counts as done
+only when both exist and the part reads back with that row count, this chunk's points in order
+and that digest, so a sweep killed at any moment, a file damaged on disk or another sweep's part
+copied in costs at most a recomputation. A chunk with no rows (all its points skipped) has no
+part file.
 """
 
 from __future__ import annotations
