@@ -13,6 +13,7 @@ from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulat
 from ._jit import announce_compiles
 from .checks import (
     by_flags,
+    despite_reader,
     flag_names,
     make_folder,
     memory_limit_flag,
@@ -205,7 +206,7 @@ def main(argv=None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
     with announce_compiles():  # a first run on a machine waits for Numba: said, not silent
-        return _command(ap, args)
+        return despite_reader(_command, ap, args)  # (| head: the files are written still)
 
 
 def _command(ap: argparse.ArgumentParser, args) -> int:
@@ -369,6 +370,7 @@ def _plan(args) -> int:
     from .model import HARDWARE, plan
     from .model.hardware import preset
     from .model.plan import summary
+    from .sweeps.store import atomic_write
 
     if not args.out:  # (Path("") is the current folder)
         raise ScheduleError("--out must be a folder (got '')")
@@ -400,7 +402,7 @@ def _plan(args) -> int:
           f"sequence {args.seq}, global batch {args.global_batch}: planned in {seconds:.2f} s "
           f"({ran / seconds:,.0f} simulated configurations per second)\n")
     print(summary(df, args.top))
-    df.to_parquet(out / "plan.parquet", index=False)
+    atomic_write(out / "plan.parquet", lambda tmp: df.to_parquet(tmp, index=False))
     print(f"\ntable: {out / 'plan.parquet'}")
     if not args.no_plots:
         from . import plot

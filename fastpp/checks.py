@@ -327,6 +327,54 @@ def will_write(value, name: str = "path") -> None:
                             f"{str(value)!r}: {why})")
 
 
+class _Stdout:
+    """Standard output that drops what it is given once its reader has left (``| head``)."""
+
+    def __init__(self, stream):
+        self.stream, self.gone = stream, False
+
+    def write(self, text):
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._left()
+        return len(text)
+
+    def flush(self):
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._left()
+
+    def _left(self):
+        self.gone = True
+        # what the stream still holds, and what it is given until the process ends, goes
+        # nowhere: no second BrokenPipeError when Python flushes it at exit
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self.stream.fileno())
+        os.close(null)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def despite_reader(main, *args) -> int:
+    """``main(*args)``'s exit code, run so that its reader leaving (``| head`` closes standard
+    output) costs no file it writes: what it prints after goes nowhere, and the code is 1,
+    said to no one (the reader is gone)."""
+    import sys
+
+    stdout = sys.stdout = _Stdout(sys.stdout)
+    try:
+        code = main(*args)
+        stdout.flush()  # (the last lines, which the reader may not have taken)
+    finally:
+        sys.stdout = stdout.stream
+    return (code or 1) if stdout.gone else code
+
+
 def make_folder(path, name: str = "--out"):
     """Make the output folder ``path`` (and its parents) before long work, or a
     ``ScheduleError`` naming ``name``: a file on the way, no permission."""

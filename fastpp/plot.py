@@ -23,6 +23,7 @@ from .checks import (
 from .ops import Op
 from .simulate import Result
 from .sweeps import pareto_front
+from .sweeps.store import atomic_write
 from .trace import check_run, measured_slices
 
 # one colour per op kind
@@ -62,8 +63,9 @@ def _save(plt, fig, path: Path) -> Path:
         check_picture(path)
         if not path.suffix:  # the file matplotlib writes, which the caller is told
             path = path.with_name(path.name + ".png")
-        with writable(path):
-            fig.savefig(path, dpi=100)
+        with writable(path):  # (through a temporary file: never half a picture)
+            atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100,
+                                                       format=path.suffix[1:].lower()))
     finally:
         plt.close(fig)
     return path

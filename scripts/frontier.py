@@ -27,8 +27,16 @@ import numpy as np
 
 import fastpp
 from fastpp._jit import announce_compiles
-from fastpp.checks import by_flags, flag_names, make_folder, positive_int, seconds_flag
+from fastpp.checks import (
+    by_flags,
+    despite_reader,
+    flag_names,
+    make_folder,
+    positive_int,
+    seconds_flag,
+)
 from fastpp.reports import write_report
+from fastpp.sweeps.store import atomic_write
 
 FIXED = {"loop": [("1f1b", 1), ("zb-h1", 1), ("zb-h2", 1), ("interleaved-1f1b", 2)],
          "v": [("zbv", 2), ("v-half", 2), ("v-min", 2), ("dualpipev", 2)]}
@@ -152,7 +160,7 @@ def _run(args) -> int:
     rows += fixed_rows(p, n, costs, args.objective)
     table = pd.DataFrame(rows)
     elapsed = time.perf_counter() - t0
-    table.to_parquet(args.out / "frontier.parquet", index=False)
+    atomic_write(args.out / "frontier.parquet", lambda tmp: table.to_parquet(tmp, index=False))
     print(f"p={p}, n={n}, f={args.f:g}, b={args.b:g}, w={args.w:g}, comm={args.comm:g}, "
           f"gamma={costs.gamma:.4f}; objective {args.objective}; {len(jobs)} searches in "
           f"{elapsed:.1f} s")
@@ -195,10 +203,10 @@ def picture(table, path, p, n, objective):
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
 
 
 if __name__ == "__main__":
     with announce_compiles():  # a first run on a machine waits for Numba: said
-        sys.exit(main())
+        sys.exit(despite_reader(main))  # (| head: the files are written still)

@@ -43,6 +43,7 @@ import pandas as pd
 import fastpp
 from fastpp._jit import announce_compiles
 from fastpp.checks import (
+    by_flags,
     make_folder,
     memory_limit_flag,
     positive_int,
@@ -54,6 +55,7 @@ from fastpp.measured.steps import step_folders
 from fastpp.plot import check_picture
 from fastpp.reports import write_report
 from fastpp.search.problem import Problem
+from fastpp.sweeps.store import atomic_write
 
 
 def parse(argv=None):
@@ -81,6 +83,8 @@ def parse(argv=None):
                          "(docs/measured.png)")
     ap.add_argument("--trace", default="results/measured-trace.json",
                     help="a Perfetto trace of both (results/measured-trace.json)")
+    ap.add_argument("--timeout", type=float, default=1800.0,
+                    help="seconds before hung ranks are killed (1800)")
     ap.add_argument("--reread", metavar="OUT", default=None,
                     help="price the steps an earlier run kept in OUT/classes again, with this "
                          "code: its table only, nothing run")
@@ -90,7 +94,7 @@ def parse(argv=None):
 def run_steps(schedules: dict, args, out: Path) -> dict:
     """``{label: [MeasuredRun per step]}``: a step of every schedule in turn, in one spawn."""
     runs = measure_many(schedules, args.p, args.n, layers=args.layers, hidden=args.hidden,
-                        microbatch=args.microbatch, out=out, timeout=1800,
+                        microbatch=args.microbatch, out=out, timeout=args.timeout,
                         realtime=args.realtime and not realtime_denied(), steps=args.steps,
                         round_robin=True)
     return {label: list(runs[label]) if args.steps > 1 else [runs[label]]
@@ -225,7 +229,7 @@ def write_outputs(table: pd.DataFrame, found, costs, again: dict, args, out: Pat
     costs as a picture, a Perfetto trace and an interactive report."""
     out.mkdir(parents=True, exist_ok=True)
     print(f"table: {out / 'measured.csv'}")
-    table.to_csv(out / "measured.csv", index=False)
+    atomic_write(out / "measured.csv", lambda tmp: table.to_csv(tmp, index=False))
     shown = median_run(again["optimized"])
     prediction = fastpp.simulate(shown.schedule, costs)
     from fastpp import plot
@@ -244,7 +248,7 @@ def main(argv=None) -> int:
     try:
         return _run(args)
     except fastpp.ScheduleError as err:  # a flag or a folder: the message, no traceback
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {by_flags(str(err), {'timeout': '--timeout'})}", file=sys.stderr)
         return 2
 
 

@@ -36,9 +36,17 @@ from pathlib import Path  # noqa: E402
 import pandas  # noqa: E402, F401  (the sweep's table: with the other imports)
 
 import fastpp  # noqa: E402
-from fastpp.checks import by_flags, flag_names, switch_names  # noqa: E402
+from fastpp.checks import (  # noqa: E402
+    by_flags,
+    despite_reader,
+    flag_names,
+    make_folder,
+    switch_names,
+    will_write,
+)
 from fastpp.reports import write_report  # noqa: E402
 from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up  # noqa: E402
+from fastpp.sweeps.store import atomic_write, in_use, kept  # noqa: E402
 
 
 def parse(argv):
@@ -101,6 +109,15 @@ def parse(argv):
 def main(argv=None) -> int:
     args = parse(argv)
     parts = args.out / "parts"
+    try:  # what the job writes, before the work (a folder where a file goes)
+        make_folder(args.out, "--out")
+        for name in ("sweep.parquet", *(() if args.no_plots else (
+                "report.html", "bubble_heatmap.png", "pareto.png"))):
+            will_write(args.out / name, "--out")
+        if parts.exists() and not args.resume:
+            in_use(parts)  # another run's, which it is writing
+    except fastpp.ScheduleError as err:
+        return refused(err, args, parts)
     if parts.exists() and not args.resume:
         # a fresh run replaces the previous one (--resume continues it); a folder that is no
         # sweep's is not this script's to delete
@@ -118,6 +135,13 @@ def main(argv=None) -> int:
     painter = None if args.no_plots else Painter()
     try:
         return _run(args, parts, painter)
+    except KeyboardInterrupt:  # Ctrl-C: what is kept, and how to go on, not a traceback
+        done = kept(parts)
+        said = "no point kept yet" if done is None else (
+            f"{done[0]:,} of {done[1]:,} points kept in {args.out}; rerun with --resume to "
+            f"continue")
+        print(f"\ninterrupted: {said}", file=sys.stderr)
+        return 130
     finally:
         if painter is not None:
             painter.close()
@@ -138,15 +162,15 @@ def _run(args, parts, painter) -> int:
                    scheduler=None if args.dask in (None, "local") else args.dask,
                    progress=not args.no_progress)
     except fastpp.ScheduleError as err:
-        # the library's out is this script's --out/parts, and invalid= is none of its flags
-        message = str(err).replace(f"out={str(parts)!r}", f"out={str(args.out)!r}").replace(
-            ", other costs or another invalid=", " or other costs")
-        print(f"error: {by_flags(message, args.flags, args.switches)}", file=sys.stderr)
-        return 2
+        return refused(err, args, parts)
     seconds = time.perf_counter() - t0
     table = args.out / "sweep.parquet"
-    df.to_parquet(table, index=False)
-    print(f"{len(df):,} points simulated in {seconds:.2f} s ({df.attrs['skipped']:,} "
+    atomic_write(table, lambda tmp: df.to_parquet(tmp, index=False))  # never half a table
+    resumed = df.attrs.get("resumed", 0)
+    counts = (f"{len(df) - resumed:,} points simulated" if not resumed else
+              f"{len(df):,} points: {resumed:,} resumed from {parts}, {len(df) - resumed:,} "
+              f"simulated")
+    print(f"{counts} in {seconds:.2f} s ({df.attrs['skipped']:,} "
           f"combinations skipped as invalid); table: {table}")
     if df.empty:  # (no row to summarize or draw: every combination was invalid)
         reasons = "; ".join(f"{v:,} x {by_flags(k, args.flags)}"
@@ -185,6 +209,16 @@ def _run(args, parts, painter) -> int:
         print(f"pictures: {heat}, {scatter}")
     print(f"done in {time.perf_counter() - t0:.2f} s")
     return 0
+
+
+def refused(err, args, parts) -> int:
+    """Say fastpp's refusal ``err`` in this script's flags; exit code 2."""
+    # the library's out is this script's --out/parts, and invalid= is none of its flags
+    message = str(err).replace(f"out={str(parts)!r}", f"out={str(args.out)!r}").replace(
+        ", other costs or another invalid=", " or other costs").replace(
+        "choose another out", "choose another --out")
+    print(f"error: {by_flags(message, args.flags, args.switches)}", file=sys.stderr)
+    return 2
 
 
 def settle() -> None:
@@ -332,6 +366,6 @@ def _paint(conn, parents) -> None:
 
 
 if __name__ == "__main__":
-    code = main()
+    code = despite_reader(main)  # (| head: the files are written still)
     settle()
     sys.exit(code)

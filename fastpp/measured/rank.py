@@ -13,22 +13,42 @@ import gc
 import json
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import torch
-import torch.distributed as dist
-from torch.distributed.pipelining import PipelineStage
-from torch.distributed.pipelining import schedules as torch_schedules
-from torch.distributed.pipelining._backward import (
+
+def die_with_parent() -> None:
+    """Linux: have this rank sent SIGTERM when the runner that started it ends, however it
+    ends (SIGKILL included), instead of running on re-parented, writing into its folder and
+    holding the port; exit now if it has ended already. Elsewhere nothing."""
+    parent = os.environ.get("FASTPP_RUNNER_PID")
+    if not sys.platform.startswith("linux") or parent is None:
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # (it ended before the line above)
+        sys.exit(1)
+
+
+if __name__ == "__main__":  # before torch's import: seconds in which the runner may end
+    die_with_parent()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.distributed.pipelining import PipelineStage  # noqa: E402
+from torch.distributed.pipelining import schedules as torch_schedules  # noqa: E402
+from torch.distributed.pipelining._backward import (  # noqa: E402
     stage_backward,
     stage_backward_input,
     stage_backward_weight,
 )
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 SINGLE_STAGE = ("ScheduleGPipe",)  # classes built on one stage object, not a list
 # glibc's mallopt parameters, and the largest mmap threshold it takes (HEAP_MAX_SIZE / 2)

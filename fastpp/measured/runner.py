@@ -19,16 +19,19 @@ module never imports torch: ``fastpp.measured`` imports without it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
 import math
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -473,7 +476,9 @@ def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
     ranks print on standard error reaches this process's after they finish."""
     p = jobs[0].p
     port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="fastpp-ranks-") as folder:
+    # (each rank ends with this process: see rank.die_with_parent)
+    env = dict(os.environ, FASTPP_RUNNER_PID=str(os.getpid()))
+    with _terminate_as_exit(), tempfile.TemporaryDirectory(prefix="fastpp-ranks-") as folder:
         errs = [Path(folder) / f"rank{rank}.err" for rank in range(p)]
         procs = []
         try:
@@ -485,7 +490,7 @@ def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
                 with open(errs[rank], "w") as err:
                     procs.append(subprocess.Popen(
                         [sys.executable, "-P", str(RANK_SCRIPT), str(spec)],
-                        stdin=subprocess.DEVNULL, stderr=err))
+                        stdin=subprocess.DEVNULL, stderr=err, env=env))
             _wait(procs, errs, timeout)
         finally:
             for proc in procs:
@@ -495,6 +500,25 @@ def run_jobs(jobs: list[Job], model: Model, timeout: float) -> None:
             for err in errs:
                 if err.exists():
                     sys.stderr.write(PROFILER_CHATTER.sub("", err.read_text(errors="replace")))
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """SIGTERM (a job scheduler's stop, ``kill``) raises ``SystemExit`` meanwhile, as Ctrl-C
+    raises KeyboardInterrupt: the ranks are then killed and their folder removed, not left
+    running on. The main thread only (the one Python signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _wait(procs: list, errs: list[Path], timeout: float) -> None:

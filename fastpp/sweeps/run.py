@@ -104,7 +104,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
     Raises
     ------
     ScheduleError
-        For an unknown schedule, a cost that is negative or not finite, or bad options.
+        For an unknown schedule, a cost that is negative or not finite, or bad options; for an
+        ``out`` another process's sweep is writing, or a resume by another fastpp.
 
     Examples
     --------
@@ -145,41 +146,49 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
     # invalid= decides which rows a chunk holds: a resume with the other one mixed both
     store = (Store(out, f"{plan.fingerprint}/{invalid}", plan.total, chunk_size, resume)
              if out is not None else None)
-    n_chunks = -(-plan.total // chunk_size)
-    todo = [c for c in range(n_chunks) if store is None or not store.has(c)]
-    parts: dict[int, pd.DataFrame] = {}
-    skipped: dict[int, dict[str, int]] = {}
+    try:  # the folder is this process's until it returns (or stops)
+        n_chunks = -(-plan.total // chunk_size)
+        todo = [c for c in range(n_chunks) if store is None or not store.has(c)]
+        parts: dict[int, pd.DataFrame] = {}
+        skipped: dict[int, dict[str, int]] = {}
 
-    def finished(c, frame, reasons):
-        if noise is not None:
-            frame = add_noise(frame, noise, samples, seed, plan.objects)
-        if store is not None:
-            store.write(c, frame, reasons)
-        skipped[c] = reasons
-        if collect:
-            parts[c] = frame
+        def finished(c, frame, reasons):
+            if noise is not None:
+                frame = add_noise(frame, noise, samples, seed, plan.objects)
+            if store is not None:
+                store.write(c, frame, reasons)
+            skipped[c] = reasons
+            if collect:
+                parts[c] = frame
 
-    if executor == "threads" and todo:
-        warm_up(announce=progress, schedules=plan.schedules)
-    done = plan.total - sum(chunk_len(c, chunk_size, plan.total) for c in todo)
-    bar = _progress(plan.total, progress, done=done)
-    try:
-        if executor == "threads":
-            _run_on_threads(plan, todo, chunk_size, invalid, workers, finished, bar)
-        else:
-            for c, frame, reasons in run_on_dask(plan, todo, chunk_size, invalid, workers,
-                                                 scheduler):
-                finished(c, frame, reasons)
-                bar.update(chunk_len(c, chunk_size, plan.total))
+        if executor == "threads" and todo:
+            warm_up(announce=progress, schedules=plan.schedules)
+        done = plan.total - sum(chunk_len(c, chunk_size, plan.total) for c in todo)
+        bar = _progress(plan.total, progress, done=done)
+        try:
+            if executor == "threads":
+                _run_on_threads(plan, todo, chunk_size, invalid, workers, finished, bar)
+            else:
+                for c, frame, reasons in run_on_dask(plan, todo, chunk_size, invalid, workers,
+                                                     scheduler):
+                    finished(c, frame, reasons)
+                    bar.update(chunk_len(c, chunk_size, plan.total))
+        finally:
+            bar.close()
+        if not collect:
+            return None
+        for c in range(n_chunks):  # chunks done by an earlier run come from disk
+            if c not in parts:
+                parts[c], skipped[c] = store.read(c), store.skipped(c)
+        df = _gather([parts[c] for c in range(n_chunks)], skipped.values(), invalid,
+                     plan.objects is not None, noise is not None)
+        if store is not None:  # the rows an earlier run computed (said apart from this run's)
+            earlier = set(range(n_chunks)).difference(todo)
+            df.attrs["resumed"] = sum(len(parts[c]) for c in earlier if parts[c] is not None)
+        return df
     finally:
-        bar.close()
-    if not collect:
-        return None
-    for c in range(n_chunks):  # chunks done by an earlier run come from disk
-        if c not in parts:
-            parts[c], skipped[c] = store.read(c), store.skipped(c)
-    return _gather([parts[c] for c in range(n_chunks)], skipped.values(), invalid,
-                   plan.objects is not None, noise is not None)
+        if store is not None:
+            store.close()
 
 
 def _points(schedules, p, n, n_per_p, m, G, points, costs, given):

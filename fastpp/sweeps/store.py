@@ -2,27 +2,34 @@
 
 Chunk ``c`` is ``out/part-c.parquet`` (``.csv`` without pyarrow); what resuming needs sits in
 ``out/_fastpp/``, which the readers skip (a leading underscore): ``manifest.json`` naming the
-sweep (with ``invalid=``, which decides the rows) and ``part-c.json`` with the chunk's row
-count, skipped points and the part's digest. Each file is written through a temporary file (a
-leading dot, also skipped) and renamed, the JSON last. A chunk counts as done only when both
-exist and the part reads back with that row count, this chunk's points in order and that
-digest, so a sweep killed at any moment, a file damaged on disk or another sweep's part copied
-in costs at most a recomputation. A chunk with no rows (all its points skipped) has no part
-file.
+sweep (with ``invalid=``, which decides the rows, and the fastpp version and code that computed
+them: a resume by another is refused), ``lock`` while a sweep writes there, and ``part-c.json``
+with the chunk's row count, skipped points and the part's digest. Each file is written through a
+temporary file (a leading dot, also skipped) and renamed, the JSON last. A chunk counts as done
+only when both exist and the part reads back with that row count, this chunk's points in order
+and that digest, so a sweep killed at any moment, a file damaged on disk or another sweep's part
+copied in costs at most a recomputation. A chunk with no rows (all its points skipped) has no
+part file.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
+import socket
 import uuid
 from pathlib import Path
 
 from ..checks import ScheduleError, file_path, require
 
 META = "_fastpp"
+# the package's modules whose code computes a sweep's rows (all but the ones that only read,
+# draw or talk): a resume by other code would mix its rows with the stored ones
+ROW_CODE = ("*.py", "generators/*.py", "sweeps/*.py")
+NOT_ROW_CODE = ("__main__.py", "io.py", "plot.py", "trace.py")
 
 
 class SkipReasons(dict):
@@ -48,6 +55,32 @@ class SkipReasons(dict):
 
     def __reduce__(self):  # pickled (to Dask workers) as the counts it holds
         return SkipReasons, (dict(self),)
+
+
+@functools.cache
+def code_identity() -> str:
+    """A digest of the source of the modules that compute a sweep's rows (``ROW_CODE``): two
+    installs agree on it only if they compute the same rows. About 1 MB read once."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for pattern in ROW_CODE:
+        for path in sorted(root.glob(pattern)):
+            if path.parent == root and path.name in NOT_ROW_CODE:
+                continue
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _other_code(old: dict, new: dict) -> str | None:
+    """What makes the fastpp that wrote the manifest ``old`` another one than this (``new``),
+    in words, or None."""
+    if (old.get("version"), old.get("code")) == (new["version"], new["code"]):
+        return None
+    if old.get("version") is None:
+        return "it was written by a fastpp that did not record its version"
+    return (f"it was written by fastpp {old.get('version')} (code {old.get('code')}), this is "
+            f"fastpp {new['version']} (code {new['code']})")
 
 
 def _differs(old: dict, new: dict) -> str:
@@ -80,13 +113,36 @@ class Store:
             fmt = "parquet"
         except ImportError:
             fmt = "csv"
-        manifest = {"fingerprint": fingerprint, "points": total, "chunk_size": chunk_size}
+        from .. import __version__
+
+        manifest = {"fingerprint": fingerprint, "points": total, "chunk_size": chunk_size,
+                    "version": __version__, "code": code_identity()}
+        self.lock = None
+        try:
+            fmt = self._open(folder, manifest, fmt, resume)
+        except BaseException:
+            if self.lock is not None:  # (refused: the folder stays as it was)
+                self.lock.release()
+            raise
+        self.folder, self.format, self.chunk_size = folder, fmt, chunk_size
+
+    def _open(self, folder: Path, manifest: dict, fmt: str, resume: bool) -> str:
+        """Take ``folder`` (``self.lock``) and check or write its manifest; the format of its
+        parts."""
         path = folder / META / "manifest.json"
+        old = None
         if path.exists():
+            # first: a sweep running there is the news, whatever its arguments
+            self.lock = Lock(folder / META / "lock", folder)
             old = read_manifest(path)
             if not resume:
                 raise ScheduleError(f"out {str(folder)!r} already holds a sweep; pass "
                                     "resume=True to continue it or choose another folder")
+            other = _other_code(old, manifest)
+            if other is not None:
+                raise ScheduleError(f"resume=True needs the fastpp that started the sweep in "
+                                    f"out={str(folder)!r} ({other}): start afresh without "
+                                    f"resume=True, or resume with that version")
             if {k: old.get(k) for k in manifest} != manifest:
                 raise ScheduleError(f"resume=True needs the arguments that the sweep in "
                                     f"out={str(folder)!r} was started with: it holds a "
@@ -100,9 +156,19 @@ class Store:
         except OSError as error:  # a parent that is a file, a read-only or missing mount
             raise ScheduleError(f"out must be a folder that can be made and written (got "
                                 f"{str(folder)!r}: {error.strerror or error})") from None
+        self.lock = self.lock or Lock(folder / META / "lock", folder)
         manifest["format"] = fmt
-        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)))
-        self.folder, self.format, self.chunk_size = folder, fmt, chunk_size
+        try:
+            if old != manifest:  # (a finished sweep in a read-only folder is still read)
+                atomic_write(path, lambda tmp: tmp.write_text(json.dumps(manifest, indent=1)))
+        except OSError as error:
+            raise ScheduleError(f"out must be a folder that can be written (got "
+                                f"{str(folder)!r}: {error.strerror or error})") from None
+        return fmt
+
+    def close(self) -> None:
+        """Let another sweep use the folder."""
+        self.lock.release()
 
     def _part(self, c: int) -> Path:
         return self.folder / f"part-{c:06d}.{self.format}"
@@ -138,9 +204,12 @@ class Store:
                                "digest": _digest(self._part(c)) if len(frame) else None})
             atomic_write(self._meta(c), lambda tmp: tmp.write_text(meta))
         except OSError as error:  # a folder where a chunk's file goes, a full or read-only disk
-            raise ScheduleError(f"out {str(self.folder)!r} cannot take chunk {c} "
-                                f"({error.strerror or error}: "
-                                f"{error.filename2 or error.filename})") from None  # (rename's)
+            # (rename's second name is the one that failed; a file gone, as when another
+            # process removed the folder, may name none)
+            where = error.filename2 or error.filename
+            raise ScheduleError(f"out={str(self.folder)!r} cannot take chunk {c} "
+                                f"({error.strerror or error}"
+                                f"{'' if where is None else f': {where}'})") from None
 
     def read(self, c: int):
         """Chunk ``c``'s rows (``None`` for a chunk without rows)."""
@@ -248,6 +317,24 @@ def load(out):
     return df
 
 
+def kept(out) -> tuple[int, int] | None:
+    """``(points done, points in all)`` of the sweep folder ``out`` (its chunks' counts, not
+    their rows: cheap), or None if it holds no sweep yet."""
+    try:
+        manifest = json.loads((Path(out) / META / "manifest.json").read_text())
+        total = manifest["points"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    done = 0
+    for meta in (Path(out) / META).glob("part-*.json"):
+        try:
+            info = json.loads(meta.read_text())
+            done += info["rows"] + sum(info["skipped"].values())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return min(done, total), total
+
+
 def read_manifest(path: Path) -> dict:
     """A sweep's ``manifest.json``, checked: ``ScheduleError`` if it is damaged."""
     try:
@@ -294,3 +381,56 @@ def atomic_write(path: Path, write) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+class Lock:
+    """``folder`` taken by this process for as long as it writes there: ``path`` holds its pid
+    and host, locked with ``flock``, which the system lets go when the process ends however it
+    ends (a stale file is no lock). Another process's hold is a ``ScheduleError``. Where the
+    file cannot be made (a read-only folder, which no one writes to) or ``flock`` is missing
+    (Windows), nothing is held."""
+
+    def __init__(self, path: Path, folder: Path):
+        self.path, self.fd = path, None
+        try:
+            import fcntl
+        except ImportError:
+            return
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:  # read-only: writing fails where it is tried, and says so
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.read(fd, 200).decode(errors="replace").split()
+                os.close(fd)
+                pid = holder[0] if holder else "?"
+                host = f" on {holder[1]}" if len(holder) > 1 and holder[1] != socket.gethostname() \
+                    else ""
+                raise ScheduleError(f"out={str(folder)!r} is in use by process {pid}{host}; "
+                                    "wait for it or choose another out") from None
+            try:  # the file locked is still the one at path (not one its holder removed)
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)  # (while held: a process waiting sees it gone)
+            os.close(self.fd)
+            self.fd = None
+
+
+def in_use(folder) -> None:
+    """Raise ``Lock``'s ``ScheduleError`` if a running sweep writes into ``folder``."""
+    path = Path(folder) / META / "lock"
+    if path.exists():
+        Lock(path, Path(folder)).release()

@@ -133,7 +133,14 @@ def _helper(names, plans: bool = False) -> subprocess.Popen:
     plans' kernels (the same fastpp, whatever the working folder)."""
     path = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                             os.environ.get("PYTHONPATH", "")])
-    code = (f"from fastpp.sweeps.warmup import build_small, _plan_kernels; "
+    # Linux: it ends with this process (PR_SET_PDEATHSIG, before fastpp's import), not
+    # compiling on alone after a kill; exits at once if this one has ended already
+    code = (f"import ctypes, os, signal, sys\n"
+            f"if sys.platform.startswith('linux'):\n"
+            f"    ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"
+            f"    if os.getppid() != {os.getpid()}:\n"
+            f"        sys.exit(1)\n"
+            f"from fastpp.sweeps.warmup import build_small, _plan_kernels\n"
             f"build_small({tuple(names)!r}){'; _plan_kernels()' if plans else ''}")
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=path))
