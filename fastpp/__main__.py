@@ -69,8 +69,9 @@ def _schedule_args(ap: argparse.ArgumentParser) -> None:
     src.add_argument("--from-csv", metavar="FILE", help="a PyTorch compute-only schedule CSV")
     ap.add_argument("-p", type=_count, help="devices (with --schedule)")
     ap.add_argument("-n", type=_count, help="microbatches (with --schedule; optional with a CSV)")
+    two = ", ".join(name for name, spec in SCHEDULES.items() if spec.default_m == 2)
     ap.add_argument("-m", type=_count, default=None, help="chunks per device (default: the "
-                    "schedule's, 2 for V and interleaved ones, else 1)")
+                    f"schedule's default_m: 2 for {two}, else 1)")
     ap.add_argument("-G", type=_count, default=None,
                     help="interleaved 1F1B's and combined 1F1B's group size")
     ap.add_argument("--placement", help=f"with --from-csv: {', '.join(PLACEMENTS)} or a "

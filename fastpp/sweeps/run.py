@@ -36,7 +36,7 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
     p, n, m : int or list of int
         Devices, microbatches, chunks per device: the grid's axes (``p`` default ``(2, 4,
         8)``). ``m=None`` gives each schedule its own (``ScheduleSpec.default_m``: 2 for
-        V-shape and interleaved ones).
+        the V-shaped and interleaved ones and looped BFS).
     n_per_p : int or list of int, optional
         Microbatches as multiples of ``p`` (``n = k * p``), instead of ``n``; the default
         when neither is given is ``(1, 2, 4)``.
