@@ -22,3 +22,35 @@ def test_default_m_is_listed_exactly():
         said = re.search(r"default_m`: 2 for (.+?), 1 for the others", _text(page))
         assert said, page
         assert set(re.findall(r"`([^`]+)`", said.group(1))) == two, page
+
+
+def test_adding_a_schedule_works_as_written(tmp_path):
+    """docs/adding-a-schedule.md's two blocks, pasted where it says into a copy of fastpp,
+    give a schedule ``build_schedule`` knows (its entry named ``gpipe_lifo``, which the
+    registry does not import: ``import fastpp`` was a NameError)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import textwrap
+
+    page = (ROOT / "docs" / "adding-a-schedule.md").read_text()
+    generator, entry = (textwrap.dedent(b) for b in
+                        re.findall(r"^ *```python\n(.*?)^ *```", page, re.S | re.M))
+    shutil.copytree(ROOT / "fastpp", tmp_path / "fastpp",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    classic = tmp_path / "fastpp" / "generators" / "classic.py"
+    classic.write_text(classic.read_text() + "\n\n" + generator)
+    registry = tmp_path / "fastpp" / "generators" / "registry.py"
+    text = registry.read_text()
+    end = text.index("\n)}\n")  # the end of SCHEDULES' list
+    registry.write_text(text[:end] + "\n" + textwrap.indent(entry.rstrip(), "    ") + text[end:])
+    code = ("import fastpp; s = fastpp.build_schedule('gpipe-lifo', 2, 3); "
+            "print(fastpp.SCHEDULES['gpipe-lifo'].summary); print(s)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path), "NUMBA_DISABLE_JIT": "1"})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == "GPipe, backwards newest first"
+    assert run.stdout.splitlines()[-1].split() == ["device", "1:", "1F0", "1F1", "1F2", "1B2",
+                                                   "1B1", "1B0"]
