@@ -54,3 +54,13 @@ def test_adding_a_schedule_works_as_written(tmp_path):
     assert run.stdout.splitlines()[0] == "GPipe, backwards newest first"
     assert run.stdout.splitlines()[-1].split() == ["device", "1:", "1F0", "1F1", "1F2", "1B2",
                                                    "1B1", "1B0"]
+
+
+def test_plan_page_names_every_preset():
+    """docs/plan.md lists every model, hardware and link preset (it named 7 of 14 models and
+    4 of 8 GPUs)."""
+    from fastpp.model import HARDWARE, LINKS, MODELS
+
+    said = set(re.findall(r"`([^`]+)`", _text("docs/plan.md")))
+    for table in (MODELS, HARDWARE, LINKS):
+        assert set(table) <= said, sorted(set(table) - said)
