@@ -64,3 +64,27 @@ def test_plan_page_names_every_preset():
     said = set(re.findall(r"`([\w.-]+)`", _text("docs/plan.md")))
     for table in (MODELS, HARDWARE, LINKS):
         assert set(table) <= said, sorted(set(table) - said)
+
+
+def test_missing_published_data_is_named(monkeypatch, tmp_path):
+    """validate() on a data folder without the tables said pandas' FileNotFoundError (and
+    scripts/fidelity.py ended in its traceback): now the folder, how it is found and the file."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    from fastpp.model import published, validate
+
+    monkeypatch.setattr(published, "DATA", tmp_path)
+    with pytest.raises(fastpp.ScheduleError, match=r"\$FASTPP_DATA, else shared/data .* must "
+                       r"hold korthikanti_2022.csv \(got .*, without it\)"):
+        validate(["korthikanti_2022"])
+    run = subprocess.run([sys.executable, "scripts/fidelity.py", "--no-plots"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "FASTPP_DATA": str(tmp_path)})
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.startswith("error: the published data folder ($FASTPP_DATA, else "
+                                 "shared/data beside the repository) must hold "), run.stderr
+    assert len(run.stderr.splitlines()) == 1

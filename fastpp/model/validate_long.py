@@ -107,9 +107,9 @@ def excluded(frame=None):
     """The rows not priced: a DataFrame of ``model``, ``seq_len``, ``gpus``, ``metric`` and
     ``reason``."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
-    from .published import DATA
+    from .published import data_file
 
-    frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
+    frame = pd.read_csv(data_file(f"{DATASET}.csv")) if frame is None else frame
     reasons = frame.apply(_reason, axis=1)
     out = frame.loc[reasons != "", ["model", "seq_len", "gpus", "metric"]].copy()
     out["reason"] = reasons[reasons != ""]
@@ -177,9 +177,9 @@ def calibrate(frame=None) -> dict:
     the predicted TFLOP/s of its ``CALIBRATION`` row equals the published one (secant steps on
     the step time, which the speed moves only through the attention)."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
-    from .published import DATA
+    from .published import data_file
 
-    frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
+    frame = pd.read_csv(data_file(f"{DATASET}.csv")) if frame is None else frame
     out = {}
     for _, table, model, hw, run, gpus, measured in _runs(frame):
         if run["seq"] != CALIBRATION:
@@ -200,9 +200,9 @@ def calibrate(frame=None) -> dict:
 def long_roles(frame=None) -> dict:
     """``{(dataset, row, quantity): "calibration"}`` of the rows ``calibrate`` fits."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
-    from .published import DATA
+    from .published import data_file
 
-    frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
+    frame = pd.read_csv(data_file(f"{DATASET}.csv")) if frame is None else frame
     return {(DATASET, label, "tflops_per_gpu"): "calibration"
             for label, _, _, _, run, _, _ in _runs(frame) if run["seq"] == CALIBRATION}
 
@@ -212,9 +212,9 @@ def long_rows(frame=None):
     attention at its table's ``ATTENTION_SPEED``), and the peak bytes per GPU each run needs
     (``memory``, by row label)."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
-    from .published import DATA
+    from .published import data_file
 
-    frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
+    frame = pd.read_csv(data_file(f"{DATASET}.csv")) if frame is None else frame
     rows, memory = [], {}
     for label, table, model, hw, run, gpus, measured in _runs(frame):
         predicted, memory[label] = _tflops(model, hw, run, gpus, ATTENTION_SPEED[table])
