@@ -88,3 +88,34 @@ def test_missing_published_data_is_named(monkeypatch, tmp_path):
     assert run.stderr.startswith("error: the published data folder ($FASTPP_DATA, else "
                                  "shared/data beside the repository) must hold "), run.stderr
     assert len(run.stderr.splitlines()) == 1
+
+
+def test_budget_names_every_schedule_of_df():
+    """best_within_budget's message listed the first 12 schedules of df, without a word of the
+    others (zb-h2 and zbv, the one a user writing 'zb-v' meant)."""
+    import pandas as pd
+    import pytest
+
+    names = sorted(fastpp.SCHEDULES)
+    df = pd.DataFrame({"schedule": names, "p": 2, "n": 4, "makespan": 1.0,
+                       "peak_activations_max": 1.0})
+    with pytest.raises(fastpp.ScheduleError) as err:
+        fastpp.best_within_budget(df, budget="zb-v")
+    training = [n for n in names if not fastpp.SCHEDULES[n].forward_only]
+    assert str(err.value) == (f"budget must be a number or a schedule of df, one of {training} "
+                              "(got 'zb-v')")
+
+
+def test_long_lists_say_how_many():
+    """A list of choices in a message is whole, or says it is cut and how long it is (a
+    column of a wide table was chosen among its first 12 columns, silently)."""
+    import pandas as pd
+    import pytest
+
+    from fastpp.checks import dataframe, listed
+
+    assert listed(["a", "b"]) == "['a', 'b']"
+    assert listed(range(50), most=3) == "[0, 1, 2, ... (50 in all)]"
+    wide = pd.DataFrame({f"c{i}": [0] for i in range(20)})
+    with pytest.raises(fastpp.ScheduleError, match=r"'c19'\] \(got 'x'\)"):
+        dataframe(wide, "df", {"by": "x"})
