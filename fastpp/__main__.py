@@ -255,7 +255,7 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
         if args.command == "optimize":  # the limit is optimize's memory=
             flags["memory"] = "--memory-limit"
         elif args.command == "explain" and args.hf is not None:  # RunConfig's t and p
-            flags |= {"t": "--tp", "p": "--pp"}
+            flags |= {"t": "--tp", "p": "--pp", "config": "--hf"}  # (and from_hf's config=)
         elif args.command == "explain":  # the run is the script's: its own flags, not these
             flags = {k: v for k, v in flags.items() if v not in (*RUN_FLAGS, "--schedule")}
         message = by_flags(message, flags, switch_names(parser))
@@ -367,7 +367,7 @@ def _plan(args) -> int:
     import time
 
     from .checks import nonnegative_int
-    from .model import HARDWARE, plan
+    from .model import HARDWARE, LINKS, plan
     from .model.hardware import preset
     from .model.plan import summary
 
@@ -375,7 +375,8 @@ def _plan(args) -> int:
         raise ScheduleError("--out must be a folder (got '')")
     nonnegative_int(args.top, "--top")  # before the plan, not after it
     out = make_folder(args.out, "--out")
-    hardware = preset(HARDWARE, args.hardware, "hardware")
+    hardware = preset(HARDWARE, preset_arg(HARDWARE, args.hardware, "--hardware"), "hardware")
+    preset_arg(LINKS, args.link, "--link")
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)
     if args.capacity_gb is not None and not args.capacity_gb > 0:  # (plan would name bytes)
@@ -623,14 +624,30 @@ def _write_outputs(args, res) -> None:
 # ---- explain: one run as users write it (issue 28) ----
 
 def model_arg(text: str):
-    """A preset name, or a Hugging Face ``config.json`` (or a folder holding one)."""
+    """``--model``: a preset name, or a Hugging Face ``config.json`` (or a folder holding
+    one); anything else is refused naming what the flag takes (the library's message offers
+    a model object, which a command line cannot give)."""
     import os
 
     from .model import MODELS, from_hf
 
-    if text in MODELS or not (text.endswith(".json") or os.path.isdir(text)):
+    if text in MODELS:
         return text
-    return from_hf(text)
+    if text.endswith(".json") or os.path.isdir(text):
+        try:
+            return from_hf(text)
+        except ScheduleError as err:  # from_hf's config= is this flag
+            raise ScheduleError(by_flags(str(err), {"config": "--model"})) from None
+    raise ScheduleError(f"--model must be a preset, one of {sorted(MODELS)}, or a Hugging Face "
+                        f"config.json or its folder (got {text!r})")
+
+
+def preset_arg(table: dict, text: str | None, flag: str) -> str | None:
+    """A preset name given to ``flag`` (``--hardware``, ``--link``), or None when not given;
+    an unknown one lists the presets, all the flag takes."""
+    if text is not None and text not in table:
+        raise ScheduleError(f"{flag} must be a preset, one of {sorted(table)} (got {text!r})")
+    return text
 
 
 def _explain_args(ap: argparse.ArgumentParser) -> None:
@@ -695,13 +712,22 @@ def _script(path: str) -> str:
 
 def _explain(args) -> int:
 
-    from .model import MODELS, RunConfig, from_hf, from_megatron, from_torchtitan, from_vtrain
+    from .model import (
+        HARDWARE,
+        MODELS,
+        RunConfig,
+        from_hf,
+        from_megatron,
+        from_torchtitan,
+        from_vtrain,
+    )
     from .model.explain import explain
     from .model.hardware import preset
     from .model.megatron import SCHEDULES as MEGATRON_SCHEDULES
 
     ignored = ()
-    hardware = "H100-80GB" if args.hardware is None else args.hardware
+    hardware = "H100-80GB" if args.hardware is None else preset_arg(HARDWARE, args.hardware,
+                                                                     "--hardware")
     megatron = args.megatron is not None or args.megatron_script is not None
     source = next(f"--{k.replace('_', '-')}" for k in ("megatron", "megatron_script",
                                                        "torchtitan", "hf", "vtrain")
@@ -740,7 +766,8 @@ def _explain(args) -> int:
     elif args.torchtitan is not None:
         if args.gpus is None:
             raise ScheduleError("--torchtitan needs --gpus")
-        model, config = from_torchtitan(args.torchtitan, args.gpus, model=args.model)
+        model, config = from_torchtitan(args.torchtitan, args.gpus, model=None if args.model
+                                        is None else model_arg(args.model))
     elif args.vtrain is not None:
         imported = from_vtrain(args.vtrain)
         model, config, ignored, hardware = (imported.model, imported.config, imported.ignored,

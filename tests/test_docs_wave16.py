@@ -119,3 +119,38 @@ def test_long_lists_say_how_many():
     wide = pd.DataFrame({f"c{i}": [0] for i in range(20)})
     with pytest.raises(fastpp.ScheduleError, match=r"'c19'\] \(got 'x'\)"):
         dataframe(wide, "df", {"by": "x"})
+
+
+def _cli(capsys, *argv) -> str:
+    """``python -m fastpp argv``'s one error line (exit code 2)."""
+    from fastpp.__main__ import main
+
+    assert main(list(argv)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.splitlines()) == 1, err
+    return err.strip()
+
+
+def test_cli_presets_say_what_the_command_line_takes(capsys):
+    """--model, --hardware and --link offered "or a model object" (the Python API's
+    alternative, which a command line cannot give); the API's own message is unchanged."""
+    import pytest
+
+    from fastpp.model import HARDWARE, LINKS, MODELS, plan
+
+    assert _cli(capsys, "plan", "--model", "gpt-5") == (
+        f"error: --model must be a preset, one of {sorted(MODELS)}, or a Hugging Face "
+        "config.json or its folder (got 'gpt-5')")
+    assert _cli(capsys, "plan", "--hardware", "H100") == (
+        f"error: --hardware must be a preset, one of {sorted(HARDWARE)} (got 'H100')")
+    assert _cli(capsys, "plan", "--link", "IB") == (
+        f"error: --link must be a preset, one of {sorted(LINKS)} (got 'IB')")
+    assert _cli(capsys, "explain", "--hf", "no/config.json", "--gpus", "8", "--hardware",
+                "H1").startswith("error: --hardware must be a preset, one of [")
+    assert _cli(capsys, "plan", "--model", "no/config.json").startswith(
+        "error: --model must be a config.json or a folder holding one")
+    assert _cli(capsys, "explain", "--hf", "no/config.json", "--gpus", "8").startswith(
+        "error: --hf must be a config.json or a folder holding one")
+    with pytest.raises(fastpp.ScheduleError, match=r"model must be one of \[.*\] or a model "
+                       r"object \(got 'gpt-5'\)"):
+        plan("gpt-5", 8, seq=4096, global_batch=8)
