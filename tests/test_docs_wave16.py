@@ -154,3 +154,20 @@ def test_cli_presets_say_what_the_command_line_takes(capsys):
     with pytest.raises(fastpp.ScheduleError, match=r"model must be one of \[.*\] or a model "
                        r"object \(got 'gpt-5'\)"):
         plan("gpt-5", 8, seq=4096, global_batch=8)
+
+
+def test_a_degree_that_does_not_divide_the_gpus_is_named(capsys):
+    """plan --pp 3 on 64 GPUs said "--gpus=64 has no factorization ... p in [3]": the fault
+    is --pp's, which must divide --gpus."""
+    import pytest
+
+    from fastpp.model import plan
+
+    assert _cli(capsys, "plan", "--gpus", "64", "--pp", "3") == \
+        "error: --pp must divide --gpus=64 (got --pp=3)"
+    assert _cli(capsys, "plan", "--gpus", "64", "--pp", "4", "6") == \
+        "error: --pp must divide --gpus=64 (got --pp=6)"
+    assert _cli(capsys, "plan", "--gpus", "64", "--cp", "3") == \
+        "error: --cp must divide --gpus=64 (got --cp=3)"
+    with pytest.raises(fastpp.ScheduleError, match=r"^pp must divide gpus=64 \(got pp=3\)$"):
+        plan("llama3-70b", 64, seq=4096, global_batch=64, pp=3)

@@ -407,6 +407,10 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
     for name in names:
         if get_spec(name, "schedules").forward_only:
             raise ScheduleError(f"schedules must be training schedules (got {name!r})")
+    for axis, values in (("tp", tps), ("cp", cps), ("pp", pps)):  # each one given
+        for x in values:
+            if gpus % x:
+                raise ScheduleError(f"{axis} must divide gpus={gpus} (got {axis}={x})")
     shapes = [(t, cp, p, gpus // (t * cp * p)) for t in tps for cp in cps for p in pps
               if gpus % (t * cp * p) == 0]
     if not shapes:
