@@ -124,19 +124,21 @@ def main(argv=None) -> int:
 
 
 def _run(args, parts, painter) -> int:
+    given = dict(p=args.p, n_per_p=args.n_per_p, m=args.m, f=args.f, b=args.b, w=args.w,
+                 comm=args.comm, gamma=args.gamma, out=parts, resume=args.resume,
+                 chunk_size=args.chunk_size, workers=args.workers,
+                 executor="threads" if args.dask is None else "dask",
+                 scheduler=None if args.dask in (None, "local") else args.dask,
+                 progress=not args.no_progress)
     try:
+        sweep(args.schedules, **given, check_only=True)  # every flag before any work
         if args.dask is None:  # compiling (once per machine) is not sweeping: timed apart
             t0 = time.perf_counter()
             warm_up(announce=not args.no_progress, schedules=args.schedules)
             settle()  # (the kernels and what Numba loaded for them)
             print(f"kernels ready in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
-        df = sweep(args.schedules, p=args.p, n_per_p=args.n_per_p, m=args.m, f=args.f,
-                   b=args.b, w=args.w, comm=args.comm, gamma=args.gamma, out=parts,
-                   resume=args.resume, chunk_size=args.chunk_size, workers=args.workers,
-                   executor="threads" if args.dask is None else "dask",
-                   scheduler=None if args.dask in (None, "local") else args.dask,
-                   progress=not args.no_progress)
+        df = sweep(args.schedules, **given)
     except fastpp.ScheduleError as err:
         # the library's out is this script's --out/parts, and invalid= is none of its flags
         message = str(err).replace(f"out={str(parts)!r}", f"out={str(args.out)!r}").replace(

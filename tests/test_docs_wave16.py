@@ -131,10 +131,12 @@ def _cli(capsys, *argv) -> str:
     return err.strip()
 
 
-def test_cli_presets_say_what_the_command_line_takes(capsys):
+def test_cli_presets_say_what_the_command_line_takes(capsys, monkeypatch, tmp_path):
     """--model, --hardware and --link offered "or a model object" (the Python API's
     alternative, which a command line cannot give); the API's own message is unchanged."""
     import pytest
+
+    monkeypatch.chdir(tmp_path)  # (plan makes its --out, results, before it plans)
 
     from fastpp.model import HARDWARE, LINKS, MODELS, plan
 
@@ -156,10 +158,12 @@ def test_cli_presets_say_what_the_command_line_takes(capsys):
         plan("gpt-5", 8, seq=4096, global_batch=8)
 
 
-def test_a_degree_that_does_not_divide_the_gpus_is_named(capsys):
+def test_a_degree_that_does_not_divide_the_gpus_is_named(capsys, monkeypatch, tmp_path):
     """plan --pp 3 on 64 GPUs said "--gpus=64 has no factorization ... p in [3]": the fault
     is --pp's, which must divide --gpus."""
     import pytest
+
+    monkeypatch.chdir(tmp_path)
 
     from fastpp.model import plan
 
@@ -171,3 +175,27 @@ def test_a_degree_that_does_not_divide_the_gpus_is_named(capsys):
         "error: --cp must divide --gpus=64 (got --cp=3)"
     with pytest.raises(fastpp.ScheduleError, match=r"^pp must divide gpus=64 \(got pp=3\)$"):
         plan("llama3-70b", 64, seq=4096, global_batch=64, pp=3)
+
+
+def test_sweep_script_checks_every_flag_before_compiling(monkeypatch, capsys, tmp_path):
+    """scripts/sweep.py --comm -1 compiled the kernels (half a minute on a new machine),
+    then refused the flag; sweep(check_only=True) checks without sweeping."""
+    import pytest
+    from helpers import script
+
+    sweep_script = script("sweep")
+
+    def no_work(**kwargs):
+        raise AssertionError("the kernels were compiled before the flags were checked")
+
+    monkeypatch.setattr(sweep_script, "warm_up", no_work)
+    for flags, message in ((["--comm", "-1"], "error: --comm must be finite and >= 0 (got "
+                                              "[-1.0])"),
+                           (["--gamma", "2"], "error: --gamma must be in [0, 1] (got 2.0)"),
+                           (["--workers", "0"], "error: --workers must be a positive integer")):
+        assert sweep_script.main([*flags, "--no-plots", "--no-progress", "--out",
+                                  str(tmp_path / "out")]) == 2
+        assert capsys.readouterr().err.startswith(message), flags
+    assert fastpp.sweep(["1f1b"], p=2, n=2, check_only=True) is None
+    with pytest.raises(fastpp.ScheduleError, match="comm must be finite"):
+        fastpp.sweep(["1f1b"], p=2, n=2, comm=-1.0, check_only=True)
