@@ -199,3 +199,19 @@ def test_sweep_script_checks_every_flag_before_compiling(monkeypatch, capsys, tm
     assert fastpp.sweep(["1f1b"], p=2, n=2, check_only=True) is None
     with pytest.raises(fastpp.ScheduleError, match="comm must be finite"):
         fastpp.sweep(["1f1b"], p=2, n=2, comm=-1.0, check_only=True)
+
+
+def test_plan_summary_shows_a_single_cp():
+    """plan --cp 2: every row had cp = 2, so no column showed it, and t p d read as half the
+    GPUs."""
+    from fastpp.model import plan
+    from fastpp.model.plan import summary
+
+    rows = plan("llama2-7b", 8, seq=4096, global_batch=8, cp=2, tp=[1], pp=[2],
+                schedules=["1f1b"], recompute="none", workers=1, progress=False)
+    header = summary(rows, 1).splitlines()[3]
+    assert header.split()[-1] == "cp", header
+    lines = summary(plan("llama2-7b", 8, seq=4096, global_batch=8, tp=[1], pp=[2],
+                         schedules=["1f1b"], recompute="none", workers=1,
+                         progress=False), 1).splitlines()
+    assert lines[3].split()[-1] == "error"  # no cp column where every row has cp = 1

@@ -836,8 +836,10 @@ def summary(df, top: int = 10) -> str:
     experts = bool(len(df)) and bool((df["ep"] > 1).any())  # an MoE plan: ep is shown
     if experts:
         cols += f" {'ep':>4}"
-    # context parallelism, ZeRO and the pair overlap: shown where the plan varies them
-    extra = [k for k in ("cp", "zero", "overlap") if k in df and df[k].nunique() > 1]
+    # context parallelism, ZeRO and the pair overlap: shown where the plan varies them, and
+    # cp wherever a row has it (t p d alone would not multiply to the GPUs)
+    extra = [k for k in ("cp", "zero", "overlap") if k in df and (
+        df[k].nunique() > 1 or (k == "cp" and bool((df[k] > 1).any())))]
     cols += "".join(f" {k:>7}" for k in extra)
     if layouts:
         cols += "  layout"
