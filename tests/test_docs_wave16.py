@@ -215,3 +215,26 @@ def test_plan_summary_shows_a_single_cp():
                          schedules=["1f1b"], recompute="none", workers=1,
                          progress=False), 1).splitlines()
     assert lines[3].split()[-1] == "error"  # no cp column where every row has cp = 1
+
+
+def test_a_config_json_is_named_as_the_path_names_it(monkeypatch, tmp_path):
+    """explain --hf config.json, run in the file's folder, named the model after that folder
+    (a temporary one's name, "w"): the path given names no folder, so the model is named
+    config.json; a path naming the folder still gives the folder's name."""
+    import json
+
+    from fastpp.model import from_hf
+
+    folder = tmp_path / "w"
+    folder.mkdir()
+    config = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "small.json").write_text(json.dumps(config))
+    monkeypatch.chdir(folder)
+    assert [from_hf(p).name for p in ("config.json", "./config.json", ".", "small.json")] == [
+        "config.json", "config.json", "config.json", "small"]
+    monkeypatch.chdir(tmp_path)
+    assert [from_hf(p).name for p in ("w", "w/config.json", str(folder))] == ["w", "w", "w"]
+    (folder / "config.json").write_text(json.dumps({**config, "_name_or_path": "org/m"}))
+    assert from_hf("w").name == "org/m"
