@@ -294,7 +294,10 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--efficiency", type=float, default=None,
                     help="fraction of the peak the largest matrix products reach (the "
                          "preset's calibrated ceiling)")
-    ap.add_argument("--schedules", nargs="+", default=given["schedules"], metavar="NAME")
+    ap.add_argument("--schedules", nargs="+", default=given["schedules"], metavar="NAME",
+                    help="registered training schedules (python -m fastpp list; default: "
+                    "all; for a model without experts all but " + ", ".join(
+                        k for k, spec in SCHEDULES.items() if spec.expert_overlap) + ")")
     for flag, what in (("--tp", "tensor-parallel degrees (every one in a node dividing the "
                                 "heads)"),
                        ("--pp", "pipeline degrees (every one up to the layers)"),
@@ -417,16 +420,19 @@ def _plan(args) -> int:
 
 # measure()'s keyword arguments the command passes on when given; left out, measure's own
 # defaults hold (fastpp.measured imports pandas: not for every command's parser)
-MEASURE_FLAGS = {"layers": (int, "MLP blocks, a multiple of p*m"),
-                 "hidden": (int, "units per block"),
-                 "microbatch": (int, "samples per microbatch"),
+# measure's keyword flags: type, help and measure's default, shown in --help (written here:
+# importing fastpp.measured for it would load pandas for every command; tests/
+# test_docs_wave16.py checks them against measure's signature)
+MEASURE_FLAGS = {"layers": (int, "MLP blocks, a multiple of p*m", 16),
+                 "hidden": (int, "units per block", 256),
+                 "microbatch": (int, "samples per microbatch", 256),
                  "device": (str, "cpu (gloo, one thread per rank) or cuda (NCCL, GPU r for "
-                                 "rank r)"),
-                 "warmup": (int, "steps before the profiled one"),
-                 "timeout": (float, "seconds before hung ranks are killed"),
+                                 "rank r)", "cpu"),
+                 "warmup": (int, "steps before the profiled one", 1),
+                 "timeout": (float, "seconds before hung ranks are killed", 300.0),
                  "probe": (int, "times each stage's full and split backward run after each "
-                                "step, timed apart (0: none)"),
-                 "out": (str, "folder for the traces")}
+                                "step, timed apart (0: none)", 5),
+                 "out": (str, "folder for the traces", "measured")}
 
 
 def _measure_args(ap: argparse.ArgumentParser) -> None:
@@ -443,9 +449,9 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
                     "CSV's)")
     ap.add_argument("-n", type=_count, default=None, help="microbatches (4, or the CSV's)")
     ap.add_argument("-m", type=_count, default=None, help="chunks per rank (the schedule's)")
-    for key, (kind, what) in MEASURE_FLAGS.items():
-        ap.add_argument(f"--{key}", type=kind, default=None,
-                        help=f"{what} (default: fastpp.measured.measure's)")
+    for key, (kind, what, default) in MEASURE_FLAGS.items():
+        ap.add_argument(f"--{key}", type=kind, default=None, help=f"{what} ({default:g})"
+                        if isinstance(default, float) else f"{what} ({default})")
     ap.add_argument("--realtime", action="store_true",
                     help="run the ranks under the real-time scheduler (SCHED_FIFO; root), "
                     "ahead of other processes on a shared machine")
@@ -456,7 +462,8 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
                     help="sleep SECONDS before each send over the link between ranks R1 and "
                     "R2 (default the middle link, p//2-1 and p//2), either direction")
     ap.add_argument("--steps", type=_count, default=1,
-                    help="profiled steps (more than 1: out/step{k} each, the last reported)")
+                    help="profiled steps (more than 1: out/step{k} each, the last reported) "
+                    "(%(default)s)")
     ap.add_argument("--costs-from", metavar="DIR",
                     help="also predict the makespan from the costs calibrated on the traces "
                     "in DIR (another schedule's run)")
