@@ -1,5 +1,5 @@
 """The command line: ``python -m fastpp {simulate, optimize, plan, measure, report, show,
-list}``."""
+list, explain}``."""
 
 from __future__ import annotations
 
@@ -198,7 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list the registered schedules and their constraints")
     _explain_args(sub.add_parser(
         "explain", help="predict one run given as users write it (Megatron flags or script, "
-        "torchtitan TOML, HF config.json) and list faster runs near it"))
+        "torchtitan TOML, HF config.json, vTrain configuration) and list faster runs near "
+        "it"))
     return ap
 
 

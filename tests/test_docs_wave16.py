@@ -265,3 +265,20 @@ def test_help_shows_the_defaults():
     for action in script("sweep").parser()._actions:
         if action.default not in (None, False, argparse.SUPPRESS):
             assert "default" in action.help, action.option_strings
+
+
+def test_the_command_list_is_whole():
+    """The module docstring left out explain; explain's line of --help left out vTrain."""
+    import argparse
+
+    import fastpp.__main__ as cli
+
+    commands = next(a for a in cli._parser()._actions
+                    if isinstance(a, argparse._SubParsersAction)).choices
+    listed = re.search(r"\{(.*?)\}", cli.__doc__, re.S).group(1)
+    assert {c.strip() for c in listed.split(",")} == set(commands)
+    explain = next(a for a in next(a for a in cli._parser()._actions
+                                   if isinstance(a, argparse._SubParsersAction))._choices_actions
+                   if a.dest == "explain")
+    for source in ("Megatron", "torchtitan", "HF config.json", "vTrain"):  # its five flags
+        assert source in explain.help, source
