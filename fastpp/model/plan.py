@@ -407,13 +407,15 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
     for name in names:
         if get_spec(name, "schedules").forward_only:
             raise ScheduleError(f"schedules must be training schedules (got {name!r})")
-    for axis, values in (("tp", tps), ("cp", cps), ("pp", pps)):  # each one given
-        for x in values:
-            if gpus % x:
-                raise ScheduleError(f"{axis} must divide gpus={gpus} (got {axis}={x})")
     shapes = [(t, cp, p, gpus // (t * cp * p)) for t in tps for cp in cps for p in pps
               if gpus % (t * cp * p) == 0]
     if not shapes:
+        # an axis none of whose degrees divides the GPUs is the fault (a degree that does
+        # not, beside others that do, only has no shape: explain's neighbours ask for such)
+        for axis, values in (("tp", tps), ("cp", cps), ("pp", pps)):
+            if all(gpus % x for x in values):
+                got = values[0] if len(values) == 1 else list(values)
+                raise ScheduleError(f"{axis} must divide gpus={gpus} (got {axis}={got})")
         raise ScheduleError(f"gpus={gpus} has no factorization t * cp * p * d with t in {tps}, "
                             f"cp in {cps} and p in {pps}")
     return {"shapes": shapes, "ep": eps, "etp": _axis(etp, "etp", [1]),
