@@ -1,5 +1,5 @@
 """The command line: ``python -m fastpp {simulate, optimize, plan, measure, report, show,
-list}``."""
+list, explain}``."""
 
 from __future__ import annotations
 
@@ -70,8 +70,9 @@ def _schedule_args(ap: argparse.ArgumentParser) -> None:
     src.add_argument("--from-csv", metavar="FILE", help="a PyTorch compute-only schedule CSV")
     ap.add_argument("-p", type=_count, help="devices (with --schedule)")
     ap.add_argument("-n", type=_count, help="microbatches (with --schedule; optional with a CSV)")
+    two = ", ".join(name for name, spec in SCHEDULES.items() if spec.default_m == 2)
     ap.add_argument("-m", type=_count, default=None, help="chunks per device (default: the "
-                    "schedule's, 2 for V and interleaved ones, else 1)")
+                    f"schedule's default_m: 2 for {two}, else 1)")
     ap.add_argument("-G", type=_count, default=None,
                     help="interleaved 1F1B's and combined 1F1B's group size")
     ap.add_argument("--placement", help=f"with --from-csv: {', '.join(PLACEMENTS)} or a "
@@ -198,7 +199,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list the registered schedules and their constraints")
     _explain_args(sub.add_parser(
         "explain", help="predict one run given as users write it (Megatron flags or script, "
-        "torchtitan TOML, HF config.json) and list faster runs near it"))
+        "torchtitan TOML, HF config.json, vTrain configuration) and list faster runs near "
+        "it"))
     return ap
 
 
@@ -255,7 +257,7 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
         if args.command == "optimize":  # the limit is optimize's memory=
             flags["memory"] = "--memory-limit"
         elif args.command == "explain" and args.hf is not None:  # RunConfig's t and p
-            flags |= {"t": "--tp", "p": "--pp"}
+            flags |= {"t": "--tp", "p": "--pp", "config": "--hf"}  # (and from_hf's config=)
         elif args.command == "explain":  # the run is the script's: its own flags, not these
             flags = {k: v for k, v in flags.items() if v not in (*RUN_FLAGS, "--schedule")}
         message = by_flags(message, flags, switch_names(parser))
@@ -294,7 +296,10 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--efficiency", type=float, default=None,
                     help="fraction of the peak the largest matrix products reach (the "
                          "preset's calibrated ceiling)")
-    ap.add_argument("--schedules", nargs="+", default=given["schedules"], metavar="NAME")
+    ap.add_argument("--schedules", nargs="+", default=given["schedules"], metavar="NAME",
+                    help="registered training schedules (python -m fastpp list; default: "
+                    "all; for a model without experts all but " + ", ".join(
+                        k for k, spec in SCHEDULES.items() if spec.expert_overlap) + ")")
     for flag, what in (("--tp", "tensor-parallel degrees (every one in a node dividing the "
                                 "heads)"),
                        ("--pp", "pipeline degrees (every one up to the layers)"),
@@ -367,7 +372,7 @@ def _plan(args) -> int:
     import time
 
     from .checks import nonnegative_int
-    from .model import HARDWARE, plan
+    from .model import HARDWARE, LINKS, plan
     from .model.hardware import preset
     from .model.plan import summary
     from .sweeps.store import atomic_write
@@ -376,7 +381,8 @@ def _plan(args) -> int:
         raise ScheduleError("--out must be a folder (got '')")
     nonnegative_int(args.top, "--top")  # before the plan, not after it
     out = make_folder(args.out, "--out")
-    hardware = preset(HARDWARE, args.hardware, "hardware")
+    hardware = preset(HARDWARE, preset_arg(HARDWARE, args.hardware, "--hardware"), "hardware")
+    preset_arg(LINKS, args.link, "--link")
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)
     if args.capacity_gb is not None and not args.capacity_gb > 0:  # (plan would name bytes)
@@ -417,16 +423,19 @@ def _plan(args) -> int:
 
 # measure()'s keyword arguments the command passes on when given; left out, measure's own
 # defaults hold (fastpp.measured imports pandas: not for every command's parser)
-MEASURE_FLAGS = {"layers": (int, "MLP blocks, a multiple of p*m"),
-                 "hidden": (int, "units per block"),
-                 "microbatch": (int, "samples per microbatch"),
+# measure's keyword flags: type, help and measure's default, shown in --help (written here:
+# importing fastpp.measured for it would load pandas for every command; tests/
+# test_docs_wave16.py checks them against measure's signature)
+MEASURE_FLAGS = {"layers": (int, "MLP blocks, a multiple of p*m", 16),
+                 "hidden": (int, "units per block", 256),
+                 "microbatch": (int, "samples per microbatch", 256),
                  "device": (str, "cpu (gloo, one thread per rank) or cuda (NCCL, GPU r for "
-                                 "rank r)"),
-                 "warmup": (int, "steps before the profiled one"),
-                 "timeout": (float, "seconds before hung ranks are killed"),
+                                 "rank r)", "cpu"),
+                 "warmup": (int, "steps before the profiled one", 1),
+                 "timeout": (float, "seconds before hung ranks are killed", 300.0),
                  "probe": (int, "times each stage's full and split backward run after each "
-                                "step, timed apart (0: none)"),
-                 "out": (str, "folder for the traces")}
+                                "step, timed apart (0: none)", 5),
+                 "out": (str, "folder for the traces", "measured")}
 
 
 def _measure_args(ap: argparse.ArgumentParser) -> None:
@@ -443,9 +452,9 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
                     "CSV's)")
     ap.add_argument("-n", type=_count, default=None, help="microbatches (4, or the CSV's)")
     ap.add_argument("-m", type=_count, default=None, help="chunks per rank (the schedule's)")
-    for key, (kind, what) in MEASURE_FLAGS.items():
-        ap.add_argument(f"--{key}", type=kind, default=None,
-                        help=f"{what} (default: fastpp.measured.measure's)")
+    for key, (kind, what, default) in MEASURE_FLAGS.items():
+        ap.add_argument(f"--{key}", type=kind, default=None, help=f"{what} ({default:g})"
+                        if isinstance(default, float) else f"{what} ({default})")
     ap.add_argument("--realtime", action="store_true",
                     help="run the ranks under the real-time scheduler (SCHED_FIFO; root), "
                     "ahead of other processes on a shared machine")
@@ -456,7 +465,8 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
                     help="sleep SECONDS before each send over the link between ranks R1 and "
                     "R2 (default the middle link, p//2-1 and p//2), either direction")
     ap.add_argument("--steps", type=_count, default=1,
-                    help="profiled steps (more than 1: out/step{k} each, the last reported)")
+                    help="profiled steps (more than 1: out/step{k} each, the last reported) "
+                    "(%(default)s)")
     ap.add_argument("--costs-from", metavar="DIR",
                     help="also predict the makespan from the costs calibrated on the traces "
                     "in DIR (another schedule's run)")
@@ -624,14 +634,30 @@ def _write_outputs(args, res) -> None:
 # ---- explain: one run as users write it (issue 28) ----
 
 def model_arg(text: str):
-    """A preset name, or a Hugging Face ``config.json`` (or a folder holding one)."""
+    """``--model``: a preset name, or a Hugging Face ``config.json`` (or a folder holding
+    one); anything else is refused naming what the flag takes (the library's message offers
+    a model object, which a command line cannot give)."""
     import os
 
     from .model import MODELS, from_hf
 
-    if text in MODELS or not (text.endswith(".json") or os.path.isdir(text)):
+    if text in MODELS:
         return text
-    return from_hf(text)
+    if text.endswith(".json") or os.path.isdir(text):
+        try:
+            return from_hf(text)
+        except ScheduleError as err:  # from_hf's config= is this flag
+            raise ScheduleError(by_flags(str(err), {"config": "--model"})) from None
+    raise ScheduleError(f"--model must be a preset, one of {sorted(MODELS)}, or a Hugging Face "
+                        f"config.json or its folder (got {text!r})")
+
+
+def preset_arg(table: dict, text: str | None, flag: str) -> str | None:
+    """A preset name given to ``flag`` (``--hardware``, ``--link``), or None when not given;
+    an unknown one lists the presets, all the flag takes."""
+    if text is not None and text not in table:
+        raise ScheduleError(f"{flag} must be a preset, one of {sorted(table)} (got {text!r})")
+    return text
 
 
 def _explain_args(ap: argparse.ArgumentParser) -> None:
@@ -696,13 +722,22 @@ def _script(path: str) -> str:
 
 def _explain(args) -> int:
 
-    from .model import MODELS, RunConfig, from_hf, from_megatron, from_torchtitan, from_vtrain
+    from .model import (
+        HARDWARE,
+        MODELS,
+        RunConfig,
+        from_hf,
+        from_megatron,
+        from_torchtitan,
+        from_vtrain,
+    )
     from .model.explain import explain
     from .model.hardware import preset
     from .model.megatron import SCHEDULES as MEGATRON_SCHEDULES
 
     ignored = ()
-    hardware = "H100-80GB" if args.hardware is None else args.hardware
+    hardware = "H100-80GB" if args.hardware is None else preset_arg(HARDWARE, args.hardware,
+                                                                     "--hardware")
     megatron = args.megatron is not None or args.megatron_script is not None
     source = next(f"--{k.replace('_', '-')}" for k in ("megatron", "megatron_script",
                                                        "torchtitan", "hf", "vtrain")
@@ -741,7 +776,8 @@ def _explain(args) -> int:
     elif args.torchtitan is not None:
         if args.gpus is None:
             raise ScheduleError("--torchtitan needs --gpus")
-        model, config = from_torchtitan(args.torchtitan, args.gpus, model=args.model)
+        model, config = from_torchtitan(args.torchtitan, args.gpus, model=None if args.model
+                                        is None else model_arg(args.model))
     elif args.vtrain is not None:
         imported = from_vtrain(args.vtrain)
         model, config, ignored, hardware = (imported.model, imported.config, imported.ignored,

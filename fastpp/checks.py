@@ -120,6 +120,15 @@ def show(value) -> str:
     return str(arr.item()) if arr.ndim == 0 else str(arr.reshape(-1).tolist()[:8])
 
 
+def listed(names, most: int = 40) -> str:
+    """``names`` as a list for a message: all of them, or the first ``most`` and how many in
+    all (never a list cut without a word, which reads as the whole of the choices)."""
+    names = list(names)
+    if len(names) <= most:
+        return str(names)
+    return f"{str(names[:most])[:-1]}, ... ({len(names)} in all)]"
+
+
 def positive_int(value, name: str, upper: int | None = None, why: str = "") -> int:
     """``value`` as an ``int`` if it is a positive integer (not a bool), at most ``upper``
     (``why`` says why, in the message); a value of another type is a ``ScheduleTypeError``."""
@@ -292,11 +301,11 @@ def dataframe(df, name: str = "df", columns=()):
         for param, col in columns.items():
             if not isinstance(col, str) or col not in df.columns:
                 raise ScheduleError(f"{param} must be a column of {name}, one of "
-                                    f"{list(df.columns)[:12]} (got {col!r})")
+                                    f"{listed(df.columns)} (got {col!r})")
     missing = [c for c in columns if c not in df.columns] if not isinstance(columns, dict) else []
     if missing:
         raise ScheduleError(f"{name} must have the columns {missing} (got "
-                            f"{list(df.columns)[:12]})")
+                            f"{listed(df.columns)})")
     return df
 
 

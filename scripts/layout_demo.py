@@ -1,4 +1,4 @@
-"""The examples of the README's "Layers per stage" (under "Plan a training run"), with
+"""The examples of docs/plan.md's "Layers per stage" (under "Plan a training run"), with
 their output.
 
     python scripts/layout_demo.py

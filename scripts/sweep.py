@@ -49,15 +49,17 @@ from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up  # no
 from fastpp.sweeps.store import atomic_write, in_use, kept  # noqa: E402
 
 
-def parse(argv):
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--schedules", nargs="+", default=list(fastpp.SCHEDULES),
                     metavar="NAME", help="registered schedules (default: all)")
-    ap.add_argument("-p", nargs="+", type=int, default=[2, 4, 8, 16, 32], help="devices")
+    ap.add_argument("-p", nargs="+", type=int, default=[2, 4, 8, 16, 32],
+                    help="devices (default 2 4 8 16 32)")
     ap.add_argument("--n-per-p", nargs="+", type=int, default=[1, 2, 3, 4, 6, 8],
                     help="microbatches as multiples of p (default 1 2 3 4 6 8)")
-    ap.add_argument("-m", nargs="+", type=int, default=[1, 2, 4], help="chunks per device")
+    ap.add_argument("-m", nargs="+", type=int, default=[1, 2, 4],
+                    help="chunks per device, where a schedule allows them (default 1 2 4)")
     ap.add_argument("--f", type=float, default=1.0, help="forward time per device (default 1)")
     ap.add_argument("--b", type=float, default=2.0, help="full backward time (default 2)")
     ap.add_argument("--w", type=float, default=1.0, help="weight-grad part of b (default 1)")
@@ -67,16 +69,25 @@ def parse(argv):
     ap.add_argument("--summary-comm", type=float, default=None,
                     help="latency the summary and pictures use (default: the middle one)")
     ap.add_argument("--budget", default="1f1b",
-                    help="memory budget: a schedule name (its peak) or activation units")
-    ap.add_argument("--out", type=Path, default=Path("results"), help="output folder")
+                    help="memory budget: a schedule name (its peak) or activation units "
+                    "(default 1f1b)")
+    ap.add_argument("--out", type=Path, default=Path("results"),
+                    help="output folder (default results)")
     ap.add_argument("--resume", action="store_true", help="continue the sweep in --out")
-    ap.add_argument("--workers", type=int, default=None, help="threads or Dask workers")
-    ap.add_argument("--chunk-size", type=int, default=4096, help="points per chunk")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="threads or Dask workers (default: the machine's cores)")
+    ap.add_argument("--chunk-size", type=int, default=4096,
+                    help="points per chunk (default 4096)")
     ap.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
                     help="run on Dask: a scheduler ADDRESS, or a local cluster")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--no-plots", action="store_true",
                     help="skip the PNG pictures and the HTML report")
+    return ap
+
+
+def parse(argv):
+    ap = parser()
     args = ap.parse_args(argv)
     args.flags = flag_names(ap)  # to name in fastpp's messages the flags, not its parameters
     args.switches = switch_names(ap)
@@ -148,19 +159,21 @@ def main(argv=None) -> int:
 
 
 def _run(args, parts, painter) -> int:
+    given = dict(p=args.p, n_per_p=args.n_per_p, m=args.m, f=args.f, b=args.b, w=args.w,
+                 comm=args.comm, gamma=args.gamma, out=parts, resume=args.resume,
+                 chunk_size=args.chunk_size, workers=args.workers,
+                 executor="threads" if args.dask is None else "dask",
+                 scheduler=None if args.dask in (None, "local") else args.dask,
+                 progress=not args.no_progress)
     try:
+        sweep(args.schedules, **given, check_only=True)  # every flag before any work
         if args.dask is None:  # compiling (once per machine) is not sweeping: timed apart
             t0 = time.perf_counter()
             warm_up(announce=not args.no_progress, schedules=args.schedules)
             settle()  # (the kernels and what Numba loaded for them)
             print(f"kernels ready in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
-        df = sweep(args.schedules, p=args.p, n_per_p=args.n_per_p, m=args.m, f=args.f,
-                   b=args.b, w=args.w, comm=args.comm, gamma=args.gamma, out=parts,
-                   resume=args.resume, chunk_size=args.chunk_size, workers=args.workers,
-                   executor="threads" if args.dask is None else "dask",
-                   scheduler=None if args.dask in (None, "local") else args.dask,
-                   progress=not args.no_progress)
+        df = sweep(args.schedules, **given)
     except fastpp.ScheduleError as err:
         return refused(err, args, parts)
     seconds = time.perf_counter() - t0

@@ -687,7 +687,7 @@ def test_explain_cli_takes_the_vocabulary_from_model(capsys):
     assert "llama3-8b on 8 x H100-80GB: t=2 cp=2 p=1 d=2" in capsys.readouterr().out
     assert main(["explain", "--megatron-script", str(DATA / "llama3_8b.sh"), "--model",
                  "llama3-8bx", "--neighbours", "0"]) == 2
-    assert "model must be one of ['deepseek-v3'" in capsys.readouterr().err
+    assert "error: --model must be a preset, one of ['deepseek-v3'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("extra, precision, note", [

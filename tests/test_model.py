@@ -370,7 +370,7 @@ def test_plan_script(tmp_path):
     assert (tmp_path / "plan.png").stat().st_size > 10_000
     bad = subprocess.run([sys.executable, "-m", "fastpp", "plan", "--model", "gpt-5"],
                          capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --model must be one of")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --model must be a preset, one of")
 
 
 def test_summary_says_why_nothing_ran():

@@ -188,7 +188,9 @@ def test_command_line_plan(tmp_path):
     assert "fastest that fit (2 of 2)" in roomy.stdout
     assert (tmp_path / "plan.parquet").exists() and (tmp_path / "plan.png").exists()
     bad = _cli("plan", "--model", "llama2-7b", "--gpus", "6", "--tp", "4")
-    assert bad.returncode == 2 and "error: --gpus=6 has no factorization" in bad.stderr
+    assert bad.returncode == 2 and "error: --tp must divide --gpus=6 (got --tp=4)" in bad.stderr
+    bad = _cli("plan", "--model", "llama2-7b", "--gpus", "8", "--tp", "4", "--pp", "4")
+    assert bad.returncode == 2 and "error: --gpus=8 has no factorization" in bad.stderr
 
 
 def test_command_line_plan_moe(tmp_path):

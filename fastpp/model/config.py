@@ -20,6 +20,7 @@ from ..checks import (
     ScheduleTypeError,
     flag,
     instance,
+    listed,
     name_list,
     nonnegative_int,
     one_of,
@@ -309,7 +310,7 @@ class RunConfig:
         missing = [k for k in ROW if k not in row.keys()]
         if missing:
             raise ScheduleError(f"row must have the plan columns {missing} (got "
-                                f"{list(row.keys())[:12]})")
+                                f"{listed(row.keys())})")
         get = row.get
         values = {k: _plain(get(k)) for k in ROW if k not in ("gpus", "n")}
         # the counts multiplied here are checked first (a string would be repeated)

@@ -206,8 +206,10 @@ def from_hf(config, name: str | None = None) -> Transformer:
         A path to a ``config.json``, a folder holding one, or its contents as a dict. A
         multimodal file's language model is read from its ``text_config``.
     name : str, optional
-        The model's name in tables (default: ``_name_or_path``, else the folder's name, else
-        the ``model_type``).
+        The model's name in tables (default: the file's ``_name_or_path``; else for a
+        ``config.json`` the name of the folder the path names, ``config.json`` itself when the
+        path names none (the current folder's name is no model's), for another file its
+        stem; for a dict the ``model_type``).
 
     Returns
     -------
@@ -270,13 +272,17 @@ def from_hf(config, name: str | None = None) -> Transformer:
 
 
 def _name(data: dict, where: str, kind: str) -> str:
-    """``_name_or_path``, else the folder of a ``config.json`` or the file's stem."""
+    """``_name_or_path``, else the folder a ``config.json``'s path names (``config.json``
+    where it names none: ``--hf config.json`` run inside the folder), or the file's stem."""
     if data.get("_name_or_path"):
         return data["_name_or_path"]
     if where == "the config":
         return kind
-    stem = os.path.splitext(os.path.basename(where))[0]
-    return os.path.basename(os.path.dirname(os.path.abspath(where))) if stem == "config" else stem
+    folder, file = os.path.split(os.path.normpath(where))
+    stem = os.path.splitext(file)[0]
+    if stem != "config":
+        return stem
+    return os.path.basename(folder) if folder not in ("", os.curdir) else file
 
 
 def _window(family: Family, cfg: _Config, layers: int) -> dict:

@@ -414,6 +414,12 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
     shapes = [(t, cp, p, gpus // (t * cp * p)) for t in tps for cp in cps for p in pps
               if gpus % (t * cp * p) == 0]
     if not shapes:
+        # an axis none of whose degrees divides the GPUs is the fault (a degree that does
+        # not, beside others that do, only has no shape: explain's neighbours ask for such)
+        for axis, values in (("tp", tps), ("cp", cps), ("pp", pps)):
+            if all(gpus % x for x in values):
+                got = values[0] if len(values) == 1 else list(values)
+                raise ScheduleError(f"{axis} must divide gpus={gpus} (got {axis}={got})")
         raise ScheduleError(f"gpus={gpus} has no factorization t * cp * p * d with t in {tps}, "
                             f"cp in {cps} and p in {pps}")
     return {"shapes": shapes, "ep": eps, "etp": _axis(etp, "etp", [1]),
@@ -838,8 +844,10 @@ def summary(df, top: int = 10) -> str:
     experts = bool(len(df)) and bool((df["ep"] > 1).any())  # an MoE plan: ep is shown
     if experts:
         cols += f" {'ep':>4}"
-    # context parallelism, ZeRO and the pair overlap: shown where the plan varies them
-    extra = [k for k in ("cp", "zero", "overlap") if k in df and df[k].nunique() > 1]
+    # context parallelism, ZeRO and the pair overlap: shown where the plan varies them, and
+    # cp wherever a row has it (t p d alone would not multiply to the GPUs)
+    extra = [k for k in ("cp", "zero", "overlap") if k in df and (
+        df[k].nunique() > 1 or (k == "cp" and bool((df[k] > 1).any())))]
     cols += "".join(f" {k:>7}" for k in extra)
     if layouts:
         cols += "  layout"

@@ -32,6 +32,19 @@ def _data_folder() -> Path:
 DATA = _data_folder()
 
 
+def data_file(name: str, data=None) -> Path:
+    """The published table ``name`` in the folder ``data`` (default ``DATA``), or a
+    ``ScheduleError`` naming the folder, how it is found and the missing file (the one rule
+    of the readers below, of ``tests/helpers.needs_data`` and of ``.ci/run``: the file is
+    there)."""
+    path = Path(DATA if data is None else data) / name
+    if not path.is_file():
+        raise ScheduleError(f"the published data folder ($FASTPP_DATA, else shared/data beside "
+                            f"the repository) must hold {name} (got {path.parent}, without "
+                            f"it)")
+    return path
+
+
 def _gpt(row, vocab, *, flash=False, tied=True, dropout=True) -> Transformer:
     return Transformer(int(row["layers"]), int(row["hidden"]), int(row["heads"]),
                        vocab=int(vocab), tied_embeddings=tied, dropout=dropout,

@@ -87,6 +87,7 @@ from .published import (  # noqa: F401 (validate's names, as they were)
     _gpt,
     _schedule,
     _terms,
+    data_file,
     model_costs,
     step_time,
 )
@@ -129,7 +130,7 @@ IN_VIEW = {("megatron_core_h100_weak_scaling", "32B")}
 def _korthikanti(hw):
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
-    df = pd.read_csv(DATA / "korthikanti_2022.csv")
+    df = pd.read_csv(data_file("korthikanti_2022.csv"))
     rows = []
     for r in df.to_dict("records"):
         model = _gpt(r, r["vocab"])
@@ -161,7 +162,7 @@ def _korthikanti_layer(hw):
              "selective + sequence parallel": (True, 1)}
     message = BYTES * seq * b * model.hidden
     rows = []
-    for r in pd.read_csv(DATA / "korthikanti_2022_layer.csv").to_dict("records"):
+    for r in pd.read_csv(data_file("korthikanti_2022_layer.csv")).to_dict("records"):
         sp, rc = modes[r["experiment"]]
         times = layer_times(model, hw, seq, b, t, sp, rc)
         counts = layer_costs(model, seq, b, t, sp, rc)
@@ -194,9 +195,9 @@ def megatron_2021():
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
     ours, theirs = MEGATRON_2021_PAIR
-    nara = pd.read_csv(DATA / "narayanan_2021_table1.csv")
+    nara = pd.read_csv(data_file("narayanan_2021_table1.csv"))
     r = nara[nara["params_b"].map(lambda b: f"{b}B") == ours].iloc[0].to_dict()
-    kort = pd.read_csv(DATA / "korthikanti_2022.csv").set_index("model")
+    kort = pd.read_csv(data_file("korthikanti_2022.csv")).set_index("model")
     step_2021 = _narayanan_flops(r) / (int(r["gpus"]) * float(r["tflops_per_gpu"]) * 1e12)
     sync = _narayanan_run(r, HARDWARE["A100-80GB"])[2]["gradient_sync"]
     return (step_2021 - sync) / float(kort.loc[theirs, "iteration_s_full_recompute"])
@@ -225,7 +226,7 @@ def _narayanan(hw, era=None):
 
     rows = []
     era = megatron_2021() if era is None else era
-    for r in pd.read_csv(DATA / "narayanan_2021_table1.csv").to_dict("records"):
+    for r in pd.read_csv(data_file("narayanan_2021_table1.csv")).to_dict("records"):
         model, makespan, terms = _narayanan_run(r, hw)
         # Megatron of 2021's speed on all the 2022 run also had: the pipeline and the update
         sync = terms.pop("gradient_sync")
@@ -241,7 +242,7 @@ def _megatron_core(hw, which=None):
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
     rows = []
-    df = pd.read_csv(DATA / "megatron_core_h100_weak_scaling.csv")
+    df = pd.read_csv(data_file("megatron_core_h100_weak_scaling.csv"))
     for i, r in enumerate(df.to_dict("records")):
         if which is not None and i % 2 != which:
             continue
@@ -321,8 +322,8 @@ def _profiled(row, m, m_b, m_w) -> Costs:
 def _zero_bubble(hw):
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
-    t4 = pd.read_csv(DATA / "zero_bubble_table4.csv")
-    t5 = pd.read_csv(DATA / "zero_bubble_table5.csv")
+    t4 = pd.read_csv(data_file("zero_bubble_table4.csv"))
+    t5 = pd.read_csv(data_file("zero_bubble_table5.csv"))
     rows = []
     for r, q in zip(t4.to_dict("records"), t5.to_dict("records"), strict=True):
         p, n, b, seq = int(r["p"]), int(r["n"]), int(r["microbatch"]), int(r["seq"])

@@ -110,9 +110,9 @@ def excluded(frame=None):
     """The rows not priced: a DataFrame of ``model``, ``seq_len``, ``gpus``, ``metric`` and
     ``reason``."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
-    from .published import DATA
+    from .published import data_file
 
-    frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
+    frame = pd.read_csv(data_file(f"{DATASET}.csv")) if frame is None else frame
     reasons = frame.apply(_reason, axis=1)
     out = frame.loc[reasons != "", ["model", "seq_len", "gpus", "metric"]].copy()
     out["reason"] = reasons[reasons != ""]
@@ -180,9 +180,9 @@ def calibrate(frame=None) -> dict:
     the predicted TFLOP/s of its ``CALIBRATION`` row equals the published one (secant steps on
     the step time, which the speed moves only through the attention)."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
-    from .published import DATA
+    from .published import data_file
 
-    frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
+    frame = pd.read_csv(data_file(f"{DATASET}.csv")) if frame is None else frame
     out = {}
     for _, table, model, hw, run, gpus, measured in _runs(frame):
         if run["seq"] != CALIBRATION:
@@ -203,9 +203,9 @@ def calibrate(frame=None) -> dict:
 def long_roles(frame=None) -> dict:
     """``{(dataset, row, quantity): "calibration"}`` of the rows ``calibrate`` fits."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
-    from .published import DATA
+    from .published import data_file
 
-    frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
+    frame = pd.read_csv(data_file(f"{DATASET}.csv")) if frame is None else frame
     return {(DATASET, label, "tflops_per_gpu"): "calibration"
             for label, _, _, _, run, _, _ in _runs(frame) if run["seq"] == CALIBRATION}
 
@@ -217,9 +217,9 @@ def long_rows(frame=None, speed=None):
     ``transformer_costs`` price a preset) every row's attention runs at it instead, under the
     dataset name ``AS_PLANNED``: what the error bars are made from."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
-    from .published import DATA
+    from .published import data_file
 
-    frame = pd.read_csv(DATA / f"{DATASET}.csv") if frame is None else frame
+    frame = pd.read_csv(data_file(f"{DATASET}.csv")) if frame is None else frame
     rows, memory = [], {}
     name = DATASET if speed is None else AS_PLANNED
     for label, table, model, hw, run, gpus, measured in _runs(frame):

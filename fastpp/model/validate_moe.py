@@ -227,10 +227,12 @@ def _release(text) -> tuple:
 def _rows(data):
     """Both tables of the folder ``data`` as one list of dicts with the fields the pricing
     reads, in file order."""
+    from .published import data_file
+
     pd = require("pandas", "sweep", "fastpp.model.validate_moe")
 
     out = []
-    for r in pd.read_csv(data / "moe_published.csv").to_dict("records"):
+    for r in pd.read_csv(data_file("moe_published.csv", data)).to_dict("records"):
         overlap = "--overlap" in str(r["note"])
         out.append({"source": "moe_published.csv", "model": r["model"],
                     "gpu_type": r["hardware"], "gpus": _number(r["gpus"]),
@@ -246,7 +248,8 @@ def _rows(data):
                     "routing": "", "note": str(r["note"]),
                     "label": f"{r['model']} {r['gpus']} {r['hardware']} "
                                             f"{'overlap' if overlap else 'no overlap'}"})
-    for i, r in enumerate(pd.read_csv(data / "moe_published_more.csv").to_dict("records")):
+    more = pd.read_csv(data_file("moe_published_more.csv", data))
+    for i, r in enumerate(more.to_dict("records")):
         gpus = str(r["gpus"])
         nodes = re.fullmatch(r"(\d+) nodes", gpus)
         note = str(r["note"])

@@ -58,7 +58,9 @@ def vtrain_frame(data, path=None):
     names and each row's ``role`` (row parity)."""
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
-    where = data / f"{VTRAIN}.csv" if path is None else path
+    from .published import data_file
+
+    where = data_file(f"{VTRAIN}.csv", data) if path is None else path
     try:
         df = pd.read_csv(where)
     except (OSError, ValueError) as err:  # (pandas' parser errors, a bad encoding, a NUL)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError
+from ..checks import ScheduleError, ScheduleTypeError, listed
 
 # the columns that tell a table's kind, checked in this order (a plan row also has a schedule,
 # p, n and m; a frontier row a schedule and bubble_ratio)
@@ -161,4 +161,4 @@ def _table(df, label: str):
             return kind, label, df
     wanted = "; ".join(f"a {kind}'s {', '.join(cols)}" for kind, cols in COLUMNS.items())
     raise ScheduleError(f"input {label!r} must be a table of a known kind, with {wanted} (got "
-                        f"columns {list(df.columns)[:12]})")
+                        f"columns {listed(df.columns)})")

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, dataframe, flag, number
+from ..checks import ScheduleError, ScheduleTypeError, dataframe, flag, listed, number
 from ..generators.registry import MEMORY_REFERENCE, SCHEDULES
 from ..montecarlo import check_lam
 from .robust import objective_values
@@ -99,7 +99,7 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
         names = sorted(set(data["schedule"]))
         if budget not in names and not data.empty:  # else every group would be left out
             raise ScheduleError(f"budget must be a number or a schedule of df, one of "
-                                f"{names[:12]} (got {budget!r})")
+                                f"{listed(names)} (got {budget!r})")
         ref = data[data["schedule"] == budget].groupby(by)["peak_activations_max"].min()
         data = data.join(ref.rename("budget"), on=by)
     elif isinstance(budget, int | float) and not isinstance(budget, bool) \

@@ -23,7 +23,7 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
           resume: bool = False, chunk_size: int = 4096, workers: int | None = None,
           executor: str = "threads", scheduler: str | None = None, progress: bool = True,
           invalid: str = "drop", collect: bool = True, noise=None,
-          samples: int = DEFAULT_SAMPLES, seed: int = 0):
+          samples: int = DEFAULT_SAMPLES, seed: int = 0, check_only: bool = False):
     """Simulate every point of a grid or a table and return one row per point.
 
     With no arguments: every schedule at ``p`` in 2, 4, 8 and ``n`` = 1, 2, 4 times ``p``,
@@ -36,7 +36,7 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
     p, n, m : int or list of int
         Devices, microbatches, chunks per device: the grid's axes (``p`` default ``(2, 4,
         8)``). ``m=None`` gives each schedule its own (``ScheduleSpec.default_m``: 2 for
-        V-shape and interleaved ones).
+        the V-shaped and interleaved ones and looped BFS).
     n_per_p : int or list of int, optional
         Microbatches as multiples of ``p`` (``n = k * p``), instead of ``n``; the default
         when neither is given is ``(1, 2, 4)``.
@@ -90,6 +90,10 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         Monte Carlo samples per point (with ``noise``).
     seed : int, default 0
         The Monte Carlo's seed (with ``noise``).
+    check_only : bool, default False
+        Check every argument, raising what the sweep would, and return None without
+        sweeping or compiling: a caller that compiles the kernels apart (``warm_up``, as
+        ``scripts/sweep.py`` does to time them) refuses bad input before that work.
 
     Returns
     -------
@@ -143,6 +147,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         if out is not None:  # the store's fingerprint knows the points, not the noise
             raise ScheduleError("noise cannot be combined with out= (a stored sweep holds "
                                 "deterministic rows only); got both")
+    if flag(check_only, "check_only"):
+        return None
     # invalid= decides which rows a chunk holds: a resume with the other one mixed both
     store = (Store(out, f"{plan.fingerprint}/{invalid}", plan.total, chunk_size, resume)
              if out is not None else None)
