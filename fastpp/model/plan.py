@@ -878,10 +878,12 @@ def summary(df, top: int = 10) -> str:
                  + "; ".join(outside)]
     if top == 0:  # (no rows asked for: none of these either)
         return "\n".join(text)
-    misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False)
+    # stable sorts: rows needing the same bytes keep the faster first, on every platform
+    misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False, kind="stable")
     text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
     faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
-    for r in _fold_alike(faster.sort_values("peak_memory")).head(min(5, top)).itertuples():
+    for r in _fold_alike(faster.sort_values("peak_memory", kind="stable")).head(
+            min(5, top)).itertuples():
         text += [line(r) + f"  {r.reason}"]
     return "\n".join(text)
 
