@@ -26,7 +26,6 @@ if MAIN_JOB:
 import argparse  # noqa: E402
 import math  # noqa: E402
 import multiprocessing  # noqa: E402
-import shutil  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -46,7 +45,7 @@ from fastpp.checks import (  # noqa: E402
 )
 from fastpp.reports import write_report  # noqa: E402
 from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up  # noqa: E402
-from fastpp.sweeps.store import atomic_write, in_use, kept  # noqa: E402
+from fastpp.sweeps.store import atomic_write, clear, in_use, kept  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:
@@ -136,7 +135,10 @@ def main(argv=None) -> int:
             print(f"error: --out {str(args.out)!r} holds a 'parts' folder that is not a "
                   f"sweep's; choose another --out", file=sys.stderr)
             return 2
-        shutil.rmtree(parts)
+        try:  # under the folder's lock: a run started meanwhile is refused, not deleted
+            clear(parts)
+        except fastpp.ScheduleError as err:
+            return refused(err, args, parts)
     elif args.resume and not parts.exists():
         # said, not refused: a job rerun with --resume after each stop starts so the first
         # time; a mistyped --out would otherwise start a whole sweep without a word

@@ -1,6 +1,7 @@
 """The sixteenth bad-input wave (5 December 2026, night): a new user's trial of the model
 readers. Each case failed on the code before it."""
 
+import numpy as np
 import pytest
 
 from fastpp import ScheduleError, ScheduleTypeError
@@ -237,3 +238,28 @@ def test_a_model_given_beside_a_script_is_padded_and_its_replacements_said(capsy
                  "--hardware", "H100-80GB", "--neighbours", "0", "--workers", "1"]) == 0
     assert ("note: --model's shape replaces the launch's (layers 80 -> 32, hidden 8192 -> "
             "4096, heads 64 -> 32, ffn 28672 -> 14336)") in capsys.readouterr().err
+
+
+def test_explain_a_zero3_run_gathered_per_step():
+    """explain's neighbours at ZeRO-1 were rebuilt with the run's ``zero3="step"``, which
+    RunConfig now refuses beside ``zero=1``: explain raised on any such run (the review)."""
+    from fastpp.model.explain import explain
+
+    found = explain(Transformer(4, 256, 4, vocab=1024),
+                    RunConfig(seq=256, global_batch=16, p=2, d=4, microbatch=1, zero=3,
+                              zero3="step"), "A100-80GB", workers=1)
+    assert found.row["zero"] == 3 and isinstance(found.neighbours, list)
+
+
+def test_device_bytes_counts_a_recipes_bf16_moments_as_plan_does():
+    """``plan(recipe="deepseek-v3")`` counted AdamW's moments in bf16 (8 optimizer bytes a
+    parameter), ``device_bytes`` had no recipe and counted 12 (the review)."""
+    from fastpp import build_schedule
+    from fastpp.model import device_bytes
+
+    sched = build_schedule("1f1b", 2, 4)
+    model = Transformer(4, 256, 4, vocab=1024)
+    plain = device_bytes(model, sched, dp=4, zero=1)
+    moments = device_bytes(model, sched, dp=4, zero=1, recipe="deepseek-v3")
+    np.testing.assert_allclose(moments["optimizer_bytes"] * 12, plain["optimizer_bytes"] * 8)
+    np.testing.assert_allclose(moments["gradient_bytes"], plain["gradient_bytes"])

@@ -315,29 +315,45 @@ def test_the_shipped_error_bars_are_what_the_model_gives_now(frame):
     assert shipped == regime_table(frame)
 
 
-def test_the_error_bars_hold_on_datasets_they_were_not_made_from(frame):
-    """Each dataset left out of the bars in turn, its rows against the bars the others give
-    (errorbar.coverage): a root-mean-square bar covers an unbiased normal error 68.3% of the
-    time and twice it 95.4%. A table is one trial (its rows share their configurations'
-    offsets: vTrain's 373 are one draw, most of the pool), so the shares are averaged over the
-    tables: within one bar 68% and within two 95% expected. Five tables are judged (the
-    fitted long-context table is out of the bars, ``errorbar.NOT_MODEL``, and the long-context
-    rows as the planner prices them, ``AS_PLANNED``, are held apart: the next test), so one
-    table's share moves the mean by a fifth of its swing: within one bar 58% to 82% (bars half
-    as wide give 48%, twice as wide 97%), within two at least 90%; no table of ten rows or
-    more below 80% within two bars."""
+def _tables(frame) -> dict:
+    """``errorbar.coverage``'s rows by table, the pool and the long-context rows as the
+    planner prices them (``AS_PLANNED``, held apart) left out."""
     from fastpp.model.errorbar import coverage
 
     rows = {r["dataset"]: r for r in coverage(frame)}
     pooled = rows.pop("all")
     assert pooled["rows"] == sum(r["rows"] for r in rows.values()) > 400
     rows.pop(AS_PLANNED)
+    return rows
+
+
+def test_the_error_bars_hold_on_datasets_they_were_not_made_from(frame):
+    """Each dataset left out of the bars in turn, its rows against the bars the others give
+    (errorbar.coverage): a root-mean-square bar covers an unbiased normal error 68.3% of the
+    time and twice it 95.4%. A table is one trial (its rows share their configurations'
+    offsets: vTrain's 373 are one draw, most of the pool), so the shares are averaged over the
+    tables (five: the fitted long-context table is out of the bars, ``errorbar.NOT_MODEL``,
+    and the long-context rows as the planner prices them are held apart, a strict xfail
+    below): within one bar at least 58% (bars half as wide give 48%), within two at least
+    90%; no table of ten rows or more below 80% within two bars. That the bars are not too
+    wide (at most 78% within one) is the next test."""
+    rows = _tables(frame)
     assert len(rows) >= 5
-    within = np.mean([r["within_bar"] for r in rows.values()])
-    assert 0.58 <= within <= 0.82, rows
+    assert np.mean([r["within_bar"] for r in rows.values()]) >= 0.58, rows
     assert np.mean([r["within_two_bars"] for r in rows.values()]) >= 0.90, rows
     sized = {k: r["within_two_bars"] for k, r in rows.items() if r["rows"] >= 10}
     assert len(sized) >= 2 and min(sized.values()) >= 0.80, sized
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "80% of the five tables' rows within one bar: the bars are wide. Megatron-Core's rows, "
+    "left out, take H100's short-context bars, which now hold NeMo's 4K-8K rows at the "
+    "planner's attention speed (+14% to +24%): an 18% bar on a 4% error"))
+def test_the_error_bars_are_not_too_wide(frame):
+    """The mean over the five tables within one bar at most 78% (bars twice as wide give
+    97%)."""
+    rows = _tables(frame)
+    assert np.mean([r["within_bar"] for r in rows.values()]) <= 0.78, rows
 
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -29,3 +29,21 @@ def test_routes():
 def test_built_schedules_carry_the_placement():
     s = fastpp.build_schedule("zbv", 4, 8, 2)
     assert s.stage_to_device.tolist() == placement.stage_map(placement.VSHAPE, 4, 2).tolist()
+
+
+def test_stage_devices_is_stage_map():
+    """``stage_devices`` (NumPy, for the cost model's flat tables) gives each stage the device
+    ``stage_map`` (the engine's) gives it, for every placement, ``p`` and ``m``; the stage
+    after the last is the loop's first device, the others' last."""
+    import numpy as np
+
+    from fastpp.placement import CODES, LOOP, stage_devices, stage_map
+
+    for code in CODES.values():
+        for p in (1, 2, 3, 4, 8):
+            for m in ((1, 2, 3) if code == LOOP else (2,)):
+                expect = stage_map(code, p, m)
+                stage = np.arange(expect.size)
+                assert stage_devices(code, p, stage).tolist() == expect.tolist()
+                assert int(stage_devices(code, p, expect.size)) == (0 if code == LOOP else
+                                                                     expect[-1])

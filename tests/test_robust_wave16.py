@@ -18,9 +18,11 @@ from fastpp import ScheduleError
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(schedules=["1f1b", "zb-h1"], p=[2, 4], n_per_p=[1, 2], chunk_size=2,
              progress=False)
-# a sweep of some ten seconds in a child process: 1,800 chunks of one point, one thread
+# a sweep far longer than any test waits on it, in a child process (18,000 chunks of one
+# point, one thread: 26 s here), so that it still runs when the test acts; the tests wait for
+# its files, not for time, and kill it
 SLOW = ("import sys, fastpp; fastpp.sweep(['1f1b', 'zb-h1', 'interleaved-1f1b'], "
-        "p=[2, 4, 8, 16, 32, 64], n_per_p=[1, 2, 4, 8, 16], comm=[k / 100 for k in range(20)],"
+        "p=[2, 4, 8, 16, 32, 64], n_per_p=[1, 2, 4, 8, 16], comm=[k / 100 for k in range(200)],"
         " chunk_size=1, workers=1, progress=False, out=sys.argv[1])")
 
 
@@ -49,7 +51,7 @@ def test_resume_by_another_fastpp_is_refused(tmp_path):
                          ({"code": "0123456789abcdef"}, "code 0123456789abcdef"),
                          ({"version": None, "code": None}, "did not record its version")):
         path.write_text(json.dumps({**manifest, **change}))
-        with pytest.raises(ScheduleError, match=f"{said}.*start afresh without resume=True"):
+        with pytest.raises(ScheduleError, match=f"{said}.*start afresh \\(delete the folder"):
             fastpp.sweep(**SMALL, out=out, resume=True)
     path.write_text(json.dumps(manifest))
     assert len(fastpp.sweep(**SMALL, out=out, resume=True)) > 0
@@ -191,7 +193,7 @@ def test_second_script_run_on_an_out_in_use_is_refused_then_ctrl_c_says_what_is_
     """The second run on one --out removed the first's parts mid-run (the first then died
     naming 'parts' and ': None'); Ctrl-C printed a 20-line KeyboardInterrupt traceback."""
     out = tmp_path / "out"
-    argv = [*GRID[:-2], "--comm", *[str(k / 100) for k in range(20)], "--chunk-size", "1",
+    argv = [*GRID[:-2], "--comm", *[str(k / 100) for k in range(200)], "--chunk-size", "1",
             "--workers", "1", "--no-plots", "--no-progress", "--out", str(out)]
     first = script_run(*argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        start_new_session=True)

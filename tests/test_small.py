@@ -216,6 +216,21 @@ def test_a_tensor_parallel_group_that_straddles_nodes_pays_the_network():
     assert all_reduce(A100, message, 6, per_node[4]) > 3 * all_reduce(A100, message, 8, 8)
     assert regime(Transformer(8, 1536, 24, vocab=1024), A100, 2048, 6).tp == "across nodes"
     assert regime(Transformer(8, 1536, 24, vocab=1024), A100, 2048, 4).tp == "in node"
+    # a job that fits in one node has no group astride two (the review: a 6-GPU job at t 6
+    # was priced on two network rails; GB200's 72-GPU node at t 16 on 64 GPUs likewise)
+    assert tensor_parallel_per_node(A100, np.array([6, 6]), np.array([6, 12])).tolist() == \
+        [6, 2]
+    assert regime(Transformer(8, 1536, 24, vocab=1024), A100, 2048, 6, 6).tp == "in node"
+    gb200 = HARDWARE["GB200"]
+    assert tensor_parallel_per_node(gb200, 16, 64) == 16
+    assert tensor_parallel_per_node(gb200, 16, 144) == 8  # ranks 64-79 astride 72
+    model = Transformer(8, 1536, 24, vocab=1024)
+    sched = build_schedule("1f1b", 1, 4)
+    alone = transformer_costs(model, sched, A100, seq=1536, microbatch=1, tp=6)
+    wide = dataclasses.replace(A100, gpus_per_node=24)
+    np.testing.assert_allclose(alone.f, transformer_costs(model, sched, wide, seq=1536,
+                                                          microbatch=1, tp=6).f)
+    assert alone.error_bar.regime.tp == "in node"
 
 
 def test_a_faster_nvlink_is_never_slower_for_a_small_collective():

@@ -178,9 +178,10 @@ def test_command_line_plan(tmp_path):
                "--efficiency", "0.4", "--link", "NVLink4", "--capacity-gb", "40")
     assert run.returncode == 0, run.stderr
     assert "llama2-7b on 2 x H100-80GB (products up to 40% of peak)" in run.stdout
-    # device 0: 16 layers of 202.4 M parameters and the 131 M embedding, 16 bytes each, and
-    # 0.5 GB of activations (fused SwiGLU: 6F bytes a token in the MLP)
-    assert "nothing fits" in run.stdout and "needs 54.4 GB on device 0" in run.stdout
+    # device 0: 16 layers of 202.4 M parameters and the 131 M embedding, 18 bytes each (the
+    # gradients in fp32), 60.6 GB, and 0.5 GB of activations (fused SwiGLU: 6F bytes a token
+    # in the MLP)
+    assert "nothing fits" in run.stdout and "needs 61.2 GB on device 0" in run.stdout
     roomy = _cli("plan", "--model", "llama2-7b", "--gpus", "2", "--seq", "128",
                  "--global-batch", "4", "--tp", "1", "--pp", "2", "--microbatch", "1",
                  "--recompute", "none", "--schedules", "1f1b", "zbv", "--out", str(tmp_path),

@@ -75,14 +75,18 @@ def link_time(link, message_bytes, steps, fraction) -> np.ndarray:
                    for base, hop, bandwidth in link.protocols], axis=0)
 
 
-def tensor_parallel_per_node(hardware: Hardware, t) -> np.ndarray:
+def tensor_parallel_per_node(hardware: Hardware, t, gpus=None) -> np.ndarray:
     """Members per node of a tensor-parallel group of ``t`` consecutive ranks: in the group
     that fares worst, ``gcd(t, gpus_per_node)``. Groups start at multiples of ``t``, so where
     ``t`` does not divide the node some straddle two nodes, and the smallest piece of one
     (``t = 6`` on 8 GPUs: ranks 6-7 on one node, 8-11 on the next) sets the network's share:
-    that group paces every stage it serves."""
+    that group paces every stage it serves. A job of ``gpus`` (default: unknown, as large as
+    need be) that fits in one node has no group astride two: ``t`` members."""
     t = np.asarray(t)
-    return np.gcd(t.astype(np.int64), hardware.gpus_per_node).astype(t.dtype)
+    per_node = np.gcd(t.astype(np.int64), hardware.gpus_per_node)
+    if gpus is not None:
+        per_node = np.where(np.asarray(gpus) <= hardware.gpus_per_node, t, per_node)
+    return per_node.astype(t.dtype)
 
 
 def context_parallel_per_node(hardware: Hardware, t, cp) -> np.ndarray:

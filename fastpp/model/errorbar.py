@@ -92,16 +92,18 @@ def _bucket(value: float, edges) -> str:
     return next(label for edge, label in edges if value <= edge)
 
 
-def regime(model, hardware: Hardware, seq: int, t: int = 1) -> Regime:
+def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = None) -> Regime:
     """The regime of ``model`` (a ``Transformer``) on ``hardware`` at sequence ``seq`` and
-    tensor-parallel degree ``t``; a sliding window shorter than ``seq`` is an architecture of
-    its own (no published table has one)."""
+    tensor-parallel degree ``t`` in a job of ``gpus`` (default: large): tensor parallelism is
+    inside a node where ``t`` divides it or the job fits in one; a sliding window shorter than
+    ``seq`` is an architecture of its own (no published table has one)."""
     arch = "moe" if model.moe else "dense"
     if model.sliding_layers and model.window < seq:
         arch += " with a sliding window"
     return Regime(generation(hardware), _bucket(model.parameters, SIZES),
                   _bucket(seq, SEQS), arch,
-                  "in node" if hardware.gpus_per_node % t == 0 else "across nodes")
+                  "in node" if hardware.gpus_per_node % t == 0 or (
+                      gpus is not None and gpus <= hardware.gpus_per_node) else "across nodes")
 
 
 def step_error(error: np.ndarray, quantity) -> np.ndarray:

@@ -209,8 +209,10 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     for _, r in faster.iterrows():
         blocking = bool(r.pop("_blocking"))
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
-            "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm", "zero3",
+            "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm",
             "replicate", "reduce_bytes", "precision", "dispatcher", "recompute_modules")},
+            # how ZeRO-3 gathers is the run's where the neighbour runs ZeRO-3 too
+            zero3=config.zero3 if r["zero"] == 3 else "layer",
             # the run's recompute method where both recompute fully, as plan priced it
             **({"recompute_method": config.recompute_method,
                 "recompute_layers": config.recompute_layers}

@@ -374,7 +374,7 @@ def nvlink_protocols(bandwidth: float, latency: float = 5e-6) -> tuple:
     on NVLink3 (its latencies are the launch's and NCCL's, not the link's), its bandwidth
     scaled by the link's bus bandwidth; and the plain ring (``latency`` a step, the link's
     bandwidth) for the rest. Without LL, 8 GPUs' all-reduce of 8 KB took 70 us on NVLink4 and
-    32 us on NVLink3; with it, 31 us on each. Carrying LL128 and Simple over as well moved the
+    32 us on NVLink3; with it, 32 us on each. Carrying LL128 and Simple over as well moved the
     MoE table's MAPE from 9.96% to 10.2%; LL alone leaves it and moves Megatron-Core's H100
     table from 2.61% to 2.58% (5 December 2026)."""
     base, hop, rate = NVLINK3_PROTOCOLS[0]

@@ -474,7 +474,7 @@ def _table(pd, model, hardware, seq, gpus, cols, rows, recipe, partial: bool):
         "overlap": cols["overlap"].astype(bool),
         "precision": np.array(PRECISIONS, object)[cols["precision"]],
         **{k: rows[k] for k in ("layout", *NUMBERS)},
-        **_error_bars(model, hardware, seq, cols["t"]),
+        **_error_bars(model, hardware, seq, cols["t"], gpus),
         "expected_memory_error": _memory_error(model, cols, rows, recipe, partial),
         **{k: rows[k] for k in ("fits", "reason")},
         **{k: rows[k] for k in NOISY if k in rows}})
@@ -491,9 +491,9 @@ def _noisy(sid, p, n, m, fields, first, V, outside, noisy) -> dict[str, np.ndarr
     return out
 
 
-def _error_bars(model, hardware, seq, t) -> dict[str, np.ndarray]:
+def _error_bars(model, hardware, seq, t, gpus: int) -> dict[str, np.ndarray]:
     """``ERROR_COLUMNS`` of every row: of the ``t`` values' regimes (the rest is the call's)."""
-    bars = {x: error_bar(regime(model, hardware, seq, x)) for x in np.unique(t).tolist()}
+    bars = {x: error_bar(regime(model, hardware, seq, x, gpus)) for x in np.unique(t).tolist()}
     return {"expected_error": np.array([bars[x].expected for x in t.tolist()]),
             "extrapolated": np.array([bars[x].extrapolated for x in t.tolist()], object)}
 

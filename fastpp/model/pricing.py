@@ -35,7 +35,7 @@ from .layout import (
 from .moe import check_imbalance, expert_data_parallel, expert_reasons
 from .overlap import expert_overlap, overlap_reason
 from .presets import MODELS
-from .recipes import make_recipe
+from .recipes import OPTIMIZER_BYTES, make_recipe
 from .stages import (
     chunk_kinds,
     device_memory,
@@ -305,7 +305,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       gamma=table["gamma"], act=table["act"],
                       bandwidth=table["bandwidth"],
                       message_bytes=table["message_bytes"], fb=table.get("fb"),
-                      error_bar=error_bar(regime(model, hardware, config.seq, config.t)),
+                      error_bar=error_bar(regime(model, hardware, config.seq, config.t,
+                                                 config.gpus)),
                       recomputed=table["recomputed"])
 
 
@@ -342,7 +343,7 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
                  layers=None, ep: int = DEFAULTS["ep"], etp: int = DEFAULTS["etp"],
                  cp: int = DEFAULTS["cp"], zero3: str = DEFAULTS["zero3"],
                  replicate: int = DEFAULTS["replicate"],
-                 reduce_bytes: float = DEFAULTS["reduce_bytes"],
+                 reduce_bytes: float = DEFAULTS["reduce_bytes"], recipe=None,
                  config: RunConfig | None = None) -> dict[str, np.ndarray]:
     """Per device: ``parameter_bytes``, ``gradient_bytes`` and ``optimizer_bytes`` of the
     stages it holds (mixed-precision Adam: bf16 weights, the gradients at ``reduce_bytes``,
@@ -379,6 +380,9 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     reduce_bytes : float
         Bytes a gradient is held and reduced in: 4 (Megatron's fp32 ``main_grad`` under
         ``--bf16``), 2 (``--grad-reduce-in-bf16``, fp16 training).
+    recipe : Recipe or str, optional
+        A memory recipe (``fastpp.model.recipes``): ``"deepseek-v3"`` keeps AdamW's moments
+        in bf16 (8 optimizer bytes a parameter), as ``plan`` counts them with it.
     config : RunConfig, optional
         One run in place of the keywords.
 
@@ -404,26 +408,28 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         ep, etp = positive_int(ep, "ep", MAX_INT - 1), positive_int(etp, "etp", MAX_INT - 1)
         replicate = positive_int(replicate, "replicate", MAX_INT - 1)
         reduce_bytes = check_reduce_bytes(reduce_bytes)
+        recipe = make_recipe(recipe)
         replicate_reason(replicate, zero, d * cp, raise_it=True)
         _fit(model, None, t, d, cp, ep, etp, t_name="tp", replicate=replicate, zero=zero)
     else:
         config = as_run(config)
         config_alone("device_bytes", tp=tp, dp=dp, zero=zero, layout=layout, layers=layers,
                       ep=ep, etp=etp, cp=cp, zero3=zero3, replicate=replicate,
-                      reduce_bytes=reduce_bytes)
+                      reduce_bytes=reduce_bytes, recipe=recipe)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
              replicate=config.replicate, zero=config.zero)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp
         zero, zero3, replicate = config.zero, config.zero3, config.replicate
-        reduce_bytes = config.reduce_bytes
+        reduce_bytes, recipe = config.reduce_bytes, None
     edp = int(expert_data_parallel(model, t, d, ep, etp, cp))
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
     params, experts = device_parameters(
         model, schedule.stage_to_device, schedule.p,
         stage_params(model, per_stage, embedding, loss, t, moe, mtp),
         expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp), embedding, loss, t)
-    weights, grads, optimizer = device_memory(model, params, experts, t, d * cp, edp, zero,
-                                              zero3, replicate, reduce_bytes)
+    weights, grads, optimizer = device_memory(
+        model, params, experts, t, d * cp, edp, zero, zero3, replicate, reduce_bytes,
+        OPTIMIZER_BYTES if recipe is None else recipe.optimizer_bytes)
     return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}

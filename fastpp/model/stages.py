@@ -338,7 +338,7 @@ def _layer_prices(model, hardware, grid) -> dict:
     # a full recompute repeats it, and so does the selective one (the core with its exchange)
     cp_backward = cp_backward + np.where(rc >= 1, cp_forward, 0.0)
     sbh = seq * b * model.hidden
-    spans = tensor_parallel_per_node(hardware, t)
+    spans = tensor_parallel_per_node(hardware, t, t * grid.cp * grid.d * grid.p)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
     # an all-gather and a reduce-scatter each with sequence parallelism (the same bytes)
     exchange = (all_gather(hardware, BYTES * sbh, t, spans)

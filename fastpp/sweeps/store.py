@@ -14,11 +14,13 @@ part file.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import uuid
 from pathlib import Path
@@ -26,10 +28,13 @@ from pathlib import Path
 from ..checks import ScheduleError, file_path, require
 
 META = "_fastpp"
-# the package's modules whose code computes a sweep's rows (all but the ones that only read,
-# draw or talk): a resume by other code would mix its rows with the stored ones
-ROW_CODE = ("*.py", "generators/*.py", "sweeps/*.py")
-NOT_ROW_CODE = ("__main__.py", "io.py", "plot.py", "trace.py")
+# the package's modules whose code computes a sweep's rows: a resume by other code would mix
+# its rows with the stored ones (the checks, messages, readers and this store are not hashed:
+# an edit there leaves a sweep resumable)
+ROW_CODE = ("batch.py", "compiled.py", "costs.py", "dependencies.py", "engine.py", "kernels.py",
+            "montecarlo.py", "noise.py", "ops.py", "placement.py", "schedule.py", "simulate.py",
+            "theory.py", "generators/*.py", "sweeps/*.py")
+NOT_ROW_CODE = ("sweeps/store.py",)
 
 
 class SkipReasons(dict):
@@ -60,12 +65,12 @@ class SkipReasons(dict):
 @functools.cache
 def code_identity() -> str:
     """A digest of the source of the modules that compute a sweep's rows (``ROW_CODE``): two
-    installs agree on it only if they compute the same rows. About 1 MB read once."""
+    installs agree on it only if they compute the same rows. About 0.4 MB read once."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for pattern in ROW_CODE:
         for path in sorted(root.glob(pattern)):
-            if path.parent == root and path.name in NOT_ROW_CODE:
+            if path.relative_to(root).as_posix() in NOT_ROW_CODE:
                 continue
             digest.update(path.relative_to(root).as_posix().encode() + b"\0")
             digest.update(path.read_bytes() + b"\0")
@@ -141,8 +146,9 @@ class Store:
             other = _other_code(old, manifest)
             if other is not None:
                 raise ScheduleError(f"resume=True needs the fastpp that started the sweep in "
-                                    f"out={str(folder)!r} ({other}): start afresh without "
-                                    f"resume=True, or resume with that version")
+                                    f"out={str(folder)!r} ({other}): start afresh (delete the "
+                                    f"folder, or choose another out), or resume with that "
+                                    f"version")
             if {k: old.get(k) for k in manifest} != manifest:
                 raise ScheduleError(f"resume=True needs the arguments that the sweep in "
                                     f"out={str(folder)!r} was started with: it holds a "
@@ -388,7 +394,7 @@ class Lock:
     and host, locked with ``flock``, which the system lets go when the process ends however it
     ends (a stale file is no lock). Another process's hold is a ``ScheduleError``. Where the
     file cannot be made (a read-only folder, which no one writes to) or ``flock`` is missing
-    (Windows), nothing is held."""
+    (Windows, file systems that refuse it), nothing is held."""
 
     def __init__(self, path: Path, folder: Path):
         self.path, self.fd = path, None
@@ -403,7 +409,10 @@ class Lock:
                 return
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            except OSError as error:
+                if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    os.close(fd)  # no flock on this file system (Lustre without -o flock,
+                    return        # some FUSE mounts): nothing is held, as on Windows
                 holder = os.read(fd, 200).decode(errors="replace").split()
                 os.close(fd)
                 pid = holder[0] if holder else "?"
@@ -427,6 +436,23 @@ class Lock:
             self.path.unlink(missing_ok=True)  # (while held: a process waiting sees it gone)
             os.close(self.fd)
             self.fd = None
+
+
+def clear(folder) -> None:
+    """Empty a sweep's ``folder`` for a fresh run, holding its lock while deleting: a sweep
+    running there is refused (``Lock``'s ``ScheduleError``), never deleted under it."""
+    folder = Path(folder)
+    lock = Lock(folder / META / "lock", folder)
+    try:
+        for entry in [*folder.iterdir(), *(folder / META).iterdir()]:
+            if entry == folder / META or entry == lock.path:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink(missing_ok=True)
+    finally:
+        lock.release()
 
 
 def in_use(folder) -> None:
