@@ -150,8 +150,8 @@ def _memory_bar(error: float, model, config: RunConfig) -> str:
                              make_recipe(recompute_modules=config.priced_modules))
         return f"no error bar: not measured: {missing} (fastpp.model.memorybar)"
     return (f"± {error:.1%} expected error (activations measured against PyTorch, the rest "
-            f"counted, gradients as bf16; not covered: workspace, fragmentation, communication "
-            f"buffers, Megatron's fp32 gradient buffer)")
+            f"counted, gradients at {config.reduce_bytes:g} bytes; not covered: workspace, "
+            f"fragmentation, communication buffers)")
 
 
 def _recompute_tflops(model, config: RunConfig, row: dict) -> float:
