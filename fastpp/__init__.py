@@ -21,6 +21,7 @@ units of what one microbatch leaves on a device of a plain pipeline (``M_B``).
 """
 
 from . import theory
+from ._version import __version__ as __version__
 from .checks import ScheduleError, ScheduleTypeError
 from .costs import Costs
 from .generators.registry import SCHEDULES, ScheduleSpec, build_schedule
@@ -32,8 +33,6 @@ from .search import SearchResult, optimize
 from .seed import Device, compute_theoretical_peak, gpipe_schedule, onef_oneb_schedule
 from .simulate import Result, simulate
 from .sweeps import best_within_budget, pareto_front, sweep
-
-__version__ = "0.1.0"
 
 # measured runs and reports need pandas: imported when first used, so that `import fastpp`
 # stays light

@@ -63,3 +63,13 @@ def test_private_emit_stays_in_generators():
     are public (``fastpp.placement``, ``fastpp.ops``)."""
     users = {m for m, deps in imports().items() if "fastpp.generators._emit" in deps}
     assert users and all(m.startswith("fastpp.generators.") for m in users), sorted(users)
+
+
+def test_one_version():
+    """pyproject.toml's version is fastpp.__version__, which sweep manifests record."""
+    import tomllib
+
+    import fastpp
+
+    with open(PACKAGE.parent / "pyproject.toml", "rb") as handle:
+        assert tomllib.load(handle)["project"]["version"] == fastpp.__version__

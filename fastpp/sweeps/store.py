@@ -25,6 +25,7 @@ import socket
 import uuid
 from pathlib import Path
 
+from .._version import __version__
 from ..checks import ScheduleError, file_path, require
 
 META = "_fastpp"
@@ -118,8 +119,6 @@ class Store:
             fmt = "parquet"
         except ImportError:
             fmt = "csv"
-        from .. import __version__
-
         manifest = {"fingerprint": fingerprint, "points": total, "chunk_size": chunk_size,
                     "version": __version__, "code": code_identity()}
         self.lock = None
