@@ -263,3 +263,33 @@ def test_device_bytes_counts_a_recipes_bf16_moments_as_plan_does():
     moments = device_bytes(model, sched, dp=4, zero=1, recipe="deepseek-v3")
     np.testing.assert_allclose(moments["optimizer_bytes"] * 12, plain["optimizer_bytes"] * 8)
     np.testing.assert_allclose(moments["gradient_bytes"], plain["gradient_bytes"])
+
+
+def test_transformer_costs_agrees_with_plan_on_three_counts():
+    """The plan-against-building-blocks trial: the keyword form's error bar counted the job
+    without its pipeline (t = 6 on 12 GPUs read as inside a node), it had no
+    ``reduce_bytes`` (a misspelt or missing keyword was a bare TypeError), and it refused
+    combined 1F1B's overlap where one microbatch builds no pair, which plan prices as
+    without the overlap."""
+    from fastpp.model import HARDWARE, transformer_costs
+    from fastpp.model.errorbar import error_bar, regime
+
+    model = Transformer(4, 768, 48, kv_heads=12, vocab=1000)
+    config = RunConfig(seq=1536, global_batch=8, t=6, p=2, d=1)
+    keywords = transformer_costs(model, config.build_schedule(), "H100-80GB", seq=1536, tp=6)
+    assert keywords.error_bar == transformer_costs(model, hardware="H100-80GB",
+                                                   config=config).error_bar
+    assert keywords.error_bar == error_bar(regime(model, HARDWARE["H100-80GB"], 1536, 6, 12))
+    assert keywords.error_bar.regime.tp == "across nodes"
+    with pytest.raises(ScheduleTypeError, match="transformer_costs has no keyword 'reduce'"):
+        transformer_costs(model, config.build_schedule(), seq=1536, reduce=2)
+    one = RunConfig(seq=4096, global_batch=8, d=8, ep=8, schedule="combined-1f1b", m=2,
+                    overlap=True)
+    plain = one.replace(overlap=False)
+    paired, unpaired = (transformer_costs("mixtral-8x7b", hardware="H100-80GB", config=c)
+                        for c in (one, plain))
+    np.testing.assert_array_equal(paired.f, unpaired.f)
+    np.testing.assert_array_equal(paired.b, unpaired.b)
+    row = plan("mixtral-8x7b", hardware="H100-80GB", config=one, workers=1).iloc[0]
+    assert row["step_time"] == plan("mixtral-8x7b", hardware="H100-80GB", config=plain,
+                                    workers=1).iloc[0]["step_time"]

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import fastpp
-from fastpp.model import HARDWARE, MODELS, ModelCosts, plan, transformer_costs
+from fastpp.model import HARDWARE, MODELS, ModelCosts, errorbar, plan, transformer_costs
 from fastpp.model.errorbar import (
     MIN_ROWS,
     Regime,
@@ -124,19 +124,34 @@ def test_a_gpu_no_table_checks_is_extrapolated():
         == ""
 
 
+def test_a_run_larger_than_any_checked_is_extrapolated():
+    """98,304 H100s had the bar of the runs of at most 3,072 GPUs it pools, unflagged (the
+    physics trial): a run past the largest checked run of its bar is extrapolated, at the
+    worst error nearby."""
+    at = {g: error_bar(regime(MODELS["llama3-70b"], HARDWARE["H100-80GB"], 8192, 4, g))
+          for g in (64, 98304)}
+    largest = max(g["largest"] for g in errorbar._groups() if g["gpu"] == "H100")
+    assert at[64].extrapolated == "" and largest < 98304
+    assert at[98304].extrapolated.startswith("scale 98,304 GPUs (the largest checked run of "
+                                             "its bar: ")
+    assert at[98304].expected >= at[64].expected
+    assert regime(MODELS["llama3-70b"], HARDWARE["H100-80GB"], 8192, 4).gpus == 0  # unknown
+
+
 def test_plan_rows_and_transformer_costs_carry_their_regimes_bar():
     df = plan("llama2-7b", 32, seq=4096, global_batch=64, tp=[2, 16], pp=[1, 2],
               microbatch=1, recompute="none", schedules=["1f1b"])
     for t, part in df.groupby("t"):
-        bar = error_bar(regime(MODELS["llama2-7b"], HARDWARE["H100-80GB"], 4096, t))
+        bar = error_bar(regime(MODELS["llama2-7b"], HARDWARE["H100-80GB"], 4096, t, 32))
         assert (part["expected_error"] == bar.expected).all()
         assert (part["extrapolated"] == bar.extrapolated).all()
     assert set(df.loc[df["t"] == 16, "extrapolated"]) == {"tp across nodes"}
     costs = transformer_costs("llama2-7b", fastpp.build_schedule("1f1b", 2, 4), seq=4096,
                               tp=2)
     assert isinstance(costs, ModelCosts) and isinstance(costs, fastpp.Costs)
+    # the job's GPUs: t x the schedule's p (the keyword form's dp=1)
     assert costs.error_bar == error_bar(regime(MODELS["llama2-7b"], HARDWARE["H100-80GB"],
-                                               4096, 2))
+                                               4096, 2, 2 * 2))
     assert costs == fastpp.Costs(costs.f, costs.b, w=costs.w, comm=costs.comm,
                                  gamma=costs.gamma, act=costs.act, bandwidth=costs.bandwidth,
                                  message_bytes=costs.message_bytes)

@@ -15,7 +15,9 @@ differ in one fact, then two, ...) until ``MIN_ROWS`` rows pool. A configuration
 has no check row at all is *extrapolated*: ``ErrorBar.extrapolated`` names each fact that no
 validated row shares (e.g. ``"seq >64K"``; or the combination, when each fact was validated
 apart), and its expected error is the worst single error among the nearest groups' rows:
-outside what was checked, fastpp claims no more than its worst check nearby.
+outside what was checked, fastpp claims no more than its worst check nearby. So is a run on
+more GPUs than any checked run its bar pools (``"scale ..."``): collectives and stragglers at
+a scale no table measured.
 
 Whether the bars hold beyond the runs they were made from is measured by ``coverage``: each
 published dataset left out in turn, its rows against the bars the others give.
@@ -57,13 +59,16 @@ SEQS = ((8192, "<=8K"), (65536, "8K-64K"), (np.inf, ">64K"))
 
 
 class Regime(NamedTuple):
-    """The five facts a prediction's error bar is looked up by (see the module)."""
+    """The five facts a prediction's error bar is looked up by (see the module), and the
+    run's ``gpus`` (0: not stated), which no bar is grouped by: a run larger than every
+    checked run its bar pools is extrapolated ("scale")."""
 
     gpu: str
     size: str
     seq: str
     arch: str
     tp: str
+    gpus: int = 0
 
 
 class ErrorBar(NamedTuple):
@@ -103,7 +108,8 @@ def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = N
     return Regime(generation(hardware), _bucket(model.parameters, SIZES),
                   _bucket(seq, SEQS), arch,
                   "in node" if hardware.gpus_per_node % t == 0 or (
-                      gpus is not None and gpus <= hardware.gpus_per_node) else "across nodes")
+                      gpus is not None and gpus <= hardware.gpus_per_node) else "across nodes",
+                  0 if gpus is None else int(gpus))
 
 
 def step_error(error: np.ndarray, quantity) -> np.ndarray:
@@ -115,8 +121,8 @@ def step_error(error: np.ndarray, quantity) -> np.ndarray:
 
 def regime_table(frame) -> list[dict]:
     """Per regime of ``validate()``'s check rows of the cost model: ``rows``, ``rms``,
-    ``bias`` and ``worst`` (the largest absolute; relative step-time errors) and the
-    datasets behind them; sorted by regime."""
+    ``bias`` and ``worst`` (the largest absolute; relative step-time errors), ``largest``
+    (the most GPUs a row ran on) and the datasets behind them; sorted by regime."""
     part = frame[(frame["role"] == "check") & ~frame["dataset"].isin(NOT_MODEL)]
     errors = step_error(part["error"].to_numpy(), part["quantity"].to_numpy())
     out = []
@@ -126,6 +132,7 @@ def regime_table(frame) -> list[dict]:
                     "rms": round(float(np.sqrt(np.mean(e * e))), 4),
                     "bias": round(float(np.mean(e)), 4),
                     "worst": round(float(np.max(np.abs(e))), 4),
+                    "largest": int(part["gpus"].iloc[idx].max()),
                     "datasets": sorted(set(part["dataset"].iloc[idx]))})
     return out
 
@@ -159,7 +166,7 @@ def coverage(frame) -> list[dict]:
     frame = frame[np.isfinite(frame["error"])]
     errors = np.abs(step_error(part["error"].to_numpy(), part["quantity"].to_numpy()))
     names = part["dataset"].to_numpy()
-    where = [Regime(*key) for key in part[list(FACTS)].itertuples(index=False)]
+    where = [Regime(*key) for key in part[list(Regime._fields)].itertuples(index=False)]
     bars, outside = np.empty(errors.size), np.empty(errors.size, bool)
     for name in sorted(set(names)):
         groups = regime_table(frame[frame["dataset"] != name])
@@ -191,7 +198,8 @@ def error_bar(where: Regime, groups=None) -> ErrorBar:
     groups = _groups() if groups is None else tuple(groups)
     if not groups:
         return ErrorBar(np.nan, np.nan, 0, where, "no validated regime at all")
-    differ = np.array([sum(g[f] != v for f, v in zip(FACTS, where, strict=True))
+    facts = where[:len(FACTS)]
+    differ = np.array([sum(g[f] != v for f, v in zip(FACTS, facts, strict=True))
                        for g in groups])
     rows = np.array([g["rows"] for g in groups])
     # the nearest groups that hold MIN_ROWS check rows between them (or all of them)
@@ -202,12 +210,19 @@ def error_bar(where: Regime, groups=None) -> ErrorBar:
     bias = np.array([g["bias"] for g in groups])
     expected = float(np.sqrt(np.sum(rms[near] ** 2 * rows[near]) / rows[near].sum()))
     mean = float(np.sum(bias[near] * rows[near]) / rows[near].sum())
-    if (differ == 0).any():
+    pooled = [g for g, taken in zip(groups, near, strict=True) if taken]
+    missing = []
+    if not (differ == 0).any():
+        unseen = [f"{f} {v}" for f, v in zip(FACTS, facts, strict=True)
+                  if all(g[f] != v for g in groups)]
+        missing.append("; ".join(unseen) if unseen else (
+            "the combination " + ", ".join(facts) + " (each fact validated apart)"))
+    largest = max(g.get("largest", 0) for g in pooled)
+    if where.gpus > largest > 0:
+        missing.append(f"scale {where.gpus:,} GPUs (the largest checked run of its bar: "
+                       f"{largest:,})")
+    if not missing:
         return ErrorBar(round(expected, 4), round(mean, 4), int(rows[near].sum()), where, "")
-    unseen = [f"{f} {v}" for f, v in zip(FACTS, where, strict=True)
-              if all(g[f] != v for g in groups)]
-    missing = "; ".join(unseen) if unseen else (
-        "the combination " + ", ".join(where) + " (each fact validated apart)")
-    worst = max(g["worst"] for g, pooled in zip(groups, near, strict=True) if pooled)
+    worst = max(g["worst"] for g in pooled)
     return ErrorBar(round(max(expected, worst), 4), round(mean, 4), int(rows[near].sum()),
-                    where, missing)
+                    where, "; ".join(missing))

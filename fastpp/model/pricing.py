@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import MAX_INT, ScheduleError, instance, one_of, positive_int
+from ..checks import MAX_INT, ScheduleError, instance, known_keywords, one_of, positive_int
 from ..costs import Costs
-from ..generators.registry import code_of
+from ..generators.registry import SCHEDULES, code_of
 from ..ops import FB
 from ..placement import copies, mirrored
 from ..schedule import Schedule
@@ -119,7 +119,10 @@ def _stages(model, hardware, schedule: Schedule, grid: RunGrid, layout=None, lay
     overlap, recompute = bool(grid.overlap[0]), RECOMPUTE[int(grid.recompute[0])]
     if overlap or expert_overlap(schedule.name):
         # Megatron's combined 1F1B is its overlap: it refuses full recomputation as well
-        pairs = bool(np.any(schedule.kind == FB))
+        # a schedule of pairs with none built (one microbatch) prices as without the
+        # overlap, as plan prices it by the schedule's kind
+        pairs = bool(np.any(schedule.kind == FB)) or (
+            schedule.name in SCHEDULES and SCHEDULES[schedule.name].pairs)
         reason = overlap_reason(schedule.name, pairs or not overlap, recompute,
                                 int(grid.cp[0]) if overlap else 1, int(grid.ep[0]))
         if reason:
@@ -150,6 +153,7 @@ class ModelCosts(Costs):
     recomputed: np.ndarray | None = None
 
 
+@known_keywords("transformer_costs")  # a misspelt keyword named, not a bare TypeError
 def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80GB", *,
                       seq: int | None = None, microbatch: int = DEFAULTS["microbatch"],
                       tp: int = DEFAULTS["t"], dp: int = DEFAULTS["d"],
@@ -162,6 +166,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       imbalance: float = DEFAULTS["imbalance"], cp: int = DEFAULTS["cp"],
                       cp_comm: str = DEFAULTS["cp_comm"], zero: int = DEFAULTS["zero"],
                       zero3: str = DEFAULTS["zero3"], replicate: int = DEFAULTS["replicate"],
+                      reduce_bytes: float = DEFAULTS["reduce_bytes"],
                       overlap: bool = DEFAULTS["overlap"],
                       dispatcher: str = DEFAULTS["dispatcher"], recipe=None,
                       recompute_modules=None, fp8_cache: bool = False, offload_modules=None,
@@ -219,6 +224,9 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     replicate : int
         Hybrid sharding's groups (``RunConfig.replicate``): ZeRO-3's collectives run over
         the ``dp * cp / replicate`` ranks of a group.
+    reduce_bytes : float
+        Bytes a gradient is reduced in (4: fp32, 2: bf16), which per-layer ZeRO-3's
+        reduce-scatters move inside the pipeline.
     overlap : bool
         Price the schedule's overlapped pairs with ``fastpp.model.overlap`` (``Costs.fb``):
         DualPipe, DualPipeV and combined 1F1B. Without it a pair takes ``f + b``, the
@@ -273,7 +281,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                               ep=ep, etp=etp, precision=precision, node_limit=node_limit,
                               imbalance=imbalance, cp=cp, cp_comm=cp_comm, zero=zero,
                               zero3=zero3, replicate=replicate, overlap=overlap,
-                              dispatcher=dispatcher)
+                              dispatcher=dispatcher, reduce_bytes=reduce_bytes)
         # the modules act on selective recomputation alone: otherwise they would price nothing
         if recompute_modules is not None and recompute != "selective":
             raise ScheduleError(f"recompute_modules must come with selective recomputation, "
@@ -289,7 +297,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       layers=layers, blocking_handoffs=blocking_handoffs, tp_overlap=tp_overlap,
                       ep=ep, etp=etp, precision=precision, node_limit=node_limit,
                       imbalance=imbalance, cp=cp, cp_comm=cp_comm, zero=zero, zero3=zero3,
-                      replicate=replicate, overlap=overlap, dispatcher=dispatcher, recipe=recipe,
+                      replicate=replicate, reduce_bytes=reduce_bytes, overlap=overlap,
+                      dispatcher=dispatcher, recipe=recipe,
                       recompute_modules=recompute_modules, fp8_cache=fp8_cache,
                       offload_modules=offload_modules)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
@@ -305,8 +314,9 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       gamma=table["gamma"], act=table["act"],
                       bandwidth=table["bandwidth"],
                       message_bytes=table["message_bytes"], fb=table.get("fb"),
+                      # the job's GPUs: the keyword form's config holds p = 1
                       error_bar=error_bar(regime(model, hardware, config.seq, config.t,
-                                                 config.gpus)),
+                                                 config.gpus // config.p * schedule.p)),
                       recomputed=table["recomputed"])
 
 

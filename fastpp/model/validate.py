@@ -143,7 +143,8 @@ def _korthikanti(hw):
             t = step_time(model, hw, sched, seq=int(r["seq"]), microbatch=b, t=int(r["t"]),
                           sequence_parallel=sp, recompute=rc)
             rows.append(("korthikanti_2022", f"{r['model']} {mode}", "iteration_s",
-                         float(r[column]), t, regime(model, hw, int(r["seq"]), int(r["t"]))))
+                         float(r[column]), t, regime(model, hw, int(r["seq"]), int(r["t"]),
+                                                     int(r["gpus"]))))
     return rows
 
 
@@ -234,7 +235,7 @@ def _narayanan(hw, era=None):
         rows.append(("narayanan_2021_table1", f"{r['params_b']}B", "tflops_per_gpu",
                      float(r["tflops_per_gpu"]),
                      _narayanan_flops(r) / step / int(r["gpus"]) / 1e12,
-                     regime(model, hw, 2048, int(r["t"]))))
+                     regime(model, hw, 2048, int(r["t"]), int(r["gpus"]))))
     return rows
 
 
@@ -259,7 +260,7 @@ def _megatron_core(hw, which=None):
         flops = 72.0 * B * seq * L * h * h * (1 + seq / (6 * h) + v / (12 * L * h))
         rows.append(("megatron_core_h100_weak_scaling", f"{r['model']}", "tflops_per_gpu",
                      float(r["tflops_per_gpu"]), flops / step / gpus / 1e12,
-                     regime(model, hw, seq, t)))
+                     regime(model, hw, seq, t, gpus)))
     return rows
 
 
@@ -333,7 +334,7 @@ def _zero_bubble(hw):
         # from the profiled costs (ms per stage), the paper's memory units M_B, M_W
         m_b, m_w = 34.0 * h + 5.0 * a * seq, 32.0 * h
         model = _gpt(r, ZB_VOCAB)
-        where = regime(model, hw, seq)
+        where = regime(model, hw, seq, 1, int(r["gpus"]))
         loop = build_schedule("1f1b", p, n)
         table = model_costs(model, hw, loop, seq=seq, microbatch=b,
                             layers=zb_layers(model.layers, p))[1]

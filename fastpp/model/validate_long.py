@@ -226,5 +226,5 @@ def long_rows(frame=None, speed=None):
         at = ATTENTION_SPEED[table] if speed is None else speed
         predicted, memory[label] = _tflops(model, hw, run, gpus, at)
         rows.append((name, label, "tflops_per_gpu", measured, predicted,
-                     regime(model, hw, run["seq"], run["t"])))
+                     regime(model, hw, run["seq"], run["t"], gpus)))
     return rows, memory

@@ -168,7 +168,7 @@ def vtrain_rows(hw, data, which=None, path=None):
         step = step_time(model, hw, _schedule("1f1b", p, n), seq=int(r["seq"]), microbatch=b,
                          t=t, d=d, recompute="full", reduce_bytes=2.0)
         rows.append((VTRAIN, row_label(i, r), "iteration_ms", float(r["iteration_ms"]),
-                     1e3 * step, regime(model, hw, int(r["seq"]), t)))
+                     1e3 * step, regime(model, hw, int(r["seq"]), t, int(r["gpus"]))))
     return rows
 
 
