@@ -1,6 +1,8 @@
 """simulate() on a built schedule against the plain pure-Python simulator (bench/plain.py) on
-the same ops; the ratio is reported (the per-point target lives in bench_api.py). Results are
-checked against tests/reference.py, which is a correctness oracle here, not a baseline.
+the same ops; the ratio is reported (the per-point target lives in bench_api.py, which times a
+new cost vector each call: here one ``Costs`` object is simulated again, its per-stage
+expansion kept, the kernel's path alone). Results are checked against tests/reference.py,
+which is a correctness oracle here, not a baseline.
 
 Run for real with ``pytest bench --benchmark-enable -n 0``; the normal suite runs each once.
 """

@@ -11,9 +11,9 @@ import numpy as np
 
 
 @numba.njit(nogil=True, cache=True)
-def one_f_one_b_point(p, n, f, b, comm):
-    """Makespan and the largest peak activation count of 1F1B on ``p`` devices."""
-    # the order: warm-up forwards, then F/B pairs, then the remaining backwards
+def one_f_one_b_order(p, n):
+    """1F1B's order on ``p`` devices: warm-up forwards, then F/B pairs, then the remaining
+    backwards (kind 0 a forward, 1 a backward; and each op's microbatch)."""
     kind = np.empty((p, 2 * n), np.int8)
     mb = np.empty((p, 2 * n), np.int64)
     for r in range(p):
@@ -29,6 +29,13 @@ def one_f_one_b_point(p, n, f, b, comm):
         for j in range(n - warm, n):
             kind[r, k], mb[r, k] = 1, j
             k += 1
+    return kind, mb
+
+
+@numba.njit(nogil=True, cache=True)
+def one_f_one_b_timeline(kind, mb, f, b, comm):
+    """Makespan and the largest peak activation count of an order of 1F1B's shape."""
+    p, n = kind.shape[0], kind.shape[1] // 2
     f_done = np.full((p, n), -1.0)
     b_done = np.full((p, n), -1.0)
     free = np.zeros(p)
@@ -62,3 +69,21 @@ def one_f_one_b_point(p, n, f, b, comm):
             held += 1 if kind[r, k] == 0 else -1
             peak = max(peak, held)
     return free.max(), peak
+
+
+@numba.njit(nogil=True, cache=True)
+def one_f_one_b_point(p, n, f, b, comm):
+    """Makespan and the largest peak activation count of 1F1B on ``p`` devices."""
+    kind, mb = one_f_one_b_order(p, n)
+    return one_f_one_b_timeline(kind, mb, f, b, comm)
+
+
+@numba.njit(nogil=True, cache=True)
+def one_f_one_b_shape(p, n, f, b, comms):
+    """``one_f_one_b_point`` at each latency of ``comms``, the order generated once, as a
+    loop over a sweep's cost axis would have it."""
+    kind, mb = one_f_one_b_order(p, n)
+    out = np.empty(comms.size)
+    for k in range(comms.size):
+        out[k] = one_f_one_b_timeline(kind, mb, f, b, comms[k])[0]
+    return out

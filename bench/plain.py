@@ -46,6 +46,7 @@ def simulate_plain(ops, stage_device, f, b, w=0.0, comm=0.0, gamma=1.0, m=1):
             raise RuntimeError("deadlock")
     makespan = max(e[-1] for e in end if e) - min(s[0] for s in start if s)
     peaks = []
+    freed = {"B": 1.0 / m, "I": (1 - gamma) / m, "W": gamma / m}
     for row in ops:
         held = peak = 0.0
         for kind, _, _ in row:
@@ -53,7 +54,7 @@ def simulate_plain(ops, stage_device, f, b, w=0.0, comm=0.0, gamma=1.0, m=1):
                 held += 1 / m
                 peak = max(peak, held)
             else:
-                held -= {"B": 1.0, "I": 1 - gamma, "W": gamma}[kind] / m
+                held -= freed[kind]
         peaks.append(peak)
     return makespan, peaks
 

@@ -190,16 +190,28 @@ def numbers(values, name: str, *, strict: bool = False, upper: float | None = No
             missing: bool = False) -> np.ndarray:
     """``values`` as float64 if every one is finite and > 0 (``strict``) or >= 0, and at most
     ``upper``; with ``missing``, NaN stands for "not given" and passes."""
+    if type(values) in (float, int) and abs(values) < 2**63:
+        # a plain Python number, the common case (a Costs has some twenty): judged without
+        # NumPy's array reductions, which took a microsecond or more each
+        x = float(values)
+        if not (missing and x != x) and not (math.isfinite(x) and (x > 0 if strict else x >= 0)
+                                             and (upper is None or x <= upper)):
+            _not_numbers(values, name, strict, upper)
+        return np.array(x)
     arr = number_array(values, name)
     given = ~np.isnan(arr) if missing else np.ones(arr.shape, bool)
     bad = given & (~np.isfinite(arr) | ((arr <= 0) if strict else (arr < 0)))
     if upper is not None:
         bad |= given & (arr > upper)
     if np.any(bad):
-        low = "> 0" if strict else ">= 0"
-        need = f"in [0, {upper:g}]" if upper is not None else f"finite and {low}"
-        raise ScheduleError(f"{name} must be {need} (got {show(values)})")
+        _not_numbers(values, name, strict, upper)
     return arr
+
+
+def _not_numbers(values, name: str, strict: bool, upper) -> None:
+    low = "> 0" if strict else ">= 0"
+    need = f"in [0, {upper:g}]" if upper is not None else f"finite and {low}"
+    raise ScheduleError(f"{name} must be {need} (got {show(values)})")
 
 
 def one_of(value, name: str, choices) -> None:
