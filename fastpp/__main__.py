@@ -247,9 +247,6 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
         res = simulate(sched, costs)
         _report(res)
         _write_outputs(args, res)
-    except BrokenPipeError:  # the reader left (| head): nothing more to say, to anyone
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
     except (ScheduleError, OSError) as err:
         message = str(err)  # named by the flags, not by the library's parameters
         parser = _subparser(ap, args)
@@ -637,8 +634,6 @@ def model_arg(text: str):
     """``--model``: a preset name, or a Hugging Face ``config.json`` (or a folder holding
     one); anything else is refused naming what the flag takes (the library's message offers
     a model object, which a command line cannot give)."""
-    import os
-
     from .model import MODELS, from_hf
 
     if text in MODELS:

@@ -30,6 +30,7 @@ from fastpp._jit import announce_compiles
 from fastpp.checks import make_folder, will_write, writable
 from fastpp.model.errorbar import TABLE, coverage, regime_table
 from fastpp.model.validate import mape, validate, zb_ranking
+from fastpp.model.validate_long import AS_PLANNED
 from fastpp.model.validate_small import vtrain_table
 
 LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
@@ -99,9 +100,11 @@ def held_out(df) -> str:
         lines.append(f"{r['dataset']:<34}{r['rows']:>5}{r['within_bar']:>8.0%}"
                      f"{r['within_two_bars']:>10.0%}{r['extrapolated']:>9.0%}{r['rms']:>7.1%}"
                      f"{r['bar']:>7.1%}")
-    tables = [r for r in rows if r["dataset"] != "all"]
-    if tables:  # a table is one trial (test_fidelity.py's bound is on this mean)
-        lines.append(f"{f'mean over the {len(tables)} tables':<39}"
+    # a table is one trial (test_fidelity.py's bounds are on this mean); the long-context
+    # rows as planned are held apart, as the test holds them (a strict xfail of their own)
+    tables = [r for r in rows if r["dataset"] not in ("all", AS_PLANNED)]
+    if tables:
+        lines.append(f"{f'mean over {len(tables)} tables (not as planned)':<39}"
                      f"{np.mean([r['within_bar'] for r in tables]):>8.0%}"
                      f"{np.mean([r['within_two_bars'] for r in tables]):>10.0%}")
     return "\n".join(lines)
