@@ -199,6 +199,12 @@ def numbers(values, name: str, *, strict: bool = False, upper: float | None = No
             _not_numbers(values, name, strict, upper)
         return np.array(x)
     arr = number_array(values, name)
+    if not missing and arr.size:  # two reductions, not five: NaN fails every comparison
+        low, high = arr.min(), arr.max()
+        if (low > 0 if strict else low >= 0) and high < math.inf and (upper is None
+                                                                       or high <= upper):
+            return arr
+        _not_numbers(values, name, strict, upper)
     given = ~np.isnan(arr) if missing else np.ones(arr.shape, bool)
     bad = given & (~np.isfinite(arr) | ((arr <= 0) if strict else (arr < 0)))
     if upper is not None:
@@ -216,6 +222,8 @@ def _not_numbers(values, name: str, strict: bool, upper) -> None:
 
 def one_of(value, name: str, choices) -> None:
     """Raise unless ``value`` is one of ``choices`` (a bool is not the number 0 or 1 here)."""
+    if type(value) is str and value in choices:  # the common case (a str equals no bool)
+        return
     if isinstance(value, np.integer):
         value = int(value)
     wrong_type = not isinstance(value, str | int | type(None))

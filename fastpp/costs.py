@@ -59,6 +59,15 @@ SLOTS: tuple[tuple[str, str | None], ...] = (
     *((name, kind) for name, kinds in PER_KIND.items() for kind in kinds))
 
 
+_BWI = tuple(SLOTS.index((name, None)) for name in ("b", "w", "i"))  # in Costs._flat
+
+
+def stage_view(rows: np.ndarray) -> StageCosts:
+    """``kernels.stage_costs``' rows as a ``StageCosts`` of read-only views (one read-only
+    view whose rows are read-only too: nine views took 5 us)."""
+    return StageCosts(*read_only(rows))
+
+
 def slot_name(k: int) -> str:
     """The parameter behind the kernel's cost input ``k``, for messages: ``costs.f``,
     ``costs.overhead['B']``."""
@@ -178,6 +187,10 @@ class Costs:
             + [np.ascontiguousarray(row).reshape(-1) for name in PER_KIND
                for row in arrays[name]]))
         object.__setattr__(self, "_has_send", bool(arrays["send"].any()))
+        # each array field's length, which an expansion checks against p and V
+        object.__setattr__(self, "_lengths", tuple(
+            (name, arr.shape[-1]) for name, arr in arrays.items()
+            if arr.ndim == (2 if name in PER_KIND else 1)))
         object.__setattr__(self, "_expanded", {})  # for_placement's results, per stage map
 
     @property
@@ -217,10 +230,10 @@ class Costs:
         """
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         schedule._check()
-        return self._per_stage(schedule)[0]
+        return stage_view(self._per_stage(schedule))
 
-    def _per_stage(self, schedule: Schedule) -> tuple[StageCosts, np.ndarray]:
-        """``per_stage``, and its arrays as ``_rows_for``'s writable block."""
+    def _per_stage(self, schedule: Schedule) -> np.ndarray:
+        """``per_stage``'s arrays as ``_rows_for``'s writable block."""
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         stage_to_device = schedule.stage_to_device
         if self._has_send:
@@ -266,29 +279,27 @@ class Costs:
             raise ScheduleError(f"stage_to_device must hold p * m = {p} * {m} = {p * m} stages "
                                 f"(or 2p = {2 * p} with m = 1, the two-direction schedules; "
                                 f"got {V})")
-        return self._rows_for((p, m, stage_to_device.tobytes()), stage_to_device)[0]
+        return stage_view(self._rows_for((p, m, stage_to_device.tobytes()), stage_to_device))
 
-    def _rows_for(self, key: tuple, stage_to_device: np.ndarray) -> tuple[StageCosts, np.ndarray]:
-        """``for_placement`` by its key ``(p, m, stage_to_device.tobytes())``, and the same
-        arrays, writable, as the rows of one ``[9, V]`` block (``kernels.stage_costs``'s), for
-        the kernels alone (a read-only array is another Numba type: another compile)."""
-        found = self._expanded.get(key)
-        if found is None:
+    def _rows_for(self, key: tuple, stage_to_device: np.ndarray) -> np.ndarray:
+        """``for_placement``'s arrays by its key ``(p, m, stage_to_device.tobytes())``,
+        writable, as the rows of one ``[9, V]`` block (``kernels.stage_costs``'s), for the
+        kernels alone (a read-only array is another Numba type: another compile). Kept per
+        key: do not write them."""
+        rows = self._expanded.get(key)
+        if rows is None:
             if len(self._expanded) >= 64:
                 self._expanded.clear()
-            rows = self._expand(key[0], stage_to_device, key[1])
-            # one read-only view whose rows are read-only too (nine views took 5 us)
-            found = self._expanded[key] = (StageCosts(*read_only(rows)), rows)
-        return found
+            rows = self._expanded[key] = self._expand(key[0], stage_to_device, key[1])
+        return rows
 
     def _expand(self, p: int, stage_to_device: np.ndarray, m: int) -> np.ndarray:
         V = len(stage_to_device)
-        for name, arr in self._arrays.items():
-            size = arr.shape[-1] if arr.ndim == (2 if name in PER_KIND else 1) else None
-            if size is not None and size not in (p, V):
+        for name, size in self._lengths:
+            if size not in (p, V):
                 raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
                                     f"or V={V} (got length {size})")
-        b, w, i = (self._arrays[name].reshape(-1) for name in ("b", "w", "i"))
+        b, w, i = (self._flat[k] for k in _BWI)
         s = kernels.w_above_b(b, w, i, stage_to_device)
         if s >= 0:
             def pick(a):
@@ -297,7 +308,7 @@ class Costs:
             raise ScheduleError(f"costs.w must be <= costs.b where costs.i is not given (got "
                                 f"w={pick(w)}, b={pick(b)} at stage {s})")
         rows = kernels.stage_costs(*self.kernel_inputs(), stage_to_device, m)
-        if not (rows[:kernels.GAMMA] > MAX_TIME).any():  # one pass; NaN (fb not given) passes
+        if not kernels.above(rows, kernels.GAMMA, MAX_TIME):  # NaN (fb not given) passes
             return rows
         for row, source in _ROW_SOURCES:
             big = np.flatnonzero(rows[row] > MAX_TIME)  # NaN (fb not given) passes
@@ -350,6 +361,8 @@ def _field(value, name: str, strict: bool, upper) -> np.ndarray:
 def _per_kind(value, name: str) -> np.ndarray:
     """A per-kind field (``PER_KIND``) as one row per kind: shape ``(k,)`` or ``(k, size)``."""
     kinds = PER_KIND[name]
+    if type(value) in (float, int):  # one number for every kind, the common case
+        return np.full(len(kinds), float(_field(value, f"costs.{name}", False, None)))
     if isinstance(value, Mapping):
         unknown = [key for key in value if key not in kinds]
         if unknown:

@@ -74,6 +74,16 @@ def stage_costs(f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, over
 
 
 @jit
+def above(rows, count, limit):
+    """Whether any of the first ``count`` rows holds a value above ``limit`` (NaN is not)."""
+    for k in range(count):
+        for s in range(rows.shape[1]):
+            if rows[k, s] > limit:
+                return True
+    return False
+
+
+@jit
 def w_above_b(b, w, i, stage_device):
     """The first stage whose ``w`` exceeds its ``b`` where its ``i`` is NaN (not given;
     inputs as for ``stage_costs``), or -1."""

@@ -411,7 +411,7 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
                             f"sample keeps 2 p + 1 floats; got {samples:,})")
     compiled = schedule.compiled()
     N, V, p = compiled.num_ops, compiled.V, compiled.p
-    tf, tb, ti, tw, tfb, comm, _, _, sb = costs._per_stage(schedule)[1]
+    tf, tb, ti, tw, tfb, comm, _, _, sb = costs._per_stage(schedule)
     base = np.empty((N, 1))
     op_durations(compiled.kind, compiled.stage, compiled.stage2, tf[:, None], tb[:, None],
                  ti[:, None], tw[:, None], tfb[:, None], sb[:, None], base)

@@ -8,7 +8,7 @@ from numpy.typing import ArrayLike
 from . import kernels
 from .checks import ScheduleError, ScheduleTypeError, index, number_array, positive_int
 from .compiled import BY_DEVICE, point
-from .costs import MAX_TIME, Costs
+from .costs import MAX_TIME, Costs, StageCosts, stage_view
 from .dependencies import deadlock_error
 from .schedule import Schedule
 
@@ -77,6 +77,9 @@ class Result:
         return (f"Result(schedule={self.schedule!r}, makespan={self.makespan!r}, "
                 f"bubble_ratio={self.bubble_ratio!r}, "
                 f"span_bubble_ratio={self.span_bubble_ratio!r})")
+
+    def _make_stage_costs(self) -> StageCosts:
+        return stage_view(self._rows)
 
     def _make_serial_time(self) -> float:
         return float(self.busy.sum() + self._latency)
@@ -240,7 +243,7 @@ class _Filling:
 
 # Result's fields made when first read, by the method that makes each
 _MADE_WHEN_READ = {name: getattr(Result, "_make_" + name.lstrip("_")) for name in (
-    "serial_time", "start", "end", "_memory", "peak_live")}
+    "serial_time", "start", "end", "_memory", "peak_live", "stage_costs")}
 
 
 def simulate(schedule: Schedule, costs: Costs | None = None, *,
@@ -300,8 +303,9 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     built = schedule.__dict__.get("_built")  # a generated schedule, its arrays not yet read
     if built is not None and durations is None:
         # _rows_for's and point_plan's lookups written out: two Python calls less a point
-        found = costs._expanded.get(built.placement)
-        c, rows = costs._rows_for(built.placement, built.arrays[2]) if found is None else found
+        rows = costs._expanded.get(built.placement)
+        if rows is None:
+            rows = costs._rows_for(built.placement, built.arrays[2])
         plan = built.plan
         if plan is None:
             plan = built.point_plan()[0]
@@ -310,7 +314,6 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
         result = _Filling()
         result.schedule = schedule
         result.costs = costs
-        result.stage_costs = c
         result._rows = rows
         result.makespan = makespan
         result.bubble_ratio = bubble
@@ -321,7 +324,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
         result.__class__ = Result
         return result
     checked = schedule._check()
-    c, rows = costs._per_stage(schedule)
+    rows = costs._per_stage(schedule)
     tf, tb, ti, tw, tfb, comm, unit, gamma, sb = rows
     shape = schedule.kind.shape
     per_op = np.zeros((0, 0)) if durations is None else _durations(durations, schedule)
@@ -340,7 +343,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     kernels.peaks(schedule.ops, schedule.length, unit, gamma, schedule.forward_only, sums[2], live)
     sums[3] = live
     # Python floats, with or without the JIT (NUMBA_DISABLE_JIT returns NumPy scalars)
-    return Result({"schedule": schedule, "costs": costs, "stage_costs": c, "_rows": rows,
+    return Result({"schedule": schedule, "costs": costs, "_rows": rows,
                    "durations": None if durations is None else per_op,
                    "makespan": float(makespan), "bubble_ratio": float(bubble),
                    "span_bubble_ratio": float(span_bubble), "_latency": float(latency),

@@ -334,7 +334,7 @@ class _Search:
         value, start_schedule, _, _ = self.best
         ops = np.ascontiguousarray(start_schedule.ops, dtype=np.int32).copy()
         length = start_schedule.length.copy()
-        tf, tb, ti, tw, tfb, comm, unit, gamma, sb = problem.costs._per_stage(start_schedule)[1]
+        tf, tb, ti, tw, tfb, comm, unit, gamma, sb = problem.costs._per_stage(start_schedule)
         static = (start_schedule.stage_to_device, start_schedule.route_first,
                   start_schedule.route_last, problem.n, tf, tb, ti, tw, tfb, sb, comm)
         span = problem.objective == "span"
