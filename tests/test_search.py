@@ -18,7 +18,7 @@ from fastpp.search import exact
 from fastpp.search.bounds import lower_bound
 from fastpp.search.greedy import ZB_SETTINGS, list_candidates
 from fastpp.search.problem import Problem
-from fastpp.search.zb_greedy import zb_greedy
+from fastpp.search.zb_greedy import zb_best, zb_greedy
 
 TABLE5 = DATA / "zero_bubble_table5.csv"
 needs_ortools = pytest.mark.skipif(not exact.available(), reason="OR-Tools not installed")
@@ -131,6 +131,40 @@ def test_heuristic_equals_the_authors_algorithm(rng):
     assert compared > 600 and chosen > 50
     print(f"\n{compared} runs identical, {chosen} choices identical; {exempt} runs completed "
           "only with fastpp's cap")
+
+
+def test_best_skips_only_runs_that_repeat_another(rng):
+    """``zb_best`` skips a run whose one differing setting changed no decision of the run it
+    differs from (and stops one whose warm-up repeats another's): its choice, order and
+    setting are those of running all eight and taking the first best, on inputs where the
+    skips happen and where they do not."""
+    repeats = 0
+    for _ in range(200):
+        p, n, costs, memory = random_instance(rng)
+        if rng.random() < 0.3:
+            memory = float(rng.uniform(1.2, p * 1.2))  # tight: some runs fail
+        problem = Problem.build(p, n, costs, memory, "loop", "span")
+        for span_objective in (True, False):
+            best, want = np.inf, None
+            values = []
+            for setting in range(8):
+                ops, length = new_ops(p, n, 1), np.zeros(p, np.int32)
+                ok, span, makespan = zb_greedy(problem.cost, problem.memd, problem.comm,
+                                               problem.cap, n, *ZB_SETTINGS[setting], ops,
+                                               length)
+                value = span if span_objective else makespan
+                values.append((ok, value, ops.tobytes()))
+                if ok and value < best:
+                    best, want = value, (setting, ops, length)
+            ops, length = new_ops(p, n, 1), np.zeros(p, np.int32)
+            ok, setting = zb_best(problem.cost, problem.memd, problem.comm, problem.cap, n,
+                                  span_objective, ops, length)
+            assert ok == (want is not None)
+            if ok:
+                assert setting == want[0]
+                assert np.array_equal(ops, want[1]) and np.array_equal(length, want[2])
+            repeats += len(values) - len(set(values))
+    assert repeats > 100  # runs that repeat another are common here: the skips are exercised
 
 
 def checked(found, costs, memory):

@@ -24,6 +24,7 @@ from ..ops import PAD, ROW_F, ROW_I, ROW_W, SPLIT_KINDS
 MEM, CAP = 3, 6
 # state[...]: rows FREE when each stage is next free, HELD its memory, IDLE its idle time
 FREE, HELD, IDLE = 0, 1, 2
+DONE, FAILED, REPEAT = 0, 1, 2  # how a run of the greedy ends (_zb_rounds)
 
 
 @jit
@@ -37,6 +38,18 @@ def zb_greedy(cost, memd, comm, cap, n, allow_bubble_before_first_b, prioritize_
     ``span`` is the authors' ``best``: the largest ``end of W(s, n-1) - start of F(s, 0)``.
     """
     p = cost.shape[1]
+    ok, span, makespan, _ = _zb_run(cost, memd, comm, cap, n, allow_bubble_before_first_b,
+                                    prioritize_b, no_bubble_greedy, ops, length,
+                                    np.full((2, p), -1, np.int64), np.zeros(2, np.int64))
+    return ok, span, makespan
+
+
+@jit
+def _zb_run(cost, memd, comm, cap, n, allow_bubble_before_first_b, prioritize_b,
+            no_bubble_greedy, ops, length, warm, used):
+    """``zb_greedy``, and whether it stopped as a repeat (``_zb_rounds``: ``warm`` and
+    ``used``)."""
+    p = cost.shape[1]
     table = np.empty((7, p))
     table[:3] = cost
     table[MEM:CAP] = memd
@@ -47,18 +60,18 @@ def zb_greedy(cost, memd, comm, cap, n, allow_bubble_before_first_b, prioritize_
     t = np.zeros((3, p, n))  # end time of each placed op
     ops[:] = PAD
     f_req = np.zeros(p, np.int64)
-    ok = _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_greedy,
-                    table, placed, state, most_idle, t, ops, f_req)
+    outcome = _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_greedy,
+                         table, placed, state, most_idle, t, ops, f_req, warm, used)
     for s in range(p):
         length[s] = placed[ROW_F, s] + placed[ROW_I, s] + placed[ROW_W, s]
-    if not ok:
-        return False, 0.0, 0.0
+    if outcome != DONE:
+        return False, 0.0, 0.0, outcome == REPEAT
     span = 0.0
     makespan = 0.0
     for s in range(p):
         span = max(span, t[ROW_W, s, n - 1] - t[ROW_F, s, 0] + cost[ROW_F, s])
         makespan = max(makespan, state[FREE, s])
-    return True, span, makespan - (t[ROW_F, 0, 0] - cost[ROW_F, 0])
+    return True, span, makespan - (t[ROW_F, 0, 0] - cost[ROW_F, 0]), False
 
 
 @jit
@@ -67,14 +80,35 @@ def zb_best(cost, memd, comm, cap, n, span_objective, ops, length):
     before False) and their choice: the smallest objective, ties to the first; runs that fail
     are skipped. Fills ``ops`` and ``length`` with the choice and returns ``(ok, setting)``,
     ``setting`` its index in that order."""
+    p = cost.shape[1]
     scratch = np.empty_like(ops)
     scratch_length = np.empty_like(length)
     best = np.inf
     chosen = -1
+    warm = np.full((2, p), -1, np.int64)
+    counts = np.empty((4, p), np.int64)  # the first four runs' warm-up counts
+    used = np.zeros((8, 2), np.int64)  # what each run's prioritize_b and no_bubble_greedy did
     for setting in range(8):
-        ok, span, makespan = zb_greedy(cost, memd, comm, cap, n, setting < 4,
-                                       (setting // 2) % 2 == 0, setting % 2 == 0, scratch,
-                                       scratch_length)
+        prioritize_b, no_bubble_greedy = (setting // 2) % 2 == 0, setting % 2 == 0
+        # a run whose setting changed no decision of the run that differs from it in that
+        # setting alone repeats it op for op: its result would tie, and ties go to the first
+        twin = (setting - 2 if not prioritize_b and used[setting - 2, 0] == 0 else
+                setting - 1 if not no_bubble_greedy and used[setting - 1, 1] == 0 else -1)
+        if twin >= 0:
+            used[setting] = used[twin]
+            if setting < 4:
+                counts[setting] = counts[twin]
+            continue
+        if setting >= 4:  # the same setting but the warm-up's: a repeat stops after it
+            warm[0] = counts[setting - 4]
+        ok, span, makespan, repeat = _zb_run(cost, memd, comm, cap, n, setting < 4,
+                                             prioritize_b, no_bubble_greedy, scratch,
+                                             scratch_length, warm, used[setting])
+        if setting < 4:
+            counts[setting] = warm[1]
+        if repeat:
+            used[setting] = used[setting - 4]
+            continue
         value = span if span_objective else makespan
         if ok and value < best:
             best = value
@@ -86,8 +120,15 @@ def zb_best(cost, memd, comm, cap, n, span_objective, ops, length):
 
 @jit
 def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_greedy, table,
-               placed, state, most_idle, t, ops, f_req):
-    """``zb_greedy``'s rounds; ``False`` where the authors' code fails."""
+               placed, state, most_idle, t, ops, f_req, warm, used):
+    """``zb_greedy``'s rounds: ``DONE``, ``FAILED`` where the authors' code fails, or
+    ``REPEAT``.
+
+    The settings' traces, by which ``zb_best`` skips runs that would repeat another op for
+    op: ``warm[1]`` receives the warm-up counts (``allow_bubble_before_first_b`` is read only
+    there), and the run stops as a ``REPEAT`` where they equal ``warm[0]``; ``used[0]`` is
+    set where ``prioritize_b`` turned a forward down, ``used[1]`` where ``no_bubble_greedy``
+    placed a ``W`` the budget alone would not have."""
     p = table.shape[1]
     free, held, idle = state[FREE], state[HELD], state[IDLE]
 
@@ -123,7 +164,10 @@ def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_gre
         while placed[ROW_W, s] < placed[ROW_I, s] and free[s] + table[ROW_W, s] <= ready:
             place(s, ROW_W, placed[ROW_W, s], -1.0)
         if placed[ROW_W, s] < placed[ROW_I, s] and free[s] < ready:
-            if ready - free[s] > most_idle[0] - idle[s] or no_bubble_greedy:
+            over = ready - free[s] > most_idle[0] - idle[s]
+            if over or no_bubble_greedy:
+                if not over:
+                    used[1] = 1
                 place(s, ROW_W, placed[ROW_W, s], -1.0)
         return True
 
@@ -178,6 +222,7 @@ def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_gre
             # when the next I's input may arrive, if stage s+1 runs F then I next
             due = free[s + 1] + table[ROW_F, s + 1] + table[ROW_I, s + 1] + comm[s]
             if free[s] >= due:
+                used[0] = 1
                 return 0
             mem = held[s] + table[MEM + ROW_F, s]
             w_cost = 0.0
@@ -189,6 +234,7 @@ def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_gre
             if free[s] + table[ROW_F, s] + w_cost <= due:
                 return 1
             if due - free[s] <= most_idle[0] - idle[s]:
+                used[0] = 1
                 return 0
         return 1
 
@@ -223,13 +269,19 @@ def _zb_rounds(n, comm, allow_bubble_before_first_b, prioritize_b, no_bubble_gre
             place(s, ROW_I, i, ready)
         return True
 
+    warm[1] = -1
+    used[:] = 0
     for i in range(n):
         f_req[:] = 0
         if not (warm_up() if i == 0 else forward_round()):
-            return False
+            return FAILED
+        if i == 0:
+            warm[1] = f_req
+            if np.all(warm[1] == warm[0]):
+                return REPEAT
         if not backward_round(i):
-            return False
+            return FAILED
     for s in range(p):  # the W's left run at the end
         while placed[ROW_W, s] < n:
             place(s, ROW_W, placed[ROW_W, s], -1.0)
-    return True
+    return DONE
