@@ -27,8 +27,10 @@ from ..checks import (
     positive_int,
     show,
 )
+from .._jit import jit
 from ..costs import Costs
 from ..generators.registry import MAX_WORK, SCHEDULES
+from ..kernels import COMM, GAMMA, TB, TF, TI, TW, UNIT
 from ..ops import KIND, OP_FIELDS, PAD, B, F, I, W
 from ..placement import CODES, PLAIN_M, stage_map
 from ..schedule import Schedule
@@ -92,21 +94,17 @@ class Problem:
         costs = Costs(1.0, 2.0) if costs is None else costs
         instance(costs, Costs, "costs", "fastpp.Costs")
         stage_to_device = stage_map(CODES[placement_name], p, m)
-        c = costs.for_placement(p, stage_to_device, m)
-        cost = np.stack([c.tf, c.ti, c.tw])
-        memd = np.stack([c.unit, -((1.0 - c.gamma) * c.unit), -(c.gamma * c.unit)])
+        # the stage map is made here, not given: for_placement's checks of it are not needed
+        rows = costs._rows_for((p, m, stage_to_device.tobytes()), stage_to_device)
         limit = _memory_limit(memory, p)
-        # a device must hold one microbatch's forward through all of its stages
-        need = np.bincount(stage_to_device, weights=c.unit, minlength=p)
-        short = np.flatnonzero(limit * (1 + MEMORY_RTOL) < need)
-        if short.size:
-            r = int(short[0])
+        cost, memd, need, cap, r = _search_arrays(rows, stage_to_device, limit, MEMORY_RTOL)
+        if r >= 0:
             raise ScheduleError(
                 f"memory must be at least {need.max():.6g} on every device: the smallest limit "
                 f"under which any '{placement_name}' schedule fits (device {r} needs "
                 f"{need[r]:.6g}, got memory={limit[r]:.6g})")
         return cls(p, n, m, placement_name, objective, costs, stage_to_device, cost,
-                   memd, np.array(c.comm), limit, limit * (1 + MEMORY_RTOL), np.array(c.tb))
+                   memd, rows[COMM].copy(), limit, cap, rows[TB].copy())
 
     @property
     def split_costs_more(self) -> bool:
@@ -163,6 +161,12 @@ class Problem:
 def _memory_limit(memory, p: int) -> np.ndarray:
     if memory is None:
         return np.full(p, np.inf)
+    # the common cases, without NumPy's conversions
+    if type(memory) is float and memory > 0:
+        return np.full(p, memory)
+    if (isinstance(memory, np.ndarray) and memory.dtype == np.float64 and memory.shape == (p,)
+            and memory.min() > 0):  # (NaN is not)
+        return memory.copy()
     arr = number_array(memory, "memory")
     if arr.ndim == 0:
         arr = np.full(p, float(arr))
@@ -170,6 +174,25 @@ def _memory_limit(memory, p: int) -> np.ndarray:
         raise ScheduleError(f"memory must be > 0, as a number or an array of p={p} numbers "
                             f"(got {show(memory)})")
     return arr
+
+
+@jit
+def _search_arrays(rows, stage_to_device, limit, rtol):
+    """From ``kernels.stage_costs``' rows: ``cost``, ``memd`` and ``cap`` (``Problem``'s),
+    each device's need (one microbatch's forward through its stages) and the first device
+    whose ``cap`` (its ``limit`` with the slack ``rtol``) is below it, or -1."""
+    V, p = rows.shape[1], limit.shape[0]
+    cost, memd, need = np.empty((3, V)), np.empty((3, V)), np.zeros(p)
+    for s in range(V):
+        cost[0, s], cost[1, s], cost[2, s] = rows[TF, s], rows[TI, s], rows[TW, s]
+        unit, gamma = rows[UNIT, s], rows[GAMMA, s]
+        memd[0, s], memd[1, s], memd[2, s] = unit, (gamma - 1.0) * unit, -(gamma * unit)
+        need[stage_to_device[s]] += unit
+    cap = limit * (1 + rtol)
+    for r in range(p):
+        if cap[r] < need[r]:
+            return cost, memd, need, cap, r
+    return cost, memd, need, cap, -1
 
 
 def sequential(p: int, n: int, stage_device: np.ndarray) -> Schedule:
