@@ -11,13 +11,17 @@ The transcription is a fair baseline only if it runs no slower than the authors'
 ``bench_heuristic_against_original`` checks that, and times fastpp against the original, when
 ``FASTPP_ZB_ORIGINAL`` names the authors' ``auto_schedule.py`` (tag zero-bubble-v0.1.0 of
 sail-sg/zero-bubble-pipeline-parallelism, with ``pulp`` and ``torch`` importable, which it
-imports); nothing of it is in this repository. Measured on 2026-12-01 on the 2-core machine
-(loaded by other work), medians of 3 interleaved rounds, identical spans on every solve, in two
-runs: Table 5's 24 solves, original 21.3-24.7 s, transcription 17.0-17.6 s, fastpp 0.049-0.060 s
-(357-502x the original); 40 random uneven integer instances, original 1.23-1.57 s, transcription
-0.98-1.02 s, fastpp 0.0042-0.0054 s (227-373x).
+imports); nothing of it is in this repository. Each side's inputs are made before its clock
+(the authors' integer lists, the transcription's lists, fastpp's ``Costs``, new each round so
+that none keeps an expansion from the round before); inside it, the authors' ``GraphConfig``
+and fastpp's ``Problem``, then the search. Measured on 2026-12-06 on the 2-core machine, medians
+of 3 interleaved rounds, identical spans on every solve, in three runs: Table 5's 24 solves,
+original 3.0-3.1 s, transcription 1.85-1.96 s, fastpp 7.3-7.7 ms (395-447x the original); 40
+random uneven integer instances, original 0.171-0.173 s, transcription 0.110-0.116 s, fastpp
+1.61-1.68 ms (102-107x).
 """
 
+import dataclasses
 import importlib.util
 import os
 import statistics
@@ -49,11 +53,19 @@ def table5_problems(small):
     return problems
 
 
+def fresh(problems):
+    """The problems with new ``Costs`` objects, made before a round's clock (a user's inputs,
+    as each side's own are): a ``Costs`` keeps its expansions, which a round on the same
+    objects would reuse (until 6 December 2026 the second and third rounds did)."""
+    return [dataclasses.replace(pr, costs=dataclasses.replace(pr.costs)) for pr in problems]
+
+
 def run_fastpp(problems):
-    """fastpp's heuristic from each problem's inputs: the ``Problem`` built (its costs laid
-    out per stage, as the authors' side converts its inputs and builds its ``GraphConfig``
-    inside its clock), then ``zb_best``. Until 5 December 2026 the build was left out of the
-    clock (178x on the random instances, 71x with it: a benchmark review)."""
+    """fastpp's heuristic from each problem's inputs (a ``Costs``, new each round: ``fresh``):
+    the ``Problem`` built (its costs expanded and laid out per stage, as the authors' side
+    builds its ``GraphConfig`` inside its clock), then ``zb_best``. Until 5 December 2026 the
+    build was left out of the clock (178x on the random instances, 71x with it: a benchmark
+    review)."""
     out = []
     for given in problems:
         pr = Problem.build(given.p, given.n, given.costs, given.limit, "loop", "span")
@@ -63,9 +75,13 @@ def run_fastpp(problems):
     return out
 
 
-def run_python(problems):
-    return [zb_authors.initial_solution(*test_search.transcription_inputs(pr), pr.n)
-            for pr in problems]
+def python_inputs(problems):
+    """The transcription's inputs (lists), made before its clock as fastpp's ``Costs`` are."""
+    return [(test_search.transcription_inputs(pr), pr.n) for pr in problems]
+
+
+def run_python(inputs):
+    return [zb_authors.initial_solution(*args, n) for args, n in inputs]
 
 
 def run_optimize(problems):
@@ -78,11 +94,14 @@ def bench_heuristic_table5(benchmark, engine):
     benchmark.group = "zero-bubble heuristic, Table 5 (24 solves)"
     problems = table5_problems(small=benchmark.disabled)
     run = {"fastpp": run_fastpp, "optimize": run_optimize, "python": run_python}[engine]
-    run(problems[:1])  # compile or load the kernels
+    inputs = python_inputs if engine == "python" else fresh  # each round's, outside its clock
+    run(inputs(problems[:1]))  # compile or load the kernels
     # the same rounds on every side (the least of each is compared)
-    results = benchmark.pedantic(run, args=(problems,), rounds=3, iterations=1)
+    results = benchmark.pedantic(run, setup=lambda: ((inputs(problems),), {}), rounds=3,
+                                 iterations=1)
     if engine == "python":  # identical orders, every solve
-        for pr, ours, theirs in zip(problems, run_fastpp(problems), results, strict=True):
+        for pr, ours, theirs in zip(problems, run_fastpp(fresh(problems)), results,
+                                    strict=True):
             sched = pr.schedule(*ours, "zb-greedy")
             assert sched.tokens() == test_search.tokens_of(theirs[1])
     record(benchmark, engine)
@@ -189,7 +208,7 @@ def _random_problems(count, seed=0):
                       comm=float(round(rng.uniform(0, 300))), gamma=0.5, act=1000.0)
         pr = Problem.build(p, n, costs, float(rng.uniform(1, 3)) * p * 1000, "loop", "span")
         try:
-            run_python([pr])
+            run_python(python_inputs([pr]))
         except zb_authors.Failed:
             continue
         out.append(pr)
@@ -204,32 +223,31 @@ def bench_heuristic_against_original():
     transcription no slower."""
     original = _original(os.environ["FASTPP_ZB_ORIGINAL"])
 
+    # each side's inputs made before its clock: the authors' integer lists, fastpp's Costs
+    # (new each round, ``fresh``); inside it, the authors' GraphConfig and fastpp's Problem
     def run_original(problems):
-        return [original.do_heuristic_search(pr.p, pr.n,
-                                             original.GraphConfig(**_integer_inputs(pr)))
-                for pr in problems]
+        return [original.do_heuristic_search(pr.p, pr.n, original.GraphConfig(**i))
+                for pr, i in problems]
 
     def run_transcription(problems):
-        out = []
-        for pr in problems:
-            i = _integer_inputs(pr)
-            out.append(zb_authors.initial_solution(
-                i["cost_f"], i["cost_b"], i["cost_w"], [i["cost_comm"]] * pr.p, i["mem_f"],
-                i["mem_b"], i["mem_w"], i["max_mem"], pr.n))
-        return out
+        return [zb_authors.initial_solution(
+            i["cost_f"], i["cost_b"], i["cost_w"], [i["cost_comm"]] * pr.p, i["mem_f"],
+            i["mem_b"], i["mem_w"], i["max_mem"], pr.n) for pr, i in problems]
 
     short = []
     for name, problems in (("Table 5", table5_problems(small=False)),
                            ("random", _random_problems(40))):
-        run_fastpp(problems[:1])
-        spans = [r[0] for r in run_original(problems)]
-        assert spans == [r[0] for r in run_transcription(problems)]
+        given = [(pr, _integer_inputs(pr)) for pr in problems]
+        run_fastpp(fresh(problems[:1]))
+        spans = [r[0] for r in run_original(given)]
+        assert spans == [r[0] for r in run_transcription(given)]
         times = {"original": [], "transcription": [], "fastpp": []}
         for _ in range(3):  # interleaved rounds, so that the machine's load hits all three
             for key, run in (("original", run_original), ("transcription", run_transcription),
                              ("fastpp", run_fastpp)):
+                inputs = fresh(problems) if key == "fastpp" else given
                 t0 = time.perf_counter()
-                run(problems)
+                run(inputs)
                 times[key].append(time.perf_counter() - t0)
         t = {k: statistics.median(v) for k, v in times.items()}
         print(f"\n{name}: original {t['original']:.3g} s, transcription "
