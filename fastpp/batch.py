@@ -239,13 +239,6 @@ def _build(keys):
             np.concatenate(firsts), np.concatenate(lasts))
 
 
-# typed once: called with the constants 0..16, it would otherwise compile once per constant
-@jit(signature="float64[::1](float64[::1], int64[:, :, ::1], int64, int64)", internal=True)
-def _field(values, at, i, k):
-    """Point ``i``'s cost input ``k``: its slice of the flat table."""
-    return values[at[i, k, 0]: at[i, k, 0] + at[i, k, 1]]
-
-
 @jit(internal=True)
 def point_costs(values, at, i, P, stage_device, M):
     """Point ``i``'s ``(status, kernels.stage_costs rows)``: ``OK``, or ``BAD_LENGTH + k``
@@ -255,19 +248,8 @@ def point_costs(values, at, i, P, stage_device, M):
         count = at[i, k, 1]
         if count != 1 and count != P and count != V:
             return BAD_LENGTH + k, np.empty((9, V), np.float64)
-    c = kernels.stage_costs(_field(values, at, i, 0), _field(values, at, i, 1),
-                            _field(values, at, i, 2), _field(values, at, i, 3),
-                            _field(values, at, i, 4), _field(values, at, i, 5),
-                            _field(values, at, i, 6), _field(values, at, i, 7),
-                            _field(values, at, i, 8), _field(values, at, i, 9),
-                            _field(values, at, i, 10), _field(values, at, i, 11),
-                            _field(values, at, i, 12), _field(values, at, i, 13),
-                            _field(values, at, i, 14), _field(values, at, i, 15),
-                            _field(values, at, i, 16), stage_device, M)
-    if kernels.w_above_b(_field(values, at, i, 1), _field(values, at, i, 2),
-                         _field(values, at, i, 3), stage_device) >= 0:
-        return W_ABOVE_B, c
-    return OK, c
+    problem, _, c = kernels.packed_stage_costs(values, at[i], stage_device, M, np.inf)
+    return (W_ABOVE_B if problem == kernels.W_ABOVE_B else OK), c
 
 
 @jit

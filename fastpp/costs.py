@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import NamedTuple
@@ -59,7 +60,9 @@ SLOTS: tuple[tuple[str, str | None], ...] = (
     *((name, kind) for name, kinds in PER_KIND.items() for kind in kinds))
 
 
-_BWI = tuple(SLOTS.index((name, None)) for name in ("b", "w", "i"))  # in Costs._flat
+# a Costs of plain numbers: input k is values[k]
+_SCALAR_AT = np.array([[k, 1] for k in range(len(SLOTS))], np.int64)
+_SEND = slice(SLOTS.index(("send", SEND_KINDS[0])), len(SLOTS))  # the send inputs, in _values
 
 
 def stage_view(rows: np.ndarray) -> StageCosts:
@@ -170,28 +173,44 @@ class Costs:
     send: ArrayLike | Mapping[str, ArrayLike] = 0.0
 
     def __post_init__(self):
-        arrays = {}
-        for name, (strict, upper) in FIELDS.items():
-            value = getattr(self, name)
-            if name in PER_KIND:
-                arrays[name] = _per_kind(value, name)
-                continue
-            arr = (np.array(np.nan) if value is None and name in OPTIONAL else
-                   _field(value, f"costs.{name}", strict, upper))
-            arrays[name] = arr
-        object.__setattr__(self, "_arrays", arrays)
-        # the kernels' flat inputs, made once (the arrays never change): a new cost vector
-        # per simulate paid 7 us of reshapes here
-        object.__setattr__(self, "_flat", (
-            [arr.reshape(-1) for name, arr in arrays.items() if name not in PER_KIND]
-            + [np.ascontiguousarray(row).reshape(-1) for name in PER_KIND
-               for row in arrays[name]]))
-        object.__setattr__(self, "_has_send", bool(arrays["send"].any()))
-        # each array field's length, which an expansion checks against p and V
-        object.__setattr__(self, "_lengths", tuple(
-            (name, arr.shape[-1]) for name, arr in arrays.items()
-            if arr.ndim == (2 if name in PER_KIND else 1)))
+        plain = _plain(self)
+        if plain is not None:  # every field a plain number: no array made until one is read
+            values, at, lengths = np.array(plain), _SCALAR_AT, ()
+            has_send = any(plain[_SEND])
+        else:
+            arrays = _arrays_of(self)
+            object.__setattr__(self, "_arrays", arrays)
+            flat = ([arr.reshape(-1) for name, arr in arrays.items() if name not in PER_KIND]
+                    + [np.ascontiguousarray(row).reshape(-1) for name in PER_KIND
+                       for row in arrays[name]])
+            sizes = np.array([a.size for a in flat], np.int64)
+            values = np.concatenate(flat)
+            at = np.ascontiguousarray(np.c_[np.cumsum(sizes) - sizes, sizes])
+            # each array field's length, which an expansion checks against p and V
+            lengths = tuple((name, arr.shape[-1]) for name, arr in arrays.items()
+                            if arr.ndim == (2 if name in PER_KIND else 1))
+            has_send = bool(arrays["send"].any())
+        # the kernels' inputs packed once (``kernels.packed_stage_costs``): one float64 array
+        # and each input's (start, size)
+        object.__setattr__(self, "_values", values)
+        object.__setattr__(self, "_at", at)
+        object.__setattr__(self, "_lengths", lengths)
+        object.__setattr__(self, "_has_send", has_send)
         object.__setattr__(self, "_expanded", {})  # for_placement's results, per stage map
+
+    def __getattr__(self, name: str):
+        # reached only for a name not set: the validated arrays of plain numbers, made when
+        # first read
+        if name != "_arrays" or "_values" not in self.__dict__:
+            raise AttributeError(f"'Costs' object has no attribute {name!r}")
+        values = self._values
+        arrays = {slot: np.array(values[k]) for k, (slot, kind) in enumerate(SLOTS)
+                  if kind is None}
+        for field, kinds in PER_KIND.items():
+            first = SLOTS.index((field, kinds[0]))
+            arrays[field] = values[first:first + len(kinds)].copy()
+        object.__setattr__(self, "_arrays", arrays)
+        return arrays
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:
@@ -299,25 +318,23 @@ class Costs:
             if size not in (p, V):
                 raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
                                     f"or V={V} (got length {size})")
-        b, w, i = (self._flat[k] for k in _BWI)
-        s = kernels.w_above_b(b, w, i, stage_to_device)
-        if s >= 0:
+        problem, where, rows = kernels.packed_stage_costs(self._values, self._at,
+                                                          stage_to_device, m, MAX_TIME)
+        if problem == kernels.EXPANDED:
+            return rows
+        if problem == kernels.W_ABOVE_B:
+            s = where
+            b, w = (self._arrays[name].reshape(-1) for name in ("b", "w"))
+
             def pick(a):
                 return a[0] if a.size == 1 else a[s] if a.size == V else a[stage_to_device[s]]
 
             raise ScheduleError(f"costs.w must be <= costs.b where costs.i is not given (got "
                                 f"w={pick(w)}, b={pick(b)} at stage {s})")
-        rows = kernels.stage_costs(*self.kernel_inputs(), stage_to_device, m)
-        if not kernels.above(rows, kernels.GAMMA, MAX_TIME):  # NaN (fb not given) passes
-            return rows
-        for row, source in _ROW_SOURCES:
-            big = np.flatnonzero(rows[row] > MAX_TIME)  # NaN (fb not given) passes
-            if big.size:
-                s = int(big[0])
-                raise ScheduleError(f"{source} must be at most {MAX_TIME:g} (a schedule sums "
-                                    f"these, past that to infinity; got "
-                                    f"{rows[row, s]:g} at stage {s})")
-        return rows
+        source = dict(_ROW_SOURCES)[where]
+        s = int(np.flatnonzero(rows[where] > MAX_TIME)[0])
+        raise ScheduleError(f"{source} must be at most {MAX_TIME:g} (a schedule sums these, "
+                            f"past that to infinity; got {rows[where, s]:g} at stage {s})")
 
     def kernel_inputs(self) -> list[np.ndarray]:
         """The flat arrays ``kernels.stage_costs`` takes, in ``SLOTS`` order (shared: read
@@ -327,7 +344,40 @@ class Costs:
         -------
         list of ndarray
         """
-        return list(self._flat)
+        return [self._values[a:a + size] for a, size in self._at]
+
+
+def _plain(costs: Costs) -> list[float] | None:
+    """The kernels' 17 inputs (``SLOTS``) as floats where every field is a plain Python
+    number (or an optional one not given) within its bounds, else ``None``: the path that
+    makes arrays, and says what is wrong."""
+    out = []
+    for name, (strict, upper) in FIELDS.items():
+        value = getattr(costs, name)
+        if value is None and name in OPTIONAL:
+            x = math.nan
+        elif (type(value) is float or type(value) is int) and abs(value) < 2**63:
+            x = float(value)
+            if not (math.isfinite(x) and (x > 0 if strict else x >= 0)
+                    and (upper is None or x <= upper)):
+                return None
+        else:
+            return None
+        out.extend([x] * len(PER_KIND[name]) if name in PER_KIND else [x])
+    return out
+
+
+def _arrays_of(costs: Costs) -> dict[str, np.ndarray]:
+    """Every field validated, as a float64 array (``Costs.arrays``' originals)."""
+    arrays = {}
+    for name, (strict, upper) in FIELDS.items():
+        value = getattr(costs, name)
+        if name in PER_KIND:
+            arrays[name] = _per_kind(value, name)
+            continue
+        arrays[name] = (np.array(np.nan) if value is None and name in OPTIONAL else
+                        _field(value, f"costs.{name}", strict, upper))
+    return arrays
 
 
 def _check_routes(schedule: Schedule) -> None:

@@ -73,14 +73,39 @@ def stage_costs(f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, over
     return out
 
 
+# what packed_stage_costs found wrong: nothing, w > b at a stage, a time row above the bound
+EXPANDED, W_ABOVE_B, ABOVE_LIMIT = 0, 1, 2
+
+
+# typed once: called with the constants 0..16, it would otherwise compile once per constant
+@jit(signature="float64[::1](float64[::1], int64[:, ::1], int64)", internal=True)
+def _slot(values, at, k):
+    """Cost input ``k`` packed in ``values``: its slice ``at[k, 0] : at[k, 0] + at[k, 1]``."""
+    return values[at[k, 0]: at[k, 0] + at[k, 1]]
+
+
 @jit
-def above(rows, count, limit):
-    """Whether any of the first ``count`` rows holds a value above ``limit`` (NaN is not)."""
-    for k in range(count):
-        for s in range(rows.shape[1]):
-            if rows[k, s] > limit:
-                return True
-    return False
+def packed_stage_costs(values, at, stage_device, m, limit):
+    """``stage_costs`` of the 17 cost inputs packed in ``values`` (``_slot``), checked in the
+    same call: ``(EXPANDED, -1, rows)``; ``(W_ABOVE_B, s, rows)`` for the first stage ``s``
+    that ``w_above_b`` finds; ``(ABOVE_LIMIT, k, rows)`` for the first of the time rows
+    (those before ``GAMMA``) holding a value above ``limit`` (NaN is not). One call, so that
+    a new cost vector pays one dispatch of five arguments, not three of up to nineteen."""
+    s = w_above_b(_slot(values, at, 1), _slot(values, at, 2), _slot(values, at, 3),
+                  stage_device)
+    if s >= 0:
+        return W_ABOVE_B, s, np.empty((9, stage_device.shape[0]), np.float64)
+    rows = stage_costs(_slot(values, at, 0), _slot(values, at, 1), _slot(values, at, 2),
+                       _slot(values, at, 3), _slot(values, at, 4), _slot(values, at, 5),
+                       _slot(values, at, 6), _slot(values, at, 7), _slot(values, at, 8),
+                       _slot(values, at, 9), _slot(values, at, 10), _slot(values, at, 11),
+                       _slot(values, at, 12), _slot(values, at, 13), _slot(values, at, 14),
+                       _slot(values, at, 15), _slot(values, at, 16), stage_device, m)
+    for k in range(GAMMA):
+        for v in range(rows.shape[1]):
+            if rows[k, v] > limit:
+                return ABOVE_LIMIT, k, rows
+    return EXPANDED, -1, rows
 
 
 @jit
