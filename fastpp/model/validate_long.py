@@ -56,7 +56,9 @@ overlap (``PR=bf16``: ``sbatch_benchmarking.sh`` adds ``--tp-comm-overlap``), CP
 Megatron's p2p ring (``cp_comm="ring"``, no ``--cp-comm-type`` given); balanced routing
 (``imbalance=1``). The attention runs at the kernel table's speed, as ``plan`` prices a
 preset. Nothing is fitted on these rows: they are checks, the only MoE rows in the error
-bars (``fastpp.model.errorbar``).
+bars (``fastpp.model.errorbar``). The TP overlap was read from the script after a first
+pricing without it (``validate_moe``'s default: -20.2%, -17.2%, -11.1%, -3.2% from 16K to
+128K) had been seen; it is kept because the run had it, whatever its effect on the error.
 
 Rows excluded, each with its reason (``excluded``): the runs without context parallelism
 (their layout is not stated: "the best non-CP layout within memory"); Megatron-Core's
