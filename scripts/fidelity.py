@@ -42,6 +42,7 @@ LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
           "moe_published": "MoE: Megatron-Core, -Bridge, ModelZoo, AutoModel (H100-GB300)",
           "long_context_published": "Long context with CP (NeMo FP8, H100 and B200)",
           "long_context_as_planned": "Long context, attention as planned (unfitted)",
+          "long_context_moe": "Long context MoE: Qwen3-235B, ModelZoo (H100, forced balance)",
           "vtrain_single_node_a": "vTrain single node, half A (A100, small models)"}
 
 
@@ -205,8 +206,8 @@ def _run(args) -> int:
           "rows of vtrain_single_node_a.csv, each NeMo long-context table's attention speed on "
           "its 1M row, Megatron of 2021's speed on Narayanan's 1T row (its ratio to "
           "Korthikanti's 1T: validate.megatron_2021); the rows a modelling choice was made "
-          "with in view count with them (validate.IN_VIEW: Megatron-Core's 32B, every MoE "
-          "row); every other row is a check\n")
+          "with in view count with them (validate.IN_VIEW: Megatron-Core's 32B, every row "
+          "of moe_published); every other row is a check (long_context_moe's MoE rows too)\n")
     ranks = zb_ranking(df)
     for name, group in ranks.groupby("dataset", sort=False):
         print(f"{LABELS[name]}: schedule ranking right in {int(group['agree'].sum())} of "

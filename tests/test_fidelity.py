@@ -129,7 +129,7 @@ def test_every_published_row_is_there_once(frame):
                       "zero_bubble_table4_profiled": 48, "zero_bubble_table4_model": 48,
                       "moe_published": 34,
                       "long_context_published": 17, "long_context_as_planned": 17,
-                      VTRAIN: 746}
+                      "long_context_moe": 4, VTRAIN: 746}
     assert set(frame["dataset"]) == set(DATASETS)
     assert np.allclose(frame["error"], frame["predicted"] / frame["measured"] - 1)
     # calibration rows: the whole layer table, Megatron-Core's odd rows, vTrain's even rows,
@@ -142,6 +142,8 @@ def test_every_published_row_is_there_once(frame):
                                    "narayanan_2021_table1"}
     assert fit[fit["dataset"] == "narayanan_2021_table1"]["row"].tolist() == ["1008.0B"]
     assert (fit["dataset"] == "moe_published").sum() == 34
+    # the long-context MoE runs: nothing fitted or chosen on them, every one a check
+    assert set(frame[frame["dataset"] == "long_context_moe"]["role"]) == {"check"}
     assert fit[fit["dataset"] == "long_context_published"]["row"].str.contains(
         " 1024K ").sum() == 2 == (fit["dataset"] == "long_context_published").sum()
     small = frame[frame["dataset"] == VTRAIN]
@@ -332,11 +334,11 @@ def test_the_error_bars_hold_on_datasets_they_were_not_made_from(frame):
     (errorbar.coverage): a root-mean-square bar covers an unbiased normal error 68.3% of the
     time and twice it 95.4%. A table is one trial (its rows share their configurations'
     offsets: vTrain's 373 are one draw, most of the pool), so the shares are averaged over the
-    tables (five: the fitted long-context table is out of the bars, ``errorbar.NOT_MODEL``,
-    and the long-context rows as the planner prices them are held apart, a strict xfail
-    below): within one bar at least 58% (bars half as wide give 48%), within two at least
-    90%; no table of ten rows or more below 80% within two bars. That the bars are not too
-    wide (at most 78% within one) is the next test."""
+    tables (six, the long-context MoE runs among them: the fitted long-context table is out
+    of the bars, ``errorbar.NOT_MODEL``, and the long-context rows as the planner prices them
+    are held apart, a strict xfail below): within one bar at least 58% (bars half as wide
+    give 48%), within two at least 90%; no table of ten rows or more below 80% within two
+    bars. That the bars are not too wide (at most 78% within one) is the next test."""
     rows = _tables(frame)
     assert len(rows) >= 5
     assert np.mean([r["within_bar"] for r in rows.values()]) >= 0.58, rows
@@ -346,11 +348,12 @@ def test_the_error_bars_hold_on_datasets_they_were_not_made_from(frame):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "80% of the five tables' rows within one bar: the bars are wide. Megatron-Core's rows, "
-    "left out, take H100's short-context bars, which now hold NeMo's 4K-8K rows at the "
-    "planner's attention speed (+14% to +24%): an 18% bar on a 4% error"))
+    "83% of the six tables' rows within one bar (80% of the five before the long-context "
+    "MoE runs, all four within the 38% bar they borrow, extrapolated): the bars are wide. "
+    "Megatron-Core's rows, left out, take H100's short-context bars, which now hold NeMo's "
+    "4K-8K rows at the planner's attention speed (+14% to +24%): an 18% bar on a 4% error"))
 def test_the_error_bars_are_not_too_wide(frame):
-    """The mean over the five tables within one bar at most 78% (bars twice as wide give
+    """The mean over the six tables within one bar at most 78% (bars twice as wide give
     97%)."""
     rows = _tables(frame)
     assert np.mean([r["within_bar"] for r in rows.values()]) <= 0.78, rows
@@ -358,7 +361,8 @@ def test_the_error_bars_are_not_too_wide(frame):
 
 @pytest.mark.xfail(strict=True, reason=(
     "long context as the planner prices it (the attention at the measured kernel's speed): "
-    "0% of its 17 rows within two of the bars the other tables give, its error 30% RMS: the "
+    "2 of its 17 rows within two of the bars the other tables give (16K and 32K on H100, "
+    "under the 17% bar borrowed from the MoE runs), its error 30% RMS: the "
     "stack's attention speed (NeMo's 0.56 and 0.73 of the kernel) is measured by no other "
     "table, so their bars cannot foresee it; inside the bars it is a check of its own regime"))
 def test_the_error_bars_hold_on_long_context_as_planned(frame):

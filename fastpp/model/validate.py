@@ -55,7 +55,10 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
 - ``long_context_published.csv``: ``fastpp.model.validate_long`` (its rows, assumptions and
   exclusions), each table's attention speed fitted on its 1M row; and the same rows as
   ``long_context_as_planned``, the attention at the measured kernel's speed as ``plan``
-  prices a preset, all checks: the error bars' rows.
+  prices a preset, all checks: the error bars' rows. Its MoE runs (the Megatron-MoE
+  ModelZoo's Qwen3-235B at 16K-128K on H100, forced-balance routing) are
+  ``long_context_moe``, priced by ``plan`` as ``validate_moe`` prices a ModelZoo row, all
+  checks (``validate_long.moe_rows``): the only MoE rows in the error bars.
 
 Calibration (``CALIBRATION``): A100's two curve parameters are fitted on
 ``korthikanti_2022_layer.csv`` alone (one layer's forward and backward, ten numbers), and the
@@ -92,13 +95,13 @@ from .published import (  # noqa: F401 (validate's names, as they were)
     step_time,
 )
 from .transformer import Transformer, chunk_layers
-from .validate_long import AS_PLANNED, long_roles, long_rows
+from .validate_long import AS_PLANNED, MOE_DATASET, long_roles, long_rows, moe_rows
 from .validate_small import VTRAIN, vtrain_roles, vtrain_rows
 
 DATASETS = ("korthikanti_2022", "korthikanti_2022_layer", "narayanan_2021_table1",
             "megatron_core_h100_weak_scaling", "zero_bubble_table4_profiled",
             "zero_bubble_table4_model", validate_moe.DATASET, "long_context_published",
-            AS_PLANNED)
+            AS_PLANNED, MOE_DATASET)
 DATASETS += (VTRAIN,)  # small models on one node: fastpp.model.validate_small
 ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
 # Zero Bubble's vocabulary: the paper does not state it, and the authors' script tokenizes with
@@ -121,9 +124,9 @@ NARAYANAN_RUNS = {1.7: (16, None, "torch"), 3.6: (16, None, "torch"), 7.5: (16, 
 MEGATRON_2021_PAIR = ("1008.0B", "1T")
 BLOCKING = 1.0  # Megatron before --overlap-p2p-communication
 MEGATRON_CORE_REDUCE_BYTES = 2.0  # bf16 gradients (assumed: module docstring)
-# rows a modelling choice was made with in view (the module docstring; every MoE row,
-# fastpp.model.validate_moe): nothing numeric is fitted on them, but their errors are in
-# sample, so they count with the calibration rows, never as checks
+# rows a modelling choice was made with in view (the module docstring; every row of
+# moe_published, fastpp.model.validate_moe): nothing numeric is fitted on them, but their
+# errors are in sample, so they count with the calibration rows, never as checks
 IN_VIEW = {("megatron_core_h100_weak_scaling", "32B")}
 
 
@@ -402,7 +405,8 @@ def validate(datasets=DATASETS):
         One row per published number: ``dataset``, ``row``, ``quantity``, ``measured``,
         ``predicted``, ``error`` (``predicted / measured - 1``) and ``role``
         (``"calibration"`` for the rows the constants were fitted on or a modelling choice
-        was made with in view, ``IN_VIEW`` and every MoE row; else ``"check"``), and
+        was made with in view, ``IN_VIEW`` and every ``moe_published`` row; else
+        ``"check"``, as every ``long_context_moe`` row), and
         the row's regime (``fastpp.model.errorbar.Regime``: ``gpu``, ``size``, ``seq``,
         ``arch``, ``tp``), by which ``errorbar.regime_table`` groups the residuals.
         ``mape(frame)`` gives the mean absolute error per dataset.
@@ -424,6 +428,7 @@ def validate(datasets=DATASETS):
                validate_moe.DATASET: lambda: validate_moe.rows(DATA),
                "long_context_published": lambda: long_rows()[0],
                AS_PLANNED: lambda: long_rows(speed=1.0)[0],
+               MOE_DATASET: lambda: moe_rows(),
                VTRAIN: lambda: vtrain_rows(hw, DATA)}
     rows = [r for name in datasets if name in loaders for r in loaders[name]()]
     if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass

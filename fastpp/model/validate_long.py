@@ -38,11 +38,36 @@ Rows priced (``PRICED``), and what is assumed where the source is silent:
   preset and the ``B200-180GB`` preset (its product curve and attention kernel are H100's,
   at B200's peaks: no B200 table calibrates the products, so the short rows check that).
 
+The MoE runs (``MOE_DATASET``, ``moe_rows``): the Megatron-MoE ModelZoo's Qwen3-235B-A22B
+long-context table on 256 H100 (best_practice/qwen3/readme.md at e865051: 16K to 128K with
+CP 1, 2, 4, 8, TP 4, PP 8, VP 4, EP 8, microbatch 1, global batch 256, bf16, DeepEP,
+``--recompute-granularity selective --recompute-modules layernorm moe``), the runs with
+forced-balance routing (``--moe-router-force-load-balancing``). Each is priced by
+``fastpp.model.plan`` and reported as Megatron's TFLOP/s a GPU (``megatron_flops_per_token``:
+the causal core halved, as Megatron-LM has counted it since 2025; the table names no code
+commit), with ``validate_moe.settings``' conventions for a ModelZoo row where the row is
+silent: the flex dispatcher (DeepEP), ZeRO-1 with the gradient reduction and parameter
+gather overlapped (the ModelZoo's Qwen3 config), gradients reduced in fp32, plan's even
+layer split (here Megatron's ``--account-for-embedding-in-pipeline-split`` and
+``--account-for-loss-in-pipeline-split``: 2 layers on the first and last of the 32 chunks,
+3 on the others), blocking pipeline hand-offs; and what the command states
+(``MOE_COMMAND``): no EP overlap (``A2A_OVERLAP=0``), Transformer Engine's tensor-parallel
+overlap (``PR=bf16``: ``sbatch_benchmarking.sh`` adds ``--tp-comm-overlap``), CP as
+Megatron's p2p ring (``cp_comm="ring"``, no ``--cp-comm-type`` given); balanced routing
+(``imbalance=1``). The attention runs at the kernel table's speed, as ``plan`` prices a
+preset. Nothing is fitted on these rows: they are checks, the only MoE rows in the error
+bars (``fastpp.model.errorbar``). The TP overlap was read from the script after a first
+pricing without it (``validate_moe``'s default: -20.2%, -17.2%, -11.1%, -3.2% from 16K to
+128K) had been seen; it is kept because the run had it, whatever its effect on the error.
+
 Rows excluded, each with its reason (``excluded``): the runs without context parallelism
 (their layout is not stated: "the best non-CP layout within memory"); Megatron-Core's
 GPT-175B speedup figure (GPU count, batch, PP and DP not stated; speedups over a baseline
-not in the table); Qwen3-235B (MoE runs: forced-balance and dropless routing with DeepEP and
-HybridEP, priced by ``fastpp.model.moe`` but not checked here); USP, DeepSpeed-Ulysses,
+not in the table); the Qwen3-235B runs with dropless routing (the ModelZoo's aux-loss
+balancing: the experts' load imbalance, ``plan``'s ``imbalance``, is not stated, and priced
+balanced each would be priced as its forced-balance twin, which ran 9-24% faster, so its
+error would measure the imbalance, not the model) and on GB200 (MXFP8, HybridEP; its
+GPU count inferred from its nodes; only the H100 table is checked here); USP, DeepSpeed-Ulysses,
 Megatron-SP under DeepSpeed and FPDT (Ulysses all-to-all sequence parallelism and FPDT's
 offloading, which fastpp does not model; layouts not stated); llm-foundry's MPT rows (FSDP;
 MPT's ALiBi attention ran a Triton kernel that the kernel table does not hold: priced as
@@ -51,6 +76,9 @@ FSDP with the FlashAttention-2 or cuDNN kernel and llm-foundry's MFU count, they
 """
 
 from __future__ import annotations
+
+import dataclasses
+import re
 
 import numpy as np
 
@@ -72,6 +100,16 @@ AS_PLANNED = "long_context_as_planned"
 PRICED = {("Llama2-7B", "H100"): ("llama2-7b", "H100-80GB"),
           ("Llama3-8B", "B200"): ("llama3-8b", "B200-180GB")}
 MICROBATCH = 1  # assumed: NeMo's long-context table does not say
+# the MoE runs checked as ``plan`` prices them (``moe_rows``): the Megatron-MoE ModelZoo's
+# Qwen3-235B long-context table on H100, (model column, gpu_type column prefix) -> the names
+# ``validate_moe`` reads them by (its ``MODEL_NAMES`` and ``HARDWARE_NAMES``)
+MOE_DATASET = "long_context_moe"
+MOE_PRICED = {("Qwen3-235B-A22B (MoE)", "H100"): ("Qwen3-235B-A22B", "H100-80GB")}
+# what the ModelZoo's command states beyond the table's columns (best_practice/qwen3/
+# readme.md and run_235b.sh at e865051): A2A_OVERLAP=0 (no EP overlap); PR=bf16, for which
+# sbatch_benchmarking.sh adds --tp-comm-overlap (since b09773a, December 2025, before the
+# table came in 38ce2ed, March 2026); no --cp-comm-type, so Megatron's p2p ring
+MOE_COMMAND = {"overlap": False, "tp_overlap": True, "cp_comm": "ring"}
 # each table's attention kernel against the kernel table's curve, fitted by ``calibrate`` on
 # the row CALIBRATION names (tests/test_long_context.py refits it)
 ATTENTION_SPEED = {"H100": 0.56, "B200": 0.73}
@@ -96,7 +134,7 @@ def _reason(row) -> str:
     if model.startswith("GPT-175B"):
         return "GPU count, batch, PP and DP not stated; a speedup over an unlisted baseline"
     if model.startswith("Qwen3"):
-        return "MoE run (DeepEP/HybridEP dispatch, routing): not checked in this dataset"
+        return _moe_reason(row)
     if model.startswith("MPT"):
         return ("llm-foundry FSDP run: MPT's ALiBi attention runs a Triton kernel, not in the "
                 "kernel table (priced with FA2/cuDNN these rows come out 25-150% over)")
@@ -153,7 +191,7 @@ def _runs(frame):
     """Per priced row: its label, table (``"H100"`` or ``"B200"``), model, hardware preset,
     layout keywords for ``price``, GPUs and the published TFLOP/s per GPU."""
     for r in frame.to_dict("records"):
-        if _reason(r):
+        if _reason(r) or _moe_run(r):  # (the MoE runs: ``moe_rows``)
             continue
         (name, hw_name), table = next((v, g) for (m, g), v in PRICED.items()
                                       if r["model"] == m and str(r["gpu_type"]).startswith(g))
@@ -228,3 +266,98 @@ def long_rows(frame=None, speed=None):
         rows.append((name, label, "tflops_per_gpu", measured, predicted,
                      regime(model, hw, run["seq"], run["t"], gpus)))
     return rows, memory
+
+
+
+def _moe_run(row) -> tuple[str, str] | None:
+    """The ``MOE_PRICED`` names of a row's model and hardware, None if not such a run."""
+    return next((v for (m, g), v in MOE_PRICED.items()
+                 if str(row["model"]) == m and str(row["gpu_type"]).startswith(g)), None)
+
+
+def _moe_reason(row) -> str:
+    """Why an MoE row is not priced ("" if ``moe_rows`` prices it)."""
+    if _moe_run(row) is None:
+        return (f"MoE run on {str(row['gpu_type']).split()[0]} ({row['precision']}, "
+                f"{row['framework']}): only the ModelZoo's H100 table is checked here (this "
+                f"row's GPU count is inferred from its nodes)")
+    if "dropless" in str(row["note"]):
+        return ("dropless routing (aux-loss balanced MoE run): its experts' load imbalance "
+                "(plan's imbalance) is not stated; priced balanced, it would be priced as its "
+                "forced-balance twin")
+    return ""
+
+
+def _moe_label(row) -> str:
+    routing = str(row["note"]).split(";")[0].replace(" routing", "")
+    return (f"Qwen3-235B-A22B {str(row['gpu_type']).split()[0]} {int(row['seq_len']) // 1024}K "
+            f"cp{int(row['cp'])} {routing}")
+
+
+def moe_settings(row) -> dict:
+    """The ``plan`` keywords of a priced MoE row (and ``hardware``, the preset's name, and
+    the flags ``validate_moe.settings`` gives beside them): ``validate_moe.settings`` of the
+    row read as a ModelZoo row of the MoE tables (that module's conventions where the row is
+    silent), with the row's context parallelism and recomputation, the command's settings
+    (``MOE_COMMAND``) and balanced routing (``imbalance=1``: the runs force the balance)."""
+    from . import validate_moe
+
+    model, hardware = _moe_run(row)
+    text = str(row["recompute"])
+    granularity = re.search(r"--recompute-granularity (\w+)", text)
+    modules = re.search(r"--recompute-modules ([\w ]+?)(?= --|$)", text)
+    dispatcher = re.search(r"\((\w+)\)", str(row["framework"]))
+    commit = re.search(r"HEAD (\w+)", str(row["source"]))
+    nan = float("nan")
+    as_moe = {"source": f"{DATASET}.csv", "model": model, "gpu_type": hardware,
+              "gpus": float(row["gpus"]), "release": f"ModelZoo {commit[1] if commit else ''}",
+              "precision": str(row["precision"]), "seq": float(row["seq_len"]),
+              "global_batch": float(row["global_batch_seqs"]),
+              "microbatch": float(row["micro_batch"]), "t": float(row["tp"]),
+              "p": float(row["pp"]), "cp": float(row["cp"]), "vp": float(row["vp"]),
+              "ep": float(row["ep"]), "etp": nan, "fsdp": "", "grad_accum": nan,
+              "framework": "Megatron-Core", "dispatcher": dispatcher[1] if dispatcher else "",
+              "recompute": "", "metric": "model_tflops_per_gpu", "value": float(row["value"]),
+              "routing": "", "overlap": MOE_COMMAND["overlap"], "note": str(row["note"]),
+              "label": _moe_label(row)}
+    kw = validate_moe.settings(as_moe)
+    kw.update(cp=int(row["cp"]), cp_comm=MOE_COMMAND["cp_comm"],
+              tp_overlap=MOE_COMMAND["tp_overlap"], imbalance=1.0)
+    if granularity:
+        kw["recompute"] = granularity[1]
+        kw["recompute_modules"] = modules[1].split() if modules else None
+    return kw
+
+
+def moe_price(row) -> dict:
+    """``plan``'s row (a dict) of a priced MoE row of the table, as ``moe_settings`` gives
+    it (the hardware flags set as ``validate_moe.predict`` sets them; one flush a step)."""
+    from .plan import plan
+
+    kw = moe_settings(row)
+    flags = ("fp8_current_scaling", "fused_grouped_mlp", "fp8_output_layer", "fp8_padding")
+    hardware = dataclasses.replace(HARDWARE[kw.pop("hardware")],
+                                   **{k: kw.pop(k) for k in flags})
+    kw.pop("flushes")  # (a NeMo AutoModel row's: Megatron flushes its pipeline once a step)
+    return plan(kw.pop("model"), kw.pop("gpus"), hardware, workers=1, **kw).iloc[0].to_dict()
+
+
+def moe_rows(frame=None):
+    """``(dataset, row, quantity, measured, predicted, regime)`` of every priced MoE row
+    (``MOE_DATASET``): ``plan``'s TFLOP/s a GPU (Megatron's count) against the table's, in
+    the regime of the row's model, hardware, sequence, ``t`` and GPUs. Nothing is fitted
+    on these rows and no setting was chosen by their errors: all are checks."""
+    pd = require("pandas", "sweep", "fastpp.model.validate_long")
+    from .published import data_file
+
+    frame = pd.read_csv(data_file(f"{DATASET}.csv")) if frame is None else frame
+    rows = []
+    for r in frame.to_dict("records"):
+        if _reason(r) or _moe_run(r) is None:
+            continue
+        kw = moe_settings(r)
+        rows.append((MOE_DATASET, _moe_label(r), "tflops_per_gpu", float(r["value"]),
+                     float(moe_price(r)["tflops_per_gpu"]),
+                     regime(kw["model"], HARDWARE[kw["hardware"]], kw["seq"], kw["tp"],
+                            kw["gpus"])))
+    return rows
