@@ -268,7 +268,6 @@ def long_rows(frame=None, speed=None):
     return rows, memory
 
 
-
 def _moe_run(row) -> tuple[str, str] | None:
     """The ``MOE_PRICED`` names of a row's model and hardware, None if not such a run."""
     return next((v for (m, g), v in MOE_PRICED.items()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._jit import jit
 from ..checks import (
     ScheduleError,
     instance,
@@ -27,7 +28,6 @@ from ..checks import (
     positive_int,
     show,
 )
-from .._jit import jit
 from ..costs import Costs
 from ..generators.registry import MAX_WORK, SCHEDULES
 from ..kernels import COMM, GAMMA, TB, TF, TI, TW, UNIT
