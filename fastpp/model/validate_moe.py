@@ -371,6 +371,7 @@ def settings(r) -> dict:
     fsdp = 2.0 if str(r["fsdp"]).strip().lower() == "on" else _number(r["fsdp"])
     out = {"model": model, "gpus": int(r["gpus"]), "hardware": hardware, "seq": int(r["seq"]),
            "global_batch": int(r["global_batch"]), "tp": t, "pp": p, "ep": ep,
+           "cp": int(r["cp"]) if np.isfinite(r["cp"]) and r["cp"] > 1 else None,
            "etp": int(r["etp"]) if np.isfinite(r["etp"]) else 1, "m": vp,
            "microbatch": int(r["microbatch"]), "recompute": recompute,
            "zero": 3 if np.isfinite(fsdp) and fsdp > 1 else 1, "schedules": [schedule],
@@ -526,7 +527,7 @@ def rows(data):
     out = []
     for r, value in done:
         kw = settings(r)
-        where = regime(kw["model"], HARDWARE[kw["hardware"]], kw["seq"], kw["tp"])
+        where = regime(kw["model"], HARDWARE[kw["hardware"]], kw["seq"], kw["tp"], kw["gpus"])
         out.append((DATASET, r["label"], "tflops_per_gpu", float(r["value"]), value, where))
     return out
 
