@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
@@ -183,9 +184,10 @@ class Costs:
             flat = ([arr.reshape(-1) for name, arr in arrays.items() if name not in PER_KIND]
                     + [np.ascontiguousarray(row).reshape(-1) for name in PER_KIND
                        for row in arrays[name]])
-            sizes = np.array([a.size for a in flat], np.int64)
+            sizes = [a.size for a in flat]
             values = np.concatenate(flat)
-            at = np.ascontiguousarray(np.c_[np.cumsum(sizes) - sizes, sizes])
+            at = np.array([(start - size, size) for start, size in
+                           zip(itertools.accumulate(sizes), sizes, strict=True)], np.int64)
             # each array field's length, which an expansion checks against p and V
             lengths = tuple((name, arr.shape[-1]) for name, arr in arrays.items()
                             if arr.ndim == (2 if name in PER_KIND else 1))
