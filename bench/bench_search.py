@@ -15,10 +15,10 @@ imports); nothing of it is in this repository. Each side's inputs are made befor
 (the authors' integer lists, the transcription's lists, fastpp's ``Costs``, new each round so
 that none keeps an expansion from the round before); inside it, the authors' ``GraphConfig``
 and fastpp's ``Problem``, then the search. Measured on 2026-12-06 on the 2-core machine, medians
-of 3 interleaved rounds, identical spans on every solve, in three runs: Table 5's 24 solves,
-original 3.0-3.1 s, transcription 1.85-1.96 s, fastpp 7.3-7.7 ms (395-447x the original); 40
-random uneven integer instances, original 0.171-0.173 s, transcription 0.110-0.116 s, fastpp
-1.61-1.68 ms (102-107x).
+of 3 interleaved rounds, identical spans on every solve, in four runs: Table 5's 24 solves,
+original 3.04-3.08 s, transcription 1.84-1.87 s, fastpp 7.6-7.8 ms (393-408x the original); 40
+random uneven integer instances, original 0.172-0.176 s, transcription 0.111-0.112 s, fastpp
+1.52-1.57 ms (111-114x).
 """
 
 import dataclasses
