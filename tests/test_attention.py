@@ -14,6 +14,7 @@ from fastpp.model.attention import (
     kernel_of,
     kernel_rows,
     kernel_tflops,
+    with_attention_kernel,
     with_attention_speed,
 )
 from fastpp.model.compute import _attention, matmul_efficiency
@@ -150,7 +151,45 @@ def test_a_stack_scales_the_attention_alone():
             2 * float(base - h100.op_overhead))
 
 
+@pytest.mark.parametrize("name, gpu", [("H100-80GB", "H100"), ("H800-80GB", "H100"),
+                                       ("B200-180GB", "H100"), ("A100-80GB", "A100")])
+def test_a_stack_runs_another_measured_kernel(name, gpu):
+    """``with_attention_kernel``: the attention at the chosen kernel's measured curve (a
+    Blackwell GPU at the same fraction of its peak as H100's), its speed kept and composed
+    with ``with_attention_speed`` in either order; the products unchanged."""
+    hw = HARDWARE[name]
+    peak = kernel_of(hw)[2]
+    for implementation in sorted({k[1] for k in FITS if k[0] == gpu}):
+        stack = with_attention_kernel(hw, implementation)
+        assert kernel_of(stack) == (gpu, implementation, peak)
+        for kind in ("forward", "backward"):
+            want = 1e12 * kernel_tflops(gpu, implementation, kind, True, 128, 32768) / peak
+            assert float(attention_efficiency(stack, kind, 32768, 128)) == pytest.approx(want)
+        both = (with_attention_speed(stack, 0.8), with_attention_kernel(
+            with_attention_speed(hw, 0.8), implementation))
+        for composed in both:
+            assert (composed.attention_kernel, composed.attention_speed) == (implementation, 0.8)
+            assert float(attention_efficiency(composed, "forward", 32768, 128)) == pytest.approx(
+                0.8 * float(attention_efficiency(stack, "forward", 32768, 128)))
+        assert float(matmul_efficiency(stack, 4096, 4096, 4096)) == float(
+            matmul_efficiency(hw, 4096, 4096, 4096))
+    if gpu == "H100":  # FlashAttention-2 at about 0.65 of cuDNN's curve, FA3 1.2 (module)
+        for implementation, low, high in (("FlashAttention-2", 0.6, 0.7),
+                                           ("FlashAttention-3", 1.1, 1.25)):
+            for kind in ("forward", "backward"):
+                ratio = (float(attention_efficiency(with_attention_kernel(hw, implementation),
+                                                    kind, 131072, 128))
+                         / float(attention_efficiency(hw, kind, 131072, 128)))
+                assert low < ratio < high, (implementation, kind, ratio)
+
+
 @pytest.mark.parametrize("call, message", [
+    (lambda: with_attention_kernel(HARDWARE["A100-80GB"], "cuDNN"),
+     r"attention_kernel must be one of \['FlashAttention-2'\] \(got 'cuDNN'\)"),
+    (lambda: with_attention_kernel(HARDWARE["H100-80GB"], "FlashAttention-4"),
+     r"attention_kernel must be one of"),
+    (lambda: with_attention_kernel(_toy(), "cuDNN"),
+     r"hardware must run a measured attention kernel .* to set its kernel"),
     (lambda: with_attention_speed(HARDWARE["H100-80GB"], 0.0), r"attention_speed must be"),
     (lambda: with_attention_speed(HARDWARE["H100-80GB"], "fast"), r"attention_speed must be"),
     (lambda: with_attention_speed("H100-80GB", 0.5), r"hardware must be a fastpp.model.Hardware"),

@@ -24,17 +24,22 @@ README figure for A100. What fits and what checks (``kernel_rows``):
 
 The kernel per GPU (``KERNEL_OF``):
 
-- H100, H200, H800: FlashAttention-3 (bf16), forward and backward measured separately;
-  FlashAttention-3's backward was measured without a mask only, so a causal backward is its
-  non-causal curve times the forward's causal-over-non-causal ratio at the same ``s`` and
-  ``d``. That transfer is checked on FlashAttention-2 on H100, whose causal forward-and-
-  backward was measured (README figure): predicted from its separate forward and backward
-  curves, held out of them.
+- H100, H200, H800: cuDNN's fused attention (bf16), the kernel Transformer Engine runs on
+  Hopper, forward and backward measured separately; its backward (as FlashAttention-3's) was
+  measured without a mask only, so a causal backward is its non-causal curve times the
+  forward's causal-over-non-causal ratio at the same ``s`` and ``d``. That transfer is
+  checked on FlashAttention-2 on H100, whose causal forward-and-backward was measured (README
+  figure): predicted from its separate forward and backward curves, held out of them.
 - A100: FlashAttention-2, measured only forward and backward together: both passes at that
   curve's efficiency.
-- B200, GB200, B300 and GB300: no measured kernel here; assumed H100's FlashAttention-3 at the same
+- B200, GB200, B300 and GB300: no measured kernel here; assumed H100's cuDNN at the same
   fraction of the dense bf16 peak (a Blackwell kernel, cuDNN's or FlashAttention-4, has its
   own curve; none to check it on).
+
+A stack that runs another measured kernel of its GPU (FlashAttention-2 through PyTorch's
+``scaled_dot_product_attention`` or the flash-attn package, FlashAttention-3) is priced with
+``with_attention_kernel``: on H100 at 8K-1M causal keys and head dimension 128,
+FlashAttention-2 runs at 0.63-0.67 of cuDNN's curve, FlashAttention-3 at 1.15-1.19.
 - any other ``Hardware`` (a user's, a test's): the dense-product curve of
   ``fastpp.model.compute`` at ``s x s x d``, as before this model.
 
@@ -110,10 +115,12 @@ IMPLEMENTATIONS = ("FlashAttention-2", "FlashAttention-3", "cuDNN")
 
 @dataclass(frozen=True)
 class StackHardware(Hardware):
-    """A ``Hardware`` whose attention kernel runs at ``attention_speed`` times its measured
-    curve (``kernel_of``), a number in (0, 2]: the attention of one software stack."""
+    """A ``Hardware`` whose attention is one software stack's: the measured kernel
+    ``attention_kernel`` of its GPU (``""``: the GPU's own, ``KERNEL_OF``), at
+    ``attention_speed`` times its curve, a number in (0, 2]."""
 
     attention_speed: float = 1.0
+    attention_kernel: str = ""
 
     def __post_init__(self):
         super().__post_init__()
@@ -122,21 +129,66 @@ class StackHardware(Hardware):
                 or not 0.0 < float(self.attention_speed) <= 2.0):
             raise ScheduleError(f"attention_speed must be a number in (0, 2] (got "
                                 f"{self.attention_speed!r})")
+        if self.attention_kernel != "":
+            gpu = _own_kernel(self)[0]
+            measured = sorted({k[1] for k in FITS if k[0] == gpu})
+            one_of(self.attention_kernel, "attention_kernel", measured)
 
 
 def with_attention_speed(hardware: Hardware, speed: float) -> StackHardware:
     """``hardware`` with its attention kernel at ``speed`` times its measured curve (the
-    products, links and everything else unchanged); ``hardware`` must run a measured kernel
-    (``kernel_of``)."""
+    products, links, kernel and everything else unchanged); ``hardware`` must run a measured
+    kernel (``kernel_of``)."""
+    return _stack(hardware, "speed", attention_speed=speed)
+
+
+def with_attention_kernel(hardware: Hardware, implementation: str) -> StackHardware:
+    """``hardware`` with its attention priced by another measured kernel of its GPU (the
+    attention of a stack that runs it; its speed, and everything else, unchanged).
+
+    Parameters
+    ----------
+    hardware : Hardware
+        Running a measured kernel (``kernel_of``): the H100 family and Blackwell (whose
+        kernel is assumed H100's at the same fraction of the peak) take ``"cuDNN"`` (their
+        default), ``"FlashAttention-2"`` or ``"FlashAttention-3"``; A100
+        ``"FlashAttention-2"``.
+    implementation : str
+
+    Returns
+    -------
+    StackHardware
+
+    Raises
+    ------
+    ScheduleError
+        If ``hardware`` runs no measured kernel, or ``implementation`` was not measured on
+        its GPU.
+
+    Examples
+    --------
+    >>> from fastpp.model import HARDWARE
+    >>> fa2 = with_attention_kernel(HARDWARE["H100-80GB"], "FlashAttention-2")
+    >>> kernel_of(fa2)[1]
+    'FlashAttention-2'
+    """
+    return _stack(hardware, "kernel", attention_kernel=implementation)
+
+
+def _stack(hardware, what: str, **stack) -> StackHardware:
+    """``hardware`` as a ``StackHardware`` with the ``stack`` fields replaced (a
+    ``StackHardware`` keeps the others)."""
     if not isinstance(hardware, Hardware):
         raise ScheduleError(f"hardware must be a fastpp.model.Hardware (got "
                             f"{type(hardware).__name__})")
-    if kernel_of(hardware) is None:
+    if _own_kernel(hardware) is None:
         raise ScheduleError(f"hardware must run a measured attention kernel (a name starting "
-                            f"with one of {[p for p, _ in KERNEL_OF]}) to set its speed (got "
+                            f"with one of {[p for p, _ in KERNEL_OF]}) to set its {what} (got "
                             f"{hardware.name!r})")
     values = {f.name: getattr(hardware, f.name) for f in fields(Hardware)}
-    return StackHardware(**values, attention_speed=speed)
+    kept = {"attention_speed": getattr(hardware, "attention_speed", 1.0),
+            "attention_kernel": getattr(hardware, "attention_kernel", "")}
+    return StackHardware(**values, **{**kept, **stack})
 
 
 def kernel_rows(path):
@@ -216,8 +268,18 @@ def kernel_tflops(gpu: str, implementation: str, kind: str, causal: bool, d, s, 
 
 
 def kernel_of(hardware):
-    """``(gpu, implementation, peak)`` of the measured kernel ``hardware`` runs, or ``None``
-    (a GPU without one: the dense-product curve prices its attention)."""
+    """``(gpu, implementation, peak)`` of the measured kernel ``hardware`` runs (a
+    ``StackHardware``'s ``attention_kernel`` where it names one), or ``None`` (a GPU without
+    one: the dense-product curve prices its attention)."""
+    kernel = _own_kernel(hardware)
+    chosen = getattr(hardware, "attention_kernel", "")
+    if kernel is None or not chosen:
+        return kernel
+    return kernel[0], chosen, kernel[2]
+
+
+def _own_kernel(hardware):
+    """``KERNEL_OF``'s kernel of ``hardware``'s GPU, by name prefix, or ``None``."""
     for prefix, kernel in KERNEL_OF:
         if hardware.name.startswith(prefix):
             return kernel
