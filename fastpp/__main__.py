@@ -17,6 +17,7 @@ from .checks import (
     flag_names,
     make_folder,
     memory_limit_flag,
+    one_of,
     require,
     seconds_flag,
     switch_names,
@@ -293,6 +294,14 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--efficiency", type=float, default=None,
                     help="fraction of the peak the largest matrix products reach (the "
                          "preset's calibrated ceiling)")
+    ap.add_argument("--attention-kernel", default=None, metavar="KERNEL",
+                    help="the attention kernel the stack runs: FlashAttention-2, "
+                         "FlashAttention-3 or cuDNN, as measured on the GPU (the GPU's "
+                         "default: cuDNN on the H100 family and Blackwell, FlashAttention-2 "
+                         "on A100)")
+    ap.add_argument("--attention-speed", type=float, default=None,
+                    help="the stack's attention against that kernel's measured speed, in "
+                         "(0, 2] (1)")
     ap.add_argument("--schedules", nargs="+", default=given["schedules"], metavar="NAME",
                     help="registered training schedules (python -m fastpp list; default: "
                     "all; for a model without experts all but " + ", ".join(
@@ -365,6 +374,22 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG and plan.html")
 
 
+def _stack_arg(hardware, kernel, speed):
+    """``hardware`` (a preset: each runs a measured kernel) with the attention of
+    ``--attention-kernel`` and ``--attention-speed`` (``fastpp.model.attention``), each
+    refused by its flag."""
+    from .model.attention import measured_kernels, with_attention_kernel, with_attention_speed
+
+    if kernel is not None:
+        one_of(kernel, "--attention-kernel", measured_kernels(hardware))
+        hardware = with_attention_kernel(hardware, kernel)
+    if speed is not None:
+        if not 0.0 < speed <= 2.0:  # (NaN is not)
+            raise ScheduleError(f"--attention-speed must be a number in (0, 2] (got {speed:g})")
+        hardware = with_attention_speed(hardware, speed)
+    return hardware
+
+
 def _plan(args) -> int:
     import time
 
@@ -382,6 +407,7 @@ def _plan(args) -> int:
     preset_arg(LINKS, args.link, "--link")
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)
+    hardware = _stack_arg(hardware, args.attention_kernel, args.attention_speed)
     if args.capacity_gb is not None and not args.capacity_gb > 0:  # (plan would name bytes)
         raise ScheduleError(f"--capacity-gb must be > 0 (got {args.capacity_gb:g})")
     start = time.perf_counter()
@@ -400,8 +426,14 @@ def _plan(args) -> int:
               recompute_modules=args.recompute_modules)
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
+    stack = ""
+    if args.attention_kernel is not None or args.attention_speed is not None:
+        from .model.attention import kernel_of
+
+        stack = (f", attention {kernel_of(hardware)[1]} at {hardware.attention_speed:g}x its "
+                 "measured speed")
     print(f"{args.model} on {args.gpus} x {hardware.name} (products up to "
-          f"{hardware.efficiency:.0%} of peak), "
+          f"{hardware.efficiency:.0%} of peak{stack}), "
           f"sequence {args.seq}, global batch {args.global_batch}: planned in {seconds:.2f} s "
           f"({ran / seconds:,.0f} simulated configurations per second)\n")
     print(summary(df, args.top))

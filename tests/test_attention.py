@@ -207,3 +207,33 @@ def test_bad_input_names_the_parameter(call, message):
 
     with pytest.raises(ScheduleError, match=message):
         call()
+
+
+def test_plan_takes_the_stacks_attention_from_its_flags(tmp_path, capsys):
+    """``python -m fastpp plan --attention-kernel/--attention-speed``: the plan of the stack
+    (FlashAttention-2 slower than H100's cuDNN at 64K, half the speed slower still, the
+    header saying so), each flag refused by name."""
+    import pandas as pd
+
+    from fastpp.__main__ import main
+
+    job = ["plan", "--model", "llama3-8b", "--gpus", "8", "--hardware", "H100-80GB",
+           "--seq", "65536", "--global-batch", "8", "--cp", "4", "--tp", "2",
+           "--schedules", "1f1b", "--recompute", "none", "--no-plots"]
+    steps = {}
+    for name, extra in (("default", []), ("fa2", ["--attention-kernel", "FlashAttention-2"]),
+                        ("fa2 half", ["--attention-kernel", "FlashAttention-2",
+                                      "--attention-speed", "0.5"])):
+        assert main([*job, "--out", str(tmp_path / name), *extra]) == 0
+        header = capsys.readouterr().out.splitlines()[0]
+        assert ("attention FlashAttention-2 at 0.5x" in header) == (name == "fa2 half")
+        frame = pd.read_parquet(tmp_path / name / "plan.parquet")
+        steps[name] = frame.set_index(["p", "d", "microbatch"])["step_time"].dropna()
+    assert (steps["fa2"] > steps["default"]).all() and (steps["fa2 half"] > steps["fa2"]).all()
+    for extra, error in (
+            (["--hardware", "A100-80GB", "--attention-kernel", "cuDNN"],
+             "error: --attention-kernel must be one of ['FlashAttention-2'] (got 'cuDNN')"),
+            (["--attention-speed", "0"], "error: --attention-speed must be a number in (0, 2]"),
+            (["--attention-speed", "nan"], "error: --attention-speed must be a number in (0, 2]")):
+        assert main([*job, "--out", str(tmp_path / "bad"), *extra]) == 2
+        assert error in capsys.readouterr().err

@@ -130,9 +130,7 @@ class StackHardware(Hardware):
             raise ScheduleError(f"attention_speed must be a number in (0, 2] (got "
                                 f"{self.attention_speed!r})")
         if self.attention_kernel != "":
-            gpu = _own_kernel(self)[0]
-            measured = sorted({k[1] for k in FITS if k[0] == gpu})
-            one_of(self.attention_kernel, "attention_kernel", measured)
+            one_of(self.attention_kernel, "attention_kernel", measured_kernels(self))
 
 
 def with_attention_speed(hardware: Hardware, speed: float) -> StackHardware:
@@ -276,6 +274,13 @@ def kernel_of(hardware):
     if kernel is None or not chosen:
         return kernel
     return kernel[0], chosen, kernel[2]
+
+
+def measured_kernels(hardware) -> list[str]:
+    """The kernels measured on ``hardware``'s GPU (``with_attention_kernel`` takes them);
+    none for a GPU without a measured kernel."""
+    kernel = _own_kernel(hardware)
+    return [] if kernel is None else sorted({k[1] for k in FITS if k[0] == kernel[0]})
 
 
 def _own_kernel(hardware):
