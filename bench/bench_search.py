@@ -12,13 +12,13 @@ The transcription is a fair baseline only if it runs no slower than the authors'
 ``FASTPP_ZB_ORIGINAL`` names the authors' ``auto_schedule.py`` (tag zero-bubble-v0.1.0 of
 sail-sg/zero-bubble-pipeline-parallelism, with ``pulp`` and ``torch`` importable, which it
 imports); nothing of it is in this repository. Each side's inputs are made before its clock
-(the authors' integer lists, the transcription's lists, fastpp's ``Costs``, new each round so
-that none keeps an expansion from the round before); inside it, the authors' ``GraphConfig``
-and fastpp's ``Problem``, then the search. Measured on 2026-12-06 on the 2-core machine, medians
-of 3 interleaved rounds, identical spans on every solve, in four runs: Table 5's 24 solves,
-original 3.04-3.08 s, transcription 1.84-1.87 s, fastpp 7.6-7.8 ms (393-408x the original); 40
-random uneven integer instances, original 0.172-0.176 s, transcription 0.111-0.112 s, fastpp
-1.52-1.57 ms (111-114x).
+(the authors' and the transcription's integer lists, fastpp's numbers); inside it, each side
+checks them and sets itself up (the authors' ``GraphConfig``, fastpp's ``Costs`` and
+``Problem``), then searches. Measured on 2026-12-06 on the 2-core machine, medians of 3
+interleaved rounds, identical spans on every solve, in three runs: Table 5's 24 solves,
+original 2.98-3.02 s, transcription 1.74-1.77 s, fastpp 7.3-7.9 ms (378-411x the original); 40
+random uneven integer instances, original 0.170-0.174 s, transcription 0.109-0.110 s, fastpp
+2.18-2.23 ms (78x).
 """
 
 import dataclasses
@@ -54,21 +54,26 @@ def table5_problems(small):
 
 
 def fresh(problems):
-    """The problems with new ``Costs`` objects, made before a round's clock (a user's inputs,
-    as each side's own are): a ``Costs`` keeps its expansions, which a round on the same
-    objects would reuse (until 6 December 2026 the second and third rounds did)."""
-    return [dataclasses.replace(pr, costs=dataclasses.replace(pr.costs)) for pr in problems]
+    """Each problem's inputs as a user holds them before the clock: ``p``, ``n``, the
+    numbers ``Costs`` is made of and the memory limit (the authors' side likewise gets its
+    integer lists). ``run_fastpp`` makes the ``Costs`` inside its clock, as the authors'
+    side makes its ``GraphConfig``: both check their inputs. (On 5 December 2026 a round
+    reused the first round's ``Costs`` objects and their expansions; for a while on 6
+    December the ``Costs`` was made outside the clock: 111-114x on the random instances,
+    about 54x with it then, a benchmark review.)"""
+    return [(pr.p, pr.n, {f.name: getattr(pr.costs, f.name)
+                          for f in dataclasses.fields(Costs)}, pr.limit) for pr in problems]
 
 
 def run_fastpp(problems):
-    """fastpp's heuristic from each problem's inputs (a ``Costs``, new each round: ``fresh``):
-    the ``Problem`` built (its costs expanded and laid out per stage, as the authors' side
-    builds its ``GraphConfig`` inside its clock), then ``zb_best``. Until 5 December 2026 the
-    build was left out of the clock (178x on the random instances, 71x with it: a benchmark
-    review)."""
+    """fastpp's heuristic from each problem's inputs (``fresh``): the ``Costs`` made and
+    the ``Problem`` built (its costs checked, expanded and laid out per stage, as the authors'
+    side checks its inputs and builds its ``GraphConfig`` inside its clock), then
+    ``zb_best``. Until 5 December 2026 the build was left out of the clock (178x on the
+    random instances, 71x with it: a benchmark review)."""
     out = []
-    for given in problems:
-        pr = Problem.build(given.p, given.n, given.costs, given.limit, "loop", "span")
+    for p, n, costs, limit in problems:
+        pr = Problem.build(p, n, Costs(**costs), limit, "loop", "span")
         ops, length = new_ops(pr.p, pr.n, 1), np.zeros(pr.p, np.int32)
         zb_best(pr.cost, pr.memd, pr.comm, pr.cap, pr.n, True, ops, length)
         out.append((ops, length))
@@ -85,8 +90,8 @@ def run_python(inputs):
 
 
 def run_optimize(problems):
-    return [optimize(pr.p, pr.n, pr.costs, memory=pr.limit, objective="span",
-                     method="heuristic", progress=False) for pr in problems]
+    return [optimize(p, n, Costs(**costs), memory=limit, objective="span",
+                     method="heuristic", progress=False) for p, n, costs, limit in problems]
 
 
 @pytest.mark.parametrize("engine", ["fastpp", "optimize", "python"])
@@ -223,8 +228,8 @@ def bench_heuristic_against_original():
     transcription no slower."""
     original = _original(os.environ["FASTPP_ZB_ORIGINAL"])
 
-    # each side's inputs made before its clock: the authors' integer lists, fastpp's Costs
-    # (new each round, ``fresh``); inside it, the authors' GraphConfig and fastpp's Problem
+    # each side's inputs made before its clock: the authors' integer lists, fastpp's numbers
+    # (``fresh``); inside it, the authors' GraphConfig, fastpp's Costs and Problem
     def run_original(problems):
         return [original.do_heuristic_search(pr.p, pr.n, original.GraphConfig(**i))
                 for pr, i in problems]

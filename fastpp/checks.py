@@ -190,7 +190,8 @@ def numbers(values, name: str, *, strict: bool = False, upper: float | None = No
             missing: bool = False) -> np.ndarray:
     """``values`` as float64 if every one is finite and > 0 (``strict``) or >= 0, and at most
     ``upper``; with ``missing``, NaN stands for "not given" and passes."""
-    if type(values) in (float, int) and abs(values) < 2**63:
+    if (type(values) in (float, int) or isinstance(values, np.floating | np.integer)) \
+            and abs(values) < 2**63:
         # a plain Python number, the common case (a Costs has some twenty): judged without
         # NumPy's array reductions, which took a microsecond or more each
         x = float(values)

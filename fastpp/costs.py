@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Mapping
@@ -61,9 +62,6 @@ SLOTS: tuple[tuple[str, str | None], ...] = (
     *((name, kind) for name, kinds in PER_KIND.items() for kind in kinds))
 
 
-# a Costs of plain numbers: input k is values[k]
-_SCALAR_AT = np.array([[k, 1] for k in range(len(SLOTS))], np.int64)
-_SEND = slice(SLOTS.index(("send", SEND_KINDS[0])), len(SLOTS))  # the send inputs, in _values
 
 
 def stage_view(rows: np.ndarray) -> StageCosts:
@@ -174,10 +172,9 @@ class Costs:
     send: ArrayLike | Mapping[str, ArrayLike] = 0.0
 
     def __post_init__(self):
-        plain = _plain(self)
-        if plain is not None:  # every field a plain number: no array made until one is read
-            values, at, lengths = np.array(plain), _SCALAR_AT, ()
-            has_send = any(plain[_SEND])
+        packed = _packed(self)
+        if packed is not None:  # numbers and float64 vectors: no array made until one is read
+            values, at, lengths, has_send = packed
         else:
             arrays = _arrays_of(self)
             object.__setattr__(self, "_arrays", arrays)
@@ -201,15 +198,18 @@ class Costs:
         object.__setattr__(self, "_expanded", {})  # for_placement's results, per stage map
 
     def __getattr__(self, name: str):
-        # reached only for a name not set: the validated arrays of plain numbers, made when
-        # first read
+        # reached only for a name not set: the validated arrays of a packed Costs (numbers
+        # and float64 vectors), made when first read
         if name != "_arrays" or "_values" not in self.__dict__:
             raise AttributeError(f"'Costs' object has no attribute {name!r}")
-        values = self._values
-        arrays = {slot: np.array(values[k]) for k, (slot, kind) in enumerate(SLOTS)
-                  if kind is None}
-        for field, kinds in PER_KIND.items():
-            first = SLOTS.index((field, kinds[0]))
+        values, vectors = self._values, dict(self._lengths)
+        arrays = {}
+        for (slot, kind), (start, size) in zip(SLOTS, self._at, strict=True):
+            if kind is None:
+                arrays[slot] = (values[start:start + size].copy() if slot in vectors
+                                else np.array(values[start]))
+        for field, kinds in PER_KIND.items():  # (numbers here: one value each)
+            first = self._at[SLOTS.index((field, kinds[0])), 0]
             arrays[field] = values[first:first + len(kinds)].copy()
         object.__setattr__(self, "_arrays", arrays)
         return arrays
@@ -349,24 +349,64 @@ class Costs:
         return [self._values[a:a + size] for a, size in self._at]
 
 
-def _plain(costs: Costs) -> list[float] | None:
-    """The kernels' 17 inputs (``SLOTS``) as floats where every field is a plain Python
-    number (or an optional one not given) within its bounds, else ``None``: the path that
-    makes arrays, and says what is wrong."""
-    out = []
+def _packed(costs: Costs) -> tuple | None:
+    """``(values, at, lengths, has_send)`` of a ``Costs`` whose fields are each a number
+    (Python's or NumPy's), a 1-D float64 array or an optional one not given, all within
+    their bounds (``FIELDS``), the per-kind ones numbers; else ``None``: the general path,
+    which makes the arrays and says what is wrong. ``values`` packs the kernels' 17 inputs
+    (``SLOTS``), input ``k`` at ``values[at[k, 0]:][:at[k, 1]]``; ``lengths`` the array
+    fields' (name, length). Judged in Python: NumPy's reductions take a microsecond each."""
+    flat, sizes, lengths = [], [], []
     for name, (strict, upper) in FIELDS.items():
         value = getattr(costs, name)
         if value is None and name in OPTIONAL:
-            x = math.nan
-        elif (type(value) is float or type(value) is int) and abs(value) < 2**63:
-            x = float(value)
+            flat.append(math.nan)
+            sizes.append(1)
+            continue
+        x = _number(value)
+        if x is not None:
             if not (math.isfinite(x) and (x > 0 if strict else x >= 0)
                     and (upper is None or x <= upper)):
                 return None
-        else:
+            if name in PER_KIND:
+                flat.extend([x] * len(PER_KIND[name]))
+                sizes.extend([1] * len(PER_KIND[name]))
+            else:
+                flat.append(x)
+                sizes.append(1)
+            continue
+        if (name in PER_KIND or type(value) is not np.ndarray or value.dtype != np.float64
+                or value.ndim != 1 or not value.size):
             return None
-        out.extend([x] * len(PER_KIND[name]) if name in PER_KIND else [x])
-    return out
+        xs = value.tolist()  # (a copy: the caller's array stays theirs)
+        if not (all(map(math.isfinite, xs)) and (min(xs) > 0 if strict else min(xs) >= 0)
+                and (upper is None or max(xs) <= upper)):
+            return None
+        flat.extend(xs)
+        sizes.append(len(xs))
+        lengths.append((name, len(xs)))
+    has_send = any(flat[-len(SEND_KINDS):])  # (the per-kind numbers come last)
+    at = _SCALAR_AT if not lengths else _offsets(tuple(sizes))
+    return np.array(flat), at, tuple(lengths), has_send
+
+
+_SCALAR_AT = np.array([[k, 1] for k in range(len(SLOTS))], np.int64)  # numbers only
+
+
+@functools.cache
+def _offsets(sizes: tuple) -> np.ndarray:
+    """The ``[start, size]`` rows of packed inputs of these sizes (kept: a handful of
+    shapes recur; read by the kernels, never written)."""
+    return np.array([(start - size, size) for start, size in
+                     zip(itertools.accumulate(sizes), sizes, strict=True)], np.int64)
+
+
+def _number(value) -> float | None:
+    """``value`` as a float if it is one number (Python's or NumPy's, not a bool) that
+    float64 holds as ``numbers`` judges it, else ``None``."""
+    if type(value) is float or type(value) is int or isinstance(value, np.floating | np.integer):
+        return float(value) if abs(value) < 2**63 else None
+    return None
 
 
 def _arrays_of(costs: Costs) -> dict[str, np.ndarray]:

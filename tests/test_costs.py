@@ -258,3 +258,56 @@ def test_for_placement_is_per_stage_of_any_schedule(name):
     again = Costs(f=f, b=2.0).per_stage(sched)  # another Costs: no expansion kept between them
     for field in got._fields:
         assert np.array_equal(getattr(got, field), getattr(again, field), equal_nan=True), field
+
+
+def test_packed_costs_equal_the_general_paths(rng):
+    """A ``Costs`` of numbers (Python's or NumPy's) and float64 vectors is packed without its
+    arrays (``costs._packed``); given the same values as lists and 0-D arrays, the general
+    path makes them. Both hold the same fields, kernel inputs, sends, lengths, hash and
+    expansions, on random mixtures of scalars, vectors over devices and over stages."""
+    p, m = 4, 2
+    schedules = [build_schedule("interleaved-1f1b", p, 8, m), build_schedule("zbv", p, 8),
+                 build_schedule("1f1b", p, 8)]
+    fields = dict(f=(0.5, 2.0), b=(2.0, 4.0), w=(0.0, 1.0), comm=(0.0, 0.3),
+                  gamma=(0.0, 1.0), act=(0.5, 2.0), message_bytes=(0.0, 5.0))
+    packed_seen = 0
+    for _ in range(60):
+        fast, slow = {}, {}
+        for name, (low, high) in fields.items():
+            pick = rng.integers(0, 4)
+            size = p * m if name in ("f", "b", "w") and rng.random() < 0.3 else p
+            if pick == 0:
+                value = float(rng.uniform(low, high))
+                fast[name], slow[name] = value, np.array(value)
+            elif pick == 1:
+                value = np.float64(rng.uniform(low, high))
+                fast[name], slow[name] = value, np.array(value)
+            else:
+                value = rng.uniform(low, high, size)
+                fast[name], slow[name] = value, list(value)
+        if rng.random() < 0.3:
+            fast["bandwidth"] = slow["bandwidth"] = float(rng.uniform(1.0, 5.0))
+        if rng.random() < 0.3:
+            fast["overhead"], slow["overhead"] = 0.01, np.array(0.01)
+        if rng.random() < 0.3:
+            fast["send"], slow["send"] = 0.02, np.array(0.02)
+        # w <= b wherever i is not given: keep w within b at every stage
+        fast["w"] = slow["w"] = 0.5 * np.min(np.atleast_1d(fast["b"]))
+        a, b = Costs(**fast), Costs(**slow)
+        packed_seen += "_arrays" not in a.__dict__
+        assert "_arrays" in b.__dict__  # (the general path made them at once)
+        assert a == b and hash(a) == hash(b)
+        for name, arr in b.arrays.items():
+            assert a.arrays[name].shape == arr.shape and np.array_equal(a.arrays[name], arr,
+                                                                        equal_nan=True)
+        assert all(np.array_equal(x, y, equal_nan=True) for x, y in
+                   zip(a.kernel_inputs(), b.kernel_inputs(), strict=True))
+        assert (a._has_send, a._lengths) == (b._has_send, b._lengths)
+        for s in schedules:
+            if any(size not in (s.p, s.V) for _, size in a._lengths):
+                continue
+            if a._has_send and s.name == "zbv":
+                continue  # (a V's routes end between devices: send is refused there)
+            assert all(np.array_equal(x, y, equal_nan=True) for x, y in
+                       zip(a.per_stage(s), b.per_stage(s), strict=True))
+    assert packed_seen == 60
