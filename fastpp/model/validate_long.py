@@ -345,7 +345,8 @@ def moe_rows(frame=None):
     """``(dataset, row, quantity, measured, predicted, regime)`` of every priced MoE row
     (``MOE_DATASET``): ``plan``'s TFLOP/s a GPU (Megatron's count) against the table's, in
     the regime of the row's model, hardware, sequence, ``t`` and GPUs. Nothing is fitted
-    on these rows and no setting was chosen by their errors: all are checks."""
+    on these rows, which count as checks; one setting, the TP overlap their script states,
+    was read after a pricing without it had been seen (the module docstring)."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
     from .published import data_file
 
