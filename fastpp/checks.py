@@ -190,11 +190,10 @@ def numbers(values, name: str, *, strict: bool = False, upper: float | None = No
             missing: bool = False) -> np.ndarray:
     """``values`` as float64 if every one is finite and > 0 (``strict``) or >= 0, and at most
     ``upper``; with ``missing``, NaN stands for "not given" and passes."""
-    if (type(values) in (float, int) or isinstance(values, np.floating | np.integer)) \
-            and abs(values) < 2**63:
-        # a plain Python number, the common case (a Costs has some twenty): judged without
-        # NumPy's array reductions, which took a microsecond or more each
-        x = float(values)
+    x = one_number(values)
+    if x is not None:
+        # one number, the common case (a Costs has some twenty): judged without NumPy's
+        # array reductions, which took a microsecond or more each
         if not (missing and x != x) and not (math.isfinite(x) and (x > 0 if strict else x >= 0)
                                              and (upper is None or x <= upper)):
             _not_numbers(values, name, strict, upper)
@@ -213,6 +212,19 @@ def numbers(values, name: str, *, strict: bool = False, upper: float | None = No
     if np.any(bad):
         _not_numbers(values, name, strict, upper)
     return arr
+
+
+def one_number(value) -> float | None:
+    """``value`` as a float if it is one number (Python's or NumPy's, not a bool) within
+    int64's range (larger ones are judged as arrays), else ``None``. A NumPy number is
+    converted before it is compared: ``abs`` of int64's minimum, and 2**63 as a float16,
+    overflow with a warning."""
+    if type(value) is float or type(value) is int:
+        return float(value) if abs(value) < 2**63 else None
+    if isinstance(value, np.floating | np.integer):
+        x = float(value)
+        return x if abs(x) < 2**63 else None
+    return None
 
 
 def _not_numbers(values, name: str, strict: bool, upper) -> None:

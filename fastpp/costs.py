@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .checks import ScheduleError, indices, instance, numbers, positive_int, read_only
+from .checks import ScheduleError, indices, instance, numbers, one_number, positive_int, read_only
 from .schedule import Schedule
 
 
@@ -363,7 +363,7 @@ def _packed(costs: Costs) -> tuple | None:
             flat.append(math.nan)
             sizes.append(1)
             continue
-        x = _number(value)
+        x = one_number(value)
         if x is not None:
             if not (math.isfinite(x) and (x > 0 if strict else x >= 0)
                     and (upper is None or x <= upper)):
@@ -399,14 +399,6 @@ def _offsets(sizes: tuple) -> np.ndarray:
     shapes recur; read by the kernels, never written)."""
     return np.array([(start - size, size) for start, size in
                      zip(itertools.accumulate(sizes), sizes, strict=True)], np.int64)
-
-
-def _number(value) -> float | None:
-    """``value`` as a float if it is one number (Python's or NumPy's, not a bool) that
-    float64 holds as ``numbers`` judges it, else ``None``."""
-    if type(value) is float or type(value) is int or isinstance(value, np.floating | np.integer):
-        return float(value) if abs(value) < 2**63 else None
-    return None
 
 
 def _arrays_of(costs: Costs) -> dict[str, np.ndarray]:

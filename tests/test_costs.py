@@ -311,3 +311,13 @@ def test_packed_costs_equal_the_general_paths(rng):
             assert all(np.array_equal(x, y, equal_nan=True) for x, y in
                        zip(a.per_stage(s), b.per_stage(s), strict=True))
     assert packed_seen == 60
+
+
+def test_numpy_numbers_outside_int64_warn_nothing():
+    """A NumPy float16 and int64's minimum were compared with 2**63 as NumPy numbers (an
+    overflow warning, an error under -W error, the suite's setting); converted first, the
+    one is a number and the other is refused by name, as before the packed path."""
+    assert Costs(np.float16(1.0), 2.0) == Costs(1.0, 2.0)
+    with pytest.raises(ScheduleError, match=r"^costs.w must be finite and >= 0 \(got "
+                                            r"-9223372036854775808\)$"):
+        Costs(1.0, 2.0, w=np.int64(-2**63))

@@ -35,13 +35,14 @@ The kernel per GPU (``KERNEL_OF``):
 - B200, GB200, B300 and GB300: no measured kernel here; assumed H100's cuDNN at the same
   fraction of the dense bf16 peak (a Blackwell kernel, cuDNN's or FlashAttention-4, has its
   own curve; none to check it on).
-
-A stack that runs another measured kernel of its GPU (FlashAttention-2 through PyTorch's
-``scaled_dot_product_attention`` or the flash-attn package, FlashAttention-3) is priced with
-``with_attention_kernel``: on H100 at 8K-1M causal keys and head dimension 128,
-FlashAttention-2 runs at 0.63-0.67 of cuDNN's curve, FlashAttention-3 at 1.15-1.19.
 - any other ``Hardware`` (a user's, a test's): the dense-product curve of
   ``fastpp.model.compute`` at ``s x s x d``, as before this model.
+
+A stack that runs another kernel measured on its GPU (FlashAttention-2 through PyTorch's
+``scaled_dot_product_attention`` or the flash-attn package, FlashAttention-3) is priced with
+``with_attention_kernel``: on H100 at 8K-1M causal keys and head dimension 128,
+FlashAttention-2 runs at 0.63-0.68 of cuDNN's curve, FlashAttention-3 at 1.14-1.19. The
+Blackwell presets take their assumed kernel alone: no kernel was measured on them.
 
 A run's software stack can be slower or faster than the kernels the table measured (an older
 cuDNN, a framework's wrappers round each call): ``with_attention_speed`` gives a
@@ -109,6 +110,8 @@ KERNEL_OF = (("A100", ("A100", "FlashAttention-2", 312e12)),
              ("GB200", ("H100", "cuDNN", 989e12)),
              ("B300", ("H100", "cuDNN", 989e12)),
              ("GB300", ("H100", "cuDNN", 989e12)))
+# the GPUs whose kernel is assumed from H100's (the module): no other kernel is offered
+ASSUMED = ("B200", "GB200", "B300", "GB300")
 PASSES = ("forward", "backward", "forward+backward")
 IMPLEMENTATIONS = ("FlashAttention-2", "FlashAttention-3", "cuDNN")
 
@@ -147,10 +150,10 @@ def with_attention_kernel(hardware: Hardware, implementation: str) -> StackHardw
     Parameters
     ----------
     hardware : Hardware
-        Running a measured kernel (``kernel_of``): the H100 family and Blackwell (whose
-        kernel is assumed H100's at the same fraction of the peak) take ``"cuDNN"`` (their
-        default), ``"FlashAttention-2"`` or ``"FlashAttention-3"``; A100
-        ``"FlashAttention-2"``.
+        Running a measured kernel (``kernel_of``; ``measured_kernels`` lists what it
+        takes): the H100 family ``"cuDNN"`` (its default), ``"FlashAttention-2"`` or
+        ``"FlashAttention-3"``; A100 ``"FlashAttention-2"``; Blackwell, whose kernel is
+        assumed H100's cuDNN at the same fraction of the peak, that alone.
     implementation : str
 
     Returns
@@ -277,10 +280,15 @@ def kernel_of(hardware):
 
 
 def measured_kernels(hardware) -> list[str]:
-    """The kernels measured on ``hardware``'s GPU (``with_attention_kernel`` takes them);
-    none for a GPU without a measured kernel."""
+    """The kernels measured on ``hardware``'s GPU (``with_attention_kernel`` takes them):
+    none for a GPU without a measured kernel, and for one whose kernel is assumed from
+    another GPU's (Blackwell's, ``ASSUMED``) that kernel alone."""
     kernel = _own_kernel(hardware)
-    return [] if kernel is None else sorted({k[1] for k in FITS if k[0] == kernel[0]})
+    if kernel is None:
+        return []
+    if hardware.name.startswith(ASSUMED):
+        return [kernel[1]]
+    return sorted({k[1] for k in FITS if k[0] == kernel[0]})
 
 
 def _own_kernel(hardware):
