@@ -62,8 +62,6 @@ SLOTS: tuple[tuple[str, str | None], ...] = (
     *((name, kind) for name, kinds in PER_KIND.items() for kind in kinds))
 
 
-
-
 def stage_view(rows: np.ndarray) -> StageCosts:
     """``kernels.stage_costs``' rows as a ``StageCosts`` of read-only views (one read-only
     view whose rows are read-only too: nine views took 5 us)."""
@@ -181,10 +179,8 @@ class Costs:
             flat = ([arr.reshape(-1) for name, arr in arrays.items() if name not in PER_KIND]
                     + [np.ascontiguousarray(row).reshape(-1) for name in PER_KIND
                        for row in arrays[name]])
-            sizes = [a.size for a in flat]
             values = np.concatenate(flat)
-            at = np.array([(start - size, size) for start, size in
-                           zip(itertools.accumulate(sizes), sizes, strict=True)], np.int64)
+            at = _offsets(tuple(a.size for a in flat))
             # each array field's length, which an expansion checks against p and V
             lengths = tuple((name, arr.shape[-1]) for name, arr in arrays.items()
                             if arr.ndim == (2 if name in PER_KIND else 1))
