@@ -45,7 +45,7 @@ from fastpp.checks import (  # noqa: E402
 )
 from fastpp.reports import write_report  # noqa: E402
 from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up  # noqa: E402
-from fastpp.sweeps.store import atomic_write, clear, in_use, kept  # noqa: E402
+from fastpp.sweeps.store import atomic_write, clear, kept  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:
@@ -124,8 +124,6 @@ def main(argv=None) -> int:
         for name in ("sweep.parquet", *(() if args.no_plots else (
                 "report.html", "bubble_heatmap.png", "pareto.png"))):
             will_write(args.out / name, "--out")
-        if parts.exists() and not args.resume:
-            in_use(parts)  # another run's, which it is writing
     except fastpp.ScheduleError as err:
         return refused(err, args, parts)
     if parts.exists() and not args.resume:

@@ -97,9 +97,6 @@ TEXT_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}
 DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop",
             "hidden_dropout_prob", "attention_probs_dropout_prob")
 _MISSING = object()
-# the shape's sizes that a null cannot stand for (the key-value heads' null is the heads,
-# GPT-2's n_inner's 4h: those have a fallback)
-NO_NULL = ("layers", "hidden", "heads", "ffn", "vocab")
 
 
 class _Config:
@@ -250,9 +247,10 @@ def from_hf(config, name: str | None = None) -> Transformer:
 
     def shape_field(ours, default=_MISSING):
         key = names[ours]
-        # a null where the size has no fallback is no size at all (transformers stores the
-        # None, and the model cannot be built): not the class's default for an absent key
-        if key in data and data[key] is None and ours in NO_NULL and default is _MISSING:
+        # a null where the size has no fallback (the key-value heads' null is the heads,
+        # GPT-2's n_inner's 4h) is no size at all (transformers stores the None, and the
+        # model cannot be built): not the class's default for an absent key
+        if key in data and data[key] is None and default is _MISSING:
             raise ScheduleError(f"{where}: {key!r} must be an integer >= 1 for a {kind!r} "
                                 f"model (got null)")
         return cfg.int(key, family.defaults.get(ours, default), low=1)

@@ -146,9 +146,6 @@ class Imported:
     hardware: Hardware | None = None
     vocab_multiple: int = 1
 
-    def __iter__(self):
-        return iter((self.model, self.config))
-
     def __getitem__(self, index):  # as the (model, config) pair it once was
         return (self.model, self.config)[index]
 
@@ -257,10 +254,7 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     _contradictions(a)
     model = _model(a, vocab, name)
     if gpus is None and isinstance(launcher, str):
-        said = ("" if "elastic" in launcher else
-                ", which the script does not set (give it in env=, or gpus=N)")
-        raise ScheduleError(f"the GPU count must be given: torchrun's {launcher}{said}"
-                            + (" (give gpus=N)" if not said else ""))
+        raise ScheduleError(f"the GPU count must be given: torchrun's {launcher}")
     launcher = launcher if isinstance(launcher, int) else None
     config = _run(a, model, gpus if gpus is not None else launcher)
     extra = ("fp32 (no --bf16 or --fp16): priced as bf16",) if not (
@@ -314,9 +308,8 @@ def _read_dict(args: dict) -> tuple[dict, list, int | None]:
     flat, flags, said = {}, set(), {}  # flags: the keys written as flags
     for key, value in items:
         name = key[2:].replace("-", "_") if isinstance(key, str) and key.startswith("--") else key
-        if key == "model.optim.name":
+        if key == "model.optim.name":  # (read as the flag, not listed as a key not modelled)
             name = "use_distributed_optimizer"
-            flags.add(name)  # (read as the flag, not listed as a key not modelled)
         if value is None:
             continue
         if name in flat and flat[name] != value:  # two places, two values
@@ -471,7 +464,8 @@ def _flags(words) -> tuple[dict, list, int | None]:
 
 def _launcher(words) -> int | str | None:
     """``torchrun``'s ``--nproc_per_node`` times ``--nnodes`` (None if not both integers), or
-    the flag and variable it could not resolve (``--nnodes $NNODES``: not read as 1 node)."""
+    why it names no count: the flag and variable it could not resolve (``--nnodes $NNODES``:
+    not read as 1 node), or an elastic range."""
     found = {}
     for i, w in enumerate(words):
         key, _, inline = w.lstrip("-").partition("=")
@@ -479,10 +473,11 @@ def _launcher(words) -> int | str | None:
         if key in ("nproc_per_node", "nnodes"):
             value = inline or (words[i + 1] if i + 1 < len(words) else "")
             if getattr(w if inline else value, "unresolved", None):
-                return f"--{key} needs the variable {(w if inline else value).unresolved!r}"
+                return (f"--{key} needs the variable {(w if inline else value).unresolved!r}, "
+                        f"which the script does not set (give it in env=, or gpus=N)")
             if key == "nnodes" and ":" in value:  # an elastic range: no one count
                 return (f"--nnodes {value}, an elastic range (min:max nodes), which names no "
-                        f"one node count")
+                        f"one node count (give gpus=N)")
             if digits(value):
                 found[key] = int(value)
     if "nproc_per_node" in found:
@@ -836,6 +831,7 @@ def _chunks(a: dict, model: Transformer, p: int):
 _ASSIGN = re.compile(r"^(?:export\s+|declare\s+-a\s+|local\s+)?([A-Za-z_]\w*)(\+?)=(.*)$",
                      re.S)
 _VAR = re.compile(r"\$(?:\{([^}]*)\}|\(\((.*?)\)\)|([A-Za-z_]\w*|[0-9@*#?]))")
+_ARRAY = re.compile(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?')  # a whole array, "${A[@]}"
 _CONTROL = ("then", "do", "done", "for", "while")
 
 
@@ -914,7 +910,7 @@ def _assign(key: str, append: str, value: str, scope: dict, arrays: dict) -> Non
         arrays[key] = (arrays.get(key, []) if append else []) + items
         _check_size(key, len(arrays[key]) + sum(len(w) for w in arrays[key]))
         return
-    array = re.fullmatch(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?', value)
+    array = _ARRAY.fullmatch(value)
     text = (" ".join(arrays.get(array.group(1), [])) if array else
             " ".join(_expand(w, scope, arrays) for w, _ in _split(value)))
     if _UNSET.search(text) and not _UNSET.sub("", text).strip():
@@ -1151,7 +1147,7 @@ def _split(text: str) -> list[tuple[str, bool]]:
 def _expand_words(words, scope: dict, arrays: dict, join: bool = False) -> list[_Word]:
     out = []
     for word, quoted in words:
-        array = re.fullmatch(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?', word)
+        array = _ARRAY.fullmatch(word)
         if array:  # "${A[@]}" keeps each element one word; ${A[@]} splits them
             for item in arrays.get(array.group(1), []):
                 out.extend([item] if quoted else _resplit(item))

@@ -458,9 +458,7 @@ def _explicit_split(par: dict, key: str, layers: int, where: str) -> Layout:
     if order != list(range(layers)) or "tok_embeddings" not in value[0] or \
             "output" not in value[-1]:
         raise bad
-    stages = len(value)
-    return Layout(tuple(len(part) for part in found), tuple(s == 0 for s in range(stages)),
-                  tuple(s == stages - 1 for s in range(stages)), (0,) * stages)
+    return Layout.from_layers([len(part) for part in found])
 
 
 def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:

@@ -452,10 +452,3 @@ def clear(folder) -> None:
                 entry.unlink(missing_ok=True)
     finally:
         lock.release()
-
-
-def in_use(folder) -> None:
-    """Raise ``Lock``'s ``ScheduleError`` if a running sweep writes into ``folder``."""
-    path = Path(folder) / META / "lock"
-    if path.exists():
-        Lock(path, Path(folder)).release()
