@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .comm import tensor_parallel_per_node
 from .hardware import Hardware
 
 TABLE = Path(__file__).with_name("errorbars.json")
@@ -100,15 +101,16 @@ def _bucket(value: float, edges) -> str:
 def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = None) -> Regime:
     """The regime of ``model`` (a ``Transformer``) on ``hardware`` at sequence ``seq`` and
     tensor-parallel degree ``t`` in a job of ``gpus`` (default: large): tensor parallelism is
-    inside a node where ``t`` divides it or the job fits in one; a sliding window shorter than
+    inside a node where its groups are (``comm.tensor_parallel_per_node``: ``t`` divides the
+    node, or the job fits in one); a sliding window shorter than
     ``seq`` is an architecture of its own (no published table has one)."""
     arch = "moe" if model.moe else "dense"
     if model.sliding_layers and model.window < seq:
         arch += " with a sliding window"
     return Regime(generation(hardware), _bucket(model.parameters, SIZES),
                   _bucket(seq, SEQS), arch,
-                  "in node" if hardware.gpus_per_node % t == 0 or (
-                      gpus is not None and gpus <= hardware.gpus_per_node) else "across nodes",
+                  "in node" if int(tensor_parallel_per_node(hardware, t, gpus)) == t
+                  else "across nodes",
                   0 if gpus is None else int(gpus))
 
 

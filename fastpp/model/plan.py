@@ -56,7 +56,7 @@ from .memorybar import activation_error, unmeasured
 from .moe import check_imbalance, expert_reasons
 from .overlap import overlap_reason
 from .presets import MODELS
-from .recipes import OPTIMIZER_BYTES, recipe_pricing
+from .recipes import optimizer_bytes, recipe_pricing
 from .stages import (
     chunk_kinds,
     cp_buffer_bytes,
@@ -719,8 +719,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
                                         table["expert_params"], *ends, t[config])
     weights, grads, optimizer = device_memory(
         model, params, experts, t[owner], (d * cp)[owner], edp[owner], cols["zero"][run][owner],
-        zero3, grid.replicate, reduce_bytes,
-        OPTIMIZER_BYTES if grid.recipe is None else grid.recipe.optimizer_bytes)
+        zero3, grid.replicate, reduce_bytes, optimizer_bytes(grid.recipe))
     total = weights + grads + optimizer + peaks
     padded = np.full((run.size, int(p.max())), -np.inf)  # the device with the most bytes
     padded[owner, np.arange(peaks.size) - peak_at[owner]] = total

@@ -35,7 +35,7 @@ from .layout import (
 from .moe import check_imbalance, expert_data_parallel, expert_reasons
 from .overlap import expert_overlap, overlap_reason
 from .presets import MODELS
-from .recipes import OPTIMIZER_BYTES, make_recipe
+from .recipes import make_recipe, optimizer_bytes
 from .stages import (
     chunk_kinds,
     device_memory,
@@ -441,5 +441,5 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp), embedding, loss, t)
     weights, grads, optimizer = device_memory(
         model, params, experts, t, d * cp, edp, zero, zero3, replicate, reduce_bytes,
-        OPTIMIZER_BYTES if recipe is None else recipe.optimizer_bytes)
+        optimizer_bytes(recipe))
     return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}

@@ -129,6 +129,11 @@ class Recipe:
         return BF16_MOMENTS_BYTES if self.bf16_moments else OPTIMIZER_BYTES
 
 
+def optimizer_bytes(recipe: Recipe | None) -> float:
+    """``recipe``'s optimizer bytes a parameter; without one, ``OPTIMIZER_BYTES``."""
+    return OPTIMIZER_BYTES if recipe is None else recipe.optimizer_bytes
+
+
 RECIPES = {r.name: r for r in (
     Recipe(("layernorm", "mla_up_proj", "moe_act"), fp8_cache=True,
            name="deepseek-v3", bf16_moments=True),
@@ -330,4 +335,5 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
 
 
 __all__ = ["FP8_CACHED", "OFFLOAD_MODULES", "OUTPUT_DISCARDING", "RECIPES", "RECOMPUTE_MODULES",
-           "Recipe", "make_recipe", "parts_with_recipe", "recipe_pricing", "recipe_terms"]
+           "Recipe", "make_recipe", "optimizer_bytes", "parts_with_recipe", "recipe_pricing",
+           "recipe_terms"]

@@ -77,7 +77,6 @@ FSDP with the FlashAttention-2 or cuDNN kernel and llm-foundry's MFU count, they
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import numpy as np
@@ -301,6 +300,13 @@ def moe_settings(row) -> dict:
     (``MOE_COMMAND``) and balanced routing (``imbalance=1``: the runs force the balance)."""
     from . import validate_moe
 
+    as_moe, changes = _as_moe(row)
+    return validate_moe.settings(as_moe) | changes
+
+
+def _as_moe(row) -> tuple[dict, dict]:
+    """A priced MoE row as ``validate_moe`` reads a ModelZoo row of its tables, and the
+    ``plan`` keywords this table and its command change (``moe_settings``)."""
     model, hardware = _moe_run(row)
     text = str(row["recompute"])
     granularity = re.search(r"--recompute-granularity (\w+)", text)
@@ -319,26 +325,12 @@ def moe_settings(row) -> dict:
               "recompute": "", "metric": "model_tflops_per_gpu", "value": float(row["value"]),
               "routing": "", "overlap": MOE_COMMAND["overlap"], "note": str(row["note"]),
               "label": _moe_label(row)}
-    kw = validate_moe.settings(as_moe)
-    kw.update(cp=int(row["cp"]), cp_comm=MOE_COMMAND["cp_comm"],
-              tp_overlap=MOE_COMMAND["tp_overlap"], imbalance=1.0)
+    changes = {"cp": int(row["cp"]), "cp_comm": MOE_COMMAND["cp_comm"],
+               "tp_overlap": MOE_COMMAND["tp_overlap"], "imbalance": 1.0}
     if granularity:
-        kw["recompute"] = granularity[1]
-        kw["recompute_modules"] = modules[1].split() if modules else None
-    return kw
-
-
-def moe_price(row) -> dict:
-    """``plan``'s row (a dict) of a priced MoE row of the table, as ``moe_settings`` gives
-    it (the hardware flags set as ``validate_moe.predict`` sets them; one flush a step)."""
-    from .plan import plan
-
-    kw = moe_settings(row)
-    flags = ("fp8_current_scaling", "fused_grouped_mlp", "fp8_output_layer", "fp8_padding")
-    hardware = dataclasses.replace(HARDWARE[kw.pop("hardware")],
-                                   **{k: kw.pop(k) for k in flags})
-    kw.pop("flushes")  # (a NeMo AutoModel row's: Megatron flushes its pipeline once a step)
-    return plan(kw.pop("model"), kw.pop("gpus"), hardware, workers=1, **kw).iloc[0].to_dict()
+        changes |= {"recompute": granularity[1],
+                    "recompute_modules": modules[1].split() if modules else None}
+    return as_moe, changes
 
 
 def moe_rows(frame=None):
@@ -348,6 +340,7 @@ def moe_rows(frame=None):
     on these rows, which count as checks; one setting, the TP overlap their script states,
     was read after a pricing without it had been seen (the module docstring)."""
     pd = require("pandas", "sweep", "fastpp.model.validate_long")
+    from . import validate_moe
     from .published import data_file
 
     frame = pd.read_csv(data_file(f"{DATASET}.csv")) if frame is None else frame
@@ -355,9 +348,10 @@ def moe_rows(frame=None):
     for r in frame.to_dict("records"):
         if _reason(r) or _moe_run(r) is None:
             continue
-        kw = moe_settings(r)
+        as_moe, changes = _as_moe(r)
+        kw = validate_moe.settings(as_moe)
         rows.append((MOE_DATASET, _moe_label(r), "tflops_per_gpu", float(r["value"]),
-                     float(moe_price(r)["tflops_per_gpu"]),
+                     validate_moe.predict(as_moe, **changes)[0],
                      regime(kw["model"], HARDWARE[kw["hardware"]], kw["seq"], kw["tp"],
                             kw["gpus"])))
     return rows

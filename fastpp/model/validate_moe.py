@@ -480,13 +480,14 @@ def by_group(frame, data, group: str):
     return out.sort_values("mape", ascending=False).round(1)
 
 
-def predict(r) -> tuple[float, str]:
+def predict(r, **changes) -> tuple[float, str]:
     """A priced row's predicted TFLOP/s a GPU (Megatron's FLOP count), and ``plan``'s reason
     where it cannot run the layout (the prediction then NaN). A row that does not fit in
-    the GPU's memory is still priced (the tables ran it; the reason says by how much)."""
+    the GPU's memory is still priced (the tables ran it; the reason says by how much).
+    ``changes`` replace ``settings``' plan keywords (what another table states of a run)."""
     from .plan import plan
 
-    kw = settings(r)
+    kw = settings(r) | changes
     hardware = HARDWARE[kw.pop("hardware")]
     hardware = dataclasses.replace(hardware, fp8_current_scaling=kw.pop("fp8_current_scaling"),
                                    fused_grouped_mlp=kw.pop("fused_grouped_mlp"),
