@@ -94,8 +94,8 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at,
 
 
 # the fewest points of one build that share its point plan (simulate_planned): the plan (a
-# timeline that records the ops' inputs, a memory walk and two passes in its order) costs
-# about two points' walks. At 3, plan's default job's kernels measured 13% faster than at
+# memory walk and a pass of the timeline's worklist; until 6 December a timeline recording
+# the ops' inputs and two passes, about two points' walks) is paid once. At 3, plan's default job's kernels measured 13% faster than at
 # 4, but the main job (builds of 3 points) would compile the shared path (then in one
 # kernel: cold 25.6 and 30.5 s against 15.2 and 16.6 s at 4); so plan asks for 3
 # (PLAN_SHARE), and sweeps keep 4. From
@@ -262,7 +262,6 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
     none = np.empty((0, 0), np.float64)  # device_memory stores nothing: the peaks are all a
     none_int = np.empty((0, 0), np.int64)  # sweep keeps
     none_order = np.empty(0, np.int64)  # nor does the timeline keep its order
-    none_inputs = np.empty((0, 2), np.int64)
     for q in range(index.shape[0]):
         i, g = index[q], slot[q]
         schedule = sid[i]
@@ -280,7 +279,7 @@ def simulate_points(sid, index, slot, built, blocks, lengths, stages, firsts, la
         if kernels.timeline(block, length, stage_device, first, last, N, c[kernels.TF],
                             c[kernels.TB], c[kernels.TI], c[kernels.TW], c[kernels.TFB],
                             c[kernels.SB], c[kernels.COMM],
-                            none, start, end, pointer, none_order, none_inputs) < 0.0:
+                            none, start, end, pointer, none_order) < 0.0:
             out[i, STATUS] = DEADLOCK
             continue
         busy = np.empty(P, np.float64)

@@ -76,14 +76,13 @@ from typing import NamedTuple
 import numpy as np
 
 from . import kernels
-from ._jit import U, jit
+from ._jit import ONE, U, jit
 from .checks import ScheduleError
 from .dependencies import deadlock_error
 from .kernels import COMM, GAMMA, SB, TB, TF, TFB, TI, TW, UNIT
 from .ops import FB, B, F, I, W
 
 _NONE = np.zeros((0, 0))
-_NO_INPUTS = np.zeros((0, 2), np.int64)
 
 
 class Compiled(NamedTuple):
@@ -136,9 +135,9 @@ class Batch(NamedTuple):
 
 @jit
 def plan_schedule(ops, length, stage_device, route_first, route_last, n, forward_only):
-    """A built schedule's ``point`` plan from scratch: one timeline gives the order of its ops
-    and their inputs (the same under any costs, so it runs on zero costs), one walk its
-    memory's count vectors, then ``point_plan``; one call from Python, without the GIL.
+    """A built schedule's ``point`` plan from scratch: one walk gives its memory's count
+    vectors, ``point_plan`` the order of its ops and their inputs (the same under any costs);
+    one call from Python, without the GIL.
 
     Returns
     -------
@@ -147,20 +146,10 @@ def plan_schedule(ops, length, stage_device, route_first, route_last, n, forward
         deadlocks, an empty plan and table, ``rows = -1`` and ``pointer[r]`` at device ``r``'s
         stuck op (for ``dependencies.deadlock_error``).
     """
-    p, V = length.shape[0], stage_device.shape[0]
-    N = 0
-    for r in range(p):
-        N += length[r]
-    order, inputs = np.empty(N, np.int64), np.empty((N, 2), np.int64)
-    zero, times = np.zeros(V), np.empty((ops.shape[1], ops.shape[2]))
-    pointer = np.empty(p, np.int64)
-    if kernels.timeline(ops, length, stage_device, route_first, route_last, n, zero, zero, zero,
-                        zero, zero, zero, zero, np.empty((0, 0)), times, times, pointer, order,
-                        inputs) < 0.0:
-        return np.empty((PLAN_ROWS, 0), np.int32), np.empty(0, np.int64), -1, pointer
-    frontier, peak_live = memory_vectors(ops, length, V, forward_only)
-    plan, tables, rows = point_plan(ops, length, stage_device, order, inputs, frontier,
-                                    peak_live)
+    frontier, peak_live = memory_vectors(ops, length, stage_device.shape[0], forward_only)
+    pointer = np.empty(length.shape[0], np.int64)
+    plan, tables, rows = point_plan(ops, length, stage_device, route_first, route_last, n,
+                                    frontier, peak_live, pointer)
     return plan, tables, rows, pointer
 
 
@@ -184,7 +173,7 @@ def compile_schedule(schedule) -> Compiled:
     scratch = np.empty(schedule.kind.shape)
     if kernels.timeline(schedule.ops, length, schedule.stage_to_device, schedule.route_first,
                         schedule.route_last, schedule.n, none, none, none, none, none, none,
-                        none, _NONE, scratch, scratch, pointer, order, _NO_INPUTS) < 0:
+                        none, _NONE, scratch, scratch, pointer, order) < 0:
         raise deadlock_error(schedule, pointer)
     first = np.r_[0, np.cumsum(length)[:-1]]
     L = schedule.kind.shape[1]
@@ -571,91 +560,147 @@ assert (F, B, I, W) == (TF, TB, TI, TW)
 
 
 @jit
-def point_plan(ops, length, stage_device, order, inputs, frontier, peak_live):
+def point_plan(ops, length, stage_device, route_first, route_last, n, frontier, peak_live,
+               pointer):
     """The two blocks ``point`` reads (two arguments for Numba to unbox instead of thirteen),
     with no slot that ``point`` has to test, and the rows of its ``out``, for the schedule
-    ``ops, length, stage_device``, its ops in ``order`` with their ``inputs`` (as
-    ``kernels.timeline`` ran them and records them) and a memory ``frontier`` (``Compiled``'s,
-    or ``memory_vectors``'s) with each device's ``peak_live``:
+    ``ops, length, stage_device, route_first, route_last, n`` and a memory ``frontier``
+    (``Compiled``'s, or ``memory_vectors``'s) with each device's ``peak_live``:
 
     - ``plan``, C-contiguous int32 ``[6, S]``: the rows ``PREVIOUS ... BY_DEVICE`` of ``S``
-      steps, one input each: an op is one step, but an overlapped pair that waits for both a
-      forward and a gradient input, which is two: the first, of no time, waits for its
-      device and the forward input, the second for the first and the gradient input (the
-      same max, taken in two: equal bit for bit; 1F1B p=8 n=64 0.6 us a point less than one
-      step of two inputs an op). A step's inputs (``PREVIOUS``, ``INPUT``) are step numbers,
-      ``S`` where it has none (``point`` reads that as an end at time 0, which delays no
-      step); its hand-off's latency (``LINK``) and its time (``TIME``) are slots of
-      ``point``'s cost vector: ``0`` holds 0 (no hand-off across devices, no time), ``1 +
-      row * V + s`` the stage costs' ``rows[row, s]`` for the rows ``TF ... COMM``, and ``1
-      + 6V + q`` the time of the ``q``-th distinct overlapped pair ``(s, s2)`` of
-      ``tables``. ``DEVICE`` is the step's device; ``BY_DEVICE[:N]`` each op's (last) step,
-      device by device in position order.
+      steps, one input each, in the order ``kernels.timeline`` runs the ops (the same under
+      any costs): an op is one step, but an overlapped pair that waits for both a forward
+      and a gradient input, which is two: the first, of no time, waits for its device and
+      the forward input, the second for the first and the gradient input (the same max,
+      taken in two: equal bit for bit; 1F1B p=8 n=64 0.6 us a point less than one step of
+      two inputs an op). A step's inputs (``PREVIOUS``, ``INPUT``) are step numbers, ``S``
+      where it has none (``point`` reads that as an end at time 0, which delays no step);
+      its hand-off's latency (``LINK``) and its time (``TIME``) are slots of ``point``'s cost
+      vector: ``0`` holds 0 (no hand-off across devices, no time), ``1 + row * V + s`` the
+      stage costs' ``rows[row, s]`` for the rows ``TF ... COMM``, and ``1 + 6V + q`` the time
+      of the ``q``-th distinct overlapped pair ``(s, s2)`` of ``tables``. ``DEVICE`` is the
+      step's device; ``BY_DEVICE[:N]`` each op's (last) step, device by device in position
+      order.
     - ``tables``, int64: ``device_first``, ``peak_live``, the number of distinct pairs and
       their stages ``s, s2``, and the ``frontier``, one after the other.
     - ``out``'s rows, ``4 + ceil((2S + 2 + 6V + P) / p)`` for ``P`` distinct pairs (``p``
-      columns).
+      columns), or ``-1`` where the schedule deadlocks (``plan`` and ``tables`` empty,
+      ``pointer[r]`` at device ``r``'s stuck op, for ``dependencies.deadlock_error``).
 
-    Two passes in ``order``: a sweep's build that a few points share pays for them once
-    (``fastpp.batch``).
+    One pass: ``kernels.timeline``'s worklist, each op's inputs found ready by the steps that
+    made them (``kernels.timeline`` on zero costs, then a pass over its order, took 2.4 times
+    as long).
     """
-    p, V, L, N = length.shape[0], stage_device.shape[0], U(ops.shape[2]), order.shape[0]
+    p, V, L = length.shape[0], stage_device.shape[0], U(ops.shape[2])
     device_first = np.empty(p + 1, np.int64)
     device_first[0] = 0
     for r in range(p):
         device_first[r + 1] = device_first[r] + length[r]
+    N = device_first[p]
     pair = np.empty((V, V), np.int64)  # the distinct pairs (s, s2), numbered in their order
     pair.fill(-1)
+    S = N  # steps: one an op, two for an overlapped pair with a forward input
     for r in range(p):
         for k in range(length[r]):
             if ops[0, r, k] == FB:
                 pair[ops[1, r, k], ops[3, r, k]] = 0
+                S += 1 if ops[1, r, k] > route_first[ops[2, r, k]] else 0
     P = 0
     for s in range(V):
         for s2 in range(V):
             if pair[s, s2] == 0:
                 pair[s, s2] = P
                 P += 1
-    # every index unsigned (U), as in point; the inputs stay signed (-1: none) until tested
-    last = np.empty(N, np.uint64)  # each op's step (its second, for two), in the order
-    S = U(0)
-    for q in range(U(N)):
-        S += U(1) if inputs[q, 0] >= 0 and inputs[q, 1] >= 0 else U(0)
-        last[q] = S
-        S += U(1)
     plan = np.empty((PLAN_ROWS, S), np.int32)
     for q in range(S):
         plan[BY_DEVICE, q] = 0
+    # every index unsigned (U), as in point; a step not yet made is S + 1 (above every one)
+    made_f = np.empty((V, n), np.uint64)  # the (last) step of F(s, j)
+    made_f.fill(S + 1)
+    made_g = np.empty((V, n), np.uint64)  # of the B or I of (s, j): its input grad exists
+    made_g.fill(S + 1)
+    none = U(S + 1)
     previous = np.empty(p, np.uint64)  # each device's last step so far
     previous.fill(S)
-    device = np.empty(N, np.uint64)  # each op's device, in the order
-    for q in range(U(N)):
-        r = U(order[q]) // L
-        k = U(order[q]) - r * L
-        kind, s = ops[0, r, k], ops[1, r, k]
-        s2 = ops[3, r, k] if kind == FB else s
-        time = 1 + 6 * V + pair[s, s2] if kind == FB else 1 + kind * V + s
-        device[q] = r
-        # a forward input comes over stage s-1's link, a gradient over the backward's own
-        # (inputs run before the op: their devices are known)
-        u0, u1 = inputs[q, 0], inputs[q, 1]
-        link0 = 1 + COMM * V + s - 1 if u0 >= 0 and device[u0] != r else 0
-        link1 = 1 + COMM * V + s2 if u1 >= 0 and device[u1] != r else 0
-        two = u0 >= 0 and u1 >= 0
-        first = last[q] - U(1) if two else last[q]
-        plan[PREVIOUS, first] = previous[r]
-        plan[INPUT, first] = last[u0] if u0 >= 0 else (last[u1] if u1 >= 0 else S)
-        plan[LINK, first] = link0 if u0 >= 0 else link1
-        plan[TIME, first] = 0 if two else time
-        plan[DEVICE, first] = r
-        if two:
-            plan[PREVIOUS, last[q]] = first
-            plan[INPUT, last[q]] = last[u1]
-            plan[LINK, last[q]] = link1
-            plan[TIME, last[q]] = time
-            plan[DEVICE, last[q]] = r
-        plan[BY_DEVICE, U(device_first[r]) + k] = last[q]
-        previous[r] = last[q]
+    work = np.empty(p + 2 * N + 1, np.int64)  # kernels.timeline's worklist, in its order
+    top = 0
+    for r in range(p - 1, -1, -1):
+        work[top] = r
+        pointer[r] = 0
+        top += 1
+    comm = U(1 + COMM * V)
+    step = U(0)
+    while top > 0:
+        top -= 1
+        r = U(work[top])
+        k = U(pointer[r])
+        while k < U(length[r]):
+            kind = ops[0, r, k]
+            s = U(ops[1, r, k])
+            j = U(ops[2, r, k])
+            s2 = s
+            j2 = j
+            if kind == FB:
+                s2 = U(ops[3, r, k])
+                j2 = U(ops[4, r, k])
+            forward = none  # the step that made the forward input, and its hand-off
+            link0 = U(0)
+            if (kind == F or kind == FB) and s > U(route_first[j]):
+                forward = made_f[s - ONE, j]
+                if forward == none:
+                    break
+                if U(stage_device[s - ONE]) != r:
+                    link0 = comm + s - ONE
+            gradient = none  # the gradient input's (or the route's end: its own forward)
+            link1 = U(0)
+            if kind == B or kind == I or kind == FB:
+                if s2 < U(route_last[j2]):
+                    gradient = made_g[s2 + ONE, j2]
+                    if U(stage_device[s2 + ONE]) != r:
+                        link1 = comm + s2
+                else:
+                    gradient = made_f[s2, j2]
+                if gradient == none:
+                    break
+            elif kind == W:
+                gradient = made_g[s, j]
+                if gradient == none:
+                    break
+            # (signed: a signed and an unsigned integer add up to a float in Numba)
+            time = (1 + 6 * V + pair[ops[1, r, k], ops[3, r, k]] if kind == FB
+                    else 1 + kind * V + ops[1, r, k])
+            two = forward != none and gradient != none
+            plan[PREVIOUS, step] = previous[r]
+            plan[INPUT, step] = forward if forward != none else (
+                gradient if gradient != none else U(S))
+            plan[LINK, step] = link0 if forward != none else link1
+            plan[TIME, step] = 0 if two else time
+            plan[DEVICE, step] = r
+            if two:
+                step += ONE
+                plan[PREVIOUS, step] = step - ONE
+                plan[INPUT, step] = gradient
+                plan[LINK, step] = link1
+                plan[TIME, step] = time
+                plan[DEVICE, step] = r
+            plan[BY_DEVICE, U(device_first[r]) + k] = step
+            previous[r] = step
+            k += ONE
+            # as kernels.timeline: wake the devices that may wait for this op's outputs
+            if kind == F or kind == FB:
+                made_f[s, j] = step
+                if s < U(route_last[j]) and U(stage_device[s + ONE]) != r:
+                    work[top] = stage_device[s + ONE]
+                    top += 1
+            if kind == B or kind == I or kind == FB:
+                made_g[s2, j2] = step
+                if s2 > U(route_first[j2]) and U(stage_device[s2 - ONE]) != r:
+                    work[top] = stage_device[s2 - ONE]
+                    top += 1
+            step += ONE
+        pointer[r] = k
+    if step < U(S):
+        return np.empty((PLAN_ROWS, 0), np.int32), np.empty(0, np.int64), -1
     tables = np.empty(2 * p + 2 + 2 * P + frontier.shape[0], np.int64)
     for r in range(p + 1):
         tables[r] = device_first[r]

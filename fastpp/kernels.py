@@ -122,7 +122,7 @@ def w_above_b(b, w, i, stage_device):
 
 @jit
 def timeline(ops, length, stage_device, route_first, route_last, n,
-             tf, tb, ti, tw, tfb, sb, comm, duration, start, end, pointer, order, inputs):
+             tf, tb, ti, tw, tfb, sb, comm, duration, start, end, pointer, order):
     """Start and end of every op; each device runs its ops in order, one at a time.
 
     An op starts at ``max(device free, inputs ready)`` and takes its stage's time, or
@@ -134,10 +134,8 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
     device's stuck op. Otherwise returns the summed latency of all cross-device hand-offs.
     ``order`` (int64, empty: not kept) gets the ops in the order they ran, as ``r * L + k``:
     which op can run depends on which have run, not on their times, so this order is the
-    same under any costs (``fastpp.compiled`` keeps it, to sum the latency in this order).
-    ``inputs`` (int64 ``[N, 2]``, empty: not kept; only with ``order``) gets, for the ``q``-th
-    op to run, the places in ``order`` of the ops that made its forward input and its
-    gradient input (-1: none), the edges ``fastpp.compiled.point_plan`` lays out.
+    same under any costs (``fastpp.compiled`` keeps it, to sum the latency in this order;
+    ``fastpp.compiled.point_plan`` runs the same worklist).
     """
     p = ops.shape[1]
     V = stage_device.shape[0]
@@ -160,9 +158,6 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
     latency = 0.0
     per_op = duration.shape[0] > 0
     keep = order.shape[0] > 0
-    record = inputs.shape[0] > 0
-    f_made = np.empty((V if record else 0, n), np.int64)  # the place in order of F(s, j)
-    g_made = np.empty((V if record else 0, n), np.int64)  # of the B or I of (s, j)
     L = U(ops.shape[2])
     done = 0
     # every index unsigned (U, fastpp._jit): 1.3-1.6x faster an op
@@ -232,21 +227,6 @@ def timeline(ops, length, stage_device, route_first, route_last, n,
             remaining -= 1
             if keep:
                 order[done] = r * L + k
-                if record:  # the ops read above, by their places in order
-                    made = -1
-                    if (kind == F or kind == FB) and s > U(route_first[j]):
-                        made = f_made[s - ONE, j]
-                    inputs[done, 0] = made
-                    made = -1
-                    if kind == B or kind == I or kind == FB:
-                        made = g_made[s2 + ONE, j2] if s2 < U(route_last[j2]) else f_made[s2, j2]
-                    elif kind == W:
-                        made = g_made[s, j]
-                    inputs[done, 1] = made
-                    if kind == F or kind == FB:
-                        f_made[s, j] = done
-                    if kind == B or kind == I or kind == FB:
-                        g_made[s2, j2] = done
                 done += 1
             k += ONE
             # wake the devices that may wait for this op's outputs

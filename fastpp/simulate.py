@@ -334,8 +334,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     # start compiles them once (a fused kernel re-optimizes both: 3 s for a 2 us dispatch)
     latency = kernels.timeline(schedule.ops, schedule.length, schedule.stage_to_device,
                                schedule.route_first, schedule.route_last, schedule.n, tf, tb, ti,
-                               tw, tfb, sb, comm, per_op, start, end, pointer, _NO_ORDER,
-                               _NO_INPUTS)
+                               tw, tfb, sb, comm, per_op, start, end, pointer, _NO_ORDER)
     if latency < 0:
         raise deadlock_error(schedule, pointer)
     makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, sums[0], sums[1])
@@ -350,7 +349,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
                    "start": start, "end": end, "_sums": sums, "_checked": checked})
 
 
-_NO_ORDER, _NO_INPUTS = np.empty(0, np.int64), np.empty((0, 2), np.int64)
+_NO_ORDER = np.empty(0, np.int64)
 
 
 def _durations(durations: ArrayLike, schedule: Schedule) -> np.ndarray:

@@ -13,7 +13,8 @@ from reference import assert_agrees, simulate_reference
 
 import fastpp
 from fastpp import Costs, Schedule, ScheduleError, batch, build_schedule, engine, kernels, simulate
-from fastpp.compiled import evaluate, frontier_peaks, memory_vectors, op_durations, timeline_batch
+from fastpp.compiled import (BY_DEVICE, INPUT, evaluate, frontier_peaks, memory_vectors,
+                             op_durations, plan_schedule, timeline_batch)
 
 
 def assert_column_equals(batch, compiled, b, result):
@@ -359,18 +360,25 @@ def test_memory_vectors_read_the_walks_peaks(seed, p, n, m, kind):
 
 
 def _recorded_inputs(sched) -> tuple[np.ndarray, np.ndarray]:
-    """The timeline's recorded inputs, as device-major op numbers (-1: none), beside
-    ``kernels.producers``'s, each op in device-major order."""
-    N, L = int(sched.length.sum()), sched.ops.shape[2]
-    order, inputs = np.empty(N, np.int64), np.empty((N, 2), np.int64)
-    zero, times = np.zeros(sched.V), np.empty(sched.ops.shape[1:])
-    assert kernels.timeline(sched.ops, sched.length, sched.stage_to_device, sched.route_first,
-                            sched.route_last, sched.n, *[zero] * 7, np.zeros((0, 0)), times,
-                            times, np.empty(sched.p, np.int64), order, inputs) >= 0
-    first = np.r_[0, np.cumsum(sched.length)[:-1]]
-    op = first[order // L] + order % L  # each run's device-major number
+    """The inputs a point plan's steps wait for (``plan_schedule``), as device-major op
+    numbers (-1: none; forward, then gradient), beside ``kernels.producers``'s, each op in
+    device-major order."""
+    N = int(sched.length.sum())
+    plan, _, rows, _ = plan_schedule(sched.ops, sched.length, sched.stage_to_device,
+                                     sched.route_first, sched.route_last, sched.n,
+                                     sched.forward_only)
+    assert rows > 0
+    S = plan.shape[1]
+    last = plan[BY_DEVICE, :N]  # each op's (last) step
+    op_of = np.full(S + 1, -1)  # the op a step ends (-1: a pair's first step; S: no input)
+    op_of[last] = np.arange(N)
+    kind = np.concatenate([sched.kind[r, :sched.length[r]] for r in range(sched.p)])
     got = np.full((N, 2), -1)
-    got[op] = np.where(inputs >= 0, op[inputs], -1)
+    for op, q in enumerate(last):
+        if q > 0 and op_of[q - 1] == -1:  # two steps: the forward input, then the gradient
+            got[op] = op_of[plan[INPUT, q - 1]], op_of[plan[INPUT, q]]
+        else:
+            got[op, 0 if kind[op] == fastpp.Op.F else 1] = op_of[plan[INPUT, q]]
     made = np.empty((N, 2), np.int64)
     kernels.producers(sched.ops, sched.length, sched.V, sched.n, sched.route_first,
                       sched.route_last, made)
@@ -380,11 +388,10 @@ def _recorded_inputs(sched) -> tuple[np.ndarray, np.ndarray]:
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), p=st.integers(1, 4), n=st.integers(1, 6),
        m=st.integers(1, 3), kind=st.sampled_from(["plain", "split", "pairs", "vshape"]))
-def test_the_timeline_records_each_ops_producers(seed, p, n, m, kind):
-    """The inputs the timeline records as it runs the ops (which the point plans are laid out
-    from) are the edges of the dependency rules as ``kernels.producers`` reads them from the
-    ops alone: two codings of SCHEDULES.md section 2 that must agree, on random schedules
-    and on every registered one."""
+def test_point_plans_wait_for_each_ops_producers(seed, p, n, m, kind):
+    """The inputs a point plan's steps wait for are the edges of the dependency rules as
+    ``kernels.producers`` reads them from the ops alone: two codings of SCHEDULES.md section 2
+    that must agree, on random schedules and on every registered one."""
     rng = np.random.default_rng(seed)
     vshape = kind == "vshape"
     m = 2 if vshape else m

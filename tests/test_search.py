@@ -235,8 +235,7 @@ def brute_force(problem):
             ops[:3, r, :] = row
         if kernels.timeline(ops, base.length, base.stage_to_device, base.route_first,
                             base.route_last, n, tf, tb, ti, tw, tfb, sb, comm,
-                            np.zeros((0, 0)), start, end, pointer, np.zeros(0, np.int64),
-                            np.zeros((0, 2), np.int64)) < 0:
+                            np.zeros((0, 0)), start, end, pointer, np.zeros(0, np.int64)) < 0:
             continue  # deadlock
         kernels.memory(ops, base.length, unit, gamma, False, *mem)
         if np.any(mem[0].max(axis=1) > problem.cap):

@@ -197,8 +197,7 @@ def _hint(model, problem: Problem, warm: Schedule, dur, hop, start) -> None:
     pointer = np.zeros(warm.p, np.int64)
     if kernels.timeline(warm.ops, warm.length, warm.stage_to_device, warm.route_first,
                         warm.route_last, warm.n, tf, tb, ti, tw, np.full(V, np.nan), np.zeros(V),
-                        comm, np.zeros((0, 0)), t0, t1, pointer, np.zeros(0, np.int64),
-                        np.zeros((0, 2), np.int64)) < 0:
+                        comm, np.zeros((0, 0)), t0, t1, pointer, np.zeros(0, np.int64)) < 0:
         return
     for r in range(warm.p):
         for k in range(warm.length[r]):

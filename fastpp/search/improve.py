@@ -96,7 +96,7 @@ def evaluate(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, 
     """Times of every op and ``(objective, tie-break)``; ``(inf, inf)`` on a deadlock."""
     if kernels.timeline(ops, length, stage_device, route_first, route_last, n, tf, tb, ti, tw,
                         tfb, sb, comm, np.zeros((0, 0)), start, end, pointer,
-                        np.empty(0, np.int64), np.empty((0, 2), np.int64)) < 0.0:
+                        np.empty(0, np.int64)) < 0.0:
         return np.inf, np.inf
     return _score(start, end, length, span_objective)
 
