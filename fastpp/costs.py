@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import NamedTuple
@@ -175,7 +176,7 @@ class Costs:
             values, at, lengths, has_send = packed
         else:
             arrays = _arrays_of(self)
-            object.__setattr__(self, "_arrays", arrays)
+            self.__dict__["_arrays"] = arrays
             flat = ([arr.reshape(-1) for name, arr in arrays.items() if name not in PER_KIND]
                     + [np.ascontiguousarray(row).reshape(-1) for name in PER_KIND
                        for row in arrays[name]])
@@ -186,12 +187,10 @@ class Costs:
                             if arr.ndim == (2 if name in PER_KIND else 1))
             has_send = bool(arrays["send"].any())
         # the kernels' inputs packed once (``kernels.packed_stage_costs``): one float64 array
-        # and each input's (start, size)
-        object.__setattr__(self, "_values", values)
-        object.__setattr__(self, "_at", at)
-        object.__setattr__(self, "_lengths", lengths)
-        object.__setattr__(self, "_has_send", has_send)
-        object.__setattr__(self, "_expanded", {})  # for_placement's results, per stage map
+        # and each input's (start, size); _expanded: for_placement's results, per stage map.
+        # (Set in the instance's dict, past the frozen class's __setattr__: one call, not five)
+        self.__dict__.update(_values=values, _at=at, _lengths=lengths, _has_send=has_send,
+                             _expanded={})
 
     def __getattr__(self, name: str):
         # reached only for a name not set: the validated arrays of a packed Costs (numbers
@@ -207,7 +206,7 @@ class Costs:
         for field, kinds in PER_KIND.items():  # (numbers here: one value each)
             first = self._at[SLOTS.index((field, kinds[0])), 0]
             arrays[field] = values[first:first + len(kinds)].copy()
-        object.__setattr__(self, "_arrays", arrays)
+        self.__dict__["_arrays"] = arrays
         return arrays
 
     @property
@@ -352,40 +351,55 @@ def _packed(costs: Costs) -> tuple | None:
     which makes the arrays and says what is wrong. ``values`` packs the kernels' 17 inputs
     (``SLOTS``), input ``k`` at ``values[at[k, 0]:][:at[k, 1]]``; ``lengths`` the array
     fields' (name, length). Judged in Python: NumPy's reductions take a microsecond each."""
-    flat, sizes, lengths = [], [], []
-    for name, (strict, upper) in FIELDS.items():
-        value = getattr(costs, name)
-        if value is None and name in OPTIONAL:
+    flat, arrays = [], None
+    given = costs.__dict__
+    for name, strict, upper, optional, kinds, slot in _RULES:
+        value = given[name]
+        kind = type(value)
+        if kind is float or (kind is int and -2**63 < value < 2**63):  # (a bool is neither)
+            x = float(value)
+        elif value is None and optional:
             flat.append(math.nan)
-            sizes.append(1)
             continue
-        x = one_number(value)
-        if x is not None:
-            if not (math.isfinite(x) and (x > 0 if strict else x >= 0)
-                    and (upper is None or x <= upper)):
+        elif kind is np.ndarray:
+            if kinds or value.dtype != np.float64 or value.ndim != 1 or not value.size:
                 return None
-            if name in PER_KIND:
-                flat.extend([x] * len(PER_KIND[name]))
-                sizes.extend([1] * len(PER_KIND[name]))
-            else:
-                flat.append(x)
-                sizes.append(1)
+            xs = value.tolist()  # (a copy: the caller's array stays theirs)
+            total = sum(xs)  # finite unless some value is not (or the sum overflows: judged
+            if not (total - total == 0.0  # by the general path then)
+                    and (min(xs) > 0.0 if strict else min(xs) >= 0.0) and max(xs) <= upper):
+                return None
+            flat.extend(xs)
+            arrays = [] if arrays is None else arrays
+            arrays.append((name, len(xs), slot))
             continue
-        if (name in PER_KIND or type(value) is not np.ndarray or value.dtype != np.float64
-                or value.ndim != 1 or not value.size):
+        else:
+            x = one_number(value)
+            if x is None:
+                return None
+        # (NaN fails both comparisons; the upper bound is finite)
+        if not ((x > 0.0 if strict else x >= 0.0) and x <= upper):
             return None
-        xs = value.tolist()  # (a copy: the caller's array stays theirs)
-        if not (all(map(math.isfinite, xs)) and (min(xs) > 0 if strict else min(xs) >= 0)
-                and (upper is None or max(xs) <= upper)):
-            return None
-        flat.extend(xs)
-        sizes.append(len(xs))
-        lengths.append((name, len(xs)))
+        if kinds:
+            flat.extend((x,) * kinds)
+        else:
+            flat.append(x)
     has_send = any(flat[-len(SEND_KINDS):])  # (the per-kind numbers come last)
-    at = _SCALAR_AT if not lengths else _offsets(tuple(sizes))
-    return np.array(flat), at, tuple(lengths), has_send
+    if arrays is None:
+        return np.array(flat), _SCALAR_AT, (), has_send
+    sizes = [1] * len(SLOTS)
+    for _, size, slot in arrays:
+        sizes[slot] = size
+    return (np.array(flat), _offsets(tuple(sizes)), tuple((name, size) for name, size, _ in arrays),
+            has_send)
 
 
+# _packed's rule of each field, in FIELDS' order: its name, whether it must be > 0, its upper
+# bound (finite: the largest float where none), whether it is optional, its count of kinds
+# (0: not given per kind) and its slot (SLOTS; -1 for the per-kind ones)
+_RULES = tuple((name, strict, sys.float_info.max if upper is None else upper, name in OPTIONAL,
+                len(PER_KIND.get(name, ())), SLOTS.index((name, None)) if name not in PER_KIND
+                else -1) for name, (strict, upper) in FIELDS.items())
 _SCALAR_AT = np.array([[k, 1] for k in range(len(SLOTS))], np.int64)  # numbers only
 
 
