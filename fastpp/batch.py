@@ -93,13 +93,13 @@ def build_and_simulate(sid, p, n, m, G, values, at, index, out, peaks, peak_at,
         b0 = b1
 
 
-# the fewest points of one build that share its point plan (simulate_planned): the plan (a
-# memory walk and a pass of the timeline's worklist; until 6 December a timeline recording
-# the ops' inputs and two passes, about two points' walks) is paid once. At 3, plan's default job's kernels measured 13% faster than at
-# 4, but the main job (builds of 3 points) would compile the shared path (then in one
-# kernel: cold 25.6 and 30.5 s against 15.2 and 16.6 s at 4); so plan asks for 3
-# (PLAN_SHARE), and sweeps keep 4. From
-# 16 to 2,048 points a build it measured as fast as the compiled batch pass
+# the fewest points of one build that share its point plan (simulate_planned), measured
+# while the plan (a timeline recording the ops' inputs, a memory walk and two passes) cost
+# about two points' walks; since 6 December it is a memory walk and one pass, about 20 ns an
+# op. At 3, plan's default job's kernels measured 13% faster than at 4, but the main job
+# (builds of 3 points) would compile the shared path (then in one kernel: cold 25.6 and
+# 30.5 s against 15.2 and 16.6 s at 4); so plan asks for 3 (PLAN_SHARE), and sweeps keep 4.
+# From 16 to 2,048 points a build it measured as fast as the compiled batch pass
 # (fastpp.compiled.evaluate) with the compiled form cached, and faster with the form made in
 # the call, so the engine has no other path (docs/performance.md)
 SHARE = 4

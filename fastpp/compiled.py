@@ -588,10 +588,10 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, frontier, 
       ``pointer[r]`` at device ``r``'s stuck op, for ``dependencies.deadlock_error``).
 
     One pass: ``kernels.timeline``'s worklist, each op's inputs found ready by the steps that
-    made them (``kernels.timeline`` on zero costs, then a pass over its order, took 2.4 times
-    as long).
+    made them (``kernels.timeline`` on zero costs, then a pass over its order, took about
+    twice as long).
     """
-    p, V, L = length.shape[0], stage_device.shape[0], U(ops.shape[2])
+    p, V = length.shape[0], stage_device.shape[0]
     device_first = np.empty(p + 1, np.int64)
     device_first[0] = 0
     for r in range(p):

@@ -13,8 +13,16 @@ from reference import assert_agrees, simulate_reference
 
 import fastpp
 from fastpp import Costs, Schedule, ScheduleError, batch, build_schedule, engine, kernels, simulate
-from fastpp.compiled import (BY_DEVICE, INPUT, evaluate, frontier_peaks, memory_vectors,
-                             op_durations, plan_schedule, timeline_batch)
+from fastpp.compiled import (
+    BY_DEVICE,
+    INPUT,
+    evaluate,
+    frontier_peaks,
+    memory_vectors,
+    op_durations,
+    plan_schedule,
+    timeline_batch,
+)
 
 
 def assert_column_equals(batch, compiled, b, result):
@@ -359,7 +367,7 @@ def test_memory_vectors_read_the_walks_peaks(seed, p, n, m, kind):
     assert memory_vectors(one.ops, one.length, one.V, False)[0][4] - 5 == 4
 
 
-def _recorded_inputs(sched) -> tuple[np.ndarray, np.ndarray]:
+def _planned_inputs(sched) -> tuple[np.ndarray, np.ndarray]:
     """The inputs a point plan's steps wait for (``plan_schedule``), as device-major op
     numbers (-1: none; forward, then gradient), beside ``kernels.producers``'s, each op in
     device-major order."""
@@ -397,13 +405,13 @@ def test_point_plans_wait_for_each_ops_producers(seed, p, n, m, kind):
     m = 2 if vshape else m
     rows, device = random_legal_rows(rng, p, n, m, vshape=vshape, split=kind == "split",
                                      pairs=kind == "pairs")
-    got, made = _recorded_inputs(Schedule.from_tokens(rows, device, n=n, m=m))
+    got, made = _planned_inputs(Schedule.from_tokens(rows, device, n=n, m=m))
     np.testing.assert_array_equal(got, made)
 
 
 @pytest.mark.parametrize("name", sorted(fastpp.SCHEDULES))
-def test_registered_schedules_record_their_producers(name):
+def test_registered_schedules_plans_wait_for_their_producers(name):
     sched = build_schedule(name, 4, 8, fastpp.SCHEDULES[name].default_m)
-    got, made = _recorded_inputs(sched)
+    got, made = _planned_inputs(sched)
     np.testing.assert_array_equal(got, made)
     assert (got >= 0).any()
