@@ -686,7 +686,9 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, frontier, 
             plan[BY_DEVICE, U(device_first[r]) + k] = step
             previous[r] = step
             k += ONE
-            # as kernels.timeline: wake the devices that may wait for this op's outputs
+            # as kernels.timeline: wake the devices that may wait for this op's outputs (its
+            # loop written out again: shared helpers for reading an op and waking, even
+            # inlined, made both loops 2.6-3 times slower, 6 December 2026)
             if kind == F or kind == FB:
                 made_f[s, j] = step
                 if s < U(route_last[j]) and U(stage_device[s + ONE]) != r:
