@@ -144,6 +144,7 @@ def test_plan_rows_and_transformer_costs_carry_their_regimes_bar():
     for t, part in df.groupby("t"):
         bar = error_bar(regime(MODELS["llama2-7b"], HARDWARE["H100-80GB"], 4096, t, 32))
         assert (part["expected_error"] == bar.expected).all()
+        assert (part["expected_bias"] == bar.bias).all()
         assert (part["extrapolated"] == bar.extrapolated).all()
     assert set(df.loc[df["t"] == 16, "extrapolated"]) == {"tp across nodes"}
     costs = transformer_costs("llama2-7b", fastpp.build_schedule("1f1b", 2, 4), seq=4096,

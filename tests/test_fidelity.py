@@ -317,6 +317,26 @@ def test_the_shipped_error_bars_are_what_the_model_gives_now(frame):
     assert shipped == regime_table(frame)
 
 
+def test_a_bars_bias_is_its_check_rows_mean_signed_error(frame):
+    """A plan row's ``expected_bias``, recomputed from ``validate``'s rows: the mean of the
+    step-time errors of the check rows in its regime (throughputs turned into step times,
+    1 / (1 + e) - 1), on vTrain's A100 regime and Korthikanti's."""
+    from fastpp.model.errorbar import NOT_MODEL, Regime, error_bar
+
+    for where in (Regime("A100", "<3B", "<=8K", "dense", "in node"),
+                  Regime("A100", ">=200B", "<=8K", "dense", "in node")):
+        part = frame[(frame["role"] == "check") & ~frame["dataset"].isin(NOT_MODEL)
+                     & (frame["gpu"] == where.gpu) & (frame["size"] == where.size)
+                     & (frame["seq"] == where.seq) & (frame["arch"] == where.arch)
+                     & (frame["tp"] == where.tp)]
+        rate = part["quantity"].isin(["tflops_per_gpu", "samples_per_gpu_s",
+                                      "tokens_per_s_per_gpu"])
+        step = np.where(rate, 1.0 / (1.0 + part["error"]) - 1.0, part["error"])
+        bar = error_bar(where)
+        assert len(part) >= 3 and bar.rows == len(part) and bar.extrapolated == "", where
+        assert bar.bias == pytest.approx(np.mean(step), abs=1e-4), where
+
+
 def _tables(frame) -> dict:
     """``errorbar.coverage``'s rows by table, the pool and the long-context rows as the
     planner prices them (``AS_PLANNED``, held apart) left out."""

@@ -60,6 +60,7 @@ class Explanation:
                  f"  step time          {step:10.3f} s   ± {r['expected_error']:.1%} expected "
                  f"error" + (f" (extrapolated: no validated run shares {r['extrapolated']})"
                              if r["extrapolated"] else " (validate's checks in its regime)"),
+                 f"                                  {_direction(r['expected_bias'])}",
                  f"  tokens/s           {r['tokens_per_s']:10.0f}",
                  f"  TFLOP/s per GPU    {r['tflops_per_gpu']:10.1f}   (Megatron's count; "
                  f"{self.recompute_tflops_per_gpu:.1f} with recomputation)",
@@ -141,6 +142,15 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     found = _neighbours(model, hardware, config, row, count, workers, flags) if count else None
     return Explanation(model, config, hardware, row, _recompute_tflops(model, config, row),
                        found)
+
+
+def _direction(bias: float) -> str:
+    """The checks' mean signed error behind the step time's bar, in words: which way they
+    leaned (a direction to read the prediction by, not a correction fastpp applies)."""
+    if not np.isfinite(bias):
+        return "no checks to lean on"
+    way = "fast (the measured steps longer)" if bias < 0 else "slow (the measured steps shorter)"
+    return f"its checks were predicted {abs(bias):.1%} {way} on average"
 
 
 def _memory_bar(error: float, model, config: RunConfig) -> str:

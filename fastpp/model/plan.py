@@ -79,9 +79,10 @@ NUMBERS = ("step_time", "makespan", "gradient_sync", "optimizer_step", "tokens_p
            "peak_memory")
 # a plan with noise=: the pipeline's Monte Carlo and the step's figures under it
 NOISY = (*NOISE_COLUMNS, "step_time_mean", "step_time_p50", "step_time_p95")
-# the step time's expected relative error and, outside every validated regime, what is missing
-# (fastpp.model.errorbar); the peak memory's expected relative error (fastpp.model.memorybar)
-ERROR_COLUMNS = ("expected_error", "extrapolated", "expected_memory_error")
+# the step time's expected relative error, its checks' mean signed error and, outside every
+# validated regime, what is missing (fastpp.model.errorbar); the peak memory's expected
+# relative error (fastpp.model.memorybar)
+ERROR_COLUMNS = ("expected_error", "expected_bias", "extrapolated", "expected_memory_error")
 PLAN_COLUMNS = (*CONFIG_COLUMNS, *NUMBERS, *ERROR_COLUMNS, "fits", "reason")
 
 
@@ -249,14 +250,16 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         working set, ``stages.recomputed_bytes``: not the largest device's
         ``peak_activations``, which a sweep row's ``peak_activations_max`` is) and their sum
         ``peak_memory``; ``expected_error`` (the step time's expected relative error from
-        ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``) and
-        ``extrapolated`` ("" inside a validated regime, else the facts no validated row
-        shares); ``expected_memory_error`` (the peak memory's expected relative error: the
-        activations' error measured against PyTorch, ``fastpp.model.memorybar``, times their
-        share, and the no-recomputation regime's on a recomputed layer's working set; NaN
-        where not measured, ``memorybar.unmeasured``: MoE, MLA, ``cp > 1``, offloading,
-        recompute modules other than ``core_attn``); ``fits``, and
-        ``reason``: why the configuration cannot run or does not fit ("" if it does).
+        ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``),
+        ``expected_bias`` (the same checks' mean signed error of the step time: < 0 where
+        they were predicted fast, their measured steps longer; a direction, not a
+        correction) and ``extrapolated`` ("" inside a validated regime, else the facts no
+        validated row shares); ``expected_memory_error`` (the peak memory's expected
+        relative error: the activations' error measured against PyTorch,
+        ``fastpp.model.memorybar``, times their share, and the no-recomputation regime's on
+        a recomputed layer's working set; NaN where not measured, ``memorybar.unmeasured``:
+        MoE, MLA, ``cp > 1``, offloading, recompute modules other than ``core_attn``);
+        ``fits``, and ``reason``: why the configuration cannot run or does not fit ("" if it does).
 
     Raises
     ------
@@ -495,6 +498,7 @@ def _error_bars(model, hardware, seq, t, gpus: int) -> dict[str, np.ndarray]:
     """``ERROR_COLUMNS`` of every row: of the ``t`` values' regimes (the rest is the call's)."""
     bars = {x: error_bar(regime(model, hardware, seq, x, gpus)) for x in np.unique(t).tolist()}
     return {"expected_error": np.array([bars[x].expected for x in t.tolist()]),
+            "expected_bias": np.array([bars[x].bias for x in t.tolist()]),
             "extrapolated": np.array([bars[x].extrapolated for x in t.tolist()], object)}
 
 
