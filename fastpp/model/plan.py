@@ -879,16 +879,34 @@ def summary(df, top: int = 10) -> str:
     if outside:
         text += ["", "* extrapolated (starred rows): no validated run shares "
                  + "; ".join(outside)]
+    if len(fits) and top:
+        text += ["", _leaning(_fold_alike(fits).head(top))]
     if top == 0:  # (no rows asked for: none of these either)
         return "\n".join(text)
     # stable sorts: rows needing the same bytes keep the faster first, on every platform
     misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False, kind="stable")
-    text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
     faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
+    if not len(faster):  # (a header over no rows said there were some)
+        return "\n".join(text)
+    text += ["", "faster configurations that do not fit (closest to fitting first):", cols]
     for r in _fold_alike(faster.sort_values("peak_memory", kind="stable")).head(
             min(5, top)).itertuples():
         text += [line(r) + f"  {r.reason}"]
     return "\n".join(text)
+
+
+def _leaning(rows) -> str:
+    """What the shown rows' ``error`` means, and which way the checks behind it leaned
+    (``expected_bias``)."""
+    bias = rows["expected_bias"].to_numpy()
+    bias = bias[np.isfinite(bias)]
+    said = "error: the step time's expected error, from validate's checks in the row's regime"
+    if not bias.size:
+        return said
+    low, high = bias.min(), bias.max()
+    lean = (f"{abs(low):.1%} {'fast' if low < 0 else 'slow'}" if high - low < 5e-4 else
+            f"from {low:+.1%} to {high:+.1%} (< 0: fast)")
+    return f"{said}; those checks were predicted {lean} on average"
 
 
 def _bar(r) -> str:
