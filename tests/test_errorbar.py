@@ -102,6 +102,12 @@ def test_coverage_judges_each_dataset_by_the_bars_of_the_others():
     assert got["all"]["rows"] == 6 and got["all"]["within_bar"] == 0.5
     assert got["all"]["rms"] == pytest.approx(np.sqrt((3 * 0.02 ** 2 + 3 * 0.1 ** 2) / 6), abs=1e-4)
     assert got["all"]["extrapolated"] == 0.0
+    # the lean: a's mean error +2/3 %, b's +10/3 %; each left out gets the other's as its bias
+    assert (got["a"]["mean_error"], got["a"]["bias"]) == pytest.approx((0.02 / 3, 0.1 / 3),
+                                                                        abs=1e-4)
+    assert got["b"]["bias"] == pytest.approx(0.02 / 3, abs=1e-4)
+    assert got["a"]["rms_less_bias"] == pytest.approx(
+        np.sqrt(np.mean((np.array([0.02, -0.02, 0.02]) - 0.1 / 3) ** 2)), abs=1e-4)
 
 
 def test_regimes_of_presets():

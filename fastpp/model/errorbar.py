@@ -159,22 +159,27 @@ def coverage(frame) -> list[dict]:
         left out). Per dataset, then ``"all"`` (every row pooled): ``rows``; ``within_bar`` and
         ``within_two_bars``, the shares of rows whose relative step-time error is within one
         and two of their bars; ``extrapolated``, the share whose regime no other dataset
-        validates; ``rms``, their errors' root mean square, and ``bar``, their bars' mean.
+        validates; ``rms``, their errors' root mean square, and ``bar``, their bars' mean;
+        ``mean_error``, their signed errors' mean, ``bias``, their bars' biases' mean (the
+        other datasets' lean), and ``rms_less_bias``, the root mean square of each error
+        less its bar's bias (what a correction by the bias would have left).
     """
     part = frame[(frame["role"] == "check") & ~frame["dataset"].isin(NOT_MODEL)
                  & np.isfinite(frame["error"])]  # (a row without a prediction judges nothing)
     if part["dataset"].nunique() < 2:  # one dataset has no others to be judged by
         return []
     frame = frame[np.isfinite(frame["error"])]
-    errors = np.abs(step_error(part["error"].to_numpy(), part["quantity"].to_numpy()))
+    signed = step_error(part["error"].to_numpy(), part["quantity"].to_numpy())
+    errors = np.abs(signed)
     names = part["dataset"].to_numpy()
     where = [Regime(*key) for key in part[list(Regime._fields)].itertuples(index=False)]
-    bars, outside = np.empty(errors.size), np.empty(errors.size, bool)
+    bars, biases = np.empty(errors.size), np.empty(errors.size)
+    outside = np.empty(errors.size, bool)
     for name in sorted(set(names)):
         groups = regime_table(frame[frame["dataset"] != name])
         for q in np.flatnonzero(names == name):
             bar = error_bar(where[q], groups)
-            bars[q], outside[q] = bar.expected, bar.extrapolated != ""
+            bars[q], biases[q], outside[q] = bar.expected, bar.bias, bar.extrapolated != ""
     out = []
     for name in [*sorted(set(names)), "all"]:
         mine = slice(None) if name == "all" else names == name
@@ -184,7 +189,11 @@ def coverage(frame) -> list[dict]:
                     "within_two_bars": round(float(np.mean(e <= 2 * b)), 4),
                     "extrapolated": round(float(np.mean(outside[mine])), 4),
                     "rms": round(float(np.sqrt(np.mean(e * e))), 4),
-                    "bar": round(float(np.mean(b)), 4)})
+                    "bar": round(float(np.mean(b)), 4),
+                    "mean_error": round(float(np.mean(signed[mine])), 4),
+                    "bias": round(float(np.mean(biases[mine])), 4),
+                    "rms_less_bias": round(float(np.sqrt(np.mean(
+                        (signed[mine] - biases[mine]) ** 2))), 4)})
     return out
 
 

@@ -146,7 +146,7 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
 
 def _direction(bias: float) -> str:
     """The checks' mean signed error behind the step time's bar, in words: which way they
-    leaned (a direction to read the prediction by, not a correction fastpp applies)."""
+    leaned (what they did, not a correction: ``errorbar.coverage``'s ``rms_less_bias``)."""
     if not np.isfinite(bias):
         return "no checks to lean on"
     way = "fast (the measured steps longer)" if bias < 0 else "slow (the measured steps shorter)"
