@@ -656,8 +656,8 @@ def test_explain_cli(capsys, tmp_path):
                            HARDWARE["A100-80GB"], 2048, 8))
     assert bar.extrapolated == "" and f"± {bar.expected:.1%} expected error" in out
     # and which way its checks leaned (a negative mean error: predicted fast)
-    way = "fast (the measured steps longer)" if bar.bias < 0 else "slow"
-    assert f"its checks were predicted {abs(bar.bias):.1%} {way}" in out
+    way = "fast" if bar.bias < 0 else "slow"
+    assert f"its checks' mean signed error {bar.bias:+.1%} (predicted {way};" in out
     hf = str(Path(__file__).parent / "data" / "hf" / "qwen3-8b.json")
     assert main(["explain", "--hf", hf, "--gpus", "16", "--tp", "2", "--pp", "2",
                  "--global-batch", "64", "--seq", "4096", "--neighbours", "1", "--report",

@@ -149,8 +149,9 @@ def _direction(bias: float) -> str:
     leaned (what they did, not a correction: ``errorbar.coverage``'s ``rms_less_bias``)."""
     if not np.isfinite(bias):
         return "no checks to lean on"
-    way = "fast (the measured steps longer)" if bias < 0 else "slow (the measured steps shorter)"
-    return f"its checks were predicted {abs(bias):.1%} {way} on average"
+    way = "fast" if bias < 0 else "slow"
+    return (f"its checks' mean signed error {bias:+.1%} (predicted {way}; what they did, not "
+            f"a correction)")
 
 
 def _memory_bar(error: float, model, config: RunConfig) -> str:

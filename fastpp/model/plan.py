@@ -881,7 +881,8 @@ def summary(df, top: int = 10) -> str:
         text += ["", "* extrapolated (starred rows): no validated run shares "
                  + "; ".join(outside)]
     if len(fits) and top:
-        text += ["", _leaning(_fold_alike(fits).head(top))]
+        text += ["", "error: the step time's expected error, the root mean square of "
+                 "validate's checks in the row's regime"]
     if top == 0:  # (no rows asked for: none of these either)
         return "\n".join(text)
     # stable sorts: rows needing the same bytes keep the faster first, on every platform
@@ -894,20 +895,6 @@ def summary(df, top: int = 10) -> str:
             min(5, top)).itertuples():
         text += [line(r) + f"  {r.reason}"]
     return "\n".join(text)
-
-
-def _leaning(rows) -> str:
-    """What the shown rows' ``error`` means, and which way the checks behind it leaned
-    (``expected_bias``)."""
-    bias = rows["expected_bias"].to_numpy()
-    bias = bias[np.isfinite(bias)]
-    said = "error: the step time's expected error, from validate's checks in the row's regime"
-    if not bias.size:
-        return said
-    low, high = bias.min(), bias.max()
-    lean = (f"{abs(low):.1%} {'fast' if low < 0 else 'slow'}" if high - low < 5e-4 else
-            f"from {low:+.1%} to {high:+.1%} (< 0: fast)")
-    return f"{said}; those checks were predicted {lean} on average"
 
 
 def _bar(r) -> str:
