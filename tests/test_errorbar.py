@@ -106,8 +106,9 @@ def test_coverage_judges_each_dataset_by_the_bars_of_the_others():
     assert (got["a"]["mean_error"], got["a"]["bias"]) == pytest.approx((0.02 / 3, 0.1 / 3),
                                                                         abs=1e-4)
     assert got["b"]["bias"] == pytest.approx(0.02 / 3, abs=1e-4)
-    assert got["a"]["rms_less_bias"] == pytest.approx(
-        np.sqrt(np.mean((np.array([0.02, -0.02, 0.02]) - 0.1 / 3) ** 2)), abs=1e-4)
+    assert got["a"]["rms_corrected"] == pytest.approx(
+        np.sqrt(np.mean(((1 + np.array([0.02, -0.02, 0.02])) / (1 + 0.1 / 3) - 1) ** 2)),
+        abs=1e-4)
 
 
 def test_regimes_of_presets():
@@ -175,7 +176,7 @@ def test_plan_summary_says_what_its_error_means():
     bias = error_bar(regime(MODELS["llama2-7b"], HARDWARE["H100-80GB"], 4096, 2, 32)).bias
     assert bias < 0 and (df["expected_bias"] == bias).all()
     text = summary(df, 3)
-    assert "error: the step time's expected error, the root mean square of" in text
+    assert "error: the step time's expected error from validate's checks" in text
     assert df["fits"].all() and "do not fit" not in text
 
 

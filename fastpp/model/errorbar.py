@@ -161,8 +161,9 @@ def coverage(frame) -> list[dict]:
         and two of their bars; ``extrapolated``, the share whose regime no other dataset
         validates; ``rms``, their errors' root mean square, and ``bar``, their bars' mean;
         ``mean_error``, their signed errors' mean, ``bias``, their bars' biases' mean (the
-        other datasets' lean), and ``rms_less_bias``, the root mean square of each error
-        less its bar's bias (what a correction by the bias would have left).
+        other datasets' lean), and ``rms_corrected``, the root mean square of their errors
+        had each prediction been divided by ``1 + bias`` of its bar (what a correction by
+        the bias would have left).
     """
     part = frame[(frame["role"] == "check") & ~frame["dataset"].isin(NOT_MODEL)
                  & np.isfinite(frame["error"])]  # (a row without a prediction judges nothing)
@@ -192,8 +193,8 @@ def coverage(frame) -> list[dict]:
                     "bar": round(float(np.mean(b)), 4),
                     "mean_error": round(float(np.mean(signed[mine])), 4),
                     "bias": round(float(np.mean(biases[mine])), 4),
-                    "rms_less_bias": round(float(np.sqrt(np.mean(
-                        (signed[mine] - biases[mine]) ** 2))), 4)})
+                    "rms_corrected": round(float(np.sqrt(np.mean(
+                        ((1 + signed[mine]) / (1 + biases[mine]) - 1) ** 2))), 4)})
     return out
 
 

@@ -250,17 +250,17 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         working set, ``stages.recomputed_bytes``: not the largest device's
         ``peak_activations``, which a sweep row's ``peak_activations_max`` is) and their sum
         ``peak_memory``; ``expected_error`` (the step time's expected relative error from
-        ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``),
-        ``expected_bias`` (the same checks' mean signed error of the step time: < 0 where
-        they were predicted fast, their measured steps longer; it describes them, and
-        corrected by it, left-out tables came out worse in five of seven:
-        ``errorbar.coverage``) and ``extrapolated`` ("" inside a validated regime, else the facts no
-        validated row shares); ``expected_memory_error`` (the peak memory's expected
-        relative error: the activations' error measured against PyTorch,
-        ``fastpp.model.memorybar``, times their share, and the no-recomputation regime's on
-        a recomputed layer's working set; NaN where not measured, ``memorybar.unmeasured``:
-        MoE, MLA, ``cp > 1``, offloading, recompute modules other than ``core_attn``);
-        ``fits``, and ``reason``: why the configuration cannot run or does not fit ("" if it does).
+        ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``), ``expected_bias``
+        (the same checks' mean signed error of the step time: < 0 where they were predicted fast,
+        their measured steps longer; it describes them and corrects nothing: left out in turn, most
+        tables' rows came out worse corrected by the others' bias, ``errorbar.coverage``) and
+        ``extrapolated`` ("" inside a validated regime, else the facts no validated row shares);
+        ``expected_memory_error`` (the peak memory's expected relative error: the activations' error
+        measured against PyTorch, ``fastpp.model.memorybar``, times their share, and the
+        no-recomputation regime's on a recomputed layer's working set; NaN where not measured,
+        ``memorybar.unmeasured``: MoE, MLA, ``cp > 1``, offloading, recompute modules other than
+        ``core_attn``); ``fits``, and ``reason``: why the configuration cannot run or does not fit
+        ("" if it does).
 
     Raises
     ------
@@ -867,24 +867,20 @@ def summary(df, top: int = 10) -> str:
     fits = df[df["fits"]]
     ran = df[df["step_time"].notna()]
     text = [f"{len(df):,} configurations: {len(ran):,} simulated, {len(fits):,} fit", ""]
-    if len(fits):
+    if len(fits) and top:
         shown = _fold_alike(fits)
         text += [f"fastest that fit ({min(top, len(shown))} of {len(fits)}):", cols]
         text += [line(r) for r in shown.head(top).itertuples()]
-    else:
+    elif not len(fits):
         text += ["nothing fits"]
         text += _why_not_simulated(df[df["step_time"].isna()])
-    if not len(ran):
-        return "\n".join(text)
+    if not len(ran) or top == 0:  # (no rows asked for: no table, no header, no legend)
+        return "\n".join(text).rstrip("\n")
     outside = sorted(set(ran["extrapolated"]) - {""})
     if outside:
         text += ["", "* extrapolated (starred rows): no validated run shares "
                  + "; ".join(outside)]
-    if len(fits) and top:
-        text += ["", "error: the step time's expected error, the root mean square of "
-                 "validate's checks in the row's regime"]
-    if top == 0:  # (no rows asked for: none of these either)
-        return "\n".join(text)
+    text += ["", LEGEND]
     # stable sorts: rows needing the same bytes keep the faster first, on every platform
     misses = ran[~ran["fits"]].sort_values("tokens_per_s", ascending=False, kind="stable")
     faster = misses[misses["tokens_per_s"] > (fits["tokens_per_s"].max() if len(fits) else 0)]
@@ -895,6 +891,10 @@ def summary(df, top: int = 10) -> str:
             min(5, top)).itertuples():
         text += [line(r) + f"  {r.reason}"]
     return "\n".join(text)
+
+
+LEGEND = ("error: the step time's expected error from validate's checks (the root mean square "
+          "of its regime's, pooled with the nearest where thin; starred: the worst nearby)")
 
 
 def _bar(r) -> str:
