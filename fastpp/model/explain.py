@@ -59,7 +59,8 @@ class Explanation:
                  f"zero={r['zero']} {r['precision']}", "",
                  f"  step time          {step:10.3f} s   ± {r['expected_error']:.1%} expected "
                  f"error" + (f" (extrapolated: no validated run shares {r['extrapolated']})"
-                             if r["extrapolated"] else " (validate's checks in its regime)"),
+                             if r["extrapolated"] else " (validate's checks in its regime, "
+                             "pooled with the nearest where thin)"),
                  f"{'':36}{_direction(r['expected_bias'])}",
                  f"  tokens/s           {r['tokens_per_s']:10.0f}",
                  f"  TFLOP/s per GPU    {r['tflops_per_gpu']:10.1f}   (Megatron's count; "
