@@ -147,7 +147,7 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
 
 def _direction(bias: float) -> str:
     """The checks' mean signed error behind the step time's bar, in words: which way they
-    leaned (what they did, not a correction: ``errorbar.coverage``'s ``rms_less_bias``)."""
+    leaned (what they did, not a correction: ``errorbar.coverage``'s ``rms_corrected``)."""
     if not np.isfinite(bias):
         return "no checks to lean on"
     way = "fast" if bias < 0 else "slow"
