@@ -147,6 +147,13 @@ def test_plan_report_sorts_and_filters(browser, tmp_path, capsys):
     first = page.page.locator(".fastpp-table tbody tr").first.locator("td")
     best = df[df["fits"] & (df["peak_memory"] / 1e9 < 40)]["tokens_per_s"].max()
     assert first.nth(names.index("tokens/s")).text_content() == f"{round(best):,}"
+    # each row's error bar, as plan gives it (fastpp.model.errorbar)
+    row = df[df["fits"] & (df["peak_memory"] / 1e9 < 40)].sort_values(
+        "tokens_per_s", ascending=False).iloc[0]
+    shown = first.nth(names.index("± error")).text_content()
+    assert shown.endswith("%") and float(shown[:-1]) == pytest.approx(
+        100 * row["expected_error"], abs=0.06), shown
+    assert "extrapolated" in names
     page.check_offline()
 
 

@@ -305,8 +305,10 @@ PLAN_TABLE = [("t", "t", "d"), ("p", "p", "d"), ("d", "d", "d"), ("schedule", "s
               ("step_time", "step s", ".4g"), ("tokens_per_s", "tokens/s", ",d"),
               ("mfu", "MFU", "%"), ("bubble_ratio", "bubble", "%"),
               (("activation_bytes", 1e9), "act GB", ".3g"),
-              (("peak_memory", 1e9), "GB/GPU", ".3g"), ("fits", "fits", "bool"),
-              ("reason", "reason", "str")]
+              (("peak_memory", 1e9), "GB/GPU", ".3g"),
+              # the step time's error bar and, where no validated run shares its regime, why
+              ("expected_error", "± error", "%"), ("extrapolated", "extrapolated", "str"),
+              ("fits", "fits", "bool"), ("reason", "reason", "str")]
 
 
 def plan_sections(df, label: str) -> list[dict]:
@@ -315,13 +317,16 @@ def plan_sections(df, label: str) -> list[dict]:
     config = [c for c in config if c in df]
 
     def custom(rows):
-        return [[" ".join(f"{c}={v}" for c, v in zip(config, values, strict=True)), step]
-                for values, step in zip(rows[config].itertuples(index=False, name=None),
-                                        rows["step_time"], strict=True)]
+        bars = (rows["expected_error"].to_numpy() if "expected_error" in rows
+                else np.full(len(rows), np.nan))
+        return [[" ".join(f"{c}={v}" for c, v in zip(config, values, strict=True)), step,
+                 f"± {bar:.1%}" if np.isfinite(bar) else "no error bar"]
+                for values, step, bar in zip(rows[config].itertuples(index=False, name=None),
+                                             rows["step_time"], bars, strict=True)]
 
     misses = ran[~ran["fits"].astype(bool)]
     hover = ("%{customdata[0]}<br>%{y:,.0f} tokens/s, %{x:.4g} GB per GPU<br>step "
-             "%{customdata[1]:.4g} s<extra>%{fullData.name}</extra>")
+             "%{customdata[1]:.4g} s %{customdata[2]}<extra>%{fullData.name}</extra>")
     traces = [{"type": "scatter", "mode": "markers", "name": "does not fit",
                "x": _clean(misses["peak_memory"] / 1e9), "y": _clean(misses["tokens_per_s"]),
                "customdata": custom(misses), "hovertemplate": hover,
