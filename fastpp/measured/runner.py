@@ -54,8 +54,9 @@ from ..checks import (
 )
 from ..generators.registry import SCHEDULES, build_schedule
 from ..io import write_torch_csv
+from ..ops import FB, F
 from ..schedule import Schedule
-from .run import read_torch_trace
+from .run import MeasuredRun, read_torch_trace
 from .steps import MeasuredSteps
 
 # PyTorch's schedule classes and the fastpp schedule whose order each one runs (the registry's
@@ -201,17 +202,62 @@ def _injected(job: Job, delay, link_delay) -> Job:
 
 def _run(jobs: list[Job], orders: list, model: Model, timeout: float) -> list:
     """Prepare each job's folder, run the jobs in one set of processes and read them back:
-    a ``MeasuredRun`` per job, or its ``MeasuredSteps`` (``model.steps > 1``)."""
+    a ``MeasuredRun`` per job, or its ``MeasuredSteps`` (``model.steps > 1``). A schedule
+    run through the CSV runtime runs with its microbatches named in its losses' order
+    (``in_loss_order``) and is read back under its own names."""
     _torch()  # before out is touched: a run without torch must not delete the old traces
-    for job, order in zip(jobs, orders, strict=True):
+    ran = [None if order is None else in_loss_order(order) for order in orders]
+    for job, order in zip(jobs, ran, strict=True):
         _prepare(job, order)
         for k in range(model.steps if model.steps > 1 else 0):
             _prepare(dataclasses.replace(job, out=str(Path(job.out) / f"step{k}")), None)
     run_jobs(jobs, model, timeout)
     if model.steps == 1:
-        return [read_torch_trace(job.out) for job in jobs]
-    return [MeasuredSteps(read_torch_trace(Path(job.out) / f"step{k}")
-                          for k in range(model.steps)) for job in jobs]
+        read = [[read_torch_trace(job.out)] for job in jobs]
+    else:
+        read = [[read_torch_trace(Path(job.out) / f"step{k}") for k in range(model.steps)]
+                for job in jobs]
+    runs = [[run if order is renamed else _named(run, order) for run in steps]
+            for steps, order, renamed in zip(read, orders, ran, strict=True)]
+    return [steps[0] if model.steps == 1 else MeasuredSteps(steps) for steps in runs]
+
+
+def in_loss_order(schedule: Schedule) -> Schedule:
+    """``schedule`` with its microbatches renamed in the order its last stage runs their
+    forwards (itself where they already run in order). PyTorch's runtime appends each
+    microbatch's loss as the last stage's forward makes it and reads it back by the
+    microbatch's number: a last stage that runs microbatch 4's forward before 3's would take
+    another microbatch's loss for each backward, or fail where the number is not there yet
+    (``optimize`` can find such orders). The microbatches are alike, so the renamed schedule
+    runs the same ops in the same order, with the same dependencies."""
+    last = schedule.V - 1
+    device = int(schedule.stage_to_device[last])
+    ops = schedule.ops[:, device, :schedule.length[device]]
+    forward = ((ops[0] == F) | (ops[0] == FB)) & (ops[1] == last)
+    seen = ops[2][forward]
+    if seen.size != schedule.n or np.array_equal(seen, np.arange(schedule.n)):
+        return schedule  # (in order; or routes that end elsewhere, which this does not name)
+    name = np.empty(schedule.n, np.int64)
+    name[seen] = np.arange(seen.size)
+    renamed = schedule.ops.copy()
+    used = np.arange(renamed.shape[2]) < schedule.length[:, None]
+    renamed[2][used] = name[renamed[2][used]]
+    pairs = used & (renamed[0] == FB)
+    renamed[4][pairs] = name[renamed[4][pairs]]
+    routes = np.empty((schedule.n, 2), np.int64)
+    routes[name] = np.stack([schedule.route_first, schedule.route_last], axis=1)
+    return Schedule(renamed, schedule.length, schedule.stage_to_device, n=schedule.n,
+                    m=schedule.m, name=schedule.name, routes=routes,
+                    forward_only=schedule.forward_only)
+
+
+def _named(run: MeasuredRun, schedule: Schedule) -> MeasuredRun:
+    """``run``, read from a run of ``in_loss_order(schedule)``, under ``schedule``'s names:
+    every op keeps its place on its device."""
+    return MeasuredRun(schedule, run.start, run.end, run.release, run.wait, run.compute,
+                       run.overhead, run.stall, run.durations, run.handed, run.latency,
+                       run.offsets, run.offset_residual, run.files, run.hosts, run.operators,
+                       run.weight_operators, run.probe, run.probe_fixed)
 
 
 def _delays(delay, V: int) -> tuple:
