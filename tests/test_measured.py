@@ -1189,3 +1189,18 @@ def test_the_ranks_stderr_loses_the_profilers_step_lines_only():
     assert PROFILER_CHATTER.sub("", printed) == (
         "ERROR:2026-12-03 04:13:03 15990:15990 CuptiActivityProfiler.cpp:10] no CUPTI\n"
         "Traceback (most recent call last):\n")
+
+
+def test_more_ranks_than_cpus_is_said_to_measure_the_sharing():
+    """A CPU run of more ranks than this process may use: the ranks take turns, and its times
+    are no pipeline's (``scripts/measure.py -p 4`` on 2 CPUs: 18-45% off). Said before the
+    ranks start; nothing on GPUs or within the CPUs."""
+    import os
+
+    from fastpp.measured.runner import shared_cpus
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    said = shared_cpus(cpus + 1, "cpu")
+    assert said.startswith(f"p={cpus + 1} ranks on {cpus} CPUs: they take turns") and \
+        f"use p <= {cpus} here" in said
+    assert shared_cpus(cpus, "cpu") == "" and shared_cpus(cpus + 1, "cuda") == ""
