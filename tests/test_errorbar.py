@@ -180,6 +180,23 @@ def test_plan_summary_says_what_its_error_means():
     assert df["fits"].all() and "do not fit" not in text
 
 
+def test_explain_gives_a_neighbour_in_another_regime_its_own_bar():
+    """A run with tensor parallelism across nodes is extrapolated; its faster neighbours
+    inside a node are not, and say their own bar; one in the run's regime says nothing."""
+    from fastpp.model import RunConfig
+    from fastpp.model.explain import explain
+
+    found = explain("llama2-7b", RunConfig(seq=4096, global_batch=256, t=16, p=2, d=2,
+                                           microbatch=1, recompute="none"), "H100-80GB",
+                    neighbours=4, workers=1)
+    inside = error_bar(regime(MODELS["llama2-7b"], HARDWARE["H100-80GB"], 4096, 2, 64))
+    assert found.row["extrapolated"] and inside.extrapolated == ""
+    lines = [line for line in found.table().split("faster and fits")[1].splitlines()[1:]
+             if "--tensor-model-parallel-size " in line]  # (each changes t, to 8 or fewer)
+    assert lines and all(f"(error ±{inside.expected:.1%}: another regime)" in line
+                         for line in lines), lines
+
+
 def test_coverage_leaves_out_rows_without_a_prediction_and_needs_two_datasets():
     where = tuple(H100)
     rows = [("a", 1.02), ("a", 0.98), ("a", float("nan")), ("b", 1.1), ("b", 0.9)]

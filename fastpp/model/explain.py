@@ -19,7 +19,7 @@ from .hardware import HARDWARE, preset
 from .megatron import SCHEDULES as MEGATRON_SCHEDULES
 from .megatron import to_megatron
 from .memorybar import unmeasured
-from .plan import plan
+from .plan import bar_text, plan
 from .presets import MODELS
 from .pricing import _chunks
 from .recipes import make_recipe
@@ -88,9 +88,13 @@ class Explanation:
             lines.append("  no faster configuration that fits nearby")
         else:
             lines.append("  faster and fits (fewest changes first)")
+            own = bar_text(r["expected_error"], r["extrapolated"])
             for n in self.neighbours:
+                # its step time's bar where it is not the run's (another t: another regime)
+                bar = bar_text(n["expected_error"], n["extrapolated"])
+                shown = f"  (error {bar}: another regime)" if bar != own else ""
                 lines.append(f"    {n['step_time']:8.3f} s  {step / n['step_time']:5.2f}x  "
-                             f"{n['peak_memory'] / gb:5.1f} GB  {n['changes']}")
+                             f"{n['peak_memory'] / gb:5.1f} GB  {n['changes']}{shown}")
         return "\n".join(lines)
 
     def timeline(self, max_columns: int = 120) -> str:

@@ -860,7 +860,8 @@ def summary(df, top: int = 10) -> str:
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
                 f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.activation_bytes / GB:>7.1f} "
-                f"{r.peak_memory / GB:>7.1f} {_bar(r):>7}" + (f" {r.ep:>4}" if experts else "")
+                f"{r.peak_memory / GB:>7.1f} {bar_text(r.expected_error, r.extrapolated):>7}"
+                + (f" {r.ep:>4}" if experts else "")
                 + "".join(f" {str(getattr(r, k)):>7}" for k in extra)
                 + (f"  {r.layout}" if layouts else ""))
 
@@ -897,10 +898,10 @@ LEGEND = ("error: the step time's expected error from validate's checks (the roo
           "of its regime's, pooled with the nearest where thin; starred: the worst nearby)")
 
 
-def _bar(r) -> str:
-    """A row's error bar for the summary: ``±4.4%``, starred where extrapolated."""
-    return f"±{r.expected_error:.1%}" + ("*" if r.extrapolated else "") if np.isfinite(
-        r.expected_error) else "?"
+def bar_text(expected_error: float, extrapolated: str) -> str:
+    """A row's error bar in a terminal table: ``±4.4%``, starred where extrapolated."""
+    return f"±{expected_error:.1%}" + ("*" if extrapolated else "") if np.isfinite(
+        expected_error) else "?"
 
 
 def _why_not_simulated(rows, top: int = 5) -> list[str]:
