@@ -1204,3 +1204,8 @@ def test_more_ranks_than_cpus_is_said_to_measure_the_sharing():
     assert said.startswith(f"p={cpus + 1} ranks on {cpus} CPUs: they take turns") and \
         f"use p <= {cpus} here" in said
     assert shared_cpus(cpus, "cpu") == "" and shared_cpus(cpus + 1, "cuda") == ""
+    # the suite's own filter (pyproject.toml) lets it pass on a machine of one CPU, where
+    # the real-run tests' two ranks take turns: under its "error" this would raise
+    import warnings
+
+    warnings.warn(said, RuntimeWarning, stacklevel=1)

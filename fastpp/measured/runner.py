@@ -236,7 +236,8 @@ def shared_cpus(p: int, device: str) -> str:
     if device != "cpu" or not cpus or p <= cpus:
         return ""
     return (f"p={p} ranks on {cpus} CPUs: they take turns, so the run is not a pipeline of "
-            f"{p} devices and its times measure the sharing (use p <= {cpus} here)")
+            f"{p} devices and its times measure the sharing"
+            + (f" (use p <= {cpus} here)" if cpus >= 2 else ""))
 
 
 def in_loss_order(schedule: Schedule) -> Schedule:
@@ -270,8 +271,14 @@ def in_loss_order(schedule: Schedule) -> Schedule:
 
 def _named(run: MeasuredRun, schedule: Schedule) -> MeasuredRun:
     """``run``, read from a run of ``in_loss_order(schedule)``, under ``schedule``'s names:
-    every op keeps its place on its device."""
-    return MeasuredRun(schedule, run.start, run.end, run.release, run.wait, run.compute,
+    every op keeps its place on its device. Its schedule is a copy as wide as the run's
+    arrays (a caller's may have spare slots past ``length``), named as a read run's is."""
+    width = run.schedule.ops.shape[2]
+    own = Schedule(schedule.ops[:, :, :width], schedule.length, schedule.stage_to_device,
+                   n=schedule.n, m=schedule.m, name=run.schedule.name,
+                   routes=np.stack([schedule.route_first, schedule.route_last], axis=1),
+                   forward_only=schedule.forward_only)
+    return MeasuredRun(own, run.start, run.end, run.release, run.wait, run.compute,
                        run.overhead, run.stall, run.durations, run.handed, run.latency,
                        run.offsets, run.offset_residual, run.files, run.hosts, run.operators,
                        run.weight_operators, run.probe, run.probe_fixed)
