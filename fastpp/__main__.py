@@ -643,9 +643,11 @@ def _write_outputs(args, res) -> None:
         print(f"trace: {_written('--trace', write_chrome_trace, res, args.trace)} (open in "
               f"ui.perfetto.dev)")
     if args.csv is not None:  # (an empty name had been taken as none)
-        from .io import write_torch_csv
+        from .io import in_loss_order, write_torch_csv
 
-        print(f"schedule CSV: {_written('--csv', write_torch_csv, res.schedule, args.csv)}")
+        # (for PyTorch's runtime: its microbatches named in the order its losses are made)
+        print(f"schedule CSV: "
+              f"{_written('--csv', write_torch_csv, in_loss_order(res.schedule), args.csv)}")
     if args.gantt is not None or args.memory_png is not None:
         from . import plot
 

@@ -21,7 +21,7 @@ from .checks import (
     writable,
 )
 from .generators.registry import SCHEDULES
-from .ops import parse_op
+from .ops import FB, F, parse_op
 from .placement import CODES, LOOP, VSHAPE, routes, stage_map
 from .schedule import Schedule
 
@@ -120,8 +120,50 @@ def _placement_code(placement: str) -> int:
     return CODES[placement]
 
 
+def in_loss_order(schedule: Schedule) -> Schedule:
+    """``schedule`` with its microbatches renamed in the order its last stage runs their
+    forwards (itself where they already run in order), as PyTorch's runtime needs it.
+
+    The runtime appends each microbatch's loss as the last stage's forward makes it and reads
+    it back by the microbatch's number: a last stage that runs microbatch 4's forward before
+    3's takes another microbatch's loss for each backward, or fails where the number is not
+    there yet (``optimize`` can find such orders). The microbatches are alike, so the renamed
+    schedule runs the same ops in the same order, with the same dependencies.
+    ``python -m fastpp optimize --csv`` writes it, and ``fastpp.measured`` runs it.
+
+    Parameters
+    ----------
+    schedule : Schedule
+
+    Returns
+    -------
+    Schedule
+    """
+    instance(schedule, Schedule, "schedule", "fastpp.Schedule")
+    last = schedule.V - 1
+    device = int(schedule.stage_to_device[last])
+    ops = schedule.ops[:, device, :schedule.length[device]]
+    forward = ((ops[0] == F) | (ops[0] == FB)) & (ops[1] == last)
+    seen = ops[2][forward]
+    if seen.size != schedule.n or np.array_equal(seen, np.arange(schedule.n)):
+        return schedule  # (in order; or routes that end elsewhere, which this does not name)
+    name = np.empty(schedule.n, np.int64)
+    name[seen] = np.arange(seen.size)
+    renamed = schedule.ops.copy()
+    used = np.arange(renamed.shape[2]) < schedule.length[:, None]
+    renamed[2][used] = name[renamed[2][used]]
+    pairs = used & (renamed[0] == FB)
+    renamed[4][pairs] = name[renamed[4][pairs]]
+    routes = np.empty((schedule.n, 2), np.int64)
+    routes[name] = np.stack([schedule.route_first, schedule.route_last], axis=1)
+    return Schedule(renamed, schedule.length, schedule.stage_to_device, n=schedule.n,
+                    m=schedule.m, name=schedule.name, routes=routes,
+                    forward_only=schedule.forward_only)
+
+
 def write_torch_csv(schedule: Schedule, path) -> Path:
-    """Write ``schedule`` as PyTorch's compute-only CSV (one row per device, no idle cells).
+    """Write ``schedule`` as PyTorch's compute-only CSV (one row per device, no idle cells),
+    as it is: for PyTorch's runtime, write ``in_loss_order(schedule)``.
 
     Parameters
     ----------

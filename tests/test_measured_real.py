@@ -352,7 +352,7 @@ def test_a_last_stage_that_runs_its_forwards_out_of_order_runs(tmp_path):
     names: the same ops in the same places, replayed within 3%. The schedule is given with
     spare slots past its ops (which a Schedule may hold), as a hand-built one can be."""
     from fastpp import Schedule
-    from fastpp.measured.runner import in_loss_order
+    from fastpp.io import in_loss_order
     from fastpp.ops import PAD
 
     order = Schedule.from_tokens([["0F0", "0F1", "0B1", "0B0"], ["1F1", "1B1", "1F0", "1B0"]],

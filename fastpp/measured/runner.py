@@ -54,8 +54,7 @@ from ..checks import (
     positive_int,
 )
 from ..generators.registry import SCHEDULES, build_schedule
-from ..io import write_torch_csv
-from ..ops import FB, F
+from ..io import in_loss_order, write_torch_csv
 from ..schedule import Schedule
 from .run import MeasuredRun, read_torch_trace
 from .steps import MeasuredSteps
@@ -238,35 +237,6 @@ def shared_cpus(p: int, device: str) -> str:
     return (f"p={p} ranks on {cpus} CPUs: they take turns, so the run is not a pipeline of "
             f"{p} devices and its times measure the sharing"
             + (f" (use p <= {cpus} here)" if cpus >= 2 else ""))
-
-
-def in_loss_order(schedule: Schedule) -> Schedule:
-    """``schedule`` with its microbatches renamed in the order its last stage runs their
-    forwards (itself where they already run in order). PyTorch's runtime appends each
-    microbatch's loss as the last stage's forward makes it and reads it back by the
-    microbatch's number: a last stage that runs microbatch 4's forward before 3's would take
-    another microbatch's loss for each backward, or fail where the number is not there yet
-    (``optimize`` can find such orders). The microbatches are alike, so the renamed schedule
-    runs the same ops in the same order, with the same dependencies."""
-    last = schedule.V - 1
-    device = int(schedule.stage_to_device[last])
-    ops = schedule.ops[:, device, :schedule.length[device]]
-    forward = ((ops[0] == F) | (ops[0] == FB)) & (ops[1] == last)
-    seen = ops[2][forward]
-    if seen.size != schedule.n or np.array_equal(seen, np.arange(schedule.n)):
-        return schedule  # (in order; or routes that end elsewhere, which this does not name)
-    name = np.empty(schedule.n, np.int64)
-    name[seen] = np.arange(seen.size)
-    renamed = schedule.ops.copy()
-    used = np.arange(renamed.shape[2]) < schedule.length[:, None]
-    renamed[2][used] = name[renamed[2][used]]
-    pairs = used & (renamed[0] == FB)
-    renamed[4][pairs] = name[renamed[4][pairs]]
-    routes = np.empty((schedule.n, 2), np.int64)
-    routes[name] = np.stack([schedule.route_first, schedule.route_last], axis=1)
-    return Schedule(renamed, schedule.length, schedule.stage_to_device, n=schedule.n,
-                    m=schedule.m, name=schedule.name, routes=routes,
-                    forward_only=schedule.forward_only)
 
 
 def _named(run: MeasuredRun, schedule: Schedule) -> MeasuredRun:
