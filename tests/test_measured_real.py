@@ -22,6 +22,7 @@ pytestmark = pytest.mark.alone
 
 from fastpp import (  # noqa: E402
     SCHEDULES,
+    Schedule,
     ScheduleError,
     build_schedule,
     read_torch_trace,
@@ -275,6 +276,12 @@ def test_bad_arguments_fail_before_any_process_starts(tmp_path):
         measure("ScheduleInterleavedZeroBubble", 4, 9, out=tmp_path)
     with pytest.raises(ScheduleError, match="one model copy"):
         measure("dualpipe", 2, 4, out=tmp_path)
+    short = Schedule.from_tokens([["0F0", "0F1", "0B1", "0B0"], ["1F0", "1B0"]],
+                                 routes=[[0, 1], [0, 0]])  # microbatch 1 leaves at stage 0
+    with pytest.raises(ScheduleError, match=r"routes must take every microbatch through all 2 "
+                                            r"stages to run in PyTorch \(got microbatch 1 on "
+                                            r"stages 0..0\)"):
+        measure(short, out=tmp_path)
     with pytest.raises(ScheduleError, match="device must be one of"):
         measure("1f1b", device="tpu", out=tmp_path)
     for probe in (-1, 2.5, True):
@@ -316,7 +323,6 @@ def test_cli_measure_runs_a_schedule_csv(tmp_path, capsys):
     # an order no generator makes, as `python -m fastpp optimize --csv` writes a found one
     # (test_search holds optimize's schedules to the CSV's round trip): ZB-V with each
     # device's weight gradients deferred to its end, which is always legal
-    from fastpp import Schedule
     from fastpp.__main__ import main
     from fastpp.io import write_torch_csv
 

@@ -487,6 +487,12 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
         csv = str(out / "schedule.csv")
         runner = "csv"
     V = order.p * order.m
+    partial = np.flatnonzero((order.route_first != 0) | (order.route_last != V - 1))
+    if partial.size:  # (each rank would fail in PyTorch's _validate_schedule)
+        j = int(partial[0])
+        raise ScheduleError(f"routes must take every microbatch through all {V} stages to run "
+                            f"in PyTorch (got microbatch {j} on stages {order.route_first[j]}.."
+                            f"{order.route_last[j]})")
     if layers % V:
         raise ScheduleError(f"layers must be a multiple of the {V} virtual stages of "
                             f"{order.name!r} (got layers={layers})")
