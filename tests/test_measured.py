@@ -1195,11 +1195,9 @@ def test_more_ranks_than_cpus_is_said_to_measure_the_sharing():
     """A CPU run of more ranks than this process may use: the ranks take turns, and its times
     are no pipeline's (``scripts/measure.py -p 4`` on 2 CPUs: 18-45% off). Said before the
     ranks start; nothing on GPUs or within the CPUs."""
-    import os
+    from fastpp.measured.runner import shared_cpus, usable_cpus
 
-    from fastpp.measured.runner import shared_cpus
-
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = usable_cpus()
     said = shared_cpus(cpus + 1, "cpu")
     assert said.startswith(f"p={cpus + 1} ranks on {cpus} CPUs: they take turns") and \
         f"use p <= {cpus} here" in said
@@ -1209,3 +1207,30 @@ def test_more_ranks_than_cpus_is_said_to_measure_the_sharing():
     import warnings
 
     warnings.warn(said, RuntimeWarning, stacklevel=1)
+
+
+def test_a_containers_cpu_quota_lowers_the_usable_cpus(tmp_path):
+    """A container given 1.5 CPUs of a larger machine runs two ranks in turns: its quota
+    counts (rounded down), as cgroup v2 and v1 write it, and no quota leaves the affinity."""
+    import os
+
+    from fastpp.measured.runner import usable_cpus
+
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count()
+    own = tmp_path / "cgroup"
+    v2 = tmp_path / "v2" / "job" / "cpu.max"
+    v2.parent.mkdir(parents=True)
+    own.write_text("0::/job\n")
+    for text, cpus in (("150000 100000\n", 1), ("max 100000\n", affinity),
+                       ("50000 100000\n", 1), ("100000000 100000\n", affinity)):
+        v2.write_text(text)
+        assert usable_cpus(str(tmp_path / "v2"), str(own)) == cpus, text
+    v1 = tmp_path / "v1" / "cpu" / "job"
+    v1.mkdir(parents=True)
+    own.write_text("4:memory:/other\n1:cpu,cpuacct:/job\n0::/\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    for text, cpus in (("100000\n", 1), ("-1\n", affinity)):
+        (v1 / "cpu.cfs_quota_us").write_text(text)
+        assert usable_cpus(str(tmp_path / "v1"), str(own)) == cpus, text
+    assert usable_cpus(str(tmp_path), str(tmp_path / "none")) == affinity

@@ -231,12 +231,40 @@ def shared_cpus(p: int, device: str) -> str:
     run side by side, so the run is no pipeline of ``p`` devices (``scripts/measure.py -p 4``
     on 2 CPUs: every class 18-45% off 1F1B's costs; at ``p = 2`` the classes' median error
     0.6-2.7%)."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = usable_cpus()
     if device != "cpu" or not cpus or p <= cpus:
         return ""
     return (f"p={p} ranks on {cpus} CPUs: they take turns, so the run is not a pipeline of "
             f"{p} devices and its times measure the sharing"
             + (f" (use p <= {cpus} here)" if cpus >= 2 else ""))
+
+
+def usable_cpus(cgroup: str = "/sys/fs/cgroup", own: str = "/proc/self/cgroup") -> int | None:
+    """The CPUs this process may run on at once: its affinity, lowered to a container's CPU
+    quota (cgroup v2's ``cpu.max`` or v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``,
+    of its own group, rounded down, at least 1). ``None`` where neither is known."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        groups = Path(own).read_text().splitlines()
+    except OSError:  # (no cgroups: not Linux, or no /proc)
+        return cpus
+    for line in groups:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one hierarchy
+            files = [Path(cgroup, path.lstrip("/"), "cpu.max")]
+        elif "cpu" in controllers.split(","):  # v1: the cpu controller's own mount
+            files = [Path(cgroup, "cpu", path.lstrip("/"), name)
+                     for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us")]
+        else:
+            continue
+        try:
+            words = " ".join(f.read_text() for f in files).split()
+            quota, period = int(words[0]), int(words[1])
+        except (OSError, ValueError, IndexError):  # "max", unreadable: no quota here
+            continue
+        if quota > 0 and period > 0:
+            cpus = max(1, min(cpus or quota // period, quota // period))
+    return cpus
 
 
 def _named(run: MeasuredRun, schedule: Schedule) -> MeasuredRun:
