@@ -153,6 +153,9 @@ def test_plan_report_sorts_and_filters(browser, tmp_path, capsys):
     shown = first.nth(names.index("± error")).text_content()
     assert shown.endswith("%") and float(shown[:-1]) == pytest.approx(
         100 * row["expected_error"], abs=0.06), shown
+    bias = first.nth(names.index("checks' bias")).text_content()
+    assert bias.endswith("%") and float(bias[:-1]) == pytest.approx(
+        100 * row["expected_bias"], abs=0.06), bias
     assert "extrapolated" in names
     page.check_offline()
 

@@ -306,8 +306,10 @@ PLAN_TABLE = [("t", "t", "d"), ("p", "p", "d"), ("d", "d", "d"), ("schedule", "s
               ("mfu", "MFU", "%"), ("bubble_ratio", "bubble", "%"),
               (("activation_bytes", 1e9), "act GB", ".3g"),
               (("peak_memory", 1e9), "GB/GPU", ".3g"),
-              # the step time's error bar and, where no validated run shares its regime, why
-              ("expected_error", "± error", "%"), ("extrapolated", "extrapolated", "str"),
+              # the step time's error bar, its checks' mean signed error (what they did, not
+              # a correction) and, where no validated run shares its regime, why
+              ("expected_error", "± error", "%"), ("expected_bias", "checks' bias", "%"),
+              ("extrapolated", "extrapolated", "str"),
               ("fits", "fits", "bool"), ("reason", "reason", "str")]
 
 
@@ -317,12 +319,15 @@ def plan_sections(df, label: str) -> list[dict]:
     config = [c for c in config if c in df]
 
     def custom(rows):
-        bars = (rows["expected_error"].to_numpy() if "expected_error" in rows
-                else np.full(len(rows), np.nan))
+        bars, biases = (rows[c].to_numpy() if c in rows else np.full(len(rows), np.nan)
+                        for c in ("expected_error", "expected_bias"))
         return [[" ".join(f"{c}={v}" for c, v in zip(config, values, strict=True)), step,
-                 f"± {bar:.1%}" if np.isfinite(bar) else "no error bar"]
-                for values, step, bar in zip(rows[config].itertuples(index=False, name=None),
-                                             rows["step_time"], bars, strict=True)]
+                 (f"± {bar:.1%}" + (f" (its checks' mean error {bias:+.1%})"
+                                    if np.isfinite(bias) else "")
+                  if np.isfinite(bar) else "no error bar")]
+                for values, step, bar, bias in zip(
+                    rows[config].itertuples(index=False, name=None), rows["step_time"], bars,
+                    biases, strict=True)]
 
     misses = ran[~ran["fits"].astype(bool)]
     hover = ("%{customdata[0]}<br>%{y:,.0f} tokens/s, %{x:.4g} GB per GPU<br>step "
