@@ -11,7 +11,15 @@ import pandas as pd
 import pytest
 
 import fastpp
-from fastpp.model import HARDWARE, MODELS, ModelCosts, errorbar, plan, transformer_costs
+from fastpp.model import (
+    HARDWARE,
+    MODELS,
+    ModelCosts,
+    Transformer,
+    errorbar,
+    plan,
+    transformer_costs,
+)
 from fastpp.model.errorbar import (
     MIN_ROWS,
     Regime,
@@ -129,6 +137,23 @@ def test_a_gpu_no_table_checks_is_extrapolated():
         assert bar.extrapolated.startswith(f"gpu {hw.name}")
     assert error_bar(regime(MODELS["llama3-8b"], HARDWARE["H100-80GB"], 4096, 1)).extrapolated \
         == ""
+
+
+def test_a_checked_gpu_on_another_network_keeps_its_regime():
+    """vTrain's cluster (``explain --vtrain``) is the A100 preset on vTrain's network: its own
+    validated runs were flagged extrapolated ("no validated run shares gpu A100-80GB (200
+    Gb/s a node)") with a borrowed 25% bar, where the A100 preset priced them at 8.6%. A
+    change to the GPU itself (its peak) still makes a regime of its own."""
+    from fastpp.model.vtrain import vtrain_cluster
+
+    model = Transformer(24, 1024, 16, vocab=50304)
+    a100 = error_bar(regime(model, HARDWARE["A100-80GB"], 1024, 1, 8))
+    for cluster in (vtrain_cluster(200, 8), vtrain_cluster(800, 4)):
+        assert cluster.name != "A100-80GB"
+        assert error_bar(regime(model, cluster, 1024, 1, 8)) == a100
+    faster = dataclasses.replace(vtrain_cluster(200, 8), peak_flops=400e12)
+    assert error_bar(regime(model, faster, 1024, 1, 8)).extrapolated.startswith(
+        f"gpu {faster.name}")
 
 
 def test_a_run_larger_than_any_checked_is_extrapolated():

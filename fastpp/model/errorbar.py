@@ -31,6 +31,7 @@ validation.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple
@@ -38,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .comm import tensor_parallel_per_node
-from .hardware import Hardware
+from .hardware import HARDWARE, Hardware
 
 TABLE = Path(__file__).with_name("errorbars.json")
 MIN_ROWS = 3  # fewer check rows than this in a regime: its RMS says too little on its own
@@ -50,11 +51,13 @@ FACTS = ("gpu", "size", "seq", "arch", "tp")
 NOT_MODEL = ("zero_bubble_table4_profiled", "korthikanti_2022_layer", "long_context_published")
 THROUGHPUT = ("tflops_per_gpu", "samples_per_gpu_s", "tokens_per_s_per_gpu")
 
-# the GPU of a regime, by preset name: the presets a published table checks. Any other
-# hardware (H200, H800, the GB and B300 presets, a GPU of the user's own, even one named
-# like a checked one) is its own regime, extrapolated: its bar is borrowed from the nearest
-# regimes at their worst, and it says that no run on it was checked
+# the GPU of a regime, by preset name: the presets a published table checks, and any cluster
+# made of one of them with another network or node size (vTrain's cluster, ``vtrain_cluster``:
+# the same GPU). Any other hardware (H200, H800, the GB and B300 presets, a GPU of the user's
+# own, even one named like a checked one) is its own regime, extrapolated: its bar is
+# borrowed from the nearest regimes at their worst, and it says that no run on it was checked
 GENERATIONS = {"A100-80GB": "A100", "H100-80GB": "H100", "B200-180GB": "B200"}
+CLUSTER_FIELDS = ("name", "network", "gpus_per_node")  # a cluster's, not its GPU's
 SIZES = ((3e9, "<3B"), (30e9, "3-30B"), (200e9, "30-200B"), (np.inf, ">=200B"))
 SEQS = ((8192, "<=8K"), (65536, "8K-64K"), (np.inf, ">64K"))
 
@@ -89,9 +92,16 @@ class ErrorBar(NamedTuple):
 
 
 def generation(hardware: Hardware) -> str:
-    """``hardware``'s GPU generation (``"A100"``, ``"H100"``, ``"B200"``) if it is the preset
-    a published table checks (``GENERATIONS``), else its own name."""
-    return GENERATIONS.get(hardware.name, hardware.name)
+    """``hardware``'s GPU generation (``"A100"``, ``"H100"``, ``"B200"``) if its GPU is that
+    of a preset a published table checks (``GENERATIONS``: the preset, or the preset on
+    another network or node size), else its own name."""
+    if hardware.name in GENERATIONS:
+        return GENERATIONS[hardware.name]
+    for name, gpu in GENERATIONS.items():
+        preset = HARDWARE[name]
+        if replace(hardware, **{f: getattr(preset, f) for f in CLUSTER_FIELDS}) == preset:
+            return gpu
+    return hardware.name
 
 
 def _bucket(value: float, edges) -> str:
