@@ -156,6 +156,24 @@ def test_a_checked_gpu_on_another_network_keeps_its_regime():
         f"gpu {faster.name}")
 
 
+def test_a_preset_with_its_gpu_changed_is_extrapolated():
+    """The bar was looked up by the hardware's name: an H100 at a tenth of its peak (9x
+    slower steps), ``--efficiency 0.1`` or an H200 renamed H100-80GB took H100's ±13.6%,
+    not extrapolated. A recipe (fp8) is no other GPU."""
+    model, h100 = MODELS["llama2-7b"], HARDWARE["H100-80GB"]
+    checked = error_bar(regime(model, h100, 4096, 1, 8))
+    assert checked.extrapolated == ""
+    assert error_bar(regime(model, dataclasses.replace(h100, precision="fp8"), 4096, 1, 8)) \
+        == checked
+    for hw, said in ((dataclasses.replace(h100, peak_flops=98.9e12), "peak_flops"),
+                     (h100.with_efficiency(0.1), "efficiency"),
+                     (dataclasses.replace(HARDWARE["H200-141GB"], name="H100-80GB"),
+                      "memory_bytes, memory_bandwidth")):
+        bar = error_bar(regime(model, hw, 4096, 1, 8))
+        assert bar.extrapolated.startswith(f"gpu H100-80GB ({said} changed)"), bar
+        assert bar.expected >= checked.expected
+
+
 def test_a_run_larger_than_any_checked_is_extrapolated():
     """98,304 H100s had the bar of the runs of at most 3,072 GPUs it pools, unflagged (the
     physics trial): a run past the largest checked run of its bar is extrapolated, at the

@@ -31,7 +31,7 @@ validation.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple
@@ -51,13 +51,15 @@ FACTS = ("gpu", "size", "seq", "arch", "tp")
 NOT_MODEL = ("zero_bubble_table4_profiled", "korthikanti_2022_layer", "long_context_published")
 THROUGHPUT = ("tflops_per_gpu", "samples_per_gpu_s", "tokens_per_s_per_gpu")
 
-# the GPU of a regime, by preset name: the presets a published table checks, and any cluster
-# made of one of them with another network or node size (vTrain's cluster, ``vtrain_cluster``:
-# the same GPU). Any other hardware (H200, H800, the GB and B300 presets, a GPU of the user's
-# own, even one named like a checked one) is its own regime, extrapolated: its bar is
+# the GPU of a regime: that of a preset a published table checks, as the preset is, or with
+# only what runs on it or around it changed (``NOT_THE_GPU``: its precision recipe, its
+# network or node size, as vTrain's cluster, ``vtrain_cluster``). Any other hardware (H200,
+# H800, the GB and B300 presets, a GPU of the user's own, a preset with its peak, curve or
+# fitted constants changed, ``--efficiency``) is its own regime, extrapolated: its bar is
 # borrowed from the nearest regimes at their worst, and it says that no run on it was checked
 GENERATIONS = {"A100-80GB": "A100", "H100-80GB": "H100", "B200-180GB": "B200"}
-CLUSTER_FIELDS = ("name", "network", "gpus_per_node")  # a cluster's, not its GPU's
+NOT_THE_GPU = ("name", "network", "gpus_per_node", "precision", "fp8_current_scaling",
+               "fp8_output_layer", "fp8_padding")
 SIZES = ((3e9, "<3B"), (30e9, "3-30B"), (200e9, "30-200B"), (np.inf, ">=200B"))
 SEQS = ((8192, "<=8K"), (65536, "8K-64K"), (np.inf, ">64K"))
 
@@ -93,15 +95,21 @@ class ErrorBar(NamedTuple):
 
 def generation(hardware: Hardware) -> str:
     """``hardware``'s GPU generation (``"A100"``, ``"H100"``, ``"B200"``) if its GPU is that
-    of a preset a published table checks (``GENERATIONS``: the preset, or the preset on
-    another network or node size), else its own name."""
-    if hardware.name in GENERATIONS:
+    of a preset a published table checks (``GENERATIONS``: the preset, or the preset with
+    only ``NOT_THE_GPU`` changed), else its own name, and for a preset's name on another GPU
+    what changed (``"H100-80GB (efficiency changed)"``)."""
+    if hardware is HARDWARE.get(hardware.name) and hardware.name in GENERATIONS:
         return GENERATIONS[hardware.name]
     for name, gpu in GENERATIONS.items():
         preset = HARDWARE[name]
-        if replace(hardware, **{f: getattr(preset, f) for f in CLUSTER_FIELDS}) == preset:
+        if replace(hardware, **{f: getattr(preset, f) for f in NOT_THE_GPU}) == preset:
             return gpu
-    return hardware.name
+    if hardware.name not in HARDWARE:
+        return hardware.name
+    preset = HARDWARE[hardware.name]
+    changed = [f.name for f in fields(preset) if f.name not in NOT_THE_GPU
+               and getattr(hardware, f.name) != getattr(preset, f.name)]
+    return f"{hardware.name} ({', '.join(changed)} changed)" if changed else hardware.name
 
 
 def _bucket(value: float, edges) -> str:
