@@ -8,10 +8,12 @@ import functools
 import inspect
 import os
 import sys
+import warnings
 
 from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulate
 from ._jit import announce_compiles
 from .checks import (
+    MISSPELT,
     by_flags,
     despite_reader,
     flag_names,
@@ -207,8 +209,15 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
-    with announce_compiles():  # a first run on a machine waits for Numba: said, not silent
+    with announce_compiles(), warnings.catch_warnings():
+        # a first run on a machine waits for Numba: said, not silent; a warning is a line
+        # for the user, not a source line of fastpp's
+        warnings.showwarning = _warning
         return despite_reader(_command, ap, args)  # (| head: the files are written still)
+
+
+def _warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"warning: {message}", file=sys.stderr if file is None else file)
 
 
 def _command(ap: argparse.ArgumentParser, args) -> int:
@@ -801,8 +810,9 @@ def _explain(args) -> int:
     elif args.torchtitan is not None:
         if args.gpus is None:
             raise ScheduleError("--torchtitan needs --gpus")
-        model, config = from_torchtitan(args.torchtitan, args.gpus, model=None if args.model
-                                        is None else model_arg(args.model))
+        imported = from_torchtitan(args.torchtitan, args.gpus, model=None if args.model
+                                   is None else model_arg(args.model))
+        model, config, ignored = imported.model, imported.config, imported.ignored
     elif args.vtrain is not None:
         imported = from_vtrain(args.vtrain)
         model, config, ignored, hardware = (imported.model, imported.config, imported.ignored,
@@ -844,8 +854,12 @@ def _explain(args) -> int:
     print(found.table())
     if args.timeline:
         print("\n" + found.timeline())
-    if ignored:
-        print(f"\n  not modelled: {' '.join(ignored)}")
+    misspelt = [x for x in ignored if MISSPELT in x]  # said apart: they change the run
+    for x in misspelt:
+        print(f"\n  check: {x}")
+    rest = [x for x in ignored if MISSPELT not in x]
+    if rest:
+        print(f"\n  not modelled: {' '.join(rest)}")
     if args.report is not None:
         import pandas as pd
 

@@ -247,6 +247,20 @@ def one_of(value, name: str, choices) -> None:
         raise ScheduleError(f"{name} must be one of {list(choices)} (got {value!r})")
 
 
+MISSPELT = "not read: a misspelt"  # how readers list a key they take for a misspelling
+
+
+def near(word: str, known) -> str | None:
+    """The one of ``known`` that ``word`` is most likely a misspelling of, or ``None``: for
+    a key a reader does not know, the key it may have meant (difflib's ratio at least 0.85:
+    ``tensor_paralel_degree`` for ``tensor_parallel_degree``, not ``decoder_num_layers``
+    for ``num_layers``)."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.85)
+    return close[0] if close else None
+
+
 def name_list(values, name: str, choices) -> tuple:
     """``values`` as a tuple if it is a list or tuple of names among ``choices`` (a string
     alone is refused: iterated, it would give its letters)."""

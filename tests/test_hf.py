@@ -205,6 +205,26 @@ def test_a_field_left_at_its_class_default_may_be_absent(path, key):
     assert from_hf(data) == whole
 
 
+def test_a_misspelt_key_is_warned_of():
+    """transformers reads a misspelt key as an attribute and the field it meant at its
+    class default, silently: Llama-3 70B with ``num_hidden_layer`` is a 32-layer 29.5B
+    model, priced so without a word. fastpp warns where a key it does not read misspells
+    one it read and found absent; a Qwen2 file without ``num_key_value_heads`` is refused
+    naming the key, not as heads its writer never gave."""
+    data = json.loads((DATA / "llama-3.1-8b.json").read_text())
+    data["num_hidden_layer"] = data.pop("num_hidden_layers")
+    with pytest.warns(UserWarning, match=r"'num_hidden_layer' \(not read: a misspelt "
+                                         r"'num_hidden_layers'\?\): 'num_hidden_layers' is "
+                                         r"absent"):
+        assert from_hf(data).layers == 32  # LlamaConfig's default, as transformers reads it
+    qwen = {"model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584,
+            "num_attention_heads": 28, "intermediate_size": 18944, "vocab_size": 152064}
+    with pytest.raises(ScheduleError, match=r"has no 'num_key_value_heads': a 'qwen2' model's "
+                                            r"default, 32, does not divide its 28 heads"):
+        from_hf(qwen)
+    assert from_hf({**qwen, "num_key_value_heads": 4}).kv_heads == 4
+
+
 def test_an_absent_field_is_not_a_null():
     """A null takes the class's fallback, an absent field its default: DeepSeek-V2-Lite's null
     query rank is no query compression, where an absent one is the class's 1536."""

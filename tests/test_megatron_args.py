@@ -664,6 +664,8 @@ def test_explain_cli(capsys, tmp_path):
                  str(tmp_path / "explain.html"), "--timeline"]) == 0
     out = capsys.readouterr().out
     assert "on 16 x H100-80GB: t=2 cp=1 p=2 d=4" in out and "device  1:" in out
+    # what the run is, said whole: the model's size, the sequence and batch it was priced at
+    assert "qwen3-8b (8.19B parameters) on" in out and "seq=4096 global_batch=64" in out
     assert "<title>fastpp report</title>" in (tmp_path / "explain.html").read_text()
     assert main(["explain", "--megatron", BASE]) == 2  # no GPU count
     assert "GPU count must be given" in capsys.readouterr().err
@@ -671,6 +673,27 @@ def test_explain_cli(capsys, tmp_path):
                  "--tp", "2", "--pp", "2", "--schedules", "1f1b", "--no-plots", "--out",
                  str(tmp_path)]) == 0  # plan's --model takes a config.json too
     assert set(pd.read_parquet(tmp_path / "plan.parquet")["model"]) == {"qwen3-8b"}
+
+
+def test_a_misspelt_flag_is_said_apart(capsys):
+    """Megatron refuses a flag it does not have (its parser takes no abbreviation), where
+    fastpp reads none: --tensor-parallel-size 4 priced t = 1, said only as one of 17 flags
+    not modelled. A flag that misspells one fastpp reads is now named with it, on a line of
+    its own in explain."""
+    from fastpp.__main__ import main
+
+    typo = BASE + "--tensor-parallel-size 2 --micro-batch 2 --global-batch-size 8"
+    ignored = from_megatron(typo, 8).ignored
+    assert "--tensor-parallel-size (not read: a misspelt --tensor-model-parallel-size?)" \
+        in ignored
+    assert "--micro-batch (not read: a misspelt --micro-batch-size?)" in ignored
+    assert main(["explain", "--megatron", typo, "--gpus", "8", "--neighbours", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "\n  check: --tensor-parallel-size (not read: a misspelt" in out
+    assert "not modelled: " not in out or "--tensor-parallel-size" not in out.split(
+        "not modelled: ")[1]
+    # a flag fastpp does not read and misspells none is listed as before
+    assert "--lr" in from_megatron(BASE + " --lr 1e-4", 8).ignored
 
 
 def test_explain_cli_takes_the_vocabulary_from_model(capsys):
@@ -682,12 +705,14 @@ def test_explain_cli_takes_the_vocabulary_from_model(capsys):
     hf = str(Path(__file__).parent / "data" / "hf" / "llama-3.1-8b.json")
     assert main(["explain", "--megatron-script", str(DATA / "llama3_8b.sh"), "--model", hf,
                  "--hardware", "H100-80GB", "--neighbours", "0", "--workers", "1"]) == 0
-    assert "llama-3.1-8b on 8 x H100-80GB: t=2 cp=2 p=1 d=2" in capsys.readouterr().out
+    assert "llama-3.1-8b (8.03B parameters) on 8 x H100-80GB: t=2 cp=2 p=1 d=2" in \
+        capsys.readouterr().out
     # and from a preset's name: that crashed (a name has no vocabulary; its Transformer has)
     assert main(["explain", "--megatron-script", str(DATA / "llama3_8b.sh"), "--model",
                  "llama3-8b", "--hardware", "H100-80GB", "--neighbours", "0", "--workers",
                  "1"]) == 0
-    assert "llama3-8b on 8 x H100-80GB: t=2 cp=2 p=1 d=2" in capsys.readouterr().out
+    assert "llama3-8b (8.03B parameters) on 8 x H100-80GB: t=2 cp=2 p=1 d=2" in \
+        capsys.readouterr().out
     assert main(["explain", "--megatron-script", str(DATA / "llama3_8b.sh"), "--model",
                  "llama3-8bx", "--neighbours", "0"]) == 2
     assert "error: --model must be a preset, one of ['deepseek-v3'" in capsys.readouterr().err

@@ -32,6 +32,33 @@ def test_llama3_job():
                                      fused_swiglu=False)
 
 
+def test_a_misspelt_key_or_section_is_named_and_explain_prints_it(tmp_path, capsys):
+    """A misspelt [parallelism] section priced t = 1, p = 1 (1.566 s against 0.655 s) and
+    explain printed nothing of it: it dropped ``ignored`` on this path. Each key not read
+    is now listed, one that misspells a key or section fastpp reads named with it, on a
+    line of its own."""
+    from fastpp.__main__ import main
+
+    text = JOB.read_text()
+    section = tmp_path / "section.toml"
+    section.write_text(text.replace("[parallelism]", "[paralellism]"))
+    key = tmp_path / "key.toml"
+    key.write_text(text.replace("tensor_parallel_degree", "tensor_parallel_degre"))
+    assert "tensor_parallel_degree" in text and "[parallelism]" in text
+    said = from_torchtitan(section, gpus=64).ignored
+    assert "[paralellism] tensor_parallel_degree (not read: a misspelt [parallelism]?)" in said
+    said = from_torchtitan(key, gpus=64).ignored
+    assert "[parallelism] tensor_parallel_degre (not read: a misspelt [parallelism] " \
+           "tensor_parallel_degree?)" in said
+    assert main(["explain", "--torchtitan", str(key), "--gpus", "64", "--neighbours",
+                 "0"]) == 0
+    out = capsys.readouterr().out
+    assert "\n  check: [parallelism] tensor_parallel_degre (not read: a misspelt" in out
+    assert main(["explain", "--torchtitan", str(JOB), "--gpus", "64", "--neighbours",
+                 "0"]) == 0
+    assert "check:" not in capsys.readouterr().out
+
+
 def test_model_from_the_assets_folder(tmp_path):
     """[model] hf_assets_path holding a config.json: the model is read from it."""
     assets = tmp_path / "Qwen3-8B"

@@ -31,7 +31,7 @@ validation.
 from __future__ import annotations
 
 import json
-from dataclasses import fields, replace
+from dataclasses import fields
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple
@@ -96,20 +96,24 @@ class ErrorBar(NamedTuple):
 def generation(hardware: Hardware) -> str:
     """``hardware``'s GPU generation (``"A100"``, ``"H100"``, ``"B200"``) if its GPU is that
     of a preset a published table checks (``GENERATIONS``: the preset, or the preset with
-    only ``NOT_THE_GPU`` changed), else its own name, and for a preset's name on another GPU
-    what changed (``"H100-80GB (efficiency changed)"``)."""
+    only ``NOT_THE_GPU`` or its attention stack, ``fastpp.model.attention``, changed), else
+    its own name, and for a preset's name on another GPU what changed (``"H100-80GB
+    (efficiency changed)"``)."""
     if hardware is HARDWARE.get(hardware.name) and hardware.name in GENERATIONS:
         return GENERATIONS[hardware.name]
     for name, gpu in GENERATIONS.items():
-        preset = HARDWARE[name]
-        if replace(hardware, **{f: getattr(preset, f) for f in NOT_THE_GPU}) == preset:
+        if not _changed(hardware, HARDWARE[name]):
             return gpu
     if hardware.name not in HARDWARE:
         return hardware.name
-    preset = HARDWARE[hardware.name]
-    changed = [f.name for f in fields(preset) if f.name not in NOT_THE_GPU
-               and getattr(hardware, f.name) != getattr(preset, f.name)]
+    changed = _changed(hardware, HARDWARE[hardware.name])
     return f"{hardware.name} ({', '.join(changed)} changed)" if changed else hardware.name
+
+
+def _changed(hardware: Hardware, preset: Hardware) -> list[str]:
+    """The fields of ``preset``'s GPU (not ``NOT_THE_GPU``) that ``hardware`` has otherwise."""
+    return [f.name for f in fields(preset) if f.name not in NOT_THE_GPU
+            and getattr(hardware, f.name) != getattr(preset, f.name)]
 
 
 def _bucket(value: float, edges) -> str:

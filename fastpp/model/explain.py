@@ -53,10 +53,12 @@ class Explanation:
         r, gb = self.row, 1e9
         step = r["step_time"]
         bubble = r["makespan"] * r["bubble_ratio"]
-        lines = [f"{self.model.name} on {self.config.gpus} x {self.hardware.name}: t={r['t']} "
+        lines = [f"{self.model.name} ({self.model.parameters / 1e9:.3g}B parameters) on "
+                 f"{self.config.gpus} x {self.hardware.name}: t={r['t']} "
                  f"cp={r['cp']} p={r['p']} d={r['d']} ep={r['ep']} {r['schedule']} m={r['m']} "
                  f"microbatch={r['microbatch']} n={r['n']} recompute={r['recompute']} "
-                 f"zero={r['zero']} {r['precision']}", "",
+                 f"zero={r['zero']} {r['precision']} seq={self.config.seq} "
+                 f"global_batch={self.config.global_batch}", "",
                  f"  step time          {step:10.3f} s   ± {r['expected_error']:.1%} expected "
                  f"error" + (f" (extrapolated: no validated run shares {r['extrapolated']})"
                              if r["extrapolated"] else " (validate's checks in its regime, "
@@ -66,7 +68,8 @@ class Explanation:
                  f"  TFLOP/s per GPU    {r['tflops_per_gpu']:10.1f}   (Megatron's count; "
                  f"{self.recompute_tflops_per_gpu:.1f} with recomputation)",
                  f"  MFU                {r['mfu']:10.1%}",
-                 f"  bubble             {r['bubble_ratio']:10.1%}", "",
+                 f"  bubble             {r['bubble_ratio']:10.1%}   (of the pipeline's "
+                 f"makespan)", "",
                  "  where the step goes",
                  f"    pipeline compute {r['makespan'] - bubble:10.3f} s "
                  f"{(r['makespan'] - bubble) / step:6.1%}",

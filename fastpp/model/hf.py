@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError
+from ..checks import MAX_INT, MISSPELT, ScheduleError, ScheduleTypeError, near
 from .transformer import Transformer
 
 
@@ -97,6 +98,40 @@ TEXT_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}
 DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop",
             "hidden_dropout_prob", "attention_probs_dropout_prob")
 _MISSING = object()
+
+
+class _Read(dict):
+    """A config's dict that records the keys asked of it (``asked``), so that a key it holds
+    but nobody asked for can be told a misspelling of one asked for and absent."""
+
+    def __init__(self, data: dict):
+        super().__init__(data)
+        self.asked = set()
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        self.asked.add(key)
+        return super().__contains__(key)
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+
+def _misspelt(data: _Read, where: str) -> None:
+    """Warn of each key of ``data`` that no field read and that misspells one read and
+    absent (``num_hidden_layer``: the layers then took the class's default, as transformers
+    takes them, silently)."""
+    absent = [key for key in data.asked if not dict.__contains__(data, key)]
+    for key in data.keys() - data.asked:
+        meant = near(key, absent)
+        if meant is not None:
+            warnings.warn(f"{where}: {key!r} ({MISSPELT} {meant!r}?): {meant!r} is "
+                          f"absent, so the class's default stands for it", UserWarning,
+                          stacklevel=3)
 
 
 class _Config:
@@ -236,7 +271,7 @@ def from_hf(config, name: str | None = None) -> Transformer:
         a missing, null (without a fallback) or non-integer field (naming it).
     """
     data, where = read_config(config)
-    data = _text_model(data)
+    data = _Read(_text_model(data))
     kind = data.get("model_type")
     if not isinstance(kind, str) or kind not in FAMILIES:
         raise ScheduleError(f"{where}: model_type must be one of {sorted(FAMILIES)} (got "
@@ -266,7 +301,12 @@ def from_hf(config, name: str | None = None) -> Transformer:
     shape["ffn"] = shape_field("ffn", None if kind == "gpt2" else _MISSING)
     shape.update(_experts(family, cfg, shape["layers"]))
     shape.update(_window(family, cfg, shape["layers"]))
-    return Transformer(name=_name(data, where, kind) if name is None else name, **shape)
+    name = _name(data, where, kind) if name is None else name
+    _misspelt(data, where)
+    if KV not in data and heads % shape["kv_heads"]:  # (the class's default, not the file's)
+        raise ScheduleError(f"{where} has no {KV!r}: a {kind!r} model's default, "
+                            f"{shape['kv_heads']}, does not divide its {heads} heads (give it)")
+    return Transformer(name=name, **shape)
 
 
 def _name(data: dict, where: str, kind: str) -> str:

@@ -16,7 +16,16 @@ import fnmatch
 import re
 from dataclasses import dataclass, replace
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, digits, one_of, positive_int
+from ..checks import (
+    MAX_INT,
+    MISSPELT,
+    ScheduleError,
+    ScheduleTypeError,
+    digits,
+    near,
+    one_of,
+    positive_int,
+)
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hardware import Hardware, preset
 from .layout import Layout, even_layers, megatron_layers, parse_layout
@@ -440,7 +449,12 @@ def _flags(words) -> tuple[dict, list, int | None]:
             i = j - 1
         i += 1
         if kind is None:
-            ignored.append("--" + key)
+            # Megatron's parser takes no abbreviation (allow_abbrev=False): --micro-batch
+            # is no flag, though argparse's default would read it as --micro-batch-size
+            meant = next((f for f in (*FLAGS, *ALIASES) if f.startswith(dest + "_")),
+                         None) or near(dest, (*FLAGS, *ALIASES))
+            ignored.append("--" + key if meant is None else
+                           f"--{key} ({MISSPELT} --{meant.replace('_', '-')}?)")
             # its value holds a variable the script does not set: bash expands it to
             # nothing (the flag is not modelled, so the run is read all the same)
             ignored += [f"${w.unresolved} (the script does not set it: expanded to nothing, "

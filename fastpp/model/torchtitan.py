@@ -16,7 +16,7 @@ import dataclasses
 import os
 import tomllib
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, digits, one_of
+from ..checks import MAX_INT, MISSPELT, ScheduleError, ScheduleTypeError, digits, near, one_of
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hf import from_hf
 from .layout import Layout, as_layout, even_layers, torchtitan_layers
@@ -196,10 +196,20 @@ def _ignored(data: dict) -> tuple[str, ...]:
             elif not name:
                 out.append(key)
             elif name.split(".")[0] not in BOOKKEEPING and key not in READ.get(name, ()):
-                out.append(f"[{name}] {key}")
+                out.append(f"[{name}] {key}" + _misspelt(name, key))
 
     walk(data, "")
     return tuple(out)
+
+
+def _misspelt(section: str, key: str) -> str:
+    """What ``[section] key``, not read, may misspell: a key of its section, or the section
+    another's name ("" if neither)."""
+    if section in READ:
+        meant = near(key, READ[section])
+        return "" if meant is None else f" ({MISSPELT} [{section}] {meant}?)"
+    meant = near(section, (*READ, *BOOKKEEPING))
+    return "" if meant is None else f" ({MISSPELT} [{meant}]?)"
 
 
 def _int(table: dict, key: str, default, where: str, section: str, low: int = 1) -> int:
