@@ -111,6 +111,26 @@ def test_plan_orders_by_p95_under_a_straggler():
     assert score.is_monotonic_increasing
 
 
+def test_plan_noise_of_a_device_some_pipelines_lack():
+    """A straggler on device 5 over pp = [4, 8] raised mid-plan ("the schedule has devices
+    0..3"), the whole plan lost: the pipelines of 4 keep their rows and step times, their
+    Monte Carlo columns empty and the reason said; ranked by p95 they come last."""
+    from fastpp.model import plan
+
+    df = plan("llama2-7b", 16, **PLAN, noise=Noise(0.1, slow_devices={5: 1.3}), samples=8,
+              objective="p95")
+    short, long = df[df["p"] == 4], df[df["p"] == 8]
+    assert len(short) and len(long) and short["step_time"].notna().any()
+    ran = short["step_time"].notna()
+    assert short["step_time_p95"].isna().all() and short["makespan_std"].isna().all()
+    assert short["reason"][ran].str.endswith("noise does not fit it: slow_devices names "
+                                             "device 5, but the schedule has devices 0..3").all()
+    assert long["step_time_p95"][long["step_time"].notna()].notna().all()
+    fits = df[df["fits"]]
+    first = fits["step_time_p95"].notna().to_numpy()
+    assert first[: first.sum()].all()  # every fitting row with a p95 before those without
+
+
 def test_plan_bad_objective():
     from fastpp.model import plan
 

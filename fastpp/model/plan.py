@@ -489,7 +489,10 @@ def _noisy(sid, p, n, m, fields, first, V, outside, noisy) -> dict[str, np.ndarr
     stage costs, and the step's figures (the makespan's plus what lies ``outside`` it)."""
     values, at = engine.cost_layout(fields, len(sid), first, V)
     costs = [costs_of(values, at, i) for i in range(len(sid))]
-    out = noise_rows(np.array(list(SCHEDULES), object)[sid], p, n, m, p, costs, *noisy)
+    refused = np.full(len(sid), "", object)  # a noise of devices a shorter pipeline lacks
+    out = noise_rows(np.array(list(SCHEDULES), object)[sid], p, n, m, p, costs, *noisy,
+                     refused=refused)
+    out["noise_refused"] = refused
     for q in ("mean", "p50", "p95"):
         out[f"step_time_{q}"] = out[f"makespan_{q}"] + outside
     return out
@@ -763,8 +766,10 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
               "optimizer_bytes": optimizer[worst], "peak_memory": total[worst],
               "recomputed_bytes": recomputed[worst]}
+    refused = None
     if noisy is not None:
         values.update(_noisy(sid, p, n, m, fields, first, V, step - makespan, noisy))
+        refused = values.pop("noise_refused")
     for k, arr in values.items():
         out[k][run] = arr
     fits = total[worst] <= capacity
@@ -772,6 +777,10 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     out["reason"][run[~fits]] = [
         f"needs {_gb(x)} GB on device {r} > capacity {_gb(capacity)} GB"
         for x, r in zip(total[worst][~fits], (worst - peak_at)[~fits], strict=True)]
+    if refused is not None:  # (its step time stands; its noisy columns are NaN)
+        said = refused != ""
+        out["reason"][run[said]] = [x if not r else f"{r}; {x}" for r, x in
+                                    zip(out["reason"][run[said]], refused[said], strict=True)]
     return out
 
 

@@ -75,9 +75,12 @@ def costs_of(values: np.ndarray, at: np.ndarray, i: int) -> Costs:
     return Costs(**fields)
 
 
-def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int) -> dict:
+def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int,
+               refused: np.ndarray | None = None) -> dict:
     """``NOISE_COLUMNS`` for points given by arrays ``names, p, n, m, G`` and their ``Costs``
-    (one Monte Carlo each, common seed; a schedule built once per group)."""
+    (one Monte Carlo each, common seed; a schedule built once per group). A noise of devices,
+    stages or links a point does not have raises, naming the point; with ``refused`` (an
+    object array, one string a point) it is written there instead, the point's columns NaN."""
     from ..generators.registry import build_schedule
     from ..montecarlo import run
 
@@ -91,8 +94,11 @@ def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int) -
         try:
             mc = run(built[key], c, noise, samples, seed)
         except ScheduleError as e:  # a noise of devices or links some points do not have
-            raise ScheduleError(f"{e} (at schedule={key[0]!r}, p={key[1]}, n={key[2]}, "
-                                f"m={key[3]})") from None
+            if refused is None:
+                raise ScheduleError(f"{e} (at schedule={key[0]!r}, p={key[1]}, n={key[2]}, "
+                                    f"m={key[3]})") from None
+            refused[i] = f"noise does not fit it: {e}"
+            continue
         out["makespan_mean"][i], out["makespan_std"][i] = mc.mean, mc.std
         out["makespan_p50"][i], out["makespan_p95"][i] = mc.quantile([0.5, 0.95])
     return out
