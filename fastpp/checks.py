@@ -181,9 +181,17 @@ def number_array(values, name: str, must: str = "a number or an array of numbers
         raw = np.asarray(given)
     except ValueError:  # ragged
         raw = None
-    if raw is None or raw.dtype.kind not in "iuf":
+    # (a bool among numbers in a list is no number: NumPy would read True as 1.0)
+    if raw is None or raw.dtype.kind not in "iuf" or (
+            isinstance(values, list | tuple) and _holds_bool(values)):
         raise ScheduleTypeError(f"{name} must be {must} (got {show(values)})")
     return raw.astype(np.float64)
+
+
+def _holds_bool(values) -> bool:
+    """Whether a (nested) list or tuple holds a bool, Python's or NumPy's."""
+    return any(isinstance(x, bool | np.bool_) or (isinstance(x, list | tuple) and _holds_bool(x))
+               for x in values)
 
 
 def numbers(values, name: str, *, strict: bool = False, upper: float | None = None,
@@ -543,7 +551,8 @@ def by_flags(message: str, flags: dict[str, str], switches: dict[str, str] | Non
 def known_keywords(label: str):
     """A decorator: the function refuses a keyword it does not take with a
     ``ScheduleTypeError`` that names it and the ones it takes (Python's own is a bare
-    ``TypeError``); ``label`` is the name the user called (a class's for its ``__init__``)."""
+    ``TypeError``); ``label`` is the name the user called (a class's for its ``__init__``).
+    A call pays one frame: the keywords are looked at only when the call fails."""
 
     def wrap(function):
         params = inspect.signature(function).parameters
@@ -552,11 +561,14 @@ def known_keywords(label: str):
 
         @functools.wraps(function)
         def checked(*args, **keywords):
-            unknown = [k for k in keywords if k not in names]
-            if unknown:
-                raise ScheduleTypeError(f"{label} has no keyword {unknown[0]!r} (its "
-                                        f"keywords: {', '.join(names)})")
-            return function(*args, **keywords)
+            try:
+                return function(*args, **keywords)
+            except TypeError:
+                unknown = [k for k in keywords if k not in names]
+                if unknown:  # (Python refused the call before it ran)
+                    raise ScheduleTypeError(f"{label} has no keyword {unknown[0]!r} (its "
+                                            f"keywords: {', '.join(names)})") from None
+                raise
 
         return checked
 

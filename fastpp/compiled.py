@@ -77,7 +77,7 @@ import numpy as np
 
 from . import kernels
 from ._jit import ONE, U, jit
-from .checks import ScheduleError
+from .checks import ScheduleError, ScheduleTypeError, instance, number_array, show
 from .dependencies import deadlock_error
 from .kernels import COMM, GAMMA, SB, TB, TF, TFB, TI, TW, UNIT
 from .ops import FB, B, F, I, W
@@ -319,24 +319,48 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
     -------
     Batch
     """
+    from .costs import StageCosts  # (costs imports the schedules, which import this)
+
+    instance(compiled, Compiled, "compiled", "fastpp.compiled.Compiled (Schedule.compiled())")
     rows = stage_costs
+    want = (SB + 1, compiled.V)
     if not isinstance(rows, np.ndarray):
+        if isinstance(rows, StageCosts) or not isinstance(rows, list | tuple) or not all(
+                isinstance(c, StageCosts) for c in rows):
+            raise ScheduleTypeError(f"stage_costs must be a list of StageCosts "
+                                    f"(Costs.per_stage) or float64 rows of shape ({want[0]}, "
+                                    f"V={want[1]}, B) (got {type(rows).__name__})")
         if len(rows) == 0:
             raise ScheduleError("stage_costs must hold at least one StageCosts (got none)")
+        sizes = {np.shape(c.tf) for c in rows}
+        if sizes != {(compiled.V,)}:
+            raise ScheduleError(f"stage_costs must each have V={compiled.V} stages, this "
+                                f"schedule's (got {sorted(s[0] for s in sizes)})")
         rows = np.stack([np.asarray(c, np.float64) for c in stage_costs], axis=2)
     # the kernels trust the shape (no bounds checks): one row per StageCosts field, V stages
-    want = (SB + 1, compiled.V)
-    if rows.ndim != 3 or rows.shape[:2] != want or rows.dtype != np.float64:
+    if rows.ndim != 3 or rows.shape[:2] != want or rows.dtype != np.float64 or not \
+            rows.shape[2]:
         raise ScheduleError(f"stage_costs must be StageCosts of this schedule or float64 rows "
-                            f"of shape ({want[0]}, V={want[1]}, B) (got shape {rows.shape}, "
-                            f"{rows.dtype})")
+                            f"of shape ({want[0]}, V={want[1]}, B >= 1) (got shape "
+                            f"{rows.shape}, {rows.dtype})")
+    # (an fb row's NaN is "not given"; any other NaN, an inf or a negative time or weight
+    # gave negative or infinite makespans)
+    given = np.delete(rows, TFB, axis=0)
+    if not (np.all(given >= 0) and np.all(given < np.inf)
+            and not np.any((rows[TFB] < 0) | (rows[TFB] == np.inf))):
+        raise ScheduleError("stage_costs must be finite and >= 0 (an fb row NaN where not "
+                            "given), as Costs makes them")
     columns = rows.shape[2]
     N, p = compiled.num_ops, compiled.p
     if durations is not None:  # (the kernel reads a column per column of rows)
         if np.shape(durations) != (N, columns):
             raise ScheduleError(f"durations must have shape (N={N}, B={columns}), an op time "
                                 f"per op and column (got shape {np.shape(durations)})")
-        durations = np.asarray(durations, np.float64)
+        durations = number_array(durations, "durations")
+        if not (np.all(durations >= 0) and np.all(durations < np.inf)):
+            raise ScheduleError("durations must be finite and >= 0 (got "
+                                f"{show(durations[~((durations >= 0) & (durations < np.inf))][0])}"
+                                ")")
     out = Batch(*(np.empty((N, columns)) if times else None for _ in range(2)),
                 *(np.empty(columns) for _ in range(4)),
                 *(np.empty((p, columns)) for _ in range(3)), np.empty(p, np.int64))
@@ -597,20 +621,25 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, frontier, 
     for r in range(p):
         device_first[r + 1] = device_first[r] + length[r]
     N = device_first[p]
-    pair = np.empty((V, V), np.int64)  # the distinct pairs (s, s2), numbered in their order
-    pair.fill(-1)
+    # the distinct pairs (s, s2), numbered in their order, as the sorted keys s V + s2 (a
+    # V x V table took 80 GB at p = 100,000)
     S = N  # steps: one an op, two for an overlapped pair with a forward input
+    pairs = 0
     for r in range(p):
         for k in range(length[r]):
             if ops[0, r, k] == FB:
-                pair[ops[1, r, k], ops[3, r, k]] = 0
+                pairs += 1
                 S += 1 if ops[1, r, k] > route_first[ops[2, r, k]] else 0
-    P = 0
-    for s in range(V):
-        for s2 in range(V):
-            if pair[s, s2] == 0:
-                pair[s, s2] = P
-                P += 1
+    keys = np.empty(pairs, np.int64)
+    if pairs:  # (a second pass only where there are pairs: most schedules have none)
+        pairs = 0
+        for r in range(p):
+            for k in range(length[r]):
+                if ops[0, r, k] == FB:
+                    keys[pairs] = np.int64(ops[1, r, k]) * V + ops[3, r, k]
+                    pairs += 1
+    pair = np.unique(keys)
+    P = pair.shape[0]
     plan = np.empty((PLAN_ROWS, S), np.int32)
     for q in range(S):
         plan[BY_DEVICE, q] = 0
@@ -667,7 +696,8 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, frontier, 
                 if gradient == none:
                     break
             # (signed: a signed and an unsigned integer add up to a float in Numba)
-            time = (1 + 6 * V + pair[ops[1, r, k], ops[3, r, k]] if kind == FB
+            time = (1 + 6 * V + np.searchsorted(pair, np.int64(ops[1, r, k]) * V + ops[3, r, k])
+                    if kind == FB
                     else 1 + kind * V + ops[1, r, k])
             two = forward != none and gradient != none
             plan[PREVIOUS, step] = previous[r]
@@ -709,11 +739,9 @@ def point_plan(ops, length, stage_device, route_first, route_last, n, frontier, 
     for r in range(p):
         tables[p + 1 + r] = peak_live[r]
     tables[2 * p + 1] = P
-    for s in range(V):
-        for s2 in range(V):
-            if pair[s, s2] >= 0:
-                tables[2 * p + 2 + 2 * pair[s, s2]] = s
-                tables[2 * p + 3 + 2 * pair[s, s2]] = s2
+    for q in range(P):
+        tables[2 * p + 2 + 2 * q] = pair[q] // V
+        tables[2 * p + 3 + 2 * q] = pair[q] % V
     for x in range(frontier.shape[0]):
         tables[2 * p + 2 + 2 * P + x] = frontier[x]
     return plan, tables, 4 + -(-(2 * np.int64(S) + 2 + 6 * V + P) // p)

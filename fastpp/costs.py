@@ -8,13 +8,23 @@ import math
 import sys
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .checks import ScheduleError, indices, instance, numbers, one_number, positive_int, read_only
+from .checks import (
+    ScheduleError,
+    indices,
+    instance,
+    known_keywords,
+    numbers,
+    one_number,
+    positive_int,
+    read_only,
+)
 from .schedule import Schedule
 
 
@@ -172,8 +182,13 @@ class Costs:
 
     def __post_init__(self):
         packed = _packed(self)
+        given = self.__dict__
         if packed is not None:  # numbers and float64 vectors: no array made until one is read
-            values, at, lengths, has_send = packed
+            values, at, lengths, has_send, vectors = packed
+            if vectors:  # (see below; a read-only array's slices are read-only)
+                shown = read_only(values)
+                for name, start, size in vectors:
+                    given[name] = shown[start:start + size]
         else:
             arrays = _arrays_of(self)
             self.__dict__["_arrays"] = arrays
@@ -186,11 +201,17 @@ class Costs:
             lengths = tuple((name, arr.shape[-1]) for name, arr in arrays.items()
                             if arr.ndim == (2 if name in PER_KIND else 1))
             has_send = bool(arrays["send"].any())
+            # a field given as an array, list or mapping is kept as what is priced,
+            # read-only: the caller's object, changed later, showed in c.f and in
+            # dataclasses.replace(c, ...), never in what c prices
+            for name in FIELDS:
+                if isinstance(given[name], np.ndarray | list | tuple | Mapping):
+                    given[name] = _kept(given[name])
         # the kernels' inputs packed once (``kernels.packed_stage_costs``): one float64 array
         # and each input's (start, size); _expanded: for_placement's results, per stage map.
         # (Set in the instance's dict, past the frozen class's __setattr__: one call, not five)
-        self.__dict__.update(_values=values, _at=at, _lengths=lengths, _has_send=has_send,
-                             _expanded={})
+        given.update(_values=values, _at=at, _lengths=lengths, _has_send=has_send,
+                     _expanded={})
 
     def __getattr__(self, name: str):
         # reached only for a name not set: the validated arrays of a packed Costs (numbers
@@ -345,12 +366,13 @@ class Costs:
 
 
 def _packed(costs: Costs) -> tuple | None:
-    """``(values, at, lengths, has_send)`` of a ``Costs`` whose fields are each a number
+    """``(values, at, lengths, has_send, vectors)`` of a ``Costs`` whose fields are each a number
     (Python's or NumPy's), a 1-D float64 array or an optional one not given, all within
     their bounds (``FIELDS``), the per-kind ones numbers; else ``None``: the general path,
     which makes the arrays and says what is wrong. ``values`` packs the kernels' 17 inputs
     (``SLOTS``), input ``k`` at ``values[at[k, 0]:][:at[k, 1]]``; ``lengths`` the array
-    fields' (name, length). Judged in Python: NumPy's reductions take a microsecond each."""
+    fields' (name, length), ``vectors`` their (name, start, size) in ``values``. Judged in
+    Python: NumPy's reductions take a microsecond each."""
     flat, arrays = [], None
     given = costs.__dict__
     for name, strict, upper, optional, kinds, slot in _RULES:
@@ -369,9 +391,9 @@ def _packed(costs: Costs) -> tuple | None:
             if not (total - total == 0.0  # by the general path then)
                     and (min(xs) > 0.0 if strict else min(xs) >= 0.0) and max(xs) <= upper):
                 return None
-            flat.extend(xs)
             arrays = [] if arrays is None else arrays
-            arrays.append((name, len(xs), slot))
+            arrays.append((name, len(flat), len(xs), slot))
+            flat.extend(xs)
             continue
         else:
             x = one_number(value)
@@ -386,12 +408,13 @@ def _packed(costs: Costs) -> tuple | None:
             flat.append(x)
     has_send = any(flat[-len(SEND_KINDS):])  # (the per-kind numbers come last)
     if arrays is None:
-        return np.array(flat), _SCALAR_AT, (), has_send
+        return np.array(flat), _SCALAR_AT, (), has_send, ()
     sizes = [1] * len(SLOTS)
-    for _, size, slot in arrays:
+    for _, _, size, slot in arrays:
         sizes[slot] = size
-    return (np.array(flat), _offsets(tuple(sizes)), tuple((name, size) for name, size, _ in arrays),
-            has_send)
+    return (np.array(flat), _offsets(tuple(sizes)),
+            tuple((name, size) for name, _, size, _ in arrays), has_send,
+            tuple((name, start, size) for name, start, size, _ in arrays))
 
 
 # _packed's rule of each field, in FIELDS' order: its name, whether it must be > 0, its upper
@@ -409,6 +432,15 @@ def _offsets(sizes: tuple) -> np.ndarray:
     shapes recur; read by the kernels, never written)."""
     return np.array([(start - size, size) for start, size in
                      zip(itertools.accumulate(sizes), sizes, strict=True)], np.int64)
+
+
+def _kept(value):
+    """A copy of a field's array, list or mapping that no one can change: a read-only float64
+    array, or a read-only mapping of them (numbers stay numbers)."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: x if type(x) in (float, int) else _kept(x)
+                                 for key, x in value.items()})
+    return read_only(np.array(value, np.float64))
 
 
 def _arrays_of(costs: Costs) -> dict[str, np.ndarray]:
@@ -476,3 +508,7 @@ def _per_kind(value, name: str) -> np.ndarray:
         return np.array([float(row) for row in rows])
     size = sizes.pop()
     return np.stack([np.broadcast_to(row, (size,)) for row in rows])
+
+
+# a misspelt keyword named, not a bare TypeError
+Costs.__init__ = known_keywords("Costs")(Costs.__init__)

@@ -16,6 +16,7 @@ from .checks import (
     ScheduleTypeError,
     file_path,
     instance,
+    known_keywords,
     optional_text,
     positive_int,
     writable,
@@ -28,6 +29,7 @@ from .schedule import Schedule
 _COMMS = re.compile(r"^\d+(SEND|RECV|UNSHARD|RESHARD|REDUCE_GRAD)", re.ASCII)
 
 
+@known_keywords("read_torch_csv")
 def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
                    name: str | None = None) -> Schedule:
     """Read a schedule from PyTorch's compute-only CSV.
@@ -120,6 +122,7 @@ def _placement_code(placement: str) -> int:
     return CODES[placement]
 
 
+@known_keywords("in_loss_order")
 def in_loss_order(schedule: Schedule) -> Schedule:
     """``schedule`` with its microbatches renamed in the order its last stage runs their
     forwards (itself where they already run in order), as PyTorch's runtime needs it.
@@ -140,6 +143,7 @@ def in_loss_order(schedule: Schedule) -> Schedule:
     Schedule
     """
     instance(schedule, Schedule, "schedule", "fastpp.Schedule")
+    schedule._check()  # (its arrays may have been written into since it was made)
     last = schedule.V - 1
     device = int(schedule.stage_to_device[last])
     ops = schedule.ops[:, device, :schedule.length[device]]
@@ -161,6 +165,7 @@ def in_loss_order(schedule: Schedule) -> Schedule:
                     forward_only=schedule.forward_only)
 
 
+@known_keywords("write_torch_csv")
 def write_torch_csv(schedule: Schedule, path) -> Path:
     """Write ``schedule`` as PyTorch's compute-only CSV (one row per device, no idle cells),
     as it is: for PyTorch's runtime, write ``in_loss_order(schedule)``.

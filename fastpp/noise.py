@@ -40,6 +40,7 @@ from .checks import (
     ScheduleError,
     ScheduleTypeError,
     flag,
+    known_keywords,
     nonnegative_int,
     number,
     number_array,
@@ -836,3 +837,7 @@ def _tied_slopes(previous, producer, link, handoff, start, end, target, amount, 
         if end[i, b] >= close:
             for j in range(T):
                 top[j] = max(top[j], best[i, j])
+
+
+# a misspelt keyword named, not a bare TypeError
+Noise.__init__ = known_keywords("Noise")(Noise.__init__)

@@ -8,7 +8,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import kernels
-from .checks import ScheduleError, ScheduleTypeError, flag, index, positive_int, show
+from .checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    flag,
+    index,
+    known_keywords,
+    positive_int,
+    show,
+)
 from .compiled import PLAN_ROWS, Compiled, compile_schedule, plan_schedule
 from .dependencies import deadlock_error
 from .ops import FB, PAD, F, Op, format_op, parse_op
@@ -543,3 +551,7 @@ class Built:
             self.out_shape = (int(rows), a["p"])
             self.plan = plan  # last: another thread reads a plan that is set as complete
         return self.plan, self.tables
+
+
+# a misspelt keyword named, not a bare TypeError
+Schedule.__init__ = known_keywords("Schedule")(Schedule.__init__)

@@ -6,7 +6,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import kernels
-from .checks import ScheduleError, ScheduleTypeError, index, number_array, positive_int
+from .checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    index,
+    known_keywords,
+    number_array,
+    positive_int,
+)
 from .compiled import BY_DEVICE, point
 from .costs import MAX_TIME, Costs, StageCosts, stage_view
 from .dependencies import deadlock_error
@@ -246,6 +253,7 @@ _MADE_WHEN_READ = {name: getattr(Result, "_make_" + name.lstrip("_")) for name i
     "serial_time", "start", "end", "_memory", "peak_live", "stage_costs")}
 
 
+@known_keywords("simulate")
 def simulate(schedule: Schedule, costs: Costs | None = None, *,
              durations: ArrayLike | None = None, noise=None, samples: int = 1000,
              seed: int = 0):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import re
 from bisect import bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -84,7 +85,7 @@ def simulate_reference(schedule, costs, durations=None):
 
     def by_kind(value, kinds):
         """One value for all kinds or a mapping (a missing kind 0), per kind and stage."""
-        given = value if isinstance(value, dict) else dict.fromkeys(kinds, value)
+        given = value if isinstance(value, Mapping) else dict.fromkeys(kinds, value)
         return {kind: per_stage(given.get(kind, 0.0), p, V, dev) for kind in kinds}
 
     fixed = by_kind(costs.overhead, "FBIW")  # each op kind's fixed time, not divided by m

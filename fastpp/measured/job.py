@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import Frozen, ScheduleError, file_path, numbers, read_only, require
+from ..checks import Frozen, ScheduleError, file_path, known_keywords, numbers, read_only, require
 from ..compiled import timeline_batch
 from ..costs import MAX_TIME
 
@@ -198,6 +198,7 @@ class MeasuredJob(Frozen):
         return end[g.at].max(axis=0)
 
 
+@known_keywords("read_op_table")
 def read_op_table(path, meta=None) -> MeasuredJob:
     """Read a job's op table (OSDI'25 what-if format) into a ``MeasuredJob``.
 

@@ -39,7 +39,17 @@ from functools import cached_property
 
 import numpy as np
 
-from ..checks import Frozen, ScheduleError, instance, number, number_array, one_of, require, show
+from ..checks import (
+    Frozen,
+    ScheduleError,
+    instance,
+    known_keywords,
+    number,
+    number_array,
+    one_of,
+    require,
+    show,
+)
 from ..costs import Costs
 from ..dependencies import edges
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
@@ -565,6 +575,7 @@ def _sends(s: Schedule) -> tuple[np.ndarray, np.ndarray]:
     return forward, backward
 
 
+@known_keywords("read_torch_trace")
 def read_torch_trace(path) -> MeasuredRun:
     """Read a real pipeline run from its per-rank PyTorch profiler traces.
 

@@ -46,6 +46,7 @@ from ..checks import (
     flag,
     index,
     instance,
+    known_keywords,
     make_folder,
     missing_extra,
     nonnegative_int,
@@ -109,6 +110,7 @@ class Model:
     probe: int = 0
 
 
+@known_keywords("measure")
 def measure(schedule, p: int | None = None, n: int | None = None, m: int | None = None, *,
             layers: int = 16, hidden: int = 256, microbatch: int = 256, out=OUT,
             device: str = "cpu", warmup: int = 1, realtime: bool = False,
@@ -336,6 +338,7 @@ def _link(link_delay, p: int) -> tuple | None:
     return (seconds, r1, r2)
 
 
+@known_keywords("measure_many")
 def measure_many(schedules, p: int | None = None, n: int | None = None, *, layers: int = 16,
                  hidden: int = 256, microbatch: int = 256, out=OUT, device: str = "cpu",
                  warmup: int = 1, realtime: bool = False, timeout: float = 600.0,

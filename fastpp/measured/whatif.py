@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, instance
+from ..checks import ScheduleError, instance, known_keywords
 from .job import COMM_OPTYPES, MeasuredJob, pd
 
 WORST_RANKS = 0.03  # M_W's share of ranks (the artifact's RATIO = 3 %)
@@ -73,6 +73,7 @@ class WhatIf:
                 f"steps={len(self.steps)})")
 
 
+@known_keywords("whatif")
 def whatif(job: MeasuredJob) -> WhatIf:
     """The what-if analysis of a measured job (module docstring).
 

@@ -20,6 +20,7 @@ from ..checks import (
     ScheduleTypeError,
     flag,
     instance,
+    known_keywords,
     listed,
     name_list,
     nonnegative_int,
@@ -770,3 +771,7 @@ PARTIAL_DEFAULT = {"block": 1, "interval": 2}
 # RunGrid's fields that hold one value per configuration
 PER_CONFIGURATION = ("microbatch", "t", "d", "p", "m", "recompute", "cp", "ep", "etp", "zero",
                      "overlap")
+
+
+# a misspelt keyword named, not a bare TypeError
+RunGrid.__init__ = known_keywords("RunGrid")(RunGrid.__init__)

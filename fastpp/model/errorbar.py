@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..checks import ScheduleError, instance, positive_int
 from .comm import tensor_parallel_per_node
 from .hardware import HARDWARE, Hardware
 
@@ -126,6 +127,16 @@ def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = N
     inside a node where its groups are (``comm.tensor_parallel_per_node``: ``t`` divides the
     node, or the job fits in one); a sliding window shorter than
     ``seq`` is an architecture of its own (no published table has one)."""
+    from .hardware import preset
+    from .presets import MODELS
+    from .transformer import Transformer
+
+    model = preset(MODELS, model, "model") if isinstance(model, str) else model
+    instance(model, Transformer, "model", "Transformer or a preset name")
+    hardware = preset(HARDWARE, hardware, "hardware") if isinstance(hardware, str) else hardware
+    instance(hardware, Hardware, "hardware", "Hardware or a preset name")
+    seq, t = positive_int(seq, "seq"), positive_int(t, "t")
+    gpus = None if gpus is None else positive_int(gpus, "gpus")
     arch = "moe" if model.moe else "dense"
     if model.sliding_layers and model.window < seq:
         arch += " with a sliding window"
@@ -229,7 +240,13 @@ def error_bar(where: Regime, groups=None) -> ErrorBar:
     """The ``ErrorBar`` of a prediction in regime ``where`` (see the module for the rule).
 
     ``groups`` defaults to the shipped table (``regime_table``'s rows)."""
+    instance(where, Regime, "where", "Regime (fastpp.model.errorbar.regime)")
     groups = _groups() if groups is None else tuple(groups)
+    need = {*FACTS, "rows", "rms", "bias", "worst"}
+    lacking = [sorted(need - set(g)) for g in groups if not isinstance(g, dict) or need - set(g)]
+    if lacking:
+        raise ScheduleError(f"groups must be regime_table's rows, each with {sorted(need)} "
+                            f"(got one without {lacking[0]})")
     if not groups:
         return ErrorBar(np.nan, np.nan, 0, where, "no validated regime at all")
     facts = where[:len(FACTS)]

@@ -47,6 +47,7 @@ from ..checks import (
     ScheduleError,
     ScheduleTypeError,
     instance,
+    known_keywords,
     number,
     numbers,
     one_of,
@@ -453,3 +454,7 @@ def preset(table: dict, value, what: str):
         raise ScheduleError(f"{what} must be one of {sorted(table)} or a {what} object (got "
                             f"{value!r})") from None
 
+
+# a misspelt keyword named, not a bare TypeError
+Link.__init__ = known_keywords("Link")(Link.__init__)
+Hardware.__init__ = known_keywords("Hardware")(Hardware.__init__)

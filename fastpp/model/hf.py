@@ -14,7 +14,7 @@ import os
 import warnings
 from dataclasses import dataclass, field
 
-from ..checks import MAX_INT, MISSPELT, ScheduleError, ScheduleTypeError, near
+from ..checks import MAX_INT, MISSPELT, ScheduleError, ScheduleTypeError, known_keywords, near
 from .transformer import Transformer
 
 
@@ -229,6 +229,7 @@ def _text_model(data: dict) -> dict:
     return merged
 
 
+@known_keywords("from_hf")
 def from_hf(config, name: str | None = None) -> Transformer:
     """The ``Transformer`` a Hugging Face ``config.json`` describes.
 

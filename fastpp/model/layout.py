@@ -28,7 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, digits, nonnegative_int, positive_int
+from ..checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    digits,
+    known_keywords,
+    nonnegative_int,
+    positive_int,
+)
 from .transformer import MAX_CHUNKS, chunk_layers
 
 SYMBOLS = "EtmL"  # embedding, transformer layer, MTP layer, output layer and loss
@@ -421,3 +428,7 @@ def check_layout(layout: Layout, layers: int, stages: int, mtp: int = 0) -> None
     if sum(layout.mtp) not in (0, mtp):
         raise ScheduleError(f"layout must have no MTP layers 'm' or the model's mtp_depth={mtp} "
                             f"(got {sum(layout.mtp)}: {str(layout)!r})")
+
+
+# a misspelt keyword named, not a bare TypeError
+Layout.__init__ = known_keywords("Layout")(Layout.__init__)

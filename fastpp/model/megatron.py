@@ -22,6 +22,7 @@ from ..checks import (
     ScheduleError,
     ScheduleTypeError,
     digits,
+    known_keywords,
     near,
     one_of,
     positive_int,
@@ -191,6 +192,7 @@ class Imported:
                 if getattr(mine, k) != getattr(theirs, k)]
 
 
+@known_keywords("from_megatron")
 def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
                   env: dict | None = None, name: str = "megatron") -> Imported:
     """The model and the run a Megatron-LM launch describes.
@@ -1268,6 +1270,7 @@ def _integer(node) -> int:
 
 # ---- export ----
 
+@known_keywords("to_megatron")
 def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str]:
     """``config`` (and ``model``, if given) as Megatron-LM arguments;
     ``from_megatron(to_megatron(c, model), gpus=c.gpus)`` gives ``model, c`` back, but for a

@@ -348,6 +348,7 @@ def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, replicate=1,
                      cp=cp, ep=ep, etp=etp, replicate=replicate, **choices)
 
 
+@known_keywords("device_bytes")
 def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS["t"],
                  dp: int = DEFAULTS["d"], zero: int = DEFAULTS["zero"], layout=None,
                  layers=None, ep: int = DEFAULTS["ep"], etp: int = DEFAULTS["etp"],

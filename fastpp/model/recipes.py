@@ -65,7 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, instance, name_list, one_of, renamed
+from ..checks import ScheduleError, instance, known_keywords, name_list, one_of, renamed
 from .compute import attention_times, matmul_time, memory_time, mlp_times
 from .moe import (
     DISPATCHERS,
@@ -337,3 +337,7 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
 __all__ = ["FP8_CACHED", "OFFLOAD_MODULES", "OUTPUT_DISCARDING", "RECIPES", "RECOMPUTE_MODULES",
            "Recipe", "make_recipe", "optimizer_bytes", "parts_with_recipe", "recipe_pricing",
            "recipe_terms"]
+
+
+# a misspelt keyword named, not a bare TypeError
+Recipe.__init__ = known_keywords("Recipe")(Recipe.__init__)

@@ -16,7 +16,16 @@ import dataclasses
 import os
 import tomllib
 
-from ..checks import MAX_INT, MISSPELT, ScheduleError, ScheduleTypeError, digits, near, one_of
+from ..checks import (
+    MAX_INT,
+    MISSPELT,
+    ScheduleError,
+    ScheduleTypeError,
+    digits,
+    known_keywords,
+    near,
+    one_of,
+)
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hf import from_hf
 from .layout import Layout, as_layout, even_layers, torchtitan_layers
@@ -100,6 +109,7 @@ def read_toml(job) -> tuple[dict, str]:
         raise ScheduleError(f"{where} is not TOML (nested too deep)") from None
 
 
+@known_keywords("from_torchtitan")
 def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> Imported:
     """The model and run of a torchtitan job config.
 
@@ -514,6 +524,7 @@ def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:
                         f"torchtitan_layers({model.layers}, {stages}) for its default split)")
 
 
+@known_keywords("to_torchtitan")
 def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     """``config`` as a torchtitan TOML snippet (``[parallelism]``, ``[training]``,
     ``[activation_checkpoint]``, ``[model]`` converters for fp8); ``from_torchtitan`` reads

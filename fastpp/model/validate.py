@@ -76,7 +76,7 @@ import dataclasses
 
 import numpy as np
 
-from ..checks import ScheduleError, name_list, require
+from ..checks import ScheduleError, known_keywords, name_list, require
 from ..costs import Costs
 from ..generators.registry import build_schedule
 from ..search import optimize
@@ -391,6 +391,7 @@ def calibrate(name: str, efficiencies=EFFICIENCIES, halves=HALVES) -> dict:
     return best[1]
 
 
+@known_keywords("validate")
 def validate(datasets=DATASETS):
     """Predicted against measured for every row of the dense-training tables.
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, positive_int
+from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, known_keywords, positive_int
 from .config import RunConfig, as_model, as_run
 from .hardware import HARDWARE, LINKS, Hardware, Link
 from .hf import read_config
@@ -43,6 +43,7 @@ IGNORED = ("intra_node_bandwidth", "ddp_bucket_size", "trace_path")
 DEGREES = ("tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size")
 
 
+@known_keywords("from_vtrain")
 def from_vtrain(config, name: str | None = None) -> Imported:
     """The model, run and cluster of a vTrain configuration.
 
@@ -127,6 +128,7 @@ def from_vtrain(config, name: str | None = None) -> Imported:
     return Imported(model, run, ignored, gpus, hardware)
 
 
+@known_keywords("vtrain_cluster")
 def vtrain_cluster(inter_node_bandwidth: int = 800, node_size: int = 8) -> Hardware:
     """The A100 preset on vTrain's network: ``inter_node_bandwidth`` Gb/s a node, in all,
     over ``node_size`` GPUs (vTrain's defaults: 800 and 8).
@@ -194,6 +196,7 @@ def run_keys(c: RunConfig) -> dict:
             "use_gradient_bucket": c.gradient_overlap, "use_checkpoint": c.recompute == "full"}
 
 
+@known_keywords("to_vtrain")
 def to_vtrain(config: RunConfig, model: Transformer, hardware: Hardware | None = None) -> dict:
     """``config`` on ``model`` as a vTrain configuration: ``from_vtrain`` of it gives ``model``
     and ``config`` back (and ``hardware``, a ``vtrain_cluster``).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..checks import ScheduleError, ScheduleTypeError, one_of, require
+from ..checks import ScheduleError, ScheduleTypeError, known_keywords, one_of, require
 from ..generators.registry import SCHEDULES
 from . import figures, page
 from .inputs import load
@@ -21,6 +21,7 @@ BUILDERS = {"sweep": figures.sweep_sections, "plan": figures.plan_sections,
             "montecarlo": figures.variability_sections}
 
 
+@known_keywords("report")
 def report(*inputs, output="report.html", schedules=None) -> Path:
     """Write an interactive HTML report of sweeps, plans, frontiers and measured runs.
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._jit import compile_clock
-from ..checks import ScheduleError, ScheduleTypeError, flag, missing_extra, one_of
+from ..checks import ScheduleError, ScheduleTypeError, flag, known_keywords, missing_extra, one_of
 from ..costs import Costs
 from ..generators.registry import WHOLE_BACKWARD, build_schedule
 from ..montecarlo import DEFAULT_SAMPLES, check_lam, check_noise
@@ -96,6 +96,7 @@ class SearchResult:
                 f"peak={np.round(self.result.peak_activations, 4).tolist()})")
 
 
+@known_keywords("optimize")
 def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
              placement: str = "loop", objective: str = "makespan", method: str = "auto",
              time_limit: float = 10.0, seed: int = 0, progress: bool = True, noise=None,

@@ -6,7 +6,15 @@ import math
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, dataframe, flag, listed, number
+from ..checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    dataframe,
+    flag,
+    known_keywords,
+    listed,
+    number,
+)
 from ..generators.registry import MEMORY_REFERENCE, SCHEDULES
 from ..montecarlo import check_lam
 from .robust import objective_values
@@ -22,6 +30,7 @@ def _training(df, inference: bool):
     return df[~df["schedule"].isin(INFERENCE)]
 
 
+@known_keywords("pareto_front")
 def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *,
                  inference: bool = False):
     """Rows of ``df`` not dominated in ``(x, y)`` (smaller is better in both), sorted by ``x``;
@@ -50,6 +59,7 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *
     return ordered[keep]
 
 
+@known_keywords("best_within_budget")
 def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference: bool = False,
                        objective: str = "makespan", lam: float = 1.0):
     """Per group of ``by``, the fastest row whose peak activation memory fits the budget.

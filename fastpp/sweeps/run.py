@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ..checks import ScheduleError, flag, one_of, positive_int, require
+from ..checks import ScheduleError, flag, known_keywords, one_of, positive_int, require
 from ..montecarlo import DEFAULT_SAMPLES, check_noise
 from .chunk import Chunk, empty_frame
 from .cluster import run_on_dask
@@ -17,6 +17,7 @@ from .warmup import warm_up
 MAX_CHUNK = 1_000_000  # points a chunk holds at most
 
 
+@known_keywords("sweep")
 def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
           costs=None, f=None, b=None, w=None, i=None, comm=None, gamma=None, fb=None, act=None,
           bandwidth=None, message_bytes=None, overhead=None, send=None, points=None, out=None,
