@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
+import math
 import os
 import sys
 import warnings
@@ -239,6 +240,10 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
 
             print(f"report: {report(*args.paths, output=args.output, schedules=args.schedules)}")
             return 0
+        if args.command in ("optimize", "simulate"):  # refused before the work, not after
+            for flag, value in (("--trace", args.trace), ("--gantt", args.gantt),
+                                ("--memory-plot", args.memory_png), ("--csv", args.csv)):
+                will_write(value, flag)
         if args.command == "optimize":
             found = optimize(args.p, args.n, _costs(args),
                              memory=memory_limit_flag(args.memory_limit, args.p),
@@ -413,8 +418,9 @@ def _plan(args) -> int:
     if args.efficiency is not None:
         hardware = hardware.with_efficiency(args.efficiency)
     hardware = _stack_arg(hardware, args.attention_kernel, args.attention_speed)
-    if args.capacity_gb is not None and not args.capacity_gb > 0:  # (plan would name bytes)
-        raise ScheduleError(f"--capacity-gb must be > 0 (got {args.capacity_gb:g})")
+    if args.capacity_gb is not None and not 0 < args.capacity_gb * 1e9 < math.inf:
+        # (plan would name bytes, and a value whose bytes overflow as inf)
+        raise ScheduleError(f"--capacity-gb must be finite and > 0 (got {args.capacity_gb:g})")
     start = time.perf_counter()
     df = plan(model_arg(args.model), args.gpus, hardware, seq=args.seq,
               global_batch=args.global_batch,
@@ -843,6 +849,7 @@ def _explain(args) -> int:
             print(f"note: --model's shape replaces the launch's ({', '.join(changed)})",
                   file=sys.stderr)
         model = imported.on(given)
+    will_write(args.report, "--report")  # (before the neighbours' plan, not after)
     try:
         found = explain(model, config, hardware, neighbours=args.neighbours,
                         workers=args.workers, flags="vtrain" if args.vtrain else "megatron")

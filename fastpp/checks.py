@@ -115,9 +115,11 @@ def show(value) -> str:
     if isinstance(value, list | tuple) and any(isinstance(x, bool | np.bool_ | str)
                                                for x in value):
         return repr(list(value)[:8])
+    if arr.ndim == 0:  # (an object array's one value too, not a list of it)
+        return repr(arr.item()) if arr.dtype == object else str(arr.item())
     if arr.dtype == object:
         return repr(list(arr.reshape(-1))[:8])
-    return str(arr.item()) if arr.ndim == 0 else str(arr.reshape(-1).tolist()[:8])
+    return str(arr.reshape(-1).tolist()[:8])
 
 
 def listed(names, most: int = 40) -> str:

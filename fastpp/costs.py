@@ -55,14 +55,21 @@ OPTIONAL = ("i", "fb", "bandwidth")  # None: not given (the arrays hold NaN)
 # (p*n*m)**2 of them (MAX_WORK 4e6: 1.6e13) and stays finite in float64 (1.8e308)
 MAX_TIME = 1e290
 # the expanded rows (kernels.stage_costs's) checked against MAX_TIME, and what makes each
-_ROW_SOURCES = ((kernels.TF, "costs.f / m + costs.overhead['F'] + costs.send['F']"),
-                (kernels.TB, "costs.b / m + costs.overhead['B'] + costs.send['B']"),
-                (kernels.TI, "costs.i / m (or (costs.b - costs.w) / m) + costs.overhead['I'] + "
-                             "costs.send['I']"),
-                (kernels.TW, "costs.w / m + costs.overhead['W']"),
-                (kernels.TFB, "costs.fb / m + the F and B overheads and the F send"),
-                (kernels.COMM, "costs.comm + costs.message_bytes / costs.bandwidth"),
-                (kernels.UNIT, "costs.act / m"))
+# what makes each kernel row, for messages: its terms, each with the field (and kind) it
+# reads; a term whose field is 0 everywhere is left out of the message, but the first
+_ROW_SOURCES = {
+    kernels.TF: (("costs.f / m", "f", None), ("costs.overhead['F']", "overhead", "F"),
+                 ("costs.send['F']", "send", "F")),
+    kernels.TB: (("costs.b / m", "b", None), ("costs.overhead['B']", "overhead", "B"),
+                 ("costs.send['B']", "send", "B")),
+    kernels.TI: (("costs.i / m (or (costs.b - costs.w) / m)", "b", None),
+                 ("costs.overhead['I']", "overhead", "I"), ("costs.send['I']", "send", "I")),
+    kernels.TW: (("costs.w / m", "w", None), ("costs.overhead['W']", "overhead", "W")),
+    kernels.TFB: (("costs.fb / m", "fb", None), ("the F and B overheads", "overhead", "F"),
+                  ("the F send", "send", "F")),
+    kernels.COMM: (("costs.comm", "comm", None),
+                   ("costs.message_bytes / costs.bandwidth", "message_bytes", None)),
+    kernels.UNIT: (("costs.act / m", "act", None),)}
 KINDS = ("F", "B", "I", "W")  # the op kinds ``overhead`` is given for, in its rows' order
 SEND_KINDS = ("F", "B", "I")  # the kinds that hand their output on (``W`` keeps its own)
 # the fields given per op kind, and their kinds (each an array with one row per kind)
@@ -349,7 +356,11 @@ class Costs:
 
             raise ScheduleError(f"costs.w must be <= costs.b where costs.i is not given (got "
                                 f"w={pick(w)}, b={pick(b)} at stage {s})")
-        source = dict(_ROW_SOURCES)[where]
+        terms = _ROW_SOURCES[where]
+        source = " + ".join(term for k, (term, name, kind) in enumerate(terms)
+                            if k == 0 or np.any(self._arrays[name][PER_KIND[name].index(kind)]
+                                                if kind
+                                                else self._arrays[name]))
         s = int(np.flatnonzero(rows[where] > MAX_TIME)[0])
         raise ScheduleError(f"{source} must be at most {MAX_TIME:g} (a schedule sums these, "
                             f"past that to infinity; got {rows[where, s]:g} at stage {s})")

@@ -1,12 +1,16 @@
 """The seventeenth bad-input wave (6 December 2026): a reviewer's 1,385 probes of the public
 API and the command line. Each case failed on the code before it."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import fastpp
 from fastpp import Costs, Noise, ScheduleError, ScheduleTypeError, build_schedule, simulate
 from fastpp.model import HARDWARE, MODELS, RunGrid
+
+DATA = Path(__file__).parent / "data" / "hf"
 
 ONE = build_schedule("1f1b", 4, 8)
 
@@ -142,3 +146,41 @@ def test_the_error_bar_lookups_check_their_arguments():
         error_bar(("H100", "<3B", "<=8K", "dense", "in node"))
     with pytest.raises(ScheduleError, match=r"groups must be regime_table's rows"):
         error_bar(regime(model, h100, 4096), [{}])
+
+
+def test_messages_name_what_the_user_gave(tmp_path, capsys):
+    """``--capacity-gb 1e300`` said "capacity must be finite and > 0 (got inf)"; ``--f
+    1e300`` named overhead and send terms optimize has no flag for; a launcher's
+    ``--nproc_per_node 0`` named ``--gpus``, not given; a 0-d object array showed as a
+    list."""
+    from fastpp.__main__ import main
+    from fastpp.model import from_megatron
+
+    assert main(["plan", "--model", "llama2-7b", "--gpus", "8", "--capacity-gb",
+                 "1e300"]) == 2
+    assert "--capacity-gb must be finite and > 0 (got 1e+300)" in capsys.readouterr().err
+    assert main(["optimize", "-p", "4", "-n", "8", "--f", "1e300", "--quiet"]) == 2
+    assert "error: --f / m must be at most 1e+290" in capsys.readouterr().err
+    script = ("GPUS_PER_NODE=0\ntorchrun --nproc_per_node $GPUS_PER_NODE pretrain_gpt.py "
+              "--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 512 "
+              "--vocab-size 1000")
+    with pytest.raises(ScheduleError, match=r"torchrun's --nproc_per_node 0 starts no "
+                                            r"process \(give it a count >= 1, or gpus=N\)"):
+        from_megatron(script)
+    with pytest.raises(ScheduleTypeError, match=r"\(got 1.0\)$"):
+        Costs(np.array(1.0, dtype=object), 2.0)
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_the_work(tmp_path, capsys):
+    """``optimize --csv FOLDER`` searched and printed its result, then failed; so did
+    ``explain --report FOLDER`` after pricing its neighbours."""
+    from fastpp.__main__ import main
+
+    assert main(["optimize", "-p", "4", "-n", "8", "--csv", str(tmp_path), "--quiet"]) == 2
+    out = capsys.readouterr()
+    assert "--csv must be a file path that can be written" in out.err and "best:" not in out.out
+    assert main(["explain", "--hf", str(DATA / "qwen3-8b.json"), "--gpus", "16", "--tp", "2",
+                 "--pp", "2", "--global-batch", "64", "--report", str(tmp_path)]) == 2
+    out = capsys.readouterr()
+    assert "--report must be a file path that can be written" in out.err
+    assert "step time" not in out.out

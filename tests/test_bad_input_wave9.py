@@ -237,7 +237,7 @@ def test_plan_capacity_in_the_units_given(capsys):
     from fastpp.model import plan
 
     assert main(["plan", "--model", "llama2-7b", "--gpus", "8", "--capacity-gb", "-1"]) == 2
-    assert "--capacity-gb must be > 0 (got -1)" in capsys.readouterr().err
+    assert "--capacity-gb must be finite and > 0 (got -1)" in capsys.readouterr().err
     rows = plan("llama2-7b", 8, seq=1024, global_batch=8, tp=1, pp=[2], microbatch=1,
                 recompute="none", schedules=["1f1b"], capacity=0.5e9, workers=1)
     assert rows["reason"].str.endswith("> capacity 0.5 GB").all()

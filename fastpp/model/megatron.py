@@ -496,6 +496,9 @@ def _launcher(words) -> int | str | None:
                         f"one node count (give gpus=N)")
             if digits(value):
                 found[key] = int(value)
+    zero = next((key for key in ("nproc_per_node", "nnodes") if found.get(key) == 0), None)
+    if zero:  # (torchrun refuses it; a count of 0 read as gpus=0 named a flag not given)
+        return f"--{zero} 0 starts no process (give it a count >= 1, or gpus=N)"
     if "nproc_per_node" in found:
         return found["nproc_per_node"] * found.get("nnodes", 1)
     return None
