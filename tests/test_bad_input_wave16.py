@@ -229,15 +229,21 @@ def test_a_model_given_beside_a_script_is_padded_and_its_replacements_said(capsy
     assert launch.model.vocab == 129024
     on = launch.on("llama3-8b")
     assert (on.layers, on.hidden, on.vocab) == (32, 4096, 129024)
+    # (the script leaves out --untie-embeddings-and-output-weights, which Llama 3 unties: said
+    # since 6 December, with every field of the shape)
     assert launch.reshaped("llama3-8b") == ["layers 80 -> 32", "hidden 8192 -> 4096",
-                                            "heads 64 -> 32", "ffn 28672 -> 14336"]
-    assert launch.reshaped("llama3-70b") == []
+                                            "heads 64 -> 32", "ffn 28672 -> 14336",
+                                            "tied_embeddings True -> False"]
+    assert launch.reshaped("llama3-70b") == ["tied_embeddings True -> False"]
+    untied = from_megatron(script + " --untie-embeddings-and-output-weights", gpus=64)
+    assert untied.reshaped("llama3-70b") == []
     path = tmp_path / "train70.sh"
     path.write_text(f"torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py {script}\n")
     assert main(["explain", "--megatron-script", str(path), "--model", "llama3-8b",
                  "--hardware", "H100-80GB", "--neighbours", "0", "--workers", "1"]) == 0
     assert ("note: --model's shape replaces the launch's (layers 80 -> 32, hidden 8192 -> "
-            "4096, heads 64 -> 32, ffn 28672 -> 14336)") in capsys.readouterr().err
+            "4096, heads 64 -> 32, ffn 28672 -> 14336, tied_embeddings True -> False)") \
+        in capsys.readouterr().err
 
 
 def test_explain_a_zero3_run_gathered_per_step():

@@ -14,7 +14,7 @@ import ast
 import enum
 import fnmatch
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from ..checks import (
     MAX_INT,
@@ -141,6 +141,11 @@ CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tu
            "attention_backend": ("flash", "fused", "unfused", "local", "auto")}
 
 
+# a Transformer's fields that are the run's kernels, not the model's shape (``Imported.on``)
+KERNELS = ("name", "dropout", "flash_attention", "fused_swiglu")
+EXPERT_FIELDS = ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")
+
+
 @dataclass(frozen=True)
 class Imported:
     """What ``from_megatron`` (or ``from_vtrain``, ``from_torchtitan``) read: unpacks (and
@@ -183,13 +188,16 @@ class Imported:
 
     def reshaped(self, model) -> list[str]:
         """The launch's shape that ``on(model)`` replaces, ``"field ours -> theirs"`` for each
-        field that differs (layers, hidden, heads, kv_heads, ffn, vocab after padding,
-        experts): a user giving a script and a model is told, not silently priced another
-        model."""
+        field of the shape that differs (every ``Transformer`` field but its name and the
+        kernels ``on`` keeps; the vocabulary after padding): a user giving a script and a
+        model is told, not silently priced another model (a script without ``--swiglu`` or
+        ``--untie-embeddings-and-output-weights`` beside a Llama ``config.json`` too)."""
         mine, theirs = self.model, self.on(model)
-        return [f"{k} {getattr(mine, k)} -> {getattr(theirs, k)}"
-                for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts")
-                if getattr(mine, k) != getattr(theirs, k)]
+        # (a dense model's expert fields follow its MLP: said once, as ffn)
+        skip = KERNELS + (() if mine.moe or theirs.moe else EXPERT_FIELDS)
+        return [f"{f.name} {getattr(mine, f.name)} -> {getattr(theirs, f.name)}"
+                for f in fields(Transformer) if f.name not in skip
+                and getattr(mine, f.name) != getattr(theirs, f.name)]
 
 
 @known_keywords("from_megatron")
