@@ -570,6 +570,47 @@ def test_explain_neighbours_hand_off_as_megatron_would():
             assert "overlap-p2p" not in row["changes"], (extra, row["changes"])
 
 
+def test_explain_neighbours_count_the_changes_written_and_fit_where_the_run_does_not():
+    """Three faults of explain's suggestions (a new user's trial):
+    - "fewest changes first" counted the data-parallel degree that follows a pipeline's, so
+      the one flag --pipeline-model-parallel-size came after two-flag rows;
+    - a run that does not fit was told "no faster configuration that fits nearby", and never
+      shown a layout that fits;
+    - rows without a pipeline came once per schedule's name, one run five times."""
+    from fastpp.model import from_hf
+    from fastpp.model.explain import explain
+
+    script = ("--num-layers 80 --hidden-size 8192 --num-attention-heads 64 "
+              "--group-query-attention --num-query-groups 8 --ffn-hidden-size 28672 --swiglu "
+              "--untie-embeddings-and-output-weights --attention-dropout 0.0 "
+              "--hidden-dropout 0.0 --use-flash-attn --seq-length 8192 --vocab-size 128256 "
+              "--bf16 --micro-batch-size 1 --global-batch-size 512 --use-distributed-optimizer "
+              "--recompute-granularity selective --tensor-model-parallel-size 4 "
+              "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 10 "
+              "--sequence-parallel")
+    model, config = from_megatron(script, gpus=64)
+    found = explain(model, config, "H100-80GB", neighbours=8, workers=1)
+    assert not found.row["fits"]  # 102.7 GB of 80
+    assert found.neighbours and all(n["fits"] for n in found.neighbours)
+    assert "fits, where this run does not (fewest changes first)" in found.table()
+    changed = [n["changed"] for n in found.neighbours]
+    assert changed == sorted(changed) and changed[0] == 1
+    assert all(n["changed"] == n["changes"].count("--") for n in found.neighbours)
+    fits = explain(model, config.replace(t=8, d=2), "H100-80GB", neighbours=8, workers=1)
+    assert fits.row["fits"] and fits.neighbours
+    assert all(n["step_time"] < fits.row["step_time"] for n in fits.neighbours)
+    # a config.json's run (ZB-V: no Megatron flags): every schedule is a neighbour
+    qwen = from_hf(Path(__file__).parent / "data" / "hf" / "qwen3-8b.json")
+    run = RunConfig.for_gpus(8, seq=4096, global_batch=64, t=1, p=2, schedule="zbv", m=2,
+                             microbatch=1, recompute="none")
+    alone = [n for n in explain(qwen, run, "H100-80GB", neighbours=30, workers=1).neighbours
+             if n["p"] == 1]
+    assert alone
+    keys = [(n["t"], n["d"], n["m"], n["microbatch"], n["recompute"], n["zero"],
+             round(n["step_time"], 4)) for n in alone]
+    assert len(keys) == len(set(keys)), keys
+
+
 def test_model_arguments_as_their_frameworks_write_them():
     """Each was misread or refused:
     - ``--quick-geglu`` (gpt-oss) read as an ungated MLP (Megatron sets gated_linear_unit);

@@ -2,8 +2,10 @@
 
 The run is priced by ``plan`` (``config=``): one exact pipeline timeline plus the step's
 terms outside it. The neighbours are ``plan``'s rows over the same GPUs, global batch and
-sequence that fit and are faster, fewest changed choices first, each written as the Megatron
-flags (or the fields) to change.
+sequence that fit and are faster (that fit, where the run does not), fewest changes first
+(the flags or fields written, the data-parallel degree that follows from them none), each
+written as the Megatron flags (or the fields) to change; rows without a pipeline that are
+one run under several schedules' names once.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from .hardware import HARDWARE, preset
 from .megatron import SCHEDULES as MEGATRON_SCHEDULES
 from .megatron import to_megatron
 from .memorybar import unmeasured
-from .plan import bar_text, plan
+from .plan import alike_key, bar_text, plan
 from .presets import MODELS
 from .pricing import _chunks
 from .recipes import make_recipe
@@ -36,9 +38,9 @@ PARTS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "activation_byt
 class Explanation:
     """``row``: the run's plan row (``PLAN_COLUMNS``); ``recompute_tflops_per_gpu``: the
     hardware's FLOP/s with a full recomputation's extra forward counted (Narayanan 2021's
-    count); ``neighbours``: faster configurations that fit, each a plan row with ``changes``
-    (the flags or fields to change) and ``changed`` (how many choices differ); None when
-    none were asked for."""
+    count); ``neighbours``: faster configurations that fit (any that fit, where the run does
+    not), each a plan row with ``changes`` (the flags or fields to change) and ``changed``
+    (how many are written); None when none were asked for."""
 
     model: object
     config: RunConfig
@@ -88,9 +90,11 @@ class Explanation:
         if self.neighbours is None:  # not searched
             pass
         elif not self.neighbours:
-            lines.append("  no faster configuration that fits nearby")
+            lines.append("  no faster configuration that fits nearby" if r["fits"] else
+                         "  no configuration that fits nearby")
         else:
-            lines.append("  faster and fits (fewest changes first)")
+            lines.append("  faster and fits (fewest changes first)" if r["fits"] else
+                         "  fits, where this run does not (fewest changes first)")
             own = bar_text(r["expected_error"], r["extrapolated"])
             for n in self.neighbours:
                 # its step time's bar where it is not the run's (another t: another regime)
@@ -112,7 +116,8 @@ class Explanation:
 
 def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int = 5,
             workers: int | None = None, flags: str = "megatron") -> Explanation:
-    """The prediction of one run and the nearest faster runs that fit.
+    """The prediction of one run and the nearest faster runs that fit (where it does not
+    fit, the nearest that fit).
 
     Parameters
     ----------
@@ -120,7 +125,7 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     config : RunConfig
     hardware : Hardware or str
     neighbours : int
-        How many faster configurations to list (0: none, no search).
+        How many configurations to list (0: none, no search).
     workers : int, optional
         ``plan``'s threads.
     flags : {"megatron", "vtrain"}
@@ -191,7 +196,8 @@ def _recompute_tflops(model, config: RunConfig, row: dict) -> float:
 
 
 def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, workers, flags):
-    """Faster rows that fit, over the run's GPUs, batch and sequence, fewest changes first."""
+    """Faster rows that fit (any that fit, where the run does not), over the run's GPUs,
+    batch and sequence, fewest changes first."""
     pd = require("pandas", "sweep", "fastpp.model.explain")
 
     # Megatron's flags where Megatron can run the run (not torchtitan's interval recomputation)
@@ -223,7 +229,11 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         recompute_modules=config.priced_modules, **config.partial_recompute,
         workers=workers).assign(_blocking=blocking)
         for schedules, blocking in groups], ignore_index=True)
-    faster = rows[rows["fits"] & (rows["step_time"] < row["step_time"] * 0.995)]
+    # a run that does not fit is shown what fits, at any speed
+    faster = rows[rows["fits"] & ((rows["step_time"] < row["step_time"] * 0.995)
+                                  | (not row["fits"]))]
+    faster = faster.sort_values("step_time", kind="stable")
+    faster = faster[~((faster["p"] == 1) & alike_key(faster).duplicated())]  # one run's names
     out = []
     for _, r in faster.iterrows():
         blocking = bool(r.pop("_blocking"))
@@ -237,37 +247,36 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
                 "recompute_layers": config.recompute_layers}
                if r["recompute"] == config.recompute == "full" else {}),
             blocking_handoffs=blocking, layout=None)
-        changed = sum(getattr(other, k) != getattr(config, k) for k in (*CHANGED, "d"))
         try:
             changes = (_vtrain_changes(config, other) if flags == "vtrain"
                        else _changes(config, other, megatron))
         except ScheduleError:  # a run the framework refuses (an interleaved pipeline of one
             continue           # rank, or two with blocking hand-offs): no neighbour
-        out.append({**r.to_dict(), "changed": changed, "changes": changes})
+        # as many changes as are written: a data-parallel degree that follows is none
+        out.append({**r.to_dict(), "changed": len(changes), "changes": " ".join(changes)})
     out.sort(key=lambda x: (x["changed"], x["step_time"]))
     return out[:count]
 
 
-def _changes(old: RunConfig, new: RunConfig, megatron: bool) -> str:
+def _changes(old: RunConfig, new: RunConfig, megatron: bool) -> list[str]:
     """The Megatron flags that differ (set, or ``no --flag``), else the fields that differ."""
     if megatron:
         before, after = _flag_map(to_megatron(old)), _flag_map(to_megatron(new))
         sets = [f"{k} {v}".strip() for k, v in after.items() if before.get(k) != v]
         drops = [f"no {k}" for k in before if k not in after]
-        return " ".join(sets + drops)
-    return " ".join(f"{k}={getattr(new, k)}" for k in CHANGED
-                    if getattr(new, k) != getattr(old, k))
+        return sets + drops
+    return [f"{k}={getattr(new, k)}" for k in CHANGED if getattr(new, k) != getattr(old, k)]
 
 
-def _vtrain_changes(old: RunConfig, new: RunConfig) -> str:
+def _vtrain_changes(old: RunConfig, new: RunConfig) -> list[str]:
     """The keys of the vTrain configuration that differ, as ``key=value``; the microbatch
     too where ``d`` or ``p`` change, since a file without a pipeline may leave it to be
     derived from them."""
     before, after = run_keys(old), run_keys(new)
     derived = ("data_parallel_size", "pipeline_parallel_size")
     keep = any(before[k] != after[k] for k in derived)
-    return " ".join(f"{k}={json.dumps(v)}" for k, v in after.items()
-                    if before[k] != v or (keep and k == "micro_batch_size"))
+    return [f"{k}={json.dumps(v)}" for k, v in after.items()
+            if before[k] != v or (keep and k == "micro_batch_size")]
 
 
 def _flag_map(flags: list[str]) -> dict[str, str]:

@@ -925,14 +925,21 @@ def _why_not_simulated(rows, top: int = 5) -> list[str]:
     return lines
 
 
-def _fold_alike(rows):
-    """Rows without a pipeline (p = 1) whose time and bytes equal the first such row's to four
-    digits, as one line ("1f1b (+5 alike)"): there many schedules run one timeline in the
-    same bytes."""
-    key = rows[["t", "cp", "p", "d", "ep", "etp", "microbatch", "recompute", "zero",
+def alike_key(rows):
+    """What makes rows without a pipeline (p = 1) one run whatever their schedule: their
+    layout and choices, and their time and bytes to four digits (there many schedules run
+    one timeline in the same bytes); ``rows[(rows["p"] == 1) & key.duplicated()]`` repeat
+    an earlier row."""
+    return rows[["t", "cp", "p", "d", "ep", "etp", "microbatch", "recompute", "zero",
                  "overlap", "precision"]].assign(
         **{k: rows[k].map(lambda x: f"{x:.4g}") for k in ("step_time", "peak_memory",
                                                            "activation_bytes")})
+
+
+def _fold_alike(rows):
+    """Rows without a pipeline (p = 1) whose time and bytes equal the first such row's to four
+    digits, as one line ("1f1b (+5 alike)")."""
+    key = alike_key(rows)
     repeat = (rows["p"] == 1) & key.duplicated()
     out = rows[~repeat].copy()
     alike = key[rows["p"] == 1].groupby(list(key.columns), sort=False).ngroup()
