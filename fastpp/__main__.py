@@ -20,6 +20,7 @@ from .checks import (
     flag_names,
     make_folder,
     memory_limit_flag,
+    near,
     require,
     seconds_flag,
     switch_names,
@@ -204,12 +205,20 @@ def _parser() -> argparse.ArgumentParser:
         "explain", help="predict one run given as users write it (Megatron flags or script, "
         "torchtitan TOML, HF config.json, vTrain configuration) and list faster runs near "
         "it"))
+    ap.commands = sub.choices  # (each command's parser: an unknown flag is its error)
     return ap
 
 
 def main(argv=None) -> int:
     ap = _parser()
-    args = ap.parse_args(argv)
+    args, unknown = ap.parse_known_args(argv)
+    if unknown:  # the command's usage and name, and the flag it may misspell
+        command = ap.commands[args.command]
+        flags = [*flag_names(command).values(), *switch_names(command).values()]
+        meant = [f"{near(x, flags)} for {x}" for x in unknown
+                 if x.startswith("--") and near(x, flags)]
+        command.error(f"unrecognized arguments: {' '.join(unknown)}"
+                      + (f" (did you mean {', '.join(meant)}?)" if meant else ""))
     with announce_compiles(), warnings.catch_warnings():
         # a first run on a machine waits for Numba: said, not silent; a warning is a line
         # for the user, not a source line of fastpp's

@@ -10,6 +10,7 @@ from .checks import (
     ScheduleError,
     ScheduleTypeError,
     index,
+    instance,
     known_keywords,
     number_array,
     positive_int,
@@ -166,7 +167,7 @@ class Result:
     def _make_peak_live(self) -> np.ndarray:
         return self._sums[3].astype(np.int64)
 
-    def grid(self, max_columns: int = 160) -> str:
+    def grid(self, max_columns: int = 160, unit: str = "time units") -> str:
         """The devices' ops laid out by time, one text column per time step, idle steps ``.``.
 
         A step is the shortest op's time (coarsened until the grid has at most
@@ -179,6 +180,8 @@ class Result:
         ----------
         max_columns : int, default 160
             The most text columns of time, >= 1.
+        unit : str, default "time units"
+            What the costs' times are in, for the header (``"s"`` for a model's costs).
 
         Returns
         -------
@@ -186,6 +189,7 @@ class Result:
             A header naming the step, then one line per device.
         """
         max_columns = positive_int(max_columns, "max_columns")
+        instance(unit, str, "unit", "str")
         s = self.schedule
         ends = [self.end[r, : s.length[r]] for r in range(s.p)]
         starts = [self.start[r, : s.length[r]] for r in range(s.p)]
@@ -197,7 +201,7 @@ class Result:
         columns = int(round(self.makespan / step))
         tokens = s.tokens()
         width = max((len(t) for row in tokens for t in row), default=1) + 1
-        lines = [f"one column per {step:g} time units, '.' idle"]
+        lines = [f"one column per {step:g} {unit}, '.' idle"]
         for r in range(s.p):
             cells = [".".center(width)] * columns
             # each step's first token: a later op starting in that step marks it with '+'

@@ -184,3 +184,20 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_work(tmp_path, c
     out = capsys.readouterr()
     assert "--report must be a file path that can be written" in out.err
     assert "step time" not in out.out
+
+
+def test_an_unknown_flag_is_the_commands_error_and_the_flag_it_misspells_named(capsys):
+    """``plan --gpu 64`` printed the top-level usage and "python -m fastpp: error:
+    unrecognized arguments", not the command's (docs/cli.md), and did not say ``--gpus``."""
+    from fastpp.__main__ import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["plan", "--gpu", "64"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m fastpp plan ")
+    assert ("python -m fastpp plan: error: unrecognized arguments: --gpu 64 (did you mean "
+            "--gpus for --gpu?)") in err
+    with pytest.raises(SystemExit):
+        main(["optimize", "-p", "2", "-n", "4", "--quite"])
+    assert "(did you mean --quiet for --quite?)" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """``from_megatron`` / ``to_megatron``: launch scripts as users write them, and back."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -705,6 +706,7 @@ def test_explain_cli(capsys, tmp_path):
                  str(tmp_path / "explain.html"), "--timeline"]) == 0
     out = capsys.readouterr().out
     assert "on 16 x H100-80GB: t=2 cp=1 p=2 d=4" in out and "device  1:" in out
+    assert re.search(r"one column per [0-9.e-]+ s, '\.' idle", out)  # (not "time units")
     # what the run is, said whole: the model's size, the sequence and batch it was priced at
     assert "qwen3-8b (8.19B parameters) on" in out and "seq=4096 global_batch=64" in out
     assert "<title>fastpp report</title>" in (tmp_path / "explain.html").read_text()

@@ -57,6 +57,12 @@ def test_a_misspelt_key_or_section_is_named_and_explain_prints_it(tmp_path, caps
     assert main(["explain", "--torchtitan", str(JOB), "--gpus", "64", "--neighbours",
                  "0"]) == 0
     assert "check:" not in capsys.readouterr().out
+    # an assets folder that is not here (the job's, run from tests/): the flavor's preset is
+    # priced, and said so; not where the model is given
+    assert ("[model] hf_assets_path (no config.json in './assets/hf/Llama-3.1-8B' here: the "
+            "flavor's preset priced)") in from_torchtitan(JOB, gpus=64).ignored
+    assert not any("hf_assets_path" in x for x in from_torchtitan(
+        JOB, gpus=64, model="llama3-8b").ignored)
 
 
 def test_model_from_the_assets_folder(tmp_path):

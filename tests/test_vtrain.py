@@ -58,7 +58,8 @@ def test_a_multi_node_configuration(tmp_path):
     assert (config.recompute, config.zero, config.reduce_bytes) == ("full", 0, 2.0)
     assert not config.gradient_overlap and not config.sequence_parallel
     assert run.gpus == 512
-    assert run.ignored == ("intra_node_bandwidth", "trace_path")
+    assert run.ignored == ("intra_node_bandwidth", "trace_path",
+                           "fp16 (vTrain's runs): priced as bf16")
     # 800 Gb/s a node over 8 GPUs: 100 Gb/s each, at 90% of the line rate
     assert run.hardware.network.bandwidth == pytest.approx(0.9 * 100e9 / 8)
     assert run.hardware.gpus_per_node == 8

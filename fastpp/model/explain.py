@@ -111,7 +111,7 @@ class Explanation:
         from .pricing import transformer_costs
 
         costs = transformer_costs(self.model, hardware=self.hardware, config=self.config)
-        return simulate(self.config.build_schedule(), costs).grid(max_columns)
+        return simulate(self.config.build_schedule(), costs).grid(max_columns, unit="s")
 
 
 def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int = 5,

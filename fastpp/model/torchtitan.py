@@ -169,9 +169,15 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     section["parallelism"] = _moved(section, where)
     # torchtitan's FeedForward and experts run SiLU and the product as separate ops, and it
     # trains no multi-token-prediction module (its DeepSeek-V3 has none)
+    given = model
     model = dataclasses.replace(_model(section["model"], model, where), fused_swiglu=False,
                                 mtp_depth=0)
-    return Imported(model, _run(section, model, gpus, where), _ignored(data))
+    assets = section["model"].get("hf_assets_path")
+    # (an assets folder not here, the flavor's preset priced: said, not silent)
+    missing = (f"[model] hf_assets_path (no config.json in {assets!r} here: the flavor's "
+               f"preset priced)",) if given is None and isinstance(assets, str) and \
+        not os.path.exists(os.path.join(assets, "config.json")) else ()
+    return Imported(model, _run(section, model, gpus, where), _ignored(data) + missing)
 
 
 def _moved(section: dict, where: str) -> dict:

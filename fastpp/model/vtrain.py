@@ -124,7 +124,9 @@ def from_vtrain(config, name: str | None = None) -> Imported:
                     sequence_parallel=False, zero=0, gradient_overlap=a["use_gradient_bucket"],
                     reduce_bytes=2.0)
     hardware = vtrain_cluster(a["inter_node_bandwidth"], a["node_size"])
-    ignored = tuple(key for key in IGNORED if data.get(key) is not None)
+    # (vTrain's Megatron runs fp16, priced as bf16: the same tensor-core speed and bytes)
+    ignored = tuple(key for key in IGNORED if data.get(key) is not None) + (
+        "fp16 (vTrain's runs): priced as bf16",)
     return Imported(model, run, ignored, gpus, hardware)
 
 
