@@ -69,7 +69,8 @@ class Explanation:
                  f"  tokens/s           {r['tokens_per_s']:10.0f}",
                  f"  TFLOP/s per GPU    {r['tflops_per_gpu']:10.1f}   (Megatron's count; "
                  f"{self.recompute_tflops_per_gpu:.1f} with recomputation)",
-                 f"  MFU                {r['mfu']:10.1%}",
+                 f"  MFU                {r['mfu']:10.1%}   (PaLM's count: the attention core "
+                 f"unhalved)",
                  f"  bubble             {r['bubble_ratio']:10.1%}   (of the pipeline's "
                  f"makespan)", "",
                  "  where the step goes",
