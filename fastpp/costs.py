@@ -101,9 +101,10 @@ class Costs:
     per device a chunk forward takes ``f/m``, so sweeping ``m`` keeps the model and hardware
     fixed; only ``overhead`` and ``send`` are times per op, whatever the chunk. Each field is
     a scalar, an array over devices (length ``p``) or an array over virtual stages (length
-    ``V``) for uneven stages. Fields after ``b`` are keyword-only. Two ``Costs`` are equal
-    when their validated arrays are; a ``Costs`` is hashable (a dict key or a sweep axis
-    value).
+    ``V``) for uneven stages. Fields after ``b`` are keyword-only. A field given as an array,
+    list or mapping is kept as a read-only float64 copy of what is priced (a mapping of
+    them), so the caller's object may change afterwards. Two ``Costs`` are equal when their
+    validated arrays are; a ``Costs`` is hashable (a dict key or a sweep axis value).
 
     Parameters
     ----------
