@@ -585,13 +585,21 @@ def _measure(args) -> int:
     out = Path(run.files[0]).parent if run.files else args.out
     print(f"{args.schedule or args.from_csv}: p={s.p}, n={s.n}, m={s.m}, {s.num_ops} ops, "
           f"traces in {out}")
-    rows = [(SAID[k].format(args.costs_from), v)
-            for k, v in predictions(run, costs_from).items()]
+    # the slow link's sleeps lie outside every op: the predictions price them
+    from .measured.runner import link_of
+
+    link = link_of(_link_delay(args.link_delay), s.p)
+    rows = [(SAID[k].format(args.costs_from) + (" + the slow link" if link and k != "replayed"
+                                                else ""), v)
+            for k, v in predictions(run, costs_from, link).items()]
     width = max(len(what) for what, _ in rows)
     print(f"{'':<{width}} {'makespan':>10} {'error':>8}")
     print(f"{'measured':<{width}} {run.makespan * 1e3:>8.3f}ms")
     for what, value in rows:
         print(f"{what:<{width}} {value * 1e3:>8.3f}ms {value / run.makespan - 1:>+8.2%}")
+    if args.delay and costs_from is not None:
+        print(f"(--delay's sleeps lie in this run's ops, not in the costs of "
+              f"{args.costs_from})")
     if args.trace:
         from .trace import write_measured_trace
 

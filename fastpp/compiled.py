@@ -319,14 +319,14 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
     -------
     Batch
     """
-    from .costs import StageCosts  # (costs imports the schedules, which import this)
-
     instance(compiled, Compiled, "compiled", "fastpp.compiled.Compiled (Schedule.compiled())")
     rows = stage_costs
     want = (SB + 1, compiled.V)
     if not isinstance(rows, np.ndarray):
-        if isinstance(rows, StageCosts) or not isinstance(rows, list | tuple) or not all(
-                isinstance(c, StageCosts) for c in rows):
+        # a StageCosts is a NamedTuple of the SB + 1 rows (costs.py, which imports this module
+        # through the schedules: not imported here)
+        if _stage_costs(rows) or not isinstance(rows, list | tuple) or not all(
+                _stage_costs(c) for c in rows):
             raise ScheduleTypeError(f"stage_costs must be a list of StageCosts "
                                     f"(Costs.per_stage) or float64 rows of shape ({want[0]}, "
                                     f"V={want[1]}, B) (got {type(rows).__name__})")
@@ -371,6 +371,12 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
         given = None if durations is None else np.ascontiguousarray(durations[:, c0:c1])
         _evaluate(compiled, part, given, out, c0, c1)
     return out
+
+
+def _stage_costs(value) -> bool:
+    """Whether ``value`` is a ``fastpp.StageCosts``: a NamedTuple of the kernels' rows."""
+    return isinstance(value, tuple) and getattr(value, "_fields", ())[:2] == ("tf", "tb") \
+        and len(value) == SB + 1
 
 
 # op-columns a slice of ``evaluate`` times at once (16 MB per buffer). Each op costs a fixed time

@@ -62,9 +62,10 @@ def test_seed_demo_script_refuses_with_the_library_and_scales(tmp_path):
     (["optimize", "-p", "4", "-n", "8", "--memory-limit", "0.1"],
      "got --memory-limit=0.1"),
     (["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--csv", ""],
-     "error: --csv: path must be a file path (got '')"),  # it had been taken as none
+     "error: --csv must be a file path that can be written (got '': an empty name)"),
     (["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--trace", "/nonexistent/x.json"],
-     "error: --trace: path must be a file path that can be written"),
+     "error: --trace must be a file path that can be written (got '/nonexistent/x.json': "
+     "no folder '/nonexistent')"),  # (refused before the simulation, since 6 December)
     (["optimize", "-p", "4", "-n", "8", "--memory-limit", "-2"],
      "error: --memory-limit must be a number of units > 0"),
     (["optimize", "-p", "4", "-n", "8", "--time-limit", "-1"],
@@ -117,8 +118,10 @@ def test_scripts_refuse_or_explain_before_running(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["simulate", "-s", "1f1b", "-p", "2", "-n", "4", "--trace", ""], "--trace: path must be"),
-    (["simulate", "-s", "1f1b", "-p", "2", "-n", "4", "--gantt", ""], "--gantt: path must be"),
+    (["simulate", "-s", "1f1b", "-p", "2", "-n", "4", "--trace", ""],
+     "--trace must be a file path that can be written (got '': an empty name)"),
+    (["simulate", "-s", "1f1b", "-p", "2", "-n", "4", "--gantt", ""],
+     "--gantt must be a file path that can be written (got '': an empty name)"),
     (["plan", "--model", "llama3-8b", "--gpus", "8", "--out", ""],
      "--out must be a folder (got '')"),
 ])

@@ -191,7 +191,7 @@ def measure(schedule, p: int | None = None, n: int | None = None, m: int | None 
 def _injected(job: Job, delay, link_delay) -> Job:
     """``job`` with its delays and slow link, checked."""
     V = sum(len(x) for x in job.stages)
-    link = _link(link_delay, job.p)
+    link = link_of(link_delay, job.p)
     if link is not None:  # a sleep before each send: only a pair that passes activations sends
         rank = {s: r for r, held in enumerate(job.stages) for s in held}
         pairs = sorted({(min(rank[s], rank[s + 1]), max(rank[s], rank[s + 1]))
@@ -320,7 +320,7 @@ def _delays(delay, V: int) -> tuple:
     return tuple(out)
 
 
-def _link(link_delay, p: int) -> tuple | None:
+def link_of(link_delay, p: int) -> tuple | None:
     """``link_delay`` checked: ``(seconds, r1, r2)`` or ``None``."""
     if link_delay is None:
         return None
