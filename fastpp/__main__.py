@@ -529,6 +529,7 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
 SAID = {"replayed": "replayed (each op's measured time)",
         "predicted": "predicted (this run's median costs)",
         "predicted from": "predicted (costs of {})"}
+SAID_STEPS = "predicted (costs of {}, its steps' median)"
 
 
 def _placement_needs_csv(args) -> None:
@@ -541,8 +542,9 @@ def _placement_needs_csv(args) -> None:
 def _measure(args) -> int:
     from pathlib import Path
 
-    from .measured import MeasuredSteps, measure, predictions, read_torch_trace
+    from .measured import MeasuredSteps, measure, predictions, read_steps, read_torch_trace
     from .measured.runner import OUT
+    from .measured.steps import step_folders
 
     # what can be refused is refused before the run (minutes), not after it
     will_write(args.trace, "--trace")
@@ -556,12 +558,13 @@ def _measure(args) -> int:
 
         check_picture(args.picture, "--picture")
     costs_from = args.costs_from
-    if costs_from is not None:
+    if costs_from is not None:  # a run's folder, or that of its steps (--steps N: their median)
         try:
-            costs_from = read_torch_trace(costs_from)
+            costs_from = (read_steps(costs_from) if step_folders(costs_from) else
+                          read_torch_trace(costs_from))
         except ScheduleError as err:
-            raise ScheduleError(f"--costs-from must be the folder of a measured run's traces "
-                                f"({err})") from None
+            raise ScheduleError(f"--costs-from must be the folder of a measured run's traces, "
+                                f"or of its steps ({err})") from None
     schedule = args.schedule
     if not args.from_csv:
         _placement_needs_csv(args)
@@ -589,7 +592,9 @@ def _measure(args) -> int:
     from .measured.runner import link_of
 
     link = link_of(_link_delay(args.link_delay), s.p)
-    rows = [(SAID[k].format(args.costs_from) + (" + the slow link" if link and k != "replayed"
+    said = {**SAID, "predicted from": SAID_STEPS} if isinstance(costs_from, MeasuredSteps) \
+        else SAID
+    rows = [(said[k].format(args.costs_from) + (" + the slow link" if link and k != "replayed"
                                                 else ""), v)
             for k, v in predictions(run, costs_from, link).items()]
     width = max(len(what) for what, _ in rows)

@@ -28,6 +28,7 @@ from fastpp import (  # noqa: E402
     read_torch_trace,
     simulate,
 )
+from fastpp.measured import read_steps  # noqa: E402
 from fastpp.measured.runner import TORCH_CLASSES, measure, measure_many  # noqa: E402
 
 P, N = 2, 4
@@ -318,18 +319,21 @@ def test_cli_measure_prints_measured_replayed_and_predicted(runs, tmp_path, caps
     assert threads == {"measured", "simulated"}
     assert (tmp_path / "both.png").stat().st_size > 0
     # a slow link's sleeps lie outside every op: the predictions price them (they were left
-    # out, and a run 0.1 s a send slower was predicted 53% fast from a run without it)
+    # out, and a run 0.1 s a send slower was predicted 53% fast from a run without it); the
+    # costs from a --steps folder are its steps' median (the folder was refused)
+    steps = out / "1f1b"
     code = main(["measure", "-s", "1f1b", "--out", str(tmp_path / "slow"), "--costs-from",
-                 str(first), "--link-delay", "0.1"])
+                 str(steps), "--link-delay", "0.1"])
     text = capsys.readouterr().out
     assert code == 0, text
     measured = read_torch_trace(tmp_path / "slow").makespan
-    line = next(x for x in text.splitlines() if x.startswith(f"predicted (costs of {first}) "
-                                                              f"+ the slow link"))
+    line = next(x for x in text.splitlines() if x.startswith(
+        f"predicted (costs of {steps}, its steps' median) + the slow link"))
     error = float(line.split()[-1].rstrip("%")) / 100
     print(f"1F1B with a 0.1 s link, from a run without it: measured {measured * 1e3:.1f} ms, "
           f"error {error:+.1%}")
     assert abs(error) < 0.25  # (two crossings of 0.1 s a microbatch dominate the step)
+    assert len(read_steps(steps)) == len(list(steps.glob("step*")))
 
 
 def test_cli_measure_runs_a_schedule_csv(tmp_path, capsys):

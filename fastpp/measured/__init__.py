@@ -10,8 +10,9 @@ from .job import MeasuredJob, read_op_table
 from .predict import predictions
 from .run import Comparison, MeasuredRun, read_torch_trace
 from .runner import measure, measure_many
-from .steps import MeasuredSteps
+from .steps import MeasuredSteps, read_steps
 from .whatif import WhatIf, whatif
 
 __all__ = ["Comparison", "MeasuredJob", "MeasuredRun", "MeasuredSteps", "WhatIf", "measure",
-           "measure_many", "predictions", "read_op_table", "read_torch_trace", "whatif"]
+           "measure_many", "predictions", "read_op_table", "read_steps", "read_torch_trace",
+           "whatif"]

@@ -14,10 +14,11 @@ def predictions(run, costs_from=None, link_delay=None) -> dict[str, float]:
     ----------
     run : fastpp.MeasuredRun
         A run read back from its traces (``measure`` or ``read_torch_trace``).
-    costs_from : path or fastpp.MeasuredRun, optional
-        Another run (its traces' folder, or the run) whose calibrated costs also predict this
-        one: another schedule's run predicting this schedule (its ``Costs.overhead`` keeps
-        each op's fixed part whole at this run's chunk count).
+    costs_from : path, fastpp.MeasuredRun or fastpp.MeasuredSteps, optional
+        Another run (its traces' folder, or the run; or its steps, whose costs are their
+        median) whose calibrated costs also predict this one: another schedule's run
+        predicting this schedule (its ``Costs.overhead`` keeps each op's fixed part whole at
+        this run's chunk count).
     link_delay : tuple, optional
         ``(seconds, r1, r2)``: the sleep ``measure``'s ``link_delay`` put before each send
         between ranks ``r1`` and ``r2``, which no op's time holds: the predictions price it
@@ -31,6 +32,7 @@ def predictions(run, costs_from=None, link_delay=None) -> dict[str, float]:
         run's costs.
     """
     from .run import MeasuredRun, read_torch_trace
+    from .steps import MeasuredSteps
 
     def priced(costs):
         if link_delay is None:
@@ -41,7 +43,7 @@ def predictions(run, costs_from=None, link_delay=None) -> dict[str, float]:
 
     out = {"replayed": run.replay().makespan, "predicted": priced(run.costs())}
     if costs_from is not None:
-        other = costs_from if isinstance(costs_from, MeasuredRun) else read_torch_trace(
-            costs_from)
+        other = costs_from if isinstance(costs_from, MeasuredRun | MeasuredSteps) else \
+            read_torch_trace(costs_from)
         out["predicted from"] = priced(other.costs())
     return out

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError
+from ..checks import ScheduleError, ScheduleTypeError, known_keywords
 from ..costs import Costs
 from ..noise import Noise
 from ..ops import FB, B, F, I, W
 from ..simulate import simulate
-from .run import MeasuredRun, _used
+from .run import MeasuredRun, _used, read_torch_trace
 
 
 def step_folders(folder) -> list[Path]:
@@ -37,6 +37,32 @@ def step_folders(folder) -> list[Path]:
     in step order (a folder named otherwise is not one of them)."""
     found = (d for d in Path(folder).glob("step*") if re.fullmatch(r"step[0-9]+", d.name))
     return sorted(found, key=lambda d: int(d.name[4:]))
+
+
+@known_keywords("read_steps")
+def read_steps(folder) -> MeasuredSteps:
+    """The steps ``measure(..., steps=N)`` (``--steps N``) wrote in ``folder``, read back.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The run's ``out`` folder: ``step0``, ``step1``, ... each holding rank traces.
+
+    Returns
+    -------
+    MeasuredSteps
+
+    Raises
+    ------
+    ScheduleError
+        Naming the folder where it holds no step with traces, or as ``read_torch_trace``
+        for a step.
+    """
+    steps = [d for d in step_folders(folder) if any(d.glob("rank*_trace.json*"))]
+    if not steps:
+        raise ScheduleError(f"folder must hold measure's step0, step1, ... folders of rank "
+                            f"traces (got {str(folder)!r}, which holds none)")
+    return MeasuredSteps([read_torch_trace(d) for d in steps])
 
 
 # a kind the calibration schedule lacks takes the factors of these kinds (by op code)
