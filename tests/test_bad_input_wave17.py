@@ -201,3 +201,127 @@ def test_an_unknown_flag_is_the_commands_error_and_the_flag_it_misspells_named(c
     with pytest.raises(SystemExit):
         main(["optimize", "-p", "2", "-n", "4", "--quite"])
     assert "(did you mean --quiet for --quite?)" in capsys.readouterr().err
+
+
+# ---- round two: sweeps, their tables and reports, plan's axes ----
+
+def test_a_sweep_too_large_is_refused_naming_its_axes():
+    """2**64 points wrapped to 0 in NumPy's product: an empty table, no word; just below
+    2**63 the list of chunks took the machine's memory."""
+    big = list(range(1, 65537))
+    with pytest.raises(ScheduleError, match=r"a sweep must have at most 10,000,000,000 points "
+                                            r"\(got 18,446,744,073,709,551,616: 65536 p, "
+                                            r"65536 n, 65536 f, 65536 b\)"):
+        fastpp.sweep("1f1b", p=big, n=big, f=[float(x) for x in big],
+                     b=[x + 1e5 for x in big], progress=False, check_only=True)
+
+
+def test_pandas_axes_and_ranges_are_lists_of_values():
+    """A Series or Index as a sweep axis raised IndexError or was one value; a range or a
+    Series as plan's pp raised "unhashable type: 'list'"; two alike layouts gave each row
+    twice."""
+    import pandas as pd
+
+    from fastpp.model import plan
+
+    lists = fastpp.sweep("1f1b", p=4, n=[8, 16], m=[1], progress=False)
+    for n, m in ((pd.Series([8, 16]), pd.Index([1])), (np.array([8, 16]), 1)):
+        got = fastpp.sweep("1f1b", p=pd.Series([4]), n=n, m=m, progress=False)
+        assert got["makespan"].tolist() == lists["makespan"].tolist()
+    kw = dict(seq=1024, global_batch=16, schedules=["1f1b"], tp=[1], recompute="none")
+    rows = plan("llama2-7b", 16, pp=[2, 4], **kw)
+    for pp in (range(2, 5, 2), pd.Series([2, 4]), np.array([2, 4])):
+        np.testing.assert_array_equal(plan("llama2-7b", 16, pp=pp, **kw)["step_time"],
+                                      rows["step_time"])
+    layout = "Et*16|t*16L"
+    assert len(plan("llama2-7b", 16, pp=[2], layout=[layout, layout], **kw)) == \
+        len(plan("llama2-7b", 16, pp=[2], layout=[layout], **kw))
+
+
+def test_for_gpus_refuses_a_data_parallel_degree_it_would_replace():
+    from fastpp.model import RunConfig
+
+    with pytest.raises(ScheduleError, match=r"d must be the 4 GPUs of 16 left by t \* cp \* p, "
+                                            r"or not given \(got d=2\)"):
+        RunConfig.for_gpus(16, seq=1024, global_batch=32, p=4, d=2)
+    assert RunConfig.for_gpus(16, seq=1024, global_batch=32, p=4, d=4).d == 4
+
+
+def test_a_sweeps_folder_is_checked_before_the_work_and_read_as_the_shell_reads_it(
+        tmp_path, monkeypatch):
+    """``check_only=True`` never looked at ``out=``; ``out="~/sw"`` made ``./~/sw`` and left
+    a part in the real home folder; an empty store folder left by a refused sweep was
+    "other files"; ``collect=False`` without ``out=`` ran and kept nothing."""
+    (tmp_path / "file").write_text("x")
+    for out, said in ((tmp_path / "file", "must be a folder \\(got the file"),
+                      (3, "must be a folder path \\(got 3\\)"),
+                      (tmp_path / "file" / "sub", "must be a folder that can be made .* is a "
+                                                  "file")):
+        with pytest.raises(ScheduleError, match=f"out {said}"):
+            fastpp.sweep("1f1b", p=4, n=8, out=out, check_only=True, progress=False)
+    assert not (tmp_path / "file" / "sub").exists()
+    fastpp.sweep("1f1b", p=4, n=8, out=tmp_path / "sw", progress=False)
+    with pytest.raises(ScheduleError, match="already holds a sweep; pass resume=True"):
+        fastpp.sweep("1f1b", p=4, n=8, out=tmp_path / "sw", check_only=True, progress=False)
+    with pytest.raises(ScheduleError, match="holds a different sweep"):
+        fastpp.sweep("1f1b", p=8, n=8, out=tmp_path / "sw", resume=True, check_only=True,
+                     progress=False)
+    assert fastpp.sweep("1f1b", p=4, n=8, out=tmp_path / "sw", resume=True, check_only=True,
+                        progress=False) is None
+    with pytest.raises(ScheduleError, match=r"collect=False keeps the rows in out= alone"):
+        fastpp.sweep("1f1b", p=4, n=8, collect=False, progress=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert len(fastpp.sweep("1f1b", p=4, n=8, out="~/sw", progress=False)) == 1
+    assert (tmp_path / "home" / "sw" / "_fastpp" / "manifest.json").exists()
+    assert not (tmp_path / "~").exists()
+    (tmp_path / "left" / "_fastpp").mkdir(parents=True)
+    assert len(fastpp.sweep("1f1b", p=4, n=8, out=tmp_path / "left", progress=False)) == 1
+
+
+def test_the_rankings_refuse_text_and_take_their_own_tables():
+    """Text makespans were ranked alphabetically ('33.0' before '9.0'); ``pareto_front`` took
+    the schedule's name as x; ``best_within_budget`` of its own table raised pandas'
+    "columns overlap", and NumPy's float32 inf was "not finite"."""
+    import math
+
+    df = fastpp.sweep(["1f1b", "zb-h1"], p=4, n=[8, 16], w=1.0, progress=False)
+    text = df.assign(makespan=df["makespan"].astype(str))
+    with pytest.raises(ScheduleTypeError, match=r"df's column 'makespan' must hold numbers to "
+                                                r"be ranked by \(got dtype"):
+        fastpp.best_within_budget(text, budget=math.inf, by=("p",))
+    with pytest.raises(ScheduleTypeError, match=r"df's column 'schedule' must hold numbers"):
+        fastpp.pareto_front(df, x="schedule")
+    best = fastpp.best_within_budget(df, budget=4.0)
+    assert fastpp.best_within_budget(best, budget=4.0).equals(best)
+    assert fastpp.best_within_budget(df, budget=np.float32("inf")).equals(
+        fastpp.best_within_budget(df, budget=math.inf))
+
+
+def test_report_of_sweep_tables_it_accepts(tmp_path):
+    """A sweep kept with invalid="keep" where no point ran raised ZeroDivisionError; a table
+    of the required columns alone raised Costs' TypeError; a NaN G ValueError; a schedule
+    named in schedules= but absent from the table had its section left out, unsaid."""
+    import pandas as pd
+
+    none_ran = fastpp.sweep("interleaved-1f1b", p=4, n=8, m=1, invalid="keep", progress=False)
+    page = fastpp.report(none_ran, output=tmp_path / "none.html").read_text()
+    assert "None of its 1 points was simulated" in page
+    good = fastpp.sweep(["1f1b", "interleaved-1f1b"], p=4, n=8, progress=False)
+    bare = good[["schedule", "p", "n", "m", "makespan", "bubble_ratio",
+                 "peak_activations_max", "throughput"]]
+    assert fastpp.report(bare, output=tmp_path / "bare.html").exists()
+    assert fastpp.report(good.assign(G=np.nan), output=tmp_path / "g.html").exists()
+    with pytest.raises(ScheduleError, match=r"schedules must be schedules of the table, among "
+                                            r"\['1f1b', 'interleaved-1f1b'\] \(got \['zbv'\]\)"):
+        fastpp.report(good, output=tmp_path / "x.html", schedules=["zbv"])
+    assert isinstance(bare, pd.DataFrame)
+
+
+def test_optimize_names_the_device_short_of_the_most():
+    """act=[1, 2, 3, 4] under memory=2 said "at least 4 on every device ... (device 2 needs
+    3)"."""
+    with pytest.raises(ScheduleError, match=r"at least 4 on every device: .* \(device 3 needs "
+                                            r"4, got memory=2\)"):
+        fastpp.optimize(4, 8, Costs(1.0, 2.0, act=[1.0, 2.0, 3.0, 4.0]), memory=2.0,
+                        progress=False)

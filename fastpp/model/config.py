@@ -278,9 +278,13 @@ class RunConfig:
         Raises
         ------
         ScheduleError
-            If ``t cp p`` does not divide ``gpus``, or a field is not valid.
+            If ``t cp p`` does not divide ``gpus``, ``d`` is given otherwise, or a field is
+            not valid.
         """
         d = data_parallel(gpus, fields.get("t", 1), fields.get("cp", 1), fields.get("p", 1))
+        if "d" in fields and fields["d"] != d:  # (it was replaced, unsaid)
+            raise ScheduleError(f"d must be the {d} GPUs of {gpus} left by t * cp * p, or not "
+                                f"given (got d={fields['d']!r})")
         return cls(**{**fields, "d": d})
 
     @classmethod

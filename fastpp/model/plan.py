@@ -553,7 +553,10 @@ def _spelling(short, long, short_name: str, long_name: str):
 
 
 def _as_list(value) -> list:
-    return list(value) if isinstance(value, list | tuple | np.ndarray) else [value]
+    """An axis's values: a list, tuple, range, array or pandas Series or Index, else one."""
+    if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
+        value = np.asarray(value)  # (a range or a Series was one value: unhashable)
+    return list(value) if isinstance(value, list | tuple | range | np.ndarray) else [value]
 
 
 def _moe_pricing(node_limit, imbalance, model) -> dict:
@@ -586,7 +589,8 @@ def _splits(model, layout, first_layers, last_layers) -> list[tuple]:
             raise ScheduleError(f"give layout or first_layers/last_layers, not both (got "
                                 f"layout={layout!r}, first_layers={first_layers!r}, "
                                 f"last_layers={last_layers!r})")
-        given = [as_layout(x) for x in _nonempty(layout, "layout")]
+        # each once, as every other axis (two alike gave each row twice)
+        given = list(dict.fromkeys(as_layout(x) for x in _nonempty(layout, "layout")))
         for x in given:  # whatever the configuration, these must hold
             check_layout(x, model.layers, x.stages, model.mtp_depth)
         return [(x, None, None) for x in given]

@@ -171,12 +171,13 @@ def resimulate(row):
     """The timeline of a sweep row: its schedule built and simulated with the row's costs
     (the table holds only reductions), or None when the row's costs were arrays or its
     timeline has more than ``TIMELINE_OPS`` ops."""
-    if "costs" in row._fields:
-        return None  # a costs= list: the arrays are not in the table
+    if "costs" in row._fields or not {"f", "b"} <= set(row._fields):
+        return None  # a costs= list, or a table without its costs: no arrays to rebuild
     spec = SCHEDULES.get(row.schedule)
     if spec is None or 3 * int(row.p) * int(row.n) * int(row.m) > TIMELINE_OPS:
         return None
-    options = {"G": int(row.G)} if "G" in spec.options and "G" in row._fields else {}
+    group = _value(row, "G", None) if "G" in spec.options else None  # (NaN: the default)
+    options = {"G": int(group)} if group is not None else {}
     # a sweep row has every cost column; NaN (i, fb, bandwidth not given) keeps the default
     given = {name: _value(row, name, None) for name in FIELDS}
     try:
@@ -215,6 +216,18 @@ def sweep_sections(df, label: str, schedules) -> list[dict]:
     df.attrs = {}  # pandas deep-copies attrs (a sweep's skip reasons) on every selection
     view, setting = _one_setting(df)
     where = f" ({setting})" if setting else ""
+    if view.empty:  # every point kept with its reason (invalid="keep"): nothing was simulated
+        reasons = sorted(set(df["reason"].dropna())) if "reason" in df else []
+        return [{"title": f"Sweep: {label}",
+                 "text": f"None of its {len(df):,} points was simulated"
+                         + (f": {'; '.join(reasons[:3])}" if reasons else "") + ".",
+                 "items": [table(df, [(c, c, "str") for c in ("schedule", "p", "n", "m",
+                                                               "reason") if c in df])]}]
+    if schedules:  # a name the table lacks had its section left out, unsaid
+        missing = sorted(set(schedules) - set(view["schedule"]))
+        if missing:
+            raise ScheduleError(f"schedules must be schedules of the table, among "
+                                f"{sorted(set(view['schedule']))} (got {missing})")
     sections = [{"title": f"Heat maps: {label}{where}",
                  "text": "Each schedule's best over m at every p and n/p; hover a cell for the "
                          "point.",

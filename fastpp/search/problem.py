@@ -99,6 +99,9 @@ class Problem:
         limit = _memory_limit(memory, p)
         cost, memd, need, cap, r = _search_arrays(rows, stage_to_device, limit, MEMORY_RTOL)
         if r >= 0:
+            # the device short of the most: act=[1, 2, 3, 4] under 2 named device 2's 3 beside
+            # the 4 every device must have
+            r = int(np.argmax(np.where(need > cap, need, -np.inf)))
             raise ScheduleError(
                 f"memory must be at least {need.max():.6g} on every device: the smallest limit "
                 f"under which any '{placement_name}' schedule fits (device {r} needs "

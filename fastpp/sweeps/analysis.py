@@ -22,6 +22,19 @@ from .robust import objective_values
 INFERENCE = tuple(name for name, spec in SCHEDULES.items() if spec.forward_only)
 
 
+def _numeric(df, columns) -> None:
+    """Refuse a column to be ranked by that is no number (text ranked alphabetically: '33.0'
+    before '9.0'), or a label ``df`` holds twice."""
+    for col in columns:
+        if list(df.columns).count(col) > 1:
+            raise ScheduleError(f"df must hold column {col!r} once (got it "
+                                f"{list(df.columns).count(col)} times)")
+        kind = df[col].dtype
+        if kind.kind not in "iuf":
+            raise ScheduleTypeError(f"df's column {col!r} must hold numbers to be ranked by "
+                                    f"(got dtype {kind})")
+
+
 def _training(df, inference: bool):
     """``df`` without inference-only schedules, unless ``inference``: a forward-only row has
     no backward, so it is not a way to train and would head every ranking."""
@@ -50,6 +63,7 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *
     pandas.DataFrame
     """
     dataframe(df, "df", {"x": x, "y": y})
+    _numeric(df, (x, y))
     ordered = _training(df, flag(inference, "inference")).dropna(subset=[x, y]).sort_values(
         [x, y], kind="stable")
     if ordered.empty:  # np.r_[True, ...] below needs a first row
@@ -103,7 +117,9 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
     for col in by:
         dataframe(df, "df", {"by": col})
     dataframe(df, "df", ("peak_activations_max", "makespan"))
-    data = _training(df, flag(inference, "inference")).copy()
+    _numeric(df, ("peak_activations_max", "makespan"))
+    # (a table this function made holds its budget: the new one takes its place)
+    data = _training(df, flag(inference, "inference")).drop(columns="budget", errors="ignore")
     if isinstance(budget, str):
         dataframe(df, "df", {"budget": "schedule"})
         names = sorted(set(data["schedule"]))
@@ -112,9 +128,8 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
                                 f"{listed(names)} (got {budget!r})")
         ref = data[data["schedule"] == budget].groupby(by)["peak_activations_max"].min()
         data = data.join(ref.rename("budget"), on=by)
-    elif isinstance(budget, int | float) and not isinstance(budget, bool) \
-            and budget == math.inf:
-        data["budget"] = math.inf
+    elif isinstance(budget, float | np.floating) and budget == math.inf:
+        data["budget"] = math.inf  # (NumPy's inf too: np.float32's was "not finite")
     else:
         data["budget"] = number(budget, "budget")
     if objective != "makespan" or check_lam(lam) != 1.0:

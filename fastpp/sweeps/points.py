@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,10 +22,17 @@ INPUTS = ("schedule", "p", "n", "m", "G", *COSTS)
 NAMES = np.array(list(SCHEDULES), dtype=object)  # schedule id -> name
 DEFAULT_M = np.array([spec.default_m for spec in SCHEDULES.values()], np.int64)
 DEFAULT_N_PER_P = (1, 2, 4)
+# the most points a sweep takes: a chunk is numbered by an int64, and 10**10 points are days
+# of work at this engine's speed (a list of their chunks would not fit in memory long before
+# 2**63)
+MAX_POINTS = 10**10
 
 
 def as_list(value, name: str) -> list:
-    """A grid axis: a value or a sequence of values (a 1-D array), at least one."""
+    """A grid axis: a value or a sequence of values (a 1-D array, a pandas Series or Index),
+    at least one."""
+    if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
+        value = np.asarray(value)  # (a Series was one value, an Index raised IndexError)
     if isinstance(value, np.ndarray) and value.ndim != 1:  # (0-d: one value; 2-D: refused)
         if value.ndim:
             raise ScheduleError(f"{name} must be a value or a 1-D list of values (got an "
@@ -94,7 +102,12 @@ class GridPlan:
         sids = self.axes["schedule"].tolist()
         self.schedules = [NAMES[s] for s in sids]  # what the warm-up compiles
         self.shape = tuple(len(v) for v in self.axes.values())
-        self.total = int(np.prod(self.shape))
+        self.total = math.prod(self.shape)  # (Python's: NumPy's wrapped 2**64 to 0 points)
+        if self.total > MAX_POINTS:
+            sizes = ", ".join(f"{len(v)} {name}" for name, v in self.axes.items()
+                              if len(v) > 1)
+            raise ScheduleError(f"a sweep must have at most {MAX_POINTS:,} points (got "
+                                f"{self.total:,}: {sizes})")
         key = {k: v.tolist() for k, v in self.axes.items()}
         key.update(relative=self.relative, G=self.G, names=[NAMES[s] for s in sids],
                    costs=None if self.objects is None else [_key(c) for c in self.objects])

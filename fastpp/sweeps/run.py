@@ -148,10 +148,16 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         if out is not None:  # the store's fingerprint knows the points, not the noise
             raise ScheduleError("noise cannot be combined with out= (a stored sweep holds "
                                 "deterministic rows only); got both")
-    if flag(check_only, "check_only"):
-        return None
+    if not collect and out is None:  # (the whole sweep ran, and nothing was kept)
+        raise ScheduleError("collect=False keeps the rows in out= alone: give out= (got "
+                            "out=None)")
     # invalid= decides which rows a chunk holds: a resume with the other one mixed both
-    store = (Store(out, f"{plan.fingerprint}/{invalid}", plan.total, chunk_size, resume)
+    identity = f"{plan.fingerprint}/{invalid}"
+    if flag(check_only, "check_only"):
+        if out is not None:  # what opening the folder would refuse, without taking it
+            Store.check(out, identity, plan.total, chunk_size, resume)
+        return None
+    store = (Store(out, identity, plan.total, chunk_size, resume)
              if out is not None else None)
     try:  # the folder is this process's until it returns (or stops)
         n_chunks = -(-plan.total // chunk_size)

@@ -107,20 +107,14 @@ class Store:
     """The folder of one sweep; raises ``ScheduleError`` if ``folder`` holds anything else."""
 
     def __init__(self, folder, fingerprint: str, total: int, chunk_size: int, resume: bool):
-        if not isinstance(folder, str | os.PathLike) or not str(folder):
-            # '' would be Path('.'): the working directory, never what was meant
-            raise ScheduleError(f"out must be a folder path (got {folder!r})")
-        folder = _usable(Path(folder))
-        if folder.exists() and not folder.is_dir():
-            raise ScheduleError(f"out must be a folder (got the file {str(folder)!r})")
+        folder = self.check(folder, fingerprint, total, chunk_size, resume, taken=False)
         try:
             import pyarrow  # noqa: F401
 
             fmt = "parquet"
         except ImportError:
             fmt = "csv"
-        manifest = {"fingerprint": fingerprint, "points": total, "chunk_size": chunk_size,
-                    "version": __version__, "code": code_identity()}
+        manifest = _manifest(fingerprint, total, chunk_size)
         self.lock = None
         try:
             fmt = self._open(folder, manifest, fmt, resume)
@@ -130,32 +124,37 @@ class Store:
             raise
         self.folder, self.format, self.chunk_size = folder, fmt, chunk_size
 
+    @staticmethod
+    def check(folder, fingerprint: str, total: int, chunk_size: int, resume: bool,
+              taken: bool = True) -> Path:
+        """``folder`` as a path if a sweep of these points may be stored there, else the
+        ``ScheduleError`` opening it would raise (``sweep(check_only=True)``: nothing made,
+        nothing taken); with ``taken=False`` only what needs no look inside it."""
+        if not isinstance(folder, str | os.PathLike) or not str(folder):
+            # '' would be Path('.'): the working directory, never what was meant
+            raise ScheduleError(f"out must be a folder path (got {folder!r})")
+        # (~ as the shell reads it: pandas expanded it where the store did not)
+        folder = _usable(Path(folder).expanduser())
+        if folder.exists() and not folder.is_dir():
+            raise ScheduleError(f"out must be a folder (got the file {str(folder)!r})")
+        above = next((x for x in folder.parents if x.exists()), None)
+        if above is not None and not above.is_dir():
+            raise ScheduleError(f"out must be a folder that can be made (got {str(folder)!r}: "
+                                f"{str(above)!r} is a file)")
+        if taken:
+            _held(folder, _manifest(fingerprint, total, chunk_size), resume)
+        return folder
+
     def _open(self, folder: Path, manifest: dict, fmt: str, resume: bool) -> str:
         """Take ``folder`` (``self.lock``) and check or write its manifest; the format of its
         parts."""
-        path = folder / META / "manifest.json"
-        old = None
-        if path.exists():
+        if (folder / META / "manifest.json").exists():
             # first: a sweep running there is the news, whatever its arguments
             self.lock = Lock(folder / META / "lock", folder)
-            old = read_manifest(path)
-            if not resume:
-                raise ScheduleError(f"out {str(folder)!r} already holds a sweep; pass "
-                                    "resume=True to continue it or choose another folder")
-            other = _other_code(old, manifest)
-            if other is not None:
-                raise ScheduleError(f"resume=True needs the fastpp that started the sweep in "
-                                    f"out={str(folder)!r} ({other}): start afresh (delete the "
-                                    f"folder, or choose another out), or resume with that "
-                                    f"version")
-            if {k: old.get(k) for k in manifest} != manifest:
-                raise ScheduleError(f"resume=True needs the arguments that the sweep in "
-                                    f"out={str(folder)!r} was started with: it holds a "
-                                    f"different sweep ({_differs(old, manifest)})")
+        old = _held(folder, manifest, resume)
+        path = folder / META / "manifest.json"
+        if old is not None:
             fmt = old["format"]
-        elif folder.exists() and any(folder.iterdir()):
-            raise ScheduleError(f"out must be a new or empty folder, or a fastpp sweep's (got "
-                                f"{str(folder)!r}, which holds other files)")
         try:
             (folder / META).mkdir(parents=True, exist_ok=True)
         except OSError as error:  # a parent that is a file, a read-only or missing mount
@@ -357,6 +356,40 @@ def read_manifest(path: Path) -> dict:
                             f"remove the folder {str(path.parent.parent)!r} to start the "
                             "sweep again")
     return manifest
+
+
+def _manifest(fingerprint: str, total: int, chunk_size: int) -> dict:
+    """What a sweep's manifest says of it (its parts' format aside)."""
+    return {"fingerprint": fingerprint, "points": total, "chunk_size": chunk_size,
+            "version": __version__, "code": code_identity()}
+
+
+def _held(folder: Path, manifest: dict, resume: bool) -> dict | None:
+    """The manifest of the sweep ``folder`` holds (None: a new or empty folder, or one that
+    holds only an empty store folder), if this sweep may continue it; else the
+    ``ScheduleError`` that says why."""
+    path = folder / META / "manifest.json"
+    if path.exists():
+        old = read_manifest(path)
+        if not resume:
+            raise ScheduleError(f"out {str(folder)!r} already holds a sweep; pass "
+                                "resume=True to continue it or choose another folder")
+        other = _other_code(old, manifest)
+        if other is not None:
+            raise ScheduleError(f"resume=True needs the fastpp that started the sweep in "
+                                f"out={str(folder)!r} ({other}): start afresh (delete the "
+                                f"folder, or choose another out), or resume with that version")
+        if {k: old.get(k) for k in manifest} != manifest:
+            raise ScheduleError(f"resume=True needs the arguments that the sweep in "
+                                f"out={str(folder)!r} was started with: it holds a different "
+                                f"sweep ({_differs(old, manifest)})")
+        return old
+    empty = folder / META  # (a store folder a refused sweep left empty is no other file)
+    if folder.exists() and any(x != empty or not x.is_dir() or any(x.iterdir())
+                               for x in folder.iterdir()):
+        raise ScheduleError(f"out must be a new or empty folder, or a fastpp sweep's (got "
+                            f"{str(folder)!r}, which holds other files)")
+    return None
 
 
 def _usable(folder: Path) -> Path:
