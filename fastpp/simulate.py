@@ -259,14 +259,14 @@ _MADE_WHEN_READ = {name: getattr(Result, "_make_" + name.lstrip("_")) for name i
 
 @known_keywords("simulate")
 def simulate(schedule: Schedule, costs: Costs | None = None, *,
-             durations: ArrayLike | None = None, noise=None, samples: int = 1000,
+             durations: ArrayLike | None = None, noise=None, samples: int | None = None,
              seed: int = 0):
     """Simulate ``schedule`` under ``costs``: op times, bubbles and activation memory.
 
     With ``noise`` (a ``fastpp.Noise``), a Monte Carlo instead: ``samples`` noisy timelines in
     one pass of the compiled kernel, returned as a ``fastpp.MonteCarlo`` (makespans,
-    quantiles, criticality, sensitivities). Without it, ``samples`` and ``seed`` are unused
-    and the result is the deterministic one.
+    quantiles, criticality, sensitivities). Without it the result is the deterministic one,
+    ``seed`` unused and ``samples`` refused.
 
     Parameters
     ----------
@@ -283,7 +283,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     noise : fastpp.Noise, optional
         The variability to sample.
     samples : int, default 1000
-        Monte Carlo samples (with ``noise``), >= 1.
+        Monte Carlo samples (with ``noise`` only), >= 1.
     seed : int, default 0
         The draws' key (with ``noise``): the same seed gives the same draws to every op of
         the same stage, kind and microbatch, in any schedule.
@@ -304,10 +304,13 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     costs = Costs(1.0, 2.0) if costs is None else costs
     if not isinstance(costs, Costs):
         raise ScheduleTypeError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
+    if samples is not None and noise is None:  # (a deterministic Result came back, unsaid)
+        raise ScheduleError(f"samples counts the Monte Carlo's timelines: give noise= too "
+                            f"(got samples={samples!r} without noise)")
     if noise is not None:
         from .montecarlo import check_noise, run
 
-        samples, seed = check_noise(noise, samples, seed)
+        samples, seed = check_noise(noise, 1000 if samples is None else samples, seed)
         if durations is not None:
             raise ScheduleError("durations and noise cannot be given together (noise draws "
                                 "each op's time; Noise(empirical=run) draws measured ones)")

@@ -325,3 +325,18 @@ def test_optimize_names_the_device_short_of_the_most():
                                             r"4, got memory=2\)"):
         fastpp.optimize(4, 8, Costs(1.0, 2.0, act=[1.0, 2.0, 3.0, 4.0]), memory=2.0,
                         progress=False)
+
+
+def test_samples_without_noise_is_refused():
+    """``simulate(s, c, samples=100)`` returned the deterministic ``Result`` and ``sweep``
+    and ``plan`` no noisy column, unsaid: no Monte Carlo ran."""
+    from fastpp.model import plan
+
+    with pytest.raises(ScheduleError, match=r"samples counts the Monte Carlo's timelines: give "
+                                            r"noise= too \(got samples=100 without noise\)"):
+        simulate(ONE, Costs(1.0, 2.0), samples=100)
+    with pytest.raises(ScheduleError, match=r"give noise= too \(got samples=8 without noise\)"):
+        fastpp.sweep("1f1b", p=4, n=8, samples=8, progress=False)
+    with pytest.raises(ScheduleError, match=r"give noise= too \(got samples=8 without noise\)"):
+        plan("llama2-7b", 16, seq=1024, global_batch=16, pp=[2], samples=8)
+    assert simulate(ONE, Costs(1.0, 2.0), noise=Noise(0.05)).samples == 1000  # the default

@@ -208,7 +208,7 @@ def test_measure_link_delay_as_a_numpy_scalar():
     NumPy's scalars pass everywhere else."""
     import numpy as np
 
-    from fastpp.measured.runner import _link
+    from fastpp.measured.runner import link_of as _link
 
     assert _link(np.float32(0.5), 4) == (0.5, 1, 2)
     assert _link(np.int64(1), 2) == (1.0, 0, 1)

@@ -101,7 +101,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
          node_limit=None, imbalance: float = 1.0, workers: int | None = None,
          progress: bool = False, cp=None,
          cp_comm: str = "all-gather", zero3: str = "layer", overlap=False, noise=None,
-         samples: int = DEFAULT_SAMPLES, seed: int = 0, objective: str | None = None,
+         samples: int | None = None, seed: int = 0, objective: str | None = None,
          lam: float = 1.0,
          dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
          fp8_cache: bool = False, offload_modules=None, config=None,
@@ -225,7 +225,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         ``step_time_mean``, ``step_time_p50``, ``step_time_p95`` (the makespan's plus the
         same gradient sync and optimizer step). Without it nothing changes.
     samples : int, default 64
-        Monte Carlo samples per configuration (with ``noise``).
+        Monte Carlo samples per configuration (with ``noise`` only).
     seed : int, default 0
         The Monte Carlo's seed (with ``noise``; common to every configuration).
     objective : {"mean", "p50", "p95", "mean+std"}, optional
@@ -341,7 +341,11 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
              for k in (chunk_counts or SCHEDULES[name].m_choices)]
     cols = _grid(axes, sched, len(splits))
     if noise is not None:
-        samples, seed = check_noise(noise, samples, seed)
+        samples, seed = check_noise(noise, DEFAULT_SAMPLES if samples is None else samples,
+                                    seed)
+    elif samples is not None:  # (no noisy column came back, unsaid)
+        raise ScheduleError(f"samples counts each configuration's Monte Carlo timelines: give "
+                            f"noise= too (got samples={samples!r} without noise)")
     if objective is not None:
         one_of(objective, "objective", OBJECTIVES[1:])
     check_lam(lam)  # (before the simulation, and where unused, as optimize does)

@@ -24,7 +24,7 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
           resume: bool = False, chunk_size: int = 4096, workers: int | None = None,
           executor: str = "threads", scheduler: str | None = None, progress: bool = True,
           invalid: str = "drop", collect: bool = True, noise=None,
-          samples: int = DEFAULT_SAMPLES, seed: int = 0, check_only: bool = False):
+          samples: int | None = None, seed: int = 0, check_only: bool = False):
     """Simulate every point of a grid or a table and return one row per point.
 
     With no arguments: every schedule at ``p`` in 2, 4, 8 and ``n`` = 1, 2, 4 times ``p``,
@@ -88,7 +88,7 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         ``makespan_mean``, ``makespan_std``, ``makespan_p50`` and ``makespan_p95``. Every
         point draws under the same seed (common random numbers). Without it nothing changes.
     samples : int, default 64
-        Monte Carlo samples per point (with ``noise``).
+        Monte Carlo samples per point (with ``noise`` only).
     seed : int, default 0
         The Monte Carlo's seed (with ``noise``).
     check_only : bool, default False
@@ -144,7 +144,11 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
                         bandwidth=bandwidth, message_bytes=message_bytes, overhead=overhead,
                         send=send))
     if noise is not None:
-        samples, seed = check_noise(noise, samples, seed)
+        samples, seed = check_noise(noise, DEFAULT_SAMPLES if samples is None else samples,
+                                    seed)
+    elif samples is not None:  # (no noisy column came back, unsaid)
+        raise ScheduleError(f"samples counts each point's Monte Carlo timelines: give noise= "
+                            f"too (got samples={samples!r} without noise)")
         if out is not None:  # the store's fingerprint knows the points, not the noise
             raise ScheduleError("noise cannot be combined with out= (a stored sweep holds "
                                 "deterministic rows only); got both")
