@@ -170,6 +170,13 @@ def test_optimize_p95_picks_the_least_p95_candidate():
     mixed = fastpp.optimize(4, 12, costs, method="heuristic", progress=False,
                             objective="mean+std", noise=_link(2.0), samples=16, lam=3.0)
     assert mixed.value == pytest.approx(mixed.robust.mean + 3.0 * mixed.robust.std, rel=1e-12)
+    # the median too, as best_within_budget and plan take it (optimize refused it)
+    median = fastpp.optimize(4, 12, costs, method="heuristic", progress=False,
+                             objective="p50", noise=_link(2.0), samples=32)
+    assert median.value == median.robust.quantile(0.5)
+    for name in ("1f1b", "zb-h1", "zb-h2"):
+        mc = simulate(build_schedule(name, 4, 12), costs, noise=_link(2.0), samples=32)
+        assert median.value <= mc.quantile(0.5)
 
 
 @pytest.mark.parametrize("kwargs, word", [
