@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import needs_data
 
 import fastpp
 from fastpp import Costs, Noise, ScheduleError, ScheduleTypeError, build_schedule, simulate
@@ -340,3 +341,19 @@ def test_samples_without_noise_is_refused():
     with pytest.raises(ScheduleError, match=r"give noise= too \(got samples=8 without noise\)"):
         plan("llama2-7b", 16, seq=1024, global_batch=16, pp=[2], samples=8)
     assert simulate(ONE, Costs(1.0, 2.0), noise=Noise(0.05)).samples == 1000  # the default
+
+
+@needs_data("whatif_st/trace-ST.parquet", "whatif_st/result-ST.json")
+def test_the_what_if_readers_say_what_to_fix(tmp_path):
+    """A JSON file given as the op table was told its meta file was missing; ``whatif`` of
+    the table's path said "got str", not to read it first."""
+    from fastpp.model.validate import DATA as SHARED
+
+    table, result = (SHARED / "whatif_st" / name for name in ("trace-ST.parquet",
+                                                              "result-ST.json"))
+    with pytest.raises(ScheduleError, match=r"path must be a Parquet op table \(got .*"
+                                            r"result-ST.json"):
+        fastpp.read_op_table(result)
+    with pytest.raises(ScheduleTypeError, match=r"job must be a fastpp.MeasuredJob: read the op "
+                                                r"table first, fastpp.read_op_table\("):
+        fastpp.whatif(table)

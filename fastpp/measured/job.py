@@ -222,12 +222,12 @@ def read_op_table(path, meta=None) -> MeasuredJob:
         (virtual stages, a send or receive without its peer).
     """
     path = _existing(file_path(path, "path"), "path")
-    meta = _meta(path, meta)
-    try:
+    try:  # (first: the table is what was given; its meta file is looked for beside it)
         table = pd.read_parquet(path)
     except Exception as err:  # pyarrow's errors have no common base  # noqa: BLE001
         raise ScheduleError(f"path must be a Parquet op table (got {str(path)!r}: "
                             f"{type(err).__name__})") from None
+    meta = _meta(path, meta)
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
         raise ScheduleError(f"op table {path.name} must have columns {list(COLUMNS)} (missing "

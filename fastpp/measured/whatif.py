@@ -20,11 +20,12 @@ All the variants of a pass are columns of one batch: one flat pass over the grap
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, instance, known_keywords
+from ..checks import ScheduleError, ScheduleTypeError, instance, known_keywords
 from .job import COMM_OPTYPES, MeasuredJob, pd
 
 WORST_RANKS = 0.03  # M_W's share of ranks (the artifact's RATIO = 3 %)
@@ -92,6 +93,9 @@ def whatif(job: MeasuredJob) -> WhatIf:
         If ``job`` is not a ``MeasuredJob`` (a ``ScheduleTypeError``), or every op's typical
         time is 0.
     """
+    if isinstance(job, str | os.PathLike):  # (its file, not the job read from it)
+        raise ScheduleTypeError(f"job must be a fastpp.MeasuredJob: read the op table first, "
+                                f"fastpp.read_op_table({str(job)!r}) (got a path)")
     instance(job, MeasuredJob, "job", "fastpp.MeasuredJob")
     measured, ideal = job.durations, _ideal(job)
     ops = job.ops
