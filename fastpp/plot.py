@@ -473,6 +473,6 @@ def criticality(mc, path) -> Path:
     ax.invert_yaxis()
     ax.set_xlim(0, makespan)
     ax.set_xlabel(f"time ({what})")
-    ax.set_title(f"{sched.name}: criticality over {mc.samples} samples (dark: on every "
-                 f"critical path)", fontsize=10)
+    ax.set_title(f"{sched.name}: criticality over {mc.samples} samples (dark: on the "
+                 f"critical path of every sample)", fontsize=10)
     return _save(plt, fig, path)
