@@ -402,6 +402,8 @@ def _stack_arg(hardware, kernel, speed):
     refusals ``by_flags`` names by these flags)."""
     from .model.attention import with_attention_kernel, with_attention_speed
 
+    if kernel == "":  # (an empty name had been the GPU's own kernel, unsaid)
+        raise ScheduleError("--attention-kernel must name a measured kernel (got '')")
     if kernel is not None:
         hardware = with_attention_kernel(hardware, kernel)
     if speed is not None:

@@ -357,3 +357,19 @@ def test_the_what_if_readers_say_what_to_fix(tmp_path):
     with pytest.raises(ScheduleTypeError, match=r"job must be a fastpp.MeasuredJob: read the op "
                                                 r"table first, fastpp.read_op_table\("):
         fastpp.whatif(table)
+
+
+def test_empty_names_are_refused_as_given(capsys, tmp_path):
+    """``report -o ''`` said "got '.'"; ``--attention-kernel ''`` (and
+    ``with_attention_kernel(h, '')``) priced the GPU's own kernel, unsaid."""
+    from fastpp.__main__ import main
+    from fastpp.model.attention import with_attention_kernel
+
+    sweep = fastpp.sweep("1f1b", p=4, n=8, progress=False)
+    sweep.to_parquet(tmp_path / "s.parquet")
+    assert main(["report", str(tmp_path / "s.parquet"), "-o", ""]) == 2
+    assert "--output must be a file in an existing folder (got '')" in capsys.readouterr().err
+    assert main(["plan", "--model", "llama2-7b", "--gpus", "8", "--attention-kernel", ""]) == 2
+    assert "--attention-kernel must name a measured kernel (got '')" in capsys.readouterr().err
+    with pytest.raises(ScheduleError, match=r"implementation must name a measured kernel"):
+        with_attention_kernel(HARDWARE["H100-80GB"], "")

@@ -173,6 +173,8 @@ def with_attention_kernel(hardware: Hardware, implementation: str) -> StackHardw
     >>> kernel_of(fa2)[1]
     'FlashAttention-2'
     """
+    if implementation == "":  # (StackHardware's "": the GPU's own kernel, never a name given)
+        raise ScheduleError("implementation must name a measured kernel (got '')")
     return _stack(hardware, "kernel", attention_kernel=implementation)
 
 

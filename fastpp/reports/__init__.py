@@ -67,8 +67,9 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
         raise ScheduleTypeError(f"output must be a path (got {type(output).__name__})")
     get_plotlyjs = require("plotly.offline", "report", "fastpp.report", "plotly").get_plotlyjs
     path = Path(output)
-    if not path.parent.is_dir() or path.is_dir():
-        raise ScheduleError(f"output must be a file in an existing folder (got {str(path)!r})")
+    if not str(output) or not path.parent.is_dir() or path.is_dir():  # ('' reads as '.')
+        raise ScheduleError(f"output must be a file in an existing folder (got "
+                            f"{str(output)!r})")
     for i, item in enumerate(inputs):  # (the report had replaced its own input with HTML)
         if isinstance(item, str | os.PathLike) and path.resolve().is_relative_to(
                 Path(item).resolve()):
