@@ -166,7 +166,9 @@ def _memory_limit(memory, p: int) -> np.ndarray:
         return np.full(p, np.inf)
     # the common cases, without NumPy's conversions
     if type(memory) is float and memory > 0:
-        return np.full(p, memory)
+        limit = np.empty(p)  # (np.full took 0.7 us of a 45 us heuristic)
+        limit.fill(memory)
+        return limit
     if (isinstance(memory, np.ndarray) and memory.dtype == np.float64 and memory.shape == (p,)
             and memory.min() > 0):  # (NaN is not)
         return memory.copy()
