@@ -8,7 +8,6 @@ import math
 import sys
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
-from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -102,8 +101,8 @@ class Costs:
     fixed; only ``overhead`` and ``send`` are times per op, whatever the chunk. Each field is
     a scalar, an array over devices (length ``p``) or an array over virtual stages (length
     ``V``) for uneven stages. Fields after ``b`` are keyword-only. A field given as an array,
-    list or mapping is kept as a read-only float64 copy of what is priced (a mapping of
-    them), so the caller's object may change afterwards. Two ``Costs`` are equal when their
+    list or mapping is kept as a read-only float64 copy of what is priced (a dict of them),
+    so the caller's object may change afterwards. Two ``Costs`` are equal when their
     validated arrays are; a ``Costs`` is hashable (a dict key or a sweep axis value).
 
     Parameters
@@ -447,11 +446,11 @@ def _offsets(sizes: tuple) -> np.ndarray:
 
 
 def _kept(value):
-    """A copy of a field's array, list or mapping that no one can change: a read-only float64
-    array, or a read-only mapping of them (numbers stay numbers)."""
+    """A copy of a field's array, list or mapping, the caller's no longer: a read-only float64
+    array, or a dict of them (numbers stay numbers; a dict, not a read-only view of one, so
+    that a Costs pickles and copies)."""
     if isinstance(value, Mapping):
-        return MappingProxyType({key: x if type(x) in (float, int) else _kept(x)
-                                 for key, x in value.items()})
+        return {key: x if one_number(x) is not None else _kept(x) for key, x in value.items()}
     return read_only(np.array(value, np.float64))
 
 

@@ -46,6 +46,9 @@ def test_a_refused_keyword_check_costs_a_call_nothing_when_it_passes():
     errors pass through as they were."""
     with pytest.raises(ScheduleError, match="costs.f must be"):
         Costs(f=-1.0, b=2.0)
+    # a TypeError of the call itself, its keywords all known, passes as it was raised
+    with pytest.raises(ScheduleTypeError, match=r"^costs.f must be a number or an array"):
+        Costs(f="x", b=2.0)
     assert simulate(ONE, Costs(f=1.0, b=2.0)).makespan == 33.0
     assert np.isfinite(simulate(ONE, costs=Costs(1.0, 2.0)).makespan)
 
@@ -303,8 +306,6 @@ def test_report_of_sweep_tables_it_accepts(tmp_path):
     """A sweep kept with invalid="keep" where no point ran raised ZeroDivisionError; a table
     of the required columns alone raised Costs' TypeError; a NaN G ValueError; a schedule
     named in schedules= but absent from the table had its section left out, unsaid."""
-    import pandas as pd
-
     none_ran = fastpp.sweep("interleaved-1f1b", p=4, n=8, m=1, invalid="keep", progress=False)
     page = fastpp.report(none_ran, output=tmp_path / "none.html").read_text()
     assert "None of its 1 points was simulated" in page
@@ -313,10 +314,12 @@ def test_report_of_sweep_tables_it_accepts(tmp_path):
                  "peak_activations_max", "throughput"]]
     assert fastpp.report(bare, output=tmp_path / "bare.html").exists()
     assert fastpp.report(good.assign(G=np.nan), output=tmp_path / "g.html").exists()
-    with pytest.raises(ScheduleError, match=r"schedules must be schedules of the table, among "
+    with pytest.raises(ScheduleError, match=r"schedules must be schedules of the sweeps, among "
                                             r"\['1f1b', 'interleaved-1f1b'\] \(got \['zbv'\]\)"):
         fastpp.report(good, output=tmp_path / "x.html", schedules=["zbv"])
-    assert isinstance(bare, pd.DataFrame)
+    # a name one of several sweeps holds is theirs (each table's own check refused it)
+    zbv = fastpp.sweep(["1f1b", "zbv"], p=4, n=8, progress=False)
+    assert fastpp.report(zbv, good, output=tmp_path / "two.html", schedules=["zbv"]).exists()
 
 
 def test_optimize_names_the_device_short_of_the_most():
@@ -373,3 +376,33 @@ def test_empty_names_are_refused_as_given(capsys, tmp_path):
     assert "--attention-kernel must name a measured kernel (got '')" in capsys.readouterr().err
     with pytest.raises(ScheduleError, match=r"implementation must name a measured kernel"):
         with_attention_kernel(HARDWARE["H100-80GB"], "")
+
+
+def test_a_costs_pickles_and_copies_whatever_its_fields():
+    """Its per-kind mappings kept read-only (a mappingproxy) made a Costs with ``overhead``
+    (every MeasuredRun.costs()) refuse pickle, deepcopy and dataclasses.asdict, and a Result
+    holding one."""
+    import copy
+    import dataclasses
+    import pickle
+
+    for costs in (Costs(1.0, 2.0), Costs(np.ones(4), 2.0, w=[0.5] * 4),
+                  Costs(1.0, 2.0, overhead={"F": 0.1, "B": np.float64(0.2), "W": [0.1] * 4},
+                        send={"F": 0.05})):
+        for twin in (pickle.loads(pickle.dumps(costs)), copy.deepcopy(costs)):
+            assert twin == costs and simulate(ONE, twin).makespan == \
+                simulate(ONE, costs).makespan
+        assert dataclasses.asdict(costs)["f"] is not None
+        assert pickle.loads(pickle.dumps(simulate(ONE, costs))).makespan == \
+            simulate(ONE, costs).makespan
+    given = Costs(1.0, 2.0, overhead={"B": np.float64(0.2)})
+    assert type(given.overhead["B"]) is np.float64  # a number stays a number
+
+
+def test_a_noisy_sweep_is_still_refused_a_store(tmp_path):
+    """The refusal of noise= with out= had moved under samples' own refusal, where it never
+    ran: a noisy sweep wrote its noisy columns into a store that does not know the noise."""
+    with pytest.raises(ScheduleError, match=r"noise cannot be combined with out="):
+        fastpp.sweep(["1f1b"], p=2, n=4, noise=Noise(0.05), samples=8, out=tmp_path / "s",
+                     progress=False)
+    assert not (tmp_path / "s").exists()

@@ -735,8 +735,13 @@ def test_a_misspelt_flag_is_said_apart(capsys):
     assert "\n  check: --tensor-parallel-size (not read: a misspelt" in out
     assert "not modelled: " not in out or "--tensor-parallel-size" not in out.split(
         "not modelled: ")[1]
-    # a flag fastpp does not read and misspells none is listed as before
+    # a flag fastpp does not read and misspells none is listed as before; so are Megatron's
+    # own flags near one read (a review tried all of its arguments.py: these three)
     assert "--lr" in from_megatron(BASE + " --lr 1e-4", 8).ignored
+    real = from_megatron(BASE + "--decoder-seq-length 512 --no-bias-gelu-fusion "
+                                "--tp-comm-overlap-cfg x.yaml", 8).ignored
+    assert {"--decoder-seq-length", "--no-bias-gelu-fusion", "--tp-comm-overlap-cfg"} <= \
+        set(real) and not any("misspelt" in x for x in real)
 
 
 def test_explain_cli_takes_the_vocabulary_from_model(capsys):

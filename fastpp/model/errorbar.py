@@ -53,14 +53,15 @@ NOT_MODEL = ("zero_bubble_table4_profiled", "korthikanti_2022_layer", "long_cont
 THROUGHPUT = ("tflops_per_gpu", "samples_per_gpu_s", "tokens_per_s_per_gpu")
 
 # the GPU of a regime: that of a preset a published table checks, as the preset is, or with
-# only what runs on it or around it changed (``NOT_THE_GPU``: its precision recipe, its
-# network or node size, as vTrain's cluster, ``vtrain_cluster``). Any other hardware (H200,
+# only what runs on it or around it changed (``NOT_THE_GPU``: its precision recipe and
+# kernels, its network or node size, as vTrain's cluster, ``vtrain_cluster``; its attention
+# stack, ``fastpp.model.attention``'s fields beyond a Hardware's). Any other hardware (H200,
 # H800, the GB and B300 presets, a GPU of the user's own, a preset with its peak, curve or
 # fitted constants changed, ``--efficiency``) is its own regime, extrapolated: its bar is
 # borrowed from the nearest regimes at their worst, and it says that no run on it was checked
 GENERATIONS = {"A100-80GB": "A100", "H100-80GB": "H100", "B200-180GB": "B200"}
 NOT_THE_GPU = ("name", "network", "gpus_per_node", "precision", "fp8_current_scaling",
-               "fp8_output_layer", "fp8_padding")
+               "fp8_output_layer", "fp8_padding", "fused_grouped_mlp")
 SIZES = ((3e9, "<3B"), (30e9, "3-30B"), (200e9, "30-200B"), (np.inf, ">=200B"))
 SEQS = ((8192, "<=8K"), (65536, "8K-64K"), (np.inf, ">64K"))
 

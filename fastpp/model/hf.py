@@ -131,7 +131,7 @@ def _misspelt(data: _Read, where: str) -> None:
         if meant is not None:
             warnings.warn(f"{where}: {key!r} ({MISSPELT} {meant!r}?): {meant!r} is "
                           f"absent, so the class's default stands for it", UserWarning,
-                          stacklevel=3)
+                          stacklevel=4)  # (the caller's line: past known_keywords' frame)
 
 
 class _Config:

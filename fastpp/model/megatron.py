@@ -141,6 +141,9 @@ CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tu
            "attention_backend": ("flash", "fused", "unfused", "local", "auto")}
 
 
+# Megatron-LM's own flags, not read here, that are near one read (``near``): no misspelling.
+# Every flag of its arguments.py (about 400) was tried, 6 December 2026: these three alone
+NEAR_BUT_REAL = {"decoder_seq_length", "no_bias_gelu_fusion", "tp_comm_overlap_cfg"}
 # a Transformer's fields that are the run's kernels, not the model's shape (``Imported.on``)
 KERNELS = ("name", "dropout", "flash_attention", "fused_swiglu")
 EXPERT_FIELDS = ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")
@@ -461,8 +464,9 @@ def _flags(words) -> tuple[dict, list, int | None]:
         if kind is None:
             # Megatron's parser takes no abbreviation (allow_abbrev=False): --micro-batch
             # is no flag, though argparse's default would read it as --micro-batch-size
-            meant = next((f for f in (*FLAGS, *ALIASES) if f.startswith(dest + "_")),
-                         None) or near(dest, (*FLAGS, *ALIASES))
+            meant = None if dest in NEAR_BUT_REAL else next(
+                (f for f in (*FLAGS, *ALIASES) if f.startswith(dest + "_")), None) or near(
+                dest, (*FLAGS, *ALIASES))
             ignored.append("--" + key if meant is None else
                            f"--{key} ({MISSPELT} --{meant.replace('_', '-')}?)")
             # its value holds a variable the script does not set: bash expands it to

@@ -82,6 +82,11 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
         if labels.count(name) > 1:
             raise ScheduleError(f"inputs must label each Monte Carlo result once (got {name!r} "
                                 f"{labels.count(name)} times: pass a dict of them by label)")
+    swept = {name for kind, _, data in loaded if kind == "sweep" for name in data["schedule"]}
+    missing = sorted(set(schedules or ()) - swept) if swept else []
+    if missing:  # (a name no sweep holds had its section left out, unsaid)
+        raise ScheduleError(f"schedules must be schedules of the sweeps, among {sorted(swept)} "
+                            f"(got {missing})")
     sections, varied = [], False
     for kind, label, data in loaded:
         builder = BUILDERS[kind]

@@ -133,8 +133,12 @@ class Store:
         if not isinstance(folder, str | os.PathLike) or not str(folder):
             # '' would be Path('.'): the working directory, never what was meant
             raise ScheduleError(f"out must be a folder path (got {folder!r})")
-        # (~ as the shell reads it: pandas expanded it where the store did not)
-        folder = _usable(Path(folder).expanduser())
+        try:  # (~ as the shell reads it: pandas expanded it where the store did not)
+            folder = Path(folder).expanduser()
+        except RuntimeError:  # ~user of no user
+            raise ScheduleError(f"out must be a folder path the OS can use (got {str(folder)!r}: "
+                                f"no such user's home)") from None
+        folder = _usable(folder)
         if folder.exists() and not folder.is_dir():
             raise ScheduleError(f"out must be a folder (got the file {str(folder)!r})")
         above = next((x for x in folder.parents if x.exists()), None)
