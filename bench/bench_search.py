@@ -18,7 +18,8 @@ checks them and sets itself up (the authors' ``GraphConfig``, fastpp's ``Costs``
 interleaved rounds, identical spans on every solve, in three runs: Table 5's 24 solves,
 original 2.98-3.02 s, transcription 1.74-1.77 s, fastpp 7.3-7.9 ms (378-411x the original); 40
 random uneven integer instances, original 0.170-0.174 s, transcription 0.109-0.110 s, fastpp
-2.18-2.23 ms (78x).
+2.18-2.23 ms (78x); in the evening, with a ``Costs`` keeping read-only copies of its arrays
+(2.3 us more a problem), 2.47-2.48 ms (70-71x) in two runs.
 """
 
 import dataclasses
