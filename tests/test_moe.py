@@ -334,18 +334,27 @@ def test_expert_parameters_fold_over_edp():
      r"ep and etp must be 1 for a dense model"),
     (lambda: transformer_costs("mixtral-8x7b", build_schedule("1f1b", 2, 4), "A100-80GB",
                                seq=128, precision="fp8"), r"precision='fp8' needs fp8_flops"),
+    # (at most experts / top_k: a token's experts are distinct; TINY has 4 and top_k 2)
     (lambda: layer_parts(TINY, TOY, seq=16, imbalance=0.5),
-     r"imbalance must be a number in \[1, 4\]"),
+     r"imbalance must be a number in \[1, 2\] \(experts / top_k\)"),
     # transformer_costs took any imbalance: 100 priced silently, 1e300 overflowed the costs
     (lambda: transformer_costs("mixtral-8x7b", build_schedule("1f1b", 2, 4), seq=128, ep=8,
                                dp=8, imbalance=100.0),
-     r"imbalance must be a number in \[1, 8\] \(the experts\).* \(got 100.0\)"),
+     r"imbalance must be a number in \[1, 4\] \(experts / top_k\).* \(got 100.0\)"),
     (lambda: layer_parts(TINY, TOY, seq=16, dispatch="fp4"), r"dispatch must be one of"),
     # the busiest rank holds at most every token: 1e308 once overflowed into "deadlocked"
     (lambda: plan(TINY, 4, TOY, seq=16, global_batch=8, imbalance=1e308),
-     r"imbalance must be a number in \[1, 4\] \(the experts\).* \(got 1e\+308\)"),
-    (lambda: plan(TINY, 4, TOY, seq=16, global_batch=8, imbalance=4.5),
-     r"imbalance must be a number in \[1, 4\]"),
+     r"imbalance must be a number in \[1, 2\] \(experts / top_k\).* \(got 1e\+308\)"),
+    (lambda: plan(TINY, 4, TOY, seq=16, global_batch=8, imbalance=2.5),
+     r"imbalance must be a number in \[1, 2\]"),
+    # the busiest of ep ranks receives at most min(ep, E / top_k) times the mean: at ep = 1
+    # the one rank receives the mean (imbalance 8 tripled a step, unsaid)
+    (lambda: transformer_costs("mixtral-8x7b", build_schedule("1f1b", 2, 4), seq=128, dp=8,
+                               ep=1, imbalance=2.0),
+     r"imbalance must be at most min\(ep, experts / top_k\) = 1 at ep=1"),
+    (lambda: transformer_costs("mixtral-8x7b", build_schedule("1f1b", 2, 4), seq=128, dp=8,
+                               ep=2, imbalance=3.0),
+     r"imbalance must be at most min\(ep, experts / top_k\) = 2 at ep=2"),
 ])
 def test_bad_moe_input_is_a_schedule_error(call, message):
     with pytest.raises(ScheduleError, match=message):

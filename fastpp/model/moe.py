@@ -122,8 +122,12 @@ def expert_data_parallel(model: Transformer, t, d, ep, etp, cp=1) -> np.ndarray:
     return t * cp * d // (etp * ep)
 
 
-def expert_reasons(model: Transformer, t, d, ep, etp, cp=1) -> np.ndarray:
-    """Per configuration, why its expert layout cannot exist ("" if it can)."""
+def expert_reasons(model: Transformer, t, d, ep, etp, cp=1, imbalance=1.0) -> np.ndarray:
+    """Per configuration, why its expert layout cannot exist ("" if it can), ``imbalance``
+    beyond what ``ep`` ranks allow among the reasons: a token's ``top_k`` experts are
+    distinct, so the busiest of ``ep`` ranks (``E / ep`` experts each) receives at most
+    ``min(top_k, E / ep)`` of its copies, ``min(ep, E / top_k)`` times the mean (1 at
+    ``ep = 1``)."""
     t, d, ep, etp, cp = np.broadcast_arrays(*(np.asarray(x, np.int64)
                                               for x in (t, d, ep, etp, cp)))
     reason = np.full(t.shape, "", dtype=object)
@@ -142,6 +146,11 @@ def expert_reasons(model: Transformer, t, d, ep, etp, cp=1) -> np.ndarray:
     bad = (reason == "") & (model.expert_ffn % etp != 0)
     reason[bad] = [f"etp must divide the expert width {model.expert_ffn} (got etp={x})"
                    for x in etp[bad]]
+    most = np.minimum(ep, model.experts / model.top_k)
+    bad = (reason == "") & (imbalance > most * (1 + 1e-12))
+    reason[bad] = [f"imbalance must be at most min(ep, experts / top_k) = {x:g} at ep={e}: "
+                   f"the busiest rank receives no more (got imbalance={imbalance:g})"
+                   for x, e in zip(most[bad], ep[bad], strict=True)]
     return reason
 
 
@@ -420,13 +429,15 @@ def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_par
 
 def check_imbalance(imbalance, model: Transformer | None = None) -> float:
     """``imbalance`` as a float: one finite number >= 1, the busiest expert-parallel rank's
-    tokens over the mean (1 balanced), and with an MoE ``model`` at most its experts (the
-    busiest of ``ep <= experts`` ranks receives at most every token: a larger imbalance is no
-    routing, and 1e300 overflowed the costs); else a ``ScheduleError`` naming it."""
-    most = float(model.experts) if model is not None and model.moe else float("inf")
+    tokens over the mean (1 balanced), and with an MoE ``model`` at most its experts over
+    ``top_k`` (the busiest rank receives at most every token's copies it holds:
+    ``expert_reasons`` bounds it by ``ep`` too; 1e300 overflowed the costs); else a
+    ``ScheduleError`` naming it."""
+    most = model.experts / model.top_k if model is not None and model.moe else float("inf")
     if (isinstance(imbalance, bool) or not isinstance(imbalance, int | float | np.number)
             or not 1.0 <= float(imbalance) <= most or not np.isfinite(imbalance)):
-        within = f"in [1, {most:g}] (the experts)" if np.isfinite(most) else "finite and >= 1"
+        within = (f"in [1, {most:g}] (experts / top_k)" if np.isfinite(most)
+                  else "finite and >= 1")
         raise ScheduleError(f"imbalance must be a number {within}, the busiest expert-parallel "
                             f"rank's tokens over the mean (got {imbalance!r})")
     return float(imbalance)

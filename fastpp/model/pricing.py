@@ -92,7 +92,7 @@ def pair_partner(schedule: Schedule) -> np.ndarray:
 
 
 def _fit(model: Transformer, seq: int | None, t: int, d: int, cp: int, ep: int, etp: int,
-         t_name: str = "t", replicate: int = 1, zero: int = 1) -> None:
+         t_name: str = "t", replicate: int = 1, zero: int = 1, imbalance: float = 1.0) -> None:
     """What a run's degrees need of ``model`` (``RunConfig`` knows no model): ``cp``
     splitting ``seq`` (unless None: bytes alone need no sequence), ``t`` dividing the heads
     (named ``t_name``, the caller's spelling), an expert layout that exists and hybrid
@@ -103,7 +103,7 @@ def _fit(model: Transformer, seq: int | None, t: int, d: int, cp: int, ep: int, 
     if model.heads % t or model.kv_heads % t:
         raise ScheduleError(f"{t_name} must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got {t_name}={t})")
-    reason = expert_reasons(model, t, d, ep, etp, cp).item()
+    reason = expert_reasons(model, t, d, ep, etp, cp, imbalance).item()
     if reason:
         raise ScheduleError(reason)
     if model.moe:
@@ -302,7 +302,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       recompute_modules=recompute_modules, fp8_cache=fp8_cache,
                       offload_modules=offload_modules)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
-             replicate=config.replicate, zero=config.zero)
+             replicate=config.replicate, zero=config.zero, imbalance=config.imbalance)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         recipe = make_recipe(recompute_modules=config.priced_modules)
@@ -340,7 +340,8 @@ def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, replicate=1,
     ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
     one_of(choices["zero"], "zero", ZERO)
-    _fit(model, seq, t, d, cp, ep, etp, t_name="tp", replicate=replicate, zero=choices["zero"])
+    _fit(model, seq, t, d, cp, ep, etp, t_name="tp", replicate=replicate, zero=choices["zero"],
+         imbalance=check_imbalance(choices.get("imbalance", 1.0), model))
     if microbatch * d >= MAX_INT:  # RunConfig's bound on the sequences of a step
         raise ScheduleError(f"microbatch * dp must be below 2**31 (got microbatch={microbatch}, "
                             f"dp={d})")
@@ -428,7 +429,7 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
                       ep=ep, etp=etp, cp=cp, zero3=zero3, replicate=replicate,
                       reduce_bytes=reduce_bytes, recipe=recipe)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
-             replicate=config.replicate, zero=config.zero)
+             replicate=config.replicate, zero=config.zero, imbalance=config.imbalance)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp
