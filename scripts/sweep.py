@@ -133,10 +133,14 @@ def main(argv=None) -> int:
             print(f"error: --out {str(args.out)!r} holds a 'parts' folder that is not a "
                   f"sweep's; choose another --out", file=sys.stderr)
             return 2
+        done = kept(parts)
         try:  # under the folder's lock: a run started meanwhile is refused, not deleted
             clear(parts)
         except fastpp.ScheduleError as err:
             return refused(err, args, parts)
+        if done is not None and done[0] < done[1]:  # (work dropped: said, not silent)
+            print(f"note: replaced the unfinished sweep in --out {str(args.out)!r} ({done[0]:,} "
+                  f"of {done[1]:,} points; --resume would have continued it)", file=sys.stderr)
     elif args.resume and not parts.exists():
         # said, not refused: a job rerun with --resume after each stop starts so the first
         # time; a mistyped --out would otherwise start a whole sweep without a word

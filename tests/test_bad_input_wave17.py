@@ -419,3 +419,19 @@ def test_plan_gives_the_rows_an_imbalance_their_ep_cannot_have_a_reason():
     said = rows["reason"].str.contains("imbalance must be at most", regex=False)
     assert said[rows["ep"] == 1].mean() > 0.9 and not said[rows["ep"] > 1].any()
     assert rows.loc[said, "step_time"].isna().all()
+
+
+def test_report_of_an_unfinished_sweep_says_so_and_reads_the_scripts_parts(tmp_path):
+    """An interrupted sweep's report gave a part's answers as the sweep's, unsaid; a
+    ``scripts/sweep.py`` folder was refused ("neither a manifest ... nor Parquet files")
+    though its sweep lay in ``parts/``, or read from an earlier run's sweep.parquet."""
+    out = tmp_path / "out"
+    fastpp.sweep(["1f1b", "zb-h1"], p=[2, 4], n=8, chunk_size=1, out=out / "parts",
+                 progress=False)
+    old = fastpp.sweep(["gpipe"], p=2, n=4, progress=False)
+    old.to_parquet(out / "sweep.parquet")  # an earlier run's table beside the store
+    page = fastpp.report(out, output=tmp_path / "all.html").read_text()
+    assert "(unfinished:" not in page and "zb-h1" in page and "gpipe" not in page
+    (out / "parts" / "_fastpp" / "part-000001.json").unlink()  # as if stopped before it
+    page = fastpp.report(out, output=tmp_path / "part.html").read_text()
+    assert "(unfinished: 3 of 4 points)" in page

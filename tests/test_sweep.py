@@ -842,6 +842,16 @@ def test_main_job(tmp_path):
                            capture_output=True, text=True, check=True)
     assert again.stdout.split("\n", 1)[0].split(" in ")[0] == text.split("\n", 1)[0].split(
         " in ")[0]
+    # a run without --resume replaces an unfinished sweep, and says so (it dropped the kept
+    # points without a word)
+    next((out / "parts" / "_fastpp").glob("part-*.json")).unlink()  # as if stopped there
+    fresh = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "4", "8",
+                            "--n-per-p", "1", "2", "--comm", "0.05", "--out", str(out),
+                            "--no-progress", "--no-plots"],
+                           capture_output=True, text=True, check=True)
+    assert re.search(r"^note: replaced the unfinished sweep in --out .* \([\d,]+ of [\d,]+ "
+                     r"points; --resume would have continued it\)$", fresh.stderr, re.M), \
+        fresh.stderr
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "--schedules",
                           "nope", "--out", str(tmp_path / "x"), "--no-progress"],
                          capture_output=True, text=True)

@@ -72,10 +72,19 @@ def _folder(path: Path):
     from ..measured import read_torch_trace
     from ..measured.steps import step_folders
     from ..sweeps import load as load_sweep
+    from ..sweeps.store import kept
 
     label = str(path)
-    if (path / "_fastpp" / "manifest.json").exists():
-        return _table(load_sweep(path), label)
+    # scripts/sweep.py's --out keeps its sweep in parts/: that is the newest run's (a
+    # sweep.parquet beside it may be an earlier, finished run's)
+    store = next((x for x in (path, path / "parts") if (x / "_fastpp" / "manifest.json")
+                  .exists()), None)
+    if store is not None:
+        rows, label = load_sweep(store), str(store)
+        if not rows.attrs.get("complete", True):  # (its answers are those of a part)
+            done, total = kept(store)
+            label += f" (unfinished: {done:,} of {total:,} points)"
+        return _table(rows, label)
     if any(path.glob("rank*_trace.json*")):
         return "measured", label, read_torch_trace(path)
     steps = [d for d in step_folders(path) if any(d.glob("rank*_trace.json*"))]
