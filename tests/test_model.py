@@ -247,6 +247,12 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
                         recompute="none", schedules=["1f1b", "zb-h1", "gpipe"],
                         capacity=1e9))
     assert " 1f1b (+1 alike) " in text and " zb-h1 " not in text and " gpipe " in text
+    # named by the simplest of them, whichever comes first (interleaved-zb at m = 4 on one
+    # device had named the fastest line)
+    text = summary(plan(model, 4, TOY, seq=32, global_batch=32, pp=1, tp=1, microbatch=1,
+                        recompute="none", schedules=["interleaved-zb", "zb-h1"], m=[4, 1],
+                        capacity=1e9))
+    assert " zb-h1 (+1 alike)  1 " in text and "interleaved-zb" not in text, text
     # and the default search keeps both (it no longer lets one schedule stand for all)
     every = plan("llama3-70b", 64, seq=8192, global_batch=512, schedules=["gpipe", "zb-h1"],
                  tp=8, pp=1)
