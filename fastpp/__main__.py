@@ -61,6 +61,18 @@ def _count(text: str) -> int:
     return value
 
 
+def _layers_count(text: str) -> int:
+    """argparse's type for ``--first-layers`` and ``--last-layers``: an integer >= 0 (0: a
+    chunk of the embedding or the loss alone, as ``plan`` takes it)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0 (got {text!r})") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0 (got {value})")
+    return value
+
+
 def _torch_classes() -> list[str]:
     """The PyTorch classes ``measure`` runs: the registry's ``torch_class``, without
     importing ``fastpp.measured`` (pandas) for every command."""
@@ -341,8 +353,10 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
                     help="Megatron layout strings, e.g. 'Et*9|(t*10|)*6,t*11L' (default: "
                     "even stages)")
     for flag, where in (("--first-layers", "first"), ("--last-layers", "last")):
-        ap.add_argument(flag, nargs="+", type=_count, default=None,
-                        help=f"layers on the {where} model chunk (default: even stages)")
+        ap.add_argument(flag, nargs="+", type=_layers_count, default=None,
+                        help=f"layers on the {where} model chunk, 0 for one of the "
+                             f"{'embedding' if where == 'first' else 'loss'} alone (default: "
+                             f"even stages)")
     ap.add_argument("--zero", nargs="+", type=int, default=[given["zero"]],
                     help=f"ZeRO stages ({given['zero']})")
     ap.add_argument("--ep", nargs="+", type=_count, default=given["ep"],
@@ -356,7 +370,8 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
                     help="DeepSeek's node-limited routing: a token goes to at most this many "
                          "nodes (default: no limit)")
     ap.add_argument("--imbalance", type=float, default=given["imbalance"],
-                    help=f"tokens on the busiest expert over the mean ({given['imbalance']})")
+                    help=f"tokens the busiest expert-parallel rank receives over the mean, "
+                         f"at most min(ep, experts / top_k) ({given['imbalance']})")
     ap.add_argument("--dispatcher", default=given["dispatcher"], choices=DISPATCHERS,
                     help=f"Megatron's token dispatcher; flex is DeepEP's ({given['dispatcher']})")
     ap.add_argument("--recipe", default=None, choices=sorted(RECIPES),

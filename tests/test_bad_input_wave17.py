@@ -435,3 +435,23 @@ def test_report_of_an_unfinished_sweep_says_so_and_reads_the_scripts_parts(tmp_p
     (out / "parts" / "_fastpp" / "part-000001.json").unlink()  # as if stopped before it
     page = fastpp.report(out, output=tmp_path / "part.html").read_text()
     assert "(unfinished: 3 of 4 points)" in page
+
+
+def test_model_options_as_refused_or_taken_as_their_apis_do(capsys, tmp_path):
+    """``device_bytes``' keywords took ``zero3="step"`` beside ``zero=1`` (RunConfig refuses
+    it); the CLI refused ``--first-layers 0``, which ``plan`` takes; ``--recipe`` beside
+    ``--recompute-modules`` was named by the API's parameters."""
+    from fastpp.__main__ import main
+    from fastpp.model import device_bytes
+
+    with pytest.raises(ScheduleError, match=r"zero must be 3 with zero3='step' \(got zero=1\)"):
+        device_bytes("llama3-8b", ONE, tp=2, dp=4, zero=1, zero3="step")
+    assert main(["plan", "--model", "llama3-8b", "--gpus", "16", "--pp", "4", "--first-layers",
+                 "0", "--schedules", "1f1b", "--recompute", "full", "--no-plots", "--out",
+                 str(tmp_path), "--top", "1"]) == 0
+    capsys.readouterr()
+    assert main(["plan", "--model", "deepseek-v3", "--gpus", "256", "--recipe", "deepseek-v3",
+                 "--recompute-modules", "moe"]) == 2
+    assert ("--recipe must be given alone: it sets recompute_modules, fp8_cache and "
+            "offload_modules (got --recipe='deepseek-v3' with --recompute-modules=['moe'])") \
+        in capsys.readouterr().err

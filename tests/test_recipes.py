@@ -181,7 +181,7 @@ def test_deepseek_v3_priced_within_15_percent_of_its_report():
     (lambda: Recipe(offload_modules=("mlp",)), "offload_modules must hold names"),
     (lambda: Recipe(fp8_cache="yes"), "fp8_cache must be True or False"),
     (lambda: make_recipe("llama"), "recipe must be one of"),
-    (lambda: make_recipe("deepseek-v3", ["moe"]), "give either recipe or those"),
+    (lambda: make_recipe("deepseek-v3", ["moe"]), "recipe must be given alone: it sets"),
     (lambda: transformer_costs(SMALL, build_schedule("1f1b", p=2, n=4), TOY, seq=S, ep=2,
                                dp=2, dispatcher="deepep"), "dispatcher must be one of"),
 ])

@@ -415,6 +415,9 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
             raise ScheduleError("schedule must be a Schedule (got None; give one, or config=)")
         one_of(zero, "zero", ZERO)
         one_of(zero3, "zero3", ZERO3_GATHERS)
+        if zero3 != "layer" and zero != 3:  # (as RunConfig refuses it: it was ignored here)
+            raise ScheduleError(f"zero3 chooses when ZeRO-3 gathers the weights: zero must be "
+                                f"3 with zero3={zero3!r} (got zero={zero})")
         t, d, cp = (positive_int(v, k, MAX_INT - 1) for k, v in (("tp", tp), ("dp", dp),
                                                                    ("cp", cp)))
         ep, etp = positive_int(ep, "ep", MAX_INT - 1), positive_int(etp, "etp", MAX_INT - 1)

@@ -146,8 +146,12 @@ def make_recipe(recipe=None, recompute_modules=None, fp8_cache=False, offload_mo
     default accounting)."""
     if recipe is not None:
         if recompute_modules is not None or fp8_cache or offload_modules:
-            raise ScheduleError("recipe sets recompute_modules, fp8_cache and offload_modules: "
-                                "give either recipe or those (got both)")
+            given = ", ".join(f"{k}={v!r}" for k, v in (
+                ("recompute_modules", recompute_modules), ("fp8_cache", fp8_cache),
+                ("offload_modules", offload_modules)) if v is not None and v is not False)
+            raise ScheduleError(f"recipe must be given alone: it sets recompute_modules, "
+                                f"fp8_cache and offload_modules (got recipe={recipe!r} with "
+                                f"{given})")
         if isinstance(recipe, Recipe):
             return recipe
         instance(recipe, str, "recipe", "Recipe or a name")
