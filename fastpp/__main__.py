@@ -48,29 +48,26 @@ def _defaults(function) -> dict:
             if v.default is not inspect.Parameter.empty}
 
 
-def _count(text: str) -> int:
-    """argparse's type for a count (a positive integer): a bad one is then named by its
-    flag (``argument --tp: must be a positive integer (got 0)``), not by the library
-    parameter it becomes."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (got {text!r})") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (got {value})")
-    return value
+def _at_least(low: int, what: str):
+    """argparse's type for an integer >= ``low`` (``what`` it must be): a bad one is then
+    named by its flag (``argument --tp: must be a positive integer (got 0)``), not by the
+    library parameter it becomes."""
+
+    def integer(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what} (got {text!r})") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be {what} (got {value})")
+        return value
+
+    return integer
 
 
-def _layers_count(text: str) -> int:
-    """argparse's type for ``--first-layers`` and ``--last-layers``: an integer >= 0 (0: a
-    chunk of the embedding or the loss alone, as ``plan`` takes it)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0 (got {text!r})") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0 (got {value})")
-    return value
+_count = _at_least(1, "a positive integer")  # a count
+# --first-layers, --last-layers: 0 is a chunk of the embedding or the loss alone, as plan takes
+_layers_count = _at_least(0, "an integer >= 0")
 
 
 def _torch_classes() -> list[str]:
