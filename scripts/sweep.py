@@ -208,7 +208,13 @@ def _run(args, parts, painter) -> int:
     best = best_within_budget(view, budget)
     print(f"{'p':>4} {'n':>5}  {'schedule':<18}{'m':>2} {'makespan':>10} {'bubble':>8} "
           f"{'peak':>7} {'budget':>7}")
-    for row in best.itertuples():
+    chosen = {(row.p, row.n): row for row in best.itertuples()}
+    for (p, n), group in view.groupby(["p", "n"]):  # (p, n) in order, as best_within_budget
+        row = chosen.get((p, n))
+        if row is None:  # nothing fits: said, not left out of the table without a word
+            print(f"{p:>4} {n:>5}  nothing within the budget (the least peak: "
+                  f"{group['peak_activations_max'].min():.2f})")
+            continue
         print(f"{row.p:>4} {row.n:>5}  {row.schedule:<18}{row.m:>2} {row.makespan:>10.2f} "
               f"{row.bubble_ratio:>8.1%} {row.peak_activations_max:>7.2f} {row.budget:>7.2f}")
 

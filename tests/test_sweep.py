@@ -852,6 +852,19 @@ def test_main_job(tmp_path):
     assert re.search(r"^note: replaced the unfinished sweep in --out .* \([\d,]+ of [\d,]+ "
                      r"points; --resume would have continued it\)$", fresh.stderr, re.M), \
         fresh.stderr
+    # a (p, n) where nothing fits the budget is said (it was left out of the table)
+    tight = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "4", "8",
+                            "--n-per-p", "2", "--budget", "3", "--out", str(tmp_path / "t"),
+                            "--no-progress", "--no-plots"],
+                           capture_output=True, text=True, check=True)
+    rows = pd.read_parquet(tmp_path / "t" / "sweep.parquet")
+    trained = rows[~rows["schedule"].isin(fastpp.sweeps.analysis.INFERENCE)]
+    least = trained.groupby(["p", "n"])["peak_activations_max"].min()
+    over = least[least > 3]
+    assert len(over) and len(over) < len(least)  # some (p, n) fit within 3, some do not
+    for (p, n), peak in over.items():
+        assert f"{p:>4} {n:>5}  nothing within the budget (the least peak: {peak:.2f})" in \
+            tight.stdout
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "--schedules",
                           "nope", "--out", str(tmp_path / "x"), "--no-progress"],
                          capture_output=True, text=True)
