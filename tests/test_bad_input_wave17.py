@@ -455,3 +455,25 @@ def test_model_options_as_refused_or_taken_as_their_apis_do(capsys, tmp_path):
     assert ("--recipe must be given alone: it sets recompute_modules, fp8_cache and "
             "offload_modules (got --recipe='deepseek-v3' with --recompute-modules=['moe'])") \
         in capsys.readouterr().err
+
+
+def test_stage_table_refuses_a_layout_the_model_cannot_run():
+    """A hand-built RunGrid priced t = 3 on 32 heads (fractional bytes), ep = 3 on 8 experts,
+    cp = 4096 on 4,096 tokens: stage_table checked only replicate, where transformer_costs
+    and plan refuse them all."""
+    from fastpp.model import stage_table
+
+    mixtral, h100 = MODELS["mixtral-8x7b"], HARDWARE["H100-80GB"]
+    stages = dict(config=[0, 0], layers=[16, 16], embedding=[True, False], loss=[False, True],
+                  moe_layers=[16, 16])
+    grid = dict(seq=4096, microbatch=[1], d=[8], p=[2], m=[1], recompute=[0])
+    for given, said in ((dict(t=[3], ep=[8]), r"grid's t must divide the heads 32 and KV heads 8 "
+                                              r"\(got t=3 in configuration 0\)"),
+                        (dict(t=[2], ep=[3]), r"ep must divide the experts 8 \(got ep=3\) \(in "
+                                              r"configuration 0 of the grid\)"),
+                        (dict(t=[1], ep=[1], cp=[4096]), r"cp"),
+                        (dict(t=[2], ep=[1], imbalance=2.0), r"imbalance must be at most")):
+        with pytest.raises(ScheduleError, match=said):
+            stage_table(mixtral, h100, RunGrid(**grid, **given), **stages)
+    priced = stage_table(mixtral, h100, RunGrid(**grid, t=[2], ep=[8]), **stages)
+    assert np.all(np.asarray(priced["f"]) > 0)

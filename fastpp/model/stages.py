@@ -28,13 +28,14 @@ from .compute import (
     optimizer_time,
 )
 from .config import CP_COMMS as CP_COMMS  # their home until 0.1.0: read here still
-from .config import REDUCE_BYTES, RunGrid
+from .config import REDUCE_BYTES, RunGrid, check_cp, check_sequence_parallel
 from .config import ZERO as ZERO
 from .config import ZERO3_GATHERS as ZERO3_GATHERS
 from .hardware import Hardware
 from .moe import (
     all_to_all_times,
     dispatch_precision,
+    expert_reasons,
     expert_times,
     layer_parts,
     moe_layer_costs,
@@ -51,6 +52,30 @@ from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 # theoretical_memory_usage.py counts (6 + 12/d with the distributed optimizer)
 WEIGHT_BYTES = 2.0
 IN_FLIGHT_LAYERS = 2  # ZeRO-3 per layer: the layer computed and the next one prefetched
+
+
+def _check_layouts(model: Transformer, grid: RunGrid, used: np.ndarray) -> None:
+    """Refuse a configuration ``used`` of ``grid`` that ``model`` cannot run, as
+    ``transformer_costs`` and ``plan`` do: ``t`` not dividing the heads, an expert layout that
+    cannot exist (or an imbalance its ``ep`` cannot have), ``cp`` not splitting the
+    sequence, sequence parallelism not splitting it (a hand-built grid was priced: t = 3 on
+    32 heads gave fractional bytes)."""
+    t, d, ep, etp, cp = (np.broadcast_to(np.asarray(x), grid.microbatch.shape)[used]
+                         for x in (grid.t, grid.d, grid.ep, grid.etp, grid.cp))
+    heads = (model.heads % t != 0) | (model.kv_heads % t != 0)
+    if heads.any():
+        k = int(np.argmax(heads))
+        raise ScheduleError(f"grid's t must divide the heads {model.heads} and KV heads "
+                            f"{model.kv_heads} (got t={t[k]} in configuration {used[k]})")
+    reason = expert_reasons(model, t, d, ep, etp, cp, grid.imbalance)
+    if (reason != "").any():
+        k = int(np.argmax(reason != ""))
+        raise ScheduleError(f"{reason[k]} (in configuration {used[k]} of the grid)")
+    for c in np.unique(cp).tolist():
+        check_cp(grid.seq, c)
+    if grid.sequence_parallel:
+        for tt, c in {(int(a), int(b)) for a, b in zip(t, cp, strict=True)}:
+            check_sequence_parallel(grid.seq, tt, c)
 
 
 def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
@@ -174,6 +199,7 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     grid = grid.broadcast()
     config, layers, embedding, loss, moe_layers, mtp, partner, placement = _stages(
         grid, config, layers, embedding, loss, moe_layers, mtp, partner, placement)
+    _check_layouts(model, grid, np.unique(config))
     prices = _layer_prices(model, hardware, grid)
 
     def per_stage(x):
