@@ -40,7 +40,8 @@ import numpy as np
 
 from ..checks import ScheduleError, instance, positive_int
 from .comm import tensor_parallel_per_node
-from .hardware import HARDWARE, Hardware
+from .hardware import HARDWARE, Hardware, preset
+from .presets import MODELS
 
 TABLE = Path(__file__).with_name("errorbars.json")
 MIN_ROWS = 3  # fewer check rows than this in a regime: its RMS says too little on its own
@@ -128,14 +129,7 @@ def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = N
     inside a node where its groups are (``comm.tensor_parallel_per_node``: ``t`` divides the
     node, or the job fits in one); a sliding window shorter than
     ``seq`` is an architecture of its own (no published table has one)."""
-    from .hardware import preset
-    from .presets import MODELS
-    from .transformer import Transformer
-
-    model = preset(MODELS, model, "model") if isinstance(model, str) else model
-    instance(model, Transformer, "model", "Transformer or a preset name")
-    hardware = preset(HARDWARE, hardware, "hardware") if isinstance(hardware, str) else hardware
-    instance(hardware, Hardware, "hardware", "Hardware or a preset name")
+    model, hardware = preset(MODELS, model, "model"), preset(HARDWARE, hardware, "hardware")
     seq, t = positive_int(seq, "seq"), positive_int(t, "t")
     gpus = None if gpus is None else positive_int(gpus, "gpus")
     arch = "moe" if model.moe else "dense"
