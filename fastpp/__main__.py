@@ -679,12 +679,20 @@ def _report_search(found) -> None:
     print(f"best: {found.objective} {found.value:.6g} (bubble {found.bubble:.2%}), found by "
           f"{found.method}")
     print(f"lower bound {found.lower_bound:.6g}, gap {found.gap:.2%}, "
-          f"{'proven optimal' if found.optimal else 'not proven optimal'}")
+          f"{'proven optimal' if found.optimal else 'not proven optimal: ' + _why(found)}")
     res = found.result
     print(f"{'device':>6} {'busy':>9} {'idle':>9} {'span':>9} {'peak act.':>10}")
     for r in range(s.p):
         print(f"{r:>6} {res.busy[r]:>9.4g} {res.idle[r]:>9.4g} {res.span[r]:>9.4g} "
               f"{res.peak_activations[r]:>10.4g}")
+
+
+def _why(found) -> str:
+    """Why a search ended short of a proof, and what a user can do about it."""
+    return {"time limit": "the time limit ran out (a longer --time-limit may close the gap)",
+            "heuristic": "--method heuristic runs the candidates alone",
+            "search ended": "the search ended within the time limit without closing the gap "
+                            "(the bound may be loose)"}.get(found.stopped, found.stopped)
 
 
 def _write_outputs(args, res) -> None:

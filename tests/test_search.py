@@ -11,7 +11,7 @@ from helpers import in_ci
 from reference import simulate_reference
 
 import fastpp
-from fastpp import Costs, Op, ScheduleError, build_schedule, kernels, optimize, simulate
+from fastpp import Costs, Noise, Op, ScheduleError, build_schedule, kernels, optimize, simulate
 from fastpp.model.validate import DATA
 from fastpp.ops import new_ops
 from fastpp.search import exact
@@ -561,3 +561,28 @@ def test_small_searches_run_every_candidate_whatever_the_clock():
     assert [source for _, _, source in optimize(4, 6, costs, memory=2, method="improve",
                                                  time_limit=1e-9, progress=False).log][:3] == [
         "zb-greedy", "list(backward first)", "list(forward first)"]
+
+
+def test_stopped_says_why_a_search_ended_unproven():
+    """``optimize --method exact`` printed "not proven optimal" with no word that its time
+    limit had run out (a user could not tell a loose bound from a short clock)."""
+    costs = Costs(f=1.3, b=2.1, w=0.7, comm=0.1, gamma=0.5)
+    kw = dict(memory=5, objective="span", progress=False)
+    assert optimize(4, 16, costs, method="heuristic", **kw).stopped == "heuristic"
+    clocked = optimize(4, 16, costs, method="improve", time_limit=0.2, **kw)
+    assert not clocked.optimal and clocked.stopped == "time limit"
+    proven = optimize(3, 4, Costs(1, 2), method="heuristic", progress=False)
+    assert proven.optimal and proven.stopped == "proven"
+    noisy = optimize(3, 4, Costs(1, 2, w=1), objective="p95", noise=Noise(cov=0.1),
+                     samples=8, method="heuristic", progress=False)
+    assert noisy.stopped == "noisy objective"
+
+
+def test_optimize_command_says_why_it_is_unproven(capsys):
+    from fastpp import __main__ as cli
+
+    cli.main(["optimize", "-p", "4", "-n", "16", "--f", "1.3", "--b", "2.1", "--w", "0.7",
+              "--comm", "0.1", "--gamma", "0.5", "--memory-limit", "5", "--objective", "span",
+              "--method", "improve", "--time-limit", "0.2", "--quiet"])
+    assert ("not proven optimal: the time limit ran out (a longer --time-limit may close the "
+            "gap)") in capsys.readouterr().out

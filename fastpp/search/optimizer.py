@@ -66,6 +66,14 @@ class SearchResult:
     robust : MonteCarlo or None
         With a noisy objective: the chosen schedule's Monte Carlo (``value`` is its p95,
         median, mean or mean + lam * std; ``lower_bound`` is NaN: no bound is proven under noise).
+    stopped : str
+        Why the search ended: ``"proven"`` (``value`` reached ``lower_bound``), ``"time
+        limit"`` (the clock ran out first: a longer ``time_limit`` may find a better schedule
+        or prove this one), ``"heuristic"`` (``method="heuristic"`` runs the candidates
+        alone), ``"search ended"`` (the local search, and the solver where it ran, ended
+        within the time without closing the gap: it may be the bound's as much as the
+        schedule's) or
+        ``"noisy objective"`` (no bound is proven under noise).
     """
 
     schedule: Schedule
@@ -79,6 +87,7 @@ class SearchResult:
     memory: np.ndarray
     log: tuple
     robust: object = None
+    stopped: str = "proven"
 
     @property
     def gap(self) -> float:
@@ -224,7 +233,7 @@ def _most_robust(search, found: SearchResult, objective: str, noise, samples: in
             best = (value, schedule, result, source, mc)
     value, schedule, result, source, mc = best
     return SearchResult(schedule, result, float(value), math.nan, False, source, objective,
-                        found.placement, found.memory, found.log, mc)
+                        found.placement, found.memory, found.log, mc, "noisy objective")
 
 
 class _Search:
@@ -247,6 +256,8 @@ class _Search:
         self.split_bound, self.whole_bound = bounds.family_bounds(problem)
         self.bound = min(self.split_bound, self.whole_bound)
         self.bar = _progress_bar(time_limit) if progress else None
+        self.method = ""
+        self.solver_timed_out = False  # CP-SAT ended on its clock, not on a proof
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -295,6 +306,7 @@ class _Search:
 
     def run(self, method: str, seed: int) -> SearchResult:
         problem = self.problem
+        self.method = method
         if problem.placement == "loop":
             found = zb_heuristic(problem)
             if found is not None:
@@ -372,6 +384,7 @@ class _Search:
         if remaining <= 0:
             return
         outcome = exact.solve(self.problem, self.best[1], remaining, seed)
+        self.solver_timed_out = outcome.status != "OPTIMAL"
         self.split_bound = max(self.split_bound, outcome.bound)  # (over split schedules)
         self.bound = min(self.split_bound, self.whole_bound)
         if outcome.ops is not None:
@@ -388,10 +401,19 @@ class _Search:
         assert np.all(result.peak_activations <= problem.cap), result.peak_activations
         assert self.bound <= value * (1 + 1e-9), (self.bound, value)
         bound = min(self.bound, value)  # equal up to rounding in the bound's sums
+        optimal = value <= bound * (1 + 1e-12)
         self.tick()
-        return SearchResult(schedule, result, value, bound, value <= bound * (1 + 1e-12),
-                            source, problem.objective, problem.placement, problem.limit.copy(),
-                            tuple(self.log))
+        return SearchResult(schedule, result, value, bound, optimal, source, problem.objective,
+                            problem.placement, problem.limit.copy(), tuple(self.log),
+                            stopped=self._stopped(optimal))
+
+    def _stopped(self, optimal: bool) -> str:
+        """``SearchResult.stopped``."""
+        if optimal:
+            return "proven"
+        if self.solver_timed_out or self.searched() >= self.limit:
+            return "time limit"
+        return "heuristic" if self.method == "heuristic" else "search ended"
 
 
 def _progress_bar(total: float):
