@@ -8,6 +8,7 @@ import functools
 import inspect
 import math
 import os
+import re
 import sys
 import warnings
 
@@ -31,10 +32,12 @@ from .model.hardware import PRECISIONS
 from .model.moe import DISPATCHERS
 from .model.recipes import RECIPES
 from .model.transformer import RECOMPUTE
+from .montecarlo import DEFAULT_SAMPLES
+from .noise import DISTS
 from .placement import NAMES as PLACEMENTS
 from .reports import write_report
 from .search import optimizer
-from .search.optimizer import METHODS
+from .search.optimizer import METHODS, ROBUST
 from .search.problem import CHUNKS as SEARCH_PLACEMENTS
 from .search.problem import OBJECTIVES
 
@@ -141,6 +144,130 @@ def _written(flag: str, write, *args):
         raise type(err)(f"{flag}: {err}") from None
 
 
+def _noise_args(ap: argparse.ArgumentParser, samples: int, seed: str, links_needed: bool
+                ) -> None:
+    """The flags of a ``fastpp.Noise`` (any of them turns the Monte Carlo on): ``samples``
+    the command's default, ``seed`` the library parameter the draws' seed is."""
+    group = ap.add_argument_group("noise", "a Monte Carlo under fastpp.Noise (docs/"
+                                  "variability.md); any of these turns it on")
+    group.add_argument("--noise", action="store_true",
+                       help="Noise's defaults alone: every op jittered with CoV 0.05")
+    group.add_argument("--noise-cov", dest="cov", metavar="COV",
+                       help="each op's jitter: one CoV, or per kind as 'F=0.05,B=0.08' (0.05)")
+    group.add_argument("--noise-dist", dest="dist", choices=DISTS, default=None,
+                       help="the jitter's distribution (lognormal)")
+    group.add_argument("--slow-device", dest="slow_devices", action="append",
+                       metavar="R:FACTOR", help="device R persistently FACTOR times slower; "
+                       "repeatable")
+    group.add_argument("--slow-stage", dest="slow_stages", action="append",
+                       metavar="S:FACTOR", help="virtual stage S persistently FACTOR times "
+                       "slower; repeatable")
+    group.add_argument("--link-delay", dest="link_delay", action="append",
+                       metavar="SECONDS:R1:R2" if links_needed else "SECONDS[:R1:R2]",
+                       help="every message between devices R1 and R2, either way, takes "
+                       "SECONDS longer (in the costs' unit)" + (
+                           "" if links_needed else "; default the middle link, p//2-1 and "
+                           "p//2") + "; repeatable")
+    group.add_argument("--blocking", action="store_true",
+                       help="the sender waits each link delay out (a sleep before each send)")
+    group.add_argument("--step-cov", dest="step", type=float, metavar="COV",
+                       help="CoV of one factor per sample on every op (0)")
+    group.add_argument("--spike", metavar="PROB:MAGNITUDE",
+                       help="each op MAGNITUDE times as long with probability PROB")
+    group.add_argument("--samples", type=_count, default=None,
+                       help=f"Monte Carlo samples ({samples})")
+    group.add_argument("--noise-seed", dest=seed, type=int, default=None,
+                       help="the draws' seed (0)")
+    ap.set_defaults(seed_flag=seed)
+
+
+# (and the seed's, whose name is the command's: ``seed_flag``)
+NOISE_FLAGS = ("noise", "cov", "dist", "slow_devices", "slow_stages", "link_delay", "blocking",
+               "step", "spike", "samples")
+
+
+def _noise(args, p: int | None):
+    """The noise flags as a ``fastpp.Noise``, or None where none is given; ``p`` the devices
+    a link delay without its ranks defaults to the middle link of (None: ranks required)."""
+    if not any(getattr(args, k) not in (None, False) for k in (*NOISE_FLAGS, args.seed_flag)):
+        return None
+    kw = {}
+    if args.cov is not None:
+        kw["cov"] = _per_kind_cov(args.cov)
+    if args.dist is not None:
+        kw["dist"] = args.dist
+    for key, flag in (("slow_devices", "--slow-device"), ("slow_stages", "--slow-stage")):
+        if getattr(args, key):
+            device = key == "slow_devices"
+            kw[key] = _pairs(getattr(args, key), flag, "R:FACTOR" if device else "S:FACTOR",
+                             "device" if device else "stage", lambda r, x: (int(r), float(x)))
+    if args.link_delay:
+        kw["link_delay"] = _pairs(args.link_delay, "--link-delay", "SECONDS:R1:R2" if p is None
+                                  else "SECONDS[:R1:R2]", "link", _link_of(p))
+    if args.step is not None:
+        kw["step"] = args.step
+    if args.spike is not None:
+        kw["spike"] = _pairs([args.spike], "--spike", "PROB:MAGNITUDE", "spike",
+                             lambda q, x: (0, (float(q), float(x))))[0]
+    from . import Noise
+
+    return Noise(blocking=args.blocking, **kw)
+
+
+def _noise_flags(message: str) -> str:
+    """``Noise``'s mappings named by their flags: ``slow_devices[1] must ...`` is
+    ``--slow-device 1:FACTOR must ...``, ``link_delay names link ...`` ``--link-delay names
+    link ...`` (``by_flags`` names a parameter only where it is the subject of "must")."""
+    for name, flag, form in (("slow_devices", "--slow-device", "{}:FACTOR"),
+                             ("slow_stages", "--slow-stage", "{}:FACTOR"),
+                             ("link_delay", "--link-delay", "SECONDS:{}")):
+        message = re.sub(rf"(?<![\w.-]){name}\[\(?([^\]]*?)\)?\]",
+                         lambda m, flag=flag, form=form:
+                         f"{flag} " + form.format(m[1].replace(", ", ":")), message)
+        message = re.sub(rf"(?:^|(?<=: )){name}(?= (names|must)\b)", flag, message)
+    return message
+
+
+def _per_kind_cov(text: str):
+    """``--noise-cov``: one number, or ``F=0.05,B=0.08``."""
+    try:
+        if "=" not in text:
+            return float(text)
+        pairs = [part.split("=") for part in text.split(",")]
+        return {kind.strip(): float(value) for kind, value in pairs}
+    except ValueError:
+        raise ScheduleError(f"--noise-cov must be a CoV or per kind as 'F=0.05,B=0.08' (got "
+                            f"{text!r})") from None
+
+
+def _link_of(p: int | None):
+    """``--link-delay``'s parts as ``((r1, r2), seconds)``: the middle link of ``p`` devices
+    where the ranks are left out (as ``measure``'s), unless ``p`` is None."""
+
+    def link(seconds, *ranks):
+        if not ranks and p is not None:
+            ranks = (p // 2 - 1, p // 2)
+        r1, r2 = ranks  # (a wrong count: _pairs names the form)
+        return (int(r1), int(r2)), float(seconds)
+
+    return link
+
+
+def _pairs(texts: list[str], flag: str, form: str, what: str, parse) -> dict:
+    """Repeated ``A:B`` flags as a mapping ``{key: value}`` (``parse`` of their parts), each
+    key (a ``what``) once."""
+    out = {}
+    for text in texts:
+        try:
+            key, value = parse(*text.split(":"))
+        except (ValueError, TypeError):
+            raise ScheduleError(f"{flag} must be {form} (got {text!r})") from None
+        if key in out:
+            raise ScheduleError(f"{flag} must name each {what} once (got {key} twice)")
+        out[key] = value
+    return out
+
+
 def _optimize_args(ap: argparse.ArgumentParser) -> None:
     """``optimize``'s flags, its defaults taken from ``fastpp.optimize``."""
     ap.add_argument("-p", type=_count, required=True, help="devices")
@@ -154,9 +281,12 @@ def _optimize_args(ap: argparse.ArgumentParser) -> None:
                     default=given["placement"],
                     help=" or ".join(f"{k} (m={m})" for k, m in SEARCH_PLACEMENTS.items())
                     + f" ({given['placement']})")
-    ap.add_argument("--objective", choices=OBJECTIVES, default=given["objective"],
-                    help="makespan, or the Zero Bubble paper's per-device span "
+    ap.add_argument("--objective", choices=(*OBJECTIVES, *ROBUST), default=given["objective"],
+                    help="makespan, or the Zero Bubble paper's per-device span, or under "
+                         "noise the makespan's p95, median, mean or mean + lam * std "
                          f"({given['objective']})")
+    ap.add_argument("--lam", type=float, default=given["lam"],
+                    help=f"the weight of the std in mean+std ({given['lam']:g})")
     ap.add_argument("--method", choices=METHODS, default=given["method"],
                     help=f"search method ({given['method']})")
     ap.add_argument("--time-limit", type=seconds_flag, default=given["time_limit"],
@@ -165,6 +295,7 @@ def _optimize_args(ap: argparse.ArgumentParser) -> None:
                     help=f"local search seed ({given['seed']})")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     _output_args(ap)
+    _noise_args(ap, given["samples"], "noise_seed", links_needed=False)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -180,6 +311,10 @@ def _parser() -> argparse.ArgumentParser:
     _cost_args(sim)
     sim.add_argument("--fb", type=float, default=None, help="overlapped F&B pair (f + b)")
     _output_args(sim)
+    _noise_args(sim, _defaults(simulate)["samples"] or 1000, "seed", links_needed=False)
+    sim.add_argument("--cdf", metavar="PNG", help="with noise: write the makespan's CDF")
+    sim.add_argument("--criticality", metavar="PNG",
+                     help="with noise: write the timeline shaded by each op's criticality")
     _optimize_args(sub.add_parser("optimize",
                                   help="search the fastest schedule within a memory limit"))
     pl = sub.add_parser("plan", help="the fastest configurations of a model on N GPUs")
@@ -263,11 +398,17 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
                                 ("--memory-plot", args.memory_png), ("--csv", args.csv)):
                 will_write(value, flag)
         if args.command == "optimize":
+            noise = _noise(args, args.p)
+            _noise_for(args.objective, noise)
+            if noise is not None and args.objective not in ROBUST:
+                raise ScheduleError(f"a noise flag needs a noisy --objective, one of "
+                                    f"{', '.join(ROBUST)} (got --objective {args.objective})")
             found = optimize(args.p, args.n, _costs(args),
                              memory=memory_limit_flag(args.memory_limit, args.p),
                              placement=args.placement, objective=args.objective,
                              method=args.method, time_limit=args.time_limit, seed=args.seed,
-                             progress=not args.quiet)
+                             progress=not args.quiet, noise=noise, lam=args.lam,
+                             **_drawn(args))
             _report_search(found)
             _write_outputs(args, found.result)
             return 0
@@ -276,9 +417,16 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
         if args.command == "show":
             print(sched if args.by_index else f"{sched!r}\n{simulate(sched, costs).grid()}")
             return 0
+        noise = _noise(args, sched.p)
+        for flag, value in (("--cdf", args.cdf), ("--criticality", args.criticality)):
+            if value is not None and noise is None:
+                raise ScheduleError(f"{flag} draws a Monte Carlo: give a noise flag too, e.g. "
+                                    f"--noise (got {flag} {value} without one)")
         res = simulate(sched, costs)
         _report(res)
         _write_outputs(args, res)
+        if noise is not None:
+            _report_noise(args, simulate(sched, costs, noise=noise, **_drawn(args)), res)
     except (ScheduleError, OSError) as err:
         message = str(err)  # named by the flags, not by the library's parameters
         parser = _subparser(ap, args)
@@ -289,7 +437,7 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
             flags |= {"t": "--tp", "p": "--pp", "config": "--hf"}  # (and from_hf's config=)
         elif args.command == "explain":  # the run is the script's: its own flags, not these
             flags = {k: v for k, v in flags.items() if v not in (*RUN_FLAGS, "--schedule")}
-        message = by_flags(message, flags, switch_names(parser))
+        message = by_flags(_noise_flags(message), flags, switch_names(parser))
         print(f"error: {message}", file=sys.stderr)
         return 2
     return 0
@@ -402,6 +550,12 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
         shown = "on" if given[key] else "off"
         ap.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction,
                         default=given[key], help=f"{what} ({shown})")
+    ap.add_argument("--objective", choices=ROBUST, default=None,
+                    help="rank by the step time under noise: its p95, median, mean or mean + "
+                         "lam * std (default: by tokens per second without noise)")
+    ap.add_argument("--lam", type=float, default=given["lam"],
+                    help=f"the weight of the std in mean+std ({given['lam']:g})")
+    _noise_args(ap, DEFAULT_SAMPLES, "seed", links_needed=True)
     ap.add_argument("--top", type=int, default=10, help="configurations to print (10)")
     ap.add_argument("--out", default="results", help="folder for plan.parquet, plan.png and "
                     "plan.html (results)")
@@ -444,6 +598,8 @@ def _plan(args) -> int:
     if args.capacity_gb is not None and not 0 < args.capacity_gb * 1e9 < math.inf:
         # (plan would name bytes, and a value whose bytes overflow as inf)
         raise ScheduleError(f"--capacity-gb must be finite and > 0 (got {args.capacity_gb:g})")
+    noise = _noise(args, None)  # (a plan's pipelines differ: a slow link names its devices)
+    _noise_for(args.objective, noise)
     start = time.perf_counter()
     df = plan(model_arg(args.model), args.gpus, hardware, seq=args.seq,
               global_batch=args.global_batch,
@@ -457,7 +613,8 @@ def _plan(args) -> int:
               overlap=[False, True] if args.overlap else False, ep=args.ep, etp=args.etp,
               precision=args.precision, node_limit=args.node_limit, imbalance=args.imbalance,
               dispatcher=args.dispatcher, recipe=args.recipe,
-              recompute_modules=args.recompute_modules)
+              recompute_modules=args.recompute_modules, noise=noise, objective=args.objective,
+              lam=args.lam, **_drawn(args))
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
     stack = ""
@@ -676,10 +833,18 @@ def _report_search(found) -> None:
     shown = "none" if not limit.size or not limit.max() < float("inf") else f"{limit.max():g}"
     print(f"optimize: p={s.p}, n={s.n}, {found.placement} placement (m={s.m}), objective "
           f"{found.objective}, memory limit {shown} per device")
-    print(f"best: {found.objective} {found.value:.6g} (bubble {found.bubble:.2%}), found by "
-          f"{found.method}")
-    print(f"lower bound {found.lower_bound:.6g}, gap {found.gap:.2%}, "
-          f"{'proven optimal' if found.optimal else 'not proven optimal: ' + _why(found)}")
+    if found.robust is not None:  # no bound under noise: what was ranked, and by what
+        mc = found.robust
+        print(f"best: {found.objective} {found.value:.6g} under {mc.noise!r} ({mc.samples:,} "
+              f"samples, seed {mc.seed}); without noise makespan {found.result.makespan:.6g} "
+              f"(bubble {found.bubble:.2%}); found by {found.method}")
+        print("no bound is proven under noise: the search ran without it, and each schedule "
+              "it offered was ranked by its Monte Carlo")
+    else:
+        print(f"best: {found.objective} {found.value:.6g} (bubble {found.bubble:.2%}), found "
+              f"by {found.method}")
+        print(f"lower bound {found.lower_bound:.6g}, gap {found.gap:.2%}, "
+              f"{'proven optimal' if found.optimal else 'not proven optimal: ' + _why(found)}")
     res = found.result
     print(f"{'device':>6} {'busy':>9} {'idle':>9} {'span':>9} {'peak act.':>10}")
     for r in range(s.p):
@@ -693,6 +858,48 @@ def _why(found) -> str:
             "heuristic": "--method heuristic runs the candidates alone",
             "search ended": "the search ended within the time limit without closing the gap "
                             "(the bound may be loose)"}.get(found.stopped, found.stopped)
+
+
+def _noise_for(objective, noise) -> None:
+    """A noisy ``--objective`` needs a noise flag."""
+    if objective in ROBUST and noise is None:
+        raise ScheduleError(f"--objective {objective} ranks under noise: give a noise flag "
+                            f"too, e.g. --noise (got none)")
+
+
+def _drawn(args) -> dict:
+    """The Monte Carlo's samples and seed flags, as given (the library's defaults otherwise)."""
+    return {k: v for k, v in (("samples", args.samples),
+                              (args.seed_flag, getattr(args, args.seed_flag))) if v is not None}
+
+
+def _report_noise(args, mc, res) -> None:
+    """A Monte Carlo's makespan distribution, its most sensitive delays, and its plots."""
+    q = mc.quantile([0.05, 0.5, 0.95, 0.99])
+    print(f"\nunder {mc.noise!r}, {mc.samples:,} samples (seed {mc.seed}):")
+    print(f"makespan mean {mc.mean:.6g}, std {mc.std:.4g} ({mc.std / mc.mean:.2%}); p5 "
+          f"{q[0]:.6g}, p50 {q[1]:.6g}, p95 {q[2]:.6g} ({q[2] / res.makespan - 1:+.2%} on "
+          f"{res.makespan:g} without noise), p99 {q[3]:.6g}")
+    sensitivity, absorbed = mc.sensitivity, mc.absorption()
+    top = sorted(((v, name, k) for what, name in (("links", "link"), ("stages", "stage"))
+                  for k, v in sensitivity[what].items()), key=lambda x: -x[0])[:5]
+    if top:
+        print("most sensitive to a delay on each of its messages or ops: d mean makespan / "
+              "d delay, and the delay that keeps the mean within 1%")
+        for v, name, k in top:
+            print(f"  {name} {_key(k):<6} {v:>8.3g} {absorbed[name + 's'][k]:>10.3g}")
+    if args.cdf or args.criticality:
+        from . import plot
+
+        if args.cdf:
+            print(f"CDF: {_written('--cdf', plot.makespan_cdf, mc, args.cdf)}")
+        if args.criticality:
+            print(f"criticality: "
+                  f"{_written('--criticality', plot.criticality, mc, args.criticality)}")
+
+
+def _key(k) -> str:
+    return f"{k[0]}-{k[1]}" if isinstance(k, tuple) else str(k)
 
 
 def _write_outputs(args, res) -> None:

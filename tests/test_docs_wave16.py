@@ -282,3 +282,18 @@ def test_the_command_list_is_whole():
                    if a.dest == "explain")
     for source in ("Megatron", "torchtitan", "HF config.json", "vTrain"):  # its five flags
         assert source in explain.help, source
+
+
+def test_cli_md_lists_every_flag():
+    """cli.md's "Every option" had left out plan's --attention-kernel and --attention-speed."""
+    import argparse
+
+    from fastpp.__main__ import _parser, _subparser
+
+    ap, page = _parser(), (ROOT / "docs" / "cli.md").read_text()
+    commands = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [f"{command} {flag}" for command in commands.choices
+               for action in _subparser(ap, argparse.Namespace(command=command))._actions
+               for flag in action.option_strings
+               if flag.startswith("--") and flag != "--help" and f"`{flag}" not in page]
+    assert not missing

@@ -226,7 +226,7 @@ def test_cli_takes_vocabularies_and_defaults_from_the_library(monkeypatch):
     from fastpp.model.config import CP_COMMS, ZERO3_GATHERS
     from fastpp.model.hardware import PRECISIONS
     from fastpp.model.transformer import RECOMPUTE
-    from fastpp.search.optimizer import METHODS
+    from fastpp.search.optimizer import METHODS, ROBUST
     from fastpp.search.problem import OBJECTIVES
 
     sub = next(a for a in cli._parser()._actions if a.dest == "command").choices
@@ -237,7 +237,11 @@ def test_cli_takes_vocabularies_and_defaults_from_the_library(monkeypatch):
     assert choices[("plan", "zero3")] == ZERO3_GATHERS
     assert choices[("plan", "cp_comm")] == CP_COMMS
     assert choices[("optimize", "method")] == METHODS
-    assert choices[("optimize", "objective")] == OBJECTIVES
+    assert choices[("optimize", "objective")] == (*OBJECTIVES, *ROBUST)
+    assert choices[("plan", "objective")] == ROBUST
+    from fastpp.noise import DISTS
+
+    assert choices[("simulate", "dist")] == choices[("plan", "dist")] == DISTS
     given = {}
     real_plan = fastpp.model.plan
 
@@ -250,7 +254,8 @@ def test_cli_takes_vocabularies_and_defaults_from_the_library(monkeypatch):
         cli.main(["plan", "--model", "llama2-7b", "--gpus", "8"])
     defaults = {k: v.default for k, v in inspect.signature(real_plan).parameters.items()}
     for key in ("sequence_parallel", "blocking_handoffs", "tp_overlap", "gradient_overlap",
-                "imbalance", "zero3", "cp_comm", "link", "node_limit", "hardware"):
+                "imbalance", "zero3", "cp_comm", "link", "node_limit", "hardware", "lam",
+                "noise", "objective"):
         assert given.get(key, given.get("args", {}).get(key)) == defaults[key] or (
             key == "hardware"), key
     given.clear()

@@ -360,13 +360,30 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
                      None if noise is None else (noise, samples, seed))
     frame = _table(pd, model, hardware, seq, gpus, cols, rows, shared["recipe"],
                    shared["recompute_method"] is not None)
+    if noise is not None:
+        _fits_some(frame, noise)
     rank = -frame["tokens_per_s"].fillna(-1).to_numpy()
     if objective is not None:
         rank = objective_values(frame, objective, lam, "step_time").fillna(np.inf).to_numpy()
     order = np.lexsort((rank, ~frame["fits"].to_numpy()))
     frame = frame.iloc[order].reset_index(drop=True)
     frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
+    if noise is not None:  # what the summary says its rows are ranked by
+        frame.attrs["ranked"] = (f"by {objective}" if objective != "mean+std" else
+                                 f"by mean + {lam:g} std") + f" under {noise!r}" if objective \
+            else f"by tokens per second without noise (under {noise!r} in the mean and p95)"
     return frame
+
+
+def _fits_some(frame, noise) -> None:
+    """A noise that no simulated pipeline has the devices, stages or links of is a mistake
+    (each row would say so, and the ranking would be the noiseless one): refused."""
+    ran = frame[frame["step_time"].notna()]
+    if len(ran) and ran["step_time_p95"].isna().all():
+        widest = ran.loc[ran["p"].idxmax()]  # (the reason of the most devices and links)
+        why = widest["reason"].partition("noise does not fit it: ")[2]
+        raise ScheduleError(f"noise must fit some planned pipeline (it fits none, up to p = "
+                            f"{widest['p']}: {why})")
 
 
 def _capacity(hardware, capacity) -> float:
@@ -861,6 +878,9 @@ def summary(df, top: int = 10) -> str:
             f"{'recompute':<10}{'step s':>8} {'tokens/s':>10} {'MFU':>6} {'bubble':>7} "
             f"{'act GB':>7} {'GB/GPU':>7} {'error':>7}")
 
+    noisy = "step_time_p95" in df  # a plan under noise: its step's mean and p95 are shown
+    if noisy:
+        cols = cols.replace(f"{'step s':>8}", f"{'step s':>8} {'mean s':>7} {'p95 s':>7}")
     layouts = df.attrs.get("layouts", False)  # asked for: each row's layout is shown
     experts = bool(len(df)) and bool((df["ep"] > 1).any())  # an MoE plan: ep is shown
     if experts:
@@ -875,7 +895,9 @@ def summary(df, top: int = 10) -> str:
 
     def line(r):
         return (f"{r.t:>2} {r.p:>3} {r.d:>3} {r.schedule:<17}{r.m:>2} {r.microbatch:>3} "
-                f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} {r.tokens_per_s:>10,.0f} "
+                f"{r.n:>5} {r.recompute:<10}{r.step_time:>8.2f} "
+                + (f"{r.step_time_mean:>7.2f} {r.step_time_p95:>7.2f} " if noisy else "")
+                + f"{r.tokens_per_s:>10,.0f} "
                 f"{r.mfu:>6.1%} {r.bubble_ratio:>7.1%} {r.activation_bytes / GB:>7.1f} "
                 f"{r.peak_memory / GB:>7.1f} {bar_text(r.expected_error, r.extrapolated):>7}"
                 + (f" {r.ep:>4}" if experts else "")
@@ -887,7 +909,9 @@ def summary(df, top: int = 10) -> str:
     text = [f"{len(df):,} configurations: {len(ran):,} simulated, {len(fits):,} fit", ""]
     if len(fits) and top:
         shown = _fold_alike(fits)
-        text += [f"fastest that fit ({min(top, len(shown))} of {len(fits)}):", cols]
+        ranked = df.attrs.get("ranked")
+        text += [(f"best that fit, {ranked}" if ranked else "fastest that fit")
+                 + f" ({min(top, len(shown))} of {len(fits)}):", cols]
         text += [line(r) for r in shown.head(top).itertuples()]
     elif not len(fits):
         text += ["nothing fits"]

@@ -1,0 +1,116 @@
+"""The noise flags of ``simulate``, ``optimize`` and ``plan`` on the command line (the Monte
+Carlo of docs/variability.md had been Python's alone)."""
+
+import re
+
+import numpy as np
+import pytest
+
+from fastpp import Costs, Noise, build_schedule, optimize, simulate
+from fastpp.__main__ import main
+
+
+def _out(capsys, argv) -> str:
+    assert main(argv) == 0
+    return capsys.readouterr().out
+
+
+def _figure(text: str, name: str) -> float:
+    return float(re.search(rf"\b{name} ([0-9.e+-]+)", text)[1])
+
+
+def test_simulate_prints_the_monte_carlo_of_its_flags(capsys, tmp_path):
+    out = _out(capsys, ["simulate", "-s", "zb-h1", "-p", "4", "-n", "8", "--w", "1",
+                        "--noise-cov", "F=0.1,B=0.2", "--link-delay", "0.3:1:2", "--blocking",
+                        "--samples", "200", "--noise-seed", "7", "--cdf",
+                        str(tmp_path / "cdf.png"), "--criticality", str(tmp_path / "c.png")])
+    mc = simulate(build_schedule("zb-h1", 4, 8), Costs(1, 2, w=1),
+                  noise=Noise({"F": 0.1, "B": 0.2}, link_delay={(1, 2): 0.3}, blocking=True),
+                  samples=200, seed=7)
+    assert "200 samples (seed 7)" in out
+    for name, value in (("mean", mc.mean), ("p50", mc.quantile(0.5)),
+                        ("p95", mc.quantile(0.95))):
+        assert _figure(out, name) == pytest.approx(value, rel=1e-5)
+    top = max(mc.sensitivity["links"].items(), key=lambda kv: kv[1])
+    assert re.search(rf"link {top[0][0]}-{top[0][1]} +{top[1]:.3g}", out)
+    assert (tmp_path / "cdf.png").stat().st_size > 0 and (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_a_slow_stage_without_jitter_is_the_slower_costs(capsys):
+    """An independent check of the flags' meaning: stage 2 at 1.5x with no jitter is every
+    sample the makespan of costs whose stage 2 takes 1.5 times as long."""
+    out = _out(capsys, ["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--slow-stage", "2:1.5",
+                        "--noise-cov", "0", "--samples", "20"])
+    slower = simulate(build_schedule("1f1b", 4, 8), Costs([1, 1, 1.5, 1], [2, 2, 3, 2]))
+    assert _figure(out, "mean") == pytest.approx(slower.makespan)
+    assert _figure(out, "std") == 0
+
+
+def test_optimize_ranks_by_p95_under_the_flags(capsys):
+    out = _out(capsys, ["optimize", "-p", "4", "-n", "8", "--w", "1", "--memory-limit", "4",
+                        "--objective", "p95", "--link-delay", "0.3", "--blocking",
+                        "--time-limit", "0.5", "--quiet", "--method", "heuristic"])
+    found = optimize(4, 8, Costs(1, 2, w=1), memory=4, objective="p95", method="heuristic",
+                     noise=Noise(link_delay={(1, 2): 0.3}, blocking=True), progress=False)
+    assert _figure(out, "p95") == pytest.approx(found.value, rel=1e-5)
+    assert "no bound is proven under noise" in out
+
+
+def test_plan_ranks_by_the_noisy_objective(capsys, tmp_path):
+    out = _out(capsys, ["plan", "--gpus", "8", "--model", "llama2-7b", "--global-batch", "16",
+                        "--seq", "4096", "--tp", "1", "--pp", "4", "--schedules", "1f1b",
+                        "zb-h2", "--link-delay", "0.05:1:2", "--objective", "p95",
+                        "--samples", "16", "--no-plots", "--out", str(tmp_path)])
+    assert "best that fit, by p95 under Noise(" in out
+    rows = [line.split() for line in out.splitlines() if re.match(r" 1 +4 +2 ", line)]
+    p95 = [float(r[10]) for r in rows[:5]]  # (t p d schedule m mb n recompute step mean p95)
+    assert len(p95) >= 2 and p95 == sorted(p95)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--noise-cov", "abc"], "--noise-cov must be a CoV or per kind as 'F=0.05,B=0.08'"),
+    (["--slow-device", "1"], "--slow-device must be R:FACTOR (got '1')"),
+    (["--slow-device", "1:0"], "--slow-device 1:FACTOR must be finite and > 0 (got 0.0)"),
+    (["--slow-device", "1:2", "--slow-device", "1:3"], "--slow-device must name each device "
+                                                        "once (got 1 twice)"),
+    (["--slow-stage", "7:2"], "--slow-stage names stage 7, but the schedule has stages 0..3"),
+    (["--link-delay", "-1"], "--link-delay SECONDS:1:2 must be finite and >= 0 (got -1.0)"),
+    (["--link-delay", "0.1:0:2"], "--link-delay names link (0, 2), which carries no hand-off"),
+    (["--spike", "2:3"], "--spike probability must be in [0, 1] (got 2.0)"),
+    (["--noise-seed", "-1"], "--noise-seed must be an integer in [0, 2**64)"),
+    (["--cdf", "x.png"], "--cdf draws a Monte Carlo: give a noise flag too"),
+])
+def test_bad_noise_flags_are_named(capsys, args, message):
+    assert main(["simulate", "-s", "1f1b", "-p", "4", "-n", "8", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, args, message", [
+    (["optimize", "-p", "4", "-n", "8"], ["--objective", "p95"],
+     "--objective p95 ranks under noise: give a noise flag too"),
+    (["optimize", "-p", "4", "-n", "8"], ["--noise"],
+     "a noise flag needs a noisy --objective, one of p95, p50, mean, mean+std"),
+    (["plan", "--gpus", "8", "--model", "llama2-7b", "--global-batch", "16"],
+     ["--link-delay", "0.1"], "--link-delay must be SECONDS:R1:R2 (got '0.1')"),
+    (["plan", "--gpus", "8", "--model", "llama2-7b", "--global-batch", "16", "--no-plots"],
+     ["--slow-device", "12:2", "--samples", "4"],
+     "noise must fit some planned pipeline (it fits none, up to p = 8: --slow-device names "
+     "device 12"),
+])
+def test_noise_flags_that_cannot_apply_are_refused(capsys, tmp_path, command, args, message):
+    out = ["--out", str(tmp_path)] if command[0] == "plan" else ["--quiet"]
+    assert main([*command, *out, *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_plan_refuses_a_noise_that_fits_no_pipeline():
+    from fastpp import ScheduleError
+    from fastpp.model import plan
+
+    with pytest.raises(ScheduleError, match=r"noise must fit some planned pipeline .*"
+                                            r"slow_devices names device 12"):
+        plan("llama2-7b", 8, "H100-80GB", seq=4096, global_batch=16,
+             noise=Noise(slow_devices={12: 2.0}), samples=4)
+    assert np.isfinite(plan("llama2-7b", 8, "H100-80GB", seq=4096, global_batch=16, pp=[4],
+                            noise=Noise(slow_devices={3: 2.0}), samples=4)
+                       ["step_time_p95"]).any()
