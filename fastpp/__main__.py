@@ -880,6 +880,10 @@ def _report_noise(args, mc, res) -> None:
     print(f"makespan mean {mc.mean:.6g}, std {mc.std:.4g} ({mc.std / mc.mean:.2%}); p5 "
           f"{q[0]:.6g}, p50 {q[1]:.6g}, p95 {q[2]:.6g} ({q[2] / res.makespan - 1:+.2%} on "
           f"{res.makespan:g} without noise), p99 {q[3]:.6g}")
+    noise = mc.noise
+    if noise.slow_devices or noise.slow_stages or noise.link_delay:  # what is not drawn
+        fixed = simulate(mc.schedule, mc.costs, noise=noise.fixed(), samples=1).makespan[0]
+        print(f"its slow devices, stages and links alone, nothing drawn: makespan {fixed:.6g}")
     sensitivity, absorbed = mc.sensitivity, mc.absorption()
     top = sorted(((v, name, k) for what, name in (("links", "link"), ("stages", "stage"))
                   for k, v in sensitivity[what].items()), key=lambda x: -x[0])[:5]

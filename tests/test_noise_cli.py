@@ -114,3 +114,14 @@ def test_plan_refuses_a_noise_that_fits_no_pipeline():
     assert np.isfinite(plan("llama2-7b", 8, "H100-80GB", seq=4096, global_batch=16, pp=[4],
                             noise=Noise(slow_devices={3: 2.0}), samples=4)
                        ["step_time_p95"]).any()
+
+
+def test_simulate_prints_the_persistent_part_alone(capsys):
+    """A slow link's step without jitter (``noise.fixed()``): a blocking delay on the one
+    link of 1F1B at p = 2 lengthens it, by at most one delay for each of the 2 n messages
+    that cross the link."""
+    out = _out(capsys, ["simulate", "-s", "1f1b", "-p", "2", "-n", "4", "--link-delay", "0.5",
+                        "--blocking", "--samples", "10"])
+    plain = simulate(build_schedule("1f1b", 2, 4), Costs(1, 2)).makespan
+    fixed = _figure(out, "nothing drawn: makespan")
+    assert plain < fixed <= plain + 2 * 4 * 0.5
