@@ -173,8 +173,10 @@ class MonteCarlo:
         return on_path, slope / self.samples
 
     def op_times(self, first: int = 0, count: int | None = None) -> np.ndarray:
-        """The drawn time of every op in samples ``first .. first + count - 1`` (default:
-        all), shaped ``(p, L, count)`` like the schedule's op matrices.
+        """The time of every op in samples ``first .. first + count - 1`` (default: all),
+        shaped ``(p, L, count)`` like the schedule's op matrices: its drawn time plus, with
+        a ``blocking`` link delay, the holds of the messages it sends over that link (a
+        timeline of these times with the delays as latency nowhere is the sample's).
 
         Parameters
         ----------
@@ -205,8 +207,8 @@ class MonteCarlo:
 
     def times(self, sample: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The start and end of every op in sample ``sample``, shaped ``(p, L)`` like the
-        schedule's op matrices: its drawn times (``op_times``), the sends a blocking link
-        delay holds, and the delays as latency otherwise, timed as its makespan was (its
+        schedule's op matrices: its ``op_times`` (a blocking link delay's holds already
+        in them) and, not blocking, the link delays as latency, timed as its makespan was (its
         last end less its first start is ``makespan[sample]``, to the bit). One sample of
         ``noise.fixed()`` is the timeline of the noise's persistent part alone.
 
