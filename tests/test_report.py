@@ -160,6 +160,26 @@ def test_plan_report_sorts_and_filters(browser, tmp_path, capsys):
     page.check_offline()
 
 
+def test_noisy_plan_report_shows_each_rows_distribution(browser, tmp_path, capsys):
+    """A plan under noise (``plan --noise``): its report's table had left out the noisy
+    columns, so the rows ranked by p95 showed no p95."""
+    assert cli(["plan", "--model", "llama3-8b", "--gpus", "8", "--seq", "2048",
+                "--global-batch", "16", "--pp", "4", "--slow-device", "3:1.3", "--samples", "8",
+                "--objective", "p95", "--out", str(tmp_path), "--top", "1"]) == 0
+    capsys.readouterr()
+    df = pd.read_parquet(tmp_path / "plan.parquet")
+    page = Opened(browser, tmp_path / "plan.html")
+    names = page.page.locator(".fastpp-table thead tr").first.locator("th").all_text_contents()
+    assert {"mean s", "p95 s"} <= set(names)
+    first = page.page.locator(".fastpp-table tbody tr").first.locator("td")
+    row = df.iloc[0]  # (the plan's order: fitting rows by p95)
+    assert float(first.nth(names.index("p95 s")).text_content()) == pytest.approx(
+        row["step_time_p95"], rel=1e-3)
+    assert float(first.nth(names.index("mean s")).text_content()) == pytest.approx(
+        row["step_time_mean"], rel=1e-3)
+    page.check_offline()
+
+
 def test_main_job_writes_its_report(browser, tmp_path, capsys):
     sweep = script("sweep")
     assert sweep.main(["--schedules", *SCHEDULES, "-p", "2", "4", "--n-per-p", "1", "2",
