@@ -246,7 +246,8 @@ class Schedule:
             Device of each virtual stage; inferred from where each stage's ops appear.
         n, m : int, optional
             Microbatches (default: largest microbatch id + 1) and chunks per device (default:
-            ``V // p``).
+            the stages of the longest route over ``p``: ``V // p`` on one direction, ``1`` for
+            DualPipe's and Chimera's two, whose routes each run through ``p`` stages).
         name, routes :
             As for ``Schedule``.
         forward_only : bool, optional
@@ -302,7 +303,7 @@ class Schedule:
             mbs = [j for o in parsed for op in o for j in (op[2], op[4])]
             n = max(mbs, default=-1) + 1
         if m is None:
-            m = max(1, len(stage_to_device) // p)
+            m = max(1, _route_stages(routes, len(stage_to_device)) // p)
         if forward_only is None:
             forward_only = all(op[0] == F for o in parsed for op in o)
         forward_only = flag(forward_only, "forward_only")
@@ -555,3 +556,19 @@ class Built:
 
 # a misspelt keyword named, not a bare TypeError
 Schedule.__init__ = known_keywords("Schedule")(Schedule.__init__)
+
+
+def _route_stages(routes, V: int) -> int:
+    """The stages of the longest route in ``routes`` (``V`` without routes, or where they
+    are no ``(first, last)`` integer pairs, which ``Schedule`` then refuses, naming them):
+    one model copy's stages, which its chunks divide."""
+    if routes is None:
+        return V
+    try:
+        pairs = np.asarray(routes)
+        if pairs.ndim != 2 or pairs.shape[1] != 2 or not pairs.size \
+                or not np.issubdtype(pairs.dtype, np.integer):
+            return V
+        return int((pairs[:, 1] - pairs[:, 0]).max()) + 1
+    except (TypeError, ValueError, OverflowError):
+        return V

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fastpp import Op, Schedule, ScheduleError, build_schedule, simulate
+from fastpp import Costs, Op, Schedule, ScheduleError, build_schedule, simulate
 from fastpp.ops import format_op, parse_op
 
 GOOD = [["0F0", "0F1", "0B0", "0B1"], ["1F0", "1B0", "1F1", "1B1"]]
@@ -120,3 +120,15 @@ def test_one_error_base():
     with pytest.raises(ScheduleError, match="schedule must be a fastpp.Schedule") as caught:
         simulate("1f1b")
     assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize("name", ["dualpipe", "chimera", "zbv", "interleaved-1f1b", "1f1b"])
+def test_from_tokens_takes_m_from_the_routes(name):
+    """A two-direction token list given its routes had ``m = V // p = 2``: every op and every
+    activation half of what DualPipe's own schedule prices (13 for 26 at p = 4, n = 8)."""
+    s = build_schedule(name, 4, 8)
+    t = Schedule.from_tokens(s.tokens(), s.stage_to_device,
+                             routes=np.stack([s.route_first, s.route_last], 1))
+    assert t.m == s.m
+    c = Costs(f=1, b=2, w=1)
+    assert simulate(t, c).makespan == simulate(s, c).makespan
