@@ -81,7 +81,9 @@ class Noise(Frozen):
     ----------
     cov : float or mapping, default 0.05
         Coefficient of variation of every op's jitter, or per kind: ``{"F": 0.05, "B": 0.08}``
-        (kinds not named have none; an overlapped pair takes its forward's). In [0, 10].
+        (a split backward's ``I`` and ``W`` not named take ``B``'s, the backward they split,
+        as a ``MeasuredSteps`` bootstrap does; other kinds not named have none; an overlapped
+        pair takes its forward's). In [0, 10].
     dist : {"lognormal", "gamma"}
         The jitter's distribution (mean 1).
     slow_devices, slow_stages : mapping, optional
@@ -268,6 +270,9 @@ def _per_kind(cov) -> np.ndarray:
             if kind not in KINDS:
                 raise ScheduleError(f"cov keys must be kinds among {list(KINDS)} (got {kind!r})")
             out[int(Op[kind])] = _cov(value, f"cov[{kind!r}]")
+        for part in ("I", "W"):  # (a split backward's parts vary as the backward does)
+            if part not in cov:
+                out[int(Op[part])] = out[int(Op.B)]
         out[FB] = out[F]
         return out
     must = "a number or a mapping of kind to number"
