@@ -46,3 +46,16 @@ def test_plan_bytes_equal_device_bytes(model):
         for k in BYTES:
             assert getattr(r, k) == pytest.approx(by[k][worst], rel=1e-12), (k, r)
 
+
+
+def test_mla_down_projections_are_whole_on_every_tensor_rank():
+    """Megatron duplicates MLA's down-projections (and their latent norms) on every
+    tensor-parallel rank; they had been split over t with the rest of the layer, 45 MB of
+    weights short on DeepSeek-V3's first device at t = 2 (a reviewer's hand count). By hand
+    from DeepSeek-V3's config.json: h 7168, q_lora_rank 1536, kv_lora_rank 512, rope 64; its
+    first device holds 3 of the first 3 dense layers (no router)."""
+    sched = build_schedule("1f1b", p=16, n=32)
+    one, two = (device_bytes("deepseek-v3", sched, tp=t, dp=32 // t, ep=32) for t in (1, 2))
+    whole = 7168 * 1536 + 7168 * (512 + 64) + 1536 + 512  # per layer, on every rank
+    assert two["parameter_bytes"][0] - one["parameter_bytes"][0] / 2 == pytest.approx(
+        3 * whole * 2 / 2)  # bf16 weights: the half that splitting had left out

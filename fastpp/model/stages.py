@@ -596,8 +596,10 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
     its blocks. Zero for ``cp = 1``.
 
     ``"all-gather"`` (Llama 3): K and V of the whole sequences gathered before the attention,
-    their gradients reduce-scattered after its backward, both exposed; each rank's queries
-    then attend causally over keys as long as the sequence, as without context parallelism.
+    gathered again for its backward (Transformer Engine's ``AttnFuncWithCPAndKVAllGather``
+    keeps only the local K and V between the two) and their gradients reduce-scattered
+    after it, all exposed; each rank's queries then attend causally over keys as long as the
+    sequence, as without context parallelism.
 
     ``"ring"`` (Megatron with Transformer Engine's p2p context parallelism): the sequence in
     ``2 cp`` chunks, rank ``i`` holding chunks ``i`` and ``2 cp - 1 - i``; ``cp`` steps, step 0
@@ -617,8 +619,8 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
     kv_bytes = 2.0 * BYTES * seq * b * model.kv / t  # the whole sequences' K and V, one rank
     per_node = context_parallel_per_node(hardware, t, cp)
     if cp_comm == "all-gather":
-        return (all_gather(hardware, kv_bytes, cp, per_node),
-                reduce_scatter(hardware, kv_bytes, cp, per_node))
+        gather = all_gather(hardware, kv_bytes, cp, per_node)
+        return gather, gather + reduce_scatter(hardware, kv_bytes, cp, per_node)
     spans = cp > per_node
     link = np.where(spans, hardware.network.bandwidth, hardware.node.bandwidth)
     latency = np.where(spans, hardware.network.latency, hardware.node.latency)
@@ -791,17 +793,24 @@ def chunk_kinds(model: Transformer, layers, loss, mtp) -> tuple[np.ndarray, np.n
 def stage_params(model: Transformer, layers, embedding, loss, t, moe_layers=0.0, mtp=0.0):
     """Parameters of each stage on one tensor-parallel rank but the routed experts': its
     layers (an MoE layer's attention, norms, router and shared experts), its MTP modules,
-    plus the embedding and the output layer where it holds them. (The router, replicated
-    over ``t``, is split with the rest here: 0.03% of DeepSeek-V3's layer.)"""
+    plus the embedding and the output layer where it holds them; split over ``t`` but what
+    every rank holds whole (``Transformer.replicated_params``: MLA's down-projections, the
+    router; they had been split too, DeepSeek-V3's 15 M a layer at t = 2)."""
     head = model.vocab * model.hidden
+    whole = model.replicated_params()
     if not model.moe and not model.mtp_depth:
-        return (layers * model.layer_params() + np.asarray(embedding) * head
-                + np.asarray(loss) * head) / t
+        return ((layers * (model.layer_params() - whole) + np.asarray(embedding) * head
+                 + np.asarray(loss) * head) / t + layers * whole)
     routed = model.experts * model.expert_params()
     moe = model.layer_params(True) - routed if model.moe else 0.0
     mtp_dense = model.mtp_params() - (routed if model.moe else 0.0)
-    return ((layers - moe_layers) * model.layer_params() + moe_layers * moe
-            + mtp * mtp_dense + np.asarray(embedding) * head + np.asarray(loss) * head) / t
+    moe_whole = model.replicated_params(True) if model.moe else 0.0
+    mtp_whole = model.replicated_params(model.moe)
+    dense_layers = layers - moe_layers
+    return ((dense_layers * (model.layer_params() - whole) + moe_layers * (moe - moe_whole)
+             + mtp * (mtp_dense - mtp_whole) + np.asarray(embedding) * head
+             + np.asarray(loss) * head) / t
+            + dense_layers * whole + moe_layers * moe_whole + mtp * mtp_whole)
 
 
 def expert_stage_params(model: Transformer, moe_layers, mtp, ep, etp):
@@ -869,13 +878,15 @@ def device_memory(model: Transformer, params, experts, t, replicas, edp, zero,
     ``replicas / replicate`` and ``edp / replicate``. Gradients at ``reduce_bytes`` and the
     optimizer at ``optimizer_bytes`` a parameter (``optimizer_split``). Arrays broadcast."""
     # a layer whole, outside its routed experts: the largest kind of layer the model has
-    unit = model.layer_params() if not model.moe else max(
-        model.layer_params() if model.dense_layers else 0.0,
-        model.layer_params(True) - model.experts * model.expert_params())
+    t = np.asarray(t)
+    unit = model.layer_params() / t + model.replicated_params() * (1 - 1 / t)
+    if model.moe:
+        moe = model.layer_params(True) - model.experts * model.expert_params()
+        unit = np.maximum(unit if model.dense_layers else 0.0,
+                          moe / t + model.replicated_params(True) * (1 - 1 / t))
     replicate = np.asarray(replicate, np.float64)
     dense = optimizer_split(params, np.asarray(replicas) / replicate, zero, zero3,
-                            IN_FLIGHT_LAYERS * unit / np.asarray(t), reduce_bytes,
-                            optimizer_bytes)
+                            IN_FLIGHT_LAYERS * unit, reduce_bytes, optimizer_bytes)
     apart = np.asarray(t) * np.asarray(replicas) / np.asarray(edp)
     routed = optimizer_split(experts, np.asarray(edp) / replicate, zero, zero3,
                              IN_FLIGHT_LAYERS * expert_stage_params(model, 1.0, 0.0, apart, 1.0),

@@ -281,6 +281,37 @@ class Transformer:
         query = h * q + q + q * a * (d + r) if q else h * a * (d + r)
         return query + h * (kv + r) + kv + kv * a * (d + dv) + a * dv * h
 
+    def down_params(self) -> float:
+        """MLA's two down-projections, ``h x q_rank`` and ``h x (kv_rank + r)`` (0 without
+        MLA): Megatron duplicates them on every tensor-parallel rank.
+
+        Returns
+        -------
+        float
+        """
+        if not self.mla:
+            return 0.0
+        h, q, kv, r = (float(x) for x in (self.hidden, self.q_rank, self.kv_rank,
+                                          self.rope_dim))
+        return h * q + h * (kv + r)
+
+    def replicated_params(self, moe: bool = False) -> float:
+        """The parameters of one layer that every tensor-parallel rank holds whole: MLA's
+        down-projections and latent norms, and an MoE layer's router (``h x E``). (The
+        layer norms, 2h, are counted split with the rest: 0.002% of a layer.)
+
+        Parameters
+        ----------
+        moe : bool
+            A layer with experts (else a dense one).
+
+        Returns
+        -------
+        float
+        """
+        latent = float(self.q_rank + self.kv_rank) if self.mla else 0.0
+        return self.down_params() + latent + (float(self.hidden) * self.experts if moe else 0.0)
+
     def expert_params(self) -> float:
         """One expert's matrices: ``3 h F_e`` (SwiGLU) or ``2 h F_e``.
 
@@ -479,7 +510,7 @@ def attention_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np
     whole = 4.0 * h + (h if model.dropout else 0.0)  # the norm's and the projections' input
     if model.mla:  # the down-projections run whole on every rank (Megatron duplicates them)
         q, kv, r = float(model.q_rank), float(model.kv_rank), float(model.rope_dim)
-        duplicated = h * q + h * (kv + r)
+        duplicated = model.down_params()
         split_params = model.attention_params() - duplicated
         whole += 4.0 * q + 2.0 * (kv + r) + 2.0 * kv  # the latents, before and after norms
         split = 4.0 * a * (d + r) + 4.0 * a * dv  # expanded Q, K; V; the output's input
