@@ -409,7 +409,10 @@ class Transformer:
 
     @property
     def active_parameters(self) -> float:
-        """Parameters one token uses: as ``parameters`` with only ``top_k`` routed experts."""
+        """Parameters one token uses: as ``parameters`` with only ``top_k`` routed experts.
+        The input embedding is counted, as in ``parameters``: model cards often leave it
+        out (DeepSeek-V3's "37B" is 37.55 B here, 36.6 B without it; Kimi K2's "32B" 32.9
+        B, 31.7 B)."""
         heads = 1 if self.tied_embeddings else 2
         return self._layers_params(True) + heads * self.vocab * self.hidden
 
