@@ -189,8 +189,12 @@ NOISE_FLAGS = ("noise", "cov", "dist", "slow_devices", "slow_stages", "link_dela
 def _noise(args, p: int | None):
     """The noise flags as a ``fastpp.Noise``, or None where none is given; ``p`` the devices
     a link delay without its ranks defaults to the middle link of (None: ranks required)."""
-    if not any(getattr(args, k) not in (None, False) for k in (*NOISE_FLAGS, args.seed_flag)):
+    if not any(getattr(args, k) is not None and getattr(args, k) is not False
+               for k in (*NOISE_FLAGS, args.seed_flag)):  # (0 is given: --noise-seed 0)
         return None
+    if args.blocking and not args.link_delay:
+        raise ScheduleError("--blocking holds the link delays at their senders: give "
+                            "--link-delay too (got --blocking alone)")
     kw = {}
     if args.cov is not None:
         kw["cov"] = _per_kind_cov(args.cov)
@@ -218,6 +222,7 @@ def _noise_flags(message: str) -> str:
     """``Noise``'s mappings named by their flags: ``slow_devices[1] must ...`` is
     ``--slow-device 1:FACTOR must ...``, ``link_delay names link ...`` ``--link-delay names
     link ...`` (``by_flags`` names a parameter only where it is the subject of "must")."""
+    message = re.sub(r"(?<![\w.-])cov\['(\w+)'\]", r"--noise-cov \1=COV", message)
     for name, flag, form in (("slow_devices", "--slow-device", "{}:FACTOR"),
                              ("slow_stages", "--slow-stage", "{}:FACTOR"),
                              ("link_delay", "--link-delay", "SECONDS:{}")):
@@ -234,10 +239,13 @@ def _per_kind_cov(text: str):
         if "=" not in text:
             return float(text)
         pairs = [part.split("=") for part in text.split(",")]
-        return {kind.strip(): float(value) for kind, value in pairs}
+        out = {kind.strip(): float(value) for kind, value in pairs}
     except ValueError:
         raise ScheduleError(f"--noise-cov must be a CoV or per kind as 'F=0.05,B=0.08' (got "
                             f"{text!r})") from None
+    if len(out) < len(pairs):
+        raise ScheduleError(f"--noise-cov must name each kind once (got {text!r})")
+    return out
 
 
 def _link_of(p: int | None):
@@ -246,6 +254,9 @@ def _link_of(p: int | None):
 
     def link(seconds, *ranks):
         if not ranks and p is not None:
+            if p < 2:
+                raise ScheduleError(f"--link-delay needs a link between two devices: a "
+                                    f"schedule on p = {p} device has none")
             ranks = (p // 2 - 1, p // 2)
         r1, r2 = ranks  # (a wrong count: _pairs names the form)
         return (int(r1), int(r2)), float(seconds)
@@ -260,6 +271,8 @@ def _pairs(texts: list[str], flag: str, form: str, what: str, parse) -> dict:
     for text in texts:
         try:
             key, value = parse(*text.split(":"))
+        except ScheduleError:
+            raise
         except (ValueError, TypeError):
             raise ScheduleError(f"{flag} must be {form} (got {text!r})") from None
         if key in out:
@@ -285,7 +298,7 @@ def _optimize_args(ap: argparse.ArgumentParser) -> None:
                     help="makespan, or the Zero Bubble paper's per-device span, or under "
                          "noise the makespan's p95, median, mean or mean + lam * std "
                          f"({given['objective']})")
-    ap.add_argument("--lam", type=float, default=given["lam"],
+    ap.add_argument("--lam", type=float, default=None,
                     help=f"the weight of the std in mean+std ({given['lam']:g})")
     ap.add_argument("--method", choices=METHODS, default=given["method"],
                     help=f"search method ({given['method']})")
@@ -399,7 +412,7 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
                 will_write(value, flag)
         if args.command == "optimize":
             noise = _noise(args, args.p)
-            _noise_for(args.objective, noise)
+            _noise_for(args.objective, noise, args.lam)
             if noise is not None and args.objective not in ROBUST:
                 raise ScheduleError(f"a noise flag needs a noisy --objective, one of "
                                     f"{', '.join(ROBUST)} (got --objective {args.objective})")
@@ -407,9 +420,10 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
                              memory=memory_limit_flag(args.memory_limit, args.p),
                              placement=args.placement, objective=args.objective,
                              method=args.method, time_limit=args.time_limit, seed=args.seed,
-                             progress=not args.quiet, noise=noise, lam=args.lam,
+                             progress=not args.quiet, noise=noise, **_lam(args),
                              **_drawn(args))
-            _report_search(found)
+            _report_search(found, _defaults(optimizer.optimize)["lam"] if args.lam is None
+                           else args.lam)
             _write_outputs(args, found.result)
             return 0
         sched = _schedule(args, ap)
@@ -422,11 +436,24 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
             if value is not None and noise is None:
                 raise ScheduleError(f"{flag} draws a Monte Carlo: give a noise flag too, e.g. "
                                     f"--noise (got {flag} {value} without one)")
+            if value is not None:  # refused before the work, as --gantt is
+                require("matplotlib", "plot", flag)
+                from .plot import check_picture
+
+                check_picture(value, flag)
         res = simulate(sched, costs)
+        # the Monte Carlo before anything is printed: a noise it refuses is the one line
+        mc = None if noise is None else simulate(sched, costs, noise=noise, **_drawn(args))
         _report(res)
         _write_outputs(args, res)
-        if noise is not None:
-            _report_noise(args, simulate(sched, costs, noise=noise, **_drawn(args)), res)
+        if mc is not None:
+            _report_noise(args, mc, res)
+    except MemoryError:  # a Monte Carlo of too many samples for this machine, say
+        drawn = getattr(args, "samples", None)
+        print("error: out of memory" + (f": --samples {drawn:,} needs more than this machine "
+                                        f"has; ask for fewer" if drawn else ""),
+              file=sys.stderr)
+        return 2
     except (ScheduleError, OSError) as err:
         message = str(err)  # named by the flags, not by the library's parameters
         parser = _subparser(ap, args)
@@ -553,7 +580,7 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--objective", choices=ROBUST, default=None,
                     help="rank by the step time under noise: its p95, median, mean or mean + "
                          "lam * std (default: by tokens per second without noise)")
-    ap.add_argument("--lam", type=float, default=given["lam"],
+    ap.add_argument("--lam", type=float, default=None,
                     help=f"the weight of the std in mean+std ({given['lam']:g})")
     _noise_args(ap, DEFAULT_SAMPLES, "seed", links_needed=True)
     ap.add_argument("--top", type=int, default=10, help="configurations to print (10)")
@@ -599,7 +626,7 @@ def _plan(args) -> int:
         # (plan would name bytes, and a value whose bytes overflow as inf)
         raise ScheduleError(f"--capacity-gb must be finite and > 0 (got {args.capacity_gb:g})")
     noise = _noise(args, None)  # (a plan's pipelines differ: a slow link names its devices)
-    _noise_for(args.objective, noise)
+    _noise_for(args.objective, noise, args.lam)
     start = time.perf_counter()
     df = plan(model_arg(args.model), args.gpus, hardware, seq=args.seq,
               global_batch=args.global_batch,
@@ -614,7 +641,7 @@ def _plan(args) -> int:
               precision=args.precision, node_limit=args.node_limit, imbalance=args.imbalance,
               dispatcher=args.dispatcher, recipe=args.recipe,
               recompute_modules=args.recompute_modules, noise=noise, objective=args.objective,
-              lam=args.lam, **_drawn(args))
+              **_lam(args), **_drawn(args))
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())
     stack = ""
@@ -827,7 +854,7 @@ def _report(res) -> None:
               f"{res.peak_activations[r]:>10.4g} {res.peak_live[r]:>10}")
 
 
-def _report_search(found) -> None:
+def _report_search(found, lam: float) -> None:
     s = found.schedule
     limit = found.memory
     shown = "none" if not limit.size or not limit.max() < float("inf") else f"{limit.max():g}"
@@ -835,7 +862,8 @@ def _report_search(found) -> None:
           f"{found.objective}, memory limit {shown} per device")
     if found.robust is not None:  # no bound under noise: what was ranked, and by what
         mc = found.robust
-        print(f"best: {found.objective} {found.value:.6g} under {mc.noise!r} ({mc.samples:,} "
+        objective = found.objective if found.objective != "mean+std" else f"mean + {lam:g} std"
+        print(f"best: {objective} {found.value:.6g} under {mc.noise!r} ({mc.samples:,} "
               f"samples, seed {mc.seed}); without noise makespan {found.result.makespan:.6g} "
               f"(bubble {found.bubble:.2%}); found by {found.method}")
         print("no bound is proven under noise: the search ran without it, and each schedule "
@@ -843,13 +871,19 @@ def _report_search(found) -> None:
     else:
         print(f"best: {found.objective} {found.value:.6g} (bubble {found.bubble:.2%}), found "
               f"by {found.method}")
-        print(f"lower bound {found.lower_bound:.6g}, gap {found.gap:.2%}, "
+        print(f"lower bound {found.lower_bound:.6g}, gap {_gap(found.gap)}, "
               f"{'proven optimal' if found.optimal else 'not proven optimal: ' + _why(found)}")
     res = found.result
     print(f"{'device':>6} {'busy':>9} {'idle':>9} {'span':>9} {'peak act.':>10}")
     for r in range(s.p):
         print(f"{r:>6} {res.busy[r]:>9.4g} {res.idle[r]:>9.4g} {res.span[r]:>9.4g} "
               f"{res.peak_activations[r]:>10.4g}")
+
+
+def _gap(gap: float) -> str:
+    """A search's gap as a percentage, or where that would read 0.00% but is not 0 (a
+    solver's bound of times rounded down), its digits."""
+    return f"{gap:.2%}" if gap == 0 or gap >= 5e-5 else f"{gap:.2g}"
 
 
 def _why(found) -> str:
@@ -860,11 +894,19 @@ def _why(found) -> str:
                             "(the bound may be loose)"}.get(found.stopped, found.stopped)
 
 
-def _noise_for(objective, noise) -> None:
-    """A noisy ``--objective`` needs a noise flag."""
+def _noise_for(objective, noise, lam) -> None:
+    """A noisy ``--objective`` needs a noise flag, and ``--lam`` the objective it weighs."""
     if objective in ROBUST and noise is None:
         raise ScheduleError(f"--objective {objective} ranks under noise: give a noise flag "
                             f"too, e.g. --noise (got none)")
+    if lam is not None and objective != "mean+std":
+        raise ScheduleError(f"--lam weighs the std of --objective mean+std (got --lam {lam:g} "
+                            f"with --objective {objective})")
+
+
+def _lam(args) -> dict:
+    """``--lam`` as given (the library's default otherwise)."""
+    return {} if args.lam is None else {"lam": args.lam}
 
 
 def _drawn(args) -> dict:
@@ -884,14 +926,17 @@ def _report_noise(args, mc, res) -> None:
     if noise.slow_devices or noise.slow_stages or noise.link_delay:  # what is not drawn
         fixed = simulate(mc.schedule, mc.costs, noise=noise.fixed(), samples=1).makespan[0]
         print(f"its slow devices, stages and links alone, nothing drawn: makespan {fixed:.6g}")
-    sensitivity, absorbed = mc.sensitivity, mc.absorption()
+    sensitivity = mc.sensitivity
     top = sorted(((v, name, k) for what, name in (("links", "link"), ("stages", "stage"))
                   for k, v in sensitivity[what].items()), key=lambda x: -x[0])[:5]
+    # (each threshold is a bisection over every sample: for the five shown alone)
+    absorbed = mc.absorption(links=[k for _, name, k in top if name == "link"],
+                             stages=[k for _, name, k in top if name == "stage"])
     if top:
         print("most sensitive to a delay on each of its messages or ops: d mean makespan / "
               "d delay, and the delay that keeps the mean within 1%")
         for v, name, k in top:
-            print(f"  {name} {_key(k):<6} {v:>8.3g} {absorbed[name + 's'][k]:>10.3g}")
+            print(f"  {name:<5} {_key(k):<6} {v:>8.3g} {absorbed[name + 's'][k]:>10.3g}")
     if args.cdf or args.criticality:
         from . import plot
 

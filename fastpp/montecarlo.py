@@ -21,7 +21,15 @@ from functools import cached_property
 import numpy as np
 
 from . import noise as noise_module
-from .checks import ScheduleError, index, instance, number, number_array, positive_int
+from .checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    index,
+    instance,
+    number,
+    number_array,
+    positive_int,
+)
 from .compiled import evaluate, op_durations
 from .costs import MAX_TIME, Costs
 from .kernels import COMM, SB
@@ -294,7 +302,8 @@ class MonteCarlo:
         return {"links": {pair: float(slope[j]) for j, (pair, _) in enumerate(links)},
                 "stages": {s: float(x) for s, x in enumerate(slope[L:])}}
 
-    def absorption(self, tolerance: float = 0.01, steps: int = 12) -> dict:
+    def absorption(self, tolerance: float = 0.01, steps: int = 12, *, links=None,
+                   stages=None) -> dict:
         """The largest delay on each link (every message) and on each stage (every op) that
         keeps the mean makespan within ``tolerance`` of this one's: ``{"links": {(r1, r2):
         seconds}, "stages": {s: seconds}}``, to ``2**-steps`` of each. Found by bisection
@@ -307,6 +316,9 @@ class MonteCarlo:
             The mean makespan's allowed relative increase, > 0.
         steps : int
             Bisection steps, 1..40.
+        links, stages : iterable, optional
+            Only these links (``(r1, r2)`` pairs, as ``sensitivity`` names them) and stages
+            (default: all of each): each costs ``steps`` passes over every sample.
 
         Returns
         -------
@@ -316,10 +328,12 @@ class MonteCarlo:
         Raises
         ------
         ScheduleError
-            If ``tolerance`` or ``steps`` is out of range.
+            If ``tolerance`` or ``steps`` is out of range, or ``links`` or ``stages`` names
+            one the schedule's hand-offs or stages do not have.
         """
         tolerance = number(tolerance, "tolerance", strict=True)
         steps = positive_int(steps, "steps", 40)
+        chosen = self._chosen(links, stages)
         compiled, _, handoff, extra = self._state
         limit = (1.0 + tolerance) * self.mean
         if self.mean > MAX_TIME:  # no tolerance helps
@@ -339,10 +353,37 @@ class MonteCarlo:
             return _samples(self._state, h, extra + delay * weight[:, j],
                             self.samples)[0].mean()
 
-        found = [_bisect(lambda x, j=j: mean_with(x, j), limit, steps)
-                 for j in range(L + compiled.V)]
-        return {"links": {pair: found[j] for j, (pair, _) in enumerate(links)},
-                "stages": dict(enumerate(found[L:]))}
+        found = {j: _bisect(lambda x, j=j: mean_with(x, j), limit, steps) for j in chosen}
+        return {"links": {pair: found[j] for j, (pair, _) in enumerate(links) if j in found},
+                "stages": {j - L: x for j, x in found.items() if j >= L}}
+
+    def _chosen(self, links, stages) -> list[int]:
+        """The targets (``_targets``' columns) ``absorption`` finds: ``links`` and
+        ``stages`` checked, all of each by default."""
+        pairs, V = [pair for pair, _ in self._targets[0]], self._state[0].V
+        if links is None:
+            chosen = list(range(len(pairs)))
+        else:
+            chosen = []
+            for link in _items_of(links, "links"):
+                key = tuple(sorted(link)) if isinstance(link, tuple | list) and len(link) == 2 \
+                    else None
+                if key not in pairs:
+                    raise ScheduleError(f"links must name links of the schedule's hand-offs, "
+                                        f"{pairs} (got {link!r})")
+                chosen.append(pairs.index(key))
+        if stages is None:
+            return chosen + [len(pairs) + s for s in range(V)]
+        for s in _items_of(stages, "stages"):
+            chosen.append(len(pairs) + index(s, "stages", V))
+        return chosen
+
+
+def _items_of(values, name: str) -> list:
+    """An iterable argument's items (a string or a number is no list of them)."""
+    if isinstance(values, str) or not hasattr(values, "__iter__"):
+        raise ScheduleTypeError(f"{name} must be a list (got {type(values).__name__})")
+    return list(values)
 
 
 def _scaled(statistic, makespans: np.ndarray) -> float:
@@ -403,14 +444,20 @@ def _seed(seed, name: str) -> int:
     return int(seed)
 
 
+def check_samples(samples, p: int) -> int:
+    """``samples`` as an int, if a Monte Carlo of a ``p``-device schedule can keep them."""
+    samples = positive_int(samples, "samples", MAX_SAMPLES)
+    most = MAX_RESULT_VALUES // (2 * p + 1)
+    if samples > most:
+        raise ScheduleError(f"samples must be at most {most:,} at p = {p} (each sample keeps "
+                            f"2 p + 1 floats; got {samples:,})")
+    return samples
+
+
 def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteCarlo:
     """``samples`` timelines of ``schedule`` under ``costs`` and ``noise`` (module docstring)."""
-    samples = positive_int(samples, "samples", MAX_SAMPLES)
+    samples = check_samples(samples, schedule.p)
     seed = _seed(seed, "seed")
-    most = MAX_RESULT_VALUES // (2 * schedule.p + 1)
-    if samples > most:
-        raise ScheduleError(f"samples must be at most {most:,} at p = {schedule.p} (each "
-                            f"sample keeps 2 p + 1 floats; got {samples:,})")
     compiled = schedule.compiled()
     N, V, p = compiled.num_ops, compiled.V, compiled.p
     tf, tb, ti, tw, tfb, comm, _, _, sb = costs._per_stage(schedule)
@@ -448,10 +495,10 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     handoff = comm + delays
     state = (compiled, draws, handoff, extra)
     makespan, busy, span = _samples(state, handoff, extra, samples)
-    if not np.isfinite(makespan).all():  # finite inputs whose products overflow float64
-        raise ScheduleError(f"noise must keep op times finite (got {noise!r}, whose slow "
-                            f"factors, spike magnitude or link delays overflow with costs "
-                            f"{costs!r})")
+    if not makespan.max() <= MAX_TIME:  # (NaN and inf too: finite inputs that overflow)
+        raise ScheduleError(f"noise must keep the makespan at most {MAX_TIME:g}, as costs "
+                            f"must: its slow factors, spike magnitude or link delays make it "
+                            f"{makespan.max():.6g} with these costs")
     return MonteCarlo(schedule, costs, noise, int(seed), makespan, busy, span, state,
                       (schedule.kind.shape, _boundaries(schedule)))
 

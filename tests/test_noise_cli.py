@@ -32,7 +32,8 @@ def test_simulate_prints_the_monte_carlo_of_its_flags(capsys, tmp_path):
                         ("p95", mc.quantile(0.95))):
         assert _figure(out, name) == pytest.approx(value, rel=1e-5)
     top = max(mc.sensitivity["links"].items(), key=lambda kv: kv[1])
-    assert re.search(rf"link {top[0][0]}-{top[0][1]} +{top[1]:.3g}", out)
+    absorbed = mc.absorption()["links"][top[0]]
+    assert re.search(rf"link +{top[0][0]}-{top[0][1]} +{top[1]:.3g} +{absorbed:.3g}\n", out)
     assert (tmp_path / "cdf.png").stat().st_size > 0 and (tmp_path / "c.png").stat().st_size > 0
 
 
@@ -94,8 +95,8 @@ def test_bad_noise_flags_are_named(capsys, args, message):
      ["--link-delay", "0.1"], "--link-delay must be SECONDS:R1:R2 (got '0.1')"),
     (["plan", "--gpus", "8", "--model", "llama2-7b", "--global-batch", "16", "--no-plots"],
      ["--slow-device", "12:2", "--samples", "4"],
-     "noise must fit some planned pipeline (it fits none, up to p = 8: --slow-device names "
-     "device 12"),
+     "--slow-device names device 12, but the schedule has devices 0..7 (as in every planned "
+     "pipeline, up to p = 8: the noise fits none of them)"),
 ])
 def test_noise_flags_that_cannot_apply_are_refused(capsys, tmp_path, command, args, message):
     out = ["--out", str(tmp_path)] if command[0] == "plan" else ["--quiet"]
@@ -107,8 +108,8 @@ def test_plan_refuses_a_noise_that_fits_no_pipeline():
     from fastpp import ScheduleError
     from fastpp.model import plan
 
-    with pytest.raises(ScheduleError, match=r"noise must fit some planned pipeline .*"
-                                            r"slow_devices names device 12"):
+    with pytest.raises(ScheduleError, match=r"slow_devices names device 12, .* the noise fits "
+                                            r"none of them"):
         plan("llama2-7b", 8, "H100-80GB", seq=4096, global_batch=16,
              noise=Noise(slow_devices={12: 2.0}), samples=4)
     assert np.isfinite(plan("llama2-7b", 8, "H100-80GB", seq=4096, global_batch=16, pp=[4],
@@ -125,3 +126,95 @@ def test_simulate_prints_the_persistent_part_alone(capsys):
     plain = simulate(build_schedule("1f1b", 2, 4), Costs(1, 2)).makespan
     fixed = _figure(out, "nothing drawn: makespan")
     assert plain < fixed <= plain + 2 * 4 * 0.5
+
+
+# a user's review of the flags (6 December 2026): each reproducer that failed
+
+def test_a_flag_given_as_zero_still_turns_the_monte_carlo_on(capsys):
+    """``--noise-seed 0`` and ``--step-cov 0`` were taken as not given (0 == False)."""
+    for args in (["--noise-seed", "0"], ["--step-cov", "0"]):
+        out = _out(capsys, ["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--samples", "10",
+                            *args])
+        assert "10 samples (seed 0)" in out, args
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-p", "1", "--link-delay", "0.5"], "--link-delay needs a link between two devices: a "
+                                         "schedule on p = 1 device has none"),
+    (["--link-delay", "1e308"], "noise must keep the makespan at most 1e+290, as costs must: "
+                                "its slow factors, spike magnitude or link delays make it inf"),
+    (["--link-delay", "1e300", "--blocking"], "make it 1e+301 with these costs"),
+    (["--noise-cov", "F=nan"], "--noise-cov F=COV must be finite and >= 0 (got nan)"),
+    (["--noise-cov", "F=0.1,F=0.2"], "--noise-cov must name each kind once"),
+    (["--blocking"], "--blocking holds the link delays at their senders: give --link-delay"),
+    (["--noise", "--cdf", ""], "--cdf must be a file path that can be written (got '': an "
+                               "empty name)"),
+    (["--noise", "--criticality", "/nonexistent/x.png"], "--criticality must be a file path"),
+    (["--slow-device", "4:2"], "--slow-device names device 4, but the schedule has devices "
+                               "0..3"),
+])
+def test_a_refused_noise_is_one_line_before_any_output(capsys, args, message):
+    p = ["-p", "4"] if "-p" not in args else []
+    assert main(["simulate", "-s", "1f1b", *p, "-n", "8", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err and err.count("\n") == 1, (out, err)
+
+
+def test_optimize_says_heuristic_and_shows_a_small_gap(capsys):
+    """``--method heuristic`` with a tiny limit said "the time limit ran out" (its candidates
+    all ran); a gap of 3e-7 printed as "gap 0.00%" beside "without closing the gap"."""
+    out = _out(capsys, ["optimize", "-p", "4", "-n", "6", "--f", "1", "--b", "3", "--w", "0.5",
+                        "--comm", "0.2", "--memory-limit", "2", "--method", "heuristic",
+                        "--time-limit", "0.0001", "--quiet"])
+    assert "not proven optimal: --method heuristic runs the candidates alone" in out
+    from fastpp.__main__ import _gap
+
+    assert [_gap(x) for x in (0.0, 3e-7, 5e-5, 0.0564)] == ["0.00%", "3e-07", "0.01%", "5.64%"]
+
+
+@pytest.mark.parametrize("command, args, message", [
+    (["optimize", "-p", "4", "-n", "8", "--quiet"], ["--objective", "p95", "--noise", "--lam",
+                                                     "5"],
+     "--lam weighs the std of --objective mean+std (got --lam 5 with --objective p95)"),
+    (["plan", "--gpus", "16", "--model", "llama2-7b", "--seq", "4096", "--global-batch", "64",
+      "--pp", "16", "--schedules", "1f1b", "--no-plots"], ["--noise", "--samples", "20000000"],
+     "--samples must be at most 16,268,815 at p = 16 (each sample keeps 2 p + 1 floats; got "
+     "20,000,000)"),
+])
+def test_flags_the_objective_or_the_samples_cannot_take(capsys, tmp_path, command, args,
+                                                         message):
+    out = ["--out", str(tmp_path)] if command[0] == "plan" else []
+    assert main([*command, *out, *args]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+
+
+def test_plan_says_how_many_rows_its_noise_does_not_fit(capsys, tmp_path):
+    out = _out(capsys, ["plan", "--gpus", "8", "--model", "llama2-7b", "--global-batch", "16",
+                        "--seq", "4096", "--pp", "2", "4", "--schedules", "1f1b",
+                        "--link-delay", "0.05:2:3", "--objective", "p95", "--samples", "8",
+                        "--no-plots", "--out", str(tmp_path)])
+    import pandas as pd
+
+    df = pd.read_parquet(tmp_path / "plan.parquet")
+    fits = df[df["fits"]]
+    unfit = int(fits["step_time_p95"].isna().sum())
+    assert unfit and (fits["p"][fits["step_time_p95"].isna()] == 2).all()
+    assert f"of {len(fits)}; {unfit} the noise does not fit, without its figures, ranked last)" \
+        in out
+
+
+def test_absorption_of_chosen_links_and_stages():
+    mc = simulate(build_schedule("1f1b", 4, 8), Costs(1, 2), noise=Noise(), samples=64)
+    every = mc.absorption()
+    some = mc.absorption(links=[(2, 1)], stages=[3])
+    assert some == {"links": {(1, 2): every["links"][(1, 2)]},
+                    "stages": {3: every["stages"][3]}}
+    from fastpp import ScheduleError
+
+    for kw, message in ((dict(links=[(0, 2)]), r"links must name links of the schedule's "
+                                               r"hand-offs, \[\(0, 1\), \(1, 2\), \(2, 3\)\] "
+                                               r"\(got \(0, 2\)\)"),
+                        (dict(links="ab"), "links must be a list"),
+                        (dict(stages=[4]), r"stages must be an integer in 0..3 \(got 4\)")):
+        with pytest.raises(ScheduleError, match=message):
+            mc.absorption(**kw)

@@ -254,8 +254,8 @@ def test_cli_takes_vocabularies_and_defaults_from_the_library(monkeypatch):
         cli.main(["plan", "--model", "llama2-7b", "--gpus", "8"])
     defaults = {k: v.default for k, v in inspect.signature(real_plan).parameters.items()}
     for key in ("sequence_parallel", "blocking_handoffs", "tp_overlap", "gradient_overlap",
-                "imbalance", "zero3", "cp_comm", "link", "node_limit", "hardware", "lam",
-                "noise", "objective"):
+                "imbalance", "zero3", "cp_comm", "link", "node_limit", "hardware", "noise",
+                "objective"):
         assert given.get(key, given.get("args", {}).get(key)) == defaults[key] or (
             key == "hardware"), key
     given.clear()

@@ -368,6 +368,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     order = np.lexsort((rank, ~frame["fits"].to_numpy()))
     frame = frame.iloc[order].reset_index(drop=True)
     frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
+    frame.attrs["objective"] = objective
     if noise is not None:  # what the summary says its rows are ranked by
         frame.attrs["ranked"] = (f"by {objective}" if objective != "mean+std" else
                                  f"by mean + {lam:g} std") + f" under {noise!r}" if objective \
@@ -382,8 +383,8 @@ def _fits_some(frame, noise) -> None:
     if len(ran) and ran["step_time_p95"].isna().all():
         widest = ran.loc[ran["p"].idxmax()]  # (the reason of the most devices and links)
         why = widest["reason"].partition("noise does not fit it: ")[2]
-        raise ScheduleError(f"noise must fit some planned pipeline (it fits none, up to p = "
-                            f"{widest['p']}: {why})")
+        raise ScheduleError(f"{why} (as in every planned pipeline, up to p = {widest['p']}: "
+                            f"the noise fits none of them)")
 
 
 def _capacity(hardware, capacity) -> float:
@@ -910,8 +911,12 @@ def summary(df, top: int = 10) -> str:
     if len(fits) and top:
         shown = _fold_alike(fits)
         ranked = df.attrs.get("ranked")
+        unfit = int(fits["step_time_p95"].isna().sum()) if noisy else 0
         text += [(f"best that fit, {ranked}" if ranked else "fastest that fit")
-                 + f" ({min(top, len(shown))} of {len(fits)}):", cols]
+                 + f" ({min(top, len(shown))} of {len(fits)}"
+                 + (f"; {unfit} the noise does not fit, without its figures"
+                    + (", ranked last" if df.attrs.get("objective") else "") if unfit else "")
+                 + "):", cols]
         text += [line(r) for r in shown.head(top).itertuples()]
     elif not len(fits):
         text += ["nothing fits"]

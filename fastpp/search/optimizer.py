@@ -257,6 +257,7 @@ class _Search:
         self.bound = min(self.split_bound, self.whole_bound)
         self.bar = _progress_bar(time_limit) if progress else None
         self.method = ""
+        self.clocked = False  # the clock stopped the candidates
         self.solver_timed_out = False  # CP-SAT ended on its clock, not on a proof
 
     def elapsed(self) -> float:
@@ -318,7 +319,10 @@ class _Search:
             # (lazily: each candidate is built only if the clock allows it)
             candidates = itertools.chain(candidates, fixed_candidates(problem),
                                          list_candidates(problem))
-        while not self.late():  # (the clock first: the next candidate is built on demand)
+        while True:  # (the clock first: the next candidate is built on demand)
+            if self.late():
+                self.clocked = True  # candidates left unbuilt
+                break
             name, schedule = next(candidates, (None, None))
             if schedule is None:
                 break
@@ -411,7 +415,10 @@ class _Search:
         """``SearchResult.stopped``."""
         if optimal:
             return "proven"
-        if self.solver_timed_out or self.searched() >= self.limit:
+        # (a heuristic's candidates all run but on the largest problems: the clock stops
+        # nothing else of it)
+        if self.clocked or self.solver_timed_out or (
+                self.method != "heuristic" and self.searched() >= self.limit):
             return "time limit"
         return "heuristic" if self.method == "heuristic" else "search ended"
 

@@ -82,8 +82,10 @@ def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int,
     stages or links a point does not have raises, naming the point; with ``refused`` (an
     object array, one string a point) it is written there instead, the point's columns NaN."""
     from ..generators.registry import build_schedule
-    from ..montecarlo import run
+    from ..montecarlo import check_samples, run
 
+    if len(costs):  # too many samples for the widest pipeline: the samples' fault, said so
+        check_samples(samples, int(np.max(p)))
     out = {k: np.full(len(costs), np.nan) for k in NOISE_COLUMNS}
     built: dict[tuple, object] = {}
     for i, c in enumerate(costs):
