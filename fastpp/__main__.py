@@ -211,8 +211,11 @@ def _noise(args, p: int | None):
     if args.step is not None:
         kw["step"] = args.step
     if args.spike is not None:
-        kw["spike"] = _pairs([args.spike], "--spike", "PROB:MAGNITUDE", "spike",
-                             lambda q, x: (0, (float(q), float(x))))[0]
+        try:
+            probability, magnitude = (float(x) for x in args.spike.split(":"))
+        except ValueError:
+            raise ScheduleError(f"--spike must be PROB:MAGNITUDE (got {args.spike!r})") from None
+        kw["spike"] = (probability, magnitude)
     from . import Noise
 
     return Noise(blocking=args.blocking, **kw)
@@ -901,7 +904,8 @@ def _noise_for(objective, noise, lam) -> None:
                             f"too, e.g. --noise (got none)")
     if lam is not None and objective != "mean+std":
         raise ScheduleError(f"--lam weighs the std of --objective mean+std (got --lam {lam:g} "
-                            f"with --objective {objective})")
+                            + (f"with --objective {objective})" if objective else
+                               "without --objective)"))
 
 
 def _lam(args) -> dict:
