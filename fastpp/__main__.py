@@ -933,14 +933,19 @@ def _report_noise(args, mc, res) -> None:
     sensitivity = mc.sensitivity
     top = sorted(((v, name, k) for what, name in (("links", "link"), ("stages", "stage"))
                   for k, v in sensitivity[what].items()), key=lambda x: -x[0])[:5]
-    # (each threshold is a bisection over every sample: for the five shown alone)
-    absorbed = mc.absorption(links=[k for _, name, k in top if name == "link"],
-                             stages=[k for _, name, k in top if name == "stage"])
+    # each threshold is a bisection over every sample (12 passes): for the five shown
+    # alone, and up to ABSORBED samples (32 s at a million)
+    absorbed = None if mc.samples > ABSORBED else mc.absorption(
+        links=[k for _, name, k in top if name == "link"],
+        stages=[k for _, name, k in top if name == "stage"])
     if top:
         print("most sensitive to a delay on each of its messages or ops: d mean makespan / "
-              "d delay, and the delay that keeps the mean within 1%")
+              "d delay" + (", and the delay that keeps the mean within 1%" if absorbed else
+                           f" (the delays that keep the mean within 1%: at most {ABSORBED:,} "
+                           f"samples, or MonteCarlo.absorption())"))
         for v, name, k in top:
-            print(f"  {name:<5} {_key(k):<6} {v:>8.3g} {absorbed[name + 's'][k]:>10.3g}")
+            print(f"  {name:<5} {_key(k):<6} {v:>8.3g}"
+                  + (f" {absorbed[name + 's'][k]:>10.3g}" if absorbed else ""))
     if args.cdf or args.criticality:
         from . import plot
 
@@ -949,6 +954,9 @@ def _report_noise(args, mc, res) -> None:
         if args.criticality:
             print(f"criticality: "
                   f"{_written('--criticality', plot.criticality, mc, args.criticality)}")
+
+
+ABSORBED = 100_000  # the most samples simulate's absorption thresholds are found over
 
 
 def _key(k) -> str:

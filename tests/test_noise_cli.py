@@ -218,3 +218,18 @@ def test_absorption_of_chosen_links_and_stages():
                         (dict(stages=[4]), r"stages must be an integer in 0..3 \(got 4\)")):
         with pytest.raises(ScheduleError, match=message):
             mc.absorption(**kw)
+
+
+def test_simulate_leaves_out_the_thresholds_of_too_many_samples(capsys, monkeypatch):
+    """Each absorption threshold is a bisection over every sample: a million samples took
+    32 s for five of them; past ``ABSORBED`` samples the CLI says where to find them."""
+    import fastpp.__main__ as cli
+
+    monkeypatch.setattr(cli, "ABSORBED", 10)
+    out = _out(capsys, ["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--samples", "11",
+                        "--noise"])
+    assert "(the delays that keep the mean within 1%: at most 10 samples, or " \
+           "MonteCarlo.absorption())" in out
+    out = _out(capsys, ["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--samples", "10",
+                        "--noise"])
+    assert ", and the delay that keeps the mean within 1%" in out
