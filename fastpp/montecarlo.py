@@ -471,19 +471,23 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     halves = np.c_[tf[s], tb[s2]]
     slow = noise._op_factors(compiled.device, compiled.stage, compiled.stage2, halves, p, V)
     shapes, step_shape = noise._shapes()
+    pooled = compiled.device
     if noise.empirical is not None:
         pool, pool_at = noise_module.empirical_pools(noise.empirical, p, schedule.m)
-        empty = (pool_at[:, compiled.device, compiled.kind, 1] == 0).any(axis=0)
+        pooled = noise_module.pooled_by(noise.empirical, schedule, compiled.device,
+                                        compiled.stage)
+        empty = (pool_at[:, pooled, compiled.kind, 1] == 0).any(axis=0)
         if np.any(empty):
             i = int(np.flatnonzero(empty)[0])
             kind = Op(int(compiled.kind[i])).name
-            raise ScheduleError(f"empirical noise needs a measured {kind} op on device "
-                                f"{compiled.device[i]} to draw from (the run has none)")
+            where = "device" if pooled is compiled.device else "model block (stage)"
+            raise ScheduleError(f"empirical noise needs a measured {kind} op on {where} "
+                                f"{pooled[i]} to draw from (the run has none)")
     else:
         pool, pool_at = np.zeros(0), np.zeros((1, p, 5, 2), np.int64)
     # a writable copy of the noise's read-only factors: Numba types read-only arrays apart
     # (another compile of every kernel)
-    draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, compiled.device,
+    draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, pooled,
              base[:, 0].copy(), slow, shapes, noise.dist == "gamma", step_shape, noise.spike[0],
              noise.spike[1], pool, pool_at, noise.relative, noise.step_factors.copy())
     delays = noise._stage_delays(schedule.stage_to_device)
@@ -513,7 +517,8 @@ def _samples(state, handoff, extra, samples):
         # an overflow gives inf (and inf - inf NaN), which run() refuses; without the JIT NumPy
         # would also warn
         with np.errstate(over="ignore", invalid="ignore"):
-            noise_module.run_samples(*draws, compiled.previous, compiled.producer,
+            noise_module.run_samples(*draws, compiled.device, compiled.previous,
+                                     compiled.producer,
                                      compiled.link, compiled.stage2, compiled.device_first,
                                      handoff, extra, first, makespan, busy, span)
         return makespan, busy, span

@@ -51,6 +51,7 @@ from .checks import (
 from .compiled import evaluate_batch, finish_batch, timeline_batch
 from .kernels import COMM
 from .ops import FB, F, Op
+from .schedule import Schedule
 
 DISTS = ("lognormal", "gamma")
 MAX_COV = 10.0  # a CoV of 1000%; past about 1e154 the distributions' parameters overflow
@@ -105,9 +106,12 @@ class Noise(Frozen):
     empirical : MeasuredRun, MeasuredJob or MeasuredSteps, optional
         Draw each op's time from the run's measured times of the same device and kind (a
         bootstrap), instead of ``Costs``; the run must have the schedule's ``p`` (a job: its
-        stages, each device drawing from its stage's forward and backward computes over every
-        replica and step). The jitter (``cov``) is then 0 unless given. ``MeasuredSteps``
-        (several steps of one schedule) bootstraps factors on the ``Costs`` times instead,
+        stages, each drawing from its stage's forward and backward computes over every
+        replica and step). Of a plain pipeline's ops (a job, a loop run of ``m = 1``), a
+        schedule of ``m = 1`` draws each op's from its model block's (``pooled_by``): a
+        two-direction schedule's second pipeline runs block ``k`` on device ``p - 1 - k``.
+        The jitter (``cov``) is then 0 unless given. ``MeasuredSteps`` (several steps of one
+        schedule) bootstraps factors on the ``Costs`` times instead,
         so that any schedule and any ``m`` can be drawn: each sample one step's shared factor
         (``MeasuredSteps.step_factors``), each op a factor of its device and kind from the
         same step (``MeasuredSteps.op_ratios_by_kind``); ``step`` is then unused.
@@ -376,6 +380,24 @@ def empirical_pools(run, p: int, m: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(values), at
 
 
+def pooled_by(run, schedule: Schedule, device: np.ndarray, stage: np.ndarray) -> np.ndarray:
+    """Per op, the row of ``empirical_pools`` it draws from: its model block (its stage's
+    place on its route) where the measured ops are a plain pipeline's, device ``r`` running
+    block ``r`` (a ``MeasuredJob``'s stages, a loop run of ``m = 1``) and the schedule has
+    ``m = 1``; else its device (a run of the schedule's own placement). A two-direction
+    schedule's device holds two blocks: its second pipeline's ops had drawn the first's
+    times (DualPipe's device 0 runs blocks 0 and p - 1)."""
+    placement = getattr(getattr(run, "schedule", None), "stage_to_device", None)
+    plain = placement is None or np.array_equal(placement, np.arange(len(placement)))
+    if not plain or schedule.m != 1:
+        return device
+    block = np.zeros(schedule.V, np.int64)
+    for first, last in {(int(a), int(b)) for a, b in zip(schedule.route_first,
+                                                          schedule.route_last, strict=True)}:
+        block[first:last + 1] = np.arange(last - first + 1)
+    return block[stage]
+
+
 # -- the ziggurat of the normal (Marsaglia and Tsang, "The ziggurat method for generating random
 # variables", J. Stat. Software 5(8), 2000) ------------------------------------------------------
 
@@ -598,24 +620,25 @@ def exp_into(x, out):
 
 
 @jit
-def draw(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
+def draw(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, step_shape, spike_p,
          spike_x, pool, pool_at, relative, step_pool, first, out):
     """Every op's noisy time for samples ``first .. first + K - 1``: ``out[i, b]``
     (``[N, K]``).
 
     ``base[i]`` is op ``i``'s time (used when ``pool`` is empty) and ``slow[i]`` its persistent
     factor; ``pool[pool_at[j, r, kind, 0]:...+pool_at[j, r, kind, 1]]`` the measured times an
-    op of that kind on device ``r`` is bootstrapped from (with ``relative``, factors on
+    op of that kind with ``pooled[i] = r`` (its device's, or its model block's: ``pooled_by``)
+    is bootstrapped from (with ``relative``, factors on
     ``base[i]``). A non-empty ``step_pool`` gives the per-sample factor, bootstrapped, instead
     of ``step_shape``; the sample that draws its entry ``j`` draws its ops from pools ``j``
     (``j = 0`` without). Keys: ``(stage, kind, mb, sample)``.
     """
-    draw_keyed(seed, op_keys(seed, kind, stage, mb), kind, device, base, slow, shapes, gamma,
+    draw_keyed(seed, op_keys(seed, kind, stage, mb), kind, pooled, base, slow, shapes, gamma,
                step_shape, spike_p, spike_x, pool, pool_at, relative, step_pool, first, out)
 
 
 @jit
-def draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, spike_p,
+def draw_keyed(seed, keys, kind, pooled, base, slow, shapes, gamma, step_shape, spike_p,
                spike_x, pool, pool_at, relative, step_pool, first, out):
     """``draw`` with each op's keys already made (``op_keys``): the Philox hashes once per
     Monte Carlo, not once per block of samples."""
@@ -642,7 +665,7 @@ def draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, 
             if empirical or spike_p > 0.0:
                 u1, u2 = uniforms(events, first + b)
                 if empirical:
-                    at = pool_at[picked[b], device[i], k]
+                    at = pool_at[picked[b], pooled[i], k]
                     pick = min(int(u2 * at[1]), at[1] - 1)
                     t = pool[at[0] + pick] * (base[i] if relative else 1.0)
                 if u1 < spike_p:
@@ -657,9 +680,9 @@ TIE = 2.0**-40
 
 
 @jit
-def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape, spike_p,
-                spike_x, pool, pool_at, relative, step_pool, previous, producer, link, stage2,
-                device_first, handoff, extra, first, makespan, busy, span):
+def run_samples(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, step_shape, spike_p,
+                spike_x, pool, pool_at, relative, step_pool, device, previous, producer, link,
+                stage2, device_first, handoff, extra, first, makespan, busy, span):
     """The whole Monte Carlo of samples ``first .. first + K - 1`` in one call: for each block
     of samples, the draws (plus ``extra[i]`` on op ``i``: a blocking send, a delayed stage),
     one pass of ``evaluate_batch`` with hand-offs ``handoff[V]``, and ``finish_batch``; fills
@@ -685,7 +708,7 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
             busy_b, span_b = np.empty((p, size)), np.empty((p, size))
             first_b, last_b = np.empty((p, size)), np.empty((p, size))
             latency = np.empty(size)
-        draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, spike_p,
+        draw_keyed(seed, keys, kind, pooled, base, slow, shapes, gamma, step_shape, spike_p,
                    spike_x, pool, pool_at, relative, step_pool, first + at, dur)
         for i in range(N):
             if extra[i] != 0.0:
@@ -702,7 +725,7 @@ def run_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_s
 
 
 @jit
-def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, step_shape,
+def critical_samples(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, step_shape,
                      spike_p, spike_x, pool, pool_at, relative, step_pool, previous, producer,
                      link, handoff, extra, target, amount, crossing, first, K, on_path,
                      slope):
@@ -721,7 +744,7 @@ def critical_samples(seed, kind, stage, mb, device, base, slow, shapes, gamma, s
             dur, start, end = np.empty((N, size)), np.empty((N, size)), np.empty((N, size))
             hand = np.empty((handoff.shape[0], size))
             _columns(handoff, hand)
-        draw_keyed(seed, keys, kind, device, base, slow, shapes, gamma, step_shape, spike_p,
+        draw_keyed(seed, keys, kind, pooled, base, slow, shapes, gamma, step_shape, spike_p,
                    spike_x, pool, pool_at, relative, step_pool, first + at, dur)
         for i in range(N):
             if extra[i] != 0.0:

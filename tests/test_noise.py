@@ -208,7 +208,7 @@ def test_samples_on_threads_are_one_run_bit_for_bit(monkeypatch):
     K = 3 * noise_module.BLOCK + 5
     mc = simulate(s, c, noise=Noise(0.2, step=0.1, spike=(0.05, 3.0)), samples=K, seed=11)
     compiled, draws, handoff, extra = mc._state
-    tail = ("previous", "producer", "link", "stage2", "device_first")
+    tail = ("device", "previous", "producer", "link", "stage2", "device_first")
 
     def one_run(first, size):
         out = np.empty(size), np.empty((s.p, size)), np.empty((s.p, size))
@@ -519,7 +519,7 @@ def test_empirical_noise_from_a_job():
     assert np.isin(drawn, job.durations[last]).all()
     # the long last stage: its forwards are about twice the others'
     assert drawn.mean() > 1.5 * times[0, : s.length[0]][s.kind[0, : s.length[0]] == 0].mean()
-    with pytest.raises(ScheduleError, match="needs a measured I op on device"):
+    with pytest.raises(ScheduleError, match=r"needs a measured I op on model block \(stage\) 3"):
         simulate(build_schedule("zb-h1", job.pp, 8), Costs(f=1, b=2, w=1),
                  noise=Noise(empirical=job))
     with pytest.raises(ScheduleError, match=r"run with the schedule's m=2 \(the run has m=1"):

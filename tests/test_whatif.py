@@ -209,3 +209,24 @@ def test_ops_that_take_no_time(tmp_path, table):
     with pytest.raises(ScheduleError, match="job must have ops that take time: every op's "
                                             "duration is 0"):
         fastpp.read_op_table(write(tmp_path, table.assign(duration=0.0)))
+
+
+def test_empirical_job_noise_draws_each_op_from_its_model_block(job):
+    """A two-direction schedule's device holds two model blocks (Chimera's device 0 runs
+    block 0 of one pipeline and block p - 1 of the other): drawn by device, trace ST's
+    second pipeline took the first's times, the long last stage's times on the short first
+    block (a what-if reviewer's finding). Each forward now draws from its block's stage."""
+    pools = job.op_times_by_kind()
+    s = fastpp.build_schedule("chimera", job.pp, 8)
+    mc = fastpp.simulate(s, fastpp.Costs(1, 2), noise=fastpp.Noise(empirical=job), samples=50)
+    times = mc.op_times()
+    routes = {(int(a), int(b)) for a, b in zip(s.route_first, s.route_last, strict=True)}
+    block = {st: st - a for a, b in routes for st in range(a, b + 1)}
+    checked = 0
+    for r in range(s.p):
+        for k in range(s.length[r]):
+            if s.kind[r, k] == fastpp.Op.F:
+                pool = set(pools[block[int(s.stage[r, k])]][0].tolist())
+                assert set(times[r, k].tolist()) <= pool, (r, k)
+                checked += 1
+    assert checked == s.p * 8 and block[2 * job.pp - 1] == job.pp - 1
