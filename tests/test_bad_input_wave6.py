@@ -59,17 +59,19 @@ def test_one_rank_for_several_stages(tmp_path):
 
 @needs_st
 def test_a_collective_ending_before_its_group_starts(tmp_path):
-    """Collectives' durations 0: a member ends before its group's latest start by less than
-    the clock-skew floor, so its transfer stays negative; the replay refused it as
-    ``durations must be finite and >= 0``, a parameter the caller never passed. (With every
-    duration 0 the job has no time at all, refused first: tests/test_whatif.py.)"""
+    """Collectives' durations 0: a member ends before its group's latest start, so its
+    transfer (end less the latest start) is negative. The replay had refused it as
+    ``durations must be finite and >= 0``, a parameter the caller never passed; then the
+    reader refused any above the artifact's clock-skew floor, which also refused a send of
+    no time whose end rounds 1.4e-14 early (a what-if reviewer's finding). A transfer
+    counts as 0 at least: the replay runs, each collective no longer than in the trace."""
     def zero(t):
         t.loc[~t.optype.isin(["forward-compute", "backward-compute"]), "duration"] = 0.0
         return t
 
-    with pytest.raises(ScheduleError, match=r"start_ts and duration must give each collective "
-                                            r"member a transfer .* >= 0, or <= -0.01"):
-        fastpp.read_op_table(st_copy(tmp_path, zero))
+    job = fastpp.read_op_table(st_copy(tmp_path, zero))
+    steps = fastpp.whatif(job).steps
+    assert np.isfinite(steps.replayed).all() and (steps.replayed > 0).all()
 
 
 # ---- Costs ----

@@ -230,3 +230,32 @@ def test_empirical_job_noise_draws_each_op_from_its_model_block(job):
                 assert set(times[r, k].tolist()) <= pool, (r, k)
                 checked += 1
     assert checked == s.p * 8 and block[2 * job.pp - 1] == job.pp - 1
+
+
+def test_the_first_forward_waits_for_every_all_gather(tmp_path, table, job):
+    """A stage with two parameter all-gathers: its first forward had waited for the first
+    alone (the artifact's ``setup_params_ag_deps`` waits for the last), so a slow second
+    gather vanished from the replay and from the slowdown (a what-if reviewer's finding).
+    Trace ST with a second gather on every rank, from the first's end to the first
+    forward's start: each replayed step grows by at least the shortest such gap (16 ms)."""
+    key = ["step", "dp_rank", "stage"]
+    first = table[table.optype == "params-all-gather"].set_index(key)
+    forward = table[(table.optype == "forward-compute") & (table.seq_id == 0)].set_index(key)
+    second = first.assign(seq_id=1, start_ts=first.start_ts + first.duration)
+    second["duration"] = forward.start_ts - second.start_ts
+    assert second.duration.min() > 0.016
+    both = write(tmp_path, pd.concat([table, second.reset_index()[table.columns]],
+                                     ignore_index=True))
+    grown = fastpp.whatif(fastpp.read_op_table(both)).steps.replayed.to_numpy()
+    before = fastpp.whatif(job).steps.replayed.to_numpy()
+    assert (grown - before > 0.016).all()
+
+
+def test_model_chunks_the_meta_denies(tmp_path, table):
+    """``mc`` 1 on some computes beside ``vpp_size: 1``: read as a plain pipeline without a
+    word (the artifact infers vpp = max(mc) + 1)."""
+    chunked = table.copy()
+    chunked.loc[chunked.optype == "forward-compute", "mc"] = 1
+    with pytest.raises(ScheduleError, match=r"mc must be 0 \(or -1 off the computes\) with "
+                                            r"meta vpp_size 1: .* \(got mc up to 1\)"):
+        fastpp.read_op_table(write(tmp_path, chunked))
