@@ -36,10 +36,15 @@ def test_mean_and_std_of_makespans_near_the_float_limit():
     exact = np.asarray(mc.makespan, np.longdouble)
     assert mc.std == pytest.approx(float(exact.std(ddof=1)), rel=1e-12)
     assert mc.mean == pytest.approx(float(exact.mean()), rel=1e-12)
-    mc = fastpp.simulate(ONE, noise=fastpp.Noise(0.0, link_delay={(0, 1): 1e307},
+    # makespans past the costs' bound (1e290) are refused, as costs are: their sums, near
+    # the float limit, overflowed
+    mc = fastpp.simulate(ONE, noise=fastpp.Noise(0.0, link_delay={(0, 1): 1e287},
                                                  blocking=True), samples=10)
     assert np.isfinite(mc.makespan).all() and mc.mean == pytest.approx(mc.makespan[0])
     assert mc.std == 0.0
+    with pytest.raises(ScheduleError, match=r"noise must keep the makespan at most 1e\+290"):
+        fastpp.simulate(ONE, noise=fastpp.Noise(0.0, link_delay={(0, 1): 1e307},
+                                                blocking=True), samples=10)
 
 
 def test_absorption_tolerance_that_overflows():
