@@ -736,7 +736,8 @@ def test_a_misspelt_flag_is_said_apart(capsys):
     assert "not modelled: " not in out or "--tensor-parallel-size" not in out.split(
         "not modelled: ")[1]
     # a flag fastpp does not read and misspells none is listed as before; so are Megatron's
-    # own flags near one read (a review tried all of its arguments.py: these three)
+    # own flags near one read (a review tried all of its arguments.py: these), and
+    # --no-bias-gelu-fusion, which fastpp reads for --quick-geglu alone
     assert "--lr" in from_megatron(BASE + " --lr 1e-4", 8).ignored
     real = from_megatron(BASE + "--decoder-seq-length 512 --no-bias-gelu-fusion "
                                 "--tp-comm-overlap-cfg x.yaml", 8).ignored
@@ -833,3 +834,22 @@ def test_a_quoted_string_over_several_lines():
     assert (unset.config.t, unset.config.p) == (1, 1)
     assert "$PARALLEL (the script does not set it: flags it holds are read from env=)" in \
         unset.ignored
+
+
+def test_megatron_fsdp_and_quick_geglu_as_megatron_reads_them():
+    """A config reviewer ran Megatron's own parse_args on the same flags: --use-megatron-fsdp
+    alone shards optimizer, gradients and parameters (its --data-parallel-sharding-strategy
+    defaults to optim_grads_params, arguments.py), which fastpp read as ZeRO-0; and
+    --quick-geglu's fusion is --no-bias-gelu-fusion's, off without biases too
+    (argument_utils.py), where fastpp kept the fused kernel's 6F bytes."""
+    assert from_megatron(BASE + "--use-megatron-fsdp", 8).config.zero == 3
+    assert from_megatron(BASE + "--use-megatron-fsdp --data-parallel-sharding-strategy optim",
+                         8).config.zero == 1
+    for extra, fused in (("", True), ("--no-bias-gelu-fusion", False),
+                         ("--disable-bias-linear", False)):
+        read = from_megatron(BASE + "--quick-geglu " + extra, 8)
+        assert read.model.swiglu and read.model.fused_swiglu == fused, extra
+        assert not any(x.startswith("--no-bias-gelu") or x.startswith("--disable-bias")
+                       for x in read.ignored)
+    # --swiglu keeps its own fusion, biases or none
+    assert from_megatron(BASE + "--swiglu --disable-bias-linear", 8).model.fused_swiglu

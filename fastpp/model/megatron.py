@@ -42,7 +42,8 @@ FLAGS = {
     "ffn_hidden_size": (INT, None), "kv_channels": (INT, None),
     "group_query_attention": (BOOL, False), "num_query_groups": (INT, 1),
     "swiglu": (BOOL, False), "quick_geglu": (BOOL, False),
-    "no_bias_swiglu_fusion": (BOOL, False),
+    "no_bias_swiglu_fusion": (BOOL, False), "no_bias_gelu_fusion": (BOOL, False),
+    "disable_bias_linear": (BOOL, False),
     "untie_embeddings_and_output_weights": (BOOL, False),
     "vocab_size": (INT, None), "padded_vocab_size": (INT, None),
     "make_vocab_size_divisible_by": (INT, 128),
@@ -142,8 +143,8 @@ CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tu
 
 
 # Megatron-LM's own flags, not read here, that are near one read (``near``): no misspelling.
-# Every flag of its arguments.py (about 400) was tried, 6 December 2026: these three alone
-NEAR_BUT_REAL = {"decoder_seq_length", "no_bias_gelu_fusion", "tp_comm_overlap_cfg"}
+# Every flag of its arguments.py (about 400) was tried, 6 December 2026: these alone
+NEAR_BUT_REAL = {"decoder_seq_length", "tp_comm_overlap_cfg"}
 # a Transformer's fields that are the run's kernels, not the model's shape (``Imported.on``)
 KERNELS = ("name", "dropout", "flash_attention", "fused_swiglu")
 EXPERT_FIELDS = ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")
@@ -284,6 +285,9 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     if a["fp16"] and not a["fp8_format"]:  # RunConfig's precisions: bf16 and fp8
         extra += ("fp16: priced as bf16 (the same tensor-core rate; its loss scaling is not "
                   "priced)",)
+    if not a["quick_geglu"] or a["swiglu"]:  # read for --quick-geglu's fusion alone
+        extra += tuple(f"--{k.replace('_', '-')}" for k in ("no_bias_gelu_fusion",
+                                                            "disable_bias_linear") if a[k])
     if a["cp_comm_type"] in CP_COMM_APPROXIMATED and config.cp > 1:
         extra += (f"--cp-comm-type {a['cp_comm_type']}: "
                   f"{CP_COMM_APPROXIMATED[a['cp_comm_type']]}",)
@@ -620,7 +624,10 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
              "dropout": a["attention_dropout"] > 0 or a["hidden_dropout"] > 0,
              "flash_attention": a["use_flash_attn"] or a["attention_backend"] not in (
                  "unfused", "local"),
-             "fused_swiglu": not a["no_bias_swiglu_fusion"],
+             # --quick-geglu's fusion is the GeLU one, which Megatron also turns off without
+             # biases (arguments.py, argument_utils.py); --swiglu's its own
+             "fused_swiglu": (not a["no_bias_gelu_fusion"] and not a["disable_bias_linear"])
+             if a["quick_geglu"] and not a["swiglu"] else not a["no_bias_swiglu_fusion"],
              "kv_heads": a["num_query_groups"] if a["group_query_attention"] else heads,
              "head_dim": a["kv_channels"], "mtp_depth": a["mtp_num_layers"] or 0, "name": name}
     if a["multi_latent_attention"]:
@@ -750,10 +757,10 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
     d = data_parallel(gpus, t, cp, p)
     recompute = ("selective" if a["recompute_activations"] else
                  a["recompute_granularity"] or "none")
-    # the sharding strategy is Megatron FSDP's (its 'no_shard' default sits in every
-    # DistributedDataParallelConfig, beside use_distributed_optimizer)
-    zero = (SHARDING.get(a["data_parallel_sharding_strategy"], 0)
-            if a["data_parallel_sharding_strategy"] and a["use_megatron_fsdp"] else
+    # the sharding strategy is Megatron FSDP's, its flag's default optim_grads_params
+    # (arguments.py; DistributedDataParallelConfig's 'no_shard' is not the command line's)
+    zero = (SHARDING[a["data_parallel_sharding_strategy"] or "optim_grads_params"]
+            if a["use_megatron_fsdp"] else
             3 if a["use_torch_fsdp2"] else 1 if a["use_distributed_optimizer"] else 0)
     blocking = m == 1 or a["no_overlap_p2p_communication"] or \
         a["overlap_p2p_communication"] is False
