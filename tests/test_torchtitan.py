@@ -227,3 +227,23 @@ def test_pipelined_gradient_accumulation_is_refused():
     with pytest.raises(ScheduleError, match="pipeline_parallel_microbatch_size must divide"):
         from_torchtitan(job.replace("512", "64") + "pipeline_parallel_microbatch_size = 3\n",
                         gpus=64, model="llama3-8b")
+
+
+def test_what_torchtitan_runs_otherwise_is_said(tmp_path):
+    """A config reviewer held the reader to torchtitan's code: its op-level selective
+    checkpointing is not Megatron's (every second matmul and the ops outside its save list
+    run again), and ``maybe_enable_amp`` turns mixed precision off with TP or PP and no FSDP
+    (the run is fp32). Both were priced as something else without a word."""
+    given = DATA / "torchtitan" / "llama3_8b.toml"
+    op = from_torchtitan(given, 8)
+    assert op.config.recompute == "selective"
+    assert any(x.startswith("[activation_checkpoint] selective_ac_option = 'op': "
+                            "torchtitan's op-level policy") for x in op.ignored)
+    job = tmp_path / "tp_only.toml"
+    job.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[parallelism]\n'
+                   'data_parallel_shard_degree = 1\ntensor_parallel_degree = 8\n'
+                   '[activation_checkpoint]\nmode = "full"\n')
+    fp32 = from_torchtitan(job, 8)
+    assert fp32.config.zero == 0 and fp32.config.t == 8
+    assert any(x.startswith("fp32: torchtitan turns mixed precision off") for x in fp32.ignored)
+    assert not any(x.startswith("fp32") for x in op.ignored)  # (FSDP over the rest)

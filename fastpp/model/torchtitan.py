@@ -177,7 +177,23 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     missing = (f"[model] hf_assets_path (no config.json in {assets!r} here: the flavor's "
                f"preset priced)",) if given is None and isinstance(assets, str) and \
         not os.path.exists(os.path.join(assets, "config.json")) else ()
-    return Imported(model, _run(section, model, gpus, where), _ignored(data) + missing)
+    run = _run(section, model, gpus, where)
+    return Imported(model, run, _ignored(data) + missing + _approximated(run))
+
+
+def _approximated(run: RunConfig) -> tuple[str, ...]:
+    """What the run does that fastpp prices otherwise, said (``Imported.ignored``)."""
+    notes = ()
+    if run.recompute == "selective":  # (the op policy: _run reads the rest as full)
+        notes += ("[activation_checkpoint] selective_ac_option = 'op': torchtitan's op-level "
+                  "policy (every second matmul and the ops outside its save list run again) "
+                  "priced as Megatron's selective recomputation (the attention core alone)",)
+    if run.zero == 0 and (run.t > 1 or run.p > 1) and run.precision == "bf16":
+        # torchtitan's maybe_enable_amp: mixed precision is FSDP's, or autocast without TP/PP
+        notes += ("fp32: torchtitan turns mixed precision off with tensor or pipeline "
+                  "parallelism and no FSDP (data_parallel_shard_degree x "
+                  "context_parallel_degree = 1): priced as bf16",)
+    return notes
 
 
 def _moved(section: dict, where: str) -> dict:
