@@ -1177,6 +1177,10 @@ def _explain(args) -> int:
     for x in misspelt:
         print(f"\n  check: {x}")
     rest = [x for x in ignored if MISSPELT not in x]
+    otherwise = [x for x in rest if "priced" in x]  # what the run does, priced otherwise
+    if otherwise:
+        print("\n" + "\n".join(f"  priced otherwise: {x}" for x in otherwise))
+    rest = [x for x in rest if "priced" not in x]  # the flags fastpp does not read
     if rest:
         print(f"\n  not modelled: {' '.join(rest)}")
     if args.report is not None:

@@ -149,7 +149,8 @@ def test_forms_agree():
             "sequence_parallel": True, "lr": 3e-4}
     from_dict = from_megatron(keys, gpus=8)
     assert (from_dict.model, from_dict.config) == (as_string.model, as_string.config)
-    assert from_dict.ignored == ("lr", "fp32 (no --bf16 or --fp16): priced as bf16")
+    assert from_dict.ignored == ("lr", "--micro-batch-size not given (Megatron asserts it): "
+                                       "priced as 1", "fp32 (no --bf16 or --fp16): priced as bf16")
     # NeMo's spellings, a model section
     nemo = from_megatron({"model": {"num_layers": 4, "hidden_size": 256,
                                     "num_attention_heads": 8, "encoder_seq_length": 512,
@@ -853,3 +854,33 @@ def test_megatron_fsdp_and_quick_geglu_as_megatron_reads_them():
                        for x in read.ignored)
     # --swiglu keeps its own fusion, biases or none
     assert from_megatron(BASE + "--swiglu --disable-bias-linear", 8).model.fused_swiglu
+
+
+def test_settings_megatron_refuses_are_priced_and_said(capsys):
+    """A config reviewer: Megatron asserts --micro-batch-size and refuses full recomputation
+    without a method, which fastpp priced with defaults unsaid; --optimizer muon kept Adam's
+    states unsaid; --fp4-format was called a misspelt --fp8-format; a config's
+    recompute_modules written as one string of words, as Megatron's launcher splits it, was
+    refused. Now each is said on its own line by explain."""
+    from fastpp.__main__ import main
+
+    read = from_megatron(BASE + "--recompute-granularity full --optimizer muon "
+                                "--fp4-format e2m1", 8)
+    assert "--micro-batch-size not given (Megatron asserts it): priced as 1" in read.ignored
+    assert any(x.startswith("--recompute-granularity full without --recompute-method")
+               for x in read.ignored)
+    assert any(x.startswith("--optimizer muon: its states priced as Adam's")
+               for x in read.ignored)
+    assert "--fp4-format" in read.ignored and not any("misspelt" in x for x in read.ignored)
+    assert read.config.microbatch == 1 and read.config.recompute == "full"
+    assert from_megatron(BASE + "--micro-batch-size 2 --optimizer adam", 8).ignored == (
+        "fp32 (no --bf16 or --fp16): priced as bf16",)
+    words = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+             "vocab_size": 1000, "micro_batch_size": 1, "recompute_granularity": "selective",
+             "recompute_modules": "[core_attn mlp]"}
+    assert from_megatron(words, 8).config.recompute_modules == ("core_attn", "mlp")
+    assert main(["explain", "--megatron", BASE + "--recompute-granularity full --lr 1e-4",
+                 "--gpus", "8", "--neighbours", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "\n  priced otherwise: --micro-batch-size not given" in out
+    assert "\n  not modelled: --lr" in out

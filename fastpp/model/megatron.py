@@ -72,7 +72,8 @@ FLAGS = {
     "expert_model_parallel_size": (INT, 1), "expert_tensor_parallel_size": (INT, None),
     "sequence_parallel": (BOOL, False),
     # batch
-    "micro_batch_size": (INT, 1), "global_batch_size": (INT, None),
+    "micro_batch_size": (INT, None), "global_batch_size": (INT, None),
+    "optimizer": (STR, "adam"),
     # recomputation
     "recompute_granularity": (STR, None), "recompute_activations": (BOOL, False),
     "recompute_method": (STR, None), "recompute_num_layers": (INT, None),
@@ -144,7 +145,7 @@ CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tu
 
 # Megatron-LM's own flags, not read here, that are near one read (``near``): no misspelling.
 # Every flag of its arguments.py (about 400) was tried, 6 December 2026: these alone
-NEAR_BUT_REAL = {"decoder_seq_length", "tp_comm_overlap_cfg"}
+NEAR_BUT_REAL = {"decoder_seq_length", "tp_comm_overlap_cfg", "fp4_format"}
 # a Transformer's fields that are the run's kernels, not the model's shape (``Imported.on``)
 KERNELS = ("name", "dropout", "flash_attention", "fused_swiglu")
 EXPERT_FIELDS = ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")
@@ -275,6 +276,7 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     a = {dest: _typed(dest, values[dest]) if dest in values else default
          for dest, (_, default) in FLAGS.items()}
     _contradictions(a)
+    refused = _refused_by_megatron(a)
     model = _model(a, vocab, name)
     if gpus is None and isinstance(launcher, str):
         raise ScheduleError(f"the GPU count must be given: torchrun's {launcher}")
@@ -291,7 +293,7 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     if a["cp_comm_type"] in CP_COMM_APPROXIMATED and config.cp > 1:
         extra += (f"--cp-comm-type {a['cp_comm_type']}: "
                   f"{CP_COMM_APPROXIMATED[a['cp_comm_type']]}",)
-    return Imported(model, config, tuple(ignored) + extra, launcher,
+    return Imported(model, config, tuple(ignored) + refused + extra, launcher,
                     vocab_multiple=1 if a["padded_vocab_size"] else
                     a["make_vocab_size_divisible_by"])
 
@@ -523,8 +525,9 @@ def _launcher(words) -> int | str | None:
 def _typed(dest: str, raw):
     """``raw`` (a word or a YAML value) as ``dest``'s type, or a ScheduleError naming it."""
     kind, flag = FLAGS[dest][0], "--" + dest.replace("_", "-")
-    if kind is LIST:
-        return [str(x) for x in (raw if isinstance(raw, list | tuple) else [raw])]
+    if kind is LIST:  # (a config's string of words, as Megatron's launchers split it)
+        return ([str(x) for x in raw] if isinstance(raw, list | tuple) else
+                str(raw).strip("[]").replace(",", " ").split())
     if kind is BOOL:
         if isinstance(raw, bool):
             return raw
@@ -594,6 +597,25 @@ def _contradictions(a: dict) -> None:
         if a[name] is None:
             raise ScheduleError(f"--{name.replace('_', '-')} must be given (Megatron has no "
                                 f"default for it)")
+
+
+def _refused_by_megatron(a: dict) -> tuple[str, ...]:
+    """Settings Megatron refuses, priced with a default here and said (``Imported.ignored``):
+    the scripts are read to price, not to launch. Sets the defaults in ``a``."""
+    notes = ()
+    if a["micro_batch_size"] is None:  # arguments.py asserts it
+        a["micro_batch_size"] = 1
+        notes += ("--micro-batch-size not given (Megatron asserts it): priced as 1",)
+    if a["recompute_granularity"] == "full" and not a["recompute_method"]:
+        notes += ("--recompute-granularity full without --recompute-method (Megatron's "
+                  "TransformerConfig refuses it): priced as uniform",)
+    if a["recompute_method"] == "block" and a["recompute_num_layers"] is None:
+        notes += ("--recompute-method block without --recompute-num-layers (Megatron's "
+                  "TransformerConfig refuses it): priced as 1",)
+    if str(a["optimizer"]).lower() not in ("adam", "adamw"):
+        notes += (f"--optimizer {a['optimizer']}: its states priced as Adam's, with the ZeRO "
+                  f"stage given (Megatron runs some without the distributed optimizer)",)
+    return notes
 
 
 def padded_vocab(vocab: int, t: int, multiple: int = 128) -> int:
