@@ -16,7 +16,7 @@ from fastpp.model import (
 )
 
 SHAPE = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
-         "--vocab-size 32000 --bf16")
+         "--vocab-size 32000 --bf16 --micro-batch-size 1")  # (Megatron asserts it)
 RUN = "torchrun --nproc_per_node 8 pretrain_gpt.py " + SHAPE
 
 
