@@ -32,7 +32,7 @@ from .model.hardware import PRECISIONS
 from .model.moe import DISPATCHERS
 from .model.recipes import RECIPES
 from .model.transformer import RECOMPUTE
-from .montecarlo import DEFAULT_SAMPLES
+from .montecarlo import DEFAULT_SAMPLES, SIMULATE_SAMPLES
 from .noise import DISTS
 from .placement import NAMES as PLACEMENTS
 from .reports import write_report
@@ -327,7 +327,7 @@ def _parser() -> argparse.ArgumentParser:
     _cost_args(sim)
     sim.add_argument("--fb", type=float, default=None, help="overlapped F&B pair (f + b)")
     _output_args(sim)
-    _noise_args(sim, _defaults(simulate)["samples"] or 1000, "seed", links_needed=False)
+    _noise_args(sim, SIMULATE_SAMPLES, "seed", links_needed=False)
     sim.add_argument("--cdf", metavar="PNG", help="with noise: write the makespan's CDF")
     sim.add_argument("--criticality", metavar="PNG",
                      help="with noise: write the timeline shaded by each op's criticality")
@@ -453,9 +453,8 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
             _report_noise(args, mc, res)
     except MemoryError:  # a Monte Carlo of too many samples for this machine, say
         drawn = getattr(args, "samples", None)
-        print("error: out of memory" + (f": --samples {drawn:,} needs more than this machine "
-                                        f"has; ask for fewer" if drawn else ""),
-              file=sys.stderr)
+        print("error: out of memory" + (f" (with --samples {drawn:,}: ask for fewer)" if drawn
+                                        else ""), file=sys.stderr)
         return 2
     except (ScheduleError, OSError) as err:
         message = str(err)  # named by the flags, not by the library's parameters
@@ -886,7 +885,7 @@ def _report_search(found, lam: float) -> None:
 def _gap(gap: float) -> str:
     """A search's gap as a percentage, or where that would read 0.00% but is not 0 (a
     solver's bound of times rounded down), its digits."""
-    return f"{gap:.2%}" if gap == 0 or gap >= 5e-5 else f"{gap:.2g}"
+    return f"{gap:.2%}" if gap == 0 or gap >= 5e-5 else f"{gap * 100:.2g}%"
 
 
 def _why(found) -> str:
@@ -1177,10 +1176,10 @@ def _explain(args) -> int:
     for x in misspelt:
         print(f"\n  check: {x}")
     rest = [x for x in ignored if MISSPELT not in x]
-    otherwise = [x for x in rest if "priced" in x]  # what the run does, priced otherwise
+    otherwise = [x for x in rest if "priced as" in x]  # what the run does, priced otherwise
     if otherwise:
         print("\n" + "\n".join(f"  priced otherwise: {x}" for x in otherwise))
-    rest = [x for x in rest if "priced" not in x]  # the flags fastpp does not read
+    rest = [x for x in rest if "priced as" not in x]  # the flags fastpp does not read
     if rest:
         print(f"\n  not modelled: {' '.join(rest)}")
     if args.report is not None:

@@ -41,6 +41,7 @@ MAX_SAMPLES = 10**8
 # the result's makespans, busy times and spans, (2 p + 1) floats a sample: at most 4 GiB
 MAX_RESULT_VALUES = 2**29
 DEFAULT_SAMPLES = 64  # a sweep's, plan's or search's: enough for a p95 of a few percent
+SIMULATE_SAMPLES = 1000  # simulate's: one schedule's distribution
 _LOCK = threading.Lock()
 # made on first use, kept (starting threads costs); not the engine's pools, because a Monte
 # Carlo may run inside a task on one of those and would then wait on its own pool's threads
@@ -335,10 +336,7 @@ class MonteCarlo:
         steps = positive_int(steps, "steps", 40)
         chosen = self._chosen(links, stages)
         compiled, _, handoff, extra = self._state
-        limit = (1.0 + tolerance) * self.mean
-        if self.mean > MAX_TIME:  # no tolerance helps
-            raise ScheduleError(f"absorption needs a mean makespan of at most {MAX_TIME:g} "
-                                f"(this run's is {self.mean:.6g})")
+        limit = (1.0 + tolerance) * self.mean  # (the mean is at most MAX_TIME: run())
         if not np.isfinite(limit) or limit > MAX_TIME:
             raise ScheduleError(f"tolerance must keep (1 + tolerance) x the mean makespan "
                                 f"({self.mean:.6g}) at most {MAX_TIME:g} (got {tolerance!r})")
@@ -445,7 +443,25 @@ def _seed(seed, name: str) -> int:
 
 
 def check_samples(samples, p: int) -> int:
-    """``samples`` as an int, if a Monte Carlo of a ``p``-device schedule can keep them."""
+    """``samples`` as an int, if a Monte Carlo of a ``p``-device schedule can keep them.
+
+    Parameters
+    ----------
+    samples : int
+        Monte Carlo samples, 1..``MAX_SAMPLES``.
+    p : int
+        The schedule's devices: each sample keeps ``2 p + 1`` floats, at most
+        ``MAX_RESULT_VALUES`` in all.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ScheduleError
+        If ``samples`` is not such an integer.
+    """
     samples = positive_int(samples, "samples", MAX_SAMPLES)
     most = MAX_RESULT_VALUES // (2 * p + 1)
     if samples > most:

@@ -113,8 +113,9 @@ class Noise(Frozen):
         The jitter (``cov``) is then 0 unless given. ``MeasuredSteps`` (several steps of one
         schedule) bootstraps factors on the ``Costs`` times instead,
         so that any schedule and any ``m`` can be drawn: each sample one step's shared factor
-        (``MeasuredSteps.step_factors``), each op a factor of its device and kind from the
-        same step (``MeasuredSteps.op_ratios_by_kind``); ``step`` is then unused.
+        (``MeasuredSteps.step_factors``), each op a factor of its device (its model block,
+        as above) and kind from the same step (``MeasuredSteps.op_ratios_by_kind``);
+        ``step`` is then unused.
 
     Raises
     ------
@@ -383,10 +384,25 @@ def empirical_pools(run, p: int, m: int) -> tuple[np.ndarray, np.ndarray]:
 def pooled_by(run, schedule: Schedule, device: np.ndarray, stage: np.ndarray) -> np.ndarray:
     """Per op, the row of ``empirical_pools`` it draws from: its model block (its stage's
     place on its route) where the measured ops are a plain pipeline's, device ``r`` running
-    block ``r`` (a ``MeasuredJob``'s stages, a loop run of ``m = 1``) and the schedule has
-    ``m = 1``; else its device (a run of the schedule's own placement). A two-direction
-    schedule's device holds two blocks: its second pipeline's ops had drawn the first's
-    times (DualPipe's device 0 runs blocks 0 and p - 1)."""
+    block ``r`` (a ``MeasuredJob``'s stages, a loop run or ``MeasuredSteps`` of ``m = 1``)
+    and the schedule has ``m = 1``; else its device (a run of the schedule's own placement).
+    A two-direction schedule's device holds two blocks: its second pipeline's ops had drawn
+    the first's times (DualPipe's device 0 runs blocks 0 and p - 1).
+
+    Parameters
+    ----------
+    run : MeasuredRun, MeasuredJob or MeasuredSteps
+        The noise's ``empirical`` source.
+    schedule : Schedule
+        The schedule drawn.
+    device, stage : ndarray
+        Each op's device and stage (``Schedule.compiled()``'s order).
+
+    Returns
+    -------
+    ndarray of int64
+        Each op's pool row.
+    """
     placement = getattr(getattr(run, "schedule", None), "stage_to_device", None)
     plain = placement is None or np.array_equal(placement, np.arange(len(placement)))
     if not plain or schedule.m != 1:

@@ -308,9 +308,10 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
         raise ScheduleError(f"samples counts the Monte Carlo's timelines: give noise= too "
                             f"(got samples={samples!r} without noise)")
     if noise is not None:
-        from .montecarlo import check_noise, run
+        from .montecarlo import SIMULATE_SAMPLES, check_noise, run
 
-        samples, seed = check_noise(noise, 1000 if samples is None else samples, seed)
+        samples, seed = check_noise(noise, SIMULATE_SAMPLES if samples is None else samples,
+                                    seed)
         if durations is not None:
             raise ScheduleError("durations and noise cannot be given together (noise draws "
                                 "each op's time; Noise(empirical=run) draws measured ones)")

@@ -169,7 +169,8 @@ def test_optimize_says_heuristic_and_shows_a_small_gap(capsys):
     assert "not proven optimal: --method heuristic runs the candidates alone" in out
     from fastpp.__main__ import _gap
 
-    assert [_gap(x) for x in (0.0, 3e-7, 5e-5, 0.0564)] == ["0.00%", "3e-07", "0.01%", "5.64%"]
+    assert [_gap(x) for x in (0.0, 3e-7, 5e-5, 0.0564)] == ["0.00%", "3e-05%", "0.01%",
+                                                             "5.64%"]
 
 
 @pytest.mark.parametrize("command, args, message", [

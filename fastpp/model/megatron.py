@@ -601,7 +601,9 @@ def _contradictions(a: dict) -> None:
 
 def _refused_by_megatron(a: dict) -> tuple[str, ...]:
     """Settings Megatron refuses, priced with a default here and said (``Imported.ignored``):
-    the scripts are read to price, not to launch. Sets the defaults in ``a``."""
+    the scripts are read to price, not to launch. Sets ``a``'s microbatch to 1 where none
+    is given (a recomputation's missing method and layer count are ``RunConfig``'s own
+    defaults, uniform and 1)."""
     notes = ()
     if a["micro_batch_size"] is None:  # arguments.py asserts it
         a["micro_batch_size"] = 1

@@ -260,7 +260,10 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         no-recomputation regime's on a recomputed layer's working set; NaN where not measured,
         ``memorybar.unmeasured``: MoE, MLA, ``cp > 1``, offloading, recompute modules other than
         ``core_attn``); ``fits``, and ``reason``: why the configuration cannot run or does not fit
-        ("" if it does).
+        ("" if it does). With ``noise``, the ``NOISY`` columns too (NaN where the noise does
+        not fit a row's pipeline, said in its reason). ``attrs``: ``"layouts"`` (whether
+        layouts were asked for), ``"objective"`` (the one given) and, with ``noise``,
+        ``"ranked"`` (what the rows are ranked by, in words: ``summary`` prints it).
 
     Raises
     ------
@@ -268,7 +271,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         For an unknown preset, a bad count, ``t`` not dividing the heads,
         a microbatch that does not divide the global batch, no factorization at all, a
         layout that does not parse or does not hold the model's layers, or both a layout
-        and first or last counts.
+        and first or last counts; a noise that fits none of the planned pipelines, or more
+        samples than the widest one's result can keep.
     """
     pd = require("pandas", "sweep", "fastpp.model.plan")
     tp, pp = _spelling(t, tp, "t", "tp"), _spelling(p, pp, "p", "pp")
