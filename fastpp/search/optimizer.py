@@ -72,8 +72,7 @@ class SearchResult:
         or prove this one), ``"heuristic"`` (``method="heuristic"`` runs the candidates
         alone), ``"search ended"`` (the local search, and the solver where it ran, ended
         within the time without closing the gap: it may be the bound's as much as the
-        schedule's) or
-        ``"noisy objective"`` (no bound is proven under noise).
+        schedule's) or ``"noisy objective"`` (no bound is proven under noise).
     """
 
     schedule: Schedule
