@@ -52,7 +52,7 @@ def test_some_layers_lie_on_the_line_between_none_and_full(method, k, r):
 def test_every_layer_of_a_chunk_is_full_recomputation():
     full = costs(RUN)
     for method, k in (("block", 4), ("block", 9), ("interval", 1), ("uniform", 1),
-                      ("uniform", 2)):
+                      (None, 1)):
         other = costs(dataclasses.replace(RUN, recompute_method=method, recompute_layers=k))
         for name in ("f", "b", "act", "recomputed"):
             np.testing.assert_array_equal(getattr(other, name), getattr(full, name))
@@ -67,6 +67,36 @@ def test_every_layer_of_a_chunk_is_full_recomputation():
         dataclasses.replace(RUN, recompute="selective", recompute_method="block")
     uniform = dataclasses.replace(RUN, recompute="selective", recompute_method="uniform")
     assert uniform.partial_recompute == {"recompute_method": None, "recompute_layers": None}
+
+
+@pytest.mark.parametrize("k, checkpoints", [(2, 2), (3, 2), (4, 1), (5, 1)])
+def test_uniform_groups_keep_one_input_a_group_and_bring_a_group_back(k, checkpoints):
+    """Megatron's ``--recompute-method uniform --recompute-num-layers k``
+    (``megatron/core/recompute.py``): a chunk's 4 layers in checkpoints of ``k`` layers, the
+    last one shorter. A chunk keeps one input (``2 s b h / t`` bytes with sequence
+    parallelism) a checkpoint, not a layer; a checkpoint's backward re-runs its layers'
+    forwards at once, so its working set is each of its layers' bytes without recomputation,
+    its input aside. The times are full recomputation's. Until 6 December 2026 every ``k``
+    was priced as ``k = 1``."""
+    none = costs(dataclasses.replace(RUN, recompute="none"))
+    full = costs(RUN)
+    some = costs(dataclasses.replace(RUN, recompute_method="uniform", recompute_layers=k))
+    m, layers, one_input = RUN.m, 4, 2.0 * RUN.seq * RUN.microbatch * MODEL.hidden / RUN.t
+    np.testing.assert_array_equal(some.f, full.f)
+    np.testing.assert_array_equal(some.b, full.b)
+    np.testing.assert_allclose(some.act, full.act - m * (layers - checkpoints) * one_input,
+                               rtol=1e-12)
+    # a layer's bytes without recomputation, from the two runs it lies between
+    stored = (none.act - full.act) / (m * layers) + one_input
+    np.testing.assert_allclose(some.recomputed, min(k, layers) * stored - one_input,
+                               rtol=1e-12)
+    # Megatron's flags carry the groups both ways
+    run = dataclasses.replace(RUN, recompute_method="uniform", recompute_layers=k,
+                              blocking_handoffs=False)
+    flags = [str(x) for x in to_megatron(run, MODEL)]
+    assert f"--recompute-method uniform --recompute-num-layers {k}" in " ".join(flags)
+    assert from_megatron(flags, gpus=run.gpus).config.partial_recompute == (
+        run.partial_recompute)
 
 
 def test_a_chunks_dense_layers_lead_it():
@@ -155,8 +185,9 @@ def test_torchtitan_layer_checkpointing_is_every_kth_layer():
 
 
 def test_plan_reads_the_method_as_run_config_does():
-    """plan's recompute_method: None or "uniform" every layer; "block" and "interval" with
-    the frameworks' default counts (1 and 2); refused without full-recomputation rows, and a
+    """plan's recompute_method: None or "uniform" every layer (uniform's groups at the
+    times of one layer a group, with more bytes); "block" and "interval" with the
+    frameworks' default counts (1 and 2); refused without full-recomputation rows, and a
     count without a method."""
     keywords = RUN.plan_keywords() | {"recompute_method": None, "recompute_layers": None}
 
@@ -164,8 +195,10 @@ def test_plan_reads_the_method_as_run_config_does():
         return plan(MODEL, hardware="H100-80GB", capacity=1e30, **keywords | more).iloc[0]
 
     every = row()
-    assert row(recompute_method="uniform", recompute_layers=3)["step_time"] == \
-        every["step_time"]
+    groups = row(recompute_method="uniform", recompute_layers=3)
+    assert groups["step_time"] == every["step_time"]
+    assert groups["peak_memory"] > every["peak_memory"]
+    assert row(recompute_method="uniform", recompute_layers=1).equals(every)
     assert row(recompute_method="block")["step_time"] == row(
         recompute_method="block", recompute_layers=1)["step_time"] < every["step_time"]
     assert row(recompute_method="interval")["step_time"] == row(
@@ -175,8 +208,9 @@ def test_plan_reads_the_method_as_run_config_does():
                                             r"recompute=\['none'\] with recompute_method="
                                             r"'block'\)"):
         row(recompute=["none"], recompute_method="block")
-    with pytest.raises(ScheduleError, match=r"recompute_layers needs recompute_method 'block' "
-                                            r"or 'interval' \(got recompute_layers=2 alone\)"):
+    with pytest.raises(ScheduleError, match=r"recompute_layers needs recompute_method "
+                                            r"'uniform', 'block' or 'interval' \(got "
+                                            r"recompute_layers=2 alone\)"):
         row(recompute_layers=2)
     with pytest.raises(ScheduleError, match=r"recompute_method must be one of"):
         row(recompute_method="blocks")

@@ -84,7 +84,8 @@ class RunConfig:
         each model chunk, the others keeping their activations; ``"interval"`` (torchtitan's
         layer-wise selective checkpointing, ``selective_ac_option``): every
         ``recompute_layers``-th (default 2) layer of each chunk; ``"uniform"`` or None: every
-        layer (Megatron's uniform groups of ``recompute_layers`` priced layer by layer);
+        layer, in Megatron's uniform groups of ``recompute_layers`` (default 1) layers, each
+        group one checkpoint whose layers' activations its backward brings back at once;
         ``recompute_layers`` needs ``recompute="full"``. The
         modules are priced with ``recompute="selective"``, as Megatron uses them
         (``priced_modules``).
@@ -375,11 +376,15 @@ class RunConfig:
     def partial_recompute(self) -> dict:
         """``plan``'s and ``RunGrid``'s ``recompute_method`` and ``recompute_layers`` where
         full recomputation covers only some layers (``"block"`` or ``"interval"``, with the
-        frameworks' default counts), else both None."""
+        frameworks' default counts) or checkpoints groups of layers (``"uniform"`` with
+        more than one layer a group), else both None (every layer its own checkpoint)."""
         if self.recompute == "full" and self.recompute_method in PARTIAL_DEFAULT:
             return {"recompute_method": self.recompute_method,
                     "recompute_layers": (self.recompute_layers
                                          or PARTIAL_DEFAULT[self.recompute_method])}
+        if self.recompute == "full" and (self.recompute_layers or 1) > 1:
+            # (None or "uniform": Megatron's default method)
+            return {"recompute_method": "uniform", "recompute_layers": self.recompute_layers}
         return {"recompute_method": None, "recompute_layers": None}
 
     @property
@@ -604,7 +609,8 @@ class RunGrid:
     recompute_method, recompute_layers : optional
         Which layers of each model chunk full recomputation covers: ``"block"``, the first
         ``recompute_layers``; ``"interval"``, every ``recompute_layers``-th
-        (``recomputed_layers``); None, every layer.
+        (``recomputed_layers``); ``"uniform"``, every layer, in checkpoints of
+        ``recompute_layers`` layers; None, every layer, each its own checkpoint.
     reduce_bytes : float
         Bytes per gradient in ZeRO-3's per-layer reduce-scatter (``RunConfig``'s).
     replicate : int
@@ -683,7 +689,7 @@ class RunGrid:
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         if self.node_limit is not None:
             positive_int(self.node_limit, "node_limit")
-        one_of(self.recompute_method, "recompute_method", (None, *PARTIAL_DEFAULT))
+        one_of(self.recompute_method, "recompute_method", RECOMPUTE_METHODS)
         if (self.recompute_method is None) != (self.recompute_layers is None):
             raise ScheduleError(f"recompute_method and recompute_layers go together (got "
                                 f"recompute_method={self.recompute_method!r}, "

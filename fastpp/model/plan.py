@@ -204,8 +204,10 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         The rows with ``recompute="full"`` recompute only some layers of each model chunk:
         with ``"block"`` (Megatron's ``--recompute-method``) the first ``recompute_layers``
         (default 1), with ``"interval"`` (torchtitan's layer-wise checkpointing) every
-        ``recompute_layers``-th (default 2); the others keep their activations. None or
-        ``"uniform"``: every layer. The method needs rows with ``recompute="full"``.
+        ``recompute_layers``-th (default 2); the others keep their activations. None: every
+        layer, each its own checkpoint; ``"uniform"``: every layer, in Megatron's
+        checkpoints of ``recompute_layers`` (default 1) layers, whose backward brings a
+        group's activations back at once. The method needs rows with ``recompute="full"``.
 
     config : RunConfig, optional
         One run as every axis's only value (``RunConfig.plan_keywords``; ``gpus`` its
@@ -363,7 +365,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
                      bool(gradient_overlap), reduce_bytes, workers, progress,
                      None if noise is None else (noise, samples, seed))
     frame = _table(pd, model, hardware, seq, gpus, cols, rows, shared["recipe"],
-                   shared["recompute_method"] is not None)
+                   shared["recompute_method"] in PARTIAL_DEFAULT)
     if noise is not None:
         _fits_some(frame, noise)
     rank = -frame["tokens_per_s"].fillna(-1).to_numpy()
@@ -555,19 +557,21 @@ def _memory_error(model, cols, rows, recipe, partial: bool = False) -> np.ndarra
 
 def _partial(method, layers, recompute):
     """``plan``'s ``recompute_method`` and ``recompute_layers`` as ``RunGrid`` takes them:
-    both None for every layer (None or "uniform"), the framework's default count where none
-    is given; a method without full-recomputation rows is refused, as the modules are."""
+    both None for every layer its own checkpoint (None, or "uniform" with one layer a
+    group), the framework's default count where none is given; a method without
+    full-recomputation rows is refused, as the modules are."""
     one_of(method, "recompute_method", RECOMPUTE_METHODS)
-    if method in (None, "uniform"):
-        if layers is not None and method is None:
-            raise ScheduleError(f"recompute_layers needs recompute_method 'block' or "
-                                f"'interval' (got recompute_layers={layers!r} alone)")
+    if method is None and layers is not None:
+        raise ScheduleError(f"recompute_layers needs recompute_method 'uniform', 'block' or "
+                            f"'interval' (got recompute_layers={layers!r} alone)")
+    if method is None or (method == "uniform" and positive_int(
+            1 if layers is None else layers, "recompute_layers") == 1):
         return None, None
     if recompute is not None and "full" not in _nonempty(recompute, "recompute"):
         raise ScheduleError(f"recompute_method acts on recompute='full' rows: recompute must "
                             f"include 'full' (got recompute={recompute!r} with "
                             f"recompute_method={method!r})")
-    return method, PARTIAL_DEFAULT[method] if layers is None else layers
+    return method, PARTIAL_DEFAULT[method] if layers is None else layers  # (uniform: > 1)
 
 
 def _spelling(short, long, short_name: str, long_name: str):

@@ -28,7 +28,13 @@ from .compute import (
     optimizer_time,
 )
 from .config import CP_COMMS as CP_COMMS  # their home until 0.1.0: read here still
-from .config import REDUCE_BYTES, RunGrid, check_cp, check_sequence_parallel
+from .config import (
+    PARTIAL_DEFAULT,
+    REDUCE_BYTES,
+    RunGrid,
+    check_cp,
+    check_sequence_parallel,
+)
 from .config import ZERO as ZERO
 from .config import ZERO3_GATHERS as ZERO3_GATHERS
 from .hardware import Hardware
@@ -219,7 +225,7 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
                           embedding, loss)
     host_forward, host_backward = host_times(hardware, again, per_stage(grid.recompute), ends,
                                              ops)
-    if grid.recompute_method is not None:
+    if grid.recompute_method in PARTIAL_DEFAULT:
         bare = grid.replace(recompute=np.zeros_like(grid.recompute), recompute_method=None,
                             recompute_layers=None)
         rest = _layer_terms(model, hardware, bare, _layer_prices(model, hardware, bare),
@@ -229,7 +235,10 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         host_rest = host_times(hardware, layers - again, 0, False, ops)
         host_forward, host_backward = host_forward + host_rest[0], host_backward + host_rest[1]
     forward, backward, weight = totals["forward"], totals["backward"], totals["weight"]
-    act, held_by_w = totals["act"], totals["held_by_w"]
+    act, held_by_w, recomputed = totals["act"], totals["held_by_w"], totals["recomputed"]
+    if grid.recompute_method == "uniform":
+        act, held_by_w, recomputed = _grouped_checkpoints(
+            grid.recompute_layers, layers, full, totals)
     gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
     params = stage_params(model, layers, embedding, loss, per_stage(t), moe_layers, mtp)
     experts = expert_stage_params(model, moe_layers, mtp, per_stage(grid.ep),
@@ -265,7 +274,7 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         "w": weight * mm,
         "act": np.maximum(act, 1.0) * mm,
         "gamma": gamma,
-        "recomputed": totals["recomputed"],
+        "recomputed": recomputed,
         "params": params,
         "expert_params": experts,
         "comm": latency,
@@ -394,14 +403,15 @@ def _exposed_exchange(layer, times, exchange, tp_overlap: bool):
 def recomputed_layers(method, count, layers, dense) -> tuple[np.ndarray, np.ndarray]:
     """Per model chunk of ``layers`` layers, the first ``dense`` of them without experts (a
     model's dense layers lead it, as DeepSeek's first three): how many layers full
-    recomputation covers, and how many of those have experts. ``method`` None: every layer;
+    recomputation covers, and how many of those have experts. ``method`` None or
+    ``"uniform"``: every layer;
     ``"block"`` (Megatron's): the first ``count``; ``"interval"`` (torchtitan's layer-wise
     selective checkpointing, counting each chunk's layers from 1, as its ``apply_ac`` did
     when it reset the count per model part; a version that counts on across a rank's parts
     shifts which of a later chunk's layers it takes where ``count`` does not divide the
     chunk): every ``count``-th."""
     layers, dense = np.asarray(layers, np.float64), np.asarray(dense, np.float64)
-    if method is None:
+    if method in (None, "uniform"):
         return layers, layers - dense
     if method == "block":
         again = np.minimum(layers, count)
@@ -512,7 +522,7 @@ def _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers, 
     recomputed = np.maximum(totals["recomputed"], np.where(
         (moe_layers if model.moe else 0.0) + mtp > 0, per_stage(one["recomputed"]), 0.0))
     return {"forward": forward, "backward": backward, "weight": weight,
-            "kept": kept + mtp_kept, "held_by_w": held_by_w + mtp_kept * per_stage(one["gamma"]),
+            "kept": kept, "held_by_w": held_by_w + mtp_kept * per_stage(one["gamma"]),
             "act": act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / t),
             "recomputed": recomputed}
 
@@ -703,6 +713,26 @@ def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero
     scatter = collectives * reduce_scatter(hardware, reduce_bytes * params / collectives,
                                            replicas, spans)
     return np.where(each, gather, 0.0), np.where(each, scatter, 0.0)
+
+
+def _grouped_checkpoints(group, layers, full, totals):
+    """A stage's ``act``, ``held_by_w`` and ``recomputed`` bytes where full recomputation
+    checkpoints its layers in groups of ``group`` (Megatron's ``--recompute-method uniform``
+    with ``--recompute-num-layers``, ``megatron/core/recompute.py``): one input kept a
+    group, not a layer, and a group's backward re-runs its layers' forwards from that input
+    at once, all their activations alive (``recomputed_bytes``' working set for each layer
+    of the largest group, and the inputs of all but its first). ``totals``: the stage's
+    terms with every layer its own checkpoint, ``kept`` its layers' inputs (MTP's aside);
+    ``full``: the stages that recompute."""
+    kept = totals["kept"]
+    each = np.divide(kept, layers, out=np.zeros_like(kept), where=layers > 0)
+    fewer = np.where(full, kept - np.ceil(layers / group) * each, 0.0)
+    held = np.divide(totals["held_by_w"], kept, out=np.zeros_like(kept), where=kept > 0)
+    largest = np.minimum(layers, group)
+    recomputed = np.where(full & (largest > 1),
+                          largest * totals["recomputed"] + (largest - 1) * each,
+                          totals["recomputed"])
+    return (totals["act"] - fewer, totals["held_by_w"] - fewer * held, recomputed)
 
 
 def recomputed_bytes(stored, kept, recompute):
