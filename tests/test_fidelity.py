@@ -288,6 +288,10 @@ def test_zero_bubble_interleaving_is_the_authors():
 def test_bad_validate_arguments():
     with pytest.raises(ScheduleError, match=r"datasets must hold names among \[.*\] \(got 'moe'\)"):
         validate(["moe"])
+    # a dataset named twice had its rows counted twice in every figure
+    with pytest.raises(ScheduleError, match=r"datasets must name each dataset once \(got "
+                                            r"'korthikanti_2022' twice\)"):
+        validate(["korthikanti_2022", "narayanan_2021_table1", "korthikanti_2022"])
     with pytest.raises(ScheduleError, match=r"layers must give 8 stages adding up to 22"):
         model_costs(Transformer(22, 2304, 24), HARDWARE["A100-80GB"],
                     build_schedule("1f1b", 8, 8), seq=1024, microbatch=1, layers=[3] * 8)

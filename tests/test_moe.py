@@ -21,6 +21,7 @@ from fastpp.model import (
     transformer_costs,
 )
 from fastpp.model.moe import (
+    EXPERT_OPTIONS,
     all_to_all_bytes,
     all_to_all_times,
     expert_data_parallel,
@@ -359,6 +360,24 @@ def test_expert_parameters_fold_over_edp():
 def test_bad_moe_input_is_a_schedule_error(call, message):
     with pytest.raises(ScheduleError, match=message):
         call()
+
+
+@pytest.mark.parametrize("name, value", [("dispatcher", "flex"), ("imbalance", 2.0),
+                                         ("node_limit", 2), ("fp8_cache", True)])
+def test_expert_options_on_a_dense_model_are_refused(name, value):
+    """Options that act on experts alone, given a dense model away from their defaults: until
+    6 December 2026 plan and transformer_costs priced the dense run as if not given."""
+    message = (rf"{name} must be {EXPERT_OPTIONS[name]!r}: it acts on experts, and "
+               rf"llama2-7b has none \(got {name}={value!r}\)")
+    with pytest.raises(ScheduleError, match=message):
+        plan("llama2-7b", 16, seq=4096, global_batch=64, tp=[2], pp=[2], workers=1,
+             **{name: value})
+    with pytest.raises(ScheduleError, match=message):
+        transformer_costs("llama2-7b", build_schedule("1f1b", 2, 4), seq=128, tp=2,
+                          **{name: value})
+    # the defaults, given, are no option set
+    plan("llama2-7b", 16, seq=4096, global_batch=64, tp=[2], pp=[2], workers=1,
+         schedules=["1f1b"], **{name: EXPERT_OPTIONS[name]})
 
 
 @pytest.fixture(scope="module")

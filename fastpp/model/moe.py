@@ -427,6 +427,23 @@ def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_par
     return all_reduce(hardware, message, t, spans)
 
 
+# the options that act on experts alone, and their defaults (``RunConfig``'s)
+EXPERT_OPTIONS = {"dispatcher": "alltoall", "imbalance": 1.0, "node_limit": None,
+                  "fp8_cache": False}
+
+
+def refuse_expert_options(model: Transformer, **given) -> None:
+    """A ``ScheduleError`` for an option of ``EXPERT_OPTIONS`` set away from its default on a
+    model without experts, which it would leave unpriced without a word."""
+    if model.moe:
+        return
+    for name, value in given.items():
+        if value != EXPERT_OPTIONS[name]:
+            raise ScheduleError(f"{name} must be {EXPERT_OPTIONS[name]!r}: it acts on "
+                                f"experts, and {model.name or 'the model'} has none (got "
+                                f"{name}={value!r})")
+
+
 def check_imbalance(imbalance, model: Transformer | None = None) -> float:
     """``imbalance`` as a float: one finite number >= 1, the busiest expert-parallel rank's
     tokens over the mean (1 balanced), and with an MoE ``model`` at most its experts over

@@ -53,7 +53,7 @@ from .errorbar import error_bar, regime
 from .hardware import GB, HARDWARE, LINKS, PRECISIONS, preset
 from .layout import as_layout, check_layout, even_layers
 from .memorybar import activation_error, unmeasured
-from .moe import check_imbalance, expert_reasons
+from .moe import check_imbalance, expert_reasons, refuse_expert_options
 from .overlap import overlap_reason
 from .presets import MODELS
 from .recipes import optimizer_bytes, recipe_pricing
@@ -322,6 +322,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     reduce_bytes = check_reduce_bytes(reduce_bytes)  # (RunConfig's rule: 1e30 was priced)
     recompute_method, recompute_layers = _partial(recompute_method, recompute_layers,
                                                   recompute)
+    refuse_expert_options(model, dispatcher=dispatcher, imbalance=imbalance,
+                          node_limit=node_limit, fp8_cache=fp8_cache)
     shared = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
               "recompute_method": recompute_method, "recompute_layers": recompute_layers,
               "cp_comm": cp_comm, "zero3": zero3, "replicate": replicate,

@@ -32,7 +32,7 @@ from .layout import (
     as_layout,
     check_layout,
 )
-from .moe import check_imbalance, expert_data_parallel, expert_reasons
+from .moe import check_imbalance, expert_data_parallel, expert_reasons, refuse_expert_options
 from .overlap import expert_overlap, overlap_reason
 from .presets import MODELS
 from .recipes import make_recipe, optimizer_bytes
@@ -309,6 +309,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     if config.precision is not None:
         hardware.with_precision(config.precision)  # raises for fp8 without an fp8 peak
     check_imbalance(config.imbalance, model)  # (a RunConfig does not know the experts)
+    refuse_expert_options(model, dispatcher=config.dispatcher, imbalance=config.imbalance,
+                          node_limit=config.node_limit, fp8_cache=fp8_cache)
     table = _stages(model, hardware, schedule, RunGrid.of(config, recipe), layout, layers)
     return ModelCosts(f=table["f"], b=table["b"], w=table["w"], comm=table["comm"],
                       gamma=table["gamma"], act=table["act"],

@@ -415,12 +415,15 @@ def validate(datasets=DATASETS):
     Raises
     ------
     ScheduleError
-        If ``datasets`` is not a list of names of ``DATASETS``; ``MissingExtraError`` without
-        pandas.
+        If ``datasets`` is not a list of distinct names of ``DATASETS``;
+        ``MissingExtraError`` without pandas.
     """
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
     name_list(datasets, "datasets", DATASETS)
+    twice = next((x for i, x in enumerate(datasets) if x in datasets[:i]), None)
+    if twice is not None:  # (its rows would count twice in every figure)
+        raise ScheduleError(f"datasets must name each dataset once (got {twice!r} twice)")
     hw, h100 = HARDWARE["A100-80GB"], HARDWARE["H100-80GB"]
     loaders = {"korthikanti_2022": lambda: _korthikanti(hw),
                "korthikanti_2022_layer": lambda: _korthikanti_layer(hw),
