@@ -233,3 +233,77 @@ def test_an_absent_field_is_not_a_null():
     assert data["q_lora_rank"] is None and from_hf(data).q_rank == 0
     del data["q_lora_rank"]
     assert from_hf(data).q_rank == 1536
+
+
+def _file(name: str) -> dict:
+    return json.loads((DATA / f"{name}.json").read_text())
+
+
+def test_the_expert_count_under_transformers_alias():
+    """transformers 5's ``Qwen3MoeConfig`` maps ``num_experts`` to ``num_local_experts``,
+    and ``save_pretrained`` writes the latter: such a file was refused (a review against
+    transformers 5.23's classes, 6 December 2026). Mixtral and gpt-oss take the alias the
+    other way, DeepSeek ``num_local_experts`` for ``n_routed_experts``; two keys that
+    disagree are refused, as no class could hold both."""
+    qwen = _file("qwen3-30b-a3b")
+    saved = {k: v for k, v in qwen.items() if k != "num_experts"} | {"num_local_experts": 128}
+    assert from_hf(saved) == from_hf(qwen)
+    mixtral = _file("mixtral-8x7b-v0.1")
+    alias = {k: v for k, v in mixtral.items() if k != "num_local_experts"} | {"num_experts": 8}
+    assert from_hf(alias) == from_hf(mixtral)
+    deepseek = _file("deepseek-v3")
+    alias = {k: v for k, v in deepseek.items() if k != "n_routed_experts"}
+    assert from_hf(alias | {"num_local_experts": 256}) == from_hf(deepseek)
+    with pytest.raises(ScheduleError, match=r"'num_local_experts' and 'num_experts' name one "
+                                            r"field \(transformers reads either\): they must "
+                                            r"agree \(got 128 and 64\)"):
+        from_hf(qwen | {"num_local_experts": 128, "num_experts": 64})
+
+
+def test_deepseek_v3s_mtp_module_at_the_class_default():
+    """``DeepseekV3Config`` holds one MTP module where ``num_nextn_predict_layers`` is absent
+    (its ``num_mtp_layers`` alias too): 0 had left out 11.6B trained parameters."""
+    deepseek = _file("deepseek-v3")
+    assert deepseek["num_nextn_predict_layers"] == 1
+    absent = {k: v for k, v in deepseek.items() if k != "num_nextn_predict_layers"}
+    assert from_hf(absent).mtp_depth == 1
+    assert from_hf(absent | {"num_mtp_layers": 2}).mtp_depth == 2
+    lite = _file("deepseek-v2-lite")  # DeepseekV2Config has none
+    assert "num_nextn_predict_layers" not in lite and from_hf(lite).mtp_depth == 0
+
+
+def test_gpt2_and_neox_heads_are_neither_grouped_nor_resized():
+    """``GPT2Attention`` and ``GPTNeoXAttention`` build ``h -> 3h`` with heads of ``h / a``
+    whatever ``num_key_value_heads`` or ``head_dim`` say: read, they had made Pythia-160m's
+    shape 5.9% and 8.8% light. GPT-2's class drops out at 0.1 where a rate is absent."""
+    neox = _file("gpt-neox-20b")
+    plain = from_hf(neox)
+    assert (plain.kv_heads, plain.head_dim) == (64, 96)
+    assert from_hf(neox | {"num_key_value_heads": 8, "head_dim": 32}) == plain
+    gpt2 = _file("gpt2")
+    assert from_hf(gpt2 | {"num_key_value_heads": 4, "head_dim": 32}) == from_hf(gpt2)
+    bare = {k: v for k, v in gpt2.items() if not k.endswith("_pdrop")}
+    assert from_hf(bare).dropout
+    assert not from_hf(bare | {"resid_pdrop": 0, "embd_pdrop": 0, "attn_pdrop": 0}).dropout
+    with pytest.raises(ScheduleError, match=r"'add_cross_attention' must be false"):
+        from_hf(gpt2 | {"add_cross_attention": True})
+
+
+def test_qwen_moe_windows_slide_the_layers_transformers_slides():
+    """With ``use_sliding_window``: ``Qwen3MoeAttention`` slides every layer;
+    ``Qwen2MoeConfig``'s ``layer_types`` the even layers below ``max_window_layers`` (24
+    layers, 21: 0, 2, ..., 20); fastpp had applied the dense Qwens' rule (the layers from
+    ``max_window_layers`` on) to both: 0 and 3."""
+    on = {"use_sliding_window": True, "sliding_window": 4096}
+    assert from_hf(_file("qwen3-30b-a3b") | on).window_layers == 48
+    assert from_hf(_file("qwen1.5-moe-a2.7b") | on).window_layers == 11
+    assert from_hf(_file("qwen1.5-moe-a2.7b") | on | {"max_window_layers": 4}).window_layers == 2
+
+
+def test_qwen_moe_without_experts_is_the_dense_model():
+    """``num_experts`` 0 (or every layer in ``mlp_only_layers``): transformers builds every
+    layer's dense MLP of ``intermediate_size``; fastpp had refused a top-k of no experts."""
+    qwen = _file("qwen1.5-moe-a2.7b")
+    dense = from_hf(qwen | {"num_experts": 0})
+    assert not dense.moe and dense.ffn == qwen["intermediate_size"]
+    assert from_hf(qwen | {"mlp_only_layers": list(range(24))}) == dense

@@ -32,11 +32,18 @@ class Family:
     # out (Gemma 3's and LLaVA's text_config); a field absent and not here is an error
     defaults: dict = field(default_factory=dict)
     # sliding-window attention: which layers slide ("all", "qwen": those from
-    # max_window_layers on with use_sliding_window, "alternate": every other from the first,
-    # "gemma3": all but every sliding_window_pattern-th; a layer_types list overrides), and
-    # the class's sliding_window default
+    # max_window_layers on with use_sliding_window, "qwen2_moe": the even ones below
+    # max_window_layers with it, "qwen3_moe": all with it, "alternate": every other from the
+    # first, "gemma3": all but every sliding_window_pattern-th; a layer_types list
+    # overrides), and the class's sliding_window default
     sliding: str = ""
     window: int | None = None
+    # the routed experts' count: its keys, the class's own first and its alias after
+    # (transformers' attribute_map; save_pretrained writes the class's own)
+    experts: tuple = ()
+    # grouped-query attention and a head size apart from hidden / heads: GPT-2's and
+    # GPT-NeoX's classes have neither, and ignore num_key_value_heads and head_dim
+    grouped: bool = True
     # the class's defaults of keys whose absence is not a null (transformers' save_pretrained
     # leaves out what equals them; a null takes the class's fallback: the heads, no rank)
     absent: dict = field(default_factory=dict)
@@ -60,7 +67,11 @@ KV = "num_key_value_heads"
 DEEPSEEK_V2_ABSENT = {"q_lora_rank": 1536, "n_routed_experts": 64, "n_shared_experts": 2,
                       "first_k_dense_replace": 0}
 DEEPSEEK_V3_ABSENT = {"q_lora_rank": 1536, "n_routed_experts": 256, "n_shared_experts": 1,
-                      "first_k_dense_replace": 3, "num_experts_per_tok": 8}
+                      "first_k_dense_replace": 3, "num_experts_per_tok": 8,
+                      "num_nextn_predict_layers": 1}
+DEEPSEEK_EXPERTS = ("n_routed_experts", "num_local_experts")
+MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers")  # DeepseekV3Config's alias
+ALIASED = ("num_local_experts", "num_experts")
 
 FAMILIES = {
     "llama": Family(tied=False, defaults=LLAMA_DEFAULTS),
@@ -76,26 +87,35 @@ FAMILIES = {
     "gemma3_text": Family(tied=True, head_dim=256, defaults=GEMMA3_DEFAULTS, sliding="gemma3",
                           window=4096,
                           note="four norms and Q/K norms counted as two norms"),
-    "mixtral": Family(tied=False, moe="mixtral", sliding="all", absent={KV: 8}),
+    "mixtral": Family(tied=False, moe="mixtral", sliding="all",
+                      absent={KV: 8, "num_local_experts": 8}, experts=ALIASED),
     "gpt_oss": Family(tied=False, head_dim=64, moe="mixtral", sliding="alternate", window=128,
-                      absent={KV: 8, "num_experts_per_tok": 4},
+                      absent={KV: 8, "num_experts_per_tok": 4, "num_local_experts": 128},
+                      experts=ALIASED,
                       note="the attention sinks and biases left out"),
-    "qwen2_moe": Family(tied=False, moe="qwen", sliding="qwen", window=4096,
-                        absent={KV: 16, "shared_expert_intermediate_size": 5632},
+    "qwen2_moe": Family(tied=False, moe="qwen", sliding="qwen2_moe", window=4096,
+                        absent={KV: 16, "shared_expert_intermediate_size": 5632,
+                                "num_experts": 60},
+                        experts=("num_experts",),
                         note="the shared expert's sigmoid gate (h a layer) left out"),
-    "qwen3_moe": Family(tied=False, moe="qwen", sliding="qwen", window=4096, absent={KV: 4},
+    "qwen3_moe": Family(tied=False, moe="qwen", sliding="qwen3_moe", window=4096,
+                        absent={KV: 4, "num_local_experts": 128}, experts=ALIASED,
                         note="per-head Q/K norms left out"),
-    "deepseek_v2": Family(tied=False, moe="deepseek", absent=DEEPSEEK_V2_ABSENT),
+    "deepseek_v2": Family(tied=False, moe="deepseek", absent=DEEPSEEK_V2_ABSENT,
+                          experts=DEEPSEEK_EXPERTS),
     "deepseek_v3": Family(tied=False, moe="deepseek", absent=DEEPSEEK_V3_ABSENT,
+                          experts=DEEPSEEK_EXPERTS,
                           note="the router's correction bias (E a layer) left out"),
-    "gpt2": Family(tied=True, gated=False, names=GPT2_NAMES,
+    # (GPT-2's class drops out at 0.1 where a rate is absent)
+    "gpt2": Family(tied=True, gated=False, names=GPT2_NAMES, grouped=False,
+                   absent={"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1},
                    note="the learned position embedding and the biases left out (0.7% of "
-                        "GPT-2 small)"),
-    "gpt_neox": Family(tied=False, gated=False, note="biases left out"),
+                        "GPT-2 small, 1% of distilgpt2)"),
+    "gpt_neox": Family(tied=False, gated=False, grouped=False, note="biases left out"),
 }
 # multimodal wrappers whose text model's model_type is not written inside text_config
 TEXT_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}
-DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop",
+DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "embd_pdrop",
             "hidden_dropout_prob", "attention_probs_dropout_prob")
 _MISSING = object()
 
@@ -253,7 +273,8 @@ def from_hf(config, name: str | None = None) -> Transformer:
         so on; a null takes the class's fallback (the heads; no query compression; GPT-2's
         ``4h``), but a null layer count, width, head count, MLP width or vocabulary, which
         has none, is an error naming it.
-        Approximations, none changing the parameter count by more than 0.7%:
+        Approximations, none changing the parameter count by more than 1% (GPT-2's learned
+        positions: 0.7% of GPT-2 small, 1% of distilgpt2; under 0.04% elsewhere):
 
         - a mixture of experts whose dense layers are not the first ones (Qwen's
           ``mlp_only_layers`` and ``decoder_sparse_step``, DeepSeek's ``moe_layer_freq``) keeps
@@ -293,18 +314,24 @@ def from_hf(config, name: str | None = None) -> Transformer:
 
     hidden, heads = shape_field("hidden"), shape_field("heads")
     shape = {"layers": shape_field("layers"), "hidden": hidden, "heads": heads,
-             "kv_heads": shape_field("kv_heads", heads),
+             "kv_heads": shape_field("kv_heads", heads) if family.grouped else heads,
              "vocab": shape_field("vocab"), "swiglu": family.gated,
              "tied_embeddings": cfg.flag("tie_word_embeddings", family.tied),
              "dropout": any(cfg.fraction(k) > 0 for k in DROPOUTS),
-             "head_dim": cfg.int("head_dim", family.head_dim, low=1)}
+             "head_dim": cfg.int("head_dim", family.head_dim, low=1) if family.grouped
+             else None}
+    if kind == "gpt2" and cfg.flag("add_cross_attention", False):
+        raise ScheduleError(f"{where}: 'add_cross_attention' must be false: fastpp prices "
+                            f"decoder-only models, and a GPT-2 with cross-attention is an "
+                            f"encoder-decoder's decoder (got true)")
     # n_inner and intermediate_size may be null (GPT-2: 4h)
     shape["ffn"] = shape_field("ffn", None if kind == "gpt2" else _MISSING)
     shape.update(_experts(family, cfg, shape["layers"]))
     shape.update(_window(family, cfg, shape["layers"]))
     name = _name(data, where, kind) if name is None else name
     _misspelt(data, where)
-    if KV not in data and heads % shape["kv_heads"]:  # (the class's default, not the file's)
+    # (the class's default, not the file's)
+    if family.grouped and KV not in data and heads % shape["kv_heads"]:
         raise ScheduleError(f"{where} has no {KV!r}: a {kind!r} model's default, "
                             f"{shape['kv_heads']}, does not divide its {heads} heads (give it)")
     return Transformer(name=name, **shape)
@@ -330,7 +357,7 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
     if not family.sliding:
         return {}
     window = cfg.data.get("sliding_window", family.window)
-    if family.sliding == "qwen" and not cfg.flag("use_sliding_window", False):
+    if family.sliding.startswith("qwen") and not cfg.flag("use_sliding_window", False):
         window = None
     if window is None:
         return {}
@@ -347,6 +374,8 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
     elif family.sliding == "qwen":
         # the classes' default: 28 (transformers slides the layers from it on)
         sliding = layers - min(cfg.int("max_window_layers", QWEN_FULL_LAYERS), layers)
+    elif family.sliding == "qwen2_moe":  # (Qwen2MoeConfig: the even layers below it)
+        sliding = (min(cfg.int("max_window_layers", QWEN_FULL_LAYERS), layers) + 1) // 2
     elif family.sliding == "alternate":
         sliding = (layers + 1) // 2
     elif family.sliding == "gemma3":
@@ -362,14 +391,17 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
         # (gpt-oss names it experts_per_token: the message names the key the file has)
         top_k = ("num_experts_per_tok" if "num_experts_per_tok" in cfg.data or
                  "experts_per_token" not in cfg.data else "experts_per_token")
-        return {"experts": cfg.int("num_local_experts"), "top_k": cfg.int(top_k, 2, low=1),
+        return {"experts": _aliased(cfg, family.experts), "top_k": cfg.int(top_k, 2, low=1),
                 "expert_ffn": cfg.int("intermediate_size")}
     if family.moe == "qwen":
         # (transformers divides by the step: 0 is no configuration)
-        experts, step = cfg.int("num_experts"), cfg.int("decoder_sparse_step", 1, low=1)
+        experts = _aliased(cfg, family.experts)
+        step = cfg.int("decoder_sparse_step", 1, low=1)
         dense_only = cfg.layers("mlp_only_layers", layers)
         sparse = sum(1 for i in range(layers)
                      if i not in dense_only and experts > 0 and (i + 1) % step == 0)
+        if not sparse:  # every layer the dense MLP, as transformers builds it
+            return {}
         width = cfg.int("moe_intermediate_size", low=1)
         shared = cfg.int("shared_expert_intermediate_size", 0)
         if shared % width:  # (fastpp prices shared experts as routed experts' MLPs)
@@ -379,17 +411,30 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
                 "expert_ffn": width, "shared_experts": shared // width,
                 "dense_layers": layers - sparse}
     if family.moe == "deepseek":
-        experts = cfg.int("n_routed_experts", 0)
+        experts = _aliased(cfg, family.experts, 0)
+        # (DeepSeek's own modeling code reads moe_layer_freq; transformers' classes ignore
+        # it: every published file has 1)
         first, freq = cfg.int("first_k_dense_replace", 0), cfg.int("moe_layer_freq", 1, low=1)
         sparse = sum(1 for i in range(layers) if experts and i >= first and i % freq == 0)
         nope = cfg.int("qk_nope_head_dim")
         mla = {"head_dim": nope, "v_head_dim": cfg.int("v_head_dim"),
                "q_rank": cfg.int("q_lora_rank", 0), "kv_rank": cfg.int("kv_lora_rank"),
                "rope_dim": cfg.int("qk_rope_head_dim"),
-               "mtp_depth": cfg.int("num_nextn_predict_layers", 0)}
+               "mtp_depth": _aliased(cfg, MTP_KEYS, 0)}
         if not experts:
             return mla
         return {**mla, "experts": experts, "top_k": cfg.int("num_experts_per_tok"),
                 "expert_ffn": cfg.int("moe_intermediate_size"),
                 "shared_experts": cfg.int("n_shared_experts", 0), "dense_layers": layers - sparse}
     return {}
+
+
+def _aliased(cfg: _Config, keys: tuple, default=_MISSING) -> int:
+    """An integer field that ``keys`` name alike (transformers' ``attribute_map``: the class's
+    own key first), read from the one the file holds; both held must agree."""
+    held = [key for key in keys if key in cfg.data]
+    if len(held) > 1 and cfg.data[held[0]] != cfg.data[held[1]]:
+        raise ScheduleError(f"{cfg.where}: {held[0]!r} and {held[1]!r} name one field "
+                            f"(transformers reads either): they must agree (got "
+                            f"{cfg.data[held[0]]!r} and {cfg.data[held[1]]!r})")
+    return cfg.int(held[0] if held else keys[0], default)

@@ -54,7 +54,7 @@ per element) throughout.
   experts of width ``F_e = expert_ffn`` of which each token uses ``top_k``, and
   ``shared_experts`` always used; ``parameters`` counts them all, ``active_parameters`` what
   one token uses. ``mtp_depth`` multi-token-prediction modules (DeepSeek-V3) each add one MoE
-  layer, a ``2h x h`` projection and two norms, sharing the embedding and the output layer
+  layer, a ``2h x h`` projection and three norms, sharing the embedding and the output layer
   (their logits and loss computed again): trained and in ``params()``, not in ``parameters``
   (the model cards count them apart).
 - The embedding (``vh`` parameters; of its activations only its dropout's one-byte mask,
@@ -374,14 +374,16 @@ class Transformer:
 
     def mtp_params(self) -> float:
         """One multi-token-prediction module without the shared embedding and output layer:
-        a layer (with experts if the model has them), the ``2h x h`` projection, two norms.
+        a layer (with experts if the model has them), the ``2h x h`` projection and three
+        norms (of the embedding, of the hidden state, and the module's last: Megatron's
+        ``enorm``, ``hnorm`` and ``final_layernorm``).
 
         Returns
         -------
         float
         """
         h = float(self.hidden)
-        return self.layer_params(self.moe) + 2.0 * h * h + 2.0 * h
+        return self.layer_params(self.moe) + 2.0 * h * h + 3.0 * h
 
     def _layers_params(self, active: bool) -> float:
         dense = self.layers - self.moe_layers
@@ -390,7 +392,7 @@ class Transformer:
 
     def params(self) -> float:
         """All trained parameters: layers, the MTP modules, the embedding and (untied) the
-        output layer.
+        output layer (the final norm's ``h`` left out, as the layers' biases are).
 
         Returns
         -------
@@ -403,7 +405,7 @@ class Transformer:
     @property
     def parameters(self) -> float:
         """Total parameters as model cards count them: layers, embedding, output layer (the
-        MTP modules apart)."""
+        MTP modules apart; the final norm's ``h`` left out)."""
         heads = 1 if self.tied_embeddings else 2
         return self._layers_params(False) + heads * self.vocab * self.hidden
 
