@@ -3,11 +3,13 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fastpp import ScheduleError
 from fastpp.model import MODELS, Transformer, from_hf
 from fastpp.model.hf import FAMILIES
+from fastpp.model.stages import chunk_kinds
 
 DATA = Path(__file__).parent / "data" / "hf"
 
@@ -108,18 +110,25 @@ def test_traps():
     assert from_hf(DATA / "deepseek-v3.json").mtp_depth == 1
 
 
-def test_layer_patterns_count_dense_layers():
+def test_layer_patterns_place_dense_layers():
     """Dense layers anywhere (Qwen's mlp_only_layers, decoder_sparse_step; DeepSeek's
-    moe_layer_freq) keep their number (placed first) and so the parameter count."""
+    moe_layer_freq) are kept where the file puts them (until 6 December 2026 their count was
+    placed first, so a pipeline's first stages held every dense layer and its last every
+    expert), and a pipeline's stages hold them so."""
     config = load("qwen3-30b-a3b.json")
-    config["decoder_sparse_step"] = 2
+    config["decoder_sparse_step"] = 2  # transformers: experts where (i + 1) % 2 == 0
     alternate = from_hf(config)
-    assert alternate.dense_layers == 24 and alternate.moe_layers == 24
+    assert alternate.dense_layers == tuple(range(0, 48, 2)) and alternate.moe_layers == 24
+    layers = np.full(4, 12.0)  # four stages of 12 layers: 6 with experts each
+    assert chunk_kinds(alternate, layers, [False] * 3 + [True], 0)[0].tolist() == [6.0] * 4
     config["decoder_sparse_step"], config["mlp_only_layers"] = 1, [0, 5, 47]
+    assert from_hf(config).dense_layers == (0, 5, 47)
+    config["mlp_only_layers"] = [1, 0, 2]  # the first ones: a count
     assert from_hf(config).dense_layers == 3
     config = load("deepseek-v3.json")
     config["moe_layer_freq"] = 2  # MoE on even layers from the 4th: 4, 6, ..., 60
     assert from_hf(config).moe_layers == len(range(4, 61, 2))
+    assert from_hf(config).dense_layers == (0, 1, 2, *range(3, 61, 2))
 
 
 def test_text_config_nesting():

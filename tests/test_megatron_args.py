@@ -272,8 +272,15 @@ def test_mla_and_moe_patterns():
                              "--moe-layer-freq ([0]*1+[1]*3) --mtp-num-layers 1", gpus=1)
     assert (model.kv_rank, model.q_rank, model.rope_dim, model.head_dim) == (64, 0, 16, 32)
     assert (model.dense_layers, model.shared_experts, model.mtp_depth) == (1, 2, 1)
-    assert from_megatron(BASE + "--num-experts 8 --moe-layer-freq 2",
-                         gpus=1).model.dense_layers == 2
+    # Megatron's integer k: experts on the layers i % k == 0, the others dense where they
+    # are (until 6 December 2026 the dense ones were placed first)
+    alternate = from_megatron(BASE + "--num-experts 8 --moe-layer-freq 2", gpus=1).model
+    assert alternate.dense_layers == (1, 3)
+    assert from_megatron(to_megatron(RunConfig(seq=512, global_batch=1), alternate),
+                         gpus=1).model == alternate
+    with pytest.raises(ScheduleError, match=r"--moe-layer-freq must give the last layer "
+                                            r"experts with --mtp-num-layers"):
+        from_megatron(BASE + "--num-experts 8 --moe-layer-freq 2 --mtp-num-layers 1", gpus=1)
 
 
 def test_bad_input():

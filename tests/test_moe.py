@@ -480,3 +480,22 @@ def test_a_dense_layer_is_its_two_halves():
             halves = [f(model, hw, 2048, 2, 4, sp) for f in (attention_times, mlp_times)]
             for k in ("forward", "input_grad", "weight_grad"):
                 assert whole[k] == pytest.approx(halves[0][k] + halves[1][k], rel=1e-12)
+
+
+def test_dense_layers_by_index():
+    """``dense_layers`` as indices (Megatron's ``--moe-layer-freq``, Qwen's
+    ``decoder_sparse_step``): sorted, the first ones read as their count, and each pipeline
+    chunk holding the experts of its own layers."""
+    shape = dict(layers=4, hidden=64, heads=4, ffn=128, experts=4, top_k=1, vocab=100)
+    assert Transformer(**shape, dense_layers=(3, 1)).dense_layers == (1, 3)
+    assert Transformer(**shape, dense_layers=[1, 0]) == Transformer(**shape, dense_layers=2)
+    model = Transformer(**shape, dense_layers=(1, 3))
+    assert model.moe_layers == 2 and model.dense_at == (1, 3)
+    assert model.dense_between([0, 1, 2], [1, 3, 4]).tolist() == [0.0, 1.0, 1.0]
+    for bad in ((4,), (1, 1), (-1,), (True,), (1.0,)):
+        with pytest.raises(ScheduleError, match=r"dense_layers must be a count or distinct "
+                                                r"layer indices in 0..3"):
+            Transformer(**shape, dense_layers=bad)
+    with pytest.raises(ScheduleError, match=r"dense_layers must leave the last layer its "
+                                            r"experts with mtp_depth > 0"):
+        Transformer(**shape, dense_layers=(3,), mtp_depth=1)

@@ -276,9 +276,6 @@ def from_hf(config, name: str | None = None) -> Transformer:
         Approximations, none changing the parameter count by more than 1% (GPT-2's learned
         positions: 0.7% of GPT-2 small, 1% of distilgpt2; under 0.04% elsewhere):
 
-        - a mixture of experts whose dense layers are not the first ones (Qwen's
-          ``mlp_only_layers`` and ``decoder_sparse_step``, DeepSeek's ``moe_layer_freq``) keeps
-          as many dense layers, placed first (``Transformer.dense_layers``);
         - sliding-window attention (Gemma 2 and 3, gpt-oss's alternate layers, Mistral's,
           Qwen's with ``use_sliding_window``) is read as ``Transformer.window`` and
           ``window_layers`` (from ``layer_types``, else the class's pattern), the layers
@@ -398,9 +395,9 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
         experts = _aliased(cfg, family.experts)
         step = cfg.int("decoder_sparse_step", 1, low=1)
         dense_only = cfg.layers("mlp_only_layers", layers)
-        sparse = sum(1 for i in range(layers)
-                     if i not in dense_only and experts > 0 and (i + 1) % step == 0)
-        if not sparse:  # every layer the dense MLP, as transformers builds it
+        dense = tuple(i for i in range(layers)
+                      if i in dense_only or experts == 0 or (i + 1) % step)
+        if len(dense) == layers:  # every layer the dense MLP, as transformers builds it
             return {}
         width = cfg.int("moe_intermediate_size", low=1)
         shared = cfg.int("shared_expert_intermediate_size", 0)
@@ -408,14 +405,13 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
             raise ScheduleError(f"{cfg.where}: 'shared_expert_intermediate_size' must be a "
                                 f"multiple of 'moe_intermediate_size' = {width} (got {shared})")
         return {"experts": experts, "top_k": cfg.int("num_experts_per_tok"),
-                "expert_ffn": width, "shared_experts": shared // width,
-                "dense_layers": layers - sparse}
+                "expert_ffn": width, "shared_experts": shared // width, "dense_layers": dense}
     if family.moe == "deepseek":
         experts = _aliased(cfg, family.experts, 0)
         # (DeepSeek's own modeling code reads moe_layer_freq; transformers' classes ignore
         # it: every published file has 1)
         first, freq = cfg.int("first_k_dense_replace", 0), cfg.int("moe_layer_freq", 1, low=1)
-        sparse = sum(1 for i in range(layers) if experts and i >= first and i % freq == 0)
+        dense = tuple(i for i in range(layers) if i < first or i % freq)
         nope = cfg.int("qk_nope_head_dim")
         mla = {"head_dim": nope, "v_head_dim": cfg.int("v_head_dim"),
                "q_rank": cfg.int("q_lora_rank", 0), "kv_rank": cfg.int("kv_lora_rank"),
@@ -425,7 +421,7 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
             return mla
         return {**mla, "experts": experts, "top_k": cfg.int("num_experts_per_tok"),
                 "expert_ffn": cfg.int("moe_intermediate_size"),
-                "shared_experts": cfg.int("n_shared_experts", 0), "dense_layers": layers - sparse}
+                "shared_experts": cfg.int("n_shared_experts", 0), "dense_layers": dense}
     return {}
 
 

@@ -662,16 +662,31 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
         shape.update(_window(a["window_size"], a["window_attn_skip_freq"], a["num_layers"]))
     if a["num_experts"]:
         width = a["moe_ffn_hidden_size"] or ffn
-        moe = _layer_count(a["moe_layer_freq"], a["num_layers"], "--moe-layer-freq",
-                           lambda k: len(range(0, a["num_layers"], k)))
+        # (Megatron's integer k: the layers i with i % k == 0 have experts)
+        marks = _layer_marks(a["moe_layer_freq"], a["num_layers"], "--moe-layer-freq",
+                             lambda k: [int(i % k == 0) for i in range(a["num_layers"])])
         shared = a["moe_shared_expert_intermediate_size"] or 0
         if shared % width:  # (fastpp prices shared experts as routed experts' MLPs)
             raise ScheduleError(f"--moe-shared-expert-intermediate-size must be a multiple of "
                                 f"--moe-ffn-hidden-size = {width} (got {shared})")
+        if a["mtp_num_layers"] and not marks[-1]:
+            raise ScheduleError(f"--moe-layer-freq must give the last layer experts with "
+                                f"--mtp-num-layers: Megatron's MTP module repeats the last "
+                                f"layer, and fastpp prices an MTP module with experts (got "
+                                f"--moe-layer-freq {a['moe_layer_freq']}, a dense last layer)")
         shape.update(experts=a["num_experts"], top_k=a["moe_router_topk"], expert_ffn=width,
                      shared_experts=shared // width,
-                     dense_layers=a["num_layers"] - moe)
+                     dense_layers=tuple(i for i, x in enumerate(marks) if not x))
     return Transformer(**shape)
+
+
+def _moe_pattern(model: Transformer) -> str:
+    """``--moe-layer-freq`` of ``model``'s dense layers: ``([0]*d+[1]*e)`` where they lead,
+    else one 0 or 1 a layer."""
+    if not isinstance(model.dense_layers, tuple):
+        return f"([0]*{model.dense_layers}+[1]*{model.moe_layers})"
+    dense = set(model.dense_layers)
+    return "[" + ",".join("0" if i in dense else "1" for i in range(model.layers)) + "]"
 
 
 def _window(size: str, skip: str | None, layers: int) -> dict:
@@ -692,14 +707,15 @@ def _window(size: str, skip: str | None, layers: int) -> dict:
     if left < 0 or right < 0:
         raise ScheduleError(f"--window-size must be two integers left,right >= 0, or -1,-1 "
                             f"for none (got {size!r})")
-    sliding = layers if skip is None else _layer_count(
-        skip, layers, "--window-attn-skip-freq", lambda k: layers - layers // k)
+    sliding = layers if skip is None else sum(_layer_marks(
+        skip, layers, "--window-attn-skip-freq",
+        lambda k: [int((i + 1) % k != 0) for i in range(layers)]))
     return {"window": left + 1, "window_layers": sliding}
 
 
-def _layer_count(freq: str, layers: int, flag: str, every) -> int:
-    """The layers a Megatron layer-frequency argument marks 1: an integer ``k`` (``every(k)``
-    of them), or a pattern like ``([0]*3+[1]*58)`` or ``[0,1,1]`` of one 0/1 per layer."""
+def _layer_marks(freq: str, layers: int, flag: str, every) -> list:
+    """The 0 or 1 a Megatron layer-frequency argument gives each layer: an integer ``k``
+    (``every(k)``), or a pattern like ``([0]*3+[1]*58)`` or ``[0,1,1]``."""
     text = str(freq).strip()
     if digits(text):
         k = int(text)
@@ -718,7 +734,7 @@ def _layer_count(freq: str, layers: int, flag: str, every) -> int:
                else f"{len(pattern)} values")
         raise ScheduleError(f"{flag}'s pattern must give 0 or 1 for each of the "
                             f"{layers} layers (got {got})")
-    return sum(pattern)
+    return pattern
 
 
 def _pattern(node, layers: int) -> list:
@@ -1446,7 +1462,7 @@ def _model_flags(model: Transformer) -> list:
     if m.moe:
         flags += ["--num-experts", m.experts, "--moe-router-topk", m.top_k,
                   "--moe-ffn-hidden-size", m.expert_ffn,
-                  "--moe-layer-freq", f"([0]*{m.dense_layers}+[1]*{m.moe_layers})"]
+                  "--moe-layer-freq", _moe_pattern(m)]
         if m.shared_experts:
             flags += ["--moe-shared-expert-intermediate-size", m.shared_experts * m.expert_ffn]
     if m.mtp_depth:

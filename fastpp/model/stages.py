@@ -401,8 +401,9 @@ def _exposed_exchange(layer, times, exchange, tp_overlap: bool):
 
 
 def recomputed_layers(method, count, layers, dense) -> tuple[np.ndarray, np.ndarray]:
-    """Per model chunk of ``layers`` layers, the first ``dense`` of them without experts (a
-    model's dense layers lead it, as DeepSeek's first three): how many layers full
+    """Per model chunk of ``layers`` layers, ``dense`` of them without experts, taken as its
+    first ones (exact where the model's dense layers lead it, as DeepSeek's first three):
+    how many layers full
     recomputation covers, and how many of those have experts. ``method`` None or
     ``"uniform"``: every layer;
     ``"block"`` (Megatron's): the first ``count``; ``"interval"`` (torchtitan's layer-wise
@@ -804,14 +805,13 @@ def _moe_layer(model, hardware, grid, exchange):
 
 
 def chunk_kinds(model: Transformer, layers, loss, mtp) -> tuple[np.ndarray, np.ndarray]:
-    """Per model chunk (in model order): its MoE layers (the model's first ``dense_layers``
-    are dense) and its MTP modules (the layout's, or all on the chunk holding the loss when
-    the layout places none)."""
+    """Per model chunk (in model order): its MoE layers (the model's ``dense_layers`` are
+    dense) and its MTP modules (the layout's, or all on the chunk holding the loss when the
+    layout places none)."""
     layers = np.asarray(layers, np.float64)
     start = np.cumsum(layers) - layers
     if model.moe:
-        dense = np.clip(model.dense_layers - start, 0.0, layers)
-        moe = layers - dense
+        moe = layers - model.dense_between(start, start + layers)
     else:
         moe = 0.0 * layers
     mtp = np.asarray(mtp, np.float64)

@@ -49,8 +49,9 @@ per element) throughout.
   the core is plain attention with ``d_qk = d + r``. The two down-projections are not split
   over ``t`` (Megatron duplicates them); the stored bytes count the latents and the expanded
   Q, K, V as a standard layer counts Q, K, V.
-- Mixture of experts (``experts > 0``; ``fastpp.model.moe`` prices them): every layer after
-  the first ``dense_layers`` replaces the MLP by a router (``h x E``, not split), ``E`` routed
+- Mixture of experts (``experts > 0``; ``fastpp.model.moe`` prices them): every layer but
+  the ``dense_layers`` (the first ones, or those at the indices given) replaces the MLP by a
+  router (``h x E``, not split), ``E`` routed
   experts of width ``F_e = expert_ffn`` of which each token uses ``top_k``, and
   ``shared_experts`` always used; ``parameters`` counts them all, ``active_parameters`` what
   one token uses. ``mtp_depth`` multi-token-prediction modules (DeepSeek-V3) each add one MoE
@@ -127,8 +128,12 @@ class Transformer:
         shared experts every token uses.
     expert_ffn : int, optional
         Each expert's MLP width ``F_e``; default ``ffn``.
-    dense_layers : int
-        With experts, the first layers keep a dense MLP of width ``ffn`` (DeepSeek-V3: 3).
+    dense_layers : int or tuple of int
+        With experts, the layers that keep a dense MLP of width ``ffn``: a count of the first
+        ones (DeepSeek-V3: 3), or their indices (Megatron's ``--moe-layer-freq 2`` makes the
+        odd layers dense: ``(1, 3, 5, ...)``), kept as a count where they are the first
+        ones. An MTP module is an MoE layer, so with ``mtp_depth`` the last layer must
+        have experts (Megatron's module repeats the last layer).
     mtp_depth : int
         Multi-token-prediction modules after the last layer (DeepSeek-V3: 1).
     q_rank, kv_rank, rope_dim : int
@@ -200,9 +205,14 @@ class Transformer:
             object.__setattr__(self, "expert_ffn", self.ffn)
         for name in ("head_dim", "v_head_dim", "expert_ffn"):
             positive_int(getattr(self, name), name)
+        if isinstance(self.dense_layers, tuple | list):
+            at = _indices(self.dense_layers, self.layers)
+            object.__setattr__(self, "dense_layers",
+                               len(at) if at == tuple(range(len(at))) else at)
         for name in ("experts", "top_k", "shared_experts", "dense_layers", "mtp_depth",
                      "q_rank", "kv_rank", "rope_dim"):
-            nonnegative_int(getattr(self, name), name)
+            if name != "dense_layers" or not isinstance(self.dense_layers, tuple):
+                nonnegative_int(getattr(self, name), name)
         if self.experts and not 1 <= self.top_k <= self.experts:
             raise ScheduleError(f"top_k must be from 1 to the experts {self.experts} (got "
                                 f"top_k={self.top_k})")
@@ -210,9 +220,14 @@ class Transformer:
             raise ScheduleError(f"top_k, shared_experts and dense_layers need experts > 0 (got "
                                 f"experts=0, top_k={self.top_k}, shared_experts="
                                 f"{self.shared_experts}, dense_layers={self.dense_layers})")
-        if self.dense_layers > self.layers:
+        if self.dense_count > self.layers:
             raise ScheduleError(f"dense_layers must be at most the layers {self.layers} (got "
                                 f"dense_layers={self.dense_layers})")
+        if self.mtp_depth and self.moe and self.layers - 1 in self.dense_at:
+            raise ScheduleError(f"dense_layers must leave the last layer its experts with "
+                                f"mtp_depth > 0 (an MTP module repeats the last layer, and "
+                                f"fastpp prices it with experts; got dense_layers="
+                                f"{self.dense_layers}, mtp_depth={self.mtp_depth})")
         nonnegative_int(self.window, "window")
         if self.window_layers and not self.window:  # sliding layers with no window to slide
             raise ScheduleError(f"window_layers needs a window > 0 (got window_layers="
@@ -249,9 +264,31 @@ class Transformer:
         return self.kv_rank > 0
 
     @property
+    def dense_count(self) -> int:
+        """How many ``dense_layers``."""
+        return (len(self.dense_layers) if isinstance(self.dense_layers, tuple)
+                else self.dense_layers)
+
+    @property
+    def dense_at(self) -> tuple[int, ...]:
+        """The dense layers' indices."""
+        return (self.dense_layers if isinstance(self.dense_layers, tuple)
+                else tuple(range(self.dense_layers)))
+
+    def dense_between(self, start, stop) -> np.ndarray:
+        """Per range ``[start, stop)`` of layer positions (arrays broadcast): its dense
+        layers."""
+        if not isinstance(self.dense_layers, tuple):
+            start = np.asarray(start, np.float64)
+            return np.clip(self.dense_layers - start, 0.0, np.asarray(stop) - start)
+        at = np.asarray(self.dense_layers, np.float64)
+        return (np.searchsorted(at, stop, "left")
+                - np.searchsorted(at, start, "left")).astype(np.float64)
+
+    @property
     def moe_layers(self) -> int:
-        """Layers with experts (the rest, the first ``dense_layers``, are dense)."""
-        return self.layers - self.dense_layers if self.moe else 0
+        """Layers with experts (the rest, ``dense_layers``, are dense)."""
+        return self.layers - self.dense_count if self.moe else 0
 
     @property
     def gates(self) -> float:
@@ -639,3 +676,12 @@ def chunk_layers(layers: int, chunks: int) -> np.ndarray:
     middle = np.argsort(np.abs(np.arange(chunks) - (chunks - 1) / 2), kind="stable")
     counts[middle[:extra]] += 1
     return counts
+
+
+def _indices(values, layers: int) -> tuple[int, ...]:
+    """``dense_layers`` given as indices: distinct integers in ``0..layers - 1``, sorted."""
+    if not all(isinstance(i, int | np.integer) and not isinstance(i, bool) and 0 <= i < layers
+               for i in values) or len(set(values)) != len(values):
+        raise ScheduleError(f"dense_layers must be a count or distinct layer indices in "
+                            f"0..{layers - 1} (got {values!r})")
+    return tuple(sorted(int(i) for i in values))
