@@ -407,10 +407,10 @@ def recomputed_layers(method, count, layers, dense) -> tuple[np.ndarray, np.ndar
     recomputation covers, and how many of those have experts. ``method`` None or
     ``"uniform"``: every layer;
     ``"block"`` (Megatron's): the first ``count``; ``"interval"`` (torchtitan's layer-wise
-    selective checkpointing, counting each chunk's layers from 1, as its ``apply_ac`` did
-    when it reset the count per model part; a version that counts on across a rank's parts
-    shifts which of a later chunk's layers it takes where ``count`` does not divide the
-    chunk): every ``count``-th."""
+    selective checkpointing): every ``count``-th, counting each chunk's layers from 1.
+    torchtitan's counter runs on across a rank's model parts (``apply_ac`` never resets
+    it), so where ``count`` does not divide a chunk it takes other layers of the later
+    chunks, at most one more or fewer a rank."""
     layers, dense = np.asarray(layers, np.float64), np.asarray(dense, np.float64)
     if method in (None, "uniform"):
         return layers, layers - dense

@@ -73,10 +73,11 @@ READ = {"model": ("name", "flavor", "hf_assets_path", "converters"),
                         "pipeline_parallel_last_stage_less_layers",
                         "pipeline_parallel_split_points", "module_fqns_per_model_part",
                         "fsdp_reshard_after_forward", "enable_async_tensor_parallel",
-                        "context_parallel_rotate_method"),
+                        "context_parallel_rotate_method",
+                        "pipeline_parallel_expert_parallel_overlap"),
         "experimental": (*MOVED["experimental"], "pipeline_parallel_microbatches"),
         "activation_checkpoint": ("mode", "selective_ac_option"),
-        "float8": ("enable_float8_linear",)}
+        "float8": ("enable_float8_linear",), "compile": ("enable", "components")}
 # sections that keep the books (logs, checkpoints, timeouts, the schedule of the learning
 # rate) and change neither a step's time nor its memory: not listed
 BOOKKEEPING = ("job", "profiling", "metrics", "checkpoint", "comm", "validation",
@@ -145,8 +146,11 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         converter is fp8. No multi-token prediction (``mtp_depth=0``): torchtitan has none.
         Layer-wise selective checkpointing (``selective_ac_option`` a number ``k``) is full
         recomputation of every ``k``-th layer of each model chunk (``recompute_method=
-        "interval"``, counted per chunk: ``fastpp.model.stages.recomputed_layers``; every
-        layer when ``k = 1``). The
+        "interval"``, counted per chunk, where torchtitan counts on across a rank's chunks:
+        ``fastpp.model.stages.recomputed_layers``; every layer when ``k = 1``). With
+        DualPipeV and expert parallelism its pairs overlap their all-to-alls
+        (``overlap=True``, torchtitan's default); async TP is priced without an overlap
+        (said in ``ignored``). The
         model's SwiGLU is unfused (``fused_swiglu=False``): torchtitan's separate SiLU and
         product.
 
@@ -162,7 +166,7 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     data, where = read_toml(job)
     section = {name: data.get(name, {}) for name in ("model", "training", "parallelism",
                                                      "activation_checkpoint", "experimental",
-                                                     "float8")}
+                                                     "float8", "compile")}
     for name, table in section.items():
         if not isinstance(table, dict):
             raise ScheduleError(f"{where}: [{name}] must be a table (got {table!r})")
@@ -178,7 +182,11 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
                f"preset priced)",) if given is None and isinstance(assets, str) and \
         not os.path.exists(os.path.join(assets, "config.json")) else ()
     run = _run(section, model, gpus, where)
-    return Imported(model, run, _ignored(data) + missing + _approximated(run))
+    async_tp = ("[parallelism] enable_async_tensor_parallel: torchtitan's async TP priced "
+                "without the overlap (its benchmark measured +5.7% from it on Llama 3 70B; "
+                "fastpp's tp_overlap, Transformer Engine's, would price +49% there)",) \
+        if run.t > 1 and section["parallelism"].get("enable_async_tensor_parallel") else ()
+    return Imported(model, run, _ignored(data) + missing + _approximated(run) + async_tp)
 
 
 def _approximated(run: RunConfig) -> tuple[str, ...]:
@@ -311,6 +319,11 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     # torchtitan applies FSDP over dp_shard x cp wherever it has more than one rank, HSDP
     # with the replicas beside it; DDP over the replicas alone
     fsdp = d // replicate * cp > 1
+    if not fsdp and replicate > 1 and replicate != gpus:  # (each model's parallelize.py)
+        raise ScheduleError(f"{where}: [parallelism] data_parallel_replicate_degree without "
+                            f"FSDP must be the run's only parallelism: torchtitan raises 'DDP "
+                            f"has not supported > 1D parallelism' (got {replicate} replicas "
+                            f"of {gpus} GPUs)")
     csv = par.get("pipeline_parallel_schedule_csv", "")
     if csv not in ("", None):  # torchtitan then runs the CSV's order, which fastpp does not read
         raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_schedule_csv must be "
@@ -324,6 +337,17 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         raise ScheduleError(f"{where}: pipeline_parallel_schedule must be one of "
                             f"{sorted(SCHEDULES)} (got {name!r})")
     m, layout = _pipeline_split(par, name, p, model.layers, where)
+    # torchtitan overlaps DualPipeV's pairs' all-to-alls with expert parallelism, by default
+    # (dual_pipe_v.py's get_dual_pipe_v_flag), and refuses it with checkpointing
+    ep = degree("expert_parallel_degree")
+    dual_pipe_v = name == "DualPipeV" and ep > 1 and p > 1 and _choice(
+        par, "pipeline_parallel_expert_parallel_overlap", True, (False, True), where,
+        "parallelism")
+    if dual_pipe_v and ac.get("mode", "selective") != "none":
+        raise ScheduleError(f"{where}: [activation_checkpoint] mode must be 'none' with "
+                            f"DualPipeV's expert-parallel overlap, as torchtitan requires (got "
+                            f"{ac.get('mode', 'selective')!r}; or pipeline_parallel_expert_"
+                            f"parallel_overlap = false)")
     local = _int(train, "local_batch_size", train.get("batch_size", 8), where, "training")
     global_batch = _int(train, "global_batch_size", -1, where, "training")
     if global_batch == -1:
@@ -376,6 +400,14 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
                             f"{converters!r})")
     async_tp = _choice(par, "enable_async_tensor_parallel", False, (False, True), where,
                        "parallelism")
+    compiled = section["compile"]
+    components = compiled.get("components", ["model", "loss"])
+    if async_tp and not (compiled.get("enable") is True and isinstance(components, list)
+                         and "model" in components):  # (maybe_enable_async_tp raises)
+        raise ScheduleError(f"{where}: [parallelism] enable_async_tensor_parallel needs "
+                            f"[compile] enable = true with 'model' in its components, as "
+                            f"torchtitan requires (got enable = {compiled.get('enable')!r}, "
+                            f"components = {components!r})")
     rotate = _choice(par, "context_parallel_rotate_method", "allgather",
                      ("allgather", "alltoall"), where, "parallelism")
     seq = _int(train, "seq_len", 2048, where, "training")
@@ -391,17 +423,35 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     return RunConfig(
         seq=seq, global_batch=global_batch,
         t=t, cp=cp, p=p, d=d,
-        ep=degree("expert_parallel_degree"), etp=degree("expert_tensor_parallel_degree"),
+        ep=ep, etp=degree("expert_tensor_parallel_degree"),
         schedule=SCHEDULES[name], m=m, microbatch=microbatch, layout=layout,
         recompute=recompute, recompute_method="interval" if interval else None,
         recompute_layers=int(option) if interval else None, sequence_parallel=t > 1,
         zero=3 if fsdp else 0, replicate=replicate if fsdp else 1,
         zero3="step" if reshard == "never" and fsdp else "layer",  # (ZeRO-3's alone)
-        tp_overlap=async_tp,
+        tp_overlap=False,  # (async TP: said in from_torchtitan's notes)
+        overlap=dual_pipe_v,
         blocking_handoffs=False,
-        precision="fp8" if any(c.split(".")[-1] in FP8_CONVERTERS for c in converters)
+        precision="fp8" if _fp8_converted(converters, model, where)
         or _fp8_switch(section, where) else "bf16",
         cp_comm="ring" if rotate == "alltoall" else "all-gather")
+
+
+def _fp8_converted(converters: list, model: Transformer, where: str) -> bool:
+    """Whether ``[model] converters`` run the products in 8 bits: ``quantize.linear.*``
+    (v0.1's ``float8``) the dense ones, ``quantize.grouped_mm.*`` the experts'. A model with
+    experts needs both or neither: fastpp prices one precision for every product."""
+    kinds = {"grouped_mm" if "grouped_mm" in c else "linear" for c in converters
+             if c.split(".")[-1] in FP8_CONVERTERS}
+    if not model.moe:
+        return "linear" in kinds
+    if len(kinds) == 1:
+        given, other = kinds.pop(), {"linear": "grouped_mm", "grouped_mm": "linear"}
+        raise ScheduleError(f"{where}: [model] converters must convert both the dense and the "
+                            f"experts' products of a model with experts, or neither (got "
+                            f"quantize.{given}.* without quantize.{other[given]}.*): fastpp "
+                            f"prices one precision for every product")
+    return bool(kinds)
 
 
 def _fp8_switch(section: dict, where: str) -> bool:
@@ -552,8 +602,10 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     ``[activation_checkpoint]``, ``[model]`` converters for fp8); ``from_torchtitan`` reads
     it back, with torchtitan's asynchronous hand-offs and, with ``t > 1``, its sequence
     parallelism. A field a job config cannot state (``reduce_bytes``, ``gradient_overlap``,
-    Megatron's recomputation details, fastpp's ``overlap``, ``node_limit`` and
-    ``imbalance``) must keep its default: a ``ScheduleError`` names it otherwise; full
+    Megatron's recomputation details, ``tp_overlap`` (torchtitan's async TP is another
+    overlap), ``node_limit`` and ``imbalance``; ``overlap`` but on DualPipeV with expert
+    parallelism, torchtitan's default there) must keep its default: a ``ScheduleError``
+    names it otherwise; full
     recomputation of every ``k``-th layer (``recompute_method="interval"``) is written as
     layer-wise selective checkpointing. The pipeline's split of the layers is written as
     torchtitan's stage weights (``pipeline_parallel_first_stage_less_layers`` and
@@ -599,8 +651,18 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     # not a job config's: from_torchtitan reads them back as torchtitan runs
     defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
     fixed = {**{k: defaults[k] for k in ("gradient_overlap", "reduce_bytes",
-                                         "recompute_modules", "overlap", "node_limit",
-                                         "imbalance", "dispatcher")}}
+                                         "recompute_modules", "node_limit", "imbalance",
+                                         "dispatcher", "tp_overlap")}}
+    # DualPipeV's all-to-all overlap, torchtitan's default with expert parallelism
+    dual_pipe_v = c.schedule == "dualpipev" and c.ep > 1 and c.p > 1
+    if c.overlap and not dual_pipe_v:
+        raise ScheduleError(f"torchtitan overlaps a schedule's pairs with expert parallelism "
+                            f"on DualPipeV alone: overlap must be False (got overlap=True, "
+                            f"schedule={c.schedule!r}, ep={c.ep}, p={c.p})")
+    if c.zero == 0 and c.d > 1 and c.d != c.gpus:
+        raise ScheduleError(f"torchtitan runs DDP (zero=0 over d={c.d} replicas) as the only "
+                            f"parallelism ('DDP has not supported > 1D parallelism'): zero "
+                            f"must be 3, or d the {c.gpus} GPUs")
     interval = c.partial_recompute["recompute_method"] == "interval"
     if not interval:  # torchtitan's layer-wise checkpointing is the one method it states
         fixed |= {k: defaults[k] for k in ("recompute_method", "recompute_layers")}
@@ -613,7 +675,6 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
              f"data_parallel_shard_degree = {c.d // c.replicate if c.zero == 3 else 1}",
              f'fsdp_reshard_after_forward = "{"never" if c.zero3 == "step" else "always"}"',
              f"tensor_parallel_degree = {c.t}",
-             f"enable_async_tensor_parallel = {str(c.tp_overlap).lower()}",
              f"pipeline_parallel_degree = {c.p}",
              f'pipeline_parallel_schedule = "{NAMES[c.schedule]}"',
              f"pipeline_parallel_microbatch_size = {c.microbatch}",
@@ -622,7 +683,9 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
              f'context_parallel_rotate_method = '
              f'"{"alltoall" if c.cp_comm == "ring" else "allgather"}"',
              f"expert_parallel_degree = {c.ep}",
-             f"expert_tensor_parallel_degree = {c.etp}", "",
+             f"expert_tensor_parallel_degree = {c.etp}",
+             *([f"pipeline_parallel_expert_parallel_overlap = {str(c.overlap).lower()}"]
+               if dual_pipe_v else []), "",
              # without a pipeline, torchtitan's microbatch is the local batch
              "[training]",
              f"local_batch_size = {c.global_batch // c.d if c.p > 1 else c.microbatch}",
@@ -633,6 +696,7 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
         lines.append('selective_ac_option = "op"')
     elif interval:
         lines.append(f'selective_ac_option = "{c.partial_recompute["recompute_layers"]}"')
-    if c.precision == "fp8":
-        lines += ["", "[model]", 'converters = ["float8"]']
+    if c.precision == "fp8":  # (v0.2's names; a dense model has no grouped products)
+        lines += ["", "[model]",
+                  'converters = ["quantize.linear.float8", "quantize.grouped_mm.float8"]']
     return "\n".join(lines) + "\n"
