@@ -891,3 +891,19 @@ def test_settings_megatron_refuses_are_priced_and_said(capsys):
     out = capsys.readouterr().out
     assert "\n  priced otherwise: --micro-batch-size not given" in out
     assert "\n  not modelled: --lr" in out
+
+
+def test_flags_that_change_the_layers_are_refused():
+    """Megatron's flags that turn the layers into blocks fastpp does not price (a review
+    running Megatron's own FLOP count, 6 December 2026: a plain transformer priced in their
+    place was off by -34% to +153%); NeMo's name for the first stage's layers points to
+    Megatron's."""
+    for flags in ("--hybrid-layer-pattern M*M*", "--attention-output-gate",
+                  "--experimental-attention-variant gated_delta_net --linear-attention-freq 4",
+                  "--moe-latent-size 256"):
+        with pytest.raises(ScheduleError, match=r"changes the model's layers into blocks "
+                                                r"fastpp does not price"):
+            from_megatron(BASE + flags, gpus=1)
+    ignored = from_megatron(BASE + "--num-layers-in-first-pipeline-stage 1", gpus=1).ignored
+    assert ("--num-layers-in-first-pipeline-stage (not read: a misspelt "
+            "--decoder-first-pipeline-num-layers?)") in ignored

@@ -146,6 +146,16 @@ CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tu
 # Megatron-LM's own flags, not read here, that are near one read (``near``): no misspelling.
 # Every flag of its arguments.py (about 400) was tried, 6 December 2026: these alone
 NEAR_BUT_REAL = {"decoder_seq_length", "tp_comm_overlap_cfg", "fp4_format"}
+# flags of other frameworks' names that mean one of Megatron's (NeMo's pipeline ends)
+MEANT = {"num_layers_in_first_pipeline_stage": "decoder_first_pipeline_num_layers",
+         "num_layers_in_last_pipeline_stage": "decoder_last_pipeline_num_layers"}
+# Megatron's flags that change the model's layers into blocks fastpp does not price (Mamba
+# hybrids, linear attention, gated attention outputs, latent experts, per-layer shapes):
+# refused, where a plain transformer priced in their place had been off by -34% to +153%
+ARCHITECTURE = {"hybrid_layer_pattern", "hybrid_override_pattern",
+                "heterogeneous_layers_config_path", "heterogeneous_layers_config_encoded_json",
+                "experimental_attention_variant", "linear_attention_freq",
+                "attention_output_gate", "moe_latent_size"}
 # a Transformer's fields that are the run's kernels, not the model's shape (``Imported.on``)
 KERNELS = ("name", "dropout", "flash_attention", "fused_swiglu")
 EXPERT_FIELDS = ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")
@@ -467,10 +477,14 @@ def _flags(words) -> tuple[dict, list, int | None]:
                     break
             i = j - 1
         i += 1
+        if dest in ARCHITECTURE:
+            raise ScheduleError(f"--{key} changes the model's layers into blocks fastpp does "
+                                f"not price (it prices transformer layers: attention and an "
+                                f"MLP or experts); remove it to price the plain transformer")
         if kind is None:
             # Megatron's parser takes no abbreviation (allow_abbrev=False): --micro-batch
             # is no flag, though argparse's default would read it as --micro-batch-size
-            meant = None if dest in NEAR_BUT_REAL else next(
+            meant = None if dest in NEAR_BUT_REAL else MEANT.get(dest) or next(
                 (f for f in (*FLAGS, *ALIASES) if f.startswith(dest + "_")), None) or near(
                 dest, (*FLAGS, *ALIASES))
             ignored.append("--" + key if meant is None else

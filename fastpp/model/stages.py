@@ -50,12 +50,12 @@ from .overlap import saving
 from .recipes import OPTIMIZER_BYTES, parts_with_recipe, recipe_terms
 from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
 
-# bytes per parameter (mixed-precision Adam, Rajbhandari et al. 2020): half weights, half
-# gradients, fp32 master weights, momentum and variance
-# bf16 weights (the optimizer's bytes: recipes.OPTIMIZER_BYTES). The gradients
-# are held at the bytes they are reduced in (``config.REDUCE_BYTES``): Megatron under --bf16
-# accumulates them in an fp32 main_grad buffer, 2 + 4 + 12 = 18 bytes a parameter as its
-# theoretical_memory_usage.py counts (6 + 12/d with the distributed optimizer)
+# bytes per parameter of mixed-precision Adam (Rajbhandari et al. 2020): bf16 weights here;
+# the fp32 master weights, momentum and variance are the optimizer's (recipes.
+# OPTIMIZER_BYTES); the gradients are held at the bytes they are reduced in
+# (config.REDUCE_BYTES): Megatron under --bf16 accumulates them in an fp32 main_grad
+# buffer, 2 + 4 + 12 = 18 bytes a parameter, 6 + 12/d with the distributed optimizer over
+# its d cp / replicate shards (theoretical_memory_usage.py's d is the data-parallel ranks)
 WEIGHT_BYTES = 2.0
 IN_FLIGHT_LAYERS = 2  # ZeRO-3 per layer: the layer computed and the next one prefetched
 

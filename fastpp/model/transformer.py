@@ -508,10 +508,13 @@ class Transformer:
         in ``megatron/training/training.py``, 2025), what its ``TFLOP/s/GPU`` reports: ``3 x
         2`` times the projections (MLA's latent norms in, as Megatron counts them), the dense
         MLPs, the ``top_k`` routed and the shared experts (the router left out), the causal
-        core ``s a (d_qk + d_v) / 2`` (a sliding layer's within its window, as
-        Megatron-Bridge's calculators count it), each MTP module's layer (an MoE layer when the last
+        core ``s a (d_qk + d_v) / 2``, each MTP module's layer (an MoE layer when the last
         layer has experts), norms ``3h`` and projection ``2h^2``, and the logits ``hv`` once
-        per head.
+        per head. Two terms follow the model where Megatron-LM's function does not: a
+        sliding layer's core counts the pairs within its window (as Megatron-Bridge's
+        calculators count it; Megatron-LM's counts every pair), and a gated GeLU
+        (``--quick-geglu``) its three matrices (Megatron-LM's counts two: it reads
+        ``args.swiglu`` alone).
 
         Parameters
         ----------
