@@ -315,3 +315,18 @@ def test_what_torchtitan_refuses_or_runs_otherwise():
             from_torchtitan(job, gpus=64, model="deepseek-v3")
     both = '[model]\nconverters = ["quantize.linear.float8", "quantize.grouped_mm.float8"]\n'
     assert from_torchtitan(both, gpus=64, model="deepseek-v3").config.precision == "fp8"
+
+
+@pytest.mark.parametrize("p, reshard, zero3", [(2, "always", "reshard"), (2, "never", "step"),
+                                               (2, "default", "step"), (1, "always", "layer"),
+                                               (1, "default", "layer"), (1, "never", "step")])
+def test_fsdp_under_a_pipeline_reduces_once_a_step(p, reshard, zero3):
+    """PyTorch's pipelining turns an FSDP stage's gradient reduction and resharding after
+    backward off for every microbatch but the last (``stage.py``): its gradients accumulate
+    whole, resharded after the forward or not (a review against torchtitan's code)."""
+    job = (f'[parallelism]\npipeline_parallel_degree = {p}\n'
+           f'fsdp_reshard_after_forward = "{reshard}"\n')
+    config = from_torchtitan(job, gpus=16, model="llama3-8b")[1]
+    assert (config.zero, config.zero3) == (3, zero3)
+    model = MODELS["llama3-8b"]
+    assert from_torchtitan(to_torchtitan(config, model), gpus=16, model=model)[1] == config

@@ -139,6 +139,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         ``dp_shard_cp`` mesh, whenever it has more than one rank), gathered per layer
         (``zero3="layer"``) or, with ``fsdp_reshard_after_forward = "never"`` (or
         ``"default"`` with pipeline parallelism, as torchtitan takes it), once per step;
+        with a pipeline and ``"always"``, gathered per layer and its gradients reduced once
+        a step (``"reshard"``: PyTorch's pipelining accumulates them whole);
         with ``data_parallel_replicate_degree`` above 1 as well, hybrid sharding
         (``replicate``); replicas only, ZeRO-0. Without
         pipeline parallelism the microbatch is ``local_batch_size`` (one forward and backward
@@ -428,7 +430,10 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         recompute=recompute, recompute_method="interval" if interval else None,
         recompute_layers=int(option) if interval else None, sequence_parallel=t > 1,
         zero=3 if fsdp else 0, replicate=replicate if fsdp else 1,
-        zero3="step" if reshard == "never" and fsdp else "layer",  # (ZeRO-3's alone)
+        # (ZeRO-3's alone) PyTorch's pipelining accumulates an FSDP stage's gradients whole
+        # and reduces them once, after the last microbatch (stage.py), resharded or not
+        zero3=("layer" if not fsdp else "step" if reshard == "never" else
+               "reshard" if p > 1 else "layer"),
         tp_overlap=False,  # (async TP: said in from_torchtitan's notes)
         overlap=dual_pipe_v,
         blocking_handoffs=False,
@@ -638,6 +643,15 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     if c.zero not in (0, 3):
         raise ScheduleError(f"torchtitan shards with FSDP (ZeRO-3) or not at all (got "
                             f"zero={c.zero})")
+    if c.zero == 3 and c.d * c.cp // c.replicate == 1:
+        raise ScheduleError(f"torchtitan applies FSDP over more than one rank: zero must be 0 "
+                            f"where d * cp / replicate = 1 (got zero=3, d={c.d}, cp={c.cp}, "
+                            f"replicate={c.replicate})")
+    # FSDP under PyTorch's pipelining reduces the gradients once a step; without, per layer
+    wanted = ("step", "reshard") if c.p > 1 else ("step", "layer")
+    if c.zero == 3 and c.zero3 not in wanted:
+        raise ScheduleError(f"torchtitan's FSDP with p={c.p} runs zero3 as one of {wanted} "
+                            f"(got zero3={c.zero3!r})")
     if c.zero == 0 and c.cp > 1:
         raise ScheduleError(f"torchtitan shards over the context-parallel ranks with FSDP: "
                             f"zero must be 3 with cp > 1 (got zero=0, cp={c.cp})")
