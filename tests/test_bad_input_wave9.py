@@ -87,12 +87,16 @@ def test_torchtitan_fields_of_the_wrong_kind():
         from_torchtitan({**job, "model": {"name": [1], "flavor": "8B"}}, 64)
     for option in ("²", LONG):
         with pytest.raises(ScheduleError, match="selective_ac_option must be 'op' or a layer "
-                                                "interval >= 1"):
+                                                "interval >= 0"):
             from_torchtitan({**job, "activation_checkpoint": {
                 "mode": "selective", "selective_ac_option": option}}, 64)
     every = from_torchtitan({**job, "activation_checkpoint": {
         "mode": "selective", "selective_ac_option": "3"}}, 64)[1]
     assert every.recompute == "full"  # every third layer checkpointed whole
+    # 0: torchtitan's _apply_layer_sac checkpoints every layer (it had been refused)
+    zero = from_torchtitan({**job, "activation_checkpoint": {
+        "mode": "selective", "selective_ac_option": "0"}}, 64)[1]
+    assert (zero.recompute, zero.recompute_method) == ("full", None)
 
 
 def test_megatron_counts_int_cannot_read():

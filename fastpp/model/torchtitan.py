@@ -389,9 +389,11 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     mode = _choice(ac, "mode", "selective", ("none", "selective", "full"), where,
                    "activation_checkpoint")
     option = str(ac.get("selective_ac_option", "2"))
-    if option != "op" and not (digits(option) and int(option) >= 1):
+    if option != "op" and not digits(option):
         raise ScheduleError(f"{where}: [activation_checkpoint] selective_ac_option must be "
-                            f"'op' or a layer interval >= 1 (got {ac['selective_ac_option']!r})")
+                            f"'op' or a layer interval >= 0 (got {ac['selective_ac_option']!r})")
+    if option != "op" and int(option) == 0:  # (_apply_layer_sac: 0 checkpoints every layer)
+        option = "1"
     recompute = {"none": "none", "full": "full"}.get(
         mode, "selective" if option == "op" else "full")
     # every k-th layer fully checkpointed (torchtitan's _apply_layer_sac); k = 1: all
