@@ -123,7 +123,10 @@ def test_torchtitan_lists_what_it_ignores():
     dropped silently: its result has no ``ignored`` list like from_megatron's."""
     job = TITAN + 'mixed_precision_param = "float32"\n[job]\ndump_folder = "x"\n'
     imported = from_torchtitan(job, gpus=8)
-    assert imported.ignored == ("[training] mixed_precision_param",)
+    assert imported.ignored[0] == "[training] mixed_precision_param"
+    # and, said of every job, the eager kernels and what torchtitan's own runs measured
+    assert imported.ignored[1].startswith("[compile] enable = false")
+    assert imported.ignored[2].startswith("torchtitan's stack: its own benchmark's 18 runs")
     model, config = imported
     assert imported[1] == config and config.d == 8
 

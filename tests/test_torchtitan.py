@@ -293,8 +293,9 @@ def test_what_torchtitan_refuses_or_runs_otherwise():
     would price +49%; DDP runs alone; a model with experts converts both kinds of product to
     float8 or neither (a partial converter had priced every product in fp8)."""
     tp = '[parallelism]\ntensor_parallel_degree = 8\nenable_async_tensor_parallel = true\n'
-    with pytest.raises(ScheduleError, match=r"enable_async_tensor_parallel needs \[compile\] "
-                                            r"enable = true with 'model'"):
+    with pytest.raises(ScheduleError, match=r"enable_async_tensor_parallel needs the model "
+                                            r"compiled \(\[compile\] enable = true with "
+                                            r"'model'"):
         from_torchtitan(tp, gpus=8, model="llama3-8b")
     imported = from_torchtitan(tp + '[compile]\nenable = true\n', gpus=8, model="llama3-8b")
     assert not imported.config.tp_overlap
@@ -330,3 +331,19 @@ def test_fsdp_under_a_pipeline_reduces_once_a_step(p, reshard, zero3):
     assert (config.zero, config.zero3) == (3, zero3)
     model = MODELS["llama3-8b"]
     assert from_torchtitan(to_torchtitan(config, model), gpus=16, model=model)[1] == config
+
+
+def test_the_older_layout_as_torchtitan_ran_it():
+    """torchtitan at 9dec370 (its December 2024 benchmark): the pipeline's microbatches
+    default to its degree (``pipeline_llama.py``), and ``[training] compile`` compiles the
+    model (async TP's condition). The microbatch had been read as 1 (32 microbatches where
+    the run had 8), and the compile switch as absent, refusing the shipped 405B job."""
+    job = ('[training]\nbatch_size = 32\nseq_len = 8192\ndata_parallel_shard_degree = 8\n'
+           'tensor_parallel_degree = 8\ncompile = true\n[experimental]\n'
+           'pipeline_parallel_degree = 8\npipeline_parallel_schedule = "1F1B"\n'
+           'enable_async_tensor_parallel = true\n')
+    config = from_torchtitan(job, gpus=512, model="llama3-405b").config
+    assert (config.microbatch, config.p, config.t) == (4, 8, 8)
+    counted = job.replace("[experimental]\n",
+                          "[experimental]\npipeline_parallel_microbatches = 16\n")
+    assert from_torchtitan(counted, gpus=512, model="llama3-405b").config.microbatch == 2

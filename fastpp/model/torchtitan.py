@@ -49,6 +49,14 @@ FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
            ("llama2", "70B"): "llama2-70b"}
 
 
+# said of every job: what torchtitan's own runs measured against fastpp's price of them
+# (fastpp.model.validate_torchtitan, docs/fidelity.md)
+STACK = ("torchtitan's stack: its own benchmark's 18 runs (Llama 3.1 on H100, December 2024) "
+         "took 18-64% longer a step than fastpp prices their job configs, 17 outside their "
+         "error bars, which come from Megatron's runs (docs/fidelity.md, torchtitan's own "
+         "runs)")
+
+
 # the older layouts torchtitan read (its JobConfig before [parallelism], 2024): keys that
 # moved to [parallelism] unchanged in meaning, by the section they were in
 MOVED = {"training": ("data_parallel_shard_degree", "data_parallel_replicate_degree",
@@ -62,7 +70,8 @@ MOVED = {"training": ("data_parallel_shard_degree", "data_parallel_replicate_deg
 # the keys read, by section (a key elsewhere or not here is listed in ``ignored``)
 READ = {"model": ("name", "flavor", "hf_assets_path", "converters"),
         "training": ("local_batch_size", "batch_size", "global_batch_size", "seq_len",
-                     "data_parallel_degree", "fp8_linear", "enable_fp8_linear", *MOVED["training"]),
+                     "data_parallel_degree", "fp8_linear", "enable_fp8_linear", "compile",
+                     *MOVED["training"]),
         "parallelism": ("data_parallel_shard_degree", "data_parallel_replicate_degree",
                         "tensor_parallel_degree", "pipeline_parallel_degree",
                         "context_parallel_degree", "expert_parallel_degree",
@@ -74,7 +83,8 @@ READ = {"model": ("name", "flavor", "hf_assets_path", "converters"),
                         "pipeline_parallel_split_points", "module_fqns_per_model_part",
                         "fsdp_reshard_after_forward", "enable_async_tensor_parallel",
                         "context_parallel_rotate_method",
-                        "pipeline_parallel_expert_parallel_overlap"),
+                        "pipeline_parallel_expert_parallel_overlap",
+                        "pipeline_parallel_microbatches"),
         "experimental": (*MOVED["experimental"], "pipeline_parallel_microbatches"),
         "activation_checkpoint": ("mode", "selective_ac_option"),
         "float8": ("enable_float8_linear",), "compile": ("enable", "components")}
@@ -184,11 +194,15 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
                f"preset priced)",) if given is None and isinstance(assets, str) and \
         not os.path.exists(os.path.join(assets, "config.json")) else ()
     run = _run(section, model, gpus, where)
-    async_tp = ("[parallelism] enable_async_tensor_parallel: torchtitan's async TP priced "
-                "without the overlap (its benchmark measured +5.7% from it on Llama 3 70B; "
-                "fastpp's tp_overlap, Transformer Engine's, would price +49% there)",) \
+    async_tp = ("enable_async_tensor_parallel: torchtitan's async TP priced without the "
+                "overlap (its benchmark measured +5.7% from it on Llama 3 70B; fastpp's "
+                "tp_overlap, Transformer Engine's, would price +49% there)",) \
         if run.t > 1 and section["parallelism"].get("enable_async_tensor_parallel") else ()
-    return Imported(model, run, _ignored(data) + missing + _approximated(run) + async_tp)
+    eager = () if _compiled(section) else (
+        "[compile] enable = false: torchtitan's eager kernels (unfused norms, RoPE, casts) "
+        "priced as fused ones (its benchmark measured torch.compile 16% faster)",)
+    return Imported(model, run, _ignored(data) + missing + _approximated(run) + async_tp
+                    + eager + (STACK,))
 
 
 def _approximated(run: RunConfig) -> tuple[str, ...]:
@@ -363,14 +377,20 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     else:  # a pipeline of local / microbatch microbatches per accumulation step
         microbatch = _int(par, "pipeline_parallel_microbatch_size", 1, where, "parallelism")
         old = section["experimental"]
-        if "pipeline_parallel_microbatches" in old and \
-                "pipeline_parallel_microbatch_size" not in par:  # the older count of them
-            n = _int(old, "pipeline_parallel_microbatches", None, where, "experimental")
-            if local % n:
-                raise ScheduleError(f"{where}: [experimental] pipeline_parallel_microbatches "
-                                    f"must divide [training] local_batch_size = {local} (got "
-                                    f"{n})")
-            microbatch = local // n
+        if "pipeline_parallel_microbatch_size" not in par:  # the older count of them
+            # ([experimental] before 2025, [parallelism] in March and April 2025); absent in
+            # the [experimental] layout, the pipeline's degree (pipeline_llama.py at 9dec370)
+            place = next((s for s, table in (("experimental", old), ("parallelism", par))
+                          if "pipeline_parallel_microbatches" in table), None)
+            n = (_int(section[place] if place == "experimental" else par,
+                      "pipeline_parallel_microbatches", None, where, place) if place
+                 else p if "pipeline_parallel_degree" in old else None)
+            if n is not None and local % n:
+                raise ScheduleError(f"{where}: the pipeline's microbatches ({n}: "
+                                    f"pipeline_parallel_microbatches, or the pipeline's degree "
+                                    f"where the older layout gives none) must divide [training] "
+                                    f"local_batch_size = {local}")
+            microbatch = local // n if n is not None else microbatch
         if local % microbatch:
             raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_microbatch_size "
                                 f"must divide [training] local_batch_size = {local} (got "
@@ -404,14 +424,10 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
                             f"{converters!r})")
     async_tp = _choice(par, "enable_async_tensor_parallel", False, (False, True), where,
                        "parallelism")
-    compiled = section["compile"]
-    components = compiled.get("components", ["model", "loss"])
-    if async_tp and not (compiled.get("enable") is True and isinstance(components, list)
-                         and "model" in components):  # (maybe_enable_async_tp raises)
-        raise ScheduleError(f"{where}: [parallelism] enable_async_tensor_parallel needs "
-                            f"[compile] enable = true with 'model' in its components, as "
-                            f"torchtitan requires (got enable = {compiled.get('enable')!r}, "
-                            f"components = {components!r})")
+    if async_tp and not _compiled(section):  # (maybe_enable_async_tp raises)
+        raise ScheduleError(f"{where}: enable_async_tensor_parallel needs the model compiled "
+                            f"([compile] enable = true with 'model' in its components; the "
+                            f"older [training] compile = true), as torchtitan requires")
     rotate = _choice(par, "context_parallel_rotate_method", "allgather",
                      ("allgather", "alltoall"), where, "parallelism")
     seq = _int(train, "seq_len", 2048, where, "training")
@@ -442,6 +458,15 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         precision="fp8" if _fp8_converted(converters, model, where)
         or _fp8_switch(section, where) else "bf16",
         cp_comm="ring" if rotate == "alltoall" else "all-gather")
+
+
+def _compiled(section: dict) -> bool:
+    """Whether torch.compile compiles the model: ``[compile] enable`` with ``"model"`` among
+    its components, or the older ``[training] compile``."""
+    compiled = section["compile"]
+    components = compiled.get("components", ["model", "loss"])
+    return (compiled.get("enable") is True and isinstance(components, list)
+            and "model" in components) or section["training"].get("compile") is True
 
 
 def _fp8_converted(converters: list, model: Transformer, where: str) -> bool:

@@ -1,0 +1,35 @@
+"""torchtitan's own benchmark runs (``fastpp.model.validate_torchtitan``): priced as a user of
+torchtitan prices them, checks of a stack the cost model was not calibrated on."""
+
+import pytest
+
+from fastpp.model.torchtitan import from_torchtitan
+from fastpp.model.validate_torchtitan import job_text, torchtitan_rows
+
+
+@pytest.fixture(scope="module")
+def runs():
+    pytest.importorskip("pandas")
+    return torchtitan_rows()
+
+
+def test_every_run_is_read_and_priced(runs):
+    """All 18 rows read as their job configs say (the degrees, the microbatch a pipeline
+    runs) and priced; where fastpp stands against them is in docs/fidelity.md."""
+    assert len(runs) == 18 and (runs["predicted"] > 0).all()
+    for row in runs.to_dict("records"):
+        config = from_torchtitan(job_text(row), gpus=row["gpus"], model=row["model"]).config
+        assert (config.t, config.p, config.cp, config.d) == (
+            row["tp"], row["pp"], row["cp"], row["dp"])
+        assert config.microbatch == row["microbatch"]
+        assert config.precision == ("fp8" if row["fp8"] else "bf16")
+
+
+@pytest.mark.xfail(strict=True, reason="torchtitan's runs take 18-64% longer a step than "
+                                       "fastpp prices them (step MAPE 42%), 1 of 18 within "
+                                       "its bar: its eager or compiled kernels, PyTorch's "
+                                       "SDPA, torchao's Float8 and a 500 W H100 are priced "
+                                       "as Megatron's stack on the 700 W preset")
+def test_torchtitan_runs_within_their_bars(runs):
+    assert runs["step_error"].abs().mean() <= 0.15
+    assert runs["within_bar"].mean() >= 0.68
