@@ -104,19 +104,6 @@ def test_zero3_bytes_and_times_by_hand():
     assert terms["gradient_sync"] == pytest.approx(0.5 * 4 * params / 1000 + 0.01)
     layer_terms = step_terms(TOY, params, 1, 2, 3, zero3="layer")
     assert layer_terms["parameter_gather"] == layer_terms["gradient_sync"] == 0.0
-    # resharded after each forward under a pipeline (torchtitan's "always" with PP): the
-    # weights gathered per layer as "layer" does, the gradients accumulated whole and reduced
-    # once a step as "step" does (until 6 December 2026 read as "layer": the gradients 1/8
-    # of what PyTorch's pipelining holds, reduced in every microbatch)
-    reshard = device_bytes(MODEL, sched, dp=8, zero=3, zero3="reshard")
-    assert reshard["parameter_bytes"][0] == pytest.approx(by["parameter_bytes"][0])
-    assert reshard["gradient_bytes"][0] == pytest.approx(4 * params)
-    z3r = transformer_costs(MODEL, sched, TOY, seq=32, dp=2, zero=3, zero3="reshard")
-    assert z3r.arrays["f"][0] == pytest.approx(max(f0, gather) + held)
-    assert z3r.arrays["b"][0] == pytest.approx(max(b0, gather) + held)
-    terms = step_terms(TOY, params, 1, 2, 3, zero3="reshard")
-    assert terms["parameter_gather"] == 0.0
-    assert terms["gradient_sync"] == pytest.approx(0.5 * 4 * params / 1000 + 0.01)
 
 
 def test_zero3_shards_the_routed_experts_over_their_replicas():

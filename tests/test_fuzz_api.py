@@ -346,7 +346,7 @@ def config_calls() -> list[Call]:
              dict(job=job, gpus=8, model="llama3-8b"),
              names={"model": ("model", "config"), "gpus": ("gpus",)}),
         Call("model.to_torchtitan", model.to_torchtitan,
-             dict(config=run.replace(zero=0), model=tiny)),
+             dict(config=run.replace(zero=3, zero3="step"), model=tiny)),
         Call("RunConfig.chunk_layout", run.replace(first_layers=1).chunk_layout,
              dict(model=tiny)),
         Call("RunConfig.from_row", model.RunConfig.from_row,

@@ -316,3 +316,28 @@ def test_qwen_moe_without_experts_is_the_dense_model():
     dense = from_hf(qwen | {"num_experts": 0})
     assert not dense.moe and dense.ffn == qwen["intermediate_size"]
     assert from_hf(qwen | {"mlp_only_layers": list(range(24))}) == dense
+
+
+def test_deepseek_mtp_after_a_dense_last_layer_names_the_file_keys():
+    """An MTP module repeats the last layer, which ``moe_layer_freq`` may leave dense: the
+    refusal names the file's keys, not fastpp's fields."""
+    config = load("deepseek-v3.json")
+    config["moe_layer_freq"] = 3  # of 59 layers the last, 58, is dense (58 % 3 != 0)
+    config["num_hidden_layers"] = 59
+    with pytest.raises(ScheduleError, match=r"'moe_layer_freq' = 3 leaves the last layer "
+                                            r"dense, which an MTP module repeats"):
+        from_hf(config)
+
+
+def test_a_pattern_over_a_billion_layers_is_refused_not_built():
+    """Dense layers placed one by one (``dense_placed``) for at most 100,000 layers: a
+    billion had filled the memory (the whole interpreter killed, found by the API fuzz)."""
+    config = load("qwen3-30b-a3b.json") | {"num_hidden_layers": 10**9, "decoder_sparse_step": 2}
+    with pytest.raises(ScheduleError, match=r"'decoder_sparse_step' places each layer: the "
+                                            r"layers must be at most 100,000"):
+        from_hf(config)
+    from fastpp.model.megatron import from_megatron
+    with pytest.raises(ScheduleError, match=r"--moe-layer-freq places each layer"):
+        from_megatron("--num-layers 1000000000 --hidden-size 256 --num-attention-heads 8 "
+                      "--seq-length 512 --vocab-size 1000 --micro-batch-size 1 "
+                      "--num-experts 8 --moe-layer-freq 2", gpus=1)

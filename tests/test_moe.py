@@ -490,7 +490,7 @@ def test_dense_layers_by_index():
     assert Transformer(**shape, dense_layers=(3, 1)).dense_layers == (1, 3)
     assert Transformer(**shape, dense_layers=[1, 0]) == Transformer(**shape, dense_layers=2)
     model = Transformer(**shape, dense_layers=(1, 3))
-    assert model.moe_layers == 2 and model.dense_at == (1, 3)
+    assert model.moe_layers == 2 and model.dense_count == 2
     assert model.dense_between([0, 1, 2], [1, 3, 4]).tolist() == [0.0, 1.0, 1.0]
     for bad in ((4,), (1, 1), (-1,), (True,), (1.0,)):
         with pytest.raises(ScheduleError, match=r"dense_layers must be a count or distinct "

@@ -233,3 +233,20 @@ def test_explain_prices_neighbours_as_it_lists_them():
     # a run Megatron refuses (two ranks, interleaved, blocking): its neighbours as fields
     refused = explain(MODEL, RUN, "H100-80GB", neighbours=3).neighbours
     assert refused and all("--" not in n["changes"] for n in refused)
+
+
+def test_uniform_groups_with_mtp_are_refused_as_megatron_refuses_them():
+    """Megatron's MTP module asserts ``recompute_num_layers == 1`` under uniform
+    recomputation (``multi_token_prediction.py``); fastpp had priced the groups."""
+    flags = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 512 "
+             "--vocab-size 1000 --micro-batch-size 1 --global-batch-size 8 --mtp-num-layers 1 "
+             "--recompute-granularity full --recompute-method uniform ")
+    with pytest.raises(ScheduleError, match=r"--recompute-num-layers must be 1 with "
+                                            r"--recompute-method uniform and --mtp-num-layers"):
+        from_megatron(flags + "--recompute-num-layers 2", gpus=1)
+    model = dataclasses.replace(MODEL, mtp_depth=1)
+    run = dataclasses.replace(RUN, recompute_method="uniform", recompute_layers=2)
+    with pytest.raises(ScheduleError, match=r"recompute_layers must be 1 with uniform "
+                                            r"recomputation of a model with MTP modules"):
+        transformer_costs(model, hardware="H100-80GB", config=run)
+    assert from_megatron(flags + "--recompute-num-layers 1", gpus=1).config.recompute == "full"

@@ -318,13 +318,15 @@ def test_what_torchtitan_refuses_or_runs_otherwise():
     assert from_torchtitan(both, gpus=64, model="deepseek-v3").config.precision == "fp8"
 
 
-@pytest.mark.parametrize("p, reshard, zero3", [(2, "always", "reshard"), (2, "never", "step"),
+@pytest.mark.parametrize("p, reshard, zero3", [(2, "always", "step"), (2, "never", "step"),
                                                (2, "default", "step"), (1, "always", "layer"),
                                                (1, "default", "layer"), (1, "never", "step")])
 def test_fsdp_under_a_pipeline_reduces_once_a_step(p, reshard, zero3):
     """PyTorch's pipelining turns an FSDP stage's gradient reduction and resharding after
     backward off for every microbatch but the last (``stage.py``): its gradients accumulate
-    whole, resharded after the forward or not (a review against torchtitan's code)."""
+    whole, and its weights are whole again after each backward, resharded after the forward
+    or not (reviews against torchtitan's and PyTorch's code; "always" with a pipeline had
+    been read as per-layer reduction, its gradients at 1/d of what the run holds)."""
     job = (f'[parallelism]\npipeline_parallel_degree = {p}\n'
            f'fsdp_reshard_after_forward = "{reshard}"\n')
     config = from_torchtitan(job, gpus=16, model="llama3-8b")[1]
@@ -347,3 +349,19 @@ def test_the_older_layout_as_torchtitan_ran_it():
     counted = job.replace("[experimental]\n",
                           "[experimental]\npipeline_parallel_microbatches = 16\n")
     assert from_torchtitan(counted, gpus=512, model="llama3-405b").config.microbatch == 2
+
+
+def test_dualpipev_overlap_with_context_parallelism_and_its_export():
+    """fastpp prices DualPipeV's overlap for whole sequences: with cp > 1 the job is priced
+    without it and says so (it had been read with it, then refused by every pricing); the
+    export refuses the overlap with checkpointing, which torchtitan refuses on reading."""
+    job = MOE_JOB.replace("expert_parallel_degree = 8",
+                          "expert_parallel_degree = 8\ncontext_parallel_degree = 2")
+    imported = from_torchtitan(job, gpus=128)
+    assert not imported.config.overlap
+    assert any(x.startswith("pipeline_parallel_expert_parallel_overlap: DualPipeV's") for x
+               in imported.ignored)
+    config = from_torchtitan(MOE_JOB, gpus=64).config
+    with pytest.raises(ScheduleError, match=r"torchtitan refuses DualPipeV's expert-parallel "
+                                            r"overlap with activation checkpointing"):
+        to_torchtitan(config.replace(recompute="full"), MODELS["deepseek-v3"])

@@ -42,7 +42,7 @@ ZERO = (0, 1, 2, 3)
 # ZeRO-3's collectives: per layer in each forward and backward, the gradients reduced in
 # each (Megatron-FSDP, FSDP2 resharding after the forward), or once per step, the weights
 # and the accumulated gradients then kept whole (FSDP2 under PyTorch's pipelining, Llama 3)
-ZERO3_GATHERS = ("layer", "step", "reshard")
+ZERO3_GATHERS = ("layer", "step")
 # context parallelism's K and V: all-gathered per layer (Llama 3), or passed round a ring of
 # the CP ranks under the attention (Megatron's ring attention)
 CP_COMMS = ("all-gather", "ring")
@@ -95,11 +95,9 @@ class RunConfig:
         ZeRO stage over the ``d cp`` replicas. Default 1 (Megatron's distributed optimizer),
         as ``plan`` and ``device_bytes`` had it; ``transformer_costs`` had 0, which priced the
         same (only ZeRO-3 changes the times) and now is 1 too.
-    zero3 : {"layer", "step", "reshard"}
-        ZeRO-3's collectives (``ZERO3_GATHERS``): per layer each microbatch; once per
-        step; or the weights gathered per layer each microbatch and the gradients,
-        accumulated whole, reduced once a step (FSDP2 under PyTorch's pipelining, resharded
-        after each forward); other than ``"layer"`` needs ``zero=3``.
+    zero3 : {"layer", "step"}
+        ZeRO-3's collectives: per layer each microbatch, or once per step
+        (``ZERO3_GATHERS``); ``"step"`` needs ``zero=3``.
     replicate : int
         Hybrid sharding (HSDP): ZeRO shards over the ``d cp / replicate`` ranks of each of
         ``replicate`` groups and keeps its state whole in each, and each rank's share of the

@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..checks import MAX_INT, MISSPELT, ScheduleError, ScheduleTypeError, known_keywords, near
-from .transformer import Transformer
+from .transformer import Transformer, dense_placed
 
 
 @dataclass(frozen=True)
@@ -395,9 +395,12 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
         experts = _aliased(cfg, family.experts)
         step = cfg.int("decoder_sparse_step", 1, low=1)
         dense_only = cfg.layers("mlp_only_layers", layers)
-        dense = tuple(i for i in range(layers)
-                      if i in dense_only or experts == 0 or (i + 1) % step)
-        if len(dense) == layers:  # every layer the dense MLP, as transformers builds it
+        if experts == 0:  # every layer the dense MLP, as transformers builds it
+            return {}
+        dense = tuple(sorted(dense_only)) if step == 1 else dense_placed(
+            layers, lambda i: i in dense_only or (i + 1) % step, f"{cfg.where}: "
+            f"'decoder_sparse_step'")
+        if len(dense) == layers:
             return {}
         width = cfg.int("moe_intermediate_size", low=1)
         shared = cfg.int("shared_expert_intermediate_size", 0)
@@ -411,7 +414,8 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
         # (DeepSeek's own modeling code reads moe_layer_freq; transformers' classes ignore
         # it: every published file has 1)
         first, freq = cfg.int("first_k_dense_replace", 0), cfg.int("moe_layer_freq", 1, low=1)
-        dense = tuple(i for i in range(layers) if i < first or i % freq)
+        dense = min(first, layers) if freq == 1 else dense_placed(
+            layers, lambda i: i < first or i % freq, f"{cfg.where}: 'moe_layer_freq'")
         nope = cfg.int("qk_nope_head_dim")
         mla = {"head_dim": nope, "v_head_dim": cfg.int("v_head_dim"),
                "q_rank": cfg.int("q_lora_rank", 0), "kv_rank": cfg.int("kv_lora_rank"),
@@ -419,6 +423,11 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
                "mtp_depth": _aliased(cfg, MTP_KEYS, 0)}
         if not experts:
             return mla
+        if mla["mtp_depth"] and not (layers - 1 >= first and (layers - 1) % freq == 0):
+            raise ScheduleError(f"{cfg.where}: 'moe_layer_freq' = {freq} leaves the last layer "
+                                f"dense, which an MTP module repeats ('num_nextn_predict_layers' "
+                                f"= {mla['mtp_depth']}, 1 where absent): fastpp prices an MTP "
+                                f"module with experts")
         return {**mla, "experts": experts, "top_k": cfg.int("num_experts_per_tok"),
                 "expert_ffn": cfg.int("moe_intermediate_size"),
                 "shared_experts": cfg.int("n_shared_experts", 0), "dense_layers": dense}

@@ -32,7 +32,7 @@ from .hardware import Hardware, preset
 from .layout import Layout, even_layers, megatron_layers, parse_layout
 from .moe import DISPATCHERS
 from .presets import MODELS
-from .transformer import Transformer
+from .transformer import MAX_PLACED, Transformer, dense_placed
 
 INT, FLOAT, STR, BOOL, LIST = int, float, str, bool, list
 # dest: (type, Megatron's default). Bools are store_true flags (False when absent).
@@ -676,21 +676,27 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
         shape.update(_window(a["window_size"], a["window_attn_skip_freq"], a["num_layers"]))
     if a["num_experts"]:
         width = a["moe_ffn_hidden_size"] or ffn
-        # (Megatron's integer k: the layers i with i % k == 0 have experts)
-        marks = _layer_marks(a["moe_layer_freq"], a["num_layers"], "--moe-layer-freq",
-                             lambda k: [int(i % k == 0) for i in range(a["num_layers"])])
+        layers, flag = a["num_layers"], "--moe-layer-freq"
+        # Megatron's integer k: the layers i with i % k == 0 have experts
+        marks = _layer_marks(a["moe_layer_freq"], layers, flag, lambda k: k)
+        if isinstance(marks, int):
+            k = marks
+            dense = 0 if k == 1 else dense_placed(layers, lambda i: i % k != 0, flag)
+            last = (layers - 1) % k == 0
+        else:
+            dense, last = tuple(i for i, x in enumerate(marks) if not x), marks[-1]
         shared = a["moe_shared_expert_intermediate_size"] or 0
         if shared % width:  # (fastpp prices shared experts as routed experts' MLPs)
             raise ScheduleError(f"--moe-shared-expert-intermediate-size must be a multiple of "
                                 f"--moe-ffn-hidden-size = {width} (got {shared})")
-        if a["mtp_num_layers"] and not marks[-1]:
+        if a["mtp_num_layers"] and not last:
             raise ScheduleError(f"--moe-layer-freq must give the last layer experts with "
                                 f"--mtp-num-layers: Megatron's MTP module repeats the last "
                                 f"layer, and fastpp prices an MTP module with experts (got "
                                 f"--moe-layer-freq {a['moe_layer_freq']}, a dense last layer)")
         shape.update(experts=a["num_experts"], top_k=a["moe_router_topk"], expert_ffn=width,
                      shared_experts=shared // width,
-                     dense_layers=tuple(i for i, x in enumerate(marks) if not x))
+                     dense_layers=dense)
     return Transformer(**shape)
 
 
@@ -721,21 +727,25 @@ def _window(size: str, skip: str | None, layers: int) -> dict:
     if left < 0 or right < 0:
         raise ScheduleError(f"--window-size must be two integers left,right >= 0, or -1,-1 "
                             f"for none (got {size!r})")
-    sliding = layers if skip is None else sum(_layer_marks(
-        skip, layers, "--window-attn-skip-freq",
-        lambda k: [int((i + 1) % k != 0) for i in range(layers)]))
+    marks = None if skip is None else _layer_marks(
+        skip, layers, "--window-attn-skip-freq", lambda k: layers - layers // k)
+    sliding = layers if marks is None else marks if isinstance(marks, int) else sum(marks)
     return {"window": left + 1, "window_layers": sliding}
 
 
-def _layer_marks(freq: str, layers: int, flag: str, every) -> list:
-    """The 0 or 1 a Megatron layer-frequency argument gives each layer: an integer ``k``
-    (``every(k)``), or a pattern like ``([0]*3+[1]*58)`` or ``[0,1,1]``."""
+def _layer_marks(freq: str, layers: int, flag: str, every):
+    """What a Megatron layer-frequency argument says: for an integer ``k``, ``every(k)``; for
+    a pattern like ``([0]*3+[1]*58)`` or ``[0,1,1]``, its 0 or 1 a layer (at most
+    ``MAX_PLACED`` layers)."""
     text = str(freq).strip()
     if digits(text):
         k = int(text)
         if k < 1:
             raise ScheduleError(f"{flag} must be >= 1 or a pattern (got {freq!r})")
         return every(k)
+    if layers > MAX_PLACED:
+        raise ScheduleError(f"{flag}'s pattern places each layer: --num-layers must be at most "
+                            f"{MAX_PLACED:,} (got {layers:,})")
     try:
         pattern = _pattern(ast.parse(text, mode="eval").body, layers)
     except (SyntaxError, ValueError, RecursionError):
@@ -830,6 +840,11 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         raise ScheduleError(f"--global-batch-size must be a multiple of --micro-batch-size x "
                             f"the {d} data-parallel ranks = {a['micro_batch_size'] * d} (got "
                             f"{a['global_batch_size']}), as Megatron asserts")
+    if (recompute == "full" and a["recompute_method"] in (None, "uniform")
+            and (a["recompute_num_layers"] or 1) > 1 and a["mtp_num_layers"]):
+        raise ScheduleError(f"--recompute-num-layers must be 1 with --recompute-method uniform "
+                            f"and --mtp-num-layers, as Megatron asserts (got "
+                            f"{a['recompute_num_layers']})")
     return RunConfig(
         seq=a["seq_length"], global_batch=a["global_batch_size"] or global_batch_of(
             a["micro_batch_size"], d, gpus, "--micro-batch-size"),

@@ -184,12 +184,10 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         ``cp`` does not split ``seq`` so get a reason.
     cp_comm : {"all-gather", "ring"}
         Context parallelism's K and V exchange (``fastpp.model.stages.stage_table``).
-    zero3 : {"layer", "step", "reshard"}
+    zero3 : {"layer", "step"}
         ZeRO-3's collectives: per layer in each forward and backward, the gradients reduced
-        in each (Megatron-FSDP); once per step, the weights and accumulated gradients kept
-        whole (FSDP2 under PyTorch's pipelining); or the weights gathered per layer and the
-        gradients kept whole, reduced once a step (the same, resharded after each forward;
-        ``fastpp.model.stages.stage_table``).
+        in each (Megatron-FSDP), or once per step, the weights and accumulated gradients kept
+        whole (FSDP2 under PyTorch's pipelining; ``fastpp.model.stages.stage_table``).
     replicate : int
         Hybrid sharding (``RunConfig.replicate``): ZeRO over ``d cp / replicate`` ranks in
         each of ``replicate`` groups, the gradients' shards all-reduced across them once a

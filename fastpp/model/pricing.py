@@ -145,9 +145,10 @@ class ModelCosts(Costs):
     """``Costs`` priced by the cost model, with the ``error_bar`` of the step time they give
     (``fastpp.model.errorbar.ErrorBar``: the expected relative error from ``validate``'s
     residuals in the configuration's regime, and whether it is extrapolated), and per stage
-    the bytes a recomputed layer brings back during its backward (``recomputed``,
-    ``fastpp.model.stages.recomputed_bytes``: ``plan`` adds each device's largest to its
-    peak). Equal to a ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
+    the bytes a recomputed layer (with uniform groups, a group) brings back during its
+    backward (``recomputed``, ``fastpp.model.stages.recomputed_bytes``: ``plan`` adds each
+    device's largest to its peak). Equal to a ``Costs`` of the same arrays; the engine reads
+    them as any ``Costs``."""
 
     error_bar: ErrorBar | None = None
     recomputed: np.ndarray | None = None
@@ -217,12 +218,10 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     zero : {0, 1, 2, 3}
         ZeRO stage over the ``dp * cp`` replicas; only ZeRO-3 changes the pipeline's times
         (default 1, as ``RunConfig``, ``device_bytes`` and ``plan``).
-    zero3 : {"layer", "step", "reshard"}
+    zero3 : {"layer", "step"}
         ZeRO-3's collectives: per layer in each forward and backward, the gradients reduced
-        in each (Megatron-FSDP); once per step, the weights and accumulated gradients kept
-        whole (FSDP2 under PyTorch's pipelining); or the weights gathered per layer and the
-        gradients kept whole, reduced once a step (the same, resharded after each forward;
-        ``fastpp.model.stages.stage_table``).
+        in each (Megatron-FSDP), or once per step, the weights and accumulated gradients kept
+        whole (FSDP2 under PyTorch's pipelining; ``fastpp.model.stages.stage_table``).
     replicate : int
         Hybrid sharding's groups (``RunConfig.replicate``): ZeRO-3's collectives run over
         the ``dp * cp / replicate`` ranks of a group.
@@ -387,10 +386,9 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         ZeRO stage 0-3 over the ``dp * cp`` replicas.
     layout, layers : optional
         The layers per model chunk, as for ``transformer_costs``.
-    zero3 : {"layer", "step", "reshard"}
-        How ZeRO-3 gathers the weights and reduces the gradients (per layer; once a step
-        with the weights and gradients held whole; or the weights per layer and the
-        gradients, held whole, once a step).
+    zero3 : {"layer", "step"}
+        How ZeRO-3 gathers the weights and reduces the gradients (per layer, or once a step
+        with the weights and gradients held whole).
     replicate : int
         Hybrid sharding's groups (``RunConfig.replicate``): ZeRO shards over the
         ``dp * cp / replicate`` ranks of a group (and the experts' over ``edp / replicate``).

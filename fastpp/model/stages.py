@@ -115,9 +115,7 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     (FSDP's prefetch), only what exceeds it exposed; with ``"step"`` (FSDP2 under PyTorch's
     pipelining, not resharded after the forward: torchtitan's and AutoModel's default with a
     pipeline) the weights are gathered once per step and the gradients, accumulated whole,
-    reduce-scattered once after the last microbatch (both in ``step_terms``); with
-    ``"reshard"`` (the same, resharded after each forward) the weights are gathered as per
-    layer and the gradients, accumulated whole, reduced once (``step_terms``).
+    reduce-scattered once after the last microbatch (both in ``step_terms``).
 
     With ``overlap``, ``fb`` is the overlapped pair's time: the forward's ``f`` plus the
     backward half's ``b``, less what ``fastpp.model.overlap`` saves on each MoE layer both
@@ -175,7 +173,8 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     dict
         Per stage ``f, b, w`` (seconds, per device of a plain pipeline: ``m`` times a chunk's
         time), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma``,
-        ``recomputed`` (the largest of its layers' ``recomputed_bytes``, once), ``params`` (on
+        ``recomputed`` (the largest of its layers' ``recomputed_bytes``, once; with uniform
+        groups a group's working set), ``params`` (on
         one rank; reduced over ``d``) and ``expert_params`` (the routed experts' on one GPU,
         reduced over ``edp``), ``fb`` where a configuration's pairs save time, and ``comm``
         (latency), ``bandwidth`` and ``message_bytes`` of each stage's hand-off to the next,
@@ -239,6 +238,10 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     forward, backward, weight = totals["forward"], totals["backward"], totals["weight"]
     act, held_by_w, recomputed = totals["act"], totals["held_by_w"], totals["recomputed"]
     if grid.recompute_method == "uniform":
+        if model.mtp_depth:  # (multi_token_prediction.py asserts recompute_num_layers == 1)
+            raise ScheduleError(f"recompute_layers must be 1 with uniform recomputation of a "
+                                f"model with MTP modules, as Megatron asserts (got "
+                                f"recompute_layers={grid.recompute_layers})")
         act, held_by_w, recomputed = _grouped_checkpoints(
             grid.recompute_layers, layers, full, totals)
     gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
@@ -706,17 +709,16 @@ def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero
     """Per stage, ZeRO-3's seconds of one microbatch: the weights' all-gather (of one pass)
     and the gradients' reduce-scatter (``reduce_bytes`` a gradient), ``collectives`` of each
     (one per layer, the embedding and the output layer), over ``replicas`` ranks ``t`` apart
-    (0 where ``zero < 3``; with ``zero3="step"`` both run once a step, with ``"reshard"``
-    the reduce-scatter: ``step_terms``)."""
+    (0 where ``zero < 3``, and with ``zero3="step"``, whose collectives run once a step:
+    ``step_terms``)."""
     collectives = np.maximum(np.asarray(collectives, np.float64), 1.0)
     spans = data_parallel_per_node(hardware, t, replicas)
-    zero3_ = np.asarray(zero) == 3
+    each = (np.asarray(zero) == 3) & (zero3 == "layer")
     gather = collectives * all_gather(hardware, GATHER_BYTES * params / collectives, replicas,
                                       spans)
     scatter = collectives * reduce_scatter(hardware, reduce_bytes * params / collectives,
                                            replicas, spans)
-    return (np.where(zero3_ & (zero3 in ("layer", "reshard")), gather, 0.0),
-            np.where(zero3_ & (zero3 == "layer"), scatter, 0.0))
+    return np.where(each, gather, 0.0), np.where(each, scatter, 0.0)
 
 
 def _grouped_checkpoints(group, layers, full, totals):
@@ -864,15 +866,14 @@ def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0,
     (``zero3="layer"``) a device also holds ``in_flight`` parameters whole
     (``IN_FLIGHT_LAYERS`` layers), gathered per step it holds all its weights and gradients
     whole through the step (FSDP2 under PyTorch's pipelining reduces the accumulated gradients
-    once, after the last microbatch), and resharded after each forward (``"reshard"``) its
-    weights as per layer and its gradients whole."""
+    once, after the last microbatch)."""
     d = np.asarray(d, np.float64)
     zero = np.asarray(zero)
     # gathered per step, FSDP accumulates the microbatches' gradients whole, reduced at the end
-    grads = reduce_bytes / np.where((zero >= 2) & ~((zero == 3) & (zero3 != "layer")), d, 1.0)
+    grads = reduce_bytes / np.where((zero >= 2) & ~((zero == 3) & (zero3 == "step")), d, 1.0)
     optimizer = optimizer_bytes / np.where(zero >= 1, d, 1.0)
     weights = params * WEIGHT_BYTES
-    if zero3 != "step":  # in flight: at most what the device holds, none when unsharded
+    if zero3 == "layer":  # in flight: at most what the device holds, none when unsharded
         flight = np.where(d > 1, np.minimum(np.asarray(in_flight), params), 0.0)
         weights = np.where(zero == 3, weights / d + WEIGHT_BYTES * flight, weights)
     return weights, params * grads, params * optimizer
@@ -964,10 +965,9 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
         Seconds of backward the reduction can hide under.
     reduce_bytes : float
         Bytes per reduced gradient: 4 (fp32, Megatron with bf16), 2 (fp16 training).
-    zero3 : {"layer", "step", "reshard"}
-        ZeRO-3's collectives (``ZERO3_GATHERS``): per layer in each microbatch; once a step
-        here (the reduction then exposed: it follows the last backward); or the gathers per
-        layer and the reduction here.
+    zero3 : {"layer", "step"}
+        ZeRO-3's collectives (``ZERO3_GATHERS``): per layer in each microbatch, or once a
+        step here (the reduction then exposed: it follows the last backward).
     host_step : bool
         Count ``Hardware.host_step`` in ``optimizer_step`` (once a step: False for a second
         group of parameters, the routed experts).
@@ -994,7 +994,6 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     spans, shard_spans = (data_parallel_per_node(hardware, t, x) for x in (d, shard))
     sharded = zero >= 1
     each = (zero == 3) & (zero3 == "layer")  # reduced in each backward (stage_table)
-    layers = (zero == 3) & (zero3 != "step")  # gathered per layer (stage_table)
     # across the replica groups, each rank's share of the gradients (hybrid sharding)
     across = np.where(sharded, all_reduce(
         hardware, reduce_bytes * params / shard, replicate,
@@ -1002,10 +1001,10 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     reduce = across + np.where(each, 0.0, np.where(
         sharded, reduce_scatter(hardware, reduce_bytes * params, shard, shard_spans),
         all_reduce(hardware, reduce_bytes * params, d, spans)))
-    gather = np.where(sharded & ~layers,
+    gather = np.where(sharded & ~each,
                       all_gather(hardware, GATHER_BYTES * params, shard, shard_spans), 0.0)
     if overlap:  # (FSDP under PyTorch's pipelining reduces after the last backward: exposed)
-        last = np.where((zero == 3) & (zero3 != "layer"), 1.0,
+        last = np.where((zero == 3) & (zero3 == "step"), 1.0,
                         np.minimum(1.0, BUCKET_PARAMS / np.maximum(params, 1.0)))
         reduce = np.maximum(reduce - np.asarray(window, np.float64), last * reduce)
         gather = last * gather

@@ -52,9 +52,9 @@ FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
 # said of every job: what torchtitan's own runs measured against fastpp's price of them
 # (fastpp.model.validate_torchtitan, docs/fidelity.md)
 STACK = ("torchtitan's stack: its own benchmark's 18 runs (Llama 3.1 on H100, December 2024) "
-         "took 18-64% longer a step than fastpp prices their job configs, 17 outside their "
-         "error bars, which come from Megatron's runs (docs/fidelity.md, torchtitan's own "
-         "runs)")
+         "took 1.2 to 2.8 times as long a step as fastpp prices their job configs, 17 outside "
+         "their error bars, which come from Megatron's runs (docs/fidelity.md, torchtitan's "
+         "own runs)")
 
 
 # the older layouts torchtitan read (its JobConfig before [parallelism], 2024): keys that
@@ -147,10 +147,10 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         ``module_fqns_per_model_part``) as the layout they give.
         FSDP is ZeRO-3 over the shard and context-parallel ranks (torchtitan's
         ``dp_shard_cp`` mesh, whenever it has more than one rank), gathered per layer
-        (``zero3="layer"``) or, with ``fsdp_reshard_after_forward = "never"`` (or
-        ``"default"`` with pipeline parallelism, as torchtitan takes it), once per step;
-        with a pipeline and ``"always"``, gathered per layer and its gradients reduced once
-        a step (``"reshard"``: PyTorch's pipelining accumulates them whole);
+        (``zero3="layer"``) or, with ``fsdp_reshard_after_forward = "never"`` or with
+        pipeline parallelism, once per step (PyTorch's pipelining neither reduces nor
+        reshards an FSDP stage after its microbatches' backwards, but the last: its weights
+        and gradients are whole through the step, resharded after the forward or not);
         with ``data_parallel_replicate_degree`` above 1 as well, hybrid sharding
         (``replicate``); replicas only, ZeRO-0. Without
         pipeline parallelism the microbatch is ``local_batch_size`` (one forward and backward
@@ -198,11 +198,16 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
                 "overlap (its benchmark measured +5.7% from it on Llama 3 70B; fastpp's "
                 "tp_overlap, Transformer Engine's, would price +49% there)",) \
         if run.t > 1 and section["parallelism"].get("enable_async_tensor_parallel") else ()
+    unpriced = ("pipeline_parallel_expert_parallel_overlap: DualPipeV's expert-parallel "
+                "overlap with context parallelism priced without it (fastpp prices the "
+                "overlap for whole sequences)",) if run.schedule == "dualpipev" and \
+        run.ep > 1 and run.cp > 1 and not run.overlap and section["parallelism"].get(
+            "pipeline_parallel_expert_parallel_overlap", True) else ()
     eager = () if _compiled(section) else (
         "[compile] enable = false: torchtitan's eager kernels (unfused norms, RoPE, casts) "
         "priced as fused ones (its benchmark measured torch.compile 16% faster)",)
     return Imported(model, run, _ignored(data) + missing + _approximated(run) + async_tp
-                    + eager + (STACK,))
+                    + unpriced + eager + (STACK,))
 
 
 def _approximated(run: RunConfig) -> tuple[str, ...]:
@@ -359,6 +364,7 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     dual_pipe_v = name == "DualPipeV" and ep > 1 and p > 1 and _choice(
         par, "pipeline_parallel_expert_parallel_overlap", True, (False, True), where,
         "parallelism")
+    overlap = dual_pipe_v and cp == 1  # (with cp > 1 not priced: said in from_torchtitan)
     if dual_pipe_v and ac.get("mode", "selective") != "none":
         raise ScheduleError(f"{where}: [activation_checkpoint] mode must be 'none' with "
                             f"DualPipeV's expert-parallel overlap, as torchtitan requires (got "
@@ -448,12 +454,13 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         recompute=recompute, recompute_method="interval" if interval else None,
         recompute_layers=int(option) if interval else None, sequence_parallel=t > 1,
         zero=3 if fsdp else 0, replicate=replicate if fsdp else 1,
-        # (ZeRO-3's alone) PyTorch's pipelining accumulates an FSDP stage's gradients whole
-        # and reduces them once, after the last microbatch (stage.py), resharded or not
-        zero3=("layer" if not fsdp else "step" if reshard == "never" else
-               "reshard" if p > 1 else "layer"),
+        # (ZeRO-3's alone) PyTorch's pipelining neither reduces nor reshards an FSDP stage
+        # after a microbatch's backward but the last (stage.py's backward_maybe_with_nosync):
+        # its gradients accumulate whole, and its weights are whole again after each backward,
+        # whether "always" reshards them after the forward or not
+        zero3="step" if fsdp and (reshard == "never" or p > 1) else "layer",
         tp_overlap=False,  # (async TP: said in from_torchtitan's notes)
-        overlap=dual_pipe_v,
+        overlap=overlap,
         blocking_handoffs=False,
         precision="fp8" if _fp8_converted(converters, model, where)
         or _fp8_switch(section, where) else "bf16",
@@ -675,10 +682,10 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
                             f"where d * cp / replicate = 1 (got zero=3, d={c.d}, cp={c.cp}, "
                             f"replicate={c.replicate})")
     # FSDP under PyTorch's pipelining reduces the gradients once a step; without, per layer
-    wanted = ("step", "reshard") if c.p > 1 else ("step", "layer")
-    if c.zero == 3 and c.zero3 not in wanted:
-        raise ScheduleError(f"torchtitan's FSDP with p={c.p} runs zero3 as one of {wanted} "
-                            f"(got zero3={c.zero3!r})")
+    if c.zero == 3 and c.p > 1 and c.zero3 != "step":
+        raise ScheduleError(f"torchtitan's FSDP under a pipeline reduces the gradients once a "
+                            f"step: zero3 must be 'step' with p > 1 (got zero3={c.zero3!r}, "
+                            f"p={c.p})")
     if c.zero == 0 and c.cp > 1:
         raise ScheduleError(f"torchtitan shards over the context-parallel ranks with FSDP: "
                             f"zero must be 3 with cp > 1 (got zero=0, cp={c.cp})")
@@ -700,6 +707,10 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
         raise ScheduleError(f"torchtitan overlaps a schedule's pairs with expert parallelism "
                             f"on DualPipeV alone: overlap must be False (got overlap=True, "
                             f"schedule={c.schedule!r}, ep={c.ep}, p={c.p})")
+    if dual_pipe_v and c.overlap and c.recompute != "none":  # (get_dual_pipe_v_flag raises)
+        raise ScheduleError(f"torchtitan refuses DualPipeV's expert-parallel overlap with "
+                            f"activation checkpointing: recompute must be 'none' with "
+                            f"overlap=True (got recompute={c.recompute!r})")
     if c.zero == 0 and c.d > 1 and c.d != c.gpus:
         raise ScheduleError(f"torchtitan runs DDP (zero=0 over d={c.d} replicas) as the only "
                             f"parallelism ('DDP has not supported > 1D parallelism'): zero "

@@ -223,7 +223,7 @@ class Transformer:
         if self.dense_count > self.layers:
             raise ScheduleError(f"dense_layers must be at most the layers {self.layers} (got "
                                 f"dense_layers={self.dense_layers})")
-        if self.mtp_depth and self.moe and self.layers - 1 in self.dense_at:
+        if self.mtp_depth and self.moe and self.dense_between(self.layers - 1, self.layers):
             raise ScheduleError(f"dense_layers must leave the last layer its experts with "
                                 f"mtp_depth > 0 (an MTP module repeats the last layer, and "
                                 f"fastpp prices it with experts; got dense_layers="
@@ -268,12 +268,6 @@ class Transformer:
         """How many ``dense_layers``."""
         return (len(self.dense_layers) if isinstance(self.dense_layers, tuple)
                 else self.dense_layers)
-
-    @property
-    def dense_at(self) -> tuple[int, ...]:
-        """The dense layers' indices."""
-        return (self.dense_layers if isinstance(self.dense_layers, tuple)
-                else tuple(range(self.dense_layers)))
 
     def dense_between(self, start, stop) -> np.ndarray:
         """Per range ``[start, stop)`` of layer positions (arrays broadcast): its dense
@@ -679,6 +673,20 @@ def chunk_layers(layers: int, chunks: int) -> np.ndarray:
     middle = np.argsort(np.abs(np.arange(chunks) - (chunks - 1) / 2), kind="stable")
     counts[middle[:extra]] += 1
     return counts
+
+
+# the most layers whose dense ones a pattern places one by one (``dense_placed``)
+MAX_PLACED = 100_000
+
+
+def dense_placed(layers: int, is_dense, what: str) -> tuple[int, ...]:
+    """The indices ``i`` of ``layers`` layers for which ``is_dense(i)`` (``dense_layers`` of
+    a model whose dense layers a pattern places), at most ``MAX_PLACED`` layers; ``what``
+    names the pattern in the message."""
+    if layers > MAX_PLACED:
+        raise ScheduleError(f"{what} places each layer: the layers must be at most "
+                            f"{MAX_PLACED:,} (got {layers:,})")
+    return tuple(i for i in range(layers) if is_dense(i))
 
 
 def _indices(values, layers: int) -> tuple[int, ...]:

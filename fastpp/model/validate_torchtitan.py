@@ -52,8 +52,9 @@ def torchtitan_rows(hardware="H100-80GB"):
     -------
     pandas.DataFrame
         The file's columns, plus ``predicted`` (tokens a second a GPU), ``error`` (predicted
-        over measured throughput, less 1), ``step_error`` (the step time's: measured over
-        predicted throughput, less 1), ``expected_error`` and ``extrapolated`` (the
+        over measured throughput, less 1), ``step_error`` (the predicted over the measured
+        step time, less 1: measured over predicted throughput), ``expected_error`` and
+        ``extrapolated`` (the
         prediction's error bar), ``within_bar``, ``predicted_memory_gib`` and ``fits``.
     """
     pd = require("pandas", "sweep", "fastpp.model.validate_torchtitan")
