@@ -408,10 +408,9 @@ def _exposed_exchange(layer, times, exchange, tp_overlap: bool):
 def recomputed_layers(method, count, layers, dense) -> tuple[np.ndarray, np.ndarray]:
     """Per model chunk of ``layers`` layers, ``dense`` of them without experts, taken as its
     first ones (exact where the model's dense layers lead it, as DeepSeek's first three):
-    how many layers full
-    recomputation covers, and how many of those have experts. ``method`` None or
-    ``"uniform"``: every layer;
-    ``"block"`` (Megatron's): the first ``count``; ``"interval"`` (torchtitan's layer-wise
+    how many layers full recomputation covers, and how many of those have experts.
+    ``method`` None or ``"uniform"``: every layer; ``"block"`` (Megatron's): the first
+    ``count``; ``"interval"`` (torchtitan's layer-wise
     selective checkpointing): every ``count``-th, counting each chunk's layers from 1.
     torchtitan's counter runs on across a rank's model parts (``apply_ac`` never resets
     it), so where ``count`` does not divide a chunk it takes other layers of the later
