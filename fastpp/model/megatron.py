@@ -678,7 +678,7 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
         width = a["moe_ffn_hidden_size"] or ffn
         layers, flag = a["num_layers"], "--moe-layer-freq"
         # Megatron's integer k: the layers i with i % k == 0 have experts
-        marks = _layer_marks(a["moe_layer_freq"], layers, flag, lambda k: k)
+        marks = _layer_marks(a["moe_layer_freq"], layers, flag)
         if isinstance(marks, int):
             k = marks
             dense = 0 if k == 1 else dense_placed(layers, lambda i: i % k != 0, flag)
@@ -727,22 +727,23 @@ def _window(size: str, skip: str | None, layers: int) -> dict:
     if left < 0 or right < 0:
         raise ScheduleError(f"--window-size must be two integers left,right >= 0, or -1,-1 "
                             f"for none (got {size!r})")
-    marks = None if skip is None else _layer_marks(
-        skip, layers, "--window-attn-skip-freq", lambda k: layers - layers // k)
-    sliding = layers if marks is None else marks if isinstance(marks, int) else sum(marks)
+    # (an integer k: every k-th layer attends to everything)
+    marks = None if skip is None else _layer_marks(skip, layers, "--window-attn-skip-freq")
+    sliding = (layers if marks is None else layers - layers // marks
+               if isinstance(marks, int) else sum(marks))
     return {"window": left + 1, "window_layers": sliding}
 
 
-def _layer_marks(freq: str, layers: int, flag: str, every):
-    """What a Megatron layer-frequency argument says: for an integer ``k``, ``every(k)``; for
-    a pattern like ``([0]*3+[1]*58)`` or ``[0,1,1]``, its 0 or 1 a layer (at most
-    ``MAX_PLACED`` layers)."""
+def _layer_marks(freq: str, layers: int, flag: str) -> int | list:
+    """A Megatron layer-frequency argument: an integer ``k`` as itself, or a pattern like
+    ``([0]*3+[1]*58)`` or ``[0,1,1]`` as its 0 or 1 a layer (at most ``MAX_PLACED``
+    layers)."""
     text = str(freq).strip()
     if digits(text):
         k = int(text)
         if k < 1:
             raise ScheduleError(f"{flag} must be >= 1 or a pattern (got {freq!r})")
-        return every(k)
+        return k
     if layers > MAX_PLACED:
         raise ScheduleError(f"{flag}'s pattern places each layer: --num-layers must be at most "
                             f"{MAX_PLACED:,} (got {layers:,})")
