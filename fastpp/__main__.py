@@ -27,7 +27,7 @@ from .checks import (
     switch_names,
     will_write,
 )
-from .model.config import CP_COMMS, ZERO3_GATHERS
+from .model.config import CP_COMMS, FRAMEWORKS, ZERO3_GATHERS
 from .model.hardware import PRECISIONS
 from .model.moe import DISPATCHERS
 from .model.recipes import RECIPES
@@ -566,6 +566,10 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
                     help="also price the overlapped forward-and-backward pairs (DualPipe, "
                          "DualPipeV, combined 1F1B) with the pair model")
     ap.add_argument("--capacity-gb", type=float, default=None, help="GB per GPU (the preset's)")
+    ap.add_argument("--framework", default=given["framework"], choices=FRAMEWORKS,
+                    help=f"the training stack the runs are on: priced as Megatron's, it "
+                         f"chooses the checks behind each row's error bar "
+                         f"({given['framework']})")
     # the Megatron-Core setting the model was validated on, stated flag by flag
     for flag, key, what in (
             ("--gradient-overlap", "gradient_overlap", "overlap the gradient reduction with "
@@ -641,7 +645,7 @@ def _plan(args) -> int:
               cp=args.cp, cp_comm=args.cp_comm, zero3=args.zero3, replicate=args.replicate,
               overlap=[False, True] if args.overlap else False, ep=args.ep, etp=args.etp,
               precision=args.precision, node_limit=args.node_limit, imbalance=args.imbalance,
-              dispatcher=args.dispatcher, recipe=args.recipe,
+              dispatcher=args.dispatcher, recipe=args.recipe, framework=args.framework,
               recompute_modules=args.recompute_modules, noise=noise, objective=args.objective,
               **_lam(args), **_drawn(args))
     seconds = time.perf_counter() - start

@@ -251,3 +251,50 @@ def test_coverage_leaves_out_rows_without_a_prediction_and_needs_two_datasets():
     # a's NaN row neither counts nor spoils the bar b is judged by (a's 2%)
     assert got["a"]["rows"] == 2 and got["b"]["bar"] == pytest.approx(0.02)
     assert coverage(frame[frame["dataset"] == "a"]) == []
+
+
+def test_a_framework_pools_its_own_checks_and_one_without_any_is_extrapolated():
+    """A stack's error is its own: a torchtitan run's bar pools torchtitan's groups alone,
+    however thin, Megatron's never take torchtitan's, and a framework with no group at all
+    is extrapolated, named, at the worst error nearby."""
+    titan = H100._replace(framework="torchtitan")
+    groups = [group(H100, 40, 0.05, worst=0.12), group(titan, 1, 0.30),
+              group(titan._replace(size="<3B"), 2, 0.45)]
+    mine = error_bar(titan, groups)
+    assert mine.extrapolated == "" and mine.rows == 3
+    assert mine.expected == pytest.approx(np.sqrt((2 * 0.45 ** 2 + 0.30 ** 2) / 3), abs=1e-4)
+    assert error_bar(H100, groups) == error_bar(H100, groups[:1])
+    other = error_bar(H100._replace(framework="deepspeed"), groups)
+    assert other.extrapolated == "framework deepspeed" and other.expected == 0.30
+
+
+def test_a_run_on_torchtitan_carries_torchtitan_s_bar():
+    """``RunConfig.framework`` (``from_torchtitan`` sets it) reaches the bar of plan rows,
+    ``explain`` and ``transformer_costs``: a torchtitan job of Llama 3 8B on H100 takes
+    the bar of torchtitan's own runs (their steps priced about 42% short), not Megatron's
+    (14% before). A framework not in the list is refused, naming it."""
+    from fastpp.model import RunConfig
+    from fastpp.model.explain import explain
+    from fastpp.model.torchtitan import from_torchtitan
+
+    job = ('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 2\n'
+           'seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 8\n')
+    model, config = from_torchtitan(job, gpus=8)
+    assert config.framework == "torchtitan"
+    row = explain(model, config, "H100-80GB", neighbours=0).row
+    titan = error_bar(regime(model, HARDWARE["H100-80GB"], 8192, 1, 8,
+                             framework="torchtitan"))
+    megatron = error_bar(regime(model, HARDWARE["H100-80GB"], 8192, 1, 8))
+    assert row["expected_error"] == titan.expected > 0.3 > megatron.expected
+    assert row["expected_bias"] == titan.bias < -0.3
+    keywords = dict(seq=8192, global_batch=16, d=8, zero=3)
+    rows = plan(model, config=RunConfig(**keywords, framework="deepspeed"))
+    assert "framework deepspeed" in rows["extrapolated"].iloc[0]
+    costs = transformer_costs(model, config=RunConfig(**keywords, framework="torchtitan"))
+    assert costs.error_bar == titan
+    with pytest.raises(fastpp.ScheduleError, match="framework must be one of"):
+        RunConfig(**keywords, framework="titan")
+    with pytest.raises(fastpp.ScheduleError, match="framework"):
+        plan(model, 8, seq=8192, global_batch=16, framework="titan")
+    with pytest.raises(fastpp.ScheduleError, match="framework"):
+        plan(model, config=RunConfig(**keywords), framework="torchtitan")

@@ -18,6 +18,7 @@ from fastpp.model.validate import (
     CALIBRATION,
     DATA,
     DATASETS,
+    HELD_APART,
     IN_VIEW,
     MEGATRON_2021_PAIR,
     NARAYANAN_RUNS,
@@ -129,7 +130,7 @@ def test_every_published_row_is_there_once(frame):
                       "zero_bubble_table4_profiled": 48, "zero_bubble_table4_model": 48,
                       "moe_published": 34,
                       "long_context_published": 17, "long_context_as_planned": 17,
-                      "long_context_moe": 4, VTRAIN: 746}
+                      "long_context_moe": 4, VTRAIN: 746, "torchtitan_h100": 18}
     assert set(frame["dataset"]) == set(DATASETS)
     assert np.allclose(frame["error"], frame["predicted"] / frame["measured"] - 1)
     # calibration rows: the whole layer table, Megatron-Core's odd rows, vTrain's even rows,
@@ -356,14 +357,16 @@ def test_a_correction_by_the_bias_would_not_help(frame):
 
 
 def _tables(frame) -> dict:
-    """``errorbar.coverage``'s rows by table, the pool and the long-context rows as the
-    planner prices them (``AS_PLANNED``, held apart) left out."""
+    """``errorbar.coverage``'s rows by table, the pool and the tables held apart
+    (``validate.HELD_APART``: the long-context rows as the planner prices them, torchtitan's
+    runs; each tested on its own) left out."""
     from fastpp.model.errorbar import coverage
 
     rows = {r["dataset"]: r for r in coverage(frame)}
     pooled = rows.pop("all")
     assert pooled["rows"] == sum(r["rows"] for r in rows.values()) > 400
-    rows.pop(AS_PLANNED)
+    for name in HELD_APART:
+        rows.pop(name)
     return rows
 
 
@@ -396,6 +399,28 @@ def test_the_error_bars_are_not_too_wide(frame):
     97%)."""
     rows = _tables(frame)
     assert np.mean([r["within_bar"] for r in rows.values()]) <= 0.78, rows
+
+
+def test_torchtitan_runs_left_out_of_the_bars_are_extrapolated_on_their_framework(frame):
+    """torchtitan's runs left out of the bars (``errorbar.coverage``): every row is
+    extrapolated, naming its framework (no other table runs on torchtitan), and its bar is
+    the worst of the nearest Megatron checks; within two of those bars 78% (14 of 18: the
+    bars of a stack that was never checked are not to be trusted, and say so). In the bars,
+    a torchtitan run takes its own framework's checks alone, and Megatron's never take
+    torchtitan's (the other tables' coverage is what it was without them)."""
+    from fastpp.model.errorbar import Regime, coverage, error_bar, regime_table
+
+    rows = {r["dataset"]: r for r in coverage(frame)}
+    assert rows["torchtitan_h100"]["extrapolated"] == 1.0
+    assert rows["torchtitan_h100"]["mean_error"] < -0.3  # the steps priced short
+    others = regime_table(frame[frame["dataset"] != "torchtitan_h100"])
+    left_out = error_bar(Regime("H100", "3-30B", "<=8K", "dense", "in node", "torchtitan"),
+                         others)
+    assert "framework torchtitan" in left_out.extrapolated
+    inside = error_bar(Regime("H100", "3-30B", "<=8K", "dense", "in node", "torchtitan"))
+    assert inside.extrapolated == "" and inside.rows == 6 and inside.bias < -0.3
+    megatron = Regime("H100", "3-30B", "<=8K", "dense", "in node")
+    assert error_bar(megatron) == error_bar(megatron, others)
 
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -26,11 +26,19 @@ def test_every_run_is_read_and_priced(runs):
 
 
 @pytest.mark.xfail(strict=True, reason="fastpp prices torchtitan's steps 18-64% short (the "
-                                       "runs took 1.2-2.8 times as long; step MAPE 42%), 1 of "
-                                       "18 within its bar: its eager or compiled kernels, "
-                                       "PyTorch's SDPA, torchao's Float8 and a 500 W H100 are "
-                                       "priced "
-                                       "as Megatron's stack on the 700 W preset")
-def test_torchtitan_runs_within_their_bars(runs):
+                                       "runs took 1.2-2.8 times as long; step MAPE 42%): its "
+                                       "eager or compiled kernels, PyTorch's SDPA, torchao's "
+                                       "Float8 and a 500 W H100 are priced as Megatron's "
+                                       "stack on the 700 W preset")
+def test_torchtitan_runs_within_fifteen_percent(runs):
+    """Issue 26's bar for a table nothing was fitted on. The runs' error bars, torchtitan's
+    own checks since they are in the bars, are held to them in test_fidelity.py (left out,
+    every row is extrapolated on its framework)."""
     assert runs["step_error"].abs().mean() <= 0.15
-    assert runs["within_bar"].mean() >= 0.68
+
+
+def test_a_torchtitan_job_s_bar_is_torchtitan_s(runs):
+    """Each run's bar comes from torchtitan's checks (36-50%), not from Megatron's runs
+    (7.6-42%, which held 1 of the 18 runs)."""
+    assert (runs["extrapolated"] == "").all()
+    assert runs["expected_error"].min() > 0.3

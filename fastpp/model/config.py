@@ -48,6 +48,10 @@ ZERO3_GATHERS = ("layer", "step")
 CP_COMMS = ("all-gather", "ring")
 # gradients are reduced in fp32 (Megatron accumulates and reduces them so in bf16 training)
 REDUCE_BYTES = 4.0
+# the training stack a run is on: the cost model prices Megatron's (Megatron-LM, Megatron-Core,
+# NeMo, Megatron-Bridge); another's runs are checked apart, and their error bars are their own
+# (fastpp.model.errorbar's "framework" fact)
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "other")
 # the plan row's configuration columns this object carries (plan.CONFIG_COLUMNS but "model")
 ROW = ("gpus", "t", "cp", "p", "d", "ep", "etp", "schedule", "m", "microbatch", "n",
        "recompute", "zero", "overlap", "precision", "layout")
@@ -131,6 +135,11 @@ class RunConfig:
     reduce_bytes : float
         Bytes per gradient in the data-parallel reduction: 4 (fp32, Megatron's default) or 2
         (fp16 without fp32 accumulation, or ``--grad-reduce-in-bf16``).
+    framework : {"megatron", "torchtitan", "deepspeed", "other"}
+        The training stack the run is on (``from_megatron`` and ``from_torchtitan`` set it).
+        Every stack is priced as Megatron's; the framework chooses the published runs the
+        prediction's error bar comes from (``fastpp.model.errorbar``), and a stack without
+        checked runs is extrapolated.
     """
 
     seq: int
@@ -165,6 +174,7 @@ class RunConfig:
     node_limit: int | None = None
     imbalance: float = 1.0
     reduce_bytes: float = REDUCE_BYTES
+    framework: str = "megatron"
 
     def __post_init__(self):
         for name in ("seq", "global_batch", *DEGREES, "m", "microbatch"):
@@ -203,6 +213,7 @@ class RunConfig:
                          self.d * self.cp, raise_it=True)
         one_of(self.cp_comm, "cp_comm", CP_COMMS)
         one_of(self.dispatcher, "dispatcher", DISPATCHERS)
+        one_of(self.framework, "framework", FRAMEWORKS)
         if self.precision is not None:  # None: the hardware's
             one_of(self.precision, "precision", PRECISIONS)
         object.__setattr__(self, "reduce_bytes", check_reduce_bytes(self.reduce_bytes))
@@ -370,7 +381,8 @@ class RunConfig:
                 "cp_comm": self.cp_comm, "zero3": self.zero3, "replicate": self.replicate,
                 "overlap": [self.overlap],
                 "reduce_bytes": self.reduce_bytes, "dispatcher": self.dispatcher,
-                "recompute_modules": self.priced_modules, **self.partial_recompute}
+                "recompute_modules": self.priced_modules, "framework": self.framework,
+                **self.partial_recompute}
 
     @property
     def partial_recompute(self) -> dict:

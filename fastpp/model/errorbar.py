@@ -1,23 +1,26 @@
 """The error bar of a prediction: ``validate``'s residuals, grouped by regime.
 
 A prediction of the cost model is as good as the published runs it was checked on that
-resemble it. A *regime* is five coarse facts about a configuration (``Regime``): the GPU
-generation, the model's size, the sequence length, dense or mixture-of-experts, and whether
-tensor parallelism stays inside a node. ``validate``'s check rows (never its calibration
-rows, whose errors are in-sample, and never rows priced from a paper's own profiled costs)
-are grouped by regime; each group's root-mean-square relative error of the step time is the
-expected error of every prediction in that regime (``ErrorBar.expected``; the signed mean is
-its ``bias``). Throughput rows count as step times: a throughput predicted ``e`` high is a
-step time ``1/(1+e) - 1`` low.
+resemble it. A *regime* is six coarse facts about a configuration (``Regime``): the GPU
+generation, the model's size, the sequence length, dense or mixture-of-experts, whether
+tensor parallelism stays inside a node, and the training framework the run is on (every
+framework is priced as Megatron's, and another stack's runs have measured up to 2.8 times as
+long: their bar comes from their own checks, ``validate_torchtitan``). ``validate``'s check
+rows (never its calibration rows, whose errors are in-sample, and never rows priced from a
+paper's own profiled costs) are grouped by regime; each group's root-mean-square relative
+error of the step time is the expected error of every prediction in that regime
+(``ErrorBar.expected``; the signed mean is its ``bias``). Throughput rows count as step
+times: a throughput predicted ``e`` high is a step time ``1/(1+e) - 1`` low.
 
-A regime with fewer than ``MIN_ROWS`` check rows borrows the groups nearest to it (those that
-differ in one fact, then two, ...) until ``MIN_ROWS`` rows pool. A configuration whose regime
-has no check row at all is *extrapolated*: ``ErrorBar.extrapolated`` names each fact that no
-validated row shares (e.g. ``"seq >64K"``; or the combination, when each fact was validated
-apart), and its expected error is the worst single error among the nearest groups' rows:
-outside what was checked, fastpp claims no more than its worst check nearby. So is a run on
-more GPUs than any checked run its bar pools (``"scale ..."``): collectives and stragglers at
-a scale no table measured.
+A regime with fewer than ``MIN_ROWS`` check rows borrows the groups nearest to it (those
+that differ in one fact, then two, ...) until ``MIN_ROWS`` rows pool, on its own framework
+where that has checks (a stack's error is its own: Megatron's bars never take torchtitan's).
+A configuration whose regime has no check row at all is *extrapolated*:
+``ErrorBar.extrapolated`` names each fact that no validated row shares (e.g. ``"seq >64K"``;
+or the combination, when each fact was validated apart), and its expected error is the worst
+single error among the nearest groups' rows: outside what was checked, fastpp claims no more
+than its worst check nearby. So is a run on more GPUs than any checked run its bar pools
+(``"scale ..."``): collectives and stragglers at a scale no table measured.
 
 Whether the bars hold beyond the runs they were made from is measured by ``coverage``: each
 published dataset left out in turn, its rows against the bars the others give.
@@ -38,14 +41,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..checks import ScheduleError, instance, positive_int
+from ..checks import ScheduleError, instance, one_of, positive_int
 from .comm import tensor_parallel_per_node
+from .config import FRAMEWORKS
 from .hardware import HARDWARE, Hardware, preset
 from .presets import MODELS
 
 TABLE = Path(__file__).with_name("errorbars.json")
 MIN_ROWS = 3  # fewer check rows than this in a regime: its RMS says too little on its own
-FACTS = ("gpu", "size", "seq", "arch", "tp")
+FACTS = ("gpu", "size", "seq", "arch", "tp", "framework")
 # the datasets whose predictions are not the cost model's as the planner runs it: the paper's
 # profiled op times, the layer table the curve is fitted on, and the long-context rows with
 # each table's attention speed fitted (their rows at the planner's speed,
@@ -68,7 +72,7 @@ SEQS = ((8192, "<=8K"), (65536, "8K-64K"), (np.inf, ">64K"))
 
 
 class Regime(NamedTuple):
-    """The five facts a prediction's error bar is looked up by (see the module), and the
+    """The six facts a prediction's error bar is looked up by (see the module), and the
     run's ``gpus`` (0: not stated), which no bar is grouped by: a run larger than every
     checked run its bar pools is extrapolated ("scale")."""
 
@@ -77,6 +81,7 @@ class Regime(NamedTuple):
     seq: str
     arch: str
     tp: str
+    framework: str = "megatron"
     gpus: int = 0
 
 
@@ -123,22 +128,25 @@ def _bucket(value: float, edges) -> str:
     return next(label for edge, label in edges if value <= edge)
 
 
-def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = None) -> Regime:
+def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = None, *,
+           framework: str = "megatron") -> Regime:
     """The regime of ``model`` (a ``Transformer``) on ``hardware`` at sequence ``seq`` and
-    tensor-parallel degree ``t`` in a job of ``gpus`` (default: large): tensor parallelism is
+    tensor-parallel degree ``t`` in a job of ``gpus`` (default: large) on ``framework``
+    (``fastpp.model.config.FRAMEWORKS``): tensor parallelism is
     inside a node where its groups are (``comm.tensor_parallel_per_node``: ``t`` divides the
     node, or the job fits in one); a sliding window shorter than
     ``seq`` is an architecture of its own (no published table has one)."""
     model, hardware = preset(MODELS, model, "model"), preset(HARDWARE, hardware, "hardware")
     seq, t = positive_int(seq, "seq"), positive_int(t, "t")
     gpus = None if gpus is None else positive_int(gpus, "gpus")
+    one_of(framework, "framework", FRAMEWORKS)
     arch = "moe" if model.moe else "dense"
     if model.sliding_layers and model.window < seq:
         arch += " with a sliding window"
     return Regime(generation(hardware), _bucket(model.parameters, SIZES),
                   _bucket(seq, SEQS), arch,
                   "in node" if int(tensor_parallel_per_node(hardware, t, gpus)) == t
-                  else "across nodes",
+                  else "across nodes", framework,
                   0 if gpus is None else int(gpus))
 
 
@@ -244,6 +252,10 @@ def error_bar(where: Regime, groups=None) -> ErrorBar:
                             f"(got one without {lacking[0]})")
     if not groups:
         return ErrorBar(np.nan, np.nan, 0, where, "no validated regime at all")
+    # another stack's checks say nothing of this one's error (torchtitan's runs took up to
+    # 2.8 times Megatron's price): a checked framework's bars pool its own groups alone
+    own = tuple(g for g in groups if g["framework"] == where.framework)
+    groups = own or groups
     facts = where[:len(FACTS)]
     differ = np.array([sum(g[f] != v for f, v in zip(FACTS, facts, strict=True))
                        for g in groups])

@@ -35,6 +35,7 @@ from ..sweeps.warmup import warm_up
 from .comm import pipeline_spans
 from .config import (
     CP_COMMS,
+    FRAMEWORKS,
     PARTIAL_DEFAULT,
     PER_CONFIGURATION,
     RECOMPUTE_METHODS,
@@ -106,7 +107,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
          dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
          fp8_cache: bool = False, offload_modules=None, config=None,
          t=None, p=None, reduce_bytes: float = REDUCE_BYTES, recompute_method=None,
-         recompute_layers=None, replicate: int = 1):
+         recompute_layers=None, replicate: int = 1, framework: str = "megatron"):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
     Each row's pipeline is an exact timeline of the schedule with the model's per-stage
@@ -208,6 +209,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         layer, each its own checkpoint; ``"uniform"``: every layer, in Megatron's
         checkpoints of ``recompute_layers`` (default 1) layers, whose backward brings a
         group's activations back at once. The method needs rows with ``recompute="full"``.
+    framework : {"megatron", "torchtitan", "deepspeed", "other"}
+        The training stack the runs are on (``RunConfig.framework``): every row is priced as
+        Megatron's, and the framework chooses the checks behind its error bar.
 
     config : RunConfig, optional
         One run as every axis's only value (``RunConfig.plan_keywords``; ``gpus`` its
@@ -289,7 +293,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
                      replicate=replicate, recipe=recipe, recompute_modules=recompute_modules,
                      fp8_cache=fp8_cache,
                      offload_modules=offload_modules, reduce_bytes=reduce_bytes,
-                     recompute_method=recompute_method, recompute_layers=recompute_layers)
+                     recompute_method=recompute_method, recompute_layers=recompute_layers,
+                     framework=framework)
         axes = {"tp": tp, "pp": pp, "microbatch": microbatch, "m": m, "recompute": recompute,
                 "schedules": schedules, "cp": cp, "ep": ep}
         run = {**config.plan_keywords(), **{k: v for k, v in axes.items() if v is not None}}
@@ -319,6 +324,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
+    one_of(framework, "framework", FRAMEWORKS)
     reduce_bytes = check_reduce_bytes(reduce_bytes)  # (RunConfig's rule: 1e30 was priced)
     recompute_method, recompute_layers = _partial(recompute_method, recompute_layers,
                                                   recompute)
@@ -366,7 +372,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     rows = _simulate(model, hardware, grid, global_batch, cols, splits, capacity,
                      bool(gradient_overlap), reduce_bytes, workers, progress,
                      None if noise is None else (noise, samples, seed))
-    frame = _table(pd, model, hardware, seq, gpus, cols, rows, shared["recipe"],
+    frame = _table(pd, model, hardware, (seq, gpus, framework), cols, rows, shared["recipe"],
                    shared["recompute_method"] in PARTIAL_DEFAULT)
     if noise is not None:
         _fits_some(frame, noise)
@@ -495,12 +501,13 @@ def _grid(axes: dict, sched: list, n_splits: int) -> dict[str, np.ndarray]:
     return cols
 
 
-def _table(pd, model, hardware, seq, gpus, cols, rows, recipe, partial: bool):
+def _table(pd, model, hardware, run, cols, rows, recipe, partial: bool):
     """The plan's frame (``PLAN_COLUMNS``, and ``NOISY`` under noise), in grid order;
+    ``run`` the call's ``seq``, ``gpus`` and ``framework``;
     ``recipe`` the memory recipe priced (``fastpp.model.recipes``, or None); ``partial``
     whether full recomputation covers only some layers."""
     return pd.DataFrame({
-        "model": model.name, "gpus": gpus, "t": cols["t"], "cp": cols["cp"], "p": cols["p"],
+        "model": model.name, "gpus": run[1], "t": cols["t"], "cp": cols["cp"], "p": cols["p"],
         "d": cols["d"], "ep": cols["ep"], "etp": cols["etp"],
         "schedule": np.array(list(SCHEDULES), object)[cols["sid"]], "m": cols["m"],
         "microbatch": cols["microbatch"], "n": rows["n"],
@@ -508,7 +515,7 @@ def _table(pd, model, hardware, seq, gpus, cols, rows, recipe, partial: bool):
         "overlap": cols["overlap"].astype(bool),
         "precision": np.array(PRECISIONS, object)[cols["precision"]],
         **{k: rows[k] for k in ("layout", *NUMBERS)},
-        **_error_bars(model, hardware, seq, cols["t"], gpus),
+        **_error_bars(model, hardware, run, cols["t"]),
         "expected_memory_error": _memory_error(model, cols, rows, recipe, partial),
         **{k: rows[k] for k in ("fits", "reason")},
         **{k: rows[k] for k in NOISY if k in rows}})
@@ -528,9 +535,12 @@ def _noisy(sid, p, n, m, fields, first, V, outside, noisy) -> dict[str, np.ndarr
     return out
 
 
-def _error_bars(model, hardware, seq, t, gpus: int) -> dict[str, np.ndarray]:
-    """``ERROR_COLUMNS`` of every row: of the ``t`` values' regimes (the rest is the call's)."""
-    bars = {x: error_bar(regime(model, hardware, seq, x, gpus)) for x in np.unique(t).tolist()}
+def _error_bars(model, hardware, run, t) -> dict[str, np.ndarray]:
+    """``ERROR_COLUMNS`` of every row: of the ``t`` values' regimes (the rest is the call's
+    ``run``: its ``seq``, ``gpus`` and ``framework``)."""
+    seq, gpus, framework = run
+    bars = {x: error_bar(regime(model, hardware, seq, x, gpus, framework=framework))
+            for x in np.unique(t).tolist()}
     return {"expected_error": np.array([bars[x].expected for x in t.tolist()]),
             "expected_bias": np.array([bars[x].bias for x in t.tolist()]),
             "extrapolated": np.array([bars[x].extrapolated for x in t.tolist()], object)}

@@ -171,6 +171,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       overlap: bool = DEFAULTS["overlap"],
                       dispatcher: str = DEFAULTS["dispatcher"], recipe=None,
                       recompute_modules=None, fp8_cache: bool = False, offload_modules=None,
+                      framework: str = DEFAULTS["framework"],
                       config: RunConfig | None = None) -> Costs:
     """The ``Costs`` of running ``model`` on ``schedule``: seconds and bytes per stage.
 
@@ -245,6 +246,9 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         The experts' dispatched tokens and SwiGLU inputs stored in FP8.
     offload_modules : list of str, optional
         Megatron's ``--offload-modules``: those activations kept in host memory.
+    framework : {"megatron", "torchtitan", "deepspeed", "other"}
+        The training stack the run is on (``RunConfig.framework``): priced as Megatron's, it
+        chooses the checks behind the ``error_bar``.
     config : RunConfig, optional
         The run as one object, the form the keywords above are a thin layer over (they build
         one, one microbatch per replica; ``recipe``, ``fp8_cache`` and ``offload_modules``
@@ -282,7 +286,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                               ep=ep, etp=etp, precision=precision, node_limit=node_limit,
                               imbalance=imbalance, cp=cp, cp_comm=cp_comm, zero=zero,
                               zero3=zero3, replicate=replicate, overlap=overlap,
-                              dispatcher=dispatcher, reduce_bytes=reduce_bytes)
+                              dispatcher=dispatcher, reduce_bytes=reduce_bytes,
+                              framework=framework)
         # the modules act on selective recomputation alone: otherwise they would price nothing
         if recompute_modules is not None and recompute != "selective":
             raise ScheduleError(f"recompute_modules must come with selective recomputation, "
@@ -301,7 +306,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       replicate=replicate, reduce_bytes=reduce_bytes, overlap=overlap,
                       dispatcher=dispatcher, recipe=recipe,
                       recompute_modules=recompute_modules, fp8_cache=fp8_cache,
-                      offload_modules=offload_modules)
+                      offload_modules=offload_modules, framework=framework)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
              replicate=config.replicate, zero=config.zero, imbalance=config.imbalance)
         schedule = _config_schedule(config, schedule)
@@ -319,7 +324,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       message_bytes=table["message_bytes"], fb=table.get("fb"),
                       # the job's GPUs: the keyword form's config holds p = 1
                       error_bar=error_bar(regime(model, hardware, config.seq, config.t,
-                                                 config.gpus // config.p * schedule.p)),
+                                                 config.gpus // config.p * schedule.p,
+                                                 framework=config.framework)),
                       recomputed=table["recomputed"])
 
 

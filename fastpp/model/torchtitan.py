@@ -52,9 +52,9 @@ FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
 # said of every job: what torchtitan's own runs measured against fastpp's price of them
 # (fastpp.model.validate_torchtitan, docs/fidelity.md)
 STACK = ("torchtitan's stack: its own benchmark's 18 runs (Llama 3.1 on H100, December 2024) "
-         "took 1.2 to 2.8 times as long a step as fastpp prices their job configs, 17 outside "
-         "their error bars, which come from Megatron's runs (docs/fidelity.md, torchtitan's "
-         "own runs)")
+         "took 1.2 to 2.8 times as long a step as fastpp prices their job configs; this "
+         "run's error bar and its lean come from them, not from Megatron's runs "
+         "(docs/fidelity.md, torchtitan's own runs)")
 
 
 # the older layouts torchtitan read (its JobConfig before [parallelism], 2024): keys that
@@ -464,7 +464,7 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         blocking_handoffs=False,
         precision="fp8" if _fp8_converted(converters, model, where)
         or _fp8_switch(section, where) else "bf16",
-        cp_comm="ring" if rotate == "alltoall" else "all-gather")
+        cp_comm="ring" if rotate == "alltoall" else "all-gather", framework="torchtitan")
 
 
 def _compiled(section: dict) -> bool:

@@ -59,6 +59,10 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   ModelZoo's Qwen3-235B at 16K-128K on H100, forced-balance routing) are
   ``long_context_moe``, priced by ``plan`` as ``validate_moe`` prices a ModelZoo row, all
   checks (``validate_long.moe_rows``): the only MoE rows in the error bars.
+- ``torchtitan_h100`` (shipped with the package, ``fastpp.model.validate_torchtitan``):
+  torchtitan's own benchmark of Llama 3.1 on H100, each row read as its job config and priced
+  as a torchtitan user prices it, all checks, their regimes on torchtitan's framework: the
+  error bars of a run on torchtitan come from them, not from Megatron's runs.
 
 Calibration (``CALIBRATION``): A100's two curve parameters are fitted on
 ``korthikanti_2022_layer.csv`` alone (one layer's forward and backward, ten numbers), and the
@@ -81,7 +85,7 @@ from ..costs import Costs
 from ..generators.registry import build_schedule
 from ..search import optimize
 from ..simulate import simulate
-from . import validate_moe
+from . import validate_moe, validate_torchtitan
 from .errorbar import Regime, regime
 from .hardware import A100_CURVE, H100_CURVE, HARDWARE
 from .published import (  # noqa: F401 (validate's names, as they were)
@@ -103,6 +107,13 @@ DATASETS = ("korthikanti_2022", "korthikanti_2022_layer", "narayanan_2021_table1
             "zero_bubble_table4_model", validate_moe.DATASET, "long_context_published",
             AS_PLANNED, MOE_DATASET)
 DATASETS += (VTRAIN,)  # small models on one node: fastpp.model.validate_small
+# torchtitan's own runs, shipped with the package: checks of another framework's stack
+DATASETS += (validate_torchtitan.DATASET,)
+# the check tables whose rows the error bars' coverage figures hold apart, each a trial of
+# what no other table measures: the long-context rows at the planner's attention speed (the
+# stack's speed), and torchtitan's runs (a framework no other table runs on): left out of the
+# bars, both are extrapolated (errorbar.coverage), and their own tests say how far
+HELD_APART = (AS_PLANNED, validate_torchtitan.DATASET)
 ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
 # Zero Bubble's vocabulary: the paper does not state it, and the authors' script tokenizes with
 # a SentencePiece model (GPTSentencePieceTokenizer). With 32,000 words (tied, the position
@@ -433,7 +444,8 @@ def validate(datasets=DATASETS):
                "long_context_published": lambda: long_rows()[0],
                AS_PLANNED: lambda: long_rows(speed=1.0)[0],
                MOE_DATASET: lambda: moe_rows(),
-               VTRAIN: lambda: vtrain_rows(hw, DATA)}
+               VTRAIN: lambda: vtrain_rows(hw, DATA),
+               validate_torchtitan.DATASET: lambda: validate_torchtitan.validation_rows(h100)}
     rows = [r for name in datasets if name in loaders for r in loaders[name]()]
     if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass
         rows += [r for r in _zero_bubble(hw) if r[0] in datasets]

@@ -17,7 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checks import require
+from .errorbar import regime
+from .hardware import HARDWARE, preset
 
+DATASET = "torchtitan_h100"
 TORCHTITAN_H100 = Path(__file__).with_name("torchtitan_h100.csv")
 FLAVORS = {"llama3-8b": "8B", "llama3-70b": "70B", "llama3-405b": "405B"}
 
@@ -45,6 +48,31 @@ def job_text(row) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _priced(hardware):
+    """Each row of ``torchtitan_h100.csv`` (a dict), its job as ``from_torchtitan`` reads it,
+    and ``explain``'s row of its price on ``hardware``."""
+    pd = require("pandas", "sweep", "fastpp.model.validate_torchtitan")
+    from .explain import explain
+    from .torchtitan import from_torchtitan
+
+    for row in pd.read_csv(TORCHTITAN_H100, comment="#").to_dict("records"):
+        imported = from_torchtitan(job_text(row), gpus=row["gpus"], model=row["model"])
+        yield row, imported, explain(imported.model, imported.config, hardware,
+                                     neighbours=0).row
+
+
+def validation_rows(hardware="H100-80GB") -> list[tuple]:
+    """``validate``'s rows of ``DATASET``, all checks: ``(dataset, row, quantity, measured,
+    predicted, regime)``, the throughput in tokens a second a GPU, the regime on
+    torchtitan's framework (``fastpp.model.errorbar``)."""
+    hardware = preset(HARDWARE, hardware, "hardware")
+    return [(DATASET, row["row"], "tokens_per_s_per_gpu", float(row["tokens_per_s_per_gpu"]),
+             priced["tokens_per_s"] / row["gpus"],
+             regime(imported.model, hardware, row["seq"], row["tp"], row["gpus"],
+                    framework=imported.config.framework))
+            for row, imported, priced in _priced(hardware)]
+
+
 def torchtitan_rows(hardware="H100-80GB"):
     """Each run of ``torchtitan_h100.csv`` against fastpp's price of its job config.
 
@@ -58,14 +86,8 @@ def torchtitan_rows(hardware="H100-80GB"):
         prediction's error bar), ``within_bar``, ``predicted_memory_gib`` and ``fits``.
     """
     pd = require("pandas", "sweep", "fastpp.model.validate_torchtitan")
-    from .explain import explain
-    from .torchtitan import from_torchtitan
-
-    frame = pd.read_csv(TORCHTITAN_H100, comment="#")
     out = []
-    for row in frame.to_dict("records"):
-        imported = from_torchtitan(job_text(row), gpus=row["gpus"], model=row["model"])
-        priced = explain(imported.model, imported.config, hardware, neighbours=0).row
+    for row, _, priced in _priced(hardware):
         predicted = priced["tokens_per_s"] / row["gpus"]
         measured = row["tokens_per_s_per_gpu"]
         step_error = measured / predicted - 1.0
