@@ -298,3 +298,16 @@ def test_a_run_on_torchtitan_carries_torchtitan_s_bar():
         plan(model, 8, seq=8192, global_batch=16, framework="titan")
     with pytest.raises(fastpp.ScheduleError, match="framework"):
         plan(model, config=RunConfig(**keywords), framework="torchtitan")
+
+
+def test_explain_s_neighbours_of_a_torchtitan_run_stay_on_torchtitan():
+    """explain's neighbours were planned on Megatron's bars (``plan``'s default) beside a
+    torchtitan run priced on torchtitan's: each now carries the run's framework and its bar."""
+    from fastpp.model.explain import explain
+    from fastpp.model.torchtitan import from_torchtitan
+
+    job = ('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\n'
+           'seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 8\n')
+    model, config = from_torchtitan(job, gpus=8)
+    found = explain(model, config, "H100-80GB", neighbours=5, workers=1).neighbours
+    assert found and all(r["expected_bias"] < -0.3 for r in found)

@@ -226,7 +226,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         sequence_parallel=config.sequence_parallel, gradient_overlap=config.gradient_overlap,
         blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
         zero3=config.zero3, replicate=config.replicate, reduce_bytes=config.reduce_bytes,
-        dispatcher=config.dispatcher,
+        dispatcher=config.dispatcher, framework=config.framework,
         recompute_modules=config.priced_modules, **config.partial_recompute,
         workers=workers).assign(_blocking=blocking)
         for schedules, blocking in groups], ignore_index=True)
@@ -240,7 +240,8 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         blocking = bool(r.pop("_blocking"))
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
             "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm",
-            "replicate", "reduce_bytes", "precision", "dispatcher", "recompute_modules")},
+            "replicate", "reduce_bytes", "precision", "dispatcher", "recompute_modules",
+            "framework")},
             # how ZeRO-3 gathers is the run's where the neighbour runs ZeRO-3 too
             zero3=config.zero3 if r["zero"] == 3 else "layer",
             # the run's recompute method where both recompute fully, as plan priced it
