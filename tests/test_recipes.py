@@ -188,3 +188,31 @@ def test_deepseek_v3_priced_within_15_percent_of_its_report():
 def test_bad_recipe_input_is_a_schedule_error(call, message):
     with pytest.raises(ScheduleError, match=message):
         call()
+
+
+@pytest.mark.parametrize("keywords, message", [
+    (dict(recompute_modules=["mla_up_proj"]),
+     r"recompute_modules must not hold 'mla_up_proj': it acts on multi-head latent attention"),
+    (dict(recompute_modules=["moe_act"]), r"must not hold 'moe_act': it acts on experts"),
+    (dict(recompute_modules=["core_attn", "moe"]), r"must not hold 'moe': it acts on experts"),
+    (dict(recompute_modules=["shared_experts"]), r"'shared_experts': it acts on shared experts"),
+    (dict(offload_modules=["expert_fc1"]), r"offload_modules must not hold 'expert_fc1'"),
+    (dict(recipe="deepseek-v3"), r"'mla_up_proj'.*\(recipe 'deepseek-v3'\)"),
+    (dict(recipe=Recipe(fp8_cache=True)), r"fp8_cache must be False: it acts on experts"),
+])
+def test_recipe_items_a_model_lacks_the_part_of_are_refused(keywords, message):
+    """A recompute or offload module, or FP8 caching, acting on a part the model lacks was
+    priced as nothing without a word (DeepSeek-V3's recipe on Llama 3 8B included); Megatron
+    itself refuses mla_up_proj without MLA and moe_act without grouped experts."""
+    schedule = build_schedule("1f1b", 2, 4)
+    dense = Transformer(layers=4, hidden=64, heads=4, ffn=128, vocab=256, name="dense")
+    with pytest.raises(ScheduleError, match=message):
+        transformer_costs(dense, schedule, seq=32, recompute="selective", **keywords)
+    with pytest.raises(ScheduleError, match=message):
+        plan(dense, 2, seq=32, global_batch=4, tp=[1], pp=[2], **keywords)
+    # on a model with every part (MLA, experts, a shared expert): priced
+    transformer_costs(SMALL, schedule, seq=32, recompute="selective", hardware=TOY, **keywords)
+    if "shared_experts" in str(keywords):
+        with pytest.raises(ScheduleError, match=message):
+            transformer_costs(dataclasses.replace(SMALL, shared_experts=0), schedule, seq=32,
+                              recompute="selective", hardware=TOY, **keywords)

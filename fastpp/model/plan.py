@@ -57,7 +57,7 @@ from .memorybar import activation_error, unmeasured
 from .moe import check_imbalance, expert_reasons, refuse_expert_options
 from .overlap import overlap_reason
 from .presets import MODELS
-from .recipes import optimizer_bytes, recipe_pricing
+from .recipes import optimizer_bytes, recipe_pricing, refuse_unpriced
 from .stages import (
     chunk_kinds,
     cp_buffer_bytes,
@@ -337,6 +337,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
               "reduce_bytes": reduce_bytes, **_moe_pricing(node_limit, imbalance, model),
               **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,
                                offload_modules)}
+    refuse_unpriced(model, shared["recipe"])
     workers = (os.cpu_count() or 1) if workers is None else positive_int(workers, "workers")
     progress = flag(progress, "progress")
     axes = _axes(model, hardware, gpus, global_batch, tp=tp, pp=pp, microbatch=microbatch,

@@ -35,7 +35,7 @@ from .layout import (
 from .moe import check_imbalance, expert_data_parallel, expert_reasons, refuse_expert_options
 from .overlap import expert_overlap, overlap_reason
 from .presets import MODELS
-from .recipes import make_recipe, optimizer_bytes
+from .recipes import make_recipe, optimizer_bytes, refuse_unpriced
 from .stages import (
     chunk_kinds,
     device_memory,
@@ -317,6 +317,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     check_imbalance(config.imbalance, model)  # (a RunConfig does not know the experts)
     refuse_expert_options(model, dispatcher=config.dispatcher, imbalance=config.imbalance,
                           node_limit=config.node_limit, fp8_cache=fp8_cache)
+    refuse_unpriced(model, recipe)  # (a named recipe's items too)
     table = _stages(model, hardware, schedule, RunGrid.of(config, recipe), layout, layers)
     return ModelCosts(f=table["f"], b=table["b"], w=table["w"], comm=table["comm"],
                       gamma=table["gamma"], act=table["act"],

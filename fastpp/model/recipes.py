@@ -167,6 +167,36 @@ def make_recipe(recipe=None, recompute_modules=None, fp8_cache=False, offload_mo
                   () if offload is None else offload)
 
 
+# the recipe items that act on a part some models lack, and that part: on a model without it
+# they price nothing (Megatron refuses mla_up_proj without MLA, and moe_act without grouped
+# experts)
+NEEDS = {("recompute_modules", "moe_act"): "experts", ("recompute_modules", "moe"): "experts",
+         ("recompute_modules", "shared_experts"): "shared experts",
+         ("recompute_modules", "mla_up_proj"): "multi-head latent attention",
+         ("offload_modules", "expert_fc1"): "experts", ("offload_modules", "moe_act"): "experts",
+         ("fp8_cache", True): "experts"}
+
+
+def refuse_unpriced(model: Transformer, recipe: Recipe | None) -> None:
+    """A ``ScheduleError`` for an item of ``recipe`` that acts on a part ``model`` lacks
+    (``NEEDS``), which it would leave unpriced without a word."""
+    if recipe is None:
+        return
+    has = {"experts": model.moe, "shared experts": model.moe and model.shared_experts > 0,
+           "multi-head latent attention": model.mla}
+    named = f" (recipe {recipe.name!r})" if recipe.name in RECIPES else ""
+    for field, values in (("recompute_modules", recipe.recompute_modules),
+                          ("offload_modules", recipe.offload_modules),
+                          ("fp8_cache", (recipe.fp8_cache,))):
+        for value in values:
+            part = NEEDS.get((field, value))
+            if part is not None and not has[part]:
+                what = "be False" if field == "fp8_cache" else f"not hold {value!r}"
+                raise ScheduleError(f"{field} must {what}: it acts on {part}, and "
+                                    f"{model.name or 'the model'} has none (got {field}="
+                                    f"{getattr(recipe, field)!r}{named})")
+
+
 def recipe_pricing(dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
                    fp8_cache=False, offload_modules=None) -> dict:
     """The ``stage_table`` arguments ``dispatcher`` and ``recipe`` from a call's options,
