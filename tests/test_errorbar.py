@@ -258,14 +258,20 @@ def test_a_framework_pools_its_own_checks_and_one_without_any_is_extrapolated():
     however thin, Megatron's never take torchtitan's, and a framework with no group at all
     is extrapolated, named, at the worst error nearby."""
     titan = H100._replace(framework="torchtitan")
-    groups = [group(H100, 40, 0.05, worst=0.12), group(titan, 1, 0.30),
-              group(titan._replace(size="<3B"), 2, 0.45)]
+    thin = H100._replace(size="<3B")  # one Megatron check: it borrows its neighbours
+    groups = [group(H100, 40, 0.05, worst=0.12), group(thin, 1, 0.02, worst=0.02),
+              group(titan, 1, 0.30), group(titan._replace(size="<3B"), 2, 0.45)]
     mine = error_bar(titan, groups)
     assert mine.extrapolated == "" and mine.rows == 3
     assert mine.expected == pytest.approx(np.sqrt((2 * 0.45 ** 2 + 0.30 ** 2) / 3), abs=1e-4)
-    assert error_bar(H100, groups) == error_bar(H100, groups[:1])
+    assert error_bar(thin, groups) == error_bar(thin, groups[:2])
+    assert error_bar(thin, groups).rows == 41
+    # a framework without checks: Megatron's nearest, at their worst (torchtitan's 0.45
+    # nearer in no fact)
     other = error_bar(H100._replace(framework="deepspeed"), groups)
-    assert other.extrapolated == "framework deepspeed" and other.expected == 0.30
+    assert other.extrapolated == "framework deepspeed" and other.expected == 0.12
+    with pytest.raises(fastpp.ScheduleError, match="where.framework must be one of"):
+        error_bar(H100._replace(framework=3), groups)
 
 
 def test_a_run_on_torchtitan_carries_torchtitan_s_bar():

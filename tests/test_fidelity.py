@@ -345,8 +345,9 @@ def test_a_bars_bias_is_its_check_rows_mean_signed_error(frame):
 def test_a_correction_by_the_bias_would_not_help(frame):
     """``expected_bias`` is shown as what the checks did, never applied: with each table left
     out in turn, dividing its predictions by ``1 + bias`` of the other tables' bars leaves a
-    larger error over all rows than the predictions as they are (9.9% -> 13.0% RMS, 6
-    December 2026), and helps fewer tables than it hurts."""
+    larger error over all rows than the predictions as they are (13.0% -> 14.2% RMS with
+    torchtitan's runs, 9.9% -> 13.0% without, 6 December 2026), and helps fewer tables than
+    it hurts (three of eight)."""
     from fastpp.model.errorbar import coverage
 
     rows = {r["dataset"]: r for r in coverage(frame)}
@@ -414,13 +415,14 @@ def test_torchtitan_runs_left_out_of_the_bars_are_extrapolated_on_their_framewor
     assert rows["torchtitan_h100"]["extrapolated"] == 1.0
     assert rows["torchtitan_h100"]["mean_error"] < -0.3  # the steps priced short
     others = regime_table(frame[frame["dataset"] != "torchtitan_h100"])
-    left_out = error_bar(Regime("H100", "3-30B", "<=8K", "dense", "in node", "torchtitan"),
-                         others)
-    assert "framework torchtitan" in left_out.extrapolated
-    inside = error_bar(Regime("H100", "3-30B", "<=8K", "dense", "in node", "torchtitan"))
+    titan = Regime("H100", "3-30B", "<=8K", "dense", "in node", framework="torchtitan")
+    assert "framework torchtitan" in error_bar(titan, others).extrapolated
+    inside = error_bar(titan)
     assert inside.extrapolated == "" and inside.rows == 6 and inside.bias < -0.3
-    megatron = Regime("H100", "3-30B", "<=8K", "dense", "in node")
-    assert error_bar(megatron) == error_bar(megatron, others)
+    # H100's 70B regime holds one Megatron check and borrows its neighbours: among them
+    # torchtitan's 70B runs, were the frameworks pooled (7.8% -> 10.9%)
+    thin = Regime("H100", "30-200B", "<=8K", "dense", "in node")
+    assert error_bar(thin) == error_bar(thin, others) and error_bar(thin).expected < 0.08
 
 
 @pytest.mark.xfail(strict=True, reason=(

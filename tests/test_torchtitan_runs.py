@@ -39,6 +39,6 @@ def test_torchtitan_runs_within_fifteen_percent(runs):
 
 def test_a_torchtitan_job_s_bar_is_torchtitan_s(runs):
     """Each run's bar comes from torchtitan's checks (36-50%), not from Megatron's runs
-    (7.6-42%, which held 1 of the 18 runs)."""
+    (7.6-44%, which held 1 of the 18 runs)."""
     assert (runs["extrapolated"] == "").all()
     assert runs["expected_error"].min() > 0.3

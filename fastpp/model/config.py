@@ -136,7 +136,8 @@ class RunConfig:
         Bytes per gradient in the data-parallel reduction: 4 (fp32, Megatron's default) or 2
         (fp16 without fp32 accumulation, or ``--grad-reduce-in-bf16``).
     framework : {"megatron", "torchtitan", "deepspeed", "other"}
-        The training stack the run is on (``from_megatron`` and ``from_torchtitan`` set it).
+        The training stack the run is on (``from_torchtitan`` sets ``"torchtitan"``; plan
+        rows do not carry it: ``from_row`` takes it as it takes ``seq``).
         Every stack is priced as Megatron's; the framework chooses the published runs the
         prediction's error bar comes from (``fastpp.model.errorbar``), and a stack without
         checked runs is extrapolated.

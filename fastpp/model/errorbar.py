@@ -14,7 +14,8 @@ times: a throughput predicted ``e`` high is a step time ``1/(1+e) - 1`` low.
 
 A regime with fewer than ``MIN_ROWS`` check rows borrows the groups nearest to it (those
 that differ in one fact, then two, ...) until ``MIN_ROWS`` rows pool, on its own framework
-where that has checks (a stack's error is its own: Megatron's bars never take torchtitan's).
+where that has checks, else on Megatron's, the stack the cost model prices (a stack's error is
+its own: Megatron's bars never take torchtitan's, nor DeepSpeed's).
 A configuration whose regime has no check row at all is *extrapolated*:
 ``ErrorBar.extrapolated`` names each fact that no validated row shares (e.g. ``"seq >64K"``;
 or the combination, when each fact was validated apart), and its expected error is the worst
@@ -72,17 +73,18 @@ SEQS = ((8192, "<=8K"), (65536, "8K-64K"), (np.inf, ">64K"))
 
 
 class Regime(NamedTuple):
-    """The six facts a prediction's error bar is looked up by (see the module), and the
-    run's ``gpus`` (0: not stated), which no bar is grouped by: a run larger than every
-    checked run its bar pools is extrapolated ("scale")."""
+    """The six facts a prediction's error bar is looked up by (see the module; ``framework``
+    last, after ``gpus``, which came first), and the run's ``gpus`` (0: not stated), which no
+    bar is grouped by: a run larger than every checked run its bar pools is extrapolated
+    ("scale")."""
 
     gpu: str
     size: str
     seq: str
     arch: str
     tp: str
-    framework: str = "megatron"
     gpus: int = 0
+    framework: str = "megatron"
 
 
 class ErrorBar(NamedTuple):
@@ -146,8 +148,7 @@ def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = N
     return Regime(generation(hardware), _bucket(model.parameters, SIZES),
                   _bucket(seq, SEQS), arch,
                   "in node" if int(tensor_parallel_per_node(hardware, t, gpus)) == t
-                  else "across nodes", framework,
-                  0 if gpus is None else int(gpus))
+                  else "across nodes", 0 if gpus is None else int(gpus), framework)
 
 
 def step_error(error: np.ndarray, quantity) -> np.ndarray:
@@ -244,6 +245,7 @@ def error_bar(where: Regime, groups=None) -> ErrorBar:
 
     ``groups`` defaults to the shipped table (``regime_table``'s rows)."""
     instance(where, Regime, "where", "Regime (fastpp.model.errorbar.regime)")
+    one_of(where.framework, "where.framework", FRAMEWORKS)
     groups = _groups() if groups is None else tuple(groups)
     need = {*FACTS, "rows", "rms", "bias", "worst"}
     lacking = [sorted(need - set(g)) for g in groups if not isinstance(g, dict) or need - set(g)]
@@ -253,10 +255,11 @@ def error_bar(where: Regime, groups=None) -> ErrorBar:
     if not groups:
         return ErrorBar(np.nan, np.nan, 0, where, "no validated regime at all")
     # another stack's checks say nothing of this one's error (torchtitan's runs took up to
-    # 2.8 times Megatron's price): a checked framework's bars pool its own groups alone
-    own = tuple(g for g in groups if g["framework"] == where.framework)
-    groups = own or groups
-    facts = where[:len(FACTS)]
+    # 2.8 times Megatron's price): a checked framework's bars pool its own groups alone, and
+    # an unchecked one's Megatron's, the stack the cost model prices
+    groups = (tuple(g for g in groups if g["framework"] == where.framework)
+              or tuple(g for g in groups if g["framework"] == "megatron") or groups)
+    facts = tuple(getattr(where, f) for f in FACTS)
     differ = np.array([sum(g[f] != v for f, v in zip(FACTS, facts, strict=True))
                        for g in groups])
     rows = np.array([g["rows"] for g in groups])

@@ -639,8 +639,8 @@ def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:
 def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     """``config`` as a torchtitan TOML snippet (``[parallelism]``, ``[training]``,
     ``[activation_checkpoint]``, ``[model]`` converters for fp8); ``from_torchtitan`` reads
-    it back, with torchtitan's asynchronous hand-offs and, with ``t > 1``, its sequence
-    parallelism. A field a job config cannot state (``reduce_bytes``, ``gradient_overlap``,
+    it back, with torchtitan's asynchronous hand-offs, with ``t > 1`` its sequence
+    parallelism, and ``framework="torchtitan"``: the snippet is the run on torchtitan. A field a job config cannot state (``reduce_bytes``, ``gradient_overlap``,
     Megatron's recomputation details, ``tp_overlap`` (torchtitan's async TP is another
     overlap), ``node_limit`` and ``imbalance``; ``overlap`` but on DualPipeV with expert
     parallelism, torchtitan's default there) must keep its default: a ``ScheduleError``

@@ -420,7 +420,8 @@ def validate(datasets=DATASETS):
         was made with in view, ``IN_VIEW`` and every ``moe_published`` row; else
         ``"check"``, as every ``long_context_moe`` row), and
         the row's regime (``fastpp.model.errorbar.Regime``: ``gpu``, ``size``, ``seq``,
-        ``arch``, ``tp``), by which ``errorbar.regime_table`` groups the residuals.
+        ``arch``, ``tp``, ``gpus``, ``framework``), by whose facts
+        ``errorbar.regime_table`` groups the residuals.
         ``mape(frame)`` gives the mean absolute error per dataset.
 
     Raises
