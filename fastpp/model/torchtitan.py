@@ -640,12 +640,12 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     """``config`` as a torchtitan TOML snippet (``[parallelism]``, ``[training]``,
     ``[activation_checkpoint]``, ``[model]`` converters for fp8); ``from_torchtitan`` reads
     it back, with torchtitan's asynchronous hand-offs, with ``t > 1`` its sequence
-    parallelism, and ``framework="torchtitan"``: the snippet is the run on torchtitan. A field a job config cannot state (``reduce_bytes``, ``gradient_overlap``,
-    Megatron's recomputation details, ``tp_overlap`` (torchtitan's async TP is another
-    overlap), ``node_limit`` and ``imbalance``; ``overlap`` but on DualPipeV with expert
-    parallelism, torchtitan's default there) must keep its default: a ``ScheduleError``
-    names it otherwise; full
-    recomputation of every ``k``-th layer (``recompute_method="interval"``) is written as
+    parallelism, and ``framework="torchtitan"``: the snippet is the run on torchtitan. A
+    field a job config cannot state (``reduce_bytes``, ``gradient_overlap``, Megatron's
+    recomputation details, ``tp_overlap`` (torchtitan's async TP is another overlap),
+    ``node_limit`` and ``imbalance``; ``overlap`` but on DualPipeV with expert parallelism,
+    torchtitan's default there) must keep its default: a ``ScheduleError`` names it
+    otherwise; full recomputation of every ``k``-th layer (``recompute_method="interval"``) is written as
     layer-wise selective checkpointing. The pipeline's split of the layers is written as
     torchtitan's stage weights (``pipeline_parallel_first_stage_less_layers`` and
     ``..._last_...``; fastpp's even split as 0 and 0, which is torchtitan's where the layers
