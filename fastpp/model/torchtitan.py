@@ -645,9 +645,9 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     recomputation details, ``tp_overlap`` (torchtitan's async TP is another overlap),
     ``node_limit`` and ``imbalance``; ``overlap`` but on DualPipeV with expert parallelism,
     torchtitan's default there) must keep its default: a ``ScheduleError`` names it
-    otherwise; full recomputation of every ``k``-th layer (``recompute_method="interval"``) is written as
-    layer-wise selective checkpointing. The pipeline's split of the layers is written as
-    torchtitan's stage weights (``pipeline_parallel_first_stage_less_layers`` and
+    otherwise; full recomputation of every ``k``-th layer (``recompute_method="interval"``)
+    is written as layer-wise selective checkpointing. The pipeline's split of the layers is
+    written as torchtitan's stage weights (``pipeline_parallel_first_stage_less_layers`` and
     ``..._last_...``; fastpp's even split as 0 and 0, which is torchtitan's where the layers
     divide evenly over the stages: pass ``model`` to have it checked), and ``m`` other than
     the schedule's default as ``pipeline_parallel_layers_per_stage``: both need ``model``
