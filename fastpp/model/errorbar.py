@@ -73,10 +73,11 @@ SEQS = ((8192, "<=8K"), (65536, "8K-64K"), (np.inf, ">64K"))
 
 
 class Regime(NamedTuple):
-    """The six facts a prediction's error bar is looked up by (see the module; ``framework``
-    last, after ``gpus``, which came first), and the run's ``gpus`` (0: not stated), which no
-    bar is grouped by: a run larger than every checked run its bar pools is extrapolated
-    ("scale")."""
+    """The six facts a prediction's error bar is looked up by (see the module), and the
+    run's ``gpus`` (0: not stated), which no bar is grouped by: a run larger than every
+    checked run its bar pools is extrapolated ("scale"). ``framework``, the sixth fact, comes
+    after ``gpus``, so that a ``Regime`` made by position before it existed means what it
+    did."""
 
     gpu: str
     size: str

@@ -9,7 +9,9 @@ its selective checkpointing), read by ``fastpp.model.from_torchtitan`` with the 
 preset, and priced by ``fastpp.model.explain.explain`` on the ``H100-80GB`` preset, as a
 user of torchtitan would price it. Nothing is fitted on these rows: they are checks of the
 cost model on a stack it was not calibrated for (eager or compiled PyTorch, torchao's
-Float8, PyTorch's SDPA), on a GPU below the preset (500 W, HBM2e).
+Float8, PyTorch's SDPA), on a GPU below the preset (500 W, HBM2e), and in ``validate``
+(``DATASET``) the checks behind the error bar of every run on torchtitan
+(``RunConfig.framework``).
 """
 
 from __future__ import annotations
@@ -82,8 +84,9 @@ def torchtitan_rows(hardware="H100-80GB"):
         The file's columns, plus ``predicted`` (tokens a second a GPU), ``error`` (predicted
         over measured throughput, less 1), ``step_error`` (the predicted over the measured
         step time, less 1: measured over predicted throughput), ``expected_error`` and
-        ``extrapolated`` (the
-        prediction's error bar), ``within_bar``, ``predicted_memory_gib`` and ``fits``.
+        ``extrapolated`` (the prediction's error bar: in sample, these runs being its checks;
+        ``errorbar.coverage`` leaves them out), ``within_bar``, ``predicted_memory_gib`` and
+        ``fits``.
     """
     pd = require("pandas", "sweep", "fastpp.model.validate_torchtitan")
     out = []
