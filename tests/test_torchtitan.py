@@ -24,7 +24,8 @@ def test_llama3_job():
     # over on the first stages (generate_llm_fqn_per_model_part)
     assert config == RunConfig(seq=8192, global_batch=32, t=2, p=2, d=16, m=2,
                                schedule="interleaved-1f1b", microbatch=1,
-                               recompute="selective", sequence_parallel=True, zero=3,
+                               recompute="selective", recompute_method="op",
+                               sequence_parallel=True, zero=3,
                                zero3="step", blocking_handoffs=False, precision="bf16",
                                layout="Et*8|t*9|t*8|t*7L", framework="torchtitan")
     hf = from_torchtitan(JOB, gpus=64, model=DATA / "hf" / "llama-3.1-8b.json")[0]
@@ -88,7 +89,8 @@ def test_model_from_the_assets_folder(tmp_path):
               blocking_handoffs=False, precision="bf16"),
     # FSDP over the context-parallel ranks (torchtitan's dp_shard_cp mesh), as torchtitan runs
     RunConfig(seq=8192, global_batch=8, t=4, cp=2, d=1, zero=3, recompute="selective",
-              cp_comm="ring", blocking_handoffs=False, precision="bf16"),
+              recompute_method="op", cp_comm="ring", blocking_handoffs=False,
+              precision="bf16"),
     # hybrid sharding: 2 replicas of FSDP over 2 x cp 2
     RunConfig(seq=8192, global_batch=16, t=2, cp=2, d=4, zero=3, replicate=2,
               blocking_handoffs=False, precision="bf16"),
@@ -237,12 +239,19 @@ def test_what_torchtitan_runs_otherwise_is_said(tmp_path):
     """A config reviewer held the reader to torchtitan's code: its op-level selective
     checkpointing is not Megatron's (every second matmul and the ops outside its save list
     run again), and ``maybe_enable_amp`` turns mixed precision off with TP or PP and no FSDP
-    (the run is fp32). Both were priced as something else without a word."""
+    (the run is fp32). Both were priced as something else without a word. The op-level
+    policy is now priced on dense layers (``recompute_method="op"``); an MoE model's
+    experts' layers are still priced as Megatron's selective recomputation, and said."""
     given = DATA / "torchtitan" / "llama3_8b.toml"
     op = from_torchtitan(given, 8)
-    assert op.config.recompute == "selective"
-    assert any(x.startswith("[activation_checkpoint] selective_ac_option = 'op': "
-                            "torchtitan's op-level policy") for x in op.ignored)
+    assert (op.config.recompute, op.config.recompute_method) == ("selective", "op")
+    assert not any("selective_ac_option" in x for x in op.ignored)
+    moe = from_torchtitan(MOE_JOB.replace('mode = "none"', 'mode = "selective"\n'
+                                          'selective_ac_option = "op"').replace(
+        '"DualPipeV"', '"1F1B"'), 64)
+    assert any(x.startswith("[activation_checkpoint] selective_ac_option = 'op': torchtitan's "
+                            "op-level policy priced on dense layers; its MoE layers and MLA")
+               for x in moe.ignored)
     job = tmp_path / "tp_only.toml"
     job.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[parallelism]\n'
                    'data_parallel_shard_degree = 1\ntensor_parallel_degree = 8\n'

@@ -90,7 +90,11 @@ class RunConfig:
         ``recompute_layers``-th (default 2) layer of each chunk; ``"uniform"`` or None: every
         layer, in Megatron's uniform groups of ``recompute_layers`` (default 1) layers, each
         group one checkpoint whose layers' activations its backward brings back at once;
-        ``recompute_layers`` needs ``recompute="full"``. The
+        ``recompute_layers`` needs ``recompute="full"``. ``"op"`` (with
+        ``recompute="selective"``): torchtitan's op-level selective checkpointing
+        (``selective_ac_option = "op"``, ``fastpp.model.recipes.op_level_terms``) instead of
+        Megatron's selective recomputation, on dense layers without MLA (an MoE layer and MLA
+        attention take Megatron's selective price under it). The
         modules are priced with ``recompute="selective"``, as Megatron uses them
         (``priced_modules``).
     sequence_parallel : bool
@@ -195,11 +199,18 @@ class RunConfig:
                                 f"{[k for k, s in SCHEDULES.items() if not s.forward_only]} "
                                 f"(got {self.schedule!r})")
         one_of(self.recompute, "recompute", RECOMPUTE)
-        one_of(self.recompute_method, "recompute_method", RECOMPUTE_METHODS)
+        one_of(self.recompute_method, "recompute_method", RUN_METHODS)
         if self.recompute_method in PARTIAL_DEFAULT and self.recompute != "full":
             raise ScheduleError(f"recompute_method={self.recompute_method!r} chooses the layers "
                                 f"full recomputation covers: recompute must be 'full' (got "
                                 f"recompute={self.recompute!r})")
+        if self.recompute_method == OP_LEVEL and (self.recompute != "selective"
+                                                  or self.recompute_modules is not None):
+            raise ScheduleError(f"recompute_method='op' is torchtitan's op-level selective "
+                                f"checkpointing: recompute must be 'selective' and "
+                                f"recompute_modules (Megatron's) None (got recompute="
+                                f"{self.recompute!r}, recompute_modules="
+                                f"{self.recompute_modules!r})")
         one_of(self.zero, "zero", ZERO)
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         # fields that only mean something beside another: accepted alone they were ignored
@@ -382,8 +393,16 @@ class RunConfig:
                 "cp_comm": self.cp_comm, "zero3": self.zero3, "replicate": self.replicate,
                 "overlap": [self.overlap],
                 "reduce_bytes": self.reduce_bytes, "dispatcher": self.dispatcher,
-                "recompute_modules": self.priced_modules, "framework": self.framework,
-                **self.partial_recompute}
+                "framework": self.framework, **self.recompute_keywords}
+
+    @property
+    def recompute_keywords(self) -> dict:
+        """``plan``'s ``recompute_modules``, ``recompute_method`` and ``recompute_layers`` of
+        this run: its ``partial_recompute``, or torchtitan's op-level method."""
+        if self.recompute_method == OP_LEVEL:
+            return {"recompute_modules": None, "recompute_method": OP_LEVEL,
+                    "recompute_layers": None}
+        return {"recompute_modules": self.priced_modules, **self.partial_recompute}
 
     @property
     def partial_recompute(self) -> dict:
@@ -399,6 +418,15 @@ class RunConfig:
             # (None or "uniform": Megatron's default method)
             return {"recompute_method": "uniform", "recompute_layers": self.recompute_layers}
         return {"recompute_method": None, "recompute_layers": None}
+
+    @property
+    def recipe(self) -> Recipe | None:
+        """The memory recipe this run is priced with: torchtitan's op-level policy
+        (``recompute_method="op"``), else Megatron's ``priced_modules``, else None (the
+        default accounting)."""
+        if self.recompute_method == OP_LEVEL:
+            return Recipe(op_level=True)
+        return None if self.priced_modules is None else Recipe(self.priced_modules)
 
     @property
     def priced_modules(self) -> tuple[str, ...] | None:
@@ -787,10 +815,14 @@ class RunGrid:
         return self.microbatch / self.cp
 
 
-# RunConfig's recompute methods; full recomputation of some layers only: each one's default
+# RunGrid's recompute methods; full recomputation of some layers only: each one's default
 # count (Megatron's --recompute-num-layers, torchtitan's selective_ac_option)
 RECOMPUTE_METHODS = (None, "uniform", "block", "interval")
 PARTIAL_DEFAULT = {"block": 1, "interval": 2}
+# torchtitan's op-level selective checkpointing (selective_ac_option = "op"): RunConfig's and
+# plan's method for recompute="selective", priced as a memory recipe (recipes.op_level_terms)
+OP_LEVEL = "op"
+RUN_METHODS = (*RECOMPUTE_METHODS, OP_LEVEL)
 # RunGrid's fields that hold one value per configuration
 PER_CONFIGURATION = ("microbatch", "t", "d", "p", "m", "recompute", "cp", "ep", "etp", "zero",
                      "overlap")

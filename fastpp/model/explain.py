@@ -24,7 +24,6 @@ from .memorybar import unmeasured
 from .plan import alike_key, bar_text, plan
 from .presets import MODELS
 from .pricing import _chunks
-from .recipes import make_recipe
 from .stages import recomputed_layers
 from .vtrain import run_keys, to_vtrain
 
@@ -171,8 +170,7 @@ def _direction(bias: float) -> str:
 def _memory_bar(error: float, model, config: RunConfig) -> str:
     """The total's error bar (``fastpp.model.memorybar``) and what it leaves out."""
     if not np.isfinite(error):
-        missing = unmeasured(model, config.recompute, config.cp,
-                             make_recipe(recompute_modules=config.priced_modules))
+        missing = unmeasured(model, config.recompute, config.cp, config.recipe)
         return f"no error bar: not measured: {missing} (fastpp.model.memorybar)"
     return (f"± {error:.1%} expected error (activations measured against PyTorch, the rest "
             f"counted, gradients at {config.reduce_bytes:g} bytes; not covered: workspace, "
@@ -227,8 +225,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
         zero3=config.zero3, replicate=config.replicate, reduce_bytes=config.reduce_bytes,
         dispatcher=config.dispatcher, framework=config.framework,
-        recompute_modules=config.priced_modules, **config.partial_recompute,
-        workers=workers).assign(_blocking=blocking)
+        **config.recompute_keywords, workers=workers).assign(_blocking=blocking)
         for schedules, blocking in groups], ignore_index=True)
     # a run that does not fit is shown what fits, at any speed
     faster = rows[rows["fits"] & ((rows["step_time"] < row["step_time"] * 0.995)
@@ -247,7 +244,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
             # the run's recompute method where both recompute fully, as plan priced it
             **({"recompute_method": config.recompute_method,
                 "recompute_layers": config.recompute_layers}
-               if r["recompute"] == config.recompute == "full" else {}),
+               if r["recompute"] == config.recompute in ("full", "selective") else {}),
             blocking_handoffs=blocking, layout=None)
         try:
             changes = (_vtrain_changes(config, other) if flags == "vtrain"

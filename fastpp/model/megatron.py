@@ -1438,6 +1438,10 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
         flags += [f for name, v in (("first", c.first_layers), ("last", c.last_layers))
                   if v is not None for f in (f"--decoder-{name}-pipeline-num-layers", v)]
     if c.recompute == "selective":
+        if c.recompute_method is not None:  # ("op": RunConfig allows no other)
+            raise ScheduleError("Megatron-LM has no op-level checkpointing (torchtitan's): "
+                                "recompute_method must be None with recompute='selective' "
+                                "(got 'op'; Megatron's selective takes recompute_modules)")
         flags += ["--recompute-granularity", "selective"]
     elif c.recompute == "full":
         if c.recompute_method == "interval":

@@ -420,8 +420,8 @@ def unmeasured(model: Transformer, recompute: str, cp: int = 1, recipe=None) -> 
     cp : int
         The context-parallel degree: its exchange buffers (``cp > 1``) are not measured.
     recipe : fastpp.model.recipes.Recipe, optional
-        The memory recipe: offloading and recompute modules other than ``core_attn`` are not
-        measured.
+        The memory recipe: offloading, recompute modules other than ``core_attn`` and
+        torchtitan's op-level policy are not measured.
 
     Returns
     -------
@@ -436,7 +436,9 @@ def unmeasured(model: Transformer, recompute: str, cp: int = 1, recipe=None) -> 
         ("offloaded activations (offload_modules)", recipe is not None
          and bool(recipe.offload_modules) and recompute != "full"),
         ("recompute modules other than core_attn", recipe is not None
-         and recompute == "selective" and set(recipe.recompute_modules) != {"core_attn"}))
+         and recompute == "selective" and set(recipe.recompute_modules) != {"core_attn"}),
+        ("torchtitan's op-level checkpointing", recipe is not None and recipe.op_level
+         and recompute == "selective"))
         if missing]
     return "; ".join(out)
 

@@ -36,10 +36,11 @@ from .comm import pipeline_spans
 from .config import (
     CP_COMMS,
     FRAMEWORKS,
+    OP_LEVEL,
     PARTIAL_DEFAULT,
     PER_CONFIGURATION,
-    RECOMPUTE_METHODS,
     REDUCE_BYTES,
+    RUN_METHODS,
     ZERO,
     ZERO3_GATHERS,
     RunGrid,
@@ -57,7 +58,7 @@ from .memorybar import activation_error, unmeasured
 from .moe import check_imbalance, expert_reasons, refuse_expert_options
 from .overlap import overlap_reason
 from .presets import MODELS
-from .recipes import optimizer_bytes, recipe_pricing, refuse_unpriced
+from .recipes import Recipe, optimizer_bytes, recipe_pricing, refuse_unpriced
 from .stages import (
     chunk_kinds,
     cp_buffer_bytes,
@@ -208,7 +209,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         ``recompute_layers``-th (default 2); the others keep their activations. None: every
         layer, each its own checkpoint; ``"uniform"``: every layer, in Megatron's
         checkpoints of ``recompute_layers`` (default 1) layers, whose backward brings a
-        group's activations back at once. The method needs rows with ``recompute="full"``.
+        group's activations back at once. The method needs rows with ``recompute="full"``;
+        ``"op"`` instead prices the rows with ``recompute="selective"`` as torchtitan's
+        op-level checkpointing (``fastpp.model.recipes.op_level_terms``).
     framework : {"megatron", "torchtitan", "deepspeed", "other"}
         The training stack the runs are on (``RunConfig.framework``): every row is priced as
         Megatron's, and the framework chooses the checks behind its error bar.
@@ -326,6 +329,12 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
     one_of(framework, "framework", FRAMEWORKS)
     reduce_bytes = check_reduce_bytes(reduce_bytes)  # (RunConfig's rule: 1e30 was priced)
+    if recompute_method == OP_LEVEL:  # torchtitan's op-level policy: a recipe's terms
+        if recipe is not None or recompute_modules is not None:
+            raise ScheduleError(f"recompute_method='op' is torchtitan's op-level policy: give "
+                                f"no recipe or recompute_modules (Megatron's) beside it (got "
+                                f"recipe={recipe!r}, recompute_modules={recompute_modules!r})")
+        recipe = Recipe(op_level=True)
     recompute_method, recompute_layers = _partial(recompute_method, recompute_layers,
                                                   recompute)
     refuse_expert_options(model, dispatcher=dispatcher, imbalance=imbalance,
@@ -573,7 +582,17 @@ def _partial(method, layers, recompute):
     both None for every layer its own checkpoint (None, or "uniform" with one layer a
     group), the framework's default count where none is given; a method without
     full-recomputation rows is refused, as the modules are."""
-    one_of(method, "recompute_method", RECOMPUTE_METHODS)
+    one_of(method, "recompute_method", RUN_METHODS)
+    if method == OP_LEVEL:
+        if layers is not None:
+            raise ScheduleError(f"recompute_layers counts the layers full recomputation covers: "
+                                f"give none with recompute_method='op' (got recompute_layers="
+                                f"{layers!r})")
+        if recompute is not None and "selective" not in _nonempty(recompute, "recompute"):
+            raise ScheduleError(f"recompute_method='op' acts on recompute='selective' rows: "
+                                f"recompute must include 'selective' (got recompute="
+                                f"{recompute!r})")
+        return None, None
     if method is None and layers is not None:
         raise ScheduleError(f"recompute_layers needs recompute_method 'uniform', 'block' or "
                             f"'interval' (got recompute_layers={layers!r} alone)")

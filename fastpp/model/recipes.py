@@ -66,7 +66,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import ScheduleError, instance, known_keywords, name_list, one_of, renamed
-from .compute import attention_times, matmul_time, memory_time, mlp_times
+from .compute import (
+    _attention_shapes,
+    _products,
+    attention_times,
+    matmul_time,
+    memory_time,
+    mlp_times,
+)
 from .moe import (
     DISPATCHERS,
     _tokens,
@@ -76,7 +83,7 @@ from .moe import (
     expert_times,
 )
 from .overlap import LayerParts
-from .transformer import BYTES, RECOMPUTE, Transformer, attention_costs
+from .transformer import BYTES, RECOMPUTE, Transformer, attention_costs, layer_costs
 
 # mixed-precision Adam's bytes a parameter: the fp32 master copy and two fp32 moments, or with
 # the moments in bf16 (DeepSeek-V3's report, section 3.3.2)
@@ -106,6 +113,9 @@ class Recipe:
     bf16_moments : bool
         AdamW's two moments kept in bf16 beside the fp32 master weights (8 optimizer bytes
         a parameter, not 12).
+    op_level : bool
+        torchtitan's op-level selective checkpointing (``RunConfig.recompute_method="op"``;
+        ``op_level_terms``) instead of Megatron's modules, which must then be the default.
     """
 
     recompute_modules: tuple = ("core_attn",)
@@ -113,12 +123,17 @@ class Recipe:
     offload_modules: tuple = ()
     name: str = "recipe"
     bf16_moments: bool = False
+    op_level: bool = False
 
     def __post_init__(self):
         for field, allowed in (("recompute_modules", RECOMPUTE_MODULES),
                                ("offload_modules", OFFLOAD_MODULES)):
             object.__setattr__(self, field, name_list(getattr(self, field), field, allowed))
-        for field in ("fp8_cache", "bf16_moments"):
+        if self.op_level is True and self.recompute_modules != ("core_attn",):
+            raise ScheduleError(f"recompute_modules are Megatron's: with torchtitan's op-level "
+                                f"policy (op_level=True) they must be the default ('core_attn',) "
+                                f"(got {self.recompute_modules!r})")
+        for field in ("fp8_cache", "bf16_moments", "op_level"):
             if getattr(self, field) not in (False, True):
                 raise ScheduleError(f"{field} must be True or False (got "
                                     f"{getattr(self, field)!r})")
@@ -235,6 +250,15 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
         ``mlp`` and ``comm`` (seconds the backward recomputes, by part), ``offload_f`` and
         ``offload_b`` (exposed seconds of the host copies, forward and backward).
     """
+    if recipe.op_level:
+        zero = 0.0 * (np.asarray(microbatch, np.float64) + np.asarray(t, np.float64)
+                      + np.asarray(rc))
+        terms = {"bytes": zero, "attention": zero, "mlp": zero, "comm": zero,
+                 "offload_f": zero, "offload_b": zero, "collectives_backward": zero}
+        if moe or model.mla:  # (priced as Megatron's selective: op_level_terms)
+            return terms
+        return {**terms, **op_level_terms(model, hardware, seq, microbatch, t, rc,
+                                          sequence_parallel)}
     s, h = float(seq), float(model.hidden)
     b = np.asarray(microbatch, np.float64)
     t = np.asarray(t, np.float64)
@@ -331,6 +355,71 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
     return {"bytes": saved + off, "attention": attention_s, "mlp": mlp_s, "comm": comm_s,
             "offload_f": np.maximum(copy - forward, 0.0) + zero,
             "offload_b": np.maximum(copy - input_grad, 0.0) + zero}
+
+
+def op_level_terms(model: Transformer, hardware, seq: int, microbatch, t, rc,
+                   sequence_parallel: bool) -> dict[str, np.ndarray]:
+    """torchtitan's op-level selective checkpointing of a dense layer without MLA, against
+    Megatron's selective recomputation (``recipe_terms``' units; rows with ``rc`` 1).
+
+    torchtitan (``apply_ac`` with ``selective_ac_option = "op"``, its ``_apply_op_sac`` at
+    238fa99) checkpoints each block and, inside it, saves the outputs of the ops on its save
+    list, SDPA's and the tensor-parallel reduce-scatters among them, and of every product
+    (``aten.mm``) but every second one, counted in the order they run: ``wq, wk, wv, wo``,
+    then ``w1, w3, w2`` (SwiGLU; ``w1, w2`` otherwise). It keeps:
+
+    - the block's input (``2h`` a token, over ``t`` with sequence parallelism);
+    - ``wq``'s, ``wv``'s and ``w1``'s outputs (over ``t``: column-parallel), and with SwiGLU
+      ``w2``'s, whose row-parallel product is a partial sum of ``2h`` whole on each rank;
+    - SDPA's output (``2 a d_v``) and its log-sum-exp (``4a``, fp32), over ``t``;
+    - with ``t > 1`` and sequence parallelism, the two reduce-scatters' outputs (``2h`` over
+      ``t`` each).
+
+    Its backward runs the block's forward again but for those: the norms, residual adds, the
+    activation and the other products (``wk``, ``wo``, ``w3``; without SwiGLU ``wk``, ``wo``,
+    ``w2``), and with ``t > 1`` the collectives whose outputs are not kept (sequence
+    parallelism's two all-gathers, one exchange; without it, the two all-reduces). The
+    attention core is not run again.
+
+    Returns
+    -------
+    dict
+        ``bytes`` (stored bytes saved against Megatron's selective count; negative where
+        torchtitan keeps more), ``attention`` and ``mlp`` (seconds the backward adds to
+        Megatron's selective recomputation, which repeats the core), and
+        ``collectives_backward`` (tensor-parallel exchanges it adds to the backward).
+    """
+    hw = hardware
+    s, h = float(seq), float(model.hidden)
+    b = np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
+    selective = np.asarray(rc) == 1
+    T = s * b
+    a, d, dv, kv, F = (float(x) for x in (model.heads, model.head_dim, model.v_head_dim,
+                                          model.kv, model.ffn))
+    # the block's products in the order they run: its half, and (n, k) on one rank
+    products = [("attention", a * d / t, h), ("attention", kv / t, h), ("attention", kv / t, h),
+                ("attention", h, a * dv / t)]
+    products += [("mlp", F / t, h)] * (2 if model.swiglu else 1) + [("mlp", h, F / t)]
+    saved, again = products[0::2], products[1::2]
+    rows = T / t if sequence_parallel else T
+    kept = BYTES * rows * h + sum(BYTES * T * n for _, n, _ in saved)
+    kept = kept + T * (BYTES * a * dv + 4.0 * a) / t
+    kept = kept + np.where((t > 1) & sequence_parallel, 2.0 * BYTES * T * h / t, 0.0)
+    megatron = layer_costs(model, seq, b, t, sequence_parallel, 1)["activations"]
+    # the elementwise ops run again: each half's forward less its core and its products
+    att = attention_times(model, hw, seq, b, t, sequence_parallel)
+    mlp = mlp_times(model, hw, seq, b, t, sequence_parallel)
+    G = 2.0 if model.swiglu else 1.0
+    rest_att = att["forward"] - att["core"] - _products(hw, _attention_shapes(model, t)[0], T)[0]
+    rest_mlp = mlp["forward"] - _products(hw, [(G * F / t, h), (h, F / t)], T)[0]
+    times = {side: sum((matmul_time(hw, T, n, k) for part, n, k in again if part == side),
+                       0.0 * b) for side in ("attention", "mlp")}
+    exchanges = np.where(t > 1, 1.0 if sequence_parallel else 2.0, 0.0)
+    return {"bytes": np.where(selective, megatron - kept, 0.0),
+            "attention": np.where(selective, rest_att + times["attention"] - att["core"], 0.0),
+            "mlp": np.where(selective, rest_mlp + times["mlp"], 0.0),
+            "collectives_backward": np.where(selective, exchanges, 0.0)}
 
 
 def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: Recipe, *,

@@ -766,8 +766,11 @@ def with_recipe(layer: dict, times: dict, terms: dict) -> tuple[dict, dict]:
     """A layer's ``layer_costs`` and ``layer_times`` with a recipe's terms
     (``fastpp.model.recipes.recipe_terms``): its bytes less what the recipe saves (``gamma``,
     the share ``W`` keeps, unchanged), the recomputation and the exposed host copies added to
-    its forward and input-grad backward."""
-    layer = {**layer, "activations": np.maximum(layer["activations"] - terms["bytes"], 0.0)}
+    its forward and input-grad backward, and the tensor-parallel exchanges its recomputation
+    repeats (torchtitan's op-level policy: ``recipes.op_level_terms``)."""
+    layer = {**layer, "activations": np.maximum(layer["activations"] - terms["bytes"], 0.0),
+             "collectives_backward": layer["collectives_backward"]
+             + terms.get("collectives_backward", 0.0)}
     times = {**times, "forward": times["forward"] + terms["offload_f"],
              "input_grad": times["input_grad"] + terms["attention"] + terms["mlp"]
              + terms["offload_b"]}

@@ -26,7 +26,7 @@ from ..checks import (
     near,
     one_of,
 )
-from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
+from .config import OP_LEVEL, RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hf import from_hf
 from .layout import Layout, as_layout, even_layers, torchtitan_layers
 from .megatron import Imported
@@ -206,17 +206,22 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     eager = () if _compiled(section) else (
         "[compile] enable = false: torchtitan's eager kernels (unfused norms, RoPE, casts) "
         "priced as fused ones (its benchmark measured torch.compile 16% faster)",)
-    return Imported(model, run, _ignored(data) + missing + _approximated(run) + async_tp
+    return Imported(model, run, _ignored(data) + missing + _approximated(run, model) + async_tp
                     + unpriced + eager + (STACK,))
 
 
-def _approximated(run: RunConfig) -> tuple[str, ...]:
+def _approximated(run: RunConfig, model: Transformer) -> tuple[str, ...]:
     """What the run does that fastpp prices otherwise, said (``Imported.ignored``)."""
     notes = ()
-    if run.recompute == "selective":  # (the op policy: _run reads the rest as full)
+    # (the op policy: _run reads the rest as full) priced for dense layers without MLA
+    if run.recompute_method == OP_LEVEL and (model.moe or model.mla):
         notes += ("[activation_checkpoint] selective_ac_option = 'op': torchtitan's op-level "
-                  "policy (every second matmul and the ops outside its save list run again) "
-                  "priced as Megatron's selective recomputation (the attention core alone)",)
+                  "policy priced on dense layers; its "
+                  + ("MoE layers" if model.moe else "")
+                  + (" and " if model.moe and model.mla else "")
+                  + ("MLA attention" if model.mla else "")
+                  + " priced as Megatron's selective recomputation (the attention core "
+                  "alone)",)
     if run.zero == 0 and (run.t > 1 or run.p > 1) and run.precision == "bf16":
         # torchtitan's maybe_enable_amp: mixed precision is FSDP's, or autocast without TP/PP
         notes += ("fp32: torchtitan turns mixed precision off with tensor or pipeline "
@@ -451,7 +456,9 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         t=t, cp=cp, p=p, d=d,
         ep=ep, etp=degree("expert_tensor_parallel_degree"),
         schedule=SCHEDULES[name], m=m, microbatch=microbatch, layout=layout,
-        recompute=recompute, recompute_method="interval" if interval else None,
+        recompute=recompute,
+        recompute_method="interval" if interval else OP_LEVEL if recompute == "selective"
+        else None,
         recompute_layers=int(option) if interval else None, sequence_parallel=t > 1,
         zero=3 if fsdp else 0, replicate=replicate if fsdp else 1,
         # (ZeRO-3's alone) PyTorch's pipelining neither reduces nor reshards an FSDP stage
@@ -716,7 +723,12 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
                             f"parallelism ('DDP has not supported > 1D parallelism'): zero "
                             f"must be 3, or d the {c.gpus} GPUs")
     interval = c.partial_recompute["recompute_method"] == "interval"
-    if not interval:  # torchtitan's layer-wise checkpointing is the one method it states
+    if c.recompute == "selective" and c.recompute_method != OP_LEVEL:
+        raise ScheduleError("to_torchtitan cannot state Megatron's selective recomputation "
+                            "(recompute='selective' alone: the attention core): torchtitan's "
+                            "selective checkpointing is its op-level policy, "
+                            "recompute_method='op'")
+    if not interval and c.recompute_method != OP_LEVEL:  # the methods torchtitan states
         fixed |= {k: defaults[k] for k in ("recompute_method", "recompute_layers")}
     for name, value in fixed.items():
         if getattr(c, name) != value:
