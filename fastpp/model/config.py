@@ -32,7 +32,7 @@ from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from .hardware import PRECISIONS
 from .layout import as_layout, even_layers
 from .moe import DISPATCHERS, check_imbalance
-from .recipes import RECOMPUTE_MODULES, Recipe
+from .recipes import RECOMPUTE_MODULES, Recipe, make_recipe
 from .transformer import RECOMPUTE, Transformer
 
 DEGREES = ("t", "cp", "p", "d", "ep", "etp")
@@ -426,7 +426,7 @@ class RunConfig:
         default accounting)."""
         if self.recompute_method == OP_LEVEL:
             return Recipe(op_level=True)
-        return None if self.priced_modules is None else Recipe(self.priced_modules)
+        return make_recipe(recompute_modules=self.priced_modules)
 
     @property
     def priced_modules(self) -> tuple[str, ...] | None:

@@ -427,9 +427,9 @@ def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_par
     return all_reduce(hardware, message, t, spans)
 
 
-# the options that act on experts alone, and their defaults (``RunConfig``'s)
-EXPERT_OPTIONS = {"dispatcher": "alltoall", "imbalance": 1.0, "node_limit": None,
-                  "fp8_cache": False}
+# the options that act on experts alone, and their defaults (``RunConfig``'s; the recipe's,
+# FP8 caching among them, are recipes.refuse_unpriced's)
+EXPERT_OPTIONS = {"dispatcher": "alltoall", "imbalance": 1.0, "node_limit": None}
 
 
 def refuse_expert_options(model: Transformer, **given) -> None:

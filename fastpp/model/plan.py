@@ -338,7 +338,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     recompute_method, recompute_layers = _partial(recompute_method, recompute_layers,
                                                   recompute)
     refuse_expert_options(model, dispatcher=dispatcher, imbalance=imbalance,
-                          node_limit=node_limit, fp8_cache=fp8_cache)
+                          node_limit=node_limit)
     shared = {"blocking_handoffs": bool(blocking_handoffs), "tp_overlap": bool(tp_overlap),
               "recompute_method": recompute_method, "recompute_layers": recompute_layers,
               "cp_comm": cp_comm, "zero3": zero3, "replicate": replicate,

@@ -316,8 +316,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         hardware.with_precision(config.precision)  # raises for fp8 without an fp8 peak
     check_imbalance(config.imbalance, model)  # (a RunConfig does not know the experts)
     refuse_expert_options(model, dispatcher=config.dispatcher, imbalance=config.imbalance,
-                          node_limit=config.node_limit, fp8_cache=fp8_cache)
-    refuse_unpriced(model, recipe)  # (a named recipe's items too)
+                          node_limit=config.node_limit)
+    refuse_unpriced(model, recipe)  # (FP8 caching and a named recipe's items too)
     table = _stages(model, hardware, schedule, RunGrid.of(config, recipe), layout, layers)
     return ModelCosts(f=table["f"], b=table["b"], w=table["w"], comm=table["comm"],
                       gamma=table["gamma"], act=table["act"],
