@@ -379,7 +379,9 @@ def op_level_terms(model: Transformer, hardware, seq: int, microbatch, t, rc,
     activation and the other products (``wk``, ``wo``, ``w3``; without SwiGLU ``wk``, ``wo``,
     ``w2``), and with ``t > 1`` the collectives whose outputs are not kept (sequence
     parallelism's two all-gathers, one exchange; without it, the two all-reduces). The
-    attention core is not run again.
+    attention core is not run again. ``tests/test_op_level.py`` (``t = 1``) and
+    ``tests/test_op_level_tp.py`` (``t = 2``, sequence parallelism) hold both to PyTorch's
+    own selective checkpointing under torchtitan's policy.
 
     Returns
     -------
