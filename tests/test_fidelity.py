@@ -345,8 +345,8 @@ def test_a_bars_bias_is_its_check_rows_mean_signed_error(frame):
 def test_a_correction_by_the_bias_would_not_help(frame):
     """``expected_bias`` is shown as what the checks did, never applied: with each table left
     out in turn, dividing its predictions by ``1 + bias`` of the other tables' bars leaves a
-    larger error over all rows than the predictions as they are (12.8% -> 14.1% RMS with
-    torchtitan's runs, 9.9% -> 13.0% without, 6 December 2026), and helps fewer tables than
+    larger error over all rows than the predictions as they are (11.5% -> 13.3% RMS with
+    torchtitan's runs, 9.9% -> 13.0% without, 7 December 2026), and helps fewer tables than
     it hurts (three of eight)."""
     from fastpp.model.errorbar import coverage
 

@@ -52,8 +52,8 @@ FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
 # said of every job: what torchtitan's own runs measured against fastpp's price of them
 # (fastpp.model.validate_torchtitan, docs/fidelity.md)
 STACK = ("torchtitan's stack: its own benchmark's 18 runs (Llama 3.1 on H100, December 2024) "
-         "took 1.2 to 2.8 times as long a step as fastpp prices their job configs; this "
-         "run's error bar and its lean come from them, not from Megatron's runs "
+         "took 1.1 to 1.9 times as long a step as fastpp prices their job configs on their "
+         "GPUs; this run's error bar and its lean come from them, not from Megatron's runs "
          "(docs/fidelity.md, torchtitan's own runs)")
 
 

@@ -61,7 +61,8 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   checks (``validate_long.moe_rows``): the only MoE rows in the error bars.
 - ``torchtitan_h100`` (shipped with the package, ``fastpp.model.validate_torchtitan``):
   torchtitan's own benchmark of Llama 3.1 on H100, each row read as its job config and priced
-  as a torchtitan user prices it, all checks, their regimes on torchtitan's framework: the
+  as a torchtitan user prices it on the GPUs it states (``benchmark_hardware``), all checks,
+  their regimes on H100 and torchtitan's framework: the
   error bars of a run on torchtitan come from them, not from Megatron's runs.
 
 Calibration (``CALIBRATION``): A100's two curve parameters are fitted on
@@ -446,7 +447,7 @@ def validate(datasets=DATASETS):
                AS_PLANNED: lambda: long_rows(speed=1.0)[0],
                MOE_DATASET: lambda: moe_rows(),
                VTRAIN: lambda: vtrain_rows(hw, DATA),
-               validate_torchtitan.DATASET: lambda: validate_torchtitan.validation_rows(h100)}
+               validate_torchtitan.DATASET: validate_torchtitan.validation_rows}
     rows = [r for name in datasets if name in loaders for r in loaders[name]()]
     if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass
         rows += [r for r in _zero_bubble(hw) if r[0] in datasets]

@@ -6,25 +6,52 @@ benchmark of Llama 3.1 on H100 (``benchmarks/llama3_h100_202412_torchtitan.md``,
 Each row is written as the job config it describes (v0.2's layout: the row's degrees and
 batch, ``[compile] enable``, ``quantize.linear.float8`` for Float8, the op-level policy for
 its selective checkpointing), read by ``fastpp.model.from_torchtitan`` with the flavor's
-preset, and priced by ``fastpp.model.explain.explain`` on the ``H100-80GB`` preset, as a
-user of torchtitan would price it. Nothing is fitted on these rows: they are checks of the
-cost model on a stack it was not calibrated for (eager or compiled PyTorch, torchao's
-Float8, PyTorch's SDPA), on a GPU below the preset (500 W, HBM2e), and in ``validate``
-(``DATASET``) the checks behind the error bar of every run on torchtitan
-(``RunConfig.framework``).
+preset, and priced by ``fastpp.model.explain.explain`` on the GPUs the benchmark states
+(``benchmark_hardware``: the H100 preset with their memory, running the attention kernel
+their PyTorch ran), as a user of torchtitan would price them. Nothing is fitted on these
+rows: they are checks of the cost model on a stack it was not calibrated for (eager or
+compiled PyTorch, torchao's Float8), on GPUs held to a 500 W power limit, which is not priced,
+and in ``validate`` (``DATASET``) the checks behind the error bar of every run on torchtitan
+(``RunConfig.framework``), in H100's regimes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from ..checks import require
-from .errorbar import regime
-from .hardware import HARDWARE, preset
+from .attention import with_attention_kernel
+from .errorbar import error_bar, regime
+from .hardware import GB, HARDWARE
 
 DATASET = "torchtitan_h100"
 TORCHTITAN_H100 = Path(__file__).with_name("torchtitan_h100.csv")
 FLAVORS = {"llama3-8b": "8B", "llama3-70b": "70B", "llama3-405b": "405B"}
+PRESET = "H100-80GB"  # the preset of the runs' GPU generation: their regimes' (errorbar)
+# The benchmark's GPUs as it states them: 96 GB of HBM2e at 2.4 TB/s peak, a 500 W power limit
+BENCHMARK_MEMORY, BENCHMARK_BANDWIDTH_PEAK, H100_BANDWIDTH_PEAK = 96 * GB, 2.4e12, 3.35e12
+# The attention kernel the runs ran: torchtitan at 9dec370 calls PyTorch's
+# scaled_dot_product_attention with PyTorch's own backend order, and PyTorch's nightlies of
+# December 2024 put FlashAttention (2) first on H100, cuDNN's attention being opt-in since
+# pytorch/pytorch#138522 (pytorch#142132, on 2.6.0.dev20241204: "expected"). torchtitan has
+# asked for cuDNN first since March 2025 (pytorch/torchtitan#1000; its ScaledDotProductAttention
+# at 238fa99), the preset's own kernel, which a job of today's torchtitan is priced with.
+BENCHMARK_ATTENTION = "FlashAttention-2"
+
+
+def benchmark_hardware():
+    """The benchmark's GPUs as it states them, on the H100 preset: 96 GB of memory, a
+    memory-bound kernel's rate at the preset's share of its peak (2.9 of 3.35 TB/s) of
+    their HBM2e's 2.4 TB/s, and PyTorch's attention of December 2024
+    (``BENCHMARK_ATTENTION``). Their 500 W power limit is not priced: no source here says
+    what it takes from the products' speed (the benchmark: "tuning it up to 700W TDP can
+    potentially provide further speedups")."""
+    h100 = HARDWARE[PRESET]
+    gpu = dataclasses.replace(h100, memory_bytes=BENCHMARK_MEMORY,
+                              memory_bandwidth=h100.memory_bandwidth * BENCHMARK_BANDWIDTH_PEAK
+                              / H100_BANDWIDTH_PEAK)
+    return with_attention_kernel(gpu, BENCHMARK_ATTENTION)
 
 
 def job_text(row) -> str:
@@ -50,33 +77,32 @@ def job_text(row) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _priced(hardware):
-    """Each row of ``torchtitan_h100.csv`` (a dict), its job as ``from_torchtitan`` reads it,
-    and ``explain``'s row of its price on ``hardware``."""
+def _priced():
+    """Each row of ``torchtitan_h100.csv`` (a dict), ``explain``'s row of its job's price on
+    ``benchmark_hardware()``, and its regime: on H100 (the GPU's generation) and
+    torchtitan's framework."""
     pd = require("pandas", "sweep", "fastpp.model.validate_torchtitan")
     from .explain import explain
     from .torchtitan import from_torchtitan
 
+    hardware = benchmark_hardware()
     for row in pd.read_csv(TORCHTITAN_H100, comment="#").to_dict("records"):
         imported = from_torchtitan(job_text(row), gpus=row["gpus"], model=row["model"])
-        yield row, imported, explain(imported.model, imported.config, hardware,
-                                     neighbours=0).row
+        yield row, explain(imported.model, imported.config, hardware, neighbours=0).row, \
+            regime(imported.model, PRESET, row["seq"], row["tp"], row["gpus"],
+                   framework=imported.config.framework)
 
 
-def validation_rows(hardware="H100-80GB") -> list[tuple]:
+def validation_rows() -> list[tuple]:
     """``validate``'s rows of ``DATASET``, all checks: ``(dataset, row, quantity, measured,
-    predicted, regime)``, the throughput in tokens a second a GPU, the regime on
-    torchtitan's framework (``fastpp.model.errorbar``)."""
-    hardware = preset(HARDWARE, hardware, "hardware")
+    predicted, regime)``, the throughput in tokens a second a GPU."""
     return [(DATASET, row["row"], "tokens_per_s_per_gpu", float(row["tokens_per_s_per_gpu"]),
-             priced["tokens_per_s"] / row["gpus"],
-             regime(imported.model, hardware, row["seq"], row["tp"], row["gpus"],
-                    framework=imported.config.framework))
-            for row, imported, priced in _priced(hardware)]
+             priced["tokens_per_s"] / row["gpus"], where) for row, priced, where in _priced()]
 
 
-def torchtitan_rows(hardware="H100-80GB"):
-    """Each run of ``torchtitan_h100.csv`` against fastpp's price of its job config.
+def torchtitan_rows():
+    """Each run of ``torchtitan_h100.csv`` against fastpp's price of its job config on the
+    benchmark's GPUs (``benchmark_hardware``).
 
     Returns
     -------
@@ -84,20 +110,21 @@ def torchtitan_rows(hardware="H100-80GB"):
         The file's columns, plus ``predicted`` (tokens a second a GPU), ``error`` (predicted
         over measured throughput, less 1), ``step_error`` (the predicted over the measured
         step time, less 1: measured over predicted throughput), ``expected_error`` and
-        ``extrapolated`` (the prediction's error bar: in sample, these runs being its checks;
-        ``errorbar.coverage`` leaves them out), ``within_bar``, ``predicted_memory_gib`` and
-        ``fits``.
+        ``extrapolated`` (the error bar of a torchtitan job in the run's regime on H100: in
+        sample, these runs being its checks; ``errorbar.coverage`` leaves them out),
+        ``within_bar``, ``predicted_memory_gib`` and ``fits`` (in the runs' 96 GB).
     """
     pd = require("pandas", "sweep", "fastpp.model.validate_torchtitan")
     out = []
-    for row, _, priced in _priced(hardware):
+    for row, priced, where in _priced():
         predicted = priced["tokens_per_s"] / row["gpus"]
         measured = row["tokens_per_s_per_gpu"]
         step_error = measured / predicted - 1.0
+        bar = error_bar(where)
         out.append({**row, "predicted": predicted, "error": predicted / measured - 1.0,
-                    "step_error": step_error, "expected_error": priced["expected_error"],
-                    "extrapolated": priced["extrapolated"],
-                    "within_bar": abs(step_error) <= priced["expected_error"],
+                    "step_error": step_error, "expected_error": bar.expected,
+                    "extrapolated": bar.extrapolated,
+                    "within_bar": abs(step_error) <= bar.expected,
                     "predicted_memory_gib": priced["peak_memory"] / 2**30,
                     "fits": bool(priced["fits"])})
     return pd.DataFrame(out)
