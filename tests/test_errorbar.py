@@ -277,7 +277,7 @@ def test_a_framework_pools_its_own_checks_and_one_without_any_is_extrapolated():
 def test_a_run_on_torchtitan_carries_torchtitan_s_bar():
     """``RunConfig.framework`` (``from_torchtitan`` sets it) reaches the bar of plan rows,
     ``explain`` and ``transformer_costs``: a torchtitan job of Llama 3 8B on H100 takes
-    the bar of torchtitan's own runs (their steps priced about 42% short), not Megatron's
+    the bar of torchtitan's own runs (their steps priced about 28% short), not Megatron's
     (14% before). A framework not in the list is refused, naming it."""
     from fastpp.model import RunConfig
     from fastpp.model.explain import explain
@@ -291,8 +291,8 @@ def test_a_run_on_torchtitan_carries_torchtitan_s_bar():
     titan = error_bar(regime(model, HARDWARE["H100-80GB"], 8192, 1, 8,
                              framework="torchtitan"))
     megatron = error_bar(regime(model, HARDWARE["H100-80GB"], 8192, 1, 8))
-    assert row["expected_error"] == titan.expected > 0.3 > megatron.expected
-    assert row["expected_bias"] == titan.bias < -0.3
+    assert row["expected_error"] == titan.expected > 0.25 > megatron.expected
+    assert row["expected_bias"] == titan.bias < -0.25
     keywords = dict(seq=8192, global_batch=16, d=8, zero=3)
     rows = plan(model, config=RunConfig(**keywords, framework="deepspeed"))
     assert "framework deepspeed" in rows["extrapolated"].iloc[0]
@@ -316,4 +316,4 @@ def test_explain_s_neighbours_of_a_torchtitan_run_stay_on_torchtitan():
            'seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 8\n')
     model, config = from_torchtitan(job, gpus=8)
     found = explain(model, config, "H100-80GB", neighbours=5, workers=1).neighbours
-    assert found and all(r["expected_bias"] < -0.3 for r in found)
+    assert found and all(r["expected_bias"] < -0.2 for r in found)

@@ -345,7 +345,7 @@ def test_a_bars_bias_is_its_check_rows_mean_signed_error(frame):
 def test_a_correction_by_the_bias_would_not_help(frame):
     """``expected_bias`` is shown as what the checks did, never applied: with each table left
     out in turn, dividing its predictions by ``1 + bias`` of the other tables' bars leaves a
-    larger error over all rows than the predictions as they are (11.5% -> 13.3% RMS with
+    larger error over all rows than the predictions as they are (11.3% -> 13.2% RMS with
     torchtitan's runs, 9.9% -> 13.0% without, 7 December 2026), and helps fewer tables than
     it hurts (three of eight)."""
     from fastpp.model.errorbar import coverage
@@ -405,20 +405,21 @@ def test_the_error_bars_are_not_too_wide(frame):
 def test_torchtitan_runs_left_out_of_the_bars_are_extrapolated_on_their_framework(frame):
     """torchtitan's runs left out of the bars (``errorbar.coverage``): every row is
     extrapolated, naming its framework (no other table runs on torchtitan), and its bar is
-    the worst of the nearest Megatron checks; within two of those bars 78% (14 of 18: the
-    bars of a stack that was never checked are not to be trusted, and say so). In the bars,
+    the worst of the nearest Megatron checks (10 of 18 within one of them, all within two,
+    since the runs were priced on the GPUs and kernels they ran; 2 and 14 before: the bars of
+    a stack that was never checked are not to be trusted, and say so). In the bars,
     a torchtitan run takes its own framework's checks alone, and Megatron's never take
     torchtitan's (the other tables' coverage is what it was without them)."""
     from fastpp.model.errorbar import Regime, coverage, error_bar, regime_table
 
     rows = {r["dataset"]: r for r in coverage(frame)}
     assert rows["torchtitan_h100"]["extrapolated"] == 1.0
-    assert rows["torchtitan_h100"]["mean_error"] < -0.3  # the steps priced short
+    assert rows["torchtitan_h100"]["mean_error"] < -0.2  # the steps priced short
     others = regime_table(frame[frame["dataset"] != "torchtitan_h100"])
     titan = Regime("H100", "3-30B", "<=8K", "dense", "in node", framework="torchtitan")
     assert "framework torchtitan" in error_bar(titan, others).extrapolated
     inside = error_bar(titan)
-    assert inside.extrapolated == "" and inside.rows == 6 and inside.bias < -0.3
+    assert inside.extrapolated == "" and inside.rows == 6 and inside.bias < -0.2
     # H100's 70B regime holds one Megatron check and borrows its neighbours: among them
     # torchtitan's 70B runs, were the frameworks pooled (7.8% -> 10.9%)
     thin = Regime("H100", "30-200B", "<=8K", "dense", "in node")

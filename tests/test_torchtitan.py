@@ -375,3 +375,32 @@ def test_dualpipev_overlap_with_context_parallelism_and_its_export():
     with pytest.raises(ScheduleError, match=r"torchtitan refuses DualPipeV's expert-parallel "
                                             r"overlap with activation checkpointing"):
         to_torchtitan(config.replace(recompute="full"), MODELS["deepseek-v3"])
+
+
+def test_torchao_float8_is_said_to_scale_as_it_casts():
+    """torchao's tensorwise Float8 (torchtitan's float8 converters, and the older switches)
+    computes each scale from its tensor before the cast and runs the gradient products in
+    split accumulation, which the presets do not price: the job says how to price it
+    (``fp8_current_scaling``), and pricing it so costs more than the presets' FP8 and less
+    than bf16. MX converters scale in the cast, as the presets do, and say nothing."""
+    import fastpp
+    from fastpp.model import HARDWARE, transformer_costs
+
+    said = [x for x in from_torchtitan('[model]\nconverters = ["quantize.linear.float8"]\n',
+                                       gpus=8, model="llama3-8b").ignored if x.startswith("float8")]
+    assert len(said) == 1 and "fp8_current_scaling=True" in said[0]
+    old = from_torchtitan('[float8]\nenable_float8_linear = true\n', gpus=8, model="llama3-8b")
+    assert any(x.startswith("float8") for x in old.ignored)
+    for job in ('[model]\nconverters = ["quantize.linear.mx"]\n', ""):
+        assert not any(x.startswith("float8") for x in from_torchtitan(
+            job, gpus=8, model="llama3-8b").ignored)
+    schedule = fastpp.build_schedule("1f1b", 1, 1)
+    h100 = HARDWARE["H100-80GB"]
+
+    def forward(hardware, precision):
+        costs = transformer_costs("llama3-8b", schedule, hardware, seq=8192,
+                                  precision=precision)
+        return float(costs.arrays["f"].sum() + costs.arrays["b"].sum())
+
+    scaled = dataclasses.replace(h100, fp8_current_scaling=True)
+    assert forward(h100, "fp8") < forward(scaled, "fp8") < forward(h100, "bf16")

@@ -4,7 +4,7 @@ A prediction of the cost model is as good as the published runs it was checked o
 resemble it. A *regime* is six coarse facts about a configuration (``Regime``): the GPU
 generation, the model's size, the sequence length, dense or mixture-of-experts, whether
 tensor parallelism stays inside a node, and the training framework the run is on (every
-framework is priced as Megatron's, and another stack's runs have measured up to 1.9 times as
+framework is priced as Megatron's, and another stack's runs have measured up to 1.85 times as
 long: their bar comes from their own checks, ``validate_torchtitan``). ``validate``'s check
 rows (never its calibration rows, whose errors are in-sample, and never rows priced from a
 paper's own profiled costs) are grouped by regime; each group's root-mean-square relative
@@ -256,7 +256,7 @@ def error_bar(where: Regime, groups=None) -> ErrorBar:
     if not groups:
         return ErrorBar(np.nan, np.nan, 0, where, "no validated regime at all")
     # another stack's checks say nothing of this one's error (torchtitan's runs took up to
-    # 1.9 times Megatron's price): a checked framework's bars pool its own groups alone, and
+    # 1.85 times Megatron's price): a checked framework's bars pool its own groups alone, and
     # an unchecked one's Megatron's, the stack the cost model prices
     groups = (tuple(g for g in groups if g["framework"] == where.framework)
               or tuple(g for g in groups if g["framework"] == "megatron") or groups)

@@ -52,9 +52,19 @@ FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
 # said of every job: what torchtitan's own runs measured against fastpp's price of them
 # (fastpp.model.validate_torchtitan, docs/fidelity.md)
 STACK = ("torchtitan's stack: its own benchmark's 18 runs (Llama 3.1 on H100, December 2024) "
-         "took 1.1 to 1.9 times as long a step as fastpp prices their job configs on their "
+         "took 1.05 to 1.85 times as long a step as fastpp prices their job configs on their "
          "GPUs; this run's error bar and its lean come from them, not from Megatron's runs "
          "(docs/fidelity.md, torchtitan's own runs)")
+
+
+# torchao's Float8 training (Float8LinearConfig) as torchtitan converts to it by default: each
+# tensor scaled as it is cast (dynamic tensorwise: an amax pass first) and the two gradient
+# products without fast accumulation, which is Hardware.fp8_current_scaling's pricing
+FLOAT8 = ("float8: torchao's tensorwise Float8, torchtitan's default, scales each tensor as it "
+          "casts it (an amax pass first) and runs the gradient products in split "
+          "accumulation; the presets price FP8 with the scale out of the cast and fast "
+          "accumulation: dataclasses.replace(hardware, fp8_current_scaling=True) prices it as "
+          "it runs, as fastpp's check of torchtitan's benchmark does")
 
 
 # the older layouts torchtitan read (its JobConfig before [parallelism], 2024): keys that
@@ -206,8 +216,11 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     eager = () if _compiled(section) else (
         "[compile] enable = false: torchtitan's eager kernels (unfused norms, RoPE, casts) "
         "priced as fused ones (its benchmark measured torch.compile 16% faster)",)
+    # (MX converters scale blocks in the cast itself, as the presets price FP8)
+    float8 = (FLOAT8,) if run.precision == "fp8" and (_fp8_switch(section, where) or any(
+        c.split(".")[-1] == "float8" for c in section["model"].get("converters", []))) else ()
     return Imported(model, run, _ignored(data) + missing + _approximated(run, model) + async_tp
-                    + unpriced + eager + (STACK,))
+                    + unpriced + eager + float8 + (STACK,))
 
 
 def _approximated(run: RunConfig, model: Transformer) -> tuple[str, ...]:

@@ -43,14 +43,17 @@ BENCHMARK_ATTENTION = "FlashAttention-2"
 def benchmark_hardware():
     """The benchmark's GPUs as it states them, on the H100 preset: 96 GB of memory, a
     memory-bound kernel's rate at the preset's share of its peak (2.9 of 3.35 TB/s) of
-    their HBM2e's 2.4 TB/s, and PyTorch's attention of December 2024
-    (``BENCHMARK_ATTENTION``). Their 500 W power limit is not priced: no source here says
-    what it takes from the products' speed (the benchmark: "tuning it up to 700W TDP can
-    potentially provide further speedups")."""
+    their HBM2e's 2.4 TB/s; PyTorch's attention of December 2024
+    (``BENCHMARK_ATTENTION``); and torchao's Float8 as torchtitan at 9dec370 configures it
+    (its ``Float8LinearConfig``: every cast scaled dynamically, tensor by tensor, the
+    output's product in fast accumulation and the gradients' not), which is what
+    ``fp8_current_scaling`` prices (``torchtitan.FLOAT8``). Their 500 W power limit is not
+    priced: no source here says what it takes from the products' speed (the benchmark:
+    "tuning it up to 700W TDP can potentially provide further speedups")."""
     h100 = HARDWARE[PRESET]
     gpu = dataclasses.replace(h100, memory_bytes=BENCHMARK_MEMORY,
                               memory_bandwidth=h100.memory_bandwidth * BENCHMARK_BANDWIDTH_PEAK
-                              / H100_BANDWIDTH_PEAK)
+                              / H100_BANDWIDTH_PEAK, fp8_current_scaling=True)
     return with_attention_kernel(gpu, BENCHMARK_ATTENTION)
 
 
