@@ -277,7 +277,7 @@ def test_a_framework_pools_its_own_checks_and_one_without_any_is_extrapolated():
 def test_a_run_on_torchtitan_carries_torchtitan_s_bar():
     """``RunConfig.framework`` (``from_torchtitan`` sets it) reaches the bar of plan rows,
     ``explain`` and ``transformer_costs``: a torchtitan job of Llama 3 8B on H100 takes
-    the bar of torchtitan's own runs (their steps priced about 28% short), not Megatron's
+    the bar of torchtitan's own runs (their steps priced about a quarter short), not Megatron's
     (14% before). A framework not in the list is refused, naming it."""
     from fastpp.model import RunConfig
     from fastpp.model.explain import explain
@@ -291,8 +291,8 @@ def test_a_run_on_torchtitan_carries_torchtitan_s_bar():
     titan = error_bar(regime(model, HARDWARE["H100-80GB"], 8192, 1, 8,
                              framework="torchtitan"))
     megatron = error_bar(regime(model, HARDWARE["H100-80GB"], 8192, 1, 8))
-    assert row["expected_error"] == titan.expected > 0.25 > megatron.expected
-    assert row["expected_bias"] == titan.bias < -0.25
+    assert row["expected_error"] == titan.expected > 0.2 > megatron.expected
+    assert row["expected_bias"] == titan.bias < -0.2
     keywords = dict(seq=8192, global_batch=16, d=8, zero=3)
     rows = plan(model, config=RunConfig(**keywords, framework="deepspeed"))
     assert "framework deepspeed" in rows["extrapolated"].iloc[0]

@@ -472,11 +472,11 @@ def test_dense_models_keep_their_numbers():
 
 def test_a_dense_layer_is_its_two_halves():
     """layer_times adds a dense layer's halves in one fixed order; the halves that
-    layer_parts reads sum to it."""
+    layer_parts reads sum to it, with eager kernels too."""
     from fastpp.model.compute import attention_times, layer_times, mlp_times
 
-    for name in ("gpt3-175b", "llama3-70b"):
-        model, hw = MODELS[name], HARDWARE["H100-80GB"]
+    for name, eager in (("gpt3-175b", False), ("llama3-70b", False), ("llama3-70b", True)):
+        model, hw = dataclasses.replace(MODELS[name], eager=eager), HARDWARE["H100-80GB"]
         for sp in (False, True):
             whole = layer_times(model, hw, 2048, 2, 4, sp, 0)
             halves = [f(model, hw, 2048, 2, 4, sp) for f in (attention_times, mlp_times)]

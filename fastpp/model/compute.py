@@ -66,6 +66,29 @@ CAST_BYTES = 2.0 + 2.0 * (1.0 + 1.0 / 32.0)
 # fp8_current_scaling)
 CURRENT_SCALING_BYTES = 2.0
 LOSS_FORWARD_BYTES, LOSS_BACKWARD_BYTES = 18.0, 6.0  # per logit, see the module
+# torchtitan's Llama block run by eager PyTorch (Transformer.eager): the bytes its elementwise
+# ops move beyond what the fused kernels above are priced at, forward and backward, counted
+# from the ops its code runs (torchtitan 9dec370's model.py and norms.py; each op reads its
+# inputs and writes its outputs; tests/test_eager.py holds the sums to PyTorch's ops):
+# - its RMSNorm, an element of h: x.float(), pow, mean, x * rsqrt, type_as, * weight move 36
+#   bytes forward against a fused norm's 4; their backward (in fp32, with the weight's
+#   gradient) 96 against 6;
+# - the rotary embedding, an element of q and k: x.float(), the complex product, type_as move
+#   20 forward and 22 backward, which no fused pricing counts (a fused kernel's 4 and 4 are
+#   priced nowhere);
+# - SiLU and the product as two ops, an element of F: 10 forward and 18 backward against the
+#   one op's 6 and 8 (GeLU is one op either way);
+# - each product's input gradient added apart where several products read one tensor (wq,
+#   wk, wv; w1, w3), 6 bytes an element of h for each sum, and the residual's gradient added
+#   to its branch's, 6 against 4.
+EAGER_NORM = (32.0, 90.0)
+EAGER_ROPE = (20.0, 22.0)
+EAGER_GATE = (4.0, 10.0)
+EAGER_SUM, EAGER_RESIDUAL = 6.0, 2.0
+# the kernels each launches beyond the fused ones, forward and backward: a norm 8 and 16
+# against 1 and 1, the rotary embedding 6 and 8 against none, SiLU and the product 2 and 3
+# against 1 and 1, each sum of input gradients one backward
+EAGER_KERNELS = {"norm": (7, 15), "rope": (6, 8), "gate": (1, 2), "sum": (0, 1)}
 # PyTorch's softmax path where Megatron's fused kernel refuses the shape: per kernel, the
 # bytes it moves in half-precision score tensors. Forward: the fp32 cast (read 2 bytes a
 # score, write 4), the scale, the in-place mask, the softmax (each read 4, write 4), the cast
@@ -266,6 +289,56 @@ def _attention_shapes(model: Transformer, t):
         [q, kv] if q else [kv]
 
 
+def eager_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
+                sequence_parallel: bool, width=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Seconds ``eager_bytes`` adds, ``(forward, backward)`` a half: its bytes at the memory's
+    bandwidth and ``Hardware.op_overhead`` for each kernel it launches (``EAGER_KERNELS``)."""
+    moved = eager_bytes(model, seq, microbatch, t, sequence_parallel, width)
+    F = float(model.ffn if width is None else width)
+    k = EAGER_KERNELS
+    readers = 2 if model.mla else 3
+    gated = model.swiglu and F > 0
+    kernels = {"attention": [k["norm"][i] + k["rope"][i] + (readers - 1) * k["sum"][i]
+                             for i in (0, 1)],
+               "mlp": [k["norm"][i] + gated * (k["gate"][i] + k["sum"][i]) for i in (0, 1)]}
+    on = 1.0 if model.eager else 0.0
+    return {half: tuple(x / hardware.memory_bandwidth + on * n * hardware.op_overhead
+                        for x, n in zip(moved[half], kernels[half], strict=True))
+            for half in moved}
+
+
+def eager_bytes(model: Transformer, seq: int, microbatch, t, sequence_parallel: bool,
+                width=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Bytes a layer's elementwise ops move in eager PyTorch beyond the fused kernels' price
+    (``EAGER_*``; all zero unless ``model.eager``), for one microbatch on one
+    tensor-parallel rank: ``"attention"`` and ``"mlp"`` (with an MLP of ``width``, default
+    ``ffn``; 0: the norm and residual alone), each ``(forward, backward)``. The norms and
+    residuals run on ``T/t`` rows with sequence parallelism, the sums of the products' input
+    gradients on all ``T`` (before their reduce-scatter), the rotary embedding and the
+    activation on ``1/t`` of their heads and width. An MoE layer's experts are left out."""
+    s, h = float(seq), float(model.hidden)
+    F = float(model.ffn if width is None else width)
+    T = s * np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
+    if not model.eager:
+        zero = 0.0 * T * t
+        return {"attention": (zero, zero), "mlp": (zero, zero)}
+    rows = T / t if sequence_parallel else T
+    if model.mla:  # the rotary part of each query head and the one shared key; wq and wkv_a
+        roped, readers = (model.heads + 1.0) * model.rope_dim, 2.0
+    else:
+        roped, readers = float(model.heads * model.head_dim + model.kv), 3.0
+    gated = 1.0 if model.swiglu and F > 0 else 0.0  # (its two ops; w1 and w3 read the norm)
+    norm_f, norm_b = (x * rows * h for x in EAGER_NORM)
+    residual = EAGER_RESIDUAL * rows * h
+    return {"attention": (norm_f + EAGER_ROPE[0] * T * roped / t,
+                          norm_b + EAGER_ROPE[1] * T * roped / t
+                          + EAGER_SUM * (readers - 1.0) * T * h + residual),
+            "mlp": (norm_f + gated * EAGER_GATE[0] * T * F / t,
+                    norm_b + gated * (EAGER_GATE[1] * T * F / t + EAGER_SUM * T * h)
+                    + residual)}
+
+
 def attention_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
                     sequence_parallel: bool) -> dict[str, np.ndarray]:
     """Seconds of the attention half of a layer (its norm, projections, core and residual add)
@@ -287,6 +360,9 @@ def attention_times(model: Transformer, hardware: Hardware, seq: int, microbatch
     for width in latents:  # MLA's latent norms, whole on every rank
         forward = forward + memory_time(hw, 2.0 * BYTES * T * width)
         input_grad = input_grad + memory_time(hw, 3.0 * BYTES * T * width)
+    if model.eager:
+        more = eager_times(model, hw, seq, b, t, sequence_parallel)["attention"]
+        forward, input_grad = forward + more[0], input_grad + more[1]
     return {"forward": norm + residual + core_fwd + forward + 0.0 * b,
             "input_grad": (1.5 * norm + (2.0 + drop) / (3.0 + drop) * residual + core_bwd
                            + input_grad + 0.0 * b),
@@ -308,16 +384,20 @@ def mlp_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
     drop = 0.5 if model.dropout else 0.0
     norm = memory_time(hw, 2.0 * BYTES * rows * h)
     residual = memory_time(hw, (3.0 + drop) * BYTES * rows * h)
+    more_f = more_b = 0.0 * b
+    if model.eager:
+        more_f, more_b = eager_times(model, hw, seq, b, t, sequence_parallel, F)["mlp"]
     if F == 0:  # the norm and residual add alone (an MoE layer without shared experts)
-        return {"forward": norm + residual + 0.0 * b,
-                "input_grad": 1.5 * norm + (2.0 + drop) / (3.0 + drop) * residual + 0.0 * b,
+        return {"forward": norm + residual + more_f + 0.0 * b,
+                "input_grad": (1.5 * norm + (2.0 + drop) / (3.0 + drop) * residual + more_b
+                               + 0.0 * b),
                 "weight_grad": 0.0 * b}
     forward, input_grad, weight_grad = _products(hw, [(G * F / t, h), (h, F / t)], T)
     return {"forward": norm + residual + memory_time(hw, (G + 1.0) * BYTES * T * F / t)
-            + forward + 0.0 * b,
+            + forward + more_f + 0.0 * b,
             "input_grad": (1.5 * norm + (2.0 + drop) / (3.0 + drop) * residual
                            + memory_time(hw, (G + 2.0) * BYTES * T * F / t) + input_grad
-                           + 0.0 * b),
+                           + more_b + 0.0 * b),
             "weight_grad": weight_grad + 0.0 * b}
 
 
@@ -372,6 +452,10 @@ def _dense_layer_times(model: Transformer, hw: Hardware, seq: int, microbatch, t
                    + matmul_time(grad, h, G * F / t, T) + matmul_time(grad, F / t, h, T))
     casts_fwd, casts_bwd = fp8_cast_times(hw, model, T, t)
     forward, input_grad = forward + casts_fwd, input_grad + casts_bwd
+    if model.eager:
+        more = eager_times(model, hw, seq, b, t, sequence_parallel)
+        forward = forward + more["attention"][0] + more["mlp"][0]
+        input_grad = input_grad + more["attention"][1] + more["mlp"][1]
     input_grad = input_grad + np.where(rc == 1, core_fwd, np.where(rc == 2, forward, 0.0))
     return {"forward": forward + 0.0 * b, "input_grad": input_grad + 0.0 * b,
             "weight_grad": weight_grad + 0.0 * b}

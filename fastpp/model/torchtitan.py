@@ -174,7 +174,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         (``overlap=True``, torchtitan's default); async TP is priced without an overlap
         (said in ``ignored``). The
         model's SwiGLU is unfused (``fused_swiglu=False``): torchtitan's separate SiLU and
-        product.
+        product; without ``[compile]`` compiling the model its elementwise ops are eager
+        PyTorch's (``eager=True``).
 
     Raises
     ------
@@ -197,7 +198,7 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     # trains no multi-token-prediction module (its DeepSeek-V3 has none)
     given = model
     model = dataclasses.replace(_model(section["model"], model, where), fused_swiglu=False,
-                                mtp_depth=0)
+                                mtp_depth=0, eager=not _compiled(section))
     assets = section["model"].get("hf_assets_path")
     # (an assets folder not here, the flavor's preset priced: said, not silent)
     missing = (f"[model] hf_assets_path (no config.json in {assets!r} here: the flavor's "
@@ -213,14 +214,11 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
                 "overlap for whole sequences)",) if run.schedule == "dualpipev" and \
         run.ep > 1 and run.cp > 1 and not run.overlap and section["parallelism"].get(
             "pipeline_parallel_expert_parallel_overlap", True) else ()
-    eager = () if _compiled(section) else (
-        "[compile] enable = false: torchtitan's eager kernels (unfused norms, RoPE, casts) "
-        "priced as fused ones (its benchmark measured torch.compile 16% faster)",)
     # (MX converters scale blocks in the cast itself, as the presets price FP8)
     float8 = (FLOAT8,) if run.precision == "fp8" and (_fp8_switch(section, where) or any(
         c.split(".")[-1] == "float8" for c in section["model"].get("converters", []))) else ()
     return Imported(model, run, _ignored(data) + missing + _approximated(run, model) + async_tp
-                    + unpriced + eager + float8 + (STACK,))
+                    + unpriced + float8 + (STACK,))
 
 
 def _approximated(run: RunConfig, model: Transformer) -> tuple[str, ...]:
@@ -666,7 +664,9 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     ``node_limit`` and ``imbalance``; ``overlap`` but on DualPipeV with expert parallelism,
     torchtitan's default there) must keep its default: a ``ScheduleError`` names it
     otherwise; full recomputation of every ``k``-th layer (``recompute_method="interval"``)
-    is written as layer-wise selective checkpointing. The pipeline's split of the layers is
+    is written as layer-wise selective checkpointing. The model is compiled (``[compile]``),
+    since fastpp prices fused kernels, unless ``model`` is ``eager``. The pipeline's split of
+    the layers is
     written as torchtitan's stage weights (``pipeline_parallel_first_stage_less_layers`` and
     ``..._last_...``; fastpp's even split as 0 and 0, which is torchtitan's where the layers
     divide evenly over the stages: pass ``model`` to have it checked), and ``m`` other than
@@ -776,4 +776,8 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     if c.precision == "fp8":  # (v0.2's names; a dense model has no grouped products)
         lines += ["", "[model]",
                   'converters = ["quantize.linear.float8", "quantize.grouped_mm.float8"]']
+    # fastpp prices fused kernels unless the model says eager: the job compiles the model
+    eager = model is not None and model.eager
+    lines += ["", "[compile]", f"enable = {str(not eager).lower()}",
+              'components = ["model", "loss"]']
     return "\n".join(lines) + "\n"

@@ -152,6 +152,13 @@ class Transformer:
     window_layers : int, optional
         How many layers slide (the rest attend to everything); default all of them
         (``sliding_layers``); more than 0 needs a ``window``.
+    eager : bool
+        The block's elementwise ops run as eager PyTorch runs torchtitan's Llama code, op by
+        op, where ``False`` prices fused kernels (Megatron's, or ``torch.compile``'s): its
+        RMSNorm in fp32 steps, the rotary embedding through complex numbers, SiLU and the
+        product apart, each product's input gradient summed apart
+        (``fastpp.model.compute.eager_bytes``). ``fastpp.model.from_torchtitan`` sets it
+        where ``[compile]`` does not compile the model.
     """
 
     layers: int
@@ -180,11 +187,13 @@ class Transformer:
     fused_swiglu: bool = True
     window: int = 0
     window_layers: int | None = None
+    eager: bool = False
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "vocab"):
             positive_int(getattr(self, name), name)
-        for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention", "fused_swiglu"):
+        for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention", "fused_swiglu",
+                     "eager"):
             flag(getattr(self, name), name)
         instance(self.name, str, "name", "string")
         if self.kv_heads is None:
