@@ -1,14 +1,15 @@
 """Eager PyTorch's elementwise ops (``Transformer.eager``, ``fastpp.model.compute.eager_bytes``)
 against the ops PyTorch runs.
 
-torchtitan's Llama block as its code stood for its December 2024 benchmark (9dec370:
+A copy of torchtitan's Llama block as its code stood for its December 2024 benchmark (9dec370:
 ``norms.RMSNorm``, ``apply_rotary_emb``, ``repeat_kv``, ``FeedForward``) runs its forward and
 backward in bf16 on CPU under a dispatch mode that adds up, op by op, the bytes each reads and
-writes (its inputs and outputs; views, which copy nothing, the products and the attention core
-left out). Eager PyTorch runs the same ops on a GPU, each a kernel; the CPU's flash kernel
-stands in for the GPU's. fastpp prices those ops as fused kernels plus ``eager_bytes``; the two
-agree within what fastpp leaves out on purpose: the rotary table's reads and the norms' ``T``
-scalars (under 2%), and ``repeat_kv``'s copies of K and V, which a compiled block makes too.
+writes (its outputs, and its inputs as stored: a broadcast input once; views, which copy
+nothing, the products and the attention core left out). Eager PyTorch runs the same ops on a
+GPU, each a kernel; the CPU's flash kernel stands in for the GPU's. fastpp prices those ops as
+fused kernels plus ``eager_bytes``; the two agree within what fastpp leaves out on purpose:
+the rotary table's reads and the norms' ``T`` scalars, and ``repeat_kv``'s copies of K and V,
+which a compiled block makes too.
 """
 
 import dataclasses
@@ -27,6 +28,12 @@ from fastpp.model.transformer import BYTES
 
 # (batch, sequence, hidden, heads, kv heads, ffn): without and with grouped-query attention
 SHAPES = [(1, 128, 256, 4, 4, 704), (2, 64, 512, 8, 8, 1408), (1, 128, 256, 4, 2, 704)]
+
+
+def _stored(x) -> int:
+    """The bytes of ``x`` an op moves: its elements', or its storage's where it is a
+    broadcast view of fewer (an expanded gradient, the rotary table)."""
+    return min(x.numel() * x.element_size(), x.untyped_storage().nbytes())
 
 
 def _counted(batch, seq, hidden, heads, kv_heads, ffn):
@@ -97,7 +104,7 @@ def _counted(batch, seq, hidden, heads, kv_heads, ffn):
             if not func.is_view and func not in skip:
                 tensors = [x for x in torch.utils._pytree.tree_leaves((args, kwargs, out))
                            if isinstance(x, torch.Tensor)]
-                moved = sum(x.numel() * x.element_size() for x in tensors)
+                moved = sum(_stored(x) for x in tensors)
                 self.bytes += moved
                 self.kernels += 1
                 # repeat_kv's copy of an expanded K or V (read as its elements), and in the
@@ -122,7 +129,7 @@ def _counted(batch, seq, hidden, heads, kv_heads, ffn):
             (forward.kernels, backward.kernels))
 
 
-def _model(hidden, heads, kv_heads, ffn, eager=True):
+def _model(hidden, heads, kv_heads, ffn, eager="fp32-norm"):
     return Transformer(layers=1, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
                        vocab=256, swiglu=True, fused_swiglu=False, eager=eager)
 
@@ -132,7 +139,9 @@ def test_eager_bytes_are_what_pytorch_s_ops_move(shape):
     """fastpp's fused kernels (per token: two norms reading and writing ``h``, 4 bytes an
     element forward and 6 backward; two residual adds, 6 and 4; SiLU and the product read as
     one op, ``6F`` and ``8F``) plus ``eager_bytes`` are what eager PyTorch's ops move in
-    torchtitan's block, within 2%, forward and backward; with grouped-query attention less
+    torchtitan's block, within 2% (most of the rest the rotary table's reads, 4/heads bytes
+    an element of q and k at these 4 to 8 heads), forward and backward; with grouped-query
+    attention less
     ``repeat_kv``'s copies and their backward's sums (priced nowhere: a compiled block makes
     them too)."""
     batch, seq, h, heads, kv_heads, ffn = shape
@@ -164,8 +173,8 @@ def test_eager_kernels_are_priced_where_the_model_says_so():
     and its recomputation carry; a fused model's times do not move, and the weights'
     gradients never do."""
     hw = HARDWARE["H100-80GB"]
-    fused = _model(4096, 32, 8, 14336, eager=False)
-    eager = dataclasses.replace(fused, eager=True)
+    fused = _model(4096, 32, 8, 14336, eager="")
+    eager = dataclasses.replace(fused, eager="fp32-norm")
     extra = eager_bytes(eager, 8192, 2, 1, False)
     assert all(float(x) == 0 for pair in eager_bytes(fused, 8192, 2, 1, False).values()
                for x in pair)
@@ -184,3 +193,96 @@ def test_eager_kernels_are_priced_where_the_model_says_so():
     # full recomputation runs the eager forward again in the backward
     assert full[1]["input_grad"] - full[0]["input_grad"] == pytest.approx(sum(added),
                                                                           rel=1e-9)
+
+
+def _part(torch, fn, inputs, elements):
+    """Bytes an element and kernels of one part's forward and backward, run alone."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.bytes, self.kernels = 0, 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if not func.is_view and func != aten.detach.default:
+                self.bytes += sum(_stored(x) for x in torch.utils._pytree.tree_leaves(
+                    (args, kwargs, out)) if isinstance(x, torch.Tensor))
+                self.kernels += 1
+            return out
+
+    forward, backward = Count(), Count()
+    with forward:
+        out = fn(*inputs)
+    grad = torch.randn_like(out)
+    with backward:
+        out.backward(grad)
+    return (forward.bytes / elements, forward.kernels), (backward.bytes / elements,
+                                                         backward.kernels)
+
+
+def test_each_eager_part_moves_what_its_constant_says():
+    """Each part alone, at Llama 3 8B's 32 heads of 128: torchtitan's 2024 RMSNorm moves 36
+    bytes an element in 8 kernels forward and 92 in 16 backward (a fused norm's 4 and 6, one
+    kernel each, plus ``EAGER_NORM`` and ``EAGER_KERNELS``); the rotary embedding of one
+    tensor 20 and 20 in 3 and 4 (of q and k: ``EAGER_ROPE``, 6 and 8 kernels), its table's
+    reads (4/32 of a byte an element) and its conjugate's copy (a quarter) left out; SiLU
+    and the product 10 and 18 in 2 and 3 (the fused 6 and 8 plus ``EAGER_GATE``)."""
+    torch = pytest.importorskip("torch")
+    from fastpp.model.compute import EAGER_GATE, EAGER_NORM, EAGER_ROPE
+
+    tokens, h, heads, d = 1024, 1024, 32, 128
+    torch.manual_seed(0)
+    weight = torch.nn.Parameter(torch.ones(h, dtype=torch.bfloat16))
+    x = torch.randn(tokens, h, dtype=torch.bfloat16, requires_grad=True)
+
+    def norm(x):  # torchtitan's norms.RMSNorm at 9dec370
+        y = x.float()
+        return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)).type_as(x) * weight
+
+    q = torch.randn(1, tokens, heads, d, dtype=torch.bfloat16, requires_grad=True)
+    table = torch.polar(torch.ones(tokens, d // 2), torch.rand(tokens, d // 2))
+
+    def rotary(q):  # torchtitan's apply_rotary_emb, on one tensor
+        z = torch.view_as_complex(q.float().reshape(*q.shape[:-1], -1, 2))
+        return torch.view_as_real(z * table.view(1, tokens, 1, d // 2)).flatten(3).type_as(q)
+
+    a, b = (torch.randn(tokens, h, dtype=torch.bfloat16, requires_grad=True) for _ in "ab")
+    k = EAGER_KERNELS
+    fused = 2 * BYTES  # a fused norm reads and writes each element
+    measured = _part(torch, norm, (x,), tokens * h)
+    assert [m[1] for m in measured] == [1 + k["norm"][0], 1 + k["norm"][1]]
+    assert [m[0] for m in measured] == pytest.approx(
+        [fused + EAGER_NORM[0], 1.5 * fused + EAGER_NORM[1]], rel=0.002)
+    measured = _part(torch, rotary, (q,), tokens * heads * d)
+    assert [2 * m[1] for m in measured] == list(k["rope"])
+    assert [m[0] for m in measured] == pytest.approx(list(EAGER_ROPE), rel=0.02)
+    measured = _part(torch, lambda a, b: torch.nn.functional.silu(a) * b, (a, b), tokens * h)
+    assert [m[1] for m in measured] == [1 + k["gate"][0], 1 + k["gate"][1]]
+    assert [m[0] for m in measured] == pytest.approx(
+        [3 * BYTES + EAGER_GATE[0], 4 * BYTES + EAGER_GATE[1]], rel=1e-9)
+
+
+def test_native_norm_is_the_fp32_norm_less_its_norm():
+    """``"native-norm"`` (PyTorch's ``nn.RMSNorm``, one kernel each way, what
+    ``from_torchtitan`` prices today) prices everything ``"fp32-norm"`` does but the norms'
+    part: the same bytes less ``EAGER_NORM`` on each norm's rows, and its kernels less."""
+    from fastpp.model.compute import EAGER_NORM, eager_times
+
+    hw = HARDWARE["H100-80GB"]
+    old = _model(4096, 32, 8, 14336)
+    new = dataclasses.replace(old, eager="native-norm")
+    for t, sp in ((1, False), (4, True)):
+        a, b = (eager_bytes(m, 8192, 2, t, sp) for m in (old, new))
+        rows = 8192 * 2 / (t if sp else 1)
+        for half in ("attention", "mlp"):
+            for k in (0, 1):
+                assert float(a[half][k] - b[half][k]) == pytest.approx(
+                    EAGER_NORM[k] * rows * 4096, rel=1e-12)
+        ta, tb = (eager_times(m, hw, 8192, 2, t, sp) for m in (old, new))
+        assert float(ta["mlp"][1] - tb["mlp"][1]) == pytest.approx(
+            EAGER_NORM[1] * rows * 4096 / hw.memory_bandwidth
+            + EAGER_KERNELS["norm"][1] * hw.op_overhead, rel=1e-9)

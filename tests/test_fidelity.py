@@ -346,7 +346,7 @@ def test_a_correction_by_the_bias_would_not_help(frame):
     """``expected_bias`` is shown as what the checks did, never applied: with each table left
     out in turn, dividing its predictions by ``1 + bias`` of the other tables' bars leaves a
     larger error over all rows than the predictions as they are (11.1% -> 13.1% RMS with
-    torchtitan's runs, 9.9% -> 13.0% without, 7 December 2026), and helps fewer tables than
+    torchtitan's runs, 9.9% -> 13.0% without, 6 December 2026, late), and helps fewer tables than
     it hurts (three of eight)."""
     from fastpp.model.errorbar import coverage
 

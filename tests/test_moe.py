@@ -475,7 +475,8 @@ def test_a_dense_layer_is_its_two_halves():
     layer_parts reads sum to it, with eager kernels too."""
     from fastpp.model.compute import attention_times, layer_times, mlp_times
 
-    for name, eager in (("gpt3-175b", False), ("llama3-70b", False), ("llama3-70b", True)):
+    for name, eager in (("gpt3-175b", ""), ("llama3-70b", ""), ("llama3-70b", "fp32-norm"),
+                        ("llama3-70b", "native-norm")):
         model, hw = dataclasses.replace(MODELS[name], eager=eager), HARDWARE["H100-80GB"]
         for sp in (False, True):
             whole = layer_times(model, hw, 2048, 2, 4, sp, 0)

@@ -16,8 +16,9 @@ JOB = DATA / "torchtitan" / "llama3_8b.toml"
 def test_llama3_job():
     model, config = from_torchtitan(JOB, gpus=64)
     # the flavor's preset (no assets folder here), its SwiGLU torchtitan's separate ops, and
-    # without [compile] its elementwise ops eager PyTorch's
-    assert model == dataclasses.replace(MODELS["llama3-8b"], fused_swiglu=False, eager=True)
+    # without [compile] its elementwise ops eager PyTorch's (with PyTorch's RMSNorm)
+    assert model == dataclasses.replace(MODELS["llama3-8b"], fused_swiglu=False,
+                                        eager="native-norm")
     # 64 GPUs / (t 2 * p 2): FSDP over the 16 left, 2 sequences each; with a pipeline,
     # torchtitan's "default" resharding keeps the weights gathered after the forward
     # (reshard_after_forward = not pp_enabled): gathered once per step. Its split: 32 layers
@@ -31,7 +32,7 @@ def test_llama3_job():
                                layout="Et*8|t*9|t*8|t*7L", framework="torchtitan")
     hf = from_torchtitan(JOB, gpus=64, model=DATA / "hf" / "llama-3.1-8b.json")[0]
     assert hf == dataclasses.replace(from_hf(DATA / "hf" / "llama-3.1-8b.json"),
-                                     fused_swiglu=False, eager=True)
+                                     fused_swiglu=False, eager="native-norm")
 
 
 def test_a_misspelt_key_or_section_is_named_and_explain_prints_it(tmp_path, capsys):
@@ -74,7 +75,7 @@ def test_model_from_the_assets_folder(tmp_path):
     (assets / "config.json").write_text((DATA / "hf" / "qwen3-8b.json").read_text())
     job = f'[model]\nname = "qwen3"\nflavor = "8B"\nhf_assets_path = "{assets}"\n'
     model, config = from_torchtitan(job, gpus=8)
-    assert model == dataclasses.replace(from_hf(assets), fused_swiglu=False, eager=True)
+    assert model == dataclasses.replace(from_hf(assets), fused_swiglu=False, eager="native-norm")
     assert model.head_dim == 128
     assert (config.d, config.zero) == (8, 3)
 
@@ -409,18 +410,25 @@ def test_torchao_float8_is_said_to_scale_as_it_casts():
 
 def test_eager_kernels_follow_compile():
     """Without ``[compile]`` compiling the model (torchtitan's default is off) its
-    elementwise ops are eager PyTorch's (``Transformer.eager``), priced so; the older
-    ``[training] compile`` counts, a compiled loss alone does not. ``to_torchtitan`` writes
-    the compile fastpp priced, and reads back as it."""
-    def eager(job):
-        return from_torchtitan(job, gpus=8, model="llama3-8b").model.eager
+    elementwise ops are eager PyTorch's with PyTorch's RMSNorm (``Transformer.eager``),
+    priced so; the older ``[training] compile`` counts, a compiled loss alone does not. An
+    eager MoE or MLA model is told what of it is priced fused. ``to_torchtitan`` writes the
+    compile fastpp priced, and reads back as it."""
+    def eager(job, model="llama3-8b"):
+        return from_torchtitan(job, gpus=8, model=model)
 
-    assert eager("") and eager('[compile]\nenable = true\ncomponents = ["loss"]\n')
-    assert not eager("[compile]\nenable = true\n")
-    assert not eager("[training]\ncompile = true\n")
+    assert eager("").model.eager == "native-norm"
+    assert eager('[compile]\nenable = true\ncomponents = ["loss"]\n').model.eager
+    assert eager("[compile]\nenable = true\n").model.eager == ""
+    assert eager("[training]\ncompile = true\n").model.eager == ""
+    assert not any("[compile]" in x for x in eager("").ignored)
+    for model in ("deepseek-v3", "qwen3-30b-a3b"):
+        assert any(x.startswith("[compile] enable = false: eager") for x in
+                   eager('[model]\nconverters = []\n', model).ignored), model
     config = RunConfig(seq=8192, global_batch=16, d=8, zero=3)
     fused = MODELS["llama3-8b"]
-    for model in (None, fused, dataclasses.replace(fused, eager=True)):
+    for model in (None, fused, dataclasses.replace(fused, eager="native-norm")):
         text = to_torchtitan(config, model)
-        assert ("enable = false" in text) == (model is not None and model.eager)
-        assert eager(text) == (model is not None and model.eager)
+        written = model is not None and bool(model.eager)
+        assert ("enable = false" in text) == written
+        assert bool(eager(text).model.eager) == written

@@ -30,9 +30,11 @@ def test_every_run_is_read_and_priced(runs):
 
 
 @pytest.mark.xfail(strict=True, reason="fastpp prices torchtitan's steps 5-46% short (the "
-                                       "runs took 1.05-1.85 times as long; step MAPE 25.9%): "
-                                       "compiled kernels move more than fastpp's fused count, "
-                                       "and the GPUs' 500 W power limit is not priced")
+                                       "runs took 1.05-1.85 times as long; step MAPE 26.0%): "
+                                       "the compiled kernels moving more than fastpp's fused "
+                                       "count or the eager ones less (compile's gain priced at "
+                                       "26%, measured 16%), and the GPUs' 500 W power limit "
+                                       "not priced")
 def test_torchtitan_runs_within_fifteen_percent(runs):
     """Issue 26's bar for a table nothing was fitted on. The runs' error bars, torchtitan's
     own checks since they are in the bars, are held to them in test_fidelity.py (left out,
@@ -50,5 +52,25 @@ def test_a_torchtitan_job_s_bar_is_torchtitan_s(runs):
     assert (runs["extrapolated"] == "").all()
     for (_, name, _, _, _, where), bar in zip(validation_rows(), runs["expected_error"],
                                               strict=True):
-        assert error_bar(where).expected == bar == error_bar(where, own).expected
+        assert bar == error_bar(where, own).expected
         assert error_bar(where._replace(framework="megatron")).expected != bar, name
+
+
+def test_the_stack_s_slowdown_is_steady_within_a_regime():
+    """Each run divided by ``1 + bias`` of the other 17 runs' bars in its regime: the step
+    error falls from 26.0% to 10.3% on average (docs/fidelity.md; 41.3% to 15.2% before the
+    runs were priced on their GPUs and kernels). Not applied: one benchmark is no
+    calibration of torchtitan as a user runs it; shown, because within a regime its
+    slowdown is steady."""
+    from fastpp.model.errorbar import regime_table, step_error
+    from fastpp.model.validate import validate
+
+    frame = validate([DATASET])
+    regimes = {name: where for _, name, _, _, _, where in validation_rows()}
+    plain, corrected = [], []
+    for i, row in enumerate(frame.itertuples()):
+        error = float(step_error([row.error], [row.quantity])[0])
+        bias = error_bar(regimes[row.row], regime_table(frame.drop(frame.index[i]))).bias
+        plain.append(abs(error))
+        corrected.append(abs((1 + error) / (1 + bias) - 1))
+    assert sum(corrected) < 0.5 * sum(plain)

@@ -68,25 +68,27 @@ CURRENT_SCALING_BYTES = 2.0
 LOSS_FORWARD_BYTES, LOSS_BACKWARD_BYTES = 18.0, 6.0  # per logit, see the module
 # torchtitan's Llama block run by eager PyTorch (Transformer.eager): the bytes its elementwise
 # ops move beyond what the fused kernels above are priced at, forward and backward, counted
-# from the ops its code runs (torchtitan 9dec370's model.py and norms.py; each op reads its
-# inputs and writes its outputs; tests/test_eager.py holds the sums to PyTorch's ops):
-# - its RMSNorm, an element of h: x.float(), pow, mean, x * rsqrt, type_as, * weight move 36
-#   bytes forward against a fused norm's 4; their backward (in fp32, with the weight's
-#   gradient) 96 against 6;
+# from the ops its code runs (torchtitan's model.py, its norms.py at 9dec370; each op reads
+# its inputs, a broadcast one once, and writes its outputs; tests/test_eager.py holds each
+# part and their sums to PyTorch's own ops):
+# - torchtitan's 2024 RMSNorm ("fp32-norm"), an element of h: x.float(), pow, mean, x * rsqrt,
+#   type_as, * weight move 36 bytes forward against a fused norm's 4; their backward (in
+#   fp32, with the weight's gradient) 92 against 6. PyTorch's nn.RMSNorm ("native-norm") is
+#   one kernel each way, priced as the fused norm;
 # - the rotary embedding, an element of q and k: x.float(), the complex product, type_as move
-#   20 forward and 22 backward, which no fused pricing counts (a fused kernel's 4 and 4 are
-#   priced nowhere);
+#   20 forward and 20 backward, which no fused pricing counts (a fused kernel's 4 and 4 are
+#   priced nowhere), the rotary table's reads left out (4/heads bytes an element);
 # - SiLU and the product as two ops, an element of F: 10 forward and 18 backward against the
 #   one op's 6 and 8 (GeLU is one op either way);
 # - each product's input gradient added apart where several products read one tensor (wq,
 #   wk, wv; w1, w3), 6 bytes an element of h for each sum, and the residual's gradient added
 #   to its branch's, 6 against 4.
-EAGER_NORM = (32.0, 90.0)
-EAGER_ROPE = (20.0, 22.0)
+EAGER_NORM = (32.0, 86.0)
+EAGER_ROPE = (20.0, 20.0)
 EAGER_GATE = (4.0, 10.0)
 EAGER_SUM, EAGER_RESIDUAL = 6.0, 2.0
-# the kernels each launches beyond the fused ones, forward and backward: a norm 8 and 16
-# against 1 and 1, the rotary embedding 6 and 8 against none, SiLU and the product 2 and 3
+# the kernels each launches beyond the fused ones, forward and backward: the 2024 norm 8 and
+# 16 against 1 and 1, the rotary embedding 6 and 8 against none, SiLU and the product 2 and 3
 # against 1 and 1, each sum of input gradients one backward
 EAGER_KERNELS = {"norm": (7, 15), "rope": (6, 8), "gate": (1, 2), "sum": (0, 1)}
 # PyTorch's softmax path where Megatron's fused kernel refuses the shape: per kernel, the
@@ -291,49 +293,77 @@ def _attention_shapes(model: Transformer, t):
 
 def eager_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
                 sequence_parallel: bool, width=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Seconds ``eager_bytes`` adds, ``(forward, backward)`` a half: its bytes at the memory's
-    bandwidth and ``Hardware.op_overhead`` for each kernel it launches (``EAGER_KERNELS``)."""
+    """The seconds eager PyTorch's elementwise ops add to a layer (``model.eager``): the
+    bytes of ``eager_bytes`` at the memory's bandwidth and ``Hardware.op_overhead`` for
+    each kernel they launch beyond the fused ones (``EAGER_KERNELS``).
+
+    Returns
+    -------
+    dict
+        ``"attention"`` and ``"mlp"``, each ``(forward, backward)`` seconds (zero for a
+        fused model).
+    """
     moved = eager_bytes(model, seq, microbatch, t, sequence_parallel, width)
-    F = float(model.ffn if width is None else width)
+    if not model.eager:
+        return moved
+    parts = _eager_parts(model, width)
     k = EAGER_KERNELS
-    readers = 2 if model.mla else 3
-    gated = model.swiglu and F > 0
-    kernels = {"attention": [k["norm"][i] + k["rope"][i] + (readers - 1) * k["sum"][i]
-                             for i in (0, 1)],
-               "mlp": [k["norm"][i] + gated * (k["gate"][i] + k["sum"][i]) for i in (0, 1)]}
-    on = 1.0 if model.eager else 0.0
-    return {half: tuple(x / hardware.memory_bandwidth + on * n * hardware.op_overhead
+    norm = model.eager == "fp32-norm"
+    kernels = {"attention": [norm * k["norm"][i] + k["rope"][i]
+                             + (parts["readers"] - 1) * k["sum"][i] for i in (0, 1)],
+               "mlp": [norm * k["norm"][i] + parts["gated"] * (k["gate"][i] + k["sum"][i])
+                       for i in (0, 1)]}
+    return {half: tuple(x / hardware.memory_bandwidth + n * hardware.op_overhead
                         for x, n in zip(moved[half], kernels[half], strict=True))
             for half in moved}
+
+
+def _eager_parts(model: Transformer, width=None) -> dict[str, float]:
+    """What of a layer eager PyTorch runs apart: the rotary embedding's width split over the
+    tensor-parallel ranks (``roped``, each query head's) and whole on each (``shared``,
+    MLA's one rotary key), how many products read the attention's normed input
+    (``readers``), and whether the MLP's activation is SwiGLU's two ops (``gated``)."""
+    F = float(model.ffn if width is None else width)
+    if model.mla:  # wq (or wq_a) and wkv_a read the norm; k_pe is one head, on every rank
+        roped, shared, readers = float(model.heads * model.rope_dim), float(model.rope_dim), 2
+    else:
+        roped, shared, readers = float(model.heads * model.head_dim + model.kv), 0.0, 3
+    return {"roped": roped, "shared": shared, "readers": readers,
+            "gated": int(model.swiglu and F > 0), "ffn": F}
 
 
 def eager_bytes(model: Transformer, seq: int, microbatch, t, sequence_parallel: bool,
                 width=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Bytes a layer's elementwise ops move in eager PyTorch beyond the fused kernels' price
-    (``EAGER_*``; all zero unless ``model.eager``), for one microbatch on one
-    tensor-parallel rank: ``"attention"`` and ``"mlp"`` (with an MLP of ``width``, default
-    ``ffn``; 0: the norm and residual alone), each ``(forward, backward)``. The norms and
-    residuals run on ``T/t`` rows with sequence parallelism, the sums of the products' input
-    gradients on all ``T`` (before their reduce-scatter), the rotary embedding and the
-    activation on ``1/t`` of their heads and width. An MoE layer's experts are left out."""
+    (``EAGER_*``; all zero unless ``model.eager``; the norms' part with ``"fp32-norm"``
+    alone), for one microbatch on one tensor-parallel rank, with an MLP of ``width``
+    (default ``ffn``; 0: the norm and residual alone). The norms and residuals run on
+    ``T/t`` rows with sequence parallelism, the sums of the products' input gradients on
+    all ``T`` (before their reduce-scatter), the rotary embedding and the activation on
+    ``1/t`` of their heads and width. An MoE layer's experts and MLA's latent norms are left
+    out (``from_torchtitan`` says so).
+
+    Returns
+    -------
+    dict
+        ``"attention"`` and ``"mlp"``, each ``(forward, backward)`` bytes.
+    """
     s, h = float(seq), float(model.hidden)
-    F = float(model.ffn if width is None else width)
     T = s * np.asarray(microbatch, np.float64)
     t = np.asarray(t, np.float64)
     if not model.eager:
         zero = 0.0 * T * t
         return {"attention": (zero, zero), "mlp": (zero, zero)}
+    parts = _eager_parts(model, width)
     rows = T / t if sequence_parallel else T
-    if model.mla:  # the rotary part of each query head and the one shared key; wq and wkv_a
-        roped, readers = (model.heads + 1.0) * model.rope_dim, 2.0
-    else:
-        roped, readers = float(model.heads * model.head_dim + model.kv), 3.0
-    gated = 1.0 if model.swiglu and F > 0 else 0.0  # (its two ops; w1 and w3 read the norm)
-    norm_f, norm_b = (x * rows * h for x in EAGER_NORM)
+    norm = 1.0 if model.eager == "fp32-norm" else 0.0
+    norm_f, norm_b = (norm * x * rows * h for x in EAGER_NORM)
     residual = EAGER_RESIDUAL * rows * h
-    return {"attention": (norm_f + EAGER_ROPE[0] * T * roped / t,
-                          norm_b + EAGER_ROPE[1] * T * roped / t
-                          + EAGER_SUM * (readers - 1.0) * T * h + residual),
+    rope = T * (parts["roped"] / t + parts["shared"])
+    gated, F = parts["gated"], parts["ffn"]
+    return {"attention": (norm_f + EAGER_ROPE[0] * rope,
+                          norm_b + EAGER_ROPE[1] * rope
+                          + EAGER_SUM * (parts["readers"] - 1) * T * h + residual),
             "mlp": (norm_f + gated * EAGER_GATE[0] * T * F / t,
                     norm_b + gated * (EAGER_GATE[1] * T * F / t + EAGER_SUM * T * h)
                     + residual)}

@@ -67,6 +67,12 @@ FLOAT8 = ("float8: torchao's tensorwise Float8, torchtitan's default, scales eac
           "it runs, as fastpp's check of torchtitan's benchmark does")
 
 
+# what an eager model's pricing leaves out (compute.eager_bytes)
+EAGER_PARTS = ("[compile] enable = false: eager PyTorch's kernels are priced for the norms, "
+               "the rotary embedding, a dense MLP's activation and the input gradients' sums; "
+               "the experts' activations and MLA's latent norms are priced as fused kernels")
+
+
 # the older layouts torchtitan read (its JobConfig before [parallelism], 2024): keys that
 # moved to [parallelism] unchanged in meaning, by the section they were in
 MOVED = {"training": ("data_parallel_shard_degree", "data_parallel_replicate_degree",
@@ -175,7 +181,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         (said in ``ignored``). The
         model's SwiGLU is unfused (``fused_swiglu=False``): torchtitan's separate SiLU and
         product; without ``[compile]`` compiling the model its elementwise ops are eager
-        PyTorch's (``eager=True``).
+        PyTorch's with PyTorch's RMSNorm (``eager="native-norm"``). A float8 converter is
+        torchao's tensorwise Float8, and ``ignored`` says how to price its scaling.
 
     Raises
     ------
@@ -198,7 +205,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     # trains no multi-token-prediction module (its DeepSeek-V3 has none)
     given = model
     model = dataclasses.replace(_model(section["model"], model, where), fused_swiglu=False,
-                                mtp_depth=0, eager=not _compiled(section))
+                                mtp_depth=0,
+                                eager="" if _compiled(section) else "native-norm")
     assets = section["model"].get("hf_assets_path")
     # (an assets folder not here, the flavor's preset priced: said, not silent)
     missing = (f"[model] hf_assets_path (no config.json in {assets!r} here: the flavor's "
@@ -214,11 +222,20 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
                 "overlap for whole sequences)",) if run.schedule == "dualpipev" and \
         run.ep > 1 and run.cp > 1 and not run.overlap and section["parallelism"].get(
             "pipeline_parallel_expert_parallel_overlap", True) else ()
-    # (MX converters scale blocks in the cast itself, as the presets price FP8)
-    float8 = (FLOAT8,) if run.precision == "fp8" and (_fp8_switch(section, where) or any(
-        c.split(".")[-1] == "float8" for c in section["model"].get("converters", []))) else ()
+    # (MX converters scale blocks in the cast itself, as the presets price FP8; rowwise and
+    # delayed scaling are other recipes)
+    recipe = data.get("quantize", {}).get("linear", {}).get("float8", {}) \
+        if isinstance(data.get("quantize"), dict) else {}
+    tensorwise = isinstance(recipe, dict) and recipe.get("recipe_name", "tensorwise") == \
+        "tensorwise" and all(section["float8"].get(f"scaling_type_{x}", "dynamic") == "dynamic"
+                             for x in ("input", "weight", "grad_output"))
+    float8 = (FLOAT8,) if run.precision == "fp8" and tensorwise and (
+        _fp8_switch(section, where) or any(c.split(".")[-1] == "float8"
+                                           for c in section["model"].get("converters", []))) \
+        else ()
+    eager = (EAGER_PARTS,) if model.eager and (model.moe or model.mla) else ()
     return Imported(model, run, _ignored(data) + missing + _approximated(run, model) + async_tp
-                    + unpriced + float8 + (STACK,))
+                    + unpriced + float8 + eager + (STACK,))
 
 
 def _approximated(run: RunConfig, model: Transformer) -> tuple[str, ...]:
@@ -777,7 +794,7 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
         lines += ["", "[model]",
                   'converters = ["quantize.linear.float8", "quantize.grouped_mm.float8"]']
     # fastpp prices fused kernels unless the model says eager: the job compiles the model
-    eager = model is not None and model.eager
+    eager = model is not None and bool(model.eager)
     lines += ["", "[compile]", f"enable = {str(not eager).lower()}",
               'components = ["model", "loss"]']
     return "\n".join(lines) + "\n"

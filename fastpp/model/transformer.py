@@ -79,11 +79,14 @@ from ..checks import (
     known_keywords,
     nonnegative_int,
     numbers,
+    one_of,
     positive_int,
 )
 
 BYTES = 2  # half precision
 RECOMPUTE = ("none", "selective", "full")
+# Transformer.eager: fused kernels, or eager PyTorch with PyTorch's RMSNorm or torchtitan's 2024
+EAGER = ("", "native-norm", "fp32-norm")
 MAX_CHUNKS = 1_000_000  # model chunks of a layout: a count each, far past any pipeline
 
 
@@ -152,13 +155,17 @@ class Transformer:
     window_layers : int, optional
         How many layers slide (the rest attend to everything); default all of them
         (``sliding_layers``); more than 0 needs a ``window``.
-    eager : bool
-        The block's elementwise ops run as eager PyTorch runs torchtitan's Llama code, op by
-        op, where ``False`` prices fused kernels (Megatron's, or ``torch.compile``'s): its
-        RMSNorm in fp32 steps, the rotary embedding through complex numbers, SiLU and the
-        product apart, each product's input gradient summed apart
-        (``fastpp.model.compute.eager_bytes``). ``fastpp.model.from_torchtitan`` sets it
-        where ``[compile]`` does not compile the model.
+    eager : str
+        ``""`` (the default): the block's elementwise ops are fused kernels (Megatron's, or
+        ``torch.compile``'s). Otherwise eager PyTorch runs torchtitan's Llama code op by op
+        (``fastpp.model.compute.eager_bytes``): the rotary embedding through complex
+        numbers, SiLU and the product apart, each product's input gradient summed apart; and
+        its RMSNorm as ``"native-norm"``, PyTorch's ``nn.RMSNorm``, one kernel each way
+        (fused on PyTorch 2.8 and later; torchtitan's since March 2025), or as
+        ``"fp32-norm"``, torchtitan's own RMSNorm of 2024 in six ops in fp32 (its December
+        2024 benchmark's). ``fastpp.model.from_torchtitan`` sets ``"native-norm"`` where
+        ``[compile]`` does not compile the model. Neither the framework's CPU time for the
+        extra ops nor the activations they keep without checkpointing are priced.
     """
 
     layers: int
@@ -187,14 +194,14 @@ class Transformer:
     fused_swiglu: bool = True
     window: int = 0
     window_layers: int | None = None
-    eager: bool = False
+    eager: str = ""
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "vocab"):
             positive_int(getattr(self, name), name)
-        for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention", "fused_swiglu",
-                     "eager"):
+        for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention", "fused_swiglu"):
             flag(getattr(self, name), name)
+        one_of(self.eager, "eager", EAGER)
         instance(self.name, str, "name", "string")
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)

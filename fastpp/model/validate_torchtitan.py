@@ -38,18 +38,29 @@ BENCHMARK_MEMORY, BENCHMARK_BANDWIDTH_PEAK, H100_BANDWIDTH_PEAK = 96 * GB, 2.4e1
 # asked for cuDNN first since March 2025 (pytorch/torchtitan#1000; its ScaledDotProductAttention
 # at 238fa99), the preset's own kernel, which a job of today's torchtitan is priced with.
 BENCHMARK_ATTENTION = "FlashAttention-2"
+# An uncompiled run's RMSNorm: torchtitan's own at 9dec370 (norms.RMSNorm, six ops in fp32),
+# which it replaced by PyTorch's nn.RMSNorm in March 2025 (pytorch/torchtitan#985), the one
+# from_torchtitan prices for a job of today
+BENCHMARK_EAGER = "fp32-norm"
 
 
 def benchmark_hardware():
-    """The benchmark's GPUs as it states them, on the H100 preset: 96 GB of memory, a
-    memory-bound kernel's rate at the preset's share of its peak (2.9 of 3.35 TB/s) of
-    their HBM2e's 2.4 TB/s; PyTorch's attention of December 2024
+    """The benchmark's GPUs as it states them, on the H100 preset.
+
+    96 GB of memory; a memory-bound kernel's rate at the preset's share of its peak (2.9 of
+    3.35 TB/s) of their HBM2e's 2.4 TB/s; PyTorch's attention of December 2024
     (``BENCHMARK_ATTENTION``); and torchao's Float8 as torchtitan at 9dec370 configures it
     (its ``Float8LinearConfig``: every cast scaled dynamically, tensor by tensor, the
     output's product in fast accumulation and the gradients' not), which is what
     ``fp8_current_scaling`` prices (``torchtitan.FLOAT8``). Their 500 W power limit is not
     priced: no source here says what it takes from the products' speed (the benchmark:
-    "tuning it up to 700W TDP can potentially provide further speedups")."""
+    "tuning it up to 700W TDP can potentially provide further speedups").
+
+    Returns
+    -------
+    Hardware
+        A ``StackHardware`` of the ``H100-80GB`` preset with those changes.
+    """
     h100 = HARDWARE[PRESET]
     gpu = dataclasses.replace(h100, memory_bytes=BENCHMARK_MEMORY,
                               memory_bandwidth=h100.memory_bandwidth * BENCHMARK_BANDWIDTH_PEAK
@@ -82,18 +93,21 @@ def job_text(row) -> str:
 
 def _priced():
     """Each row of ``torchtitan_h100.csv`` (a dict), ``explain``'s row of its job's price on
-    ``benchmark_hardware()``, and its regime: on H100 (the GPU's generation) and
-    torchtitan's framework."""
+    ``benchmark_hardware()`` (an uncompiled run with ``BENCHMARK_EAGER``'s norm), and its
+    regime: on H100 (the GPU's generation) and torchtitan's framework. ``explain``'s own
+    bar is on a GPU no check ran on (extrapolated); the rows' bars are their regime's."""
     pd = require("pandas", "sweep", "fastpp.model.validate_torchtitan")
     from .explain import explain
     from .torchtitan import from_torchtitan
 
     hardware = benchmark_hardware()
     for row in pd.read_csv(TORCHTITAN_H100, comment="#").to_dict("records"):
-        imported = from_torchtitan(job_text(row), gpus=row["gpus"], model=row["model"])
-        yield row, explain(imported.model, imported.config, hardware, neighbours=0).row, \
-            regime(imported.model, PRESET, row["seq"], row["tp"], row["gpus"],
-                   framework=imported.config.framework)
+        model, config = from_torchtitan(job_text(row), gpus=row["gpus"], model=row["model"])
+        if model.eager:
+            model = dataclasses.replace(model, eager=BENCHMARK_EAGER)
+        yield row, explain(model, config, hardware, neighbours=0).row, \
+            regime(model, PRESET, row["seq"], row["tp"], row["gpus"],
+                   framework=config.framework)
 
 
 def validation_rows() -> list[tuple]:
