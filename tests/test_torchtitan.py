@@ -384,7 +384,8 @@ def test_torchao_float8_is_said_to_scale_as_it_casts():
     computes each scale from its tensor before the cast and runs the gradient products in
     split accumulation, which the presets do not price: the job says how to price it
     (``fp8_current_scaling``), and pricing it so costs more than the presets' FP8 and less
-    than bf16. MX converters scale in the cast, as the presets do, and say nothing."""
+    than bf16. MX converters scale in the cast, as the presets do, and say nothing; nor do
+    torchao's other recipes (rowwise, delayed scaling), which the note does not describe."""
     import fastpp
     from fastpp.model import HARDWARE, transformer_costs
 
@@ -393,9 +394,12 @@ def test_torchao_float8_is_said_to_scale_as_it_casts():
     assert len(said) == 1 and "fp8_current_scaling=True" in said[0]
     old = from_torchtitan('[float8]\nenable_float8_linear = true\n', gpus=8, model="llama3-8b")
     assert any(x.startswith("float8") for x in old.ignored)
-    for job in ('[model]\nconverters = ["quantize.linear.mx"]\n', ""):
+    rowwise = ('[model]\nconverters = ["quantize.linear.float8"]\n'
+               '[quantize.linear.float8]\nrecipe_name = "rowwise"\n')
+    delayed = '[float8]\nenable_float8_linear = true\nscaling_type_input = "delayed"\n'
+    for job in ('[model]\nconverters = ["quantize.linear.mx"]\n', "", rowwise, delayed):
         assert not any(x.startswith("float8") for x in from_torchtitan(
-            job, gpus=8, model="llama3-8b").ignored)
+            job, gpus=8, model="llama3-8b").ignored), job
     schedule = fastpp.build_schedule("1f1b", 1, 1)
     h100 = HARDWARE["H100-80GB"]
 
