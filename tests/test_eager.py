@@ -286,3 +286,14 @@ def test_native_norm_is_the_fp32_norm_less_its_norm():
         assert float(ta["mlp"][1] - tb["mlp"][1]) == pytest.approx(
             EAGER_NORM[1] * rows * 4096 / hw.memory_bandwidth
             + EAGER_KERNELS["norm"][1] * hw.op_overhead, rel=1e-9)
+
+
+@pytest.mark.parametrize("bad", [True, False, 1, None, "eager", "fp32"])
+def test_eager_must_name_its_norm(bad):
+    """``eager`` is one of its three names: a flag or a misspelling is refused, naming the
+    choices (``True`` would not say which norm)."""
+    from fastpp import ScheduleError
+
+    with pytest.raises(ScheduleError, match=r"eager must be one of \['', 'native-norm', "
+                                            r"'fp32-norm'\] \(got "):
+        Transformer(layers=1, hidden=64, heads=4, eager=bad)
