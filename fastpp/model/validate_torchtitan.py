@@ -7,11 +7,12 @@ Each row is written as the job config it describes (v0.2's layout: the row's deg
 batch, ``[compile] enable``, ``quantize.linear.float8`` for Float8, the op-level policy for
 its selective checkpointing), read by ``fastpp.model.from_torchtitan`` with the flavor's
 preset, and priced by ``fastpp.model.explain.explain`` on the GPUs the benchmark states
-(``benchmark_hardware``: the H100 preset with their memory, running the attention kernel
-their PyTorch ran), as a user of torchtitan would price them. Nothing is fitted on these
-rows: they are checks of the cost model on a stack it was not calibrated for (eager or
-compiled PyTorch, torchao's Float8), on GPUs held to a 500 W power limit, which is not priced,
-and in ``validate`` (``DATASET``) the checks behind the error bar of every run on torchtitan
+(``benchmark_hardware``: the H100 preset with their memory, the attention kernel their
+PyTorch ran and torchao's Float8 scaling; an uncompiled run with torchtitan's 2024 RMSNorm,
+``BENCHMARK_EAGER``), as a user of torchtitan would price them. Nothing is fitted on these
+rows: they are checks of the cost model on a stack it was not calibrated for (torchtitan's
+kernels, eager or compiled), on GPUs held to a 500 W power limit, which is not priced, and in
+``validate`` (``DATASET``) the checks behind the error bar of every run on torchtitan
 (``RunConfig.framework``), in H100's regimes.
 """
 
