@@ -141,9 +141,8 @@ def test_eager_bytes_are_what_pytorch_s_ops_move(shape):
     one op, ``6F`` and ``8F``) plus ``eager_bytes`` are what eager PyTorch's ops move in
     torchtitan's block, within 2% (most of the rest the rotary table's reads, 4/heads bytes
     an element of q and k at these 4 to 8 heads), forward and backward; with grouped-query
-    attention less
-    ``repeat_kv``'s copies and their backward's sums (priced nowhere: a compiled block makes
-    them too)."""
+    attention less ``repeat_kv``'s copies and their backward's sums (priced nowhere: a
+    compiled block makes them too)."""
     batch, seq, h, heads, kv_heads, ffn = shape
     forward, backward, copies, kernels = _counted(*shape)
     extra = eager_bytes(_model(h, heads, kv_heads, ffn), seq, batch, 1, False)
