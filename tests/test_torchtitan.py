@@ -18,7 +18,7 @@ def test_llama3_job():
     # the flavor's preset (no assets folder here), its SwiGLU torchtitan's separate ops, and
     # without [compile] its elementwise ops eager PyTorch's (with PyTorch's RMSNorm)
     assert model == dataclasses.replace(MODELS["llama3-8b"], fused_swiglu=False,
-                                        eager="native-norm")
+                                        eager="native-norm", loss="cross-entropy")
     # 64 GPUs / (t 2 * p 2): FSDP over the 16 left, 2 sequences each; with a pipeline,
     # torchtitan's "default" resharding keeps the weights gathered after the forward
     # (reshard_after_forward = not pp_enabled): gathered once per step. Its split: 32 layers
@@ -32,7 +32,8 @@ def test_llama3_job():
                                layout="Et*8|t*9|t*8|t*7L", framework="torchtitan")
     hf = from_torchtitan(JOB, gpus=64, model=DATA / "hf" / "llama-3.1-8b.json")[0]
     assert hf == dataclasses.replace(from_hf(DATA / "hf" / "llama-3.1-8b.json"),
-                                     fused_swiglu=False, eager="native-norm")
+                                     fused_swiglu=False, eager="native-norm",
+                                     loss="cross-entropy")
 
 
 def test_a_misspelt_key_or_section_is_named_and_explain_prints_it(tmp_path, capsys):
@@ -75,7 +76,8 @@ def test_model_from_the_assets_folder(tmp_path):
     (assets / "config.json").write_text((DATA / "hf" / "qwen3-8b.json").read_text())
     job = f'[model]\nname = "qwen3"\nflavor = "8B"\nhf_assets_path = "{assets}"\n'
     model, config = from_torchtitan(job, gpus=8)
-    assert model == dataclasses.replace(from_hf(assets), fused_swiglu=False, eager="native-norm")
+    assert model == dataclasses.replace(from_hf(assets), fused_swiglu=False, eager="native-norm",
+                                        loss="cross-entropy")
     assert model.head_dim == 128
     assert (config.d, config.zero) == (8, 3)
 

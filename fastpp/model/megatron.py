@@ -157,7 +157,7 @@ ARCHITECTURE = {"hybrid_layer_pattern", "hybrid_override_pattern",
                 "experimental_attention_variant", "linear_attention_freq",
                 "attention_output_gate", "moe_latent_size"}
 # a Transformer's fields that are the run's kernels, not the model's shape (``Imported.on``)
-KERNELS = ("name", "dropout", "flash_attention", "fused_swiglu", "eager")
+KERNELS = ("name", "dropout", "flash_attention", "fused_swiglu", "eager", "loss")
 EXPERT_FIELDS = ("experts", "top_k", "shared_experts", "expert_ffn", "dense_layers")
 
 
@@ -181,10 +181,10 @@ class Imported:
 
     def on(self, model) -> Transformer:
         """``model`` (a ``Transformer`` or a preset name: its shape, e.g. ``from_hf``'s) with
-        the kernels this launch runs: dropout, FlashAttention, the fused SwiGLU and eager
-        kernels are the run's choices, which a ``config.json`` does not hold; its vocabulary
-        padded as the launch pads one (``vocab_multiple``). ``reshaped`` says what of the
-        launch's own shape it replaces.
+        the kernels this launch runs: dropout, FlashAttention, the fused SwiGLU, eager
+        kernels and the loss are the run's choices, which a ``config.json`` does not hold;
+        its vocabulary padded as the launch pads one (``vocab_multiple``). ``reshaped`` says
+        what of the launch's own shape it replaces.
 
         Parameters
         ----------
@@ -199,7 +199,8 @@ class Imported:
             if self.vocab_multiple > 1 else model.vocab
         return replace(model, vocab=vocab, dropout=self.model.dropout,
                        flash_attention=self.model.flash_attention,
-                       fused_swiglu=self.model.fused_swiglu, eager=self.model.eager)
+                       fused_swiglu=self.model.fused_swiglu, eager=self.model.eager,
+                       loss=self.model.loss)
 
     def reshaped(self, model) -> list[str]:
         """The launch's shape that ``on(model)`` replaces, ``"field ours -> theirs"`` for each

@@ -754,6 +754,27 @@ def recomputed_bytes(stored, kept, recompute):
     return np.where(np.asarray(recompute) >= 1, np.maximum(stored - kept, 0.0), 0.0)
 
 
+# Beyond the fp32 logits a last stage keeps (4 bytes a logit, stage_table's act): the bytes a
+# logit its loss holds at once besides, by Transformer.loss. Megatron's vocabulary-parallel
+# cross entropy works in place in its fp32 copy ("in-place": its half-precision logits, 2
+# bytes a logit beside the copy, are left out); PyTorch's cross_entropy on logits.float()
+# ("cross-entropy", torchtitan's) makes its log-softmax and each gradient anew: 10 bytes a
+# logit at its forward's peak, 4 kept, 12 in its backward (the kept log-softmax, the
+# gradient in and the gradient out), measured by tests/test_loss_memory.py
+LOSS_WORKING_BYTES = {"in-place": 0.0, "cross-entropy": 8.0}
+
+
+def device_loss_bytes(model: Transformer, tokens, t, device, devices: int) -> np.ndarray:
+    """Per device: the loss's working set (``LOSS_WORKING_BYTES`` a logit of a rank's
+    ``tokens`` over ``t``) of the last stages it holds (``device``, each one's device below
+    ``devices``; ``tokens`` and ``t`` each last stage's), the largest where it holds
+    several."""
+    out = np.zeros(devices)
+    logits = np.asarray(tokens, np.float64) * model.vocab / np.asarray(t)
+    np.maximum.at(out, np.asarray(device), LOSS_WORKING_BYTES[model.loss] * logits)
+    return out
+
+
 def device_recomputed_bytes(recomputed, device, devices: int) -> np.ndarray:
     """Per device: the largest ``recomputed`` bytes of the stages it holds (``stage_table``'s
     per stage; ``device``: each stage's device, below ``devices``)."""

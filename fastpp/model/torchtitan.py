@@ -181,7 +181,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         (said in ``ignored``). The
         model's SwiGLU is unfused (``fused_swiglu=False``): torchtitan's separate SiLU and
         product; without ``[compile]`` compiling the model its elementwise ops are eager
-        PyTorch's with PyTorch's RMSNorm (``eager="native-norm"``). A float8 converter is
+        PyTorch's with PyTorch's RMSNorm (``eager="native-norm"``); its loss is PyTorch's
+        ``cross_entropy`` on fp32 logits (``loss="cross-entropy"``). A float8 converter is
         torchao's tensorwise Float8, and ``ignored`` says how to price its scaling.
 
     Raises
@@ -205,7 +206,7 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     # trains no multi-token-prediction module (its DeepSeek-V3 has none)
     given = model
     model = dataclasses.replace(_model(section["model"], model, where), fused_swiglu=False,
-                                mtp_depth=0,
+                                mtp_depth=0, loss="cross-entropy",
                                 eager="" if _compiled(section) else "native-norm")
     assets = section["model"].get("hf_assets_path")
     # (an assets folder not here, the flavor's preset priced: said, not silent)

@@ -87,6 +87,8 @@ BYTES = 2  # half precision
 RECOMPUTE = ("none", "selective", "full")
 # Transformer.eager: fused kernels, or eager PyTorch with PyTorch's RMSNorm or torchtitan's 2024
 EAGER = ("", "native-norm", "fp32-norm")
+# Transformer.loss: Megatron's vocabulary-parallel loss, or PyTorch's cross_entropy (torchtitan)
+LOSSES = ("in-place", "cross-entropy")
 MAX_CHUNKS = 1_000_000  # model chunks of a layout: a count each, far past any pipeline
 
 
@@ -166,6 +168,14 @@ class Transformer:
         2024 benchmark's). ``fastpp.model.from_torchtitan`` sets ``"native-norm"`` where
         ``[compile]`` does not compile the model. Neither the framework's CPU time for the
         extra ops nor the activations they keep without checkpointing are priced.
+    loss : str
+        How the loss runs on the logits, for the peak memory: ``"in-place"`` (the default),
+        Megatron's vocabulary-parallel cross entropy, which keeps an fp32 copy of the logits
+        (``4sbv/t`` bytes) and computes the softmax in it in place; or ``"cross-entropy"``,
+        PyTorch's ``cross_entropy`` on ``logits.float()`` (torchtitan's loss), whose
+        log-softmax and gradients are new fp32 tensors: 12 bytes a logit at the start of
+        its backward, 8 beyond the copy kept (``stages.LOSS_WORKING_BYTES``).
+        ``fastpp.model.from_torchtitan`` sets it.
     """
 
     layers: int
@@ -195,6 +205,7 @@ class Transformer:
     window: int = 0
     window_layers: int | None = None
     eager: str = ""
+    loss: str = "in-place"
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "vocab"):
@@ -202,6 +213,7 @@ class Transformer:
         for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention", "fused_swiglu"):
             flag(getattr(self, name), name)
         one_of(self.eager, "eager", EAGER)
+        one_of(self.loss, "loss", LOSSES)
         instance(self.name, str, "name", "string")
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
