@@ -257,7 +257,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         ``gradient_bytes``, ``optimizer_bytes``, ``activation_bytes`` (its activations at
         their peak, ``Result.peak_activations``, with ``cp > 1`` one layer's K and V exchange
         buffers too, ``stages.cp_buffer_bytes``, and with recomputation a recomputed layer's
-        working set, ``stages.recomputed_bytes``: not the largest device's
+        working set, ``stages.recomputed_bytes``, or on the last stage the loss's where it is
+        larger, ``stages.device_loss_bytes``: not the largest device's
         ``peak_activations``, which a sweep row's ``peak_activations_max`` is) and their sum
         ``peak_memory``; ``expected_error`` (the step time's expected relative error from
         ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``), ``expected_bias``
