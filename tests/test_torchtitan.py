@@ -417,7 +417,8 @@ def test_torchao_float8_is_said_to_scale_as_it_casts():
 def test_eager_kernels_follow_compile():
     """Without ``[compile]`` compiling the model (torchtitan's default is off) its
     elementwise ops are eager PyTorch's with PyTorch's RMSNorm (``Transformer.eager``),
-    priced so; the older ``[training] compile`` counts, a compiled loss alone does not. An
+    priced so; the older ``[training] compile`` counts, a compiled loss alone does not; and
+    its loss is PyTorch's ``cross_entropy`` unless the loss is compiled. An
     eager MoE or MLA model is told what of it is priced fused. ``to_torchtitan`` writes the
     compile fastpp priced, and reads back as it."""
     def eager(job, model="llama3-8b"):
@@ -427,6 +428,13 @@ def test_eager_kernels_follow_compile():
     assert eager('[compile]\nenable = true\ncomponents = ["loss"]\n').model.eager
     assert eager("[compile]\nenable = true\n").model.eager == ""
     assert eager("[training]\ncompile = true\n").model.eager == ""
+    # the loss likewise: PyTorch's cross entropy unless compiled (the older switch compiled
+    # the model alone)
+    for job, loss in (("", "cross-entropy"), ("[compile]\nenable = true\n", "in-place"),
+                      ('[compile]\nenable = true\ncomponents = ["model"]\n', "cross-entropy"),
+                      ('[compile]\nenable = true\ncomponents = ["loss"]\n', "in-place"),
+                      ("[training]\ncompile = true\n", "cross-entropy")):
+        assert eager(job).model.loss == loss, job
     assert not any("[compile]" in x for x in eager("").ignored)
     for model in ("deepseek-v3", "qwen3-30b-a3b"):
         assert any(x.startswith("[compile] enable = false: eager") for x in

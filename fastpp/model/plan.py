@@ -786,14 +786,15 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     peaks, peak_at = rows.peaks, rows.peak_at
     slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
     # beyond the stored activations: context parallelism's exchange buffers and the working
-    # set of a recomputed layer, each alive during one layer's backward, or on a last stage
+    # set of a recomputed layer, both alive during one layer's backward, or on a last stage
     # the loss's at the start of the backward, whichever is larger
     recomputed = device_recomputed_bytes(table["recomputed"], slot, peaks.size)
     last = config[ends[1]]  # (a rank's tokens: its share of the sequence under cp)
     loss = device_loss_bytes(model, seq * b[last] / cp[last], t[last], slot[ends[1]],
                              peaks.size)
-    peaks = (peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, cp, grid.cp_comm), p)
-             + np.maximum(recomputed, loss))
+    stored = peaks
+    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, cp, grid.cp_comm), p) + recomputed
+    peaks = np.maximum(peaks, stored + loss)
     owner = np.repeat(np.arange(run.size), p)
     edp = t * cp * d // (etp * ep)
     params, experts = device_parameters(model, slot, peaks.size, table["params"],

@@ -147,8 +147,9 @@ class ModelCosts(Costs):
     residuals in the configuration's regime, and whether it is extrapolated), and per stage
     the bytes a recomputed layer (with uniform groups, a group) brings back during its
     backward (``recomputed``, ``fastpp.model.stages.recomputed_bytes``: ``plan`` adds each
-    device's largest to its peak). Equal to a ``Costs`` of the same arrays; the engine reads
-    them as any ``Costs``."""
+    device's largest to its peak, or on the last stage's device the loss's working set where
+    that is larger, ``stages.device_loss_bytes``, which these costs do not carry). Equal to a
+    ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
 
     error_bar: ErrorBar | None = None
     recomputed: np.ndarray | None = None

@@ -464,8 +464,9 @@ def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) ->
     # input, which that layer keeps (it had been counted twice: tests/test_device_bytes.py
     # measures what PyTorch saves)
     mask = 0.5 * BYTES * seq * b * model.hidden if model.dropout else 0.0
+    logits = 4.0 + np.where(grid.p > 1, LOSS_PIPELINE_KEPT[model.loss], 0.0)
     act = (kept + starts * per_stage(mask / np.where(sequence_parallel, t, 1.0))
-           + ends * per_stage(4.0 * seq * b * model.vocab / t))
+           + ends * per_stage(logits * seq * b * model.vocab / t))
     return {"forward": forward, "backward": backward, "weight": weight, "kept": kept,
             "act": act, "held_by_w": kept * per_stage(layer["gamma"]),
             "recomputed": np.where(dense > 0, per_stage(layer["recomputed"]), 0.0)}
@@ -755,13 +756,18 @@ def recomputed_bytes(stored, kept, recompute):
 
 
 # Beyond the fp32 logits a last stage keeps (4 bytes a logit, stage_table's act): the bytes a
-# logit its loss holds at once besides, by Transformer.loss. Megatron's vocabulary-parallel
-# cross entropy works in place in its fp32 copy ("in-place": its half-precision logits, 2
-# bytes a logit beside the copy, are left out); PyTorch's cross_entropy on logits.float()
-# ("cross-entropy", torchtitan's) makes its log-softmax and each gradient anew: 10 bytes a
-# logit at its forward's peak, 4 kept, 12 in its backward (the kept log-softmax, the
-# gradient in and the gradient out), measured by tests/test_loss_memory.py
-LOSS_WORKING_BYTES = {"in-place": 0.0, "cross-entropy": 8.0}
+# logit its loss holds at once besides, by Transformer.loss, without and with tensor
+# parallelism. Megatron's vocabulary-parallel cross entropy works in place in its fp32 copy
+# ("in-place": its half-precision logits, 2 bytes a logit beside the copy, are left out).
+# PyTorch's cross_entropy on logits.float() ("cross-entropy", torchtitan's) makes its
+# log-softmax and each gradient anew: 4 bytes a logit kept, 12 at its backward's start (the
+# kept log-softmax, the gradient in, the gradient out); torchtitan's loss_parallel with t > 1
+# builds its backward's exp and sums apart: 16 (tests/test_loss_memory.py measures both). An
+# MTP module's own logits are not given it.
+LOSS_WORKING_BYTES = {"in-place": (0.0, 0.0), "cross-entropy": (8.0, 12.0)}
+# and a pipeline stage's output, the bf16 logits, kept with its microbatch until its backward
+# (PyTorch's pipelining holds it in the stage's forward cache): bytes a logit more kept
+LOSS_PIPELINE_KEPT = {"in-place": 0.0, "cross-entropy": 2.0}
 
 
 def device_loss_bytes(model: Transformer, tokens, t, device, devices: int) -> np.ndarray:
@@ -770,8 +776,10 @@ def device_loss_bytes(model: Transformer, tokens, t, device, devices: int) -> np
     ``devices``; ``tokens`` and ``t`` each last stage's), the largest where it holds
     several."""
     out = np.zeros(devices)
-    logits = np.asarray(tokens, np.float64) * model.vocab / np.asarray(t)
-    np.maximum.at(out, np.asarray(device), LOSS_WORKING_BYTES[model.loss] * logits)
+    t = np.asarray(t)
+    alone, parallel = LOSS_WORKING_BYTES[model.loss]
+    np.maximum.at(out, np.asarray(device), np.where(t > 1, parallel, alone)
+                  * np.asarray(tokens, np.float64) * model.vocab / t)
     return out
 
 

@@ -181,8 +181,10 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         (said in ``ignored``). The
         model's SwiGLU is unfused (``fused_swiglu=False``): torchtitan's separate SiLU and
         product; without ``[compile]`` compiling the model its elementwise ops are eager
-        PyTorch's with PyTorch's RMSNorm (``eager="native-norm"``); its loss is PyTorch's
-        ``cross_entropy`` on fp32 logits (``loss="cross-entropy"``). A float8 converter is
+        PyTorch's with PyTorch's RMSNorm (``eager="native-norm"``), and without it compiling
+        the loss the loss is PyTorch's ``cross_entropy`` on fp32 logits
+        (``loss="cross-entropy"``; compiled, it keeps less than the fp32 logits, priced as
+        Megatron's in-place loss keeps them). A float8 converter is
         torchao's tensorwise Float8, and ``ignored`` says how to price its scaling.
 
     Raises
@@ -206,8 +208,9 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     # trains no multi-token-prediction module (its DeepSeek-V3 has none)
     given = model
     model = dataclasses.replace(_model(section["model"], model, where), fused_swiglu=False,
-                                mtp_depth=0, loss="cross-entropy",
-                                eager="" if _compiled(section) else "native-norm")
+                                mtp_depth=0, eager="" if _compiled(section) else "native-norm",
+                                loss="in-place" if _compiled(section, "loss")
+                                else "cross-entropy")
     assets = section["model"].get("hf_assets_path")
     # (an assets folder not here, the flavor's preset priced: said, not silent)
     missing = (f"[model] hf_assets_path (no config.json in {assets!r} here: the flavor's "
@@ -503,13 +506,15 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         cp_comm="ring" if rotate == "alltoall" else "all-gather", framework="torchtitan")
 
 
-def _compiled(section: dict) -> bool:
-    """Whether torch.compile compiles the model: ``[compile] enable`` with ``"model"`` among
-    its components, or the older ``[training] compile``."""
+def _compiled(section: dict, component: str = "model") -> bool:
+    """Whether torch.compile compiles the model (or the loss): ``[compile] enable`` with
+    ``component`` among its components, or for the model the older ``[training] compile``
+    (which compiled the model alone)."""
     compiled = section["compile"]
     components = compiled.get("components", ["model", "loss"])
     return (compiled.get("enable") is True and isinstance(components, list)
-            and "model" in components) or section["training"].get("compile") is True
+            and component in components) or (
+        component == "model" and section["training"].get("compile") is True)
 
 
 def _fp8_converted(converters: list, model: Transformer, where: str) -> bool:

@@ -43,6 +43,9 @@ BENCHMARK_ATTENTION = "FlashAttention-2"
 # which it replaced by PyTorch's nn.RMSNorm in March 2025 (pytorch/torchtitan#985), the one
 # from_torchtitan prices for a job of today
 BENCHMARK_EAGER = "fp32-norm"
+# Its loss: PyTorch's cross_entropy on fp32 logits, never compiled (torchtitan compiled the
+# model's blocks alone at 9dec370), whatever [compile] says of a job of today
+BENCHMARK_LOSS = "cross-entropy"
 
 
 def benchmark_hardware():
@@ -94,7 +97,8 @@ def job_text(row) -> str:
 
 def _priced():
     """Each row of ``torchtitan_h100.csv`` (a dict), ``explain``'s row of its job's price on
-    ``benchmark_hardware()`` (an uncompiled run with ``BENCHMARK_EAGER``'s norm), and its
+    ``benchmark_hardware()`` (an uncompiled run with ``BENCHMARK_EAGER``'s norm, every run
+    with ``BENCHMARK_LOSS``), and its
     regime: on H100 (the GPU's generation) and torchtitan's framework. ``explain``'s own
     bar is on a GPU no check ran on (extrapolated); the rows' bars are their regime's."""
     pd = require("pandas", "sweep", "fastpp.model.validate_torchtitan")
@@ -104,8 +108,8 @@ def _priced():
     hardware = benchmark_hardware()
     for row in pd.read_csv(TORCHTITAN_H100, comment="#").to_dict("records"):
         model, config = from_torchtitan(job_text(row), gpus=row["gpus"], model=row["model"])
-        if model.eager:
-            model = dataclasses.replace(model, eager=BENCHMARK_EAGER)
+        model = dataclasses.replace(model, eager=BENCHMARK_EAGER if model.eager else "",
+                                    loss=BENCHMARK_LOSS)
         yield row, explain(model, config, hardware, neighbours=0).row, \
             regime(model, PRESET, row["seq"], row["tp"], row["gpus"],
                    framework=config.framework)
