@@ -174,8 +174,10 @@ class Transformer:
         (``4sbv/t`` bytes) and computes the softmax in it in place; or ``"cross-entropy"``,
         PyTorch's ``cross_entropy`` on ``logits.float()`` (torchtitan's loss), whose
         log-softmax and gradients are new fp32 tensors: 12 bytes a logit at the start of
-        its backward, 8 beyond the copy kept (``stages.LOSS_WORKING_BYTES``).
-        ``fastpp.model.from_torchtitan`` sets it.
+        its backward, 16 with tensor parallelism (torchtitan's ``loss_parallel``), and in a
+        pipeline the bf16 logits kept with each microbatch (``stages.LOSS_WORKING_BYTES``,
+        ``LOSS_PIPELINE_KEPT``). ``fastpp.model.from_torchtitan`` sets it unless the job
+        compiles the loss.
     """
 
     layers: int
