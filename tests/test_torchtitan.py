@@ -444,5 +444,16 @@ def test_eager_kernels_follow_compile():
     for model in (None, fused, dataclasses.replace(fused, eager="native-norm")):
         text = to_torchtitan(config, model)
         written = model is not None and bool(model.eager)
-        assert ("enable = false" in text) == written
         assert bool(eager(text).model.eager) == written
+        assert eager(text).model.loss == "in-place"
+    # each kernel choice reads back: the eager model's norm as today's PyTorch runs it
+    for kernels in ("", "native-norm", "fp32-norm"):
+        for loss in ("in-place", "cross-entropy"):
+            model = dataclasses.replace(fused, eager=kernels, loss=loss)
+            back = eager(to_torchtitan(config, model)).model
+            assert (bool(back.eager), back.loss) == (bool(kernels), loss), (kernels, loss)
+    # a quantize table of the wrong shape names no recipe: torchtitan's default, said
+    # (its AttributeError had escaped)
+    for bad in ('[quantize]\nlinear = 3\n', 'quantize = 2\n'):
+        assert any(x.startswith("float8") for x in eager(
+            bad + '[model]\nconverters = ["quantize.linear.float8"]\n').ignored)

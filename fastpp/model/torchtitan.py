@@ -228,8 +228,9 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
             "pipeline_parallel_expert_parallel_overlap", True) else ()
     # (MX converters scale blocks in the cast itself, as the presets price FP8; rowwise and
     # delayed scaling are other recipes)
-    recipe = data.get("quantize", {}).get("linear", {}).get("float8", {}) \
-        if isinstance(data.get("quantize"), dict) else {}
+    recipe = data
+    for key in ("quantize", "linear", "float8"):  # (a table not given, or not a table: none)
+        recipe = recipe.get(key, {}) if isinstance(recipe, dict) else {}
     tensorwise = isinstance(recipe, dict) and recipe.get("recipe_name", "tensorwise") == \
         "tensorwise" and all(section["float8"].get(f"scaling_type_{x}", "dynamic") == "dynamic"
                              for x in ("input", "weight", "grad_output"))
@@ -687,9 +688,9 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     ``node_limit`` and ``imbalance``; ``overlap`` but on DualPipeV with expert parallelism,
     torchtitan's default there) must keep its default: a ``ScheduleError`` names it
     otherwise; full recomputation of every ``k``-th layer (``recompute_method="interval"``)
-    is written as layer-wise selective checkpointing. The model is compiled (``[compile]``),
-    since fastpp prices fused kernels, unless ``model`` is ``eager``. The pipeline's split of
-    the layers is
+    is written as layer-wise selective checkpointing. The model and the loss are compiled
+    (``[compile]``), since fastpp prices fused kernels, unless ``model`` is ``eager`` or its
+    ``loss`` is ``"cross-entropy"``. The pipeline's split of the layers is
     written as torchtitan's stage weights (``pipeline_parallel_first_stage_less_layers`` and
     ``..._last_...``; fastpp's even split as 0 and 0, which is torchtitan's where the layers
     divide evenly over the stages: pass ``model`` to have it checked), and ``m`` other than
@@ -799,8 +800,11 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     if c.precision == "fp8":  # (v0.2's names; a dense model has no grouped products)
         lines += ["", "[model]",
                   'converters = ["quantize.linear.float8", "quantize.grouped_mm.float8"]']
-    # fastpp prices fused kernels unless the model says eager: the job compiles the model
-    eager = model is not None and bool(model.eager)
-    lines += ["", "[compile]", f"enable = {str(not eager).lower()}",
-              'components = ["model", "loss"]']
+    # what fastpp prices fused, the job compiles: the model unless it is eager, the loss
+    # unless it is PyTorch's cross entropy as written (Transformer.eager, Transformer.loss)
+    compiled = ["model", "loss"] if model is None else (
+        ["model"] * (not model.eager) + ["loss"] * (model.loss == "in-place"))
+    lines += ["", "[compile]", f"enable = {str(bool(compiled)).lower()}"]
+    if compiled:
+        lines.append("components = [" + ", ".join(f'"{c}"' for c in compiled) + "]")
     return "\n".join(lines) + "\n"
