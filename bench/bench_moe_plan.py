@@ -17,8 +17,8 @@ import pytest
 from speedup import _MIN_TIMES, check_speedup, record
 
 from fastpp import build_schedule, simulate
-from fastpp.model import MODELS, device_bytes, plan, transformer_costs
-from fastpp.model.stages import cp_buffer_bytes, device_recomputed_bytes
+from fastpp.model import device_bytes, plan, transformer_costs
+from fastpp.model.stages import device_working_bytes
 
 JOB = dict(model="deepseek-v3", gpus=2048, hardware="H800-80GB", seq=4096, global_batch=3072,
            precision="fp8", node_limit=4, cp=[1, 2, 4], overlap=[False, True], workers=2)
@@ -38,12 +38,11 @@ def loop(rows, args):
             node_limit=args["node_limit"], cp=r.cp, zero=r.zero, overlap=r.overlap)
         res = simulate(sched, costs)
         by = device_bytes(args["model"], sched, tp=r.t, dp=r.d, zero=r.zero, ep=r.ep, cp=r.cp)
-        held = (res.peak_activations
-                + device_recomputed_bytes(costs.recomputed, sched.stage_to_device, r.p)
-                # context parallelism's K and V exchange, which plan counts too (its default
-                # all-gather): left out, the loop's peaks fell short by 0.07-2.1 GB at cp > 1
-                + cp_buffer_bytes(MODELS[args["model"]], args["seq"], r.microbatch, r.t, r.cp,
-                                  "all-gather"))
+        # and the working set plan counts too (a recomputed layer's with context
+        # parallelism's buffers, or the loss's: left out, the buffers alone had left the
+        # loop's peaks 0.07-2.1 GB short at cp > 1)
+        held = res.peak_activations + device_working_bytes(costs.working,
+                                                           sched.stage_to_device, r.p)
         out.append((res.makespan, float((sum(by.values()) + held).max())))
     return out
 

@@ -22,7 +22,7 @@ from speedup import check_speedup, record
 from fastpp import batch, build_schedule, simulate
 from fastpp.generators import registry
 from fastpp.model import device_bytes, plan, transformer_costs
-from fastpp.model.stages import device_recomputed_bytes
+from fastpp.model.stages import device_working_bytes
 
 # one thread, as the loop runs: the ratio is per configuration, not per machine
 DEFAULT = dict(model="llama3-70b", gpus=64, hardware="H100-80GB", seq=8192, global_batch=512,
@@ -44,8 +44,8 @@ def loop(rows, args):
                                   recompute=r.recompute)
         res = simulate(sched, costs)
         by = device_bytes(args["model"], sched, tp=r.t, dp=r.d, zero=r.zero)
-        held = res.peak_activations + device_recomputed_bytes(costs.recomputed,
-                                                              sched.stage_to_device, r.p)
+        held = res.peak_activations + device_working_bytes(costs.working,
+                                                           sched.stage_to_device, r.p)
         out.append((res.makespan, float((sum(by.values()) + held).max())))
     return out
 

@@ -210,6 +210,17 @@ def recomputed_bytes(model, seq, microbatch, t, recompute, cp=1, sequence_parall
     return none - kept
 
 
+def held_bytes(costs, schedule, result):
+    """Each device's activations at their peak as ``plan`` counts them: the engine's
+    ``peak_activations`` and the largest ``working`` set (``ModelCosts.working``: a
+    recomputed layer's with context parallelism's buffers, or on the loss's stage the loss's)
+    of the stages it holds."""
+    from fastpp.model.stages import device_working_bytes
+
+    return result.peak_activations + device_working_bytes(costs.working,
+                                                          schedule.stage_to_device, schedule.p)
+
+
 def cli_stderr(capsys) -> str:
     """What an in-process command wrote on stderr, less the line saying that kernels compile:
     on an empty kernel cache (CI's) a test's command may be its process's first to need one."""

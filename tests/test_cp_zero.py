@@ -6,13 +6,12 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import recomputed_bytes
+from helpers import held_bytes
 
 from fastpp import SCHEDULES, ScheduleError, build_schedule, simulate
 from fastpp.model import Hardware, Link, Transformer, device_bytes, plan, transformer_costs
 from fastpp.model.stages import (
     context_parallel_times,
-    cp_buffer_bytes,
     device_memory,
     stage_params,
     step_terms,
@@ -206,10 +205,8 @@ def test_plan_rows_equal_simulate_with_cp_zero3_overlap(wide_plan):
         res = simulate(sched, costs)
         by = device_bytes(MODEL, sched, tp=r.t, dp=r.d, cp=r.cp, zero=r.zero)
         # the exchange's buffers of one layer (plan's default cp_comm, the all-gather's) and a
-        # recomputed layer's working set
-        total = (sum(by.values()) + res.peak_activations
-                 + cp_buffer_bytes(MODEL, 32, r.microbatch, r.t, r.cp, "all-gather")
-                 + recomputed_bytes(MODEL, 32, r.microbatch, r.t, r.recompute, r.cp))
+        # recomputed layer's working set, or the loss's
+        total = sum(by.values()) + held_bytes(costs, sched, res)
         worst = int(np.argmax(total))
         assert (r.makespan, r.bubble_ratio) == pytest.approx((res.makespan, res.bubble_ratio),
                                                              rel=1e-12), r

@@ -4,7 +4,7 @@ uneven stages in the costs, bytes and plan."""
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import recomputed_bytes
+from helpers import held_bytes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import assert_agrees, simulate_reference
@@ -295,12 +295,11 @@ def test_plan_rows_with_uneven_layouts_equal_simulate(uneven_plan):
         chunks = r.p * r.m if r.schedule not in ("dualpipe", "chimera") else r.p
         assert layout.stages == chunks and sum(layout.layers) == 12
         sched = build_schedule(r.schedule, r.p, r.n, r.m)
-        res = simulate(sched, transformer_costs(model, sched, TOY, seq=32,
-                                                microbatch=r.microbatch, tp=r.t, dp=r.d,
-                                                recompute=r.recompute, layout=r.layout))
+        costs = transformer_costs(model, sched, TOY, seq=32, microbatch=r.microbatch, tp=r.t,
+                                  dp=r.d, recompute=r.recompute, layout=r.layout)
+        res = simulate(sched, costs)
         by = device_bytes(model, sched, tp=r.t, dp=r.d, zero=r.zero, layout=r.layout)
-        held = res.peak_activations + recomputed_bytes(model, 32, r.microbatch, r.t,
-                                                       r.recompute)
+        held = held_bytes(costs, sched, res)
         total = sum(by.values()) + held
         worst = int(np.argmax(total))
         assert (r.makespan, r.bubble_ratio) == (res.makespan, res.bubble_ratio), r

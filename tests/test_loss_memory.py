@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fastpp.model import MODELS, plan, transformer_costs
@@ -26,15 +27,20 @@ KEPT = 4.0  # the fp32 logits a last stage keeps (stage_table's act: 4 s b v / t
 TOKENS, HIDDEN, VOCAB = 256, 512, 32000
 
 
-def _measure(torch, pred_of, logits: int) -> tuple[float, float, float]:
+def _measure(torch, pred_of, logits: int, loss_of=None) -> tuple[float, float, float]:
     """Bytes a logit held at the loss's forward peak, kept after it, and at its backward's
-    peak, from the profiler's memory events (``pred_of()`` makes the logits)."""
+    peak, from the profiler's memory events (``pred_of()`` makes the logits, ``loss_of(pred,
+    labels)`` the loss: by default PyTorch's cross entropy on ``pred.float()``)."""
     from torch.profiler import ProfilerActivity, profile
+
+    if loss_of is None:
+        def loss_of(pred, labels):
+            return torch.nn.functional.cross_entropy(pred.float(), labels)
 
     labels = torch.randint(0, VOCAB, (TOKENS,))
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         pred = pred_of()
-        loss = torch.nn.functional.cross_entropy(pred.float(), labels)
+        loss = loss_of(pred, labels)
         del pred
         with torch.profiler.record_function("backward"):
             loss.backward()
@@ -53,12 +59,48 @@ def _measure(torch, pred_of, logits: int) -> tuple[float, float, float]:
     return forward / logits, kept / logits, backward / logits
 
 
-def _one_rank():
+def _one_rank(loss_of=None, weight_grad=True):
+    """``_measure`` on one rank; without ``weight_grad`` the output layer's weight takes no
+    gradient, whose bytes (``2 HIDDEN / TOKENS`` a logit, 4 here) would otherwise be the
+    backward's peak beside a loss that holds little (the input's gradient: 0.03)."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     x = torch.randn(TOKENS, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
-    weight = torch.randn(VOCAB, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
-    return _measure(torch, lambda: torch.nn.functional.linear(x, weight), TOKENS * VOCAB)
+    weight = torch.randn(VOCAB, HIDDEN, dtype=torch.bfloat16, requires_grad=weight_grad)
+    return _measure(torch, lambda: torch.nn.functional.linear(x, weight), TOKENS * VOCAB,
+                    loss_of)
+
+
+def _megatron_loss(torch):
+    """A vocabulary-parallel cross entropy that holds its memory as Megatron-Core's
+    (``tensor_parallel.cross_entropy``, read there, written here) on one rank: the forward
+    copies the half-precision logits to fp32 and works in that copy in place (the max
+    subtracted, exp, the softmax saved for the backward), the backward turns the saved
+    softmax into the gradient in place; autograd casts it back to the logits' precision."""
+
+    class VocabParallelCrossEntropy(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, logits, labels):
+            work = logits.float()
+            work -= work.max(dim=-1, keepdim=True)[0]
+            picked = work.gather(-1, labels[:, None]).squeeze(-1)
+            work.exp_()
+            sums = work.sum(dim=-1)
+            work.div_(sums[:, None])
+            ctx.save_for_backward(work, labels)
+            return (torch.log(sums) - picked).mean()
+
+        @staticmethod
+        def backward(ctx, grad):
+            softmax, labels = ctx.saved_tensors
+            softmax[torch.arange(labels.numel()), labels] -= 1.0
+            softmax.mul_(grad / labels.numel())
+            return softmax, None
+
+    def loss_of(pred, labels):
+        return VocabParallelCrossEntropy.apply(pred, labels)
+
+    return loss_of
 
 
 def _rank(rank: int, port: int, path: Path) -> None:
@@ -115,14 +157,26 @@ def two_ranks(tmp_path_factory):
 def test_the_loss_holds_what_its_working_set_says():
     """PyTorch's cross entropy on fp32 logits keeps the 4 bytes a logit fastpp counts as
     the last stage's activations, and holds ``LOSS_WORKING_BYTES["cross-entropy"][0]`` (8)
-    more at the start of its backward, more than at its forward's peak (10); Megatron's
-    in-place loss is priced as keeping its copy alone."""
+    more at the start of its backward, more than at its forward's peak (10)."""
     forward, kept, backward = _one_rank()
     alone = LOSS_WORKING_BYTES["cross-entropy"][0]
     assert kept == pytest.approx(KEPT, rel=1e-3)
     assert backward == pytest.approx(KEPT + alone, rel=1e-3)
     assert forward == pytest.approx(10.0, rel=1e-3) and forward < backward
-    assert LOSS_WORKING_BYTES["in-place"] == (0.0, 0.0)
+
+
+def test_megatron_s_loss_holds_its_copy_beside_the_logits():
+    """Megatron's in-place loss keeps its fp32 copy, 4 bytes a logit, and holds 2 more at
+    its forward's peak (the half-precision logits it was cast from, alive in the caller) and
+    at its backward's (the half-precision gradient cast from its own):
+    ``LOSS_WORKING_BYTES["in-place"]`` (2, with or without tensor parallelism, whose
+    all-reductions are of a number a token)."""
+    torch = pytest.importorskip("torch")
+    forward, kept, backward = _one_rank(_megatron_loss(torch), weight_grad=False)
+    assert kept == pytest.approx(KEPT, rel=1e-3)
+    for peak in (forward, backward):
+        assert peak == pytest.approx(KEPT + LOSS_WORKING_BYTES["in-place"][0], rel=2e-3)
+    assert LOSS_WORKING_BYTES["in-place"][0] == LOSS_WORKING_BYTES["in-place"][1]
 
 
 def test_the_parallel_loss_holds_what_its_working_set_says(two_ranks):
@@ -138,10 +192,10 @@ def test_the_parallel_loss_holds_what_its_working_set_says(two_ranks):
 
 
 def test_plan_adds_the_loss_working_set_to_the_last_stage():
-    """A plan of torchtitan's loss holds ``8 s b v / (t cp)`` bytes more on the device of
-    the last stage (12 with ``t > 1``), less the context-parallel buffers it outlasts (here
-    without recomputation, whose working set would take the larger of the two); its step is
-    unchanged."""
+    """On the last stage's device a plan holds the loss's working set, ``8 s b v / (t cp)``
+    bytes with torchtitan's loss (12 with ``t > 1``) and 2 with Megatron's, where it outlasts
+    the context-parallel buffers (here without recomputation, whose working set would join
+    the buffers); the step is the same with either loss."""
     model = MODELS["llama3-8b"]
     keywords = dict(seq=8192, global_batch=16, tp=[1, 2], pp=[1, 2], cp=[1, 2], microbatch=1,
                     schedules=["1f1b"], recompute="none", zero=[3])
@@ -152,15 +206,40 @@ def test_plan_adds_the_loss_working_set_to_the_last_stage():
     assert len(both) == len(rows["in-place"]) == 8
     more = both["peak_memory_titan"] - both["peak_memory"]
     logits = 8192 * 1 * model.vocab / (both["t"] * both["cp"])
-    working = logits * both["t"].map({1: LOSS_WORKING_BYTES["cross-entropy"][0],
-                                      2: LOSS_WORKING_BYTES["cross-entropy"][1]})
+    titan, megatron = (logits * both["t"].map({1: LOSS_WORKING_BYTES[loss][0],
+                                               2: LOSS_WORKING_BYTES[loss][1]})
+                       for loss in ("cross-entropy", "in-place"))
     # the working set replaces context parallelism's buffers, which a layer's backward holds
-    buffers = [float(cp_buffer_bytes(model, 8192, 1, t, cp, "all-gather"))
-               for t, cp in zip(both["t"], both["cp"], strict=True)]
+    buffers = np.array([float(cp_buffer_bytes(model, 8192, 1, t, cp, "all-gather"))
+                        for t, cp in zip(both["t"], both["cp"], strict=True)])
     last = both["p"] == 1  # (with a pipeline the fullest device may be the first stage's)
-    assert list(more[last]) == pytest.approx(list((working - buffers)[last]), rel=1e-9)
-    assert (more >= 0).all()
+    assert list(more[last]) == pytest.approx(
+        list((np.maximum(titan, buffers) - np.maximum(megatron, buffers))[last]), rel=1e-9)
+    assert (more >= 0).all() and (more[last] > 0).all()
     assert list(both["step_time_titan"]) == list(both["step_time"])
+
+
+def test_each_stage_s_working_set():
+    """``ModelCosts.working``, per stage: a recomputed layer's working set with context
+    parallelism's buffers on every stage, and on the loss's stage the loss's where larger
+    (Megatron's 2 bytes a logit here, larger than the toy layer's)."""
+    from helpers import recomputed_bytes  # (not at the top: a rank runs this file alone)
+
+    import fastpp
+
+    model = MODELS["llama3-8b"]
+    schedule = fastpp.build_schedule("1f1b", 4, 8)
+    for loss, cp, recompute in (("in-place", 1, "full"), ("cross-entropy", 2, "full"),
+                                ("in-place", 2, "none")):
+        costs = transformer_costs(dataclasses.replace(model, loss=loss), schedule, seq=8192,
+                                  microbatch=1, tp=2, cp=cp, recompute=recompute)
+        layer = recomputed_bytes(model, 8192, 1, 2, recompute, cp)
+        buffers = float(cp_buffer_bytes(model, 8192, 1, 2, cp, "all-gather"))
+        logits = 8192 / cp * model.vocab / 2
+        expected = [layer + buffers] * 3 + [max(layer + buffers,
+                                                LOSS_WORKING_BYTES[loss][1] * logits)]
+        assert list(costs.working) == pytest.approx(expected, rel=1e-12)
+        assert list(costs.recomputed) == pytest.approx([layer] * 4, rel=1e-12)
 
 
 def test_a_pipeline_s_last_stage_keeps_its_logits():

@@ -24,6 +24,7 @@ from fastpp.model.memorybar import (
     memory_table,
     saved_bytes,
 )
+from fastpp.model.stages import loss_bytes
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +117,12 @@ def test_plan_rows_carry_the_activations_bar_times_their_share():
              + none * working) / r.peak_memory, rel=1e-12)
     full = df.loc[df["recompute"] == "full", "expected_memory_error"]
     assert len(full) and (full > 0).all()
+    # the loss's working set is measured, not modelled: no bar (one stage: its device's)
+    alone = plan("llama2-7b", 16, seq=4096, global_batch=64, tp=[2], pp=[1], microbatch=1,
+                 recompute=["none"], schedules=["1f1b"], workers=1).iloc[0]
+    loss = float(loss_bytes(MODELS["llama2-7b"], 4096, 2))
+    assert alone.expected_memory_error == pytest.approx(
+        none * (alone.activation_bytes - loss) / alone.peak_memory, rel=1e-12)
     assert (df.loc[df["recompute"] == "none", "expected_memory_error"] > 0.001).all()
     moe = plan("mixtral-8x7b", 64, seq=4096, global_batch=64, tp=[2], pp=[4], ep=[8],
                microbatch=1, recompute=["full"], schedules=["1f1b"], workers=1)

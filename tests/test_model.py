@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import recomputed_bytes
+from helpers import held_bytes
 from reference import assert_agrees, simulate_reference
 
 from fastpp import ScheduleError, build_schedule, simulate
@@ -25,6 +25,7 @@ from fastpp.model import (
     transformer_costs,
 )
 from fastpp.model.plan import summary
+from fastpp.model.stages import loss_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT = Transformer(layers=4, hidden=8, heads=2, vocab=10, dropout=True, flash_attention=False)
@@ -160,13 +161,12 @@ def test_plan_rows_equal_simulate(toy_plan):
     assert set(ran[ran["p"] == 1]["schedule"]) > {"gpipe", "1f1b", "zb-h1"}
     for r in pd.concat([ran.sample(40, random_state=0), three, alone]).itertuples():
         sched = build_schedule(r.schedule, r.p, r.n, r.m)
-        res = simulate(sched, transformer_costs(model, sched, TOY, seq=32,
-                                                microbatch=r.microbatch, tp=r.t, dp=r.d,
-                                                recompute=r.recompute))
+        costs = transformer_costs(model, sched, TOY, seq=32, microbatch=r.microbatch, tp=r.t,
+                                  dp=r.d, recompute=r.recompute)
+        res = simulate(sched, costs)
         by = device_bytes(model, sched, tp=r.t, dp=r.d, zero=r.zero)
-        # and a recomputed layer's working set, alive during one backward
-        held = res.peak_activations + recomputed_bytes(model, 32, r.microbatch, r.t,
-                                                       r.recompute)
+        # and the working set: a recomputed layer's during one backward, or the loss's
+        held = held_bytes(costs, sched, res)
         total = sum(by.values()) + held
         worst = int(np.argmax(total))
         assert (r.makespan, r.bubble_ratio) == (res.makespan, res.bubble_ratio), r
@@ -212,11 +212,13 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
     gpipe, zb = (df[df["schedule"] == name].iloc[0] for name in ("gpipe", "zb-h1"))
     assert gpipe.n == zb.n == 512 // 8
     assert gpipe.makespan == pytest.approx(zb.makespan)
-    assert gpipe.activation_bytes == pytest.approx(gpipe.n * zb.activation_bytes)
+    # the loss's working set, 2 bytes a logit of the rank's share, beside the activations
+    loss = float(loss_bytes(MODELS["llama3-70b"], 8192, 8))
+    assert gpipe.activation_bytes - loss == pytest.approx(gpipe.n * (zb.activation_bytes - loss))
     sep_gpipe, sep_zb = (separate[separate["schedule"] == name].iloc[0]
                          for name in ("gpipe", "zb-h1"))
     assert sep_gpipe.peak_memory / 1e12 == pytest.approx(1.82, abs=0.005)
-    assert sep_zb.peak_memory / 1e9 == pytest.approx(76.2, abs=0.05)
+    assert (sep_zb.peak_memory - loss) / 1e9 == pytest.approx(76.2, abs=0.05)
     fused_saves = 2 * 28672 * 8192 / 8 * 80  # 2F s / t bytes a layer, 80 layers
     assert sep_gpipe.peak_memory - gpipe.peak_memory == pytest.approx(64 * fused_saves)
     assert sep_zb.peak_memory - zb.peak_memory == pytest.approx(fused_saves)
@@ -226,10 +228,11 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
     assert zb.reason == ""
     for r in (gpipe, zb):  # each its own schedule's simulation
         sched = build_schedule(r.schedule, 1, r.n)
-        res = simulate(sched, transformer_costs("llama3-70b", sched, seq=8192, tp=8, dp=8))
+        costs = transformer_costs("llama3-70b", sched, seq=8192, tp=8, dp=8)
         bytes_ = device_bytes("llama3-70b", sched, tp=8, dp=8, zero=1, reduce_bytes=2)
-        assert r.peak_memory == pytest.approx(sum(bytes_.values())[0]
-                                              + res.peak_activations[0], rel=1e-12)
+        assert r.peak_memory == pytest.approx(
+            sum(bytes_.values())[0] + held_bytes(costs, sched, simulate(sched, costs))[0],
+            rel=1e-12)
     # more chunks on the one device: the same time, but not quite the same bytes (uneven
     # chunks), so every chunk count is a row there too
     model = Transformer(layers=8, hidden=64, heads=8, vocab=500, name="toy")
@@ -239,8 +242,9 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
     np.testing.assert_allclose(one["makespan"], one["makespan"].iloc[0], rtol=1e-12)
     for r in one.itertuples():
         sched = build_schedule("interleaved-1f1b", 1, r.n, r.m)
-        res = simulate(sched, transformer_costs(model, sched, TOY, seq=32, dp=4))
-        assert (r.makespan, r.activation_bytes) == (res.makespan, res.peak_activations[0])
+        costs = transformer_costs(model, sched, TOY, seq=32, dp=4)
+        res = simulate(sched, costs)
+        assert (r.makespan, r.activation_bytes) == (res.makespan, held_bytes(costs, sched, res)[0])
     assert one["activation_bytes"].nunique() == 2  # m = 3 splits 8 layers 3, 3, 2
     # the summary folds schedules alike without a pipeline into one line
     text = summary(plan(model, 4, TOY, seq=32, global_batch=32, pp=1, tp=1, microbatch=1,

@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import needs_data
+from helpers import held_bytes, needs_data
 
 from fastpp import ScheduleError, build_schedule, simulate
 from fastpp.model import (
@@ -30,7 +30,6 @@ from fastpp.model.moe import (
     layer_seconds,
     moe_layer_costs,
 )
-from fastpp.model.stages import device_recomputed_bytes
 from fastpp.model.validate import DATA
 
 # h = 8, a = 2 (d = 4), g = 2 (kv = 8), SwiGLU experts of F_e = 4 (P_e = 3 * 8 * 4 = 96)
@@ -408,9 +407,8 @@ def test_moe_plan_rows_equal_simulate(moe_plan):
                                   dp=r.d, recompute=r.recompute, ep=r.ep)
         res = simulate(sched, costs)
         by = device_bytes(model, sched, tp=r.t, dp=r.d, zero=r.zero, ep=r.ep)
-        # and the largest working set of a recomputed layer the device holds
-        total = sum(by.values()) + res.peak_activations + device_recomputed_bytes(
-            costs.recomputed, sched.stage_to_device, r.p)
+        # and the largest working set the device holds (a recomputed layer's, the loss's)
+        total = sum(by.values()) + held_bytes(costs, sched, res)
         assert (r.makespan, r.bubble_ratio) == (res.makespan, res.bubble_ratio), r
         assert r.peak_memory == pytest.approx(total.max(), rel=1e-12), r
         assert r.tflops_per_gpu == pytest.approx(

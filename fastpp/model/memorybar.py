@@ -6,7 +6,7 @@ test holds the counts to a PyTorch model's) plus the activations its schedule ke
 each layer's ``fastpp.model.transformer.layer_costs`` bytes (Korthikanti et al. 2022's ``sbh(34 +
 5as/h)`` and its variants), plus a recomputed layer's working set during its backward
 (``fastpp.model.stages.recomputed_bytes``; on the last stage the loss's where larger,
-``stages.device_loss_bytes``, measured apart by ``tests/test_loss_memory.py``). The
+``stages.loss_bytes``, measured apart by ``tests/test_loss_memory.py``). The
 activations are a model, and this module measures them.
 
 ``saved_bytes`` builds the dense layer the formula describes in PyTorch, in bf16 on the CPU

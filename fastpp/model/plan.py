@@ -61,11 +61,9 @@ from .presets import MODELS
 from .recipes import Recipe, optimizer_bytes, recipe_pricing, refuse_unpriced
 from .stages import (
     chunk_kinds,
-    cp_buffer_bytes,
-    device_loss_bytes,
     device_memory,
     device_parameters,
-    device_recomputed_bytes,
+    device_working_bytes,
     idle_reason,
     idle_stages,
     stage_table,
@@ -255,10 +253,11 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         count, ``Transformer.megatron_flops_per_token``, per GPU and second),
         ``bubble_ratio`` and, on the GPU with the most bytes, ``parameter_bytes``,
         ``gradient_bytes``, ``optimizer_bytes``, ``activation_bytes`` (its activations at
-        their peak, ``Result.peak_activations``, with ``cp > 1`` one layer's K and V exchange
-        buffers too, ``stages.cp_buffer_bytes``, and with recomputation a recomputed layer's
-        working set, ``stages.recomputed_bytes``, or on the last stage the loss's where it is
-        larger, ``stages.device_loss_bytes``: not the largest device's
+        their peak, ``Result.peak_activations``, with its working set: with ``cp > 1`` one
+        layer's K and V exchange buffers, ``stages.cp_buffer_bytes``, and with recomputation a
+        recomputed layer's, ``stages.recomputed_bytes``, or on the last stage the loss's where
+        it is larger, ``stages.loss_bytes``, as ``ModelCosts.working`` holds them per stage:
+        not the largest device's
         ``peak_activations``, which a sweep row's ``peak_activations_max`` is) and their sum
         ``peak_memory``; ``expected_error`` (the step time's expected relative error from
         ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``), ``expected_bias``
@@ -481,10 +480,20 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
             "schedules": _unique(names)}
 
 
-def _gb(x: float) -> str:
+def _gb(x: float, more: int = 0) -> str:
     """Bytes as GB for a reason: 0.0042, 93.5, 80, 1,522 (a toy's capacity under 0.1 GB read
-    as 0)."""
-    return f"{x / GB:.2g}" if x < 0.1 * GB else f"{x / GB:,.1f}".removesuffix(".0")
+    as 0), with ``more`` digits."""
+    if x < 0.1 * GB:
+        return f"{x / GB:.{2 + more}g}"
+    return f"{x / GB:,.{1 + more}f}".rstrip("0").rstrip(".")
+
+
+def _over(need: float, device: int, capacity: float) -> str:
+    """The reason of a configuration that needs ``need`` bytes on ``device``, over
+    ``capacity``, in GB with the digits that tell the two apart (80.04 GB had read "needs 80
+    GB ... > capacity 80 GB")."""
+    more = next((k for k in range(6) if _gb(need, k) != _gb(capacity, k)), 6)
+    return f"needs {_gb(need, more)} GB on device {device} > capacity {_gb(capacity, more)} GB"
 
 
 def _unique(values) -> list:
@@ -563,16 +572,18 @@ def _memory_error(model, cols, rows, recipe, partial: bool = False) -> np.ndarra
     (``memorybar.activation_error`` of its recomputation; with ``partial`` recomputation the
     no-recomputation regime's, whose whole layers hold most of them) times their share of
     the peak memory, plus the no-recomputation regime's error times the share of a
-    recomputed layer's working set (``stages.recomputed_bytes``; the weights, gradients and
-    optimizer states are counted, no bar: see ``memorybar`` for the gradients' convention);
+    recomputed layer's working set (``stages.recomputed_bytes``; the rest of a device's
+    working set, context parallelism's buffers or the loss's, and the weights, gradients and
+    optimizer states are counted, no bar: see ``memorybar`` for the gradients' convention;
+    where the loss's working set outweighs the recomputed layer's, that layer's bar is kept,
+    a little wide);
     NaN where not measured (``memorybar.unmeasured``)."""
     rc, cp = cols["recompute"], cols["cp"]
     bars = np.array([activation_error(model, r) for r in RECOMPUTE])
     stored = np.where(partial & (rc == RECOMPUTE.index("full")), 0, rc)
-    working = rows["recomputed_bytes"]
     with np.errstate(invalid="ignore", divide="ignore"):
-        error = (bars[stored] * (rows["activation_bytes"] - working)
-                 + bars[0] * working) / rows["peak_memory"]
+        error = (bars[stored] * (rows["activation_bytes"] - rows["working_bytes"])
+                 + bars[0] * rows["recomputed_bytes"]) / rows["peak_memory"]
     for r, c in {(int(r), int(c)) for r, c in zip(rc, cp, strict=True)}:
         if unmeasured(model, RECOMPUTE[r], c, recipe):
             error[(rc == r) & (cp == c)] = np.nan
@@ -753,7 +764,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     groups = replicate_reason(grid.replicate, cols["zero"], replicas, edp)
     reason[:] = np.where((reason == "") & (groups != ""), groups, reason)
     which, layouts = _layouts(model, chunks, cols["split"], splits, reason)
-    out = {k: np.full(count, np.nan) for k in (*NUMBERS, "recomputed_bytes",
+    out = {k: np.full(count, np.nan) for k in (*NUMBERS, "recomputed_bytes", "working_bytes",
                                                  *(NOISY if noisy else ()))}
     out.update(n=n, fits=np.zeros(count, bool), reason=reason,
                layout=np.array([*map(str, layouts), ""], object)[which])
@@ -783,18 +794,12 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
         raise ScheduleError(f"the kernel rejected a generated configuration (status "
                             f"{rows.status[rows.status != batch.OK][0]}): a fastpp bug, please "
                             f"report it")
-    peaks, peak_at = rows.peaks, rows.peak_at
-    slot = peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
-    # beyond the stored activations: context parallelism's exchange buffers and the working
-    # set of a recomputed layer, both alive during one layer's backward, or on a last stage
-    # the loss's at the start of the backward, whichever is larger
-    recomputed = device_recomputed_bytes(table["recomputed"], slot, peaks.size)
-    last = config[ends[1]]  # (a rank's tokens: its share of the sequence under cp)
-    loss = device_loss_bytes(model, seq * b[last] / cp[last], t[last], slot[ends[1]],
-                             peaks.size)
-    stored = peaks
-    peaks = peaks + np.repeat(cp_buffer_bytes(model, seq, b, t, cp, grid.cp_comm), p) + recomputed
-    peaks = np.maximum(peaks, stored + loss)
+    slot = rows.peak_at[config] + _stage_devices(sid, p, m, first, chunk.size)
+    # beyond the stored activations, each device's working set (stage_table's: a recomputed
+    # layer's with context parallelism's buffers, or on a last stage the loss's)
+    recomputed = device_working_bytes(table["recomputed"], slot, rows.peaks.size)
+    working = device_working_bytes(table["working"], slot, rows.peaks.size)
+    peaks, peak_at = rows.peaks + working, rows.peak_at
     owner = np.repeat(np.arange(run.size), p)
     edp = t * cp * d // (etp * ep)
     params, experts = device_parameters(model, slot, peaks.size, table["params"],
@@ -839,7 +844,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
               "bubble_ratio": rows.out[:, batch.BUBBLE], "activation_bytes": peaks[worst],
               "parameter_bytes": weights[worst], "gradient_bytes": grads[worst],
               "optimizer_bytes": optimizer[worst], "peak_memory": total[worst],
-              "recomputed_bytes": recomputed[worst]}
+              "recomputed_bytes": recomputed[worst], "working_bytes": working[worst]}
     refused = None
     if noisy is not None:
         values.update(_noisy(sid, p, n, m, fields, first, V, step - makespan, noisy))
@@ -849,7 +854,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     fits = total[worst] <= capacity
     out["fits"][run] = fits
     out["reason"][run[~fits]] = [
-        f"needs {_gb(x)} GB on device {r} > capacity {_gb(capacity)} GB"
+        _over(x, r, capacity)
         for x, r in zip(total[worst][~fits], (worst - peak_at)[~fits], strict=True)]
     if refused is not None:  # (its step time stands; its noisy columns are NaN)
         said = refused != ""

@@ -146,13 +146,16 @@ class ModelCosts(Costs):
     (``fastpp.model.errorbar.ErrorBar``: the expected relative error from ``validate``'s
     residuals in the configuration's regime, and whether it is extrapolated), and per stage
     the bytes a recomputed layer (with uniform groups, a group) brings back during its
-    backward (``recomputed``, ``fastpp.model.stages.recomputed_bytes``: ``plan`` adds each
-    device's largest to its peak, or on the last stage's device the loss's working set where
-    that is larger, ``stages.device_loss_bytes``, which these costs do not carry). Equal to a
-    ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
+    backward (``recomputed``, ``fastpp.model.stages.recomputed_bytes``) and ``working``, what
+    the stage's device holds at its peak beyond the activations the engine counts: that
+    recomputed layer's bytes and context parallelism's exchange buffers, or on the loss's
+    stage the loss's working set where larger (``stage_table``'s). ``plan`` adds each device's
+    largest ``working`` to its ``peak_activations`` (``stages.device_working_bytes``). Equal to
+    a ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
 
     error_bar: ErrorBar | None = None
     recomputed: np.ndarray | None = None
+    working: np.ndarray | None = None
 
 
 @known_keywords("transformer_costs")  # a misspelt keyword named, not a bare TypeError
@@ -328,7 +331,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       error_bar=error_bar(regime(model, hardware, config.seq, config.t,
                                                  config.gpus // config.p * schedule.p,
                                                  framework=config.framework)),
-                      recomputed=table["recomputed"])
+                      recomputed=table["recomputed"], working=table["working"])
 
 
 def _config_schedule(config: RunConfig, schedule):

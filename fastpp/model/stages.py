@@ -174,7 +174,9 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         Per stage ``f, b, w`` (seconds, per device of a plain pipeline: ``m`` times a chunk's
         time), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma``,
         ``recomputed`` (the largest of its layers' ``recomputed_bytes``, once; with uniform
-        groups a group's working set), ``params`` (on
+        groups a group's working set), ``working`` (what its device holds at its peak beyond
+        ``act``: ``recomputed`` and ``cp_buffer_bytes``, or on the loss's stage the loss's
+        working set, ``loss_bytes``, where larger; ``device_working_bytes``), ``params`` (on
         one rank; reduced over ``d``) and ``expert_params`` (the routed experts' on one GPU,
         reduced over ``edp``), ``fb`` where a configuration's pairs save time, and ``comm``
         (latency), ``bandwidth`` and ``message_bytes`` of each stage's hand-off to the next,
@@ -245,6 +247,13 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         act, held_by_w, recomputed = _grouped_checkpoints(
             grid.recompute_layers, layers, full, totals)
     gamma = np.divide(held_by_w, act, out=np.zeros_like(act), where=act > 0)
+    # beyond the activations the engine counts: a recomputed layer's working set and context
+    # parallelism's exchange buffers, both alive during one layer's backward, or on the loss's
+    # stage the loss's, whichever is larger (an MTP module's loss is not given its own)
+    working = np.maximum(
+        recomputed + per_stage(cp_buffer_bytes(model, grid.seq, grid.microbatch, t, cp,
+                                               grid.cp_comm)),
+        np.asarray(loss) * per_stage(loss_bytes(model, grid.seq * grid.rank_batch, t)))
     params = stage_params(model, layers, embedding, loss, per_stage(t), moe_layers, mtp)
     experts = expert_stage_params(model, moe_layers, mtp, per_stage(grid.ep),
                                   per_stage(grid.etp))
@@ -280,6 +289,7 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         "act": np.maximum(act, 1.0) * mm,
         "gamma": gamma,
         "recomputed": recomputed,
+        "working": working,
         "params": params,
         "expert_params": experts,
         "comm": latency,
@@ -750,44 +760,42 @@ def recomputed_bytes(stored, kept, recompute):
     ``checkpoint``), so the bytes Korthikanti et al. 2022 count for a layer without
     recomputation are alive at once beside the checkpoints; the selective one re-runs the
     attention core, whose scores (without FlashAttention) live through its backward. Megatron's
-    ``theoretical_memory_usage.py`` counts neither. ``plan`` adds a device's largest to its
-    peak, as it adds ``cp_buffer_bytes``."""
+    ``theoretical_memory_usage.py`` counts neither. ``stage_table``'s ``working`` holds it
+    with ``cp_buffer_bytes``."""
     return np.where(np.asarray(recompute) >= 1, np.maximum(stored - kept, 0.0), 0.0)
 
 
 # Beyond the fp32 logits a last stage keeps (4 bytes a logit, stage_table's act): the bytes a
 # logit its loss holds at once besides, by Transformer.loss, without and with tensor
 # parallelism. Megatron's vocabulary-parallel cross entropy works in place in its fp32 copy
-# ("in-place": its half-precision logits, 2 bytes a logit beside the copy, are left out).
+# ("in-place"), beside the half-precision logits it was cast from (alive in the caller through
+# the loss's forward) and, in its backward, the half-precision gradient cast from its own: 2.
 # PyTorch's cross_entropy on logits.float() ("cross-entropy", torchtitan's) makes its
 # log-softmax and each gradient anew: 4 bytes a logit kept, 12 at its backward's start (the
 # kept log-softmax, the gradient in, the gradient out); torchtitan's loss_parallel with t > 1
 # builds its backward's exp and sums apart: 16 (tests/test_loss_memory.py measures both). An
 # MTP module's own logits are not given it.
-LOSS_WORKING_BYTES = {"in-place": (0.0, 0.0), "cross-entropy": (8.0, 12.0)}
+LOSS_WORKING_BYTES = {"in-place": (2.0, 2.0), "cross-entropy": (8.0, 12.0)}
 # and a pipeline stage's output, the bf16 logits, kept with its microbatch until its backward
 # (PyTorch's pipelining holds it in the stage's forward cache): bytes a logit more kept
 LOSS_PIPELINE_KEPT = {"in-place": 0.0, "cross-entropy": 2.0}
 
 
-def device_loss_bytes(model: Transformer, tokens, t, device, devices: int) -> np.ndarray:
-    """Per device: the loss's working set (``LOSS_WORKING_BYTES`` a logit of a rank's
-    ``tokens`` over ``t``) of the last stages it holds (``device``, each one's device below
-    ``devices``; ``tokens`` and ``t`` each last stage's), the largest where it holds
-    several."""
-    out = np.zeros(devices)
+def loss_bytes(model: Transformer, tokens, t) -> np.ndarray:
+    """The loss's working set on its stage: ``LOSS_WORKING_BYTES`` a logit of a rank's
+    ``tokens`` over ``t`` (broadcast)."""
     t = np.asarray(t)
     alone, parallel = LOSS_WORKING_BYTES[model.loss]
-    np.maximum.at(out, np.asarray(device), np.where(t > 1, parallel, alone)
-                  * np.asarray(tokens, np.float64) * model.vocab / t)
-    return out
+    return np.where(t > 1, parallel, alone) * np.asarray(tokens, np.float64) * model.vocab / t
 
 
-def device_recomputed_bytes(recomputed, device, devices: int) -> np.ndarray:
-    """Per device: the largest ``recomputed`` bytes of the stages it holds (``stage_table``'s
-    per stage; ``device``: each stage's device, below ``devices``)."""
+def device_working_bytes(working, device, devices: int) -> np.ndarray:
+    """Per device: the largest ``working`` bytes of the stages it holds (``stage_table``'s
+    ``working`` or ``recomputed``, per stage; ``device``: each stage's device, below
+    ``devices``). With ``working``, what a device holds at its peak beyond the activations
+    the engine counts."""
     out = np.zeros(devices)
-    np.maximum.at(out, np.asarray(device), recomputed)
+    np.maximum.at(out, np.asarray(device), working)
     return out
 
 

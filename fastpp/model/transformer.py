@@ -171,7 +171,9 @@ class Transformer:
     loss : str
         How the loss runs on the logits, for the peak memory: ``"in-place"`` (the default),
         Megatron's vocabulary-parallel cross entropy, which keeps an fp32 copy of the logits
-        (``4sbv/t`` bytes) and computes the softmax in it in place; or ``"cross-entropy"``,
+        (``4sbv/t`` bytes) and computes the softmax in it in place, beside the bf16 logits
+        (its forward) or their gradient (its backward): 2 bytes a logit more while it runs;
+        or ``"cross-entropy"``,
         PyTorch's ``cross_entropy`` on ``logits.float()`` (torchtitan's loss), whose
         log-softmax and gradients are new fp32 tensors: 12 bytes a logit at the start of
         its backward, 16 with tensor parallelism (torchtitan's ``loss_parallel``), and in a

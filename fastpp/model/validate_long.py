@@ -89,7 +89,7 @@ from .config import RunConfig, RunGrid
 from .errorbar import regime
 from .hardware import HARDWARE
 from .presets import MODELS
-from .stages import cp_buffer_bytes, device_recomputed_bytes, step_terms
+from .stages import device_working_bytes, step_terms
 
 DATASET = "long_context_published"
 # the same rows with the attention at the measured kernel's speed, as the planner prices them
@@ -180,10 +180,9 @@ def price(model, hardware, *, seq, global_batch, t, p, cp, d, precision,
     step = res.makespan + float(sum(np.max(v) for v in terms.values()))
     by = device_bytes(model, config=run)
     fixed = max(by["parameter_bytes"] + by["gradient_bytes"] + by["optimizer_bytes"])
-    buffers = cp_buffer_bytes(model, seq, microbatch, t, cp, cp_comm)
-    held = res.peak_activations + device_recomputed_bytes(table["recomputed"],
-                                                          sched.stage_to_device, p)
-    return step, float(fixed + np.max(held) + buffers)
+    held = res.peak_activations + device_working_bytes(table["working"], sched.stage_to_device,
+                                                       p)
+    return step, float(fixed + np.max(held))
 
 
 def _runs(frame):
