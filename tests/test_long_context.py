@@ -127,6 +127,15 @@ def test_long_rows_are_the_nemo_cp_runs_and_fit_memory(long):
     for label, peak in memory.items():
         capacity = HARDWARE["H100-80GB" if "H100" in label else "B200-180GB"].memory_bytes
         assert peak < capacity, label
+    # NeMo 2's (B200, NeMo 25.04) fused loss; NeMo 24.03's Megatron-Core had none
+    import pandas as pd
+
+    from fastpp.model.published import data_file
+    from fastpp.model.validate_long import DATASET, _runs
+
+    frame = pd.read_csv(data_file(f"{DATASET}.csv"))
+    assert {table: model.loss for _, table, model, *_ in _runs(frame)} == {
+        "H100": "in-place", "B200": "fused"}
 
 
 def _errors(rows, gpu="", role=None):

@@ -195,7 +195,8 @@ def test_plan_adds_the_loss_working_set_to_the_last_stage():
     """On the last stage's device a plan holds the loss's working set, ``8 s b v / (t cp)``
     bytes with torchtitan's loss (12 with ``t > 1``) and 2 with Megatron's, where it outlasts
     the context-parallel buffers (here without recomputation, whose working set would join
-    the buffers); the step is the same with either loss."""
+    the buffers); the step is shorter with PyTorch's loss, which moves 36 bytes a logit to
+    the unfused Megatron loss's 52 (tests/test_loss_time.py)."""
     model = MODELS["llama3-8b"]
     keywords = dict(seq=8192, global_batch=16, tp=[1, 2], pp=[1, 2], cp=[1, 2], microbatch=1,
                     schedules=["1f1b"], recompute="none", zero=[3])
@@ -216,7 +217,7 @@ def test_plan_adds_the_loss_working_set_to_the_last_stage():
     assert list(more[last]) == pytest.approx(
         list((np.maximum(titan, buffers) - np.maximum(megatron, buffers))[last]), rel=1e-9)
     assert (more >= 0).all() and (more[last] > 0).all()
-    assert list(both["step_time_titan"]) == list(both["step_time"])
+    assert (both["step_time_titan"] < both["step_time"]).all()
 
 
 def test_each_stage_s_working_set():

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fastpp import ScheduleError
+from fastpp import ScheduleError, build_schedule, simulate
 from fastpp.model import (
     HARDWARE,
     MODELS,
@@ -196,6 +196,29 @@ def test_swiglu_fusion():
     with pytest.raises(ScheduleError, match="seq_length and encoder_seq_length contradict"):
         from_megatron({**keys, "encoder_seq_length": 1024}, gpus=1)
     assert from_megatron({**keys, "encoder_seq_length": 512}, gpus=1).config.seq == 512
+
+
+def test_the_loss_as_megatron_runs_it():
+    """Megatron's vocabulary-parallel loss, unfused unless --cross-entropy-loss-fusion
+    (``Transformer.loss`` "fused", a dict's cross_entropy_loss_fusion as NeMo's and
+    Megatron-Bridge's configs set it); written back as read, and priced: the fused loss
+    moves fewer bytes on the last stage (``compute.LOSS_BYTES``)."""
+    assert from_megatron(BASE, gpus=1).model.loss == "in-place"
+    fused = from_megatron(BASE + "--cross-entropy-loss-fusion", gpus=1)
+    assert fused.model.loss == "fused"
+    keys = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+            "vocab_size": 1024, "cross_entropy_loss_fusion": True}
+    assert from_megatron(keys, gpus=1).model.loss == "fused"
+    assert not any("cross_entropy_loss_fusion" in x for x in from_megatron(keys, gpus=1).ignored)
+    for loss in ("in-place", "fused"):
+        model = dataclasses.replace(fused.model, loss=loss)
+        flags = to_megatron(fused.config, model)
+        assert ("--cross-entropy-loss-fusion" in flags) == (loss == "fused")
+        assert from_megatron(flags, gpus=1).model.loss == loss
+    steps = [simulate(sched, transformer_costs(dataclasses.replace(fused.model, loss=loss),
+                                               sched, seq=512)).makespan
+             for loss in ("in-place", "fused") for sched in [build_schedule("1f1b", 1, 2)]]
+    assert steps[1] < steps[0]
 
 
 def test_a_config_json_model_takes_the_launch_kernels():
@@ -615,8 +638,10 @@ def test_explain_neighbours_count_the_changes_written_and_fit_where_the_run_does
     alone = [n for n in explain(qwen, run, "H100-80GB", neighbours=30, workers=1).neighbours
              if n["p"] == 1]
     assert alone
+    # none repeats another: alike runs without a pipeline (plan.alike_key: the same time and
+    # bytes) are one neighbour, schedules that hold other bytes are not
     keys = [(n["t"], n["d"], n["m"], n["microbatch"], n["recompute"], n["zero"],
-             round(n["step_time"], 4)) for n in alone]
+             round(n["step_time"], 4), f'{n["peak_memory"]:.4g}') for n in alone]
     assert len(keys) == len(set(keys)), keys
 
 

@@ -430,9 +430,9 @@ def test_eager_kernels_follow_compile():
     assert eager("[training]\ncompile = true\n").model.eager == ""
     # the loss likewise: PyTorch's cross entropy unless compiled (the older switch compiled
     # the model alone)
-    for job, loss in (("", "cross-entropy"), ("[compile]\nenable = true\n", "in-place"),
+    for job, loss in (("", "cross-entropy"), ("[compile]\nenable = true\n", "fused"),
                       ('[compile]\nenable = true\ncomponents = ["model"]\n', "cross-entropy"),
-                      ('[compile]\nenable = true\ncomponents = ["loss"]\n', "in-place"),
+                      ('[compile]\nenable = true\ncomponents = ["loss"]\n', "fused"),
                       ("[training]\ncompile = true\n", "cross-entropy")):
         assert eager(job).model.loss == loss, job
     assert not any("[compile]" in x for x in eager("").ignored)
@@ -445,13 +445,15 @@ def test_eager_kernels_follow_compile():
         text = to_torchtitan(config, model)
         written = model is not None and bool(model.eager)
         assert bool(eager(text).model.eager) == written
-        assert eager(text).model.loss == "in-place"
-    # each kernel choice reads back: the eager model's norm as today's PyTorch runs it
+        assert eager(text).model.loss == "fused"
+    # each kernel choice reads back: the eager model's norm as today's PyTorch runs it, a
+    # compiled loss as Megatron's fused one (either of Megatron's losses is written compiled)
     for kernels in ("", "native-norm", "fp32-norm"):
-        for loss in ("in-place", "cross-entropy"):
+        for loss in ("in-place", "fused", "cross-entropy"):
             model = dataclasses.replace(fused, eager=kernels, loss=loss)
             back = eager(to_torchtitan(config, model)).model
-            assert (bool(back.eager), back.loss) == (bool(kernels), loss), (kernels, loss)
+            assert (bool(back.eager), back.loss) == (
+                bool(kernels), "fused" if loss == "in-place" else loss), (kernels, loss)
     # a quantize table of the wrong shape names no recipe: torchtitan's default, said
     # (its AttributeError had escaped)
     for bad in ('[quantize]\nlinear = 3\n', 'quantize = 2\n'):

@@ -107,6 +107,14 @@ def test_a_row_priced_as_stated_and_assumed(split):
     r = next(r for r, _ in done if r["release"] == "NeMo 25.11" and r["precision"] == "FP8-MX"
              and r["gpu_type"] == "DGX-GB200")
     assert validate_moe.settings(r)["recompute"] == "none"
+    # Megatron's fused loss where the framework's configs set it (Megatron-Bridge's and
+    # NeMo's model configs, the ModelZoo's and Megatron-Core's MoE benchmarks); NeMo
+    # AutoModel's loss is not stated: Megatron's default, unfused
+    losses = {(r["framework"], validate_moe.settings(r)["model"].loss) for r, _ in done}
+    assert {loss for framework, loss in losses if framework.startswith("NeMo AutoModel")} \
+        == {"in-place"}
+    assert {loss for framework, loss in losses if framework.startswith("Megatron")} \
+        == {"fused"}
 
 
 def test_moe_rows_against_the_tables():

@@ -35,9 +35,8 @@ sequence-parallel regions), ``d = h/a`` per head, gate ``G = 2`` for SwiGLU (els
 - recomputation adds the attention core's forward (selective) or the whole forward (full) to
   the input-grad backward;
 - the first stage's embedding (a gather; its weight gradient a scatter-add into fp32), the last
-  stage's final norm, the logits ``T x h -> v/t`` with its two gradients, and the fp32
-  cross-entropy (the half-precision logits read, 4-byte copies written and read by the max,
-  exp-sum and loss passes: 18 bytes per logit forward, 6 backward);
+  stage's final norm, the logits ``T x h -> v/t`` with its two gradients, and the loss in fp32
+  as ``Transformer.loss`` runs it (``LOSS_BYTES``);
 - the optimizer step: Adam over the fp32 master weights, ``OPTIMIZER_STEP_BYTES`` per
   parameter the device updates;
 - with fp8 products, a dense layer's Transformer Engine casts and transposes
@@ -65,7 +64,19 @@ CAST_BYTES = 2.0 + 2.0 * (1.0 + 1.0 / 32.0)
 # (Transformer Engine's cast.cpp: amax, then the scale, then the cast; Hardware's
 # fp8_current_scaling)
 CURRENT_SCALING_BYTES = 2.0
-LOSS_FORWARD_BYTES, LOSS_BACKWARD_BYTES = 18.0, 6.0  # per logit, see the module
+# Bytes a logit the loss moves, forward and backward, by Transformer.loss, one pass a kernel.
+# Megatron's vocabulary-parallel cross entropy ("in-place", tensor_parallel.cross_entropy):
+# the fp32 copy of the bf16 logits (read 2, write 4), the max (4), the max subtracted, exp and
+# the division by the sum, each in place (8 each), the sum (4); backward the gradient scaled
+# in place (8) and cast back to bf16 (6). With --cross-entropy-loss-fusion ("fused",
+# fusions/fused_cross_entropy.py: each of its functions compiled by torch.compile, one kernel
+# each) the copy and the max (6), the subtraction, exp and sum (8), the division (8); backward
+# the gradient, written back into the kept softmax (its input, mutated) and cast (10).
+# PyTorch's cross_entropy on logits.float() ("cross-entropy", torchtitan's): the copy (6) and
+# log_softmax (8); backward nll_loss's zeroed gradient (4), log_softmax's (12), the cast (6);
+# its GPU kernels' extra passes over rows longer than shared memory are not counted.
+# tests/test_loss_time.py counts the first and the last op by op as PyTorch dispatches them.
+LOSS_BYTES = {"in-place": (38.0, 14.0), "fused": (22.0, 10.0), "cross-entropy": (14.0, 22.0)}
 # torchtitan's Llama block run by eager PyTorch (Transformer.eager): the bytes its elementwise
 # ops move beyond what the fused kernels above are priced at, forward and backward, counted
 # from the ops its code runs (torchtitan's model.py, its norms.py at 9dec370; each op reads
@@ -509,8 +520,8 @@ def head_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
         "embed_forward": memory_time(hw, 2.0 * BYTES * T * h),
         "embed_weight": memory_time(hw, (BYTES + 8.0) * T * h),  # scatter-add into fp32
         "head_forward": (memory_time(hw, 2.0 * BYTES * rows * h) + matmul_time(out, T, v / t, h)
-                         + memory_time(hw, LOSS_FORWARD_BYTES * logits)),
-        "head_input_grad": (memory_time(hw, LOSS_BACKWARD_BYTES * logits)
+                         + memory_time(hw, LOSS_BYTES[model.loss][0] * logits)),
+        "head_input_grad": (memory_time(hw, LOSS_BYTES[model.loss][1] * logits)
                             + matmul_time(out, T, h, v / t)
                             + memory_time(hw, 3.0 * BYTES * rows * h)),
         "head_weight_grad": matmul_time(out, h, v / t, T),

@@ -411,8 +411,8 @@ A100_CURVE = {"efficiency": 0.76, "matmul_half": 64.0}
 # took 0.3 ms and gained the calibration rows 0.1 point, under the half point a new constant
 # must earn. The other presets have none: no table of theirs is launch- or latency-bound.
 A100_OVERHEADS = {"host_layer": 1.65e-3, "host_backward": 0.05e-3, "host_microbatch": 3.0e-3,
-                  "host_step": 3.0e-3, "host_op": 0.12e-3, "handoff": 0.0}
-H100_CURVE = {"efficiency": 0.92, "matmul_half": 1024.0}
+                  "host_step": 2.0e-3, "host_op": 0.12e-3, "handoff": 0.0}
+H100_CURVE = {"efficiency": 0.94, "matmul_half": 1024.0}
 # Hopper's FP8 products in split accumulation (Hardware.split_accumulator): pytorch/ao issue
 # 2377, "enabling fast accumulation can lead to a 1.1x to 1.2x speedup"; the middle
 HOPPER_SPLIT_ACCUMULATOR = 1.15

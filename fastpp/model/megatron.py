@@ -43,7 +43,7 @@ FLAGS = {
     "group_query_attention": (BOOL, False), "num_query_groups": (INT, 1),
     "swiglu": (BOOL, False), "quick_geglu": (BOOL, False),
     "no_bias_swiglu_fusion": (BOOL, False), "no_bias_gelu_fusion": (BOOL, False),
-    "disable_bias_linear": (BOOL, False),
+    "disable_bias_linear": (BOOL, False), "cross_entropy_loss_fusion": (BOOL, False),
     "untie_embeddings_and_output_weights": (BOOL, False),
     "vocab_size": (INT, None), "padded_vocab_size": (INT, None),
     "make_vocab_size_divisible_by": (INT, 128),
@@ -262,7 +262,11 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         dropout 0.1; SwiGLU fused (``bias_swiglu``) unless ``--no-bias-swiglu-fusion`` (a
         dict's ``bias_activation_fusion: false``; a dict with neither is read as the command
         line reads it, fused, though Megatron-Core's ``TransformerConfig`` alone defaults to
-        unfused and NeMo's model configs set it); ZeRO 0 without
+        unfused and NeMo's model configs set it); the loss Megatron's vocabulary-parallel
+        cross entropy, fused with ``--cross-entropy-loss-fusion`` (``Transformer.loss``
+        ``"fused"``, either ``--cross-entropy-fusion-impl``; a dict's
+        ``cross_entropy_loss_fusion``, which NeMo's and Megatron-Bridge's model configs set);
+        ZeRO 0 without
         ``--use-distributed-optimizer``; fp32 without ``--bf16`` or ``--fp16`` (priced as
         bf16, and listed in ``ignored``), and ``--fp16`` priced as bf16 (listed too; as
         fp8 with ``--fp8-format``).
@@ -667,6 +671,7 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
              # biases (arguments.py, argument_utils.py); --swiglu's its own
              "fused_swiglu": (not a["no_bias_gelu_fusion"] and not a["disable_bias_linear"])
              if a["quick_geglu"] and not a["swiglu"] else not a["no_bias_swiglu_fusion"],
+             "loss": "fused" if a["cross_entropy_loss_fusion"] else "in-place",
              "kv_heads": a["num_query_groups"] if a["group_query_attention"] else heads,
              "head_dim": a["kv_channels"], "mtp_depth": a["mtp_num_layers"] or 0, "name": name}
     if a["multi_latent_attention"]:
@@ -1487,6 +1492,7 @@ def _model_flags(model: Transformer) -> list:
         not m.tied_embeddings)
     flags += [] if m.flash_attention else ["--attention-backend", "unfused"]
     flags += ["--no-bias-swiglu-fusion"] * (m.swiglu and not m.fused_swiglu)
+    flags += ["--cross-entropy-loss-fusion"] * (m.loss == "fused")
     if m.mla:
         flags += ["--multi-latent-attention", "--qk-head-dim", m.head_dim, "--v-head-dim",
                   m.v_head_dim, "--kv-lora-rank", m.kv_rank, "--qk-pos-emb-head-dim",

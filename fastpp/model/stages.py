@@ -769,16 +769,16 @@ def recomputed_bytes(stored, kept, recompute):
 # logit its loss holds at once besides, by Transformer.loss, without and with tensor
 # parallelism. Megatron's vocabulary-parallel cross entropy works in place in its fp32 copy
 # ("in-place"), beside the half-precision logits it was cast from (alive in the caller through
-# the loss's forward) and, in its backward, the half-precision gradient cast from its own: 2.
-# PyTorch's cross_entropy on logits.float() ("cross-entropy", torchtitan's) makes its
-# log-softmax and each gradient anew: 4 bytes a logit kept, 12 at its backward's start (the
-# kept log-softmax, the gradient in, the gradient out); torchtitan's loss_parallel with t > 1
-# builds its backward's exp and sums apart: 16 (tests/test_loss_memory.py measures both). An
-# MTP module's own logits are not given it.
-LOSS_WORKING_BYTES = {"in-place": (2.0, 2.0), "cross-entropy": (8.0, 12.0)}
+# the loss's forward) and, in its backward, the half-precision gradient cast from its own: 2;
+# fused ("fused"), alike. PyTorch's cross_entropy on logits.float() ("cross-entropy",
+# torchtitan's) makes its log-softmax and each gradient anew: 4 bytes a logit kept, 12 at its
+# backward's start (the kept log-softmax, the gradient in, the gradient out); torchtitan's
+# loss_parallel with t > 1 builds its backward's exp and sums apart: 16
+# (tests/test_loss_memory.py measures both). An MTP module's own logits are not given it.
+LOSS_WORKING_BYTES = {"in-place": (2.0, 2.0), "fused": (2.0, 2.0), "cross-entropy": (8.0, 12.0)}
 # and a pipeline stage's output, the bf16 logits, kept with its microbatch until its backward
 # (PyTorch's pipelining holds it in the stage's forward cache): bytes a logit more kept
-LOSS_PIPELINE_KEPT = {"in-place": 0.0, "cross-entropy": 2.0}
+LOSS_PIPELINE_KEPT = {"in-place": 0.0, "fused": 0.0, "cross-entropy": 2.0}
 
 
 def loss_bytes(model: Transformer, tokens, t) -> np.ndarray:

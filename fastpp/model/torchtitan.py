@@ -52,7 +52,7 @@ FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
 # said of every job: what torchtitan's own runs measured against fastpp's price of them
 # (fastpp.model.validate_torchtitan, docs/fidelity.md)
 STACK = ("torchtitan's stack: its own benchmark's 18 runs (Llama 3.1 on H100, December 2024) "
-         "took 1.05 to 1.85 times as long a step as fastpp prices their job configs on their "
+         "took 1.06 to 1.85 times as long a step as fastpp prices their job configs on their "
          "GPUs; this run's error bar and its lean come from them, not from Megatron's runs "
          "(docs/fidelity.md, torchtitan's own runs)")
 
@@ -183,8 +183,8 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         product; without ``[compile]`` compiling the model its elementwise ops are eager
         PyTorch's with PyTorch's RMSNorm (``eager="native-norm"``), and without it compiling
         the loss the loss is PyTorch's ``cross_entropy`` on fp32 logits
-        (``loss="cross-entropy"``; compiled, it keeps less than the fp32 logits, priced as
-        Megatron's in-place loss keeps them). A float8 converter is
+        (``loss="cross-entropy"``; compiled, it keeps less than the fp32 logits and runs in
+        fewer kernels, priced as Megatron's fused loss, ``loss="fused"``). A float8 converter is
         torchao's tensorwise Float8, and ``ignored`` says how to price its scaling.
 
     Raises
@@ -209,7 +209,7 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     given = model
     model = dataclasses.replace(_model(section["model"], model, where), fused_swiglu=False,
                                 mtp_depth=0, eager="" if _compiled(section) else "native-norm",
-                                loss="in-place" if _compiled(section, "loss")
+                                loss="fused" if _compiled(section, "loss")
                                 else "cross-entropy")
     assets = section["model"].get("hf_assets_path")
     # (an assets folder not here, the flavor's preset priced: said, not silent)
@@ -803,7 +803,7 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     # what fastpp prices fused, the job compiles: the model unless it is eager, the loss
     # unless it is PyTorch's cross entropy as written (Transformer.eager, Transformer.loss)
     compiled = ["model", "loss"] if model is None else (
-        ["model"] * (not model.eager) + ["loss"] * (model.loss == "in-place"))
+        ["model"] * (not model.eager) + ["loss"] * (model.loss != "cross-entropy"))
     lines += ["", "[compile]", f"enable = {str(bool(compiled)).lower()}"]
     if compiled:
         lines.append("components = [" + ", ".join(f'"{c}"' for c in compiled) + "]")

@@ -87,8 +87,9 @@ BYTES = 2  # half precision
 RECOMPUTE = ("none", "selective", "full")
 # Transformer.eager: fused kernels, or eager PyTorch with PyTorch's RMSNorm or torchtitan's 2024
 EAGER = ("", "native-norm", "fp32-norm")
-# Transformer.loss: Megatron's vocabulary-parallel loss, or PyTorch's cross_entropy (torchtitan)
-LOSSES = ("in-place", "cross-entropy")
+# Transformer.loss: Megatron's vocabulary-parallel loss, unfused or fused, or PyTorch's
+# cross_entropy (torchtitan)
+LOSSES = ("in-place", "fused", "cross-entropy")
 MAX_CHUNKS = 1_000_000  # model chunks of a layout: a count each, far past any pipeline
 
 
@@ -169,11 +170,13 @@ class Transformer:
         ``[compile]`` does not compile the model. Neither the framework's CPU time for the
         extra ops nor the activations they keep without checkpointing are priced.
     loss : str
-        How the loss runs on the logits, for the peak memory: ``"in-place"`` (the default),
-        Megatron's vocabulary-parallel cross entropy, which keeps an fp32 copy of the logits
-        (``4sbv/t`` bytes) and computes the softmax in it in place, beside the bf16 logits
-        (its forward) or their gradient (its backward): 2 bytes a logit more while it runs;
-        or ``"cross-entropy"``,
+        How the loss runs on the logits, for its time (``compute.LOSS_BYTES``) and the peak
+        memory: ``"in-place"`` (the default), Megatron's vocabulary-parallel cross entropy,
+        which keeps an fp32 copy of the logits (``4sbv/t`` bytes) and computes the softmax in
+        it in place, beside the bf16 logits (its forward) or their gradient (its backward): 2
+        bytes a logit more while it runs, in a kernel an op; ``"fused"``, the same with
+        ``--cross-entropy-loss-fusion`` (Megatron-Core's native fused loss, NeMo's and
+        Megatron-Bridge's default: its parts compiled, fewer passes); or ``"cross-entropy"``,
         PyTorch's ``cross_entropy`` on ``logits.float()`` (torchtitan's loss), whose
         log-softmax and gradients are new fp32 tensors: 12 bytes a logit at the start of
         its backward, 16 with tensor parallelism (torchtitan's ``loss_parallel``), and in a

@@ -78,6 +78,7 @@ FSDP with the FlashAttention-2 or cuDNN kernel and llm-foundry's MFU count, they
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 
@@ -99,6 +100,10 @@ AS_PLANNED = "long_context_as_planned"
 PRICED = {("Llama2-7B", "H100"): ("llama2-7b", "H100-80GB"),
           ("Llama3-8B", "B200"): ("llama3-8b", "B200-180GB")}
 MICROBATCH = 1  # assumed: NeMo's long-context table does not say
+# the tables whose NeMo ran Megatron's fused loss (Transformer.loss "fused"): NeMo 2's
+# GPTConfig sets cross_entropy_loss_fusion (B200, NeMo 25.04); the H100 table's NeMo 24.03
+# predates Megatron-Core's fused loss (fusions/fused_cross_entropy.py, 14 June 2024)
+FUSED_LOSS = ("B200",)
 # the MoE runs checked as ``plan`` prices them (``moe_rows``): the Megatron-MoE ModelZoo's
 # Qwen3-235B long-context table on H100, (model column, gpu_type column prefix) -> the names
 # ``validate_moe`` reads them by (its ``MODEL_NAMES`` and ``HARDWARE_NAMES``)
@@ -198,7 +203,9 @@ def _runs(frame):
         layout = {k: int(r[column]) for k, column in (("t", "tp"), ("p", "pp"), ("cp", "cp"),
                                                       ("d", "dp"))}
         label = f"{r['model']} {r['gpu_type'].split()[0]} {seq // 1024}K cp{layout['cp']}"
-        yield (label, table, MODELS[name], HARDWARE[hw_name],
+        model = MODELS[name]
+        yield (label, table, replace(model, loss="fused") if table in FUSED_LOSS else model,
+               HARDWARE[hw_name],
                {"seq": seq, "global_batch": int(r["global_batch_seqs"]), **layout,
                 "precision": "fp8" if r["precision"] == "fp8" else "bf16"},
                int(np.prod(list(layout.values()))), float(r["value"]))

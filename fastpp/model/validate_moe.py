@@ -203,6 +203,12 @@ LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "E
 # after the table (bdb4dbc, 8 October), so its VP 8 is kept. The MTP layer of the preset stays
 # on the last stage, where plan puts it.
 AUTOMODEL = "NeMo AutoModel"
+# Megatron's fused loss (Transformer.loss "fused", --cross-entropy-loss-fusion) where the
+# framework's configs set it: Megatron-Bridge's and NeMo's model configs (cross_entropy_loss_
+# fusion=True), the Megatron-MoE ModelZoo's benchmark configs (model_configs/benchmarking/*.yaml
+# at HEAD: --cross-entropy-loss-fusion, the native implementation); every other row the
+# unfused one, Megatron's default
+FUSED_LOSS = ("Megatron-Bridge", "Megatron-Core")
 ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
            "recomputation unless the row, its note or Megatron-Bridge's config states it; EP "
            "overlap as the notes or Megatron-Bridge's configs say; DeepSeek-V3 routed to at "
@@ -345,6 +351,8 @@ def settings(r) -> dict:
     name = MODEL_NAMES[r["model"]]
     model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
              if name == "deepseek-v3/no-mtp" else MODELS[name])
+    if str(r.get("framework", "")).startswith(FUSED_LOSS):
+        model = dataclasses.replace(model, loss="fused")
     hardware = HARDWARE_NAMES[r["gpu_type"]]
     t, p, ep = int(r["t"]), int(r["p"]), int(r["ep"])
     vp = int(r["vp"]) if np.isfinite(r["vp"]) and r["vp"] > 1 else 1

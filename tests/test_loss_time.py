@@ -1,0 +1,102 @@
+"""The loss's time (``fastpp.model.compute.LOSS_BYTES``, by ``Transformer.loss``) against the
+bytes its ops move as PyTorch dispatches them.
+
+Each loss runs on bf16 logits on CPU under a dispatch mode that adds up, op by op, the bytes
+each reads and writes (its inputs as stored, its outputs; an op that reads or writes only
+each token's target element, a gather or a scatter, counts those alone). A GPU runs each op
+as a kernel, one pass over what it touches, which is what ``LOSS_BYTES`` counts: Megatron's
+unfused vocabulary-parallel loss ("in-place"), written here to run the ops its code runs
+(``tensor_parallel.cross_entropy``, as ``tests/test_loss_memory.py`` writes it for its
+memory), and PyTorch's own ``cross_entropy`` on ``logits.float()`` ("cross-entropy",
+torchtitan's). Megatron's fused loss ("fused") compiles its parts with ``torch.compile``,
+whose kernels the dispatcher does not show: its count is read from its code
+(``compute.LOSS_BYTES``' comment).
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from test_loss_memory import _megatron_loss
+
+from fastpp.model import HARDWARE, MODELS
+from fastpp.model.compute import LOSS_BYTES, head_times, memory_time
+
+TOKENS, VOCAB = 64, 32000
+
+
+def _moved(loss_of) -> tuple[float, float]:
+    """Bytes a logit ``loss_of(logits, labels)`` moves, forward and backward."""
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+    # ops that touch each token's target element alone: their full-size inputs count nothing
+    touching = {aten.index.Tensor, aten.gather.default, aten.nll_loss_forward.default}
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.bytes = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.is_view:
+                return out
+            inputs = [x for x in torch.utils._pytree.tree_leaves((args, kwargs))
+                      if isinstance(x, torch.Tensor)]
+            outputs = [x for x in torch.utils._pytree.tree_leaves(out)
+                       if isinstance(x, torch.Tensor)]
+            if func in touching:
+                inputs = [x for x in inputs if x.numel() < TOKENS * VOCAB]
+            elif func == aten.index_put_.default:  # the target elements read and written
+                inputs, outputs = list(args[1]) + [args[2]], [args[2]]
+            elif func == aten.nll_loss_backward.default:  # a zeroed gradient, then a scatter
+                inputs = [x for x in inputs if x.numel() < TOKENS * VOCAB]
+            self.bytes += sum(x.numel() * x.element_size() for x in inputs + outputs)
+            return out
+
+    torch.manual_seed(0)
+    logits = torch.randn(TOKENS, VOCAB, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, VOCAB, (TOKENS,))
+    forward, backward = Count(), Count()
+    with forward:
+        loss = loss_of(logits, labels)
+    with backward:
+        loss.backward()
+    return forward.bytes / (TOKENS * VOCAB), backward.bytes / (TOKENS * VOCAB)
+
+
+def test_megatron_s_loss_moves_what_its_count_says():
+    """Megatron's unfused loss: the fp32 copy (2 read, 4 written), the max (4), the max
+    subtracted, exp and the division by the sum in place (8 each), the sum (4): 38 bytes a
+    logit; backward the gradient scaled in place (8) and cast back to bf16 (6): 14."""
+    torch = pytest.importorskip("torch")
+    assert _moved(_megatron_loss(torch)) == pytest.approx(LOSS_BYTES["in-place"], abs=0.02)
+
+
+def test_pytorch_s_cross_entropy_moves_what_its_count_says():
+    """torchtitan's loss: the fp32 copy (6) and log_softmax (8): 14; backward nll_loss's
+    zeroed gradient (4), log_softmax's gradient (12) and the cast (6): 22."""
+    torch = pytest.importorskip("torch")
+
+    def loss_of(logits, labels):
+        return torch.nn.functional.cross_entropy(logits.float(), labels)
+
+    assert _moved(loss_of) == pytest.approx(LOSS_BYTES["cross-entropy"], abs=0.02)
+
+
+def test_the_last_stage_takes_its_loss_s_time():
+    """The output layer's forward and input-grad backward carry the loss's bytes at the
+    memory's rate, by ``Transformer.loss``; the fused loss moves fewer than the unfused one."""
+    a100, model = HARDWARE["A100-80GB"], MODELS["llama3-8b"]
+    logits = 4096 * 2 * model.vocab / 2
+    times = {loss: head_times(dataclasses.replace(model, loss=loss), a100, 4096, 2, 2, True)
+             for loss in LOSS_BYTES}
+    for loss, (forward, backward) in LOSS_BYTES.items():
+        for key, moved in (("head_forward", forward), ("head_input_grad", backward)):
+            assert float(times[loss][key] - times["in-place"][key]) == pytest.approx(
+                float(memory_time(a100, moved * logits) - memory_time(
+                    a100, LOSS_BYTES["in-place"][key == "head_input_grad"] * logits)),
+                rel=1e-9, abs=1e-15)
+    assert np.sum(LOSS_BYTES["fused"]) < np.sum(LOSS_BYTES["in-place"])
