@@ -65,9 +65,11 @@ def step_time(model: Transformer, hardware, schedule, *, seq, microbatch, t=1, d
 
 
 def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
-                sequence_parallel=False, recompute="none", layers=None, tp_overlap=False):
+                sequence_parallel=False, recompute="none", layers=None, tp_overlap=False,
+                blocking=True):
     """The ``Costs`` of ``schedule`` and the stage table behind them, priced
-    as ``transformer_costs`` prices them for ``plan``, Megatron's hand-offs blocking."""
+    as ``transformer_costs`` prices them for ``plan``, Megatron's hand-offs blocking (or, with
+    ``blocking=False``, each op's own time, its hand-offs on the chain alone)."""
     V, p = schedule.V, schedule.p
     layers = (chunk_layers(model.layers, V) if layers is None else np.asarray(layers))
     if layers.sum() != model.layers or len(layers) != V:
@@ -78,7 +80,7 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
     grid = RunGrid(seq=seq, microbatch=one + microbatch, t=one + t, d=one + d, p=one + p,
                    m=one + schedule.m, recompute=one + RECOMPUTE.index(recompute),
                    sequence_parallel=sequence_parallel, tp_overlap=tp_overlap,
-                   blocking_handoffs=True)
+                   blocking_handoffs=blocking)
     table = stage_table(model, hardware, grid, config=np.zeros(V, np.int64),
                         layers=layers.astype(np.float64), embedding=stage == 0,
                         loss=stage == V - 1, placement=code_of(schedule))

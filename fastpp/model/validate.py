@@ -47,8 +47,12 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   last chunks holding only the embedding and the loss), vocabulary 32,000 (``ZB_VOCAB``),
   dropout, no FlashAttention, hand-offs over 200 Gb/s per GPU between nodes (RoCE, assumed as
   Selene's rail), each blocking hand-off holding its device for the cluster's measured time
-  (``zb_handoff``: Table 5's ``T_comm``, the authors' benchmark of one hand-off). Run twice:
-  from the paper's Table 5 profiled per-stage costs, and from the model.
+  (``zb_handoff``: Table 5's ``T_comm``, the authors' benchmark of one hand-off). ZB-2p and
+  ZB-1p are the schedules the authors' runtime plans (``zb_schedules.py``): its heuristic on
+  every stage at the median stage's op times (from Table 5, or from the model) and the
+  measured hand-off, in the paper's memory units, each then run on the stages as priced
+  (``_zb_runs``). Run twice: from the paper's Table 5 profiled per-stage costs, and from the
+  model.
 - ``moe_published``: the MoE tables, priced and assumed as ``fastpp.model.validate_moe`` says;
   each mechanism priced there was kept for what it did on these rows, so all of them are in
   sample: calibration rows, none a check.
@@ -315,23 +319,26 @@ def zb_handoff(row, table, p: int) -> float:
     return max(float(row["T_comm_ms"]) / 1e3 - float(np.mean(transfer)), 0.0)
 
 
-def _zb_runs(p, n, costs, limit):
-    """ZB-2p, ZB-1p (the authors' heuristic within 2p and p microbatches' activations) and
-    1F1B on ``costs``: their ``Result`` by name."""
+def _zb_runs(p, n, costs, planned, limit):
+    """ZB-2p and ZB-1p as the authors' runtime plans them (``zb_schedules.py``, its
+    ``scheduler``: "uniform f/b/w timing", each the median stage's): the heuristic on
+    ``planned``, within 2p and p microbatches' activations (``limit`` is p's, in
+    ``planned``'s units), each schedule then run on ``costs``; and 1F1B on ``costs``: their
+    ``Result`` by name."""
     runs = {}
     for name, factor in (("zb_2p", 2.0), ("zb_1p", 1.0)):
-        found = optimize(p, n, costs, memory=factor * limit, objective="makespan",
+        found = optimize(p, n, planned, memory=factor * limit, objective="makespan",
                          method="heuristic", progress=False)
-        runs[name] = found.result
+        runs[name] = simulate(found.schedule, costs)
     runs["1f1b"] = simulate(build_schedule("1f1b", p, n), costs)
     return runs
 
 
-def _profiled(row, m, m_b, m_w) -> Costs:
+def _profiled(row, m, m_b, m_w, blocking=BLOCKING) -> Costs:
     """Table 5's profiled costs (ms per stage, in seconds), each chunk op's hand-off blocking
     its device as in the model."""
     f, i, w, c = (float(row[k]) / 1e3 for k in ("T_F_ms", "T_B_ms", "T_W_ms", "T_comm_ms"))
-    return Costs(f=f + BLOCKING * m * c, b=i + w + BLOCKING * m * c, w=w, comm=c,
+    return Costs(f=f + blocking * m * c, b=i + w + blocking * m * c, w=w, comm=c,
                  gamma=m_w / m_b, act=m_b)
 
 
@@ -358,14 +365,23 @@ def _zero_bubble(hw):
                                    layers=zb_layers(model.layers, p))
         extra = _extras(model, hw, loop, table, 1, 1, 0, False)
         m = zb_chunks(model.layers, p)
-        runs = _zb_runs(p, n, _profiled(q, 1, m_b, m_w), p * m_b)
+        # planned on the op times alone (the runtime's timers time the ops, not their
+        # hand-offs) and the measured hand-off
+        runs = _zb_runs(p, n, _profiled(q, 1, m_b, m_w), _profiled(q, 1, m_b, m_w, blocking=0.0),
+                        p * m_b)
         runs["1f1b_i"] = simulate(build_schedule("interleaved-1f1b", p, n, m),
                                   _profiled(q, m, m_b, m_w))
         for name in ZB_SCHEDULES:
             rows.append(("zero_bubble_table4_profiled", f"{label} {name}", "samples_per_gpu_s",
                          float(r[name]), samples / (runs[name].makespan + extra), where))
         # from first principles
-        runs = _zb_runs(p, n, costs, np.asarray(costs.arrays["act"]) * p)
+        # the ZB schedules planned as the runtime plans them: the median stage's predicted op
+        # times, the measured hand-off, the paper's memory units
+        alone = model_costs(model, cluster, loop, seq=seq, microbatch=b,
+                            layers=zb_layers(model.layers, p), blocking=False)[0].arrays
+        planned = Costs(**{k: float(np.median(alone[k])) for k in ("f", "b", "w")},
+                        comm=float(q["T_comm_ms"]) / 1e3, gamma=m_w / m_b, act=m_b)
+        runs = _zb_runs(p, n, costs, planned, p * m_b)
         inter = build_schedule("interleaved-1f1b", p, n, m)
         runs["1f1b_i"] = simulate(inter, model_costs(model, cluster, inter, seq=seq,
                                                      microbatch=b,
