@@ -222,16 +222,20 @@ def test_plan_adds_the_loss_working_set_to_the_last_stage():
 
 def test_each_stage_s_working_set():
     """``ModelCosts.working``, per stage: a recomputed layer's working set with context
-    parallelism's buffers on every stage, and on the loss's stage the loss's where larger
-    (Megatron's 2 bytes a logit here, larger than the toy layer's)."""
+    parallelism's buffers on every stage, and on the loss's stage the loss's where larger:
+    with Llama 3's 128,256 words the loss's (Megatron's 2 bytes a logit or PyTorch's 12),
+    with 4,096 words the layer's."""
     from helpers import recomputed_bytes  # (not at the top: a rank runs this file alone)
 
     import fastpp
 
-    model = MODELS["llama3-8b"]
     schedule = fastpp.build_schedule("1f1b", 4, 8)
-    for loss, cp, recompute in (("in-place", 1, "full"), ("cross-entropy", 2, "full"),
-                                ("in-place", 2, "none")):
+    for vocab, loss, cp, recompute in ((128256, "in-place", 1, "full"),
+                                       (128256, "cross-entropy", 2, "full"),
+                                       (128256, "in-place", 2, "none"),
+                                       (4096, "in-place", 2, "full"),
+                                       (4096, "cross-entropy", 1, "full")):
+        model = dataclasses.replace(MODELS["llama3-8b"], vocab=vocab)
         costs = transformer_costs(dataclasses.replace(model, loss=loss), schedule, seq=8192,
                                   microbatch=1, tp=2, cp=cp, recompute=recompute)
         layer = recomputed_bytes(model, 8192, 1, 2, recompute, cp)
@@ -241,6 +245,8 @@ def test_each_stage_s_working_set():
                                                 LOSS_WORKING_BYTES[loss][1] * logits)]
         assert list(costs.working) == pytest.approx(expected, rel=1e-12)
         assert list(costs.recomputed) == pytest.approx([layer] * 4, rel=1e-12)
+        # which side of the larger holds the last stage, as the cases say
+        assert (expected[3] > layer + buffers) == (vocab > 4096), (vocab, loss)
 
 
 def test_a_pipeline_s_last_stage_keeps_its_logits():

@@ -15,12 +15,11 @@ whose kernels the dispatcher does not show: its count is read from its code
 
 import dataclasses
 
-import numpy as np
 import pytest
 from test_loss_memory import _megatron_loss
 
 from fastpp.model import HARDWARE, MODELS
-from fastpp.model.compute import LOSS_BYTES, head_times, memory_time
+from fastpp.model.compute import LOSS_BYTES, head_times
 
 TOKENS, VOCAB = 64, 32000
 
@@ -88,15 +87,19 @@ def test_pytorch_s_cross_entropy_moves_what_its_count_says():
 
 def test_the_last_stage_takes_its_loss_s_time():
     """The output layer's forward and input-grad backward carry the loss's bytes at the
-    memory's rate, by ``Transformer.loss``; the fused loss moves fewer than the unfused one."""
+    memory's rate, by ``Transformer.loss``: PyTorch's cross entropy against Megatron's
+    unfused loss by the difference of the bytes their ops move (measured above: it moves 24
+    fewer a logit forward and 8 more backward); the fused loss fewer than the unfused one."""
+    torch = pytest.importorskip("torch")
     a100, model = HARDWARE["A100-80GB"], MODELS["llama3-8b"]
     logits = 4096 * 2 * model.vocab / 2
     times = {loss: head_times(dataclasses.replace(model, loss=loss), a100, 4096, 2, 2, True)
              for loss in LOSS_BYTES}
-    for loss, (forward, backward) in LOSS_BYTES.items():
-        for key, moved in (("head_forward", forward), ("head_input_grad", backward)):
-            assert float(times[loss][key] - times["in-place"][key]) == pytest.approx(
-                float(memory_time(a100, moved * logits) - memory_time(
-                    a100, LOSS_BYTES["in-place"][key == "head_input_grad"] * logits)),
-                rel=1e-9, abs=1e-15)
-    assert np.sum(LOSS_BYTES["fused"]) < np.sum(LOSS_BYTES["in-place"])
+    megatron = _moved(_megatron_loss(torch))
+    pytorch = _moved(lambda logits, labels: torch.nn.functional.cross_entropy(logits.float(),
+                                                                              labels))
+    for k, key in enumerate(("head_forward", "head_input_grad")):
+        more = (pytorch[k] - megatron[k]) * logits / a100.memory_bandwidth
+        assert float(times["cross-entropy"][key] - times["in-place"][key]) == pytest.approx(
+            more, rel=1e-3)
+        assert float(times["fused"][key]) < float(times["in-place"][key])

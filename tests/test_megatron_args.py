@@ -209,7 +209,13 @@ def test_the_loss_as_megatron_runs_it():
     keys = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
             "vocab_size": 1024, "cross_entropy_loss_fusion": True}
     assert from_megatron(keys, gpus=1).model.loss == "fused"
-    assert not any("cross_entropy_loss_fusion" in x for x in from_megatron(keys, gpus=1).ignored)
+    assert not any("cross_entropy" in x for x in from_megatron(keys, gpus=1).ignored)
+    # Transformer Engine's kernel: priced as the native fused loss, and said
+    te = from_megatron(BASE + "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te",
+                       gpus=1)
+    assert te.model.loss == "fused"
+    assert any(x.startswith("--cross-entropy-fusion-impl te: priced as Megatron's native")
+               for x in te.ignored)
     for loss in ("in-place", "fused"):
         model = dataclasses.replace(fused.model, loss=loss)
         flags = to_megatron(fused.config, model)

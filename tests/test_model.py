@@ -406,3 +406,16 @@ def test_odd_sequence_without_context_parallelism():
     assert np.all(odd.f < even.f) and np.all(odd.f > 0.99 * even.f)
     with pytest.raises(ScheduleError, match=r"multiple of 2\*cp=4 \(got seq=1022, cp=2\)"):
         transformer_costs("llama2-7b", sched, seq=1022, cp=2)
+
+
+def test_a_reason_tells_the_need_from_the_capacity():
+    """A configuration over its capacity says by how much in as many digits as tell the two
+    apart (a toy's 4.04 MB had read "needs 0.004 GB > capacity 0.004 GB"), in bytes where a
+    few digits more do not."""
+    from fastpp.model.plan import _over
+
+    assert _over(85.8e9, 0, 80e9) == "needs 85.8 GB on device 0 > capacity 80 GB"
+    assert _over(80.04e9, 3, 80e9) == "needs 80.04 GB on device 3 > capacity 80 GB"
+    assert _over(4.04e6, 1, 4e6) == "needs 0.00404 GB on device 1 > capacity 0.004 GB"
+    assert _over(80e9 + 1, 2, 80e9) == ("needs 80,000,000,001 bytes on device 2 > capacity "
+                                        "80,000,000,000 bytes")

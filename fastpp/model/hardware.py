@@ -400,7 +400,7 @@ LINKS = {link.name: link for link in (
 # other tables are the checks (docs/fidelity.md, "How close to real runs"); H100's refit when
 # FlashAttention's core left this curve for the measured kernel (fastpp.model.attention).
 # H200 shares H100's compute, so its curve; B200's is H100's too, checked only by
-# NeMo's Llama 3 8B FP8 long-context rows (fastpp.model.validate_long: +14% at 8K, where the
+# NeMo's Llama 3 8B FP8 long-context rows (fastpp.model.validate_long: +15% at 8K, where the
 # products dominate).
 A100_CURVE = {"efficiency": 0.76, "matmul_half": 64.0}
 # A100's fixed costs, fitted by fastpp.model.validate_small.calibrate_overheads on the even

@@ -44,6 +44,7 @@ FLAGS = {
     "swiglu": (BOOL, False), "quick_geglu": (BOOL, False),
     "no_bias_swiglu_fusion": (BOOL, False), "no_bias_gelu_fusion": (BOOL, False),
     "disable_bias_linear": (BOOL, False), "cross_entropy_loss_fusion": (BOOL, False),
+    "cross_entropy_fusion_impl": (STR, "native"),
     "untie_embeddings_and_output_weights": (BOOL, False),
     "vocab_size": (INT, None), "padded_vocab_size": (INT, None),
     "make_vocab_size_divisible_by": (INT, 128),
@@ -264,7 +265,8 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         line reads it, fused, though Megatron-Core's ``TransformerConfig`` alone defaults to
         unfused and NeMo's model configs set it); the loss Megatron's vocabulary-parallel
         cross entropy, fused with ``--cross-entropy-loss-fusion`` (``Transformer.loss``
-        ``"fused"``, either ``--cross-entropy-fusion-impl``; a dict's
+        ``"fused"``: Megatron-Core's native fused loss; ``--cross-entropy-fusion-impl te``,
+        Transformer Engine's, is priced so and listed in ``ignored``; a dict's
         ``cross_entropy_loss_fusion``, which NeMo's and Megatron-Bridge's model configs set);
         ZeRO 0 without
         ``--use-distributed-optimizer``; fp32 without ``--bf16`` or ``--fp16`` (priced as
@@ -305,6 +307,10 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     if not a["quick_geglu"] or a["swiglu"]:  # read for --quick-geglu's fusion alone
         extra += tuple(f"--{k.replace('_', '-')}" for k in ("no_bias_gelu_fusion",
                                                             "disable_bias_linear") if a[k])
+    if a["cross_entropy_loss_fusion"] and a["cross_entropy_fusion_impl"] != "native":
+        extra += (f"--cross-entropy-fusion-impl {a['cross_entropy_fusion_impl']}: priced as "
+                  f"Megatron's native fused loss (Transformer Engine's kernel works in the bf16 "
+                  f"logits, its bytes and memory not modelled)",)
     if a["cp_comm_type"] in CP_COMM_APPROXIMATED and config.cp > 1:
         extra += (f"--cp-comm-type {a['cp_comm_type']}: "
                   f"{CP_COMM_APPROXIMATED[a['cp_comm_type']]}",)

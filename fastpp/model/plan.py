@@ -491,8 +491,10 @@ def _gb(x: float, more: int = 0) -> str:
 def _over(need: float, device: int, capacity: float) -> str:
     """The reason of a configuration that needs ``need`` bytes on ``device``, over
     ``capacity``, in GB with the digits that tell the two apart (80.04 GB had read "needs 80
-    GB ... > capacity 80 GB")."""
-    more = next((k for k in range(6) if _gb(need, k) != _gb(capacity, k)), 6)
+    GB ... > capacity 80 GB"), in bytes where six more digits do not."""
+    more = next((k for k in range(6) if _gb(need, k) != _gb(capacity, k)), None)
+    if more is None:
+        return f"needs {need:,.0f} bytes on device {device} > capacity {capacity:,.0f} bytes"
     return f"needs {_gb(need, more)} GB on device {device} > capacity {_gb(capacity, more)} GB"
 
 

@@ -266,8 +266,12 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     ModelCosts
         A ``Costs``: ``f, b, w`` in seconds, ``act`` in bytes (``Result.peak_activations`` is
         then in bytes), ``gamma`` per stage, hand-offs of ``latency + message_bytes /
-        bandwidth``, ``fb`` with ``overlap``; and its ``error_bar``, the expected relative
-        error of the step time priced with it (``fastpp.model.errorbar``).
+        bandwidth``, ``fb`` with ``overlap``; its ``error_bar``, the expected relative
+        error of the step time priced with it (``fastpp.model.errorbar``); and per stage
+        ``recomputed`` and ``working``, the bytes its device holds beyond the engine's
+        activations (``peak_activations`` plus
+        ``stages.device_working_bytes(costs.working, schedule.stage_to_device, schedule.p)``
+        is ``plan``'s ``activation_bytes``).
 
     Raises
     ------

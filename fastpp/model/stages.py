@@ -782,18 +782,46 @@ LOSS_PIPELINE_KEPT = {"in-place": 0.0, "fused": 0.0, "cross-entropy": 2.0}
 
 
 def loss_bytes(model: Transformer, tokens, t) -> np.ndarray:
-    """The loss's working set on its stage: ``LOSS_WORKING_BYTES`` a logit of a rank's
-    ``tokens`` over ``t`` (broadcast)."""
+    """The loss's working set on its stage, beyond the fp32 logits it keeps.
+
+    Parameters
+    ----------
+    model : Transformer
+        Its ``loss`` and vocabulary.
+    tokens, t : array_like
+        A rank's tokens a microbatch (its share of the sequence under context parallelism)
+        and the tensor-parallel degree, broadcast.
+
+    Returns
+    -------
+    ndarray
+        ``LOSS_WORKING_BYTES[model.loss]`` a logit (without or with tensor parallelism) of
+        ``tokens * vocab / t`` logits.
+    """
     t = np.asarray(t)
     alone, parallel = LOSS_WORKING_BYTES[model.loss]
     return np.where(t > 1, parallel, alone) * np.asarray(tokens, np.float64) * model.vocab / t
 
 
 def device_working_bytes(working, device, devices: int) -> np.ndarray:
-    """Per device: the largest ``working`` bytes of the stages it holds (``stage_table``'s
-    ``working`` or ``recomputed``, per stage; ``device``: each stage's device, below
-    ``devices``). With ``working``, what a device holds at its peak beyond the activations
-    the engine counts."""
+    """Per device, the largest of its stages' bytes: with ``stage_table``'s (or
+    ``ModelCosts``') ``working``, what the device holds at its peak beyond the activations
+    the engine counts (``Result.peak_activations``), as ``plan`` adds it; with
+    ``recomputed``, the recomputed layer's part.
+
+    Parameters
+    ----------
+    working : array_like
+        Per stage.
+    device : array_like of int
+        Each stage's device (``Schedule.stage_to_device``), below ``devices``.
+    devices : int
+
+    Returns
+    -------
+    ndarray
+        One value per device (0 for a device without stages).
+    """
     out = np.zeros(devices)
     np.maximum.at(out, np.asarray(device), working)
     return out

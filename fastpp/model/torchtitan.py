@@ -183,8 +183,9 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         product; without ``[compile]`` compiling the model its elementwise ops are eager
         PyTorch's with PyTorch's RMSNorm (``eager="native-norm"``), and without it compiling
         the loss the loss is PyTorch's ``cross_entropy`` on fp32 logits
-        (``loss="cross-entropy"``; compiled, it keeps less than the fp32 logits and runs in
-        fewer kernels, priced as Megatron's fused loss, ``loss="fused"``). A float8 converter is
+        (``loss="cross-entropy"``; compiled, it runs in fewer kernels and keeps less than the
+        fp32 logits: priced as Megatron's fused loss, ``loss="fused"``, which keeps them, so
+        its memory by up to 2 bytes a logit over). A float8 converter is
         torchao's tensorwise Float8, and ``ignored`` says how to price its scaling.
 
     Raises

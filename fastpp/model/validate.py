@@ -334,6 +334,19 @@ def _zb_runs(p, n, costs, planned, limit):
     return runs
 
 
+def _zb_planned(model, hardware, schedule, row, *, seq, microbatch, layers) -> Costs:
+    """The costs the authors' runtime plans ZB-1p and ZB-2p on, from the model: every stage
+    at the median stage's op times as ``model_costs`` prices them without their hand-offs
+    (its timers time the ops alone), Table 5's measured hand-off ``T_comm`` and the paper's
+    memory units ``M_B = 34h + 5as``, ``M_W = 32h`` (``_zb_runs``)."""
+    h, a = float(model.hidden), float(model.heads)
+    m_b, m_w = 34.0 * h + 5.0 * a * seq, 32.0 * h
+    alone = model_costs(model, hardware, schedule, seq=seq, microbatch=microbatch,
+                        layers=layers, blocking=False)[0].arrays
+    return Costs(**{k: float(np.median(alone[k])) for k in ("f", "b", "w")},
+                 comm=float(row["T_comm_ms"]) / 1e3, gamma=m_w / m_b, act=m_b)
+
+
 def _profiled(row, m, m_b, m_w, blocking=BLOCKING) -> Costs:
     """Table 5's profiled costs (ms per stage, in seconds), each chunk op's hand-off blocking
     its device as in the model."""
@@ -375,12 +388,8 @@ def _zero_bubble(hw):
             rows.append(("zero_bubble_table4_profiled", f"{label} {name}", "samples_per_gpu_s",
                          float(r[name]), samples / (runs[name].makespan + extra), where))
         # from first principles
-        # the ZB schedules planned as the runtime plans them: the median stage's predicted op
-        # times, the measured hand-off, the paper's memory units
-        alone = model_costs(model, cluster, loop, seq=seq, microbatch=b,
-                            layers=zb_layers(model.layers, p), blocking=False)[0].arrays
-        planned = Costs(**{k: float(np.median(alone[k])) for k in ("f", "b", "w")},
-                        comm=float(q["T_comm_ms"]) / 1e3, gamma=m_w / m_b, act=m_b)
+        planned = _zb_planned(model, cluster, loop, q, seq=seq, microbatch=b,
+                              layers=zb_layers(model.layers, p))
         runs = _zb_runs(p, n, costs, planned, p * m_b)
         inter = build_schedule("interleaved-1f1b", p, n, m)
         runs["1f1b_i"] = simulate(inter, model_costs(model, cluster, inter, seq=seq,

@@ -206,8 +206,11 @@ AUTOMODEL = "NeMo AutoModel"
 # Megatron's fused loss (Transformer.loss "fused", --cross-entropy-loss-fusion) where the
 # framework's configs set it: Megatron-Bridge's and NeMo's model configs (cross_entropy_loss_
 # fusion=True), the Megatron-MoE ModelZoo's benchmark configs (model_configs/benchmarking/*.yaml
-# at HEAD: --cross-entropy-loss-fusion, the native implementation); every other row the
-# unfused one, Megatron's default
+# at HEAD: --cross-entropy-loss-fusion, the native implementation). Assumed for the other
+# Megatron-Core rows (moe_published.csv's three, the MoE README's Mixtral row, the
+# optimization guide's): the same team's MoE benchmarks, their configs not in the sources read.
+# NeMo AutoModel's rows (PyTorch's FSDP2, their loss not stated) take Megatron's default, the
+# unfused one
 FUSED_LOSS = ("Megatron-Bridge", "Megatron-Core")
 ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
            "recomputation unless the row, its note or Megatron-Bridge's config states it; EP "

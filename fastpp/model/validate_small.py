@@ -214,7 +214,9 @@ HOST_FREE = dict.fromkeys(OVERHEAD_GRID, 0.0)
 # where the A100 preset's descent starts: its previous fit (itself the descent's from a
 # Nelder-Mead optimum of the same mean error; from zero the descent stops at a fixed point 0.2
 # point worse), made while p = 1 rows counted a tied embedding twice in the optimizer step and
-# the gradient reduction; from it the descent moved host_step alone, 2 -> 3 ms
+# the gradient reduction; from it the descent moved host_step alone, 2 -> 3 ms, and since
+# Megatron's loss is priced as its code runs it, it is the descent's fixed point (host_step
+# 2 ms again: the preset's)
 VTRAIN_START = {"host_layer": 1.65e-3, "host_backward": 0.05e-3, "host_microbatch": 3.0e-3,
                 "host_step": 2.0e-3, "host_op": 0.12e-3, "handoff": 0.0}
 
