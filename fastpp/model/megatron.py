@@ -1379,8 +1379,11 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     """``config`` (and ``model``, if given) as Megatron-LM arguments;
     ``from_megatron(to_megatron(c, model), gpus=c.gpus)`` gives ``model, c`` back, but for a
     vocabulary that ``c.t`` does not divide: it comes back padded to a multiple of ``t``, as
-    Megatron runs it whatever ``--make-vocab-size-divisible-by`` says, and for ``framework``,
-    which comes back ``"megatron"``: the arguments are the run on Megatron.
+    Megatron runs it whatever ``--make-vocab-size-divisible-by`` says, for ``framework``,
+    which comes back ``"megatron"``: the arguments are the run on Megatron, and for
+    ``model``'s eager kernels and PyTorch's loss (``Transformer.eager``, ``loss=
+    "cross-entropy"``, torchtitan's), which come back as Megatron's fused kernels and
+    unfused loss.
 
     ``first_layers``/``last_layers`` with ``m > 1`` (per model chunk, which Megatron's
     per-device flags are not) or a count of 0 (the flags must be > 0) are written as the

@@ -782,7 +782,7 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
             return out
         V, config, first, chunk, table, _, ends = _stages(
             model, hardware, grid, cols, run, chunks, which, layouts)
-    t, p, d, b, m, sid, n, chunks = (x[run] for x in (t, p, d, b, m, sid, n, chunks))
+    t, p, d, m, sid, n, chunks = (x[run] for x in (t, p, d, m, sid, n, chunks))
     ep, etp = cols["ep"][run], cols["etp"][run]
     cp = cols["cp"][run]
     zero3 = grid.zero3
