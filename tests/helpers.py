@@ -215,7 +215,7 @@ def held_bytes(costs, schedule, result):
     ``peak_activations`` and the largest ``working`` set (``ModelCosts.working``: a
     recomputed layer's with context parallelism's buffers, or on the loss's stage the loss's)
     of the stages it holds."""
-    from fastpp.model.stages import device_working_bytes
+    from fastpp.model import device_working_bytes
 
     return result.peak_activations + device_working_bytes(costs.working,
                                                           schedule.stage_to_device, schedule.p)

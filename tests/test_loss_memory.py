@@ -249,6 +249,22 @@ def test_each_stage_s_working_set():
         assert (expected[3] > layer + buffers) == (vocab > 4096), (vocab, loss)
 
 
+def test_a_device_s_working_set_is_its_stages_largest():
+    """``device_working_bytes``: per device the largest of its stages' working sets, as
+    ``plan`` adds it; bad input named, not NumPy's error."""
+    from fastpp import ScheduleError
+    from fastpp.model import device_working_bytes
+
+    assert device_working_bytes([5.0, 2.0, 7.0, 1.0], [0, 1, 1, 0], 3).tolist() == [5, 7, 0]
+    for working, device, devices, message in (
+            ([1.0], [3], 2, "device must hold integers in 0..1"),
+            ([-1.0], [0], 1, "working must be finite and >= 0"),
+            ([1.0, 2.0], [0], 1, "working and device must hold one value a stage"),
+            ([1.0], [0], 0, "devices must be a positive integer")):
+        with pytest.raises(ScheduleError, match=message):
+            device_working_bytes(working, device, devices)
+
+
 def test_a_pipeline_s_last_stage_keeps_its_logits():
     """In a pipeline the last stage's output, the bf16 logits, stays in the stage's forward
     cache until its microbatch's backward: ``LOSS_PIPELINE_KEPT`` (2 bytes a logit) more in

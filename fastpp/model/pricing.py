@@ -150,7 +150,7 @@ class ModelCosts(Costs):
     the stage's device holds at its peak beyond the activations the engine counts: that
     recomputed layer's bytes and context parallelism's exchange buffers, or on the loss's
     stage the loss's working set where larger (``stage_table``'s). ``plan`` adds each device's
-    largest ``working`` to its ``peak_activations`` (``stages.device_working_bytes``). Equal to
+    largest ``working`` to its ``peak_activations`` (``device_working_bytes``). Equal to
     a ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
 
     error_bar: ErrorBar | None = None
@@ -270,8 +270,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         error of the step time priced with it (``fastpp.model.errorbar``); and per stage
         ``recomputed`` and ``working``, the bytes its device holds beyond the engine's
         activations (``peak_activations`` plus
-        ``stages.device_working_bytes(costs.working, schedule.stage_to_device, schedule.p)``
-        is ``plan``'s ``activation_bytes``).
+        ``device_working_bytes(costs.working, schedule.stage_to_device, schedule.p)`` is
+        ``plan``'s ``activation_bytes``).
 
     Raises
     ------

@@ -7,7 +7,15 @@ import warnings
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, indices, instance, numbers, show
+from ..checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    indices,
+    instance,
+    numbers,
+    positive_int,
+    show,
+)
 from ..placement import LOOP, NAMES, stage_devices
 from .comm import (
     all_gather,
@@ -812,7 +820,7 @@ def device_working_bytes(working, device, devices: int) -> np.ndarray:
     Parameters
     ----------
     working : array_like
-        Per stage.
+        Per stage, bytes >= 0.
     device : array_like of int
         Each stage's device (``Schedule.stage_to_device``), below ``devices``.
     devices : int
@@ -821,9 +829,25 @@ def device_working_bytes(working, device, devices: int) -> np.ndarray:
     -------
     ndarray
         One value per device (0 for a device without stages).
+
+    Raises
+    ------
+    ScheduleError
+        If a device is out of range, a byte count negative, or the two differ in length.
+
+    Examples
+    --------
+    >>> device_working_bytes([5.0, 2.0, 7.0, 1.0], [0, 1, 1, 0], 3).tolist()
+    [5.0, 7.0, 0.0]
     """
+    devices = positive_int(devices, "devices")
+    device = indices(device, "device", devices)
+    working = numbers(working, "working", strict=False)
+    if working.shape != device.shape:
+        raise ScheduleError(f"working and device must hold one value a stage (got shapes "
+                            f"{working.shape} and {device.shape})")
     out = np.zeros(devices)
-    np.maximum.at(out, np.asarray(device), working)
+    np.maximum.at(out, device, working)
     return out
 
 
