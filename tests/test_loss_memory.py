@@ -283,5 +283,26 @@ def test_a_pipeline_s_last_stage_keeps_its_logits():
         assert list(more) == pytest.approx([0.0] * (more.size - 1) + [kept], abs=1e-3)
 
 
+def test_flash_attn_s_loss_keeps_the_bf16_logits_alone():
+    """flash-attn's fused cross entropy (llm-foundry's) keeps the bf16 logits it reads, not an
+    fp32 copy: 2 bytes a logit less in the last stage's activations than Megatron's loss, with
+    or without a pipeline (the stage's output is those logits), the other stages unchanged;
+    its backward writes the gradient anew beside them, 2 bytes a logit of working set. (Its
+    kernel is CUDA's alone: these are its code's tensors, not measured here.)"""
+    import fastpp
+
+    model = MODELS["llama3-8b"]
+    logits = 4096 * model.vocab / 2
+    for p in (1, 2):
+        schedule = fastpp.build_schedule("1f1b", p, 2 * p)
+        costs = [transformer_costs(dataclasses.replace(model, loss=loss), schedule, seq=4096,
+                                   microbatch=1, tp=2) for loss in ("in-place", "flash-attn")]
+        less = (costs[0].arrays["act"] - costs[1].arrays["act"]).reshape(-1)
+        assert list(less) == pytest.approx([0.0] * (less.size - 1) + [2.0 * logits], abs=1e-3)
+        assert costs[1].working[-1] == pytest.approx(
+            max(costs[1].recomputed[-1], LOSS_WORKING_BYTES["flash-attn"][1] * logits))
+        assert LOSS_WORKING_BYTES["flash-attn"][1] * logits > costs[1].recomputed[-1]
+
+
 if __name__ == "__main__":  # one rank of test_the_parallel_loss_holds_what_its_working_set_says
     _rank(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))

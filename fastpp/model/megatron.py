@@ -1381,9 +1381,9 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     vocabulary that ``c.t`` does not divide: it comes back padded to a multiple of ``t``, as
     Megatron runs it whatever ``--make-vocab-size-divisible-by`` says, for ``framework``,
     which comes back ``"megatron"``: the arguments are the run on Megatron, and for
-    ``model``'s eager kernels and PyTorch's loss (``Transformer.eager``, ``loss=
-    "cross-entropy"``, torchtitan's), which come back as Megatron's fused kernels and
-    unfused loss.
+    ``model``'s eager kernels and another stack's loss (``Transformer.eager``, ``loss=
+    "cross-entropy"``, torchtitan's, or ``"flash-attn"``, llm-foundry's), which come back as
+    Megatron's fused kernels and unfused loss.
 
     ``first_layers``/``last_layers`` with ``m > 1`` (per model chunk, which Megatron's
     per-device flags are not) or a count of 0 (the flags must be > 0) are written as the

@@ -482,7 +482,8 @@ def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) ->
     # input, which that layer keeps (it had been counted twice: tests/test_device_bytes.py
     # measures what PyTorch saves)
     mask = 0.5 * BYTES * seq * b * model.hidden if model.dropout else 0.0
-    logits = 4.0 + np.where(grid.p > 1, LOSS_PIPELINE_KEPT[model.loss], 0.0)
+    logits = LOSS_KEPT_BYTES[model.loss] + np.where(grid.p > 1, LOSS_PIPELINE_KEPT[model.loss],
+                                                    0.0)
     act = (kept + starts * per_stage(mask / np.where(sequence_parallel, t, 1.0))
            + ends * per_stage(logits * seq * b * model.vocab / t))
     return {"forward": forward, "backward": backward, "weight": weight, "kept": kept,
@@ -773,7 +774,10 @@ def recomputed_bytes(stored, kept, recompute):
     return np.where(np.asarray(recompute) >= 1, np.maximum(stored - kept, 0.0), 0.0)
 
 
-# Beyond the fp32 logits a last stage keeps (4 bytes a logit, stage_table's act): the bytes a
+# The logits a last stage keeps for its loss's backward, bytes a logit by Transformer.loss
+# (stage_table's act): an fp32 copy of them, or flash-attn's loss its bf16 input itself
+LOSS_KEPT_BYTES = {"in-place": 4.0, "fused": 4.0, "cross-entropy": 4.0, "flash-attn": 2.0}
+# Beyond the logits a last stage keeps (LOSS_KEPT_BYTES): the bytes a
 # logit its loss holds at once besides, by Transformer.loss, without and with tensor
 # parallelism. Megatron's vocabulary-parallel cross entropy works in place in its fp32 copy
 # ("in-place"), beside the half-precision logits it was cast from (alive in the caller through
@@ -782,15 +786,19 @@ def recomputed_bytes(stored, kept, recompute):
 # torchtitan's) makes its log-softmax and each gradient anew: 4 bytes a logit kept, 12 at its
 # backward's start (the kept log-softmax, the gradient in, the gradient out); torchtitan's
 # loss_parallel with t > 1 builds its backward's exp and sums apart: 16
-# (tests/test_loss_memory.py measures both). An MTP module's own logits are not given it.
-LOSS_WORKING_BYTES = {"in-place": (2.0, 2.0), "fused": (2.0, 2.0), "cross-entropy": (8.0, 12.0)}
+# (tests/test_loss_memory.py measures both). flash-attn's ("flash-attn") keeps the bf16
+# logits it reads and writes their gradient anew (inplace_backward off, llm-foundry's use): 2.
+# An MTP module's own logits are not given it.
+LOSS_WORKING_BYTES = {"in-place": (2.0, 2.0), "fused": (2.0, 2.0), "cross-entropy": (8.0, 12.0),
+                      "flash-attn": (2.0, 2.0)}
 # and a pipeline stage's output, the bf16 logits, kept with its microbatch until its backward
 # (PyTorch's pipelining holds it in the stage's forward cache): bytes a logit more kept
-LOSS_PIPELINE_KEPT = {"in-place": 0.0, "fused": 0.0, "cross-entropy": 2.0}
+LOSS_PIPELINE_KEPT = {"in-place": 0.0, "fused": 0.0, "cross-entropy": 2.0, "flash-attn": 0.0}
 
 
 def loss_bytes(model: Transformer, tokens, t) -> np.ndarray:
-    """The loss's working set on its stage, beyond the fp32 logits it keeps.
+    """The loss's working set on its stage, beyond the logits it keeps
+    (``LOSS_KEPT_BYTES``).
 
     Parameters
     ----------

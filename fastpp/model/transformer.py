@@ -89,7 +89,7 @@ RECOMPUTE = ("none", "selective", "full")
 EAGER = ("", "native-norm", "fp32-norm")
 # Transformer.loss: Megatron's vocabulary-parallel loss, unfused or fused, or PyTorch's
 # cross_entropy (torchtitan)
-LOSSES = ("in-place", "fused", "cross-entropy")
+LOSSES = ("in-place", "fused", "cross-entropy", "flash-attn")
 MAX_CHUNKS = 1_000_000  # model chunks of a layout: a count each, far past any pipeline
 
 
@@ -182,7 +182,9 @@ class Transformer:
         its backward, 16 with tensor parallelism (torchtitan's ``loss_parallel``), and in a
         pipeline the bf16 logits kept with each microbatch (``stages.LOSS_WORKING_BYTES``,
         ``LOSS_PIPELINE_KEPT``). ``fastpp.model.from_torchtitan`` sets it unless the job
-        compiles the loss.
+        compiles the loss. ``"flash-attn"``: flash-attn's fused cross entropy (llm-foundry's
+        MPT default), one kernel each way on the bf16 logits, which it keeps in place of an
+        fp32 copy (``stages.LOSS_KEPT_BYTES``), its gradient written anew.
     """
 
     layers: int
