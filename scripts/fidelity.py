@@ -43,7 +43,8 @@ LABELS = {"korthikanti_2022": "Korthikanti 2022, Table 5 (A100)",
           "long_context_as_planned": "Long context, attention as planned (unfitted)",
           "long_context_moe": "Long context MoE: Qwen3-235B, ModelZoo (H100, forced balance)",
           "vtrain_single_node_a": "vTrain single node, half A (A100, small models)",
-          "torchtitan_h100": "torchtitan's own runs (H100 500 W, unfitted)"}
+          "torchtitan_h100": "torchtitan's own runs (H100 500 W, unfitted)",
+          "llm_foundry_mpt": "llm-foundry's MPT runs (A100, FSDP, unfitted)"}
 
 
 def table(df) -> str:
@@ -103,7 +104,8 @@ def held_out(df) -> str:
                      f"{r['bar']:>7.1%}{r['mean_error']:>+8.1%}{r['bias']:>+8.1%}"
                      f"{r['rms_corrected']:>10.1%}")
     # a table is one trial (test_fidelity.py's bounds are on this mean); the tables held
-    # apart (the long-context rows as planned, torchtitan's runs) are tested on their own
+    # apart (the long-context rows as planned, torchtitan's and llm-foundry's runs) are tested
+    # on their own
     tables = [r for r in rows if r["dataset"] not in ("all", *HELD_APART)]
     if tables:
         lines.append(f"{f'mean over {len(tables)} tables (not held apart)':<39}"

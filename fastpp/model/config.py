@@ -51,7 +51,7 @@ REDUCE_BYTES = 4.0
 # the training stack a run is on: the cost model prices Megatron's (Megatron-LM, Megatron-Core,
 # NeMo, Megatron-Bridge); another's runs are checked apart, and their error bars are their own
 # (fastpp.model.errorbar's "framework" fact)
-FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "other")
+FRAMEWORKS = ("megatron", "torchtitan", "composer", "deepspeed", "other")
 # the plan row's configuration columns this object carries (plan.CONFIG_COLUMNS but "model")
 ROW = ("gpus", "t", "cp", "p", "d", "ep", "etp", "schedule", "m", "microbatch", "n",
        "recompute", "zero", "overlap", "precision", "layout")
@@ -139,7 +139,7 @@ class RunConfig:
     reduce_bytes : float
         Bytes per gradient in the data-parallel reduction: 4 (fp32, Megatron's default) or 2
         (fp16 without fp32 accumulation, or ``--grad-reduce-in-bf16``).
-    framework : {"megatron", "torchtitan", "deepspeed", "other"}
+    framework : {"megatron", "torchtitan", "composer", "deepspeed", "other"}
         The training stack the run is on (``from_torchtitan`` sets ``"torchtitan"``; plan
         rows do not carry it: ``from_row`` takes it as it takes ``seq``).
         Every stack is priced as Megatron's; the framework chooses the published runs the

@@ -68,6 +68,10 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   as a torchtitan user prices it on the GPUs it states (``benchmark_hardware``), all checks,
   their regimes on H100 and torchtitan's framework: the
   error bars of a run on torchtitan come from them, not from Megatron's runs.
+- ``llm_foundry_mpt`` (``small_model_overheads.csv``'s training rows,
+  ``fastpp.model.validate_foundry``): llm-foundry's MPT benchmark, 125M-3B on 8 A100s under
+  FSDP, with the Triton attention kernel and the fused loss its code ran, all checks, on
+  Composer's framework (its H100 rows are not priced: their kernel was never measured there).
 
 Calibration (``CALIBRATION``): A100's two curve parameters are fitted on
 ``korthikanti_2022_layer.csv`` alone (one layer's forward and backward, ten numbers), and the
@@ -90,7 +94,7 @@ from ..costs import Costs
 from ..generators.registry import build_schedule
 from ..search import optimize
 from ..simulate import simulate
-from . import validate_moe, validate_torchtitan
+from . import validate_foundry, validate_moe, validate_torchtitan
 from .errorbar import Regime, regime
 from .hardware import A100_CURVE, H100_CURVE, HARDWARE
 from .published import (  # noqa: F401 (validate's names, as they were)
@@ -112,13 +116,15 @@ DATASETS = ("korthikanti_2022", "korthikanti_2022_layer", "narayanan_2021_table1
             "zero_bubble_table4_model", validate_moe.DATASET, "long_context_published",
             AS_PLANNED, MOE_DATASET)
 DATASETS += (VTRAIN,)  # small models on one node: fastpp.model.validate_small
-# torchtitan's own runs, shipped with the package: checks of another framework's stack
-DATASETS += (validate_torchtitan.DATASET,)
+# torchtitan's own runs, shipped with the package, and llm-foundry's MPT runs: checks of
+# other frameworks' stacks
+DATASETS += (validate_torchtitan.DATASET, validate_foundry.DATASET)
 # the check tables whose rows the error bars' coverage figures hold apart, each a trial of
 # what no other table measures: the long-context rows at the planner's attention speed (the
-# stack's speed), and torchtitan's runs (a framework no other table runs on): left out of the
-# bars, both are extrapolated (errorbar.coverage), and their own tests say how far
-HELD_APART = (AS_PLANNED, validate_torchtitan.DATASET)
+# stack's speed), and torchtitan's and llm-foundry's runs (frameworks no other table runs
+# on): left out of the bars, they are extrapolated (errorbar.coverage), and their own tests
+# say how far
+HELD_APART = (AS_PLANNED, validate_torchtitan.DATASET, validate_foundry.DATASET)
 ZB_SCHEDULES = ("zb_2p", "zb_1p", "1f1b", "1f1b_i")
 # Zero Bubble's vocabulary: the paper does not state it, and the authors' script tokenizes with
 # a SentencePiece model (GPTSentencePieceTokenizer). With 32,000 words (tied, the position
@@ -472,7 +478,8 @@ def validate(datasets=DATASETS):
                AS_PLANNED: lambda: long_rows(speed=1.0)[0],
                MOE_DATASET: lambda: moe_rows(),
                VTRAIN: lambda: vtrain_rows(hw, DATA),
-               validate_torchtitan.DATASET: validate_torchtitan.validation_rows}
+               validate_torchtitan.DATASET: validate_torchtitan.validation_rows,
+               validate_foundry.DATASET: lambda: validate_foundry.validation_rows(DATA)}
     rows = [r for name in datasets if name in loaders for r in loaders[name]()]
     if any(name.startswith("zero_bubble") for name in datasets):  # both runs in one pass
         rows += [r for r in _zero_bubble(hw) if r[0] in datasets]
