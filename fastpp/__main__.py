@@ -503,10 +503,10 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
                     help="fraction of the peak the largest matrix products reach (the "
                          "preset's calibrated ceiling)")
     ap.add_argument("--attention-kernel", default=None, metavar="KERNEL",
-                    help="the attention kernel the stack runs: FlashAttention-2, "
-                         "FlashAttention-3 or cuDNN, as measured on the GPU (the GPU's "
-                         "default: cuDNN on the H100 family and Blackwell, FlashAttention-2 "
-                         "on A100)")
+                    help="the attention kernel the stack runs: FlashAttention (the first), "
+                         "FlashAttention-2, FlashAttention-3 or cuDNN, as measured on the GPU "
+                         "(the GPU's default: cuDNN on the H100 family and Blackwell, "
+                         "FlashAttention-2 on A100)")
     ap.add_argument("--attention-speed", type=float, default=None,
                     help="the stack's attention against that kernel's measured speed, in "
                          "(0, 2] (1)")

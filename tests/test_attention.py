@@ -49,14 +49,16 @@ def test_the_constants_are_the_fit(rows):
 
 def test_held_out_lengths_within_bounds(rows):
     """The lengths 1024, 4096 and 16384 are in no fit: the curves interpolate them within 4%
-    mean (8% worst) for each kernel."""
+    mean (8% worst; 9% for the first FlashAttention, whose measured curves are not smooth:
+    on A100 91, 92 and 104 TFLOP/s at 512, 1K and 2K without a mask, on H100 109, 108 and 126
+    at 1K, 2K and 4K causal) for each kernel."""
     errors = _errors(rows, FITS, "check")
-    assert set(errors) == {("A100", "FlashAttention-2"), ("A100", "FlashAttention Triton"),
-                           ("H100", "FlashAttention-2"), ("H100", "FlashAttention-3"),
-                           ("H100", "cuDNN")}
+    assert set(errors) == {("A100", "FlashAttention"), ("A100", "FlashAttention-2"),
+                           ("H100", "FlashAttention"), ("H100", "FlashAttention-2"),
+                           ("H100", "FlashAttention-3"), ("H100", "cuDNN")}
     for key, err in errors.items():
         assert err.mean() < 0.04, (key, err.mean())
-        assert err.max() < 0.08, (key, err.max())
+        assert err.max() < (0.09 if key[1] == "FlashAttention" else 0.08), (key, err.max())
 
 
 def test_causal_backward_transfer_on_flashattention2(rows):
@@ -195,7 +197,7 @@ def test_a_stack_runs_another_measured_kernel(name, gpu):
     (lambda: with_attention_kernel(HARDWARE["B200-180GB"], "FlashAttention-3"),
      r"attention_kernel must be one of \['cuDNN'\] \(got 'FlashAttention-3'\)"),
     (lambda: with_attention_kernel(HARDWARE["A100-80GB"], "cuDNN"),
-     r"attention_kernel must be one of \['FlashAttention Triton', 'FlashAttention-2'\] "
+     r"attention_kernel must be one of \['FlashAttention', 'FlashAttention-2'\] "
      r"\(got 'cuDNN'\)"),
     (lambda: with_attention_kernel(HARDWARE["H100-80GB"], "FlashAttention-4"),
      r"attention_kernel must be one of"),
@@ -243,7 +245,7 @@ def test_plan_takes_the_stacks_attention_from_its_flags(tmp_path, capsys):
     assert (steps["fa2"] > steps["default"]).all() and (steps["fa2 half"] > steps["fa2"]).all()
     for extra, error in (
             (["--hardware", "A100-80GB", "--attention-kernel", "cuDNN"],
-             "error: --attention-kernel must be one of ['FlashAttention Triton', "
+             "error: --attention-kernel must be one of ['FlashAttention', "
              "'FlashAttention-2'] (got 'cuDNN')"),
             (["--attention-speed", "0"], "error: --attention-speed must be a number in (0, 2]"),
             (["--attention-speed", "nan"], "error: --attention-speed must be a number in (0, 2]")):

@@ -284,11 +284,12 @@ def test_a_pipeline_s_last_stage_keeps_its_logits():
 
 
 def test_flash_attn_s_loss_keeps_the_bf16_logits_alone():
-    """flash-attn's fused cross entropy (llm-foundry's) keeps the bf16 logits it reads, not an
-    fp32 copy: 2 bytes a logit less in the last stage's activations than Megatron's loss, with
-    or without a pipeline (the stage's output is those logits), the other stages unchanged;
-    its backward writes the gradient anew beside them, 2 bytes a logit of working set. (Its
-    kernel is CUDA's alone: these are its code's tensors, not measured here.)"""
+    """The wiring of flash-attn's fused cross entropy (llm-foundry's), whose bytes are read
+    from its code (its kernel is CUDA's alone: not measured here): it keeps the bf16 logits
+    it reads, not an fp32 copy, so the last stage's activations hold 2 bytes a logit less
+    than with Megatron's loss, with or without a pipeline (the stage's output is those
+    logits), an MTP module's logits likewise, the other stages unchanged; its backward
+    writes the gradient anew beside them, the last stage's working set."""
     import fastpp
 
     model = MODELS["llama3-8b"]
@@ -302,6 +303,13 @@ def test_flash_attn_s_loss_keeps_the_bf16_logits_alone():
         assert costs[1].working[-1] == pytest.approx(
             max(costs[1].recomputed[-1], LOSS_WORKING_BYTES["flash-attn"][1] * logits))
         assert LOSS_WORKING_BYTES["flash-attn"][1] * logits > costs[1].recomputed[-1]
+    mtp = MODELS["deepseek-v3"]  # one MTP module, with its own logits on the last stage
+    schedule = fastpp.build_schedule("1f1b", 2, 4)
+    acts = [transformer_costs(dataclasses.replace(mtp, loss=loss), schedule, seq=4096,
+                              microbatch=1, tp=2).arrays["act"] for loss in ("in-place",
+                                                                            "flash-attn")]
+    less = (acts[0] - acts[1]).reshape(-1)
+    assert list(less) == pytest.approx([0.0, 2.0 * 4096 * mtp.vocab / 2 * (1 + mtp.mtp_depth)])
 
 
 if __name__ == "__main__":  # one rank of test_the_parallel_loss_holds_what_its_working_set_says

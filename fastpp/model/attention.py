@@ -31,9 +31,13 @@ The kernel per GPU (``KERNEL_OF``):
   checked on FlashAttention-2 on H100, whose causal forward-and-backward was measured (README
   figure): predicted from its separate forward and backward curves, held out of them.
 - A100: FlashAttention-2, measured only forward and backward together: both passes at that
-  curve's efficiency. Beside it, the same README figure's FlashAttention in Triton
-  (``flash_attn_triton.py``, on the Triton of December 2022), which llm-foundry's MPT runs
-  as ``attn_impl: triton`` (``fastpp.model.validate_foundry``): 0.4-0.7 of FlashAttention-2.
+  curve's efficiency.
+
+Beside them, the first FlashAttention (CUDA), measured forward and backward together in the
+same README figures on A100 and H100: 0.4-0.7 of FlashAttention-2's speed on A100. It prices
+llm-foundry's MPT runs (``fastpp.model.validate_foundry``) as a stand-in for the kernel they
+ran, FlashAttention in Triton (``flash_attn_triton.py``), which no table here measures and
+whose author states its forward and backward together run slightly slower than it.
 - B200, GB200, B300 and GB300: no measured kernel here; assumed H100's cuDNN at the same
   fraction of the dense bf16 peak (a Blackwell kernel, cuDNN's or FlashAttention-4, has its
   own curve; none to check it on).
@@ -69,14 +73,18 @@ from .hardware import Hardware
 # (gpu, implementation, pass, causal, head_dim): (E in TFLOP/s, c in tokens), fitted by
 # ``fit_kernels`` on the fit lengths (512, 2048, 8192); tests/test_attention.py refits them
 FITS = {
-    ('A100', 'FlashAttention Triton', 'forward+backward', False, 64): (101, 62),
-    ('A100', 'FlashAttention Triton', 'forward+backward', False, 128): (96, 118),
-    ('A100', 'FlashAttention Triton', 'forward+backward', True, 64): (84, 210),
-    ('A100', 'FlashAttention Triton', 'forward+backward', True, 128): (80, 305),
+    ('A100', 'FlashAttention', 'forward+backward', False, 64): (111, 112),
+    ('A100', 'FlashAttention', 'forward+backward', False, 128): (80, 30),
+    ('A100', 'FlashAttention', 'forward+backward', True, 64): (92, 305),
+    ('A100', 'FlashAttention', 'forward+backward', True, 128): (80, 234),
     ('A100', 'FlashAttention-2', 'forward+backward', False, 64): (178, 177),
     ('A100', 'FlashAttention-2', 'forward+backward', False, 128): (206, 210),
     ('A100', 'FlashAttention-2', 'forward+backward', True, 64): (175, 506),
     ('A100', 'FlashAttention-2', 'forward+backward', True, 128): (192, 482),
+    ('H100', 'FlashAttention', 'forward+backward', False, 64): (165, 27),
+    ('H100', 'FlashAttention', 'forward+backward', False, 128): (134, 32),
+    ('H100', 'FlashAttention', 'forward+backward', True, 64): (153, 240),
+    ('H100', 'FlashAttention', 'forward+backward', True, 128): (127, 162),
     ('H100', 'FlashAttention-2', 'backward', False, 64): (296, 254),
     ('H100', 'FlashAttention-2', 'backward', False, 128): (329, 276),
     ('H100', 'FlashAttention-2', 'forward', False, 64): (328, 82),
@@ -119,7 +127,7 @@ KERNEL_OF = (("A100", ("A100", "FlashAttention-2", 312e12)),
 # the GPUs whose kernel is assumed from H100's (the module): no other kernel is offered
 ASSUMED = ("B200", "GB200", "B300", "GB300")
 PASSES = ("forward", "backward", "forward+backward")
-IMPLEMENTATIONS = ("FlashAttention-2", "FlashAttention-3", "cuDNN", "FlashAttention Triton")
+IMPLEMENTATIONS = ("FlashAttention", "FlashAttention-2", "FlashAttention-3", "cuDNN")
 
 
 @dataclass(frozen=True)
@@ -158,8 +166,8 @@ def with_attention_kernel(hardware: Hardware, implementation: str) -> StackHardw
     hardware : Hardware
         Running a measured kernel (``kernel_of``; ``measured_kernels`` lists what it
         takes): the H100 family ``"cuDNN"`` (its default), ``"FlashAttention-2"`` or
-        ``"FlashAttention-3"``; A100 ``"FlashAttention-2"`` (its default) or
-        ``"FlashAttention Triton"``; Blackwell, whose kernel is
+        ``"FlashAttention-3"``; A100 ``"FlashAttention-2"`` (its default); both
+        ``"FlashAttention"`` (the first, CUDA); Blackwell, whose kernel is
         assumed H100's cuDNN at the same fraction of the peak, that alone.
     implementation : str
 

@@ -211,7 +211,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         group's activations back at once. The method needs rows with ``recompute="full"``;
         ``"op"`` instead prices the rows with ``recompute="selective"`` as torchtitan's
         op-level checkpointing (``fastpp.model.recipes.op_level_terms``).
-    framework : {"megatron", "torchtitan", "deepspeed", "other"}
+    framework : {"megatron", "torchtitan", "composer", "deepspeed", "other"}
         The training stack the runs are on (``RunConfig.framework``): every row is priced as
         Megatron's, and the framework chooses the checks behind its error bar.
 

@@ -250,7 +250,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         The experts' dispatched tokens and SwiGLU inputs stored in FP8.
     offload_modules : list of str, optional
         Megatron's ``--offload-modules``: those activations kept in host memory.
-    framework : {"megatron", "torchtitan", "deepspeed", "other"}
+    framework : {"megatron", "torchtitan", "composer", "deepspeed", "other"}
         The training stack the run is on (``RunConfig.framework``): priced as Megatron's, it
         chooses the checks behind the ``error_bar``.
     config : RunConfig, optional

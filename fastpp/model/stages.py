@@ -548,7 +548,8 @@ def _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers, 
         (moe_layers if model.moe else 0.0) + mtp > 0, per_stage(one["recomputed"]), 0.0))
     return {"forward": forward, "backward": backward, "weight": weight,
             "kept": kept, "held_by_w": held_by_w + mtp_kept * per_stage(one["gamma"]),
-            "act": act + mtp_kept + mtp * per_stage(4.0 * seq * b * model.vocab / t),
+            "act": act + mtp_kept + mtp * per_stage(LOSS_KEPT_BYTES[model.loss] * seq * b
+                                                    * model.vocab / t),
             "recomputed": recomputed}
 
 

@@ -70,8 +70,9 @@ The tables (``/work/shared/data``, see its README) and what is assumed where a s
   error bars of a run on torchtitan come from them, not from Megatron's runs.
 - ``llm_foundry_mpt`` (``small_model_overheads.csv``'s training rows,
   ``fastpp.model.validate_foundry``): llm-foundry's MPT benchmark, 125M-3B on 8 A100s under
-  FSDP, with the Triton attention kernel and the fused loss its code ran, all checks, on
-  Composer's framework (its H100 rows are not priced: their kernel was never measured there).
+  FSDP, with the fused loss its code ran and the first FlashAttention standing in for its
+  Triton attention kernel, all checks, on Composer's framework (its H100 rows are not
+  priced: the Triton kernel is related to a measured one on A100 alone).
 
 Calibration (``CALIBRATION``): A100's two curve parameters are fitted on
 ``korthikanti_2022_layer.csv`` alone (one layer's forward and backward, ten numbers), and the

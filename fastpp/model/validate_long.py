@@ -70,8 +70,9 @@ error would measure the imbalance, not the model) and on GB200 (MXFP8, HybridEP;
 GPU count inferred from its nodes; only the H100 table is checked here); USP, DeepSpeed-Ulysses,
 Megatron-SP under DeepSpeed and FPDT (Ulysses all-to-all sequence parallelism and FPDT's
 offloading, which fastpp does not model; layouts not stated); llm-foundry's MPT rows (FSDP
-on H100; MPT's attention ran llm-foundry's Triton FlashAttention, ``attn_impl: triton``,
-which the kernel table measures on A100 alone, ``fastpp.model.validate_foundry``: priced as
+on H100; MPT's attention ran FlashAttention in Triton, ``attn_impl: triton``, which no table
+measures and its author relates to a measured kernel on A100 alone,
+``fastpp.model.validate_foundry``: priced as
 FSDP with the FlashAttention-2 or cuDNN kernel and llm-foundry's MFU count, they come out
 25% to 150% over, which measures the kernel's difference, not a check of this model).
 """
@@ -141,9 +142,9 @@ def _reason(row) -> str:
     if model.startswith("Qwen3"):
         return _moe_reason(row)
     if model.startswith("MPT"):
-        return ("llm-foundry FSDP run on H100: MPT's attention ran llm-foundry's Triton kernel, "
-                "measured on A100 alone (priced with FA2/cuDNN these rows come out 25-150% "
-                "over)")
+        return ("llm-foundry FSDP run on H100: MPT's attention ran FlashAttention in Triton, "
+                "related to a measured kernel on A100 alone (priced with FA2/cuDNN these rows "
+                "come out 25-150% over)")
     if not any(model == m and gpu.startswith(g) for m, g in PRICED):
         return (f"framework not modeled ({row['framework']}, {row['sp_method']}): Ulysses "
                 f"all-to-all or offloaded sequence parallelism, layout not stated")
