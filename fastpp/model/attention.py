@@ -17,7 +17,8 @@ at the nearest one outside them.
 
 The data (``shared/data/attention_kernels.csv``, ``fit_kernels``): FlashAttention-3's paper,
 Figures 5 and 6 (H100 SXM5 at a fixed 1830 MHz, 16k tokens per batch), and FlashAttention-2's
-README figure for A100. What fits and what checks (``kernel_rows``):
+README figures for A100 (and, for the first FlashAttention, H100). What fits and what checks
+(``kernel_rows``):
 
 - fitted: the sequence lengths 512, 2048 and 8192 of each curve;
 - checked: 1024, 4096 and 16384 (held out of every fit), and the causal transfer below.
@@ -32,12 +33,6 @@ The kernel per GPU (``KERNEL_OF``):
   figure): predicted from its separate forward and backward curves, held out of them.
 - A100: FlashAttention-2, measured only forward and backward together: both passes at that
   curve's efficiency.
-
-Beside them, the first FlashAttention (CUDA), measured forward and backward together in the
-same README figures on A100 and H100: 0.4-0.7 of FlashAttention-2's speed on A100. It prices
-llm-foundry's MPT runs (``fastpp.model.validate_foundry``) as a stand-in for the kernel they
-ran, FlashAttention in Triton (``flash_attn_triton.py``), which no table here measures and
-whose author states its forward and backward together run slightly slower than it.
 - B200, GB200, B300 and GB300: no measured kernel here; assumed H100's cuDNN at the same
   fraction of the dense bf16 peak (a Blackwell kernel, cuDNN's or FlashAttention-4, has its
   own curve; none to check it on).
@@ -48,7 +43,12 @@ A stack that runs another kernel measured on its GPU (FlashAttention-2 through P
 ``scaled_dot_product_attention`` or the flash-attn package, FlashAttention-3) is priced with
 ``with_attention_kernel``: on H100 at 8K-1M causal keys and head dimension 128,
 FlashAttention-2 runs at 0.63-0.68 of cuDNN's curve, FlashAttention-3 at 1.14-1.19. The
-Blackwell presets take their assumed kernel alone: no kernel was measured on them.
+Blackwell presets take their assumed kernel alone: no kernel was measured on them. The first
+FlashAttention (CUDA), measured forward and backward together in the same README figures on
+A100 and H100 (0.4-0.7 of FlashAttention-2's speed on A100), prices older stacks: on A100,
+llm-foundry's MPT runs (``fastpp.model.validate_foundry``), as a stand-in for the kernel they
+ran, FlashAttention in Triton (``flash_attn_triton.py``), which no table here measures and
+whose author states its forward and backward together run slightly slower than it.
 
 A run's software stack can be slower or faster than the kernels the table measured (an older
 cuDNN, a framework's wrappers round each call): ``with_attention_speed`` gives a

@@ -87,8 +87,8 @@ BYTES = 2  # half precision
 RECOMPUTE = ("none", "selective", "full")
 # Transformer.eager: fused kernels, or eager PyTorch with PyTorch's RMSNorm or torchtitan's 2024
 EAGER = ("", "native-norm", "fp32-norm")
-# Transformer.loss: Megatron's vocabulary-parallel loss, unfused or fused, or PyTorch's
-# cross_entropy (torchtitan)
+# Transformer.loss: Megatron's vocabulary-parallel loss, unfused or fused, PyTorch's
+# cross_entropy (torchtitan) or flash-attn's fused one (llm-foundry)
 LOSSES = ("in-place", "fused", "cross-entropy", "flash-attn")
 MAX_CHUNKS = 1_000_000  # model chunks of a layout: a count each, far past any pipeline
 
