@@ -64,15 +64,16 @@ def _ring(hardware, message_bytes, ranks, per_node, passes):
 
 def link_time(link, message_bytes, steps, fraction) -> np.ndarray:
     """Seconds of ``steps`` ring steps over ``link`` moving ``fraction`` of ``message_bytes``
-    through each rank: the fastest of the link's NCCL protocols (``Link.protocols``), each
-    ``base + steps hop + fraction bytes / bandwidth``, or without them ``steps latency +
-    fraction bytes / bandwidth``."""
+    through each rank: the fastest of the link's NCCL protocols (``Link.protocols``) that runs
+    the message, each ``base + steps hop + fraction bytes / bandwidth``, or without them
+    ``steps latency + fraction bytes / bandwidth``."""
     message_bytes, steps, fraction = (np.asarray(x, np.float64) for x in (
         message_bytes, steps, fraction))
     if not link.protocols:
         return steps * link.latency + fraction * message_bytes / link.bandwidth
-    return np.min([base + steps * hop + fraction * message_bytes / bandwidth
-                   for base, hop, bandwidth in link.protocols], axis=0)
+    return np.min([np.where(message_bytes <= (p[3] if len(p) == 4 else np.inf),
+                            p[0] + steps * p[1] + fraction * message_bytes / p[2], np.inf)
+                   for p in link.protocols], axis=0)
 
 
 def tensor_parallel_per_node(hardware: Hardware, t, gpus=None) -> np.ndarray:

@@ -87,11 +87,14 @@ class Link:
     """A link: bus bandwidth in bytes per second (what a ring collective reaches per rank)
     and latency in seconds per step (at most 3600, ``LONGEST``, as the protocols' latencies).
 
-    ``protocols`` (optional): NCCL's protocols on this link as ``(base, hop, bandwidth)``
-    triples, an alpha-beta model each (NCCL's own tuning model, ``src/graph/tuning.cc``: a
-    base latency, a latency per ring step, a bus bandwidth). A ring collective in one node
-    then takes the fastest protocol's ``base + steps hop + fraction bytes / bandwidth``, as
-    NCCL's tuner picks it; without them, ``steps latency + fraction bytes / bandwidth``."""
+    ``protocols`` (optional): NCCL's protocols (or algorithms) on this link as ``(base, hop,
+    bandwidth)`` triples, an alpha-beta model each (NCCL's own tuning model,
+    ``src/graph/tuning.cc``: a base latency, a latency per ring step, a bus bandwidth), each
+    with an optional fourth number, the largest message in bytes it runs (NCCL's tuner
+    switching to another at a size, as to NVLink SHARP at 2 MiB on NVLink4). A ring collective
+    in one node then takes the fastest protocol that runs its message, ``base + steps hop +
+    fraction bytes / bandwidth``, as NCCL's tuner picks it; without them, ``steps latency +
+    fraction bytes / bandwidth``. At least one protocol runs every size."""
 
     name: str
     bandwidth: float
@@ -105,11 +108,18 @@ class Link:
         instance(self.protocols, tuple, f"{self.name}.protocols", "tuple of (base, hop, "
                  "bandwidth) triples")
         for k, triple in enumerate(self.protocols):
-            if (not isinstance(triple, tuple) or len(triple) != 3):
+            if not isinstance(triple, tuple) or len(triple) not in (3, 4):
                 raise ScheduleError(f"{self.name}.protocols[{k}] must be a (base, hop, "
-                                    f"bandwidth) triple (got {triple!r})")
+                                    f"bandwidth) triple, or with the largest message it runs "
+                                    f"(got {triple!r})")
             numbers(triple[:2], f"{self.name}.protocols[{k}] latencies", upper=LONGEST)
             _rate(triple[2], f"{self.name}.protocols[{k}] bandwidth")
+            if len(triple) == 4:
+                number(triple[3], f"{self.name}.protocols[{k}] largest message", strict=True,
+                       lower=1.0)
+        if self.protocols and all(len(t) == 4 for t in self.protocols):
+            raise ScheduleError(f"{self.name}.protocols must run every size: one without a "
+                                f"largest message (got {self.protocols!r})")
 
     def ring(self, message_bytes, ranks):
         """Seconds of a ring all-reduce of ``message_bytes`` over ``ranks`` (0 for one rank):
@@ -369,22 +379,36 @@ NVLINK3_PROTOCOLS = ((25.3e-6, 0.47e-6, 38.0e9), (63.7e-6, 1.9e-6, 166e9),
 
 NVLINK3_BUS = 230e9  # NVLink3's bus bandwidth: the Link below
 
+# NCCL on NVLink4 (H100, H200) from nccl-tests' all-reduce on 8 H200s (small_model_overheads.csv,
+# NCCL 2.30.7, 32 KiB to 16 MiB): an LL ring up to 1 MiB (NCCL's hop, base and bandwidth
+# fitted), then NVLink SHARP, an in-switch reduction (no per-step latency; base and bandwidth
+# fitted on 2-16 MiB), both by validate_small.fit_protocols (NVLINK4_RANGES); past the sizes
+# measured (NVLink SHARP's bus bandwidth still rising at 16 MiB) the plain ring at the link's
+# 360 GB/s, which takes over from about 47 MB
+NVLINK4_BUS = 360e9  # NVLink4's bus bandwidth (assumed): the Link below
+NVLINK4_PROTOCOLS = ((10.83e-6, 0.47e-6, 284.8e9, 2.0**20), (28.56e-6, 0.0, 305.1e9),
+                     (0.0, 5e-6, NVLINK4_BUS))
+
 
 def nvlink_protocols(bandwidth: float, latency: float = 5e-6) -> tuple:
-    """NCCL's protocols on a later NVLink with no all-reduce table of its own: LL as measured
-    on NVLink3 (its latencies are the launch's and NCCL's, not the link's), its bandwidth
-    scaled by the link's bus bandwidth; and the plain ring (``latency`` a step, the link's
-    bandwidth) for the rest. Without LL, 8 GPUs' all-reduce of 8 KB took 70 us on NVLink4 and
-    32 us on NVLink3; with it, 32 us on each. Carrying LL128 and Simple over as well moved the
-    MoE table's MAPE from 9.96% to 10.2%; LL alone leaves it and moves Megatron-Core's H100
-    table from 2.61% to 2.58% (5 December 2026)."""
-    base, hop, rate = NVLINK3_PROTOCOLS[0]
-    return (base, hop, rate * bandwidth / NVLINK3_BUS), (0.0, latency, bandwidth)
+    """NCCL's protocols on an NVLink with no all-reduce table of its own (NVLink5; H800's
+    NVLink4 with fewer links): NVLink4's as measured (``NVLINK4_PROTOCOLS``: its LL ring up to
+    1 MiB and NVLink SHARP, their latencies NCCL's and the switch's, not the link's), their
+    bandwidths scaled by the link's bus bandwidth over NVLink4's 360 GB/s, and the plain ring
+    (``latency`` a step, the link's bandwidth) for the largest messages. Until 6 December 2026
+    they were NVLink3's LL latencies (measured with an older NCCL) and the plain ring, as
+    NVLink4's were: carried to NVLink4's measured ones, no table's MAPE moved by 0.01 point.
+    """
+    (ll, ll_hop, ll_rate, largest), (sharp, sharp_hop, sharp_rate), _ = NVLINK4_PROTOCOLS
+    scale = bandwidth / NVLINK4_BUS
+    return ((ll, ll_hop, ll_rate * scale, largest), (sharp, sharp_hop, sharp_rate * scale),
+            (0.0, latency, bandwidth))
+
 
 LINKS = {link.name: link for link in (
     Link("NVLink3", NVLINK3_BUS, 5e-6, NVLINK3_PROTOCOLS),  # A100 (600 GB/s both ways)
-    # H100, H200 (900 GB/s both directions): busbw ~360 GB/s
-    Link("NVLink4", 360e9, 5e-6, nvlink_protocols(360e9)),
+    # H100, H200 (900 GB/s both directions): busbw ~360 GB/s, and NCCL's protocols measured
+    Link("NVLink4", NVLINK4_BUS, 5e-6, NVLINK4_PROTOCOLS),
     # B200 (1.8 TB/s both directions): busbw ~720 GB/s
     Link("NVLink5", 720e9, 5e-6, nvlink_protocols(720e9)),
     # H800 (400 GB/s both directions): DeepSeek's ~160 GB/s

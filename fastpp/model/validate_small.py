@@ -299,18 +299,23 @@ def calibrate_overheads(hardware, data, grid=None, rounds: int = 10, start=None)
 
 MiB = 2**20
 NCCL_RING_HOPS = (0.47e-6, 1.9e-6, 3.4e-6)  # NCCL's NVLink ring latency per step, per protocol
+# the sizes where NCCL picks each protocol, with its hop: on NVLink3 (A100) LL, LL128 and
+# Simple rings; on NVLink4 (H100, H200; NCCL 2.27-2.30) an LL ring up to 1 MiB, then NVLink
+# SHARP, an in-switch reduction whose latency does not grow with a ring's steps
+NVLINK3_RANGES = tuple(zip(NCCL_RING_HOPS, ((0, MiB), (2 * MiB, 4 * MiB), (8 * MiB, 16 * MiB)),
+                           strict=True))
+NVLINK4_RANGES = ((NCCL_RING_HOPS[0], (0, MiB)), (0.0, (2 * MiB, 16 * MiB)))
 
 
-def fit_protocols(size, seconds, ranks: int = 8) -> tuple:
-    """NCCL's three protocols ``(base, hop, bandwidth)`` (``Link.protocols``) from measured
-    ring all-reduce times (``size`` bytes, ``seconds``) over ``ranks`` ranks of one node:
-    each hop NCCL's (``NCCL_RING_HOPS``), each base and bandwidth by relative least squares
-    on the sizes where NCCL picks the protocol (up to 1 MiB, 2-4 MiB, 8-16 MiB)."""
+def fit_protocols(size, seconds, ranks: int = 8, ranges=NVLINK3_RANGES) -> tuple:
+    """NCCL's protocols ``(base, hop, bandwidth)`` (``Link.protocols``) from measured ring
+    all-reduce times (``size`` bytes, ``seconds``) over ``ranks`` ranks of one node: per
+    ``(hop, (low, high))`` of ``ranges``, the hop given and the base and bandwidth by
+    relative least squares on the sizes from ``low`` to ``high``, where NCCL picks it."""
     size, seconds = np.asarray(size, np.float64), np.asarray(seconds, np.float64)
     steps, fraction = 2.0 * (ranks - 1), 2.0 * (ranks - 1) / ranks
     out = []
-    for hop, (low, high) in zip(NCCL_RING_HOPS, ((0, MiB), (2 * MiB, 4 * MiB),
-                                                 (8 * MiB, 16 * MiB)), strict=True):
+    for hop, (low, high) in ranges:
         mine = (size >= low) & (size <= high)
         weight = 1.0 / seconds[mine]
         design = np.c_[np.ones(mine.sum()), fraction * size[mine]] * weight[:, None]
