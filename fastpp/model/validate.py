@@ -345,13 +345,19 @@ def _zb_planned(model, hardware, schedule, row, *, seq, microbatch, layers) -> C
     """The costs the authors' runtime plans ZB-1p and ZB-2p on, from the model: every stage
     at the median stage's op times as ``model_costs`` prices them without their hand-offs
     (its timers time the ops alone), Table 5's measured hand-off ``T_comm`` and the paper's
-    memory units ``M_B = 34h + 5as``, ``M_W = 32h`` (``_zb_runs``)."""
-    h, a = float(model.hidden), float(model.heads)
-    m_b, m_w = 34.0 * h + 5.0 * a * seq, 32.0 * h
+    memory units (``_zb_units``; ``_zb_runs``)."""
+    m_b, m_w = _zb_units(model.hidden, model.heads, seq)
     alone = model_costs(model, hardware, schedule, seq=seq, microbatch=microbatch,
                         layers=layers, blocking=False)[0].arrays
     return Costs(**{k: float(np.median(alone[k])) for k in ("f", "b", "w")},
                  comm=float(row["T_comm_ms"]) / 1e3, gamma=m_w / m_b, act=m_b)
+
+
+def _zb_units(hidden, heads, seq) -> tuple[float, float]:
+    """The Zero Bubble paper's memory units of one microbatch's layer: ``M_B = 34h + 5as``,
+    what a forward stores and its whole backward frees, and ``M_W = 32h``, what the weight
+    gradient's op frees."""
+    return 34.0 * hidden + 5.0 * heads * seq, 32.0 * hidden
 
 
 def _profiled(row, m, m_b, m_w, blocking=BLOCKING) -> Costs:
@@ -370,19 +376,17 @@ def _zero_bubble(hw):
     rows = []
     for r, q in zip(t4.to_dict("records"), t5.to_dict("records"), strict=True):
         p, n, b, seq = int(r["p"]), int(r["n"]), int(r["microbatch"]), int(r["seq"])
-        h, a = int(r["hidden"]), int(r["heads"])
         label = f"{r['model']} n={n}"
         samples = n * b / p
         # from the profiled costs (ms per stage), the paper's memory units M_B, M_W
-        m_b, m_w = 34.0 * h + 5.0 * a * seq, 32.0 * h
+        m_b, m_w = _zb_units(int(r["hidden"]), int(r["heads"]), seq)
         model = _gpt(r, ZB_VOCAB)
         where = regime(model, hw, seq, 1, int(r["gpus"]))
         loop = build_schedule("1f1b", p, n)
-        table = model_costs(model, hw, loop, seq=seq, microbatch=b,
-                            layers=zb_layers(model.layers, p))[1]
+        layers = zb_layers(model.layers, p)
+        table = model_costs(model, hw, loop, seq=seq, microbatch=b, layers=layers)[1]
         cluster = dataclasses.replace(hw, handoff=zb_handoff(q, table, p))
-        costs, table = model_costs(model, cluster, loop, seq=seq, microbatch=b,
-                                   layers=zb_layers(model.layers, p))
+        costs, table = model_costs(model, cluster, loop, seq=seq, microbatch=b, layers=layers)
         extra = _extras(model, hw, loop, table, 1, 1, 0, False)
         m = zb_chunks(model.layers, p)
         # planned on the op times alone (the runtime's timers time the ops, not their
@@ -395,8 +399,7 @@ def _zero_bubble(hw):
             rows.append(("zero_bubble_table4_profiled", f"{label} {name}", "samples_per_gpu_s",
                          float(r[name]), samples / (runs[name].makespan + extra), where))
         # from first principles
-        planned = _zb_planned(model, cluster, loop, q, seq=seq, microbatch=b,
-                              layers=zb_layers(model.layers, p))
+        planned = _zb_planned(model, cluster, loop, q, seq=seq, microbatch=b, layers=layers)
         runs = _zb_runs(p, n, costs, planned, p * m_b)
         inter = build_schedule("interleaved-1f1b", p, n, m)
         runs["1f1b_i"] = simulate(inter, model_costs(model, cluster, inter, seq=seq,
