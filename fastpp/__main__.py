@@ -570,6 +570,10 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
                     help=f"the training stack the runs are on: priced as Megatron's, it "
                          f"chooses the checks behind each row's error bar "
                          f"({given['framework']})")
+    ap.add_argument("--train-metrics", type=int, metavar="N", default=given["train_metrics"],
+                    help=f"metrics the training loop computes on each microbatch's logits "
+                         f"after its backward, each a PyTorch cross entropy: Composer's, "
+                         f"2 for llm-foundry's MPT ({given['train_metrics']})")
     # the Megatron-Core setting the model was validated on, stated flag by flag
     for flag, key, what in (
             ("--gradient-overlap", "gradient_overlap", "overlap the gradient reduction with "
@@ -646,7 +650,8 @@ def _plan(args) -> int:
               overlap=[False, True] if args.overlap else False, ep=args.ep, etp=args.etp,
               precision=args.precision, node_limit=args.node_limit, imbalance=args.imbalance,
               dispatcher=args.dispatcher, recipe=args.recipe, framework=args.framework,
-              recompute_modules=args.recompute_modules, noise=noise, objective=args.objective,
+              train_metrics=args.train_metrics, recompute_modules=args.recompute_modules,
+              noise=noise, objective=args.objective,
               **_lam(args), **_drawn(args))
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())

@@ -15,12 +15,13 @@ llm-foundry's) is one CUDA kernel each way: their counts are read from their cod
 """
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from test_loss_memory import _megatron_loss
 
 from fastpp.model import HARDWARE, MODELS
-from fastpp.model.compute import LOSS_BYTES, head_times
+from fastpp.model.compute import LOSS_BYTES, METRIC_KERNELS, head_times, metric_time
 
 TOKENS, VOCAB = 64, 32000
 
@@ -28,6 +29,21 @@ TOKENS, VOCAB = 64, 32000
 def _moved(loss_of) -> tuple[float, float]:
     """Bytes a logit ``loss_of(logits, labels)`` moves, forward and backward."""
     torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    logits = torch.randn(TOKENS, VOCAB, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, VOCAB, (TOKENS,))
+    Count = _counter(torch)
+    forward, backward = Count(), Count()
+    with forward:
+        loss = loss_of(logits, labels)
+    with backward:
+        loss.backward()
+    return forward.bytes / (TOKENS * VOCAB), backward.bytes / (TOKENS * VOCAB)
+
+
+def _counter(torch):
+    """A dispatch mode adding up the bytes (``bytes``) and the ops (``ops``, views left out)
+    run under it."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     aten = torch.ops.aten
@@ -37,7 +53,7 @@ def _moved(loss_of) -> tuple[float, float]:
     class Count(TorchDispatchMode):
         def __init__(self):
             super().__init__()
-            self.bytes = 0
+            self.bytes = self.ops = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
@@ -54,17 +70,10 @@ def _moved(loss_of) -> tuple[float, float]:
             elif func == aten.nll_loss_backward.default:  # a zeroed gradient, then a scatter
                 inputs = [x for x in inputs if x.numel() < TOKENS * VOCAB]
             self.bytes += sum(x.numel() * x.element_size() for x in inputs + outputs)
+            self.ops += 1
             return out
 
-    torch.manual_seed(0)
-    logits = torch.randn(TOKENS, VOCAB, dtype=torch.bfloat16, requires_grad=True)
-    labels = torch.randint(0, VOCAB, (TOKENS,))
-    forward, backward = Count(), Count()
-    with forward:
-        loss = loss_of(logits, labels)
-    with backward:
-        loss.backward()
-    return forward.bytes / (TOKENS * VOCAB), backward.bytes / (TOKENS * VOCAB)
+    return Count
 
 
 def test_megatron_s_loss_moves_what_its_count_says():
@@ -107,3 +116,34 @@ def test_the_last_stage_takes_its_loss_s_time():
         # flash-attn's one kernel a pass (4 bytes a logit each way) is the lightest
         others = [float(times[loss][key]) for loss in LOSS_BYTES if loss != "flash-attn"]
         assert float(times["flash-attn"][key]) < min(others)
+
+
+def test_a_training_metric_moves_what_its_count_says():
+    """Composer's train metric (``LanguageCrossEntropy.update``, composer/metrics/nlp.py at
+    v0.13.3 and v0.16.4; ``LanguagePerplexity`` runs the same) on a microbatch's bf16 logits,
+    outside autograd: CUDA's autocast runs ``log_softmax`` in fp32 (PyTorch's own list of its
+    fp32 ops holds it), so ``cross_entropy`` reads an fp32 copy. 14 bytes a logit, as
+    PyTorch's cross entropy forward (``LOSS_BYTES["cross-entropy"]``), in ``METRIC_KERNELS``
+    ops; ``metric_time`` prices them at the memory's rate."""
+    torch = pytest.importorskip("torch")
+    # (read, not imported: the module needs PyTorch's test-only dependencies)
+    lists = (Path(torch.__file__).parent / "testing" / "_internal" / "autocast_test_lists.py")
+    cuda = lists.read_text().split("class AutocastCPUTestLists")[0]
+    fp32 = cuda.split("self.torch_fp32 = [")[1].split("\n        ]")[0]
+    assert '("log_softmax",' in fp32
+    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=-100, reduction="sum")
+    sum_loss, total_items = torch.tensor(0.0), torch.tensor(0)
+    logits = torch.randn(TOKENS, VOCAB, dtype=torch.bfloat16)
+    target = torch.randint(0, VOCAB, (TOKENS,))
+    count = _counter(torch)()
+    with torch.no_grad(), count:
+        losses = loss_fn(logits.float(), target.view(-1))  # (the autocast cast, on CUDA)
+        total_items += (target != -100).sum()
+        sum_loss += losses
+    assert count.bytes / (TOKENS * VOCAB) == pytest.approx(LOSS_BYTES["cross-entropy"][0],
+                                                           abs=0.02)
+    assert count.ops == METRIC_KERNELS
+    a100, model = HARDWARE["A100-80GB"], MODELS["llama3-8b"]
+    logits = 4096 * 2 * model.vocab / 2
+    assert float(metric_time(model, a100, 4096, 2, 2)) == pytest.approx(
+        14.0 * logits / a100.memory_bandwidth + METRIC_KERNELS * a100.op_overhead)

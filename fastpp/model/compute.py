@@ -36,7 +36,8 @@ sequence-parallel regions), ``d = h/a`` per head, gate ``G = 2`` for SwiGLU (els
   the input-grad backward;
 - the first stage's embedding (a gather; its weight gradient a scatter-add into fp32), the last
   stage's final norm, the logits ``T x h -> v/t`` with its two gradients, and the loss in fp32
-  as ``Transformer.loss`` runs it (``LOSS_BYTES``);
+  as ``Transformer.loss`` runs it (``LOSS_BYTES``), and the training loop's metrics on the same
+  logits after the backward (``metric_time``);
 - the optimizer step: Adam over the fp32 master weights, ``OPTIMIZER_STEP_BYTES`` per
   parameter the device updates;
 - with fp8 products, a dense layer's Transformer Engine casts and transposes
@@ -82,6 +83,12 @@ CURRENT_SCALING_BYTES = 2.0
 # gradient anew (4).
 LOSS_BYTES = {"in-place": (38.0, 14.0), "fused": (22.0, 10.0), "cross-entropy": (14.0, 22.0),
               "flash-attn": (4.0, 4.0)}
+# A training metric's cross entropy over a microbatch's logits, outside autograd (Composer's
+# LanguageCrossEntropy and LanguagePerplexity, RunConfig.train_metrics): PyTorch's
+# cross_entropy forward under autocast, the fp32 copy and log_softmax (LOSS_BYTES'
+# "cross-entropy", 14 bytes a logit), in 7 kernels: those two, nll_loss, the count of targets
+# (ne, sum) and the two sums into the metric's state, the last five on a token or a number
+METRIC_KERNELS = 7
 # torchtitan's Llama block run by eager PyTorch (Transformer.eager): the bytes its elementwise
 # ops move beyond what the fused kernels above are priced at, forward and backward, counted
 # from the ops its code runs (torchtitan's model.py, its norms.py at 9dec370; each op reads
@@ -505,6 +512,16 @@ def _dense_layer_times(model: Transformer, hw: Hardware, seq: int, microbatch, t
     input_grad = input_grad + np.where(rc == 1, core_fwd, np.where(rc == 2, forward, 0.0))
     return {"forward": forward + 0.0 * b, "input_grad": input_grad + 0.0 * b,
             "weight_grad": weight_grad + 0.0 * b}
+
+
+def metric_time(model: Transformer, hardware: Hardware, seq: int, microbatch, t
+                ) -> np.ndarray:
+    """Seconds of one training metric's cross entropy over a microbatch's logits on one rank
+    (``RunConfig.train_metrics``): PyTorch's, on the ``T v / t`` logits, 14 bytes a logit in
+    ``METRIC_KERNELS`` kernels (see ``METRIC_KERNELS``)."""
+    logits = float(seq) * np.asarray(microbatch, np.float64) * model.vocab / np.asarray(t)
+    return (memory_time(hardware, LOSS_BYTES["cross-entropy"][0] * logits)
+            + (METRIC_KERNELS - 1) * hardware.op_overhead)
 
 
 def head_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,

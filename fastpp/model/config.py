@@ -139,6 +139,13 @@ class RunConfig:
     reduce_bytes : float
         Bytes per gradient in the data-parallel reduction: 4 (fp32, Megatron's default) or 2
         (fp16 without fp32 accumulation, or ``--grad-reduce-in-bf16``).
+    train_metrics : int
+        Metrics the training loop computes on each microbatch's logits after its backward,
+        outside autograd, each a PyTorch cross entropy (``compute.metric_time``) on the
+        stage holding the loss: Composer's train metrics (llm-foundry's MPT has two,
+        ``LanguageCrossEntropy`` and ``LanguagePerplexity``; ``use_train_metrics: false``
+        turns them off). Default 0, as Megatron and torchtitan train. Priced in time alone:
+        they run when the stage holds no activations.
     framework : {"megatron", "torchtitan", "composer", "deepspeed", "other"}
         The training stack the run is on (``from_torchtitan`` sets ``"torchtitan"``; plan
         rows do not carry it: ``from_row`` takes it as it takes ``seq``).
@@ -179,6 +186,7 @@ class RunConfig:
     node_limit: int | None = None
     imbalance: float = 1.0
     reduce_bytes: float = REDUCE_BYTES
+    train_metrics: int = 0
     framework: str = "megatron"
 
     def __post_init__(self):
@@ -229,6 +237,7 @@ class RunConfig:
         if self.precision is not None:  # None: the hardware's
             one_of(self.precision, "precision", PRECISIONS)
         object.__setattr__(self, "reduce_bytes", check_reduce_bytes(self.reduce_bytes))
+        nonnegative_int(self.train_metrics, "train_metrics")
         for name in ("sequence_parallel", "overlap", "gradient_overlap", "tp_overlap",
                      "blocking_handoffs"):
             flag(getattr(self, name), name)
@@ -392,8 +401,9 @@ class RunConfig:
                 "node_limit": self.node_limit, "imbalance": self.imbalance, "cp": [self.cp],
                 "cp_comm": self.cp_comm, "zero3": self.zero3, "replicate": self.replicate,
                 "overlap": [self.overlap],
-                "reduce_bytes": self.reduce_bytes, "dispatcher": self.dispatcher,
-                "framework": self.framework, **self.recompute_keywords}
+                "reduce_bytes": self.reduce_bytes, "train_metrics": self.train_metrics,
+                "dispatcher": self.dispatcher, "framework": self.framework,
+                **self.recompute_keywords}
 
     @property
     def recompute_keywords(self) -> dict:
@@ -654,6 +664,8 @@ class RunGrid:
         ``recompute_layers`` layers; None, every layer, each its own checkpoint.
     reduce_bytes : float
         Bytes per gradient in ZeRO-3's per-layer reduce-scatter (``RunConfig``'s).
+    train_metrics : int
+        ``RunConfig``'s metrics on each microbatch's logits.
     replicate : int
         ``RunConfig``'s hybrid-sharding groups, shared by every configuration (each one's
         ``d cp`` a multiple of it: ``replicate_reason``).
@@ -685,11 +697,13 @@ class RunGrid:
     recompute_layers: int | None = None
     reduce_bytes: float = REDUCE_BYTES
     replicate: int = 1
+    train_metrics: int = 0
 
     def __post_init__(self):
         positive_int(self.seq, "seq", MAX_INT - 1)
         positive_int(self.replicate, "replicate", MAX_INT - 1)
         object.__setattr__(self, "reduce_bytes", check_reduce_bytes(self.reduce_bytes))
+        nonnegative_int(self.train_metrics, "train_metrics")
         arrays = {}
         for k in PER_CONFIGURATION:
             try:
@@ -764,7 +778,7 @@ class RunGrid:
                    precision=run.precision, dispatcher=run.dispatcher, cp_comm=run.cp_comm,
                    zero3=run.zero3, node_limit=run.node_limit, imbalance=float(run.imbalance),
                    recipe=recipe, reduce_bytes=run.reduce_bytes, replicate=run.replicate,
-                   **run.partial_recompute)
+                   train_metrics=run.train_metrics, **run.partial_recompute)
 
     def replace(self, **changes) -> RunGrid:
         """A copy with ``changes`` (validated again).

@@ -107,7 +107,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
          dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
          fp8_cache: bool = False, offload_modules=None, config=None,
          t=None, p=None, reduce_bytes: float = REDUCE_BYTES, recompute_method=None,
-         recompute_layers=None, replicate: int = 1, framework: str = "megatron"):
+         recompute_layers=None, replicate: int = 1, train_metrics: int = 0,
+         framework: str = "megatron"):
     """Every configuration of ``model`` on ``gpus`` GPUs: one row each, fastest that fits first.
 
     Each row's pipeline is an exact timeline of the schedule with the model's per-stage
@@ -226,6 +227,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     reduce_bytes : float
         Bytes per gradient in the data-parallel reduction: 4 (fp32, Megatron's default) or 2
         (fp16 training without fp32 accumulation, or ``--grad-reduce-in-bf16``).
+    train_metrics : int
+        Metrics on each microbatch's logits after its backward (``RunConfig``'s; default 0).
     noise : fastpp.Noise, optional
         Also run each configuration's Monte Carlo (``fastpp.simulate`` with ``noise``,
         ``samples`` and ``seed``) on its pipeline: the rows gain ``makespan_mean``,
@@ -256,8 +259,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         their peak, ``Result.peak_activations``, with its working set: with ``cp > 1`` one
         layer's K and V exchange buffers, ``stages.cp_buffer_bytes``, and with recomputation a
         recomputed layer's, ``stages.recomputed_bytes``, or on the last stage the loss's where
-        it is larger, ``stages.loss_bytes``, as ``ModelCosts.working`` holds them per stage:
-        not the largest device's
+        it is larger, ``stages.loss_bytes``, as ``ModelCosts.working`` holds them per stage;
+        at least what the training metrics hold, ``stages.metric_bytes``: not the largest
+        device's
         ``peak_activations``, which a sweep row's ``peak_activations_max`` is) and their sum
         ``peak_memory``; ``expected_error`` (the step time's expected relative error from
         ``validate``'s residuals in the row's regime, ``fastpp.model.errorbar``), ``expected_bias``
@@ -298,7 +302,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
                      fp8_cache=fp8_cache,
                      offload_modules=offload_modules, reduce_bytes=reduce_bytes,
                      recompute_method=recompute_method, recompute_layers=recompute_layers,
-                     framework=framework)
+                     train_metrics=train_metrics, framework=framework)
         axes = {"tp": tp, "pp": pp, "microbatch": microbatch, "m": m, "recompute": recompute,
                 "schedules": schedules, "cp": cp, "ep": ep}
         run = {**config.plan_keywords(), **{k: v for k, v in axes.items() if v is not None}}
@@ -330,6 +334,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
     one_of(framework, "framework", FRAMEWORKS)
     reduce_bytes = check_reduce_bytes(reduce_bytes)  # (RunConfig's rule: 1e30 was priced)
+    train_metrics = nonnegative_int(train_metrics, "train_metrics")
     if recompute_method == OP_LEVEL:  # torchtitan's op-level policy: a recipe's terms
         if recipe is not None or recompute_modules is not None:
             raise ScheduleError(f"recompute_method='op' is torchtitan's op-level policy: give "
@@ -344,7 +349,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
               "recompute_method": recompute_method, "recompute_layers": recompute_layers,
               "cp_comm": cp_comm, "zero3": zero3, "replicate": replicate,
               "sequence_parallel": sequence_parallel,
-              "reduce_bytes": reduce_bytes, **_moe_pricing(node_limit, imbalance, model),
+              "reduce_bytes": reduce_bytes, "train_metrics": train_metrics,
+              **_moe_pricing(node_limit, imbalance, model),
               **recipe_pricing(dispatcher, recipe, recompute_modules, fp8_cache,
                                offload_modules)}
     refuse_unpriced(model, shared["recipe"])
@@ -801,7 +807,9 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     # layer's with context parallelism's buffers, or on a last stage the loss's)
     recomputed = device_working_bytes(table["recomputed"], slot, rows.peaks.size)
     working = device_working_bytes(table["working"], slot, rows.peaks.size)
-    peaks, peak_at = rows.peaks + working, rows.peak_at
+    # and at least what the training metrics hold after a backward (metric_bytes)
+    after = device_working_bytes(table["after"], slot, rows.peaks.size)
+    peaks, peak_at = np.maximum(rows.peaks + working, after), rows.peak_at
     owner = np.repeat(np.arange(run.size), p)
     edp = t * cp * d // (etp * ep)
     params, experts = device_parameters(model, slot, peaks.size, table["params"],

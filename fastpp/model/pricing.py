@@ -150,12 +150,15 @@ class ModelCosts(Costs):
     the stage's device holds at its peak beyond the activations the engine counts: that
     recomputed layer's bytes and context parallelism's exchange buffers, or on the loss's
     stage the loss's working set where larger (``stage_table``'s). ``plan`` adds each device's
-    largest ``working`` to its ``peak_activations`` (``device_working_bytes``). Equal to
-    a ``Costs`` of the same arrays; the engine reads them as any ``Costs``."""
+    largest ``working`` to its ``peak_activations`` (``device_working_bytes``), and takes at
+    least its largest ``after``, what the loss's stage holds while the training metrics run
+    (``RunConfig.train_metrics``; ``fastpp.model.stages.metric_bytes``). Equal to a ``Costs``
+    of the same arrays; the engine reads them as any ``Costs``."""
 
     error_bar: ErrorBar | None = None
     recomputed: np.ndarray | None = None
     working: np.ndarray | None = None
+    after: np.ndarray | None = None
 
 
 @known_keywords("transformer_costs")  # a misspelt keyword named, not a bare TypeError
@@ -175,6 +178,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       overlap: bool = DEFAULTS["overlap"],
                       dispatcher: str = DEFAULTS["dispatcher"], recipe=None,
                       recompute_modules=None, fp8_cache: bool = False, offload_modules=None,
+                      train_metrics: int = DEFAULTS["train_metrics"],
                       framework: str = DEFAULTS["framework"],
                       config: RunConfig | None = None) -> Costs:
     """The ``Costs`` of running ``model`` on ``schedule``: seconds and bytes per stage.
@@ -233,6 +237,9 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     reduce_bytes : float
         Bytes a gradient is reduced in (4: fp32, 2: bf16), which per-layer ZeRO-3's
         reduce-scatters move inside the pipeline.
+    train_metrics : int
+        Metrics the training loop computes on each microbatch's logits after its backward
+        (``RunConfig.train_metrics``; default 0).
     overlap : bool
         Price the schedule's overlapped pairs with ``fastpp.model.overlap`` (``Costs.fb``):
         DualPipe, DualPipeV and combined 1F1B. Without it a pair takes ``f + b``, the
@@ -269,9 +276,11 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         bandwidth``, ``fb`` with ``overlap``; its ``error_bar``, the expected relative
         error of the step time priced with it (``fastpp.model.errorbar``); and per stage
         ``recomputed`` and ``working``, the bytes its device holds beyond the engine's
-        activations (``peak_activations`` plus
-        ``device_working_bytes(costs.working, schedule.stage_to_device, schedule.p)`` is
-        ``plan``'s ``activation_bytes``).
+        activations, and ``after``, what it holds while the training metrics run
+        (``peak_activations`` plus
+        ``device_working_bytes(costs.working, schedule.stage_to_device, schedule.p)``, or
+        ``device_working_bytes(costs.after, ...)`` where larger, is ``plan``'s
+        ``activation_bytes``).
 
     Raises
     ------
@@ -295,7 +304,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                               imbalance=imbalance, cp=cp, cp_comm=cp_comm, zero=zero,
                               zero3=zero3, replicate=replicate, overlap=overlap,
                               dispatcher=dispatcher, reduce_bytes=reduce_bytes,
-                              framework=framework)
+                              train_metrics=train_metrics, framework=framework)
         # the modules act on selective recomputation alone: otherwise they would price nothing
         if recompute_modules is not None and recompute != "selective":
             raise ScheduleError(f"recompute_modules must come with selective recomputation, "
@@ -314,7 +323,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       replicate=replicate, reduce_bytes=reduce_bytes, overlap=overlap,
                       dispatcher=dispatcher, recipe=recipe,
                       recompute_modules=recompute_modules, fp8_cache=fp8_cache,
-                      offload_modules=offload_modules, framework=framework)
+                      offload_modules=offload_modules, train_metrics=train_metrics,
+                      framework=framework)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
              replicate=config.replicate, zero=config.zero, imbalance=config.imbalance)
         schedule = _config_schedule(config, schedule)
@@ -335,7 +345,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       error_bar=error_bar(regime(model, hardware, config.seq, config.t,
                                                  config.gpus // config.p * schedule.p,
                                                  framework=config.framework)),
-                      recomputed=table["recomputed"], working=table["working"])
+                      recomputed=table["recomputed"], working=table["working"],
+                      after=table["after"])
 
 
 def _config_schedule(config: RunConfig, schedule):

@@ -33,6 +33,7 @@ from .compute import (
     host_times,
     layer_times,
     matmul_time,
+    metric_time,
     optimizer_time,
 )
 from .config import CP_COMMS as CP_COMMS  # their home until 0.1.0: read here still
@@ -184,7 +185,9 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         ``recomputed`` (the largest of its layers' ``recomputed_bytes``, once; with uniform
         groups a group's working set), ``working`` (what its device holds at its peak beyond
         ``act``: ``recomputed`` and ``cp_buffer_bytes``, or on the loss's stage the loss's
-        working set, ``loss_bytes``, where larger; ``device_working_bytes``), ``params`` (on
+        working set, ``loss_bytes``, where larger; ``device_working_bytes``), ``after`` (what
+        the loss's stage holds beyond its weights, gradients and optimizer state while the
+        training metrics run, ``metric_bytes``; 0 elsewhere and without them), ``params`` (on
         one rank; reduced over ``d``) and ``expert_params`` (the routed experts' on one GPU,
         reduced over ``edp``), ``fb`` where a configuration's pairs save time, and ``comm``
         (latency), ``bandwidth`` and ``message_bytes`` of each stage's hand-off to the next,
@@ -262,6 +265,8 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         recomputed + per_stage(cp_buffer_bytes(model, grid.seq, grid.microbatch, t, cp,
                                                grid.cp_comm)),
         np.asarray(loss) * per_stage(loss_bytes(model, grid.seq * grid.rank_batch, t)))
+    after = np.asarray(loss) * per_stage(metric_bytes(model, grid.seq * grid.rank_batch, t)
+                                         * (grid.train_metrics > 0))
     params = stage_params(model, layers, embedding, loss, per_stage(t), moe_layers, mtp)
     experts = expert_stage_params(model, moe_layers, mtp, per_stage(grid.ep),
                                   per_stage(grid.etp))
@@ -298,6 +303,7 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         "gamma": gamma,
         "recomputed": recomputed,
         "working": working,
+        "after": after,
         "params": params,
         "expert_params": experts,
         "comm": latency,
@@ -377,7 +383,8 @@ def _layer_prices(model, hardware, grid) -> dict:
     times (``times``), the embedding's and the head's (``head``), the context-parallel
     exchange's forward and backward, the tensor-parallel exchange of a layer's output
     (``exchange``) and what of it a layer's forward and backward expose, the embedding's and
-    logits' crossing (``edge``) and the loss's synchronisation."""
+    logits' crossing (``edge``), the loss's synchronisation and the training metrics
+    (``metrics``, with the last stage's backward)."""
     seq, b, t, rc = grid.seq, grid.rank_batch, grid.t, grid.recompute
     sequence_parallel = grid.sequence_parallel
     layer = layer_costs(model, seq, b, t, sequence_parallel, rc)
@@ -407,9 +414,12 @@ def _layer_prices(model, hardware, grid) -> dict:
     # vocabulary-parallel loss all-reduces its max, sum and target logit (4 bytes a token)
     edge = np.where(t > 1, exchange, 0.0) / (2.0 if sequence_parallel else 1.0)
     loss_sync = 3.0 * all_reduce(hardware, 4.0 * seq * b, t, spans)
+    # the training loop's metrics on the logits, after the microbatch's backward
+    metrics = grid.train_metrics * metric_time(model, hardware, seq, b, t)
     return {"layer": layer, "times": times, "head": head, "cp_forward": cp_forward,
             "cp_backward": cp_backward, "exchange": exchange, "tp_forward": tp_forward,
-            "tp_backward": tp_backward, "edge": edge, "loss_sync": loss_sync}
+            "tp_backward": tp_backward, "edge": edge, "loss_sync": loss_sync,
+            "metrics": metrics}
 
 
 def _exposed_exchange(layer, times, exchange, tp_overlap: bool):
@@ -475,7 +485,7 @@ def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) ->
     # is all-gathered back (without, the forward's all-reduce needs no backward)
     backward = (dense * per_stage(times["input_grad"] + prices["tp_backward"])
                 + layers * per_stage(prices["cp_backward"]) + weight
-                + ends * per_stage(head["head_input_grad"] + edge)
+                + ends * per_stage(head["head_input_grad"] + edge + prices["metrics"])
                 + starts * per_stage(np.where(sequence_parallel, edge, 0.0)))
     kept = dense * per_stage(layer["activations"])
     # the embedding keeps its dropout's one-byte mask alone: its output is the first layer's
@@ -818,6 +828,31 @@ def loss_bytes(model: Transformer, tokens, t) -> np.ndarray:
     t = np.asarray(t)
     alone, parallel = LOSS_WORKING_BYTES[model.loss]
     return np.where(t > 1, parallel, alone) * np.asarray(tokens, np.float64) * model.vocab / t
+
+
+# The training metrics' bytes a logit (RunConfig.train_metrics): the bf16 logits the loop still
+# holds and, one metric at a time, its fp32 copy and log_softmax's output
+METRIC_BYTES = BYTES + 8.0
+
+
+def metric_bytes(model: Transformer, tokens, t) -> np.ndarray:
+    """What the loss's stage holds while a training metric runs, beyond its weights, gradients
+    and optimizer state: ``METRIC_BYTES`` a logit of ``tokens * vocab / t`` logits. It runs
+    after the microbatch's backward, its activations freed: the device's peak activations are
+    at least this (exact with one stage, and on the last stage of 1F1B, which then holds no
+    other microbatch; a lower bound where it does).
+
+    Parameters
+    ----------
+    model : Transformer
+    tokens, t : array_like
+        A rank's tokens a microbatch and the tensor-parallel degree, broadcast.
+
+    Returns
+    -------
+    ndarray
+    """
+    return METRIC_BYTES * np.asarray(tokens, np.float64) * model.vocab / np.asarray(t)
 
 
 def device_working_bytes(working, device, devices: int) -> np.ndarray:

@@ -23,6 +23,11 @@ MosaicGPT, Composer 0.13, flash-attn 0.2.8), each with its ``submit_benchmarks.p
   (``ATTENTION``, a stand-in: 0.4-0.7 of FlashAttention-2's speed);
 - the loss: ``loss_fn: fused_crossentropy``, the model's default, flash-attn's fused cross
   entropy (``Transformer.loss = "flash-attn"``);
+- the train metrics: Composer computes the model's two, ``LanguageCrossEntropy`` and
+  ``LanguagePerplexity``, on every microbatch's logits after its backward, each PyTorch's
+  cross entropy in fp32 under autocast (``RunConfig.train_metrics``, ``TRAIN_METRICS``; the
+  flag that turns them off, ``use_train_metrics``, defaults to on and neither table's
+  configs set it);
 - ZeRO-3 over the 8 GPUs (``FULL_SHARD``), gradients reduced in bf16 under the 40 GB table's
   ``PURE`` mixed precision and in fp32 under the 80 GB table's ``DEFAULT`` (as Composer has
   reduced them since 0.16.4; 0.16.3, which llm-foundry v0.3.0 also allows, reduced them in
@@ -59,6 +64,7 @@ GPUS = {"a100_80gb": (80 * GB, 1.0, 4.0), "a100_40gb": (40 * GB, 1555 / 2039, 2.
 ATTENTION = "FlashAttention"  # the stand-in for attn_impl: triton (see the module)
 LOSS = "flash-attn"  # loss_fn: fused_crossentropy (the model's default)
 VOCAB = 50368  # the mpt-*.yaml configs: GPT-NeoX's tokenizer, padded
+TRAIN_METRICS = 2  # ComposerMPTCausalLM's LanguageCrossEntropy and LanguagePerplexity
 EXCLUDED = {"h100_80gb": "llm-foundry's Triton attention kernel is related to a measured one "
                          "on A100 alone"}
 
@@ -92,12 +98,14 @@ def run(row) -> RunConfig:
     -------
     RunConfig
         ZeRO-3 over its GPUs, its sequence, microbatch and global batch, full recomputation
-        where it checkpoints, its table's gradient bytes, on Composer's framework.
+        where it checkpoints, its table's gradient bytes and the train metrics, on
+        Composer's framework.
     """
     return RunConfig(seq=int(row["seq_len"]), global_batch=int(row["global_batch_seqs"]),
                      d=int(row["gpus"]), microbatch=int(row["micro_batch"]), zero=3,
                      recompute="full" if str(row["activation_checkpointing"]) == "True"
-                     else "none", reduce_bytes=GPUS[row["gpu_type"]][2], framework="composer")
+                     else "none", reduce_bytes=GPUS[row["gpu_type"]][2],
+                     train_metrics=TRAIN_METRICS, framework="composer")
 
 
 def hardware(gpu_type: str, attention: str = ATTENTION):

@@ -188,8 +188,9 @@ def price(model, hardware, *, seq, global_batch, t, p, cp, d, precision,
     step = res.makespan + float(sum(np.max(v) for v in terms.values()))
     by = device_bytes(model, config=run)
     fixed = max(by["parameter_bytes"] + by["gradient_bytes"] + by["optimizer_bytes"])
-    held = res.peak_activations + device_working_bytes(table["working"], sched.stage_to_device,
-                                                       p)
+    device = sched.stage_to_device
+    held = np.maximum(res.peak_activations + device_working_bytes(table["working"], device, p),
+                      device_working_bytes(table["after"], device, p))
     return step, float(fixed + np.max(held))
 
 
