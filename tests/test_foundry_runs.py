@@ -120,6 +120,18 @@ def test_the_train_metrics_are_what_the_short_runs_lacked():
     assert len(short) == 13 and before < -0.15 and -0.07 < after < 0
 
 
+def test_a_composer_run_s_neighbours_keep_its_train_metrics():
+    """``explain``'s faster neighbours are priced with the run's train metrics: none is the
+    run itself under another price (each changes something, and is faster than the run)."""
+    row = next(r for r in _priced_rows() if r["model"] == "MPT-125m" and r["seq_len"] == 512
+               and r["gpu_type"] == "a100_80gb")
+    small = dataclasses.replace(run(row), microbatch=4)  # (its own is the fastest)
+    found = explain(mpt(row), small, hardware(row["gpu_type"]), neighbours=5)
+    assert found.neighbours
+    assert all(n["changed"] >= 1 and n["step_time"] < found.row["step_time"]
+               for n in found.neighbours)
+
+
 def test_the_40gb_gpus_run_their_own_memory_rate():
     """The 40 GB A100's HBM2 (1,555 GB/s) against the 80 GB's HBM2e (2,039): the preset's
     memory-bound rate scaled by their ratio, the products' speed unchanged."""

@@ -122,7 +122,9 @@ def test_a_training_metric_moves_what_its_count_says():
     """Composer's train metric (``LanguageCrossEntropy.update``, composer/metrics/nlp.py at
     v0.13.3 and v0.16.4; ``LanguagePerplexity`` runs the same) on a microbatch's bf16 logits,
     outside autograd: CUDA's autocast runs ``log_softmax`` in fp32 (PyTorch's own list of its
-    fp32 ops holds it), so ``cross_entropy`` reads an fp32 copy. 14 bytes a logit, as
+    fp32 ops holds it), so ``cross_entropy`` reads an fp32 copy (CUDA's log_softmax reads
+    fp16 input as it converts, but not bf16, the runs' type: the copy is made). 14 bytes a
+    logit, as
     PyTorch's cross entropy forward (``LOSS_BYTES["cross-entropy"]``), in ``METRIC_KERNELS``
     ops; ``metric_time`` prices them at the memory's rate."""
     torch = pytest.importorskip("torch")

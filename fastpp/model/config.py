@@ -144,8 +144,10 @@ class RunConfig:
         outside autograd, each a PyTorch cross entropy (``compute.metric_time``) on the
         stage holding the loss: Composer's train metrics (llm-foundry's MPT has two,
         ``LanguageCrossEntropy`` and ``LanguagePerplexity``; ``use_train_metrics: false``
-        turns them off). Default 0, as Megatron and torchtitan train. Priced in time alone:
-        they run when the stage holds no activations.
+        turns them off). Default 0, as Megatron and torchtitan train. Their time follows the
+        backward's; what the stage holds while one runs (``stages.metric_bytes``) is a floor
+        on its device's activation memory. With ``t > 1`` each rank's share of the
+        vocabulary is priced.
     framework : {"megatron", "torchtitan", "composer", "deepspeed", "other"}
         The training stack the run is on (``from_torchtitan`` sets ``"torchtitan"``; plan
         rows do not carry it: ``from_row`` takes it as it takes ``seq``).
@@ -237,7 +239,7 @@ class RunConfig:
         if self.precision is not None:  # None: the hardware's
             one_of(self.precision, "precision", PRECISIONS)
         object.__setattr__(self, "reduce_bytes", check_reduce_bytes(self.reduce_bytes))
-        nonnegative_int(self.train_metrics, "train_metrics")
+        check_train_metrics(self.train_metrics)
         for name in ("sequence_parallel", "overlap", "gradient_overlap", "tp_overlap",
                      "blocking_handoffs"):
             flag(getattr(self, name), name)
@@ -619,6 +621,16 @@ def check_reduce_bytes(value) -> float:
     return float(value)
 
 
+def check_train_metrics(value) -> int:
+    """``value`` as an ``int`` if it is an integer from 0 to ``MAX_INT - 1`` (metrics on each
+    microbatch's logits), else a ``ScheduleError``."""
+    value = nonnegative_int(value, "train_metrics")
+    if value >= MAX_INT:
+        raise ScheduleError(f"train_metrics must be an integer >= 0 and below 2**31 (got "
+                            f"{value})")
+    return value
+
+
 def as_model(model, name: str = "model"):
     """``model`` if it is a ``Transformer`` (or None), else a ``ScheduleTypeError``."""
     if model is not None and not isinstance(model, Transformer):
@@ -703,7 +715,7 @@ class RunGrid:
         positive_int(self.seq, "seq", MAX_INT - 1)
         positive_int(self.replicate, "replicate", MAX_INT - 1)
         object.__setattr__(self, "reduce_bytes", check_reduce_bytes(self.reduce_bytes))
-        nonnegative_int(self.train_metrics, "train_metrics")
+        check_train_metrics(self.train_metrics)
         arrays = {}
         for k in PER_CONFIGURATION:
             try:

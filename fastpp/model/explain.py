@@ -196,7 +196,8 @@ def _recompute_tflops(model, config: RunConfig, row: dict) -> float:
 
 def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, workers, flags):
     """Faster rows that fit (any that fit, where the run does not), over the run's GPUs,
-    batch and sequence, fewest changes first."""
+    batch and sequence, fewest changes first: ``plan``'s axes, the microbatches 1, 2, 4 and
+    the run's own, half and double."""
     pd = require("pandas", "sweep", "fastpp.model.explain")
 
     # Megatron's flags where Megatron can run the run (not torchtitan's interval recomputation)
@@ -217,15 +218,19 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     vtrain = {"zero": [0], "recompute": ["none", "full"],
               "pp": [p for p in range(1, model.layers + 1) if model.layers % p == 0]
               } if flags == "vtrain" else {"zero": sorted({config.zero, 1})}
+    b = config.microbatch
+    microbatches = sorted(x for x in {1, 2, 4, max(b // 2, 1), b, 2 * b}
+                          if config.global_batch % x == 0)
     rows = pd.concat([plan(
         model, config.gpus, hardware, seq=config.seq, global_batch=config.global_batch,
-        schedules=schedules, **vtrain, cp=[config.cp], ep=[config.ep],
+        schedules=schedules, microbatch=microbatches, **vtrain, cp=[config.cp], ep=[config.ep],
         etp=[config.etp], precision=None if config.precision is None else [config.precision],
         sequence_parallel=config.sequence_parallel, gradient_overlap=config.gradient_overlap,
         blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
         zero3=config.zero3, replicate=config.replicate, reduce_bytes=config.reduce_bytes,
-        dispatcher=config.dispatcher, framework=config.framework,
-        **config.recompute_keywords, workers=workers).assign(_blocking=blocking)
+        dispatcher=config.dispatcher, train_metrics=config.train_metrics,
+        framework=config.framework, **config.recompute_keywords,
+        workers=workers).assign(_blocking=blocking)
         for schedules, blocking in groups], ignore_index=True)
     # a run that does not fit is shown what fits, at any speed
     faster = rows[rows["fits"] & ((rows["step_time"] < row["step_time"] * 0.995)
@@ -238,7 +243,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
             "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm",
             "replicate", "reduce_bytes", "precision", "dispatcher", "recompute_modules",
-            "framework")},
+            "train_metrics", "framework")},
             # how ZeRO-3 gathers is the run's where the neighbour runs ZeRO-3 too
             zero3=config.zero3 if r["zero"] == 3 else "layer",
             # the run's recompute method where both recompute fully, as plan priced it

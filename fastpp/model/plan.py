@@ -48,6 +48,7 @@ from .config import (
     check_cp,
     check_reduce_bytes,
     check_sequence_parallel,
+    check_train_metrics,
     config_alone,
     replicate_reason,
 )
@@ -334,7 +335,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
     one_of(framework, "framework", FRAMEWORKS)
     reduce_bytes = check_reduce_bytes(reduce_bytes)  # (RunConfig's rule: 1e30 was priced)
-    train_metrics = nonnegative_int(train_metrics, "train_metrics")
+    train_metrics = check_train_metrics(train_metrics)
     if recompute_method == OP_LEVEL:  # torchtitan's op-level policy: a recipe's terms
         if recipe is not None or recompute_modules is not None:
             raise ScheduleError(f"recompute_method='op' is torchtitan's op-level policy: give "

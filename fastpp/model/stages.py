@@ -292,6 +292,8 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     backward = backward + np.maximum(gather + scatter - backward, 0.0)
     # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
     forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
+    # the training loop's metrics on the logits: their own stretch after the backward
+    backward = backward + np.asarray(loss) * per_stage(prices["metrics"])
     mm = grid.m[config]
     latency, bandwidth, message, held = _handoff_terms(hardware, grid, config, placement,
                                                        model.hidden, forward, per_stage)
@@ -485,7 +487,7 @@ def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) ->
     # is all-gathered back (without, the forward's all-reduce needs no backward)
     backward = (dense * per_stage(times["input_grad"] + prices["tp_backward"])
                 + layers * per_stage(prices["cp_backward"]) + weight
-                + ends * per_stage(head["head_input_grad"] + edge + prices["metrics"])
+                + ends * per_stage(head["head_input_grad"] + edge)
                 + starts * per_stage(np.where(sequence_parallel, edge, 0.0)))
     kept = dense * per_stage(layer["activations"])
     # the embedding keeps its dropout's one-byte mask alone: its output is the first layer's
