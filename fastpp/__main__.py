@@ -1025,6 +1025,8 @@ def _explain_args(ap: argparse.ArgumentParser) -> None:
     src.add_argument("--megatron", metavar="ARGS", help="Megatron-LM arguments in one string")
     src.add_argument("--megatron-script", metavar="FILE", help="a Megatron-LM launch script")
     src.add_argument("--torchtitan", metavar="FILE", help="a torchtitan TOML job config")
+    src.add_argument("--llm-foundry", metavar="FILE", help="an llm-foundry training YAML "
+                     "(Composer)")
     src.add_argument("--hf", metavar="CONFIG", help="a Hugging Face config.json (or its "
                      "folder), with the run flags below")
     src.add_argument("--vtrain", metavar="FILE", help="a vTrain configuration (JSON): the "
@@ -1087,10 +1089,12 @@ def _explain(args) -> int:
         MODELS,
         RunConfig,
         from_hf,
+        from_llm_foundry,
         from_megatron,
         from_torchtitan,
         from_vtrain,
     )
+    from .model.attention import with_attention_kernel
     from .model.explain import explain
     from .model.hardware import preset
     from .model.megatron import SCHEDULES as MEGATRON_SCHEDULES
@@ -1100,7 +1104,8 @@ def _explain(args) -> int:
                                                                      "--hardware")
     megatron = args.megatron is not None or args.megatron_script is not None
     source = next(f"--{k.replace('_', '-')}" for k in ("megatron", "megatron_script",
-                                                       "torchtitan", "hf", "vtrain")
+                                                       "torchtitan", "llm_foundry", "hf",
+                                                       "vtrain")
                   if getattr(args, k) is not None)
     if args.vocab is not None and not megatron:
         raise ScheduleError(f"--vocab must be given with --megatron or --megatron-script only: "
@@ -1133,12 +1138,21 @@ def _explain(args) -> int:
             vocab = preset(MODELS, model_arg(args.model), "model").vocab
         imported = from_megatron(text, args.gpus, vocab=vocab)
         model, config, ignored = imported.model, imported.config, imported.ignored
-    elif args.torchtitan is not None:
+    elif source in ("--torchtitan", "--llm-foundry"):
         if args.gpus is None:
-            raise ScheduleError("--torchtitan needs --gpus")
-        imported = from_torchtitan(args.torchtitan, args.gpus, model=None if args.model
-                                   is None else model_arg(args.model))
+            raise ScheduleError(f"{source} needs --gpus")
+        read, path = ((from_torchtitan, args.torchtitan) if source == "--torchtitan"
+                      else (from_llm_foundry, args.llm_foundry))
+        imported = read(path, args.gpus, model=None if args.model is None
+                        else model_arg(args.model))
         model, config, ignored = imported.model, imported.config, imported.ignored
+        if imported.attention is not None:  # the kernel the run's code runs, where measured
+            try:
+                hardware = with_attention_kernel(preset(HARDWARE, hardware, "--hardware"),
+                                                 imported.attention)
+            except ScheduleError as err:
+                ignored += (f"attention: {imported.attention} priced as the GPU's own kernel "
+                            f"({err})",)
     elif args.vtrain is not None:
         imported = from_vtrain(args.vtrain)
         model, config, ignored, hardware = (imported.model, imported.config, imported.ignored,

@@ -14,6 +14,7 @@ against published training runs (docs/fidelity.md); ``pricing`` holds
 
 from .config import RunConfig, RunGrid
 from .errorbar import ErrorBar
+from .foundry import from_llm_foundry, to_llm_foundry
 from .hardware import GB, HARDWARE, LINKS, Hardware, Link
 from .hf import from_hf
 from .layout import Layout, even_layers, megatron_layers, parse_layout, torchtitan_layers
@@ -33,8 +34,9 @@ from .vtrain import from_vtrain, to_vtrain, vtrain_cluster
 __all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECIPES", "RECOMPUTE",
            "ErrorBar", "Hardware", "Layout", "Link", "ModelCosts", "Recipe", "RunConfig",
            "RunGrid", "Transformer", "chunk_layers", "device_bytes", "device_working_bytes",
-           "even_layers", "from_hf",
+           "even_layers", "from_hf", "from_llm_foundry",
            "from_megatron", "from_torchtitan", "from_vtrain", "layer_costs", "layer_parts",
            "megatron_layers", "overlap_reason", "pair_partner", "parse_layout", "plan",
-           "stage_table", "to_megatron", "to_torchtitan", "to_vtrain", "torchtitan_layers",
+           "stage_table", "to_llm_foundry", "to_megatron", "to_torchtitan", "to_vtrain",
+           "torchtitan_layers",
            "transformer_costs", "validate", "vtrain_cluster"]

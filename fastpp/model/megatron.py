@@ -164,11 +164,13 @@ EXPERT_FIELDS = ("experts", "top_k", "shared_experts", "expert_ffn", "dense_laye
 
 @dataclass(frozen=True)
 class Imported:
-    """What ``from_megatron`` (or ``from_vtrain``, ``from_torchtitan``) read: unpacks (and
-    indexes) as ``model, config``;
+    """What ``from_megatron`` (or ``from_vtrain``, ``from_torchtitan``, ``from_llm_foundry``)
+    read: unpacks (and indexes) as ``model, config``;
     ``ignored`` lists the flags it does not model, ``gpus`` the launcher's GPU count (None if
-    it gave none), ``hardware`` the cluster the file describes (None: it describes none) and
-    ``vocab_multiple`` the multiple of ``t`` Megatron pads a vocabulary to (1: none)."""
+    it gave none), ``hardware`` the cluster the file describes (None: it describes none),
+    ``vocab_multiple`` the multiple of ``t`` Megatron pads a vocabulary to (1: none) and
+    ``attention`` the measured attention kernel the run's code runs, which
+    ``with_attention_kernel`` prices on a GPU it was measured on (None: its GPU's own)."""
 
     model: Transformer
     config: RunConfig
@@ -176,6 +178,7 @@ class Imported:
     gpus: int | None = None
     hardware: Hardware | None = None
     vocab_multiple: int = 1
+    attention: str | None = None
 
     def __getitem__(self, index):  # as the (model, config) pair it once was
         return (self.model, self.config)[index]

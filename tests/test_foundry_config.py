@@ -1,0 +1,255 @@
+"""``from_llm_foundry`` and ``to_llm_foundry``: llm-foundry's training YAML as a run."""
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+from helpers import needs_data
+
+from fastpp import ScheduleError
+from fastpp.model import MODELS, RunConfig, Transformer, from_llm_foundry, to_llm_foundry
+from fastpp.model.explain import explain
+
+# an llm-foundry v0.3.0 YAML as llm-foundry's benchmark script writes it for one run of its
+# table (scripts/train/yamls/pretrain/mpt-125m.yaml's shape, submit_benchmarks.py's batch,
+# sequence and FSDP settings): MPT-125M on 8 A100 80GB at 512 tokens, microbatch 128, two
+# accumulation steps, mixed precision DEFAULT
+BENCHMARK = """\
+data_local: ./my-copy-c4
+data_remote:
+max_seq_len: 512
+global_seed: 17
+run_name: tput-mpt-125m-8xa100_80gb-s512b2048
+
+model:
+  name: mpt_causal_lm
+  init_device: meta
+  d_model: 768
+  n_heads: 12
+  n_layers: 12
+  expansion_ratio: 4
+  max_seq_len: ${max_seq_len}
+  vocab_size: 50368
+  attn_config:
+    attn_impl: triton
+
+tokenizer:
+  name: EleutherAI/gpt-neox-20b
+  kwargs:
+    model_max_length: ${max_seq_len}
+
+train_loader:
+  name: text
+  dataset:
+    local: ${data_local}
+    split: train
+    max_seq_len: ${max_seq_len}
+    shuffle_seed: ${global_seed}
+  num_workers: 8
+
+scheduler:
+  name: cosine_with_warmup
+  t_warmup: 100ba
+
+optimizer:
+  name: decoupled_adamw
+  lr: 6.0e-4
+
+max_duration: 30ba
+eval_interval: 0
+global_train_batch_size: 2048
+seed: ${global_seed}
+device_eval_batch_size: 8
+device_train_microbatch_size: 128
+precision: amp_bf16
+
+fsdp_config:
+  sharding_strategy: FULL_SHARD
+  mixed_precision: DEFAULT
+  activation_checkpointing: false
+  activation_cpu_offload: false
+  limit_all_gathers: true
+  verbose: false
+
+progress_bar: false
+log_to_console: true
+callbacks:
+  speed_monitor:
+    window_size: 10
+"""
+
+
+@needs_data("small_model_overheads.csv")
+def test_a_benchmark_run_s_yaml_prices_as_its_table_row():
+    """The YAML llm-foundry's benchmark ran for one row of its table reads back as the run
+    ``fastpp.model.validate_foundry`` prices from the row (the same model but its name, the
+    same run, its Triton kernel's stand-in), and so at the same price."""
+    pytest.importorskip("yaml")
+    from fastpp.model import validate_foundry as vf
+
+    row = next(r for r in vf.table().to_dict("records") if r["model"] == "MPT-125m"
+               and r["gpu_type"] == "a100_80gb" and r["seq_len"] == 512)
+    imported = from_llm_foundry(BENCHMARK, 8)
+    assert dataclasses.replace(imported.model, name=row["model"]) == vf.mpt(row)
+    assert imported.config == vf.run(row) and imported.gpus == 8
+    assert imported.attention == vf.ATTENTION
+    hardware = vf.hardware(row["gpu_type"])
+    ours = explain(imported.model, imported.config, hardware, neighbours=0).row
+    theirs = explain(vf.mpt(row), vf.run(row), hardware, neighbours=0).row
+    assert ours["step_time"] == theirs["step_time"]
+    # the bookkeeping (data, logging, the learning rate) is not listed; what may change the
+    # run and is not read is
+    assert set(imported.ignored[:3]) == {"optimizer", "fsdp_config.activation_cpu_offload",
+                                         "fsdp_config.limit_all_gathers"}
+    assert any("Triton" in x and "priced as" in x for x in imported.ignored)
+
+
+CASES = [
+    (Transformer(12, 768, 12, vocab=50368, tied_embeddings=True, loss="flash-attn"),
+     RunConfig(seq=2048, global_batch=256, d=8, microbatch=16, zero=3, reduce_bytes=2.0,
+               train_metrics=2, framework="composer")),
+    # GQA, SwiGLU of a width no integer ratio gives, dropout, PyTorch's loss, ZeRO-2
+    # checkpointed, fp8, no metrics
+    (Transformer(24, 2048, 16, kv_heads=4, ffn=5504, swiglu=True, fused_swiglu=False,
+                 vocab=32000, tied_embeddings=False, dropout=True, loss="cross-entropy"),
+     RunConfig(seq=4096, global_batch=64, d=16, microbatch=2, zero=2, recompute="full",
+               reduce_bytes=4.0, precision="fp8", train_metrics=0, framework="composer")),
+    # multi-query, PyTorch's unfused attention, DDP
+    (Transformer(4, 512, 8, kv_heads=1, vocab=1024, tied_embeddings=True, loss="flash-attn",
+                 flash_attention=False),
+     RunConfig(seq=1024, global_batch=32, d=4, microbatch=4, zero=0, train_metrics=2,
+               framework="composer")),
+    # hybrid sharding over two nodes
+    (Transformer(32, 4096, 32, vocab=50368, loss="flash-attn"),
+     RunConfig(seq=2048, global_batch=256, d=16, microbatch=4, zero=3, replicate=2,
+               recompute="full", train_metrics=2, framework="composer")),
+]
+
+
+@pytest.mark.parametrize("model, config", CASES)
+def test_written_and_read_back_it_is_the_same_run(model, config):
+    """``to_llm_foundry`` writes what ``from_llm_foundry`` reads back as the same model (but
+    its name) and run, through PyYAML's text too."""
+    yaml = pytest.importorskip("yaml")
+    written = to_llm_foundry(config, model)
+    for given in (written, yaml.safe_dump(written)):
+        back = from_llm_foundry(given, config.d)
+        assert back.config == config
+        assert back.model == dataclasses.replace(model, name=back.model.name)
+
+
+def test_interpolations_resolve_as_omegaconf_s():
+    """``${variables.x}`` (today's layout) and ``${x}`` (v0.3.0's), whole values and inside
+    text; a name that is not a key is an error naming it, and so is a cycle."""
+    base = to_llm_foundry(*reversed(CASES[0]))
+    base = {**base, "variables": {"seq": 2048, "tag": "run"}, "max_seq_len": "${variables.seq}",
+            "run_name": "${variables.tag}-${max_seq_len}"}
+    base["model"] = {**base["model"], "max_seq_len": "${max_seq_len}"}
+    assert from_llm_foundry(base, 8).config.seq == 2048
+    with pytest.raises(ScheduleError, match=r"interpolation \$\{variables.sq\} names no key"):
+        from_llm_foundry({**base, "max_seq_len": "${variables.sq}"}, 8)
+    with pytest.raises(ScheduleError, match="nest too deep"):
+        from_llm_foundry({**base, "variables": {"seq": "${max_seq_len}"}}, 8)
+
+
+def test_a_hugging_face_model_is_given_and_its_loss_is_pytorch_s():
+    """``hf_causal_lm`` names a model the YAML does not hold: ``model=`` gives its shape,
+    priced with transformers' loss (PyTorch's cross entropy on fp32 logits) and Composer's
+    train metrics."""
+    data = {**to_llm_foundry(*reversed(CASES[0])),
+            "model": {"name": "hf_causal_lm",
+                      "pretrained_model_name_or_path": "meta-llama/Llama-2-7b-hf"}}
+    imported = from_llm_foundry(data, 8, model="llama2-7b")
+    assert imported.model == dataclasses.replace(MODELS["llama2-7b"], loss="cross-entropy")
+    assert imported.config.train_metrics == 2 and imported.attention is None
+    with pytest.raises(ScheduleError, match="hf_causal_lm needs from_llm_foundry's model="):
+        from_llm_foundry(data, 8)
+    with pytest.raises(ScheduleError, match="must not be given with mpt_causal_lm"):
+        from_llm_foundry(to_llm_foundry(*reversed(CASES[0])), 8, model="llama2-7b")
+
+
+def _bad(change: dict, section: str = "") -> dict:
+    data = to_llm_foundry(*reversed(CASES[0]))
+    if section:
+        data[section] = {**data.get(section, {}), **change}
+    else:
+        data.update(change)
+    return data
+
+
+@pytest.mark.parametrize("data, message", [
+    (_bad({"device_train_microbatch_size": "auto"}),
+     "device_train_microbatch_size must be a number \\(got 'auto'"),
+    (_bad({"global_train_batch_size": 100}),
+     "global_train_batch_size must be a multiple of device_train_microbatch_size x gpus"),
+    (_bad({"max_seq_len": "2048"}), "max_seq_len must be an integer from 1"),
+    (_bad({"precision": "fp32"}), "precision must be one of"),
+    (_bad({"sharding_strategy": "SHARD_EVERYTHING"}, "fsdp_config"),
+     "fsdp_config sharding_strategy must be one of"),
+    (_bad({"sharding_strategy": "HYBRID_SHARD"}, "fsdp_config"),
+     "shards within nodes of 8 GPUs: gpus must be a multiple of 8 above it \\(got 8\\)"),
+    (_bad({"mixed_precision": {"reduce_dtype": "int8"}}, "fsdp_config"),
+     "reduce_dtype must be fp32, bf16 or fp16"),
+    (_bad({"tensor_parallel_degree": 2, "strategy": "ffn"}, "tp_config"),
+     "tp_config tensor_parallel_degree must be 1 \\(got 2\\)"),
+    (_bad({"name": "mpt_moe"}, "model"), "model name must be one of"),
+    (_bad({"n_layers": 12.0}, "model"), "model n_layers must be an integer"),
+    (_bad({"attn_config": {"attn_impl": "xformers"}}, "model"),
+     "model.attn_config attn_impl must be one of"),
+    (_bad({"attn_config": {"attn_type": "grouped_query_attention", "kv_n_heads": 0}}, "model"),
+     "model.attn_config kv_n_heads must be an integer"),
+    (_bad({"ffn_config": {"ffn_type": "mb_moe"}}, "model"),
+     "model.ffn_config ffn_type must be one of"),
+    (_bad({"resid_pdrop": 1.5}, "model"), "model resid_pdrop must be a rate from 0 to 1"),
+    (_bad({"loss_fn": "my_loss"}, "model"), "model loss_fn must be one of"),
+    (_bad({"use_train_metrics": "yes"}, "model"), "model use_train_metrics must be one of"),
+    (_bad({"model": [1, 2]}), "model must be a mapping"),
+    ("just: [unclosed", "is not YAML"),
+    ("- a list", "must hold a mapping of llm-foundry's keys"),
+])
+def test_bad_configs_name_the_key(data, message):
+    if isinstance(data, str):
+        pytest.importorskip("yaml")
+    with pytest.raises(ScheduleError, match=message):
+        from_llm_foundry(data, 8)
+
+
+def test_what_the_yaml_cannot_state_is_refused_not_dropped():
+    model, config = CASES[0]
+    for change in ({"t": 2, "d": 4}, {"zero": 1}, {"recompute": "selective"},
+                   {"train_metrics": 1}, {"framework": "megatron"}):
+        with pytest.raises(ScheduleError, match="to_llm_foundry cannot state"):
+            to_llm_foundry(config.replace(**change), model)
+    with pytest.raises(ScheduleError, match="to_llm_foundry cannot state the model"):
+        to_llm_foundry(config, MODELS["deepseek-v3"])
+    with pytest.raises(ScheduleError, match="to_llm_foundry cannot state replicate=2"):
+        to_llm_foundry(config.replace(replicate=2), model)
+
+
+def test_keys_not_read_are_listed_a_misspelling_among_them():
+    """A key of the model or of ``fsdp_config`` that is not read is listed (a misspelt one
+    changes the run: MPT would refuse it or default it); the bookkeeping is not."""
+    data = _bad({"n_layer": 24, "init_device": "meta"}, "model")
+    data = {**data, "loggers": {"wandb": {}}, "compile_config": {}}
+    ignored = from_llm_foundry(data, 8).ignored
+    assert "model.n_layer" in ignored and "compile_config" in ignored
+    assert not any("init_device" in x or "loggers" in x for x in ignored)
+
+
+def test_the_cli_explains_a_yaml_with_its_attention_kernel(tmp_path):
+    """``python -m fastpp explain --llm-foundry FILE``: the run on its GPUs with the kernel
+    its code runs (the Triton kernel's stand-in on A100), and what is not modelled said."""
+    yaml = pytest.importorskip("yaml")
+    path = tmp_path / "mpt.yaml"
+    path.write_text(yaml.safe_dump(yaml.safe_load(BENCHMARK)))
+    out = subprocess.run([sys.executable, "-m", "fastpp", "explain", "--llm-foundry",
+                          str(path), "--gpus", "8", "--hardware", "A100-80GB",
+                          "--neighbours", "0"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "mpt-12x768" in out.stdout and "priced otherwise: model.attn_config" in out.stdout
+    listed = next(line for line in out.stdout.splitlines() if "not modelled:" in line)
+    assert "optimizer" in listed and "limit_all_gathers" in listed
+    missing = subprocess.run([sys.executable, "-m", "fastpp", "explain", "--llm-foundry",
+                              str(path)], capture_output=True, text=True, timeout=300)
+    assert missing.returncode != 0 and "--llm-foundry needs --gpus" in missing.stderr
