@@ -1185,8 +1185,10 @@ def _explain(args) -> int:
         model = imported.on(given)
     will_write(args.report, "--report")  # (before the neighbours' plan, not after)
     try:
+        flags = ("vtrain" if args.vtrain else "composer" if args.llm_foundry
+                 else "megatron")
         found = explain(model, config, hardware, neighbours=args.neighbours,
-                        workers=args.workers, flags="vtrain" if args.vtrain else "megatron")
+                        workers=args.workers, flags=flags)
     except ScheduleError as err:  # n comes from --global-batch, whose default is n = 1
         if args.hf is None or args.global_batch_given or "(got n=" not in str(err):
             raise

@@ -3,6 +3,7 @@
 import dataclasses
 import subprocess
 import sys
+import time
 
 import pytest
 from helpers import needs_data
@@ -10,6 +11,7 @@ from helpers import needs_data
 from fastpp import ScheduleError
 from fastpp.model import MODELS, RunConfig, Transformer, from_llm_foundry, to_llm_foundry
 from fastpp.model.explain import explain
+from fastpp.model.foundry import read_yaml
 
 # an llm-foundry v0.3.0 YAML as llm-foundry's benchmark script writes it for one run of its
 # table (scripts/train/yamls/pretrain/mpt-125m.yaml's shape, submit_benchmarks.py's batch,
@@ -120,7 +122,7 @@ CASES = [
                  flash_attention=False),
      RunConfig(seq=1024, global_batch=32, d=4, microbatch=4, zero=0, train_metrics=2,
                framework="composer")),
-    # hybrid sharding over two nodes
+    # hybrid sharding: two groups of 8
     (Transformer(32, 4096, 32, vocab=50368, loss="flash-attn"),
      RunConfig(seq=2048, global_batch=256, d=16, microbatch=4, zero=3, replicate=2,
                recompute="full", train_metrics=2, framework="composer")),
@@ -144,13 +146,39 @@ def test_interpolations_resolve_as_omegaconf_s():
     text; a name that is not a key is an error naming it, and so is a cycle."""
     base = to_llm_foundry(*reversed(CASES[0]))
     base = {**base, "variables": {"seq": 2048, "tag": "run"}, "max_seq_len": "${variables.seq}",
-            "run_name": "${variables.tag}-${max_seq_len}"}
-    base["model"] = {**base["model"], "max_seq_len": "${max_seq_len}"}
+            "run_name": "${variables.tag}-${max_seq_len}", "env": "${oc.env:HOME}"}
+    base["model"] = {**base["model"], "d_model": "${ variables.width }"}
+    base["variables"]["width"] = 768
+    resolved, _ = read_yaml(base)
+    assert resolved["run_name"] == "run-2048" and resolved["model"]["d_model"] == 768
+    assert resolved["env"] == "${oc.env:HOME}"  # (a resolver: left as written)
     assert from_llm_foundry(base, 8).config.seq == 2048
     with pytest.raises(ScheduleError, match=r"interpolation \$\{variables.sq\} names no key"):
         from_llm_foundry({**base, "max_seq_len": "${variables.sq}"}, 8)
-    with pytest.raises(ScheduleError, match="nest too deep"):
+    with pytest.raises(ScheduleError, match="refers to itself"):
         from_llm_foundry({**base, "variables": {"seq": "${max_seq_len}"}}, 8)
+
+
+def test_yaml_s_aliases_are_resolved_once_and_a_recursive_one_refused():
+    """A YAML whose aliases double at each level (a billion laughs) is read in linear time,
+    each shared node resolved once; an anchor holding itself is refused, not recursed
+    into."""
+    pytest.importorskip("yaml")
+    from fastpp.model.foundry import _Resolver
+
+    text = "a0: &a0 [1, 2]\n" + "".join(f"a{k}: &a{k} [*a{k - 1}, *a{k - 1}]\n"
+                                           for k in range(1, 40))
+    start = time.perf_counter()
+    with pytest.raises(ScheduleError, match="model must be given"):
+        from_llm_foundry(text, 8)
+    assert time.perf_counter() - start < 5.0  # (2**40 nodes walked would never end)
+    node = {"b": 1}
+    node["self"] = node
+    with pytest.raises(ScheduleError, match="a YAML anchor holds itself"):
+        _Resolver(node, "the config").value(node)
+    with pytest.raises(ScheduleError, match="grows past"):
+        from_llm_foundry({"v0": "x" * 1000, **{f"v{k}": f"${{v{k - 1}}}${{v{k - 1}}}"
+                                               for k in range(1, 10)}}, 8)
 
 
 def test_a_hugging_face_model_is_given_and_its_loss_is_pytorch_s():
@@ -182,15 +210,17 @@ def _bad(change: dict, section: str = "") -> dict:
     (_bad({"device_train_microbatch_size": "auto"}),
      "device_train_microbatch_size must be a number \\(got 'auto'"),
     (_bad({"global_train_batch_size": 100}),
-     "global_train_batch_size must be a multiple of device_train_microbatch_size x gpus"),
+     "global_train_batch_size must be a multiple of gpus = 8 \\(got 100\\)"),
     (_bad({"max_seq_len": "2048"}), "max_seq_len must be an integer from 1"),
     (_bad({"precision": "fp32"}), "precision must be one of"),
     (_bad({"sharding_strategy": "SHARD_EVERYTHING"}, "fsdp_config"),
      "fsdp_config sharding_strategy must be one of"),
-    (_bad({"sharding_strategy": "HYBRID_SHARD"}, "fsdp_config"),
-     "shards within nodes of 8 GPUs: gpus must be a multiple of 8 above it \\(got 8\\)"),
+    (_bad({"data_parallel_replicate_degree": 3}, "fsdp_config"),
+     "data_parallel_replicate_degree must divide gpus = 8 \\(got 3\\)"),
+    (_bad({"mixed_precision": {"param_dtype": "int8"}}, "fsdp_config"),
+     "reduce_dtype must be one of"),
     (_bad({"mixed_precision": {"reduce_dtype": "int8"}}, "fsdp_config"),
-     "reduce_dtype must be fp32, bf16 or fp16"),
+     "reduce_dtype must be one of"),
     (_bad({"tensor_parallel_degree": 2, "strategy": "ffn"}, "tp_config"),
      "tp_config tensor_parallel_degree must be 1 \\(got 2\\)"),
     (_bad({"name": "mpt_moe"}, "model"), "model name must be one of"),
@@ -199,12 +229,22 @@ def _bad(change: dict, section: str = "") -> dict:
      "model.attn_config attn_impl must be one of"),
     (_bad({"attn_config": {"attn_type": "grouped_query_attention", "kv_n_heads": 0}}, "model"),
      "model.attn_config kv_n_heads must be an integer"),
+    (_bad({"attn_config": {"attn_type": "grouped_query_attention"}}, "model"),
+     "model.attn_config kv_n_heads must be an integer .* \\(got None\\)"),
+    (_bad({"attn_config": {"kv_n_heads": 4}}, "model"),
+     "kv_n_heads goes with attn_type grouped_query_attention alone"),
+    (_bad({"expansion_ratio": float("inf")}, "model"), "model expansion_ratio must be"),
+    (_bad({"expansion_ratio": 2.7}, "model"), "whose product with d_model = 768 is whole"),
+    (_bad({"device_train_microbatch_size": 12}),
+     "device_train_microbatch_size must divide the per-GPU batch"),
     (_bad({"ffn_config": {"ffn_type": "mb_moe"}}, "model"),
      "model.ffn_config ffn_type must be one of"),
     (_bad({"resid_pdrop": 1.5}, "model"), "model resid_pdrop must be a rate from 0 to 1"),
     (_bad({"loss_fn": "my_loss"}, "model"), "model loss_fn must be one of"),
     (_bad({"use_train_metrics": "yes"}, "model"), "model use_train_metrics must be one of"),
     (_bad({"model": [1, 2]}), "model must be a mapping"),
+    (_bad({"fsdp_config": True}), "fsdp_config must be a mapping"),
+    ({"fsdp_config": {}}, "model must be given"),
     ("just: [unclosed", "is not YAML"),
     ("- a list", "must hold a mapping of llm-foundry's keys"),
 ])
@@ -216,24 +256,94 @@ def test_bad_configs_name_the_key(data, message):
 
 
 def test_what_the_yaml_cannot_state_is_refused_not_dropped():
+    """Every field the YAML read back does not give is refused, naming it."""
     model, config = CASES[0]
-    for change in ({"t": 2, "d": 4}, {"zero": 1}, {"recompute": "selective"},
-                   {"train_metrics": 1}, {"framework": "megatron"}):
-        with pytest.raises(ScheduleError, match="to_llm_foundry cannot state"):
+    for change, field in (({"t": 2, "d": 4}, "t=2"), ({"zero": 1}, "zero=1"),
+                          ({"recompute": "selective"}, "recompute='selective'"),
+                          ({"train_metrics": 1}, "train_metrics=1"),
+                          ({"framework": "megatron"}, "framework='megatron'"),
+                          ({"schedule": "gpipe"}, "schedule='gpipe'"),
+                          ({"recompute": "full", "recompute_method": "interval",
+                            "recompute_layers": 2}, "recompute_method='interval'"),
+                          ({"gradient_overlap": True}, "gradient_overlap=True")):
+        with pytest.raises(ScheduleError, match=f"to_llm_foundry cannot state {field}"):
             to_llm_foundry(config.replace(**change), model)
-    with pytest.raises(ScheduleError, match="to_llm_foundry cannot state the model"):
+    with pytest.raises(ScheduleError, match="cannot state the model's loss='in-place'"):
         to_llm_foundry(config, MODELS["deepseek-v3"])
-    with pytest.raises(ScheduleError, match="to_llm_foundry cannot state replicate=2"):
-        to_llm_foundry(config.replace(replicate=2), model)
+    with pytest.raises(ScheduleError, match="cannot state the model's experts"):
+        to_llm_foundry(config, Transformer(4, 1024, 8, experts=8, top_k=2, vocab=1024,
+                                           loss="flash-attn"))
 
 
-def test_keys_not_read_are_listed_a_misspelling_among_them():
-    """A key of the model or of ``fsdp_config`` that is not read is listed (a misspelt one
-    changes the run: MPT would refuse it or default it); the bookkeeping is not."""
-    data = _bad({"n_layer": 24, "init_device": "meta"}, "model")
-    data = {**data, "loggers": {"wandb": {}}, "compile_config": {}}
+def _read(fsdp=None, top=None, model=None, gpus=8):
+    data = to_llm_foundry(*reversed(CASES[0]))
+    data.pop("fsdp_config", None)
+    if fsdp is not None:
+        data["fsdp_config"] = fsdp
+    data.update(top or {})
+    data["model"] = {k: v for k, v in {**data["model"], **(model or {})}.items()
+                     if v is not None}
+    return from_llm_foundry(data, gpus)
+
+
+def test_each_key_means_what_composer_and_mpt_make_of_it():
+    """The mappings, each held to what Composer and llm-foundry run (not to the writer):
+    FSDP's strategies as ZeRO, their names in any case, the gradient's bytes in each
+    mixed-precision form, DDP without FSDP or on one GPU, hybrid sharding by its replicate
+    degree, fp8 in Transformer Engine's layers alone, the microbatch clamped to the per-GPU
+    batch, and MPT's defaults (GeLU MLP of 4 d_model, 50,368 words, tied, flash-attn's loss,
+    the flash-attn kernel)."""
+    def run(fsdp=None, **more):
+        return _read(fsdp, **more).config
+
+    assert (run().zero, run().reduce_bytes) == (0, 4.0)  # DDP: fp32 gradients
+    assert (run({}).zero, run({}).reduce_bytes) == (3, 4.0)  # FULL_SHARD, DEFAULT
+    assert run({"sharding_strategy": "shard_grad_op", "mixed_precision": "pure"}).zero == 2
+    assert run({"sharding_strategy": "NO_SHARD", "mixed_precision": "PURE"}).reduce_bytes == 2
+    assert run({"mixed_precision": {"param_dtype": "bf16"}}).reduce_bytes == 2.0
+    assert run({"mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "fp32"}
+                }).reduce_bytes == 4.0
+    assert run({"mixed_precision": {"reduce_dtype": "torch.bfloat16"}}).reduce_bytes == 2.0
+    hybrid = _read({"sharding_strategy": "HYBRID_SHARD"}, gpus=16)
+    assert (hybrid.config.zero, hybrid.config.replicate) == (3, 1)  # (Composer >= 0.23)
+    assert any("up to 0.22 it shards within each node" in x for x in hybrid.ignored)
+    two = run({"sharding_strategy": "FULL_SHARD", "data_parallel_replicate_degree": 2},
+              gpus=16)
+    assert (two.zero, two.replicate) == (3, 2)
+    one = _read({"sharding_strategy": "FULL_SHARD"}, gpus=1,
+                top={"global_train_batch_size": 16, "device_train_microbatch_size": 16})
+    assert one.config.zero == 0 and any("one GPU" in x for x in one.ignored)
+    fp8 = _read(top={"precision": "amp_fp8"})
+    assert fp8.config.precision is None and any("amp_fp8 without" in x for x in fp8.ignored)
+    assert run(top={"precision": "amp_fp8"}, model={"fc_type": {"name": "te"}}
+               ).precision == "fp8"
+    assert run(top={"device_train_microbatch_size": 64}).microbatch == 32  # 256 / 8
+    bare = _read(model={"expansion_ratio": None, "vocab_size": None, "loss_fn": None,
+                        "tie_word_embeddings": None, "attn_config": None, "ffn_config": None})
+    assert (bare.model.ffn, bare.model.vocab, bare.model.tied_embeddings) == (3072, 50368,
+                                                                                True)
+    assert (bare.model.loss, bare.model.swiglu, bare.attention) == ("flash-attn", False,
+                                                                    "FlashAttention-2")
+    assert any("attn_impl not given" in x for x in bare.ignored)
+    gqa = _read(model={"attn_config": {"attn_type": "grouped_query_attention",
+                                       "kv_n_heads": 4}})
+    mqa = _read(model={"attn_config": {"attn_type": "multiquery_attention"}})
+    assert (gqa.model.kv_heads, mqa.model.kv_heads) == (4, 1)
+
+
+def test_keys_not_read_are_listed_a_misspelling_named():
+    """A key of the model or of ``fsdp_config`` that is not read is listed, one that may
+    misspell a read key with the key it may mean (it changes the run: MPT would refuse it or
+    default it); the bookkeeping is not listed; a key that is no string is listed as text."""
+    data = _bad({"n_layer": 24, "init_device": "meta", "master_weights_dtype": "bf16"},
+                "model")
+    data = {**data, "loggers": {"wandb": {}}, "compile_config": {}, 1: 2,
+            "fsdp_config": {**data["fsdp_config"], "sharding_stratgy": "FULL_SHARD"}}
     ignored = from_llm_foundry(data, 8).ignored
-    assert "model.n_layer" in ignored and "compile_config" in ignored
+    assert "model.n_layer (not read: a misspelt model.n_layers?)" in ignored
+    assert ("fsdp_config.sharding_stratgy (not read: a misspelt fsdp_config."
+            "sharding_strategy?)") in ignored
+    assert {"compile_config", "model.master_weights_dtype", "1"} <= set(ignored)
     assert not any("init_device" in x or "loggers" in x for x in ignored)
 
 
@@ -253,3 +363,20 @@ def test_the_cli_explains_a_yaml_with_its_attention_kernel(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "fastpp", "explain", "--llm-foundry",
                               str(path)], capture_output=True, text=True, timeout=300)
     assert missing.returncode != 0 and "--llm-foundry needs --gpus" in missing.stderr
+
+
+def test_a_composer_run_s_neighbours_are_llm_foundry_s_keys():
+    """``explain(..., flags="composer")``: the faster runs llm-foundry can make (FSDP alone,
+    ZeRO 0, 2 or 3, full or no recomputation), written as the YAML keys to change."""
+    model, config = CASES[0]
+    found = explain(model, config.replace(microbatch=1), "A100-80GB", neighbours=5,
+                    flags="composer")
+    assert found.neighbours
+    for n in found.neighbours:
+        assert (n["t"], n["p"], n["schedule"]) == (1, 1, "1f1b") and n["zero"] in (0, 2, 3)
+        assert all(c.split("=")[0].removeprefix("no ") in (
+            "device_train_microbatch_size", "fsdp_config", "fsdp_config.sharding_strategy",
+            "fsdp_config.activation_checkpointing", "fsdp_config.mixed_precision")
+            for c in n["changes"].split())
+    with pytest.raises(ScheduleError, match="to_llm_foundry cannot state zero=1"):
+        explain(model, config.replace(zero=1), "A100-80GB", flags="composer")

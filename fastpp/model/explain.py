@@ -17,6 +17,7 @@ import numpy as np
 
 from ..checks import ScheduleError, nonnegative_int, one_of, require
 from .config import RunConfig, as_run
+from .foundry import run_keys as foundry_keys
 from .hardware import HARDWARE, preset
 from .megatron import SCHEDULES as MEGATRON_SCHEDULES
 from .megatron import to_megatron
@@ -29,7 +30,7 @@ from .vtrain import run_keys, to_vtrain
 
 # the choices a neighbour may change, each a plan axis; the rest stay as the run has them
 CHANGED = ("t", "p", "m", "schedule", "microbatch", "recompute", "zero")
-FLAGS = ("megatron", "vtrain")  # how explain runs and writes the neighbours
+FLAGS = ("megatron", "vtrain", "composer")  # how explain runs and writes the neighbours
 PARTS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes")
 
 
@@ -128,11 +129,13 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
         How many configurations to list (0: none, no search).
     workers : int, optional
         ``plan``'s threads.
-    flags : {"megatron", "vtrain"}
+    flags : {"megatron", "vtrain", "composer"}
         How the neighbours are run and written: Megatron-LM's runs as its flags (fields
-        where its flags cannot state the run), or vTrain's (1F1B, ZeRO-0, full or no
+        where its flags cannot state the run), vTrain's (1F1B, ZeRO-0, full or no
         recomputation; the run itself one vTrain runs, ``to_vtrain``) as the keys of its
-        configuration that change. Neighbours keep the run's vocabulary, which Megatron
+        configuration that change, or llm-foundry's (FSDP alone as ZeRO 0, 2 or 3, full or
+        no recomputation; the run one it states, ``fastpp.model.foundry.run_keys``) as the
+        keys of its YAML that change. Neighbours keep the run's vocabulary, which Megatron
         would pad again for another ``t`` (a few hundred words: up to 5e-4 of a step).
 
     Returns
@@ -147,6 +150,8 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     one_of(flags, "flags", FLAGS)
     if flags == "vtrain":  # a run vTrain runs, or the ScheduleError naming what it cannot
         to_vtrain(config, model, hardware)
+    elif flags == "composer":  # likewise, a run llm-foundry's YAML states
+        foundry_keys(config)
     # the run itself, whether it fits or not: plan prices a row that does not fit, and its
     # reason then says by how much
     row = plan(model, hardware=hardware, config=config, workers=workers).iloc[0].to_dict()
@@ -212,12 +217,15 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     # one's overlap unless the run says --no-overlap-p2p-communication
     plain, interleaved = MEGATRON_SCHEDULES
     groups = ([([plain], True), ([interleaved], config.blocking_handoffs and config.m > 1)]
-              if megatron else [([plain], True)] if flags == "vtrain"
+              if megatron else [([plain], True)] if flags in ("vtrain", "composer")
               else [(None, config.blocking_handoffs)])
-    # vTrain's runs: ZeRO-0, full or no recomputation, stages that divide the layers
-    vtrain = {"zero": [0], "recompute": ["none", "full"],
-              "pp": [p for p in range(1, model.layers + 1) if model.layers % p == 0]
-              } if flags == "vtrain" else {"zero": sorted({config.zero, 1})}
+    # vTrain's runs: ZeRO-0, full or no recomputation, stages that divide the layers;
+    # llm-foundry's: FSDP over every GPU
+    vtrain = ({"zero": [0], "recompute": ["none", "full"],
+               "pp": [p for p in range(1, model.layers + 1) if model.layers % p == 0]}
+              if flags == "vtrain" else
+              {"zero": [0, 2, 3], "recompute": ["none", "full"], "tp": [1], "pp": [1]}
+              if flags == "composer" else {"zero": sorted({config.zero, 1})})
     b = config.microbatch
     microbatches = sorted(x for x in {1, 2, 4, max(b // 2, 1), b, 2 * b}
                           if config.global_batch % x == 0)
@@ -253,6 +261,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
             blocking_handoffs=blocking, layout=None)
         try:
             changes = (_vtrain_changes(config, other) if flags == "vtrain"
+                       else _composer_changes(config, other) if flags == "composer"
                        else _changes(config, other, megatron))
         except ScheduleError:  # a run the framework refuses (an interleaved pipeline of one
             continue           # rank, or two with blocking hand-offs): no neighbour
@@ -270,6 +279,18 @@ def _changes(old: RunConfig, new: RunConfig, megatron: bool) -> list[str]:
         drops = [f"no {k}" for k in before if k not in after]
         return sets + drops
     return [f"{k}={getattr(new, k)}" for k in CHANGED if getattr(new, k) != getattr(old, k)]
+
+
+def _composer_changes(old: RunConfig, new: RunConfig) -> list[str]:
+    """The keys of llm-foundry's YAML that differ, as ``key=value`` (``fsdp_config``'s by
+    their dotted name)."""
+    def flat(keys: dict) -> dict:
+        return {**{k: v for k, v in keys.items() if k != "fsdp_config"},
+                **{f"fsdp_config.{k}": v for k, v in keys.get("fsdp_config", {}).items()}}
+
+    before, after = flat(foundry_keys(old)), flat(foundry_keys(new))
+    return ([f"{k}={json.dumps(v)}" for k, v in after.items() if before.get(k) != v]
+            + [f"no {k}" for k in before if k not in after])
 
 
 def _vtrain_changes(old: RunConfig, new: RunConfig) -> list[str]:
