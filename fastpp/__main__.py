@@ -1204,9 +1204,13 @@ def _explain(args) -> int:
     otherwise = [x for x in rest if "priced as" in x]  # what the run does, priced otherwise
     if otherwise:
         print("\n" + "\n".join(f"  priced otherwise: {x}" for x in otherwise))
-    rest = [x for x in rest if "priced as" not in x]  # the flags fastpp does not read
-    if rest:
-        print(f"\n  not modelled: {' '.join(rest)}")
+    rest = [x for x in rest if "priced as" not in x]  # the flags fastpp does not read,
+    keys = [x for x in rest if ": " not in x]  # and what is said of the run, a line each
+    if keys:
+        print(f"\n  not modelled: {' '.join(keys)}")
+    for x in rest:
+        if ": " in x:
+            print(f"  note: {x}")
     if args.report is not None:
         import pandas as pd
 

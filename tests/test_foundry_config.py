@@ -359,7 +359,8 @@ def test_the_cli_explains_a_yaml_with_its_attention_kernel(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "mpt-12x768" in out.stdout and "priced otherwise: model.attn_config" in out.stdout
     listed = next(line for line in out.stdout.splitlines() if "not modelled:" in line)
-    assert "optimizer" in listed and "limit_all_gathers" in listed
+    assert "optimizer" in listed and "limit_all_gathers" in listed and "stack" not in listed
+    assert "\n  note: Composer's stack: " in out.stdout  # (a sentence: on its own line)
     missing = subprocess.run([sys.executable, "-m", "fastpp", "explain", "--llm-foundry",
                               str(path)], capture_output=True, text=True, timeout=300)
     assert missing.returncode != 0 and "--llm-foundry needs --gpus" in missing.stderr
