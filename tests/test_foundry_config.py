@@ -183,14 +183,16 @@ def test_yaml_s_aliases_are_resolved_once_and_a_recursive_one_refused():
 
 def test_a_hugging_face_model_is_given_and_its_loss_is_pytorch_s():
     """``hf_causal_lm`` names a model the YAML does not hold: ``model=`` gives its shape,
-    priced with transformers' loss (PyTorch's cross entropy on fp32 logits) and Composer's
-    train metrics."""
+    priced with transformers' loss (PyTorch's cross entropy on fp32 logits), Composer's
+    train metrics, and flash-attn's kernel where ``use_flash_attention_2`` asks for it."""
     data = {**to_llm_foundry(*reversed(CASES[0])),
             "model": {"name": "hf_causal_lm",
                       "pretrained_model_name_or_path": "meta-llama/Llama-2-7b-hf"}}
     imported = from_llm_foundry(data, 8, model="llama2-7b")
     assert imported.model == dataclasses.replace(MODELS["llama2-7b"], loss="cross-entropy")
     assert imported.config.train_metrics == 2 and imported.attention is None
+    flash2 = {**data, "model": {**data["model"], "use_flash_attention_2": True}}
+    assert from_llm_foundry(flash2, 8, model="llama2-7b").attention == "FlashAttention-2"
     with pytest.raises(ScheduleError, match="hf_causal_lm needs from_llm_foundry's model="):
         from_llm_foundry(data, 8)
     with pytest.raises(ScheduleError, match="must not be given with mpt_causal_lm"):

@@ -73,7 +73,8 @@ READ = {"": ("max_seq_len", "global_train_batch_size", "device_train_microbatch_
         "model": ("name", "d_model", "n_heads", "n_layers", "expansion_ratio", "vocab_size",
                   "resid_pdrop", "emb_pdrop", "tie_word_embeddings", "loss_fn",
                   "use_train_metrics", "fc_type", "attn_config", "ffn_config",
-                  "pretrained_model_name_or_path"),
+                  "pretrained_model_name_or_path", "use_flash_attention_2",
+                  "attn_implementation"),
         "model.attn_config": ("attn_type", "attn_impl", "attn_pdrop", "kv_n_heads"),
         "model.ffn_config": ("ffn_type", "ffn_hidden_size")}
 # keys that change neither a step's time nor its memory (the model's initialization, the
@@ -236,7 +237,8 @@ def from_llm_foundry(config, gpus: int, model: Transformer | str | None = None) 
         unless ``tie_word_embeddings`` is false, dropout where a rate is above 0, its loss
         flash-attn's fused one (``fused_crossentropy``, the default) or PyTorch's
         (``torch_crossentropy``); a Hugging Face model's loss is PyTorch's on fp32 logits,
-        as transformers computes it. Biases and MPT's learned positions are not priced, as
+        as transformers computes it, and its attention FlashAttention-2 with
+        ``use_flash_attention_2`` (else PyTorch's SDPA, the GPU's own kernel). Biases and MPT's learned positions are not priced, as
         Megatron's biases are not.
 
     Raises
@@ -315,10 +317,17 @@ def _model(table: dict, given, where: str) -> tuple[Transformer, str | None, tup
                                 f"the YAML names the model but does not hold its shape")
         shape = (given if isinstance(given, Transformer) else MODELS[given]
                  if isinstance(given, str) and given in MODELS else from_hf(given))
+        # transformers' attention: flash-attn's with use_flash_attention_2 (or
+        # attn_implementation: flash_attention_2), else PyTorch's SDPA, the GPU's own kernel
+        flash2 = _choice(table, "use_flash_attention_2", False, (True, False),
+                         "model use_flash_attention_2", where) or \
+            table.get("attn_implementation") == "flash_attention_2"
         # transformers' causal LMs compute their loss with PyTorch's cross entropy on fp32
         # logits
-        return (dataclasses.replace(shape, loss="cross-entropy"), None,
-                ("model: a Hugging Face model's attention priced as its GPU's own kernel",))
+        return (dataclasses.replace(shape, loss="cross-entropy"),
+                "FlashAttention-2" if flash2 else None,
+                () if flash2 else ("model: a Hugging Face model's attention (PyTorch's SDPA) "
+                                   "priced as its GPU's own kernel",))
     if given is not None:
         raise ScheduleError(f"{where}: model must not be given with mpt_causal_lm: the YAML "
                             f"holds its shape (got model={given!r})")
