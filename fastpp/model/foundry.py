@@ -238,8 +238,8 @@ def from_llm_foundry(config, gpus: int, model: Transformer | str | None = None) 
         flash-attn's fused one (``fused_crossentropy``, the default) or PyTorch's
         (``torch_crossentropy``); a Hugging Face model's loss is PyTorch's on fp32 logits,
         as transformers computes it, and its attention FlashAttention-2 with
-        ``use_flash_attention_2`` (else PyTorch's SDPA, the GPU's own kernel). Biases and MPT's learned positions are not priced, as
-        Megatron's biases are not.
+        ``use_flash_attention_2`` (else PyTorch's SDPA, the GPU's own kernel). Biases and
+        MPT's learned positions are not priced, as Megatron's biases are not.
 
     Raises
     ------
