@@ -387,7 +387,7 @@ def _model(table: dict, given, where: str) -> tuple[Transformer, str | None, tup
 def _run(data: dict, fsdp: dict | None, table: dict, gpus: int, where: str
          ) -> tuple[RunConfig, tuple]:
     """The ``RunConfig`` of the top level, ``fsdp_config`` and the model's train metrics and
-    layers, and what is said of it."""
+    Transformer Engine layers (fp8's), and what is said of it."""
     notes = ()
     seq = _count(data.get("max_seq_len"), "max_seq_len", where)
     batch = _count(data.get("global_train_batch_size"), "global_train_batch_size", where)
