@@ -383,3 +383,5 @@ def test_a_composer_run_s_neighbours_are_llm_foundry_s_keys():
             for c in n["changes"].split())
     with pytest.raises(ScheduleError, match="to_llm_foundry cannot state zero=1"):
         explain(model, config.replace(zero=1), "A100-80GB", flags="composer")
+    with pytest.raises(ScheduleError, match="to_llm_foundry cannot state t=2"):
+        explain(model, config.replace(t=2, d=4), "A100-80GB", flags="composer")

@@ -504,8 +504,20 @@ def _ignored(data: dict) -> tuple[str, ...]:
 
 def run_keys(config: RunConfig) -> dict:
     """The top-level keys and ``fsdp_config`` of an llm-foundry YAML that state ``config``
-    (``to_llm_foundry``'s, without the model)."""
+    (``to_llm_foundry``'s, without the model); a ``ScheduleError`` for a run llm-foundry
+    does not run (another parallelism, schedule or recomputation, ZeRO-1), which no key
+    would state. ``to_llm_foundry`` checks the rest by reading its keys back."""
     c = as_run(config)
+    for name, value in (("t", c.t), ("p", c.p), ("cp", c.cp), ("ep", c.ep), ("m", c.m)):
+        if value != 1:
+            raise ScheduleError(f"to_llm_foundry cannot state {name}={value}: llm-foundry "
+                                f"runs FSDP alone (it must be 1)")
+    if c.schedule != "1f1b" or c.recompute == "selective":
+        what = (f"schedule={c.schedule!r}" if c.schedule != "1f1b"
+                else f"recompute={c.recompute!r}")
+        raise ScheduleError(f"to_llm_foundry cannot state {what}: Composer accumulates "
+                            f"microbatches one forward and backward at a time (1f1b) and "
+                            f"checkpoints whole blocks")
     out = {"max_seq_len": c.seq, "global_train_batch_size": c.global_batch,
            "device_train_microbatch_size": c.microbatch,
            "precision": "amp_fp8" if c.precision == "fp8" else "amp_bf16"}
