@@ -10,13 +10,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fastpp"
 # generators/ (the registry included) owns the names; seed.py's teaching-chapter mapping is
 # that chapter's public API, and model/validate.py's tables say which schedule a published
 # run used; the run configuration's importers and exporters translate Megatron-LM's and
-# torchtitan's own names (and RunConfig defaults to Megatron's)
+# torchtitan's own names (and RunConfig defaults to Megatron's); llm-foundry's states the
+# one schedule Composer's gradient accumulation runs
 # the published runs' loaders name the schedule each run used, as the importers name the
 # frameworks' schedules
 ALLOWED = ("generators/", "seed.py", "model/published.py", "model/validate.py",
            "model/validate_long.py",
            "model/validate_moe.py", "model/validate_small.py", "model/config.py",
-           "model/megatron.py", "model/torchtitan.py", "model/vtrain.py")
+           "model/megatron.py", "model/torchtitan.py", "model/foundry.py", "model/vtrain.py")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
