@@ -1,6 +1,7 @@
 """``fastpp.model.from_hf``: published config.json files give their model cards' counts."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,9 @@ CARDS = [
     ("olmo-2-1124-7b.json", 7.3, None, True, "HF page: 7.3B params"),
     ("gpt-oss-20b.json", 20.91, 3.61, False, "gpt-oss model card Table 1: 20.91B total, "
                                              "3.61B active"),
+    ("glm-4.5-air.json", 106, 12, False, "GLM-4.5 README: GLM-4.5-Air 106B total, 12B active"),
+    ("glm-4.6.json", 355, 32, False, "GLM-4.5 README, GLM-4.6's architecture: 355B total, 32B "
+                                     "active"),
     ("gpt2.json", 0.124, None, True, "card: 124M parameters"),
     ("gpt-neox-20b.json", 20.55, None, True, "GPT-NeoX-20B paper: 20,554,567,680"),
 ]
@@ -279,6 +283,36 @@ def test_deepseek_v3s_mtp_module_at_the_class_default():
     assert from_hf(absent | {"num_mtp_layers": 2}).mtp_depth == 2
     lite = _file("deepseek-v2-lite")  # DeepseekV2Config has none
     assert "num_nextn_predict_layers" not in lite and from_hf(lite).mtp_depth == 0
+
+
+def test_glm_moe_is_deepseeks_layout_of_experts_beside_grouped_query_attention():
+    """GLM-4.5's class (``Glm4MoeConfig``) lays its experts out as DeepSeek-V3 does (dense
+    layers first, one shared expert, an MTP module) but attends with grouped-query heads of
+    its own size: 96 heads of 128 beside a width of 4096 or 5120, 8 KV heads, no latent
+    ranks. A field the file leaves at the class's default (GLM-4.5-Air's shape) may be
+    absent; an absent MTP count is the class's none."""
+    air = from_hf(DATA / "glm-4.5-air.json")
+    assert (air.heads, air.kv_heads, air.head_dim, air.hidden) == (96, 8, 128, 4096)
+    assert (air.q_rank, air.kv_rank, air.rope_dim, air.v_head_dim) == (0, 0, 0, 128)
+    assert (air.experts, air.top_k, air.shared_experts, air.expert_ffn) == (128, 8, 1, 1408)
+    assert (air.dense_layers, air.mtp_depth, air.ffn) == (1, 1, 10944)
+    big = from_hf(DATA / "glm-4.6.json")
+    assert (big.dense_layers, big.experts, big.mtp_depth, big.layers) == (3, 160, 1, 92)
+    shape = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+             "vocab_size", "num_nextn_predict_layers")
+    bare = {k: v for k, v in _file("glm-4.5-air").items() if k not in shape}
+    assert from_hf(bare, name=air.name) == replace(air, mtp_depth=0)
+
+
+def test_kimi_k2_files_are_deepseek_v3s_architecture():
+    """Kimi K2's config.json names its own ``model_type`` (``kimi_k2``) over DeepSeek-V3's
+    architecture and configuration class: it was refused. Read as that class reads it, it is
+    the hand-written preset."""
+    kimi = _file("deepseek-v3") | {"model_type": "kimi_k2", "num_attention_heads": 64,
+                                   "num_key_value_heads": 64, "n_routed_experts": 384,
+                                   "first_k_dense_replace": 1, "num_nextn_predict_layers": 0,
+                                   "vocab_size": 163840, "_name_or_path": "kimi-k2"}
+    assert from_hf(kimi) == MODELS["kimi-k2"]
 
 
 def test_gpt2_and_neox_heads_are_neither_grouped_nor_resized():

@@ -26,7 +26,9 @@ class Family:
     gated: bool = True              # three MLP matrices (SwiGLU, GeGLU) or two (GeLU)
     names: dict = field(default_factory=dict)  # our name -> the config's key(s)
     head_dim: int | None = None     # the class's head_dim default when absent
-    moe: str = ""                   # "", "mixtral", "qwen" or "deepseek": how experts read
+    # how experts read: "", "mixtral", "qwen", "deepseek" (with MLA) or "glm" (DeepSeek's
+    # layout of experts beside grouped-query attention)
+    moe: str = ""
     note: str = ""                  # what Transformer approximates for this family
     # the class's defaults of the shape's fields (our names), where official files leave them
     # out (Gemma 3's and LLaVA's text_config); a field absent and not here is an error
@@ -70,6 +72,11 @@ DEEPSEEK_V3_ABSENT = {"q_lora_rank": 1536, "n_routed_experts": 256, "n_shared_ex
                       "first_k_dense_replace": 3, "num_experts_per_tok": 8,
                       "num_nextn_predict_layers": 1}
 DEEPSEEK_EXPERTS = ("n_routed_experts", "num_local_experts")
+# transformers' Glm4MoeConfig (GLM-4.5, 4.6, 4.7 and their Air): its shape's defaults, GLM-4.5-Air's
+GLM4_MOE_DEFAULTS = {"layers": 46, "hidden": 4096, "heads": 96, "ffn": 10944, "vocab": 151552}
+GLM4_MOE_ABSENT = {KV: 8, "n_routed_experts": 128, "n_shared_experts": 1,
+                   "first_k_dense_replace": 1, "num_experts_per_tok": 8,
+                   "moe_intermediate_size": 1408, "num_nextn_predict_layers": 0}
 MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers")  # DeepseekV3Config's alias
 ALIASED = ("num_local_experts", "num_experts")
 
@@ -106,6 +113,10 @@ FAMILIES = {
     "deepseek_v3": Family(tied=False, moe="deepseek", absent=DEEPSEEK_V3_ABSENT,
                           experts=DEEPSEEK_EXPERTS,
                           note="the router's correction bias (E a layer) left out"),
+    "glm4_moe": Family(tied=False, moe="glm", defaults=GLM4_MOE_DEFAULTS,
+                       absent=GLM4_MOE_ABSENT, experts=DEEPSEEK_EXPERTS,
+                       note="the attention's biases, Q/K norms and the router's correction "
+                            "bias left out"),
     # (GPT-2's class drops out at 0.1 where a rate is absent)
     "gpt2": Family(tied=True, gated=False, names=GPT2_NAMES, grouped=False,
                    absent={"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1},
@@ -113,6 +124,9 @@ FAMILIES = {
                         "GPT-2 small, 1% of distilgpt2)"),
     "gpt_neox": Family(tied=False, gated=False, grouped=False, note="biases left out"),
 }
+# Kimi K2's files name their own model_type over DeepSeek-V3's architecture and configuration
+# class (its auto_map's configuration_deepseek.DeepseekV3Config)
+FAMILIES["kimi_k2"] = FAMILIES["deepseek_v3"]
 # multimodal wrappers whose text model's model_type is not written inside text_config
 TEXT_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}
 DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "embd_pdrop",
@@ -409,26 +423,26 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
                                 f"multiple of 'moe_intermediate_size' = {width} (got {shared})")
         return {"experts": experts, "top_k": cfg.int("num_experts_per_tok"),
                 "expert_ffn": width, "shared_experts": shared // width, "dense_layers": dense}
-    if family.moe == "deepseek":
+    if family.moe in ("deepseek", "glm"):
         experts = _aliased(cfg, family.experts, 0)
         # (DeepSeek's own modeling code reads moe_layer_freq; transformers' classes ignore
-        # it: every published file has 1)
+        # it: every published file has 1, and GLM's class has none)
         first, freq = cfg.int("first_k_dense_replace", 0), cfg.int("moe_layer_freq", 1, low=1)
         dense = min(first, layers) if freq == 1 else dense_placed(
             layers, lambda i: i < first or i % freq, f"{cfg.where}: 'moe_layer_freq'")
-        nope = cfg.int("qk_nope_head_dim")
-        mla = {"head_dim": nope, "v_head_dim": cfg.int("v_head_dim"),
-               "q_rank": cfg.int("q_lora_rank", 0), "kv_rank": cfg.int("kv_lora_rank"),
-               "rope_dim": cfg.int("qk_rope_head_dim"),
-               "mtp_depth": _aliased(cfg, MTP_KEYS, 0)}
+        fields = {"mtp_depth": _aliased(cfg, MTP_KEYS, 0)}
+        if family.moe == "deepseek":  # multi-head latent attention
+            fields.update(head_dim=cfg.int("qk_nope_head_dim"), v_head_dim=cfg.int("v_head_dim"),
+                          q_rank=cfg.int("q_lora_rank", 0), kv_rank=cfg.int("kv_lora_rank"),
+                          rope_dim=cfg.int("qk_rope_head_dim"))
         if not experts:
-            return mla
-        if mla["mtp_depth"] and not (layers - 1 >= first and (layers - 1) % freq == 0):
+            return fields
+        if fields["mtp_depth"] and not (layers - 1 >= first and (layers - 1) % freq == 0):
             raise ScheduleError(f"{cfg.where}: 'moe_layer_freq' = {freq} leaves the last layer "
                                 f"dense, which an MTP module repeats ('num_nextn_predict_layers' "
-                                f"= {mla['mtp_depth']}, 1 where absent): fastpp prices an MTP "
-                                f"module with experts")
-        return {**mla, "experts": experts, "top_k": cfg.int("num_experts_per_tok"),
+                                f"= {fields['mtp_depth']}): fastpp prices an MTP module with "
+                                f"experts")
+        return {**fields, "experts": experts, "top_k": cfg.int("num_experts_per_tok"),
                 "expert_ffn": cfg.int("moe_intermediate_size"),
                 "shared_experts": cfg.int("n_shared_experts", 0), "dense_layers": dense}
     return {}
