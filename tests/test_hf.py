@@ -315,6 +315,29 @@ def test_kimi_k2_files_are_deepseek_v3s_architecture():
     assert from_hf(kimi) == MODELS["kimi-k2"]
 
 
+def test_minimax_m2_every_layer_experts_at_its_card():
+    """MiniMax-M2 (``MiniMaxM2Config``): every layer 256 experts of ``intermediate_size``
+    (Mixtral's spelling), top 8, no shared expert, 48 heads of 128 beside a width of 3072.
+    Its README: 230B total, 10B active (fastpp: 228.7B, 10.4B). Its MTP modules (``use_mtp``, ``num_mtp_modules``)
+    are not in transformers' class, and are left out. A file at the class's defaults reads
+    the same model."""
+    released = {"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2",
+                "vocab_size": 200064, "hidden_size": 3072, "intermediate_size": 1536,
+                "num_hidden_layers": 62, "num_attention_heads": 48, "num_key_value_heads": 8,
+                "head_dim": 128, "num_local_experts": 256, "num_experts_per_tok": 8,
+                "use_mtp": True, "num_mtp_modules": 3, "mtp_transformer_layers": 1,
+                "use_qk_norm": True, "rotary_dim": 64, "tie_word_embeddings": False}
+    model = from_hf(released)
+    assert (model.experts, model.top_k, model.expert_ffn, model.shared_experts) == (256, 8,
+                                                                                   1536, 0)
+    assert model.moe_layers == 62 and model.mtp_depth == 0
+    assert abs(model.parameters / 1e9 - 230) <= tolerance(230)
+    # (the active count without the input embedding, as DeepSeek's and GLM's cards count it)
+    active = model.active_parameters - model.vocab * model.hidden
+    assert abs(active / 1e9 - 10) <= tolerance(10)
+    assert from_hf({"model_type": "minimax_m2"}) == model
+
+
 def test_gpt2_and_neox_heads_are_neither_grouped_nor_resized():
     """``GPT2Attention`` and ``GPTNeoXAttention`` build ``h -> 3h`` with heads of ``h / a``
     whatever ``num_key_value_heads`` or ``head_dim`` say: read, they had made Pythia-160m's

@@ -72,6 +72,8 @@ DEEPSEEK_V3_ABSENT = {"q_lora_rank": 1536, "n_routed_experts": 256, "n_shared_ex
                       "first_k_dense_replace": 3, "num_experts_per_tok": 8,
                       "num_nextn_predict_layers": 1}
 DEEPSEEK_EXPERTS = ("n_routed_experts", "num_local_experts")
+# transformers' MiniMaxM2Config (MiniMax-M2's shape)
+MINIMAX_M2_DEFAULTS = {"layers": 62, "hidden": 3072, "heads": 48, "ffn": 1536, "vocab": 200064}
 # transformers' Glm4MoeConfig (GLM-4.5, 4.6, 4.7 and their Air): its shape's defaults, GLM-4.5-Air's
 GLM4_MOE_DEFAULTS = {"layers": 46, "hidden": 4096, "heads": 96, "ffn": 10944, "vocab": 151552}
 GLM4_MOE_ABSENT = {KV: 8, "n_routed_experts": 128, "n_shared_experts": 1,
@@ -113,6 +115,11 @@ FAMILIES = {
     "deepseek_v3": Family(tied=False, moe="deepseek", absent=DEEPSEEK_V3_ABSENT,
                           experts=DEEPSEEK_EXPERTS,
                           note="the router's correction bias (E a layer) left out"),
+    "minimax_m2": Family(tied=False, head_dim=128, moe="mixtral", defaults=MINIMAX_M2_DEFAULTS,
+                         absent={KV: 8, "num_experts_per_tok": 8, "num_local_experts": 256},
+                         experts=ALIASED,
+                         note="Q/K norms, the router's bias and the MTP modules (use_mtp: "
+                              "their layers are not in the class) left out"),
     "glm4_moe": Family(tied=False, moe="glm", defaults=GLM4_MOE_DEFAULTS,
                        absent=GLM4_MOE_ABSENT, experts=DEEPSEEK_EXPERTS,
                        note="the attention's biases, Q/K norms and the router's correction "
@@ -403,7 +410,7 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
         top_k = ("num_experts_per_tok" if "num_experts_per_tok" in cfg.data or
                  "experts_per_token" not in cfg.data else "experts_per_token")
         return {"experts": _aliased(cfg, family.experts), "top_k": cfg.int(top_k, 2, low=1),
-                "expert_ffn": cfg.int("intermediate_size")}
+                "expert_ffn": cfg.int("intermediate_size", family.defaults.get("ffn", _MISSING))}
     if family.moe == "qwen":
         # (transformers divides by the step: 0 is no configuration)
         experts = _aliased(cfg, family.experts)
