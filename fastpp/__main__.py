@@ -1097,6 +1097,7 @@ def _explain(args) -> int:
     from .model.attention import with_attention_kernel
     from .model.explain import explain
     from .model.hardware import preset
+    from .model.hf import approximations
     from .model.megatron import SCHEDULES as MEGATRON_SCHEDULES
 
     ignored = ()
@@ -1163,7 +1164,7 @@ def _explain(args) -> int:
     else:
         if args.gpus is None:
             raise ScheduleError("--hf needs --gpus")
-        model = from_hf(args.hf)
+        model, ignored = from_hf(args.hf), approximations(args.hf)
         schedule = args.schedule if args.schedule is not None else MEGATRON_SCHEDULES[
             args.m > 1]
         fields = dict(seq=args.seq, t=args.tp, p=args.pp, cp=args.cp, ep=args.ep,

@@ -318,9 +318,9 @@ def test_kimi_k2_files_are_deepseek_v3s_architecture():
 def test_minimax_m2_every_layer_experts_at_its_card():
     """MiniMax-M2 (``MiniMaxM2Config``): every layer 256 experts of ``intermediate_size``
     (Mixtral's spelling), top 8, no shared expert, 48 heads of 128 beside a width of 3072.
-    Its README: 230B total, 10B active (fastpp: 228.7B, 10.4B). Its MTP modules (``use_mtp``, ``num_mtp_modules``)
-    are not in transformers' class, and are left out. A file at the class's defaults reads
-    the same model."""
+    Its README: 230B total, 10B active (fastpp: 228.7B, 10.4B). Its MTP modules
+    (``use_mtp``, ``num_mtp_modules``) are not in transformers' class, and are left out. A
+    file at the class's defaults reads the same model."""
     released = {"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2",
                 "vocab_size": 200064, "hidden_size": 3072, "intermediate_size": 1536,
                 "num_hidden_layers": 62, "num_attention_heads": 48, "num_key_value_heads": 8,
@@ -336,6 +336,22 @@ def test_minimax_m2_every_layer_experts_at_its_card():
     active = model.active_parameters - model.vocab * model.hidden
     assert abs(active / 1e9 - 10) <= tolerance(10)
     assert from_hf({"model_type": "minimax_m2"}) == model
+
+
+def test_explain_says_what_the_family_leaves_out(capsys):
+    """``explain --hf`` prints the family's note (what ``from_hf`` leaves out) as the other
+    importers print theirs; a family with none prints no note."""
+    from fastpp.__main__ import main
+    from fastpp.model.hf import approximations
+
+    args = ["--gpus", "8", "--tp", "2", "--global-batch", "8", "--seq", "1024",
+            "--neighbours", "0", "--workers", "1"]
+    assert main(["explain", "--hf", str(DATA / "qwen3-8b.json"), *args]) == 0
+    assert "  note: model_type qwen3: per-head Q/K norms (2 d a layer) left out" in (
+        capsys.readouterr().out)
+    assert approximations(DATA / "llama-3.1-8b.json") == ()
+    assert main(["explain", "--hf", str(DATA / "llama-3.1-8b.json"), *args]) == 0
+    assert "note:" not in capsys.readouterr().out
 
 
 def test_gpt2_and_neox_heads_are_neither_grouped_nor_resized():

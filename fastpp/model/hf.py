@@ -355,6 +355,25 @@ def from_hf(config, name: str | None = None) -> Transformer:
     return Transformer(name=name, **shape)
 
 
+def approximations(config) -> tuple[str, ...]:
+    """What ``from_hf`` leaves out of the model ``config`` describes, as its family's note
+    (``FAMILIES``): ``("model_type <kind>: <note>",)``, or ``()``; for ``explain``'s notes.
+
+    Parameters
+    ----------
+    config : str, os.PathLike or dict
+        As ``from_hf`` takes it.
+
+    Returns
+    -------
+    tuple of str
+    """
+    data, _ = read_config(config)
+    kind = _text_model(data).get("model_type")
+    family = FAMILIES.get(kind) if isinstance(kind, str) else None
+    return (f"model_type {kind}: {family.note}",) if family is not None and family.note else ()
+
+
 def _name(data: dict, where: str, kind: str) -> str:
     """``_name_or_path``, else the folder a ``config.json``'s path names (``config.json``
     where it names none: ``--hf config.json`` run inside the folder), or the file's stem."""
