@@ -338,6 +338,35 @@ def test_minimax_m2_every_layer_experts_at_its_card():
     assert from_hf({"model_type": "minimax_m2"}) == model
 
 
+def test_llama4_experts_every_step_th_layer_beside_a_shared_one():
+    """Llama 4 (``Llama4TextConfig``, under the multimodal file's ``text_config``): one shared
+    expert beside the routed ones (top 1), on every ``interleave_moe_layer_step``-th layer
+    from ``step - 1``; the other layers dense at ``intermediate_size_mlp``. Maverick's text
+    model (its released text_config's fields; vLLM's tests copy them, cut to two layers) holds
+    its card's 400B total and 17B active; the class's defaults are Scout's shape (its card's
+    109B holds the vision encoder beside the 107.8B text model)."""
+    text = {"attention_chunk_size": 8192, "head_dim": 128, "hidden_size": 5120,
+            "interleave_moe_layer_step": 2, "intermediate_size": 8192,
+            "intermediate_size_mlp": 16384, "model_type": "llama4_text",
+            "num_attention_heads": 40, "num_experts_per_tok": 1, "num_hidden_layers": 48,
+            "num_key_value_heads": 8, "num_local_experts": 128, "use_qk_norm": False,
+            "vocab_size": 202048, "tie_word_embeddings": False}
+    maverick = from_hf({"model_type": "llama4", "text_config": text})
+    assert maverick.dense_layers == tuple(range(0, 48, 2)) and maverick.moe_layers == 24
+    assert (maverick.shared_experts, maverick.top_k, maverick.expert_ffn, maverick.ffn) == (
+        1, 1, 8192, 16384)
+    assert abs(maverick.parameters / 1e9 - 400) <= tolerance(400)
+    assert abs(maverick.active_parameters / 1e9 - 17) <= tolerance(17)
+    listed = from_hf({"model_type": "llama4", "text_config": text | {
+        "moe_layers": list(range(1, 48, 2))}}, name=maverick.name)
+    assert listed == maverick
+    scout = from_hf({"model_type": "llama4", "text_config": {}})
+    assert (scout.experts, scout.moe_layers, scout.kv_heads, scout.heads) == (16, 48, 8, 40)
+    h, q, kv = 5120, 40 * 128, 8 * 128  # a layer: Q, K, V, O; router; 16 + 1 experts; norms
+    layer = 2 * h * q + 2 * h * kv + 16 * h + 17 * 3 * h * 8192 + 2 * h
+    assert scout.parameters == 48 * layer + 2 * 202048 * h  # 107.8B
+
+
 def test_explain_says_what_the_family_leaves_out(capsys):
     """``explain --hf`` prints the family's note (what ``from_hf`` leaves out) as the other
     importers print theirs; a family with none prints no note."""

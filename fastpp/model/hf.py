@@ -26,8 +26,9 @@ class Family:
     gated: bool = True              # three MLP matrices (SwiGLU, GeGLU) or two (GeLU)
     names: dict = field(default_factory=dict)  # our name -> the config's key(s)
     head_dim: int | None = None     # the class's head_dim default when absent
-    # how experts read: "", "mixtral", "qwen", "deepseek" (with MLA) or "glm" (DeepSeek's
-    # layout of experts beside grouped-query attention)
+    # how experts read: "", "mixtral", "qwen", "deepseek" (with MLA), "glm" (DeepSeek's
+    # layout of experts beside grouped-query attention) or "llama4" (a shared expert beside
+    # the routed ones, every interleave_moe_layer_step-th layer)
     moe: str = ""
     note: str = ""                  # what Transformer approximates for this family
     # the class's defaults of the shape's fields (our names), where official files leave them
@@ -72,6 +73,9 @@ DEEPSEEK_V3_ABSENT = {"q_lora_rank": 1536, "n_routed_experts": 256, "n_shared_ex
                       "first_k_dense_replace": 3, "num_experts_per_tok": 8,
                       "num_nextn_predict_layers": 1}
 DEEPSEEK_EXPERTS = ("n_routed_experts", "num_local_experts")
+# transformers' Llama4TextConfig (Llama 4 Scout's shape; its dense layers' width is
+# intermediate_size_mlp, its experts' intermediate_size)
+LLAMA4_DEFAULTS = {"layers": 48, "hidden": 5120, "heads": 40, "ffn": 16384, "vocab": 202048}
 # transformers' MiniMaxM2Config (MiniMax-M2's shape)
 MINIMAX_M2_DEFAULTS = {"layers": 62, "hidden": 3072, "heads": 48, "ffn": 1536, "vocab": 200064}
 # transformers' Glm4MoeConfig (GLM-4.5, 4.6, 4.7 and their Air): its shape's defaults, GLM-4.5-Air's
@@ -115,6 +119,14 @@ FAMILIES = {
     "deepseek_v3": Family(tied=False, moe="deepseek", absent=DEEPSEEK_V3_ABSENT,
                           experts=DEEPSEEK_EXPERTS,
                           note="the router's correction bias (E a layer) left out"),
+    "llama4_text": Family(tied=False, head_dim=128, moe="llama4", defaults=LLAMA4_DEFAULTS,
+                          names={"ffn": "intermediate_size_mlp"},
+                          absent={KV: 8, "num_local_experts": 16, "num_experts_per_tok": 1,
+                                  "intermediate_size": 8192, "interleave_moe_layer_step": 1},
+                          experts=("num_local_experts",),
+                          note="the chunked attention of three layers in four "
+                               "(attention_chunk_size) priced as full attention, exact up to "
+                               "a chunk's tokens and dearer beyond; Q/K norms left out"),
     "minimax_m2": Family(tied=False, head_dim=128, moe="mixtral", defaults=MINIMAX_M2_DEFAULTS,
                          absent={KV: 8, "num_experts_per_tok": 8, "num_local_experts": 256},
                          experts=ALIASED,
@@ -135,7 +147,8 @@ FAMILIES = {
 # class (its auto_map's configuration_deepseek.DeepseekV3Config)
 FAMILIES["kimi_k2"] = FAMILIES["deepseek_v3"]
 # multimodal wrappers whose text model's model_type is not written inside text_config
-TEXT_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}
+TEXT_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral",
+              "llama4": "llama4_text"}
 DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "embd_pdrop",
             "hidden_dropout_prob", "attention_probs_dropout_prob")
 _MISSING = object()
@@ -449,6 +462,20 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
                                 f"multiple of 'moe_intermediate_size' = {width} (got {shared})")
         return {"experts": experts, "top_k": cfg.int("num_experts_per_tok"),
                 "expert_ffn": width, "shared_experts": shared // width, "dense_layers": dense}
+    if family.moe == "llama4":  # (Llama4TextMoe: one shared expert of the routed width)
+        step = cfg.int("interleave_moe_layer_step", 1, low=1)
+        if cfg.data.get("moe_layers") is None:  # (the class's: every step-th from step - 1)
+            dense = dense_placed(layers, lambda i: (i + 1) % step,
+                                 f"{cfg.where}: 'interleave_moe_layer_step'")
+        else:
+            moe = cfg.layers("moe_layers", layers)
+            dense = tuple(i for i in range(layers) if i not in moe)
+        if len(dense) == layers:
+            return {}
+        return {"experts": _aliased(cfg, family.experts), "top_k": cfg.int("num_experts_per_tok",
+                                                                         low=1),
+                "expert_ffn": cfg.int("intermediate_size", low=1), "shared_experts": 1,
+                "dense_layers": dense}
     if family.moe in ("deepseek", "glm"):
         experts = _aliased(cfg, family.experts, 0)
         # (DeepSeek's own modeling code reads moe_layer_freq; transformers' classes ignore
