@@ -15,36 +15,38 @@ from fastpp.model.stages import chunk_kinds
 DATA = Path(__file__).parent / "data" / "hf"
 
 # file, total, active (billions) as the model cards (or the papers they cite) state them,
-# whether the card's active count includes the input embedding (DeepSeek's README and
-# OpenAI's gpt-oss card count the output head but not the embedding lookup), and the source.
-# A card that gives fewer digits than 1% resolves is checked to its last stated digit.
+# how many vocabulary matrices the card's active count leaves out (DeepSeek's README and
+# OpenAI's gpt-oss card count the output head but not the embedding lookup: 1; GLM's cards
+# neither: 12.18B and 32.08B against their 12B and 32B, where 12.80B and 32.85B count the
+# head), and the source. A card that gives fewer digits than 1% resolves is checked to its
+# last stated digit.
 CARDS = [
-    ("llama-2-7b.json", 6.74, None, True, "HF page: 6.74B params"),
-    ("llama-3.1-8b.json", 8.03, None, True, "HF page: 8.03B params"),
-    ("llama-3.1-70b.json", 70.6, None, True, "HF page: 70.6B params"),
-    ("mistral-7b-v0.1.json", 7.24, None, True, "HF page: 7.24B params"),
-    ("mixtral-8x7b-v0.1.json", 46.7, 12.9, True, "Mixtral paper: 47B total, 13B active; "
+    ("llama-2-7b.json", 6.74, None, 0, "HF page: 6.74B params"),
+    ("llama-3.1-8b.json", 8.03, None, 0, "HF page: 8.03B params"),
+    ("llama-3.1-70b.json", 70.6, None, 0, "HF page: 70.6B params"),
+    ("mistral-7b-v0.1.json", 7.24, None, 0, "HF page: 7.24B params"),
+    ("mixtral-8x7b-v0.1.json", 46.7, 12.9, 0, "Mixtral paper: 47B total, 13B active; "
                                                   "HF page 46.7B"),
-    ("qwen2-7b.json", 7.62, None, True, "HF page: 7.62B params"),
-    ("qwen1.5-moe-a2.7b.json", 14.3, 2.7, True, "card: 14.3B total, 2.7B activated"),
-    ("qwen3-0.6b.json", 0.6, None, True, "card: 0.6B, 0.44B non-embedding"),
-    ("qwen3-8b.json", 8.2, None, True, "card: 8.2B, 6.95B non-embedding"),
-    ("qwen3-30b-a3b.json", 30.5, 3.3, True, "card: 30.5B total, 3.3B activated"),
-    ("deepseek-v2-lite.json", 15.7, 2.4, False, "DeepSeek-V2 paper: 15.7B total, 2.4B"),
-    ("deepseek-v3.json", 671, 36.7, False, "README_WEIGHTS: 671B main model, 36.7B "
+    ("qwen2-7b.json", 7.62, None, 0, "HF page: 7.62B params"),
+    ("qwen1.5-moe-a2.7b.json", 14.3, 2.7, 0, "card: 14.3B total, 2.7B activated"),
+    ("qwen3-0.6b.json", 0.6, None, 0, "card: 0.6B, 0.44B non-embedding"),
+    ("qwen3-8b.json", 8.2, None, 0, "card: 8.2B, 6.95B non-embedding"),
+    ("qwen3-30b-a3b.json", 30.5, 3.3, 0, "card: 30.5B total, 3.3B activated"),
+    ("deepseek-v2-lite.json", 15.7, 2.4, 1, "DeepSeek-V2 paper: 15.7B total, 2.4B"),
+    ("deepseek-v3.json", 671, 36.7, 1, "README_WEIGHTS: 671B main model, 36.7B "
                                            "activated including 0.9B output head"),
-    ("gemma-7b.json", 8.54, None, True, "HF page: 8.54B params"),
-    ("gemma-2-9b.json", 9.24, None, True, "HF page: 9.24B params"),
-    ("gemma-3-1b.json", 1.0, None, True, "HF page: 1,000M params"),
-    ("phi-3-mini-4k.json", 3.82, None, True, "HF page: 3.82B params"),
-    ("olmo-2-1124-7b.json", 7.3, None, True, "HF page: 7.3B params"),
-    ("gpt-oss-20b.json", 20.91, 3.61, False, "gpt-oss model card Table 1: 20.91B total, "
+    ("gemma-7b.json", 8.54, None, 0, "HF page: 8.54B params"),
+    ("gemma-2-9b.json", 9.24, None, 0, "HF page: 9.24B params"),
+    ("gemma-3-1b.json", 1.0, None, 0, "HF page: 1,000M params"),
+    ("phi-3-mini-4k.json", 3.82, None, 0, "HF page: 3.82B params"),
+    ("olmo-2-1124-7b.json", 7.3, None, 0, "HF page: 7.3B params"),
+    ("gpt-oss-20b.json", 20.91, 3.61, 1, "gpt-oss model card Table 1: 20.91B total, "
                                              "3.61B active"),
-    ("glm-4.5-air.json", 106, 12, False, "GLM-4.5 README: GLM-4.5-Air 106B total, 12B active"),
-    ("glm-4.6.json", 355, 32, False, "GLM-4.5 README, GLM-4.6's architecture: 355B total, 32B "
+    ("glm-4.5-air.json", 106, 12, 2, "GLM-4.5 README: GLM-4.5-Air 106B total, 12B active"),
+    ("glm-4.6.json", 355, 32, 2, "GLM-4.5 README, GLM-4.6's architecture: 355B total, 32B "
                                      "active"),
-    ("gpt2.json", 0.124, None, True, "card: 124M parameters"),
-    ("gpt-neox-20b.json", 20.55, None, True, "GPT-NeoX-20B paper: 20,554,567,680"),
+    ("gpt2.json", 0.124, None, 0, "card: 124M parameters"),
+    ("gpt-neox-20b.json", 20.55, None, 0, "GPT-NeoX-20B paper: 20,554,567,680"),
 ]
 
 
@@ -54,15 +56,15 @@ def tolerance(card: float) -> float:
     return max(0.01 * card, 10.0 ** -len(digits))
 
 
-@pytest.mark.parametrize("file, total, active, embedding, source", CARDS,
+@pytest.mark.parametrize("file, total, active, left_out, source", CARDS,
                          ids=[c[0] for c in CARDS])
-def test_cards(file, total, active, embedding, source):
+def test_cards(file, total, active, left_out, source):
     model = from_hf(DATA / file)
     assert abs(model.parameters / 1e9 - total) <= tolerance(total), source
     if active is None:  # a dense model: every parameter active
         assert model.active_parameters == model.parameters
         return
-    ours = model.active_parameters - (0 if embedding else model.vocab * model.hidden)
+    ours = model.active_parameters - left_out * model.vocab * model.hidden
     assert abs(ours / 1e9 - active) <= tolerance(active), source
     assert model.moe
 
@@ -298,10 +300,18 @@ def test_glm_moe_is_deepseeks_layout_of_experts_beside_grouped_query_attention()
     assert (air.dense_layers, air.mtp_depth, air.ffn) == (1, 1, 10944)
     big = from_hf(DATA / "glm-4.6.json")
     assert (big.dense_layers, big.experts, big.mtp_depth, big.layers) == (3, 160, 1, 92)
-    shape = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
-             "vocab_size", "num_nextn_predict_layers")
-    bare = {k: v for k, v in _file("glm-4.5-air").items() if k not in shape}
+    defaults = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+                "vocab_size", *FAMILIES["glm4_moe"].absent)
+    bare = {k: v for k, v in _file("glm-4.5-air").items() if k not in defaults}
     assert from_hf(bare, name=air.name) == replace(air, mtp_depth=0)
+    # no fallback for a null or no experts: GLM's MoE layer cannot be built without them
+    for key, value in (("n_routed_experts", 0), ("n_routed_experts", None),
+                       ("n_shared_experts", None), ("first_k_dense_replace", None)):
+        with pytest.raises(ScheduleError, match=repr(key)):
+            from_hf(_file("glm-4.5-air") | {key: value})
+    # dense layers past the last: every layer the dense MLP, as the class builds it
+    dense = from_hf(_file("glm-4.5-air") | {"first_k_dense_replace": 50})
+    assert (dense.experts, dense.moe_layers, dense.ffn) == (0, 0, 10944)
 
 
 def test_kimi_k2_files_are_deepseek_v3s_architecture():
@@ -332,9 +342,11 @@ def test_minimax_m2_every_layer_experts_at_its_card():
                                                                                    1536, 0)
     assert model.moe_layers == 62 and model.mtp_depth == 0
     assert abs(model.parameters / 1e9 - 230) <= tolerance(230)
-    # (the active count without the input embedding, as DeepSeek's and GLM's cards count it)
-    active = model.active_parameters - model.vocab * model.hidden
-    assert abs(active / 1e9 - 10) <= tolerance(10)
+    # the card's 10B is within its last digit with either vocabulary matrix left out or both
+    # (10.4B, 9.8B): it does not say which it counts
+    for left_out in (1, 2):
+        active = model.active_parameters - left_out * model.vocab * model.hidden
+        assert abs(active / 1e9 - 10) <= tolerance(10)
     assert from_hf({"model_type": "minimax_m2"}) == model
 
 
@@ -379,6 +391,8 @@ def test_explain_says_what_the_family_leaves_out(capsys):
     assert "  note: model_type qwen3: per-head Q/K norms (2 d a layer) left out" in (
         capsys.readouterr().out)
     assert approximations(DATA / "llama-3.1-8b.json") == ()
+    with pytest.raises(ScheduleError, match="model_type must be one of"):
+        approximations({"model_type": "bert"})
     assert main(["explain", "--hf", str(DATA / "llama-3.1-8b.json"), *args]) == 0
     assert "note:" not in capsys.readouterr().out
 

@@ -2,9 +2,10 @@
 
 One table, ``FAMILIES``, says per ``model_type`` how the architecture's fields are spelled
 and what its configuration class assumes when a field is absent (the traps: three names for
-the expert count; ``intermediate_size`` the expert width for Mixtral and gpt-oss but the dense
-width elsewhere; ``head_dim`` apart from ``hidden / heads`` on Gemma and Qwen3; the class's own
-``tie_word_embeddings`` default; GPT-2's ``n_embd``; the model nested under ``text_config``).
+the expert count; ``intermediate_size`` the expert width for Mixtral, gpt-oss and MiniMax-M2
+but the dense width elsewhere; ``head_dim`` apart from ``hidden / heads`` on Gemma, Qwen3,
+GLM-4.5 and MiniMax-M2; the class's own ``tie_word_embeddings`` default; GPT-2's ``n_embd``;
+the model nested under ``text_config``).
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ FAMILIES = {
                           window=4096,
                           note="four norms and Q/K norms counted as two norms"),
     "mixtral": Family(tied=False, moe="mixtral", sliding="all",
-                      absent={KV: 8, "num_local_experts": 8}, experts=ALIASED),
+                      absent={KV: 8, "num_local_experts": 8, "num_experts_per_tok": 2},
+                      experts=ALIASED),
     "gpt_oss": Family(tied=False, head_dim=64, moe="mixtral", sliding="alternate", window=128,
                       absent={KV: 8, "num_experts_per_tok": 4, "num_local_experts": 128},
                       experts=ALIASED,
@@ -119,23 +121,25 @@ FAMILIES = {
     "deepseek_v3": Family(tied=False, moe="deepseek", absent=DEEPSEEK_V3_ABSENT,
                           experts=DEEPSEEK_EXPERTS,
                           note="the router's correction bias (E a layer) left out"),
-    "llama4_text": Family(tied=False, head_dim=128, moe="llama4", defaults=LLAMA4_DEFAULTS,
+    "llama4_text": Family(tied=False, moe="llama4", defaults=LLAMA4_DEFAULTS,
                           names={"ffn": "intermediate_size_mlp"},
-                          absent={KV: 8, "num_local_experts": 16, "num_experts_per_tok": 1,
-                                  "intermediate_size": 8192, "interleave_moe_layer_step": 1},
+                          absent={KV: 8, "head_dim": 128, "num_local_experts": 16,
+                                  "num_experts_per_tok": 1, "intermediate_size": 8192,
+                                  "interleave_moe_layer_step": 1},
                           experts=("num_local_experts",),
                           note="the chunked attention of three layers in four "
                                "(attention_chunk_size) priced as full attention, exact up to "
                                "a chunk's tokens and dearer beyond; Q/K norms left out"),
-    "minimax_m2": Family(tied=False, head_dim=128, moe="mixtral", defaults=MINIMAX_M2_DEFAULTS,
-                         absent={KV: 8, "num_experts_per_tok": 8, "num_local_experts": 256},
+    "minimax_m2": Family(tied=False, moe="mixtral", defaults=MINIMAX_M2_DEFAULTS,
+                         absent={KV: 8, "head_dim": 128, "num_experts_per_tok": 8,
+                                 "num_local_experts": 256},
                          experts=ALIASED,
                          note="Q/K norms, the router's bias and the MTP modules (use_mtp: "
                               "their layers are not in the class) left out"),
     "glm4_moe": Family(tied=False, moe="glm", defaults=GLM4_MOE_DEFAULTS,
                        absent=GLM4_MOE_ABSENT, experts=DEEPSEEK_EXPERTS,
-                       note="the attention's biases, Q/K norms and the router's correction "
-                            "bias left out"),
+                       note="the attention's biases, Q/K norms (use_qk_norm) and the "
+                            "router's correction bias left out"),
     # (GPT-2's class drops out at 0.1 where a rate is absent)
     "gpt2": Family(tied=True, gated=False, names=GPT2_NAMES, grouped=False,
                    absent={"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1},
@@ -315,7 +319,15 @@ def from_hf(config, name: str | None = None) -> Transformer:
           ``window_layers`` (from ``layer_types``, else the class's pattern), the layers
           placed as if spread evenly over the stages;
         - norms beyond two a layer, Q/K norms, biases, GPT-2's learned positions, gpt-oss's
-          attention sinks and the routers' biases are left out.
+          attention sinks and the routers' biases are left out;
+        - Llama 4's chunked attention is priced as full attention (which it is up to a
+          chunk's tokens).
+
+        A multi-token-prediction module is priced where the file counts DeepSeek-V3's kind
+        (``num_nextn_predict_layers``: DeepSeek-V3's, GLM-4.5's; an MoE layer, a projection
+        and norms beside the shared embedding and output layer); MiniMax-M2's
+        (``num_mtp_modules``), of a kind no configuration class describes, are left out.
+        ``explain --hf`` prints what a family leaves out (``approximations``).
 
     Raises
     ------
@@ -325,11 +337,7 @@ def from_hf(config, name: str | None = None) -> Transformer:
     """
     data, where = read_config(config)
     data = _Read(_text_model(data))
-    kind = data.get("model_type")
-    if not isinstance(kind, str) or kind not in FAMILIES:
-        raise ScheduleError(f"{where}: model_type must be one of {sorted(FAMILIES)} (got "
-                            f"{kind!r})")
-    family = FAMILIES[kind]
+    kind, family = _family(data, where)
     cfg = _Config(data, where, family.absent)
     names = {**LLAMA_NAMES, **family.names}
 
@@ -368,9 +376,19 @@ def from_hf(config, name: str | None = None) -> Transformer:
     return Transformer(name=name, **shape)
 
 
+def _family(data: dict, where: str) -> tuple[str, Family]:
+    """The ``model_type`` of a config's language model and its ``Family``."""
+    kind = data.get("model_type")
+    if not isinstance(kind, str) or kind not in FAMILIES:
+        raise ScheduleError(f"{where}: model_type must be one of {sorted(FAMILIES)} (got "
+                            f"{kind!r})")
+    return kind, FAMILIES[kind]
+
+
+@known_keywords("approximations")
 def approximations(config) -> tuple[str, ...]:
-    """What ``from_hf`` leaves out of the model ``config`` describes, as its family's note
-    (``FAMILIES``): ``("model_type <kind>: <note>",)``, or ``()``; for ``explain``'s notes.
+    """What ``from_hf`` leaves out of the model ``config`` describes: its family's note
+    (``FAMILIES``), for ``explain``'s notes.
 
     Parameters
     ----------
@@ -380,11 +398,17 @@ def approximations(config) -> tuple[str, ...]:
     Returns
     -------
     tuple of str
+        ``("model_type <kind>: <note>",)``, or ``()`` for a family that approximates
+        nothing.
+
+    Raises
+    ------
+    ScheduleError
+        As ``from_hf`` for a file it cannot read or an unknown ``model_type``.
     """
-    data, _ = read_config(config)
-    kind = _text_model(data).get("model_type")
-    family = FAMILIES.get(kind) if isinstance(kind, str) else None
-    return (f"model_type {kind}: {family.note}",) if family is not None and family.note else ()
+    data, where = read_config(config)
+    kind, family = _family(_text_model(data), where)
+    return (f"model_type {kind}: {family.note}",) if family.note else ()
 
 
 def _name(data: dict, where: str, kind: str) -> str:
@@ -441,7 +465,7 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
         # (gpt-oss names it experts_per_token: the message names the key the file has)
         top_k = ("num_experts_per_tok" if "num_experts_per_tok" in cfg.data or
                  "experts_per_token" not in cfg.data else "experts_per_token")
-        return {"experts": _aliased(cfg, family.experts), "top_k": cfg.int(top_k, 2, low=1),
+        return {"experts": _aliased(cfg, family.experts), "top_k": cfg.int(top_k, low=1),
                 "expert_ffn": cfg.int("intermediate_size", family.defaults.get("ffn", _MISSING))}
     if family.moe == "qwen":
         # (transformers divides by the step: 0 is no configuration)
@@ -477,19 +501,27 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
                 "expert_ffn": cfg.int("intermediate_size", low=1), "shared_experts": 1,
                 "dense_layers": dense}
     if family.moe in ("deepseek", "glm"):
-        experts = _aliased(cfg, family.experts, 0)
+        # a null is DeepSeek's own classes' none (no experts, no shared one, no dense layer
+        # first); GLM's class has no such fallback (its layers cannot be built with one)
+        glm = family.moe == "glm"
+        none = _MISSING if glm else 0
+        experts = _aliased(cfg, family.experts, none)
+        if glm and experts < 1:
+            raise ScheduleError(f"{cfg.where}: 'n_routed_experts' must be at least 1 for a "
+                                f"'glm4_moe' model (got {experts})")
         # (DeepSeek's own modeling code reads moe_layer_freq; transformers' classes ignore
         # it: every published file has 1, and GLM's class has none)
-        first, freq = cfg.int("first_k_dense_replace", 0), cfg.int("moe_layer_freq", 1, low=1)
+        first = cfg.int("first_k_dense_replace", none)
+        freq = 1 if glm else cfg.int("moe_layer_freq", 1, low=1)
         dense = min(first, layers) if freq == 1 else dense_placed(
             layers, lambda i: i < first or i % freq, f"{cfg.where}: 'moe_layer_freq'")
         fields = {"mtp_depth": _aliased(cfg, MTP_KEYS, 0)}
-        if family.moe == "deepseek":  # multi-head latent attention
+        if not glm:  # multi-head latent attention
             fields.update(head_dim=cfg.int("qk_nope_head_dim"), v_head_dim=cfg.int("v_head_dim"),
                           q_rank=cfg.int("q_lora_rank", 0), kv_rank=cfg.int("kv_lora_rank"),
                           rope_dim=cfg.int("qk_rope_head_dim"))
-        if not experts:
-            return fields
+        if not experts or (dense if freq == 1 else len(dense)) == layers:
+            return fields  # every layer the dense MLP, as the classes build it
         if fields["mtp_depth"] and not (layers - 1 >= first and (layers - 1) % freq == 0):
             raise ScheduleError(f"{cfg.where}: 'moe_layer_freq' = {freq} leaves the last layer "
                                 f"dense, which an MTP module repeats ('num_nextn_predict_layers' "
@@ -497,7 +529,7 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
                                 f"experts")
         return {**fields, "experts": experts, "top_k": cfg.int("num_experts_per_tok"),
                 "expert_ffn": cfg.int("moe_intermediate_size"),
-                "shared_experts": cfg.int("n_shared_experts", 0), "dense_layers": dense}
+                "shared_experts": cfg.int("n_shared_experts", none), "dense_layers": dense}
     return {}
 
 
