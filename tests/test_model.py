@@ -20,6 +20,7 @@ from fastpp.model import (
     Transformer,
     chunk_layers,
     device_bytes,
+    from_hf,
     layer_costs,
     plan,
     transformer_costs,
@@ -395,6 +396,24 @@ def test_summary_says_why_nothing_ran():
     reasons = df["reason"].value_counts()
     assert f"{reasons.iloc[0]:>7,} x {reasons.index[0]}" in text
     assert "faster configurations" not in text
+
+
+def test_summary_points_past_the_default_microbatches_where_the_best_sits_at_the_largest():
+    """plan's default microbatches (1, 2, 4) suit large models; a small model's best run lies
+    at or past the largest, which the summary says with the axis to try. A microbatch axis
+    the caller gave, or a best below its largest, draws no note."""
+    model = from_hf(ROOT / "tests" / "data" / "hf" / "qwen3-0.6b.json")
+    args = dict(seq=2048, global_batch=256, tp=1, pp=1, schedules=["1f1b"], recompute="none")
+    df = plan(model, 8, "A100-80GB", **args)
+    assert df.loc[df["fits"], "microbatch"].iloc[0] == 4
+    note = ("note: the best run that fits uses the largest microbatch tried (4 of 1, 2, 4): "
+            "microbatch=[1, 2, 4, 8, 16] (--microbatch 1 2 4 8 16) tries larger")
+    assert note in summary(df)
+    wider = plan(model, 8, "A100-80GB", microbatch=[1, 2, 4, 8, 16], **args)
+    assert wider.loc[wider["fits"], "step_time"].iloc[0] < df.loc[df["fits"], "step_time"].iloc[0]
+    assert "note: the best run" not in summary(wider)
+    assert "note: the best run" not in summary(plan(model, 8, "A100-80GB", microbatch=[1, 2, 4],
+                                                    **args))
 
 
 def test_odd_sequence_without_context_parallelism():

@@ -134,7 +134,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     tp, pp, microbatch, m : int or list of int, optional
         Tensor-parallel and pipeline degrees, sequences per microbatch, chunks per device
         (default: every ``t`` in a node dividing the heads, every ``p`` up to the layers,
-        microbatches 1, 2, 4, each schedule's own chunk counts).
+        microbatches 1, 2, 4, each schedule's own chunk counts; ``summary`` says where the
+        best run that fits takes the largest default microbatch).
     recompute : str or list of str, optional
         ``"none"``, ``"selective"``, ``"full"`` (default: all three).
     zero : int or list of int
@@ -401,6 +402,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     frame = frame.iloc[order].reset_index(drop=True)
     frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
     frame.attrs["objective"] = objective
+    # the default microbatches (1, 2, 4) suit large models; a small one's best lies beyond
+    # them, which the summary says where the best run sits at the largest
+    frame.attrs["microbatch_default"] = microbatch is None
     if noise is not None:  # what the summary says its rows are ranked by
         frame.attrs["ranked"] = (f"by {objective}" if objective != "mean+std" else
                                  f"by mean + {lam:g} std") + f" under {noise!r}" if objective \
@@ -934,6 +938,21 @@ def _stage_devices(sid, p, m, first, stages) -> np.ndarray:
     return device
 
 
+def _larger_microbatches(df, best) -> list[str]:
+    """A note where the best run that fits uses the largest of the default microbatches and a
+    larger one would divide the batch: a small model's best lies beyond them."""
+    tried = sorted(int(b) for b in df["microbatch"].unique())
+    batch = int(best.microbatch * best.d * best.n)
+    if not df.attrs.get("microbatch_default") or best.microbatch != tried[-1] \
+            or batch % (2 * best.microbatch * best.d):
+        return []
+    larger = [b for b in (2 * tried[-1], 4 * tried[-1]) if batch % (b * best.d) == 0]
+    return ["", f"note: the best run that fits uses the largest microbatch tried "
+                f"({best.microbatch} of {', '.join(map(str, tried))}): microbatch="
+                f"{[*tried, *larger]} (--microbatch {' '.join(map(str, [*tried, *larger]))}) "
+                f"tries larger"]
+
+
 def summary(df, top: int = 10) -> str:
     """The fastest configurations that fit, and the faster ones that do not (closest to
     fitting first) with their reasons: text for a terminal. ``error`` is the step time's
@@ -982,6 +1001,7 @@ def summary(df, top: int = 10) -> str:
                     + (", ranked last" if df.attrs.get("objective") else "") if unfit else "")
                  + "):", cols]
         text += [line(r) for r in shown.head(top).itertuples()]
+        text += _larger_microbatches(df, fits.iloc[0])
     elif not len(fits):
         text += ["nothing fits"]
         text += _why_not_simulated(df[df["step_time"].isna()])
