@@ -1179,6 +1179,8 @@ def _explain(args) -> int:
     if args.model is not None and megatron:
         # the shape from --model, the kernels from the launch; what it replaces is said
         given = model_arg(args.model)
+        if not isinstance(given, str):  # a config.json: what its family leaves out is said
+            ignored = (*ignored, *approximations(args.model))
         changed = imported.reshaped(given)
         if changed:
             print(f"note: --model's shape replaces the launch's ({', '.join(changed)})",

@@ -393,6 +393,11 @@ def test_explain_says_what_the_family_leaves_out(capsys):
     assert approximations(DATA / "llama-3.1-8b.json") == ()
     with pytest.raises(ScheduleError, match="model_type must be one of"):
         approximations({"model_type": "bert"})
+    # a Megatron launch's shape from --model config.json: that file's family, said alike
+    script = str(Path(__file__).parent / "data" / "megatron" / "llama3_8b.sh")
+    assert main(["explain", "--megatron-script", script, "--model", str(DATA / "qwen3-8b.json"),
+                 "--hardware", "H100-80GB", "--neighbours", "0", "--workers", "1"]) == 0
+    assert "  note: model_type qwen3: per-head Q/K norms" in capsys.readouterr().out
     assert main(["explain", "--hf", str(DATA / "llama-3.1-8b.json"), *args]) == 0
     assert "note:" not in capsys.readouterr().out
 
