@@ -379,6 +379,27 @@ def test_llama4_experts_every_step_th_layer_beside_a_shared_one():
     assert scout.parameters == 48 * layer + 2 * 202048 * h  # 107.8B
 
 
+def test_olmo3_and_smollm3_at_their_classes_defaults():
+    """OLMo 3 (``Olmo3Config``): OLMo 2's layer with a 4,096-token sliding window on three
+    layers in four (``layer_types``, else the class's pattern), key-value heads the heads'
+    count where absent. SmolLM3 (``SmolLM3Config``): Llama's layer, 4 key-value heads and a
+    tied embedding where absent. Their parameters, counted by hand from the classes'
+    defaults."""
+    olmo = from_hf({"model_type": "olmo3"})
+    assert (olmo.kv_heads, olmo.window, olmo.window_layers, olmo.tied_embeddings) == (
+        32, 4096, 24, False)
+    h, f = 4096, 11008
+    assert olmo.parameters == 32 * (4 * h * h + 3 * h * f + 2 * h) + 2 * 50304 * h
+    types = ["sliding_attention"] * 3 + ["full_attention"]
+    toy = from_hf({"model_type": "olmo3", "num_hidden_layers": 8, "layer_types": types * 2,
+                   "sliding_window": 64})
+    assert (toy.window, toy.window_layers) == (64, 6)
+    smol = from_hf({"model_type": "smollm3"})
+    assert (smol.kv_heads, smol.tied_embeddings, smol.window) == (4, True, 0)
+    h, kv = 2048, 4 * 128
+    assert smol.parameters == 36 * (2 * h * h + 2 * h * kv + 3 * h * 11008 + 2 * h) + 128256 * h
+
+
 def test_explain_says_what_the_family_leaves_out(capsys):
     """``explain --hf`` prints the family's note (what ``from_hf`` leaves out) as the other
     importers print theirs; a family with none prints no note."""

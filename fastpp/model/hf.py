@@ -38,8 +38,8 @@ class Family:
     # sliding-window attention: which layers slide ("all", "qwen": those from
     # max_window_layers on with use_sliding_window, "qwen2_moe": the even ones below
     # max_window_layers with it, "qwen3_moe": all with it, "alternate": every other from the
-    # first, "gemma3": all but every sliding_window_pattern-th; a layer_types list
-    # overrides), and the class's sliding_window default
+    # first, "gemma3": all but every sliding_window_pattern-th, "olmo3": all but every
+    # fourth; a layer_types list overrides), and the class's sliding_window default
     sliding: str = ""
     window: int | None = None
     # the routed experts' count: its keys, the class's own first and its alias after
@@ -74,6 +74,9 @@ DEEPSEEK_V3_ABSENT = {"q_lora_rank": 1536, "n_routed_experts": 256, "n_shared_ex
                       "first_k_dense_replace": 3, "num_experts_per_tok": 8,
                       "num_nextn_predict_layers": 1}
 DEEPSEEK_EXPERTS = ("n_routed_experts", "num_local_experts")
+# transformers' Olmo3Config and SmolLM3Config (SmolLM3-3B's shape)
+OLMO3_DEFAULTS = {"layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008, "vocab": 50304}
+SMOLLM3_DEFAULTS = {"layers": 36, "hidden": 2048, "heads": 16, "ffn": 11008, "vocab": 128256}
 # transformers' Llama4TextConfig (Llama 4 Scout's shape; its dense layers' width is
 # intermediate_size_mlp, its experts' intermediate_size)
 LLAMA4_DEFAULTS = {"layers": 48, "hidden": 5120, "heads": 40, "ffn": 16384, "vocab": 202048}
@@ -94,6 +97,12 @@ FAMILIES = {
     "qwen3": Family(tied=False, sliding="qwen", window=4096, absent={KV: 32, "head_dim": 128},
                     note="per-head Q/K norms (2 d a layer) left out"),
     "olmo2": Family(tied=False, note="Q/K norms (h + kv a layer) left out"),
+    # (Olmo3Config: OLMo 2 with a sliding window on three layers in four, the fourth full)
+    "olmo3": Family(tied=False, defaults=OLMO3_DEFAULTS, sliding="olmo3", window=4096,
+                    note="Q/K norms (h + kv a layer) left out"),
+    "smollm3": Family(tied=True, defaults=SMOLLM3_DEFAULTS, absent={KV: 4},
+                      note="a sliding window (use_sliding_window), where set, priced as full "
+                           "attention"),
     "phi3": Family(tied=False, sliding="all"),
     "gemma": Family(tied=True, head_dim=256, absent={KV: 16}),
     "gemma2": Family(tied=True, head_dim=256, sliding="alternate", window=4096,
@@ -454,6 +463,8 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
         sliding = (layers + 1) // 2
     elif family.sliding == "gemma3":
         sliding = layers - layers // cfg.int("sliding_window_pattern", 6, low=1)
+    elif family.sliding == "olmo3":
+        sliding = layers - layers // 4
     else:
         sliding = layers
     return {"window": window, "window_layers": min(sliding, layers)} if sliding else {}
