@@ -26,7 +26,7 @@ CARDS = [
     ("llama-3.1-70b.json", 70.6, None, 0, "HF page: 70.6B params"),
     ("mistral-7b-v0.1.json", 7.24, None, 0, "HF page: 7.24B params"),
     ("mixtral-8x7b-v0.1.json", 46.7, 12.9, 0, "Mixtral paper: 47B total, 13B active; "
-                                                  "HF page 46.7B"),
+                                               "HF page 46.7B"),
     ("qwen2-7b.json", 7.62, None, 0, "HF page: 7.62B params"),
     ("qwen1.5-moe-a2.7b.json", 14.3, 2.7, 0, "card: 14.3B total, 2.7B activated"),
     ("qwen3-0.6b.json", 0.6, None, 0, "card: 0.6B, 0.44B non-embedding"),
@@ -34,17 +34,17 @@ CARDS = [
     ("qwen3-30b-a3b.json", 30.5, 3.3, 0, "card: 30.5B total, 3.3B activated"),
     ("deepseek-v2-lite.json", 15.7, 2.4, 1, "DeepSeek-V2 paper: 15.7B total, 2.4B"),
     ("deepseek-v3.json", 671, 36.7, 1, "README_WEIGHTS: 671B main model, 36.7B "
-                                           "activated including 0.9B output head"),
+                                        "activated including 0.9B output head"),
     ("gemma-7b.json", 8.54, None, 0, "HF page: 8.54B params"),
     ("gemma-2-9b.json", 9.24, None, 0, "HF page: 9.24B params"),
     ("gemma-3-1b.json", 1.0, None, 0, "HF page: 1,000M params"),
     ("phi-3-mini-4k.json", 3.82, None, 0, "HF page: 3.82B params"),
     ("olmo-2-1124-7b.json", 7.3, None, 0, "HF page: 7.3B params"),
     ("gpt-oss-20b.json", 20.91, 3.61, 1, "gpt-oss model card Table 1: 20.91B total, "
-                                             "3.61B active"),
+                                          "3.61B active"),
     ("glm-4.5-air.json", 106, 12, 2, "GLM-4.5 README: GLM-4.5-Air 106B total, 12B active"),
     ("glm-4.6.json", 355, 32, 2, "GLM-4.5 README, GLM-4.6's architecture: 355B total, 32B "
-                                     "active"),
+                                 "active"),
     ("gpt2.json", 0.124, None, 0, "card: 124M parameters"),
     ("gpt-neox-20b.json", 20.55, None, 0, "GPT-NeoX-20B paper: 20,554,567,680"),
 ]
