@@ -328,6 +328,7 @@ def config_calls() -> list[Call]:
     job = '[parallelism]\ntensor_parallel_degree = 2\n[training]\nseq_len = 512\n'
     return [
         Call("model.from_hf", model.from_hf, dict(config=qwen, name="q")),
+        Call("model.hf.approximations", model.hf.approximations, dict(config=qwen)),
         Call("model.from_megatron", model.from_megatron,
              dict(args=flags, gpus=8, vocab=None, env=None, name="m"),
              names={"args": ("args", "--")}),
