@@ -1176,11 +1176,13 @@ def _explain(args) -> int:
         fields["global_batch"] = (max(args.microbatch, 1) * d if args.global_batch is None
                                   else args.global_batch)
         config = RunConfig.for_gpus(args.gpus, **fields)
+    if args.model is not None and args.hf is None and not isinstance(model_arg(args.model), str):
+        # a config.json's shape (model_arg names --model where it cannot be read): what its
+        # family leaves out is said, as with --hf
+        ignored = (*ignored, *approximations(args.model))
     if args.model is not None and megatron:
         # the shape from --model, the kernels from the launch; what it replaces is said
         given = model_arg(args.model)
-        if not isinstance(given, str):  # a config.json: what its family leaves out is said
-            ignored = (*ignored, *approximations(args.model))
         changed = imported.reshaped(given)
         if changed:
             print(f"note: --model's shape replaces the launch's ({', '.join(changed)})",

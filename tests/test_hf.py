@@ -396,11 +396,16 @@ def test_olmo3_and_smollm3_at_their_classes_defaults():
     assert (toy.window, toy.window_layers) == (64, 6)
     smol = from_hf({"model_type": "smollm3"})
     assert (smol.kv_heads, smol.tied_embeddings, smol.window) == (4, True, 0)
+    # with use_sliding_window its NoPE layers slide: every fourth, or no_rope_layers' zeros
+    sliding = {"model_type": "smollm3", "use_sliding_window": True, "sliding_window": 4096}
+    assert from_hf(sliding).window_layers == 9
+    assert from_hf(sliding | {"no_rope_layers": [1, 0] * 18}).window_layers == 18
+    assert from_hf(sliding | {"use_sliding_window": False}).window == 0
     h, kv = 2048, 4 * 128
     assert smol.parameters == 36 * (2 * h * h + 2 * h * kv + 3 * h * 11008 + 2 * h) + 128256 * h
 
 
-def test_explain_says_what_the_family_leaves_out(capsys):
+def test_explain_says_what_the_family_leaves_out(capsys, tmp_path):
     """``explain --hf`` prints the family's note (what ``from_hf`` leaves out) as the other
     importers print theirs; a family with none prints no note."""
     from fastpp.__main__ import main
@@ -419,6 +424,15 @@ def test_explain_says_what_the_family_leaves_out(capsys):
     assert main(["explain", "--megatron-script", script, "--model", str(DATA / "qwen3-8b.json"),
                  "--hardware", "H100-80GB", "--neighbours", "0", "--workers", "1"]) == 0
     assert "  note: model_type qwen3: per-head Q/K norms" in capsys.readouterr().out
+    # and a torchtitan job's (as every source that takes --model)
+    job = ('[model]\nname = "llama3"\nflavor = "8B"\n[parallelism]\n'
+           'data_parallel_shard_degree = 8\n[training]\nseq_len = 8192\nlocal_batch_size = 1\n')
+    toml = tmp_path / "job.toml"
+    toml.write_text(job)
+    assert main(["explain", "--torchtitan", str(toml), "--gpus", "8", "--model",
+                 str(DATA / "qwen3-8b.json"), "--neighbours", "0", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("  note: model_type qwen3: per-head Q/K norms") == 1
     assert main(["explain", "--hf", str(DATA / "llama-3.1-8b.json"), *args]) == 0
     assert "note:" not in capsys.readouterr().out
 

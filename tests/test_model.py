@@ -409,11 +409,21 @@ def test_summary_points_past_the_default_microbatches_where_the_best_sits_at_the
     note = ("note: the best run that fits uses the largest microbatch tried (4 of 1, 2, 4): "
             "microbatch=[1, 2, 4, 8, 16] (--microbatch 1 2 4 8 16) tries larger")
     assert note in summary(df)
+    # a frame filtered by the caller still says what plan tried
+    assert note in summary(df[df["microbatch"] >= 2])
     wider = plan(model, 8, "A100-80GB", microbatch=[1, 2, 4, 8, 16], **args)
     assert wider.loc[wider["fits"], "step_time"].iloc[0] < df.loc[df["fits"], "step_time"].iloc[0]
     assert "note: the best run" not in summary(wider)
     assert "note: the best run" not in summary(plan(model, 8, "A100-80GB", microbatch=[1, 2, 4],
                                                     **args))
+    # the next sizes up that divide the batch, doublings or not; a best below the largest
+    # tried draws no note
+    odd = plan(model, 1, "A100-80GB", **(args | {"global_batch": 12}))
+    assert odd.loc[odd["fits"], "microbatch"].iloc[0] == 4
+    assert "microbatch=[1, 2, 4, 6, 12] (--microbatch 1 2 4 6 12) tries larger" in summary(odd)
+    big = plan("llama3-70b", 64, "H100-80GB", seq=8192, global_batch=512)  # (the CLI's job)
+    assert big.loc[big["fits"], "microbatch"].iloc[0] < 4
+    assert "note: the best run" not in summary(big)
 
 
 def test_odd_sequence_without_context_parallelism():

@@ -39,7 +39,8 @@ class Family:
     # max_window_layers on with use_sliding_window, "qwen2_moe": the even ones below
     # max_window_layers with it, "qwen3_moe": all with it, "alternate": every other from the
     # first, "gemma3": all but every sliding_window_pattern-th, "olmo3": all but every
-    # fourth; a layer_types list overrides), and the class's sliding_window default
+    # fourth, "smollm3": its NoPE layers with use_sliding_window; a layer_types list
+    # overrides), and the class's sliding_window default
     sliding: str = ""
     window: int | None = None
     # the routed experts' count: its keys, the class's own first and its alias after
@@ -100,9 +101,7 @@ FAMILIES = {
     # (Olmo3Config: OLMo 2 with a sliding window on three layers in four, the fourth full)
     "olmo3": Family(tied=False, defaults=OLMO3_DEFAULTS, sliding="olmo3", window=4096,
                     note="Q/K norms (h + kv a layer) left out"),
-    "smollm3": Family(tied=True, defaults=SMOLLM3_DEFAULTS, absent={KV: 4},
-                      note="a sliding window (use_sliding_window), where set, priced as full "
-                           "attention"),
+    "smollm3": Family(tied=True, defaults=SMOLLM3_DEFAULTS, absent={KV: 4}, sliding="smollm3"),
     "phi3": Family(tied=False, sliding="all"),
     "gemma": Family(tied=True, head_dim=256, absent={KV: 16}),
     "gemma2": Family(tied=True, head_dim=256, sliding="alternate", window=4096,
@@ -440,7 +439,8 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
     if not family.sliding:
         return {}
     window = cfg.data.get("sliding_window", family.window)
-    if family.sliding.startswith("qwen") and not cfg.flag("use_sliding_window", False):
+    if (family.sliding.startswith("qwen") or family.sliding == "smollm3") \
+            and not cfg.flag("use_sliding_window", False):
         window = None
     if window is None:
         return {}
@@ -465,6 +465,10 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
         sliding = layers - layers // cfg.int("sliding_window_pattern", 6, low=1)
     elif family.sliding == "olmo3":
         sliding = layers - layers // 4
+    elif family.sliding == "smollm3":  # its NoPE layers (a 0 in no_rope_layers) slide
+        rope = cfg.data.get("no_rope_layers")
+        sliding = (rope.count(0) if isinstance(rope, list) and len(rope) >= layers
+                   else layers // cfg.int("no_rope_layer_interval", 4, low=1))
     else:
         sliding = layers
     return {"window": window, "window_layers": min(sliding, layers)} if sliding else {}

@@ -278,8 +278,10 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         ``core_attn``); ``fits``, and ``reason``: why the configuration cannot run or does not fit
         ("" if it does). With ``noise``, the ``NOISY`` columns too (NaN where the noise does
         not fit a row's pipeline, said in its reason). ``attrs``: ``"layouts"`` (whether
-        layouts were asked for), ``"objective"`` (the one given) and, with ``noise``,
-        ``"ranked"`` (what the rows are ranked by, in words: ``summary`` prints it).
+        layouts were asked for), ``"objective"`` (the one given),
+        ``"microbatch_default"`` (the default microbatches tried, or None where
+        ``microbatch`` was given) and, with ``noise``, ``"ranked"`` (what the rows are ranked
+        by, in words: ``summary`` prints it).
 
     Raises
     ------
@@ -403,8 +405,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     frame.attrs["layouts"] = len(splits) > 1 or splits[0] != (None, None, None)
     frame.attrs["objective"] = objective
     # the default microbatches (1, 2, 4) suit large models; a small one's best lies beyond
-    # them, which the summary says where the best run sits at the largest
-    frame.attrs["microbatch_default"] = microbatch is None
+    # them, which the summary says where the best run sits at the largest tried
+    frame.attrs["microbatch_default"] = (sorted(int(b) for b in axes["microbatch"])
+                                         if microbatch is None else None)
     if noise is not None:  # what the summary says its rows are ranked by
         frame.attrs["ranked"] = (f"by {objective}" if objective != "mean+std" else
                                  f"by mean + {lam:g} std") + f" under {noise!r}" if objective \
@@ -939,14 +942,18 @@ def _stage_devices(sid, p, m, first, stages) -> np.ndarray:
 
 
 def _larger_microbatches(df, best) -> list[str]:
-    """A note where the best run that fits uses the largest of the default microbatches and a
-    larger one would divide the batch: a small model's best lies beyond them."""
-    tried = sorted(int(b) for b in df["microbatch"].unique())
+    """A note where the best run that fits uses the largest of the default microbatches plan
+    tried (``attrs["microbatch_default"]``) and a larger one would divide the batch: a small
+    model's best lies beyond them."""
+    tried = df.attrs.get("microbatch_default")
     batch = int(best.microbatch * best.d * best.n)
-    if not df.attrs.get("microbatch_default") or best.microbatch != tried[-1] \
-            or batch % (2 * best.microbatch * best.d):
+    if not tried or best.microbatch != tried[-1]:
         return []
-    larger = [b for b in (2 * tried[-1], 4 * tried[-1]) if batch % (b * best.d) == 0]
+    # the next two sizes up that still divide the batch over the replicas
+    larger = [b for b in range(tried[-1] + 1, 4 * tried[-1] + 1)
+              if batch % (b * best.d) == 0][:2]
+    if not larger:
+        return []
     return ["", f"note: the best run that fits uses the largest microbatch tried "
                 f"({best.microbatch} of {', '.join(map(str, tried))}): microbatch="
                 f"{[*tried, *larger]} (--microbatch {' '.join(map(str, [*tried, *larger]))}) "
@@ -956,7 +963,9 @@ def _larger_microbatches(df, best) -> list[str]:
 def summary(df, top: int = 10) -> str:
     """The fastest configurations that fit, and the faster ones that do not (closest to
     fitting first) with their reasons: text for a terminal. ``error`` is the step time's
-    expected error (``expected_error``), starred where the row is extrapolated."""
+    expected error (``expected_error``), starred where the row is extrapolated. Where the best
+    run that fits takes the largest of plan's default microbatches, a note gives the next
+    sizes to try."""
     top = nonnegative_int(top, "top")  # pandas' head(-1) would print all but the last
     cols = (f"{'t':>2} {'p':>3} {'d':>3} {'schedule':<17}{'m':>2} {'mb':>3} {'n':>5} "
             f"{'recompute':<10}{'step s':>8} {'tokens/s':>10} {'MFU':>6} {'bubble':>7} "
