@@ -309,6 +309,10 @@ def test_glm_moe_is_deepseeks_layout_of_experts_beside_grouped_query_attention()
                        ("n_shared_experts", None), ("first_k_dense_replace", None)):
         with pytest.raises(ScheduleError, match=repr(key)):
             from_hf(_file("glm-4.5-air") | {key: value})
+    # without head_dim its 96 heads do not divide the width: the file must say it
+    with pytest.raises(ScheduleError, match=r"has no 'head_dim', and its 96 heads do not "
+                                            r"divide hidden_size 4096: give the head size"):
+        from_hf({k: v for k, v in _file("glm-4.5-air").items() if k != "head_dim"})
     # dense layers past the last: every layer the dense MLP, as the class builds it
     dense = from_hf(_file("glm-4.5-air") | {"first_k_dense_replace": 50})
     assert (dense.experts, dense.moe_layers, dense.ffn) == (0, 0, 10944)

@@ -375,6 +375,11 @@ def from_hf(config, name: str | None = None) -> Transformer:
     shape["ffn"] = shape_field("ffn", None if kind == "gpt2" else _MISSING)
     shape.update(_experts(family, cfg, shape["layers"]))
     shape.update(_window(family, cfg, shape["layers"]))
+    if family.grouped and shape["head_dim"] is None and hidden % heads:
+        # (the classes would floor hidden / heads, a head size no model uses)
+        raise ScheduleError(f"{where} has no 'head_dim', and its {heads} heads do not divide "
+                            f"hidden_size {hidden}: give the head size (a {kind!r} model's "
+                            f"class would take {hidden // heads})")
     name = _name(data, where, kind) if name is None else name
     _misspelt(data, where)
     # (the class's default, not the file's)
