@@ -1132,11 +1132,13 @@ def _explain(args) -> int:
             key = flag[2:].replace("-", "_")
             if getattr(args, key) is None:
                 setattr(args, key, default)
+    # --model: a preset's name, or a config.json's Transformer (read once)
+    shape = None if args.model is None else model_arg(args.model)
     if megatron:
         text = args.megatron if args.megatron is not None else _script(args.megatron_script)
         vocab = args.vocab
-        if vocab is None and args.model is not None:  # the shape's, which --model gives
-            vocab = preset(MODELS, model_arg(args.model), "model").vocab
+        if vocab is None and shape is not None:  # the shape's, which --model gives
+            vocab = preset(MODELS, shape, "model").vocab
         imported = from_megatron(text, args.gpus, vocab=vocab)
         model, config, ignored = imported.model, imported.config, imported.ignored
     elif source in ("--torchtitan", "--llm-foundry"):
@@ -1144,8 +1146,7 @@ def _explain(args) -> int:
             raise ScheduleError(f"{source} needs --gpus")
         read, path = ((from_torchtitan, args.torchtitan) if source == "--torchtitan"
                       else (from_llm_foundry, args.llm_foundry))
-        imported = read(path, args.gpus, model=None if args.model is None
-                        else model_arg(args.model))
+        imported = read(path, args.gpus, model=shape)
         model, config, ignored = imported.model, imported.config, imported.ignored
         if imported.attention is not None:  # the kernel the run's code runs, where measured
             try:
@@ -1176,18 +1177,16 @@ def _explain(args) -> int:
         fields["global_batch"] = (max(args.microbatch, 1) * d if args.global_batch is None
                                   else args.global_batch)
         config = RunConfig.for_gpus(args.gpus, **fields)
-    if args.model is not None and args.hf is None and not isinstance(model_arg(args.model), str):
-        # a config.json's shape (model_arg names --model where it cannot be read): what its
-        # family leaves out is said, as with --hf
+    if shape is not None and not isinstance(shape, str):
+        # a config.json's shape: what its family leaves out is said, as with --hf
         ignored = (*ignored, *approximations(args.model))
-    if args.model is not None and megatron:
+    if shape is not None and megatron:
         # the shape from --model, the kernels from the launch; what it replaces is said
-        given = model_arg(args.model)
-        changed = imported.reshaped(given)
+        changed = imported.reshaped(shape)
         if changed:
             print(f"note: --model's shape replaces the launch's ({', '.join(changed)})",
                   file=sys.stderr)
-        model = imported.on(given)
+        model = imported.on(shape)
     will_write(args.report, "--report")  # (before the neighbours' plan, not after)
     try:
         flags = ("vtrain" if args.vtrain else "composer" if args.llm_foundry
