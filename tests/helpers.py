@@ -214,11 +214,11 @@ def held_bytes(costs, schedule, result):
     """Each device's activations at their peak as ``plan`` counts them: the engine's
     ``peak_activations`` and the largest ``working`` set (``ModelCosts.working``: a
     recomputed layer's with context parallelism's buffers, or on the loss's stage the loss's)
-    of the stages it holds."""
-    from fastpp.model import device_working_bytes
+    of the stages it holds, at least what the training metrics hold (``ModelCosts.after``)."""
+    from fastpp.model import device_held_bytes
 
-    return result.peak_activations + device_working_bytes(costs.working,
-                                                          schedule.stage_to_device, schedule.p)
+    return device_held_bytes(result.peak_activations, costs.working, costs.after,
+                             schedule.stage_to_device, schedule.p)
 
 
 def cli_stderr(capsys) -> str:

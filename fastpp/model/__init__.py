@@ -25,7 +25,7 @@ from .plan import PLAN_COLUMNS, plan
 from .presets import MODELS
 from .pricing import ModelCosts, device_bytes, pair_partner, transformer_costs
 from .recipes import RECIPES, Recipe
-from .stages import device_working_bytes, stage_table
+from .stages import device_held_bytes, device_working_bytes, stage_table
 from .torchtitan import from_torchtitan, to_torchtitan
 from .transformer import RECOMPUTE, Transformer, chunk_layers, layer_costs
 from .validate import validate
@@ -33,7 +33,8 @@ from .vtrain import from_vtrain, to_vtrain, vtrain_cluster
 
 __all__ = ["GB", "HARDWARE", "LINKS", "MODELS", "PLAN_COLUMNS", "RECIPES", "RECOMPUTE",
            "ErrorBar", "Hardware", "Layout", "Link", "ModelCosts", "Recipe", "RunConfig",
-           "RunGrid", "Transformer", "chunk_layers", "device_bytes", "device_working_bytes",
+           "RunGrid", "Transformer", "chunk_layers", "device_bytes", "device_held_bytes",
+           "device_working_bytes",
            "even_layers", "from_hf", "from_llm_foundry",
            "from_megatron", "from_torchtitan", "from_vtrain", "layer_costs", "layer_parts",
            "megatron_layers", "overlap_reason", "pair_partner", "parse_layout", "plan",

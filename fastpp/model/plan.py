@@ -815,7 +815,8 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     # layer's with context parallelism's buffers, or on a last stage the loss's)
     recomputed = device_working_bytes(table["recomputed"], slot, rows.peaks.size)
     working = device_working_bytes(table["working"], slot, rows.peaks.size)
-    # and at least what the training metrics hold after a backward (metric_bytes)
+    # and at least what the training metrics hold after a backward (stages.device_held_bytes,
+    # here with the devices' working sets kept for the rows)
     after = device_working_bytes(table["after"], slot, rows.peaks.size)
     peaks, peak_at = np.maximum(rows.peaks + working, after), rows.peak_at
     owner = np.repeat(np.arange(run.size), p)

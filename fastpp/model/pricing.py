@@ -150,9 +150,9 @@ class ModelCosts(Costs):
     the stage's device holds at its peak beyond the activations the engine counts: that
     recomputed layer's bytes and context parallelism's exchange buffers, or on the loss's
     stage the loss's working set where larger (``stage_table``'s). ``plan`` adds each device's
-    largest ``working`` to its ``peak_activations`` (``device_working_bytes``), and takes at
-    least its largest ``after``, what the loss's stage holds while the training metrics run
-    (``RunConfig.train_metrics``; ``fastpp.model.stages.metric_bytes``). Equal to a ``Costs``
+    largest ``working`` to its ``peak_activations``, and takes at least its largest ``after``,
+    what the loss's stage holds while the training metrics run (``RunConfig.train_metrics``;
+    ``fastpp.model.stages.metric_bytes``): ``device_held_bytes``. Equal to a ``Costs``
     of the same arrays; the engine reads them as any ``Costs``."""
 
     error_bar: ErrorBar | None = None
@@ -277,10 +277,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
         error of the step time priced with it (``fastpp.model.errorbar``); and per stage
         ``recomputed`` and ``working``, the bytes its device holds beyond the engine's
         activations, and ``after``, what it holds while the training metrics run
-        (``peak_activations`` plus
-        ``device_working_bytes(costs.working, schedule.stage_to_device, schedule.p)``, or
-        ``device_working_bytes(costs.after, ...)`` where larger, is ``plan``'s
-        ``activation_bytes``).
+        (``device_held_bytes(result.peak_activations, costs.working, costs.after,
+        schedule.stage_to_device, schedule.p)`` is ``plan``'s ``activation_bytes``).
 
     Raises
     ------

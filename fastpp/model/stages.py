@@ -897,6 +897,35 @@ def device_working_bytes(working, device, devices: int) -> np.ndarray:
     return out
 
 
+def device_held_bytes(peak_activations, working, after, device, devices: int) -> np.ndarray:
+    """Per device, the activation bytes ``plan`` reports (``activation_bytes``): the engine's
+    ``peak_activations`` plus the largest ``working`` of its stages, and at least the largest
+    ``after`` (what the loss's stage holds while the training metrics run).
+
+    Parameters
+    ----------
+    peak_activations : array_like
+        Per device (``Result.peak_activations``).
+    working, after : array_like
+        Per stage (``stage_table``'s or ``ModelCosts``').
+    device : array_like of int
+        Each stage's device (``Schedule.stage_to_device``), below ``devices``.
+    devices : int
+
+    Returns
+    -------
+    ndarray
+
+    Examples
+    --------
+    >>> device_held_bytes([3.0, 1.0], [1.0, 2.0], [0.0, 9.0], [0, 1], 2).tolist()
+    [4.0, 9.0]
+    """
+    return np.maximum(np.asarray(peak_activations, np.float64)
+                      + device_working_bytes(working, device, devices),
+                      device_working_bytes(after, device, devices))
+
+
 def with_recipe(layer: dict, times: dict, terms: dict) -> tuple[dict, dict]:
     """A layer's ``layer_costs`` and ``layer_times`` with a recipe's terms
     (``fastpp.model.recipes.recipe_terms``): its bytes less what the recipe saves (``gamma``,

@@ -92,7 +92,7 @@ from .config import RunConfig, RunGrid
 from .errorbar import regime
 from .hardware import HARDWARE
 from .presets import MODELS
-from .stages import device_working_bytes, step_terms
+from .stages import device_held_bytes, step_terms
 
 DATASET = "long_context_published"
 # the same rows with the attention at the measured kernel's speed, as the planner prices them
@@ -188,9 +188,8 @@ def price(model, hardware, *, seq, global_batch, t, p, cp, d, precision,
     step = res.makespan + float(sum(np.max(v) for v in terms.values()))
     by = device_bytes(model, config=run)
     fixed = max(by["parameter_bytes"] + by["gradient_bytes"] + by["optimizer_bytes"])
-    device = sched.stage_to_device
-    held = np.maximum(res.peak_activations + device_working_bytes(table["working"], device, p),
-                      device_working_bytes(table["after"], device, p))
+    held = device_held_bytes(res.peak_activations, table["working"], table["after"],
+                             sched.stage_to_device, p)
     return step, float(fixed + np.max(held))
 
 
