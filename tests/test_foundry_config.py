@@ -197,6 +197,10 @@ def test_a_hugging_face_model_is_given_and_its_loss_is_pytorch_s():
         from_llm_foundry(data, 8)
     with pytest.raises(ScheduleError, match="must not be given with mpt_causal_lm"):
         from_llm_foundry(to_llm_foundry(*reversed(CASES[0])), 8, model="llama2-7b")
+    # model= read as torchtitan's importer reads it (hf.given_model): a misspelt preset named
+    with pytest.raises(ScheduleError, match=r"model must be a preset name among .* or a "
+                                            r"config.json \(got 'llama2-7bx'\)"):
+        from_llm_foundry(data, 8, model="llama2-7bx")
 
 
 def _bad(change: dict, section: str = "") -> dict:

@@ -32,9 +32,8 @@ from ..checks import (
     require,
 )
 from .config import RunConfig, as_model, as_run
-from .hf import from_hf
+from .hf import given_model
 from .megatron import Imported
-from .presets import MODELS
 from .transformer import Transformer
 
 # fsdp_config's sharding_strategy: its ZeRO stage (Composer upper-cases the name)
@@ -315,8 +314,7 @@ def _model(table: dict, given, where: str) -> tuple[Transformer, str | None, tup
                                 f"model= (a Transformer, a preset or a config.json of "
                                 f"{table.get('pretrained_model_name_or_path', 'the model')}): "
                                 f"the YAML names the model but does not hold its shape")
-        shape = (given if isinstance(given, Transformer) else MODELS[given]
-                 if isinstance(given, str) and given in MODELS else from_hf(given))
+        shape = given_model(given)
         # transformers' attention: flash-attn's with use_flash_attention_2 (or
         # attn_implementation: flash_attention_2), else PyTorch's SDPA, the GPU's own kernel
         flash2 = _choice(table, "use_flash_attention_2", False, (True, False),

@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..checks import MAX_INT, MISSPELT, ScheduleError, ScheduleTypeError, known_keywords, near
+from .presets import MODELS
 from .transformer import Transformer, dense_placed
 
 
@@ -387,6 +388,28 @@ def from_hf(config, name: str | None = None) -> Transformer:
         raise ScheduleError(f"{where} has no {KV!r}: a {kind!r} model's default, "
                             f"{shape['kv_heads']}, does not divide its {heads} heads (give it)")
     return Transformer(name=name, **shape)
+
+
+def given_model(model) -> Transformer | None:
+    """An importer's ``model=`` as a ``Transformer``: itself, a preset's by name, or a
+    ``config.json``'s (a path, its folder or its dict: ``from_hf``); None stays None.
+
+    Raises
+    ------
+    ScheduleError
+        A name that is neither a preset nor a path to a config.json, or as ``from_hf``.
+    """
+    if model is None or isinstance(model, Transformer):
+        return model
+    if isinstance(model, str) and model in MODELS:
+        return MODELS[model]
+    if not isinstance(model, str | os.PathLike | dict):
+        raise ScheduleTypeError(f"model must be a Transformer, a preset name or a config.json "
+                                f"(got {type(model).__name__})")
+    if isinstance(model, str) and not (model.endswith(".json") or os.path.exists(model)):
+        raise ScheduleError(f"model must be a preset name among {sorted(MODELS)} or a "
+                            f"config.json (got {model!r})")
+    return from_hf(model)
 
 
 def _family(data: dict, where: str) -> tuple[str, Family]:

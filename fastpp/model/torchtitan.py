@@ -27,7 +27,7 @@ from ..checks import (
     one_of,
 )
 from .config import OP_LEVEL, RunConfig, as_model, as_run, data_parallel, global_batch_of
-from .hf import from_hf
+from .hf import from_hf, given_model
 from .layout import Layout, as_layout, even_layers, torchtitan_layers
 from .megatron import Imported
 from .presets import MODELS
@@ -336,18 +336,8 @@ def _choice(table: dict, key: str, default, choices, where: str, section: str):
 
 
 def _model(table: dict, model, where: str) -> Transformer:
-    if isinstance(model, Transformer):
-        return model
-    if isinstance(model, str) and model in MODELS:
-        return MODELS[model]
-    if not isinstance(model, str | os.PathLike | dict | type(None)):
-        raise ScheduleTypeError(f"model must be a Transformer, a preset name or a config.json "
-                                f"(got {type(model).__name__})")
-    if isinstance(model, str) and not (model.endswith(".json") or os.path.exists(model)):
-        raise ScheduleError(f"model must be a preset name among {sorted(MODELS)} or a "
-                            f"config.json (got {model!r})")
     if model is not None:
-        return from_hf(model)
+        return given_model(model)
     assets = table.get("hf_assets_path")
     if isinstance(assets, str) and os.path.exists(os.path.join(assets, "config.json")):
         return from_hf(assets)
