@@ -52,6 +52,7 @@ from ..checks import require
 from .attention import with_attention_kernel
 from .config import RunConfig
 from .errorbar import regime
+from .foundry import TRAIN_METRICS  # MPT's two, as from_llm_foundry reads them
 from .hardware import GB, HARDWARE
 from .transformer import Transformer
 
@@ -64,7 +65,6 @@ GPUS = {"a100_80gb": (80 * GB, 1.0, 4.0), "a100_40gb": (40 * GB, 1555 / 2039, 2.
 ATTENTION = "FlashAttention"  # the stand-in for attn_impl: triton (see the module)
 LOSS = "flash-attn"  # loss_fn: fused_crossentropy (the model's default)
 VOCAB = 50368  # the mpt-*.yaml configs: GPT-NeoX's tokenizer, padded
-TRAIN_METRICS = 2  # ComposerMPTCausalLM's LanguageCrossEntropy and LanguagePerplexity
 EXCLUDED = {"h100_80gb": "llm-foundry's Triton attention kernel is related to a measured one "
                          "on A100 alone"}
 
