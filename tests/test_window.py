@@ -8,6 +8,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fastpp import ScheduleError
@@ -160,3 +161,82 @@ def test_model_flops_count_the_pairs_within_the_window():
     assert MODEL.megatron_flops_per_token(s) - slide.megatron_flops_per_token(s) == \
         pytest.approx(4 * 6.0 * s * MODEL.core_width() / 2.0 * (1 - kept), rel=1e-12)
     assert slide.flops_per_token(1024) == MODEL.flops_per_token(1024)
+
+
+def test_chunked_attention_by_hand():
+    """Llama 4's chunked attention (``Transformer.chunked``): the sequence cut into chunks of
+    ``window`` tokens, causal within each. At s = 4096 and chunks of 1024, four causal cores
+    of 1024: ``4 * 1024^2 / 4096^2`` = 1/4 of the pairs (a sliding window of 1024 keeps 7/16),
+    at the kernel's speed over 1024 keys. A chunk left over counts its own square."""
+    from fastpp.model.transformer import window_pairs
+
+    assert float(window_pairs(1024, 4096, chunked=True)) == 0.25
+    assert float(window_pairs(2048, 5000, chunked=True)) == pytest.approx(
+        (2 * 2048**2 + 904**2) / 5000**2, rel=1e-15)
+    assert float(window_pairs(8192, 8192, chunked=True)) == 1.0  # one chunk: full attention
+    assert float(window_pairs(8192, 1000, chunked=True)) == 1.0
+    # a query sees at most the chunk's keys, never more than a window's: fewer pairs, and as
+    # many only where the sequence is one chunk
+    s, w = np.meshgrid(np.arange(1, 3000, 7), np.arange(1, 3000, 11))
+    chunked, sliding = window_pairs(w, s, chunked=True), window_pairs(w, s)
+    assert np.all(chunked <= sliding + 1e-12)
+    assert np.all((chunked == 1.0) == (w >= s))
+    s, w, b, t = 4096, 1024, 2, 2
+    chunk = dataclasses.replace(MODEL, window=w, chunked=True)
+    flops = b * s * s * MODEL.core_width() / t
+    moved = 2 * s * b * (MODEL.heads * 128 * 2 + 2 * MODEL.kv) / t
+    hw = H100.with_precision("bf16")
+    eff = attention_efficiency(hw, "forward", w, 128, True)
+    want = max(flops / 4 / (hw.peak * eff), moved / hw.memory_bandwidth) + hw.op_overhead
+    assert float(_attention(H100, chunk, s, b, t)[0]) == pytest.approx(want, rel=1e-12)
+    # the model's FLOPs (MFU) count the pairs kept: four full layers' cores less 3/4 each
+    half = dataclasses.replace(chunk, window_layers=4)
+    assert MODEL.flops_per_token(s) - half.flops_per_token(s) == pytest.approx(
+        4 * 6.0 * s * MODEL.core_width() * 0.75, rel=1e-12)
+    with pytest.raises(ScheduleError, match=r"chunked attention needs a window > 0, its chunk "
+                                            r"\(got chunked=True, window=0\)"):
+        Transformer(2, 64, 4, chunked=True)
+    with pytest.raises(ScheduleError,
+                       match=r"chunked must be one of \[False, True\] \(got 'yes'\)"):
+        Transformer(2, 64, 4, window=16, chunked="yes")
+
+
+def test_llama4_chunks_its_rope_layers():
+    """``Llama4TextConfig``: its RoPE layers (a 1 in ``no_rope_layers``; absent, all but every
+    ``no_rope_layer_interval``-th, 4) attend in chunks of ``attention_chunk_size`` (8,192);
+    ``layer_types`` names them ``chunked_attention``. At 8K a chunk is the whole sequence; at
+    128K Scout's step is cheaper, and its prediction extrapolated, naming chunked attention.
+    Megatron-LM has no flag for it: ``to_megatron`` says so rather than write a window."""
+    from fastpp.model.errorbar import error_bar, regime
+
+    scout = from_hf({"model_type": "llama4", "text_config": {}})
+    assert (scout.window, scout.sliding_layers, scout.chunked) == (8192, 36, True)
+    text = {"model_type": "llama4_text", "num_hidden_layers": 8}
+    assert from_hf(text | {"no_rope_layers": [1, 1, 0, 0] * 2}).sliding_layers == 4
+    assert from_hf(text | {"no_rope_layer_interval": 2}).sliding_layers == 4
+    types = ["chunked_attention"] * 7 + ["full_attention"]
+    toy = from_hf(text | {"layer_types": types, "attention_chunk_size": 1024})
+    assert (toy.window, toy.sliding_layers, toy.chunked) == (1024, 7, True)
+    assert from_hf(text | {"attention_chunk_size": None}).window == 0  # a null: none
+    with pytest.raises(ScheduleError, match="'attention_chunk_size' must be null or an "
+                                            "integer in 1..2\\*\\*31-1 \\(got 0\\)"):
+        from_hf(text | {"attention_chunk_size": 0})
+    full = dataclasses.replace(scout, window=0, window_layers=None, chunked=False)
+    run = RunConfig(seq=131072, global_batch=16, t=8, p=4, d=1, recompute="full")
+    short = run.replace(seq=8192, global_batch=256)
+    cost = {(i, c): transformer_costs(m, hardware=H100, config=c).f.sum()
+            for i, m in enumerate((scout, full)) for c in (run, short)}
+    assert cost[0, short] == cost[1, short]
+    # at 128K the forward is shorter by the 36 chunked layers' saving on the core alone
+    saving = 36 * (_attention(H100, full, 131072, 1, 8)[0]
+                   - _attention(H100, dataclasses.replace(full, window=8192, chunked=True),
+                                131072, 1, 8)[0])
+    assert float(cost[1, run] - cost[0, run]) == pytest.approx(float(saving), rel=1e-9)
+    assert float(saving) > 0.3 * float(cost[1, run])
+    assert error_bar(regime(scout, H100, 131072, 8)).extrapolated == (
+        "arch moe with chunked attention")
+    assert error_bar(regime(scout, H100, 8192, 8)).extrapolated != (
+        "arch moe with chunked attention")
+    with pytest.raises(ScheduleError, match="to_megatron cannot state chunked attention"):
+        to_megatron(RunConfig(seq=8192, global_batch=8), scout)
+    assert "--window-size" not in to_megatron(RunConfig(seq=8192, global_batch=8), full)

@@ -205,7 +205,8 @@ def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=Tr
     FlashAttention's FLOPs are ``b`` causal sequences' of length ``s``; its kernel runs at the
     measured speed (``fastpp.model.attention``) of ``length`` keys (default ``s``; context
     parallelism's blocks are shorter) with or without a ``causal`` mask. With ``window``, the
-    model's sliding layers count only the pairs within their window (``Transformer.window``);
+    model's sliding layers count only the pairs within their window (``Transformer.window``;
+    a chunked layer's, each chunk a causal core of ``window`` tokens);
     context parallelism's ring steps are priced without it (as full attention)."""
     if hw.precision != "bf16":
         hw = hw.with_precision("bf16")
@@ -222,7 +223,8 @@ def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=Tr
         # the sliding layers' share of the core: the pairs within the window, at the speed of
         # a query tile's loop over at most w keys (the layers are summed: their mean is exact)
         w, share = float(model.window), model.sliding_layers / model.layers
-        slide = _flash(hw, window_pairs(w, s) * flops, moved, np.minimum(length, w), d, causal)
+        slide = _flash(hw, window_pairs(w, s, model.chunked) * flops, moved,
+                       np.minimum(length, w), d, causal)
         return ((1.0 - share) * forward + share * slide[0],
                 (1.0 - share) * backward + share * slide[1])
     count = b * a / t

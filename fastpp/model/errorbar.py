@@ -137,7 +137,7 @@ def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = N
     tensor-parallel degree ``t`` in a job of ``gpus`` (default: large) on ``framework``
     (``fastpp.model.config.FRAMEWORKS``): tensor parallelism is
     inside a node where its groups are (``comm.tensor_parallel_per_node``: ``t`` divides the
-    node, or the job fits in one); a sliding window shorter than
+    node, or the job fits in one); a sliding window (or an attention chunk) shorter than
     ``seq`` is an architecture of its own (no published table has one)."""
     model, hardware = preset(MODELS, model, "model"), preset(HARDWARE, hardware, "hardware")
     seq, t = positive_int(seq, "seq"), positive_int(t, "t")
@@ -145,7 +145,7 @@ def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = N
     one_of(framework, "framework", FRAMEWORKS)
     arch = "moe" if model.moe else "dense"
     if model.sliding_layers and model.window < seq:
-        arch += " with a sliding window"
+        arch += " with chunked attention" if model.chunked else " with a sliding window"
     return Regime(generation(hardware), _bucket(model.parameters, SIZES),
                   _bucket(seq, SEQS), arch,
                   "in node" if int(tensor_parallel_per_node(hardware, t, gpus)) == t

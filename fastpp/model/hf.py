@@ -40,8 +40,9 @@ class Family:
     # max_window_layers on with use_sliding_window, "qwen2_moe": the even ones below
     # max_window_layers with it, "qwen3_moe": all with it, "alternate": every other from the
     # first, "gemma3": all but every sliding_window_pattern-th, "olmo3": all but every
-    # fourth, "smollm3": its NoPE layers with use_sliding_window; a layer_types list
-    # overrides), and the class's sliding_window default
+    # fourth, "smollm3": its NoPE layers with use_sliding_window, "llama4": its RoPE layers,
+    # chunked by attention_chunk_size; a layer_types list overrides), and the class's
+    # sliding_window (attention_chunk_size) default
     sliding: str = ""
     window: int | None = None
     # the routed experts' count: its keys, the class's own first and its alias after
@@ -61,6 +62,7 @@ LLAMA_NAMES = {"layers": "num_hidden_layers", "hidden": "hidden_size",
 GPT2_NAMES = {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head", "ffn": "n_inner",
               "vocab": "vocab_size"}
 SLIDING_TYPE = "sliding_attention"  # transformers' layer_types entry for a sliding layer
+CHUNKED_TYPE = "chunked_attention"  # and for a chunked one (Llama 4's)
 QWEN_FULL_LAYERS = 28  # Qwen2Config's and Qwen3Config's max_window_layers
 
 # transformers' LlamaConfig and Gemma3TextConfig (kv_heads absent: the heads, as the class)
@@ -135,10 +137,8 @@ FAMILIES = {
                           absent={KV: 8, "head_dim": 128, "num_local_experts": 16,
                                   "num_experts_per_tok": 1, "intermediate_size": 8192,
                                   "interleave_moe_layer_step": 1},
-                          experts=("num_local_experts",),
-                          note="the chunked attention of three layers in four "
-                               "(attention_chunk_size) priced as full attention, exact up to "
-                               "a chunk's tokens and dearer beyond; Q/K norms left out"),
+                          experts=("num_local_experts",), sliding="llama4", window=8192,
+                          note="Q/K norms left out"),
     "minimax_m2": Family(tied=False, moe="mixtral", defaults=MINIMAX_M2_DEFAULTS,
                          absent={KV: 8, "head_dim": 128, "num_experts_per_tok": 8,
                                  "num_local_experts": 256},
@@ -326,11 +326,11 @@ def from_hf(config, name: str | None = None) -> Transformer:
         - sliding-window attention (Gemma 2 and 3, gpt-oss's alternate layers, Mistral's,
           Qwen's with ``use_sliding_window``) is read as ``Transformer.window`` and
           ``window_layers`` (from ``layer_types``, else the class's pattern), the layers
-          placed as if spread evenly over the stages;
+          placed as if spread evenly over the stages; Llama 4's chunked attention likewise,
+          with ``chunked`` (its chunk, ``attention_chunk_size``, as the window; its RoPE
+          layers, three in four, chunked);
         - norms beyond two a layer, Q/K norms, biases, GPT-2's learned positions, gpt-oss's
-          attention sinks and the routers' biases are left out;
-        - Llama 4's chunked attention is priced as full attention (which it is up to a
-          chunk's tokens).
+          attention sinks and the routers' biases are left out.
 
         A multi-token-prediction module is priced where the file counts DeepSeek-V3's kind
         (``num_nextn_predict_layers``: DeepSeek-V3's, GLM-4.5's; an MoE layer, a projection
@@ -466,14 +466,16 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
     sliding``); an explicit null ``sliding_window`` is none (Mistral v0.3's)."""
     if not family.sliding:
         return {}
-    window = cfg.data.get("sliding_window", family.window)
+    chunked = family.sliding == "llama4"
+    key = "attention_chunk_size" if chunked else "sliding_window"
+    window = cfg.data.get(key, family.window)
     if (family.sliding.startswith("qwen") or family.sliding == "smollm3") \
             and not cfg.flag("use_sliding_window", False):
         window = None
     if window is None:
         return {}
     if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window < MAX_INT:
-        raise ScheduleError(f"{cfg.where}: 'sliding_window' must be null or an integer in "
+        raise ScheduleError(f"{cfg.where}: {key!r} must be null or an integer in "
                             f"1..2**31-1 (got {window!r})")
     types = cfg.data.get("layer_types")
     if types is not None and not (isinstance(types, list) and len(types) == layers
@@ -481,7 +483,7 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
         raise ScheduleError(f"{cfg.where}: 'layer_types' must be null or a list of {layers} "
                             f"names, one a layer (got {types!r})")
     if types is not None:
-        sliding = sum(kind == SLIDING_TYPE for kind in types)
+        sliding = sum(kind == (CHUNKED_TYPE if chunked else SLIDING_TYPE) for kind in types)
     elif family.sliding == "qwen":
         # the classes' default: 28 (transformers slides the layers from it on)
         sliding = layers - min(cfg.int("max_window_layers", QWEN_FULL_LAYERS), layers)
@@ -493,13 +495,19 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
         sliding = layers - layers // cfg.int("sliding_window_pattern", 6, low=1)
     elif family.sliding == "olmo3":
         sliding = layers - layers // 4
-    elif family.sliding == "smollm3":  # its NoPE layers (a 0 in no_rope_layers) slide
+    elif family.sliding in ("smollm3", "llama4"):
+        # a 0 in no_rope_layers is a NoPE layer: SmolLM3's slide, Llama 4's RoPE layers (the
+        # 1s) are chunked; absent (or empty), a NoPE layer every no_rope_layer_interval-th
         rope = cfg.data.get("no_rope_layers")
-        sliding = (rope.count(0) if isinstance(rope, list) and len(rope) >= layers
-                   else layers // cfg.int("no_rope_layer_interval", 4, low=1))
+        nope = (rope[:layers].count(0) if isinstance(rope, list) and len(rope) >= layers
+                else layers // cfg.int("no_rope_layer_interval", 4, low=1))
+        sliding = layers - nope if chunked else nope
     else:
         sliding = layers
-    return {"window": window, "window_layers": min(sliding, layers)} if sliding else {}
+    if not sliding:
+        return {}
+    return {"window": window, "window_layers": min(sliding, layers)} | (
+        {"chunked": True} if chunked else {})
 
 
 def _experts(family: Family, cfg: _Config, layers: int) -> dict:

@@ -1410,8 +1410,9 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     ------
     ScheduleError
         For a field no Megatron-LM flag states set to other than its default (``overlap``,
-        ``node_limit``, ``imbalance``, ``train_metrics``, ZeRO-3's ``zero3``), a schedule
-        Megatron-LM does not run, or per-chunk layer counts without ``model``.
+        ``node_limit``, ``imbalance``, ``train_metrics``, ZeRO-3's ``zero3``; a model's
+        chunked attention), a schedule Megatron-LM does not run, or per-chunk layer counts
+        without ``model``.
     """
     c, model = as_run(config), as_model(model)
     # fields no Megatron-LM flag states (fastpp's pricing assumptions or another framework's
@@ -1521,6 +1522,10 @@ def _model_flags(model: Transformer) -> list:
             flags += ["--moe-shared-expert-intermediate-size", m.shared_experts * m.expert_ffn]
     if m.mtp_depth:
         flags += ["--mtp-num-layers", m.mtp_depth]
+    if m.sliding_layers and m.chunked:  # (written as a window, it would come back as one)
+        raise ScheduleError(f"to_megatron cannot state chunked attention as a Megatron-LM "
+                            f"flag (chunked must be False; got chunked=True, window="
+                            f"{m.window})")
     if m.sliding_layers:  # the full layers first, as Qwen's max_window_layers has them
         flags += ["--window-size", f"{m.window - 1},0"]
         if m.sliding_layers < m.layers:

@@ -93,10 +93,16 @@ LOSSES = ("in-place", "fused", "cross-entropy", "flash-attn")
 MAX_CHUNKS = 1_000_000  # model chunks of a layout: a count each, far past any pipeline
 
 
-def window_pairs(window, seq):
+def window_pairs(window, seq, chunked=False):
     """The share of a causal core's query-key pairs a sliding window of ``window`` keys keeps
-    at sequence ``seq``: ``2w/s - (w/s)^2`` (``s w - w^2/2`` of ``s^2/2``), 1 when ``w >= s``."""
+    at sequence ``seq``: ``2w/s - (w/s)^2`` (``s w - w^2/2`` of ``s^2/2``), 1 when ``w >= s``.
+    ``chunked``: the sequence cut into chunks of ``window`` tokens, causal within each (Llama
+    4's chunked attention): ``(k w^2 + r^2) / s^2`` for ``k`` whole chunks and ``r`` tokens
+    left."""
     w, s = np.asarray(window, np.float64), np.asarray(seq, np.float64)
+    if chunked:
+        whole = np.floor(s / w)
+        return np.minimum((whole * w * w + (s - whole * w) ** 2) / (s * s), 1.0)
     return np.where(w < s, 2.0 * w / s - (w / s) ** 2, 1.0)
 
 
@@ -158,6 +164,12 @@ class Transformer:
     window_layers : int, optional
         How many layers slide (the rest attend to everything); default all of them
         (``sliding_layers``); more than 0 needs a ``window``.
+    chunked : bool
+        The sliding layers attend within fixed chunks of ``window`` tokens instead, causal in
+        each (Llama 4's ``attention_chunk_size``): a query sees its chunk's keys up to it, not
+        the ``window`` keys before it. At sequence ``s`` such a layer's core takes
+        ``c / s`` of the causal FLOPs for ``s`` a multiple of the chunk ``c``
+        (``window_pairs``). Needs a ``window``.
     eager : str
         ``""`` (the default): the block's elementwise ops are fused kernels (Megatron's, or
         ``torch.compile``'s). Otherwise eager PyTorch runs torchtitan's Llama code op by op
@@ -215,11 +227,13 @@ class Transformer:
     window_layers: int | None = None
     eager: str = ""
     loss: str = "in-place"
+    chunked: bool = False
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "vocab"):
             positive_int(getattr(self, name), name)
-        for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention", "fused_swiglu"):
+        for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention", "fused_swiglu",
+                     "chunked"):
             flag(getattr(self, name), name)
         one_of(self.eager, "eager", EAGER)
         one_of(self.loss, "loss", LOSSES)
@@ -269,6 +283,9 @@ class Transformer:
         if self.window_layers and not self.window:  # sliding layers with no window to slide
             raise ScheduleError(f"window_layers needs a window > 0 (got window_layers="
                                 f"{self.window_layers}, window={self.window})")
+        if self.chunked and not self.window:
+            raise ScheduleError(f"chunked attention needs a window > 0, its chunk (got "
+                                f"chunked=True, window={self.window})")
         if self.window_layers is not None and nonnegative_int(
                 self.window_layers, "window_layers") > self.layers:
             raise ScheduleError(f"window_layers must be at most the layers {self.layers} (got "
@@ -529,10 +546,10 @@ class Transformer:
                       + core * self.core_layers(seq) + 2.0 * self.hidden * self.vocab + mtp)
 
     def core_layers(self, seq: int) -> float:
-        """The layers' attention cores in full layers' worth: a sliding layer counts the
-        share of pairs its window keeps at ``seq`` (``window_pairs``)."""
+        """The layers' attention cores in full layers' worth: a sliding (or chunked) layer
+        counts the share of pairs its window keeps at ``seq`` (``window_pairs``)."""
         return (self.layers - self.sliding_layers
-                + self.sliding_layers * float(window_pairs(self.window, seq)))
+                + self.sliding_layers * float(window_pairs(self.window, seq, self.chunked)))
 
     def megatron_flops_per_token(self, seq: int) -> float:
         """Megatron-LM's count of one token's training FLOPs (``num_floating_point_operations``
