@@ -24,7 +24,7 @@ from . import kernels
 from ._jit import jit
 from .checks import nonnegative_int
 from .compiled import plan_schedule, point
-from .costs import SLOTS
+from .costs import MAX_TIME, SLOTS
 from .generators.registry import SCHEDULES, generate
 from .ops import OP_FIELDS
 from .placement import TWO_DIRECTIONS
@@ -34,8 +34,9 @@ COLUMNS = ("makespan", "bubble_ratio", "span_bubble_ratio", "peak_activations_ma
            "peak_activations_min", "peak_live_max", "num_ops", "parameter_units", "status")
 (MAKESPAN, BUBBLE, SPAN_BUBBLE, PEAK_MAX, PEAK_MIN, LIVE_MAX, NUM_OPS, PARAMETER_UNITS,
  STATUS) = range(len(COLUMNS))
-# a point's status: simulated, or why not (BAD_LENGTH + k: input k has the wrong length)
-OK, DEADLOCK, W_ABOVE_B, BAD_LENGTH = 0, 1, 2, 10
+# a point's status: simulated, or why not (BAD_LENGTH + k: input k has the wrong length;
+# ABOVE_MAX + k: row k of kernels.stage_costs holds a time past Costs' MAX_TIME)
+OK, DEADLOCK, W_ABOVE_B, BAD_LENGTH, ABOVE_MAX = 0, 1, 2, 10, 100
 N_COSTS = len(SLOTS)
 
 SPECS = list(SCHEDULES.values())  # by id
@@ -242,14 +243,17 @@ def _build(keys):
 @jit(internal=True)
 def point_costs(values, at, i, P, stage_device, M):
     """Point ``i``'s ``(status, kernels.stage_costs rows)``: ``OK``, or ``BAD_LENGTH + k``
-    when its field ``k`` has neither one, ``P`` nor ``V`` values, or ``W_ABOVE_B``."""
+    when its field ``k`` has neither one, ``P`` nor ``V`` values, ``W_ABOVE_B``, or
+    ``ABOVE_MAX + k`` when row ``k`` holds a time past ``MAX_TIME`` (as ``Costs`` refuses)."""
     V = stage_device.shape[0]
     for k in range(N_COSTS):
         count = at[i, k, 1]
         if count != 1 and count != P and count != V:
             return BAD_LENGTH + k, np.empty((9, V), np.float64)
-    problem, _, c = kernels.packed_stage_costs(values, at[i], stage_device, M, np.inf)
-    return (W_ABOVE_B if problem == kernels.W_ABOVE_B else OK), c
+    problem, k, c = kernels.packed_stage_costs(values, at[i], stage_device, M, MAX_TIME)
+    if problem == kernels.W_ABOVE_B:
+        return W_ABOVE_B, c
+    return (ABOVE_MAX + k if problem == kernels.ABOVE_LIMIT else OK), c
 
 
 @jit

@@ -85,6 +85,12 @@ def stage_view(rows: np.ndarray) -> StageCosts:
     return StageCosts(*read_only(rows))
 
 
+def row_source(k: int) -> str:
+    """What makes the kernel's expanded cost row ``k`` (``kernels.stage_costs``), for
+    messages: ``costs.f / m + costs.overhead['F'] + costs.send['F']``."""
+    return " + ".join(term for term, _, _ in _ROW_SOURCES[k])
+
+
 def slot_name(k: int) -> str:
     """The parameter behind the kernel's cost input ``k``, for messages: ``costs.f``,
     ``costs.overhead['B']``."""

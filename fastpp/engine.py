@@ -22,7 +22,7 @@ import numpy as np
 
 from . import batch
 from .checks import ScheduleError, indices, positive_ints
-from .costs import FIELDS, SLOTS, Costs, slot_name
+from .costs import FIELDS, MAX_TIME, SLOTS, Costs, row_source, slot_name
 from .placement import TWO_DIRECTIONS
 
 # a field not given takes Costs's default (None: not given, NaN for the kernel)
@@ -231,6 +231,9 @@ def status_reason(status: int, p: int, V: int, lengths: np.ndarray) -> str:
     ``lengths`` are its cost fields' lengths (``at[i, :, 1]``)."""
     if status == batch.W_ABOVE_B:
         return "w must be <= b"
+    if status >= batch.ABOVE_MAX:  # as simulate's Costs refuses it
+        return (f"{row_source(status - batch.ABOVE_MAX)} must be at most {MAX_TIME:g} an op (a "
+                f"schedule sums these, past that to infinity)")
     k = status - batch.BAD_LENGTH
     return (f"{slot_name(k)} must be a scalar or an array of length p={p} or V={V} (got "
             f"{lengths[k]})")

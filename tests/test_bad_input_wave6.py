@@ -104,9 +104,33 @@ def test_a_sweep_point_whose_costs_overflow():
     pytest.importorskip("pandas")
     df = fastpp.sweep("1f1b", p=2, n=4, f=[1.0, 1e308], b=1e308, invalid="keep",
                       progress=False)
-    assert df["reason"].str.startswith("costs must keep the makespan and peaks finite").all()
+    assert df["reason"].tolist() == [
+        f"costs.{k} / m + costs.overhead['{k.upper()}'] + costs.send['{k.upper()}'] must be "
+        f"at most 1e+290 an op (a schedule sums these, past that to infinity)"
+        for k in ("b", "f")]
     assert df["makespan"].isna().all()
     assert fastpp.sweep("1f1b", p=2, n=4, f=1e308, b=1e308, progress=False).empty
+
+
+def test_a_sweep_point_refused_as_simulate_refuses_it():
+    """A sweep took ops of 1e290 to 1e300 that simulate refuses (the sums stayed finite, the
+    check was after the kernel), and named no parameter for the point it dropped; now it
+    refuses what ``Costs`` refuses, naming the row. Subnormal times, which simulate prices,
+    leave the sweep's throughput ``n / makespan`` infinite: refused, saying so."""
+    pytest.importorskip("pandas")
+    s = build_schedule("1f1b", 2, 2)
+    for f in (1e291, 1e300):
+        with pytest.raises(ScheduleError, match=r"costs.f / m must be at most 1e\+290"):
+            simulate(s, fastpp.Costs(f, 2))
+        row = fastpp.sweep("1f1b", p=2, n=2, f=f, invalid="keep", progress=False).iloc[0]
+        assert row["reason"].startswith("costs.f / m + costs.overhead['F']") and np.isnan(
+            row["makespan"])
+    assert fastpp.sweep("1f1b", p=2, n=2, f=1e290, progress=False)["makespan"].tolist() == [
+        simulate(s, fastpp.Costs(1e290, 2)).makespan]
+    assert simulate(s, fastpp.Costs(1e-310, 1e-310)).makespan == pytest.approx(6e-310)
+    tiny = fastpp.sweep("1f1b", p=2, n=2, f=1e-310, b=1e-310, invalid="keep", progress=False)
+    assert tiny["reason"].tolist() == ["costs must keep the throughput n / makespan finite "
+                                       "(the times not subnormal)"]
 
 
 def test_for_placement_with_chunks_that_do_not_fit_the_map():

@@ -15,8 +15,9 @@ RESULTS = (*batch.COLUMNS[:batch.NUM_OPS], "throughput",
            *batch.COLUMNS[batch.NUM_OPS:batch.STATUS])
 COLUMNS = ("point", *INPUTS, *RESULTS)
 _INTEGER = ("peak_live_max", "num_ops")
-OVERFLOW = ("costs must keep the makespan and peaks finite (their times sum past float64's "
-            "range: at most 1e290 an op, and not subnormal)")
+# each op's time (and act) is held to Costs' MAX_TIME before the kernel runs; what can
+# still leave float64's range is a makespan so short that the throughput n / makespan is
+OVERFLOW = ("costs must keep the throughput n / makespan finite (the times not subnormal)")
 
 
 def _by_schedule(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
