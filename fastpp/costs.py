@@ -251,7 +251,8 @@ class Costs:
         return {name: read_only(arr) for name, arr in self._arrays.items()}
 
     def _key(self) -> tuple:
-        return tuple((a.shape, a.tobytes()) for a in self._arrays.values())
+        # (+ 0.0: a -0.0 the checks let through is 0.0, as everything Costs computes has it)
+        return tuple((a.shape, (a + 0.0).tobytes()) for a in self._arrays.values())
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Costs) and self._key() == other._key()
