@@ -162,10 +162,11 @@ def positive_ints(values, name: str) -> np.ndarray:
         arr = np.asarray([], object)
     bools = isinstance(values, list | tuple) and any(isinstance(x, bool | np.bool_)
                                                      for x in values)
-    if (bools or arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)
-            or np.any(arr < 1) or np.any(arr >= MAX_INT)):
-        raise ScheduleError(f"{name} must hold positive integers below 2**31 (got "
-                            f"{show(values)})")
+    must = f"{name} must hold positive integers below 2**31 (got {show(values)})"
+    if bools or arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise ScheduleTypeError(must)
+    if np.any(arr < 1) or np.any(arr >= MAX_INT):
+        raise ScheduleError(must)
     return arr.astype(np.int64)
 
 
@@ -249,11 +250,11 @@ def one_of(value, name: str, choices) -> None:
         return
     if isinstance(value, np.integer):
         value = int(value)
-    wrong_type = not isinstance(value, str | int | type(None))
-    # True == 1 in Python: a bool answers only where the choices are bools, and only there
-    bool_mismatch = value is not None and isinstance(value, bool) != any(
-        isinstance(c, bool) for c in choices)
-    if wrong_type or bool_mismatch or value not in choices:
+    # a type no choice has is a ScheduleTypeError; True == 1 in Python, but a bool answers
+    # only where the choices are bools, and a number only where they are numbers
+    if type(value) not in {type(c) for c in choices}:
+        raise ScheduleTypeError(f"{name} must be one of {list(choices)} (got {value!r})")
+    if value not in choices:
         raise ScheduleError(f"{name} must be one of {list(choices)} (got {value!r})")
 
 
@@ -306,10 +307,13 @@ def number(value, name: str, *, strict: bool = False, upper: float | None = None
 
 
 def index(value, name: str, size: int) -> int:
-    """``value`` as an ``int`` if it is an integer in ``0..size-1``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) \
-            or not 0 <= value < size:
-        raise ScheduleError(f"{name} must be an integer in 0..{size - 1} (got {value!r})")
+    """``value`` as an ``int`` if it is an integer in ``0..size-1`` (another type is a
+    ``ScheduleTypeError``)."""
+    must = f"{name} must be an integer in 0..{size - 1} (got {value!r})"
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ScheduleTypeError(must)
+    if not 0 <= value < size:
+        raise ScheduleError(must)
     return int(value)
 
 
@@ -319,9 +323,11 @@ def indices(values, name: str, size: int) -> np.ndarray:
         arr = np.asarray(values)
     except ValueError:  # ragged
         arr = np.asarray([], object)
-    if (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 0)
-            or np.any(arr >= size)):
-        raise ScheduleError(f"{name} must hold integers in 0..{size - 1} (got {show(values)})")
+    must = f"{name} must hold integers in 0..{size - 1} (got {show(values)})"
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise ScheduleTypeError(must)
+    if np.any(arr < 0) or np.any(arr >= size):
+        raise ScheduleError(must)
     return arr.astype(np.int64)
 
 

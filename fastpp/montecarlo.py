@@ -29,6 +29,7 @@ from .checks import (
     number,
     number_array,
     positive_int,
+    read_only,
 )
 from .compiled import evaluate, op_durations
 from .costs import MAX_TIME, Costs
@@ -437,8 +438,11 @@ def check_noise(noise, samples, seed, seed_name: str = "seed") -> tuple[int, int
 
 
 def _seed(seed, name: str) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
-        raise ScheduleError(f"{name} must be an integer in [0, 2**64) (got {seed!r})")
+    must = f"{name} must be an integer in [0, 2**64) (got {seed!r})"
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise ScheduleTypeError(must)
+    if not 0 <= seed < 2**64:
+        raise ScheduleError(must)
     return int(seed)
 
 
@@ -519,8 +523,9 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
         raise ScheduleError(f"noise must keep the makespan at most {MAX_TIME:g}, as costs "
                             f"must: its slow factors, spike magnitude or link delays make it "
                             f"{makespan.max():.6g} with these costs")
-    return MonteCarlo(schedule, costs, noise, int(seed), makespan, busy, span, state,
-                      (schedule.kind.shape, _boundaries(schedule)))
+    # read-only, as a Result's: the mean, quantiles and std read them
+    return MonteCarlo(schedule, costs, noise, int(seed), read_only(makespan), read_only(busy),
+                      read_only(span), state, (schedule.kind.shape, _boundaries(schedule)))
 
 
 def _samples(state, handoff, extra, samples):

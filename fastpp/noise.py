@@ -141,7 +141,9 @@ class Noise(Frozen):
         step = _cov(step, "step")
         if spike is None:
             spike = (0.0, 1.0)
-        if not isinstance(spike, tuple | list) or len(spike) != 2:
+        if not isinstance(spike, tuple | list):
+            raise ScheduleTypeError(f"spike must be (probability, magnitude) (got {spike!r})")
+        if len(spike) != 2:
             raise ScheduleError(f"spike must be (probability, magnitude) (got {spike!r})")
         probability = number(spike[0], "spike probability", upper=1.0)
         magnitude = number(spike[1], "spike magnitude", lower=1.0)

@@ -14,6 +14,7 @@ from .checks import (
     known_keywords,
     number_array,
     positive_int,
+    read_only,
 )
 from .compiled import BY_DEVICE, point
 from .costs import MAX_TIME, Costs, StageCosts, stage_view
@@ -78,7 +79,11 @@ class Result:
         make = _MADE_WHEN_READ.get(name)
         if make is None:
             raise AttributeError(f"'Result' object has no attribute {name!r}")
-        value = self.__dict__[name] = make(self)
+        value = make(self)
+        for arr in value if isinstance(value, tuple) else (value,):
+            if isinstance(arr, np.ndarray):  # (made here and held by nothing else)
+                arr.flags.writeable = False
+        self.__dict__[name] = value
         return value
 
     def __repr__(self) -> str:
@@ -110,17 +115,18 @@ class Result:
         out[device, position] = times[plan[BY_DEVICE, :N]]
         return out
 
+    # read-only views: the idle time, the memory curve and the reductions read these
     @property
     def busy(self) -> np.ndarray:
-        return self._sums[0]
+        return read_only(self._sums[0])
 
     @property
     def span(self) -> np.ndarray:
-        return self._sums[1]
+        return read_only(self._sums[1])
 
     @property
     def peak_activations(self) -> np.ndarray:
-        return self._sums[2]
+        return read_only(self._sums[2])
 
     def _make_memory(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         # the arrays that ran (the schedule's own may be written into since): a plan's, or
@@ -362,7 +368,8 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
                    "durations": None if durations is None else per_op,
                    "makespan": float(makespan), "bubble_ratio": float(bubble),
                    "span_bubble_ratio": float(span_bubble), "_latency": float(latency),
-                   "start": start, "end": end, "_sums": sums, "_checked": checked})
+                   "start": read_only(start), "end": read_only(end), "_sums": sums,
+                   "_checked": checked})
 
 
 _NO_ORDER = np.empty(0, np.int64)

@@ -1,0 +1,73 @@
+"""The eighteenth bad-input wave (6 December 2026, night): a reviewer's cross-check of the
+Python API against a simulator of their own, and its edge cases. Each case failed on the code
+before it."""
+
+import numpy as np
+import pytest
+
+import fastpp
+from fastpp import Costs, Noise, ScheduleError, ScheduleTypeError, build_schedule, simulate
+
+ONE = build_schedule("1f1b", 2, 4)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: simulate(ONE, noise=Noise(), samples=2, seed=None),
+    lambda: simulate(ONE, noise=Noise(), samples=2, seed=1.5),
+    lambda: simulate(ONE, noise=Noise(), samples=2, seed=True),
+    lambda: simulate(ONE).memory_curve("0"),
+    lambda: simulate(ONE, noise=Noise(), samples=2).times(1.0),
+    lambda: simulate(ONE, noise=Noise(), samples=2).op_times(0.0),
+    lambda: ONE.token(0.0, 0),
+    lambda: fastpp.sweep("1f1b", p=2.0, n=2, progress=False),
+    lambda: Noise(spike=0.1),
+    lambda: Noise(blocking="yes"),
+    lambda: Noise(dist=3),
+], ids=["seed None", "seed 1.5", "seed True", "memory_curve '0'", "times 1.0",
+        "op_times 0.0", "token 0.0", "sweep p 2.0", "spike 0.1", "blocking 'yes'", "dist 3"])
+def test_a_value_of_the_wrong_type_is_a_type_error(call):
+    """A value of the wrong type raised a plain ScheduleError here, where the same argument
+    elsewhere (``samples=1.5``, ``optimize``'s ``seed=1.5``, ``build_schedule``'s ``p=2.0``)
+    raises a ScheduleTypeError, which is also a TypeError as simulate.md says."""
+    with pytest.raises(ScheduleTypeError, match=r"must (be|hold) .*\(got "):
+        call()
+
+
+def test_right_type_out_of_range_stays_a_value_error():
+    for call in (lambda: simulate(ONE, noise=Noise(), samples=2, seed=-1),
+                 lambda: simulate(ONE).memory_curve(2),
+                 lambda: Noise(dist="normal"),
+                 lambda: Noise(spike=(0.1, 2.0, 3.0)),
+                 lambda: fastpp.sweep("1f1b", p=0, n=2, progress=False)):
+        with pytest.raises(ScheduleError) as err:
+            call()
+        assert not isinstance(err.value, TypeError), err.value
+
+
+def test_minus_zero_costs_equal_zero_costs():
+    """``w=-0.0`` passes the ``>= 0`` check and prices as 0, but compared and hashed apart:
+    duplicates as dict keys and sweep axes."""
+    assert Costs(1, 2, w=0.0) == Costs(1, 2, w=-0.0)
+    assert hash(Costs(1, 2, w=0.0)) == hash(Costs(1, 2, w=-0.0))
+    assert len({Costs(1, 2, comm=[0.0, -0.0]), Costs(1, 2, comm=[-0.0, 0.0])}) == 1
+    assert Costs(1, 2, w=0.0) != Costs(1, 2, w=0.5)
+
+
+def test_results_are_read_only():
+    """A Result is documented read-only, but its arrays took writes, and its idle time, memory
+    curve and Monte Carlo mean followed them (``r.busy[0] = 100`` gave a negative idle)."""
+    r = simulate(ONE, Costs(1, 2, comm=0.1))
+    for name in ("busy", "span", "peak_activations", "peak_live", "start", "end",
+                 "mem_start", "mem_end", "live_start", "live_end"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(r, name)[0] = 100
+    fast = simulate(ONE)  # (a point without hand-offs: the compiled path)
+    for name in ("busy", "start", "end", "peak_live"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(fast, name)[0] = 100
+    assert (fast.idle >= 0).all() and (r.idle >= 0).all()
+    mc = simulate(ONE, noise=Noise(cov=0.1), samples=5)
+    for name in ("makespan", "busy", "span"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(mc, name)[0] = 0
+    assert mc.mean == pytest.approx(float(np.mean(mc.makespan)))
