@@ -501,3 +501,50 @@ def test_a_pattern_over_a_billion_layers_is_refused_not_built():
         from_megatron("--num-layers 1000000000 --hidden-size 256 --num-attention-heads 8 "
                       "--seq-length 512 --vocab-size 1000 --micro-batch-size 1 "
                       "--num-experts 8 --moe-layer-freq 2", gpus=1)
+
+
+def test_a_files_bad_layer_lists_and_aliases_are_named():
+    """A reviewer's probes (6 December 2026, night), each accepted before: an unknown
+    ``layer_types`` name counted as full attention (transformers refuses it), ``no_rope_layers``
+    of strings or shorter than the layers fell back to the class's pattern or counted wrong,
+    and gpt-oss's two spellings of its top-k disagreeing took one silently."""
+    gemma = _file("gemma-2-9b")
+    with pytest.raises(ScheduleError, match=r"'layer_types' entries must be among "
+                                            r"\['full_attention', 'sliding_attention'\] .*"
+                                            r"\(got 'sliding' at layer 0\)"):
+        from_hf(gemma | {"layer_types": ["sliding"] * gemma["num_hidden_layers"]})
+    text = {"model_type": "llama4_text", "num_hidden_layers": 8}
+    for bad in (["1", "1", "1", "0"] * 2, [1, 1, 0], "1110", [1, 2] * 4, [True, False] * 4):
+        with pytest.raises(ScheduleError, match=r"'no_rope_layers' must be null or a list of "
+                                                r"a 0 or 1 for each of the 8 layers"):
+            from_hf(text | {"no_rope_layers": bad})
+    assert from_hf(text | {"no_rope_layers": []}).sliding_layers == 6  # empty: the pattern
+    oss = _file("gpt-oss-20b")
+    with pytest.raises(ScheduleError, match=r"'num_experts_per_tok' and 'experts_per_token' "
+                                            r"name one field .* \(got 2 and 4\)"):
+        from_hf(oss | {"num_experts_per_tok": 2})
+
+
+def test_the_models_own_checks_name_the_files_keys():
+    """Transformer's checks name its fields (``head_dim``, ``top_k``, ``kv_heads``), which a
+    config.json spells otherwise: DeepSeek-V3 with ``qk_nope_head_dim`` 0 said "head_dim must
+    be a positive integer". A size that cannot be 0 is refused by its key; a rule across
+    fields names the keys behind them."""
+    deepseek = _file("deepseek-v3")
+    for key in ("qk_nope_head_dim", "v_head_dim", "kv_lora_rank", "moe_intermediate_size",
+                "num_experts_per_tok"):
+        with pytest.raises(ScheduleError, match=rf"'{key}' must be an integer in 1\.\."):
+            from_hf(deepseek | {key: 0})
+    with pytest.raises(ScheduleError, match=r"top_k must be from 1 to the experts 256 \(got "
+                                            r"top_k=300\) \(in the file, top_k is "
+                                            r"'num_experts_per_tok', experts is "
+                                            r"'n_routed_experts'\)"):
+        from_hf(deepseek | {"num_experts_per_tok": 300})
+    with pytest.raises(ScheduleError, match=r"kv_heads must divide heads .*\(in the file, "
+                                            r"hidden is 'hidden_size', heads is "
+                                            r"'num_attention_heads', kv_heads is "
+                                            r"'num_key_value_heads'\)"):
+        from_hf(_file("llama-3.1-8b") | {"num_key_value_heads": 5})
+    with pytest.raises(ScheduleError, match=r"\(in the file, hidden is 'n_embd', heads is "
+                                            r"'n_head', kv_heads is 'n_head'\)"):
+        from_hf(_file("gpt2") | {"n_head": 7})

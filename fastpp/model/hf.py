@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -63,6 +64,7 @@ GPT2_NAMES = {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head", "ffn":
               "vocab": "vocab_size"}
 SLIDING_TYPE = "sliding_attention"  # transformers' layer_types entry for a sliding layer
 CHUNKED_TYPE = "chunked_attention"  # and for a chunked one (Llama 4's)
+FULL_TYPE = "full_attention"  # and for one attending to every earlier key
 QWEN_FULL_LAYERS = 28  # Qwen2Config's and Qwen3Config's max_window_layers
 
 # transformers' LlamaConfig and Gemma3TextConfig (kv_heads absent: the heads, as the class)
@@ -92,6 +94,22 @@ GLM4_MOE_ABSENT = {KV: 8, "n_routed_experts": 128, "n_shared_experts": 1,
                    "first_k_dense_replace": 1, "num_experts_per_tok": 8,
                    "moe_intermediate_size": 1408, "num_nextn_predict_layers": 0}
 MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers")  # DeepseekV3Config's alias
+# Transformer's fields that a family's experts (and MLA) read, and the keys they read, for
+# Transformer's own messages (a cross-field rule: top_k at most the experts)
+FIELD_KEYS = {
+    "mixtral": {"top_k": ("num_experts_per_tok", "experts_per_token"),
+                "expert_ffn": "intermediate_size"},
+    "qwen": {"top_k": "num_experts_per_tok", "expert_ffn": "moe_intermediate_size",
+             "dense_layers": ("mlp_only_layers", "decoder_sparse_step")},
+    "llama4": {"top_k": "num_experts_per_tok", "expert_ffn": "intermediate_size",
+               "dense_layers": ("moe_layers", "interleave_moe_layer_step")},
+    "deepseek": {"top_k": "num_experts_per_tok", "expert_ffn": "moe_intermediate_size",
+                 "shared_experts": "n_shared_experts", "dense_layers": "first_k_dense_replace",
+                 "mtp_depth": MTP_KEYS[:1], "head_dim": "qk_nope_head_dim",
+                 "v_head_dim": "v_head_dim", "q_rank": "q_lora_rank",
+                 "kv_rank": "kv_lora_rank", "rope_dim": "qk_rope_head_dim"}}
+FIELD_KEYS["glm"] = {k: v for k, v in FIELD_KEYS["deepseek"].items()
+                     if k not in ("head_dim", "v_head_dim", "q_rank", "kv_rank", "rope_dim")}
 ALIASED = ("num_local_experts", "num_experts")
 
 FAMILIES = {
@@ -387,7 +405,16 @@ def from_hf(config, name: str | None = None) -> Transformer:
     if family.grouped and KV not in data and heads % shape["kv_heads"]:
         raise ScheduleError(f"{where} has no {KV!r}: a {kind!r} model's default, "
                             f"{shape['kv_heads']}, does not divide its {heads} heads (give it)")
-    return Transformer(name=name, **shape)
+    try:
+        return Transformer(name=name, **shape)
+    except ScheduleError as error:  # Transformer's own checks name its fields: add the keys
+        keys = {**{ours: names[ours] for ours in ("layers", "hidden", "heads", "ffn", "vocab")},
+                "kv_heads": names["kv_heads"] if family.grouped else names["heads"],
+                **FIELD_KEYS.get(family.moe, {}), "experts": family.experts[:1]}
+        said = [f"{ours} is {'/'.join(map(repr, key)) if isinstance(key, tuple) else repr(key)}"
+                for ours, key in keys.items() if key and re.search(rf"\b{ours}\b", str(error))]
+        raise ScheduleError(f"{where}: {error}" + (f" (in the file, {', '.join(said)})"
+                                                   if said else "")) from None
 
 
 def given_model(model) -> Transformer | None:
@@ -482,8 +509,14 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
                                   and all(isinstance(kind, str) for kind in types)):
         raise ScheduleError(f"{cfg.where}: 'layer_types' must be null or a list of {layers} "
                             f"names, one a layer (got {types!r})")
+    kinds = (FULL_TYPE, CHUNKED_TYPE if chunked else SLIDING_TYPE)
     if types is not None:
-        sliding = sum(kind == (CHUNKED_TYPE if chunked else SLIDING_TYPE) for kind in types)
+        wrong = [(i, kind) for i, kind in enumerate(types) if kind not in kinds]
+        if wrong:  # (transformers refuses a type it does not know)
+            raise ScheduleError(f"{cfg.where}: 'layer_types' entries must be among "
+                                f"{list(kinds)} for a model of this kind (got {wrong[0][1]!r} "
+                                f"at layer {wrong[0][0]})")
+        sliding = types.count(kinds[1])
     elif family.sliding == "qwen":
         # the classes' default: 28 (transformers slides the layers from it on)
         sliding = layers - min(cfg.int("max_window_layers", QWEN_FULL_LAYERS), layers)
@@ -499,7 +532,11 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
         # a 0 in no_rope_layers is a NoPE layer: SmolLM3's slide, Llama 4's RoPE layers (the
         # 1s) are chunked; absent (or empty), a NoPE layer every no_rope_layer_interval-th
         rope = cfg.data.get("no_rope_layers")
-        nope = (rope[:layers].count(0) if isinstance(rope, list) and len(rope) >= layers
+        if rope and not (isinstance(rope, list) and len(rope) >= layers and all(
+                type(x) is int and x in (0, 1) for x in rope[:layers])):
+            raise ScheduleError(f"{cfg.where}: 'no_rope_layers' must be null or a list of a 0 "
+                                f"or 1 for each of the {layers} layers (got {rope!r})")
+        nope = (rope[:layers].count(0) if rope
                 else layers // cfg.int("no_rope_layer_interval", 4, low=1))
         sliding = layers - nope if chunked else nope
     else:
@@ -513,11 +550,11 @@ def _window(family: Family, cfg: _Config, layers: int) -> dict:
 def _experts(family: Family, cfg: _Config, layers: int) -> dict:
     """The mixture of experts' and MLA's fields of ``Transformer``."""
     if family.moe == "mixtral":  # intermediate_size is each expert's width
-        # (gpt-oss names it experts_per_token: the message names the key the file has)
-        top_k = ("num_experts_per_tok" if "num_experts_per_tok" in cfg.data or
-                 "experts_per_token" not in cfg.data else "experts_per_token")
-        return {"experts": _aliased(cfg, family.experts), "top_k": cfg.int(top_k, low=1),
-                "expert_ffn": cfg.int("intermediate_size", family.defaults.get("ffn", _MISSING))}
+        # (gpt-oss names it experts_per_token, transformers' alias num_experts_per_tok)
+        top_k = _aliased(cfg, ("num_experts_per_tok", "experts_per_token"), low=1)
+        return {"experts": _aliased(cfg, family.experts), "top_k": top_k,
+                "expert_ffn": cfg.int("intermediate_size", family.defaults.get("ffn", _MISSING),
+                                      low=1)}
     if family.moe == "qwen":
         # (transformers divides by the step: 0 is no configuration)
         experts = _aliased(cfg, family.experts)
@@ -535,7 +572,7 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
         if shared % width:  # (fastpp prices shared experts as routed experts' MLPs)
             raise ScheduleError(f"{cfg.where}: 'shared_expert_intermediate_size' must be a "
                                 f"multiple of 'moe_intermediate_size' = {width} (got {shared})")
-        return {"experts": experts, "top_k": cfg.int("num_experts_per_tok"),
+        return {"experts": experts, "top_k": cfg.int("num_experts_per_tok", low=1),
                 "expert_ffn": width, "shared_experts": shared // width, "dense_layers": dense}
     if family.moe == "llama4":  # (Llama4TextMoe: one shared expert of the routed width)
         step = cfg.int("interleave_moe_layer_step", 1, low=1)
@@ -568,8 +605,9 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
             layers, lambda i: i < first or i % freq, f"{cfg.where}: 'moe_layer_freq'")
         fields = {"mtp_depth": _aliased(cfg, MTP_KEYS, 0)}
         if not glm:  # multi-head latent attention
-            fields.update(head_dim=cfg.int("qk_nope_head_dim"), v_head_dim=cfg.int("v_head_dim"),
-                          q_rank=cfg.int("q_lora_rank", 0), kv_rank=cfg.int("kv_lora_rank"),
+            fields.update(head_dim=cfg.int("qk_nope_head_dim", low=1),
+                          v_head_dim=cfg.int("v_head_dim", low=1),
+                          q_rank=cfg.int("q_lora_rank", 0), kv_rank=cfg.int("kv_lora_rank", low=1),
                           rope_dim=cfg.int("qk_rope_head_dim"))
         if not experts or (dense if freq == 1 else len(dense)) == layers:
             return fields  # every layer the dense MLP, as the classes build it
@@ -578,18 +616,19 @@ def _experts(family: Family, cfg: _Config, layers: int) -> dict:
                                 f"dense, which an MTP module repeats ('num_nextn_predict_layers' "
                                 f"= {fields['mtp_depth']}): fastpp prices an MTP module with "
                                 f"experts")
-        return {**fields, "experts": experts, "top_k": cfg.int("num_experts_per_tok"),
-                "expert_ffn": cfg.int("moe_intermediate_size"),
+        return {**fields, "experts": experts, "top_k": cfg.int("num_experts_per_tok", low=1),
+                "expert_ffn": cfg.int("moe_intermediate_size", low=1),
                 "shared_experts": cfg.int("n_shared_experts", none), "dense_layers": dense}
     return {}
 
 
-def _aliased(cfg: _Config, keys: tuple, default=_MISSING) -> int:
-    """An integer field that ``keys`` name alike (transformers' ``attribute_map``: the class's
-    own key first), read from the one the file holds; both held must agree."""
+def _aliased(cfg: _Config, keys: tuple, default=_MISSING, low: int = 0) -> int:
+    """An integer field (at least ``low``) that ``keys`` name alike (transformers'
+    ``attribute_map``: the class's own key first), read from the one the file holds; both
+    held must agree."""
     held = [key for key in keys if key in cfg.data]
     if len(held) > 1 and cfg.data[held[0]] != cfg.data[held[1]]:
         raise ScheduleError(f"{cfg.where}: {held[0]!r} and {held[1]!r} name one field "
                             f"(transformers reads either): they must agree (got "
                             f"{cfg.data[held[0]]!r} and {cfg.data[held[1]]!r})")
-    return cfg.int(held[0] if held else keys[0], default)
+    return cfg.int(held[0] if held else keys[0], default, low)
