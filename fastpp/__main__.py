@@ -453,8 +453,8 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
             _report_noise(args, mc, res)
     except MemoryError:  # a Monte Carlo of too many samples for this machine, say
         drawn = getattr(args, "samples", None)
-        print("error: out of memory" + (f" (with --samples {drawn:,}: ask for fewer)" if drawn
-                                        else ""), file=sys.stderr)
+        print("error: out of memory" + (f" (with --samples {drawn:,}: ask for fewer)"
+                                        if drawn and drawn > 1 else ""), file=sys.stderr)
         return 2
     except (ScheduleError, OSError) as err:
         message = str(err)  # named by the flags, not by the library's parameters
@@ -938,19 +938,26 @@ def _report_noise(args, mc, res) -> None:
     if noise.slow_devices or noise.slow_stages or noise.link_delay:  # what is not drawn
         fixed = simulate(mc.schedule, mc.costs, noise=noise.fixed(), samples=1).makespan[0]
         print(f"its slow devices, stages and links alone, nothing drawn: makespan {fixed:.6g}")
-    sensitivity = mc.sensitivity
+    try:
+        sensitivity = mc.sensitivity
+    except ScheduleError as error:  # (a schedule too large for the paths' scores: said)
+        print(f"no sensitivities to delays: {error}")
+        sensitivity = {"links": {}, "stages": {}}
     top = sorted(((v, name, k) for what, name in (("links", "link"), ("stages", "stage"))
                   for k, v in sensitivity[what].items()), key=lambda x: -x[0])[:5]
-    # each threshold is a bisection over every sample (12 passes): for the five shown
-    # alone, and up to ABSORBED samples (32 s at a million)
-    absorbed = None if mc.samples > ABSORBED else mc.absorption(
+    # each threshold is a bisection over every sample (12 passes of every op): for the five
+    # shown alone, and up to ABSORBED op-samples in all (a second or two; a million samples
+    # of 32 ops took 32 s, 1,000 of 1F1B at p = 64, n = 1024 minutes)
+    work = 12 * len(top) * mc.samples * int(mc.schedule.length.sum())
+    absorbed = None if work > ABSORBED else mc.absorption(
         links=[k for _, name, k in top if name == "link"],
         stages=[k for _, name, k in top if name == "stage"])
     if top:
         print("most sensitive to a delay on each of its messages or ops: d mean makespan / "
               "d delay" + (", and the delay that keeps the mean within 1%" if absorbed else
-                           f" (the delays that keep the mean within 1%: at most {ABSORBED:,} "
-                           f"samples, or MonteCarlo.absorption())"))
+                           f" (the delays that keep the mean within 1%: at most "
+                           f"{ABSORBED:.0e} op-samples over their 12 bisection steps, here "
+                           f"{work:.1e}: MonteCarlo.absorption())"))
         for v, name, k in top:
             print(f"  {name:<5} {_key(k):<6} {v:>8.3g}"
                   + (f" {absorbed[name + 's'][k]:>10.3g}" if absorbed else ""))
@@ -964,7 +971,7 @@ def _report_noise(args, mc, res) -> None:
                   f"{_written('--criticality', plot.criticality, mc, args.criticality)}")
 
 
-ABSORBED = 100_000  # the most samples simulate's absorption thresholds are found over
+ABSORBED = 2e8  # the most op-samples simulate's absorption thresholds are found over
 
 
 def _key(k) -> str:

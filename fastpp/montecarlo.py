@@ -123,13 +123,15 @@ class MonteCarlo:
         return float(out) if out.ndim == 0 else out
 
     @cached_property
-    def _targets(self) -> tuple[list, np.ndarray, np.ndarray]:
+    def _targets(self) -> tuple[list, tuple[np.ndarray, np.ndarray], np.ndarray]:
         """The delays the sensitivities and absorption thresholds are of: each link (its
-        device pair and the stage boundaries it carries), then each stage. Per op and target,
-        how many times the delay lengthens the op (``weight[N, L + V]``): a stage's every op
-        once, an overlapped pair once for each half on it, and a blocking link each message
-        its op sends; per input edge the link whose delay is latency on it (``crossing[N,
-        2]``, -1 for none)."""
+        device pair and the stage boundaries it carries), then each stage. Per op, the
+        targets ``0..L+V-1`` whose delay lengthens it and how many times (``(target,
+        amount)``, each ``[N, width]``, padded with target -1: a stage's every op once, an
+        overlapped pair once for each half on it, and a blocking link each message its op
+        sends; ``noise.critical``'s layout); per input edge the link whose delay is latency
+        on it (``crossing[N, 2]``, -1 for none). Sparse: a dense ``[N, L + V]`` took 24 GB
+        at ``p = 500``, ``n = 2000``."""
         compiled = self._state[0]
         N, V = compiled.num_ops, compiled.V
         links: dict = {}
@@ -140,41 +142,41 @@ class MonteCarlo:
             of[bounds] = j
         L = len(links)
         target = np.where(compiled.link >= 0, of[np.maximum(compiled.link, 0)], -1)
-        weight = np.zeros((N, L + V))
         crossing = np.full((N, 2), -1, np.int64)
+        ops = np.arange(N)
+        pair = compiled.stage2 >= 0
+        rows, cols = [ops, ops[pair]], [L + compiled.stage, L + compiled.stage2[pair]]
         if self.noise.blocking:  # the sender holds the message: its op is what grows
             sent = np.nonzero(target >= 0)
-            np.add.at(weight, (compiled.producer[sent], target[sent]), 1.0)
+            rows.append(compiled.producer[sent])
+            cols.append(target[sent])
         else:
             crossing = target
-        ops = np.arange(N)
-        weight[ops, L + compiled.stage] += 1.0
-        pair = compiled.stage2 >= 0
-        np.add.at(weight, (ops[pair], L + compiled.stage2[pair]), 1.0)
-        return list(links.items()), weight, crossing
-
-    @cached_property
-    def _sparse(self) -> tuple[np.ndarray, np.ndarray]:
-        """``_targets``' weights as each op's few targets and amounts (``noise.critical``),
-        padded with target -1."""
-        weight = self._targets[1]
-        rows, cols = np.nonzero(weight)
-        width = max(1, int(np.bincount(rows, minlength=len(weight)).max()) if rows.size else 1)
-        target = np.full((len(weight), width), -1, np.int64)
-        amount = np.zeros((len(weight), width))
+        # each (op, target) once, with how many times it counts, in op order
+        keys, amounts = np.unique(np.concatenate(rows) * (L + V) + np.concatenate(cols),
+                                  return_counts=True)
+        rows, cols = keys // (L + V), keys % (L + V)
+        width = int(np.bincount(rows, minlength=N).max())
         place = np.arange(rows.size) - np.searchsorted(rows, rows)  # its place in its row
-        target[rows, place], amount[rows, place] = cols, weight[rows, cols]
-        return target, amount
+        ids, amount = np.full((N, width), -1, np.int64), np.zeros((N, width))
+        ids[rows, place], amount[rows, place] = cols, amounts
+        return list(links.items()), (ids, amount), crossing
 
     @cached_property
     def _paths(self):
         compiled, draws, handoff, extra = self._state
-        _, weight, crossing = self._targets
+        links, sparse, crossing = self._targets
+        targets = len(links) + compiled.V
+        if compiled.num_ops * targets > MAX_PATH_SCRATCH:  # (where paths tie: noise.critical)
+            raise ScheduleError(f"the critical paths' scores need the ops x (links + stages) "
+                                f"= {compiled.num_ops:,} x {targets:,} of scratch, at most "
+                                f"{MAX_PATH_SCRATCH:.0e} (8 bytes each): criticality and "
+                                f"sensitivity take a schedule of fewer ops or stages")
 
         def count(first, size):
-            out = np.zeros(compiled.num_ops, np.int64), np.zeros(weight.shape[1])
+            out = np.zeros(compiled.num_ops, np.int64), np.zeros(targets)
             noise_module.critical_samples(*draws, compiled.previous, compiled.producer,
-                                          compiled.link, handoff, extra, *self._sparse,
+                                          compiled.link, handoff, extra, *sparse,
                                           crossing, first, size, *out)
             return out
 
@@ -341,7 +343,7 @@ class MonteCarlo:
         if not np.isfinite(limit) or limit > MAX_TIME:
             raise ScheduleError(f"tolerance must keep (1 + tolerance) x the mean makespan "
                                 f"({self.mean:.6g}) at most {MAX_TIME:g} (got {tolerance!r})")
-        links, weight, _ = self._targets
+        links, (ids, amount), _ = self._targets
         L = len(links)
 
         def mean_with(delay, j):  # the delay on target j, as sensitivity takes it
@@ -349,8 +351,8 @@ class MonteCarlo:
             if j < L and not self.noise.blocking:  # latency on the link's hand-offs
                 h = handoff.copy()
                 h[links[j][1]] += delay
-            return _samples(self._state, h, extra + delay * weight[:, j],
-                            self.samples)[0].mean()
+            weight = np.where(ids == j, amount, 0.0).sum(axis=1)  # each op's count of j
+            return _samples(self._state, h, extra + delay * weight, self.samples)[0].mean()
 
         found = {j: _bisect(lambda x, j=j: mean_with(x, j), limit, steps) for j in chosen}
         return {"links": {pair: found[j] for j, (pair, _) in enumerate(links) if j in found},
@@ -400,6 +402,9 @@ def _scaled(statistic, makespans: np.ndarray) -> float:
 TINY = 1e-100  # below it a makespan's square loses precision to float64's underflow
 
 
+# the most floats the critical paths' scores hold (noise.critical's best[N, L + V], filled
+# where paths tie: 4 GB); p = 2000, n = 2000 asked 576 GB
+MAX_PATH_SCRATCH = 5e8
 # the most weight a robust objective mean + lam * std gives the spread: more ranks by the
 # spread alone, and 1e308 made every candidate's value overflow to inf (a tie, the first kept)
 MAX_LAM = 1e6

@@ -222,10 +222,10 @@ def test_samples_on_threads_are_one_run_bit_for_bit(monkeypatch):
     # a run from a first sample inside a block
     for mine, theirs in zip(one_run(37, 100), whole, strict=True):
         assert np.array_equal(mine, theirs[..., 37:137])
-    _, weight, crossing = mc._targets
-    counts = np.zeros(compiled.num_ops, np.int64), np.zeros(weight.shape[1])
+    links, sparse, crossing = mc._targets
+    counts = np.zeros(compiled.num_ops, np.int64), np.zeros(len(links) + compiled.V)
     noise_module.critical_samples(*draws, compiled.previous, compiled.producer, compiled.link,
-                                  handoff, extra, *mc._sparse, crossing, 0, K, *counts)
+                                  handoff, extra, *sparse, crossing, 0, K, *counts)
     assert np.array_equal(mc._paths[0], counts[0])
     assert np.array_equal(mc._paths[1], counts[1] / K)
     assert counts[0].max() == K  # the paths were walked: the first forward is on every one

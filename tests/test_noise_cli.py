@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from fastpp import Costs, Noise, build_schedule, optimize, simulate
+from fastpp import Costs, Noise, ScheduleError, build_schedule, optimize, simulate
 from fastpp.__main__ import main
 
 
@@ -222,15 +222,39 @@ def test_absorption_of_chosen_links_and_stages():
 
 
 def test_simulate_leaves_out_the_thresholds_of_too_many_samples(capsys, monkeypatch):
-    """Each absorption threshold is a bisection over every sample: a million samples took
-    32 s for five of them; past ``ABSORBED`` samples the CLI says where to find them."""
+    """Each absorption threshold is a bisection over every sample of every op: a million
+    samples took 32 s for five of them, and 1,000 samples of 1F1B at p = 64, n = 1024 ran
+    for minutes; past ``ABSORBED`` op-samples in all the CLI says where to find them. Five
+    thresholds of 10 samples of 1F1B at p = 4, n = 8 (64 ops) take 12 x 5 x 10 x 64."""
     import fastpp.__main__ as cli
 
-    monkeypatch.setattr(cli, "ABSORBED", 10)
+    monkeypatch.setattr(cli, "ABSORBED", 12 * 5 * 10 * 64)
     out = _out(capsys, ["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--samples", "11",
                         "--noise"])
-    assert "(the delays that keep the mean within 1%: at most 10 samples, or " \
-           "MonteCarlo.absorption())" in out
+    assert ("(the delays that keep the mean within 1%: at most 4e+04 op-samples over their "
+            "12 bisection steps, here 4.2e+04: MonteCarlo.absorption())") in out
     out = _out(capsys, ["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--samples", "10",
                         "--noise"])
     assert ", and the delay that keeps the mean within 1%" in out
+
+
+def test_a_large_schedules_sensitivities_are_refused_not_allocated(capsys, monkeypatch):
+    """1F1B at p = 2000, n = 2000 under noise printed its table, then asked 576 GB for the
+    critical paths' scores (``ops x (links + stages)``) and said "out of memory (with
+    --samples 1: ask for fewer)"; at p = 500 it took 22 GB. The library refuses past
+    ``MAX_PATH_SCRATCH`` (here lowered, so that a small schedule stands in), naming the
+    sizes, and the CLI says so in place of the table. The op-to-target weights, which a dense
+    [ops, links + stages] matrix held, are sparse: each 1F1B op its stage alone."""
+    import fastpp.montecarlo
+
+    monkeypatch.setattr(fastpp.montecarlo, "MAX_PATH_SCRATCH", 64 * 7 - 1)
+    mc = simulate(build_schedule("1f1b", 4, 8), Costs(1, 2), noise=Noise(cov=0.05), samples=3)
+    with pytest.raises(ScheduleError, match=r"ops x \(links \+ stages\) = 64 x 7 of scratch, "
+                                            r"at most 4e\+02"):
+        _ = mc.sensitivity
+    ids, amount = mc._targets[1]
+    assert ids.shape == amount.shape == (64, 1) and (amount == 1).all()
+    out = _out(capsys, ["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--noise"])
+    assert "no sensitivities to delays: the critical paths' scores need" in out
+    monkeypatch.setattr(fastpp.montecarlo, "MAX_PATH_SCRATCH", 64 * 7)
+    assert len(mc.sensitivity["stages"]) == 4
