@@ -34,6 +34,7 @@ from .model.recipes import RECIPES
 from .model.transformer import RECOMPUTE
 from .montecarlo import DEFAULT_SAMPLES, SIMULATE_SAMPLES
 from .noise import DISTS
+from .ops import FB
 from .placement import NAMES as PLACEMENTS
 from .reports import write_report
 from .search import optimizer
@@ -410,9 +411,13 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
             print(f"report: {report(*args.paths, output=args.output, schedules=args.schedules)}")
             return 0
         if args.command in ("optimize", "simulate"):  # refused before the work, not after
-            for flag, value in (("--trace", args.trace), ("--gantt", args.gantt),
-                                ("--memory-plot", args.memory_png), ("--csv", args.csv)):
+            for flag, value in (("--trace", args.trace), ("--csv", args.csv)):
                 will_write(value, flag)
+            if args.gantt is not None or args.memory_png is not None:  # (their format too)
+                from .plot import check_picture
+
+                check_picture(args.gantt, "--gantt")
+                check_picture(args.memory_png, "--memory-plot")
         if args.command == "optimize":
             noise = _noise(args, args.p)
             _noise_for(args.objective, noise, args.lam)
@@ -430,6 +435,10 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
             _write_outputs(args, found.result)
             return 0
         sched = _schedule(args, ap)
+        # (refused, as -G is for a schedule without options: it would change nothing)
+        if args.fb is not None and not (sched.kind == FB).any():
+            raise ScheduleError(f"--fb must not be given for {sched.name!r}: it runs no "
+                                f"overlapped F&B pairs (got --fb {args.fb:g})")
         costs = _costs(args)
         if args.command == "show":
             print(sched if args.by_index else f"{sched!r}\n{simulate(sched, costs).grid()}")

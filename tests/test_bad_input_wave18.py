@@ -71,3 +71,25 @@ def test_results_are_read_only():
         with pytest.raises(ValueError, match="read-only"):
             getattr(mc, name)[0] = 0
     assert mc.mean == pytest.approx(float(np.mean(mc.makespan)))
+
+
+def test_cli_refuses_before_the_work_what_it_would_ignore_or_fail_after(capsys, tmp_path):
+    """``--fb`` on a schedule without overlapped pairs changed nothing and was taken (``-G``
+    there is refused); ``--gantt x.txt`` printed the whole table, or ran a whole search, and
+    then failed on the picture's format."""
+    from helpers import cli_stderr
+
+    from fastpp.__main__ import main
+
+    assert main(["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--fb", "2"]) == 2
+    assert cli_stderr(capsys) == ("error: --fb must not be given for '1f1b': it runs no "
+                                  "overlapped F&B pairs (got --fb 2)\n")
+    assert main(["simulate", "-s", "dualpipev", "-p", "4", "-n", "8", "--fb", "2.5"]) == 0
+    capsys.readouterr()
+    for command in (["simulate", "-s", "1f1b", "-p", "4", "-n", "8"],
+                    ["optimize", "-p", "4", "-n", "8", "--memory-limit", "2"]):
+        for flag in ("--gantt", "--memory-plot"):
+            assert main([*command, flag, str(tmp_path / "x.txt")]) == 2
+            captured = capsys.readouterr()
+            assert captured.out == "" and f"error: {flag} must end in a format matplotlib " \
+                                          f"writes" in captured.err
