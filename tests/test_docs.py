@@ -10,6 +10,7 @@ import pkgutil
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,22 @@ def test_page_commands(monkeypatch, tmp_path, capsys):
     assert {g[0] for g in given} >= {"optimize", "plan", "explain", "measure"}
     for script in ("sweep.py", "plan.py", "measure.py"):  # the scripts the pages run
         assert (ROOT / "scripts" / script).is_file()
+
+
+def test_readme_explain_output_is_what_it_prints(capsys):
+    """The README shows what its ``explain`` example prints, abridged (``...``): each line it
+    shows is a line of the output, in order. Its figures had gone stale (7.907 s where it
+    printed 7.948 s) with nothing to say so."""
+    text = _page("README.md")
+    block = next(textwrap.dedent(b) for _, b in BLOCK.findall(text)
+                 if "explain(launch.on(model)" in b)
+    shown = re.search(r"^```python\n" + re.escape(block) + r"```\n.*?^```text\n(.*?)^```",
+                      text, re.S | re.M)[1]
+    exec(compile(block, "README.md", "exec"), {})
+    printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    at = 0
+    for line in shown.splitlines():
+        if line.strip() == "...":
+            continue
+        assert line.rstrip() in printed[at:], line
+        at = printed.index(line.rstrip(), at) + 1
