@@ -98,7 +98,7 @@ def _schedule_args(ap: argparse.ArgumentParser) -> None:
 
 def _schedule(args, ap):
     # a flag the chosen source does not read is refused, not silently dropped
-    if args.from_csv:
+    if args.from_csv is not None:  # ('' is a path to refuse, not no path)
         from .io import read_torch_csv
 
         given = [f"-{k}" for k in ("p", "m", "G") if getattr(args, k) is not None]
@@ -469,12 +469,19 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
         message = str(err)  # named by the flags, not by the library's parameters
         parser = _subparser(ap, args)
         flags = flag_names(parser)
+        if getattr(args, "from_csv", None) is not None:  # (read_torch_csv's path=)
+            flags["path"] = "--from-csv"
         if args.command == "optimize":  # the limit is optimize's memory=
             flags["memory"] = "--memory-limit"
         elif args.command == "explain" and args.hf is not None:  # RunConfig's t and p
             flags |= {"t": "--tp", "p": "--pp", "config": "--hf"}  # (and from_hf's config=)
         elif args.command == "explain":  # the run is the script's: its own flags, not these
             flags = {k: v for k, v in flags.items() if v not in (*RUN_FLAGS, "--schedule")}
+            # (each importer's file parameter, named by the flag that gave the file)
+            for dest, source in (("job", "torchtitan"), ("config", "llm_foundry"),
+                                 ("config", "vtrain")):
+                if getattr(args, source) is not None:
+                    flags[dest] = "--" + source.replace("_", "-")
         message = by_flags(_noise_flags(message), flags, switch_names(parser))
         print(f"error: {message}", file=sys.stderr)
         return 2
@@ -786,7 +793,7 @@ def _measure(args) -> int:
     schedule = args.schedule
     if not args.from_csv:
         _placement_needs_csv(args)
-    if args.from_csv:
+    if args.from_csv is not None:  # ('' is a path to refuse, not no path)
         from .io import read_torch_csv
 
         schedule = read_torch_csv(args.from_csv, n=args.n, placement=args.placement)

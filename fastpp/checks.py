@@ -261,14 +261,15 @@ def one_of(value, name: str, choices) -> None:
 MISSPELT = "not read: a misspelt"  # how readers list a key they take for a misspelling
 
 
-def near(word: str, known) -> str | None:
+def near(word: str, known, cutoff: float = 0.85) -> str | None:
     """The one of ``known`` that ``word`` is most likely a misspelling of, or ``None``: for
-    a key a reader does not know, the key it may have meant (difflib's ratio at least 0.85:
-    ``tensor_paralel_degree`` for ``tensor_parallel_degree``, not ``decoder_num_layers``
-    for ``num_layers``)."""
+    a key a reader does not know, the key it may have meant (difflib's ratio at least
+    ``cutoff``: ``tensor_paralel_degree`` for ``tensor_parallel_degree``, not
+    ``decoder_num_layers`` for ``num_layers``; a short name's two swapped letters, ``modle``,
+    are 0.8 of ``model``)."""
     import difflib
 
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.85)
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=cutoff)
     return close[0] if close else None
 
 

@@ -161,7 +161,7 @@ def test_sweep_script_refuses_a_w_over_b_before_the_sweep(tmp_path):
      "error: -n must cover the microbatches of zbv.csv: at least 8 (got -n=4; left out, the "
      "file's count is taken)"),
     (["explain", "--vtrain", "missing.json"],
-     "error: config must be a vTrain configuration's JSON file (no file missing.json)"),
+     "error: --vtrain must be a vTrain configuration's JSON file (no file missing.json)"),
 ])
 def test_commands_refuse_before_the_work(tmp_path, monkeypatch, capsys, argv, match):
     """plan wrote its table after planning (an errno without the flag); measure drew its

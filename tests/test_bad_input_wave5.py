@@ -273,7 +273,7 @@ def test_explain_names_a_binary_toml(tmp_path, capsys):
     job = tmp_path / "job.toml"
     job.write_bytes(b"\xff\xfe\x00")
     assert main(["explain", "--torchtitan", str(job), "--gpus", "2"]) == 2
-    assert "error: job must be a readable TOML file" in capsys.readouterr().err
+    assert "error: --torchtitan must be a readable TOML file" in capsys.readouterr().err
 
 
 def test_expert_groups_must_fit_a_stage():

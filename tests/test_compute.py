@@ -169,8 +169,8 @@ def test_current_scaling_accumulates_the_gradients_in_split_mode():
     (dict(matmul_half=1e6), r"matmul_half must be a number in \(0, 65536\] \(got 1000000.0\)"),
     (dict(matmul_half=float("nan")), r"matmul_half must be a number in \(0, 65536\]"),
     (dict(precision="fp16"), r"precision must be one of \['bf16', 'fp8'\] \(got 'fp16'\)"),
-    (dict(precision="fp8"), r"precision='fp8' needs fp8_flops, the fp8 peak \(got "
-                            r"fp8_flops=None for hand\)"),
+    (dict(precision="fp8"), r"precision='fp8' needs fp8_flops, the GPU's FP8 peak, which "
+                            r"hand lacks \(.*got fp8_flops=None\)"),
     (dict(fp8_flops=-2.0), r"fp8_flops must be finite and >= 1 \(got -2.0\)"),
     (dict(fp8_current_scaling=1), r"fp8_current_scaling must be one of \[False, True\]"),
     (dict(split_accumulator=0.5), r"split_accumulator must be >= 1 \(got 0.5\)"),

@@ -1,6 +1,7 @@
 """``from_torchtitan`` / ``to_torchtitan``: torchtitan's TOML job config (v0.2)."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -36,28 +37,35 @@ def test_llama3_job():
                                      loss="cross-entropy")
 
 
-def test_a_misspelt_key_or_section_is_named_and_explain_prints_it(tmp_path, capsys):
+def test_a_misspelt_key_or_section_is_refused(tmp_path, capsys):
     """A misspelt [parallelism] section priced t = 1, p = 1 (1.566 s against 0.655 s) and
-    explain printed nothing of it: it dropped ``ignored`` on this path. Each key not read
-    is now listed, one that misspells a key or section fastpp reads named with it, on a
-    line of its own."""
+    explain printed nothing of it; then a "check:" line, exit 0, the run priced at t = 1 all
+    the same. torchtitan refuses a field its job config has not ("Invalid field names"):
+    one that misspells a key or section fastpp reads is refused, naming it ([modle] too,
+    whose two swapped letters had said "[model] name and flavor must be one of ... (got
+    ('None', 'None'))")."""
+    from helpers import cli_stderr
+
     from fastpp.__main__ import main
 
     text = JOB.read_text()
-    section = tmp_path / "section.toml"
-    section.write_text(text.replace("[parallelism]", "[paralellism]"))
-    key = tmp_path / "key.toml"
-    key.write_text(text.replace("tensor_parallel_degree", "tensor_parallel_degre"))
-    assert "tensor_parallel_degree" in text and "[parallelism]" in text
-    said = from_torchtitan(section, gpus=64).ignored
-    assert "[paralellism] tensor_parallel_degree (not read: a misspelt [parallelism]?)" in said
-    said = from_torchtitan(key, gpus=64).ignored
-    assert "[parallelism] tensor_parallel_degre (not read: a misspelt [parallelism] " \
-           "tensor_parallel_degree?)" in said
-    assert main(["explain", "--torchtitan", str(key), "--gpus", "64", "--neighbours",
-                 "0"]) == 0
-    out = capsys.readouterr().out
-    assert "\n  check: [parallelism] tensor_parallel_degre (not read: a misspelt" in out
+    assert "tensor_parallel_degree" in text and "[parallelism]" in text and "[model]" in text
+    for wrong, right, message in (
+            ("[parallelism]", "[paralellism]", r"\[paralellism\] \w+ must be a field of "
+                                               r"torchtitan's job config \(torchtitan refuses "
+                                               r"others\): a misspelt \[parallelism\]\?"),
+            ("tensor_parallel_degree", "tensor_parallel_degre",
+             r"\[parallelism\] tensor_parallel_degre must be a field of torchtitan's job "
+             r"config \(torchtitan refuses others\): a misspelt \[parallelism\] "
+             r"tensor_parallel_degree\?"),
+            ("[model]", "[modle]", r"\[modle\] \w+ must be a field .*: a misspelt \[model\]\?")):
+        job = tmp_path / "job.toml"
+        job.write_text(text.replace(wrong, right))
+        with pytest.raises(ScheduleError, match=message):
+            from_torchtitan(job, gpus=64)
+        assert main(["explain", "--torchtitan", str(job), "--gpus", "64", "--neighbours",
+                     "0"]) == 2
+        assert re.search(message, cli_stderr(capsys))
     assert main(["explain", "--torchtitan", str(JOB), "--gpus", "64", "--neighbours",
                  "0"]) == 0
     assert "check:" not in capsys.readouterr().out

@@ -316,8 +316,9 @@ class Hardware:
         if self.fp8_flops is not None:
             _rate(self.fp8_flops, "fp8_flops")
         elif self.precision == "fp8":
-            raise ScheduleError(f"precision='fp8' needs fp8_flops, the fp8 peak (got "
-                                f"fp8_flops=None for {self.name})")
+            raise ScheduleError(f"precision='fp8' needs fp8_flops, the GPU's FP8 peak, which "
+                                f"{self.name} lacks (a GPU without FP8 products, or none "
+                                f"given: got fp8_flops=None)")
 
     @property
     def peak(self) -> float:

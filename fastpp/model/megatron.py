@@ -501,6 +501,10 @@ def _flags(words) -> tuple[dict, list, int | None]:
             meant = None if dest in NEAR_BUT_REAL else MEANT.get(dest) or next(
                 (f for f in (*FLAGS, *ALIASES) if f.startswith(dest + "_")), None) or near(
                 dest, (*FLAGS, *ALIASES))
+            if meant is not None and dest not in MEANT:  # (Megatron would not start)
+                raise ScheduleError(f"--{key} must be a Megatron-LM flag (its parser refuses "
+                                    f"others, and abbreviations): a misspelt "
+                                    f"--{meant.replace('_', '-')}?")
             ignored.append("--" + key if meant is None else
                            f"--{key} ({MISSPELT} --{meant.replace('_', '-')}?)")
             # its value holds a variable the script does not set: bash expands it to

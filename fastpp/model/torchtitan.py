@@ -198,6 +198,14 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         its old and new places with two values, or a split the pipeline cannot run.
     """
     data, where = read_toml(job)
+    ignored = _ignored(data)
+    # torchtitan refuses a key its config has not ("Invalid field names"): a misspelling of
+    # one read here would be priced as the default it leaves, so it is refused too
+    misspelt = next((said for said in ignored if MISSPELT in said), None)
+    if misspelt is not None:
+        key, meant = misspelt.split(f" ({MISSPELT} ")
+        raise ScheduleError(f"{where}: {key} must be a field of torchtitan's job config "
+                            f"(torchtitan refuses others): a misspelt {meant[:-1]}")
     section = {name: data.get(name, {}) for name in ("model", "training", "parallelism",
                                                      "activation_checkpoint", "experimental",
                                                      "float8", "compile")}
@@ -240,7 +248,7 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
                                            for c in section["model"].get("converters", []))) \
         else ()
     eager = (EAGER_PARTS,) if model.eager and (model.moe or model.mla) else ()
-    return Imported(model, run, _ignored(data) + missing + _approximated(run, model) + async_tp
+    return Imported(model, run, ignored + missing + _approximated(run, model) + async_tp
                     + unpriced + float8 + eager + (STACK,))
 
 
@@ -308,7 +316,8 @@ def _misspelt(section: str, key: str) -> str:
     if section in READ:
         meant = near(key, READ[section])
         return "" if meant is None else f" ({MISSPELT} [{section}] {meant}?)"
-    meant = near(section, (*READ, *BOOKKEEPING))
+    # (a looser match: the sections are few and their names short, [modle] 0.8 of [model])
+    meant = near(section, (*READ, *BOOKKEEPING), cutoff=0.75)
     return "" if meant is None else f" ({MISSPELT} [{meant}]?)"
 
 
