@@ -436,7 +436,7 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
             return 0
         sched = _schedule(args, ap)
         # (refused, as -G is for a schedule without options: it would change nothing)
-        if args.fb is not None and not (sched.kind == FB).any():
+        if getattr(args, "fb", None) is not None and not (sched.kind == FB).any():
             raise ScheduleError(f"--fb must not be given for {sched.name!r}: it runs no "
                                 f"overlapped F&B pairs (got --fb {args.fb:g})")
         costs = _costs(args)
