@@ -93,3 +93,26 @@ def test_cli_refuses_before_the_work_what_it_would_ignore_or_fail_after(capsys, 
             captured = capsys.readouterr()
             assert captured.out == "" and f"error: {flag} must end in a format matplotlib " \
                                           f"writes" in captured.err
+
+
+@pytest.mark.parametrize("given, message", [
+    (dict(ep=3), r"ep must be 1 for a dense model \(llama2-7b has no experts; got ep=3\)"),
+    (dict(ep=[2, 4]), r"ep must be 1 for a dense model .*got ep=\[2, 4\]\)"),
+    (dict(etp=3), r"etp must be 1 for a dense model \(llama2-7b has no experts; got etp=3\)"),
+    (dict(replicate=3), r"replicate must divide gpus=8 \(got replicate=3\)"),
+    (dict(first_layers=100), r"first_layers \+ last_layers must be at most the layers 32 "
+                             r"\(got first_layers=100, last_layers=None\)"),
+    (dict(first_layers=[20, 30], last_layers=20), r"first_layers \+ last_layers must be at "
+                                                  r"most the layers 32"),
+])
+def test_plan_refuses_an_axis_no_row_could_run(given, message):
+    """Each printed "nothing fits" with every row's reason the flag's, and exit 0: values
+    that no configuration of the grid can take are refused up front. A value beside one
+    that runs keeps its rows' reasons."""
+    from fastpp.model import plan
+
+    with pytest.raises(ScheduleError, match=message):
+        plan("llama2-7b", 8, seq=4096, global_batch=64, schedules=["1f1b"], **given)
+    rows = plan("llama2-7b", 8, seq=4096, global_batch=64, schedules=["1f1b"], tp=2, pp=2,
+                microbatch=1, recompute="none", ep=[1, 2])
+    assert set(rows["ep"]) == {1, 2} and rows.loc[rows["ep"] == 2, "step_time"].isna().all()

@@ -289,8 +289,10 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         For an unknown preset, a bad count, ``t`` not dividing the heads,
         a microbatch that does not divide the global batch, no factorization at all, a
         layout that does not parse or does not hold the model's layers, or both a layout
-        and first or last counts; a noise that fits none of the planned pipelines, or more
-        samples than the widest one's result can keep.
+        and first or last counts; values of an axis no row could run (``ep`` or ``etp``
+        other than 1 for a dense model, a ``replicate`` not dividing the GPUs, first and
+        last counts past the layers); a noise that fits none of the planned pipelines, or
+        more samples than the widest one's result can keep.
     """
     pd = require("pandas", "sweep", "fastpp.model.plan")
     tp, pp = _spelling(t, tp, "t", "tp"), _spelling(p, pp, "p", "pp")
@@ -336,6 +338,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
+    if gpus % replicate:  # (it divides d cp, which divide the GPUs: no row could run)
+        raise ScheduleError(f"replicate must divide gpus={gpus} (got replicate={replicate})")
     one_of(framework, "framework", FRAMEWORKS)
     reduce_bytes = check_reduce_bytes(reduce_bytes)  # (RunConfig's rule: 1e30 was priced)
     train_metrics = check_train_metrics(train_metrics)
@@ -461,6 +465,12 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
         one_of(x, "recompute", RECOMPUTE)
     eps = _axis(ep, "ep", [x for x in divisors(gpus, model.experts) if model.experts % x == 0]
                 if model.moe else [1])
+    etps = _axis(etp, "etp", [1])
+    for axis, values in (("ep", eps), ("etp", etps)):  # (a 1 beside others: their reasons)
+        if not model.moe and 1 not in values:
+            got = values[0] if len(values) == 1 else list(values)
+            raise ScheduleError(f"{axis} must be 1 for a dense model ({model.name} has no "
+                                f"experts; got {axis}={got})")
     precisions = [hardware.precision] if precision is None else _nonempty(precision,
                                                                           "precision")
     for x in precisions:
@@ -487,7 +497,7 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
                 raise ScheduleError(f"{axis} must divide gpus={gpus} (got {axis}={got})")
         raise ScheduleError(f"gpus={gpus} has no factorization t * cp * p * d with t in {tps}, "
                             f"cp in {cps} and p in {pps}")
-    return {"shapes": shapes, "ep": eps, "etp": _axis(etp, "etp", [1]),
+    return {"shapes": shapes, "ep": eps, "etp": etps,
             "precision": _unique(PRECISIONS.index(q) for q in precisions),
             "microbatch": mbs, "recompute": _unique(RECOMPUTE.index(r) for r in rcs),
             "zero": _unique(zeros), "overlap": _unique(int(o) for o in overlaps),
@@ -687,7 +697,12 @@ def _splits(model, layout, first_layers, last_layers) -> list[tuple]:
         return [(x, None, None) for x in given]
     ends = [[None] if x is None else _counts(x, name)
             for x, name in ((first_layers, "first_layers"), (last_layers, "last_layers"))]
-    return [(None, a, z) for a in ends[0] for z in ends[1]]
+    pairs = [(None, a, z) for a in ends[0] for z in ends[1]]
+    if all((a or 0) + (z or 0) > model.layers for _, a, z in pairs):  # (no row could run)
+        raise ScheduleError(f"first_layers + last_layers must be at most the layers "
+                            f"{model.layers} (got first_layers={first_layers!r}, "
+                            f"last_layers={last_layers!r})")
+    return pairs
 
 
 def _counts(value, name) -> list[int]:
