@@ -873,12 +873,12 @@ def _link_delay(text):
 def _report(res) -> None:
     s = res.schedule
     print(f"{s.name}: p={s.p}, n={s.n}, m={s.m}, {s.num_ops} ops")
-    print(f"makespan {res.makespan:g}, bubble {res.bubble_ratio:.2%} (span metric "
+    print(f"makespan {res.makespan:.7g}, bubble {res.bubble_ratio:.2%} (span metric "
           f"{res.span_bubble_ratio:.2%}), throughput {res.throughput:.4g} microbatches per unit")
     print(f"{'device':>6} {'busy':>9} {'idle':>9} {'span':>9} {'peak act.':>10} {'peak live':>10}")
     for r in range(s.p):
-        print(f"{r:>6} {res.busy[r]:>9.4g} {res.idle[r]:>9.4g} {res.span[r]:>9.4g} "
-              f"{res.peak_activations[r]:>10.4g} {res.peak_live[r]:>10}")
+        print(f"{r:>6} {res.busy[r]:>9.6g} {res.idle[r]:>9.6g} {res.span[r]:>9.6g} "
+              f"{res.peak_activations[r]:>10.6g} {res.peak_live[r]:>10}")
 
 
 def _report_search(found, lam: float) -> None:
@@ -896,9 +896,9 @@ def _report_search(found, lam: float) -> None:
         print("no bound is proven under noise: the search ran without it, and each schedule "
               "it offered was ranked by its Monte Carlo")
     else:
-        print(f"best: {found.objective} {found.value:.6g} (bubble {found.bubble:.2%}), found "
+        print(f"best: {found.objective} {found.value:.7g} (bubble {found.bubble:.2%}), found "
               f"by {found.method}")
-        print(f"lower bound {found.lower_bound:.6g}, gap {_gap(found.gap)}, "
+        print(f"lower bound {found.lower_bound:.7g}, gap {_gap(found.gap)}, "
               f"{'proven optimal' if found.optimal else 'not proven optimal: ' + _why(found)}")
     res = found.result
     print(f"{'device':>6} {'busy':>9} {'idle':>9} {'span':>9} {'peak act.':>10}")
