@@ -1021,7 +1021,7 @@ def summary(df, top: int = 10) -> str:
         ranked = df.attrs.get("ranked")
         unfit = int(fits["step_time_p95"].isna().sum()) if noisy else 0
         text += [(f"best that fit, {ranked}" if ranked else "fastest that fit")
-                 + f" ({min(top, len(shown))} of {len(fits)}"
+                 + f" ({min(top, len(shown))} of {len(fits):,}"
                  + (f"; {unfit} the noise does not fit, without its figures"
                     + (", ranked last" if df.attrs.get("objective") else "") if unfit else "")
                  + "):", cols]
