@@ -248,8 +248,8 @@ def one_of(value, name: str, choices) -> None:
     """Raise unless ``value`` is one of ``choices`` (a bool is not the number 0 or 1 here)."""
     if type(value) is str and value in choices:  # the common case (a str equals no bool)
         return
-    if isinstance(value, np.integer):
-        value = int(value)
+    if isinstance(value, np.integer | np.bool_ | np.str_):  # (NumPy's, as Python's)
+        value = value.item()
     # a type no choice has is a ScheduleTypeError; True == 1 in Python, but a bool answers
     # only where the choices are bools, and a number only where they are numbers
     if type(value) not in {type(c) for c in choices}:
