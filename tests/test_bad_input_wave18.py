@@ -116,3 +116,16 @@ def test_plan_refuses_an_axis_no_row_could_run(given, message):
     rows = plan("llama2-7b", 8, seq=4096, global_batch=64, schedules=["1f1b"], tp=2, pp=2,
                 microbatch=1, recompute="none", ep=[1, 2])
     assert set(rows["ep"]) == {1, 2} and rows.loc[rows["ep"] == 2, "step_time"].isna().all()
+
+
+def test_numpy_scalars_are_their_python_values_in_choices():
+    """A name read from a frame is an ``np.str_``; the type check of ``one_of`` must take it
+    as the string it is (and NumPy's bools and integers likewise)."""
+    from fastpp.checks import one_of
+
+    one_of(np.str_("a"), "x", ("a", "b"))
+    one_of(np.bool_(True), "x", (False, True))
+    one_of(np.int64(2), "x", (1, 2))
+    assert simulate(build_schedule(np.str_("1f1b"), 2, 4)).makespan == 15.0
+    with pytest.raises(ScheduleTypeError, match=r"x must be one of \[False, True\] \(got 1\)"):
+        one_of(np.int64(1), "x", (False, True))

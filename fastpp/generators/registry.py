@@ -368,6 +368,8 @@ def build_schedule(name: str, p: int, n: int, m: int | None = None, **options) -
         If the name is unknown, an option is not the schedule's, or ``p, n, m`` break its
         constraints; the message names the parameter, what it must be and what it got.
     """
+    if type(name) is not str and isinstance(name, str):  # (NumPy's, read from a frame)
+        name = str(name)
     if m is None and type(name) is str and name in SCHEDULES:
         m = SCHEDULES[name].default_m
     if not options and type(name) is str and type(p) is type(n) is type(m) is int:
