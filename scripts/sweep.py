@@ -70,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--budget", default="1f1b",
                     help="memory budget: a schedule name (its peak) or activation units "
                     "(default 1f1b)")
-    ap.add_argument("--out", type=Path, default=Path("results"),
+    ap.add_argument("--out", type=_folder, default=Path("results"),
                     help="output folder (default results)")
     ap.add_argument("--resume", action="store_true", help="continue the sweep in --out")
     ap.add_argument("--workers", type=int, default=None,
@@ -83,6 +83,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-plots", action="store_true",
                     help="skip the PNG pictures and the HTML report")
     return ap
+
+
+def _folder(text: str) -> Path:
+    """``--out``: a folder, ``~`` expanded (as the library expands its ``out``); an empty one
+    had meant the working directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must be a folder path (got {text!r})")
+    return Path(text).expanduser()
 
 
 def parse(argv):
@@ -119,7 +127,8 @@ def parse(argv):
 def main(argv=None) -> int:
     args = parse(argv)
     parts = args.out / "parts"
-    try:  # what the job writes, before the work (a folder where a file goes)
+    try:  # every flag, and what the job writes, before anything on disk changes
+        sweep(args.schedules, **_given(args, None), check_only=True)
         make_folder(args.out, "--out")
         for name in ("sweep.parquet", *(() if args.no_plots else (
                 "report.html", "bubble_heatmap.png", "pareto.png"))):
@@ -162,15 +171,20 @@ def main(argv=None) -> int:
             painter.close()
 
 
+def _given(args, parts) -> dict:
+    """``sweep``'s keywords from the flags (``out=parts``: None to check the flags alone,
+    before a fresh run clears the previous one's parts)."""
+    return dict(p=args.p, n_per_p=args.n_per_p, m=args.m, f=args.f, b=args.b, w=args.w,
+                comm=args.comm, gamma=args.gamma, out=parts,
+                resume=args.resume and parts is not None, chunk_size=args.chunk_size,
+                workers=args.workers, executor="threads" if args.dask is None else "dask",
+                scheduler=None if args.dask in (None, "local") else args.dask,
+                progress=not args.no_progress)
+
+
 def _run(args, parts, painter) -> int:
-    given = dict(p=args.p, n_per_p=args.n_per_p, m=args.m, f=args.f, b=args.b, w=args.w,
-                 comm=args.comm, gamma=args.gamma, out=parts, resume=args.resume,
-                 chunk_size=args.chunk_size, workers=args.workers,
-                 executor="threads" if args.dask is None else "dask",
-                 scheduler=None if args.dask in (None, "local") else args.dask,
-                 progress=not args.no_progress)
+    given = _given(args, parts)
     try:
-        sweep(args.schedules, **given, check_only=True)  # every flag before any work
         if args.dask is None:  # compiling (once per machine) is not sweeping: timed apart
             t0 = time.perf_counter()
             warm_up(announce=not args.no_progress, schedules=args.schedules)
@@ -240,7 +254,10 @@ def refused(err, args, parts) -> int:
     message = str(err).replace(f"out={str(parts)!r}", f"out={str(args.out)!r}").replace(
         ", other costs or another invalid=", " or other costs").replace(
         "choose another out", "choose another --out")
-    print(f"error: {by_flags(message, args.flags, args.switches)}", file=sys.stderr)
+    # (the library's scheduler= is --dask ADDRESS; out's manifest is --out's)
+    message = message.replace("out's _fastpp", "--out's parts/_fastpp")
+    flags = {**args.flags, "scheduler": "--dask"}
+    print(f"error: {by_flags(message, flags, args.switches)}", file=sys.stderr)
     return 2
 
 
