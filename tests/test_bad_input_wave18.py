@@ -129,3 +129,60 @@ def test_numpy_scalars_are_their_python_values_in_choices():
     assert simulate(build_schedule(np.str_("1f1b"), 2, 4)).makespan == 15.0
     with pytest.raises(ScheduleTypeError, match=r"x must be one of \[False, True\] \(got 1\)"):
         one_of(np.int64(1), "x", (False, True))
+
+
+def test_sweep_script_checks_its_flags_before_clearing_the_last_sweep(tmp_path):
+    """A fresh run cleared ``--out/parts`` before it checked its flags: one mistyped flag
+    deleted the last sweep's chunks, and left the folder refused ("not a sweep's") to every
+    run after. ``--out ''`` wrote the job into the working folder, and ``--out '~/x'``
+    split it between ``$HOME/x`` (the library's parts) and a literal ``./~/x``, then failed
+    with a traceback."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_bad_input_wave6 import run_script
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "out"
+    small = ["--no-plots", "--no-progress", "-p", "2", "--n-per-p", "1", "--schedules", "1f1b"]
+
+    def ok(*argv, env=None):
+        run = subprocess.run([sys.executable, str(root / "scripts" / "sweep.py"), *small,
+                              *argv], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120, env=dict(os.environ, PYTHONPATH=str(root),
+                                                   **(env or {})))
+        assert run.returncode == 0, run.stderr[-2000:]
+
+    ok("--out", str(out))
+    chunk = next((out / "parts").glob("part-*"))
+    err = run_script("sweep.py", *small, "--out", str(out), "--f", "-1", cwd=tmp_path)
+    assert "error: --f must be finite and > 0 (got -1.0)" in err
+    assert chunk.exists()  # the last sweep's chunks are still there
+    ok("--out", str(out))  # and the folder still takes a run
+    err = run_script("sweep.py", *small, "--out", "", cwd=tmp_path)
+    assert "argument --out: must be a folder path (got '')" in err
+    assert not (tmp_path / "parts").exists() and not (tmp_path / "sweep.parquet").exists()
+    ok("--out", "~/x", env={"HOME": str(tmp_path / "home")})
+    assert (tmp_path / "home" / "x" / "sweep.parquet").is_file()
+    assert not (tmp_path / "~").exists()
+
+
+def test_report_reads_and_writes_home_paths_and_names_a_nan_cost(tmp_path, monkeypatch):
+    """``report(..., output='~/r.html')`` wrote a literal ``./~/r.html`` (or said the folder
+    did not exist) where a sweep's ``out`` expands ``~``; a sweep table with a NaN ``f``
+    raised ``TypeError: Costs.__init__() missing 1 required positional argument: 'f'``."""
+    pytest.importorskip("plotly")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    rows = fastpp.sweep("1f1b", p=[2], n_per_p=[1, 2], progress=False)
+    rows.to_parquet(tmp_path / "s.parquet")
+    assert fastpp.report("~/s.parquet", output="~/r.html") == tmp_path / "r.html"
+    assert (tmp_path / "r.html").is_file() and not (tmp_path / "~").exists()
+    rows.loc[:, "f"] = np.nan
+    with pytest.raises(ScheduleError, match=r"a sweep row must hold a point fastpp can "
+                                            r"simulate \(the row of point 0, 1f1b, p=2, n=2, "
+                                            r"m=1: costs.f must be finite and > 0 \(got nan\)"):
+        fastpp.report(rows, output=tmp_path / "bad.html")
+

@@ -66,13 +66,13 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
     if not isinstance(output, (str, Path)):
         raise ScheduleTypeError(f"output must be a path (got {type(output).__name__})")
     get_plotlyjs = require("plotly.offline", "report", "fastpp.report", "plotly").get_plotlyjs
-    path = Path(output)
+    path = Path(output).expanduser()  # (as a sweep's out: a literal ./~ folder had taken it)
     if not str(output) or not path.parent.is_dir() or path.is_dir():  # ('' reads as '.')
         raise ScheduleError(f"output must be a file in an existing folder (got "
                             f"{str(output)!r})")
     for i, item in enumerate(inputs):  # (the report had replaced its own input with HTML)
         if isinstance(item, str | os.PathLike) and path.resolve().is_relative_to(
-                Path(item).resolve()):
+                Path(item).expanduser().resolve()):
             raise ScheduleError(f"output must be neither an input nor inside one (got "
                                 f"{str(path)!r}, inputs[{i}] {str(item)!r})")
     loaded = [load(item, i) for i, item in enumerate(inputs)]

@@ -182,7 +182,9 @@ def resimulate(row):
     given = {name: _value(row, name, None) for name in FIELDS}
     try:
         sched = build_schedule(row.schedule, int(row.p), int(row.n), int(row.m), **options)
-        costs = Costs(**{k: v for k, v in given.items() if v is not None})
+        # (f and b as the row holds them: a NaN there is refused by name, not left out)
+        costs = Costs(row.f, row.b, **{k: v for k, v in given.items()
+                                       if v is not None and k not in ("f", "b")})
     except ScheduleError as err:  # the table's row, not only the value, is what to fix
         point = f"point {row.point}, " if "point" in row._fields else ""
         raise type(err)(f"a sweep row must hold a point fastpp can simulate (the row of "

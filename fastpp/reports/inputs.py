@@ -59,7 +59,7 @@ def load(item, position: int):
         raise ScheduleTypeError(f"inputs must be paths, DataFrames, MeasuredRuns or "
                                 f"MonteCarlo results (got {type(item).__name__} at position "
                                 f"{position})")
-    path = Path(item)
+    path = Path(item).expanduser()  # (as a sweep's out and pandas' readers expand it)
     if not path.exists():
         raise ScheduleError(f"input {str(path)!r} must be a readable path: {EXPECTED} (got no "
                             f"such file or folder)")
