@@ -629,6 +629,12 @@ args = dict(p=[2, 4], n_per_p=[1, 2], m=1, progress=False, out=sys.argv[1], chun
 first = s.sweep(**args)
 again = s.sweep(**args, resume=True)
 assert len(first) > 20 and again.equals(first), (again.dtypes, first.dtypes)
+# kept rows' reasons: a valid row's "" came back NaN from the CSV (wave 18)
+kept = dict(args, invalid="keep", out=sys.argv[1] + "-kept")
+first = s.sweep(**kept)
+again = s.sweep(**kept, resume=True)
+assert (first["reason"] == "").sum() > 20 and again["reason"].tolist() == first[
+    "reason"].tolist(), again["reason"].tolist()
 print(len(first))
 """
 

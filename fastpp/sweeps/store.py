@@ -228,7 +228,7 @@ class Store:
             return None
         if self.format == "parquet":
             return pd.read_parquet(path)
-        return pd.read_csv(path, float_precision="round_trip")  # the exact floats written
+        return read_csv(path)
 
     def skipped(self, c: int) -> dict[str, int]:
         return json.loads(self._meta(c).read_text())["skipped"]
@@ -301,7 +301,7 @@ def load(out):
             frame = None
             if part.exists():
                 frame = (pd.read_parquet(part) if manifest["format"] == "parquet" else
-                         pd.read_csv(part, float_precision="round_trip"))
+                         read_csv(part))
             # a part of another table, another sweep or chunk (or cut short) reads fine: its
             # rows, columns and points tell
             problem = chunk_problem(frame, info, c, manifest["chunk_size"])
@@ -489,3 +489,15 @@ def clear(folder) -> None:
                 entry.unlink(missing_ok=True)
     finally:
         lock.release()
+
+
+def read_csv(path):
+    """A part written as CSV, as it was written: the exact floats, and ``reason``'s empty
+    strings (a row simulated) as strings, which CSV's reader takes for missing values (a
+    kept sweep's valid rows came back NaN, ``df[df.reason == ""]`` empty)."""
+    import pandas as pd
+
+    frame = pd.read_csv(path, float_precision="round_trip")
+    if "reason" in frame:
+        frame["reason"] = frame["reason"].fillna("").astype(str)
+    return frame
