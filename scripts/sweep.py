@@ -23,6 +23,18 @@ MAIN_JOB = __name__ == "__main__"
 if MAIN_JOB:
     gc.disable()
 
+    def _interrupted_early(*_):
+        """Ctrl-C while the imports run (1.5 s): said, with the exit code of an interrupted
+        sweep, not as the imports' traceback; main's own handling takes over after them."""
+        import sys
+
+        print("\ninterrupted: no point kept yet", file=sys.stderr)
+        raise SystemExit(130)
+
+    import signal
+
+    signal.signal(signal.SIGINT, _interrupted_early)
+
 import argparse  # noqa: E402
 import math  # noqa: E402
 import multiprocessing  # noqa: E402
@@ -406,6 +418,7 @@ def _paint(conn, parents) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # (main's KeyboardInterrupt)
     code = despite_reader(main)  # (| head: the files are written still)
     settle()
     sys.exit(code)

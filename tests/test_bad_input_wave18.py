@@ -186,3 +186,25 @@ def test_report_reads_and_writes_home_paths_and_names_a_nan_cost(tmp_path, monke
                                             r"m=1: costs.f must be finite and > 0 \(got nan\)"):
         fastpp.report(rows, output=tmp_path / "bad.html")
 
+
+
+def test_sweep_script_interrupted_during_its_imports_says_so(tmp_path):
+    """Ctrl-C in the main job's first 1.5 s (its imports) printed a KeyboardInterrupt
+    traceback; it now says nothing is kept yet and exits 130, as an interrupted sweep does."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.Popen([sys.executable, str(root / "scripts" / "sweep.py"), "--out",
+                            str(tmp_path / "out"), "--no-plots"], cwd=tmp_path,
+                           stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(root)))
+    time.sleep(0.3)  # (past the handler at the script's top, before the imports end)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert "interrupted: no point kept yet" in err
