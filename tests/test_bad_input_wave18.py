@@ -208,3 +208,23 @@ def test_sweep_script_interrupted_during_its_imports_says_so(tmp_path):
     _, err = run.communicate(timeout=120)
     assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
     assert "interrupted: no point kept yet" in err
+
+
+def test_a_plan_row_without_a_pipeline_writes_a_torchtitan_job():
+    """Every ``p = 1`` row of a plan failed ``to_torchtitan``: ``RunConfig.from_row`` keeps
+    the row's one-stage layout (``Et*32L``), which is no split, and the message blamed
+    ``m = 1``. A real split or more chunks without a pipeline are still refused."""
+    from fastpp.model import MODELS, RunConfig, plan
+    from fastpp.model.torchtitan import from_torchtitan, to_torchtitan
+
+    model = MODELS["llama3-8b"]
+    row = plan(model, 8, seq=8192, global_batch=64, pp=1, tp=2, schedules=["1f1b"],
+               recompute="none", microbatch=1, framework="torchtitan", zero=3,
+               zero3="step").iloc[0]
+    run = RunConfig.from_row(row, seq=8192, framework="torchtitan", zero3="step")
+    assert (run.p, run.m, str(run.layout)) == (1, 1, "Et*32L")
+    back = from_torchtitan(to_torchtitan(run, model), gpus=8, model=model).config
+    assert (back.t, back.p, back.d, back.zero) == (2, 1, 4, 3)
+    with pytest.raises(ScheduleError, match=r"cannot state a layer split or m = 4 without a "
+                                            r"pipeline \(p = 1\)"):
+        to_torchtitan(run.replace(m=4, layout=None, schedule="interleaved-1f1b"), model)

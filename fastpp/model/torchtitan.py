@@ -642,7 +642,8 @@ def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:
     default_m = 1 if NAMES[c.schedule] in SINGLE_STAGE else 2
     split = c.layout is not None or c.first_layers is not None or c.last_layers is not None
     if c.p == 1:  # torchtitan does not pipeline: a split or chunks it would not run
-        if split or c.m != default_m:
+        # (a layout of one stage holds the whole model, as a plan row's 'Et*80L': no split)
+        if (split and stages > 1) or c.m != default_m:
             raise ScheduleError(f"to_torchtitan cannot state a layer split or m = {c.m} "
                                 f"without a pipeline (p = 1)")
         return []
