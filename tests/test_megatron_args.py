@@ -784,6 +784,13 @@ def test_a_misspelt_flag_is_refused(capsys):
                                 "--tp-comm-overlap-cfg x.yaml", 8).ignored
     assert {"--decoder-seq-length", "--no-bias-gelu-fusion", "--tp-comm-overlap-cfg"} <= \
         set(real) and not any("misspelt" in x for x in real)
+    # and those a review found refused once misspellings were: options Megatron's config
+    # dataclasses add to its parser (August 2026), and the encoder's of mid-2025
+    flags = ("--eval-micro-batch-size", "--eval-global-batch-size",
+             "--moe-shared-expert-glu-interleave-size", "--encoder-tensor-model-parallel-size",
+             "--encoder-pipeline-model-parallel-size")
+    real = from_megatron(BASE + " ".join(f"{flag} 1" for flag in flags), 8).ignored
+    assert set(flags) <= set(real)
 
 
 def test_explain_cli_takes_the_vocabulary_from_model(capsys):

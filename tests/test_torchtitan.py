@@ -68,6 +68,17 @@ def test_a_misspelt_key_or_section_is_refused(tmp_path, capsys):
         assert re.search(message, cli_stderr(capsys))
     assert main(["explain", "--torchtitan", str(JOB), "--gpus", "64", "--neighbours",
                  "0"]) == 0
+    # torchtitan's own keys of older layouts near one read are no misspellings: July 2024's
+    # [training] enable_float8_linear is read, the 2024-2025 experimental ones listed
+    old = text.replace("[training]", "[training]\nenable_float8_linear = true").replace(
+        "[experimental]", "[experimental]\npipeline_parallel_schedule_csv = ''\n"
+        "pipeline_parallel_split_mode = 'manual'")
+    job = tmp_path / "old.toml"
+    job.write_text(old if "[experimental]" in text else
+                   old + "\n[experimental]\npipeline_parallel_split_mode = 'manual'\n")
+    read = from_torchtitan(job, gpus=64)
+    assert read.config.precision == "fp8"
+    assert any("pipeline_parallel_split_mode" in x for x in read.ignored)
     assert "check:" not in capsys.readouterr().out
     # an assets folder that is not here (the job's, run from tests/): the flavor's preset is
     # priced, and said so; not where the model is given

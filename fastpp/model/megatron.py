@@ -145,8 +145,12 @@ CHOICES = {"cp_comm_type": tuple(CP_COMM), "data_parallel_sharding_strategy": tu
 
 
 # Megatron-LM's own flags, not read here, that are near one read (``near``): no misspelling.
-# Every flag of its arguments.py (about 400) was tried, 6 December 2026: these alone
-NEAR_BUT_REAL = {"decoder_seq_length", "tp_comm_overlap_cfg", "fp4_format"}
+# Every option of its parser as of August 2026 (877, those its config dataclasses add too)
+# and the encoder's of mid-2025 were tried, 6 December 2026: these alone
+NEAR_BUT_REAL = {"decoder_seq_length", "tp_comm_overlap_cfg", "fp4_format",
+                 "eval_micro_batch_size", "eval_global_batch_size",
+                 "moe_shared_expert_glu_interleave_size", "encoder_tensor_model_parallel_size",
+                 "encoder_pipeline_model_parallel_size"}
 # flags of other frameworks' names that mean one of Megatron's (NeMo's pipeline ends)
 MEANT = {"num_layers_in_first_pipeline_stage": "decoder_first_pipeline_num_layers",
          "num_layers_in_last_pipeline_stage": "decoder_last_pipeline_num_layers"}
@@ -286,7 +290,8 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         degree that does not divide the GPUs, a value outside Megatron's choices, or a run
         Megatron refuses to start: layers (with the embedding and loss where they count as
         layers) that do not split evenly over the stages without a layout or end counts,
-        virtual stages on one pipeline rank.
+        virtual stages on one pipeline rank; a flag that misspells one read (Megatron's
+        parser refuses a flag it does not have, and abbreviations).
     """
     if env is not None and not isinstance(env, dict):
         raise ScheduleTypeError(f"env must be a dict of variables (got {type(env).__name__})")
