@@ -180,8 +180,11 @@ class MonteCarlo:
                                           crossing, first, size, *out)
             return out
 
-        # whole counts, so the per-thread sums add up exactly
-        on_path, slope = (sum(x) for x in zip(*_on_threads(count, self.samples), strict=True))
+        # whole counts, so the per-thread sums add up exactly; each thread holds its own
+        # scores, so the threads are as many as the bound leaves room for
+        most = int(MAX_PATH_SCRATCH // (compiled.num_ops * targets))
+        on_path, slope = (sum(x) for x in zip(*_on_threads(count, self.samples, most),
+                                              strict=True))
         return on_path, slope / self.samples
 
     def op_times(self, first: int = 0, count: int | None = None) -> np.ndarray:
@@ -402,8 +405,8 @@ def _scaled(statistic, makespans: np.ndarray) -> float:
 TINY = 1e-100  # below it a makespan's square loses precision to float64's underflow
 
 
-# the most floats the critical paths' scores hold (noise.critical's best[N, L + V], filled
-# where paths tie: 4 GB); p = 2000, n = 2000 asked 576 GB
+# the most floats the critical paths' scores hold over all threads (noise.critical's
+# best[N, L + V] on each, filled where paths tie: 4 GB); p = 2000, n = 2000 asked 576 GB
 MAX_PATH_SCRATCH = 5e8
 # the most weight a robust objective mean + lam * std gives the spread: more ranks by the
 # spread alone, and 1e308 made every candidate's value overflow to inf (a tie, the first kept)
@@ -555,11 +558,12 @@ def _samples(state, handoff, extra, samples):
     return tuple(np.concatenate(x, axis=-1) for x in zip(*parts, strict=True))
 
 
-def _on_threads(work, samples: int) -> list:
+def _on_threads(work, samples: int, most: int | None = None) -> list:
     """``work(first, size)`` over contiguous runs of whole blocks of samples, one per core
-    (each at least one block), the first on this thread: their results in sample order."""
+    (each at least one block; at ``most`` threads), the first on this thread: their results
+    in sample order."""
     block = noise_module.BLOCK
-    threads = max(1, min(len(os.sched_getaffinity(0)), samples // block))
+    threads = max(1, min(len(os.sched_getaffinity(0)), samples // block, most or samples))
     size = -(-samples // threads // block) * block if threads > 1 else samples
     runs = [(first, min(size, samples - first)) for first in range(0, samples, size)]
     if len(runs) == 1:

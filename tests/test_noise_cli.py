@@ -256,5 +256,11 @@ def test_a_large_schedules_sensitivities_are_refused_not_allocated(capsys, monke
     assert ids.shape == amount.shape == (64, 1) and (amount == 1).all()
     out = _out(capsys, ["simulate", "-s", "1f1b", "-p", "4", "-n", "8", "--noise"])
     assert "no sensitivities to delays: the critical paths' scores need" in out
-    monkeypatch.setattr(fastpp.montecarlo, "MAX_PATH_SCRATCH", 64 * 7)
-    assert len(mc.sensitivity["stages"]) == 4
+    # each thread holds its own scores: the bound is on them all, so room for one is one
+    # thread (a review: the bound had been per thread, 64 x 4 GB on 64 cores)
+    asked = []
+    spread = fastpp.montecarlo._on_threads
+    monkeypatch.setattr(fastpp.montecarlo, "_on_threads",
+                        lambda *a: asked.append(a[2:]) or spread(*a))
+    monkeypatch.setattr(fastpp.montecarlo, "MAX_PATH_SCRATCH", 64 * 7 * 2 - 1)
+    assert len(mc.sensitivity["stages"]) == 4 and asked == [(1,)]
