@@ -14,6 +14,8 @@ interactive report (results/report.html; fastpp.report).
 from __future__ import annotations
 
 import gc
+import signal
+import sys
 
 # Run as the main job, Python's cyclic collector would walk the hundreds of thousands of
 # objects the imports below and Numba's start make (none of them garbage) again and again,
@@ -23,23 +25,22 @@ MAIN_JOB = __name__ == "__main__"
 if MAIN_JOB:
     gc.disable()
 
-    def _interrupted_early(*_):
-        """Ctrl-C while the imports run (1.5 s): said, with the exit code of an interrupted
-        sweep, not as the imports' traceback; main's own handling takes over after them."""
-        import sys
 
-        print("\ninterrupted: no point kept yet", file=sys.stderr)
-        raise SystemExit(130)
+def _interrupted_early(*_):
+    """Ctrl-C while the imports run (1.5 s): said, with the exit code of an interrupted
+    sweep, not as the imports' traceback; main's own handling takes over after them."""
+    print("\ninterrupted before the sweep started: --out unchanged", file=sys.stderr)
+    raise SystemExit(130)
 
-    import signal
 
+# (only where Ctrl-C would interrupt: a job started in the background ignores it, and still)
+INTERRUPT = signal.getsignal(signal.SIGINT)
+if MAIN_JOB and INTERRUPT is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_early)
 
 import argparse  # noqa: E402
 import math  # noqa: E402
 import multiprocessing  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -140,7 +141,8 @@ def main(argv=None) -> int:
     args = parse(argv)
     parts = args.out / "parts"
     try:  # every flag, and what the job writes, before anything on disk changes
-        sweep(args.schedules, **_given(args, None), check_only=True)
+        # (with --resume, against the kept sweep too: nothing is cleared on that path)
+        sweep(args.schedules, **_given(args, parts if args.resume else None), check_only=True)
         make_folder(args.out, "--out")
         for name in ("sweep.parquet", *(() if args.no_plots else (
                 "report.html", "bubble_heatmap.png", "pareto.png"))):
@@ -418,7 +420,7 @@ def _paint(conn, parents) -> None:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # (main's KeyboardInterrupt)
+    signal.signal(signal.SIGINT, INTERRUPT)  # (main's KeyboardInterrupt, or still ignored)
     code = despite_reader(main)  # (| head: the files are written still)
     settle()
     sys.exit(code)

@@ -190,7 +190,8 @@ def test_report_reads_and_writes_home_paths_and_names_a_nan_cost(tmp_path, monke
 
 def test_sweep_script_interrupted_during_its_imports_says_so(tmp_path):
     """Ctrl-C in the main job's first 1.5 s (its imports) printed a KeyboardInterrupt
-    traceback; it now says nothing is kept yet and exits 130, as an interrupted sweep does."""
+    traceback; it now says the sweep had not started and exits 130, as an interrupted sweep
+    does (past its imports, the sweep's own handling says so alike)."""
     import os
     import signal
     import subprocess
@@ -203,11 +204,12 @@ def test_sweep_script_interrupted_during_its_imports_says_so(tmp_path):
                             str(tmp_path / "out"), "--no-plots"], cwd=tmp_path,
                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                            env=dict(os.environ, PYTHONPATH=str(root)))
-    time.sleep(0.3)  # (past the handler at the script's top, before the imports end)
+    time.sleep(0.5)  # (past the handler at the script's top, likely before the imports end)
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
-    assert "interrupted: no point kept yet" in err
+    assert ("interrupted before the sweep started: --out unchanged" in err
+            or "interrupted: no point kept yet" in err), err
 
 
 def test_a_plan_row_without_a_pipeline_writes_a_torchtitan_job():
