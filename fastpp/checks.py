@@ -252,7 +252,8 @@ def one_of(value, name: str, choices) -> None:
         value = value.item()
     # a type no choice has is a ScheduleTypeError; True == 1 in Python, but a bool answers
     # only where the choices are bools, and a number only where they are numbers
-    if type(value) not in {type(c) for c in choices}:
+    kinds = {type(c) for c in choices}
+    if kinds and type(value) not in kinds:  # (no choices: any value is refused as a value)
         raise ScheduleTypeError(f"{name} must be one of {list(choices)} (got {value!r})")
     if value not in choices:
         raise ScheduleError(f"{name} must be one of {list(choices)} (got {value!r})")
@@ -287,8 +288,6 @@ def name_list(values, name: str, choices) -> tuple:
 
 def flag(value, name: str) -> bool:
     """``value`` as a ``bool`` if it is ``True`` or ``False`` (or NumPy's)."""
-    if isinstance(value, np.bool_):
-        value = bool(value)
     one_of(value, name, (False, True))
     return bool(value)
 

@@ -410,7 +410,8 @@ def from_hf(config, name: str | None = None) -> Transformer:
     except ScheduleError as error:  # Transformer's own checks name its fields: add the keys
         keys = {**{ours: names[ours] for ours in ("layers", "hidden", "heads", "ffn", "vocab")},
                 "kv_heads": names["kv_heads"] if family.grouped else names["heads"],
-                **FIELD_KEYS.get(family.moe, {}), "experts": family.experts[:1]}
+                **FIELD_KEYS.get(family.moe, {}),  # (the experts' key the file holds)
+                "experts": next((k for k in family.experts if k in data), family.experts[:1])}
         said = [f"{ours} is {'/'.join(map(repr, key)) if isinstance(key, tuple) else repr(key)}"
                 for ours, key in keys.items() if key and re.search(rf"\b{ours}\b", str(error))]
         raise ScheduleError(f"{where}: {error}" + (f" (in the file, {', '.join(said)})"
