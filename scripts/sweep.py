@@ -27,8 +27,9 @@ if MAIN_JOB:
 
 
 def _interrupted_early(*_):
-    """Ctrl-C while the imports run (1.5 s): said, with the exit code of an interrupted
-    sweep, not as the imports' traceback; main's own handling takes over after them."""
+    """Ctrl-C while the imports and the flags' checks run (1.5 s): said, with the exit code
+    of an interrupted sweep, not as their traceback; the sweep's own handling takes over
+    where it starts."""
     print("\ninterrupted before the sweep started: --out unchanged", file=sys.stderr)
     raise SystemExit(130)
 
@@ -171,6 +172,8 @@ def main(argv=None) -> int:
               f"sweep in --out {str(args.out)!r}", file=sys.stderr)
     settle()
     painter = None if args.no_plots else Painter()
+    if signal.getsignal(signal.SIGINT) is _interrupted_early:  # (its checks done: the sweep's)
+        signal.signal(signal.SIGINT, INTERRUPT)
     try:
         return _run(args, parts, painter)
     except KeyboardInterrupt:  # Ctrl-C: what is kept, and how to go on, not a traceback
@@ -420,7 +423,6 @@ def _paint(conn, parents) -> None:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, INTERRUPT)  # (main's KeyboardInterrupt, or still ignored)
     code = despite_reader(main)  # (| head: the files are written still)
     settle()
     sys.exit(code)
