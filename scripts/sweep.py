@@ -30,7 +30,7 @@ def _interrupted_early(*_):
     """Ctrl-C while the imports and the flags' checks run (1.5 s): said, with the exit code
     of an interrupted sweep, not as their traceback; the sweep's own handling takes over
     where it starts."""
-    print("\ninterrupted before the sweep started: --out unchanged", file=sys.stderr)
+    print("\ninterrupted before the sweep started", file=sys.stderr)
     raise SystemExit(130)
 
 
