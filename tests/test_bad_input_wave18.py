@@ -2,6 +2,8 @@
 Python API against a simulator of their own, and its edge cases. Each case failed on the code
 before it."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -213,8 +215,8 @@ def test_sweep_script_interrupted_during_its_imports_says_so(tmp_path):
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
-    assert ("interrupted before the sweep started" in err
-            or "interrupted: no point kept yet" in err), err
+    # (before the sweep, or in it: a warm machine sweeps a chunk in 1.5 s)
+    assert re.search(r"\ninterrupted(:| before the sweep started)", err), err
 
 
 def test_a_plan_row_without_a_pipeline_writes_a_torchtitan_job():
