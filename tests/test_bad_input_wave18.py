@@ -106,9 +106,6 @@ def test_cli_refuses_before_the_work_what_it_would_ignore_or_fail_after(capsys, 
                              r"\(got first_layers=100, last_layers=None\)"),
     (dict(first_layers=[20, 30], last_layers=20), r"first_layers \+ last_layers must be at "
                                                   r"most the layers 32"),
-    (dict(overlap=[False, True]), r"overlap must be False for a dense model \(the pair "
-                                  r"overlap hides the experts' all-to-alls; llama2-7b has no "
-                                  r"experts; got overlap=\[False, True\]\)"),
 ])
 def test_plan_refuses_an_axis_no_row_could_run(given, message):
     """Each printed "nothing fits" with every row's reason the flag's, and exit 0: values
@@ -205,13 +202,11 @@ def test_sweep_script_interrupted_during_its_imports_says_so(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    # (a grid of several seconds: interrupted in it, the sweep says so alike)
     run = subprocess.Popen([sys.executable, str(root / "scripts" / "sweep.py"), "--out",
-                            str(tmp_path / "out"), "--no-plots", "--workers", "1",
-                            "--n-per-p", *map(str, range(1, 33))], cwd=tmp_path,
+                            str(tmp_path / "out"), "--no-plots"], cwd=tmp_path,
                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                            env=dict(os.environ, PYTHONPATH=str(root)))
-    time.sleep(1.5)  # (past the handler at the script's top, even on a loaded machine)
+    time.sleep(0.5)  # (past the handler at the script's top, likely before the imports end)
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 130 and "Traceback" not in err, err[-2000:]

@@ -199,8 +199,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         not divide, or with ``zero=0``, get a reason.
     overlap : bool or list of bool
         The overlapped pair priced by ``fastpp.model.overlap`` (an axis): rows asking it of a
-        schedule without pairs or with ``recompute="full"`` get a reason. A model without
-        experts has no all-to-all for it to hide: True is refused.
+        schedule without pairs or with ``recompute="full"`` get a reason.
     dispatcher, recipe, recompute_modules, fp8_cache, offload_modules
         The token dispatcher and the memory recipe, as ``fastpp.model.transformer_costs``
         takes them (one each, not axes; the recompute modules act on the rows with
@@ -291,9 +290,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         a microbatch that does not divide the global batch, no factorization at all, a
         layout that does not parse or does not hold the model's layers, or both a layout
         and first or last counts; values of an axis no row could run (``ep`` or ``etp``
-        other than 1, or ``overlap``, for a dense model, a ``replicate`` not dividing the
-        GPUs, first and last counts past the layers); a noise that fits none of the planned
-        pipelines, or more samples than the widest one's result can keep.
+        other than 1 for a dense model, a ``replicate`` not dividing the GPUs, first and
+        last counts past the layers); a noise that fits none of the planned pipelines, or
+        more samples than the widest one's result can keep.
     """
     pd = require("pandas", "sweep", "fastpp.model.plan")
     tp, pp = _spelling(t, tp, "t", "tp"), _spelling(p, pp, "p", "pp")
@@ -461,10 +460,6 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
     overlaps = _nonempty(overlap, "overlap")
     for x in overlaps:
         one_of(x, "overlap", (False, True))
-    if not model.moe and True in overlaps:  # (it hides the experts' all-to-alls: none here)
-        raise ScheduleError(f"overlap must be False for a dense model (the pair overlap hides "
-                            f"the experts' all-to-alls; {model.name} has no experts; got "
-                            f"overlap={overlap!r})")
     rcs = RECOMPUTE if recompute is None else _nonempty(recompute, "recompute")
     for x in rcs:
         one_of(x, "recompute", RECOMPUTE)
