@@ -791,9 +791,9 @@ def _measure(args) -> int:
             raise ScheduleError(f"--costs-from must be the folder of a measured run's traces, "
                                 f"or of its steps ({err})") from None
     schedule = args.schedule
-    if not args.from_csv:
+    if args.from_csv is None:
         _placement_needs_csv(args)
-    if args.from_csv is not None:  # ('' is a path to refuse, not no path)
+    else:  # ('' is a path to refuse, not no path)
         from .io import read_torch_csv
 
         schedule = read_torch_csv(args.from_csv, n=args.n, placement=args.placement)

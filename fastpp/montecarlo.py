@@ -349,15 +349,17 @@ class MonteCarlo:
         links, (ids, amount), _ = self._targets
         L = len(links)
 
-        def mean_with(delay, j):  # the delay on target j, as sensitivity takes it
+        def mean_with(delay, j, weight):  # the delay on target j, as sensitivity takes it
             h = handoff
             if j < L and not self.noise.blocking:  # latency on the link's hand-offs
                 h = handoff.copy()
                 h[links[j][1]] += delay
-            weight = np.where(ids == j, amount, 0.0).sum(axis=1)  # each op's count of j
             return _samples(self._state, h, extra + delay * weight, self.samples)[0].mean()
 
-        found = {j: _bisect(lambda x, j=j: mean_with(x, j), limit, steps) for j in chosen}
+        found = {}
+        for j in chosen:  # (each op's count of target j, once for its bisection's steps)
+            weight = np.where(ids == j, amount, 0.0).sum(axis=1)
+            found[j] = _bisect(lambda x, j=j, w=weight: mean_with(x, j, w), limit, steps)
         return {"links": {pair: found[j] for j, (pair, _) in enumerate(links) if j in found},
                 "stages": {j - L: x for j, x in found.items() if j >= L}}
 

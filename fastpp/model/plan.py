@@ -962,9 +962,9 @@ def _larger_microbatches(df, best) -> list[str]:
     tried (``attrs["microbatch_default"]``) and a larger one would divide the batch: a small
     model's best lies beyond them."""
     tried = df.attrs.get("microbatch_default")
-    batch = int(best.microbatch * best.d * best.n)
     if not tried or best.microbatch != tried[-1]:
         return []
+    batch = int(best.microbatch * best.d * best.n)
     # the next two sizes up that still divide the batch over the replicas
     larger = [b for b in range(tried[-1] + 1, 4 * tried[-1] + 1)
               if batch % (b * best.d) == 0][:2]

@@ -18,7 +18,6 @@ import tomllib
 
 from ..checks import (
     MAX_INT,
-    MISSPELT,
     ScheduleError,
     ScheduleTypeError,
     digits,
@@ -203,14 +202,7 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         section that misspells one read (torchtitan refuses fields its config has not).
     """
     data, where = read_toml(job)
-    ignored = _ignored(data)
-    # torchtitan refuses a key its config has not ("Invalid field names"): a misspelling of
-    # one read here would be priced as the default it leaves, so it is refused too
-    misspelt = next((said for said in ignored if MISSPELT in said), None)
-    if misspelt is not None:
-        key, meant = misspelt.split(f" ({MISSPELT} ")
-        raise ScheduleError(f"{where}: {key} must be a field of torchtitan's job config "
-                            f"(torchtitan refuses others): a misspelt {meant[:-1]}")
+    ignored = _ignored(data, where)
     section = {name: data.get(name, {}) for name in ("model", "training", "parallelism",
                                                      "activation_checkpoint", "experimental",
                                                      "float8", "compile")}
@@ -297,9 +289,11 @@ def _moved(section: dict, where: str) -> dict:
     return par
 
 
-def _ignored(data: dict) -> tuple[str, ...]:
+def _ignored(data: dict, where: str) -> tuple[str, ...]:
     """``[section] key`` for each key of ``data`` not read (``READ``), but the
-    bookkeeping sections' (``BOOKKEEPING``); nested tables by their dotted name."""
+    bookkeeping sections' (``BOOKKEEPING``); nested tables by their dotted name. One that
+    misspells a key or section read is refused: torchtitan refuses a field its config has
+    not ("Invalid field names"), and here it would be priced as the default it leaves."""
     out = []
 
     def walk(table, name):
@@ -309,23 +303,28 @@ def _ignored(data: dict) -> tuple[str, ...]:
             elif not name:
                 out.append(key)
             elif name.split(".")[0] not in BOOKKEEPING and key not in READ.get(name, ()):
-                out.append(f"[{name}] {key}" + _misspelt(name, key))
+                meant = _misspelt(name, key)
+                if meant is not None:
+                    raise ScheduleError(f"{where}: [{name}] {key} must be a field of "
+                                        f"torchtitan's job config (torchtitan refuses "
+                                        f"others): a misspelt {meant}?")
+                out.append(f"[{name}] {key}")
 
     walk(data, "")
     return tuple(out)
 
 
-def _misspelt(section: str, key: str) -> str:
-    """What ``[section] key``, not read, may misspell: a key of its section, or the section
-    another's name ("" if neither)."""
+def _misspelt(section: str, key: str) -> str | None:
+    """What ``[section] key``, not read, misspells: a key of its section (``[section]
+    key``), or the section another's name (``[section]``); None if neither."""
     if key in NEAR_BUT_REAL.get(section, ()):
-        return ""
+        return None
     if section in READ:
         meant = near(key, READ[section])
-        return "" if meant is None else f" ({MISSPELT} [{section}] {meant}?)"
+        return None if meant is None else f"[{section}] {meant}"
     # (a looser match: the sections are few and their names short, [modle] 0.8 of [model])
     meant = near(section, (*READ, *BOOKKEEPING), cutoff=0.75)
-    return "" if meant is None else f" ({MISSPELT} [{meant}]?)"
+    return None if meant is None else f"[{meant}]"
 
 
 def _int(table: dict, key: str, default, where: str, section: str, low: int = 1) -> int:
