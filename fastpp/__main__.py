@@ -1213,7 +1213,7 @@ def _explain(args) -> int:
     will_write(args.report, "--report")  # (before the neighbours' plan, not after)
     try:
         flags = ("vtrain" if args.vtrain else "composer" if args.llm_foundry
-                 else "megatron")
+                 else "torchtitan" if args.torchtitan else "cli" if args.hf else "megatron")
         found = explain(model, config, hardware, neighbours=args.neighbours,
                         workers=args.workers, flags=flags)
     except ScheduleError as err:  # n comes from --global-batch, whose default is n = 1

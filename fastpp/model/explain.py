@@ -4,13 +4,15 @@ The run is priced by ``plan`` (``config=``): one exact pipeline timeline plus th
 terms outside it. The neighbours are ``plan``'s rows over the same GPUs, global batch and
 sequence that fit and are faster (that fit, where the run does not), fewest changes first
 (the flags or fields written, the data-parallel degree that follows from them none), each
-written as the Megatron flags (or the fields) to change; rows without a pipeline that are
-one run under several schedules' names once.
+written as what the run was given in (Megatron's flags, a torchtitan job's keys, a vTrain or
+llm-foundry file's keys, fastpp's own run flags; else the fields) to change; rows without a
+pipeline that are one run under several schedules' names once.
 """
 
 from __future__ import annotations
 
 import json
+import tomllib
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,11 +28,17 @@ from .plan import alike_key, bar_text, plan
 from .presets import MODELS
 from .pricing import _chunks
 from .stages import recomputed_layers
+from .torchtitan import NAMES as TORCHTITAN_NAMES
+from .torchtitan import split_layout, to_torchtitan
 from .vtrain import run_keys, to_vtrain
 
 # the choices a neighbour may change, each a plan axis; the rest stay as the run has them
 CHANGED = ("t", "p", "m", "schedule", "microbatch", "recompute", "zero")
-FLAGS = ("megatron", "vtrain", "composer")  # how explain runs and writes the neighbours
+# how explain runs and writes the neighbours
+FLAGS = ("megatron", "vtrain", "composer", "torchtitan", "cli")
+# fastpp's own run flags (``python -m fastpp explain --hf``) for the fields a neighbour changes
+CLI_FLAGS = {"t": "--tp", "p": "--pp", "m": "--m", "schedule": "--schedule",
+             "microbatch": "--microbatch", "recompute": "--recompute", "zero": "--zero"}
 PARTS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes")
 
 
@@ -129,14 +137,18 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
         How many configurations to list (0: none, no search).
     workers : int, optional
         ``plan``'s threads.
-    flags : {"megatron", "vtrain", "composer"}
+    flags : {"megatron", "vtrain", "composer", "torchtitan", "cli"}
         How the neighbours are run and written: Megatron-LM's runs as its flags (fields
         where its flags cannot state the run), vTrain's (1F1B, ZeRO-0, full or no
         recomputation; the run itself one vTrain runs, ``to_vtrain``) as the keys of its
-        configuration that change, or llm-foundry's (FSDP alone as ZeRO 0, 2 or 3, full or
+        configuration that change, llm-foundry's (FSDP alone as ZeRO 0, 2 or 3, full or
         no recomputation; the run one it states, ``fastpp.model.foundry.run_keys``) as the
-        keys of its YAML that change. Neighbours keep the run's vocabulary, which Megatron
-        would pad again for another ``t`` (a few hundred words: up to 5e-4 of a step).
+        keys of its YAML that change, torchtitan's (its schedules, each job as
+        ``to_torchtitan`` writes it; fields where it cannot write the run) as the job
+        config's keys that change (``section.key=value``), or any run of fastpp's as the run
+        flags of ``python -m fastpp explain --hf`` (``--tp 2``). Neighbours keep the run's
+        vocabulary, which Megatron would pad again for another ``t`` (a few hundred words:
+        up to 5e-4 of a step).
 
     Returns
     -------
@@ -205,27 +217,34 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     the run's own, half and double."""
     pd = require("pandas", "sweep", "fastpp.model.explain")
 
-    # Megatron's flags where Megatron can run the run (not torchtitan's interval recomputation)
+    # Megatron's flags where Megatron can run the run (not torchtitan's interval recomputation;
+    # not two ranks of an interleaved pipeline whose hand-offs block, which Megatron refuses)
     megatron = (flags == "megatron" and config.schedule in MEGATRON_SCHEDULES
-                and config.partial_recompute["recompute_method"] != "interval")
-    if megatron:
-        try:
-            to_megatron(config)
-        except ScheduleError:  # a run Megatron refuses (two ranks of an interleaved pipeline
-            megatron = False   # whose hand-offs block): its fields, not flags
+                and config.partial_recompute["recompute_method"] != "interval"
+                and _writes(to_megatron, config))
+    # torchtitan's keys where it can write the run (a job config states no Megatron detail),
+    # each neighbour's layers split as torchtitan splits them with the run's stage weights
+    torchtitan = flags == "torchtitan" and _writes(to_torchtitan, config, model)
+    weights = _stage_weights(config, model) if torchtitan else None
     # as Megatron runs each neighbour: a plain pipeline's hand-offs block, an interleaved
-    # one's overlap unless the run says --no-overlap-p2p-communication
+    # one's overlap unless the run says --no-overlap-p2p-communication; torchtitan's run its
+    # schedules as the run does, FSDP under a pipeline resharding once a step
     plain, interleaved = MEGATRON_SCHEDULES
-    groups = ([([plain], True), ([interleaved], config.blocking_handoffs and config.m > 1)]
-              if megatron else [([plain], True)] if flags in ("vtrain", "composer")
-              else [(None, config.blocking_handoffs)])
+    groups = ([([plain], True, config.zero3),
+               ([interleaved], config.blocking_handoffs and config.m > 1, config.zero3)]
+              if megatron else [([plain], True, config.zero3)]
+              if flags in ("vtrain", "composer") else
+              [(sorted(TORCHTITAN_NAMES), config.blocking_handoffs, x)
+               for x in sorted({config.zero3, "step"})] if torchtitan
+              else [(None, config.blocking_handoffs, config.zero3)])
     # vTrain's runs: ZeRO-0, full or no recomputation, stages that divide the layers;
     # llm-foundry's: FSDP over every GPU
     vtrain = ({"zero": [0], "recompute": ["none", "full"],
                "pp": [p for p in range(1, model.layers + 1) if model.layers % p == 0]}
               if flags == "vtrain" else
               {"zero": [0, 2, 3], "recompute": ["none", "full"], "tp": [1], "pp": [1]}
-              if flags == "composer" else {"zero": sorted({config.zero, 1})})
+              if flags == "composer" else {"zero": sorted({config.zero, 0, 3})}
+              if torchtitan else {"zero": sorted({config.zero, 1})})
     b = config.microbatch
     microbatches = sorted(x for x in {1, 2, 4, max(b // 2, 1), b, 2 * b}
                           if config.global_batch % x == 0)
@@ -235,11 +254,11 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         etp=[config.etp], precision=None if config.precision is None else [config.precision],
         sequence_parallel=config.sequence_parallel, gradient_overlap=config.gradient_overlap,
         blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
-        zero3=config.zero3, replicate=config.replicate, reduce_bytes=config.reduce_bytes,
+        zero3=zero3, replicate=config.replicate, reduce_bytes=config.reduce_bytes,
         dispatcher=config.dispatcher, train_metrics=config.train_metrics,
         framework=config.framework, **config.recompute_keywords,
-        workers=workers).assign(_blocking=blocking)
-        for schedules, blocking in groups], ignore_index=True)
+        workers=workers).assign(_blocking=blocking, _zero3=zero3)
+        for schedules, blocking, zero3 in groups], ignore_index=True)
     # a run that does not fit is shown what fits, at any speed
     faster = rows[rows["fits"] & ((rows["step_time"] < row["step_time"] * 0.995)
                                   | (not row["fits"]))]
@@ -247,28 +266,44 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     faster = faster[~((faster["p"] == 1) & alike_key(faster).duplicated())]  # one run's names
     out = []
     for _, r in faster.iterrows():
-        blocking = bool(r.pop("_blocking"))
+        blocking, zero3 = bool(r.pop("_blocking")), r.pop("_zero3")
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
             "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm",
             "replicate", "reduce_bytes", "precision", "dispatcher", "recompute_modules",
             "train_metrics", "framework")},
-            # how ZeRO-3 gathers is the run's where the neighbour runs ZeRO-3 too
-            zero3=config.zero3 if r["zero"] == 3 else "layer",
+            # how ZeRO-3 gathers is its group's where the neighbour runs ZeRO-3
+            zero3=zero3 if r["zero"] == 3 else "layer",
             # the run's recompute method where both recompute fully, as plan priced it
             **({"recompute_method": config.recompute_method,
                 "recompute_layers": config.recompute_layers}
                if r["recompute"] == config.recompute in ("full", "selective") else {}),
             blocking_handoffs=blocking, layout=None)
         try:
+            if torchtitan and other.p > 1:
+                other = other.replace(layout=split_layout(model.layers, other.p * other.m,
+                                                          *weights))
             changes = (_vtrain_changes(config, other) if flags == "vtrain"
                        else _composer_changes(config, other) if flags == "composer"
+                       else _torchtitan_changes(config, other, model) if torchtitan
+                       else _cli_changes(config, other) if flags == "cli"
                        else _changes(config, other, megatron))
         except ScheduleError:  # a run the framework refuses (an interleaved pipeline of one
             continue           # rank, or two with blocking hand-offs): no neighbour
         # as many changes as are written: a data-parallel degree that follows is none
-        out.append({**r.to_dict(), "changed": len(changes), "changes": " ".join(changes)})
-    out.sort(key=lambda x: (x["changed"], x["step_time"]))
-    return out[:count]
+        out.append((len(changes), r["step_time"], r.to_dict(), changes, other))
+    out.sort(key=lambda x: x[:2])
+    found = []
+    for changed, _, values, changes, other in out:
+        if len(found) == count:
+            break
+        if other.layout is not None:  # torchtitan's split, which the even one stood for
+            values = plan(model, hardware=hardware, config=other,
+                          workers=workers).iloc[0].to_dict()
+            if not (values["fits"] and (values["step_time"] < row["step_time"] * 0.995
+                                        or not row["fits"])):
+                continue
+        found.append({**values, "changed": changed, "changes": " ".join(changes)})
+    return found
 
 
 def _changes(old: RunConfig, new: RunConfig, megatron: bool) -> list[str]:
@@ -279,6 +314,41 @@ def _changes(old: RunConfig, new: RunConfig, megatron: bool) -> list[str]:
         drops = [f"no {k}" for k in before if k not in after]
         return sets + drops
     return [f"{k}={getattr(new, k)}" for k in CHANGED if getattr(new, k) != getattr(old, k)]
+
+
+def _stage_weights(config: RunConfig, model) -> tuple[int, int]:
+    """The layers the run's embedding and output layer weigh in torchtitan's split (its
+    default, 1 and 1, where the run has no pipeline)."""
+    job = tomllib.loads(to_torchtitan(config, model))["parallelism"]
+    return tuple(job.get(f"pipeline_parallel_{end}_stage_less_layers", 1)
+                 for end in ("first", "last"))
+
+
+def _cli_changes(old: RunConfig, new: RunConfig) -> list[str]:
+    """The run flags of ``python -m fastpp explain --hf`` that differ (``--tp 2``)."""
+    return [f"{flag} {getattr(new, k)}" for k, flag in CLI_FLAGS.items()
+            if getattr(new, k) != getattr(old, k)]
+
+
+def _writes(writer, *args) -> bool:
+    """Whether ``writer`` states the run (a ``ScheduleError`` where it cannot)."""
+    try:
+        writer(*args)
+    except ScheduleError:
+        return False
+    return True
+
+
+def _torchtitan_changes(old: RunConfig, new: RunConfig, model) -> list[str]:
+    """The keys of the torchtitan job config (``to_torchtitan``'s) that differ, as
+    ``section.key=value`` in TOML's spelling, or ``no section.key``."""
+    def flat(config: RunConfig) -> dict:
+        job = tomllib.loads(to_torchtitan(config, model))
+        return {f"{name}.{k}": v for name, table in job.items() for k, v in table.items()}
+
+    before, after = flat(old), flat(new)
+    return ([f"{k}={json.dumps(v)}" for k, v in after.items() if before.get(k) != v]
+            + [f"no {k}" for k in before if k not in after])
 
 
 def _composer_changes(old: RunConfig, new: RunConfig) -> list[str]:

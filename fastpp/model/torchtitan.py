@@ -598,12 +598,19 @@ def _pipeline_split(par: dict, name: str, p: int, layers: int, where: str):
                                 f"{'exactly 1' if single else '2 or more'} a rank ({name})")
         m = stages // p
     try:
-        split = torchtitan_layers(layers, p * m, *weights)
+        return m, split_layout(layers, p * m, *weights)
     except ScheduleError as err:
         raise ScheduleError(f"{where}: [parallelism] pipeline_parallel_first_stage_less_layers "
                             f"and ..._last_stage_less_layers: {err}") from None
-    even = layers >= p * m and split.layers == even_layers(layers, p * m).layers
-    return m, None if even else str(split)
+
+
+def split_layout(layers: int, stages: int, first: int = 1, last: int = 1) -> str | None:
+    """torchtitan's split of ``layers`` over ``stages`` with the embedding and the output
+    layer weighing ``first`` and ``last`` layers (``torchtitan_layers``) as a layout string,
+    None where it is fastpp's even split; a ``ScheduleError`` where torchtitan refuses it."""
+    split = torchtitan_layers(layers, stages, first, last)
+    even = layers >= stages and split.layers == even_layers(layers, stages).layers
+    return None if even else str(split)
 
 
 def _explicit_split(par: dict, key: str, layers: int, where: str) -> Layout:
