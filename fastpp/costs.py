@@ -85,10 +85,12 @@ def stage_view(rows: np.ndarray) -> StageCosts:
     return StageCosts(*read_only(rows))
 
 
-def row_source(k: int) -> str:
+def row_source(k: int, given=None) -> str:
     """What makes the kernel's expanded cost row ``k`` (``kernels.stage_costs``), for
-    messages: ``costs.f / m + costs.overhead['F'] + costs.send['F']``."""
-    return " + ".join(term for term, _, _ in _ROW_SOURCES[k])
+    messages: ``costs.f / m + costs.overhead['F'] + costs.send['F']``; with ``given(name,
+    kind)`` saying whether that field is nonzero, its first term and the nonzero others."""
+    return " + ".join(term for j, (term, name, kind) in enumerate(_ROW_SOURCES[k])
+                      if j == 0 or given is None or given(name, kind))
 
 
 def slot_name(k: int) -> str:
@@ -363,11 +365,8 @@ class Costs:
 
             raise ScheduleError(f"costs.w must be <= costs.b where costs.i is not given (got "
                                 f"w={pick(w)}, b={pick(b)} at stage {s})")
-        terms = _ROW_SOURCES[where]
-        source = " + ".join(term for k, (term, name, kind) in enumerate(terms)
-                            if k == 0 or np.any(self._arrays[name][PER_KIND[name].index(kind)]
-                                                if kind
-                                                else self._arrays[name]))
+        source = row_source(where, lambda name, kind: np.any(
+            self._arrays[name][PER_KIND[name].index(kind)] if kind else self._arrays[name]))
         s = int(np.flatnonzero(rows[where] > MAX_TIME)[0])
         raise ScheduleError(f"{source} must be at most {MAX_TIME:g} (a schedule sums these, "
                             f"past that to infinity; got {rows[where, s]:g} at stage {s})")

@@ -226,17 +226,22 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _POOLS[workers]
 
 
-def status_reason(status: int, p: int, V: int, lengths: np.ndarray) -> str:
-    """Why the kernel did not simulate a point (its ``status`` is not ``batch.OK``);
-    ``lengths`` are its cost fields' lengths (``at[i, :, 1]``)."""
+def status_reason(status: int, p: int, V: int, at: np.ndarray, values: np.ndarray) -> str:
+    """Why the kernel did not simulate a point (its ``status`` is not ``batch.OK``); ``at``
+    is where its cost fields lie in ``values`` (its row of ``cost_table``'s, offset and
+    length per slot)."""
     if status == batch.W_ABOVE_B:
         return "w must be <= b"
-    if status >= batch.ABOVE_MAX:  # as simulate's Costs refuses it
-        return (f"{row_source(status - batch.ABOVE_MAX)} must be at most {MAX_TIME:g} an op (a "
-                f"schedule sums these, past that to infinity)")
+    if status >= batch.ABOVE_MAX:  # as simulate's Costs refuses it, naming the terms given
+        def given(name, kind):
+            a, size = at[SLOTS.index((name, kind))]
+            return bool(np.any(values[a:a + size]))
+
+        return (f"{row_source(status - batch.ABOVE_MAX, given)} must be at most "
+                f"{MAX_TIME:g} an op (a schedule sums these, past that to infinity)")
     k = status - batch.BAD_LENGTH
     return (f"{slot_name(k)} must be a scalar or an array of length p={p} or V={V} (got "
-            f"{lengths[k]})")
+            f"{at[k, 1]})")
 
 
 def _order(keys) -> np.ndarray:

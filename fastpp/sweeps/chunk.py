@@ -56,8 +56,8 @@ class Chunk:
         self.reasons = _reasons(cols, group, one)
         self.ran = np.flatnonzero(self.reasons == "")  # the points the kernel gets
         valid = {k: v[self.ran] for k, v in cols.items()}
-        values, at = cost_table(valid, objects)
-        self.pending = engine.start(*(valid[k] for k in INPUTS[:5]), values, at, pool=pool,
+        self.values, at = cost_table(valid, objects)
+        self.pending = engine.start(*(valid[k] for k in INPUTS[:5]), self.values, at, pool=pool,
                                     threads=threads)
 
     def result(self, invalid: str):
@@ -70,7 +70,7 @@ class Chunk:
             x = self.ran[i]
             V = int(engine.stages(cols["schedule"][x], cols["p"][x], cols["m"][x]))
             reasons[x] = engine.status_reason(int(status[i]), int(cols["p"][x]), V,
-                                              self.pending.at[i, :, 1])
+                                              self.pending.at[i], self.values)
         # finite costs whose sums overflow (simulate refuses them: Costs' MAX_TIME): the
         # makespan, the peaks, or the p devices' time behind the bubble ratios (past it,
         # a bubble ratio came out NaN, or exactly 1); or subnormal times, whose throughput
