@@ -1215,7 +1215,7 @@ def _explain(args) -> int:
         flags = ("vtrain" if args.vtrain else "composer" if args.llm_foundry
                  else "torchtitan" if args.torchtitan else "cli" if args.hf else "megatron")
         found = explain(model, config, hardware, neighbours=args.neighbours,
-                        workers=args.workers, flags=flags)
+                        workers=args.workers, flags=flags, job=args.torchtitan)
     except ScheduleError as err:  # n comes from --global-batch, whose default is n = 1
         if args.hf is None or args.global_batch_given or "(got n=" not in str(err):
             raise

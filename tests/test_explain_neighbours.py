@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from fastpp import ScheduleError
 from fastpp.model import plan
 from fastpp.model.explain import CLI_FLAGS, explain
-from fastpp.model.torchtitan import from_torchtitan
+from fastpp.model.torchtitan import from_torchtitan, to_torchtitan
 
 DATA = Path(__file__).parent / "data"
 JOB = DATA / "torchtitan" / "llama3_8b.toml"
@@ -38,37 +39,89 @@ def _toml(job: dict) -> str:
                      for name, table in job.items())
 
 
-def test_torchtitan_neighbours_are_job_keys_that_price_as_listed(tmp_path):
-    model, config = from_torchtitan(JOB, gpus=64)[:2]
-    found = explain(model, config, "H100-80GB", neighbours=5, flags="torchtitan")
-    assert len(found.neighbours) == 5
-    job = tomllib.loads(JOB.read_text())
-    for k, n in enumerate(found.neighbours):
+# each found by a review to list changes that, applied to the job, made another run: a job
+# whose split is even with torchtitan's default weights; a pipeline that the neighbours
+# leave, where torchtitan reshards FSDP after each forward by default; t = 1, whose t > 1
+# neighbours torchtitan runs with sequence parallelism; no pipeline and no global batch
+# stated; an explicit split point; stage weights two pairs split alike
+JOBS = {"the benchmark's job": (64, {}),
+        "1F1B, even split": (16, {"parallelism.pipeline_parallel_schedule": "1F1B",
+                                  "training.local_batch_size": 4}),
+        "no recomputation": (64, {"activation_checkpoint.mode": "none"}),
+        "t = 1, p = 1": (64, {"parallelism.tensor_parallel_degree": 1,
+                              "parallelism.pipeline_parallel_degree": 1,
+                              "training.local_batch_size": 1,
+                              "training.global_batch_size": 64}),
+        "p = 1, no global batch": (64, {"parallelism.pipeline_parallel_degree": 1}),
+        "split points": (16, {"parallelism.pipeline_parallel_schedule": "1F1B",
+                              "parallelism.pipeline_parallel_split_points": ["layers.10"]}),
+        "weights 2 and 2": (64, {"parallelism.pipeline_parallel_degree": 4,
+                                 "parallelism.pipeline_parallel_first_stage_less_layers": 2,
+                                 "parallelism.pipeline_parallel_last_stage_less_layers": 2,
+                                 "training.local_batch_size": 8})}
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_torchtitan_neighbours_are_job_keys_that_price_as_listed(tmp_path, name):
+    gpus, edits = JOBS[name]
+    job = _applied(tomllib.loads(JOB.read_text()),
+                   " ".join(f"{k}={json.dumps(v)}" for k, v in edits.items()))
+    model, config = from_torchtitan(job, gpus=gpus)[:2]
+    found = explain(model, config, "H100-80GB", neighbours=6, flags="torchtitan", job=job)
+    assert found.neighbours
+    for n in found.neighbours:
         changes = n["changes"]
         assert re.fullmatch(r'((no )?[a-z_]+\.[a-z_]+(=\S+)?\s?)+', changes), changes
-        # the run's stage weights kept: torchtitan's default split, not an even one
-        assert "less_layers" not in changes, changes
-        path = tmp_path / f"neighbour{k}.toml"
-        path.write_text(_toml(_applied(job, changes)))
-        again_model, again = from_torchtitan(path, gpus=64)[:2]
+        again_model, again = from_torchtitan(_applied(job, changes), gpus=gpus)[:2]
         row = plan(again_model, hardware="H100-80GB", config=again).iloc[0]
         assert row["step_time"] == pytest.approx(n["step_time"], rel=1e-9), changes
+        assert row["peak_memory"] == pytest.approx(n["peak_memory"], rel=1e-9), changes
         assert row["step_time"] < found.row["step_time"] and row["fits"]
+    if name == "the benchmark's job":  # its own weights kept: nothing of the split written
+        assert not any("less_layers" in n["changes"] for n in found.neighbours)
 
 
-def test_hf_neighbours_are_the_commands_run_flags(capsys):
+def test_torchtitan_neighbours_without_the_job_are_to_torchtitans(tmp_path):
+    model, config = from_torchtitan(JOB, gpus=64)[:2]
+    found = explain(model, config, "H100-80GB", neighbours=3, flags="torchtitan")
+    job = tomllib.loads(to_torchtitan(config, model))
+    for n in found.neighbours:
+        again_model, again = from_torchtitan(_applied(job, n["changes"]), gpus=64,
+                                             model=model)[:2]
+        assert plan(again_model, hardware="H100-80GB", config=again).iloc[0][
+            "step_time"] == pytest.approx(n["step_time"], rel=1e-9)
+    with pytest.raises(ScheduleError, match=r"job is the torchtitan job the run was read "
+                                            r"from: it needs flags='torchtitan' \(got "
+                                            r"flags='megatron'\)"):
+        explain(model, config, "H100-80GB", job=JOB)
+
+
+HF_RUNS = {"given": ["gpt2.json", "--gpus", "8", "--tp", "2", "--pp", "2", "--seq", "1024",
+                     "--hardware", "A100-80GB", "--global-batch", "64"],
+           "default": ["llama-3.1-8b.json", "--gpus", "16", "--tp", "2", "--pp", "2",
+                       "--seq", "4096"]}
+
+
+@pytest.mark.parametrize("batch", HF_RUNS)
+def test_hf_neighbours_are_the_commands_run_flags(capsys, batch):
+    """Without --global-batch the command's default (--microbatch times d) moves with a
+    neighbour's d or microbatch: the neighbour then writes the run's batch too (a review
+    found every such neighbour priced at another batch)."""
     from fastpp.__main__ import main
 
-    run = ["explain", "--hf", str(DATA / "hf" / "gpt2.json"), "--gpus", "8", "--tp", "2",
-           "--pp", "2", "--global-batch", "64", "--seq", "1024", "--hardware", "A100-80GB"]
+    config, *flags = HF_RUNS[batch]
+    run = ["explain", "--hf", str(DATA / "hf" / config), *flags]
     assert main(run) == 0
     out = capsys.readouterr().out
-    listed = re.findall(r"^\s+([\d.]+) s\s+[\d.]+x\s+[\d.]+ GB\s+(.+?)$",
+    listed = re.findall(r"^\s+([\d.]+) s\s+[\d.]+x\s+([\d.]+) GB\s+(.+?)$",
                         out.split("faster and fits")[1], re.M)
     assert len(listed) == 5, out
-    for seconds, changes in listed:
+    for seconds, memory, changes in listed:
         flags = changes.split()[::2]
-        assert set(flags) <= set(CLI_FLAGS.values()), changes
+        assert set(flags) <= {*CLI_FLAGS.values(), "--global-batch"}, changes
         assert main([*run, *changes.split(), "--neighbours", "0"]) == 0
-        again = re.search(r"step time\s+([\d.]+) s", capsys.readouterr().out).group(1)
-        assert again == seconds, changes
+        again = capsys.readouterr().out
+        assert re.search(r"step time\s+([\d.]+) s", again).group(1) == seconds, changes
+        assert re.search(r"total\s+([\d.]+) GB", again).group(1) == memory, changes
+    if batch == "default":
+        assert any("--global-batch" in changes for *_, changes in listed)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import ScheduleError, nonnegative_int, one_of, require
-from .config import RunConfig, as_run
+from .config import ZERO3_GATHERS, RunConfig, as_run
 from .foundry import run_keys as foundry_keys
 from .hardware import HARDWARE, preset
 from .megatron import SCHEDULES as MEGATRON_SCHEDULES
@@ -29,7 +29,7 @@ from .presets import MODELS
 from .pricing import _chunks
 from .stages import recomputed_layers
 from .torchtitan import NAMES as TORCHTITAN_NAMES
-from .torchtitan import split_layout, to_torchtitan
+from .torchtitan import SINGLE_STAGE, from_torchtitan, read_toml, split_layout, to_torchtitan
 from .vtrain import run_keys, to_vtrain
 
 # the choices a neighbour may change, each a plan axis; the rest stay as the run has them
@@ -37,6 +37,10 @@ CHANGED = ("t", "p", "m", "schedule", "microbatch", "recompute", "zero")
 # how explain runs and writes the neighbours
 FLAGS = ("megatron", "vtrain", "composer", "torchtitan", "cli")
 # fastpp's own run flags (``python -m fastpp explain --hf``) for the fields a neighbour changes
+# the fields a torchtitan job read back must share with the neighbour it was written for
+SAME = ("t", "p", "d", "cp", "ep", "etp", "m", "schedule", "microbatch", "recompute", "zero",
+        "zero3", "global_batch", "seq", "layout", "recompute_method", "recompute_layers",
+        "precision", "replicate", "overlap", "sequence_parallel")
 CLI_FLAGS = {"t": "--tp", "p": "--pp", "m": "--m", "schedule": "--schedule",
              "microbatch": "--microbatch", "recompute": "--recompute", "zero": "--zero"}
 PARTS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes")
@@ -124,7 +128,7 @@ class Explanation:
 
 
 def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int = 5,
-            workers: int | None = None, flags: str = "megatron") -> Explanation:
+            workers: int | None = None, flags: str = "megatron", job=None) -> Explanation:
     """The prediction of one run and the nearest faster runs that fit (where it does not
     fit, the nearest that fit).
 
@@ -143,12 +147,17 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
         recomputation; the run itself one vTrain runs, ``to_vtrain``) as the keys of its
         configuration that change, llm-foundry's (FSDP alone as ZeRO 0, 2 or 3, full or
         no recomputation; the run one it states, ``fastpp.model.foundry.run_keys``) as the
-        keys of its YAML that change, torchtitan's (its schedules, each job as
-        ``to_torchtitan`` writes it; fields where it cannot write the run) as the job
-        config's keys that change (``section.key=value``), or any run of fastpp's as the run
-        flags of ``python -m fastpp explain --hf`` (``--tp 2``). Neighbours keep the run's
-        vocabulary, which Megatron would pad again for another ``t`` (a few hundred words:
-        up to 5e-4 of a step).
+        keys of its YAML that change, torchtitan's (its schedules, as ``from_torchtitan``
+        reads them; fields where ``to_torchtitan`` cannot write the run) as the keys of
+        ``job`` to change (``section.key=value``, ``no section.key``), each neighbour read
+        back from ``job`` so changed and priced as read, or any run of fastpp's as the run
+        flags of ``python -m fastpp explain --hf`` (``--tp 2``, with ``--global-batch``
+        where the neighbour's default would move it). Neighbours keep the run's vocabulary,
+        which Megatron would pad again for another ``t`` (a few hundred words: up to 5e-4
+        of a step).
+    job : path, TOML text or dict, optional
+        With ``flags="torchtitan"``: the job config the run was read from (default: the
+        one ``to_torchtitan`` writes for it).
 
     Returns
     -------
@@ -160,6 +169,9 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     config = as_run(config)
     count = nonnegative_int(neighbours, "neighbours")
     one_of(flags, "flags", FLAGS)
+    if job is not None and flags != "torchtitan":
+        raise ScheduleError(f"job is the torchtitan job the run was read from: it needs "
+                            f"flags='torchtitan' (got flags={flags!r})")
     if flags == "vtrain":  # a run vTrain runs, or the ScheduleError naming what it cannot
         to_vtrain(config, model, hardware)
     elif flags == "composer":  # likewise, a run llm-foundry's YAML states
@@ -169,7 +181,8 @@ def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int =
     row = plan(model, hardware=hardware, config=config, workers=workers).iloc[0].to_dict()
     if not np.isfinite(row["step_time"]):
         raise ScheduleError(f"the run cannot be priced: {row['reason']}")
-    found = _neighbours(model, hardware, config, row, count, workers, flags) if count else None
+    found = (_neighbours(model, hardware, config, row, count, workers, flags, job)
+             if count else None)
     return Explanation(model, config, hardware, row, _recompute_tflops(model, config, row),
                        found)
 
@@ -211,7 +224,8 @@ def _recompute_tflops(model, config: RunConfig, row: dict) -> float:
                  / (layers + logits))
 
 
-def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, workers, flags):
+def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, workers, flags,
+                job=None):
     """Faster rows that fit (any that fit, where the run does not), over the run's GPUs,
     batch and sequence, fewest changes first: ``plan``'s axes, the microbatches 1, 2, 4 and
     the run's own, half and double."""
@@ -222,21 +236,19 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     megatron = (flags == "megatron" and config.schedule in MEGATRON_SCHEDULES
                 and config.partial_recompute["recompute_method"] != "interval"
                 and _writes(to_megatron, config))
-    # torchtitan's keys where it can write the run (a job config states no Megatron detail),
-    # each neighbour's layers split as torchtitan splits them with the run's stage weights
-    torchtitan = flags == "torchtitan" and _writes(to_torchtitan, config, model)
-    weights = _stage_weights(config, model) if torchtitan else None
+    # torchtitan's keys where it can write the run (a job config states no Megatron detail)
+    torchtitan = (_TorchtitanJob(job, config, model)
+                  if flags == "torchtitan" and _writes(to_torchtitan, config, model) else None)
     # as Megatron runs each neighbour: a plain pipeline's hand-offs block, an interleaved
     # one's overlap unless the run says --no-overlap-p2p-communication; torchtitan's run its
-    # schedules as the run does, FSDP under a pipeline resharding once a step
+    # schedules as the run does, FSDP resharding after each forward or once a step
     plain, interleaved = MEGATRON_SCHEDULES
     groups = ([([plain], True, config.zero3),
                ([interleaved], config.blocking_handoffs and config.m > 1, config.zero3)]
               if megatron else [([plain], True, config.zero3)]
               if flags in ("vtrain", "composer") else
-              [(sorted(TORCHTITAN_NAMES), config.blocking_handoffs, x)
-               for x in sorted({config.zero3, "step"})] if torchtitan
-              else [(None, config.blocking_handoffs, config.zero3)])
+              [(sorted(TORCHTITAN_NAMES), config.blocking_handoffs, x) for x in ZERO3_GATHERS]
+              if torchtitan else [(None, config.blocking_handoffs, config.zero3)])
     # vTrain's runs: ZeRO-0, full or no recomputation, stages that divide the layers;
     # llm-foundry's: FSDP over every GPU
     vtrain = ({"zero": [0], "recompute": ["none", "full"],
@@ -252,7 +264,9 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         model, config.gpus, hardware, seq=config.seq, global_batch=config.global_batch,
         schedules=schedules, microbatch=microbatches, **vtrain, cp=[config.cp], ep=[config.ep],
         etp=[config.etp], precision=None if config.precision is None else [config.precision],
-        sequence_parallel=config.sequence_parallel, gradient_overlap=config.gradient_overlap,
+        # (torchtitan shards the sequence wherever t > 1)
+        sequence_parallel=config.sequence_parallel or bool(torchtitan),
+        gradient_overlap=config.gradient_overlap,
         blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
         zero3=zero3, replicate=config.replicate, reduce_bytes=config.reduce_bytes,
         dispatcher=config.dispatcher, train_metrics=config.train_metrics,
@@ -264,13 +278,14 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
                                   | (not row["fits"]))]
     faster = faster.sort_values("step_time", kind="stable")
     faster = faster[~((faster["p"] == 1) & alike_key(faster).duplicated())]  # one run's names
-    out = []
+    out, seen = [], set()
     for _, r in faster.iterrows():
         blocking, zero3 = bool(r.pop("_blocking")), r.pop("_zero3")
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
-            "seq", "sequence_parallel", "gradient_overlap", "tp_overlap", "cp_comm",
+            "seq", "gradient_overlap", "tp_overlap", "cp_comm",
             "replicate", "reduce_bytes", "precision", "dispatcher", "recompute_modules",
             "train_metrics", "framework")},
+            sequence_parallel=config.sequence_parallel or bool(torchtitan and r["t"] > 1),
             # how ZeRO-3 gathers is its group's where the neighbour runs ZeRO-3
             zero3=zero3 if r["zero"] == 3 else "layer",
             # the run's recompute method where both recompute fully, as plan priced it
@@ -279,24 +294,28 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
                if r["recompute"] == config.recompute in ("full", "selective") else {}),
             blocking_handoffs=blocking, layout=None)
         try:
-            if torchtitan and other.p > 1:
-                other = other.replace(layout=split_layout(model.layers, other.p * other.m,
-                                                          *weights))
-            changes = (_vtrain_changes(config, other) if flags == "vtrain"
-                       else _composer_changes(config, other) if flags == "composer"
-                       else _torchtitan_changes(config, other, model) if torchtitan
-                       else _cli_changes(config, other) if flags == "cli"
-                       else _changes(config, other, megatron))
+            if torchtitan:  # the job changed, and the run it makes as torchtitan reads it
+                changes, other = torchtitan.changes(other)
+                if repr(other) in seen:  # (one job: a schedule torchtitan ignores at p = 1)
+                    continue
+                seen.add(repr(other))
+            else:
+                changes = (_vtrain_changes(config, other) if flags == "vtrain"
+                           else _composer_changes(config, other) if flags == "composer"
+                           else _cli_changes(config, other) if flags == "cli"
+                           else _changes(config, other, megatron))
         except ScheduleError:  # a run the framework refuses (an interleaved pipeline of one
             continue           # rank, or two with blocking hand-offs): no neighbour
-        # as many changes as are written: a data-parallel degree that follows is none
-        out.append((len(changes), r["step_time"], r.to_dict(), changes, other))
+        # as many changes as are written: a data-parallel degree that follows is none, and
+        # a global batch written to keep it (the --hf flags' default would move it) none
+        out.append((sum(not x.startswith("--global-batch") for x in changes), r["step_time"],
+                    r.to_dict(), changes, other))
     out.sort(key=lambda x: x[:2])
     found = []
     for changed, _, values, changes, other in out:
         if len(found) == count:
             break
-        if other.layout is not None:  # torchtitan's split, which the even one stood for
+        if torchtitan:  # priced as read back (its split torchtitan's), which the row stood for
             values = plan(model, hardware=hardware, config=other,
                           workers=workers).iloc[0].to_dict()
             if not (values["fits"] and (values["step_time"] < row["step_time"] * 0.995
@@ -316,18 +335,14 @@ def _changes(old: RunConfig, new: RunConfig, megatron: bool) -> list[str]:
     return [f"{k}={getattr(new, k)}" for k in CHANGED if getattr(new, k) != getattr(old, k)]
 
 
-def _stage_weights(config: RunConfig, model) -> tuple[int, int]:
-    """The layers the run's embedding and output layer weigh in torchtitan's split (its
-    default, 1 and 1, where the run has no pipeline)."""
-    job = tomllib.loads(to_torchtitan(config, model))["parallelism"]
-    return tuple(job.get(f"pipeline_parallel_{end}_stage_less_layers", 1)
-                 for end in ("first", "last"))
-
-
 def _cli_changes(old: RunConfig, new: RunConfig) -> list[str]:
-    """The run flags of ``python -m fastpp explain --hf`` that differ (``--tp 2``)."""
+    """The run flags of ``python -m fastpp explain --hf`` that differ (``--tp 2``), and the
+    global batch where the flags' default (``--microbatch`` times the data-parallel degree)
+    would not keep it."""
+    kept = ([f"--global-batch {new.global_batch}"]
+            if new.microbatch * new.d != new.global_batch else [])
     return [f"{flag} {getattr(new, k)}" for k, flag in CLI_FLAGS.items()
-            if getattr(new, k) != getattr(old, k)]
+            if getattr(new, k) != getattr(old, k)] + kept
 
 
 def _writes(writer, *args) -> bool:
@@ -339,16 +354,85 @@ def _writes(writer, *args) -> bool:
     return True
 
 
-def _torchtitan_changes(old: RunConfig, new: RunConfig, model) -> list[str]:
-    """The keys of the torchtitan job config (``to_torchtitan``'s) that differ, as
-    ``section.key=value`` in TOML's spelling, or ``no section.key``."""
-    def flat(config: RunConfig) -> dict:
-        job = tomllib.loads(to_torchtitan(config, model))
-        return {f"{name}.{k}": v for name, table in job.items() for k, v in table.items()}
+class _TorchtitanJob:
+    """A torchtitan job (``job``, or the one ``to_torchtitan`` writes for ``config``) and
+    what changes it to a neighbour."""
 
-    before, after = flat(old), flat(new)
-    return ([f"{k}={json.dumps(v)}" for k, v in after.items() if before.get(k) != v]
-            + [f"no {k}" for k in before if k not in after])
+    # the keys that split the layers other than by the stage weights: a neighbour's split
+    # is torchtitan's default with the job's weights, so these go where it has them
+    SPLITS = tuple(f"parallelism.{k}" for k in ("pipeline_parallel_split_points",
+                                                "module_fqns_per_model_part",
+                                                "pipeline_parallel_layers_per_stage"))
+
+    def __init__(self, job, config: RunConfig, model):
+        self.config, self.model = config, model
+        self.job = (read_toml(job)[0] if job is not None
+                    else tomllib.loads(to_torchtitan(config, model)))
+        self.given = _flat(self.job)
+        # the layers the embedding and the output layer weigh: the job's, else torchtitan's
+        self.weights = tuple(self.given.get(f"parallelism.pipeline_parallel_{end}_stage_less"
+                                            f"_layers", 1) for end in ("first", "last"))
+        self.run = self._written(config)
+
+    def _written(self, config: RunConfig) -> dict:
+        return _flat(tomllib.loads(to_torchtitan(config, self.model,
+                                                 stage_weights=self.weights)))
+
+    def _read(self, sets: dict, drops: list) -> RunConfig | None:
+        """The run of the job with ``sets`` set and ``drops`` removed, as torchtitan reads
+        it (None where it refuses it)."""
+        job = {name: dict(table) for name, table in self.job.items()}
+        for key, value in sets.items():
+            name, _, k = key.partition(".")
+            job.setdefault(name, {})[k] = value
+        for key in drops:
+            name, _, k = key.partition(".")
+            del job[name][k]
+        try:
+            return from_torchtitan(job, self.config.gpus, model=self.model).config
+        except ScheduleError:
+            return None
+
+    def changes(self, other: RunConfig) -> tuple[list[str], RunConfig]:
+        """The keys to change (``section.key=value``, ``no section.key``) and the run they
+        make, as ``from_torchtitan`` reads the job changed; a ``ScheduleError`` where no
+        change of the job's keys makes ``other``."""
+        if other.p == 1:  # (torchtitan runs no schedule without a pipeline: the job's kept)
+            single = TORCHTITAN_NAMES[self.config.schedule] in SINGLE_STAGE
+            other = other.replace(schedule=self.config.schedule, m=1 if single else 2,
+                                  layout=None)
+        else:
+            other = other.replace(layout=split_layout(self.model.layers, other.p * other.m,
+                                                      *self.weights))
+        after = self._written(other)
+        drops = [k for k in self.given if k not in after and (k in self.run or k in self.SPLITS)]
+
+        def made(sets):
+            read = self._read(sets, drops)
+            return read if read is not None and all(
+                getattr(read, k) == getattr(other, k) for k in SAME) else None
+
+        # the keys the run's and the neighbour's jobs differ in; where the job leaves a key
+        # to a default that moves with the change (or states one the run ignored), every key
+        # the neighbour's job states otherwise. Then each key the job does not state, or
+        # states as the run has it, that the change does without is left out
+        sets = {k: v for k, v in after.items() if self.run.get(k) != v != self.given.get(k)}
+        read = made(sets) or made(sets := {k: v for k, v in after.items()
+                                           if self.given.get(k) != v})
+        if read is None:
+            raise ScheduleError(f"no change of the job's keys makes {other}")
+        for key in [k for k in sets if k not in self.given or self.run.get(k) == after[k]]:
+            fewer = {k: v for k, v in sets.items() if k != key}
+            again = made(fewer)
+            if again is not None:
+                sets, read = fewer, again
+        return [f"{k}={json.dumps(v)}" for k, v in sets.items()] + [f"no {k}" for k in drops], read
+
+
+def _flat(job: dict) -> dict:
+    """A TOML job's keys as ``section.key``."""
+    return {f"{name}.{k}": v for name, table in job.items() if isinstance(table, dict)
+            for k, v in table.items()}
 
 
 def _composer_changes(old: RunConfig, new: RunConfig) -> list[str]:

@@ -23,6 +23,7 @@ from ..checks import (
     digits,
     known_keywords,
     near,
+    nonnegative_int,
     one_of,
 )
 from .config import OP_LEVEL, RunConfig, as_model, as_run, data_parallel, global_batch_of
@@ -648,10 +649,11 @@ def _explicit_split(par: dict, key: str, layers: int, where: str) -> Layout:
     return Layout.from_layers([len(part) for part in found])
 
 
-def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:
+def _written_split(c: RunConfig, model: Transformer | None, weights=None) -> list[str]:
     """The ``[parallelism]`` lines that make torchtitan split ``model`` as ``c`` does: the
-    embedding's and output layer's weights (``_pipeline_split``) and, unless ``m`` is the
-    schedule's default, the layers per stage."""
+    embedding's and output layer's weights (``_pipeline_split``: ``weights`` where they
+    make it, else the first pair that does) and, unless ``m`` is the schedule's default,
+    the layers per stage."""
     stages = c.p * c.m
     default_m = 1 if NAMES[c.schedule] in SINGLE_STAGE else 2
     split = c.layout is not None or c.first_layers is not None or c.last_layers is not None
@@ -670,21 +672,22 @@ def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:
         return ["pipeline_parallel_first_stage_less_layers = 0",
                 "pipeline_parallel_last_stage_less_layers = 0"]
     wanted = as_layout(c.chunk_layout(model)) if split else even_layers(model.layers, stages)
-    for first in range(model.layers + 1):
-        for last in range(model.layers + 1 - first):
-            try:
-                found = torchtitan_layers(model.layers, stages, first, last)
-            except ScheduleError:
-                continue
-            if found.layers != wanted.layers:
-                continue
-            lines = [f"pipeline_parallel_first_stage_less_layers = {first}",
-                     f"pipeline_parallel_last_stage_less_layers = {last}"]
-            if c.m == default_m:
-                return lines
-            for per_stage in range(1, model.layers + first + last + 1):
-                if -(-(model.layers + first + last) // per_stage) == stages:
-                    return lines + [f"pipeline_parallel_layers_per_stage = {per_stage}"]
+    pairs = [(first, last) for first in range(model.layers + 1)
+             for last in range(model.layers + 1 - first)]
+    for first, last in ([tuple(weights)] if weights is not None else []) + pairs:
+        try:
+            found = torchtitan_layers(model.layers, stages, first, last)
+        except ScheduleError:
+            continue
+        if found.layers != wanted.layers:
+            continue
+        lines = [f"pipeline_parallel_first_stage_less_layers = {first}",
+                 f"pipeline_parallel_last_stage_less_layers = {last}"]
+        if c.m == default_m:
+            return lines
+        for per_stage in range(1, model.layers + first + last + 1):
+            if -(-(model.layers + first + last) // per_stage) == stages:
+                return lines + [f"pipeline_parallel_layers_per_stage = {per_stage}"]
     raise ScheduleError(f"to_torchtitan cannot state the split {str(wanted)!r} of {c.m} chunks "
                         f"a rank: torchtitan spreads the layers as evenly as can be, the "
                         f"remainder on the first stages, with the embedding and the output "
@@ -693,7 +696,8 @@ def _written_split(c: RunConfig, model: Transformer | None) -> list[str]:
 
 
 @known_keywords("to_torchtitan")
-def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
+def to_torchtitan(config: RunConfig, model: Transformer | None = None, *,
+                  stage_weights: tuple[int, int] | None = None) -> str:
     """``config`` as a torchtitan TOML snippet (``[parallelism]``, ``[training]``,
     ``[activation_checkpoint]``, ``[model]`` converters for fp8); ``from_torchtitan`` reads
     it back, with torchtitan's asynchronous hand-offs, with ``t > 1`` its sequence
@@ -718,6 +722,9 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
     config : RunConfig
     model : Transformer, optional
         The model, for the layers per stage.
+    stage_weights : (int, int), optional
+        The layers the embedding and the output layer weigh, written where they make the
+        split (default, or where they do not: the smallest pair that does).
 
     Returns
     -------
@@ -731,6 +738,11 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
         it cannot state set to other than its default.
     """
     c, model = as_run(config), as_model(model)
+    if stage_weights is not None:
+        if not isinstance(stage_weights, tuple | list) or len(stage_weights) != 2:
+            raise ScheduleError(f"stage_weights must be two layer counts, the embedding's and "
+                                f"the output layer's (got {stage_weights!r})")
+        stage_weights = tuple(nonnegative_int(x, "stage_weights") for x in stage_weights)
     if c.schedule not in NAMES:
         raise ScheduleError(f"torchtitan runs {sorted(NAMES)} (got schedule={c.schedule!r})")
     if c.zero not in (0, 3):
@@ -794,7 +806,7 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None) -> str:
              f"pipeline_parallel_degree = {c.p}",
              f'pipeline_parallel_schedule = "{NAMES[c.schedule]}"',
              f"pipeline_parallel_microbatch_size = {c.microbatch}",
-             *_written_split(c, model),
+             *_written_split(c, model, stage_weights),
              f"context_parallel_degree = {c.cp}",
              f'context_parallel_rotate_method = '
              f'"{"alltoall" if c.cp_comm == "ring" else "allgather"}"',
