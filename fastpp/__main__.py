@@ -813,14 +813,14 @@ def _measure(args) -> int:
     out = Path(run.files[0]).parent if run.files else args.out
     print(f"{args.schedule or args.from_csv}: p={s.p}, n={s.n}, m={s.m}, {s.num_ops} ops, "
           f"traces in {out}")
-    # the slow link's sleeps lie outside every op: the predictions price them
+    # the slow link's sleeps: this run's costs hold them, another run's do not
     from .measured.runner import link_of
 
     link = link_of(_link_delay(args.link_delay), s.p)
     said = {**SAID, "predicted from": SAID_STEPS} if isinstance(costs_from, MeasuredSteps) \
         else SAID
-    rows = [(said[k].format(args.costs_from) + (" + the slow link" if link and k != "replayed"
-                                                else ""), v)
+    rows = [(said[k].format(args.costs_from) + (" + the slow link"
+                                                if link and k == "predicted from" else ""), v)
             for k, v in predictions(run, costs_from, link).items()]
     width = max(len(what) for what, _ in rows)
     print(f"{'':<{width}} {'makespan':>10} {'error':>8}")

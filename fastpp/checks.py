@@ -119,6 +119,9 @@ def show(value) -> str:
         return repr(arr.item()) if arr.dtype == object else str(arr.item())
     if arr.dtype == object:
         return repr(list(arr.reshape(-1))[:8])
+    if arr.ndim > 1:  # (its nesting shown: flattened, [[1, 2]] read as the array [1, 2])
+        text = str(arr.tolist())
+        return text if len(text) <= 80 else text[:77] + "..."
     return str(arr.reshape(-1).tolist()[:8])
 
 
@@ -240,7 +243,8 @@ def one_number(value) -> float | None:
 
 def _not_numbers(values, name: str, strict: bool, upper) -> None:
     low = "> 0" if strict else ">= 0"
-    need = f"in [0, {upper:g}]" if upper is not None else f"finite and {low}"
+    need = (f"in {'(' if strict else '['}0, {upper:g}]" if upper is not None
+            else f"finite and {low}")
     raise ScheduleError(f"{name} must be {need} (got {show(values)})")
 
 
@@ -557,15 +561,18 @@ def by_flags(message: str, flags: dict[str, str], switches: dict[str, str] | Non
 
 
 def known_keywords(label: str):
-    """A decorator: the function refuses a keyword it does not take with a
-    ``ScheduleTypeError`` that names it and the ones it takes (Python's own is a bare
-    ``TypeError``); ``label`` is the name the user called (a class's for its ``__init__``).
-    A call pays one frame: the keywords are looked at only when the call fails."""
+    """A decorator: the function refuses a keyword it does not take, too many positional
+    arguments or a missing one with a ``ScheduleTypeError`` that names it and the ones it
+    takes (Python's own is a bare ``TypeError``); ``label`` is the name the user called (a
+    class's for its ``__init__``). A call pays one frame: the arguments are looked at only
+    when the call fails."""
 
     def wrap(function):
-        params = inspect.signature(function).parameters
+        signature = inspect.signature(function)
+        params = signature.parameters
         names = [k for k, v in params.items() if k != "self" and v.kind in (
             v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
+        free = any(v.kind == v.VAR_KEYWORD for v in params.values())
 
         @functools.wraps(function)
         def checked(*args, **keywords):
@@ -573,9 +580,14 @@ def known_keywords(label: str):
                 return function(*args, **keywords)
             except TypeError:
                 unknown = [k for k in keywords if k not in names]
-                if unknown:  # (Python refused the call before it ran)
+                if unknown and not free:  # (Python refused the call before it ran)
                     raise ScheduleTypeError(f"{label} has no keyword {unknown[0]!r} (its "
                                             f"keywords: {', '.join(names)})") from None
+                try:  # (a call Python refused; a TypeError from inside the body is raised)
+                    signature.bind(*args, **keywords)
+                except TypeError as err:
+                    raise ScheduleTypeError(f"{label} cannot be called so: {err} (its "
+                                            f"parameters: {', '.join(names)})") from None
                 raise
 
         return checked

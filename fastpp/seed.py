@@ -80,9 +80,11 @@ def run(schedule_type: str, devices, num_microbatches: int):
     """
     name = _schedule_name(schedule_type)
     num_microbatches = positive_int(num_microbatches, "num_microbatches")
+    given = devices
     devices = list(devices) if isinstance(devices, Sequence) else []
     if not devices or not all(isinstance(d, Device) for d in devices):
-        raise ScheduleError(f"devices must be a non-empty list of Device (got {devices!r})")
+        got = repr(devices) if isinstance(given, Sequence) else f"a {type(given).__name__}"
+        raise ScheduleError(f"devices must be a non-empty list of Device (got {got})")
     costs = Costs(f=[d.fwd_time for d in devices], b=[d.bwd_time for d in devices],
                   comm=[d.comm_latency for d in devices])
     result = simulate(build_schedule(name, len(devices), num_microbatches), costs)

@@ -26,7 +26,8 @@ MAX_P = 1_000_000  # the per-device closed forms return one value per device
 
 def _registered(formula):
     """A closed form of a registered schedule: an unknown name, a count that is not a positive
-    integer or a cost that is not a finite number >= 0 raises ``ScheduleError``."""
+    integer or a cost that is not a finite number > 0 (``w``: >= 0) raises
+    ``ScheduleError``."""
     signature = inspect.signature(formula)
 
     @functools.wraps(formula)
@@ -42,8 +43,9 @@ def _registered(formula):
             elif key == "gamma":  # M_W / M_B, as Costs.gamma: a part of M_B
                 number(value, key, upper=1.0)
             elif key in ("f", "b", "w") or (key == "fb" and value is not None):
-                # Costs' bound: a sum of p n terms of 1e308 is inf
-                number(value, key, upper=MAX_TIME)
+                # Costs' bounds: a sum of p n terms of 1e308 is inf; f, b and fb > 0, as
+                # Costs takes them (with f = b = 0 a bubble ratio is 0 / 0)
+                number(value, key, strict=key != "w", upper=MAX_TIME)
         if given.get("G") is not None and "G" not in spec.options:  # as build_schedule
             raise ScheduleError(f"G must not be given for '{spec.name}': it takes no options "
                                 f"(got G={given['G']!r})")
@@ -87,7 +89,8 @@ def idle(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2.0,
     ------
     ScheduleError
         For a name that is not registered, a count that is not a positive integer, a cost
-        that is not a finite number >= 0, or ``w > b`` (every closed form here alike).
+        that is not a finite number > 0 (``w``: >= 0), or ``w > b`` (every closed form
+        here alike).
     """
     closed = get_spec(name).idle
     fb = f + b if fb is None else fb

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import placement as placements
-from ..checks import ScheduleError, ScheduleTypeError, number_array, positive_int, show
+from ..checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    known_keywords,
+    number_array,
+    positive_int,
+    show,
+)
 from ..ops import OP_FIELDS, new_ops
 from ..schedule import Built, Schedule
 from . import chimera, classic, dualpipe, interleaved, vshape, zero_bubble
@@ -338,6 +345,7 @@ def get_spec(name: str, param: str = "schedule") -> ScheduleSpec:
         raise ScheduleError(f"{param} must be one of {sorted(SCHEDULES)} (got {name!r})") from None
 
 
+@known_keywords("build_schedule")
 def build_schedule(name: str, p: int, n: int, m: int | None = None, **options) -> Schedule:
     """Build a registered schedule.
 

@@ -21,8 +21,10 @@ def predictions(run, costs_from=None, link_delay=None) -> dict[str, float]:
         this run's chunk count).
     link_delay : tuple, optional
         ``(seconds, r1, r2)``: the sleep ``measure``'s ``link_delay`` put before each send
-        between ranks ``r1`` and ``r2``, which no op's time holds: the predictions price it
-        (``Noise(link_delay=..., blocking=True)`` without jitter). The replay does not.
+        between ranks ``r1`` and ``r2``. This run's costs hold it (its ``send``, the time
+        from an op's end to its output's hand-off), another run's do not: the prediction
+        ``from`` it prices the sleep (``Noise(link_delay=..., blocking=True)`` without
+        jitter). Until 7 December 2026 this run's own prediction priced it a second time.
 
     Returns
     -------
@@ -34,16 +36,16 @@ def predictions(run, costs_from=None, link_delay=None) -> dict[str, float]:
     from .run import MeasuredRun, read_torch_trace
     from .steps import MeasuredSteps
 
-    def priced(costs):
-        if link_delay is None:
-            return simulate(run.schedule, costs).makespan
-        seconds, r1, r2 = link_delay
-        held = Noise(0.0, link_delay={(r1, r2): seconds}, blocking=True)
-        return float(simulate(run.schedule, costs, noise=held, samples=1).quantile(0.5))
-
-    out = {"replayed": run.replay().makespan, "predicted": priced(run.costs())}
+    out = {"replayed": run.replay().makespan,
+           "predicted": simulate(run.schedule, run.costs()).makespan}
     if costs_from is not None:
         other = costs_from if isinstance(costs_from, MeasuredRun | MeasuredSteps) else \
             read_torch_trace(costs_from)
-        out["predicted from"] = priced(other.costs())
+        if link_delay is None:
+            out["predicted from"] = simulate(run.schedule, other.costs()).makespan
+        else:
+            seconds, r1, r2 = link_delay
+            held = Noise(0.0, link_delay={(r1, r2): seconds}, blocking=True)
+            out["predicted from"] = float(simulate(run.schedule, other.costs(), noise=held,
+                                                   samples=1).quantile(0.5))
     return out

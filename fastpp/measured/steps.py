@@ -17,6 +17,7 @@ moment that slowed some of a step's ops and not others stays in one sample).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from functools import cached_property
@@ -58,6 +59,9 @@ def read_steps(folder) -> MeasuredSteps:
         Naming the folder where it holds no step with traces, or as ``read_torch_trace``
         for a step.
     """
+    if not isinstance(folder, str | os.PathLike):
+        raise ScheduleTypeError(f"folder must be a path to measure's run folder (got "
+                                f"{type(folder).__name__})")
     steps = [d for d in step_folders(folder) if any(d.glob("rank*_trace.json*"))]
     if not steps:
         raise ScheduleError(f"folder must hold measure's step0, step1, ... folders of rank "

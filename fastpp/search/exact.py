@@ -164,16 +164,18 @@ def _goal(model, problem: Problem, start, end, horizon: int):
 
 
 def _memory(model, problem: Problem, start, end) -> None:
-    """One reservoir per device; changes scaled and rounded so the model never holds more
-    than the engine (allocations down, frees up)."""
-    if not np.all(np.isfinite(problem.cap)):
+    """One reservoir per device with a limit; changes scaled and rounded so the model never
+    holds more than the engine (allocations down, frees up). (Until 7 December 2026 one
+    device without a limit left every device without one: a review.)"""
+    limited = np.flatnonzero(np.isfinite(problem.cap))
+    if not limited.size:
         return
     memd = problem.memd
-    scale = _scale(np.concatenate([np.abs(memd).ravel(), problem.limit]))
+    scale = _scale(np.concatenate([np.abs(memd).ravel(), problem.limit[limited]]))
     alloc = _floor(memd[0] * scale)
     free = _floor(memd[1:] * scale)  # negative changes rounded down: larger frees
     device, n = problem.stage_to_device, problem.n
-    for r in range(problem.p):
+    for r in limited:
         times, changes = [], []
         for s in np.flatnonzero(device == r):
             for j in range(n):

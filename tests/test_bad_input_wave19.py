@@ -1,0 +1,92 @@
+"""The nineteenth bad-input wave (7 December 2026): three reviewers acting as users of the
+measured runs and their variability, of the search, the closed forms and the seed chapter's
+API. Each case failed on the code before it."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fastpp
+from fastpp import Costs, ScheduleError, ScheduleTypeError, build_schedule, simulate, theory
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_exact_search_keeps_the_limits_it_has_where_one_device_has_none():
+    """One device without a limit dropped every device's from the exact model: its answers
+    broke device 0's limit and were thrown away, and it proved nothing (bound 49 of 52)."""
+    pytest.importorskip("ortools")
+    costs = Costs(f=[1, 2, 1], b=[3, 2, 4], w=[1, 1, 1], comm=0.5, gamma=0.5)
+    some = fastpp.optimize(3, 4, costs, memory=np.array([1, np.inf, np.inf]), method="exact",
+                           time_limit=30, progress=False)
+    every = fastpp.optimize(3, 4, costs, memory=np.array([1, 100, 100]), method="exact",
+                            time_limit=30, progress=False)
+    assert every.optimal and every.value == 52
+    assert some.optimal and some.value == every.value and some.lower_bound == 52
+    assert simulate(some.schedule, costs).peak_activations[0] <= 1
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: fastpp.optimize(2, 4, None, 2), r"optimize cannot be called so: too many "
+                                             r"positional arguments \(its parameters: p, n, "
+                                             r"costs, memory"),
+    (lambda: build_schedule("1f1b", 4, 8, 1, 4, 5), r"build_schedule cannot be called so: too "
+                                                    r"many positional arguments \(its "
+                                                    r"parameters: name, p, n, m\)"),
+    (lambda: build_schedule("1f1b"), r"build_schedule cannot be called so: missing a required "
+                                     r"argument: 'p'"),
+], ids=["optimize", "build_schedule", "missing"])
+def test_a_call_python_refuses_is_a_type_error_naming_the_parameters(call, message):
+    """Python's bare TypeError, where a misspelt keyword already said which ones it takes."""
+    with pytest.raises(ScheduleTypeError, match=message):
+        call()
+
+
+def test_a_type_error_raised_inside_is_not_taken_for_a_bad_call():
+    with pytest.raises(ScheduleError, match="bogus must not be given for '1f1b'"):
+        build_schedule("1f1b", 4, 8, bogus=1)  # (**options: a keyword it forwards)
+
+
+def test_messages_show_what_was_given():
+    """A nested list was shown flattened, a generator as the empty list it was read as."""
+    with pytest.raises(ScheduleError, match=r"array of p=2 numbers \(got \[\[1, 2\]\]\)"):
+        fastpp.optimize(2, 4, memory=[[1, 2]])
+    with pytest.raises(ScheduleError, match=r"non-empty list of Device \(got a generator\)"):
+        fastpp.gpipe_schedule((d for d in [fastpp.Device("d0", [0])]), 2)
+
+
+@pytest.mark.parametrize("call", [lambda: theory.idle("1f1b", 2, 4, 1, 0.0),
+                                  lambda: theory.bubble_fraction("chimera", 4, 4, 1, 0.0, 0.0)])
+def test_closed_forms_refuse_the_costs_costs_refuses(call):
+    """f = 0 gave an idle time of 2, and f = b = 0 a bubble ratio of 0.2 (0 / 0)."""
+    with pytest.raises(ScheduleError, match=r"f must be in \(0, 1e\+290\] \(got 0\.0\)"):
+        call()
+    assert theory.idle("zb-h1", 2, 4, 1, 1.0, 2.0, 0.0) is not None  # w = 0 is a cost
+
+
+@pytest.mark.parametrize("folder", [None, 5])
+def test_read_steps_of_no_path(folder):
+    with pytest.raises(ScheduleTypeError, match=r"folder must be a path to measure's run "
+                                                r"folder \(got (NoneType|int)\)"):
+        fastpp.measured.read_steps(folder)
+
+
+@pytest.mark.parametrize("seed", ["x", 1.5])
+def test_simulate_refuses_a_seed_of_the_wrong_type_without_noise(seed):
+    with pytest.raises(ScheduleTypeError, match=r"seed must be an integer"):
+        simulate(build_schedule("1f1b", 2, 4), Costs(1, 2), seed=seed)
+    assert simulate(build_schedule("1f1b", 2, 4), Costs(1, 2), seed=np.int64(3)).makespan
+
+
+def test_a_slow_link_is_priced_once_in_a_runs_own_prediction():
+    """A run with measure's slow link holds its sleeps in its own costs (its sends): the
+    prediction from them priced the link a second time, +96% at 0.05 s a send (a reviewer's
+    real run); from another run's costs it is priced."""
+    from fastpp.measured import predictions, read_torch_trace
+
+    run = read_torch_trace(DATA / "interleaved-1f1b")
+    got = predictions(run, DATA / "zbv", link_delay=(0.05, 0, 1))
+    assert got["predicted"] == simulate(run.schedule, run.costs()).makespan
+    plain = predictions(run, DATA / "zbv")["predicted from"]
+    assert got["predicted from"] > plain + 0.05  # (at least one crossing of the link)
