@@ -294,7 +294,8 @@ class MeasuredRun(Frozen):
         other), and each group's overhead is its fixed time less its ops' share of it, so that
         a schedule whose stages send where this run's did not (an interleaved chunk on the
         last device) pays it. An overlapped pair's ``fb`` is its typical duration less the
-        ``F`` and ``B`` overheads and sends it takes. ``comm``
+        ``F`` and ``B`` overheads and sends it takes, at least 0: where the run's pairs took
+        less than those, they are priced above their measured time (docs/measured.md). ``comm``
         is ``latency``. ``gamma`` and ``act`` keep their defaults (a trace has no memory).
 
         Parameters
