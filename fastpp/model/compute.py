@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from .attention import attention_efficiency
-from .hardware import Hardware
+from .hardware import HARDWARE, Hardware
 from .transformer import BYTES, Transformer, window_pairs
 
 # Adam per parameter: read the fp32 gradient, master weight, momentum and variance (16 bytes),
@@ -125,10 +125,17 @@ EAGER_SOFTMAX_OPS = len(EAGER_SOFTMAX_FORWARD) - 1  # the ops the framework issu
 
 
 def matmul_efficiency(hardware: Hardware, m, n, k) -> np.ndarray:
-    """The fraction of the peak an ``(m x k) @ (k x n)`` product reaches (see the module)."""
+    """The fraction of the peak an ``(m x k) @ (k x n)`` product reaches (see the module),
+    at least what ``hardware.floor``'s curve reaches at that shape (its bf16 FLOP/s)."""
     c = hardware.matmul_half
     m, n, k = (np.asarray(x, np.float64) for x in (m, n, k))
-    return hardware.efficiency * m / (m + c) * n / (n + c) * k / (k + c)
+    own = hardware.efficiency * m / (m + c) * n / (n + c) * k / (k + c)
+    if not hardware.floor:
+        return own
+    other = HARDWARE[hardware.floor]
+    c = other.matmul_half
+    return np.maximum(own, other.efficiency * m / (m + c) * n / (n + c) * k / (k + c)
+                      * other.peak_flops / hardware.peak)
 
 
 def matmul_time(hardware: Hardware, m, n, k, count=1.0) -> np.ndarray:

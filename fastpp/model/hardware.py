@@ -256,6 +256,12 @@ class Hardware:
         ebfa13852f, ``token_dispatcher.py``'s ``_HybridEPManager.dispatch``; its DeepSeek-V3
         GB200 guide, section 2.5). Priced as two more passes over the received tokens each way
         (``fastpp.model.moe``'s ``expert_times``), in FP8 only. False (the presets).
+    floor : str
+        A preset (``HARDWARE``) whose bf16 products this GPU runs none slower than, at any
+        shape: its curve is a floor under this one (``compute.matmul_efficiency``). Hopper's
+        and Blackwell's presets take ``"A100-80GB"``: their curve, fitted on large models'
+        products alone, prices a thin one (an expert's few rows, a tensor-parallel slice)
+        below an A100's. "" (none).
     """
 
     name: str
@@ -282,6 +288,7 @@ class Hardware:
     host_op: float = 0.0
     handoff: float = 0.0
     fp8_padding: bool = False
+    floor: str = ""
 
     def __post_init__(self):
         instance(self.name, str, "name", "string")
@@ -301,6 +308,11 @@ class Hardware:
         one_of(self.fused_grouped_mlp, "fused_grouped_mlp", (False, True))
         one_of(self.fp8_output_layer, "fp8_output_layer", (False, True))
         one_of(self.fp8_padding, "fp8_padding", (False, True))
+        if self.floor != "":  # (the presets' own are checked once HARDWARE is made)
+            presets = globals().get("HARDWARE", {self.floor: None})
+            if self.floor not in presets:
+                raise ScheduleError(f"floor must be '' or a preset of HARDWARE, one of "
+                                    f"{sorted(presets)} (got {self.floor!r})")
         if not self.split_accumulator >= 1.0:
             raise ScheduleError(f"split_accumulator must be >= 1 (got "
                                 f"{self.split_accumulator!r})")
@@ -437,7 +449,11 @@ A100_CURVE = {"efficiency": 0.76, "matmul_half": 64.0}
 # must earn. The other presets have none: no table of theirs is launch- or latency-bound.
 A100_OVERHEADS = {"host_layer": 1.65e-3, "host_backward": 0.05e-3, "host_microbatch": 3.0e-3,
                   "host_step": 2.0e-3, "host_op": 0.12e-3, "handoff": 0.0}
+# a Hopper or Blackwell product no slower than an A100's (Hardware.floor): H100's curve
+# prices 4096 x 4096 x 128 at 62 TFLOP/s, an A100 at 134 (a review found MoE steps on H100
+# priced up to 1.49 times an A100's, 7 December 2026)
 H100_CURVE = {"efficiency": 0.94, "matmul_half": 1024.0}
+NEWER = {**H100_CURVE, "floor": "A100-80GB"}  # the presets on H100's curve
 # Hopper's FP8 products in split accumulation (Hardware.split_accumulator): pytorch/ao issue
 # 2377, "enabling fast accumulation can lead to a 1.1x to 1.2x speedup"; the middle
 HOPPER_SPLIT_ACCUMULATOR = 1.15
@@ -446,22 +462,23 @@ HARDWARE = {hw.name: hw for hw in (
              memory_bandwidth=1.75e12, **A100_CURVE, **A100_OVERHEADS),
     Hardware("H100-80GB", 989e12, 80 * GB, LINKS["NVLink4"], LINKS["IB-400G"],
              memory_bandwidth=2.9e12, fp8_flops=1979e12,
-             split_accumulator=HOPPER_SPLIT_ACCUMULATOR, **H100_CURVE),
+             split_accumulator=HOPPER_SPLIT_ACCUMULATOR, **NEWER),
     Hardware("H200-141GB", 989e12, 141 * GB, LINKS["NVLink4"], LINKS["IB-400G"],
              memory_bandwidth=4.2e12, fp8_flops=1979e12,
-             split_accumulator=HOPPER_SPLIT_ACCUMULATOR, **H100_CURVE),
+             split_accumulator=HOPPER_SPLIT_ACCUMULATOR, **NEWER),
     Hardware("B200-180GB", 2250e12, 180 * GB, LINKS["NVLink5"], LINKS["IB-400G"],
-             memory_bandwidth=7.0e12, fp8_flops=4500e12, **H100_CURVE),
+             memory_bandwidth=7.0e12, fp8_flops=4500e12, **NEWER),
     Hardware("H800-80GB", 989e12, 80 * GB, LINKS["NVLink4-H800"], LINKS["IB-400G-H800"],
              memory_bandwidth=2.9e12, fp8_flops=1979e12,
-             split_accumulator=HOPPER_SPLIT_ACCUMULATOR, **H100_CURVE),
+             split_accumulator=HOPPER_SPLIT_ACCUMULATOR, **NEWER),
     Hardware("GB200", 2500e12, 186 * GB, LINKS["NVLink5"], LINKS["IB-400G"], gpus_per_node=72,
-             memory_bandwidth=7.0e12, fp8_flops=5000e12, host_bandwidth=225e9, **H100_CURVE),
+             memory_bandwidth=7.0e12, fp8_flops=5000e12, host_bandwidth=225e9, **NEWER),
     Hardware("GB300", 2500e12, 288 * GB, LINKS["NVLink5"], LINKS["IB-800G"], gpus_per_node=72,
-             memory_bandwidth=7.0e12, fp8_flops=5000e12, host_bandwidth=225e9, **H100_CURVE),
+             memory_bandwidth=7.0e12, fp8_flops=5000e12, host_bandwidth=225e9, **NEWER),
     Hardware("B300-288GB", 2250e12, 288 * GB, LINKS["NVLink5"], LINKS["IB-800G"],
-             memory_bandwidth=7.0e12, fp8_flops=4500e12, **H100_CURVE),
+             memory_bandwidth=7.0e12, fp8_flops=4500e12, **NEWER),
 )}
+assert all(hw.floor in ("", *HARDWARE) for hw in HARDWARE.values())
 
 
 def preset(table: dict, value, what: str):
