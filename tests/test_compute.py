@@ -214,3 +214,32 @@ def test_output_layer_keeps_bf16_cost_under_fp8():
     assert moved["embed_forward"] == bf16["embed_forward"]
     with pytest.raises(ScheduleError, match="fp8_output_layer must be one of"):
         dataclasses.replace(h100, fp8_output_layer="yes")
+
+
+def test_no_newer_gpu_runs_a_product_slower_than_an_a100():
+    """``Hardware.floor``: H100's curve, fitted on large models' products, priced a thin one
+    below an A100's (62 against 134 TFLOP/s at 4096 x 4096 x 128), and MoE steps on H100 at
+    up to 1.49 times an A100's (a review, 7 December 2026)."""
+    from fastpp.model import plan
+    from fastpp.model.compute import matmul_time
+
+    sizes = np.array([16, 64, 128, 512, 1024, 4096, 16384], float)
+    m, n, k = (x.ravel() for x in np.meshgrid(sizes, sizes, sizes))
+    a100 = matmul_time(HARDWARE["A100-80GB"], m, n, k)
+    for name, hw in HARDWARE.items():
+        if name != "A100-80GB":
+            assert hw.floor == "A100-80GB", name
+            assert (matmul_time(hw, m, n, k) <= a100 * (1 + 1e-12)).all(), name
+    # large products keep their own curve (the dense tables do not move)
+    h100 = HARDWARE["H100-80GB"]
+    own = dataclasses.replace(h100, floor="")
+    assert matmul_time(h100, 8192, 8192, 8192) == matmul_time(own, 8192, 8192, 8192)
+    assert matmul_time(h100, 4096, 4096, 128) < matmul_time(own, 4096, 4096, 128) / 2
+    kw = dict(seq=4096, global_batch=64, pp=1, ep=1, microbatch=1, schedules=["1f1b"],
+              recompute="full", precision="bf16", capacity=1e15)
+    for model, t in (("qwen3-30b-a3b", 1), ("mixtral-8x7b", 8)):
+        steps = [plan(model, 8, hw, tp=t, **kw).iloc[0]["step_time"]
+                 for hw in ("A100-80GB", "H100-80GB")]
+        assert steps[1] < steps[0], (model, steps)
+    with pytest.raises(ScheduleError, match=r"floor must be '' or a preset of HARDWARE"):
+        dataclasses.replace(h100, floor="V100")
