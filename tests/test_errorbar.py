@@ -70,6 +70,26 @@ def test_an_unseen_combination_of_seen_facts_says_so():
     assert bar.extrapolated.startswith("the combination A100, <3B")
 
 
+def test_an_extrapolated_bar_is_no_narrower_than_what_it_is_made_from():
+    """A fact the nearest groups lack takes the worst check that has it, and each nearest
+    group's own bar is a floor: Llama 3 70B at 128K on A100 took its 4K checks' 3.9% where
+    every long-context check erred 30-44%, and H200 a narrower bar than the H100 it borrows
+    (a review, 7 December 2026)."""
+    short_a100 = H100._replace(gpu="A100", size="30-200B")
+    long_h100 = H100._replace(seq=">64K")
+    h100_70b = H100._replace(size="30-200B")
+    groups = [group(short_a100, 5, 0.02, worst=0.04), group(long_h100, 4, 0.42, worst=0.44),
+              group(h100_70b, 1, 0.01), group(H100._replace(size="<3B"), 4, 0.10, worst=0.12)]
+    # A100 at a long sequence: its nearest group is A100's short one; the long ones err 44%
+    bar = error_bar(short_a100._replace(seq=">64K"), groups)
+    assert bar.extrapolated and bar.expected == 0.44
+    # a GPU no check ran on: no narrower than the H100 regime's own pooled bar
+    own = error_bar(h100_70b, groups)
+    assert own.extrapolated == "" and own.expected > 0.04
+    bar = error_bar(h100_70b._replace(gpu="H200-141GB"), groups)
+    assert bar.extrapolated == "gpu H200-141GB" and bar.expected == own.expected
+
+
 def test_throughput_errors_count_as_step_time_errors():
     # a throughput predicted 25% high is a step time 20% short
     assert step_error([0.25, 0.25], ["tflops_per_gpu", "iteration_s"]).tolist() == \
