@@ -312,7 +312,8 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     if samples is not None and noise is None:  # (a deterministic Result came back, unsaid)
         raise ScheduleError(f"samples counts the Monte Carlo's timelines: give noise= too "
                             f"(got samples={samples!r} without noise)")
-    if type(seed) is not int and noise is None:  # (unused, but a wrong one is still refused)
+    if noise is None and (type(seed) is not int or not 0 <= seed < 2**64):  # (unused: but
+        # a wrong one is still refused)
         from .montecarlo import _seed
 
         _seed(seed, "seed")

@@ -90,3 +90,34 @@ def test_a_slow_link_is_priced_once_in_a_runs_own_prediction():
     assert got["predicted"] == simulate(run.schedule, run.costs()).makespan
     plain = predictions(run, DATA / "zbv")["predicted from"]
     assert got["predicted from"] > plain + 0.05  # (at least one crossing of the link)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(hidden=2**47, heads=32), r"hidden must be at most 16,777,216 \(no model is larger\)"),
+    (dict(vocab=2**62), r"vocab must be at most 2,147,483,648"),
+    (dict(heads=10**30), r"heads must be at most 16,777,216"),
+    (dict(experts=2**40, top_k=1), r"experts must be at most 16,777,216"),
+])
+def test_a_model_past_any_size_is_refused_where_it_is_made(change, message):
+    """Each raised a raw OverflowError from NumPy's conversions, inside plan."""
+    import dataclasses
+
+    from fastpp.model import MODELS
+
+    with pytest.raises(ScheduleError, match=message):
+        dataclasses.replace(MODELS["llama3-8b"], **change)
+
+
+def test_hardware_and_run_sizes_past_any_machine():
+    import dataclasses
+
+    from fastpp.model import HARDWARE, MODELS, RunConfig, plan
+
+    with pytest.raises(ScheduleError, match=r"gpus_per_node must be at most 2,147,483,648"):
+        dataclasses.replace(HARDWARE["H100-80GB"], gpus_per_node=10**30)
+    with pytest.raises(ScheduleError, match=r"imbalance must be a number finite and >= 1"):
+        RunConfig(seq=4096, global_batch=16, t=2, p=2, d=2, imbalance=10**310)
+    for seed in (float("nan"), -1, True):
+        with pytest.raises(ScheduleError, match=r"seed must be an integer in \[0, 2\*\*64\)"):
+            plan(MODELS["llama3-8b"], 8, "H100-80GB", seq=4096, global_batch=8, tp=1, pp=1,
+                 microbatch=1, schedules=["1f1b"], seed=seed)

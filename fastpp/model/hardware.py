@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..checks import (
+    MAX_INT,
     ScheduleError,
     ScheduleTypeError,
     instance,
@@ -298,7 +299,7 @@ class Hardware:
         numbers(self.memory_bytes, "memory_bytes", strict=True)
         # (a curve below 1% of the peak is no GPU's; near 0 it overflowed a step's time)
         _open_closed(self.efficiency, "efficiency", 1.0, lower=LOWEST_EFFICIENCY)
-        positive_int(self.gpus_per_node, "gpus_per_node")
+        positive_int(self.gpus_per_node, "gpus_per_node", MAX_INT)
         _rate(self.memory_bandwidth, "memory_bandwidth")
         numbers(self.op_overhead, "op_overhead", upper=LONGEST)
         _open_closed(self.matmul_half, "matmul_half", 65536.0)

@@ -70,6 +70,8 @@ of the layer as tensor parallelism gives a dense MLP.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..checks import ScheduleError, instance, one_of, positive_int, positive_ints, renamed
@@ -451,8 +453,12 @@ def check_imbalance(imbalance, model: Transformer | None = None) -> float:
     ``expert_reasons`` bounds it by ``ep`` too; 1e300 overflowed the costs); else a
     ``ScheduleError`` naming it."""
     most = model.experts / model.top_k if model is not None and model.moe else float("inf")
-    if (isinstance(imbalance, bool) or not isinstance(imbalance, int | float | np.number)
-            or not 1.0 <= float(imbalance) <= most or not np.isfinite(imbalance)):
+    number = isinstance(imbalance, int | float | np.number) and not isinstance(imbalance, bool)
+    try:  # (an int past a float's range is no finite number either)
+        x = float(imbalance) if number else math.nan
+    except OverflowError:
+        x = math.inf
+    if not (number and 1.0 <= x <= most and math.isfinite(x)):
         within = (f"in [1, {most:g}] (experts / top_k)" if np.isfinite(most)
                   else "finite and >= 1")
         raise ScheduleError(f"imbalance must be a number {within}, the busiest expert-parallel "

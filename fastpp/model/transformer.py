@@ -91,6 +91,10 @@ EAGER = ("", "native-norm", "fp32-norm")
 # cross_entropy (torchtitan) or flash-attn's fused one (llm-foundry)
 LOSSES = ("in-place", "fused", "cross-entropy", "flash-attn")
 MAX_CHUNKS = 1_000_000  # model chunks of a layout: a count each, far past any pipeline
+# the sizes a Transformer takes, far past any model's (Python's ints past int64 overflowed
+# NumPy's conversions, a raw OverflowError): a width's square times the layers stays a float
+LARGEST = {"layers": 100_000, "hidden": 2**24, "heads": 2**24, "ffn": 2**24,
+           "vocab": 2**31}
 
 
 def window_pairs(window, seq, chunked=False):
@@ -231,7 +235,7 @@ class Transformer:
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "vocab"):
-            positive_int(getattr(self, name), name)
+            positive_int(getattr(self, name), name, LARGEST[name], " (no model is larger)")
         for name in ("swiglu", "tied_embeddings", "dropout", "flash_attention", "fused_swiglu",
                      "chunked"):
             flag(getattr(self, name), name)
@@ -243,7 +247,7 @@ class Transformer:
         if self.ffn is None:
             object.__setattr__(self, "ffn", 4 * self.hidden)
         positive_int(self.kv_heads, "kv_heads")
-        positive_int(self.ffn, "ffn")
+        positive_int(self.ffn, "ffn", LARGEST["ffn"], " (no model is larger)")
         if self.heads % self.kv_heads or (self.head_dim is None and self.hidden % self.heads):
             raise ScheduleError(f"kv_heads must divide heads and heads must divide hidden (got "
                                 f"heads={self.heads}, kv_heads={self.kv_heads}, "
@@ -255,7 +259,7 @@ class Transformer:
         if self.expert_ffn is None:
             object.__setattr__(self, "expert_ffn", self.ffn)
         for name in ("head_dim", "v_head_dim", "expert_ffn"):
-            positive_int(getattr(self, name), name)
+            positive_int(getattr(self, name), name, LARGEST["ffn"], " (no model is larger)")
         if isinstance(self.dense_layers, tuple | list):
             at = _indices(self.dense_layers, self.layers)
             object.__setattr__(self, "dense_layers",
@@ -264,6 +268,9 @@ class Transformer:
                      "q_rank", "kv_rank", "rope_dim"):
             if name != "dense_layers" or not isinstance(self.dense_layers, tuple):
                 nonnegative_int(getattr(self, name), name)
+                if getattr(self, name) > LARGEST["ffn"]:
+                    raise ScheduleError(f"{name} must be at most {LARGEST['ffn']:,} (no model "
+                                        f"is larger; got {name}={getattr(self, name)})")
         if self.experts and not 1 <= self.top_k <= self.experts:
             raise ScheduleError(f"top_k must be from 1 to the experts {self.experts} (got "
                                 f"top_k={self.top_k})")
