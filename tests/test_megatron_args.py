@@ -386,6 +386,7 @@ def random_configs(seed, count):
         microbatch = int(rng.choice([1, 2]))
         recompute = str(rng.choice(["none", "selective", "full"]))
         method = str(rng.choice(["uniform", "block"]))
+        sequence_parallel = bool(rng.integers(2)) and t > 1
         config = RunConfig(
             seq=1024, global_batch=microbatch * d * int(rng.choice([4, 8])), t=t, cp=cp, p=p,
             d=d, ep=int(rng.choice([1, 2])) if moe and t * cp * d % 2 == 0 else 1, etp=1, m=m,
@@ -393,8 +394,9 @@ def random_configs(seed, count):
             recompute=recompute,
             recompute_method=method if recompute == "full" else None,
             recompute_layers=int(rng.integers(1, 4)) if recompute == "full" else None,
-            sequence_parallel=bool(rng.integers(2)) and t > 1, zero=int(rng.choice([0, 1, 2, 3])),
-            gradient_overlap=bool(rng.integers(2)), tp_overlap=bool(rng.integers(2)),
+            sequence_parallel=sequence_parallel, zero=int(rng.choice([0, 1, 2, 3])),
+            gradient_overlap=bool(rng.integers(2)),
+            tp_overlap=bool(rng.integers(2)) and t > 1 and sequence_parallel,
             # Megatron overlaps only an interleaved pipeline's hand-offs, and blocks them only
             # on more than two ranks
             blocking_handoffs=(bool(rng.integers(2)) and p > 2) or m == 1,

@@ -118,7 +118,8 @@ class RunConfig:
         The schedule's overlapped forward-backward pairs (``fastpp.model.overlap``).
     gradient_overlap, tp_overlap : bool
         Megatron's ``--overlap-grad-reduce``/``--overlap-param-gather`` and
-        ``--tp-comm-overlap``.
+        ``--tp-comm-overlap`` (which needs ``sequence_parallel`` where ``t > 1``; at ``t = 1``
+        it has nothing to overlap).
     blocking_handoffs : bool
         Pipeline hand-offs hold their device (Megatron's plain pipeline, and its interleaved
         one with ``--no-overlap-p2p-communication``).
@@ -245,6 +246,11 @@ class RunConfig:
             flag(getattr(self, name), name)
         if self.sequence_parallel:
             check_sequence_parallel(self.seq, self.t, self.cp)
+        elif self.tp_overlap and self.t > 1:  # (Megatron asserts it)
+            raise ScheduleError(f"tp_overlap needs sequence_parallel: Transformer Engine's "
+                                f"overlap splits the sequence-parallel all-gathers and "
+                                f"reduce-scatters (got tp_overlap=True, sequence_parallel=False, "
+                                f"t={self.t})")
         for name in ("recompute_layers", "node_limit"):
             if getattr(self, name) is not None:
                 positive_int(getattr(self, name), name)

@@ -319,6 +319,13 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         extra += (f"--cross-entropy-fusion-impl {a['cross_entropy_fusion_impl']}: priced as "
                   f"Megatron's native fused loss (Transformer Engine's kernel works in the bf16 "
                   f"logits, its bytes and memory not modelled)",)
+    if config.gradient_overlap and config.zero >= 1 and not a["overlap_param_gather"]:
+        extra += ("--overlap-grad-reduce without --overlap-param-gather: the parameters' "
+                  "all-gather is priced overlapped with the next forward as the gradients' "
+                  "reduction is (fastpp's gradient_overlap holds both); Megatron runs it after "
+                  "the optimizer step, exposed",)
+    if vocab is not None and a["vocab_size"] is not None and vocab != a["vocab_size"]:
+        extra += (f"vocab={vocab}: the script's --vocab-size {a['vocab_size']} priced",)
     if a["cp_comm_type"] in CP_COMM_APPROXIMATED and config.cp > 1:
         extra += (f"--cp-comm-type {a['cp_comm_type']}: "
                   f"{CP_COMM_APPROXIMATED[a['cp_comm_type']]}",)
@@ -844,6 +851,7 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         raise ScheduleError("the GPU count must be given: from_megatron(..., gpus=N), or "
                             "torchrun's --nproc_per_node (and --nnodes) in the script")
     d = data_parallel(gpus, t, cp, p)
+    _asserted(a, t, p, cp)
     recompute = ("selective" if a["recompute_activations"] else
                  a["recompute_granularity"] or "none")
     # the sharding strategy is Megatron FSDP's, its flag's default optim_grads_params
@@ -893,6 +901,45 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         dispatcher=_dispatcher(a["moe_token_dispatcher_type"]) if model.moe else "alltoall",
         reduce_bytes=2.0 if a["grad_reduce_in_bf16"] or (
             a["fp16"] and not a["accumulate_allreduce_grads_in_fp32"]) else 4.0)
+
+
+def _asserted(a: dict, t: int, p: int, cp: int) -> None:
+    """What Megatron's ``validate_args`` asserts of these flags, refused naming them (each
+    had been priced: a review, 7 December 2026)."""
+    def refuse(why, how="as Megatron asserts"):
+        raise ScheduleError(f"{why}, {how}")
+
+    if a["tp_comm_overlap"] and not (a["sequence_parallel"] and t > 1):
+        refuse("--tp-comm-overlap needs --sequence-parallel with --tensor-model-parallel-size "
+               "> 1 (Megatron turns sequence parallelism off at 1)")
+    if a["overlap_param_gather"] and not (
+            (a["use_distributed_optimizer"] or a["use_megatron_fsdp"])
+            and a["overlap_grad_reduce"]):
+        refuse("--overlap-param-gather needs --use-distributed-optimizer (or Megatron-FSDP) and "
+               "--overlap-grad-reduce")
+    if a["use_torch_fsdp2"]:
+        for flag, on in (("--use-distributed-optimizer", a["use_distributed_optimizer"]),
+                         ("--pipeline-model-parallel-size > 1", p > 1), ("--fp16", a["fp16"]),
+                         ("--expert-model-parallel-size > 1",
+                          a["expert_model_parallel_size"] > 1),
+                         ("tied embeddings (without --untie-embeddings-and-output-weights)",
+                          not a["untie_embeddings_and_output_weights"])):
+            if on:
+                refuse(f"--use-torch-fsdp2 cannot run with {flag}")
+    if a["num_layers_per_virtual_pipeline_stage"] and (
+            a["decoder_first_pipeline_num_layers"] or a["decoder_last_pipeline_num_layers"]):
+        refuse("--num-layers-per-virtual-pipeline-stage cannot run with "
+               "--decoder-first/last-pipeline-num-layers (give "
+               "--num-virtual-stages-per-pipeline-rank)")
+    ep, experts = a["expert_model_parallel_size"], a["num_experts"]
+    if ep > 1 and not experts:
+        refuse(f"--expert-model-parallel-size {ep} needs --num-experts")
+    if experts and experts % ep:
+        refuse(f"--num-experts {experts} must be a multiple of --expert-model-parallel-size "
+               f"{ep}")
+    if cp > 1 and a["seq_length"] % (2 * cp):
+        refuse(f"--seq-length {a['seq_length']} must split into 2 x --context-parallel-size "
+               f"= {2 * cp} equal chunks", "as Megatron's get_batch_on_this_cp_rank splits it")
 
 
 def _dispatcher(value: str) -> str:
@@ -962,7 +1009,10 @@ def _chunks(a: dict, model: Transformer, p: int):
 
 _ASSIGN = re.compile(r"^(?:export\s+|declare\s+-a\s+|local\s+)?([A-Za-z_]\w*)(\+?)=(.*)$",
                      re.S)
-_VAR = re.compile(r"\$(?:\{([^}]*)\}|\(\((.*?)\)\)|([A-Za-z_]\w*|[0-9@*#?]))")
+# $((...)) with parentheses inside, two deep: $((N/(T*P))) (the lazy .*? stopped at its
+# first "))" and left the variable unread, a review)
+_ARITH = r"(?:[^()]|\((?:[^()]|\([^()]*\))*\))*"
+_VAR = re.compile(r"\$(?:\{([^}]*)\}|\(\((" + _ARITH + r")\)\)|([A-Za-z_]\w*|[0-9@*#?]))")
 _ARRAY = re.compile(r'"?\$\{([A-Za-z_]\w*)\[[@*]\]\}"?')  # a whole array, "${A[@]}"
 _CONTROL = ("then", "do", "done", "for", "while")
 
@@ -1272,7 +1322,8 @@ def _uncomment(line: str) -> str:
 
 def _split(text: str) -> list[tuple[str, bool]]:
     """Words and whether each was quoted (quoted words do not split after expansion)."""
-    words = re.findall(r"""(?:"[^"]*"|'[^']*'|\$\(\(.*?\)\)|\$\([^)]*\)|[^\s"'])+""", text)
+    words = re.findall(r"""(?:"[^"]*"|'[^']*'|\$\(\(""" + _ARITH
+                       + r"""\)\)|\$\([^)]*\)|`[^`]*`|[^\s"'])+""", text)
     return [(w, w[:1] in "'\"") for w in words]
 
 
@@ -1347,8 +1398,10 @@ def _expand(word: str, scope: dict, arrays: dict) -> str:
 
     if "'" in word and word.startswith("'"):
         return word.strip("'")
-    # $(command): not run here (hidden first, so that its own $X is not expanded)
-    word = re.sub(r"\$\((?!\()[^)]*\)", lambda m: _unset(m.group(0), m.group(0)), word)
+    # $(command) and `command`: not run here (hidden first, so that its own $X is not
+    # expanded; a backquoted one was read as words, its GPU count the launcher's default)
+    word = re.sub(r"\$\((?!\()[^)]*\)|`[^`]*`", lambda m: _unset(m.group(0), m.group(0)),
+                  word)
     return _VAR.sub(one, word).replace('"', "").replace("'", "")
 
 
@@ -1488,7 +1541,7 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
                 "--use-distributed-optimizer": c.zero == 1,
                 "--overlap-grad-reduce": c.gradient_overlap,
                 "--overlap-param-gather": c.gradient_overlap and c.zero >= 1,
-                "--tp-comm-overlap": c.tp_overlap,
+                "--tp-comm-overlap": c.tp_overlap and c.t > 1,  # (Megatron refuses it at 1)
                 "--no-overlap-p2p-communication": c.blocking_handoffs and c.m > 1}
     flags += [k for k, on in switches.items() if on]
     flags += ["--num-distributed-optimizer-instances", c.replicate] * (c.replicate > 1)

@@ -335,6 +335,10 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
                         ("gradient_overlap", gradient_overlap),
                         ("blocking_handoffs", blocking_handoffs), ("tp_overlap", tp_overlap)):
         one_of(value, name, (False, True))
+    if tp_overlap and not sequence_parallel:  # (RunConfig's rule, Megatron's assert)
+        raise ScheduleError("tp_overlap needs sequence_parallel: Transformer Engine's overlap "
+                            "splits the sequence-parallel all-gathers and reduce-scatters (got "
+                            "tp_overlap=True, sequence_parallel=False)")
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
