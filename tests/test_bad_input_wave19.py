@@ -196,3 +196,38 @@ def test_tp_overlap_needs_sequence_parallel():
     # at t = 1 it has nothing to overlap, and Megatron refuses the flag there: not written
     one = RunConfig(seq=4096, global_batch=16, t=1, p=1, d=8, tp_overlap=True)
     assert "--tp-comm-overlap" not in to_megatron(one)
+
+
+def test_configs_as_their_frameworks_read_them():
+    """NeMo's devices -1 (Lightning's "all") was refused with gpus= given; a key given twice
+    in an llm-foundry YAML took its last value, which OmegaConf refuses; Composer's fp32 was
+    refused where Megatron's is priced as bf16; a vTrain file's error named RunConfig's
+    fields; two sections' contradicting keys were named without their sections."""
+    from fastpp.model import from_llm_foundry, from_megatron, from_vtrain
+
+    shape = {"num_layers": 8, "hidden_size": 1024, "num_attention_heads": 16,
+             "seq_length": 1024, "vocab_size": 32000}
+    run = from_megatron({"trainer": {"devices": -1, "num_nodes": 2}, "model": shape}, 16)
+    assert run.config.gpus == 16
+    with pytest.raises(ScheduleError, match=r"ddp.use_distributed_optimizer and "
+                                            r"optimizer.use_distributed_optimizer contradict"):
+        from_megatron({"model": shape, "ddp": {"use_distributed_optimizer": False},
+                       "optimizer": {"use_distributed_optimizer": True}}, 8)
+    pytest.importorskip("yaml")
+    yaml = ("model:\n  name: mpt_causal_lm\n  d_model: 768\n  n_heads: 12\n  n_layers: 12\n"
+            "  max_seq_len: 2048\n  vocab_size: 50368\nmax_seq_len: 2048\n"
+            "global_train_batch_size: 256\ndevice_train_microbatch_size: 8\n"
+            "precision: fp32\n")
+    assert "precision: fp32 priced as bf16 (fastpp prices bf16 and fp8 products)" in \
+        from_llm_foundry(yaml, 8).ignored
+    with pytest.raises(ScheduleError, match=r"found duplicate key 'n_layers'"):
+        from_llm_foundry(yaml.replace("  n_layers: 12\n", "  n_layers: 12\n  n_layers: 24\n"),
+                         8)
+    vtrain = {"num_layers": 12, "hidden_size": 1024, "num_attention_heads": 16,
+              "max_length": 1024, "vocab_size": 50257, "global_batch_size": 60,
+              "micro_batch_size": 2, "tensor_parallel_size": 1, "data_parallel_size": 4,
+              "pipeline_parallel_size": 1, "num_gpus": 4}
+    with pytest.raises(ScheduleError, match=r"\(in the file, global_batch is "
+                                            r"'global_batch_size', microbatch is "
+                                            r"'micro_batch_size', d is 'data_parallel_size'\)"):
+        from_vtrain(vtrain)

@@ -218,7 +218,7 @@ def _bad(change: dict, section: str = "") -> dict:
     (_bad({"global_train_batch_size": 100}),
      "global_train_batch_size must be a multiple of gpus = 8 \\(got 100\\)"),
     (_bad({"max_seq_len": "2048"}), "max_seq_len must be an integer from 1"),
-    (_bad({"precision": "fp32"}), "precision must be one of"),
+    (_bad({"precision": "fp64"}), "precision must be one of"),
     (_bad({"sharding_strategy": "SHARD_EVERYTHING"}, "fsdp_config"),
      "fsdp_config sharding_strategy must be one of"),
     (_bad({"data_parallel_replicate_degree": 3}, "fsdp_config"),

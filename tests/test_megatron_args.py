@@ -694,7 +694,8 @@ def test_model_arguments_as_their_frameworks_write_them():
         from_megatron({**dashed, "--recompute-method": "uniform"}, gpus=1)
     with pytest.raises(ScheduleError, match="num_layers and --num-layers contradict"):
         from_megatron({**shape, "--num-layers": 3}, gpus=1)
-    with pytest.raises(ScheduleError, match="micro_batch_size and micro_batch_size contradict"):
+    with pytest.raises(ScheduleError,
+                       match="micro_batch_size and train.micro_batch_size contradict"):
         from_megatron({**shape, "micro_batch_size": 1, "train": {"micro_batch_size": 2}},
                       gpus=1)
     assert from_megatron(BASE + "--padded-vocab-size 1001 --tensor-model-parallel-size 2",

@@ -49,7 +49,7 @@ DTYPES = {**dict.fromkeys(("fp32", "float32", "float", "full", "torch.float32"),
                            "half", "amp_fp16", "torch.float16"), 2.0)}
 # Composer's precision: fastpp's (amp_fp16 priced as bf16: the same products' peak; amp_fp8
 # runs fp8 products only in Transformer Engine's layers, fc_type te or ffn_type te_ln_mlp)
-PRECISION = {"amp_bf16": "bf16", "amp_fp16": "bf16", "amp_fp8": "fp8"}
+PRECISION = {"amp_bf16": "bf16", "amp_fp16": "bf16", "amp_fp8": "fp8", "fp32": "bf16"}
 # MPT's attn_impl: the measured kernel that prices it (fastpp.model.attention), or None
 # (PyTorch's unfused attention). triton: FlashAttention in Triton, priced by the first
 # FlashAttention, its stand-in (fastpp.model.validate_foundry); flash: the flash-attn package
@@ -125,7 +125,7 @@ def read_yaml(config) -> tuple[dict, str]:
                 raise ScheduleError(f"config must be a readable YAML file ({where}: {e})"
                                     ) from None
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_unique_keys(yaml))
         except yaml.YAMLError as e:
             raise ScheduleError(f"{where} is not YAML ({e})") from None
         except RecursionError:
@@ -292,6 +292,27 @@ def _rate(table: dict, key: str, name: str, where: str) -> float:
     return float(value)
 
 
+def _unique_keys(yaml):
+    """A safe YAML loader that refuses a key given twice in one mapping, as OmegaConf, which
+    llm-foundry loads its configs with, does (``safe_load`` keeps the last silently)."""
+    class Unique(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep)
+
+    Unique.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Unique
+
+
 def _choice(table: dict, key: str, default, choices, name: str, where: str, upper=False):
     """One of ``choices`` (a mapping's keys or a tuple); ``upper``: as Composer reads a
     name, whatever its case."""
@@ -413,6 +434,8 @@ def _run(data: dict, fsdp: dict | None, table: dict, gpus: int, where: str
           or (_section(table, "ffn_config", where) or {}).get("ffn_type") == "te_ln_mlp")
     if data.get("precision") == "amp_fp16":
         notes += ("precision: amp_fp16 priced as bf16 (the same products' peak)",)
+    if data.get("precision") == "fp32":  # (Composer's own; Megatron's fp32 is priced so too)
+        notes += ("precision: fp32 priced as bf16 (fastpp prices bf16 and fp8 products)",)
     if precision == "fp8" and not te:
         notes += ("precision: amp_fp8 without model fc_type te or ffn_type te_ln_mlp runs "
                   "llm-foundry's products in bf16: priced as bf16",)

@@ -354,11 +354,12 @@ def _read_dict(args: dict) -> tuple[dict, list, int | None]:
     """A dict's arguments: its top level and ``SECTIONS``, keys in snake_case (NeMo's and
     Megatron-Core's configs, read by their rules) or as flags (``--num-layers``, Megatron-LM's
     ``MODEL_ARGS`` YAML, read as its command line); a null is the default."""
-    items = [(k, v) for k, v in args.items() if not isinstance(v, dict)
+    # (key, value, the key as the message names it: its section's, ddp.overlap_grad_reduce)
+    items = [(k, v, k) for k, v in args.items() if not isinstance(v, dict)
              and k != "mixed_precision"]
     for section in SECTIONS:
         if isinstance(args.get(section), dict):
-            items += args[section].items()
+            items += [(k, v, f"{section}.{k}") for k, v in args[section].items()]
     named = {"mixed_precision": args.get("mixed_precision")}  # Bridge's recipe, by name
     trainer = args.get("trainer") if isinstance(args.get("trainer"), dict) else {}
     if trainer:
@@ -368,17 +369,17 @@ def _read_dict(args: dict) -> tuple[dict, list, int | None]:
     model = args.get("model") if isinstance(args.get("model"), dict) else {}
     optim = model.get("optim") if isinstance(model.get("optim"), dict) else {}
     if optim.get("name") in DISTRIBUTED_OPTIMIZERS:
-        items.append(("model.optim.name", True))
-    flat, flags, said = {}, set(), {}  # flags: the keys written as flags
-    for key, value in items:
+        items.append(("model.optim.name", True, "model.optim.name"))
+    flat, flags, said, place = {}, set(), {}, {}  # flags: the keys written as flags
+    for key, value, shown in items:
         name = key[2:].replace("-", "_") if isinstance(key, str) and key.startswith("--") else key
         if key == "model.optim.name":  # (read as the flag, not listed as a key not modelled)
             name = "use_distributed_optimizer"
         if value is None:
             continue
         if name in flat and flat[name] != value:  # two places, two values
-            raise ScheduleError(f"{said[name]} and {key} contradict: give one")
-        flat[name], said[name] = value, key
+            raise ScheduleError(f"{place[name]} and {shown} contradict: give one")
+        flat[name], said[name], place[name] = value, key, shown
         if name != key:
             flags.add(name)
     # a named precision is applied over the model's fields, as NeMo's precision plugin and
@@ -425,9 +426,10 @@ def _read_dict(args: dict) -> tuple[dict, list, int | None]:
 
 def _trainer_gpus(trainer: dict) -> int | None:
     """NeMo's ``trainer.devices * trainer.num_nodes`` (GPUs a node, nodes; 1 node where not
-    given), None where ``devices`` is not a count (absent, ``auto``, a list of ids)."""
+    given), None where ``devices`` is not a count (absent, ``auto`` or -1, a list of ids)."""
     devices, nodes = trainer.get("devices"), trainer.get("num_nodes", 1)
-    if devices is None or isinstance(devices, str | list):
+    if devices is None or isinstance(devices, str | list) or (
+            devices == -1 and not isinstance(devices, bool)):  # (-1: Lightning's "all")
         return None
     for key, value in (("devices", devices), ("num_nodes", nodes)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < MAX_INT:

@@ -16,6 +16,7 @@ A100 (``fastpp.model.hardware``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, known_keywords, positive_int
@@ -42,6 +43,11 @@ KEYS = {"num_gpus": None, "tensor_parallel_size": None, "data_parallel_size": No
 IGNORED = ("intra_node_bandwidth", "ddp_bucket_size", "trace_path")
 DEGREES = ("tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size")
 
+
+# RunConfig's fields as a vTrain configuration names them, for its messages
+FILE_KEYS = {"global_batch": "global_batch_size", "microbatch": "micro_batch_size",
+             "seq": "max_length", "t": "tensor_parallel_size", "d": "data_parallel_size",
+             "p": "pipeline_parallel_size"}
 
 @known_keywords("from_vtrain")
 def from_vtrain(config, name: str | None = None) -> Imported:
@@ -119,10 +125,16 @@ def from_vtrain(config, name: str | None = None) -> Imported:
                         vocab=padded_vocab(a["vocab_size"], t), tied_embeddings=True,
                         dropout=True, flash_attention=False,
                         name=_name(config) if name is None else name)
-    run = RunConfig(seq=a["max_length"], global_batch=a["global_batch_size"], t=t, d=d, p=p,
-                    microbatch=b, recompute="full" if a["use_checkpoint"] else "none",
-                    sequence_parallel=False, zero=0, gradient_overlap=a["use_gradient_bucket"],
-                    reduce_bytes=2.0)
+    try:
+        run = RunConfig(seq=a["max_length"], global_batch=a["global_batch_size"], t=t, d=d,
+                        p=p, microbatch=b, recompute="full" if a["use_checkpoint"] else "none",
+                        sequence_parallel=False, zero=0,
+                        gradient_overlap=a["use_gradient_bucket"], reduce_bytes=2.0)
+    except ScheduleError as error:  # named as the file names them, where it does
+        said = [f"{ours} is {key!r}" for ours, key in FILE_KEYS.items()
+                if re.search(rf"\b{ours}\b", str(error))]
+        raise ScheduleError(f"{error}" + (f" (in the file, {', '.join(said)})" if said
+                                          else "")) from None
     hardware = vtrain_cluster(a["inter_node_bandwidth"], a["node_size"])
     # (vTrain's Megatron runs fp16, priced as bf16: the same tensor-core speed and bytes)
     ignored = tuple(key for key in IGNORED if data.get(key) is not None) + (
