@@ -70,7 +70,7 @@ from .stages import (
     stage_table,
     step_terms,
 )
-from .transformer import RECOMPUTE
+from .transformer import RECOMPUTE, REPLICATED
 
 # a row: its configuration, what the timeline and the bytes give, and whether it fits
 CONFIG_COLUMNS = ("model", "gpus", "t", "cp", "p", "d", "ep", "etp", "schedule", "m",
@@ -457,7 +457,7 @@ def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overla
     for x in tps:  # an explicit tp beyond a node is priced (its collectives on the network)
         if model.heads % x or model.kv_heads % x:
             raise ScheduleError(f"tp must divide the heads {model.heads} and KV heads "
-                                f"{model.kv_heads} (got tp={x})")
+                                f"{model.kv_heads} (got tp={x}){REPLICATED}")
     pps = _axis(pp, "pp", divisors(gpus, model.layers))
     mbs = _axis(microbatch, "microbatch", [x for x in (1, 2, 4) if global_batch % x == 0])
     for x in mbs:

@@ -46,7 +46,7 @@ from .stages import (
     stage_params,
     stage_table,
 )
-from .transformer import RECOMPUTE, Transformer, chunk_layers
+from .transformer import RECOMPUTE, REPLICATED, Transformer, chunk_layers
 
 
 def _chunks(model: Transformer, schedule, layout=None, layers=None):
@@ -102,7 +102,7 @@ def _fit(model: Transformer, seq: int | None, t: int, d: int, cp: int, ep: int, 
         check_cp(seq, cp)
     if model.heads % t or model.kv_heads % t:
         raise ScheduleError(f"{t_name} must divide the heads {model.heads} and KV heads "
-                            f"{model.kv_heads} (got {t_name}={t})")
+                            f"{model.kv_heads} (got {t_name}={t}){REPLICATED}")
     reason = expert_reasons(model, t, d, ep, etp, cp, imbalance).item()
     if reason:
         raise ScheduleError(reason)

@@ -57,7 +57,7 @@ from .moe import (
 )
 from .overlap import saving
 from .recipes import OPTIMIZER_BYTES, parts_with_recipe, recipe_terms
-from .transformer import BYTES, RECOMPUTE, Transformer, layer_costs
+from .transformer import BYTES, RECOMPUTE, REPLICATED, Transformer, layer_costs
 
 # bytes per parameter of mixed-precision Adam (Rajbhandari et al. 2020): bf16 weights here;
 # the fp32 master weights, momentum and variance are the optimizer's (recipes.
@@ -81,7 +81,8 @@ def _check_layouts(model: Transformer, grid: RunGrid, used: np.ndarray) -> None:
     if heads.any():
         k = int(np.argmax(heads))
         raise ScheduleError(f"grid's t must divide the heads {model.heads} and KV heads "
-                            f"{model.kv_heads} (got t={t[k]} in configuration {used[k]})")
+                            f"{model.kv_heads} (got t={t[k]} in configuration {used[k]})"
+                            f"{REPLICATED}")
     reason = expert_reasons(model, t, d, ep, etp, cp, grid.imbalance)
     if (reason != "").any():
         k = int(np.argmax(reason != ""))

@@ -91,6 +91,9 @@ EAGER = ("", "native-norm", "fp32-norm")
 # cross_entropy (torchtitan) or flash-attn's fused one (llm-foundry)
 LOSSES = ("in-place", "fused", "cross-entropy", "flash-attn")
 MAX_CHUNKS = 1_000_000  # model chunks of a layout: a count each, far past any pipeline
+# where t is a multiple of the KV heads (a review: Qwen2.5-3B's 2 at t = 4)
+REPLICATED = ("; Megatron-Core replicates the KV heads where t is a multiple of them, which "
+              "fastpp does not price")
 # the sizes a Transformer takes, far past any model's (Python's ints past int64 overflowed
 # NumPy's conversions, a raw OverflowError): a width's square times the layers stays a float
 LARGEST = {"layers": 100_000, "hidden": 2**24, "heads": 2**24, "ffn": 2**24,
