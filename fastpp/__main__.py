@@ -1164,6 +1164,8 @@ def _explain(args) -> int:
             vocab = preset(MODELS, shape, "model").vocab
         imported = from_megatron(text, args.gpus, vocab=vocab)
         model, config, ignored = imported.model, imported.config, imported.ignored
+        if args.vocab is None:  # (--model's vocabulary, which its shape replaces below)
+            ignored = tuple(x for x in ignored if not x.startswith(f"vocab={vocab}:"))
     elif source in ("--torchtitan", "--llm-foundry"):
         if args.gpus is None:
             raise ScheduleError(f"{source} needs --gpus")

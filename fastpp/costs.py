@@ -64,7 +64,7 @@ _ROW_SOURCES = {
     kernels.TI: (("costs.i / m (or (costs.b - costs.w) / m)", "b", None),
                  ("costs.overhead['I']", "overhead", "I"), ("costs.send['I']", "send", "I")),
     kernels.TW: (("costs.w / m", "w", None), ("costs.overhead['W']", "overhead", "W")),
-    kernels.TFB: (("costs.fb / m", "fb", None), ("the F and B overheads", "overhead", "F"),
+    kernels.TFB: (("costs.fb / m", "fb", None), ("the F and B overheads", "overhead", "FB"),
                   ("the F send", "send", "F")),
     kernels.COMM: (("costs.comm", "comm", None),
                    ("costs.message_bytes / costs.bandwidth", "message_bytes", None)),
@@ -88,7 +88,8 @@ def stage_view(rows: np.ndarray) -> StageCosts:
 def row_source(k: int, given=None) -> str:
     """What makes the kernel's expanded cost row ``k`` (``kernels.stage_costs``), for
     messages: ``costs.f / m + costs.overhead['F'] + costs.send['F']``; with ``given(name,
-    kind)`` saying whether that field is nonzero, its first term and the nonzero others."""
+    kinds)`` saying whether that field is nonzero for any of those kinds (a string of them:
+    ``"FB"`` the pair's F and B), its first term and the nonzero others."""
     return " + ".join(term for j, (term, name, kind) in enumerate(_ROW_SOURCES[k])
                       if j == 0 or given is None or given(name, kind))
 
@@ -366,7 +367,8 @@ class Costs:
             raise ScheduleError(f"costs.w must be <= costs.b where costs.i is not given (got "
                                 f"w={pick(w)}, b={pick(b)} at stage {s})")
         source = row_source(where, lambda name, kind: np.any(
-            self._arrays[name][PER_KIND[name].index(kind)] if kind else self._arrays[name]))
+            self._arrays[name][[PER_KIND[name].index(x) for x in kind]] if kind
+            else self._arrays[name]))
         s = int(np.flatnonzero(rows[where] > MAX_TIME)[0])
         raise ScheduleError(f"{source} must be at most {MAX_TIME:g} (a schedule sums these, "
                             f"past that to infinity; got {rows[where, s]:g} at stage {s})")

@@ -233,9 +233,10 @@ def status_reason(status: int, p: int, V: int, at: np.ndarray, values: np.ndarra
     if status == batch.W_ABOVE_B:
         return "w must be <= b"
     if status >= batch.ABOVE_MAX:  # as simulate's Costs refuses it, naming the terms given
-        def given(name, kind):
-            a, size = at[SLOTS.index((name, kind))]
-            return bool(np.any(values[a:a + size]))
+        def given(name, kinds):
+            slots = [SLOTS.index((name, x)) for x in kinds] if kinds else \
+                [SLOTS.index((name, None))]
+            return any(np.any(values[at[k, 0]:at[k, 0] + at[k, 1]]) for k in slots)
 
         return (f"{row_source(status - batch.ABOVE_MAX, given)} must be at most "
                 f"{MAX_TIME:g} an op (a schedule sums these, past that to infinity)")

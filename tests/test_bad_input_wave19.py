@@ -231,3 +231,61 @@ def test_configs_as_their_frameworks_read_them():
                                             r"'global_batch_size', microbatch is "
                                             r"'micro_batch_size', d is 'data_parallel_size'\)"):
         from_vtrain(vtrain)
+
+
+def test_second_read_of_the_fixes():
+    """A reviewer of this wave's fixes: a YAML merge key was refused as a duplicate; plan
+    refused the TP overlap without sequence parallelism where no t > 1 runs; NeMo's and
+    Bridge's dicts were held to Megatron-LM's command-line asserts (their overlap callbacks
+    turn the TP overlap off instead); the floor ran a GPU slower than an A100 above its own
+    peak; an FSDP run got the distributed optimizer's note; a command in backquotes was
+    noted as an unset variable; an overlapped pair's row named its overheads only where the
+    F one was nonzero."""
+    import dataclasses
+
+    from fastpp.model import HARDWARE, MODELS, RunConfig, from_megatron, plan
+    from fastpp.model.compute import matmul_efficiency
+
+    pytest.importorskip("yaml")
+    from fastpp.model import from_llm_foundry
+
+    yaml = ("base: &b\n  d_model: 768\n  n_heads: 12\nmodel:\n  <<: *b\n  name: mpt_causal_lm\n"
+            "  n_layers: 12\n  d_model: 768\n  max_seq_len: 2048\n  vocab_size: 50368\n"
+            "max_seq_len: 2048\nglobal_train_batch_size: 256\ndevice_train_microbatch_size: 8\n")
+    assert from_llm_foundry(yaml, 8).model.layers == 12
+    with pytest.raises(ScheduleError, match="is not YAML"):
+        from_llm_foundry(yaml + "? [a, b]\n: 1\n", 8)
+    one = RunConfig(seq=4096, global_batch=64, t=1, p=2, d=4, tp_overlap=True,
+                    sequence_parallel=False)
+    assert np.isfinite(plan("llama3-8b", config=one).iloc[0]["step_time"])
+    with pytest.raises(ScheduleError, match=r"tp_overlap needs sequence_parallel where t > 1: "
+                                            r".*t up to 2\)"):
+        plan("llama3-8b", 8, seq=4096, global_batch=64, tp=[1, 2], tp_overlap=True,
+             sequence_parallel=False)
+    shape = {"num_layers": 8, "hidden_size": 1024, "num_attention_heads": 16,
+             "seq_length": 1024, "vocab_size": 32000}
+    run = from_megatron({"model": {**shape, "tensor_model_parallel_size": 2,
+                                   "tp_comm_overlap": True}}, 8)
+    assert not run.config.tp_overlap and any("tp_comm_overlap without sequence parallelism"
+                                             in x for x in run.ignored)
+    slow = dataclasses.replace(HARDWARE["H100-80GB"], name="slow", peak_flops=100e12)
+    assert matmul_efficiency(slow, 4096, 4096, 4096) < slow.efficiency
+    fsdp = from_megatron(f"{MEGATRON} --use-torch-fsdp2 --untie-embeddings-and-output-weights "
+                         f"--overlap-grad-reduce", 8)
+    assert not any("--overlap-param-gather" in x for x in fsdp.ignored)
+    backquoted = from_megatron(f"torchrun --nproc_per_node 8 pretrain_gpt.py {MEGATRON} "
+                               f"--seed `date +%s`\n", None)
+    assert "`date +%s` (a command, not run here)" in backquoted.ignored
+    pair = build_schedule("dualpipev", 2, 4, 2)
+    with pytest.raises(ScheduleError, match=r"costs.fb / m \+ the F and B overheads must"):
+        simulate(pair, Costs(1, 2, fb=1e300, overhead={"B": 1.0}))
+    assert MODELS  # (the presets load with the floor's check)
+
+
+def test_explain_megatron_with_model_says_nothing_of_the_vocab_it_replaces(capsys):
+    from fastpp.__main__ import main
+
+    code = main(["explain", "--megatron", f"{MEGATRON} --tensor-model-parallel-size 2",
+                 "--model", "llama3-8b", "--gpus", "8", "--neighbours", "0"])
+    out = capsys.readouterr()
+    assert code == 0 and "vocab=128256:" not in out.out + out.err

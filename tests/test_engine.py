@@ -109,14 +109,15 @@ def test_status_and_reasons():
     sid, p, n, m, G = keys(POINTS[:1])
     rows = engine.run(sid, p, n, m, G, {"f": 1.0, "b": 1.0, "w": 2.0})
     assert rows.status.tolist() == [batch.W_ABOVE_B] and np.isnan(rows.out[0, 0])
-    assert engine.status_reason(batch.W_ABOVE_B, 4, 4, np.ones(9)) == "w must be <= b"
+    assert engine.status_reason(batch.W_ABOVE_B, 4, 4, np.ones((9, 2)), np.ones(9)) == \
+        "w must be <= b"
     values, at = engine.cost_layout({"f": 1.0, "b": 2.0}, 1)
     at[0, 0, 1] = 3  # f of length 3 on p = V = 4
     rows = engine.start(sid, p, n, m, G, values, at).result()
     assert rows.status.tolist() == [batch.BAD_LENGTH]
-    assert engine.status_reason(int(rows.status[0]), 4, 4, at[0, :, 1]) == (
+    assert engine.status_reason(int(rows.status[0]), 4, 4, at[0], values) == (
         "costs.f must be a scalar or an array of length p=4 or V=4 (got 3)")
     at[0, 0, 1], at[0, SLOTS.index(("overhead", "I")), 1] = 1, 3
     rows = engine.start(sid, p, n, m, G, values, at).result()
-    assert engine.status_reason(int(rows.status[0]), 4, 4, at[0, :, 1]) == (
+    assert engine.status_reason(int(rows.status[0]), 4, 4, at[0], values) == (
         "costs.overhead['I'] must be a scalar or an array of length p=4 or V=4 (got 3)")

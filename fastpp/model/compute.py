@@ -130,12 +130,14 @@ def matmul_efficiency(hardware: Hardware, m, n, k) -> np.ndarray:
     c = hardware.matmul_half
     m, n, k = (np.asarray(x, np.float64) for x in (m, n, k))
     own = hardware.efficiency * m / (m + c) * n / (n + c) * k / (k + c)
-    if not hardware.floor:
-        return own
-    other = HARDWARE[hardware.floor]
+    other = HARDWARE.get(hardware.floor)
+    if other is None or hardware.peak_flops < other.peak_flops:  # (a GPU made slower than
+        return own                                                 # its floor: its own)
     c = other.matmul_half
-    return np.maximum(own, other.efficiency * m / (m + c) * n / (n + c) * k / (k + c)
-                      * other.peak_flops / hardware.peak)
+    floor = (other.efficiency * m / (m + c) * n / (n + c) * k / (k + c) * other.peak_flops
+             / hardware.peak)
+    # (never past its own ceiling: a GPU made slower than the floor's takes its own curve)
+    return np.maximum(own, np.minimum(floor, hardware.efficiency))
 
 
 def matmul_time(hardware: Hardware, m, n, k, count=1.0) -> np.ndarray:

@@ -257,6 +257,9 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
               {"zero": [0, 2, 3], "recompute": ["none", "full"], "tp": [1], "pp": [1]}
               if flags == "composer" else {"zero": sorted({config.zero, 0, 3})}
               if torchtitan else {"zero": sorted({config.zero, 1})})
+    # (the TP overlap needs sequence parallelism where t > 1: a run at t = 1 without it
+    # searches its neighbours without the overlap)
+    tp_overlap = config.tp_overlap and (config.sequence_parallel or bool(torchtitan))
     b = config.microbatch
     microbatches = sorted(x for x in {1, 2, 4, max(b // 2, 1), b, 2 * b}
                           if config.global_batch % x == 0)
@@ -267,7 +270,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         # (torchtitan shards the sequence wherever t > 1)
         sequence_parallel=config.sequence_parallel or bool(torchtitan),
         gradient_overlap=config.gradient_overlap,
-        blocking_handoffs=blocking, tp_overlap=config.tp_overlap, cp_comm=config.cp_comm,
+        blocking_handoffs=blocking, tp_overlap=tp_overlap, cp_comm=config.cp_comm,
         zero3=zero3, replicate=config.replicate, reduce_bytes=config.reduce_bytes,
         dispatcher=config.dispatcher, train_metrics=config.train_metrics,
         framework=config.framework, **config.recompute_keywords,
@@ -282,9 +285,9 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     for _, r in faster.iterrows():
         blocking, zero3 = bool(r.pop("_blocking")), r.pop("_zero3")
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
-            "seq", "gradient_overlap", "tp_overlap", "cp_comm",
-            "replicate", "reduce_bytes", "precision", "dispatcher", "recompute_modules",
-            "train_metrics", "framework")},
+            "seq", "gradient_overlap", "cp_comm", "replicate", "reduce_bytes", "precision",
+            "dispatcher", "recompute_modules", "train_metrics", "framework")},
+            tp_overlap=tp_overlap,
             sequence_parallel=config.sequence_parallel or bool(torchtitan and r["t"] > 1),
             # how ZeRO-3 gathers is its group's where the neighbour runs ZeRO-3
             zero3=zero3 if r["zero"] == 3 else "layer",
@@ -322,6 +325,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
                                         or not row["fits"])):
                 continue
         found.append({**values, "changed": changed, "changes": " ".join(changes)})
+    found.sort(key=lambda x: (x["changed"], x["step_time"]))  # (as priced: re-read ones too)
     return found
 
 
@@ -407,7 +411,7 @@ class _TorchtitanJob:
         after = self._written(other)
         drops = [k for k in self.given if k not in after and (k in self.run or k in self.SPLITS)]
 
-        def made(sets):
+        def made(sets, drops):
             read = self._read(sets, drops)
             return read if read is not None and all(
                 getattr(read, k) == getattr(other, k) for k in SAME) else None
@@ -417,15 +421,20 @@ class _TorchtitanJob:
         # the neighbour's job states otherwise. Then each key the job does not state, or
         # states as the run has it, that the change does without is left out
         sets = {k: v for k, v in after.items() if self.run.get(k) != v != self.given.get(k)}
-        read = made(sets) or made(sets := {k: v for k, v in after.items()
-                                           if self.given.get(k) != v})
+        read = made(sets, drops) or made(sets := {k: v for k, v in after.items()
+                                                  if self.given.get(k) != v}, drops)
         if read is None:
             raise ScheduleError(f"no change of the job's keys makes {other}")
         for key in [k for k in sets if k not in self.given or self.run.get(k) == after[k]]:
             fewer = {k: v for k, v in sets.items() if k != key}
-            again = made(fewer)
+            again = made(fewer, drops)
             if again is not None:
                 sets, read = fewer, again
+        for key in list(drops):  # a key the change makes torchtitan ignore may stay
+            kept = [k for k in drops if k != key]
+            again = made(sets, kept)
+            if again is not None:
+                drops, read = kept, again
         return [f"{k}={json.dumps(v)}" for k, v in sets.items()] + [f"no {k}" for k in drops], read
 
 

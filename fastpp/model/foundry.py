@@ -296,20 +296,18 @@ def _unique_keys(yaml):
     """A safe YAML loader that refuses a key given twice in one mapping, as OmegaConf, which
     llm-foundry loads its configs with, does (``safe_load`` keeps the last silently)."""
     class Unique(yaml.SafeLoader):
-        pass
+        def construct_mapping(self, node, deep=False):
+            # the keys as written, before a merge (<<) brings its own in to be overridden
+            seen = set()
+            for key, _ in node.value if isinstance(node, yaml.MappingNode) else ():
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if key.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            "while constructing a mapping", node.start_mark,
+                            f"found duplicate key {key.value!r}", key.start_mark)
+                    seen.add(key.value)
+            return super().construct_mapping(node, deep)
 
-    def mapping(loader, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return loader.construct_mapping(node, deep)
-
-    Unique.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     return Unique
 
 

@@ -259,7 +259,8 @@ class Hardware:
         (``fastpp.model.moe``'s ``expert_times``), in FP8 only. False (the presets).
     floor : str
         A preset (``HARDWARE``) whose bf16 products this GPU runs none slower than, at any
-        shape: its curve is a floor under this one (``compute.matmul_efficiency``). Hopper's
+        shape: its curve is a floor under this one (``compute.matmul_efficiency``; none where
+        this GPU's bf16 peak is below the preset's, never past ``efficiency``). Hopper's
         and Blackwell's presets take ``"A100-80GB"``: their curve, fitted on large models'
         products alone, prices a thin one (an expert's few rows, a tensor-parallel slice)
         below an A100's. "" (none).

@@ -302,11 +302,17 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
          for dest, (_, default) in FLAGS.items()}
     _contradictions(a)
     refused = _refused_by_megatron(a)
+    command = not isinstance(args, dict)  # (a dict is NeMo's or Bridge's: their own rules)
+    if not command and a["tp_comm_overlap"] and not (
+            a["sequence_parallel"] and a["tensor_model_parallel_size"] > 1):
+        a["tp_comm_overlap"] = False
+        refused += ("tp_comm_overlap without sequence parallelism at t > 1: off, as NeMo's and "
+                    "Megatron-Bridge's overlap callbacks turn it off",)
     model = _model(a, vocab, name)
     if gpus is None and isinstance(launcher, str):
         raise ScheduleError(f"the GPU count must be given: torchrun's {launcher}")
     launcher = launcher if isinstance(launcher, int) else None
-    config = _run(a, model, gpus if gpus is not None else launcher)
+    config = _run(a, model, gpus if gpus is not None else launcher, command)
     extra = ("fp32 (no --bf16 or --fp16): priced as bf16",) if not (
         a["bf16"] or a["fp16"] or a["fp8_format"]) else ()
     if a["fp16"] and not a["fp8_format"]:  # RunConfig's precisions: bf16 and fp8
@@ -319,7 +325,7 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         extra += (f"--cross-entropy-fusion-impl {a['cross_entropy_fusion_impl']}: priced as "
                   f"Megatron's native fused loss (Transformer Engine's kernel works in the bf16 "
                   f"logits, its bytes and memory not modelled)",)
-    if config.gradient_overlap and config.zero >= 1 and not a["overlap_param_gather"]:
+    if config.gradient_overlap and config.zero == 1 and not a["overlap_param_gather"]:
         extra += ("--overlap-grad-reduce without --overlap-param-gather: the parameters' "
                   "all-gather is priced overlapped with the next forward as the gradients' "
                   "reduction is (fastpp's gradient_overlap holds both); Megatron runs it after "
@@ -523,7 +529,9 @@ def _flags(words) -> tuple[dict, list, int | None]:
                            f"--{key} ({MISSPELT} --{meant.replace('_', '-')}?)")
             # its value holds a variable the script does not set: bash expands it to
             # nothing (the flag is not modelled, so the run is read all the same)
-            ignored += [f"${w.unresolved} (the script does not set it: expanded to nothing, "
+            ignored += [f"{w.unresolved} (a command, not run here)"
+                        if w.unresolved.startswith(("$(", "`")) else
+                        f"${w.unresolved} (the script does not set it: expanded to nothing, "
                         f"as bash does)" for w in taken if getattr(w, "unresolved", None)]
             continue
         for w in taken if dest not in PRESENCE else ():
@@ -844,7 +852,7 @@ def _check_interleaved(m: int, p: int, blocking: bool, said: str) -> None:
                             f"pipeline-model-parallel-size {p})")
 
 
-def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
+def _run(a: dict, model: Transformer, gpus: int | None, command: bool = True) -> RunConfig:
     """The ``RunConfig`` of Megatron's run arguments."""
     t, p, cp = (a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"],
                 a["context_parallel_size"])
@@ -853,7 +861,7 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
         raise ScheduleError("the GPU count must be given: from_megatron(..., gpus=N), or "
                             "torchrun's --nproc_per_node (and --nnodes) in the script")
     d = data_parallel(gpus, t, cp, p)
-    _asserted(a, t, p, cp)
+    _asserted(a, t, p, cp, command)
     recompute = ("selective" if a["recompute_activations"] else
                  a["recompute_granularity"] or "none")
     # the sharding strategy is Megatron FSDP's, its flag's default optim_grads_params
@@ -905,21 +913,22 @@ def _run(a: dict, model: Transformer, gpus: int | None) -> RunConfig:
             a["fp16"] and not a["accumulate_allreduce_grads_in_fp32"]) else 4.0)
 
 
-def _asserted(a: dict, t: int, p: int, cp: int) -> None:
+def _asserted(a: dict, t: int, p: int, cp: int, command: bool) -> None:
     """What Megatron's ``validate_args`` asserts of these flags, refused naming them (each
-    had been priced: a review, 7 December 2026)."""
+    had been priced: a review, 7 December 2026); of a dict (NeMo's, Megatron-Bridge's, which
+    validate otherwise) only what Megatron-Core itself needs, the experts and the sequence."""
     def refuse(why, how="as Megatron asserts"):
         raise ScheduleError(f"{why}, {how}")
 
-    if a["tp_comm_overlap"] and not (a["sequence_parallel"] and t > 1):
+    if command and a["tp_comm_overlap"] and not (a["sequence_parallel"] and t > 1):
         refuse("--tp-comm-overlap needs --sequence-parallel with --tensor-model-parallel-size "
                "> 1 (Megatron turns sequence parallelism off at 1)")
-    if a["overlap_param_gather"] and not (
+    if command and a["overlap_param_gather"] and not (
             (a["use_distributed_optimizer"] or a["use_megatron_fsdp"])
             and a["overlap_grad_reduce"]):
         refuse("--overlap-param-gather needs --use-distributed-optimizer (or Megatron-FSDP) and "
                "--overlap-grad-reduce")
-    if a["use_torch_fsdp2"]:
+    if command and a["use_torch_fsdp2"]:
         for flag, on in (("--use-distributed-optimizer", a["use_distributed_optimizer"]),
                          ("--pipeline-model-parallel-size > 1", p > 1), ("--fp16", a["fp16"]),
                          ("--expert-model-parallel-size > 1",
@@ -928,7 +937,7 @@ def _asserted(a: dict, t: int, p: int, cp: int) -> None:
                           not a["untie_embeddings_and_output_weights"])):
             if on:
                 refuse(f"--use-torch-fsdp2 cannot run with {flag}")
-    if a["num_layers_per_virtual_pipeline_stage"] and (
+    if command and a["num_layers_per_virtual_pipeline_stage"] and (
             a["decoder_first_pipeline_num_layers"] or a["decoder_last_pipeline_num_layers"]):
         refuse("--num-layers-per-virtual-pipeline-stage cannot run with "
                "--decoder-first/last-pipeline-num-layers (give "

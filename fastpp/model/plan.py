@@ -335,10 +335,6 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
                         ("gradient_overlap", gradient_overlap),
                         ("blocking_handoffs", blocking_handoffs), ("tp_overlap", tp_overlap)):
         one_of(value, name, (False, True))
-    if tp_overlap and not sequence_parallel:  # (RunConfig's rule, Megatron's assert)
-        raise ScheduleError("tp_overlap needs sequence_parallel: Transformer Engine's overlap "
-                            "splits the sequence-parallel all-gathers and reduce-scatters (got "
-                            "tp_overlap=True, sequence_parallel=False)")
     one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
@@ -371,6 +367,12 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     axes = _axes(model, hardware, gpus, global_batch, tp=tp, pp=pp, microbatch=microbatch,
                  cp=cp, overlap=overlap, recompute=recompute, ep=ep, etp=etp,
                  precision=precision, zero=zero, schedules=schedules)
+    widest = max(t for t, *_ in axes["shapes"]) if axes["shapes"] else 1
+    if tp_overlap and not sequence_parallel and widest > 1:  # (RunConfig's rule: Megatron's)
+        raise ScheduleError(f"tp_overlap needs sequence_parallel where t > 1: Transformer "
+                            f"Engine's overlap splits the sequence-parallel all-gathers and "
+                            f"reduce-scatters (got tp_overlap=True, sequence_parallel=False, "
+                            f"t up to {widest})")
     # the modules act on the selective rows alone: without one they would price nothing
     if (recompute_modules is not None and recompute is not None
             and "selective" not in _nonempty(recompute, "recompute")):
