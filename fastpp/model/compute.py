@@ -136,8 +136,7 @@ def matmul_efficiency(hardware: Hardware, m, n, k) -> np.ndarray:
     c = other.matmul_half
     floor = (other.efficiency * m / (m + c) * n / (n + c) * k / (k + c) * other.peak_flops
              / hardware.peak)
-    # (never past its own ceiling: a GPU made slower than the floor's takes its own curve)
-    return np.maximum(own, np.minimum(floor, hardware.efficiency))
+    return np.maximum(own, np.minimum(floor, hardware.efficiency))  # (never past its ceiling)
 
 
 def matmul_time(hardware: Hardware, m, n, k, count=1.0) -> np.ndarray:

@@ -36,11 +36,11 @@ from .vtrain import run_keys, to_vtrain
 CHANGED = ("t", "p", "m", "schedule", "microbatch", "recompute", "zero")
 # how explain runs and writes the neighbours
 FLAGS = ("megatron", "vtrain", "composer", "torchtitan", "cli")
-# fastpp's own run flags (``python -m fastpp explain --hf``) for the fields a neighbour changes
 # the fields a torchtitan job read back must share with the neighbour it was written for
 SAME = ("t", "p", "d", "cp", "ep", "etp", "m", "schedule", "microbatch", "recompute", "zero",
         "zero3", "global_batch", "seq", "layout", "recompute_method", "recompute_layers",
         "precision", "replicate", "overlap", "sequence_parallel")
+# fastpp's own run flags (``python -m fastpp explain --hf``) for the fields a neighbour changes
 CLI_FLAGS = {"t": "--tp", "p": "--pp", "m": "--m", "schedule": "--schedule",
              "microbatch": "--microbatch", "recompute": "--recompute", "zero": "--zero"}
 PARTS = ("parameter_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes")
