@@ -29,9 +29,15 @@ if MAIN_JOB:
 def _interrupted_early(*_):
     """Ctrl-C while the imports and the flags' checks run (1.5 s): said, with the exit code
     of an interrupted sweep, not as their traceback; the sweep's own handling takes over
-    where it starts."""
-    print("\ninterrupted before the sweep started", file=sys.stderr)
+    where it starts. Recorded too: raised inside a ctypes callback (Numba loading a cached
+    kernel) the exit is swallowed, and the job ran on to its end (a CI run's)."""
+    if not EARLY:
+        print("\ninterrupted before the sweep started", file=sys.stderr)
+    EARLY.append(True)
     raise SystemExit(130)
+
+
+EARLY = []  # an early Ctrl-C, once seen
 
 
 # (only where Ctrl-C would interrupt: a job started in the background ignores it, and still)
@@ -150,6 +156,8 @@ def main(argv=None) -> int:
             will_write(args.out / name, "--out")
     except fastpp.ScheduleError as err:
         return refused(err, args, parts)
+    if EARLY:  # (a Ctrl-C a callback swallowed: the exit it asked for, nothing cleared)
+        return 130
     if parts.exists() and not args.resume:
         # a fresh run replaces the previous one (--resume continues it); a folder that is no
         # sweep's is not this script's to delete
@@ -174,6 +182,8 @@ def main(argv=None) -> int:
     painter = None if args.no_plots else Painter()
     if signal.getsignal(signal.SIGINT) is _interrupted_early:  # (its checks done: the sweep's)
         signal.signal(signal.SIGINT, INTERRUPT)
+    if EARLY:  # (a Ctrl-C a callback swallowed: the exit it asked for)
+        return 130
     try:
         return _run(args, parts, painter)
     except KeyboardInterrupt:  # Ctrl-C: what is kept, and how to go on, not a traceback

@@ -289,3 +289,18 @@ def test_explain_megatron_with_model_says_nothing_of_the_vocab_it_replaces(capsy
                  "--model", "llama3-8b", "--gpus", "8", "--neighbours", "0"])
     out = capsys.readouterr()
     assert code == 0 and "vocab=128256:" not in out.out + out.err
+
+
+def test_sweep_script_keeps_an_early_interrupt_a_callback_swallowed(tmp_path, monkeypatch):
+    """A Ctrl-C in the main job's first second raised its exit inside a ctypes callback
+    (Numba loading a cached kernel), which swallowed it: the job ran on to its end and
+    exit 0 (a CI run). The handler records it, and the job stops where it hands over,
+    before it clears a previous sweep."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "scripts"))
+    import sweep as script
+
+    previous = tmp_path / "out" / "parts"
+    previous.mkdir(parents=True)
+    monkeypatch.setattr(script, "EARLY", [True])
+    assert script.main(["--out", str(tmp_path / "out"), "--no-plots"]) == 130
+    assert previous.is_dir()  # (a fresh run would have replaced it)
