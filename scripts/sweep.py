@@ -31,13 +31,19 @@ def _interrupted_early(*_):
     of an interrupted sweep, not as their traceback; the sweep's own handling takes over
     where it starts. Recorded too: raised inside a ctypes callback (Numba loading a cached
     kernel) the exit is swallowed, and the job ran on to its end (a CI run's)."""
-    if not EARLY:
+    if not SEEN:
         print("\ninterrupted before the sweep started", file=sys.stderr)
-    EARLY.append(True)
+    SEEN.append(True)
     raise SystemExit(130)
 
 
-EARLY = []  # an early Ctrl-C, once seen
+def _interrupted(*_):
+    """Ctrl-C in the sweep: Python's KeyboardInterrupt, recorded too (see above)."""
+    SEEN.append(True)
+    raise KeyboardInterrupt
+
+
+SEEN = []  # a Ctrl-C, once seen: checked where a swallowed one would have been lost
 
 
 # (only where Ctrl-C would interrupt: a job started in the background ignores it, and still)
@@ -156,7 +162,7 @@ def main(argv=None) -> int:
             will_write(args.out / name, "--out")
     except fastpp.ScheduleError as err:
         return refused(err, args, parts)
-    if EARLY:  # (a Ctrl-C a callback swallowed: the exit it asked for, nothing cleared)
+    if SEEN:  # (a Ctrl-C a callback swallowed: the exit it asked for, nothing cleared)
         return 130
     if parts.exists() and not args.resume:
         # a fresh run replaces the previous one (--resume continues it); a folder that is no
@@ -181,8 +187,8 @@ def main(argv=None) -> int:
     settle()
     painter = None if args.no_plots else Painter()
     if signal.getsignal(signal.SIGINT) is _interrupted_early:  # (its checks done: the sweep's)
-        signal.signal(signal.SIGINT, INTERRUPT)
-    if EARLY:  # (a Ctrl-C a callback swallowed: the exit it asked for)
+        signal.signal(signal.SIGINT, _interrupted)
+    if SEEN:  # (a Ctrl-C a callback swallowed: the exit it asked for)
         return 130
     try:
         return _run(args, parts, painter)
@@ -216,9 +222,13 @@ def _run(args, parts, painter) -> int:
             t0 = time.perf_counter()
             warm_up(announce=not args.no_progress, schedules=args.schedules)
             settle()  # (the kernels and what Numba loaded for them)
+            if SEEN:  # (raised in Numba's ctypes callback, where it was swallowed)
+                raise KeyboardInterrupt
             print(f"kernels ready in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         df = sweep(args.schedules, **given)
+        if SEEN:
+            raise KeyboardInterrupt
     except fastpp.ScheduleError as err:
         return refused(err, args, parts)
     seconds = time.perf_counter() - t0

@@ -301,6 +301,21 @@ def test_sweep_script_keeps_an_early_interrupt_a_callback_swallowed(tmp_path, mo
 
     previous = tmp_path / "out" / "parts"
     previous.mkdir(parents=True)
-    monkeypatch.setattr(script, "EARLY", [True])
+    monkeypatch.setattr(script, "SEEN", [True])
     assert script.main(["--out", str(tmp_path / "out"), "--no-plots"]) == 130
     assert previous.is_dir()  # (a fresh run would have replaced it)
+
+
+def test_sweep_script_keeps_an_interrupt_swallowed_while_kernels_load(tmp_path, monkeypatch,
+                                                                       capsys):
+    """The same past the handover: Python's KeyboardInterrupt, raised in Numba's callback
+    while the kernels load, was swallowed and the job ran to exit 0 (the next CI run)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "scripts"))
+    import sweep as script
+
+    seen = []
+    monkeypatch.setattr(script, "SEEN", seen)
+    monkeypatch.setattr(script, "warm_up", lambda **_: seen.append(True))
+    assert script.main(["--out", str(tmp_path / "out"), "--no-plots", "-p", "2",
+                        "--no-progress"]) == 130
+    assert "\ninterrupted: no point kept yet" in capsys.readouterr().err
