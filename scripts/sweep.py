@@ -185,11 +185,11 @@ def main(argv=None) -> int:
         print(f"--resume: nothing to resume, {str(parts)!r} does not exist; starting a new "
               f"sweep in --out {str(args.out)!r}", file=sys.stderr)
     settle()
+    if SEEN:  # (a Ctrl-C a callback swallowed: the exit it asked for, before the painter)
+        return 130
     painter = None if args.no_plots else Painter()
     if signal.getsignal(signal.SIGINT) is _interrupted_early:  # (its checks done: the sweep's)
         signal.signal(signal.SIGINT, _interrupted)
-    if SEEN:  # (a Ctrl-C a callback swallowed: the exit it asked for)
-        return 130
     try:
         return _run(args, parts, painter)
     except KeyboardInterrupt:  # Ctrl-C: what is kept, and how to go on, not a traceback
