@@ -14,14 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import placement as placements
-from ..checks import (
-    ScheduleError,
-    ScheduleTypeError,
-    known_keywords,
-    number_array,
-    positive_int,
-    show,
-)
+from ..checks import ScheduleError, ScheduleTypeError, number_array, positive_int, show
 from ..ops import OP_FIELDS, new_ops
 from ..schedule import Built, Schedule
 from . import chimera, classic, dualpipe, interleaved, vshape, zero_bubble
@@ -345,8 +338,8 @@ def get_spec(name: str, param: str = "schedule") -> ScheduleSpec:
         raise ScheduleError(f"{param} must be one of {sorted(SCHEDULES)} (got {name!r})") from None
 
 
-@known_keywords("build_schedule")
-def build_schedule(name: str, p: int, n: int, m: int | None = None, **options) -> Schedule:
+def build_schedule(name: str, p: int = None, n: int = None, m: int | None = None, *extra,
+                   **options) -> Schedule:
     """Build a registered schedule.
 
     Parameters
@@ -354,7 +347,8 @@ def build_schedule(name: str, p: int, n: int, m: int | None = None, **options) -
     name : str
         A key of ``fastpp.SCHEDULES``, e.g. ``"1f1b"`` or ``"interleaved-1f1b"``.
     p, n : int
-        Devices, microbatches.
+        Devices, microbatches (required: their defaults only let a call without them be
+        refused as a ``ScheduleTypeError``, with no wrapper on this per-point path).
     m : int, optional
         Chunks per device; default the schedule's own (``ScheduleSpec.default_m``: 2 for the
         V-shapes and the interleaved schedules, 1 for the others), as the sweeps and the
@@ -380,10 +374,15 @@ def build_schedule(name: str, p: int, n: int, m: int | None = None, **options) -
         name = str(name)
     if m is None and type(name) is str and name in SCHEDULES:
         m = SCHEDULES[name].default_m
-    if not options and type(name) is str and type(p) is type(n) is type(m) is int:
+    if not options and not extra and type(name) is str and type(p) is type(n) is type(m) is int:
         built = _BUILT.get((name, p, n, m, p))
         if built is not None:  # these arguments passed the checks below before
             return Schedule._shared(built)
+    if extra or p is None or n is None:  # (a call Python would refuse with a bare TypeError)
+        why = ("too many positional arguments" if extra else
+               f"missing a required argument: {'p' if p is None else 'n'!r}")
+        raise ScheduleTypeError(f"build_schedule cannot be called so: {why} (its parameters: "
+                                f"name, p, n, m)")
     spec = get_spec(name)
     p, n, m = (positive_int(v, k) for k, v in (("p", p), ("n", n), ("m", m)))
     options = {k: v for k, v in options.items() if v is not None}  # None: the default
