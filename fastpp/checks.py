@@ -146,13 +146,15 @@ def positive_int(value, name: str, upper: int | None = None, why: str = "") -> i
     return int(value)
 
 
-def nonnegative_int(value, name: str) -> int:
+def nonnegative_int(value, name: str, upper: int | None = None, why: str = "") -> int:
     """``value`` as an ``int`` if it is an integer >= 0 (not a bool; another type is a
     ``ScheduleTypeError``)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ScheduleTypeError(f"{name} must be an integer >= 0 (got {value!r})")
     if value < 0:
         raise ScheduleError(f"{name} must be an integer >= 0 (got {value!r})")
+    if upper is not None and value > upper:  # (positive_int's bound and message)
+        raise ScheduleError(f"{name} must be at most {upper:,}{why} (got {name}={value})")
     return int(value)
 
 
@@ -470,6 +472,15 @@ def optional_text(value, name: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ScheduleTypeError(f"{name} must be a string or None (got {type(value).__name__})")
     return value
+
+
+def in_file(error, keys: dict) -> str:
+    """`` (in the file, t is 'tensor_parallel_size', ...)``: the fields ``error``'s message
+    names, as a file names them (``keys``: a field's key, or a tuple of its keys), for an
+    importer re-raising a check of its own fields; "" where it names none."""
+    said = [f"{ours} is {'/'.join(map(repr, key)) if isinstance(key, tuple) else repr(key)}"
+            for ours, key in keys.items() if key and re.search(rf"\b{ours}\b", str(error))]
+    return f" (in the file, {', '.join(said)})" if said else ""
 
 
 def renamed(function: str, old: str, new: str, old_value, new_value, default):

@@ -444,10 +444,12 @@ def check_noise(noise, samples, seed, seed_name: str = "seed") -> tuple[int, int
         positive integer or ``seed`` out of range.
     """
     instance(noise, Noise, "noise", "fastpp.Noise")
-    return positive_int(samples, "samples"), _seed(seed, seed_name)
+    return positive_int(samples, "samples"), check_seed(seed, seed_name)
 
 
-def _seed(seed, name: str) -> int:
+def check_seed(seed, name: str) -> int:
+    """``seed`` as an ``int`` if it is an integer in ``[0, 2**64)`` (the draws' key; checked
+    where it goes unused too, without noise), else a ``ScheduleError`` naming ``name``."""
     must = f"{name} must be an integer in [0, 2**64) (got {seed!r})"
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
         raise ScheduleTypeError(must)
@@ -487,7 +489,7 @@ def check_samples(samples, p: int) -> int:
 def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteCarlo:
     """``samples`` timelines of ``schedule`` under ``costs`` and ``noise`` (module docstring)."""
     samples = check_samples(samples, schedule.p)
-    seed = _seed(seed, "seed")
+    seed = check_seed(seed, "seed")
     compiled = schedule.compiled()
     N, V, p = compiled.num_ops, compiled.V, compiled.p
     tf, tb, ti, tw, tfb, comm, _, _, sb = costs._per_stage(schedule)

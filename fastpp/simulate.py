@@ -314,9 +314,9 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
                             f"(got samples={samples!r} without noise)")
     if noise is None and (type(seed) is not int or not 0 <= seed < 2**64):  # (unused: but
         # a wrong one is still refused)
-        from .montecarlo import _seed
+        from .montecarlo import check_seed
 
-        _seed(seed, "seed")
+        check_seed(seed, "seed")
     if noise is not None:
         from .montecarlo import SIMULATE_SAMPLES, check_noise, run
 

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import warnings
 from dataclasses import dataclass, field
 
-from ..checks import MAX_INT, MISSPELT, ScheduleError, ScheduleTypeError, known_keywords, near
+from ..checks import (
+    MAX_INT,
+    MISSPELT,
+    ScheduleError,
+    ScheduleTypeError,
+    in_file,
+    known_keywords,
+    near,
+)
 from .presets import MODELS
 from .transformer import Transformer, dense_placed
 
@@ -412,10 +419,7 @@ def from_hf(config, name: str | None = None) -> Transformer:
                 "kv_heads": names["kv_heads"] if family.grouped else names["heads"],
                 **FIELD_KEYS.get(family.moe, {}),  # (the experts' key the file holds)
                 "experts": next((k for k in family.experts if k in data), family.experts[:1])}
-        said = [f"{ours} is {'/'.join(map(repr, key)) if isinstance(key, tuple) else repr(key)}"
-                for ours, key in keys.items() if key and re.search(rf"\b{ours}\b", str(error))]
-        raise ScheduleError(f"{where}: {error}" + (f" (in the file, {', '.join(said)})"
-                                                   if said else "")) from None
+        raise ScheduleError(f"{where}: {error}{in_file(error, keys)}") from None
 
 
 def given_model(model) -> Transformer | None:

@@ -392,9 +392,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         raise ScheduleError(f"samples counts each configuration's Monte Carlo timelines: give "
                             f"noise= too (got samples={samples!r} without noise)")
     else:  # (unused without noise, but a wrong one is still refused)
-        from ..montecarlo import _seed
+        from ..montecarlo import check_seed
 
-        _seed(seed, "seed")
+        check_seed(seed, "seed")
     if objective is not None:
         one_of(objective, "objective", OBJECTIVES[1:])
     check_lam(lam)  # (before the simulation, and where unused, as optimize does)

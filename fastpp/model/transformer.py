@@ -270,10 +270,8 @@ class Transformer:
         for name in ("experts", "top_k", "shared_experts", "dense_layers", "mtp_depth",
                      "q_rank", "kv_rank", "rope_dim"):
             if name != "dense_layers" or not isinstance(self.dense_layers, tuple):
-                nonnegative_int(getattr(self, name), name)
-                if getattr(self, name) > LARGEST["ffn"]:
-                    raise ScheduleError(f"{name} must be at most {LARGEST['ffn']:,} (no model "
-                                        f"is larger; got {name}={getattr(self, name)})")
+                nonnegative_int(getattr(self, name), name, LARGEST["ffn"],
+                                " (no model is larger)")
         if self.experts and not 1 <= self.top_k <= self.experts:
             raise ScheduleError(f"top_k must be from 1 to the experts {self.experts} (got "
                                 f"top_k={self.top_k})")

@@ -16,10 +16,16 @@ A100 (``fastpp.model.hardware``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
-from ..checks import MAX_INT, ScheduleError, ScheduleTypeError, known_keywords, positive_int
+from ..checks import (
+    MAX_INT,
+    ScheduleError,
+    ScheduleTypeError,
+    in_file,
+    known_keywords,
+    positive_int,
+)
 from .config import RunConfig, as_model, as_run
 from .hardware import HARDWARE, LINKS, Hardware, Link
 from .hf import read_config
@@ -48,6 +54,7 @@ DEGREES = ("tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size
 FILE_KEYS = {"global_batch": "global_batch_size", "microbatch": "micro_batch_size",
              "seq": "max_length", "t": "tensor_parallel_size", "d": "data_parallel_size",
              "p": "pipeline_parallel_size"}
+
 
 @known_keywords("from_vtrain")
 def from_vtrain(config, name: str | None = None) -> Imported:
@@ -131,10 +138,7 @@ def from_vtrain(config, name: str | None = None) -> Imported:
                         sequence_parallel=False, zero=0,
                         gradient_overlap=a["use_gradient_bucket"], reduce_bytes=2.0)
     except ScheduleError as error:  # named as the file names them, where it does
-        said = [f"{ours} is {key!r}" for ours, key in FILE_KEYS.items()
-                if re.search(rf"\b{ours}\b", str(error))]
-        raise ScheduleError(f"{error}" + (f" (in the file, {', '.join(said)})" if said
-                                          else "")) from None
+        raise ScheduleError(f"{error}{in_file(error, FILE_KEYS)}") from None
     hardware = vtrain_cluster(a["inter_node_bandwidth"], a["node_size"])
     # (vTrain's Megatron runs fp16, priced as bf16: the same tensor-core speed and bytes)
     ignored = tuple(key for key in IGNORED if data.get(key) is not None) + (
