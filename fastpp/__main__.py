@@ -312,7 +312,7 @@ def _optimize_args(ap: argparse.ArgumentParser) -> None:
                     help=f"local search seed ({given['seed']})")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     _output_args(ap)
-    _noise_args(ap, given["samples"], "noise_seed", links_needed=False)
+    _noise_args(ap, DEFAULT_SAMPLES, "noise_seed", links_needed=False)
 
 
 def _parser() -> argparse.ArgumentParser:

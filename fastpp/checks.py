@@ -581,7 +581,7 @@ def known_keywords(label: str):
     def wrap(function):
         signature = inspect.signature(function)
         params = signature.parameters
-        names = [k for k, v in params.items() if k != "self" and v.kind in (
+        names = [k for k, v in params.items() if k not in ("self", "cls", "_cls") and v.kind in (
             v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
         free = any(v.kind == v.VAR_KEYWORD for v in params.values())
 

@@ -263,6 +263,7 @@ class Costs:
     def __hash__(self) -> int:
         return hash(self._key())
 
+    @known_keywords("Costs.per_stage")
     def per_stage(self, schedule: Schedule) -> StageCosts:
         """Expand to the per-virtual-stage arrays of ``schedule``, chunk times divided by ``m``.
 
@@ -295,6 +296,7 @@ class Costs:
         return self._rows_for((schedule.p, schedule.m, stage_to_device.tobytes()),
                               stage_to_device)
 
+    @known_keywords("Costs.for_placement")
     def for_placement(self, p: int, stage_to_device: np.ndarray, m: int) -> StageCosts:
         """``per_stage`` for any schedule of ``p`` devices with this stage map and ``m``.
 
@@ -373,6 +375,7 @@ class Costs:
         raise ScheduleError(f"{source} must be at most {MAX_TIME:g} (a schedule sums these, "
                             f"past that to infinity; got {rows[where, s]:g} at stage {s})")
 
+    @known_keywords("Costs.kernel_inputs")
     def kernel_inputs(self) -> list[np.ndarray]:
         """The flat arrays ``kernels.stage_costs`` takes, in ``SLOTS`` order (shared: read
         them, do not write them).

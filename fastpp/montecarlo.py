@@ -26,6 +26,7 @@ from .checks import (
     ScheduleTypeError,
     index,
     instance,
+    known_keywords,
     number,
     number_array,
     positive_int,
@@ -99,6 +100,7 @@ class MonteCarlo:
         """The makespans' standard deviation (``ddof=1``; 0 for one sample)."""
         return _scaled(lambda x: x.std(ddof=1), self.makespan) if self.samples > 1 else 0.0
 
+    @known_keywords("MonteCarlo.quantile")
     def quantile(self, q) -> float | np.ndarray:
         """The makespans' ``q`` quantile(s) (linear interpolation).
 
@@ -187,6 +189,7 @@ class MonteCarlo:
                                               strict=True))
         return on_path, slope / self.samples
 
+    @known_keywords("MonteCarlo.op_times")
     def op_times(self, first: int = 0, count: int | None = None) -> np.ndarray:
         """The time of every op in samples ``first .. first + count - 1`` (default: all),
         shaped ``(p, L, count)`` like the schedule's op matrices: its drawn time plus, with
@@ -220,6 +223,7 @@ class MonteCarlo:
         full[compiled.device, compiled.position] = out
         return full
 
+    @known_keywords("MonteCarlo.times")
     def times(self, sample: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The start and end of every op in sample ``sample``, shaped ``(p, L)`` like the
         schedule's op matrices: its ``op_times`` (a blocking link delay's holds already
@@ -255,6 +259,7 @@ class MonteCarlo:
         end[compiled.device, compiled.position] = batch.end[:, 0]
         return start, end
 
+    @known_keywords("MonteCarlo.steady")
     def steady(self) -> MonteCarlo | None:
         """One sample without jitter: the schedule under the same costs and
         ``noise.fixed()`` (its slow devices, stages and link delays), the step a what-if of
@@ -274,6 +279,7 @@ class MonteCarlo:
             return None
         return run(self.schedule, self.costs, self.noise.fixed(), 1, self.seed)
 
+    @known_keywords("MonteCarlo.shaded")
     def shaded(self) -> tuple[str, float, np.ndarray, np.ndarray]:
         """The timeline criticality is drawn on (``fastpp.plot.criticality``, the report):
         ``steady()``'s, or where there is none the sample of the median makespan.
@@ -309,6 +315,7 @@ class MonteCarlo:
         return {"links": {pair: float(slope[j]) for j, (pair, _) in enumerate(links)},
                 "stages": {s: float(x) for s, x in enumerate(slope[L:])}}
 
+    @known_keywords("MonteCarlo.absorption")
     def absorption(self, tolerance: float = 0.01, steps: int = 12, *, links=None,
                    stages=None) -> dict:
         """The largest delay on each link (every message) and on each stage (every op) that
@@ -420,7 +427,8 @@ def check_lam(lam) -> float:
     return number(lam, "lam", upper=MAX_LAM)
 
 
-def check_noise(noise, samples, seed, seed_name: str = "seed") -> tuple[int, int]:
+def check_noise(noise, samples, seed, seed_name: str = "seed",
+                rows: str | None = None) -> tuple[int, int]:
     """Validate ``noise=`` and its companions where a sweep, a plan or a search takes them.
 
     Parameters
@@ -432,6 +440,9 @@ def check_noise(noise, samples, seed, seed_name: str = "seed") -> tuple[int, int
         The draws' key, in ``[0, 2**64)``.
     seed_name : str
         The caller's name for ``seed`` (``optimize`` calls it ``noise_seed``).
+    rows : str, optional
+        The caller (``"sweep"``, ``"plan"``) whose rows each price their own costs: a noise
+        drawing a measured run's op times, which would replace every row's, is refused there.
 
     Returns
     -------
@@ -441,9 +452,18 @@ def check_noise(noise, samples, seed, seed_name: str = "seed") -> tuple[int, int
     ------
     ScheduleError
         If ``noise`` is not a ``fastpp.Noise`` (a ``ScheduleTypeError``), ``samples`` not a
-        positive integer or ``seed`` out of range.
+        positive integer, ``seed`` out of range, or (with ``rows``) ``noise`` draws a measured
+        run's or job's op times.
     """
     instance(noise, Noise, "noise", "fastpp.Noise")
+    if rows is not None and noise.empirical is not None and not noise.relative:
+        # (its noisy columns came out the same for f=1 and f=100, and plan added a 7B
+        # model's optimizer step to a small CPU run's measured makespan)
+        raise ScheduleError(f"noise must not draw a measured run's op times in {rows}: they "
+                            f"are absolute, and would replace each row's own costs (got "
+                            f"Noise(empirical={type(noise.empirical).__name__})); give its "
+                            f"MeasuredSteps (fastpp.measured.read_steps), whose factors apply to each row's "
+                            f"costs, or price the run's schedule with fastpp.simulate")
     return positive_int(samples, "samples"), check_seed(seed, seed_name)
 
 

@@ -312,6 +312,7 @@ class Schedule:
 
     # -- views ------------------------------------------------------------------------------
 
+    @known_keywords("Schedule.token")
     def token(self, r: int, k: int) -> str:
         """Action text of op ``k`` on device ``r`` (``0F0`` form).
 
@@ -333,6 +334,7 @@ class Schedule:
         k = index(k, "k", self.ops.shape[2])
         return format_op(*(int(x) for x in self.ops[:, r, k]))
 
+    @known_keywords("Schedule.tokens")
     def tokens(self) -> list[list[str]]:
         """Per-device lists of action tokens, the inverse of ``from_tokens``.
 
@@ -344,6 +346,7 @@ class Schedule:
         ops = self.ops.transpose(1, 2, 0).tolist()  # [r][k] -> fields, as Python ints at once
         return [[format_op(*op) for op in ops[r][:L]] for r, L in enumerate(self.length.tolist())]
 
+    @known_keywords("Schedule.compiled")
     def compiled(self) -> Compiled:
         """The dependency graph in topological order, for one-pass timelines over many cost
         vectors (``fastpp.compiled``); built on the first call and kept.
@@ -389,6 +392,7 @@ class Schedule:
     def __str__(self) -> str:
         return f"{self!r}\n{self.grid()}"
 
+    @known_keywords("Schedule.grid")
     def grid(self, marks: dict[int, int] | None = None) -> str:
         """The per-device grid of action tokens, one line per device.
 

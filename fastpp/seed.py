@@ -15,7 +15,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .checks import Frozen, ScheduleError, ScheduleTypeError, instance, number, positive_int
+from .checks import (
+    MAX_INT,
+    Frozen,
+    ScheduleError,
+    ScheduleTypeError,
+    instance,
+    known_keywords,
+    number,
+    positive_int,
+)
 from .costs import Costs
 from .generators.registry import build_schedule
 from .ops import Op
@@ -104,6 +113,7 @@ def run(schedule_type: str, devices, num_microbatches: int):
     return result.serial_time, events, result
 
 
+@known_keywords("gpipe_schedule")
 def gpipe_schedule(devices, num_microbatches):
     """Run GPipe over ``devices``; return ``(serial_total, events)`` as the chapter does.
 
@@ -131,6 +141,7 @@ def gpipe_schedule(devices, num_microbatches):
     return total, events
 
 
+@known_keywords("onef_oneb_schedule")
 def onef_oneb_schedule(devices, num_microbatches):
     """Run 1F1B over ``devices``; return ``(serial_total, events)`` as the chapter does.
 
@@ -158,6 +169,7 @@ def onef_oneb_schedule(devices, num_microbatches):
     return total, events
 
 
+@known_keywords("compute_theoretical_peak")
 def compute_theoretical_peak(schedule_type, num_microbatches, num_stages):
     """Most microbatch activations one device holds at once (device 0).
 
@@ -185,7 +197,7 @@ def compute_theoretical_peak(schedule_type, num_microbatches, num_stages):
     if positive_int(num_stages, "num_stages") > MAX_P:
         raise ScheduleError(f"num_stages must be at most {MAX_P:,} (got {num_stages})")
     return int(peak_live(name, num_stages,
-                         positive_int(num_microbatches, "num_microbatches"))[0])
+                         positive_int(num_microbatches, "num_microbatches", MAX_INT))[0])
 
 
 def _schedule_name(schedule_type) -> str:
@@ -194,3 +206,6 @@ def _schedule_name(schedule_type) -> str:
     if kind not in names:
         raise ScheduleError(f"schedule_type must be 'gpipe' or '1f1b' (got {schedule_type!r})")
     return names[kind]
+
+
+Device.__init__ = known_keywords("Device")(Device.__init__)

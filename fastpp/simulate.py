@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -166,12 +168,14 @@ class Result:
 
     @property
     def throughput(self) -> float:
-        """Microbatches per unit time: ``n / makespan``."""
-        return self.schedule.n / self.makespan
+        """Microbatches per unit time: ``n / makespan`` (infinite where ``durations`` of 0
+        take no time)."""
+        return self.schedule.n / self.makespan if self.makespan > 0 else math.inf
 
     def _make_peak_live(self) -> np.ndarray:
         return self._sums[3].astype(np.int64)
 
+    @known_keywords("Result.grid")
     def grid(self, max_columns: int = 160, unit: str = "time units") -> str:
         """The devices' ops laid out by time, one text column per time step, idle steps ``.``.
 
@@ -222,6 +226,7 @@ class Result:
             lines.append(f"device {r:>2}: " + "".join(cells).rstrip())
         return "\n".join(lines)
 
+    @known_keywords("Result.memory_curve")
     def memory_curve(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """Device ``r``'s activation memory as a step function.
 
@@ -337,6 +342,8 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
             plan = built.point_plan()[0]
         out = np.empty(built.out_shape)
         makespan, bubble, span_bubble, latency = point(plan, built.tables, rows, out)
+        if not makespan >= schedule.n * _TINY:
+            raise _too_short(makespan)
         # read-only, as a Result is: the idle time and the reductions read it (setflags: a
         # third of the cost of flags.writeable, 0.2 us)
         out.setflags(write=False)
@@ -367,6 +374,8 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     if latency < 0:
         raise deadlock_error(schedule, pointer)
     makespan, bubble, span_bubble = kernels.reduce(start, end, schedule.length, sums[0], sums[1])
+    if durations is None and not makespan >= schedule.n * _TINY:
+        raise _too_short(makespan)
     live = np.empty(schedule.p, np.int64)
     kernels.peaks(schedule.ops, schedule.length, unit, gamma, schedule.forward_only, sums[2], live)
     sums[3] = live
@@ -381,6 +390,16 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
 
 
 _NO_ORDER = np.empty(0, np.int64)
+_TINY = 1.0 / np.finfo(np.float64).max  # a makespan below n times this: n / makespan is inf
+
+
+def _too_short(makespan: float) -> ScheduleError:
+    """The error of costs too small for a finite throughput (``n / makespan``), as a sweep
+    refuses the point: times so small that a chunk's share (``f / m``) rounds to 0, where
+    the makespan is then no measure of them (measured ``durations`` of 0 are: a makespan of
+    0, and an infinite throughput)."""
+    return ScheduleError(f"costs must keep the throughput n / makespan finite (the times not "
+                         f"subnormal; got a makespan of {float(makespan)!r})")
 
 
 def _durations(durations: ArrayLike, schedule: Schedule) -> np.ndarray:

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from .checks import ScheduleError, ScheduleTypeError, number, positive_int
+from .checks import MAX_INT, ScheduleError, ScheduleTypeError, number, positive_int
 from .costs import MAX_TIME
 from .generators.registry import get_spec
 
@@ -39,7 +39,8 @@ def _registered(formula):
         spec = get_spec(given["name"])
         for key, value in given.items():
             if key in ("p", "n", "m") or (key == "G" and value is not None):
-                positive_int(value, key)
+                # (the per-device forms are int64 arrays: 2**63 overflowed in NumPy)
+                positive_int(value, key, MAX_INT)
             elif key == "gamma":  # M_W / M_B, as Costs.gamma: a part of M_B
                 number(value, key, upper=1.0)
             elif key in ("f", "b", "w") or (key == "fb" and value is not None):
@@ -150,7 +151,7 @@ def makespan(name: str, p: int, n: int, m: int = 1, f: float = 1.0, b: float = 2
 
 @_registered
 def bubble_fraction(name: str, p: int, n: int, m: int = 1, f: float = 1.0,
-                    b: float = 2.0) -> float | None:
+                    b: float = 2.0, G: int | None = None) -> float | None:
     """Idle share of total time (makespan metric).
 
     ``(p-1)/(n+p-1)`` for GPipe and 1F1B, ``(p-1)/(mn+p-1)`` for interleaved 1F1B and looped BFS,
@@ -164,6 +165,8 @@ def bubble_fraction(name: str, p: int, n: int, m: int = 1, f: float = 1.0,
         Devices, microbatches, chunks per device.
     f, b : float
         Per-device forward and full backward.
+    G : int, optional
+        Interleaved 1F1B's group size (default ``p``; the closed forms hold for ``G = p``).
 
     Returns
     -------
@@ -171,7 +174,7 @@ def bubble_fraction(name: str, p: int, n: int, m: int = 1, f: float = 1.0,
         ``Result.bubble_ratio``'s closed form; None where none is known.
     """
     closed = get_spec(name).bubble
-    return None if closed is None else closed(p, n, m, f, b)
+    return None if closed is None or G not in (None, p) else closed(p, n, m, f, b)
 
 
 @_registered

@@ -558,7 +558,8 @@ def test_unused_arguments_and_values_that_leave_json(tmp_path):
     from fastpp import Costs, build_schedule, simulate, trace
 
     for bad, message in (({"lam": float("nan")}, r"lam must be in \[0, 1e\+06\] \(got nan\)"),
-                         ({"samples": -1}, r"samples must be a positive integer"),
+                         ({"samples": -1}, r"samples counts each candidate.s Monte Carlo "
+                                           r"timelines: give noise="),
                          ({"noise_seed": "x"}, r"noise_seed must be an integer")):
         with pytest.raises(ScheduleError, match=message):
             fastpp.optimize(2, 3, Costs(f=1, b=2), progress=False, **bad)

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import placement as placements
-from ..checks import ScheduleError, ScheduleTypeError, number_array, positive_int, show
+from ..checks import (
+    ScheduleError,
+    ScheduleTypeError,
+    known_keywords,
+    number_array,
+    positive_int,
+    show,
+)
 from ..ops import OP_FIELDS, new_ops
 from ..schedule import Built, Schedule
 from . import chimera, classic, dualpipe, interleaved, vshape, zero_bubble
@@ -435,3 +442,6 @@ def code_of(schedule) -> int:
                                                        schedule.stage_to_device):
         return placements.VSHAPE
     return placements.LOOP
+
+
+ScheduleSpec.__init__ = known_keywords("ScheduleSpec")(ScheduleSpec.__init__)

@@ -570,3 +570,6 @@ def _transfers(t, members_of: list[np.ndarray], job: MeasuredJob) -> np.ndarray:
     # floor as 0 and keeps one above it negative, which no replay can take: 0 as well
     transfer[transfer < 0] = 0.0
     return transfer.to_numpy()
+
+
+MeasuredJob.__init__ = known_keywords("MeasuredJob")(MeasuredJob.__init__)

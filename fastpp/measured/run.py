@@ -915,3 +915,6 @@ def _handoffs(s: Schedule) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndar
     cross = rs[producer] != rs[consumer]
     producer, consumer = producer[cross], consumer[cross]
     return (rs[producer], ks[producer]), (rs[consumer], ks[consumer])
+
+
+MeasuredRun.__init__ = known_keywords("MeasuredRun")(MeasuredRun.__init__)

@@ -220,3 +220,6 @@ class MeasuredSteps(tuple):
         Noise
         """
         return Noise(empirical=self)
+
+
+MeasuredSteps.__new__ = known_keywords("MeasuredSteps")(MeasuredSteps.__new__)

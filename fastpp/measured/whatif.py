@@ -173,3 +173,5 @@ def _labels(labels: np.ndarray) -> list:
 def _key(label):
     return int(label) if isinstance(label, int | np.integer) else str(label)
 
+
+WhatIf.__init__ = known_keywords("WhatIf")(WhatIf.__init__)

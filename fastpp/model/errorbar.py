@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..checks import ScheduleError, instance, one_of, positive_int
+from ..checks import ScheduleError, instance, known_keywords, one_of, positive_int
 from .comm import tensor_parallel_per_node
 from .config import FRAMEWORKS
 from .hardware import HARDWARE, Hardware, preset
@@ -299,3 +299,6 @@ def error_bar(where: Regime, groups=None) -> ErrorBar:
               if all(p[f] != v for p in pooled) for g in groups if g[f] == v]
     return ErrorBar(round(max(expected, worst, own, *lacked), 4), round(mean, 4),
                     int(rows[near].sum()), where, "; ".join(missing))
+
+
+ErrorBar.__new__ = known_keywords("ErrorBar")(ErrorBar.__new__)

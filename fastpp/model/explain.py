@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, nonnegative_int, one_of, require
+from ..checks import ScheduleError, known_keywords, nonnegative_int, one_of, require
 from .config import ZERO3_GATHERS, RunConfig, as_run
 from .foundry import run_keys as foundry_keys
 from .hardware import HARDWARE, preset
@@ -127,6 +127,7 @@ class Explanation:
         return simulate(self.config.build_schedule(), costs).grid(max_columns, unit="s")
 
 
+@known_keywords("explain")
 def explain(model, config: RunConfig, hardware="H100-80GB", *, neighbours: int = 5,
             workers: int | None = None, flags: str = "megatron", job=None) -> Explanation:
     """The prediction of one run and the nearest faster runs that fit (where it does not

@@ -554,6 +554,7 @@ def run_keys(config: RunConfig) -> dict:
     return out
 
 
+@known_keywords("to_llm_foundry")
 def to_llm_foundry(config: RunConfig, model: Transformer) -> dict:
     """An llm-foundry training YAML's keys for ``config`` and an MPT ``model``: what
     ``from_llm_foundry`` reads back as the same run (``yaml.safe_dump`` writes it; the data,

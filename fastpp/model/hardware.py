@@ -105,7 +105,7 @@ class Link:
     def __post_init__(self):
         instance(self.name, str, "name", "string")
         _rate(self.bandwidth, f"{self.name}.bandwidth")
-        numbers(self.latency, f"{self.name}.latency", upper=LONGEST)
+        number(self.latency, f"{self.name}.latency", upper=LONGEST)
         instance(self.protocols, tuple, f"{self.name}.protocols", "tuple of (base, hop, "
                  "bandwidth) triples")
         for k, triple in enumerate(self.protocols):
@@ -113,7 +113,8 @@ class Link:
                 raise ScheduleError(f"{self.name}.protocols[{k}] must be a (base, hop, "
                                     f"bandwidth) triple, or with the largest message it runs "
                                     f"(got {triple!r})")
-            numbers(triple[:2], f"{self.name}.protocols[{k}] latencies", upper=LONGEST)
+            for part, what in zip(triple[:2], ("base", "hop"), strict=True):
+                number(part, f"{self.name}.protocols[{k}] {what} latency", upper=LONGEST)
             _rate(triple[2], f"{self.name}.protocols[{k}] bandwidth")
             if len(triple) == 4:
                 number(triple[3], f"{self.name}.protocols[{k}] largest message", strict=True,
@@ -297,16 +298,16 @@ class Hardware:
         instance(self.node, Link, "node", "fastpp.model.Link")
         instance(self.network, Link, "network", "fastpp.model.Link")
         _rate(self.peak_flops, "peak_flops")
-        numbers(self.memory_bytes, "memory_bytes", strict=True)
+        number(self.memory_bytes, "memory_bytes", strict=True)
         # (a curve below 1% of the peak is no GPU's; near 0 it overflowed a step's time)
         _open_closed(self.efficiency, "efficiency", 1.0, lower=LOWEST_EFFICIENCY)
         positive_int(self.gpus_per_node, "gpus_per_node", MAX_INT)
         _rate(self.memory_bandwidth, "memory_bandwidth")
-        numbers(self.op_overhead, "op_overhead", upper=LONGEST)
+        number(self.op_overhead, "op_overhead", upper=LONGEST)
         _open_closed(self.matmul_half, "matmul_half", 65536.0)
         one_of(self.precision, "precision", PRECISIONS)
         one_of(self.fp8_current_scaling, "fp8_current_scaling", (False, True))
-        numbers(self.split_accumulator, "split_accumulator")
+        number(self.split_accumulator, "split_accumulator")
         one_of(self.fused_grouped_mlp, "fused_grouped_mlp", (False, True))
         one_of(self.fp8_output_layer, "fp8_output_layer", (False, True))
         one_of(self.fp8_padding, "fp8_padding", (False, True))
@@ -326,7 +327,7 @@ class Hardware:
                                 f"{self.efficiency!r} / {self.split_accumulator!r})")
         _rate(self.host_bandwidth, "host_bandwidth")
         for name in HOST:
-            numbers(getattr(self, name), name, upper=LONGEST)
+            number(getattr(self, name), name, upper=LONGEST)
         if self.fp8_flops is not None:
             _rate(self.fp8_flops, "fp8_flops")
         elif self.precision == "fp8":

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import (
+    MAX_INT,
     ScheduleError,
     ScheduleTypeError,
     digits,
@@ -133,6 +134,7 @@ def _counts(values, name: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+@known_keywords("parse_layout")
 def parse_layout(text: str) -> Layout:
     """Megatron's ``--pipeline-model-parallel-layout`` string as a ``Layout``.
 
@@ -264,6 +266,7 @@ def _fail(text: str, must: str, at: int):
     raise ScheduleError(f"layout must {must} (got {text!r}, position {at})")
 
 
+@known_keywords("even_layers")
 def even_layers(layers: int, stages: int, first: int | None = None,
                 last: int | None = None) -> Layout:
     """``first`` layers on the first stage and ``last`` on the last (as even as the rest when
@@ -286,7 +289,7 @@ def even_layers(layers: int, stages: int, first: int | None = None,
         If a count is not an integer in range, ``first`` or ``last`` is given for one model
         chunk, or they do not leave each other chunk at least one layer.
     """
-    layers = positive_int(layers, "layers")
+    layers = positive_int(layers, "layers", MAX_INT)
     stages = positive_int(stages, "stages", MAX_CHUNKS, " (one count per stage)")
     for x, name in ((first, "first_layers"), (last, "last_layers")):
         if x is not None:
@@ -311,6 +314,7 @@ def even_layers(layers: int, stages: int, first: int | None = None,
                               + ([last] if last is not None else []))
 
 
+@known_keywords("megatron_layers")
 def megatron_layers(layers: int, p: int, m: int = 1, first: int | None = None,
                     last: int | None = None) -> Layout:
     """Megatron's ``--decoder-first-pipeline-num-layers first`` and
@@ -338,7 +342,8 @@ def megatron_layers(layers: int, p: int, m: int = 1, first: int | None = None,
         If a count is not an integer in range, ``first`` or ``last`` is given with ``p = 1``,
         or a division Megatron asserts exact is not.
     """
-    layers, p, m = (positive_int(x, k) for x, k in ((layers, "layers"), (p, "p"), (m, "m")))
+    layers, p, m = (positive_int(x, k, MAX_INT)
+                    for x, k in ((layers, "layers"), (p, "p"), (m, "m")))
     positive_int(p * m, "p*m", MAX_CHUNKS, " (one count per stage)")
     given = {0: first, p - 1: last}
     ends = {r: nonnegative_int(x, f"decoder_{'first' if r == 0 else 'last'}_pipeline_num_layers")
@@ -360,6 +365,7 @@ def megatron_layers(layers: int, p: int, m: int = 1, first: int | None = None,
     return Layout.from_layers([int(per_device[s % p] // m) for s in range(p * m)])
 
 
+@known_keywords("torchtitan_layers")
 def torchtitan_layers(layers: int, stages: int, first_less: int = 1,
                       last_less: int = 1) -> Layout:
     """torchtitan's split: the embedding weighs ``first_less`` layers and the output layer
@@ -384,7 +390,7 @@ def torchtitan_layers(layers: int, stages: int, first_less: int = 1,
         If a count is not an integer in range, a stage would be empty, or ``first_less`` or
         ``last_less`` exceeds a stage's share of the weights (torchtitan's checks).
     """
-    layers = positive_int(layers, "layers")
+    layers = positive_int(layers, "layers", MAX_INT)
     stages = positive_int(stages, "stages", MAX_CHUNKS, " (one count per stage)")
     for x, name in ((first_less, "first_stage_less_layers"),
                     (last_less, "last_stage_less_layers")):

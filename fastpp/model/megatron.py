@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import enum
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, fields, replace
 
@@ -224,6 +225,22 @@ class Imported:
                 and getattr(mine, f.name) != getattr(theirs, f.name)]
 
 
+def _launch_text(args):
+    """A launch script's path as the script's text; anything else as given. A path is a
+    ``PathLike``, or one word naming a ``.sh`` or ``.bash`` file or an existing file (a
+    missing script was read as a command without flags: "--num-layers must be given")."""
+    word = isinstance(args, str) and args != "" and not any(c.isspace() for c in args)
+    if isinstance(args, os.PathLike) or (word and (args.endswith((".sh", ".bash"))
+                                                   or os.path.isfile(args))):
+        try:
+            with open(args, encoding="utf-8") as f:
+                return f.read()
+        except (OSError, ValueError) as e:
+            raise ScheduleError(f"args must be a readable launch script ({os.fspath(args)}: "
+                                f"{e})") from None
+    return args
+
+
 @known_keywords("from_megatron")
 def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
                   env: dict | None = None, name: str = "megatron") -> Imported:
@@ -231,8 +248,9 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
 
     Parameters
     ----------
-    args : str, list of str or dict
-        A launch script's text or a command string (bash: comments, ``\\`` continuations,
+    args : str, os.PathLike, list of str or dict
+        A launch script (its path: a ``.sh`` or ``.bash`` name or an existing file, read as
+        UTF-8), its text or a command string (bash: comments, ``\\`` continuations,
         variables and arrays set above the command and expanded, an unset one to nothing
         and listed in ``ignored``; ``if`` on string and integer tests and ``case`` followed,
         a test not decided listed; the training command the last running ``pretrain*.py``
@@ -297,7 +315,7 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
         raise ScheduleTypeError(f"env must be a dict of variables (got {type(env).__name__})")
     if vocab is not None:
         positive_int(vocab, "vocab")
-    values, ignored, launcher = _read(args, env or {})
+    values, ignored, launcher = _read(_launch_text(args), env or {})
     a = {dest: _typed(dest, values[dest]) if dest in values else default
          for dest, (_, default) in FLAGS.items()}
     _contradictions(a)

@@ -74,7 +74,15 @@ import math
 
 import numpy as np
 
-from ..checks import ScheduleError, instance, one_of, positive_int, positive_ints, renamed
+from ..checks import (
+    ScheduleError,
+    instance,
+    known_keywords,
+    one_of,
+    positive_int,
+    positive_ints,
+    renamed,
+)
 from .comm import all_gather, all_reduce, reduce_scatter, tensor_parallel_per_node
 from .compute import (
     CAST_BYTES,
@@ -466,6 +474,7 @@ def check_imbalance(imbalance, model: Transformer | None = None) -> float:
     return float(imbalance)
 
 
+@known_keywords("layer_parts")
 def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=1, t=1,
                 ep=1, etp=1, moe: bool | None = None, sequence_parallel: bool = True,
                 recompute: str = "none", precision: str = "bf16", node_limit=None,

@@ -30,12 +30,12 @@ from ..checks import (
     ScheduleError,
     ScheduleTypeError,
     flag,
-    instance,
+    known_keywords,
     numbers,
     one_of,
     positive_int,
 )
-from ..generators.registry import SCHEDULES
+from ..generators.registry import SCHEDULES, get_spec
 from .transformer import RECOMPUTE
 
 # DeepSeek-V3 report section 3.2.2: 20 of the H800's 132 SMs run the all-to-alls
@@ -128,6 +128,7 @@ def expert_overlap(name: str) -> bool:
     return spec is not None and spec.expert_overlap
 
 
+@known_keywords("overlap_reason")
 def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1, ep: int = 2) -> str:
     """Why the pair overlap cannot run on a schedule (``""`` if it can): ``pairs`` says
     whether the schedule has overlapped pairs; a schedule that is Megatron's overlap itself
@@ -153,9 +154,10 @@ def overlap_reason(name: str, pairs: bool, recompute: str, cp: int = 1, ep: int 
     Raises
     ------
     ScheduleError
-        If an argument is not of its kind (a reason is returned, never raised).
+        If ``name`` is no registered schedule or an argument is not of its kind (a reason
+        is returned, never raised).
     """
-    instance(name, str, "name", "schedule's name (a string)")
+    get_spec(name, "name")  # (an unknown name is refused, not told the overlap can run)
     flag(pairs, "pairs")
     one_of(recompute, "recompute", RECOMPUTE)
     positive_int(cp, "cp")

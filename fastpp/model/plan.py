@@ -387,7 +387,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     cols = _grid(axes, sched, len(splits))
     if noise is not None:
         samples, seed = check_noise(noise, DEFAULT_SAMPLES if samples is None else samples,
-                                    seed)
+                                    seed, rows="plan")
     elif samples is not None:  # (no noisy column came back, unsaid)
         raise ScheduleError(f"samples counts each configuration's Monte Carlo timelines: give "
                             f"noise= too (got samples={samples!r} without noise)")

@@ -70,6 +70,7 @@ def _chunks(model: Transformer, schedule, layout=None, layers=None):
     return counts[chunk], starts[chunk], ends[chunk], moe[chunk], mtp[chunk]
 
 
+@known_keywords("pair_partner")
 def pair_partner(schedule: Schedule) -> np.ndarray:
     """Per stage, the stage of its overlapped pairs' backward half: the device's other stage
     where each device holds stages ``r`` and ``V-1-r`` (DualPipeV, DualPipe;
@@ -362,9 +363,11 @@ def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, replicate=1,
                  **choices) -> RunConfig:
     """``transformer_costs``'s keywords as a ``RunConfig`` (one microbatch per replica: the
     schedule gives the rest), the degrees checked under their keyword names first."""
-    seq, microbatch = positive_int(seq, "seq"), positive_int(microbatch, "microbatch")
-    t, d, cp = positive_int(tp, "tp"), positive_int(dp, "dp"), positive_int(cp, "cp")
-    ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
+    # (each below 2**31, as RunConfig's: 2**63 overflowed NumPy's int64 in the checks)
+    seq, microbatch = positive_int(seq, "seq", MAX_INT), positive_int(microbatch, "microbatch",
+                                                                      MAX_INT)
+    t, d, cp = (positive_int(v, k, MAX_INT) for v, k in ((tp, "tp"), (dp, "dp"), (cp, "cp")))
+    ep, etp = positive_int(ep, "ep", MAX_INT), positive_int(etp, "etp", MAX_INT)
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
     one_of(choices["zero"], "zero", ZERO)
     _fit(model, seq, t, d, cp, ep, etp, t_name="tp", replicate=replicate, zero=choices["zero"],
@@ -475,3 +478,6 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         model, params, experts, t, d * cp, edp, zero, zero3, replicate, reduce_bytes,
         optimizer_bytes(recipe))
     return {"parameter_bytes": weights, "gradient_bytes": grads, "optimizer_bytes": optimizer}
+
+
+ModelCosts.__init__ = known_keywords("ModelCosts")(ModelCosts.__init__)

@@ -12,6 +12,7 @@ from ..checks import (
     ScheduleTypeError,
     indices,
     instance,
+    known_keywords,
     numbers,
     positive_int,
     show,
@@ -858,6 +859,7 @@ def metric_bytes(model: Transformer, tokens, t) -> np.ndarray:
     return METRIC_BYTES * np.asarray(tokens, np.float64) * model.vocab / np.asarray(t)
 
 
+@known_keywords("device_working_bytes")
 def device_working_bytes(working, device, devices: int) -> np.ndarray:
     """Per device, the largest of its stages' bytes: with ``stage_table``'s (or
     ``ModelCosts``') ``working``, what the device holds at its peak beyond the activations
@@ -898,6 +900,7 @@ def device_working_bytes(working, device, devices: int) -> np.ndarray:
     return out
 
 
+@known_keywords("device_held_bytes")
 def device_held_bytes(peak_activations, working, after, device, devices: int) -> np.ndarray:
     """Per device, the activation bytes ``plan`` reports (``activation_bytes``): the engine's
     ``peak_activations`` plus the largest ``working`` of its stages, and at least the largest

@@ -72,6 +72,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import (
+    MAX_INT,
     ScheduleError,
     flag,
     indices,
@@ -668,6 +669,7 @@ def combine(attention, mlp, sb, t, sequence_parallel: bool, recompute, fixed=0.0
             "collectives_backward": np.where(tp, np.where(rc == 2, 4.0, 2.0), 0.0)}
 
 
+@known_keywords("layer_costs")
 def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: bool,
                 recompute) -> dict[str, np.ndarray]:
     """One dense layer's FLOPs, stored bytes, ``gamma`` and collective bytes for one
@@ -707,6 +709,7 @@ def layer_costs(model: Transformer, seq: int, microbatch, t, sequence_parallel: 
                    float(seq) * b, t, sequence_parallel, rc)
 
 
+@known_keywords("chunk_layers")
 def chunk_layers(layers: int, chunks: int) -> np.ndarray:
     """Layers of each of ``chunks`` model chunks: as even as possible, the remainder on the
     middle chunks, away from the embedding and the output layer.
@@ -725,7 +728,7 @@ def chunk_layers(layers: int, chunks: int) -> np.ndarray:
     ScheduleError
         If a count is not a positive integer, or ``chunks > layers``.
     """
-    layers = positive_int(layers, "layers")
+    layers = positive_int(layers, "layers", MAX_INT)
     chunks = positive_int(chunks, "chunks", MAX_CHUNKS, " (one count per chunk)")
     if chunks > layers:
         raise ScheduleError(f"layers must be at least the model chunks {chunks} (got "

@@ -110,7 +110,7 @@ class SearchResult:
 def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
              placement: str = "loop", objective: str = "makespan", method: str = "auto",
              time_limit: float = 10.0, seed: int = 0, progress: bool = True, noise=None,
-             samples: int = DEFAULT_SAMPLES, noise_seed: int = 0,
+             samples: int | None = None, noise_seed: int = 0,
              lam: float = 1.0) -> SearchResult:
     """Find a fast schedule within a memory limit and prove how far from optimal it is.
 
@@ -157,8 +157,8 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         Show a progress bar (tqdm, when installed) for searches longer than a second.
     noise : fastpp.Noise, optional
         The noise of a noisy objective (required by one, refused without one).
-    samples : int, default 64
-        Monte Carlo samples per candidate.
+    samples : int, optional
+        Monte Carlo samples per candidate (default 64; with ``noise`` only).
     noise_seed : int, default 0
         The Monte Carlo's seed (``seed`` is the local search's).
     lam : float, default 1
@@ -181,13 +181,18 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         if noise is None:
             raise ScheduleError(f"objective={objective!r} ranks schedules under noise: give "
                                 f"noise= too (got noise=None)")
-        samples, noise_seed = check_noise(noise, samples, noise_seed, "noise_seed")
+        samples, noise_seed = check_noise(noise, DEFAULT_SAMPLES if samples is None
+                                          else samples, noise_seed, "noise_seed")
         lam = check_lam(lam)
     elif noise is not None:
         raise ScheduleError(f"noise= needs a noisy objective among {list(ROBUST)} (got "
                             f"objective={objective!r})")
-    else:  # unused, but checked as given: lam=nan or samples=-1 passed without a word
-        check_noise(Noise(), samples, noise_seed, "noise_seed")
+    elif samples is not None:  # (as simulate, sweep and plan: ignored, it went unsaid)
+        raise ScheduleError(f"samples counts each candidate's Monte Carlo timelines: give "
+                            f"noise= and a noisy objective too (got samples={samples!r} "
+                            f"without noise)")
+    else:  # unused, but checked as given: lam=nan passed without a word
+        check_noise(Noise(), DEFAULT_SAMPLES, noise_seed, "noise_seed")
         check_lam(lam)
     problem = Problem.build(p, n, costs, memory, placement, "makespan" if robust else objective)
     one_of(method, "method", METHODS)
@@ -434,3 +439,6 @@ def _progress_bar(total: float):
         return None
     return tqdm(total=round(total, 1), desc="search", unit="s", delay=1.0, mininterval=0.5,
                 leave=False, bar_format="{desc}: {bar} {n:.1f}/{total:.1f} s{postfix}")
+
+
+SearchResult.__init__ = known_keywords("SearchResult")(SearchResult.__init__)

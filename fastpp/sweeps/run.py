@@ -51,7 +51,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         ``p`` or ``V`` is an invalid point with its reason.
     f, b, w, i, comm, gamma, fb, act, bandwidth, message_bytes, overhead, send : float or list
         Scalar costs, each a grid axis, as for ``fastpp.Costs`` (defaults ``f=1, b=2``, the
-        rest ``Costs``'s own: ``i``, ``fb`` and ``bandwidth`` not given); ``overhead`` and
+        rest ``Costs``'s own: ``i``, ``fb`` and ``bandwidth`` not given, as ``None`` or NaN
+        in an axis, the rows' mark for a field not given); ``overhead`` and
         ``send`` the same for every op kind (a ``Costs`` axis gives one per kind).
     points : pandas.DataFrame, optional
         An explicit table instead of a grid: columns ``schedule, p, n, m`` and optionally
@@ -145,7 +146,7 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
                         send=send))
     if noise is not None:
         samples, seed = check_noise(noise, DEFAULT_SAMPLES if samples is None else samples,
-                                    seed)
+                                    seed, rows="sweep")
         if out is not None:  # the store's fingerprint knows the points, not the noise
             raise ScheduleError("noise cannot be combined with out= (a stored sweep holds "
                                 "deterministic rows only); got both")

@@ -1,0 +1,143 @@
+"""The twentieth bad-input wave (7 December 2026): reviewers auditing the public API's names,
+errors and documentation, the Monte Carlo's statistics and the engines' exactness. Each case
+failed on the code before it."""
+
+import dataclasses
+import inspect
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fastpp
+import fastpp.model as fm
+from fastpp import Costs, ScheduleError, ScheduleTypeError, build_schedule, simulate, theory
+
+DATA = Path(__file__).parent / "data"
+# made by simulate on its per-point path (a wrapper's frame there costs every point), never
+# by a user; an enum's call is not a function's
+NOT_PROBED = {"Result", "MonteCarlo", "Op"}
+
+
+def _public_callables():
+    """Every public function and class of ``fastpp`` and ``fastpp.model``, and the methods a
+    user calls on a schedule, a result, a Monte Carlo and a ``Costs``."""
+    s = build_schedule("1f1b", 2, 4)
+    result = simulate(s, Costs(1, 2))
+    mc = simulate(s, Costs(1, 2), noise=fastpp.Noise(cov=0.1), samples=8)
+    for module in (fastpp, fm):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if name in NOT_PROBED or not callable(obj) or (
+                    isinstance(obj, type) and issubclass(obj, BaseException)):
+                continue
+            yield f"{module.__name__}.{name}", obj
+    for owner in (s, result, mc, Costs(1, 2)):
+        for name, attr in inspect.getmembers(type(owner), inspect.isfunction):
+            if not name.startswith("_"):
+                yield f"{type(owner).__name__}.{name}", getattr(owner, name)
+
+
+def test_every_public_call_names_a_misspelt_keyword():
+    """Python's bare ``TypeError`` (``got an unexpected keyword argument``) came out of 41
+    public functions, classes and methods, from ``gpipe_schedule`` to ``Result.grid``."""
+    probed = 0
+    for label, call in _public_callables():
+        params = inspect.signature(call).parameters.values()
+        if any(p.kind == p.VAR_KEYWORD for p in params):
+            continue  # (takes any keyword)
+        with pytest.raises(ScheduleTypeError, match="zz_unknown"):
+            call(zz_unknown=1)
+        probed += 1
+    assert probed > 60
+
+
+@pytest.mark.parametrize("field, value", [("op_overhead", []), ("handoff", [1e-3, 2e-3]),
+                                          ("memory_bytes", []), ("host_step", np.ones(2))])
+def test_a_gpus_scalar_fields_refuse_arrays(field, value):
+    """An array (an empty one skipped every check) was taken, and pricing then failed in
+    NumPy's broadcasting, or named ``capacity`` for ``memory_bytes``."""
+    with pytest.raises(ScheduleError, match=f"{field} must be one number"):
+        dataclasses.replace(fm.HARDWARE["H100-80GB"], **{field: value})
+    with pytest.raises(ScheduleError, match="n.latency must be one number"):
+        fm.Link("n", 4e10, [1e-5, 1e-3])
+
+
+def test_the_bubble_closed_form_takes_the_group_size():
+    """``bubble_fraction`` alone had no ``G``: it refused a schedule that builds."""
+    build_schedule("interleaved-1f1b", 4, 10, 2, G=5)
+    assert theory.bubble_fraction("interleaved-1f1b", 4, 10, 2, G=5) is None  # none known
+    res = simulate(build_schedule("interleaved-1f1b", 4, 8, 2, G=4), Costs(1, 2))
+    assert theory.bubble_fraction("interleaved-1f1b", 4, 8, 2, G=4) == pytest.approx(
+        res.bubble_ratio, rel=1e-12)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: theory.peak_live("1f1b", 4, 2**63), r"n must be at most 2,147,483,648"),
+    (lambda: theory.peak_activations("1f1b", 4, 2**63), r"n must be at most"),
+    (lambda: fastpp.compute_theoretical_peak("1f1b", 2**63, 4),
+     r"num_microbatches must be at most"),
+    (lambda: fm.megatron_layers(10**30, 4), r"layers must be at most"),
+    (lambda: fm.chunk_layers(2**63, 4), r"layers must be at most"),
+    (lambda: fm.transformer_costs("llama3-8b", build_schedule("1f1b", 4, 8), "H100-80GB",
+                                  seq=4096, dp=2**63), r"dp must be at most"),
+])
+def test_counts_past_int64_are_refused_by_name(call, message):
+    """An integer of 2**63 or more made NumPy raise ``OverflowError``."""
+    with pytest.raises(ScheduleError, match=message):
+        call()
+
+
+def test_the_overlap_reason_refuses_an_unknown_schedule():
+    """It returned ``""``, "the overlap can run", for a schedule that does not exist."""
+    with pytest.raises(ScheduleError, match=r"name must be one of .* \(got 'nope'\)"):
+        fm.overlap_reason("nope", True, "none")
+
+
+def test_megatron_reads_a_launch_scripts_path():
+    """A script's path was read as a command without flags: "--num-layers must be given"."""
+    script = DATA / "megatron" / "narayanan_1.7b.sh"
+    by_text = fm.from_megatron(script.read_text())
+    for given in (str(script), script):
+        run = fm.from_megatron(given)
+        assert (run.model, run.config) == (by_text.model, by_text.config)
+    with pytest.raises(ScheduleError, match=r"args must be a readable launch script "
+                                            r"\(/no/such.sh: "):
+        fm.from_megatron("/no/such.sh", 8)
+
+
+def test_measured_op_times_price_no_sweep_or_plan():
+    """A measured run's absolute times replaced every row's costs: a sweep's noisy columns
+    were the same at f=1 and f=100, and plan ranked full recomputation with none."""
+    run = fastpp.read_torch_trace(DATA / "gpipe")
+    noise = fastpp.Noise(empirical=run)
+    with pytest.raises(ScheduleError, match=r"noise must not draw a measured run's op times "
+                                            r"in sweep: .* MeasuredSteps"):
+        fastpp.sweep(["1f1b"], p=2, n=4, f=[1.0, 100.0], b=2.0, progress=False, noise=noise)
+    with pytest.raises(ScheduleError, match=r"in plan: they are absolute"):
+        fm.plan("llama2-7b", gpus=16, seq=4096, global_batch=64, tp=[2], pp=[2],
+                schedules=["1f1b"], noise=noise, objective="p95")
+    # one schedule priced by the run's own times is what simulate does
+    assert simulate(run.schedule, Costs(1, 2), noise=noise, samples=4).samples == 4
+
+
+def test_optimize_refuses_samples_without_noise():
+    """``samples=5`` without noise was ignored, where simulate, sweep and plan refuse it."""
+    with pytest.raises(ScheduleError, match=r"samples counts each candidate's Monte Carlo "
+                                            r"timelines: give noise="):
+        fastpp.optimize(4, 8, Costs(f=1, b=2, w=1), method="heuristic", progress=False,
+                        samples=5)
+
+
+def test_a_makespan_too_short_for_a_throughput_is_refused():
+    """``f / m`` of a subnormal ``f`` rounded to 0: simulate returned a makespan of 0 (and
+    ``throughput`` raised ``ZeroDivisionError``), where a sweep refuses the point. Measured
+    ``durations`` of 0 take no time: their throughput is infinite (it raised too)."""
+    s = build_schedule("interleaved-1f1b", 2, 4, 2)
+    for f in (5e-324, 1e-320):
+        with pytest.raises(ScheduleError, match=r"costs must keep the throughput n / makespan "
+                                                r"finite"):
+            simulate(s, Costs(f, f))
+    one = build_schedule("1f1b", 2, 2)
+    assert simulate(one, Costs(1, 2), durations=np.zeros(one.kind.shape)).throughput == np.inf
+    assert simulate(s, Costs(1e-300, 1e-300)).throughput < np.inf
