@@ -114,8 +114,9 @@ def test_a_sweep_point_whose_costs_overflow():
 def test_a_sweep_point_refused_as_simulate_refuses_it():
     """A sweep took ops of 1e290 to 1e300 that simulate refuses (the sums stayed finite, the
     check was after the kernel), and named no parameter for the point it dropped; now it
-    refuses what ``Costs`` refuses, naming the row. Subnormal times, which simulate prices,
-    leave the sweep's throughput ``n / makespan`` infinite: refused, saying so."""
+    refuses what ``Costs`` refuses, naming the row. Subnormal times leave the throughput
+    ``n / makespan`` infinite: refused by both, saying so (simulate priced them until 7
+    December 2026, and at 5e-324 a chunk's share rounded to a makespan of 0)."""
     pytest.importorskip("pandas")
     s = build_schedule("1f1b", 2, 2)
     for f in (1e291, 1e300):
@@ -132,7 +133,10 @@ def test_a_sweep_point_refused_as_simulate_refuses_it():
         assert row["reason"].startswith("costs.f / m + costs.overhead['F'] must be at most")
     assert fastpp.sweep("1f1b", p=2, n=2, f=1e290, progress=False)["makespan"].tolist() == [
         simulate(s, fastpp.Costs(1e290, 2)).makespan]
-    assert simulate(s, fastpp.Costs(1e-310, 1e-310)).makespan == pytest.approx(6e-310)
+    with pytest.raises(ScheduleError, match=r"costs must keep the throughput n / makespan "
+                                            r"finite \(the times not subnormal; got a makespan "
+                                            r"of 6e-310\)"):
+        simulate(s, fastpp.Costs(1e-310, 1e-310))
     tiny = fastpp.sweep("1f1b", p=2, n=2, f=1e-310, b=1e-310, invalid="keep", progress=False)
     assert tiny["reason"].tolist() == ["costs must keep the throughput n / makespan finite "
                                        "(the times not subnormal)"]
