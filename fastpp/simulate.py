@@ -292,8 +292,8 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
         Not with ``noise``.
     noise : fastpp.Noise, optional
         The variability to sample.
-    samples : int, default 1000
-        Monte Carlo samples (with ``noise`` only), >= 1.
+    samples : int, optional
+        Monte Carlo samples (with ``noise`` only: default 1000), >= 1.
     seed : int, default 0
         The draws' key (with ``noise``): the same seed gives the same draws to every op of
         the same stage, kind and microbatch, in any schedule.

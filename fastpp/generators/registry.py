@@ -19,6 +19,7 @@ from ..checks import (
     ScheduleTypeError,
     known_keywords,
     number_array,
+    one_of,
     positive_int,
     show,
 )
@@ -82,34 +83,58 @@ class ScheduleSpec:
     """A registered schedule: its generator, placement, constraints, and what the rest of
     fastpp needs to know of it (so that no other module spells a schedule's name).
 
-    ``generator(ops, length, p, n, m, G)`` fills an op block; ``placement`` is a name of
-    ``fastpp.placement.NAMES`` (``"loop"``, ``"v"`` or ``"two-directions"``).
-    ``forward_only``: an inference schedule (the analyses and ``plan`` leave it out, the
-    memory kernel frees a forward's activations when it ends); otherwise a training one.
-    ``default_m`` is the chunks per device the CLI and sweeps use when not told, ``m_choices``
-    those ``fastpp.model.plan`` tries (default: ``default_m`` alone). ``pairs``: it runs
-    overlapped forward-and-backward pairs (``Costs.fb``, priced by ``fastpp.model.overlap``).
-    ``search_candidate``: ``fastpp.optimize`` offers it on its placement as a fixed candidate.
-    ``torch_class``: the PyTorch pipelining class that runs the same order (``fastpp.measured``
-    runs it).
-    ``expert_overlap``: the schedule is Megatron's EP all-to-all overlap itself: it needs
-    ``ep > 1`` and refuses full recomputation whether or not the overlap is priced
-    (``fastpp.model.overlap``), and ``plan`` leaves it out for a model without experts unless
-    named.
-    ``memory_reference``: the schedule whose peak is the default memory budget of
-    ``fastpp.best_within_budget`` and the reports (exactly one has it).
-    ``compile_apart``: compiled by the second process of the sweeps' warm-up on an empty cache
-    (``fastpp.sweeps.warmup``), to split the compile time in two (the flags balance the two
-    processes' measured compile times; generators that share a jitted helper stay together).
-    ``sid``, the id in jitted sweeps, is the registry position.
-
-    The closed forms ``fastpp.theory`` reads, written beside the generators, None where none
-    is known: ``idle(p, n, m, f, b, w, fb, G)`` (makespan metric), ``span_idle(p, n, m, f, b,
-    w)`` (Zero Bubble's span metric), ``makespan(p, n, m, f, b, w, G)`` (when it is not
-    ``n(f+b)`` plus the idle), ``bubble(p, n, m, f, b)``, ``peak_live(p, n, m, G)`` (per
-    device), ``peak_live_max(p, n, m, G)`` (when not the largest ``peak_live``) and
-    ``peak_activations(p, n, m, G, gamma)`` (when not ``peak_live / m``). Each may itself
-    return None for parameters outside its closed form.
+    Parameters
+    ----------
+    name : str
+        The registry's key (``build_schedule(name, ...)``).
+    generator : callable
+        ``generator(ops, length, p, n, m, G)`` fills an op block.
+    placement : str
+        A name of ``fastpp.placement.NAMES``: ``"loop"``, ``"v"`` or ``"two-directions"``.
+    summary : str
+        One line for ``python -m fastpp list``.
+    split_backward : bool
+        Its backwards are split into ``I`` and ``W`` ops.
+    forward_only : bool
+        An inference schedule: the analyses and ``plan`` leave it out, and the memory kernel
+        frees a forward's activations when it ends; otherwise a training one.
+    rules : tuple of Rule
+        The constraints on ``(p, n, m, G)``, each with its message (``reasons``).
+    options : tuple of str
+        The keyword options ``build_schedule`` takes for it (``("G",)`` or none).
+    default_m : int
+        Chunks per device the command line and sweeps use when not told.
+    m_choices : tuple of int
+        Those ``fastpp.model.plan`` tries (default: ``default_m`` alone).
+    search_candidate : bool
+        ``fastpp.optimize`` offers it on its placement as a fixed candidate.
+    torch_class : str or None
+        The PyTorch pipelining class that runs the same order (``fastpp.measured`` runs it).
+    compile_apart : bool
+        Compiled by the second process of the sweeps' warm-up on an empty cache
+        (``fastpp.sweeps.warmup``), to split the compile time in two (the flags balance the
+        two processes' measured compile times; generators that share a jitted helper stay
+        together).
+    memory_reference : bool
+        The schedule whose peak is the default memory budget of
+        ``fastpp.best_within_budget`` and the reports (exactly one has it).
+    expert_overlap : bool
+        Megatron's EP all-to-all overlap itself: it needs ``ep > 1`` and refuses full
+        recomputation whether or not the overlap is priced (``fastpp.model.overlap``), and
+        ``plan`` leaves it out for a model without experts unless named.
+    pairs : bool
+        It runs overlapped forward-and-backward pairs (``Costs.fb``, priced by
+        ``fastpp.model.overlap``).
+    idle, span_idle, makespan, bubble, peak_live, peak_live_max, peak_activations : callable
+        The closed forms ``fastpp.theory`` reads, written beside the generators, None where
+        none is known: ``idle(p, n, m, f, b, w, fb, G)`` (makespan metric), ``span_idle(p, n,
+        m, f, b, w)`` (Zero Bubble's span metric), ``makespan(p, n, m, f, b, w, G)`` (when it
+        is not ``n(f+b)`` plus the idle), ``bubble(p, n, m, f, b)``, ``peak_live(p, n, m,
+        G)`` (per device), ``peak_live_max(p, n, m, G)`` (when not the largest
+        ``peak_live``) and ``peak_activations(p, n, m, G, gamma)`` (when not ``peak_live /
+        m``). Each may itself return None for parameters outside its closed form.
+    sid : int
+        The id in jitted sweeps: the registry position (set by the registry).
     """
 
     name: str
@@ -138,7 +163,8 @@ class ScheduleSpec:
     sid: int = field(default=-1, compare=False)
 
     def __post_init__(self):
-        assert self.placement in placements.CODES, self.placement
+        # (a user adding a schedule gives these: an assert named nothing, and -O skipped it)
+        one_of(self.placement, "placement", tuple(placements.CODES))
         if not self.m_choices:
             object.__setattr__(self, "m_choices", (self.default_m,))
 
@@ -360,6 +386,9 @@ def build_schedule(name: str, p: int = None, n: int = None, m: int | None = None
         Chunks per device; default the schedule's own (``ScheduleSpec.default_m``: 2 for the
         V-shapes and the interleaved schedules, 1 for the others), as the sweeps and the
         command line take it.
+    *extra
+        None taken: a fifth positional argument is refused as a ``ScheduleTypeError`` (as
+        Python refuses one, but naming the parameters).
     **options
         Schedule options: ``G`` (microbatch group size, default ``p``) for
         ``"interleaved-1f1b"`` and ``"combined-1f1b"``.

@@ -77,6 +77,11 @@ class MeasuredSteps(tuple):
     """The ``MeasuredRun`` of each profiled step of one schedule, in order (a tuple: its
     cached figures stay those of its steps).
 
+    Parameters
+    ----------
+    runs : sequence of MeasuredRun
+        The steps' runs (``read_steps`` reads them from a ``measure --steps`` folder).
+
     Raises
     ------
     ScheduleError

@@ -93,10 +93,19 @@ class Regime(NamedTuple):
 class ErrorBar(NamedTuple):
     """A prediction's expected relative error of the step time.
 
-    ``expected``: the RMS relative error of the check rows behind it (0.05: about 5%);
-    ``bias``: their mean signed error (> 0: the model predicts slower steps than measured);
-    ``rows``: how many check rows; ``regime``; ``extrapolated``: "" inside a validated
-    regime, else the facts no validated row within reach shares, ``"; "``-separated.
+    Parameters
+    ----------
+    expected : float
+        The RMS relative error of the check rows behind it (0.05: about 5%).
+    bias : float
+        Their mean signed error (> 0: the model predicts slower steps than measured).
+    rows : int
+        How many check rows.
+    regime : Regime
+        The prediction's regime (``regime``).
+    extrapolated : str
+        "" inside a validated regime, else the facts no validated row within reach shares,
+        ``"; "``-separated.
     """
 
     expected: float

@@ -85,17 +85,27 @@ def _rate(value, name: str) -> None:
 
 @dataclass(frozen=True)
 class Link:
-    """A link: bus bandwidth in bytes per second (what a ring collective reaches per rank)
-    and latency in seconds per step (at most 3600, ``LONGEST``, as the protocols' latencies).
+    """A link between GPUs, as its collectives see it.
 
-    ``protocols`` (optional): NCCL's protocols (or algorithms) on this link as ``(base, hop,
-    bandwidth)`` triples, an alpha-beta model each (NCCL's own tuning model,
-    ``src/graph/tuning.cc``: a base latency, a latency per ring step, a bus bandwidth), each
-    with an optional fourth number, the largest message in bytes it runs (NCCL's tuner
-    switching to another at a size, as to NVLink SHARP at 2 MiB on NVLink4). A ring collective
-    in one node then takes the fastest protocol that runs its message, ``base + steps hop +
-    fraction bytes / bandwidth``, as NCCL's tuner picks it; without them, ``steps latency +
-    fraction bytes / bandwidth``. At least one protocol runs every size."""
+    A ring collective in one node takes the fastest of ``protocols`` that runs its message,
+    ``base + steps hop + fraction bytes / bandwidth``, as NCCL's tuner picks it; without
+    protocols, ``steps latency + fraction bytes / bandwidth``.
+
+    Parameters
+    ----------
+    name : str
+        The link's name, in messages.
+    bandwidth : float
+        Bus bandwidth in bytes per second: what a ring collective reaches per rank.
+    latency : float
+        Seconds per ring step, at most 3600 (``LONGEST``, as the protocols' latencies).
+    protocols : tuple, optional
+        NCCL's protocols (or algorithms) on this link as ``(base, hop, bandwidth)`` triples,
+        an alpha-beta model each (NCCL's own tuning model, ``src/graph/tuning.cc``: a base
+        latency, a latency per ring step, a bus bandwidth), each with an optional fourth
+        number, the largest message in bytes it runs (NCCL's tuner switching to another at a
+        size, as to NVLink SHARP at 2 MiB on NVLink4). At least one protocol runs every size.
+    """
 
     name: str
     bandwidth: float

@@ -44,9 +44,18 @@ SYMBOLS = "EtmL"  # embedding, transformer layer, MTP layer, output layer and lo
 
 @dataclass(frozen=True)
 class Layout:
-    """Per model chunk (virtual stage in model order): ``layers`` (transformer layers),
-    ``embedding`` and ``loss`` (holds the embedding; holds the output layer and the loss),
-    ``mtp`` (MTP layers). ``str(layout)`` is its Megatron layout string."""
+    """What each model chunk (virtual stage, in model order) holds. ``str(layout)`` is its
+    Megatron layout string (``parse_layout`` reads one).
+
+    Parameters
+    ----------
+    layers : sequence of int
+        Transformer layers per chunk.
+    embedding, loss : sequence of bool
+        Per chunk, whether it holds the embedding; the output layer and the loss.
+    mtp : sequence of int
+        MTP layers per chunk.
+    """
 
     layers: tuple[int, ...]
     embedding: tuple[bool, ...]

@@ -237,8 +237,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         ``makespan_std``, ``makespan_p50``, ``makespan_p95`` and the step's
         ``step_time_mean``, ``step_time_p50``, ``step_time_p95`` (the makespan's plus the
         same gradient sync and optimizer step). Without it nothing changes.
-    samples : int, default 64
-        Monte Carlo samples per configuration (with ``noise`` only).
+    samples : int, optional
+        Monte Carlo samples per configuration (with ``noise`` only: default 64).
     seed : int, default 0
         The Monte Carlo's seed (with ``noise``; common to every configuration).
     objective : {"mean", "p50", "p95", "mean+std"}, optional

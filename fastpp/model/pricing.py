@@ -143,18 +143,30 @@ def _stages(model, hardware, schedule: Schedule, grid: RunGrid, layout=None, lay
 
 @dataclass(frozen=True, eq=False)
 class ModelCosts(Costs):
-    """``Costs`` priced by the cost model, with the ``error_bar`` of the step time they give
-    (``fastpp.model.errorbar.ErrorBar``: the expected relative error from ``validate``'s
-    residuals in the configuration's regime, and whether it is extrapolated), and per stage
-    the bytes a recomputed layer (with uniform groups, a group) brings back during its
-    backward (``recomputed``, ``fastpp.model.stages.recomputed_bytes``) and ``working``, what
-    the stage's device holds at its peak beyond the activations the engine counts: that
-    recomputed layer's bytes and context parallelism's exchange buffers, or on the loss's
-    stage the loss's working set where larger (``stage_table``'s). ``plan`` adds each device's
-    largest ``working`` to its ``peak_activations``, and takes at least its largest ``after``,
-    what the loss's stage holds while the training metrics run (``RunConfig.train_metrics``;
-    ``fastpp.model.stages.metric_bytes``): ``device_held_bytes``. Equal to a ``Costs``
-    of the same arrays; the engine reads them as any ``Costs``."""
+    """``Costs`` priced by the cost model (``transformer_costs`` makes them): equal to a
+    ``Costs`` of the same arrays, which the engine reads as any ``Costs``, with what the
+    model knows beside them.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        ``Costs``' own.
+    error_bar : ErrorBar, optional
+        The step time's expected relative error from ``validate``'s residuals in the
+        configuration's regime, and whether it is extrapolated.
+    recomputed : ndarray, optional
+        Per stage, the bytes a recomputed layer (with uniform groups, a group) brings back
+        during its backward (``fastpp.model.stages.recomputed_bytes``).
+    working : ndarray, optional
+        Per stage, what its device holds at its peak beyond the activations the engine
+        counts: that recomputed layer's bytes and context parallelism's exchange buffers, or
+        on the loss's stage the loss's working set where larger (``stage_table``'s). ``plan``
+        adds each device's largest to its ``peak_activations``.
+    after : ndarray, optional
+        Per stage, what the loss's stage holds while the training metrics run
+        (``RunConfig.train_metrics``; ``fastpp.model.stages.metric_bytes``): a device holds at
+        least its largest (``device_held_bytes``).
+    """
 
     error_bar: ErrorBar | None = None
     recomputed: np.ndarray | None = None
@@ -188,13 +200,14 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     ----------
     model : Transformer or str
         A ``Transformer`` or a preset name (``MODELS``).
-    schedule : Schedule
+    schedule : Schedule, optional
         Its virtual stages are the model's chunks (two copies for two-direction schedules),
         layers split as ``chunk_layers`` says unless ``layout`` or ``layers`` is given.
+        Required without ``config`` (with it: ``RunConfig.build_schedule``'s).
     hardware : Hardware or str
         A ``Hardware`` or a preset name (``HARDWARE``).
     seq, microbatch : int
-        Sequence length and sequences per microbatch.
+        Sequence length (required without ``config``) and sequences per microbatch.
     tp, dp : int
         Tensor-parallel degree (its collectives on the critical path) and data-parallel
         replicas (they decide whether the pipeline's hand-offs stay in a node).

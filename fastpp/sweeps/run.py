@@ -88,8 +88,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         and ``seed``; the schedule built once per ``(schedule, p, n, m, G)``): the rows gain
         ``makespan_mean``, ``makespan_std``, ``makespan_p50`` and ``makespan_p95``. Every
         point draws under the same seed (common random numbers). Without it nothing changes.
-    samples : int, default 64
-        Monte Carlo samples per point (with ``noise`` only).
+    samples : int, optional
+        Monte Carlo samples per point (with ``noise`` only: default 64).
     seed : int, default 0
         The Monte Carlo's seed (with ``noise``).
     check_only : bool, default False
