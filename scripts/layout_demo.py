@@ -44,5 +44,5 @@ print(df[["layout", "step_time", "peak_memory", "fits"]].head(4).to_string(index
 
 # without a pipeline each schedule keeps its own memory
 df = plan("llama3-70b", 64, seq=8192, global_batch=512, schedules=["gpipe", "zb-h1"], tp=8,
-          pp=1, microbatch=1, recompute="none")
-print(df[["schedule", "peak_memory", "fits", "reason"]].to_string(index=False))
+          pp=1, microbatch=1, recompute=["none", "full"])
+print(df[["schedule", "recompute", "peak_memory", "fits", "reason"]].to_string(index=False))

@@ -297,3 +297,29 @@ def test_cli_md_lists_every_flag():
                for flag in action.option_strings
                if flag.startswith("--") and flag != "--help" and f"`{flag}" not in page]
     assert not missing
+
+
+def test_cli_md_lists_every_scripts_flag():
+    """cli.md's "Scripts" had left out ``scripts/measure.py``'s ``--timeout``: each script's
+    paragraphs name every flag its ``--help`` lists."""
+    import subprocess
+    import sys
+
+    page = (ROOT / "docs" / "cli.md").read_text()
+    scripts = page[page.index("\n## Scripts"):]
+    # each script's part: from its name at a line's start to the next script's
+    starts = [(m.start(), m.group(1)) for m in re.finditer(r"^`scripts/(\w+)\.py", scripts,
+                                                            re.M)]
+    parts = {name: scripts[at:end] for (at, name), (end, _)
+             in zip(starts, [*starts[1:], (len(scripts), "")], strict=True)
+             if name != "plan"}  # ("is python -m fastpp plan": the command's flags, above)
+    helps = {name: subprocess.Popen([sys.executable, str(ROOT / "scripts" / f"{name}.py"),
+                                     "--help"], stdout=subprocess.PIPE, text=True)
+             for name in parts}  # (all at once: each imports fastpp, some torch)
+    missing = []
+    for name, shown in helps.items():
+        text = shown.communicate(timeout=120)[0]
+        assert shown.returncode == 0, name
+        flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text)) - {"--help"}
+        missing += [f"{name}.py {flag}" for flag in sorted(flags) if f"`{flag}" not in parts[name]]
+    assert len(parts) >= 8 and not missing
