@@ -187,44 +187,50 @@ def simulate_reference(schedule, costs, durations=None):
     t1 = max(end[r][-1] for r in range(p) if rows[r])
     makespan = t1 - t0
 
-    # memory: allocations at starts and frees at ends, summed up to an instant
+    # memory: allocations at starts and frees at ends, summed up to an instant; events at
+    # one instant in the device's op order, an op's allocation before its own free (an op
+    # of no time, a zero in measured durations, still holds its activations once)
     peaks, lives, during = [], [], []
     for r in range(p):
-        allocs, frees = [], []  # (time, activations, live count)
+        allocs, frees = [], []  # ((time, op, phase), activations, live count)
         for k, parts in enumerate(rows[r]):
             for kind, s, _ in parts:
                 unit = unit_of[s]
+                at_start, at_end = (start[r][k], k, 0), (end[r][k], k, 1)
                 if kind == "F":
-                    allocs.append((start[r][k], unit, 1))
+                    allocs.append((at_start, unit, 1))
                     if schedule.forward_only:
-                        frees.append((end[r][k], unit, 1))
+                        frees.append((at_end, unit, 1))
                 elif kind == "B":
-                    frees.append((end[r][k], unit, 1))
+                    frees.append((at_end, unit, 1))
                 elif kind == "I":
-                    frees.append((end[r][k], (1 - gamma[s]) * unit, 0))
+                    frees.append((at_end, (1 - gamma[s]) * unit, 0))
                 else:
-                    frees.append((end[r][k], gamma[s] * unit, 1))
+                    frees.append((at_end, gamma[s] * unit, 1))
 
         totals = {field: (_running(allocs, field), _running(frees, field)) for field in (1, 2)}
 
-        def held(t, field, totals=totals):
-            """Allocated minus freed at instant ``t``, its events included."""
-            (a_times, a_sums), (f_times, f_sums) = totals[field]
-            return a_sums[bisect_right(a_times, t)] - f_sums[bisect_right(f_times, t)]
+        def held(key, field, totals=totals):
+            """Allocated minus freed at instant ``key`` (time, op, phase), its events
+            included."""
+            (a_keys, a_sums), (f_keys, f_sums) = totals[field]
+            return a_sums[bisect_right(a_keys, key)] - f_sums[bisect_right(f_keys, key)]
 
-        f_starts = [start[r][k] for k, parts in enumerate(rows[r]) if parts[0][0] == "F"]
-        peaks.append(max([held(t, 1) for t in f_starts], default=0.0))
-        lives.append(max([held(t, 2) for t in f_starts], default=0))
-        during.append([held((s + e) / 2, 1) if e > s else None
-                       for s, e in zip(start[r], end[r], strict=True)])
+        f_starts = [(start[r][k], k, 0) for k, parts in enumerate(rows[r])
+                    if parts[0][0] == "F"]
+        peaks.append(max([held(key, 1) for key in f_starts], default=0.0))
+        lives.append(max([held(key, 2) for key in f_starts], default=0))
+        during.append([held(((s + e) / 2, k, 0.5), 1) if e > s else None
+                       for k, (s, e) in enumerate(zip(start[r], end[r], strict=True))])
     return RefResult(start, end, makespan, busy, span,
                      1 - sum(busy) / (p * makespan), 1 - (sum(busy) / p) / max(span),
                      serial, peaks, lives, during)
 
 
 def _running(events, field):
-    """``events`` (time, activations, live count) by time, and the total of ``field`` over
-    the first ``i`` of them for each ``i``: what is held at ``t`` is a difference of two."""
+    """``events`` ((time, op, phase), activations, live count) in that order, and the total
+    of ``field`` over the first ``i`` of them for each ``i``: what is held at an instant is a
+    difference of two."""
     events = sorted(events, key=lambda x: x[0])
     return [x[0] for x in events], list(accumulate((x[field] for x in events), initial=0))
 
