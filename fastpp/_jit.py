@@ -40,16 +40,21 @@ _PACKAGE = Path(__file__).resolve().parent
 def jitted_modules() -> list[Path]:
     """The package's modules that hold jitted code: those that import ``jit`` from this one
     (derived, so that a new kernel module counts)."""
-    uses_jit = re.compile(r"^from \.+_jit import jit$", re.MULTILINE)
+    # (``from ._jit import ONE, U, jit`` too: matching the bare import alone had left
+    # kernels.py, compiled.py and vshape.py out of the cache's fingerprint since 3 December)
+    uses_jit = re.compile(r"^from \.+_jit import [\w, ]*\bjit\b", re.MULTILINE)
     return [path for path in sorted(_PACKAGE.rglob("*.py"))
             if uses_jit.search(path.read_text(encoding="utf-8"))]
 
 
 def _jitted_sources() -> list[Path]:
-    """The jitted modules, and the two whose constants they freeze (op codes in ``ops.py``,
-    schedule ids and placements in ``generators/__init__.py``): a new kernel module is
-    covered, and an edit to a module without kernels keeps the cache warm."""
-    return [_PACKAGE / "ops.py", _PACKAGE / "generators" / "__init__.py", *jitted_modules()]
+    """The jitted modules, and those whose constants they freeze (Numba bakes a global into
+    the compiled code): op codes in ``ops.py``, ``MAX_TIME`` and the cost slots in
+    ``costs.py``, each schedule's placement and kind in ``generators/registry.py``
+    (``batch.PLACEMENT_CODE``). A new kernel module is covered, and an edit to a module
+    without kernels keeps the cache warm."""
+    return [_PACKAGE / "ops.py", _PACKAGE / "costs.py", _PACKAGE / "generators" / "registry.py",
+            *jitted_modules()]
 
 
 def _cache_dir() -> str:

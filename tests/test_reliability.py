@@ -83,3 +83,24 @@ def test_a_command_says_once_that_kernels_compile(capsys):
     assert capsys.readouterr().err == "compiling now\n"
     numba.njit(lambda x: x - 1)(1)  # outside the block: nothing said
     assert capsys.readouterr().err == ""
+
+
+def test_every_kernel_module_is_in_the_caches_fingerprint():
+    """The kernel cache's folder is named by a hash of the jitted modules, so that an edit
+    to a kernel compiles it again. The modules were found by their import line, and a
+    change to ``from ._jit import ONE, U, jit`` had left kernels.py, compiled.py and
+    vshape.py out: an edit to ``kernels.timeline`` kept the cached sweep kernels running the
+    old code. Every module with a ``@jit`` counts now, and so do the modules whose constants
+    they freeze."""
+    import re
+    from pathlib import Path
+
+    import fastpp
+    from fastpp._jit import _jitted_sources, jitted_modules
+
+    package = Path(fastpp.__file__).parent
+    decorated = {path for path in package.rglob("*.py")
+                 if re.search(r"^\s*@jit\b", path.read_text(encoding="utf-8"), re.M)}
+    assert decorated and decorated == set(jitted_modules())
+    assert {package / "kernels.py", package / "compiled.py", package / "costs.py",
+            package / "generators" / "registry.py"} <= set(_jitted_sources())
