@@ -105,6 +105,9 @@ def show(value) -> str:
     """A short rendering of a value for an error message (at most 8 elements)."""
     if isinstance(value, np.generic):
         return str(value.item())
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        text = str(abs(value))  # (10**400 printed its 401 digits)
+        return f"{'-' if value < 0 else ''}{text[0]}.{text[1:4]}e+{len(text) - 1}"
     if not isinstance(value, list | tuple | np.ndarray):
         return repr(value)
     try:
@@ -117,8 +120,8 @@ def show(value) -> str:
         return repr(list(value)[:8])
     if arr.ndim == 0:  # (an object array's one value too, not a list of it)
         return repr(arr.item()) if arr.dtype == object else str(arr.item())
-    if arr.dtype == object:
-        return repr(list(arr.reshape(-1))[:8])
+    if arr.dtype == object:  # (each as shown alone: a huge int in a list too)
+        return "[" + ", ".join(show(x) for x in list(arr.reshape(-1))[:8]) + "]"
     if arr.ndim > 1:  # (its nesting shown: flattened, [[1, 2]] read as the array [1, 2])
         text = str(arr.tolist())
         return text if len(text) <= 80 else text[:77] + "..."
@@ -181,10 +184,11 @@ def number_array(values, name: str, must: str = "a number or an array of numbers
     convert), any value; a ``ScheduleTypeError`` saying what they ``must`` be otherwise."""
     given = values
     if isinstance(values, int) and not isinstance(values, bool) and abs(values) >= 2**63:
-        try:  # (NumPy keeps an int past int64 as an object: it is a number, if a huge one)
-            given = float(values)
-        except OverflowError:
-            given = math.inf if values > 0 else -math.inf
+        given = _huge(values)
+    elif isinstance(values, list | tuple) and any(
+            isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 2**63 for x in values):
+        given = [_huge(x) if isinstance(x, int) and not isinstance(x, bool) else x
+                 for x in values]  # ([10**400, 1] was "must be ... numbers")
     try:
         raw = np.asarray(given)
     except ValueError:  # ragged
@@ -194,6 +198,15 @@ def number_array(values, name: str, must: str = "a number or an array of numbers
             isinstance(values, list | tuple) and _holds_bool(values)):
         raise ScheduleTypeError(f"{name} must be {must} (got {show(values)})")
     return raw.astype(np.float64)
+
+
+def _huge(value: int) -> float:
+    """An int past int64's range as a float, or infinite past float64's: NumPy keeps it as an
+    object, though it is a number, if a huge one."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _holds_bool(values) -> bool:

@@ -427,17 +427,24 @@ def check_lam(lam) -> float:
     return number(lam, "lam", upper=MAX_LAM)
 
 
-def check_noise(noise, samples, seed, seed_name: str = "seed",
-                rows: str | None = None) -> tuple[int, int]:
-    """Validate ``noise=`` and its companions where a sweep, a plan or a search takes them.
+def check_noise(noise, samples, seed, default: int, each: str | None = None,
+                seed_name: str = "seed", rows: str | None = None) -> tuple[int | None, int]:
+    """Validate ``noise=`` and its companions, given or not, wherever a call takes them
+    (``simulate``, ``sweep``, ``plan``, ``optimize``): the one place for their rules.
 
     Parameters
     ----------
-    noise : fastpp.Noise
-    samples : int
-        Monte Carlo samples, >= 1.
+    noise : fastpp.Noise or None
+    samples : int or None
+        Monte Carlo samples, >= 1 (None: ``default``); refused without ``noise``, where
+        nothing would count them.
     seed : int
-        The draws' key, in ``[0, 2**64)``.
+        The draws' key, in ``[0, 2**64)``; checked without ``noise`` too, where unused.
+    default : int
+        The caller's samples when ``samples`` is None.
+    each : str, optional
+        What the caller runs one Monte Carlo of (``"point"``, ``"configuration"``), for the
+        message (None: the one Monte Carlo of ``simulate``).
     seed_name : str
         The caller's name for ``seed`` (``optimize`` calls it ``noise_seed``).
     rows : str, optional
@@ -446,15 +453,24 @@ def check_noise(noise, samples, seed, seed_name: str = "seed",
 
     Returns
     -------
-    samples, seed : int
+    samples : int or None
+        None without ``noise``.
+    seed : int
 
     Raises
     ------
     ScheduleError
         If ``noise`` is not a ``fastpp.Noise`` (a ``ScheduleTypeError``), ``samples`` not a
-        positive integer, ``seed`` out of range, or (with ``rows``) ``noise`` draws a measured
-        run's or job's op times.
+        positive integer or given without ``noise``, ``seed`` out of range, or (with
+        ``rows``) ``noise`` draws a measured run's or job's op times.
     """
+    if noise is None:
+        if samples is not None:  # (a deterministic answer came back, unsaid)
+            timelines = ("the Monte Carlo's timelines" if each is None
+                         else f"each {each}'s Monte Carlo timelines")
+            raise ScheduleError(f"samples counts {timelines}: give noise= too (got "
+                                f"samples={samples!r} without noise)")
+        return None, check_seed(seed, seed_name)  # (unused: but a wrong one is refused)
     instance(noise, Noise, "noise", "fastpp.Noise")
     if rows is not None and noise.empirical is not None and not noise.relative:
         # (its noisy columns came out the same for f=1 and f=100, and plan added a 7B
@@ -462,9 +478,11 @@ def check_noise(noise, samples, seed, seed_name: str = "seed",
         raise ScheduleError(f"noise must not draw a measured run's op times in {rows}: they "
                             f"are absolute, and would replace each row's own costs (got "
                             f"Noise(empirical={type(noise.empirical).__name__})); give its "
-                            f"MeasuredSteps (fastpp.measured.read_steps), whose factors apply to each row's "
-                            f"costs, or price the run's schedule with fastpp.simulate")
-    return positive_int(samples, "samples"), check_seed(seed, seed_name)
+                            f"MeasuredSteps (fastpp.measured.read_steps), whose factors "
+                            f"apply to each row's costs, or price the run's schedule with "
+                            f"fastpp.simulate")
+    return (positive_int(default if samples is None else samples, "samples"),
+            check_seed(seed, seed_name))
 
 
 def check_seed(seed, name: str) -> int:

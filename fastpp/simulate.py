@@ -20,6 +20,7 @@ from .checks import (
 from .compiled import BY_DEVICE, point
 from .costs import MAX_TIME, Costs, StageCosts, stage_view
 from .dependencies import deadlock_error
+from .montecarlo import SIMULATE_SAMPLES, check_noise, run
 from .schedule import Schedule
 
 
@@ -314,19 +315,11 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
     costs = Costs(1.0, 2.0) if costs is None else costs
     if not isinstance(costs, Costs):
         raise ScheduleTypeError(f"costs must be a fastpp.Costs (got {type(costs).__name__})")
-    if samples is not None and noise is None:  # (a deterministic Result came back, unsaid)
-        raise ScheduleError(f"samples counts the Monte Carlo's timelines: give noise= too "
-                            f"(got samples={samples!r} without noise)")
-    if noise is None and (type(seed) is not int or not 0 <= seed < 2**64):  # (unused: but
-        # a wrong one is still refused)
-        from .montecarlo import check_seed
-
-        check_seed(seed, "seed")
+    # (the common call, no noise and a plain seed, pays no function call for the checks)
+    if noise is not None or samples is not None or type(seed) is not int or not (
+            0 <= seed < 2**64):
+        samples, seed = check_noise(noise, samples, seed, SIMULATE_SAMPLES)
     if noise is not None:
-        from .montecarlo import SIMULATE_SAMPLES, check_noise, run
-
-        samples, seed = check_noise(noise, SIMULATE_SAMPLES if samples is None else samples,
-                                    seed)
         if durations is not None:
             raise ScheduleError("durations and noise cannot be given together (noise draws "
                                 "each op's time; Noise(empirical=run) draws measured ones)")

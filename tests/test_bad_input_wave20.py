@@ -33,7 +33,7 @@ def _public_callables():
                 continue
             yield f"{module.__name__}.{name}", obj
     for owner in (s, result, mc, Costs(1, 2)):
-        for name, attr in inspect.getmembers(type(owner), inspect.isfunction):
+        for name, _ in inspect.getmembers(type(owner), inspect.isfunction):
             if not name.startswith("_"):
                 yield f"{type(owner).__name__}.{name}", getattr(owner, name)
 
@@ -46,8 +46,14 @@ def test_every_public_call_names_a_misspelt_keyword():
         params = inspect.signature(call).parameters.values()
         if any(p.kind == p.VAR_KEYWORD for p in params):
             continue  # (takes any keyword)
-        with pytest.raises(ScheduleTypeError, match="zz_unknown"):
+        try:
             call(zz_unknown=1)
+        except ScheduleTypeError as named:
+            assert "zz_unknown" in str(named), label
+        except TypeError as bare:  # (Python's own)
+            pytest.fail(f"{label}: {bare}")
+        else:
+            pytest.fail(f"{label} took an unknown keyword")
         probed += 1
     assert probed > 60
 
@@ -166,3 +172,22 @@ def test_an_op_of_no_time_holds_its_activations_once():
         durations[:, :2] = 1.0  # (some time: a makespan of 0 has no bubble ratio)
         assert_agrees(simulate(s, costs, durations=durations),
                       simulate_reference(s, costs, durations=durations))
+
+
+def test_a_number_too_large_for_a_float_is_refused_as_a_number():
+    """``Costs([10**400, 1], 2)`` said f "must be a number or an array of numbers" (a
+    ScheduleTypeError), and ``Costs(10**400, 2)`` printed the number's 401 digits."""
+    for f in ([10**400, 1], 10**400, -(10**400)):
+        with pytest.raises(ScheduleError, match=r"costs.f must be finite and > 0 \(got "
+                                                r"\[?-?1.000e\+400") as caught:
+            Costs(f, 2)
+        assert not isinstance(caught.value, ScheduleTypeError)
+        assert len(str(caught.value)) < 100
+
+
+def test_an_unused_seed_is_refused_by_sweep_as_by_the_others():
+    """The noise checks were written four times and had drifted: sweep alone ran
+    ``seed=-1`` without noise, which simulate, plan and optimize refuse."""
+    with pytest.raises(ScheduleError, match=r"seed must be an integer in \[0, 2\*\*64\) "
+                                            r"\(got -1\)"):
+        fastpp.sweep(["1f1b"], p=[2], n=[2], seed=-1, progress=False)

@@ -385,16 +385,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     sched = [(name, k) for name in axes.pop("schedules")
              for k in (chunk_counts or SCHEDULES[name].m_choices)]
     cols = _grid(axes, sched, len(splits))
-    if noise is not None:
-        samples, seed = check_noise(noise, DEFAULT_SAMPLES if samples is None else samples,
-                                    seed, rows="plan")
-    elif samples is not None:  # (no noisy column came back, unsaid)
-        raise ScheduleError(f"samples counts each configuration's Monte Carlo timelines: give "
-                            f"noise= too (got samples={samples!r} without noise)")
-    else:  # (unused without noise, but a wrong one is still refused)
-        from ..montecarlo import check_seed
-
-        check_seed(seed, "seed")
+    samples, seed = check_noise(noise, samples, seed, DEFAULT_SAMPLES, "configuration",
+                                rows="plan")
     if objective is not None:
         one_of(objective, "objective", OBJECTIVES[1:])
     check_lam(lam)  # (before the simulation, and where unused, as optimize does)

@@ -14,7 +14,6 @@ from ..checks import ScheduleError, ScheduleTypeError, flag, known_keywords, mis
 from ..costs import Costs
 from ..generators.registry import WHOLE_BACKWARD, build_schedule
 from ..montecarlo import DEFAULT_SAMPLES, check_lam, check_noise
-from ..noise import Noise
 from ..schedule import Schedule
 from ..simulate import Result
 from . import bounds, exact
@@ -177,23 +176,15 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
     """
     one_of(objective, "objective", (*OBJECTIVES, *ROBUST))
     robust = objective in ROBUST
-    if robust:
-        if noise is None:
-            raise ScheduleError(f"objective={objective!r} ranks schedules under noise: give "
-                                f"noise= too (got noise=None)")
-        samples, noise_seed = check_noise(noise, DEFAULT_SAMPLES if samples is None
-                                          else samples, noise_seed, "noise_seed")
-        lam = check_lam(lam)
-    elif noise is not None:
+    if robust and noise is None:
+        raise ScheduleError(f"objective={objective!r} ranks schedules under noise: give "
+                            f"noise= too (got noise=None)")
+    if noise is not None and not robust:
         raise ScheduleError(f"noise= needs a noisy objective among {list(ROBUST)} (got "
                             f"objective={objective!r})")
-    elif samples is not None:  # (as simulate, sweep and plan: ignored, it went unsaid)
-        raise ScheduleError(f"samples counts each candidate's Monte Carlo timelines: give "
-                            f"noise= and a noisy objective too (got samples={samples!r} "
-                            f"without noise)")
-    else:  # unused, but checked as given: lam=nan passed without a word
-        check_noise(Noise(), DEFAULT_SAMPLES, noise_seed, "noise_seed")
-        check_lam(lam)
+    samples, noise_seed = check_noise(noise, samples, noise_seed, DEFAULT_SAMPLES, "candidate",
+                                      seed_name="noise_seed")
+    lam = check_lam(lam)  # (checked unused too: lam=nan passed without a word)
     problem = Problem.build(p, n, costs, memory, placement, "makespan" if robust else objective)
     one_of(method, "method", METHODS)
     progress = flag(progress, "progress")

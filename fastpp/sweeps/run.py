@@ -144,15 +144,11 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
                    dict(f=f, b=b, w=w, i=i, comm=comm, gamma=gamma, fb=fb, act=act,
                         bandwidth=bandwidth, message_bytes=message_bytes, overhead=overhead,
                         send=send))
-    if noise is not None:
-        samples, seed = check_noise(noise, DEFAULT_SAMPLES if samples is None else samples,
-                                    seed, rows="sweep")
-        if out is not None:  # the store's fingerprint knows the points, not the noise
-            raise ScheduleError("noise cannot be combined with out= (a stored sweep holds "
-                                "deterministic rows only); got both")
-    elif samples is not None:  # (no noisy column came back, unsaid)
-        raise ScheduleError(f"samples counts each point's Monte Carlo timelines: give noise= "
-                            f"too (got samples={samples!r} without noise)")
+    samples, seed = check_noise(noise, samples, seed, DEFAULT_SAMPLES, "point", rows="sweep")
+    if noise is not None and out is not None:  # the store's fingerprint knows the points,
+        # not the noise
+        raise ScheduleError("noise cannot be combined with out= (a stored sweep holds "
+                            "deterministic rows only); got both")
     if not collect and out is None:  # (the whole sweep ran, and nothing was kept)
         raise ScheduleError("collect=False keeps the rows in out= alone: give out= (got "
                             "out=None)")
