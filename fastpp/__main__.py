@@ -16,6 +16,7 @@ from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulat
 from ._jit import announce_compiles
 from .checks import (
     MISSPELT,
+    atomic_write,
     by_flags,
     despite_reader,
     flag_names,
@@ -637,7 +638,6 @@ def _plan(args) -> int:
     from .model import HARDWARE, LINKS, plan
     from .model.hardware import preset
     from .model.plan import summary
-    from .sweeps.store import atomic_write
 
     if not args.out:  # (Path("") is the current folder)
         raise ScheduleError("--out must be a folder (got '')")

@@ -466,6 +466,21 @@ def despite_reader(main, *args) -> int:
     return (code or 1) if stdout.gone else code
 
 
+def atomic_write(path, write) -> None:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it to ``path``:
+    a reader never sees half a file, and an interrupted write leaves none."""
+    import uuid
+    from pathlib import Path
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def make_folder(path, name: str = "--out"):
     """Make the output folder ``path`` (and its parents) before long work, or a
     ``ScheduleError`` naming ``name``: a file on the way, no permission."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from .checks import (
     ScheduleError,
+    atomic_write,
     dataframe,
     file_path,
     instance,
@@ -23,7 +24,6 @@ from .checks import (
 from .ops import Op
 from .simulate import Result
 from .sweeps import pareto_front
-from .sweeps.store import atomic_write
 from .trace import check_run, measured_slices
 
 # one colour per op kind

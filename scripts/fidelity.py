@@ -179,6 +179,10 @@ def main(argv=None) -> int:
                     help="price a table in vtrain_single_node_a.csv's format (vTrain's "
                          "other measurements) on vTrain's cluster, every row a check, and "
                          "nothing else")
+    ap.add_argument("--calibrate-overheads", action="store_true",
+                    help="fit the A100 preset's fixed costs again on vTrain's calibration "
+                         "rows (coordinate descent over OVERHEAD_GRID from VTRAIN_START), "
+                         "print them beside the preset's, and nothing else")
     args = ap.parse_args(argv)
     try:
         return _run(args)
@@ -187,7 +191,28 @@ def main(argv=None) -> int:
         return 2
 
 
+def calibrate() -> int:
+    """The A100 preset's fixed costs fitted again, each step printed (the preset holds the
+    fit: a test checks it is the descent's fixed point on the grid)."""
+    from fastpp.model import HARDWARE
+    from fastpp.model.validate import DATA
+    from fastpp.model.validate_small import VTRAIN_START, calibrate_overheads
+
+    hardware = HARDWARE["A100-80GB"]
+    print("fitting the fixed costs on vTrain's calibration rows (even rows), from "
+          "VTRAIN_START; the mean absolute error after each constant:", flush=True)
+    fit = calibrate_overheads(hardware, DATA, start=VTRAIN_START, progress=lambda name, best,
+                              error: print(f"  {name:<16} {best[name] * 1e3:8.3f} ms   "
+                                           f"{error:.3%}", flush=True))
+    print(f"\n{'constant':<16} {'fitted':>10} {'A100 preset':>12}")
+    for name, value in fit.items():
+        print(f"{name:<16} {value * 1e3:8.3f} ms {getattr(hardware, name) * 1e3:9.3f} ms")
+    return 0
+
+
 def _run(args) -> int:
+    if args.calibrate_overheads:
+        return calibrate()
     if args.vtrain_table:  # those tables alone: nothing of the shipped figures is redone
         for path in args.vtrain_table:
             try:

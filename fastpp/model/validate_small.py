@@ -277,13 +277,16 @@ def fast_error(parts, host_layer, host_backward, host_microbatch, host_step, hos
     return float(np.mean(errors))
 
 
-def calibrate_overheads(hardware, data, grid=None, rounds: int = 10, start=None) -> dict:
+def calibrate_overheads(hardware, data, grid=None, rounds: int = 10, start=None,
+                        progress=None) -> dict:
     """Fit the fixed costs (``Hardware.host_layer``, ``host_backward``, ``host_microbatch``,
     ``host_step``, ``host_op``; ``handoff`` on a grid of its own) on the calibration rows
     (even rows) of ``vtrain_single_node_a.csv``: coordinate descent over ``grid`` (default
     ``OVERHEAD_GRID``) from ``start`` (default zero), each constant in turn set to its grid
     value of least mean absolute error, until a pass changes nothing (at most ``rounds``
-    passes). The A100 preset holds the result from ``VTRAIN_START``."""
+    passes). The A100 preset holds the result from ``VTRAIN_START``
+    (``python scripts/fidelity.py --calibrate-overheads``); ``progress(name, best, error)``,
+    if given, is called as each constant is set."""
     grid = OVERHEAD_GRID if grid is None else grid
     parts = gpu_parts(hardware, data)
     best = {k: 0.0 for k in grid} | ({} if start is None else
@@ -291,7 +294,10 @@ def calibrate_overheads(hardware, data, grid=None, rounds: int = 10, start=None)
     for _ in range(rounds):
         before = dict(best)
         for name, values in grid.items():
-            best[name] = min((fast_error(parts, **(best | {name: v})), v) for v in values)[1]
+            error, best[name] = min((fast_error(parts, **(best | {name: v})), v)
+                                    for v in values)
+            if progress is not None:
+                progress(name, dict(best), error)
         if best == before:
             break
     return {k: round(float(v), 7) for k, v in best.items()}

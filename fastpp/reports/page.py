@@ -8,7 +8,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from ..sweeps.store import atomic_write
+from ..checks import atomic_write
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 0; color: #222; }

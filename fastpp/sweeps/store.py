@@ -22,11 +22,10 @@ import os
 import re
 import shutil
 import socket
-import uuid
 from pathlib import Path
 
 from .._version import __version__
-from ..checks import ScheduleError, file_path, require
+from ..checks import ScheduleError, atomic_write, file_path, require
 
 META = "_fastpp"
 # the package's modules whose code computes a sweep's rows: a resume by other code would mix
@@ -413,16 +412,6 @@ def _usable(folder: Path) -> Path:
 def _digest(path: Path) -> str:
     """A part file's bytes, digested."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def atomic_write(path: Path, write) -> None:
-    """Write through a temporary file and rename it, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 class Lock:
