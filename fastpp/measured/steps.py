@@ -75,12 +75,8 @@ _STAND_INS = {F: (F,), B: (B, I, W), I: (I, B, W), W: (W, B, I), FB: (FB, F)}
 
 class MeasuredSteps(tuple):
     """The ``MeasuredRun`` of each profiled step of one schedule, in order (a tuple: its
-    cached figures stay those of its steps).
-
-    Parameters
-    ----------
-    runs : sequence of MeasuredRun
-        The steps' runs (``read_steps`` reads them from a ``measure --steps`` folder).
+    cached figures stay those of its steps). ``MeasuredSteps(runs)`` takes the steps' runs, a
+    sequence of ``MeasuredRun`` (``read_steps`` reads them from a ``measure --steps`` folder).
 
     Raises
     ------
