@@ -246,11 +246,7 @@ class RunConfig:
             flag(getattr(self, name), name)
         if self.sequence_parallel:
             check_sequence_parallel(self.seq, self.t, self.cp)
-        elif self.tp_overlap and self.t > 1:  # (Megatron asserts it)
-            raise ScheduleError(f"tp_overlap needs sequence_parallel: Transformer Engine's "
-                                f"overlap splits the sequence-parallel all-gathers and "
-                                f"reduce-scatters (got tp_overlap=True, sequence_parallel=False, "
-                                f"t={self.t})")
+        check_tp_overlap(self.tp_overlap, self.sequence_parallel, self.t, f"t={self.t}")
         for name in ("recompute_layers", "node_limit"):
             if getattr(self, name) is not None:
                 positive_int(getattr(self, name), name)
@@ -594,6 +590,17 @@ def check_sequence_parallel(seq: int, t, cp) -> None:
         raise ScheduleError(f"sequence_parallel splits each of the cp ranks' seq / cp tokens "
                             f"over t: seq must be a multiple of t*cp={t * cp} (got seq={seq}, "
                             f"t={t}, cp={cp}), or give sequence_parallel=False")
+
+
+def check_tp_overlap(tp_overlap: bool, sequence_parallel: bool, t: int, given: str) -> None:
+    """Transformer Engine's TP overlap splits the sequence-parallel all-gathers and
+    reduce-scatters: at ``t > 1`` it needs sequence parallelism (Megatron asserts it);
+    ``given`` says the ``t`` checked, for the message."""
+    if tp_overlap and not sequence_parallel and t > 1:
+        raise ScheduleError(f"tp_overlap needs sequence_parallel where t > 1: Transformer "
+                            f"Engine's overlap splits the sequence-parallel all-gathers and "
+                            f"reduce-scatters (got tp_overlap=True, sequence_parallel=False, "
+                            f"{given})")
 
 
 def replicate_reason(replicate: int, zero, replicas, edp=None, raise_it: bool = False):

@@ -48,6 +48,7 @@ from .config import (
     check_cp,
     check_reduce_bytes,
     check_sequence_parallel,
+    check_tp_overlap,
     check_train_metrics,
     config_alone,
     replicate_reason,
@@ -368,11 +369,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
                  cp=cp, overlap=overlap, recompute=recompute, ep=ep, etp=etp,
                  precision=precision, zero=zero, schedules=schedules)
     widest = max(t for t, *_ in axes["shapes"]) if axes["shapes"] else 1
-    if tp_overlap and not sequence_parallel and widest > 1:  # (RunConfig's rule: Megatron's)
-        raise ScheduleError(f"tp_overlap needs sequence_parallel where t > 1: Transformer "
-                            f"Engine's overlap splits the sequence-parallel all-gathers and "
-                            f"reduce-scatters (got tp_overlap=True, sequence_parallel=False, "
-                            f"t up to {widest})")
+    check_tp_overlap(tp_overlap, sequence_parallel, widest, f"t up to {widest}")
     # the modules act on the selective rows alone: without one they would price nothing
     if (recompute_modules is not None and recompute is not None
             and "selective" not in _nonempty(recompute, "recompute")):
