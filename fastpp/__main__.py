@@ -18,7 +18,6 @@ from .checks import (
     MISSPELT,
     atomic_write,
     by_flags,
-    despite_reader,
     flag_names,
     make_folder,
     memory_limit_flag,
@@ -26,6 +25,7 @@ from .checks import (
     require,
     seconds_flag,
     switch_names,
+    until_interrupted,
     will_write,
 )
 from .model.config import CP_COMMS, FRAMEWORKS, ZERO3_GATHERS
@@ -385,7 +385,8 @@ def main(argv=None) -> int:
         # a first run on a machine waits for Numba: said, not silent; a warning is a line
         # for the user, not a source line of fastpp's
         warnings.showwarning = _warning
-        return despite_reader(_command, ap, args)  # (| head: the files are written still)
+        # (| head: the files are written still; Ctrl-C: a line, not a traceback)
+        return until_interrupted(_command, ap, args)
 
 
 def _warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -425,16 +426,19 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
             if noise is not None and args.objective not in ROBUST:
                 raise ScheduleError(f"a noise flag needs a noisy --objective, one of "
                                     f"{', '.join(ROBUST)} (got --objective {args.objective})")
-            found = optimize(args.p, args.n, _costs(args),
-                             memory=memory_limit_flag(args.memory_limit, args.p),
-                             placement=args.placement, objective=args.objective,
-                             method=args.method, time_limit=args.time_limit, seed=args.seed,
-                             progress=not args.quiet, noise=noise, **_lam(args),
-                             **_drawn(args))
+            try:
+                found = optimize(args.p, args.n, _costs(args),
+                                 memory=memory_limit_flag(args.memory_limit, args.p),
+                                 placement=args.placement, objective=args.objective,
+                                 method=args.method, time_limit=args.time_limit,
+                                 seed=args.seed, progress=not args.quiet, noise=noise,
+                                 **_lam(args), **_drawn(args))
+            except optimizer.SearchInterrupted as stop:  # the best so far, said as such
+                found = stop.result
             _report_search(found, _defaults(optimizer.optimize)["lam"] if args.lam is None
                            else args.lam)
             _write_outputs(args, found.result)
-            return 0
+            return 130 if found.stopped == "interrupted" else 0  # (a shell's Ctrl-C code)
         sched = _schedule(args, ap)
         # (refused, as -G is for a schedule without options: it would change nothing)
         if getattr(args, "fb", None) is not None and not (sched.kind == FB).any():
@@ -918,7 +922,9 @@ def _why(found) -> str:
     return {"time limit": "the time limit ran out (a longer --time-limit may close the gap)",
             "heuristic": "--method heuristic runs the candidates alone",
             "search ended": "the search ended within the time limit without closing the gap "
-                            "(the bound may be loose)"}.get(found.stopped, found.stopped)
+                            "(the bound may be loose)",
+            "interrupted": "interrupted (Ctrl-C): the best schedule found so far"}.get(
+                found.stopped, found.stopped)
 
 
 def _noise_for(objective, noise, lam) -> None:

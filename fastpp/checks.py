@@ -466,6 +466,20 @@ def despite_reader(main, *args) -> int:
     return (code or 1) if stdout.gone else code
 
 
+def until_interrupted(main, *args) -> int:
+    """``despite_reader(main, *args)``, with Ctrl-C a line on standard error and exit code
+    130 (a shell's), not a traceback: every file fastpp writes is whole or not there
+    (``atomic_write``)."""
+    import sys
+
+    try:
+        return despite_reader(main, *args)
+    except KeyboardInterrupt:
+        print("\ninterrupted: the files reported above are complete; no other was written",
+              file=sys.stderr)
+        return 130
+
+
 def atomic_write(path, write) -> None:
     """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it to ``path``:
     a reader never sees half a file, and an interrupted write leaves none."""

@@ -27,7 +27,13 @@ import numpy as np
 
 from fastpp import ScheduleError
 from fastpp._jit import announce_compiles
-from fastpp.checks import make_folder, will_write, writable
+from fastpp.checks import (
+    atomic_write,
+    make_folder,
+    until_interrupted,
+    will_write,
+    writable,
+)
 from fastpp.model.errorbar import TABLE, coverage, regime_table
 from fastpp.model.validate import HELD_APART, mape, validate, zb_ranking
 from fastpp.model.validate_small import vtrain_table
@@ -131,7 +137,9 @@ def write_errorbars(df, path: Path = TABLE) -> None:
     """The regime table the package ships (``fastpp.model.errorbar.TABLE``)."""
     text = json.dumps({"written_by": "python scripts/fidelity.py --errorbars",
                        "regimes": regime_table(df)}, indent=1)
-    path.write_text(text + "\n", encoding="utf-8")
+    # (through a temporary file: an interrupted write had left the package's table empty,
+    # and every plan after it a JSONDecodeError)
+    atomic_write(path, lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
 
 
 def picture(df, path: Path) -> None:
@@ -163,7 +171,7 @@ def picture(df, path: Path) -> None:
     fig.suptitle("fastpp against published runs (dashed: \u00b15%)", fontsize=10)
     fig.tight_layout()
     with writable(path, "--out"):
-        fig.savefig(path, dpi=120)
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
 
 
@@ -252,8 +260,9 @@ def _run(args) -> int:
         write_errorbars(df)
         print(f"wrote {TABLE}")
     if args.markdown:
+        text = markdown(df) + "\n"
         with writable(args.markdown, "--markdown"):
-            Path(args.markdown).write_text(markdown(df) + "\n", encoding="utf-8")
+            atomic_write(args.markdown, lambda tmp: tmp.write_text(text, encoding="utf-8"))
         print(f"\nwrote {args.markdown}")
     if not args.no_plots:
         path = Path(args.out) / "fidelity.png"
@@ -264,4 +273,4 @@ def _run(args) -> int:
 
 if __name__ == "__main__":
     with announce_compiles():  # a first run on a machine waits for Numba: said
-        sys.exit(main())
+        sys.exit(until_interrupted(main))  # (Ctrl-C: a line, not a traceback)

@@ -28,15 +28,15 @@ import numpy as np
 import fastpp
 from fastpp._jit import announce_compiles
 from fastpp.checks import (
+    atomic_write,
     by_flags,
-    despite_reader,
     flag_names,
     make_folder,
     positive_int,
     seconds_flag,
+    until_interrupted,
 )
 from fastpp.reports import write_report
-from fastpp.sweeps.store import atomic_write
 
 FIXED = {"loop": [("1f1b", 1), ("zb-h1", 1), ("zb-h2", 1), ("interleaved-1f1b", 2)],
          "v": [("zbv", 2), ("v-half", 2), ("v-min", 2), ("dualpipev", 2)]}
@@ -209,4 +209,5 @@ def picture(table, path, p, n, objective):
 
 if __name__ == "__main__":
     with announce_compiles():  # a first run on a machine waits for Numba: said
-        sys.exit(despite_reader(main))  # (| head: the files are written still)
+        # (| head: the files are written still; Ctrl-C: a line, not a traceback)
+        sys.exit(until_interrupted(main))

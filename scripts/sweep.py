@@ -167,7 +167,7 @@ def main(argv=None) -> int:
     if parts.exists() and not args.resume:
         # a fresh run replaces the previous one (--resume continues it); a folder that is no
         # sweep's is not this script's to delete
-        if not (parts / "_fastpp" / "manifest.json").is_file():
+        if not _a_sweeps(parts):
             print(f"error: --out {str(args.out)!r} holds a 'parts' folder that is not a "
                   f"sweep's; choose another --out", file=sys.stderr)
             return 2
@@ -202,6 +202,17 @@ def main(argv=None) -> int:
     finally:
         if painter is not None:
             painter.close()
+
+
+def _a_sweeps(parts: Path) -> bool:
+    """Whether ``parts`` is a sweep's folder: its manifest, or what clearing one leaves (its
+    ``_fastpp`` holding the lock alone), which a Ctrl-C between the clearing and the new
+    sweep's manifest left behind, and every fresh run then refused."""
+    meta = parts / "_fastpp"
+    if (meta / "manifest.json").is_file():
+        return True
+    return (meta.is_dir() and {x.name for x in parts.iterdir()} == {"_fastpp"}
+            and {x.name for x in meta.iterdir()} <= {"lock"})
 
 
 def _given(args, parts) -> dict:

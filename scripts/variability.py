@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fastpp import Costs, Noise, ScheduleError, build_schedule, report, simulate
 from fastpp._jit import announce_compiles
-from fastpp.checks import by_flags, despite_reader, flag_names, make_folder, will_write
+from fastpp.checks import by_flags, flag_names, make_folder, until_interrupted, will_write
 from fastpp.plot import check_picture, makespan_cdf
 
 COSTS = Costs(f=1.0, b=2.0, w=1.0)
@@ -114,4 +114,5 @@ def _run(args) -> None:
 
 if __name__ == "__main__":
     with announce_compiles():  # a first run on a machine waits for Numba: said
-        sys.exit(despite_reader(main))  # (| head: the files are written still)
+        # (| head: the files are written still; Ctrl-C: a line, not a traceback)
+        sys.exit(until_interrupted(main))

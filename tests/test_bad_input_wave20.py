@@ -4,6 +4,9 @@ failed on the code before it."""
 
 import dataclasses
 import inspect
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -191,3 +194,98 @@ def test_an_unused_seed_is_refused_by_sweep_as_by_the_others():
     with pytest.raises(ScheduleError, match=r"seed must be an integer in \[0, 2\*\*64\) "
                                             r"\(got -1\)"):
         fastpp.sweep(["1f1b"], p=[2], n=[2], seed=-1, progress=False)
+
+
+def _script(name: str, *argv, cwd, timeout=180) -> subprocess.CompletedProcess:
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, str(root / "scripts" / name), *argv], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONPATH=str(root)))
+
+
+def test_a_fresh_main_job_takes_the_folder_an_interrupted_clear_left(tmp_path):
+    """Ctrl-C between a fresh run's clearing of the last sweep and its new manifest left
+    ``parts/_fastpp/lock`` alone, and every later fresh run was refused ("holds a 'parts'
+    folder that is not a sweep's")."""
+    (tmp_path / "out" / "parts" / "_fastpp").mkdir(parents=True)
+    (tmp_path / "out" / "parts" / "_fastpp" / "lock").write_text("1 host\n")
+    small = ["--no-plots", "--no-progress", "-p", "2", "--n-per-p", "1", "--schedules", "1f1b"]
+    run = _script("sweep.py", *small, "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (tmp_path / "out" / "sweep.parquet").is_file()
+    (tmp_path / "other" / "parts" / "mine").mkdir(parents=True)  # no sweep's: still refused
+    run = _script("sweep.py", *small, "--out", str(tmp_path / "other"), cwd=tmp_path)
+    assert run.returncode == 2 and "not a sweep's" in run.stderr
+
+
+def test_the_fidelity_scripts_files_are_written_whole(tmp_path, monkeypatch):
+    """``--errorbars`` wrote the package's errorbars.json in place: a Ctrl-C while it wrote
+    left it empty, and every plan after it a JSONDecodeError; ``--markdown`` and the picture
+    the same. Each goes through a temporary file now (``atomic_write``)."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("fidelity_script",
+                                                  root / "scripts" / "fidelity.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    table = tmp_path / "errorbars.json"
+    table.write_text('{"regimes": []}\n')
+    real = Path.write_text
+
+    def cut(self, text, *args, **kwargs):  # Ctrl-C halfway through the write
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(script, "regime_table", lambda df: [{"gpu": "A100"}] * 50)
+    monkeypatch.setattr(Path, "write_text", cut)
+    with pytest.raises(KeyboardInterrupt):
+        script.write_errorbars(None, table)
+    monkeypatch.setattr(Path, "write_text", real)
+    assert table.read_text() == '{"regimes": []}\n'  # the old table, whole
+    assert [x.name for x in tmp_path.iterdir()] == ["errorbars.json"]  # no temporary left
+    source = (root / "scripts" / "fidelity.py").read_text()
+    assert "savefig(path" not in source and ".write_text(" not in source.replace(
+        "tmp.write_text(", "")  # (the markdown and the picture likewise)
+
+
+def test_ctrl_c_is_a_line_and_130_not_a_traceback():
+    """``python -m fastpp plan``, ``optimize``, ``scripts/frontier.py`` and
+    ``scripts/fidelity.py`` printed a traceback of 26 to 216 lines on Ctrl-C."""
+    from fastpp.checks import until_interrupted
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    assert until_interrupted(interrupted) == 130
+    root = Path(__file__).resolve().parent.parent
+    for name in ("frontier.py", "fidelity.py", "variability.py"):
+        assert "until_interrupted(main)" in (root / "scripts" / name).read_text(), name
+
+
+def test_ctrl_c_in_a_search_gives_its_best_schedule_so_far(monkeypatch):
+    """Ctrl-C threw a search's best schedule away; now ``optimize`` raises
+    ``SearchInterrupted`` (a KeyboardInterrupt: a loop of searches stops too) holding it,
+    and the command line prints it and exits 130."""
+    from fastpp.search import SearchInterrupted, optimizer
+
+    real = optimizer._Search.improve
+
+    def improve(self, until, seed):  # the user presses Ctrl-C in the local search
+        real(self, min(until, 0.05), seed)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(optimizer._Search, "improve", improve)
+    costs = Costs(f=1, b=2, w=1, comm=0.3)  # (at 3 M_B a device no candidate is proven)
+    with pytest.raises(SearchInterrupted) as stop:
+        fastpp.optimize(4, 12, costs, memory=3, method="improve", time_limit=5,
+                        progress=False)
+    found = stop.value.result
+    assert isinstance(stop.value, KeyboardInterrupt)
+    assert found.stopped == "interrupted" and found.value == simulate(found.schedule,
+                                                                      costs).makespan
+    from fastpp.__main__ import main
+
+    assert main(["optimize", "-p", "4", "-n", "12", "--comm", "0.3", "--w", "1",
+                 "--memory-limit", "3", "--method", "improve", "--time-limit", "5",
+                 "--quiet"]) == 130

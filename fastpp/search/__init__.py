@@ -10,6 +10,6 @@
 - ``bounds``: analytic lower bounds; ``problem``: the instance and its checks.
 """
 
-from .optimizer import SearchResult, optimize
+from .optimizer import SearchInterrupted, SearchResult, optimize
 
-__all__ = ["SearchResult", "optimize"]
+__all__ = ["SearchInterrupted", "SearchResult", "optimize"]

@@ -71,7 +71,8 @@ class SearchResult:
         or prove this one), ``"heuristic"`` (``method="heuristic"`` runs the candidates
         alone), ``"search ended"`` (the local search, and the solver where it ran, ended
         within the time without closing the gap: it may be the bound's as much as the
-        schedule's) or ``"noisy objective"`` (no bound is proven under noise).
+        schedule's), ``"interrupted"`` (Ctrl-C ended the search: the best schedule so far)
+        or ``"noisy objective"`` (no bound is proven under noise).
     """
 
     schedule: Schedule
@@ -169,6 +170,10 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
 
     Raises
     ------
+    SearchInterrupted
+        On Ctrl-C (a ``KeyboardInterrupt``, so a loop of searches stops too), with the best
+        schedule found so far as its ``result`` (``stopped="interrupted"``); a plain
+        ``KeyboardInterrupt`` before the first, or under a noisy objective.
     ScheduleError
         For an unknown placement, objective or method, a non-positive time limit, a memory
         limit below what any schedule needs (the message names the smallest that works), or
@@ -208,6 +213,10 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         search = _Search(problem, float(time_limit), progress, compiling, keep=robust)
         try:
             found = search.run(method, int(seed))
+        except SearchInterrupted:
+            if robust:  # (the best so far is no noisy objective's: none to give)
+                raise KeyboardInterrupt from None
+            raise
         finally:
             search.close()
     if not robust:
@@ -236,6 +245,15 @@ def _most_robust(search, found: SearchResult, objective: str, noise, samples: in
                         found.placement, found.memory, found.log, mc, "noisy objective")
 
 
+class SearchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during ``optimize``: ``result`` is the ``SearchResult`` of the best schedule
+    found so far (``stopped="interrupted"``)."""
+
+    def __init__(self, result: SearchResult):
+        super().__init__("optimize interrupted: the best schedule so far is .result")
+        self.result = result
+
+
 class _Search:
     """One run of ``optimize``: the clock, the best schedule so far and its log."""
 
@@ -259,6 +277,7 @@ class _Search:
         self.method = ""
         self.clocked = False  # the clock stopped the candidates
         self.solver_timed_out = False  # CP-SAT ended on its clock, not on a proof
+        self.interrupted = False  # Ctrl-C ended the search
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -306,8 +325,20 @@ class _Search:
                 and self.searched() >= self.limit)
 
     def run(self, method: str, seed: int) -> SearchResult:
-        problem = self.problem
+        """The search, and its result; on Ctrl-C, a ``SearchInterrupted`` holding the best
+        schedule so far (a plain ``KeyboardInterrupt`` where there is none yet)."""
         self.method = method
+        try:
+            self._search(method, seed)
+        except KeyboardInterrupt:
+            if self.best is None:
+                raise
+            self.interrupted = True
+            raise SearchInterrupted(self.finish()) from None
+        return self.finish()
+
+    def _search(self, method: str, seed: int) -> None:
+        problem = self.problem
         if problem.placement == "loop":
             found = zb_heuristic(problem)
             if found is not None:
@@ -345,7 +376,6 @@ class _Search:
             if whole is not None:
                 self.offer(build_schedule(whole, problem.p, problem.n),
                            f"{whole} (backwards whole)")
-        return self.finish()
 
     def improve(self, until: float, seed: int) -> None:
         """Local search from the best schedule until ``until`` seconds of the limit are used
@@ -415,6 +445,8 @@ class _Search:
         """``SearchResult.stopped``."""
         if optimal:
             return "proven"
+        if self.interrupted:
+            return "interrupted"
         # (a heuristic's candidates all run but on the largest problems: the clock stops
         # nothing else of it)
         if self.clocked or self.solver_timed_out or (
