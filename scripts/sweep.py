@@ -46,10 +46,22 @@ def _interrupted(*_):
 SEEN = []  # a Ctrl-C, once seen: checked where a swallowed one would have been lost
 
 
+def _unraisable(hook):
+    """Python's report of an exception it could not raise, but a Ctrl-C's (recorded in
+    ``SEEN``): swallowed inside Numba's ctypes callback, it printed a traceback of its own."""
+
+    def report(unraisable):
+        if not issubclass(unraisable.exc_type, KeyboardInterrupt | SystemExit):
+            hook(unraisable)
+
+    return report
+
+
 # (only where Ctrl-C would interrupt: a job started in the background ignores it, and still)
 INTERRUPT = signal.getsignal(signal.SIGINT)
 if MAIN_JOB and INTERRUPT is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_early)
+    sys.unraisablehook = _unraisable(sys.unraisablehook)
 
 import argparse  # noqa: E402
 import math  # noqa: E402
@@ -242,6 +254,11 @@ def _run(args, parts, painter) -> int:
             raise KeyboardInterrupt
     except fastpp.ScheduleError as err:
         return refused(err, args, parts)
+    except Exception:
+        if SEEN:  # (a Ctrl-C swallowed in Numba's callback left it a half-loaded kernel:
+            # "no compiled object yet" in 3 of 20 interrupted cold compiles)
+            raise KeyboardInterrupt from None
+        raise
     seconds = time.perf_counter() - t0
     table = args.out / "sweep.parquet"
     atomic_write(table, lambda tmp: df.to_parquet(tmp, index=False))  # never half a table
