@@ -671,7 +671,7 @@ def _plan(args) -> int:
               precision=args.precision, node_limit=args.node_limit, imbalance=args.imbalance,
               dispatcher=args.dispatcher, recipe=args.recipe, framework=args.framework,
               train_metrics=args.train_metrics, recompute_modules=args.recompute_modules,
-              noise=noise, objective=args.objective,
+              noise=noise, objective=args.objective, progress=True,
               **_lam(args), **_drawn(args))
     seconds = time.perf_counter() - start
     ran = int(df["step_time"].notna().sum())

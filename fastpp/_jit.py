@@ -104,17 +104,28 @@ def compile_clock():
         yield clock
 
 
+_BLOCKS: list[dict] = []  # the open announce_compiles blocks: whether each has said it
+
+
+def say_compiling(message: str) -> None:
+    """Print ``message`` on stderr, once inside an ``announce_compiles`` block (the command
+    line's notice and a warm-up's own each said it there, twice)."""
+    if _BLOCKS and _BLOCKS[-1]["said"]:
+        return
+    if _BLOCKS:
+        _BLOCKS[-1]["said"] = True
+    print(message, file=sys.stderr, flush=True)
+
+
 class _Announcer(event.Listener):
-    """Prints ``message`` once, when Numba first starts compiling (``announce_compiles``)."""
+    """Says ``message`` when Numba first starts compiling in its block
+    (``announce_compiles``)."""
 
     def __init__(self, message: str):
         self.message = message
-        self.said = False
 
     def on_start(self, event) -> None:
-        if not self.said:
-            self.said = True
-            print(self.message, file=sys.stderr, flush=True)
+        say_compiling(self.message)
 
     def on_end(self, event) -> None:
         pass
@@ -129,8 +140,12 @@ def announce_compiles(message: str = COMPILING):
     """Say ``message`` on stderr when a kernel first compiles inside the block (a command's
     first run on a machine waits 10-30 s for Numba, and said nothing), and nothing where
     every kernel loads from the cache."""
-    with event.install_listener("numba:compile", _Announcer(message)):
-        yield
+    _BLOCKS.append({"said": False})
+    try:
+        with event.install_listener("numba:compile", _Announcer(message)):
+            yield
+    finally:
+        _BLOCKS.pop()
 
 
 def disabled() -> bool:

@@ -317,3 +317,21 @@ def test_a_ctrl_c_numba_swallowed_ends_the_main_job_as_one(tmp_path, monkeypatch
     args = script.parse(["--out", str(tmp_path), "--dask", "local", "--no-plots"])
     with pytest.raises(KeyboardInterrupt):
         script._run(args, tmp_path / "parts", None)
+
+
+def test_a_plans_monte_carlos_show_progress(monkeypatch):
+    """``plan --noise`` ran its Monte Carlos for 55 s without a word: with ``progress`` (the
+    command line's) a bar counts them, past a second."""
+    from fastpp.sweeps import robust
+
+    made = []
+    real = robust._bar
+    monkeypatch.setattr(robust, "_bar", lambda total, enabled: made.append(
+        (total, enabled)) or real(total, enabled))
+    for progress in (False, True):
+        fm.plan("llama3-8b", 8, seq=2048, global_batch=16, tp=[1], pp=[2], schedules=["1f1b"],
+                noise=fastpp.Noise(cov=0.1), samples=8, progress=progress)
+    assert [enabled for _, enabled in made] == [False, True] and made[0][0] > 0
+    bar = real(5, True)
+    assert bar.total == 5 and bar.delay == 1.0  # (tqdm's: nothing shown under a second)
+    bar.close()

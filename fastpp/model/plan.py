@@ -183,7 +183,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         Threads (default: the machine's cores).
     progress : bool
         Say on stderr when the kernels compile (once per machine: about half a minute on an
-        empty kernel cache, which ``plan`` splits over two processes).
+        empty kernel cache, which ``plan`` splits over two processes), and with ``noise`` show
+        a bar of the Monte Carlos past a second.
     cp : int or list of int, optional
         Context-parallel degrees (default 1): each sequence in ``2 cp`` chunks; rows whose
         ``cp`` does not split ``seq`` so get a reason.
@@ -567,14 +568,15 @@ def _table(pd, model, hardware, run, cols, rows, recipe, partial: bool):
         **{k: rows[k] for k in NOISY if k in rows}})
 
 
-def _noisy(sid, p, n, m, fields, first, V, outside, noisy) -> dict[str, np.ndarray]:
+def _noisy(sid, p, n, m, fields, first, V, outside, noisy,
+           progress: bool) -> dict[str, np.ndarray]:
     """``NOISY`` columns of the configurations run: each pipeline's Monte Carlo on its own
     stage costs, and the step's figures (the makespan's plus what lies ``outside`` it)."""
     values, at = engine.cost_layout(fields, len(sid), first, V)
     costs = [costs_of(values, at, i) for i in range(len(sid))]
     refused = np.full(len(sid), "", object)  # a noise of devices a shorter pipeline lacks
     out = noise_rows(np.array(list(SCHEDULES), object)[sid], p, n, m, p, costs, *noisy,
-                     refused=refused)
+                     refused=refused, progress=progress)
     out["noise_refused"] = refused
     for q in ("mean", "p50", "p95"):
         out[f"step_time_{q}"] = out[f"makespan_{q}"] + outside
@@ -880,7 +882,8 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
               "recomputed_bytes": recomputed[worst], "working_bytes": working[worst]}
     refused = None
     if noisy is not None:
-        values.update(_noisy(sid, p, n, m, fields, first, V, step - makespan, noisy))
+        values.update(_noisy(sid, p, n, m, fields, first, V, step - makespan, noisy,
+                             progress))
         refused = values.pop("noise_refused")
     for k, arr in values.items():
         out[k][run] = arr

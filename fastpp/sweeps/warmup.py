@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import engine
-from .._jit import CACHE_DIR, disabled
+from .._jit import CACHE_DIR, disabled, say_compiling
 from ..costs import Costs
 from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from ..simulate import simulate
@@ -91,8 +91,8 @@ def warm_up(announce: bool = False, schedules=None, plans: bool = False) -> bool
         loaded = [kernel]
         if cold or sweep_cold or plans_cold:
             if announce:
-                print("fastpp: compiling the kernels for this machine, once (about half a "
-                      "minute for every schedule)", file=sys.stderr, flush=True)
+                say_compiling("fastpp: compiling the kernels for this machine, once (about "
+                              "half a minute for every schedule)")
             # the second process takes the point plans' kernels where this one has other work
             # to do meanwhile, else the generators of SECOND_PROCESS beside others
             helper, apart = None, []
