@@ -466,18 +466,35 @@ def despite_reader(main, *args) -> int:
     return (code or 1) if stdout.gone else code
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C is (``until_interrupted``), so that what is open closes and
+    no temporary file is left."""
+
+
+def _terminated(*_):
+    raise Terminated
+
+
 def until_interrupted(main, *args) -> int:
     """``despite_reader(main, *args)``, with Ctrl-C a line on standard error and exit code
-    130 (a shell's), not a traceback: every file fastpp writes is whole or not there
-    (``atomic_write``)."""
+    130 (a shell's), not a traceback, and SIGTERM the same with 143: every file fastpp writes
+    is whole or not there (``atomic_write``)."""
+    import signal
     import sys
+    import threading
 
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:
         return despite_reader(main, *args)
-    except KeyboardInterrupt:
-        print("\ninterrupted: the files reported above are complete; no other was written",
+    except KeyboardInterrupt as stop:
+        what = "terminated" if isinstance(stop, Terminated) else "interrupted"
+        print(f"\n{what}: the files reported above are complete; no other was written",
               file=sys.stderr)
-        return 130
+        return 143 if isinstance(stop, Terminated) else 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
 
 
 def atomic_write(path, write) -> None:

@@ -62,6 +62,9 @@ INTERRUPT = signal.getsignal(signal.SIGINT)
 if MAIN_JOB and INTERRUPT is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_early)
     sys.unraisablehook = _unraisable(sys.unraisablehook)
+if MAIN_JOB and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # (a kill, as a Ctrl-C:
+    # said with what is kept; it died without a word, and left its temporary files)
+    signal.signal(signal.SIGTERM, _interrupted_early)
 
 import argparse  # noqa: E402
 import math  # noqa: E402
@@ -200,8 +203,9 @@ def main(argv=None) -> int:
     if SEEN:  # (a Ctrl-C a callback swallowed: the exit it asked for, before the painter)
         return 130
     painter = None if args.no_plots else Painter()
-    if signal.getsignal(signal.SIGINT) is _interrupted_early:  # (its checks done: the sweep's)
-        signal.signal(signal.SIGINT, _interrupted)
+    for number in (signal.SIGINT, signal.SIGTERM):  # (its checks done: the sweep's)
+        if signal.getsignal(number) is _interrupted_early:
+            signal.signal(number, _interrupted)
     try:
         return _run(args, parts, painter)
     except KeyboardInterrupt:  # Ctrl-C: what is kept, and how to go on, not a traceback

@@ -335,3 +335,41 @@ def test_a_plans_monte_carlos_show_progress(monkeypatch):
     bar = real(5, True)
     assert bar.total == 5 and bar.delay == 1.0  # (tqdm's: nothing shown under a second)
     bar.close()
+
+
+def test_sigterm_ends_long_work_as_ctrl_c_does(tmp_path):
+    """SIGTERM killed the main job without a word (exit 143, no "N points kept; rerun with
+    --resume"), left a half-written ``.part-*.tmp`` that stayed after a resume, and the
+    command line's a traceback; it is taken as Ctrl-C is now."""
+    import signal
+    import time
+
+    from fastpp.checks import Terminated, until_interrupted
+
+    def killed():
+        raise Terminated
+
+    assert until_interrupted(killed) == 143
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # (put back)
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.Popen([sys.executable, str(root / "scripts" / "sweep.py"), "--out",
+                            str(tmp_path / "out"), "--no-plots", "--no-progress"], cwd=tmp_path,
+                           stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(root)))
+    time.sleep(1.0)  # (in its imports or its sweep: a warm machine's job takes 1.5-2 s)
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert "\ninterrupted" in err, err
+    assert not list((tmp_path / "out").rglob("*.tmp"))
+    # a temporary file a killed writer left is cleared by the next run that holds the folder
+    pytest.importorskip("pandas")
+    given = dict(p=[2], n_per_p=[1, 2], progress=False, out=tmp_path / "mine")
+    whole = fastpp.sweep(["1f1b"], **given)
+    stale = [tmp_path / "mine" / ".part-000000.parquet.dead.tmp",
+             tmp_path / "mine" / "_fastpp" / ".manifest.json.dead.tmp"]
+    for path in stale:
+        path.write_bytes(b"half")
+    again = fastpp.sweep(["1f1b"], **given, resume=True)
+    assert not any(path.exists() for path in stale)
+    assert again.equals(whole)

@@ -164,6 +164,10 @@ class Store:
             raise ScheduleError(f"out must be a folder that can be made and written (got "
                                 f"{str(folder)!r}: {error.strerror or error})") from None
         self.lock = self.lock or Lock(folder / META / "lock", folder)
+        # (held now: a write a killed process left half-done, its temporary file, is gone;
+        # atomic_write's own cleanup does not run under SIGKILL or a SIGTERM not handled)
+        for stale in (*folder.glob(".*.tmp"), *(folder / META).glob(".*.tmp")):
+            stale.unlink(missing_ok=True)
         manifest["format"] = fmt
         try:
             if old != manifest:  # (a finished sweep in a read-only folder is still read)
