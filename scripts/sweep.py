@@ -44,6 +44,7 @@ def _interrupted(*_):
 
 
 SEEN = []  # a Ctrl-C, once seen: checked where a swallowed one would have been lost
+OUTPUTS = ("sweep.parquet", "report.html", "bubble_heatmap.png", "pareto.png")  # in --out
 
 
 def _unraisable(hook):
@@ -172,8 +173,7 @@ def main(argv=None) -> int:
         # (with --resume, against the kept sweep too: nothing is cleared on that path)
         sweep(args.schedules, **_given(args, parts if args.resume else None), check_only=True)
         make_folder(args.out, "--out")
-        for name in ("sweep.parquet", *(() if args.no_plots else (
-                "report.html", "bubble_heatmap.png", "pareto.png"))):
+        for name in OUTPUTS[:1] if args.no_plots else OUTPUTS:
             will_write(args.out / name, "--out")
     except fastpp.ScheduleError as err:
         return refused(err, args, parts)
@@ -191,6 +191,10 @@ def main(argv=None) -> int:
             clear(parts)
         except fastpp.ScheduleError as err:
             return refused(err, args, parts)
+        # the replaced sweep's table and pictures go with it: an interrupted run had left
+        # them beside its own partial parts, as if they were its
+        for name in OUTPUTS:
+            (args.out / name).unlink(missing_ok=True)
         if done is not None and done[0] < done[1]:  # (work dropped: said, not silent)
             print(f"note: replaced the unfinished sweep in --out {str(args.out)!r} ({done[0]:,} "
                   f"of {done[1]:,} points; --resume would have continued it)", file=sys.stderr)

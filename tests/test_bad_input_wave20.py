@@ -213,6 +213,14 @@ def test_a_fresh_main_job_takes_the_folder_an_interrupted_clear_left(tmp_path):
     run = _script("sweep.py", *small, "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (tmp_path / "out" / "sweep.parquet").is_file()
+    # a fresh run replaces the last one's table and pictures too: an interrupted one had
+    # left them beside its own partial parts
+    for name in ("report.html", "pareto.png"):
+        (tmp_path / "out" / name).write_text("the last sweep's")
+    run = _script("sweep.py", *small, "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert not (tmp_path / "out" / "report.html").exists()
+    assert not (tmp_path / "out" / "pareto.png").exists()
     (tmp_path / "other" / "parts" / "mine").mkdir(parents=True)  # no sweep's: still refused
     run = _script("sweep.py", *small, "--out", str(tmp_path / "other"), cwd=tmp_path)
     assert run.returncode == 2 and "not a sweep's" in run.stderr
