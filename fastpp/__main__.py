@@ -16,6 +16,7 @@ from . import SCHEDULES, Costs, ScheduleError, build_schedule, optimize, simulat
 from ._jit import announce_compiles
 from .checks import (
     MISSPELT,
+    Terminated,
     atomic_write,
     by_flags,
     flag_names,
@@ -426,6 +427,7 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
             if noise is not None and args.objective not in ROBUST:
                 raise ScheduleError(f"a noise flag needs a noisy --objective, one of "
                                     f"{', '.join(ROBUST)} (got --objective {args.objective})")
+            cause = None  # (what interrupted the search, if anything did)
             try:
                 found = optimize(args.p, args.n, _costs(args),
                                  memory=memory_limit_flag(args.memory_limit, args.p),
@@ -434,11 +436,13 @@ def _command(ap: argparse.ArgumentParser, args) -> int:
                                  seed=args.seed, progress=not args.quiet, noise=noise,
                                  **_lam(args), **_drawn(args))
             except optimizer.SearchInterrupted as stop:  # the best so far, said as such
-                found = stop.result
+                found, cause = stop.result, stop.cause
             _report_search(found, _defaults(optimizer.optimize)["lam"] if args.lam is None
                            else args.lam)
             _write_outputs(args, found.result)
-            return 130 if found.stopped == "interrupted" else 0  # (a shell's Ctrl-C code)
+            if found.stopped != "interrupted":
+                return 0
+            return 143 if isinstance(cause, Terminated) else 130  # (a shell's codes)
         sched = _schedule(args, ap)
         # (refused, as -G is for a schedule without options: it would change nothing)
         if getattr(args, "fb", None) is not None and not (sched.kind == FB).any():
@@ -923,7 +927,7 @@ def _why(found) -> str:
             "heuristic": "--method heuristic runs the candidates alone",
             "search ended": "the search ended within the time limit without closing the gap "
                             "(the bound may be loose)",
-            "interrupted": "interrupted (Ctrl-C): the best schedule found so far"}.get(
+            "interrupted": "interrupted: the best schedule found so far"}.get(
                 found.stopped, found.stopped)
 
 

@@ -483,8 +483,11 @@ def until_interrupted(main, *args) -> int:
     import sys
     import threading
 
-    main_thread = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
+    # (only where SIGTERM would kill: an embedding program's handler, or SIG_IGN, stays)
+    mine = (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+    if mine:
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         return despite_reader(main, *args)
     except KeyboardInterrupt as stop:
@@ -493,8 +496,8 @@ def until_interrupted(main, *args) -> int:
               file=sys.stderr)
         return 143 if isinstance(stop, Terminated) else 130
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, before)
+        if mine:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def atomic_write(path, write) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 from .checks import (
     ScheduleError,
     ScheduleTypeError,
+    atomic_write,
     file_path,
     instance,
     known_keywords,
@@ -182,6 +183,12 @@ def write_torch_csv(schedule: Schedule, path) -> Path:
     """
     instance(schedule, Schedule, "schedule", "fastpp.Schedule")
     path = file_path(path)
-    with writable(path), open(path, "w", newline="") as handle:
-        csv.writer(handle).writerows(schedule.tokens())
+    rows = schedule.tokens()
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as handle:
+            csv.writer(handle).writerows(rows)
+
+    with writable(path):
+        atomic_write(path, write)
     return path

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from .checks import ScheduleError, file_path, instance, number, writable
+from .checks import ScheduleError, atomic_write, file_path, instance, number, writable
 from .dependencies import inputs, producers
 from .ops import FB, Op
 from .simulate import Result
@@ -130,7 +130,7 @@ def _write_json(path: Path, make) -> Path:
     # the trace is made (and its inputs checked) before the file is opened for writing
     text = json.dumps(make())
     with writable(path):
-        path.write_text(text)
+        atomic_write(path, lambda tmp: tmp.write_text(text))
     return path
 
 

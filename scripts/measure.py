@@ -43,11 +43,13 @@ import pandas as pd
 import fastpp
 from fastpp._jit import announce_compiles
 from fastpp.checks import (
+    atomic_write,
     by_flags,
     make_folder,
     memory_limit_flag,
     positive_int,
     seconds_flag,
+    until_interrupted,
     will_write,
 )
 from fastpp.measured.runner import TORCH_CLASSES, measure_many, realtime_denied
@@ -55,7 +57,6 @@ from fastpp.measured.steps import step_folders
 from fastpp.plot import check_picture
 from fastpp.reports import write_report
 from fastpp.search.problem import Problem
-from fastpp.sweeps.store import atomic_write
 
 
 def parse(argv=None):
@@ -287,4 +288,5 @@ def _run(args) -> int:
 
 if __name__ == "__main__":
     with announce_compiles():  # a first run on a machine waits for Numba: said
-        raise SystemExit(main())
+        # (Ctrl-C: a line, not a traceback; the ranks are killed and their folder removed)
+        raise SystemExit(until_interrupted(main))

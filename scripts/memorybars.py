@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from fastpp.checks import atomic_write, until_interrupted
 from fastpp.model.memorybar import FACTS, TABLE, measure, memory_table, regime_of
 
 
@@ -39,10 +40,12 @@ def main(argv=None) -> int:
     if args.write:
         text = json.dumps({"written_by": "python scripts/memorybars.py --write",
                            "facts": list(FACTS), "regimes": regimes}, indent=1)
-        TABLE.write_text(text + "\n", encoding="utf-8")
+        # (through a temporary file: interrupted, an in-place write left the package's
+        # table empty, as errorbars.json's did)
+        atomic_write(TABLE, lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
         print(f"\nwrote {TABLE}")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(until_interrupted(main))  # (Ctrl-C: a line, not a traceback)

@@ -26,24 +26,42 @@ if MAIN_JOB:
     gc.disable()
 
 
-def _interrupted_early(*_):
-    """Ctrl-C while the imports and the flags' checks run (1.5 s): said, with the exit code
-    of an interrupted sweep, not as their traceback; the sweep's own handling takes over
-    where it starts. Recorded too: raised inside a ctypes callback (Numba loading a cached
-    kernel) the exit is swallowed, and the job ran on to its end (a CI run's)."""
+def _interrupted_early(number, _):
+    """Ctrl-C (or SIGTERM) while the imports and the flags' checks run (1.5 s): said, with
+    the exit code of an interrupted sweep, not as their traceback; the sweep's own handling
+    takes over where it starts. Recorded too: raised inside a ctypes callback (Numba loading
+    a cached kernel) the exit is swallowed, and the job ran on to its end (a CI run's)."""
     if not SEEN:
-        print("\ninterrupted before the sweep started", file=sys.stderr)
-    SEEN.append(True)
-    raise SystemExit(130)
+        print(f"\n{_word(number)} before the sweep started", file=sys.stderr)
+    SEEN.append(number)
+    raise SystemExit(_code(number))
 
 
-def _interrupted(*_):
-    """Ctrl-C in the sweep: Python's KeyboardInterrupt, recorded too (see above)."""
-    SEEN.append(True)
-    raise KeyboardInterrupt
+def _interrupted(number, _):
+    """Ctrl-C (or SIGTERM) in the sweep: Python's KeyboardInterrupt (``Terminated``),
+    recorded too (see above)."""
+    SEEN.append(number)
+    raise _stop()
 
 
-SEEN = []  # a Ctrl-C, once seen: checked where a swallowed one would have been lost
+SEEN = []  # the signal of a Ctrl-C or SIGTERM, once seen: checked where a swallowed one
+# would have been lost
+
+
+def _word(number) -> str:
+    return "terminated" if number == signal.SIGTERM else "interrupted"
+
+
+def _code(number) -> int:
+    """A shell's exit code of a process the signal ended: 130 for Ctrl-C, 143 for SIGTERM."""
+    return 128 + int(number)
+
+
+def _stop() -> KeyboardInterrupt:
+    """The exception of the first signal seen."""
+    from fastpp.checks import Terminated
+
+    return Terminated() if SEEN and SEEN[0] == signal.SIGTERM else KeyboardInterrupt()
 OUTPUTS = ("sweep.parquet", "report.html", "bubble_heatmap.png", "pareto.png")  # in --out
 
 
@@ -62,10 +80,11 @@ def _unraisable(hook):
 INTERRUPT = signal.getsignal(signal.SIGINT)
 if MAIN_JOB and INTERRUPT is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_early)
-    sys.unraisablehook = _unraisable(sys.unraisablehook)
 if MAIN_JOB and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # (a kill, as a Ctrl-C:
     # said with what is kept; it died without a word, and left its temporary files)
     signal.signal(signal.SIGTERM, _interrupted_early)
+if _interrupted_early in (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)):
+    sys.unraisablehook = _unraisable(sys.unraisablehook)
 
 import argparse  # noqa: E402
 import math  # noqa: E402
@@ -78,6 +97,8 @@ import pandas  # noqa: E402, F401  (the sweep's table: with the other imports)
 
 import fastpp  # noqa: E402
 from fastpp.checks import (  # noqa: E402
+    Terminated,
+    atomic_write,
     by_flags,
     despite_reader,
     flag_names,
@@ -87,7 +108,7 @@ from fastpp.checks import (  # noqa: E402
 )
 from fastpp.reports import write_report  # noqa: E402
 from fastpp.sweeps import best_within_budget, pareto_front, sweep, warm_up  # noqa: E402
-from fastpp.sweeps.store import atomic_write, clear, kept  # noqa: E402
+from fastpp.sweeps.store import clear, kept  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:
@@ -178,7 +199,7 @@ def main(argv=None) -> int:
     except fastpp.ScheduleError as err:
         return refused(err, args, parts)
     if SEEN:  # (a Ctrl-C a callback swallowed: the exit it asked for, nothing cleared)
-        return 130
+        return _code(SEEN[0])
     if parts.exists() and not args.resume:
         # a fresh run replaces the previous one (--resume continues it); a folder that is no
         # sweep's is not this script's to delete
@@ -193,8 +214,8 @@ def main(argv=None) -> int:
             return refused(err, args, parts)
         # the replaced sweep's table and pictures go with it: an interrupted run had left
         # them beside its own partial parts, as if they were its
-        for name in OUTPUTS:
-            (args.out / name).unlink(missing_ok=True)
+        for path in (*(args.out / name for name in OUTPUTS), *args.out.glob(".*.tmp")):
+            path.unlink(missing_ok=True)  # (and what a killed run's writes left half-done)
         if done is not None and done[0] < done[1]:  # (work dropped: said, not silent)
             print(f"note: replaced the unfinished sweep in --out {str(args.out)!r} ({done[0]:,} "
                   f"of {done[1]:,} points; --resume would have continued it)", file=sys.stderr)
@@ -205,20 +226,21 @@ def main(argv=None) -> int:
               f"sweep in --out {str(args.out)!r}", file=sys.stderr)
     settle()
     if SEEN:  # (a Ctrl-C a callback swallowed: the exit it asked for, before the painter)
-        return 130
+        return _code(SEEN[0])
     painter = None if args.no_plots else Painter()
     for number in (signal.SIGINT, signal.SIGTERM):  # (its checks done: the sweep's)
         if signal.getsignal(number) is _interrupted_early:
             signal.signal(number, _interrupted)
     try:
         return _run(args, parts, painter)
-    except KeyboardInterrupt:  # Ctrl-C: what is kept, and how to go on, not a traceback
+    except KeyboardInterrupt as stop:  # Ctrl-C: what is kept, how to go on, no traceback
         done = kept(parts)
         said = "no point kept yet" if done is None else (
             f"{done[0]:,} of {done[1]:,} points kept in {args.out}; rerun with --resume to "
             f"continue")
-        print(f"\ninterrupted: {said}", file=sys.stderr)
-        return 130
+        number = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+        print(f"\n{_word(number)}: {said}", file=sys.stderr)
+        return _code(number)
     finally:
         if painter is not None:
             painter.close()
@@ -254,18 +276,18 @@ def _run(args, parts, painter) -> int:
             warm_up(announce=not args.no_progress, schedules=args.schedules)
             settle()  # (the kernels and what Numba loaded for them)
             if SEEN:  # (raised in Numba's ctypes callback, where it was swallowed)
-                raise KeyboardInterrupt
+                raise _stop()
             print(f"kernels ready in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         df = sweep(args.schedules, **given)
         if SEEN:
-            raise KeyboardInterrupt
+            raise _stop()
     except fastpp.ScheduleError as err:
         return refused(err, args, parts)
     except Exception:
         if SEEN:  # (a Ctrl-C swallowed in Numba's callback left it a half-loaded kernel:
             # "no compiled object yet" in 3 of 20 interrupted cold compiles)
-            raise KeyboardInterrupt from None
+            raise _stop() from None
         raise
     seconds = time.perf_counter() - t0
     table = args.out / "sweep.parquet"

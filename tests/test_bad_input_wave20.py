@@ -5,6 +5,7 @@ failed on the code before it."""
 import dataclasses
 import inspect
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -294,9 +295,17 @@ def test_ctrl_c_in_a_search_gives_its_best_schedule_so_far(monkeypatch):
                                                                       costs).makespan
     from fastpp.__main__ import main
 
-    assert main(["optimize", "-p", "4", "-n", "12", "--comm", "0.3", "--w", "1",
-                 "--memory-limit", "3", "--method", "improve", "--time-limit", "5",
-                 "--quiet"]) == 130
+    argv = ["optimize", "-p", "4", "-n", "12", "--comm", "0.3", "--w", "1", "--memory-limit",
+            "3", "--method", "improve", "--time-limit", "5", "--quiet"]
+    assert main(argv) == 130
+    from fastpp.checks import Terminated
+
+    def killed(self, until, seed):  # SIGTERM, as until_interrupted raises it
+        real(self, min(until, 0.05), seed)
+        raise Terminated
+
+    monkeypatch.setattr(optimizer._Search, "improve", killed)
+    assert main(argv) == 143
 
 
 def test_a_ctrl_c_numba_swallowed_ends_the_main_job_as_one(tmp_path, monkeypatch):
@@ -359,16 +368,27 @@ def test_sigterm_ends_long_work_as_ctrl_c_does(tmp_path):
 
     assert until_interrupted(killed) == 143
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # (put back)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # another's handler is left alone
+    try:
+        assert until_interrupted(lambda: 0) == 0
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     root = Path(__file__).resolve().parent.parent
     run = subprocess.Popen([sys.executable, str(root / "scripts" / "sweep.py"), "--out",
-                            str(tmp_path / "out"), "--no-plots", "--no-progress"], cwd=tmp_path,
+                            str(tmp_path / "out"), "--no-plots", "--no-progress", "-p", "2",
+                            "4", "8", "16", "--n-per-p", "1", "2", "4", "8"], cwd=tmp_path,
                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                            env=dict(os.environ, PYTHONPATH=str(root)))
-    time.sleep(1.0)  # (in its imports or its sweep: a warm machine's job takes 1.5-2 s)
+    for line in run.stdout:  # in its sweep: past the compile or load of its kernels
+        if line.startswith("kernels ready"):
+            break
+    time.sleep(0.2)
     run.send_signal(signal.SIGTERM)
     _, err = run.communicate(timeout=120)
-    assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
-    assert "\ninterrupted" in err, err
+    assert run.returncode == 143 and "Traceback" not in err, err[-2000:]
+    assert re.search(r"\nterminated: (no point kept yet|[\d,]+ of [\d,]+ points kept in "
+                     r".*; rerun with --resume)", err), err
     assert not list((tmp_path / "out").rglob("*.tmp"))
     # a temporary file a killed writer left is cleared by the next run that holds the folder
     pytest.importorskip("pandas")

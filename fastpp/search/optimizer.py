@@ -213,9 +213,9 @@ def optimize(p: int, n: int, costs: Costs | None = None, *, memory=None,
         search = _Search(problem, float(time_limit), progress, compiling, keep=robust)
         try:
             found = search.run(method, int(seed))
-        except SearchInterrupted:
+        except SearchInterrupted as stop:
             if robust:  # (the best so far is no noisy objective's: none to give)
-                raise KeyboardInterrupt from None
+                raise stop.cause from None
             raise
         finally:
             search.close()
@@ -246,12 +246,13 @@ def _most_robust(search, found: SearchResult, objective: str, noise, samples: in
 
 
 class SearchInterrupted(KeyboardInterrupt):
-    """Ctrl-C during ``optimize``: ``result`` is the ``SearchResult`` of the best schedule
-    found so far (``stopped="interrupted"``)."""
+    """Ctrl-C (or, under the command line, SIGTERM) during ``optimize``: ``result`` is the
+    ``SearchResult`` of the best schedule found so far (``stopped="interrupted"``), and
+    ``cause`` the interrupt that stopped it."""
 
-    def __init__(self, result: SearchResult):
+    def __init__(self, result: SearchResult, cause: KeyboardInterrupt):
         super().__init__("optimize interrupted: the best schedule so far is .result")
-        self.result = result
+        self.result, self.cause = result, cause
 
 
 class _Search:
@@ -330,11 +331,11 @@ class _Search:
         self.method = method
         try:
             self._search(method, seed)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as cause:
             if self.best is None:
                 raise
             self.interrupted = True
-            raise SearchInterrupted(self.finish()) from None
+            raise SearchInterrupted(self.finish(), cause) from None
         return self.finish()
 
     def _search(self, method: str, seed: int) -> None:

@@ -167,7 +167,10 @@ class Store:
         # (held now: a write a killed process left half-done, its temporary file, is gone;
         # atomic_write's own cleanup does not run under SIGKILL or a SIGTERM not handled)
         for stale in (*folder.glob(".*.tmp"), *(folder / META).glob(".*.tmp")):
-            stale.unlink(missing_ok=True)
+            try:
+                stale.unlink(missing_ok=True)
+            except OSError:  # (a read-only folder: its finished sweep is still read)
+                pass
         manifest["format"] = fmt
         try:
             if old != manifest:  # (a finished sweep in a read-only folder is still read)
