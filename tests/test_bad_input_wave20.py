@@ -268,8 +268,22 @@ def test_ctrl_c_is_a_line_and_130_not_a_traceback():
 
     assert until_interrupted(interrupted) == 130
     root = Path(__file__).resolve().parent.parent
-    for name in ("frontier.py", "fidelity.py", "variability.py"):
+    for name in ("frontier.py", "fidelity.py", "variability.py", "measure.py", "memorybars.py"):
         assert "until_interrupted(main)" in (root / "scripts" / name).read_text(), name
+    # a real Ctrl-C in a real search: its best so far, or a line, and 130; no traceback
+    import signal
+    import time
+
+    run = subprocess.Popen([sys.executable, "-m", "fastpp", "optimize", "-p", "8", "-n", "48",
+                            "--w", "1", "--comm", "0.3", "--memory-limit", "3", "--method",
+                            "improve", "--time-limit", "60", "--quiet"],  # (runs its minute)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=dict(os.environ, PYTHONPATH=str(root)))
+    time.sleep(6)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert "interrupted" in out + err
 
 
 def test_ctrl_c_in_a_search_gives_its_best_schedule_so_far(monkeypatch):
