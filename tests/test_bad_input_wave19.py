@@ -2,6 +2,7 @@
 measured runs and their variability, of the search, the closed forms and the seed chapter's
 API. Each case failed on the code before it."""
 
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -301,7 +302,7 @@ def test_sweep_script_keeps_an_early_interrupt_a_callback_swallowed(tmp_path, mo
 
     previous = tmp_path / "out" / "parts"
     previous.mkdir(parents=True)
-    monkeypatch.setattr(script, "SEEN", [True])
+    monkeypatch.setattr(script, "SEEN", [signal.SIGINT])  # (the signal the handler saw)
     assert script.main(["--out", str(tmp_path / "out"), "--no-plots"]) == 130
     assert previous.is_dir()  # (a fresh run would have replaced it)
 
@@ -315,7 +316,7 @@ def test_sweep_script_keeps_an_interrupt_swallowed_while_kernels_load(tmp_path, 
 
     seen = []
     monkeypatch.setattr(script, "SEEN", seen)
-    monkeypatch.setattr(script, "warm_up", lambda **_: seen.append(True))
+    monkeypatch.setattr(script, "warm_up", lambda **_: seen.append(signal.SIGINT))
     assert script.main(["--out", str(tmp_path / "out"), "--no-plots", "-p", "2",
                         "--no-progress"]) == 130
     assert "\ninterrupted: no point kept yet" in capsys.readouterr().err
