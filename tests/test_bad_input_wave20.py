@@ -340,7 +340,7 @@ def test_a_ctrl_c_numba_swallowed_ends_the_main_job_as_one(tmp_path, monkeypatch
     assert [x.exc_type for x in seen] == [RuntimeError]  # the others were said already
 
     def half_loaded(*args, **kwargs):
-        script.SEEN.append(True)  # (what the signal handler records)
+        script.SEEN.append(2)  # (the signal the handler records: SIGINT)
         raise RuntimeError("no compiled object yet for <Library 'peaks'>")
 
     monkeypatch.setattr(script, "sweep", half_loaded)
