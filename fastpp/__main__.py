@@ -690,6 +690,10 @@ def _plan(args) -> int:
           f"sequence {args.seq}, global batch {args.global_batch}: planned in {seconds:.2f} s "
           f"({ran / seconds:,.0f} simulated configurations per second)\n")
     print(summary(df, args.top))
+    # an earlier plan's picture and report go before this one's table comes: interrupted
+    # between them, they had been left beside it as if they were its
+    for name in ("plan.png", "plan.html"):
+        (out / name).unlink(missing_ok=True)
     atomic_write(out / "plan.parquet", lambda tmp: df.to_parquet(tmp, index=False))
     print(f"\ntable: {out / 'plan.parquet'}")
     if not args.no_plots:

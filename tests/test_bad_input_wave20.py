@@ -415,3 +415,17 @@ def test_sigterm_ends_long_work_as_ctrl_c_does(tmp_path):
     again = fastpp.sweep(["1f1b"], **given, resume=True)
     assert not any(path.exists() for path in stale)
     assert again.equals(whole)
+
+
+def test_a_plan_leaves_no_earlier_plans_picture_beside_its_table(tmp_path):
+    """Interrupted after its table, ``plan --out`` left an earlier run's plan.png and
+    plan.html beside it; they go before the new table is written."""
+    from fastpp.__main__ import main
+
+    for name in ("plan.png", "plan.html"):
+        (tmp_path / name).write_text("an earlier plan's")
+    assert main(["plan", "--model", "llama3-8b", "--gpus", "8", "--seq", "2048",
+                 "--global-batch", "16", "--tp", "1", "--pp", "2", "--schedules", "1f1b",
+                 "--no-plots", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "plan.parquet").is_file()
+    assert not (tmp_path / "plan.png").exists() and not (tmp_path / "plan.html").exists()
