@@ -58,10 +58,10 @@ def _code(number) -> int:
 
 
 def _stop() -> KeyboardInterrupt:
-    """The exception of the first signal seen."""
-    from fastpp.checks import Terminated
-
+    """The exception of the first signal seen (called once the imports below are done)."""
     return Terminated() if SEEN and SEEN[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
 OUTPUTS = ("sweep.parquet", "report.html", "bubble_heatmap.png", "pareto.png")  # in --out
 
 
@@ -214,8 +214,9 @@ def main(argv=None) -> int:
             return refused(err, args, parts)
         # the replaced sweep's table and pictures go with it: an interrupted run had left
         # them beside its own partial parts, as if they were its
-        for path in (*(args.out / name for name in OUTPUTS), *args.out.glob(".*.tmp")):
-            path.unlink(missing_ok=True)  # (and what a killed run's writes left half-done)
+        for name in OUTPUTS:  # (and what a killed run's writes of them left half-done)
+            for path in (args.out / name, *args.out.glob(f".{name}.*.tmp")):
+                path.unlink(missing_ok=True)
         if done is not None and done[0] < done[1]:  # (work dropped: said, not silent)
             print(f"note: replaced the unfinished sweep in --out {str(args.out)!r} ({done[0]:,} "
                   f"of {done[1]:,} points; --resume would have continued it)", file=sys.stderr)

@@ -356,14 +356,14 @@ def test_a_plans_monte_carlos_show_progress(monkeypatch):
     from fastpp.sweeps import robust
 
     made = []
-    real = robust._bar
-    monkeypatch.setattr(robust, "_bar", lambda total, enabled: made.append(
-        (total, enabled)) or real(total, enabled))
+    real = robust.progress_bar
+    monkeypatch.setattr(robust, "progress_bar", lambda total, enabled, **options: made.append(
+        (total, enabled, options)) or real(total, enabled, **options))
     for progress in (False, True):
         fm.plan("llama3-8b", 8, seq=2048, global_batch=16, tp=[1], pp=[2], schedules=["1f1b"],
                 noise=fastpp.Noise(cov=0.1), samples=8, progress=progress)
-    assert [enabled for _, enabled in made] == [False, True] and made[0][0] > 0
-    bar = real(5, True)
+    assert [enabled for _, enabled, _ in made] == [False, True] and made[0][0] > 0
+    bar = real(5, True, **made[1][2])
     assert bar.total == 5 and bar.delay == 1.0  # (tqdm's: nothing shown under a second)
     bar.close()
 

@@ -284,11 +284,10 @@ def error_bar(where: Regime, groups=None) -> ErrorBar:
     k = next((k for k in range(len(FACTS) + 1) if rows[differ <= k].sum() >= MIN_ROWS),
              len(FACTS))
     near = differ <= k
-    rms = np.array([g["rms"] for g in groups])
     bias = np.array([g["bias"] for g in groups])
-    expected = float(np.sqrt(np.sum(rms[near] ** 2 * rows[near]) / rows[near].sum()))
     mean = float(np.sum(bias[near] * rows[near]) / rows[near].sum())
     pooled = [g for g, taken in zip(groups, near, strict=True) if taken]
+    expected = _pooled_rms(pooled)
     missing = []
     if not (differ == 0).any():
         unseen = [f"{f} {v}" for f, v in zip(FACTS, facts, strict=True)

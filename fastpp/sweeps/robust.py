@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..checks import ScheduleError, one_of
+from ..checks import ScheduleError, one_of, progress_bar
 from ..costs import OPTIONAL, SLOTS, Costs
 from ..generators.registry import SCHEDULES
 from ..montecarlo import check_lam
@@ -89,7 +89,8 @@ def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int,
         check_samples(samples, int(np.max(p)))
     out = {k: np.full(len(costs), np.nan) for k in NOISE_COLUMNS}
     built: dict[tuple, object] = {}
-    bar = _bar(len(costs), progress)
+    bar = progress_bar(len(costs), progress, unit="config", desc="Monte Carlo", delay=1.0,
+                       leave=False)
     for i, c in enumerate(costs):
         bar.update(1)
         key = (str(names[i]), int(p[i]), int(n[i]), int(m[i]), int(G[i]))
@@ -109,16 +110,3 @@ def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int,
     bar.close()
     return out
 
-
-def _bar(total: int, enabled: bool):
-    """A tqdm bar of the Monte Carlos that shows past a second, where asked and installed."""
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # (a nicety, not a requirement)
-        enabled = False
-    if not enabled:
-        from types import SimpleNamespace
-
-        return SimpleNamespace(update=lambda k: None, close=lambda: None)
-    return tqdm(total=total, unit="config", desc="Monte Carlo", delay=1.0, leave=False,
-                dynamic_ncols=True)

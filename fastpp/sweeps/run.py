@@ -5,7 +5,15 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ..checks import ScheduleError, flag, known_keywords, one_of, positive_int, require
+from ..checks import (
+    ScheduleError,
+    flag,
+    known_keywords,
+    one_of,
+    positive_int,
+    progress_bar,
+    require,
+)
 from ..montecarlo import DEFAULT_SAMPLES, check_noise
 from .chunk import Chunk, empty_frame
 from .cluster import run_on_dask
@@ -178,7 +186,7 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         if executor == "threads" and todo:
             warm_up(announce=progress, schedules=plan.schedules)
         done = plan.total - sum(chunk_len(c, chunk_size, plan.total) for c in todo)
-        bar = _progress(plan.total, progress, done=done)
+        bar = progress_bar(plan.total, progress, initial=done, unit="pt", desc="sweep")
         try:
             if executor == "threads":
                 _run_on_threads(plan, todo, chunk_size, invalid, workers, finished, bar)
@@ -267,21 +275,3 @@ def _gather(parts, skipped, invalid, objects, noise):
     df.attrs["skipped"] = sum(reasons.values())
     df.attrs["skip_reasons"] = SkipReasons(reasons)
     return df
-
-
-def _progress(total: int, enabled: bool, done: int):
-    if not enabled:  # before importing tqdm, which costs a fifth of a warm sweep's CPU
-        return _NoBar()
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # the bar is a nicety, not a requirement
-        return _NoBar()
-    return tqdm(total=total, initial=done, unit="pt", desc="sweep", dynamic_ncols=True)
-
-
-class _NoBar:
-    def update(self, k):
-        pass
-
-    def close(self):
-        pass
