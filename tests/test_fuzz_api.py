@@ -208,7 +208,6 @@ def calls(tmp: Path) -> list[Call]:
         Call("Hardware.with_efficiency", h100.with_efficiency, dict(efficiency=0.5)),
         Call("Hardware.with_precision", h100.with_precision, dict(precision="bf16")),
         Call("model.Link", model.Link, dict(name="l", bandwidth=1e10, latency=1e-6)),
-        Call("Link.ring", h100.node.ring, dict(message_bytes=1e6, ranks=4)),
         Call("model.Transformer", model.Transformer,
              dict(layers=4, hidden=64, heads=4, kv_heads=None, ffn=None, vocab=1000,
                   swiglu=False, tied_embeddings=False, dropout=False, flash_attention=True,

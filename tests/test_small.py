@@ -18,7 +18,13 @@ from fastpp.model import (
     plan,
     transformer_costs,
 )
-from fastpp.model.comm import all_reduce, hop_crosses, link_time, tensor_parallel_per_node
+from fastpp.model.comm import (
+    all_gather,
+    all_reduce,
+    hop_crosses,
+    link_time,
+    tensor_parallel_per_node,
+)
 from fastpp.model.compute import (
     EAGER_SOFTMAX_BACKWARD,
     EAGER_SOFTMAX_FORWARD,
@@ -139,10 +145,30 @@ def test_link_time_is_the_fastest_protocol():
                                [1e-6 + 1e-9, 50e-6 + 1e-7])
     plain = Link("plain", 100e9, 1e-6)
     assert link_time(plain, 1e6, 4, 0.5) == pytest.approx(4e-6 + 0.5e6 / 100e9)
-    # between nodes the ring keeps its per-step latency over the network's 8 rails
-    across = all_reduce(A100, 1e6, 16, 8)
-    assert across == pytest.approx(30 / 16 * 1e6 / (8 * A100.network.bandwidth)
-                                   + 30 * A100.network.latency)
+
+
+
+def test_collectives_across_nodes_take_nccl_latencies():
+    """NCCL's tuning model (src/graph/tuning.cc): a ring across nodes waits on the network
+    only on the steps that leave a node, and an all-reduce runs as a tree where that is
+    faster, counted by hand for 16 A100s, 8 to a node (8 rails of 22.5 GB/s: 180 GB/s)."""
+    node, net = 5e-6, 8e-6  # the presets' latencies, held here as numbers
+    assert (A100.node.latency, A100.network.latency) == (node, net)
+    rails = 8 * 22.5e9
+    # a ring all-reduce: 30 steps, 2 of them leave a node; a tree: 7 hops in a node and one
+    # between the two, up and down
+    ring = 30 / 16 * 1e6 / rails + 2 * net + 28 * node  # 166.4 us
+    tree = 2 * 1e6 / (0.9 * rails) + 2 * (7 * node + 1 * net)  # 98.3 us
+    assert all_reduce(A100, 1e6, 16, 8) == pytest.approx(min(ring, tree))
+    assert tree < ring
+    # at 1 GB the ring's bandwidth wins
+    ring = 30 / 16 * 1e9 / rails + 2 * net + 28 * node
+    assert all_reduce(A100, 1e9, 16, 8) == pytest.approx(ring)
+    # an all-gather has no tree: 15 steps, one leaving a node
+    assert all_gather(A100, 1e6, 16, 8) == pytest.approx(15 / 16 * 1e6 / rails + net
+                                                         + 14 * node)
+    # one rank a node: every step leaves its node, at one rail
+    assert all_reduce(A100, 1e9, 64, 1) == pytest.approx(126 / 64 * 1e9 / 22.5e9 + 126 * net)
 
 
 @pytest.mark.parametrize("protocols, message", [

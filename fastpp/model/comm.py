@@ -6,11 +6,13 @@ tensor; NCCL's "bus bandwidth" is defined so that these fractions at ``busbw`` g
 plus one link latency per ring step (``2 (r-1)`` or ``r - 1``). A group inside one node runs
 at the node link's bus bandwidth. A group that spans nodes with ``k`` members in each node runs
 NCCL's parallel rings, one per member's network rail: ``min(node, k x network)`` bus
-bandwidth, at the network's latency (a tensor-parallel group of all 8 GPUs of each node gets
-8 rails, a data-parallel group of one GPU per node one rail). A pipeline hand-off is one
-message over one link: each rank sends its slice over its own rail; each hop is priced by its
-own link (``hop_crosses``): NVLink between two stages in one node, the network only where
-the hop leaves the node.
+bandwidth (a tensor-parallel group of all 8 GPUs of each node gets 8 rails, a data-parallel
+group of one GPU per node one rail); the ring's steps that leave a node wait on the network's
+latency, the others on the node link's, and an all-reduce takes NCCL's tree where it is
+faster (its ``log2`` of the nodes in latency pays for the tree's lower bandwidth). A pipeline
+hand-off is one message over one link: each rank sends its slice over its own rail; each hop
+is priced by its own link (``hop_crosses``): NVLink between two stages in one node, the
+network only where the hop leaves the node.
 
 Ranks are ordered as Megatron orders them: tensor-parallel fastest, then context, data, then
 pipeline, so a tensor-parallel group of ``t`` ranks spans nodes when ``t`` does not divide
@@ -25,16 +27,16 @@ import numpy as np
 
 from .hardware import Hardware
 
+TREE_BANDWIDTH = 0.9  # NCCL's tree: its bus bandwidth over the ring's (src/graph/tuning.cc)
+
 
 def bus(hardware: Hardware, ranks, per_node):
-    """Bus bandwidth and latency of a group of ``ranks`` with ``per_node`` in each node."""
+    """Bus bandwidth of a group of ``ranks`` with ``per_node`` in each node."""
     ranks = np.asarray(ranks, np.float64)
     per_node = np.minimum(np.asarray(per_node, np.float64), ranks)
-    spans = ranks > per_node
-    return (np.where(spans, np.minimum(hardware.node.bandwidth,
-                                       per_node * hardware.network.bandwidth),
-                     hardware.node.bandwidth),
-            np.where(spans, hardware.network.latency, hardware.node.latency))
+    return np.where(ranks > per_node, np.minimum(hardware.node.bandwidth,
+                                                 per_node * hardware.network.bandwidth),
+                    hardware.node.bandwidth)
 
 
 def all_reduce(hardware: Hardware, message_bytes, ranks, per_node) -> np.ndarray:
@@ -53,13 +55,25 @@ all_gather = reduce_scatter  # the same bytes and steps: each rank ends with the
 
 def _ring(hardware, message_bytes, ranks, per_node, passes):
     ranks = np.asarray(ranks, np.float64)
-    bandwidth, latency = bus(hardware, ranks, per_node)
+    per_node = np.minimum(np.asarray(per_node, np.float64), ranks)
+    bandwidth = bus(hardware, ranks, per_node)
     steps = passes * (ranks - 1.0)
     fraction = steps / np.maximum(ranks, 1.0)
-    spans = ranks > np.minimum(np.asarray(per_node, np.float64), ranks)
     inside = link_time(hardware.node, message_bytes, steps, fraction)
-    across = fraction * message_bytes / bandwidth + steps * latency
-    return np.where(ranks > 1, np.where(spans, across, inside), 0.0)
+    # NCCL's latencies across nodes (src/graph/tuning.cc): of a ring's steps, those that leave
+    # a node (``passes (nodes - 1)``) wait on the network, the rest on the node's link; an
+    # all-reduce may run as a tree instead, up and down ``per_node - 1`` hops in each node and
+    # ``log2 nodes`` between them, at 0.9 of the ring's bus bandwidth
+    nodes = np.ceil(ranks / np.maximum(per_node, 1.0))
+    crossing = passes * (nodes - 1.0)
+    node_lat, network_lat = hardware.node.latency, hardware.network.latency
+    across = (fraction * message_bytes / bandwidth + crossing * network_lat
+              + (steps - crossing) * node_lat)
+    if passes == 2.0:
+        tree = (2.0 * message_bytes / (TREE_BANDWIDTH * bandwidth)
+                + 2.0 * ((per_node - 1.0) * node_lat + np.log2(nodes) * network_lat))
+        across = np.minimum(across, tree)
+    return np.where(ranks > 1, np.where(ranks > per_node, across, inside), 0.0)
 
 
 def link_time(link, message_bytes, steps, fraction) -> np.ndarray:

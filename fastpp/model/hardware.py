@@ -53,7 +53,6 @@ from ..checks import (
     numbers,
     one_of,
     positive_int,
-    positive_ints,
     show,
 )
 
@@ -132,32 +131,6 @@ class Link:
         if self.protocols and all(len(t) == 4 for t in self.protocols):
             raise ScheduleError(f"{self.name}.protocols must run every size: one without a "
                                 f"largest message (got {self.protocols!r})")
-
-    def ring(self, message_bytes, ranks):
-        """Seconds of a ring all-reduce of ``message_bytes`` over ``ranks`` (0 for one rank):
-        ``2 (ranks-1)/ranks`` of the message crosses each link, plus one latency per step.
-
-        Parameters
-        ----------
-        message_bytes : float or array_like
-            Bytes per rank, >= 0.
-        ranks : int or array_like
-            Ranks in the ring, >= 1 (broadcasts with ``message_bytes``).
-
-        Returns
-        -------
-        ndarray
-
-        Raises
-        ------
-        ScheduleError
-            If a count is not a positive integer or a size not a number >= 0.
-        """
-        ranks = positive_ints(ranks, "ranks").astype(np.float64)
-        message_bytes = numbers(message_bytes, "message_bytes")
-        steps = 2.0 * (ranks - 1.0)
-        return np.where(ranks > 1, steps / np.maximum(ranks, 1.0) * message_bytes
-                        / self.bandwidth + steps * self.latency, 0.0)
 
 
 @dataclass(frozen=True)
