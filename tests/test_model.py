@@ -448,3 +448,23 @@ def test_a_reason_tells_the_need_from_the_capacity():
     assert _over(4.04e6, 1, 4e6) == "needs 0.00404 GB on device 1 > capacity 0.004 GB"
     assert _over(80e9 + 1, 2, 80e9) == ("needs 80,000,000,001 bytes on device 2 > capacity "
                                         "80,000,000,000 bytes")
+
+
+def test_a_hand_off_is_split_over_tensor_parallel_ranks_only_where_megatron_splits_it():
+    """Megatron-Core sends each tensor-parallel rank's whole (seq/cp, b, h) output to the
+    next stage, 1/t of it only under sequence parallelism (schedules.get_tensor_shapes);
+    Megatron-LM of 2021-2023 split it with --scatter-gather-tensors-in-pipeline
+    (RunGrid.scatter_gather). Counted by hand: 2 bytes x 16 tokens x 2 sequences x 8."""
+    from fastpp.model.published import model_costs
+
+    sched = build_schedule("1f1b", 2, 4)
+    whole = 2 * 16 * 2 * 8
+    for sp, expected in ((False, whole), (True, whole / 2)):
+        c = transformer_costs(GPT, sched, TOY, seq=16, microbatch=2, tp=2,
+                              sequence_parallel=sp)
+        np.testing.assert_allclose(c.arrays["message_bytes"], expected, err_msg=str(sp))
+    for split, expected in ((False, whole), (True, whole / 2)):
+        costs, _ = model_costs(GPT, TOY, sched, seq=16, microbatch=2, t=2,
+                               scatter_gather=split)
+        np.testing.assert_allclose(costs.arrays["message_bytes"], expected,
+                                   err_msg=str(split))

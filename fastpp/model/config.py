@@ -674,6 +674,12 @@ class RunGrid:
     overlap : array_like of bool
         Per configuration, the schedule's overlapped pairs.
     sequence_parallel, tp_overlap, blocking_handoffs : bool
+    scatter_gather : bool
+        Megatron-LM's hand-off of 2021 to 2023 (``--scatter-gather-tensors-in-pipeline``, on
+        by default then): each tensor-parallel rank sends ``1/t`` of the activations and the
+        receiving stage all-gathers them in its node. Megatron-Core's hand-off sends every
+        rank the whole tensor, ``1/t`` of it only with sequence parallelism. Default False,
+        as Megatron-Core sends; the published runs of the older code set it.
     precision : {"bf16", "fp8"}, optional
     dispatcher, cp_comm, zero3 : str
     node_limit : int, optional
@@ -711,6 +717,7 @@ class RunGrid:
     sequence_parallel: bool = False
     tp_overlap: bool = False
     blocking_handoffs: bool = False
+    scatter_gather: bool = False
     precision: str | None = None
     dispatcher: str = "alltoall"
     cp_comm: str = "all-gather"
@@ -760,7 +767,7 @@ class RunGrid:
             if a.ndim:
                 a.flags.writeable = False
                 object.__setattr__(self, name, a)
-        for name in ("sequence_parallel", "tp_overlap", "blocking_handoffs"):
+        for name in ("sequence_parallel", "tp_overlap", "blocking_handoffs", "scatter_gather"):
             flag(getattr(self, name), name)
         if self.precision is not None:
             one_of(self.precision, "precision", PRECISIONS)

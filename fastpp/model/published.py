@@ -53,23 +53,25 @@ def _gpt(row, vocab, *, flash=False, tied=True, dropout=True) -> Transformer:
 
 def step_time(model: Transformer, hardware, schedule, *, seq, microbatch, t=1, d=1,
               sequence_parallel=False, recompute="none", zero=0, gradient_overlap=False,
-              layers=None, reduce_bytes=4.0, tp_overlap=False) -> float:
+              layers=None, reduce_bytes=4.0, tp_overlap=False, scatter_gather=False) -> float:
     """Seconds of one training step: the simulated pipeline plus ``step_terms``.
 
     ``layers`` (one count per virtual stage) defaults to ``chunk_layers``."""
     costs, table = model_costs(model, hardware, schedule, seq=seq, microbatch=microbatch, t=t,
                                d=d, sequence_parallel=sequence_parallel, recompute=recompute,
-                               layers=layers, tp_overlap=tp_overlap)
+                               layers=layers, tp_overlap=tp_overlap,
+                               scatter_gather=scatter_gather)
     return simulate(schedule, costs).makespan + _extras(
         model, hardware, schedule, table, t, d, zero, gradient_overlap, reduce_bytes)
 
 
 def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
                 sequence_parallel=False, recompute="none", layers=None, tp_overlap=False,
-                blocking=True):
+                blocking=True, scatter_gather=False):
     """The ``Costs`` of ``schedule`` and the stage table behind them, priced
     as ``transformer_costs`` prices them for ``plan``, Megatron's hand-offs blocking (or, with
-    ``blocking=False``, each op's own time, its hand-offs on the chain alone)."""
+    ``blocking=False``, each op's own time, its hand-offs on the chain alone), split over the
+    tensor-parallel ranks with ``scatter_gather`` (``RunGrid.scatter_gather``)."""
     V, p = schedule.V, schedule.p
     layers = (chunk_layers(model.layers, V) if layers is None else np.asarray(layers))
     if layers.sum() != model.layers or len(layers) != V:
@@ -80,7 +82,7 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
     grid = RunGrid(seq=seq, microbatch=one + microbatch, t=one + t, d=one + d, p=one + p,
                    m=one + schedule.m, recompute=one + RECOMPUTE.index(recompute),
                    sequence_parallel=sequence_parallel, tp_overlap=tp_overlap,
-                   blocking_handoffs=blocking)
+                   blocking_handoffs=blocking, scatter_gather=scatter_gather)
     table = stage_table(model, hardware, grid, config=np.zeros(V, np.int64),
                         layers=layers.astype(np.float64), embedding=stage == 0,
                         loss=stage == V - 1, placement=code_of(schedule))

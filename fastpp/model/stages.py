@@ -511,9 +511,12 @@ def _handoff_terms(hardware, grid, config, placement, hidden, forward, per_stage
     t, cp, p = grid.t, grid.cp, grid.p
     latency, bandwidth = handoff_links(hardware, config, per_stage(t * cp * grid.d),
                                        per_stage(p), placement)
-    # each tensor-parallel rank sends its 1/t slice (Megatron's scatter-gather hand-off) of
-    # its seq/cp tokens
-    message = per_stage(BYTES * grid.seq * grid.microbatch / cp * hidden / t)
+    # each tensor-parallel rank sends its seq/cp tokens: all of them, as Megatron-Core's
+    # schedules send, or its 1/t share under sequence parallelism or the older Megatron-LM's
+    # scatter-gather (RunGrid.scatter_gather)
+    split = grid.sequence_parallel or grid.scatter_gather
+    message = per_stage(BYTES * grid.seq * grid.microbatch / cp * hidden
+                        / np.where(split, t, 1))
     # a blocking op holds its device for its hand-offs, the slower of its two hops, and for
     # the device synchronize after them (``Hardware.handoff``: the GPU idles until the CPU
     # issues again)

@@ -166,8 +166,9 @@ def _korthikanti(hw):
         for mode, column, sp, rc in (("full", "iteration_s_full_recompute", False, "full"),
                                      ("selective+sp", "iteration_s_selective_sp", True,
                                       "selective")):
+            # Megatron-LM of 2022 split its hand-offs over the tensor-parallel ranks
             t = step_time(model, hw, sched, seq=int(r["seq"]), microbatch=b, t=int(r["t"]),
-                          sequence_parallel=sp, recompute=rc)
+                          sequence_parallel=sp, recompute=rc, scatter_gather=True)
             rows.append(("korthikanti_2022", f"{r['model']} {mode}", "iteration_s",
                          float(r[column]), t, regime(model, hw, int(r["seq"]), int(r["t"]),
                                                      int(r["gpus"]))))
@@ -240,8 +241,9 @@ def _narayanan_run(r, hw):
     n = B // (d * b)
     m = 1 if virtual is None else model.layers // (p * virtual)
     sched = _schedule("interleaved-1f1b" if m > 1 else "1f1b", p, n, m)
+    # the scatter-gather hand-off is Narayanan et al.'s own (their section 4.1)
     costs, table = model_costs(model, hw, sched, seq=2048, microbatch=b, t=t, d=d,
-                               recompute="full")
+                               recompute="full", scatter_gather=True)
     return (model, simulate(sched, costs).makespan,
             _terms(model, hw, sched, table, t, d, 0, ddp == "torch", 2.0))
 
