@@ -529,6 +529,9 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     samples = check_samples(samples, schedule.p)
     seed = check_seed(seed, "seed")
     compiled = schedule.compiled()
+    given, built = schedule, schedule.__dict__.get("_built")
+    if built is not None:  # a built schedule's arrays read in place, not copied out of it
+        schedule = built.view()
     N, V, p = compiled.num_ops, compiled.V, compiled.p
     tf, tb, ti, tw, tfb, comm, _, _, sb = costs._per_stage(schedule)
     base = np.empty((N, 1))
@@ -574,7 +577,7 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
                             f"must: its slow factors, spike magnitude or link delays make it "
                             f"{makespan.max():.6g} with these costs")
     # read-only, as a Result's: the mean, quantiles and std read them
-    return MonteCarlo(schedule, costs, noise, int(seed), read_only(makespan), read_only(busy),
+    return MonteCarlo(given, costs, noise, int(seed), read_only(makespan), read_only(busy),
                       read_only(span), state, (schedule.kind.shape, _boundaries(schedule)))
 
 

@@ -754,3 +754,24 @@ def test_the_spread_of_tiny_makespans(scale):
     tiny = simulate(s, Costs(f=scale, b=2 * scale), noise=Noise(0.1), samples=100, seed=0)
     assert tiny.std / scale == pytest.approx(one.std, rel=1e-12)
     assert tiny.mean / scale == pytest.approx(one.mean, rel=1e-12)
+
+
+def test_a_monte_carlo_leaves_a_built_schedule_on_its_fast_path():
+    """A Monte Carlo reads a built schedule's shared arrays in place: copying them out of it
+    (as compiling it did) left every later simulate of that schedule off the built plan, ten
+    times slower. Its samples are those of the same schedule with its own arrays, and a
+    schedule written into after a Monte Carlo is compiled again."""
+    costs, noise = fastpp.Costs(f=1, b=2, w=0), fastpp.Noise(cov=0.1)
+    built = fastpp.build_schedule("1f1b", 4, 8)
+    mc = fastpp.simulate(built, costs, noise=noise, samples=50, seed=3)
+    assert "_built" in built.__dict__ and mc.schedule is built
+    own = fastpp.build_schedule("1f1b", 4, 8)
+    own.ops = own.ops.copy()  # its own arrays
+    assert "_built" not in own.__dict__
+    np.testing.assert_array_equal(
+        fastpp.simulate(own, costs, noise=noise, samples=50, seed=3).makespan, mc.makespan)
+    gpipe = fastpp.build_schedule("gpipe", 4, 8)
+    own.ops = gpipe.ops.copy()  # GPipe's order in 1F1B's arrays: compiled anew
+    np.testing.assert_array_equal(
+        fastpp.simulate(own, costs, noise=noise, samples=50, seed=3).makespan,
+        fastpp.simulate(gpipe, costs, noise=noise, samples=50, seed=3).makespan)
