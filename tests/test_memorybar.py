@@ -139,8 +139,9 @@ def test_explain_shows_the_memory_error_bar(capsys):
     out = capsys.readouterr().out
     memory = out[out.index("memory per GPU"):]
     total = memory[memory.index("total"):]
-    assert "% expected error (activations measured against PyTorch" in total
+    assert "% expected error of the count (activations measured against PyTorch" in total
     assert "not covered: workspace, fragmentation, communication buffers" in total
+    assert "reserved 6-28% more" in total
 
 
 def test_weights_gradients_and_optimizer_states_are_a_torch_models_bytes(torch):

@@ -203,9 +203,10 @@ def _memory_bar(error: float, model, config: RunConfig) -> str:
     if not np.isfinite(error):
         missing = unmeasured(model, config.recompute, config.cp, config.recipe)
         return f"no error bar: not measured: {missing} (fastpp.model.memorybar)"
-    return (f"± {error:.1%} expected error (activations measured against PyTorch, the rest "
-            f"counted, gradients at {config.reduce_bytes:g} bytes; not covered: workspace, "
-            f"fragmentation, communication buffers)")
+    return (f"± {error:.1%} expected error of the count (activations measured against "
+            f"PyTorch, the rest counted, gradients at {config.reduce_bytes:g} bytes; not "
+            f"covered: workspace, fragmentation, communication buffers, with which runs on "
+            f"torchtitan reserved 6-28% more)")
 
 
 def _recompute_tflops(model, config: RunConfig, row: dict) -> float:

@@ -273,9 +273,12 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         their measured steps longer; it describes them and corrects nothing: left out in turn, most
         tables' rows came out worse corrected by the others' bias, ``errorbar.coverage``) and
         ``extrapolated`` ("" inside a validated regime, else the facts no validated row shares);
-        ``expected_memory_error`` (the peak memory's expected relative error: the activations' error
-        measured against PyTorch, ``fastpp.model.memorybar``, times their share, and the
-        no-recomputation regime's on a recomputed layer's working set; NaN where not measured,
+        ``expected_memory_error`` (the counted peak memory's expected relative error: the
+        activations' error measured against the bytes PyTorch saves, ``fastpp.model.memorybar``,
+        times their share, and the no-recomputation regime's on a recomputed layer's working
+        set; no bar on what a run reserves: torchtitan's 18 H100 runs reserved 6-28% more than
+        counted, the allocator's reserve and buffers, ``docs/fidelity.md``; NaN where not
+        measured,
         ``memorybar.unmeasured``: MoE, MLA, ``cp > 1``, offloading, recompute modules other than
         ``core_attn``); ``fits``, and ``reason``: why the configuration cannot run or does not fit
         ("" if it does). With ``noise``, the ``NOISY`` columns too (NaN where the noise does

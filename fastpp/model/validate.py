@@ -231,7 +231,7 @@ def megatron_2021():
     return (step_2021 - sync) / float(kort.loc[theirs, "iteration_s_full_recompute"])
 
 
-def _narayanan_run(r, hw):
+def _narayanan_run(r, hw, scatter_gather=True):
     """One Table 1 row as its authors ran it: its model, its pipeline's makespan and the
     step's other terms (``_terms``)."""
     model = _gpt(r, 51200)
@@ -243,20 +243,20 @@ def _narayanan_run(r, hw):
     sched = _schedule("interleaved-1f1b" if m > 1 else "1f1b", p, n, m)
     # the scatter-gather hand-off is Narayanan et al.'s own (their section 4.1)
     costs, table = model_costs(model, hw, sched, seq=2048, microbatch=b, t=t, d=d,
-                               recompute="full", scatter_gather=True)
+                               recompute="full", scatter_gather=scatter_gather)
     return (model, simulate(sched, costs).makespan,
             _terms(model, hw, sched, table, t, d, 0, ddp == "torch", 2.0))
 
 
-def _narayanan(hw, era=None):
+def _narayanan(hw, era=None, scatter_gather=True):
     """Table 1's rows; ``era`` scales all but the gradient reduction (default:
-    ``megatron_2021()``)."""
+    ``megatron_2021()``); ``scatter_gather`` their hand-offs' (``RunGrid.scatter_gather``)."""
     pd = require("pandas", "sweep", "fastpp.model.validate")
 
     rows = []
     era = megatron_2021() if era is None else era
     for r in pd.read_csv(data_file("narayanan_2021_table1.csv")).to_dict("records"):
-        model, makespan, terms = _narayanan_run(r, hw)
+        model, makespan, terms = _narayanan_run(r, hw, scatter_gather)
         # Megatron of 2021's speed on all the 2022 run also had: the pipeline and the update
         sync = terms.pop("gradient_sync")
         step = era * (makespan + sum(terms.values())) + sync

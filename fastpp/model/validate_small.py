@@ -28,10 +28,6 @@ from .vtrain import GPT2_VOCAB, vtrain_cluster
 
 VTRAIN = "vtrain_single_node_a"
 MIN_TIME_MS = 1e-3  # no iteration takes less than a microsecond
-# which Megatron-LM vTrain's runs used is not stated: they are priced with the hand-off of
-# 2021-2023's (RunGrid.scatter_gather), on which A100's fixed costs were fitted; Megatron-Core's
-# whole tensors price the table at the same 6.2% MAPE (worst row 24.8% for 24.5%)
-VTRAIN_SCATTER_GATHER = True
 COLUMNS = ["gpus", "global_batch", "microbatch", "hidden", "heads", "layers", "seq", "t", "d",
            "p", "iteration_ms"]
 # each column's header in the published file, and its short name, as _letters spells them
@@ -170,8 +166,7 @@ def vtrain_rows(hw, data, which=None, path=None):
         model = _gpt(r, padded_vocab(GPT2_VOCAB, t))
         n = int(r["global_batch"]) // (d * b)
         step = step_time(model, hw, _schedule("1f1b", p, n), seq=int(r["seq"]), microbatch=b,
-                         t=t, d=d, recompute="full", reduce_bytes=2.0,
-                         scatter_gather=VTRAIN_SCATTER_GATHER)
+                         t=t, d=d, recompute="full", reduce_bytes=2.0)
         rows.append((VTRAIN, row_label(i, r), "iteration_ms", float(r["iteration_ms"]),
                      1e3 * step, regime(model, hw, int(r["seq"]), t, int(r["gpus"]))))
     return rows
@@ -247,7 +242,7 @@ def gpu_parts(hardware, data, which="calibration"):
         model = _gpt(r, padded_vocab(GPT2_VOCAB, t))
         sched = _schedule("1f1b", p, int(r["global_batch"]) // (d * b))
         costs, table = model_costs(model, hw, sched, seq=int(r["seq"]), microbatch=b, t=t,
-                                   d=d, recompute="full", scatter_gather=VTRAIN_SCATTER_GATHER)
+                                   d=d, recompute="full")
         held = np.where(p > 1, table["comm"] + table["message_bytes"] / table["bandwidth"],
                         0.0)
         extra = _extras(model, hw, sched, table, t, d, 0, False, 2.0)
