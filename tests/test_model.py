@@ -104,9 +104,10 @@ def test_stage_costs_by_hand():
     np.testing.assert_allclose(held.tb - c.tb, c.comm, rtol=1e-9)
     np.testing.assert_array_equal(held.tw, c.tw)
     # activations: two layers, the embedding's dropout mask, a byte an element (first; its
-    # output is the first layer's input, kept there), or fp32 logits (last)
+    # output is the first layer's input, kept there), or fp32 logits and the final norm's and
+    # output projection's bf16 inputs (last: Korthikanti et al.'s 4 s b h / t beside 4 s b v / t)
     act = 2 * 256 * 27
-    np.testing.assert_allclose(c.unit, [act + 256 / 2, act + 4 * 32 * 10 / 2])
+    np.testing.assert_allclose(c.unit, [act + 256 / 2, act + 4 * 32 * 10 / 2 + 4 * 256 / 2])
 
 
 def test_device_bytes_tp_and_zero_by_hand():
@@ -234,8 +235,8 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
         assert r.peak_memory == pytest.approx(
             sum(bytes_.values())[0] + held_bytes(costs, sched, simulate(sched, costs))[0],
             rel=1e-12)
-    # more chunks on the one device: the same time, but not quite the same bytes (uneven
-    # chunks), so every chunk count is a row there too
+    # more chunks on the one device: the same time, and each chunk count a row of its own
+    # (uneven chunks hold other bytes)
     model = Transformer(layers=8, hidden=64, heads=8, vocab=500, name="toy")
     one = plan(model, 4, TOY, seq=32, global_batch=8, schedules=["interleaved-1f1b"],
                m=[2, 3, 4], pp=1, tp=1, microbatch=1, recompute="none")
@@ -246,7 +247,6 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
         costs = transformer_costs(model, sched, TOY, seq=32, dp=4)
         res = simulate(sched, costs)
         assert (r.makespan, r.activation_bytes) == (res.makespan, held_bytes(costs, sched, res)[0])
-    assert one["activation_bytes"].nunique() == 2  # m = 3 splits 8 layers 3, 3, 2
     # the summary folds schedules alike without a pipeline into one line
     text = summary(plan(model, 4, TOY, seq=32, global_batch=32, pp=1, tp=1, microbatch=1,
                         recompute="none", schedules=["1f1b", "zb-h1", "gpipe"],

@@ -79,11 +79,11 @@ def test_the_stack_s_slowdown_is_steady_within_a_regime():
 def test_the_counted_memory_is_a_floor_on_what_the_runs_reserved(runs):
     """What a plan row counts (``peak_memory``: the tensors alive) is below what each of the
     18 runs reserved (torchtitan's ``memory_gib``: the caching allocator's peak reserve), by
-    6-28% (16% on average): the allocator's reserve and fragmentation, NCCL's buffers and
+    6-28% (15% on average): the allocator's reserve and fragmentation, NCCL's buffers and
     the microbatch outputs the 405B pipelines kept, none counted (docs/fidelity.md). The
     memory error bar (``expected_memory_error``, the counted activations against the bytes
     PyTorch saves) is under a percent where these runs have one: it is no bar on a run's
     reserved memory, as ``plan``'s docstring and ``explain`` say."""
     below = 1 - runs["predicted_memory_gib"] / runs["memory_gib"]
     assert below.between(0.05, 0.29).all(), below.round(3).tolist()
-    assert 0.15 < below.mean() < 0.17
+    assert 0.14 < below.mean() < 0.16
