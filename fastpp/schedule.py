@@ -516,6 +516,11 @@ def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
     return np.array([owner[s] for s in range(V)])
 
 
+# int32 slots a built schedule's point plan may take (1 GiB): an interleaved schedule's grow as
+# p n m^2, so that one of the accepted p n m = 4e6 with m = 64 took more than 9 GB
+MAX_PLAN_SLOTS = 2**28
+
+
 class Built:
     """A generated schedule's arrays (``ops, length, stage_to_device, route_first,
     route_last``), never handed out (``Schedule._shared`` copies them when read), and the
@@ -523,7 +528,7 @@ class Built:
     output, made when first simulated."""
 
     __slots__ = ("arrays", "attributes", "plan", "tables", "device_first", "out_shape", "shape",
-                 "placement", "slots")
+                 "placement", "slots", "plannable")
 
     def __init__(self, arrays, *, n: int, m: int, name: str, forward_only: bool):
         self.arrays = arrays
@@ -542,6 +547,9 @@ class Built:
         N, K = int(arrays[1].sum()), int(np.bincount(stage_to_device).max())
         S = N + int(np.count_nonzero(ops[0] == FB))
         self.slots = ops.size + PLAN_ROWS * S + 2 * (3 * p + 3 + N * (3 + 3 * K))
+        # a point plan's frontier tables grow as N K (K stages a device, m for interleaved
+        # schedules): past this bound simulate runs the general kernel, in memory of order N
+        self.plannable = self.slots <= MAX_PLAN_SLOTS
 
     def view(self) -> Schedule:
         """A schedule reading these arrays in place, for code that only reads them."""

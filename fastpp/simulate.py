@@ -325,7 +325,7 @@ def simulate(schedule: Schedule, costs: Costs | None = None, *,
                                 "each op's time; Noise(empirical=run) draws measured ones)")
         return run(schedule, costs, noise, samples, seed)
     built = schedule.__dict__.get("_built")  # a generated schedule, its arrays not yet read
-    if built is not None and durations is None:
+    if built is not None and durations is None and built.plannable:
         # _rows_for's and point_plan's lookups written out: two Python calls less a point
         rows = costs._expanded.get(built.placement)
         if rows is None:

@@ -76,6 +76,24 @@ def test_built_schedules_run_their_plan_to_the_bit(name, rng):
             assert_same(result, simulate(unshared(sched), costs))
 
 
+def test_a_built_schedule_past_the_point_plans_bound_runs_the_general_kernel(monkeypatch):
+    """A point plan's tables grow as N m (an interleaved schedule of the accepted p n m = 4e6
+    at m = 64 needed more than 9 GB); past ``MAX_PLAN_SLOTS`` a built schedule is simulated
+    by the general kernel instead, to the same numbers."""
+    from fastpp import schedule as schedule_module
+    from fastpp.generators import registry
+
+    costs = Costs(1.0, 2.0, w=0.5, comm=0.1)
+    planned = simulate(build_schedule("interleaved-1f1b", 4, 12, 3), costs)
+    monkeypatch.setattr(schedule_module, "MAX_PLAN_SLOTS", 0)
+    monkeypatch.setattr(registry, "_BUILT", {})  # built anew under the bound
+    sched = build_schedule("interleaved-1f1b", 4, 12, 3)
+    assert not vars(sched)["_built"].plannable
+    result = simulate(sched, costs)
+    assert "_built" not in vars(sched)  # the general kernel read the arrays: copied out
+    assert_same(result, planned)
+
+
 def test_a_built_schedule_written_into_simulates_what_it_holds():
     """build_schedule's schedules share one compiled plan until their arrays are read: one
     written into is simulated as it now stands, and the others as built."""
