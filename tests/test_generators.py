@@ -128,3 +128,19 @@ def test_m_defaults_to_the_schedules_own():
         assert build_schedule(name, 4, 16).tokens() == \
             build_schedule(name, 4, 16, spec.default_m).tokens(), name
     assert (build_schedule("zbv", 4, 8).m, build_schedule("1f1b", 4, 8).m) == (2, 1)
+
+
+def test_builds_whose_work_outgrows_p_n_m_are_refused_by_their_size():
+    """V-Half's and V-Min's greedy fills slot tables of p (6p + 6n) cells (at p = 8000, n = 2:
+    numpy's MemoryError on 32,000 ops), and ZB-V lays out 2p - 1 microbatches whatever n (p =
+    10^6, n = 2 ran for hours): each is bounded by its own size rule, named, while their
+    shapes' rules, which closed forms hold, are not."""
+    for name in ("v-half", "v-min"):
+        with pytest.raises(ScheduleError, match=rf"p must be at most 512 .* for '{name}' "
+                                                r"\(got p=8000\)"):
+            build_schedule(name, 8000, 2, 2)
+        assert fastpp.SCHEDULES[name].shape_reason(8000, 2, 2, 8000) == ""
+    with pytest.raises(ScheduleError, match=r"p\*max\(n, 2p-1\)\*m must be at most 4,000,000 "
+                                            r".* \(got p\*max\(n, 2p-1\)\*m=3999998000000\)"):
+        build_schedule("zbv", 10**6, 2, 2)
+    assert build_schedule("zbv", 1000, 2, 2).num_ops == 12 * 1000  # 2p - 1 = 1999: within it

@@ -40,21 +40,33 @@ BUILT_OPS = 1_000_000
 class Rule:
     """One constraint: ``ok(p, n, m, G)`` (vectorized) must hold, or ``param`` must be ``must``.
 
-    ``must`` is formatted with ``p, n, m, G``, e.g. ``"a multiple of p={p}"``.
+    ``must`` is formatted with ``p, n, m, G``, e.g. ``"a multiple of p={p}"``. A ``size``
+    rule bounds what building costs, not the schedule's shape: a closed form
+    (``fastpp.theory``) holds beyond it.
     """
 
     param: str
     must: str
     ok: Callable
+    size: bool = False
 
 
 def _rules(*rules: Rule) -> tuple[Rule, ...]:
     # in floating point: an int64 product of huge values wraps around and would pass
     return (Rule("p*n*m", f"at most {MAX_WORK:,}",
-                 lambda p, n, m, G: np.float64(p) * n * m <= MAX_WORK), *rules)
+                 lambda p, n, m, G: np.float64(p) * n * m <= MAX_WORK, size=True), *rules)
 
 
 M_IS_1 = Rule("m", "1 (one stage per device)", lambda p, n, m, G: m == 1)
+# the V-shape generators' greedy fills slot tables of p (6p + 6n) cells, in time growing
+# faster than p^2 (4 s at p = 512, a minute at 1024; at p = 8000, n = 2 a MemoryError)
+V_SHAPE_P = Rule("p", "at most 512 (the greedy's slot tables grow as p^2)",
+                 lambda p, n, m, G: p <= 512, size=True)
+# ZB-V lays out at least 2p - 1 microbatches on every device and drops those past n: its work
+# is p max(n, 2p - 1) m, not p n m (p = 10^6, n = 2 ran for hours)
+ZBV_WORK = Rule("p*max(n, 2p-1)*m", f"at most {MAX_WORK:,} (ZB-V lays out 2p-1 microbatches "
+                f"at least)", lambda p, n, m, G: np.float64(p) * np.maximum(n, 2.0 * p - 1)
+                * m <= MAX_WORK, size=True)
 M_IS_2 = Rule("m", "2 (V placement: two chunks per device)", lambda p, n, m, G: m == 2)
 M_IS_1_BOTH = Rule("m", "1 (one stage per device and direction)", lambda p, n, m, G: m == 1)
 P_EVEN = Rule("p", "even", lambda p, n, m, G: p % 2 == 0)
@@ -206,13 +218,14 @@ class ScheduleSpec:
         bound ``p*n*m`` aside: what a closed form (``fastpp.theory``) must hold, at any
         size."""
         for rule in self.rules:
-            if rule.param != "p*n*m" and not bool(rule.ok(p, n, m, G)):
+            if not rule.size and not bool(rule.ok(p, n, m, G)):
                 return self._message(rule, p, n, m, G)
         return ""
 
     def _message(self, rule: Rule, p: int, n: int, m: int, G: int) -> str:
-        values = {"p": p, "n": n, "m": m, "G": G, "two_p": 2 * p, "rounds": max(1, n // p)}
-        got = values.get(rule.param, p * n * m)
+        values = {"p": p, "n": n, "m": m, "G": G, "two_p": 2 * p, "rounds": max(1, n // p),
+                  "p*n*m": p * n * m, "p*max(n, 2p-1)*m": p * max(n, 2 * p - 1) * m}
+        got = values[rule.param]
         return (f"{rule.param} must be {rule.must.format(**values)} for '{self.name}' "
                 f"(got {rule.param}={got})")
 
@@ -247,7 +260,7 @@ class ScheduleSpec:
         """
         # "a multiple of p={p}" reads "a multiple of p" without numbers
         text = "; ".join(r.param + " must be " + re.sub(r"=\{\w+\}", "", r.must)
-                         for r in self.rules[1:])
+                         for r in self.rules if not r.size)
         return text or "any p, n and m"
 
 
@@ -304,19 +317,21 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
         ),
         default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleavedZeroBubble"),
     ScheduleSpec("zbv", zero_bubble.zbv, "v", "Zero Bubble ZB-V (PyTorch ScheduleZBVZeroBubble)",
-                 split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
-                 compile_apart=True,
+                 split_backward=True, rules=_rules(M_IS_2, ZBV_WORK), default_m=2,
+                 search_candidate=True, compile_apart=True,
                  torch_class="ScheduleZBVZeroBubble", span_idle=zero_bubble.zbv_span_idle,
                  peak_live=zero_bubble.zbv_peak_live,
                  peak_activations=zero_bubble.zbv_peak_activations),
     ScheduleSpec("v-half", vshape.v_half, "v",
                  "V-Half (controllable memory): about half of 1F1B's peak",
-                 split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
-                 compile_apart=True, peak_live_max=vshape.v_half_peak_live_max),
+                 split_backward=True, rules=_rules(M_IS_2, V_SHAPE_P), default_m=2,
+                 search_candidate=True, compile_apart=True,
+                 peak_live_max=vshape.v_half_peak_live_max),
     ScheduleSpec("v-min", vshape.v_min, "v",
                  "V-Min (controllable memory): about a third of 1F1B's peak",
-                 split_backward=True, rules=_rules(M_IS_2), default_m=2, search_candidate=True,
-                 compile_apart=True, peak_live_max=vshape.v_min_peak_live_max),
+                 split_backward=True, rules=_rules(M_IS_2, V_SHAPE_P), default_m=2,
+                 search_candidate=True, compile_apart=True,
+                 peak_live_max=vshape.v_min_peak_live_max),
     ScheduleSpec("dualpipe", dualpipe.dualpipe, "two-directions",
                  "DeepSeek DualPipe: two directions, overlapped F&B pairs, 2x parameters",
                  split_backward=True, pairs=True, rules=_rules(
