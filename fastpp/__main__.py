@@ -710,8 +710,8 @@ def _plan(args) -> int:
 # measure()'s keyword arguments the command passes on when given; left out, measure's own
 # defaults hold (fastpp.measured imports pandas: not for every command's parser)
 # measure's keyword flags: type, help and measure's default, shown in --help (written here:
-# importing fastpp.measured for it would load pandas for every command; tests/
-# test_docs_wave16.py checks them against measure's signature)
+# importing fastpp.measured for it would load pandas for every command; tests/test_docs.py
+# checks them against measure's signature)
 MEASURE_FLAGS = {"layers": (int, "MLP blocks, a multiple of p*m", 16),
                  "hidden": (int, "units per block", 256),
                  "microbatch": (int, "samples per microbatch", 256),

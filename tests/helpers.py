@@ -1,9 +1,11 @@
-"""Test helpers: the grid of valid points, random costs, random legal schedules."""
+"""Test helpers: the grid of valid points, random costs, random legal schedules, and the
+error of a command or script run by a test (its one line, exit status 2)."""
 
 import importlib
 import inspect
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -227,3 +229,43 @@ def cli_stderr(capsys) -> str:
     from fastpp._jit import COMPILING
 
     return capsys.readouterr().err.replace(COMPILING + "\n", "")
+
+
+def cli_error(capsys, argv) -> str:
+    """``main(argv)``'s message: exit status 2, no traceback."""
+    from fastpp.__main__ import main
+
+    assert main(argv) == 2
+    err = cli_stderr(capsys)
+    assert err.startswith("error: ") and "Traceback" not in err, err
+    return err
+
+
+def run_script(name, *argv, cwd):
+    """``scripts/name argv``'s stderr: exit status 2, no traceback."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), MPLBACKEND="Agg")
+    run = subprocess.run([sys.executable, str(root / "scripts" / name), *argv], cwd=cwd,
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    return run.stderr
+
+
+def env():
+    """This process's environment, the checkout first on PYTHONPATH (for a child process)."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT),
+                                                          os.environ.get("PYTHONPATH", "")]))
+
+
+def wait_for(path: Path, proc, seconds=30.0):
+    """Wait until the child ``proc`` has written ``path`` (failing if it ends first)."""
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert proc.poll() is None, "the child ended before writing " + str(path)
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)

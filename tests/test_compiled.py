@@ -12,7 +12,17 @@ from hypothesis import strategies as st
 from reference import assert_agrees, simulate_reference
 
 import fastpp
-from fastpp import Costs, Schedule, ScheduleError, batch, build_schedule, engine, kernels, simulate
+from fastpp import (
+    Costs,
+    Schedule,
+    ScheduleError,
+    ScheduleTypeError,
+    batch,
+    build_schedule,
+    engine,
+    kernels,
+    simulate,
+)
 from fastpp.compiled import (
     BY_DEVICE,
     INPUT,
@@ -416,3 +426,56 @@ def test_registered_schedules_plans_wait_for_their_producers(name):
     got, made = _planned_inputs(sched)
     np.testing.assert_array_equal(got, made)
     assert (got >= 0).any()
+
+
+ONE = build_schedule("1f1b", 4, 8)
+
+
+def test_evaluate_durations_of_another_shape():
+    """``evaluate`` read a ``durations`` of too few columns past its end (the kernel copies
+    a column per cost column without a shape check since it stopped compiling NumPy's)."""
+    import numpy as np
+
+    from fastpp import Costs, build_schedule
+    from fastpp.compiled import evaluate
+
+    s = build_schedule("1f1b", 2, 4)
+    c, costs = s.compiled(), [Costs(1.0, 2.0).per_stage(s)] * 3
+    with pytest.raises(ScheduleError, match=r"durations must have shape \(N=16, B=3\), an op "
+                                            r"time per op and column \(got shape \(16, 2\)\)"):
+        evaluate(c, costs, durations=np.ones((c.num_ops, 2)))
+    assert list(evaluate(c, costs, durations=np.ones((c.num_ops, 3), int)).makespan) == [10.0] * 3
+
+
+def test_compiled_evaluate_checks_what_it_is_given():
+    """``fastpp.compiled.evaluate`` took negative durations (makespan -16), NaN ones (-inf)
+    and NaN or infinite stage rows, and met a wrong argument with AttributeError, TypeError,
+    AxisError or ValueError."""
+    from fastpp.compiled import evaluate
+
+    compiled = ONE.compiled()
+    N = compiled.num_ops
+    stage = Costs(1.0, 2.0).per_stage(ONE)
+    rows = np.stack([np.asarray(stage)], axis=2)
+    # every op 1: (n + p - 1)(f + b), 1F1B's closed form
+    assert evaluate(compiled, rows, np.ones((N, 1))).makespan.tolist() == [(8 + 4 - 1) * 2.0]
+    for bad in (-1.0, np.nan, np.inf):
+        with pytest.raises(ScheduleError, match=r"durations must be finite and >= 0"):
+            evaluate(compiled, rows, np.full((N, 1), bad))
+    for value in (np.nan, np.inf, -1.0):
+        wrong = rows.copy()
+        wrong[0, 0, 0] = value
+        with pytest.raises(ScheduleError, match=r"stage_costs must be finite and >= 0"):
+            evaluate(compiled, wrong)
+    with pytest.raises(ScheduleTypeError, match=r"compiled must be a fastpp.compiled.Compiled"):
+        evaluate(ONE, [stage])
+    for given in (Costs(1.0, 2.0), stage):  # noqa: F402 (not hypothesis.given)
+        with pytest.raises(ScheduleTypeError, match=r"stage_costs must be a list of StageCosts"):
+            evaluate(compiled, given)
+    other = Costs(1.0, 2.0).per_stage(build_schedule("1f1b", 2, 4))
+    with pytest.raises(ScheduleError, match=r"stage_costs must each have V=4 stages"):
+        evaluate(compiled, [stage, other])
+    with pytest.raises(ScheduleError, match=r"B >= 1\) \(got shape \(9, 4, 0\)"):
+        evaluate(compiled, np.zeros((9, 4, 0)))
+    with pytest.raises(ScheduleTypeError, match=r"durations must be a number or an array"):
+        evaluate(compiled, rows, np.full((N, 1), "a"))

@@ -1,13 +1,28 @@
 """The error contract: bad input to a public function is the library's own error, naming the
 parameter, what it must be and what it got; never NumPy's, Numba's or Python's, and never a
-silently accepted value. Rows of the escapes found in review (issue 22's table)."""
+silently accepted value. Rows of the escapes found in review (issue 22's table), and every
+public call's misspelt keyword, the calls Python refuses and the messages' lists.
+"""
+
+import inspect
 
 import numpy as np
 import pytest
 
 import fastpp
-from fastpp import Costs, Schedule, ScheduleError, ScheduleTypeError, theory
+import fastpp.model as fm
+from fastpp import (
+    Costs,
+    Noise,
+    Schedule,
+    ScheduleError,
+    ScheduleTypeError,
+    build_schedule,
+    simulate,
+    theory,
+)
 from fastpp.io import read_torch_csv, write_torch_csv
+from fastpp.model import HARDWARE, MODELS, RunGrid
 
 
 @pytest.fixture
@@ -165,3 +180,148 @@ def test_analyses_leave_inference_out():
     assert "forward-only" not in set(fastpp.pareto_front(df)["schedule"])
     assert "forward-only" in set(fastpp.pareto_front(df, inference=True)["schedule"])
     assert fastpp.best_within_budget(df, inference=True)["schedule"].iloc[0] == "forward-only"
+
+
+ONE = build_schedule("1f1b", 4, 8)
+
+
+# a public callable, a call of it with every required argument, and a keyword it lacks:
+# Python said "got an unexpected keyword argument" in a bare TypeError
+CALLS = {
+    "Costs": (Costs, (1.0, 2.0), {}),
+    "Noise": (Noise, (0.05,), {}),
+    "Schedule": (fastpp.Schedule, (ONE.ops, ONE.length, ONE.stage_to_device), {"n": 8}),
+    "simulate": (simulate, (ONE,), {}),
+    "sweep": (fastpp.sweep, (["1f1b"], [2], [4]), {"progress": False}),
+    "optimize": (fastpp.optimize, (2, 4), {"progress": False}),
+    "write_torch_csv": (fastpp.io.write_torch_csv, (ONE, "x.csv"), {}),
+    "in_loss_order": (fastpp.io.in_loss_order, (ONE,), {}),
+    "Hardware": (HARDWARE["H100-80GB"].__class__, (), {}),
+    "RunGrid": (RunGrid, (), {}),
+    "from_hf": (fastpp.model.from_hf, ({"model_type": "llama"},), {}),
+    "device_bytes": (fastpp.model.device_bytes, (MODELS["llama3-8b"], ONE), {}),
+}
+
+
+# made by simulate on its per-point path (a wrapper's frame there costs every point), never
+# by a user; an enum's call is not a function's
+NOT_PROBED = {"Result", "MonteCarlo", "Op"}
+
+
+def _public_callables():
+    """Every public function and class of ``fastpp`` and ``fastpp.model``, and the methods a
+    user calls on a schedule, a result, a Monte Carlo and a ``Costs``."""
+    s = build_schedule("1f1b", 2, 4)
+    result = simulate(s, Costs(1, 2))
+    mc = simulate(s, Costs(1, 2), noise=fastpp.Noise(cov=0.1), samples=8)
+    for module in (fastpp, fm):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if name in NOT_PROBED or not callable(obj) or (
+                    isinstance(obj, type) and issubclass(obj, BaseException)):
+                continue
+            yield f"{module.__name__}.{name}", obj
+    for owner in (s, result, mc, Costs(1, 2)):
+        for name, _ in inspect.getmembers(type(owner), inspect.isfunction):
+            if not name.startswith("_"):
+                yield f"{type(owner).__name__}.{name}", getattr(owner, name)
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_a_misspelt_keyword_is_named(name):
+    function, args, keywords = CALLS[name]
+    with pytest.raises(ScheduleTypeError, match=rf"^{name} has no keyword 'zzz_misspelt' "
+                                                r"\(its keywords: "):
+        function(*args, **keywords, zzz_misspelt=1)
+
+
+def test_a_refused_keyword_check_costs_a_call_nothing_when_it_passes():
+    """The check looks at the keywords only when the call has failed: a good call's own
+    errors pass through as they were."""
+    with pytest.raises(ScheduleError, match="costs.f must be"):
+        Costs(f=-1.0, b=2.0)
+    # a TypeError of the call itself, its keywords all known, passes as it was raised
+    with pytest.raises(ScheduleTypeError, match=r"^costs.f must be a number or an array"):
+        Costs(f="x", b=2.0)
+    assert simulate(ONE, Costs(f=1.0, b=2.0)).makespan == 33.0
+    assert np.isfinite(simulate(ONE, costs=Costs(1.0, 2.0)).makespan)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: fastpp.optimize(2, 4, None, 2), r"optimize cannot be called so: too many "
+                                             r"positional arguments \(its parameters: p, n, "
+                                             r"costs, memory"),
+    (lambda: build_schedule("1f1b", 4, 8, 1, 4, 5), r"build_schedule cannot be called so: too "
+                                                    r"many positional arguments \(its "
+                                                    r"parameters: name, p, n, m\)"),
+    (lambda: build_schedule("1f1b"), r"build_schedule cannot be called so: missing a required "
+                                     r"argument: 'p'"),
+], ids=["optimize", "build_schedule", "missing"])
+def test_a_call_python_refuses_is_a_type_error_naming_the_parameters(call, message):
+    """Python's bare TypeError, where a misspelt keyword already said which ones it takes."""
+    with pytest.raises(ScheduleTypeError, match=message):
+        call()
+
+
+def test_a_type_error_raised_inside_is_not_taken_for_a_bad_call():
+    with pytest.raises(ScheduleError, match="bogus must not be given for '1f1b'"):
+        build_schedule("1f1b", 4, 8, bogus=1)  # (**options: a keyword it forwards)
+
+
+def test_messages_show_what_was_given():
+    """A nested list was shown flattened, a generator as the empty list it was read as."""
+    with pytest.raises(ScheduleError, match=r"array of p=2 numbers \(got \[\[1, 2\]\]\)"):
+        fastpp.optimize(2, 4, memory=[[1, 2]])
+    with pytest.raises(ScheduleError, match=r"non-empty list of Device \(got a generator\)"):
+        fastpp.gpipe_schedule((d for d in [fastpp.Device("d0", [0])]), 2)
+
+
+def test_every_public_call_names_a_misspelt_keyword():
+    """Python's bare ``TypeError`` (``got an unexpected keyword argument``) came out of 41
+    public functions, classes and methods, from ``gpipe_schedule`` to ``Result.grid``."""
+    probed = 0
+    for label, call in _public_callables():
+        params = inspect.signature(call).parameters.values()
+        if any(p.kind == p.VAR_KEYWORD for p in params):
+            continue  # (takes any keyword)
+        try:
+            call(zz_unknown=1)
+        except ScheduleTypeError as named:
+            assert "zz_unknown" in str(named), label
+        except TypeError as bare:  # (Python's own)
+            pytest.fail(f"{label}: {bare}")
+        else:
+            pytest.fail(f"{label} took an unknown keyword")
+        probed += 1
+    assert probed > 60
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: theory.peak_live("1f1b", 4, 2**63), r"n must be at most 2,147,483,648"),
+    (lambda: theory.peak_activations("1f1b", 4, 2**63), r"n must be at most"),
+    (lambda: fastpp.compute_theoretical_peak("1f1b", 2**63, 4),
+     r"num_microbatches must be at most"),
+    (lambda: fm.megatron_layers(10**30, 4), r"layers must be at most"),
+    (lambda: fm.chunk_layers(2**63, 4), r"layers must be at most"),
+    (lambda: fm.transformer_costs("llama3-8b", build_schedule("1f1b", 4, 8), "H100-80GB",
+                                  seq=4096, dp=2**63), r"dp must be at most"),
+])
+def test_counts_past_int64_are_refused_by_name(call, message):
+    """An integer of 2**63 or more made NumPy raise ``OverflowError``."""
+    with pytest.raises(ScheduleError, match=message):
+        call()
+
+
+def test_long_lists_say_how_many():
+    """A list of choices in a message is whole, or says it is cut and how long it is (a
+    column of a wide table was chosen among its first 12 columns, silently)."""
+    import pandas as pd
+    import pytest
+
+    from fastpp.checks import dataframe, listed
+
+    assert listed(["a", "b"]) == "['a', 'b']"
+    assert listed(range(50), most=3) == "[0, 1, 2, ... (50 in all)]"
+    wide = pd.DataFrame({f"c{i}": [0] for i in range(20)})
+    with pytest.raises(fastpp.ScheduleError, match=r"'c19'\] \(got 'x'\)"):
+        dataframe(wide, "df", {"by": "x"})

@@ -1,10 +1,22 @@
+"""fastpp.Costs: per-stage times, overheads and sends as the schedules price them, and bad
+input (sums past the float range, bools among numbers, -0.0, ints past int64, arrays changed
+after the call, copies and pickles).
+"""
+
 import dataclasses
 
 import numpy as np
 import pytest
 
 import fastpp
-from fastpp import Costs, Schedule, ScheduleError, build_schedule, simulate
+from fastpp import (
+    Costs,
+    Schedule,
+    ScheduleError,
+    ScheduleTypeError,
+    build_schedule,
+    simulate,
+)
 
 
 def test_chunk_times_are_divided_by_m_and_expanded_per_stage():
@@ -321,3 +333,103 @@ def test_numpy_numbers_outside_int64_warn_nothing():
     with pytest.raises(ScheduleError, match=r"^costs.w must be finite and >= 0 \(got "
                                             r"-9223372036854775808\)$"):
         Costs(1.0, 2.0, w=np.int64(-2**63))
+
+
+ONE = build_schedule("1f1b", 4, 8)
+
+
+@pytest.mark.parametrize("costs, match", [
+    # (the terms the costs have: overhead and send 0 are not named)
+    (Costs(1e308, 1e308), r"^costs\.f / m must be at most 1e\+290"),
+    (Costs(1e308, 1e308, overhead={"F": 1.0}, send=1.0),
+     r"^costs\.f / m \+ costs\.overhead\['F'\] \+ costs\.send\['F'\] must be at most 1e\+290"),
+    (Costs(1.0, 2.0, bandwidth=1e-300, message_bytes=1e10),
+     r"costs\.comm \+ costs\.message_bytes / costs\.bandwidth must be at most"),
+    (Costs(1.0, 2.0, overhead={"W": 1e300}), r"costs\.w / m \+ costs\.overhead\['W'\] must be"),
+    (Costs(1.0, 2.0, act=1e300), r"costs\.act / m must be at most"),
+])
+def test_finite_costs_whose_sums_overflow(costs, match):
+    """Finite costs near float64's largest: simulate gave makespan inf and bubble NaN."""
+    with pytest.raises(ScheduleError, match=match):
+        simulate(build_schedule("interleaved-1f1b", 2, 4, 2), costs)
+
+
+def test_for_placement_with_chunks_that_do_not_fit_the_map():
+    """m=3 with a map of 4 stages on 2 devices (no such schedule): priced each chunk as f/3."""
+    with pytest.raises(ScheduleError, match=r"stage_to_device must hold p \* m = 2 \* 3 = 6 "
+                                            r"stages .*got 4"):
+        Costs(1.0, 2.0).for_placement(p=2, stage_to_device=np.array([0, 1, 1, 0]), m=3)
+    # the two-direction schedules' 2p stages with m = 1 stay valid
+    Costs(1.0, 2.0).for_placement(p=2, stage_to_device=np.array([0, 1, 1, 0]), m=1)
+
+
+def test_a_bool_among_numbers_is_no_number():
+    """``Costs([1.5, True, 1, 1], 2)`` priced True as 1.0 and ``w=(1, False, 1, 1)`` False as
+    0: ``f=True`` alone was refused, and a list was not looked into."""
+    for given in (dict(f=[1.5, True, 1, 1], b=2.0), dict(f=1.0, b=2.0, w=(1, False, 1, 1)),
+                  dict(f=1.0, b=2.0, overhead={"F": [np.True_, 0.1, 0.1, 0.1]})):
+        with pytest.raises(ScheduleTypeError, match=r"must be a number or an array of "
+                                                     r"numbers \(got .*(True|False)"):
+            Costs(**given)
+    assert Costs([1.5, 1, 1, 1], 2.0).f.tolist() == [1.5, 1.0, 1.0, 1.0]
+
+
+def test_a_costs_fields_are_what_it_prices():
+    """An array given to ``Costs`` and changed by its caller afterwards was not priced (its
+    values were copied) but showed in ``c.f``, and ``dataclasses.replace(c, b=2.0)`` priced
+    the changed one: 77 for 33. The fields are now read-only copies of what is priced."""
+    import dataclasses
+
+    f, overhead = np.ones(4), {"F": [0.1] * 4}
+    costs = Costs(f, 2.0, overhead=overhead)
+    f[:] = 5.0
+    overhead["F"][0] = 9.0
+    priced = simulate(ONE, costs).makespan
+    assert costs.f.tolist() == [1.0] * 4 and costs.overhead["F"].tolist() == [0.1] * 4
+    assert simulate(ONE, dataclasses.replace(costs, comm=0.0)).makespan == priced
+    assert simulate(ONE, Costs(np.ones(4), 2.0, overhead={"F": [0.1] * 4})).makespan == priced
+    with pytest.raises(ValueError, match="read-only"):
+        costs.f[0] = 3.0
+    listed = Costs([1.0, 1.0, 1.0, 1.0], 2.0)
+    assert listed == Costs(np.ones(4), 2.0) and not listed.f.flags.writeable
+
+
+def test_a_costs_pickles_and_copies_whatever_its_fields():
+    """Its per-kind mappings kept read-only (a mappingproxy) made a Costs with ``overhead``
+    (every MeasuredRun.costs()) refuse pickle, deepcopy and dataclasses.asdict, and a Result
+    holding one."""
+    import copy
+    import dataclasses
+    import pickle
+
+    for costs in (Costs(1.0, 2.0), Costs(np.ones(4), 2.0, w=[0.5] * 4),
+                  Costs(1.0, 2.0, overhead={"F": 0.1, "B": np.float64(0.2), "W": [0.1] * 4},
+                        send={"F": 0.05})):
+        for twin in (pickle.loads(pickle.dumps(costs)), copy.deepcopy(costs)):
+            assert twin == costs and simulate(ONE, twin).makespan == \
+                simulate(ONE, costs).makespan
+        assert dataclasses.asdict(costs)["f"] is not None
+        assert pickle.loads(pickle.dumps(simulate(ONE, costs))).makespan == \
+            simulate(ONE, costs).makespan
+    given = Costs(1.0, 2.0, overhead={"B": np.float64(0.2)})
+    assert type(given.overhead["B"]) is np.float64  # a number stays a number
+
+
+def test_minus_zero_costs_equal_zero_costs():
+    """``w=-0.0`` passes the ``>= 0`` check and prices as 0, but compared and hashed apart:
+    duplicates as dict keys and sweep axes."""
+    assert Costs(1, 2, w=0.0) == Costs(1, 2, w=-0.0)
+    assert hash(Costs(1, 2, w=0.0)) == hash(Costs(1, 2, w=-0.0))
+    assert len({Costs(1, 2, comm=[0.0, -0.0]), Costs(1, 2, comm=[-0.0, 0.0])}) == 1
+    assert Costs(1, 2, w=0.0) != Costs(1, 2, w=0.5)
+
+
+def test_a_number_too_large_for_a_float_is_refused_as_a_number():
+    """``Costs([10**400, 1], 2)`` said f "must be a number or an array of numbers" (a
+    ScheduleTypeError), and ``Costs(10**400, 2)`` printed the number's 401 digits."""
+    for f in ([10**400, 1], 10**400, -(10**400)):
+        with pytest.raises(ScheduleError, match=r"costs.f must be finite and > 0 \(got "
+                                                r"\[?-?1.000e\+400") as caught:
+            Costs(f, 2)
+        assert not isinstance(caught.value, ScheduleTypeError)
+        assert len(str(caught.value)) < 100

@@ -1,6 +1,8 @@
 """The examples in fastpp's docstrings and on every documentation page (README.md and
-docs/*.md) run and print what they say, the site builds without a warning, and every
-``python -m fastpp`` command shown parses."""
+docs/*.md) run and print what they say, the site builds without a warning, every
+``python -m fastpp`` command shown parses, and what the pages and ``--help`` say of the
+schedules, presets, flags and defaults is what the code does.
+"""
 
 import ast
 import doctest
@@ -252,3 +254,145 @@ def test_readme_explain_output_is_what_it_prints(capsys):
             continue
         assert line.rstrip() in printed[at:], line
         at = printed.index(line.rstrip(), at) + 1
+
+
+def _text(page: str) -> str:
+    return " ".join((ROOT / page).read_text().split())  # lines joined: a sentence may wrap
+
+
+def test_default_m_is_listed_exactly():
+    """sweeps.md and cli.md name every schedule whose default_m is 2 (interleaved-zb and
+    combined-1f1b were left out of one, looped-bfs of the other)."""
+    two = {name for name, spec in fastpp.SCHEDULES.items() if spec.default_m == 2}
+    assert {spec.default_m for spec in fastpp.SCHEDULES.values()} == {1, 2}
+    for page in ("docs/sweeps.md", "docs/cli.md"):
+        said = re.search(r"default_m`: 2 for (.+?), 1 for the others", _text(page))
+        assert said, page
+        assert set(re.findall(r"`([^`]+)`", said.group(1))) == two, page
+
+
+def test_adding_a_schedule_works_as_written(tmp_path):
+    """docs/adding-a-schedule.md's two blocks, pasted where it says into a copy of fastpp,
+    give a schedule ``build_schedule`` knows (its entry named ``gpipe_lifo``, which the
+    registry does not import: ``import fastpp`` was a NameError)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import textwrap
+
+    page = (ROOT / "docs" / "adding-a-schedule.md").read_text()
+    generator, entry = (textwrap.dedent(b) for b in
+                        re.findall(r"^ *```python\n(.*?)^ *```", page, re.S | re.M))
+    shutil.copytree(ROOT / "fastpp", tmp_path / "fastpp",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    classic = tmp_path / "fastpp" / "generators" / "classic.py"
+    classic.write_text(classic.read_text() + "\n\n" + generator)
+    registry = tmp_path / "fastpp" / "generators" / "registry.py"
+    text = registry.read_text()
+    end = text.index("\n)}\n")  # the end of SCHEDULES' list
+    registry.write_text(text[:end] + "\n" + textwrap.indent(entry.rstrip(), "    ") + text[end:])
+    code = ("import fastpp; s = fastpp.build_schedule('gpipe-lifo', 2, 3); "
+            "print(fastpp.SCHEDULES['gpipe-lifo'].summary); print(s)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path), "NUMBA_DISABLE_JIT": "1"})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == "GPipe, backwards newest first"
+    assert run.stdout.splitlines()[-1].split() == ["device", "1:", "1F0", "1F1", "1F2", "1B2",
+                                                   "1B1", "1B0"]
+
+
+def test_plan_page_names_every_preset():
+    """docs/plan.md lists every model, hardware and link preset (it named 7 of 14 models and
+    4 of 8 GPUs)."""
+    from fastpp.model import HARDWARE, LINKS, MODELS
+
+    said = set(re.findall(r"`([\w.-]+)`", _text("docs/plan.md")))
+    for table in (MODELS, HARDWARE, LINKS):
+        assert set(table) <= said, sorted(set(table) - said)
+
+
+def test_help_shows_the_defaults():
+    """cli.md: "a default in parentheses is what leaving the flag out gives ... --help prints
+    the same list"; sweep.py's help gave none for six flags, measure's said
+    "fastpp.measured.measure's", plan's --schedules had no help at all."""
+    import argparse
+    import inspect
+
+    from helpers import script
+
+    from fastpp.__main__ import MEASURE_FLAGS, _parser, _subparser
+    from fastpp.measured import measure
+
+    ap = _parser()
+    text = {c: _subparser(ap, argparse.Namespace(command=c)).format_help()
+            for c in ("measure", "plan")}
+    assert "measure's" not in text["measure"]
+    defaults = {k: v.default for k, v in inspect.signature(measure).parameters.items()}
+    for key, (_, _, shown) in MEASURE_FLAGS.items():
+        assert defaults[key] == shown, key
+    schedules = next(a for a in _subparser(ap, argparse.Namespace(command="plan"))._actions
+                     if "--schedules" in a.option_strings)
+    assert schedules.help and "combined-1f1b" in schedules.help
+    for action in script("sweep").parser()._actions:
+        if action.default not in (None, False, argparse.SUPPRESS):
+            assert "default" in action.help, action.option_strings
+
+
+def test_the_command_list_is_whole():
+    """The module docstring left out explain; explain's line of --help left out vTrain."""
+    import argparse
+
+    import fastpp.__main__ as cli
+
+    commands = next(a for a in cli._parser()._actions
+                    if isinstance(a, argparse._SubParsersAction)).choices
+    listed = re.search(r"\{(.*?)\}", cli.__doc__, re.S).group(1)
+    assert {c.strip() for c in listed.split(",")} == set(commands)
+    explain = next(a for a in next(a for a in cli._parser()._actions
+                                   if isinstance(a, argparse._SubParsersAction))._choices_actions
+                   if a.dest == "explain")
+    for source in ("Megatron", "torchtitan", "HF config.json", "vTrain"):  # its five flags
+        assert source in explain.help, source
+
+
+def test_cli_md_lists_every_flag():
+    """cli.md's "Every option" had left out plan's --attention-kernel and --attention-speed."""
+    import argparse
+
+    from fastpp.__main__ import _parser, _subparser
+
+    ap, page = _parser(), (ROOT / "docs" / "cli.md").read_text()
+    commands = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [f"{command} {flag}" for command in commands.choices
+               for action in _subparser(ap, argparse.Namespace(command=command))._actions
+               for flag in action.option_strings
+               if flag.startswith("--") and flag != "--help" and f"`{flag}" not in page]
+    assert not missing
+
+
+def test_cli_md_lists_every_scripts_flag():
+    """cli.md's "Scripts" had left out ``scripts/measure.py``'s ``--timeout``: each script's
+    paragraphs name every flag its ``--help`` lists."""
+    import subprocess
+    import sys
+
+    page = (ROOT / "docs" / "cli.md").read_text()
+    scripts = page[page.index("\n## Scripts"):]
+    # each script's part: from its name at a line's start to the next script's
+    starts = [(m.start(), m.group(1)) for m in re.finditer(r"^`scripts/(\w+)\.py", scripts,
+                                                            re.M)]
+    parts = {name: scripts[at:end] for (at, name), (end, _)
+             in zip(starts, [*starts[1:], (len(scripts), "")], strict=True)
+             if name != "plan"}  # ("is python -m fastpp plan": the command's flags, above)
+    helps = {name: subprocess.Popen([sys.executable, str(ROOT / "scripts" / f"{name}.py"),
+                                     "--help"], stdout=subprocess.PIPE, text=True)
+             for name in parts}  # (all at once: each imports fastpp, some torch)
+    missing = []
+    for name, shown in helps.items():
+        text = shown.communicate(timeout=120)[0]
+        assert shown.returncode == 0, name
+        flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text)) - {"--help"}
+        missing += [f"{name}.py {flag}" for flag in sorted(flags) if f"`{flag}" not in parts[name]]
+    assert len(parts) >= 8 and not missing

@@ -121,3 +121,27 @@ def test_status_and_reasons():
     rows = engine.start(sid, p, n, m, G, values, at).result()
     assert engine.status_reason(int(rows.status[0]), 4, 4, at[0], values) == (
         "costs.overhead['I'] must be a scalar or an array of length p=4 or V=4 (got 3)")
+
+
+def test_engine_refuses_points_it_would_misread():
+    """``fastpp.engine.start`` and ``run``, the layer under sweep and plan: ``p = 2.5`` was read
+    as 2, ``m = 0`` crashed the kernel, an unknown schedule id or a short key read past it."""
+    sid = np.array([fastpp.SCHEDULES["1f1b"].sid])
+    p, n, m = np.array([2]), np.array([4]), np.array([1])
+    costs = {"f": 1.0, "b": 2.0}
+    assert engine.run(sid, p, n, m, p, costs).status.tolist() == [fastpp.batch.OK]
+    for args, message in (
+            ((sid, np.array([2.5]), n, m, p), r"p must hold positive integers below 2\*\*31 "
+                                              r"\(got \[2.5\]\)"),
+            ((sid, p, n, np.array([0]), p), r"m must hold positive integers below 2\*\*31 "
+                                            r"\(got \[0\]\)"),
+            ((np.array([99]), p, n, m, p), r"sid must hold integers in 0\.\.\d+ \(got \[99\]\)"),
+            ((sid, p, np.array([4, 4]), m, p), r"sid, p, n, m and G must be 1-D arrays of one "
+                                               r"length, a value per point \(got shapes \[\(1,\), "
+                                               r"\(1,\), \(2,\), \(1,\), \(1,\)\]\)")):
+        with pytest.raises(ScheduleError, match=message):
+            engine.run(*args, costs)
+    values, at = engine.cost_layout(costs, 2)
+    with pytest.raises(ScheduleError, match=r"at must be cost_layout's, of shape \(1, \d+, 2\) "
+                                            r"for 1 points \(got \(2, \d+, 2\)\)"):
+        engine.start(sid, p, n, m, p, values, at)

@@ -1,4 +1,6 @@
-"""SCHEDULES.md section 5's closed forms against the simulator (zero latency, uniform costs)."""
+"""SCHEDULES.md section 5's closed forms against the simulator (zero latency, uniform costs),
+and the schedules, costs and group sizes they refuse or take.
+"""
 
 import os
 
@@ -6,6 +8,7 @@ import numpy as np
 import pytest
 from helpers import POINTS
 
+import fastpp
 from fastpp import Costs, ScheduleError, build_schedule, simulate, theory
 
 # (f, b, w) mixes; the zero-bubble forms need w <= f and w <= b - w
@@ -76,3 +79,63 @@ def test_max_peak_live_is_peak_live_max_under_its_old_name():
     with pytest.warns(DeprecationWarning, match="call peak_live_max"):
         old = theory.max_peak_live("v-half", 4, 8, 2)
     assert old == theory.peak_live_max("v-half", 4, 8, 2) == 2 * ((4 + 2) // 2)  # chunks
+
+
+def test_theory_gamma_past_one():
+    """``gamma=2`` (M_W twice M_B, which Costs refuses): ZB-H1's closed form gave peaks
+    [4, 5, 6, 7], growing down the pipeline, for a run that cannot exist."""
+    with pytest.raises(ScheduleError, match=r"gamma must be in \[0, 1\] \(got 2\)"):
+        fastpp.theory.peak_activations("zb-h1", 4, 8, 1, gamma=2)
+
+
+def test_closed_forms_of_schedules_that_exist():
+    """``theory.makespan("1f1b", 4, 8, m=3)`` gave 33.0 for a schedule ``build_schedule``
+    refuses, and ``f=1e308`` an infinite makespan; a large ``n`` stays the closed forms' to
+    answer."""
+    from fastpp import theory
+
+    with pytest.raises(ScheduleError, match=r"m must be 1 \(one stage per device\) for '1f1b' "
+                                            r"\(got m=3\)"):
+        theory.makespan("1f1b", 4, 8, m=3)
+    with pytest.raises(ScheduleError, match=r"f must be in \(0, 1e\+290\] \(got 1e\+308\)"):
+        theory.makespan("1f1b", 4, 8, f=1e308, b=1e308)
+    assert theory.makespan("1f1b", 8, 10**9) == 3 * 10**9 + 7 * 3  # past build_schedule's size
+
+
+@pytest.mark.parametrize("fb", [0.25, 1.5, 4.0])
+def test_dualpipe_idle_closed_form_only_where_it_holds(fb):
+    """theory.idle('dualpipe') gave -2.25, 1.5 and 9.0 where simulate gives 10.75, 4.5 and 11:
+    the form holds for a pair between its longer half and both halves in a row."""
+    assert fastpp.theory.idle("dualpipe", 8, 20, 1, f=1, b=2, w=1, fb=fb) is None
+    for fb in (2.0, 2.5, 3.0):  # inside: the simulated idle
+        ran = fastpp.simulate(build_schedule("dualpipe", 8, 20), fastpp.Costs(f=1, b=2, w=1,
+                                                                              fb=fb))
+        assert fastpp.theory.idle("dualpipe", 8, 20, 1, f=1, b=2, w=1, fb=fb) == \
+            pytest.approx((ran.makespan - ran.busy).max())
+
+
+def test_theory_takes_g_as_build_schedule_does():
+    with pytest.raises(ScheduleError, match=r"G must not be given for '1f1b': it takes no "
+                                            r"options \(got G=2\)"):
+        fastpp.theory.idle("1f1b", 4, 8, G=2)
+    assert build_schedule("interleaved-1f1b", 4, 8, 2, G=None).n == 8  # None: the default
+    with pytest.raises(ScheduleError, match=r"gamma must be in \[0, 1\] \(got -1\)"):
+        fastpp.theory.peak_activations("zb-h1", 4, 8, gamma=-1)
+
+
+@pytest.mark.parametrize("call", [lambda: theory.idle("1f1b", 2, 4, 1, 0.0),
+                                  lambda: theory.bubble_fraction("chimera", 4, 4, 1, 0.0, 0.0)])
+def test_closed_forms_refuse_the_costs_costs_refuses(call):
+    """f = 0 gave an idle time of 2, and f = b = 0 a bubble ratio of 0.2 (0 / 0)."""
+    with pytest.raises(ScheduleError, match=r"f must be in \(0, 1e\+290\] \(got 0\.0\)"):
+        call()
+    assert theory.idle("zb-h1", 2, 4, 1, 1.0, 2.0, 0.0) is not None  # w = 0 is a cost
+
+
+def test_the_bubble_closed_form_takes_the_group_size():
+    """``bubble_fraction`` alone had no ``G``: it refused a schedule that builds."""
+    build_schedule("interleaved-1f1b", 4, 10, 2, G=5)
+    assert theory.bubble_fraction("interleaved-1f1b", 4, 10, 2, G=5) is None  # none known
+    res = simulate(build_schedule("interleaved-1f1b", 4, 8, 2, G=4), Costs(1, 2))
+    assert theory.bubble_fraction("interleaved-1f1b", 4, 8, 2, G=4) == pytest.approx(
+        res.bubble_ratio, rel=1e-12)
