@@ -40,8 +40,9 @@ from .ops import Op
 from .schedule import Schedule
 
 MAX_SAMPLES = 10**8
-# the result's makespans, busy times and spans, (2 p + 1) floats a sample: at most 4 GiB
-MAX_RESULT_VALUES = 2**29
+# the result's makespans, busy times and spans, (2 p + 1) floats a sample: at most 1 GiB, 2 GiB
+# while the threads' parts are joined (4 GiB had raised numpy's MemoryError on a 4 GB machine)
+MAX_RESULT_VALUES = 2**27
 DEFAULT_SAMPLES = 64  # a sweep's, plan's or search's: enough for a p95 of a few percent
 SIMULATE_SAMPLES = 1000  # simulate's: one schedule's distribution
 _LOCK = threading.Lock()
@@ -210,12 +211,19 @@ class MonteCarlo:
         Raises
         ------
         ScheduleError
-            If ``first`` or ``count`` is out of range.
+            If ``first`` or ``count`` is out of range, or the times would pass
+            ``MAX_RESULT_VALUES`` floats.
         """
         first = index(first, "first", self.samples)
         count = self.samples - first if count is None else positive_int(
             count, "count", self.samples - first)
         compiled, draws, _, extra = self._state
+        each = compiled.num_ops + int(np.prod(self._ran[0]))  # floats a sample: drawn, laid out
+        if each * count > MAX_RESULT_VALUES:
+            raise ScheduleError(f"count must be at most {MAX_RESULT_VALUES // each:,} for "
+                                f"op_times of {compiled.num_ops:,} ops ({each:,} floats a "
+                                f"sample, at most {MAX_RESULT_VALUES:,} in all; got count="
+                                f"{count:,}): take the samples in parts with first and count")
         out = np.empty((compiled.num_ops, count))
         noise_module.draw(*draws, first, out)
         out += extra[:, None]
@@ -584,10 +592,13 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
 def _samples(state, handoff, extra, samples):
     """``run_samples`` of ``state`` with these hand-offs and per-stage extra op times."""
     compiled, draws = state[0], state[1]
+    # every part's arrays made here, before a thread starts: memory that runs out raises at
+    # once, where a thread left running had kept the process from exiting
+    made = {first: (np.empty(size), np.empty((compiled.p, size)), np.empty((compiled.p, size)))
+            for first, size in _runs(samples)}
 
     def part(first, size):
-        makespan, busy, span = (np.empty(size), np.empty((compiled.p, size)),
-                                np.empty((compiled.p, size)))
+        makespan, busy, span = made[first]
         # an overflow gives inf (and inf - inf NaN), which run() refuses; without the JIT NumPy
         # would also warn
         with np.errstate(over="ignore", invalid="ignore"):
@@ -603,14 +614,19 @@ def _samples(state, handoff, extra, samples):
     return tuple(np.concatenate(x, axis=-1) for x in zip(*parts, strict=True))
 
 
-def _on_threads(work, samples: int, most: int | None = None) -> list:
-    """``work(first, size)`` over contiguous runs of whole blocks of samples, one per core
-    (each at least one block; at ``most`` threads), the first on this thread: their results
-    in sample order."""
+def _runs(samples: int, most: int | None = None) -> list[tuple[int, int]]:
+    """``(first, size)`` of each contiguous run of whole blocks of samples, one per core
+    (each at least one block; at ``most`` threads)."""
     block = noise_module.BLOCK
     threads = max(1, min(len(os.sched_getaffinity(0)), samples // block, most or samples))
     size = -(-samples // threads // block) * block if threads > 1 else samples
-    runs = [(first, min(size, samples - first)) for first in range(0, samples, size)]
+    return [(first, min(size, samples - first)) for first in range(0, samples, size)]
+
+
+def _on_threads(work, samples: int, most: int | None = None) -> list:
+    """``work(first, size)`` over ``_runs(samples, most)``, the first on this thread: their
+    results in sample order."""
+    runs = _runs(samples, most)
     if len(runs) == 1:
         return [work(0, samples)]
     with _LOCK:

@@ -25,7 +25,7 @@ ONE = build_schedule("1f1b", 4, 8)
 def test_samples_past_the_memory_a_result_keeps():
     """10**8 samples at p = 128 passed (MAX_SAMPLES) and NumPy raised its MemoryError for a
     47.7 GiB array."""
-    with pytest.raises(ScheduleError, match=r"samples must be at most 2,088,991 at p = 128"):
+    with pytest.raises(ScheduleError, match=r"samples must be at most 522,247 at p = 128"):
         fastpp.simulate(build_schedule("1f1b", 128, 128), noise=fastpp.Noise(0.1),
                         samples=10**8)
 

@@ -775,3 +775,20 @@ def test_a_monte_carlo_leaves_a_built_schedule_on_its_fast_path():
     np.testing.assert_array_equal(
         fastpp.simulate(own, costs, noise=noise, samples=50, seed=3).makespan,
         fastpp.simulate(gpipe, costs, noise=noise, samples=50, seed=3).makespan)
+
+
+def test_a_monte_carlo_too_large_to_hold_is_refused_by_its_size():
+    """Samples a result cannot hold in 1 GiB, and op times of more samples than fit, are
+    refused with the bound and the way round it, not numpy's MemoryError (30 million samples
+    at p = 8 passed the old 4 GiB bound and ran out of memory; op_times of a million samples
+    of 1,024 ops asked numpy for 7.6 GiB)."""
+    sched, costs = build_schedule("1f1b", 8, 64), Costs(f=1, b=2)
+    most = 2**27 // 17
+    with pytest.raises(ScheduleError, match=rf"samples must be at most {most:,} at p = 8"):
+        simulate(sched, costs, noise=Noise(cov=0.1), samples=most + 1)
+    mc = simulate(sched, costs, noise=Noise(cov=0.1), samples=70_000, seed=1)
+    fits = 2**27 // (1024 + 8 * 128)
+    with pytest.raises(ScheduleError, match=rf"count must be at most {fits:,} for op_times of "
+                                            r"1,024 ops .*with first and count"):
+        mc.op_times()
+    assert mc.op_times(first=10, count=2).shape == (8, 128, 2)

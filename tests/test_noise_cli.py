@@ -179,7 +179,7 @@ def test_optimize_says_heuristic_and_shows_a_small_gap(capsys):
      "--lam weighs the std of --objective mean+std (got --lam 5 with --objective p95)"),
     (["plan", "--gpus", "16", "--model", "llama2-7b", "--seq", "4096", "--global-batch", "64",
       "--pp", "16", "--schedules", "1f1b", "--no-plots"], ["--noise", "--samples", "20000000"],
-     "--samples must be at most 16,268,815 at p = 16 (each sample keeps 2 p + 1 floats; got "
+     "--samples must be at most 4,067,203 at p = 16 (each sample keeps 2 p + 1 floats; got "
      "20,000,000)"),
 ])
 def test_flags_the_objective_or_the_samples_cannot_take(capsys, tmp_path, command, args,
