@@ -145,3 +145,17 @@ def test_engine_refuses_points_it_would_misread():
     with pytest.raises(ScheduleError, match=r"at must be cost_layout's, of shape \(1, \d+, 2\) "
                                             r"for 1 points \(got \(2, \d+, 2\)\)"):
         engine.start(sid, p, n, m, p, values, at)
+
+
+def test_stages_are_the_built_schedules():
+    """``engine.stages`` (what a sweep or plan lays per-stage costs out by) is each registered
+    schedule's own ``V``: ``p m``, ``2 p`` for the two-direction ones."""
+    for name, spec in fastpp.SCHEDULES.items():
+        p = 4
+        m = spec.default_m
+        n = 2 * p * max(m, 2)
+        try:
+            sched = build_schedule(name, p, n, m)
+        except ScheduleError:
+            continue  # a shape this one does not take (its own tests build it)
+        assert int(engine.stages(spec.sid, p, m)) == sched.V, name

@@ -275,13 +275,14 @@ def test_link_delay_is_a_handoff_latency():
 
 def test_blocking_link_delay_holds_the_sender():
     """A sleep before each send on a link: the op whose output crosses it takes that much
-    longer (as simulate with those durations), and a zero-bubble schedule, best without the
-    delay, loses to 1F1B with it (its ops have no slack to hide it in)."""
-    from fastpp.ops import B, F, I
+    longer (as simulate with those durations), an overlapped pair once for each of its two
+    halves' messages that cross it, and a zero-bubble schedule, best without the delay, loses
+    to 1F1B with it (its ops have no slack to hide it in)."""
+    from fastpp.ops import FB, B, F, I
 
     c = Costs(f=1.0, b=2.0, w=1.0)
-    for name in ("1f1b", "zb-h2", "interleaved-1f1b"):
-        s = build_schedule(name, 8, 32, 2 if name.startswith("interleaved") else 1)
+    for name, m in (("1f1b", 1), ("zb-h2", 1), ("interleaved-1f1b", 2), ("dualpipev", 2)):
+        s = build_schedule(name, 8, 32, m)
         base = simulate(s, c)
         durations = base.end - base.start
         d = s.stage_to_device
@@ -291,6 +292,11 @@ def test_blocking_link_delay_holds_the_sender():
                 if kind == F and st + 1 < s.V and {d[st], d[st + 1]} == {3, 4}:
                     durations[r, k] += 2.0
                 if kind in (B, I) and st > 0 and {d[st], d[st - 1]} == {3, 4}:
+                    durations[r, k] += 2.0
+                back = s.stage2[r, k]  # a pair's backward half sends its gradient back
+                if kind == FB and st + 1 < s.V and {d[st], d[st + 1]} == {3, 4}:
+                    durations[r, k] += 2.0
+                if kind == FB and back > 0 and {d[back], d[back - 1]} == {3, 4}:
                     durations[r, k] += 2.0
         noisy = simulate(s, c, noise=Noise(0.0, link_delay={(3, 4): 2.0}, blocking=True),
                          samples=2)

@@ -333,6 +333,16 @@ def test_shuffled_schedules_deadlock_exactly_when_the_reference_does(seed, p, n)
         assert_agrees(simulate(sched, costs), ref)
 
 
+def test_a_weight_gradient_as_long_as_the_backward_runs():
+    """w = b (the input gradient takes no time) is allowed, in simulate and in the sweep's
+    engine alike, and priced as the reference prices it."""
+    sched, costs = build_schedule("zb-h1", 4, 8), Costs(f=1, b=2, w=2)
+    res = simulate(sched, costs)
+    assert_agrees(res, simulate_reference(sched, costs))
+    df = fastpp.sweep(["zb-h1"], [4], [8], [1], f=1, b=2, w=2, progress=False)
+    assert df["makespan"].tolist() == [res.makespan]
+
+
 def test_issue_figures():
     """Hand-derived in SCHEDULES.md: 1F1B makespan (n+p-1)(f+b) = 33 and peaks min(n, p-r);
     GPipe peak n; the interleaved worked example (chunk F=1, B=2): 57, peaks 11, 9, 7, 5."""
@@ -343,6 +353,7 @@ def test_issue_figures():
     assert res.peak_live.tolist() == [8, 8, 8, 8]
     res = simulate(build_schedule("interleaved-1f1b", 4, 8, 2), Costs(f=2, b=4))
     assert res.makespan == 57
+    assert res.throughput == 8 / 57  # microbatches a unit of time, whatever m
     assert res.peak_live.tolist() == [11, 9, 7, 5]
     assert res.peak_activations.tolist() == [5.5, 4.5, 3.5, 2.5]
 
@@ -387,6 +398,13 @@ def test_result_of_deadlock_shows_stuck_ops():
     assert "device 0 is stuck at op 1 (0B0) waiting for 1B0 on device 1" in text
     assert "device 1 is stuck at op 0 (1F1) waiting for 0F1 on device 0" in text
     assert ">0B0<" in text and ">1F1<" in text
+    # a device waiting for the op another device is itself stuck at (0B0 needs 1B0, where
+    # device 1 stands): counted by hand from the dependency rule
+    rows = [["0F0", "0F1", "0B0", "0B1"], ["1F0", "1B0", "1F1", "1B1"],
+            ["2F1", "2B1", "2F0", "2B0"]]
+    with pytest.raises(ScheduleError) as err:
+        simulate(Schedule.from_tokens(rows))
+    assert "device 0 is stuck at op 2 (0B0) waiting for 1B0 on device 1" in str(err.value)
 
 
 @settings(max_examples=100, deadline=None)
