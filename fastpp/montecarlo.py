@@ -30,6 +30,7 @@ from .checks import (
     number,
     number_array,
     positive_int,
+    progress_bar,
     read_only,
 )
 from .compiled import evaluate, op_durations
@@ -40,6 +41,8 @@ from .ops import Op
 from .schedule import Schedule
 
 MAX_SAMPLES = 10**8
+CHUNK = 2**14  # samples a timeline pass takes at once: Ctrl-C and the bar are heard between
+PROGRESS_OP_SAMPLES = 10**9  # a bar past this many op-samples (a few seconds)
 # the result's makespans, busy times and spans, (2 p + 1) floats a sample: at most 1 GiB, 2 GiB
 # while the threads' parts are joined (4 GiB had raised numpy's MemoryError on a 4 GB machine)
 MAX_RESULT_VALUES = 2**27
@@ -590,25 +593,44 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
 
 
 def _samples(state, handoff, extra, samples):
-    """``run_samples`` of ``state`` with these hand-offs and per-stage extra op times."""
+    """``run_samples`` of ``state`` with these hand-offs and per-stage extra op times, in
+    chunks of ``CHUNK`` samples: a bar past ``PROGRESS_OP_SAMPLES``, and Ctrl-C heard
+    between chunks."""
     compiled, draws = state[0], state[1]
+    p = compiled.p
     # every part's arrays made here, before a thread starts: memory that runs out raises at
     # once, where a thread left running had kept the process from exiting
-    made = {first: (np.empty(size), np.empty((compiled.p, size)), np.empty((compiled.p, size)))
+    made = {first: (np.empty(size), np.empty((p, size)), np.empty((p, size)))
             for first, size in _runs(samples)}
+    bar = progress_bar(samples, samples * compiled.num_ops >= PROGRESS_OP_SAMPLES,
+                       desc="Monte Carlo", unit="sample")
+    stop = threading.Event()
 
     def part(first, size):
         makespan, busy, span = made[first]
-        # an overflow gives inf (and inf - inf NaN), which run() refuses; without the JIT NumPy
-        # would also warn
-        with np.errstate(over="ignore", invalid="ignore"):
-            noise_module.run_samples(*draws, compiled.device, compiled.previous,
-                                     compiled.producer,
-                                     compiled.link, compiled.stage2, compiled.device_first,
-                                     handoff, extra, first, makespan, busy, span)
+        chunk = (np.empty(min(size, CHUNK)), np.empty((p, min(size, CHUNK))),
+                 np.empty((p, min(size, CHUNK))))
+        for at in range(0, size, CHUNK):
+            if stop.is_set():  # another part was interrupted
+                break
+            c = min(CHUNK, size - at)
+            out = chunk if c == len(chunk[0]) else tuple(np.empty(x.shape[:-1] + (c,))
+                                                         for x in chunk)
+            # an overflow gives inf (and inf - inf NaN), which run() refuses; without the JIT
+            # NumPy would also warn
+            with np.errstate(over="ignore", invalid="ignore"):
+                noise_module.run_samples(*draws, compiled.device, compiled.previous,
+                                         compiled.producer, compiled.link, compiled.stage2,
+                                         compiled.device_first, handoff, extra, first + at,
+                                         *out)
+            makespan[at:at + c], busy[:, at:at + c], span[:, at:at + c] = out
+            bar.update(c)
         return makespan, busy, span
 
-    parts = _on_threads(part, samples)
+    try:
+        parts = _on_threads(part, samples, stop=stop)
+    finally:
+        bar.close()
     if len(parts) == 1:
         return parts[0]
     return tuple(np.concatenate(x, axis=-1) for x in zip(*parts, strict=True))
@@ -623,9 +645,10 @@ def _runs(samples: int, most: int | None = None) -> list[tuple[int, int]]:
     return [(first, min(size, samples - first)) for first in range(0, samples, size)]
 
 
-def _on_threads(work, samples: int, most: int | None = None) -> list:
+def _on_threads(work, samples: int, most: int | None = None, stop=None) -> list:
     """``work(first, size)`` over ``_runs(samples, most)``, the first on this thread: their
-    results in sample order."""
+    results in sample order. Where this thread's part raises (Ctrl-C), ``stop`` (a
+    ``threading.Event`` the parts check) is set and the others are waited for first."""
     runs = _runs(samples, most)
     if len(runs) == 1:
         return [work(0, samples)]
@@ -633,7 +656,15 @@ def _on_threads(work, samples: int, most: int | None = None) -> list:
         if not _POOL:
             _POOL.append(ThreadPoolExecutor(thread_name_prefix="fastpp-mc"))
     pending = [_POOL[0].submit(work, *run) for run in runs[1:]]
-    return [work(*runs[0]), *(job.result() for job in pending)]
+    try:
+        mine = work(*runs[0])
+    except BaseException:
+        if stop is not None:
+            stop.set()
+        for job in pending:
+            job.cancel() or job.exception()  # wait: nothing left running when this returns
+        raise
+    return [mine, *(job.result() for job in pending)]
 
 
 def _boundaries(schedule: Schedule) -> list[tuple[int, tuple[int, int]]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import changed_run, needs_data
+from helpers import ROOT, changed_run, needs_data
 from reference import parse, simulate_reference
 
 import fastpp
@@ -798,3 +798,55 @@ def test_a_monte_carlo_too_large_to_hold_is_refused_by_its_size():
                                             r"1,024 ops .*with first and count"):
         mc.op_times()
     assert mc.op_times(first=10, count=2).shape == (8, 128, 2)
+
+
+def test_samples_across_chunk_boundaries_are_each_their_drawn_timeline():
+    """A Monte Carlo runs in chunks of ``CHUNK`` samples (Ctrl-C and its bar are heard
+    between them): each sample, on either side of a chunk's edge and of a thread's, is the
+    reference timeline of its own drawn op times."""
+    from fastpp.montecarlo import CHUNK
+
+    s, costs = build_schedule("1f1b", 2, 2), Costs(f=1, b=2, comm=0.1)
+    mc = simulate(s, costs, noise=Noise(0.2), samples=2 * CHUNK + 200, seed=5)
+    parts = [[parse(token) for token in row] for row in s.tokens()]
+    for k in (0, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, mc.samples - 1):
+        drawn = mc.op_times(k, 1)[..., 0]
+        ref = simulate_reference(s, costs, [[drawn[r, j] for j in range(len(row))]
+                                            for r, row in enumerate(parts)])
+        assert mc.makespan[k] == pytest.approx(ref.makespan, rel=1e-12), k
+
+
+def test_ctrl_c_stops_a_long_monte_carlo_between_chunks(tmp_path):
+    """A real SIGINT reaches a Monte Carlo of millions of samples within a chunk, and no
+    thread is left running it: the process exits at once (it had run to the end, and a part
+    that failed had left the other thread computing)."""
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "long.py"
+    script.write_text(
+        "import signal, time\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)  # xdist's may ignore it\n"
+        "import fastpp\n"
+        "s, c = fastpp.build_schedule('1f1b', 8, 64), fastpp.Costs(f=1, b=2)\n"
+        "fastpp.simulate(s, c, noise=fastpp.Noise(0.1), samples=100)  # compiled or loaded\n"
+        "print('ready', flush=True)\n"
+        "t = time.perf_counter()\n"
+        "try:\n"
+        "    fastpp.simulate(s, c, noise=fastpp.Noise(0.1), samples=7_000_000)\n"
+        "    print('finished', flush=True)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', time.perf_counter() - t, flush=True)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    word, seconds = out.split()
+    assert word == "interrupted" and float(seconds) < 10, out
+    assert proc.returncode == 0
