@@ -246,3 +246,14 @@ def test_no_newer_gpu_runs_a_product_slower_than_an_a100():
         assert steps[1] < steps[0], (model, steps)
     with pytest.raises(ScheduleError, match=r"floor must be '' or a preset of HARDWARE"):
         dataclasses.replace(h100, floor="V100")
+
+
+def test_the_embeddings_times_by_hand():
+    """The embedding's forward reads a table row and writes it for each token (2 + 2 bytes a
+    value); its weight gradient reads the bf16 gradient and adds it into the fp32 main
+    gradient, read and written (2 + 4 + 4): at 10 GB/s, each plus the op's 1 us."""
+    model = Transformer(layers=2, hidden=64, heads=4, vocab=1000)
+    times = head_times(model, HW, 128, 2, 1, False)
+    tokens_h = 128 * 2 * 64
+    assert times["embed_forward"] == pytest.approx(4 * tokens_h / 1e10 + 1e-6)
+    assert times["embed_weight"] == pytest.approx(10 * tokens_h / 1e10 + 1e-6)

@@ -206,6 +206,12 @@ def test_a_run_larger_than_any_checked_is_extrapolated():
                                              "its bar: ")
     assert at[98304].expected >= at[64].expected
     assert regime(MODELS["llama3-70b"], HARDWARE["H100-80GB"], 8192, 4).gpus == 0  # unknown
+    # at its edge: the largest checked run is inside its bar, one GPU more is not
+    edge = {g: error_bar(regime(MODELS["llama3-70b"], HARDWARE["H100-80GB"], 8192, 4, g))
+            for g in (largest, largest + 1)}
+    assert edge[largest].extrapolated == ""
+    assert edge[largest + 1].extrapolated.startswith(f"scale {largest + 1:,} GPUs")
+    assert edge[largest + 1].expected >= edge[largest].expected
 
 
 def test_plan_rows_and_transformer_costs_carry_their_regimes_bar():

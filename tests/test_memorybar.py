@@ -9,6 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import recomputed_bytes
 
@@ -127,6 +128,7 @@ def test_plan_rows_carry_the_activations_bar_times_their_share():
     moe = plan("mixtral-8x7b", 64, seq=4096, global_batch=64, tp=[2], pp=[4], ep=[8],
                microbatch=1, recompute=["full"], schedules=["1f1b"], workers=1)
     assert moe["expected_memory_error"].isna().all()  # experts' activations: not measured
+    assert np.isnan(activation_error(MODELS["mixtral-8x7b"], "none"))  # nor its own bar
 
 
 def test_explain_shows_the_memory_error_bar(capsys):

@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 from fastpp import ScheduleError, build_schedule
-from fastpp.model import Hardware, Link, Recipe, Transformer, plan, transformer_costs
+from fastpp.model import (
+    MODELS,
+    Hardware,
+    Link,
+    Recipe,
+    Transformer,
+    layer_costs,
+    plan,
+    transformer_costs,
+)
 from fastpp.model.moe import all_to_all_bytes, all_to_all_times, layer_parts
 from fastpp.model.recipes import make_recipe, parts_with_recipe, recipe_terms
 
@@ -216,3 +225,29 @@ def test_recipe_items_a_model_lacks_the_part_of_are_refused(keywords, message):
         with pytest.raises(ScheduleError, match=message):
             transformer_costs(dataclasses.replace(SMALL, shared_experts=0), schedule, seq=32,
                               recompute="selective", hardware=TOY, **keywords)
+
+
+def test_recomputing_the_mlp_alone_keeps_the_scores():
+    """Megatron's --recompute-modules mlp without core_attn: a GPT layer without
+    FlashAttention keeps Korthikanti et al.'s s b (34 h + 5 a s) bytes but the MLP's inside,
+    its GeLU's input and output (2 F bytes a token each), the scores among what it keeps."""
+    gpt = Transformer(layers=2, hidden=1024, heads=16, vocab=1000, flash_attention=False,
+                      dropout=True)
+    s, h, a, ffn = 2048, 1024, 16, 4096
+    terms = recipe_terms(gpt, TOY, make_recipe(recompute_modules=("mlp",)), s, 1, 1, 1, False,
+                         moe=False)
+    kept = layer_costs(gpt, s, 1, 1, False, 1)["activations"] - terms["bytes"]
+    assert kept == pytest.approx(s * (34 * h + 5 * a * s) - 4 * ffn * s)
+
+
+def test_each_offloaded_input_by_hand():
+    """What an offloaded module's input weighs for a microbatch on one rank, at t = 4 with
+    sequence parallelism (T = s b tokens): the norms' and the QKV product's inputs 2 h T / t,
+    the output projection's 2 a d T / t (its heads split over the ranks)."""
+    llama = MODELS["llama3-8b"]
+    T, h = 8192, 4096
+    for module, expected in (("attn_norm", 2 * h * T / 4), ("qkv_linear", 2 * h * T / 4),
+                             ("mlp_norm", 2 * h * T / 4), ("attn_proj", 2 * h * T / 4)):
+        got = recipe_terms(llama, TOY, make_recipe(offload_modules=(module,)), T, 1, 4, 0,
+                           True, moe=False)["bytes"]
+        assert float(got) == pytest.approx(expected), module

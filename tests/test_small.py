@@ -265,6 +265,11 @@ def test_each_hop_on_its_own_link_by_hand():
     # a stride that is a multiple of the node: every hop leaves it; t d = 1: none does
     assert hop_crosses(hw, 8, [0, 1], [1, 2]).all()
     assert not hop_crosses(hw, 1, np.arange(7), np.arange(1, 8)).any()
+    # strides that do not divide the node (rank r on node r // 8): 3 ranks a stage, 0-2 ->
+    # 3-5 stays, 3-5 -> 6-8 and 6-8 -> 9-11 leave it (5 -> 8, 6 -> 9); 6 ranks, 0-5 -> 6-11
+    # leaves it (2 -> 8)
+    assert hop_crosses(hw, 3, [0, 1, 2], [1, 2, 3]).tolist() == [False, True, True]
+    assert hop_crosses(hw, 6, [0], [1]).tolist() == [True]
     # two configurations interleaved in one table: each stage's own position
     config = np.array([1, 0, 1, 0, 1])
     assert stage_positions(config).tolist() == [0, 0, 1, 1, 2]
