@@ -269,3 +269,17 @@ def wait_for(path: Path, proc, seconds=30.0):
         assert proc.poll() is None, "the child ended before writing " + str(path)
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.05)
+
+
+# a torchtitan job of Llama 3 8B with hybrid sharding's two degrees to fill in
+TITAN = """
+[model]
+name = "llama3"
+flavor = "8B"
+[training]
+local_batch_size = 2
+seq_len = 4096
+[parallelism]
+data_parallel_replicate_degree = {replicate}
+data_parallel_shard_degree = {shard}
+"""

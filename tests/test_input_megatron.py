@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import TITAN
 
 import fastpp.model as fm
 from fastpp import Costs, ScheduleError, build_schedule, simulate
@@ -22,17 +23,6 @@ from fastpp.model import (
 SHAPE = ("pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
          "--seq-length 4096 --vocab-size 32000 ")
 LONG = "9" * 5000  # past int()'s 4,300 digits
-TITAN = """
-[model]
-name = "llama3"
-flavor = "8B"
-[training]
-local_batch_size = 2
-seq_len = 4096
-[parallelism]
-data_parallel_replicate_degree = {replicate}
-data_parallel_shard_degree = {shard}
-"""
 QWEN_MOE = {"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24,
             "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632,
             "moe_intermediate_size": 1408, "num_experts": 60, "num_experts_per_tok": 4,

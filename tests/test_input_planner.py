@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import TITAN
 
 import fastpp
 import fastpp.model as fm
@@ -32,17 +33,6 @@ from fastpp.model import plan as plan_configurations
 from fastpp.model.explain import explain
 
 RUN = RunConfig(seq=4096, global_batch=64, t=2, p=2, d=2)
-TITAN = """
-[model]
-name = "llama3"
-flavor = "8B"
-[training]
-local_batch_size = 2
-seq_len = 4096
-[parallelism]
-data_parallel_replicate_degree = {replicate}
-data_parallel_shard_degree = {shard}
-"""
 ONE = build_schedule("1f1b", 4, 8)
 ROOT = Path(__file__).resolve().parents[1]
 
