@@ -179,18 +179,19 @@ class MonteCarlo:
                                 f"{MAX_PATH_SCRATCH:.0e} (8 bytes each): criticality and "
                                 f"sensitivity take a schedule of fewer ops or stages")
 
-        def count(first, size):
+        def count(first, size, chunk_of):
             out = np.zeros(compiled.num_ops, np.int64), np.zeros(targets)
-            noise_module.critical_samples(*draws, compiled.previous, compiled.producer,
-                                          compiled.link, handoff, extra, *sparse,
-                                          crossing, first, size, *out)
+            for at, c in chunk_of(first, size):  # the kernel adds each chunk's counts in
+                noise_module.critical_samples(*draws, compiled.previous, compiled.producer,
+                                              compiled.link, handoff, extra, *sparse,
+                                              crossing, at, c, *out)
             return out
 
         # whole counts, so the per-thread sums add up exactly; each thread holds its own
         # scores, so the threads are as many as the bound leaves room for
         most = int(MAX_PATH_SCRATCH // (compiled.num_ops * targets))
-        on_path, slope = (sum(x) for x in zip(*_on_threads(count, self.samples, most),
-                                              strict=True))
+        parts = _in_chunks(count, self.samples, compiled.num_ops, "critical paths", most)
+        on_path, slope = (sum(x) for x in zip(*parts, strict=True))
         return on_path, slope / self.samples
 
     @known_keywords("MonteCarlo.op_times")
@@ -593,44 +594,29 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
 
 
 def _samples(state, handoff, extra, samples):
-    """``run_samples`` of ``state`` with these hand-offs and per-stage extra op times, in
-    chunks of ``CHUNK`` samples: a bar past ``PROGRESS_OP_SAMPLES``, and Ctrl-C heard
-    between chunks."""
+    """``run_samples`` of ``state`` with these hand-offs and per-stage extra op times."""
     compiled, draws = state[0], state[1]
     p = compiled.p
     # every part's arrays made here, before a thread starts: memory that runs out raises at
     # once, where a thread left running had kept the process from exiting
     made = {first: (np.empty(size), np.empty((p, size)), np.empty((p, size)))
             for first, size in _runs(samples)}
-    bar = progress_bar(samples, samples * compiled.num_ops >= PROGRESS_OP_SAMPLES,
-                       desc="Monte Carlo", unit="sample")
-    stop = threading.Event()
 
-    def part(first, size):
+    def part(first, size, chunk_of):
         makespan, busy, span = made[first]
-        chunk = (np.empty(min(size, CHUNK)), np.empty((p, min(size, CHUNK))),
-                 np.empty((p, min(size, CHUNK))))
-        for at in range(0, size, CHUNK):
-            if stop.is_set():  # another part was interrupted
-                break
-            c = min(CHUNK, size - at)
-            out = chunk if c == len(chunk[0]) else tuple(np.empty(x.shape[:-1] + (c,))
-                                                         for x in chunk)
+        for at, c in chunk_of(first, size):
+            out = np.empty(c), np.empty((p, c)), np.empty((p, c))
             # an overflow gives inf (and inf - inf NaN), which run() refuses; without the JIT
             # NumPy would also warn
             with np.errstate(over="ignore", invalid="ignore"):
                 noise_module.run_samples(*draws, compiled.device, compiled.previous,
                                          compiled.producer, compiled.link, compiled.stage2,
-                                         compiled.device_first, handoff, extra, first + at,
-                                         *out)
-            makespan[at:at + c], busy[:, at:at + c], span[:, at:at + c] = out
-            bar.update(c)
+                                         compiled.device_first, handoff, extra, at, *out)
+            k = at - first
+            makespan[k:k + c], busy[:, k:k + c], span[:, k:k + c] = out
         return makespan, busy, span
 
-    try:
-        parts = _on_threads(part, samples, stop=stop)
-    finally:
-        bar.close()
+    parts = _in_chunks(part, samples, compiled.num_ops, "Monte Carlo")
     if len(parts) == 1:
         return parts[0]
     return tuple(np.concatenate(x, axis=-1) for x in zip(*parts, strict=True))
@@ -645,26 +631,41 @@ def _runs(samples: int, most: int | None = None) -> list[tuple[int, int]]:
     return [(first, min(size, samples - first)) for first in range(0, samples, size)]
 
 
-def _on_threads(work, samples: int, most: int | None = None, stop=None) -> list:
-    """``work(first, size)`` over ``_runs(samples, most)``, the first on this thread: their
-    results in sample order. Where this thread's part raises (Ctrl-C), ``stop`` (a
-    ``threading.Event`` the parts check) is set and the others are waited for first."""
+def _in_chunks(work, samples: int, ops: int, what: str, most: int | None = None) -> list:
+    """``work(first, size, chunk_of)`` over ``_runs(samples, most)``, the first on this
+    thread: their results in sample order. ``chunk_of(first, size)`` yields each ``(at, c)``
+    of ``CHUNK`` samples or fewer, updating a bar (past ``PROGRESS_OP_SAMPLES`` op-samples);
+    where anything raises (Ctrl-C, heard between chunks), the other parts stop at their next
+    chunk and are waited for, so that nothing is left running."""
+    stop = threading.Event()
+    bar = progress_bar(samples, samples * ops >= PROGRESS_OP_SAMPLES, desc=what,
+                       unit="sample")
+
+    def chunk_of(first, size):
+        for at in range(first, first + size, CHUNK):
+            if stop.is_set():  # another part was interrupted
+                return
+            c = min(CHUNK, first + size - at)
+            yield at, c
+            bar.update(c)
+
     runs = _runs(samples, most)
-    if len(runs) == 1:
-        return [work(0, samples)]
-    with _LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(thread_name_prefix="fastpp-mc"))
-    pending = [_POOL[0].submit(work, *run) for run in runs[1:]]
+    pending = []
     try:
-        mine = work(*runs[0])
+        if len(runs) > 1:
+            with _LOCK:
+                if not _POOL:
+                    _POOL.append(ThreadPoolExecutor(thread_name_prefix="fastpp-mc"))
+            pending = [_POOL[0].submit(work, *run, chunk_of) for run in runs[1:]]
+        mine = work(*runs[0], chunk_of)
+        return [mine, *(job.result() for job in pending)]
     except BaseException:
-        if stop is not None:
-            stop.set()
+        stop.set()
         for job in pending:
             job.cancel() or job.exception()  # wait: nothing left running when this returns
         raise
-    return [mine, *(job.result() for job in pending)]
+    finally:
+        bar.close()
 
 
 def _boundaries(schedule: Schedule) -> list[tuple[int, tuple[int, int]]]:

@@ -818,8 +818,8 @@ def test_samples_across_chunk_boundaries_are_each_their_drawn_timeline():
 
 def test_ctrl_c_stops_a_long_monte_carlo_between_chunks(tmp_path):
     """A real SIGINT reaches a Monte Carlo of millions of samples within a chunk, and no
-    thread is left running it: the process exits at once (it had run to the end, and a part
-    that failed had left the other thread computing)."""
+    thread is left running it: the process exits within seconds of the signal (it had run to
+    the end, and a part that failed had left the other thread computing its half)."""
     import subprocess
     import sys
     import time
@@ -834,7 +834,7 @@ def test_ctrl_c_stops_a_long_monte_carlo_between_chunks(tmp_path):
         "print('ready', flush=True)\n"
         "t = time.perf_counter()\n"
         "try:\n"
-        "    fastpp.simulate(s, c, noise=fastpp.Noise(0.1), samples=7_000_000)\n"
+        "    fastpp.simulate(s, c, noise=fastpp.Noise(0.1), samples=7_800_000)\n"
         "    print('finished', flush=True)\n"
         "except KeyboardInterrupt:\n"
         "    print('interrupted', time.perf_counter() - t, flush=True)\n")
@@ -844,9 +844,11 @@ def test_ctrl_c_stops_a_long_monte_carlo_between_chunks(tmp_path):
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
+        sent = time.perf_counter()
         out, _ = proc.communicate(timeout=60)
+        exited = time.perf_counter() - sent
     finally:
         proc.kill()
     word, seconds = out.split()
     assert word == "interrupted" and float(seconds) < 10, out
-    assert proc.returncode == 0
+    assert proc.returncode == 0 and exited < 5, exited  # the other thread's half not run

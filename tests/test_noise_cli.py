@@ -259,8 +259,8 @@ def test_a_large_schedules_sensitivities_are_refused_not_allocated(capsys, monke
     # each thread holds its own scores: the bound is on them all, so room for one is one
     # thread (a review: the bound had been per thread, 64 x 4 GB on 64 cores)
     asked = []
-    spread = fastpp.montecarlo._on_threads
-    monkeypatch.setattr(fastpp.montecarlo, "_on_threads",
-                        lambda *a: asked.append(a[2:]) or spread(*a))
+    spread = fastpp.montecarlo._in_chunks
+    monkeypatch.setattr(fastpp.montecarlo, "_in_chunks",
+                        lambda *a: asked.append(a[4:]) or spread(*a))
     monkeypatch.setattr(fastpp.montecarlo, "MAX_PATH_SCRATCH", 64 * 7 * 2 - 1)
     assert len(mc.sensitivity["stages"]) == 4 and asked == [(1,)]
