@@ -40,7 +40,6 @@ def test_docstring_examples(name):
     assert failed == 0, name
 
 
-
 def _page(name: str) -> str:
     return (ROOT / name).read_text()
 

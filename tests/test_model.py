@@ -108,6 +108,11 @@ def test_stage_costs_by_hand():
     # output projection's bf16 inputs (last: Korthikanti et al.'s 4 s b h / t beside 4 s b v / t)
     act = 2 * 256 * 27
     np.testing.assert_allclose(c.unit, [act + 256 / 2, act + 4 * 32 * 10 / 2 + 4 * 256 / 2])
+    # without sequence parallelism the mask and the head's inputs are whole on every rank:
+    # the last stage keeps 4 s b v / t + 4 s b h - s b h more than the first
+    whole = transformer_costs(GPT, sched, TOY, seq=16, microbatch=2, tp=2,
+                              sequence_parallel=False).per_stage(sched)
+    assert whole.unit[1] - whole.unit[0] == pytest.approx(4 * 32 * 10 / 2 + 4 * 256 - 256)
 
 
 def test_device_bytes_tp_and_zero_by_hand():
@@ -236,7 +241,6 @@ def test_without_a_pipeline_each_schedule_has_its_own_memory():
             sum(bytes_.values())[0] + held_bytes(costs, sched, simulate(sched, costs))[0],
             rel=1e-12)
     # more chunks on the one device: the same time, and each chunk count a row of its own
-    # (uneven chunks hold other bytes)
     model = Transformer(layers=8, hidden=64, heads=8, vocab=500, name="toy")
     one = plan(model, 4, TOY, seq=32, global_batch=8, schedules=["interleaved-1f1b"],
                m=[2, 3, 4], pp=1, tp=1, microbatch=1, recompute="none")

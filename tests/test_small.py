@@ -147,7 +147,6 @@ def test_link_time_is_the_fastest_protocol():
     assert link_time(plain, 1e6, 4, 0.5) == pytest.approx(4e-6 + 0.5e6 / 100e9)
 
 
-
 def test_collectives_across_nodes_take_nccl_latencies():
     """NCCL's tuning model (src/graph/tuning.cc): a ring across nodes waits on the network
     only on the steps that leave a node, and an all-reduce runs as a tree where that is
@@ -169,6 +168,12 @@ def test_collectives_across_nodes_take_nccl_latencies():
                                                          + 14 * node)
     # one rank a node: every step leaves its node, at one rail
     assert all_reduce(A100, 1e9, 64, 1) == pytest.approx(126 / 64 * 1e9 / 22.5e9 + 126 * net)
+    # three nodes (24 ranks): NCCL's tree takes floor(log2 3) = 1 network hop each way; and 12
+    # ranks over two nodes, 8 and 4, its 12 // 2 - 1 = 5 hops in a node
+    tree = 2 * 1e6 / (0.9 * rails) + 2 * (7 * node + 1 * net)
+    assert all_reduce(A100, 1e6, 24, 8) == pytest.approx(tree)
+    tree = 2 * 1e6 / (0.9 * rails) + 2 * (5 * node + 1 * net)
+    assert all_reduce(A100, 1e6, 12, 8) == pytest.approx(tree)
 
 
 @pytest.mark.parametrize("protocols, message", [

@@ -215,7 +215,7 @@ class ScheduleSpec:
 
     def shape_reason(self, p: int, n: int, m: int, G: int) -> str:
         """The first rule of the schedule's shape one point breaks ("" if none), the size
-        bound ``p*n*m`` aside: what a closed form (``fastpp.theory``) must hold, at any
+        rules (``Rule.size``) aside: what a closed form (``fastpp.theory``) must hold, at any
         size."""
         for rule in self.rules:
             if not rule.size and not bool(rule.ok(p, n, m, G)):

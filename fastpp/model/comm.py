@@ -8,8 +8,9 @@ at the node link's bus bandwidth. A group that spans nodes with ``k`` members in
 NCCL's parallel rings, one per member's network rail: ``min(node, k x network)`` bus
 bandwidth (a tensor-parallel group of all 8 GPUs of each node gets 8 rails, a data-parallel
 group of one GPU per node one rail); the ring's steps that leave a node wait on the network's
-latency, the others on the node link's, and an all-reduce takes NCCL's tree where it is
-faster (its ``log2`` of the nodes in latency pays for the tree's lower bandwidth). A pipeline
+latency, the others on the node link's (the links' own latencies, in the form of NCCL's tuning
+model), and an all-reduce takes NCCL's tree where it is faster (its ``log2`` of the nodes in
+latency pays for the tree's lower bandwidth). A pipeline
 hand-off is one message over one link: each rank sends its slice over its own rail; each hop
 is priced by its own link (``hop_crosses``): NVLink between two stages in one node, the
 network only where the hop leaves the node.
@@ -60,10 +61,11 @@ def _ring(hardware, message_bytes, ranks, per_node, passes):
     steps = passes * (ranks - 1.0)
     fraction = steps / np.maximum(ranks, 1.0)
     inside = link_time(hardware.node, message_bytes, steps, fraction)
-    # NCCL's latencies across nodes (src/graph/tuning.cc): of a ring's steps, those that leave
-    # a node (``passes (nodes - 1)``) wait on the network, the rest on the node's link; an
-    # all-reduce may run as a tree instead, up and down ``per_node - 1`` hops in each node and
-    # ``log2 nodes`` between them, at 0.9 of the ring's bus bandwidth
+    # NCCL's form of latency across nodes (src/graph/tuning.cc), at the links' own latencies
+    # (not NCCL's per protocol): of a ring's steps, those that leave a node (``passes (nodes -
+    # 1)``) wait on the network, the rest on the node's link; an all-reduce may run as a tree
+    # instead, up and down ``ranks // nodes - 1`` hops in each node and ``floor(log2 nodes)``
+    # between them, at 0.9 of the ring's bus bandwidth
     nodes = np.ceil(ranks / np.maximum(per_node, 1.0))
     crossing = passes * (nodes - 1.0)
     node_lat, network_lat = hardware.node.latency, hardware.network.latency
@@ -71,7 +73,8 @@ def _ring(hardware, message_bytes, ranks, per_node, passes):
               + (steps - crossing) * node_lat)
     if passes == 2.0:
         tree = (2.0 * message_bytes / (TREE_BANDWIDTH * bandwidth)
-                + 2.0 * ((per_node - 1.0) * node_lat + np.log2(nodes) * network_lat))
+                + 2.0 * ((np.floor(ranks / nodes) - 1.0) * node_lat
+                         + np.floor(np.log2(nodes)) * network_lat))
         across = np.minimum(across, tree)
     return np.where(ranks > 1, np.where(ranks > per_node, across, inside), 0.0)
 

@@ -677,9 +677,10 @@ class RunGrid:
     scatter_gather : bool
         Megatron-LM's hand-off of 2021 to 2023 (``--scatter-gather-tensors-in-pipeline``, on
         by default then): each tensor-parallel rank sends ``1/t`` of the activations and the
-        receiving stage all-gathers them in its node. Megatron-Core's hand-off sends every
-        rank the whole tensor, ``1/t`` of it only with sequence parallelism. Default False,
-        as Megatron-Core sends; the published runs of the older code set it.
+        receiving stage all-gathers them in its node (that all-gather is not priced).
+        Megatron-Core's hand-off sends every rank the whole tensor, ``1/t`` of it only with
+        sequence parallelism. Default False, as Megatron-Core sends; the published runs of the
+        older code set it.
     precision : {"bf16", "fp8"}, optional
     dispatcher, cp_comm, zero3 : str
     node_limit : int, optional

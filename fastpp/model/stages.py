@@ -498,15 +498,20 @@ def _dense_terms(model, grid, prices, per_stage, dense, layers, starts, ends) ->
     mask = 0.5 * BYTES * seq * b * model.hidden if model.dropout else 0.0
     logits = LOSS_KEPT_BYTES[model.loss] + np.where(grid.p > 1, LOSS_PIPELINE_KEPT[model.loss],
                                                     0.0)
-    # the head keeps its final norm's input and its output projection's, in half precision,
-    # split over t only under sequence parallelism (Korthikanti et al. 2022, section 4.2:
-    # 4 s b h / t beside the logits' 4 s b v / t)
-    head_inputs = 2.0 * BYTES * seq * b * model.hidden / np.where(sequence_parallel, t, 1.0)
     act = (kept + starts * per_stage(mask / np.where(sequence_parallel, t, 1.0))
-           + ends * per_stage(logits * seq * b * model.vocab / t + head_inputs))
+           + ends * per_stage(logits * seq * b * model.vocab / t + head_inputs(grid, model)))
     return {"forward": forward, "backward": backward, "weight": weight, "kept": kept,
             "act": act, "held_by_w": kept * per_stage(layer["gamma"]),
             "recomputed": np.where(dense > 0, per_stage(layer["recomputed"]), 0.0)}
+
+
+def head_inputs(grid, model: Transformer):
+    """Bytes a head (the model's, or an MTP module's) keeps for a microbatch besides its
+    logits: its final norm's input and its output projection's, in half precision, split over
+    ``t`` only under sequence parallelism (Korthikanti et al. 2022, section 4.2: ``4 s b h /
+    t`` beside the logits' ``4 s b v / t``)."""
+    return (2.0 * BYTES * grid.seq * grid.rank_batch * model.hidden
+            / np.where(grid.sequence_parallel, grid.t, 1.0))
 
 
 def _handoff_terms(hardware, grid, config, placement, hidden, forward, per_stage):
@@ -570,7 +575,8 @@ def _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers, 
     return {"forward": forward, "backward": backward, "weight": weight,
             "kept": kept, "held_by_w": held_by_w + mtp_kept * per_stage(one["gamma"]),
             "act": act + mtp_kept + mtp * per_stage(LOSS_KEPT_BYTES[model.loss] * seq * b
-                                                    * model.vocab / t),
+                                                    * model.vocab / t
+                                                    + head_inputs(grid, model)),
             "recomputed": recomputed}
 
 
