@@ -32,14 +32,16 @@ KERNEL_TESTS = ("test_compiled.py", "test_engine.py", "test_generators.py", "tes
                 "test_simulate.py", "test_vshape.py")
 # checks whose size is the point (closed forms over thousands of Monte Carlo samples, the
 # published tables, brute force, the CLI's search, every schedule's search result, thread and
-# fork equivalence, pictures, every generator through the batch kernel): the suite makes them
-# with the JIT. Each adds a handful of lines at most, measured per test with coverage's
+# fork equivalence, pictures, every generator through the batch kernel, tens of thousands
+# of samples across chunks and bounds, a Ctrl-C into millions, ZB-V at p = 1000): the suite
+# makes them with the JIT. Each adds a handful of lines at most, measured per test with coverage's
 # dynamic contexts: without them the jitted modules are covered at 94.9% without the JIT
 # (95.3% with them), in 80 s of CPU instead of 150 s
 SLOW_WITHOUT_JIT = ("deterministic or johansson or gamma_sum or table5 or authors or brute or "
                     "fixed_schedules or exact_proves or cli_optimize or absorption_threshold or "
                     "samples_on_threads or pictures or every_returned_schedule_checks_out or "
-                    "forked_child or generators_agree_with_simulate")
+                    "forked_child or generators_agree_with_simulate or chunk_boundaries or "
+                    "ctrl_c_stops or too_large_to_hold or outgrows")
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="this is that run")
