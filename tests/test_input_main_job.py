@@ -275,9 +275,12 @@ def test_sigterm_ends_long_work_as_ctrl_c_does(tmp_path):
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     root = Path(__file__).resolve().parent.parent
+    # a sweep of about 4 s warm (its first grid took 0.21 s, and a signal 0.2 s in could land
+    # after the sweep, in the interpreter's exit, with SIGTERM's default back: exit -15)
     run = subprocess.Popen([sys.executable, str(root / "scripts" / "sweep.py"), "--out",
-                            str(tmp_path / "out"), "--no-plots", "--no-progress", "-p", "2",
-                            "4", "8", "16", "--n-per-p", "1", "2", "4", "8"], cwd=tmp_path,
+                            str(tmp_path / "out"), "--no-plots", "--no-progress", "-p", "8",
+                            "16", "32", "64", "--n-per-p", "8", "16", "32", "64", "-m", "1",
+                            "2", "4"], cwd=tmp_path,
                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                            env=dict(os.environ, PYTHONPATH=str(root)))
     for line in run.stdout:  # in its sweep: past the compile or load of its kernels
