@@ -109,4 +109,3 @@ def noise_rows(names, p, n, m, G, costs: list, noise, samples: int, seed: int,
         out["makespan_p50"][i], out["makespan_p95"][i] = mc.quantile([0.5, 0.95])
     bar.close()
     return out
-
