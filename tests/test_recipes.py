@@ -45,8 +45,9 @@ def test_each_recompute_module_by_hand():
     base = terms(["core_attn"])  # Megatron's default; an MoE layer's outputs 2h x 64 copies
     assert base["bytes"] == pytest.approx(2 * 64 * 64)
     assert base["attention"] == 0 and base["mlp"] == 0
-    # layernorm: the two norms' outputs, 2 x 2 x 64 bytes a token; two norms recomputed, each
-    # reading and writing 32 x 64 x 2 bytes at 1000 B/s
+    # layernorm: the two norms' outputs (MLA's input norm and an MoE layer's pre-MLP norm stand
+    # apart from the products after them), 2 x 2 x 64 bytes a token; two norms recomputed,
+    # each reading and writing 32 x 64 x 2 bytes at 1000 B/s
     ln = terms(["core_attn", "layernorm"])
     assert ln["bytes"] - base["bytes"] == pytest.approx(4 * 64 * S)
     assert ln["attention"] == pytest.approx(2 * 2 * S * 64 / 1000)
@@ -84,13 +85,53 @@ def test_each_recompute_module_by_hand():
     # core_attn left out: FlashAttention keeps no scores, but its core is not recomputed
     nothing = terms([])
     assert nothing["bytes"] == base["bytes"] and nothing["attention"] < 0
-    # mlp acts on dense layers: the inside 6F a token (fused SwiGLU)
+    # mlp acts on dense layers: the inside 6F a token (fused SwiGLU) and the output of the
+    # norm fused into its first product (2h: the checkpoint keeps the residual)
     dense = terms(["core_attn", "mlp"], moe=False)
-    assert dense["bytes"] == pytest.approx(6 * 128 * S) and dense["mlp"] > 0
+    assert dense["bytes"] == pytest.approx((6 * 128 + 2 * 64) * S) and dense["mlp"] > 0
     # no term under full recomputation or without selective
     for rc in (0, 2):
         assert terms(["core_attn", "layernorm", "moe_act"], rc=rc)["mlp"] == 0
     assert terms(["core_attn"], rc=2)["bytes"] == 0
+
+
+def test_layernorm_recomputes_only_the_norms_that_stand_apart():
+    """Megatron-Core's Transformer Engine spec fuses a norm into the product after it
+    (``TELayerNormColumnParallelLinear``; the layer's norm an ``IdentityOp``, which
+    ``TransformerLayer`` does not checkpoint): without MLA the input norm is fused, and in a
+    dense layer the pre-MLP norm too, so ``layernorm`` saves and recomputes nothing there."""
+    plain = dataclasses.replace(SMALL, q_rank=0, kv_rank=0, rope_dim=0, name="small-moe")
+    for moe in (False, True):
+        base, ln = (recipe_terms(plain, TOY, Recipe(tuple(mods)), S, 1, 1, 1, True, moe=moe)
+                    for mods in (["core_attn"], ["core_attn", "layernorm"]))
+        assert ln["attention"] == base["attention"]
+        # an MoE layer's pre-MLP norm feeds the router apart: its 2h a token, one norm again
+        assert ln["bytes"] - base["bytes"] == pytest.approx(2 * 64 * S if moe else 0.0)
+        assert ln["mlp"] - base["mlp"] == pytest.approx(2 * 2 * S * 64 / 1000 if moe else 0.0)
+        # norms that run apart (Megatron-Core's local spec, DeepSeek's framework): both
+        apart = recipe_terms(plain, TOY, Recipe(("core_attn", "layernorm"), fused_norms=False),
+                             S, 1, 1, 1, True, moe=moe)
+        assert apart["bytes"] - base["bytes"] == pytest.approx(4 * 64 * S)
+
+
+def test_modules_without_core_attn_do_not_repeat_the_context_parallel_ring():
+    """The ring's blocks are the attention core's: only ``core_attn`` (Megatron's
+    ``checkpoint_core_attention``) or full recomputation runs them again. A dense layer whose
+    modules recompute nothing prices as no recomputation, with context parallelism too (the
+    ring's repricing of the core, below the plain core's time, had been added to the backward
+    as a recomputation of negative time)."""
+    model = MODELS["llama3-8b"]
+    sched = build_schedule("1f1b", p=4, n=8)
+    for cp in (1, 2, 4):
+        kw = dict(seq=16384, tp=1, dp=1, cp=cp, cp_comm="ring")
+        none = transformer_costs(model, sched, "H100-80GB", recompute="none", **kw)
+        for mods in ([], ["layernorm"]):
+            got = transformer_costs(model, sched, "H100-80GB", recompute="selective",
+                                    recompute_modules=mods, **kw)
+            assert np.array_equal(got.f, none.f) and np.array_equal(got.act, none.act)
+            assert np.allclose(got.b, none.b, rtol=1e-12), (cp, mods)
+        default = transformer_costs(model, sched, "H100-80GB", recompute="selective", **kw)
+        assert np.all(default.b > none.b)  # core_attn: the core (the ring's blocks) again
 
 
 def test_fp8_cache_and_offload_by_hand():
@@ -189,6 +230,7 @@ def test_deepseek_v3_priced_within_15_percent_of_its_report():
     (lambda: Recipe("layernorm"), "recompute_modules must be a list"),
     (lambda: Recipe(offload_modules=("mlp",)), "offload_modules must hold names"),
     (lambda: Recipe(fp8_cache="yes"), "fp8_cache must be True or False"),
+    (lambda: Recipe(fused_norms="no"), "fused_norms must be True or False"),
     (lambda: make_recipe("llama"), "recipe must be one of"),
     (lambda: make_recipe("deepseek-v3", ["moe"]), "recipe must be given alone: it sets"),
     (lambda: transformer_costs(SMALL, build_schedule("1f1b", p=2, n=4), TOY, seq=S, ep=2,
@@ -237,6 +279,12 @@ def test_recomputing_the_mlp_alone_keeps_the_scores():
     terms = recipe_terms(gpt, TOY, make_recipe(recompute_modules=("mlp",)), s, 1, 1, 1, False,
                          moe=False)
     kept = layer_costs(gpt, s, 1, 1, False, 1)["activations"] - terms["bytes"]
+    # with Transformer Engine's spec the norm is fused into the first product: the
+    # checkpoint keeps the residual and frees that product's input (the norm's output, 2h)
+    assert kept == pytest.approx(s * (34 * h + 5 * a * s) - 4 * ffn * s - 2 * h * s)
+    apart = recipe_terms(gpt, TOY, Recipe(("mlp",), fused_norms=False), s, 1, 1, 1, False,
+                         moe=False)
+    kept = layer_costs(gpt, s, 1, 1, False, 1)["activations"] - apart["bytes"]
     assert kept == pytest.approx(s * (34 * h + 5 * a * s) - 4 * ffn * s)
 
 

@@ -14,7 +14,13 @@ output once its consumer has run and recomputes it before the consumer's backwar
 checkpointing keeps the module's input and frees everything inside it:
 
 - ``core_attn`` (normal): the attention scores (none with FlashAttention); recomputes the core.
-- ``layernorm`` (output-discarding): the two norms' outputs, ``4h`` whole; recomputes two norms.
+- ``layernorm`` (output-discarding): the outputs of the norms that stand apart from the
+  product after them, ``2h`` whole each; recomputes them. Megatron-Core's Transformer Engine
+  spec fuses a norm into that product (``TELayerNormColumnParallelLinear``; the layer's norm
+  an ``IdentityOp``, which ``TransformerLayer`` does not checkpoint), so that only MLA's input
+  norm and an MoE layer's pre-MLP norm (its output feeds the router) stand apart; with
+  ``Recipe.fused_norms`` off (Megatron-Core's local spec, DeepSeek's own framework) both
+  norms of every layer do.
 - ``mla_up_proj`` (output-discarding, MLA only): the expanded Q and K (``2a(d+r)`` each) and V
   (``2a d_v``), split; recomputes the two up-projections.
 - ``moe_act`` (output-discarding): what the routed experts' activation keeps beyond its input
@@ -22,7 +28,9 @@ checkpointing keeps the module's input and frees everything inside it:
   copy; with separate ops the SiLU's output too, ``4 F_e / etp``
   (``Transformer.inside_bytes``); recomputes the activation.
 - ``mlp`` (normal, dense layers): the MLP's inside (``Transformer.inside_bytes`` times ``F``:
-  ``6F`` fused SwiGLU, ``8F`` separate, ``4F`` GeLU), split; recomputes the MLP's forward.
+  ``6F`` fused SwiGLU, ``8F`` separate, ``4F`` GeLU), split, and with fused norms the output
+  of the norm fused into its first product (``2h`` whole: the checkpoint's input is then the
+  residual); recomputes the MLP's forward.
 - ``shared_experts`` (normal): the shared experts' inside; recomputes them.
 - ``moe`` (normal): the whole MoE block but its input: the router's bytes, every received
   copy's and the shared experts'; recomputes router, experts and the dispatch and combine
@@ -116,6 +124,10 @@ class Recipe:
     op_level : bool
         torchtitan's op-level selective checkpointing (``RunConfig.recompute_method="op"``;
         ``op_level_terms``) instead of Megatron's modules, which must then be the default.
+    fused_norms : bool
+        Each norm before a product fused into it, as Megatron-Core's Transformer Engine spec
+        runs them (the default); ``False`` for the local spec or a framework whose norms run
+        apart (DeepSeek's): what ``layernorm`` and ``mlp`` free (see the module).
     """
 
     recompute_modules: tuple = ("core_attn",)
@@ -124,6 +136,7 @@ class Recipe:
     name: str = "recipe"
     bf16_moments: bool = False
     op_level: bool = False
+    fused_norms: bool = True
 
     def __post_init__(self):
         for field, allowed in (("recompute_modules", RECOMPUTE_MODULES),
@@ -133,7 +146,7 @@ class Recipe:
             raise ScheduleError(f"recompute_modules are Megatron's: with torchtitan's op-level "
                                 f"policy (op_level=True) they must be the default ('core_attn',) "
                                 f"(got {self.recompute_modules!r})")
-        for field in ("fp8_cache", "bf16_moments", "op_level"):
+        for field in ("fp8_cache", "bf16_moments", "op_level", "fused_norms"):
             if getattr(self, field) not in (False, True):
                 raise ScheduleError(f"{field} must be True or False (got "
                                     f"{getattr(self, field)!r})")
@@ -150,8 +163,9 @@ def optimizer_bytes(recipe: Recipe | None) -> float:
 
 
 RECIPES = {r.name: r for r in (
+    # the report recomputes "all RMSNorm operations": its framework's norms run apart
     Recipe(("layernorm", "mla_up_proj", "moe_act"), fp8_cache=True,
-           name="deepseek-v3", bf16_moments=True),
+           name="deepseek-v3", bf16_moments=True, fused_norms=False),
 )}
 
 
@@ -287,8 +301,12 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
     if "core_attn" not in mods:  # the default selective's scores and core recompute undone
         saved = saved - np.where(selective, attention_costs(model, seq, b, t)["scores"], 0.0)
         attention_s = attention_s - np.where(selective, att["core"], 0.0)
-    on("layernorm", 2.0 * BYTES * whole * h, norm)
-    on("layernorm", 0.0, norm, side="mlp")
+    # which norms stand apart from the product after them (the module's ``layernorm``)
+    input_apart = model.mla or not recipe.fused_norms
+    if input_apart:
+        on("layernorm", BYTES * whole * h, norm)
+    if moe or not recipe.fused_norms:
+        on("layernorm", BYTES * whole * h, norm, side="mlp")
     if model.mla:
         a, r = float(model.heads), float(model.rope_dim)
         up = matmul_time(hw, T, a * (model.head_dim + model.v_head_dim) / t, model.kv_rank)
@@ -298,7 +316,7 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
     G = 2.0 if model.swiglu else 1.0
     off = zero
     names = set(recipe.offload_modules)
-    layernorm_freed = selective & ("layernorm" in mods)
+    layernorm_freed = selective & ("layernorm" in mods) & input_apart
     up_freed = selective & ("mla_up_proj" in mods)
     if "attn_norm" in names:
         off = off + BYTES * whole * h
@@ -311,7 +329,10 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
     if "mlp_norm" in names:
         off = off + BYTES * whole * h
     if not moe:
-        on("mlp", model.inside_bytes * model.ffn * T / t,
+        # a norm fused into the first product (an IdentityOp before the MLP): the checkpoint
+        # keeps the residual and frees the norm's output too
+        fused = BYTES * whole * h if recipe.fused_norms else 0.0
+        on("mlp", model.inside_bytes * model.ffn * T / t + fused,
            mlp_times(model, hw, seq, b, t, sequence_parallel)["forward"], side="mlp")
     else:
         owned, received = _tokens(model, seq, b, t, etp, imbalance)

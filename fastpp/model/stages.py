@@ -405,7 +405,13 @@ def _layer_prices(model, hardware, grid) -> dict:
     cp_forward, cp_backward = context_parallel_times(model, hardware, seq, grid.microbatch, t,
                                                      grid.cp, grid.cp_comm)
     # a full recompute repeats it, and so does the selective one (the core with its exchange)
-    cp_backward = cp_backward + np.where(rc >= 1, cp_forward, 0.0)
+    # (not where a recipe's selective modules leave the core out: Megatron's core_attn alone
+    # checkpoints the core attention, attention.py's checkpoint_core_attention)
+    core_again = rc >= 1
+    if grid.recipe is not None and (grid.recipe.op_level
+                                    or "core_attn" not in grid.recipe.recompute_modules):
+        core_again = rc == 2
+    cp_backward = cp_backward + np.where(core_again, cp_forward, 0.0)
     sbh = seq * b * model.hidden
     spans = tensor_parallel_per_node(hardware, t, t * grid.cp * grid.d * grid.p)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
