@@ -21,6 +21,7 @@ from fastpp.model.compute import (
     layer_times,
     matmul_efficiency,
     matmul_time,
+    mlp_times,
     optimizer_time,
 )
 from fastpp.model.stages import BUCKET_PARAMS, step_terms
@@ -64,6 +65,22 @@ def test_layer_times_are_the_hand_checked_flops_at_a_shape_blind_peak():
         flops = layer_costs(gpt, 16, 2, t, sp, rc)
         for k in ("forward", "input_grad", "weight_grad"):
             assert times[k] == pytest.approx(flops[k] / 0.5e12, rel=1e-9), (t, sp, rc, k)
+
+
+def test_the_activation_backward_moves_what_megatrons_fused_kernels_move():
+    """Megatron's fused SwiGLU backward (``fused_bias_swiglu.swiglu_back``) reads the output's
+    gradient (F elements a token) and the input (2F) and writes the input's gradient (2F): 5F
+    halves; GeLU's reads F and F and writes F: 3F (``2G + 1``). With products free, the MLP
+    half's backward beyond its norm and residual is that traffic at 10 GB/s."""
+    hw = dataclasses.replace(HW, peak_flops=1e30, op_overhead=0.0, matmul_half=1e-9)
+    T, h, F = 512, 64, 256
+    for swiglu, elements in ((True, 5), (False, 3)):
+        model = Transformer(layers=2, hidden=h, heads=2, ffn=F, vocab=10, swiglu=swiglu)
+        full, bare = (mlp_times(model, hw, T, 1, 1, False, width)["input_grad"]
+                      for width in (None, 0))
+        G = 2 if swiglu else 1
+        products = sum(matmul_time(hw, T, k, n) for n, k in ((G * F, h), (h, F)))
+        assert float(full - bare - products) == pytest.approx(elements * 2 * T * F / 1e10)
 
 
 def test_all_reduce_within_a_node_and_across_nodes():

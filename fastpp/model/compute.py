@@ -102,13 +102,14 @@ METRIC_KERNELS = 7
 #   20 forward and 20 backward, which no fused pricing counts (a fused kernel's 4 and 4 are
 #   priced nowhere), the rotary table's reads left out (4/heads bytes an element);
 # - SiLU and the product as two ops, an element of F: 10 forward and 18 backward against the
-#   one op's 6 and 8 (GeLU is one op either way);
+#   one op's 6 and 10 (Megatron's swiglu_back reads the gradient and both inputs, writes
+#   both gradients; GeLU is one op either way);
 # - each product's input gradient added apart where several products read one tensor (wq,
 #   wk, wv; w1, w3), 6 bytes an element of h for each sum, and the residual's gradient added
 #   to its branch's, 6 against 4.
 EAGER_NORM = (32.0, 86.0)
 EAGER_ROPE = (20.0, 20.0)
-EAGER_GATE = (4.0, 10.0)
+EAGER_GATE = (4.0, 8.0)
 EAGER_SUM, EAGER_RESIDUAL = 6.0, 2.0
 # the kernels each launches beyond the fused ones, forward and backward: the 2024 norm 8 and
 # 16 against 1 and 1, the rotary embedding 6 and 8 against none, SiLU and the product 2 and 3
@@ -459,7 +460,7 @@ def mlp_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t,
     return {"forward": norm + residual + memory_time(hw, (G + 1.0) * BYTES * T * F / t)
             + forward + more_f + 0.0 * b,
             "input_grad": (1.5 * norm + (2.0 + drop) / (3.0 + drop) * residual
-                           + memory_time(hw, (G + 2.0) * BYTES * T * F / t) + input_grad
+                           + memory_time(hw, (2.0 * G + 1.0) * BYTES * T * F / t) + input_grad
                            + more_b + 0.0 * b),
             "weight_grad": weight_grad + 0.0 * b}
 
@@ -508,7 +509,7 @@ def _dense_layer_times(model: Transformer, hw: Hardware, seq: int, microbatch, t
                + matmul_time(hw, T, G * F / t, h) + matmul_time(hw, T, h, F / t))
     grad = gradient_hardware(hw)
     input_grad = (1.5 * norms + (2.0 + drop) / (3.0 + drop) * residuals
-                  + memory_time(hw, (G + 2.0) * BYTES * T * F / t) + core_bwd
+                  + memory_time(hw, (2.0 * G + 1.0) * BYTES * T * F / t) + core_bwd
                   + matmul_time(grad, T, h, qkv) + matmul_time(grad, T, out, h)
                   + matmul_time(grad, T, h, G * F / t) + matmul_time(grad, T, F / t, h))
     weight_grad = (matmul_time(grad, h, qkv, T) + matmul_time(grad, out, h, T)

@@ -246,7 +246,7 @@ def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t
         permute = permute + 2.0 * memory_time(hw, 2.0 * BYTES * received * h)
     gate = hw.with_precision("bf16")  # the router's product stays out of the FP8 recipe
     activation = (memory_time(hw, (G + 1.0) * BYTES * received * width),
-                  memory_time(hw, (G + 2.0) * BYTES * received * width))  # and its backward
+                  memory_time(hw, (2.0 * G + 1.0) * BYTES * received * width))  # and its backward
     if _fused_mlp(hw):
         # the products' epilogues apply them (Hardware.fused_grouped_mlp), inside the
         # products' kernels: the first one's still writes the second one's input in FP8 both
