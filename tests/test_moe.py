@@ -116,8 +116,9 @@ def test_all_to_all_volumes_by_hand():
     sent = all_to_all_bytes(EIGHT, TOY, 16, 2, 1,
                             8, 1, 2.0)
     assert (sent["network"], sent["nvlink"]) == (1024 * (1 - 4 / 8), 1024 * 3 / 8)
-    # node-limited to one node: each token once to 1 node, remote half the time; every copy
-    # then forwarded over NVLink (3 of 4 to another GPU)
+    # node-limited to one node: each token once to 1 node, remote half the time; then once
+    # to each GPU it uses (DeepEP's is_token_in_rank), over NVLink to 3 of 4: one expert a
+    # GPU here, so its 2 copies go to 2 GPUs
     limited = all_to_all_bytes(EIGHT, TOY, 16, 2,
                                1, 8, 1, 2.0, node_limit=1)
     assert (limited["network"], limited["nvlink"]) == (32 * 8 * 2 * 1 * 0.5, 1024 * 3 / 4)
@@ -131,7 +132,13 @@ def test_all_to_all_volumes_by_hand():
                           1 + 4 / 128, node_limit=4)
     assert ds["network"] == pytest.approx(4096 * 7168 * 1.03125 * 4 * 7 / 8)
     assert ds["network"] / 1e6 == pytest.approx(105.97, abs=0.01)
-    assert ds["nvlink"] == pytest.approx(4096 * 8 * 7168 * 1.03125 * 7 / 8)
+    # inside the nodes one copy a GPU the token uses, not one an expert (DeepEP's
+    # intranode test: a GPU receives a row per token routed to it, the permute then expands
+    # it): 8 experts of 256 drawn on 64 GPUs of 4 experts each reach 64 (1 - C(252, 8) /
+    # C(256, 8)) = 7.68 GPUs, 7/8 of them over NVLink
+    missed = np.prod([(252 - i) / (256 - i) for i in range(8)])
+    assert 64 * (1 - missed) == pytest.approx(7.68, abs=0.01)
+    assert ds["nvlink"] == pytest.approx(4096 * 64 * (1 - missed) * 7168 * 1.03125 * 7 / 8)
 
 
 def test_hybrid_ep_inside_an_nvlink_domain_by_hand():
@@ -167,11 +174,14 @@ def test_hybrid_ep_inside_an_nvlink_domain_by_hand():
     assert wide["dispatch_f"] == pytest.approx(max(
         sent["network"] / b200.network.bandwidth + b200.network.latency,
         sent["nvlink"] / b200.node.bandwidth + latency))
-    # H100's NVLink4 has no HybridEP measurement: the per-node volume over the link's rate
+    # H100's NVLink4 has no HybridEP measurement: DeepEP's volume over the link's rate, a
+    # copy to each GPU a token uses (16 experts a GPU: 8 (1 - C(112, 8) / C(128, 8))), 7/8
+    # of them to another GPU
     h100 = HARDWARE["H100-80GB"]
     inside = all_to_all_times(qwen, h100, 4096, 1, 1, 8, 1, "bf16", dispatcher="flex")
+    missed = np.prod([(112 - i) / (128 - i) for i in range(8)])
     assert inside["dispatch_f"] == pytest.approx(
-        4096 * 8 * 4096 * 2 * 7 / 8 / h100.node.bandwidth + h100.node.latency)
+        4096 * 8 * (1 - missed) * 4096 * 2 * 7 / 8 / h100.node.bandwidth + h100.node.latency)
 
 
 def test_fp8_casts_by_hand():
@@ -221,13 +231,13 @@ def test_fused_grouped_mlp_by_hand():
     assert plain["input_grad"] - got["input_grad"] == pytest.approx(cast * 40 * 2 * 4 / 4e9)
     # ep = 2 on one GPU: N k = 32 x 2 = 64 copies; the activation reads the gate and up
     # products and writes the output (3 x 2 bytes x F_e a copy), its backward reads them
-    # and the gradient and writes both gradients (4 x 2 bytes x F_e); the epilogues write
+    # and the gradient and writes both gradients (5 x 2 bytes x F_e); the epilogues write
     # the copies of F_e forward, of 2 F_e backward, where they also read 2 F_e in bf16
     a, b = (expert_times(TINY, hw, 16, 2, 1, 2, 1, True) for hw in (fp8, fused))
     assert a["forward"] - b["forward"] == pytest.approx((3 * 2 + cast - copies) * 64 * 4
                                                         / 4e9)
     assert a["input_grad"] - b["input_grad"] == pytest.approx(
-        (4 * 2 + cast * 2 - (2 + copies) * 2) * 64 * 4 / 4e9)
+        (5 * 2 + cast * 2 - (2 + copies) * 2) * 64 * 4 / 4e9)
     assert a["weight_grad"] == b["weight_grad"]
     bf16 = expert_times(TINY, dataclasses.replace(slow, fused_grouped_mlp=True), 16, 2, 1, 2, 1,
                         True)

@@ -45,7 +45,9 @@ of the layer as tensor parallelism gives a dense MLP.
   network, ``(q-1)/ep`` over NVLink. With DeepSeek's node-limited routing (``node_limit = M``)
   each token goes once to each node it uses, at most ``M`` (the expected distinct nodes of
   ``k`` experts spread evenly, ``n (1 - (1 - 1/n)^k)``, capped at ``M``), ``(n-1)/n`` of
-  them remote, and is forwarded inside the node over NVLink (``(q-1)/q`` of the copies).
+  them remote, and is forwarded inside the node over NVLink once to each GPU it uses (DeepEP's
+  ``is_token_in_rank``; ``distinct_ranks``, ``(q-1)/q`` of them to another GPU), the local
+  permutation then expanding it into its experts' copies.
   Each GPU sends over its own network rail and its NVLink at once: the slower of the two,
   plus that link's latency, times ``imbalance``. With ``etp > 1`` the received copies are
   then all-gathered over the ``etp`` GPUs (and reduce-scattered at the combine).
@@ -333,8 +335,12 @@ def all_to_all_bytes(model: Transformer, hardware: Hardware, seq, microbatch, t,
         return {"network": copies * (1.0 - q / ep), "nvlink": copies * (q - 1.0) / ep}
     limit = nodes if node_limit is None else np.minimum(nodes, float(node_limit))
     distinct = np.minimum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** k), limit)
+    # DeepEP (and DeepSeek's kernels) send a token once to each rank it uses, not once per
+    # expert: the NVLink forwarding moves distinct ranks' copies (get_dispatch_layout's
+    # is_token_in_rank), the local permutation expands them to the k experts' copies
+    ranks = distinct_ranks(model, ep)
     return {"network": owned * h * element_bytes * distinct * (nodes - 1.0) / nodes,
-            "nvlink": copies * (q - 1.0) / q}
+            "nvlink": owned * h * element_bytes * ranks * (q - 1.0) / q}
 
 
 def all_to_all_time(hardware: Hardware, sent: dict, imbalance=1.0) -> np.ndarray:
