@@ -41,6 +41,40 @@ def test_context_parallel_all_gather_by_hand():
     assert context_parallel_times(MODEL, TOY, 32, 2, 1, 1, "all-gather") == (0.0, 0.0)
 
 
+def test_pytorch_context_parallel_by_hand():
+    """PyTorch's context parallelism as torchtitan runs it (``cp_comm="torch-allgather"``,
+    ``"torch-alltoall"``): K and V with the KV heads repeated to all 8 heads (torchtitan's
+    repeat_kv before the attention), 2 bytes x 32 tokens x 2 sequences x 8 x (8 + 8) =
+    16,384 bytes, twice the 8,192 Transformer Engine's GQA sends; with the attention free,
+    nothing hides the exchange."""
+    free = dataclasses.replace(TOY, peak_flops=1e30)
+    forward, backward = context_parallel_times(MODEL, free, 32, 2, 1, 2, "torch-allgather")
+    gather = 0.5 * 16384 / 1000 + 0.01  # issued before step 0, waited at step 1
+    grad_hop = 2 * 16384 / 2 / 1000 + 0.01  # a rank's dK and dV in fp32, one hop
+    assert float(forward) == pytest.approx(gather)
+    # the backward gathers again; dK and dV go on after each of the 2 steps, the last
+    # waited at the end
+    assert float(backward) == pytest.approx(gather + 2 * grad_hop)
+    hop = 16384 / 2 / 1000 + 0.01  # the all-to-all rotation: a block a step, 1 of them
+    forward, backward = context_parallel_times(MODEL, free, 32, 2, 1, 2, "torch-alltoall")
+    assert float(forward) == pytest.approx(hop)
+    assert float(backward) == pytest.approx(hop + 2 * grad_hop)
+    # the fp32 merges, against the ring with free links: the output (2 x 32 / 2 tokens x 64
+    # elements) read and written in fp32 with each later step's block read (10 bytes an
+    # element), the first step's cast and the last's (12); dq (64), dK and dV (128) of each
+    # token accumulated in fp32 each step (10 bytes) plus their zeros and casts (10); a
+    # kernel each, at 1 ms a launch
+    slow = dataclasses.replace(TOY, memory_bandwidth=1000.0, op_overhead=1e-3,
+                               node=Link("fast", 1e30, 0.0))
+    ring = context_parallel_times(MODEL, slow, 32, 2, 1, 2, "ring")
+    torch_cp = context_parallel_times(MODEL, slow, 32, 2, 1, 2, "torch-allgather")
+    assert float(torch_cp[0] - ring[0]) == pytest.approx(32 * 64 * (10 + 12) / 1000 + 2e-3)
+    assert float(torch_cp[1] - ring[1]) == pytest.approx(32 * 192 * (10 * 2 + 10) / 1000
+                                                         + 6e-3)
+    for comm in ("torch-allgather", "torch-alltoall"):
+        assert context_parallel_times(MODEL, TOY, 32, 2, 1, 1, comm) == (0.0, 0.0)
+
+
 def test_context_parallel_splits_the_tokens():
     """cp = 2 with 2 sequences per microbatch prices each rank's 32 tokens of each sequence
     exactly as cp = 1 with one sequence (products, causal attention share, bytes, hand-offs),

@@ -310,7 +310,15 @@ def test_plan_holds_the_exchange_buffers():
     assert float(cp_buffer_bytes(model, 8192, 2, 2, 4, "ring")) == pytest.approx(4 * kv / 4)
     assert float(cp_buffer_bytes(model, 8192, 2, 2, 4, "all-gather")) == pytest.approx(2 * kv)
     assert float(cp_buffer_bytes(model, 8192, 2, 2, 1, "ring")) == 0.0
-    for comm in ("ring", "all-gather"):
+    # PyTorch's (torchtitan's): its K and V as the attention receives them (all heads; llama2
+    # has no fewer KV heads), gathered whole or a block and the next, and in fp32 a rank's
+    # dq, dk, dv accumulated and its dK, dV in flight: 4 bytes x 4096 tokens x 5 x 4096 / 2
+    fp32 = 4 * 8192 * 2 / 4 * 5 * 4096 / 2
+    assert float(cp_buffer_bytes(model, 8192, 2, 2, 4, "torch-allgather")) == \
+        pytest.approx(kv + fp32)
+    assert float(cp_buffer_bytes(model, 8192, 2, 2, 4, "torch-alltoall")) == \
+        pytest.approx(2 * kv / 4 + fp32)
+    for comm in ("ring", "all-gather", "torch-allgather"):
         row = plan(model, 16, "H100-80GB", seq=8192, global_batch=8, tp=2, pp=2, cp=[1, 4],
                    microbatch=2, schedules=["1f1b"], recompute="none", cp_comm=comm,
                    workers=1)

@@ -952,3 +952,16 @@ def test_flags_that_change_the_layers_are_refused():
     ignored = from_megatron(BASE + "--num-layers-in-first-pipeline-stage 1", gpus=1).ignored
     assert ("--num-layers-in-first-pipeline-stage (not read: a misspelt "
             "--decoder-first-pipeline-num-layers?)") in ignored
+
+
+def test_pytorch_context_parallelism_is_written_as_transformer_engines_nearest():
+    """Megatron runs Transformer Engine's context parallelism: a run priced with PyTorch's
+    (a torchtitan job's ``cp_comm``) is written with the rotation's nearest, the all-gather's
+    or the ring's, and read back as it."""
+    model = MODELS["llama3-8b"]
+    for torch_cp, flag, back in (("torch-allgather", "allgather", "all-gather"),
+                                 ("torch-alltoall", "p2p", "ring")):
+        config = RunConfig(seq=8192, global_batch=8, t=2, cp=2, d=2, cp_comm=torch_cp)
+        flags = to_megatron(config, model)
+        assert flags[flags.index("--cp-comm-type") + 1] == flag
+        assert from_megatron(flags, gpus=config.gpus)[1].cp_comm == back

@@ -30,7 +30,8 @@ def test_llama3_job():
                                recompute="selective", recompute_method="op",
                                sequence_parallel=True, zero=3,
                                zero3="step", blocking_handoffs=False, precision="bf16",
-                               layout="Et*8|t*9|t*8|t*7L", framework="torchtitan")
+                               layout="Et*8|t*9|t*8|t*7L", cp_comm="torch-allgather",
+                               framework="torchtitan")
     hf = from_torchtitan(JOB, gpus=64, model=DATA / "hf" / "llama-3.1-8b.json")[0]
     assert hf == dataclasses.replace(from_hf(DATA / "hf" / "llama-3.1-8b.json"),
                                      fused_swiglu=False, eager="native-norm",
@@ -121,10 +122,17 @@ def test_model_from_the_assets_folder(tmp_path):
               blocking_handoffs=False, precision="bf16"),
 ])
 def test_round_trip(config):
-    """The run comes back as written, now on torchtitan (its error bar torchtitan's)."""
+    """The run comes back as written, now on torchtitan (its error bar torchtitan's), its
+    context parallelism PyTorch's with the rotate method nearest Transformer Engine's (the
+    all-gather's or the ring's: torchtitan runs no other)."""
     model = MODELS["llama3-8b"]
+    torch_cp = {"all-gather": "torch-allgather", "ring": "torch-alltoall"}[config.cp_comm]
     assert from_torchtitan(to_torchtitan(config, model), gpus=config.gpus,
-                           model=model)[1] == config.replace(framework="torchtitan")
+                           model=model)[1] == config.replace(framework="torchtitan",
+                                                             cp_comm=torch_cp)
+    torch_run = config.replace(cp_comm=torch_cp)  # PyTorch's own comes back as it is
+    assert from_torchtitan(to_torchtitan(torch_run, model), gpus=config.gpus,
+                           model=model)[1] == torch_run.replace(framework="torchtitan")
 
 
 @pytest.mark.parametrize("job, m, layers", [

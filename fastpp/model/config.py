@@ -44,8 +44,9 @@ ZERO = (0, 1, 2, 3)
 # and the accumulated gradients then kept whole (FSDP2 under PyTorch's pipelining, Llama 3)
 ZERO3_GATHERS = ("layer", "step")
 # context parallelism's K and V: all-gathered per layer (Llama 3), or passed round a ring of
-# the CP ranks under the attention (Megatron's ring attention)
-CP_COMMS = ("all-gather", "ring")
+# the CP ranks under the attention (Megatron's ring attention); or PyTorch's own context
+# parallelism (torchtitan's), its K and V all-gathered or passed on with all-to-alls
+CP_COMMS = ("all-gather", "ring", "torch-allgather", "torch-alltoall")
 # gradients are reduced in fp32 (Megatron accumulates and reduces them so in bf16 training)
 REDUCE_BYTES = 4.0
 # the training stack a run is on: the cost model prices Megatron's (Megatron-LM, Megatron-Core,
@@ -129,7 +130,7 @@ class RunConfig:
         Megatron's ``--pipeline-model-parallel-layout`` string.
     first_layers, last_layers : int, optional
         Layers on the first and last model chunk (the rest as even as can be).
-    cp_comm : {"all-gather", "ring"}
+    cp_comm : {"all-gather", "ring", "torch-allgather", "torch-alltoall"}
     dispatcher : {"alltoall", "allgather", "flex"}
         The MoE token dispatcher (Megatron's ``--moe-token-dispatcher-type``). Default
         alltoall, as ``plan``'s; ``from_megatron`` gives Megatron's own, allgather, where the

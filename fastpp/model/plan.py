@@ -188,7 +188,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     cp : int or list of int, optional
         Context-parallel degrees (default 1): each sequence in ``2 cp`` chunks; rows whose
         ``cp`` does not split ``seq`` so get a reason.
-    cp_comm : {"all-gather", "ring"}
+    cp_comm : {"all-gather", "ring", "torch-allgather", "torch-alltoall"}
         Context parallelism's K and V exchange (``fastpp.model.stages.stage_table``).
     zero3 : {"layer", "step"}
         ZeRO-3's collectives: per layer in each forward and backward, the gradients reduced

@@ -34,6 +34,7 @@ from .compute import (
     host_times,
     layer_times,
     matmul_time,
+    memory_time,
     metric_time,
     optimizer_time,
 )
@@ -681,12 +682,18 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
     network rail): only a hop longer than its step is exposed, ``cp - 1`` hops in all. The
     backward passes K, V and their gradients under each step's backward
     (``ring_backward_exposed``).
+
+    ``"torch-allgather"`` and ``"torch-alltoall"``: PyTorch's context parallelism
+    (``torch.distributed.tensor.experimental.context_parallel``, its ``rotate_method``) as
+    torchtitan runs it: ``torch_context_parallel_times``.
     """
     b = np.asarray(microbatch, np.float64)
     cp = np.asarray(cp, np.float64)
     t = np.asarray(t, np.float64)
     kv_bytes = 2.0 * BYTES * seq * b * model.kv / t  # the whole sequences' K and V, one rank
     per_node = context_parallel_per_node(hardware, t, cp)
+    if cp_comm.startswith("torch-"):
+        return torch_context_parallel_times(model, hardware, seq, b, t, cp, per_node, cp_comm)
     if cp_comm == "all-gather":
         gather = all_gather(hardware, kv_bytes, cp, per_node)
         return gather, gather + reduce_scatter(hardware, kv_bytes, cp, per_node)
@@ -706,16 +713,83 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
     return forward, backward
 
 
+def torch_context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch,
+                                 t, cp, per_node, cp_comm: str):
+    """``context_parallel_times`` of PyTorch's context parallelism as torchtitan runs it
+    (``torch/distributed/tensor/experimental/_attention.py`` of PyTorch 2.6, torchtitan
+    9dec370, December 2024).
+
+    - The attention is the ring's: ``cp`` calls of the flash kernel per pass, step 0 causal
+      over the local chunks, the others a non-causal block, with the round-robin load
+      balance of ``"ring"`` (``ring_steps``).
+    - K and V travel as the kernel receives them: torchtitan's Llama repeats the KV heads
+      (``repeat_kv``) before the attention, so all ``a`` heads of ``d`` and ``d_v`` go
+      (``_width``).
+    - ``"torch-allgather"`` gathers the whole sequences' K and V in one collective issued
+      before step 0 and waited at step 1, in each pass: only what exceeds step 0 is
+      exposed. ``"torch-alltoall"`` passes one block a step under the step before, as the
+      ring does.
+    - Each step's output is merged into an fp32 one (``_SDPAMerger``: 10 bytes an element
+      a step, 12 for the first step's cast and the last's back), the backward's dq, dk and
+      dv accumulated in fp32 (10 bytes each a step; 30 for the zeros and the casts back), at
+      the memory's bandwidth, one kernel each: priced fused, as the compiled block runs them.
+    - The backward passes dK and dV on in fp32 after each step, waited a step later; the
+      last is waited at the end, exposed whole.
+    """
+    b, cp = np.asarray(microbatch, np.float64), np.asarray(cp, np.float64)
+    width = _width(model, t)
+    kv_bytes = BYTES * seq * b * width  # the whole sequences' K and V as SDPA receives them
+    spans = cp > per_node
+    link = np.where(spans, hardware.network.bandwidth, hardware.node.bandwidth)
+    latency = np.where(spans, hardware.network.latency, hardware.node.latency)
+    hop = kv_bytes / cp / link + latency
+    grad_hop = 2.0 * kv_bytes / cp / link + latency  # dK and dV in fp32
+    steps = ring_steps(model, hardware, seq, b, t, cp)
+    plain_forward, plain_backward = _attention(hardware, model, seq, b / cp, t)
+    forward = steps["first_forward"] + (cp - 1.0) * steps["forward"] - plain_forward
+    backward = steps["first_backward"] + (cp - 1.0) * steps["backward"] - plain_backward
+    if cp_comm == "torch-allgather":
+        gather = all_gather(hardware, kv_bytes, cp, per_node)
+        forward = forward + np.maximum(gather - steps["first_forward"], 0.0)
+        backward = backward + np.maximum(gather - steps["first_backward"], 0.0)
+    else:
+        forward = forward + ring_exposed(hop, steps["first_forward"], steps["forward"], cp)
+        backward = backward + ring_exposed(hop, steps["first_backward"], steps["backward"], cp)
+    backward = backward + grad_hop + (cp - 1.0) * np.maximum(grad_hop - steps["backward"], 0.0)
+    output = b * seq / cp * float(model.heads) * model.v_head_dim / t  # a rank's elements
+    grads = b * seq / cp * (float(model.heads) * model.head_dim / t + width)  # dq, dk, dv
+    # (memory_time counts one launch of the cp and 3 cp)
+    forward = forward + memory_time(hardware, output * (10.0 * (cp - 1.0) + 12.0)) + (
+        (cp - 1.0) * hardware.op_overhead)
+    backward = backward + memory_time(hardware, grads * (10.0 * cp + 10.0)) + (
+        (3.0 * cp - 1.0) * hardware.op_overhead)
+    return np.where(cp > 1, forward, 0.0), np.where(cp > 1, backward, 0.0)
+
+
+def _width(model: Transformer, t) -> np.ndarray:
+    """The width of K and V together as PyTorch's context parallelism exchanges them
+    under torchtitan (its KV heads repeated to all ``a`` heads), on one tensor-parallel rank."""
+    return float(model.heads) * (model.head_dim + model.v_head_dim) / np.asarray(t, np.float64)
+
+
 def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, cp, cp_comm: str):
     """Bytes one rank holds for context parallelism's K and V exchange beyond its activations,
     during one layer's attention backward (the peak): the ring's double buffers of a block and
     of its gradients, ``4`` blocks of ``s/cp`` tokens' K and V (Transformer Engine alternates
     two receive buffers); the all-gather's whole sequences' K and V and their gradients.
-    Activations themselves are ``1/cp`` of a rank's without context parallelism (its
-    ``seq/cp`` tokens, ``stage_table``). Zero for ``cp = 1``."""
+    PyTorch's (``torch_context_parallel_times``): the gathered K and V (all-gather) or a
+    block and the next (all-to-all), all heads, and in fp32 the accumulated dq, dk and dv
+    and the dK, dV in flight. Activations themselves are ``1/cp`` of a rank's without
+    context parallelism (its ``seq/cp`` tokens, ``stage_table``). Zero for ``cp = 1``."""
     cp = np.asarray(cp, np.float64)
-    kv_bytes = 2.0 * BYTES * seq * np.asarray(microbatch, np.float64) * model.kv / np.asarray(
-        t, np.float64)
+    b, t = np.asarray(microbatch, np.float64), np.asarray(t, np.float64)
+    kv_bytes = 2.0 * BYTES * seq * b * model.kv / t
+    if cp_comm.startswith("torch-"):
+        whole = BYTES * seq * b * _width(model, t)
+        kv = whole if cp_comm == "torch-allgather" else 2.0 * whole / cp
+        local = seq * b / cp
+        grads = 4.0 * local * (float(model.heads) * model.head_dim / t + 2.0 * _width(model, t))
+        return np.where(cp > 1, kv + grads, 0.0)
     held = 4.0 * kv_bytes / cp if cp_comm == "ring" else 2.0 * kv_bytes
     return np.where(cp > 1, held, 0.0)
 

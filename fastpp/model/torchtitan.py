@@ -39,6 +39,10 @@ SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved-1
              "ZBVZeroBubble": "zbv", "DualPipeV": "dualpipev"}
 SINGLE_STAGE = ("1F1B", "GPipe")
 NAMES = {ours: theirs for theirs, ours in SCHEDULES.items()}  # fastpp's name -> torchtitan's
+# context_parallel_rotate_method of a RunConfig's cp_comm: PyTorch's own, or the nearest for
+# Transformer Engine's (which torchtitan does not run)
+ROTATE = {"torch-allgather": "allgather", "torch-alltoall": "alltoall", "all-gather": "allgather",
+          "ring": "alltoall"}
 # converters whose products run in 8 bits: v0.1's "float8", v0.2's "quantize.linear.float8",
 # "quantize.grouped_mm.float8" and the MX ones (MXFP8, priced as fp8)
 FP8_CONVERTERS = ("float8", "mx")
@@ -511,7 +515,7 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
         blocking_handoffs=False,
         precision="fp8" if _fp8_converted(converters, model, where)
         or _fp8_switch(section, where) else "bf16",
-        cp_comm="ring" if rotate == "alltoall" else "all-gather", framework="torchtitan")
+        cp_comm=f"torch-{rotate}", framework="torchtitan")
 
 
 def _compiled(section: dict, component: str = "model") -> bool:
@@ -809,7 +813,7 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None, *,
              *_written_split(c, model, stage_weights),
              f"context_parallel_degree = {c.cp}",
              f'context_parallel_rotate_method = '
-             f'"{"alltoall" if c.cp_comm == "ring" else "allgather"}"',
+             f'"{ROTATE[c.cp_comm]}"',
              f"expert_parallel_degree = {c.ep}",
              f"expert_tensor_parallel_degree = {c.etp}",
              *([f"pipeline_parallel_expert_parallel_overlap = {str(c.overlap).lower()}"]
