@@ -442,6 +442,42 @@ def test_no_table_falls_outside_two_bars_often(frame):
     assert len(sized) >= 2 and min(sized.values()) >= 0.80, sized
 
 
+def test_coverage_in_regime_is_over_the_rows_not_extrapolated(frame):
+    """``coverage``'s in-regime shares are its shares over the rows whose bar is not
+    extrapolated: the same as the whole table's where none is, none where all are, and
+    between them and the extrapolated rows' where the table mixes both."""
+    from fastpp.model.errorbar import coverage
+
+    for r in coverage(frame):
+        if r["extrapolated"] == 0:
+            assert (r["within_bar_in_regime"], r["within_two_bars_in_regime"]) == (
+                r["within_bar"], r["within_two_bars"]), r
+        elif r["extrapolated"] == 1:
+            assert np.isnan(r["within_bar_in_regime"]), r
+        else:
+            assert 0 <= r["within_bar_in_regime"] <= r["within_two_bars_in_regime"] <= 1, r
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "within their regimes the bars are too narrow: of the six tables' 433 rows whose bar is "
+    "not extrapolated, 46% fall within one bar and 76% within two (vTrain's 373 take a 4.5% "
+    "bar from Narayanan's and Zero Bubble's checks against their own 8.3% RMS; Zero Bubble's "
+    "from the model 46% and 88%); the 80% over the tables comes from the extrapolated rows, "
+    "whose bar is the worst nearby check, 4 to 10 times their errors"))
+def test_the_bars_hold_within_their_regimes(frame):
+    """The six tables' rows not extrapolated, pooled: at least 58% within one bar and 90%
+    within two (a root-mean-square bar's 68% and 95%, as the mean over tables is held)."""
+    from fastpp.model.errorbar import coverage
+
+    names = set(_tables(frame))
+    rows = [r for r in coverage(frame) if r["dataset"] in names]
+    inside = [r["rows"] * (1 - r["extrapolated"]) for r in rows]
+    share = {k: sum(n * r[k] for n, r in zip(inside, rows) if n) / sum(inside)
+             for k in ("within_bar_in_regime", "within_two_bars_in_regime")}
+    assert share["within_bar_in_regime"] >= 0.58 and \
+        share["within_two_bars_in_regime"] >= 0.90, share
+
+
 @pytest.mark.xfail(strict=True, reason=(
     "80% of the six tables' rows within one bar (83% before Megatron's loss was priced as its "
     "code runs it; all four long-context MoE runs within the 38% bar they borrow, "
@@ -505,9 +541,9 @@ def test_llm_foundry_runs_left_out_of_the_bars_are_extrapolated_on_their_framewo
 
 @pytest.mark.xfail(strict=True, reason=(
     "long context as the planner prices it (the attention at the measured kernel's speed): "
-    "4 of its 17 rows within two of the bars the other tables give (1 until an "
-    "extrapolated bar took the worst check of a fact its nearest groups lack), its error "
-    "30% RMS: the "
+    "1 of its 17 rows within two of the bars the other tables give (4 while the MoE "
+    "long-context checks, whose bar its H100 rows over 64K take, were priced 8% off, not "
+    "6%), its error 30% RMS: the "
     "stack's attention speed (NeMo's 0.56 and 0.73 of the kernel) is measured by no other "
     "table, so their bars cannot foresee it; inside the bars it is a check of its own regime"))
 def test_the_error_bars_hold_on_long_context_as_planned(frame):

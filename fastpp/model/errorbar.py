@@ -211,7 +211,11 @@ def coverage(frame) -> list[dict]:
         left out). Per dataset, then ``"all"`` (every row pooled): ``rows``; ``within_bar`` and
         ``within_two_bars``, the shares of rows whose relative step-time error is within one
         and two of their bars; ``extrapolated``, the share whose regime no other dataset
-        validates; ``rms``, their errors' root mean square, and ``bar``, their bars' mean;
+        validates; ``within_bar_in_regime`` and ``within_two_bars_in_regime``, the same
+        shares over the rows not extrapolated (NaN where every row is: an extrapolated bar
+        is the worst error of the checks nearest it, wider than a one-sigma bar, so the
+        shares over all rows mix two kinds of bar); ``rms``, their errors' root mean square,
+        and ``bar``, their bars' mean;
         ``mean_error``, their signed errors' mean, ``bias``, their bars' biases' mean (the
         other datasets' lean), and ``rms_corrected``, the root mean square of their errors
         had each prediction been divided by ``1 + bias`` of its bar (what a correction by
@@ -237,10 +241,14 @@ def coverage(frame) -> list[dict]:
     for name in [*sorted(set(names)), "all"]:
         mine = slice(None) if name == "all" else names == name
         e, b = errors[mine], bars[mine]
+        inside = ~outside[mine]
         out.append({"dataset": name, "rows": int(e.size),
                     "within_bar": round(float(np.mean(e <= b)), 4),
                     "within_two_bars": round(float(np.mean(e <= 2 * b)), 4),
                     "extrapolated": round(float(np.mean(outside[mine])), 4),
+                    **{f"within_{k}_in_regime": round(float(np.mean(
+                        e[inside] <= n * b[inside])), 4) if inside.any() else np.nan
+                       for k, n in (("bar", 1), ("two_bars", 2))},
                     "rms": round(float(np.sqrt(np.mean(e * e))), 4),
                     "bar": round(float(np.mean(b)), 4),
                     "mean_error": round(float(np.mean(signed[mine])), 4),
