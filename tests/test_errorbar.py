@@ -350,3 +350,15 @@ def test_explain_s_neighbours_of_a_torchtitan_run_stay_on_torchtitan():
     model, config = from_torchtitan(job, gpus=8)
     found = explain(model, config, "H100-80GB", neighbours=5, workers=1).neighbours
     assert found and all(r["expected_bias"] < -0.2 for r in found)
+
+
+def test_the_buckets_follow_their_labels():
+    """A size of exactly 3B or 200B parameters falls where its label says ("<3B" is below
+    3B, ">=200B" from 200B on; the bucket had taken 3B into "<3B"), a length of exactly 8K
+    or 64K tokens into "<=8K" and "8K-64K"."""
+    from fastpp.model.errorbar import SEQS, SIZES, _bucket
+
+    assert [_bucket(x, SIZES, strict=True) for x in (3e9 - 1, 3e9, 30e9, 200e9 - 1, 200e9)] \
+        == ["<3B", "3-30B", "30-200B", "30-200B", ">=200B"]
+    assert [_bucket(x, SEQS) for x in (8192, 8193, 65536, 65537)] == \
+        ["<=8K", "8K-64K", "8K-64K", ">64K"]

@@ -141,8 +141,10 @@ def _changed(hardware: Hardware, preset: Hardware) -> list[str]:
             and getattr(hardware, f.name) != getattr(preset, f.name)]
 
 
-def _bucket(value: float, edges) -> str:
-    return next(label for edge, label in edges if value <= edge)
+def _bucket(value: float, edges, strict: bool = False) -> str:
+    """The label of the first edge ``value`` is at most (below, ``strict``: SIZES' labels
+    say "<3B" and ">=200B", SEQS' "<=8K")."""
+    return next(label for edge, label in edges if (value < edge if strict else value <= edge))
 
 
 def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = None, *,
@@ -160,7 +162,7 @@ def regime(model, hardware: Hardware, seq: int, t: int = 1, gpus: int | None = N
     arch = "moe" if model.moe else "dense"
     if model.sliding_layers and model.window < seq:
         arch += " with chunked attention" if model.chunked else " with a sliding window"
-    return Regime(generation(hardware), _bucket(model.parameters, SIZES),
+    return Regime(generation(hardware), _bucket(model.parameters, SIZES, strict=True),
                   _bucket(seq, SEQS), arch,
                   "in node" if int(tensor_parallel_per_node(hardware, t, gpus)) == t
                   else "across nodes", 0 if gpus is None else int(gpus), framework)
