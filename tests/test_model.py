@@ -306,6 +306,10 @@ def test_three_virtual_stages_and_any_m(toy_plan):
                             r"\(got 'llama-9'\)"),
     (dict(hardware="TPU"), r"hardware must be one of \['A100-80GB', 'B200-180GB', "),
     (dict(capacity=-1.0), r"capacity must be finite and > 0 \(got -1.0\)"),
+    # 80 meant as GB (the CLI's --capacity-gb) had planned with 80 bytes: nothing fitted
+    (dict(capacity=80, hardware="H100-80GB"), r"capacity must be bytes per GPU, at least a "
+                                              r"millionth of H100-80GB's 8e\+10 \(got 80; "
+                                              r"80 GB is 8e\+10\)"),
     (dict(recompute="most"), r"recompute must be one of \['none', 'selective', 'full'\]"),
     (dict(zero=4), r"zero must be one of \[0, 1, 2, 3\] \(got 4\)"),
     (dict(schedules=["forward-only"]), r"schedules must be training schedules"),

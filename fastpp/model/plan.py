@@ -440,6 +440,10 @@ def _capacity(hardware, capacity) -> float:
     if capacity.ndim:
         raise ScheduleError(f"capacity must be one number of bytes per GPU (got shape "
                             f"{capacity.shape})")
+    if capacity < 1e-6 * hardware.memory_bytes:  # (the CLI's --capacity-gb is in GB)
+        raise ScheduleError(f"capacity must be bytes per GPU, at least a millionth of "
+                            f"{hardware.name}'s {hardware.memory_bytes:g} (got {float(capacity):g}; "
+                            f"{float(capacity):g} GB is {float(capacity) * 1e9:g})")
     return float(capacity)
 
 
