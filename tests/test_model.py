@@ -476,3 +476,13 @@ def test_a_hand_off_is_split_over_tensor_parallel_ranks_only_where_megatron_spli
                                scatter_gather=split)
         np.testing.assert_allclose(costs.arrays["message_bytes"], expected,
                                    err_msg=str(split))
+
+
+def test_a_plan_in_parts_is_the_plan_whole(toy_plan, monkeypatch):
+    """A long plan runs ``PLAN_PART`` configurations at a time (its progress bar's unit):
+    in parts of 7, every row, reason and memory as in one part."""
+    model, whole = toy_plan
+    monkeypatch.setattr(sys.modules["fastpp.model.plan"], "PLAN_PART", 7)
+    parts = plan(model, 16, TOY, seq=32, global_batch=64, capacity=4e6, progress=True)
+    assert len(whole) > 7 * 10
+    pd.testing.assert_frame_equal(parts, whole)

@@ -18,6 +18,7 @@ from ..checks import (
     one_of,
     positive_int,
     positive_ints,
+    progress_bar,
     require,
 )
 from ..costs import FIELDS
@@ -87,6 +88,9 @@ NOISY = (*NOISE_COLUMNS, "step_time_mean", "step_time_p50", "step_time_p95")
 # relative error (fastpp.model.memorybar)
 ERROR_COLUMNS = ("expected_error", "expected_bias", "extrapolated", "expected_memory_error")
 PLAN_COLUMNS = (*CONFIG_COLUMNS, *NUMBERS, *ERROR_COLUMNS, "fits", "reason")
+# configurations simulated at a time: the unit of a long plan's progress (a part's arrays of
+# stage costs stay in the tens of MB)
+PLAN_PART = 2**15
 
 
 def divisors(x: int, upper: int) -> list[int]:
@@ -183,8 +187,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         Threads (default: the machine's cores).
     progress : bool
         Say on stderr when the kernels compile (once per machine: about half a minute on an
-        empty kernel cache, which ``plan`` splits over two processes), and with ``noise`` show
-        a bar of the Monte Carlos past a second.
+        empty kernel cache, which ``plan`` splits over two processes), show a bar of the
+        configurations past a second where there are more than ``PLAN_PART``, and with
+        ``noise`` one of the Monte Carlos.
     cp : int or list of int, optional
         Context-parallel degrees (default 1): each sequence in ``2 cp`` chunks; rows whose
         ``cp`` does not split ``seq`` so get a reason.
@@ -394,12 +399,9 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     if objective is not None and noise is None:
         raise ScheduleError(f"objective={objective!r} ranks by the step time under noise: give "
                             f"noise= too (got noise=None)")
-    # every configuration as stage_table reads them (a precision at a time: _stages)
-    grid = RunGrid(seq=seq, **{k: cols[k] for k in PER_CONFIGURATION if k != "overlap"},
-                   overlap=cols["overlap"].astype(bool), **shared)
-    rows = _simulate(model, hardware, grid, global_batch, cols, splits, capacity,
-                     bool(gradient_overlap), reduce_bytes, workers, progress,
-                     None if noise is None else (noise, samples, seed))
+    rows = _simulate_in_parts(model, hardware, seq, shared, global_batch, cols, splits,
+                              capacity, bool(gradient_overlap), reduce_bytes, workers,
+                              progress, None if noise is None else (noise, samples, seed))
     frame = _table(pd, model, hardware, (seq, gpus, framework), cols, rows, shared["recipe"],
                    shared["recompute_method"] in PARTIAL_DEFAULT)
     if noise is not None:
@@ -786,6 +788,30 @@ def _stages(model, hardware, grid, cols, run, chunks, which, layouts):
     idle = np.zeros(run.size, bool)
     np.logical_or.at(idle, config, idle_stages(table))
     return V, config, first, chunk, table, idle, (embedding, loss)
+
+
+def _simulate_in_parts(model, hardware, seq, shared, global_batch, cols, splits, capacity,
+                       grad_overlap, reduce_bytes, workers, progress, noisy):
+    """``_simulate`` of every configuration in ``cols``, ``PLAN_PART`` at a time, with a bar
+    past a second where ``progress`` (a plan of a million configurations ran 90 s without a
+    word)."""
+    count = len(cols["t"])
+    bar = progress_bar(count, progress and count > PLAN_PART, unit="config", desc="plan",
+                       delay=1.0)
+    parts = []
+    try:
+        for start in range(0, count, PLAN_PART):
+            part = {k: v[start:start + PLAN_PART] for k, v in cols.items()}
+            # the configurations as stage_table reads them (a precision at a time: _stages)
+            grid = RunGrid(seq=seq, **{k: part[k] for k in PER_CONFIGURATION if k != "overlap"},
+                           overlap=part["overlap"].astype(bool), **shared)
+            parts.append(_simulate(model, hardware, grid, global_batch, part, splits, capacity,
+                                   grad_overlap, reduce_bytes, workers, progress, noisy))
+            bar.update(len(part["t"]))
+    finally:
+        bar.close()
+    return parts[0] if len(parts) == 1 else {
+        k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
 
 
 def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_overlap,
