@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from fastpp import ScheduleError
-from fastpp.model import plan
-from fastpp.model.explain import CLI_FLAGS, explain
+from fastpp.model import MODELS, RunConfig, from_megatron, plan
+from fastpp.model.explain import CLI_FLAGS, _flag_map, explain
+from fastpp.model.megatron import to_megatron
 from fastpp.model.torchtitan import from_torchtitan, to_torchtitan
 
 DATA = Path(__file__).parent / "data"
@@ -125,3 +126,33 @@ def test_hf_neighbours_are_the_commands_run_flags(capsys, batch):
         assert re.search(r"total\s+([\d.]+) GB", again).group(1) == memory, changes
     if batch == "default":
         assert any("--global-batch" in changes for *_, changes in listed)
+
+
+def _megatron_applied(words: list[str], changes: str) -> list[str]:
+    """``words`` with each ``--flag value`` of ``changes`` set and each ``no --flag`` removed."""
+    drops = set(re.findall(r"no (--\S+)", changes))
+    sets = _flag_map(re.sub(r"no --\S+", "", changes).split())
+    kept = _flag_map(words)
+    out = []
+    for flag, value in ({k: v for k, v in kept.items() if k not in drops} | sets).items():
+        out += [flag, *value.split()]
+    return out
+
+
+def test_megatron_neighbours_are_flags_megatron_starts_and_price_as_listed():
+    """Llama 3 70B at TP 8, PP 4 on 64 GPUs: a neighbour whose split is not Megatron's even one
+    (80 layers over 4 x 3 chunks, or 126 over 16) had been written as the bare degrees, which
+    Megatron refuses (--num-layers must be a multiple of p m); it is written with the layout
+    that states plan's split, and every neighbour, applied to the flags, reads back and prices
+    as listed."""
+    model = MODELS["llama3-70b"]
+    run = RunConfig(seq=8192, global_batch=512, t=8, p=4, d=2, microbatch=1)
+    words = to_megatron(run, model)
+    launch = from_megatron(words, gpus=64)
+    found = explain(launch.model, launch.config, "H100-80GB", neighbours=10, workers=1)
+    assert len(found.neighbours) == 10
+    assert any("--pipeline-model-parallel-layout" in x["changes"] for x in found.neighbours)
+    for x in found.neighbours:
+        back = from_megatron(_megatron_applied(words, x["changes"]), gpus=64)
+        again = plan(back.model, hardware="H100-80GB", config=back.config, workers=1).iloc[0]
+        assert again["step_time"] == pytest.approx(x["step_time"], rel=1e-3), x["changes"]

@@ -308,7 +308,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
                 changes = (_vtrain_changes(config, other) if flags == "vtrain"
                            else _composer_changes(config, other) if flags == "composer"
                            else _cli_changes(config, other) if flags == "cli"
-                           else _changes(config, other, megatron))
+                           else _changes(config, other, megatron, model))
         except ScheduleError:  # a run the framework refuses (an interleaved pipeline of one
             continue           # rank, or two with blocking hand-offs): no neighbour
         # as many changes as are written: a data-parallel degree that follows is none, and
@@ -331,10 +331,12 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     return found
 
 
-def _changes(old: RunConfig, new: RunConfig, megatron: bool) -> list[str]:
-    """The Megatron flags that differ (set, or ``no --flag``), else the fields that differ."""
+def _changes(old: RunConfig, new: RunConfig, megatron: bool, model) -> list[str]:
+    """The Megatron flags that differ (set, or ``no --flag``), else the fields that differ.
+    Written with the model, so that a split Megatron's even one is not (the layers over
+    ``p m`` chunks as plan spreads them) is written as the layout that states it."""
     if megatron:
-        before, after = _flag_map(to_megatron(old)), _flag_map(to_megatron(new))
+        before, after = _flag_map(to_megatron(old, model)), _flag_map(to_megatron(new, model))
         sets = [f"{k} {v}".strip() for k, v in after.items() if before.get(k) != v]
         drops = [f"no {k}" for k in before if k not in after]
         return sets + drops
