@@ -472,7 +472,7 @@ def test_the_bars_hold_within_their_regimes(frame):
     names = set(_tables(frame))
     rows = [r for r in coverage(frame) if r["dataset"] in names]
     inside = [r["rows"] * (1 - r["extrapolated"]) for r in rows]
-    share = {k: sum(n * r[k] for n, r in zip(inside, rows) if n) / sum(inside)
+    share = {k: sum(n * r[k] for n, r in zip(inside, rows, strict=True) if n) / sum(inside)
              for k in ("within_bar_in_regime", "within_two_bars_in_regime")}
     assert share["within_bar_in_regime"] >= 0.58 and \
         share["within_two_bars_in_regime"] >= 0.90, share

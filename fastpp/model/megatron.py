@@ -1577,8 +1577,9 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     flags += ["--bf16"] + (["--fp8-format", "hybrid"] if c.precision == "fp8" else [])
     flags += ["--grad-reduce-in-bf16"] * (c.reduce_bytes == 2.0)
     # PyTorch's context parallelism (a torchtitan job's) as Transformer Engine's nearest
-    flags += ["--cp-comm-type", {"ring": "p2p", "all-gather": "allgather",
-                                 "torch-alltoall": "p2p", "torch-allgather": "allgather"}[c.cp_comm]]
+    written = {"ring": "p2p", "all-gather": "allgather", "torch-alltoall": "p2p",
+               "torch-allgather": "allgather"}
+    flags += ["--cp-comm-type", written[c.cp_comm]]
     if model is None or model.moe:  # absent, Megatron's is allgather
         flags += ["--moe-token-dispatcher-type", c.dispatcher]
     if model is not None:

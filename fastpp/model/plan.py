@@ -442,11 +442,12 @@ def _capacity(hardware, capacity) -> float:
     if capacity.ndim:
         raise ScheduleError(f"capacity must be one number of bytes per GPU (got shape "
                             f"{capacity.shape})")
+    capacity = float(capacity)
     if capacity < 1e-6 * hardware.memory_bytes:  # (the CLI's --capacity-gb is in GB)
         raise ScheduleError(f"capacity must be bytes per GPU, at least a millionth of "
-                            f"{hardware.name}'s {hardware.memory_bytes:g} (got {float(capacity):g}; "
-                            f"{float(capacity):g} GB is {float(capacity) * 1e9:g})")
-    return float(capacity)
+                            f"{hardware.name}'s {hardware.memory_bytes:g} (got {capacity:g}; "
+                            f"{capacity:g} GB is {capacity * 1e9:g})")
+    return capacity
 
 
 def _axes(model, hardware, gpus, global_batch, *, tp, pp, microbatch, cp, overlap, recompute,
