@@ -570,11 +570,17 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
                                 f"{pooled[i]} to draw from (the run has none)")
     else:
         pool, pool_at = np.zeros(0), np.zeros((1, p, 5, 2), np.int64)
+    # an overlapped pair's backward half's share of its time, which its two draws weigh by
+    # (noise.draw); -1 for every other op
+    total = halves.sum(axis=1)
+    share = np.where((compiled.stage2 >= 0) & (total > 0),
+                     halves[:, 1] / np.where(total > 0, total, 1.0), -1.0)
     # a writable copy of the noise's read-only factors: Numba types read-only arrays apart
     # (another compile of every kernel)
-    draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, pooled,
-             base[:, 0].copy(), slow, shapes, noise.dist == "gamma", step_shape, noise.spike[0],
-             noise.spike[1], pool, pool_at, noise.relative, noise.step_factors.copy())
+    draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, compiled.stage2,
+             compiled.mb2, share, pooled, base[:, 0].copy(), slow, shapes,
+             noise.dist == "gamma", step_shape, noise.spike[0], noise.spike[1], pool, pool_at,
+             noise.relative, noise.step_factors.copy())
     delays = noise._stage_delays(schedule.stage_to_device)
     extra = np.zeros(N)
     if noise.blocking:  # the sender of each message over a delayed link holds it

@@ -84,7 +84,8 @@ class Noise(Frozen):
         Coefficient of variation of every op's jitter, or per kind: ``{"F": 0.05, "B": 0.08}``
         (a split backward's ``I`` and ``W`` not named take ``B``'s, the backward they split,
         as a ``MeasuredSteps`` bootstrap does; other kinds not named have none; an overlapped
-        pair takes its forward's). In [0, 10].
+        pair's halves take F's and B's, each drawn as that op apart is and weighted by its
+        share of the pair's time). In [0, 10].
     dist : {"lognormal", "gamma"}
         The jitter's distribution (mean 1).
     slow_devices, slow_stages : mapping, optional
@@ -270,7 +271,8 @@ class Noise(Frozen):
 
 
 def _per_kind(cov) -> np.ndarray:
-    """CoV per op code ``F, B, I, W, FB`` (the pair takes its forward's)."""
+    """CoV per op code ``F, B, I, W, FB`` (``FB``'s is F's: a pair's draws are its halves',
+    F's and B's, ``draw``)."""
     if isinstance(cov, Mapping):
         out = np.zeros(5)
         for kind, value in cov.items():
@@ -475,12 +477,19 @@ def op_key(seed, stage, code, mb):
 
 
 @jit
-def op_keys(seed, kind, stage, mb):
-    """Per op ``i``: the keys of its jitter and of its events (``op_key``), ``[N, 2]``."""
-    out = np.empty((kind.shape[0], 2), np.uint64)
+def op_keys(seed, kind, stage, mb, pair_stage, pair_mb):
+    """Per op ``i``: the keys of its jitter, of its events and, for an overlapped pair
+    (``pair_stage[i] >= 0``), of its backward half's jitter (``op_key``), ``[N, 3]``: a pair's
+    halves are drawn as the F op of ``(stage, mb)`` and the B op of ``(pair_stage, pair_mb)``
+    are, so that another schedule running them apart sees the same draws."""
+    out = np.zeros((kind.shape[0], 3), np.uint64)
     for i in range(kind.shape[0]):
-        out[i, 0] = op_key(seed, stage[i], kind[i] + (JITTER << 8), mb[i])
+        pair = pair_stage[i] >= 0
+        code = 0 if pair else kind[i]
+        out[i, 0] = op_key(seed, stage[i], code + (JITTER << 8), mb[i])
         out[i, 1] = op_key(seed, stage[i], kind[i] + (EVENT << 8), mb[i])
+        if pair:
+            out[i, 2] = op_key(seed, pair_stage[i], 1 + (JITTER << 8), pair_mb[i])
     return out
 
 
@@ -638,8 +647,8 @@ def exp_into(x, out):
 
 
 @jit
-def draw(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, step_shape, spike_p,
-         spike_x, pool, pool_at, relative, step_pool, first, out):
+def draw(seed, kind, stage, mb, pair_stage, pair_mb, share, pooled, base, slow, shapes, gamma,
+         step_shape, spike_p, spike_x, pool, pool_at, relative, step_pool, first, out):
     """Every op's noisy time for samples ``first .. first + K - 1``: ``out[i, b]``
     (``[N, K]``).
 
@@ -649,14 +658,18 @@ def draw(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, step_shape, s
     is bootstrapped from (with ``relative``, factors on
     ``base[i]``). A non-empty ``step_pool`` gives the per-sample factor, bootstrapped, instead
     of ``step_shape``; the sample that draws its entry ``j`` draws its ops from pools ``j``
-    (``j = 0`` without). Keys: ``(stage, kind, mb, sample)``.
+    (``j = 0`` without). Keys: ``(stage, kind, mb, sample)``. An overlapped pair
+    (``share[i] >= 0``, its backward half's share of its time; -1 for other ops) takes each
+    half's jitter on its share: its forward's as the F op of ``(stage, mb)``, its backward's
+    as the B op of ``(pair_stage, pair_mb)``.
     """
-    draw_keyed(seed, op_keys(seed, kind, stage, mb), kind, pooled, base, slow, shapes, gamma,
-               step_shape, spike_p, spike_x, pool, pool_at, relative, step_pool, first, out)
+    draw_keyed(seed, op_keys(seed, kind, stage, mb, pair_stage, pair_mb), kind, share, pooled,
+               base, slow, shapes, gamma, step_shape, spike_p, spike_x, pool, pool_at,
+               relative, step_pool, first, out)
 
 
 @jit
-def draw_keyed(seed, keys, kind, pooled, base, slow, shapes, gamma, step_shape, spike_p,
+def draw_keyed(seed, keys, kind, share, pooled, base, slow, shapes, gamma, step_shape, spike_p,
                spike_x, pool, pool_at, relative, step_pool, first, out):
     """``draw`` with each op's keys already made (``op_keys``): the Philox hashes once per
     Monte Carlo, not once per block of samples."""
@@ -673,10 +686,17 @@ def draw_keyed(seed, keys, kind, pooled, base, slow, shapes, gamma, step_shape, 
     else:
         factors(step_key, first, step_shape, gamma, per_step, scratch)
     jitter = np.empty(K)
+    half = np.empty(K)
     empirical = pool.shape[0] > 0
     for i in range(N):
         k = kind[i]
-        factors(keys[i, 0], first, shapes[k], gamma, jitter, scratch)
+        if share[i] >= 0.0:  # an overlapped pair: each half's jitter on its share
+            factors(keys[i, 0], first, shapes[0], gamma, jitter, scratch)
+            factors(keys[i, 2], first, shapes[1], gamma, half, scratch)
+            for b in range(K):
+                jitter[b] = (1.0 - share[i]) * jitter[b] + share[i] * half[b]
+        else:
+            factors(keys[i, 0], first, shapes[k], gamma, jitter, scratch)
         events = keys[i, 1]
         for b in range(K):
             t = base[i]
@@ -698,9 +718,10 @@ TIE = 2.0**-40
 
 
 @jit
-def run_samples(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, step_shape, spike_p,
-                spike_x, pool, pool_at, relative, step_pool, device, previous, producer, link,
-                stage2, device_first, handoff, extra, first, makespan, busy, span):
+def run_samples(seed, kind, stage, mb, pair_stage, pair_mb, share, pooled, base, slow, shapes,
+                gamma, step_shape, spike_p, spike_x, pool, pool_at, relative, step_pool,
+                device, previous, producer, link, stage2, device_first, handoff, extra, first,
+                makespan, busy, span):
     """The whole Monte Carlo of samples ``first .. first + K - 1`` in one call: for each block
     of samples, the draws (plus ``extra[i]`` on op ``i``: a blocking send, a delayed stage),
     one pass of ``evaluate_batch`` with hand-offs ``handoff[V]``, and ``finish_batch``; fills
@@ -715,7 +736,7 @@ def run_samples(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, step_s
     rows = np.empty((0, 0, 0))
     out = busy_b = span_b = first_b = last_b = none
     latency = np.empty(0)
-    keys = op_keys(seed, kind, stage, mb)
+    keys = op_keys(seed, kind, stage, mb, pair_stage, pair_mb)
     for at in range(0, K, BLOCK):
         if min(BLOCK, K - at) != size:  # the first block, and a shorter last one
             size = min(BLOCK, K - at)
@@ -726,8 +747,8 @@ def run_samples(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, step_s
             busy_b, span_b = np.empty((p, size)), np.empty((p, size))
             first_b, last_b = np.empty((p, size)), np.empty((p, size))
             latency = np.empty(size)
-        draw_keyed(seed, keys, kind, pooled, base, slow, shapes, gamma, step_shape, spike_p,
-                   spike_x, pool, pool_at, relative, step_pool, first + at, dur)
+        draw_keyed(seed, keys, kind, share, pooled, base, slow, shapes, gamma, step_shape,
+                   spike_p, spike_x, pool, pool_at, relative, step_pool, first + at, dur)
         for i in range(N):
             if extra[i] != 0.0:
                 for b in range(size):
@@ -743,16 +764,16 @@ def run_samples(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, step_s
 
 
 @jit
-def critical_samples(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, step_shape,
-                     spike_p, spike_x, pool, pool_at, relative, step_pool, previous, producer,
-                     link, handoff, extra, target, amount, crossing, first, K, on_path,
-                     slope):
+def critical_samples(seed, kind, stage, mb, pair_stage, pair_mb, share, pooled, base, slow,
+                     shapes, gamma, step_shape, spike_p, spike_x, pool, pool_at, relative,
+                     step_pool, previous, producer, link, handoff, extra, target, amount,
+                     crossing, first, K, on_path, slope):
     """The same samples ``first .. first + K - 1`` as ``run_samples`` (the draws are keyed,
     so drawn again), each sample's critical paths scored by ``critical``."""
     N = kind.shape[0]
     size = 0
     dur = start = end = hand = np.empty((0, 0))
-    keys = op_keys(seed, kind, stage, mb)
+    keys = op_keys(seed, kind, stage, mb, pair_stage, pair_mb)
     best = np.empty((N, slope.shape[0]))
     mark = np.empty(N, np.bool_)
     top = np.empty(slope.shape[0])
@@ -762,8 +783,8 @@ def critical_samples(seed, kind, stage, mb, pooled, base, slow, shapes, gamma, s
             dur, start, end = np.empty((N, size)), np.empty((N, size)), np.empty((N, size))
             hand = np.empty((handoff.shape[0], size))
             _columns(handoff, hand)
-        draw_keyed(seed, keys, kind, pooled, base, slow, shapes, gamma, step_shape, spike_p,
-                   spike_x, pool, pool_at, relative, step_pool, first + at, dur)
+        draw_keyed(seed, keys, kind, share, pooled, base, slow, shapes, gamma, step_shape,
+                   spike_p, spike_x, pool, pool_at, relative, step_pool, first + at, dur)
         for i in range(N):
             if extra[i] != 0.0:
                 for b in range(size):

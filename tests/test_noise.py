@@ -17,7 +17,7 @@ from helpers import ROOT, changed_run, needs_data
 from reference import parse, simulate_reference
 
 import fastpp
-from fastpp import Costs, Noise, ScheduleError, build_schedule, simulate
+from fastpp import Costs, Noise, Op, ScheduleError, build_schedule, simulate
 from fastpp import noise as noise_module
 
 # the counter-based hashes (Philox, SplitMix64) wrap around uint64 by design: Numba wraps
@@ -33,7 +33,8 @@ def draws(noise, K, seed=3, stage=0, kind=0, mb=0, first=0):
     shapes, step_shape = noise._shapes()
     out = np.empty((1, K))
     one = np.array([0], np.int64)
-    noise_module.draw(np.uint64(seed), one + kind, one + stage, one + mb, one, np.ones(1),
+    noise_module.draw(np.uint64(seed), one + kind, one + stage, one + mb, one - 1, one - 1,
+                      -np.ones(1), one, np.ones(1),
                       np.ones(1), shapes, noise.dist == "gamma", step_shape, noise.spike[0],
                       noise.spike[1], np.zeros(0), np.zeros((1, 1, 5, 2), np.int64), False,
                       np.zeros(0), first, out)
@@ -852,3 +853,37 @@ def test_ctrl_c_stops_a_long_monte_carlo_between_chunks(tmp_path):
     word, seconds = out.split()
     assert word == "interrupted" and float(seconds) < 10, out
     assert proc.returncode == 0 and exited < 5, exited  # the other thread's half not run
+
+
+def test_an_overlapped_pairs_halves_are_drawn_as_their_ops():
+    """DualPipeV's pairs run an F and a B together: each half takes its own kind's jitter,
+    weighted by its share of the pair's time, drawn as that op run alone is (keyed by its
+    stage, kind and microbatch). The pair had taken the forward's CoV on the whole: a
+    backward-only jitter left it exact, and it shared no draw with another schedule's F or
+    B, so common random numbers failed where pairs run."""
+    c = Costs(f=1.0, b=2.0, w=1.0)
+    s = build_schedule("dualpipev", 4, 8)
+    used = np.arange(s.kind.shape[1]) < s.length[:, None]
+    pairs = used & (s.kind == int(Op.FB))
+    # B's jitter alone, on 2/3 of each pair's time: a CoV of 2/3 x 0.5
+    only_b = simulate(s, c, noise=Noise({"F": 0.0, "B": 0.5}), samples=4000, seed=1)
+    t = only_b.op_times()[pairs]
+    assert np.mean(t.std(axis=1) / t.mean(axis=1)) == pytest.approx(0.5 * 2 / 3, rel=0.03)
+    # the halves' factors are those of the same F and B in an interleaved 1F1B of the same
+    # eight stages (full backwards), whose ops run apart
+    noise = Noise(0.3)
+    paired = simulate(s, c, noise=noise, samples=50, seed=4)
+    apart = simulate(build_schedule("interleaved-1f1b", 4, 8, 2), c, noise=noise, samples=50,
+                     seed=4)
+    other = apart.schedule
+    alone = {}
+    for r, k in zip(*np.nonzero(np.arange(other.kind.shape[1]) < other.length[:, None]),
+                    strict=True):
+        base = 1.0 if other.kind[r, k] == int(Op.F) else 2.0
+        alone[int(other.kind[r, k]), int(other.stage[r, k]), int(other.mb[r, k])] = \
+            apart.op_times()[r, k] / base
+    for r, k in zip(*np.nonzero(pairs), strict=True):
+        forward = alone[int(Op.F), int(s.stage[r, k]), int(s.mb[r, k])]
+        backward = alone[int(Op.B), int(s.stage2[r, k]), int(s.mb2[r, k])]
+        np.testing.assert_allclose(paired.op_times()[r, k], 1.0 * forward + 2.0 * backward,
+                                   rtol=1e-12)
