@@ -70,8 +70,11 @@ def test_bad_parameters_are_named(call, message):
 
 
 def test_options():
-    with pytest.raises(ScheduleError, match=r"G must be at least p=4 .* \(got G=2\)"):
+    with pytest.raises(ScheduleError, match=r"G must be at least p=4, or n=8 \(one round, as "
+                                            r"PyTorch runs it\) .* \(got G=2\)"):
         build_schedule("interleaved-1f1b", 4, 8, 2, G=2)
+    with pytest.raises(ScheduleError, match=r"G must be at least p=4 for 'combined-1f1b' "):
+        build_schedule("combined-1f1b", 4, 8, 2, G=2)  # (Megatron's groups alone)
     with pytest.raises(ScheduleError,
                        match=r"G must not be given for '1f1b': it takes no options \(got G=4\)"):
         build_schedule("1f1b", 4, 8, G=4)

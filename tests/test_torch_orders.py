@@ -44,6 +44,21 @@ def test_interleaved_1f1b(p, n, m):
     assert build_schedule("interleaved-1f1b", p, n, m).tokens() == expected
 
 
+@pytest.mark.parametrize("p, n", [(4, 10), (4, 6), (4, 5), (4, 3), (4, 1), (8, 12), (8, 5),
+                                  (3, 8), (2, 1)])
+@pytest.mark.parametrize("m", [2, 3])
+def test_interleaved_1f1b_in_pytorchs_rounds(p, n, m):
+    """Where n is not a multiple of p, PyTorch runs max(1, n // p) rounds of n // rounds
+    microbatches, one round of n < p too: Megatron's groups of that G (which fastpp had
+    refused, and so measure("ScheduleInterleaved1F1B", p=4, n=10))."""
+    rounds = max(1, n // p)
+    G = n // rounds
+    assert n % rounds == 0  # (PyTorch refuses the others, as fastpp does)
+    expected = torch_rows(schedules.ScheduleInterleaved1F1B, p, n, m,
+                          number_of_rounds=rounds, microbatches_per_round=G)
+    assert build_schedule("interleaved-1f1b", p, n, m, G=G).tokens() == expected
+
+
 @pytest.mark.parametrize("p, n", CASES + [(4, 1), (4, 3), (8, 5)])
 def test_zbv(p, n):
     expected = torch_rows(schedules.ScheduleZBVZeroBubble, p, n, 2)

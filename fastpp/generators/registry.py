@@ -77,6 +77,10 @@ MEGATRON_GROUPS = (
     Rule("n", "a multiple of G={G} or leave a remainder of at least p={p}",
          lambda p, n, m, G: (n % G == 0) | (n % G >= p)),
 )
+# PyTorch's ScheduleInterleaved1F1B runs rounds of n // max(1, n // p) microbatches: one
+# round of n < p too (G = n), which Megatron refuses (its groups must range in [p, n])
+TORCH_GROUPS = (Rule("G", "at least p={p}, or n={n} (one round, as PyTorch runs it)",
+                     lambda p, n, m, G: (G >= p) | (G == n)), *MEGATRON_GROUPS[1:])
 
 
 def _integers(values, name: str) -> np.ndarray:
@@ -278,7 +282,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
         "Interleaved 1F1B (Megatron virtual pipeline), microbatch groups of G (default p)",
         rules=_rules(
             Rule("m", "at least 2 (use '1f1b' for m=1)", lambda p, n, m, G: m >= 2),
-            *MEGATRON_GROUPS),
+            *TORCH_GROUPS),
         # three virtual stages: Korthikanti et al. 2022 train 175B and 530B so
         options=("G",), default_m=2, m_choices=(2, 3, 4), torch_class="ScheduleInterleaved1F1B",
         idle=interleaved.interleaved_idle, bubble=interleaved.interleaved_bubble,

@@ -494,7 +494,10 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
     if isinstance(schedule, str) and schedule in TORCH_CLASSES:
         name = TORCH_CLASSES[schedule]
         m = SCHEDULES[name].default_m if m is None else positive_int(m, "m")
-        order = build_schedule(name, p, n, m)  # the class's constraints are the generator's
+        # the class's constraints are the generator's; PyTorch's interleaved 1F1B runs rounds
+        # of n // max(1, n // p) microbatches, Megatron's groups of that G
+        G = n // max(1, n // p) if schedule == "ScheduleInterleaved1F1B" else None
+        order = build_schedule(name, p, n, m, G=G)
         runner = schedule
     else:
         if isinstance(schedule, str):
