@@ -686,6 +686,28 @@ def test_ctrl_c_is_a_line_and_130_not_a_traceback():
     assert "interrupted" in out + err
 
 
+def test_ctrl_c_stops_the_exact_search():
+    """CP-SAT's own SIGINT handler stopped its search and returned it as though its time had
+    run out: ``optimize --method exact`` exited 0 saying "the time limit ran out", and a loop
+    of searches went on. The solver now runs on a thread of its own and Ctrl-C is Python's."""
+    pytest.importorskip("ortools")
+    import signal
+    import time
+
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.Popen([sys.executable, "-m", "fastpp", "optimize", "-p", "6", "-n", "16",
+                            "--f", "1.3", "--b", "3.1", "--w", "1", "--comm", "0.3",
+                            "--gamma", "0.4", "--memory-limit", "3", "--method", "exact",
+                            "--time-limit", "60", "--quiet"],  # (proven after about 20 s)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=dict(os.environ, PYTHONPATH=str(root)))
+    time.sleep(8)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert "interrupted" in out and "time limit" not in out, out
+
+
 def test_a_plan_leaves_no_earlier_plans_picture_beside_its_table(tmp_path):
     """Interrupted after its table, ``plan --out`` left an earlier run's plan.png and
     plan.html beside it; they go before the new table is written."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,13 +97,42 @@ def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
     solver.parameters.max_time_in_seconds = max(0.01, float(time_limit))
     solver.parameters.num_workers = workers or max(1, min(8, os.cpu_count() or 1))
     solver.parameters.random_seed = int(seed)
-    status = solver.Solve(model)
+    status = _solve(solver, model)
     name = solver.StatusName(status)
     bound = solver.BestObjectiveBound() / scale if status != cp_model.UNKNOWN else 0.0
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return ExactOutcome(None, None, bound, name)
     ops, length = _order(problem, solver, start, end)
     return ExactOutcome(ops, length, bound, name)
+
+
+def _solve(solver, model):
+    """``solver.Solve(model)`` on a thread of its own, so that Ctrl-C reaches Python: CP-SAT's
+    own SIGINT handler stops the search and returns it as though its time had run out, and
+    the main thread, held in its C++, would not see the interrupt. On Ctrl-C (or SIGTERM,
+    raised as one) the search is stopped and the interrupt raised."""
+    solver.parameters.catch_sigint_signal = False
+    done, out = threading.Event(), {}
+
+    def run():
+        try:
+            out["status"] = solver.Solve(model)
+        except BaseException as error:  # (raised again in the caller's thread)
+            out["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="cp-sat", daemon=True).start()
+    try:
+        while not done.wait(0.1):  # (an Event's wait takes Ctrl-C; a join may not)
+            pass
+    except KeyboardInterrupt:
+        solver.StopSearch()
+        done.wait()
+        raise
+    if "error" in out:
+        raise out["error"]
+    return out["status"]
 
 
 def _intervals(model, device, p: int, dur, n: int, horizon: int):
