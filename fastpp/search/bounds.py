@@ -37,17 +37,11 @@ def one_microbatch(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
 
 def lower_bound(problem: Problem) -> float:
-    """The best of the analytic bounds for the problem's objective, over the schedules that
-    split every backward and, where a split one costs more than a whole one
-    (``Problem.split_costs_more``), those that split none: the lesser of the two."""
-    return min(family_bounds(problem))
-
-
-def family_bounds(problem: Problem) -> tuple[float, float]:
-    """The bounds of the schedules that split every backward and of those that split none
-    (``inf`` where a split backward costs no more: those are split ones' equals)."""
-    whole = _bound(problem.unsplit()) if problem.split_costs_more else np.inf
-    return _bound(problem), float(whole)
+    """The best of the analytic bounds for the problem's objective over every schedule:
+    those that split every backward where a split one costs no more than a whole one (the
+    others are their equals), else those of ``Problem.relaxed``, into which a schedule that
+    splits all, none or some of its backwards maps with no op longer."""
+    return _bound(problem.relaxed() if problem.split_costs_more else problem)
 
 
 def _bound(problem: Problem) -> float:

@@ -270,10 +270,8 @@ class _Search:
         self.t0 = time.perf_counter()
         self.best: tuple[float, Schedule, Result, str] | None = None
         self.log: list[tuple[float, float, str]] = []
-        # the split schedules' bound (which exact may raise) and the unsplit ones' (inf where
-        # a split backward costs no more): no schedule of either family beats the lesser
-        self.split_bound, self.whole_bound = bounds.family_bounds(problem)
-        self.bound = min(self.split_bound, self.whole_bound)
+        # no schedule beats it (exact may raise it where every schedule splits its backwards)
+        self.bound = bounds.lower_bound(problem)
         self.bar = _progress_bar(time_limit) if progress else None
         self.method = ""
         self.clocked = False  # the clock stopped the candidates
@@ -372,7 +370,14 @@ class _Search:
             # a split backward costs more than a whole one: a schedule that splits none may
             # beat every split one, the best split one run whole among them (offered last:
             # the local search and the solver start from split ones)
-            self.offer(problem.whole_backwards(self.best[1]), "best, backwards whole")
+            split = self.best[1]
+            self.offer(problem.whole_backwards(split), "best, backwards whole")
+            # and whole only where that is cheaper, the other stages split (a schedule of
+            # neither family, which the relaxed bound covers)
+            dearer = problem.whole < (problem.cost[1] + problem.cost[2]) * (1 - 1e-12)
+            if not dearer.all():
+                self.offer(problem.whole_backwards(split, dearer),
+                           "best, dearer backwards whole")
             whole = WHOLE_BACKWARD.get(problem.placement)
             if whole is not None:
                 self.offer(build_schedule(whole, problem.p, problem.n),
@@ -420,8 +425,8 @@ class _Search:
             return
         outcome = exact.solve(self.problem, self.best[1], remaining, seed)
         self.solver_timed_out = outcome.status in ("FEASIBLE", "UNKNOWN")  # (its clock)
-        self.split_bound = max(self.split_bound, outcome.bound)  # (over split schedules)
-        self.bound = min(self.split_bound, self.whole_bound)
+        if not self.problem.split_costs_more:  # (CP-SAT's is over the split schedules alone)
+            self.bound = max(self.bound, outcome.bound)
         if outcome.ops is not None:
             try:
                 schedule = self.problem.schedule(outcome.ops, outcome.length, "exact")

@@ -31,7 +31,7 @@ from ..checks import (
 from ..costs import Costs
 from ..generators.registry import MAX_WORK, SCHEDULES
 from ..kernels import COMM, GAMMA, TB, TF, TI, TW, UNIT
-from ..ops import KIND, OP_FIELDS, PAD, B, F, I, W
+from ..ops import KIND, OP_FIELDS, PAD, STAGE, B, F, I, W
 from ..placement import CODES, PLAIN_M, stage_map
 from ..schedule import Schedule
 from ..simulate import Result, simulate
@@ -115,12 +115,18 @@ class Problem:
         schedule that never splits them may then beat every split one."""
         return bool(np.any(self.whole < (self.cost[1] + self.cost[2]) * (1 - 1e-12)))
 
-    def unsplit(self) -> Problem:
-        """This instance with every backward whole: ``I`` takes ``B``'s time and frees the
-        microbatch's activations, ``W`` takes nothing (what the bounds of a schedule that
-        never splits its backwards read)."""
+    def relaxed(self) -> Problem:
+        """This instance relaxed so that every schedule of it, each backward split or whole as
+        it likes, maps into the relaxation's split schedules with no op longer and no
+        activation held longer: ``I`` takes ``min(I, B)`` and frees the microbatch's
+        activations, ``W`` the rest of ``min(B, I + W)`` (a whole ``B`` is the two back to
+        back). What the bounds read where a split backward costs more
+        (``split_costs_more``): the schedules that split some backwards and not others have
+        no other bound."""
+        i = np.minimum(self.cost[1], self.whole)
+        w = np.minimum(self.whole, self.cost[1] + self.cost[2]) - i
         zero = np.zeros_like(self.whole)
-        return replace(self, cost=np.stack([self.cost[0], self.whole, zero]),
+        return replace(self, cost=np.stack([self.cost[0], i, w]),
                        memd=np.stack([self.memd[0], -self.memd[0], zero]))
 
     @property
@@ -133,19 +139,25 @@ class Problem:
         return Schedule(ops[:, :, :width], length, self.stage_to_device, n=self.n, m=self.m,
                         name=name)
 
-    def whole_backwards(self, schedule: Schedule) -> Schedule:
-        """``schedule`` (split, of this placement) with every backward run whole: each ``I``
-        a ``B`` in its place, each ``W`` dropped. Its memory never exceeds the split one's
-        (a ``B`` frees at an ``I``'s end what ``I`` and ``W`` free by ``W``'s)."""
-        kind = schedule.ops[KIND]
+    def whole_backwards(self, schedule: Schedule, stages=None) -> Schedule:
+        """``schedule`` (split, of this placement) with the backwards of ``stages`` (a mask
+        of the ``V`` stages; default all) run whole: each of their ``I`` a ``B`` in its
+        place, each of their ``W`` dropped. Its memory never exceeds the split one's (a ``B``
+        frees at an ``I``'s end what ``I`` and ``W`` free by ``W``'s)."""
+        whole = np.ones(self.V, bool) if stages is None else np.asarray(stages, bool)
+        kind, stage = schedule.ops[KIND], schedule.ops[STAGE]
         ops = np.full_like(schedule.ops, PAD)
         length = np.zeros(self.p, np.int64)
         for r in range(self.p):
-            kept = schedule.ops[:, r, :schedule.length[r]][:, kind[r, :schedule.length[r]] != W]
+            mine = slice(0, schedule.length[r])
+            dropped = (kind[r, mine] == W) & whole[stage[r, mine]]
+            kept = schedule.ops[:, r, mine][:, ~dropped]
             ops[:, r, :kept.shape[1]] = kept
             length[r] = kept.shape[1]
-        ops[KIND] = np.where(ops[KIND] == I, B, ops[KIND])
-        return self.schedule(ops, length, f"{schedule.name}, backwards whole")
+        turned = (ops[KIND] == I) & whole[np.where(ops[KIND] == PAD, 0, ops[STAGE])]
+        ops[KIND] = np.where(turned, B, ops[KIND])
+        which = "backwards" if stages is None else "dearer backwards"
+        return self.schedule(ops, length, f"{schedule.name}, {which} whole")
 
     def evaluate(self, schedule: Schedule) -> tuple[Result, float] | None:
         """Simulate ``schedule``; its result and objective value, or ``None`` if it breaks the
