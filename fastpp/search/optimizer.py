@@ -395,9 +395,13 @@ class _Search:
                   start_schedule.route_last, problem.n, tf, tb, ti, tw, tfb, sb, comm)
         span = problem.objective == "span"
         shape = (problem.p, ops.shape[2])
+        if self.searched() >= until:
+            return
+        clock = time.perf_counter()
         obj, tie = evaluate(ops, length, *static, span, np.zeros(shape), np.zeros(shape),
                             np.zeros(problem.p, np.int64))
         assert obj == value, (obj, value)  # the kernel and simulate() time alike
+        moves = self._moves(until, time.perf_counter() - clock)
         values = np.array([obj, tie, obj, tie])
         best_ops = ops.copy()
         state, stale = seed_state(seed), np.zeros(1, np.int64)
@@ -407,9 +411,11 @@ class _Search:
         max_shift = max(1, min(int(length.max()) - 1, 4 * problem.p))
         quiet = 0
         while self.searched() < until and quiet < 100 * patience:
+            clock = time.perf_counter()
             found, done = local_search(ops, length, best_ops, *static, unit, gamma, problem.cap,
-                                 span, state, stale, values, history, SLICE, patience,
+                                       span, state, stale, values, history, moves, patience,
                                        max_shift)
+            moves = self._moves(until, (time.perf_counter() - clock) / max(done, 1))
             quiet = 0 if found else quiet + done
             if done == 0:
                 break  # no legal move within the memory limit
@@ -418,6 +424,12 @@ class _Search:
                 if self.proven():
                     break
             self.tick()
+
+    def _moves(self, until: float, each: float) -> int:
+        """Moves for the local search's next call: ``SLICE``, or as many as fit in the time
+        left at ``each`` seconds a move (a move re-times the schedule: a slice of ``SLICE``
+        at p = 256, n = 1024 ran 5.6 s past a 2 s limit), at least one."""
+        return int(min(SLICE, max(1.0, (until - self.searched()) / max(each, 1e-9))))
 
     def exact(self, seed: int) -> None:
         remaining = self.limit - self.searched()
