@@ -20,7 +20,7 @@ def test_keyword_defaults_are_run_config_fields(function):
     given = {SPELLING.get(k, k): v.default
              for k, v in inspect.signature(function).parameters.items()
              if SPELLING.get(k, k) in DEFAULTS and k != "schedule"}  # a Schedule there
-    assert len(given) == (10 if function is device_bytes else 24)  # (train_metrics: 24th)
+    assert len(given) == (11 if function is device_bytes else 25)  # (recipe: the last)
     assert given == {k: DEFAULTS[k] for k in given}
 
 

@@ -299,3 +299,27 @@ def test_each_offloaded_input_by_hand():
         got = recipe_terms(llama, TOY, make_recipe(offload_modules=(module,)), T, 1, 4, 0,
                            True, moe=False)["bytes"]
         assert float(got) == pytest.approx(expected), module
+
+
+def test_a_plan_row_with_its_recipe_is_the_run_again():
+    """DeepSeek-V3's own configuration, planned with its recipe (79.2 GB), read back with
+    ``RunConfig.from_row`` had no way to say the recipe: ``explain`` and ``plan(config=)``
+    priced it at 187.5 GB, DOES NOT FIT, and 26.5 s where the row said 20.8 s. The recipe is
+    a ``RunConfig`` field now, taken as ``seq`` is; Megatron's flags cannot state it."""
+    from fastpp.model import RunConfig
+    from fastpp.model.megatron import to_megatron
+
+    setup = dict(seq=4096, global_batch=15360, tp=1, pp=16, ep=64, schedules=["dualpipe"],
+                 microbatch=1, zero=1, precision="fp8", node_limit=4, overlap=True)
+    row = plan("deepseek-v3", 2048, "H800-80GB", recompute="selective", recipe="deepseek-v3",
+               **setup).iloc[0]
+    config = RunConfig.from_row(row, seq=4096, recipe="deepseek-v3", node_limit=4)
+    again = plan("deepseek-v3", hardware="H800-80GB", config=config).iloc[0]
+    assert (again.step_time, again.peak_memory, again.fits) == (row.step_time,
+                                                               row.peak_memory, True)
+    with pytest.raises(ScheduleError, match=r"recipe must be one of \['deepseek-v3'\]"):
+        config.replace(recipe="deepseek")
+    with pytest.raises(ScheduleError, match=r"recipe sets the recompute modules"):
+        config.replace(recompute_modules=("moe_act",))
+    with pytest.raises(ScheduleError, match=r"to_megatron cannot state recipe='deepseek-v3'"):
+        to_megatron(config.replace(node_limit=None, overlap=False))

@@ -32,7 +32,7 @@ from ..generators.registry import SCHEDULES, build_schedule, get_spec
 from .hardware import PRECISIONS
 from .layout import as_layout, even_layers
 from .moe import DISPATCHERS, check_imbalance
-from .recipes import RECOMPUTE_MODULES, Recipe, make_recipe
+from .recipes import RECIPES, RECOMPUTE_MODULES, Recipe, make_recipe
 from .transformer import RECOMPUTE, Transformer
 
 DEGREES = ("t", "cp", "p", "d", "ep", "etp")
@@ -156,6 +156,12 @@ class RunConfig:
         Every stack is priced as Megatron's; the framework chooses the published runs the
         prediction's error bar comes from (``fastpp.model.errorbar``), and a stack without
         checked runs is extrapolated.
+    recipe : str, optional
+        A named memory recipe (``fastpp.model.recipes.RECIPES``, e.g. ``"deepseek-v3"``), as
+        ``plan``'s ``recipe=`` names one: its recompute modules (for ``recompute=
+        "selective"``), FP8 caching and optimizer bytes; it sets the modules, so
+        ``recompute_modules`` stays None. Plan rows do not carry it: ``from_row`` takes it
+        as it takes ``seq``.
     """
 
     seq: int
@@ -192,6 +198,7 @@ class RunConfig:
     reduce_bytes: float = REDUCE_BYTES
     train_metrics: int = 0
     framework: str = "megatron"
+    recipe: str | None = None
 
     def __post_init__(self):
         for name in ("seq", "global_batch", *DEGREES, "m", "microbatch"):
@@ -238,6 +245,14 @@ class RunConfig:
         one_of(self.cp_comm, "cp_comm", CP_COMMS)
         one_of(self.dispatcher, "dispatcher", DISPATCHERS)
         one_of(self.framework, "framework", FRAMEWORKS)
+        if self.recipe is not None:
+            one_of(self.recipe, "recipe", sorted(RECIPES))
+            if self.recompute_modules is not None or self.recompute_method == OP_LEVEL:
+                raise ScheduleError(f"recipe sets the recompute modules: recompute_modules "
+                                    f"must be None and recompute_method not 'op' with recipe="
+                                    f"{self.recipe!r} (got recompute_modules="
+                                    f"{self.recompute_modules!r}, recompute_method="
+                                    f"{self.recompute_method!r})")
         if self.precision is not None:  # None: the hardware's
             one_of(self.precision, "precision", PRECISIONS)
         object.__setattr__(self, "reduce_bytes", check_reduce_bytes(self.reduce_bytes))
@@ -328,7 +343,9 @@ class RunConfig:
     @classmethod
     def from_row(cls, row, **fields) -> RunConfig:
         """A ``plan`` row (a mapping or a pandas row) as a ``RunConfig``; ``fields`` give what
-        rows do not carry (``seq`` at least). ``global_batch`` is ``n * microbatch * d``.
+        rows do not carry: ``seq`` at least, and the plan's own keywords where it had them
+        (``recipe``, ``node_limit``, ``imbalance``, ``dispatcher``, the overlaps, ...), else
+        the run is priced without them. ``global_batch`` is ``n * microbatch * d``.
 
         Parameters
         ----------
@@ -408,7 +425,7 @@ class RunConfig:
                 "overlap": [self.overlap],
                 "reduce_bytes": self.reduce_bytes, "train_metrics": self.train_metrics,
                 "dispatcher": self.dispatcher, "framework": self.framework,
-                **self.recompute_keywords}
+                "recipe": self.recipe, **self.recompute_keywords}
 
     @property
     def recompute_keywords(self) -> dict:
@@ -435,12 +452,14 @@ class RunConfig:
         return {"recompute_method": None, "recompute_layers": None}
 
     @property
-    def recipe(self) -> Recipe | None:
+    def priced_recipe(self) -> Recipe | None:
         """The memory recipe this run is priced with: torchtitan's op-level policy
-        (``recompute_method="op"``), else Megatron's ``priced_modules``, else None (the
-        default accounting)."""
+        (``recompute_method="op"``), else the named ``recipe``, else Megatron's
+        ``priced_modules``, else None (the default accounting)."""
         if self.recompute_method == OP_LEVEL:
             return Recipe(op_level=True)
+        if self.recipe is not None:
+            return RECIPES[self.recipe]
         return make_recipe(recompute_modules=self.priced_modules)
 
     @property

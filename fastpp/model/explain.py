@@ -72,7 +72,8 @@ class Explanation:
                  f"cp={r['cp']} p={r['p']} d={r['d']} ep={r['ep']} {r['schedule']} m={r['m']} "
                  f"microbatch={r['microbatch']} n={r['n']} recompute={r['recompute']} "
                  f"zero={r['zero']} {r['precision']} seq={self.config.seq} "
-                 f"global_batch={self.config.global_batch}", "",
+                 f"global_batch={self.config.global_batch}"
+                 + (f" recipe={self.config.recipe}" if self.config.recipe else ""), "",
                  f"  step time          {step:10.3f} s   ± {r['expected_error']:.1%} expected "
                  f"error" + (f" (extrapolated: no validated run shares {r['extrapolated']})"
                              if r["extrapolated"] else " (validate's checks in its regime, "
@@ -201,7 +202,7 @@ def _direction(bias: float) -> str:
 def _memory_bar(error: float, model, config: RunConfig) -> str:
     """The total's error bar (``fastpp.model.memorybar``) and what it leaves out."""
     if not np.isfinite(error):
-        missing = unmeasured(model, config.recompute, config.cp, config.recipe)
+        missing = unmeasured(model, config.recompute, config.cp, config.priced_recipe)
         return f"no error bar: not measured: {missing} (fastpp.model.memorybar)"
     return (f"± {error:.1%} expected error of the count (activations measured against "
             f"PyTorch, the rest counted, gradients at {config.reduce_bytes:g} bytes; not "
@@ -275,7 +276,8 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         blocking_handoffs=blocking, tp_overlap=tp_overlap, cp_comm=config.cp_comm,
         zero3=zero3, replicate=config.replicate, reduce_bytes=config.reduce_bytes,
         dispatcher=config.dispatcher, train_metrics=config.train_metrics,
-        framework=config.framework, **config.recompute_keywords,
+        framework=config.framework, node_limit=config.node_limit,
+        imbalance=config.imbalance, recipe=config.recipe, **config.recompute_keywords,
         workers=workers).assign(_blocking=blocking, _zero3=zero3)
         for schedules, blocking, zero3 in groups], ignore_index=True)
     # a run that does not fit is shown what fits, at any speed
@@ -288,7 +290,8 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         blocking, zero3 = bool(r.pop("_blocking")), r.pop("_zero3")
         other = RunConfig.from_row(r, **{k: getattr(config, k) for k in (
             "seq", "gradient_overlap", "cp_comm", "replicate", "reduce_bytes", "precision",
-            "dispatcher", "recompute_modules", "train_metrics", "framework")},
+            "dispatcher", "recompute_modules", "train_metrics", "framework", "node_limit",
+            "imbalance", "recipe")},
             tp_overlap=tp_overlap,
             sequence_parallel=config.sequence_parallel or bool(torchtitan and r["t"] > 1),
             # how ZeRO-3 gathers is its group's where the neighbour runs ZeRO-3

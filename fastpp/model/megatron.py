@@ -1501,16 +1501,17 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     ------
     ScheduleError
         For a field no Megatron-LM flag states set to other than its default (``overlap``,
-        ``node_limit``, ``imbalance``, ``train_metrics``, ZeRO-3's ``zero3``; a model's
-        chunked attention), a schedule Megatron-LM does not run, or per-chunk layer counts
-        without ``model``.
+        ``node_limit``, ``imbalance``, ``train_metrics``, ZeRO-3's ``zero3``, a ``recipe``;
+        a model's chunked attention), a schedule Megatron-LM does not run, or per-chunk
+        layer counts without ``model``.
     """
     c, model = as_run(config), as_model(model)
     # fields no Megatron-LM flag states (fastpp's pricing assumptions or another framework's
     # choice): written silently they would not come back
     unwritable = {"overlap": (c.overlap, False), "node_limit": (c.node_limit, None),
                   "imbalance": (c.imbalance, 1.0), "train_metrics": (c.train_metrics, 0),
-                  "zero3": (c.zero3 if c.zero == 3 else "layer", "layer")}
+                  "zero3": (c.zero3 if c.zero == 3 else "layer", "layer"),
+                  "recipe": (c.recipe, None)}
     for name, (value, default) in unwritable.items():
         if value != default:
             raise ScheduleError(f"to_megatron cannot state {name}={value!r} as a Megatron-LM "

@@ -343,7 +343,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
              replicate=config.replicate, zero=config.zero, imbalance=config.imbalance)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
-        recipe = config.recipe
+        recipe = config.priced_recipe
     if config.precision is not None:
         hardware.with_precision(config.precision)  # raises for fp8 without an fp8 peak
     check_imbalance(config.imbalance, model)  # (a RunConfig does not know the experts)

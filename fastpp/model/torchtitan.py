@@ -775,7 +775,8 @@ def to_torchtitan(config: RunConfig, model: Transformer | None = None, *,
     defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
     fixed = {**{k: defaults[k] for k in ("gradient_overlap", "reduce_bytes",
                                          "recompute_modules", "node_limit", "imbalance",
-                                         "dispatcher", "tp_overlap", "train_metrics")}}
+                                         "dispatcher", "tp_overlap", "train_metrics",
+                                         "recipe")}}
     # DualPipeV's all-to-all overlap, torchtitan's default with expert parallelism
     dual_pipe_v = c.schedule == "dualpipev" and c.ep > 1 and c.p > 1
     if c.overlap and not dual_pipe_v:
