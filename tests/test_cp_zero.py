@@ -12,6 +12,7 @@ from fastpp import SCHEDULES, ScheduleError, build_schedule, simulate
 from fastpp.model import Hardware, Link, Transformer, device_bytes, plan, transformer_costs
 from fastpp.model.stages import (
     context_parallel_times,
+    cp_buffer_bytes,
     device_memory,
     stage_params,
     step_terms,
@@ -73,6 +74,13 @@ def test_pytorch_context_parallel_by_hand():
                                                          + 6e-3)
     for comm in ("torch-allgather", "torch-alltoall"):
         assert context_parallel_times(MODEL, TOY, 32, 2, 1, 1, comm) == (0.0, 0.0)
+    # MLA's keys carry their RoPE part: 4 heads of K (16 + 8) and V (16) are 160 wide, Q
+    # (16 + 8) 96; gathered whole in bf16 (2 x 32 x 160) and a rank's 16 tokens of dq, dk,
+    # dv and the dK, dV in flight in fp32 (4 x 16 x (96 + 2 x 160))
+    mla = Transformer(layers=2, hidden=64, heads=4, head_dim=16, v_head_dim=16, ffn=128,
+                      vocab=256, q_rank=32, kv_rank=16, rope_dim=8)
+    assert float(cp_buffer_bytes(mla, 32, 1, 1, 2, "torch-allgather")) == \
+        2 * 32 * 160 + 4 * 16 * (96 + 2 * 160)
 
 
 def test_context_parallel_splits_the_tokens():

@@ -445,7 +445,8 @@ def test_no_table_falls_outside_two_bars_often(frame):
 def test_coverage_in_regime_is_over_the_rows_not_extrapolated(frame):
     """``coverage``'s in-regime shares are its shares over the rows whose bar is not
     extrapolated: the same as the whole table's where none is, none where all are, and
-    between them and the extrapolated rows' where the table mixes both."""
+    where the table mixes both, the whole table's share is the in-regime rows' weighted by
+    their part plus the extrapolated rows' within their bars, between none and all."""
     from fastpp.model.errorbar import coverage
 
     for r in coverage(frame):
@@ -455,7 +456,10 @@ def test_coverage_in_regime_is_over_the_rows_not_extrapolated(frame):
         elif r["extrapolated"] == 1:
             assert np.isnan(r["within_bar_in_regime"]), r
         else:
-            assert 0 <= r["within_bar_in_regime"] <= r["within_two_bars_in_regime"] <= 1, r
+            inside = 1 - r["extrapolated"]
+            for k in ("bar", "two_bars"):
+                share = inside * r[f"within_{k}_in_regime"]
+                assert share - 1e-4 <= r[f"within_{k}"] <= share + r["extrapolated"] + 1e-4, r
 
 
 @pytest.mark.xfail(strict=True, reason=(

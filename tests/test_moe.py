@@ -134,11 +134,11 @@ def test_all_to_all_volumes_by_hand():
     assert ds["network"] / 1e6 == pytest.approx(105.97, abs=0.01)
     # inside the nodes one copy a GPU the token uses, not one an expert (DeepEP's
     # intranode test: a GPU receives a row per token routed to it, the permute then expands
-    # it): 8 experts of 256 drawn on 64 GPUs of 4 experts each reach 64 (1 - C(252, 8) /
-    # C(256, 8)) = 7.68 GPUs, 7/8 of them over NVLink
-    missed = np.prod([(252 - i) / (256 - i) for i in range(8)])
-    assert 64 * (1 - missed) == pytest.approx(7.68, abs=0.01)
-    assert ds["nvlink"] == pytest.approx(4096 * 64 * (1 - missed) * 7168 * 1.03125 * 7 / 8)
+    # it): 8 experts drawn among the 128 of the 4 nodes' 32 GPUs, 4 each, reach 32 (1 -
+    # C(124, 8) / C(128, 8)) = 7.36 GPUs (7.68 over all 64), 7/8 of them over NVLink
+    missed = np.prod([(124 - i) / (128 - i) for i in range(8)])
+    assert 32 * (1 - missed) == pytest.approx(7.36, abs=0.01)
+    assert ds["nvlink"] == pytest.approx(4096 * 32 * (1 - missed) * 7168 * 1.03125 * 7 / 8)
 
 
 def test_hybrid_ep_inside_an_nvlink_domain_by_hand():

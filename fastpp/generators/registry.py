@@ -279,7 +279,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
                  peak_live=classic.one_f_one_b_peak_live),
     ScheduleSpec(
         "interleaved-1f1b", interleaved.interleaved_1f1b, "loop",
-        "Interleaved 1F1B (Megatron virtual pipeline), microbatch groups of G (default p)",
+        "Interleaved 1F1B (Megatron virtual pipeline), microbatch groups of G (default p; "
+        "G = n < p is PyTorch's one round, which Megatron refuses)",
         rules=_rules(
             Rule("m", "at least 2 (use '1f1b' for m=1)", lambda p, n, m, G: m >= 2),
             *TORCH_GROUPS),

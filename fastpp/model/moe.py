@@ -337,8 +337,10 @@ def all_to_all_bytes(model: Transformer, hardware: Hardware, seq, microbatch, t,
     distinct = np.minimum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** k), limit)
     # DeepEP (and DeepSeek's kernels) send a token once to each rank it uses, not once per
     # expert: the NVLink forwarding moves distinct ranks' copies (get_dispatch_layout's
-    # is_token_in_rank), the local permutation expands them to the k experts' copies
-    ranks = distinct_ranks(model, ep)
+    # is_token_in_rank), the local permutation expands them to the k experts' copies; a
+    # node-limited token's experts lie among the ranks of its nodes
+    reach = np.minimum(ep, limit * q)
+    ranks = distinct_ranks(model, reach, experts=model.experts * reach / ep)
     return {"network": owned * h * element_bytes * distinct * (nodes - 1.0) / nodes,
             "nvlink": owned * h * element_bytes * ranks * (q - 1.0) / q}
 
@@ -352,11 +354,13 @@ def all_to_all_time(hardware: Hardware, sent: dict, imbalance=1.0) -> np.ndarray
         np.where(nvl > 0, nvl / hardware.node.bandwidth + hardware.node.latency, 0.0))
 
 
-def distinct_ranks(model: Transformer, ep) -> np.ndarray:
+def distinct_ranks(model: Transformer, ep, experts=None) -> np.ndarray:
     """The expected expert-parallel ranks one token's ``k`` distinct experts fall on, routed
-    uniformly over the ``E`` experts, ``E / ep`` a rank: ``ep (1 - C(E - E/ep, k) / C(E, k))``."""
+    uniformly over the ``E`` experts (``experts``, default the model's), ``E / ep`` a rank:
+    ``ep (1 - C(E - E/ep, k) / C(E, k))``."""
     ep = np.asarray(ep, np.float64)
-    experts, k = float(model.experts), int(model.top_k)
+    experts = float(model.experts) if experts is None else np.asarray(experts, np.float64)
+    k = int(model.top_k)
     missed = np.ones(ep.shape)
     for i in range(k):  # the k draws without replacement all miss the rank's E/ep experts
         missed = missed * np.maximum(experts - experts / ep - i, 0.0) / (experts - i)

@@ -735,6 +735,24 @@ def torch_context_parallel_times(model: Transformer, hardware: Hardware, seq: in
       the memory's bandwidth, one kernel each: priced fused, as the compiled block runs them.
     - The backward passes dK and dV on in fp32 after each step, waited a step later; the
       last is waited at the end, exposed whole.
+
+    Parameters
+    ----------
+    model : Transformer
+    hardware : Hardware
+    seq : int
+        Tokens of a whole sequence.
+    microbatch, t, cp : int or ndarray
+        Sequences a microbatch, tensor- and context-parallel degrees, per configuration.
+    per_node : ndarray
+        Context-parallel ranks a node holds (``comm.context_parallel_per_node``).
+    cp_comm : {"torch-allgather", "torch-alltoall"}
+        The rotate method.
+
+    Returns
+    -------
+    tuple of ndarray
+        Seconds a layer adds forward and backward (0 where ``cp = 1``).
     """
     b, cp = np.asarray(microbatch, np.float64), np.asarray(cp, np.float64)
     width = _width(model, t)
@@ -757,7 +775,7 @@ def torch_context_parallel_times(model: Transformer, hardware: Hardware, seq: in
         backward = backward + ring_exposed(hop, steps["first_backward"], steps["backward"], cp)
     backward = backward + grad_hop + (cp - 1.0) * np.maximum(grad_hop - steps["backward"], 0.0)
     output = b * seq / cp * float(model.heads) * model.v_head_dim / t  # a rank's elements
-    grads = b * seq / cp * (float(model.heads) * model.head_dim / t + width)  # dq, dk, dv
+    grads = b * seq / cp * (_query_width(model, t) + width)  # dq, dk, dv
     # (memory_time counts one launch of the cp and 3 cp)
     forward = forward + memory_time(hardware, output * (10.0 * (cp - 1.0) + 12.0)) + (
         (cp - 1.0) * hardware.op_overhead)
@@ -768,8 +786,14 @@ def torch_context_parallel_times(model: Transformer, hardware: Hardware, seq: in
 
 def _width(model: Transformer, t) -> np.ndarray:
     """The width of K and V together as PyTorch's context parallelism exchanges them
-    under torchtitan (its KV heads repeated to all ``a`` heads), on one tensor-parallel rank."""
-    return float(model.heads) * (model.head_dim + model.v_head_dim) / np.asarray(t, np.float64)
+    under torchtitan (its KV heads repeated to all ``a`` heads; MLA's keys with their
+    RoPE part, ``Transformer.core_width``), on one tensor-parallel rank."""
+    return model.core_width() / np.asarray(t, np.float64)
+
+
+def _query_width(model: Transformer, t) -> np.ndarray:
+    """The width of Q on one tensor-parallel rank (MLA's with its RoPE part)."""
+    return float(model.heads) * (model.head_dim + model.rope_dim) / np.asarray(t, np.float64)
 
 
 def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, cp, cp_comm: str):
@@ -788,7 +812,7 @@ def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, cp, cp_comm: st
         whole = BYTES * seq * b * _width(model, t)
         kv = whole if cp_comm == "torch-allgather" else 2.0 * whole / cp
         local = seq * b / cp
-        grads = 4.0 * local * (float(model.heads) * model.head_dim / t + 2.0 * _width(model, t))
+        grads = 4.0 * local * (_query_width(model, t) + 2.0 * _width(model, t))
         return np.where(cp > 1, kv + grads, 0.0)
     held = 4.0 * kv_bytes / cp if cp_comm == "ring" else 2.0 * kv_bytes
     return np.where(cp > 1, held, 0.0)

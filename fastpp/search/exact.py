@@ -109,8 +109,8 @@ def solve(problem: Problem, warm: Schedule, time_limit: float, seed: int = 0,
 def _solve(solver, model):
     """``solver.Solve(model)`` on a thread of its own, so that Ctrl-C reaches Python: CP-SAT's
     own SIGINT handler stops the search and returns it as though its time had run out, and
-    the main thread, held in its C++, would not see the interrupt. On Ctrl-C (or SIGTERM,
-    raised as one) the search is stopped and the interrupt raised."""
+    the main thread, held in its C++, would not see the interrupt. On Ctrl-C (or any
+    exception in the waiting thread) the search is stopped and the exception raised."""
     solver.parameters.catch_sigint_signal = False
     done, out = threading.Event(), {}
 
@@ -122,11 +122,11 @@ def _solve(solver, model):
         finally:
             done.set()
 
-    threading.Thread(target=run, name="cp-sat", daemon=True).start()
     try:
+        threading.Thread(target=run, name="cp-sat", daemon=True).start()
         while not done.wait(0.1):  # (an Event's wait takes Ctrl-C; a join may not)
             pass
-    except KeyboardInterrupt:
+    except BaseException:  # Ctrl-C, SIGTERM's SystemExit: no solver left running
         solver.StopSearch()
         done.wait()
         raise
