@@ -671,18 +671,8 @@ def test_ctrl_c_is_a_line_and_130_not_a_traceback():
     for name in ("frontier.py", "fidelity.py", "variability.py", "measure.py", "memorybars.py"):
         assert "until_interrupted(main)" in (root / "scripts" / name).read_text(), name
     # a real Ctrl-C in a real search: its best so far, or a line, and 130; no traceback
-    import signal
-    import time
-
-    run = subprocess.Popen([sys.executable, "-m", "fastpp", "optimize", "-p", "8", "-n", "48",
-                            "--w", "1", "--comm", "0.3", "--memory-limit", "3", "--method",
-                            "improve", "--time-limit", "60", "--quiet"],  # (runs its minute)
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, env=dict(os.environ, PYTHONPATH=str(root)))
-    time.sleep(6)
-    run.send_signal(signal.SIGINT)
-    out, err = run.communicate(timeout=120)
-    assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
+    out, err = _interrupted(["-p", "8", "-n", "48", "--w", "1", "--comm", "0.3",
+                             "--memory-limit", "3", "--method", "improve"], 6)  # (its minute)
     assert "interrupted" in out + err
 
 
@@ -691,21 +681,27 @@ def test_ctrl_c_stops_the_exact_search():
     run out: ``optimize --method exact`` exited 0 saying "the time limit ran out", and a loop
     of searches went on. The solver now runs on a thread of its own and Ctrl-C is Python's."""
     pytest.importorskip("ortools")
+    out, _ = _interrupted(["-p", "6", "-n", "16", "--f", "1.3", "--b", "3.1", "--w", "1",
+                           "--comm", "0.3", "--gamma", "0.4", "--memory-limit", "3",
+                           "--method", "exact"], 8)  # (proven after about 20 s)
+    assert "interrupted" in out and "time limit" not in out, out
+
+
+def _interrupted(args: list[str], after: float) -> tuple[str, str]:
+    """``python -m fastpp optimize`` with ``args`` (a minute's limit, quiet), sent a real
+    SIGINT ``after`` seconds: its output, once it has exited 130 without a traceback."""
     import signal
     import time
 
     root = Path(__file__).resolve().parent.parent
-    run = subprocess.Popen([sys.executable, "-m", "fastpp", "optimize", "-p", "6", "-n", "16",
-                            "--f", "1.3", "--b", "3.1", "--w", "1", "--comm", "0.3",
-                            "--gamma", "0.4", "--memory-limit", "3", "--method", "exact",
-                            "--time-limit", "60", "--quiet"],  # (proven after about 20 s)
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    run = subprocess.Popen([sys.executable, "-m", "fastpp", "optimize", *args, "--time-limit",
+                            "60", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=dict(os.environ, PYTHONPATH=str(root)))
-    time.sleep(8)
+    time.sleep(after)
     run.send_signal(signal.SIGINT)
     out, err = run.communicate(timeout=120)
     assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
-    assert "interrupted" in out and "time limit" not in out, out
+    return out, err
 
 
 def test_a_plan_leaves_no_earlier_plans_picture_beside_its_table(tmp_path):
