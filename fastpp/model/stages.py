@@ -723,8 +723,8 @@ def torch_context_parallel_times(model: Transformer, hardware: Hardware, seq: in
       over the local chunks, the others a non-causal block, with the round-robin load
       balance of ``"ring"`` (``ring_steps``).
     - K and V travel as the kernel receives them: torchtitan's Llama repeats the KV heads
-      (``repeat_kv``) before the attention, so all ``a`` heads of ``d`` and ``d_v`` go
-      (``_width``).
+      (``repeat_kv``) before the attention, so all ``a`` heads of ``d + r`` and ``d_v``
+      go (``_width``).
     - ``"torch-allgather"`` gathers the whole sequences' K and V in one collective issued
       before step 0 and waited at step 1, in each pass: only what exceeds step 0 is
       exposed. ``"torch-alltoall"`` passes one block a step under the step before, as the
@@ -776,7 +776,7 @@ def torch_context_parallel_times(model: Transformer, hardware: Hardware, seq: in
     backward = backward + grad_hop + (cp - 1.0) * np.maximum(grad_hop - steps["backward"], 0.0)
     output = b * seq / cp * float(model.heads) * model.v_head_dim / t  # a rank's elements
     grads = b * seq / cp * (_query_width(model, t) + width)  # dq, dk, dv
-    # (memory_time counts one launch of the cp and 3 cp)
+    # a kernel a step each: memory_time counts one of the cp forward, of the 3 cp backward
     forward = forward + memory_time(hardware, output * (10.0 * (cp - 1.0) + 12.0)) + (
         (cp - 1.0) * hardware.op_overhead)
     backward = backward + memory_time(hardware, grads * (10.0 * cp + 10.0)) + (

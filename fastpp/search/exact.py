@@ -122,8 +122,9 @@ def _solve(solver, model):
         finally:
             done.set()
 
+    # started before the try: a thread that could not start would never set done
+    threading.Thread(target=run, name="cp-sat", daemon=True).start()
     try:
-        threading.Thread(target=run, name="cp-sat", daemon=True).start()
         while not done.wait(0.1):  # (an Event's wait takes Ctrl-C; a join may not)
             pass
     except BaseException:  # Ctrl-C, SIGTERM's SystemExit: no solver left running
