@@ -61,7 +61,8 @@ def test_looped_bfs_order():
                                     r"'interleaved-1f1b' \(got m=1\)"),
     (("interleaved-1f1b", 4, 6, 2), r"n must be a multiple of G=4 or leave a remainder of at "
                                     r"least p=4 for 'interleaved-1f1b' \(got n=6\)"),
-    (("interleaved-1f1b", 4, 2, 2), r"n must be at least G=4 for 'interleaved-1f1b' \(got n=2\)"),
+    (("interleaved-1f1b", 4, 2, 2), r"n must be at least G=4 \(or give G=n: PyTorch's one "
+                                    r"round of fewer than p\) for 'interleaved-1f1b' \(got n=2\)"),
     (("1f1b", 2000, 2001), r"p\*n\*m must be at most 4,000,000 for '1f1b' \(got p\*n\*m=4002000\)"),
 ])
 def test_bad_parameters_are_named(call, message):

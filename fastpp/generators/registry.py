@@ -80,7 +80,9 @@ MEGATRON_GROUPS = (
 # PyTorch's ScheduleInterleaved1F1B runs rounds of n // max(1, n // p) microbatches: one
 # round of n < p too (G = n), which Megatron refuses (its groups must range in [p, n])
 TORCH_GROUPS = (Rule("G", "at least p={p}, or n={n} (one round, as PyTorch runs it)",
-                     lambda p, n, m, G: (G >= p) | (G == n)), *MEGATRON_GROUPS[1:])
+                     lambda p, n, m, G: (G >= p) | (G == n)),
+                Rule("n", "at least G={G} (or give G=n: PyTorch's one round of fewer than p)",
+                     lambda p, n, m, G: n >= G), *MEGATRON_GROUPS[2:])
 
 
 def _integers(values, name: str) -> np.ndarray:

@@ -30,6 +30,10 @@ def zb_h(ops, length, p, n, depth):
     Device ``r`` warms up with ``depth*(p-r-1)`` forwards; each step runs a forward (if any is
     left), the input-backward of the oldest microbatch, and a weight-backward once more than
     ``depth*r`` input-backwards are done; the remaining weight-backwards close the iteration.
+    The order of the authors' evaluation code (``get_hand_schedule``), op for op; their
+    lightweight runtime (``zbpp_light``'s ``schedule_w``) keeps the pending weight-backwards
+    newest first and fuses one that follows its input-backward into a whole backward while
+    forwards remain, which sends the gradient later (slower under hand-off latency).
     """
     for r in range(p):
         k = 0
