@@ -616,7 +616,7 @@ def _samples(state, handoff, extra, samples):
             # NumPy would also warn
             with np.errstate(over="ignore", invalid="ignore"):
                 noise_module.run_samples(*draws, compiled.device, compiled.previous,
-                                         compiled.producer, compiled.link, compiled.stage2,
+                                         compiled.producer, compiled.link,
                                          compiled.device_first, handoff, extra, at, *out)
             k = at - first
             makespan[k:k + c], busy[:, k:k + c], span[:, k:k + c] = out

@@ -720,7 +720,7 @@ TIE = 2.0**-40
 @jit
 def run_samples(seed, kind, stage, mb, pair_stage, pair_mb, share, pooled, base, slow, shapes,
                 gamma, step_shape, spike_p, spike_x, pool, pool_at, relative, step_pool,
-                device, previous, producer, link, stage2, device_first, handoff, extra, first,
+                device, previous, producer, link, device_first, handoff, extra, first,
                 makespan, busy, span):
     """The whole Monte Carlo of samples ``first .. first + K - 1`` in one call: for each block
     of samples, the draws (plus ``extra[i]`` on op ``i``: a blocking send, a delayed stage),
@@ -753,7 +753,7 @@ def run_samples(seed, kind, stage, mb, pair_stage, pair_mb, share, pooled, base,
             if extra[i] != 0.0:
                 for b in range(size):
                     dur[i, b] += extra[i]
-        evaluate_batch(previous, producer, link, device, kind, stage, stage2, rows, dur, none,
+        evaluate_batch(previous, producer, link, device, kind, stage, pair_stage, rows, dur, none,
                        end, busy_b, first_b, last_b, latency)
         finish_batch(device_first, busy_b, first_b, last_b, span_b, out)
         for b in range(size):

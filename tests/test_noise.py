@@ -209,7 +209,7 @@ def test_samples_on_threads_are_one_run_bit_for_bit(monkeypatch):
     K = 3 * noise_module.BLOCK + 5
     mc = simulate(s, c, noise=Noise(0.2, step=0.1, spike=(0.05, 3.0)), samples=K, seed=11)
     compiled, draws, handoff, extra = mc._state
-    tail = ("device", "previous", "producer", "link", "stage2", "device_first")
+    tail = ("device", "previous", "producer", "link", "device_first")
 
     def one_run(first, size):
         out = np.empty(size), np.empty((s.p, size)), np.empty((s.p, size))

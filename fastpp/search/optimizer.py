@@ -374,7 +374,7 @@ class _Search:
             self.offer(problem.whole_backwards(split), "best, backwards whole")
             # and whole only where that is cheaper, the other stages split (a schedule of
             # neither family, which the relaxed bound covers)
-            dearer = problem.whole < (problem.cost[1] + problem.cost[2]) * (1 - 1e-12)
+            dearer = problem.dearer_split
             if not dearer.all():
                 self.offer(problem.whole_backwards(split, dearer),
                            "best, dearer backwards whole")

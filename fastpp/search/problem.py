@@ -110,10 +110,15 @@ class Problem:
                    memd, rows[COMM].copy(), limit, cap, rows[TB].copy())
 
     @property
+    def dearer_split(self) -> np.ndarray:
+        """Per stage, whether its backward takes longer split (``I`` then ``W``) than whole."""
+        return self.whole < (self.cost[1] + self.cost[2]) * (1 - 1e-12)
+
+    @property
     def split_costs_more(self) -> bool:
-        """Whether some stage's backward takes longer split (``I`` then ``W``) than whole: a
+        """Whether some stage's backward takes longer split than whole (``dearer_split``): a
         schedule that never splits them may then beat every split one."""
-        return bool(np.any(self.whole < (self.cost[1] + self.cost[2]) * (1 - 1e-12)))
+        return bool(self.dearer_split.any())
 
     def relaxed(self) -> Problem:
         """This instance relaxed so that every schedule of it, each backward split or whole as
