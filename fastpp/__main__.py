@@ -586,7 +586,8 @@ def _plan_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--cp", nargs="+", type=_count, default=given["cp"],
                     help="context-parallel degrees (1)")
     ap.add_argument("--cp-comm", default=given["cp_comm"], choices=CP_COMMS,
-                    help=f"context parallelism's K and V exchange ({given['cp_comm']})")
+                    help="context parallelism's K and V exchange (the framework's: "
+                         "torch-allgather for torchtitan, all-gather for the others)")
     ap.add_argument("--overlap", action="store_true",
                     help="also price the overlapped forward-and-backward pairs (DualPipe, "
                          "DualPipeV, combined 1F1B) with the pair model")

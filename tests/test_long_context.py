@@ -318,15 +318,16 @@ def test_plan_holds_the_exchange_buffers():
         pytest.approx(kv + fp32)
     assert float(cp_buffer_bytes(model, 8192, 2, 2, 4, "torch-alltoall")) == \
         pytest.approx(2 * kv / 4 + fp32)
-    for comm in ("ring", "all-gather", "torch-allgather"):
+    for comm, framework in (("ring", "megatron"), ("all-gather", "megatron"),
+                            ("torch-allgather", "torchtitan")):
         row = plan(model, 16, "H100-80GB", seq=8192, global_batch=8, tp=2, pp=2, cp=[1, 4],
                    microbatch=2, schedules=["1f1b"], recompute="none", cp_comm=comm,
-                   workers=1)
+                   workers=1, framework=framework)
         for c in (1, 4):
             got = row[row.cp == c].iloc[0]
             costs = transformer_costs(model, build_schedule("1f1b", 2, got.n), "H100-80GB",
                                       seq=8192, microbatch=2, tp=2, dp=got.d, cp=c,
-                                      cp_comm=comm)
+                                      cp_comm=comm, framework=framework)
             sched = build_schedule("1f1b", 2, got.n)
             engine = simulate(sched, costs).peak_activations
             # each device's peak and one layer's exchange buffers, or on the last stage's

@@ -961,7 +961,8 @@ def test_pytorch_context_parallelism_is_written_as_transformer_engines_nearest()
     model = MODELS["llama3-8b"]
     for torch_cp, flag, back in (("torch-allgather", "allgather", "all-gather"),
                                  ("torch-alltoall", "p2p", "ring")):
-        config = RunConfig(seq=8192, global_batch=8, t=2, cp=2, d=2, cp_comm=torch_cp)
+        config = RunConfig(seq=8192, global_batch=8, t=2, cp=2, d=2, cp_comm=torch_cp,
+                           framework="torchtitan")
         flags = to_megatron(config, model)
         assert flags[flags.index("--cp-comm-type") + 1] == flag
         assert from_megatron(flags, gpus=config.gpus)[1].cp_comm == back

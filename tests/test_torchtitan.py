@@ -130,7 +130,7 @@ def test_round_trip(config):
     assert from_torchtitan(to_torchtitan(config, model), gpus=config.gpus,
                            model=model)[1] == config.replace(framework="torchtitan",
                                                              cp_comm=torch_cp)
-    torch_run = config.replace(cp_comm=torch_cp)  # PyTorch's own comes back as it is
+    torch_run = config.replace(cp_comm=torch_cp, framework="torchtitan")  # back as it is
     assert from_torchtitan(to_torchtitan(torch_run, model), gpus=config.gpus,
                            model=model)[1] == torch_run.replace(framework="torchtitan")
 
@@ -486,3 +486,36 @@ def test_eager_kernels_follow_compile():
     for bad in ('[quantize]\nlinear = 3\n', 'quantize = 2\n'):
         assert any(x.startswith("float8") for x in eager(
             bad + '[model]\nconverters = ["quantize.linear.float8"]\n').ignored)
+
+
+def test_context_parallelism_is_the_framework_s_own():
+    """torchtitan runs PyTorch's context parallelism (context_parallel_rotate_method
+    "allgather" by default), Megatron Transformer Engine's: where ``cp_comm`` is not given
+    each run is priced with its own, a ``replace`` that changes the framework brings the new
+    one's default, and the other framework's is refused, naming both."""
+    from fastpp import build_schedule
+    from fastpp.model import plan, transformer_costs
+
+    run = RunConfig(seq=8192, global_batch=8, t=2, cp=2, d=2)
+    assert run.cp_comm == "all-gather"
+    titan = run.replace(framework="torchtitan")
+    assert titan.cp_comm == "torch-allgather"
+    assert titan.replace(framework="megatron") == run
+    with pytest.raises(ScheduleError, match=r"cp_comm must be one of \['torch-allgather', "
+                       r"'torch-alltoall'\] with framework='torchtitan'.*got cp_comm='ring'"):
+        run.replace(cp_comm="ring").replace(framework="torchtitan")
+    keywords = dict(seq=8192, global_batch=8, tp=[2], pp=[1], cp=[2], microbatch=[1],
+                    recompute=["none"], schedules=["1f1b"], workers=1)
+    with pytest.raises(ScheduleError, match="with framework='megatron', whose context "
+                       "parallelism is Transformer Engine's.*got cp_comm='torch-alltoall'"):
+        plan("llama3-8b", 8, "H100-80GB", cp_comm="torch-alltoall", **keywords)
+    with pytest.raises(ScheduleError, match="framework='torchtitan'.*got cp_comm='all-gather'"):
+        transformer_costs("llama3-8b", build_schedule("1f1b", 1, 4), seq=8192, tp=2, cp=2,
+                          cp_comm="all-gather", framework="torchtitan")
+    # the default a torchtitan plan prices is PyTorch's all-gather, not Transformer Engine's
+    default = plan("llama3-8b", 8, "H100-80GB", framework="torchtitan", **keywords)
+    torch = plan("llama3-8b", 8, "H100-80GB", framework="torchtitan",
+                 cp_comm="torch-allgather", **keywords)
+    te = plan("llama3-8b", 8, "H100-80GB", **keywords)
+    assert default.step_time.iloc[0] == torch.step_time.iloc[0]
+    assert default.step_time.iloc[0] != pytest.approx(te.step_time.iloc[0], rel=1e-3)

@@ -47,6 +47,10 @@ ZERO3_GATHERS = ("layer", "step")
 # the CP ranks under the attention (Megatron's ring attention); or PyTorch's own context
 # parallelism (torchtitan's), its K and V all-gathered or passed on with all-to-alls
 CP_COMMS = ("all-gather", "ring", "torch-allgather", "torch-alltoall")
+# a stack's context parallelism where cp_comm is not given: torchtitan runs PyTorch's, whose
+# context_parallel_rotate_method is "allgather" by default; the others are priced as
+# Transformer Engine's all-gather (Llama 3's scheme)
+CP_COMM_DEFAULTS = {"torchtitan": "torch-allgather"}
 # gradients are reduced in fp32 (Megatron accumulates and reduces them so in bf16 training)
 REDUCE_BYTES = 4.0
 # the training stack a run is on: the cost model prices Megatron's (Megatron-LM, Megatron-Core,
@@ -130,7 +134,11 @@ class RunConfig:
         Megatron's ``--pipeline-model-parallel-layout`` string.
     first_layers, last_layers : int, optional
         Layers on the first and last model chunk (the rest as even as can be).
-    cp_comm : {"all-gather", "ring", "torch-allgather", "torch-alltoall"}
+    cp_comm : {"all-gather", "ring", "torch-allgather", "torch-alltoall"}, optional
+        Context parallelism's K and V exchange. Default: the framework's (``cp_comm_for``),
+        which ``replace`` follows when it changes the framework. Megatron runs Transformer
+        Engine's (the first two) and torchtitan PyTorch's (the last two): the other pair is
+        refused.
     dispatcher : {"alltoall", "allgather", "flex"}
         The MoE token dispatcher (Megatron's ``--moe-token-dispatcher-type``). Default
         alltoall, as ``plan``'s; ``from_megatron`` gives Megatron's own, allgather, where the
@@ -191,7 +199,7 @@ class RunConfig:
     layout: str | None = None
     first_layers: int | None = None
     last_layers: int | None = None
-    cp_comm: str = "all-gather"
+    cp_comm: str | None = None
     dispatcher: str = "alltoall"
     node_limit: int | None = None
     imbalance: float = 1.0
@@ -242,9 +250,9 @@ class RunConfig:
                                 f"{self.recompute_layers!r} (got recompute={self.recompute!r})")
         replicate_reason(positive_int(self.replicate, "replicate", MAX_INT - 1), self.zero,
                          self.d * self.cp, raise_it=True)
-        one_of(self.cp_comm, "cp_comm", CP_COMMS)
         one_of(self.dispatcher, "dispatcher", DISPATCHERS)
         one_of(self.framework, "framework", FRAMEWORKS)
+        object.__setattr__(self, "cp_comm", cp_comm_for(self.cp_comm, self.framework))
         if self.recipe is not None:
             one_of(self.recipe, "recipe", sorted(RECIPES))
             if self.recompute_modules is not None or self.recompute_method == OP_LEVEL:
@@ -301,7 +309,8 @@ class RunConfig:
         return self.global_batch // (self.microbatch * self.d)
 
     def replace(self, **changes) -> RunConfig:
-        """A copy with ``changes`` (validated again).
+        """A copy with ``changes`` (validated again). A new ``framework`` brings its own
+        ``cp_comm`` where the run had the old one's default and ``changes`` name none.
 
         Parameters
         ----------
@@ -312,6 +321,9 @@ class RunConfig:
         -------
         RunConfig
         """
+        if ("framework" in changes and "cp_comm" not in changes
+                and self.cp_comm == cp_comm_for(None, self.framework)):
+            changes["cp_comm"] = None
         return dataclasses.replace(self, **changes)
 
     @classmethod
@@ -587,6 +599,40 @@ def _differs(value, default) -> bool:
     if default is None or isinstance(value, np.ndarray | list | tuple):
         return True
     return bool(value != default)
+
+
+def cp_comm_for(cp_comm: str | None, framework: str) -> str:
+    """The context parallelism a run on ``framework`` is priced with.
+
+    Parameters
+    ----------
+    cp_comm : {"all-gather", "ring", "torch-allgather", "torch-alltoall"} or None
+        The one asked for, or None for the framework's default (``CP_COMM_DEFAULTS``:
+        torchtitan's is PyTorch's all-gather, the others' Transformer Engine's).
+    framework : str
+        One of ``FRAMEWORKS``.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ScheduleError
+        An unknown ``cp_comm``, or one the framework does not run: Megatron's context
+        parallelism is Transformer Engine's, torchtitan's PyTorch's.
+    """
+    if cp_comm is None:
+        return CP_COMM_DEFAULTS.get(framework, "all-gather")
+    one_of(cp_comm, "cp_comm", CP_COMMS)
+    torch = cp_comm.startswith("torch-")
+    if (framework == "megatron" and torch) or (framework == "torchtitan" and not torch):
+        runs = [c for c in CP_COMMS if c.startswith("torch-") != (framework == "megatron")]
+        raise ScheduleError(f"cp_comm must be one of {runs} with framework={framework!r}, "
+                            f"whose context parallelism is "
+                            f"{'Transformer Engine' if framework == 'megatron' else 'PyTorch'}'s "
+                            f"(got cp_comm={cp_comm!r})")
+    return cp_comm
 
 
 def as_run(config, name: str = "config") -> RunConfig:

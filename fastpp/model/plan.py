@@ -35,7 +35,6 @@ from ..sweeps.robust import (
 from ..sweeps.warmup import warm_up
 from .comm import pipeline_spans
 from .config import (
-    CP_COMMS,
     FRAMEWORKS,
     OP_LEVEL,
     PARTIAL_DEFAULT,
@@ -48,6 +47,7 @@ from .config import (
     as_run,
     check_cp,
     check_reduce_bytes,
+    cp_comm_for,
     check_sequence_parallel,
     check_tp_overlap,
     check_train_metrics,
@@ -107,7 +107,7 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
          first_layers=None, last_layers=None, ep=None, etp=1, precision=None,
          node_limit=None, imbalance: float = 1.0, workers: int | None = None,
          progress: bool = False, cp=None,
-         cp_comm: str = "all-gather", zero3: str = "layer", overlap=False, noise=None,
+         cp_comm: str | None = None, zero3: str = "layer", overlap=False, noise=None,
          samples: int | None = None, seed: int = 0, objective: str | None = None,
          lam: float = 1.0,
          dispatcher: str = "alltoall", recipe=None, recompute_modules=None,
@@ -193,8 +193,11 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     cp : int or list of int, optional
         Context-parallel degrees (default 1): each sequence in ``2 cp`` chunks; rows whose
         ``cp`` does not split ``seq`` so get a reason.
-    cp_comm : {"all-gather", "ring", "torch-allgather", "torch-alltoall"}
+    cp_comm : {"all-gather", "ring", "torch-allgather", "torch-alltoall"}, optional
         Context parallelism's K and V exchange (``fastpp.model.stages.stage_table``).
+        Default: the framework's (``fastpp.model.config.cp_comm_for``: PyTorch's all-gather
+        for torchtitan, Transformer Engine's for the others); the other framework's is
+        refused.
     zero3 : {"layer", "step"}
         ZeRO-3's collectives: per layer in each forward and backward, the gradients reduced
         in each (Megatron-FSDP), or once per step, the weights and accumulated gradients kept
@@ -345,12 +348,12 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
                         ("gradient_overlap", gradient_overlap),
                         ("blocking_handoffs", blocking_handoffs), ("tp_overlap", tp_overlap)):
         one_of(value, name, (False, True))
-    one_of(cp_comm, "cp_comm", CP_COMMS)
     one_of(zero3, "zero3", ZERO3_GATHERS)
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
     if gpus % replicate:  # (it divides d cp, which divide the GPUs: no row could run)
         raise ScheduleError(f"replicate must divide gpus={gpus} (got replicate={replicate})")
     one_of(framework, "framework", FRAMEWORKS)
+    cp_comm = cp_comm_for(cp_comm, framework)
     reduce_bytes = check_reduce_bytes(reduce_bytes)  # (RunConfig's rule: 1e30 was priced)
     train_metrics = check_train_metrics(train_metrics)
     if recompute_method == OP_LEVEL:  # torchtitan's op-level policy: a recipe's terms

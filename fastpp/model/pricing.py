@@ -235,11 +235,12 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     cp : int
         Context-parallel degree: each sequence in ``2 cp`` chunks, two per rank
         (``fastpp.model.stages.stage_table``); ``seq`` must be a multiple of ``2 cp``.
-    cp_comm : {"all-gather", "ring", "torch-allgather", "torch-alltoall"}
+    cp_comm : {"all-gather", "ring", "torch-allgather", "torch-alltoall"}, optional
         How K and V reach every context-parallel rank: all-gathered per layer (Llama 3) or
         passed round a ring under the attention (Transformer Engine's), or by PyTorch's own
         context parallelism with its rotate method (torchtitan's;
-        ``fastpp.model.stages.context_parallel_times``).
+        ``fastpp.model.stages.context_parallel_times``). Default: the framework's
+        (``fastpp.model.config.cp_comm_for``).
     zero : {0, 1, 2, 3}
         ZeRO stage over the ``dp * cp`` replicas; only ZeRO-3 changes the pipeline's times
         (default 1, as ``RunConfig``, ``device_bytes`` and ``plan``).
