@@ -323,3 +323,42 @@ def test_a_plan_row_with_its_recipe_is_the_run_again():
         config.replace(recompute_modules=("moe_act",))
     with pytest.raises(ScheduleError, match=r"to_megatron cannot state recipe='deepseek-v3'"):
         to_megatron(config.replace(node_limit=None, overlap=False))
+
+
+def test_fp8_products_keep_their_inputs_as_fp8_copies_by_hand():
+    """Under an FP8 recipe Transformer Engine saves each product's input for the weight
+    gradient as its quantized copy (1 + 1/32 bytes an element with MXFP8's scales), not the
+    bf16 tensor: the inputs that nothing else keeps take ``2 - 1.03125`` bytes fewer each."""
+    from fastpp.model.recipes import fp8_saved_bytes
+
+    cut = 2 - 1.03125
+    # MLA + MoE, t = 1, S = 32 tokens: the normed Q and KV latents (32 + 16) a token; 64
+    # copies received, each its first product's input (h = 64) and its second's (F_e = 32);
+    # the shared expert's second input (F_e = 32) a token
+    got = fp8_saved_bytes(SMALL, None, S, 1, 1, 1, True, moe=True)
+    assert got == pytest.approx(cut * (S * 48 + 64 * 64 + 64 * 32 + S * 32))
+    # moe_act frees the second products' inputs (Megatron saves them bf16 then), fp8_cache
+    # counts the first's already, moe recomputes the experts whole; full recompute keeps none
+    for recipe, gone in ((Recipe(("core_attn", "moe_act")), 64 * 32),
+                         (Recipe(("core_attn",), fp8_cache=True), 64 * 64),
+                         (Recipe(("core_attn", "shared_experts")), S * 32),
+                         (Recipe(("moe",)), 64 * 64 + 64 * 32 + S * 32)):
+        assert got - fp8_saved_bytes(SMALL, recipe, S, 1, 1, 1, True, moe=True) == \
+            pytest.approx(cut * gone)
+    assert fp8_saved_bytes(SMALL, None, S, 1, 1, 2, True, moe=True) == 0
+    # a dense layer of fused norms, t = 2 with sequence parallelism, 2 sequences of 32: the
+    # QKV and first MLP inputs (h = 64, 32 of the 64 tokens a rank), the second MLP input
+    # (F = 128 over t = 2, every token); torchtitan's op-level policy keeps bf16's
+    dense = Transformer(layers=2, hidden=64, heads=4, ffn=128, vocab=256, swiglu=True)
+    got = fp8_saved_bytes(dense, None, S, 2, 2, 1, True, moe=False)
+    assert got == pytest.approx(cut * (2 * 32 * 64 + 64 * 64))
+    assert fp8_saved_bytes(dense, Recipe(("core_attn", "mlp")), S, 2, 2, 1, True,
+                           moe=False) == pytest.approx(cut * 32 * 64)
+    assert fp8_saved_bytes(dense, Recipe(op_level=True), S, 2, 2, 1, True, moe=False) == 0
+    # priced: a stage of its 2 layers holds 2 x that fewer in fp8 than in bf16
+    sched = build_schedule("1f1b", 1, 4)
+    hw = Hardware("fp8-toy", peak_flops=1e15, fp8_flops=2e15, memory_bytes=1e12,
+                  node=Link("n", 1e11, 0.0), network=Link("x", 1e10, 0.0))
+    act = {x: transformer_costs(dense, sched, hw, seq=S, microbatch=2, tp=2, recompute=
+                                "selective", precision=x).arrays["act"] for x in ("bf16", "fp8")}
+    assert act["bf16"] - act["fp8"] == pytest.approx(2 * got)

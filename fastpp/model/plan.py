@@ -47,11 +47,11 @@ from .config import (
     as_run,
     check_cp,
     check_reduce_bytes,
-    cp_comm_for,
     check_sequence_parallel,
     check_tp_overlap,
     check_train_metrics,
     config_alone,
+    cp_comm_for,
     replicate_reason,
 )
 from .errorbar import error_bar, regime

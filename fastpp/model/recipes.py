@@ -103,6 +103,10 @@ OUTPUT_DISCARDING = ("moe_act", "layernorm", "mla_up_proj")  # the others: norma
 OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm",
                    "expert_fc1", "moe_act")
 FP8_CACHED = 1.0 + 4.0 / 128.0  # bytes an element: FP8 plus one fp32 scale per 128
+# bytes an element of a product's input Transformer Engine keeps under an FP8 recipe: the
+# quantized copy alone, MXFP8's with one E8M0 scale per 32 elements (per-tensor scaling's
+# 1 byte is within 3% of it; fp8_saved_bytes)
+FP8_SAVED = 1.0 + 1.0 / 32.0
 
 
 @dataclass(frozen=True)
@@ -480,9 +484,81 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
     return parts._replace(**{k: np.asarray(v, np.float64) for k, v in out.items()})
 
 
-__all__ = ["FP8_CACHED", "OFFLOAD_MODULES", "OUTPUT_DISCARDING", "RECIPES", "RECOMPUTE_MODULES",
-           "Recipe", "make_recipe", "optimizer_bytes", "parts_with_recipe", "recipe_pricing",
-           "recipe_terms"]
+def fp8_saved_bytes(model: Transformer, recipe: Recipe | None, seq: int, microbatch, t, rc,
+                    sequence_parallel: bool, *, moe: bool, etp=1, imbalance=1.0) -> np.ndarray:
+    """Bytes one layer stores fewer when its products run in FP8, per configuration.
+
+    Under an FP8 recipe Transformer Engine's modules keep each product's input for the weight
+    gradient as the quantized copy they made of it, not the bf16 tensor (``_Linear.forward``
+    drops the rowwise data and saves ``inputmat``; ``_LayerNormLinear`` saves ``ln_out`` so;
+    ``_GroupedLinear`` each expert's; TE v2.4 to v2.14). Those stored apart from any other
+    use then take ``FP8_SAVED`` bytes an element, not 2:
+
+    - the QKV product's input, the output of the norm fused into it (``h`` whole); with MLA the
+      normed Q and KV latents the up-projections take (``q_rank + kv_rank``, whole);
+    - a dense layer's first MLP product's input (``h`` whole, with fused norms) and the second
+      product's, the activation's output (``F`` over ``t``), unless ``mlp`` recomputes them;
+    - each received expert copy's first product input (``h``; not under ``fp8_cache``, which
+      counts it already) and second product input (``F_e / etp``; ``moe_act`` frees it, and
+      Megatron then saves the bf16 one), and the shared experts' second product input, unless
+      ``moe`` or ``shared_experts`` recomputes them.
+
+    The norms' inputs, Q, K, V, the attention's output (FlashAttention's backward takes them
+    in bf16) and the activation's input stay bf16, and full recomputation stores only the
+    layer's input. torchtitan's op-level policy saves none in FP8 (torchao's ``Float8Linear``
+    keeps the bf16 input and casts again in the backward): nothing is taken off.
+
+    Parameters
+    ----------
+    model : Transformer
+    recipe : Recipe or None
+        The run's memory recipe (None: Megatron's default modules, fused norms).
+    seq, microbatch, t, rc, sequence_parallel
+        As ``recipe_terms``' (``rc`` indexes ``transformer.RECOMPUTE``).
+    moe : bool
+        An MoE layer (its experts) or a dense one.
+    etp, imbalance
+        The experts' tensor parallelism and the busiest rank's tokens over the mean.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    s, h = float(seq), float(model.hidden)
+    b = np.asarray(microbatch, np.float64)
+    t = np.asarray(t, np.float64)
+    rc = np.asarray(rc)
+    zero = 0.0 * (b + t + rc)
+    if recipe is not None and recipe.op_level:
+        return zero
+    T = s * b
+    whole = T / t if sequence_parallel else T
+    cut = BYTES - FP8_SAVED
+    mods = set(recipe.recompute_modules) if recipe is not None else {"core_attn"}
+    fused = recipe is None or recipe.fused_norms
+    offloaded = set(recipe.offload_modules) if recipe is not None else set()
+    selective = rc == 1
+    if model.mla:
+        saved = cut * whole * float(model.q_rank + model.kv_rank) + zero
+    else:  # (an offloaded QKV input is off the GPU already)
+        saved = cut * whole * h * (fused and "qkv_linear" not in offloaded) + zero
+    if not moe:
+        mlp = cut * whole * h * fused + cut * T / t * model.ffn
+        return np.where(rc == 2, 0.0, saved + np.where(selective & ("mlp" in mods), 0.0, mlp))
+    _, received = _tokens(model, seq, b, t, etp, imbalance)
+    cached = recipe is not None and recipe.fp8_cache
+    fc1 = 0.0 if cached or "expert_fc1" in offloaded else cut * h * received
+    fc2 = np.where(selective & ("moe_act" in mods), 0.0,
+                   cut * received * model.expert_ffn / np.asarray(etp, np.float64))
+    shared = cut * T / t * model.shared_experts * model.expert_ffn
+    shared = np.where(selective & ("shared_experts" in mods), 0.0, shared)
+    experts = np.where(selective & ("moe" in mods), 0.0, fc1 + fc2 + shared)
+    return np.where(rc == 2, 0.0, saved + experts)
+
+
+__all__ = ["FP8_CACHED", "FP8_SAVED", "OFFLOAD_MODULES", "OUTPUT_DISCARDING", "RECIPES",
+           "RECOMPUTE_MODULES", "Recipe", "fp8_saved_bytes", "make_recipe", "optimizer_bytes",
+           "parts_with_recipe", "recipe_pricing", "recipe_terms"]
 
 
 # a misspelt keyword named, not a bare TypeError

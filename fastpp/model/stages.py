@@ -3,6 +3,7 @@ configurations at once (NumPy over the stages of all of them)."""
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -58,7 +59,7 @@ from .moe import (
     moe_layer_costs,
 )
 from .overlap import saving
-from .recipes import OPTIMIZER_BYTES, parts_with_recipe, recipe_terms
+from .recipes import OPTIMIZER_BYTES, fp8_saved_bytes, parts_with_recipe, recipe_terms
 from .transformer import BYTES, RECOMPUTE, REPLICATED, Transformer, layer_costs
 
 # bytes per parameter of mixed-precision Adam (Rajbhandari et al. 2020): bf16 weights here;
@@ -401,6 +402,11 @@ def _layer_prices(model, hardware, grid) -> dict:
             forward=times["forward"], input_grad=times["input_grad"]))
         stored = stored - recipe_terms(model, hardware, grid.recipe, seq, b, t, 0,
                                        sequence_parallel, moe=False)["bytes"]
+    if hardware.precision == "fp8":  # the products' inputs kept as their FP8 copies
+        fp8 = functools.partial(fp8_saved_bytes, model, grid.recipe, seq, b, t,
+                                sequence_parallel=sequence_parallel, moe=False)
+        layer = {**layer, "activations": np.maximum(layer["activations"] - fp8(rc), 0.0)}
+        stored = stored - fp8(0)
     layer["recomputed"] = recomputed_bytes(stored, layer["activations"], rc)
     head = head_times(model, hardware, seq, b, t, sequence_parallel)
     cp_forward, cp_backward = context_parallel_times(model, hardware, seq, grid.microbatch, t,
@@ -1088,6 +1094,12 @@ def _moe_layer(model, hardware, grid, exchange):
         stored = stored - recipe_terms(model, hardware, recipe, seq, b, t, 0,
                                        sequence_parallel, moe=True, ep=ep, etp=etp,
                                        imbalance=imbalance)["bytes"]
+    if hardware.precision == "fp8":  # the products' inputs kept as their FP8 copies
+        fp8 = functools.partial(fp8_saved_bytes, model, recipe, seq, b, t,
+                                sequence_parallel=sequence_parallel, moe=True, etp=etp,
+                                imbalance=imbalance)
+        layer = {**layer, "activations": np.maximum(layer["activations"] - fp8(rc), 0.0)}
+        stored = stored - fp8(0)
     tp_forward, tp_backward = _exposed_exchange(layer, times, exchange, grid.tp_overlap)
     return {"forward": times["forward"] + tp_forward + ahead,
             "input_grad": times["input_grad"] + tp_backward + behind,
