@@ -618,3 +618,24 @@ def test_the_bound_holds_under_schedules_that_split_some_backwards(rng):
             outcome = problem.evaluate(problem.whole_backwards(split, np.array(mask)))
             if outcome is not None:
                 assert bound <= outcome[1] * (1 + 1e-9), mask
+
+
+def test_an_improvement_within_float_noise_is_no_improvement(monkeypatch):
+    """A schedule whose value differs from the best only in the last bits (a reordering that
+    sums the same times in another order) does not replace it nor enter the log; one better
+    by more than ``SAME`` does."""
+    import types
+
+    from fastpp.search.optimizer import SAME, _Search
+
+    problem = Problem.build(4, 8, Costs(f=1.0, b=2.0), None, "loop", "makespan")
+    search = _Search(problem, 1.0, False, types.SimpleNamespace(seconds=0.0))
+    first, second = build_schedule("1f1b", 4, 8), build_schedule("zb-h1", 4, 8)
+    search.offer(first, "1f1b")
+    value = search.best[0]
+    result = simulate(second, problem.costs)
+    for factor, kept in ((1 - SAME / 4, "1f1b"), (1 - 4 * SAME, "zb-h1")):
+        monkeypatch.setattr(Problem, "evaluate",
+                            lambda self, schedule, factor=factor: (result, value * factor))
+        search.offer(second, "zb-h1")
+        assert search.best[3] == kept and len(search.log) == 1 + (kept == "zb-h1")

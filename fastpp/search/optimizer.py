@@ -28,6 +28,9 @@ ROBUST = ("p95", "p50", "mean", "mean+std")
 EXACT_AUTO_MAX = 64  # auto runs CP-SAT when V * n is at most this (p <= 4, n <= 16 on a loop)
 HISTORY = 50  # late acceptance: a move may be as bad as the value this many moves ago
 SLICE = 500  # evaluated moves per call of the local-search kernel between clock checks
+# values within this share of each other are one value: a reordering that only changes the
+# order of a sum's floating-point additions is no improvement, and a bound met within it is met
+SAME = 1e-12
 # the candidate schedules are all built and timed (the same answer whatever the load or the
 # kernels' first compile) unless V * n reaches this: then each can take seconds, and the clock
 # is read between them (p = 1000, n = 2000 had spent 60 s in them on a 2 s limit)
@@ -286,7 +289,8 @@ class _Search:
         return self.elapsed() - self.compiling.seconds
 
     def offer(self, schedule: Schedule, source: str) -> None:
-        """Keep ``schedule`` if it fits the memory limit and beats the best so far."""
+        """Keep ``schedule`` if it fits the memory limit and beats the best so far by more
+        than float noise (``SAME``)."""
         outcome = self.problem.evaluate(schedule)
         if outcome is None:
             return
@@ -296,13 +300,13 @@ class _Search:
             if key not in self.seen:
                 self.seen.add(key)
                 self.kept.append((schedule, result, source))
-        if self.best is None or value < self.best[0]:
+        if self.best is None or value < self.best[0] * (1 - SAME):
             self.best = (value, schedule, result, source)
             self.log.append((self.elapsed(), value, source))
             self.tick()
 
     def proven(self) -> bool:
-        return self.best is not None and self.best[0] <= self.bound * (1 + 1e-12)
+        return self.best is not None and self.best[0] <= self.bound * (1 + SAME)
 
     def tick(self) -> None:
         """Move the progress bar (tqdm redraws at most twice a second, after the first)."""
@@ -453,7 +457,7 @@ class _Search:
         assert np.all(result.peak_activations <= problem.cap), result.peak_activations
         assert self.bound <= value * (1 + 1e-9), (self.bound, value)
         bound = min(self.bound, value)  # equal up to rounding in the bound's sums
-        optimal = value <= bound * (1 + 1e-12)
+        optimal = value <= bound * (1 + SAME)
         self.tick()
         return SearchResult(schedule, result, value, bound, optimal, source, problem.objective,
                             problem.placement, problem.limit.copy(), tuple(self.log),
