@@ -119,6 +119,36 @@ def test_warm_up_compiles_in_a_second_process_only_when_the_cache_is_new(
     assert len(helpers) == 1 and capsys.readouterr().err == ""
 
 
+def test_ctrl_c_while_the_kernels_load_stops_the_sweep(monkeypatch, tmp_path):
+    """Ctrl-C while Numba loads a cached kernel is raised inside llvmlite's ctypes callback
+    (``ExecutionEngine._raw_object_cache_notify``), where Python only reports it to
+    ``sys.unraisablehook``: the sweep ran on to its end (a review). The warm-up raises it,
+    before marking anything loaded; other unraisable exceptions still reach the hook."""
+    import ctypes
+
+    module, _, _ = _spied_warm_up(monkeypatch, tmp_path, start=False)
+    module.warm_up(schedules=["1f1b"])  # the cache marked: the next process only loads
+    monkeypatch.setattr(module, "_warm", set())
+    loaded = module._sweep_kernel
+
+    def interrupted():  # a KeyboardInterrupt raised in a ctypes callback, as Numba's is
+        def notify():
+            raise KeyboardInterrupt
+
+        ctypes.CFUNCTYPE(None)(notify)()
+        loaded()
+
+    monkeypatch.setattr(module, "_sweep_kernel", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fastpp.sweep(["1f1b"], p=2, n=2, progress=False, workers=1)
+    assert "" not in module._warm  # nothing said loaded
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+    with module._interrupts_kept() as seen:
+        ctypes.CFUNCTYPE(None)(lambda: 1 / 0)()
+    assert not seen and reported[0].exc_type is ZeroDivisionError
+
+
 def test_warm_up_compiles_only_the_schedules_a_sweep_needs(monkeypatch, tmp_path):
     """On a new cache a sweep of two schedules compiles those alone (in this process: both
     belong to it, so no second process starts) and marks them; a new process sweeping one

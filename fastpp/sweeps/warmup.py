@@ -3,6 +3,7 @@ when the cache is empty."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -77,7 +78,8 @@ def warm_up(announce: bool = False, schedules=None, plans: bool = False) -> bool
     kernel = "plan" if plans else ""  # what this process loads ("": the sweep kernel)
     if kernel in _warm and all(name in _warm for name in names):  # (without the lock)
         return True
-    with _LOCK:  # (threads warming up at once each started a second process)
+    # (the lock: threads warming up at once each started a second process)
+    with _LOCK, _interrupts_kept() as interrupted:
         todo = [name for name in names if name not in _warm]
         if not todo and kernel in _warm:
             return True
@@ -121,11 +123,34 @@ def warm_up(announce: bool = False, schedules=None, plans: bool = False) -> bool
             _plan_kernels()
         else:
             _sweep_kernel()
+        if interrupted:  # before any marker or _warm entry: a kernel may be half loaded
+            raise interrupted[0]
         folder.mkdir(parents=True, exist_ok=True)
         for name in [*cold, "sweep-kernel", *(["plan-kernels"] if plans else [])]:
             (folder / f"{name}.ready").touch()
         _warm.update(todo, loaded)
     return True
+
+
+@contextlib.contextmanager
+def _interrupts_kept():
+    """The Ctrl-C (or the script's SIGTERM) that Numba's loading of a cached kernel
+    swallowed, kept for the caller to raise: raised inside llvmlite's ctypes callback
+    (``ExecutionEngine._raw_object_cache_notify``) it reached only ``sys.unraisablehook``,
+    and a sweep ran on to its end. Other unraisable exceptions go to the hook as before."""
+    seen, previous = [], sys.unraisablehook
+
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            seen.append(unraisable.exc_value)
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield seen
+    finally:
+        sys.unraisablehook = previous
 
 
 def _helper(names, plans: bool = False) -> subprocess.Popen:
