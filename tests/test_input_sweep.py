@@ -142,9 +142,32 @@ def test_noise_of_a_link_some_points_lack_names_the_point():
     import fastpp
 
     with pytest.raises(ScheduleError, match=r"link_delay names link \(2, 3\), which carries no "
-                                            r"hand-off.* \(at schedule='1f1b', p=2, n=4, m=1\)"):
+                                            r"hand-off.* \(at schedule='1f1b', p=2, m=1: noise "
+                                            r"must fit every point of the sweep\)"):
         fastpp.sweep(schedules=["1f1b"], p=[4, 2], n_per_p=[2], samples=10, workers=1,
                      noise=fastpp.Noise(0.05, link_delay={(2, 3): 0.1}), progress=False)
+
+
+@pytest.mark.parametrize("keywords, message", [
+    (dict(schedules=["1f1b"], p=[8, 2], n=8, noise=fastpp.Noise(slow_devices={7: 2.0})),
+     r"slow_devices names device 7, but the schedule has devices 0..1 \(at schedule='1f1b', "
+     r"p=2, m=1"),
+    (dict(schedules=["interleaved-1f1b"], p=[4], n=8, m=[2, 1],
+          noise=fastpp.Noise(slow_stages={6: 2.0})),
+     r"slow_stages names stage 6, but the schedule has stages 0..3 \(at "
+     r"schedule='interleaved-1f1b', p=4, m=1"),
+    (dict(schedules=["gpipe"], p=[2, 2048], n=1000, noise=fastpp.Noise(0.1), samples=40000),
+     r"samples must be at most"),
+])
+def test_a_noise_some_points_cannot_take_is_refused_before_any_runs(keywords, message):
+    """A noise of a device, stage or link that some points lack, or more samples than the
+    widest pipeline keeps, stopped the sweep at the first such point, after every earlier
+    point's Monte Carlo, and ``check_only`` ("raising what the sweep would") passed it (a
+    review): now both refuse it before any point runs."""
+    for check_only in (True, False):
+        with pytest.raises(ScheduleError, match=message):
+            fastpp.sweep(**{"samples": 2, **keywords}, check_only=check_only, workers=1,
+                         progress=False)
 
 
 def test_a_sweep_folder_takes_only_its_own_chunks(tmp_path):

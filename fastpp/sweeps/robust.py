@@ -41,6 +41,47 @@ def add_noise(frame, noise, samples: int, seed: int, objects=None):
     return frame
 
 
+def noise_fits(noise, samples: int, plan) -> None:
+    """Refuse, before any point runs, a ``noise`` that some point of ``plan`` (a sweep's
+    ``GridPlan`` or ``TablePlan``) cannot take, and more ``samples`` than its widest
+    pipeline's result keeps; ``noise_rows`` raised these at the first such point, after the
+    Monte Carlos of every point before it (and ``check_only`` passed them). Checked once per
+    ``(schedule, p, m)``, invalid points among them: a noise is refused where only points
+    the schedule's rules skip would lack its device.
+
+    Raises
+    ------
+    ScheduleError
+        A slow device or stage, a link delay or an empirical run that does not fit, naming
+        the point.
+    """
+    from ..batch import PLACEMENT_CODE
+    from ..montecarlo import check_samples
+    from ..noise import empirical_pools
+    from ..placement import stage_map
+    from .points import DEFAULT_M, NAMES, GridPlan
+
+    if isinstance(plan, GridPlan):
+        sid, p, m = (a.ravel() for a in np.meshgrid(plan.axes["schedule"], plan.axes["p"],
+                                                    plan.axes["m"], indexing="ij"))
+        m = np.where(m == 0, DEFAULT_M[sid], m)
+    else:
+        sid, p, m = (plan.cols[k] for k in ("schedule", "p", "m"))
+    check_samples(samples, int(np.max(p)))
+    triples = set(zip(sid.tolist(), p.tolist(), m.tolist(), strict=True))
+    for s, devices, chunks in sorted(triples):
+        stage_device = stage_map(PLACEMENT_CODE[s], devices, chunks)
+        none = np.zeros(0, np.int64)
+        try:
+            noise._op_factors(none, none, none, np.zeros((0, 2)), devices, len(stage_device))
+            noise._stage_delays(stage_device)
+            if noise.empirical is not None:
+                empirical_pools(noise.empirical, devices, chunks)
+        except ScheduleError as e:
+            raise ScheduleError(f"{e} (at schedule={NAMES[s]!r}, p={devices}, m={chunks}: "
+                                f"noise must fit every point of the sweep)") from None
+
+
 def objective_values(df, objective: str, lam: float, base: str = "makespan"):
     """The column to rank ``df``'s rows by (smaller is better): ``"makespan"`` (no noise: the
     deterministic ``base``), ``"mean"``, ``"p50"``, ``"p95"`` (``{base}_mean`` ...) or

@@ -18,7 +18,7 @@ from ..montecarlo import DEFAULT_SAMPLES, check_noise
 from .chunk import Chunk, empty_frame
 from .cluster import run_on_dask
 from .points import DEFAULTS, GridPlan, TablePlan, chunk_len
-from .robust import NOISE_COLUMNS, add_noise
+from .robust import NOISE_COLUMNS, add_noise, noise_fits
 from .store import SkipReasons, Store
 from .warmup import warm_up
 
@@ -96,6 +96,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
         and ``seed``; the schedule built once per ``(schedule, p, n, m, G)``): the rows gain
         ``makespan_mean``, ``makespan_std``, ``makespan_p50`` and ``makespan_p95``. Every
         point draws under the same seed (common random numbers). Without it nothing changes.
+        It must fit every point (its slow devices and stages, its delayed links, an
+        empirical run's ``p`` and ``m``): checked before any point runs.
     samples : int, optional
         Monte Carlo samples per point (with ``noise`` only: default 64).
     seed : int, default 0
@@ -118,8 +120,10 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
     Raises
     ------
     ScheduleError
-        For an unknown schedule, a cost that is negative or not finite, or bad options; for an
-        ``out`` another process's sweep is writing, or a resume by another fastpp.
+        For an unknown schedule, a cost that is negative or not finite, or bad options; a
+        ``noise`` that some point's pipeline cannot take, or more ``samples`` than the widest
+        one's result keeps; for an ``out`` another process's sweep is writing, or a resume by
+        another fastpp.
 
     Examples
     --------
@@ -153,6 +157,8 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
                         bandwidth=bandwidth, message_bytes=message_bytes, overhead=overhead,
                         send=send))
     samples, seed = check_noise(noise, samples, seed, DEFAULT_SAMPLES, "point", rows="sweep")
+    if noise is not None:
+        noise_fits(noise, samples, plan)
     if noise is not None and out is not None:  # the store's fingerprint knows the points,
         # not the noise
         raise ScheduleError("noise cannot be combined with out= (a stored sweep holds "
