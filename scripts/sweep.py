@@ -217,7 +217,9 @@ def main(argv=None) -> int:
         for name in OUTPUTS:  # (and what a killed run's writes of them left half-done)
             for path in (args.out / name, *args.out.glob(f".{name}.*.tmp")):
                 path.unlink(missing_ok=True)
-        if done is not None and done[0] < done[1]:  # (work dropped: said, not silent)
+        # (work dropped: said, not silent; a run that kept no point, such as one whose Dask
+        # scheduler never answered, dropped nothing)
+        if done is not None and 0 < done[0] < done[1]:
             print(f"note: replaced the unfinished sweep in --out {str(args.out)!r} ({done[0]:,} "
                   f"of {done[1]:,} points; --resume would have continued it)", file=sys.stderr)
     elif args.resume and not parts.exists():

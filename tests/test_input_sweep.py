@@ -8,6 +8,7 @@ history); each failed on the code before its fix, and its docstring says how.
 
 import json
 import math
+import re
 import shutil
 import signal
 import subprocess
@@ -240,6 +241,22 @@ def test_sweep_scheduler_addresses():
                                            r"scheduler \(got 'not a url': .*port")):
         with pytest.raises(ScheduleError, match=message):
             fastpp.sweep("1f1b", p=2, n=4, executor="dask", scheduler=address, progress=False)
+
+
+def test_a_dask_sweep_from_a_script_without_the_main_guard_says_so(tmp_path):
+    """A local Dask cluster starts its workers as new processes, which import the calling
+    script again: a script without ``if __name__ == "__main__":`` ended on Dask's "Nanny
+    failed to start" traceback (a review); the sweep says what to do."""
+    pytest.importorskip("dask.distributed")
+    script = tmp_path / "job.py"
+    script.write_text('import fastpp\nfastpp.sweep(["1f1b"], p=2, n=2, executor="dask", '
+                      'workers=1, progress=False)\n')
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env=env())
+    assert done.returncode == 1
+    assert re.search(r"ScheduleError: executor='dask' could not start its local workers "
+                     r"\(Nanny failed to start\)\. .* a script must call sweep under `if "
+                     r"__name__ == \"__main__\":`", done.stderr.strip().splitlines()[-1])
 
 
 def test_sweep_folders_the_os_cannot_use(tmp_path):

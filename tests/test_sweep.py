@@ -857,9 +857,10 @@ finally:
 
 def test_main_job(tmp_path):
     out = tmp_path / "results"
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "4", "8",
-                          "--n-per-p", "1", "2", "--comm", "0.05", "--out", str(out),
-                          "--no-progress"], capture_output=True, text=True, check=True)
+    # chunks of 64 points: one of them dropped below leaves the others kept
+    grid = ["-p", "4", "8", "--n-per-p", "1", "2", "--comm", "0.05", "--chunk-size", "64"]
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), *grid, "--out",
+                          str(out), "--no-progress"], capture_output=True, text=True, check=True)
     text = run.stdout
     assert "Best schedule per (p, n) within the memory budget (1f1b's peak)" in text
     assert "Pareto front of bubble against peak memory" in text
@@ -872,8 +873,8 @@ def test_main_job(tmp_path):
         png = out / name
         assert png.stat().st_size > 10_000  # a picture with content, not an empty canvas
     # --resume continues into the same folder and changes nothing
-    again = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "4", "8",
-                            "--n-per-p", "1", "2", "--comm", "0.05", "--out", str(out),
+    again = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), *grid, "--out",
+                            str(out),
                             "--no-progress", "--no-plots", "--resume"],
                            capture_output=True, text=True, check=True)
     assert again.stdout.split("\n", 1)[0].split(" in ")[0] == text.split("\n", 1)[0].split(
@@ -881,13 +882,21 @@ def test_main_job(tmp_path):
     # a run without --resume replaces an unfinished sweep, and says so (it dropped the kept
     # points without a word)
     next((out / "parts" / "_fastpp").glob("part-*.json")).unlink()  # as if stopped there
-    fresh = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "4", "8",
-                            "--n-per-p", "1", "2", "--comm", "0.05", "--out", str(out),
+    fresh = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), *grid, "--out",
+                            str(out),
                             "--no-progress", "--no-plots"],
                            capture_output=True, text=True, check=True)
     assert re.search(r"^note: replaced the unfinished sweep in --out .* \([\d,]+ of [\d,]+ "
                      r"points; --resume would have continued it\)$", fresh.stderr, re.M), \
         fresh.stderr
+    # one that kept no point (its Dask scheduler never answered, a review) dropped nothing
+    for part in (out / "parts" / "_fastpp").glob("part-*.json"):
+        part.unlink()
+    empty = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), *grid, "--out",
+                            str(out),
+                            "--no-progress", "--no-plots"],
+                           capture_output=True, text=True, check=True)
+    assert "note: replaced" not in empty.stderr, empty.stderr
     # a (p, n) where nothing fits the budget is said (it was left out of the table)
     tight = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "4", "8",
                             "--n-per-p", "2", "--budget", "3", "--out", str(tmp_path / "t"),

@@ -20,8 +20,16 @@ def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator
 
     cluster = None
     if scheduler is None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, host="127.0.0.1",
-                               dashboard_address=None, processes=True)
+        try:
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, host="127.0.0.1",
+                                   dashboard_address=None, processes=True)
+        except RuntimeError as error:  # ("Nanny failed to start": Dask's traceback alone)
+            said = str(error).rstrip(".")
+            raise ScheduleError(
+                f"executor='dask' could not start its local workers ({said}). They start as "
+                f"new processes, which import the calling script again: a script must call "
+                f"sweep under `if __name__ == \"__main__\":`, or give scheduler= the address "
+                f"of a running cluster") from None
     try:
         client = Client(scheduler if scheduler is not None else cluster)
     except (OSError, ValueError, TypeError) as error:  # no port, nobody listening, a timeout
