@@ -362,7 +362,7 @@ def test_transformer_costs_agrees_with_plan_on_three_counts():
     assert keywords.error_bar.regime.tp == "across nodes"
     with pytest.raises(ScheduleTypeError, match="transformer_costs has no keyword 'reduce'"):
         transformer_costs(model, config.build_schedule(), seq=1536, reduce=2)
-    one = RunConfig(seq=4096, global_batch=8, d=8, ep=8, schedule="combined-1f1b", m=2,
+    one = RunConfig(seq=4096, global_batch=8, d=8, ep=8, schedule="combined-1f1b", m=1,
                     overlap=True)
     plain = one.replace(overlap=False)
     paired, unpaired = (transformer_costs("mixtral-8x7b", hardware="H100-80GB", config=c)

@@ -116,7 +116,7 @@ def test_combined_1f1b_against_the_reference(rng):
 
 def test_combined_1f1b_pair_time_by_hand():
     # p = 1, n = 4: F alone, three pairs, B alone: f + 3 fb + b
-    sched = build_schedule("combined-1f1b", 1, 4)
+    sched = build_schedule("combined-1f1b", 1, 4, 1)
     assert simulate(sched, Costs(1.0, 2.0, fb=2.4)).makespan == pytest.approx(1 + 3 * 2.4 + 2)
     # without a pair time a pair takes f + b: the interleaved 1F1B order's busy time
     sched = build_schedule("combined-1f1b", 4, 8, 2)
@@ -132,6 +132,10 @@ def test_combined_1f1b_pair_time_by_hand():
                                  r"needs interleaving\) for 'combined-1f1b' \(got m=1\)"),
     (("combined-1f1b", 4, 6, 2), r"n must be a multiple of G=4 or leave a remainder of at "
                                  r"least p=4 for 'combined-1f1b' \(got n=6\)"),
+    # Megatron builds no virtual stages without a pipeline: p = 1 runs one chunk (the
+    # default m = 2 had priced, and plan had offered, chunks Megatron cannot run)
+    (("combined-1f1b", 1, 4), r"m must be 1 when p = 1 \(Megatron has no virtual stages "
+                              r"without a pipeline\) for 'combined-1f1b' \(got m=2\)"),
 ])
 def test_combined_1f1b_bad_input(call, message):
     with pytest.raises(ScheduleError, match=message):
@@ -232,3 +236,19 @@ def test_deepseek_v3_dualpipe_pairs_by_hand():
     print(f"\nDeepSeek-V3 DualPipe PP16 n=32: pipeline {before:.2f} s without the overlap, "
           f"{after:.2f} s with it")
     assert after < before
+
+
+def test_plan_offers_the_single_stage_ep_overlap_megatron_runs():
+    """At p = 1 Megatron's EP overlap is combined_1f1b_schedule_for_no_pipelining, one model
+    chunk: plan offered m = 2, 3, 4 there alone (chunks Megatron cannot build without a
+    pipeline), and not the one it runs."""
+    from fastpp.model import plan
+
+    rows = plan("qwen3-30b-a3b", 8, "H100-80GB", seq=4096, global_batch=64,
+                schedules=["combined-1f1b"], overlap=True, ep=[4], tp=[1], pp=[1, 2],
+                microbatch=[1], recompute=["none"], workers=1)
+    single, deeper = rows[rows.p == 1], rows[rows.p == 2]
+    assert single[single.m == 1].step_time.notna().all() and len(single) == 4
+    assert single[single.m > 1].reason.str.contains("m must be 1 when p = 1").all()
+    assert deeper[deeper.m > 1].step_time.notna().all() and len(deeper) == 4
+    assert deeper[deeper.m == 1].reason.str.contains("at least 2 when p > 1").all()

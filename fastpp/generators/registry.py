@@ -370,8 +370,12 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
         pairs=True, expert_overlap=True, rules=_rules(
             Rule("m", "at least 2 when p > 1 (Megatron's EP overlap needs interleaving)",
                  lambda p, n, m, G: (p == 1) | (m >= 2)),
+            # (at p = 1 Megatron runs combined_1f1b_schedule_for_no_pipelining: one model
+            # chunk, as it builds virtual stages only inside a pipeline)
+            Rule("m", "1 when p = 1 (Megatron has no virtual stages without a pipeline)",
+                 lambda p, n, m, G: (p > 1) | (m == 1)),
             *MEGATRON_GROUPS),
-        options=("G",), default_m=2, m_choices=(2, 3, 4)),
+        options=("G",), default_m=2, m_choices=(1, 2, 3, 4)),
 )}
 # what fastpp.optimize also offers on a placement where a split backward costs more than a
 # whole one: a schedule that splits none (the V placement has none registered)
