@@ -370,8 +370,9 @@ SCHEDULES: dict[str, ScheduleSpec] = {spec.name: spec for spec in (
         pairs=True, expert_overlap=True, rules=_rules(
             Rule("m", "at least 2 when p > 1 (Megatron's EP overlap needs interleaving)",
                  lambda p, n, m, G: (p == 1) | (m >= 2)),
-            # (at p = 1 Megatron runs combined_1f1b_schedule_for_no_pipelining: one model
-            # chunk, as it builds virtual stages only inside a pipeline)
+            # (at p = 1 Megatron runs combined_1f1b_schedule_for_no_pipelining, one model
+            # chunk: parallel_state.initialize_model_parallel refuses virtual stages without
+            # a pipeline, "pipeline-model-parallel size should be greater than 1")
             Rule("m", "1 when p = 1 (Megatron has no virtual stages without a pipeline)",
                  lambda p, n, m, G: (p > 1) | (m == 1)),
             *MEGATRON_GROUPS),
