@@ -302,7 +302,7 @@ def test_each_offloaded_input_by_hand():
 
 
 def test_a_plan_row_with_its_recipe_is_the_run_again():
-    """DeepSeek-V3's own configuration, planned with its recipe (79.2 GB), read back with
+    """DeepSeek-V3's own configuration, planned with its recipe (75.2 GB), read back with
     ``RunConfig.from_row`` had no way to say the recipe: ``explain`` and ``plan(config=)``
     priced it at 187.5 GB, DOES NOT FIT, and 26.5 s where the row said 20.8 s. The recipe is
     a ``RunConfig`` field now, taken as ``seq`` is; Megatron's flags cannot state it."""
@@ -355,6 +355,14 @@ def test_fp8_products_keep_their_inputs_as_fp8_copies_by_hand():
     assert fp8_saved_bytes(dense, Recipe(("core_attn", "mlp")), S, 2, 2, 1, True,
                            moe=False) == pytest.approx(cut * 32 * 64)
     assert fp8_saved_bytes(dense, Recipe(op_level=True), S, 2, 2, 1, True, moe=False) == 0
+    # norms apart from the products: each product still keeps its FP8 copy of the norm's
+    # output, but where layernorm's recomputation frees that output (the product keeping the
+    # bf16 one, set_for_recompute_input_layernorm)
+    apart = Recipe(("core_attn",), fused_norms=False)
+    assert fp8_saved_bytes(dense, apart, S, 2, 2, 1, True, moe=False) == pytest.approx(got)
+    freed = Recipe(("core_attn", "layernorm"), fused_norms=False)
+    assert fp8_saved_bytes(dense, freed, S, 2, 2, 1, True, moe=False) == \
+        pytest.approx(cut * 64 * 64)
     # priced: a stage of its 2 layers holds 2 x that fewer in fp8 than in bf16
     sched = build_schedule("1f1b", 1, 4)
     hw = Hardware("fp8-toy", peak_flops=1e15, fp8_flops=2e15, memory_bytes=1e12,
@@ -362,3 +370,7 @@ def test_fp8_products_keep_their_inputs_as_fp8_copies_by_hand():
     act = {x: transformer_costs(dense, sched, hw, seq=S, microbatch=2, tp=2, recompute=
                                 "selective", precision=x).arrays["act"] for x in ("bf16", "fp8")}
     assert act["bf16"] - act["fp8"] == pytest.approx(2 * got)
+    # torchtitan's FP8 products are torchao's, which keep the bf16 inputs: nothing less
+    titan = transformer_costs(dense, sched, hw, seq=S, microbatch=2, tp=2, recompute=
+                              "selective", precision="fp8", framework="torchtitan")
+    np.testing.assert_array_equal(titan.arrays["act"], act["bf16"])

@@ -626,7 +626,8 @@ def test_an_improvement_within_float_noise_is_no_improvement(monkeypatch):
     by more than ``SAME`` does."""
     import types
 
-    from fastpp.search.optimizer import SAME, _Search
+    from fastpp.search.optimizer import _Search
+    from fastpp.search.problem import SAME
 
     problem = Problem.build(4, 8, Costs(f=1.0, b=2.0), None, "loop", "makespan")
     search = _Search(problem, 1.0, False, types.SimpleNamespace(seconds=0.0))

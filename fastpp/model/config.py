@@ -51,6 +51,10 @@ CP_COMMS = ("all-gather", "ring", "torch-allgather", "torch-alltoall")
 # context_parallel_rotate_method is "allgather" by default; the others are priced as
 # Transformer Engine's all-gather (Llama 3's scheme)
 CP_COMM_DEFAULTS = {"torchtitan": "torch-allgather"}
+# the stacks whose FP8 products keep their bf16 inputs for the weight gradient (torchtitan's
+# are torchao's Float8Linear: save_for_backward(input_hp, ...)); the others' are Transformer
+# Engine's modules, which keep the FP8 copies they cast (fastpp.model.recipes.fp8_saved_bytes)
+FP8_BF16_INPUTS = ("torchtitan",)
 # gradients are reduced in fp32 (Megatron accumulates and reduces them so in bf16 training)
 REDUCE_BYTES = 4.0
 # the training stack a run is on: the cost model prices Megatron's (Megatron-LM, Megatron-Core,
@@ -748,7 +752,9 @@ class RunGrid:
         sequence parallelism. Default False, as Megatron-Core sends; the published runs of the
         older code set it.
     precision : {"bf16", "fp8"}, optional
-    dispatcher, cp_comm, zero3 : str
+    dispatcher, zero3 : str
+    cp_comm : str, optional
+        Default: the framework's (``cp_comm_for``).
     node_limit : int, optional
     imbalance : float
         As ``RunConfig``'s, shared by every configuration.
@@ -767,6 +773,10 @@ class RunGrid:
     replicate : int
         ``RunConfig``'s hybrid-sharding groups, shared by every configuration (each one's
         ``d cp`` a multiple of it: ``replicate_reason``).
+    framework : str
+        ``RunConfig``'s training stack: its context parallelism where ``cp_comm`` is None
+        (``cp_comm_for``), and whether its FP8 products keep their inputs' FP8 copies
+        (``FP8_BF16_INPUTS``).
     """
 
     seq: int
@@ -787,7 +797,7 @@ class RunGrid:
     scatter_gather: bool = False
     precision: str | None = None
     dispatcher: str = "alltoall"
-    cp_comm: str = "all-gather"
+    cp_comm: str | None = None
     zero3: str = "layer"
     node_limit: int | None = None
     imbalance: float = 1.0
@@ -797,6 +807,7 @@ class RunGrid:
     reduce_bytes: float = REDUCE_BYTES
     replicate: int = 1
     train_metrics: int = 0
+    framework: str = "megatron"
 
     def __post_init__(self):
         positive_int(self.seq, "seq", MAX_INT - 1)
@@ -839,7 +850,8 @@ class RunGrid:
         if self.precision is not None:
             one_of(self.precision, "precision", PRECISIONS)
         one_of(self.dispatcher, "dispatcher", DISPATCHERS)
-        one_of(self.cp_comm, "cp_comm", CP_COMMS)
+        one_of(self.framework, "framework", FRAMEWORKS)
+        object.__setattr__(self, "cp_comm", cp_comm_for(self.cp_comm, self.framework))
         one_of(self.zero3, "zero3", ZERO3_GATHERS)
         if self.node_limit is not None:
             positive_int(self.node_limit, "node_limit")
@@ -877,7 +889,8 @@ class RunGrid:
                    precision=run.precision, dispatcher=run.dispatcher, cp_comm=run.cp_comm,
                    zero3=run.zero3, node_limit=run.node_limit, imbalance=float(run.imbalance),
                    recipe=recipe, reduce_bytes=run.reduce_bytes, replicate=run.replicate,
-                   train_metrics=run.train_metrics, **run.partial_recompute)
+                   train_metrics=run.train_metrics, framework=run.framework,
+                   **run.partial_recompute)
 
     def replace(self, **changes) -> RunGrid:
         """A copy with ``changes`` (validated again).

@@ -494,9 +494,11 @@ def fp8_saved_bytes(model: Transformer, recipe: Recipe | None, seq: int, microba
     ``_GroupedLinear`` each expert's; TE v2.4 to v2.14). Those stored apart from any other
     use then take ``FP8_SAVED`` bytes an element, not 2:
 
-    - the QKV product's input, the output of the norm fused into it (``h`` whole); with MLA the
-      normed Q and KV latents the up-projections take (``q_rank + kv_rank``, whole);
-    - a dense layer's first MLP product's input (``h`` whole, with fused norms) and the second
+    - the QKV product's input, the norm's output (``h`` whole; a norm apart from it frees
+      it under ``layernorm`` instead, where Megatron has the product keep the bf16 one,
+      ``set_for_recompute_input_layernorm``); with MLA the normed Q and KV latents the
+      up-projections take (``q_rank + kv_rank``, whole);
+    - a dense layer's first MLP product's input (``h`` whole, the same way) and the second
       product's, the activation's output (``F`` over ``t``), unless ``mlp`` recomputes them;
     - each received expert copy's first product input (``h``; not under ``fp8_cache``, which
       counts it already) and second product input (``F_e / etp``; ``moe_act`` frees it, and
@@ -505,8 +507,9 @@ def fp8_saved_bytes(model: Transformer, recipe: Recipe | None, seq: int, microba
 
     The norms' inputs, Q, K, V, the attention's output (FlashAttention's backward takes them
     in bf16) and the activation's input stay bf16, and full recomputation stores only the
-    layer's input. torchtitan's op-level policy saves none in FP8 (torchao's ``Float8Linear``
-    keeps the bf16 input and casts again in the backward): nothing is taken off.
+    layer's input. torchtitan keeps every bf16 input (torchao's ``Float8Linear`` casts again
+    in the backward): its op-level policy takes nothing off here, and ``stage_table`` calls
+    this for no torchtitan run (``config.FP8_BF16_INPUTS``).
 
     Parameters
     ----------
@@ -538,12 +541,15 @@ def fp8_saved_bytes(model: Transformer, recipe: Recipe | None, seq: int, microba
     fused = recipe is None or recipe.fused_norms
     offloaded = set(recipe.offload_modules) if recipe is not None else set()
     selective = rc == 1
+    # a norm's output the product after it keeps: always where the norm is fused into it,
+    # else unless layernorm's recomputation frees it (recipe_terms counts it freed)
+    normed = cut * whole * h * np.where(fused, True, ~(selective & ("layernorm" in mods)))
     if model.mla:
         saved = cut * whole * float(model.q_rank + model.kv_rank) + zero
     else:  # (an offloaded QKV input is off the GPU already)
-        saved = cut * whole * h * (fused and "qkv_linear" not in offloaded) + zero
+        saved = normed * ("qkv_linear" not in offloaded) + zero
     if not moe:
-        mlp = cut * whole * h * fused + cut * T / t * model.ffn
+        mlp = normed + cut * T / t * model.ffn
         return np.where(rc == 2, 0.0, saved + np.where(selective & ("mlp" in mods), 0.0, mlp))
     _, received = _tokens(model, seq, b, t, etp, imbalance)
     cached = recipe is not None and recipe.fp8_cache

@@ -41,6 +41,7 @@ from .compute import (
 )
 from .config import CP_COMMS as CP_COMMS  # their home until 0.1.0: read here still
 from .config import (
+    FP8_BF16_INPUTS,
     PARTIAL_DEFAULT,
     REDUCE_BYTES,
     RunGrid,
@@ -402,7 +403,8 @@ def _layer_prices(model, hardware, grid) -> dict:
             forward=times["forward"], input_grad=times["input_grad"]))
         stored = stored - recipe_terms(model, hardware, grid.recipe, seq, b, t, 0,
                                        sequence_parallel, moe=False)["bytes"]
-    if hardware.precision == "fp8":  # the products' inputs kept as their FP8 copies
+    if hardware.precision == "fp8" and grid.framework not in FP8_BF16_INPUTS:
+        # Transformer Engine keeps the products' inputs as their FP8 copies
         fp8 = functools.partial(fp8_saved_bytes, model, grid.recipe, seq, b, t,
                                 sequence_parallel=sequence_parallel, moe=False)
         layer = {**layer, "activations": np.maximum(layer["activations"] - fp8(rc), 0.0)}
@@ -1094,7 +1096,8 @@ def _moe_layer(model, hardware, grid, exchange):
         stored = stored - recipe_terms(model, hardware, recipe, seq, b, t, 0,
                                        sequence_parallel, moe=True, ep=ep, etp=etp,
                                        imbalance=imbalance)["bytes"]
-    if hardware.precision == "fp8":  # the products' inputs kept as their FP8 copies
+    if hardware.precision == "fp8" and grid.framework not in FP8_BF16_INPUTS:
+        # Transformer Engine keeps the products' inputs as their FP8 copies
         fp8 = functools.partial(fp8_saved_bytes, model, recipe, seq, b, t,
                                 sequence_parallel=sequence_parallel, moe=True, etp=etp,
                                 imbalance=imbalance)

@@ -19,7 +19,7 @@ from ..simulate import Result
 from . import bounds, exact
 from .greedy import fixed_candidates, list_candidates, v_candidates, zb_heuristic
 from .improve import evaluate, local_search, seed_state
-from .problem import OBJECTIVES, Problem, sequential
+from .problem import OBJECTIVES, SAME, Problem, sequential
 
 METHODS = ("auto", "heuristic", "improve", "exact")
 # objectives under noise: the makespan's distribution (as best_within_budget and plan take
@@ -28,9 +28,6 @@ ROBUST = ("p95", "p50", "mean", "mean+std")
 EXACT_AUTO_MAX = 64  # auto runs CP-SAT when V * n is at most this (p <= 4, n <= 16 on a loop)
 HISTORY = 50  # late acceptance: a move may be as bad as the value this many moves ago
 SLICE = 500  # evaluated moves per call of the local-search kernel between clock checks
-# values within this share of each other are one value: a reordering that only changes the
-# order of a sum's floating-point additions is no improvement, and a bound met within it is met
-SAME = 1e-12
 # the candidate schedules are all built and timed (the same answer whatever the load or the
 # kernels' first compile) unless V * n reaches this: then each can take seconds, and the clock
 # is read between them (p = 1000, n = 2000 had spent 60 s in them on a 2 s limit)

@@ -42,6 +42,9 @@ OBJECTIVES = ("makespan", "span")
 # Memory is compared with this relative slack: the search's running sums of (1-gamma)*unit and
 # gamma*unit differ from the engine's sums of counts by a few ulps, real differences by far more.
 MEMORY_RTOL = 1e-9
+# values within this share of each other are one value: a reordering that only changes the
+# order of a sum's floating-point additions is no improvement, and a bound met within it is met
+SAME = 1e-12
 
 
 def objective_value(result: Result, objective: str) -> float:
@@ -112,7 +115,7 @@ class Problem:
     @property
     def dearer_split(self) -> np.ndarray:
         """Per stage, whether its backward takes longer split (``I`` then ``W``) than whole."""
-        return self.whole < (self.cost[1] + self.cost[2]) * (1 - 1e-12)
+        return self.whole < (self.cost[1] + self.cost[2]) * (1 - SAME)
 
     @property
     def split_costs_more(self) -> bool:

@@ -23,8 +23,10 @@ def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator
         try:
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, host="127.0.0.1",
                                    dashboard_address=None, processes=True)
-        except RuntimeError as error:  # ("Nanny failed to start": Dask's traceback alone)
+        except RuntimeError as error:
             said = str(error).rstrip(".")
+            if "failed to start" not in said:  # (not the workers' start: Dask's own error)
+                raise
             raise ScheduleError(
                 f"executor='dask' could not start its local workers ({said}). They start as "
                 f"new processes, which import the calling script again: a script must call "
