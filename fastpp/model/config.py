@@ -165,7 +165,9 @@ class RunConfig:
     framework : {"megatron", "torchtitan", "composer", "deepspeed", "other"}
         The training stack the run is on (``from_torchtitan`` sets ``"torchtitan"``; plan
         rows do not carry it: ``from_row`` takes it as it takes ``seq``).
-        Every stack is priced as Megatron's; the framework chooses the published runs the
+        Every stack is priced as Megatron's but for two things its framework decides: the
+        default ``cp_comm`` and whether FP8 products keep their inputs' FP8 copies
+        (``FP8_BF16_INPUTS``). The framework also chooses the published runs the
         prediction's error bar comes from (``fastpp.model.errorbar``), and a stack without
         checked runs is extrapolated.
     recipe : str, optional

@@ -226,7 +226,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
         op-level checkpointing (``fastpp.model.recipes.op_level_terms``).
     framework : {"megatron", "torchtitan", "composer", "deepspeed", "other"}
         The training stack the runs are on (``RunConfig.framework``): every row is priced as
-        Megatron's, and the framework chooses the checks behind its error bar.
+        Megatron's but for the default ``cp_comm`` and the FP8 products' saved inputs
+        (``RunConfig``'s), and the framework chooses the checks behind its error bar.
 
     config : RunConfig, optional
         One run as every axis's only value (``RunConfig.plan_keywords``; ``gpus`` its

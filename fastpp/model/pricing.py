@@ -275,8 +275,9 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
     offload_modules : list of str, optional
         Megatron's ``--offload-modules``: those activations kept in host memory.
     framework : {"megatron", "torchtitan", "composer", "deepspeed", "other"}
-        The training stack the run is on (``RunConfig.framework``): priced as Megatron's, it
-        chooses the checks behind the ``error_bar``.
+        The training stack the run is on (``RunConfig.framework``): priced as Megatron's but
+        for its default ``cp_comm`` and its FP8 products' saved inputs, it chooses the checks
+        behind the ``error_bar``.
     config : RunConfig, optional
         The run as one object, the form the keywords above are a thin layer over (they build
         one, one microbatch per replica; ``recipe``, ``fp8_cache`` and ``offload_modules``
