@@ -51,14 +51,13 @@ gather overlapped (the ModelZoo's Qwen3 config), gradients reduced in fp32, plan
 layer split (here Megatron's ``--account-for-embedding-in-pipeline-split`` and
 ``--account-for-loss-in-pipeline-split``: 2 layers on the first and last of the 32 chunks,
 3 on the others), blocking pipeline hand-offs; and what the command states
-(``MOE_COMMAND``): no EP overlap (``A2A_OVERLAP=0``), Transformer Engine's tensor-parallel
-overlap (``PR=bf16``: ``sbatch_benchmarking.sh`` adds ``--tp-comm-overlap``), CP as
-Megatron's p2p ring (``cp_comm="ring"``, no ``--cp-comm-type`` given); balanced routing
-(``imbalance=1``). The attention runs at the kernel table's speed, as ``plan`` prices a
-preset. Nothing is fitted on these rows: they are checks, the only MoE rows in the error
-bars (``fastpp.model.errorbar``). The TP overlap was read from the script after a first
-pricing without it (``validate_moe``'s default: -20.2%, -17.2%, -11.1%, -3.2% from 16K to
-128K) had been seen; it is kept because the run had it, whatever its effect on the error.
+(``MOE_COMMAND``): no EP overlap (``A2A_OVERLAP=0``), no tensor-parallel overlap (the
+script of the table's commit adds no ``--tp-comm-overlap``), CP as Megatron's p2p ring
+(``cp_comm="ring"``, no ``--cp-comm-type`` given); balanced routing (``imbalance=1``). The
+attention runs at the kernel table's speed, as ``plan`` prices a preset. Nothing is fitted on
+these rows: they are checks, the only MoE rows in the error bars
+(``fastpp.model.errorbar``). Until 7 December 2026 they were priced with Transformer
+Engine's TP overlap, read from a later script (the flag came six weeks after the table).
 
 Rows excluded, each with its reason (``excluded``): the runs without context parallelism
 (their layout is not stated: "the best non-CP layout within memory"); Megatron-Core's
@@ -111,11 +110,12 @@ FUSED_LOSS = ("B200",)
 # ``validate_moe`` reads them by (its ``MODEL_NAMES`` and ``HARDWARE_NAMES``)
 MOE_DATASET = "long_context_moe"
 MOE_PRICED = {("Qwen3-235B-A22B (MoE)", "H100"): ("Qwen3-235B-A22B", "H100-80GB")}
-# what the ModelZoo's command states beyond the table's columns (best_practice/qwen3/
-# readme.md and run_235b.sh at e865051): A2A_OVERLAP=0 (no EP overlap); PR=bf16, for which
-# sbatch_benchmarking.sh adds --tp-comm-overlap (since b09773a, December 2025, before the
-# table came in 38ce2ed, March 2026); no --cp-comm-type, so Megatron's p2p ring
-MOE_COMMAND = {"overlap": False, "tp_overlap": True, "cp_comm": "ring"}
+# what the ModelZoo's command states beyond the table's columns (best_practice/Qwen3/
+# readme.md as the table came in, b0b92ff, 4 November 2025): A2A_OVERLAP=0 (no EP overlap);
+# PR=bf16, for which sbatch_benchmarking.sh added no --tp-comm-overlap then (it does since
+# b09773a, 16 December 2025; 38ce2ed, March 2026, only renamed the folder); no
+# --cp-comm-type, so Megatron's p2p ring
+MOE_COMMAND = {"overlap": False, "tp_overlap": False, "cp_comm": "ring"}
 # each table's attention kernel against the kernel table's curve, fitted by ``calibrate`` on
 # the row CALIBRATION names (tests/test_long_context.py refits it)
 ATTENTION_SPEED = {"H100": 0.56, "B200": 0.73}
