@@ -241,8 +241,12 @@ def test_moe_rows_are_priced_as_validate_moe_prices_a_modelzoo_row():
     assert len(ours) == 4
     for kw in ours:
         assert kw.keys() == short.keys() | stated
-        assert {k: kw[k] for k in short if k not in stated} == {
-            k: v for k, v in short.items() if k not in stated}
+        # (the model but its loss: row 191 ran in May 2025, before the ModelZoo's configs
+        # fused it; this table in November)
+        assert {k: kw[k] for k in short if k not in stated | {"model"}} == {
+            k: v for k, v in short.items() if k not in stated | {"model"}}
+        assert (short["model"].loss, kw["model"]) == (
+            "in-place", dataclasses.replace(short["model"], loss="fused"))
         assert (kw["recompute"], kw["recompute_modules"]) == ("selective", ["layernorm", "moe"])
         assert (kw["cp_comm"], kw["tp_overlap"], kw["overlap"]) == ("ring", False, False)
         assert MOE_COMMAND == {"overlap": False, "tp_overlap": False, "cp_comm": "ring"}

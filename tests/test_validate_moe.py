@@ -108,13 +108,16 @@ def test_a_row_priced_as_stated_and_assumed(split):
              and r["gpu_type"] == "DGX-GB200")
     assert validate_moe.settings(r)["recompute"] == "none"
     # Megatron's fused loss where the framework's configs set it (Megatron-Bridge's and
-    # NeMo's model configs, the ModelZoo's and Megatron-Core's MoE benchmarks); NeMo
-    # AutoModel's loss is not stated: Megatron's default, unfused
-    losses = {(r["framework"], validate_moe.settings(r)["model"].loss) for r, _ in done}
-    assert {loss for framework, loss in losses if framework.startswith("NeMo AutoModel")} \
+    # NeMo's model configs, the ModelZoo's and Megatron-Core's MoE benchmarks, but for the
+    # ModelZoo's runs of May 2025, before its configs set it); NeMo AutoModel's loss is not
+    # stated: Megatron's default, unfused
+    losses = {(r["framework"], r["release"], validate_moe.settings(r)["model"].loss)
+              for r, _ in done}
+    assert {loss for framework, _, loss in losses if framework.startswith("NeMo AutoModel")} \
         == {"in-place"}
-    assert {loss for framework, loss in losses if framework.startswith("Megatron")} \
-        == {"fused"}
+    assert {loss for framework, release, loss in losses if framework.startswith("Megatron")
+            and release != "moe_dev/main"} == {"fused"}
+    assert {loss for _, release, loss in losses if release == "moe_dev/main"} == {"in-place"}
 
 
 def test_moe_rows_against_the_tables():
@@ -158,7 +161,7 @@ def test_moe_rows_against_the_tables():
     assert first[first.index.str.startswith("DeepSeek")].max() < 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="10.08% MAPE: met at 9.88% only while H100's curve "
+@pytest.mark.xfail(strict=True, reason="10.04% MAPE: met at 9.88% only while H100's curve "
                    "priced thin products (an expert's few rows) below an A100's; floored at "
                    "A100's on 7 December 2026, the Qwen3-235B bf16 row went +3.4% -> +13.6% "
                    "(docs/moe.md)")

@@ -206,12 +206,15 @@ AUTOMODEL = "NeMo AutoModel"
 # Megatron's fused loss (Transformer.loss "fused", --cross-entropy-loss-fusion) where the
 # framework's configs set it: Megatron-Bridge's and NeMo's model configs (cross_entropy_loss_
 # fusion=True), the Megatron-MoE ModelZoo's benchmark configs (model_configs/benchmarking/*.yaml
-# at HEAD: --cross-entropy-loss-fusion, the native implementation). Assumed for the other
+# since 274316a, 20 August 2025: --cross-entropy-loss-fusion). Assumed for the other
 # Megatron-Core rows (moe_published.csv's three, the MoE README's Mixtral row, the
 # optimization guide's): the same team's MoE benchmarks, their configs not in the sources read.
-# NeMo AutoModel's rows (PyTorch's FSDP2, their loss not stated) take Megatron's default, the
+# Not for the ModelZoo's rows of May 2025 (release "moe_dev/main", UNFUSED_RELEASES: their
+# table came in 8017e11, 27 May 2025, when Qwen3-235B-A22B.yaml set no loss fusion). NeMo
+# AutoModel's rows (PyTorch's FSDP2, their loss not stated) take Megatron's default, the
 # unfused one
 FUSED_LOSS = ("Megatron-Bridge", "Megatron-Core")
+UNFUSED_RELEASES = ("moe_dev/main",)
 ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
            "recomputation unless the row, its note or Megatron-Bridge's config states it; EP "
            "overlap as the notes or Megatron-Bridge's configs say; DeepSeek-V3 routed to at "
@@ -354,7 +357,8 @@ def settings(r) -> dict:
     name = MODEL_NAMES[r["model"]]
     model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
              if name == "deepseek-v3/no-mtp" else MODELS[name])
-    if str(r.get("framework", "")).startswith(FUSED_LOSS):
+    if (str(r.get("framework", "")).startswith(FUSED_LOSS)
+            and str(r.get("release", "")) not in UNFUSED_RELEASES):
         model = dataclasses.replace(model, loss="fused")
     hardware = HARDWARE_NAMES[r["gpu_type"]]
     t, p, ep = int(r["t"]), int(r["p"]), int(r["ep"])
