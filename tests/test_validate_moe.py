@@ -150,21 +150,25 @@ def test_moe_rows_against_the_tables():
     print(f"MoE rows: {len(frame)} priced, MAPE {got:.1f}% (in sample)")
     assert (frame["role"] == "calibration").all()  # in sample: never a check
     assert np.isfinite(frame["predicted"]).all()
-    # the regression bound: 10.08% measured (10.17% until DeepEP's NVLink bytes went a copy
-    # per GPU, 10.18% until SwiGLU's backward moved 5F; 10.22% since a Hopper runs no product slower
+    # the regression bound: 10.93% measured since NeMo AutoModel's rows are priced as their
+    # benchmark ran (full recomputation, DeepSeek-V3 without MTP, its fake balanced gate's one
+    # node: 10.04% before, their errors partly cancelling); 10.08% until the ModelZoo's May 2025
+    # runs took their unfused loss, 10.17% until DeepEP's NVLink bytes went a copy per GPU,
+    # 10.18% until SwiGLU's backward moved 5F; 10.22% since a Hopper runs no product slower
     # than an A100, Hardware.floor, until collectives across nodes took NCCL's latencies;
     # 9.88% before the floor, with H100's thin products priced below an A100's)
-    assert got < 10.3
+    assert got < 11.2
     # the three rows of moe_published.csv: Qwen3-235B's two within 10%, DeepSeek-V3's 15%
     first = frame[~frame["row"].str.contains("row ")].set_index("row")["error"].abs()
     assert len(first) == 3 and (first[first.index.str.startswith("Qwen3")] < 0.10).all()
     assert first[first.index.str.startswith("DeepSeek")].max() < 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="10.04% MAPE: met at 9.88% only while H100's curve "
-                   "priced thin products (an expert's few rows) below an A100's; floored at "
-                   "A100's on 7 December 2026, the Qwen3-235B bf16 row went +3.4% -> +13.6% "
-                   "(docs/moe.md)")
+@pytest.mark.xfail(strict=True, reason="10.93% MAPE: NeMo AutoModel's rows priced as their "
+                   "benchmark ran (full recomputation, no MTP, one node) leave Qwen3-30B-A3B "
+                   "at -27% and DeepSeek-V3 on 1,024 GPUs at +21%; H100's curve prices an "
+                   "expert's thin products (F_e = 768) slow; Qwen3-235B on B200 and "
+                   "Qwen3-30B in FP8 on H100 at +41% and +38% (docs/moe.md)")
 def test_moe_rows_within_the_target():
     """The issue's target, 10% MAPE over the 34 rows (docs/moe.md)."""
     frame = validate([validate_moe.DATASET])
@@ -254,12 +258,13 @@ def test_the_cuda_graphs_each_nemo_row_ran(split):
 def test_automodel_splits_its_layers_as_its_pipelining_code(split):
     """NeMo AutoModel's DeepSeek-V3 on 256 H100 (PP 4, VP 8): 32 stages for 61 layers, 61 //
     32 = 1 each and the first 61 % 32 = 29 one more, the embedding on the first and the
-    output layer (with the preset's MTP layer) on the last; Megatron's rows keep theirs."""
+    output layer on the last (no MTP layer: AutoModel's DeepSeek-V3 builds none); Megatron's
+    rows keep theirs."""
     done, _ = split
     r = next(r for r, _ in done if r["framework"].startswith("NeMo AutoModel")
              and r["gpus"] == 256 and r["model"].startswith("DeepSeek"))
     stages = validate_moe.settings(r)["layout"].split("|")
-    assert len(stages) == 32 and stages[0] == "Ett" and stages[-1] == "tmL"
+    assert len(stages) == 32 and stages[0] == "Ett" and stages[-1] == "tL"
     assert [s.count("t") for s in stages] == [2] * 29 + [1] * 3
     small = next(r for r, _ in done if r["framework"].startswith("NeMo AutoModel")
                  and r["gpus"] == 8)
@@ -295,3 +300,21 @@ def test_automodel_runs_a_pipeline_flush_per_accumulation_step(split):
     # one long schedule over all 32 microbatches would hide more of the pipeline's bubble
     whole = plan(*args, workers=1, **kw).iloc[0]
     assert got < 0.99 * whole["tflops_per_gpu"]
+
+
+def test_automodel_rows_are_priced_as_its_benchmark_ran(split):
+    """NeMo AutoModel's benchmark configs (examples/benchmark/configs/*_te_deepep.yaml at
+    ce005dd) set activation_checkpointing (every block checkpointed whole) and
+    fake_balanced_gate (token i to the k consecutive experts from k i: one node), and its
+    DeepSeek-V3 has no MTP module; they had been priced without recomputation, with MTP and
+    DeepSeek-V3's 4 nodes. Megatron's rows keep their own."""
+    done, _ = split
+    auto = [validate_moe.settings(r) for r, _ in done
+            if r["framework"].startswith("NeMo AutoModel")]
+    assert len(auto) == 4
+    assert {(s["recompute"], s["node_limit"]) for s in auto} == {("full", 1)}
+    assert {s["model"].name for s in auto} == {"deepseek-v3/no-mtp", "kimi-k2",
+                                               "qwen3-30b-a3b"}
+    assert all(s["model"].mtp_depth == 0 for s in auto)
+    megatron = [validate_moe.settings(r) for r, _ in done if r["model"] == "DeepSeekV3"]
+    assert {s["node_limit"] for s in megatron} == {4}

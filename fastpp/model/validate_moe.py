@@ -203,6 +203,15 @@ LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "E
 # after the table (bdb4dbc, 8 October), so its VP 8 is kept. The MTP layer of the preset stays
 # on the last stage, where plan puts it.
 AUTOMODEL = "NeMo AutoModel"
+# NeMo AutoModel's benchmark as its table ran it (examples/benchmark/configs/*_te_deepep.yaml
+# and nemo_automodel/components at ce005dd, 6 October 2025, the commit that added the table):
+# activation_checkpointing: true, whose apply_ac wraps every block whole in PyTorch's
+# checkpoint_wrapper (full recomputation); DeepSeek-V3 without its MTP module
+# (DeepseekV3Model builds num_hidden_layers blocks); and fake_balanced_gate: true, whose
+# FakeBalancedGate sends token i to the k consecutive experts from k i, on the EP ranks'
+# consecutive GPUs: one node (node_limit=1). Priced otherwise until 7 December 2026 (no
+# recomputation, MTP, DeepSeek-V3's 4 nodes), where the errors had partly cancelled
+AUTOMODEL_RUN = {"recompute": "full", "node_limit": 1, "mtp": False}
 # Megatron's fused loss (Transformer.loss "fused", --cross-entropy-loss-fusion) where the
 # framework's configs set it: Megatron-Bridge's and NeMo's model configs (cross_entropy_loss_
 # fusion=True), the Megatron-MoE ModelZoo's benchmark configs (model_configs/benchmarking/*.yaml
@@ -355,6 +364,9 @@ def settings(r) -> dict:
     ``fp8_padding``: the hardware's (``CURRENT_SCALING``, ``FUSED_GROUPED_MLP``,
     ``FP8_OUTPUT_LAYER``, ``FP8_PADDING_DISPATCHERS``)."""
     name = MODEL_NAMES[r["model"]]
+    automodel = str(r.get("framework", "")).startswith(AUTOMODEL)
+    if automodel and name == "deepseek-v3" and not AUTOMODEL_RUN["mtp"]:
+        name = "deepseek-v3/no-mtp"
     model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
              if name == "deepseek-v3/no-mtp" else MODELS[name])
     if (str(r.get("framework", "")).startswith(FUSED_LOSS)
@@ -373,6 +385,8 @@ def settings(r) -> dict:
     overlap = bool(r["overlap"]) or (bridge.get("overlap", False) and (vp > 1 or p == 1)
                                      and str(r["precision"]).lower() != "bf16")
     recompute, modules = RECOMPUTE.get(str(r["recompute"]).strip().lower(), ("none", None))
+    if automodel and recompute == "none":
+        recompute = AUTOMODEL_RUN["recompute"]
     noted = {k: v for phrase, said in NOTES.items() if phrase in str(r["note"])
              for k, v in said.items()}
     if (recompute == "none" and str(r["release"]).startswith("NeMo 26")
@@ -400,7 +414,8 @@ def settings(r) -> dict:
                                         bridge.get("dispatcher", "flex")),
            "recompute_modules": modules, "offload_modules": noted.get("offload"),
            "layout": _layout(r, model, p, vp),
-           "node_limit": 4 if model.name.startswith("deepseek-v3") else None,
+           "node_limit": (AUTOMODEL_RUN["node_limit"] if automodel else
+                          4 if model.name.startswith("deepseek-v3") else None),
            "gradient_overlap": True, "fp8_current_scaling": _current_scaling(r),
            "reduce_bytes": 2.0 if name in BF16_REDUCTION.get(str(r["release"])[:7], ())
            else 4.0,
