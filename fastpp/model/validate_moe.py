@@ -223,7 +223,12 @@ AUTOMODEL_RUN = {"recompute": "full", "node_limit": 1, "mtp": False}
 # AutoModel's rows (PyTorch's FSDP2, their loss not stated) take Megatron's default, the
 # unfused one
 FUSED_LOSS = ("Megatron-Bridge", "Megatron-Core")
-UNFUSED_RELEASES = ("moe_dev/main",)
+UNFUSED_RELEASES = ("moe_dev/main", "moe_dev (f3e6c5)")
+# moe_published.csv's rows where their source says more than the csv: its two Qwen3-235B rows
+# are the ModelZoo's of May 2025 (examples/qwen3/readme.md at 8017e11: the same layout, 245
+# and 276 TFLOP/s, "norm, act" recomputed, code moe_dev(f3e6c5)); priced without the
+# recomputation and with the fused loss until 7 December 2026
+CSV_SOURCES = {"Qwen3-235B-A22B": {"release": "moe_dev (f3e6c5)", "recompute": "norm, act"}}
 ASSUMED = ("dispatcher flex unless stated or set by Megatron-Bridge's config; no "
            "recomputation unless the row, its note or Megatron-Bridge's config states it; EP "
            "overlap as the notes or Megatron-Bridge's configs say; DeepSeek-V3 routed to at "
@@ -255,16 +260,18 @@ def _rows(data):
     out = []
     for r in pd.read_csv(data_file("moe_published.csv", data)).to_dict("records"):
         overlap = "--overlap" in str(r["note"])
+        said = CSV_SOURCES.get(r["model"], {})
         out.append({"source": "moe_published.csv", "model": r["model"],
                     "gpu_type": r["hardware"], "gpus": _number(r["gpus"]),
-                    "release": "", "precision": r["precision"], "seq": _number(r["seq"]),
+                    "release": said.get("release", ""), "precision": r["precision"],
+                    "seq": _number(r["seq"]),
                     "global_batch": _number(r["global_batch"]),
                     "microbatch": _number(r["microbatch"]), "t": _number(r["t"]),
                     "p": _number(r["p"]), "cp": _number(r["cp"]), "vp": _number(r["vp"]),
                     "ep": _number(r["ep"]), "etp": 1.0, "fsdp": "", "grad_accum": np.nan,
                     "framework": "Megatron-Core",
                     "dispatcher": "",
-                    "recompute": "", "metric": "model_tflops_per_gpu",
+                    "recompute": said.get("recompute", ""), "metric": "model_tflops_per_gpu",
                     "value": _number(r["tflops_per_gpu"]), "overlap": overlap,
                     "routing": "", "note": str(r["note"]),
                     "label": f"{r['model']} {r['gpus']} {r['hardware']} "
