@@ -200,8 +200,8 @@ LAYOUTS = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14tmL", ("deepseek-v3", 8, 2): "E
 # generate_hf_model_fqn_per_model_part (layers // stages each, the first layers % stages
 # one more; the embedding on the first stage, the norm and lm_head on the last). The
 # 1,024-GPU config with layers_per_stage 4 (deepseek_v3_te_deepep_1024.yaml) came two days
-# after the table (bdb4dbc, 8 October), so its VP 8 is kept. The MTP layer of the preset stays
-# on the last stage, where plan puts it.
+# after the table (bdb4dbc, 8 October), so its VP 8 is kept. Its DeepSeek-V3 has no MTP layer
+# (AUTOMODEL_RUN).
 AUTOMODEL = "NeMo AutoModel"
 # NeMo AutoModel's benchmark as its table ran it (examples/benchmark/configs/*_te_deepep.yaml
 # and nemo_automodel/components at ce005dd, 6 October 2025, the commit that added the table):
