@@ -1234,3 +1234,40 @@ def test_a_containers_cpu_quota_lowers_the_usable_cpus(tmp_path):
         (v1 / "cpu.cfs_quota_us").write_text(text)
         assert usable_cpus(str(tmp_path / "v1"), str(own)) == cpus, text
     assert usable_cpus(str(tmp_path), str(tmp_path / "none")) == affinity
+
+
+def test_injected_delays_fall_on_the_same_microbatches_in_any_order(monkeypatch):
+    """``measure``'s ``--delay STAGE:KIND:SECONDS:PROB`` draws each op's delay keyed by the
+    op (stage, kind, its index over the run) and the delay: two schedules, whose stages run
+    their forwards and backwards in other orders, delay the same microbatches (common random
+    numbers, as ``fastpp.Noise`` draws them). One generator drawn in call order had delayed
+    other microbatches under GPipe's order than under 1F1B's (the what-if review)."""
+    torch = pytest.importorskip("torch")
+    from fastpp.measured import rank
+
+    def delayed_ops(order):
+        slept = []
+        monkeypatch.setattr(rank.time, "sleep", slept.append)
+        module = rank._delayed(torch.nn.Linear(2, 2), 1, [(1, "F", 1.0, 0.5),
+                                                          (1, "B", 2.0, 0.5), (0, "F", 3.0, 1)])
+        outputs = {}
+        hit = set()
+        for kind, mb in order:
+            before = len(slept)
+            if kind == "F":
+                outputs[mb] = module(torch.ones(1, 2, requires_grad=True))
+            else:
+                outputs[mb].sum().backward()
+            if len(slept) > before:
+                hit.add((kind, mb, slept[-1]))
+        return hit
+
+    n = 16
+    gpipe = [("F", j) for j in range(n)] + [("B", j) for j in range(n)]
+    one_f_one_b = [op for j in range(n) for op in (("F", j), ("B", j))]
+    hit = delayed_ops(gpipe)
+    assert hit == delayed_ops(one_f_one_b)
+    # about half of each kind, with its own seconds (stage 0's delay is not this stage's)
+    for kind, seconds in (("F", 1.0), ("B", 2.0)):
+        mine = {mb for k, mb, s in hit if k == kind}
+        assert 0 < len(mine) < n and {s for k, _, s in hit if k == kind} == {seconds}

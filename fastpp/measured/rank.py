@@ -231,11 +231,16 @@ def _delayed(module, stage: int, delays: list):
     mine = [(kind, seconds, prob) for s, kind, seconds, prob in delays if s == stage]
     if not mine:
         return module
-    draw = random.Random(stage)  # seeded: the same run delays the same ops
+    calls = {"F": 0, "B": 0}  # a stage runs its forwards, and its backwards, in microbatch order
 
     def sleep(kind):
-        for k, seconds, prob in mine:
-            if k == kind and draw.random() < prob:
+        # each draw keyed by the op (stage, kind, its index over the run's steps) and the
+        # delay: every schedule, and the same run twice, delays the same microbatches (common
+        # random numbers, as fastpp.Noise draws them); one generator in call order had
+        # delayed other microbatches under another order of forwards and backwards
+        index, calls[kind] = calls[kind], calls[kind] + 1
+        for j, (k, seconds, prob) in enumerate(mine):
+            if k == kind and random.Random(f"{stage}:{kind}:{index}:{j}").random() < prob:
                 time.sleep(seconds)
 
     class SleepInBackward(torch.autograd.Function):
