@@ -403,12 +403,7 @@ def _layer_prices(model, hardware, grid) -> dict:
             forward=times["forward"], input_grad=times["input_grad"]))
         stored = stored - recipe_terms(model, hardware, grid.recipe, seq, b, t, 0,
                                        sequence_parallel, moe=False)["bytes"]
-    if hardware.precision == "fp8" and grid.framework not in FP8_BF16_INPUTS:
-        # Transformer Engine keeps the products' inputs as their FP8 copies
-        fp8 = functools.partial(fp8_saved_bytes, model, grid.recipe, seq, b, t,
-                                sequence_parallel=sequence_parallel, moe=False)
-        layer = {**layer, "activations": np.maximum(layer["activations"] - fp8(rc), 0.0)}
-        stored = stored - fp8(0)
+    layer, stored = _fp8_inputs(layer, stored, model, hardware, grid, moe=False)
     layer["recomputed"] = recomputed_bytes(stored, layer["activations"], rc)
     head = head_times(model, hardware, seq, b, t, sequence_parallel)
     cp_forward, cp_backward = context_parallel_times(model, hardware, seq, grid.microbatch, t,
@@ -1070,6 +1065,20 @@ def with_recipe(layer: dict, times: dict, terms: dict) -> tuple[dict, dict]:
     return layer, times
 
 
+def _fp8_inputs(layer: dict, stored, model, hardware, grid, **kind) -> tuple[dict, object]:
+    """A layer's bytes (``layer_costs``' ``activations`` and the ``stored`` count without
+    recomputation) less what its FP8 products keep as FP8 copies, as Transformer Engine
+    keeps them (``recipes.fp8_saved_bytes``; ``kind`` its ``moe``, ``etp``, ``imbalance``):
+    unchanged in bf16 and on the stacks whose inputs stay bf16 (``FP8_BF16_INPUTS``)."""
+    if hardware.precision != "fp8" or grid.framework in FP8_BF16_INPUTS:
+        return layer, stored
+    fp8 = functools.partial(fp8_saved_bytes, model, grid.recipe, grid.seq, grid.rank_batch,
+                            grid.t, sequence_parallel=grid.sequence_parallel, **kind)
+    return ({**layer, "activations": np.maximum(layer["activations"] - fp8(grid.recompute),
+                                                0.0)},
+            stored - fp8(0))
+
+
 def _moe_layer(model, hardware, grid, exchange):
     """An MoE layer's seconds, bytes and ``gamma`` per configuration of ``grid``, its four
     all-to-alls inside the forward and the input-grad backward (the recomputed forward's
@@ -1096,13 +1105,8 @@ def _moe_layer(model, hardware, grid, exchange):
         stored = stored - recipe_terms(model, hardware, recipe, seq, b, t, 0,
                                        sequence_parallel, moe=True, ep=ep, etp=etp,
                                        imbalance=imbalance)["bytes"]
-    if hardware.precision == "fp8" and grid.framework not in FP8_BF16_INPUTS:
-        # Transformer Engine keeps the products' inputs as their FP8 copies
-        fp8 = functools.partial(fp8_saved_bytes, model, recipe, seq, b, t,
-                                sequence_parallel=sequence_parallel, moe=True, etp=etp,
+    layer, stored = _fp8_inputs(layer, stored, model, hardware, grid, moe=True, etp=etp,
                                 imbalance=imbalance)
-        layer = {**layer, "activations": np.maximum(layer["activations"] - fp8(rc), 0.0)}
-        stored = stored - fp8(0)
     tp_forward, tp_backward = _exposed_exchange(layer, times, exchange, grid.tp_overlap)
     return {"forward": times["forward"] + tp_forward + ahead,
             "input_grad": times["input_grad"] + tp_backward + behind,

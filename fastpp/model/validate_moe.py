@@ -211,7 +211,7 @@ AUTOMODEL = "NeMo AutoModel"
 # FakeBalancedGate sends token i to the k consecutive experts from k i, on the EP ranks'
 # consecutive GPUs: one node (node_limit=1). Priced otherwise until 7 December 2026 (no
 # recomputation, MTP, DeepSeek-V3's 4 nodes), where the errors had partly cancelled
-AUTOMODEL_RUN = {"recompute": "full", "node_limit": 1, "mtp": False}
+AUTOMODEL_RUN = {"recompute": "full", "node_limit": 1}
 # Megatron's fused loss (Transformer.loss "fused", --cross-entropy-loss-fusion) where the
 # framework's configs set it: Megatron-Bridge's and NeMo's model configs (cross_entropy_loss_
 # fusion=True), the Megatron-MoE ModelZoo's benchmark configs (model_configs/benchmarking/*.yaml
@@ -372,7 +372,7 @@ def settings(r) -> dict:
     ``FP8_OUTPUT_LAYER``, ``FP8_PADDING_DISPATCHERS``)."""
     name = MODEL_NAMES[r["model"]]
     automodel = str(r.get("framework", "")).startswith(AUTOMODEL)
-    if automodel and name == "deepseek-v3" and not AUTOMODEL_RUN["mtp"]:
+    if automodel and name == "deepseek-v3":  # (AUTOMODEL_RUN: its DeepSeek-V3 has no MTP)
         name = "deepseek-v3/no-mtp"
     model = (dataclasses.replace(MODELS["deepseek-v3"], mtp_depth=0, name="deepseek-v3/no-mtp")
              if name == "deepseek-v3/no-mtp" else MODELS[name])
