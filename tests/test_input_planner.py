@@ -596,3 +596,20 @@ def test_plan_summary_shows_a_single_cp():
                          schedules=["1f1b"], recompute="none", workers=1,
                          progress=False), 1).splitlines()
     assert lines[3].split()[-1] == "error"  # no cp column where every row has cp = 1
+
+
+def test_plan_takes_a_0d_array_axis_as_its_one_value():
+    """A 0-d array (``tp=np.array(2)``) raised numpy's "iteration over a 0-d array", where
+    ``np.int64(2)`` is one value; a 2-d one is refused naming the axis (a review)."""
+    base = dict(seq=4096, global_batch=64, schedules=["1f1b"], recompute="none",
+                microbatch=1, workers=1)
+    for axis, value in (("tp", 2), ("pp", 2), ("microbatch", 1), ("cp", 1), ("m", 1),
+                        ("zero", 1), ("first_layers", 16), ("recompute", "none"),
+                        ("schedules", "1f1b")):
+        one = plan_configurations("llama3-8b", 8, "H100-80GB", **{**base, axis: value})
+        got = plan_configurations("llama3-8b", 8, "H100-80GB",
+                                  **{**base, axis: np.array(value)})
+        assert len(one) and got.equals(one), axis
+    with pytest.raises(ScheduleError, match=r"tp must be one value or a flat list of them "
+                                            r"\(got an array of shape \(1, 2\)\)"):
+        plan_configurations("llama3-8b", 8, "H100-80GB", **{**base, "tp": np.array([[1, 2]])})

@@ -669,10 +669,16 @@ def _spelling(short, long, short_name: str, long_name: str):
     return long if short is None else short
 
 
-def _as_list(value) -> list:
-    """An axis's values: a list, tuple, range, array or pandas Series or Index, else one."""
+def _as_list(value, name: str) -> list:
+    """An axis's values: a list, tuple, range, flat array or pandas Series or Index, else one
+    (a 0-d array too, as ``np.int64(2)`` is)."""
     if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
         value = np.asarray(value)  # (a range or a Series was one value: unhashable)
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        if value.ndim:  # (each row had been taken as one value)
+            raise ScheduleError(f"{name} must be one value or a flat list of them (got an "
+                                f"array of shape {value.shape})")
+        value = value.item()  # (iterating it raised numpy's TypeError)
     return list(value) if isinstance(value, list | tuple | range | np.ndarray) else [value]
 
 
@@ -686,7 +692,7 @@ def _moe_pricing(node_limit, imbalance, model) -> dict:
 
 
 def _nonempty(value, name) -> list:
-    values = _as_list(value)
+    values = _as_list(value, name)
     if not values:
         raise ScheduleError(f"{name} must hold at least one value (got an empty list)")
     return values
@@ -695,7 +701,7 @@ def _nonempty(value, name) -> list:
 def _axis(value, name, default) -> list[int]:
     if value is None:
         return default
-    return _unique(positive_ints(_as_list(value), name).tolist())
+    return _unique(positive_ints(_as_list(value, name), name).tolist())
 
 
 def _splits(model, layout, first_layers, last_layers) -> list[tuple]:
