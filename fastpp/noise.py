@@ -103,7 +103,8 @@ class Noise(Frozen):
         CoV of one factor per sample that scales every op (same ``dist``), in [0, 10].
     spike : (float, float), optional
         ``(probability, magnitude)``: each op independently takes ``magnitude`` (>= 1) times
-        as long with that probability (in [0, 1]).
+        as long with that probability (in [0, 1]); an overlapped pair's halves each as that
+        op apart, on its share of the pair's time.
     empirical : MeasuredRun, MeasuredJob or MeasuredSteps, optional
         Draw each op's time from the run's measured times of the same device and kind (a
         bootstrap), instead of ``Costs``; the run must have the schedule's ``p`` (a job: its
@@ -479,17 +480,19 @@ def op_key(seed, stage, code, mb):
 @jit
 def op_keys(seed, kind, stage, mb, pair_stage, pair_mb):
     """Per op ``i``: the keys of its jitter, of its events and, for an overlapped pair
-    (``pair_stage[i] >= 0``), of its backward half's jitter (``op_key``), ``[N, 3]``: a pair's
-    halves are drawn as the F op of ``(stage, mb)`` and the B op of ``(pair_stage, pair_mb)``
-    are, so that another schedule running them apart sees the same draws."""
-    out = np.zeros((kind.shape[0], 3), np.uint64)
+    (``pair_stage[i] >= 0``), of its backward half's jitter and events (``op_key``),
+    ``[N, 4]``: a pair's halves are drawn as the F op of ``(stage, mb)`` and the B op of
+    ``(pair_stage, pair_mb)`` are, so that another schedule running them apart sees the same
+    draws (a pair's spikes had been keyed as the pair: other samples than its halves')."""
+    out = np.zeros((kind.shape[0], 4), np.uint64)
     for i in range(kind.shape[0]):
         pair = pair_stage[i] >= 0
         code = 0 if pair else kind[i]
         out[i, 0] = op_key(seed, stage[i], code + (JITTER << 8), mb[i])
-        out[i, 1] = op_key(seed, stage[i], kind[i] + (EVENT << 8), mb[i])
+        out[i, 1] = op_key(seed, stage[i], code + (EVENT << 8), mb[i])
         if pair:
             out[i, 2] = op_key(seed, pair_stage[i], 1 + (JITTER << 8), pair_mb[i])
+            out[i, 3] = op_key(seed, pair_stage[i], 1 + (EVENT << 8), pair_mb[i])
     return out
 
 
@@ -660,8 +663,8 @@ def draw(seed, kind, stage, mb, pair_stage, pair_mb, share, pooled, base, slow, 
     of ``step_shape``; the sample that draws its entry ``j`` draws its ops from pools ``j``
     (``j = 0`` without). Keys: ``(stage, kind, mb, sample)``. An overlapped pair
     (``share[i] >= 0``, its backward half's share of its time; -1 for other ops) takes each
-    half's jitter on its share: its forward's as the F op of ``(stage, mb)``, its backward's
-    as the B op of ``(pair_stage, pair_mb)``.
+    half's jitter and spike on its share: its forward's as the F op of ``(stage, mb)``, its
+    backward's as the B op of ``(pair_stage, pair_mb)``.
     """
     draw_keyed(seed, op_keys(seed, kind, stage, mb, pair_stage, pair_mb), kind, share, pooled,
                base, slow, shapes, gamma, step_shape, spike_p, spike_x, pool, pool_at,
@@ -690,16 +693,16 @@ def draw_keyed(seed, keys, kind, share, pooled, base, slow, shapes, gamma, step_
     empirical = pool.shape[0] > 0
     for i in range(N):
         k = kind[i]
-        if share[i] >= 0.0:  # an overlapped pair: each half's jitter on its share
-            factors(keys[i, 0], first, shapes[0], gamma, jitter, scratch)
+        pair = share[i] >= 0.0  # an overlapped pair: each half's jitter and spike on its share
+        factors(keys[i, 0], first, shapes[0 if pair else k], gamma, jitter, scratch)
+        if pair:
             factors(keys[i, 2], first, shapes[1], gamma, half, scratch)
-            for b in range(K):
-                jitter[b] = (1.0 - share[i]) * jitter[b] + share[i] * half[b]
-        else:
-            factors(keys[i, 0], first, shapes[k], gamma, jitter, scratch)
         events = keys[i, 1]
         for b in range(K):
             t = base[i]
+            x, y = jitter[b], 0.0  # the op's factor, or the pair's forward half's; its backward's
+            if pair:
+                y = half[b]
             if empirical or spike_p > 0.0:
                 u1, u2 = uniforms(events, first + b)
                 if empirical:
@@ -707,8 +710,14 @@ def draw_keyed(seed, keys, kind, share, pooled, base, slow, shapes, gamma, step_
                     pick = min(int(u2 * at[1]), at[1] - 1)
                     t = pool[at[0] + pick] * (base[i] if relative else 1.0)
                 if u1 < spike_p:
-                    t *= spike_x
-            out[i, b] = t * slow[i] * per_step[b] * jitter[b]
+                    x *= spike_x
+                if pair:
+                    v1, _ = uniforms(keys[i, 3], first + b)
+                    if v1 < spike_p:
+                        y *= spike_x
+            if pair:
+                x = (1.0 - share[i]) * x + share[i] * y
+            out[i, b] = t * slow[i] * per_step[b] * x
 
 
 BLOCK = 64  # samples per block: a block's three [N, BLOCK] tables stay in cache

@@ -860,7 +860,8 @@ def test_an_overlapped_pairs_halves_are_drawn_as_their_ops():
     weighted by its share of the pair's time, drawn as that op run alone is (keyed by its
     stage, kind and microbatch). The pair had taken the forward's CoV on the whole: a
     backward-only jitter left it exact, and it shared no draw with another schedule's F or
-    B, so common random numbers failed where pairs run."""
+    B, so common random numbers failed where pairs run. Its spikes too: they had been keyed
+    as the pair, in other samples than its halves' (a review)."""
     c = Costs(f=1.0, b=2.0, w=1.0)
     s = build_schedule("dualpipev", 4, 8)
     used = np.arange(s.kind.shape[1]) < s.length[:, None]
@@ -870,8 +871,8 @@ def test_an_overlapped_pairs_halves_are_drawn_as_their_ops():
     t = only_b.op_times()[pairs]
     assert np.mean(t.std(axis=1) / t.mean(axis=1)) == pytest.approx(0.5 * 2 / 3, rel=0.03)
     # the halves' factors are those of the same F and B in an interleaved 1F1B of the same
-    # eight stages (full backwards), whose ops run apart
-    noise = Noise(0.3)
+    # eight stages (full backwards), whose ops run apart, spikes and all
+    noise = Noise(0.3, spike=(0.3, 3.0))
     paired = simulate(s, c, noise=noise, samples=50, seed=4)
     apart = simulate(build_schedule("interleaved-1f1b", 4, 8, 2), c, noise=noise, samples=50,
                      seed=4)
