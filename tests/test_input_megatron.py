@@ -6,6 +6,7 @@ The cases come from the bad-input review waves of December 2026 (docs/design.md 
 history); each failed on the code before its fix, and its docstring says how.
 """
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -425,3 +426,44 @@ def test_megatron_reads_a_launch_scripts_path():
     with pytest.raises(ScheduleError, match=r"args must be a readable launch script "
                                             r"\(/no/such.sh: "):
         fm.from_megatron("/no/such.sh", 8)
+
+
+# a Megatron-LM MODEL_ARGS YAML as the MoE ModelZoo writes them: flags as keys
+YAML_ARGS = {"--num-layers": 48, "--hidden-size": 2048, "--num-attention-heads": 16,
+             "--seq-length": 4096, "--vocab-size": 151936, "--micro-batch-size": 1,
+             "--global-batch-size": 64, "--bf16": True}
+
+
+@pytest.mark.parametrize("key, value", [("--attention-output-gate", True),
+                                        ("--linear-attention-freq", 4),
+                                        ("hybrid_override_pattern", "M-M-M*-")])
+def test_a_dict_refuses_blocks_fastpp_does_not_price(key, value):
+    """The ModelZoo's Qwen3-Next-80B-A3B.yaml (gated attention outputs, gated-DeltaNet
+    layers) and Megatron-Bridge's hybrid patterns: the command line refused them, a dict read
+    a plain 48-layer transformer of 79B (a review); a false one is the plain transformer."""
+    with pytest.raises(ScheduleError, match=rf"{key} changes the model's layers into blocks "
+                                            rf"fastpp does not price .* \(got "
+                                            rf"{re.escape(repr(value))}\)"):
+        from_megatron({**YAML_ARGS, key: value}, gpus=8)
+    read = from_megatron({**YAML_ARGS, "--attention-output-gate": False,
+                          "attention_output_gate": False}, gpus=8)
+    assert read.model == from_megatron(YAML_ARGS, gpus=8).model
+
+
+def test_a_dicts_flags_read_as_megatrons_launchers_pass_them():
+    """A misspelt flag key was listed as not modelled and the run priced without it
+    (``--micro-batch`` left the microbatch at its default), where the command line refuses
+    it; a quoted value (the ModelZoo's Kimi-K2.yaml ``--moe-layer-freq: "'([0]*1+[1]*60)'"``,
+    unquoted by ``bash -c``) was refused; and ``false`` on a flag taking a value (its
+    Qwen3-30B-A3B.yaml's ``--num-layers-per-virtual-pipeline-stage`` without a virtual
+    pipeline, which its sbatch drops) was refused (a review)."""
+    args = {k: v for k, v in YAML_ARGS.items() if k != "--micro-batch-size"}
+    with pytest.raises(ScheduleError, match=r"--micro-batch must be a Megatron-LM flag .* a "
+                                            r"misspelt --micro-batch-size\?"):
+        from_megatron({**args, "--micro-batch": 4}, gpus=8)
+    quoted = from_megatron({**YAML_ARGS, "--num-experts": 8, "--moe-ffn-hidden-size": 768,
+                            "--moe-layer-freq": "'([0]*1+[1]*47)'"}, gpus=8)
+    assert quoted.model.dense_layers == 1 and quoted.model.experts == 8
+    absent = from_megatron({**YAML_ARGS, "--pipeline-model-parallel-size": 2,
+                            "--num-layers-per-virtual-pipeline-stage": False}, gpus=8)
+    assert (absent.config.schedule, absent.config.m) == ("1f1b", 1)

@@ -86,6 +86,8 @@ FLAGS = {
     "num_distributed_optimizer_instances": (INT, 1),
     "overlap_grad_reduce": (BOOL, False),
     "overlap_param_gather": (BOOL, False), "tp_comm_overlap": (BOOL, False),
+    # the EP all-to-all overlap: combined 1F1B (Megatron-Bridge's moe_a2a_overlap)
+    "overlap_moe_expert_parallel_comm": (BOOL, False),
     # None: not said (Megatron's default then depends on the schedule, _run)
     "overlap_p2p_communication": (BOOL, None), "no_overlap_p2p_communication": (BOOL, False),
     "bf16": (BOOL, False), "fp16": (BOOL, False), "fp8_format": (STR, None),
@@ -98,7 +100,8 @@ ALIASES = {"encoder_seq_length": "seq_length", "num_moe_experts": "num_experts",
            "activations_checkpoint_num_layers": "recompute_num_layers",
            "gated_linear_unit": "swiglu", "fp8": "fp8_format",
            "overlap_p2p_comm": "overlap_p2p_communication",
-           "use_custom_fsdp": "use_megatron_fsdp"}
+           "use_custom_fsdp": "use_megatron_fsdp",
+           "moe_a2a_overlap": "overlap_moe_expert_parallel_comm"}
 # a dict's sections read beside its top level: the model (NeMo, Megatron-Bridge), the batch
 # (Bridge's train), the optimizer's sharding and overlap (Bridge's ddp and optimizer) and the
 # precision's fields (Bridge's mixed_precision given as a MixedPrecisionConfig)
@@ -399,6 +402,8 @@ def _read_dict(args: dict) -> tuple[dict, list, int | None]:
         name = key[2:].replace("-", "_") if isinstance(key, str) and key.startswith("--") else key
         if key == "model.optim.name":  # (read as the flag, not listed as a key not modelled)
             name = "use_distributed_optimizer"
+        if name != key:  # a flag: its value as Megatron's launchers pass it
+            value = _launched(name, value)
         if value is None:
             continue
         if name in flat and flat[name] != value:  # two places, two values
@@ -439,13 +444,37 @@ def _read_dict(args: dict) -> tuple[dict, list, int | None]:
             if not isinstance(value, bool):
                 raise ScheduleError(f"{key} must be true or false (got {value!r})")
             dest, value = NEGATED[key], not value
+        elif dest in ARCHITECTURE:
+            if value in (False, 0, "", [], "none", "None"):  # (off: the plain transformer)
+                ignored.append(said[key])
+                continue
+            raise ScheduleError(f"{said[key]} changes the model's layers into blocks fastpp "
+                                f"does not price (it prices transformer layers: attention and "
+                                f"an MLP or experts); remove it to price the plain "
+                                f"transformer (got {value!r})")
         elif dest not in FLAGS:
-            ignored.append(said[key])
+            meant = _unknown_flag(said[key], dest) if key in flags else None
+            ignored.append(said[key] if meant is None else
+                           f"{said[key]} ({MISSPELT} --{meant.replace('_', '-')}?)")
             continue
         if dest in values and values[dest] != value:  # two spellings, two values
             raise ScheduleError(f"{said[first[dest]]} and {said[key]} contradict: give one")
         values[dest], first[dest] = value, key
     return values, ignored + notes, _trainer_gpus(trainer)
+
+
+def _launched(name: str, value):
+    """A ``MODEL_ARGS`` YAML's flag value as Megatron's launchers pass it to its parser: one
+    pair of outer quotes gone (the MoE ModelZoo's ``--moe-layer-freq: "'([0]*1+[1]*60)'"``,
+    which ``bash -c`` unquotes), and ``false`` on a flag that takes a value left out (``None``:
+    its ``sbatch_benchmarking.sh`` drops such flags, ``select(.value != "false")``, as
+    Qwen3-30B-A3B's ``--num-layers-per-virtual-pipeline-stage: ${LAYERS_PER_VP}`` is without a
+    virtual pipeline)."""
+    if value is False and FLAGS.get(ALIASES.get(name, name), (None,))[0] is not BOOL:
+        return None
+    if isinstance(value, str) and len(value) > 1 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
 
 
 def _trainer_gpus(trainer: dict) -> int | None:
@@ -534,15 +563,7 @@ def _flags(words) -> tuple[dict, list, int | None]:
                                 f"not price (it prices transformer layers: attention and an "
                                 f"MLP or experts); remove it to price the plain transformer")
         if kind is None:
-            # Megatron's parser takes no abbreviation (allow_abbrev=False): --micro-batch
-            # is no flag, though argparse's default would read it as --micro-batch-size
-            meant = None if dest in NEAR_BUT_REAL else MEANT.get(dest) or next(
-                (f for f in (*FLAGS, *ALIASES) if f.startswith(dest + "_")), None) or near(
-                dest, (*FLAGS, *ALIASES))
-            if meant is not None and dest not in MEANT:  # (Megatron would not start)
-                raise ScheduleError(f"--{key} must be a Megatron-LM flag (its parser refuses "
-                                    f"others, and abbreviations): a misspelt "
-                                    f"--{meant.replace('_', '-')}?")
+            meant = _unknown_flag("--" + key, dest)
             ignored.append("--" + key if meant is None else
                            f"--{key} ({MISSPELT} --{meant.replace('_', '-')}?)")
             # its value holds a variable the script does not set: bash expands it to
@@ -566,6 +587,24 @@ def _flags(words) -> tuple[dict, list, int | None]:
         else:
             values[dest] = taken[0]
     return values, ignored, launcher
+
+
+def _unknown_flag(shown: str, dest: str) -> str | None:
+    """Of a flag read nowhere here (``dest``, as ``shown``): the flag another framework's name
+    means (``MEANT``), else ``None``; refused where it abbreviates or misspells one read here
+    (``near``): Megatron's parser takes no abbreviation (``allow_abbrev=False``), so
+    --micro-batch is no flag, though argparse's default would read it as --micro-batch-size,
+    and Megatron would not start."""
+    if dest in NEAR_BUT_REAL:
+        return None
+    if dest in MEANT:
+        return MEANT[dest]
+    meant = next((f for f in (*FLAGS, *ALIASES) if f.startswith(dest + "_")), None) or near(
+        dest, (*FLAGS, *ALIASES))
+    if meant is not None:
+        raise ScheduleError(f"{shown} must be a Megatron-LM flag (its parser refuses others, "
+                            f"and abbreviations): a misspelt --{meant.replace('_', '-')}?")
+    return None
 
 
 def _launcher(words) -> int | str | None:
@@ -879,7 +918,7 @@ def _run(a: dict, model: Transformer, gpus: int | None, command: bool = True) ->
         raise ScheduleError("the GPU count must be given: from_megatron(..., gpus=N), or "
                             "torchrun's --nproc_per_node (and --nnodes) in the script")
     d = data_parallel(gpus, t, cp, p)
-    _asserted(a, t, p, cp, command)
+    _asserted(a, t, p, cp, m, command)
     recompute = ("selective" if a["recompute_activations"] else
                  a["recompute_granularity"] or "none")
     # the sharding strategy is Megatron FSDP's, its flag's default optim_grads_params
@@ -890,6 +929,7 @@ def _run(a: dict, model: Transformer, gpus: int | None, command: bool = True) ->
     blocking = m == 1 or a["no_overlap_p2p_communication"] or \
         a["overlap_p2p_communication"] is False
     _check_interleaved(m, p, blocking, "--no-overlap-p2p-communication")
+    overlap = bool(a["overlap_moe_expert_parallel_comm"])  # (Megatron's own schedule for it)
     # ZeRO in groups of d cp / instances ranks, the gradients' shards all-reduced across them
     instances = a["num_distributed_optimizer_instances"]
     if instances > 1 and (zero == 0 or (d * cp) % instances):
@@ -911,7 +951,7 @@ def _run(a: dict, model: Transformer, gpus: int | None, command: bool = True) ->
             a["micro_batch_size"], d, gpus, "--micro-batch-size"),
         t=t, cp=cp, p=p, d=d, ep=a["expert_model_parallel_size"],
         etp=a["expert_tensor_parallel_size"] or t if model.moe else 1,
-        schedule=SCHEDULES[m > 1], m=m,
+        schedule="combined-1f1b" if overlap else SCHEDULES[m > 1], m=m, overlap=overlap,
         microbatch=a["micro_batch_size"], recompute=recompute,
         # (Megatron reads --recompute-num-layers with full recomputation alone)
         recompute_method=a["recompute_method"],
@@ -931,7 +971,7 @@ def _run(a: dict, model: Transformer, gpus: int | None, command: bool = True) ->
             a["fp16"] and not a["accumulate_allreduce_grads_in_fp32"]) else 4.0)
 
 
-def _asserted(a: dict, t: int, p: int, cp: int, command: bool) -> None:
+def _asserted(a: dict, t: int, p: int, cp: int, m: int, command: bool) -> None:
     """What Megatron's ``validate_args`` asserts of these flags, refused naming them (each
     had been priced: a review, 7 December 2026); of a dict (NeMo's, Megatron-Bridge's, which
     validate otherwise) only what Megatron-Core itself needs, the experts and the sequence."""
@@ -969,6 +1009,30 @@ def _asserted(a: dict, t: int, p: int, cp: int, command: bool) -> None:
     if cp > 1 and a["seq_length"] % (2 * cp):
         refuse(f"--seq-length {a['seq_length']} must split into 2 x --context-parallel-size "
                f"= {2 * cp} equal chunks", "as Megatron's get_batch_on_this_cp_rank splits it")
+    if a["overlap_moe_expert_parallel_comm"]:
+        _overlap_asserted(a, p, m, command, refuse)
+
+
+def _overlap_asserted(a: dict, p: int, m: int, command: bool, refuse) -> None:
+    """What Megatron-Core's ``TransformerConfig`` asserts of its EP all-to-all overlap
+    (``overlap_moe_expert_parallel_comm``; Megatron-LM d98e8a6, transformer_config.py), which
+    runs as ``combined-1f1b``; its half precision of the command line's flags alone (a dict
+    may name it otherwise)."""
+    flag = "--overlap-moe-expert-parallel-comm"
+    modules = a["recompute_modules"] or ()
+    for why, bad in (
+            ("a virtual pipeline with --pipeline-model-parallel-size > 1", p > 1 and m == 1),
+            ("--expert-model-parallel-size > 1", a["expert_model_parallel_size"] == 1),
+            ("--moe-token-dispatcher-type alltoall or flex",
+             a["moe_token_dispatcher_type"] not in ("alltoall", "alltoall_seq", "flex")),
+            ("no full recomputation", a["recompute_granularity"] == "full"),
+            ("no --recompute-method", a["recompute_method"] is not None),
+            ("no --recompute-num-layers", a["recompute_num_layers"] is not None),
+            ("no moe in --recompute-modules", "moe" in modules),
+            ("--bf16 or --fp16", command and not (a["bf16"] or a["fp16"])),
+            ("at most one MTP layer", (a["mtp_num_layers"] or 0) > 1)):
+        if bad:
+            refuse(f"{flag} needs {why}")
 
 
 def _dispatcher(value: str) -> str:
@@ -1500,7 +1564,8 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     Raises
     ------
     ScheduleError
-        For a field no Megatron-LM flag states set to other than its default (``overlap``,
+        For a field no Megatron-LM flag states set to other than its default (``overlap``
+        but combined 1F1B's, which ``--overlap-moe-expert-parallel-comm`` states,
         ``node_limit``, ``imbalance``, ``train_metrics``, ZeRO-3's ``zero3``, a ``recipe``;
         a model's chunked attention), a schedule Megatron-LM does not run, or per-chunk
         layer counts without ``model``.
@@ -1508,7 +1573,9 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     c, model = as_run(config), as_model(model)
     # fields no Megatron-LM flag states (fastpp's pricing assumptions or another framework's
     # choice): written silently they would not come back
-    unwritable = {"overlap": (c.overlap, False), "node_limit": (c.node_limit, None),
+    # (the EP overlap is Megatron's as combined 1F1B: --overlap-moe-expert-parallel-comm)
+    combined = c.schedule == "combined-1f1b"
+    unwritable = {"overlap": (c.overlap, combined), "node_limit": (c.node_limit, None),
                   "imbalance": (c.imbalance, 1.0), "train_metrics": (c.train_metrics, 0),
                   "zero3": (c.zero3 if c.zero == 3 else "layer", "layer"),
                   "recipe": (c.recipe, None)}
@@ -1520,9 +1587,9 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
              "--context-parallel-size", c.cp, "--expert-model-parallel-size", c.ep,
              "--expert-tensor-parallel-size", c.etp, "--micro-batch-size", c.microbatch,
              "--global-batch-size", c.global_batch, "--seq-length", c.seq]
-    if c.schedule != SCHEDULES[c.m > 1]:
-        raise ScheduleError(f"Megatron-LM runs 1f1b (m=1) or interleaved-1f1b (m>1) (got "
-                            f"schedule={c.schedule!r}, m={c.m})")
+    if c.schedule != SCHEDULES[c.m > 1] and not combined:
+        raise ScheduleError(f"Megatron-LM runs 1f1b (m=1), interleaved-1f1b (m>1) or "
+                            f"combined-1f1b (got schedule={c.schedule!r}, m={c.m})")
     if not c.blocking_handoffs and c.m == 1:
         raise ScheduleError("Megatron-LM overlaps the hand-offs of an interleaved pipeline "
                             "only (m > 1): blocking_handoffs must be True at m = 1 (got "
@@ -1572,7 +1639,8 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
                 "--overlap-grad-reduce": c.gradient_overlap,
                 "--overlap-param-gather": c.gradient_overlap and c.zero >= 1,
                 "--tp-comm-overlap": c.tp_overlap and c.t > 1,  # (Megatron refuses it at 1)
-                "--no-overlap-p2p-communication": c.blocking_handoffs and c.m > 1}
+                "--no-overlap-p2p-communication": c.blocking_handoffs and c.m > 1,
+                "--overlap-moe-expert-parallel-comm": combined}
     flags += [k for k, on in switches.items() if on]
     flags += ["--num-distributed-optimizer-instances", c.replicate] * (c.replicate > 1)
     flags += ["--bf16"] + (["--fp8-format", "hybrid"] if c.precision == "fp8" else [])
