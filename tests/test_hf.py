@@ -39,6 +39,7 @@ CARDS = [
     ("gemma-2-9b.json", 9.24, None, 0, "HF page: 9.24B params"),
     ("gemma-3-1b.json", 1.0, None, 0, "HF page: 1,000M params"),
     ("phi-3-mini-4k.json", 3.82, None, 0, "HF page: 3.82B params"),
+    ("olmo-1b-hf.json", 1.18, None, 0, "HF page of allenai/OLMo-1B-hf: 1.18B params"),
     ("olmo-2-1124-7b.json", 7.3, None, 0, "HF page: 7.3B params"),
     ("gpt-oss-20b.json", 20.91, 3.61, 1, "gpt-oss model card Table 1: 20.91B total, "
                                           "3.61B active"),

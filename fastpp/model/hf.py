@@ -125,6 +125,9 @@ FAMILIES = {
     "qwen2": Family(tied=False, sliding="qwen", window=4096, absent={KV: 32}),
     "qwen3": Family(tied=False, sliding="qwen", window=4096, absent={KV: 32, "head_dim": 128},
                     note="per-head Q/K norms (2 d a layer) left out"),
+    # (OlmoConfig: OLMo 1, a Llama with layer norms of no weights)
+    "olmo": Family(tied=False, note="its layer norms have no weights: counted as RMSNorm's "
+                                    "(2 h a layer)"),
     "olmo2": Family(tied=False, note="Q/K norms (h + kv a layer) left out"),
     # (Olmo3Config: OLMo 2 with a sliding window on three layers in four, the fourth full)
     "olmo3": Family(tied=False, defaults=OLMO3_DEFAULTS, sliding="olmo3", window=4096,
