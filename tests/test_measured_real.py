@@ -436,6 +436,12 @@ def test_injected_delays_show_in_the_measured_ops(tmp_path):
         assert np.median(_durations(slow, 1, B)) < delay / 2  # only the forwards
     for base, linked in zip(runs["base"], runs["link"], strict=True):
         assert linked.makespan - base.makespan >= 2 * delay
+        # the sender sleeps inside its op; the receiver's wait is a wait, not its compute
+        # (every receive blocked on the slow link, and the least time before a wait over the
+        # run, taken from those, had priced each waiting op a link delay long: a review)
+        assert np.median(_durations(linked, 0, F)) >= delay
+        assert np.median(_durations(linked, 1, F)) < delay / 2
+        assert np.median(_durations(linked, 0, B)) < delay / 2
     for run in runs["backward"]:
         assert _durations(run, 0, B).min() >= delay
         assert np.median(_durations(run, 1, B)) < delay / 2

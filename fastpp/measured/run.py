@@ -6,8 +6,9 @@ The device's time from one op's release to the next one's is split (seconds):
 - ``wait``: blocked on an input. PyTorch posts a receive in a ``RECV_*`` action and waits for it
   at the start of the compute action that needs it; the receive's profiler range
   (``gloo:recv``) ends when that wait returns. So ``wait`` is the receive's end minus the range
-  start, less the time every op spends before it reaches its wait (the least over the run's
-  ops: one that did not block). With device clocks (GPU ranges, CUDA events) it is the idle gap
+  start, less the time every op spends before it reaches its wait (the least over the ops
+  whose inputs had all left before they began, which did not block; 0 where every op
+  blocked, as under a slow link). With device clocks (GPU ranges, CUDA events) it is the idle gap
   before an op that takes an input from another device. A device's first op also waits from
   the run's start to its range.
 - ``compute``: the rest of the op's range (its operators and the Python around them).
@@ -688,11 +689,16 @@ def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
     takes_input[con] = True
     gpu = np.broadcast_to(device_clock[:, None], (p, L))
     # CPU: blocked inside the range, from its start to the receive's end, less the time every
-    # op spends before reaching its wait: the least over the run (an op that did not block; the
-    # same runtime code on every rank, and a rank may block at every receive, as GPipe's last
-    # ones do in the forward)
+    # op spends before reaching its wait: the least over the ops whose inputs had all left
+    # before they began (they did not block; the same runtime code on every rank). A rank may
+    # block at every receive, as GPipe's last ones do in the forward, and under a slow link
+    # every op does: the least over all ops had then taken the link's delay for that work
+    # and priced the consumers' waits as their compute
     reach = ready - start
-    least = np.nanmin(reach) if np.any(np.isfinite(reach)) else 0.0
+    late = np.zeros((p, L), bool)
+    np.logical_or.at(late, con, release[pro] > start[con])
+    unblocked = reach[takes_input & ~late & np.isfinite(reach)]
+    least = np.min(unblocked) if unblocked.size else 0.0
     inside = np.where(np.isfinite(reach), np.maximum(reach - least, 0.0), 0.0)
     inside = np.where(gpu, 0.0, inside)
     gap = np.maximum(start - before, 0.0)  # before the range: posting receives, the scheduler
