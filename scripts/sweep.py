@@ -339,7 +339,8 @@ def _run(args, parts, painter) -> int:
 
     if painter is not None:
         print()
-        write_report(table, args.out / "report.html")  # while the pictures draw
+        write_report(table, args.out / "report.html", budget=budget,  # while the pictures draw
+                     setting={"comm": comm})
         heat, scatter = painter.result()
         print(f"pictures: {heat}, {scatter}")
     print(f"done in {time.perf_counter() - t0:.2f} s")

@@ -487,3 +487,53 @@ def test_a_folder_of_a_table_and_its_pictures(small_sweep, tmp_path):
     small_sweep.to_parquet(folder / "sweep.parquet")
     (folder / "bubble_heatmap.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     assert fastpp.report(folder, output=tmp_path / "r.html").stat().st_size > 0
+
+
+def _payload(path) -> dict:
+    """The data a report's page draws from (its fastpp-data script)."""
+    import json
+
+    text = Path(path).read_text(encoding="utf-8")
+    found = re.search(r'<script type="application/json" id="fastpp-data">(.*?)</script>', text,
+                      re.S)
+    return json.loads(found.group(1))
+
+
+def test_the_main_jobs_report_takes_its_summary_latency_and_budget(tmp_path, capsys):
+    """The report had always shown the middle latency and 1F1B's peak whatever
+    --summary-comm and --budget said, so every row of its table differed from the summary
+    printed beside it (a review)."""
+    sweep = script("sweep")
+    assert sweep.main(["-p", "4", "--n-per-p", "1", "2", "-m", "1", "2", "--summary-comm", "0.2",
+                       "--budget", "3", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert "within the memory budget (3 units), latency 0.2:" in capsys.readouterr().out
+    sections = _payload(tmp_path / "report.html")["sections"]
+    assert all("comm=0.2" in s["title"] for s in sections if "comm=" in s["title"])
+    best = next(s for s in sections if s["title"].startswith("Timelines"))["items"][0]
+    schedule = [c["name"] for c in best["columns"]].index("schedule")
+    table = pd.read_parquet(tmp_path / "sweep.parquet")
+    want = fastpp.best_within_budget(table[table["comm"] == 0.2], 3.0)
+    assert [r[schedule] for r in best["rows"]] == list(want["schedule"])  # as printed
+    with pytest.raises(fastpp.ScheduleError, match=r"setting must name a cost column of the "
+                                                   r"sweep and one of its values \(got "
+                                                   r"comm=0.3;"):
+        fastpp.report(table, output=tmp_path / "x.html", setting={"comm": 0.3})
+
+
+def test_a_plans_report_tells_apart_the_rows_its_summary_does(tmp_path):
+    """A plan over ZeRO stages and CP degrees: its report's table and hover had no cp or zero,
+    so 342 configurations each showed twice, alike (a review)."""
+    from fastpp.model import plan
+    from fastpp.reports.figures import plan_sections
+
+    df = plan("llama3-8b", gpus=16, seq=4096, global_batch=64, zero=[1, 3], cp=[1, 2], tp=[2],
+              pp=[2], microbatch=[1], schedules=["1f1b"], workers=1)
+    scatter, table = plan_sections(df, "plan")[0]["items"]
+    names = [c["name"] for c in table["columns"]]
+    assert {"cp", "zero"} <= set(names)
+    said = [k for k in names if k in ("t", "cp", "p", "d", "zero", "schedule", "m", "mb", "n",
+                                      "recompute")]
+    shown = [tuple(r[names.index(k)] for k in said) for r in table["rows"]]
+    assert len(set(shown)) == len(shown)
+    hover = [c[0] for trace in scatter["figure"]["data"] for c in trace["customdata"]]
+    assert any("zero=3" in h for h in hover) and any("cp=2" in h for h in hover)

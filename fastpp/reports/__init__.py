@@ -22,7 +22,7 @@ BUILDERS = {"sweep": figures.sweep_sections, "plan": figures.plan_sections,
 
 
 @known_keywords("report")
-def report(*inputs, output="report.html", schedules=None) -> Path:
+def report(*inputs, output="report.html", schedules=None, budget=None, setting=None) -> Path:
     """Write an interactive HTML report of sweeps, plans, frontiers and measured runs.
 
     Parameters
@@ -39,6 +39,13 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
     schedules : list of str, optional
         Registered schedules whose timelines a sweep's report also shows at every ``(p, n)``,
         and that its side-by-side view is limited to.
+    budget : str or float, optional
+        A sweep's memory budget for its fastest schedules, as ``best_within_budget`` takes it
+        (a schedule whose peak sets it, or units of activation memory; default 1F1B's peak,
+        or none without 1F1B): the main job's ``--budget``.
+    setting : dict, optional
+        A sweep's cost setting to show, ``{column: value}`` (``{"comm": 0.2}``, the main
+        job's ``--summary-comm``); a cost column it does not name at its middle value.
 
     Returns
     -------
@@ -48,13 +55,17 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
     ------
     ScheduleError
         If an input cannot be read, is an empty table or a table of an unknown kind (the
-        message names the input and what was expected), or a schedule is not registered.
+        message names the input and what was expected), a schedule is not registered, or
+        ``setting`` names a cost column or value a sweep does not have.
     MissingExtraError
         If plotly is not installed (``pip install 'fastpp[report]'``); also an ImportError.
     """
     if not inputs:
         raise ScheduleError("inputs must be at least one path, table, measured run or Monte "
                             "Carlo result (got none)")
+    if setting is not None and not isinstance(setting, dict):
+        raise ScheduleTypeError(f"setting must be a dict of a cost column's value, such as "
+                                f"{{'comm': 0.2}} (got {setting!r})")
     if isinstance(schedules, str):
         schedules = [schedules]
     if schedules is not None:
@@ -96,7 +107,7 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
                                              f"{'s' if len(results) > 1 else ''}")
                 varied = True
         else:
-            sections += (builder(data, label, schedules) if kind == "sweep"
+            sections += (builder(data, label, schedules, budget, setting) if kind == "sweep"
                          else builder(data, label))
     described = ", ".join(f"{KIND_NAMES.get(kind, kind)} {label}" for kind, label, _ in loaded)
     try:
@@ -111,12 +122,12 @@ def report(*inputs, output="report.html", schedules=None) -> Path:
     return path
 
 
-def write_report(what, path) -> None:
+def write_report(what, path, **keywords) -> None:
     """Write ``report(what, output=path)`` and say where, or say why not without plotly: the
     scripts' and the command line's last step (the main job imports this module, not the
     command line's, which imports the model's vocabularies)."""
     try:
-        print(f"report: {report(what, output=path)}")
+        print(f"report: {report(what, output=path, **keywords)}")
     except ImportError as err:
         print(f"no report ({err})")
 

@@ -60,10 +60,19 @@ def table(df, columns, missing: dict | None = None) -> dict:
 # ---------------------------------------------------------------------------- sweeps
 
 
-def _one_setting(df):
-    """The rows of one cost setting: the middle value of every cost column that varies (the
-    main job's summary takes the middle latency too), and its description."""
+def _one_setting(df, setting=None):
+    """The rows of one cost setting: ``setting``'s value of a cost column it names, else the
+    middle value of every cost column that varies (the main job's summary takes the middle
+    latency too, or its --summary-comm), and its description."""
     view, chosen = df, []
+    for col, value in (setting or {}).items():
+        if col not in COST_COLUMNS or col not in view or not (view[col] == value).any():
+            held = sorted(set(view[col])) if col in view else []
+            raise ScheduleError(f"setting must name a cost column of the sweep and one of its "
+                                f"values (got {col}={value!r}; the sweep's {col}: "
+                                f"{held[:10] if held else 'none'})")
+        view = view[view[col] == value]
+        chosen.append(f"{col}={value:g}" if isinstance(value, float) else f"{col}={value}")
     if "reason" in view:  # a sweep run with invalid="keep"
         view = view[view["reason"].fillna("") == ""]
     for col in COST_COLUMNS:
@@ -213,10 +222,10 @@ def _timeline_item(row, what="", memory=True):
     return timeline.simulated(result, _title(row, result, what), memory)
 
 
-def sweep_sections(df, label: str, schedules) -> list[dict]:
+def sweep_sections(df, label: str, schedules, budget=None, setting=None) -> list[dict]:
     df = df.copy()
     df.attrs = {}  # pandas deep-copies attrs (a sweep's skip reasons) on every selection
-    view, setting = _one_setting(df)
+    view, setting = _one_setting(df, setting)
     where = f" ({setting})" if setting else ""
     if view.empty:  # every point kept with its reason (invalid="keep"): nothing was simulated
         reasons = sorted(set(df["reason"].dropna())) if "reason" in df else []
@@ -240,7 +249,7 @@ def sweep_sections(df, label: str, schedules) -> list[dict]:
                      "items": [{"type": "choice", "label": "p, n", "options": [
                          {"label": f"p={p}, n={n}", "item": pareto(groups[p, n], p, n)}
                          for p, n in pairs]}]})
-    sections.append(_timelines_section(training, schedules, where))
+    sections.append(_timelines_section(training, schedules, where, budget))
     if pairs:
         side = _side_by_side_section(groups, pairs, schedules, where)
         if side is not None:
@@ -248,14 +257,17 @@ def sweep_sections(df, label: str, schedules) -> list[dict]:
     return sections
 
 
-def _timelines_section(training, schedules, where: str) -> dict:
+def _timelines_section(training, schedules, where: str, budget=None) -> dict:
     """The fastest schedule of each ``(p, n)`` within 1F1B's peak (or no limit without 1F1B)
     as a table, and its timeline and the named ``schedules``' best at each ``(p, n)`` to
     choose from."""
-    budget = (MEMORY_REFERENCE if MEMORY_REFERENCE in set(training["schedule"])
-              else float("inf"))
+    if budget is None:
+        budget = (MEMORY_REFERENCE if MEMORY_REFERENCE in set(training["schedule"])
+                  else float("inf"))
     best = best_within_budget(training, budget)
-    said = "1F1B's peak" if budget == MEMORY_REFERENCE else "no memory limit"
+    said = ("1F1B's peak" if budget == MEMORY_REFERENCE else f"{budget}'s peak"
+            if isinstance(budget, str) else "no memory limit" if budget == float("inf")
+            else f"{budget:g} units")
     options = [{"label": f"p={int(r.p)}, n={int(r.n)}: {r.schedule} (m={int(r.m)})",
                 "item": _timeline_item(r, "fastest within budget: ")}
                for r in best.itertuples()]
@@ -309,7 +321,10 @@ def _side_by_side_section(groups, pairs, schedules, where: str) -> dict | None:
 # ---------------------------------------------------------------------------- plans
 
 
-PLAN_TABLE = [("t", "t", "d"), ("p", "p", "d"), ("d", "d", "d"), ("schedule", "schedule", "str"),
+PLAN_TABLE = [("t", "t", "d"), ("cp", "cp", "d"), ("p", "p", "d"), ("d", "d", "d"),
+              ("ep", "ep", "d"), ("etp", "etp", "d"), ("zero", "zero", "d"),
+              ("precision", "precision", "str"), ("overlap", "overlap", "bool"),
+              ("schedule", "schedule", "str"),
               ("m", "m", "d"), ("microbatch", "mb", "d"), ("n", "n", "d"),
               ("recompute", "recompute", "str"), ("layout", "layout", "str"),
               ("step_time", "step s", ".4g"), ("tokens_per_s", "tokens/s", ",d"),
@@ -325,8 +340,15 @@ PLAN_TABLE = [("t", "t", "d"), ("p", "p", "d"), ("d", "d", "d"), ("schedule", "s
 
 def plan_sections(df, label: str) -> list[dict]:
     ran = df[df["step_time"].notna()]
-    config = ["t", "p", "d", "schedule", "m", "microbatch", "n", "recompute"]
-    config = [c for c in config if c in df]
+    config = ["t", "cp", "p", "d", "ep", "etp", "zero", "precision", "overlap", "schedule",
+              "m", "microbatch", "n", "recompute"]
+    # as plan's summary shows them: a column the plan holds one value of says nothing a row's
+    # neighbours do not, but cp and ep wherever a row has them (t p d alone would not
+    # multiply to the GPUs, an MoE plan's experts spread over ep); they had been left out, and
+    # rows differing in them alone looked alike
+    config = [c for c in config if c in df and (
+        c in ("t", "p", "d", "schedule") or df[c].nunique(dropna=False) > 1
+        or (c in ("cp", "ep") and bool((df[c] > 1).any())))]
 
     def custom(rows):
         bars, biases = (rows[c].to_numpy() if c in rows else np.full(len(rows), np.nan)
@@ -359,7 +381,8 @@ def plan_sections(df, label: str) -> list[dict]:
     text = (f"{len(df):,} configurations, {len(ran):,} simulated, {int(fits.shape[0]):,} fit. "
             "Click a heading to sort; type in the boxes under the headings to filter "
             "(text, or a comparison such as >50000 or <=80).")
-    columns = PLAN_TABLE
+    fixed = {"cp", "ep", "etp", "zero", "precision", "overlap"} - set(config)
+    columns = [c for c in PLAN_TABLE if c[0] not in fixed]
     if "step_time_p95" in df:  # a plan under noise: its step's mean and p95 beside it
         at = next(i for i, c in enumerate(columns) if c[0] == "step_time") + 1
         columns = [*columns[:at], ("step_time_mean", "mean s", ".4g"),
