@@ -149,8 +149,8 @@ class ModelCosts(Costs):
 
     Parameters
     ----------
-    *args, **kwargs
-        ``Costs``' own.
+    f, b, w, ... :
+        ``Costs``' own fields.
     error_bar : ErrorBar, optional
         The step time's expected relative error from ``validate``'s residuals in the
         configuration's regime, and whether it is extrapolated.
