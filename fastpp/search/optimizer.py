@@ -50,7 +50,8 @@ class SearchResult:
         No schedule of the placement within the memory limit does better (proven: the best of
         the analytic bounds and, after an exact search, the solver's bound), of those that
         split every backward and, where a split one costs more (``Costs.i``, ``overhead``),
-        of those that split none.
+        of those that split none; and where ``Costs.fb`` makes an overlapped pair cheaper
+        than its ops apart, of those that run pairs (DualPipeV's, then also a candidate).
     optimal : bool
         ``value`` equals ``lower_bound``: the schedule is proven optimal (among the schedules
         ``lower_bound`` covers).
@@ -438,7 +439,8 @@ class _Search:
             return
         outcome = exact.solve(self.problem, self.best[1], remaining, seed)
         self.solver_timed_out = outcome.status in ("FEASIBLE", "UNKNOWN")  # (its clock)
-        if not self.problem.split_costs_more:  # (CP-SAT's is over the split schedules alone)
+        # (CP-SAT's is over the split schedules alone, without pairs)
+        if not (self.problem.split_costs_more or self.problem.pairs_cheaper):
             self.bound = max(self.bound, outcome.bound)
         if outcome.ops is not None:
             try:

@@ -30,7 +30,7 @@ from ..checks import (
 )
 from ..costs import Costs
 from ..generators.registry import MAX_WORK, SCHEDULES
-from ..kernels import COMM, GAMMA, TB, TF, TI, TW, UNIT
+from ..kernels import COMM, GAMMA, SB, TB, TF, TFB, TI, TW, UNIT
 from ..ops import KIND, OP_FIELDS, PAD, STAGE, B, F, I, W
 from ..placement import CODES, PLAIN_M, stage_map
 from ..schedule import Schedule
@@ -138,6 +138,39 @@ class Problem:
                        memd=np.stack([self.memd[0], -self.memd[0], zero]))
 
     @property
+    def pair_scale(self) -> np.ndarray:
+        """Per stage, the least ratio on its device of an overlapped pair's time to its
+        forward and backward run apart (``Costs.fb``, DualPipe's: a pair of a forward of one
+        of the device's stages and a backward of another), at most 1; 1 where ``fb`` is not
+        given."""
+        rows = self.costs._rows_for((self.p, self.m, self.stage_to_device.tobytes()),
+                                    self.stage_to_device)
+        scale = np.ones(self.V)
+        if np.isnan(rows[TFB]).all():
+            return scale
+        for r in range(self.p):
+            mine = np.flatnonzero(self.stage_to_device == r)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = ((rows[TFB, mine][:, None] + rows[SB, mine][None, :])
+                         / (rows[TF, mine][:, None] + rows[TB, mine][None, :]))
+            scale[mine] = np.min(ratio[np.isfinite(ratio)], initial=1.0)
+        return scale
+
+    @property
+    def pairs_cheaper(self) -> bool:
+        """Whether an overlapped pair runs faster than its two ops apart somewhere
+        (``pair_scale``): a schedule of pairs (DualPipeV's) may then beat every other."""
+        return bool((self.pair_scale < 1.0 - SAME).any())
+
+    def paired(self, relaxed: Problem) -> Problem:
+        """``relaxed`` (this instance or its ``relaxed``) with every op and whole backward of
+        a stage scaled by its ``pair_scale``: a schedule of overlapped pairs maps into it with
+        no op longer (a pair's forward then its backward, each scaled, take at most the
+        pair's time, and free its activations no later) and the hand-offs as they were."""
+        scale = self.pair_scale
+        return replace(relaxed, cost=relaxed.cost * scale, whole=relaxed.whole * scale)
+
+    @property
     def V(self) -> int:
         return self.p * self.m
 
@@ -176,9 +209,11 @@ class Problem:
         return result, objective_value(result, self.objective)
 
     def fixed_schedules(self) -> list[str]:
-        """The registered search candidates of this placement, in registry order."""
-        return [name for name, spec in SCHEDULES.items()
-                if spec.search_candidate and spec.placement == self.placement]
+        """The registered search candidates of this placement, in registry order, and its
+        schedules of overlapped pairs where a pair is cheaper (``pairs_cheaper``)."""
+        pairs = self.pairs_cheaper
+        return [name for name, spec in SCHEDULES.items() if spec.placement == self.placement
+                and (spec.search_candidate or (pairs and spec.pairs))]
 
 
 def _memory_limit(memory, p: int) -> np.ndarray:
