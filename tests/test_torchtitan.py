@@ -519,3 +519,20 @@ def test_context_parallelism_is_the_framework_s_own():
     te = plan("llama3-8b", 8, "H100-80GB", **keywords)
     assert default.step_time.iloc[0] == torch.step_time.iloc[0]
     assert default.step_time.iloc[0] != pytest.approx(te.step_time.iloc[0], rel=1e-3)
+
+
+def test_qwen3_flavors_are_their_published_shapes():
+    """torchtitan's qwen3 flavors (its train_configs: qwen3_0.6b.toml, qwen3_32b.toml, ...)
+    were refused as no preset (a review); each is the shape its config.json gives, at its
+    card's parameter count, the small ones with tied embeddings."""
+    cards = {"0.6B": 0.6, "1.7B": 1.7, "4B": 4.0, "8B": 8.2, "14B": 14.8, "32B": 32.8,
+             "30B-A3B": 30.5, "235B-A22B": 235}
+    for flavor, card in cards.items():
+        model = from_torchtitan(f'[model]\nname = "qwen3"\nflavor = "{flavor}"\n', gpus=8)[0]
+        assert abs(model.parameters / 1e9 - card) <= 0.03 * card, flavor
+        assert model.tied_embeddings == (flavor in ("0.6B", "1.7B", "4B")), flavor
+    for flavor in ("0.6B", "8B"):  # two of the config.json files the tests hold
+        read = from_torchtitan(f'[model]\nname = "qwen3"\nflavor = "{flavor}"\n', gpus=8)[0]
+        given = from_hf(Path(__file__).parent / "data" / "hf" / f"qwen3-{flavor.lower()}.json")
+        assert dataclasses.replace(read, name="", fused_swiglu=True, eager="", loss="fused") == \
+            dataclasses.replace(given, name="", fused_swiglu=True, eager="", loss="fused")

@@ -22,6 +22,15 @@ MODELS = {model.name: model for model in (
                 top_k=2, name="mixtral-8x7b"),
     Transformer(56, 6144, 48, kv_heads=8, ffn=16384, vocab=32768, swiglu=True, experts=8,
                 top_k=2, name="mixtral-8x22b"),
+    # Qwen3's dense models (their config.json files, torchtitan's qwen3 flavors alike): GQA
+    # with 8 KV heads of 128, SwiGLU, embeddings tied up to 4B; their per-head Q/K norms
+    # (256 parameters a layer) left out
+    *(Transformer(layers, hidden, heads, kv_heads=8, head_dim=128, ffn=ffn, vocab=151936,
+                  swiglu=True, tied_embeddings=tied, name=f"qwen3-{size}")
+      for size, layers, hidden, heads, ffn, tied in (
+          ("0.6b", 28, 1024, 16, 3072, True), ("1.7b", 28, 2048, 16, 6144, True),
+          ("4b", 36, 2560, 32, 9728, True), ("8b", 36, 4096, 32, 12288, False),
+          ("14b", 40, 5120, 40, 17408, False), ("32b", 64, 5120, 64, 25600, False))),
     # Qwen3-235B-A22B (config.json): 128 experts of 1536, top 8, no shared expert, 64 query
     # heads of 128 (a d = 8192 != h) and 4 KV heads; its per-head Q/K norms (256 parameters a
     # layer) left out

@@ -50,7 +50,9 @@ FP8_CONVERTERS = ("float8", "mx")
 FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
            ("llama3", "405B"): "llama3-405b", ("deepseek_v3", "671B"): "deepseek-v3",
            ("llama2", "7B"): "llama2-7b", ("llama2", "13B"): "llama2-13b",
-           ("llama2", "70B"): "llama2-70b"}
+           ("llama2", "70B"): "llama2-70b",
+           **{("qwen3", size): f"qwen3-{size.lower()}" for size in (
+               "0.6B", "1.7B", "4B", "8B", "14B", "32B", "30B-A3B", "235B-A22B")}}
 
 
 # said of every job: what torchtitan's own runs measured against fastpp's price of them
