@@ -684,7 +684,8 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
     travels to the next rank (one hop of ``s/cp`` tokens' K and V, over the node's link or one
     network rail): only a hop longer than its step is exposed, ``cp - 1`` hops in all. The
     backward passes K, V and their gradients under each step's backward
-    (``ring_backward_exposed``).
+    (``ring_backward_exposed``). After the steps, the partial results merged
+    (``ring_merges``).
 
     ``"torch-allgather"`` and ``"torch-alltoall"``: PyTorch's context parallelism
     (``torch.distributed.tensor.experimental.context_parallel``, its ``rotate_method``) as
@@ -713,7 +714,28 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
     backward = np.where(ring, steps["first_backward"] + (cp - 1.0) * steps["backward"]
                         - plain_backward + ring_backward_exposed(
                             hop, steps["first_backward"], steps["backward"], cp), 0.0)
-    return forward, backward
+    merge_forward, merge_backward = ring_merges(model, hardware, seq, b, t, cp)
+    return forward + np.where(ring, merge_forward, 0.0), backward + np.where(
+        ring, merge_backward, 0.0)
+
+
+def ring_merges(model: Transformer, hardware: Hardware, seq: int, microbatch, t, cp):
+    """Seconds per layer of Transformer Engine's ring merging its steps' partial results
+    (``AttnFuncWithCPAndKVP2P``), forward and backward, per configuration: after the steps,
+    on the main stream, each step's bf16 output rescaled into the output
+    (``flash_attn_fwd_out_correction``: it reads the step's output and reads and writes the
+    output, 6 bytes an element, a half block on the steps past the rank's own); in the
+    backward each step's dQ, dK and dV copied or added into their buffers (6 bytes an element,
+    half blocks on half the steps). Over the ranks a mean of ``1 + 0.75 (cp - 1)`` full passes,
+    one kernel a step (three in the backward). Unpriced until 7 December 2026 (a review)."""
+    b, cp = np.asarray(microbatch, np.float64), np.asarray(cp, np.float64)
+    passes = 1.0 + 0.75 * (cp - 1.0)
+    tokens = b * seq / cp
+    out = tokens * float(model.heads) * model.v_head_dim / t
+    grads = tokens * (float(model.heads) * (model.head_dim + model.rope_dim) + 2.0 * model.kv) / t
+    return (memory_time(hardware, 6.0 * passes * out) + (cp - 1.0) * hardware.op_overhead,
+            memory_time(hardware, 6.0 * passes * grads)
+            + (3.0 * cp - 1.0) * hardware.op_overhead)  # (memory_time holds one)
 
 
 def torch_context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch,
@@ -801,9 +823,12 @@ def _query_width(model: Transformer, t) -> np.ndarray:
 
 def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, cp, cp_comm: str):
     """Bytes one rank holds for context parallelism's K and V exchange beyond its activations,
-    during one layer's attention backward (the peak): the ring's double buffers of a block and
-    of its gradients, ``4`` blocks of ``s/cp`` tokens' K and V (Transformer Engine alternates
-    two receive buffers); the all-gather's whole sequences' K and V and their gradients.
+    at its peak in one layer's attention: the ring's, the larger of its backward's double
+    buffers of a block and of its gradients, ``4`` blocks of ``s/cp`` tokens' K and V
+    (Transformer Engine alternates two receive buffers), and its forward's every received
+    block and every step's output, kept until the merge after the last step (the whole
+    sequences' K and V and ``cp`` partial outputs; counted since 7 December 2026, a review);
+    the all-gather's whole sequences' K and V and their gradients.
     PyTorch's (``torch_context_parallel_times``): the gathered K and V (all-gather) or a
     block and the next (all-to-all), all heads, and in fp32 the accumulated dq, dk and dv
     and the dK, dV in flight. Activations themselves are ``1/cp`` of a rank's without
@@ -817,7 +842,10 @@ def cp_buffer_bytes(model: Transformer, seq: int, microbatch, t, cp, cp_comm: st
         local = seq * b / cp
         grads = 4.0 * local * (_query_width(model, t) + 2.0 * _width(model, t))
         return np.where(cp > 1, kv + grads, 0.0)
-    held = 4.0 * kv_bytes / cp if cp_comm == "ring" else 2.0 * kv_bytes
+    # (AttnFuncWithCPAndKVP2P.forward's p2p_comm_buffers and out_per_step)
+    outputs = BYTES * seq * b * float(model.heads) * model.v_head_dim / t
+    held = (np.maximum(4.0 * kv_bytes / cp, kv_bytes + outputs) if cp_comm == "ring"
+            else 2.0 * kv_bytes)
     return np.where(cp > 1, held, 0.0)
 
 
