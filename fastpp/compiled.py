@@ -345,11 +345,12 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
                             f"{rows.shape}, {rows.dtype})")
     # (an fb row's NaN is "not given"; any other NaN, an inf or a negative time or weight
     # gave negative or infinite makespans)
+    from .costs import MAX_TIME  # (costs imports this module through the schedules)
     given = np.delete(rows, TFB, axis=0)
-    if not (np.all(given >= 0) and np.all(given < np.inf)
-            and not np.any((rows[TFB] < 0) | (rows[TFB] == np.inf))):
-        raise ScheduleError("stage_costs must be finite and >= 0 (an fb row NaN where not "
-                            "given), as Costs makes them")
+    if not (np.all(given >= 0) and np.all(given <= MAX_TIME)
+            and not np.any((rows[TFB] < 0) | (rows[TFB] > MAX_TIME))):
+        raise ScheduleError(f"stage_costs must be finite and >= 0, at most {MAX_TIME:g} (an fb row "
+                            "NaN where not given), as Costs makes them")
     columns = rows.shape[2]
     N, p = compiled.num_ops, compiled.p
     if durations is not None:  # (the kernel reads a column per column of rows)
@@ -357,10 +358,10 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
             raise ScheduleError(f"durations must have shape (N={N}, B={columns}), an op time "
                                 f"per op and column (got shape {np.shape(durations)})")
         durations = number_array(durations, "durations")
-        if not (np.all(durations >= 0) and np.all(durations < np.inf)):
-            raise ScheduleError("durations must be finite and >= 0 (got "
-                                f"{show(durations[~((durations >= 0) & (durations < np.inf))][0])}"
-                                ")")
+        fine = (durations >= 0) & (durations <= MAX_TIME)
+        if not fine.all():
+            raise ScheduleError(f"durations must be finite and >= 0, at most {MAX_TIME:g} (got "
+                                f"{show(durations[~fine][0])})")
     out = Batch(*(np.empty((N, columns)) if times else None for _ in range(2)),
                 *(np.empty(columns) for _ in range(4)),
                 *(np.empty((p, columns)) for _ in range(3)), np.empty(p, np.int64))

@@ -384,7 +384,7 @@ class Costs:
         -------
         list of ndarray
         """
-        return [self._values[a:a + size] for a, size in self._at]
+        return [self._values[a:a + size].copy() for a, size in self._at]
 
 
 def _packed(costs: Costs) -> tuple | None:

@@ -459,10 +459,12 @@ def test_compiled_evaluate_checks_what_it_is_given():
     rows = np.stack([np.asarray(stage)], axis=2)
     # every op 1: (n + p - 1)(f + b), 1F1B's closed form
     assert evaluate(compiled, rows, np.ones((N, 1))).makespan.tolist() == [(8 + 4 - 1) * 2.0]
-    for bad in (-1.0, np.nan, np.inf):
+    # (1e307: finite, but a schedule's sums of it overflow; simulate refuses past MAX_TIME,
+    # evaluate had given an inf makespan and a NaN bubble: a review)
+    for bad in (-1.0, np.nan, np.inf, 1e307):
         with pytest.raises(ScheduleError, match=r"durations must be finite and >= 0"):
             evaluate(compiled, rows, np.full((N, 1), bad))
-    for value in (np.nan, np.inf, -1.0):
+    for value in (np.nan, np.inf, -1.0, 1e307):
         wrong = rows.copy()
         wrong[0, 0, 0] = value
         with pytest.raises(ScheduleError, match=r"stage_costs must be finite and >= 0"):

@@ -433,3 +433,12 @@ def test_a_number_too_large_for_a_float_is_refused_as_a_number():
             Costs(f, 2)
         assert not isinstance(caught.value, ScheduleTypeError)
         assert len(str(caught.value)) < 100
+
+
+def test_kernel_inputs_leave_the_frozen_costs_as_it_was():
+    """``kernel_inputs`` handed out views of the frozen Costs' buffer: a write changed its
+    ``arrays``, equality and hash, not its ``f`` (a review)."""
+    costs = Costs(f=1.0, b=2.0)
+    costs.kernel_inputs()[0][:] = 5.0
+    assert costs == Costs(f=1.0, b=2.0) and hash(costs) == hash(Costs(f=1.0, b=2.0))
+    assert float(costs.arrays["f"]) == 1.0

@@ -558,3 +558,21 @@ def test_second_sweep_on_a_folder_in_use_is_refused(tmp_path):
     assert (out / "_fastpp" / "lock").exists()  # (killed: its lock file stays, not its hold)
     with pytest.raises(ScheduleError, match="different sweep"):  # the folder is free
         fastpp.sweep(['1f1b'], p=2, n=2, out=out, resume=True, progress=False)
+
+
+def test_a_one_element_cost_array_is_refused_as_simulate_refuses_it():
+    """``Costs(f=np.array([1.0]))`` at p = 4: simulate refuses the length; a sweep stored
+    it as one value and priced 104 of a random sweep's points so (a review). At p = 1 the
+    array is the one stage's, as it is to simulate."""
+    costs = fastpp.Costs(f=np.array([1.0]), b=2.0)
+    with pytest.raises(ScheduleError, match=r"costs.f must be a scalar or an array of length "
+                                            r"p=4 or V=4 \(got length 1\)"):
+        simulate(build_schedule("1f1b", 4, 8), costs)
+    df = fastpp.sweep(["1f1b", "gpipe"], p=[1, 4], n=8, costs=[costs], progress=False,
+                      workers=1, invalid="keep")
+    four = df[df.p == 4]
+    assert four["makespan"].isna().all()
+    assert (four["reason"] == "costs.f must be a scalar or an array of length p=4 or V=4 "
+                              "(got length 1)").all()
+    for row in df[df.p == 1].itertuples():
+        assert row.makespan == simulate(build_schedule(row.schedule, 1, 8), costs).makespan

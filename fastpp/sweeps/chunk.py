@@ -47,6 +47,23 @@ def _reasons(cols: dict[str, np.ndarray], group: np.ndarray, one: np.ndarray) ->
     return per_group[group]
 
 
+def _one_element(cols: dict[str, np.ndarray], objects, reasons: np.ndarray) -> None:
+    """Mark the points whose ``Costs`` holds a one-element array where neither ``p`` nor ``V``
+    is 1, as ``simulate`` refuses them: the kernel stores one value and a one-element array
+    alike, and had priced such an array as one value for every stage (a review)."""
+    single = {i: [name for name, size in c._lengths if size == 1]
+              for i, c in enumerate(objects)}
+    bad = [i for i, names in single.items() if names]
+    if not bad:
+        return
+    for x in np.flatnonzero((reasons == "") & np.isin(cols["costs"], bad)):
+        p = int(cols["p"][x])
+        V = int(engine.stages(cols["schedule"][x], p, cols["m"][x]))
+        if p != 1 and V != 1:
+            reasons[x] = (f"costs.{single[int(cols['costs'][x])][0]} must be a scalar or an "
+                          f"array of length p={p} or V={V} (got length 1)")
+
+
 class Chunk:
     """One chunk: validated and started on construction, turned into a frame by ``result``."""
 
@@ -54,6 +71,8 @@ class Chunk:
         self.cols = cols
         group, one = _by_schedule(cols)
         self.reasons = _reasons(cols, group, one)
+        if objects is not None:
+            _one_element(cols, objects, self.reasons)
         self.ran = np.flatnonzero(self.reasons == "")  # the points the kernel gets
         valid = {k: v[self.ran] for k, v in cols.items()}
         self.values, at = cost_table(valid, objects)
