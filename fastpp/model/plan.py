@@ -835,7 +835,8 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid,
                                (cols["ep"], cols["etp"]), cols["cp"], grid.imbalance)
-    _context_and_overlap_reasons(seq, cols, sid, reason, grid.sequence_parallel)
+    _context_and_overlap_reasons(seq, cols, sid, reason, grid.sequence_parallel,
+                                 grid.dispatcher)
     replicas = cols["cp"] * d
     edp = t * replicas // (cols["etp"] * cols["ep"]) if model.moe else None
     groups = replicate_reason(grid.replicate, cols["zero"], replicas, edp)
@@ -944,7 +945,8 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     return out
 
 
-def _context_and_overlap_reasons(seq, cols, sid, reason, sequence_parallel) -> None:
+def _context_and_overlap_reasons(seq, cols, sid, reason, sequence_parallel,
+                                 dispatcher: str) -> None:
     """Rows whose ``cp`` does not split ``seq`` into ``2 cp`` chunks, or whose ``t`` does not
     split each ``seq / cp`` under ``sequence_parallel``, and rows asking the pair overlap where
     it cannot run (``fastpp.model.overlap_reason``), get their reason."""
@@ -966,7 +968,7 @@ def _context_and_overlap_reasons(seq, cols, sid, reason, sequence_parallel) -> N
     for k, (s, asked, r, cp, e) in enumerate(unique.tolist()):
         spec = batch.SPECS[s]
         text = overlap_reason(spec.name, spec.pairs or not asked, RECOMPUTE[r],
-                              cp if asked else 1, e)
+                              cp if asked else 1, e, dispatcher)
         if text:
             reason[rows[which.reshape(-1) == k]] = text
 

@@ -125,7 +125,8 @@ def _stages(model, hardware, schedule: Schedule, grid: RunGrid, layout=None, lay
         pairs = bool(np.any(schedule.kind == FB)) or (
             schedule.name in SCHEDULES and SCHEDULES[schedule.name].pairs)
         reason = overlap_reason(schedule.name, pairs or not overlap, recompute,
-                                int(grid.cp[0]) if overlap else 1, int(grid.ep[0]))
+                                int(grid.cp[0]) if overlap else 1, int(grid.ep[0]),
+                                grid.dispatcher)
         if reason:
             raise ScheduleError(reason)
     grid = grid.replace(p=np.full_like(grid.p, schedule.p), m=np.full_like(grid.m, schedule.m))
