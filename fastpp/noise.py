@@ -711,7 +711,7 @@ def draw_keyed(seed, keys, kind, share, pooled, base, slow, shapes, gamma, step_
                     t = pool[at[0] + pick] * (base[i] if relative else 1.0)
                 if u1 < spike_p:
                     x *= spike_x
-                if pair:
+                if pair and spike_p > 0.0:  # (a Philox draw a pair and sample)
                     v1, _ = uniforms(keys[i, 3], first + b)
                     if v1 < spike_p:
                         y *= spike_x
