@@ -8,6 +8,7 @@ import time
 import pytest
 from helpers import needs_data
 
+import fastpp.model as fm
 from fastpp import ScheduleError
 from fastpp.model import MODELS, RunConfig, Transformer, from_llm_foundry, to_llm_foundry
 from fastpp.model.explain import explain
@@ -389,3 +390,89 @@ def test_a_composer_run_s_neighbours_are_llm_foundry_s_keys():
         explain(model, config.replace(zero=1), "A100-80GB", flags="composer")
     with pytest.raises(ScheduleError, match="to_llm_foundry cannot state t=2"):
         explain(model, config.replace(t=2, d=4), "A100-80GB", flags="composer")
+
+
+# a review of the llm-foundry and vTrain importers (7 December 2026): each failed before
+REVIEW_FSDP = {"sharding_strategy": "FULL_SHARD", "mixed_precision": "PURE",
+        "activation_checkpointing": True}
+
+
+def _hf(**model):
+    """A YAML of a Hugging Face model (the review of 7 December 2026's cases)."""
+    return {"max_seq_len": 4096, "global_train_batch_size": 64,
+            "device_train_microbatch_size": 1, "fsdp_config": dict(REVIEW_FSDP),
+            "model": {"name": "hf_causal_lm",
+                      "pretrained_model_name_or_path": "meta-llama/Meta-Llama-3-8B", **model}}
+
+
+def _mpt(**top):
+    """A YAML of an MPT model."""
+    return {"max_seq_len": 2048, "global_train_batch_size": 64,
+            "device_train_microbatch_size": 8, "fsdp_config": dict(REVIEW_FSDP),
+            "model": {"name": "mpt_causal_lm", "d_model": 2048, "n_heads": 16,
+                      "n_layers": 24, "max_seq_len": 2048}, **top}
+
+
+def test_hf_eager_attention_is_not_priced_as_a_fused_kernel():
+    # llm-foundry hf_base.py passes attn_implementation to the HF config; transformers'
+    # "eager" is eager_attention_forward (matmul, softmax, matmul: the s x s scores in memory)
+    imported = from_llm_foundry(_hf(attn_implementation="eager"), 8, model="llama3-8b")
+    assert imported.model.flash_attention is False
+    assert not any("SDPA" in note for note in imported.ignored)
+
+
+def test_an_unknown_hf_attn_implementation_is_refused_naming_the_key():
+    with pytest.raises(ScheduleError, match="attn_implementation"):
+        from_llm_foundry(_hf(attn_implementation="flash_attn2"), 8, model="llama3-8b")
+
+
+def test_to_llm_foundry_states_the_model_s_max_seq_len():
+    # MPTModel.forward asserts S <= config.max_seq_len (MPTConfig default 2048)
+    model = Transformer(24, 2048, 16, ffn=8192, vocab=50368, loss="flash-attn")
+    run = RunConfig(seq=8192, global_batch=64, d=8, microbatch=1, zero=3,
+                    recompute="full", reduce_bytes=2.0, train_metrics=2, framework="composer")
+    out = to_llm_foundry(run, model)
+    assert out["model"].get("max_seq_len", 2048) >= 8192
+
+
+def test_a_sequence_longer_than_mpt_s_max_seq_len_is_refused():
+    data = _mpt(max_seq_len=4096)  # model.max_seq_len stays 2048: MPT's forward asserts
+    with pytest.raises(ScheduleError, match="max_seq_len"):
+        from_llm_foundry(data, 8)
+
+
+def test_the_training_length_is_the_train_loader_s():
+    # llm-foundry's train.py (HEAD) uses the top-level max_seq_len for ICL evaluation only;
+    # the samples are cut to train_loader.dataset.max_seq_len (text_data.py)
+    data = _mpt(train_loader={"name": "text", "dataset": {"max_seq_len": 1024}})
+    assert from_llm_foundry(data, 8).config.seq == 1024
+
+
+def test_pure_mixed_precision_under_fp32_reduces_in_fp32():
+    # Composer get_mixed_precision: PURE reduces in the precision's dtype; fp32's is fp32
+    data = _mpt(precision="fp32")
+    assert from_llm_foundry(data, 8).config.reduce_bytes == 4.0
+
+
+def test_a_replicate_degree_of_minus_one_is_filled_as_composer_fills_it():
+    # composer/core/state.py _create_device_mesh: one -1 degree is world / the others
+    data = _mpt()
+    data["fsdp_config"].update(data_parallel_shard_degree=8, data_parallel_replicate_degree=-1)
+    assert from_llm_foundry(data, 64).config.replicate == 8
+
+
+def test_a_shard_degree_alone_is_read_not_dropped():
+    data = _mpt()
+    data["fsdp_config"]["data_parallel_shard_degree"] = 8
+    with pytest.raises(ScheduleError, match="data_parallel_shard_degree"):
+        from_llm_foundry(data, 64)  # Composer: world 64 != 8, ValueError
+
+
+def test_a_head_count_that_does_not_divide_the_width_names_the_file_s_keys():
+    with pytest.raises(ScheduleError, match="n_heads|d_model"):
+        from_llm_foundry(_mpt(model={"name": "mpt_causal_lm", "d_model": 2048, "n_heads": 3,
+                                    "n_layers": 24}), 8)
+    with pytest.raises(ScheduleError, match="num_attention_heads|hidden_size"):
+        fm.from_vtrain({"num_gpus": 1, "tensor_parallel_size": 1, "data_parallel_size": 1,
+                     "pipeline_parallel_size": 1, "global_batch_size": 8, "num_layers": 12,
+                     "hidden_size": 1024, "num_attention_heads": 3})

@@ -63,17 +63,20 @@ LOSSES = {"fused_crossentropy": "flash-attn", "torch_crossentropy": "cross-entro
 TRAIN_METRICS = 2  # LanguageCrossEntropy and LanguagePerplexity, use_train_metrics' default
 GPUS_PER_NODE = 8  # where Composer up to 0.22 hybrid-sharded: within a node of this many
 MODEL_NAMES = ("mpt_causal_lm", "hf_causal_lm")
+# transformers' attn_implementation (llm-foundry hf_base.py passes it to the config)
+HF_ATTENTION = ("eager", "sdpa", "flash_attention_2")
+MPT_MAX_SEQ_LEN = 2048  # MPTConfig's default
 # the keys read, by section ("" the top level; "model.attn_config" nested)
 READ = {"": ("max_seq_len", "global_train_batch_size", "device_train_microbatch_size",
              "precision", "fsdp_config", "tp_config", "model"),
         "fsdp_config": ("sharding_strategy", "mixed_precision", "activation_checkpointing",
-                        "data_parallel_replicate_degree"),
+                        "data_parallel_replicate_degree", "data_parallel_shard_degree"),
         "tp_config": ("tensor_parallel_degree",),
         "model": ("name", "d_model", "n_heads", "n_layers", "expansion_ratio", "vocab_size",
                   "resid_pdrop", "emb_pdrop", "tie_word_embeddings", "loss_fn",
                   "use_train_metrics", "fc_type", "attn_config", "ffn_config",
                   "pretrained_model_name_or_path", "use_flash_attention_2",
-                  "attn_implementation"),
+                  "attn_implementation", "max_seq_len"),
         "model.attn_config": ("attn_type", "attn_impl", "attn_pdrop", "kv_n_heads"),
         "model.ffn_config": ("ffn_type", "ffn_hidden_size")}
 # keys that change neither a step's time nor its memory (the model's initialization, the
@@ -94,11 +97,11 @@ BOOKKEEPING = ("variables", "run_name", "seed", "global_seed", "data_local", "da
                "integrations", "profiler", "spin_dataloaders", "train_subset_num_batches",
                "accumulate_train_batch_on_tokens", "model.init_device", "model.init_config",
                "model.verbose", "model.use_cache", "model.use_auth_token",
-               "model.trust_remote_code", "model.max_seq_len", "model.pretrained",
+               "model.trust_remote_code", "model.pretrained",
                "fsdp_config.state_dict_type", "fsdp_config.sync_module_states",
                "fsdp_config.verbose", "fsdp_config.load_monolith_rank0_only",
                "fsdp_config.use_orig_params", "fsdp_config.activation_checkpointing_reentrant",
-               "fsdp_config.data_parallel_shard_degree", "tp_config.strategy")
+               "tp_config.strategy")
 STACK = ("Composer's stack: llm-foundry's own MPT benchmark (76 runs on A100, 2023) was "
          "priced within 6.7% on average, nothing fitted; this run's error bar and its lean "
          "come from those runs (docs/fidelity.md, llm-foundry's MPT runs)")
@@ -336,15 +339,22 @@ def _model(table: dict, given, where: str) -> tuple[Transformer, str | None, tup
         shape = given_model(given)
         # transformers' attention: flash-attn's with use_flash_attention_2 (or
         # attn_implementation: flash_attention_2), else PyTorch's SDPA, the GPU's own kernel
+        impl = table.get("attn_implementation")
+        if impl not in (None, *HF_ATTENTION):
+            raise ScheduleError(f"{where}: model attn_implementation must be one of "
+                                f"{list(HF_ATTENTION)} (got {impl!r})")
         flash2 = _choice(table, "use_flash_attention_2", False, (True, False),
-                         "model use_flash_attention_2", where) or \
-            table.get("attn_implementation") == "flash_attention_2"
+                         "model use_flash_attention_2", where) or impl == "flash_attention_2"
+        eager = impl == "eager" and not flash2  # (use_flash_attention_2 overrides it)
         # transformers' causal LMs compute their loss with PyTorch's cross entropy on fp32
-        # logits
-        return (dataclasses.replace(shape, loss="cross-entropy"),
+        # logits; its eager attention (eager_attention_forward) is unfused
+        return (dataclasses.replace(shape, loss="cross-entropy",
+                                    flash_attention=shape.flash_attention and not eager),
                 "FlashAttention-2" if flash2 else None,
-                () if flash2 else ("model: a Hugging Face model's attention (PyTorch's SDPA) "
-                                   "priced as its GPU's own kernel",))
+                () if flash2 else
+                ("model attn_implementation: eager, transformers' unfused attention",) if eager
+                else ("model: a Hugging Face model's attention (PyTorch's SDPA) "
+                      "priced as its GPU's own kernel",))
     if given is not None:
         raise ScheduleError(f"{where}: model must not be given with mpt_causal_lm: the YAML "
                             f"holds its shape (got model={given!r})")
@@ -381,6 +391,10 @@ def _model(table: dict, given, where: str) -> tuple[Transformer, str | None, tup
     tied = _choice(table, "tie_word_embeddings", True, (True, False),
                    "model tie_word_embeddings", where)
     vocab = _count(table.get("vocab_size", 50368), "model vocab_size", where)
+    if hidden % heads or heads % kv:
+        raise ScheduleError(f"{where}: model d_model must be a multiple of n_heads and n_heads "
+                            f"of model.attn_config kv_n_heads (got d_model={hidden}, "
+                            f"n_heads={heads}, kv_n_heads={kv})")
     model = Transformer(layers, hidden, heads, kv_heads=kv, ffn=width, vocab=vocab,
                         swiglu=FFN_TYPES[kind], fused_swiglu=not FFN_TYPES[kind],
                         tied_embeddings=tied, dropout=dropout,
@@ -406,7 +420,18 @@ def _run(data: dict, fsdp: dict | None, table: dict, gpus: int, where: str
     """The ``RunConfig`` of the top level, ``fsdp_config`` and the model's train metrics and
     Transformer Engine layers (fp8's), and what is said of it."""
     notes = ()
-    seq = _count(data.get("max_seq_len"), "max_seq_len", where)
+    loader = ((data.get("train_loader") or {}).get("dataset") or {}) if isinstance(
+        data.get("train_loader"), dict) else {}
+    if isinstance(loader, dict) and loader.get("max_seq_len") is not None:
+        # (train.py uses the top level for ICL alone; the samples are cut to the loader's)
+        seq = _count(loader["max_seq_len"], "train_loader.dataset max_seq_len", where)
+    else:
+        seq = _count(data.get("max_seq_len"), "max_seq_len", where)
+    if table.get("name") == "mpt_causal_lm":  # MPTModel.forward asserts S <= max_seq_len
+        longest = _count(table.get("max_seq_len", MPT_MAX_SEQ_LEN), "model max_seq_len", where)
+        if seq > longest:
+            raise ScheduleError(f"{where}: max_seq_len must be at most model max_seq_len = "
+                                f"{longest} (MPT's forward refuses longer; got {seq})")
     batch = _count(data.get("global_train_batch_size"), "global_train_batch_size", where)
     micro = data.get("device_train_microbatch_size", "auto")
     if micro == "auto":
@@ -449,7 +474,8 @@ def _run(data: dict, fsdp: dict | None, table: dict, gpus: int, where: str
                   "the two cross entropies' 28): not priced",)
     zero, replicate, reduce_bytes, checkpoint = 0, 1, 4.0, False  # DDP: fp32 gradients
     if fsdp is not None:
-        fsdp_notes, (zero, replicate, reduce_bytes) = _sharding(fsdp, gpus, where)
+        fsdp_notes, (zero, replicate, reduce_bytes) = _sharding(fsdp, gpus, where,
+                                                                data.get("precision"))
         notes += fsdp_notes
         checkpoint = _choice(fsdp, "activation_checkpointing", False, (True, False),
                              "fsdp_config activation_checkpointing", where)
@@ -461,7 +487,7 @@ def _run(data: dict, fsdp: dict | None, table: dict, gpus: int, where: str
                      framework="composer"), notes
 
 
-def _sharding(fsdp: dict, gpus: int, where: str) -> tuple[tuple, tuple]:
+def _sharding(fsdp: dict, gpus: int, where: str, precision=None) -> tuple[tuple, tuple]:
     """What is said of ``fsdp_config``, and its ZeRO stage, hybrid-sharding groups and
     bytes a gradient is reduced in."""
     notes = ()
@@ -469,11 +495,26 @@ def _sharding(fsdp: dict, gpus: int, where: str) -> tuple[tuple, tuple]:
                        "fsdp_config sharding_strategy", where, upper=True)
     zero, replicate = SHARDING[strategy], 1
     groups = fsdp.get("data_parallel_replicate_degree")
-    if groups is not None and zero > 0:  # Composer's 2-D mesh: hybrid, whatever the name
+    shard = fsdp.get("data_parallel_shard_degree", -1)
+    if zero > 0 and (groups is not None or shard != -1):
+        # Composer's mesh (core/state.py _create_device_mesh): one degree may be -1, the
+        # GPUs the other leaves; their product must be every GPU
+        if groups == -1 and shard == -1:
+            raise ScheduleError(f"{where}: fsdp_config data_parallel_replicate_degree and "
+                                f"data_parallel_shard_degree cannot both be -1")
+        if shard != -1:
+            shard = _count(shard, "fsdp_config data_parallel_shard_degree", where)
+        if groups in (None, -1):
+            groups = 1 if groups is None else gpus // shard
         replicate = _count(groups, "fsdp_config data_parallel_replicate_degree", where)
-        if gpus % replicate:
+        if shard == -1 and gpus % replicate:
             raise ScheduleError(f"{where}: fsdp_config data_parallel_replicate_degree must "
                                 f"divide gpus = {gpus} (got {replicate})")
+        shard = gpus // replicate if shard == -1 else shard
+        if replicate * shard != gpus:
+            raise ScheduleError(f"{where}: fsdp_config data_parallel_replicate_degree x "
+                                f"data_parallel_shard_degree must be gpus = {gpus} (got "
+                                f"{replicate} x {shard})")
     elif strategy in HYBRID:
         notes += (f"fsdp_config sharding_strategy: {strategy} without "
                   f"data_parallel_replicate_degree priced as Composer runs it from 0.23, "
@@ -493,6 +534,8 @@ def _sharding(fsdp: dict, gpus: int, where: str) -> tuple[tuple, tuple]:
         mixed = _choice(fsdp, "mixed_precision", "DEFAULT", MIXED_PRECISION,
                         "fsdp_config mixed_precision", where, upper=True)
         reduce_bytes = MIXED_PRECISION[mixed]
+        if precision == "fp32":  # (Composer's get_mixed_precision: PURE reduces in it)
+            reduce_bytes = 4.0
         if mixed == "FULL":
             notes += ("fsdp_config mixed_precision: FULL gathers the parameters in fp32, "
                       "twice ZeRO's gather bytes: priced as 16-bit gathers",)
@@ -591,7 +634,7 @@ def to_llm_foundry(config: RunConfig, model: Transformer) -> dict:
                           "grouped_query_attention")}
     if attn["attn_type"] == "grouped_query_attention":
         attn["kv_n_heads"] = m.kv_heads
-    body = {"name": "mpt_causal_lm", "d_model": m.hidden, "n_heads": m.heads,
+    body = {"name": "mpt_causal_lm", "max_seq_len": c.seq, "d_model": m.hidden, "n_heads": m.heads,
             "n_layers": m.layers, "vocab_size": m.vocab, "attn_config": attn,
             "ffn_config": {"ffn_type": "mptglu" if m.swiglu else "mptmlp"},
             "tie_word_embeddings": m.tied_embeddings, "resid_pdrop": 0.1 if m.dropout else 0.0,

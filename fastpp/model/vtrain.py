@@ -128,6 +128,9 @@ def from_vtrain(config, name: str | None = None) -> Imported:
         if a[key] % degree:
             raise ScheduleError(f"{key} must be a multiple of {divisor} = {degree} (got "
                                 f"{key}={a[key]})")
+    if a["hidden_size"] % a["num_attention_heads"]:  # (vTrainConfig.validate_config's)
+        raise ScheduleError(f"hidden_size must be a multiple of num_attention_heads = "
+                            f"{a['num_attention_heads']} (got hidden_size={a['hidden_size']})")
     model = Transformer(a["num_layers"], a["hidden_size"], a["num_attention_heads"],
                         vocab=padded_vocab(a["vocab_size"], t), tied_embeddings=True,
                         dropout=True, flash_attention=False,
