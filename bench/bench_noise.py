@@ -39,35 +39,50 @@ COSTS = dict(f=1.0, b=2.0, comm=0.05)
 def plain_monte_carlo(schedule, samples, cov, rng):
     """The ordinary way with NumPy: every op's time drawn as a vector of ``samples``, then one
     event loop over the devices' op lists (bench/plain.py's rules) carrying the vectors, so
-    NumPy works across the samples. (Until 5 December 2026 this ran the event loop once per
-    sample, a loop no NumPy user writes: 85-156x there, against about 9x here; a benchmark
-    review.)"""
+    NumPy works across the samples; the draws one standard normal block exponentiated in
+    place, and each op's end written over its factor. (Until 5 December 2026 this ran the event
+    loop once per sample, a loop no NumPy user writes: 85-156x there; until 7 December it drew
+    with ``rng.lognormal``, 15 of its 25 ms, and made a new array per op: about 9.8x in wall
+    time, fastpp on two threads; benchmark reviews.)"""
     sigma = np.sqrt(np.log1p(cov**2))
     p = schedule.p
     ops = [[(int(schedule.kind[r, k]), int(schedule.stage[r, k]), int(schedule.mb[r, k]))
             for k in range(schedule.length[r])] for r in range(p)]
     base = {0: COSTS["f"], 1: COSTS["b"]}
     last, device = schedule.V - 1, schedule.stage_to_device
-    factor = [rng.lognormal(-sigma**2 / 2, sigma, (len(row), samples)) for row in ops]
+    lengths = [len(row) for row in ops]
+    factor = rng.standard_normal((sum(lengths), samples))
+    factor *= sigma
+    factor -= sigma**2 / 2
+    np.exp(factor, out=factor)
+    offset = np.cumsum([0, *lengths])
     done, free, pos = {}, [np.zeros(samples) for _ in range(p)], [0] * p
-    left = sum(len(row) for row in ops)
+    ready = np.empty(samples)
+    left = sum(lengths)
     while left:
         for r, row in enumerate(ops):
             while pos[r] < len(row):
                 kind, s, j = row[pos[r]]
                 need = (("F", s - 1, j) if s > 0 else None) if kind == 0 else \
                     (("G", s + 1, j) if s < last else ("F", s, j))
-                t = free[r]
-                if need is not None:
-                    if need not in done:
-                        break
-                    hop = COSTS["comm"] if device[need[1]] != r else 0.0
-                    t = np.maximum(t, done[need] + hop)
-                free[r] = t + base[kind] * factor[r][pos[r]]
-                done[("F" if kind == 0 else "G", s, j)] = free[r]
+                if need is not None and need not in done:
+                    break
+                end = factor[offset[r] + pos[r]]  # (a view: the op's end over its factor)
+                end *= base[kind]
+                if need is None:
+                    end += free[r]
+                else:
+                    np.add(done[need], COSTS["comm"] if device[need[1]] != r else 0.0,
+                           out=ready)
+                    end += np.maximum(free[r], ready, out=ready)
+                free[r] = end
+                done[("F" if kind == 0 else "G", s, j)] = end
                 pos[r] += 1
                 left -= 1
     return np.max(free, axis=0)
+
+
+CPU = {}  # the Monte Carlo's CPU seconds, as bench_monte_carlo's fastpp side measured them
 
 
 def cpu_seconds(call, rounds=7):
@@ -99,6 +114,7 @@ def bench_monte_carlo(benchmark, engine):
             single = cpu_seconds(lambda: [simulate(s, c) for _ in range(100)]) / 100
             many = cpu_seconds(lambda: simulate(s, c, noise=noise, samples=K))
             benchmark.extra_info["op rate over deterministic, CPU"] = round(single * K / many, 2)
+            CPU["fastpp"] = many
             print(f"\nMonte Carlo op-samples per CPU-second over the deterministic simulate's ops "
                   f"per CPU-second: {single * K / many:.2f}x ({many * 1e3:.1f} ms against "
                   f"{single * 1e6:.1f} us x {K})")
@@ -108,6 +124,13 @@ def bench_monte_carlo(benchmark, engine):
         fast = simulate(s, c, noise=noise, samples=K)
         # the same distribution: the means agree within their standard errors
         assert abs(made.mean() - fast.mean) < 5 * fast.std / np.sqrt(K)
+        if not benchmark.disabled and "fastpp" in CPU:
+            # CPU for CPU: fastpp runs its samples on every core, the NumPy loop on one
+            plain = cpu_seconds(lambda: plain_monte_carlo(s, K, COV, rng), rounds=3)
+            benchmark.extra_info["over plain, CPU"] = round(plain / CPU["fastpp"], 2)
+            print(f"\nMonte Carlo over the NumPy loop per CPU-second: "
+                  f"{plain / CPU['fastpp']:.2f}x ({CPU['fastpp'] * 1e3:.1f} ms of CPU "
+                  f"against {plain * 1e3:.1f} ms)")
     record(benchmark, f"mc {engine}")
     times = min_times(benchmark)
     if engine == "plain" and not benchmark.disabled:
