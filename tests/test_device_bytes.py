@@ -61,3 +61,21 @@ def test_mla_down_projections_are_whole_on_every_tensor_rank():
     whole = 7168 * 1536 + 7168 * (512 + 64) + 1536 + 512  # per layer, on every rank
     assert two["parameter_bytes"][0] - one["parameter_bytes"][0] / 2 == pytest.approx(
         3 * whole * 2 / 2)  # bf16 weights: the half that splitting had left out
+
+
+def test_device_bytes_of_a_run_take_its_recipe():
+    """``device_bytes(config=RunConfig(recipe="deepseek-v3"))`` left the recipe out: 12
+    optimizer bytes a parameter where its bf16 moments take 8, as its keyword form and plan
+    count them (a review of the MoE memory)."""
+    from fastpp import build_schedule
+    from fastpp.model import RunConfig, Transformer, device_bytes
+
+    model = Transformer(4, 256, 4, vocab=1024)
+    run = RunConfig(seq=512, global_batch=8, p=2, d=4, zero=1, recipe="deepseek-v3")
+    by_run = device_bytes(model, config=run)
+    by_keywords = device_bytes(model, build_schedule("1f1b", 2, run.n), dp=4, zero=1,
+                               recipe="deepseek-v3")
+    for key in ("parameter_bytes", "gradient_bytes", "optimizer_bytes"):
+        np.testing.assert_allclose(by_run[key], by_keywords[key])
+    plain = device_bytes(model, config=run.replace(recipe=None))
+    np.testing.assert_allclose(by_run["optimizer_bytes"] * 12, plain["optimizer_bytes"] * 8)

@@ -485,7 +485,9 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
         layout, layers = config.chunk_layout(model), None
         t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp
         zero, zero3, replicate = config.zero, config.zero3, config.replicate
-        reduce_bytes, recipe = config.reduce_bytes, None
+        # (the run's recipe: None had given DeepSeek-V3's recipe 12 optimizer bytes a
+        # parameter where plan gives its bf16 moments 8, a review)
+        reduce_bytes, recipe = config.reduce_bytes, config.priced_recipe
     edp = int(expert_data_parallel(model, t, d, ep, etp, cp))
     per_stage, embedding, loss, moe, mtp = _chunks(model, schedule, layout, layers)
     params, experts = device_parameters(
