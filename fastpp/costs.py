@@ -253,6 +253,20 @@ class Costs:
         one per kind ``F, B, I``)."""
         return {name: read_only(arr) for name, arr in self._arrays.items()}
 
+    @property
+    def array_lengths(self) -> dict[str, int]:
+        """The values of each field given as an array (per device or per stage)."""
+        return dict(self._lengths)
+
+    def length_reason(self, p: int, V: int) -> str:
+        """Why the fields given as arrays do not fit a schedule of ``p`` devices and ``V``
+        stages: each must hold ``p`` or ``V`` values (``""`` if they fit)."""
+        for name, size in self._lengths:
+            if size not in (p, V):
+                return (f"costs.{name} must be a scalar or an array of length p={p} or V={V} "
+                        f"(got length {size})")
+        return ""
+
     def _key(self) -> tuple:
         # (+ 0.0: a -0.0 the checks let through is 0.0, as everything Costs computes has it)
         return tuple((a.shape, (a + 0.0).tobytes()) for a in self._arrays.values())
@@ -351,10 +365,9 @@ class Costs:
 
     def _expand(self, p: int, stage_to_device: np.ndarray, m: int) -> np.ndarray:
         V = len(stage_to_device)
-        for name, size in self._lengths:
-            if size not in (p, V):
-                raise ScheduleError(f"costs.{name} must be a scalar or an array of length p={p} "
-                                    f"or V={V} (got length {size})")
+        reason = self.length_reason(p, V)
+        if reason:
+            raise ScheduleError(reason)
         problem, where, rows = kernels.packed_stage_costs(self._values, self._at,
                                                           stage_to_device, m, MAX_TIME)
         if problem == kernels.EXPANDED:

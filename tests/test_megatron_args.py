@@ -1001,6 +1001,14 @@ def test_the_ep_overlap_flag_runs_combined_1f1b():
     assert from_megatron({**flags, "moe_a2a_overlap": True}, gpus=16).config == read.config
     back = from_megatron(to_megatron(read.config, read.model), gpus=16)
     assert back.config == read.config and back.model == read.model
+    assert "--delay-wgrad-compute" in to_megatron(read.config, read.model) and not back.ignored
+    # priced with the weight grads deferred, as Bridge and the ModelZoo run it: said without
+    alone = from_megatron(EP_OVERLAP.replace(" --delay-wgrad-compute", "").split(), gpus=16)
+    assert alone.config == read.config
+    assert any("without --delay-wgrad-compute" in x for x in alone.ignored)
+    plain = from_megatron(EP_OVERLAP.replace(" --overlap-moe-expert-parallel-comm", "").split(),
+                          gpus=16)
+    assert "--delay-wgrad-compute" in plain.ignored  # (nothing it changes is priced)
 
 
 @pytest.mark.parametrize("change, needs", [
@@ -1013,7 +1021,11 @@ def test_the_ep_overlap_flag_runs_combined_1f1b():
      "no full recomputation"),
     (("--bf16", "--recompute-granularity selective --recompute-modules moe --bf16"),
      "no moe in --recompute-modules"),
-    (("--bf16 ", ""), "--bf16 or --fp16")])
+    (("--bf16 ", ""), "--bf16 or --fp16"),
+    # (Megatron's EP overlap asserts these too: a review of the session's diff)
+    (("--bf16", "--bf16 --moe-shared-expert-intermediate-size 1024 "
+                "--moe-shared-expert-overlap"), "no --moe-shared-expert-overlap"),
+    (("alltoall", "alltoall_seq"), "--moe-token-dispatcher-type alltoall or flex")])
 def test_the_ep_overlap_refused_where_megatron_asserts(change, needs):
     """Megatron-Core's TransformerConfig asserts these of its EP overlap."""
     with pytest.raises(ScheduleError, match=f"--overlap-moe-expert-parallel-comm needs "

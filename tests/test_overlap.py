@@ -82,7 +82,7 @@ def test_pair_slowdown_and_saving_by_hand():
     assert float(pair_time(one)) == pytest.approx(4 * 132 / 112 * 1e-3)
     assert float(serial_time(one)) == pytest.approx(6e-3)
     assert float(saving(one)) == pytest.approx(6e-3 - 4 * 132 / 112 * 1e-3)
-    # a slot without communication runs at full speed: a dense layer saves nothing
+    # a layer without communication runs at full speed: a dense layer saves nothing
     dense = one._replace(dispatch_f=0.0, combine_f=0.0, dispatch_b=0.0, combine_b=0.0)
     assert float(saving(dense)) == pytest.approx(0.0, abs=1e-15)
     # communication longer than the compute: the slot takes the communication

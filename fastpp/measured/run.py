@@ -693,7 +693,9 @@ def _split(s: Schedule, start, end, ready, release, device_clock, pro, con):
     # before they began (they did not block; the same runtime code on every rank). A rank may
     # block at every receive, as GPipe's last ones do in the forward, and under a slow link
     # every op does: the least over all ops had then taken the link's delay for that work
-    # and priced the consumers' waits as their compute
+    # and priced the consumers' waits as their compute. (An input that left less than a
+    # hand-off before its op began may still have blocked it: the least holds as long as one
+    # of these ops did not.)
     reach = ready - start
     late = np.zeros((p, L), bool)
     np.logical_or.at(late, con, release[pro] > start[con])

@@ -86,8 +86,10 @@ FLAGS = {
     "num_distributed_optimizer_instances": (INT, 1),
     "overlap_grad_reduce": (BOOL, False),
     "overlap_param_gather": (BOOL, False), "tp_comm_overlap": (BOOL, False),
-    # the EP all-to-all overlap: combined 1F1B (Megatron-Bridge's moe_a2a_overlap)
-    "overlap_moe_expert_parallel_comm": (BOOL, False),
+    # the EP all-to-all overlap: combined 1F1B (Megatron-Bridge's moe_a2a_overlap), its pair
+    # priced with the weight grads deferred, and the shared experts' own overlap it refuses
+    "overlap_moe_expert_parallel_comm": (BOOL, False), "delay_wgrad_compute": (BOOL, False),
+    "moe_shared_expert_overlap": (BOOL, False),
     # None: not said (Megatron's default then depends on the schedule, _run)
     "overlap_p2p_communication": (BOOL, None), "no_overlap_p2p_communication": (BOOL, False),
     "bf16": (BOOL, False), "fp16": (BOOL, False), "fp8_format": (STR, None),
@@ -356,6 +358,14 @@ def from_megatron(args, gpus: int | None = None, *, vocab: int | None = None,
     if a["cp_comm_type"] in CP_COMM_APPROXIMATED and config.cp > 1:
         extra += (f"--cp-comm-type {a['cp_comm_type']}: "
                   f"{CP_COMM_APPROXIMATED[a['cp_comm_type']]}",)
+    extra += tuple(f"--{k.replace('_', '-')}" for k in ("delay_wgrad_compute",
+                                                        "moe_shared_expert_overlap")
+                   if a[k] and not a["overlap_moe_expert_parallel_comm"])  # (not modelled)
+    if a["overlap_moe_expert_parallel_comm"] and not a["delay_wgrad_compute"]:
+        extra += ("--overlap-moe-expert-parallel-comm without --delay-wgrad-compute: its pair "
+                  "priced with the weight grads deferred, as Megatron-Bridge and the MoE "
+                  "ModelZoo run the overlap (without, the MLP's weight grad runs before the "
+                  "backward's dispatch)",)
     return Imported(model, config, tuple(ignored) + refused + extra, launcher,
                     vocab_multiple=1 if a["padded_vocab_size"] else
                     a["make_vocab_size_divisible_by"])
@@ -1024,13 +1034,14 @@ def _overlap_asserted(a: dict, p: int, m: int, command: bool, refuse) -> None:
             ("a virtual pipeline with --pipeline-model-parallel-size > 1", p > 1 and m == 1),
             ("--expert-model-parallel-size > 1", a["expert_model_parallel_size"] == 1),
             ("--moe-token-dispatcher-type alltoall or flex",
-             a["moe_token_dispatcher_type"] not in ("alltoall", "alltoall_seq", "flex")),
+             a["moe_token_dispatcher_type"] not in ("alltoall", "flex")),
             ("no full recomputation", a["recompute_granularity"] == "full"),
             ("no --recompute-method", a["recompute_method"] is not None),
             ("no --recompute-num-layers", a["recompute_num_layers"] is not None),
             ("no moe in --recompute-modules", "moe" in modules),
             ("--bf16 or --fp16", command and not (a["bf16"] or a["fp16"])),
-            ("at most one MTP layer", (a["mtp_num_layers"] or 0) > 1)):
+            ("at most one MTP layer", (a["mtp_num_layers"] or 0) > 1),
+            ("no --moe-shared-expert-overlap", a["moe_shared_expert_overlap"])):
         if bad:
             refuse(f"{flag} needs {why}")
 
@@ -1640,7 +1651,8 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
                 "--overlap-param-gather": c.gradient_overlap and c.zero >= 1,
                 "--tp-comm-overlap": c.tp_overlap and c.t > 1,  # (Megatron refuses it at 1)
                 "--no-overlap-p2p-communication": c.blocking_handoffs and c.m > 1,
-                "--overlap-moe-expert-parallel-comm": combined}
+                # (with the weight grads deferred, as its pair is priced)
+                "--overlap-moe-expert-parallel-comm": combined, "--delay-wgrad-compute": combined}
     flags += [k for k, on in switches.items() if on]
     flags += ["--num-distributed-optimizer-instances", c.replicate] * (c.replicate > 1)
     flags += ["--bf16"] + (["--fp8-format", "hybrid"] if c.precision == "fp8" else [])

@@ -83,7 +83,8 @@ def _seconds(parts) -> LayerParts:
 
 
 def slots(parts: LayerParts) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """The four slots' compute and communication seconds (``SLOTS``' order), unslowed."""
+    """The four slots' compute and communication seconds (``SLOTS``' order), unslowed: the
+    layout of DeepSeek's published slot table (``pair_time`` runs the parts on two streams)."""
     x = _seconds(parts)
     compute = [x.attention_f, x.mlp_i, x.mlp_w + x.mlp_f, x.attention_i + x.attention_w]
     communication = [x.combine_b, x.dispatch_f, x.dispatch_b, x.combine_f]
@@ -100,9 +101,12 @@ def pair_time(parts: LayerParts, *, comm_sms: int = COMM_SMS, sms: int = SMS) ->
     parts : LayerParts
         The layer's compute parts, timed on the whole GPU, and its all-to-alls.
     comm_sms, sms : int
-        SMs the all-to-alls hold, of the GPU's ``sms``: a slot with communication runs its
-        compute ``sms / (sms - comm_sms)`` times slower (a slot without any, at full speed).
-        ``comm_sms=0`` takes the compute times as already measured beside the communication.
+        SMs the all-to-alls hold, of the GPU's ``sms``: a layer with any all-to-all runs all
+        of its compute ``sms / (sms - comm_sms)`` times slower (a layer without, at full
+        speed). An assumption: the streams overlap throughout an MoE layer's pair, whose
+        four slots each hold an all-to-all; until 7 December 2026 it was slot by slot, which
+        agrees wherever every slot has one. ``comm_sms=0`` takes the compute times as
+        already measured beside the communication.
 
     Raises
     ------

@@ -51,17 +51,11 @@ def _one_element(cols: dict[str, np.ndarray], objects, reasons: np.ndarray) -> N
     """Mark the points whose ``Costs`` holds a one-element array where neither ``p`` nor ``V``
     is 1, as ``simulate`` refuses them: the kernel stores one value and a one-element array
     alike, and had priced such an array as one value for every stage (a review)."""
-    single = {i: [name for name, size in c._lengths if size == 1]
-              for i, c in enumerate(objects)}
-    bad = [i for i, names in single.items() if names]
-    if not bad:
-        return
+    bad = [i for i, c in enumerate(objects) if 1 in c.array_lengths.values()]
     for x in np.flatnonzero((reasons == "") & np.isin(cols["costs"], bad)):
         p = int(cols["p"][x])
-        V = int(engine.stages(cols["schedule"][x], p, cols["m"][x]))
-        if p != 1 and V != 1:
-            reasons[x] = (f"costs.{single[int(cols['costs'][x])][0]} must be a scalar or an "
-                          f"array of length p={p} or V={V} (got length 1)")
+        reasons[x] = objects[int(cols["costs"][x])].length_reason(
+            p, int(engine.stages(cols["schedule"][x], p, cols["m"][x])))
 
 
 class Chunk:
