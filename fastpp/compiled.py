@@ -79,7 +79,7 @@ from . import kernels
 from ._jit import ONE, U, jit
 from .checks import ScheduleError, ScheduleTypeError, instance, number_array, show
 from .dependencies import deadlock_error
-from .kernels import COMM, GAMMA, SB, TB, TF, TFB, TI, TW, UNIT
+from .kernels import COMM, GAMMA, MAX_TIME, SB, TB, TF, TFB, TI, TW, UNIT
 from .ops import FB, B, F, I, W
 
 _NONE = np.zeros((0, 0))
@@ -345,7 +345,6 @@ def evaluate(compiled: Compiled, stage_costs, durations=None, *, times: bool = T
                             f"{rows.shape}, {rows.dtype})")
     # (an fb row's NaN is "not given"; any other NaN, an inf or a negative time or weight
     # gave negative or infinite makespans)
-    from .costs import MAX_TIME  # (costs imports this module through the schedules)
     given = np.delete(rows, TFB, axis=0)
     if not (np.all(given >= 0) and np.all(given <= MAX_TIME)
             and not np.any((rows[TFB] < 0) | (rows[TFB] > MAX_TIME))):

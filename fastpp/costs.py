@@ -24,6 +24,7 @@ from .checks import (
     positive_int,
     read_only,
 )
+from .kernels import MAX_TIME  # (an op's time at most this: kernels.py says why)
 from .schedule import Schedule
 
 
@@ -50,9 +51,6 @@ FIELDS: dict[str, tuple[bool, float | None]] = {
     "bandwidth": (True, None), "message_bytes": (False, None), "overhead": (False, None),
     "send": (False, None)}
 OPTIONAL = ("i", "fb", "bandwidth")  # None: not given (the arrays hold NaN)
-# an op's or hand-off's time (and a chunk's activation) at most this: a schedule sums at most
-# (p*n*m)**2 of them (MAX_WORK 4e6: 1.6e13) and stays finite in float64 (1.8e308)
-MAX_TIME = 1e290
 # the expanded rows (kernels.stage_costs's) checked against MAX_TIME, and what makes each
 # what makes each kernel row, for messages: its terms, each with the field (and kind) it
 # reads; a term whose field is 0 everywhere is left out of the message, but the first

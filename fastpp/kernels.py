@@ -17,6 +17,10 @@ import numpy as np
 from ._jit import ONE, U, jit
 from .ops import FB, B, F, I, W
 
+# an op's or hand-off's time (and a chunk's activation) at most this: a schedule sums at most
+# (p*n*m)**2 of them (MAX_WORK 4e6: 1.6e13) and stays finite in float64 (1.8e308)
+MAX_TIME = 1e290
+
 TF, TB, TI, TW, TFB, COMM, UNIT, GAMMA, SB = range(9)  # the rows of stage_costs
 
 
