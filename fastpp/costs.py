@@ -256,9 +256,22 @@ class Costs:
         """The values of each field given as an array (per device or per stage)."""
         return dict(self._lengths)
 
+    @known_keywords("Costs.length_reason")
     def length_reason(self, p: int, V: int) -> str:
         """Why the fields given as arrays do not fit a schedule of ``p`` devices and ``V``
-        stages: each must hold ``p`` or ``V`` values (``""`` if they fit)."""
+        stages: each must hold ``p`` or ``V`` values.
+
+        Parameters
+        ----------
+        p, V : int
+            Devices and virtual stages.
+
+        Returns
+        -------
+        str
+            The first field that does not fit, as ``simulate`` refuses it; ``""`` if all do.
+        """
+        p, V = positive_int(p, "p"), positive_int(V, "V")
         for name, size in self._lengths:
             if size not in (p, V):
                 return (f"costs.{name} must be a scalar or an array of length p={p} or V={V} "
