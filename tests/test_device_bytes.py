@@ -79,3 +79,30 @@ def test_device_bytes_of_a_run_take_its_recipe():
         np.testing.assert_allclose(by_run[key], by_keywords[key])
     plain = device_bytes(model, config=run.replace(recipe=None))
     np.testing.assert_allclose(by_run["optimizer_bytes"] * 12, plain["optimizer_bytes"] * 8)
+
+
+def test_a_megatron_mtp_stage_holds_an_embedding_of_its_own():
+    """Megatron's GPTModel builds an embedding on the MTP's stage (``pre_process or
+    mtp_process``), tied to the first stage's: a weight of its own, with its gradient and
+    optimizer state, unpriced until a review; where the two stages share a device (a V
+    placement, DeepSeek's DualPipe) it is the one weight."""
+    from fastpp import build_schedule
+    from fastpp.model import Transformer, device_bytes
+
+    base = dict(layers=4, hidden=256, heads=4, vocab=1024, experts=4, top_k=2,
+                expert_ffn=128, swiglu=True)
+    with_mtp, without = Transformer(**base, mtp_depth=1), Transformer(**base)
+    head = 1024 * 256 / 2  # its share at t = 2, 2 bytes a bf16 weight
+    loop = build_schedule("1f1b", 2, 4)
+    apart = device_bytes(with_mtp, loop, tp=2, dp=1, ep=1)["parameter_bytes"]
+    # the MTP module's own parameters, from the model's count, beside the embedding's copy
+    routed, whole = 4 * with_mtp.expert_params(), with_mtp.replicated_params(True)
+    mtp_own = (with_mtp.mtp_params() - routed - whole) / 2 + whole + routed
+    plain = device_bytes(without, loop, tp=2, dp=1, ep=1)["parameter_bytes"]
+    np.testing.assert_allclose(apart[0], plain[0])
+    np.testing.assert_allclose(apart[1] - plain[1], 2 * (mtp_own + head), rtol=1e-12)
+    # a V placement: the last stage (MTP) on device 0 beside the embedding: no second copy
+    v = build_schedule("zbv", 2, 4)
+    shared = device_bytes(with_mtp, v, tp=2, dp=1, ep=1)["parameter_bytes"]
+    plain_v = device_bytes(without, v, tp=2, dp=1, ep=1)["parameter_bytes"]
+    np.testing.assert_allclose(shared[0] - plain_v[0], 2 * mtp_own, rtol=1e-12)

@@ -799,7 +799,7 @@ def _stages(model, hardware, grid, cols, run, chunks, which, layouts):
                                   table[key])
     idle = np.zeros(run.size, bool)
     np.logical_or.at(idle, config, idle_stages(table))
-    return V, config, first, chunk, table, idle, (embedding, loss)
+    return V, config, first, chunk, table, idle, (embedding, loss, mtp)
 
 
 def _simulate_in_parts(model, hardware, seq, shared, global_batch, cols, splits, capacity,
@@ -884,7 +884,8 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     owner = np.repeat(np.arange(run.size), p)
     edp = t * cp * d // (etp * ep)
     params, experts = device_parameters(model, slot, peaks.size, table["params"],
-                                        table["expert_params"], *ends, t[config])
+                                        table["expert_params"], *ends[:2], t[config],
+                                        ends[2])
     weights, grads, optimizer = device_memory(
         model, params, experts, t[owner], (d * cp)[owner], edp[owner], cols["zero"][run][owner],
         zero3, grid.replicate, reduce_bytes, optimizer_bytes(grid.recipe))

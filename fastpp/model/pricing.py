@@ -493,7 +493,7 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
     params, experts = device_parameters(
         model, schedule.stage_to_device, schedule.p,
         stage_params(model, per_stage, embedding, loss, t, moe, mtp),
-        expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp), embedding, loss, t)
+        expert_stage_params(model, moe, mtp, ep + 0.0 * moe, etp), embedding, loss, t, mtp)
     weights, grads, optimizer = device_memory(
         model, params, experts, t, d * cp, edp, zero, zero3, replicate, reduce_bytes,
         optimizer_bytes(recipe))

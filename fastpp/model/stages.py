@@ -1162,9 +1162,12 @@ def chunk_kinds(model: Transformer, layers, loss, mtp) -> tuple[np.ndarray, np.n
 def stage_params(model: Transformer, layers, embedding, loss, t, moe_layers=0.0, mtp=0.0):
     """Parameters of each stage on one tensor-parallel rank but the routed experts': its
     layers (an MoE layer's attention, norms, router and shared experts), its MTP modules,
-    plus the embedding and the output layer where it holds them; split over ``t`` but what
-    every rank holds whole (``Transformer.replicated_params``: MLA's down-projections, the
-    router; they had been split too, DeepSeek-V3's 15 M a layer at t = 2)."""
+    plus the embedding and the output layer where it holds them, and an embedding of its own
+    where it holds MTP modules and not the embedding (Megatron's ``GPTModel`` builds one for
+    ``mtp_process``, tied to the first stage's: a weight with its own gradient and optimizer
+    state; unpriced until 7 December 2026, a review); split over ``t`` but what every rank
+    holds whole (``Transformer.replicated_params``: MLA's down-projections, the router; they
+    had been split too, DeepSeek-V3's 15 M a layer at t = 2)."""
     head = model.vocab * model.hidden
     whole = model.replicated_params()
     if not model.moe and not model.mtp_depth:
@@ -1176,8 +1179,9 @@ def stage_params(model: Transformer, layers, embedding, loss, t, moe_layers=0.0,
     moe_whole = model.replicated_params(True) if model.moe else 0.0
     mtp_whole = model.replicated_params(model.moe)
     dense_layers = layers - moe_layers
+    copy = (np.asarray(mtp) > 0) & ~np.asarray(embedding, bool)  # (the MTP's embedding)
     return ((dense_layers * (model.layer_params() - whole) + moe_layers * (moe - moe_whole)
-             + mtp * (mtp_dense - mtp_whole) + np.asarray(embedding) * head
+             + mtp * (mtp_dense - mtp_whole) + (np.asarray(embedding) + copy) * head
              + np.asarray(loss) * head) / t
             + dense_layers * whole + moe_layers * moe_whole + mtp * mtp_whole)
 
@@ -1215,22 +1219,28 @@ def optimizer_split(params, d, zero, zero3: str = "layer", in_flight=0.0,
 
 
 def device_parameters(model: Transformer, device, devices: int, params, expert_params,
-                      embedding, loss, t) -> tuple[np.ndarray, np.ndarray]:
+                      embedding, loss, t, mtp=None) -> tuple[np.ndarray, np.ndarray]:
     """Per device: the parameters of the stages it holds, and those of their routed experts.
 
     ``device`` gives each stage's device (below ``devices``; several configurations may share
     one flat table), ``params`` and ``expert_params`` each stage's (``stage_params``,
     ``expert_stage_params``), ``embedding`` and ``loss`` which stages hold each model copy's
     two ends (one of each per copy, in order), ``t`` the tensor-parallel degree (per stage or
-    one). A tied output layer on its embedding's device is one copy: the weight is shared
-    there, and a second copy is kept only on another device."""
+    one), ``mtp`` each stage's MTP modules. A tied output layer on its embedding's device is
+    one copy: the weight is shared there, and a second copy is kept only on another device;
+    so is the MTP's own embedding (``stage_params``), as DeepSeek-V3's DualPipe shares it
+    with the first stage on their one device."""
     device = np.asarray(device)
     held = np.bincount(device, weights=params, minlength=devices)
+    tp = np.broadcast_to(np.asarray(t, np.float64), device.shape)
+    if mtp is not None:
+        copy = np.flatnonzero((np.asarray(mtp) > 0) & ~np.asarray(embedding, bool)
+                              & np.isin(device, device[np.asarray(embedding, bool)]))
+        np.subtract.at(held, device[copy], model.vocab * model.hidden / tp[copy])
     if model.tied_embeddings:
         ends = np.flatnonzero(embedding), np.flatnonzero(loss)
         shared = ends[0][device[ends[0]] == device[ends[1]]]
-        t = np.broadcast_to(np.asarray(t, np.float64), device.shape)
-        np.subtract.at(held, device[shared], model.vocab * model.hidden / t[shared])
+        np.subtract.at(held, device[shared], model.vocab * model.hidden / tp[shared])
     experts = np.bincount(device, weights=expert_params, minlength=devices)
     return held, experts
 
