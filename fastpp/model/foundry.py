@@ -420,8 +420,8 @@ def _run(data: dict, fsdp: dict | None, table: dict, gpus: int, where: str
     """The ``RunConfig`` of the top level, ``fsdp_config`` and the model's train metrics and
     Transformer Engine layers (fp8's), and what is said of it."""
     notes = ()
-    loader = ((data.get("train_loader") or {}).get("dataset") or {}) if isinstance(
-        data.get("train_loader"), dict) else {}
+    loader = data.get("train_loader")
+    loader = loader.get("dataset") if isinstance(loader, dict) else None
     if isinstance(loader, dict) and loader.get("max_seq_len") is not None:
         # (train.py uses the top level for ICL alone; the samples are cut to the loader's)
         seq = _count(loader["max_seq_len"], "train_loader.dataset max_seq_len", where)
