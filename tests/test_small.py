@@ -332,6 +332,25 @@ def test_a_faster_nvlink_is_never_slower_for_a_small_collective():
         14 * 5e-6 + 2 * 7 / 8 * big / 360e9)
 
 
+def test_the_last_stage_waits_on_its_own_hop_not_the_wrap():
+    """p 16 on two 8-GPU nodes (t = d = 1): the last stage (rank 15) receives from rank 14
+    and sends back to it, both on node 1's NVLink. Until 7 December 2026 its blocking ops
+    were held for the wrap to rank 0 too (``stage_devices``' stage after the last, a hand-off
+    nobody receives), a network hop: 1.50 ms instead of 0.15 ms a forward on A100."""
+    hw = dataclasses.replace(A100, handoff=7e-6)
+    model = Transformer(16, 4096, 32, vocab=1024)
+    sched = build_schedule("1f1b", 16, 32)
+    held, free = (transformer_costs(model, sched, hw, seq=4096, microbatch=1,
+                                    blocking_handoffs=blocking) for blocking in (True, False))
+    message = 2.0 * 4096 * 4096  # bf16 activations of one sequence
+    node = hw.node.latency + message / hw.node.bandwidth + hw.handoff
+    net = hw.network.latency + message / hw.network.bandwidth + hw.handoff
+    expect = np.full(16, node)
+    expect[[7, 8]] = net  # 7 sends over the network, 8 receives from it
+    np.testing.assert_allclose(np.asarray(held.f) - np.asarray(free.f), expect, rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(held.b) - np.asarray(free.b), expect, rtol=1e-9)
+
+
 def test_v_shaped_hops_on_the_ranks_that_hold_their_stages():
     """ZB-V on p 6, t 2 over 8-GPU nodes: pipeline ranks 0-3 on node 0, 4-5 on node 1. Its
     stages 0-5 run down ranks 0-5 and 6-11 back up 5-0, so the hops that leave a node are

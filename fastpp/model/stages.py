@@ -540,7 +540,11 @@ def _handoff_terms(hardware, grid, config, placement, hidden, forward, per_stage
     # the device synchronize after them (``Hardware.handoff``: the GPU idles until the CPU
     # issues again)
     hop = latency + message / bandwidth
-    held = np.maximum(hop, incoming(config, hop)) + hardware.handoff
+    # (a configuration's last stage sends nothing on: its hop to the first device, which
+    # ``stage_devices`` wraps to, is no hand-off it waits for)
+    position = stage_positions(config)
+    last = position == np.bincount(config)[config] - 1
+    held = np.maximum(np.where(last, 0.0, hop), incoming(config, hop)) + hardware.handoff
     held = np.where(grid.blocking_handoffs & (per_stage(p) > 1) & (forward > 0), held, 0.0)
     return latency, bandwidth, message, held
 
