@@ -112,9 +112,21 @@ def context_parallel_per_node(hardware: Hardware, t, cp) -> np.ndarray:
     return np.minimum(np.maximum(hardware.gpus_per_node // np.asarray(t), 1), np.asarray(cp))
 
 
-def data_parallel_per_node(hardware: Hardware, t, d) -> np.ndarray:
-    """Members per node of a data-parallel group (``d`` ranks, ``t`` apart)."""
-    return np.minimum(np.maximum(hardware.gpus_per_node // np.asarray(t), 1), np.asarray(d))
+def data_parallel_per_node(hardware: Hardware, t, d, gpus=None) -> np.ndarray:
+    """Members per node of a data-parallel group (``d`` ranks, ``t`` apart). Of a job of
+    ``gpus`` beyond one node, in the group that fares worst: where ``t`` divides the node,
+    each group's ``d`` ranks are consecutive among a node's ``gpus_per_node / t`` slots, a
+    group starting at every ``d``-th, so ``gcd(d, gpus_per_node / t)`` as in
+    ``tensor_parallel_per_node`` (``t 2``, ``d 3`` on 8 GPUs: ranks 6, 8, 10 straddle two
+    nodes). Default (``gpus`` unknown): ``min(gpus_per_node / t, d)``, exact where ``t d``
+    and the node divide one another."""
+    g, t, d = hardware.gpus_per_node, np.asarray(t), np.asarray(d)
+    per_node = np.minimum(np.maximum(g // t, 1), d)
+    if gpus is None:
+        return per_node
+    slots = np.maximum(g // np.rint(t).astype(np.int64), 1)
+    worst = np.where(g % t == 0, np.gcd(np.rint(d).astype(np.int64), slots), per_node)
+    return np.where(np.asarray(gpus) <= g, d, worst)
 
 
 def hop_crosses(hardware: Hardware, stride, device, following) -> np.ndarray:

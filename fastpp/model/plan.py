@@ -906,12 +906,14 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
                        window=np.minimum.reduceat(window, peak_at),
                        embedding_params=tied * model.vocab * model.hidden / t,
                        embedding_per_node=np.where(pipeline_spans(hardware, t * cp, d, p), 1, 2),
-                       zero3=zero3, reduce_bytes=reduce_bytes, replicate=grid.replicate)
+                       zero3=zero3, reduce_bytes=reduce_bytes, replicate=grid.replicate,
+                       gpus=t * cp * d * p)
     if model.moe:  # the routed experts' gradients reduce over edp, ranks etp x ep apart
         more = step_terms(hardware, np.maximum.reduceat(experts, peak_at), etp * ep, edp,
                           cols["zero"][run], overlap=grad_overlap,
                           window=np.minimum.reduceat(window, peak_at), zero3=zero3,
-                          reduce_bytes=reduce_bytes, host_step=False, replicate=grid.replicate)
+                          reduce_bytes=reduce_bytes, host_step=False, replicate=grid.replicate,
+                          gpus=t * cp * d * p)
         terms = {k: v + more[k] for k, v in terms.items()}
     sync = terms["gradient_sync"] + terms["parameter_gather"] + terms["embedding_sync"]
     makespan = rows.out[:, batch.MAKESPAN]

@@ -114,7 +114,8 @@ def _terms(model, hardware, schedule, table, t, d, zero, gradient_overlap, reduc
     terms = step_terms(hardware, params.max(), t, d, zero,
                        embedding_params=model.vocab * model.hidden / t if tied else 0.0,
                        embedding_per_node=spans, overlap=gradient_overlap,
-                       window=window.min(), reduce_bytes=reduce_bytes)
+                       window=window.min(), reduce_bytes=reduce_bytes,
+                       gpus=t * d * schedule.p)
     return {k: float(np.max(v)) for k, v in terms.items()}
 
 

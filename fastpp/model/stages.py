@@ -285,12 +285,13 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
                             f"groups split (got d * cp = {show(grid.d * cp)})")
     gather, scatter = zero3_times(hardware, params, layers + embedding + loss, per_stage(t),
                                   per_stage(grid.d * cp // grid.replicate), per_stage(grid.zero),
-                                  zero3, grid.reduce_bytes)
+                                  zero3, grid.reduce_bytes, per_stage(t * cp * grid.d * grid.p))
     if model.moe:  # (none where a stage has no experts)
         apart = grid.ep * grid.etp
         more = zero3_times(hardware, experts, moe_layers + mtp, per_stage(apart),
                            per_stage(t * cp * grid.d // apart // grid.replicate),
-                           per_stage(grid.zero), zero3, grid.reduce_bytes)
+                           per_stage(grid.zero), zero3, grid.reduce_bytes,
+                           per_stage(t * cp * grid.d * grid.p))
         gather, scatter = (x + np.where(moe_layers + mtp > 0, y, 0.0)
                            for x, y in zip((gather, scatter), more, strict=True))
     forward = forward + np.maximum(gather - forward, 0.0)
@@ -891,14 +892,14 @@ def ring_exposed(hop, first, step, cp):
 
 
 def zero3_times(hardware: Hardware, params, collectives, t, replicas, zero, zero3: str,
-                reduce_bytes: float = REDUCE_BYTES):
+                reduce_bytes: float = REDUCE_BYTES, gpus=None):
     """Per stage, ZeRO-3's seconds of one microbatch: the weights' all-gather (of one pass)
     and the gradients' reduce-scatter (``reduce_bytes`` a gradient), ``collectives`` of each
     (one per layer, the embedding and the output layer), over ``replicas`` ranks ``t`` apart
     (0 where ``zero < 3``, and with ``zero3="step"``, whose collectives run once a step:
-    ``step_terms``)."""
+    ``step_terms``; ``gpus`` the job's, as there)."""
     collectives = np.maximum(np.asarray(collectives, np.float64), 1.0)
-    spans = data_parallel_per_node(hardware, t, replicas)
+    spans = data_parallel_per_node(hardware, t, replicas, gpus)
     each = (np.asarray(zero) == 3) & (zero3 == "layer")
     gather = collectives * all_gather(hardware, GATHER_BYTES * params / collectives, replicas,
                                       spans)
@@ -1285,7 +1286,7 @@ BUCKET_PARAMS = 40e6  # Megatron's default gradient bucket, in parameters
 def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
                embedding_per_node=2, overlap: bool = False, window=0.0,
                reduce_bytes: float = REDUCE_BYTES, zero3: str = "layer", host_step: bool = True,
-               replicate=1) -> dict[str, np.ndarray]:
+               replicate=1, gpus=None) -> dict[str, np.ndarray]:
     """The step's time outside the pipeline, per configuration (arrays broadcast).
 
     Parameters
@@ -1324,6 +1325,9 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
         the ``d / replicate`` ranks of a group (ranks ``t`` apart), and each rank's share of
         the reduced gradients is all-reduced across the groups (ranks ``t d / replicate``
         apart), once a step, its time added to the reduction's.
+    gpus : array_like, optional
+        GPUs of the job, which say where a group straddles two nodes
+        (``comm.data_parallel_per_node``; default: unknown).
 
     Returns
     -------
@@ -1339,13 +1343,13 @@ def step_terms(hardware: Hardware, params, t, d, zero, *, embedding_params=0.0,
     zero = np.asarray(zero)
     replicate = np.asarray(replicate, np.float64)
     shard = d / replicate  # ZeRO's group
-    spans, shard_spans = (data_parallel_per_node(hardware, t, x) for x in (d, shard))
+    spans, shard_spans = (data_parallel_per_node(hardware, t, x, gpus) for x in (d, shard))
     sharded = zero >= 1
     each = (zero == 3) & (zero3 == "layer")  # reduced in each backward (stage_table)
     # across the replica groups, each rank's share of the gradients (hybrid sharding)
     across = np.where(sharded, all_reduce(
         hardware, reduce_bytes * params / shard, replicate,
-        data_parallel_per_node(hardware, np.asarray(t) * shard, replicate)), 0.0)
+        data_parallel_per_node(hardware, np.asarray(t) * shard, replicate, gpus)), 0.0)
     reduce = across + np.where(each, 0.0, np.where(
         sharded, reduce_scatter(hardware, reduce_bytes * params, shard, shard_spans),
         all_reduce(hardware, reduce_bytes * params, d, spans)))
