@@ -724,3 +724,29 @@ def test_measure_script_takes_a_timeout(tmp_path):
     assert run.returncode == 2
     assert run.stderr.strip().splitlines()[-1] == (
         "error: --timeout must be a finite number of seconds > 0 (got --timeout=0.0)")
+
+
+@needs_st
+def test_a_job_built_from_a_table_in_memory_is_checked():
+    """``MeasuredJob(table, meta)``, public, checked nothing: trace ST's DP2 table with meta
+    dp_size 1 gave S = 1.0078 (the file's 1.1787) and M_S = 23.3, a table without ``end_ts``
+    an AttributeError, an empty one an IndexError, and it wrote a column into the caller's
+    table."""
+    pd = pytest.importorskip("pandas")
+    table = pd.read_parquet(ST / "trace-ST.parquet")
+    sizes = {"dp_size": 2, "pp_size": 4}
+    with pytest.raises(ScheduleError, match=r"meta dp_size=1 disagrees with the table: its "
+                                            r"dp_rank values are \[0, 1\]"):
+        fastpp.MeasuredJob(table, {**sizes, "dp_size": 1})
+    with pytest.raises(ScheduleError, match=r"table must hold ops \(it has none\)"):
+        fastpp.MeasuredJob(table.iloc[:0], sizes)
+    with pytest.raises(ScheduleTypeError, match=r"table must be a pandas DataFrame of ops "
+                                                r"\(got str\)"):
+        fastpp.MeasuredJob("trace-ST.parquet", sizes)
+    with pytest.raises(ScheduleTypeError, match=r"meta must be a dict of sizes \(got str\)"):
+        fastpp.MeasuredJob(table, "meta-ST.yaml")
+    columns = list(table.columns)
+    job = fastpp.MeasuredJob(table, sizes)  # as the file reads
+    assert list(table.columns) == columns
+    assert fastpp.whatif(job).slowdown == fastpp.whatif(fastpp.read_op_table(
+        ST / "trace-ST.parquet")).slowdown

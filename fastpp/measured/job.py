@@ -36,7 +36,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import Frozen, ScheduleError, file_path, known_keywords, numbers, read_only, require
+from ..checks import (
+    Frozen,
+    ScheduleError,
+    ScheduleTypeError,
+    file_path,
+    known_keywords,
+    numbers,
+    read_only,
+    require,
+)
 from ..compiled import timeline_batch
 from ..costs import MAX_TIME
 
@@ -99,10 +108,25 @@ class MeasuredJob(Frozen):
         Measured: last op end less first op start of each step.
 
     A job does not change once read: its attributes cannot be set and its arrays are
-    read-only.
+    read-only. ``MeasuredJob(table, meta)`` builds one from an op table in memory (a
+    DataFrame with ``read_op_table``'s columns) and its meta dict, checked as
+    ``read_op_table`` checks a file's.
     """
 
     def __init__(self, table, meta: dict):
+        # built from a table in memory: checked as read_op_table checks a file's (unchecked,
+        # a DP2 table with dp_size 1 gave S = 1.0078 for 1.1787, and a table without end_ts
+        # an AttributeError)
+        self._build(*_checked(table, meta, "table"))
+
+    @classmethod
+    def _read(cls, table, meta: dict) -> MeasuredJob:
+        """A job of a table and meta ``_checked`` already (``read_op_table``'s)."""
+        job = cls.__new__(cls)
+        job._build(table, meta)
+        return job
+
+    def _build(self, table, meta: dict) -> None:
         steps = np.sort(table.step.unique())
         first = table[table.step == steps[0]]
         ops = (first.sort_values(["dp_rank", "stage", "start_ts", "seq_id", "optype"])
@@ -226,19 +250,28 @@ def read_op_table(path, meta=None) -> MeasuredJob:
     except Exception as err:  # pyarrow's errors have no common base  # noqa: BLE001
         raise ScheduleError(f"path must be a Parquet op table (got {str(path)!r}: "
                             f"{type(err).__name__})") from None
-    meta = _meta(path, meta)
+    return MeasuredJob._read(*_checked(table, _meta(path, meta), f"op table {path.name}"))
+
+
+def _checked(table, meta, name: str) -> tuple:
+    """``table`` (a copy of its columns, with ``end_ts``) and ``meta`` checked: its columns,
+    their types, its consistency and its agreement with ``meta``; ``name`` names it."""
+    if not isinstance(table, pd.DataFrame):
+        raise ScheduleTypeError(f"table must be a pandas DataFrame of ops (got "
+                                f"{type(table).__name__})")
+    if not isinstance(meta, dict):
+        raise ScheduleTypeError(f"meta must be a dict of sizes (got {type(meta).__name__})")
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
-        raise ScheduleError(f"op table {path.name} must have columns {list(COLUMNS)} (missing "
-                            f"{missing})")
+        raise ScheduleError(f"{name} must have columns {list(COLUMNS)} (missing {missing})")
     if table.empty:
-        raise ScheduleError(f"op table {path.name} must hold ops (it has none)")
+        raise ScheduleError(f"{name} must hold ops (it has none)")
     table = table[list(COLUMNS)].copy()
-    _column_types(table, path)
+    _column_types(table, name)
     table["optype"] = table.optype.astype(str)
     _check(table, meta)
     table["end_ts"] = table.start_ts.astype(np.float64) + table.duration.astype(np.float64)
-    return MeasuredJob(table, meta)
+    return table, dict(meta)
 
 
 def _meta(path: Path, meta) -> dict:
@@ -267,32 +300,32 @@ def _existing(path: Path, name: str) -> Path:
     return path
 
 
-def _column_types(t, path: Path) -> None:
+def _column_types(t, name: str) -> None:
     """Integer columns hold integers and the times finite numbers (before any arithmetic on
     them: a NaN rank or a string time would otherwise surface as NumPy's or pandas' error, a
     NaN start as a silently wrong order)."""
     for column in COLUMNS:  # pandas' nullable columns hold NA, which no check below sees
         if t[column].isna().any():
             row = int(np.flatnonzero(t[column].isna().to_numpy())[0])
-            raise ScheduleError(f"op table {path.name}: {column} must have no missing values "
+            raise ScheduleError(f"{name}: {column} must have no missing values "
                                 f"(row {row} is missing it)")
     for column in ("start_ts", "duration"):
         if not pd.api.types.is_numeric_dtype(t[column]) or pd.api.types.is_bool_dtype(t[column]):
-            raise ScheduleError(f"op table {path.name}: {column} must hold numbers (got dtype "
+            raise ScheduleError(f"{name}: {column} must hold numbers (got dtype "
                                 f"{t[column].dtype})")
         t[column] = t[column].astype(np.float64)  # (a nullable dtype's own rules end here)
         # a step's replay sums them: past MAX_TIME the sums could overflow
         if not (np.abs(t[column].to_numpy()) <= MAX_TIME).all():
-            raise ScheduleError(f"op table {path.name}: {column} must be finite and at most "
+            raise ScheduleError(f"{name}: {column} must be finite and at most "
                                 f"{MAX_TIME:g} in magnitude (the table has other values)")
     for column in set(COLUMNS) - {"start_ts", "duration", "optype"}:
         if not pd.api.types.is_integer_dtype(t[column]) or pd.api.types.is_bool_dtype(t[column]):
-            raise ScheduleError(f"op table {path.name}: {column} must hold integers (got dtype "
+            raise ScheduleError(f"{name}: {column} must hold integers (got dtype "
                                 f"{t[column].dtype})")
         # an unsigned column past int64's range would wrap around to negative labels
         if pd.api.types.is_unsigned_integer_dtype(t[column]) and len(t) \
                 and int(t[column].max()) > np.iinfo(np.int64).max:
-            raise ScheduleError(f"op table {path.name}: {column} must hold integers below 2**63 "
+            raise ScheduleError(f"{name}: {column} must hold integers below 2**63 "
                                 f"(got {int(t[column].max())})")
         t[column] = t[column].astype(np.int64)
 
