@@ -52,7 +52,7 @@ from fastpp.checks import (
     until_interrupted,
     will_write,
 )
-from fastpp.measured.runner import TORCH_CLASSES, measure_many, realtime_denied
+from fastpp.measured.runner import TORCH_CLASSES, measure_many, realtime_denied, torch_order
 from fastpp.measured.steps import step_folders
 from fastpp.plot import check_picture
 from fastpp.reports import write_report
@@ -129,8 +129,12 @@ def read_steps(folder: Path, labels) -> dict:
 
 
 def expected(label: str, p: int, n: int) -> fastpp.Schedule:
-    name = TORCH_CLASSES.get(label, label)
-    return fastpp.build_schedule(name, p, n, fastpp.SCHEDULES[name].default_m)
+    """The order ``label`` ran: a PyTorch class's as ``measure`` builds it (interleaved
+    1F1B's rounds of ``n // max(1, n // p)``; the default ``G = p`` refused ``-p 3 -n 8``
+    after every class had run)."""
+    if label in TORCH_CLASSES:
+        return torch_order(label, p, n)
+    return fastpp.build_schedule(label, p, n, fastpp.SCHEDULES[label].default_m)
 
 
 def class_table(runs: dict, p: int, n: int) -> pd.DataFrame:

@@ -750,3 +750,22 @@ def test_a_job_built_from_a_table_in_memory_is_checked():
     assert list(table.columns) == columns
     assert fastpp.whatif(job).slowdown == fastpp.whatif(fastpp.read_op_table(
         ST / "trace-ST.parquet")).slowdown
+
+
+@pytest.mark.parametrize("p, n", [(2, 4), (3, 8), (4, 10)])
+def test_measure_script_prices_the_order_each_class_ran(p, n):
+    """scripts/measure.py priced each class by the generator's default order, where PyTorch's
+    ScheduleInterleaved1F1B runs ``max(1, n // p)`` rounds of ``n // rounds`` microbatches
+    (torch/distributed/pipelining/schedules.py, ``number_of_rounds``,
+    ``microbatches_per_round``), as ``measure`` builds it: at ``-p 3 -n 8`` every class ran,
+    then the table failed ("n must be a multiple of G=3"), and ``--reread`` the same."""
+    from helpers import script
+
+    from fastpp.measured.runner import TORCH_CLASSES
+
+    module = script("measure")
+    rounds = max(1, n // p)
+    torch_runs = fastpp.build_schedule("interleaved-1f1b", p, n, 2, G=n // rounds)
+    assert module.expected("ScheduleInterleaved1F1B", p, n).tokens() == torch_runs.tokens()
+    for label in ("1f1b", *TORCH_CLASSES):  # every class the script measures is priced
+        assert module.expected(label, p, n).p == p

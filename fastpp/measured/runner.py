@@ -492,12 +492,7 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
         raise ScheduleError("schedule 'Schedule1F1B' labels none of its ops in the profiler; "
                             "measure '1f1b' instead, the same order through the CSV runtime")
     if isinstance(schedule, str) and schedule in TORCH_CLASSES:
-        name = TORCH_CLASSES[schedule]
-        m = SCHEDULES[name].default_m if m is None else positive_int(m, "m")
-        # the class's constraints are the generator's; PyTorch's interleaved 1F1B runs rounds
-        # of n // max(1, n // p) microbatches, Megatron's groups of that G
-        G = n // max(1, n // p) if schedule == "ScheduleInterleaved1F1B" else None
-        order = build_schedule(name, p, n, m, G=G)
+        order = torch_order(schedule, p, n, m)
         runner = schedule
     else:
         if isinstance(schedule, str):
@@ -534,6 +529,17 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
                    for r in range(p))
     return (Job(runner, csv, p, n, stages, str(out)),
             Model(layers, hidden, microbatch, device, warmup, realtime), order if csv else None)
+
+
+def torch_order(schedule: str, p: int, n: int, m: int | None = None) -> Schedule:
+    """The order PyTorch's class ``schedule`` (of ``TORCH_CLASSES``) runs, as fastpp builds it
+    (``m``: the schedule's default). The class's constraints are the generator's; PyTorch's
+    interleaved 1F1B runs rounds of ``n // max(1, n // p)`` microbatches, Megatron's groups
+    of that ``G``."""
+    name = TORCH_CLASSES[schedule]
+    m = SCHEDULES[name].default_m if m is None else positive_int(m, "m")
+    G = n // max(1, n // p) if schedule == "ScheduleInterleaved1F1B" else None
+    return build_schedule(name, p, n, m, G=G)
 
 
 def _prepare(job: Job, order: Schedule | None) -> None:
