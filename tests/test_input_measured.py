@@ -769,3 +769,27 @@ def test_measure_script_prices_the_order_each_class_ran(p, n):
     assert module.expected("ScheduleInterleaved1F1B", p, n).tokens() == torch_runs.tokens()
     for label in ("1f1b", *TORCH_CLASSES):  # every class the script measures is priced
         assert module.expected(label, p, n).p == p
+
+
+@pytest.mark.parametrize("steps", [1, 2])
+def test_measure_reads_the_files_its_ranks_wrote(tmp_path, monkeypatch, steps):
+    """``measure`` read back its whole ``out`` folder: another JSON file there (a note, a
+    Perfetto trace) refused the run after every rank had run ("notes.json: not a profiler
+    trace"), returning nothing. The ranks stand in here: each writes the trace ``rank.py``
+    writes, a GPipe run's."""
+    from fastpp.measured import runner
+
+    def ranks(jobs, model, timeout):
+        for job in jobs:
+            for k in range(model.steps):
+                folder = Path(job.out) / (f"step{k}" if model.steps > 1 else "")
+                for r in range(job.p):
+                    with gzip.open(TRACES / "gpipe" / f"rank{r}_trace.json.gz") as fh:
+                        (folder / f"rank{r}_trace.json").write_bytes(fh.read())
+
+    monkeypatch.setattr(runner, "run_jobs", ranks)
+    (tmp_path / "notes.json").write_text(json.dumps({"run": "the first"}))
+    run = runner.measure("ScheduleGPipe", 2, 4, out=tmp_path, steps=steps, probe=0)
+    runs = [run] if steps == 1 else list(run)
+    assert [r.schedule.tokens() for r in runs] == [fastpp.read_torch_trace(TRACES / "gpipe")
+                                                          .schedule.tokens()] * steps

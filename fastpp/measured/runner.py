@@ -218,13 +218,20 @@ def _run(jobs: list[Job], orders: list, model: Model, timeout: float) -> list:
             _prepare(dataclasses.replace(job, out=str(Path(job.out) / f"step{k}")), None)
     run_jobs(jobs, model, timeout)
     if model.steps == 1:
-        read = [[read_torch_trace(job.out)] for job in jobs]
+        read = [[read_torch_trace(_traces(job.out, job.p))] for job in jobs]
     else:
-        read = [[read_torch_trace(Path(job.out) / f"step{k}") for k in range(model.steps)]
-                for job in jobs]
+        read = [[read_torch_trace(_traces(Path(job.out) / f"step{k}", job.p))
+                 for k in range(model.steps)] for job in jobs]
     runs = [[run if order is renamed else _named(run, order) for run in steps]
             for steps, order, renamed in zip(read, orders, ran, strict=True)]
     return [steps[0] if model.steps == 1 else MeasuredSteps(steps) for steps in runs]
+
+
+def _traces(folder, p: int) -> list[Path]:
+    """The files the ranks wrote in ``folder`` (``rank.py``'s names): another JSON file there
+    (a note, a Perfetto trace) is no rank's, and reading the whole folder had refused the
+    run after it ran."""
+    return [Path(folder) / f"rank{r}_trace.json" for r in range(p)]
 
 
 def shared_cpus(p: int, device: str) -> str:
