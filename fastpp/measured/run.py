@@ -268,7 +268,7 @@ class MeasuredRun(Frozen):
         autograd engine's node events (a GPU range, Megatron's timers), which then runs all
         of ``b`` in ``I``. Without a probe, a kind the run lacks takes the backward's fixed
         time: ``I`` and ``W`` each ``B``'s, ``B`` the ``I``'s (on the traces in tests/data, the
-        fixed parts of ``B``, ``I`` and ``W`` are all 0.09-0.51 ms).
+        fixed parts of ``B``, ``I`` and ``W`` are all 0.09-0.53 ms).
 
         A run with a ``probe`` (``measure`` runs one after each step) prices the split
         backward by what it measured, per group (device: its stages' probes summed; stage),
