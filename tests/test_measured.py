@@ -722,6 +722,25 @@ def test_a_stage_on_two_ranks(tmp_path):
         read_torch_trace(tmp_path)
 
 
+def test_a_range_running_on_into_the_next_is_an_error(tmp_path):
+    """``PP:0F0`` stretched 100 us into ``PP:0B0`` on its thread, which ``record_function``
+    cannot write (its ranges nest or follow each other), was read: the first op's compute ran
+    on into the second's (the replay +0.46% on zbv's rank 1). A range ending within the
+    ranges' rounding of the next one's start still reads."""
+    data = real_copy(tmp_path)
+    first, second = events(data[0], "PP:0F0")[0], events(data[0], "PP:0F1")[0]
+    gap = second["ts"] - (first["ts"] + first["dur"])
+    first["dur"] += gap + 0.5  # rounding: within TOLERANCE_US of the next one's start
+    rewrite(tmp_path, 0, data[0])
+    read_torch_trace(tmp_path)
+    first["dur"] += 100.0
+    rewrite(tmp_path, 0, data[0])
+    with pytest.raises(ScheduleError, match=r"rank 0: range 'PP:0F1' at ts=.* starts "
+                                            r"100.500 us before 'PP:0F0' ends: one thread's "
+                                            r"ranges nest or follow each other"):
+        read_torch_trace(tmp_path)
+
+
 def test_a_range_inside_another_is_a_part_of_its_pair_or_an_error(tmp_path):
     """A copy of ``PP:0B0`` inside ``PP:0F0`` was dropped silently as if it were a part of an
     overlapped pair; only a pair's own forward and backward nest in its range."""

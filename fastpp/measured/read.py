@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover (the measured extra installs it)
 from ..checks import ScheduleError, show
 from ..ops import FB, B, F, I, W, parse_op
 from . import scan
+from .align import TOLERANCE_US
 
 # every \d ASCII (re.ASCII): it matches other scripts' digits too, which the labels' byte
 # reader refused with a UnicodeEncodeError
@@ -395,7 +396,7 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
             f"nothing: measure 1F1B by writing its order with fastpp.io.write_torch_csv and "
             f"running it through _PipelineScheduleRuntime (_load_csv(path, "
             f"format='compute_only')).")
-    start, end, tid, labels, ops = _outermost(file, rank, chosen)
+    start, end, tid, labels, ops = _outermost(file, rank, chosen, not device_clock)
     first_child = end.copy()
     ready = np.full(len(start), np.nan)
     release = end.copy()
@@ -550,14 +551,16 @@ def _bad_event(events: list):
     return None
 
 
-def _outermost(file: Path, rank: int, chosen: dict):
+def _outermost(file: Path, rank: int, chosen: dict, cpu: bool = False):
     """The ops in the order they ran (by start, longer first at a tie): an overlapped pair
-    may show its parts as ranges inside its own, of which the outermost is kept."""
+    may show its parts as ranges inside its own, of which the outermost is kept. ``cpu``:
+    the ranges are ``record_function``'s, which on one thread nest or follow each other."""
     order = np.lexsort((-chosen["end"], chosen["start"]))
     start, end = chosen["start"][order], chosen["end"][order]
     tid, labels = _take(chosen["tid"], order), _take(chosen["label"], order)
     ops = chosen["op"][order]
-    if not np.any(end[1:] <= np.maximum.accumulate(end)[:-1]):
+    reach = np.maximum.accumulate(end)[:-1]
+    if not np.any(end[1:] <= reach) and not (cpu and np.any(start[1:] < reach - TOLERANCE_US)):
         return start, end, tid, labels, ops  # nothing nests: the common case
     kept, reach = [], -np.inf
     for k in range(len(start)):
@@ -566,6 +569,11 @@ def _outermost(file: Path, rank: int, chosen: dict):
                                      labels[kept[-1]], tuple(ops[kept[-1]].tolist())),
                         (float(start[k]), float(end[k]), tid[k], labels[k], tuple(ops[k].tolist())))
             continue
+        if cpu and start[k] < reach - TOLERANCE_US and tid[k] == tid[kept[-1]]:
+            # (accepted, it had run the first op on into the second's compute)
+            raise ScheduleError(f"{file}: rank {rank}: range {labels[k]!r} at ts={start[k]} "
+                                f"starts {reach - start[k]:.3f} us before {labels[kept[-1]]!r} "
+                                f"ends: one thread's ranges nest or follow each other")
         kept.append(k)
         reach = end[k]
     return start[kept], end[kept], [tid[k] for k in kept], [labels[k] for k in kept], ops[kept]
