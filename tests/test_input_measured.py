@@ -793,3 +793,19 @@ def test_measure_reads_the_files_its_ranks_wrote(tmp_path, monkeypatch, steps):
     runs = [run] if steps == 1 else list(run)
     assert [r.schedule.tokens() for r in runs] == [fastpp.read_torch_trace(TRACES / "gpipe")
                                                           .schedule.tokens()] * steps
+
+
+def test_predictions_take_what_measure_takes():
+    """``fastpp.measured.predictions`` of a path raised an AttributeError, and of
+    ``link_delay=0.05`` (seconds on the middle link, as ``measure`` takes it) a TypeError,
+    of a malformed one a ValueError."""
+    from fastpp.measured import predictions, read_torch_trace
+
+    run = read_torch_trace(DATA / "interleaved-1f1b")
+    with pytest.raises(ScheduleTypeError, match=r"run must be a fastpp.MeasuredRun \(got str\)"):
+        predictions(str(DATA / "interleaved-1f1b"))
+    with pytest.raises(ScheduleError, match=r"link_delay must be seconds or \(seconds, r1, "
+                                            r"r2\) \(got \(0.05,\)\)"):
+        predictions(run, DATA / "zbv", link_delay=(0.05,))
+    assert predictions(run, DATA / "zbv", link_delay=0.05) == predictions(
+        run, DATA / "zbv", link_delay=(0.05, 0, 1))

@@ -19,9 +19,10 @@ def predictions(run, costs_from=None, link_delay=None) -> dict[str, float]:
         median) whose calibrated costs also predict this one: another schedule's run
         predicting this schedule (its ``Costs.overhead`` keeps each op's fixed part whole at
         this run's chunk count).
-    link_delay : tuple, optional
-        ``(seconds, r1, r2)``: the sleep ``measure``'s ``link_delay`` put before each send
-        between ranks ``r1`` and ``r2``. This run's costs hold it (its ``send``, the time
+    link_delay : float or tuple, optional
+        ``(seconds, r1, r2)``, or seconds on the middle link, as ``measure`` takes it: the
+        sleep ``measure``'s ``link_delay`` put before each send between ranks ``r1`` and
+        ``r2``. This run's costs hold it (its ``send``, the time
         from an op's end to its output's hand-off), another run's do not: the prediction
         ``from`` it prices the sleep (``Noise(link_delay=..., blocking=True)`` without
         jitter). Until 7 December 2026 this run's own prediction priced it a second time.
@@ -33,9 +34,14 @@ def predictions(run, costs_from=None, link_delay=None) -> dict[str, float]:
         run's median costs per device) and, with ``costs_from``, ``"predicted from"`` that
         run's costs.
     """
+    from ..checks import instance
     from .run import MeasuredRun, read_torch_trace
+    from .runner import link_of
     from .steps import MeasuredSteps
 
+    # (a path gave an AttributeError, and measure's own link_delay=0.05 a TypeError)
+    instance(run, MeasuredRun, "run", "fastpp.MeasuredRun")
+    link_delay = link_of(link_delay, run.p)
     out = {"replayed": run.replay().makespan,
            "predicted": simulate(run.schedule, run.costs()).makespan}
     if costs_from is not None:
