@@ -303,7 +303,8 @@ def name_list(values, name: str, choices) -> tuple:
     if isinstance(values, str) or not isinstance(values, list | tuple):
         raise ScheduleTypeError(f"{name} must be a list of names among {list(choices)} (got "
                                 f"{values!r})")
-    bad = [x for x in values if x not in choices]
+    # (a name is a string: an array's `in` is ambiguous, NumPy's ValueError)
+    bad = [x for x in values if not isinstance(x, str) or x not in choices]
     if bad:
         raise ScheduleError(f"{name} must hold names among {list(choices)} (got {bad[0]!r})")
     return tuple(values)

@@ -233,6 +233,15 @@ def test_deepseek_v3_priced_within_15_percent_of_its_report():
     (lambda: Recipe(fused_norms="no"), "fused_norms must be True or False"),
     (lambda: make_recipe("llama"), "recipe must be one of"),
     (lambda: make_recipe("deepseek-v3", ["moe"]), "recipe must be given alone: it sets"),
+    # Python's and NumPy's errors once: tuple(5), an array's truth, an array `in` the names
+    (lambda: make_recipe(recompute_modules=5), "recompute_modules must be a list of names"),
+    (lambda: make_recipe(recompute_modules=["core_attn"], offload_modules=False),
+     "offload_modules must be a list of names"),
+    (lambda: make_recipe(offload_modules=0), "offload_modules must be a list of names"),
+    (lambda: make_recipe(offload_modules=np.array(2)), "offload_modules must be a list of"),
+    (lambda: make_recipe(fp8_cache=np.array([1, 2])), r"fp8_cache must be one of \[False"),
+    (lambda: make_recipe(fp8_cache=1), r"fp8_cache must be one of \[False, True\] \(got 1\)"),
+    (lambda: make_recipe(offload_modules=np.ones((2, 2))), "offload_modules must hold names"),
     (lambda: transformer_costs(SMALL, build_schedule("1f1b", p=2, n=4), TOY, seq=S, ep=2,
                                dp=2, dispatcher="deepep"), "dispatcher must be one of"),
 ])

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ScheduleError, instance, known_keywords, name_list, one_of, renamed
+from ..checks import ScheduleError, flag, instance, known_keywords, name_list, one_of, renamed
 from .compute import (
     _attention_shapes,
     _products,
@@ -177,11 +177,18 @@ def make_recipe(recipe=None, recompute_modules=None, fp8_cache=False, offload_mo
     """The ``Recipe`` a call's arguments name: ``recipe`` (a ``Recipe`` or a name in
     ``RECIPES``), else one built from the three options; ``None`` when none is given (the
     default accounting)."""
+    # checked before their truth is asked (an array's is ambiguous), and a number kept whole
+    # for name_list to refuse by name (tuple(5) was Python's TypeError)
+    fp8_cache = flag(fp8_cache, "fp8_cache")
+    modules, offload = (x if x is None or isinstance(x, str) or not np.iterable(x) else tuple(x)
+                        for x in (recompute_modules, offload_modules))
+    # (not `== ()`: a 0-d array's is an empty array, whose truth NumPy refuses)
+    no_offload = offload is None or (isinstance(offload, tuple) and not offload)
     if recipe is not None:
-        if recompute_modules is not None or fp8_cache or offload_modules:
+        if modules is not None or fp8_cache or not no_offload:
             given = ", ".join(f"{k}={v!r}" for k, v in (
-                ("recompute_modules", recompute_modules), ("fp8_cache", fp8_cache),
-                ("offload_modules", offload_modules)) if v is not None and v is not False)
+                ("recompute_modules", recompute_modules), ("fp8_cache", fp8_cache or None),
+                ("offload_modules", offload_modules)) if v is not None)
             raise ScheduleError(f"recipe must be given alone: it sets recompute_modules, "
                                 f"fp8_cache and offload_modules (got recipe={recipe!r} with "
                                 f"{given})")
@@ -192,10 +199,8 @@ def make_recipe(recipe=None, recompute_modules=None, fp8_cache=False, offload_mo
             raise ScheduleError(f"recipe must be one of {sorted(RECIPES)} or a Recipe (got "
                                 f"{recipe!r})")
         return RECIPES[recipe]
-    if recompute_modules is None and not fp8_cache and not offload_modules:
+    if modules is None and not fp8_cache and no_offload:
         return None
-    modules, offload = (x if x is None or isinstance(x, str) else tuple(x)
-                        for x in (recompute_modules, offload_modules))
     return Recipe(("core_attn",) if modules is None else modules, fp8_cache,
                   () if offload is None else offload)
 
