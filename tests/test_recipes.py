@@ -231,6 +231,10 @@ def test_deepseek_v3_priced_within_15_percent_of_its_report():
     (lambda: Recipe(offload_modules=("mlp",)), "offload_modules must hold names"),
     (lambda: Recipe(fp8_cache="yes"), "fp8_cache must be True or False"),
     (lambda: Recipe(fused_norms="no"), "fused_norms must be True or False"),
+    # a number equal to True: op_level=1 kept Megatron's modules, priced as the op level's
+    (lambda: Recipe(("mlp",), op_level=1), r"op_level must be True or False \(got 1\)"),
+    (lambda: Recipe(bf16_moments=1.0), "bf16_moments must be True or False"),
+    (lambda: Recipe(fp8_cache=np.array([1, 2])), "fp8_cache must be True or False"),
     (lambda: make_recipe("llama"), "recipe must be one of"),
     (lambda: make_recipe("deepseek-v3", ["moe"]), "recipe must be given alone: it sets"),
     # Python's and NumPy's errors once: tuple(5), an array's truth, an array `in` the names

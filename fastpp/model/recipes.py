@@ -146,14 +146,17 @@ class Recipe:
         for field, allowed in (("recompute_modules", RECOMPUTE_MODULES),
                                ("offload_modules", OFFLOAD_MODULES)):
             object.__setattr__(self, field, name_list(getattr(self, field), field, allowed))
-        if self.op_level is True and self.recompute_modules != ("core_attn",):
+        for field in ("fp8_cache", "bf16_moments", "op_level", "fused_norms"):
+            value = getattr(self, field)
+            # a bool, not a number equal to one (op_level=1 passed the check below; an
+            # array's `in (False, True)` was NumPy's ambiguous truth)
+            if not isinstance(value, bool | np.bool_):
+                raise ScheduleError(f"{field} must be True or False (got {value!r})")
+            object.__setattr__(self, field, bool(value))
+        if self.op_level and self.recompute_modules != ("core_attn",):
             raise ScheduleError(f"recompute_modules are Megatron's: with torchtitan's op-level "
                                 f"policy (op_level=True) they must be the default ('core_attn',) "
                                 f"(got {self.recompute_modules!r})")
-        for field in ("fp8_cache", "bf16_moments", "op_level", "fused_norms"):
-            if getattr(self, field) not in (False, True):
-                raise ScheduleError(f"{field} must be True or False (got "
-                                    f"{getattr(self, field)!r})")
 
     @property
     def optimizer_bytes(self) -> float:
