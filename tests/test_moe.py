@@ -393,6 +393,14 @@ def test_expert_options_on_a_dense_model_are_refused(name, value):
          schedules=["1f1b"], **{name: defaults[name]})
 
 
+@pytest.mark.parametrize("name", ["dispatcher", "imbalance", "node_limit"])
+def test_an_array_expert_option_on_a_dense_model_is_named(name):
+    """plan compared it with the default first: NumPy's ambiguous truth, not a ScheduleError."""
+    with pytest.raises(ScheduleError, match=rf"{name} must be .*\(got {name}=array"):
+        plan("llama2-7b", 16, seq=4096, global_batch=64, tp=[2], pp=[2], workers=1,
+             **{name: np.array([1, 2])})
+
+
 @pytest.fixture(scope="module")
 def moe_plan():
     model = Transformer(layers=6, hidden=32, heads=4, ffn=64, expert_ffn=16, experts=8,

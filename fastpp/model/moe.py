@@ -458,7 +458,8 @@ def refuse_expert_options(model: Transformer, **given) -> None:
     if model.moe:
         return
     for name, value in given.items():
-        if value != EXPERT_OPTIONS[name]:
+        # (an array is no default: its != was NumPy's ambiguous truth)
+        if isinstance(value, np.ndarray) or value != EXPERT_OPTIONS[name]:
             raise ScheduleError(f"{name} must be {EXPERT_OPTIONS[name]!r}: it acts on "
                                 f"experts, and {model.name or 'the model'} has none (got "
                                 f"{name}={value!r})")
