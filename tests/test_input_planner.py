@@ -233,6 +233,13 @@ def test_explain_says_why_a_run_does_not_fit():
     assert found.row["reason"] == needs and f"DOES NOT FIT: {needs}" in found.table()
 
 
+def test_plan_names_an_array_recompute_method():
+    """It was compared with 'op' before it was checked: NumPy's ambiguous truth."""
+    with pytest.raises(ScheduleError, match=r"recompute_method must be one of"):
+        plan("llama2-7b", 8, seq=1024, global_batch=8, tp=1, pp=2, recompute="full",
+             recompute_method=np.array(["block", "uniform"]), workers=1)
+
+
 @pytest.mark.parametrize("method", ["block", "interval"])
 def test_a_partial_recompute_method_needs_full_recomputation(method):
     """RunConfig took the method with recompute="none" and dropped it; plan and from_megatron

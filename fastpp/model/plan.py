@@ -357,6 +357,8 @@ def plan(model, gpus=None, hardware="H100-80GB", *, seq=None, global_batch=None,
     cp_comm = cp_comm_for(cp_comm, framework)
     reduce_bytes = check_reduce_bytes(reduce_bytes)  # (RunConfig's rule: 1e30 was priced)
     train_metrics = check_train_metrics(train_metrics)
+    # (checked before it is compared: an array's == was NumPy's ambiguous truth)
+    one_of(recompute_method, "recompute_method", RUN_METHODS)
     if recompute_method == OP_LEVEL:  # torchtitan's op-level policy: a recipe's terms
         if recipe is not None or recompute_modules is not None:
             raise ScheduleError(f"recompute_method='op' is torchtitan's op-level policy: give "
