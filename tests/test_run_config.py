@@ -3,6 +3,7 @@
 import inspect
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fastpp import ScheduleError
@@ -203,3 +204,16 @@ def test_a_grid_prices_each_configuration_as_alone():
                             **{name: x[mine] for name, x in stages.items()})
         for key, value in alone.items():
             np.testing.assert_allclose(together[key][mine], value, rtol=1e-12, err_msg=key)
+
+
+@pytest.mark.parametrize("column, value, match", [
+    # an array cell: its item() was NumPy's ValueError, its truth (layout) NumPy's too
+    ("t", np.array([1, 2]), r"^t must be"), ("schedule", np.array([1, 2]), r"^schedule must"),
+    ("layout", np.array([1, 2]), r"^layout must be"), ("layout", pd.NA, r"^layout must be"),
+    # the global batch the row's counts give, named by them (it was 'global_batch')
+    ("n", 10**18, r"row's n \* microbatch \* d, the global batch, must be below 2\*\*31"),
+])
+def test_from_row_names_a_bad_cell(column, value, match):
+    row = RunConfig(seq=512, global_batch=8, t=2, p=2, d=2).to_row() | {"n": 2, "gpus": 8}
+    with pytest.raises(ScheduleError, match=match):
+        RunConfig.from_row(row | {column: value}, seq=512)

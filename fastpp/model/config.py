@@ -395,7 +395,11 @@ class RunConfig:
         n, microbatch, d, gpus = (_count(get(k), f"row's {k}")
                                   for k in ("n", "microbatch", "d", "gpus"))
         values["global_batch"] = n * microbatch * d
-        values["layout"] = values["layout"] or None
+        if values["global_batch"] >= MAX_INT:  # (named by the row's columns it comes from)
+            raise ScheduleError(f"row's n * microbatch * d, the global batch, must be below "
+                                f"2**31 (got n={n}, microbatch={microbatch}, d={d})")
+        layout = values["layout"]  # ("" where plan gives none; pd.NA's truth is a TypeError)
+        values["layout"] = None if isinstance(layout, str) and not layout else layout
         config = cls(**{**values, **fields})
         if config.gpus != gpus:
             raise ScheduleError(f"row's gpus must be t * cp * p * d = {config.gpus} (got "
@@ -544,8 +548,9 @@ DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)
 
 
 def _plain(value):
-    """NumPy scalars as Python's (a row read from a DataFrame holds them)."""
-    return value.item() if hasattr(value, "item") else value
+    """NumPy scalars as Python's (a row read from a DataFrame holds them); an array left
+    for the field's check to refuse (its item() was NumPy's ValueError)."""
+    return value.item() if hasattr(value, "item") and np.ndim(value) == 0 else value
 
 
 def _count(value, name: str) -> int:
