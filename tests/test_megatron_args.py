@@ -359,6 +359,18 @@ def test_bad_input():
         from_megatron(42)
 
 
+@pytest.mark.parametrize("key, value, match", [
+    ("micro_batch_size", np.True_, r"--micro-batch-size must be an integer in 1..2\*\*31-1"),
+    ("attention_dropout", np.True_, r"--attention-dropout must be a number in \[0, 1\]"),
+])
+def test_a_dicts_numpy_bool_is_no_number(key, value, match):
+    """Python's True was refused where a count or a rate is meant, NumPy's taken as 1."""
+    args = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 512,
+            "vocab_size": 1000, "micro_batch_size": 2, "global_batch_size": 16}
+    with pytest.raises(ScheduleError, match=match):
+        from_megatron(args | {key: value}, gpus=8)
+
+
 def test_flag_table_defaults_have_their_types():
     for dest, (kind, default) in FLAGS.items():
         assert default is None or isinstance(default, kind), dest

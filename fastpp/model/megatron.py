@@ -17,6 +17,8 @@ import os
 import re
 from dataclasses import dataclass, fields, replace
 
+import numpy as np
+
 from ..checks import (
     MAX_INT,
     MISSPELT,
@@ -667,7 +669,7 @@ def _typed(dest: str, raw):
         return None if raw is None else str(raw)
     if kind is FLOAT:  # the dropout rates: probabilities
         try:
-            value = float(raw) if not isinstance(raw, bool) else None
+            value = float(raw) if not isinstance(raw, bool | np.bool_) else None
         except (TypeError, ValueError):
             value = None
         if value is None or not 0 <= value <= 1:
@@ -675,7 +677,8 @@ def _typed(dest: str, raw):
         return value
     low = 0 if dest in ZERO_OK else 1
     try:
-        if isinstance(raw, bool) or isinstance(raw, float) and raw != int(raw):
+        # (NumPy's bool too: int(np.True_) is 1, a switch read as a count)
+        if isinstance(raw, bool | np.bool_) or isinstance(raw, float) and raw != int(raw):
             raise ValueError
         value = int(raw, 10) if isinstance(raw, str) else int(raw)
     except (TypeError, ValueError, OverflowError):
