@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 from helpers import needs_data
 
@@ -216,6 +217,9 @@ def _bad(change: dict, section: str = "") -> dict:
 @pytest.mark.parametrize("data, message", [
     (_bad({"device_train_microbatch_size": "auto"}),
      "device_train_microbatch_size must be a number \\(got 'auto'"),
+    # (compared with 'auto' first: NumPy's ambiguous truth)
+    (_bad({"device_train_microbatch_size": np.array([8, 16])}),
+     "device_train_microbatch_size must be an integer from 1"),
     (_bad({"global_train_batch_size": 100}),
      "global_train_batch_size must be a multiple of gpus = 8 \\(got 100\\)"),
     (_bad({"max_seq_len": "2048"}), "max_seq_len must be an integer from 1"),

@@ -434,7 +434,7 @@ def _run(data: dict, fsdp: dict | None, table: dict, gpus: int, where: str
                                 f"{longest} (MPT's forward refuses longer; got {seq})")
     batch = _count(data.get("global_train_batch_size"), "global_train_batch_size", where)
     micro = data.get("device_train_microbatch_size", "auto")
-    if micro == "auto":
+    if isinstance(micro, str) and micro == "auto":  # (an array's == is ambiguous)
         raise ScheduleError(f"{where}: device_train_microbatch_size must be a number (got "
                             f"'auto', llm-foundry's default: Composer searches the largest "
                             f"that fits at run time; give the microbatch to price)")
