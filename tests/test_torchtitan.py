@@ -441,6 +441,29 @@ def test_torchao_float8_is_said_to_scale_as_it_casts():
     assert forward(h100, "fp8") < forward(scaled, "fp8") < forward(h100, "bf16")
 
 
+@pytest.mark.parametrize("job, match", [
+    ('[compile]\nenable = "true"\n', r"\[compile\] enable must be one of \[False, True\]"),
+    ("[compile]\nenable = 1\n", r"\[compile\] enable must be one of"),
+    ("[training]\ncompile = 1\n", r"\[training\] compile must be one of"),
+    ('[compile]\nenable = true\ncomponents = "model"\n', r"\[compile\] components must be a "
+                                                          r"list of 'model' and 'loss'"),
+    ('[compile]\nenable = true\ncomponents = ["modle"]\n', r"\[compile\] components must"),
+])
+def test_compile_switches_of_another_type_are_refused(job, match):
+    """torchtitan's Compile takes a bool and a list of "model" and "loss" (job_config.py):
+    each of these had priced the model eager, its loss unfused, without a word."""
+    with pytest.raises(ScheduleError, match=match):
+        from_torchtitan(job, gpus=8, model="llama3-8b")
+
+
+def test_compile_switch_of_numpy_is_read_as_its_bool():
+    """A dict's np.True_ was read as off (``is True``)."""
+    import numpy as np
+
+    job = {"compile": {"enable": np.True_}}
+    assert from_torchtitan(job, gpus=8, model="llama3-8b").model.eager == ""
+
+
 def test_eager_kernels_follow_compile():
     """Without ``[compile]`` compiling the model (torchtitan's default is off) its
     elementwise ops are eager PyTorch's with PyTorch's RMSNorm (``Transformer.eager``),

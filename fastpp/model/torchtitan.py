@@ -217,6 +217,15 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
         if not isinstance(table, dict):
             raise ScheduleError(f"{where}: [{name}] must be a table (got {table!r})")
     section["parallelism"] = _moved(section, where)
+    # the switches _compiled reads, typed as torchtitan's Compile is (job_config.py: enable a
+    # bool, components a list of "model" and "loss"): enable = "true" or components =
+    # "model" had priced the model eager, without a word
+    _choice(section["compile"], "enable", False, (False, True), where, "compile")
+    _choice(section["training"], "compile", False, (False, True), where, "training")
+    parts = section["compile"].get("components", ["model", "loss"])
+    if not isinstance(parts, list) or not all(x in ("model", "loss") for x in parts):
+        raise ScheduleError(f"{where}: [compile] components must be a list of 'model' and "
+                            f"'loss' (got {parts!r})")
     # torchtitan's FeedForward and experts run SiLU and the product as separate ops, and it
     # trains no multi-token-prediction module (its DeepSeek-V3 has none)
     given = model
@@ -526,9 +535,10 @@ def _compiled(section: dict, component: str = "model") -> bool:
     (which compiled the model alone)."""
     compiled = section["compile"]
     components = compiled.get("components", ["model", "loss"])
-    return (compiled.get("enable") is True and isinstance(components, list)
+    # (checked by from_torchtitan: a bool, Python's or NumPy's, whose `is True` is False)
+    return (bool(compiled.get("enable", False)) and isinstance(components, list)
             and component in components) or (
-        component == "model" and section["training"].get("compile") is True)
+        component == "model" and bool(section["training"].get("compile", False)))
 
 
 def _fp8_converted(converters: list, model: Transformer, where: str) -> bool:
