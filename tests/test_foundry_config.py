@@ -342,6 +342,18 @@ def test_each_key_means_what_composer_and_mpt_make_of_it():
     assert (gqa.model.kv_heads, mqa.model.kv_heads) == (4, 1)
 
 
+def test_a_custom_mixed_precision_s_keys_not_read_are_listed():
+    """Composer's dict form: a misspelt reduce_dtype (which Composer drops, reading the dtypes
+    by .get) priced the reduction in fp32 without a word."""
+    data = _bad({"mixed_precision": {"reduce_dtpye": "bf16", "buffer_dtype": "bf16"}},
+                "fsdp_config")
+    imported = from_llm_foundry(data, 8)
+    assert imported.config.reduce_bytes == 4.0
+    assert ("fsdp_config.mixed_precision.reduce_dtpye (not read: a misspelt fsdp_config."
+            "mixed_precision.reduce_dtype?)") in imported.ignored
+    assert "fsdp_config.mixed_precision.buffer_dtype" in imported.ignored
+
+
 def test_keys_not_read_are_listed_a_misspelling_named():
     """A key of the model or of ``fsdp_config`` that is not read is listed, one that may
     misspell a read key with the key it may mean (it changes the run: MPT would refuse it or

@@ -72,6 +72,9 @@ READ = {"": ("max_seq_len", "global_train_batch_size", "device_train_microbatch_
         "fsdp_config": ("sharding_strategy", "mixed_precision", "activation_checkpointing",
                         "data_parallel_replicate_degree", "data_parallel_shard_degree"),
         "tp_config": ("tensor_parallel_degree",),
+        # Composer's custom form (get_mixed_precision reads its dtypes by .get: a misspelt
+        # reduce_dtype is dropped there and was not listed here, the reduction priced fp32)
+        "fsdp_config.mixed_precision": ("param_dtype", "reduce_dtype"),
         "model": ("name", "d_model", "n_heads", "n_layers", "expansion_ratio", "vocab_size",
                   "resid_pdrop", "emb_pdrop", "tie_word_embeddings", "loss_fn",
                   "use_train_metrics", "fc_type", "attn_config", "ffn_config",
