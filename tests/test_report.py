@@ -518,6 +518,11 @@ def test_the_main_jobs_report_takes_its_summary_latency_and_budget(tmp_path, cap
                                                    r"sweep and one of its values \(got "
                                                    r"comm=0.3;"):
         fastpp.report(table, output=tmp_path / "x.html", setting={"comm": 0.3})
+    # one number: a list had been compared element-wise (pandas' ValueError), False taken as 0
+    for value in ([0.2, 0.0], False):
+        with pytest.raises(fastpp.ScheduleError, match=r"setting must name a cost column of "
+                                                       r"the sweep and one of its values"):
+            fastpp.report(table, output=tmp_path / "x.html", setting={"comm": value})
 
 
 def test_a_plans_report_tells_apart_the_rows_its_summary_does(tmp_path):

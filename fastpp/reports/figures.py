@@ -66,7 +66,11 @@ def _one_setting(df, setting=None):
     latency too, or its --summary-comm), and its description."""
     view, chosen = df, []
     for col, value in (setting or {}).items():
-        if col not in COST_COLUMNS or col not in view or not (view[col] == value).any():
+        # one number (a list was compared element-wise, pandas' ValueError; False was 0)
+        number = isinstance(value, int | float | np.number) and not isinstance(
+            value, bool | np.bool_)
+        if not number or col not in COST_COLUMNS or col not in view or not (
+                view[col] == value).any():
             held = sorted(set(view[col])) if col in view else []
             raise ScheduleError(f"setting must name a cost column of the sweep and one of its "
                                 f"values (got {col}={value!r}; the sweep's {col}: "
