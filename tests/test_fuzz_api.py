@@ -3,11 +3,13 @@
 Each entry of ``calls()`` is a public function with arguments that work; every argument in
 turn takes each value of ``BAD`` (wrong types, bools, signs, zero, huge, NaN, infinity, empty,
 strings, None, nested and ragged lists, wrong shapes), and each pair of integer arguments
-takes 10**5 and 10**9 at once. A call then either succeeds with a sane result or raises
-``ScheduleError`` (``ScheduleTypeError`` for a type) whose message names the parameter; never
-NumPy's, Numba's or Python's own error, a MemoryError, a call slower than ``SLOW`` seconds
-(``SLOW_VALID`` for a call that succeeds), or NaN or infinity out of finite input. The table
-is fixed, so the run is the same every time.
+takes 10**5 and 10**9 at once; each key of a dict a reader takes (a plan row, Megatron's
+arguments, an llm-foundry YAML, a torchtitan job) takes each value in turn. A call then
+either succeeds with a sane result or raises ``ScheduleError`` (``ScheduleTypeError`` for a
+type) whose message names the parameter; never NumPy's, Numba's or Python's own error, a
+MemoryError, a call slower than ``SLOW`` seconds (``SLOW_VALID`` for a call that succeeds),
+or NaN or infinity out of finite input. The table is fixed, so the run is the same every
+time.
 
 ``python tests/test_fuzz_api.py`` prints every escape and the counts.
 """
@@ -40,7 +42,7 @@ BAD = {
     "inf": math.inf, "-inf": -math.inf, "''": "", "'x'": "x", "'2'": "2", "[]": [],
     "[1, [2]]": [1, [2]], "[[1, 2], [3]]": [[1, 2], [3]], "ones((2, 2))": np.ones((2, 2)),
     "[nan]": [math.nan], "1j": 1j, "{}": {}, "object()": object(),
-    "int64(-3)": np.int64(-3),
+    "int64(-3)": np.int64(-3), "bool_(True)": np.bool_(True),
 }
 
 
@@ -278,6 +280,7 @@ def calls(tmp: Path) -> list[Call]:
                   imbalance=1.0)),
         Call("overlap.pair_time", pair_time, dict(parts=parts, comm_sms=20, sms=132)),
         *config_calls(),
+        *key_calls(),
         Call("report", lambda table, output, schedules: fastpp.report(
             table, output=output, schedules=schedules),
              dict(table=plan_df, output=tmp / "report.html", schedules=None),
@@ -368,6 +371,77 @@ def config_calls() -> list[Call]:
         Call("model.explain", explain,
              dict(model=tiny, config=run, hardware="H100-80GB", neighbours=1, workers=1)),
     ]
+
+
+def key_calls() -> list[Call]:
+    """Each key of a dict a reader takes, in turn set to each bad value: a plan row
+    (``RunConfig.from_row``), Megatron's arguments as a dict, an llm-foundry YAML's and a
+    torchtitan job's parsed dicts (the table above gives each a whole argument only)."""
+    import copy
+    import tomllib
+
+    from fastpp import model
+
+    run = model.RunConfig(seq=512, global_batch=8, t=2, p=2, d=2)
+    megatron = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8,
+                "seq_length": 512, "vocab_size": 1000, "tensor_model_parallel_size": 2,
+                "micro_batch_size": 2, "global_batch_size": 16, "attention_dropout": 0.1}
+    foundry = {"max_seq_len": 512, "global_train_batch_size": 64,
+               "device_train_microbatch_size": 8, "precision": "amp_bf16",
+               "model": {"name": "mpt_causal_lm", "d_model": 256, "n_heads": 4, "n_layers": 4,
+                         "expansion_ratio": 4, "max_seq_len": 512, "vocab_size": 1024,
+                         "attn_config": {"attn_impl": "flash"}},
+               "train_loader": {"dataset": {"max_seq_len": 512}},
+               "fsdp_config": {"sharding_strategy": "FULL_SHARD",
+                               "mixed_precision": {"reduce_dtype": "bf16"},
+                               "activation_checkpointing": False}}
+    titan = tomllib.loads(model.to_torchtitan(run.replace(zero=3, zero3="step"),
+                                              model.MODELS["llama3-8b"]))
+    # a message may name a key by what it counts (a model's layers, a run's t, the global
+    # batch three columns of a row make)
+    alias = {"num_layers": "layers", "n_layers": "layers", "hidden_size": "hidden",
+             "d_model": "ffn_hidden_size", "expansion_ratio": "ffn_hidden_size",
+             "num_attention_heads": "heads", "tensor_model_parallel_size": "vocab",
+             "tensor_parallel_degree": "t=", "pipeline_parallel_degree": "p=",
+             "context_parallel_degree": "cp=", "expert_parallel_degree": "ep",
+             "n": "n * microbatch * d", "microbatch": "n * microbatch * d",
+             "d": "n * microbatch * d", "expert_tensor_parallel_degree": "etp",
+             "pipeline_parallel_last_stage_less_layers": "last_stage_less_layers"}
+
+    def keys(table: dict, path=()):
+        for key, value in table.items():
+            if isinstance(value, dict) and key != "mixed_precision":
+                yield from keys(value, (*path, key))
+            else:
+                yield (*path, key)
+
+    def setter(read, data: dict, path: tuple):
+        def call(value):
+            changed = copy.deepcopy(data)
+            node = changed
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+            return read(changed)
+        return call
+
+    out = []
+    for label, read, data in (
+            ("RunConfig.from_row", lambda row: model.RunConfig.from_row(row, seq=512),
+             run.to_row() | {"n": 2, "gpus": 8}),
+            ("from_megatron(dict)", lambda args: model.from_megatron(args, gpus=8), megatron),
+            ("from_llm_foundry(dict)", lambda data: model.from_llm_foundry(data, 8), foundry),
+            ("from_torchtitan(dict)",
+             lambda job: model.from_torchtitan(job, 8, model="llama3-8b"), titan)):
+        for path in keys(data):
+            node = data
+            for key in path:
+                node = node[key]
+            dashed = path[-1].replace("_", "-")  # (Megatron's flags)
+            out.append(Call(f"{label}[{'.'.join(path)}]", setter(read, data, path),
+                            {"value": node}, names={"value": (
+                                path[-1], dashed, alias.get(path[-1], path[-1]))}))
+    return out
 
 
 def _op_table(tmp: Path) -> Path:
