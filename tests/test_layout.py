@@ -328,3 +328,12 @@ def test_plan_layout_reasons(uneven_plan):
         plan(model, 8, TOY, seq=32, global_batch=32, first_layers=[2, -1])
     with pytest.raises(ScheduleError, match=r"layout must close every parenthesis"):
         plan(model, 8, TOY, seq=32, global_batch=32, layout="E(t*12L")
+
+
+def test_layer_counts_of_a_0d_array_are_refused_by_name():
+    """A 0-d array has ``__len__`` but no length: iterating it was NumPy's TypeError, through
+    ``Layout.from_layers``, ``transformer_costs(layers=)`` and ``device_bytes(layers=)``."""
+    with pytest.raises(ScheduleTypeError, match=r"layers must be a sequence of layer counts"):
+        Layout.from_layers(np.array(2))
+    with pytest.raises(ScheduleTypeError, match=r"layers must be a sequence of layer counts"):
+        device_bytes("llama2-7b", build_schedule("1f1b", 2, 4), layers=np.array(2))

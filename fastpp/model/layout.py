@@ -130,7 +130,9 @@ def _run(symbol: str, k: int) -> str:
 
 
 def _counts(values, name: str) -> tuple[int, ...]:
-    if isinstance(values, str) or not hasattr(values, "__len__"):
+    # (a 0-d array has __len__ but no length: iterating it was NumPy's TypeError)
+    if isinstance(values, str) or not hasattr(values, "__len__") or (
+            isinstance(values, np.ndarray) and values.ndim == 0):
         raise ScheduleTypeError(f"{name} must be a sequence of layer counts per stage (got "
                                 f"{type(values).__name__})")
     out = []
