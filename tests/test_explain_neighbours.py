@@ -97,6 +97,23 @@ def test_torchtitan_neighbours_without_the_job_are_to_torchtitans(tmp_path):
         explain(model, config, "H100-80GB", job=JOB)
 
 
+def test_torchtitan_neighbours_of_a_job_that_is_not_the_run_are_refused():
+    """Each neighbour is a change of ``job``: a job of another run (here t = 4 where the run
+    has t = 2) had listed 'pipeline_parallel_degree=1' alone at 1.94x, its t = 4 unsaid."""
+    job = ("[parallelism]\ntensor_parallel_degree = 2\npipeline_parallel_degree = 2\n"
+           "[training]\nseq_len = 512\nlocal_batch_size = 4\nglobal_batch_size = 8\n")
+    model, config = from_torchtitan(job, gpus=8, model="llama3-8b")[:2]
+    assert explain(model, config, neighbours=1, workers=1, flags="torchtitan", job=job)
+    with pytest.raises(ScheduleError, match=r"job must be the torchtitan job the run was "
+                                            r"read from: it reads as seq=1024 \(the run's "
+                                            r"512\)"):
+        explain(model, config, neighbours=1, workers=1, flags="torchtitan",
+                job=job.replace("seq_len = 512", "seq_len = 1024"))
+    with pytest.raises(ScheduleError, match=r"global_batch_size must be local_batch_size"):
+        explain(model, config, neighbours=1, workers=1, flags="torchtitan",
+                job=job.replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 4"))
+
+
 HF_RUNS = {"given": ["gpt2.json", "--gpus", "8", "--tp", "2", "--pp", "2", "--seq", "1024",
                      "--hardware", "A100-80GB", "--global-batch", "64"],
            "default": ["llama-3.1-8b.json", "--gpus", "16", "--tp", "2", "--pp", "2",

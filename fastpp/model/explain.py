@@ -380,6 +380,13 @@ class _TorchtitanJob:
         self.job = (read_toml(job)[0] if job is not None
                     else tomllib.loads(to_torchtitan(config, model)))
         self.given = _flat(self.job)
+        if job is not None:  # the neighbours are changes of it: it must state the run
+            read = from_torchtitan(self.job, config.gpus, model=model).config
+            differ = [f"{k}={getattr(read, k)!r} (the run's {getattr(config, k)!r})"
+                      for k in SAME if getattr(read, k) != getattr(config, k)]
+            if differ:  # (each change listed would be from another run than the one priced)
+                raise ScheduleError(f"job must be the torchtitan job the run was read from: "
+                                    f"it reads as {', '.join(differ)}")
         # the layers the embedding and the output layer weigh: the job's, else torchtitan's
         self.weights = tuple(self.given.get(f"parallelism.pipeline_parallel_{end}_stage_less"
                                             f"_layers", 1) for end in ("first", "last"))
