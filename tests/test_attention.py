@@ -251,3 +251,20 @@ def test_plan_takes_the_stacks_attention_from_its_flags(tmp_path, capsys):
             (["--attention-speed", "nan"], "error: --attention-speed must be a number in (0, 2]")):
         assert main([*job, "--out", str(tmp_path / "bad"), *extra]) == 2
         assert error in capsys.readouterr().err
+
+
+def test_a_fast_stack_stays_under_the_peak():
+    """``attention_speed`` up to 2 times FlashAttention-3's curve (0.81 of H100's peak at
+    head dimension 256 without a mask) would price the kernel at 1.6 times the peak, 1,590
+    TFLOP/s on a 989 TFLOP/s GPU: the efficiency stops at the peak, and below it the speed
+    still scales it."""
+    h100 = HARDWARE["H100-80GB"]
+    fast = with_attention_speed(with_attention_kernel(h100, "FlashAttention-3"), 2.0)
+    s = np.array([512.0, 8192.0, 131072.0])
+    for kind in ("forward", "backward"):
+        for d, causal in ((256, False), (128, True), (64, True)):
+            eff = np.asarray(attention_efficiency(fast, kind, s, d, causal))
+            base = np.asarray(attention_efficiency(with_attention_kernel(h100, "FlashAttention-3"),
+                                                   kind, s, d, causal))
+            assert np.all(eff <= 1.0) and np.allclose(eff, np.minimum(2.0 * base, 1.0))
+    assert float(attention_efficiency(fast, "forward", 131072, 256, False)) == 1.0
