@@ -223,6 +223,12 @@ AUTOMODEL_RUN = {"recompute": "full", "node_limit": 1}
 # AutoModel's rows (PyTorch's FSDP2, their loss not stated) take Megatron's default, the
 # unfused one
 FUSED_LOSS = ("Megatron-Bridge", "Megatron-Core")
+# Megatron-LM's releases whose TFLOP/s count the attention core as the full square: it is
+# halved from core_r0.12.0 (8873b55, 6 March 2025, "Only half of the attention matrix is
+# non-zero"); core_r0.9.0's training.py still adds ``seq_length / hidden_size`` (line 132).
+# The MoE README's Mixtral row (468 TFLOP/s "as of MCore v0.9", c230e0d, 21 November 2024)
+# is reported in that count, 4.0% over the halved one at 4K (``predict``)
+FULL_SQUARE = ("Megatron-Core v0.8", "Megatron-Core v0.9")
 UNFUSED_RELEASES = ("moe_dev/main", "moe_dev (f3e6c5)")
 # moe_published.csv's rows where their source says more than the csv: its two Qwen3-235B rows
 # are the ModelZoo's of May 2025 (examples/qwen3/readme.md at 8017e11: the same layout, 245
@@ -535,14 +541,20 @@ def predict(r, **changes) -> tuple[float, str]:
         raise ScheduleError(f"{r['label']}: global_batch {kw['global_batch']} must split into "
                             f"its {flushes} accumulation steps")
     kw["global_batch"] //= flushes  # one flush priced; the step runs ``flushes`` of them
-    row = plan(kw.pop("model"), kw.pop("gpus"), hardware, workers=1, **kw).iloc[0]
+    model = kw.pop("model")
+    row = plan(model, kw.pop("gpus"), hardware, workers=1, **kw).iloc[0]
     reason = "" if np.isfinite(row["tflops_per_gpu"]) else f"plan refuses it: {row['reason']}"
     # each flush ends in FSDP's gradient reduce-scatter and reshard (PyTorch's
     # PipelineStage.backward_maybe_with_nosync: FSDP's post_backward at a schedule's last
     # backward); the optimizer steps once
     once = row["optimizer_step"]
     step = flushes * (row["step_time"] - once) + once
-    return float(row["tflops_per_gpu"] * flushes * row["step_time"] / step), reason
+    count = 1.0
+    if str(r.get("framework", "")) in FULL_SQUARE:  # its Megatron's count (FULL_SQUARE)
+        from .validate_long import nemo_flops_per_token
+
+        count = nemo_flops_per_token(model, kw["seq"]) / model.megatron_flops_per_token(kw["seq"])
+    return float(count * row["tflops_per_gpu"] * flushes * row["step_time"] / step), reason
 
 
 def _priced(data):
