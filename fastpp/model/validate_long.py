@@ -128,7 +128,8 @@ NEMO_SUMMARY = (("llama2-7b", 4096, 16934, 780), ("llama3-8b", 8192, 12273, 711)
 def nemo_flops_per_token(model, seq: int) -> float:
     """NeMo's count of one token's training FLOPs (see the module): Megatron's
     (``Transformer.megatron_flops_per_token``) with the attention core as the full square,
-    ``6 s a (d_qk + d_v) / 2`` per layer, not half of it."""
+    ``6 s a (d_qk + d_v)`` per layer, not Megatron's half of it (``12 s h`` for standard
+    heads: NeMo's llama2 formula's ``12 s / h`` term of ``L h^2``)."""
     return model.megatron_flops_per_token(seq) + 3.0 * model.layers * seq * model.core_width()
 
 
