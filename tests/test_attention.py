@@ -214,6 +214,13 @@ def test_a_stack_runs_another_measured_kernel(name, gpu):
     (lambda: kernel_tflops("H100", "cuDNN", "forward", True, np.nan, 4096), r"d must be finite"),
     (lambda: attention_efficiency(HARDWARE["H100-80GB"], "forward+backward", 4096, 128),
      r"kind must be one of"),
+    # a causal that is not a bool was read as True (None, "no") or, 0, as False
+    (lambda: attention_efficiency(HARDWARE["H100-80GB"], "forward", 4096, 128, "no"),
+     r"causal must be one of \[False, True\] \(got 'no'\)"),
+    (lambda: kernel_tflops("H100", "cuDNN", "backward", None, 128, 4096),
+     r"causal must be one of \[False, True\] \(got None\)"),
+    (lambda: kernel_tflops("A100", "FlashAttention-2", "forward", 0, 128, 4096),
+     r"causal must be one of \[False, True\] \(got 0\)"),
 ])
 def test_bad_input_names_the_parameter(call, message):
     from fastpp import ScheduleError

@@ -67,7 +67,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..checks import ScheduleError, numbers, one_of
+from ..checks import ScheduleError, flag, numbers, one_of
 from .hardware import Hardware
 
 # (gpu, implementation, pass, causal, head_dim): (E in TFLOP/s, c in tokens), fitted by
@@ -270,6 +270,7 @@ def kernel_tflops(gpu: str, implementation: str, kind: str, causal: bool, d, s, 
         raise ScheduleError(f"(gpu, implementation) must be a measured kernel, one of "
                             f"{kernels} (got {(gpu, implementation)!r})")
     one_of(kind, "kind", PASSES)
+    causal = flag(causal, "causal")  # (any other value fell to the causal branch below)
     s = numbers(s, "s", strict=True)
     d = numbers(d, "d", strict=True)
     have = {k[2:4] for k in fits if k[:2] == (gpu, implementation)}
