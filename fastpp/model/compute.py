@@ -20,7 +20,8 @@ sequence-parallel regions), ``d = h/a`` per head, gate ``G = 2`` for SwiGLU (els
   attention core, either FlashAttention (one kernel, ``2 b s^2 h / t`` FLOPs for a causal mask,
   at the kernel's measured speed by length, head dimension and mask, ``fastpp.model.attention``,
   reading Q, K, V and writing the output) or the unfused
-  ``QK^T``, scale-mask-softmax, dropout and ``PV`` (``b a / t`` products ``s x s x d``, the
+  ``QK^T``, scale-mask-softmax, dropout and ``PV`` (``b a / t`` products ``s x s x d_qk``
+  and ``s x s x d_v``, the
   ``b a s^2 / t`` scores read and written by each elementwise op; the softmax Megatron's fused
   kernel where it takes the shape, else PyTorch's five kernels in fp32, ``fused_softmax``,
   whose extra ops also cost the framework's CPU, ``Hardware.host_op``); the output projection
@@ -239,14 +240,15 @@ def _attention(hw: Hardware, model: Transformer, s, b, t, length=None, causal=Tr
     count = b * a / t
     scores = BYTES * count * s * s  # bytes of one score tensor
     mask = 0.5 * scores if model.dropout else 0.0  # one byte per score
-    product = matmul_time(hw, s, s, d, count)  # QK^T (s x d x s) or PV (s x s x d): same
+    qk = matmul_time(hw, s, s, d, count)  # QK^T (s x d x s)
+    pv = matmul_time(hw, s, s, float(model.v_head_dim), count)  # PV (s x s x d_v): MLA's 128
     fused = fused_softmax(s, count)
     softmax = np.where(fused, memory_time(hw, 2.0 * scores),
                        sum(memory_time(hw, k * scores) for k in EAGER_SOFTMAX_FORWARD))
     softmax_grad = np.where(fused, memory_time(hw, 3.0 * scores),
                             sum(memory_time(hw, k * scores) for k in EAGER_SOFTMAX_BACKWARD))
-    forward = 2.0 * product + softmax
-    backward = 4.0 * product + softmax_grad
+    forward = qk + pv + softmax
+    backward = 2.0 * (qk + pv) + softmax_grad  # dQ, dK at d; dP, dV at d_v
     if model.dropout:
         forward = forward + memory_time(hw, 2.0 * scores + mask)
         backward = backward + memory_time(hw, 2.0 * scores + mask)
