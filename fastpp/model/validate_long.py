@@ -21,7 +21,8 @@ fitted on the table's longest row (1M tokens, the attention 97% of the step); th
 of each table are checks (``long_roles``). NeMo 24.03's Transformer Engine (1.4) runs cuDNN's
 fused attention on Hopper, a cuDNN release before the one FlashAttention-3's paper measured:
 its fitted speed, 0.56 of that cuDNN curve, is near FlashAttention-2's on H100 (0.61 of
-cuDNN's at long lengths, the same table). B200's is against the assumed kernel, H100's cuDNN
+cuDNN's at long lengths without a mask, 0.64 with the causal one these runs use, the same
+table). B200's is against the assumed kernel, H100's cuDNN
 at the same fraction of the peak (0.73 of it: 42% of B200's bf16 peak at long lengths).
 
 Rows priced (``PRICED``), and what is assumed where the source is silent:
