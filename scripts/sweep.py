@@ -166,6 +166,11 @@ def parse(argv):
     except ValueError:
         if args.budget not in fastpp.SCHEDULES:
             ap.error(f"--budget must be a number or a schedule name (got {args.budget!r})")
+        # the summary ranks training schedules only: an inference one's peak was no budget
+        # there, and best_within_budget raised as a traceback after the whole sweep
+        if fastpp.SCHEDULES[args.budget].forward_only:
+            ap.error(f"--budget must be a training schedule: the summary leaves inference-only "
+                     f"schedules out (got {args.budget!r})")
         # (an unknown swept schedule is sweep's to name)
         known = all(name in fastpp.SCHEDULES for name in args.schedules or ())
         if known and args.budget not in (args.schedules or fastpp.SCHEDULES):

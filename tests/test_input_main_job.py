@@ -57,6 +57,10 @@ def test_sweep_script_summary_latency_not_swept(tmp_path):
     (["--budget", "nan"], "--budget must be activation units, finite and >= 0 (got nan)"),
     (["--budget", "zbv", "--schedules", "1f1b"], "--budget must be one of the swept --schedules "
                                                  "['1f1b'] (got 'zbv')"),
+    # an inference schedule's peak: best_within_budget's ScheduleError as a traceback after the
+    # whole sweep (the summary leaves forward-only out)
+    (["--budget", "forward-only"], "--budget must be a training schedule: the summary leaves "
+                                   "inference-only schedules out (got 'forward-only')"),
     # every point invalid: an empty table written, then an IndexError (a --w over --b is
     # refused before the sweep since wave 15)
     (["--schedules", "dualpipe", "--comm", "0", "-p", "3", "--budget", "100"],
