@@ -317,6 +317,10 @@ def _run(args, parts, painter) -> int:
     comm = args.summary_comm if args.summary_comm is not None else comms[len(comms) // 2]
     training = [name for name, spec in fastpp.SCHEDULES.items() if not spec.forward_only]
     view = df[(df["comm"] == comm) & df["schedule"].isin(training)]  # inference apart
+    if view.empty:  # (only inference rows: the pictures raised "an empty table" as a traceback)
+        print(f"error: no training schedule's valid point to summarize (inference-only "
+              f"schedules are left out); the table holds the rows: {table}", file=sys.stderr)
+        return 2
     if painter is not None:
         painter.paint(view, comm, args.out)
     budget = args.budget

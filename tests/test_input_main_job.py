@@ -77,6 +77,18 @@ def test_sweep_script_refuses_before_or_instead_of_a_traceback(tmp_path, argv, m
     assert message in err, err
 
 
+@pytest.mark.parametrize("schedules", [["forward-only"], ["dualpipe", "forward-only"]])
+def test_sweep_script_with_no_training_row_says_so(tmp_path, schedules):
+    """Only inference rows (forward-only alone, or beside a schedule none of whose points is
+    valid at -p 3): the summary leaves them out, and drawing its empty view raised "df must
+    hold a sweep's rows (got an empty table)" as a traceback, exit 1."""
+    err = run_script("sweep.py", "--schedules", *schedules, "--budget", "5", "-p", "3",
+                     "--n-per-p", "1", "-m", "1", "--comm", "0", "--no-progress", "--out",
+                     str(tmp_path), cwd=tmp_path)
+    assert "no training schedule's valid point to summarize" in err, err
+    assert (tmp_path / "sweep.parquet").exists()  # the rows are kept
+
+
 def test_sweep_script_deletes_only_a_sweeps_parts(tmp_path):
     """``--out DIR`` deleted ``DIR/parts`` whatever it held."""
     from helpers import run_script
