@@ -220,6 +220,17 @@ def test_report_of_an_unfinished_sweep_says_so_and_reads_the_scripts_parts(tmp_p
     assert "(unfinished: 3 of 4 points)" in page
 
 
+def test_report_of_an_unfinished_sweep_that_kept_its_invalid_points_counts_each_once(tmp_path):
+    """With ``invalid="keep"`` a chunk's rows hold its skipped points too: its rows plus its
+    skipped counts said "30 of 30 points" of a sweep 20 of whose 30 points were done."""
+    out = tmp_path / "out"
+    fastpp.sweep(p=[2, 3], n_per_p=1, m=1, invalid="keep", chunk_size=10, out=out,
+                 progress=False)  # 2 x 15 schedules: 17 points skipped, kept as rows
+    (out / "_fastpp" / "part-000000.json").unlink()  # as if stopped before it
+    page = fastpp.report(out, output=tmp_path / "part.html").read_text()
+    assert "(unfinished: 20 of 30 points)" in page
+
+
 def test_report_reads_and_writes_home_paths_and_names_a_nan_cost(tmp_path, monkeypatch):
     """``report(..., output='~/r.html')`` wrote a literal ``./~/r.html`` (or said the folder
     did not exist) where a sweep's ``out`` expands ``~``; a sweep table with a NaN ``f``

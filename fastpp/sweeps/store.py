@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..checks import ScheduleError, atomic_write, file_path, require
+from .points import chunk_len
 
 META = "_fastpp"
 # the package's modules whose code computes a sweep's rows: a resume by other code would mix
@@ -336,16 +337,22 @@ def kept(out) -> tuple[int, int] | None:
     their rows: cheap), or None if it holds no sweep yet."""
     try:
         manifest = json.loads((Path(out) / META / "manifest.json").read_text())
-        total = manifest["points"]
+        total, size = manifest["points"], manifest["chunk_size"]
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if type(total) is not int or type(size) is not int or size < 1:  # (damaged)
         return None
     done = 0
     for meta in (Path(out) / META).glob("part-*.json"):
-        try:
-            info = json.loads(meta.read_text())
-            done += info["rows"] + sum(info["skipped"].values())
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        if not re.fullmatch(r"part-[0-9]{6}", meta.stem):
             continue
+        try:
+            json.loads(meta.read_text())["rows"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        # the chunk's points, not its rows plus its skipped counts: with invalid="keep" the
+        # rows hold the skipped points too (20 of 30 points done had said 30 of 30)
+        done += max(0, chunk_len(int(meta.stem[5:]), size, total))
     return min(done, total), total
 
 
