@@ -153,7 +153,11 @@ def _folder(text: str) -> Path:
     had meant the working directory."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"must be a folder path (got {text!r})")
-    return Path(text).expanduser()
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # ~user of no user (argparse passed its RuntimeError on, a traceback)
+        raise argparse.ArgumentTypeError(f"must be a folder path the OS can use (got {text!r}: "
+                                         f"no such user's home)") from None
 
 
 def parse(argv):

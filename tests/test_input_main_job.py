@@ -89,6 +89,13 @@ def test_sweep_script_with_no_training_row_says_so(tmp_path, schedules):
     assert (tmp_path / "sweep.parquet").exists()  # the rows are kept
 
 
+def test_sweep_script_refuses_the_home_of_no_user(tmp_path):
+    """``--out ~nouser/x``: pathlib's RuntimeError ("Could not determine home directory")
+    went through argparse as a traceback, exit 1; the library's out says it so."""
+    err = run_script("sweep.py", "--out", "~no-such-user-fastpp/x", cwd=tmp_path)
+    assert "argument --out: must be a folder path the OS can use" in err, err
+
+
 def test_sweep_script_deletes_only_a_sweeps_parts(tmp_path):
     """``--out DIR`` deleted ``DIR/parts`` whatever it held."""
     from helpers import run_script
