@@ -328,6 +328,12 @@ def _run(args, parts, painter) -> int:
     if painter is not None:
         painter.paint(view, comm, args.out)
     budget = args.budget
+    if isinstance(budget, str) and not view["schedule"].eq(budget).any():
+        # (-m 2: 1F1B takes m=1 only; best_within_budget raised as a traceback)
+        print(f"error: --budget {budget} has no valid point to take its peak from (every one "
+              f"skipped); give --budget in activation units; the table holds the rows: "
+              f"{table}", file=sys.stderr)
+        return 2
     label = f"{budget}'s peak" if isinstance(budget, str) else f"{budget:g} units"
     print(f"\nBest schedule per (p, n) within the memory budget ({label}), latency {comm:g}:")
     best = best_within_budget(view, budget)

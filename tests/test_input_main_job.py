@@ -89,6 +89,16 @@ def test_sweep_script_with_no_training_row_says_so(tmp_path, schedules):
     assert (tmp_path / "sweep.parquet").exists()  # the rows are kept
 
 
+def test_sweep_script_says_when_the_budget_schedule_has_no_valid_point(tmp_path):
+    """``-m 2`` with the default ``--budget 1f1b``: 1F1B takes m=1 only, no row of it to
+    take the budget from, and best_within_budget's "budget must be a number or a schedule
+    of df" came as a traceback after the sweep, exit 1."""
+    err = run_script("sweep.py", "-p", "2", "4", "--n-per-p", "1", "2", "-m", "2", "--comm",
+                     "0", "--no-plots", "--no-progress", "--out", str(tmp_path), cwd=tmp_path)
+    assert "--budget 1f1b has no valid point to take its peak from" in err, err
+    assert (tmp_path / "sweep.parquet").exists()  # the rows are kept
+
+
 def test_sweep_script_refuses_the_home_of_no_user(tmp_path):
     """``--out ~nouser/x``: pathlib's RuntimeError ("Could not determine home directory")
     went through argparse as a traceback, exit 1; the library's out says it so."""
