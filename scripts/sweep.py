@@ -342,6 +342,11 @@ def _run(args, parts, painter) -> int:
     chosen = {(row.p, row.n): row for row in best.itertuples()}
     for (p, n), group in view.groupby(["p", "n"]):  # (p, n) in order, as best_within_budget
         row = chosen.get((p, n))
+        if row is None and isinstance(budget, str) and not group["schedule"].eq(budget).any():
+            # no budget here, rather than one that nothing fits (a valid zbv row, dualpipe's
+            # n < 2p: "nothing within the budget" had said zbv exceeded it)
+            print(f"{p:>4} {n:>5}  no budget: no valid {budget} point here")
+            continue
         if row is None:  # nothing fits: said, not left out of the table without a word
             print(f"{p:>4} {n:>5}  nothing within the budget (the least peak: "
                   f"{group['peak_activations_max'].min():.2f})")

@@ -99,6 +99,21 @@ def test_sweep_script_says_when_the_budget_schedule_has_no_valid_point(tmp_path)
     assert (tmp_path / "sweep.parquet").exists()  # the rows are kept
 
 
+def test_sweep_script_says_a_group_without_the_budget_schedule_has_no_budget(tmp_path):
+    """At p=2, n=2 DualPipe (n < 2p) has no valid point, ZBV has one: the summary said
+    "nothing within the budget (the least peak: 2.00)", as if ZBV exceeded DualPipe's peak;
+    there the budget schedule gives no budget at all."""
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), "-p", "2",
+                          "--n-per-p", "1", "2", "-m", "1", "2", "--schedules", "dualpipe", "zbv",
+                          "--budget", "dualpipe", "--comm", "0", "--no-plots", "--no-progress",
+                          "--out", str(tmp_path)], env=env(), capture_output=True, text=True,
+                         timeout=180)
+    assert run.returncode == 0, run.stderr
+    lines = [" ".join(x.split()) for x in run.stdout.splitlines()]
+    assert "2 2 no budget: no valid dualpipe point here" in lines, run.stdout
+    assert any(x.startswith("2 4 dualpipe 1 ") for x in lines), run.stdout
+
+
 def test_sweep_script_refuses_the_home_of_no_user(tmp_path):
     """``--out ~nouser/x``: pathlib's RuntimeError ("Could not determine home directory")
     went through argparse as a traceback, exit 1; the library's out says it so."""
