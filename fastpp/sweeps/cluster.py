@@ -14,8 +14,10 @@ def _task(cols, objects, invalid):
     return Chunk(cols, objects).result(invalid)
 
 
-def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator:
-    """Yield ``(chunk, frame, reasons)`` as the cluster finishes them, a few in flight."""
+def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler,
+                announce: bool = False) -> Iterator:
+    """Yield ``(chunk, frame, reasons)`` as the cluster finishes them, a few in flight;
+    with ``announce``, say on stderr when the kernels compile here (a local cluster's)."""
     from dask.distributed import Client, LocalCluster, wait
 
     cluster = None
@@ -41,7 +43,9 @@ def run_on_dask(plan, todo, chunk_size, invalid, workers, scheduler) -> Iterator
                             f"{scheduler!r}: {error})") from None
     try:
         if cluster is not None:
-            warm_up()  # compiled here once, the local workers load the kernels from the cache
+            # compiled here once, the local workers load the kernels from the cache (a cold
+            # one: half a minute that the sweep's bar had sat at 0% without a word)
+            warm_up(announce=announce)
         # every worker compiles or loads the kernels once, as a task of its own: client.run
         # would call warm_up on the worker's event loop, which a cold compile (half a minute
         # and more) blocks, heartbeats and all

@@ -198,7 +198,7 @@ def sweep(schedules=None, p=None, n=None, m=None, *, n_per_p=None, G=None,
                 _run_on_threads(plan, todo, chunk_size, invalid, workers, finished, bar)
             else:
                 for c, frame, reasons in run_on_dask(plan, todo, chunk_size, invalid, workers,
-                                                     scheduler):
+                                                     scheduler, announce=progress):
                     finished(c, frame, reasons)
                     bar.update(chunk_len(c, chunk_size, plan.total))
         finally:
