@@ -378,6 +378,18 @@ def file_path(value, name: str = "path"):
     return Path(value)
 
 
+def expanded(value, name: str):
+    """``Path(value)`` with ``~`` read as the shell reads it; ``~user`` of no user, where
+    pathlib raises its RuntimeError, is a ``ScheduleError`` naming ``name``."""
+    from pathlib import Path
+
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        raise ScheduleError(f"{name} must be a path the OS can use (got {str(value)!r}: no such "
+                            f"user's home)") from None
+
+
 def dataframe(df, name: str = "df", columns=()):
     """``df`` if it is a pandas DataFrame with the ``columns``: a tuple of the names it must
     have, or a dict of parameter -> the column that parameter names."""

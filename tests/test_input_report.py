@@ -249,6 +249,18 @@ def test_report_reads_and_writes_home_paths_and_names_a_nan_cost(tmp_path, monke
         fastpp.report(rows, output=tmp_path / "bad.html")
 
 
+def test_report_names_a_home_of_no_user(tmp_path):
+    """``~nouser/...`` as the output or an input raised pathlib's RuntimeError ("Could not
+    determine home directory"), where a sweep's ``out`` names the parameter (a review)."""
+    pytest.importorskip("plotly")
+    rows = fastpp.sweep("1f1b", p=[2], n_per_p=[1], progress=False)
+    with pytest.raises(ScheduleError, match=r"output must be a path the OS can use \(got "
+                                            r"'~no-such-user-fastpp/r.html': no such user"):
+        fastpp.report(rows, output="~no-such-user-fastpp/r.html")
+    with pytest.raises(ScheduleError, match=r"inputs\[0\] must be a path the OS can use"):
+        fastpp.report("~no-such-user-fastpp/s.parquet", output=tmp_path / "r.html")
+
+
 def test_picture_that_cannot_be_written_leaves_the_last_good_one(tmp_path):
     """savefig wrote the picture in place: a disk that filled up mid-write (here a file size
     limit) left a truncated PNG where the last good one was."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..checks import ScheduleError, ScheduleTypeError, known_keywords, one_of, require
+from ..checks import ScheduleError, ScheduleTypeError, expanded, known_keywords, one_of, require
 from ..generators.registry import SCHEDULES
 from . import figures, page
 from .inputs import load
@@ -77,13 +77,13 @@ def report(*inputs, output="report.html", schedules=None, budget=None, setting=N
     if not isinstance(output, (str, Path)):
         raise ScheduleTypeError(f"output must be a path (got {type(output).__name__})")
     get_plotlyjs = require("plotly.offline", "report", "fastpp.report", "plotly").get_plotlyjs
-    path = Path(output).expanduser()  # (as a sweep's out: a literal ./~ folder had taken it)
+    path = expanded(output, "output")  # (as a sweep's out: a literal ./~ folder had taken it)
     if not str(output) or not path.parent.is_dir() or path.is_dir():  # ('' reads as '.')
         raise ScheduleError(f"output must be a file in an existing folder (got "
                             f"{str(output)!r})")
     for i, item in enumerate(inputs):  # (the report had replaced its own input with HTML)
         if isinstance(item, str | os.PathLike) and path.resolve().is_relative_to(
-                Path(item).expanduser().resolve()):
+                expanded(item, f"inputs[{i}]").resolve()):
             raise ScheduleError(f"output must be neither an input nor inside one (got "
                                 f"{str(path)!r}, inputs[{i}] {str(item)!r})")
     loaded = [load(item, i) for i, item in enumerate(inputs)]

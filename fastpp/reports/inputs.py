@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import ScheduleError, ScheduleTypeError, listed
+from ..checks import ScheduleError, ScheduleTypeError, expanded, listed
 
 # the columns that tell a table's kind, checked in this order (a plan row also has a schedule,
 # p, n and m; a frontier row a schedule and bubble_ratio)
@@ -59,7 +59,7 @@ def load(item, position: int):
         raise ScheduleTypeError(f"inputs must be paths, DataFrames, MeasuredRuns or "
                                 f"MonteCarlo results (got {type(item).__name__} at position "
                                 f"{position})")
-    path = Path(item).expanduser()  # (as a sweep's out and pandas' readers expand it)
+    path = expanded(item, f"inputs[{position}]")  # (as a sweep's out and pandas' readers do)
     if not path.exists():
         raise ScheduleError(f"input {str(path)!r} must be a readable path: {EXPECTED} (got no "
                             f"such file or folder)")

@@ -25,7 +25,7 @@ import socket
 from pathlib import Path
 
 from .._version import __version__
-from ..checks import ScheduleError, atomic_write, file_path, require
+from ..checks import ScheduleError, atomic_write, expanded, file_path, require
 from .points import chunk_len
 
 META = "_fastpp"
@@ -133,11 +133,7 @@ class Store:
         if not isinstance(folder, str | os.PathLike) or not str(folder):
             # '' would be Path('.'): the working directory, never what was meant
             raise ScheduleError(f"out must be a folder path (got {folder!r})")
-        try:  # (~ as the shell reads it: pandas expanded it where the store did not)
-            folder = Path(folder).expanduser()
-        except RuntimeError:  # ~user of no user
-            raise ScheduleError(f"out must be a folder path the OS can use (got {str(folder)!r}: "
-                                f"no such user's home)") from None
+        folder = expanded(folder, "out")  # (~ as pandas' readers expand it)
         folder = _usable(folder)
         if folder.exists() and not folder.is_dir():
             raise ScheduleError(f"out must be a folder (got the file {str(folder)!r})")
