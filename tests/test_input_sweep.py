@@ -492,6 +492,25 @@ def test_budget_names_every_schedule_of_df():
                               "(got 'zb-v')")
 
 
+def test_budget_groups_hold_one_cost_setting():
+    """A sweep over three latencies ranked per (p, n), by default, named the fastest row of
+    any latency: the zero-latency row's schedule, not the best at any one latency (a review).
+    A group whose rows differ in a cost column is refused by name; grouped by it, or with one
+    value picked first, it ranks."""
+    import pytest
+
+    df = fastpp.sweep(["1f1b", "zb-h1"], p=[4], n_per_p=[2], comm=[0.0, 0.5, 1.0],
+                      progress=False)
+    with pytest.raises(fastpp.ScheduleError, match=r"df's comm must be one value per group of "
+                                                   r"by=\['p', 'n'\] \(got 3 values"):
+        fastpp.best_within_budget(df)
+    by_comm = fastpp.best_within_budget(df, by=("p", "n", "comm"))
+    assert by_comm["comm"].tolist() == [0.0, 0.5, 1.0]
+    one = fastpp.best_within_budget(df[df["comm"] == 0.5])
+    assert one.drop(columns="budget").equals(
+        by_comm[by_comm["comm"] == 0.5].drop(columns="budget").reset_index(drop=True))
+
+
 def test_resume_by_another_fastpp_is_refused(tmp_path):
     """A manifest of another version (or other code of the same version) had resumed,
     mixing two codes' rows in one table."""

@@ -15,6 +15,7 @@ from ..checks import (
     listed,
     number,
 )
+from ..costs import FIELDS
 from ..generators.registry import MEMORY_REFERENCE, SCHEDULES
 from ..montecarlo import check_lam
 from .robust import objective_values
@@ -73,6 +74,22 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *
     return ordered[keep]
 
 
+def _one_setting(data, by: list) -> None:
+    """Refuse groups of ``by`` whose rows were priced under different costs: the fastest of
+    them would be the cheapest setting's row, not the best schedule (a sweep over three
+    latencies ranked per ``(p, n)`` had named the zero-latency row's schedule, a review)."""
+    for col in (*FIELDS, "costs"):
+        if col not in data or col in by or data.empty:
+            continue
+        values = data[col].map(repr)  # (per-device costs are sequences, which do not hash)
+        varied = values.groupby([data[k] for k in by], sort=True).nunique()
+        if (varied > 1).any():
+            held = sorted(set(values))
+            raise ScheduleError(f"df's {col} must be one value per group of by={by} (got "
+                                f"{len(held)} values, e.g. {', '.join(held[:3])}): add {col!r} "
+                                f"to by, or pick one of its values first")
+
+
 @known_keywords("best_within_budget")
 def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference: bool = False,
                        objective: str = "makespan", lam: float = 1.0):
@@ -87,7 +104,9 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
         ``"1f1b"``, the registry's ``memory_reference``), or a number of activation units
         (``math.inf``: no limit).
     by : tuple of str
-        The columns that make a group.
+        The columns that make a group. Its rows must share one cost setting: a cost column
+        (``f``, ``comm``, ..., ``costs``) that varies within a group must be among ``by``, or
+        one of its values picked first.
     inference : bool
         Keep inference-only schedules (``forward-only``); left out by default.
     objective : {"makespan", "mean", "p50", "p95", "mean+std"}
@@ -107,8 +126,9 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
     Raises
     ------
     ScheduleError
-        If ``df`` lacks a column, ``by`` is not a list of column names, or ``budget`` is
-        neither a number nor a schedule of ``df``.
+        If ``df`` lacks a column, ``by`` is not a list of column names, a group of ``by``
+        holds several cost settings, or ``budget`` is neither a number nor a schedule of
+        ``df``.
     """
     by = [by] if isinstance(by, str) else by
     if not isinstance(by, list | tuple) or not by:
@@ -120,6 +140,7 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
     _numeric(df, ("peak_activations_max", "makespan"))
     # (a table this function made holds its budget: the new one takes its place)
     data = _training(df, flag(inference, "inference")).drop(columns="budget", errors="ignore")
+    _one_setting(data, by)
     if isinstance(budget, str):
         dataframe(df, "df", {"budget": "schedule"})
         names = sorted(set(data["schedule"]))
