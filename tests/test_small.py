@@ -461,3 +461,22 @@ def test_published_step_times_are_plans(schedule, p, d):
                                                    t=t, d=d, recompute="full")[0]).makespan
         terms = step_terms(A100, once, t, d, 0, reduce_bytes=2.0)
         assert extra == pytest.approx(sum(float(v) for v in terms.values()), rel=1e-12)
+
+
+def test_a_context_parallel_group_that_straddles_nodes_pays_the_network():
+    """t 2, cp 3 on 8-GPU nodes: the second data-parallel rank's group is ranks 6, 8, 10
+    (node 0, node 1, node 1). Until 7 December 2026 every group was priced inside a node
+    (min(8 / t, cp) = 3 members), as the data-parallel groups were: the ring's hops and the
+    all-gather then ran on NVLink."""
+    from fastpp.model.comm import context_parallel_per_node
+    from fastpp.model.stages import context_parallel_times
+
+    assert [int(context_parallel_per_node(A100, t, cp, gpus)) for t, cp, gpus in (
+        (2, 3, 24), (2, 3, 6), (2, 4, 16), (1, 8, 16))] == [1, 3, 4, 8]
+    assert int(context_parallel_per_node(A100, 2, 3)) == 3  # the job unknown: as before
+    model = Transformer(4, 4096, 32, vocab=1024)
+    inside, across = (context_parallel_times(model, A100, 24576, 1, 2, 3, "all-gather", gpus)
+                      for gpus in (6, 12))
+    net = all_gather(A100, 2.0 * 2 * 24576 * model.kv / 2, 3, 1)
+    assert float(across[0]) == pytest.approx(float(net), rel=1e-12)
+    assert float(across[0]) > 5 * float(inside[0])

@@ -107,9 +107,11 @@ def tensor_parallel_per_node(hardware: Hardware, t, gpus=None) -> np.ndarray:
     return per_node.astype(t.dtype)
 
 
-def context_parallel_per_node(hardware: Hardware, t, cp) -> np.ndarray:
-    """Members per node of a context-parallel group (``cp`` ranks, ``t`` apart)."""
-    return np.minimum(np.maximum(hardware.gpus_per_node // np.asarray(t), 1), np.asarray(cp))
+def context_parallel_per_node(hardware: Hardware, t, cp, gpus=None) -> np.ndarray:
+    """Members per node of a context-parallel group (``cp`` ranks, ``t`` apart), in the group
+    that fares worst of a job of ``gpus`` (``data_parallel_per_node``'s rule: ``t 2``, ``cp
+    3`` on 8 GPUs, ranks 6, 8, 10 straddle two nodes)."""
+    return data_parallel_per_node(hardware, t, cp, gpus)
 
 
 def data_parallel_per_node(hardware: Hardware, t, d, gpus=None) -> np.ndarray:

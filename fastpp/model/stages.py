@@ -408,7 +408,8 @@ def _layer_prices(model, hardware, grid) -> dict:
     layer["recomputed"] = recomputed_bytes(stored, layer["activations"], rc)
     head = head_times(model, hardware, seq, b, t, sequence_parallel)
     cp_forward, cp_backward = context_parallel_times(model, hardware, seq, grid.microbatch, t,
-                                                     grid.cp, grid.cp_comm)
+                                                     grid.cp, grid.cp_comm,
+                                                     t * grid.cp * grid.d * grid.p)
     # a full recompute repeats it, and so does the selective one (the core with its exchange)
     # (not where a recipe's selective modules leave the core out: Megatron's core_attn alone
     # checkpoints the core attention, attention.py's checkpoint_core_attention)
@@ -667,7 +668,7 @@ def handoff_links(hardware: Hardware, config, stride, p, placement=LOOP):
 
 
 def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, cp,
-                           cp_comm: str):
+                           cp_comm: str, gpus=None):
     """Seconds per layer that context parallelism adds, forward and backward, per
     configuration (``microbatch`` whole sequences over ``cp`` ranks; see ``stage_table``):
     the K and V exchange's exposed part, and with the ring the attention core repriced in
@@ -695,12 +696,15 @@ def context_parallel_times(model: Transformer, hardware: Hardware, seq: int, mic
     ``"torch-allgather"`` and ``"torch-alltoall"``: PyTorch's context parallelism
     (``torch.distributed.tensor.experimental.context_parallel``, its ``rotate_method``) as
     torchtitan runs it: ``torch_context_parallel_times``.
+
+    ``gpus``, the job's, says where a group straddles two nodes
+    (``comm.context_parallel_per_node``; default: unknown).
     """
     b = np.asarray(microbatch, np.float64)
     cp = np.asarray(cp, np.float64)
     t = np.asarray(t, np.float64)
     kv_bytes = 2.0 * BYTES * seq * b * model.kv / t  # the whole sequences' K and V, one rank
-    per_node = context_parallel_per_node(hardware, t, cp)
+    per_node = context_parallel_per_node(hardware, t, cp, gpus)
     if cp_comm.startswith("torch-"):
         return torch_context_parallel_times(model, hardware, seq, b, t, cp, per_node, cp_comm)
     if cp_comm == "all-gather":
