@@ -96,8 +96,12 @@ def chrome_trace(result: Result, time_scale: float = 1000.0) -> dict:
                 if rp == r:  # a hand-off only between devices
                     continue
                 flow += 1
+                # a flow start binds to the slice enclosing it: at the producer's end it is the
+                # next op's start too, and Perfetto (a slice sorts before a flow at one ts)
+                # drew the arrow from that next op; its middle is inside it alone
+                middle = (result.start[rp, kp] + result.end[rp, kp]) / 2
                 events.append({"ph": "s", "id": flow, "name": "hand-off", "cat": "hand-off",
-                               "pid": rp, "tid": 0, "ts": result.end[rp, kp] * time_scale})
+                               "pid": rp, "tid": 0, "ts": middle * time_scale})
                 events.append({"ph": "f", "bp": "e", "id": flow, "name": "hand-off",
                                "cat": "hand-off", "pid": r, "tid": 0,
                                "ts": result.start[r, k] * time_scale})
