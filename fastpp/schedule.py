@@ -509,10 +509,12 @@ def _infer_stage_to_device(parsed: list[list[tuple]]) -> np.ndarray:
     V = max(owner, default=-1) + 1
     if V == 0:
         raise ScheduleError("rows must hold at least one op (got no op on any device)")
-    missing = [s for s in range(V) if s not in owner]
-    if missing:
+    if len(owner) < V:  # (the first few: a stray id of 2**31 - 1 misses 2e9 stages)
+        missing = [s for s in range(min(V, len(owner) + 40)) if s not in owner][:40]
+        more = f", ... ({V - len(owner):,} in all)" if V - len(owner) > len(missing) else ""
         raise ScheduleError(f"every stage 0..{V - 1} needs at least one op to infer "
-                            f"stage_to_device (missing {missing}); pass stage_to_device")
+                            f"stage_to_device (missing {str(missing)[:-1]}{more}]); pass "
+                            "stage_to_device")
     return np.array([owner[s] for s in range(V)])
 
 

@@ -54,6 +54,19 @@ def test_malformed_files_are_named(tmp_path, text, message):
         read_torch_csv(path)
 
 
+
+def test_a_stray_stage_id_is_named_in_one_line(tmp_path):
+    """A typo of 5000000F0 listed all 4,999,998 stages it left out (a 44 MB message, printed
+    whole by ``simulate --from-csv``); one of 2**31 - 2 built a list of 2e9 (out of memory)."""
+    path = tmp_path / "typo.csv"
+    for stage, missing in ((5_000_000, "4,999,998"), (2**31 - 2, "2,147,483,644")):
+        path.write_text(f"0F0,0B0\n1F0,1B0\n{stage}F0,{stage}B0\n")
+        with pytest.raises(ScheduleError, match=rf"missing \[2, 3, .*, 41, \.\.\. "
+                           rf"\({missing} in all\)\]") as err:
+            read_torch_csv(path)
+        assert len(str(err.value)) < 500
+
+
 def test_two_directions_needs_its_placement(tmp_path):
     path = write_torch_csv(build_schedule("dualpipe", 4, 8), tmp_path / "d.csv")
     with pytest.raises(ScheduleError, match="pass placement='two-directions'"):
