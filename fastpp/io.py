@@ -25,7 +25,7 @@ from .checks import (
 from .generators.registry import SCHEDULES
 from .ops import FB, F, parse_op
 from .placement import CODES, LOOP, VSHAPE, routes, stage_map
-from .schedule import Schedule
+from .schedule import MAX_OPS, Schedule
 
 _COMMS = re.compile(r"^\d+(SEND|RECV|UNSHARD|RESHARD|REDUCE_GRAD)", re.ASCII)
 
@@ -109,6 +109,8 @@ def read_torch_csv(path, *, n: int | None = None, placement: str | None = None,
     if n is None:
         n = most
     m = {LOOP: max(1, -(-stages // p)), VSHAPE: 2}.get(code, 1)
+    if p * m * n > MAX_OPS:  # (refused before a map of every stage a stray id makes is built)
+        raise ScheduleError(f"{path}: V*n must be at most {MAX_OPS} (got V={p * m}, n={n})")
     first, last = routes(code, p, n, m)
     return Schedule.from_tokens(rows, stage_map(code, p, m), n=n, m=m, name=name,
                                 routes=np.stack([first, last], axis=1))

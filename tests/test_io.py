@@ -67,6 +67,26 @@ def test_a_stray_stage_id_is_named_in_one_line(tmp_path):
         assert len(str(err.value)) < 500
 
 
+
+def test_a_stray_stage_id_with_a_placement_is_refused_before_its_map(tmp_path):
+    """With placement="loop", 2147483646F0 built the loop's map of every stage (p m = 2**31
+    int32, 8.6 GB) before the V*n bound refused it: out of memory under a 3 GB limit."""
+    import resource
+    import subprocess
+    import sys
+
+    path = tmp_path / "typo.csv"
+    path.write_text(f"0F0,0B0\n{2**31 - 2}F0,{2**31 - 2}B0\n")
+    limit = 3 * 2**30
+    code = ("import fastpp.io, sys\ntry: fastpp.io.read_torch_csv(sys.argv[1], placement='loop')\n"
+            "except fastpp.ScheduleError as err: print(err)")
+    run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         text=True, timeout=300,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS,
+                                                               (limit, limit)))
+    assert "V*n must be at most 60000000 (got V=2147483648, n=1)" in run.stdout, run.stderr
+
+
 def test_two_directions_needs_its_placement(tmp_path):
     path = write_torch_csv(build_schedule("dualpipe", 4, 8), tmp_path / "d.csv")
     with pytest.raises(ScheduleError, match="pass placement='two-directions'"):
