@@ -173,6 +173,12 @@ def write_torch_csv(schedule: Schedule, path) -> Path:
     """Write ``schedule`` as PyTorch's compute-only CSV (one row per device, no idle cells),
     as it is: for PyTorch's runtime, write ``in_loss_order(schedule)``.
 
+    PyTorch 2.13's loader (``PipelineScheduleMulti._load_csv``) checks that each stage runs
+    every microbatch's forward and backward once: it refuses the files of forward-only
+    schedules ("expected ... total backwards") and of two-direction ones (DualPipe, Chimera:
+    each direction feeds half the microbatches), which fastpp itself reads back
+    (``read_torch_csv``).
+
     Parameters
     ----------
     schedule : Schedule
