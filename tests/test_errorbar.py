@@ -229,7 +229,7 @@ def test_plan_rows_and_transformer_costs_carry_their_regimes_bar():
     # the job's GPUs: t x the schedule's p (the keyword form's dp=1)
     assert costs.error_bar == error_bar(regime(MODELS["llama2-7b"], HARDWARE["H100-80GB"],
                                                4096, 2, 2 * 2))
-    assert costs == fastpp.Costs(costs.f, costs.b, w=costs.w, comm=costs.comm,
+    assert costs == fastpp.Costs(costs.f, costs.b, w=costs.w, i=costs.i, comm=costs.comm,
                                  gamma=costs.gamma, act=costs.act, bandwidth=costs.bandwidth,
                                  message_bytes=costs.message_bytes)
 

@@ -354,7 +354,7 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                           node_limit=config.node_limit)
     refuse_unpriced(model, recipe)  # (FP8 caching and a named recipe's items too)
     table = _stages(model, hardware, schedule, RunGrid.of(config, recipe), layout, layers)
-    return ModelCosts(f=table["f"], b=table["b"], w=table["w"], comm=table["comm"],
+    return ModelCosts(f=table["f"], b=table["b"], w=table["w"], i=table["i"], comm=table["comm"],
                       gamma=table["gamma"], act=table["act"],
                       bandwidth=table["bandwidth"],
                       message_bytes=table["message_bytes"], fb=table.get("fb"),

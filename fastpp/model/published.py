@@ -86,7 +86,7 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
     table = stage_table(model, hardware, grid, config=np.zeros(V, np.int64),
                         layers=layers.astype(np.float64), embedding=stage == 0,
                         loss=stage == V - 1, placement=code_of(schedule))
-    costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
+    costs = Costs(f=table["f"], b=table["b"], w=table["w"], i=table["i"], gamma=table["gamma"],
                   act=table["act"], comm=table["comm"],
                   bandwidth=table["bandwidth"],
                   message_bytes=table["message_bytes"])

@@ -186,7 +186,9 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     -------
     dict
         Per stage ``f, b, w`` (seconds, per device of a plain pipeline: ``m`` times a chunk's
-        time), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma``,
+        time), ``i`` (a split backward's input-grad op, likewise: ``b - w`` unless the CPU or
+        ZeRO-3's collectives bound the backward, each of ``i`` and ``w`` then bounded on its
+        own), ``act`` (bytes, likewise ``m`` times a chunk's), ``gamma``,
         ``recomputed`` (the largest of its layers' ``recomputed_bytes``, once; with uniform
         groups a group's working set), ``working`` (what its device holds at its peak beyond
         ``act``: ``recomputed`` and ``cp_buffer_bytes``, or on the loss's stage the loss's
@@ -294,12 +296,20 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
                            per_stage(t * cp * grid.d * grid.p))
         gather, scatter = (x + np.where(moe_layers + mtp > 0, y, 0.0)
                            for x, y in zip((gather, scatter), more, strict=True))
+    # a split backward's I and W, each the longer of its GPU time and what bounds it: before
+    # I the weights' gather and the CPU's issue (autograd's, a recomputed forward's), after W
+    # the gradients' reduce-scatter. As b - w, the whole backward's floor made I longer as
+    # W got faster (A100 at twice its peak: a recomputed ZB-H2 step 1.3% longer; FP8 11%
+    # slower than bf16 on a ZeRO-3 V-Half step)
+    input_grad = np.maximum(np.maximum(backward - weight, gather), host_backward)
+    weight = np.maximum(weight, scatter)
     forward = forward + np.maximum(gather - forward, 0.0)
     backward = backward + np.maximum(gather + scatter - backward, 0.0)
     # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
     forward, backward = np.maximum(forward, host_forward), np.maximum(backward, host_backward)
     # the training loop's metrics on the logits: their own stretch after the backward
-    backward = backward + np.asarray(loss) * per_stage(prices["metrics"])
+    metrics = np.asarray(loss) * per_stage(prices["metrics"])
+    backward, input_grad = backward + metrics, input_grad + metrics
     mm = grid.m[config]
     latency, bandwidth, message, held = _handoff_terms(hardware, grid, config, placement,
                                                        model.hidden, forward, per_stage)
@@ -307,6 +317,7 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         "f": (forward + held) * mm,
         "b": (backward + held) * mm,
         "w": weight * mm,
+        "i": (input_grad + held) * mm,
         "act": np.maximum(act, 1.0) * mm,
         "gamma": gamma,
         "recomputed": recomputed,

@@ -178,7 +178,7 @@ def price(model, hardware, *, seq, global_batch, t, p, cp, d, precision,
     _fit(model, seq, t, d, cp, run.ep, run.etp)
     sched = run.build_schedule()
     table = _stages(model, hardware, sched, RunGrid.of(run))
-    costs = Costs(f=table["f"], b=table["b"], w=table["w"], gamma=table["gamma"],
+    costs = Costs(f=table["f"], b=table["b"], w=table["w"], i=table["i"], gamma=table["gamma"],
                   act=table["act"], comm=float(table["comm"][0]),
                   bandwidth=float(table["bandwidth"][0]),
                   message_bytes=float(table["message_bytes"][0]))
