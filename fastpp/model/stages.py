@@ -303,6 +303,8 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
     # slower than bf16 on a ZeRO-3 V-Half step)
     input_grad = np.maximum(np.maximum(backward - weight, gather), host_backward)
     weight = np.maximum(weight, scatter)
+    # an overlapped pair's bounds: both halves' GPU times, collectives and CPU times
+    bounds = (forward, backward, gather, gather + scatter, host_forward, host_backward)
     forward = forward + np.maximum(gather - forward, 0.0)
     backward = backward + np.maximum(gather + scatter - backward, 0.0)
     # the CPU issues each op: a stage's pass takes the longer of its GPU and CPU times
@@ -330,8 +332,8 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
         "message_bytes": message,
     }
     if model.moe and np.any(grid.overlap):  # a dense layer has no all-to-all: no saving
-        table["fb"] = _pair_times(model, hardware, grid, table, config, partner, layers,
-                                  moe_layers, per_stage, mm)
+        table["fb"] = _pair_times(model, hardware, grid, config, partner, layers, moe_layers,
+                                  per_stage, mm, bounds, held, metrics)
     return table
 
 
@@ -607,12 +609,17 @@ def _expert_and_mtp_terms(model, hardware, grid, prices, per_stage, moe_layers, 
             "recomputed": recomputed}
 
 
-def _pair_times(model, hardware, grid, table, config, partner, layers, moe_layers, per_stage,
-                mm) -> np.ndarray:
-    """Per stage, the overlapped pair's time ``fb``: its two halves' ``f + b`` less what the
-    MoE layers both hold save (``fastpp.model.overlap``); NaN where its configuration does not
-    overlap. Priced per configuration at each recomputation (none or selective: full
-    recomputation refuses the overlap), for whole sequences (``grid.microbatch``)."""
+def _pair_times(model, hardware, grid, config, partner, layers, moe_layers, per_stage, mm,
+                bounds, held, metrics) -> np.ndarray:
+    """Per stage, the overlapped pair's time ``fb``: its two halves' GPU times less what the
+    MoE layers both hold save (``fastpp.model.overlap``), at least both halves' ZeRO-3
+    collectives and both halves' CPU times (``bounds``: the forward's and the backward's of
+    each stage), plus their hand-offs' ``held`` and the loss's ``metrics``; NaN where its
+    configuration does not overlap. Priced per configuration at each recomputation (none or
+    selective: full recomputation refuses the overlap), for whole sequences
+    (``grid.microbatch``). (The saving came off each half's time already bounded: where
+    ZeRO-3's collectives bound the backward, a faster link lengthened the pair, +2.4% on a
+    step with twice A100's NVLink.)"""
     rc, ov = grid.recompute, grid.overlap
     saved = np.zeros(ov.shape)
     shared = {"seq": grid.seq, "microbatch": grid.microbatch, "t": grid.t, "ep": grid.ep,
@@ -629,8 +636,11 @@ def _pair_times(model, hardware, grid, table, config, partner, layers, moe_layer
         saved = np.where(ov & (rc == r), saving(parts), saved)
     mate = np.arange(config.size) if partner is None else np.asarray(partner)
     moe = np.broadcast_to(moe_layers, layers.shape)
-    return np.where(per_stage(ov), table["f"] + table["b"][mate]
-                    - np.minimum(moe, moe[mate]) * per_stage(saved) * mm, np.nan)
+    f, b, fc, bc, fh, bh = bounds
+    held, metrics = (np.broadcast_to(x, layers.shape) for x in (held, metrics))
+    pair = np.maximum.reduce([f + b[mate] - np.minimum(moe, moe[mate]) * per_stage(saved),
+                              fc + bc[mate], fh + bh[mate]])
+    return np.where(per_stage(ov), (pair + held + held[mate] + metrics[mate]) * mm, np.nan)
 
 
 def idle_stages(table: dict) -> np.ndarray:
