@@ -21,7 +21,7 @@ KEY = ["t", "cp", "p", "d", "ep", "etp", "schedule", "m", "microbatch", "recompu
 # a plain, a split-backward (its I and W apart) and a V-shaped schedule keep each plan small
 SCHEDULES = ["1f1b", "zb-h1", "v-half"]
 RTOL = 1e-9
-FEW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FEW = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -43,6 +43,8 @@ def jobs(draw):
 
 def _plan(model, hardware, gpus, seq, global_batch, **kw):
     kw = {"schedules": SCHEDULES, "zero": [1, 3], "workers": 1, **kw}
+    if model.moe and "overlap" not in kw:  # with its overlapped pairs, and without
+        kw.update(schedules=[*kw["schedules"], "dualpipev"], overlap=[False, True])
     df = plan(model, gpus, hardware, seq=seq, global_batch=global_batch, **kw)
     return df[df["step_time"].notna()]
 
@@ -83,9 +85,11 @@ def test_more_recomputation_holds_less_and_takes_longer(job):
     by = df.pivot_table(index=[k for k in KEY if k != "recompute"], columns="recompute",
                         values=["activation_bytes", "step_time"])
     for less, more in (("none", "selective"), ("selective", "full")):
-        assert (by["activation_bytes", more]
-                <= by["activation_bytes", less] * (1 + RTOL)).all()
-        assert (by["step_time", more] >= by["step_time", less] * (1 - RTOL)).all()
+        # (the overlapped pairs refuse full recomputation: their rows have no "full")
+        both = by.dropna(subset=[("step_time", less), ("step_time", more)])
+        assert (both["activation_bytes", more]
+                <= both["activation_bytes", less] * (1 + RTOL)).all()
+        assert (both["step_time", more] >= both["step_time", less] * (1 - RTOL)).all()
 
 
 @FEW
@@ -97,6 +101,7 @@ def test_zero_stages_shard(job):
     df = _plan(*job, zero=[0, 1, 2, 3], schedules=["1f1b"])
     by = df.pivot_table(index=[k for k in KEY if k != "zero"], columns="zero",
                         values=["peak_memory", "gradient_bytes", "optimizer_bytes"])
+    by = by.dropna()
     for z in (0, 1):
         assert (by["peak_memory", z + 1] <= by["peak_memory", z] * (1 + RTOL)).all()
     for part in ("gradient_bytes", "optimizer_bytes"):
