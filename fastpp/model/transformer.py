@@ -560,7 +560,7 @@ class Transformer:
         return (self.layers - self.sliding_layers
                 + self.sliding_layers * float(window_pairs(self.window, seq, self.chunked)))
 
-    def megatron_flops_per_token(self, seq: int) -> float:
+    def megatron_flops_per_token(self, seq: int, halved_core: bool = True) -> float:
         """Megatron-LM's count of one token's training FLOPs (``num_floating_point_operations``
         in ``megatron/training/training.py``, 2025), what its ``TFLOP/s/GPU`` reports: ``3 x
         2`` times the projections (MLA's latent norms in, as Megatron counts them), the dense
@@ -577,6 +577,10 @@ class Transformer:
         ----------
         seq : int
             Sequence length.
+        halved_core : bool, default True
+            Count the causal core's half, as Megatron-LM has since ``core_r0.12.0`` (8873b55,
+            March 2025); ``False``: its full square, as earlier releases (``core_r0.9.0``'s
+            ``seq_length / hidden_size`` term) and NeMo's tables count it.
 
         Returns
         -------
@@ -586,7 +590,7 @@ class Transformer:
         dense = self.layers - self.moe_layers + (0.0 if self.moe else D)
         moe = self.moe_layers + (D if self.moe else 0.0)
         experts = (self.top_k + self.shared_experts) * self.expert_params()
-        core = seq * self.core_width() / 2.0
+        core = seq * self.core_width() / (2.0 if flag(halved_core, "halved_core") else 1.0)
         return 6.0 * (dense * self.mlp_params() + moe * experts
                       + (self.layers + D) * self.attention_params()
                       + (self.core_layers(seq) + D) * core

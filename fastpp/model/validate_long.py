@@ -131,7 +131,7 @@ def nemo_flops_per_token(model, seq: int) -> float:
     (``Transformer.megatron_flops_per_token``) with the attention core as the full square,
     ``6 s a (d_qk + d_v)`` per layer, not Megatron's half of it (``12 s h`` for standard
     heads: NeMo's llama2 formula's ``12 s / h`` term of ``L h^2``)."""
-    return model.megatron_flops_per_token(seq) + 3.0 * model.layers * seq * model.core_width()
+    return model.megatron_flops_per_token(seq, halved_core=False)
 
 
 def _reason(row) -> str:

@@ -551,9 +551,8 @@ def predict(r, **changes) -> tuple[float, str]:
     step = flushes * (row["step_time"] - once) + once
     count = 1.0
     if str(r.get("framework", "")) in FULL_SQUARE:  # its Megatron's count (FULL_SQUARE)
-        from .validate_long import nemo_flops_per_token
-
-        count = nemo_flops_per_token(model, kw["seq"]) / model.megatron_flops_per_token(kw["seq"])
+        count = (model.megatron_flops_per_token(kw["seq"], halved_core=False)
+                 / model.megatron_flops_per_token(kw["seq"]))
     return float(count * row["tflops_per_gpu"] * flushes * row["step_time"] / step), reason
 
 
