@@ -74,17 +74,19 @@ def pareto_front(df, x: str = "peak_activations_max", y: str = "bubble_ratio", *
     return ordered[keep]
 
 
-def _one_setting(data, by: list) -> None:
+def _one_cost_setting(data, by: list) -> None:
     """Refuse groups of ``by`` whose rows were priced under different costs: the fastest of
     them would be the cheapest setting's row, not the best schedule (a sweep over three
     latencies ranked per ``(p, n)`` had named the zero-latency row's schedule, a review)."""
     for col in (*FIELDS, "costs"):
         if col not in data or col in by or data.empty:
             continue
-        values = data[col].map(repr)  # (per-device costs are sequences, which do not hash)
-        varied = values.groupby([data[k] for k in by], sort=True).nunique()
+        values = data[col]
+        if values.dtype.kind not in "biuf":  # (per-device costs are sequences: no hash)
+            values = values.map(repr)
+        varied = values.groupby([data[k] for k in by], sort=True).nunique(dropna=False)
         if (varied > 1).any():
-            held = sorted(set(values))
+            held = sorted(set(values.map(repr)))
             raise ScheduleError(f"df's {col} must be one value per group of by={by} (got "
                                 f"{len(held)} values, e.g. {', '.join(held[:3])}): add {col!r} "
                                 f"to by, or pick one of its values first")
@@ -140,7 +142,7 @@ def best_within_budget(df, budget=MEMORY_REFERENCE, by=("p", "n"), *, inference:
     _numeric(df, ("peak_activations_max", "makespan"))
     # (a table this function made holds its budget: the new one takes its place)
     data = _training(df, flag(inference, "inference")).drop(columns="budget", errors="ignore")
-    _one_setting(data, by)
+    _one_cost_setting(data, by)
     if isinstance(budget, str):
         dataframe(df, "df", {"budget": "schedule"})
         names = sorted(set(data["schedule"]))
