@@ -2,6 +2,7 @@
 the framework's CPU time against the GPU's, and each pipeline hand-off on its own link."""
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -175,6 +176,28 @@ def test_collectives_across_nodes_take_nccl_latencies():
     assert all_reduce(A100, 1e6, 24, 8) == pytest.approx(tree)
     tree = 2 * 1e6 / (0.9 * rails) + 2 * (5 * node + 1 * net)
     assert all_reduce(A100, 1e6, 12, 8) == pytest.approx(tree)
+
+
+def test_a_group_across_nodes_pays_the_node_links_base():
+    """A collective astride nodes pays NCCL's base latency as one inside a node does
+    (tuning.cc adds baseLat to every collective), and the node's fitted bases hold the
+    launch costs it pays too: it is never faster than the node link's protocols moving the
+    message without a ring step. The per-step latencies alone priced a 64 B all-reduce of 2
+    A100s, one a node, at 16 us against 26.2 us for the two in one node (NVLink3's fitted LL
+    base, 25.3 us); a large group keeps NCCL's tree (its log2 of the nodes in latency), not
+    the ring of as many ranks on NVLink (1024 A100s, one a node: 160 us, not 987)."""
+    sizes = np.geomspace(64, 2.0**30, 22)
+    for hw, ranks, per_node in itertools.product(
+            HARDWARE.values(), (2, 4, 16), (1, 2, 8)):
+        per_node = min(per_node, ranks // 2)
+        for collective, passes in ((all_reduce, 2), (all_gather, 1)):
+            steps = passes * (ranks - 1)
+            floor = link_time(hw.node, sizes, 0, steps / ranks)
+            assert np.all(collective(hw, sizes, ranks, per_node) >= floor * (1 - 1e-12)), (
+                hw.name, collective, ranks, per_node)
+    assert all_reduce(A100, 64.0, 2, 1) == pytest.approx(25.3e-6 + 64 / 38e9)
+    assert all_reduce(A100, 64.0, 2, 1) > all_reduce(A100, 64.0, 2, 2) - 1e-6
+    assert all_reduce(A100, 64.0, 1024, 1) == pytest.approx(2 * 10 * 8e-6, rel=1e-3)
 
 
 @pytest.mark.parametrize("protocols, message", [

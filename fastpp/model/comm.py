@@ -76,6 +76,12 @@ def _ring(hardware, message_bytes, ranks, per_node, passes):
                 + 2.0 * ((np.floor(ranks / nodes) - 1.0) * node_lat
                          + np.floor(np.log2(nodes)) * network_lat))
         across = np.minimum(across, tree)
+    # never faster than the node link's protocols moving the message without a ring step:
+    # NCCL's model (src/graph/tuning.cc) adds its base latency (baseLat) to every collective,
+    # and the node's fitted protocol bases (NVLink3's LL 25.3 us) hold launch costs a call
+    # across nodes pays too; the per-step latencies alone priced a 64 B all-reduce of 2
+    # A100s, one a node, at 16 us against 26.2 us inside one node
+    across = np.maximum(across, link_time(hardware.node, message_bytes, 0.0, fraction))
     return np.where(ranks > 1, np.where(ranks > per_node, across, inside), 0.0)
 
 
