@@ -3,6 +3,7 @@ the framework's CPU time against the GPU's, and each pipeline hand-off on its ow
 
 import dataclasses
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -118,6 +119,22 @@ def test_the_nvlink4_preset_protocols_are_what_fit_protocols_gives():
         np.testing.assert_allclose(got, preset[:3], rtol=2e-3)
     assert NVLINK4_PROTOCOLS[0][3] == 2**20 and len(NVLINK4_PROTOCOLS[1]) == 3
     assert HARDWARE["H100-80GB"].node.protocols == NVLINK4_PROTOCOLS
+
+
+@anchors_data
+def test_the_nvlink4_ll_hop_is_that_of_the_nccl_that_ran_the_table():
+    """NCCL's NVLink ring LL hop (src/graph/tuning.cc's hwLat) is 0.47 us up to 2.17 and
+    0.6 us from 2.18.1 through 2.30.7; the H200 rows ran 2.30.7. At 8 ranks the fitted base
+    takes up the difference (the same error), but a 4-rank LL all-reduce was 1 us long and
+    a 72-rank one (GB200's NVLink5, NVLink4's protocols scaled) 17 us short."""
+    pd = pytest.importorskip("pandas")
+    df = pd.read_csv(ANCHORS)
+    notes = df[(df["category"] == "collective_latency") & df["framework"].str.startswith(
+        "nccl-tests (same")]["note"]
+    assert {m for note in notes for m in re.findall(r"NCCL (\d+\.\d+)\.", note)} == {"2.30"}
+    assert NVLINK4_RANGES[0][0] == NVLINK4_PROTOCOLS[0][1] == 0.6e-6
+    assert all_reduce(HARDWARE["H100-80GB"], 64.0, 4, 4) == pytest.approx(9.01e-6 + 6 * 0.6e-6,
+                                                                           rel=1e-3)
 
 
 @anchors_data

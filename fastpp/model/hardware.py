@@ -379,13 +379,13 @@ NVLINK3_PROTOCOLS = ((25.3e-6, 0.47e-6, 38.0e9), (63.7e-6, 1.9e-6, 166e9),
 NVLINK3_BUS = 230e9  # NVLink3's bus bandwidth: the Link below
 
 # NCCL on NVLink4 (H100, H200) from nccl-tests' all-reduce on 8 H200s (small_model_overheads.csv,
-# NCCL 2.30.7, 32 KiB to 16 MiB): an LL ring up to 1 MiB (NCCL's hop, base and bandwidth
-# fitted), then NVLink SHARP, an in-switch reduction (no per-step latency; base and bandwidth
-# fitted on 2-16 MiB), both by validate_small.fit_protocols (NVLINK4_RANGES); past the sizes
-# measured (NVLink SHARP's bus bandwidth still rising at 16 MiB) the plain ring at the link's
-# 360 GB/s, which takes over from about 47 MB
+# NCCL 2.30.7, 32 KiB to 16 MiB): an LL ring up to 1 MiB (NCCL's hop since 2.18, 0.6 us; base
+# and bandwidth fitted), then NVLink SHARP, an in-switch reduction (no per-step latency; base
+# and bandwidth fitted on 2-16 MiB), both by validate_small.fit_protocols (NVLINK4_RANGES);
+# past the sizes measured (NVLink SHARP's bus bandwidth still rising at 16 MiB) the plain ring
+# at the link's 360 GB/s, which takes over from about 47 MB
 NVLINK4_BUS = 360e9  # NVLink4's bus bandwidth (assumed): the Link below
-NVLINK4_PROTOCOLS = ((10.83e-6, 0.47e-6, 284.8e9, 2.0**20), (28.56e-6, 0.0, 305.1e9),
+NVLINK4_PROTOCOLS = ((9.01e-6, 0.6e-6, 284.8e9, 2.0**20), (28.56e-6, 0.0, 305.1e9),
                      (0.0, 5e-6, NVLINK4_BUS))
 
 

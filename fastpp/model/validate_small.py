@@ -305,12 +305,15 @@ def calibrate_overheads(hardware, data, grid=None, rounds: int = 10, start=None,
 
 MiB = 2**20
 NCCL_RING_HOPS = (0.47e-6, 1.9e-6, 3.4e-6)  # NCCL's NVLink ring latency per step, per protocol
+# NCCL's NVLink ring LL hop from 2.18 on (src/graph/tuning.cc's hwLat: 0.6 us in 2.18.1 through
+# 2.30.7, 0.47 us before): NVLink4's table ran 2.30.7 (NVLink3's does not print its NCCL)
+NCCL_LL_HOP = 0.6e-6
 # the sizes where NCCL picks each protocol, with its hop: on NVLink3 (A100) LL, LL128 and
 # Simple rings; on NVLink4 (H100, H200; NCCL 2.27-2.30) an LL ring up to 1 MiB, then NVLink
 # SHARP, an in-switch reduction whose latency does not grow with a ring's steps
 NVLINK3_RANGES = tuple(zip(NCCL_RING_HOPS, ((0, MiB), (2 * MiB, 4 * MiB), (8 * MiB, 16 * MiB)),
                            strict=True))
-NVLINK4_RANGES = ((NCCL_RING_HOPS[0], (0, MiB)), (0.0, (2 * MiB, 16 * MiB)))
+NVLINK4_RANGES = ((NCCL_LL_HOP, (0, MiB)), (0.0, (2 * MiB, 16 * MiB)))
 
 
 def fit_protocols(size, seconds, ranks: int = 8, ranges=NVLINK3_RANGES) -> tuple:
