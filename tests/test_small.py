@@ -217,6 +217,27 @@ def test_a_group_across_nodes_pays_the_node_links_base():
     assert all_reduce(A100, 64.0, 1024, 1) == pytest.approx(2 * 10 * 8e-6, rel=1e-3)
 
 
+def test_nvlink_sharp_gathers_at_nccls_bandwidth_not_the_all_reduces():
+    """NCCL runs NVLink SHARP for all-gathers and reduce-scatters too (src/device/all_gather.h,
+    RunWorkColl<..., NCCL_ALGO_NVLS, ...>), but its tuner (src/graph/tuning.cc, 2.30.7) gives
+    them ``(r - 1) / r`` of the link as algorithm bandwidth where an all-reduce takes twice the
+    link ("AllReduce pipelines two operations") as bus bandwidth: on 8 GPUs 0.38 of the
+    all-reduce's. Priced at the all-reduce's fitted 305 GB/s, 8 H100s gathered 2 MiB over
+    NVLink SHARP in 34.6 us, under the plain ring's 40.1 us."""
+    sharp = NVLINK4_PROTOCOLS[1]
+    size, r = 2.0 * 2**20, 8
+    h100 = HARDWARE["H100-80GB"]
+    assert all_gather(h100, size, 8, 8) == pytest.approx(7 * 5e-6 + 7 / 8 * size / 360e9)
+    assert all_reduce(h100, size, 8, 8) == pytest.approx(sharp[0] + 14 / 8 * size / sharp[2])
+    switch = Link("switch", 360e9, 5e-6, (sharp,))
+    link = sharp[2] / 2.0  # NCCL's per-link rate: the all-reduce's bus bandwidth over two
+    algorithm = link * (r - 1) / r  # an all-gather's, time = bytes / algorithm bandwidth
+    assert link_time(switch, size, r - 1, (r - 1) / r, 1.0) == pytest.approx(
+        sharp[0] + size / algorithm)
+    assert link_time(switch, size, 2 * (r - 1), 2 * (r - 1) / r) == pytest.approx(
+        sharp[0] + 2 * (r - 1) / r * size / sharp[2])
+
+
 @pytest.mark.parametrize("protocols, message", [
     ((1.0,), r"NVLink3\.protocols\[0\] must be a \(base, hop, bandwidth\) triple"),
     (((1e-6, 1e-6, 0.0),), r"protocols\[0\] bandwidth must be finite and >= 1"),

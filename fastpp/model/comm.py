@@ -60,7 +60,7 @@ def _ring(hardware, message_bytes, ranks, per_node, passes):
     bandwidth = bus(hardware, ranks, per_node)
     steps = passes * (ranks - 1.0)
     fraction = steps / np.maximum(ranks, 1.0)
-    inside = link_time(hardware.node, message_bytes, steps, fraction)
+    inside = link_time(hardware.node, message_bytes, steps, fraction, passes)
     # NCCL's form of latency across nodes (src/graph/tuning.cc), at the links' own latencies
     # (not NCCL's per protocol): of a ring's steps, those that leave a node (``passes (nodes -
     # 1)``) wait on the network, the rest on the node's link; an all-reduce may run as a tree
@@ -81,21 +81,28 @@ def _ring(hardware, message_bytes, ranks, per_node, passes):
     # and the node's fitted protocol bases (NVLink3's LL 25.3 us) hold launch costs a call
     # across nodes pays too; the per-step latencies alone priced a 64 B all-reduce of 2
     # A100s, one a node, at 16 us against 26.2 us inside one node
-    across = np.maximum(across, link_time(hardware.node, message_bytes, 0.0, fraction))
+    across = np.maximum(across, link_time(hardware.node, message_bytes, 0.0, fraction, passes))
     return np.where(ranks > 1, np.where(ranks > per_node, across, inside), 0.0)
 
 
-def link_time(link, message_bytes, steps, fraction) -> np.ndarray:
+def link_time(link, message_bytes, steps, fraction, passes=2.0) -> np.ndarray:
     """Seconds of ``steps`` ring steps over ``link`` moving ``fraction`` of ``message_bytes``
     through each rank: the fastest of the link's NCCL protocols (``Link.protocols``) that runs
     the message, each ``base + steps hop + fraction bytes / bandwidth``, or without them
-    ``steps latency + fraction bytes / bandwidth``."""
+    ``steps latency + fraction bytes / bandwidth``. With ``passes`` 1 (an all-gather or a
+    reduce-scatter, not an all-reduce), a protocol without a per-step latency (an in-switch
+    one, NVLink SHARP, its bandwidth an all-reduce's) runs at ``fraction**2 / 2`` of it, as
+    NCCL's tuner prices them (src/graph/tuning.cc, 2.30.7: ``(r - 1) / r`` of the link where
+    an all-reduce "pipelines two operations"; 0.38 of the all-reduce's bus bandwidth on 8
+    GPUs, 0.5 in 2.17-2.21; ``fraction`` is at least 1/2 but for one rank)."""
     message_bytes, steps, fraction = (np.asarray(x, np.float64) for x in (
         message_bytes, steps, fraction))
     if not link.protocols:
         return steps * link.latency + fraction * message_bytes / link.bandwidth
     return np.min([np.where(message_bytes <= (p[3] if len(p) == 4 else np.inf),
-                            p[0] + steps * p[1] + fraction * message_bytes / p[2], np.inf)
+                            p[0] + steps * p[1] + fraction * message_bytes / (
+                                p[2] if passes == 2.0 or p[1] > 0 else
+                                p[2] * np.maximum(fraction, 0.5)**2 / 2.0), np.inf)
                    for p in link.protocols], axis=0)
 
 

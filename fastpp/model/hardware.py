@@ -104,6 +104,8 @@ class Link:
         latency, a latency per ring step, a bus bandwidth), each with an optional fourth
         number, the largest message in bytes it runs (NCCL's tuner switching to another at a
         size, as to NVLink SHARP at 2 MiB on NVLink4). At least one protocol runs every size.
+        One without a hop (an in-switch one, NVLink SHARP) has an all-reduce's bandwidth: an
+        all-gather or a reduce-scatter runs it slower (``fastpp.model.comm.link_time``).
     """
 
     name: str
