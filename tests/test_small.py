@@ -227,11 +227,12 @@ def test_nvlink_sharp_gathers_at_nccls_bandwidth_not_the_all_reduces():
     sharp = NVLINK4_PROTOCOLS[1]
     size, r = 2.0 * 2**20, 8
     h100 = HARDWARE["H100-80GB"]
-    assert all_gather(h100, size, 8, 8) == pytest.approx(7 * 5e-6 + 7 / 8 * size / 360e9)
-    assert all_reduce(h100, size, 8, 8) == pytest.approx(sharp[0] + 14 / 8 * size / sharp[2])
-    switch = Link("switch", 360e9, 5e-6, (sharp,))
     link = sharp[2] / 2.0  # NCCL's per-link rate: the all-reduce's bus bandwidth over two
     algorithm = link * (r - 1) / r  # an all-gather's, time = bytes / algorithm bandwidth
+    ring = 8.4e-6 + 7 * 5e-6 + 7 / 8 * size / 360e9  # 48.5 us
+    assert all_gather(h100, size, 8, 8) == pytest.approx(min(ring, sharp[0] + size / algorithm))
+    assert all_reduce(h100, size, 8, 8) == pytest.approx(sharp[0] + 14 / 8 * size / sharp[2])
+    switch = Link("switch", 360e9, 5e-6, (sharp,))
     assert link_time(switch, size, r - 1, (r - 1) / r, 1.0) == pytest.approx(
         sharp[0] + size / algorithm)
     assert link_time(switch, size, 2 * (r - 1), 2 * (r - 1) / r) == pytest.approx(
@@ -391,7 +392,18 @@ def test_a_faster_nvlink_is_never_slower_for_a_small_collective():
     # large messages keep the plain ring: the link's bus bandwidth
     big = 2.0 ** 30
     assert all_reduce(HARDWARE["H100-80GB"], big, 8, 8) == pytest.approx(
-        14 * 5e-6 + 2 * 7 / 8 * big / 360e9)
+        8.4e-6 + 14 * 5e-6 + 2 * 7 / 8 * big / 360e9)
+
+
+def test_no_collective_in_a_node_is_below_nccls_base_latency():
+    """NCCL's tuner adds a base latency to every collective (src/graph/tuning.cc's baseLat:
+    6.6 us an LL ring, the least of its rings, 8.4 us a Simple one, 2.17-2.30.7). NVLink4's
+    and NVLink5's plain ring had none: 2 H100s all-gathered 64 B in 5 us and all-reduced it
+    in 10 us, under the LL ring's measured base (9 us)."""
+    for hw in HARDWARE.values():
+        for ranks in (2, 3, 4, 8):
+            for collective in (all_reduce, all_gather):
+                assert collective(hw, 64.0, ranks, ranks) >= 6.6e-6, (hw.name, ranks)
 
 
 def test_a_data_parallel_group_that_straddles_nodes_pays_the_network():

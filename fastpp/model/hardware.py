@@ -385,10 +385,13 @@ NVLINK3_BUS = 230e9  # NVLink3's bus bandwidth: the Link below
 # and bandwidth fitted), then NVLink SHARP, an in-switch reduction (no per-step latency; base
 # and bandwidth fitted on 2-16 MiB), both by validate_small.fit_protocols (NVLINK4_RANGES);
 # past the sizes measured (NVLink SHARP's bus bandwidth still rising at 16 MiB) the plain ring
-# at the link's 360 GB/s, which takes over from about 47 MB
+# at the link's 360 GB/s and NCCL's Simple base, which takes over from about 57 MB
 NVLINK4_BUS = 360e9  # NVLink4's bus bandwidth (assumed): the Link below
+# the plain ring's base: NCCL's for a Simple ring (tuning.cc's baseLat, 2.17-2.30.7), which
+# every call pays (at none, 2 H100s all-gathered 64 B in 5 us, under the LL ring's 9.6 us)
+SIMPLE_BASE = 8.4e-6
 NVLINK4_PROTOCOLS = ((9.01e-6, 0.6e-6, 284.8e9, 2.0**20), (28.56e-6, 0.0, 305.1e9),
-                     (0.0, 5e-6, NVLINK4_BUS))
+                     (SIMPLE_BASE, 5e-6, NVLINK4_BUS))
 
 
 def nvlink_protocols(bandwidth: float, latency: float = 5e-6) -> tuple:
@@ -396,14 +399,15 @@ def nvlink_protocols(bandwidth: float, latency: float = 5e-6) -> tuple:
     NVLink4 with fewer links): NVLink4's as measured (``NVLINK4_PROTOCOLS``: its LL ring up to
     1 MiB and NVLink SHARP, their latencies NCCL's and the switch's, not the link's), their
     bandwidths scaled by the link's bus bandwidth over NVLink4's 360 GB/s, and the plain ring
-    (``latency`` a step, the link's bandwidth) for the largest messages. Until 6 December 2026
-    they were NVLink3's LL latencies (measured with an older NCCL) and the plain ring, as
-    NVLink4's were: carried to NVLink4's measured ones, no table's MAPE moved by 0.01 point.
+    (NCCL's Simple base, ``latency`` a step, the link's bandwidth) for the largest messages.
+    Until 6 December 2026 they were NVLink3's LL latencies (measured with an older NCCL) and
+    the plain ring, as NVLink4's were: carried to NVLink4's measured ones, no table's MAPE
+    moved by 0.01 point.
     """
     (ll, ll_hop, ll_rate, largest), (sharp, sharp_hop, sharp_rate), _ = NVLINK4_PROTOCOLS
     scale = bandwidth / NVLINK4_BUS
     return ((ll, ll_hop, ll_rate * scale, largest), (sharp, sharp_hop, sharp_rate * scale),
-            (0.0, latency, bandwidth))
+            (SIMPLE_BASE, latency, bandwidth))
 
 
 LINKS = {link.name: link for link in (
