@@ -435,6 +435,29 @@ def test_a_data_parallel_group_that_straddles_nodes_pays_the_network():
         pytest.approx(row["step_time"], rel=1e-12)
 
 
+def test_a_group_whose_stride_does_not_divide_the_node_pays_the_network():
+    """Ranks ``t`` apart where ``t`` does not divide the node (plan's tp = 3 or 6 on 8 GPUs,
+    an expert group's ep etp = 16 on GB200's 72): t 3, d 2 puts ranks 6 and 9 in one group,
+    on two nodes. Until 7 December 2026 such a group was min(8 // 3, 2) = 2 members a node
+    (on NVLink alone: gpt3-175b at t 3, p 16, d 2 synced its gradients in 61 ms, not 359
+    ms). Checked against Megatron's groups enumerated (tensor fastest, then data)."""
+    def enumerated(g, stride, size, gpus):  # the fewest of a group's ranks on one node
+        groups = [range(start + r, start + stride * size, stride)
+                  for start in range(0, gpus, stride * size) for r in range(stride)]
+        return min(min(np.unique(np.asarray(x) // g, return_counts=True)[1]) for x in groups)
+
+    for g in (8, 72):
+        hw = dataclasses.replace(A100, gpus_per_node=g)
+        for stride in (3, 5, 6, 7, 16):
+            for size in range(1, 7):
+                gpus = stride * size * 2 * g  # enough groups for every boundary
+                assert int(data_parallel_per_node(hw, stride, size, gpus)) == \
+                    enumerated(g, stride, size, gpus), (g, stride, size)
+    grads = 4.0 * 1e9
+    assert float(step_terms(A100, 1e9, 3, 2, 0, gpus=96)["gradient_sync"]) == \
+        pytest.approx(float(all_reduce(A100, grads, 2, 1)), rel=1e-12)
+
+
 def test_the_last_stage_waits_on_its_own_hop_not_the_wrap():
     """p 16 on two 8-GPU nodes (t = d = 1): the last stage (rank 15) receives from rank 14
     and sends back to it, both on node 1's NVLink. Until 7 December 2026 its blocking ops

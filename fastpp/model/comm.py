@@ -133,14 +133,17 @@ def data_parallel_per_node(hardware: Hardware, t, d, gpus=None) -> np.ndarray:
     each group's ``d`` ranks are consecutive among a node's ``gpus_per_node / t`` slots, a
     group starting at every ``d``-th, so ``gcd(d, gpus_per_node / t)`` as in
     ``tensor_parallel_per_node`` (``t 2``, ``d 3`` on 8 GPUs: ranks 6, 8, 10 straddle two
-    nodes). Default (``gpus`` unknown): ``min(gpus_per_node / t, d)``, exact where ``t d``
-    and the node divide one another."""
+    nodes). Where ``t`` does not, ``gcd(t d, gpus_per_node) // t``, at least one (the
+    same where it does): a node boundary falls that far into some group's block of ``t d``
+    ranks (``t 3``, ``d 2`` on 8 GPUs: ranks 6, 9). Default (``gpus`` unknown): ``min(
+    gpus_per_node / t, d)``, exact where ``t d`` and the node divide one another."""
     g, t, d = hardware.gpus_per_node, np.asarray(t), np.asarray(d)
     per_node = np.minimum(np.maximum(g // t, 1), d)
     if gpus is None:
         return per_node
-    slots = np.maximum(g // np.rint(t).astype(np.int64), 1)
-    worst = np.where(g % t == 0, np.gcd(np.rint(d).astype(np.int64), slots), per_node)
+    # (min(gpus_per_node / t, d) where t does not divide the node put ranks 6 and 9 on one)
+    stride = np.rint(t).astype(np.int64)
+    worst = np.maximum(np.gcd(stride * np.rint(d).astype(np.int64), g) // stride, 1)
     return np.where(np.asarray(gpus) <= g, d, worst)
 
 
