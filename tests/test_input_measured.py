@@ -754,6 +754,23 @@ def test_a_job_built_from_a_table_in_memory_is_checked():
         ST / "trace-ST.parquet")).slowdown
 
 
+@needs_st
+def test_a_table_of_repeated_row_labels_reads_as_its_ops(tmp_path):
+    """Per-rank tables joined by ``pd.concat`` repeat their row labels: the job looked rows up
+    by label, got a Series and raised int()'s TypeError, in memory and from a Parquet file
+    that kept the index. The ops are the same whatever their labels."""
+    pd = pytest.importorskip("pandas")
+    table = pd.read_parquet(ST / "trace-ST.parquet")
+    sizes = {"dp_size": 2, "pp_size": 4}
+    want = fastpp.whatif(fastpp.MeasuredJob(table, sizes)).slowdown
+    joined = pd.concat([g for _, g in table.groupby("rank")])
+    joined.index = np.arange(len(joined)) % 7  # (labels repeated, as a concat leaves them)
+    assert fastpp.whatif(fastpp.MeasuredJob(joined, sizes)).slowdown == want
+    joined.to_parquet(tmp_path / "trace-joined.parquet")
+    assert fastpp.whatif(fastpp.read_op_table(tmp_path / "trace-joined.parquet",
+                                              sizes)).slowdown == want
+
+
 @pytest.mark.parametrize("p, n", [(2, 4), (3, 8), (4, 10)])
 def test_measure_script_prices_the_order_each_class_ran(p, n):
     """scripts/measure.py priced each class by the generator's default order, where PyTorch's

@@ -266,7 +266,9 @@ def _checked(table, meta, name: str) -> tuple:
         raise ScheduleError(f"{name} must have columns {list(COLUMNS)} (missing {missing})")
     if table.empty:
         raise ScheduleError(f"{name} must hold ops (it has none)")
-    table = table[list(COLUMNS)].copy()
+    # (a row label is no op's: an index repeated, as pd.concat of per-rank tables leaves it,
+    # made a row lookup a Series, int()'s TypeError)
+    table = table[list(COLUMNS)].reset_index(drop=True)
     _column_types(table, name)
     table["optype"] = table.optype.astype(str)
     _check(table, meta)
