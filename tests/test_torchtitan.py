@@ -456,6 +456,20 @@ def test_compile_switches_of_another_type_are_refused(job, match):
         from_torchtitan(job, gpus=8, model="llama3-8b")
 
 
+def test_compile_components_holding_an_array_are_refused_by_name():
+    """A dict job's components list holding an array (np.array(["model", "loss"]) in place
+    of its names) raised NumPy's 'truth value of an array ... is ambiguous' from ``in``."""
+    import numpy as np
+
+    for parts in ([np.array(["model", "loss"])], [np.array([1, 2])]):
+        with pytest.raises(ScheduleError, match=r"\[compile\] components must be a list of "
+                                                r"'model' and 'loss'"):
+            from_torchtitan({"compile": {"enable": True, "components": parts}}, gpus=8,
+                            model="llama3-8b")
+    assert from_torchtitan({"compile": {"enable": True, "components": [np.str_("model")]}},
+                           gpus=8, model="llama3-8b").model.eager == ""
+
+
 def test_compile_switch_of_numpy_is_read_as_its_bool():
     """A dict's np.True_ was read as off (``is True``)."""
     import numpy as np

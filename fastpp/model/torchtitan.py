@@ -223,7 +223,9 @@ def from_torchtitan(job, gpus: int, model: Transformer | str | None = None) -> I
     _choice(section["compile"], "enable", False, (False, True), where, "compile")
     _choice(section["training"], "compile", False, (False, True), where, "training")
     parts = section["compile"].get("components", ["model", "loss"])
-    if not isinstance(parts, list) or not all(x in ("model", "loss") for x in parts):
+    # (a name is a string: an array's `in` was NumPy's ambiguous truth)
+    if not isinstance(parts, list) or not all(isinstance(x, str) and x in ("model", "loss")
+                                              for x in parts):
         raise ScheduleError(f"{where}: [compile] components must be a list of 'model' and "
                             f"'loss' (got {parts!r})")
     # torchtitan's FeedForward and experts run SiLU and the product as separate ops, and it
