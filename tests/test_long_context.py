@@ -367,3 +367,23 @@ def test_plan_holds_the_exchange_buffers():
             buffers = float(cp_buffer_bytes(model, 8192, 2, 2, c, comm))
             assert got.activation_bytes == pytest.approx(
                 max(engine[0] + buffers, engine[1] + max(buffers, loss)), rel=1e-9)
+
+
+def test_price_tells_the_step_terms_where_its_groups_straddle(monkeypatch):
+    """``price`` (the long-context rows') gave ``step_terms`` no ``gpus``, so its data-parallel
+    groups took the old rule, inside a node wherever 8 / t >= d cp, while its stage table
+    (ZeRO-3, context parallelism) took the job's: t 2, d 3, p 4 on 8-GPU nodes put ranks 6,
+    8, 10 on NVLink (0.13% of the step of Llama 2 7B at 16K)."""
+    from fastpp.model import validate_long
+
+    seen = []
+    original = validate_long.step_terms
+
+    def spy(*args, **keywords):
+        seen.append(keywords.get("gpus"))
+        return original(*args, **keywords)
+
+    monkeypatch.setattr(validate_long, "step_terms", spy)
+    validate_long.price(MODELS["llama2-7b"], HARDWARE["H100-80GB"], seq=16384, global_batch=24,
+                        t=2, p=4, cp=1, d=3, precision="bf16")
+    assert seen == [2 * 1 * 3 * 4]

@@ -186,7 +186,7 @@ def price(model, hardware, *, seq, global_batch, t, p, cp, d, precision,
     params = np.bincount(sched.stage_to_device, weights=table["params"], minlength=p)
     window = np.bincount(sched.stage_to_device, weights=table["b"] / sched.m, minlength=p)
     terms = step_terms(hardware, params.max(), t, d * cp, 1, overlap=True,
-                       window=window.min())
+                       window=window.min(), gpus=t * cp * d * p)  # (as plan's)
     step = res.makespan + float(sum(np.max(v) for v in terms.values()))
     by = device_bytes(model, config=run)
     fixed = max(by["parameter_bytes"] + by["gradient_bytes"] + by["optimizer_bytes"])
