@@ -17,9 +17,11 @@ network only where the hop leaves the node.
 
 Ranks are ordered as Megatron orders them: tensor-parallel fastest, then context, data, then
 pipeline, so a tensor-parallel group of ``t`` ranks spans nodes when ``t`` does not divide
-``gpus_per_node`` (some groups do, and the slowest paces the rest), a
-context-parallel one of ``c`` when ``t c > gpus_per_node``, a data-parallel one when
-``t c d > gpus_per_node`` (callers pass ``t c`` as the data-parallel group's stride).
+``gpus_per_node`` (some groups do, and the slowest paces the rest), and a context-parallel
+group (``c`` ranks ``t`` apart) or a data-parallel one (``c d`` ranks ``t`` apart, the
+gradients' group with context parallelism) wherever a job beyond one node puts a node's
+boundary inside one (``t 2``, ``d 3`` on 8 GPUs: ranks 6, 8, 10), not only where ``t c`` or
+``t c d`` exceeds ``gpus_per_node`` (``data_parallel_per_node``, given the job's GPUs).
 """
 
 from __future__ import annotations
