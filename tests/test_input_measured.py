@@ -755,6 +755,24 @@ def test_a_job_built_from_a_table_in_memory_is_checked():
 
 
 @needs_st
+def test_a_table_of_doubled_or_multiindex_columns_is_refused_by_name():
+    """A column twice (pd.concat along the columns) made each column's check a frame's:
+    pandas' 'truth value of a Series is ambiguous'; a MultiIndex of columns passed the
+    columns' check by its first level and failed in the selection, pandas' TypeError."""
+    pd = pytest.importorskip("pandas")
+    table = pd.read_parquet(ST / "trace-ST.parquet")
+    sizes = {"dp_size": 2, "pp_size": 4}
+    with pytest.raises(ScheduleError, match=r"table must have each column once, by a plain "
+                                            r"name \(got \['duration'\]\)"):
+        fastpp.MeasuredJob(pd.concat([table, table[["duration"]]], axis=1), sizes)
+    multi = table.copy()
+    multi.columns = pd.MultiIndex.from_tuples([(c, "") for c in table.columns])
+    with pytest.raises(ScheduleError, match=r"table must have each column once, by a plain "
+                                            r"name \(got a MultiIndex of columns\)"):
+        fastpp.MeasuredJob(multi, sizes)
+
+
+@needs_st
 def test_a_table_of_repeated_row_labels_reads_as_its_ops(tmp_path):
     """Per-rank tables joined by ``pd.concat`` repeat their row labels: the job looked rows up
     by label, got a Series and raised int()'s TypeError, in memory and from a Parquet file

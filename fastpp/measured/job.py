@@ -261,6 +261,13 @@ def _checked(table, meta, name: str) -> tuple:
                                 f"{type(table).__name__})")
     if not isinstance(meta, dict):
         raise ScheduleTypeError(f"meta must be a dict of sizes (got {type(meta).__name__})")
+    # (a column twice made its checks a frame's, pandas' ambiguous truth; a MultiIndex's
+    # partial match passed below and failed in the selection, pandas' TypeError)
+    names = list(table.columns)
+    twice = sorted({c for c in COLUMNS if names.count(c) > 1})
+    if isinstance(table.columns, pd.MultiIndex) or twice:
+        raise ScheduleError(f"{name} must have each column once, by a plain name (got "
+                            f"{twice or 'a MultiIndex of columns'})")
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
         raise ScheduleError(f"{name} must have columns {list(COLUMNS)} (missing {missing})")
