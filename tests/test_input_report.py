@@ -231,6 +231,19 @@ def test_report_of_an_unfinished_sweep_that_kept_its_invalid_points_counts_each_
     assert "(unfinished: 20 of 30 points)" in page
 
 
+def test_a_sweep_of_a_million_chunks_counts_its_seven_digit_parts(tmp_path):
+    """The store names chunk c ``part-{c:06d}``, seven digits from chunk 1,000,000 (a sweep
+    of 4.1e9 points at the default chunk_size, MAX_POINTS 1e10, or 1e6 at chunk_size 1);
+    kept() (and load()) took exactly six: chunk 1,000,000 was not counted, nor read back."""
+    from fastpp.sweeps.store import META, kept
+
+    (tmp_path / META).mkdir()
+    (tmp_path / META / "manifest.json").write_text('{"points": 1000001, "chunk_size": 1}')
+    for c in (0, 1_000_000):
+        (tmp_path / META / f"part-{c:06d}.json").write_text('{"rows": 1, "skipped": {}}')
+    assert kept(tmp_path) == (2, 1_000_001)
+
+
 def test_report_reads_and_writes_home_paths_and_names_a_nan_cost(tmp_path, monkeypatch):
     """``report(..., output='~/r.html')`` wrote a literal ``./~/r.html`` (or said the folder
     did not exist) where a sweep's ``out`` expands ``~``; a sweep table with a NaN ``f``

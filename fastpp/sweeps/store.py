@@ -292,7 +292,7 @@ def load(out):
     # the chunks written, not every chunk the manifest counts: a damaged count (10**18
     # points) would be a loop without end
     written = sorted({int(m.stem[5:]) for m in (folder / META).glob("part-*.json")
-                      if re.fullmatch(r"part-[0-9]{6}", m.stem)})
+                      if re.fullmatch(r"part-[0-9]{6,}", m.stem)})
     for c in (c for c in written if c < chunks):
         meta = folder / META / f"part-{c:06d}.json"
         part = folder / f"part-{c:06d}.{manifest['format']}"
@@ -340,7 +340,7 @@ def kept(out) -> tuple[int, int] | None:
         return None
     done = 0
     for meta in (Path(out) / META).glob("part-*.json"):
-        if not re.fullmatch(r"part-[0-9]{6}", meta.stem):
+        if not re.fullmatch(r"part-[0-9]{6,}", meta.stem):
             continue
         try:
             json.loads(meta.read_text())["rows"]
