@@ -295,7 +295,7 @@ def test_automodel_runs_a_pipeline_flush_per_accumulation_step(split):
     assert all(validate_moe.settings(r)["flushes"] == 1 for r, _ in done
                if "AutoModel" not in r["framework"])
     for key in ("fp8_current_scaling", "fused_grouped_mlp", "fp8_output_layer", "fp8_padding",
-                "flushes"):
+                "flushes", "gpus_per_node"):  # (an H100 row's: its preset's 8)
         kw.pop(key)
     args = (kw.pop("model"), kw.pop("gpus"), HARDWARE[kw.pop("hardware")])
     one = plan(*args, workers=1, **{**kw, "global_batch": kw["global_batch"] // 4}).iloc[0]
@@ -321,7 +321,7 @@ def test_a_megatron_core_v09_row_counts_the_full_square(split):
     r = next(r for r, _ in done if r["model"] == "Mixtral-8x7B (dropless)")
     kw = validate_moe.settings(r)
     for key in ("fp8_current_scaling", "fused_grouped_mlp", "fp8_output_layer", "fp8_padding",
-                "flushes"):
+                "flushes", "gpus_per_node"):  # (an H100 row's: its preset's 8)
         kw.pop(key)
     m, s = kw["model"], kw["seq"]
     a, g, h, L = m.heads, m.kv_heads, m.hidden, m.layers
@@ -351,3 +351,20 @@ def test_automodel_rows_are_priced_as_its_benchmark_ran(split):
     assert all(s["model"].mtp_depth == 0 for s in auto)
     megatron = [validate_moe.settings(r) for r, _ in done if r["model"] == "DeepSeekV3"]
     assert {s["node_limit"] for s in megatron} == {4}
+
+
+def test_a_nemo_row_on_gb200_fills_the_nvlink_domains_bridges_launcher_asks_for(split):
+    """Megatron-Bridge's launcher (scripts/performance/utils/executors.py) asks Slurm for
+    segments of all of a GB200 or GB300 job's 4-GPU trays up to 18, else of the largest
+    divisor of them up to 18: 256 GPUs (64 trays) fill 64 GPUs of each 72-GPU domain, so an
+    expert group of 64 stays in one and a data-parallel group of 32 straddles none. The
+    ModelZoo's rows keep 72 (their scripts set SEGMENT per run)."""
+    assert [validate_moe.bridge_domain(g) for g in (4, 8, 64, 72, 76, 128, 256, 288, 1024)] == [
+        4, 8, 64, 72, 4, 64, 64, 72, 64]  # 76: 19 trays, a prime past 18: one a segment
+    done, _ = split
+    nemo = next(r for r, _ in done if r["model"] == "DeepSeekV3" and r["gpu_type"] == "DGX-GB200")
+    zoo = next(r for r, _ in done if r["gpu_type"] == "GB200 NVL72")
+    assert validate_moe.settings(nemo)["gpus_per_node"] == 64
+    assert validate_moe.settings(zoo)["gpus_per_node"] == 72
+    h100 = next(r for r, _ in done if r["gpu_type"] == "DGX-H100")
+    assert validate_moe.settings(h100)["gpus_per_node"] == 8

@@ -105,6 +105,20 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
           ("qwen3-235b-a22b", "GB300"): SINCE_26_06, ("qwen3-235b-a22b", "GB200"): SINCE_26_06,
           **{("qwen3-30b-a3b", hw): SINCE_26_06 for hw in ("GB300", "GB200", "B300-288GB",
                                                           "B200-180GB")}}
+# the GPUs of one NVLink domain a NeMo row's job filled on GB200 and GB300 (4-GPU trays in
+# 72-GPU domains): Megatron-Bridge's launcher (scripts/performance/utils/executors.py, since
+# 568b3a3, 28 August 2025) asks Slurm for segments of every tray if the job has at most 18,
+# else of the largest divisor of its trays up to 18 (256 GPUs: 16 trays, 64 GPUs a domain).
+# The ModelZoo's rows keep the domain's 72: its scripts set SEGMENT per run ("EP // 4")
+TRAY, TRAYS_PER_DOMAIN = 4, 18
+
+
+def bridge_domain(gpus: int) -> int:
+    """GPUs per NVLink domain of a Megatron-Bridge job of ``gpus`` GB200 or GB300 GPUs."""
+    trays = max(gpus // TRAY, 1)
+    return TRAY * next(c for c in range(min(trays, TRAYS_PER_DOMAIN), 0, -1) if trays % c == 0)
+
+
 # The CUDA graphs each NeMo row ran, as Megatron-Bridge's performance configs for its release
 # set cuda_graph_impl and cuda_graph_scope: "none" (every kernel issued by the CPU; the
 # recipes' default, cuda_graph_impl="none"), "partial" (Transformer Engine's graphs of
@@ -373,9 +387,10 @@ def excluded(data):
 
 def settings(r) -> dict:
     """The ``plan`` arguments of a priced row (the module's assumptions where it is
-    silent), and ``fp8_current_scaling``, ``fused_grouped_mlp``, ``fp8_output_layer`` and
-    ``fp8_padding``: the hardware's (``CURRENT_SCALING``, ``FUSED_GROUPED_MLP``,
-    ``FP8_OUTPUT_LAYER``, ``FP8_PADDING_DISPATCHERS``)."""
+    silent), and ``fp8_current_scaling``, ``fused_grouped_mlp``, ``fp8_output_layer``,
+    ``fp8_padding`` and ``gpus_per_node``: the hardware's (``CURRENT_SCALING``,
+    ``FUSED_GROUPED_MLP``, ``FP8_OUTPUT_LAYER``, ``FP8_PADDING_DISPATCHERS``, and the NVLink
+    domain a NeMo row's job filled, ``bridge_domain``)."""
     name = MODEL_NAMES[r["model"]]
     automodel = str(r.get("framework", "")).startswith(AUTOMODEL)
     if automodel and name == "deepseek-v3":  # (AUTOMODEL_RUN: its DeepSeek-V3 has no MTP)
@@ -434,7 +449,10 @@ def settings(r) -> dict:
            else 4.0,
            "fused_grouped_mlp": _config(r) in FUSED_GROUPED_MLP,
            "fp8_output_layer": _config(r) in FP8_OUTPUT_LAYER,
-           "flushes": _flushes(r)}
+           "flushes": _flushes(r),
+           "gpus_per_node": (bridge_domain(int(r["gpus"])) if str(r["release"]).startswith(
+               "NeMo") and HARDWARE[hardware].gpus_per_node == TRAY * TRAYS_PER_DOMAIN
+               else HARDWARE[hardware].gpus_per_node)}
     out["fp8_padding"] = (str(r["release"]).startswith("NeMo") and out["precision"] == "fp8"
                           and out["dispatcher"] in FP8_PADDING_DISPATCHERS)
     return out
@@ -535,7 +553,8 @@ def predict(r, **changes) -> tuple[float, str]:
     hardware = dataclasses.replace(hardware, fp8_current_scaling=kw.pop("fp8_current_scaling"),
                                    fused_grouped_mlp=kw.pop("fused_grouped_mlp"),
                                    fp8_output_layer=kw.pop("fp8_output_layer"),
-                                   fp8_padding=kw.pop("fp8_padding"))
+                                   fp8_padding=kw.pop("fp8_padding"),
+                                   gpus_per_node=kw.pop("gpus_per_node"))
     flushes = kw.pop("flushes")
     if kw["global_batch"] % flushes:
         raise ScheduleError(f"{r['label']}: global_batch {kw['global_batch']} must split into "
@@ -582,4 +601,5 @@ def rows(data):
 
 
 __all__ = ["ASSUMED", "DATASET", "FP8_OUTPUT_LAYER", "FUSED_GROUPED_MLP", "GRAPHS", "GROUPS",
-           "by_group", "cuda_graphs", "excluded", "groups", "predict", "rows", "settings"]
+           "bridge_domain", "by_group", "cuda_graphs", "excluded", "groups", "predict", "rows",
+           "settings"]
