@@ -358,13 +358,16 @@ def test_a_nemo_row_on_gb200_fills_the_nvlink_domains_bridges_launcher_asks_for(
     segments of all of a GB200 or GB300 job's 4-GPU trays up to 18, else of the largest
     divisor of them up to 18: 256 GPUs (64 trays) fill 64 GPUs of each 72-GPU domain, so an
     expert group of 64 stays in one and a data-parallel group of 32 straddles none. The
-    ModelZoo's rows keep 72 (their scripts set SEGMENT per run)."""
+    ModelZoo's Qwen3-235B commands set theirs (SEGMENT, in trays): 2 for the GB200 bf16 run,
+    16 for the MXFP8 ones."""
     assert [validate_moe.bridge_domain(g) for g in (4, 8, 64, 72, 76, 128, 256, 288, 1024)] == [
         4, 8, 64, 72, 4, 64, 64, 72, 64]  # 76: 19 trays, a prime past 18: one a segment
     done, _ = split
     nemo = next(r for r, _ in done if r["model"] == "DeepSeekV3" and r["gpu_type"] == "DGX-GB200")
-    zoo = next(r for r, _ in done if r["gpu_type"] == "GB200 NVL72")
     assert validate_moe.settings(nemo)["gpus_per_node"] == 64
-    assert validate_moe.settings(zoo)["gpus_per_node"] == 72
+    zoo = {(r["gpu_type"], r["precision"]): validate_moe.settings(r)["gpus_per_node"]
+           for r, _ in done if r["release"] == "ModelZoo e865051" and "NVL72" in r["gpu_type"]}
+    assert zoo == {("GB200 NVL72", "bf16"): 8, ("GB200 NVL72", "mxfp8"): 64,
+                   ("GB300 NVL72", "mxfp8"): 64}
     h100 = next(r for r, _ in done if r["gpu_type"] == "DGX-H100")
     assert validate_moe.settings(h100)["gpus_per_node"] == 8

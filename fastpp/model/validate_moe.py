@@ -108,9 +108,16 @@ BRIDGE = {("deepseek-v3", "GB300"): {"overlap": True},
 # the GPUs of one NVLink domain a NeMo row's job filled on GB200 and GB300 (4-GPU trays in
 # 72-GPU domains): Megatron-Bridge's launcher (scripts/performance/utils/executors.py, since
 # 568b3a3, 28 August 2025) asks Slurm for segments of every tray if the job has at most 18,
-# else of the largest divisor of its trays up to 18 (256 GPUs: 16 trays, 64 GPUs a domain).
-# The ModelZoo's rows keep the domain's 72: its scripts set SEGMENT per run ("EP // 4")
+# else of the largest divisor of its trays up to 18 (256 GPUs: 64 trays in segments of 16,
+# 64 GPUs a domain). The ModelZoo's commands set the segment per run ("Should be EP // 4"),
+# sbatch_benchmarking.sh passing it as --segment: its Qwen3-235B GB200 and GB300 rows at
+# e865051 (best_practice/qwen3/readme.md), (model, gpu_type, precision, release) -> trays a
+# segment
 TRAY, TRAYS_PER_DOMAIN = 4, 18
+MODELZOO_SEGMENTS = {("Qwen3-235B-A22B", gpu, precision, "ModelZoo e865051"): trays
+                     for gpu, precision, trays in (("GB200 NVL72", "bf16", 2),
+                                                   ("GB200 NVL72", "mxfp8", 16),
+                                                   ("GB300 NVL72", "mxfp8", 16))}
 
 
 def bridge_domain(gpus: int) -> int:
@@ -450,12 +457,22 @@ def settings(r) -> dict:
            "fused_grouped_mlp": _config(r) in FUSED_GROUPED_MLP,
            "fp8_output_layer": _config(r) in FP8_OUTPUT_LAYER,
            "flushes": _flushes(r),
-           "gpus_per_node": (bridge_domain(int(r["gpus"])) if str(r["release"]).startswith(
-               "NeMo") and HARDWARE[hardware].gpus_per_node == TRAY * TRAYS_PER_DOMAIN
-               else HARDWARE[hardware].gpus_per_node)}
+           "gpus_per_node": _domain(r, HARDWARE[hardware])}
     out["fp8_padding"] = (str(r["release"]).startswith("NeMo") and out["precision"] == "fp8"
                           and out["dispatcher"] in FP8_PADDING_DISPATCHERS)
     return out
+
+
+def _domain(r, hardware) -> int:
+    """The GPUs of one NVLink domain a row's job filled: on GB200 and GB300 a NeMo row's
+    ``bridge_domain``, a ModelZoo row's ``MODELZOO_SEGMENTS``; else the preset's."""
+    if hardware.gpus_per_node != TRAY * TRAYS_PER_DOMAIN:
+        return hardware.gpus_per_node
+    if str(r["release"]).startswith("NeMo"):
+        return bridge_domain(int(r["gpus"]))
+    segment = MODELZOO_SEGMENTS.get((str(r["model"]), str(r["gpu_type"]),
+                                     str(r["precision"]).lower(), str(r["release"])))
+    return TRAY * segment if segment else hardware.gpus_per_node
 
 
 def _layout(r, model, p: int, vp: int):
