@@ -84,7 +84,8 @@ def gantt(result, path) -> Path:
     result : Result
         From ``fastpp.simulate``.
     path : path
-        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added;
+        a folder is refused, not drawn beside as ``<folder>.png``).
 
     Returns
     -------
@@ -135,7 +136,8 @@ def memory(result, path) -> Path:
     result : Result
         From ``fastpp.simulate``.
     path : path
-        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added;
+        a folder is refused, not drawn beside as ``<folder>.png``).
 
     Returns
     -------
@@ -166,7 +168,8 @@ def bubble_heatmaps(df, path, metric: str = "bubble_ratio") -> Path:
     df : pandas.DataFrame
         A sweep's table (one cost setting).
     path : path
-        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added;
+        a folder is refused, not drawn beside as ``<folder>.png``).
 
     Returns
     -------
@@ -230,7 +233,8 @@ def pareto(df, path, x: str = "peak_activations_max", y: str = "bubble_ratio",
     df : pandas.DataFrame
         Sweep rows (``fastpp.sweep``): a ``schedule`` column and the columns ``x`` and ``y``.
     path : path
-        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added;
+        a folder is refused, not drawn beside as ``<folder>.png``).
     x, y : str
         The columns to plot; the front minimises both (``fastpp.pareto_front``).
     title : str, optional
@@ -272,7 +276,8 @@ def plan_scatter(df, path, capacity: float | None = None, title: str | None = No
     df : pandas.DataFrame
         Plan rows (``fastpp.model.plan``).
     path : path
-        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added;
+        a folder is refused, not drawn beside as ``<folder>.png``).
     capacity : float, optional
         Bytes per GPU, drawn as a line (> 0).
     title : str, optional
@@ -329,7 +334,8 @@ def measured_timelines(run, result, path, title: str | None = None) -> Path:
         A simulation of ``run.schedule`` in seconds, e.g. ``run.replay()`` or
         ``simulate(run.schedule, costs)``.
     path : path
-        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added;
+        a folder is refused, not drawn beside as ``<folder>.png``).
 
     Returns
     -------
@@ -389,7 +395,8 @@ def makespan_cdf(results, path, title: str | None = None) -> Path:
         Best drawn with the same ``noise`` and ``seed`` (common random numbers); a dict
         labels each line by its key (else by its schedule's name).
     path : path
-        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added;
+        a folder is refused, not drawn beside as ``<folder>.png``).
     title : str, optional
 
     Returns
@@ -445,7 +452,8 @@ def criticality(mc, path) -> Path:
     mc : MonteCarlo
         From ``simulate(..., noise=)``.
     path : path
-        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added).
+        The picture to write: PNG, or the format its suffix names (none: ``.png`` is added;
+        a folder is refused, not drawn beside as ``<folder>.png``).
 
     Returns
     -------

@@ -57,6 +57,24 @@ def test_plots_return_the_file_they_write(tmp_path):
     assert not (tmp_path.parent / f"{tmp_path.name}.png").exists()
 
 
+def test_plots_say_a_folder_is_refused(tmp_path):
+    """``gantt(res, "folder")`` is refused (the folder is not drawn beside as ``folder.png``),
+    where every plot's docstring said only that ``.png`` is added to a path without suffix."""
+    pytest.importorskip("matplotlib")
+    import inspect
+
+    from fastpp import plot
+
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ScheduleError, match=r"got '.*out': a folder"):
+        plot.gantt(simulate(build_schedule("1f1b", 2, 4)), tmp_path / "out")
+    assert not (tmp_path / "out.png").exists()
+    for name, f in inspect.getmembers(plot, inspect.isfunction):
+        if f.__module__ == plot.__name__ and "path" in inspect.signature(f).parameters \
+                and not name.startswith(("_", "check")):
+            assert "a folder is refused" in " ".join(f.__doc__.split()), name
+
+
 def test_report_takes_a_run_of_several_steps(tmp_path):
     """docs/cli.md's ``measure --steps 20 --out runs/zbv`` then ``report runs/zbv``: the
     report refused the folder (its traces are in step0..step19); it takes the last step,
