@@ -183,6 +183,20 @@ def test_measure_refuses_placement_with_a_schedule(capsys):
     assert "--placement must be given with --from-csv only" in err
 
 
+def test_measure_names_only_the_counts_given_beside_a_schedule(capsys, tmp_path, monkeypatch):
+    """``measure --from-csv 1f1b.csv -p 3`` said ``(got -p=3, -n=8, -m=None)``: the CSV's own
+    n, filled in, was listed as the -n typed (and ``measure(schedule, p=3)`` as its n=)."""
+    from fastpp.measured import measure
+
+    order = fastpp.build_schedule("1f1b", 2, 8)
+    with pytest.raises(ScheduleError, match=r"own p=2, n=8, m=1 \(got p=3\)$"):
+        measure(order, 3, out=tmp_path / "m")
+    monkeypatch.chdir(tmp_path)
+    fastpp.io.write_torch_csv(order, "1f1b.csv")
+    err = cli_error(capsys, ["measure", "--from-csv", "1f1b.csv", "-p", "3"])
+    assert err.rstrip().endswith("(got -p=3)"), err
+
+
 def test_a_trace_label_with_a_number_past_int64(tmp_path):
     """``Forward 99999999999999999999999`` raised OverflowError: Python int too large to
     convert to C long."""

@@ -468,6 +468,7 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
     the job's CSV (``None`` for a PyTorch class); touches no file (``_prepare`` does)."""
     instance(schedule, str | Schedule, "schedule", "PyTorch class name, schedule name or "
              "fastpp.Schedule")
+    given = {"p": p, "n": n, "m": m}  # (a message names these, not the schedule's filled in)
     if isinstance(schedule, Schedule):
         p = schedule.p if p is None else p
         n = schedule.n if n is None else n
@@ -512,8 +513,10 @@ def _job(schedule, p, n, m, layers, hidden, microbatch, out, device, warmup,
         elif isinstance(schedule, Schedule):
             order = schedule
             if (order.p, order.n) != (p, n) or (m is not None and m != order.m):
+                # (it had listed the schedule's own n as given: "got -n=8" after -p 3 alone)
+                got = ", ".join(f"{k}={v}" for k, v in given.items() if v is not None)
                 raise ScheduleError(f"p, n, m must be the schedule's own p={order.p}, "
-                                    f"n={order.n}, m={order.m} (got p={p}, n={n}, m={m})")
+                                    f"n={order.n}, m={order.m} (got {got})")
         else:
             raise ScheduleTypeError(f"schedule must be a str or a fastpp.Schedule (got "
                                     f"{type(schedule).__name__})")
