@@ -285,6 +285,11 @@ def test_a_model_given_beside_a_script_is_padded_and_its_replacements_said(capsy
      r"--num-experts 6 must be a multiple of --expert-model-parallel-size 4"),
     ("--context-parallel-size 2 --seq-length 2050",
      r"--seq-length 2050 must split into 2 x --context-parallel-size = 4 equal chunks"),
+    # (was "vocab must be at most 2,147,483,648 (no model is larger) (got vocab=137438953472)")
+    (f"--tensor-model-parallel-size {2**30}",
+     r"--vocab-size 32000 padded to a multiple of --make-vocab-size-divisible-by x "
+     r"--tensor-model-parallel-size = 128 x 1073741824 must be at most 2,147,483,648 .*\(got "
+     r"137,438,953,472\)"),
 ])
 def test_megatron_runs_megatron_asserts_on_are_refused_naming_the_flags(extra, message):
     """Each was priced (the TP overlap's gain without sequence parallelism, FSDP2 as ZeRO-3

@@ -35,7 +35,7 @@ from .hardware import Hardware, preset
 from .layout import Layout, even_layers, megatron_layers, parse_layout
 from .moe import DISPATCHERS
 from .presets import MODELS
-from .transformer import MAX_PLACED, Transformer, dense_placed
+from .transformer import LARGEST, MAX_PLACED, Transformer, dense_placed
 
 INT, FLOAT, STR, BOOL, LIST = int, float, str, bool, list
 # dest: (type, Megatron's default). Bools are store_true flags (False when absent).
@@ -762,10 +762,16 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
                 "(the script names no tokenizer whose vocabulary is known)")
         raise ScheduleError(f"--vocab-size must be given {said} (or from_megatron(..., "
                             f"vocab=N))")
+    multiple = a["make_vocab_size_divisible_by"]
+    padded = a["padded_vocab_size"] or padded_vocab(size, t, multiple)
+    if padded > LARGEST["vocab"]:  # (Transformer's check named the padded vocab alone)
+        raise ScheduleError(f"--vocab-size {size} padded to a multiple of "
+                            f"--make-vocab-size-divisible-by x --tensor-model-parallel-size "
+                            f"= {multiple} x {t} must be at most {LARGEST['vocab']:,} (no "
+                            f"model is larger) (got {padded:,})")
     shape = {"layers": a["num_layers"], "hidden": h, "heads": heads, "ffn": ffn,
              # --padded-vocab-size is taken as given, as Megatron takes it
-             "vocab": a["padded_vocab_size"] or padded_vocab(
-                 size, t, a["make_vocab_size_divisible_by"]),
+             "vocab": padded,
              # --quick-geglu (gpt-oss) is gated too: three matrices (argument_utils.py)
              "swiglu": a["swiglu"] or a["quick_geglu"],
              "tied_embeddings": not a["untie_embeddings_and_output_weights"],
