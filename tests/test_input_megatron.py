@@ -290,6 +290,10 @@ def test_a_model_given_beside_a_script_is_padded_and_its_replacements_said(capsy
      r"--vocab-size 32000 padded to a multiple of --make-vocab-size-divisible-by x "
      r"--tensor-model-parallel-size = 128 x 1073741824 must be at most 2,147,483,648 .*\(got "
      r"137,438,953,472\)"),
+    # (was "t * cp * p = 24 must divide the gpus (got gpus=8, t=3, cp=1, p=8)")
+    ("--tensor-model-parallel-size 3 --pipeline-model-parallel-size 8",
+     r"^--tensor-model-parallel-size x --context-parallel-size x "
+     r"--pipeline-model-parallel-size must divide the 8 GPUs \(got 3 x 1 x 8 = 24\)$"),
 ])
 def test_megatron_runs_megatron_asserts_on_are_refused_naming_the_flags(extra, message):
     """Each was priced (the TP overlap's gain without sequence parallelism, FSDP2 as ZeRO-3

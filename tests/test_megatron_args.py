@@ -327,7 +327,8 @@ def test_bad_input():
     with pytest.raises(ScheduleError, match="variable 'TP'"):
         from_megatron("torchrun pretrain_gpt.py " + BASE + "--tensor-model-parallel-size $TP",
                       gpus=1)
-    with pytest.raises(ScheduleError, match="t \\* cp \\* p = 3 must divide the gpus"):
+    with pytest.raises(ScheduleError, match=r"--pipeline-model-parallel-size must divide the "
+                                            r"8 GPUs \(got 1 x 1 x 3 = 3\)"):
         from_megatron(BASE.replace("--num-layers 4", "--num-layers 6")
                       + "--pipeline-model-parallel-size 3", gpus=8)
     # layouts Megatron refuses at start-up (arguments.py, TransformerConfig) were priced

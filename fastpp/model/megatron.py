@@ -936,6 +936,11 @@ def _run(a: dict, model: Transformer, gpus: int | None, command: bool = True) ->
     if gpus is None:
         raise ScheduleError("the GPU count must be given: from_megatron(..., gpus=N), or "
                             "torchrun's --nproc_per_node (and --nnodes) in the script")
+    gpus = positive_int(gpus, "gpus")
+    if gpus % (t * cp * p):  # (data_parallel's message names RunConfig's t, cp and p)
+        raise ScheduleError(f"--tensor-model-parallel-size x --context-parallel-size x "
+                            f"--pipeline-model-parallel-size must divide the {gpus} GPUs (got "
+                            f"{t} x {cp} x {p} = {t * cp * p})")
     d = data_parallel(gpus, t, cp, p)
     _asserted(a, t, p, cp, m, command)
     recompute = ("selective" if a["recompute_activations"] else
