@@ -214,7 +214,11 @@ def test_bad_jobs(tmp_path):
     with pytest.raises(ScheduleError, match="tensor_parallel_degree must be an integer"):
         from_torchtitan('[parallelism]\ntensor_parallel_degree = "2"\n', gpus=8,
                         model="llama3-8b")
-    with pytest.raises(ScheduleError, match="t \\* cp \\* p = 3 must divide the gpus"):
+    # (it said "t * cp * p = 3 must divide the gpus (got gpus=8, t=1, cp=1, p=3)")
+    with pytest.raises(ScheduleError, match=r"^the job config: \[parallelism\] "
+                                            r"tensor_parallel_degree x context_parallel_degree "
+                                            r"x pipeline_parallel_degree must divide the 8 "
+                                            r"GPUs \(got 1 x 1 x 3 = 3\)$"):
         from_torchtitan('[parallelism]\npipeline_parallel_degree = 3\n', gpus=8,
                         model="llama3-8b")
     bad = tmp_path / "job.toml"

@@ -25,6 +25,7 @@ from ..checks import (
     near,
     nonnegative_int,
     one_of,
+    positive_int,
 )
 from .config import OP_LEVEL, RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hf import from_hf, given_model
@@ -391,6 +392,11 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
                 degree("context_parallel_degree"))
     replicate, shard = degree("data_parallel_replicate_degree"), degree(
         "data_parallel_shard_degree", -1)
+    gpus = positive_int(gpus, "gpus")
+    if gpus % (t * cp * p):  # (data_parallel's message names RunConfig's t, cp and p)
+        raise ScheduleError(f"{where}: [parallelism] tensor_parallel_degree x "
+                            f"context_parallel_degree x pipeline_parallel_degree must divide "
+                            f"the {gpus} GPUs (got {t} x {cp} x {p} = {t * cp * p})")
     d = data_parallel(gpus, t, cp, p)
     if d % replicate:
         raise ScheduleError(f"{where}: [parallelism] data_parallel_replicate_degree must divide "
