@@ -475,6 +475,14 @@ def test_a_replicate_degree_of_minus_one_is_filled_as_composer_fills_it():
     data = _mpt()
     data["fsdp_config"].update(data_parallel_shard_degree=8, data_parallel_replicate_degree=-1)
     assert from_llm_foundry(data, 64).config.replicate == 8
+    # a shard degree that leaves no whole replica: it said "data_parallel_replicate_degree must
+    # be an integer from 1 to 2**31-1 (got 0)", a count the file never held (or "(got 2 x 3)")
+    for shard in (16, 3):
+        data["fsdp_config"].update(data_parallel_shard_degree=shard)
+        with pytest.raises(ScheduleError, match=rf"data_parallel_shard_degree must divide gpus "
+                                                rf"= 8 with data_parallel_replicate_degree -1 "
+                                                rf"\(got {shard}\)"):
+            from_llm_foundry(data, 8)
 
 
 def test_a_shard_degree_alone_is_read_not_dropped():

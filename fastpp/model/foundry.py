@@ -507,6 +507,10 @@ def _sharding(fsdp: dict, gpus: int, where: str, precision=None) -> tuple[tuple,
                                 f"data_parallel_shard_degree cannot both be -1")
         if shard != -1:
             shard = _count(shard, "fsdp_config data_parallel_shard_degree", where)
+        if groups == -1 and gpus % shard:  # (gpus // shard replicas: "got 0" at 16 of 8)
+            raise ScheduleError(f"{where}: fsdp_config data_parallel_shard_degree must divide "
+                                f"gpus = {gpus} with data_parallel_replicate_degree -1 (got "
+                                f"{shard})")
         if groups in (None, -1):
             groups = 1 if groups is None else gpus // shard
         replicate = _count(groups, "fsdp_config data_parallel_replicate_degree", where)
