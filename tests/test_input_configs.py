@@ -315,7 +315,8 @@ def test_torchtitan_fields_of_the_wrong_kind():
     job = tomllib.loads((DATA / "torchtitan" / "llama3_8b.toml").read_text())
     with pytest.raises(ScheduleError, match=r"\[model\] name and flavor must be one of"):
         from_torchtitan({**job, "model": {"name": [1], "flavor": "8B"}}, 64)
-    for option in ("²", LONG):
+    # and not a string: 2 was read through str() as "2", where torchtitan's .isdigit() raises
+    for option in ("²", LONG, 2, 2.0, True):
         with pytest.raises(ScheduleError, match="selective_ac_option must be 'op' or a layer "
                                                 "interval >= 0"):
             from_torchtitan({**job, "activation_checkpoint": {

@@ -482,10 +482,12 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     reshard = ("never" if p > 1 else "always") if reshard == "default" else reshard
     mode = _choice(ac, "mode", "selective", ("none", "selective", "full"), where,
                    "activation_checkpoint")
-    option = str(ac.get("selective_ac_option", "2"))
-    if option != "op" and not digits(option):
+    option = ac.get("selective_ac_option", "2")
+    # a string, as torchtitan declares it: its .isdigit() raises on a TOML integer 2
+    if not isinstance(option, str) or (option != "op" and not digits(option)):
         raise ScheduleError(f"{where}: [activation_checkpoint] selective_ac_option must be "
-                            f"'op' or a layer interval >= 0 (got {ac['selective_ac_option']!r})")
+                            f"'op' or a layer interval >= 0, a string such as \"2\" (got "
+                            f"{option!r})")
     if option != "op" and int(option) == 0:  # (_apply_layer_sac: 0 checkpoints every layer)
         option = "1"
     recompute = {"none": "none", "full": "full"}.get(
