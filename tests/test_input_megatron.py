@@ -304,6 +304,21 @@ def test_megatron_runs_megatron_asserts_on_are_refused_naming_the_flags(extra, m
         from_megatron(f"{MEGATRON} {extra}", 8)
 
 
+@pytest.mark.parametrize("tail, shown", [('--foo "bar', '"bar'), ("--data-path 'x y", "'x y"),
+                                         ('--tokenizer-type "GPT2BPETokenizer',
+                                          '"GPT2BPETokenizer')])
+def test_a_command_whose_quote_is_not_closed(tail, shown):
+    """``--foo "bar`` was read as ``--foo bar`` (the lone quote dropped), where bash and shlex
+    refuse it. A string spanning lines, a comment's or a here-document's quote are bash's."""
+    with pytest.raises(ScheduleError, match=rf"^the script's quoted string is not closed: "
+                                            rf"{re.escape(repr(shown))}$"):
+        from_megatron(f"python pretrain_gpt.py {MEGATRON} {tail}", 8)
+    for script in (f"cat <<'EOF' # don't\nit's\n  EOF\npython pretrain_gpt.py {MEGATRON}",
+                   f'CMD="\ncd x; # y\npython pretrain_gpt.py {MEGATRON}"\nbash -c "$CMD"',
+                   f"python pretrain_gpt.py {MEGATRON} --foo \\\"b # isn't"):
+        from_megatron(script, 8)
+
+
 def test_megatron_scripts_arithmetic_and_backquotes():
     """``$((N/(T*P)))`` stopped at its first ``))`` and named a variable the script sets; a
     backquoted command in a launcher flag was read as words, the GPU count the default's."""

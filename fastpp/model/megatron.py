@@ -1402,7 +1402,39 @@ def _statements(text: str) -> list[str]:
         raise ScheduleError(f"the script's array is not closed: {open_array[:60]!r}")
     if open_string is not None:
         raise ScheduleError(f"the script's quoted string is not closed: {open_string[:60]!r}")
+    left = _left_open(text)
+    if left is not None:  # (_split drops a lone quote: '--foo "bar' was read as --foo bar)
+        raise ScheduleError(f"the script's quoted string is not closed: {left!r}")
     return out
+
+
+_HEREDOC = re.compile(r"<<-?[ \t]*(['\"]?)(\w+)\1")
+
+
+def _left_open(text: str) -> str | None:
+    """The quote ``text`` leaves open at its end, which bash refuses, as bash reads it: a
+    string may span lines, a comment runs from a ``#`` starting a word outside quotes to the
+    line's end, a here-document's body (``<<EOF`` to ``EOF``) holds no quotes. Its first 60
+    characters from the quote; None where every quote closes."""
+    quote, at, i, body = None, 0, 0, None  # body: a here-document's end word, pending
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and quote != "'":
+            i += 1
+        elif quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote, at = c, i
+        elif c == "#" and (i == 0 or text[i - 1].isspace()):
+            line_end = text.find("\n", i)
+            i = (len(text) if line_end < 0 else line_end) - 1  # (its newline read next)
+        elif c == "<" and (m := _HEREDOC.match(text, i)) and text[i - 1:i] != "<":
+            body, i = m.group(2), m.end() - 1
+        elif c == "\n" and body is not None:
+            end = re.compile(rf"^[ \t]*{body}[ \t\r]*$", re.M).search(text, i + 1)
+            i, body = (end.end() if end else len(text)), None
+        i += 1
+    return text[at:at + 60] if quote else None
 
 
 def _closes(text: str) -> bool:
