@@ -294,6 +294,12 @@ def test_a_model_given_beside_a_script_is_padded_and_its_replacements_said(capsy
     ("--tensor-model-parallel-size 3 --pipeline-model-parallel-size 8",
      r"^--tensor-model-parallel-size x --context-parallel-size x "
      r"--pipeline-model-parallel-size must divide the 8 GPUs \(got 3 x 1 x 8 = 24\)$"),
+    # (were "ffn must be at most 16,777,216 (no model is larger) (got ffn=1073741824)" and
+    # "top_k must be from 1 to the experts 8 (got top_k=9)": Transformer's fields)
+    (f"--ffn-hidden-size {2**30}", r"^--ffn-hidden-size must be at most 16,777,216 \(no model "
+                                   r"is larger\) \(got --ffn-hidden-size=1073741824\)$"),
+    ("--num-experts 8 --moe-router-topk 9",
+     r"^--moe-router-topk must be from 1 to the experts 8 \(got --moe-router-topk=9\)$"),
 ])
 def test_megatron_runs_megatron_asserts_on_are_refused_naming_the_flags(extra, message):
     """Each was priced (the TP overlap's gain without sequence parallelism, FSDP2 as ZeRO-3

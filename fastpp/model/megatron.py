@@ -24,6 +24,7 @@ from ..checks import (
     MISSPELT,
     ScheduleError,
     ScheduleTypeError,
+    by_flags,
     digits,
     known_keywords,
     near,
@@ -814,7 +815,20 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
         shape.update(experts=a["num_experts"], top_k=a["moe_router_topk"], expert_ffn=width,
                      shared_experts=shared // width,
                      dense_layers=dense)
-    return Transformer(**shape)
+    try:
+        return Transformer(**shape)
+    except ScheduleError as err:  # its checks name its fields: said as the flags given them
+        mla = a["multi_latent_attention"]
+        given = {field: "--" + dest.replace("_", "-") for field, dest, said in (
+            ("layers", "num_layers", True), ("hidden", "hidden_size", True),
+            ("heads", "num_attention_heads", True),
+            ("ffn", "ffn_hidden_size", a["ffn_hidden_size"] is not None),
+            ("kv_heads", "num_query_groups", a["group_query_attention"] and not mla),
+            ("head_dim", "kv_channels", a["kv_channels"] is not None and not mla),
+            ("experts", "num_experts", bool(a["num_experts"])),
+            ("expert_ffn", "moe_ffn_hidden_size", a["moe_ffn_hidden_size"] is not None),
+            ("top_k", "moe_router_topk", bool(a["num_experts"]))) if said}
+        raise ScheduleError(by_flags(str(err), given)) from None
 
 
 def _moe_pattern(model: Transformer) -> str:
