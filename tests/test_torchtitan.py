@@ -221,6 +221,14 @@ def test_bad_jobs(tmp_path):
                                             r"GPUs \(got 1 x 1 x 3 = 3\)$"):
         from_torchtitan('[parallelism]\npipeline_parallel_degree = 3\n', gpus=8,
                         model="llama3-8b")
+    # (it said "ep * etp = 16 must divide the GPUs of a pipeline stage t * cp * d = 8 (got
+    # ep=16, etp=1)", RunConfig's names)
+    with pytest.raises(ScheduleError, match=r"^the job config: \[parallelism\] "
+                                            r"expert_parallel_degree x "
+                                            r"expert_tensor_parallel_degree must divide the 8 "
+                                            r"GPUs of a pipeline stage \(got 16 x 1\)$"):
+        from_torchtitan('[parallelism]\nexpert_parallel_degree = 16\n', gpus=8,
+                        model="qwen3-30b-a3b")
     bad = tmp_path / "job.toml"
     bad.write_text("[parallelism\n")
     with pytest.raises(ScheduleError, match="job.toml is not TOML"):

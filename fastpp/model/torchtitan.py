@@ -428,7 +428,11 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     m, layout = _pipeline_split(par, name, p, model.layers, where)
     # torchtitan overlaps DualPipeV's pairs' all-to-alls with expert parallelism, by default
     # (dual_pipe_v.py's get_dual_pipe_v_flag), and refuses it with checkpointing
-    ep = degree("expert_parallel_degree")
+    ep, etp = degree("expert_parallel_degree"), degree("expert_tensor_parallel_degree")
+    if (t * cp * d) % (ep * etp):  # (RunConfig's message names its ep and etp)
+        raise ScheduleError(f"{where}: [parallelism] expert_parallel_degree x "
+                            f"expert_tensor_parallel_degree must divide the {t * cp * d} GPUs "
+                            f"of a pipeline stage (got {ep} x {etp})")
     dual_pipe_v = name == "DualPipeV" and ep > 1 and p > 1 and _choice(
         par, "pipeline_parallel_expert_parallel_overlap", True, (False, True), where,
         "parallelism")
@@ -519,7 +523,7 @@ def _run(section: dict, model: Transformer, gpus: int, where: str) -> RunConfig:
     return RunConfig(
         seq=seq, global_batch=global_batch,
         t=t, cp=cp, p=p, d=d,
-        ep=ep, etp=degree("expert_tensor_parallel_degree"),
+        ep=ep, etp=etp,
         schedule=SCHEDULES[name], m=m, microbatch=microbatch, layout=layout,
         recompute=recompute,
         recompute_method="interval" if interval else OP_LEVEL if recompute == "selective"
