@@ -300,6 +300,11 @@ def test_a_model_given_beside_a_script_is_padded_and_its_replacements_said(capsy
                                    r"is larger\) \(got --ffn-hidden-size=1073741824\)$"),
     ("--num-experts 8 --moe-router-topk 9",
      r"^--moe-router-topk must be from 1 to the experts 8 \(got --moe-router-topk=9\)$"),
+    # (was "ep * etp = 16 must divide the GPUs of a pipeline stage t * cp * d = 8 (got ep=8,
+    # etp=2)", etp the tensor-parallel size it defaults to)
+    ("--num-experts 8 --expert-model-parallel-size 8 --tensor-model-parallel-size 2",
+     r"^--expert-model-parallel-size x --tensor-model-parallel-size \(--expert-tensor-parallel-"
+     r"size's default\) must divide the 8 GPUs of a pipeline stage \(got 8 x 2\)$"),
 ])
 def test_megatron_runs_megatron_asserts_on_are_refused_naming_the_flags(extra, message):
     """Each was priced (the TP overlap's gain without sequence parallelism, FSDP2 as ZeRO-3

@@ -956,6 +956,13 @@ def _run(a: dict, model: Transformer, gpus: int | None, command: bool = True) ->
                             f"--pipeline-model-parallel-size must divide the {gpus} GPUs (got "
                             f"{t} x {cp} x {p} = {t * cp * p})")
     d = data_parallel(gpus, t, cp, p)
+    ep = a["expert_model_parallel_size"]
+    etp = (a["expert_tensor_parallel_size"] or t) if model.moe else 1
+    if (t * cp * d) % (ep * etp):  # (RunConfig's message names its ep and etp)
+        said = ("--expert-tensor-parallel-size" if a["expert_tensor_parallel_size"] else
+                "--tensor-model-parallel-size (--expert-tensor-parallel-size's default)")
+        raise ScheduleError(f"--expert-model-parallel-size x {said} must divide the "
+                            f"{t * cp * d} GPUs of a pipeline stage (got {ep} x {etp})")
     _asserted(a, t, p, cp, m, command)
     recompute = ("selective" if a["recompute_activations"] else
                  a["recompute_granularity"] or "none")
@@ -987,8 +994,7 @@ def _run(a: dict, model: Transformer, gpus: int | None, command: bool = True) ->
     return RunConfig(
         seq=a["seq_length"], global_batch=a["global_batch_size"] or global_batch_of(
             a["micro_batch_size"], d, gpus, "--micro-batch-size"),
-        t=t, cp=cp, p=p, d=d, ep=a["expert_model_parallel_size"],
-        etp=a["expert_tensor_parallel_size"] or t if model.moe else 1,
+        t=t, cp=cp, p=p, d=d, ep=ep, etp=etp,
         schedule="combined-1f1b" if overlap else SCHEDULES[m > 1], m=m, overlap=overlap,
         microbatch=a["micro_batch_size"], recompute=recompute,
         # (Megatron reads --recompute-num-layers with full recomputation alone)
