@@ -317,7 +317,8 @@ def test_megatron_runs_megatron_asserts_on_are_refused_naming_the_flags(extra, m
 
 @pytest.mark.parametrize("tail, shown", [('--foo "bar', '"bar'), ("--data-path 'x y", "'x y"),
                                          ('--tokenizer-type "GPT2BPETokenizer',
-                                          '"GPT2BPETokenizer')])
+                                          '"GPT2BPETokenizer'),
+                                         ("--data-path `ls /data", "`ls /data")])
 def test_a_command_whose_quote_is_not_closed(tail, shown):
     """``--foo "bar`` was read as ``--foo bar`` (the lone quote dropped), where bash and shlex
     refuse it. A string spanning lines, a comment's or a here-document's quote are bash's."""

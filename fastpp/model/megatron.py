@@ -1443,7 +1443,7 @@ def _left_open(text: str) -> str | None:
             i += 1
         elif quote:
             quote = None if c == quote else quote
-        elif c in "'\"":
+        elif c in "'\"`":  # (a backquoted command too: bash refuses one left open)
             quote, at = c, i
         elif c == "#" and (i == 0 or text[i - 1].isspace()):
             line_end = text.find("\n", i)
