@@ -279,7 +279,7 @@ def test_moe_long_context_errors_rise_with_the_length(moe):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "10.9% MAPE, 16K at -15.9%: priced as the runs ran, without Transformer Engine's TP "
+    "11.1% MAPE, 16K at -16.0%: priced as the runs ran, without Transformer Engine's TP "
     "overlap (the table's script, b0b92ff, adds no --tp-comm-overlap; until 7 December 2026 "
     "it was priced with it, 5.9%); the short rows' gap, the MoE layers' and their dispatch's, "
     "is not told apart by these four rows (docs/long-context.md)"))
