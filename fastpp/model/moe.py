@@ -85,7 +85,13 @@ from ..checks import (
     positive_ints,
     renamed,
 )
-from .comm import all_gather, all_reduce, reduce_scatter, tensor_parallel_per_node
+from .comm import (
+    all_gather,
+    all_reduce,
+    data_parallel_per_node,
+    reduce_scatter,
+    tensor_parallel_per_node,
+)
 from .compute import (
     CAST_BYTES,
     _attention_shapes,
@@ -320,15 +326,16 @@ def dispatch_precision(precision: str, recipe=None) -> str:
 
 
 def all_to_all_bytes(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp,
-                     element_bytes, node_limit=None, cp=1, dispatcher: str = "alltoall"
-                     ) -> dict[str, np.ndarray]:
+                     element_bytes, node_limit=None, cp=1, dispatcher: str = "alltoall",
+                     gpus=None) -> dict[str, np.ndarray]:
     """Bytes one GPU sends in one dispatch (or combine) all-to-all, balanced: ``network``
     (to other nodes) and ``nvlink`` (inside its node), the module's rules (the all-to-all
-    and flex dispatchers; ``all_to_all_times`` prices the all-gather one)."""
+    and flex dispatchers; ``all_to_all_times`` prices the all-gather one). ``gpus``, the
+    job's, says where an expert group straddles two nodes (``expert_ranks_per_node``)."""
     h, k = float(model.hidden), float(model.top_k)
     ep, etp = np.asarray(ep, np.float64), np.asarray(etp, np.float64)
     owned, _ = _tokens(model, seq, microbatch, t, etp, 1.0, cp)
-    q = np.minimum(ep, np.maximum(hardware.gpus_per_node // etp, 1.0))  # EP ranks per node
+    q = expert_ranks_per_node(hardware, ep, etp, gpus)
     nodes = np.ceil(ep / q)
     copies = owned * k * h * element_bytes
     if node_limit is None and dispatcher != "flex":
@@ -367,8 +374,20 @@ def distinct_ranks(model: Transformer, ep, experts=None) -> np.ndarray:
     return ep * (1.0 - missed)
 
 
+def expert_ranks_per_node(hardware: Hardware, ep, etp, gpus=None) -> np.ndarray:
+    """Members per node (or NVLink domain) of an expert-parallel group, in the group that
+    fares worst: ``ep`` ranks ``etp`` apart (Megatron's expert ranks: expert-tensor-parallel
+    fastest, then expert-parallel), by ``comm.data_parallel_per_node``'s rule for a job of
+    ``gpus`` (default unknown: ``min(ep, gpus_per_node / etp)``). On GB200's 72-GPU domains
+    filled in rank order, ``ep 64`` puts ranks 64-71 in one domain and 72-127 in the next:
+    the worst group's 8 send 56 of every 64 copies over the network."""
+    etp = np.asarray(etp, np.float64)
+    return np.asarray(data_parallel_per_node(hardware, etp, np.asarray(ep, np.float64), gpus),
+                      np.float64)
+
+
 def _hybrid_ep(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp, kind: str,
-               imbalance=1.0, cp=1) -> np.ndarray:
+               imbalance=1.0, cp=1, gpus=None) -> np.ndarray:
     """Seconds of one HybridEP all-to-all inside an NVLink domain (``HYBRID_EP``, measured on
     ``hardware.node``'s link): ``kind`` is the table's column (``"bf16"`` or ``"fp8"``
     dispatch, ``"combine"``); NaN where the group leaves the domain or its link was not
@@ -377,7 +396,7 @@ def _hybrid_ep(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, e
     ep = np.asarray(ep, np.float64)
     if table is None:
         return np.full(np.broadcast(ep, np.asarray(microbatch)).shape, np.nan)
-    q = np.minimum(ep, np.maximum(hardware.gpus_per_node // np.asarray(etp, np.float64), 1.0))
+    q = expert_ranks_per_node(hardware, ep, etp, gpus)
     owned, _ = _tokens(model, seq, microbatch, t, etp, 1.0, cp)
     element = DISPATCH_BYTES["fp8"] if kind == "fp8" else 2.0
     received = owned * distinct_ranks(model, ep) * model.hidden * element
@@ -388,29 +407,30 @@ def _hybrid_ep(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, e
 
 def all_to_all_times(model: Transformer, hardware: Hardware, seq, microbatch, t, ep, etp,
                      precision="bf16", node_limit=None, imbalance=1.0, cp=1,
-                     dispatcher: str = "alltoall") -> dict[str, np.ndarray]:
+                     dispatcher: str = "alltoall", gpus=None) -> dict[str, np.ndarray]:
     """Seconds of an MoE layer's four all-to-alls on one GPU for one microbatch:
     ``dispatch_f`` (in ``precision``), ``combine_f``, and the backwards ``dispatch_b`` (the
     dispatched tokens' gradients sent home) and ``combine_b`` (the output's gradients sent to
     the experts), with the expert-tensor-parallel gather and scatter of ``etp > 1``; by the
-    ``dispatcher`` (``DISPATCHERS``, the module's rules)."""
+    ``dispatcher`` (``DISPATCHERS``, the module's rules). ``gpus``, the job's (default
+    unknown), says where an expert group straddles two nodes (``expert_ranks_per_node``)."""
     if dispatcher == "allgather":
         return _all_gather_dispatch(model, hardware, seq, microbatch, t, ep, etp, precision,
-                                    imbalance, cp)
+                                    imbalance, cp, gpus)
     fast = all_to_all_time(hardware, all_to_all_bytes(
         model, hardware, seq, microbatch, t, ep, etp, DISPATCH_BYTES[precision], node_limit,
-        cp, dispatcher), imbalance)
+        cp, dispatcher, gpus), imbalance)
     slow = all_to_all_time(hardware, all_to_all_bytes(
         model, hardware, seq, microbatch, t, ep, etp, COMBINE_BYTES, node_limit, cp,
-        dispatcher), imbalance)
+        dispatcher, gpus), imbalance)
     back = slow  # the backward's dispatch-direction all-to-all (the output's gradients)
     if dispatcher == "flex":
         measured = [_hybrid_ep(model, hardware, seq, microbatch, t, ep, etp, kind, imbalance,
-                               cp) for kind in (precision, "combine", "bf16")]
+                               cp, gpus) for kind in (precision, "combine", "bf16")]
         fast, slow, back = (np.where(np.isnan(m), x, m) for m, x in
                             zip(measured, (fast, slow, back), strict=True))
     _, received = _tokens(model, seq, microbatch, t, etp, imbalance, cp)
-    per_node = tensor_parallel_per_node(hardware, etp)
+    per_node = tensor_parallel_per_node(hardware, etp, gpus)
     gather = all_gather(hardware, DISPATCH_BYTES[precision] * received * model.hidden, etp,
                         per_node)
     scatter = reduce_scatter(hardware, COMBINE_BYTES * received * model.hidden, etp, per_node)
@@ -420,13 +440,13 @@ def all_to_all_times(model: Transformer, hardware: Hardware, seq, microbatch, t,
 
 
 def _all_gather_dispatch(model, hardware, seq, microbatch, t, ep, etp, precision, imbalance,
-                         cp):
+                         cp, gpus=None):
     """Megatron's all-gather dispatcher: every GPU's tokens gathered over the ``etp ep``
     GPUs of the group (forward dispatch, backward combine), the outputs reduce-scattered
     (forward combine, backward dispatch); ``imbalance`` plays no part (every GPU gets all)."""
     owned, _ = _tokens(model, seq, microbatch, t, etp, 1.0, cp)
     group = np.asarray(ep, np.float64) * np.asarray(etp, np.float64)
-    per_node = tensor_parallel_per_node(hardware, group)
+    per_node = tensor_parallel_per_node(hardware, group, gpus)
     gathered = owned * group * model.hidden
     dispatch = all_gather(hardware, DISPATCH_BYTES[precision] * gathered, group, per_node)
     back = all_gather(hardware, COMBINE_BYTES * gathered, group, per_node)
@@ -608,6 +628,7 @@ def layer_seconds(parts: LayerParts) -> dict[str, np.ndarray]:
 
 __all__ = ["CAST_BYTES", "COMBINE_BYTES", "DISPATCHERS", "DISPATCH_BYTES", "HYBRID_EP",
            "all_to_all_bytes", "dispatch_precision", "distinct_ranks",
-           "all_to_all_times", "expert_costs", "expert_data_parallel", "expert_reasons",
+           "all_to_all_times", "expert_costs", "expert_data_parallel", "expert_ranks_per_node",
+           "expert_reasons",
            "expert_times", "fp8_casts",
            "layer_parts", "layer_seconds", "moe_layer_costs"]

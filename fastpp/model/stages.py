@@ -1149,7 +1149,8 @@ def _moe_layer(model, hardware, grid, exchange):
                                          sequence_parallel, imbalance, grid.dispatcher))
     a2a = all_to_all_times(model, hardware, seq, b, t, ep, etp,
                            dispatch_precision(hardware.precision, recipe), grid.node_limit,
-                           imbalance, dispatcher=grid.dispatcher)
+                           imbalance, dispatcher=grid.dispatcher,
+                           gpus=t * grid.cp * grid.d * grid.p)
     ahead = a2a["dispatch_f"] + a2a["combine_f"]
     behind = a2a["dispatch_b"] + a2a["combine_b"] + np.where(rc == 2, ahead, 0.0)
     stored = moe_layer_costs(model, seq, b, t, etp, sequence_parallel, 0,
