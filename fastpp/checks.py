@@ -529,7 +529,12 @@ def until_interrupted(main, *args) -> int:
         signal.signal(signal.SIGTERM, _terminated)
     try:
         return despite_reader(main, *args)
-    except KeyboardInterrupt as stop:
+    except (KeyboardInterrupt, ImportError) as error:
+        # (Ctrl-C inside an extension module's import, as OR-Tools' pybind11 one, comes out
+        # as "ImportError: initialization failed" raised from the KeyboardInterrupt)
+        stop = error if isinstance(error, KeyboardInterrupt) else error.__cause__
+        if not isinstance(stop, KeyboardInterrupt):
+            raise
         what = "terminated" if isinstance(stop, Terminated) else "interrupted"
         print(f"\n{what}: the files reported above are complete; no other was written",
               file=sys.stderr)
