@@ -319,7 +319,9 @@ def test_flags_replace_parameters_only_where_they_are_what_was_typed(capsys):
                  "--num-attention-heads 8 --seq-length 512 --vocab-size 1000 "
                  "--micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 3",
                  "--gpus", "8"]) == 2
-    assert "(got --gpus=8, t=3, cp=1, p=1)" in capsys.readouterr().err
+    assert ("--tensor-model-parallel-size x --context-parallel-size x "
+            "--pipeline-model-parallel-size must divide the 8 GPUs (got 3 x 1 x 1 = 3)"
+            in capsys.readouterr().err)
     ap = argparse.ArgumentParser()
     ap.add_argument("--seq", type=int)
     ap.add_argument("--cp", type=int)
@@ -667,6 +669,20 @@ def test_ctrl_c_is_a_line_and_130_not_a_traceback():
         raise KeyboardInterrupt
 
     assert until_interrupted(interrupted) == 130
+
+    def in_an_import():  # OR-Tools' pybind11 module turns Ctrl-C in its import into this
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as stop:
+            raise ImportError("initialization failed") from stop
+
+    assert until_interrupted(in_an_import) == 130  # (it had exited 1 with a traceback)
+
+    def missing():
+        raise ImportError("no module named x")
+
+    with pytest.raises(ImportError, match="no module named x"):
+        until_interrupted(missing)
     root = Path(__file__).resolve().parent.parent
     for name in ("frontier.py", "fidelity.py", "variability.py", "measure.py", "memorybars.py"):
         assert "until_interrupted(main)" in (root / "scripts" / name).read_text(), name
