@@ -14,6 +14,7 @@ from fastpp.model import (
     MODELS,
     Hardware,
     Link,
+    RunConfig,
     Transformer,
     device_bytes,
     layer_parts,
@@ -546,3 +547,21 @@ def test_an_expert_group_astride_two_nvlink_domains_pays_the_network():
                       for g in (64, 256))
     assert float(astride) > 10 * float(whole)
     assert float(whole) == float(all_to_all_times(model, gb200, 4096, 1, 1, 64, 1)["dispatch_f"])
+
+
+def test_the_overlap_saves_the_all_to_alls_the_stage_pays():
+    """The overlapped pair's saving (``overlap.saving`` of ``layer_parts``) is priced on the
+    all-to-alls its stage's forward and backward pay: ep 64 on a 256-GPU GB200 job has 8
+    members a 72-GPU domain in its worst group (``expert_ranks_per_node``), as on 8-GPU
+    nodes, and every other term of this layout is the same on both, so the pairs must be.
+    Until 7 December 2026 the saving took the group whole in its domain (layer_parts had no
+    ``gpus``): 0.46 ms a layer where the stage paid 10.2, a middle stage's pair 832.1 ms on
+    GB200 against 590.4 ms on 8-GPU nodes."""
+    gb200 = HARDWARE["GB200"]
+    config = RunConfig(seq=4096, global_batch=1024, t=1, p=4, d=64, ep=64, schedule="dualpipev",
+                       m=2, overlap=True)
+    domains, nodes = (transformer_costs("deepseek-v3", hardware=hw, config=config)
+                      for hw in (gb200, dataclasses.replace(gb200, gpus_per_node=8)))
+    np.testing.assert_allclose(domains.f, nodes.f)
+    np.testing.assert_allclose(domains.b, nodes.b)
+    np.testing.assert_allclose(domains.fb, nodes.fb)

@@ -510,7 +510,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
                 ep=1, etp=1, moe: bool | None = None, sequence_parallel: bool = True,
                 recompute: str = "none", precision: str = "bf16", node_limit=None,
                 imbalance: float = 1.0, dispatcher: str = "alltoall",
-                dispatch: str = "bf16", tp=None) -> LayerParts:
+                dispatch: str = "bf16", tp=None, gpus=None) -> LayerParts:
     """One layer's ``LayerParts`` for one microbatch on one GPU, in seconds.
 
     Parameters
@@ -545,6 +545,9 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     tp : int or array_like, optional
         Deprecated: ``t``'s name in 0.1.0 (a ``DeprecationWarning``; goes in the next
         release).
+    gpus : int or array_like, optional
+        The job's GPUs, which say where an expert group straddles two nodes
+        (``expert_ranks_per_node``; default unknown), as ``plan`` prices it.
 
     Returns
     -------
@@ -573,6 +576,8 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
     imbalance = check_imbalance(imbalance, model)
     if node_limit is not None:
         positive_int(node_limit, "node_limit")
+    if gpus is not None:
+        gpus = positive_ints(gpus, "gpus")
     moe = model.moe if moe is None else moe
     one_of(moe, "moe", (False, True))
     if moe and not model.moe:
@@ -597,7 +602,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
         mlp = expert_times(model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance,
                            dispatcher)
         comm = all_to_all_times(model, hw, seq, b, t, ep, etp, dispatch, node_limit,
-                                imbalance, dispatcher=dispatcher)
+                                imbalance, dispatcher=dispatcher, gpus=gpus)
     else:
         mlp = mlp_times(model, hw, seq, b, t, sequence_parallel)
         comm = dict.fromkeys(("dispatch_f", "combine_f", "dispatch_b", "combine_b"),

@@ -461,12 +461,12 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
                       seq: int, microbatch=1, t=1, ep=1, etp=1, moe: bool | None = None,
                       sequence_parallel: bool = True, recompute: str = "selective",
                       node_limit=None, imbalance: float = 1.0,
-                      dispatcher: str = "alltoall", tp=None) -> LayerParts:
+                      dispatcher: str = "alltoall", tp=None, gpus=None) -> LayerParts:
     """One layer's ``LayerParts`` (``fastpp.model.moe.layer_parts``, called with the same
     arguments) with a recipe's terms: its recomputation added to ``attention_i`` and
     ``mlp_i`` (the ``moe`` module's repeated dispatch and combine to ``dispatch_b`` and
-    ``combine_b``), its exposed host copies to ``mlp_f`` and ``mlp_i``. ``tp``, ``t``'s name
-    in 0.1.0, still works with a ``DeprecationWarning``."""
+    ``combine_b``), its exposed host copies to ``mlp_f`` and ``mlp_i``; ``gpus``, the job's,
+    as there. ``tp``, ``t``'s name in 0.1.0, still works with a ``DeprecationWarning``."""
     t = renamed("parts_with_recipe", "tp", "t", tp, t, 1)
     moe = model.moe if moe is None else moe
     rc = RECOMPUTE.index(recompute)
@@ -476,7 +476,7 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
                            imbalance, dispatcher)
         a2a = all_to_all_times(model, hardware, seq, microbatch, t, ep, etp,
                                dispatch_precision(hardware.precision, recipe), node_limit,
-                               imbalance, dispatcher=dispatcher)
+                               imbalance, dispatcher=dispatcher, gpus=gpus)
     else:
         mlp, a2a = mlp_times(model, hardware, seq, microbatch, t, sequence_parallel), None
     terms = recipe_terms(model, hardware, recipe, seq, microbatch, t, rc, sequence_parallel,

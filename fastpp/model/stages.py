@@ -625,7 +625,9 @@ def _pair_times(model, hardware, grid, config, partner, layers, moe_layers, per_
     shared = {"seq": grid.seq, "microbatch": grid.microbatch, "t": grid.t, "ep": grid.ep,
               "etp": grid.etp, "sequence_parallel": grid.sequence_parallel,
               "node_limit": grid.node_limit, "imbalance": grid.imbalance,
-              "dispatcher": grid.dispatcher}
+              "dispatcher": grid.dispatcher,
+              # the job's GPUs, as _moe_layer prices the all-to-alls the saving comes off
+              "gpus": grid.t * grid.cp * grid.d * grid.p}
     for r in np.unique(rc[ov]):
         parts = layer_parts(model, hardware, **shared, recompute=RECOMPUTE[r],
                             precision=hardware.precision,
