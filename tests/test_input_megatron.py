@@ -315,6 +315,22 @@ def test_megatron_runs_megatron_asserts_on_are_refused_naming_the_flags(extra, m
         from_megatron(f"{MEGATRON} {extra}", 8)
 
 
+@pytest.mark.parametrize("given, vocab, said", [
+    ("--tokenizer-type GPT2BPETokenizer", None,
+     "the GPT2BPETokenizer tokenizer's vocabulary 50257"),
+    ("", 32000, "vocab=32000"),
+])
+def test_a_padded_vocabulary_past_its_bound_names_where_it_came_from(given, vocab, said):
+    """6fd75e1 named ``--vocab-size`` for a vocabulary the script took from its tokenizer or
+    from ``from_megatron(..., vocab=)``: '--vocab-size 50257 padded to ...' for a script with
+    no --vocab-size."""
+    from fastpp.model import from_megatron
+
+    script = MEGATRON.replace("--vocab-size 32000 ", "") + f" {given} "
+    with pytest.raises(ScheduleError, match=rf"^{re.escape(said)} padded to a multiple of "):
+        from_megatron(f"{script} --tensor-model-parallel-size {2**30}", 8, vocab=vocab)
+
+
 @pytest.mark.parametrize("tail, shown", [('--foo "bar', '"bar'), ("--data-path 'x y", "'x y"),
                                          ('--tokenizer-type "GPT2BPETokenizer',
                                           '"GPT2BPETokenizer'),

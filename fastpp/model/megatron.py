@@ -766,7 +766,10 @@ def _model(a: dict, vocab: int | None, name: str) -> Transformer:
     multiple = a["make_vocab_size_divisible_by"]
     padded = a["padded_vocab_size"] or padded_vocab(size, t, multiple)
     if padded > LARGEST["vocab"]:  # (Transformer's check named the padded vocab alone)
-        raise ScheduleError(f"--vocab-size {size} padded to a multiple of "
+        # the vocabulary as the user gave it: the flag, vocab=, or the tokenizer's
+        said = (f"--vocab-size {size}" if a["vocab_size"] else f"vocab={size}" if vocab
+                else f"the {tokenizer} tokenizer's vocabulary {size}")
+        raise ScheduleError(f"{said} padded to a multiple of "
                             f"--make-vocab-size-divisible-by x --tensor-model-parallel-size "
                             f"= {multiple} x {t} must be at most {LARGEST['vocab']:,} (no "
                             f"model is larger) (got {padded:,})")
