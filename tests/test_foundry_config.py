@@ -500,3 +500,19 @@ def test_a_head_count_that_does_not_divide_the_width_names_the_file_s_keys():
         fm.from_vtrain({"num_gpus": 1, "tensor_parallel_size": 1, "data_parallel_size": 1,
                      "pipeline_parallel_size": 1, "global_batch_size": 8, "num_layers": 12,
                      "hidden_size": 1024, "num_attention_heads": 3})
+
+
+def test_an_fsdp_degree_that_is_an_array_is_refused_by_name():
+    """A dict config's data_parallel_shard_degree (or replicate) as a NumPy array raised
+    NumPy's 'truth value of an array ... is ambiguous' from its comparison with -1 (STYLE.md
+    rule 4), not a ScheduleError naming the key; a list said the same."""
+    import numpy as np
+
+    for key, value in (("data_parallel_shard_degree", np.array([2, 4])),
+                       ("data_parallel_replicate_degree", np.array([-1, 1])),
+                       ("data_parallel_shard_degree", [8])):
+        data = _mpt()
+        data["fsdp_config"].update({"data_parallel_shard_degree": 8,
+                                    "data_parallel_replicate_degree": -1, key: value})
+        with pytest.raises(ScheduleError, match=rf"fsdp_config {key} must be an integer"):
+            from_llm_foundry(data, 8)

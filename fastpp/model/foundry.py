@@ -499,6 +499,11 @@ def _sharding(fsdp: dict, gpus: int, where: str, precision=None) -> tuple[tuple,
     zero, replicate = SHARDING[strategy], 1
     groups = fsdp.get("data_parallel_replicate_degree")
     shard = fsdp.get("data_parallel_shard_degree", -1)
+    for key, value in (("replicate", groups), ("shard", shard)):
+        # (a number or nothing: an array's != -1 below was NumPy's ambiguous truth)
+        if zero > 0 and value is not None and not isinstance(value, int | float | str):
+            raise ScheduleError(f"{where}: fsdp_config data_parallel_{key}_degree must be an "
+                                f"integer from 1 to 2**31-1, or -1 (got {value!r})")
     if zero > 0 and (groups is not None or shard != -1):
         # Composer's mesh (core/state.py _create_device_mesh): one degree may be -1, the
         # GPUs the other leaves; their product must be every GPU
