@@ -347,6 +347,19 @@ def test_a_command_whose_quote_is_not_closed(tail, shown):
         from_megatron(script, 8)
 
 
+def test_an_ansi_c_string_closes_where_bash_closes_it():
+    """``$'it\\'s'`` is one string in bash (ANSI-C quoting takes ``\\'`` as a quote inside
+    it), but the open-quote scan (01cedb2) ended it at the escaped quote and refused the
+    script: 'the script's quoted string is not closed'. An escaped ``$`` starts no such
+    string: ``\\$'a\\'b'`` leaves a quote open, as bash says."""
+    from fastpp.model import from_megatron
+
+    script = f"MSG=$'it\\'s'\necho $MSG\npython pretrain_gpt.py {MEGATRON}"
+    assert from_megatron(script, 8).config.seq == 1024
+    with pytest.raises(ScheduleError, match="quoted string is not closed"):
+        from_megatron(f"echo \\$'a\\'b'\npython pretrain_gpt.py {MEGATRON}", 8)
+
+
 def test_megatron_scripts_arithmetic_and_backquotes():
     """``$((N/(T*P)))`` stopped at its first ``))`` and named a variable the script sets; a
     backquoted command in a launcher flag was read as words, the GPU count the default's."""

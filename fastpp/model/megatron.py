@@ -1445,9 +1445,11 @@ def _left_open(text: str) -> str | None:
         if c == "\\" and quote != "'":
             i += 1
         elif quote:
-            quote = None if c == quote else quote
+            quote = None if c == quote[-1] else quote
         elif c in "'\"`":  # (a backquoted command too: bash refuses one left open)
-            quote, at = c, i
+            # $'...' (ANSI-C quoting, its $ not escaped) takes \' as a quote inside it
+            ansi = c == "'" and text[i - 1:i] == "$" and text[i - 2:i - 1] != "\\"
+            quote, at = ("$'" if ansi else c), i
         elif c == "#" and (i == 0 or text[i - 1].isspace()):
             line_end = text.find("\n", i)
             i = (len(text) if line_end < 0 else line_end) - 1  # (its newline read next)
@@ -1468,15 +1470,16 @@ def _open_quote(line: str) -> bool:
     """Whether ``line`` leaves a quote open (a string that goes on to the next line); a
     backslash escapes the next character outside single quotes, as in bash."""
     quote, escaped = None, False
-    for c in line:
+    for i, c in enumerate(line):
         if escaped:
             escaped = False
         elif c == "\\" and quote != "'":
             escaped = True
         elif quote:
-            quote = None if c == quote else quote
-        elif c in "'\"":
-            quote = c
+            quote = None if c == quote[-1] else quote
+        elif c in "'\"":  # ($'...' as _left_open reads it)
+            ansi = c == "'" and line[i - 1:i] == "$" and line[i - 2:i - 1] != "\\"
+            quote = "$'" if ansi else c
     return quote is not None
 
 
