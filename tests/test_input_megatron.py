@@ -360,6 +360,20 @@ def test_an_ansi_c_string_closes_where_bash_closes_it():
         from_megatron(f"echo \\$'a\\'b'\npython pretrain_gpt.py {MEGATRON}", 8)
 
 
+@pytest.mark.parametrize("script", ["TP=2;# it's two\n{cmd} --tensor-model-parallel-size $TP",
+                                    "cd /x&&# don't\n{cmd} --tensor-model-parallel-size 2",
+                                    "{cmd} --tensor-model-parallel-size 2;# it's t"])
+def test_a_comment_after_a_metacharacter_is_a_comment(script):
+    """bash starts a comment at a ``#`` after ``;``, ``&``, ``|``, ``(``, ``)``, ``<`` or
+    ``>`` as after a blank (``echo hi;# it's`` prints hi), but the open-quote scan (01cedb2)
+    and the comment stripper took only a blank, so the comment's apostrophe refused the
+    script: 'the script's quoted string is not closed'."""
+    from fastpp.model import from_megatron
+
+    launch = from_megatron(script.format(cmd=f"python pretrain_gpt.py {MEGATRON}"), 8)
+    assert launch.config.t == 2
+
+
 def test_megatron_scripts_arithmetic_and_backquotes():
     """``$((N/(T*P)))`` stopped at its first ``))`` and named a variable the script sets; a
     backquoted command in a launcher flag was read as words, the GPU count the default's."""

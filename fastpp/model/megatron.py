@@ -1431,14 +1431,17 @@ def _statements(text: str) -> list[str]:
     return out
 
 
+# bash's metacharacters but blanks: a word, a comment's "#" too, starts after one ("a;# it's")
+_BREAKS = ";&|()<>"
 _HEREDOC = re.compile(r"<<-?[ \t]*(['\"]?)(\w+)\1")
 
 
 def _left_open(text: str) -> str | None:
     """The quote ``text`` leaves open at its end, which bash refuses, as bash reads it: a
-    string may span lines, a comment runs from a ``#`` starting a word outside quotes to the
-    line's end, a here-document's body (``<<EOF`` to ``EOF``) holds no quotes. Its first 60
-    characters from the quote; None where every quote closes."""
+    string may span lines, a comment runs from a ``#`` starting a word outside quotes (after a
+    blank or one of ``_BREAKS``) to the line's end, a here-document's body (``<<EOF`` to
+    ``EOF``) holds no quotes. Its first 60 characters from the quote; None where every quote
+    closes."""
     quote, at, i, body = None, 0, 0, None  # body: a here-document's end word, pending
     while i < len(text):
         c = text[i]
@@ -1450,7 +1453,7 @@ def _left_open(text: str) -> str | None:
             # $'...' (ANSI-C quoting, its $ not escaped) takes \' as a quote inside it
             ansi = c == "'" and text[i - 1:i] == "$" and text[i - 2:i - 1] != "\\"
             quote, at = ("$'" if ansi else c), i
-        elif c == "#" and (i == 0 or text[i - 1].isspace()):
+        elif c == "#" and (i == 0 or text[i - 1].isspace() or text[i - 1] in _BREAKS):
             line_end = text.find("\n", i)
             i = (len(text) if line_end < 0 else line_end) - 1  # (its newline read next)
         elif c == "<" and (m := _HEREDOC.match(text, i)) and text[i - 1:i] != "<":
@@ -1484,14 +1487,15 @@ def _open_quote(line: str) -> bool:
 
 
 def _uncomment(line: str) -> str:
-    """``line`` without a ``#`` comment (a ``#`` starting a word outside quotes)."""
+    """``line`` without a ``#`` comment (a ``#`` starting a word outside quotes: after a
+    blank or a metacharacter, ``_BREAKS``)."""
     quote = None
     for i, c in enumerate(line):
         if quote:
             quote = None if c == quote else quote
         elif c in "'\"":
             quote = c
-        elif c == "#" and (i == 0 or line[i - 1].isspace()):
+        elif c == "#" and (i == 0 or line[i - 1].isspace() or line[i - 1] in _BREAKS):
             return line[:i]
     return line
 
