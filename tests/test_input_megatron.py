@@ -374,6 +374,19 @@ def test_a_comment_after_a_metacharacter_is_a_comment(script):
     assert launch.config.t == 2
 
 
+@pytest.mark.parametrize("shift", ["$((1<<3))", "$(( 1 << 3 ))", "$((N<<1))"])
+def test_an_arithmetic_shift_is_no_here_document(shift):
+    """``<<`` inside ``$((...))`` is a shift: the open-quote scan (01cedb2) read it as a
+    here-document ending at a line ``3`` the script does not hold and skipped the rest, so
+    ``--foo "bar`` after it was read as ``--foo bar`` where bash refuses the script."""
+    from fastpp.model import from_megatron
+
+    script = f"N={shift}\npython pretrain_gpt.py {MEGATRON}"
+    assert from_megatron(script, 8).config.t == 1
+    with pytest.raises(ScheduleError, match="quoted string is not closed"):
+        from_megatron(f'{script} --foo "bar\n', 8)
+
+
 def test_megatron_scripts_arithmetic_and_backquotes():
     """``$((N/(T*P)))`` stopped at its first ``))`` and named a variable the script sets; a
     backquoted command in a launcher flag was read as words, the GPU count the default's."""

@@ -1456,13 +1456,21 @@ def _left_open(text: str) -> str | None:
         elif c == "#" and (i == 0 or text[i - 1].isspace() or text[i - 1] in _BREAKS):
             line_end = text.find("\n", i)
             i = (len(text) if line_end < 0 else line_end) - 1  # (its newline read next)
-        elif c == "<" and (m := _HEREDOC.match(text, i)) and text[i - 1:i] != "<":
+        elif c == "<" and (m := _HEREDOC.match(text, i)) and text[i - 1:i] != "<" \
+                and not _in_arithmetic(text[text.rfind("\n", 0, i) + 1:i]):
             body, i = m.group(2), m.end() - 1
         elif c == "\n" and body is not None:
             end = re.compile(rf"^[ \t]*{body}[ \t\r]*$", re.M).search(text, i + 1)
             i, body = (end.end() if end else len(text)), None
         i += 1
     return text[at:at + 60] if quote else None
+
+
+def _in_arithmetic(before: str) -> bool:
+    """Whether a line's ``before`` leaves an arithmetic ``((`` open: a ``<<`` there is a
+    shift (``$((1<<3))``), not a here-document, whose end word ``3`` no line held, so the
+    scan skipped the rest of the script, an unclosed quote after it accepted."""
+    return before.count("((") > before.count("))")
 
 
 def _closes(text: str) -> bool:
