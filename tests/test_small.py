@@ -217,6 +217,31 @@ def test_a_group_across_nodes_pays_the_node_links_base():
     assert all_reduce(A100, 64.0, 1024, 1) == pytest.approx(2 * 10 * 8e-6, rel=1e-3)
 
 
+def test_nvlink_sharp_gathers_over_at_most_32_ranks_of_a_node():
+    """NCCL 2.27-2.30.7 leaves NVLink SHARP out of an all-gather's or a reduce-scatter's
+    choices where more than NCCL_MAX_NVLS_ARITY = 32 of the communicator's ranks share a node
+    (src/enqueue.cc's updateCollCostTable; src/include/device.h), an all-reduce's not: on
+    GB200's 72-GPU domains a gather over 33 to 72 of them runs the plain ring. Priced at
+    NVLink SHARP's rate, 72 GB200s had gathered 2 MiB in 35.5 us, the ring's 366.3 us."""
+    from fastpp.model.comm import reduce_scatter
+
+    gb200, size = HARDWARE["GB200"], 2.0 * 2**20
+    rate = 305.1e9 * 720 / 360  # NVLink4's fitted all-reduce rate, scaled to NVLink5's link
+
+    def ring(r):  # NCCL's Simple base, 5 us a step, the link's 720 GB/s
+        return 8.4e-6 + (r - 1) * 5e-6 + (r - 1) / r * size / 720e9
+
+    def sharp(r):  # bytes over (r - 1) / r of the link, half the all-reduce's bus rate
+        return 28.56e-6 + size / (rate / 2 * (r - 1) / r)
+
+    for collective in (all_gather, reduce_scatter):
+        assert collective(gb200, size, 32, 32) == pytest.approx(sharp(32))
+        for r in (33, 64, 72):
+            assert collective(gb200, size, r, r) == pytest.approx(ring(r)), r
+    assert all_reduce(gb200, size, 72, 72) == pytest.approx(
+        28.56e-6 + 2 * 71 / 72 * size / rate)
+
+
 def test_nvlink_sharp_gathers_at_nccls_bandwidth_not_the_all_reduces():
     """NCCL runs NVLink SHARP for all-gathers and reduce-scatters too (src/device/all_gather.h,
     RunWorkColl<..., NCCL_ALGO_NVLS, ...>), but its tuner (src/graph/tuning.cc, 2.30.7) gives

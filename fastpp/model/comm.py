@@ -31,6 +31,7 @@ import numpy as np
 from .hardware import Hardware
 
 TREE_BANDWIDTH = 0.9  # NCCL's tree: its bus bandwidth over the ring's (src/graph/tuning.cc)
+NVLS_ARITY = 32  # NCCL's NCCL_MAX_NVLS_ARITY (src/include/device.h, 2.21-2.30.7)
 
 
 def bus(hardware: Hardware, ranks, per_node):
@@ -96,16 +97,25 @@ def link_time(link, message_bytes, steps, fraction, passes=2.0) -> np.ndarray:
     one, NVLink SHARP, its bandwidth an all-reduce's) runs at ``fraction**2 / 2`` of it, as
     NCCL's tuner prices them (src/graph/tuning.cc, 2.30.7: ``(r - 1) / r`` of the link where
     an all-reduce "pipelines two operations"; 0.38 of the all-reduce's bus bandwidth on 8
-    GPUs, 0.5 in 2.17-2.21; ``fraction`` is at least 1/2 but for one rank)."""
+    GPUs, 0.5 in 2.17-2.21; ``fraction`` is at least 1/2 but for one rank), and over at most
+    ``NVLS_ARITY`` ranks (``fraction`` up to 31/32), past which NCCL 2.27-2.30.7 runs them
+    without it (src/enqueue.cc's updateCollCostTable)."""
     message_bytes, steps, fraction = (np.asarray(x, np.float64) for x in (
         message_bytes, steps, fraction))
     if not link.protocols:
         return steps * link.latency + fraction * message_bytes / link.bandwidth
-    return np.min([np.where(message_bytes <= (p[3] if len(p) == 4 else np.inf),
+    # an all-gather's NVLink SHARP over at most 32 ranks ((r - 1) / r up to 31/32): NCCL
+    # 2.27-2.30.7 skips it past NCCL_MAX_NVLS_ARITY (enqueue.cc's updateCollCostTable)
+    arity = (passes == 2.0) | (fraction * NVLS_ARITY <= NVLS_ARITY - 1.0 + 1e-9)
+    best = np.min([np.where((message_bytes <= (p[3] if len(p) == 4 else np.inf))
+                            & (arity | (p[1] > 0)),
                             p[0] + steps * p[1] + fraction * message_bytes / (
                                 p[2] if passes == 2.0 or p[1] > 0 else
                                 p[2] * np.maximum(fraction, 0.5)**2 / 2.0), np.inf)
                    for p in link.protocols], axis=0)
+    # (a link of in-switch protocols alone then runs the plain ring)
+    return np.where(np.isinf(best), steps * link.latency + fraction * message_bytes
+                    / link.bandwidth, best)
 
 
 def tensor_parallel_per_node(hardware: Hardware, t, gpus=None) -> np.ndarray:
