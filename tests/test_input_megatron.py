@@ -387,6 +387,22 @@ def test_an_arithmetic_shift_is_no_here_document(shift):
         from_megatron(f'{script} --foo "bar\n', 8)
 
 
+@pytest.mark.parametrize("start, end", [("<<'END-OF'", "END-OF"), ("<<\\EOF", "EOF"),
+                                        ("<<EOF.txt", "EOF.txt")])
+def test_a_here_document_ends_at_its_whole_end_word(start, end):
+    """A here-document's end word is a whole word (``END-OF``, ``EOF.txt``; ``<<\\EOF`` is
+    ``<<'EOF'``), but the open-quote scan (01cedb2) took its letters alone: ``<<'END-OF'`` or
+    ``<<\\EOF`` was no here-document, its body's apostrophe refused a script bash runs, and
+    ``<<END-OF`` ended at a line ``END`` none held, skipping the rest of the script, so a
+    later ``--foo "bar`` was read as ``--foo bar``."""
+    from fastpp.model import from_megatron
+
+    script = f"cat {start}\nit's\n{end}\npython pretrain_gpt.py {MEGATRON}"
+    assert from_megatron(script, 8).config.t == 1
+    with pytest.raises(ScheduleError, match="quoted string is not closed"):
+        from_megatron(f'{script} --foo "bar\n', 8)
+
+
 def test_megatron_scripts_arithmetic_and_backquotes():
     """``$((N/(T*P)))`` stopped at its first ``))`` and named a variable the script sets; a
     backquoted command in a launcher flag was read as words, the GPU count the default's."""

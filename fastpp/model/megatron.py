@@ -1433,7 +1433,8 @@ def _statements(text: str) -> list[str]:
 
 # bash's metacharacters but blanks: a word, a comment's "#" too, starts after one ("a;# it's")
 _BREAKS = ";&|()<>"
-_HEREDOC = re.compile(r"<<-?[ \t]*(['\"]?)(\w+)\1")
+# (its end word is a whole word, END-OF or EOF.txt, not its letters alone)
+_HEREDOC = re.compile(r"<<-?[ \t]*\\?(['\"]?)([^\s'\"\\;&|()<>]+)\1")
 
 
 def _left_open(text: str) -> str | None:
@@ -1460,7 +1461,7 @@ def _left_open(text: str) -> str | None:
                 and not _in_arithmetic(text[text.rfind("\n", 0, i) + 1:i]):
             body, i = m.group(2), m.end() - 1
         elif c == "\n" and body is not None:
-            end = re.compile(rf"^[ \t]*{body}[ \t\r]*$", re.M).search(text, i + 1)
+            end = re.compile(rf"^[ \t]*{re.escape(body)}[ \t\r]*$", re.M).search(text, i + 1)
             i, body = (end.end() if end else len(text)), None
         i += 1
     return text[at:at + 60] if quote else None
