@@ -547,6 +547,14 @@ def test_an_expert_group_astride_two_nvlink_domains_pays_the_network():
                       for g in (64, 256))
     assert float(astride) > 10 * float(whole)
     assert float(whole) == float(all_to_all_times(model, gb200, 4096, 1, 1, 64, 1)["dispatch_f"])
+    # DeepEP sends a token once to each node it reaches: the worst rank (8 of its group in its
+    # domain, 56 in the next) about one copy over the network, not one for each of 8 "nodes"
+    # of 8 (4.6 copies, 270 MB, until the group's two domains were counted as two)
+    from fastpp.model.moe import all_to_all_bytes
+
+    sent = all_to_all_bytes(model, gb200, 4096, 1, 1, 64, 1, 2.0, dispatcher="flex", gpus=256)
+    one_copy = 4096 * model.hidden * 2.0
+    assert 0.95 * one_copy < float(sent["network"]) <= one_copy
 
 
 def test_the_overlap_saves_the_all_to_alls_the_stage_pays():

@@ -336,7 +336,13 @@ def all_to_all_bytes(model: Transformer, hardware: Hardware, seq, microbatch, t,
     ep, etp = np.asarray(ep, np.float64), np.asarray(etp, np.float64)
     owned, _ = _tokens(model, seq, microbatch, t, etp, 1.0, cp)
     q = expert_ranks_per_node(hardware, ep, etp, gpus)
-    nodes = np.ceil(ep / q)
+    # the nodes a group spans: ep / q where its nodes hold q each; a group astride a node's
+    # edge (q below what its node would hold) spans one more than its ranks fill, not ep / q
+    # (ep 64 on GB200's 72: 8 and 56 ranks in 2 domains, where 8 "nodes" of 8 had sent
+    # DeepEP's worst rank 4.6 copies of each token over the network for 1)
+    whole = np.minimum(ep, np.maximum(hardware.gpus_per_node // etp, 1.0))
+    nodes = np.where(q < whole, np.minimum(np.ceil(ep * etp / hardware.gpus_per_node) + 1.0,
+                                           np.ceil(ep / q)), np.ceil(ep / q))
     copies = owned * k * h * element_bytes
     if node_limit is None and dispatcher != "flex":
         return {"network": copies * (1.0 - q / ep), "nvlink": copies * (q - 1.0) / ep}
