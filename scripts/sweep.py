@@ -13,6 +13,7 @@ interactive report (results/report.html; fastpp.report).
 
 from __future__ import annotations
 
+import _thread
 import gc
 import signal
 import sys
@@ -67,11 +68,16 @@ OUTPUTS = ("sweep.parquet", "report.html", "bubble_heatmap.png", "pareto.png")  
 
 def _unraisable(hook):
     """Python's report of an exception it could not raise, but a Ctrl-C's (recorded in
-    ``SEEN``): swallowed inside Numba's ctypes callback, it printed a traceback of its own."""
+    ``SEEN``): swallowed inside Numba's ctypes callback, it printed a traceback of its own.
+    The signal is sent again, to be raised where Python can: swallowed mid-sweep (a kernel
+    loaded on first use), it had been raised only at the sweep's end, and a CI run's Ctrl-C
+    went unanswered for a minute."""
 
     def report(unraisable):
         if not issubclass(unraisable.exc_type, KeyboardInterrupt | SystemExit):
             hook(unraisable)
+        elif SEEN:
+            _thread.interrupt_main(SEEN[-1])
 
     return report
 

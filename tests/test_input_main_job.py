@@ -302,6 +302,31 @@ def test_a_ctrl_c_numba_swallowed_ends_the_main_job_as_one(tmp_path, monkeypatch
         script._run(args, tmp_path / "parts", None)
 
 
+def test_a_ctrl_c_swallowed_mid_sweep_is_raised_again_at_once():
+    """A Ctrl-C raised inside Numba's ctypes callback while the sweep loaded a kernel on
+    first use was swallowed and kept in ``SEEN``, but raised only where the sweep handed
+    over, at its end: a CI run's main job went on a minute after its Ctrl-C. The report of
+    the swallowed one sends the signal again, which the handler raises in Python's code."""
+    import importlib.util
+    import time
+    import types
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("sweep_script", root / "scripts" / "sweep.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    script.SEEN.append(signal.SIGINT)  # (what the handler recorded before it was swallowed)
+    report = script._unraisable(lambda unraisable: None)
+    previous = signal.signal(signal.SIGINT, script._interrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            report(types.SimpleNamespace(exc_type=KeyboardInterrupt))
+            for _ in range(200):  # (the signal is taken at the next bytecode boundaries)
+                time.sleep(0.005)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_sigterm_ends_long_work_as_ctrl_c_does(tmp_path):
     """SIGTERM killed the main job without a word (exit 143, no "N points kept; rerun with
     --resume"), left a half-written ``.part-*.tmp`` that stayed after a resume, and the
