@@ -14,6 +14,7 @@ interactive report (results/report.html; fastpp.report).
 from __future__ import annotations
 
 import _thread
+import faulthandler
 import gc
 import signal
 import sys
@@ -25,6 +26,9 @@ import sys
 MAIN_JOB = __name__ == "__main__"
 if MAIN_JOB:
     gc.disable()
+    # `kill -USR1 <pid>` prints every thread's Python stack to standard error: what a job
+    # that seems stuck is doing, the job going on
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def _interrupted_early(number, _):

@@ -464,7 +464,13 @@ def test_second_script_run_on_an_out_in_use_is_refused_then_ctrl_c_says_what_is_
                        f"for it or choose another --out\n")
         time.sleep(0.5)
         os.killpg(first.pid, signal.SIGINT)  # Ctrl-C
-        err = first.communicate(timeout=60)[1]
+        try:
+            err = first.communicate(timeout=60)[1]
+        except subprocess.TimeoutExpired:  # (where it is: every thread's stack, then fail)
+            first.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            first.kill()
+            pytest.fail("no exit a minute after Ctrl-C; its stacks:\n" + first.communicate()[1])
     finally:
         if first.poll() is None:
             first.kill()
