@@ -104,15 +104,16 @@ def link_time(link, message_bytes, steps, fraction, passes=2.0) -> np.ndarray:
         message_bytes, steps, fraction))
     if not link.protocols:
         return steps * link.latency + fraction * message_bytes / link.bandwidth
-    # an all-gather's NVLink SHARP over at most 32 ranks ((r - 1) / r up to 31/32): NCCL
-    # 2.27-2.30.7 skips it past NCCL_MAX_NVLS_ARITY (enqueue.cc's updateCollCostTable)
-    arity = (passes == 2.0) | (fraction * NVLS_ARITY <= NVLS_ARITY - 1.0 + 1e-9)
-    best = np.min([np.where((message_bytes <= (p[3] if len(p) == 4 else np.inf))
-                            & (arity | (p[1] > 0)),
-                            p[0] + steps * p[1] + fraction * message_bytes / (
-                                p[2] if passes == 2.0 or p[1] > 0 else
-                                p[2] * np.maximum(fraction, 0.5)**2 / 2.0), np.inf)
-                   for p in link.protocols], axis=0)
+    best = np.full(np.broadcast(message_bytes, steps, fraction).shape, np.inf)
+    for base, hop, rate, *largest in link.protocols:
+        runs = message_bytes <= (largest[0] if largest else np.inf)
+        if hop == 0 and passes != 2.0:  # an in-switch all-gather or reduce-scatter
+            # over at most 32 ranks ((r - 1) / r up to 31/32): NCCL 2.27-2.30.7 skips it
+            # past NCCL_MAX_NVLS_ARITY (enqueue.cc's updateCollCostTable)
+            runs = runs & (fraction * NVLS_ARITY <= NVLS_ARITY - 1.0 + 1e-9)
+            rate = rate * np.maximum(fraction, 0.5)**2 / 2.0
+        best = np.minimum(best, np.where(runs, base + steps * hop
+                                         + fraction * message_bytes / rate, np.inf))
     # (a link of in-switch protocols alone then runs the plain ring)
     return np.where(np.isinf(best), steps * link.latency + fraction * message_bytes
                     / link.bandwidth, best)

@@ -340,7 +340,7 @@ def all_to_all_bytes(model: Transformer, hardware: Hardware, seq, microbatch, t,
     # edge (q below what its node would hold) spans one more than its ranks fill, not ep / q
     # (ep 64 on GB200's 72: 8 and 56 ranks in 2 domains, where 8 "nodes" of 8 had sent
     # DeepEP's worst rank 4.6 copies of each token over the network for 1)
-    whole = np.minimum(ep, np.maximum(hardware.gpus_per_node // etp, 1.0))
+    whole = expert_ranks_per_node(hardware, ep, etp)  # (an aligned group's: gpus unknown)
     nodes = np.where(q < whole, np.minimum(np.ceil(ep * etp / hardware.gpus_per_node) + 1.0,
                                            np.ceil(ep / q)), np.ceil(ep / q))
     copies = owned * k * h * element_bytes
