@@ -546,7 +546,7 @@ def test_llm_foundry_runs_left_out_of_the_bars_are_extrapolated_on_their_framewo
 
 @pytest.mark.xfail(strict=True, reason=(
     "long context as the planner prices it (the attention at the measured kernel's speed): "
-    "6 of its 17 rows within two of the bars the other tables give (the count follows the "
+    "4 of its 17 rows within two of the bars the other tables give (the count follows the "
     "MoE long-context checks' bar, which its H100 rows over 64K take), its error 30% RMS: the "
     "stack's attention speed (NeMo's 0.56 and 0.73 of the kernel) is measured by no other "
     "table, so their bars cannot foresee it; inside the bars it is a check of its own regime"))

@@ -21,6 +21,7 @@ from fastpp.model import (
     plan,
     transformer_costs,
 )
+from fastpp.model.compute import attention_times, mlp_times
 from fastpp.model.moe import (
     EXPERT_OPTIONS,
     all_to_all_bytes,
@@ -319,6 +320,38 @@ def test_layer_parts_are_the_pipeline_costs_without_overlap():
                        dispatch="fp8")
     assert wire.combine_f == pytest.approx(parts.combine_f)
     assert parts.dispatch_f > 1.8 * wire.dispatch_f
+
+
+def test_routed_experts_make_no_tensor_parallel_exchange():
+    """Megatron's MoE layer runs its routed experts on the sequence-parallel shard it is
+    given: at ``t = 2`` only the attention's all-gather and reduce-scatter cross the ``t``
+    ranks (and a shared expert's pair, a tensor-parallel MLP), where a dense layer makes
+    two pairs; a full recomputation repeats them in the backward."""
+    routed = dataclasses.replace(TINY, shared_experts=0)
+    for model, pairs in ((routed, 1.0), (TINY, 2.0)):
+        costs = moe_layer_costs(model, 64, 1, 2, 1, True, 0)
+        assert float(costs["collectives_forward"]) == pairs
+        assert float(costs["collectives_backward"]) == pairs
+        assert float(moe_layer_costs(model, 64, 1, 2, 1, True, 2)["collectives_backward"]) \
+            == 2 * pairs
+        assert float(moe_layer_costs(model, 64, 1, 1, 1, True, 0)["collectives_forward"]) == 0
+    hw = HARDWARE["H100-80GB"]
+    model = MODELS["qwen3-235b-a22b"]
+    assert model.shared_experts == 0
+    args = dict(seq=4096, ep=8, gpus=64)
+    one, two = layer_parts(model, hw, t=1, **args), layer_parts(model, hw, t=2, **args)
+    mlp = {t: expert_times(model, hw, 4096, 1, t, 8, 1, True, 1.0, "alltoall")
+           for t in (1, 2)}
+    # the MLP half is the experts' time alone at t = 2 too; the attention half has the pair
+    assert two.mlp_f == pytest.approx(float(mlp[2]["forward"]), rel=1e-12)
+    assert two.mlp_i == pytest.approx(float(mlp[2]["input_grad"]), rel=1e-12)
+    assert one.mlp_f == pytest.approx(float(mlp[1]["forward"]), rel=1e-12)
+    # a dense layer's MLP half pays the same pair as its attention half
+    pair = two.attention_f - float(attention_times(model, hw, 4096, 1, 2, True)["forward"])
+    dense = layer_parts(model, hw, t=2, moe=False, **args)
+    assert pair > 0 and dense.attention_f == pytest.approx(two.attention_f, rel=1e-12)
+    assert dense.mlp_f - float(mlp_times(model, hw, 4096, 1, 2, True)["forward"]) \
+        == pytest.approx(pair, rel=1e-9)
 
 
 def test_expert_parameters_fold_over_edp():

@@ -62,12 +62,14 @@ of the layer as tensor parallelism gives a dense MLP.
   the group (each then keeps the copies its experts take) and reduce-scatters the outputs at
   the combine, ``(etp ep - 1) N h`` elements a GPU each way, a ring over NVLink inside a node
   and the rail across nodes.
-- Tensor-parallel collectives stay in the compute parts: the attention's pair and the MLP's
-  (the shared experts' or the token gather of ``t > 1``), as ``fastpp.model.stages``
-  prices a dense layer's. Megatron's MoE layer without shared experts makes no exchange of
-  its own around the routed experts (its dispatcher's ``etp`` gather, priced with the
-  all-to-alls, does that work); priced without that pair, the MoE rows' MAPE goes from
-  9.96% to 10.10% (5 December 2026), so it stays, a known difference.
+- Tensor-parallel collectives stay in the compute parts: the attention's pair, as
+  ``fastpp.model.stages`` prices a dense layer's, and the MLP's only with shared experts
+  (Megatron's ``SharedExpertMLP``, a tensor-parallel MLP over the layer's ``t`` ranks).
+  The routed experts take their sequence-parallel shard as it is: Megatron's ``MoELayer``
+  makes no exchange over ``t`` around them, its dispatcher gathering over the expert
+  tensor-parallel group alone (``pg_collection.expt_tp``, the ``etp`` gather above, priced
+  with the all-to-alls; Megatron-LM ``moe_layer.py`` and ``token_dispatcher.py`` at
+  d98e8a64dd).
 """
 
 from __future__ import annotations
@@ -209,8 +211,12 @@ def moe_layer_costs(model: Transformer, seq: int, microbatch, t, etp, sequence_p
                                         np.asarray(t, np.float64),
                                         np.asarray(etp, np.float64), np.asarray(recompute))
     experts = expert_costs(model, seq, b, t, etp, imbalance)
-    return combine(attention_costs(model, seq, b, t), experts, float(seq) * b, t,
-                   sequence_parallel, rc, experts["fixed"])
+    out = combine(attention_costs(model, seq, b, t), experts, float(seq) * b, t,
+                  sequence_parallel, rc, experts["fixed"])
+    if not model.shared_experts:  # the attention's exchange alone (the module's rules)
+        out["collectives_forward"] = out["collectives_forward"] / 2.0
+        out["collectives_backward"] = out["collectives_backward"] / 2.0
+    return out
 
 
 def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, ep, etp,
@@ -613,10 +619,12 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
         mlp = mlp_times(model, hw, seq, b, t, sequence_parallel)
         comm = dict.fromkeys(("dispatch_f", "combine_f", "dispatch_b", "combine_b"),
                              np.zeros(b.shape))
+    # an MoE layer without shared experts has no exchange around its experts (the rules)
+    around = exchange if not moe or model.shared_experts else 0.0 * exchange
     parts = {"attention_f": attention["forward"] + exchange,
              "attention_i": attention["input_grad"] + exchange,
              "attention_w": attention["weight_grad"],
-             "mlp_f": mlp["forward"] + exchange, "mlp_i": mlp["input_grad"] + exchange,
+             "mlp_f": mlp["forward"] + around, "mlp_i": mlp["input_grad"] + around,
              "mlp_w": mlp["weight_grad"], **comm}
     if recompute == "selective":
         parts["attention_i"] = parts["attention_i"] + attention["core"]
