@@ -43,6 +43,7 @@ from .stages import (
     expert_stage_params,
     idle_reason,
     idle_stages,
+    stage_costs,
     stage_params,
     stage_table,
 )
@@ -354,16 +355,13 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                           node_limit=config.node_limit)
     refuse_unpriced(model, recipe)  # (FP8 caching and a named recipe's items too)
     table = _stages(model, hardware, schedule, RunGrid.of(config, recipe), layout, layers)
-    return ModelCosts(f=table["f"], b=table["b"], w=table["w"], i=table["i"], comm=table["comm"],
-                      gamma=table["gamma"], act=table["act"],
-                      bandwidth=table["bandwidth"],
-                      message_bytes=table["message_bytes"], fb=table.get("fb"),
-                      # the job's GPUs: the keyword form's config holds p = 1
-                      error_bar=error_bar(regime(model, hardware, config.seq, config.t,
-                                                 config.gpus // config.p * schedule.p,
-                                                 framework=config.framework)),
-                      recomputed=table["recomputed"], working=table["working"],
-                      after=table["after"])
+    return stage_costs(table, ModelCosts, fb=table.get("fb"),
+                       # the job's GPUs: the keyword form's config holds p = 1
+                       error_bar=error_bar(regime(model, hardware, config.seq, config.t,
+                                                  config.gpus // config.p * schedule.p,
+                                                  framework=config.framework)),
+                       recomputed=table["recomputed"], working=table["working"],
+                       after=table["after"])
 
 
 def _config_schedule(config: RunConfig, schedule):

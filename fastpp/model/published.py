@@ -11,11 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from ..checks import ScheduleError
-from ..costs import Costs
 from ..generators.registry import build_schedule, code_of
 from ..simulate import simulate
 from .config import RunGrid
-from .stages import device_parameters, stage_table, step_terms
+from .stages import device_parameters, stage_costs, stage_table, step_terms
 from .transformer import RECOMPUTE, Transformer, chunk_layers
 
 
@@ -86,11 +85,7 @@ def model_costs(model, hardware, schedule, *, seq, microbatch, t=1, d=1,
     table = stage_table(model, hardware, grid, config=np.zeros(V, np.int64),
                         layers=layers.astype(np.float64), embedding=stage == 0,
                         loss=stage == V - 1, placement=code_of(schedule))
-    costs = Costs(f=table["f"], b=table["b"], w=table["w"], i=table["i"], gamma=table["gamma"],
-                  act=table["act"], comm=table["comm"],
-                  bandwidth=table["bandwidth"],
-                  message_bytes=table["message_bytes"])
-    return costs, table
+    return stage_costs(table), table
 
 
 def _extras(model, hardware, schedule, table, t, d, zero, gradient_overlap, reduce_bytes=4.0):

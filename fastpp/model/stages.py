@@ -18,6 +18,7 @@ from ..checks import (
     positive_int,
     show,
 )
+from ..costs import Costs
 from ..placement import LOOP, NAMES, stage_devices
 from .comm import (
     all_gather,
@@ -643,6 +644,14 @@ def _pair_times(model, hardware, grid, config, partner, layers, moe_layers, per_
     pair = np.maximum.reduce([f + b[mate] - np.minimum(moe, moe[mate]) * per_stage(saved),
                               fc + bc[mate], fh + bh[mate]])
     return np.where(per_stage(ov), (pair + held + held[mate] + metrics[mate]) * mm, np.nan)
+
+
+def stage_costs(table: dict, kind=Costs, **extra):
+    """The ``Costs`` (or ``kind``, a subclass taking ``extra``) of a ``stage_table``: its
+    per-stage times, ``gamma``, activations and hand-off prices, per hop."""
+    return kind(f=table["f"], b=table["b"], w=table["w"], i=table["i"], gamma=table["gamma"],
+                act=table["act"], comm=table["comm"], bandwidth=table["bandwidth"],
+                message_bytes=table["message_bytes"], **extra)
 
 
 def idle_stages(table: dict) -> np.ndarray:

@@ -85,14 +85,13 @@ from dataclasses import replace
 import numpy as np
 
 from ..checks import require
-from ..costs import Costs
 from ..simulate import simulate
 from .attention import with_attention_speed
 from .config import RunConfig, RunGrid
 from .errorbar import regime
 from .hardware import HARDWARE
 from .presets import MODELS
-from .stages import device_held_bytes, step_terms
+from .stages import device_held_bytes, stage_costs, step_terms
 
 DATASET = "long_context_published"
 # the same rows with the attention at the measured kernel's speed, as the planner prices them
@@ -178,11 +177,7 @@ def price(model, hardware, *, seq, global_batch, t, p, cp, d, precision,
     _fit(model, seq, t, d, cp, run.ep, run.etp)
     sched = run.build_schedule()
     table = _stages(model, hardware, sched, RunGrid.of(run))
-    costs = Costs(f=table["f"], b=table["b"], w=table["w"], i=table["i"], gamma=table["gamma"],
-                  act=table["act"], comm=float(table["comm"][0]),
-                  bandwidth=float(table["bandwidth"][0]),
-                  message_bytes=float(table["message_bytes"][0]))
-    res = simulate(sched, costs)
+    res = simulate(sched, stage_costs(table))  # each hop at its own link
     params = np.bincount(sched.stage_to_device, weights=table["params"], minlength=p)
     window = np.bincount(sched.stage_to_device, weights=table["b"] / sched.m, minlength=p)
     terms = step_terms(hardware, params.max(), t, d * cp, 1, overlap=True,
