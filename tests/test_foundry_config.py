@@ -205,6 +205,18 @@ def test_a_hugging_face_model_is_given_and_its_loss_is_pytorch_s():
         from_llm_foundry(data, 8, model="llama2-7bx")
 
 
+def test_numpy_integers_are_counts():
+    """A GPU count or a degree given as a NumPy integer reads as the same int (the rest of
+    the API takes them); a NumPy bool is refused as a bool is."""
+    data = to_llm_foundry(*reversed(CASES[0]))
+    plain = from_llm_foundry(data, 8)
+    assert from_llm_foundry(data, np.int64(8)) == plain
+    assert from_llm_foundry({**data, "max_seq_len": np.int32(data["max_seq_len"])}, 8) == plain
+    for bad in (np.True_, True, 8.0):
+        with pytest.raises(ScheduleError, match=r"gpus must be an integer from 1"):
+            from_llm_foundry(data, bad)
+
+
 def _bad(change: dict, section: str = "") -> dict:
     data = to_llm_foundry(*reversed(CASES[0]))
     if section:

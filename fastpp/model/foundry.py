@@ -22,6 +22,8 @@ import math
 import os
 import re
 
+import numpy as np
+
 from ..checks import (
     MAX_INT,
     MISSPELT,
@@ -283,11 +285,13 @@ def _section(table: dict, key: str, where: str) -> dict | None:
 
 
 def _count(value, name: str, where: str) -> int:
-    """An integer from 1 to 2**31 - 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < MAX_INT:
+    """An integer from 1 to 2**31 - 1 (NumPy's integers too, as the rest of the API takes
+    them)."""
+    if (isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer)
+            or not 1 <= value < MAX_INT):
         raise ScheduleError(f"{where}: {name} must be an integer from 1 to 2**31-1 (got "
                             f"{value!r})")
-    return value
+    return int(value)
 
 
 def _rate(table: dict, key: str, name: str, where: str) -> float:
