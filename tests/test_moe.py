@@ -31,6 +31,7 @@ from fastpp.model.moe import (
     fp8_casts,
     layer_seconds,
     moe_layer_costs,
+    tensor_exchange,
 )
 from fastpp.model.validate import DATA
 
@@ -352,6 +353,19 @@ def test_routed_experts_make_no_tensor_parallel_exchange():
     assert pair > 0 and dense.attention_f == pytest.approx(two.attention_f, rel=1e-12)
     assert dense.mlp_f - float(mlp_times(model, hw, 4096, 1, 2, True)["forward"]) \
         == pytest.approx(pair, rel=1e-9)
+
+
+def test_layer_parts_know_a_job_in_one_node():
+    """``t = 6`` on 8-GPU nodes: in a job of 48 GPUs some groups straddle two nodes and pay
+    the network, in a job of 6 the group is one node's (``tensor_parallel_per_node``), as
+    ``plan`` prices it; ``layer_parts`` given the job's GPUs says the same."""
+    model, hw = MODELS["qwen3-235b-a22b"], HARDWARE["H100-80GB"]
+    alone = attention_times(model, hw, 4096, 1, 6, True)["forward"]
+    pair = {gpus: layer_parts(model, hw, seq=4096, t=6, ep=8, gpus=gpus, moe=False
+                              ).attention_f - float(alone) for gpus in (6, 48)}
+    assert pair[6] == pytest.approx(float(tensor_exchange(hw, 4096, 1, 6, model.hidden, True,
+                                                          gpus=6)), rel=1e-12)
+    assert pair[48] > 2 * pair[6]
 
 
 def test_expert_parameters_fold_over_edp():

@@ -467,12 +467,14 @@ def _all_gather_dispatch(model, hardware, seq, microbatch, t, ep, etp, precision
             "combine_b": back}
 
 
-def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_parallel):
+def tensor_exchange(hardware: Hardware, seq, microbatch, t, hidden, sequence_parallel,
+                    gpus=None):
     """Seconds of one tensor-parallel exchange of a ``2sbh`` activation (an all-gather plus a
     reduce-scatter with sequence parallelism, else an all-reduce): each layer half has one
-    each way, as ``fastpp.model.stages`` prices them."""
+    each way, as ``fastpp.model.stages`` prices them; ``gpus``, the job's, says whether a
+    group of ``t`` can straddle two nodes (``tensor_parallel_per_node``)."""
     message = BYTES * float(seq) * np.asarray(microbatch, np.float64) * hidden
-    spans = tensor_parallel_per_node(hardware, t)
+    spans = tensor_parallel_per_node(hardware, t, gpus)
     if sequence_parallel:
         return (all_gather(hardware, message, t, spans)
                 + reduce_scatter(hardware, message, t, spans))
@@ -609,7 +611,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
                                 f"ep={int(ep[bad].flat[0])})")
     attention = attention_times(model, hw, seq, b, t, sequence_parallel)
     exchange = np.where(t > 1, tensor_exchange(hw, seq, b, t, model.hidden,
-                                               sequence_parallel), 0.0)
+                                               sequence_parallel, gpus), 0.0)
     if moe:
         mlp = expert_times(model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance,
                            dispatcher)

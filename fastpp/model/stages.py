@@ -59,6 +59,7 @@ from .moe import (
     expert_times,
     layer_parts,
     moe_layer_costs,
+    tensor_exchange,
 )
 from .overlap import saving
 from .recipes import OPTIMIZER_BYTES, fp8_saved_bytes, parts_with_recipe, recipe_terms
@@ -432,13 +433,11 @@ def _layer_prices(model, hardware, grid) -> dict:
                                     or "core_attn" not in grid.recipe.recompute_modules):
         core_again = rc == 2
     cp_backward = cp_backward + np.where(core_again, cp_forward, 0.0)
-    sbh = seq * b * model.hidden
-    spans = tensor_parallel_per_node(hardware, t, t * grid.cp * grid.d * grid.p)
+    gpus = t * grid.cp * grid.d * grid.p
+    spans = tensor_parallel_per_node(hardware, t, gpus)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
     # an all-gather and a reduce-scatter each with sequence parallelism (the same bytes)
-    exchange = (all_gather(hardware, BYTES * sbh, t, spans)
-                + reduce_scatter(hardware, BYTES * sbh, t, spans) if sequence_parallel
-                else all_reduce(hardware, BYTES * sbh, t, spans))
+    exchange = tensor_exchange(hardware, seq, b, t, model.hidden, sequence_parallel, gpus)
     tp_forward, tp_backward = _exposed_exchange(layer, times, exchange, grid.tp_overlap)
     # the embedding's output and the logits' input cross the ranks once each way; the
     # vocabulary-parallel loss all-reduces its max, sum and target logit (4 bytes a token)
