@@ -19,7 +19,7 @@ from fastpp.model import (
     plan,
     transformer_costs,
 )
-from fastpp.model.moe import all_to_all_bytes, all_to_all_times, layer_parts
+from fastpp.model.moe import all_to_all_bytes, all_to_all_times, layer_parts, tensor_exchange
 from fastpp.model.recipes import make_recipe, parts_with_recipe, recipe_terms
 
 # h = 64, a = 4 heads of d = 16 (+ r = 8 RoPE), d_v = 16, MLA ranks q 32 / kv 16; experts
@@ -280,6 +280,41 @@ def test_recipe_items_a_model_lacks_the_part_of_are_refused(keywords, message):
         with pytest.raises(ScheduleError, match=message):
             transformer_costs(dataclasses.replace(SMALL, shared_experts=0), schedule, seq=32,
                               recompute="selective", hardware=TOY, **keywords)
+
+
+def test_a_rerun_tensor_parallel_mlp_repeats_its_exchange():
+    """A checkpointed module runs its forward again in the backward, collectives and all:
+    Megatron's ``mlp`` (the all-gather into its first product and the reduce-scatter out of
+    its second with sequence parallelism) and a shared expert under ``moe`` or
+    ``shared_experts``; routed experts make none over ``t``. One exchange more at ``t = 2``,
+    none at ``t = 1`` or under full recomputation (which repeats every one already)."""
+    dense = Transformer(layers=2, hidden=64, heads=4, ffn=128, vocab=256, swiglu=True,
+                        name="dense")
+    routed = dataclasses.replace(SMALL, shared_experts=0)
+
+    def again(model, modules, moe, t=2, rc=1):
+        recipe = Recipe(tuple(modules))
+        return float(recipe_terms(model, TOY, recipe, S, 1, t, rc, True,
+                                  moe=moe)["collectives_backward"])
+
+    assert again(dense, ["core_attn", "mlp"], False) == 1
+    assert again(dense, ["core_attn", "mlp"], False, t=1) == 0
+    assert again(dense, ["core_attn", "mlp"], False, rc=2) == 0
+    assert again(dense, ["core_attn", "layernorm"], False) == 0
+    for modules in (["core_attn", "moe"], ["core_attn", "shared_experts"]):
+        assert again(SMALL, modules, True) == 1
+    assert again(routed, ["core_attn", "moe"], True) == 0
+    assert again(SMALL, ["core_attn", "moe_act"], True) == 0
+    # on the stages: the backward of each layer grows by the MLP's rerun and one exchange
+    schedule = build_schedule("1f1b", 2, 4)
+    costs = {mods: transformer_costs(dense, schedule, TOY, seq=S, tp=2, recompute="selective",
+                                     recompute_modules=list(mods))
+             for mods in (("core_attn",), ("core_attn", "mlp"))}
+    recipe = Recipe(("core_attn", "mlp"))
+    rerun = recipe_terms(dense, TOY, recipe, S, 1, 2, 1, True, moe=False)["mlp"]
+    exchange = tensor_exchange(TOY, S, 1, 2, dense.hidden, True)
+    grown = costs[("core_attn", "mlp")].b - costs[("core_attn",)].b
+    assert grown == pytest.approx(np.full(2, float(rerun + exchange)), rel=1e-9)
 
 
 def test_recomputing_the_mlp_alone_keeps_the_scores():

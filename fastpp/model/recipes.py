@@ -30,11 +30,13 @@ checkpointing keeps the module's input and frees everything inside it:
 - ``mlp`` (normal, dense layers): the MLP's inside (``Transformer.inside_bytes`` times ``F``:
   ``6F`` fused SwiGLU, ``8F`` separate, ``4F`` GeLU), split, and with fused norms the output
   of the norm fused into its first product (``2h`` whole: the checkpoint's input is then the
-  residual); recomputes the MLP's forward.
-- ``shared_experts`` (normal): the shared experts' inside; recomputes them.
+  residual); recomputes the MLP's forward, its tensor-parallel exchange with it.
+- ``shared_experts`` (normal): the shared experts' inside; recomputes them, their exchange
+  with them.
 - ``moe`` (normal): the whole MoE block but its input: the router's bytes, every received
   copy's and the shared experts'; recomputes router, experts and the dispatch and combine
-  all-to-alls (supersedes ``moe_act`` and ``shared_experts``).
+  all-to-alls, and a shared expert's exchange (supersedes ``moe_act`` and
+  ``shared_experts``).
 
 With any recipe the experts are counted as current Megatron-Core runs them: the routing
 probabilities are applied inside the activation (its weighted SwiGLU), so the combine keeps no
@@ -89,6 +91,7 @@ from .moe import (
     dispatch_precision,
     expert_costs,
     expert_times,
+    tensor_exchange,
 )
 from .overlap import LayerParts
 from .transformer import BYTES, RECOMPUTE, Transformer, attention_costs, layer_costs
@@ -274,7 +277,11 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
     dict
         ``bytes`` (stored bytes saved; negative where the recipe keeps more), ``attention``,
         ``mlp`` and ``comm`` (seconds the backward recomputes, by part), ``offload_f`` and
-        ``offload_b`` (exposed seconds of the host copies, forward and backward).
+        ``offload_b`` (exposed seconds of the host copies, forward and backward), and
+        ``collectives_backward`` (tensor-parallel exchanges the recomputation repeats: a
+        checkpointed ``mlp``, or shared experts under ``moe`` or ``shared_experts``, runs its
+        module's forward again, the all-gather into its first product and the reduce-scatter
+        out of its second with it, or the all-reduce without sequence parallelism).
     """
     if recipe.op_level:
         zero = 0.0 * (np.asarray(microbatch, np.float64) + np.asarray(t, np.float64)
@@ -385,9 +392,14 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
             off = off + np.where(moe_recomputed, 0.0, gate_up)
     off = np.where(rc == 2, 0.0, off)
     copy = off / hw.host_bandwidth
+    # the tensor-parallel MLP a module reruns (a routed expert's has no exchange over t)
+    again = (("moe" in mods or "shared_experts" in mods) and model.shared_experts > 0
+             if moe else "mlp" in mods)
+    exchanges = np.where(selective & (t > 1) & again, 1.0, 0.0)
     return {"bytes": saved + off, "attention": attention_s, "mlp": mlp_s, "comm": comm_s,
             "offload_f": np.maximum(copy - forward, 0.0) + zero,
-            "offload_b": np.maximum(copy - input_grad, 0.0) + zero}
+            "offload_b": np.maximum(copy - input_grad, 0.0) + zero,
+            "collectives_backward": exchanges}
 
 
 def op_level_terms(model: Transformer, hardware, seq: int, microbatch, t, rc,
@@ -465,7 +477,8 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
     """One layer's ``LayerParts`` (``fastpp.model.moe.layer_parts``, called with the same
     arguments) with a recipe's terms: its recomputation added to ``attention_i`` and
     ``mlp_i`` (the ``moe`` module's repeated dispatch and combine to ``dispatch_b`` and
-    ``combine_b``), its exposed host copies to ``mlp_f`` and ``mlp_i``; ``gpus``, the job's,
+    ``combine_b``, a rerun tensor-parallel MLP's exchange to ``mlp_i``), its exposed host
+    copies to ``mlp_f`` and ``mlp_i``; ``gpus``, the job's,
     as there. ``tp``, ``t``'s name in 0.1.0, still works with a ``DeprecationWarning``."""
     t = renamed("parts_with_recipe", "tp", "t", tp, t, 1)
     moe = model.moe if moe is None else moe
@@ -484,8 +497,10 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
                          forward=att["forward"] + mlp["forward"],
                          input_grad=att["input_grad"] + mlp["input_grad"])
     again = moe and rc == 1 and "moe" in recipe.recompute_modules
+    exchanges = terms["collectives_backward"] * tensor_exchange(
+        hardware, seq, microbatch, t, model.hidden, sequence_parallel, gpus)
     out = {"attention_i": parts.attention_i + terms["attention"],
-           "mlp_i": parts.mlp_i + terms["mlp"] + terms["offload_b"],
+           "mlp_i": parts.mlp_i + terms["mlp"] + terms["offload_b"] + exchanges,
            "mlp_f": parts.mlp_f + terms["offload_f"],
            "dispatch_b": parts.dispatch_b + (parts.dispatch_f if again else 0.0),
            "combine_b": parts.combine_b + (parts.combine_f if again else 0.0)}
