@@ -422,3 +422,27 @@ def test_fp8_products_keep_their_inputs_as_fp8_copies_by_hand():
     titan = transformer_costs(dense, sched, hw, seq=S, microbatch=2, tp=2, recompute=
                               "selective", precision="fp8", framework="torchtitan")
     np.testing.assert_array_equal(titan.arrays["act"], act["bf16"])
+
+
+def test_moe_recomputation_repeats_the_all_to_all_dispatchers_sort():
+    """``moe`` reruns MoELayer.forward, the all-to-all dispatcher's sort_chunks_by_idxs
+    after the dispatch and before the combine among it (Megatron-LM d98e8a64dd,
+    token_dispatcher.py's dispatch_postprocess and combine_preprocess, called from
+    moe_layer.py's checkpointed custom_forward): the recomputation had been priced with no
+    dispatcher, the sort left out. ep = 2: two local experts, so the sort runs; each pass
+    reads and writes 2h bytes of each of the 64 copies, 16.384 s on TOY, once each way."""
+    sort = 2 * 2 * 2 * 64 * 64 / 1000.0
+    kw = dict(seq=S, ep=2, recompute="selective", recipe=Recipe(("core_attn", "moe")))
+    plain = layer_parts(SMALL, TOY, seq=S, ep=2, recompute="selective", dispatcher="alltoall")
+    parts = [parts_with_recipe(layer_parts(SMALL, TOY, seq=S, ep=2, recompute="selective",
+                                           dispatcher=d), SMALL, TOY, kw["recipe"], seq=S,
+                               ep=2, dispatcher=d) for d in ("alltoall", "flex")]
+    # the forward's and the backward's own sorts, and the recomputed forward's
+    assert parts[0].mlp_f - parts[1].mlp_f == pytest.approx(sort)
+    assert parts[0].mlp_i - parts[1].mlp_i == pytest.approx(2 * sort)
+    assert plain.mlp_i < parts[0].mlp_i
+    sched = build_schedule("1f1b", p=2, n=4)
+    costs = [transformer_costs(SMALL, sched, TOY, tp=1, dp=2, dispatcher=d, **kw)
+             for d in ("alltoall", "flex")]
+    # a stage's one layer: its forward's sort, and twice that in its backward
+    assert np.allclose(2 * (costs[0].f - costs[1].f), costs[0].b - costs[1].b)

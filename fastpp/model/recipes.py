@@ -263,14 +263,17 @@ def _attention_split(model: Transformer):
 
 def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microbatch, t, rc,
                  sequence_parallel: bool, *, moe: bool, ep=1, etp=1, imbalance=1.0,
-                 a2a=None, forward=0.0, input_grad=0.0) -> dict[str, np.ndarray]:
+                 a2a=None, forward=0.0, input_grad=0.0, dispatcher=None
+                 ) -> dict[str, np.ndarray]:
     """One layer's recipe terms for one microbatch on one GPU, per configuration.
 
     ``rc`` indexes ``transformer.RECOMPUTE`` (the modules act where it is 1, selective; no
     term under full recomputation, which stores only the layer's input). ``moe``: an MoE
     layer (its experts' terms) or a dense one. ``a2a``: the MoE layer's all-to-all seconds
     (``fastpp.model.moe.all_to_all_times``), repeated by ``moe`` recomputation. ``forward``
-    and ``input_grad``: the layer's seconds, under which offloading hides.
+    and ``input_grad``: the layer's seconds, under which offloading hides. ``dispatcher``:
+    the MoE layer's (``fastpp.model.moe.expert_times``), whose permutations ``moe``
+    recomputation repeats.
 
     Returns
     -------
@@ -365,9 +368,11 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
         shared_bytes = experts["split"] * T / t
         if "moe" in mods:
             routed = experts["fixed"] - BYTES * h * received  # what the recipe still counts
+            # the dispatcher's own permutations run again too: the all-to-all one's
+            # sort_chunks_by_idxs is inside MoELayer.forward, which the checkpoint reruns
             on("moe", routed + shared_bytes, expert_times(
-                model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance)["forward"],
-                side="mlp")
+                model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance,
+                dispatcher)["forward"], side="mlp")
             if a2a is not None:
                 comm_s = comm_s + np.where(selective, a2a["dispatch_f"] + a2a["combine_f"],
                                            0.0)
@@ -495,7 +500,8 @@ def parts_with_recipe(parts: LayerParts, model: Transformer, hardware, recipe: R
     terms = recipe_terms(model, hardware, recipe, seq, microbatch, t, rc, sequence_parallel,
                          moe=moe, ep=ep, etp=etp, imbalance=imbalance, a2a=a2a,
                          forward=att["forward"] + mlp["forward"],
-                         input_grad=att["input_grad"] + mlp["input_grad"])
+                         input_grad=att["input_grad"] + mlp["input_grad"],
+                         dispatcher=dispatcher)
     again = moe and rc == 1 and "moe" in recipe.recompute_modules
     exchanges = terms["collectives_backward"] * tensor_exchange(
         hardware, seq, microbatch, t, model.hidden, sequence_parallel, gpus)

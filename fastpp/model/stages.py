@@ -1168,7 +1168,8 @@ def _moe_layer(model, hardware, grid, exchange):
     if recipe is not None:
         terms = recipe_terms(model, hardware, recipe, seq, b, t, rc, sequence_parallel,
                              moe=True, ep=ep, etp=etp, imbalance=imbalance, a2a=a2a,
-                             forward=times["forward"], input_grad=times["input_grad"])
+                             forward=times["forward"], input_grad=times["input_grad"],
+                             dispatcher=grid.dispatcher)
         layer, times = with_recipe(layer, times, terms)
         behind = behind + terms["comm"]
         stored = stored - recipe_terms(model, hardware, recipe, seq, b, t, 0,
