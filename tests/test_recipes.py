@@ -19,7 +19,14 @@ from fastpp.model import (
     plan,
     transformer_costs,
 )
-from fastpp.model.moe import all_to_all_bytes, all_to_all_times, layer_parts, tensor_exchange
+from fastpp.model.compute import mlp_times
+from fastpp.model.moe import (
+    all_to_all_bytes,
+    all_to_all_times,
+    expert_times,
+    layer_parts,
+    tensor_exchange,
+)
 from fastpp.model.recipes import make_recipe, parts_with_recipe, recipe_terms
 
 # h = 64, a = 4 heads of d = 16 (+ r = 8 RoPE), d_v = 16, MLA ranks q 32 / kv 16; experts
@@ -315,6 +322,26 @@ def test_a_rerun_tensor_parallel_mlp_repeats_its_exchange():
     exchange = tensor_exchange(TOY, S, 1, 2, dense.hidden, True)
     grown = costs[("core_attn", "mlp")].b - costs[("core_attn",)].b
     assert grown == pytest.approx(np.full(2, float(rerun + exchange)), rel=1e-9)
+
+
+def test_a_checkpointed_mlp_or_moe_leaves_the_residual_add_and_a_norm_apart():
+    """Megatron checkpoints ``self.mlp`` (``TransformerLayer._forward_mlp``) and the MoE
+    layer's routing, dispatch, experts and combine (``MoELayer``'s ``custom_forward``): the
+    residual add after them (``mlp_bda``) is not run again, nor a pre-MLP norm that stands
+    apart (an MoE layer's, which feeds the router, or every norm without fused norms; a norm
+    fused into the first product runs again with it). On TOY, the norm moves 2 x 2 bytes an
+    element of ``S x 64`` at 1000 B/s and the residual add 3 x 2."""
+    norm, residual = 4 * S * 64 / 1000, 6 * S * 64 / 1000
+    dense = Transformer(layers=2, hidden=64, heads=4, ffn=128, vocab=256, swiglu=True,
+                        name="dense")
+    forward = float(mlp_times(dense, TOY, S, 1, 1, True)["forward"])
+    for fused, rerun in ((True, forward - residual), (False, forward - residual - norm)):
+        got = recipe_terms(dense, TOY, Recipe(("core_attn", "mlp"), fused_norms=fused), S, 1,
+                           1, 1, True, moe=False)["mlp"]
+        assert float(got) == pytest.approx(rerun, rel=1e-12)
+    experts = float(expert_times(SMALL, TOY, S, 1, 1, 1, 1, True)["forward"])
+    assert float(terms(["core_attn", "moe"])["mlp"]) == pytest.approx(
+        experts - norm - residual, rel=1e-12)
 
 
 def test_recomputing_the_mlp_alone_keeps_the_scores():

@@ -350,12 +350,16 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
         off = off + split["out"] * T / t
     if "mlp_norm" in names:
         off = off + BYTES * whole * h
+    # what a checkpointed MLP or MoE module does not run again: the residual add after it
+    # (TransformerLayer's mlp_bda) and the pre-MLP norm before it where that stands apart
+    outside = mlp_times(model, hw, seq, b, t, sequence_parallel, width=0)["forward"]
     if not moe:
         # a norm fused into the first product (an IdentityOp before the MLP): the checkpoint
-        # keeps the residual and frees the norm's output too
+        # keeps the residual and frees the norm's output too, and runs the norm again
         fused = BYTES * whole * h if recipe.fused_norms else 0.0
         on("mlp", model.inside_bytes * model.ffn * T / t + fused,
-           mlp_times(model, hw, seq, b, t, sequence_parallel)["forward"], side="mlp")
+           mlp_times(model, hw, seq, b, t, sequence_parallel)["forward"] - outside
+           + (norm if recipe.fused_norms else 0.0), side="mlp")
     else:
         owned, received = _tokens(model, seq, b, t, etp, imbalance)
         etp_ = np.asarray(etp, np.float64)
@@ -372,7 +376,7 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
             # sort_chunks_by_idxs is inside MoELayer.forward, which the checkpoint reruns
             on("moe", routed + shared_bytes, expert_times(
                 model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance,
-                dispatcher)["forward"], side="mlp")
+                dispatcher)["forward"] - outside, side="mlp")
             if a2a is not None:
                 comm_s = comm_s + np.where(selective, a2a["dispatch_f"] + a2a["combine_f"],
                                            0.0)
@@ -384,8 +388,8 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
                side="mlp")
             if width:
                 on("shared_experts", shared_bytes, mlp_times(
-                    model, hw, seq, b, t, sequence_parallel, width=width)["forward"],
-                    side="mlp")
+                    model, hw, seq, b, t, sequence_parallel, width=width)["forward"]
+                   - outside, side="mlp")
         if recipe.fp8_cache:
             per_copy = (BYTES - FP8_CACHED) * (h + G * Fe / etp_)
             saved = saved + np.where((rc == 2) | moe_recomputed, 0.0, per_copy * received)
