@@ -455,10 +455,14 @@ def test_stage_table_refuses_a_layout_the_model_cannot_run():
                         (dict(t=[2], ep=[3]), r"ep must divide the experts 8 \(got ep=3\) \(in "
                                               r"configuration 0 of the grid\)"),
                         (dict(t=[1], ep=[1], cp=[4096]), r"cp"),
-                        (dict(t=[2], ep=[1], imbalance=2.0), r"imbalance must be at most")):
+                        (dict(t=[2], ep=[1], imbalance=2.0), r"imbalance must be at most"),
+                        # (Megatron's MoE layer trains t > 1 under sequence parallelism alone)
+                        (dict(t=[2], ep=[8]), r"sequence_parallel must be True for a model "
+                                              r"with experts at t > 1")):
         with pytest.raises(ScheduleError, match=said):
             stage_table(mixtral, h100, RunGrid(**grid, **given), **stages)
-    priced = stage_table(mixtral, h100, RunGrid(**grid, t=[2], ep=[8]), **stages)
+    priced = stage_table(mixtral, h100, RunGrid(**grid, t=[2], ep=[8], sequence_parallel=True),
+                         **stages)
     assert np.all(np.asarray(priced["f"]) > 0)
 
 

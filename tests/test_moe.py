@@ -368,6 +368,28 @@ def test_layer_parts_know_a_job_in_one_node():
     assert pair[48] > 2 * pair[6]
 
 
+def test_experts_at_t_above_one_need_sequence_parallelism():
+    """Megatron's MoELayer refuses to train with tensor parallelism and no sequence
+    parallelism (moe_layer.py, since 28c8dd71f0 of 30 May 2024): such a run was priced as if
+    it could run. ``transformer_costs`` refuses it naming ``sequence_parallel``, ``plan``
+    gives its rows that reason, and ``t = 1`` stays priced."""
+    schedule = build_schedule("1f1b", 2, 4)
+    message = r"sequence_parallel must be True for a model with experts at t > 1.*\(got " \
+              r"sequence_parallel=False, t=2\)"
+    with pytest.raises(ScheduleError, match=message):
+        transformer_costs("mixtral-8x7b", schedule, seq=4096, tp=2, dp=4, ep=8,
+                          sequence_parallel=False)
+    with pytest.raises(ScheduleError, match=message):
+        transformer_costs("mixtral-8x7b", schedule, config=RunConfig(
+            seq=4096, global_batch=16, t=2, d=4, p=2, ep=8, sequence_parallel=False))
+    transformer_costs("mixtral-8x7b", schedule, seq=4096, tp=1, dp=8, ep=8,
+                      sequence_parallel=False)
+    rows = plan("mixtral-8x7b", 32, seq=4096, global_batch=32, tp=[1, 2], pp=[2], ep=[8],
+                schedules=["1f1b"], sequence_parallel=False)
+    assert rows[rows["t"] == 2]["reason"].str.match(message).all()
+    assert (rows[rows["t"] == 1]["reason"] == "").any()
+
+
 def test_expert_parameters_fold_over_edp():
     model = MODELS["mixtral-8x7b"]
     sched = build_schedule("1f1b", 4, 8)

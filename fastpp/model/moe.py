@@ -9,8 +9,8 @@ each expert's matrices split over ``etp``; the expert parameters' gradients are 
 the ``edp`` replicas, the attention's over ``d``.
 
 Tokens, per GPU and microbatch (``T = s b``): a GPU owns ``N = T / (t cp)`` (sequence
-parallelism, or Megatron's split of the tokens over the tensor-parallel ranks before the
-dispatch without it) and routes them, ``N k`` copies for top-``k`` routing. Balanced, each
+parallelism, which Megatron's MoE layer needs at ``t > 1``: ``expert_reasons``) and routes
+them, ``N k`` copies for top-``k`` routing. Balanced, each
 expert-parallel rank receives ``N k etp`` copies (the ``d T k`` copies of a stage over ``edp
 ep`` ranks; ``etp ep edp = t cp d``), all of them gathered on each of its ``etp`` GPUs. With
 ``imbalance`` (the busiest rank's tokens over the mean, >= 1) the busiest rank receives that
@@ -142,12 +142,14 @@ def expert_data_parallel(model: Transformer, t, d, ep, etp, cp=1) -> np.ndarray:
     return t * cp * d // (etp * ep)
 
 
-def expert_reasons(model: Transformer, t, d, ep, etp, cp=1, imbalance=1.0) -> np.ndarray:
+def expert_reasons(model: Transformer, t, d, ep, etp, cp=1, imbalance=1.0,
+                   sequence_parallel: bool = True) -> np.ndarray:
     """Per configuration, why its expert layout cannot exist ("" if it can), ``imbalance``
     beyond what ``ep`` ranks allow among the reasons: a token's ``top_k`` experts are
     distinct, so the busiest of ``ep`` ranks (``E / ep`` experts each) receives at most
     ``min(top_k, E / ep)`` of its copies, ``min(ep, E / top_k)`` times the mean (1 at
-    ``ep = 1``)."""
+    ``ep = 1``); and ``t > 1`` without ``sequence_parallel``, which Megatron's ``MoELayer``
+    refuses to train (since 30 May 2024, 28c8dd71f0)."""
     t, d, ep, etp, cp = np.broadcast_arrays(*(np.asarray(x, np.int64)
                                               for x in (t, d, ep, etp, cp)))
     reason = np.full(t.shape, "", dtype=object)
@@ -171,6 +173,11 @@ def expert_reasons(model: Transformer, t, d, ep, etp, cp=1, imbalance=1.0) -> np
     reason[bad] = [f"imbalance must be at most min(ep, experts / top_k) = {x:g} at ep={e}: "
                    f"the busiest rank receives no more (got imbalance={imbalance:g})"
                    for x, e in zip(most[bad], ep[bad], strict=True)]
+    if not sequence_parallel:
+        bad = (reason == "") & (t > 1)
+        reason[bad] = [f"sequence_parallel must be True for a model with experts at t > 1: "
+                       f"Megatron's MoE layer refuses to train tensor parallelism without it "
+                       f"(got sequence_parallel=False, t={x})" for x in t[bad]]
     return reason
 
 

@@ -839,7 +839,8 @@ def _simulate(model, hardware, grid, global_batch, cols, splits, capacity, grad_
     count = len(cols["t"])
     t, p, d, b, m, sid = (cols[k] for k in ("t", "p", "d", "microbatch", "m", "sid"))
     n, chunks, reason = _shape(model, global_batch, t, p, d, b, m, sid,
-                               (cols["ep"], cols["etp"]), cols["cp"], grid.imbalance)
+                               (cols["ep"], cols["etp"]), cols["cp"], grid.imbalance,
+                               grid.sequence_parallel)
     _context_and_overlap_reasons(seq, cols, sid, reason, grid.sequence_parallel,
                                  grid.dispatcher)
     replicas = cols["cp"] * d
@@ -981,7 +982,8 @@ def _context_and_overlap_reasons(seq, cols, sid, reason, sequence_parallel,
             reason[rows[which.reshape(-1) == k]] = text
 
 
-def _shape(model, global_batch, t, p, d, b, m, sid, cols_ep_etp, cp, imbalance=1.0):
+def _shape(model, global_batch, t, p, d, b, m, sid, cols_ep_etp, cp, imbalance=1.0,
+           sequence_parallel=True):
     """Per configuration: ``n``, the model chunks, and why it cannot run ("" if it can)."""
     per_replica = b * d
     n = np.where(global_batch % per_replica == 0, global_batch // per_replica, 0)
@@ -990,9 +992,9 @@ def _shape(model, global_batch, t, p, d, b, m, sid, cols_ep_etp, cp, imbalance=1
                       f"{x}" for x in per_replica[n == 0]]
     chunks = p * m  # a two-direction schedule holds these chunks twice
     if model.moe or np.any(cols_ep_etp[0] > 1) or np.any(cols_ep_etp[1] > 1):
-        bad = (reason == "") & (expert_reasons(model, t, d, *cols_ep_etp, cp, imbalance) != "")
-        reason[bad] = expert_reasons(model, t[bad], d[bad], cols_ep_etp[0][bad],
-                                     cols_ep_etp[1][bad], cp[bad], imbalance)
+        why = expert_reasons(model, t, d, *cols_ep_etp, cp, imbalance, sequence_parallel)
+        bad = (reason == "") & (why != "")
+        reason[bad] = why[bad]
     too_deep = (reason == "") & (chunks > model.layers)
     reason[too_deep] = [f"layers={model.layers} must be at least the model chunks {x}"
                         for x in chunks[too_deep]]

@@ -94,7 +94,8 @@ def pair_partner(schedule: Schedule) -> np.ndarray:
 
 
 def _fit(model: Transformer, seq: int | None, t: int, d: int, cp: int, ep: int, etp: int,
-         t_name: str = "t", replicate: int = 1, zero: int = 1, imbalance: float = 1.0) -> None:
+         t_name: str = "t", replicate: int = 1, zero: int = 1, imbalance: float = 1.0,
+         sequence_parallel: bool = True) -> None:
     """What a run's degrees need of ``model`` (``RunConfig`` knows no model): ``cp``
     splitting ``seq`` (unless None: bytes alone need no sequence), ``t`` dividing the heads
     (named ``t_name``, the caller's spelling), an expert layout that exists and hybrid
@@ -105,7 +106,7 @@ def _fit(model: Transformer, seq: int | None, t: int, d: int, cp: int, ep: int, 
     if model.heads % t or model.kv_heads % t:
         raise ScheduleError(f"{t_name} must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got {t_name}={t}){REPLICATED}")
-    reason = expert_reasons(model, t, d, ep, etp, cp, imbalance).item()
+    reason = expert_reasons(model, t, d, ep, etp, cp, imbalance, sequence_parallel).item()
     if reason:
         raise ScheduleError(reason)
     if model.moe:
@@ -344,7 +345,8 @@ def transformer_costs(model, schedule: Schedule | None = None, hardware="H100-80
                       offload_modules=offload_modules, train_metrics=train_metrics,
                       framework=framework)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
-             replicate=config.replicate, zero=config.zero, imbalance=config.imbalance)
+             replicate=config.replicate, zero=config.zero, imbalance=config.imbalance,
+             sequence_parallel=config.sequence_parallel)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         recipe = config.priced_recipe
@@ -387,7 +389,8 @@ def _keyword_run(model, *, seq, microbatch, tp, dp, cp, ep, etp, replicate=1,
     replicate = positive_int(replicate, "replicate", MAX_INT - 1)
     one_of(choices["zero"], "zero", ZERO)
     _fit(model, seq, t, d, cp, ep, etp, t_name="tp", replicate=replicate, zero=choices["zero"],
-         imbalance=check_imbalance(choices.get("imbalance", 1.0), model))
+         imbalance=check_imbalance(choices.get("imbalance", 1.0), model),
+         sequence_parallel=choices.get("sequence_parallel", True))
     if microbatch * d >= MAX_INT:  # RunConfig's bound on the sequences of a step
         raise ScheduleError(f"microbatch * dp must be below 2**31 (got microbatch={microbatch}, "
                             f"dp={d})")
@@ -478,7 +481,8 @@ def device_bytes(model, schedule: Schedule | None = None, *, tp: int = DEFAULTS[
                       ep=ep, etp=etp, cp=cp, zero3=zero3, replicate=replicate,
                       reduce_bytes=reduce_bytes, recipe=recipe)
         _fit(model, config.seq, config.t, config.d, config.cp, config.ep, config.etp,
-             replicate=config.replicate, zero=config.zero, imbalance=config.imbalance)
+             replicate=config.replicate, zero=config.zero, imbalance=config.imbalance,
+             sequence_parallel=config.sequence_parallel)
         schedule = _config_schedule(config, schedule)
         layout, layers = config.chunk_layout(model), None
         t, d, cp, ep, etp = config.t, config.d, config.cp, config.ep, config.etp

@@ -89,7 +89,7 @@ def _check_layouts(model: Transformer, grid: RunGrid, used: np.ndarray) -> None:
         raise ScheduleError(f"grid's t must divide the heads {model.heads} and KV heads "
                             f"{model.kv_heads} (got t={t[k]} in configuration {used[k]})"
                             f"{REPLICATED}")
-    reason = expert_reasons(model, t, d, ep, etp, cp, grid.imbalance)
+    reason = expert_reasons(model, t, d, ep, etp, cp, grid.imbalance, grid.sequence_parallel)
     if (reason != "").any():
         k = int(np.argmax(reason != ""))
         raise ScheduleError(f"{reason[k]} (in configuration {used[k]} of the grid)")
