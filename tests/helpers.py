@@ -262,8 +262,10 @@ def env():
                                                           os.environ.get("PYTHONPATH", "")]))
 
 
-def wait_for(path: Path, proc, seconds=30.0):
-    """Wait until the child ``proc`` has written ``path`` (failing if it ends first)."""
+def wait_for(path: Path, proc, seconds=180.0):
+    """Wait until the child ``proc`` has written ``path`` (failing if it ends first). The
+    bound only ends a child that hangs: a child compiling its kernels into an empty cache on
+    a loaded machine took over 30 s to write its fourth part (the main job's Ctrl-C test)."""
     deadline = time.monotonic() + seconds
     while not path.exists():
         assert proc.poll() is None, "the child ended before writing " + str(path)
