@@ -173,3 +173,23 @@ def test_megatron_neighbours_are_flags_megatron_starts_and_price_as_listed():
         back = from_megatron(_megatron_applied(words, x["changes"]), gpus=64)
         again = plan(back.model, hardware="H100-80GB", config=back.config, workers=1).iloc[0]
         assert again["step_time"] == pytest.approx(x["step_time"], rel=1e-3), x["changes"]
+
+
+def test_megatron_moe_neighbours_at_t_above_one_add_sequence_parallelism():
+    """Mixtral at TP 1 without --sequence-parallel (Megatron turns it off at TP 1 anyway):
+    its neighbours at t > 1 had all been refused, each searched without sequence parallelism,
+    which Megatron's MoE layer needs to train at t > 1 (moe_layer.py raises), so none was
+    offered (35 neighbours, all t = 1, where 163 are faster). They are searched with it and
+    written with ``--sequence-parallel``, and read back price as listed."""
+    launch = from_megatron((DATA / "megatron" / "mixtral_8x7b.sh").read_text())
+    assert launch.config.t == 1 and not launch.config.sequence_parallel
+    words = to_megatron(launch.config, launch.model)
+    found = explain(launch.model, launch.config, "H100-80GB", neighbours=200, workers=1)
+    wider = [x for x in found.neighbours if x["t"] > 1]
+    assert wider and all("--sequence-parallel" in x["changes"].split() for x in wider)
+    assert all("--sequence-parallel" not in x["changes"].split()
+               for x in found.neighbours if x["t"] == 1)
+    for x in wider[:3]:
+        back = from_megatron(_megatron_applied(words, x["changes"]), gpus=launch.config.gpus)
+        again = plan(back.model, hardware="H100-80GB", config=back.config, workers=1).iloc[0]
+        assert again["step_time"] == pytest.approx(x["step_time"], rel=1e-3), x["changes"]

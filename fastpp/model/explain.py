@@ -263,6 +263,10 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
     # (the TP overlap needs sequence parallelism where t > 1: a run at t = 1 without it
     # searches its neighbours without the overlap)
     tp_overlap = config.tp_overlap and (config.sequence_parallel or bool(torchtitan))
+    # a neighbour at t > 1 shards the sequence where torchtitan's does, and where the model
+    # has experts (Megatron's MoE layer trains t > 1 with sequence parallelism alone: a
+    # run at t = 1 without it had no t > 1 neighbour); t = 1 prices alike either way
+    sharded = bool(torchtitan) or bool(model.moe)
     b = config.microbatch
     microbatches = sorted(x for x in {1, 2, 4, max(b // 2, 1), b, 2 * b}
                           if config.global_batch % x == 0)
@@ -270,8 +274,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
         model, config.gpus, hardware, seq=config.seq, global_batch=config.global_batch,
         schedules=schedules, microbatch=microbatches, **vtrain, cp=[config.cp], ep=[config.ep],
         etp=[config.etp], precision=None if config.precision is None else [config.precision],
-        # (torchtitan shards the sequence wherever t > 1)
-        sequence_parallel=config.sequence_parallel or bool(torchtitan),
+        sequence_parallel=config.sequence_parallel or sharded,
         gradient_overlap=config.gradient_overlap,
         blocking_handoffs=blocking, tp_overlap=tp_overlap, cp_comm=config.cp_comm,
         zero3=zero3, replicate=config.replicate, reduce_bytes=config.reduce_bytes,
@@ -293,7 +296,7 @@ def _neighbours(model, hardware, config: RunConfig, row: dict, count: int, worke
             "dispatcher", "recompute_modules", "train_metrics", "framework", "node_limit",
             "imbalance", "recipe")},
             tp_overlap=tp_overlap,
-            sequence_parallel=config.sequence_parallel or bool(torchtitan and r["t"] > 1),
+            sequence_parallel=config.sequence_parallel or (sharded and r["t"] > 1),
             # how ZeRO-3 gathers is its group's where the neighbour runs ZeRO-3
             zero3=zero3 if r["zero"] == 3 else "layer",
             # the run's recompute method where both recompute fully, as plan priced it
