@@ -305,6 +305,10 @@ def test_a_model_given_beside_a_script_is_padded_and_its_replacements_said(capsy
     ("--num-experts 8 --expert-model-parallel-size 8 --tensor-model-parallel-size 2",
      r"^--expert-model-parallel-size x --tensor-model-parallel-size \(--expert-tensor-parallel-"
      r"size's default\) must divide the 8 GPUs of a pipeline stage \(got 8 x 2\)$"),
+    # (was refused only when priced, as RunConfig's "sequence_parallel must be True ...")
+    ("--num-experts 8 --tensor-model-parallel-size 2",
+     r"^--tensor-model-parallel-size 2 with --num-experts needs --sequence-parallel, as "
+     r"Megatron-Core's MoE layer raises"),
 ])
 def test_megatron_runs_megatron_asserts_on_are_refused_naming_the_flags(extra, message):
     """Each was priced (the TP overlap's gain without sequence parallelism, FSDP2 as ZeRO-3

@@ -399,7 +399,8 @@ def random_configs(seed, count):
         microbatch = int(rng.choice([1, 2]))
         recompute = str(rng.choice(["none", "selective", "full"]))
         method = str(rng.choice(["uniform", "block"]))
-        sequence_parallel = bool(rng.integers(2)) and t > 1
+        # (Megatron's MoE layer trains t > 1 with sequence parallelism alone)
+        sequence_parallel = (bool(rng.integers(2)) or moe) and t > 1
         config = RunConfig(
             seq=1024, global_batch=microbatch * d * int(rng.choice([4, 8])), t=t, cp=cp, p=p,
             d=d, ep=int(rng.choice([1, 2])) if moe and t * cp * d % 2 == 0 else 1, etp=1, m=m,

@@ -967,6 +967,11 @@ def _run(a: dict, model: Transformer, gpus: int | None, command: bool = True) ->
         raise ScheduleError(f"--expert-model-parallel-size x {said} must divide the "
                             f"{t * cp * d} GPUs of a pipeline stage (got {ep} x {etp})")
     _asserted(a, t, p, cp, m, command)
+    if model.moe and t > 1 and not a["sequence_parallel"]:
+        # (else refused later as RunConfig's sequence_parallel=False, not by its flag)
+        raise ScheduleError(f"--tensor-model-parallel-size {t} with --num-experts needs "
+                            f"--sequence-parallel, as Megatron-Core's MoE layer raises in "
+                            f"training without it (moe_layer.py)")
     recompute = ("selective" if a["recompute_activations"] else
                  a["recompute_granularity"] or "none")
     # the sharding strategy is Megatron FSDP's, its flag's default optim_grads_params
