@@ -383,9 +383,10 @@ def test_a_correction_by_the_bias_would_not_help(frame):
     """``expected_bias`` is shown as what the checks did, never applied: with each table left
     out in turn, dividing its predictions by ``1 + bias`` of the other tables' bars helps
     fewer tables than it hurts (three of nine), and leaves a larger error over the rows of
-    Megatron's runs than the predictions as they are (9.6% -> 10.9% RMS without
+    Megatron's runs than the predictions as they are (9.6% -> 10.7% RMS without
     torchtitan's and llm-foundry's runs, the first of whose lean it halves: over all rows
-    10.6% -> 10.8%; 9.7% -> 10.8% and 10.8% both ways until 7 December 2026, 9.9% -> 13.0%
+    10.6% -> 10.7%; 10.9% and 10.8% until the routed experts stopped paying a
+    tensor-parallel exchange, 9.7% -> 10.8% and 10.8% both ways until 7 December 2026, 9.9% -> 13.0%
     and 11.1% -> 13.1% before Megatron's loss was priced as its code runs it, 6 December
     2026, late)."""
     from fastpp.model.errorbar import coverage
