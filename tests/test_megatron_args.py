@@ -528,6 +528,15 @@ def test_to_megatron_refuses_what_megatron_cannot_run():
         to_megatron(RunConfig(seq=512, global_batch=8, p=2, m=2, schedule="zbv"))
     with pytest.raises(ScheduleError, match="blocking_handoffs must be True at m = 1"):
         to_megatron(RunConfig(seq=512, global_batch=8, p=2, blocking_handoffs=False))
+    # experts at t > 1 without sequence parallelism: flags from_megatron refuses back, as
+    # Megatron-Core's MoE layer does (a dense model, or t = 1, is written)
+    moe = RunConfig(seq=512, global_batch=8, t=2, d=4, ep=8, sequence_parallel=False)
+    with pytest.raises(ScheduleError, match=r"sequence_parallel must be True for a model with "
+                                            r"experts at t > 1.*\(got sequence_parallel="
+                                            r"False, t=2\)"):
+        to_megatron(moe, MODELS["mixtral-8x7b"])
+    to_megatron(dataclasses.replace(moe, ep=1), MODELS["llama3-8b"])
+    to_megatron(dataclasses.replace(moe, t=1, d=8), MODELS["mixtral-8x7b"])
 
 
 def test_uneven_splits_are_written_as_their_layout():

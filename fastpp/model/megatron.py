@@ -1696,6 +1696,11 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
                             "only (m > 1): blocking_handoffs must be True at m = 1 (got "
                             "False)")
     _check_interleaved(c.m, c.p, c.blocking_handoffs, "blocking_handoffs=True")
+    if model is not None and model.moe and c.t > 1 and not c.sequence_parallel:
+        # (from_megatron refuses these flags back: Megatron-Core's MoE layer raises on them)
+        raise ScheduleError(f"sequence_parallel must be True for a model with experts at "
+                            f"t > 1, as Megatron-Core's MoE layer trains it (got "
+                            f"sequence_parallel=False, t={c.t})")
     layout = c.layout
     ends = c.first_layers is not None or c.last_layers is not None
     # Megatron's first- and last-stage counts are per rank and must be > 0, and leave the
