@@ -388,6 +388,14 @@ def test_experts_at_t_above_one_need_sequence_parallelism():
                 schedules=["1f1b"], sequence_parallel=False)
     assert rows[rows["t"] == 2]["reason"].str.match(message).all()
     assert (rows[rows["t"] == 1]["reason"] == "").any()
+    # one layer's parts likewise (a dense layer of the same shape is priced)
+    h100 = HARDWARE["H100-80GB"]
+    with pytest.raises(ScheduleError, match=r"sequence_parallel must be True for a model "
+                                            r"with experts at t > 1.*t=2\)"):
+        layer_parts(MODELS["mixtral-8x7b"], h100, seq=4096, t=2, ep=8,
+                    sequence_parallel=False)
+    layer_parts(MODELS["mixtral-8x7b"], h100, seq=4096, t=2, ep=8, sequence_parallel=False,
+                moe=False)
 
 
 def test_expert_parameters_fold_over_edp():

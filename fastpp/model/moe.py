@@ -616,6 +616,10 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
         if np.any(bad):
             raise ScheduleError(f"ep must divide the experts {model.experts} (got "
                                 f"ep={int(ep[bad].flat[0])})")
+        if not sequence_parallel and np.any(t > 1):
+            raise ScheduleError(f"sequence_parallel must be True for a model with experts at "
+                                f"t > 1, as Megatron's MoE layer trains it (got "
+                                f"sequence_parallel=False, t={int(t[t > 1].flat[0])})")
     attention = attention_times(model, hw, seq, b, t, sequence_parallel)
     exchange = np.where(t > 1, tensor_exchange(hw, seq, b, t, model.hidden,
                                                sequence_parallel, gpus), 0.0)
