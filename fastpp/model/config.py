@@ -947,6 +947,12 @@ class RunGrid:
         as ``microbatch / cp`` sequences: ``fastpp.model.stages.stage_table``)."""
         return self.microbatch / self.cp
 
+    @property
+    def gpus(self):
+        """Each configuration's GPUs, ``t cp d p``: the job's, which says where a group
+        straddles two nodes (``fastpp.model.comm``)."""
+        return self.t * self.cp * self.d * self.p
+
 
 # RunGrid's recompute methods; full recomputation of some layers only: each one's default
 # count (Megatron's --recompute-num-layers, torchtitan's selective_ac_option)

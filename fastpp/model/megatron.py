@@ -34,7 +34,7 @@ from ..checks import (
 from .config import RunConfig, as_model, as_run, data_parallel, global_batch_of
 from .hardware import Hardware, preset
 from .layout import Layout, even_layers, megatron_layers, parse_layout
-from .moe import DISPATCHERS
+from .moe import DISPATCHERS, sequence_parallel_reason
 from .presets import MODELS
 from .transformer import LARGEST, MAX_PLACED, Transformer, dense_placed
 
@@ -1698,9 +1698,7 @@ def to_megatron(config: RunConfig, model: Transformer | None = None) -> list[str
     _check_interleaved(c.m, c.p, c.blocking_handoffs, "blocking_handoffs=True")
     if model is not None and model.moe and c.t > 1 and not c.sequence_parallel:
         # (from_megatron refuses these flags back: Megatron-Core's MoE layer raises on them)
-        raise ScheduleError(f"sequence_parallel must be True for a model with experts at "
-                            f"t > 1, as Megatron-Core's MoE layer trains it (got "
-                            f"sequence_parallel=False, t={c.t})")
+        raise ScheduleError(sequence_parallel_reason(c.t))
     layout = c.layout
     ends = c.first_layers is not None or c.last_layers is not None
     # Megatron's first- and last-stage counts are per rank and must be > 0, and leave the

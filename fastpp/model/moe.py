@@ -142,14 +142,21 @@ def expert_data_parallel(model: Transformer, t, d, ep, etp, cp=1) -> np.ndarray:
     return t * cp * d // (etp * ep)
 
 
+def sequence_parallel_reason(t) -> str:
+    """Why a model with experts cannot run at ``t > 1`` without sequence parallelism:
+    Megatron's ``MoELayer`` refuses to train so (since 30 May 2024, 28c8dd71f0)."""
+    return (f"sequence_parallel must be True for a model with experts at t > 1: Megatron's "
+            f"MoE layer refuses to train tensor parallelism without it (got "
+            f"sequence_parallel=False, t={t})")
+
+
 def expert_reasons(model: Transformer, t, d, ep, etp, cp=1, imbalance=1.0,
                    sequence_parallel: bool = True) -> np.ndarray:
     """Per configuration, why its expert layout cannot exist ("" if it can), ``imbalance``
     beyond what ``ep`` ranks allow among the reasons: a token's ``top_k`` experts are
     distinct, so the busiest of ``ep`` ranks (``E / ep`` experts each) receives at most
     ``min(top_k, E / ep)`` of its copies, ``min(ep, E / top_k)`` times the mean (1 at
-    ``ep = 1``); and ``t > 1`` without ``sequence_parallel``, which Megatron's ``MoELayer``
-    refuses to train (since 30 May 2024, 28c8dd71f0)."""
+    ``ep = 1``); and ``t > 1`` without ``sequence_parallel`` (``sequence_parallel_reason``)."""
     t, d, ep, etp, cp = np.broadcast_arrays(*(np.asarray(x, np.int64)
                                               for x in (t, d, ep, etp, cp)))
     reason = np.full(t.shape, "", dtype=object)
@@ -175,9 +182,7 @@ def expert_reasons(model: Transformer, t, d, ep, etp, cp=1, imbalance=1.0,
                    for x, e in zip(most[bad], ep[bad], strict=True)]
     if not sequence_parallel:
         bad = (reason == "") & (t > 1)
-        reason[bad] = [f"sequence_parallel must be True for a model with experts at t > 1: "
-                       f"Megatron's MoE layer refuses to train tensor parallelism without it "
-                       f"(got sequence_parallel=False, t={x})" for x in t[bad]]
+        reason[bad] = [sequence_parallel_reason(x) for x in t[bad]]
     return reason
 
 
@@ -189,12 +194,18 @@ def _tokens(model: Transformer, seq, microbatch, t, etp, imbalance, cp=1):
     return owned, owned * model.top_k * np.asarray(etp, np.float64) * imbalance
 
 
+def exchanges_around_experts(model: Transformer) -> int:
+    """Tensor-parallel exchanges an MoE layer's MLP half makes each way: the shared experts'
+    (a tensor-parallel MLP), none for routed experts alone (the module's rules)."""
+    return 1 if model.shared_experts else 0
+
+
 def expert_costs(model: Transformer, seq, microbatch, t, etp, imbalance=1.0, cp=1):
     """An MoE layer's MLP half for one microbatch on one GPU, as
     ``fastpp.model.transformer.mlp_costs`` gives a dense one (FLOPs ``forward`` =
     ``weight_grad``, bytes per token ``whole`` and ``split`` of the MLP's input and the shared
     experts), plus ``fixed``: the router's and the routed experts' stored bytes, already per
-    GPU."""
+    GPU, and ``exchanges`` (``exchanges_around_experts``)."""
     s, h = float(seq), float(model.hidden)
     b = np.asarray(microbatch, np.float64)
     t = np.asarray(t, np.float64)
@@ -206,6 +217,7 @@ def expert_costs(model: Transformer, seq, microbatch, t, etp, imbalance=1.0, cp=
     whole = 4.0 * h + (h if model.dropout else 0.0)
     return {"forward": routed + router + shared, "weight_grad": routed + router + shared,
             "whole": whole, "split": model.shared_experts * inside,
+            "exchanges": float(exchanges_around_experts(model)),
             "fixed": (ROUTER_BYTES * owned * model.experts
                       + received * (4.0 * h + inside / np.asarray(etp, np.float64)))}
 
@@ -218,12 +230,8 @@ def moe_layer_costs(model: Transformer, seq: int, microbatch, t, etp, sequence_p
                                         np.asarray(t, np.float64),
                                         np.asarray(etp, np.float64), np.asarray(recompute))
     experts = expert_costs(model, seq, b, t, etp, imbalance)
-    out = combine(attention_costs(model, seq, b, t), experts, float(seq) * b, t,
-                  sequence_parallel, rc, experts["fixed"])
-    if not model.shared_experts:  # the attention's exchange alone (the module's rules)
-        out["collectives_forward"] = out["collectives_forward"] / 2.0
-        out["collectives_backward"] = out["collectives_backward"] / 2.0
-    return out
+    return combine(attention_costs(model, seq, b, t), experts, float(seq) * b, t,
+                   sequence_parallel, rc, experts["fixed"])
 
 
 def expert_times(model: Transformer, hardware: Hardware, seq: int, microbatch, t, ep, etp,
@@ -617,9 +625,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
             raise ScheduleError(f"ep must divide the experts {model.experts} (got "
                                 f"ep={int(ep[bad].flat[0])})")
         if not sequence_parallel and np.any(t > 1):
-            raise ScheduleError(f"sequence_parallel must be True for a model with experts at "
-                                f"t > 1, as Megatron's MoE layer trains it (got "
-                                f"sequence_parallel=False, t={int(t[t > 1].flat[0])})")
+            raise ScheduleError(sequence_parallel_reason(int(t[t > 1].flat[0])))
     attention = attention_times(model, hw, seq, b, t, sequence_parallel)
     exchange = np.where(t > 1, tensor_exchange(hw, seq, b, t, model.hidden,
                                                sequence_parallel, gpus), 0.0)
@@ -632,8 +638,7 @@ def layer_parts(model: Transformer, hardware: Hardware, *, seq: int, microbatch=
         mlp = mlp_times(model, hw, seq, b, t, sequence_parallel)
         comm = dict.fromkeys(("dispatch_f", "combine_f", "dispatch_b", "combine_b"),
                              np.zeros(b.shape))
-    # an MoE layer without shared experts has no exchange around its experts (the rules)
-    around = exchange if not moe or model.shared_experts else 0.0 * exchange
+    around = exchange * (exchanges_around_experts(model) if moe else 1.0)
     parts = {"attention_f": attention["forward"] + exchange,
              "attention_i": attention["input_grad"] + exchange,
              "attention_w": attention["weight_grad"],
@@ -660,7 +665,7 @@ def layer_seconds(parts: LayerParts) -> dict[str, np.ndarray]:
 
 __all__ = ["CAST_BYTES", "COMBINE_BYTES", "DISPATCHERS", "DISPATCH_BYTES", "HYBRID_EP",
            "all_to_all_bytes", "dispatch_precision", "distinct_ranks",
-           "all_to_all_times", "expert_costs", "expert_data_parallel", "expert_ranks_per_node",
-           "expert_reasons",
+           "all_to_all_times", "exchanges_around_experts", "expert_costs",
+           "expert_data_parallel", "expert_ranks_per_node", "expert_reasons",
            "expert_times", "fp8_casts",
-           "layer_parts", "layer_seconds", "moe_layer_costs"]
+           "layer_parts", "layer_seconds", "moe_layer_costs", "sequence_parallel_reason"]

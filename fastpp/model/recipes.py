@@ -91,6 +91,7 @@ from .moe import (
     _tokens,
     all_to_all_times,
     dispatch_precision,
+    exchanges_around_experts,
     expert_costs,
     expert_times,
     tensor_exchange,
@@ -409,7 +410,7 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
     off = np.where(rc == 2, 0.0, off)
     copy = off / hw.host_bandwidth
     # the tensor-parallel MLP a module reruns (a routed expert's has no exchange over t)
-    again = (("moe" in mods or "shared_experts" in mods) and model.shared_experts > 0
+    again = (("moe" in mods or "shared_experts" in mods) and exchanges_around_experts(model)
              if moe else "mlp" in mods)
     exchanges = np.where(selective & (t > 1) & again, 1.0, 0.0)
     return {"bytes": saved + off, "attention": attention_s, "mlp": mlp_s, "comm": comm_s,

@@ -289,13 +289,13 @@ def stage_table(model: Transformer, hardware: Hardware, grid, *, config, layers,
                             f"groups split (got d * cp = {show(grid.d * cp)})")
     gather, scatter = zero3_times(hardware, params, layers + embedding + loss, per_stage(t),
                                   per_stage(grid.d * cp // grid.replicate), per_stage(grid.zero),
-                                  zero3, grid.reduce_bytes, per_stage(t * cp * grid.d * grid.p))
+                                  zero3, grid.reduce_bytes, per_stage(grid.gpus))
     if model.moe:  # (none where a stage has no experts)
         apart = grid.ep * grid.etp
         more = zero3_times(hardware, experts, moe_layers + mtp, per_stage(apart),
                            per_stage(t * cp * grid.d // apart // grid.replicate),
                            per_stage(grid.zero), zero3, grid.reduce_bytes,
-                           per_stage(t * cp * grid.d * grid.p))
+                           per_stage(grid.gpus))
         gather, scatter = (x + np.where(moe_layers + mtp > 0, y, 0.0)
                            for x, y in zip((gather, scatter), more, strict=True))
     # a split backward's I and W, each the longer of its GPU time and what bounds it: before
@@ -423,8 +423,7 @@ def _layer_prices(model, hardware, grid) -> dict:
     layer["recomputed"] = recomputed_bytes(stored, layer["activations"], rc)
     head = head_times(model, hardware, seq, b, t, sequence_parallel)
     cp_forward, cp_backward = context_parallel_times(model, hardware, seq, grid.microbatch, t,
-                                                     grid.cp, grid.cp_comm,
-                                                     t * grid.cp * grid.d * grid.p)
+                                                     grid.cp, grid.cp_comm, grid.gpus)
     # a full recompute repeats it, and so does the selective one (the core with its exchange)
     # (not where a recipe's selective modules leave the core out: Megatron's core_attn alone
     # checkpoints the core attention, attention.py's checkpoint_core_attention)
@@ -433,11 +432,11 @@ def _layer_prices(model, hardware, grid) -> dict:
                                     or "core_attn" not in grid.recipe.recompute_modules):
         core_again = rc == 2
     cp_backward = cp_backward + np.where(core_again, cp_forward, 0.0)
-    gpus = t * grid.cp * grid.d * grid.p
-    spans = tensor_parallel_per_node(hardware, t, gpus)
+    spans = tensor_parallel_per_node(hardware, t, grid.gpus)
     # the layer's two tensor-parallel exchanges of its 2sbh output each way: all-reduces, or
     # an all-gather and a reduce-scatter each with sequence parallelism (the same bytes)
-    exchange = tensor_exchange(hardware, seq, b, t, model.hidden, sequence_parallel, gpus)
+    exchange = tensor_exchange(hardware, seq, b, t, model.hidden, sequence_parallel,
+                               grid.gpus)
     tp_forward, tp_backward = _exposed_exchange(layer, times, exchange, grid.tp_overlap)
     # the embedding's output and the logits' input cross the ranks once each way; the
     # vocabulary-parallel loss all-reduces its max, sum and target logit (4 bytes a token)
@@ -627,7 +626,7 @@ def _pair_times(model, hardware, grid, config, partner, layers, moe_layers, per_
               "node_limit": grid.node_limit, "imbalance": grid.imbalance,
               "dispatcher": grid.dispatcher,
               # the job's GPUs, as _moe_layer prices the all-to-alls the saving comes off
-              "gpus": grid.t * grid.cp * grid.d * grid.p}
+              "gpus": grid.gpus}
     for r in np.unique(rc[ov]):
         parts = layer_parts(model, hardware, **shared, recompute=RECOMPUTE[r],
                             precision=hardware.precision,
@@ -1160,7 +1159,7 @@ def _moe_layer(model, hardware, grid, exchange):
     a2a = all_to_all_times(model, hardware, seq, b, t, ep, etp,
                            dispatch_precision(hardware.precision, recipe), grid.node_limit,
                            imbalance, dispatcher=grid.dispatcher,
-                           gpus=t * grid.cp * grid.d * grid.p)
+                           gpus=grid.gpus)
     ahead = a2a["dispatch_f"] + a2a["combine_f"]
     behind = a2a["dispatch_b"] + a2a["combine_b"] + np.where(rc == 2, ahead, 0.0)
     stored = moe_layer_costs(model, seq, b, t, etp, sequence_parallel, 0,

@@ -650,7 +650,9 @@ def mlp_costs(model: Transformer, seq: int, microbatch, t) -> dict[str, np.ndarr
 def combine(attention, mlp, sb, t, sequence_parallel: bool, recompute, fixed=0.0):
     """A layer's FLOPs, stored bytes and ``gamma`` from its two halves (``attention_costs``
     and ``mlp_costs`` or ``fastpp.model.moe``'s experts) over ``sb`` tokens, as
-    ``layer_costs`` returns them; ``fixed`` bytes already per rank (the routed experts')."""
+    ``layer_costs`` returns them; ``fixed`` bytes already per rank (the routed experts').
+    The attention half makes one tensor-parallel exchange each way, the MLP half its
+    ``exchanges`` (default one; none for routed experts alone)."""
     t = np.asarray(t, np.float64)
     rc = np.asarray(recompute)
     core = attention["core"]
@@ -667,10 +669,11 @@ def combine(attention, mlp, sb, t, sequence_parallel: bool, recompute, fixed=0.0
     activations = np.where(rc == 2, inputs, stored)
     gamma = np.where(rc == 2, 1.0, 32.0 / 34.0 * kept / activations)
     tp = t > 1
+    pairs = 1.0 + mlp.get("exchanges", 1.0)
     return {"forward": forward, "input_grad": input_grad, "weight_grad": weight,
             "activations": activations, "gamma": gamma,
-            "collectives_forward": np.where(tp, 2.0, 0.0),
-            "collectives_backward": np.where(tp, np.where(rc == 2, 4.0, 2.0), 0.0)}
+            "collectives_forward": np.where(tp, pairs, 0.0),
+            "collectives_backward": np.where(tp, np.where(rc == 2, 2.0 * pairs, pairs), 0.0)}
 
 
 @known_keywords("layer_costs")
