@@ -308,17 +308,20 @@ def fp8_casts(model: Transformer, hardware: Hardware, seq: int, microbatch, t, r
     caches the weights' casts over a step's microbatches). The products are the attention's
     projections, the routed experts' (``received`` copies) and the shared experts'; the
     router's stays in bf16, the attention core too (``fastpp.model.compute``). They are
-    priced with the MLP half, in the layer's forward and input-grad backward."""
+    priced with the MLP half, in the layer's forward and input-grad backward;
+    ``attention_forward`` is the attention's inputs' share of ``forward`` (their bytes, the
+    call's overhead left with the rest), which a rerun of the MoE block alone does not pay."""
     zero = 0.0 * np.asarray(received, np.float64)
     if hardware.precision == "bf16":
-        return {"forward": zero, "input_grad": zero}
+        return {"forward": zero, "input_grad": zero, "attention_forward": zero}
     h, G = float(model.hidden), 2.0 if model.swiglu else 1.0
     T = float(seq) * np.asarray(microbatch, np.float64)
     t, etp = np.asarray(t, np.float64), np.asarray(etp, np.float64)
     width = float(model.expert_ffn) / etp
     shared = float(model.shared_experts * model.expert_ffn) / t
     shapes, _ = _attention_shapes(model, t)
-    inputs = T * (sum(k for _, k in shapes) + (h + shared if model.shared_experts else 0.0))
+    attention = T * sum(k for _, k in shapes)
+    inputs = attention + T * (h + shared if model.shared_experts else 0.0)
     outputs = T * (sum(n for n, _ in shapes) + (h + G * shared if model.shared_experts
                                                 else 0.0))
     cast = CAST_BYTES + amax_bytes(hardware)  # with current scaling's amax pass
@@ -328,7 +331,8 @@ def fp8_casts(model: Transformer, hardware: Hardware, seq: int, microbatch, t, r
     inner = 0.0 if _fused_mlp(hardware) else 1.0
     return {"forward": memory_time(hardware, cast * (inputs + received * (h + inner * width))),
             "input_grad": memory_time(hardware, cast * (outputs + received
-                                                        * (h + inner * G * width)))}
+                                                        * (h + inner * G * width))),
+            "attention_forward": cast * attention / hardware.memory_bandwidth + zero}
 
 
 def _fused_mlp(hardware: Hardware) -> bool:

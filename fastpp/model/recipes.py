@@ -77,10 +77,8 @@ import numpy as np
 
 from ..checks import ScheduleError, flag, instance, known_keywords, name_list, one_of, renamed
 from .compute import (
-    CAST_BYTES,
     _attention_shapes,
     _products,
-    amax_bytes,
     attention_times,
     matmul_time,
     memory_time,
@@ -94,6 +92,7 @@ from .moe import (
     exchanges_around_experts,
     expert_costs,
     expert_times,
+    fp8_casts,
     tensor_exchange,
 )
 from .overlap import LayerParts
@@ -377,11 +376,9 @@ def recipe_terms(model: Transformer, hardware, recipe: Recipe, seq: int, microba
             routed = experts["fixed"] - BYTES * h * received  # what the recipe still counts
             # the dispatcher's own permutations run again too: the all-to-all one's
             # sort_chunks_by_idxs is inside MoELayer.forward, which the checkpoint reruns
-            # (not the attention's FP8 casts, which expert_times' fp8_casts prices with the
-            # MLP half: the checkpoint's input is the norm's output, the attention not rerun)
-            inputs = sum(k for _, k in _attention_shapes(model, t)[0])
-            casts = (0.0 if hw.precision == "bf16" else  # (bytes: fp8_casts has one overhead)
-                     (CAST_BYTES + amax_bytes(hw)) * T * inputs / hw.memory_bandwidth)
+            # (not the attention's FP8 casts, which expert_times prices with the MLP half:
+            # the checkpoint's input is the norm's output, the attention not rerun)
+            casts = fp8_casts(model, hw, seq, b, t, received, etp)["attention_forward"]
             on("moe", routed + shared_bytes, expert_times(
                 model, hw, seq, b, t, ep, etp, sequence_parallel, imbalance,
                 dispatcher)["forward"] - outside - casts, side="mlp")
