@@ -143,17 +143,19 @@ def class_table(runs: dict, p: int, n: int) -> pd.DataFrame:
     then the median and 95th percentile of a Monte Carlo of 1F1B's steps together (their
     ``costs()`` and ``noise()``) against the schedule's measured ones."""
     calibration = fastpp.MeasuredSteps(runs["1f1b"])
-    costs, noise = calibration.costs(), calibration.noise()
+    noise = calibration.noise()
     rows = []
     for label, steps in runs.items():
         sched = expected(label, p, n)
         measured = np.array([run.makespan for run in steps])
-        drawn = fastpp.simulate(sched, costs, noise=noise, samples=SAMPLES).makespan
+        # each prediction prices sched's stages by the layers they hold (costs' schedule)
+        drawn = fastpp.simulate(sched, calibration.costs(schedule=sched), noise=noise,
+                                samples=SAMPLES).makespan
         replayed = np.array([run.replay().makespan for run in steps])
         # each step predicted from the same turn's other run: the load drifts
-        predicted = np.array([fastpp.simulate(sched, base.costs()).makespan
+        predicted = np.array([fastpp.simulate(sched, base.costs(schedule=sched)).makespan
                               for base in runs["1f1b"]])
-        kin = np.array([fastpp.simulate(sched, base.costs()).makespan
+        kin = np.array([fastpp.simulate(sched, base.costs(schedule=sched)).makespan
                         for base in runs[SAME_KIND[label]]])
         same_order = all(run.schedule.tokens() == sched.tokens() for run in steps)
         rows.append({"schedule": label, "fastpp": sched.name, "m": sched.m,

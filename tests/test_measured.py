@@ -1061,6 +1061,52 @@ def test_the_probe_prices_an_unsplit_runs_split_backward():
     assert simulate(zb, probed.costs()).makespan > simulate(zb, plain).makespan
 
 
+def test_costs_moved_to_another_schedule_by_its_layers():
+    """``costs(schedule=)``: each of the target's stages takes the operators' time of the
+    run's stages over its layers, in proportion, and their fixed time per op; a stage that
+    starts a route where the run's stage over its layers did not (or the reverse) takes the
+    split shares of the run's stages that did (did not). Checked against the run's per-stage
+    costs worked by hand: a plain pipeline (GPipe, p = 2, blocks 0 and 1) moved to ZB-V
+    (m = 2: stages 0, 1 hold block 0's halves, 2 and 3 block 1's, on devices 0, 1, 1, 0)."""
+    run = _with_probe(read_torch_trace(DATA / "gpipe"),
+                      np.array([[5.0, 0.1, 4.9], [6.0, 3.5, 4.0]]) * 1e-3)
+    own = run.costs(per="stage")  # arrays over the run's two stages
+    assert run.costs(schedule=run.schedule) == own  # its own stages: unchanged
+    zbv = build_schedule("zbv", 2, 4, 2)
+    moved = run.costs(schedule=zbv)
+    block = np.array([0, 0, 1, 1])
+    # a chunk of m = 2 takes f/2: half its block's forward, as a plain pipeline's figure f
+    np.testing.assert_allclose(moved.f, own.f[block], rtol=1e-12)
+    np.testing.assert_allclose(moved.b, own.b[block], rtol=1e-12)
+    np.testing.assert_array_equal(moved.arrays["overhead"], own.arrays["overhead"][:, block])
+    assert moved.send == own.send and moved.comm == own.comm
+    # stage 0 starts the route as the run's stage 0 did: its own shares (PyTorch's first
+    # stage: I does nothing); stage 1 holds block 0's layers but does not start the route:
+    # block 1's shares, the run's only stage that did not
+    share_i, share_w = own.i / own.b, own.w / own.b
+    np.testing.assert_allclose(moved.i, own.b[block] * share_i[[0, 1, 1, 1]], rtol=1e-12)
+    np.testing.assert_allclose(moved.w, own.b[block] * share_w[[0, 1, 1, 1]], rtol=1e-12)
+    # the device costs give stage 3 (device 0) block 0's first-stage split: its I nothing
+    device = run.costs()
+    assert device.i[0] == pytest.approx(own.b[0] * 0.1 / 5, rel=1e-12)
+    # four devices (p = 4, m = 1): each stage holds half a block, the same layers' time
+    four = run.costs(schedule=build_schedule("1f1b", 4, 8))
+    np.testing.assert_allclose(four.f, own.f[[0, 0, 1, 1]] / 2, rtol=1e-12)
+    np.testing.assert_allclose(four.i[1:], own.b[[0, 1, 1]] / 2 * share_i[1], rtol=1e-12)
+    # and back: a ZB-V run's I and W ops moved to a plain pipeline, each stage two of its
+    # stages' layers; the whole model's work stays what it was (f over a route, per chunk)
+    split = read_torch_trace(DATA / "zbv")
+    back = split.costs(schedule=build_schedule("1f1b", 2, 4))
+    stages = split.costs(per="stage")
+    assert back.f.sum() == pytest.approx(stages.f.sum() / 2, rel=1e-12)
+    assert back.b.sum() == pytest.approx(stages.b.sum() / 2, rel=1e-12)
+    # DualPipe: two routes, each the whole model
+    dual = run.costs(schedule=build_schedule("dualpipe", 2, 4))
+    np.testing.assert_allclose(dual.f, own.f[[0, 1, 0, 1]], rtol=1e-12)
+    with pytest.raises(ScheduleError, match="schedule must be a fastpp.Schedule"):
+        run.costs(schedule="zbv")
+
+
 def test_the_probe_prices_a_split_runs_full_backward():
     """A split run's ``I`` and ``W`` ops give ``i`` and ``w``; the full backward ``b`` is their
     sum times the probe's ``B/(I + W)``, not the sum."""

@@ -134,9 +134,9 @@ def test_predictions_from_1f1b_costs(runs):
         if label == "1f1b":
             continue
         # 1F1B's costs (m = 1) of each step predict the same turn's step (the machine's load
-        # drifts), whatever its m: no argument says which
+        # drifts), whatever its m, each stage priced by the layers it holds
         errors[label] = np.median([
-            simulate(_expected(label), base.costs()).makespan
+            simulate(_expected(label), base.costs(schedule=_expected(label))).makespan
             / run.makespan - 1
             for base, run in zip(measured["1f1b"], measured[label], strict=True)])
     print("prediction from 1F1B's costs (median over the steps): " +

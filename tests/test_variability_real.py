@@ -45,13 +45,16 @@ def figures(steps):
     """Per predicted schedule: measured and predicted makespans, errors and the K-S
     distance; printed."""
     calibration = steps[CALIBRATION]
-    costs, noise = calibration.costs(), calibration.noise()
+    noise = calibration.noise()
     out = {}
     rng = np.random.default_rng(0)
     for label, measured in steps.items():
         if label == CALIBRATION:
             continue
         real = measured.makespans
+        # each stage priced by the layers it holds: ZBV's device 0 holds the first and the
+        # last layers, which 1F1B's devices 0 and 1 ran
+        costs = calibration.costs(schedule=measured.schedule)
         predicted = simulate(measured.schedule, costs, noise=noise, samples=SAMPLES).makespan
         # how far the measured p95 of this many steps moves by chance (a bootstrap)
         spread = np.std([np.quantile(rng.choice(real, real.size), 0.95) for _ in range(500)])

@@ -47,11 +47,12 @@ def predictions(run, costs_from=None, link_delay=None) -> dict[str, float]:
     if costs_from is not None:
         other = costs_from if isinstance(costs_from, MeasuredRun | MeasuredSteps) else \
             read_torch_trace(costs_from)
+        costs = other.costs(schedule=run.schedule)  # by the layers this run's stages hold
         if link_delay is None:
-            out["predicted from"] = simulate(run.schedule, other.costs()).makespan
+            out["predicted from"] = simulate(run.schedule, costs).makespan
         else:
             seconds, r1, r2 = link_delay
             held = Noise(0.0, link_delay={(r1, r2): seconds}, blocking=True)
-            out["predicted from"] = float(simulate(run.schedule, other.costs(), noise=held,
+            out["predicted from"] = float(simulate(run.schedule, costs, noise=held,
                                                    samples=1).quantile(0.5))
     return out

@@ -29,6 +29,7 @@ from ..checks import ScheduleError, ScheduleTypeError, known_keywords
 from ..costs import Costs
 from ..noise import Noise
 from ..ops import FB, B, F, I, W
+from ..schedule import Schedule
 from ..simulate import simulate
 from .run import MeasuredRun, _used, read_torch_trace
 
@@ -133,20 +134,23 @@ class MeasuredSteps(tuple):
                            median["operators"], median["weight_operators"], median["probe"],
                            median["probe_fixed"])
 
-    def costs(self, per: str = "device", statistic: str = "median") -> Costs:
-        """``MeasuredRun.costs`` of the typical step: for any schedule and any ``m``.
+    def costs(self, per: str = "device", statistic: str = "median",
+              schedule: Schedule | None = None) -> Costs:
+        """``MeasuredRun.costs`` of the typical step: for any schedule and any ``m``, or moved
+        to ``schedule``'s stages by the layers they hold.
 
         Parameters
         ----------
         per : {"device", "stage"}
         statistic : {"median", "mean"}
+        schedule : Schedule, optional
             As for ``MeasuredRun.costs``.
 
         Returns
         -------
         Costs
         """
-        return self.typical.costs(per=per, statistic=statistic)
+        return self.typical.costs(per=per, statistic=statistic, schedule=schedule)
 
     @cached_property
     def _factors(self) -> tuple[np.ndarray, np.ndarray]:
