@@ -756,7 +756,8 @@ def _measure_args(ap: argparse.ArgumentParser) -> None:
                     "(%(default)s)")
     ap.add_argument("--costs-from", metavar="DIR",
                     help="also predict the makespan from the costs calibrated on the traces "
-                    "in DIR (another schedule's run)")
+                    "in DIR (another schedule's run), each stage priced by the layers it "
+                    "holds")
     ap.add_argument("--trace", metavar="FILE",
                     help="write a Perfetto trace of the measured and replayed timelines")
     ap.add_argument("--picture", metavar="PNG",

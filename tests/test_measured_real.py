@@ -310,9 +310,9 @@ def test_cli_measure_prints_measured_replayed_and_predicted(runs, tmp_path, caps
     for what in ("measured", "replayed", "predicted (this run's median costs)",
                  f"predicted (costs of {first})"):
         assert what in text
-    # the other run (m=1) predicts this schedule (m=2) from its one calibrated Costs
+    # the other run (m=1) predicts this schedule (m=2), each stage priced by its layers
     s = read_torch_trace(tmp_path / "zbv").schedule
-    predicted = simulate(s, read_torch_trace(first).costs()).makespan
+    predicted = simulate(s, read_torch_trace(first).costs(schedule=s)).makespan
     assert f"{predicted * 1e3:>8.3f}ms" in text.split(f"costs of {first})")[1]
     trace = json.loads((tmp_path / "both.json").read_text())
     threads = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
