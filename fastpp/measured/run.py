@@ -579,37 +579,38 @@ def _moved(own: Costs, run: Schedule, target: Schedule) -> Costs:
     scale = target.m / run.m  # chunk times are f/m: back to a plain pipeline's at target's m
     arrays = own.arrays
 
+    def row(name, k=None):  # a field over the run's stages (overhead: its kind k's row)
+        values = arrays[name] if k is None else arrays[name][k]
+        return np.broadcast_to(values, (run.V,))
+
     def chunk(values):
-        return (np.broadcast_to(values, (run.V,)) @ weight) * scale
+        return (values @ weight) * scale
 
     def per_op(values):  # a fixed time per op, whatever the chunk: a weighted mean
-        return (np.broadcast_to(values, (run.V,)) @ weight) / weight.sum(axis=0)
+        return (values @ weight) / weight.sum(axis=0)
 
-    f, b = arrays["f"], arrays["b"]
-    i = w = None
+    first = np.isin(np.arange(run.V), run.route_first)
+    first_t = np.isin(np.arange(target.V), target.route_first)
+
+    def split(name):  # i or w, moved as shares of b
+        b, values = row("b"), row(name)
+        # pooled over the run's stages that do not start a route, and over those that do
+        pooled = np.array([values[first == x].sum() / b[first == x].sum()
+                           if np.any(first == x) else np.nan for x in (False, True)])
+        like = pooled[first_t.astype(int)]  # per target stage: the run's stages like it
+        # [u, v]: run stage u's share of b, or the pooled one where u and v differ in
+        # starting a route (and the run has a stage like v)
+        differ = (first[:, None] != first_t) & np.isfinite(like)
+        share = np.where(differ, like, (values / b)[:, None])
+        return np.sum(weight * b[:, None] * share, axis=0) * scale
+
     if own.i is None:  # I takes b - w: w moves as b does
-        w = chunk(arrays["w"])
+        i, w = None, chunk(row("w"))
     else:
-        first = np.isin(np.arange(run.V), run.route_first)
-        first_t = np.isin(np.arange(target.V), target.route_first)
-        b_u = np.broadcast_to(b, (run.V,))
-        shares = {}
-        for name in ("i", "w"):
-            own_share = np.broadcast_to(arrays[name], (run.V,)) / b_u
-            # pooled over the run's stages that start a route, and over those that do not
-            pooled = [np.sum(np.broadcast_to(arrays[name], (run.V,))[first == x])
-                      / np.sum(b_u[first == x]) if np.any(first == x) else np.nan
-                      for x in (False, True)]
-            # [u, v]: run stage u's share, or the pooled share where u and v differ in
-            # starting a route (and the run has a stage like v)
-            swapped = np.array(pooled)[first_t.astype(int)][None, :]
-            differ = (first[:, None] != first_t[None, :]) & np.isfinite(swapped)
-            shares[name] = np.where(differ, swapped, own_share[:, None])
-        i = np.sum(weight * b_u[:, None] * shares["i"], axis=0) * scale
-        w = np.sum(weight * b_u[:, None] * shares["w"], axis=0) * scale
-    overhead = {name: per_op(arrays["overhead"][k]) for k, name in enumerate("FBIW")}
-    return Costs(chunk(f), chunk(b), w=w, i=i, comm=own.comm,
-                 fb=None if own.fb is None else chunk(arrays["fb"]), overhead=overhead,
+        i, w = split("i"), split("w")
+    overhead = {name: per_op(row("overhead", k)) for k, name in enumerate("FBIW")}
+    return Costs(chunk(row("f")), chunk(row("b")), w=w, i=i, comm=own.comm,
+                 fb=None if own.fb is None else chunk(row("fb")), overhead=overhead,
                  send=own.send)
 
 
