@@ -17,8 +17,9 @@ def predictions(run, costs_from=None, link_delay=None) -> dict[str, float]:
     costs_from : path, fastpp.MeasuredRun or fastpp.MeasuredSteps, optional
         Another run (its traces' folder, or the run; or its steps, whose costs are their
         median) whose calibrated costs also predict this one: another schedule's run
-        predicting this schedule (its ``Costs.overhead`` keeps each op's fixed part whole at
-        this run's chunk count).
+        predicting this schedule, each of its stages priced by the layers it holds
+        (``MeasuredRun.costs(schedule=run.schedule)``; ``Costs.overhead`` keeps each op's
+        fixed part whole at this run's chunk count).
     link_delay : float or tuple, optional
         ``(seconds, r1, r2)``, or seconds on the middle link, as ``measure`` takes it: the
         sleep ``measure``'s ``link_delay`` put before each send between ranks ``r1`` and
