@@ -1107,6 +1107,25 @@ def test_costs_moved_to_another_schedule_by_its_layers():
         run.costs(schedule="zbv")
 
 
+def test_costs_moved_without_a_split_swap_the_first_stages_weight_share():
+    """A run with neither a probe nor I ops gives no ``i`` (``I`` takes ``b - w``), ``w`` its
+    B's weight share; PyTorch's first stage computes no input gradient, so its share is the
+    larger (GPipe's trace: 0.85 against 0.69). Moved to ZB-V, stage 1 holds stage 0's layers
+    but starts no route: it takes the share of the run's stage that did not (stage 1's), as
+    the split's shares do with I ops or a probe. (Until then ``w`` moved as ``b`` did, stage
+    1 with the first stage's share: its ``I`` 0.15 of ``b`` where the others' is 0.31.)"""
+    run = read_torch_trace(DATA / "gpipe")
+    own = run.costs(per="stage")
+    share = own.w / own.b
+    assert own.i is None and share[0] > share[1] + 0.1
+    moved = run.costs(schedule=build_schedule("zbv", 2, 4, 2))
+    block = np.array([0, 0, 1, 1])
+    assert moved.i is None
+    np.testing.assert_allclose(moved.w, own.b[block] * share[[0, 1, 1, 1]], rtol=1e-12)
+    assert np.all(moved.w <= moved.b)  # Costs's rule where i is not given
+    assert run.costs(schedule=run.schedule) == own
+
+
 def test_the_probe_prices_a_split_runs_full_backward():
     """A split run's ``I`` and ``W`` ops give ``i`` and ``w``; the full backward ``b`` is their
     sum times the probe's ``B/(I + W)``, not the sum."""

@@ -604,8 +604,8 @@ def _moved(own: Costs, run: Schedule, target: Schedule) -> Costs:
         share = np.where(differ, like, (values / b)[:, None])
         return np.sum(weight * b[:, None] * share, axis=0) * scale
 
-    if own.i is None:  # I takes b - w: w moves as b does
-        i, w = None, chunk(row("w"))
+    if own.i is None:  # I takes b - w: w moves as its share of b, the first stage's swapped
+        i, w = None, split("w")  # too (its weight's share of B is the larger: no input grad)
     else:
         i, w = split("i"), split("w")
     overhead = {name: per_op(row("overhead", k)) for k, name in enumerate("FBIW")}
