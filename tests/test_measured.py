@@ -1107,6 +1107,38 @@ def test_costs_moved_to_another_schedule_by_its_layers():
         run.costs(schedule="zbv")
 
 
+def test_costs_moved_from_two_copies_with_pairs_and_pooled_shares():
+    """``costs(schedule=)`` where the test above does not reach: a run of two routes (two
+    copies of the model, DualPipe's) gives each layer the mean of its copies' times; an
+    overlapped pair's ``fb`` moves by its forward stage's layers (DualPipeV's pair F(r)&B(3-r)
+    is DualPipe's F(r)&B(3-r) by layers at p = 2); a pooled share is the ratio of the sums."""
+    from fastpp import Costs
+
+    s = build_schedule("dualpipe", 2, 4)  # stages 0, 1 one copy, 2, 3 the other
+    truth = simulate(s, Costs(np.array([1.0, 2.0, 3.0, 4.0]) * 1e-3, 5e-3))
+    used = s.kind >= 0
+    start, end = (np.where(used, a, 0.0) for a in (truth.start, truth.end))
+    zero, took = np.zeros(s.kind.shape), end - start
+    run = fastpp.MeasuredRun(s, start, end, end, zero, took, zero, zero, took, end, 0.0,
+                             np.zeros(2), 0.0, ["a", "b"], ["h", "h"], took)
+    np.testing.assert_allclose(run.costs(per="stage").f, [1e-3, 2e-3, 3e-3, 4e-3], rtol=1e-9)
+    plain = run.costs(schedule=build_schedule("1f1b", 2, 4))  # each layer: its copies' mean
+    np.testing.assert_allclose(plain.f, [2e-3, 3e-3], rtol=1e-9)
+    # DualPipeV's pairs to DualPipe's, m = 2 to 1: stage 0 holds stages 0 and 1's layers
+    pairs = read_torch_trace(DATA / "dualpipev")
+    own = pairs.costs(per="stage")
+    fb = pairs.costs(schedule=build_schedule("dualpipe", 2, 4)).fb
+    halves = [(own.fb[0] + own.fb[1]) / 2, (own.fb[2] + own.fb[3]) / 2]
+    np.testing.assert_allclose(fb, np.tile(halves, 2), rtol=1e-12)  # both copies
+    # p = 8 from ZB-V's four stages: stage 1, stage 0's second half, starts no route: the
+    # shares of the run's stages 1-3 pooled, sum(i) / sum(b)
+    split = read_torch_trace(DATA / "zbv")
+    own = split.costs(per="stage")
+    eight = split.costs(schedule=build_schedule("1f1b", 8, 16))
+    pooled = own.i[1:].sum() / own.b[1:].sum()
+    assert eight.i[1] == pytest.approx(own.b[0] / 2 / 2 * pooled, rel=1e-12)
+
+
 def test_costs_moved_without_a_split_swap_the_first_stages_weight_share():
     """A run with neither a probe nor I ops gives no ``i`` (``I`` takes ``b - w``), ``w`` its
     B's weight share; PyTorch's first stage computes no input gradient, so its share is the
