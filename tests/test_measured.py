@@ -1103,6 +1103,9 @@ def test_costs_moved_to_another_schedule_by_its_layers():
     # DualPipe: two routes, each the whole model
     dual = run.costs(schedule=build_schedule("dualpipe", 2, 4))
     np.testing.assert_allclose(dual.f, own.f[[0, 1, 0, 1]], rtol=1e-12)
+    # stage 2 starts the second copy's route: the first stage's split, as stage 0
+    np.testing.assert_allclose(dual.i, own.b[[0, 1, 0, 1]] * share_i[[0, 1, 0, 1]],
+                               rtol=1e-12)
     with pytest.raises(ScheduleError, match="schedule must be a fastpp.Schedule"):
         run.costs(schedule="zbv")
 
@@ -1115,7 +1118,9 @@ def test_costs_moved_from_two_copies_with_pairs_and_pooled_shares():
     from fastpp import Costs
 
     s = build_schedule("dualpipe", 2, 4)  # stages 0, 1 one copy, 2, 3 the other
-    truth = simulate(s, Costs(np.array([1.0, 2.0, 3.0, 4.0]) * 1e-3, 5e-3))
+    truth = simulate(s, Costs(np.array([1.0, 2.0, 3.0, 4.0]) * 1e-3, 5e-3,
+                              i=np.array([0.5, 2.0, 1.0, 3.0]) * 1e-3,
+                              w=np.array([4.0, 2.0, 3.0, 1.0]) * 1e-3))
     used = s.kind >= 0
     start, end = (np.where(used, a, 0.0) for a in (truth.start, truth.end))
     zero, took = np.zeros(s.kind.shape), end - start
@@ -1124,6 +1129,13 @@ def test_costs_moved_from_two_copies_with_pairs_and_pooled_shares():
     np.testing.assert_allclose(run.costs(per="stage").f, [1e-3, 2e-3, 3e-3, 4e-3], rtol=1e-9)
     plain = run.costs(schedule=build_schedule("1f1b", 2, 4))  # each layer: its copies' mean
     np.testing.assert_allclose(plain.f, [2e-3, 3e-3], rtol=1e-9)
+    # each copy's first stage starts a route: ZB-V's stage 1 (a quarter of the model, the
+    # first copy's stage 0's and the second's stage 2's layers) takes the shares of the
+    # stages that do not, 1 and 3, pooled
+    own = run.costs(per="stage")
+    pooled = (own.i[1] + own.i[3]) / (own.b[1] + own.b[3])
+    v = run.costs(schedule=build_schedule("zbv", 2, 4, 2))
+    assert v.i[1] == pytest.approx((own.b[0] + own.b[2]) / 2 * pooled, rel=1e-12)
     # DualPipeV's pairs to DualPipe's, m = 2 to 1: stage 0 holds stages 0 and 1's layers
     pairs = read_torch_trace(DATA / "dualpipev")
     own = pairs.costs(per="stage")
