@@ -813,8 +813,8 @@ def _measure(args) -> int:
         schedule = read_torch_csv(args.from_csv, n=args.n, placement=args.placement)
     ranks = schedule.p if args.from_csv else args.p or 2  # (measure's default p)
     if costs_from is not None and costs_from.schedule.p != ranks:
-        raise ScheduleError(f"--costs-from must be a run of this run's {ranks} ranks, whose "
-                            f"costs price it (got a run of p={costs_from.schedule.p})")
+        raise ScheduleError(f"--costs-from must be a run of this run's {ranks} ranks (got a "
+                            f"run of p={costs_from.schedule.p})")
     given = {k: getattr(args, k) for k in MEASURE_FLAGS if getattr(args, k) is not None}
     run = measure(schedule, args.p, args.n, args.m, realtime=args.realtime,
                   delay=args.delay, link_delay=_link_delay(args.link_delay), steps=args.steps,

@@ -11,11 +11,12 @@ on the same MLP (``--layers`` blocks of ``--hidden`` units, gloo, one process an
 per rank), ``--steps`` profiled steps each, one step of each schedule in turn
 (``round_robin=True``) so that the machine's load drifts hit them alike. Per schedule, the
 medians over the steps of: the measured makespan, the replay's error (each op's measured
-compute) and the error of the prediction from the same turn's 1F1B costs (``run.costs()``:
-one calibrated ``Costs`` for every schedule and every ``m``, the operators' time scaled by
-the chunk and each op kind's fixed time in ``overhead``, then ``simulate``) and from the
-costs of the other schedule of the same kind (chunks per device, split backward or not).
-And the distribution: 1F1B's steps together (``MeasuredSteps.costs()`` and ``.noise()``, each
+compute) and the error of the prediction from the same turn's 1F1B costs
+(``run.costs(schedule=...)``: each of the schedule's stages priced by the layers it holds,
+the operators' time scaled by the chunk and each op kind's fixed time in ``overhead``, then
+``simulate``) and from the costs of the other schedule of the same kind (chunks per device,
+split backward or not), moved alike. And the distribution: 1F1B's steps together
+(``MeasuredSteps.costs(schedule=...)`` and ``.noise()``, each
 op's own variability bootstrapped from them) give a Monte Carlo of every schedule, whose
 median and 95th percentile are set against the class's measured ones. Where op times spike,
 a step's makespan pays for the spikes on its critical path, which per-kind medians leave out:
@@ -141,7 +142,8 @@ def class_table(runs: dict, p: int, n: int) -> pd.DataFrame:
     """One row per schedule: the medians over the steps of the measured makespan, the
     replay's error, the error of the prediction from 1F1B's costs and from the same kind's;
     then the median and 95th percentile of a Monte Carlo of 1F1B's steps together (their
-    ``costs()`` and ``noise()``) against the schedule's measured ones."""
+    ``costs(schedule=...)``, each stage priced by its layers, and ``noise()``) against the
+    schedule's measured ones."""
     calibration = fastpp.MeasuredSteps(runs["1f1b"])
     noise = calibration.noise()
     rows = []
@@ -186,7 +188,7 @@ def print_table(table: pd.DataFrame) -> None:
           f"{others.max():.2%}; from the same kind's: median {kin.median():.2%}, worst "
           f"{kin.max():.2%}")
     late = table.loc[others[others > 0.05].index, "schedule"].tolist()
-    print(f"every class within 5% (median over the steps) from 1F1B's one costs(): "
+    print(f"every class within 5% (median over the steps) from 1F1B's costs: "
           f"{'yes' if not late else 'no: ' + ', '.join(late)}")
     p50 = table[table["schedule"] != "1f1b"]["p50_error"].abs()
     late = table.loc[p50[p50 > 0.05].index, "schedule"].tolist()

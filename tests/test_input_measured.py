@@ -615,8 +615,7 @@ def test_read_torch_trace_of_an_empty_path():
      "error: --trace must be outside --out 'runs', whose .json files are read as the ranks' "
      "traces (got 'runs/trace.json')"),
     (["measure", "-s", "1f1b", "-p", "3", "-n", "3", "--costs-from", str(TRACES / "gpipe")],
-     "error: --costs-from must be a run of this run's 3 ranks, whose costs price it (got a "
-     "run of p=2)"),
+     "error: --costs-from must be a run of this run's 3 ranks (got a run of p=2)"),
 ])
 def test_measure_refuses_before_the_run(tmp_path, monkeypatch, capsys, argv, match):
     """A Perfetto trace written into --out was read as a rank's by the next run, after it;

@@ -3,7 +3,7 @@
 One set of rank processes runs every schedule (their start-up dominates such small runs):
 six PyTorch classes and fastpp's 1F1B through PyTorch's CSV runtime (``Schedule1F1B`` labels
 no op), ``STEPS`` steps of each in turn (``round_robin=True``). This machine is shared and
-noisy: the replay is held to 3%, the predictions from 1F1B's one calibrated ``costs()`` to
+noisy: the replay is held to 3%, the predictions from 1F1B's ``costs(schedule=)`` to
 20% median over the classes (the target is 5%: ``PREDICTION_MEDIAN_BOUND`` says why) and a
 loose bound each, each the median over the steps, errors printed.
 """

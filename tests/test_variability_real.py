@@ -3,8 +3,9 @@
 One set of gloo processes (p = 2, n = 4, on this machine's CPU) profiles ``STEPS`` steps of
 1F1B, GPipe and ZBV (m = 2) in turn (``round_robin=True``: a step of each, then the next), so
 that the machine's drifting load falls on the three alike. 1F1B's steps alone calibrate:
-``MeasuredSteps.costs()`` (the typical step's) and ``MeasuredSteps.noise()`` (each step's
-shared factor, each op's own factor by device and kind, bootstrapped). The Monte Carlo of
+``MeasuredSteps.costs(schedule=)`` (the typical step's, each stage priced by the layers it
+holds) and ``MeasuredSteps.noise()`` (each step's shared factor, each op's own factor by
+device and kind, bootstrapped). The Monte Carlo of
 GPipe and ZBV under them is then compared with their own measured steps, which calibrate
 nothing; the issue's bounds are p50 within 3%, p95 within 5%, the Kolmogorov-Smirnov
 distance at most 0.2, and the two ranked by p95 (which of them are asserted: below).
