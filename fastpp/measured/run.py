@@ -604,10 +604,9 @@ def _moved(own: Costs, run: Schedule, target: Schedule) -> Costs:
         share = np.where(differ, like, (values / b)[:, None])
         return np.sum(weight * b[:, None] * share, axis=0) * scale
 
-    if own.i is None:  # I takes b - w: w moves as its share of b, the first stage's swapped
-        i, w = None, split("w")  # too (its weight's share of B is the larger: no input grad)
-    else:
-        i, w = split("i"), split("w")
+    # without i (I takes b - w), w is still swapped at a first stage: its full backward's
+    # weight share is the larger (no input gradient there)
+    i, w = (None if own.i is None else split("i")), split("w")
     overhead = {name: per_op(row("overhead", k)) for k, name in enumerate("FBIW")}
     return Costs(chunk(row("f")), chunk(row("b")), w=w, i=i, comm=own.comm,
                  fb=None if own.fb is None else chunk(row("fb")), overhead=overhead,
