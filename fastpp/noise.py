@@ -51,7 +51,7 @@ from .checks import (
 from .compiled import evaluate_batch, finish_batch, timeline_batch
 from .kernels import COMM
 from .ops import FB, F, Op
-from .schedule import Schedule
+from .schedule import Schedule, route_positions
 
 DISTS = ("lognormal", "gamma")
 MAX_COV = 10.0  # a CoV of 1000%; past about 1e154 the distributions' parameters overflow
@@ -412,11 +412,7 @@ def pooled_by(run, schedule: Schedule, device: np.ndarray, stage: np.ndarray) ->
     plain = placement is None or np.array_equal(placement, np.arange(len(placement)))
     if not plain or schedule.m != 1:
         return device
-    block = np.zeros(schedule.V, np.int64)
-    for first, last in {(int(a), int(b)) for a, b in zip(schedule.route_first,
-                                                          schedule.route_last, strict=True)}:
-        block[first:last + 1] = np.arange(last - first + 1)
-    return block[stage]
+    return route_positions(schedule)[0][stage]
 
 
 # -- the ziggurat of the normal (Marsaglia and Tsang, "The ziggurat method for generating random

@@ -583,6 +583,19 @@ class Built:
 Schedule.__init__ = known_keywords("Schedule")(Schedule.__init__)
 
 
+def route_positions(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """Each stage's place on its microbatches' route and that route's stage count, ``[V]``
+    each: a route runs contiguous stages, one for every schedule but DualPipe's and
+    Chimera's two (a model copy each), so the place says which share of the model's layers
+    the stage holds."""
+    place, size = np.zeros(schedule.V, np.int64), np.ones(schedule.V, np.int64)
+    for first, last in {(int(a), int(b)) for a, b in zip(schedule.route_first,
+                                                          schedule.route_last, strict=True)}:
+        place[first:last + 1] = np.arange(last - first + 1)
+        size[first:last + 1] = last - first + 1
+    return place, size
+
+
 def _route_stages(routes, V: int) -> int:
     """The stages of the longest route in ``routes`` (``V`` without routes, or where they
     are no ``(first, last)`` integer pairs, which ``Schedule`` then refuses, naming them):

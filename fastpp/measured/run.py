@@ -54,7 +54,7 @@ from ..checks import (
 from ..costs import Costs
 from ..dependencies import edges
 from ..ops import FB, PAD, B, F, I, Op, W, format_op
-from ..schedule import Schedule
+from ..schedule import Schedule, route_positions
 from ..simulate import Result, simulate
 from .align import align
 from .read import RankTrace, collector_paused, read_file, trace_files
@@ -558,13 +558,8 @@ class MeasuredRun(Frozen):
 def _layers(s: Schedule) -> tuple[np.ndarray, np.ndarray, int]:
     """Each stage's share of the model's layers, ``[lo, hi)`` as fractions of its route, and
     how many routes (copies of the model: 2 for DualPipe and Chimera) the stages hold."""
-    lo, hi = np.zeros(s.V), np.ones(s.V)
-    routes = {(int(a), int(b)) for a, b in zip(s.route_first, s.route_last, strict=True)}
-    for first, last in routes:
-        size = last - first + 1
-        lo[first:last + 1] = np.arange(size) / size
-        hi[first:last + 1] = np.arange(1, size + 1) / size
-    return lo, hi, len(routes)
+    place, size = route_positions(s)
+    return place / size, (place + 1) / size, int(np.sum(place == 0))
 
 
 def _moved(own: Costs, run: Schedule, target: Schedule) -> Costs:
