@@ -1399,3 +1399,52 @@ def test_injected_delays_fall_on_the_same_microbatches_in_any_order(monkeypatch)
     for kind, seconds in (("F", 1.0), ("B", 2.0)):
         mine = {mb for k, mb, s in hit if k == kind}
         assert 0 < len(mine) < n and {s for k, _, s in hit if k == kind} == {seconds}
+
+
+def test_injected_delays_are_read_into_the_op_they_follow(tmp_path):
+    """``DELAY`` ranges (``measure``'s injected sleeps) go to the op whose start is the last
+    before theirs: one inside an op's range, one after its range before the next op (where
+    the slow link's sleep falls, before the sends), two after one op summed; one before the
+    first op goes nowhere. The typical step carries them; a negative one is refused."""
+    folder = DATA / "gpipe"
+    out = tmp_path / folder.name
+    out.mkdir()
+    plain = read_torch_trace(folder)
+    placed = {}  # rank -> [(position, us)]
+    for path in sorted(folder.glob("rank*_trace.json.gz")):
+        data = json.loads(gzip.open(path).read())
+        events = data["traceEvents"]
+        rank = data["distributedInfo"]["rank"]
+        ops = sorted((e for e in events if e.get("cat") == "user_annotation"
+                      and e["name"].startswith(("Forward ", "Backward "))),
+                     key=lambda e: e["ts"])
+        pid, tid = ops[0]["pid"], ops[0]["tid"]
+
+        def delay(ts, dur, pid=pid, tid=tid, events=events):
+            events.append({"ph": "X", "cat": "user_annotation", "pid": pid, "tid": tid,
+                           "name": "DELAY", "ts": ts, "dur": dur})
+
+        delay(ops[0]["ts"] - 50.0, 20.0)  # before the first op: no op's
+        delay(ops[0]["ts"] + 1.0, 7.0)  # inside op 0
+        first, second = ops[1], ops[2]
+        gap = second["ts"] - (first["ts"] + first["dur"])
+        assert gap > 0.0
+        delay(first["ts"] + first["dur"] + 0.25 * gap, 0.25 * gap)  # between ops 1 and 2
+        delay(first["ts"] + first["dur"] + 0.6 * gap, 0.3 * gap)
+        placed[rank] = [(0, 7.0), (1, 0.55 * gap)]
+        (out / path.name[:-3]).write_text(json.dumps(data))
+    run = read_torch_trace(out)
+    expected = np.zeros(run.schedule.kind.shape)
+    for rank, items in placed.items():
+        for position, us in items:
+            expected[rank, position] = us * 1e-6
+    # (each range's end less its start, at the traces' 1e12-us timestamps: within a ns)
+    np.testing.assert_allclose(run.injected, expected, rtol=0, atol=1e-9)
+    assert not plain.injected.any()
+    np.testing.assert_array_equal(run.durations, plain.durations)  # read as they were
+    np.testing.assert_array_equal(fastpp.MeasuredSteps([run, plain, run]).typical.injected,
+                                  run.injected)
+    assert run.ops["injected"].sum() == pytest.approx(run.injected.sum())
+    with pytest.raises(ScheduleError, match=r"injected must be >= 0 at every op"):
+        fastpp.MeasuredRun(**{name: getattr(run, name) for name in RUN_FIELDS},
+                           injected=-expected - 1e-3)

@@ -116,6 +116,10 @@ class RankTrace:
         after each step, outside the ops): ``stage, kind`` (op code ``B``, ``I`` or ``W``),
         the span of its operators and the range's own span (microseconds; with device clocks
         both the range's); no rows in a trace without them.
+    injected : ndarray, shape (k,)
+        The ``DELAY`` ranges starting from each op's start to the next op's (microseconds):
+        the sleeps ``fastpp.measured.measure`` injected in it or before its sends (``delay``,
+        ``link_delay``), as long as they took; 0 elsewhere and with device clocks.
     """
 
     file: str
@@ -136,6 +140,7 @@ class RankTrace:
     weight_operators: np.ndarray
     device_clock: bool
     probe: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    injected: np.ndarray | None = None  # (None: zeros)
 
 
 def trace_files(path) -> list[Path]:
@@ -381,8 +386,8 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
             raise ScheduleError(f"{file}: rank {rank}: traceEvents must be a list of events")
         tables = _event_tables(file, rank, events, field)
     children, marks, gpu_marks = tables
-    cpu, recvs, sends, posts, other_labels, cpu_probes = _annotations(file, rank, marks)
-    gpu, *_, gpu_probes = _annotations(file, rank, gpu_marks)
+    cpu, recvs, sends, posts, other_labels, cpu_probes, held = _annotations(file, rank, marks)
+    gpu, *_, gpu_probes, _ = _annotations(file, rank, gpu_marks)
     device_clock = bool(gpu["start"].size)
     chosen = gpu if device_clock else cpu
     probes = gpu_probes if device_clock else cpu_probes
@@ -403,6 +408,7 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
     sent = end.copy()
     operators = end - start
     weight_operators = np.zeros(len(start))
+    injected = np.zeros(len(start))
     if not device_clock:
         try:
             threads = list(set(tid))
@@ -411,6 +417,7 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
             raise ScheduleError(f"{file}: rank {rank}: an annotation's tid must be a number or "
                                 f"a name (got {bad!r})") from None
         release = _release(start, end, sends)
+        injected = _injected(start, held)
         posted = np.sort(_on(threads, *posts))
         at = np.searchsorted(posted, start, side="left")
         inside = at < len(posted)
@@ -456,7 +463,7 @@ def _read_chrome(file: Path, data: dict, field, tables=None) -> RankTrace:
                      str(data.get("host_name", "")), base_ns, labels, ops,
                      np.zeros(len(start), np.int64), start, end, first_child, ready, release,
                      sent, operators, weight_operators, device_clock,
-                     np.column_stack([probes["op"], probe_span, probe_range]))
+                     np.column_stack([probes["op"], probe_span, probe_range]), injected)
 
 
 def _event_tables(file: Path, rank: int, events: list, field):
@@ -581,15 +588,15 @@ def _outermost(file: Path, rank: int, chosen: dict, cpu: bool = False):
 
 _KIND = {"F": F, "B": B, "I": I, "W": W}
 # what an annotation range is, by its name
-_SKIP, _OP, _OTHER, _SEND_ACTION, _RECV_END, _POST, _BAD, _PROBE_RANGE = range(8)
+_SKIP, _OP, _OTHER, _SEND_ACTION, _RECV_END, _POST, _BAD, _PROBE_RANGE, _DELAY = range(9)
 
 
 def _annotations(file: Path, rank: int, marks: dict):
     """The compute ops (columns ``start, end, tid, label, op``), the receives' ``tid, end``
     columns, the send actions' ``start, end`` rows, the sends posted's ``tid, start`` columns,
-    how many other actions there were and the probe's ranges (columns ``start, end`` and
-    ``op``: ``stage, kind``, sorted by start), from annotation ranges (columns ``name, ts,
-    dur, tid``).
+    how many other actions there were, the probe's ranges (columns ``start, end`` and
+    ``op``: ``stage, kind``, sorted by start) and the injected delays' ``start, end`` rows,
+    from annotation ranges (columns ``name, ts, dur, tid``).
 
     The names are interned as integer codes (as Holistic Trace Analysis's symbol table does):
     each distinct name is parsed once, and each range's role is an array lookup."""
@@ -623,7 +630,8 @@ def _annotations(file: Path, rank: int, marks: dict):
     probe = np.flatnonzero(role == _PROBE_RANGE)
     probe = probe[np.argsort(a[probe], kind="stable")]
     probes = {"start": a[probe], "end": b[probe], "op": ops[codes[probe]][:, [1, 0]]}
-    return chosen, recvs, sends, posts, others, probes
+    held = role == _DELAY
+    return chosen, recvs, sends, posts, others, probes, np.stack([a[held], b[held]], axis=1)
 
 
 def _intern(keys: list) -> tuple[list, np.ndarray]:
@@ -756,6 +764,8 @@ def _parse_label(name) -> tuple[int, tuple]:
             return _OP, tuple(parse_op(text))
         except ValueError:
             return _BAD, none
+    if name == "DELAY":
+        return _DELAY, none
     if name.startswith("PROBE:"):
         probe = _PROBE.match(name)
         if probe:
@@ -937,6 +947,15 @@ def _weight_span(ts: np.ndarray, dur: np.ndarray, role: np.ndarray, start: np.nd
     two = (kind == _MATMUL_NODE) & (count >= 2)
     weight_from[two] = ts[product[first[two]]] + dur[product[first[two]]]
     return np.bincount(op, np.clip(ends - weight_from, 0.0, None), minlength=len(start))
+
+
+def _injected(start: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Per op, the time of the ``DELAY`` ranges (``held``: ``start, end`` rows) that start
+    after it starts and before the next op does: the sleeps ``measure`` injected in it, or
+    after it before its sends (``start`` in run order)."""
+    at = np.searchsorted(start, held[:, 0], side="right") - 1
+    mine = at >= 0
+    return np.bincount(at[mine], held[mine, 1] - held[mine, 0], minlength=len(start))
 
 
 def _release(start: np.ndarray, end: np.ndarray, sends: np.ndarray) -> np.ndarray:

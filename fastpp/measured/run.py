@@ -153,6 +153,12 @@ class MeasuredRun(Frozen):
         operators (``stage_backward``, ``stage_backward_input``, ``stage_backward_weight``),
         which an op of that kind pays within its fixed time; 0 with device clocks, NaN where
         not measured.
+    injected : ndarray, shape (p, L)
+        Per op, the delays ``fastpp.measured.measure`` injected inside it (``delay``: a sleep
+        in the op, ``link_delay``: one before each send over the slow link), as long as they
+        took (the trace's ``DELAY`` ranges; seconds, 0 elsewhere): a sleep wakes late, 0.1-0.3
+        ms after the delay asked for on this machine, which ``Noise(link_delay=...)`` is then
+        given to predict the run. Part of ``durations``.
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host, unless its ranks' clocks disagree (``fastpp.measured.align``).
@@ -171,10 +177,12 @@ class MeasuredRun(Frozen):
     def __init__(self, schedule: Schedule, start, end, release, wait, compute, overhead, stall,
                  durations, handed, latency: float, offsets, offset_residual: float,
                  files: list[str], hosts: list[str], operators, weight_operators=None,
-                 probe=None, probe_fixed=None):
+                 probe=None, probe_fixed=None, injected=None):
         instance(schedule, Schedule, "schedule", "fastpp.Schedule")
         if weight_operators is None:  # nothing measured of it: no weight's part
             weight_operators = np.zeros(schedule.kind.shape)
+        if injected is None:
+            injected = np.zeros(schedule.kind.shape)
         if probe is None:
             probe = np.full((schedule.V, 3), np.nan)
         if probe_fixed is None:
@@ -182,7 +190,7 @@ class MeasuredRun(Frozen):
         per_op = {"start": start, "end": end, "release": release, "wait": wait,
                   "compute": compute, "overhead": overhead, "stall": stall,
                   "durations": durations, "handed": handed, "operators": operators,
-                  "weight_operators": weight_operators}
+                  "weight_operators": weight_operators, "injected": injected}
         arrays = {}
         shapes = {"offsets": (schedule.p,), "probe": (schedule.V, 3),
                   "probe_fixed": (schedule.V, 3)}
@@ -201,7 +209,8 @@ class MeasuredRun(Frozen):
                 raise ScheduleError(f"{name} must be finite{where} (got "
                                     f"{show(values[~np.isfinite(values)][0])})")
         for name, values in (("durations", arrays["durations"][used]),
-                             ("end - start", (arrays["end"] - arrays["start"])[used])):
+                             ("end - start", (arrays["end"] - arrays["start"])[used]),
+                             ("injected", arrays["injected"][used])):
             if np.any(values < 0):
                 raise ScheduleError(f"{name} must be >= 0 at every op (got "
                                     f"{show(values[values < 0][0])})")
@@ -234,7 +243,7 @@ class MeasuredRun(Frozen):
         overlapped pair, else -1), and in seconds ``start, end`` (its range), ``release`` (its
         sends posted), ``wait, compute, overhead, stall`` (the module docstring), ``operators``
         (of ``compute``, the span of its profiled operators), ``weight_operators`` (of those,
-        an unsplit backward's parameters' part)."""
+        an unsplit backward's parameters' part), ``injected`` (the delays slept inside it)."""
         s = self.schedule
         used = _used(s)
         device, position = np.nonzero(used)
@@ -247,7 +256,8 @@ class MeasuredRun(Frozen):
             "start": self.start[used], "end": self.end[used], "release": self.release[used],
             "wait": self.wait[used], "compute": self.compute[used],
             "overhead": self.overhead[used], "stall": self.stall[used],
-            "operators": self.operators[used], "weight_operators": self.weight_operators[used]})
+            "operators": self.operators[used], "weight_operators": self.weight_operators[used],
+            "injected": self.injected[used]})
 
     def costs(self, per: str = "device", statistic: str = "median",
               schedule: Schedule | None = None) -> Costs:
@@ -697,7 +707,7 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     base = min(t.base_ns for t in traces)
     shape = (p, L)
     start, end, child, ready, release, sent = (np.full(shape, np.nan) for _ in range(6))
-    operators, weight_operators = np.zeros(shape), np.zeros(shape)
+    operators, weight_operators, injected = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     for t in traces:  # microseconds on each host's raw clock
         shift = (t.base_ns - base) / 1e3
         k = len(t.labels)
@@ -706,6 +716,8 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
         release[t.rank, :k], sent[t.rank, :k] = t.release + shift, t.sent + shift
         operators[t.rank, :k] = t.operators * 1e-6
         weight_operators[t.rank, :k] = t.weight_operators * 1e-6
+        if t.injected is not None:
+            injected[t.rank, :k] = t.injected * 1e-6
     device_clock = np.array([t.device_clock for t in traces])
     pro, con = _handoffs(schedule)
     # the latest a hand-off can have arrived: the receive's end, else the op's first operator
@@ -731,7 +743,8 @@ def build_run(traces: list[RankTrace]) -> MeasuredRun:
     operators = np.minimum(operators, times[1])
     return MeasuredRun(schedule, start, end, release, *times, offsets * 1e-6, residual * 1e-6,
                        [t.file for t in traces], hosts, operators,
-                       np.minimum(weight_operators, operators), *_probe(traces, schedule.V))
+                       np.minimum(weight_operators, operators), *_probe(traces, schedule.V),
+                       injected)
 
 
 def _probe(traces: list[RankTrace], V: int) -> tuple[np.ndarray | None, np.ndarray | None]:

@@ -288,7 +288,7 @@ def _named(run: MeasuredRun, schedule: Schedule) -> MeasuredRun:
     return MeasuredRun(own, run.start, run.end, run.release, run.wait, run.compute,
                        run.overhead, run.stall, run.durations, run.handed, run.latency,
                        run.offsets, run.offset_residual, run.files, run.hosts, run.operators,
-                       run.weight_operators, run.probe, run.probe_fixed)
+                       run.weight_operators, run.probe, run.probe_fixed, run.injected)
 
 
 def _delays(delay, V: int) -> tuple:

@@ -119,20 +119,20 @@ class MeasuredSteps(tuple):
     @cached_property
     def typical(self) -> MeasuredRun:
         """The typical step: a ``MeasuredRun`` whose every per-op figure (times, splits,
-        ``durations``, ``operators``), ``probe``, ``probe_fixed`` and ``latency`` is the
-        median over the steps."""
+        ``durations``, ``operators``, ``injected``), ``probe``, ``probe_fixed`` and
+        ``latency`` is the median over the steps."""
         first = self[0]
         median = {name: np.median(np.stack([getattr(run, name) for run in self]), axis=0)
                   for name in ("start", "end", "release", "wait", "compute", "overhead",
                                "stall", "durations", "handed", "operators", "weight_operators",
-                               "offsets", "probe", "probe_fixed")}
+                               "offsets", "probe", "probe_fixed", "injected")}
         return MeasuredRun(first.schedule, median["start"], median["end"], median["release"],
                            median["wait"], median["compute"], median["overhead"],
                            median["stall"], median["durations"], median["handed"],
                            float(np.median([run.latency for run in self])), median["offsets"],
                            max(run.offset_residual for run in self), first.files, first.hosts,
                            median["operators"], median["weight_operators"], median["probe"],
-                           median["probe_fixed"])
+                           median["probe_fixed"], median["injected"])
 
     def costs(self, per: str = "device", statistic: str = "median",
               schedule: Schedule | None = None) -> Costs:
