@@ -154,8 +154,10 @@ class MeasuredRun(Frozen):
         which an op of that kind pays within its fixed time; 0 with device clocks, NaN where
         not measured.
     injected : ndarray, shape (p, L)
-        Per op, the delays ``fastpp.measured.measure`` injected inside it (``delay``: a sleep
-        in the op, ``link_delay``: one before each send over the slow link), as long as they
+        Per op, the delays ``fastpp.measured.measure`` injected in it or after it (``delay``: a
+        sleep in the op's ``compute``; ``link_delay``: one before each send over the slow
+        link, after the op's range in its send action, so in its ``overhead``, but in its
+        ``compute`` under ``ScheduleGPipe``, which sends inside its ranges), as long as they
         took (the trace's ``DELAY`` ranges; seconds, 0 elsewhere): a sleep wakes late, 0.1-0.3
         ms after the delay asked for on this machine, which ``Noise(link_delay=...)`` is then
         given to predict the run. Part of ``durations``.
@@ -243,7 +245,8 @@ class MeasuredRun(Frozen):
         overlapped pair, else -1), and in seconds ``start, end`` (its range), ``release`` (its
         sends posted), ``wait, compute, overhead, stall`` (the module docstring), ``operators``
         (of ``compute``, the span of its profiled operators), ``weight_operators`` (of those,
-        an unsplit backward's parameters' part), ``injected`` (the delays slept inside it)."""
+        an unsplit backward's parameters' part), ``injected`` (the delays slept in it or
+        after it, before its sends)."""
         s = self.schedule
         used = _used(s)
         device, position = np.nonzero(used)
