@@ -158,10 +158,10 @@ class MeasuredRun(Frozen):
         sleep in the op's ``compute``; ``link_delay``: one before each send over the slow
         link, after the op's range in its send action, so in its ``overhead``, but in its
         ``compute`` under ``ScheduleGPipe``, which sends inside its ranges), as long as they
-        took (the trace's ``DELAY`` ranges; seconds, 0 elsewhere): a sleep wakes late, a 3 ms
-        one 0.04-0.2 ms (95% of them) after the delay asked for here (3.06-3.12 ms on average,
-        sessions 54-58), which ``Noise(link_delay=...)`` is then given to predict the run.
-        Part of ``durations``.
+        took (the trace's ``DELAY`` ranges, the CPU's; seconds, 0 elsewhere and with device
+        clocks, a GPU run's): a sleep wakes late, a 3 ms one 0.04-0.2 ms (95% of them) after
+        the delay asked for here (3.06-3.12 ms on average, sessions 54-58), which
+        ``Noise(link_delay=...)`` is then given to predict the run. Part of ``durations``.
     offsets : ndarray, shape (p,)
         How far each rank's clock was ahead of rank 0's host's (seconds, subtracted); 0 on
         rank 0's host, unless its ranks' clocks disagree (``fastpp.measured.align``).
