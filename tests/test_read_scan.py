@@ -18,7 +18,7 @@ from fastpp.measured import read, scan
 
 FIELDS = ("file", "rank", "world_size", "host", "base_ns", "labels", "device_clock")
 ARRAYS = ("ops", "chunk", "start", "end", "first_child", "ready", "release", "sent",
-          "operators", "weight_operators")
+          "operators", "weight_operators", "injected")
 SPACE = ["", "", "", " ", "\n  ", "\t", "\r\n"]
 PLAIN = ("cat", "ph")
 SEEDS = 4 if os.environ.get("FASTPP_SMALL") else 16  # (the coverage run scans as Python)
@@ -122,7 +122,8 @@ def traces(tmp_path, seed):
     shape = s.kind.shape
     truth = trace_synth.run(s, rng.uniform(5e-4, 2e-3, shape), rng.uniform(1e-4, 6e-4, shape),
                             latency=3e-4, o1=np.full(p, 2e-5))
-    for file in trace_synth.write(tmp_path, s, truth, labels="gpipe" if name == "gpipe" else "PP"):
+    for file in trace_synth.write(tmp_path, s, truth, labels="gpipe" if name == "gpipe" else "PP",
+                                  delays=True):
         data = json.loads(file.read_text())
         decorate(data, rng)
         yield file, data, rng
@@ -167,6 +168,12 @@ def test_random_traces_read_as_the_dicts_do(tmp_path, monkeypatch, seed):
         file.write_bytes(raw)
         assert read._scan(raw) is not None  # read by the scan, not its fall back
         assert_read_alike(file, monkeypatch, "dict")
+        try:
+            read_back = read.read_file(file)
+        except ScheduleError:  # (a trace both ways refuse alike)
+            continue
+        if "DELAY" in raw.decode():  # (not escaped: its injected sleeps are read)
+            assert read_back.injected.any()
 
 
 def test_numbers_are_pythons_floats():

@@ -86,11 +86,12 @@ def run(schedule, compute, lead, *, latency, o1, send_gap=20e-6, send_post=60e-6
 
 
 def write(folder, schedule, timeline, *, offsets=None, hosts=None, gz=False, world_size=None,
-          labels="PP"):
+          labels="PP", delays=False):
     """Write one Chrome trace per rank into ``folder`` (``rank{r}_trace.json[.gz]``).
 
     ``labels="PP"`` writes ``PP:<action>`` ranges; ``"gpipe"`` writes ScheduleGPipe's
-    ``Forward {i}`` / ``Backward {i}`` (single-stage ranks).
+    ``Forward {i}`` / ``Backward {i}`` (single-stage ranks). ``delays``: a ``DELAY`` range
+    (an injected sleep) in each gap between an op's end and its sends.
     """
     s = schedule
     folder = Path(folder)
@@ -129,6 +130,8 @@ def write(folder, schedule, timeline, *, offsets=None, hosts=None, gz=False, wor
             if rel > e:
                 span("user_annotation", f"PP:{s.stage[r, k]}SEND_F{s.mb[r, k]}",
                      rel - (rel - e) * 0.75, rel)
+                if delays:
+                    span("user_annotation", "DELAY", e + (rel - e) * 0.05, e + (rel - e) * 0.2)
         events.sort(key=lambda ev: ev["ts"])
         data = {"schemaVersion": 1, "deviceProperties": [],
                 "distributedInfo": {"backend": "gloo", "rank": r,
