@@ -22,6 +22,7 @@ pytestmark = pytest.mark.alone
 
 from fastpp import (  # noqa: E402
     SCHEDULES,
+    Noise,
     Schedule,
     ScheduleError,
     build_schedule,
@@ -334,6 +335,15 @@ def test_cli_measure_prints_measured_replayed_and_predicted(runs, tmp_path, caps
     print(f"1F1B with a 0.1 s link, from a run without it: measured {measured * 1e3:.1f} ms, "
           f"error {error:+.1%}")
     assert abs(error) < 0.25  # (two crossings of 0.1 s a microbatch dominate the step)
+    # priced at what this run's sleeps took, as its trace's DELAY ranges say
+    slow = read_torch_trace(tmp_path / "slow")
+    slept = slow.injected[slow.injected > 0]
+    assert slept.min() >= 0.1
+    assert f"the slow link's {slept.size} sleeps took {slept.mean() * 1e3:.3f} ms" in text
+    held = Noise(0.0, link_delay={(0, 1): slept.mean()}, blocking=True)
+    predicted = simulate(slow.schedule, read_steps(steps).costs(schedule=slow.schedule),
+                         noise=held, samples=1).quantile(0.5)
+    assert line.split()[-2] == f"{predicted * 1e3:.3f}ms"
     own = next(x for x in text.splitlines() if x.startswith("predicted (this run's median"))
     assert "slow link" not in own and abs(float(own.split()[-1].rstrip("%"))) < 15, own
     assert len(read_steps(steps)) == len(list(steps.glob("step*")))
@@ -404,7 +414,6 @@ def test_injected_delays_show_in_the_measured_ops(tmp_path):
     whose V crosses the link twice as often, about twice as much, as fastpp predicts from each
     schedule's run without it (``Noise(link_delay=..., blocking=True)``); N steps give N runs.
     The six runs share one set of processes, each with its own delays."""
-    from fastpp import Noise
     from fastpp.ops import B, F
 
     delay = 0.1  # well above this machine's op times (1-40 ms under load)
