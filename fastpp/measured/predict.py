@@ -26,7 +26,9 @@ def predictions(run, costs_from=None, link_delay=None) -> dict[str, float]:
         ``r2``. This run's costs hold it (its ``send``, the time
         from an op's end to its output's hand-off), another run's do not: the prediction
         ``from`` it prices the sleep (``Noise(link_delay=..., blocking=True)`` without
-        jitter). Until 7 December 2026 this run's own prediction priced it a second time.
+        jitter) at ``seconds`` as given: a sleep wakes late, and ``run.injected`` holds how
+        long this run's took (``python -m fastpp measure`` passes their mean). Until 7
+        December 2026 this run's own prediction priced it a second time.
 
     Returns
     -------
