@@ -1,7 +1,10 @@
 """The one place that owns Numba's options.
 
 Every kernel is compiled with ``cache=True`` and without ``fastmath`` (which would reorder float
-sums and break exact agreement with the pure-Python reference in ``tests/``).
+sums and break exact agreement with the pure-Python reference in ``tests/``). One kernel, the
+Monte Carlo's ``exp``, lets LLVM fuse a multiply and an add into one FMA (``fused``): its
+polynomial runs a quarter faster, rounded once per step instead of twice, and nothing is
+reordered.
 
 Numba's on-disk cache keys a function on its own source file only: a kernel that inlines a
 helper from another module would keep its stale machine code after that helper changes. So all
@@ -154,7 +157,7 @@ def disabled() -> bool:
     return bool(numba.config.DISABLE_JIT)
 
 
-def jit(func=None, *, signature=None, internal=False):
+def jit(func=None, *, signature=None, internal=False, fused=False):
     """Compile ``func`` in nopython mode with fastpp's options.
 
     ``cache=True``; no ``fastmath``; ``nogil=True`` so that sweeps run kernels on several
@@ -167,13 +170,15 @@ def jit(func=None, *, signature=None, internal=False):
     calling it from Python fails. An internal helper's ``signature`` compiles (or loads from
     the cache) when a kernel that calls it first compiles, not at import: a kernel loaded
     from the cache holds its callees' code, so a warm process never needs the helper.
+    ``fused`` allows FMA contraction (``fastmath={"contract"}``) and nothing else of fastmath.
     """
 
     def wrap(f):
         saved = numba.config.CACHE_DIR
         numba.config.CACHE_DIR = CACHE_DIR  # read by Numba's cache locator at decoration time
         try:
-            options = {"cache": True, "nogil": True, "fastmath": False, "no_cfunc_wrapper": True,
+            options = {"cache": True, "nogil": True, "fastmath": {"contract"} if fused else False,
+                       "no_cfunc_wrapper": True,
                        "no_cpython_wrapper": internal}
             eager = signature is not None and not internal
             kernel = (numba.njit(signature, **options) if eager else numba.njit(**options))(f)

@@ -553,7 +553,7 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
     # factors the pair's time takes in their proportion, its overlapped time fb given or not
     # (fb's split between the halves is not known; fb = f + b must slow as no fb does)
     s, s2 = compiled.stage, np.maximum(compiled.stage2, 0)
-    halves = np.c_[tf[s], tb[s2]]
+    halves = np.stack((tf[s], tb[s2]), axis=1)
     slow = noise._op_factors(compiled.device, compiled.stage, compiled.stage2, halves, p, V)
     shapes, step_shape = noise._shapes()
     pooled = compiled.device
@@ -572,15 +572,16 @@ def run(schedule: Schedule, costs: Costs, noise: Noise, samples, seed) -> MonteC
         pool, pool_at = np.zeros(0), np.zeros((1, p, 5, 2), np.int64)
     # an overlapped pair's backward half's share of its time, which its two draws weigh by
     # (noise.draw); -1 for every other op
-    total = halves.sum(axis=1)
+    total = halves[:, 0] + halves[:, 1]
     share = np.where((compiled.stage2 >= 0) & (total > 0),
                      halves[:, 1] / np.where(total > 0, total, 1.0), -1.0)
-    # a writable copy of the noise's read-only factors: Numba types read-only arrays apart
-    # (another compile of every kernel)
-    draws = (np.uint64(seed), compiled.kind, compiled.stage, compiled.mb, compiled.stage2,
-             compiled.mb2, share, pooled, base[:, 0].copy(), slow, shapes,
-             noise.dist == "gamma", step_shape, noise.spike[0], noise.spike[1], pool, pool_at,
-             noise.relative, noise.step_factors.copy())
+    # each op's keys made once; a writable copy of the noise's read-only factors: Numba types
+    # read-only arrays apart (another compile of every kernel)
+    keys = noise_module.op_keys(np.uint64(seed), compiled.kind, compiled.stage, compiled.mb,
+                                compiled.stage2, compiled.mb2)
+    draws = (np.uint64(seed), keys, compiled.kind, share, pooled, base[:, 0].copy(), slow,
+             shapes, noise.dist == "gamma", step_shape, noise.spike[0], noise.spike[1], pool,
+             pool_at, noise.relative, noise.step_factors.copy())
     delays = noise._stage_delays(schedule.stage_to_device)
     extra = np.zeros(N)
     if noise.blocking:  # the sender of each message over a delayed link holds it
@@ -615,7 +616,8 @@ def _samples(state, handoff, extra, samples):
             # an overflow gives inf (and inf - inf NaN), which run() refuses; without the JIT
             # NumPy would also warn
             with np.errstate(over="ignore", invalid="ignore"):
-                noise_module.run_samples(*draws, compiled.device, compiled.previous,
+                noise_module.run_samples(*draws, compiled.device, compiled.stage,
+                                         compiled.stage2, compiled.previous,
                                          compiled.producer, compiled.link,
                                          compiled.device_first, handoff, extra, at, *out)
             k = at - first
