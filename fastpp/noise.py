@@ -652,12 +652,13 @@ def factors(key, first, shape, gamma, out, z):
 
 @jit(fused=True)
 def exp_into(x, out):
-    """``out[b] = exp(x[b])`` to 1 ulp for ``|x| < 700`` (``x`` is overwritten), in loops that
+    """``out[b] = exp(x[b])`` to 1 ulp for ``|x| < 700`` (``x`` is overwritten), in a loop that
     Numba turns into SIMD (libm's ``exp`` is one call per number): ``x = t ln 2 + r`` with
     ``t`` an integer (rounded by adding 1.5 * 2**52) and ``|r| <= ln(2) / 2``, ``exp(r)`` by
     its Taylor polynomial of degree 13 (the rest is below 1e-17), times ``2**t`` made from
     its bits. The lognormal's exponents stay below 40 (``cov <= 10``, ``|z| < 15``). Horner's
-    steps are fused multiply-adds (``jit(fused=True)``): 1.26 ns a number here, 1.68 without."""
+    steps are fused multiply-adds (``jit(fused=True)``): 1.2 ns a number here, 1.7 without."""
+    bits = x.view(np.int64)
     for b in range(x.shape[0]):
         y = x[b]
         rounded = y * _LOG2E + _ROUND
@@ -666,13 +667,9 @@ def exp_into(x, out):
         e = _EXP_TAYLOR[0]
         for c in _EXP_TAYLOR[1:]:
             e = e * r + c
-        out[b] = e
-        x[b] = rounded  # its low bits hold t
-    bits = x.view(np.int64)
-    for b in range(x.shape[0]):
+        x[b] = rounded  # its low bits hold t: made 2**t in place
         bits[b] = (bits[b] - _ROUND_BITS + 1023) << 52
-    for b in range(x.shape[0]):
-        out[b] *= x[b]
+        out[b] = e * x[b]
 
 
 @jit
