@@ -478,7 +478,7 @@ def evaluate_batch(previous, producer, link, device, kind, stage, stage2, rows, 
     d = np.empty(columns)
     busy[:] = 0.0
     latency[:] = 0.0
-    given = durations.shape[0] > 0  # read in place (a copy per op was a tenth of a pass)
+    given = durations.shape[0] > 0  # read in place, not copied op by op
     for i in range(previous.shape[0]):
         r = device[i]
         if not given:

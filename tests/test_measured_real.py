@@ -443,11 +443,12 @@ def test_injected_delays_show_in_the_measured_ops(tmp_path):
         assert len(hit) == N and hit.min() >= delay  # the sleep is inside the labelled op
         assert np.median(other) < delay / 2
         assert np.median(_durations(slow, 1, B)) < delay / 2  # only the forwards
-        # the trace says which ops slept, and how long (late by well under a ms)
+        # the trace says which ops slept, and how long: late by well under a ms on the idle
+        # machine, by 1.4-2.2 ms with the suite and another job on both cores (8 December)
         s = slow.schedule
         asked = (s.kind == F) & (s.stage == 1) & (np.arange(s.kind.shape[1]) < s.length[:, None])
         assert np.all(slow.injected[~asked] == 0)
-        assert np.all((slow.injected[asked] >= delay) & (slow.injected[asked] < delay + 1e-3))
+        assert np.all((slow.injected[asked] >= delay) & (slow.injected[asked] < 1.05 * delay))
     for base, linked in zip(runs["base"], runs["link"], strict=True):
         assert linked.makespan - base.makespan >= 2 * delay
         # the sender sleeps inside its op; the receiver's wait is a wait, not its compute
