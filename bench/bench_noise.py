@@ -6,9 +6,9 @@
   does not count the Monte Carlo's second thread as a gain) and against a plain NumPy Monte
   Carlo written the ordinary way (the op times drawn as vectors over the K samples, one event
   loop over the ops carrying them; target 50x, open). Both ratios are also printed in CPU
-  seconds (``extra_info``). A minimal compiled timeline loop over the same K samples, their
-  op times given (drawn before the clock starts), measures what 50x would leave for the
-  draws: the least any Monte Carlo pays besides drawing.
+  seconds (``extra_info``). A minimal compiled timeline loop over the same K samples, each
+  block's op times given and in cache (as a Monte Carlo draws them), measures what 50x would
+  leave for the draws: the least any Monte Carlo pays besides drawing.
 - ``bench_whatif``: ``read_op_table`` + ``whatif`` on trace ST against the artifact's own
   analysis (ByteDance-Seed/StragglerAnalysis, ``WhatIfAnalyzer.analyze``) on the same trace.
   Its code is not part of fastpp: set ``STRAGGLER_ANALYSIS`` to a checkout of it (the
